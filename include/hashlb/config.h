@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration model: what a YAML config file says, validated.
+ * Loaded by src/config/ (libfyaml); read by the forwarder, the control plane
+ * and kernel steering. Every field has its default filled in by the loader.
+ */
+#ifndef HASHLB_CONFIG_H
+#define HASHLB_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hashlb/error.h"
+#include "hashlb/table.h"
+#include "hashlb/tuple.h"
+
+enum hashlb_admin_state {
+	HASHLB_ADMIN_READY = 0, /* takes new clients */
+	HASHLB_ADMIN_DRAIN, /* keeps its connections, takes no new clients */
+	HASHLB_ADMIN_MAINT, /* closes nothing, takes no traffic, not health-checked */
+	HASHLB_ADMIN_MAX
+};
+
+enum hashlb_steering {
+	HASHLB_STEERING_USERSPACE = 0, /* the io_uring forwarder */
+	HASHLB_STEERING_KERNEL, /* XDP/tc program fed the same table */
+	HASHLB_STEERING_MAX
+};
+
+struct hashlb_pos {
+	int line, column; /* 1-based; 0 when not from a file */
+};
+
+struct hashlb_backend_cfg {
+	char *name; /* identity, hashed for placement */
+	char *address; /* as written: "host:port" or "[v6]:port" */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	uint32_t weight; /* default 1 */
+	enum hashlb_admin_state admin; /* initial state, default ready */
+	struct hashlb_pos pos; /* where the backend's entry starts */
+};
+
+struct hashlb_health_cfg {
+	bool enabled; /* default true */
+	uint32_t interval_ms; /* default 2000 */
+	uint32_t timeout_ms; /* default 1000 */
+	uint32_t rise; /* default 2 */
+	uint32_t fall; /* default 3 */
+};
+
+struct hashlb_service_cfg {
+	char *name;
+	char *listen; /* as written */
+	struct sockaddr_storage listen_addr;
+	socklen_t listen_addr_len;
+	struct hashlb_table_params table; /* scheme, seed, ring_v, maglev_m */
+	enum hashlb_key key; /* default src-ip */
+	uint32_t connect_timeout_ms; /* default 1000 */
+	uint32_t idle_timeout_ms; /* default 300000; 0 = none */
+	uint32_t drain_timeout_ms; /* default 30000: shutdown and removed backends */
+	uint32_t max_connections; /* default 10000; 0 = unlimited */
+	uint32_t connect_retries; /* further backends of the preference list; default 2 */
+	uint32_t slow_start_ms; /* weight ramp for a backend that comes up; 0 = off */
+	double balance_factor; /* bounded load, e.g. 1.25; 0 = off */
+	enum hashlb_steering steering;
+	char *steer_interface; /* steering: kernel */
+	struct hashlb_health_cfg health;
+	struct hashlb_backend_cfg *backends;
+	uint32_t n_backends;
+	struct hashlb_pos pos;
+};
+
+struct hashlb_config {
+	char *path;
+	uint32_t workers; /* 0 = auto: one per CPU */
+	char *admin; /* "127.0.0.1:9090", "unix:/path" or NULL = off; default 127.0.0.1:9901 */
+	struct hashlb_service_cfg *services;
+	uint32_t n_services;
+};
+
+/*
+ * Load and validate <path>. On error returns a negative errno and fills
+ * <err> with file, line, column and what is wrong (reason HASHLB_ERR_CONFIG);
+ * unknown keys and wrong types are errors. Every service's table is built
+ * once as part of validation, so a config that loads also builds.
+ */
+int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
+		       struct hashlb_error *err);
+/* The same from a string; <name> stands for the file in error positions. */
+int hashlb_config_parse(const char *text, size_t len, const char *name,
+			struct hashlb_config **ret_config, struct hashlb_error *err);
+/* Accepts NULL. */
+void hashlb_config_free(struct hashlb_config *c);
+
+const char *hashlb_admin_state_name(enum hashlb_admin_state s);
+int hashlb_admin_state_parse(const char *s, enum hashlb_admin_state *ret_state);
+
+#endif

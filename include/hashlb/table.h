@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The consistent-hash lookup table: ring-hash or Maglev, one API.
+ *
+ * A table is built from a list of backends (name, weight, down), a scheme,
+ * its parameters and a 64-bit seed, and is immutable afterwards: any number
+ * of threads may look up in it without locks. The same inputs give a
+ * bit-identical table on every machine, whatever the order of the backend
+ * list: placement depends only on each backend's name, weight and the seed,
+ * never on its address or its position in the list. Backends are referred to
+ * by their index in the list given to hashlb_table_build().
+ *
+ * Ring: each backend gets V x weight points, point i of backend "name" at
+ * XXH64(name || be32(i), seed). A hash maps to the backend of the first point
+ * at or after it, wrapping around. Points are kept in a sorted array of
+ * 64-bit positions with a parallel array of 16-bit owners, and found through
+ * a two-level index (see ring.c for the measurement that chose it over a
+ * plain binary search).
+ *
+ * Maglev: M slots (M prime). Backend "name" has offset = XXH64(name, seed) % M
+ * and skip = XXH64(name, ~seed) % (M - 1) + 1; backends take turns in name
+ * order, a backend of weight w taking a turn in w of every w_max rounds, each
+ * turn claiming the next free slot of its permutation. A hash maps to slot
+ * (hash >> 32) * M >> 32 (a multiply, not a division, so BPF computes it the
+ * same), whose 16-bit entry names the backend.
+ *
+ * Health overlay (the minimal-disruption rule). A table is built over all
+ * configured backends, up or down (the "full" table); it is a function of the
+ * names and weights only. Then:
+ *
+ *   a hash whose backend in the full table is up keeps that backend;
+ *   a hash whose backend in the full table is down gets the backend that the
+ *   table built from the survivors alone (same scheme, parameters and seed,
+ *   down backends given weight 0) gives it.
+ *
+ * So no key of a healthy backend ever moves when others go down; the keys of
+ * a down backend spread over all survivors in proportion to their weights
+ * (for the ring: the next surviving point clockwise, i.e. many neighbours as
+ * V grows; for Maglev: the survivors' own permutation slots); the rule
+ * depends only on the set that is down, so two instances agree; and when a
+ * backend comes back exactly its keys return to it. The effective table is
+ * materialised, so a lookup costs the same with or without backends down.
+ * When every backend is down, lookups return HASHLB_BACKEND_NONE.
+ */
+#ifndef HASHLB_TABLE_H
+#define HASHLB_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hashlb/error.h"
+
+enum hashlb_scheme { HASHLB_SCHEME_RING = 0, HASHLB_SCHEME_MAGLEV, HASHLB_SCHEME_MAX };
+
+#define HASHLB_BACKENDS_MAX 65535u /* backend indices fit 16 bits, 0xffff = none */
+#define HASHLB_BACKEND_NONE 0xffffu /* lookup result when every backend is down */
+#define HASHLB_NAME_MAX 255u /* bytes in a backend name */
+#define HASHLB_WEIGHT_MAX 10000u /* weights are 0..HASHLB_WEIGHT_MAX */
+#define HASHLB_RING_V_DEFAULT 160u
+#define HASHLB_RING_V_MAX 100000u
+#define HASHLB_MAGLEV_M_DEFAULT 65537u
+#define HASHLB_MAGLEV_M_MIN 3u
+#define HASHLB_MAGLEV_M_MAX 16777259u /* a prime just above 2^24 */
+#define HASHLB_TABLE_MEM_DEFAULT (256u << 20) /* default memory cap, bytes */
+
+struct hashlb_backend_spec {
+	const char *name; /* identity: hashed for placement; borrowed during build */
+	uint32_t weight; /* 0..HASHLB_WEIGHT_MAX; 0 = configured but takes no keys */
+	bool down; /* down, draining or in maintenance: takes no new keys */
+};
+
+struct hashlb_table_params {
+	enum hashlb_scheme scheme;
+	uint64_t seed;
+	uint32_t ring_v; /* ring points per weight unit; 0 = default */
+	uint32_t maglev_m; /* Maglev table size, prime; 0 = default */
+	size_t max_bytes; /* memory cap for the table; 0 = default */
+};
+
+struct hashlb_table;
+
+/* Fill <p> with defaults for <scheme> (seed 0). */
+void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme scheme);
+
+/*
+ * Build a table over <n> backends. On success stores a new table in
+ * <ret_table> (free it with hashlb_table_free()) and returns 0; on failure
+ * returns a negative errno (-EINVAL for bad input, -E2BIG for the memory cap,
+ * -ENOMEM) and fills <err> (may be NULL) with the reason and a message naming
+ * the offending backend or parameter. Names are copied.
+ */
+int hashlb_table_build(const struct hashlb_table_params *p,
+		       const struct hashlb_backend_spec *backends, size_t n,
+		       struct hashlb_table **ret_table, struct hashlb_error *err);
+
+/*
+ * A table with the same backends, weights and parameters as <base> but the
+ * down set <down> (n = hashlb_table_backend_count(base) booleans). Reuses
+ * base's full table, so it costs one survivor build plus a copy: this is the
+ * rebuild for health changes. Same return convention as hashlb_table_build().
+ */
+int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
+			   struct hashlb_table **ret_table, struct hashlb_error *err);
+
+/* Accepts NULL. */
+void hashlb_table_free(struct hashlb_table *t);
+
+/* The backend index for <hash>, or HASHLB_BACKEND_NONE if all are down. */
+uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash);
+
+/*
+ * The preference list for <hash>: up to <k> distinct up backends, the first
+ * being hashlb_table_lookup()'s answer, the next ones the backends to try
+ * when a connect fails (ring: the next distinct owners clockwise; Maglev:
+ * the next distinct owners of the following slots). Stable for a given
+ * table. Returns how many were written to <ret_idx>.
+ */
+size_t hashlb_table_preference(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
+			       size_t k);
+
+/*
+ * A 64-bit fingerprint of the effective table's contents (the scheme, every
+ * slot or point and the name of its backend), independent of the order of
+ * the backend list: equal fingerprints mean equal routing.
+ */
+uint64_t hashlb_table_fingerprint(const struct hashlb_table *t);
+
+enum hashlb_scheme hashlb_table_scheme(const struct hashlb_table *t);
+const struct hashlb_table_params *hashlb_table_params(const struct hashlb_table *t);
+uint32_t hashlb_table_backend_count(const struct hashlb_table *t);
+uint32_t hashlb_table_up_count(const struct hashlb_table *t);
+const char *hashlb_table_backend_name(const struct hashlb_table *t, uint32_t idx);
+uint32_t hashlb_table_backend_weight(const struct hashlb_table *t, uint32_t idx);
+bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx);
+/* Fraction of the hash space (ring) or of the slots (Maglev) that goes to <idx>. */
+double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
+/* Bytes of memory the table holds. */
+size_t hashlb_table_bytes(const struct hashlb_table *t);
+
+/*
+ * A read-only view of the effective table's arrays, for exporting it (the
+ * kernel steering maps, dumps). Pointers stay valid while <t> lives.
+ */
+struct hashlb_table_view {
+	enum hashlb_scheme scheme;
+	uint32_t n_backends;
+	/* Maglev */
+	uint32_t m;
+	const uint16_t *slots; /* m entries: backend index or HASHLB_BACKEND_NONE */
+	/* Ring: n_points points sorted by position; lookup(h) is the first
+	 * point with pos >= h, or point 0 if none. */
+	uint32_t n_points;
+	const uint64_t *pos;
+	const uint16_t *owner;
+	/* Two-level index: bucket[h >> (64 - bucket_bits)] is the index of the
+	 * first point with pos >= (bucket << (64 - bucket_bits)); it has
+	 * (1 << bucket_bits) + 1 entries, the last being n_points. From
+	 * there at most max_scan points are stepped over before the answer. */
+	uint32_t bucket_bits;
+	const uint32_t *bucket;
+	uint32_t max_scan;
+};
+
+void hashlb_table_view(const struct hashlb_table *t, struct hashlb_table_view *ret_view);
+
+/* "ring", "maglev"; NULL if invalid. */
+const char *hashlb_scheme_name(enum hashlb_scheme s);
+/* -EINVAL if unknown. */
+int hashlb_scheme_parse(const char *s, enum hashlb_scheme *ret_scheme);
+
+/* Whether <n> is prime (deterministic, for n < 2^32). */
+bool hashlb_is_prime(uint64_t n);
+
+#endif

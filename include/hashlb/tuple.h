@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tuple hashing: the canonical byte layout of a TCP connection's tuple and
+ * the seeded hash of the part of it that a service's hash key selects.
+ *
+ * Canonical layout (36 bytes, no padding, everything in network byte order):
+ *
+ *   offset  0: source address, 16 bytes (IPv4 as IPv4-mapped IPv6 ::ffff:a.b.c.d)
+ *   offset 16: source port, 2 bytes big-endian
+ *   offset 18: destination address, 16 bytes (same mapping)
+ *   offset 34: destination port, 2 bytes big-endian
+ *
+ * The hash is XXH64 over a prefix of that layout, with the service's 64-bit
+ * seed: 16 bytes for HASHLB_KEY_SRC_IP, 18 for HASHLB_KEY_SRC_IP_PORT, 36 for
+ * HASHLB_KEY_4TUPLE. Mapping IPv4 into IPv6 makes a client reaching a
+ * dual-stack listener as ::ffff:a.b.c.d hash like one reaching an IPv4
+ * listener. XXH64 was chosen over XXH3 because a BPF program computes it over
+ * these fixed lengths with plain 64-bit arithmetic (no 128-bit multiply, no
+ * secret); bpf/ computes exactly this function and a parity test proves it.
+ *
+ * Changing this layout or the function moves every client: it is a migration.
+ */
+#ifndef HASHLB_TUPLE_H
+#define HASHLB_TUPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sockaddr;
+
+enum hashlb_key {
+	HASHLB_KEY_SRC_IP = 0, /* client affinity */
+	HASHLB_KEY_SRC_IP_PORT, /* per client socket */
+	HASHLB_KEY_4TUPLE, /* per connection */
+	HASHLB_KEY_MAX
+};
+
+struct hashlb_tuple {
+	uint8_t src[16];
+	uint8_t sport[2]; /* big-endian */
+	uint8_t dst[16];
+	uint8_t dport[2]; /* big-endian */
+};
+
+_Static_assert(sizeof(struct hashlb_tuple) == 36, "canonical tuple is 36 bytes");
+
+/* Number of leading bytes of the canonical tuple that <key> hashes. */
+size_t hashlb_key_len(enum hashlb_key key);
+
+/* "src-ip", "src-ip-port", "4-tuple"; NULL for an invalid key. */
+const char *hashlb_key_name(enum hashlb_key key);
+/* Parse a key name (the ones above, also "src_ip", "source-ip"...); -EINVAL if unknown. */
+int hashlb_key_parse(const char *s, enum hashlb_key *ret_key);
+
+/*
+ * Fill <ret_tuple> from a client address <src> and the local address <dst>
+ * (either may be AF_INET or AF_INET6; <dst> may be NULL: zeros). Returns 0
+ * or -EAFNOSUPPORT.
+ */
+int hashlb_tuple_from_sockaddr(const struct sockaddr *src, const struct sockaddr *dst,
+			       struct hashlb_tuple *ret_tuple);
+
+/*
+ * Parse "ADDR", "ADDR:PORT", "[V6]:PORT" or "V6" into the source half of a
+ * tuple (destination zeroed). Returns 0 or -EINVAL.
+ */
+int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple);
+
+/* XXH64 of the key's prefix of <t> with <seed>. */
+uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, uint64_t seed);
+
+#endif

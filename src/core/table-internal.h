@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the core: the table's representation and the per-scheme
+ * builders. Benchmarks include it to measure layouts against each other.
+ */
+#ifndef HASHLB_TABLE_INTERNAL_H
+#define HASHLB_TABLE_INTERNAL_H
+
+#include "hashlb/table.h"
+
+struct ring {
+	uint32_t n; /* points */
+	uint64_t *pos; /* sorted ascending */
+	uint16_t *owner; /* backend index of each point */
+	uint32_t bucket_bits;
+	uint32_t *bucket; /* (1 << bucket_bits) + 1 entries, see hashlb_table_view */
+	uint32_t max_scan;
+};
+
+struct hashlb_table {
+	struct hashlb_table_params params;
+	uint32_t n; /* backends */
+	uint32_t n_up; /* backends not down */
+	uint32_t n_present; /* distinct backends that own slots/points in the effective table */
+	char **names; /* caller's order; one allocation holds the strings */
+	uint32_t *weights;
+	bool *down;
+	uint32_t *order; /* backend indices sorted by name: the build order */
+	uint64_t *name_hash; /* XXH64(name, 0): the fingerprint's stand-in for a name */
+
+	/* Maglev: the full table (all backends) and the effective one. */
+	uint16_t *full_slots;
+	uint16_t *slots;
+	/* Ring: the full ring (all backends) and the effective one (up only). */
+	struct ring full_ring;
+	struct ring ring;
+
+	uint64_t fingerprint;
+	size_t bytes;
+};
+
+/* Fill <slots> (M entries) by Maglev population over the backends in <order>
+ * with <weights> (0 = takes no turn). Returns 0 or -ENOMEM. */
+int maglev_populate(uint16_t *slots, uint32_t m, uint64_t seed, char *const *names,
+		    const uint32_t *weights, const uint32_t *order, uint32_t n);
+
+static inline uint32_t maglev_slot(uint64_t hash, uint32_t m)
+{
+	return (uint32_t)(((hash >> 32) * (uint64_t)m) >> 32);
+}
+
+/* Build the full ring: V x weight points per backend. */
+int ring_build(struct ring *r, uint32_t v, uint64_t seed, char *const *names,
+	       const uint32_t *weights, const uint32_t *order, uint32_t n, uint64_t n_points);
+/* Keep the points of <full> whose owner is not down, into <r>. */
+int ring_filter(struct ring *r, const struct ring *full, const bool *down);
+/* Copy the points of <src> (not its index) into <r>. */
+int ring_copy(struct ring *r, const struct ring *src);
+/* Build the two-level index over r->pos. */
+int ring_index(struct ring *r);
+void ring_free(struct ring *r);
+
+/* Index of the first point with pos >= hash (wrapping to 0); r->n > 0. */
+static inline uint32_t ring_find(const struct ring *r, uint64_t hash)
+{
+	uint64_t b = r->bucket_bits ? hash >> (64 - r->bucket_bits) : 0;
+	uint32_t i = r->bucket[b], end = r->bucket[b + 1];
+
+	while (i < end && r->pos[i] < hash)
+		i++;
+	return i == r->n ? 0 : i;
+}
+
+/* The same answer by a plain binary search (kept for the layout benchmark). */
+uint32_t ring_find_bsearch(const struct ring *r, uint64_t hash);
+
+#endif

@@ -1,0 +1,560 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The scheme-agnostic table: validation, the full table, the health
+ * overlay, lookups, preference lists, shares and the fingerprint. The rule
+ * of the overlay is documented in include/hashlb/table.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "table-internal.h"
+
+static const char *const scheme_names[HASHLB_SCHEME_MAX] = {
+	[HASHLB_SCHEME_RING] = "ring",
+	[HASHLB_SCHEME_MAGLEV] = "maglev",
+};
+
+const char *hashlb_scheme_name(enum hashlb_scheme s)
+{
+	return (unsigned)s < HASHLB_SCHEME_MAX ? scheme_names[s] : NULL;
+}
+
+int hashlb_scheme_parse(const char *s, enum hashlb_scheme *ret_scheme)
+{
+	for (unsigned i = 0; i < HASHLB_SCHEME_MAX; i++) {
+		if (strcmp(s, scheme_names[i]) == 0) {
+			*ret_scheme = (enum hashlb_scheme)i;
+			return 0;
+		}
+	}
+	if (strcmp(s, "ring-hash") == 0 || strcmp(s, "ring_hash") == 0) {
+		*ret_scheme = HASHLB_SCHEME_RING;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+bool hashlb_is_prime(uint64_t n)
+{
+	if (n < 2)
+		return false;
+	if (n % 2 == 0)
+		return n == 2;
+	for (uint64_t d = 3; d * d <= n; d += 2)
+		if (n % d == 0)
+			return false;
+	return true;
+}
+
+void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme scheme)
+{
+	memset(p, 0, sizeof(*p));
+	p->scheme = scheme;
+	p->ring_v = HASHLB_RING_V_DEFAULT;
+	p->maglev_m = HASHLB_MAGLEV_M_DEFAULT;
+	p->max_bytes = HASHLB_TABLE_MEM_DEFAULT;
+}
+
+void hashlb_table_free(struct hashlb_table *t)
+{
+	if (!t)
+		return;
+	if (t->names)
+		free(t->names[0] ? t->names[0] : NULL);
+	free(t->names);
+	free(t->weights);
+	free(t->down);
+	free(t->order);
+	free(t->name_hash);
+	free(t->full_slots);
+	free(t->slots);
+	ring_free(&t->full_ring);
+	ring_free(&t->ring);
+	free(t);
+}
+
+static int cmp_order(const void *a, const void *b, void *names)
+{
+	char *const *nm = names;
+
+	return strcmp(nm[*(const uint32_t *)a], nm[*(const uint32_t *)b]);
+}
+
+/* Bytes the table will hold, for the memory cap; UINT64_MAX on overflow. */
+static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uint64_t names_len,
+			    uint64_t weight_sum)
+{
+	uint64_t per_backend = sizeof(char *) + 4 + 1 + 4 + 8 + 32, bytes;
+
+	bytes = sizeof(struct hashlb_table) + names_len + n * per_backend;
+	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
+		bytes += 2ull * p->maglev_m * sizeof(uint16_t);
+	} else {
+		uint64_t pts = (uint64_t)p->ring_v * weight_sum;
+
+		if (pts > (1ull << 31))
+			return UINT64_MAX;
+		/* full and effective rings, each with an index of <= n buckets */
+		bytes += 2 * pts * (8 + 2 + 4 + 4);
+		bytes += pts * 12; /* build scratch */
+	}
+	return bytes;
+}
+
+static int validate(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+		    size_t n, struct hashlb_error *err)
+{
+	uint64_t weight_sum = 0, names_len = 0;
+
+	if ((unsigned)p->scheme >= HASHLB_SCHEME_MAX)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_BAD_SCHEME, "unknown scheme %d",
+				  (int)p->scheme);
+	if (n == 0)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_NO_BACKENDS, "no backends");
+	if (n > HASHLB_BACKENDS_MAX)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_TOO_MANY_BACKENDS,
+				  "%zu backends: at most %u", n, HASHLB_BACKENDS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = b[i].name ? strlen(b[i].name) : 0;
+
+		if (len == 0 || len > HASHLB_NAME_MAX)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_BAD_NAME,
+					  "backend %zu: name must be 1 to %u bytes", i,
+					  HASHLB_NAME_MAX);
+		if (b[i].weight > HASHLB_WEIGHT_MAX)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_WEIGHT_RANGE,
+					  "backend '%s': weight %u out of range 0..%u", b[i].name,
+					  b[i].weight, HASHLB_WEIGHT_MAX);
+		weight_sum += b[i].weight;
+		names_len += len + 1;
+	}
+	if (weight_sum == 0)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_ALL_WEIGHTS_ZERO,
+				  "all %zu backends have weight 0", n);
+	if (p->scheme == HASHLB_SCHEME_RING) {
+		if (p->ring_v < 1 || p->ring_v > HASHLB_RING_V_MAX)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_SIZE_RANGE,
+					  "ring points per weight %u out of range 1..%u", p->ring_v,
+					  HASHLB_RING_V_MAX);
+	} else {
+		if (p->maglev_m < HASHLB_MAGLEV_M_MIN || p->maglev_m > HASHLB_MAGLEV_M_MAX)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_SIZE_RANGE,
+					  "Maglev table size %u out of range %u..%u", p->maglev_m,
+					  HASHLB_MAGLEV_M_MIN, HASHLB_MAGLEV_M_MAX);
+		if (!hashlb_is_prime(p->maglev_m))
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_NOT_PRIME,
+					  "Maglev table size %u is not prime", p->maglev_m);
+		if (p->maglev_m < n)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_SIZE_TOO_SMALL,
+					  "Maglev table size %u is smaller than the %zu backends",
+					  p->maglev_m, n);
+	}
+	uint64_t need = table_bytes(p, (uint32_t)n, names_len, weight_sum);
+	size_t cap = p->max_bytes ? p->max_bytes : HASHLB_TABLE_MEM_DEFAULT;
+
+	if (need > cap) {
+		if (need == UINT64_MAX)
+			return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+					  "ring would have more than 2^31 points");
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+				  "table needs %llu bytes, above the cap of %zu",
+				  (unsigned long long)need, cap);
+	}
+	return 0;
+}
+
+/* Allocate a table and copy the backend list into it (names, weights, down,
+ * name order, name hashes). Duplicate names are found here. */
+static int table_alloc(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+		       uint32_t n, struct hashlb_table **ret_t, struct hashlb_error *err)
+{
+	struct hashlb_table *t;
+	size_t names_len = 0;
+	char *s;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		goto nomem;
+	t->params = *p;
+	if (!t->params.max_bytes)
+		t->params.max_bytes = HASHLB_TABLE_MEM_DEFAULT;
+	t->n = n;
+	for (uint32_t i = 0; i < n; i++)
+		names_len += strlen(b[i].name) + 1;
+	t->names = calloc(n, sizeof(*t->names));
+	t->weights = calloc(n, sizeof(*t->weights));
+	t->down = calloc(n, sizeof(*t->down));
+	t->order = calloc(n, sizeof(*t->order));
+	t->name_hash = calloc(n, sizeof(*t->name_hash));
+	s = malloc(names_len);
+	if (!t->names || !t->weights || !t->down || !t->order || !t->name_hash || !s) {
+		free(s);
+		goto nomem;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = strlen(b[i].name);
+
+		memcpy(s, b[i].name, len + 1);
+		t->names[i] = s;
+		s += len + 1;
+		t->weights[i] = b[i].weight;
+		t->down[i] = b[i].down;
+		t->order[i] = i;
+		t->name_hash[i] = XXH64(t->names[i], len, 0);
+	}
+	qsort_r(t->order, n, sizeof(*t->order), cmp_order, t->names);
+	for (uint32_t k = 1; k < n; k++) {
+		if (strcmp(t->names[t->order[k - 1]], t->names[t->order[k]]) == 0) {
+			int r = hashlb_err(
+				err, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
+				"backends %u and %u have the same name '%s'",
+				t->order[k - 1] < t->order[k] ? t->order[k - 1] : t->order[k],
+				t->order[k - 1] < t->order[k] ? t->order[k] : t->order[k - 1],
+				t->names[t->order[k]]);
+			hashlb_table_free(t);
+			return r;
+		}
+	}
+	*ret_t = t;
+	return 0;
+nomem:
+	hashlb_table_free(t);
+	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+}
+
+static void fingerprint(struct hashlb_table *t)
+{
+	XXH64_state_t st;
+	uint64_t buf[512];
+	uint32_t k = 0;
+	uint8_t scheme = (uint8_t)t->params.scheme;
+
+	XXH64_reset(&st, 0x686173686c620000ull);
+	XXH64_update(&st, &scheme, 1);
+#define PUT(v)                                               \
+	do {                                                 \
+		buf[k++] = (v);                              \
+		if (k == 512) {                              \
+			XXH64_update(&st, buf, sizeof(buf)); \
+			k = 0;                               \
+		}                                            \
+	} while (0)
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		PUT(t->params.maglev_m);
+		for (uint32_t j = 0; j < t->params.maglev_m; j++)
+			PUT(t->slots[j] == HASHLB_BACKEND_NONE ? 0 : t->name_hash[t->slots[j]]);
+	} else {
+		PUT(t->ring.n);
+		for (uint32_t j = 0; j < t->ring.n; j++) {
+			PUT(t->ring.pos[j]);
+			PUT(t->name_hash[t->ring.owner[j]]);
+		}
+	}
+#undef PUT
+	XXH64_update(&st, buf, k * sizeof(buf[0]));
+	t->fingerprint = XXH64_digest(&st);
+}
+
+/* Build the effective table from the full one and t->down. */
+static int apply_overlay(struct hashlb_table *t)
+{
+	uint32_t *present;
+	int ret = 0;
+
+	t->n_up = 0;
+	for (uint32_t i = 0; i < t->n; i++)
+		t->n_up += !t->down[i];
+
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t m = t->params.maglev_m;
+		uint32_t *w;
+
+		t->slots = malloc((size_t)m * sizeof(*t->slots));
+		if (!t->slots)
+			return -ENOMEM;
+		if (t->n_up == t->n) {
+			memcpy(t->slots, t->full_slots, (size_t)m * sizeof(*t->slots));
+		} else {
+			/* The survivors' own table, for the slots of down backends. */
+			w = malloc((size_t)t->n * sizeof(*w));
+			if (!w)
+				return -ENOMEM;
+			for (uint32_t i = 0; i < t->n; i++)
+				w[i] = t->down[i] ? 0 : t->weights[i];
+			ret = maglev_populate(t->slots, m, t->params.seed, t->names, w, t->order,
+					      t->n);
+			free(w);
+			if (ret < 0)
+				return ret;
+			for (uint32_t j = 0; j < m; j++) {
+				uint16_t full = t->full_slots[j];
+
+				if (!t->down[full])
+					t->slots[j] = full;
+			}
+		}
+	} else {
+		ret = ring_filter(&t->ring, &t->full_ring, t->down);
+		if (ret < 0)
+			return ret;
+		ret = ring_index(&t->ring);
+		if (ret < 0)
+			return ret;
+	}
+
+	present = calloc(t->n, sizeof(*present));
+	if (!present)
+		return -ENOMEM;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		for (uint32_t j = 0; j < t->params.maglev_m; j++)
+			if (t->slots[j] != HASHLB_BACKEND_NONE)
+				present[t->slots[j]] = 1;
+	} else {
+		for (uint32_t j = 0; j < t->ring.n; j++)
+			present[t->ring.owner[j]] = 1;
+	}
+	t->n_present = 0;
+	for (uint32_t i = 0; i < t->n; i++)
+		t->n_present += present[i];
+	free(present);
+
+	fingerprint(t);
+	t->bytes = table_bytes(&t->params, t->n, 0, 0);
+	if (t->params.scheme == HASHLB_SCHEME_RING)
+		t->bytes += (size_t)(t->full_ring.n + t->ring.n) * 10 +
+			    (((size_t)1 << t->ring.bucket_bits) + 1) * 4;
+	return 0;
+}
+
+int hashlb_table_build(const struct hashlb_table_params *p,
+		       const struct hashlb_backend_spec *backends, size_t n,
+		       struct hashlb_table **ret_table, struct hashlb_error *err)
+{
+	struct hashlb_table_params prm = *p;
+	struct hashlb_table *t;
+	uint64_t weight_sum = 0;
+	int ret;
+
+	if (!prm.ring_v)
+		prm.ring_v = HASHLB_RING_V_DEFAULT;
+	if (!prm.maglev_m)
+		prm.maglev_m = HASHLB_MAGLEV_M_DEFAULT;
+	if (!prm.max_bytes)
+		prm.max_bytes = HASHLB_TABLE_MEM_DEFAULT;
+	ret = validate(&prm, backends, n, err);
+	if (ret < 0)
+		return ret;
+	ret = table_alloc(&prm, backends, (uint32_t)n, &t, err);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < n; i++)
+		weight_sum += backends[i].weight;
+
+	if (prm.scheme == HASHLB_SCHEME_MAGLEV) {
+		t->full_slots = malloc((size_t)prm.maglev_m * sizeof(*t->full_slots));
+		ret = t->full_slots ? maglev_populate(t->full_slots, prm.maglev_m, prm.seed,
+						      t->names, t->weights, t->order, t->n)
+				    : -ENOMEM;
+	} else {
+		ret = ring_build(&t->full_ring, prm.ring_v, prm.seed, t->names, t->weights,
+				 t->order, t->n, weight_sum * prm.ring_v);
+	}
+	if (ret == 0)
+		ret = apply_overlay(t);
+	if (ret < 0) {
+		hashlb_table_free(t);
+		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	*ret_table = t;
+	return 0;
+}
+
+int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
+			   struct hashlb_table **ret_table, struct hashlb_error *err)
+{
+	struct hashlb_backend_spec *specs;
+	struct hashlb_table *t;
+	int ret;
+
+	specs = calloc(base->n, sizeof(*specs));
+	if (!specs)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < base->n; i++) {
+		specs[i].name = base->names[i];
+		specs[i].weight = base->weights[i];
+		specs[i].down = down[i];
+	}
+	ret = table_alloc(&base->params, specs, base->n, &t, err);
+	free(specs);
+	if (ret < 0)
+		return ret;
+
+	if (base->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		size_t sz = (size_t)base->params.maglev_m * sizeof(*t->full_slots);
+
+		t->full_slots = malloc(sz);
+		ret = t->full_slots ? 0 : -ENOMEM;
+		if (!ret)
+			memcpy(t->full_slots, base->full_slots, sz);
+	} else {
+		ret = ring_copy(&t->full_ring, &base->full_ring);
+	}
+	if (ret == 0)
+		ret = apply_overlay(t);
+	if (ret < 0) {
+		hashlb_table_free(t);
+		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	*ret_table = t;
+	return 0;
+}
+
+uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash)
+{
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
+		return t->slots[maglev_slot(hash, t->params.maglev_m)];
+	if (!t->ring.n)
+		return HASHLB_BACKEND_NONE;
+	return t->ring.owner[ring_find(&t->ring, hash)];
+}
+
+static bool seen(const uint32_t *idx, size_t k, uint32_t b)
+{
+	for (size_t i = 0; i < k; i++)
+		if (idx[i] == b)
+			return true;
+	return false;
+}
+
+size_t hashlb_table_preference(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
+			       size_t k)
+{
+	size_t got = 0;
+
+	if (k > t->n_present)
+		k = t->n_present;
+	if (!k)
+		return 0;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t m = t->params.maglev_m, j = maglev_slot(hash, m);
+
+		for (uint32_t step = 0; step < m && got < k; step++) {
+			uint32_t b = t->slots[j];
+
+			if (b != HASHLB_BACKEND_NONE && !seen(ret_idx, got, b))
+				ret_idx[got++] = b;
+			if (++j == m)
+				j = 0;
+		}
+	} else {
+		uint32_t j = ring_find(&t->ring, hash);
+
+		for (uint32_t step = 0; step < t->ring.n && got < k; step++) {
+			uint32_t b = t->ring.owner[j];
+
+			if (!seen(ret_idx, got, b))
+				ret_idx[got++] = b;
+			if (++j == t->ring.n)
+				j = 0;
+		}
+	}
+	return got;
+}
+
+uint64_t hashlb_table_fingerprint(const struct hashlb_table *t)
+{
+	return t->fingerprint;
+}
+
+enum hashlb_scheme hashlb_table_scheme(const struct hashlb_table *t)
+{
+	return t->params.scheme;
+}
+
+const struct hashlb_table_params *hashlb_table_params(const struct hashlb_table *t)
+{
+	return &t->params;
+}
+
+uint32_t hashlb_table_backend_count(const struct hashlb_table *t)
+{
+	return t->n;
+}
+
+uint32_t hashlb_table_up_count(const struct hashlb_table *t)
+{
+	return t->n_up;
+}
+
+const char *hashlb_table_backend_name(const struct hashlb_table *t, uint32_t idx)
+{
+	return idx < t->n ? t->names[idx] : NULL;
+}
+
+uint32_t hashlb_table_backend_weight(const struct hashlb_table *t, uint32_t idx)
+{
+	return idx < t->n ? t->weights[idx] : 0;
+}
+
+bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx)
+{
+	return idx < t->n ? t->down[idx] : true;
+}
+
+double hashlb_table_share(const struct hashlb_table *t, uint32_t idx)
+{
+	if (idx >= t->n)
+		return 0.0;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t c = 0;
+
+		for (uint32_t j = 0; j < t->params.maglev_m; j++)
+			c += t->slots[j] == idx;
+		return (double)c / t->params.maglev_m;
+	}
+	/* Point j owns the arc (pos[j-1], pos[j]]; point 0 the wrapping arc. */
+	const struct ring *r = &t->ring;
+	long double sum = 0;
+
+	for (uint32_t j = 0; j < r->n; j++) {
+		if (r->owner[j] != idx)
+			continue;
+		if (j)
+			sum += (long double)(r->pos[j] - r->pos[j - 1]);
+		else
+			sum += (long double)(r->pos[0] - r->pos[r->n - 1]); /* mod 2^64 */
+	}
+	if (r->n == 1)
+		return 1.0;
+	return (double)(sum / 18446744073709551616.0L);
+}
+
+size_t hashlb_table_bytes(const struct hashlb_table *t)
+{
+	return t->bytes;
+}
+
+void hashlb_table_view(const struct hashlb_table *t, struct hashlb_table_view *ret_view)
+{
+	struct hashlb_table_view v;
+
+	memset(&v, 0, sizeof(v));
+	v.scheme = t->params.scheme;
+	v.n_backends = t->n;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		v.m = t->params.maglev_m;
+		v.slots = t->slots;
+	} else {
+		v.n_points = t->ring.n;
+		v.pos = t->ring.pos;
+		v.owner = t->ring.owner;
+		v.bucket_bits = t->ring.bucket_bits;
+		v.bucket = t->ring.bucket;
+		v.max_scan = t->ring.max_scan;
+	}
+	*ret_view = v;
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+/* The canonical tuple layout and its seeded XXH64 (see include/hashlb/tuple.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "hashlb/tuple.h"
+
+static const size_t key_len[HASHLB_KEY_MAX] = {
+	[HASHLB_KEY_SRC_IP] = 16,
+	[HASHLB_KEY_SRC_IP_PORT] = 18,
+	[HASHLB_KEY_4TUPLE] = 36,
+};
+
+static const char *const key_names[HASHLB_KEY_MAX] = {
+	[HASHLB_KEY_SRC_IP] = "src-ip",
+	[HASHLB_KEY_SRC_IP_PORT] = "src-ip-port",
+	[HASHLB_KEY_4TUPLE] = "4-tuple",
+};
+
+size_t hashlb_key_len(enum hashlb_key key)
+{
+	return (unsigned)key < HASHLB_KEY_MAX ? key_len[key] : 0;
+}
+
+const char *hashlb_key_name(enum hashlb_key key)
+{
+	return (unsigned)key < HASHLB_KEY_MAX ? key_names[key] : NULL;
+}
+
+int hashlb_key_parse(const char *s, enum hashlb_key *ret_key)
+{
+	static const struct {
+		const char *name;
+		enum hashlb_key key;
+	} names[] = {
+		{ "src-ip", HASHLB_KEY_SRC_IP },
+		{ "src_ip", HASHLB_KEY_SRC_IP },
+		{ "source-ip", HASHLB_KEY_SRC_IP },
+		{ "src-ip-port", HASHLB_KEY_SRC_IP_PORT },
+		{ "src_ip_port", HASHLB_KEY_SRC_IP_PORT },
+		{ "4-tuple", HASHLB_KEY_4TUPLE },
+		{ "4tuple", HASHLB_KEY_4TUPLE },
+		{ "four-tuple", HASHLB_KEY_4TUPLE },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcasecmp(s, names[i].name) == 0) {
+			*ret_key = names[i].key;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int put_addr(const struct sockaddr *sa, uint8_t addr[16], uint8_t port[2])
+{
+	if (!sa) {
+		memset(addr, 0, 16);
+		memset(port, 0, 2);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+
+		memset(addr, 0, 10);
+		addr[10] = 0xff;
+		addr[11] = 0xff;
+		memcpy(addr + 12, &sin->sin_addr, 4);
+		memcpy(port, &sin->sin_port, 2);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+
+		memcpy(addr, &sin6->sin6_addr, 16);
+		memcpy(port, &sin6->sin6_port, 2);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+int hashlb_tuple_from_sockaddr(const struct sockaddr *src, const struct sockaddr *dst,
+			       struct hashlb_tuple *ret_tuple)
+{
+	struct hashlb_tuple t;
+	int r;
+
+	r = put_addr(src, t.src, t.sport);
+	if (r < 0)
+		return r;
+	r = put_addr(dst, t.dst, t.dport);
+	if (r < 0)
+		return r;
+	*ret_tuple = t;
+	return 0;
+}
+
+int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *port_str = NULL;
+	struct sockaddr_storage ss;
+	unsigned long port = 0;
+	const char *colon;
+	size_t len;
+
+	memset(&ss, 0, sizeof(ss));
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+
+		if (!end || (end[1] != '\0' && end[1] != ':'))
+			return -EINVAL;
+		len = (size_t)(end - s - 1);
+		if (end[1] == ':')
+			port_str = end + 2;
+		s++;
+	} else {
+		colon = strchr(s, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL; /* bare IPv6 address */
+		len = colon ? (size_t)(colon - s) : strlen(s);
+		if (colon)
+			port_str = colon + 1;
+	}
+	if (len == 0 || len >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, len);
+	host[len] = '\0';
+	if (port_str) {
+		char *end;
+
+		if (!*port_str)
+			return -EINVAL;
+		errno = 0;
+		port = strtoul(port_str, &end, 10);
+		if (errno || *end || port > 65535)
+			return -EINVAL;
+	}
+
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)port);
+	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)port);
+	} else {
+		return -EINVAL;
+	}
+	return hashlb_tuple_from_sockaddr((struct sockaddr *)&ss, NULL, ret_tuple);
+}
+
+uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, uint64_t seed)
+{
+	/* Constant lengths let the inlined XXH64 unroll for each key. */
+	switch (key) {
+	case HASHLB_KEY_SRC_IP:
+		return XXH64(t, 16, seed);
+	case HASHLB_KEY_SRC_IP_PORT:
+		return XXH64(t, 18, seed);
+	default:
+		return XXH64(t, 36, seed);
+	}
+}
