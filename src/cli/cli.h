@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* The hashlb command: one function per subcommand, dispatched by main.c. */
+#ifndef HASHLB_CLI_H
+#define HASHLB_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hashlb/error.h"
+#include "hashlb/table.h"
+
+struct cli_command {
+	const char *name;
+	const char *summary; /* one line for `hashlb --help` */
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+};
+
+int cmd_table(int argc, char **argv);
+int cmd_lookup(int argc, char **argv);
+
+/* Print "hashlb: error: <msg>" (or "file:line:col: error: <msg>") to stderr. */
+void cli_print_error(const struct hashlb_error *err);
+/* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
+int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
+
+#endif

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+/* hashlb table: build a table from the command line and summarise or dump it. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "table_args.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"NAME\n"
+		"  hashlb table - build a consistent-hash table and show it\n"
+		"\n"
+		"SYNOPSIS\n"
+		"  hashlb table [OPTIONS] BACKEND[=WEIGHT]...\n"
+		"\n"
+		"DESCRIPTION\n"
+		"  Builds the lookup table that hashlb would use for these backends\n"
+		"  (identified by name; weight 1 unless given) and prints its summary:\n"
+		"  scheme and parameters, each backend's weight, state and share of the\n"
+		"  hash space, the table's fingerprint, build time and memory. Equal\n"
+		"  fingerprints mean equal routing, on any machine.\n"
+		"\n"
+		"OPTIONS\n" TABLE_ARGS_USAGE
+		"      --dump                 print the whole table instead: one line per\n"
+		"                             Maglev slot (\"SLOT NAME\") or ring point\n"
+		"                             (\"POSITION NAME\", position in hex)\n"
+		"      --json                 print the summary as JSON\n"
+		"  -h, --help                 show this text\n"
+		"\n"
+		"EXIT STATUS\n"
+		"  0 on success, 1 if the table cannot be built (the reason is printed),\n"
+		"  2 on a usage error.\n"
+		"\n"
+		"EXAMPLES\n"
+		"  hashlb table a b c=2\n"
+		"  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
+		"  hashlb table --table-size 251 --dump a b c\n");
+}
+
+static void print_summary(const struct hashlb_table *t, double ms)
+{
+	const struct hashlb_table_params *p = hashlb_table_params(t);
+	uint32_t n = hashlb_table_backend_count(t);
+	int w = 4;
+
+	if (p->scheme == HASHLB_SCHEME_MAGLEV)
+		printf("scheme       maglev (table size %u)\n", p->maglev_m);
+	else
+		printf("scheme       ring (%u points per weight unit)\n", p->ring_v);
+	printf("seed         %" PRIu64 "\n", p->seed);
+	printf("backends     %u (%u up)\n", n, hashlb_table_up_count(t));
+	printf("fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
+	printf("build        %.3f ms\n", ms);
+	printf("memory       %.1f KiB\n", (double)hashlb_table_bytes(t) / 1024.0);
+	printf("\n");
+	for (uint32_t i = 0; i < n; i++) {
+		int l = (int)strlen(hashlb_table_backend_name(t, i));
+
+		if (l > w)
+			w = l;
+	}
+	printf("%-*s  %6s  %-5s  %8s\n", w, "NAME", "WEIGHT", "STATE", "SHARE");
+	for (uint32_t i = 0; i < n; i++)
+		printf("%-*s  %6u  %-5s  %7.3f%%\n", w, hashlb_table_backend_name(t, i),
+		       hashlb_table_backend_weight(t, i),
+		       hashlb_table_backend_down(t, i) ? "down" : "up",
+		       100.0 * hashlb_table_share(t, i));
+}
+
+static void print_json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_json(const struct hashlb_table *t, double ms)
+{
+	const struct hashlb_table_params *p = hashlb_table_params(t);
+	uint32_t n = hashlb_table_backend_count(t);
+
+	printf("{\"scheme\":\"%s\",", hashlb_scheme_name(p->scheme));
+	if (p->scheme == HASHLB_SCHEME_MAGLEV)
+		printf("\"table_size\":%u,", p->maglev_m);
+	else
+		printf("\"vnodes\":%u,", p->ring_v);
+	printf("\"seed\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
+	       "\",\"build_ms\":%.3f,\"bytes\":%zu,\"backends\":[",
+	       p->seed, hashlb_table_fingerprint(t), ms, hashlb_table_bytes(t));
+	for (uint32_t i = 0; i < n; i++) {
+		printf("%s{\"name\":", i ? "," : "");
+		print_json_string(hashlb_table_backend_name(t, i));
+		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}", hashlb_table_backend_weight(t, i),
+		       hashlb_table_backend_down(t, i) ? "false" : "true", hashlb_table_share(t, i));
+	}
+	printf("]}\n");
+}
+
+static void print_dump(const struct hashlb_table *t)
+{
+	struct hashlb_table_view v;
+
+	hashlb_table_view(t, &v);
+	if (v.scheme == HASHLB_SCHEME_MAGLEV) {
+		for (uint32_t j = 0; j < v.m; j++)
+			printf("%u %s\n", j,
+			       v.slots[j] == HASHLB_BACKEND_NONE ? "-"
+								 : hashlb_table_backend_name(t, v.slots[j]));
+	} else {
+		for (uint32_t j = 0; j < v.n_points; j++)
+			printf("%016" PRIx64 " %s\n", v.pos[j],
+			       hashlb_table_backend_name(t, v.owner[j]));
+	}
+}
+
+int cmd_table(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		TABLE_ARGS_LONGOPTS,
+		{ "dump", no_argument, NULL, 0x200 },
+		{ "json", no_argument, NULL, 0x201 },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct hashlb_table *t = NULL;
+	struct table_args a;
+	bool dump = false, json = false;
+	double ms = 0;
+	int opt, r;
+
+	table_args_init(&a);
+	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "h", longopts, NULL)) != -1) {
+		r = table_args_option(&a, opt, optarg);
+		if (r < 0)
+			return 2;
+		if (r > 0)
+			continue;
+		switch (opt) {
+		case 0x200:
+			dump = true;
+			break;
+		case 0x201:
+			json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "hashlb: error: no backends given\n\n");
+		usage(stderr);
+		return 2;
+	}
+	r = table_args_backends(&a, argv + optind, (size_t)(argc - optind));
+	if (r == 0)
+		r = table_args_build(&a, &t, &ms);
+	if (r == 0) {
+		if (dump)
+			print_dump(t);
+		else if (json)
+			print_json(t, ms);
+		else
+			print_summary(t, ms);
+	}
+	hashlb_table_free(t);
+	table_args_free(&a);
+	return r == 0 ? 0 : 1;
+}

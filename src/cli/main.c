@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/* hashlb: the command and its subcommands. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct cli_command commands[] = {
+	{ "table", "build a lookup table from backends given on the command line, show it", cmd_table },
+	{ "lookup", "print the backend and preference list for a client address", cmd_lookup },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: hashlb COMMAND [OPTIONS...]\n"
+		   "\n"
+		   "hashlb is an L4 (TCP) load balancer that keeps each client on the same\n"
+		   "backend through a consistent-hash table (ring-hash or Maglev).\n"
+		   "\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n"
+		   "Options:\n"
+		   "  -h, --help     show this text\n"
+		   "  -V, --version  show the version\n"
+		   "\n"
+		   "Run 'hashlb COMMAND --help' for the options of a command.\n");
+}
+
+void cli_print_error(const struct hashlb_error *err)
+{
+	if (err->file)
+		fprintf(stderr, "%s:%d:%d: error: %s\n", err->file, err->line, err->column,
+			err->msg);
+	else
+		fprintf(stderr, "hashlb: error: %s\n", err->msg);
+}
+
+int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("hashlb %s\n", HASHLB_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "hashlb: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

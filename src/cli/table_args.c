@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "table_args.h"
+
+void table_args_init(struct table_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	hashlb_table_params_init(&a->params, HASHLB_SCHEME_MAGLEV);
+}
+
+int table_args_option(struct table_args *a, int opt, const char *arg)
+{
+	uint64_t v;
+
+	switch (opt) {
+	case 's':
+		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
+			goto bad;
+		return 1;
+	case 'v':
+		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0)
+			goto bad;
+		a->params.ring_v = (uint32_t)v;
+		return 1;
+	case 'm':
+		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0)
+			goto bad;
+		a->params.maglev_m = (uint32_t)v;
+		return 1;
+	case 'S':
+		if (cli_parse_u64(arg, UINT64_MAX, &v) < 0)
+			goto bad;
+		a->params.seed = v;
+		return 1;
+	case 'd':
+		a->down = arg;
+		return 1;
+	case 0x100:
+		if (cli_parse_u64(arg, SIZE_MAX, &v) < 0 || v == 0)
+			goto bad;
+		a->params.max_bytes = (size_t)v;
+		return 1;
+	default:
+		return 0;
+	}
+bad:
+	fprintf(stderr, "hashlb: error: invalid value '%s' for option -%c\n", arg,
+		opt == 0x100 ? '-' : opt);
+	return -EINVAL;
+}
+
+static bool in_list(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t l = end ? (size_t)(end - p) : strlen(p);
+
+		if (l == len && memcmp(p, name, len) == 0)
+			return true;
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+int table_args_backends(struct table_args *a, char **args, size_t n)
+{
+	a->specs = calloc(n ? n : 1, sizeof(*a->specs));
+	if (!a->specs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char *name = strdup(args[i]), *eq;
+		uint64_t w = 1;
+
+		if (!name)
+			return -ENOMEM;
+		a->specs[i].name = name;
+		a->n_specs = i + 1;
+		eq = strchr(name, '=');
+		if (eq) {
+			*eq = '\0';
+			if (cli_parse_u64(eq + 1, UINT32_MAX, &w) < 0) {
+				fprintf(stderr, "hashlb: error: backend '%s': invalid weight '%s'\n",
+					name, eq + 1);
+				return -EINVAL;
+			}
+		}
+		a->specs[i].weight = (uint32_t)w;
+		a->specs[i].down = in_list(a->down, name);
+	}
+	/* Every name in the down list must be a backend: a typo must not pass silently. */
+	for (const char *p = a->down; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t l = end ? (size_t)(end - p) : strlen(p);
+		bool found = false;
+
+		for (size_t i = 0; i < a->n_specs && !found; i++)
+			found = strlen(a->specs[i].name) == l && memcmp(a->specs[i].name, p, l) == 0;
+		if (!found) {
+			fprintf(stderr, "hashlb: error: --down names '%.*s', which is not a backend\n",
+				(int)l, p);
+			return -EINVAL;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
+}
+
+int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms)
+{
+	struct hashlb_error err;
+	struct timespec t0, t1;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = hashlb_table_build(&a->params, a->specs, a->n_specs, ret_table, &err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (r < 0) {
+		cli_print_error(&err);
+		return r;
+	}
+	if (ret_ms)
+		*ret_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	return 0;
+}
+
+void table_args_free(struct table_args *a)
+{
+	for (size_t i = 0; i < a->n_specs; i++)
+		free((char *)a->specs[i].name);
+	free(a->specs);
+	a->specs = NULL;
+	a->n_specs = 0;
+}
