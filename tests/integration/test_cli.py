@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""hashlb table / hashlb lookup: the commands agree with the table they dump, with an
+independent XXH64 of the canonical tuple, keep healthy clients on their backend when
+another goes down, and refuse bad input with exit status 1 (2 for usage errors)."""
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}")
+
+
+def run(*args, ok=True):
+    p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60)
+    if ok and p.returncode != 0:
+        raise SystemExit(f"hashlb {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+# --- XXH64, written from the specification, independent of libxxhash ---
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                      0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+M64 = (1 << 64) - 1
+
+
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & M64
+
+
+def rnd(acc, lane):
+    acc = (acc + lane * P2) & M64
+    return (rotl(acc, 31) * P1) & M64
+
+
+def merge(acc, val):
+    acc ^= rnd(0, val)
+    return (acc * P1 + P4) & M64
+
+
+def xxh64(data, seed):
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = rnd(v[k], int.from_bytes(data[i + 8 * k:i + 8 * k + 8], "little"))
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M64
+        for k in range(4):
+            h = merge(h, v[k])
+    else:
+        h = (seed + P5) & M64
+    h = (h + n) & M64
+    while i + 8 <= n:
+        h ^= rnd(0, int.from_bytes(data[i:i + 8], "little"))
+        h = (rotl(h, 27) * P1 + P4) & M64
+        i += 8
+    if i + 4 <= n:
+        h ^= (int.from_bytes(data[i:i + 4], "little") * P1) & M64
+        h = (rotl(h, 23) * P2 + P3) & M64
+        i += 4
+    while i < n:
+        h ^= (data[i] * P5) & M64
+        h = (rotl(h, 11) * P1) & M64
+        i += 1
+    h ^= h >> 33
+    h = (h * P2) & M64
+    h ^= h >> 29
+    h = (h * P3) & M64
+    return h ^ (h >> 32)
+
+
+def canonical_src(client):
+    """Canonical bytes of the source half: 16-byte address (v4 mapped), 2-byte port."""
+    port = 0
+    if client.startswith("["):
+        host, _, rest = client[1:].partition("]")
+        port = int(rest[1:]) if rest else 0
+    elif client.count(":") == 1:
+        host, p = client.split(":")
+        port = int(p)
+    else:
+        host = client
+    a = ipaddress.ip_address(host)
+    raw = (b"\0" * 10 + b"\xff\xff" + a.packed) if a.version == 4 else a.packed
+    return raw + port.to_bytes(2, "big")
+
+
+def lookups(clients, backends, extra=(), key="src-ip"):
+    out = run("lookup", "--key", key, "--json", *extra, ",".join(clients), *backends).stdout
+    return {e["client"]: e for e in json.loads(out)}
+
+
+def dump(backends, extra=()):
+    lines = run("table", "--dump", *extra, *backends).stdout.splitlines()
+    return [l.split(" ", 1) for l in lines]
+
+
+clients = [f"10.{i // 250}.{i % 250}.{(i * 7) % 250 + 1}" for i in range(2000)]
+clients += [f"[2001:db8::{i:x}]:{1000 + i}" for i in range(200)]
+backends = ["alpha", "bravo", "charlie=2", "delta"]
+names = ["alpha", "bravo", "charlie", "delta"]
+
+# 1. The hash printed by lookup is XXH64 over the canonical layout, per key.
+res = lookups(clients[:300] + clients[-50:], backends, ("--seed", "12345"))
+for c, e in res.items():
+    want = xxh64(canonical_src(c)[:16], 12345)
+    check(int(e["hash"], 16) == want, f"src-ip hash of {c}: {e['hash']} != {want:016x}")
+res = lookups(["10.1.2.3:4567", "[::1]:80"], backends, ("--seed", "7"), key="src-ip-port")
+for c, e in res.items():
+    check(int(e["hash"], 16) == xxh64(canonical_src(c), 7), f"src-ip-port hash of {c}")
+
+# 2. Maglev: lookup answers what the dumped table holds at slot (h >> 32) * M >> 32.
+M = 1009
+table = dump(backends, ("--table-size", str(M)))
+check(len(table) == M, f"maglev dump has {len(table)} lines, want {M}")
+check([int(s) for s, _ in table] == list(range(M)), "maglev dump slots are 0..M-1 in order")
+res = lookups(clients, backends, ("--table-size", str(M)))
+for c, e in res.items():
+    slot = ((int(e["hash"], 16) >> 32) * M) >> 32
+    check(e["backend"] == table[slot][1], f"maglev lookup of {c} disagrees with the dump")
+    check(len(set(e["preference"])) == len(e["preference"]) == 3, f"preference of {c} distinct")
+    check(e["preference"][0] == e["backend"], f"preference of {c} starts with its backend")
+summary = json.loads(run("table", "--json", "--table-size", str(M), *backends).stdout)
+for b in summary["backends"]:
+    slots = sum(1 for _, n in table if n == b["name"])
+    check(abs(slots / M - b["share"]) < 1e-6, f"share of {b['name']} matches its slots")
+
+# 3. Ring: lookup answers the owner of the first point at or after the hash.
+ring = dump(backends, ("--scheme", "ring", "--vnodes", "50"))
+pos = [int(p, 16) for p, _ in ring]
+check(len(ring) == 50 * 5, f"ring dump has {len(ring)} points, want 250")
+check(pos == sorted(pos), "ring dump is sorted by position")
+res = lookups(clients, backends, ("--scheme", "ring", "--vnodes", "50"))
+for c, e in res.items():
+    h = int(e["hash"], 16)
+    owner = next((n for p, n in zip(pos, (n for _, n in ring)) if p >= h), ring[0][1])
+    check(e["backend"] == owner, f"ring lookup of {c} disagrees with the dump")
+
+# 4. A backend down: only its clients move, spread over every survivor; back up: they return.
+for scheme in ("maglev", "ring"):
+    before = lookups(clients, backends, ("--scheme", scheme))
+    after = lookups(clients, backends, ("--scheme", scheme, "--down", "bravo"))
+    moved_to = {}
+    for c in clients:
+        b, a = before[c]["backend"], after[c]["backend"]
+        if b != "bravo":
+            check(a == b, f"{scheme}: {c} moved from healthy {b} to {a}")
+        else:
+            check(a != "bravo", f"{scheme}: {c} still on the down backend")
+            moved_to[a] = moved_to.get(a, 0) + 1
+    check(set(moved_to) == {"alpha", "charlie", "delta"},
+          f"{scheme}: bravo's clients spread over every survivor ({moved_to})")
+    again = lookups(clients, backends, ("--scheme", scheme))
+    check(again == before, f"{scheme}: the table is the same once bravo is back")
+
+# 5. The order of the backend list does not matter; the seed does.
+fp = lambda *a: json.loads(run("table", "--json", *a).stdout)["fingerprint"]
+check(fp("a", "b", "c=3") == fp("c=3", "a", "b"), "fingerprint independent of list order")
+check(fp("--scheme", "ring", "a", "b") == fp("--scheme", "ring", "b", "a"), "ring: same")
+check(fp("a", "b") != fp("--seed", "1", "a", "b"), "the seed changes the table")
+
+# 6. Bad input: exit 1 with the reason, usage errors exit 2.
+for args, status, msg in [
+    (("table", "a", "a"), 1, "same name"),
+    (("table", "--table-size", "1000", "a"), 1, "not prime"),
+    (("table", "a=0", "b=0"), 1, "weight 0"),
+    (("table", "a=10001"), 1, "out of range"),
+    (("table", "--table-size", "3", "a", "b", "c", "d"), 1, "smaller than"),
+    (("table", "--max-bytes", "1000", "a"), 1, "cap"),
+    (("table", "--down", "x", "a"), 1, "not a backend"),
+    (("table",), 2, "no backends"),
+    (("table", "--scheme", "bogus", "a"), 2, "invalid value"),
+    (("lookup", "999.1.1.1", "a"), 1, "invalid client"),
+    (("frobnicate",), 2, "unknown command"),
+]:
+    p = run(*args, ok=False)
+    check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
+    check(msg in p.stderr, f"hashlb {' '.join(args)}: stderr {p.stderr!r} lacks {msg!r}")
+
+print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
+sys.exit(1 if failures else 0)
