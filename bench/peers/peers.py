@@ -1,0 +1,822 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Peer benchmark: hashlb against HAProxy (mode tcp) and nginx stream, plus
+"direct" to one backend, on the same backends with the same hash key.
+
+Each load balancer runs pinned to CPU 0 with one worker/thread; wrk and three
+nginx HTTP backends run pinned to CPU 1. Runs are interleaved (A B C A B C ...)
+and repeated; every figure is a median, every ratio is candidate/peer taken
+within the same repetition, then the median of those ratios.
+
+Also measures RSS per idle established connection at 5,000 connections.
+
+All processes are our own, started with generated configs in a temporary
+directory, and stopped by PID. Every load run is bounded by wrk -d.
+"""
+
+import argparse
+import csv
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+NGINX_STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
+SMALL_SIZE = 128
+BULK_SIZE = 10 * 1024 * 1024
+
+# name, url path, connections, extra wrk headers, unit
+WORKLOADS = {
+    "ka50": dict(path="/small", conns=50, headers=[], unit="req",
+                 title="keep-alive, 50 connections"),
+    "ka200": dict(path="/small", conns=200, headers=[], unit="req",
+                  title="keep-alive, 200 connections"),
+    "close": dict(path="/small", conns=50, headers=["Connection: close"], unit="req",
+                  title="new connection per request, 50 concurrent"),
+    "bulk": dict(path="/bulk", conns=4, headers=[], unit="MiB",
+                 title="bulk 10 MiB responses, 4 streams"),
+}
+
+WRK_LUA = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRKJSON {"duration_us":%d,"requests":%d,"bytes":%d,"err_connect":%d,' ..
+    '"err_read":%d,"err_write":%d,"err_status":%d,"err_timeout":%d,' ..
+    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d}\n',
+    summary.duration, summary.requests, summary.bytes, e.connect, e.read,
+    e.write, e.status, e.timeout, latency:percentile(50), latency:percentile(90),
+    latency:percentile(99), latency.max))
+end
+"""
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- /proc probes
+
+def proc_children(pid):
+    """Direct children of <pid> (nginx workers of a master)."""
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def cpu_ticks(pids):
+    """utime + stime of whole thread groups (all threads, live and exited)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+    return total
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            continue
+    return total
+
+
+def cpu0_busy_ticks():
+    """Busy ticks of CPU 0 (everything but idle and iowait): to see how much
+    of the load balancer's CPU other processes took during a run."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu0 "):
+                v = [int(x) for x in line.split()[1:]]
+                return sum(v) - v[3] - v[4]
+    return 0
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+class RssSampler:
+    """Peak RSS of <pids> while a run lasts, sampled twice a second."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.peak = rss_kib(pids)
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop_ev.wait(0.5):
+            self.peak = max(self.peak, rss_kib(self.pids))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_ev.set()
+        self.thread.join()
+        self.peak = max(self.peak, rss_kib(self.pids))
+
+
+# ---------------------------------------------------------------- processes
+
+def port_free(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def http_get(port, path, timeout=2.0):
+    """One HTTP/1.1 request; returns (status, body) or raises OSError."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: peers\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head else 0
+    return status, body
+
+
+class Server:
+    """A process we started (pinned with taskset), stopped by its PID only."""
+
+    def __init__(self, name, cpu, argv, workdir, port):
+        self.name = name
+        self.port = port
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.log_f = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + argv,
+                                     stdin=subprocess.DEVNULL, stdout=self.log_f,
+                                     stderr=subprocess.STDOUT, cwd=workdir,
+                                     start_new_session=True)
+
+    def pids(self):
+        """The process and its children (nginx: master + worker)."""
+        return [self.proc.pid] + proc_children(self.proc.pid)
+
+    def wait_ready(self, path="/small", timeout=10.0):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                status, body = http_get(self.port, path)
+                if status == 200 and len(body) == SMALL_SIZE:
+                    return
+                last = f"status {status}, {len(body)} bytes"
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.1)
+        self.stop()
+        with open(self.log_path, "rb") as f:
+            tail = f.read()[-2000:].decode(errors="replace")
+        raise RuntimeError(f"{self.name} not serving on port {self.port} ({last}); "
+                           f"exit {self.proc.poll()}; log:\n{tail}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # our PID only
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_f.close()
+
+
+def nginx_common(workdir, name):
+    tmp = os.path.join(workdir, f"{name}-tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return f"""daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid {workdir}/{name}.pid;
+error_log {workdir}/{name}.err warn;
+worker_rlimit_nofile 20000;
+events {{ worker_connections 12000; }}
+"""
+
+
+def nginx_temp_paths(workdir, name):
+    tmp = os.path.join(workdir, f"{name}-tmp")
+    return "".join(f"  {k}_temp_path {tmp}/{k};\n"
+                   for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+
+
+def start_backend(workdir, idx, port, www):
+    name = f"backend{idx}"
+    conf = nginx_common(workdir, name) + f"""http {{
+  access_log off;
+{nginx_temp_paths(workdir, name)}  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  server {{
+    listen 127.0.0.1:{port} backlog=4096;
+    root {www};
+  }}
+}}
+"""
+    path = os.path.join(workdir, f"{name}.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    return Server(name, 1, ["nginx", "-e", f"{workdir}/{name}.err", "-p", workdir, "-c", path],
+                  workdir, port)
+
+
+def start_haproxy(workdir, port, backends):
+    servers = "".join(f"  server b{i} 127.0.0.1:{p}\n" for i, p in enumerate(backends, 1))
+    conf = f"""global
+  nbthread 1
+  maxconn 9000
+
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+
+frontend fe
+  bind 127.0.0.1:{port}
+  default_backend be
+
+backend be
+  balance source
+  hash-type consistent
+{servers}"""
+    path = os.path.join(workdir, "haproxy.cfg")
+    with open(path, "w") as f:
+        f.write(conf)
+    return Server("haproxy", 0, ["haproxy", "-db", "-f", path], workdir, port)
+
+
+def start_nginx_stream(workdir, port, backends):
+    name = "nginx"
+    servers = "".join(f"    server 127.0.0.1:{p};\n" for p in backends)
+    conf = f"load_module {NGINX_STREAM_MODULE};\n" + nginx_common(workdir, name) + f"""stream {{
+  upstream be {{
+    hash $remote_addr consistent;
+{servers}  }}
+  server {{
+    listen 127.0.0.1:{port} backlog=4096;
+    proxy_pass be;
+    proxy_timeout 300s;
+  }}
+}}
+"""
+    path = os.path.join(workdir, f"{name}.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    return Server(name, 0, ["nginx", "-e", f"{workdir}/{name}.err", "-p", workdir, "-c", path],
+                  workdir, port)
+
+
+def start_hashlb(workdir, port, backends, binary, admin_port):
+    entries = "".join(f"      - name: b{i}\n        address: 127.0.0.1:{p}\n"
+                      for i, p in enumerate(backends, 1))
+    conf = f"""# generated by bench/peers/peers.py
+workers: 1
+admin: 127.0.0.1:{admin_port}
+services:
+  - name: peers
+    listen: 127.0.0.1:{port}
+    scheme: maglev
+    key: src-ip
+    idle_timeout_ms: 300000
+    max_connections: 9000
+    backends:
+{entries}"""
+    path = os.path.join(workdir, "hashlb.yaml")
+    with open(path, "w") as f:
+        f.write(conf)
+    return Server("hashlb", 0, [binary, "run", "-c", path, "--workers", "1"], workdir, port)
+
+
+def find_hashlb(explicit):
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    for cand in (os.environ.get("HASHLB"), os.path.join(REPO, "build/src/cli/hashlb"),
+                 shutil.which("hashlb")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+# ---------------------------------------------------------------- load runs
+
+def run_wrk(port, wl, duration, lua, timeout_s):
+    argv = ["taskset", "-c", "1", "wrk", "-t1", f"-c{wl['conns']}", f"-d{duration}s",
+            "--latency", f"--timeout={timeout_s}s", "-s", lua]
+    for h in wl["headers"]:
+        argv += ["-H", h]
+    argv.append(f"http://127.0.0.1:{port}{wl['path']}")
+    out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=duration + 60)
+    for line in out.stdout.splitlines():
+        if line.startswith("WRKJSON "):
+            return json.loads(line[8:]), out.stdout
+    raise RuntimeError(f"wrk gave no summary (exit {out.returncode}): "
+                       f"{out.stdout[-1000:]} {out.stderr[-1000:]}")
+
+
+def measure(target, wl_name, duration, lua, rep):
+    wl = WORKLOADS[wl_name]
+    pids = target.pids() if target.is_lb else []
+    load0 = loadavg()
+    t0, c0 = cpu_ticks(pids), cpu0_busy_ticks()
+    with RssSampler(pids) as rss:
+        w, raw = run_wrk(target.port, wl, duration, lua, 5 if wl_name == "bulk" else 2)
+    t1, c1 = cpu_ticks(pids), cpu0_busy_ticks()
+    secs = w["duration_us"] / 1e6
+    lb_cpu = (t1 - t0) / CLK_TCK if target.is_lb else None
+    errors = sum(w[k] for k in ("err_connect", "err_read", "err_write", "err_status",
+                                "err_timeout"))
+    r = dict(rep=rep, workload=wl_name, lb=target.name, seconds=round(secs, 3),
+             requests=w["requests"], bytes=w["bytes"], errors=errors,
+             err_status=w["err_status"], err_timeout=w["err_timeout"],
+             req_s=w["requests"] / secs, mib_s=w["bytes"] / secs / 2**20,
+             p50_ms=w["p50_us"] / 1000, p99_ms=w["p99_us"] / 1000,
+             lb_cpu_s=lb_cpu,
+             cpu0_other_s=((c1 - c0) - (t1 - t0)) / CLK_TCK,
+             rss_kib=rss.peak if target.is_lb else None, loadavg=load0)
+    amount = r["requests"] if wl["unit"] == "req" else r["bytes"] / 2**20
+    r["rate"] = r["req_s"] if wl["unit"] == "req" else r["mib_s"]
+    r["per_cpu_s"] = amount / lb_cpu if lb_cpu else None
+    return r
+
+
+class Target:
+    def __init__(self, name, port, server=None):
+        self.name = name
+        self.port = port
+        self.server = server
+        self.is_lb = server is not None
+
+    def pids(self):
+        return self.server.pids()
+
+
+# ---------------------------------------------------------------- idle RSS
+
+def established_to(ports):
+    """Established TCP sockets whose peer is one of <ports> on loopback."""
+    flt = " or ".join(f"dport = :{p}" for p in ports)
+    out = subprocess.run(["ss", "-Htn", "state", "established", f"( {flt} )"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return sum(1 for line in out.splitlines() if line.strip())
+
+
+def idle_rss(target, backends, n, settle):
+    """RSS growth of the load balancer per idle established connection, with
+    <n> client connections (and <n> backend connections) open: once just
+    connected, and again after one request/response on each connection."""
+    pids = target.pids()
+    time.sleep(settle)
+    base = rss_kib(pids)
+    before_be = established_to(backends)
+    socks = []
+    res = dict(lb=target.name, conns=n, base_kib=base)
+    try:
+        sel = selectors.DefaultSelector()
+        batch = 250
+        for start in range(0, n, batch):
+            pending = set()
+            for _ in range(min(batch, n - start)):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", target.port))
+                socks.append(s)
+                pending.add(s)
+                sel.register(s, selectors.EVENT_WRITE)
+            deadline = time.monotonic() + 10
+            while pending and time.monotonic() < deadline:
+                for key, _ in sel.select(timeout=0.5):
+                    s = key.fileobj
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        raise RuntimeError(f"connect: {os.strerror(err)}")
+                    sel.unregister(s)
+                    pending.discard(s)
+            if pending:
+                raise RuntimeError(f"{len(pending)} connections still pending after 10 s")
+        sel.close()
+        deadline = time.monotonic() + 20
+        while established_to(backends) - before_be < n and time.monotonic() < deadline:
+            time.sleep(0.5)
+        res["backend_conns"] = established_to(backends) - before_be
+        time.sleep(settle)
+        res["connected_kib"] = rss_kib(pids)
+        # One small exchange on each, then idle again.
+        req = b"GET /small HTTP/1.1\r\nHost: peers\r\n\r\n"
+        for start in range(0, n, batch):
+            group = socks[start:start + batch]
+            for s in group:
+                s.setblocking(True)
+                s.settimeout(10)
+                s.sendall(req)
+            for s in group:
+                data = b""
+                while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < SMALL_SIZE:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        raise RuntimeError("connection closed during the exchange")
+                    data += chunk
+        time.sleep(settle)
+        res["exchanged_kib"] = rss_kib(pids)
+    finally:
+        for s in socks:
+            s.close()
+    res["per_conn_connected_kib"] = (res["connected_kib"] - base) / n
+    res["per_conn_exchanged_kib"] = (res["exchanged_kib"] - base) / n
+    time.sleep(settle)
+    res["after_close_kib"] = rss_kib(pids)
+    return res
+
+
+# ---------------------------------------------------------------- report
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread_pct(xs):
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2 or not statistics.median(xs):
+        return None
+    return 100.0 * (max(xs) - min(xs)) / statistics.median(xs)
+
+
+def fmt(x, nd=0):
+    if x is None:
+        return "-"
+    if nd == 0:
+        return f"{x:,.0f}"
+    return f"{x:,.{nd}f}"
+
+
+def pct(x):
+    return "-" if x is None else f"{x:.0f}%"
+
+
+def summarize(runs, lbs, workloads, cand):
+    """Per workload and LB: medians and spread; ratios cand/peer per repetition."""
+    summ = {}
+    for wl in workloads:
+        summ[wl] = {}
+        for lb in lbs:
+            rs = [r for r in runs if r["workload"] == wl and r["lb"] == lb]
+            if not rs:
+                continue
+            summ[wl][lb] = dict(
+                n=len(rs), rate=med([r["rate"] for r in rs]),
+                rate_spread_pct=spread_pct([r["rate"] for r in rs]),
+                rate_min=min(r["rate"] for r in rs), rate_max=max(r["rate"] for r in rs),
+                p50_ms=med([r["p50_ms"] for r in rs]), p99_ms=med([r["p99_ms"] for r in rs]),
+                lb_cpu_s=med([r["lb_cpu_s"] for r in rs]),
+                per_cpu_s=med([r["per_cpu_s"] for r in rs]),
+                per_cpu_spread_pct=spread_pct([r["per_cpu_s"] for r in rs]),
+                rss_kib=med([r["rss_kib"] for r in rs]),
+                errors=sum(r["errors"] for r in rs),
+                cpu0_other_s=med([r["cpu0_other_s"] for r in rs]))
+        if cand and cand in summ[wl]:
+            for lb in lbs:
+                if lb == cand or lb not in summ[wl]:
+                    continue
+                ratios = {}
+                for key in ("rate", "p50_ms", "p99_ms", "lb_cpu_s", "per_cpu_s", "rss_kib"):
+                    per_rep = []
+                    for c in (r for r in runs if r["workload"] == wl and r["lb"] == cand):
+                        p = [r for r in runs if r["workload"] == wl and r["lb"] == lb
+                             and r["rep"] == c["rep"]]
+                        if p and c[key] is not None and p[0][key]:
+                            per_rep.append(c[key] / p[0][key])
+                    ratios[key] = med(per_rep)
+                summ[wl][lb]["ratio"] = ratios
+    return summ
+
+
+def markdown(summ, idle, lbs, workloads, cand, meta):
+    out = []
+    out.append(f"Machine: {meta['cpus']} CPUs; load balancers on CPU 0 (one worker/thread), "
+               f"wrk and 3 nginx backends on CPU 1. {meta['reps']} interleaved repetitions "
+               f"of {meta['duration']} s per run; medians, spread = (max-min)/median of the "
+               f"rate. Load average at start: {meta['loadavg']:.2f}.")
+    out.append("")
+    for wl in workloads:
+        if wl not in summ:
+            continue
+        unit = WORKLOADS[wl]["unit"]
+        rate_h = "req/s" if unit == "req" else "MiB/s"
+        per_h = "req per LB CPU-s" if unit == "req" else "MiB per LB CPU-s"
+        out.append(f"### {wl}: {WORKLOADS[wl]['title']}")
+        out.append("")
+        hdr = f"| LB | {rate_h} | spread | p50 ms | p99 ms | LB CPU s | {per_h} | RSS MiB | errors |"
+        if cand and cand in summ[wl]:
+            hdr += f" {cand}/LB: {rate_h} | per CPU-s | p99 | RSS |"
+        out.append(hdr)
+        out.append("|" + "---|" * (hdr.count("|") - 1))
+        for lb in lbs:
+            s = summ[wl].get(lb)
+            if not s:
+                continue
+            row = (f"| {lb} | {fmt(s['rate'], 0 if unit == 'req' else 1)} | "
+                   f"{pct(s['rate_spread_pct'])} | {fmt(s['p50_ms'], 2)} | "
+                   f"{fmt(s['p99_ms'], 2)} | {fmt(s['lb_cpu_s'], 2)} | "
+                   f"{fmt(s['per_cpu_s'], 0 if unit == 'req' else 1)} | "
+                   f"{fmt(s['rss_kib'] / 1024 if s['rss_kib'] else None, 1)} | {s['errors']} |")
+            if cand and cand in summ[wl]:
+                ra = s.get("ratio")
+                if ra:
+                    row += (f" {fmt(ra['rate'], 2)} | {fmt(ra['per_cpu_s'], 2)} | "
+                            f"{fmt(ra['p99_ms'], 2)} | {fmt(ra['rss_kib'], 2)} |")
+                else:
+                    row += " | | | |"
+            out.append(row)
+        out.append("")
+    if idle:
+        out.append(f"### RSS per idle established connection ({idle[0]['conns']} connections)")
+        out.append("")
+        out.append("| LB | base RSS MiB | KiB/conn, connected | KiB/conn, after one request | "
+                   "backend conns |")
+        out.append("|---|---|---|---|---|")
+        for r in idle:
+            if "error" in r:
+                out.append(f"| {r['lb']} | - | failed: {r['error']} | | |")
+                continue
+            out.append(f"| {r['lb']} | {r['base_kib'] / 1024:.1f} | "
+                       f"{r['per_conn_connected_kib']:.1f} | {r['per_conn_exchanged_kib']:.1f} | "
+                       f"{r['backend_conns']} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def targets(summ, idle, cand):
+    """The targets of issue #4, checked against the medians of this run."""
+    lines = []
+    peers = ("haproxy", "nginx")
+
+    def check(ok, text):
+        lines.append(f"- [{'x' if ok else ' '}] {text}")
+
+    for wl in ("ka50", "ka200", "close"):
+        s = summ.get(wl, {})
+        if cand not in s:
+            continue
+        for peer, need in (("haproxy", 1.5), ("nginx", 1.3)):
+            if peer in s and "ratio" in s[peer]:
+                v = s[peer]["ratio"]["per_cpu_s"]
+                check(v is not None and v >= need,
+                      f"{wl}: req per LB CPU-s {cand}/{peer} = {fmt(v, 2)} (target >= {need})")
+        present = [p for p in peers if p in s]
+        if present:
+            best = max(s[p]["rate"] for p in present)
+            check(s[cand]["rate"] >= best,
+                  f"{wl}: req/s {fmt(s[cand]['rate'])} vs best peer {fmt(best)} (target >=)")
+            bestp99 = min(s[p]["p99_ms"] for p in present)
+            check(s[cand]["p99_ms"] <= bestp99,
+                  f"{wl}: p99 {fmt(s[cand]['p99_ms'], 2)} ms vs best peer "
+                  f"{fmt(bestp99, 2)} ms (target <=)")
+    s = summ.get("bulk", {})
+    if cand in s:
+        present = [p for p in peers if p in s and s[p]["per_cpu_s"]]
+        if present:
+            best = max(present, key=lambda p: s[p]["per_cpu_s"])
+            v = s[best].get("ratio", {}).get("per_cpu_s")
+            check(v is not None and v >= 1.2,
+                  f"bulk: MiB per LB CPU-s {cand}/{best} (best peer) = {fmt(v, 2)} (target >= 1.2)")
+    for r in idle or []:
+        if r["lb"] == cand and "error" not in r:
+            v = r["per_conn_exchanged_kib"]
+            check(v <= 16, f"idle: {fmt(v, 1)} KiB per established idle connection "
+                           f"(after one request; target <= 16)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke check: 1 repetition, 2 s runs, 1,000 idle connections")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
+    ap.add_argument("--lbs", default="hashlb,haproxy,nginx,direct",
+                    help="comma list of hashlb, haproxy, nginx, direct")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma list of " + ", ".join(WORKLOADS))
+    ap.add_argument("--hashlb", help="path of the hashlb binary (default: build/src/cli/hashlb, "
+                    "$HASHLB, PATH); hashlb is skipped when none is found")
+    ap.add_argument("--candidate", default="hashlb",
+                    help="the LB whose ratios to the others are reported (default hashlb)")
+    ap.add_argument("--idle-conns", type=int, default=5000,
+                    help="idle connections for the RSS measurement (0 = skip; default 5000)")
+    ap.add_argument("--port-base", type=int, default=25000,
+                    help="first of the ~20 loopback ports used (default 25000)")
+    ap.add_argument("--out", help="directory for runs.csv, runs.json, summary.json, summary.md "
+                    "(default: a new temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs)")
+    args = ap.parse_args(sys.argv[1:] + os.environ.get("HASHLB_PEERS_ARGS", "").split())
+
+    if args.quick:
+        args.reps, args.duration = 1, 2
+        args.idle_conns = min(args.idle_conns, 1000)
+    lbs = [x for x in args.lbs.split(",") if x]
+    workloads = [x for x in args.workloads.split(",") if x]
+    for w in workloads:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w}")
+    for tool in ("nginx", "haproxy", "wrk", "taskset", "ss"):
+        if not shutil.which(tool):
+            log(f"peers: {tool} not found (see bench/peers/packages.txt); skipping")
+            return 77
+    if os.cpu_count() < 2:
+        log("peers: needs 2 CPUs to pin the load balancer apart from the load; skipping")
+        return 77
+    hashlb_bin = None
+    if "hashlb" in lbs:
+        hashlb_bin = find_hashlb(args.hashlb)
+        if not hashlb_bin:
+            log("peers: no hashlb binary found; measuring the peers only")
+            lbs.remove("hashlb")
+    cand = args.candidate if args.candidate in lbs else None
+
+    pb = args.port_base
+    be_ports = [pb + 1, pb + 2, pb + 3]
+    lb_ports = {"haproxy": pb + 10, "nginx": pb + 11, "hashlb": pb + 12}
+    admin_port = pb + 13
+    busy = [p for p in be_ports + list(lb_ports.values()) + [admin_port] if not port_free(p)]
+    if busy:
+        log(f"peers: ports {busy} busy (another run?); use --port-base")
+        return 1
+
+    os.sched_setaffinity(0, {1})  # the harness itself stays off the LB's CPU
+    workdir = tempfile.mkdtemp(prefix="hashlb-peers-")
+    out_dir = args.out or tempfile.mkdtemp(prefix="hashlb-peers-out-")
+    os.makedirs(out_dir, exist_ok=True)
+    www = os.path.join(workdir, "www")
+    os.makedirs(www)
+    with open(os.path.join(www, "small"), "wb") as f:
+        f.write(b"x" * (SMALL_SIZE - 1) + b"\n")
+    with open(os.path.join(www, "bulk"), "wb") as f:
+        f.write(os.urandom(BULK_SIZE))
+    lua = os.path.join(workdir, "summary.lua")
+    with open(lua, "w") as f:
+        f.write(WRK_LUA)
+
+    servers = []
+    targets_ = []
+    runs, idle = [], []
+    try:
+        for i, p in enumerate(be_ports, 1):
+            servers.append(start_backend(workdir, i, p, www))
+        for s in servers:
+            s.wait_ready()
+        for lb in lbs:
+            if lb == "direct":
+                targets_.append(Target("direct", be_ports[0]))
+                continue
+            if lb == "haproxy":
+                srv = start_haproxy(workdir, lb_ports[lb], be_ports)
+            elif lb == "nginx":
+                srv = start_nginx_stream(workdir, lb_ports[lb], be_ports)
+            elif lb == "hashlb":
+                srv = start_hashlb(workdir, lb_ports[lb], be_ports, hashlb_bin, admin_port)
+            else:
+                ap.error(f"unknown load balancer {lb}")
+            servers.append(srv)
+            srv.wait_ready()
+            status, body = http_get(lb_ports[lb], "/bulk", timeout=10)
+            if status != 200 or len(body) != BULK_SIZE:
+                raise RuntimeError(f"{lb}: /bulk came back as {status}, {len(body)} bytes")
+            targets_.append(Target(lb, lb_ports[lb], srv))
+        names = [t.name for t in targets_]
+        log(f"peers: work dir {workdir}; out {out_dir}; LBs {names}; "
+            f"{args.reps} x {len(workloads)} workloads x {args.duration} s")
+
+        # Warm-up: page cache, allocator pools, connection tables.
+        for t in targets_:
+            measure(t, "ka50", 1, lua, -1)
+            if "bulk" in workloads:
+                measure(t, "bulk", 1, lua, -1)
+
+        for rep in range(args.reps):
+            for wl in workloads:
+                # Rotate the order each repetition so that no LB always runs
+                # right after the same neighbour.
+                order = targets_[rep % len(targets_):] + targets_[:rep % len(targets_)]
+                for t in order:
+                    r = measure(t, wl, args.duration, lua, rep)
+                    runs.append(r)
+                    log(f"  rep {rep} {wl:6} {t.name:8} {r['rate']:10.1f} "
+                        f"{'req/s' if WORKLOADS[wl]['unit'] == 'req' else 'MiB/s'} "
+                        f"p99 {r['p99_ms']:7.2f} ms cpu {fmt(r['lb_cpu_s'], 2):>5} s "
+                        f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
+                        f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s")
+
+        if args.idle_conns:
+            for t in targets_:
+                if not t.is_lb:
+                    continue
+                try:
+                    r = idle_rss(t, be_ports, args.idle_conns, 0.5 if args.quick else 2.0)
+                except (OSError, RuntimeError) as e:
+                    r = dict(lb=t.name, conns=args.idle_conns, error=str(e)[:200])
+                idle.append(r)
+                log(f"  idle {t.name:8} {r}")
+    finally:
+        for s in reversed(servers):
+            s.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    meta = dict(cpus=os.cpu_count(), reps=args.reps, duration=args.duration,
+                loadavg=runs[0]["loadavg"] if runs else loadavg(),
+                command="python3 bench/peers/peers.py " + " ".join(sys.argv[1:]),
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                versions=versions(hashlb_bin))
+    names = [t.name for t in targets_]
+    summ = summarize(runs, names, workloads, cand)
+    md = markdown(summ, idle, names, workloads, cand, meta)
+    tg = targets(summ, idle, cand) if cand else ""
+    with open(os.path.join(out_dir, "runs.json"), "w") as f:
+        json.dump(dict(meta=meta, runs=runs, idle=idle), f, indent=1)
+    if runs:
+        with open(os.path.join(out_dir, "runs.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(runs[0]))
+            w.writeheader()
+            w.writerows(runs)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(dict(meta=meta, summary=summ, idle=idle), f, indent=1)
+    report = md
+    if tg:
+        report += f"\n### Targets of issue #4 ({cand})\n\n" + tg + "\n"
+    report += (f"\nReproduce: `{meta['command']}` ({meta['date']}; {meta['versions']})\n")
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write(report)
+    print(report)
+    log(f"peers: results in {out_dir}")
+    return 0
+
+
+def versions(hashlb_bin):
+    def first_line(argv):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (p.stdout + p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+    v = [first_line(["haproxy", "-v"]).split(" - ")[0],
+         first_line(["nginx", "-v"]).replace("nginx version: ", ""),
+         first_line(["wrk", "-v"]).split(" [")[0]]
+    if hashlb_bin:
+        v.append("hashlb " + first_line([hashlb_bin, "--version"]))
+    return ", ".join(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
