@@ -337,7 +337,7 @@ services:
 
 def find_hashlb(explicit):
     if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
+        return os.path.abspath(explicit) if os.access(explicit, os.X_OK) else None
     for cand in (os.environ.get("HASHLB"), os.path.join(REPO, "build/src/cli/hashlb"),
                  shutil.which("hashlb")):
         if cand and os.access(cand, os.X_OK):
@@ -660,7 +660,8 @@ def main():
     ap.add_argument("--out", help="directory for runs.csv, runs.json, summary.json, summary.md "
                     "(default: a new temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs)")
-    args = ap.parse_args(sys.argv[1:] + os.environ.get("HASHLB_PEERS_ARGS", "").split())
+    argv = sys.argv[1:] + os.environ.get("HASHLB_PEERS_ARGS", "").split()
+    args = ap.parse_args(argv)
 
     if args.quick:
         args.reps, args.duration = 1, 2
@@ -672,7 +673,7 @@ def main():
             ap.error(f"unknown workload {w}")
     for tool in ("nginx", "haproxy", "wrk", "taskset", "ss"):
         if not shutil.which(tool):
-            log(f"peers: {tool} not found (see bench/peers/packages.txt); skipping")
+            log(f"peers: {tool} not found (scripts/setup.sh installs it); skipping")
             return 77
     if os.cpu_count() < 2:
         log("peers: needs 2 CPUs to pin the load balancer apart from the load; skipping")
@@ -729,10 +730,16 @@ def main():
             else:
                 ap.error(f"unknown load balancer {lb}")
             servers.append(srv)
-            srv.wait_ready()
-            status, body = http_get(lb_ports[lb], "/bulk", timeout=10)
-            if status != 200 or len(body) != BULK_SIZE:
-                raise RuntimeError(f"{lb}: /bulk came back as {status}, {len(body)} bytes")
+            try:
+                srv.wait_ready()
+                status, body = http_get(lb_ports[lb], "/bulk", timeout=10)
+                if status != 200 or len(body) != BULK_SIZE:
+                    raise RuntimeError(f"{lb}: /bulk came back as {status}, {len(body)} bytes")
+            except (OSError, RuntimeError) as e:
+                # One broken load balancer must not cost the others' figures.
+                log(f"peers: {lb} left out: {e}")
+                srv.stop()
+                continue
             targets_.append(Target(lb, lb_ports[lb], srv))
         names = [t.name for t in targets_]
         log(f"peers: work dir {workdir}; out {out_dir}; LBs {names}; "
@@ -776,7 +783,7 @@ def main():
 
     meta = dict(cpus=os.cpu_count(), reps=args.reps, duration=args.duration,
                 loadavg=runs[0]["loadavg"] if runs else loadavg(),
-                command="python3 bench/peers/peers.py " + " ".join(sys.argv[1:]),
+                command=reproduce_command(argv),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 versions=versions(hashlb_bin))
     names = [t.name for t in targets_]
@@ -801,6 +808,25 @@ def main():
     print(report)
     log(f"peers: results in {out_dir}")
     return 0
+
+
+def reproduce_command(argv):
+    """The command line, from the repository's top, that runs this again
+    (output directory left to its default)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--out":
+            skip = True
+            continue
+        if a.startswith("--out="):
+            continue
+        if os.path.exists(a):
+            a = os.path.relpath(os.path.abspath(a), REPO)
+        out.append(a)
+    return " ".join(["python3 bench/peers/peers.py"] + out)
 
 
 def versions(hashlb_bin):
