@@ -76,6 +76,8 @@ struct hashlb_config {
 	char *path;
 	uint32_t workers; /* 0 = auto: one per CPU */
 	char *admin; /* "127.0.0.1:9090", "unix:/path" or NULL = off; default 127.0.0.1:9901 */
+	struct sockaddr_storage admin_addr; /* admin parsed: AF_INET, AF_INET6 or AF_UNIX */
+	socklen_t admin_addr_len; /* 0 when admin is off */
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
 };
@@ -94,7 +96,33 @@ int hashlb_config_parse(const char *text, size_t len, const char *name,
 /* Accepts NULL. */
 void hashlb_config_free(struct hashlb_config *c);
 
+/* "ready", "drain", "maint"; NULL if invalid. */
 const char *hashlb_admin_state_name(enum hashlb_admin_state s);
+/* Also accepts "maintenance", "draining", "up". -EINVAL if unknown. */
 int hashlb_admin_state_parse(const char *s, enum hashlb_admin_state *ret_state);
+
+/* "userspace", "kernel"; NULL if invalid. */
+const char *hashlb_steering_name(enum hashlb_steering s);
+
+/*
+ * Parse a numeric socket address: "a.b.c.d:port" or "[v6addr]:port" (no
+ * DNS, the port is required; port 0 only when <allow_port0>). Returns 0 or
+ * -EINVAL; <ret_addr> and <ret_len> are written only on success.
+ */
+int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
+		      socklen_t *ret_len);
+
+/* The service called <name>, or NULL. */
+const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,
+						       const char *name);
+
+/*
+ * Build <s>'s table as configured: every backend with its weight, the ones
+ * whose admin state is not ready marked down (health is not known here).
+ * Backend i of the table is s->backends[i]. Same return convention as
+ * hashlb_table_build().
+ */
+int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
+				   struct hashlb_table **ret_table, struct hashlb_error *err);
 
 #endif

@@ -1,0 +1,1166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * YAML config -> struct hashlb_config, with every default filled in and
+ * every error placed at file:line:column. The layout is documented in
+ * configs/full.yaml; the keys accepted are the tables below.
+ *
+ * Validation is strict on purpose: an unknown key, a wrong type, a value out
+ * of range or a parameter that does not apply to the chosen scheme is an
+ * error, never ignored, because a typo that is silently ignored leaves a
+ * default in force that the operator believes they changed.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hashlb/config.h"
+#include "ytree.h"
+
+#define CONFIG_FILE_MAX (16u << 20) /* a config larger than this is a mistake */
+#define WORKERS_MAX 1024u
+#define ADMIN_DEFAULT "127.0.0.1:9901"
+
+/* Ranges, in milliseconds for durations. */
+#define CONNECT_TIMEOUT_MAX (10u * 60 * 1000)
+#define IDLE_TIMEOUT_MAX (7u * 24 * 3600 * 1000)
+#define DRAIN_TIMEOUT_MAX (3600u * 1000)
+#define SLOW_START_MAX (3600u * 1000)
+#define HEALTH_INTERVAL_MIN 10u
+#define HEALTH_INTERVAL_MAX (3600u * 1000)
+#define HEALTH_TIMEOUT_MAX (60u * 1000)
+#define HEALTH_COUNT_MAX 100u
+#define MAX_CONNECTIONS_MAX (1u << 24)
+#define CONNECT_RETRIES_MAX 32u
+#define BALANCE_FACTOR_MAX 100.0
+#define SERVICE_NAME_MAX 64u
+
+struct loader {
+	const char *name; /* the file, as errors name it */
+	struct hashlb_error *err;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const struct ynode *at,
+						      const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = hashlb_verr(ld->err, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
+	va_end(ap);
+	if (ld->err) {
+		ld->err->file = ld->name;
+		ld->err->line = at ? at->pos.line : 1;
+		ld->err->column = at ? at->pos.column : 1;
+	}
+	return ret;
+}
+
+static int nomem(struct loader *ld)
+{
+	return hashlb_err(ld->err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+}
+
+/* --- keys ------------------------------------------------------------- */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t row[64];
+
+	if (la >= 63 || lb >= 63)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
+					      tolower((unsigned char)b[j - 1]));
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* The valid key closest to <key>, if close enough to be a likely typo. */
+static const char *closest_key(const char *key, const char *const *keys)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	for (size_t i = 0; keys[i]; i++) {
+		size_t d = edit_distance(key, keys[i]);
+
+		if (d < best_d) {
+			best_d = d;
+			best = keys[i];
+		}
+	}
+	if (best && best_d <= 1 + strlen(best) / 4)
+		return best;
+	/* "timeout" for "timeouts", "connect-timeout" for "connect_timeout" */
+	return NULL;
+}
+
+static void underscore_variant(const char *key, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", key);
+	for (char *p = buf; *p; p++) {
+		if (*p == '-')
+			*p = '_';
+	}
+}
+
+/*
+ * Check that <map> is a mapping whose keys are scalars from <keys>, each
+ * at most once. <what> names the mapping in messages ("service", ...).
+ */
+static int check_map(struct loader *ld, const struct ynode *map, const char *const *keys,
+		     const char *what)
+{
+	if (map->type != YNODE_MAP)
+		return fail(ld, map, "%s must be a mapping of keys to values, found %s", what,
+			    ynode_kind(map));
+	for (size_t i = 0; i < ynode_pairs(map); i++) {
+		const struct ynode *k = ynode_key(map, i);
+		bool known = false;
+
+		if (k->type != YNODE_SCALAR)
+			return fail(ld, k, "a key in %s must be a plain name, found %s", what,
+				    ynode_kind(k));
+		for (size_t j = 0; keys[j]; j++) {
+			if (strcmp(k->text, keys[j]) == 0) {
+				known = true;
+				break;
+			}
+		}
+		if (!known) {
+			char alt[64];
+			const char *hint;
+
+			if (strcmp(k->text, "<<") == 0)
+				return fail(ld, k, "merge keys ('<<') are not supported in %s",
+					    what);
+			underscore_variant(k->text, alt, sizeof(alt));
+			hint = closest_key(alt, keys);
+			if (hint)
+				return fail(ld, k, "unknown key '%s' in %s (did you mean '%s'?)",
+					    k->text, what, hint);
+			return fail(ld, k, "unknown key '%s' in %s", k->text, what);
+		}
+		for (size_t j = 0; j < i; j++) {
+			const struct ynode *prev = ynode_key(map, j);
+
+			if (strcmp(prev->text, k->text) == 0)
+				return fail(ld, k, "duplicate key '%s' in %s (first at line %d)",
+					    k->text, what, prev->pos.line);
+		}
+	}
+	return 0;
+}
+
+static struct ynode *map_get(const struct ynode *map, const char *key)
+{
+	for (size_t i = 0; i < ynode_pairs(map); i++) {
+		if (strcmp(ynode_key(map, i)->text, key) == 0)
+			return ynode_value(map, i);
+	}
+	return NULL;
+}
+
+/* The key node of <key> in <map>, for errors about a key that is present. */
+static struct ynode *map_key(const struct ynode *map, const char *key)
+{
+	for (size_t i = 0; i < ynode_pairs(map); i++) {
+		if (strcmp(ynode_key(map, i)->text, key) == 0)
+			return ynode_key(map, i);
+	}
+	return NULL;
+}
+
+/* --- scalar values ---------------------------------------------------- */
+
+static int want_scalar(struct loader *ld, const struct ynode *v, const char *key,
+		       const char *expected)
+{
+	if (v->type != YNODE_SCALAR || ynode_is_null(v))
+		return fail(ld, v, "'%s' must be %s, found %s", key, expected, ynode_kind(v));
+	return 0;
+}
+
+static int get_string(struct loader *ld, const struct ynode *v, const char *key, char **ret)
+{
+	char *s;
+	int r = want_scalar(ld, v, key, "a string");
+
+	if (r < 0)
+		return r;
+	if (strlen(v->text) != v->len)
+		return fail(ld, v, "'%s' must not contain NUL characters", key);
+	s = strdup(v->text);
+	if (!s)
+		return nomem(ld);
+	*ret = s;
+	return 0;
+}
+
+/* An unsigned YAML integer: decimal, 0x hex or 0o octal, no quotes. */
+static int get_u64(struct loader *ld, const struct ynode *v, const char *key, uint64_t *ret)
+{
+	const char *s = v->text;
+	uint64_t val = 0;
+	unsigned base = 10;
+	int r = want_scalar(ld, v, key, "an integer");
+
+	if (r < 0)
+		return r;
+	if (v->quoted)
+		return fail(ld, v, "'%s' must be an integer, found the quoted string \"%s\"", key,
+			    v->text);
+	if (*s == '+')
+		s++;
+	if (*s == '-' && s[1] >= '0' && s[1] <= '9')
+		return fail(ld, v, "'%s' must not be negative, found %s", key, v->text);
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+	} else if (s[0] == '0' && s[1] == 'o') {
+		base = 8;
+		s += 2;
+	}
+	if (!*s)
+		goto bad;
+	for (; *s; s++) {
+		unsigned d;
+
+		if (*s >= '0' && *s <= '9')
+			d = (unsigned)(*s - '0');
+		else if (*s >= 'a' && *s <= 'f')
+			d = (unsigned)(*s - 'a' + 10);
+		else if (*s >= 'A' && *s <= 'F')
+			d = (unsigned)(*s - 'A' + 10);
+		else
+			goto bad;
+		if (d >= base)
+			goto bad;
+		if (val > (UINT64_MAX - d) / base)
+			return fail(ld, v, "'%s' value %s is too large", key, v->text);
+		val = val * base + d;
+	}
+	*ret = val;
+	return 0;
+bad:
+	return fail(ld, v, "'%s' must be an integer, found '%s'", key, v->text);
+}
+
+static int get_u32_range(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
+			 uint32_t hi, uint32_t *ret)
+{
+	uint64_t val;
+	int r = get_u64(ld, v, key, &val);
+
+	if (r < 0)
+		return r;
+	if (val < lo || val > hi)
+		return fail(ld, v, "'%s' %s is out of range %u..%u", key, v->text, lo, hi);
+	*ret = (uint32_t)val;
+	return 0;
+}
+
+static int get_bool(struct loader *ld, const struct ynode *v, const char *key, bool *ret)
+{
+	static const char *const yes[] = { "true", "yes", "on" };
+	static const char *const no[] = { "false", "no", "off" };
+	int r = want_scalar(ld, v, key, "true or false");
+
+	if (r < 0)
+		return r;
+	if (!v->quoted) {
+		for (size_t i = 0; i < 3; i++) {
+			if (strcasecmp(v->text, yes[i]) == 0) {
+				*ret = true;
+				return 0;
+			}
+			if (strcasecmp(v->text, no[i]) == 0) {
+				*ret = false;
+				return 0;
+			}
+		}
+	}
+	return fail(ld, v, "'%s' must be true or false, found '%s'", key, v->text);
+}
+
+/*
+ * A duration in milliseconds: a plain integer (milliseconds) or a number
+ * with a unit, "250ms", "2s", "5m", "1h".
+ */
+static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
+			uint32_t hi, uint32_t *ret)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 } };
+	const char *s = v->text;
+	uint64_t val = 0, ms = 0;
+	int r = want_scalar(ld, v, key, "a duration");
+
+	if (r < 0)
+		return r;
+	if (*s == '-')
+		return fail(ld, v, "'%s' must not be negative, found %s", key, s);
+	if (*s < '0' || *s > '9')
+		goto bad;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (val > (UINT64_MAX / 3600000 - 9) / 10)
+			return fail(ld, v, "'%s' %s is too large", key, v->text);
+		val = val * 10 + (uint64_t)(*s - '0');
+	}
+	if (*s == '\0') {
+		if (v->quoted)
+			return fail(
+				ld, v,
+				"'%s' \"%s\" has no unit: write %sms, %ss, or the number without quotes (milliseconds)",
+				key, v->text, v->text, v->text);
+		ms = val;
+	} else {
+		size_t i;
+
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+			if (strcmp(s, units[i].unit) == 0)
+				break;
+		}
+		if (i == sizeof(units) / sizeof(units[0]))
+			goto bad;
+		ms = val * units[i].ms;
+	}
+	if (ms < lo || ms > hi)
+		return fail(ld, v, "'%s' %s is out of range %ums..%ums", key, v->text, lo, hi);
+	*ret = (uint32_t)ms;
+	return 0;
+bad:
+	return fail(
+		ld, v,
+		"'%s' must be a duration: milliseconds as an integer, or a number with a unit ms, s, m or h (\"500ms\", \"2s\"); found '%s'",
+		key, v->text);
+}
+
+static int get_double(struct loader *ld, const struct ynode *v, const char *key, double *ret)
+{
+	char *end;
+	double d;
+	int r = want_scalar(ld, v, key, "a number");
+
+	if (r < 0)
+		return r;
+	if (v->quoted)
+		return fail(ld, v, "'%s' must be a number, found the quoted string \"%s\"", key,
+			    v->text);
+	errno = 0;
+	d = strtod(v->text, &end);
+	if (end == v->text || *end || errno || !isfinite(d))
+		return fail(ld, v, "'%s' must be a number, found '%s'", key, v->text);
+	*ret = d;
+	return 0;
+}
+
+/* Why <s> is not an address we take; <buf> receives the explanation. */
+static const char *addr_explain(const char *s, bool allow_port0, char *buf, size_t len)
+{
+	const char *colon = strrchr(s, ':');
+	const char *port = NULL;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close)
+			return "missing ']' after the IPv6 address";
+		if (close[1] != ':')
+			return "missing ':PORT' after the IPv6 address";
+		port = close + 2;
+		snprintf(buf, len, "'%.*s' is not a numeric IPv6 address", (int)(close - s - 1),
+			 s + 1);
+	} else if (!colon) {
+		return "missing ':PORT'";
+	} else if (strchr(s, ':') != colon) {
+		return "an IPv6 address must be written in brackets, as [::1]:PORT";
+	} else {
+		port = colon + 1;
+		snprintf(buf, len,
+			 "'%.*s' is not a numeric IPv4 address (host names are not resolved)",
+			 (int)(colon - s), s);
+	}
+	{
+		char *end;
+		unsigned long p;
+
+		errno = 0;
+		p = strtoul(port, &end, 10);
+		if (!*port || *end || port[0] == '-' || port[0] == '+')
+			return "the port must be a number";
+		if (errno || p > 65535 || (p == 0 && !allow_port0)) {
+			snprintf(buf, len, "port %s is out of range %u..65535", port,
+				 allow_port0 ? 0u : 1u);
+			return buf;
+		}
+	}
+	return buf;
+}
+
+static int get_addr(struct loader *ld, const struct ynode *v, const char *key, bool allow_port0,
+		    char **ret_text, struct sockaddr_storage *ret_addr, socklen_t *ret_len)
+{
+	char buf[160];
+	int r = want_scalar(ld, v, key, "an address (IPv4 a.b.c.d:PORT or IPv6 [ADDR]:PORT)");
+
+	if (r < 0)
+		return r;
+	if (hashlb_addr_parse(v->text, allow_port0, ret_addr, ret_len) < 0)
+		return fail(ld, v, "'%s': '%s' is not a valid address: %s", key, v->text,
+			    addr_explain(v->text, allow_port0, buf, sizeof(buf)));
+	return get_string(ld, v, key, ret_text);
+}
+
+/* --- services and backends -------------------------------------------- */
+
+static const char *const top_keys[] = { "workers", "admin", "services", NULL };
+
+static const char *const service_keys[] = {
+	"name",
+	"listen",
+	"scheme",
+	"vnodes",
+	"table_size",
+	"hash_key",
+	"seed",
+	"timeouts",
+	"max_connections",
+	"connect_retries",
+	"slow_start",
+	"balance_factor",
+	"steering",
+	"interface",
+	"health",
+	"backends",
+	NULL,
+};
+
+static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
+static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
+static const char *const backend_keys[] = { "name", "address", "weight", "state", NULL };
+
+static bool service_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > SERVICE_NAME_MAX)
+		return false;
+	for (; *s; s++) {
+		char c = *s;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Printable, no spaces: names appear in logfmt logs and admin URLs. */
+static bool backend_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > HASHLB_NAME_MAX)
+		return false;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c <= ' ' || c == 0x7f || c == '"' || c == '=')
+			return false;
+	}
+	return true;
+}
+
+static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_backend_cfg *b)
+{
+	const struct ynode *v;
+	int r;
+
+	r = check_map(ld, m, backend_keys, "backend");
+	if (r < 0)
+		return r;
+	b->pos = m->pos;
+	b->weight = 1;
+	b->admin = HASHLB_ADMIN_READY;
+
+	v = map_get(m, "name");
+	if (!v)
+		return fail(ld, m, "backend has no 'name' (its identity on the ring or table)");
+	r = get_string(ld, v, "name", &b->name);
+	if (r < 0)
+		return r;
+	if (!backend_name_ok(b->name))
+		return fail(ld, v,
+			    "backend name '%s' must be 1 to %u bytes without spaces, '=' or '\"'",
+			    b->name, HASHLB_NAME_MAX);
+
+	v = map_get(m, "address");
+	if (!v)
+		return fail(ld, m, "backend '%s' has no 'address' (a.b.c.d:PORT or [ADDR]:PORT)",
+			    b->name);
+	r = get_addr(ld, v, "address", false, &b->address, &b->addr, &b->addr_len);
+	if (r < 0)
+		return r;
+
+	v = map_get(m, "weight");
+	if (v) {
+		r = get_u32_range(ld, v, "weight", 0, HASHLB_WEIGHT_MAX, &b->weight);
+		if (r < 0)
+			return r;
+	}
+	v = map_get(m, "state");
+	if (v) {
+		r = want_scalar(ld, v, "state", "ready, drain or maint");
+		if (r < 0)
+			return r;
+		if (hashlb_admin_state_parse(v->text, &b->admin) < 0)
+			return fail(ld, v, "'state' must be ready, drain or maint, found '%s'",
+				    v->text);
+	}
+	return 0;
+}
+
+static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
+{
+	const struct ynode *v;
+	int r = check_map(ld, m, timeout_keys, "timeouts");
+
+	if (r < 0)
+		return r;
+	if ((v = map_get(m, "connect")) &&
+	    (r = get_duration(ld, v, "connect", 1, CONNECT_TIMEOUT_MAX, &s->connect_timeout_ms)) <
+		    0)
+		return r;
+	if ((v = map_get(m, "idle")) &&
+	    (r = get_duration(ld, v, "idle", 0, IDLE_TIMEOUT_MAX, &s->idle_timeout_ms)) < 0)
+		return r;
+	if ((v = map_get(m, "drain")) &&
+	    (r = get_duration(ld, v, "drain", 0, DRAIN_TIMEOUT_MAX, &s->drain_timeout_ms)) < 0)
+		return r;
+	return 0;
+}
+
+static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_health_cfg *h)
+{
+	const struct ynode *v;
+	int r = check_map(ld, m, health_keys, "health");
+
+	if (r < 0)
+		return r;
+	if ((v = map_get(m, "enabled")) && (r = get_bool(ld, v, "enabled", &h->enabled)) < 0)
+		return r;
+	if ((v = map_get(m, "interval")) &&
+	    (r = get_duration(ld, v, "interval", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
+			      &h->interval_ms)) < 0)
+		return r;
+	if ((v = map_get(m, "timeout")) &&
+	    (r = get_duration(ld, v, "timeout", 1, HEALTH_TIMEOUT_MAX, &h->timeout_ms)) < 0)
+		return r;
+	if ((v = map_get(m, "rise")) &&
+	    (r = get_u32_range(ld, v, "rise", 1, HEALTH_COUNT_MAX, &h->rise)) < 0)
+		return r;
+	if ((v = map_get(m, "fall")) &&
+	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
+		return r;
+	if (h->timeout_ms > h->interval_ms) {
+		v = map_get(m, "timeout");
+		return fail(ld, v ? v : map_get(m, "interval"),
+			    "health check timeout %ums is longer than its interval %ums",
+			    h->timeout_ms, h->interval_ms);
+	}
+	return 0;
+}
+
+static void service_defaults(struct hashlb_service_cfg *s)
+{
+	hashlb_table_params_init(&s->table, HASHLB_SCHEME_MAGLEV);
+	s->key = HASHLB_KEY_SRC_IP;
+	s->connect_timeout_ms = 1000;
+	s->idle_timeout_ms = 300000;
+	s->drain_timeout_ms = 30000;
+	s->max_connections = 10000;
+	s->connect_retries = 2;
+	s->slow_start_ms = 0;
+	s->balance_factor = 0;
+	s->steering = HASHLB_STEERING_USERSPACE;
+	s->health.enabled = true;
+	s->health.interval_ms = 2000;
+	s->health.timeout_ms = 1000;
+	s->health.rise = 2;
+	s->health.fall = 3;
+}
+
+static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
+{
+	const struct ynode *v = map_get(m, "scheme");
+	const struct ynode *vn = map_get(m, "vnodes"), *ts = map_get(m, "table_size");
+	enum hashlb_scheme scheme = HASHLB_SCHEME_MAGLEV;
+	uint64_t seed = 0;
+	int r;
+
+	if (v) {
+		r = want_scalar(ld, v, "scheme", "ring or maglev");
+		if (r < 0)
+			return r;
+		if (hashlb_scheme_parse(v->text, &scheme) < 0)
+			return fail(ld, v, "'scheme' must be ring or maglev, found '%s'", v->text);
+	}
+	hashlb_table_params_init(&s->table, scheme);
+	if (vn) {
+		if (scheme != HASHLB_SCHEME_RING)
+			return fail(ld, map_key(m, "vnodes"),
+				    "'vnodes' applies to scheme ring, but this service uses %s",
+				    hashlb_scheme_name(scheme));
+		r = get_u32_range(ld, vn, "vnodes", 1, HASHLB_RING_V_MAX, &s->table.ring_v);
+		if (r < 0)
+			return r;
+	}
+	if (ts) {
+		uint32_t m_size, lo, hi;
+
+		if (scheme != HASHLB_SCHEME_MAGLEV)
+			return fail(
+				ld, map_key(m, "table_size"),
+				"'table_size' applies to scheme maglev, but this service uses %s",
+				hashlb_scheme_name(scheme));
+		r = get_u32_range(ld, ts, "table_size", HASHLB_MAGLEV_M_MIN, HASHLB_MAGLEV_M_MAX,
+				  &m_size);
+		if (r < 0)
+			return r;
+		if (!hashlb_is_prime(m_size)) {
+			for (lo = m_size - 1; lo > 2 && !hashlb_is_prime(lo); lo--)
+				;
+			for (hi = m_size + 1; !hashlb_is_prime(hi); hi++)
+				;
+			return fail(
+				ld, ts,
+				"'table_size' %u is not prime (Maglev needs a prime; nearest: %u or %u)",
+				m_size, lo, hi);
+		}
+		s->table.maglev_m = m_size;
+	}
+	v = map_get(m, "seed");
+	if (v) {
+		r = get_u64(ld, v, "seed", &seed);
+		if (r < 0)
+			return r;
+		s->table.seed = seed;
+	}
+	v = map_get(m, "hash_key");
+	if (v) {
+		r = want_scalar(ld, v, "hash_key", "src-ip, src-ip-port or 4-tuple");
+		if (r < 0)
+			return r;
+		if (hashlb_key_parse(v->text, &s->key) < 0)
+			return fail(ld, v,
+				    "'hash_key' must be src-ip, src-ip-port or 4-tuple, found '%s'",
+				    v->text);
+	}
+	return 0;
+}
+
+static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
+{
+	const struct ynode *v;
+	int r;
+
+	if ((v = map_get(m, "max_connections")) &&
+	    (r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
+			       &s->max_connections)) < 0)
+		return r;
+	if ((v = map_get(m, "connect_retries")) &&
+	    (r = get_u32_range(ld, v, "connect_retries", 0, CONNECT_RETRIES_MAX,
+			       &s->connect_retries)) < 0)
+		return r;
+	if ((v = map_get(m, "slow_start")) &&
+	    (r = get_duration(ld, v, "slow_start", 0, SLOW_START_MAX, &s->slow_start_ms)) < 0)
+		return r;
+	v = map_get(m, "balance_factor");
+	if (v) {
+		r = get_double(ld, v, "balance_factor", &s->balance_factor);
+		if (r < 0)
+			return r;
+		if (s->balance_factor != 0 &&
+		    (s->balance_factor < 1.0 || s->balance_factor > BALANCE_FACTOR_MAX))
+			return fail(ld, v,
+				    "'balance_factor' %s is out of range: 0 (off) or 1.0..%.0f",
+				    v->text, BALANCE_FACTOR_MAX);
+	}
+	v = map_get(m, "steering");
+	if (v) {
+		r = want_scalar(ld, v, "steering", "userspace or kernel");
+		if (r < 0)
+			return r;
+		if (strcmp(v->text, "userspace") == 0)
+			s->steering = HASHLB_STEERING_USERSPACE;
+		else if (strcmp(v->text, "kernel") == 0)
+			s->steering = HASHLB_STEERING_KERNEL;
+		else
+			return fail(ld, v, "'steering' must be userspace or kernel, found '%s'",
+				    v->text);
+	}
+	v = map_get(m, "interface");
+	if (v) {
+		r = get_string(ld, v, "interface", &s->steer_interface);
+		if (r < 0)
+			return r;
+		if (!*s->steer_interface || strlen(s->steer_interface) >= 16 ||
+		    strpbrk(s->steer_interface, "/ \t"))
+			return fail(ld, v, "'interface' '%s' is not a valid interface name",
+				    s->steer_interface);
+	}
+	return 0;
+}
+
+/*
+ * Where a core build error points: the field that the core rejected,
+ * found again from the reason, since the core reports indices, not nodes.
+ */
+static const struct ynode *core_error_node(const struct ynode *m, const struct ynode *backends,
+					   const struct hashlb_service_cfg *s,
+					   enum hashlb_err_reason reason)
+{
+	const struct ynode *v;
+
+	switch (reason) {
+	case HASHLB_ERR_DUPLICATE_NAME:
+		for (uint32_t i = 1; i < s->n_backends; i++) {
+			for (uint32_t j = 0; j < i; j++) {
+				if (strcmp(s->backends[i].name, s->backends[j].name) == 0)
+					return map_get(backends->items[i], "name");
+			}
+		}
+		break;
+	case HASHLB_ERR_WEIGHT_RANGE:
+		for (uint32_t i = 0; i < s->n_backends; i++) {
+			if (s->backends[i].weight > HASHLB_WEIGHT_MAX)
+				return map_get(backends->items[i], "weight");
+		}
+		break;
+	case HASHLB_ERR_BAD_NAME:
+		for (uint32_t i = 0; i < s->n_backends; i++) {
+			if (!backend_name_ok(s->backends[i].name))
+				return map_get(backends->items[i], "name");
+		}
+		break;
+	case HASHLB_ERR_SIZE_RANGE:
+	case HASHLB_ERR_NOT_PRIME:
+	case HASHLB_ERR_SIZE_TOO_SMALL:
+	case HASHLB_ERR_MEMORY_CAP:
+		v = map_get(m, s->table.scheme == HASHLB_SCHEME_RING ? "vnodes" : "table_size");
+		if (v)
+			return v;
+		v = map_get(m, "scheme");
+		if (v)
+			return v;
+		break;
+	default:
+		break;
+	}
+	return backends;
+}
+
+static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
+{
+	const struct ynode *v, *backends;
+	struct hashlb_table *t = NULL;
+	struct hashlb_error cerr;
+	int r;
+
+	service_defaults(s);
+	r = check_map(ld, m, service_keys, "service");
+	if (r < 0)
+		return r;
+	s->pos = m->pos;
+
+	v = map_get(m, "name");
+	if (!v)
+		return fail(ld, m, "service has no 'name'");
+	r = get_string(ld, v, "name", &s->name);
+	if (r < 0)
+		return r;
+	if (!service_name_ok(s->name))
+		return fail(ld, v,
+			    "service name '%s' must be 1 to %u characters from A-Z a-z 0-9 . _ -",
+			    s->name, SERVICE_NAME_MAX);
+
+	v = map_get(m, "listen");
+	if (!v)
+		return fail(ld, m,
+			    "service '%s' has no 'listen' address (a.b.c.d:PORT or [ADDR]:PORT)",
+			    s->name);
+	r = get_addr(ld, v, "listen", true, &s->listen, &s->listen_addr, &s->listen_addr_len);
+	if (r < 0)
+		return r;
+
+	r = load_scheme(ld, m, s);
+	if (r < 0)
+		return r;
+	v = map_get(m, "timeouts");
+	if (v && (r = load_timeouts(ld, v, s)) < 0)
+		return r;
+	r = load_limits(ld, m, s);
+	if (r < 0)
+		return r;
+	v = map_get(m, "health");
+	if (v && (r = load_health(ld, v, &s->health)) < 0)
+		return r;
+
+	backends = map_get(m, "backends");
+	if (!backends)
+		return fail(ld, m, "service '%s' has no 'backends'", s->name);
+	if (backends->type != YNODE_SEQ)
+		return fail(ld, backends,
+			    "'backends' must be a list (items starting with '- '), found %s",
+			    ynode_kind(backends));
+	if (backends->n == 0)
+		return fail(ld, backends, "service '%s' has an empty list of backends", s->name);
+	if (backends->n > HASHLB_BACKENDS_MAX)
+		return fail(ld, backends, "service '%s' has %zu backends: at most %u", s->name,
+			    backends->n, HASHLB_BACKENDS_MAX);
+	s->backends = calloc(backends->n, sizeof(*s->backends));
+	if (!s->backends)
+		return nomem(ld);
+	for (size_t i = 0; i < backends->n; i++) {
+		r = load_backend(ld, backends->items[i], &s->backends[i]);
+		s->n_backends = (uint32_t)i + 1;
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(s->backends[j].name, s->backends[i].name) == 0)
+				return fail(
+					ld, map_get(backends->items[i], "name"),
+					"duplicate backend name '%s' in service '%s' (first at line %d)",
+					s->backends[i].name, s->name, s->backends[j].pos.line);
+		}
+	}
+
+	/* A config that loads also builds: the same call the daemon makes. */
+	r = hashlb_service_cfg_build_table(s, &t, &cerr);
+	if (r < 0) {
+		if (cerr.reason == HASHLB_ERR_NOMEM)
+			return nomem(ld);
+		return fail(ld, core_error_node(m, backends, s, cerr.reason), "service '%s': %s",
+			    s->name, cerr.msg);
+	}
+	hashlb_table_free(t);
+	return 0;
+}
+
+static bool addr_is_any(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+static uint16_t addr_port(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+/* Whether two listen addresses would take the same port: equal, or one is
+ * the wildcard of the same family. Port 0 (any free port) never clashes. */
+static bool listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family || addr_port(a) != addr_port(b) || addr_port(a) == 0)
+		return false;
+	if (addr_is_any(a) || addr_is_any(b))
+		return true;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_config *c)
+{
+	int r;
+
+	if (ynode_is_null(v) ||
+	    (v->type == YNODE_SCALAR && !v->quoted &&
+	     (strcasecmp(v->text, "off") == 0 || strcasecmp(v->text, "false") == 0 ||
+	      strcasecmp(v->text, "no") == 0)))
+		return 0;
+	r = want_scalar(ld, v, "admin", "an address, unix:/PATH or off");
+	if (r < 0)
+		return r;
+	if (strncmp(v->text, "unix:", 5) == 0) {
+		struct sockaddr_un *sun = (struct sockaddr_un *)&c->admin_addr;
+		const char *path = v->text + 5;
+
+		if (path[0] != '/' || strlen(path) >= sizeof(sun->sun_path))
+			return fail(
+				ld, v,
+				"'admin' unix socket path must be absolute and shorter than %zu bytes",
+				sizeof(sun->sun_path));
+		memset(sun, 0, sizeof(*sun));
+		sun->sun_family = AF_UNIX;
+		memcpy(sun->sun_path, path, strlen(path) + 1);
+		c->admin_addr_len =
+			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+		return get_string(ld, v, "admin", &c->admin);
+	}
+	return get_addr(ld, v, "admin", true, &c->admin, &c->admin_addr, &c->admin_addr_len);
+}
+
+static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_config *c)
+{
+	const struct ynode *v, *services;
+	int r;
+
+	if (!root || ynode_is_null(root))
+		return fail(ld, root, "the configuration is empty: it needs a 'services' list");
+	if (root->type != YNODE_MAP)
+		return fail(ld, root,
+			    "the configuration must be a mapping with a 'services' list, found %s",
+			    ynode_kind(root));
+	r = check_map(ld, root, top_keys, "the configuration");
+	if (r < 0)
+		return r;
+
+	v = map_get(root, "workers");
+	if (v) {
+		if (v->type == YNODE_SCALAR && !v->quoted && strcmp(v->text, "auto") == 0) {
+			c->workers = 0;
+		} else if (v->type == YNODE_SCALAR && !ynode_is_null(v) && !v->quoted &&
+			   v->text[0] >= '0' && v->text[0] <= '9') {
+			r = get_u32_range(ld, v, "workers", 1, WORKERS_MAX, &c->workers);
+			if (r < 0)
+				return r;
+		} else {
+			return fail(ld, v, "'workers' must be auto or a number 1..%u, found %s%s%s",
+				    WORKERS_MAX, v->type == YNODE_SCALAR ? "'" : "",
+				    v->type == YNODE_SCALAR ? v->text : ynode_kind(v),
+				    v->type == YNODE_SCALAR ? "'" : "");
+		}
+	}
+
+	v = map_get(root, "admin");
+	if (v) {
+		r = load_admin(ld, v, c);
+		if (r < 0)
+			return r;
+	} else {
+		c->admin = strdup(ADMIN_DEFAULT);
+		if (!c->admin)
+			return nomem(ld);
+		hashlb_addr_parse(ADMIN_DEFAULT, false, &c->admin_addr, &c->admin_addr_len);
+	}
+
+	services = map_get(root, "services");
+	if (!services)
+		return fail(ld, root, "the configuration has no 'services' list");
+	if (services->type != YNODE_SEQ)
+		return fail(ld, services,
+			    "'services' must be a list (items starting with '- name:'), found %s",
+			    ynode_kind(services));
+	if (services->n == 0)
+		return fail(ld, services, "'services' is empty: at least one service is needed");
+	c->services = calloc(services->n, sizeof(*c->services));
+	if (!c->services)
+		return nomem(ld);
+	for (size_t i = 0; i < services->n; i++) {
+		struct hashlb_service_cfg *s = &c->services[i];
+		const struct ynode *sm = services->items[i];
+
+		c->n_services = (uint32_t)i + 1;
+		r = load_service(ld, sm, s);
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j < i; j++) {
+			const struct hashlb_service_cfg *o = &c->services[j];
+
+			if (strcmp(o->name, s->name) == 0)
+				return fail(ld, map_get(sm, "name"),
+					    "duplicate service name '%s' (first at line %d)",
+					    s->name, o->pos.line);
+			if (listen_clash(&o->listen_addr, &s->listen_addr))
+				return fail(
+					ld, map_get(sm, "listen"),
+					"listen address %s clashes with %s of service '%s' (line %d)",
+					s->listen, o->listen, o->name, o->pos.line);
+		}
+	}
+	return 0;
+}
+
+int hashlb_config_parse(const char *text, size_t len, const char *name,
+			struct hashlb_config **ret_config, struct hashlb_error *err)
+{
+	struct loader ld = { .name = name ? name : "<config>", .err = err };
+	struct hashlb_config *c;
+	struct ydoc *doc = NULL;
+	int r;
+
+	r = ydoc_parse(text, len, ld.name, &doc, err);
+	if (r < 0)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		ydoc_free(doc);
+		return nomem(&ld);
+	}
+	c->path = strdup(ld.name);
+	if (!c->path) {
+		r = nomem(&ld);
+		goto err_free;
+	}
+	r = load_root(&ld, doc->root, c);
+	if (r < 0)
+		goto err_free;
+	ydoc_free(doc);
+	*ret_config = c;
+	return 0;
+err_free:
+	hashlb_config_free(c);
+	ydoc_free(doc);
+	return r;
+}
+
+static int sys_fail(struct hashlb_error *err, const char *path, int e, const char *what)
+{
+	int r = hashlb_err(err, -e, HASHLB_ERR_SYSTEM, "%s: %s", what, strerror(e));
+
+	if (err)
+		err->file = path;
+	return r;
+}
+
+int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
+		       struct hashlb_error *err)
+{
+	struct stat st;
+	size_t got = 0;
+	char *buf;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sys_fail(err, path, errno, "cannot open the configuration");
+	if (fstat(fd, &st) < 0) {
+		r = sys_fail(err, path, errno, "cannot stat the configuration");
+		goto err_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = sys_fail(err, path, EINVAL, "not a regular file");
+		goto err_close;
+	}
+	if ((uint64_t)st.st_size > CONFIG_FILE_MAX) {
+		r = sys_fail(err, path, EFBIG, "the configuration is larger than 16 MiB");
+		goto err_close;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto err_close;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = sys_fail(err, path, errno, "cannot read the configuration");
+			goto err_buf;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+	r = hashlb_config_parse(buf, got, path, ret_config, err);
+	free(buf);
+	return r;
+err_buf:
+	free(buf);
+err_close:
+	close(fd);
+	return r;
+}
+
+void hashlb_config_free(struct hashlb_config *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		struct hashlb_service_cfg *s = &c->services[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			free(s->backends[j].name);
+			free(s->backends[j].address);
+		}
+		free(s->backends);
+		free(s->name);
+		free(s->listen);
+		free(s->steer_interface);
+	}
+	free(c->services);
+	free(c->admin);
+	free(c->path);
+	free(c);
+}
+
+const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,
+						       const char *name)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		if (strcmp(c->services[i].name, name) == 0)
+			return &c->services[i];
+	}
+	return NULL;
+}
+
+int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
+				   struct hashlb_table **ret_table, struct hashlb_error *err)
+{
+	struct hashlb_backend_spec *specs;
+	int r;
+
+	specs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*specs));
+	if (!specs)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		specs[i].name = s->backends[i].name;
+		specs[i].weight = s->backends[i].weight;
+		specs[i].down = s->backends[i].admin != HASHLB_ADMIN_READY;
+	}
+	r = hashlb_table_build(&s->table, specs, s->n_backends, ret_table, err);
+	free(specs);
+	return r;
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <libfyaml.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ytree.h"
+
+struct yanchor {
+	char *name;
+	struct ynode *node;
+};
+
+#define YDEPTH_MAX 64
+
+struct ybuilder {
+	struct ydoc *doc;
+	struct ynode *stack[YDEPTH_MAX];
+	int depth;
+	int documents;
+	const char *name;
+	struct hashlb_error *err;
+};
+
+__attribute__((format(printf, 3, 4))) static int
+yfail(struct ybuilder *b, const struct hashlb_pos *pos, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = hashlb_verr(b->err, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
+	va_end(ap);
+
+	if (b->err) {
+		b->err->file = b->name;
+		b->err->line = pos->line;
+		b->err->column = pos->column;
+	}
+	return ret;
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 8;
+	while (ncap < need)
+		ncap *= 2;
+	p = realloc(*v, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = ncap;
+	return 0;
+}
+
+static struct ynode *node_new(struct ydoc *d, enum ynode_type type, const struct hashlb_pos *pos)
+{
+	struct ynode *n;
+
+	if (grow((void **)&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all)) < 0)
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->type = type;
+	n->pos = *pos;
+	d->all[d->n_all++] = n;
+	return n;
+}
+
+static int node_append(struct ynode *parent, struct ynode *child)
+{
+	if (grow((void **)&parent->items, &parent->cap, parent->n + 1, sizeof(*parent->items)) < 0)
+		return -ENOMEM;
+	parent->items[parent->n++] = child;
+	return 0;
+}
+
+static int anchor_add(struct ydoc *d, struct fy_token *tok, struct ynode *n)
+{
+	size_t len;
+	const char *s;
+
+	if (!tok)
+		return 0;
+	s = fy_token_get_text(tok, &len);
+	if (!s)
+		return 0;
+	if (grow((void **)&d->anchors, &d->cap_anchors, d->n_anchors + 1, sizeof(*d->anchors)) < 0)
+		return -ENOMEM;
+	d->anchors[d->n_anchors].name = strndup(s, len);
+	if (!d->anchors[d->n_anchors].name)
+		return -ENOMEM;
+	d->anchors[d->n_anchors++].node = n;
+	return 0;
+}
+
+/* The latest definition wins, as YAML says an anchor may be redefined. */
+static struct ynode *anchor_find(const struct ydoc *d, const char *s, size_t len)
+{
+	for (size_t i = d->n_anchors; i-- > 0;) {
+		if (strlen(d->anchors[i].name) == len && memcmp(d->anchors[i].name, s, len) == 0)
+			return d->anchors[i].node;
+	}
+	return NULL;
+}
+
+static struct hashlb_pos event_pos(struct ybuilder *b, struct fy_event *e)
+{
+	const struct fy_mark *m = fy_event_start_mark(e);
+	struct hashlb_pos pos = { 1, 1 };
+
+	if (m)
+		pos = (struct hashlb_pos){ m->line + 1, m->column + 1 };
+	else if (b->depth > 0)
+		pos = b->stack[b->depth - 1]->pos;
+	return pos;
+}
+
+/* Attach <n> to the open container, or make it the root. */
+static int attach(struct ybuilder *b, struct ynode *n)
+{
+	if (b->depth == 0) {
+		b->doc->root = n;
+		return 0;
+	}
+	return node_append(b->stack[b->depth - 1], n);
+}
+
+static int on_event(struct ybuilder *b, struct fy_event *e)
+{
+	struct hashlb_pos pos = event_pos(b, e);
+	struct fy_token *anchor = NULL;
+	struct ynode *n = NULL;
+	const char *s;
+	size_t len;
+	int r;
+
+	switch (e->type) {
+	case FYET_DOCUMENT_START:
+		if (++b->documents > 1)
+			return yfail(b, &pos, "only one YAML document is allowed in a config file");
+		return 0;
+	case FYET_MAPPING_START:
+	case FYET_SEQUENCE_START:
+		if (b->depth >= YDEPTH_MAX)
+			return yfail(b, &pos, "nesting deeper than %d levels", YDEPTH_MAX);
+		n = node_new(b->doc, e->type == FYET_MAPPING_START ? YNODE_MAP : YNODE_SEQ, &pos);
+		if (!n)
+			return -ENOMEM;
+		anchor = e->type == FYET_MAPPING_START ? e->mapping_start.anchor
+						       : e->sequence_start.anchor;
+		r = attach(b, n);
+		if (r < 0)
+			return r;
+		b->stack[b->depth++] = n;
+		return anchor_add(b->doc, anchor, n);
+	case FYET_MAPPING_END:
+	case FYET_SEQUENCE_END:
+		if (b->depth > 0)
+			b->depth--;
+		return 0;
+	case FYET_SCALAR:
+		n = node_new(b->doc, YNODE_SCALAR, &pos);
+		if (!n)
+			return -ENOMEM;
+		s = fy_token_get_text(e->scalar.value, &len);
+		if (!s) {
+			s = "";
+			len = 0;
+		}
+		n->text = malloc(len + 1);
+		if (!n->text)
+			return -ENOMEM;
+		memcpy(n->text, s, len);
+		n->text[len] = '\0';
+		n->len = len;
+		n->quoted = fy_scalar_token_get_style(e->scalar.value) != FYSS_PLAIN;
+		r = attach(b, n);
+		if (r < 0)
+			return r;
+		return anchor_add(b->doc, e->scalar.anchor, n);
+	case FYET_ALIAS:
+		s = fy_token_get_text(e->alias.anchor, &len);
+		n = s ? anchor_find(b->doc, s, len) : NULL;
+		if (!n)
+			return yfail(b, &pos, "alias '*%.*s' refers to no anchor defined before it",
+				     (int)(s ? len : 0), s ? s : "");
+		return attach(b, n);
+	default:
+		return 0;
+	}
+}
+
+static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t len)
+{
+	/* libfyaml would print to stderr; library code never prints. The
+	 * errors themselves are collected and read back with their position. */
+}
+
+static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
+{
+	struct hashlb_pos pos = { 1, 1 };
+	struct fy_diag_error *de;
+	void *it = NULL;
+
+	de = diag ? fy_diag_errors_iterate(diag, &it) : NULL;
+	if (!de)
+		return yfail(b, &pos, "YAML syntax error");
+	/* Collected errors carry 1-based positions already. */
+	pos.line = de->line > 0 ? de->line : 1;
+	pos.column = de->column > 0 ? de->column : 1;
+	return yfail(b, &pos, "YAML syntax error: %s", de->msg ? de->msg : "invalid YAML");
+}
+
+int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
+	       struct hashlb_error *err)
+{
+	struct ybuilder b = { .name = name, .err = err };
+	struct fy_parse_cfg pcfg = { 0 };
+	struct fy_diag_cfg dcfg;
+	struct fy_diag *diag;
+	struct fy_parser *fyp;
+	struct fy_event *e;
+	int r = 0;
+
+	b.doc = calloc(1, sizeof(*b.doc));
+	if (!b.doc)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+
+	fy_diag_cfg_default(&dcfg);
+	dcfg.fp = NULL;
+	dcfg.output_fn = diag_sink;
+	dcfg.colorize = false;
+	diag = fy_diag_create(&dcfg);
+	if (!diag) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fy_diag_set_collect_errors(diag, true);
+	pcfg.flags = FYPCF_QUIET;
+	pcfg.diag = diag;
+	fyp = fy_parser_create(&pcfg);
+	if (!fyp) {
+		r = -ENOMEM;
+		goto err_diag;
+	}
+	if (fy_parser_set_string(fyp, text, len) != 0) {
+		r = -ENOMEM;
+		goto err_parser;
+	}
+	while ((e = fy_parser_parse(fyp)) != NULL) {
+		r = on_event(&b, e);
+		fy_parser_event_free(fyp, e);
+		if (r < 0)
+			goto err_parser;
+	}
+	if (fy_parser_get_stream_error(fyp))
+		r = syntax_error(&b, diag);
+err_parser:
+	fy_parser_destroy(fyp);
+err_diag:
+	fy_diag_destroy(diag);
+out:
+	if (r == -ENOMEM)
+		hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	if (r < 0) {
+		ydoc_free(b.doc);
+		return r;
+	}
+	*ret_doc = b.doc;
+	return 0;
+}
+
+void ydoc_free(struct ydoc *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n_all; i++) {
+		free(d->all[i]->text);
+		free(d->all[i]->items);
+		free(d->all[i]);
+	}
+	for (size_t i = 0; i < d->n_anchors; i++)
+		free(d->anchors[i].name);
+	free(d->anchors);
+	free(d->all);
+	free(d);
+}
+
+bool ynode_is_null(const struct ynode *n)
+{
+	if (n->type != YNODE_SCALAR || n->quoted)
+		return false;
+	return n->len == 0 || strcmp(n->text, "~") == 0 || strcmp(n->text, "null") == 0 ||
+	       strcmp(n->text, "Null") == 0 || strcmp(n->text, "NULL") == 0;
+}
+
+const char *ynode_kind(const struct ynode *n)
+{
+	switch (n->type) {
+	case YNODE_MAP:
+		return "a mapping";
+	case YNODE_SEQ:
+		return "a list";
+	default:
+		break;
+	}
+	if (ynode_is_null(n))
+		return "nothing (null)";
+	return n->quoted ? "a quoted string" : "a scalar";
+}

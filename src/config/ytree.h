@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A YAML document as a small tree whose every node knows its line and
+ * column. libfyaml's document API does not export node positions in 0.7.x,
+ * so the tree is built from its event stream, where every event has a mark.
+ * Private to src/config/.
+ */
+#ifndef HASHLB_CONFIG_YTREE_H
+#define HASHLB_CONFIG_YTREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hashlb/config.h"
+#include "hashlb/error.h"
+
+enum ynode_type { YNODE_SCALAR = 0, YNODE_MAP, YNODE_SEQ, YNODE_MAX };
+
+struct ynode {
+	enum ynode_type type;
+	struct hashlb_pos pos;
+	/* Scalars: the value (NUL-terminated, may contain NULs: see len) and
+	 * whether it was quoted (or block), i.e. a string whatever it reads. */
+	char *text;
+	size_t len;
+	bool quoted;
+	/* Maps: n / 2 pairs of nodes, key then value; sequences: n nodes. */
+	struct ynode **items;
+	size_t n;
+	size_t cap;
+};
+
+struct ydoc {
+	struct ynode *root; /* NULL for an empty stream */
+	struct ynode **all; /* every node, for freeing (aliases share nodes) */
+	size_t n_all, cap_all;
+	struct yanchor *anchors;
+	size_t n_anchors, cap_anchors;
+};
+
+/*
+ * Parse <len> bytes of <text> (borrowed for the call). On a YAML error
+ * returns -EINVAL and fills <err> (reason HASHLB_ERR_CONFIG, file = <name>,
+ * 1-based line and column as libfyaml reports them); nothing is printed.
+ * A stream with more than one document is an error.
+ */
+int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
+	       struct hashlb_error *err);
+/* Accepts NULL. */
+void ydoc_free(struct ydoc *d);
+
+/* "a string", "a mapping", "a list", "null"... for messages. */
+const char *ynode_kind(const struct ynode *n);
+/* A plain scalar that YAML reads as null: empty, "~", "null". */
+bool ynode_is_null(const struct ynode *n);
+/* Number of key/value pairs of map <n>. */
+static inline size_t ynode_pairs(const struct ynode *n)
+{
+	return n->n / 2;
+}
+/* Key node of pair <i> / value node of pair <i> of map <n>. */
+static inline struct ynode *ynode_key(const struct ynode *n, size_t i)
+{
+	return n->items[2 * i];
+}
+static inline struct ynode *ynode_value(const struct ynode *n, size_t i)
+{
+	return n->items[2 * i + 1];
+}
+
+#endif
