@@ -8,8 +8,10 @@
 #include "cli.h"
 
 static const struct cli_command commands[] = {
-	{ "table", "build a lookup table from backends given on the command line, show it", cmd_table },
+	{ "table", "build a lookup table from backends given on the command line, show it",
+	  cmd_table },
 	{ "lookup", "print the backend and preference list for a client address", cmd_lookup },
+	{ "check", "validate a configuration file and show each service's table", cmd_check },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -34,9 +36,11 @@ static void usage(FILE *f)
 
 void cli_print_error(const struct hashlb_error *err)
 {
-	if (err->file)
+	if (err->file && err->line > 0)
 		fprintf(stderr, "%s:%d:%d: error: %s\n", err->file, err->line, err->column,
 			err->msg);
+	else if (err->file)
+		fprintf(stderr, "%s: error: %s\n", err->file, err->msg);
 	else
 		fprintf(stderr, "hashlb: error: %s\n", err->msg);
 }

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+/* hashlb check: validate a config as `hashlb run` would load it, and show its tables. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hashlb/config.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "NAME\n"
+		   "  hashlb check - validate a configuration file and show its tables\n"
+		   "\n"
+		   "SYNOPSIS\n"
+		   "  hashlb check -c FILE [-q]\n"
+		   "\n"
+		   "DESCRIPTION\n"
+		   "  Loads FILE exactly as hashlb run would: YAML syntax, every key and\n"
+		   "  value, addresses, ranges, duplicates, and the build of each service's\n"
+		   "  lookup table. On success prints, for each service, its listen address,\n"
+		   "  scheme and parameters, hash key, the table's fingerprint (equal on every\n"
+		   "  instance that routes the same way) and its backends with their weight,\n"
+		   "  admin state and share of the clients (next to the ideal share, the\n"
+		   "  weight over the total). Backends in drain or maint take no share.\n"
+		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr.\n"
+		   "\n"
+		   "OPTIONS\n"
+		   "  -c, --config FILE   the configuration to check (required)\n"
+		   "  -q, --quiet         print nothing on success\n"
+		   "  -h, --help          show this text\n"
+		   "\n"
+		   "EXIT STATUS\n"
+		   "  0 if the configuration is valid, 1 if it is not (or cannot be read),\n"
+		   "  2 on a usage error.\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb check -c configs/demo.yaml\n"
+		   "  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n");
+}
+
+static void print_params(const struct hashlb_service_cfg *s)
+{
+	const struct hashlb_table_params *p = &s->table;
+
+	printf("  scheme       %s", hashlb_scheme_name(p->scheme));
+	if (p->scheme == HASHLB_SCHEME_RING)
+		printf(" vnodes=%" PRIu32, p->ring_v);
+	else
+		printf(" table_size=%" PRIu32, p->maglev_m);
+	printf(" seed=%" PRIu64 "\n", p->seed);
+}
+
+static int print_service(const struct hashlb_service_cfg *s)
+{
+	struct hashlb_table *t = NULL;
+	struct hashlb_error err;
+	uint64_t total = 0;
+	int w = 4, aw = 7;
+
+	if (hashlb_service_cfg_build_table(s, &t, &err) < 0) {
+		cli_print_error(&err);
+		return -1;
+	}
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		int len = (int)strlen(s->backends[i].name);
+
+		if (len > w)
+			w = len;
+		len = (int)strlen(s->backends[i].address);
+		if (len > aw)
+			aw = len;
+		if (s->backends[i].admin == HASHLB_ADMIN_READY)
+			total += s->backends[i].weight;
+	}
+	printf("service %s\n", s->name);
+	printf("  listen       %s\n", s->listen);
+	print_params(s);
+	printf("  hash_key     %s\n", hashlb_key_name(s->key));
+	printf("  timeouts     connect=%" PRIu32 "ms idle=%" PRIu32 "ms drain=%" PRIu32 "ms\n",
+	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms);
+	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32 "\n",
+	       s->max_connections, s->connect_retries);
+	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
+	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
+	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,
+	       hashlb_table_up_count(t));
+	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "STATE",
+	       "SHARE", "IDEAL");
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		const struct hashlb_backend_cfg *b = &s->backends[i];
+		double ideal = b->admin == HASHLB_ADMIN_READY && total
+				       ? 100.0 * b->weight / (double)total
+				       : 0.0;
+
+		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%\n", w, b->name, aw,
+		       b->address, b->weight, hashlb_admin_state_name(b->admin),
+		       100.0 * hashlb_table_share(t, i), ideal);
+	}
+	hashlb_table_free(t);
+	return 0;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct hashlb_config *c = NULL;
+	const char *path = NULL;
+	struct hashlb_error err;
+	bool quiet = false;
+	int opt, r = 0;
+
+	while ((opt = getopt_long(argc, argv, "c:qh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path || optind != argc) {
+		fprintf(stderr, "hashlb: error: %s\n\n",
+			path ? "unexpected argument" : "need -c FILE");
+		usage(stderr);
+		return 2;
+	}
+	if (hashlb_config_load(path, &c, &err) < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	if (!quiet) {
+		printf("%s: ok: %" PRIu32 " service%s, workers ", path, c->n_services,
+		       c->n_services == 1 ? "" : "s");
+		if (c->workers)
+			printf("%" PRIu32, c->workers);
+		else
+			printf("auto");
+		printf(", admin %s\n", c->admin ? c->admin : "off");
+		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
+			printf("\n");
+			r = print_service(&c->services[i]);
+		}
+	}
+	hashlb_config_free(c);
+	return r == 0 ? 0 : 1;
+}
