@@ -156,10 +156,12 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 	uint64_t need = table_bytes(p, (uint32_t)n, names_len, weight_sum);
 	size_t cap = p->max_bytes ? p->max_bytes : HASHLB_TABLE_MEM_DEFAULT;
 
+	/* Checked apart from the cap: with max_bytes = SIZE_MAX the overflow
+	 * marker would pass "need > cap". */
+	if (need == UINT64_MAX)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+				  "ring would have more than 2^31 points");
 	if (need > cap) {
-		if (need == UINT64_MAX)
-			return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-					  "ring would have more than 2^31 points");
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
 				  "table needs %llu bytes, above the cap of %zu",
 				  (unsigned long long)need, cap);
