@@ -1,0 +1,219 @@
+/* Proves Maglev is stable (golden fingerprints), balanced to 1%, weighted to 1%, and moves about 1/(N+1) on an add. */
+// SPDX-License-Identifier: MIT
+#include <math.h>
+#include <xxhash.h>
+
+#include "helpers.h"
+#include "table-internal.h"
+#include "hashlb/tuple.h"
+
+/*
+ * Golden fingerprints. Maglev's permutations come from XXH64(name, seed) and
+ * XXH64(name, ~seed), turns are taken in name order: changing either, or the
+ * slot formula, changes these values and moves clients on every running
+ * instance at the upgrade. That is a migration: say so in the release
+ * notes, then update the values here.
+ */
+static void test_golden_fingerprints(void **state)
+{
+	static const struct test_golden g[] = {
+		{ 65537, 0, { 1, 1, 1, 1, 1 }, { 0 }, 0xf82985cb7d07086eull, "backend-c" },
+		{ 251, 0x5eed, { 1, 2, 3, 1, 1 }, { 0 }, 0x02d1b5747561f868ull, "backend-a" },
+		{ 65537,
+		  0,
+		  { 1, 1, 1, 1, 1 },
+		  { 0, 0, 0, 1, 0 },
+		  0x5331e79298f4f91dull,
+		  "backend-c" },
+	};
+
+	test_check_golden(HASHLB_SCHEME_MAGLEV, g, sizeof(g) / sizeof(g[0]));
+}
+
+/* The documented permutation and slot formula, checked from outside. */
+static void test_placement(void **state)
+{
+	/* listed in reverse: turns follow name order, not list order */
+	struct hashlb_backend_spec b[2] = { { .name = "beta", .weight = 1 },
+					    { .name = "alpha", .weight = 1 } };
+	const uint32_t m = 65537;
+	const uint64_t seed = 77;
+	struct hashlb_table_view v;
+	struct hashlb_table *t = test_build(HASHLB_SCHEME_MAGLEV, m, seed, b, 2);
+	uint32_t off_a = XXH64("alpha", 5, seed) % m,
+		 skip_a = XXH64("alpha", 5, ~seed) % (m - 1) + 1;
+	uint32_t off_b = XXH64("beta", 4, seed) % m;
+	uint64_t ks = 5;
+
+	hashlb_table_view(t, &v);
+	assert_int_equal(v.m, m);
+	assert_int_equal(v.slots[off_a], 1); /* alpha's first turn */
+	if (off_b != off_a)
+		assert_int_equal(v.slots[off_b], 0);
+	if ((off_a + skip_a) % m != off_b)
+		assert_int_equal(v.slots[(off_a + skip_a) % m], 1); /* alpha's second turn */
+	for (int k = 0; k < 10000; k++) {
+		uint64_t h = test_next_key(&ks);
+
+		assert_int_equal(hashlb_table_lookup(t, h), v.slots[((h >> 32) * m) >> 32]);
+	}
+	/* the edges of the hash space reach the first and the last slot */
+	assert_int_equal(hashlb_table_lookup(t, 0), v.slots[0]);
+	assert_int_equal(hashlb_table_lookup(t, UINT64_MAX), v.slots[m - 1]);
+	hashlb_table_free(t);
+}
+
+/* With M >= 100 x N every backend holds within 1% of the average. */
+static void test_balance(void **state)
+{
+	static const struct {
+		uint32_t n, m;
+	} c[] = { { 10, 65537 }, { 100, 10007 }, { 655, 65537 }, { 7, 701 }, { 1000, 655373 } };
+	double share[1000], max, min, cv;
+
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		struct test_backends b;
+		struct hashlb_table *t;
+
+		test_backends_init(&b, c[k].n, "be-");
+		t = test_build(HASHLB_SCHEME_MAGLEV, c[k].m, 11, b.spec, b.n);
+		test_shares(t, share);
+		test_spread(share, b.n, &max, &min, &cv);
+		print_message("N=%u M=%u max/avg %.5f min/avg %.5f\n", c[k].n, c[k].m, max, min);
+		assert_true(max <= 1.01);
+		assert_true(min >= 0.99);
+		hashlb_table_free(t);
+		test_backends_free(&b);
+	}
+}
+
+/*
+ * Adding backend N to N: about 1/(N+1) of the slots change owner, most of
+ * them to the new backend. Maglev trades some extra churn for its exact
+ * balance, and the extra grows with N/M (measured here: 1.03x ideal at
+ * N=10, 1.59x at N=100 with M=65537, 1.14x at N=100 with M=655373), so the
+ * bound follows the case, and a larger M must churn less.
+ */
+static void test_add_one(void **state)
+{
+	static const struct {
+		uint32_t n, m;
+		double max_excess; /* moved / ideal */
+	} c[] = { { 10, 65537, 1.1 }, { 100, 65537, 2.0 }, { 100, 655373, 1.3 } };
+	double excess[3];
+
+	for (size_t s = 0; s < 3; s++) {
+		uint32_t n = c[s].n, m = c[s].m, moved = 0, to_new = 0, removed_moved = 0,
+			 removed_own = 0;
+		struct test_backends b;
+		struct hashlb_table *small, *big, *less;
+		struct hashlb_table_view vs, vb, vl;
+
+		test_backends_init(&b, n + 1, "cache-");
+		small = test_build(HASHLB_SCHEME_MAGLEV, m, 0, b.spec, n);
+		big = test_build(HASHLB_SCHEME_MAGLEV, m, 0, b.spec, n + 1);
+		less = test_build(HASHLB_SCHEME_MAGLEV, m, 0, b.spec + 1, n - 1);
+		hashlb_table_view(small, &vs);
+		hashlb_table_view(big, &vb);
+		hashlb_table_view(less, &vl);
+		for (uint32_t j = 0; j < m; j++) {
+			if (vs.slots[j] != vb.slots[j]) {
+				moved++;
+				to_new += vb.slots[j] == n;
+			}
+			if (vs.slots[j] != vl.slots[j] + 1u) {
+				removed_moved++;
+				removed_own += vs.slots[j] == 0;
+			}
+		}
+		print_message(
+			"maglev M=%u %u->%u moved %.4f (ideal %.4f), %.3f of them to the new one;"
+			" %u->%u moved %.4f, %.3f of them from the removed one\n",
+			m, n, n + 1, (double)moved / m, 1.0 / (n + 1), (double)to_new / moved, n,
+			n - 1, (double)removed_moved / m, (double)removed_own / removed_moved);
+		excess[s] = (double)moved / m * (n + 1);
+		assert_true(excess[s] >= 0.99);
+		assert_true(excess[s] <= c[s].max_excess);
+		assert_true((double)to_new / moved >= 0.6);
+		assert_true((double)removed_moved / m * n >= 0.99);
+		assert_true((double)removed_moved / m * n <= c[s].max_excess);
+		/* every slot of the removed backend moved */
+		assert_int_equal(removed_own, (uint32_t)(hashlb_table_share(small, 0) * m + 0.5));
+		hashlb_table_free(small);
+		hashlb_table_free(big);
+		hashlb_table_free(less);
+		test_backends_free(&b);
+	}
+	assert_true(excess[2] < excess[1]);
+}
+
+/*
+ * Weighted turns: at M=65537 each share is within 1% (relative) of its
+ * weight fraction, or within one slot for shares under 100 slots, where
+ * a slot is more than 1%.
+ */
+static void test_weights(void **state)
+{
+	static const uint32_t sets[][4] = { { 1, 1, 2, 0 },
+					    { 1, 2, 3, 4 },
+					    { 1, 10, 100, 0 },
+					    { 7, 3, 9999, 10000 },
+					    { 0, 5, 5, 1 } };
+	double share[4];
+
+	for (size_t s = 0; s < sizeof(sets) / sizeof(sets[0]); s++) {
+		struct test_backends b;
+		struct hashlb_table *t;
+		double sum = 0;
+
+		test_backends_init(&b, 4, "w-");
+		for (int i = 0; i < 4; i++) {
+			b.spec[i].weight = sets[s][i];
+			sum += sets[s][i];
+		}
+		t = test_build(HASHLB_SCHEME_MAGLEV, 65537, 0, b.spec, b.n);
+		test_shares(t, share);
+		for (int i = 0; i < 4; i++) {
+			double want = sets[s][i] / sum;
+
+			double tol = 0.01 * want > 1.0 / 65537 ? 0.01 * want : 1.0 / 65537;
+
+			if (fabs(share[i] - want) > tol)
+				fail_msg("weights set %zu backend %d: share %.5f want %.5f", s, i,
+					 share[i], want);
+			assert_true(fabs(hashlb_table_share(t, i) - share[i]) < 1e-12);
+		}
+		hashlb_table_free(t);
+		test_backends_free(&b);
+	}
+}
+
+/* The memory target: one 16-bit entry per slot. */
+static void test_slot_size(void **state)
+{
+	struct hashlb_table_view v;
+	struct test_backends b;
+	struct hashlb_table *t;
+
+	assert_int_equal(sizeof(*v.slots), 2);
+	test_backends_init(&b, 3, "s-");
+	t = test_build(HASHLB_SCHEME_MAGLEV, 65537, 0, b.spec, b.n);
+	/* two slot arrays (full and effective) and small change */
+	assert_true(hashlb_table_bytes(t) < 2 * 65537 * 2 + 4096);
+	hashlb_table_free(t);
+	test_backends_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_golden_fingerprints),
+		cmocka_unit_test(test_placement),
+		cmocka_unit_test(test_balance),
+		cmocka_unit_test(test_add_one),
+		cmocka_unit_test(test_weights),
+		cmocka_unit_test(test_slot_size),
+	};
+
+	return cmocka_run_group_tests_name("maglev", tests, NULL, NULL);
+}

@@ -1,0 +1,318 @@
+/* Proves the health overlay: a down backend moves only its own keys, spread over all survivors, and they all come back. */
+// SPDX-License-Identifier: MIT
+#include <math.h>
+
+#include "helpers.h"
+
+#define KEYS 100000
+#define N 10
+
+static const enum hashlb_scheme schemes[2] = { HASHLB_SCHEME_RING, HASHLB_SCHEME_MAGLEV };
+
+/*
+ * The keys a test follows: every Maglev slot (exact), or a fixed stream of
+ * hashes for the ring. Fills <ret_h> and returns how many.
+ */
+static size_t keys_for(const struct hashlb_table *t, uint64_t **ret_h)
+{
+	struct hashlb_table_view v;
+	uint64_t *h, ks = 17;
+	size_t n;
+
+	hashlb_table_view(t, &v);
+	n = v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : KEYS;
+	h = malloc(n * sizeof(*h));
+	assert_non_null(h);
+	for (size_t j = 0; j < n; j++) {
+		if (v.scheme == HASHLB_SCHEME_MAGLEV) {
+			/* the smallest hash whose slot is j: ceil(j * 2^32 / m) << 32 */
+			h[j] = (((uint64_t)j << 32) + v.m - 1) / v.m << 32;
+		} else {
+			h[j] = test_next_key(&ks);
+		}
+	}
+	*ret_h = h;
+	return n;
+}
+
+static struct hashlb_table *with_down(const struct hashlb_table *base, const bool *down)
+{
+	struct hashlb_table *t = NULL;
+	struct hashlb_error err;
+
+	assert_int_equal(hashlb_table_with_down(base, down, &t, &err), 0);
+	assert_non_null(t);
+	return t;
+}
+
+/*
+ * One or two backends down: no key of a healthy backend moves; each key of
+ * a down backend goes to an up backend; every survivor takes a part and no
+ * survivor takes more than twice its fair part of them.
+ */
+static void test_down_moves_only_its_keys(void **state)
+{
+	static const int down_sets[][2] = { { 3, -1 }, { 3, 7 }, { 0, 9 } };
+
+	for (int s = 0; s < 2; s++) {
+		for (size_t d = 0; d < sizeof(down_sets) / sizeof(down_sets[0]); d++) {
+			struct test_backends b;
+			struct hashlb_table *full, *eff;
+			uint32_t got[N] = { 0 }, moved = 0, survivors = 0, max = 0;
+			bool down[N] = { 0 };
+			uint64_t *h;
+			size_t nk;
+
+			test_backends_init(&b, N, "srv-");
+			for (int k = 0; k < 2; k++)
+				if (down_sets[d][k] >= 0)
+					down[down_sets[d][k]] = true;
+			full = test_build(schemes[s], 0, 0, b.spec, N);
+			eff = with_down(full, down);
+			nk = keys_for(full, &h);
+			for (size_t k = 0; k < nk; k++) {
+				uint32_t f = hashlb_table_lookup(full, h[k]);
+				uint32_t e = hashlb_table_lookup(eff, h[k]);
+
+				if (!down[f]) {
+					assert_int_equal(e, f);
+					continue;
+				}
+				assert_true(e < N);
+				assert_false(down[e]);
+				got[e]++;
+				moved++;
+			}
+			for (int i = 0; i < N; i++) {
+				if (down[i])
+					continue;
+				survivors++;
+				assert_true(got[i] > 0);
+				max = got[i] > max ? got[i] : max;
+			}
+			print_message(
+				"%s down set %zu: the busiest survivor took %.2fx its fair part\n",
+				hashlb_scheme_name(schemes[s]), d, (double)max * survivors / moved);
+			assert_true((double)max * survivors / moved < 2.0);
+			free(h);
+			hashlb_table_free(full);
+			hashlb_table_free(eff);
+			test_backends_free(&b);
+		}
+	}
+}
+
+/*
+ * The down backend comes back: exactly its keys return to it (the keys that
+ * change owner are those it owns in the healthy table), and the table is
+ * the one it was before it went down.
+ */
+static void test_back_up_returns_exactly_its_keys(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *healthy, *down_t, *back;
+		bool down[N] = { 0 }, none[N] = { 0 };
+		uint64_t *h;
+		size_t nk;
+
+		test_backends_init(&b, N, "srv-");
+		down[5] = true;
+		b.spec[5].down = true;
+		down_t = test_build(schemes[s], 0, 0, b.spec, N);
+		back = with_down(down_t, none);
+		b.spec[5].down = false;
+		healthy = test_build(schemes[s], 0, 0, b.spec, N);
+		assert_int_equal(hashlb_table_fingerprint(back), hashlb_table_fingerprint(healthy));
+		nk = keys_for(healthy, &h);
+		for (size_t k = 0; k < nk; k++) {
+			uint32_t before = hashlb_table_lookup(down_t, h[k]);
+			uint32_t after = hashlb_table_lookup(back, h[k]);
+
+			assert_int_equal(after, hashlb_table_lookup(healthy, h[k]));
+			assert_int_equal(before != after, after == 5);
+		}
+		/* flapping down again gives the same table as the first time */
+		struct hashlb_table *again = with_down(back, down);
+
+		assert_int_equal(hashlb_table_fingerprint(again), hashlb_table_fingerprint(down_t));
+		free(h);
+		hashlb_table_free(again);
+		hashlb_table_free(healthy);
+		hashlb_table_free(down_t);
+		hashlb_table_free(back);
+		test_backends_free(&b);
+	}
+}
+
+/*
+ * hashlb_table_with_down() is a shortcut, not another rule: it gives the
+ * table (same fingerprint, same lookups) that a full build with the same
+ * down set gives, from any base, for any down set.
+ */
+static void test_with_down_equals_full_build(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *base;
+		uint64_t pick = 1;
+
+		test_backends_init(&b, N, "srv-");
+		for (int i = 0; i < N; i++)
+			b.spec[i].weight = 1 + i % 3;
+		b.spec[2].down = true; /* the base has its own down set */
+		base = test_build(schemes[s], 0, 77, b.spec, N);
+		for (int round = 0; round < 12; round++) {
+			struct hashlb_table *fast, *slow;
+			bool down[N];
+			uint64_t ks = 5;
+
+			for (int i = 0; i < N; i++) {
+				if (round == 0)
+					down[i] = false;
+				else if (round == 1)
+					down[i] = true;
+				else
+					down[i] = test_next_key(&pick) % 3 == 0;
+				b.spec[i].down = down[i];
+			}
+			fast = with_down(base, down);
+			slow = test_build(schemes[s], 0, 77, b.spec, N);
+			assert_int_equal(hashlb_table_fingerprint(fast),
+					 hashlb_table_fingerprint(slow));
+			assert_int_equal(hashlb_table_up_count(fast), hashlb_table_up_count(slow));
+			for (int k = 0; k < 2000; k++) {
+				uint64_t h = test_next_key(&ks);
+
+				assert_int_equal(hashlb_table_lookup(fast, h),
+						 hashlb_table_lookup(slow, h));
+			}
+			hashlb_table_free(fast);
+			hashlb_table_free(slow);
+		}
+		hashlb_table_free(base);
+		test_backends_free(&b);
+	}
+}
+
+/*
+ * Two instances that agree on the down set agree on every key, whatever the
+ * order of their backend lists: the rule depends on names and the down set
+ * only.
+ */
+static void test_same_down_set_same_table(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_backend_spec rev[N];
+		struct hashlb_table *a, *c;
+		uint64_t ks = 23;
+
+		test_backends_init(&b, N, "srv-");
+		b.spec[1].down = true;
+		b.spec[6].down = true;
+		for (int i = 0; i < N; i++)
+			rev[i] = b.spec[N - 1 - i];
+		a = test_build(schemes[s], 0, 0, b.spec, N);
+		c = test_build(schemes[s], 0, 0, rev, N);
+		assert_int_equal(hashlb_table_fingerprint(a), hashlb_table_fingerprint(c));
+		for (int k = 0; k < 20000; k++) {
+			uint64_t h = test_next_key(&ks);
+
+			assert_int_equal(hashlb_table_lookup(a, h),
+					 N - 1 - hashlb_table_lookup(c, h));
+		}
+		hashlb_table_free(a);
+		hashlb_table_free(c);
+		test_backends_free(&b);
+	}
+}
+
+/*
+ * The keys of a down backend go to the survivors in proportion to their
+ * weights (Maglev: the survivors' own weighted table; ring: their points).
+ */
+static void test_spread_follows_weights(void **state)
+{
+	static const uint32_t w[N] = { 1, 1, 2, 2, 4, 1, 1, 2, 2, 4 };
+
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *full, *eff;
+		uint32_t got[N] = { 0 }, moved = 0;
+		bool down[N] = { 0 };
+		uint64_t *h;
+		size_t nk;
+
+		test_backends_init(&b, N, "wt-");
+		for (int i = 0; i < N; i++)
+			b.spec[i].weight = w[i];
+		down[4] = true; /* the heaviest */
+		full = test_build(schemes[s], schemes[s] == HASHLB_SCHEME_RING ? 1000 : 0, 0,
+				  b.spec, N);
+		eff = with_down(full, down);
+		nk = keys_for(full, &h);
+		for (size_t k = 0; k < nk; k++) {
+			if (hashlb_table_lookup(full, h[k]) != 4)
+				continue;
+			got[hashlb_table_lookup(eff, h[k])]++;
+			moved++;
+		}
+		for (int i = 0; i < N; i++) {
+			double want = i == 4 ? 0 : w[i] / 16.0;
+
+			if (fabs((double)got[i] / moved - want) > 0.35 * want + 1e-12)
+				fail_msg("%s: survivor %d took %.3f of the moved keys, want %.3f",
+					 hashlb_scheme_name(schemes[s]), i, (double)got[i] / moved,
+					 want);
+		}
+		free(h);
+		hashlb_table_free(full);
+		hashlb_table_free(eff);
+		test_backends_free(&b);
+	}
+}
+
+/* All down: no backend; one back: it takes every key. */
+static void test_all_down(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *full, *none, *one;
+		bool down[N];
+		uint64_t ks = 2;
+
+		test_backends_init(&b, N, "srv-");
+		full = test_build(schemes[s], 0, 0, b.spec, N);
+		for (int i = 0; i < N; i++)
+			down[i] = true;
+		none = with_down(full, down);
+		down[8] = false;
+		one = with_down(full, down);
+		assert_int_equal(hashlb_table_up_count(none), 0);
+		for (int k = 0; k < 1000; k++) {
+			uint64_t h = test_next_key(&ks);
+
+			assert_int_equal(hashlb_table_lookup(none, h), HASHLB_BACKEND_NONE);
+			assert_int_equal(hashlb_table_lookup(one, h), 8);
+		}
+		hashlb_table_free(full);
+		hashlb_table_free(none);
+		hashlb_table_free(one);
+		test_backends_free(&b);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_down_moves_only_its_keys),
+		cmocka_unit_test(test_back_up_returns_exactly_its_keys),
+		cmocka_unit_test(test_with_down_equals_full_build),
+		cmocka_unit_test(test_same_down_set_same_table),
+		cmocka_unit_test(test_spread_follows_weights),
+		cmocka_unit_test(test_all_down),
+	};
+
+	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
+}

@@ -1,0 +1,421 @@
+/* Proves the table API: every build error with its exact return, list-order independence, preference lists, accessors. */
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <math.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static const enum hashlb_scheme schemes[2] = { HASHLB_SCHEME_RING, HASHLB_SCHEME_MAGLEV };
+
+/* Build that must fail with <want_ret> and <want_reason>, leaving ret_table untouched. */
+static void expect_error(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+			 size_t n, int want_ret, enum hashlb_err_reason want_reason,
+			 const char *want_in_msg)
+{
+	struct hashlb_table *t = (struct hashlb_table *)(uintptr_t)0x1;
+	struct hashlb_error err;
+	int r;
+
+	memset(&err, 0, sizeof(err));
+	r = hashlb_table_build(p, b, n, &t, &err);
+	if (r != want_ret || err.reason != want_reason)
+		fail_msg("want %d %s, got %d %s: %s", want_ret, hashlb_err_reason_name(want_reason),
+			 r, hashlb_err_reason_name(err.reason), err.msg);
+	assert_ptr_equal(t, (struct hashlb_table *)(uintptr_t)0x1);
+	assert_true(err.msg[0] != '\0');
+	if (want_in_msg && !strstr(err.msg, want_in_msg))
+		fail_msg("message '%s' does not name '%s'", err.msg, want_in_msg);
+	assert_null(err.file);
+	/* the error is also returned without an error struct */
+	assert_int_equal(hashlb_table_build(p, b, n, &t, NULL), want_ret);
+}
+
+static void test_errors(void **state)
+{
+	struct hashlb_table_params p;
+	struct test_backends b;
+	char long_name[HASHLB_NAME_MAX + 2];
+
+	test_backends_init(&b, 4, "be-");
+	for (int s = 0; s < 2; s++) {
+		hashlb_table_params_init(&p, schemes[s]);
+		expect_error(&p, b.spec, 0, -EINVAL, HASHLB_ERR_NO_BACKENDS, NULL);
+
+		b.spec[2].name = "";
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_BAD_NAME, "backend 2");
+		b.spec[2].name = NULL;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_BAD_NAME, "backend 2");
+		memset(long_name, 'x', sizeof(long_name) - 1);
+		long_name[sizeof(long_name) - 1] = '\0';
+		b.spec[2].name = long_name;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_BAD_NAME, "backend 2");
+		long_name[HASHLB_NAME_MAX] = '\0'; /* exactly HASHLB_NAME_MAX bytes: fine */
+		struct hashlb_table *t = test_build(schemes[s], 0, 0, b.spec, 4);
+
+		hashlb_table_free(t);
+		b.spec[2].name = b.names[2];
+
+		b.spec[3].name = b.names[1];
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_DUPLICATE_NAME, "be-1");
+		b.spec[3].name = b.names[3];
+
+		for (int i = 0; i < 4; i++)
+			b.spec[i].weight = 0;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_ALL_WEIGHTS_ZERO, NULL);
+		b.spec[1].weight = HASHLB_WEIGHT_MAX + 1;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_WEIGHT_RANGE, "be-1");
+		b.spec[1].weight = HASHLB_WEIGHT_MAX; /* the maximum itself is fine */
+		t = test_build(schemes[s], 0, 0, b.spec, 4);
+		hashlb_table_free(t);
+		for (int i = 0; i < 4; i++)
+			b.spec[i].weight = 1;
+
+		p.scheme = HASHLB_SCHEME_MAX;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_BAD_SCHEME, NULL);
+		p.scheme = (enum hashlb_scheme) - 1;
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_BAD_SCHEME, NULL);
+	}
+
+	hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+	p.ring_v = HASHLB_RING_V_MAX + 1;
+	expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_SIZE_RANGE, NULL);
+
+	hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
+	p.maglev_m = 2; /* prime, below HASHLB_MAGLEV_M_MIN */
+	expect_error(&p, b.spec, 1, -EINVAL, HASHLB_ERR_SIZE_RANGE, NULL);
+	p.maglev_m = HASHLB_MAGLEV_M_MAX + 2;
+	expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_SIZE_RANGE, NULL);
+	p.maglev_m = 65536;
+	expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_NOT_PRIME, "65536");
+	p.maglev_m = 65539 * 3;
+	expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_NOT_PRIME, NULL);
+	p.maglev_m = 3;
+	expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_SIZE_TOO_SMALL, NULL);
+	p.maglev_m = 5; /* M >= N is enough */
+	struct hashlb_table *t = NULL;
+
+	assert_int_equal(hashlb_table_build(&p, b.spec, 4, &t, NULL), 0);
+	hashlb_table_free(t);
+
+	/* the memory cap: -E2BIG, for both schemes and for a ring past 2^31 points */
+	hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
+	p.max_bytes = 65537; /* below 2 bytes per slot */
+	expect_error(&p, b.spec, 4, -E2BIG, HASHLB_ERR_MEMORY_CAP, NULL);
+	p.maglev_m = HASHLB_MAGLEV_M_MAX; /* in range and prime: only the cap refuses it */
+	p.max_bytes = 1u << 20;
+	expect_error(&p, b.spec, 4, -E2BIG, HASHLB_ERR_MEMORY_CAP, NULL);
+	hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+	p.max_bytes = 4096;
+	expect_error(&p, b.spec, 4, -E2BIG, HASHLB_ERR_MEMORY_CAP, NULL);
+	p.max_bytes = SIZE_MAX;
+	p.ring_v = HASHLB_RING_V_MAX;
+	for (int i = 0; i < 4; i++)
+		b.spec[i].weight = HASHLB_WEIGHT_MAX; /* 4e9 points */
+	expect_error(&p, b.spec, 4, -E2BIG, HASHLB_ERR_MEMORY_CAP, NULL);
+	test_backends_free(&b);
+
+	/* more than HASHLB_BACKENDS_MAX backends */
+	test_backends_init(&b, HASHLB_BACKENDS_MAX + 1, "b");
+	hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+	expect_error(&p, b.spec, b.n, -EINVAL, HASHLB_ERR_TOO_MANY_BACKENDS, NULL);
+	test_backends_free(&b);
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__has_feature)
+#define TEST_NOMEM 1
+#elif defined(__has_feature)
+#if !__has_feature(address_sanitizer)
+#define TEST_NOMEM 1
+#endif
+#endif
+
+#ifdef TEST_NOMEM
+/*
+ * -ENOMEM with HASHLB_ERR_NOMEM when an allocation fails: a child process
+ * caps its address space, then asks for a ring of 10^9 points (the memory
+ * cap lifted). Not built under ASan, whose shadow memory needs the address
+ * space.
+ */
+static void test_nomem(void **state)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { 256u << 20, 256u << 20 };
+		struct hashlb_backend_spec b[2] = { { .name = "x", .weight = 5000 },
+						    { .name = "y", .weight = 5000 } };
+		struct hashlb_table_params p;
+		struct hashlb_table *t = NULL;
+		struct hashlb_error err;
+		int r;
+
+		hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+		p.ring_v = HASHLB_RING_V_MAX;
+		p.max_bytes = SIZE_MAX;
+		if (setrlimit(RLIMIT_AS, &rl) < 0)
+			_exit(2);
+		r = hashlb_table_build(&p, b, 2, &t, &err);
+		_exit(r == -ENOMEM && err.reason == HASHLB_ERR_NOMEM && !t ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+#endif
+
+/* Permute b (Fisher-Yates with a fixed stream). */
+static void shuffle(struct hashlb_backend_spec *b, size_t n, uint64_t seed)
+{
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = test_next_key(&seed) % (i + 1);
+		struct hashlb_backend_spec tmp = b[i];
+
+		b[i] = b[j];
+		b[j] = tmp;
+	}
+}
+
+/*
+ * The order of the backend list changes nothing: same fingerprint, and the
+ * same backend (by name) for every key, with or without backends down.
+ */
+static void test_order_independence(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_backend_spec shuffled[40];
+		struct hashlb_table *a, *c;
+		uint64_t ks = 9;
+
+		test_backends_init(&b, 40, "pool-");
+		for (int i = 0; i < 40; i++) {
+			b.spec[i].weight = 1 + i % 4;
+			b.spec[i].down = i % 7 == 3;
+		}
+		memcpy(shuffled, b.spec, sizeof(shuffled));
+		shuffle(shuffled, 40, 1234);
+		a = test_build(schemes[s], 0, 5, b.spec, 40);
+		c = test_build(schemes[s], 0, 5, shuffled, 40);
+		assert_int_equal(hashlb_table_fingerprint(a), hashlb_table_fingerprint(c));
+		for (int k = 0; k < 20000; k++) {
+			uint64_t h = test_next_key(&ks);
+
+			assert_string_equal(
+				hashlb_table_backend_name(a, hashlb_table_lookup(a, h)),
+				hashlb_table_backend_name(c, hashlb_table_lookup(c, h)));
+		}
+		hashlb_table_free(a);
+		hashlb_table_free(c);
+		test_backends_free(&b);
+	}
+}
+
+/* The seed and the scheme are part of the table's identity. */
+static void test_fingerprint_sensitivity(void **state)
+{
+	struct test_backends b;
+
+	test_backends_init(&b, 8, "fp-");
+	for (int s = 0; s < 2; s++) {
+		struct hashlb_table *a = test_build(schemes[s], 0, 0, b.spec, b.n);
+		struct hashlb_table *c = test_build(schemes[s], 0, 1, b.spec, b.n);
+		struct hashlb_table *d = test_build(schemes[s], 0, 0, b.spec, b.n);
+
+		assert_int_not_equal(hashlb_table_fingerprint(a), hashlb_table_fingerprint(c));
+		assert_int_equal(hashlb_table_fingerprint(a), hashlb_table_fingerprint(d));
+		/* a renamed backend is another backend */
+		b.spec[0].name = "fp-renamed";
+		hashlb_table_free(c);
+		c = test_build(schemes[s], 0, 0, b.spec, b.n);
+		assert_int_not_equal(hashlb_table_fingerprint(a), hashlb_table_fingerprint(c));
+		b.spec[0].name = b.names[0];
+		hashlb_table_free(a);
+		hashlb_table_free(c);
+		hashlb_table_free(d);
+	}
+	test_backends_free(&b);
+}
+
+/*
+ * Preference lists: distinct up backends, the first being lookup()'s
+ * answer, the same on every call and on an identical table, as many as
+ * asked when enough exist, and all of them when fewer do.
+ */
+static void test_preference(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *t, *t2;
+		uint32_t pref[16], again[16], other[16];
+		uint64_t ks = 3;
+
+		test_backends_init(&b, 12, "p-");
+		b.spec[4].down = true;
+		b.spec[9].down = true;
+		b.spec[7].weight = 0; /* up, but owns nothing */
+		t = test_build(schemes[s], 0, 0, b.spec, b.n);
+		t2 = test_build(schemes[s], 0, 0, b.spec, b.n);
+		for (int k = 0; k < 5000; k++) {
+			uint64_t h = test_next_key(&ks);
+			size_t want = k % 17, got;
+
+			got = hashlb_table_preference(t, h, pref, want);
+			assert_int_equal(got, want < 9 ? want : 9); /* 12 - 2 down - 1 weightless */
+			if (got)
+				assert_int_equal(pref[0], hashlb_table_lookup(t, h));
+			for (size_t i = 0; i < got; i++) {
+				assert_true(pref[i] < 12);
+				assert_false(hashlb_table_backend_down(t, pref[i]));
+				assert_int_not_equal(pref[i], 7);
+				for (size_t j = 0; j < i; j++)
+					assert_int_not_equal(pref[i], pref[j]);
+			}
+			assert_int_equal(hashlb_table_preference(t, h, again, want), got);
+			assert_memory_equal(pref, again, got * sizeof(pref[0]));
+			assert_int_equal(hashlb_table_preference(t2, h, other, want), got);
+			assert_memory_equal(pref, other, got * sizeof(pref[0]));
+			/* a longer list starts with the shorter one */
+			if (got > 1) {
+				assert_int_equal(hashlb_table_preference(t, h, again, got - 1),
+						 got - 1);
+				assert_memory_equal(pref, again, (got - 1) * sizeof(pref[0]));
+			}
+		}
+		hashlb_table_free(t);
+		hashlb_table_free(t2);
+
+		/* all down: nothing to try, and lookup says so */
+		for (size_t i = 0; i < b.n; i++)
+			b.spec[i].down = true;
+		t = test_build(schemes[s], 0, 0, b.spec, b.n);
+		assert_int_equal(hashlb_table_preference(t, 1, pref, 4), 0);
+		assert_int_equal(hashlb_table_lookup(t, 1), HASHLB_BACKEND_NONE);
+		assert_int_equal(hashlb_table_up_count(t), 0);
+		hashlb_table_free(t);
+		test_backends_free(&b);
+	}
+}
+
+/* The second choice spreads: a backend's retries do not all land on one neighbour. */
+static void test_preference_spread(void **state)
+{
+	for (int s = 0; s < 2; s++) {
+		struct test_backends b;
+		struct hashlb_table *t;
+		uint32_t second[10] = { 0 }, pref[2], total = 0, max = 0;
+		uint64_t ks = 8;
+
+		test_backends_init(&b, 10, "sp-");
+		t = test_build(schemes[s], 0, 0, b.spec, b.n);
+		for (int k = 0; k < 50000; k++) {
+			if (hashlb_table_preference(t, test_next_key(&ks), pref, 2) != 2)
+				fail();
+			if (pref[0] == 0) {
+				second[pref[1]]++;
+				total++;
+			}
+		}
+		for (int i = 1; i < 10; i++)
+			max = second[i] > max ? second[i] : max;
+		assert_int_equal(second[0], 0);
+		assert_true(max < total / 3);
+		hashlb_table_free(t);
+		test_backends_free(&b);
+	}
+}
+
+static void test_accessors(void **state)
+{
+	struct hashlb_table_params p;
+	struct test_backends b;
+	enum hashlb_scheme sc;
+
+	assert_int_equal(hashlb_scheme_parse("ring", &sc), 0);
+	assert_int_equal(sc, HASHLB_SCHEME_RING);
+	assert_int_equal(hashlb_scheme_parse("ring-hash", &sc), 0);
+	assert_int_equal(hashlb_scheme_parse("maglev", &sc), 0);
+	assert_int_equal(sc, HASHLB_SCHEME_MAGLEV);
+	assert_int_equal(hashlb_scheme_parse("modulo", &sc), -EINVAL);
+	assert_string_equal(hashlb_scheme_name(HASHLB_SCHEME_RING), "ring");
+	assert_null(hashlb_scheme_name(HASHLB_SCHEME_MAX));
+	assert_true(hashlb_is_prime(2) && hashlb_is_prime(3) && hashlb_is_prime(65537));
+	assert_true(hashlb_is_prime(655373) && hashlb_is_prime(HASHLB_MAGLEV_M_MAX));
+	assert_false(hashlb_is_prime(0) || hashlb_is_prime(1) || hashlb_is_prime(65536));
+	assert_false(hashlb_is_prime(65537ull * 65539));
+	hashlb_table_free(NULL);
+
+	hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
+	assert_int_equal(p.maglev_m, HASHLB_MAGLEV_M_DEFAULT);
+	assert_int_equal(p.ring_v, HASHLB_RING_V_DEFAULT);
+	assert_int_equal(p.seed, 0);
+
+	test_backends_init(&b, 3, "acc-");
+	b.spec[1].weight = 7;
+	b.spec[2].down = true;
+	for (int s = 0; s < 2; s++) {
+		double share[3], sum = 0;
+		struct hashlb_table_view v;
+		struct hashlb_table *t;
+
+		hashlb_table_params_init(&p, schemes[s]);
+		p.seed = 99;
+		p.ring_v = 0; /* 0 = default */
+		p.maglev_m = 0;
+		assert_int_equal(hashlb_table_build(&p, b.spec, 3, &t, NULL), 0);
+		assert_int_equal(hashlb_table_scheme(t), schemes[s]);
+		assert_int_equal(hashlb_table_params(t)->seed, 99);
+		assert_int_equal(hashlb_table_params(t)->ring_v, HASHLB_RING_V_DEFAULT);
+		assert_int_equal(hashlb_table_params(t)->maglev_m, HASHLB_MAGLEV_M_DEFAULT);
+		assert_int_equal(hashlb_table_backend_count(t), 3);
+		assert_int_equal(hashlb_table_up_count(t), 2);
+		assert_string_equal(hashlb_table_backend_name(t, 1), "acc-1");
+		assert_null(hashlb_table_backend_name(t, 3));
+		assert_int_equal(hashlb_table_backend_weight(t, 1), 7);
+		assert_true(hashlb_table_backend_down(t, 2));
+		assert_false(hashlb_table_backend_down(t, 0));
+		assert_true(hashlb_table_backend_down(t, 3));
+		assert_true(hashlb_table_bytes(t) > 0);
+		test_shares(t, share);
+		for (int i = 0; i < 3; i++) {
+			assert_true(fabs(hashlb_table_share(t, i) - share[i]) < 1e-9);
+			sum += share[i];
+		}
+		assert_true(fabs(sum - 1) < 1e-9);
+		assert_true(share[2] == 0.0); /* down: no keys */
+		assert_true(hashlb_table_share(t, 3) == 0.0);
+		hashlb_table_view(t, &v);
+		assert_int_equal(v.scheme, schemes[s]);
+		assert_int_equal(v.n_backends, 3);
+		if (schemes[s] == HASHLB_SCHEME_MAGLEV) {
+			assert_int_equal(v.m, HASHLB_MAGLEV_M_DEFAULT);
+			assert_non_null(v.slots);
+		} else {
+			assert_int_equal(v.n_points, 8 * HASHLB_RING_V_DEFAULT); /* up: 1 + 7 */
+			assert_non_null(v.pos);
+		}
+		hashlb_table_free(t);
+	}
+	test_backends_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors),
+#ifdef TEST_NOMEM
+		cmocka_unit_test(test_nomem),
+#endif
+		cmocka_unit_test(test_order_independence),
+		cmocka_unit_test(test_fingerprint_sensitivity),
+		cmocka_unit_test(test_preference),
+		cmocka_unit_test(test_preference_spread),
+		cmocka_unit_test(test_accessors),
+	};
+
+	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+}
