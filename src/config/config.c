@@ -944,7 +944,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 	int r;
 
 	if (!root || ynode_is_null(root))
-		return fail(ld, root, "the configuration is empty: it needs a 'services' list");
+		return fail(ld, NULL, "the configuration is empty: it needs a 'services' list");
 	if (root->type != YNODE_MAP)
 		return fail(ld, root,
 			    "the configuration must be a mapping with a 'services' list, found %s",

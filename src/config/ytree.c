@@ -19,6 +19,7 @@ struct ybuilder {
 	struct ynode *stack[YDEPTH_MAX];
 	int depth;
 	int documents;
+	struct hashlb_pos last_end; /* where the previous event ended; 0:0 if unknown */
 	const char *name;
 	struct hashlb_error *err;
 };
@@ -111,16 +112,42 @@ static struct ynode *anchor_find(const struct ydoc *d, const char *s, size_t len
 	return NULL;
 }
 
+/*
+ * 1-based position of <e>. A quoted scalar's mark is just inside its
+ * opening quote: step back onto the quote, where the reader sees the value
+ * start. An empty value ("key:" and nothing) has no mark: it is placed
+ * where the previous event (its key) ended.
+ */
 static struct hashlb_pos event_pos(struct ybuilder *b, struct fy_event *e)
 {
 	const struct fy_mark *m = fy_event_start_mark(e);
 	struct hashlb_pos pos = { 1, 1 };
 
-	if (m)
+	if (m) {
 		pos = (struct hashlb_pos){ m->line + 1, m->column + 1 };
-	else if (b->depth > 0)
+		if (e->type == FYET_SCALAR && pos.column > 1) {
+			enum fy_scalar_style st = fy_scalar_token_get_style(e->scalar.value);
+
+			if (st == FYSS_SINGLE_QUOTED || st == FYSS_DOUBLE_QUOTED)
+				pos.column--;
+		}
+		/* Likewise an alias's mark is past its '*'. */
+		if (e->type == FYET_ALIAS && pos.column > 1)
+			pos.column--;
+	} else if (b->last_end.line > 0) {
+		pos = b->last_end;
+	} else if (b->depth > 0) {
 		pos = b->stack[b->depth - 1]->pos;
+	}
 	return pos;
+}
+
+static void event_end(struct ybuilder *b, struct fy_event *e)
+{
+	const struct fy_mark *m = fy_event_end_mark(e);
+
+	if (m)
+		b->last_end = (struct hashlb_pos){ m->line + 1, m->column + 1 };
 }
 
 /* Attach <n> to the open container, or make it the root. */
@@ -181,7 +208,8 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		memcpy(n->text, s, len);
 		n->text[len] = '\0';
 		n->len = len;
-		n->quoted = fy_scalar_token_get_style(e->scalar.value) != FYSS_PLAIN;
+		/* FYSS_ANY is the empty (null) value, a plain scalar for YAML. */
+		n->quoted = fy_scalar_token_get_style(e->scalar.value) > FYSS_PLAIN;
 		r = attach(b, n);
 		if (r < 0)
 			return r;
@@ -257,6 +285,7 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	}
 	while ((e = fy_parser_parse(fyp)) != NULL) {
 		r = on_event(&b, e);
+		event_end(&b, e);
 		fy_parser_event_free(fyp, e);
 		if (r < 0)
 			goto err_parser;

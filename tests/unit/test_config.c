@@ -1,0 +1,634 @@
+/* Proves a bad config is refused at its exact line:column with what is wrong, defaults fill every field, and every example config in configs/ loads. */
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include <cmocka.h>
+
+#include "hashlb/config.h"
+
+/* One service with one backend: the smallest valid config. */
+#define MINIMAL                        \
+	"services:\n"                  \
+	"  - name: web\n"              \
+	"    listen: 127.0.0.1:8080\n" \
+	"    backends:\n"              \
+	"      - name: a\n"            \
+	"        address: 127.0.0.1:9001\n"
+
+static struct hashlb_config *load_ok(const char *yaml)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	int r;
+
+	memset(&err, 0, sizeof(err));
+	r = hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err);
+	if (r < 0)
+		fail_msg("expected the config to load, got %s:%d:%d: %s", err.file, err.line,
+			 err.column, err.msg);
+	assert_non_null(c);
+	return c;
+}
+
+/*
+ * <yaml> must be refused at <line>:<col> with a message containing <what>.
+ * The file name in the error is the one given to the parser.
+ */
+static void expect_error(const char *yaml, int line, int col, const char *what)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	int r;
+
+	memset(&err, 0, sizeof(err));
+	r = hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err);
+	if (r >= 0) {
+		hashlb_config_free(c);
+		fail_msg("expected an error at %d:%d (%s), the config loaded", line, col, what);
+	}
+	assert_int_equal(r, -EINVAL);
+	assert_null(c);
+	assert_int_equal(err.reason, HASHLB_ERR_CONFIG);
+	assert_non_null(err.file);
+	assert_string_equal(err.file, "t.yaml");
+	if (err.line != line || err.column != col || !strstr(err.msg, what))
+		fail_msg("expected %d:%d '%s', got %d:%d '%s'", line, col, what, err.line,
+			 err.column, err.msg);
+}
+
+/* --- file-level errors ------------------------------------------------- */
+
+static void test_empty(void **state)
+{
+	expect_error("", 1, 1, "empty");
+	expect_error("# only a comment\n\n", 1, 1, "empty");
+	expect_error("---\n", 1, 1, "empty");
+}
+
+static void test_not_a_mapping(void **state)
+{
+	expect_error("- a\n- b\n", 1, 1, "must be a mapping");
+	expect_error("\n  hello\n", 2, 3, "must be a mapping");
+}
+
+static void test_yaml_syntax(void **state)
+{
+	/* An unclosed flow sequence: libfyaml's own position and words. */
+	expect_error("services: [a, b\n", 2, 1, "YAML syntax error");
+	/* A tab used for indentation. */
+	expect_error("services:\n\t- name: x\n", 2, 1, "YAML syntax error");
+	/* A plain scalar that runs on into a key: libfyaml points at its start. */
+	expect_error("a: 1\n  b: 2\n", 1, 4, "YAML syntax error");
+	expect_error("a: 1\n---\nb: 2\n", 2, 1, "only one YAML document");
+	expect_error("services: *nothing\n", 1, 11, "alias '*nothing'");
+}
+
+static void test_no_services(void **state)
+{
+	expect_error("workers: 2\n", 1, 1, "no 'services'");
+	expect_error("services: []\n", 1, 11, "'services' is empty");
+	expect_error("services:\n", 1, 9, "found nothing (null)");
+	expect_error("services:\n  web: {}\n", 2, 3, "'services' must be a list");
+}
+
+/* --- keys ---------------------------------------------------------------- */
+
+static void test_unknown_keys(void **state)
+{
+	expect_error("service: []\n", 1, 1,
+		     "unknown key 'service' in the configuration (did you mean 'services'?)");
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:8080\n"
+		     "    tabel_size: 3\n",
+		     4, 5, "unknown key 'tabel_size' in service (did you mean 'table_size'?)");
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:8080\n"
+		     "    hash-key: src-ip\n",
+		     4, 5, "did you mean 'hash_key'?");
+	expect_error(MINIMAL "        wieght: 2\n", 7, 9,
+		     "unknown key 'wieght' in backend (did you mean 'weight'?)");
+	expect_error(MINIMAL "    health: {intervall: 2s}\n", 7, 14, "did you mean 'interval'?");
+	expect_error(MINIMAL "    timeouts: {conect: 2s}\n", 7, 16, "did you mean 'connect'?");
+	expect_error(MINIMAL "    colour: blue\n", 7, 5, "unknown key 'colour' in service");
+	/* Nothing close: no suggestion. */
+	{
+		struct hashlb_config *c = NULL;
+		struct hashlb_error err;
+		const char *y = MINIMAL "    zzzzzzzz: 1\n";
+
+		assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &err), -EINVAL);
+		assert_null(strstr(err.msg, "did you mean"));
+	}
+}
+
+static void test_duplicate_key(void **state)
+{
+	expect_error(MINIMAL "    listen: 127.0.0.1:8081\n", 7, 5,
+		     "duplicate key 'listen' in service (first at line 3)");
+}
+
+static void test_missing_keys(void **state)
+{
+	expect_error("services:\n  - listen: 127.0.0.1:80\n", 2, 5, "service has no 'name'");
+	expect_error("services:\n  - name: web\n", 2, 5, "has no 'listen'");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n", 2, 5,
+		     "has no 'backends'");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends: []\n", 4,
+		     15, "empty list of backends");
+	expect_error(
+		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n      - name: a\n",
+		5, 9, "backend 'a' has no 'address'");
+	expect_error(
+		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n      - address: 127.0.0.1:1\n",
+		5, 9, "backend has no 'name'");
+}
+
+/* --- types --------------------------------------------------------------- */
+
+static void test_wrong_types(void **state)
+{
+	expect_error(MINIMAL "        weight: \"3\"\n", 7, 17,
+		     "'weight' must be an integer, found the quoted string \"3\"");
+	expect_error(MINIMAL "        weight: heavy\n", 7, 17,
+		     "'weight' must be an integer, found 'heavy'");
+	expect_error(MINIMAL "        weight: [1]\n", 7, 17,
+		     "'weight' must be an integer, found a list");
+	expect_error(MINIMAL "        weight: -1\n", 7, 17, "must not be negative");
+	expect_error(MINIMAL "    timeouts: [1s]\n", 7, 15, "timeouts must be a mapping");
+	expect_error(MINIMAL "    health: true\n", 7, 13, "health must be a mapping");
+	expect_error(MINIMAL "    health: {enabled: maybe}\n", 7, 23,
+		     "'enabled' must be true or false, found 'maybe'");
+	expect_error(MINIMAL "    balance_factor: much\n", 7, 21,
+		     "'balance_factor' must be a number");
+	expect_error("services:\n  - name: {a: 1}\n", 2, 11,
+		     "'name' must be a string, found a mapping");
+	/* An empty value is placed at the end of its key. */
+	expect_error("services:\n  - name:\n    listen: 127.0.0.1:80\n", 2, 9,
+		     "'name' must be a string, found nothing");
+	expect_error("services:\n  - web\n", 2, 5, "service must be a mapping");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends: {a: 1}\n",
+		     4, 15, "'backends' must be a list");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends: [a]\n", 4,
+		     16, "backend must be a mapping");
+	expect_error("workers: [2]\n" MINIMAL, 1, 10, "'workers' must be auto or a number");
+	expect_error("workers: many\n" MINIMAL, 1, 10, "'workers' must be auto or a number");
+	expect_error(MINIMAL "    scheme: consistent\n", 7, 13,
+		     "'scheme' must be ring or maglev, found 'consistent'");
+	expect_error(MINIMAL "    hash_key: dst-ip\n", 7, 15,
+		     "'hash_key' must be src-ip, src-ip-port or 4-tuple");
+	expect_error(MINIMAL "        state: down\n", 7, 16,
+		     "'state' must be ready, drain or maint");
+	expect_error(MINIMAL "    steering: xdp\n", 7, 15,
+		     "'steering' must be userspace or kernel");
+	expect_error(MINIMAL "    seed: 1.5\n", 7, 11, "'seed' must be an integer");
+}
+
+/* --- ranges -------------------------------------------------------------- */
+
+static void test_ranges(void **state)
+{
+	expect_error(MINIMAL "        weight: 10001\n", 7, 17,
+		     "'weight' 10001 is out of range 0..10000");
+	expect_error(MINIMAL "    scheme: ring\n    vnodes: 0\n", 8, 13,
+		     "'vnodes' 0 is out of range 1..100000");
+	expect_error(MINIMAL "    table_size: 2\n", 7, 17, "out of range 3..16777259");
+	expect_error(MINIMAL "    table_size: 16777260\n", 7, 17, "out of range");
+	expect_error(
+		MINIMAL "    table_size: 65536\n", 7, 17,
+		"'table_size' 65536 is not prime (Maglev needs a prime; nearest: 65521 or 65537)");
+	expect_error(MINIMAL "    timeouts:\n      connect: 0\n", 8, 16,
+		     "'connect' 0 is out of range 1ms..600000ms");
+	expect_error(MINIMAL "    timeouts:\n      idle: 8d\n", 8, 13, "'idle' must be a duration");
+	expect_error(MINIMAL "    timeouts:\n      idle: 169h\n", 8, 13, "out of range");
+	expect_error(MINIMAL "    timeouts:\n      drain: \"30\"\n", 8, 14, "has no unit");
+	expect_error(MINIMAL "    timeouts:\n      drain: -1s\n", 8, 14, "must not be negative");
+	expect_error(MINIMAL "    max_connections: 99999999\n", 7, 22, "out of range");
+	expect_error(MINIMAL "    connect_retries: 33\n", 7, 22,
+		     "'connect_retries' 33 is out of range 0..32");
+	expect_error(MINIMAL "    balance_factor: 0.5\n", 7, 21,
+		     "'balance_factor' 0.5 is out of range");
+	expect_error(MINIMAL "    health:\n      rise: 0\n", 8, 13,
+		     "'rise' 0 is out of range 1..100");
+	expect_error(MINIMAL "    health:\n      interval: 1s\n      timeout: 2s\n", 9, 16,
+		     "timeout 2000ms is longer than its interval 1000ms");
+	expect_error("workers: 0\n" MINIMAL, 1, 10, "'workers' 0 is out of range 1..1024");
+	expect_error("workers: 1025\n" MINIMAL, 1, 10, "out of range 1..1024");
+	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11, "too large");
+}
+
+static void test_addresses(void **state)
+{
+	expect_error("services:\n  - name: web\n    listen: localhost:80\n", 3, 13,
+		     "'localhost' is not a numeric IPv4 address (host names are not resolved)");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1\n", 3, 13, "missing ':PORT'");
+	expect_error("services:\n  - name: web\n    listen: \"::1:80\"\n", 3, 13,
+		     "an IPv6 address must be written in brackets");
+	expect_error("services:\n  - name: web\n    listen: \"[::1]\"\n", 3, 13,
+		     "missing ':PORT' after the IPv6");
+	expect_error("services:\n  - name: web\n    listen: \"[::g]:80\"\n", 3, 13,
+		     "'::g' is not a numeric IPv6");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:65536\n", 3, 13,
+		     "port 65536 is out of range 0..65535");
+	expect_error("services:\n  - name: web\n    listen: 1.2.3:80\n", 3, 13,
+		     "not a numeric IPv4");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: 127.0.0.1:0\n",
+		     6, 18, "port 0 is out of range 1..65535");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: 127.0.0.1:http\n",
+		     6, 18, "the port must be a number");
+	expect_error("admin: 127.0.0.1\n" MINIMAL, 1, 8, "'admin'");
+	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8, "must be absolute");
+}
+
+/* --- duplicates and the core build --------------------------------------- */
+
+static void test_duplicates(void **state)
+{
+	expect_error(MINIMAL "      - name: a\n        address: 127.0.0.1:9002\n", 7, 15,
+		     "duplicate backend name 'a' in service 'web' (first at line 5)");
+	expect_error(MINIMAL "  - name: web\n    listen: 127.0.0.1:8081\n"
+			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
+		     7, 11, "duplicate service name 'web' (first at line 2)");
+	expect_error(MINIMAL "  - name: api\n    listen: 127.0.0.1:8080\n"
+			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
+		     8, 13,
+		     "listen address 127.0.0.1:8080 clashes with 127.0.0.1:8080 of service 'web'");
+	/* The wildcard takes the port on every address of its family. */
+	expect_error(MINIMAL "  - name: api\n    listen: 0.0.0.0:8080\n"
+			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
+		     8, 13, "clashes with");
+}
+
+static void test_other_scheme_params(void **state)
+{
+	expect_error(MINIMAL "    vnodes: 100\n", 7, 5,
+		     "'vnodes' applies to scheme ring, but this service uses maglev");
+	expect_error(MINIMAL "    scheme: ring\n    table_size: 65537\n", 8, 5,
+		     "'table_size' applies to scheme maglev, but this service uses ring");
+}
+
+static void test_core_errors(void **state)
+{
+	/* Maglev M must be at least the number of backends: the core says so, at table_size. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    table_size: 3\n"
+		     "    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		     "      - {name: b, address: \"127.0.0.1:2\"}\n"
+		     "      - {name: c, address: \"127.0.0.1:3\"}\n"
+		     "      - {name: d, address: \"127.0.0.1:4\"}\n",
+		     4, 17, "service 'web': Maglev table size 3 is smaller than the 4 backends");
+	/* No backend with a positive weight: at the backends list. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\", weight: 0}\n",
+		     5, 7, "all 1 backends have weight 0");
+	/* A ring that would exceed the table memory cap: at vnodes. */
+	expect_error(
+		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    scheme: ring\n    vnodes: 100000\n"
+		"    backends:\n"
+		"      - {name: a, address: \"127.0.0.1:1\", weight: 10000}\n"
+		"      - {name: b, address: \"127.0.0.1:2\", weight: 10000}\n",
+		5, 13, "service 'web':");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: \"has space\", address: \"127.0.0.1:1\"}\n",
+		     5, 16, "backend name 'has space'");
+	expect_error("services:\n  - name: \"web/1\"\n", 2, 11, "service name 'web/1'");
+}
+
+/* --- successful loads ------------------------------------------------------ */
+
+static void test_defaults(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+	const struct hashlb_service_cfg *s = &c->services[0];
+	const struct hashlb_backend_cfg *b = &s->backends[0];
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&s->listen_addr;
+
+	assert_string_equal(c->path, "t.yaml");
+	assert_int_equal(c->workers, 0);
+	assert_string_equal(c->admin, "127.0.0.1:9901");
+	assert_int_equal(c->admin_addr.ss_family, AF_INET);
+	assert_int_equal(c->n_services, 1);
+	assert_string_equal(s->name, "web");
+	assert_string_equal(s->listen, "127.0.0.1:8080");
+	assert_int_equal(s->listen_addr.ss_family, AF_INET);
+	assert_int_equal(s->listen_addr_len, sizeof(struct sockaddr_in));
+	assert_int_equal(ntohs(sin->sin_port), 8080);
+	assert_int_equal(ntohl(sin->sin_addr.s_addr), 0x7f000001);
+	assert_int_equal(s->table.scheme, HASHLB_SCHEME_MAGLEV);
+	assert_int_equal(s->table.maglev_m, HASHLB_MAGLEV_M_DEFAULT);
+	assert_int_equal(s->table.ring_v, HASHLB_RING_V_DEFAULT);
+	assert_int_equal(s->table.seed, 0);
+	assert_int_equal(s->table.max_bytes, HASHLB_TABLE_MEM_DEFAULT);
+	assert_int_equal(s->key, HASHLB_KEY_SRC_IP);
+	assert_int_equal(s->connect_timeout_ms, 1000);
+	assert_int_equal(s->idle_timeout_ms, 300000);
+	assert_int_equal(s->drain_timeout_ms, 30000);
+	assert_int_equal(s->max_connections, 10000);
+	assert_int_equal(s->connect_retries, 2);
+	assert_int_equal(s->slow_start_ms, 0);
+	assert_true(s->balance_factor == 0.0);
+	assert_int_equal(s->steering, HASHLB_STEERING_USERSPACE);
+	assert_null(s->steer_interface);
+	assert_true(s->health.enabled);
+	assert_int_equal(s->health.interval_ms, 2000);
+	assert_int_equal(s->health.timeout_ms, 1000);
+	assert_int_equal(s->health.rise, 2);
+	assert_int_equal(s->health.fall, 3);
+	assert_int_equal(s->pos.line, 2);
+	assert_int_equal(s->pos.column, 5);
+	assert_int_equal(s->n_backends, 1);
+	assert_string_equal(b->name, "a");
+	assert_string_equal(b->address, "127.0.0.1:9001");
+	assert_int_equal(b->addr_len, sizeof(struct sockaddr_in));
+	assert_int_equal(b->weight, 1);
+	assert_int_equal(b->admin, HASHLB_ADMIN_READY);
+	assert_int_equal(b->pos.line, 5);
+	assert_int_equal(b->pos.column, 9);
+	hashlb_config_free(c);
+}
+
+static void test_every_key(void **state)
+{
+	struct hashlb_config *c = load_ok(
+		"workers: 4\n"
+		"admin: unix:/run/hashlb.sock\n"
+		"services:\n"
+		"  - name: cache\n"
+		"    listen: \"[::1]:0\"\n"
+		"    scheme: ring\n"
+		"    vnodes: 40\n"
+		"    hash_key: 4-tuple\n"
+		"    seed: 0xdeadbeefcafe\n"
+		"    timeouts: {connect: 250ms, idle: 0, drain: 1m}\n"
+		"    max_connections: 0\n"
+		"    connect_retries: 0\n"
+		"    slow_start: 1h\n"
+		"    balance_factor: 1.25\n"
+		"    steering: kernel\n"
+		"    interface: veth0\n"
+		"    health: {enabled: no, interval: 500, timeout: 100ms, rise: 1, fall: 5}\n"
+		"    backends:\n"
+		"      - name: x\n"
+		"        address: \"[2001:db8::1]:443\"\n"
+		"        weight: 0\n"
+		"        state: maint\n"
+		"      - name: y\n"
+		"        address: 10.0.0.2:443\n"
+		"        weight: 10000\n"
+		"        state: drain\n"
+		"      - name: z\n"
+		"        address: 10.0.0.3:443\n");
+	const struct hashlb_service_cfg *s = &c->services[0];
+	const struct sockaddr_un *sun = (const struct sockaddr_un *)&c->admin_addr;
+
+	assert_int_equal(c->workers, 4);
+	assert_string_equal(c->admin, "unix:/run/hashlb.sock");
+	assert_int_equal(sun->sun_family, AF_UNIX);
+	assert_string_equal(sun->sun_path, "/run/hashlb.sock");
+	assert_int_equal(s->listen_addr.ss_family, AF_INET6);
+	assert_int_equal(s->table.scheme, HASHLB_SCHEME_RING);
+	assert_int_equal(s->table.ring_v, 40);
+	assert_int_equal(s->key, HASHLB_KEY_4TUPLE);
+	assert_true(s->table.seed == 0xdeadbeefcafeull);
+	assert_int_equal(s->connect_timeout_ms, 250);
+	assert_int_equal(s->idle_timeout_ms, 0);
+	assert_int_equal(s->drain_timeout_ms, 60000);
+	assert_int_equal(s->max_connections, 0);
+	assert_int_equal(s->connect_retries, 0);
+	assert_int_equal(s->slow_start_ms, 3600000);
+	assert_true(s->balance_factor == 1.25);
+	assert_int_equal(s->steering, HASHLB_STEERING_KERNEL);
+	assert_string_equal(s->steer_interface, "veth0");
+	assert_false(s->health.enabled);
+	assert_int_equal(s->health.interval_ms, 500);
+	assert_int_equal(s->health.timeout_ms, 100);
+	assert_int_equal(s->health.rise, 1);
+	assert_int_equal(s->health.fall, 5);
+	assert_int_equal(s->n_backends, 3);
+	assert_int_equal(s->backends[0].addr.ss_family, AF_INET6);
+	assert_int_equal(s->backends[0].weight, 0);
+	assert_int_equal(s->backends[0].admin, HASHLB_ADMIN_MAINT);
+	assert_int_equal(s->backends[1].weight, 10000);
+	assert_int_equal(s->backends[1].admin, HASHLB_ADMIN_DRAIN);
+	assert_int_equal(s->backends[2].admin, HASHLB_ADMIN_READY);
+	hashlb_config_free(c);
+}
+
+static void test_durations(void **state)
+{
+	static const struct {
+		const char *text;
+		uint32_t ms;
+	} cases[] = {
+		{ "1500", 1500 }, { "500ms", 500 },  { "2s", 2000 }, { "\"2s\"", 2000 },
+		{ "1m", 60000 },  { "1h", 3600000 }, { "0s", 0 },    { "0", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char y[512];
+		struct hashlb_config *c;
+
+		snprintf(y, sizeof(y), MINIMAL "    timeouts: {drain: %s}\n", cases[i].text);
+		c = load_ok(y);
+		assert_int_equal(c->services[0].drain_timeout_ms, cases[i].ms);
+		hashlb_config_free(c);
+	}
+}
+
+static void test_admin_off_and_v6(void **state)
+{
+	struct hashlb_config *c = load_ok("admin: off\n" MINIMAL);
+
+	assert_null(c->admin);
+	assert_int_equal(c->admin_addr_len, 0);
+	hashlb_config_free(c);
+	c = load_ok("admin: \"[::1]:9901\"\n" MINIMAL);
+	assert_int_equal(c->admin_addr.ss_family, AF_INET6);
+	hashlb_config_free(c);
+	c = load_ok("admin: ~\n" MINIMAL);
+	assert_null(c->admin);
+	hashlb_config_free(c);
+}
+
+static void test_anchors(void **state)
+{
+	/* Two services sharing one backend list through an anchor. */
+	struct hashlb_config *c = load_ok("services:\n"
+					  "  - name: a\n"
+					  "    listen: 127.0.0.1:1000\n"
+					  "    backends: &pool\n"
+					  "      - {name: x, address: \"127.0.0.1:1\"}\n"
+					  "      - {name: y, address: \"127.0.0.1:2\"}\n"
+					  "  - name: b\n"
+					  "    listen: 127.0.0.1:1001\n"
+					  "    backends: *pool\n");
+
+	assert_int_equal(c->n_services, 2);
+	assert_int_equal(c->services[1].n_backends, 2);
+	assert_string_equal(c->services[1].backends[1].name, "y");
+	assert_non_null(hashlb_config_service(c, "b"));
+	assert_null(hashlb_config_service(c, "nope"));
+	hashlb_config_free(c);
+}
+
+static void test_build_table(void **state)
+{
+	struct hashlb_config *c =
+		load_ok(MINIMAL "      - name: b\n        address: 127.0.0.1:9002\n"
+				"        state: drain\n");
+	struct hashlb_table *t = NULL;
+
+	assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], &t, NULL), 0);
+	assert_int_equal(hashlb_table_backend_count(t), 2);
+	assert_int_equal(hashlb_table_up_count(t), 1);
+	assert_false(hashlb_table_backend_down(t, 0));
+	assert_true(hashlb_table_backend_down(t, 1));
+	hashlb_table_free(t);
+	hashlb_config_free(c);
+}
+
+/* --- helpers --------------------------------------------------------------- */
+
+static void test_addr_parse(void **state)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+
+	assert_int_equal(hashlb_addr_parse("10.1.2.3:443", false, &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET);
+	assert_int_equal(len, sizeof(struct sockaddr_in));
+	assert_int_equal(hashlb_addr_parse("[fe80::1]:1", false, &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(len, sizeof(struct sockaddr_in6));
+	assert_int_equal(hashlb_addr_parse("1.2.3.4:0", true, &ss, &len), 0);
+	assert_int_equal(hashlb_addr_parse("1.2.3.4:0", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("1.2.3.4", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("::1", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("[::1]", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("example.com:80", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("1.2.3.4:123456", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("1.2.3.4:-1", false, &ss, &len), -EINVAL);
+	assert_int_equal(hashlb_addr_parse("01.2.3.4:80", false, &ss, &len), -EINVAL);
+}
+
+static void test_admin_state_names(void **state)
+{
+	enum hashlb_admin_state s;
+
+	for (int i = 0; i < HASHLB_ADMIN_MAX; i++) {
+		assert_int_equal(hashlb_admin_state_parse(hashlb_admin_state_name(i), &s), 0);
+		assert_int_equal(s, i);
+	}
+	assert_int_equal(hashlb_admin_state_parse("maintenance", &s), 0);
+	assert_int_equal(s, HASHLB_ADMIN_MAINT);
+	assert_int_equal(hashlb_admin_state_parse("bogus", &s), -EINVAL);
+	assert_null(hashlb_admin_state_name(HASHLB_ADMIN_MAX));
+	assert_string_equal(hashlb_steering_name(HASHLB_STEERING_KERNEL), "kernel");
+}
+
+static void test_load_file_errors(void **state)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+
+	assert_int_equal(hashlb_config_load("/nonexistent/hashlb.yaml", &c, &err), -ENOENT);
+	assert_null(c);
+	assert_int_equal(err.reason, HASHLB_ERR_SYSTEM);
+	assert_string_equal(err.file, "/nonexistent/hashlb.yaml");
+	assert_int_equal(err.line, 0);
+	assert_int_equal(hashlb_config_load("/", &c, &err), -EINVAL);
+	/* A NULL error is allowed. */
+	assert_int_equal(hashlb_config_parse("", 0, "t.yaml", &c, NULL), -EINVAL);
+	hashlb_config_free(NULL);
+}
+
+/* Every configs/ *.yaml loads and builds: the examples stay true. */
+static void test_example_configs(void **state)
+{
+	const char *dir = getenv("HASHLB_CONFIGS");
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	if (!dir)
+		fail_msg("HASHLB_CONFIGS is not set (meson sets it to the source tree's configs/)");
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		struct hashlb_config *c = NULL;
+		struct hashlb_error err;
+		char path[4096];
+
+		if (len < 6 || strcmp(de->d_name + len - 5, ".yaml") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (hashlb_config_load(path, &c, &err) < 0)
+			fail_msg("%s:%d:%d: %s", path, err.line, err.column, err.msg);
+		assert_true(c->n_services >= 1);
+		if (strcmp(de->d_name, "demo.yaml") == 0) {
+			const struct hashlb_service_cfg *s = &c->services[0];
+
+			/* The README demo depends on these. */
+			assert_string_equal(s->listen, "127.0.0.1:18080");
+			assert_int_equal(s->table.scheme, HASHLB_SCHEME_MAGLEV);
+			assert_int_equal(s->key, HASHLB_KEY_SRC_IP);
+			assert_int_equal(s->n_backends, 3);
+			for (uint32_t i = 0; i < 3; i++) {
+				char want[32];
+
+				snprintf(want, sizeof(want), "127.0.0.1:%u", 18081 + i);
+				assert_string_equal(s->backends[i].address, want);
+			}
+		}
+		hashlb_config_free(c);
+		n++;
+	}
+	closedir(d);
+	assert_true(n >= 4); /* demo, ring, ipv6, full */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_not_a_mapping),
+		cmocka_unit_test(test_yaml_syntax),
+		cmocka_unit_test(test_no_services),
+		cmocka_unit_test(test_unknown_keys),
+		cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_missing_keys),
+		cmocka_unit_test(test_wrong_types),
+		cmocka_unit_test(test_ranges),
+		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_other_scheme_params),
+		cmocka_unit_test(test_core_errors),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_admin_off_and_v6),
+		cmocka_unit_test(test_anchors),
+		cmocka_unit_test(test_build_table),
+		cmocka_unit_test(test_addr_parse),
+		cmocka_unit_test(test_admin_state_names),
+		cmocka_unit_test(test_load_file_errors),
+		cmocka_unit_test(test_example_configs),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
