@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel steering, user-space side: load the XDP/tc programs of bpf/, attach
+ * them to an interface, and feed them VIPs and a core table. The programs
+ * forward TCP packets for a VIP to a backend by L2 direct server return
+ * (docs/DESIGN-steering.md). Built without BPF (meson -Dbpf=disabled) every
+ * function returns -EOPNOTSUPP with a message saying so.
+ *
+ * Tables are written without torn reads: the maps hold two halves, the
+ * inactive one is written, then the active index flips in one update, then
+ * a barrier waits until no program still reads the old half.
+ */
+#ifndef HASHLB_STEER_H
+#define HASHLB_STEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hashlb/error.h"
+#include "hashlb/steer_shared.h"
+#include "hashlb/table.h"
+#include "hashlb/tuple.h"
+
+enum hashlb_steer_mode {
+	HASHLB_STEER_AUTO = 0, /* XDP native, else XDP generic, else tc */
+	HASHLB_STEER_XDP_NATIVE,
+	HASHLB_STEER_XDP_GENERIC,
+	HASHLB_STEER_TC, /* clsact ingress */
+	HASHLB_STEER_LOAD_ONLY, /* load, attach nothing: tests and benchmarks */
+	HASHLB_STEER_MODE_MAX
+};
+
+enum hashlb_steer_prog {
+	HASHLB_STEER_PROG_XDP = 0,
+	HASHLB_STEER_PROG_TC,
+	HASHLB_STEER_PROG_PASS,
+	HASHLB_STEER_PROG_MAX
+};
+
+struct hashlb_steer_opts {
+	const char *iface; /* NULL with HASHLB_STEER_LOAD_ONLY */
+	enum hashlb_steer_mode mode;
+	uint32_t flows; /* conntrack entries; 0 = 65536 */
+	/* Capacity of one table half; 0 = sized from the first table with room
+	 * to grow (updates that do not fit are refused with -E2BIG). */
+	uint32_t max_backends;
+	uint32_t max_maglev_m;
+	uint32_t max_ring_points;
+	bool keep; /* leave the program attached when freed */
+};
+
+/* Where a backend's frames go, one per backend of the table, same index. */
+struct hashlb_steer_dest {
+	uint8_t mac[6]; /* the backend's MAC address */
+	uint8_t src_mac[6]; /* all zero: the egress interface's own */
+	uint32_t ifindex; /* egress interface; 0 = the attached one */
+	bool drain; /* down in the table but keeps its established flows */
+};
+
+struct hashlb_steer;
+
+/*
+ * Load the programs sized for <first> (may be NULL: defaults) and attach
+ * them as <o> says. On success stores the handle in <ret_steer>; the
+ * programs pass every packet until hashlb_steer_set_vips() and
+ * hashlb_steer_set_table() are called. Returns 0 or -errno with <err> filled.
+ */
+int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_table *first,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err);
+
+/*
+ * Open the maps of the hashlb program attached to <iface> (by another
+ * process) to read its counters or update its table. Freeing the handle
+ * detaches nothing. -ENOENT if none is attached.
+ */
+int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err);
+
+/* Detach (unless kept) and release. Accepts NULL. */
+void hashlb_steer_free(struct hashlb_steer *s);
+
+/* Detach whatever hashlb program is attached to <iface>: -ENOENT if none. */
+int hashlb_steer_detach(const char *iface, struct hashlb_error *err);
+
+/* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
+int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			  struct hashlb_error *err);
+
+/*
+ * Publish <t> (its effective table, health overlay included) hashed by
+ * <key>, with dests[i] for backend i. Writes the inactive half, flips, waits
+ * until no program reads the old half, then updates per-backend state, so
+ * established flows of backends that are down (and not draining) or gone
+ * are rescheduled.
+ */
+int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
+			   enum hashlb_key key, const struct hashlb_steer_dest *dests,
+			   struct hashlb_error *err);
+
+/* The counters summed over CPUs. */
+int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
+
+/* Drop every conntrack entry (tests). */
+int hashlb_steer_flows_clear(struct hashlb_steer *s);
+/* Number of conntrack entries. */
+int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+
+/* A program's fd, for BPF_PROG_TEST_RUN; -ENOENT from a found handle. */
+int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog);
+
+/* The mode actually attached (never AUTO). */
+enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s);
+
+/* "auto", "xdp", "xdp-generic", "tc", "none"; NULL if invalid. */
+const char *hashlb_steer_mode_name(enum hashlb_steer_mode m);
+int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
+
+/* The drop reason's stable name ("malformed", ...). */
+const char *hashlb_steer_drop_name(enum hlb_steer_drop d);
+
+/* XXH64(name, 0): a backend's identity in conntrack entries. */
+uint64_t hashlb_steer_backend_id(const char *name);
+
+/* Whether this build has kernel steering. */
+bool hashlb_steer_supported(void);
+
+#endif

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/* Kernel steering when built with -Dbpf=disabled: every entry point says so. */
+#include <errno.h>
+#include <stddef.h>
+
+#include "hashlb/steer.h"
+
+#define NO_BPF                                                                       \
+	"hashlb was built without kernel steering (meson -Dbpf=disabled, or clang, " \
+	"bpftool or libbpf missing); rebuild with -Dbpf=enabled"
+
+bool hashlb_steer_supported(void)
+{
+	return false;
+}
+
+int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_table *first,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+void hashlb_steer_free(struct hashlb_steer *s)
+{
+}
+
+int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			  struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
+			   enum hashlb_key key, const struct hashlb_steer_dest *dests,
+			   struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_flows_clear(struct hashlb_steer *s)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
+{
+	return -EOPNOTSUPP;
+}
+
+enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
+{
+	return HASHLB_STEER_LOAD_ONLY;
+}

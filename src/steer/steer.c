@@ -1,0 +1,803 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Kernel steering loader: loads bpf/steer.bpf.c through its skeleton,
+ * attaches it (XDP native, XDP generic or tc clsact), and writes VIPs and
+ * table halves into its maps. A handle is either the loader's own (it has
+ * the skeleton and detaches on free) or found on an interface (map fds only,
+ * read through the attached program's map ids).
+ */
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+
+#include "hashlb/steer.h"
+#include "steer.skel.h"
+
+#define TC_HANDLE 0x4c42 /* "LB" */
+#define TC_PRIORITY 1
+#define FLOWS_DEFAULT 65536u
+
+enum map_id {
+	M_VIPS,
+	M_ACTIVE,
+	M_TABLES,
+	M_BACKENDS,
+	M_BY_ID,
+	M_SLOTS,
+	M_POINTS,
+	M_BUCKETS,
+	M_FLOWS,
+	M_STATS,
+	M_SYNC,
+	M_MAX
+};
+
+/* Kernel map names (15 characters at most), as in bpf/steer.bpf.c. */
+static const char *const map_names[M_MAX] = {
+	[M_VIPS] = "hlb_vips",	       [M_ACTIVE] = "hlb_active",   [M_TABLES] = "hlb_tables",
+	[M_BACKENDS] = "hlb_backends", [M_BY_ID] = "hlb_by_id",	    [M_SLOTS] = "hlb_slots",
+	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_FLOWS] = "hlb_flows",
+	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",
+};
+
+struct hashlb_steer {
+	struct hlb_steer_bpf *skel; /* NULL for a found handle */
+	int fd[M_MAX]; /* borrowed from skel, or owned when found */
+	int sync_inner_fd; /* the barrier's inner map */
+	uint32_t backends_cap, slots_cap, points_cap, buckets_cap;
+	enum hashlb_steer_mode mode;
+	int ifindex;
+	bool tc_hook_created;
+	bool keep;
+	uint8_t if_mac[6];
+};
+
+bool hashlb_steer_supported(void)
+{
+	return true;
+}
+
+static int if_mac(const char *iface, uint8_t mac[6])
+{
+	struct ifreq ifr;
+	int fd, ret = 0;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	strncpy(ifr.ifr_name, iface, IFNAMSIZ - 1);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0)
+		ret = -errno;
+	else
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	close(fd);
+	return ret;
+}
+
+static struct hashlb_steer *steer_new(void)
+{
+	struct hashlb_steer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < M_MAX; i++)
+		s->fd[i] = -1;
+	s->sync_inner_fd = -1;
+	return s;
+}
+
+static int sync_inner_create(struct hashlb_steer *s)
+{
+	s->sync_inner_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "hlb_sync_in", 4, 4, 1, NULL);
+	return s->sync_inner_fd < 0 ? -errno : 0;
+}
+
+/* Wait until no BPF program runs that started before this call: updating a
+ * map-in-map element does a synchronize_rcu() before returning. */
+static int steer_barrier(struct hashlb_steer *s)
+{
+	uint32_t zero = 0;
+
+	if (bpf_map_update_elem(s->fd[M_SYNC], &zero, &s->sync_inner_fd, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+static uint32_t max_u32(uint32_t a, uint32_t b)
+{
+	return a > b ? a : b;
+}
+
+static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)
+{
+	int xdp_fd = bpf_program__fd(s->skel->progs.hlb_xdp);
+	int tc_fd = bpf_program__fd(s->skel->progs.hlb_tc);
+	int ret;
+
+	/* AUTO tries native XDP, then generic, then tc; an explicit mode
+	 * tries that one only. Another program in the way is an error in
+	 * every case: we never replace someone else's. */
+	static const struct {
+		enum hashlb_steer_mode mode;
+		uint32_t flags;
+	} xdp_modes[] = {
+		{ HASHLB_STEER_XDP_NATIVE, XDP_FLAGS_DRV_MODE },
+		{ HASHLB_STEER_XDP_GENERIC, XDP_FLAGS_SKB_MODE },
+	};
+
+	for (size_t i = 0; i < sizeof(xdp_modes) / sizeof(xdp_modes[0]); i++) {
+		if (mode != HASHLB_STEER_AUTO && mode != xdp_modes[i].mode)
+			continue;
+		ret = bpf_xdp_attach(s->ifindex, xdp_fd,
+				     xdp_modes[i].flags | XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
+		if (ret == 0) {
+			s->mode = xdp_modes[i].mode;
+			return 0;
+		}
+		if (mode != HASHLB_STEER_AUTO || ret == -EBUSY || ret == -EEXIST)
+			return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "attaching %s failed: %s%s",
+					  hashlb_steer_mode_name(xdp_modes[i].mode), strerror(-ret),
+					  ret == -EBUSY || ret == -EEXIST
+						  ? " (another XDP program is attached)"
+						  : "");
+	}
+
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = tc_fd, .handle = TC_HANDLE,
+		    .priority = TC_PRIORITY);
+
+	ret = bpf_tc_hook_create(&hook);
+	if (ret < 0 && ret != -EEXIST)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				  "creating the clsact qdisc failed: %s", strerror(-ret));
+	s->tc_hook_created = ret == 0;
+	ret = bpf_tc_attach(&hook, &opts);
+	if (ret < 0)
+		return hashlb_err(
+			err, ret, HASHLB_ERR_SYSTEM, "attaching tc failed: %s%s", strerror(-ret),
+			ret == -EEXIST ? " (a hashlb tc filter is attached already)" : "");
+	s->mode = HASHLB_STEER_TC;
+	return 0;
+}
+
+static void detach(struct hashlb_steer *s)
+{
+	if (s->mode == HASHLB_STEER_XDP_NATIVE || s->mode == HASHLB_STEER_XDP_GENERIC) {
+		LIBBPF_OPTS(bpf_xdp_attach_opts, xo,
+			    .old_prog_fd = bpf_program__fd(s->skel->progs.hlb_xdp));
+		uint32_t flags = s->mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE
+								    : XDP_FLAGS_SKB_MODE;
+
+		/* Only our program: REPLACE fails if someone swapped it. */
+		bpf_xdp_attach(s->ifindex, -1, flags | XDP_FLAGS_REPLACE, &xo);
+	} else if (s->mode == HASHLB_STEER_TC) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex,
+			    .attach_point = BPF_TC_INGRESS);
+		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+
+		bpf_tc_detach(&hook, &opts);
+		if (s->tc_hook_created) {
+			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
+			bpf_tc_hook_destroy(&hook);
+		}
+	}
+	s->mode = HASHLB_STEER_LOAD_ONLY;
+}
+
+int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_table *first,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	struct hashlb_table_view v = { 0 };
+	struct hashlb_steer *s;
+	uint32_t m_max, points;
+	int ret;
+
+	if ((unsigned)o->mode >= HASHLB_STEER_MODE_MAX)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid steering mode");
+	if (o->mode != HASHLB_STEER_LOAD_ONLY && !o->iface)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "no interface given");
+	if (first)
+		hashlb_table_view(first, &v);
+
+	s = steer_new();
+	if (!s)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	s->keep = o->keep;
+	s->mode = HASHLB_STEER_LOAD_ONLY;
+	if (o->mode != HASHLB_STEER_LOAD_ONLY) {
+		s->ifindex = (int)if_nametoindex(o->iface);
+		if (!s->ifindex) {
+			ret = hashlb_err(err, -ENODEV, HASHLB_ERR_SYSTEM, "no interface '%s'",
+					 o->iface);
+			goto err_free;
+		}
+		ret = if_mac(o->iface, s->if_mac);
+		if (ret < 0) {
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "reading the MAC of '%s': %s",
+				   o->iface, strerror(-ret));
+			goto err_free;
+		}
+	}
+
+	/* Room to grow: twice the first table, never less than the defaults. */
+	s->backends_cap = o->max_backends ? o->max_backends : max_u32(256, 2 * v.n_backends);
+	if (s->backends_cap > HASHLB_BACKENDS_MAX)
+		s->backends_cap = HASHLB_BACKENDS_MAX;
+	m_max = o->max_maglev_m ? o->max_maglev_m : max_u32(HASHLB_MAGLEV_M_DEFAULT, v.m);
+	s->slots_cap = (m_max + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
+	points = o->max_ring_points ? o->max_ring_points : max_u32(65536, 2 * v.n_points);
+	s->points_cap = points;
+	s->buckets_cap = points + 1; /* 2^bucket_bits <= points */
+
+	s->skel = hlb_steer_bpf__open();
+	if (!s->skel) {
+		ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "opening the BPF object: %s",
+				 strerror(errno));
+		goto err_free;
+	}
+	s->skel->rodata->backends_cap = s->backends_cap;
+	s->skel->rodata->slots_cap = s->slots_cap;
+	s->skel->rodata->points_cap = s->points_cap;
+	s->skel->rodata->buckets_cap = s->buckets_cap;
+	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_by_id, 2 * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->slots_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->points_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->buckets_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_flows, o->flows ? o->flows : FLOWS_DEFAULT);
+	ret = hlb_steer_bpf__load(s->skel);
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+			   "loading the BPF programs failed: %s (run as root; see libbpf's log "
+			   "above for the verifier's reason)",
+			   strerror(-ret));
+		goto err_free;
+	}
+	s->fd[M_VIPS] = bpf_map__fd(s->skel->maps.hlb_vips);
+	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
+	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
+	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
+	s->fd[M_BY_ID] = bpf_map__fd(s->skel->maps.hlb_by_id);
+	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
+	s->fd[M_POINTS] = bpf_map__fd(s->skel->maps.hlb_points);
+	s->fd[M_BUCKETS] = bpf_map__fd(s->skel->maps.hlb_buckets);
+	s->fd[M_FLOWS] = bpf_map__fd(s->skel->maps.hlb_flows);
+	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
+	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
+	ret = sync_inner_create(s);
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating a map: %s", strerror(-ret));
+		goto err_free;
+	}
+	if (o->mode != HASHLB_STEER_LOAD_ONLY) {
+		ret = attach(s, o->mode, err);
+		if (ret < 0)
+			goto err_free;
+	}
+	*ret_steer = s;
+	return 0;
+
+err_free:
+	hashlb_steer_free(s);
+	return ret;
+}
+
+/* The id of the hashlb program attached to <ifindex>, XDP first, then tc. */
+static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, tq, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+
+	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
+		if (xq.drv_prog_id) {
+			*ret_id = xq.drv_prog_id;
+			*ret_mode = HASHLB_STEER_XDP_NATIVE;
+			return 0;
+		}
+		if (xq.skb_prog_id) {
+			*ret_id = xq.skb_prog_id;
+			*ret_mode = HASHLB_STEER_XDP_GENERIC;
+			return 0;
+		}
+	}
+	if (bpf_tc_query(&hook, &tq) == 0 && tq.prog_id) {
+		*ret_id = tq.prog_id;
+		*ret_mode = HASHLB_STEER_TC;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* <iface>'s index and the program attached to it, with an error message. */
+static int find_attached(const char *iface, int *ret_ifindex, uint32_t *ret_id,
+			 enum hashlb_steer_mode *ret_mode, struct hashlb_error *err)
+{
+	int ifindex = (int)if_nametoindex(iface), ret;
+
+	if (!ifindex)
+		return hashlb_err(err, -ENODEV, HASHLB_ERR_SYSTEM, "no interface '%s'", iface);
+	ret = attached_prog(ifindex, ret_id, ret_mode);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				  "no hashlb program is attached to '%s'", iface);
+	*ret_ifindex = ifindex;
+	return 0;
+}
+
+int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	uint32_t map_ids[32], prog_id = 0;
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	enum hashlb_steer_mode mode;
+	struct hashlb_steer *s;
+	int ifindex, prog_fd, ret;
+
+	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
+	if (ret < 0)
+		return ret;
+	prog_fd = bpf_prog_get_fd_by_id(prog_id);
+	if (prog_fd < 0)
+		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "opening program %u: %s", prog_id,
+				  strerror(errno));
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = 32;
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	ret = bpf_obj_get_info_by_fd(prog_fd, &info, &len);
+	close(prog_fd);
+	if (ret < 0)
+		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading program %u: %s", prog_id,
+				  strerror(errno));
+	if (strcmp(info.name, "hlb_xdp") != 0 && strcmp(info.name, "hlb_tc") != 0)
+		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
+				  "the program on '%s' is '%s', not hashlb's", iface, info.name);
+
+	s = steer_new();
+	if (!s)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	s->keep = true;
+	s->ifindex = ifindex;
+	s->mode = mode;
+	if_mac(iface, s->if_mac);
+	for (uint32_t i = 0; i < info.nr_map_ids && i < 32; i++) {
+		struct bpf_map_info mi;
+		uint32_t mlen = sizeof(mi);
+		int fd = bpf_map_get_fd_by_id(map_ids[i]);
+
+		if (fd < 0)
+			continue;
+		memset(&mi, 0, sizeof(mi));
+		if (bpf_obj_get_info_by_fd(fd, &mi, &mlen) < 0) {
+			close(fd);
+			continue;
+		}
+		for (int m = 0; m < M_MAX; m++) {
+			if (s->fd[m] < 0 && strcmp(mi.name, map_names[m]) == 0) {
+				s->fd[m] = fd;
+				fd = -1;
+				if (m == M_BACKENDS)
+					s->backends_cap = mi.max_entries / 2;
+				else if (m == M_SLOTS)
+					s->slots_cap = mi.max_entries / 2;
+				else if (m == M_POINTS)
+					s->points_cap = mi.max_entries / 2;
+				else if (m == M_BUCKETS)
+					s->buckets_cap = mi.max_entries / 2;
+				break;
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	/* The barrier map is not referenced by the program: not in its list.
+	 * Without it, wait by time instead (see steer_wait_old_half). */
+	for (int m = 0; m < M_MAX; m++) {
+		if (m != M_SYNC && s->fd[m] < 0) {
+			ret = hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
+					 "the program on '%s' has no map '%s': another hashlb "
+					 "version?",
+					 iface, map_names[m]);
+			hashlb_steer_free(s);
+			return ret;
+		}
+	}
+	*ret_steer = s;
+	return 0;
+}
+
+void hashlb_steer_free(struct hashlb_steer *s)
+{
+	if (!s)
+		return;
+	if (s->skel) {
+		if (!s->keep)
+			detach(s);
+		hlb_steer_bpf__destroy(s->skel);
+	} else {
+		for (int m = 0; m < M_MAX; m++)
+			if (s->fd[m] >= 0)
+				close(s->fd[m]);
+	}
+	if (s->sync_inner_fd >= 0)
+		close(s->sync_inner_fd);
+	free(s);
+}
+
+int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
+{
+	enum hashlb_steer_mode mode;
+	uint32_t prog_id;
+	int ifindex, ret;
+
+	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
+	if (ret < 0)
+		return ret;
+	if (mode == HASHLB_STEER_TC) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+
+		ret = bpf_tc_detach(&hook, &opts);
+	} else {
+		ret = bpf_xdp_detach(ifindex,
+				     mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE
+								     : XDP_FLAGS_SKB_MODE,
+				     NULL);
+	}
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
+				  strerror(-ret));
+	return 0;
+}
+
+static int sockaddr_vip(const struct sockaddr_storage *ss, struct hlb_steer_vip_key *ret_key)
+{
+	struct hlb_steer_vip_key k;
+
+	memset(&k, 0, sizeof(k));
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)ss;
+
+		k.addr[10] = 0xff;
+		k.addr[11] = 0xff;
+		memcpy(k.addr + 12, &sin->sin_addr, 4);
+		k.port = sin->sin_port;
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)ss;
+
+		memcpy(k.addr, &sin6->sin6_addr, 16);
+		k.port = sin6->sin6_port;
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	if (k.port == 0)
+		return -EINVAL;
+	*ret_key = k;
+	return 0;
+}
+
+int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			  struct hashlb_error *err)
+{
+	struct hlb_steer_vip_key *keys, k, next;
+	uint32_t nk = 0;
+	int ret = 0;
+
+	keys = calloc((size_t)n * 2 + 1, sizeof(*keys));
+	if (!keys)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		struct hlb_steer_vip v = { .flags = 0 };
+		struct hlb_steer_vip a = { .flags = HLB_STEER_VIP_F_ADDR_ONLY };
+
+		ret = sockaddr_vip(&vips[i], &k);
+		if (ret < 0) {
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				   "VIP %u: needs an IPv4 or IPv6 address and a non-zero port", i);
+			goto out;
+		}
+		keys[nk++] = k;
+		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &v, BPF_ANY) < 0)
+			goto err_sys;
+		k.port = 0;
+		keys[nk++] = k;
+		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &a, BPF_ANY) < 0)
+			goto err_sys;
+	}
+	/* Remove the VIPs no longer served. */
+	for (int more = bpf_map_get_next_key(s->fd[M_VIPS], NULL, &next) == 0; more;) {
+		bool keepk = false;
+
+		k = next;
+		more = bpf_map_get_next_key(s->fd[M_VIPS], &k, &next) == 0;
+		for (uint32_t i = 0; i < nk; i++)
+			keepk = keepk || memcmp(&keys[i], &k, sizeof(k)) == 0;
+		if (!keepk)
+			bpf_map_delete_elem(s->fd[M_VIPS], &k);
+	}
+	goto out;
+err_sys:
+	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
+			 strerror(errno));
+out:
+	free(keys);
+	return ret;
+}
+
+static int map_write(int fd, uint32_t key, const void *value)
+{
+	return bpf_map_update_elem(fd, &key, value, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* Write table <v> into half <half>. */
+static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb_table_view *v,
+		      struct hlb_steer_table *meta, struct hashlb_error *err)
+{
+	int ret;
+
+	if (v->scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t nv = (v->m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
+
+		if (nv > s->slots_cap)
+			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+					  "Maglev M=%u exceeds the loaded capacity %u: restart "
+					  "steering with a larger --max-maglev-m",
+					  v->m, s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
+		for (uint32_t i = 0; i < nv; i++) {
+			struct hlb_steer_slots sl;
+
+			for (uint32_t j = 0; j < HLB_STEER_SLOTS_PER_VALUE; j++) {
+				uint32_t slot = i * HLB_STEER_SLOTS_PER_VALUE + j;
+
+				sl.b[j] = slot < v->m ? v->slots[slot] : HLB_STEER_BACKEND_NONE;
+			}
+			ret = map_write(s->fd[M_SLOTS], half * s->slots_cap + i, &sl);
+			if (ret < 0)
+				goto err_sys;
+		}
+		meta->scheme = HLB_STEER_SCHEME_MAGLEV;
+		meta->m = v->m;
+		return 0;
+	}
+
+	uint32_t nb = (1u << v->bucket_bits) + 1;
+
+	if (v->n_points > s->points_cap || nb > s->buckets_cap)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "the ring's %u points exceed the loaded capacity %u: restart "
+				  "steering with a larger --max-ring-points",
+				  v->n_points, s->points_cap);
+	if (v->max_scan > HLB_STEER_RING_SCAN_MAX)
+		return hashlb_err(
+			err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+			"ring index bucket of %u points exceeds the kernel's scan bound %u",
+			v->max_scan, HLB_STEER_RING_SCAN_MAX);
+	for (uint32_t i = 0; i < v->n_points; i++) {
+		struct hlb_steer_ring_point p = { .pos = v->pos[i], .owner = v->owner[i] };
+
+		ret = map_write(s->fd[M_POINTS], half * s->points_cap + i, &p);
+		if (ret < 0)
+			goto err_sys;
+	}
+	for (uint32_t b = 0; b < nb; b++) {
+		ret = map_write(s->fd[M_BUCKETS], half * s->buckets_cap + b, &v->bucket[b]);
+		if (ret < 0)
+			goto err_sys;
+	}
+	meta->scheme = HLB_STEER_SCHEME_RING;
+	meta->n_points = v->n_points;
+	meta->bucket_bits = v->bucket_bits;
+	meta->max_scan = v->max_scan;
+	return 0;
+err_sys:
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the table map: %s", strerror(-ret));
+}
+
+static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t i,
+			  const struct hashlb_steer_dest *d, struct hlb_steer_backend *ret_be)
+{
+	static const uint8_t zero_mac[6];
+	struct hlb_steer_backend be;
+
+	memset(&be, 0, sizeof(be));
+	be.id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
+	memcpy(be.dst_mac, d->mac, 6);
+	memcpy(be.src_mac, memcmp(d->src_mac, zero_mac, 6) ? d->src_mac : s->if_mac, 6);
+	be.ifindex = d->ifindex;
+	if (!hashlb_table_backend_down(t, i) || d->drain)
+		be.flags |= HLB_STEER_BACKEND_F_KEEP;
+	*ret_be = be;
+}
+
+int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
+			   enum hashlb_key key, const struct hashlb_steer_dest *dests,
+			   struct hashlb_error *err)
+{
+	struct hashlb_table_view v;
+	struct hlb_steer_table meta;
+	uint32_t zero = 0, active = 0, half, n;
+	uint64_t *ids = NULL, id, next;
+	int ret;
+
+	hashlb_table_view(t, &v);
+	n = v.n_backends;
+	if (n > s->backends_cap)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
+				  "%u backends exceed the loaded capacity %u: restart steering "
+				  "with a larger --max-backends",
+				  n, s->backends_cap);
+	if (hashlb_key_len(key) == 0)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid hash key");
+	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
+		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading the active half: %s",
+				  strerror(errno));
+	/* The first table goes into half 1: half 0 is the all-zero table
+	 * (no points: every lookup says "no backend") until then. */
+	half = (active & 1) ^ 1;
+
+	memset(&meta, 0, sizeof(meta));
+	meta.seed = hashlb_table_params(t)->seed;
+	meta.key_len = (uint32_t)hashlb_key_len(key);
+	meta.n_backends = n;
+	ret = write_half(s, half, &v, &meta, err);
+	if (ret < 0)
+		return ret;
+
+	ids = calloc(n ? n : 1, sizeof(*ids));
+	if (!ids)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		struct hlb_steer_backend be;
+
+		backend_value(s, t, i, &dests[i], &be);
+		ids[i] = be.id;
+		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
+		if (ret < 0)
+			goto err_sys;
+		/* New backends become resolvable before any flow can name
+		 * them; existing ones change state only after the flip. */
+		if (bpf_map_update_elem(s->fd[M_BY_ID], &be.id, &be, BPF_NOEXIST) < 0 &&
+		    errno != EEXIST) {
+			ret = -errno;
+			goto err_sys;
+		}
+	}
+	ret = map_write(s->fd[M_TABLES], half, &meta);
+	if (ret < 0)
+		goto err_sys;
+
+	/* The flip: one aligned 32-bit value, readers see 0 or 1. */
+	ret = map_write(s->fd[M_ACTIVE], 0, &half);
+	if (ret < 0)
+		goto err_sys;
+	if (s->fd[M_SYNC] >= 0 && s->sync_inner_fd >= 0) {
+		ret = steer_barrier(s);
+		if (ret < 0)
+			goto err_sys;
+	} else {
+		/* A found handle has no barrier map: programs run for
+		 * microseconds, a millisecond-scale pause outlasts them. */
+		usleep(20000);
+	}
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct hlb_steer_backend be;
+
+		backend_value(s, t, i, &dests[i], &be);
+		if (bpf_map_update_elem(s->fd[M_BY_ID], &be.id, &be, BPF_ANY) < 0) {
+			ret = -errno;
+			goto err_sys;
+		}
+	}
+	/* Backends no longer configured: their flows are rescheduled. */
+	for (int more = bpf_map_get_next_key(s->fd[M_BY_ID], NULL, &next) == 0; more;) {
+		bool present = false;
+
+		id = next;
+		more = bpf_map_get_next_key(s->fd[M_BY_ID], &id, &next) == 0;
+		for (uint32_t i = 0; i < n && !present; i++)
+			present = ids[i] == id;
+		if (!present)
+			bpf_map_delete_elem(s->fd[M_BY_ID], &id);
+	}
+	free(ids);
+	return 0;
+err_sys:
+	free(ids);
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the steering maps: %s",
+			  strerror(-ret));
+}
+
+int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct hlb_steer_stats *per, sum;
+	uint32_t zero = 0;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	per = calloc((size_t)ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(s->fd[M_STATS], &zero, per) < 0) {
+		int ret = -errno;
+
+		free(per);
+		return ret;
+	}
+	memset(&sum, 0, sizeof(sum));
+	for (int c = 0; c < ncpu; c++) {
+		sum.packets += per[c].packets;
+		sum.bytes += per[c].bytes;
+		sum.new_flows += per[c].new_flows;
+		sum.ct_hits += per[c].ct_hits;
+		sum.ct_resched += per[c].ct_resched;
+		sum.passed += per[c].passed;
+		for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
+			sum.drops[d] += per[c].drops[d];
+	}
+	free(per);
+	*ret_stats = sum;
+	return 0;
+}
+
+int hashlb_steer_flows_clear(struct hashlb_steer *s)
+{
+	struct hlb_steer_flow_key k, next;
+	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
+
+	/* Step to the next key before deleting this one: restarting from the
+	 * first key each time rescans the emptied buckets (quadratic). */
+	while (more) {
+		k = next;
+		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
+		bpf_map_delete_elem(s->fd[M_FLOWS], &k);
+	}
+	return 0;
+}
+
+int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
+{
+	struct hlb_steer_flow_key k, next;
+	uint32_t c = 0;
+	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
+
+	while (more) {
+		k = next;
+		c++;
+		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
+	}
+	*ret_count = c;
+	return 0;
+}
+
+int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
+{
+	if (!s->skel)
+		return -ENOENT;
+	switch (prog) {
+	case HASHLB_STEER_PROG_XDP:
+		return bpf_program__fd(s->skel->progs.hlb_xdp);
+	case HASHLB_STEER_PROG_TC:
+		return bpf_program__fd(s->skel->progs.hlb_tc);
+	case HASHLB_STEER_PROG_PASS:
+		return bpf_program__fd(s->skel->progs.hlb_xdp_pass);
+	default:
+		return -EINVAL;
+	}
+}
+
+enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
+{
+	return s->mode;
+}

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers of the kernel steering tests: build TCP frames, run the XDP
+ * program on them with BPF_PROG_TEST_RUN, check results. A test that cannot
+ * run here (not root, no BPF) exits 77 and says why.
+ */
+#ifndef HLB_STEER_TEST_HELPERS_H
+#define HLB_STEER_TEST_HELPERS_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+
+#include "hashlb/steer.h"
+#include "hashlb/table.h"
+#include "hashlb/tuple.h"
+
+#define XDP_ABORTED_ 0
+#define XDP_DROP_ 1
+#define XDP_PASS_ 2
+#define XDP_TX_ 3
+#define XDP_REDIRECT_ 4
+
+static int test_failures;
+
+#define CHECK(cond, ...)                                                                         \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                            \
+			fprintf(stderr, "\n");                                                   \
+			test_failures++;                                                         \
+		}                                                                                \
+	} while (0)
+
+/* Deterministic PRNG (splitmix64) so a failure reproduces. */
+static inline uint64_t test_rand(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static const uint8_t test_lb_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
+static const uint8_t test_client_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x02 };
+
+/* Backend i's MAC encodes i, so the rewritten frame says which was chosen. */
+static inline void test_backend_mac(uint32_t i, uint8_t mac[6])
+{
+	mac[0] = 0x02;
+	mac[1] = 0x68;
+	mac[2] = 0x6c;
+	mac[3] = 0x62;
+	mac[4] = (uint8_t)(i >> 8);
+	mac[5] = (uint8_t)i;
+}
+
+/* The backend index a rewritten frame was sent to, or -1. */
+static inline int test_frame_backend(const uint8_t *frame)
+{
+	if (frame[0] != 0x02 || frame[1] != 0x68 || frame[2] != 0x6c || frame[3] != 0x62)
+		return -1;
+	return frame[4] << 8 | frame[5];
+}
+
+static inline uint32_t csum_add(uint32_t sum, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (len & 1)
+		sum += (uint32_t)(p[len - 1] << 8);
+	return sum;
+}
+
+static inline uint16_t csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+struct test_pkt {
+	bool v6;
+	uint8_t src[16], dst[16]; /* IPv4 in the last 4 bytes of a mapped address */
+	uint16_t sport, dport; /* host order */
+	uint8_t tcp_flags; /* TH_* bits of byte 13 */
+	uint8_t ttl;
+	uint32_t ip_opt_len; /* IPv4 options (multiple of 4, NOPs) */
+	uint32_t payload_len;
+};
+
+/* Write the frame of <p> into <buf> (>= 256 bytes); returns its length. */
+static inline size_t test_build(const struct test_pkt *p, uint8_t *buf)
+{
+	uint8_t *l3 = buf + 14, *tcp;
+	size_t l3_len, tcp_len = 20 + p->payload_len;
+	uint32_t sum;
+
+	memcpy(buf, test_lb_mac, 6);
+	memcpy(buf + 6, test_client_mac, 6);
+	if (!p->v6) {
+		struct iphdr *ip = (void *)l3;
+		size_t ihl = 20 + p->ip_opt_len;
+
+		buf[12] = 0x08;
+		buf[13] = 0x00;
+		memset(ip, 0, ihl);
+		ip->version = 4;
+		ip->ihl = (uint8_t)(ihl / 4);
+		ip->tot_len = htons((uint16_t)(ihl + tcp_len));
+		ip->id = htons(0x1234);
+		ip->frag_off = htons(0x4000); /* DF */
+		ip->ttl = p->ttl ? p->ttl : 64;
+		ip->protocol = IPPROTO_TCP;
+		memcpy(&ip->saddr, p->src + 12, 4);
+		memcpy(&ip->daddr, p->dst + 12, 4);
+		memset(l3 + 20, 1, p->ip_opt_len); /* NOP options */
+		ip->check = htons(csum_fold(csum_add(0, ip, ihl)));
+		l3_len = ihl;
+	} else {
+		struct ipv6hdr *ip6 = (void *)l3;
+
+		buf[12] = 0x86;
+		buf[13] = 0xdd;
+		memset(ip6, 0, sizeof(*ip6));
+		ip6->version = 6;
+		ip6->payload_len = htons((uint16_t)tcp_len);
+		ip6->nexthdr = IPPROTO_TCP;
+		ip6->hop_limit = p->ttl ? p->ttl : 64;
+		memcpy(&ip6->saddr, p->src, 16);
+		memcpy(&ip6->daddr, p->dst, 16);
+		l3_len = 40;
+	}
+	tcp = l3 + l3_len;
+	memset(tcp, 0, tcp_len);
+	tcp[0] = (uint8_t)(p->sport >> 8);
+	tcp[1] = (uint8_t)p->sport;
+	tcp[2] = (uint8_t)(p->dport >> 8);
+	tcp[3] = (uint8_t)p->dport;
+	tcp[7] = 1; /* seq */
+	tcp[12] = 5 << 4;
+	tcp[13] = p->tcp_flags ? p->tcp_flags : 0x02; /* SYN */
+	tcp[14] = 0xff; /* window */
+	for (uint32_t i = 0; i < p->payload_len; i++)
+		tcp[20 + i] = (uint8_t)i;
+	/* Pseudo header. */
+	if (!p->v6) {
+		uint8_t ph[4] = { 0, IPPROTO_TCP, (uint8_t)(tcp_len >> 8), (uint8_t)tcp_len };
+
+		sum = csum_add(0, p->src + 12, 4);
+		sum = csum_add(sum, p->dst + 12, 4);
+		sum = csum_add(sum, ph, 4);
+	} else {
+		uint8_t ph[8] = { 0, 0,		 (uint8_t)(tcp_len >> 8), (uint8_t)tcp_len, 0, 0,
+				  0, IPPROTO_TCP };
+
+		sum = csum_add(0, p->src, 16);
+		sum = csum_add(sum, p->dst, 16);
+		sum = csum_add(sum, ph, 8);
+	}
+	sum = csum_add(sum, tcp, tcp_len);
+	uint16_t c = csum_fold(sum);
+
+	tcp[16] = (uint8_t)(c >> 8);
+	tcp[17] = (uint8_t)c;
+	return 14 + l3_len + tcp_len;
+}
+
+/* The canonical tuple of <p>. */
+static inline void test_tuple(const struct test_pkt *p, struct hashlb_tuple *t)
+{
+	memcpy(t->src, p->src, 16);
+	memcpy(t->dst, p->dst, 16);
+	t->sport[0] = (uint8_t)(p->sport >> 8);
+	t->sport[1] = (uint8_t)p->sport;
+	t->dport[0] = (uint8_t)(p->dport >> 8);
+	t->dport[1] = (uint8_t)p->dport;
+}
+
+static inline void test_v4(uint8_t a[16], uint32_t host_order)
+{
+	memset(a, 0, 10);
+	a[10] = a[11] = 0xff;
+	a[12] = (uint8_t)(host_order >> 24);
+	a[13] = (uint8_t)(host_order >> 16);
+	a[14] = (uint8_t)(host_order >> 8);
+	a[15] = (uint8_t)host_order;
+}
+
+/* Run the program <fd> once on <in>; the verdict, the frame out in <out>. */
+static inline int test_run(int fd, const void *in, size_t len, void *out, uint32_t *ret_out_len)
+{
+	uint8_t scratch[512];
+
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)len,
+		    .data_out = out ? out : scratch, .data_size_out = sizeof(scratch), .repeat = 1);
+	if (bpf_prog_test_run_opts(fd, &o) < 0) {
+		fprintf(stderr, "BPF_PROG_TEST_RUN: %s\n", strerror(errno));
+		exit(1);
+	}
+	if (ret_out_len)
+		*ret_out_len = o.data_size_out;
+	return (int)o.retval;
+}
+
+/* Load the programs, or exit 77 when this machine cannot (not root). */
+static inline struct hashlb_steer *test_steer_load(const struct hashlb_table *first)
+{
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY };
+	struct hashlb_steer *s;
+	struct hashlb_error err = { 0 };
+	int ret;
+
+	ret = hashlb_steer_open(&o, first, &s, &err);
+	if (ret == -EPERM || ret == -EACCES) {
+		printf("SKIP: loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN): %s\n",
+		       err.msg);
+		exit(77);
+	}
+	if (ret < 0) {
+		fprintf(stderr, "steer open: %s\n", err.msg);
+		exit(1);
+	}
+	return s;
+}
+
+/* Publish <t> with backend i at test_backend_mac(i). */
+static inline void test_publish(struct hashlb_steer *s, const struct hashlb_table *t,
+				enum hashlb_key key, const bool *drain)
+{
+	uint32_t n = hashlb_table_backend_count(t);
+	struct hashlb_steer_dest *d = calloc(n, sizeof(*d));
+	struct hashlb_error err = { 0 };
+
+	for (uint32_t i = 0; i < n; i++) {
+		test_backend_mac(i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+		d[i].drain = drain && drain[i];
+	}
+	if (hashlb_steer_set_table(s, t, key, d, &err) < 0) {
+		fprintf(stderr, "set_table: %s\n", err.msg);
+		exit(1);
+	}
+	free(d);
+}
+
+static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_t seed,
+					      const char *const *names, uint32_t n,
+					      const bool *down)
+{
+	struct hashlb_backend_spec spec[64];
+	struct hashlb_table_params p;
+	struct hashlb_table *t;
+	struct hashlb_error err = { 0 };
+
+	hashlb_table_params_init(&p, scheme);
+	p.seed = seed;
+	for (uint32_t i = 0; i < n; i++) {
+		spec[i].name = names[i];
+		spec[i].weight = 1 + (i % 3);
+		spec[i].down = down && down[i];
+	}
+	if (hashlb_table_build(&p, spec, n, &t, &err) < 0) {
+		fprintf(stderr, "table build: %s\n", err.msg);
+		exit(1);
+	}
+	return t;
+}
+
+static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
+{
+	struct sockaddr_storage ss[8];
+	struct hashlb_error err = { 0 };
+
+	memset(ss, 0, sizeof(ss));
+	for (uint32_t i = 0; i < n; i++) {
+		char host[64];
+		const char *colon = strrchr(vips[i], ':');
+		int port = atoi(colon + 1);
+
+		if (vips[i][0] == '[') {
+			struct sockaddr_in6 *s6 = (void *)&ss[i];
+
+			memcpy(host, vips[i] + 1, (size_t)(colon - vips[i] - 2));
+			host[colon - vips[i] - 2] = 0;
+			s6->sin6_family = AF_INET6;
+			s6->sin6_port = htons((uint16_t)port);
+			inet_pton(AF_INET6, host, &s6->sin6_addr);
+		} else {
+			struct sockaddr_in *s4 = (void *)&ss[i];
+
+			memcpy(host, vips[i], (size_t)(colon - vips[i]));
+			host[colon - vips[i]] = 0;
+			s4->sin_family = AF_INET;
+			s4->sin_port = htons((uint16_t)port);
+			inet_pton(AF_INET, host, &s4->sin_addr);
+		}
+	}
+	if (hashlb_steer_set_vips(s, ss, n, &err) < 0) {
+		fprintf(stderr, "set_vips: %s\n", err.msg);
+		exit(1);
+	}
+}
+
+#endif
