@@ -50,6 +50,12 @@ struct hlb_backend {
 	uint32_t weight; /* configured */
 	_Atomic int admin; /* enum hashlb_admin_state */
 	atomic_bool healthy; /* last verdict of the health checker */
+	/* Slow start: new clients admitted per 65536 of those whose choice it is
+	 * (see src/control/balance.h); 65536 = all. Set by the control thread. */
+	atomic_uint admit;
+	/* Removed by a reload and its drain timeout has passed: workers close
+	 * its remaining connections. */
+	atomic_bool evict;
 	struct hlb_backend_stats stats;
 };
 
@@ -67,6 +73,7 @@ struct hlb_snapshot {
 	uint32_t n_backends; /* == hashlb_table_backend_count(table) */
 	struct hlb_backend **backends; /* table index -> backend; one reference each */
 	double balance_factor; /* 0 = off */
+	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
 };
 
 void hlb_snapshot_free(struct hlb_snapshot *s); /* accepts NULL */
