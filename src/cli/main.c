@@ -12,6 +12,7 @@ static const struct cli_command commands[] = {
 	  cmd_table },
 	{ "lookup", "print the backend and preference list for a client address", cmd_lookup },
 	{ "check", "validate a configuration file and show each service's table", cmd_check },
+	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

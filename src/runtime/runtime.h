@@ -1,24 +1,57 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The runtime objects that the data plane (src/proxy/) and the control plane
- * (src/control/) share. This is the contract between them:
+ * (src/control/) share. This is the contract between them.
  *
- * - The control thread owns the pool: services and their backends, with
- *   admin state, health and weight. On every change it builds a new
- *   immutable struct hlb_snapshot for the service (a core table plus the
- *   addresses and counters of its backends) and publishes it with one atomic
- *   pointer store (hlb_service_publish()).
- * - Workers load the service's snapshot pointer once per accept (acquire),
- *   never lock, and keep using the backend they picked for the life of the
- *   connection. A connection holds a reference on its struct hlb_backend
- *   (not on the snapshot), so a backend removed by a reload stays valid until
- *   its last connection closes.
- * - Old snapshots are freed by quiescent-state reclamation: each worker bumps
- *   its quiescent counter once per event-loop turn, when it holds no snapshot
- *   pointer; hlb_rcu_synchronize() waits until every worker has passed one.
- * - Counters are per-backend atomics (relaxed): workers add, the admin
- *   endpoint reads. Passive health: workers count connect failures and
- *   timeouts into connect_fail; the control thread reads the deltas.
+ * Threads. One control thread (the process's main thread, running the
+ * event loop of daemon.h) and N worker threads (src/proxy/, one io_uring
+ * each). Workers are numbered 0..N-1; N is fixed for the life of the process.
+ *
+ * Backends (struct hlb_backend). One object per configured backend of a
+ * service, refcounted: every snapshot that lists it holds one reference and
+ * every connection to it holds one. A backend removed by a reload therefore
+ * stays valid, with its counters, until its last connection closes. A reload
+ * that keeps a backend (same service, same name, same address) keeps the
+ * same object, so its counters and health survive. The control plane may
+ * write admin, healthy and its own <control> pointer; nothing else changes
+ * after creation.
+ *
+ * Snapshots (struct hlb_snapshot). Immutable routing state of one service:
+ * the core table (health overlay applied), the backend objects by table
+ * index, the hash key and seed, and the per-service settings the workers
+ * need (timeouts, limits). The control thread builds a new one on every
+ * change (health, admin state, reload) and publishes it with one atomic
+ * pointer store (hlb_service_publish()). A snapshot is never modified after
+ * publication.
+ *
+ * Workers. On accept a worker loads the service's snapshot pointer
+ * (acquire), hashes the client's tuple, takes the preference list, and takes
+ * a reference on the backend it connects to; it never locks. A connection
+ * keeps that backend for its whole life, whatever tables are published
+ * meanwhile. On a failed connect the worker reloads the current snapshot
+ * and moves to the next backend of the preference list.
+ *
+ * Reclamation (struct hlb_rcu). Quiescent-state based: a worker holds
+ * snapshot and service pointers only within one event-loop turn, and is
+ * "offline" (holds none) while it sleeps in io_uring_enter(). A retired
+ * object is freed once every worker has been offline or passed a quiescent
+ * point after the retirement. Retiring never blocks; the control thread's
+ * loop runs the due frees (hlb_rcu_poll()).
+ *
+ * Counters. Each worker owns one cache line of counters per backend and per
+ * service and adds to it with plain relaxed stores (single writer, no
+ * atomic read-modify-write per I/O); readers sum the lines with
+ * hlb_backend_counters_read() / hlb_service_counters_read(). Exceptions,
+ * shared atomics touched once per connection, never per I/O: a service's
+ * and a backend's <active> (max_connections, bounded load) and a backend's
+ * <consecutive_fail> (written only on failures and on the first success
+ * after one).
+ *
+ * Passive health: a worker counts every refused connect into connect_fail,
+ * every timed-out connect into connect_timeout, and into the backend's
+ * consecutive_fail (reset to 0 by the next successful connect). The control
+ * plane reads consecutive_fail (or the deltas of the counters) to apply its
+ * 'fall' rule, then publishes a snapshot with the backend down.
  */
 #ifndef HASHLB_RUNTIME_H
 #define HASHLB_RUNTIME_H
@@ -29,73 +62,192 @@
 #include <sys/socket.h>
 
 #include "hashlb/config.h"
+#include "hashlb/error.h"
 #include "hashlb/table.h"
+#include "hashlb/tuple.h"
 
-struct hlb_backend_stats {
-	atomic_uint_fast64_t active; /* established connections now */
-	atomic_uint_fast64_t total; /* connections established */
-	atomic_uint_fast64_t bytes_in; /* client -> backend */
-	atomic_uint_fast64_t bytes_out; /* backend -> client */
-	atomic_uint_fast64_t connect_fail; /* refused or timed out connects */
-	atomic_uint_fast64_t retries; /* connects that moved on from this backend */
+#define HLB_WORKERS_MAX 256u
+/* Longest preference list a connection walks: 1 + connect_retries, capped. */
+#define HLB_PREFERENCE_MAX 8u
+
+/* ---- quiescent-state reclamation ---------------------------------------- */
+
+struct hlb_rcu;
+
+/* A domain for <n_readers> reader threads (the workers), ids 0..n-1. */
+int hlb_rcu_new(uint32_t n_readers, struct hlb_rcu **ret_rcu);
+/* Runs every pending free; call when no reader runs any more. Accepts NULL. */
+void hlb_rcu_free(struct hlb_rcu *rcu);
+
+/* Reader side (workers), each with its own id. A reader starts offline. */
+void hlb_rcu_online(struct hlb_rcu *rcu, uint32_t id);
+void hlb_rcu_offline(struct hlb_rcu *rcu, uint32_t id);
+void hlb_rcu_quiescent(struct hlb_rcu *rcu, uint32_t id);
+
+/*
+ * Call <fn>(<p>) once every reader has been offline or quiescent since this
+ * call. Never blocks; any thread. Returns -ENOMEM (and then frees nothing,
+ * the caller keeps <p>) only if the deferred entry cannot be allocated.
+ */
+int hlb_rcu_defer(struct hlb_rcu *rcu, void (*fn)(void *), void *p);
+/* Run the frees whose grace period has passed; returns how many remain. */
+size_t hlb_rcu_poll(struct hlb_rcu *rcu);
+/* Block (sleeping) until everything deferred before this call has been run. */
+void hlb_rcu_barrier(struct hlb_rcu *rcu);
+
+/* ---- backends ------------------------------------------------------------ */
+
+/* One worker's counters for one backend (one cache line). */
+struct hlb_backend_wstats {
+	_Atomic uint64_t established; /* connections established */
+	_Atomic uint64_t bytes_in; /* client -> backend */
+	_Atomic uint64_t bytes_out; /* backend -> client */
+	_Atomic uint64_t connect_fail; /* connects refused or failed */
+	_Atomic uint64_t connect_timeout; /* connects that timed out */
+	_Atomic uint64_t retries; /* connects that moved on from this backend to the next */
+} __attribute__((aligned(64)));
+
+/* Summed counters of one backend, as read by the control plane. */
+struct hlb_backend_counters {
+	uint64_t active; /* established connections open now */
+	uint64_t total; /* established ever */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t connect_fail;
+	uint64_t connect_timeout;
+	uint64_t retries;
 };
 
-/* One configured backend. Refcounted: the pool holds one reference, every
- * connection to it and every snapshot that lists it one each. */
 struct hlb_backend {
 	atomic_uint refs;
+	uint32_t n_workers;
 	char *name;
+	char *address; /* as configured, "host:port" */
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint32_t weight; /* configured */
-	_Atomic int admin; /* enum hashlb_admin_state */
-	atomic_bool healthy; /* last verdict of the health checker */
-	/* Slow start: new clients admitted per 65536 of those whose choice it is
-	 * (see src/control/balance.h); 65536 = all. Set by the control thread. */
+	_Atomic int admin; /* enum hashlb_admin_state; written by the control plane */
+	atomic_bool healthy; /* last verdict of the health checker; starts true */
+	atomic_uint consecutive_fail; /* passive health, see above */
+	atomic_uint_fast64_t active; /* established connections open now (shared) */
+	/* Slow start: new clients admitted per 65536 of those whose first
+	 * choice it is (src/control/balance.h); 65536 = all, the default. */
 	atomic_uint admit;
-	/* Removed by a reload and its drain timeout has passed: workers close
-	 * its remaining connections. */
+	/* Removed by a reload and past its drain timeout: workers close its
+	 * remaining connections (at their next idle scan, <= 1 s). */
 	atomic_bool evict;
-	struct hlb_backend_stats stats;
+	void *control; /* the control plane's own state; the runtime never reads it */
+	void (*control_free)(void *control); /* called when the backend is freed, may be NULL */
+	struct hlb_backend_wstats *wstats; /* n_workers lines */
 };
 
-struct hlb_backend *hlb_backend_new(const struct hashlb_backend_cfg *cfg);
+/* A backend from its configuration, one reference held by the caller. */
+int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
+		    struct hlb_backend **ret_backend);
 struct hlb_backend *hlb_backend_ref(struct hlb_backend *b);
-void hlb_backend_unref(struct hlb_backend *b); /* accepts NULL */
+void hlb_backend_unref(struct hlb_backend *b); /* accepts NULL; any thread */
+/* Whether the backend takes new clients: admin ready and healthy. */
+bool hlb_backend_usable(const struct hlb_backend *b);
+void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret);
 
-/* An immutable routing snapshot of one service. */
+/* Worker-side counter update: single writer per line, no atomic RMW. */
+static inline void hlb_stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* ---- snapshots ----------------------------------------------------------- */
+
 struct hlb_snapshot {
-	uint64_t generation;
-	uint64_t fingerprint;
+	uint64_t generation; /* increases with every publication in the process */
+	uint64_t fingerprint; /* hashlb_table_fingerprint(table) */
 	struct hashlb_table *table; /* owned */
 	enum hashlb_key key;
 	uint64_t seed;
 	uint32_t n_backends; /* == hashlb_table_backend_count(table) */
-	struct hlb_backend **backends; /* table index -> backend; one reference each */
+	struct hlb_backend **backends; /* table index -> backend, one reference each */
+	/* the service's settings, from its config */
+	uint32_t connect_timeout_ms;
+	uint32_t idle_timeout_ms; /* 0 = none */
+	uint32_t drain_timeout_ms;
+	uint32_t max_connections; /* 0 = unlimited */
+	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
 };
 
+/*
+ * A snapshot for service config <cfg> over <backends> (cfg->n_backends of
+ * them, in config order; a reference is taken on each). The table is built
+ * over all of them, with those that are not hlb_backend_usable() down.
+ */
+int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend *const *backends,
+		       uint64_t generation, struct hlb_snapshot **ret_snap,
+		       struct hashlb_error *err);
+
+/*
+ * A snapshot like <cur> (same backends, settings, full table) with the down
+ * set recomputed from the backends' current admin and health state: the
+ * rebuild for a health or admin change. Costs one survivor build.
+ */
+int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
+			 struct hlb_snapshot **ret_snap, struct hashlb_error *err);
+
 void hlb_snapshot_free(struct hlb_snapshot *s); /* accepts NULL */
 
-struct hlb_rcu; /* quiescent-state reclamation domain, one per process */
+/* ---- services ------------------------------------------------------------ */
 
-/* One service as the workers see it. */
-struct hlb_service {
-	char *name;
-	_Atomic(struct hlb_snapshot *) snap; /* current; swapped by the control thread */
-	atomic_uint_fast64_t active; /* connections now, for max_connections */
-	atomic_uint_fast64_t total;
-	atomic_uint_fast64_t rejected; /* over max_connections */
-	atomic_uint_fast64_t no_backend; /* every backend down or failed */
-	atomic_uint_fast64_t lookups;
-	struct hashlb_service_cfg *cfg; /* current settings (timeouts, limits) */
+struct hlb_service_wstats {
+	_Atomic uint64_t lookups; /* connections accepted and hashed */
+	_Atomic uint64_t total; /* connections forwarded (connected to a backend) */
+	_Atomic uint64_t rejected; /* closed at once: over max_connections */
+	_Atomic uint64_t no_backend; /* closed: every backend down or every connect failed */
+} __attribute__((aligned(64)));
+
+struct hlb_service_counters {
+	uint64_t active;
+	uint64_t lookups;
+	uint64_t total;
+	uint64_t rejected;
+	uint64_t no_backend;
 };
 
 /*
- * Publish <next> as <svc>'s snapshot; the previous one is handed to <rcu>
- * and freed once every worker has passed a quiescent point. Control thread.
+ * One service as the workers see it. Refcounted: the daemon's service list,
+ * each listener serving it and each of its connections hold a reference, so
+ * a service removed by a reload lives until its last connection closes.
+ * A reload keeps the object of a service whose name is unchanged.
  */
-void hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, struct hlb_rcu *rcu);
+struct hlb_service {
+	atomic_uint refs;
+	uint32_t n_workers;
+	char *name;
+	_Atomic(struct hlb_snapshot *) snap; /* current; never NULL once published */
+	atomic_uint_fast64_t active; /* connections open now (max_connections) */
+	void *control; /* the control plane's own state */
+	void (*control_free)(void *control);
+	struct hlb_service_wstats *wstats; /* n_workers lines */
+};
+
+int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **ret_service);
+struct hlb_service *hlb_service_ref(struct hlb_service *s);
+void hlb_service_unref(struct hlb_service *s); /* accepts NULL; any thread */
+void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_counters *ret);
+
+/* The current snapshot. Workers: only while online. Control thread: any time. */
+static inline struct hlb_snapshot *hlb_service_snapshot(struct hlb_service *s)
+{
+	return atomic_load_explicit(&s->snap, memory_order_acquire);
+}
+
+/*
+ * Publish <next> (ownership taken) as <svc>'s snapshot; the previous one is
+ * freed through <rcu> once every worker has passed a quiescent point.
+ * Control thread only (one publisher per service). Returns -ENOMEM if the
+ * old snapshot could not be queued for freeing (then it is leaked, not
+ * freed early: correctness first).
+ */
+int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, struct hlb_rcu *rcu);
 
 #endif

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/* hashlb run: the daemon. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hashlb/config.h"
+#include "runtime/daemon.h"
+#include "runtime/log.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "NAME\n"
+		   "  hashlb run - run the load balancer\n"
+		   "\n"
+		   "SYNOPSIS\n"
+		   "  hashlb run -c FILE [--workers N] [--pin] [--log-level LEVEL]\n"
+		   "\n"
+		   "DESCRIPTION\n"
+		   "  Loads FILE (as hashlb check does), listens on every service's address\n"
+		   "  and forwards each TCP connection to the backend that the service's\n"
+		   "  consistent-hash table gives the client's tuple. If that backend refuses\n"
+		   "  or does not answer within connect_timeout, the next backend of the\n"
+		   "  client's preference list is tried, up to connect_retries times.\n"
+		   "\n"
+		   "  One worker thread per CPU (workers: auto), each with its own io_uring\n"
+		   "  and its own SO_REUSEPORT socket per listen address.\n"
+		   "\n"
+		   "  Logs go to stderr in logfmt (ts=... level=... msg=... key=value).\n"
+		   "\n"
+		   "SIGNALS\n"
+		   "  SIGHUP          reload FILE: services and listeners are added and\n"
+		   "                  removed, unchanged listen addresses stay open, and\n"
+		   "                  established connections keep their backend. A config\n"
+		   "                  that does not load is logged and the old one kept.\n"
+		   "  SIGTERM SIGINT  stop accepting, let established connections finish for\n"
+		   "                  up to drain_timeout, then exit 0. A second signal\n"
+		   "                  closes the remaining connections at once.\n"
+		   "\n"
+		   "OPTIONS\n"
+		   "  -c, --config FILE    the configuration (required)\n"
+		   "  -w, --workers N      worker threads, overriding the config's workers\n"
+		   "      --pin            pin worker i to the i-th CPU the process may use\n"
+		   "      --log-level L    debug, info (default), warn or error\n"
+		   "  -h, --help           show this text\n"
+		   "\n"
+		   "EXIT STATUS\n"
+		   "  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
+		   "  daemon cannot start (e.g. an address in use), 2 on a usage error.\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb run -c configs/demo.yaml\n"
+		   "  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n");
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "pin", no_argument, NULL, 'P' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct hlb_daemon_opts dopts = { 0 };
+	struct hashlb_config *cfg = NULL;
+	struct hashlb_error err = { 0 };
+	struct hlb_daemon *d = NULL;
+	const char *path = NULL;
+	enum hlb_log_level level;
+	uint64_t v;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:w:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'w':
+			if (cli_parse_u64(optarg, HLB_WORKERS_MAX, &v) < 0 || v == 0) {
+				fprintf(stderr, "hashlb run: --workers takes 1..%u\n",
+					HLB_WORKERS_MAX);
+				return 2;
+			}
+			dopts.workers = (uint32_t)v;
+			break;
+		case 'P':
+			dopts.pin_cpus = true;
+			break;
+		case 'L':
+			if (hlb_log_level_parse(optarg, &level) < 0) {
+				fprintf(stderr, "hashlb run: unknown log level '%s'\n", optarg);
+				return 2;
+			}
+			hlb_log_set_level(level);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	r = hashlb_config_load(path, &cfg, &err);
+	if (r < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	r = hlb_daemon_new(cfg, path, &dopts, &d, &err);
+	if (r < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	/* The control plane (src/control/) attaches here with
+	 * hlb_daemon_set_hooks() before the daemon runs. */
+	r = hlb_daemon_run(d, &err);
+	if (r < 0)
+		cli_print_error(&err);
+	hlb_daemon_free(d);
+	return r < 0 ? 1 : 0;
+}

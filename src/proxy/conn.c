@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One proxied TCP connection: accept -> hash -> connect (with a timeout,
+ * moving down the preference list on failure) -> forward both directions
+ * -> close.
+ *
+ * Forwarding, per direction (a "half"): one recv with a provided buffer;
+ * when it completes, the buffer is sent to the other side and the recv is
+ * re-armed at once, so receiving overlaps sending. A second buffer that
+ * arrives while the send is still in flight is parked, and the recv is not
+ * re-armed until that send completes: a direction never holds more than two
+ * buffers (backpressure: a peer that does not read stops us from reading
+ * the other peer, and TCP flow control pushes back to the sender).
+ *
+ * Half-close: when a source sends FIN (recv returns 0) and its last buffer
+ * has been sent, the other side gets shutdown(SHUT_WR); the other direction
+ * flows on until it ends too, then both sockets are closed.
+ *
+ * Errors (reset, timeout, idle) abort: every request in flight on the two
+ * sockets is cancelled and the connection is freed once its last CQE has
+ * come back (<inflight> counts them).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker.h"
+
+#define CONN_CHUNK 64
+
+static struct conn *conn_alloc(struct worker *w)
+{
+	struct conn *c;
+
+	if (!w->free_conns) {
+		/* Allocated in chunks and never returned to malloc: the hot path
+		 * reuses them from the free list. */
+		struct conn *chunk = aligned_alloc(64, sizeof(*chunk) * CONN_CHUNK);
+
+		if (!chunk)
+			return NULL;
+		for (int i = 0; i < CONN_CHUNK; i++) {
+			chunk[i].next = w->free_conns;
+			w->free_conns = &chunk[i];
+		}
+	}
+	c = w->free_conns;
+	w->free_conns = c->next;
+	return c;
+}
+
+void conn_cache_free(struct worker *w)
+{
+	/* Chunks are not tracked individually; the process is exiting. */
+	w->free_conns = NULL;
+}
+
+static struct conn *conn_of_half(struct half *h)
+{
+	return (struct conn *)((char *)(h - h->idx) - offsetof(struct conn, h));
+}
+
+static void starve_remove(struct worker *w, struct half *h)
+{
+	struct half **pp = &w->starved_head;
+
+	if (!h->starved)
+		return;
+	while (*pp && *pp != h)
+		pp = &(*pp)->starved_next;
+	if (*pp)
+		*pp = h->starved_next;
+	if (!w->starved_head)
+		w->starved_tail = &w->starved_head;
+	else if (w->starved_tail == &h->starved_next) {
+		struct half *last = w->starved_head;
+
+		while (last->starved_next)
+			last = last->starved_next;
+		w->starved_tail = &last->starved_next;
+	}
+	h->starved = false;
+	h->starved_next = NULL;
+}
+
+static void half_recv(struct worker *w, struct conn *c, int i)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_recv(sqe, c->fd[i], NULL, w->buf_size, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = 0;
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_RECV + i));
+	c->h[i].recv_armed = true;
+	c->inflight++;
+}
+
+static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uint32_t off,
+		      uint32_t len)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+	struct half *h = &c->h[i];
+
+	h->send_bid = bid;
+	h->send_off = off;
+	h->send_len = len;
+	io_uring_prep_send(sqe, c->fd[1 - i], bufring_addr(w, bid) + off, len - off, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_SEND + i));
+	c->inflight++;
+}
+
+void conn_wake_starved(struct worker *w)
+{
+	while (w->starved_head && w->bufs_out < w->buf_count) {
+		struct half *h = w->starved_head;
+		struct conn *c = conn_of_half(h);
+
+		w->starved_head = h->starved_next;
+		if (!w->starved_head)
+			w->starved_tail = &w->starved_head;
+		h->starved = false;
+		h->starved_next = NULL;
+		if (c->state == CONN_OPEN)
+			half_recv(w, c, h->idx);
+		/* a recv uses a buffer only when data arrives: wake one per free buffer, roughly */
+		if (w->buf_count - w->bufs_out <= 1)
+			break;
+	}
+}
+
+static void conn_maybe_free(struct worker *w, struct conn *c)
+{
+	struct hlb_service *svc = c->svc;
+	bool returned = false;
+
+	if (c->state != CONN_CLOSING || c->inflight)
+		return;
+	for (int i = 0; i < 2; i++) {
+		struct half *h = &c->h[i];
+
+		starve_remove(w, h);
+		if (h->send_bid != BUF_NONE) {
+			bufring_put(w, h->send_bid);
+			returned = true;
+		}
+		if (h->pend_bid != BUF_NONE) {
+			bufring_put(w, h->pend_bid);
+			returned = true;
+		}
+		if (c->fd[i] >= 0)
+			worker_close_fd(w, c->fd[i]);
+	}
+	if (c->be) {
+		if (c->established)
+			atomic_fetch_sub_explicit(&c->be->active, 1, memory_order_relaxed);
+		hlb_backend_unref(c->be);
+	}
+	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+	hlb_service_unref(svc);
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	w->n_conns--;
+	atomic_store_explicit(&w->n_conns_pub, w->n_conns, memory_order_relaxed);
+	c->next = w->free_conns;
+	w->free_conns = c;
+	if (returned)
+		conn_wake_starved(w);
+}
+
+void conn_abort(struct worker *w, struct conn *c)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	c->state = CONN_CLOSING;
+	for (int i = 0; i < 2; i++) {
+		starve_remove(w, &c->h[i]);
+		if (c->inflight && c->fd[i] >= 0) {
+			struct io_uring_sqe *sqe = worker_sqe(w);
+
+			io_uring_prep_cancel_fd(sqe, c->fd[i], IORING_ASYNC_CANCEL_ALL);
+			sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+			io_uring_sqe_set_data64(sqe, 0);
+		}
+	}
+	conn_maybe_free(w, c);
+}
+
+/* Close the connection once both directions are done; no request is left but a timeout's. */
+static void conn_finish(struct worker *w, struct conn *c)
+{
+	c->state = CONN_CLOSING;
+	conn_maybe_free(w, c);
+}
+
+static bool half_done(const struct half *h)
+{
+	return h->eof && h->send_bid == BUF_NONE;
+}
+
+/* The source of half <i> sent FIN and all it sent has been forwarded. */
+static void half_finish(struct worker *w, struct conn *c, int i)
+{
+	if (half_done(&c->h[1 - i])) {
+		conn_finish(w, c);
+		return;
+	}
+	/* A plain syscall: IORING_OP_SHUTDOWN is punted to an io-wq thread,
+	 * which costs far more than the syscall itself. */
+	shutdown(c->fd[1 - i], SHUT_WR);
+}
+
+static void conn_fail_no_backend(struct worker *w, struct conn *c)
+{
+	hlb_stat_add(&c->svc->wstats[w->id].no_backend, 1);
+	conn_abort(w, c);
+}
+
+/*
+ * Connect to the backend at position c->attempt of the preference list in
+ * <snap>, skipping <failed> (the backend that just failed, if the list did
+ * not change). Returns false if no candidate is left.
+ */
+static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
+			 const struct hlb_backend *failed)
+{
+	uint32_t prefs[HLB_PREFERENCE_MAX];
+	size_t max = 1 + (size_t)snap->connect_retries, n;
+	struct io_uring_sqe *sqe;
+	struct hlb_backend *be;
+	int fd, one = 1;
+
+	if (max > HLB_PREFERENCE_MAX)
+		max = HLB_PREFERENCE_MAX;
+	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	for (;;) {
+		if (c->attempt >= n)
+			return false;
+		be = snap->backends[prefs[c->attempt]];
+		if (be != failed)
+			break;
+		c->attempt++;
+	}
+	fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (fd < 0) {
+		if ((errno == EMFILE || errno == ENFILE) &&
+		    w->now_ms - w->last_fd_limit_log > 10000) {
+			w->last_fd_limit_log = w->now_ms;
+			hlb_log(HLB_LOG_WARN, "file descriptor limit reached, connection refused",
+				"worker=%u", w->id);
+		}
+		return false;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->be = hlb_backend_ref(be);
+	c->fd[1] = fd;
+	c->timed_out = false;
+	c->ts.tv_sec = snap->connect_timeout_ms / 1000;
+	c->ts.tv_nsec = (long long)(snap->connect_timeout_ms % 1000) * 1000000;
+
+	/* the connect and its linked timeout must go in the same submission */
+	if (io_uring_sq_space_left(&w->ring) < 2)
+		io_uring_submit(&w->ring);
+	sqe = worker_sqe(w);
+	io_uring_prep_connect(sqe, fd, (const struct sockaddr *)&be->addr, be->addr_len);
+	sqe->flags |= IOSQE_IO_LINK;
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_CONNECT));
+	sqe = worker_sqe(w);
+	io_uring_prep_link_timeout(sqe, &c->ts, 0);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_CONNECT_TIMEOUT));
+	c->inflight += 2;
+	return true;
+}
+
+void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t plen = sizeof(peer), llen = sizeof(local);
+	const struct sockaddr *dst = NULL;
+	struct hlb_service_wstats *ss;
+	struct hlb_snapshot *snap;
+	struct hlb_service *svc;
+	struct hashlb_tuple t;
+	struct conn *c;
+	uint64_t active;
+
+	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
+	snap = svc ? hlb_service_snapshot(svc) : NULL;
+	if (!snap || w->draining)
+		goto err_close;
+	/* Multishot accept writes every peer address into the same buffer, so
+	 * it cannot be trusted for a batch: ask the socket. */
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+		goto err_close;
+	if (snap->key == HASHLB_KEY_4TUPLE &&
+	    getsockname(fd, (struct sockaddr *)&local, &llen) == 0)
+		dst = (const struct sockaddr *)&local;
+	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&peer, dst, &t) < 0)
+		goto err_close;
+	ss = &svc->wstats[w->id];
+	hlb_stat_add(&ss->lookups, 1);
+	active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
+	if (snap->max_connections && active > snap->max_connections) {
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+		hlb_stat_add(&ss->rejected, 1);
+		goto err_close;
+	}
+	c = conn_alloc(w);
+	if (!c) {
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+		goto err_close;
+	}
+	memset(c, 0, sizeof(*c));
+	c->svc = hlb_service_ref(svc);
+	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
+	c->fd[0] = fd;
+	c->fd[1] = -1;
+	c->state = CONN_CONNECTING;
+	c->idle_ms = snap->idle_timeout_ms;
+	c->last_ms = (uint32_t)w->now_ms;
+	for (int i = 0; i < 2; i++) {
+		c->h[i].idx = i;
+		c->h[i].send_bid = BUF_NONE;
+		c->h[i].pend_bid = BUF_NONE;
+	}
+	c->next = &w->conns;
+	c->prev = w->conns.prev;
+	w->conns.prev->next = c;
+	w->conns.prev = c;
+	w->n_conns++;
+	atomic_store_explicit(&w->n_conns_pub, w->n_conns, memory_order_relaxed);
+	if (c->idle_ms && c->idle_ms < w->min_idle_ms)
+		w->min_idle_ms = c->idle_ms;
+	if (!conn_connect(w, c, snap, NULL))
+		conn_fail_no_backend(w, c);
+	return;
+
+err_close:
+	worker_close_fd(w, fd);
+}
+
+static void conn_connect_done(struct worker *w, struct conn *c, int res)
+{
+	struct hlb_backend *failed = c->be;
+	struct hlb_backend_wstats *bs = &failed->wstats[w->id];
+	const struct hlb_snapshot *snap;
+
+	if (res == 0) {
+		c->state = CONN_OPEN;
+		c->established = true;
+		c->last_ms = (uint32_t)w->now_ms;
+		hlb_stat_add(&bs->established, 1);
+		atomic_fetch_add_explicit(&failed->active, 1, memory_order_relaxed);
+		hlb_stat_add(&c->svc->wstats[w->id].total, 1);
+		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed))
+			atomic_store_explicit(&failed->consecutive_fail, 0, memory_order_relaxed);
+		half_recv(w, c, 0);
+		half_recv(w, c, 1);
+		return;
+	}
+	/* -ECANCELED: the linked timeout fired (aborts are handled before) */
+	if (res == -ECANCELED || res == -ETIMEDOUT)
+		hlb_stat_add(&bs->connect_timeout, 1);
+	else
+		hlb_stat_add(&bs->connect_fail, 1);
+	atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
+	worker_close_fd(w, c->fd[1]);
+	c->fd[1] = -1;
+	c->be = NULL;
+	snap = hlb_service_snapshot(c->svc);
+	c->attempt++;
+	if (c->attempt <= snap->connect_retries && conn_connect(w, c, snap, failed)) {
+		hlb_stat_add(&bs->retries, 1);
+		hlb_backend_unref(failed);
+		return;
+	}
+	hlb_backend_unref(failed);
+	conn_fail_no_backend(w, c);
+}
+
+void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe)
+{
+	int res = cqe->res, i;
+	struct half *h;
+
+	c->inflight--;
+	switch (op) {
+	case OP_CONNECT:
+		if (c->state == CONN_CLOSING)
+			break;
+		conn_connect_done(w, c, res);
+		return;
+	case OP_CONNECT_TIMEOUT:
+		break;
+	case OP_RECV:
+	case OP_RECV_B: {
+		uint16_t bid = BUF_NONE;
+
+		i = op - OP_RECV;
+		h = &c->h[i];
+		h->recv_armed = false;
+		if (cqe->flags & IORING_CQE_F_BUFFER) {
+			bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+			w->bufs_out++;
+		}
+		if (c->state == CONN_CLOSING) {
+			if (bid != BUF_NONE) {
+				bufring_put(w, bid);
+				conn_wake_starved(w);
+			}
+			break;
+		}
+		if (res > 0) {
+			c->last_ms = (uint32_t)w->now_ms;
+			if (h->send_bid == BUF_NONE) {
+				half_send(w, c, i, bid, 0, res);
+				half_recv(w, c, i);
+			} else {
+				h->pend_bid = bid;
+				h->pend_len = res;
+			}
+			return;
+		}
+		if (bid != BUF_NONE)
+			bufring_put(w, bid);
+		if (res == 0) {
+			h->eof = true;
+			if (h->send_bid == BUF_NONE)
+				half_finish(w, c, i);
+			return;
+		}
+		if (res == -ENOBUFS) {
+			h->starved = true;
+			h->starved_next = NULL;
+			*w->starved_tail = h;
+			w->starved_tail = &h->starved_next;
+			return;
+		}
+		conn_abort(w, c);
+		return;
+	}
+	case OP_SEND:
+	case OP_SEND_B: {
+		i = op - OP_SEND;
+		h = &c->h[i];
+		if (c->state == CONN_CLOSING || res < 0) {
+			if (c->state != CONN_CLOSING)
+				conn_abort(w, c);
+			break;
+		}
+		if (i == 0)
+			hlb_stat_add(&c->be->wstats[w->id].bytes_in, res);
+		else
+			hlb_stat_add(&c->be->wstats[w->id].bytes_out, res);
+		c->last_ms = (uint32_t)w->now_ms;
+		h->send_off += res;
+		if (h->send_off < h->send_len) {
+			half_send(w, c, i, h->send_bid, h->send_off, h->send_len);
+			return;
+		}
+		bufring_put(w, h->send_bid);
+		h->send_bid = BUF_NONE;
+		if (h->pend_bid != BUF_NONE) {
+			uint16_t bid = h->pend_bid;
+
+			h->pend_bid = BUF_NONE;
+			half_send(w, c, i, bid, 0, h->pend_len);
+			half_recv(w, c, i);
+		} else if (h->eof) {
+			half_finish(w, c, i);
+		}
+		if (w->starved_head)
+			conn_wake_starved(w);
+		return;
+	}
+	default:
+		break;
+	}
+	conn_maybe_free(w, c);
+}
+
+void conn_idle_scan(struct worker *w)
+{
+	struct conn *c, *next;
+
+	for (c = w->conns.next; c != &w->conns; c = next) {
+		next = c->next;
+		if (w->draining && w->now_ms >= w->drain_deadline) {
+			conn_abort(w, c);
+			continue;
+		}
+		if (c->state == CONN_OPEN &&
+		    ((c->idle_ms && (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) ||
+		     atomic_load_explicit(&c->be->evict, memory_order_relaxed)))
+			conn_abort(w, c);
+	}
+}

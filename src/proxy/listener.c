@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Listeners: one per listen address, one SO_REUSEPORT socket per worker.
+ * Refcounted: the daemon holds one reference while the address is in the
+ * config, each worker one while it accepts on it.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "worker.h"
+
+#define LISTEN_BACKLOG 4096
+
+static void listener_free(struct hlb_listener *l)
+{
+	for (uint32_t i = 0; i < l->n_workers; i++)
+		if (l->fds[i] >= 0)
+			close(l->fds[i]);
+	hlb_service_unref(atomic_load_explicit(&l->svc, memory_order_relaxed));
+	free(l->fds);
+	free(l->name);
+	free(l);
+}
+
+void hlb_listener_unref(struct hlb_listener *l)
+{
+	if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+		listener_free(l);
+}
+
+static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
+{
+	int fd, one = 1, r;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+	    /* inherited by accepted sockets: forward small writes at once */
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    bind(fd, addr, addr_len) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
+		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
+		      struct hashlb_error *err)
+{
+	struct hlb_listener *l;
+	int fd;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	l->fds = malloc(sizeof(*l->fds) * p->n_workers);
+	l->name = strdup(name);
+	if (!l->fds || !l->name) {
+		free(l->fds);
+		free(l->name);
+		free(l);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	atomic_init(&l->refs, 1);
+	atomic_init(&l->svc, hlb_service_ref(svc));
+	l->n_workers = p->n_workers;
+	memcpy(&l->addr, addr, addr_len);
+	l->addr_len = addr_len;
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		l->fds[i] = -1;
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		fd = listen_socket(addr, addr_len);
+		if (fd < 0) {
+			listener_free(l);
+			return hashlb_err(err, fd, HASHLB_ERR_SYSTEM, "cannot listen on %s: %s",
+					  name, strerror(-fd));
+		}
+		l->fds[i] = fd;
+	}
+	*ret_listener = l;
+	return 0;
+}
+
+static void service_unref_cb(void *p)
+{
+	hlb_service_unref(p);
+}
+
+int hlb_listener_set_service(struct hlb_listener *l, struct hlb_service *svc, struct hlb_rcu *rcu)
+{
+	struct hlb_service *old;
+
+	old = atomic_exchange_explicit(&l->svc, hlb_service_ref(svc), memory_order_acq_rel);
+	if (!old || old == svc) {
+		hlb_service_unref(old);
+		return 0;
+	}
+	return hlb_rcu_defer(rcu, service_unref_cb, old);
+}
+
+const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t *ret_len)
+{
+	*ret_len = l->addr_len;
+	return (const struct sockaddr *)&l->addr;
+}
+
+const char *hlb_listener_name(const struct hlb_listener *l)
+{
+	return l->name;
+}
+
+struct hlb_service *hlb_listener_service(const struct hlb_listener *l)
+{
+	return atomic_load_explicit(&l->svc, memory_order_acquire);
+}

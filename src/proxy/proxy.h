@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io_uring data plane as the daemon drives it: a set of worker threads
+ * and the listeners they accept on. Control thread only, except where said.
+ *
+ * A listener is one listen address, shared by all workers: each worker has
+ * its own SO_REUSEPORT socket on it, so the kernel spreads connections over
+ * the workers. A listener outlives config generations: a reload that keeps
+ * an address keeps its sockets (no connection refused during a reload) and
+ * only swaps the service it routes to.
+ */
+#ifndef HASHLB_PROXY_H
+#define HASHLB_PROXY_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hashlb/error.h"
+#include "runtime.h"
+
+struct hlb_proxy;
+struct hlb_listener;
+
+/* Per-worker tunables; 0 = default. */
+struct hlb_proxy_opts {
+	uint32_t n_workers;
+	uint32_t buf_size; /* bytes per provided buffer, default 16 KiB */
+	uint32_t buf_count; /* provided buffers per worker (power of two), default 1024 */
+	uint32_t ring_entries; /* SQ entries per ring, default 2048 */
+	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
+};
+
+int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
+		  struct hlb_proxy **ret_proxy, struct hashlb_error *err);
+/* Start the worker threads; each sets up its ring and buffers first. */
+int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err);
+uint32_t hlb_proxy_workers(const struct hlb_proxy *p);
+/* An eventfd that becomes readable when a worker exits (after hlb_proxy_drain()). */
+int hlb_proxy_exit_fd(const struct hlb_proxy *p);
+/* Whether every worker has exited. */
+bool hlb_proxy_done(struct hlb_proxy *p);
+/* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */
+void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
+/* Join the threads (after they exited, or a drain) and free. Accepts NULL. */
+void hlb_proxy_free(struct hlb_proxy *p);
+/* Connections open now, over all workers (relaxed reads). */
+uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
+
+/*
+ * Open one listening socket per worker on <addr> (SO_REUSEPORT, backlog
+ * 4096), routing to <svc> (a reference is taken). -errno with <err> filled
+ * if the address cannot be bound.
+ */
+int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
+		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
+		      struct hashlb_error *err);
+/* Make the workers accept on it. */
+void hlb_listener_start(struct hlb_proxy *p, struct hlb_listener *l);
+/* Route new connections to <svc> (reference taken); the old service is released through RCU. */
+int hlb_listener_set_service(struct hlb_listener *l, struct hlb_service *svc, struct hlb_rcu *rcu);
+/* Stop accepting and close its sockets (workers do it); drops the caller's reference. */
+void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l);
+/* Drop a reference (the daemon's, once the workers have exited). Accepts NULL. */
+void hlb_listener_unref(struct hlb_listener *l);
+const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t *ret_len);
+const char *hlb_listener_name(const struct hlb_listener *l);
+struct hlb_service *hlb_listener_service(const struct hlb_listener *l); /* control thread */
+
+#endif

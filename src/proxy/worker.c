@@ -1,0 +1,516 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A worker thread: one io_uring (single issuer, deferred task work), one
+ * provided-buffer ring, its own SO_REUSEPORT socket per listener with a
+ * multishot accept on each, and the connections it accepted. The control
+ * thread talks to it through a command queue and an eventfd the ring reads.
+ *
+ * Each loop turn submits everything queued and waits for at least one CQE
+ * in a single io_uring_enter(), then handles every CQE there is. While it
+ * waits, the worker is offline for RCU; it holds snapshot pointers only
+ * while it handles CQEs.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "worker.h"
+
+#define TICK_MS 100
+#define ACCEPT_PAUSE_MS 100
+
+static uint64_t clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct io_uring_sqe *worker_sqe(struct worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(&w->ring)))
+		io_uring_submit(&w->ring);
+	return sqe;
+}
+
+void worker_close_fd(struct worker *w, int fd)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_close(sqe, fd);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+static void accept_arm(struct worker *w, struct wlistener *wl)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud_make(wl, OP_ACCEPT));
+	wl->armed = true;
+	wl->paused = false;
+}
+
+/* The worker is done with <wl>: close its socket, drop its reference. */
+static void wlistener_drop(struct worker *w, struct wlistener *wl)
+{
+	struct wlistener **pp;
+
+	for (pp = &w->listeners; *pp; pp = &(*pp)->next)
+		if (*pp == wl) {
+			*pp = wl->next;
+			break;
+		}
+	close(wl->fd);
+	wl->l->fds[w->id] = -1;
+	hlb_listener_unref(wl->l);
+	free(wl);
+}
+
+static void wlistener_close(struct worker *w, struct wlistener *wl)
+{
+	struct io_uring_sqe *sqe;
+
+	if (wl->closing)
+		return;
+	wl->closing = true;
+	if (!wl->armed) {
+		wlistener_drop(w, wl);
+		return;
+	}
+	sqe = worker_sqe(w);
+	io_uring_prep_cancel64(sqe, ud_make(wl, OP_ACCEPT), 0);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_uring_cqe *cqe)
+{
+	int res = cqe->res;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE))
+		wl->armed = false;
+	if (res >= 0) {
+		if (wl->closing)
+			worker_close_fd(w, res);
+		else
+			conn_accepted(w, wl, res);
+	} else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
+		/* The connection stays in the backlog; retrying at once would
+		 * spin. Pause this listener until the next tick after the pause. */
+		if (w->now_ms - w->last_fd_limit_log > 10000) {
+			w->last_fd_limit_log = w->now_ms;
+			hlb_log(HLB_LOG_WARN, "accept failed, pausing",
+				"worker=%u listen=%s err=%s", w->id, wl->l->name,
+				strerrorname_np(-res));
+		}
+		if (!wl->armed) {
+			wl->paused = true;
+			wl->resume_ms = w->now_ms + ACCEPT_PAUSE_MS;
+		}
+	}
+	if (!wl->armed) {
+		if (wl->closing)
+			wlistener_drop(w, wl);
+		else if (!wl->paused)
+			accept_arm(w, wl);
+	}
+}
+
+static void wake_arm(struct worker *w)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_read(sqe, w->wake_fd, &w->wake_val, sizeof(w->wake_val), 0);
+	io_uring_sqe_set_data64(sqe, ud_make(w, OP_WAKE));
+}
+
+static void tick_arm(struct worker *w)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	w->tick_ts.tv_sec = 0;
+	w->tick_ts.tv_nsec = TICK_MS * 1000000LL;
+	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
+	io_uring_sqe_set_data64(sqe, ud_make(w, OP_TICK));
+}
+
+static void worker_commands(struct worker *w)
+{
+	struct cmd *cmd, *next;
+	struct wlistener *wl, *wnext;
+
+	pthread_mutex_lock(&w->cmd_lock);
+	cmd = w->cmd_head;
+	w->cmd_head = NULL;
+	w->cmd_tail = &w->cmd_head;
+	pthread_mutex_unlock(&w->cmd_lock);
+
+	for (; cmd; cmd = next) {
+		next = cmd->next;
+		switch (cmd->type) {
+		case CMD_ADD:
+			wl = aligned_alloc(16, sizeof(*wl));
+			if (!wl || w->draining) {
+				/* cannot serve it: give its socket and reference back */
+				free(wl);
+				close(cmd->l->fds[w->id]);
+				cmd->l->fds[w->id] = -1;
+				hlb_listener_unref(cmd->l);
+				break;
+			}
+			*wl = (struct wlistener){ .l = cmd->l, .fd = cmd->l->fds[w->id] };
+			wl->next = w->listeners;
+			w->listeners = wl;
+			accept_arm(w, wl);
+			break;
+		case CMD_REMOVE:
+			for (wl = w->listeners; wl; wl = wl->next)
+				if (wl->l == cmd->l) {
+					wlistener_close(w, wl);
+					break;
+				}
+			hlb_listener_unref(cmd->l);
+			break;
+		case CMD_DRAIN:
+			if (!w->draining) {
+				w->draining = true;
+				w->drain_deadline = w->now_ms + cmd->drain_ms;
+			}
+			for (wl = w->listeners; wl; wl = wnext) {
+				wnext = wl->next;
+				wlistener_close(w, wl);
+			}
+			break;
+		}
+		free(cmd);
+	}
+}
+
+static void worker_tick(struct worker *w)
+{
+	for (struct wlistener *wl = w->listeners; wl; wl = wl->next)
+		if (wl->paused && !wl->closing && w->now_ms >= wl->resume_ms)
+			accept_arm(w, wl);
+	if (w->now_ms >= w->next_idle_scan || w->draining) {
+		uint64_t every = w->min_idle_ms / 4;
+
+		if (every < TICK_MS)
+			every = TICK_MS;
+		if (every > 1000)
+			every = 1000;
+		w->next_idle_scan = w->now_ms + every;
+		conn_idle_scan(w);
+	}
+}
+
+static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+	enum op op = ud & OP_MASK;
+	void *p = (void *)(uintptr_t)(ud & ~OP_MASK);
+
+	switch (op) {
+	case OP_IGNORE:
+		break;
+	case OP_ACCEPT:
+		accept_cqe(w, p, cqe);
+		break;
+	case OP_TICK:
+		worker_tick(w);
+		if (!w->exiting)
+			tick_arm(w);
+		break;
+	case OP_WAKE:
+		worker_commands(w);
+		wake_arm(w);
+		break;
+	default:
+		conn_cqe(w, p, op, cqe);
+		break;
+	}
+}
+
+static int worker_setup(struct worker *w)
+{
+	struct hlb_proxy *p = w->proxy;
+	struct io_uring_params params = { 0 };
+	int r;
+
+	if (p->opts.pin_cpus) {
+		cpu_set_t allowed, one;
+		uint32_t seen = 0;
+
+		if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+			for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+				if (!CPU_ISSET(cpu, &allowed))
+					continue;
+				if (seen++ == w->id % CPU_COUNT(&allowed)) {
+					CPU_ZERO(&one);
+					CPU_SET(cpu, &one);
+					sched_setaffinity(0, sizeof(one), &one);
+					break;
+				}
+			}
+	}
+	/* Single issuer + deferred task work: completions are processed only
+	 * when this thread enters the kernel to wait, in a batch, without
+	 * interrupting it (the ring is created by the thread that uses it). */
+	params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		       IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+	params.cq_entries = p->opts.ring_entries * 4;
+	r = io_uring_queue_init_params(p->opts.ring_entries, &w->ring, &params);
+	if (r == -EINVAL) {
+		params = (struct io_uring_params){ .flags = IORING_SETUP_CQSIZE,
+						   .cq_entries = p->opts.ring_entries * 4 };
+		r = io_uring_queue_init_params(p->opts.ring_entries, &w->ring, &params);
+	}
+	if (r < 0)
+		return r;
+	r = bufring_setup(w);
+	if (r < 0) {
+		io_uring_queue_exit(&w->ring);
+		return r;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct hlb_proxy *p = w->proxy;
+	struct io_uring_cqe *cqe;
+	uint64_t one = 1;
+	unsigned head, n;
+	int r;
+
+	w->now_ms = clock_ms();
+	r = worker_setup(w);
+	pthread_mutex_lock(&p->start_lock);
+	w->setup_ret = r;
+	p->n_ready++;
+	pthread_cond_broadcast(&p->start_cond);
+	pthread_mutex_unlock(&p->start_lock);
+	if (r < 0)
+		return NULL;
+
+	wake_arm(w);
+	tick_arm(w);
+	while (!w->exiting) {
+		hlb_rcu_offline(p->rcu, w->id);
+		r = io_uring_submit_and_wait(&w->ring, 1);
+		hlb_rcu_online(p->rcu, w->id);
+		if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY && r != -EAGAIN) {
+			hlb_log(HLB_LOG_ERROR, "io_uring_enter failed", "worker=%u err=%s", w->id,
+				strerrorname_np(-r));
+			break;
+		}
+		w->now_ms = clock_ms();
+		n = 0;
+		io_uring_for_each_cqe (&w->ring, head, cqe) {
+			worker_cqe(w, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&w->ring, n);
+		if (w->draining && !w->n_conns && !w->listeners)
+			w->exiting = true;
+	}
+	hlb_rcu_offline(p->rcu, w->id);
+	io_uring_queue_exit(&w->ring);
+	bufring_free(w);
+	atomic_fetch_add(&p->n_exited, 1);
+	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
+		/* the counter cannot overflow with N writes: nothing to do */
+	}
+	return NULL;
+}
+
+static void worker_push(struct worker *w, struct cmd *cmd)
+{
+	uint64_t one = 1;
+
+	cmd->next = NULL;
+	pthread_mutex_lock(&w->cmd_lock);
+	*w->cmd_tail = cmd;
+	w->cmd_tail = &cmd->next;
+	pthread_mutex_unlock(&w->cmd_lock);
+	if (write(w->wake_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write fails only on overflow: the worker is awake */
+	}
+}
+
+int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
+		  struct hlb_proxy **ret_proxy, struct hashlb_error *err)
+{
+	struct hlb_proxy *p;
+
+	if (opts->n_workers == 0 || opts->n_workers > HLB_WORKERS_MAX)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "workers must be 1..%u",
+				  HLB_WORKERS_MAX);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	p->opts = *opts;
+	if (!p->opts.buf_size)
+		p->opts.buf_size = 16384;
+	if (!p->opts.buf_count)
+		p->opts.buf_count = 1024;
+	if (!p->opts.ring_entries)
+		p->opts.ring_entries = 2048;
+	if (p->opts.buf_count & (p->opts.buf_count - 1) || p->opts.buf_count > 32768) {
+		free(p);
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+				  "buffer count must be a power of two up to 32768");
+	}
+	p->rcu = rcu;
+	p->n_workers = opts->n_workers;
+	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->workers = calloc(p->n_workers, sizeof(*p->workers));
+	if (p->exit_fd < 0 || !p->workers) {
+		if (p->exit_fd >= 0)
+			close(p->exit_fd);
+		free(p->workers);
+		free(p);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	pthread_mutex_init(&p->start_lock, NULL);
+	pthread_cond_init(&p->start_cond, NULL);
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct worker *w = &p->workers[i];
+
+		w->proxy = p;
+		w->id = i;
+		w->buf_size = p->opts.buf_size;
+		w->buf_count = p->opts.buf_count;
+		w->conns.next = w->conns.prev = &w->conns;
+		w->starved_tail = &w->starved_head;
+		w->cmd_tail = &w->cmd_head;
+		w->min_idle_ms = UINT32_MAX;
+		w->wake_fd = -1;
+		pthread_mutex_init(&w->cmd_lock, NULL);
+	}
+	*ret_proxy = p;
+	return 0;
+}
+
+int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err)
+{
+	int r;
+
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct worker *w = &p->workers[i];
+
+		w->wake_fd = eventfd(0, EFD_CLOEXEC);
+		if (w->wake_fd < 0)
+			return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "eventfd: %m");
+		r = pthread_create(&w->thread, NULL, worker_main, w);
+		if (r)
+			return hashlb_err(err, -r, HASHLB_ERR_SYSTEM, "cannot start worker: %s",
+					  strerror(r));
+		w->started = true;
+	}
+	pthread_mutex_lock(&p->start_lock);
+	while (p->n_ready < p->n_workers)
+		pthread_cond_wait(&p->start_cond, &p->start_lock);
+	pthread_mutex_unlock(&p->start_lock);
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		if (p->workers[i].setup_ret < 0) {
+			r = p->workers[i].setup_ret;
+			return hashlb_err(err, r, HASHLB_ERR_SYSTEM,
+					  "cannot set up io_uring for worker %u: %s", i,
+					  strerror(-r));
+		}
+	return 0;
+}
+
+uint32_t hlb_proxy_workers(const struct hlb_proxy *p)
+{
+	return p->n_workers;
+}
+
+int hlb_proxy_exit_fd(const struct hlb_proxy *p)
+{
+	return p->exit_fd;
+}
+
+bool hlb_proxy_done(struct hlb_proxy *p)
+{
+	return atomic_load(&p->n_exited) == p->n_workers;
+}
+
+uint64_t hlb_proxy_connections(const struct hlb_proxy *p)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		n += atomic_load_explicit(&p->workers[i].n_conns_pub, memory_order_relaxed);
+	return n;
+}
+
+void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms)
+{
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct cmd *cmd = calloc(1, sizeof(*cmd));
+
+		if (!cmd)
+			continue;
+		cmd->type = CMD_DRAIN;
+		cmd->drain_ms = drain_ms;
+		worker_push(&p->workers[i], cmd);
+	}
+}
+
+/* Queue <type> for <l> on every worker; each command holds a reference. */
+static void listener_broadcast(struct hlb_proxy *p, struct hlb_listener *l, int type)
+{
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct cmd *cmd = calloc(1, sizeof(*cmd));
+
+		if (!cmd)
+			continue;
+		atomic_fetch_add(&l->refs, 1);
+		cmd->type = type;
+		cmd->l = l;
+		worker_push(&p->workers[i], cmd);
+	}
+}
+
+void hlb_listener_start(struct hlb_proxy *p, struct hlb_listener *l)
+{
+	listener_broadcast(p, l, CMD_ADD);
+}
+
+void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l)
+{
+	listener_broadcast(p, l, CMD_REMOVE);
+	hlb_listener_unref(l);
+}
+
+void hlb_proxy_free(struct hlb_proxy *p)
+{
+	if (!p)
+		return;
+	if (!hlb_proxy_done(p))
+		hlb_proxy_drain(p, 0);
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct worker *w = &p->workers[i];
+
+		if (w->started)
+			pthread_join(w->thread, NULL);
+		if (w->wake_fd >= 0)
+			close(w->wake_fd);
+		pthread_mutex_destroy(&w->cmd_lock);
+	}
+	close(p->exit_fd);
+	free(p->workers);
+	free(p);
+}

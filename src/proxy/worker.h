@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the data plane: one worker thread, its ring, its provided
+ * buffers, its listeners and its connections.
+ *
+ * Every SQE carries a user_data of (pointer | op), the pointer 16-byte
+ * aligned. Fire-and-forget operations (close) use user_data 0 with
+ * IOSQE_CQE_SKIP_SUCCESS, so only their failures come back, and are ignored.
+ */
+#ifndef HASHLB_PROXY_WORKER_H
+#define HASHLB_PROXY_WORKER_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proxy.h"
+#include "runtime.h"
+
+enum op {
+	OP_IGNORE = 0,
+	OP_ACCEPT, /* wlistener: multishot accept */
+	OP_CONNECT, /* conn */
+	OP_CONNECT_TIMEOUT, /* conn: the timeout linked to the connect */
+	OP_RECV, /* conn, half 0: from the client */
+	OP_RECV_B, /* conn, half 1: from the backend */
+	OP_SEND, /* conn, half 0: to the backend */
+	OP_SEND_B, /* conn, half 1: to the client */
+	OP_TICK, /* worker: periodic timer */
+	OP_WAKE, /* worker: eventfd read, commands queued */
+	OP_MAX
+};
+#define OP_MASK 15ull
+
+#define BUF_NONE 0xffffu
+
+struct hlb_listener {
+	atomic_uint refs;
+	uint32_t n_workers;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	char *name;
+	_Atomic(struct hlb_service *) svc; /* one reference */
+	int *fds; /* one per worker; -1 once that worker closed it */
+};
+
+void hlb_listener_unref(struct hlb_listener *l);
+
+/* One worker's use of a listener. */
+struct wlistener {
+	struct wlistener *next;
+	struct hlb_listener *l; /* one reference */
+	int fd;
+	bool armed; /* a multishot accept is in flight */
+	bool closing; /* removed or draining: close once the accept has ended */
+	bool paused; /* at the fd limit: re-armed by the tick */
+	uint64_t resume_ms;
+} __attribute__((aligned(16)));
+
+/* One direction of a connection: half 0 client -> backend, half 1 backend -> client. */
+struct half {
+	struct half *starved_next; /* in the worker's list of halves waiting for a buffer */
+	uint32_t send_off, send_len; /* the buffer being sent: [off, len) left */
+	uint32_t pend_len;
+	uint16_t send_bid; /* BUF_NONE when no send is in flight */
+	uint16_t pend_bid; /* a received buffer waiting for the send to finish */
+	uint8_t idx;
+	bool recv_armed;
+	bool eof; /* the source sent FIN */
+	bool starved;
+};
+
+enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_STATE_MAX };
+
+struct conn {
+	struct conn *next, *prev; /* the worker's connections */
+	struct hlb_service *svc; /* one reference */
+	struct hlb_backend *be; /* one reference: kept for the connection's life */
+	uint64_t hash;
+	int fd[2]; /* client, backend */
+	uint32_t last_ms; /* last activity, worker clock */
+	uint32_t idle_ms;
+	uint16_t inflight; /* SQEs whose CQE is still to come */
+	uint8_t state;
+	uint8_t attempt; /* index in the preference list */
+	bool timed_out; /* the connect timeout fired */
+	bool established; /* counted in the backend's established */
+	struct half h[2];
+	struct __kernel_timespec ts; /* connect timeout, read at submission */
+} __attribute__((aligned(16)));
+
+struct cmd {
+	struct cmd *next;
+	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN } type;
+	struct hlb_listener *l;
+	uint32_t drain_ms;
+};
+
+struct worker {
+	struct hlb_proxy *proxy;
+	uint32_t id;
+	pthread_t thread;
+	bool started;
+	struct io_uring ring;
+	/* provided buffers, group 0 */
+	struct io_uring_buf_ring *br;
+	size_t br_size;
+	uint8_t *bufs;
+	size_t bufs_size;
+	uint32_t buf_size, buf_count, buf_mask;
+	uint32_t bufs_out; /* buffers held by connections */
+	struct half *starved_head, **starved_tail;
+	/* connections */
+	struct conn conns; /* list head */
+	uint64_t n_conns;
+	_Atomic uint64_t n_conns_pub; /* for hlb_proxy_connections() */
+	struct conn *free_conns;
+	uint32_t min_idle_ms;
+	uint64_t next_idle_scan;
+	/* listeners */
+	struct wlistener *listeners;
+	/* commands from the control thread */
+	pthread_mutex_t cmd_lock;
+	struct cmd *cmd_head, **cmd_tail;
+	int wake_fd;
+	uint64_t wake_val;
+	/* clock, read once per loop turn */
+	uint64_t now_ms;
+	struct __kernel_timespec tick_ts;
+	bool draining;
+	uint64_t drain_deadline;
+	bool exiting;
+	uint64_t last_fd_limit_log;
+	int setup_ret;
+};
+
+struct hlb_proxy {
+	struct hlb_proxy_opts opts;
+	struct hlb_rcu *rcu;
+	struct worker *workers;
+	uint32_t n_workers;
+	int exit_fd;
+	_Atomic uint32_t n_exited;
+	pthread_mutex_t start_lock;
+	pthread_cond_t start_cond;
+	uint32_t n_ready;
+};
+
+static inline uint64_t ud_make(void *p, enum op op)
+{
+	return (uint64_t)(uintptr_t)p | op;
+}
+
+/* An SQE, submitting first if the SQ is full. Never NULL. */
+struct io_uring_sqe *worker_sqe(struct worker *w);
+void worker_close_fd(struct worker *w, int fd);
+
+/* bufring.c */
+int bufring_setup(struct worker *w);
+void bufring_free(struct worker *w);
+void bufring_put(struct worker *w, uint16_t bid);
+static inline uint8_t *bufring_addr(struct worker *w, uint16_t bid)
+{
+	return w->bufs + (size_t)bid * w->buf_size;
+}
+
+/* conn.c */
+void conn_accepted(struct worker *w, struct wlistener *wl, int fd);
+void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe);
+void conn_abort(struct worker *w, struct conn *c);
+void conn_idle_scan(struct worker *w);
+void conn_wake_starved(struct worker *w);
+void conn_cache_free(struct worker *w);
+
+#endif

@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: MIT
+/* The daemon: control-thread loop, listeners by address, static pool. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "proxy/proxy.h"
+
+#define RCU_POLL_MS 50
+
+enum watch_kind { WATCH_FD = 0, WATCH_TIMER, WATCH_SIGNAL, WATCH_EXIT, WATCH_KIND_MAX };
+
+struct watch {
+	struct watch *next;
+	enum watch_kind kind;
+	int fd;
+	bool dead;
+	hlb_daemon_fd_fn fd_fn;
+	void *arg;
+	struct hlb_daemon_timer *timer;
+};
+
+struct hlb_daemon_timer {
+	struct watch *w;
+	hlb_daemon_timer_fn fn;
+	void *arg;
+};
+
+/* A listen address and its state within a listen transaction. */
+struct dlistener {
+	struct dlistener *next;
+	struct hlb_listener *l;
+	struct hlb_service *next_svc; /* set by hlb_daemon_listen() in a transaction */
+	bool fresh; /* opened in the current transaction, not started yet */
+};
+
+struct hlb_daemon {
+	struct hashlb_config *cfg; /* the initial (or, static pool, current) config */
+	char *config_path;
+	struct hlb_daemon_opts opts;
+	struct hlb_daemon_hooks hooks;
+	uint32_t n_workers;
+	struct hlb_rcu *rcu;
+	struct hlb_proxy *proxy;
+	int epfd;
+	int sigfd;
+	struct watch *watches;
+	struct dlistener *listeners;
+	bool in_txn;
+	bool running;
+	bool stopping;
+	bool stop_now;
+	uint64_t generation;
+	/* the static pool */
+	struct hlb_service **services;
+	uint32_t n_services;
+};
+
+static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
+		     struct watch **ret_watch)
+{
+	struct epoll_event ev = { .events = events };
+	struct watch *w;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->kind = kind;
+	w->fd = fd;
+	ev.data.ptr = w;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int r = -errno;
+
+		free(w);
+		return r;
+	}
+	w->next = d->watches;
+	d->watches = w;
+	*ret_watch = w;
+	return 0;
+}
+
+static void watch_kill(struct hlb_daemon *d, struct watch *w)
+{
+	if (w->dead)
+		return;
+	epoll_ctl(d->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	w->dead = true;
+}
+
+/* Free dead watches; only between dispatch rounds. */
+static void watch_reap(struct hlb_daemon *d)
+{
+	struct watch **pp = &d->watches, *w;
+
+	while ((w = *pp)) {
+		if (!w->dead) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		if (w->kind == WATCH_TIMER) {
+			close(w->fd);
+			free(w->timer);
+		}
+		free(w);
+	}
+}
+
+int hlb_daemon_watch(struct hlb_daemon *d, int fd, uint32_t events, hlb_daemon_fd_fn fn, void *arg)
+{
+	struct watch *w;
+	int r;
+
+	r = watch_add(d, WATCH_FD, fd, events, &w);
+	if (r < 0)
+		return r;
+	w->fd_fn = fn;
+	w->arg = arg;
+	return 0;
+}
+
+void hlb_daemon_unwatch(struct hlb_daemon *d, int fd)
+{
+	for (struct watch *w = d->watches; w; w = w->next)
+		if (w->kind == WATCH_FD && w->fd == fd && !w->dead) {
+			watch_kill(d, w);
+			return;
+		}
+}
+
+int hlb_daemon_timer_set(struct hlb_daemon_timer *t, uint64_t after_ms, uint64_t every_ms)
+{
+	struct itimerspec its = { 0 };
+
+	if (!after_ms)
+		after_ms = 1; /* 0 would disarm */
+	its.it_value.tv_sec = after_ms / 1000;
+	its.it_value.tv_nsec = (after_ms % 1000) * 1000000;
+	its.it_interval.tv_sec = every_ms / 1000;
+	its.it_interval.tv_nsec = (every_ms % 1000) * 1000000;
+	if (timerfd_settime(t->w->fd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int hlb_daemon_timer_add(struct hlb_daemon *d, uint64_t after_ms, uint64_t every_ms,
+			 hlb_daemon_timer_fn fn, void *arg, struct hlb_daemon_timer **ret_timer)
+{
+	struct hlb_daemon_timer *t;
+	int fd, r;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		free(t);
+		return r;
+	}
+	r = watch_add(d, WATCH_TIMER, fd, EPOLLIN, &t->w);
+	if (r < 0) {
+		close(fd);
+		free(t);
+		return r;
+	}
+	t->w->timer = t;
+	t->fn = fn;
+	t->arg = arg;
+	r = hlb_daemon_timer_set(t, after_ms, every_ms);
+	if (r < 0) {
+		hlb_daemon_timer_del(d, t);
+		return r;
+	}
+	if (ret_timer)
+		*ret_timer = t;
+	return 0;
+}
+
+void hlb_daemon_timer_del(struct hlb_daemon *d, struct hlb_daemon_timer *t)
+{
+	if (t)
+		watch_kill(d, t->w);
+}
+
+uint32_t hlb_daemon_workers(const struct hlb_daemon *d)
+{
+	return d->n_workers;
+}
+
+struct hlb_rcu *hlb_daemon_rcu(const struct hlb_daemon *d)
+{
+	return d->rcu;
+}
+
+const char *hlb_daemon_config_path(const struct hlb_daemon *d)
+{
+	return d->config_path;
+}
+
+uint64_t hlb_daemon_next_generation(struct hlb_daemon *d)
+{
+	return ++d->generation;
+}
+
+uint64_t hlb_daemon_connections(const struct hlb_daemon *d)
+{
+	return hlb_proxy_connections(d->proxy);
+}
+
+bool hlb_daemon_stopping(const struct hlb_daemon *d)
+{
+	return d->stopping;
+}
+
+void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *hooks)
+{
+	d->hooks = *hooks;
+}
+
+/* ---- listeners ------------------------------------------------------------ */
+
+static bool sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0 &&
+		       x->sin6_scope_id == y->sin6_scope_id;
+	}
+	return false;
+}
+
+void hlb_daemon_listen_begin(struct hlb_daemon *d)
+{
+	d->in_txn = true;
+	for (struct dlistener *dl = d->listeners; dl; dl = dl->next)
+		dl->next_svc = NULL;
+}
+
+int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen_t addr_len,
+		      const char *name, struct hlb_service *svc, struct hashlb_error *err)
+{
+	struct dlistener *dl;
+	socklen_t len;
+	int r;
+
+	for (dl = d->listeners; dl; dl = dl->next)
+		if (sockaddr_same(hlb_listener_addr(dl->l, &len), addr)) {
+			if (dl->next_svc)
+				return hashlb_err(err, -EADDRINUSE, HASHLB_ERR_SYSTEM,
+						  "two services listen on %s", name);
+			dl->next_svc = svc;
+			return 0;
+		}
+	dl = calloc(1, sizeof(*dl));
+	if (!dl)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	r = hlb_listener_open(d->proxy, addr, addr_len, name, svc, &dl->l, err);
+	if (r < 0) {
+		free(dl);
+		return r;
+	}
+	dl->next_svc = svc;
+	dl->fresh = true;
+	dl->next = d->listeners;
+	d->listeners = dl;
+	return 0;
+}
+
+void hlb_daemon_listen_commit(struct hlb_daemon *d)
+{
+	struct dlistener **pp = &d->listeners, *dl;
+
+	while ((dl = *pp)) {
+		if (!dl->next_svc) {
+			hlb_log(HLB_LOG_INFO, "listener closed", "listen=%s",
+				hlb_listener_name(dl->l));
+			*pp = dl->next;
+			hlb_listener_close(d->proxy, dl->l);
+			free(dl);
+			continue;
+		}
+		if (dl->fresh) {
+			hlb_listener_start(d->proxy, dl->l);
+			hlb_log(HLB_LOG_INFO, "listening", "listen=%s service=%s workers=%u",
+				hlb_listener_name(dl->l), dl->next_svc->name, d->n_workers);
+		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
+			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
+		}
+		dl->fresh = false;
+		dl->next_svc = NULL;
+		pp = &dl->next;
+	}
+	d->in_txn = false;
+}
+
+void hlb_daemon_listen_abort(struct hlb_daemon *d)
+{
+	struct dlistener **pp = &d->listeners, *dl;
+
+	while ((dl = *pp)) {
+		dl->next_svc = NULL;
+		if (dl->fresh) {
+			*pp = dl->next;
+			hlb_listener_close(d->proxy, dl->l);
+			free(dl);
+			continue;
+		}
+		pp = &dl->next;
+	}
+	d->in_txn = false;
+}
+
+/* ---- the static pool ------------------------------------------------------ */
+
+static struct hlb_service *static_find(struct hlb_daemon *d, const char *name)
+{
+	for (uint32_t i = 0; i < d->n_services; i++)
+		if (strcmp(d->services[i]->name, name) == 0)
+			return d->services[i];
+	return NULL;
+}
+
+static struct hlb_backend *static_find_backend(struct hlb_service *svc,
+					       const struct hashlb_backend_cfg *bc)
+{
+	struct hlb_snapshot *s = svc ? hlb_service_snapshot(svc) : NULL;
+
+	if (!s)
+		return NULL;
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		struct hlb_backend *b = s->backends[i];
+
+		if (strcmp(b->name, bc->name) == 0 &&
+		    sockaddr_same((const struct sockaddr *)&b->addr,
+				  (const struct sockaddr *)&bc->addr))
+			return b;
+	}
+	return NULL;
+}
+
+/* Build every service of <cfg>, open its listeners, and swap them all in. */
+static int static_apply(struct hlb_daemon *d, struct hashlb_config *cfg, struct hashlb_error *err)
+{
+	struct hlb_service **svcs;
+	struct hlb_snapshot **snaps;
+	uint32_t n = cfg->n_services, i;
+	int r = 0;
+
+	svcs = calloc(n ? n : 1, sizeof(*svcs));
+	snaps = calloc(n ? n : 1, sizeof(*snaps));
+	if (!svcs || !snaps) {
+		free(svcs);
+		free(snaps);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	hlb_daemon_listen_begin(d);
+	for (i = 0; i < n; i++) {
+		const struct hashlb_service_cfg *sc = &cfg->services[i];
+		struct hlb_service *old = static_find(d, sc->name);
+		struct hlb_backend **bes;
+
+		if (old) {
+			svcs[i] = hlb_service_ref(old);
+		} else {
+			r = hlb_service_new(sc->name, d->n_workers, &svcs[i]);
+			if (r < 0) {
+				hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+				goto err_undo;
+			}
+		}
+		bes = calloc(sc->n_backends ? sc->n_backends : 1, sizeof(*bes));
+		if (!bes) {
+			r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+			goto err_undo;
+		}
+		for (uint32_t j = 0; j < sc->n_backends && r == 0; j++) {
+			struct hlb_backend *b = static_find_backend(old, &sc->backends[j]);
+
+			if (b)
+				bes[j] = hlb_backend_ref(b);
+			else
+				r = hlb_backend_new(&sc->backends[j], d->n_workers, &bes[j]);
+		}
+		if (r == 0)
+			r = hlb_snapshot_build(sc, bes, hlb_daemon_next_generation(d), &snaps[i],
+					       err);
+		for (uint32_t j = 0; j < sc->n_backends; j++)
+			hlb_backend_unref(bes[j]);
+		free(bes);
+		if (r < 0) {
+			if (r == -ENOMEM)
+				hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+			goto err_undo;
+		}
+		r = hlb_daemon_listen(d, (const struct sockaddr *)&sc->listen_addr,
+				      sc->listen_addr_len, sc->listen, svcs[i], err);
+		if (r < 0)
+			goto err_undo;
+	}
+
+	/* Commit: nothing below fails. */
+	for (i = 0; i < n; i++) {
+		hlb_service_publish(svcs[i], snaps[i], d->rcu);
+		hlb_log(HLB_LOG_INFO, "service ready",
+			"service=%s listen=%s scheme=%s key=%s backends=%u fingerprint=%016llx "
+			"generation=%llu",
+			svcs[i]->name, cfg->services[i].listen,
+			hashlb_scheme_name(hashlb_table_scheme(snaps[i]->table)),
+			hashlb_key_name(snaps[i]->key), snaps[i]->n_backends,
+			(unsigned long long)snaps[i]->fingerprint,
+			(unsigned long long)snaps[i]->generation);
+	}
+	hlb_daemon_listen_commit(d);
+	for (i = 0; i < d->n_services; i++)
+		hlb_service_unref(d->services[i]);
+	free(d->services);
+	d->services = svcs;
+	d->n_services = n;
+	free(snaps);
+	if (d->cfg != cfg) {
+		hashlb_config_free(d->cfg);
+		d->cfg = cfg;
+	}
+	return 0;
+
+err_undo:
+	hlb_daemon_listen_abort(d);
+	for (i = 0; i < n; i++) {
+		hlb_snapshot_free(snaps[i]);
+		hlb_service_unref(svcs[i]);
+	}
+	free(svcs);
+	free(snaps);
+	return r;
+}
+
+static void static_reload(struct hlb_daemon *d)
+{
+	struct hashlb_config *cfg;
+	struct hashlb_error err = { 0 };
+	int r;
+
+	r = hashlb_config_load(d->config_path, &cfg, &err);
+	if (r == 0) {
+		r = static_apply(d, cfg, &err);
+		if (r < 0)
+			hashlb_config_free(cfg);
+	}
+	if (r < 0) {
+		char q[512];
+
+		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config",
+			"config=%s line=%d column=%d err=%s", d->config_path, err.line, err.column,
+			hlb_log_quote(err.msg, q, sizeof(q)));
+		return;
+	}
+	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s services=%u", d->config_path, d->n_services);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static uint32_t cpu_count(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (uint32_t)n : 1;
+}
+
+int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
+		   const struct hlb_daemon_opts *opts, struct hlb_daemon **ret_daemon,
+		   struct hashlb_error *err)
+{
+	struct hlb_proxy_opts popts = { 0 };
+	struct hlb_daemon *d;
+	struct watch *w;
+	sigset_t mask;
+	int r;
+
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		hashlb_config_free(cfg);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	d->cfg = cfg;
+	d->epfd = -1;
+	d->sigfd = -1;
+	d->opts = *opts;
+	d->config_path = strdup(config_path ? config_path : "");
+	d->n_workers = opts->workers ? opts->workers : cfg->workers ? cfg->workers : cpu_count();
+	if (d->n_workers > HLB_WORKERS_MAX)
+		d->n_workers = HLB_WORKERS_MAX;
+	if (!d->config_path) {
+		r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto err_free;
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	/* blocked before any worker starts, so every thread inherits the mask */
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	d->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->sigfd < 0 || d->epfd < 0) {
+		r = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "signalfd/epoll: %m");
+		goto err_free;
+	}
+	r = watch_add(d, WATCH_SIGNAL, d->sigfd, EPOLLIN, &w);
+	if (r < 0) {
+		hashlb_err(err, r, HASHLB_ERR_SYSTEM, "epoll: %s", strerror(-r));
+		goto err_free;
+	}
+
+	r = hlb_rcu_new(d->n_workers, &d->rcu);
+	if (r < 0) {
+		hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+		goto err_free;
+	}
+	popts.n_workers = d->n_workers;
+	popts.pin_cpus = opts->pin_cpus;
+	popts.buf_size = opts->buf_size;
+	popts.buf_count = opts->buf_count;
+	r = hlb_proxy_new(&popts, d->rcu, &d->proxy, err);
+	if (r < 0)
+		goto err_free;
+	r = watch_add(d, WATCH_EXIT, hlb_proxy_exit_fd(d->proxy), EPOLLIN, &w);
+	if (r < 0) {
+		hashlb_err(err, r, HASHLB_ERR_SYSTEM, "epoll: %s", strerror(-r));
+		goto err_free;
+	}
+	*ret_daemon = d;
+	return 0;
+
+err_free:
+	hlb_daemon_free(d);
+	return r;
+}
+
+static void log_fd_limit(struct hlb_daemon *d)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* two fds per proxied connection */
+	hlb_log(HLB_LOG_INFO, "file descriptor limit", "nofile=%llu max_connections_fd=%llu",
+		(unsigned long long)rl.rlim_cur,
+		(unsigned long long)(rl.rlim_cur > 64 ? (rl.rlim_cur - 64) / 2 : 0));
+}
+
+static uint32_t drain_ms(struct hlb_daemon *d)
+{
+	uint32_t max = 0;
+
+	for (struct dlistener *dl = d->listeners; dl; dl = dl->next) {
+		struct hlb_service *svc = hlb_listener_service(dl->l);
+		struct hlb_snapshot *s = svc ? hlb_service_snapshot(svc) : NULL;
+
+		if (s && s->drain_timeout_ms > max)
+			max = s->drain_timeout_ms;
+	}
+	return max;
+}
+
+void hlb_daemon_stop(struct hlb_daemon *d)
+{
+	struct dlistener *dl, *next;
+	uint32_t ms;
+
+	if (d->stopping) {
+		if (!d->stop_now) {
+			d->stop_now = true;
+			hlb_log(HLB_LOG_INFO, "second signal, closing every connection", NULL);
+			hlb_proxy_drain(d->proxy, 0);
+		}
+		return;
+	}
+	d->stopping = true;
+	if (d->hooks.stopping)
+		d->hooks.stopping(d, d->hooks.arg);
+	ms = drain_ms(d);
+	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
+		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
+	hlb_proxy_drain(d->proxy, ms);
+	for (dl = d->listeners; dl; dl = next) {
+		next = dl->next;
+		hlb_listener_close(d->proxy, dl->l);
+		free(dl);
+	}
+	d->listeners = NULL;
+}
+
+static void handle_signals(struct hlb_daemon *d)
+{
+	struct signalfd_siginfo si;
+
+	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGHUP:
+			if (d->stopping)
+				break;
+			hlb_log(HLB_LOG_INFO, "SIGHUP, reloading", NULL);
+			if (d->hooks.reload)
+				d->hooks.reload(d, d->hooks.arg);
+			else
+				static_reload(d);
+			break;
+		case SIGTERM:
+		case SIGINT:
+			hlb_log(HLB_LOG_INFO, "signal, shutting down", "signal=%s",
+				si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+			hlb_daemon_stop(d);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
+{
+	struct epoll_event evs[32];
+	int r;
+
+	log_fd_limit(d);
+	r = hlb_proxy_start(d->proxy, err);
+	if (r < 0)
+		return r;
+	if (d->hooks.start)
+		r = d->hooks.start(d, d->cfg, d->hooks.arg, err);
+	else
+		r = static_apply(d, d->cfg, err);
+	if (r < 0)
+		return r;
+	d->running = true;
+	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
+		d->config_path, (int)getpid());
+
+	while (!hlb_proxy_done(d->proxy)) {
+		int n = epoll_wait(d->epfd, evs, 32, RCU_POLL_MS);
+
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++) {
+			struct watch *w = evs[i].data.ptr;
+			uint64_t v;
+
+			if (w->dead)
+				continue;
+			switch (w->kind) {
+			case WATCH_SIGNAL:
+				handle_signals(d);
+				break;
+			case WATCH_EXIT:
+				if (read(w->fd, &v, sizeof(v)) < 0) {
+					/* spurious: nonblocking, nothing to read */
+				}
+				break;
+			case WATCH_TIMER:
+				if (read(w->fd, &v, sizeof(v)) == sizeof(v))
+					w->timer->fn(d, w->timer->arg);
+				break;
+			case WATCH_FD:
+				w->fd_fn(d, w->fd, evs[i].events, w->arg);
+				break;
+			default:
+				break;
+			}
+		}
+		watch_reap(d);
+		hlb_rcu_poll(d->rcu);
+	}
+	d->running = false;
+	hlb_log(HLB_LOG_INFO, "stopped", NULL);
+	if (d->hooks.stopped)
+		d->hooks.stopped(d, d->hooks.arg);
+	return 0;
+}
+
+void hlb_daemon_free(struct hlb_daemon *d)
+{
+	struct dlistener *dl, *next;
+
+	if (!d)
+		return;
+	hlb_proxy_free(d->proxy); /* joins the workers */
+	for (dl = d->listeners; dl; dl = next) {
+		next = dl->next;
+		hlb_listener_unref(dl->l);
+		free(dl);
+	}
+	for (uint32_t i = 0; i < d->n_services; i++)
+		hlb_service_unref(d->services[i]);
+	free(d->services);
+	hlb_rcu_free(d->rcu);
+	for (struct watch *w = d->watches; w; w = w->next)
+		w->dead = true;
+	watch_reap(d);
+	if (d->epfd >= 0)
+		close(d->epfd);
+	if (d->sigfd >= 0)
+		close(d->sigfd);
+	hashlb_config_free(d->cfg);
+	free(d->config_path);
+	free(d);
+}

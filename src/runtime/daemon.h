@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hashlb daemon (`hashlb run`): the control thread's event loop, the
+ * workers of the data plane, the listeners, and the plug for the control
+ * plane.
+ *
+ * The control thread (the main thread) runs one epoll loop: a signalfd for
+ * SIGTERM, SIGINT and SIGHUP, the workers' exit eventfd, the fds and timers
+ * that the control plane registers (hlb_daemon_watch(), hlb_daemon_timer_*),
+ * and the RCU reclamation of retired snapshots. Nothing here is thread-safe
+ * unless said: call it from the control thread (from a callback or a hook).
+ *
+ * Services. Without a control plane (no hooks.start), the daemon runs a
+ * static pool: one snapshot per service built from the config, every backend
+ * up; SIGHUP reloads the config file (a service keeps its object if its name
+ * is unchanged, a backend if its name and address are). With a control
+ * plane, hooks.start creates the services, publishes their snapshots
+ * (hlb_service_publish() with hlb_daemon_rcu()) and opens their listeners
+ * with the listen transaction below; hooks.reload does the same for SIGHUP.
+ *
+ * Listeners are kept per address across config generations. A reload runs
+ *   hlb_daemon_listen_begin(d);
+ *   hlb_daemon_listen(d, addr, ..., svc) for every service of the new config;
+ *   hlb_daemon_listen_commit(d)  (or _abort(d) if the reload fails)
+ * An address listened on before keeps its sockets (nothing is refused
+ * during the reload) and routes to the new service at commit; new addresses
+ * are bound in hlb_daemon_listen() (so a bind error fails the reload before
+ * anything changed) and start accepting at commit; addresses not listened
+ * on again are closed at commit. Established connections are never closed
+ * by a reload: they hold their service and backend.
+ *
+ * Shutdown. SIGTERM or SIGINT (or hlb_daemon_stop()): hooks.stopping runs,
+ * every listener closes (new connections are refused), established
+ * connections drain for up to the largest drain_timeout_ms of the services,
+ * then the remaining ones are closed and hlb_daemon_run() returns 0. A
+ * second signal ends the drain at once.
+ */
+#ifndef HASHLB_DAEMON_H
+#define HASHLB_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hashlb/config.h"
+#include "hashlb/error.h"
+#include "runtime.h"
+
+struct hlb_daemon;
+
+struct hlb_daemon_opts {
+	uint32_t workers; /* 0: the config's; 0 there: one per CPU */
+	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
+	uint32_t buf_size; /* provided buffer bytes; 0 = default (16 KiB) */
+	uint32_t buf_count; /* provided buffers per worker; 0 = default (1024) */
+};
+
+/* The control plane's plug. Every member may be NULL. */
+struct hlb_daemon_hooks {
+	void *arg;
+	/*
+	 * Before the workers accept: create the services from <cfg> (borrowed,
+	 * valid until hlb_daemon_free()), publish their first snapshots, and
+	 * open their listeners (listen transaction). NULL: the static pool.
+	 */
+	int (*start)(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
+		     struct hashlb_error *err);
+	/* SIGHUP. NULL: the static pool reloads hlb_daemon_config_path(). */
+	void (*reload)(struct hlb_daemon *d, void *arg);
+	/* Shutdown begins: stop health checks, close the admin endpoint. */
+	void (*stopping)(struct hlb_daemon *d, void *arg);
+	/* The workers have exited: free the control plane's state. */
+	void (*stopped)(struct hlb_daemon *d, void *arg);
+};
+
+/*
+ * A daemon for <cfg> (ownership taken, also on failure) loaded from
+ * <config_path>. Sets up signals (blocks SIGTERM/SIGINT/SIGHUP for
+ * signalfd, ignores SIGPIPE), raises the fd soft limit to the hard limit,
+ * and creates the workers (not started).
+ */
+int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
+		   const struct hlb_daemon_opts *opts, struct hlb_daemon **ret_daemon,
+		   struct hashlb_error *err);
+void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *hooks);
+/*
+ * Start the workers and the services, then run the loop until shutdown
+ * completes. Returns 0 after a clean drain, a negative errno (and <err>) if
+ * it could not start.
+ */
+int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err);
+/* Begin the shutdown as on SIGTERM (from a callback of the loop). */
+void hlb_daemon_stop(struct hlb_daemon *d);
+void hlb_daemon_free(struct hlb_daemon *d); /* accepts NULL */
+
+uint32_t hlb_daemon_workers(const struct hlb_daemon *d);
+struct hlb_rcu *hlb_daemon_rcu(const struct hlb_daemon *d);
+const char *hlb_daemon_config_path(const struct hlb_daemon *d);
+/* A process-wide increasing number for the next snapshot's generation. */
+uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
+/* Connections open now over all workers. */
+uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
+bool hlb_daemon_stopping(const struct hlb_daemon *d);
+
+/* ---- listen transaction -------------------------------------------------- */
+void hlb_daemon_listen_begin(struct hlb_daemon *d);
+int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen_t addr_len,
+		      const char *name, struct hlb_service *svc, struct hashlb_error *err);
+void hlb_daemon_listen_commit(struct hlb_daemon *d);
+void hlb_daemon_listen_abort(struct hlb_daemon *d);
+
+/* ---- event loop ---------------------------------------------------------- */
+typedef void (*hlb_daemon_fd_fn)(struct hlb_daemon *d, int fd, uint32_t events, void *arg);
+typedef void (*hlb_daemon_timer_fn)(struct hlb_daemon *d, void *arg);
+struct hlb_daemon_timer;
+
+/* Call <fn> when <fd> has any of <events> (EPOLLIN...). The caller keeps the fd. */
+int hlb_daemon_watch(struct hlb_daemon *d, int fd, uint32_t events, hlb_daemon_fd_fn fn, void *arg);
+/* Stop watching <fd>; safe from within its callback. Call before closing it. */
+void hlb_daemon_unwatch(struct hlb_daemon *d, int fd);
+/*
+ * A timer firing after <after_ms>, then every <every_ms> (0: once; it then
+ * stays allocated until hlb_daemon_timer_del() or the daemon's end).
+ */
+int hlb_daemon_timer_add(struct hlb_daemon *d, uint64_t after_ms, uint64_t every_ms,
+			 hlb_daemon_timer_fn fn, void *arg, struct hlb_daemon_timer **ret_timer);
+/* Re-arm: fire after <after_ms>, then every <every_ms>. */
+int hlb_daemon_timer_set(struct hlb_daemon_timer *t, uint64_t after_ms, uint64_t every_ms);
+/* Safe from within its callback. Accepts NULL. */
+void hlb_daemon_timer_del(struct hlb_daemon *d, struct hlb_daemon_timer *t);
+
+#endif

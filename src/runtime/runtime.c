@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/* Backends, snapshots and services: the objects of runtime.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
+		    struct hlb_backend **ret_backend)
+{
+	struct hlb_backend *b;
+
+	if (n_workers == 0 || n_workers > HLB_WORKERS_MAX)
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->name = strdup(cfg->name);
+	b->address = strdup(cfg->address ? cfg->address : "");
+	b->wstats = aligned_alloc(64, sizeof(*b->wstats) * n_workers);
+	if (!b->name || !b->address || !b->wstats) {
+		free(b->name);
+		free(b->address);
+		free(b->wstats);
+		free(b);
+		return -ENOMEM;
+	}
+	memset(b->wstats, 0, sizeof(*b->wstats) * n_workers);
+	atomic_init(&b->refs, 1);
+	b->n_workers = n_workers;
+	b->addr = cfg->addr;
+	b->addr_len = cfg->addr_len;
+	b->weight = cfg->weight;
+	atomic_init(&b->admin, (int)cfg->admin);
+	atomic_init(&b->healthy, true);
+	atomic_init(&b->consecutive_fail, 0);
+	atomic_init(&b->active, 0);
+	atomic_init(&b->admit, 65536);
+	atomic_init(&b->evict, false);
+	*ret_backend = b;
+	return 0;
+}
+
+struct hlb_backend *hlb_backend_ref(struct hlb_backend *b)
+{
+	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+	return b;
+}
+
+void hlb_backend_unref(struct hlb_backend *b)
+{
+	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (b->control_free)
+		b->control_free(b->control);
+	free(b->wstats);
+	free(b->name);
+	free(b->address);
+	free(b);
+}
+
+bool hlb_backend_usable(const struct hlb_backend *b)
+{
+	return atomic_load_explicit(&b->admin, memory_order_relaxed) == HASHLB_ADMIN_READY &&
+	       atomic_load_explicit(&b->healthy, memory_order_relaxed);
+}
+
+void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret)
+{
+	struct hlb_backend_counters c = { 0 };
+
+	c.active = atomic_load_explicit(&b->active, memory_order_relaxed);
+	for (uint32_t i = 0; i < b->n_workers; i++) {
+		const struct hlb_backend_wstats *w = &b->wstats[i];
+
+		c.total += atomic_load_explicit(&w->established, memory_order_relaxed);
+		c.bytes_in += atomic_load_explicit(&w->bytes_in, memory_order_relaxed);
+		c.bytes_out += atomic_load_explicit(&w->bytes_out, memory_order_relaxed);
+		c.connect_fail += atomic_load_explicit(&w->connect_fail, memory_order_relaxed);
+		c.connect_timeout +=
+			atomic_load_explicit(&w->connect_timeout, memory_order_relaxed);
+		c.retries += atomic_load_explicit(&w->retries, memory_order_relaxed);
+	}
+	*ret = c;
+}
+
+static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_service_cfg *cfg)
+{
+	s->key = cfg->key;
+	s->seed = cfg->table.seed;
+	s->connect_timeout_ms = cfg->connect_timeout_ms;
+	s->idle_timeout_ms = cfg->idle_timeout_ms;
+	s->drain_timeout_ms = cfg->drain_timeout_ms;
+	s->max_connections = cfg->max_connections;
+	s->connect_retries = cfg->connect_retries;
+	s->balance_factor = cfg->balance_factor;
+}
+
+static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
+{
+	uint64_t w = 0;
+
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		if (!hashlb_table_backend_down(s->table, i))
+			w += hashlb_table_backend_weight(s->table, i);
+	return w;
+}
+
+static int snapshot_alloc(uint32_t n, struct hlb_backend *const *backends,
+			  struct hlb_snapshot **ret_snap)
+{
+	struct hlb_snapshot *s;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->backends = calloc(n ? n : 1, sizeof(*s->backends));
+	if (!s->backends) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->n_backends = n;
+	for (uint32_t i = 0; i < n; i++)
+		s->backends[i] = hlb_backend_ref(backends[i]);
+	*ret_snap = s;
+	return 0;
+}
+
+int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend *const *backends,
+		       uint64_t generation, struct hlb_snapshot **ret_snap,
+		       struct hashlb_error *err)
+{
+	struct hashlb_backend_spec *specs;
+	struct hlb_snapshot *s;
+	int r;
+
+	specs = calloc(cfg->n_backends ? cfg->n_backends : 1, sizeof(*specs));
+	if (!specs)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < cfg->n_backends; i++) {
+		specs[i].name = backends[i]->name;
+		specs[i].weight = backends[i]->weight;
+		specs[i].down = !hlb_backend_usable(backends[i]);
+	}
+	r = snapshot_alloc(cfg->n_backends, backends, &s);
+	if (r < 0) {
+		free(specs);
+		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	r = hashlb_table_build(&cfg->table, specs, cfg->n_backends, &s->table, err);
+	free(specs);
+	if (r < 0) {
+		hlb_snapshot_free(s);
+		return r;
+	}
+	snapshot_settings(s, cfg);
+	s->generation = generation;
+	s->fingerprint = hashlb_table_fingerprint(s->table);
+	s->up_weight = snapshot_up_weight(s);
+	*ret_snap = s;
+	return 0;
+}
+
+int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
+			 struct hlb_snapshot **ret_snap, struct hashlb_error *err)
+{
+	struct hlb_snapshot *s;
+	bool *down;
+	int r;
+
+	down = calloc(cur->n_backends ? cur->n_backends : 1, sizeof(*down));
+	if (!down)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < cur->n_backends; i++)
+		down[i] = !hlb_backend_usable(cur->backends[i]);
+	r = snapshot_alloc(cur->n_backends, cur->backends, &s);
+	if (r < 0) {
+		free(down);
+		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	r = hashlb_table_with_down(cur->table, down, &s->table, err);
+	free(down);
+	if (r < 0) {
+		hlb_snapshot_free(s);
+		return r;
+	}
+	s->key = cur->key;
+	s->seed = cur->seed;
+	s->connect_timeout_ms = cur->connect_timeout_ms;
+	s->idle_timeout_ms = cur->idle_timeout_ms;
+	s->drain_timeout_ms = cur->drain_timeout_ms;
+	s->max_connections = cur->max_connections;
+	s->connect_retries = cur->connect_retries;
+	s->balance_factor = cur->balance_factor;
+	s->generation = generation;
+	s->fingerprint = hashlb_table_fingerprint(s->table);
+	s->up_weight = snapshot_up_weight(s);
+	*ret_snap = s;
+	return 0;
+}
+
+void hlb_snapshot_free(struct hlb_snapshot *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		hlb_backend_unref(s->backends[i]);
+	free(s->backends);
+	hashlb_table_free(s->table);
+	free(s);
+}
+
+int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **ret_service)
+{
+	struct hlb_service *s;
+
+	if (n_workers == 0 || n_workers > HLB_WORKERS_MAX)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->name = strdup(name);
+	s->wstats = aligned_alloc(64, sizeof(*s->wstats) * n_workers);
+	if (!s->name || !s->wstats) {
+		free(s->name);
+		free(s->wstats);
+		free(s);
+		return -ENOMEM;
+	}
+	memset(s->wstats, 0, sizeof(*s->wstats) * n_workers);
+	atomic_init(&s->refs, 1);
+	atomic_init(&s->snap, NULL);
+	atomic_init(&s->active, 0);
+	s->n_workers = n_workers;
+	*ret_service = s;
+	return 0;
+}
+
+struct hlb_service *hlb_service_ref(struct hlb_service *s)
+{
+	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+	return s;
+}
+
+void hlb_service_unref(struct hlb_service *s)
+{
+	if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (s->control_free)
+		s->control_free(s->control);
+	/* The last reference: no worker can reach the snapshot any more. */
+	hlb_snapshot_free(atomic_load_explicit(&s->snap, memory_order_relaxed));
+	free(s->wstats);
+	free(s->name);
+	free(s);
+}
+
+void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_counters *ret)
+{
+	struct hlb_service_counters c = { 0 };
+
+	c.active = atomic_load_explicit(&s->active, memory_order_relaxed);
+	for (uint32_t i = 0; i < s->n_workers; i++) {
+		const struct hlb_service_wstats *w = &s->wstats[i];
+
+		c.lookups += atomic_load_explicit(&w->lookups, memory_order_relaxed);
+		c.total += atomic_load_explicit(&w->total, memory_order_relaxed);
+		c.rejected += atomic_load_explicit(&w->rejected, memory_order_relaxed);
+		c.no_backend += atomic_load_explicit(&w->no_backend, memory_order_relaxed);
+	}
+	*ret = c;
+}
+
+static void snapshot_free_cb(void *p)
+{
+	hlb_snapshot_free(p);
+}
+
+int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, struct hlb_rcu *rcu)
+{
+	struct hlb_snapshot *old;
+
+	old = atomic_exchange_explicit(&svc->snap, next, memory_order_acq_rel);
+	if (!old)
+		return 0;
+	return hlb_rcu_defer(rcu, snapshot_free_cb, old);
+}
