@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hashlb/config.h"
 #include "hashlb/tuple.h"
 #include "table_args.h"
 
@@ -19,6 +20,7 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"  hashlb lookup [OPTIONS] CLIENT BACKEND[=WEIGHT]...\n"
+		"  hashlb lookup -c FILE [--service NAME] [OPTIONS] CLIENT...\n"
 		"\n"
 		"DESCRIPTION\n"
 		"  Builds the table for the backends given (see hashlb table) and prints\n"
@@ -27,7 +29,17 @@ static void usage(FILE *f)
 		"  when a connect fails. Several clients may be given, separated by\n"
 		"  commas, to print one line each.\n"
 		"\n"
-		"OPTIONS\n" TABLE_ARGS_USAGE
+		"  With -c, the table is the one hashlb run builds from FILE for the\n"
+		"  service: its backends, weights, scheme, seed and hash key, with the\n"
+		"  backends whose state is drain or maint taking no new clients, and the\n"
+		"  service's listen address as the destination (for the 4-tuple key).\n"
+		"  The table and key options then come from FILE and may not be given;\n"
+		"  --down still marks further backends down (what happens if they fail).\n"
+		"  Every argument is a client (or a comma-separated list of them).\n"
+		"\n"
+		"OPTIONS\n"
+		"  -c, --config FILE          take the table from this configuration\n"
+		"      --service NAME         the service of FILE (needed if it has several)\n" TABLE_ARGS_USAGE
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --vip ADDR:PORT        the service address (hashed by 4-tuple)\n"
 		"  -n, --pref K               length of the preference list (default 3)\n"
@@ -38,12 +50,15 @@ static void usage(FILE *f)
 		"  One line per client: CLIENT BACKEND PREFERENCE,LIST HASH\n"
 		"\n"
 		"EXIT STATUS\n"
-		"  0 on success, 1 if the table cannot be built or an address is invalid,\n"
+		"  0 on success, 1 if the table cannot be built, the configuration is\n"
+		"  invalid (FILE:LINE:COL: error: ... on stderr) or an address is invalid,\n"
 		"  2 on a usage error.\n"
 		"\n"
 		"EXAMPLES\n"
 		"  hashlb lookup 10.0.0.7 a b c\n"
-		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n");
+		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
+		"  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
+		"  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n");
 }
 
 static int lookup_one(const struct hashlb_table *t, const char *client, const char *vip,
@@ -69,8 +84,8 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 	h = hashlb_tuple_hash(&tu, key, hashlb_table_params(t)->seed);
 	n = hashlb_table_preference(t, h, pref, k);
 	if (json) {
-		printf("%s{\"client\":\"%s\",\"hash\":\"%016" PRIx64 "\",\"backend\":", first ? "" : ",",
-		       client, h);
+		printf("%s{\"client\":\"%s\",\"hash\":\"%016" PRIx64 "\",\"backend\":",
+		       first ? "" : ",", client, h);
 		if (n)
 			printf("\"%s\"", hashlb_table_backend_name(t, pref[0]));
 		else
@@ -88,6 +103,109 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 	return 0;
 }
 
+/* Whether <name> is in the comma-separated <list>. */
+static bool name_in_list(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n == len && strncmp(p, name, n) == 0)
+			return true;
+		p = end ? end + 1 : p + n;
+	}
+	return false;
+}
+
+/*
+ * The table of service <service> (NULL: the only one) of config <path>, as
+ * the daemon builds it, with the backends of <down> marked down as well.
+ * Prints what is wrong and returns 1 (bad input) or 2 (usage) on failure.
+ */
+static int config_table(const char *path, const char *service, const char *down,
+			struct hashlb_config **ret_config,
+			const struct hashlb_service_cfg **ret_service,
+			struct hashlb_table **ret_table)
+{
+	const struct hashlb_service_cfg *s;
+	struct hashlb_config *c = NULL;
+	struct hashlb_table *t = NULL;
+	struct hashlb_error err;
+	int r;
+
+	if (hashlb_config_load(path, &c, &err) < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	if (service) {
+		s = hashlb_config_service(c, service);
+		if (!s) {
+			fprintf(stderr, "hashlb: error: %s has no service '%s'; it has:", path,
+				service);
+			for (uint32_t i = 0; i < c->n_services; i++)
+				fprintf(stderr, " %s", c->services[i].name);
+			fprintf(stderr, "\n");
+			hashlb_config_free(c);
+			return 1;
+		}
+	} else if (c->n_services == 1) {
+		s = &c->services[0];
+	} else {
+		fprintf(stderr,
+			"hashlb: error: %s has %u services: choose one with --service NAME:", path,
+			c->n_services);
+		for (uint32_t i = 0; i < c->n_services; i++)
+			fprintf(stderr, " %s", c->services[i].name);
+		fprintf(stderr, "\n");
+		hashlb_config_free(c);
+		return 2;
+	}
+	/* Every name in the down list must be a backend: a typo must not pass silently. */
+	for (const char *p = down; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		bool found = false;
+
+		for (uint32_t i = 0; i < s->n_backends && !found; i++)
+			found = strlen(s->backends[i].name) == n &&
+				strncmp(s->backends[i].name, p, n) == 0;
+		if (!found) {
+			fprintf(stderr,
+				"hashlb: error: --down names '%.*s', which is not a backend of service '%s'\n",
+				(int)n, p, s->name);
+			hashlb_config_free(c);
+			return 1;
+		}
+		p = end ? end + 1 : p + n;
+	}
+	r = hashlb_service_cfg_build_table(s, &t, &err);
+	if (r == 0 && down) {
+		struct hashlb_table *base = t;
+		bool *is_down = calloc(s->n_backends, sizeof(*is_down));
+
+		t = NULL;
+		r = is_down ? 0 : hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		for (uint32_t i = 0; r == 0 && i < s->n_backends; i++)
+			is_down[i] = hashlb_table_backend_down(base, i) ||
+				     name_in_list(down, s->backends[i].name);
+		if (r == 0)
+			r = hashlb_table_with_down(base, is_down, &t, &err);
+		free(is_down);
+		hashlb_table_free(base);
+	}
+	if (r < 0) {
+		cli_print_error(&err);
+		hashlb_config_free(c);
+		return 1;
+	}
+	*ret_config = c;
+	*ret_service = s;
+	*ret_table = t;
+	return 0;
+}
+
 int cmd_lookup(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -96,28 +214,47 @@ int cmd_lookup(int argc, char **argv)
 		{ "vip", required_argument, NULL, 0x202 },
 		{ "pref", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 0x201 },
+		{ "config", required_argument, NULL, 'c' },
+		{ "service", required_argument, NULL, 0x203 },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	enum hashlb_key key = HASHLB_KEY_SRC_IP;
 	struct hashlb_table *t = NULL;
 	const char *vip = NULL;
+	const char *config_path = NULL, *service = NULL, *table_opt = NULL, *key_opt = NULL;
+	const struct hashlb_service_cfg *svc = NULL;
+	struct hashlb_config *cfg = NULL;
 	struct table_args a;
 	bool json = false;
 	uint64_t k = 3;
-	char *clients, *save = NULL;
-	int opt, r;
+	bool first = true;
+	int opt, r, n_clients;
 
 	table_args_init(&a);
-	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "k:n:h", longopts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts, NULL)) !=
 	       -1) {
 		r = table_args_option(&a, opt, optarg);
 		if (r < 0)
 			return 2;
-		if (r > 0)
+		if (r > 0) {
+			if (opt != 'd')
+				table_opt = opt == 's'	 ? "--scheme"
+					    : opt == 'v' ? "--vnodes"
+					    : opt == 'm' ? "--table-size"
+					    : opt == 'S' ? "--seed"
+							 : "--max-bytes";
 			continue;
+		}
 		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 0x203:
+			service = optarg;
+			break;
 		case 'k':
+			key_opt = optarg;
 			if (hashlb_key_parse(optarg, &key) < 0) {
 				fprintf(stderr, "hashlb: error: unknown hash key '%s'\n", optarg);
 				return 2;
@@ -143,30 +280,69 @@ int cmd_lookup(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (argc - optind < 2) {
-		fprintf(stderr, "hashlb: error: need a client address and at least one backend\n\n");
-		usage(stderr);
-		return 2;
+	if (config_path) {
+		/* The config is the whole truth: a second source for the same
+		 * setting would answer for a table that hashlb run does not build. */
+		if (table_opt || key_opt) {
+			fprintf(stderr,
+				"hashlb: error: %s cannot be combined with -c: the configuration sets the scheme, its parameters, the seed and the hash key\n",
+				table_opt ? table_opt : "--key");
+			table_args_free(&a);
+			return 2;
+		}
+		if (argc - optind < 1) {
+			fprintf(stderr, "hashlb: error: need a client address\n\n");
+			usage(stderr);
+			table_args_free(&a);
+			return 2;
+		}
+		r = config_table(config_path, service, a.down, &cfg, &svc, &t);
+		if (r) {
+			table_args_free(&a);
+			return r;
+		}
+		key = svc->key;
+		if (!vip)
+			vip = svc->listen;
+		n_clients = argc - optind;
+	} else {
+		if (service) {
+			fprintf(stderr, "hashlb: error: --service needs -c FILE\n");
+			table_args_free(&a);
+			return 2;
+		}
+		if (argc - optind < 2) {
+			fprintf(stderr,
+				"hashlb: error: need a client address and at least one backend\n\n");
+			usage(stderr);
+			table_args_free(&a);
+			return 2;
+		}
+		r = table_args_backends(&a, argv + optind + 1, (size_t)(argc - optind - 1));
+		if (r == 0)
+			r = table_args_build(&a, &t, NULL);
+		n_clients = 1;
 	}
-	r = table_args_backends(&a, argv + optind + 1, (size_t)(argc - optind - 1));
-	if (r == 0)
-		r = table_args_build(&a, &t, NULL);
-	clients = strdup(argv[optind]);
-	if (r == 0 && !clients)
-		r = -ENOMEM;
 	if (r == 0 && json)
 		printf("[");
-	bool first = true;
+	for (int i = 0; i < n_clients && r == 0; i++) {
+		char *clients = strdup(argv[optind + i]), *save = NULL;
 
-	for (char *c = r == 0 ? strtok_r(clients, ",", &save) : NULL; c && r == 0;
-	     c = strtok_r(NULL, ",", &save)) {
-		r = lookup_one(t, c, vip, key, (unsigned)k, json, first);
-		first = false;
+		if (!clients) {
+			r = -ENOMEM;
+			break;
+		}
+		for (char *c = strtok_r(clients, ",", &save); c && r == 0;
+		     c = strtok_r(NULL, ",", &save)) {
+			r = lookup_one(t, c, vip, key, (unsigned)k, json, first);
+			first = false;
+		}
+		free(clients);
 	}
 	if (r == 0 && json)
 		printf("]\n");
-	free(clients);
 	hashlb_table_free(t);
+	hashlb_config_free(cfg);
 	table_args_free(&a);
 	return r == 0 ? 0 : 1;
 }

@@ -133,6 +133,11 @@ static uint64_t rcu_min_seen(struct hlb_rcu *rcu)
 	return min;
 }
 
+uint32_t hlb_rcu_readers(const struct hlb_rcu *rcu)
+{
+	return rcu->n_readers;
+}
+
 size_t hlb_rcu_poll(struct hlb_rcu *rcu)
 {
 	struct rcu_entry *done = NULL, **done_tail = &done, *e, *next;

@@ -284,5 +284,9 @@ int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, stru
 	old = atomic_exchange_explicit(&svc->snap, next, memory_order_acq_rel);
 	if (!old)
 		return 0;
+	if (!rcu) {
+		hlb_snapshot_free(old);
+		return 0;
+	}
 	return hlb_rcu_defer(rcu, snapshot_free_cb, old);
 }

@@ -90,6 +90,8 @@ void hlb_rcu_quiescent(struct hlb_rcu *rcu, uint32_t id);
  * the caller keeps <p>) only if the deferred entry cannot be allocated.
  */
 int hlb_rcu_defer(struct hlb_rcu *rcu, void (*fn)(void *), void *p);
+/* The number of readers, i.e. of counter lines per runtime object. */
+uint32_t hlb_rcu_readers(const struct hlb_rcu *rcu);
 /* Run the frees whose grace period has passed; returns how many remain. */
 size_t hlb_rcu_poll(struct hlb_rcu *rcu);
 /* Block (sleeping) until everything deferred before this call has been run. */
@@ -225,6 +227,9 @@ struct hlb_service {
 	char *name;
 	_Atomic(struct hlb_snapshot *) snap; /* current; never NULL once published */
 	atomic_uint_fast64_t active; /* connections open now (max_connections) */
+	/* The config it was built from: set and read by the control plane only
+	 * (workers read the settings copied into the snapshot). */
+	struct hashlb_service_cfg *cfg;
 	void *control; /* the control plane's own state */
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */
@@ -243,7 +248,8 @@ static inline struct hlb_snapshot *hlb_service_snapshot(struct hlb_service *s)
 
 /*
  * Publish <next> (ownership taken) as <svc>'s snapshot; the previous one is
- * freed through <rcu> once every worker has passed a quiescent point.
+ * freed through <rcu> once every worker has passed a quiescent point, or at
+ * once if <rcu> is NULL (no worker reads it: tests).
  * Control thread only (one publisher per service). Returns -ENOMEM if the
  * old snapshot could not be queued for freeing (then it is leaked, not
  * freed early: correctness first).

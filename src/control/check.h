@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Active health checks: one non-blocking TCP connect per backend and
+ * interval, driven by the control loop (no thread per check). A check passes
+ * when the connect completes within the timeout; it is closed at once (no
+ * payload). Checks keep a fixed cadence from their first due time, so a pool
+ * whose first checks are spread over the interval stays spread.
+ */
+#ifndef HLB_CONTROL_CHECK_H
+#define HLB_CONTROL_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "loop.h"
+
+/* Called from the loop with each result; <latency_ns> is the connect time. */
+typedef void (*hlb_check_done_fn)(void *arg, bool ok, uint64_t latency_ns);
+
+struct hlb_check {
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	uint32_t interval_ms;
+	uint32_t timeout_ms;
+	hlb_check_done_fn done;
+	void *arg;
+	/* private */
+	struct hlb_loop *loop;
+	struct hlb_timer timer;
+	struct hlb_io io; /* fd of the check in flight, -1 if none */
+	uint64_t next_ms;
+	uint64_t started_ns;
+};
+
+/* Fill <c>; nothing runs until hlb_check_start(). */
+void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t addr_len,
+		    uint32_t interval_ms, uint32_t timeout_ms, hlb_check_done_fn done, void *arg);
+/* First check at <first_ms>, then every interval. Returns 0 or -errno. */
+int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms);
+/* Cancel the timer and close a check in flight (no result reported). */
+void hlb_check_stop(struct hlb_check *c);
+static inline bool hlb_check_running(const struct hlb_check *c)
+{
+	return c->loop != NULL;
+}
+
+/*
+ * Where in [0, interval) the first check of member <i> of <n> falls, so that
+ * n checks sharing an interval are evenly spread (no bursts). <salt>
+ * (e.g. a hash of the service name) shifts whole pools against each other.
+ */
+uint64_t hlb_check_phase(uint32_t interval_ms, uint32_t i, uint32_t n, uint64_t salt);
+
+#endif

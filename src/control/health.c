@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+#include <math.h>
+
+#include "health.h"
+
+uint32_t hlb_health_half_life(uint32_t interval_ms, uint32_t rise, uint32_t fall)
+{
+	uint64_t hl = 8ull * (rise + fall) * interval_ms;
+
+	return hl > UINT32_MAX ? UINT32_MAX : (uint32_t)hl;
+}
+
+void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms)
+{
+	*h = (struct hlb_health){
+		.raw_up = up,
+		.up = up,
+		.penalty_ms = now_ms,
+		.last_change_ms = now_ms,
+	};
+}
+
+double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
+			  uint64_t now_ms)
+{
+	double dt;
+
+	if (!p->half_life_ms || h->penalty == 0.0)
+		return 0.0;
+	dt = now_ms > h->penalty_ms ? (double)(now_ms - h->penalty_ms) : 0.0;
+	return h->penalty * exp2(-dt / p->half_life_ms);
+}
+
+/* Recompute <up> from raw_up and the penalty; true if it changed. */
+static bool health_settle(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
+{
+	double pen = hlb_health_penalty(h, p, now_ms);
+	bool up;
+
+	if (h->suppressed && pen < HLB_FLAP_REUSE)
+		h->suppressed = false;
+	else if (!h->suppressed && pen >= HLB_FLAP_SUPPRESS)
+		h->suppressed = true;
+	up = h->raw_up && !h->suppressed;
+	if (up == h->up)
+		return false;
+	h->up = up;
+	h->changes++;
+	h->last_change_ms = now_ms;
+	return true;
+}
+
+static void health_go_down(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
+{
+	h->raw_up = false;
+	h->fail_run = 0;
+	h->ok_run = 0;
+	h->flaps++;
+	if (p->half_life_ms) {
+		h->penalty = hlb_health_penalty(h, p, now_ms) + 1.0;
+		h->penalty_ms = now_ms;
+	}
+}
+
+static void health_fail(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
+			uint64_t now_ms)
+{
+	if (!h->raw_up) {
+		h->ok_run = 0;
+		return;
+	}
+	h->fail_run = h->fail_run + n > p->fall ? p->fall : h->fail_run + (uint32_t)n;
+	if (h->fail_run >= p->fall)
+		health_go_down(h, p, now_ms);
+}
+
+bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, bool ok,
+		      uint64_t now_ms)
+{
+	if (!ok) {
+		health_fail(h, p, 1, now_ms);
+	} else if (h->raw_up) {
+		h->fail_run = 0;
+	} else if (++h->ok_run >= p->rise) {
+		h->raw_up = true;
+		h->ok_run = 0;
+		h->fail_run = 0;
+	}
+	return health_settle(h, p, now_ms);
+}
+
+bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
+			uint64_t now_ms)
+{
+	if (!n)
+		return false;
+	health_fail(h, p, n, now_ms);
+	return health_settle(h, p, now_ms);
+}
+
+bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms)
+{
+	return health_settle(h, p, now_ms);
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A backend's health verdict: a pure state machine, no I/O and no clock of
+ * its own (every call takes the time), so it is tested step by step.
+ *
+ * Rise and fall: <fall> consecutive failed checks take an up backend down,
+ * <rise> consecutive passed checks bring a down one back (HAProxy's rule).
+ * Connect failures that the data plane saw (passive checks) count toward
+ * fall like failed active checks; they never count toward rise, because a
+ * down backend gets no traffic to pass with.
+ *
+ * Flap damping (the hysteresis above rise/fall): rise/fall alone follow a
+ * backend that flaps slower than (rise + fall) x interval, and every flap
+ * would rebuild the table and move that backend's clients back and forth.
+ * So each up->down of the raw verdict adds 1 to a penalty that halves every
+ * <half_life> ms (by default 8 x (rise + fall) x interval). One or two
+ * outages never suppress; a backend flapping with a period up to about 11
+ * intervals is suppressed at its third flap. While the penalty is at or
+ * above HLB_FLAP_SUPPRESS the backend is held down, whatever its checks say,
+ * until the penalty decays below HLB_FLAP_REUSE (as BGP route-flap damping
+ * does): with the defaults, about 100 s after it stops flapping.
+ */
+#ifndef HLB_CONTROL_HEALTH_H
+#define HLB_CONTROL_HEALTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HLB_FLAP_SUPPRESS 2.5
+#define HLB_FLAP_REUSE 1.0
+
+struct hlb_health_params {
+	uint32_t rise; /* >= 1 */
+	uint32_t fall; /* >= 1 */
+	uint32_t half_life_ms; /* penalty half-life; 0 = no damping */
+};
+
+struct hlb_health {
+	bool raw_up; /* the rise/fall verdict */
+	bool up; /* the verdict the table uses: raw_up and not suppressed */
+	bool suppressed;
+	uint32_t ok_run; /* consecutive passes while raw down */
+	uint32_t fail_run; /* consecutive failures while raw up */
+	double penalty; /* as of penalty_ms */
+	uint64_t penalty_ms;
+	uint64_t flaps; /* raw up->down transitions */
+	uint64_t changes; /* transitions of <up> */
+	uint64_t last_change_ms;
+};
+
+/* Default damping half-life for <interval_ms>, <rise>, <fall>. */
+uint32_t hlb_health_half_life(uint32_t interval_ms, uint32_t rise, uint32_t fall);
+
+/* Start in state <up> at <now_ms> (no penalty, no runs). */
+void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms);
+
+/*
+ * Feed one active check result (<ok>) at <now_ms>. Returns true when <up>
+ * changed, i.e. the table must be rebuilt.
+ */
+bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, bool ok,
+		      uint64_t now_ms);
+
+/* Feed <n> passive failures (connect failures seen by the data plane). */
+bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
+			uint64_t now_ms);
+
+/*
+ * Re-evaluate suppression at <now_ms> without a new result: a suppressed
+ * backend whose checks pass comes back up once its penalty has decayed.
+ * Returns true when <up> changed. Call it on every check tick.
+ */
+bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, uint64_t now_ms);
+
+/* The penalty decayed to <now_ms>. */
+double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
+			  uint64_t now_ms);
+
+#endif

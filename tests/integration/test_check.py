@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""hashlb check and hashlb lookup -c: a good config is accepted with its tables shown
+(the fingerprint and shares agree with hashlb table), a broken one is refused with
+exit 1 and exactly one line FILE:LINE:COL: error: WHAT, and lookup -c answers with
+the table the config describes."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+SRC = os.environ.get("HASHLB_SOURCE_ROOT", ".")
+DEMO = os.path.join(SRC, "configs", "demo.yaml")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}")
+
+
+def run(*args):
+    return subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60)
+
+
+# --- a good config ---
+p = run("check", "-c", DEMO)
+check(p.returncode == 0, f"check demo.yaml: exit {p.returncode}: {p.stderr}")
+check(p.stderr == "", f"check demo.yaml wrote to stderr: {p.stderr!r}")
+check("service demo" in p.stdout, "check prints the service")
+fp = re.search(r"fingerprint\s+([0-9a-f]{16})", p.stdout)
+check(fp is not None, f"check prints a 16-hex-digit fingerprint: {p.stdout}")
+shares = {m.group(1): float(m.group(2))
+          for m in re.finditer(r"^\s+([abc])\s+127\.0\.0\.1:1808\d\s+1\s+ready\s+([0-9.]+)%",
+                               p.stdout, re.M)}
+check(sorted(shares) == ["a", "b", "c"], f"check lists backends a b c: {p.stdout}")
+check(abs(sum(shares.values()) - 100.0) < 0.01, f"shares sum to 100%: {shares}")
+
+# The same backends, scheme and seed on the command line give the same table.
+t = run("table", "--scheme", "maglev", "a", "b", "c")
+tfp = re.search(r"fingerprint\s+([0-9a-f]{16})", t.stdout)
+check(fp and tfp and fp.group(1) == tfp.group(1),
+      f"check and table agree on the fingerprint: {fp and fp.group(1)} vs {tfp and tfp.group(1)}")
+
+q = run("check", "-q", "-c", DEMO)
+check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
+
+for name in sorted(os.listdir(os.path.join(SRC, "configs"))):
+    if name.endswith(".yaml"):
+        r = run("check", "-q", "-c", os.path.join(SRC, "configs", name))
+        check(r.returncode == 0, f"configs/{name} passes check: {r.stderr}")
+
+# ipv6.yaml promises that its two services, same backends, scheme and seed, route alike.
+p6 = run("check", "-c", os.path.join(SRC, "configs", "ipv6.yaml"))
+fps = re.findall(r"fingerprint\s+([0-9a-f]{16})", p6.stdout)
+check(len(fps) == 2 and fps[0] == fps[1], f"ipv6.yaml: both services have one fingerprint: {fps}")
+
+# --- broken configs: exit 1, one line FILE:LINE:COL: error: ..., nothing on stdout ---
+with open(DEMO) as f:
+    demo = f.read()
+broken = [
+    # (what to do to demo.yaml, line, column, words in the message)
+    (demo.replace("address: 127.0.0.1:18082", "address: 127.0.0.1:99999"), None, None,
+     "port 99999 is out of range 1..65535"),
+    (demo.replace("scheme: maglev  ", "scheme: magleb  "), None, None,
+     "'scheme' must be ring or maglev, found 'magleb'"),
+    (demo.replace("    hash_key:", "    hash-key:"), None, None,
+     "unknown key 'hash-key' in service (did you mean 'hash_key'?)"),
+    (demo.replace("- name: c\n", "- name: a\n"), None, None,
+     "duplicate backend name 'a'"),
+    (demo + "  - name: other\n    listen: [127.0.0.1:1\n", None, None, "YAML syntax error"),
+    ("", 1, 1, "empty"),
+]
+with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
+    for i, (text, line, col, words) in enumerate(broken):
+        path = os.path.join(tmp, f"broken{i}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        check(text != demo, f"broken case {i} changes the config")
+        r = run("check", "-c", path)
+        check(r.returncode == 1, f"broken {i}: exit {r.returncode}, want 1")
+        check(r.stdout == "", f"broken {i}: nothing on stdout, got {r.stdout!r}")
+        lines = r.stderr.splitlines()
+        m = re.fullmatch(re.escape(path) + r":(\d+):(\d+): error: (.*)", lines[0] if lines else "")
+        check(len(lines) == 1 and m is not None, f"broken {i}: one FILE:LINE:COL line: {r.stderr!r}")
+        if m and line is not None:
+            check((int(m.group(1)), int(m.group(2))) == (line, col),
+                  f"broken {i}: at {m.group(1)}:{m.group(2)}, want {line}:{col}")
+        check(words in r.stderr, f"broken {i}: {words!r} not in {r.stderr!r}")
+        # lookup -c refuses the same file the same way.
+        lk = run("lookup", "-c", path, "10.0.0.1")
+        check(lk.returncode == 1 and lk.stderr == r.stderr,
+              f"broken {i}: lookup -c refuses it like check: {lk.returncode} {lk.stderr!r}")
+
+    # The position points at the offending value: the bad port's line and column.
+    lines = demo.splitlines()
+    ln = next(i for i, s in enumerate(lines) if "127.0.0.1:18082" in s) + 1
+    col = lines[ln - 1].index("127.0.0.1:18082") + 1
+    path = os.path.join(tmp, "port.yaml")
+    with open(path, "w") as f:
+        f.write(demo.replace("127.0.0.1:18082", "127.0.0.1:0"))
+    r = run("check", "-c", path)
+    check(r.stderr.startswith(f"{path}:{ln}:{col}: error: "),
+          f"bad port reported at {ln}:{col}: {r.stderr!r}")
+
+r = run("check", "-c", "/nonexistent/hashlb.yaml")
+check(r.returncode == 1 and r.stderr.startswith("/nonexistent/hashlb.yaml: error: cannot open"),
+      f"missing file: {r.returncode} {r.stderr!r}")
+r = run("check")
+check(r.returncode == 2, f"check without -c: exit {r.returncode}, want 2")
+r = run("check", "--help")
+check(r.returncode == 0 and all(s in r.stdout for s in
+                                ("NAME", "SYNOPSIS", "OPTIONS", "EXIT STATUS", "EXAMPLES")),
+      "check --help is a manual page")
+
+# --- lookup -c: the table of the config, same answers as the command-line form ---
+clients = [f"127.0.{i}.{j}" for i in range(4) for j in range(1, 50)]
+a = run("lookup", "-c", DEMO, *clients)
+b = run("lookup", "-s", "maglev", ",".join(clients), "a", "b", "c")
+check(a.returncode == 0 and b.returncode == 0, f"lookup runs: {a.stderr} {b.stderr}")
+check(a.stdout == b.stdout and len(a.stdout.splitlines()) == len(clients),
+      "lookup -c answers like the command-line form with the same backends")
+a = run("lookup", "-c", DEMO, "--down", "b", *clients)
+b = run("lookup", "--down", "b", ",".join(clients), "a", "b", "c")
+check(a.stdout == b.stdout and " b " not in a.stdout, "lookup -c --down b: nobody goes to b")
+for args, status, words in [
+    (("lookup", "-c", DEMO, "--scheme", "ring", "10.0.0.1"), 2, "cannot be combined with -c"),
+    (("lookup", "-c", DEMO), 2, "need a client"),
+    (("lookup", "-c", DEMO, "--service", "nope", "10.0.0.1"), 1, "has no service 'nope'"),
+    (("lookup", "-c", os.path.join(SRC, "configs", "ipv6.yaml"), "10.0.0.1"), 2, "--service"),
+    (("lookup", "-c", DEMO, "--down", "zz", "10.0.0.1"), 1, "not a backend"),
+]:
+    r = run(*args)
+    check(r.returncode == status and words in r.stderr,
+          f"hashlb {' '.join(args)}: exit {r.returncode} (want {status}), {r.stderr!r}")
+r = run("lookup", "-c", os.path.join(SRC, "configs", "ipv6.yaml"), "--service", "v6", "[::1]:4000")
+check(r.returncode == 0 and r.stdout.split()[1].startswith("v6-"), f"lookup --service: {r.stdout!r}")
+
+print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/* Health verdicts: rise/fall, passive failures, flap damping, check spreading. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "control/check.h"
+#include "control/health.h"
+
+static const struct hlb_health_params hp = { .rise = 2, .fall = 3, .half_life_ms = 0 };
+
+static void test_fall_takes_down_after_fall_failures(void **state)
+{
+	struct hlb_health h;
+
+	hlb_health_init(&h, true, 0);
+	assert_false(hlb_health_check(&h, &hp, false, 10));
+	assert_false(hlb_health_check(&h, &hp, false, 20));
+	assert_true(h.up);
+	assert_true(hlb_health_check(&h, &hp, false, 30));
+	assert_false(h.up);
+	/* Further failures change nothing. */
+	assert_false(hlb_health_check(&h, &hp, false, 40));
+	assert_int_equal(h.changes, 1);
+}
+
+static void test_a_pass_resets_the_fall_count(void **state)
+{
+	struct hlb_health h;
+
+	hlb_health_init(&h, true, 0);
+	for (int i = 0; i < 10; i++) {
+		assert_false(hlb_health_check(&h, &hp, false, i * 30));
+		assert_false(hlb_health_check(&h, &hp, false, i * 30 + 10));
+		assert_false(hlb_health_check(&h, &hp, true, i * 30 + 20));
+	}
+	assert_true(h.up);
+}
+
+static void test_rise_brings_back_after_rise_passes(void **state)
+{
+	struct hlb_health h;
+
+	hlb_health_init(&h, false, 0);
+	assert_false(hlb_health_check(&h, &hp, true, 10));
+	assert_false(h.up);
+	/* A failure in between restarts the count. */
+	assert_false(hlb_health_check(&h, &hp, false, 20));
+	assert_false(hlb_health_check(&h, &hp, true, 30));
+	assert_true(hlb_health_check(&h, &hp, true, 40));
+	assert_true(h.up);
+}
+
+static void test_passive_failures_count_toward_fall(void **state)
+{
+	struct hlb_health h;
+
+	hlb_health_init(&h, true, 0);
+	assert_false(hlb_health_check(&h, &hp, false, 10));
+	assert_false(hlb_health_passive(&h, &hp, 1, 15));
+	assert_true(hlb_health_passive(&h, &hp, 1, 16));
+	assert_false(h.up);
+
+	/* A burst of passive failures takes it down at once. */
+	hlb_health_init(&h, true, 0);
+	assert_true(hlb_health_passive(&h, &hp, 50, 1));
+	assert_false(h.up);
+
+	/* Passive results never bring a backend back, and no failures is no news. */
+	assert_false(hlb_health_passive(&h, &hp, 0, 2));
+	assert_false(hlb_health_check(&h, &hp, true, 3));
+	assert_false(hlb_health_passive(&h, &hp, 1, 4));
+	assert_false(hlb_health_check(&h, &hp, true, 5));
+	assert_true(hlb_health_check(&h, &hp, true, 6));
+}
+
+/*
+ * A backend flapping up/down every 200 ms, checked every 50 ms: rise/fall
+ * alone would follow every flap; damping holds it down after a few.
+ */
+static void test_flapping_backend_is_held_down(void **state)
+{
+	struct hlb_health_params p = { .rise = 2, .fall = 3 };
+	struct hlb_health h;
+	uint64_t t, changes_while_flapping;
+
+	p.half_life_ms = hlb_health_half_life(50, p.rise, p.fall);
+	hlb_health_init(&h, true, 0);
+	for (t = 50; t <= 10000; t += 50) {
+		bool ok = (t / 200) % 2 == 0;
+
+		hlb_health_check(&h, &p, ok, t);
+		hlb_health_tick(&h, &p, t);
+	}
+	changes_while_flapping = h.changes;
+	/* It flapped 25 times; the table saw at most 3 downs and 2 ups. */
+	assert_true(h.flaps >= 20);
+	assert_true(changes_while_flapping <= 5);
+	assert_false(h.up);
+
+	/* Once it is stable again it comes back, after the penalty decays. */
+	for (; t <= 60000 && !h.up; t += 50) {
+		hlb_health_check(&h, &p, true, t);
+		hlb_health_tick(&h, &p, t);
+	}
+	assert_true(h.up);
+	assert_int_equal(h.changes, changes_while_flapping + 1);
+	assert_true(hlb_health_penalty(&h, &p, t) < HLB_FLAP_REUSE);
+}
+
+/* One outage and recovery is not a flap: no suppression, back after rise. */
+static void test_single_outage_is_not_damped(void **state)
+{
+	struct hlb_health_params p = { .rise = 2, .fall = 3 };
+	struct hlb_health h;
+	uint64_t t = 0;
+
+	p.half_life_ms = hlb_health_half_life(50, p.rise, p.fall);
+	hlb_health_init(&h, true, 0);
+	for (int i = 0; i < 3; i++)
+		hlb_health_check(&h, &p, false, t += 50);
+	assert_false(h.up);
+	hlb_health_check(&h, &p, true, t += 50);
+	assert_true(hlb_health_check(&h, &p, true, t += 50));
+	assert_false(h.suppressed);
+	/* Two outages in a row are not either. */
+	for (int i = 0; i < 3; i++)
+		hlb_health_check(&h, &p, false, t += 50);
+	hlb_health_check(&h, &p, true, t += 50);
+	assert_true(hlb_health_check(&h, &p, true, t += 50));
+	assert_int_equal(h.changes, 4);
+}
+
+static void test_checks_are_spread_over_the_interval(void **state)
+{
+	uint64_t prev = 0;
+
+	for (uint32_t i = 0; i < 10; i++) {
+		uint64_t ph = hlb_check_phase(1000, i, 10, 0);
+
+		assert_int_equal(ph, i * 100);
+		assert_true(i == 0 || ph > prev);
+		prev = ph;
+	}
+	for (uint32_t i = 0; i < 1000; i++)
+		assert_true(hlb_check_phase(2000, i, 1000, 12345) < 2000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fall_takes_down_after_fall_failures),
+		cmocka_unit_test(test_a_pass_resets_the_fall_count),
+		cmocka_unit_test(test_rise_brings_back_after_rise_passes),
+		cmocka_unit_test(test_passive_failures_count_toward_fall),
+		cmocka_unit_test(test_flapping_backend_is_held_down),
+		cmocka_unit_test(test_single_outage_is_not_damped),
+		cmocka_unit_test(test_checks_are_spread_over_the_interval),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The pool: health and admin changes rebuild with only the changed
+ * backend's clients moving, bursts coalesce into one build, weights rebuild
+ * fully, slow start ramps, bounded load skips a hot backend, and a reload
+ * applies the difference.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "control/balance.h"
+#include "control/loop.h"
+#include "control/pool.h"
+
+#define N_HASHES 20000
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void backend_fill(struct hashlb_backend_cfg *b, const char *name, uint32_t weight)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&b->addr;
+
+	memset(b, 0, sizeof(*b));
+	b->name = strdup(name);
+	b->address = strdup("127.0.0.1:9");
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(9);
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	b->addr_len = sizeof(*sin);
+	b->weight = weight;
+}
+
+/* One service "web" with backends b0..b<n-1>, health checks off. */
+static struct hashlb_config *config_new(enum hashlb_scheme scheme, uint32_t n)
+{
+	struct hashlb_config *c = calloc(1, sizeof(*c));
+	struct hashlb_service_cfg *s;
+
+	c->services = calloc(1, sizeof(*s));
+	c->n_services = 1;
+	s = &c->services[0];
+	s->name = strdup("web");
+	s->listen = strdup("127.0.0.1:0");
+	hashlb_table_params_init(&s->table, scheme);
+	if (scheme == HASHLB_SCHEME_MAGLEV)
+		s->table.maglev_m = 4099;
+	s->table.seed = 42;
+	s->drain_timeout_ms = 30000;
+	s->health = (struct hashlb_health_cfg){ false, 2000, 1000, 2, 3 };
+	s->backends = calloc(n, sizeof(*s->backends));
+	s->n_backends = n;
+	for (uint32_t i = 0; i < n; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%u", i);
+		backend_fill(&s->backends[i], name, 1);
+	}
+	return c;
+}
+
+static void config_free(struct hashlb_config *c)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		struct hashlb_service_cfg *s = &c->services[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			free(s->backends[j].name);
+			free(s->backends[j].address);
+		}
+		free(s->backends);
+		free(s->name);
+		free(s->listen);
+	}
+	free(c->services);
+	free(c);
+}
+
+struct fixture {
+	struct hashlb_config *cfg;
+	struct hlb_loop *loop;
+	struct hlb_pool *pool;
+	struct hlb_pool_service *svc;
+	uint32_t published;
+	const struct hlb_snapshot *last;
+};
+
+static void on_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap)
+{
+	struct fixture *f = arg;
+
+	f->published++;
+	f->last = snap;
+}
+
+static int fixture_setup(struct fixture *f, enum hashlb_scheme scheme, uint32_t n)
+{
+	struct hashlb_error err = { 0 };
+
+	memset(f, 0, sizeof(*f));
+	f->cfg = config_new(scheme, n);
+	assert_int_equal(hlb_loop_new(&f->loop), 0);
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, NULL, NULL, &f->pool, &err), 0);
+	assert_int_equal(hlb_pool_subscribe(f->pool, on_publish, f), 0);
+	f->svc = hlb_pool_service_at(f->pool, 0);
+	return 0;
+}
+
+static void fixture_teardown(struct fixture *f)
+{
+	hlb_pool_free(f->pool);
+	hlb_loop_free(f->loop);
+	config_free(f->cfg);
+}
+
+static void backend_fail(struct hlb_pool_backend *b)
+{
+	for (int i = 0; i < 3; i++)
+		hlb_pool_health_result(b, false);
+}
+
+static uint32_t *lookups(const struct hlb_snapshot *s)
+{
+	uint32_t *v = malloc(N_HASHES * sizeof(*v));
+
+	for (uint32_t i = 0; i < N_HASHES; i++)
+		v[i] = hashlb_table_lookup(s->table, mix(i));
+	return v;
+}
+
+static void check_only_moved(const uint32_t *before, const uint32_t *after, uint32_t gone)
+{
+	uint32_t moved = 0;
+
+	for (uint32_t i = 0; i < N_HASHES; i++) {
+		if (before[i] != gone) {
+			assert_int_equal(after[i], before[i]);
+		} else {
+			assert_int_not_equal(after[i], gone);
+			moved++;
+		}
+	}
+	assert_true(moved > 0);
+}
+
+static void down_moves_only_its_clients(enum hashlb_scheme scheme)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b3;
+	uint32_t *before, *after;
+	uint64_t fp0;
+
+	fixture_setup(&f, scheme, 10);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->generation, 1);
+	fp0 = hlb_pool_snapshot(f.svc)->fingerprint;
+	before = lookups(hlb_pool_snapshot(f.svc));
+
+	b3 = hlb_pool_backend_find(f.svc, "b3");
+	backend_fail(b3);
+	assert_false(hlb_pool_backend_up(b3));
+	hlb_pool_flush(f.pool);
+	assert_int_equal(f.published, 1);
+	assert_ptr_equal(f.last, hlb_pool_snapshot(f.svc));
+	assert_int_equal(hlb_pool_snapshot(f.svc)->generation, 2);
+	assert_int_not_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
+	after = lookups(hlb_pool_snapshot(f.svc));
+	check_only_moved(before, after, 3);
+	free(after);
+
+	/* Back up: exactly its clients return. */
+	hlb_pool_health_result(b3, true);
+	hlb_pool_health_result(b3, true);
+	hlb_pool_flush(f.pool);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
+	free(before);
+	fixture_teardown(&f);
+}
+
+static void test_down_moves_only_its_clients_maglev(void **state)
+{
+	down_moves_only_its_clients(HASHLB_SCHEME_MAGLEV);
+}
+
+static void test_down_moves_only_its_clients_ring(void **state)
+{
+	down_moves_only_its_clients(HASHLB_SCHEME_RING);
+}
+
+static void test_burst_coalesces_into_one_build(void **state)
+{
+	struct fixture f;
+	uint64_t rebuilds;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 20);
+	rebuilds = f.svc->rebuilds;
+	for (uint32_t i = 0; i < 8; i++)
+		backend_fail(f.svc->backends[i]);
+	/* The build is scheduled on the loop, not done per change. */
+	assert_true(f.svc->dirty);
+	assert_int_equal(f.published, 0);
+	for (int i = 0; i < 100 && f.svc->dirty; i++)
+		hlb_loop_run_once(f.loop, 10);
+	assert_false(f.svc->dirty);
+	assert_int_equal(f.svc->rebuilds, rebuilds + 1);
+	assert_int_equal(f.published, 1);
+	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 12);
+	assert_true(f.svc->rebuild_ns_last > 0);
+	fixture_teardown(&f);
+}
+
+static void test_drain_and_maint_take_no_new_clients(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b;
+	uint32_t *before, *after;
+	uint64_t fp0;
+
+	fixture_setup(&f, HASHLB_SCHEME_RING, 8);
+	fp0 = hlb_pool_snapshot(f.svc)->fingerprint;
+	before = lookups(hlb_pool_snapshot(f.svc));
+	b = hlb_pool_backend_find(f.svc, "b5");
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_DRAIN), 0);
+	hlb_pool_flush(f.pool);
+	after = lookups(hlb_pool_snapshot(f.svc));
+	check_only_moved(before, after, 5);
+	assert_int_equal(atomic_load(&b->rt->admin), HASHLB_ADMIN_DRAIN);
+	free(after);
+
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAINT), 0);
+	hlb_pool_flush(f.pool);
+	after = lookups(hlb_pool_snapshot(f.svc));
+	check_only_moved(before, after, 5);
+	free(after);
+
+	/* Health checks are off here, so leaving maint is immediate. */
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	hlb_pool_flush(f.pool);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAX), -EINVAL);
+	free(before);
+	fixture_teardown(&f);
+}
+
+static void test_weight_change_rebuilds_in_full(void **state)
+{
+	struct fixture f;
+	struct hashlb_backend_spec spec[4];
+	struct hashlb_table *ref;
+	const struct hlb_snapshot *s;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	assert_int_equal(hlb_pool_set_weight(f.svc->backends[2], 3), 0);
+	assert_int_equal(hlb_pool_set_weight(f.svc->backends[2], HASHLB_WEIGHT_MAX + 1), -EINVAL);
+	hlb_pool_flush(f.pool);
+	s = hlb_pool_snapshot(f.svc);
+	for (uint32_t i = 0; i < 4; i++)
+		spec[i] = (struct hashlb_backend_spec){ f.cfg->services[0].backends[i].name,
+							i == 2 ? 3 : 1, false };
+	assert_int_equal(hashlb_table_build(&f.cfg->services[0].table, spec, 4, &ref, NULL), 0);
+	assert_int_equal(s->fingerprint, hashlb_table_fingerprint(ref));
+	assert_int_equal(s->up_weight, 6);
+	hashlb_table_free(ref);
+
+	/* A weight that fails to build keeps the old table serving. */
+	for (uint32_t i = 0; i < 4; i++)
+		hlb_pool_set_weight(f.svc->backends[i], 0);
+	hlb_pool_flush(f.pool);
+	assert_ptr_equal(hlb_pool_snapshot(f.svc), s);
+	assert_int_equal(f.svc->rebuilds_failed, 1);
+	assert_int_equal(f.svc->last_error.reason, HASHLB_ERR_ALL_WEIGHTS_ZERO);
+	fixture_teardown(&f);
+}
+
+static void test_slow_start_ramps_admission(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b;
+	uint64_t t0;
+	uint32_t admit;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	f.cfg->services[0].slow_start_ms = 400;
+	b = f.svc->backends[1];
+	assert_int_equal(atomic_load(&b->rt->admit), HLB_ADMIT_ONE);
+	backend_fail(b);
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	assert_true(hlb_pool_backend_up(b));
+	assert_int_equal(atomic_load(&b->rt->admit), 0);
+	t0 = hlb_now_ms();
+	while (hlb_now_ms() < t0 + 200)
+		hlb_loop_run_once(f.loop, 10);
+	admit = atomic_load(&b->rt->admit);
+	assert_true(admit > HLB_ADMIT_ONE / 5 && admit < HLB_ADMIT_ONE * 4 / 5);
+	while (hlb_now_ms() < t0 + 500)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(atomic_load(&b->rt->admit), HLB_ADMIT_ONE);
+	fixture_teardown(&f);
+}
+
+static void test_slow_start_admits_a_stable_fraction(void **state)
+{
+	for (uint32_t a = 0; a <= HLB_ADMIT_ONE; a += HLB_ADMIT_ONE / 8) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < 100000; i++) {
+			bool ok = hlb_slow_start_ok(mix(i), a);
+
+			/* Admitted at a lower fraction: admitted at every higher one. */
+			if (a >= HLB_ADMIT_ONE / 8 &&
+			    hlb_slow_start_ok(mix(i), a - HLB_ADMIT_ONE / 8))
+				assert_true(ok);
+			n += ok;
+		}
+		assert_true(abs((int)n - (int)((uint64_t)a * 100000 / HLB_ADMIT_ONE)) < 1000);
+	}
+}
+
+static void test_bounded_load_cap(void **state)
+{
+	/* Off: always fits. */
+	assert_true(hlb_bounded_ok(1000, 1, 1000, 4, 0.0));
+	/* 4 equal backends, 100 connections, factor 1.25: cap ceil(1.25 * 101 / 4) = 32. */
+	assert_true(hlb_bounded_ok(31, 1, 100, 4, 1.25));
+	assert_false(hlb_bounded_ok(32, 1, 100, 4, 1.25));
+	/* Weight 2 of 5: twice the cap. */
+	assert_true(hlb_bounded_ok(50, 2, 100, 5, 1.25));
+	assert_false(hlb_bounded_ok(51, 2, 100, 5, 1.25));
+	/* An idle service never skips. */
+	assert_true(hlb_bounded_ok(0, 1, 0, 100, 1.01));
+}
+
+static void test_balance_order_skips_a_hot_backend(void **state)
+{
+	struct fixture f;
+	struct hlb_snapshot *s;
+	uint32_t pref[3];
+	size_t n;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	f.cfg->services[0].balance_factor = 1.25;
+	hlb_pool_set_weight(f.svc->backends[0], 1); /* no-op */
+	f.svc->need_full = true;
+	f.svc->dirty = true;
+	hlb_pool_flush(f.pool);
+	s = (struct hlb_snapshot *)hlb_pool_snapshot(f.svc);
+	assert_true(s->balance_factor == 1.25);
+	n = hashlb_table_preference(s->table, mix(7), pref, 3);
+	assert_int_equal(n, 3);
+	uint32_t first = pref[0], second = pref[1], third = pref[2];
+
+	/* 100 active in the service, the first choice holds 40 (> 32): skipped. */
+	atomic_store(&s->backends[first]->active, 40);
+	assert_int_equal(hlb_balance_order(s, mix(7), 100, pref, n), 1);
+	assert_int_equal(pref[0], second);
+	assert_int_equal(pref[1], third);
+	assert_int_equal(pref[2], first);
+
+	/* Slow start not admitting the second either: the third goes first. */
+	pref[0] = first, pref[1] = second, pref[2] = third;
+	atomic_store(&s->backends[second]->admit, 0);
+	assert_int_equal(hlb_balance_order(s, mix(7), 100, pref, n), 2);
+	assert_int_equal(pref[0], third);
+	assert_int_equal(pref[1], first);
+	assert_int_equal(pref[2], second);
+
+	/* Everyone passed over: the order is unchanged, never a refusal. */
+	pref[0] = first, pref[1] = second, pref[2] = third;
+	atomic_store(&s->backends[third]->active, 40);
+	atomic_store(&s->backends[second]->active, 40);
+	assert_int_equal(hlb_balance_order(s, mix(7), 100, pref, n), 3);
+	assert_int_equal(pref[0], first);
+	fixture_teardown(&f);
+}
+
+static void test_reload_applies_the_difference(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_service_cfg *s;
+	struct hlb_pool_backend *b1;
+	struct hlb_backend *b1_rt;
+	struct hashlb_error err = { 0 };
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 6);
+	b1 = hlb_pool_backend_find(f.svc, "b1");
+	b1_rt = b1->rt;
+	hlb_pool_set_admin(hlb_pool_backend_find(f.svc, "b2"), HASHLB_ADMIN_DRAIN);
+	hlb_pool_flush(f.pool);
+	/* Someone is still connected to b5. */
+	atomic_store(&hlb_pool_backend_find(f.svc, "b5")->rt->active, 1);
+
+	/* b5 removed, b6 added, b1 weighs 2; b2 stays drained (the config did not change it). */
+	next = config_new(HASHLB_SCHEME_MAGLEV, 6);
+	s = &next->services[0];
+	s->slow_start_ms = 1000;
+	free(s->backends[5].name);
+	s->backends[5].name = strdup("b6");
+	s->backends[1].weight = 2;
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	config_free(f.cfg);
+	f.cfg = next;
+	hlb_pool_flush(f.pool);
+
+	assert_null(hlb_pool_backend_find(f.svc, "b5"));
+	assert_non_null(hlb_pool_backend_find(f.svc, "b6"));
+	assert_int_equal(atomic_load(&hlb_pool_backend_find(f.svc, "b6")->rt->admit), 0);
+	assert_ptr_equal(hlb_pool_backend_find(f.svc, "b1")->rt, b1_rt);
+	assert_int_equal(b1_rt->weight, 2);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b2")->admin, HASHLB_ADMIN_DRAIN);
+	assert_int_equal(f.svc->n_removed, 1);
+	assert_int_equal(atomic_load(&f.svc->removed[0]->rt->admin), HASHLB_ADMIN_DRAIN);
+	assert_int_equal(hlb_pool_snapshot(f.svc)->generation, 3);
+	assert_int_equal(hashlb_table_backend_count(hlb_pool_snapshot(f.svc)->table), 6);
+
+	/* Its last connection closes: the removed backend is reaped. */
+	atomic_store(&f.svc->removed[0]->rt->active, 0);
+	uint64_t t0 = hlb_now_ms();
+	while (f.svc->n_removed && hlb_now_ms() < t0 + 1000)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(f.svc->n_removed, 0);
+
+	/* A config without the service removes it; one with a new service adds it. */
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	free(next->services[0].name);
+	next->services[0].name = strdup("api");
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	config_free(f.cfg);
+	f.cfg = next;
+	assert_int_equal(hlb_pool_service_count(f.pool), 1);
+	assert_null(hlb_pool_service_find(f.pool, "web"));
+	assert_non_null(hlb_pool_service_find(f.pool, "api"));
+	assert_int_equal(hlb_pool_snapshot(hlb_pool_service_find(f.pool, "api"))->generation, 1);
+	fixture_teardown(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_down_moves_only_its_clients_maglev),
+		cmocka_unit_test(test_down_moves_only_its_clients_ring),
+		cmocka_unit_test(test_burst_coalesces_into_one_build),
+		cmocka_unit_test(test_drain_and_maint_take_no_new_clients),
+		cmocka_unit_test(test_weight_change_rebuilds_in_full),
+		cmocka_unit_test(test_slow_start_ramps_admission),
+		cmocka_unit_test(test_slow_start_admits_a_stable_fraction),
+		cmocka_unit_test(test_bounded_load_cap),
+		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
+		cmocka_unit_test(test_reload_applies_the_difference),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
