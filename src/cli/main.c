@@ -13,6 +13,8 @@ static const struct cli_command commands[] = {
 	{ "lookup", "print the backend and preference list for a client address", cmd_lookup },
 	{ "check", "validate a configuration file and show each service's table", cmd_check },
 	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run },
+	{ "steer", "steer a VIP to backends in the kernel (XDP/tc), or show its counters",
+	  cmd_steer },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

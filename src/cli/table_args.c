@@ -56,7 +56,7 @@ bad:
 	return -EINVAL;
 }
 
-static bool in_list(const char *list, const char *name)
+bool table_args_in_list(const char *list, const char *name)
 {
 	size_t len = strlen(name);
 
@@ -88,24 +88,32 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 		if (eq) {
 			*eq = '\0';
 			if (cli_parse_u64(eq + 1, UINT32_MAX, &w) < 0) {
-				fprintf(stderr, "hashlb: error: backend '%s': invalid weight '%s'\n",
-					name, eq + 1);
+				fprintf(stderr,
+					"hashlb: error: backend '%s': invalid weight '%s'\n", name,
+					eq + 1);
 				return -EINVAL;
 			}
 		}
 		a->specs[i].weight = (uint32_t)w;
-		a->specs[i].down = in_list(a->down, name);
+		a->specs[i].down = table_args_in_list(a->down, name);
 	}
-	/* Every name in the down list must be a backend: a typo must not pass silently. */
-	for (const char *p = a->down; p && *p;) {
+	return table_args_check_list(a->down, "down", a->specs, a->n_specs);
+}
+
+int table_args_check_list(const char *list, const char *opt,
+			  const struct hashlb_backend_spec *specs, size_t n)
+{
+	/* Every name in the list must be a backend: a typo must not pass silently. */
+	for (const char *p = list; p && *p;) {
 		const char *end = strchr(p, ',');
 		size_t l = end ? (size_t)(end - p) : strlen(p);
 		bool found = false;
 
-		for (size_t i = 0; i < a->n_specs && !found; i++)
-			found = strlen(a->specs[i].name) == l && memcmp(a->specs[i].name, p, l) == 0;
+		for (size_t i = 0; i < n && !found; i++)
+			found = strlen(specs[i].name) == l && memcmp(specs[i].name, p, l) == 0;
 		if (!found) {
-			fprintf(stderr, "hashlb: error: --down names '%.*s', which is not a backend\n",
+			fprintf(stderr,
+				"hashlb: error: --%s names '%.*s', which is not a backend\n", opt,
 				(int)l, p);
 			return -EINVAL;
 		}
@@ -128,7 +136,8 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 		return r;
 	}
 	if (ret_ms)
-		*ret_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		*ret_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+			  (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	return 0;
 }
 

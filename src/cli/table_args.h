@@ -15,20 +15,23 @@ struct table_args {
 	size_t n_specs;
 };
 
-#define TABLE_ARGS_USAGE                                                                           \
-	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                            \
-	"  -v, --vnodes V             ring points per weight unit (default 160)\n"                  \
-	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"                 \
-	"  -S, --seed N               64-bit seed (default 0)\n"                                     \
-	"  -d, --down A,B,...         backends that are down (their keys move to survivors)\n"      \
+#define TABLE_ARGS_USAGE                                                                       \
+	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                       \
+	"  -v, --vnodes V             ring points per weight unit (default 160)\n"             \
+	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"            \
+	"  -S, --seed N               64-bit seed (default 0)\n"                               \
+	"  -d, --down A,B,...         backends that are down (their keys move to survivors)\n" \
 	"      --max-bytes N          memory cap for the table (default 256 MiB)\n"
 
 /* getopt_long entries for the options above; their codes are handled by table_args_option(). */
-#define TABLE_ARGS_LONGOPTS                                                                        \
-	{ "scheme", required_argument, NULL, 's' }, { "vnodes", required_argument, NULL, 'v' },      \
-		{ "table-size", required_argument, NULL, 'm' },                                    \
-		{ "seed", required_argument, NULL, 'S' }, { "down", required_argument, NULL, 'd' }, \
-		{ "max-bytes", required_argument, NULL, 0x100 }
+#define TABLE_ARGS_LONGOPTS                                                                     \
+	{ "scheme", required_argument, NULL, 's' }, { "vnodes", required_argument, NULL, 'v' }, \
+		{ "table-size", required_argument, NULL, 'm' },                                 \
+		{ "seed", required_argument, NULL, 'S' },                                       \
+		{ "down", required_argument, NULL, 'd' },                                       \
+	{                                                                                       \
+		"max-bytes", required_argument, NULL, 0x100                                     \
+	}
 #define TABLE_ARGS_SHORTOPTS "s:v:m:S:d:"
 
 void table_args_init(struct table_args *a);
@@ -39,5 +42,10 @@ int table_args_backends(struct table_args *a, char **args, size_t n);
 /* Build the table; prints the error and returns it on failure. */
 int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms);
 void table_args_free(struct table_args *a);
+/* Whether <name> is in the comma-separated <list> (which may be NULL). */
+bool table_args_in_list(const char *list, const char *name);
+/* -EINVAL (printed, naming --<opt>) unless every name of <list> is a backend of <specs>. */
+int table_args_check_list(const char *list, const char *opt,
+			  const struct hashlb_backend_spec *specs, size_t n);
 
 #endif

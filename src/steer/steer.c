@@ -613,6 +613,13 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 	be.id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
 	memcpy(be.dst_mac, d->mac, 6);
 	memcpy(be.src_mac, memcmp(d->src_mac, zero_mac, 6) ? d->src_mac : s->if_mac, 6);
+	if (d->ifindex && d->ifindex != (uint32_t)s->ifindex && !memcmp(d->src_mac, zero_mac, 6)) {
+		char name[IF_NAMESIZE];
+
+		/* Another egress interface: frames leave with its address. */
+		if (if_indextoname(d->ifindex, name))
+			if_mac(name, be.src_mac);
+	}
 	be.ifindex = d->ifindex;
 	if (!hashlb_table_backend_down(t, i) || d->drain)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;

@@ -209,7 +209,7 @@ static inline int test_run(int fd, const void *in, size_t len, void *out, uint32
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)len,
 		    .data_out = out ? out : scratch, .data_size_out = sizeof(scratch), .repeat = 1);
 	if (bpf_prog_test_run_opts(fd, &o) < 0) {
-		fprintf(stderr, "BPF_PROG_TEST_RUN: %s\n", strerror(errno));
+		fprintf(stderr, "BPF_PROG_TEST_RUN (%zu bytes): %s\n", len, strerror(errno));
 		exit(1);
 	}
 	if (ret_out_len)

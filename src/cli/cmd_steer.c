@@ -1,0 +1,599 @@
+// SPDX-License-Identifier: MIT
+/* hashlb steer: kernel steering of a VIP to backends by XDP or tc. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hashlb/steer.h"
+#include "hashlb/tuple.h"
+#include "table_args.h"
+
+#define VIPS_MAX 16
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"NAME\n"
+		"  hashlb steer - steer a VIP's TCP packets to backends in the kernel (XDP/tc)\n"
+		"\n"
+		"SYNOPSIS\n"
+		"  hashlb steer -i IFACE --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
+		"  hashlb steer -i IFACE --update --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
+		"  hashlb steer -i IFACE --stats [--json]\n"
+		"  hashlb steer -i IFACE --detach\n"
+		"\n"
+		"DESCRIPTION\n"
+		"  Attaches hashlb's BPF program to IFACE. TCP packets arriving there for a\n"
+		"  VIP are hashed exactly as hashlb's user-space forwarder hashes them, looked\n"
+		"  up in the same consistent-hash table (ring or Maglev) and sent to the\n"
+		"  chosen backend by L2 direct server return: only the Ethernet addresses are\n"
+		"  rewritten, the backend must hold the VIP on its loopback and answers the\n"
+		"  client directly. Connection tracking keeps established flows on their\n"
+		"  backend when the table changes; flows of a backend that is down or removed\n"
+		"  are rescheduled, flows of a draining backend are kept. Every other packet\n"
+		"  goes to the kernel's stack untouched. See docs/steering.md.\n"
+		"\n"
+		"  Without --keep, hashlb steer stays in the foreground and detaches the\n"
+		"  program when it receives SIGINT or SIGTERM. With --keep it attaches,\n"
+		"  fills the tables and exits, leaving the program attached; --update,\n"
+		"  --stats and --detach then act on it.\n"
+		"\n"
+		"OPTIONS\n"
+		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
+		"      --vip ADDR:PORT        a service address, [V6]:PORT for IPv6; repeatable\n"
+		"  -b, --backend SPEC         a backend, repeatable; SPEC is\n"
+		"                             NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]\n"
+		"                             NAME is its identity (hashed for placement); the MAC\n"
+		"                             is read from the neighbour (ARP) table when not\n"
+		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
+		"      --drain A,B,...        backends draining: no new flows, established kept\n"
+		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
+		"      --mode MODE            auto (default: XDP native, else XDP generic, else\n"
+		"                             tc), xdp, xdp-generic or tc\n"
+		"      --flows N              connection-tracking entries (default 65536; LRU)\n"
+		"      --max-backends N       backends an --update may grow to (default\n"
+		"                             max(256, 2 x backends))\n"
+		"      --max-ring-points N    ring points an --update may grow to\n"
+		"      --keep                 leave the program attached and exit\n"
+		"      --update               replace the table of the program attached to IFACE\n"
+		"      --stats                print the program's counters\n"
+		"      --json                 with --stats: print JSON\n"
+		"      --detach               detach the program attached to IFACE\n"
+		"  -h, --help                 show this text\n"
+		"\n"
+		"COUNTERS (--stats)\n"
+		"  packets, bytes    TCP packets to a VIP forwarded, and their frame bytes\n"
+		"  new_flows         flows scheduled through the table\n"
+		"  ct_hits           packets forwarded by their connection-tracking entry\n"
+		"  ct_resched        flows whose backend went down or away, rescheduled\n"
+		"  passed            packets handed to the stack (not for a VIP, not TCP)\n"
+		"  drop_malformed    TCP to a VIP with a truncated or invalid header\n"
+		"  drop_fragment     IP fragments to a VIP address\n"
+		"  drop_no_backend   every backend is down\n"
+		"  drop_table        inconsistent table (a bug: please report)\n"
+		"\n"
+		"EXIT STATUS\n"
+		"  0 on success, 1 on failure (the reason is printed), 2 on a usage error.\n"
+		"\n"
+		"EXAMPLES\n"
+		"  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
+		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
+		"  hashlb steer -i eth0 --stats\n");
+}
+
+struct backend_arg {
+	char *name;
+	struct sockaddr_storage addr;
+	struct hashlb_steer_dest dest;
+	bool have_mac;
+};
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned int b[6];
+	char tail;
+
+	if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
+		return -EINVAL;
+	for (int i = 0; i < 6; i++) {
+		if (b[i] > 0xff)
+			return -EINVAL;
+		mac[i] = (uint8_t)b[i];
+	}
+	return 0;
+}
+
+static int parse_addr(const char *s, struct sockaddr_storage *ret)
+{
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, s, &((struct sockaddr_in *)&ss)->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		return -EINVAL;
+	*ret = ss;
+	return 0;
+}
+
+/* "ADDR:PORT" or "[V6]:PORT" with a non-zero port. */
+static int parse_vip(const char *s, struct sockaddr_storage *ret)
+{
+	struct hashlb_tuple t;
+	struct sockaddr_storage ss;
+	uint16_t port;
+
+	if (!strrchr(s, ':') || hashlb_tuple_parse_src(s, &t) < 0)
+		return -EINVAL;
+	port = (uint16_t)(t.sport[0] << 8 | t.sport[1]);
+	if (port == 0)
+		return -EINVAL;
+	memset(&ss, 0, sizeof(ss));
+	if (memcmp(t.src, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 && s[0] != '[') {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, t.src + 12, 4);
+		sin->sin_port = htons(port);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, t.src, 16);
+		sin6->sin6_port = htons(port);
+	}
+	*ret = ss;
+	return 0;
+}
+
+/* The MAC of IPv4 <addr> in the kernel's ARP table (on <dev> if given). */
+static int arp_lookup(const struct sockaddr_storage *addr, const char *dev, uint8_t mac[6])
+{
+	char line[256], ip[64], hw[64], ifn[64], want[INET_ADDRSTRLEN];
+	unsigned int flags;
+	FILE *f;
+	int ret = -ENOENT;
+
+	if (addr->ss_family != AF_INET)
+		return -EAFNOSUPPORT;
+	inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, want, sizeof(want));
+	f = fopen("/proc/net/arp", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%63s %*s %x %63s %*s %63s", ip, &flags, hw, ifn) != 4)
+			continue;
+		/* ATF_COM: the entry is complete. */
+		if (strcmp(ip, want) != 0 || !(flags & 0x2) || (dev && strcmp(dev, ifn) != 0))
+			continue;
+		if (parse_mac(hw, mac) == 0) {
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE] */
+static int parse_backend(const char *arg, const char *iface, struct backend_arg *b,
+			 uint32_t *ret_weight)
+{
+	char *copy = strdup(arg), *eq, *ip, *opt, *save = NULL;
+	const char *dev = NULL;
+	uint64_t w = 1;
+	int ret = -EINVAL;
+
+	if (!copy)
+		return -ENOMEM;
+	eq = strchr(copy, '=');
+	if (!eq || eq == copy) {
+		fprintf(stderr,
+			"hashlb: error: backend '%s': expected NAME=IP[,mac=MAC][,weight=N]\n",
+			arg);
+		goto out;
+	}
+	*eq = '\0';
+	ip = strtok_r(eq + 1, ",", &save);
+	if (!ip || parse_addr(ip, &b->addr) < 0) {
+		fprintf(stderr, "hashlb: error: backend '%s': invalid IP address\n", copy);
+		goto out;
+	}
+	while ((opt = strtok_r(NULL, ",", &save))) {
+		if (strncmp(opt, "mac=", 4) == 0 && parse_mac(opt + 4, b->dest.mac) == 0) {
+			b->have_mac = true;
+		} else if (strncmp(opt, "weight=", 7) == 0 &&
+			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
+		} else if (strncmp(opt, "dev=", 4) == 0 && if_nametoindex(opt + 4)) {
+			dev = opt + 4;
+			b->dest.ifindex = if_nametoindex(dev);
+		} else {
+			fprintf(stderr, "hashlb: error: backend '%s': invalid option '%s'\n", copy,
+				opt);
+			goto out;
+		}
+	}
+	if (!b->have_mac && arp_lookup(&b->addr, dev ? dev : iface, b->dest.mac) == 0)
+		b->have_mac = true;
+	if (!b->have_mac) {
+		fprintf(stderr,
+			"hashlb: error: backend '%s': no MAC address: give mac=..., or make the "
+			"neighbour entry exist first (e.g. ping %s once)\n",
+			copy, ip);
+		goto out;
+	}
+	b->name = strdup(copy);
+	if (!b->name) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*ret_weight = (uint32_t)w;
+	ret = 0;
+out:
+	free(copy);
+	return ret;
+}
+
+static void print_stats(const char *iface, enum hashlb_steer_mode mode,
+			const struct hlb_steer_stats *st, bool json)
+{
+	const struct {
+		const char *name;
+		uint64_t v;
+	} rows[] = {
+		{ "packets", st->packets },
+		{ "bytes", st->bytes },
+		{ "new_flows", st->new_flows },
+		{ "ct_hits", st->ct_hits },
+		{ "ct_resched", st->ct_resched },
+		{ "passed", st->passed },
+		{ "drop_malformed", st->drops[HLB_STEER_DROP_MALFORMED] },
+		{ "drop_fragment", st->drops[HLB_STEER_DROP_FRAGMENT] },
+		{ "drop_no_backend", st->drops[HLB_STEER_DROP_NO_BACKEND] },
+		{ "drop_table", st->drops[HLB_STEER_DROP_TABLE] },
+		{ "drop_redirect", st->drops[HLB_STEER_DROP_REDIRECT] },
+	};
+	size_t n = sizeof(rows) / sizeof(rows[0]);
+
+	if (json) {
+		printf("{\"interface\":\"%s\",\"mode\":\"%s\"", iface,
+		       hashlb_steer_mode_name(mode));
+		for (size_t i = 0; i < n; i++)
+			printf(",\"%s\":%" PRIu64, rows[i].name, rows[i].v);
+		printf("}\n");
+		return;
+	}
+	printf("interface %s (%s)\n", iface, hashlb_steer_mode_name(mode));
+	for (size_t i = 0; i < n; i++)
+		printf("%-16s %" PRIu64 "\n", rows[i].name, rows[i].v);
+}
+
+enum action { ACT_RUN, ACT_UPDATE, ACT_STATS, ACT_DETACH };
+
+struct steer_args {
+	struct table_args table;
+	const char *iface;
+	const char *drain;
+	enum hashlb_key key;
+	enum action action;
+	bool json;
+	struct hashlb_steer_opts opts;
+	struct sockaddr_storage vips[VIPS_MAX];
+	uint32_t n_vips;
+	struct backend_arg *backends;
+	uint32_t n_backends;
+};
+
+static int wait_for_signal(void)
+{
+	sigset_t set;
+	int sig = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigwait(&set, &sig);
+	return sig;
+}
+
+/* Build the table, then attach (run) or find (update) and publish. */
+static int steer_publish(struct steer_args *a)
+{
+	struct hashlb_steer_dest *dests = NULL;
+	struct hashlb_table *t = NULL;
+	struct hashlb_steer *s = NULL;
+	struct hashlb_error err = { 0 };
+	sigset_t set;
+	int ret;
+
+	ret = table_args_build(&a->table, &t, NULL);
+	if (ret < 0)
+		return 1;
+	dests = calloc(a->n_backends, sizeof(*dests));
+	if (!dests) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < a->n_backends; i++) {
+		dests[i] = a->backends[i].dest;
+		dests[i].drain = table_args_in_list(a->drain, a->backends[i].name);
+	}
+
+	/* Signals are taken by sigwait(): blocked before anything is attached
+	 * so that SIGINT during set-up still detaches on the way out. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	if (a->action == ACT_UPDATE)
+		ret = hashlb_steer_find(a->iface, &s, &err);
+	else
+		ret = hashlb_steer_open(&a->opts, t, &s, &err);
+	if (ret < 0)
+		goto out_err;
+	/* Table before VIPs: a VIP is never served by an empty table. */
+	ret = hashlb_steer_set_table(s, t, a->key, dests, &err);
+	if (ret < 0)
+		goto out_err;
+	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);
+	if (ret < 0)
+		goto out_err;
+	printf("hashlb steer: %s %s on %s (%s), %u VIP(s), %u backends (%u up), %s, key %s, "
+	       "table %016" PRIx64 "\n",
+	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,
+	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, a->n_backends,
+	       hashlb_table_up_count(t), hashlb_scheme_name(hashlb_table_scheme(t)),
+	       hashlb_key_name(a->key), hashlb_table_fingerprint(t));
+	fflush(stdout);
+	if (a->action == ACT_RUN && !a->opts.keep) {
+		int sig = wait_for_signal();
+
+		printf("hashlb steer: %s, detaching from %s\n", strsignal(sig), a->iface);
+	}
+	ret = 0;
+	goto out;
+out_err:
+	cli_print_error(&err);
+out:
+	hashlb_steer_free(s);
+	hashlb_table_free(t);
+	free(dests);
+	return ret < 0 ? 1 : 0;
+}
+
+static int steer_stats(struct steer_args *a)
+{
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *s;
+	struct hlb_steer_stats st;
+	int ret;
+
+	ret = hashlb_steer_find(a->iface, &s, &err);
+	if (ret < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	ret = hashlb_steer_stats(s, &st);
+	if (ret < 0) {
+		fprintf(stderr, "hashlb: error: reading the counters: %s\n", strerror(-ret));
+	} else {
+		print_stats(a->iface, hashlb_steer_mode(s), &st, a->json);
+	}
+	hashlb_steer_free(s);
+	return ret < 0 ? 1 : 0;
+}
+
+static int parse_args(struct steer_args *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		TABLE_ARGS_LONGOPTS,
+		{ "iface", required_argument, NULL, 'i' },
+		{ "vip", required_argument, NULL, 0x200 },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "drain", required_argument, NULL, 0x201 },
+		{ "key", required_argument, NULL, 'k' },
+		{ "mode", required_argument, NULL, 0x202 },
+		{ "flows", required_argument, NULL, 0x203 },
+		{ "max-backends", required_argument, NULL, 0x204 },
+		{ "max-ring-points", required_argument, NULL, 0x205 },
+		{ "keep", no_argument, NULL, 0x206 },
+		{ "update", no_argument, NULL, 0x207 },
+		{ "stats", no_argument, NULL, 0x208 },
+		{ "json", no_argument, NULL, 0x209 },
+		{ "detach", no_argument, NULL, 0x20a },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	char **backend_args = calloc((size_t)argc, sizeof(char *));
+	uint32_t n_backend_args = 0;
+	uint64_t v;
+	int opt, r;
+
+	if (!backend_args)
+		return -ENOMEM;
+	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "i:b:k:h", longopts, NULL)) !=
+	       -1) {
+		r = table_args_option(&a->table, opt, optarg);
+		if (r < 0)
+			goto usage;
+		if (r > 0)
+			continue;
+		switch (opt) {
+		case 'i':
+			a->iface = optarg;
+			break;
+		case 0x200:
+			if (a->n_vips == VIPS_MAX || parse_vip(optarg, &a->vips[a->n_vips]) < 0) {
+				fprintf(stderr,
+					"hashlb: error: invalid VIP '%s' (ADDR:PORT or "
+					"[V6]:PORT, at most %u)\n",
+					optarg, VIPS_MAX);
+				goto usage;
+			}
+			a->n_vips++;
+			break;
+		case 'b':
+			backend_args[n_backend_args++] = optarg;
+			break;
+		case 0x201:
+			a->drain = optarg;
+			break;
+		case 'k':
+			if (hashlb_key_parse(optarg, &a->key) < 0) {
+				fprintf(stderr, "hashlb: error: invalid key '%s'\n", optarg);
+				goto usage;
+			}
+			break;
+		case 0x202:
+			if (hashlb_steer_mode_parse(optarg, &a->opts.mode) < 0 ||
+			    a->opts.mode == HASHLB_STEER_LOAD_ONLY) {
+				fprintf(stderr, "hashlb: error: invalid mode '%s'\n", optarg);
+				goto usage;
+			}
+			break;
+		case 0x203:
+		case 0x204:
+		case 0x205:
+			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
+				fprintf(stderr, "hashlb: error: invalid number '%s'\n", optarg);
+				goto usage;
+			}
+			if (opt == 0x203)
+				a->opts.flows = (uint32_t)v;
+			else if (opt == 0x204)
+				a->opts.max_backends = (uint32_t)v;
+			else
+				a->opts.max_ring_points = (uint32_t)v;
+			break;
+		case 0x206:
+			a->opts.keep = true;
+			break;
+		case 0x207:
+			a->action = ACT_UPDATE;
+			break;
+		case 0x208:
+			a->action = ACT_STATS;
+			break;
+		case 0x209:
+			a->json = true;
+			break;
+		case 0x20a:
+			a->action = ACT_DETACH;
+			break;
+		case 'h':
+			usage(stdout);
+			free(backend_args);
+			return 1;
+		default:
+			goto usage;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hashlb: error: unexpected argument '%s'\n", argv[optind]);
+		goto usage;
+	}
+	if (!a->iface) {
+		fprintf(stderr, "hashlb: error: --iface is required\n");
+		goto usage;
+	}
+	if (a->action == ACT_RUN || a->action == ACT_UPDATE) {
+		if (!a->n_vips || !n_backend_args) {
+			fprintf(stderr,
+				"hashlb: error: give at least one --vip and one --backend\n");
+			goto usage;
+		}
+		a->backends = calloc(n_backend_args, sizeof(*a->backends));
+		a->table.specs = calloc(n_backend_args, sizeof(*a->table.specs));
+		if (!a->backends || !a->table.specs)
+			goto usage;
+		for (uint32_t i = 0; i < n_backend_args; i++) {
+			struct hashlb_backend_spec *sp = &a->table.specs[i];
+
+			if (parse_backend(backend_args[i], a->iface, &a->backends[i], &sp->weight) <
+			    0)
+				goto fail;
+			a->n_backends = i + 1;
+			sp->name = strdup(a->backends[i].name);
+			a->table.n_specs = i + 1;
+			if (!sp->name)
+				goto fail;
+			sp->down = table_args_in_list(a->table.down, sp->name) ||
+				   table_args_in_list(a->drain, sp->name);
+		}
+	}
+	free(backend_args);
+	if (table_args_check_list(a->table.down, "down", a->table.specs, a->table.n_specs) < 0 ||
+	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0)
+		return -EINVAL;
+	return 0;
+usage:
+	free(backend_args);
+	fprintf(stderr, "Run 'hashlb steer --help' for the options.\n");
+	return -EINVAL;
+fail:
+	free(backend_args);
+	return -ENOENT;
+}
+
+int cmd_steer(int argc, char **argv)
+{
+	struct steer_args a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	table_args_init(&a.table);
+	a.key = HASHLB_KEY_SRC_IP;
+	a.opts.mode = HASHLB_STEER_AUTO;
+	ret = parse_args(&a, argc, argv);
+	if (ret > 0) {
+		ret = 0;
+		goto out;
+	}
+	if (ret < 0) {
+		ret = ret == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	if (!hashlb_steer_supported()) {
+		struct hashlb_error err = { 0 };
+
+		hashlb_steer_open(&a.opts, NULL, NULL, &err);
+		cli_print_error(&err);
+		ret = 1;
+		goto out;
+	}
+	switch (a.action) {
+	case ACT_STATS:
+		ret = steer_stats(&a);
+		break;
+	case ACT_DETACH: {
+		struct hashlb_error err = { 0 };
+
+		ret = hashlb_steer_detach(a.iface, &err) < 0 ? 1 : 0;
+		if (ret)
+			cli_print_error(&err);
+		else
+			printf("hashlb steer: detached from %s\n", a.iface);
+		break;
+	}
+	default:
+		ret = steer_publish(&a);
+		break;
+	}
+out:
+	for (uint32_t i = 0; i < a.n_backends; i++)
+		free(a.backends[i].name);
+	free(a.backends);
+	table_args_free(&a.table);
+	return ret;
+}

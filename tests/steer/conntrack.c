@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Proves the kernel path's connection tracking, through BPF_PROG_TEST_RUN,
+ * ring and Maglev: a flow keeps its backend across a table change that would
+ * have moved it (a backend added, the list reordered); a flow whose backend
+ * is marked down, or removed, is rescheduled to what the new table says;
+ * a draining backend keeps its flows and gets no new ones.
+ */
+#include "helpers.h"
+
+#define FLOWS 400
+#define SEED 7u
+
+static const char *const five[] = { "alpha", "bravo", "charlie", "delta", "echo" };
+/* A sixth backend, first: every index shifts, conntrack must not care. */
+static const char *const six[] = { "zulu", "alpha", "bravo", "charlie", "delta", "echo" };
+/* "charlie" removed. */
+static const char *const four[] = { "zulu", "alpha", "bravo", "delta", "echo" };
+
+static int fd;
+static struct test_pkt flows[FLOWS];
+
+/* The name of the backend <t> gives <p>, or NULL if none. */
+static const char *table_says(const struct hashlb_table *t, const struct test_pkt *p)
+{
+	struct hashlb_tuple tu;
+	uint32_t i;
+
+	test_tuple(p, &tu);
+	i = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, SEED));
+	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
+}
+
+/* Send one packet of <p>; the name of the backend it went to in <t>. */
+static const char *send_pkt(const struct hashlb_table *t, const struct test_pkt *p)
+{
+	uint8_t frame[256], out[512];
+	size_t len = test_build(p, frame);
+	int v = test_run(fd, frame, len, out, NULL), i;
+
+	if (v != XDP_TX_)
+		return NULL;
+	i = test_frame_backend(out);
+	if (i < 0 || (uint32_t)i >= hashlb_table_backend_count(t))
+		return NULL;
+	return hashlb_table_backend_name(t, (uint32_t)i);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* Equal weights: the lists differ, a weight tied to the position would too. */
+static struct hashlb_table *equal_weights(enum hashlb_scheme scheme, const char *const *names,
+					  uint32_t n)
+{
+	struct hashlb_backend_spec sp[8];
+	struct hashlb_table_params p;
+	struct hashlb_table *t;
+
+	hashlb_table_params_init(&p, scheme);
+	p.seed = SEED;
+	for (uint32_t i = 0; i < n; i++)
+		sp[i] = (struct hashlb_backend_spec){ .name = names[i], .weight = 1 };
+	if (hashlb_table_build(&p, sp, n, &t, NULL) < 0)
+		exit(1);
+	return t;
+}
+
+static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
+{
+	struct hashlb_table *t5 = equal_weights(scheme, five, 5);
+	struct hashlb_table *t6 = equal_weights(scheme, six, 6);
+	struct hashlb_table *t4 = equal_weights(scheme, four, 5);
+	const char *first[FLOWS];
+	uint32_t moved = 0, kept = 0, bad = 0, n_down = 0;
+	struct hlb_steer_stats st0, st1;
+	uint64_t rng = 99;
+	const char *sn = hashlb_scheme_name(scheme);
+
+	hashlb_steer_flows_clear(s);
+	for (int i = 0; i < FLOWS; i++) {
+		uint64_t r = test_rand(&rng);
+
+		memset(&flows[i], 0, sizeof(flows[i]));
+		test_v4(flows[i].src, (uint32_t)r);
+		test_v4(flows[i].dst, 0x0a00000a);
+		flows[i].sport = (uint16_t)(r >> 32) | 1;
+		flows[i].dport = 80;
+	}
+
+	/* 1. Established under the 5-backend table. */
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < FLOWS; i++) {
+		first[i] = send_pkt(t5, &flows[i]);
+		bad += !same(first[i], table_says(t5, &flows[i]));
+	}
+	CHECK(bad == 0, "%s: %u new flows not on the table's backend", sn, bad);
+
+	/* 2. A sixth backend, listed first: flows the new table would move stay. */
+	hashlb_steer_stats(s, &st0);
+	test_publish(s, t6, HASHLB_KEY_4TUPLE, NULL);
+	bad = 0;
+	for (int i = 0; i < FLOWS; i++) {
+		flows[i].tcp_flags = 0x10; /* ACK */
+		moved += !same(table_says(t6, &flows[i]), first[i]);
+		bad += !same(send_pkt(t6, &flows[i]), first[i]);
+	}
+	hashlb_steer_stats(s, &st1);
+	CHECK(moved > 0, "%s: the new table moves no flow: the test proves nothing", sn);
+	CHECK(bad == 0,
+	      "%s: %u of %u established flows changed backend when one was added "
+	      "(%u would have moved)",
+	      sn, bad, FLOWS, moved);
+	CHECK(st1.ct_hits - st0.ct_hits == FLOWS, "%s: %llu conntrack hits, want %u", sn,
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits), FLOWS);
+	printf("%s: backend added: %u of %u flows would have moved, all %u kept their backend\n",
+	       sn, moved, FLOWS, FLOWS);
+
+	/* A new flow goes where the new table says. */
+	{
+		struct test_pkt p = flows[0];
+
+		p.sport ^= 0x8000;
+		p.tcp_flags = 0;
+		CHECK(same(send_pkt(t6, &p), table_says(t6, &p)), "%s: new flow off the table", sn);
+	}
+
+	/* 3. "bravo" draining: its flows stay, it gets no new flow. */
+	bool drain[6] = { false, false, true, false, false, false };
+	struct hashlb_table *td;
+
+	CHECK(hashlb_table_with_down(t6, drain, &td, NULL) == 0, "with_down");
+	test_publish(s, td, HASHLB_KEY_4TUPLE, drain);
+	bad = 0;
+	for (int i = 0; i < FLOWS; i++)
+		bad += !same(send_pkt(td, &flows[i]), first[i]);
+	CHECK(bad == 0, "%s: %u flows moved while their backend drains", sn, bad);
+	for (int i = 0; i < 200; i++) {
+		struct test_pkt p = flows[i];
+
+		p.sport ^= 0x4000;
+		p.tcp_flags = 0;
+		CHECK(!same(send_pkt(td, &p), "bravo"), "%s: new flow sent to a draining backend",
+		      sn);
+	}
+	hashlb_table_free(td);
+
+	/* 4. "alpha" down: its flows go where the table says, others stay. */
+	bool down[6] = { false, true, false, false, false, false };
+	struct hashlb_table *tdown;
+
+	CHECK(hashlb_table_with_down(t6, down, &tdown, NULL) == 0, "with_down");
+	hashlb_steer_stats(s, &st0);
+	test_publish(s, tdown, HASHLB_KEY_4TUPLE, NULL);
+	bad = 0;
+	kept = 0;
+	for (int i = 0; i < FLOWS; i++) {
+		const char *got = send_pkt(tdown, &flows[i]);
+
+		if (same(first[i], "alpha")) {
+			n_down++;
+			bad += !same(got, table_says(tdown, &flows[i])) || same(got, "alpha");
+		} else {
+			kept += same(got, first[i]);
+		}
+	}
+	hashlb_steer_stats(s, &st1);
+	CHECK(n_down > 0, "%s: no flow on alpha", sn);
+	CHECK(bad == 0, "%s: %u flows of the down backend not rescheduled to the table's choice",
+	      sn, bad);
+	CHECK(kept == FLOWS - n_down, "%s: %u flows of healthy backends moved", sn,
+	      FLOWS - n_down - kept);
+	CHECK(st1.ct_resched - st0.ct_resched == n_down, "%s: %llu rescheduled, want %u", sn,
+	      (unsigned long long)(st1.ct_resched - st0.ct_resched), n_down);
+	printf("%s: backend down: %u flows rescheduled, %u kept\n", sn, n_down, kept);
+	hashlb_table_free(tdown);
+
+	/* 5. Back to all up, then "charlie" removed from the list. */
+	test_publish(s, t6, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < FLOWS; i++)
+		first[i] = send_pkt(t6, &flows[i]);
+	test_publish(s, t4, HASHLB_KEY_4TUPLE, NULL);
+	bad = 0;
+	for (int i = 0; i < FLOWS; i++) {
+		const char *got = send_pkt(t4, &flows[i]);
+
+		bool ok = same(first[i], "charlie") ? same(got, table_says(t4, &flows[i]))
+						    : same(got, first[i]);
+
+		if (!ok && bad++ < 3)
+			fprintf(stderr, "flow %d: was %s, now %s, table says %s\n", i, first[i],
+				got, table_says(t4, &flows[i]));
+	}
+	CHECK(bad == 0, "%s: %u flows wrong after a backend was removed", sn, bad);
+
+	hashlb_table_free(t4);
+	hashlb_table_free(t5);
+	hashlb_table_free(t6);
+}
+
+int main(void)
+{
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_steer *s = test_steer_load(NULL);
+
+	fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
+	test_set_vips(s, vips, 1);
+	run(s, HASHLB_SCHEME_MAGLEV);
+	run(s, HASHLB_SCHEME_RING);
+	hashlb_steer_free(s);
+	return test_failures ? 1 : 0;
+}

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Proves what the kernel path does to each packet, through
+ * BPF_PROG_TEST_RUN: a forwarded frame has the backend's and the load
+ * balancer's MACs and is otherwise byte for byte the client's (IP and TCP
+ * checksums valid, TTL untouched), for XDP and tc; hostile input (truncated
+ * headers, IP options, IPv6 extension headers, fragments, non-TCP, other
+ * addresses and ports) is passed or dropped as documented in
+ * bpf/steer.bpf.c and never sent to a backend.
+ */
+#include "helpers.h"
+
+#define TC_ACT_OK_ 0
+#define TC_ACT_SHOT_ 2
+#define TC_ACT_REDIRECT_ 7
+
+static const char *const names[] = { "alpha", "bravo", "charlie", "delta", "echo" };
+#define N_NAMES 5u
+#define SEED 42u
+
+static struct hashlb_table *table;
+static int xdp_fd, tc_fd;
+
+static void vip4(struct test_pkt *p, uint32_t client)
+{
+	memset(p, 0, sizeof(*p));
+	test_v4(p->src, client);
+	test_v4(p->dst, 0x0a00000a);
+	p->sport = 40000;
+	p->dport = 80;
+}
+
+static void vip6(struct test_pkt *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->v6 = true;
+	inet_pton(AF_INET6, "2001:db8::7", p->src);
+	inet_pton(AF_INET6, "fd00::10", p->dst);
+	p->sport = 40001;
+	p->dport = 80;
+}
+
+static uint32_t expected(const struct test_pkt *p)
+{
+	struct hashlb_tuple t;
+
+	test_tuple(p, &t);
+	return hashlb_table_lookup(table, hashlb_tuple_hash(&t, HASHLB_KEY_4TUPLE, SEED));
+}
+
+static bool csum_ok(const uint8_t *frame, size_t len)
+{
+	bool v6 = frame[12] == 0x86;
+	const uint8_t *l3 = frame + 14, *tcp;
+	size_t ihl = v6 ? 40 : (size_t)(l3[0] & 0xf) * 4, tcp_len;
+	uint32_t sum;
+
+	if (!v6 && csum_fold(csum_add(0, l3, ihl)) != 0)
+		return false;
+	tcp = l3 + ihl;
+	tcp_len = len - 14 - ihl;
+	if (v6) {
+		uint8_t ph[8] = { 0, 0, (uint8_t)(tcp_len >> 8), (uint8_t)tcp_len, 0, 0, 0, 6 };
+
+		sum = csum_add(csum_add(csum_add(0, l3 + 8, 32), ph, 8), tcp, tcp_len);
+	} else {
+		uint8_t ph[4] = { 0, 6, (uint8_t)(tcp_len >> 8), (uint8_t)tcp_len };
+
+		sum = csum_add(csum_add(csum_add(0, l3 + 12, 8), ph, 4), tcp, tcp_len);
+	}
+	return csum_fold(sum) == 0;
+}
+
+static void check_forwarded(const char *what, const struct test_pkt *p)
+{
+	uint8_t in[256], out[512], mac[6];
+	uint32_t out_len;
+	size_t len = test_build(p, in);
+	uint32_t want = expected(p);
+	int v;
+
+	test_backend_mac(want, mac);
+	for (int prog = 0; prog < 2; prog++) {
+		memset(out, 0, sizeof(out));
+		v = test_run(prog ? tc_fd : xdp_fd, in, len, out, &out_len);
+		CHECK(v == (prog ? TC_ACT_REDIRECT_ : XDP_TX_), "%s (%s): verdict %d", what,
+		      prog ? "tc" : "xdp", v);
+		CHECK(out_len == len, "%s: length %u, sent %zu", what, out_len, len);
+		CHECK(memcmp(out, mac, 6) == 0, "%s (%s): not to backend %u's MAC", what,
+		      prog ? "tc" : "xdp", want);
+		CHECK(memcmp(out + 6, test_lb_mac, 6) == 0, "%s: source MAC is not the LB's", what);
+		CHECK(memcmp(out + 12, in + 12, len - 12) == 0, "%s: IP packet modified", what);
+		CHECK(csum_ok(out, len), "%s: bad checksum", what);
+		CHECK(p->v6 ? out[14 + 7] == (p->ttl ? p->ttl : 64)
+			    : out[14 + 8] == (p->ttl ? p->ttl : 64),
+		      "%s: TTL changed", what);
+	}
+}
+
+/* Run <frame> through both programs: XDP wants <xdp_v>, tc the matching. */
+static void check_verdict(const char *what, const uint8_t *frame, size_t len, int xdp_v)
+{
+	uint8_t out[512];
+	int v = test_run(xdp_fd, frame, len, out, NULL);
+	int want_tc = xdp_v == XDP_PASS_ ? TC_ACT_OK_ : TC_ACT_SHOT_;
+
+	CHECK(v == xdp_v, "%s: xdp verdict %d, want %d", what, v, xdp_v);
+	CHECK(test_frame_backend(out) < 0, "%s: sent to a backend", what);
+	/* BPF_PROG_TEST_RUN refuses an skb whose IP header is truncated (the
+	 * stack would not build one either): tc sees only whole IP headers. */
+	size_t l3_min = frame[12] == 0x08 && frame[13] == 0x00	 ? 20
+			: frame[12] == 0x86 && frame[13] == 0xdd ? 40
+								 : 0;
+
+	if (len >= 14 + l3_min) {
+		v = test_run(tc_fd, frame, len, out, NULL);
+		CHECK(v == want_tc, "%s: tc verdict %d, want %d", what, v, want_tc);
+	}
+}
+
+/* Insert IPv6 extension headers <types> (8 bytes each; the last one's
+ * next header is TCP) after the IPv6 header of <f>. */
+static size_t add_v6_ext(uint8_t *f, size_t len, const uint8_t *types, int n, uint8_t seg_left)
+{
+	size_t ext = (size_t)n * 8, off = 14 + 40;
+	uint16_t pl = (uint16_t)(f[18] << 8 | f[19]);
+
+	memmove(f + off + ext, f + off, len - off);
+	for (int i = 0; i < n; i++) {
+		uint8_t *h = f + off + i * 8;
+
+		memset(h, 0, 8);
+		h[0] = i + 1 < n ? types[i + 1] : 6;
+		if (types[i] == 43)
+			h[3] = seg_left;
+	}
+	f[14 + 6] = types[0];
+	pl = (uint16_t)(pl + ext);
+	f[18] = (uint8_t)(pl >> 8);
+	f[19] = (uint8_t)pl;
+	return len + ext;
+}
+
+static void test_forwarding(void)
+{
+	struct test_pkt p;
+
+	vip4(&p, 0xc0000201);
+	p.payload_len = 100;
+	p.ttl = 7;
+	check_forwarded("ipv4 syn with payload, ttl 7", &p);
+	vip4(&p, 0xc0000202);
+	p.ttl = 1; /* L2 forwarding is no router hop: TTL 1 passes */
+	p.tcp_flags = 0x10;
+	check_forwarded("ipv4 ack, ttl 1", &p);
+	vip4(&p, 0xc0000203);
+	p.ip_opt_len = 12;
+	check_forwarded("ipv4 with 12 bytes of options", &p);
+	vip6(&p);
+	p.payload_len = 33;
+	check_forwarded("ipv6", &p);
+}
+
+static void test_ipv6_ext(void)
+{
+	static const uint8_t hop_dst[] = { 0, 60 };
+	static const uint8_t routing[] = { 43 };
+	static const uint8_t frag[] = { 44 };
+	static const uint8_t five[] = { 0, 60, 60, 60, 60 };
+	uint8_t f[512], out[512];
+	struct test_pkt p;
+	size_t len;
+	int v;
+
+	vip6(&p);
+	len = add_v6_ext(f, test_build(&p, f), hop_dst, 2, 0);
+	v = test_run(xdp_fd, f, len, out, NULL);
+	CHECK(v == XDP_TX_ && test_frame_backend(out) == (int)expected(&p),
+	      "ipv6 hop-by-hop + dstopts: verdict %d backend %d, want %u", v,
+	      test_frame_backend(out), expected(&p));
+	len = add_v6_ext(f, test_build(&p, f), routing, 1, 0);
+	v = test_run(xdp_fd, f, len, out, NULL);
+	CHECK(v == XDP_TX_ && test_frame_backend(out) == (int)expected(&p),
+	      "ipv6 routing header, no segments left: verdict %d", v);
+	len = add_v6_ext(f, test_build(&p, f), routing, 1, 2);
+	check_verdict("ipv6 routing header with segments left", f, len, XDP_PASS_);
+	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
+	check_verdict("ipv6 fragment to the VIP", f, len, XDP_DROP_);
+	len = add_v6_ext(f, test_build(&p, f), five, 5, 0);
+	check_verdict("ipv6 with 5 extension headers", f, len, XDP_PASS_);
+	/* Extension header running past the end of the frame. */
+	len = add_v6_ext(f, test_build(&p, f), hop_dst, 1, 0);
+	f[14 + 40 + 1] = 200;
+	check_verdict("ipv6 extension header longer than the frame", f, len, XDP_DROP_);
+}
+
+static void test_hostile(void)
+{
+	uint8_t f[512];
+	struct test_pkt p;
+	size_t len;
+
+	vip4(&p, 0xc0000204);
+	len = test_build(&p, f);
+	check_verdict("ethernet header and 1 byte", f, 15, XDP_PASS_);
+	check_verdict("ipv4 header truncated", f, 14 + 12, XDP_PASS_);
+	check_verdict("tcp header truncated to 2 bytes", f, 14 + 20 + 2, XDP_DROP_);
+	check_verdict("tcp header truncated to 12 bytes", f, 14 + 20 + 12, XDP_DROP_);
+
+	len = test_build(&p, f);
+	f[14] = 0x44; /* IHL 4 */
+	check_verdict("ipv4 ihl 4", f, len, XDP_PASS_);
+	len = test_build(&p, f);
+	f[14] = 0x4f; /* IHL 15: 60 bytes, past the end of a 54-byte frame */
+	check_verdict("ipv4 ihl past the frame", f, 14 + 20 + 20, XDP_PASS_);
+	len = test_build(&p, f);
+	f[14] = 0x65; /* version 6 in an IPv4 ethertype */
+	check_verdict("ipv4 ethertype with version 6", f, len, XDP_PASS_);
+	len = test_build(&p, f);
+	f[14 + 20 + 12] = 0x40; /* data offset 4 */
+	check_verdict("tcp data offset 4", f, len, XDP_DROP_);
+	len = test_build(&p, f);
+	f[14 + 20 + 12] = 0xf0; /* data offset 15: options past the frame */
+	check_verdict("tcp data offset past the frame", f, len, XDP_DROP_);
+
+	len = test_build(&p, f);
+	f[14 + 6] = 0x20; /* MF */
+	check_verdict("ipv4 first fragment to the VIP", f, len, XDP_DROP_);
+	len = test_build(&p, f);
+	f[14 + 6] = 0x00;
+	f[14 + 7] = 0x10; /* offset 128 */
+	check_verdict("ipv4 later fragment to the VIP", f, len, XDP_DROP_);
+	test_v4(p.dst, 0x0a000063);
+	len = test_build(&p, f);
+	f[14 + 6] = 0x20;
+	check_verdict("ipv4 fragment to another host", f, len, XDP_PASS_);
+
+	vip4(&p, 0xc0000205);
+	len = test_build(&p, f);
+	f[14 + 9] = 17; /* UDP */
+	check_verdict("udp to the VIP", f, len, XDP_PASS_);
+	f[14 + 9] = 1; /* ICMP */
+	check_verdict("icmp to the VIP", f, len, XDP_PASS_);
+	p.dport = 81;
+	len = test_build(&p, f);
+	check_verdict("tcp to the VIP address, another port", f, len, XDP_PASS_);
+	p.dport = 80;
+	test_v4(p.dst, 0x0a00000b);
+	len = test_build(&p, f);
+	check_verdict("tcp to another address, the VIP port", f, len, XDP_PASS_);
+	vip6(&p);
+	p.dport = 443;
+	len = test_build(&p, f);
+	check_verdict("tcp to the IPv6 VIP address, another port", f, len, XDP_PASS_);
+
+	vip4(&p, 0xc0000206);
+	len = test_build(&p, f);
+	f[12] = 0x08;
+	f[13] = 0x06; /* ARP */
+	check_verdict("arp", f, len, XDP_PASS_);
+	f[12] = 0x81;
+	f[13] = 0x00; /* 802.1Q */
+	check_verdict("vlan-tagged", f, len, XDP_PASS_);
+}
+
+static void test_counters(struct hashlb_steer *s)
+{
+	struct hlb_steer_stats st;
+
+	CHECK(hashlb_steer_stats(s, &st) == 0, "stats");
+	CHECK(st.packets > 0 && st.bytes > 0 && st.new_flows > 0, "forwarding not counted");
+	CHECK(st.passed > 0, "passed not counted");
+	CHECK(st.drops[HLB_STEER_DROP_MALFORMED] > 0, "malformed drops not counted");
+	CHECK(st.drops[HLB_STEER_DROP_FRAGMENT] > 0, "fragment drops not counted");
+	CHECK(st.drops[HLB_STEER_DROP_TABLE] == 0, "table drops: %llu",
+	      (unsigned long long)st.drops[HLB_STEER_DROP_TABLE]);
+}
+
+int main(void)
+{
+	static const char *const vips[] = { "10.0.0.10:80", "[fd00::10]:80" };
+	struct hashlb_steer *s;
+
+	table = test_table(HASHLB_SCHEME_MAGLEV, SEED, names, N_NAMES, NULL);
+	s = test_steer_load(table);
+	xdp_fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
+	tc_fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_TC);
+	test_publish(s, table, HASHLB_KEY_4TUPLE, NULL);
+	test_set_vips(s, vips, 2);
+
+	test_forwarding();
+	test_ipv6_ext();
+	test_hostile();
+	test_counters(s);
+
+	hashlb_steer_free(s);
+	hashlb_table_free(table);
+	if (!test_failures)
+		printf("packet correctness and hostile input: all checks passed\n");
+	return test_failures ? 1 : 0;
+}
