@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+/* Shared helpers of hashlb-bench (see bench.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "hashlb/tuple.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void bench_client_keys_into(uint64_t *k, size_t n, uint64_t seed)
+{
+	struct hashlb_tuple t;
+
+	memset(&t, 0, sizeof(t));
+	t.src[10] = 0xff;
+	t.src[11] = 0xff;
+	t.src[12] = 10;
+	for (size_t i = 0; i < n; i++) {
+		t.src[13] = (uint8_t)(i >> 16);
+		t.src[14] = (uint8_t)(i >> 8);
+		t.src[15] = (uint8_t)i;
+		k[i] = hashlb_tuple_hash(&t, HASHLB_KEY_SRC_IP, seed);
+	}
+}
+
+uint64_t *bench_client_keys(size_t n, uint64_t seed)
+{
+	uint64_t *k = malloc(n * sizeof(*k));
+
+	if (k)
+		bench_client_keys_into(k, n, seed);
+	return k;
+}

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/*
+ * hashlb-bench: hashlb's microbenchmarks.
+ *   schemes  the hashing-scheme comparison (modulo, ring, Maglev, rendezvous, jump, slots)
+ *   lookup   lookup and build cost of hashlb's tables against the targets
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: hashlb-bench schemes|lookup [--quick] [--format md|csv|json]\n"
+	      "  schemes  compare hash %% N, ring (V=1..1000), Maglev (M=65537, 655373),\n"
+	      "           rendezvous, jump and hash slots on 1,000,000 keys\n"
+	      "  lookup   ns per lookup (tuple hash included) and build ms of hashlb's tables\n"
+	      "  --quick  fewer keys and repetitions (seconds, for demos and smoke runs)\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o = { .format = REPORT_MD };
+	char command[512] = "";
+	size_t len = 0;
+	int (*run)(const struct bench_opts *) = NULL;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "schemes") == 0) {
+		run = bench_schemes;
+	} else if (strcmp(argv[1], "lookup") == 0) {
+		run = bench_lookup;
+	} else if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		usage(stdout);
+		return 0;
+	} else {
+		fprintf(stderr, "hashlb-bench: unknown command '%s'\n", argv[1]);
+		usage(stderr);
+		return 2;
+	}
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--quick") == 0) {
+			o.quick = 1;
+		} else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+			int f = report_format_parse(argv[++i]);
+
+			if (f < 0) {
+				fprintf(stderr, "hashlb-bench: unknown format '%s'\n", argv[i]);
+				return 2;
+			}
+			o.format = (enum report_format)f;
+		} else if (strncmp(argv[i], "--format=", 9) == 0 &&
+			   report_format_parse(argv[i] + 9) >= 0) {
+			o.format = (enum report_format)report_format_parse(argv[i] + 9);
+		} else {
+			fprintf(stderr, "hashlb-bench: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* the command that reproduces this output, as it was typed */
+	for (int i = 0; i < argc && len < sizeof(command) - 1; i++)
+		len += (size_t)snprintf(command + len, sizeof(command) - len, "%s%s", i ? " " : "",
+					argv[i]);
+	o.command = command;
+	return run(&o) < 0 ? 1 : 0;
+}
