@@ -86,7 +86,10 @@ struct hashlb_config {
  * Load and validate <path>. On error returns a negative errno and fills
  * <err> with file, line, column and what is wrong (reason HASHLB_ERR_CONFIG);
  * unknown keys and wrong types are errors. Every service's table is built
- * once as part of validation, so a config that loads also builds.
+ * once as part of validation, so a config that loads also builds. A file
+ * that cannot be read gives reason HASHLB_ERR_SYSTEM and line 0. err->file
+ * points to <path> (borrowed: valid as long as the caller's string).
+ * The layout is documented in configs/full.yaml.
  */
 int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 		       struct hashlb_error *err);

@@ -72,6 +72,29 @@ static int nomem(struct loader *ld)
 	return hashlb_err(ld->err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 }
 
+/*
+ * What <n> is, for "expected X, found Y" messages: a scalar is quoted back
+ * (shortened), so the reader sees the value that was refused.
+ */
+struct found {
+	char s[80];
+};
+
+static struct found describe(const struct ynode *n)
+{
+	struct found f;
+
+	if (n->type != YNODE_SCALAR || ynode_is_null(n))
+		snprintf(f.s, sizeof(f.s), "%s", ynode_kind(n));
+	else if (n->len > 40)
+		snprintf(f.s, sizeof(f.s), "%s '%.37s...'", n->quoted ? "the string" : "the value",
+			 n->text);
+	else
+		snprintf(f.s, sizeof(f.s), "%s '%s'", n->quoted ? "the string" : "the value",
+			 n->text);
+	return f;
+}
+
 /* --- keys ------------------------------------------------------------- */
 
 static size_t edit_distance(const char *a, const char *b)
@@ -117,9 +140,9 @@ static const char *closest_key(const char *key, const char *const *keys)
 			best = keys[i];
 		}
 	}
+	/* Close enough to be a typo: "tabel_size", "timeout" for "timeouts". */
 	if (best && best_d <= 1 + strlen(best) / 4)
 		return best;
-	/* "timeout" for "timeouts", "connect-timeout" for "connect_timeout" */
 	return NULL;
 }
 
@@ -141,7 +164,7 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 {
 	if (map->type != YNODE_MAP)
 		return fail(ld, map, "%s must be a mapping of keys to values, found %s", what,
-			    ynode_kind(map));
+			    describe(map).s);
 	for (size_t i = 0; i < ynode_pairs(map); i++) {
 		const struct ynode *k = ynode_key(map, i);
 		bool known = false;
@@ -205,7 +228,7 @@ static int want_scalar(struct loader *ld, const struct ynode *v, const char *key
 		       const char *expected)
 {
 	if (v->type != YNODE_SCALAR || ynode_is_null(v))
-		return fail(ld, v, "'%s' must be %s, found %s", key, expected, ynode_kind(v));
+		return fail(ld, v, "'%s' must be %s, found %s", key, expected, describe(v).s);
 	return 0;
 }
 
@@ -843,7 +866,7 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (backends->type != YNODE_SEQ)
 		return fail(ld, backends,
 			    "'backends' must be a list (items starting with '- '), found %s",
-			    ynode_kind(backends));
+			    describe(backends).s);
 	if (backends->n == 0)
 		return fail(ld, backends, "service '%s' has an empty list of backends", s->name);
 	if (backends->n > HASHLB_BACKENDS_MAX)
@@ -948,7 +971,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 	if (root->type != YNODE_MAP)
 		return fail(ld, root,
 			    "the configuration must be a mapping with a 'services' list, found %s",
-			    ynode_kind(root));
+			    describe(root).s);
 	r = check_map(ld, root, top_keys, "the configuration");
 	if (r < 0)
 		return r;
@@ -963,10 +986,8 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 			if (r < 0)
 				return r;
 		} else {
-			return fail(ld, v, "'workers' must be auto or a number 1..%u, found %s%s%s",
-				    WORKERS_MAX, v->type == YNODE_SCALAR ? "'" : "",
-				    v->type == YNODE_SCALAR ? v->text : ynode_kind(v),
-				    v->type == YNODE_SCALAR ? "'" : "");
+			return fail(ld, v, "'workers' must be auto or a number 1..%u, found %s",
+				    WORKERS_MAX, describe(v).s);
 		}
 	}
 
@@ -988,7 +1009,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 	if (services->type != YNODE_SEQ)
 		return fail(ld, services,
 			    "'services' must be a list (items starting with '- name:'), found %s",
-			    ynode_kind(services));
+			    describe(services).s);
 	if (services->n == 0)
 		return fail(ld, services, "'services' is empty: at least one service is needed");
 	c->services = calloc(services->n, sizeof(*c->services));
