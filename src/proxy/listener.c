@@ -4,7 +4,9 @@
  * Refcounted: the daemon holds one reference while the address is in the
  * config, each worker one while it accepts on it.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -31,6 +33,23 @@ void hlb_listener_unref(struct hlb_listener *l)
 {
 	if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
 		listener_free(l);
+}
+
+static void format_addr(const struct sockaddr *sa, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
 }
 
 static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
@@ -77,17 +96,29 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	l->addr_len = addr_len;
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		l->fds[i] = -1;
+	memcpy(&l->bound, addr, addr_len);
 	for (uint32_t i = 0; i < p->n_workers; i++) {
-		fd = listen_socket(addr, addr_len);
+		socklen_t len = sizeof(l->bound);
+
+		/* Port 0: the first socket picks the port, the others join it. */
+		fd = listen_socket((const struct sockaddr *)&l->bound, addr_len);
 		if (fd < 0) {
 			listener_free(l);
 			return hashlb_err(err, fd, HASHLB_ERR_SYSTEM, "cannot listen on %s: %s",
 					  name, strerror(-fd));
 		}
 		l->fds[i] = fd;
+		if (i == 0)
+			getsockname(fd, (struct sockaddr *)&l->bound, &len);
 	}
+	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;
+}
+
+const char *hlb_listener_bound(const struct hlb_listener *l)
+{
+	return l->bound_name;
 }
 
 static void service_unref_cb(void *p)
@@ -110,7 +141,7 @@ int hlb_listener_set_service(struct hlb_listener *l, struct hlb_service *svc, st
 const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t *ret_len)
 {
 	*ret_len = l->addr_len;
-	return (const struct sockaddr *)&l->addr;
+	return (const struct sockaddr *)&l->bound;
 }
 
 const char *hlb_listener_name(const struct hlb_listener *l)

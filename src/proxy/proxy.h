@@ -62,8 +62,11 @@ int hlb_listener_set_service(struct hlb_listener *l, struct hlb_service *svc, st
 void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l);
 /* Drop a reference (the daemon's, once the workers have exited). Accepts NULL. */
 void hlb_listener_unref(struct hlb_listener *l);
+/* The address bound (with the port chosen when the config said port 0). */
 const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t *ret_len);
 const char *hlb_listener_name(const struct hlb_listener *l);
+/* The address actually bound, "127.0.0.1:18080" (the port chosen for port 0). */
+const char *hlb_listener_bound(const struct hlb_listener *l);
 struct hlb_service *hlb_listener_service(const struct hlb_listener *l); /* control thread */
 
 #endif

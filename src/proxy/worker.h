@@ -38,8 +38,10 @@ enum op {
 struct hlb_listener {
 	atomic_uint refs;
 	uint32_t n_workers;
-	struct sockaddr_storage addr;
+	struct sockaddr_storage addr; /* as configured (port 0 = any) */
 	socklen_t addr_len;
+	struct sockaddr_storage bound; /* as bound: the key for reuse across reloads */
+	char bound_name[64];
 	char *name;
 	_Atomic(struct hlb_service *) svc; /* one reference */
 	int *fds; /* one per worker; -1 once that worker closed it */

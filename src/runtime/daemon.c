@@ -251,6 +251,15 @@ static bool sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
 	return false;
 }
 
+static uint16_t sockaddr_port(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return 0;
+}
+
 void hlb_daemon_listen_begin(struct hlb_daemon *d)
 {
 	d->in_txn = true;
@@ -265,7 +274,10 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	socklen_t len;
 	int r;
 
-	for (dl = d->listeners; dl; dl = dl->next)
+	/* Port 0 asks for a fresh port: it never reuses a listener. Otherwise
+	 * the address is matched against what listeners are bound to, so a
+	 * config that names the port a port-0 listener got keeps it. */
+	for (dl = d->listeners; dl && sockaddr_port(addr); dl = dl->next)
 		if (sockaddr_same(hlb_listener_addr(dl->l, &len), addr)) {
 			if (dl->next_svc)
 				return hashlb_err(err, -EADDRINUSE, HASHLB_ERR_SYSTEM,
@@ -303,8 +315,9 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		}
 		if (dl->fresh) {
 			hlb_listener_start(d->proxy, dl->l);
-			hlb_log(HLB_LOG_INFO, "listening", "listen=%s service=%s workers=%u",
-				hlb_listener_name(dl->l), dl->next_svc->name, d->n_workers);
+			hlb_log(HLB_LOG_INFO, "listening",
+				"listen=%s addr=%s service=%s workers=%u", hlb_listener_name(dl->l),
+				hlb_listener_bound(dl->l), dl->next_svc->name, d->n_workers);
 		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
 			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		}

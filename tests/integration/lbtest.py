@@ -1,0 +1,222 @@
+"""Helpers for hashlb's integration tests: start backends and hashlb run as real
+processes on loopback, talk to them from chosen client addresses, and clean
+every process up (by PID) however the test ends."""
+import atexit
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+SRC = os.environ.get("HASHLB_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+BACKEND = os.path.join(SRC, "tests", "tools", "echo-backend")
+
+_procs = []
+_tmp = tempfile.TemporaryDirectory(prefix="hashlb-it-")
+failures = []
+
+
+def _cleanup():
+    for p in _procs:
+        if p.poll() is None:
+            try:
+                p.kill()
+                p.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+atexit.register(_cleanup)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", flush=True)
+    return cond
+
+
+def tmpfile(name, text):
+    path = os.path.join(_tmp.name, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def spawn(args, **kw):
+    p = subprocess.Popen(args, **kw)
+    _procs.append(p)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM, timeout=10):
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return p.returncode
+
+
+class Backend:
+    def __init__(self, name, port=0):
+        self.name = name
+        self.proc = spawn([sys.executable, BACKEND, "--name", name, "--port", str(port)],
+                          stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 3 or line[0] != "ready":
+            raise SystemExit(f"backend {name} did not start: {line}")
+        self.addr = line[2]
+        self.port = int(self.addr.rsplit(":", 1)[1])
+
+    def stop(self):
+        stop(self.proc)
+
+
+def dead_port():
+    """A loopback port nobody listens on (connects are refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2, listen="127.0.0.1:0"):
+    """A one-service config; <backends> is a list of (name, "host:port")."""
+    lines = [f"workers: {workers}", "admin: off", "services:", f"  - name: {name}",
+             f"    listen: {listen}", f"    scheme: {scheme}", f"    hash_key: {key}",
+             "    health:", "      enabled: false"]
+    lines += ["    " + l for l in extra.strip("\n").splitlines()] if extra else []
+    lines.append("    backends:")
+    for n, a in backends:
+        lines += [f"      - name: {n}", f"        address: {a}"]
+    return "\n".join(lines) + "\n"
+
+
+class Hashlb:
+    """hashlb run on a config; .addr is the (first) service's bound address."""
+
+    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True):
+        self.path = tmpfile(fname, cfg_text)
+        self.log = []
+        self.proc = spawn([HASHLB, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
+                          text=True)
+        self._ready = threading.Event()
+        self.addrs = []
+        threading.Thread(target=self._read, daemon=True).start()
+        if wait and not self._ready.wait(10):
+            raise SystemExit("hashlb did not start:\n" + "\n".join(self.log))
+
+    def _read(self):
+        for line in self.proc.stderr:
+            line = line.rstrip("\n")
+            self.log.append(line)
+            if os.environ.get("HASHLB_TEST_VERBOSE"):
+                print("  hashlb:", line, flush=True)
+            m = re.search(r"msg=listening .*addr=(\S+)", line)
+            if m:
+                self.addrs.append(m.group(1))
+            if "msg=started" in line:
+                self._ready.set()
+        self._ready.set()
+
+    @property
+    def addr(self):
+        host, port = self.addrs[0].rsplit(":", 1)
+        return host, int(port)
+
+    def wait_log(self, pattern, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            if any(re.search(pattern, l) for l in self.log):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        return stop(self.proc, sig, timeout)
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+
+def client_ip(i):
+    """The i-th client address on 127.0.0.0/8 (never 127.0.0.0 or .255)."""
+    i += 1
+    return f"127.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255 or 1}"
+
+
+def connect(addr, src=None, timeout=5):
+    s = socket.socket()
+    s.settimeout(timeout)
+    if src:
+        s.bind((src, 0))
+    s.connect(addr)
+    return s
+
+
+def read_line(s):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        d = s.recv(1)
+        if not d:
+            break
+        buf += d
+    return buf.decode().strip()
+
+
+def who(addr, src=None):
+    """The name of the backend a client at <src> reaches, "" if closed without a greeting."""
+    s = connect(addr, src)
+    try:
+        return read_line(s)
+    except (ConnectionError, socket.timeout):
+        return ""
+    finally:
+        s.close()
+
+
+def lookup(cfg_path, clients):
+    """hashlb lookup -c for each client: {client: [backend, pref...]}."""
+    out = {}
+    for i in range(0, len(clients), 500):
+        chunk = clients[i:i + 500]
+        p = subprocess.run([HASHLB, "lookup", "-c", cfg_path, ",".join(chunk)],
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise SystemExit(f"hashlb lookup failed: {p.stderr}")
+        for line in p.stdout.splitlines():
+            f = line.split()
+            out[f[0]] = f[2].split(",")
+    return out
+
+
+def run_tests(tests):
+    for t in tests:
+        t0 = time.time()
+        print(f"--- {t.__name__}", flush=True)
+        try:
+            t()
+        except Exception as e:  # a crash in one test is a failure, the others still run
+            import traceback
+            traceback.print_exc()
+            check(False, f"{t.__name__} raised {e!r}")
+        print(f"    {time.time() - t0:.1f}s", flush=True)
+    _cleanup()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all passed")

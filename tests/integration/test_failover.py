@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""hashlb run routes by the table: every client reaches the backend `hashlb lookup -c` names,
+keeps it across reconnects, moves to the next backend of its preference list when its own
+refuses, and is closed promptly (no hang) when every backend is down."""
+import time
+from collections import Counter
+
+from lbtest import (Backend, Hashlb, check, client_ip, config, connect, dead_port, lookup,
+                    run_tests, who)
+
+backends = [Backend(n) for n in ("a", "b", "c")]
+BACKENDS = [(b.name, b.addr) for b in backends]
+
+
+def split_matches_lookup():
+    """3,000 client addresses: each reaches exactly the backend hashlb lookup -c gives it."""
+    for scheme in ("maglev", "ring"):
+        lb = Hashlb(config(BACKENDS, scheme=scheme), fname=f"split-{scheme}.yaml")
+        clients = [client_ip(i * 7919) for i in range(3000)]
+        want = lookup(lb.path, clients)
+        got = {c: who(lb.addr, c) for c in clients}
+        bad = [c for c in clients if got[c] != want[c][0]]
+        check(not bad, f"{scheme}: {len(bad)} of 3000 clients reached another backend than "
+              f"lookup's, e.g. {bad[:3]} -> {[(got[c], want[c][0]) for c in bad[:3]]}")
+        spread = Counter(got.values())
+        print(f"    {scheme}: {dict(sorted(spread.items()))}")
+        check(all(spread[n] > 600 for n in "abc"), f"{scheme}: every backend gets a share")
+        lb.stop()
+
+
+def affinity_across_reconnects():
+    """The same client IP reaches the same backend on every new connection (src-ip key)."""
+    lb = Hashlb(config(BACKENDS))
+    for i in range(10):
+        ip = client_ip(1000 + i * 31)
+        names = {who(lb.addr, ip) for _ in range(20)}
+        check(len(names) == 1 and "" not in names, f"{ip} kept one backend over 20 connections: {names}")
+    lb.stop()
+
+
+def refused_backend_next_in_list():
+    """Backend b refuses: its clients are served by the next backend of their preference list."""
+    dead = ("b", f"127.0.0.1:{dead_port()}")
+    cfg = config([BACKENDS[0], dead, BACKENDS[2]], extra="connect_retries: 2")
+    lb = Hashlb(cfg)
+    clients = [client_ip(i * 104729) for i in range(600)]
+    want = lookup(lb.path, clients)
+    moved = bad = 0
+    for c in clients:
+        got = who(lb.addr, c)
+        pref = want[c]
+        expect = pref[1] if pref[0] == "b" else pref[0]
+        moved += pref[0] == "b"
+        bad += got != expect
+    check(moved > 100, f"some clients had b first ({moved})")
+    check(bad == 0, f"{bad} clients were not served by their next backend")
+    lb.stop()
+
+
+def all_backends_down():
+    """Every backend refuses: the client's connection is closed promptly, no hang."""
+    cfg = config([(n, f"127.0.0.1:{dead_port()}") for n in "abc"],
+                 extra="connect_retries: 2\ntimeouts:\n  connect: 1s")
+    lb = Hashlb(cfg)
+    for i in range(5):
+        s = connect(lb.addr, src=client_ip(i), timeout=5)
+        t0 = time.time()
+        try:
+            d = s.recv(10)
+        except ConnectionError:
+            d = b""
+        el = time.time() - t0
+        s.close()
+        check(d == b"" and el < 1.0, f"closed after {el:.2f}s with {d!r}")
+    lb.stop()
+
+
+run_tests([split_matches_lookup, affinity_across_reconnects, refused_backend_next_in_list,
+           all_backends_down])
