@@ -141,7 +141,7 @@ static const char *closest_key(const char *key, const char *const *keys)
 		}
 	}
 	/* Close enough to be a typo: "tabel_size", "timeout" for "timeouts". */
-	if (best && best_d <= 1 + strlen(best) / 4)
+	if (best && best_d <= 1 + strlen(best) / 5)
 		return best;
 	return NULL;
 }
@@ -153,6 +153,58 @@ static void underscore_variant(const char *key, char *buf, size_t len)
 		if (*p == '-')
 			*p = '_';
 	}
+}
+
+static const char *const top_keys[] = { "workers", "admin", "services", NULL };
+
+static const char *const service_keys[] = {
+	"name",
+	"listen",
+	"scheme",
+	"vnodes",
+	"table_size",
+	"hash_key",
+	"seed",
+	"timeouts",
+	"max_connections",
+	"connect_retries",
+	"slow_start",
+	"balance_factor",
+	"steering",
+	"interface",
+	"health",
+	"backends",
+	NULL,
+};
+
+static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
+static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
+static const char *const backend_keys[] = { "name", "address", "weight", "state", NULL };
+
+/* Where each key lives, to tell a key written at the wrong level where it goes. */
+static const struct {
+	const char *const *keys;
+	const char *where;
+} key_homes[] = {
+	{ top_keys, "at the top level" },
+	{ service_keys, "in a service" },
+	{ timeout_keys, "in a service's 'timeouts'" },
+	{ health_keys, "in a service's 'health'" },
+	{ backend_keys, "in a backend" },
+};
+
+/* Where <key> belongs, if it is valid in another mapping than <keys>. */
+static const char *key_home(const char *key, const char *const *keys)
+{
+	for (size_t i = 0; i < sizeof(key_homes) / sizeof(key_homes[0]); i++) {
+		if (key_homes[i].keys == keys)
+			continue;
+		for (size_t j = 0; key_homes[i].keys[j]; j++) {
+			if (strcmp(key, key_homes[i].keys[j]) == 0)
+				return key_homes[i].where;
+		}
+	}
+	return NULL;
 }
 
 /*
@@ -179,17 +231,26 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 			}
 		}
 		if (!known) {
+			const char *hint, *home;
 			char alt[64];
-			const char *hint;
 
 			if (strcmp(k->text, "<<") == 0)
 				return fail(ld, k, "merge keys ('<<') are not supported in %s",
 					    what);
 			underscore_variant(k->text, alt, sizeof(alt));
 			hint = closest_key(alt, keys);
+			home = key_home(k->text, keys);
+			if (hint && home)
+				return fail(
+					ld, k,
+					"unknown key '%s' in %s (did you mean '%s'? '%s' belongs %s)",
+					k->text, what, hint, k->text, home);
 			if (hint)
 				return fail(ld, k, "unknown key '%s' in %s (did you mean '%s'?)",
 					    k->text, what, hint);
+			if (home)
+				return fail(ld, k, "unknown key '%s' in %s: it belongs %s", k->text,
+					    what, home);
 			return fail(ld, k, "unknown key '%s' in %s", k->text, what);
 		}
 		for (size_t j = 0; j < i; j++) {
@@ -466,32 +527,6 @@ static int get_addr(struct loader *ld, const struct ynode *v, const char *key, b
 }
 
 /* --- services and backends -------------------------------------------- */
-
-static const char *const top_keys[] = { "workers", "admin", "services", NULL };
-
-static const char *const service_keys[] = {
-	"name",
-	"listen",
-	"scheme",
-	"vnodes",
-	"table_size",
-	"hash_key",
-	"seed",
-	"timeouts",
-	"max_connections",
-	"connect_retries",
-	"slow_start",
-	"balance_factor",
-	"steering",
-	"interface",
-	"health",
-	"backends",
-	NULL,
-};
-
-static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
-static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
-static const char *const backend_keys[] = { "name", "address", "weight", "state", NULL };
 
 static bool service_name_ok(const char *s)
 {
@@ -814,6 +849,56 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 	return backends;
 }
 
+static bool addr_is_any(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+static uint16_t addr_port(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+/* Whether two listen addresses would take the same port: equal, or one is
+ * the wildcard of the same family. Port 0 (any free port) never clashes. */
+static bool listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family || addr_port(a) != addr_port(b) || addr_port(a) == 0)
+		return false;
+	if (addr_is_any(a) || addr_is_any(b))
+		return true;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+static bool addr_is_loopback(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+/*
+ * Whether a service listening on <listen> would forward to itself through
+ * <backend>: the same address, or its wildcard and a loopback address, on
+ * the same port. (Another local address of the host cannot be known
+ * without asking the kernel, which the loader does not do.)
+ */
+static bool addr_loops(const struct sockaddr_storage *listen,
+		       const struct sockaddr_storage *backend)
+{
+	if (!listen_clash(listen, backend))
+		return false;
+	return !addr_is_any(listen) || addr_is_loopback(backend);
+}
+
 static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	const struct ynode *v, *backends;
@@ -887,6 +972,11 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 					"duplicate backend name '%s' in service '%s' (first at line %d)",
 					s->backends[i].name, s->name, s->backends[j].pos.line);
 		}
+		if (addr_loops(&s->listen_addr, &s->backends[i].addr))
+			return fail(
+				ld, map_get(backends->items[i], "address"),
+				"backend '%s' at %s is service '%s' itself (listen %s): connections would loop",
+				s->backends[i].name, s->backends[i].address, s->name, s->listen);
 	}
 
 	/* A config that loads also builds: the same call the daemon makes. */
@@ -899,35 +989,6 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	}
 	hashlb_table_free(t);
 	return 0;
-}
-
-static bool addr_is_any(const struct sockaddr_storage *a)
-{
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
-	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
-}
-
-static uint16_t addr_port(const struct sockaddr_storage *a)
-{
-	if (a->ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-}
-
-/* Whether two listen addresses would take the same port: equal, or one is
- * the wildcard of the same family. Port 0 (any free port) never clashes. */
-static bool listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family || addr_port(a) != addr_port(b) || addr_port(a) == 0)
-		return false;
-	if (addr_is_any(a) || addr_is_any(b))
-		return true;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
 }
 
 static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_config *c)

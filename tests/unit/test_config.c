@@ -123,6 +123,12 @@ static void test_unknown_keys(void **state)
 	expect_error(MINIMAL "    health: {intervall: 2s}\n", 7, 14, "did you mean 'interval'?");
 	expect_error(MINIMAL "    timeouts: {conect: 2s}\n", 7, 16, "did you mean 'connect'?");
 	expect_error(MINIMAL "    colour: blue\n", 7, 5, "unknown key 'colour' in service");
+	/* A valid key at the wrong level says where it goes. */
+	expect_error(MINIMAL "    weight: 2\n", 7, 5,
+		     "unknown key 'weight' in service: it belongs in a backend");
+	expect_error(MINIMAL "    interval: 2s\n", 7, 5, "it belongs in a service's 'health'");
+	expect_error(MINIMAL "    timeout: 2s\n", 7, 5,
+		     "(did you mean 'timeouts'? 'timeout' belongs in a service's 'health')");
 	/* Nothing close: no suggestion. */
 	{
 		struct hashlb_config *c = NULL;
@@ -271,6 +277,21 @@ static void test_duplicates(void **state)
 	expect_error(MINIMAL "  - name: api\n    listen: 0.0.0.0:8080\n"
 			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
 		     8, 13, "clashes with");
+}
+
+static void test_loop(void **state)
+{
+	/* A backend that is the service's own listen address forwards to itself. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:80\"}\n",
+		     5, 28, "backend 'a' at 127.0.0.1:80 is service 'web' itself");
+	expect_error("services:\n  - name: web\n    listen: \"[::]:80\"\n    backends:\n"
+		     "      - {name: a, address: \"[::1]:80\"}\n",
+		     5, 28, "connections would loop");
+	/* The wildcard with another host on the same port is the usual set-up. */
+	hashlb_config_free(
+		load_ok("services:\n  - name: web\n    listen: 0.0.0.0:80\n    backends:\n"
+			"      - {name: a, address: \"10.0.0.1:80\"}\n"));
 }
 
 static void test_other_scheme_params(void **state)
@@ -616,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
 		cmocka_unit_test(test_defaults),
