@@ -336,6 +336,7 @@ static int steer_publish(struct steer_args *a)
 	sigaddset(&set, SIGTERM);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 
+	a->opts.iface = a->iface;
 	if (a->action == ACT_UPDATE)
 		ret = hashlb_steer_find(a->iface, &s, &err);
 	else

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Kernel steering end to end: in network namespaces (a client, the load balancer,
+three backends, veth and a bridge), real TCP connections through `hashlb steer`
+reach the backend that `hashlb lookup` names for each client, for XDP (native and
+generic) and tc; established connections survive adding a backend (`--update`)
+while new ones follow the new table; the counters say so; and when hashlb steer
+exits nothing stays attached. The namespaces are removed even when it fails."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import topo as T  # noqa: E402
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+BPF_OBJ = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "bpf", "steer.bpf.o")
+PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
+CONNS = 24
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", flush=True)
+
+
+def lookup(names, sports, scheme):
+    clients = ",".join(f"{T.CLIENT_IP}:{sp}" for sp in sports)
+    p = subprocess.run([HASHLB, "lookup", "--json", "--key", "4-tuple", "--scheme", scheme,
+                        "--vip", f"{T.VIP}:{T.VIP_PORT}", clients, *names],
+                       capture_output=True, text=True, timeout=30, check=True)
+    return {int(r["client"].rsplit(":", 1)[1]): r["backend"] for r in json.loads(p.stdout)}
+
+
+def steer_args(topo, n, scheme):
+    args = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--scheme", scheme,
+            "--key", "4-tuple"]
+    for i in range(n):
+        b = topo.backends[i]
+        name = b.rsplit("-", 1)[1]
+        # b1 without mac=: read from the LB's neighbour table.
+        spec = f"{name}={topo.backend_ip(i)}" + ("" if i == 0 else f",mac={topo.mac(b)}")
+        args += ["-b", spec]
+    return args
+
+
+def xdp_attached(topo):
+    out = T.sh("ip", "-d", "link", "show", "eth0", ns=topo.lb).stdout
+    tc = T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb, check=False).stdout
+    return "prog/xdp" in out or "xdp" in out.split("\n")[0] or "hlb_tc" in tc
+
+
+def run_mode(topo, mode, scheme):
+    tag = f"[{mode} {scheme}]"
+    if mode == "xdp":
+        topo.native_xdp_ready(BPF_OBJ)
+    names2 = ["b1", "b2"]
+    names3 = ["b1", "b2", "b3"]
+    steer = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", mode,
+                                 *steer_args(topo, 2, scheme)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = steer.stdout.readline()
+    if "attached" not in line:
+        steer.wait(timeout=10)
+        err = steer.stderr.read()
+        check(False, f"{tag} hashlb steer did not attach: {line} {err}")
+        return
+    print(f"{tag} {line.strip()}", flush=True)
+
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+                                      str(CONNS)],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(client.stdout.readline())
+    except json.JSONDecodeError:
+        check(False, f"{tag} client could not connect through the kernel path")
+        steer.terminate()
+        steer.wait(timeout=10)
+        return
+    want = lookup(names2, [sp for sp, _ in first], scheme)
+    wrong = [(sp, got, want[sp]) for sp, got in first if got != want[sp]]
+    check(not wrong, f"{tag} {len(wrong)} of {CONNS} connections not on the table's backend: "
+          f"{wrong[:3]}")
+
+    # Add b3 while the connections are open.
+    up = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "--update",
+                         *steer_args(topo, 3, scheme)],
+                        capture_output=True, text=True, timeout=30)
+    check(up.returncode == 0, f"{tag} --update failed: {up.stderr}")
+    would_move = [sp for sp, name in first
+                  if lookup(names3, [sp], scheme)[sp] != name]
+
+    client.stdin.write("again\n")
+    client.stdin.flush()
+    again = dict(json.loads(client.stdout.readline()))
+    fresh = json.loads(client.stdout.readline())
+    moved = [sp for sp, name in first if again.get(sp) != name]
+    check(not moved, f"{tag} {len(moved)} established connections changed backend or broke "
+          f"after a backend was added: {[(sp, again.get(sp)) for sp in moved[:3]]}")
+    want3 = lookup(names3, [sp for sp, _ in fresh], scheme)
+    wrong = [(sp, got, want3[sp]) for sp, got in fresh if got != want3[sp]]
+    check(not wrong, f"{tag} {len(wrong)} new connections not on the new table's backend")
+    print(f"{tag} {CONNS} connections on the table's backend; b3 added: "
+          f"{len(would_move)} would move by the new table, {len(moved)} moved; "
+          f"{CONNS} new connections follow the new table "
+          f"({sum(1 for _, n in fresh if n == 'b3')} to b3)", flush=True)
+
+    client.stdin.write("quit\n")
+    client.stdin.flush()
+    client.stdout.readline()
+    client.wait(timeout=10)
+
+    st = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                         "--stats", "--json"], capture_output=True, text=True, timeout=30)
+    check(st.returncode == 0, f"{tag} --stats failed: {st.stderr}")
+    if st.returncode == 0:
+        stats = json.loads(st.stdout)
+        check(stats["new_flows"] >= 2 * CONNS, f"{tag} new_flows {stats['new_flows']}")
+        check(stats["ct_hits"] > 0, f"{tag} no conntrack hits")
+        check(stats["drop_table"] == 0 and stats["drop_malformed"] == 0,
+              f"{tag} drops: {stats}")
+        print(f"{tag} stats: packets {stats['packets']} new_flows {stats['new_flows']} "
+              f"ct_hits {stats['ct_hits']} passed {stats['passed']}", flush=True)
+
+    steer.terminate()
+    steer.wait(timeout=10)
+    check(steer.returncode == 0, f"{tag} hashlb steer exited {steer.returncode}")
+    check(not xdp_attached(topo), f"{tag} a program is still attached after exit")
+
+
+def keep_and_detach(topo):
+    """--keep leaves the program attached after exit; --detach removes it."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
+    check(p.returncode == 0 and xdp_attached(topo), f"--keep: {p.returncode} {p.stderr}")
+    p = steer("-i", "eth0", "--stats")
+    check(p.returncode == 0 and "new_flows" in p.stdout, f"--stats after --keep: {p.stderr}")
+    p = steer("-i", "eth0", "--detach")
+    check(p.returncode == 0 and not xdp_attached(topo), f"--detach: {p.stderr}")
+    p = steer("-i", "eth0", "--stats")
+    check(p.returncode == 1 and "no hashlb program" in p.stderr,
+          f"--stats with nothing attached: {p.returncode} {p.stderr}")
+    print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
+
+
+def body(topo):
+    for i, b in enumerate(topo.backends):
+        p = topo.spawn(b, [sys.executable, PEER, "serve", f"b{i + 1}", str(T.VIP_PORT)],
+                       stdout=subprocess.PIPE, text=True)
+        p.stdout.readline()
+    for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev")]:
+        run_mode(topo, mode, scheme)
+    keep_and_detach(topo)
+
+
+def main():
+    T.need_root()
+    t0 = time.monotonic()
+    T.with_topo(3, body)
+    leftover = [n for n in T.sh("ip", "netns", "list").stdout.split()
+                if n.startswith(f"hlbst-{os.getpid()}-")]
+    check(not leftover, f"namespaces left behind: {leftover}")
+    print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

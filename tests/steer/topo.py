@@ -1,0 +1,158 @@
+"""The kernel-steering network: a client, a load balancer and backends in network
+namespaces this process creates, joined by veth pairs to a bridge in a switch
+namespace. Names start with hlbst-<pid>- so that concurrent runs never collide.
+Used by tests/steer/test_e2e.py and bench/steer_netns.py.
+
+    client 10.211.0.2 --+
+    lb     10.211.0.3 --+-- br0 (namespace "sw")
+    b1..bN 10.211.0.11+ +
+The VIP 10.212.0.100 is routed by the client via the load balancer; each
+backend holds it on its loopback (direct server return) and answers directly.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SUBNET = "10.211.0"
+VIP = "10.212.0.100"
+VIP_PORT = 80
+CLIENT_IP = f"{SUBNET}.2"
+LB_IP = f"{SUBNET}.3"
+
+
+def sh(*args, check=True, ns=None, timeout=30):
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p
+
+
+class Topo:
+    def __init__(self, n_backends=3):
+        self.prefix = f"hlbst-{os.getpid()}-"
+        self.sw = self.prefix + "sw"
+        self.client = self.prefix + "c"
+        self.lb = self.prefix + "lb"
+        self.backends = [self.prefix + f"b{i + 1}" for i in range(n_backends)]
+        self.procs = []
+        self.created = []
+
+    def ns_all(self):
+        return [self.sw, self.client, self.lb] + self.backends
+
+    def backend_ip(self, i):
+        return f"{SUBNET}.{11 + i}"
+
+    def mac(self, ns):
+        out = sh("ip", "-br", "link", "show", "eth0", ns=ns).stdout
+        return re.search(r"([0-9a-f]{2}(:[0-9a-f]{2}){5})", out).group(1)
+
+    def up(self):
+        for ns in self.ns_all():
+            sh("ip", "netns", "add", ns)
+            self.created.append(ns)
+        sh("ip", "link", "add", "br0", "type", "bridge", ns=self.sw)
+        sh("ip", "link", "set", "br0", "up", ns=self.sw)
+        nodes = [(self.client, CLIENT_IP), (self.lb, LB_IP)] + [
+            (b, self.backend_ip(i)) for i, b in enumerate(self.backends)]
+        for k, (ns, ip) in enumerate(nodes):
+            port = f"p{k}"
+            sh("ip", "-n", self.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
+               "netns", ns)
+            sh("ip", "-n", self.sw, "link", "set", port, "master", "br0", "up")
+            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", self.client, "route", "add", f"{VIP}/32", "via", LB_IP)
+        for b in self.backends:
+            sh("ip", "-n", b, "addr", "add", f"{VIP}/32", "dev", "lo")
+            # The VIP is not theirs to announce: only the LB attracts it.
+            sh("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1", ns=b)
+            sh("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_announce=2", ns=b)
+        for ns in [self.client, self.lb] + self.backends:
+            sh("sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=0", ns=ns)
+            sh("sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=0", ns=ns)
+        # Fill the LB's neighbour table so backends can be given without mac=.
+        # (A TCP connect to a closed port: resolves the address, no ping needed.)
+        for i, b in enumerate(self.backends):
+            sh(sys.executable, "-c", "import socket, sys; s = socket.socket(); s.settimeout(2); "
+               "s.connect_ex((sys.argv[1], 9))", self.backend_ip(i), ns=self.lb, check=False)
+        return self
+
+    def ethtool(self, ns, dev, cmd, value):
+        """An ethtool set command by ioctl (ethtool itself may not be
+        installed): cmd is ETHTOOL_S* (struct ethtool_value)."""
+        sh(sys.executable, "-c", (
+            "import ctypes, fcntl, socket, struct, sys\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "val = ctypes.create_string_buffer(struct.pack('II', int(sys.argv[2]), "
+            "int(sys.argv[3])))\n"
+            "ifr = struct.pack('16sP', sys.argv[1].encode(), ctypes.addressof(val))\n"
+            "fcntl.ioctl(s, 0x8946, ifr)\n"), dev, str(cmd), str(value), ns=ns)
+
+    def native_xdp_ready(self, bpf_obj):
+        """What native XDP on the LB's veth needs to forward to a backend:
+        - the LB's bridge port (p1) must run XDP itself to take XDP_TX
+          frames (veth hands them to its peer's XDP receive queue): give it
+          the trivial hlb_xdp_pass program of <bpf_obj>;
+        - the client must send complete checksums (ETHTOOL_STXCSUM off): a
+          veth hands over partial checksums that the stack completes later,
+          but XDP_TX bypasses that. Frames from a real NIC are complete."""
+        sh("ip", "link", "set", "dev", "p1", "xdpdrv", "object", bpf_obj, "program",
+           "hlb_xdp_pass", ns=self.sw)
+        self.ethtool(self.client, "eth0", 0x17, 0)
+
+    def spawn(self, ns, args, **kw):
+        p = subprocess.Popen(["ip", "netns", "exec", ns] + list(args), **kw)
+        self.procs.append(p)
+        return p
+
+    def down(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for ns in reversed(self.created):
+            # Processes still inside would keep it alive: kill them by PID.
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            sh("ip", "netns", "del", ns, check=False)
+        self.created = []
+
+
+def with_topo(n_backends, body):
+    """Run body(topo), removing every namespace afterwards, even on failure,
+    SIGTERM (meson's timeout) or SIGINT."""
+    topo = Topo(n_backends)
+
+    def on_signal(signum, frame):
+        raise SystemExit(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        topo.up()
+        return body(topo)
+    finally:
+        topo.down()
+
+
+def need_root():
+    if os.geteuid() != 0:
+        print("SKIP: network namespaces and BPF need root")
+        sys.exit(77)
