@@ -16,22 +16,14 @@ struct subscriber {
 struct hlb_pool {
 	const struct hashlb_config *cfg;
 	struct hlb_loop *loop;
-	struct hlb_rcu *rcu;
-	struct hlb_pool_hooks hooks;
+	struct hlb_pool_env env;
+	uint64_t generation; /* without env.next_generation */
 	struct hlb_pool_service **svcs;
 	uint32_t n_svcs;
-	struct hlb_service **dead; /* removed services: workers may still hold them */
-	uint32_t n_dead;
 	struct subscriber *subs;
 	uint32_t n_subs;
 	struct hlb_timer tick;
 };
-
-/* Counter lines per runtime object: one per worker reading the snapshots. */
-static uint32_t pool_workers(const struct hlb_pool *p)
-{
-	return p->rcu ? hlb_rcu_readers(p->rcu) : 1;
-}
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
 
@@ -103,7 +95,6 @@ static void backend_free(struct hlb_pool_backend *b)
 		return;
 	hlb_check_stop(&b->check);
 	hlb_backend_unref(b->rt);
-	free(b->address);
 	free(b);
 }
 
@@ -115,11 +106,8 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
 	if (!b)
 		return NULL;
 	b->svc = s;
-	if (hlb_backend_new(c, pool_workers(s->pool), &b->rt) < 0)
-		b->rt = NULL;
-	b->address = strdup(c->address ? c->address : "");
-	if (!b->rt || !b->address) {
-		backend_free(b);
+	if (hlb_backend_new(c, s->pool->env.n_workers, &b->rt) < 0) {
+		free(b);
 		return NULL;
 	}
 	b->check.io.fd = -1;
@@ -173,75 +161,32 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 
 /* ---- build and publish ---- */
 
-const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool_service *s)
+static uint64_t pool_next_generation(struct hlb_pool *p)
 {
-	return atomic_load(&s->rt->snap);
+	if (p->env.next_generation)
+		return p->env.next_generation(p->env.arg);
+	return ++p->generation;
 }
 
 static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_snap,
 			 struct hashlb_error *err)
 {
-	struct hashlb_table *table = NULL;
-	struct hlb_snapshot *snap;
-	uint32_t n = s->n_backends;
-	bool *down;
+	const struct hlb_snapshot *cur = hlb_service_snapshot(s->rt);
+	uint64_t gen = pool_next_generation(s->pool);
+	struct hlb_backend **rts;
 	int ret;
 
-	if (s->need_full || !s->base) {
-		struct hashlb_backend_spec *spec = calloc(n ? n : 1, sizeof(*spec));
-		struct hashlb_table *base;
-
-		if (!spec)
-			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-		for (uint32_t i = 0; i < n; i++) {
-			spec[i].name = s->backends[i]->rt->name;
-			spec[i].weight = s->backends[i]->rt->weight;
-		}
-		ret = hashlb_table_build(&s->cfg->table, spec, n, &base, err);
-		free(spec);
-		if (ret < 0)
-			return ret;
-		hashlb_table_free(s->base);
-		s->base = base;
+	if (cur && !s->need_full)
+		return hlb_snapshot_refresh(cur, gen, ret_snap, err);
+	rts = calloc(s->n_backends ? s->n_backends : 1, sizeof(*rts));
+	if (!rts)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		rts[i] = s->backends[i]->rt;
+	ret = hlb_snapshot_build(s->cfg, rts, gen, ret_snap, err);
+	free(rts);
+	if (ret == 0)
 		s->need_full = false;
-	}
-
-	down = calloc(n, sizeof(*down));
-	snap = calloc(1, sizeof(*snap));
-	if (snap)
-		snap->backends = calloc(n, sizeof(*snap->backends));
-	if (!down || !snap || !snap->backends) {
-		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-		goto err_free;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct hlb_pool_backend *b = s->backends[i];
-
-		down[i] = !hlb_pool_backend_up(b);
-		if (!down[i])
-			snap->up_weight += b->rt->weight;
-	}
-	ret = hashlb_table_with_down(s->base, down, &table, err);
-	if (ret < 0)
-		goto err_free;
-	for (uint32_t i = 0; i < n; i++)
-		snap->backends[i] = hlb_backend_ref(s->backends[i]->rt);
-	snap->n_backends = n;
-	snap->table = table;
-	snap->generation = s->generation + 1;
-	snap->fingerprint = hashlb_table_fingerprint(table);
-	snap->key = s->cfg->key;
-	snap->seed = s->cfg->table.seed;
-	snap->balance_factor = s->cfg->balance_factor;
-	free(down);
-	*ret_snap = snap;
-	return 0;
-
-err_free:
-	free(down);
-	if (snap)
-		free(snap->backends);
-	free(snap);
 	return ret;
 }
 
@@ -249,14 +194,8 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 {
 	struct hlb_pool *p = s->pool;
 
-	if (p->rcu) {
-		hlb_service_publish(s->rt, snap, p->rcu);
-	} else {
-		struct hlb_snapshot *old = atomic_exchange(&s->rt->snap, snap);
-
-		hlb_snapshot_free(old);
-	}
-	s->generation = snap->generation;
+	/* -ENOMEM leaks the old snapshot rather than freeing it early. */
+	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
 }
@@ -316,15 +255,17 @@ void hlb_pool_flush(struct hlb_pool *p)
 
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
-	struct hlb_backend_counters bc;
-	uint64_t fails;
-
-	hlb_backend_counters_read(b->rt, &bc);
-	fails = bc.connect_fail + bc.connect_timeout;
-	uint64_t delta = fails - b->seen_connect_fail;
+	struct hlb_backend_counters c;
+	uint64_t fails, delta;
 	bool changed = false;
 
-	b->seen_connect_fail = fails;
+	hlb_backend_counters_read(b->rt, &c);
+	fails = c.connect_fail + c.connect_timeout;
+	delta = fails - b->seen_fail;
+	b->seen_fail = fails;
+	/* Failures followed by a successful connect are not a failing backend. */
+	if (!atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed))
+		delta = 0;
 	if (backend_checked(b)) {
 		changed = hlb_health_passive(&b->health, &b->svc->hp, delta, now);
 		changed |= hlb_health_tick(&b->health, &b->svc->hp, now);
@@ -401,6 +342,7 @@ static void service_checks_start(struct hlb_pool_service *s)
 			now + hlb_check_phase(s->cfg->health.interval_ms, i, s->n_backends, salt));
 }
 
+/* Stops checks and timers, drops the backends and the runtime service. */
 static void service_free(struct hlb_pool_service *s)
 {
 	if (!s)
@@ -409,24 +351,20 @@ static void service_free(struct hlb_pool_service *s)
 		backend_free(s->backends[i]);
 	for (uint32_t i = 0; i < s->n_removed; i++)
 		backend_free(s->removed[i]);
-	if (s->pool)
-		hlb_timer_cancel(s->pool->loop, &s->build_timer);
+	hlb_timer_cancel(s->pool->loop, &s->build_timer);
 	free(s->backends);
 	free(s->removed);
-	hashlb_table_free(s->base);
+	hlb_service_unref(s->rt);
 	free(s);
 }
 
-static void rt_service_free(struct hlb_service *svc)
-{
-	hlb_service_unref(svc);
-}
-
+/* A new service with its first snapshot published; checks not started. */
 static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		       struct hlb_pool_service **ret_svc, struct hashlb_error *err)
 {
 	struct hlb_pool_service *s = calloc(1, sizeof(*s));
 	struct hlb_snapshot *snap;
+	uint64_t t0 = hlb_now_ns();
 	int ret;
 
 	if (!s)
@@ -435,14 +373,13 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	s->cfg = c;
 	hlb_timer_init(&s->build_timer, service_build_timer, s);
 	service_health_params(s);
-	if (hlb_service_new(c->name, pool_workers(p), &s->rt) < 0)
-		s->rt = NULL;
 	s->backends = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->backends));
-	if (!s->rt || !s->backends) {
-		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	ret = s->backends ? hlb_service_new(c->name, p->env.n_workers, &s->rt) : -ENOMEM;
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_NOMEM, "service %s: %s", c->name,
+			   ret == -ENOMEM ? "out of memory" : "cannot create");
 		goto err_free;
 	}
-	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	for (uint32_t i = 0; i < c->n_backends; i++) {
 		s->backends[i] = backend_new(s, &c->backends[i]);
 		if (!s->backends[i]) {
@@ -457,66 +394,69 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		goto err_free;
 	service_publish(s, snap);
 	s->rebuilds++;
+	s->rebuild_ns_last = s->rebuild_ns_total = s->rebuild_ns_max = hlb_now_ns() - t0;
 	s->last_build_ms = hlb_now_ms();
 	*ret_svc = s;
 	return 0;
 
 err_free:
-	rt_service_free(s->rt);
-	s->rt = NULL;
 	service_free(s);
 	return ret;
 }
 
-static int pool_add_service(struct hlb_pool *p, struct hlb_pool_service *s)
+static void pool_listen_begin(struct hlb_pool *p)
 {
-	struct hlb_pool_service **v = realloc(p->svcs, (p->n_svcs + 1) * sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	p->svcs = v;
-	p->svcs[p->n_svcs++] = s;
-	return 0;
+	if (p->env.listen_begin)
+		p->env.listen_begin(p->env.arg);
 }
 
-int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop, struct hlb_rcu *rcu,
-		 const struct hlb_pool_hooks *hooks, struct hlb_pool **ret_pool,
+static int pool_listen(struct hlb_pool *p, struct hlb_pool_service *s,
+		       const struct hashlb_service_cfg *c, struct hashlb_error *err)
+{
+	return p->env.listen ? p->env.listen(p->env.arg, c, s->rt, err) : 0;
+}
+
+static void pool_listen_end(struct hlb_pool *p, bool commit)
+{
+	if (commit && p->env.listen_commit)
+		p->env.listen_commit(p->env.arg);
+	else if (!commit && p->env.listen_abort)
+		p->env.listen_abort(p->env.arg);
+}
+
+int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
+		 const struct hlb_pool_env *env, struct hlb_pool **ret_pool,
 		 struct hashlb_error *err)
 {
 	struct hlb_pool *p = calloc(1, sizeof(*p));
-	int ret;
+	int ret = 0;
 
 	if (!p)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	p->cfg = cfg;
 	p->loop = loop;
-	p->rcu = rcu;
-	if (hooks)
-		p->hooks = *hooks;
+	p->env = *env;
+	if (!p->env.n_workers)
+		p->env.n_workers = p->env.rcu ? hlb_rcu_readers(p->env.rcu) : 1;
+	if (!p->env.n_workers)
+		p->env.n_workers = 1;
 	hlb_timer_init(&p->tick, pool_tick, p);
-	for (uint32_t i = 0; i < cfg->n_services; i++) {
-		struct hlb_pool_service *s;
-
-		ret = service_new(p, &cfg->services[i], &s, err);
-		if (ret < 0)
-			goto err_free;
-		ret = pool_add_service(p, s);
-		if (ret < 0) {
-			rt_service_free(s->rt);
-			service_free(s);
-			hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
-			goto err_free;
-		}
-		if (p->hooks.service_added) {
-			ret = p->hooks.service_added(p->hooks.arg, s->rt);
-			if (ret < 0) {
-				hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-					   "service %s: cannot listen on %s", s->cfg->name,
-					   s->cfg->listen ? s->cfg->listen : "?");
-				goto err_free;
-			}
+	p->svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*p->svcs));
+	if (!p->svcs) {
+		free(p);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	pool_listen_begin(p);
+	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
+		ret = service_new(p, &cfg->services[i], &p->svcs[i], err);
+		if (ret == 0) {
+			p->n_svcs++;
+			ret = pool_listen(p, p->svcs[i], &cfg->services[i], err);
 		}
 	}
+	pool_listen_end(p, ret == 0);
+	if (ret < 0)
+		goto err_free;
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		service_checks_start(p->svcs[i]);
 	ret = hlb_timer_arm(loop, &p->tick, hlb_now_ms() + HLB_POOL_TICK_MS);
@@ -530,20 +470,21 @@ err_free:
 	return ret;
 }
 
+void hlb_pool_stop_checks(struct hlb_pool *p)
+{
+	for (uint32_t i = 0; i < p->n_svcs; i++)
+		for (uint32_t j = 0; j < p->svcs[i]->n_backends; j++)
+			hlb_check_stop(&p->svcs[i]->backends[j]->check);
+	hlb_timer_cancel(p->loop, &p->tick);
+}
+
 void hlb_pool_free(struct hlb_pool *p)
 {
 	if (!p)
 		return;
 	hlb_timer_cancel(p->loop, &p->tick);
-	for (uint32_t i = 0; i < p->n_svcs; i++) {
-		struct hlb_service *rt = p->svcs[i]->rt;
-
+	for (uint32_t i = 0; i < p->n_svcs; i++)
 		service_free(p->svcs[i]);
-		rt_service_free(rt);
-	}
-	for (uint32_t i = 0; i < p->n_dead; i++)
-		rt_service_free(p->dead[i]);
-	free(p->dead);
 	free(p->svcs);
 	free(p->subs);
 	free(p);
@@ -624,12 +565,13 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 
 /* Match <s>'s backends against <c> by name and switch <s> to <c>. */
 static int service_update(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
-			  struct hashlb_error *err)
+			  bool settings_changed, struct hashlb_error *err)
 {
 	const struct hashlb_service_cfg *old = s->cfg;
 	struct hlb_pool_backend **next = calloc(c->n_backends ? c->n_backends : 1, sizeof(*next));
 	uint64_t now = hlb_now_ms();
-	bool full = !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
+	bool full =
+		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
 	bool recheck = !health_cfg_equal(&old->health, &c->health);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	uint32_t i, j;
@@ -689,9 +631,9 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	free(s->backends);
 	s->backends = next;
 	s->n_backends = c->n_backends;
-	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	service_health_params(s);
-	service_schedule(s, full);
+	if (full)
+		service_schedule(s, true);
 	return 0;
 
 err_nomem:
@@ -710,20 +652,33 @@ err_nomem:
 	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 }
 
+static bool service_settings_equal(const struct hashlb_service_cfg *a,
+				   const struct hashlb_service_cfg *b)
+{
+	return a->key == b->key && a->connect_timeout_ms == b->connect_timeout_ms &&
+	       a->idle_timeout_ms == b->idle_timeout_ms &&
+	       a->drain_timeout_ms == b->drain_timeout_ms &&
+	       a->max_connections == b->max_connections &&
+	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor;
+}
+
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)
 {
 	struct hlb_pool_service **next =
 		calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*next));
 	bool *kept = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*kept));
+	bool *fresh = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*fresh));
 	int ret = 0;
 	uint32_t i, j;
 
-	if (!next || !kept) {
+	if (!next || !kept || !fresh) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	/* New services first: they are what can fail (memory, listening). */
-	for (i = 0; i < cfg->n_services; i++) {
+	/* Listen for every service of <cfg>, creating the new ones: this is what
+	 * can fail, so it comes before any change to the running services. */
+	pool_listen_begin(p);
+	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 
 		for (j = 0; j < p->n_svcs; j++)
@@ -732,79 +687,42 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 		if (j < p->n_svcs) {
 			kept[j] = true;
 			next[i] = p->svcs[j];
-			continue;
+		} else {
+			ret = service_new(p, c, &next[i], err);
+			fresh[i] = ret == 0;
 		}
-		ret = service_new(p, c, &next[i], err);
-		if (ret == 0 && p->hooks.service_added) {
-			ret = p->hooks.service_added(p->hooks.arg, next[i]->rt);
-			if (ret < 0)
-				hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-					   "service %s: cannot listen on %s", c->name,
-					   c->listen ? c->listen : "?");
-			else
-				service_checks_start(next[i]);
-		}
-		if (ret < 0) {
-			if (next[i]) {
-				rt_service_free(next[i]->rt);
+		if (ret == 0)
+			ret = pool_listen(p, next[i], c, err);
+	}
+	pool_listen_end(p, ret == 0);
+	if (ret < 0) {
+		for (i = 0; i < cfg->n_services; i++)
+			if (fresh[i])
 				service_free(next[i]);
-			}
-			next[i] = NULL;
-			goto err_undo;
-		}
+		goto out;
 	}
 	for (i = 0; i < cfg->n_services; i++) {
-		struct hlb_pool_service *s = next[i];
-		const struct hashlb_service_cfg *old = s->cfg;
-		bool relisten;
+		const struct hashlb_service_cfg *c = &cfg->services[i];
 
-		if (old == &cfg->services[i])
-			continue; /* just created */
-		relisten = !addr_equal(&old->listen_addr, old->listen_addr_len,
-				       &cfg->services[i].listen_addr,
-				       cfg->services[i].listen_addr_len);
-		ret = service_update(s, &cfg->services[i], err);
-		if (ret < 0)
-			goto err_undo; /* services already updated keep their new settings */
-		if (relisten && p->hooks.service_relisten)
-			p->hooks.service_relisten(p->hooks.arg, s->rt);
-	}
-	for (j = 0; j < p->n_svcs; j++) {
-		struct hlb_service **v;
-
-		if (kept[j])
+		if (fresh[i]) {
+			service_checks_start(next[i]);
 			continue;
-		if (p->hooks.service_removed)
-			p->hooks.service_removed(p->hooks.arg, p->svcs[j]->rt);
-		v = realloc(p->dead, (p->n_dead + 1) * sizeof(*v));
-		if (v) {
-			p->dead = v;
-			p->dead[p->n_dead++] = p->svcs[j]->rt;
-		} /* else leak the runtime service: workers may still use it */
-		service_free(p->svcs[j]);
+		}
+		/* Out of memory half-way leaves a service on its old backends. */
+		if (service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), err) < 0)
+			ret = -ENOMEM;
 	}
+	for (j = 0; j < p->n_svcs; j++)
+		if (!kept[j])
+			service_free(p->svcs[j]); /* its connections keep the runtime objects */
 	free(p->svcs);
 	p->svcs = next;
 	p->n_svcs = cfg->n_services;
 	p->cfg = cfg;
 	next = NULL;
-	goto out;
-
-err_undo:
-	for (i = 0; i < cfg->n_services; i++) {
-		bool existed = false;
-
-		for (j = 0; next[i] && j < p->n_svcs; j++)
-			existed |= next[i] == p->svcs[j];
-		if (next[i] && !existed) {
-			if (p->hooks.service_removed)
-				p->hooks.service_removed(p->hooks.arg, next[i]->rt);
-			rt_service_free(next[i]->rt);
-			service_free(next[i]);
-		}
-	}
 out:
 	free(next);
 	free(kept);
+	free(fresh);
 	return ret;
 }

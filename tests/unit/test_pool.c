@@ -94,6 +94,8 @@ static void config_free(struct hashlb_config *c)
 struct fixture {
 	struct hashlb_config *cfg;
 	struct hlb_loop *loop;
+	struct hlb_rcu *rcu;
+	struct hlb_pool_env env;
 	struct hlb_pool *pool;
 	struct hlb_pool_service *svc;
 	uint32_t published;
@@ -115,7 +117,9 @@ static int fixture_setup(struct fixture *f, enum hashlb_scheme scheme, uint32_t 
 	memset(f, 0, sizeof(*f));
 	f->cfg = config_new(scheme, n);
 	assert_int_equal(hlb_loop_new(&f->loop), 0);
-	assert_int_equal(hlb_pool_new(f->cfg, f->loop, NULL, NULL, &f->pool, &err), 0);
+	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	f->env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f->rcu };
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, &err), 0);
 	assert_int_equal(hlb_pool_subscribe(f->pool, on_publish, f), 0);
 	f->svc = hlb_pool_service_at(f->pool, 0);
 	return 0;
@@ -124,6 +128,7 @@ static int fixture_setup(struct fixture *f, enum hashlb_scheme scheme, uint32_t 
 static void fixture_teardown(struct fixture *f)
 {
 	hlb_pool_free(f->pool);
+	hlb_rcu_free(f->rcu);
 	hlb_loop_free(f->loop);
 	config_free(f->cfg);
 }
@@ -445,7 +450,7 @@ static void test_reload_applies_the_difference(void **state)
 	assert_int_equal(hlb_pool_service_count(f.pool), 1);
 	assert_null(hlb_pool_service_find(f.pool, "web"));
 	assert_non_null(hlb_pool_service_find(f.pool, "api"));
-	assert_int_equal(hlb_pool_snapshot(hlb_pool_service_find(f.pool, "api"))->generation, 1);
+	assert_int_equal(hlb_pool_snapshot(hlb_pool_service_find(f.pool, "api"))->generation, 4);
 	fixture_teardown(&f);
 }
 
