@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The admin endpoint's routes. JSON by default; format=text gives the
+ * human-readable rendering that `hashlb ctl` prints, so the client needs no
+ * JSON parser and both views come from one place.
+ *
+ *   GET  /metrics                                   Prometheus text
+ *   GET  /status                                    process, services, backends
+ *   GET  /table?service=S                           table summary
+ *   GET  /lookup?service=S&client=ADDR[:PORT]       backend and preference list
+ *   POST /set?service=S&backend=B[&state=X][&weight=N]
+ *   POST /reload
+ *
+ * service= may be left out when there is only one service.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hashlb/tuple.h"
+
+#include "control.h"
+
+#ifndef HASHLB_VERSION
+#define HASHLB_VERSION "0.1.0"
+#endif
+
+static bool want_text(const struct hlb_http_req *req)
+{
+	char v[16];
+
+	return hlb_http_param(req, "format", v, sizeof(v)) && !strcmp(v, "text");
+}
+
+static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	hlb_buf_reset(&resp->body);
+	resp->status = status;
+	resp->ctype = "application/json";
+	hlb_buf_puts(&resp->body, "{\"error\":");
+	hlb_buf_json_str(&resp->body, msg);
+	hlb_buf_puts(&resp->body, "}\n");
+}
+
+static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struct hlb_http_req *req,
+					    struct hlb_http_resp *resp)
+{
+	char name[HASHLB_NAME_MAX + 1];
+	struct hlb_pool_service *s;
+
+	if (!hlb_http_param(req, "service", name, sizeof(name))) {
+		if (hlb_pool_service_count(ctl->pool) == 1)
+			return hlb_pool_service_at(ctl->pool, 0);
+		resp_error(resp, 400, "which service? give service=NAME");
+		return NULL;
+	}
+	s = hlb_pool_service_find(ctl->pool, name);
+	if (!s)
+		resp_error(resp, 404, "no service '%s'", name);
+	return s;
+}
+
+static const char *health_name(const struct hlb_pool_backend *b)
+{
+	if (b->admin == HASHLB_ADMIN_MAINT)
+		return "unchecked";
+	if (!b->svc->cfg->health.enabled)
+		return "up";
+	if (b->health.suppressed)
+		return b->health.raw_up ? "flapping" : "down";
+	return b->health.up ? "up" : "down";
+}
+
+static double backend_ramp(const struct hlb_pool_backend *b)
+{
+	return (double)atomic_load(&b->rt->admit) / 65536.0;
+}
+
+/* ---- status ---- */
+
+static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
+				const struct hlb_snapshot *snap, uint32_t idx)
+{
+	struct hlb_backend_counters c;
+
+	hlb_backend_counters_read(b->rt, &c);
+	hlb_buf_puts(o, "{\"name\":");
+	hlb_buf_json_str(o, b->rt->name);
+	hlb_buf_puts(o, ",\"address\":");
+	hlb_buf_json_str(o, b->rt->address);
+	hlb_buf_printf(
+		o,
+		",\"weight\":%u,\"state\":\"%s\",\"health\":\"%s\",\"in_table\":%s,"
+		"\"slow_start\":%.3f,\"share\":%.6f,\"active\":%" PRIu64 ",\"total\":%" PRIu64
+		",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"connect_fail\":%" PRIu64
+		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
+		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64 "}",
+		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
+		hlb_pool_backend_up(b) ? "true" : "false", backend_ramp(b),
+		snap && idx < snap->n_backends ? hashlb_table_share(snap->table, idx) : 0.0,
+		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
+		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
+		b->health.flaps);
+}
+
+static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	const struct hashlb_error *e = &ctl->last_reload_err;
+
+	hlb_buf_printf(
+		o, "{\"version\":\"%s\",\"pid\":%d,\"uptime_s\":%.3f,\"config\":", HASHLB_VERSION,
+		(int)getpid(), (double)(hlb_now_ms() - ctl->start_ms) / 1000.0);
+	hlb_buf_json_str(o, ctl->config_path);
+	hlb_buf_printf(o, ",\"admin\":");
+	hlb_buf_json_str(o, ctl->http ? hlb_http_address(ctl->http) : "");
+	hlb_buf_printf(o, ",\"reloads\":{\"ok\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"last_error\":",
+		       ctl->reloads_ok, ctl->reloads_failed);
+	if (ctl->last_reload_failed) {
+		hlb_buf_puts(o, "{\"file\":");
+		hlb_buf_json_str(o, e->file ? e->file : "");
+		hlb_buf_printf(o, ",\"line\":%d,\"column\":%d,\"message\":", e->line, e->column);
+		hlb_buf_json_str(o, e->msg);
+		hlb_buf_puts(o, "}");
+	} else {
+		hlb_buf_puts(o, "null");
+	}
+	hlb_buf_puts(o, "},\"services\":[");
+	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+		struct hlb_service_counters sc;
+
+		hlb_service_counters_read(s->rt, &sc);
+		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
+		hlb_buf_json_str(o, s->cfg->name);
+		hlb_buf_puts(o, ",\"listen\":");
+		hlb_buf_json_str(o, s->cfg->listen);
+		hlb_buf_printf(o,
+			       ",\"scheme\":\"%s\",\"key\":\"%s\",\"generation\":%" PRIu64
+			       ",\"fingerprint\":\"%016" PRIx64 "\",\"rebuilds\":%" PRIu64
+			       ",\"rebuilds_failed\":%" PRIu64
+			       ",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
+			       ",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
+			       ",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64
+			       ",\"no_backend\":%" PRIu64 "},\"backends\":[",
+			       hashlb_scheme_name(s->cfg->table.scheme),
+			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
+			       s->rebuilds, s->rebuilds_failed, (double)s->rebuild_ns_last / 1e6,
+			       (double)s->rebuild_ns_max / 1e6, hashlb_table_up_count(snap->table),
+			       sc.active, sc.total, sc.lookups, sc.rejected, sc.no_backend);
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			if (j)
+				hlb_buf_puts(o, ",");
+			status_json_backend(o, s->backends[j], snap, j);
+		}
+		hlb_buf_puts(o, "],\"draining\":[");
+		for (uint32_t j = 0; j < s->n_removed; j++) {
+			if (j)
+				hlb_buf_puts(o, ",");
+			status_json_backend(o, s->removed[j], NULL, 0);
+		}
+		hlb_buf_puts(o, "]}");
+	}
+	hlb_buf_puts(o, "]}\n");
+}
+
+static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	const struct hashlb_error *e = &ctl->last_reload_err;
+
+	hlb_buf_printf(o,
+		       "hashlb %s, pid %d, up %.0f s, config %s\n"
+		       "reloads: %" PRIu64 " ok, %" PRIu64 " failed\n",
+		       HASHLB_VERSION, (int)getpid(),
+		       (double)(hlb_now_ms() - ctl->start_ms) / 1000.0, ctl->config_path,
+		       ctl->reloads_ok, ctl->reloads_failed);
+	if (ctl->last_reload_failed)
+		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s:%d:%d: %s\n",
+			       e->file ? e->file : "?", e->line, e->column, e->msg);
+	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+		struct hlb_service_counters sc;
+
+		hlb_service_counters_read(s->rt, &sc);
+		hlb_buf_printf(o,
+			       "\nservice %s  listen %s  %s  key %s\n"
+			       "  table: generation %" PRIu64 ", fingerprint %016" PRIx64
+			       ", %u/%u backends up, %" PRIu64 " rebuilds (last %.2f ms)\n"
+			       "  connections: %" PRIu64 " active, %" PRIu64 " total, %" PRIu64
+			       " rejected, %" PRIu64 " without backend\n",
+			       s->cfg->name, s->cfg->listen,
+			       hashlb_scheme_name(s->cfg->table.scheme),
+			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
+			       hashlb_table_up_count(snap->table), s->n_backends, s->rebuilds,
+			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
+			       sc.no_backend);
+		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s\n", "BACKEND",
+			       "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE", "TOTAL",
+			       "FAILS", "CHECK");
+		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+			bool removed = j >= s->n_backends;
+			struct hlb_pool_backend *b =
+				removed ? s->removed[j - s->n_backends] : s->backends[j];
+			struct hlb_backend_counters c;
+			char ramp[32] = "";
+
+			hlb_backend_counters_read(b->rt, &c);
+			if (backend_ramp(b) < 1.0 && !removed)
+				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
+					 backend_ramp(b) * 100);
+			hlb_buf_printf(o,
+				       "  %-16s %-22s %6u %-6s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
+				       " %6" PRIu64 " %4.1fms%s%s\n",
+				       b->rt->name, b->rt->address, b->rt->weight,
+				       hashlb_admin_state_name(b->admin),
+				       removed ? "removed" : health_name(b),
+				       removed ? 0.0 : 100.0 * hashlb_table_share(snap->table, j),
+				       c.active, c.total, c.connect_fail + c.connect_timeout,
+				       (double)b->check_latency_ns / 1e6, ramp,
+				       removed ? " (draining)" : "");
+		}
+	}
+}
+
+/* ---- table ---- */
+
+static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *o)
+{
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+	const struct hashlb_table *t = snap->table;
+	struct hashlb_table_view v;
+
+	hashlb_table_view(t, &v);
+	if (text) {
+		hlb_buf_printf(o,
+			       "service %s: %s, %s %u, seed %" PRIu64 ", key %s\n"
+			       "generation %" PRIu64 ", fingerprint %016" PRIx64
+			       ", %u/%u backends up, %zu bytes\n",
+			       s->cfg->name, hashlb_scheme_name(v.scheme),
+			       v.scheme == HASHLB_SCHEME_MAGLEV ? "slots" : "points",
+			       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
+			       hashlb_key_name(snap->key), snap->generation, snap->fingerprint,
+			       hashlb_table_up_count(t), v.n_backends, hashlb_table_bytes(t));
+		hlb_buf_printf(o, "  %-16s %6s %-5s %8s\n", "BACKEND", "WEIGHT", "DOWN", "SHARE");
+		for (uint32_t i = 0; i < v.n_backends; i++)
+			hlb_buf_printf(o, "  %-16s %6u %-5s %7.2f%%\n",
+				       hashlb_table_backend_name(t, i),
+				       hashlb_table_backend_weight(t, i),
+				       hashlb_table_backend_down(t, i) ? "down" : "",
+				       100.0 * hashlb_table_share(t, i));
+		return;
+	}
+	hlb_buf_puts(o, "{\"service\":");
+	hlb_buf_json_str(o, s->cfg->name);
+	hlb_buf_printf(o,
+		       ",\"scheme\":\"%s\",\"size\":%u,\"seed\":%" PRIu64
+		       ",\"key\":\"%s\",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
+		       "\",\"up\":%u,\"bytes\":%zu,\"backends\":[",
+		       hashlb_scheme_name(v.scheme),
+		       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
+		       hashlb_key_name(snap->key), snap->generation, snap->fingerprint,
+		       hashlb_table_up_count(t), hashlb_table_bytes(t));
+	for (uint32_t i = 0; i < v.n_backends; i++) {
+		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
+		hlb_buf_json_str(o, hashlb_table_backend_name(t, i));
+		hlb_buf_printf(o, ",\"weight\":%u,\"down\":%s,\"share\":%.6f}",
+			       hashlb_table_backend_weight(t, i),
+			       hashlb_table_backend_down(t, i) ? "true" : "false",
+			       hashlb_table_share(t, i));
+	}
+	hlb_buf_puts(o, "]}\n");
+}
+
+/* ---- lookup ---- */
+
+static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
+		   struct hlb_http_resp *resp, bool text)
+{
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+	struct hlb_buf *o = &resp->body;
+	struct hashlb_tuple tuple;
+	uint32_t pref[8];
+	char client[128];
+	uint64_t hash;
+	size_t n;
+
+	if (!hlb_http_param(req, "client", client, sizeof(client)) ||
+	    hashlb_tuple_parse_src(client, &tuple) < 0) {
+		resp_error(resp, 400, "give client=ADDR or ADDR:PORT");
+		return;
+	}
+	hash = hashlb_tuple_hash(&tuple, snap->key, snap->seed);
+	n = hashlb_table_preference(snap->table, hash, pref,
+				    snap->connect_retries + 1 < 8 ? snap->connect_retries + 1 : 8);
+	if (text) {
+		if (!n) {
+			hlb_buf_printf(o, "%s -> no backend (all down)\n", client);
+			return;
+		}
+		hlb_buf_printf(o, "%s -> %s (%s)", client, snap->backends[pref[0]]->name,
+			       snap->backends[pref[0]]->address);
+		for (size_t i = 1; i < n; i++)
+			hlb_buf_printf(o, "%s%s", i == 1 ? ", then " : ", ",
+				       snap->backends[pref[i]]->name);
+		hlb_buf_printf(o, "  [hash %016" PRIx64 ", generation %" PRIu64 "]\n", hash,
+			       snap->generation);
+		return;
+	}
+	hlb_buf_puts(o, "{\"client\":");
+	hlb_buf_json_str(o, client);
+	hlb_buf_puts(o, ",\"service\":");
+	hlb_buf_json_str(o, s->cfg->name);
+	hlb_buf_printf(o,
+		       ",\"hash\":\"%016" PRIx64 "\",\"generation\":%" PRIu64 ",\"backend\":", hash,
+		       snap->generation);
+	if (n)
+		hlb_buf_json_str(o, snap->backends[pref[0]]->name);
+	else
+		hlb_buf_puts(o, "null");
+	hlb_buf_puts(o, ",\"preference\":[");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			hlb_buf_puts(o, ",");
+		hlb_buf_json_str(o, snap->backends[pref[i]]->name);
+	}
+	hlb_buf_puts(o, "]}\n");
+}
+
+/* ---- commands ---- */
+
+static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
+			const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
+{
+	char name[HASHLB_NAME_MAX + 1], state[32], weight[32];
+	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
+	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
+	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
+	struct hlb_pool_backend *b;
+	unsigned long w = 0;
+	uint32_t old_weight;
+	uint64_t failed;
+	char *end;
+
+	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+		resp_error(resp, 400, "give backend=NAME");
+		return;
+	}
+	b = hlb_pool_backend_find(s, name);
+	if (!b) {
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		return;
+	}
+	if (!has_state && !has_weight) {
+		resp_error(resp, 400, "give state=ready|drain|maint and/or weight=N");
+		return;
+	}
+	if (has_state && hashlb_admin_state_parse(state, &st) < 0) {
+		resp_error(resp, 400, "unknown state '%s': ready, drain or maint", state);
+		return;
+	}
+	if (has_weight) {
+		errno = 0;
+		w = strtoul(weight, &end, 10);
+		if (errno || *end || !*weight || w > HASHLB_WEIGHT_MAX) {
+			resp_error(resp, 400, "weight must be 0..%u", HASHLB_WEIGHT_MAX);
+			return;
+		}
+	}
+	old_weight = b->rt->weight;
+	failed = s->rebuilds_failed;
+	if (has_weight)
+		hlb_pool_set_weight(b, (uint32_t)w);
+	if (has_state)
+		hlb_pool_set_admin(b, st);
+	/* Build now, so the answer (and the next lookup) shows the new table. */
+	hlb_pool_flush(ctl->pool);
+	if (s->rebuilds_failed != failed) {
+		/* E.g. every weight 0: undo, the old table keeps serving. */
+		resp_error(resp, 409, "%s", s->last_error.msg);
+		hlb_pool_set_weight(b, old_weight);
+		hlb_pool_flush(ctl->pool);
+		return;
+	}
+	if (text) {
+		hlb_buf_printf(&resp->body,
+			       "%s/%s: state %s, weight %u, health %s; table generation %" PRIu64
+			       "\n",
+			       s->cfg->name, b->rt->name, hashlb_admin_state_name(b->admin),
+			       b->rt->weight, health_name(b), hlb_pool_snapshot(s)->generation);
+		return;
+	}
+	hlb_buf_puts(&resp->body, "{\"service\":");
+	hlb_buf_json_str(&resp->body, s->cfg->name);
+	hlb_buf_puts(&resp->body, ",\"backend\":");
+	hlb_buf_json_str(&resp->body, b->rt->name);
+	hlb_buf_printf(&resp->body,
+		       ",\"state\":\"%s\",\"weight\":%u,\"health\":\"%s\",\"generation\":%" PRIu64
+		       "}\n",
+		       hashlb_admin_state_name(b->admin), b->rt->weight, health_name(b),
+		       hlb_pool_snapshot(s)->generation);
+}
+
+static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
+{
+	struct hashlb_error err = { 0 };
+	int ret = hlb_control_reload(ctl, &err);
+
+	if (ret == 0) {
+		if (text)
+			hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reloads ok)\n",
+				       ctl->config_path, ctl->reloads_ok);
+		else
+			hlb_buf_printf(&resp->body, "{\"ok\":true,\"reloads_ok\":%" PRIu64 "}\n",
+				       ctl->reloads_ok);
+		return;
+	}
+	resp->status = 422;
+	if (text) {
+		resp->ctype = "text/plain; charset=utf-8";
+		if (err.file && err.line > 0)
+			hlb_buf_printf(&resp->body, "%s:%d:%d: error: %s\n", err.file, err.line,
+				       err.column, err.msg);
+		else
+			hlb_buf_printf(&resp->body, "error: %s\n", err.msg);
+		hlb_buf_puts(&resp->body, "reload refused, the running config keeps serving\n");
+		return;
+	}
+	hlb_buf_puts(&resp->body, "{\"ok\":false,\"error\":{\"file\":");
+	hlb_buf_json_str(&resp->body, err.file ? err.file : "");
+	hlb_buf_printf(&resp->body, ",\"line\":%d,\"column\":%d,\"message\":", err.line,
+		       err.column);
+	hlb_buf_json_str(&resp->body, err.msg);
+	hlb_buf_puts(&resp->body, "}}\n");
+}
+
+void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	struct hlb_control *ctl = arg;
+	bool get = !strcmp(req->method, "GET"), post = !strcmp(req->method, "POST");
+	bool text = want_text(req);
+	struct hlb_pool_service *s;
+
+	if (text)
+		resp->ctype = "text/plain; charset=utf-8";
+	if (!strcmp(req->path, "/metrics") && get) {
+		resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
+		hlb_metrics_render(ctl, &resp->body);
+	} else if (!strcmp(req->path, "/status") && get) {
+		if (text)
+			status_text(ctl, &resp->body);
+		else
+			status_json(ctl, &resp->body);
+	} else if (!strcmp(req->path, "/table") && get) {
+		if ((s = req_service(ctl, req, resp)))
+			table_render(s, text, &resp->body);
+	} else if (!strcmp(req->path, "/lookup") && get) {
+		if ((s = req_service(ctl, req, resp)))
+			lookup(s, req, resp, text);
+	} else if (!strcmp(req->path, "/set") && post) {
+		if ((s = req_service(ctl, req, resp)))
+			set_backend(ctl, s, req, resp, text);
+	} else if (!strcmp(req->path, "/reload") && post) {
+		reload(ctl, resp, text);
+	} else if (!strcmp(req->path, "/") && get) {
+		resp->ctype = "text/plain; charset=utf-8";
+		hlb_buf_puts(&resp->body,
+			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR,"
+			     " POST /set?backend=B&state=S&weight=W /reload\n");
+	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
+		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
+		   !strcmp(req->path, "/set") || !strcmp(req->path, "/reload")) {
+		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
+	} else {
+		resp_error(resp, 404, "no such endpoint: %s", req->path);
+	}
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* A growable byte buffer for building admin responses. */
+#ifndef HLB_CONTROL_BUF_H
+#define HLB_CONTROL_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct hlb_buf {
+	char *p;
+	size_t len, cap;
+	bool oom; /* an append failed: the content is truncated */
+};
+
+void hlb_buf_put(struct hlb_buf *b, const void *data, size_t n);
+void hlb_buf_puts(struct hlb_buf *b, const char *s);
+void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* <s> as a JSON string, quotes included. */
+void hlb_buf_json_str(struct hlb_buf *b, const char *s);
+/* <s> as a Prometheus label value (quotes included). */
+void hlb_buf_label(struct hlb_buf *b, const char *s);
+void hlb_buf_reset(struct hlb_buf *b);
+void hlb_buf_free(struct hlb_buf *b);
+
+#endif

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+
+static void control_log(struct hlb_control *ctl, bool error, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void control_log(struct hlb_control *ctl, bool error, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!ctl->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctl->log(ctl->log_arg, error, msg);
+}
+
+int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
+		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
+		    struct hlb_control **ret_ctl, struct hashlb_error *err)
+{
+	struct hlb_control *ctl = calloc(1, sizeof(*ctl));
+	int ret;
+
+	if (!ctl)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	ctl->loop = loop;
+	ctl->cfg = cfg;
+	ctl->log = log;
+	ctl->log_arg = log_arg;
+	ctl->start_ms = hlb_now_ms();
+	ctl->start_time = time(NULL);
+	ctl->config_path = strdup(config_path ? config_path : (cfg->path ? cfg->path : ""));
+	if (!ctl->config_path) {
+		free(ctl);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	ret = hlb_pool_new(cfg, loop, env, &ctl->pool, err);
+	if (ret < 0)
+		goto err_free;
+	if (cfg->admin_addr_len) {
+		ret = hlb_http_new(loop, (const struct sockaddr *)&cfg->admin_addr,
+				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, err);
+		if (ret < 0)
+			goto err_free;
+		control_log(ctl, false, "admin listening on %s", hlb_http_address(ctl->http));
+	}
+	*ret_ctl = ctl;
+	return 0;
+
+err_free:
+	hlb_control_free(ctl);
+	return ret;
+}
+
+void hlb_control_stop(struct hlb_control *ctl)
+{
+	hlb_http_free(ctl->http);
+	ctl->http = NULL;
+	if (ctl->pool)
+		hlb_pool_stop_checks(ctl->pool);
+}
+
+void hlb_control_free(struct hlb_control *ctl)
+{
+	if (!ctl)
+		return;
+	hlb_http_free(ctl->http);
+	hlb_pool_free(ctl->pool);
+	hashlb_config_free(ctl->owned_cfg);
+	free(ctl->config_path);
+	free(ctl);
+}
+
+static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
+{
+	ctl->reloads_failed++;
+	ctl->last_reload_failed = true;
+	ctl->last_reload_time = time(NULL);
+	ctl->last_reload_err = *err;
+	if (err->file) {
+		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
+		ctl->last_reload_err.file = ctl->last_reload_file;
+	}
+	if (err->file && err->line > 0)
+		control_log(ctl, true, "reload failed, keeping the running config: %s:%d:%d: %s",
+			    err->file, err->line, err->column, err->msg);
+	else
+		control_log(ctl, true, "reload failed, keeping the running config: %s", err->msg);
+}
+
+int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
+{
+	struct hashlb_error local = { 0 };
+	struct hashlb_config *cfg;
+	int ret;
+
+	if (!err)
+		err = &local;
+	ret = hashlb_config_load(ctl->config_path, &cfg, err);
+	if (ret < 0) {
+		reload_failed(ctl, err);
+		return ret;
+	}
+	ret = hlb_pool_apply(ctl->pool, cfg, err);
+	if (ret < 0) {
+		hashlb_config_free(cfg);
+		reload_failed(ctl, err);
+		return ret;
+	}
+	if (ctl->cfg->admin_addr_len != cfg->admin_addr_len ||
+	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
+		control_log(ctl, true, "reload: the admin address changes on restart only");
+	/* Snapshots copy what workers read, and the pool now points into <cfg>. */
+	hashlb_config_free(ctl->owned_cfg);
+	ctl->owned_cfg = cfg;
+	ctl->cfg = cfg;
+	ctl->reloads_ok++;
+	ctl->last_reload_failed = false;
+	ctl->last_reload_time = time(NULL);
+	control_log(ctl, false, "reloaded %s: %u services", ctl->config_path, cfg->n_services);
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control plane as one object: the pool (health, rebuilds, publishing),
+ * the admin endpoint and config reloads, all on one control loop. The
+ * daemon plugs it in through hlb_control_plug() (plug.c); tests and
+ * benchmarks create it directly with their own environment.
+ */
+#ifndef HLB_CONTROL_CONTROL_H
+#define HLB_CONTROL_CONTROL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "hashlb/config.h"
+#include "hashlb/error.h"
+
+#include "http.h"
+#include "loop.h"
+#include "pool.h"
+
+/* The control plane's log; library code never prints itself. */
+typedef void (*hlb_control_log_fn)(void *arg, bool error, const char *msg);
+
+struct hlb_control {
+	struct hlb_loop *loop; /* borrowed */
+	struct hlb_pool *pool;
+	struct hlb_http *http; /* NULL when admin is off */
+	const struct hashlb_config *cfg; /* current */
+	struct hashlb_config *owned_cfg; /* what a reload loaded (the first one is the caller's) */
+	char *config_path;
+	hlb_control_log_fn log;
+	void *log_arg;
+	/* process-level counters for /metrics and /status */
+	uint64_t start_ms;
+	time_t start_time;
+	uint64_t reloads_ok, reloads_failed;
+	time_t last_reload_time;
+	bool last_reload_failed;
+	struct hashlb_error last_reload_err;
+	char last_reload_file[256]; /* last_reload_err.file points here */
+	/* the daemon, when plugged in (plug.c); opaque here */
+	void *daemon;
+	uint64_t (*connections)(void *daemon); /* open connections over all workers */
+};
+
+/*
+ * Create the pool for <cfg> (borrowed; the caller keeps it alive until
+ * hlb_control_free()) loaded from <config_path>, then open the admin
+ * endpoint at cfg->admin_addr (if any).
+ */
+int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
+		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
+		    struct hlb_control **ret_ctl, struct hashlb_error *err);
+void hlb_control_free(struct hlb_control *ctl); /* accepts NULL */
+
+/*
+ * Re-read the config file: validate it fully, then apply the difference.
+ * On error nothing changes, the old config keeps serving, and <err> (also
+ * kept for the admin status) says where: file:line:column.
+ */
+int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err);
+
+/* Stop health checks and close the admin endpoint (shutdown begins). */
+void hlb_control_stop(struct hlb_control *ctl);
+
+/* The admin endpoint's routes (admin.c). */
+void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
+/* Prometheus text exposition of everything (metrics.c). */
+void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *out);
+
+#endif

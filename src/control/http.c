@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "http.h"
+
+#define HTTP_REQ_MAX 16384
+#define HTTP_CONNS_MAX 64
+#define HTTP_TIMEOUT_MS 10000
+
+struct http_conn {
+	struct hlb_http *h;
+	struct hlb_io io;
+	struct hlb_timer timer;
+	char in[HTTP_REQ_MAX + 1];
+	size_t in_len;
+	struct hlb_buf out;
+	size_t out_off;
+	struct http_conn *prev, *next;
+};
+
+struct hlb_http {
+	struct hlb_loop *loop;
+	struct hlb_io io;
+	hlb_http_handler fn;
+	void *arg;
+	char address[128];
+	char unix_path[108];
+	struct http_conn *conns;
+	unsigned n_conns;
+};
+
+static int hex(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Find <name> in "a=1&b=2" and decode its value into buf. */
+static const char *param_in(const char *s, size_t len, const char *name, char *buf, size_t size)
+{
+	size_t nl = strlen(name);
+	const char *end = s + len;
+
+	while (s < end) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+
+		if ((size_t)(pe - s) > nl && !memcmp(s, name, nl) && s[nl] == '=') {
+			size_t o = 0;
+
+			for (const char *v = s + nl + 1; v < pe; v++) {
+				int c = (unsigned char)*v;
+
+				if (c == '+')
+					c = ' ';
+				else if (c == '%' && pe - v > 2 && hex(v[1]) >= 0 &&
+					 hex(v[2]) >= 0) {
+					c = hex(v[1]) * 16 + hex(v[2]);
+					v += 2;
+				}
+				if (o + 1 >= size)
+					return NULL;
+				buf[o++] = (char)c;
+			}
+			buf[o] = '\0';
+			return buf;
+		}
+		s = pe + 1;
+	}
+	return NULL;
+}
+
+const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size)
+{
+	const char *v = param_in(r->query, strlen(r->query), name, buf, size);
+
+	return v ? v : param_in(r->body, r->body_len, name, buf, size);
+}
+
+static void conn_close(struct http_conn *c)
+{
+	struct hlb_http *h = c->h;
+
+	hlb_loop_del(h->loop, &c->io);
+	close(c->io.fd);
+	hlb_timer_cancel(h->loop, &c->timer);
+	hlb_buf_free(&c->out);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		h->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	h->n_conns--;
+	free(c);
+}
+
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 413:
+		return "Payload Too Large";
+	case 422:
+		return "Unprocessable Entity";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Status";
+	}
+}
+
+/* Write what is pending; close when done or on error. */
+static void conn_flush(struct http_conn *c)
+{
+	while (c->out_off < c->out.len) {
+		ssize_t n = write(c->io.fd, c->out.p + c->out_off, c->out.len - c->out_off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			hlb_loop_mod(c->h->loop, &c->io, EPOLLOUT);
+			return;
+		}
+		if (n <= 0)
+			break;
+		c->out_off += (size_t)n;
+	}
+	shutdown(c->io.fd, SHUT_WR);
+	conn_close(c);
+}
+
+static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
+{
+	if (resp->body.oom) {
+		hlb_buf_reset(&resp->body);
+		resp->status = 500;
+		hlb_buf_puts(&resp->body, "{\"error\":\"out of memory\"}\n");
+	}
+	hlb_buf_printf(&c->out,
+		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		       "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+		       resp->status, status_text(resp->status), resp->ctype, resp->body.len);
+	hlb_buf_put(&c->out, resp->body.p ? resp->body.p : "", resp->body.len);
+	hlb_buf_free(&resp->body);
+	if (c->out.oom) {
+		conn_close(c);
+		return;
+	}
+	conn_flush(c);
+}
+
+static void conn_error(struct http_conn *c, int status, const char *msg)
+{
+	struct hlb_http_resp resp = { .status = status, .ctype = "application/json" };
+
+	hlb_buf_puts(&resp.body, "{\"error\":");
+	hlb_buf_json_str(&resp.body, msg);
+	hlb_buf_puts(&resp.body, "}\n");
+	conn_respond(c, &resp);
+}
+
+/* A complete request is in c->in: parse it in place and answer. */
+static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
+{
+	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
+	struct hlb_http_req req = { 0 };
+	char *sp1, *sp2, *q;
+
+	*hdr_end = '\0';
+	sp1 = strchr(c->in, ' ');
+	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7)) {
+		conn_error(c, 400, "bad request line");
+		return;
+	}
+	*sp1 = *sp2 = '\0';
+	req.method = c->in;
+	req.path = sp1 + 1;
+	q = strchr(sp1 + 1, '?');
+	if (q)
+		*q = '\0';
+	req.query = q ? q + 1 : "";
+	req.body = hdr_end + 4;
+	req.body_len = body_len;
+	req.body = body_len ? hdr_end + 4 : "";
+	c->in[c->in_len] = '\0';
+	c->h->fn(c->h->arg, &req, &resp);
+	conn_respond(c, &resp);
+}
+
+static void conn_io(void *arg, uint32_t events)
+{
+	struct http_conn *c = arg;
+	char *hdr_end, *cl;
+	size_t body_len = 0;
+
+	if (c->out.len) {
+		conn_flush(c);
+		return;
+	}
+	for (;;) {
+		ssize_t n = read(c->io.fd, c->in + c->in_len, HTTP_REQ_MAX - c->in_len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			conn_close(c);
+			return;
+		}
+		c->in_len += (size_t)n;
+		if (c->in_len == HTTP_REQ_MAX)
+			break;
+	}
+	c->in[c->in_len] = '\0';
+	hdr_end = strstr(c->in, "\r\n\r\n");
+	if (!hdr_end) {
+		if (c->in_len == HTTP_REQ_MAX)
+			conn_error(c, 413, "request too large");
+		return;
+	}
+	*hdr_end = '\0'; /* for strcasestr; conn_request sets it again */
+	cl = strcasestr(c->in, "\r\ncontent-length:");
+	if (cl)
+		body_len = strtoul(cl + 17, NULL, 10);
+	*hdr_end = '\r';
+	if (body_len > HTTP_REQ_MAX - (size_t)(hdr_end + 4 - c->in)) {
+		conn_error(c, 413, "request too large");
+		return;
+	}
+	if ((size_t)(hdr_end + 4 - c->in) + body_len > c->in_len)
+		return; /* the rest of the body is on its way */
+	conn_request(c, hdr_end, body_len);
+}
+
+static void conn_timeout(void *arg)
+{
+	conn_close(arg);
+}
+
+static void http_accept(void *arg, uint32_t events)
+{
+	struct hlb_http *h = arg;
+
+	for (;;) {
+		int fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct http_conn *c;
+
+		if (fd < 0)
+			return;
+		if (h->n_conns >= HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
+			close(fd);
+			continue;
+		}
+		c->h = h;
+		c->io = (struct hlb_io){ .fd = fd, .fn = conn_io, .arg = c };
+		hlb_timer_init(&c->timer, conn_timeout, c);
+		if (hlb_loop_add(h->loop, &c->io, EPOLLIN) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		hlb_timer_arm(h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS);
+		c->next = h->conns;
+		if (h->conns)
+			h->conns->prev = c;
+		h->conns = c;
+		h->n_conns++;
+	}
+}
+
+static void http_name(struct hlb_http *h)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	if (h->unix_path[0]) {
+		snprintf(h->address, sizeof(h->address), "unix:%s", h->unix_path);
+		return;
+	}
+	if (getsockname(h->io.fd, (struct sockaddr *)&ss, &len) < 0)
+		return;
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		snprintf(h->address, sizeof(h->address), "[%s]:%u", ip, ntohs(s6->sin6_port));
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		snprintf(h->address, sizeof(h->address), "%s:%u", ip, ntohs(s4->sin_port));
+	}
+}
+
+int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
+		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,
+		 struct hashlb_error *err)
+{
+	struct hlb_http *h = calloc(1, sizeof(*h));
+	int one = 1, ret;
+
+	if (!h)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	h->loop = loop;
+	h->fn = fn;
+	h->arg = arg;
+	h->io = (struct hlb_io){ .fn = http_accept, .arg = h };
+	h->io.fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (h->io.fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	if (addr->sa_family == AF_UNIX) {
+		const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
+
+		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
+		unlink(h->unix_path); /* a stale socket of a previous run */
+	} else {
+		setsockopt(h->io.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	}
+	if (bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	ret = hlb_loop_add(loop, &h->io, EPOLLIN);
+	if (ret < 0)
+		goto err_free;
+	http_name(h);
+	*ret_http = h;
+	return 0;
+
+err_free:
+	hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen: %s", strerror(-ret));
+	h->unix_path[0] = '\0'; /* not ours to remove */
+	hlb_http_free(h);
+	return ret;
+}
+
+void hlb_http_free(struct hlb_http *h)
+{
+	if (!h)
+		return;
+	while (h->conns)
+		conn_close(h->conns);
+	if (h->io.fd >= 0) {
+		hlb_loop_del(h->loop, &h->io);
+		close(h->io.fd);
+	}
+	if (h->unix_path[0])
+		unlink(h->unix_path);
+	free(h);
+}
+
+const char *hlb_http_address(const struct hlb_http *h)
+{
+	return h->address;
+}

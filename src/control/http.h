@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small HTTP/1.1 server for the admin endpoint, on the control loop: one
+ * request per connection (Connection: close), requests up to 16 KiB, bodies
+ * of any size going out. Enough for Prometheus, curl and hashlb ctl; not a
+ * general web server. TCP (loopback by default) or a Unix socket.
+ */
+#ifndef HLB_CONTROL_HTTP_H
+#define HLB_CONTROL_HTTP_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "hashlb/error.h"
+
+#include "buf.h"
+#include "loop.h"
+
+struct hlb_http;
+
+struct hlb_http_req {
+	const char *method; /* "GET", "POST"... */
+	const char *path; /* "/status" */
+	const char *query; /* after '?', "" if none */
+	const char *body; /* POST body, "" if none; NUL-terminated */
+	size_t body_len;
+};
+
+struct hlb_http_resp {
+	int status; /* 200 if left alone */
+	const char *ctype; /* "application/json" if left alone */
+	struct hlb_buf body;
+};
+
+typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
+				 struct hlb_http_resp *resp);
+
+/*
+ * The value of parameter <name> in the query string or in an
+ * application/x-www-form-urlencoded body, decoded into <buf> (<size>
+ * bytes). NULL if absent or too long.
+ */
+const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size);
+
+/*
+ * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file
+ * is replaced) and serve with <fn> on <loop>.
+ */
+int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
+		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,
+		 struct hashlb_error *err);
+/* Closes the listener and every connection. Accepts NULL. */
+void hlb_http_free(struct hlb_http *h);
+/* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
+const char *hlb_http_address(const struct hlb_http *h);
+
+#endif

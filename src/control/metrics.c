@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GET /metrics: the Prometheus text exposition format (version 0.0.4).
+ * Every family is written whole (HELP, TYPE, then all its samples), as the
+ * format requires; counters end in _total; label values are escaped.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "control.h"
+
+enum bfield {
+	B_ACTIVE,
+	B_TOTAL,
+	B_BYTES_IN,
+	B_BYTES_OUT,
+	B_CONNECT_FAIL,
+	B_CONNECT_TIMEOUT,
+	B_RETRIES,
+	B_UP,
+	B_HEALTHY,
+	B_WEIGHT,
+	B_SLOW_START,
+	B_CHECKS_OK,
+	B_CHECKS_FAILED,
+	B_CHECK_LATENCY,
+	B_FLAPS,
+	B_MAX
+};
+
+static const struct {
+	const char *name, *type, *help;
+} bfamilies[B_MAX] = {
+	[B_ACTIVE] = { "hashlb_backend_active_connections", "gauge",
+		       "Connections to the backend open now." },
+	[B_TOTAL] = { "hashlb_backend_connections_total", "counter",
+		      "Connections established to the backend." },
+	[B_BYTES_IN] = { "hashlb_backend_sent_bytes_total", "counter",
+			 "Bytes forwarded from clients to the backend." },
+	[B_BYTES_OUT] = { "hashlb_backend_received_bytes_total", "counter",
+			  "Bytes forwarded from the backend to clients." },
+	[B_CONNECT_FAIL] = { "hashlb_backend_connect_failures_total", "counter",
+			     "Connects to the backend refused or failed." },
+	[B_CONNECT_TIMEOUT] = { "hashlb_backend_connect_timeouts_total", "counter",
+				"Connects to the backend that timed out." },
+	[B_RETRIES] = { "hashlb_backend_retries_total", "counter",
+			"Connections that moved on from this backend to the next of their list." },
+	[B_UP] = { "hashlb_backend_up", "gauge",
+		   "1 if the backend takes new clients (ready and healthy)." },
+	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
+			"1 if the health checks say up (flap damping included)." },
+	[B_WEIGHT] = { "hashlb_backend_weight", "gauge", "The backend's weight." },
+	[B_SLOW_START] = { "hashlb_backend_slow_start_ratio", "gauge",
+			   "Fraction of its clients a slow-starting backend admits (1 = all)." },
+	[B_CHECKS_OK] = { "hashlb_backend_checks_passed_total", "counter",
+			  "Active health checks that passed." },
+	[B_CHECKS_FAILED] = { "hashlb_backend_checks_failed_total", "counter",
+			      "Active health checks that failed." },
+	[B_CHECK_LATENCY] = { "hashlb_backend_check_latency_seconds", "gauge",
+			      "Connect time of the last passed health check." },
+	[B_FLAPS] = { "hashlb_backend_flaps_total", "counter",
+		      "Times the health checks took the backend down." },
+};
+
+static void family(struct hlb_buf *o, const char *name, const char *type, const char *help)
+{
+	hlb_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void labels2(struct hlb_buf *o, const char *name, const char *svc, const char *backend)
+{
+	hlb_buf_printf(o, "%s{service=", name);
+	hlb_buf_label(o, svc);
+	if (backend) {
+		hlb_buf_puts(o, ",backend=");
+		hlb_buf_label(o, backend);
+	}
+	hlb_buf_puts(o, "}");
+}
+
+static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_counters *c,
+		     enum bfield f)
+{
+	switch (f) {
+	case B_ACTIVE:
+		return (double)c->active;
+	case B_TOTAL:
+		return (double)c->total;
+	case B_BYTES_IN:
+		return (double)c->bytes_in;
+	case B_BYTES_OUT:
+		return (double)c->bytes_out;
+	case B_CONNECT_FAIL:
+		return (double)c->connect_fail;
+	case B_CONNECT_TIMEOUT:
+		return (double)c->connect_timeout;
+	case B_RETRIES:
+		return (double)c->retries;
+	case B_UP:
+		return hlb_pool_backend_up(b);
+	case B_HEALTHY:
+		return b->health.up;
+	case B_WEIGHT:
+		return b->rt->weight;
+	case B_SLOW_START:
+		return (double)atomic_load(&b->rt->admit) / 65536.0;
+	case B_CHECKS_OK:
+		return (double)b->checks_ok;
+	case B_CHECKS_FAILED:
+		return (double)b->checks_failed;
+	case B_CHECK_LATENCY:
+		return (double)b->check_latency_ns / 1e9;
+	case B_FLAPS:
+		return (double)b->health.flaps;
+	default:
+		return 0;
+	}
+}
+
+static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+
+	for (int f = 0; f < B_MAX; f++) {
+		family(o, bfamilies[f].name, bfamilies[f].type, bfamilies[f].help);
+		for (uint32_t i = 0; i < n_svcs; i++) {
+			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+
+			for (uint32_t j = 0; j < s->n_backends; j++) {
+				struct hlb_backend_counters c;
+
+				hlb_backend_counters_read(s->backends[j]->rt, &c);
+				labels2(o, bfamilies[f].name, s->cfg->name,
+					s->backends[j]->rt->name);
+				hlb_buf_printf(o, " %.17g\n", bvalue(s->backends[j], &c, f));
+			}
+		}
+	}
+	/* Admin state as one gauge per state, the usual shape for an enum. */
+	family(o, "hashlb_backend_admin_state", "gauge",
+	       "1 for the backend's admin state (ready, drain, maint), 0 for the others.");
+	for (uint32_t i = 0; i < n_svcs; i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+
+		for (uint32_t j = 0; j < s->n_backends; j++)
+			for (int st = 0; st < HASHLB_ADMIN_MAX; st++) {
+				labels2(o, "hashlb_backend_admin_state", s->cfg->name,
+					s->backends[j]->rt->name);
+				o->len--; /* reopen the label set */
+				hlb_buf_printf(
+					o, ",state=\"%s\"} %d\n", hashlb_admin_state_name(st),
+					s->backends[j]->admin == (enum hashlb_admin_state)st);
+			}
+	}
+}
+
+static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{ "hashlb_service_table_generation", "gauge",
+		  "Generation of the service's published table." },
+		{ "hashlb_service_table_info", "gauge",
+		  "The published table: scheme and fingerprint as labels, value 1." },
+		{ "hashlb_service_rebuilds_total", "counter", "Tables built and published." },
+		{ "hashlb_service_rebuild_failures_total", "counter",
+		  "Table builds that failed (the previous table kept serving)." },
+		{ "hashlb_service_rebuild_seconds_total", "counter",
+		  "Time spent building and publishing tables." },
+		{ "hashlb_service_rebuild_last_seconds", "gauge",
+		  "Duration of the last build and publish." },
+		{ "hashlb_service_backends_up", "gauge", "Backends taking new clients." },
+		{ "hashlb_service_backends", "gauge", "Configured backends." },
+		{ "hashlb_service_lookups_total", "counter",
+		  "Connections accepted and looked up in the table." },
+		{ "hashlb_service_connections_total", "counter",
+		  "Connections forwarded to a backend." },
+		{ "hashlb_service_active_connections", "gauge", "Connections open now." },
+		{ "hashlb_service_rejected_total", "counter",
+		  "Connections closed at once: over max_connections." },
+		{ "hashlb_service_no_backend_total", "counter",
+		  "Connections closed: no backend up or every connect failed." },
+		{ "hashlb_service_draining_backends", "gauge",
+		  "Backends removed by a reload that still hold connections." },
+	};
+	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		family(o, fam[f].name, fam[f].type, fam[f].help);
+		for (uint32_t i = 0; i < n_svcs; i++) {
+			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+			const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+			struct hlb_service_counters c;
+			double v = 0;
+
+			hlb_service_counters_read(s->rt, &c);
+			labels2(o, fam[f].name, s->cfg->name, NULL);
+			switch (f) {
+			case 0:
+				v = (double)snap->generation;
+				break;
+			case 1:
+				o->len--;
+				hlb_buf_printf(o, ",scheme=\"%s\",fingerprint=\"%016" PRIx64 "\"}",
+					       hashlb_scheme_name(hashlb_table_scheme(snap->table)),
+					       snap->fingerprint);
+				v = 1;
+				break;
+			case 2:
+				v = (double)s->rebuilds;
+				break;
+			case 3:
+				v = (double)s->rebuilds_failed;
+				break;
+			case 4:
+				v = (double)s->rebuild_ns_total / 1e9;
+				break;
+			case 5:
+				v = (double)s->rebuild_ns_last / 1e9;
+				break;
+			case 6:
+				v = hashlb_table_up_count(snap->table);
+				break;
+			case 7:
+				v = s->n_backends;
+				break;
+			case 8:
+				v = (double)c.lookups;
+				break;
+			case 9:
+				v = (double)c.total;
+				break;
+			case 10:
+				v = (double)c.active;
+				break;
+			case 11:
+				v = (double)c.rejected;
+				break;
+			case 12:
+				v = (double)c.no_backend;
+				break;
+			case 13:
+				v = s->n_removed;
+				break;
+			}
+			hlb_buf_printf(o, " %.17g\n", v);
+		}
+	}
+}
+
+static unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n ? n - 1 : 0; /* not the directory's own fd */
+}
+
+void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	struct rlimit rl = { 0 };
+
+	backend_families(ctl, o);
+	service_families(ctl, o);
+	getrlimit(RLIMIT_NOFILE, &rl);
+	family(o, "hashlb_reloads_total", "counter", "Config reloads, by result.");
+	hlb_buf_printf(o, "hashlb_reloads_total{result=\"ok\"} %" PRIu64 "\n", ctl->reloads_ok);
+	hlb_buf_printf(o, "hashlb_reloads_total{result=\"failed\"} %" PRIu64 "\n",
+		       ctl->reloads_failed);
+	family(o, "hashlb_config_last_reload_successful", "gauge",
+	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
+	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);
+	family(o, "hashlb_process_open_fds", "gauge", "File descriptors open now.");
+	hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());
+	family(o, "hashlb_process_max_fds", "gauge", "The file descriptor limit (soft).");
+	hlb_buf_printf(o, "hashlb_process_max_fds %.17g\n",
+		       rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+	family(o, "hashlb_process_start_time_seconds", "gauge",
+	       "When the process started, seconds since the epoch.");
+	hlb_buf_printf(o, "hashlb_process_start_time_seconds %lld\n", (long long)ctl->start_time);
+	if (ctl->connections) {
+		family(o, "hashlb_connections", "gauge", "Connections open now, all services.");
+		hlb_buf_printf(o, "hashlb_connections %" PRIu64 "\n",
+			       ctl->connections(ctl->daemon));
+	}
+}

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+
+#include "runtime/log.h"
+
+#include "control.h"
+#include "plug.h"
+
+struct plug_sub {
+	hlb_publish_fn fn;
+	void *arg;
+};
+
+struct hlb_control_plug {
+	struct hlb_daemon *d;
+	struct hlb_loop *loop;
+	struct hlb_control *ctl;
+	struct plug_sub *subs;
+	uint32_t n_subs;
+};
+
+static void plug_loop_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	hlb_loop_run_once(plug->loop, 0);
+}
+
+static uint64_t plug_generation(void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	return hlb_daemon_next_generation(plug->d);
+}
+
+static void plug_listen_begin(void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	hlb_daemon_listen_begin(plug->d);
+}
+
+static int plug_listen(void *arg, const struct hashlb_service_cfg *c, struct hlb_service *svc,
+		       struct hashlb_error *err)
+{
+	struct hlb_control_plug *plug = arg;
+
+	return hlb_daemon_listen(plug->d, (const struct sockaddr *)&c->listen_addr,
+				 c->listen_addr_len, c->name, svc, err);
+}
+
+static void plug_listen_commit(void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	hlb_daemon_listen_commit(plug->d);
+}
+
+static void plug_listen_abort(void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	hlb_daemon_listen_abort(plug->d);
+}
+
+static void plug_log(void *arg, bool error, const char *msg)
+{
+	hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, NULL);
+}
+
+static uint64_t plug_connections(void *daemon)
+{
+	return hlb_daemon_connections(daemon);
+}
+
+static void plug_teardown(struct hlb_control_plug *plug)
+{
+	hlb_control_free(plug->ctl);
+	plug->ctl = NULL;
+	if (plug->loop) {
+		hlb_daemon_unwatch(plug->d, hlb_loop_fd(plug->loop));
+		hlb_loop_free(plug->loop);
+		plug->loop = NULL;
+	}
+}
+
+static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
+		      struct hashlb_error *err)
+{
+	struct hlb_control_plug *plug = arg;
+	struct hlb_pool_env env = {
+		.rcu = hlb_daemon_rcu(d),
+		.arg = plug,
+		.next_generation = plug_generation,
+		.listen_begin = plug_listen_begin,
+		.listen = plug_listen,
+		.listen_commit = plug_listen_commit,
+		.listen_abort = plug_listen_abort,
+	};
+	int ret;
+
+	ret = hlb_loop_new(&plug->loop);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "control loop: %s", strerror(-ret));
+	ret = hlb_daemon_watch(d, hlb_loop_fd(plug->loop), EPOLLIN, plug_loop_ready, plug);
+	if (ret < 0) {
+		hlb_loop_free(plug->loop);
+		plug->loop = NULL;
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "control loop: %s", strerror(-ret));
+	}
+	ret = hlb_control_new(cfg, hlb_daemon_config_path(d), plug->loop, &env, plug_log, plug,
+			      &plug->ctl, err);
+	if (ret < 0) {
+		plug_teardown(plug);
+		return ret;
+	}
+	plug->ctl->daemon = d;
+	plug->ctl->connections = plug_connections;
+	for (uint32_t i = 0; i < plug->n_subs; i++) {
+		struct hlb_pool *pool = plug->ctl->pool;
+
+		hlb_pool_subscribe(pool, plug->subs[i].fn, plug->subs[i].arg);
+		for (uint32_t j = 0; j < hlb_pool_service_count(pool); j++) {
+			struct hlb_pool_service *s = hlb_pool_service_at(pool, j);
+
+			plug->subs[i].fn(plug->subs[i].arg, s->rt, hlb_pool_snapshot(s));
+		}
+	}
+	return 0;
+}
+
+static void plug_reload(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	if (plug->ctl)
+		hlb_control_reload(plug->ctl, NULL);
+}
+
+static void plug_stopping(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	if (plug->ctl)
+		hlb_control_stop(plug->ctl);
+}
+
+static void plug_stopped(struct hlb_daemon *d, void *arg)
+{
+	plug_teardown(arg);
+}
+
+int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
+{
+	struct hlb_control_plug *plug = calloc(1, sizeof(*plug));
+	struct hlb_daemon_hooks hooks = {
+		.start = plug_start,
+		.reload = plug_reload,
+		.stopping = plug_stopping,
+		.stopped = plug_stopped,
+	};
+
+	if (!plug)
+		return -ENOMEM;
+	plug->d = d;
+	hooks.arg = plug;
+	hlb_daemon_set_hooks(d, &hooks);
+	*ret_plug = plug;
+	return 0;
+}
+
+int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn, void *arg)
+{
+	struct plug_sub *v = realloc(plug->subs, (plug->n_subs + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	plug->subs = v;
+	plug->subs[plug->n_subs++] = (struct plug_sub){ fn, arg };
+	return 0;
+}
+
+void hlb_control_plug_free(struct hlb_control_plug *plug)
+{
+	if (!plug)
+		return;
+	plug_teardown(plug);
+	free(plug->subs);
+	free(plug);
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control plane plugged into the daemon (src/runtime/daemon.h): its
+ * loop nests in the daemon's as one fd, its pool creates and publishes the
+ * services and listens through the daemon's listen transaction, SIGHUP
+ * reloads through it, and shutdown stops the checks and the admin endpoint.
+ */
+#ifndef HLB_CONTROL_PLUG_H
+#define HLB_CONTROL_PLUG_H
+
+#include "runtime/daemon.h"
+
+#include "pool.h"
+
+struct hlb_control_plug;
+
+/* Set <d>'s hooks; call before hlb_daemon_run(). Free the plug after hlb_daemon_free(). */
+int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug);
+/*
+ * Call <fn> after every publish, from the control thread, starting with
+ * each service's first snapshot: kernel steering takes the same tables.
+ * Call before hlb_daemon_run().
+ */
+int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn, void *arg);
+void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
+
+#endif
