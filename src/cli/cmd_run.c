@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "hashlb/config.h"
+#include "control/plug.h"
 #include "runtime/daemon.h"
 #include "runtime/log.h"
 
@@ -69,6 +70,7 @@ int cmd_run(int argc, char **argv)
 	struct hashlb_config *cfg = NULL;
 	struct hashlb_error err = { 0 };
 	struct hlb_daemon *d = NULL;
+	struct hlb_control_plug *plug = NULL;
 	const char *path = NULL;
 	enum hlb_log_level level;
 	uint64_t v;
@@ -120,11 +122,17 @@ int cmd_run(int argc, char **argv)
 		cli_print_error(&err);
 		return 1;
 	}
-	/* The control plane (src/control/) attaches here with
-	 * hlb_daemon_set_hooks() before the daemon runs. */
+	/* The control plane: health checks, rebuilds, admin endpoint, reloads. */
+	r = hlb_control_plug(d, &plug);
+	if (r < 0) {
+		fprintf(stderr, "hashlb run: out of memory\n");
+		hlb_daemon_free(d);
+		return 1;
+	}
 	r = hlb_daemon_run(d, &err);
 	if (r < 0)
 		cli_print_error(&err);
 	hlb_daemon_free(d);
+	hlb_control_plug_free(plug);
 	return r < 0 ? 1 : 0;
 }
