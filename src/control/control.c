@@ -6,20 +6,38 @@
 
 #include "control.h"
 
-static void control_log(struct hlb_control *ctl, bool error, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static void control_log(struct hlb_control *ctl, bool error, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-static void control_log(struct hlb_control *ctl, bool error, const char *fmt, ...)
+static void control_log(struct hlb_control *ctl, bool error, const char *msg, const char *fmt, ...)
 {
-	char msg[512];
+	char kv[768];
 	va_list ap;
 
 	if (!ctl->log)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(kv, sizeof(kv), fmt, ap);
 	va_end(ap);
-	ctl->log(ctl->log_arg, error, msg);
+	ctl->log(ctl->log_arg, error, msg, kv);
+}
+
+/* <s> as a logfmt value: double-quoted, quotes and backslashes escaped. */
+static const char *quote(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+
+	if (size < 3)
+		return "";
+	buf[o++] = '"';
+	for (; *s && o + 3 < size; s++) {
+		if (*s == '"' || *s == '\\')
+			buf[o++] = '\\';
+		buf[o++] = *s == '\n' ? ' ' : *s;
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return buf;
 }
 
 int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
@@ -50,7 +68,7 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, err);
 		if (ret < 0)
 			goto err_free;
-		control_log(ctl, false, "admin listening on %s", hlb_http_address(ctl->http));
+		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
 	}
 	*ret_ctl = ctl;
 	return 0;
@@ -81,6 +99,8 @@ void hlb_control_free(struct hlb_control *ctl)
 
 static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
+	char q[300];
+
 	ctl->reloads_failed++;
 	ctl->last_reload_failed = true;
 	ctl->last_reload_time = time(NULL);
@@ -89,11 +109,9 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
-	if (err->file && err->line > 0)
-		control_log(ctl, true, "reload failed, keeping the running config: %s:%d:%d: %s",
-			    err->file, err->line, err->column, err->msg);
-	else
-		control_log(ctl, true, "reload failed, keeping the running config: %s", err->msg);
+	control_log(ctl, true, "reload failed, keeping the running config",
+		    "config=%s line=%d column=%d err=%s", ctl->config_path, err->line, err->column,
+		    quote(err->msg, q, sizeof(q)));
 }
 
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
@@ -117,7 +135,8 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	}
 	if (ctl->cfg->admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
-		control_log(ctl, true, "reload: the admin address changes on restart only");
+		control_log(ctl, true, "reload: the admin address changes on restart only", "%s",
+			    "");
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = cfg;
@@ -125,6 +144,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->reloads_ok++;
 	ctl->last_reload_failed = false;
 	ctl->last_reload_time = time(NULL);
-	control_log(ctl, false, "reloaded %s: %u services", ctl->config_path, cfg->n_services);
+	control_log(ctl, false, "reloaded", "config=%s services=%u", ctl->config_path,
+		    cfg->n_services);
 	return 0;
 }

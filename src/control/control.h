@@ -19,8 +19,11 @@
 #include "loop.h"
 #include "pool.h"
 
-/* The control plane's log; library code never prints itself. */
-typedef void (*hlb_control_log_fn)(void *arg, bool error, const char *msg);
+/*
+ * The control plane's log; library code never prints itself. <kv> is
+ * logfmt pairs ("config=a.yaml services=2") or NULL.
+ */
+typedef void (*hlb_control_log_fn)(void *arg, bool error, const char *msg, const char *kv);
 
 struct hlb_control {
 	struct hlb_loop *loop; /* borrowed */

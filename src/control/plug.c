@@ -66,9 +66,12 @@ static void plug_listen_abort(void *arg)
 	hlb_daemon_listen_abort(plug->d);
 }
 
-static void plug_log(void *arg, bool error, const char *msg)
+static void plug_log(void *arg, bool error, const char *msg, const char *kv)
 {
-	hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, NULL);
+	if (kv && *kv)
+		hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, "%s", kv);
+	else
+		hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, NULL);
 }
 
 static uint64_t plug_connections(void *daemon)
@@ -99,6 +102,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 		.listen = plug_listen,
 		.listen_commit = plug_listen_commit,
 		.listen_abort = plug_listen_abort,
+		.log = plug_log,
 	};
 	int ret;
 

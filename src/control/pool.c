@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +30,22 @@ struct hlb_pool {
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
 
+static void pool_log(struct hlb_pool *p, bool error, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void pool_log(struct hlb_pool *p, bool error, const char *msg, const char *fmt, ...)
+{
+	char kv[512];
+	va_list ap;
+
+	if (!p->env.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(kv, sizeof(kv), fmt, ap);
+	va_end(ap);
+	p->env.log(p->env.arg, error, msg, kv);
+}
+
 /* ---- backends ---- */
 
 static bool backend_checked(const struct hlb_pool_backend *b)
@@ -52,6 +71,9 @@ static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
 
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now)
 {
+	pool_log(b->svc->pool, !b->health.up, b->health.up ? "backend up" : "backend down",
+		 "service=%s backend=%s flaps=%" PRIu64 "%s", b->svc->cfg->name, b->rt->name,
+		 b->health.flaps, b->health.suppressed ? " suppressed=flapping" : "");
 	atomic_store(&b->rt->healthy, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now);
@@ -212,6 +234,8 @@ static int service_rebuild(struct hlb_pool_service *s)
 	ret = service_build(s, &snap, &s->last_error);
 	if (ret < 0) {
 		s->rebuilds_failed++;
+		pool_log(s->pool, true, "table build failed, the previous table keeps serving",
+			 "service=%s err=\"%s\"", s->cfg->name, s->last_error.msg);
 		return ret;
 	}
 	service_publish(s, snap);

@@ -90,6 +90,8 @@ struct hlb_pool_env {
 		      struct hashlb_error *err);
 	void (*listen_commit)(void *arg);
 	void (*listen_abort)(void *arg);
+	/* Health changes and failed builds, as logfmt pairs in <kv>. */
+	void (*log)(void *arg, bool error, const char *msg, const char *kv);
 };
 
 /*
