@@ -38,13 +38,15 @@ static struct conn *conn_alloc(struct worker *w)
 	struct conn *c;
 
 	if (!w->free_conns) {
-		/* Allocated in chunks and never returned to malloc: the hot path
-		 * reuses them from the free list. */
+		/* Allocated in chunks, kept until the worker exits: the hot path
+		 * reuses them from the free list. Entry 0 links the chunks. */
 		struct conn *chunk = aligned_alloc(64, sizeof(*chunk) * CONN_CHUNK);
 
 		if (!chunk)
 			return NULL;
-		for (int i = 0; i < CONN_CHUNK; i++) {
+		chunk[0].next = w->conn_chunks;
+		w->conn_chunks = chunk;
+		for (int i = 1; i < CONN_CHUNK; i++) {
 			chunk[i].next = w->free_conns;
 			w->free_conns = &chunk[i];
 		}
@@ -56,7 +58,13 @@ static struct conn *conn_alloc(struct worker *w)
 
 void conn_cache_free(struct worker *w)
 {
-	/* Chunks are not tracked individually; the process is exiting. */
+	struct conn *chunk, *next;
+
+	for (chunk = w->conn_chunks; chunk; chunk = next) {
+		next = chunk[0].next;
+		free(chunk);
+	}
+	w->conn_chunks = NULL;
 	w->free_conns = NULL;
 }
 

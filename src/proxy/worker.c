@@ -327,6 +327,7 @@ static void *worker_main(void *arg)
 	hlb_rcu_offline(p->rcu, w->id);
 	io_uring_queue_exit(&w->ring);
 	bufring_free(w);
+	conn_cache_free(w);
 	atomic_fetch_add(&p->n_exited, 1);
 	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
 		/* the counter cannot overflow with N writes: nothing to do */
@@ -504,8 +505,22 @@ void hlb_proxy_free(struct hlb_proxy *p)
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct worker *w = &p->workers[i];
 
+		struct cmd *cmd, *next;
+
 		if (w->started)
 			pthread_join(w->thread, NULL);
+		/* Commands the worker exited before reading: their references. */
+		for (cmd = w->cmd_head; cmd; cmd = next) {
+			next = cmd->next;
+			if (cmd->l) {
+				if (cmd->type == CMD_ADD && cmd->l->fds[i] >= 0) {
+					close(cmd->l->fds[i]);
+					cmd->l->fds[i] = -1;
+				}
+				hlb_listener_unref(cmd->l);
+			}
+			free(cmd);
+		}
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);
 		pthread_mutex_destroy(&w->cmd_lock);

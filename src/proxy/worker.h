@@ -118,6 +118,7 @@ struct worker {
 	uint64_t n_conns;
 	_Atomic uint64_t n_conns_pub; /* for hlb_proxy_connections() */
 	struct conn *free_conns;
+	struct conn *conn_chunks;
 	uint32_t min_idle_ms;
 	uint64_t next_idle_scan;
 	/* listeners */
