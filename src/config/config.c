@@ -801,6 +801,58 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	return 0;
 }
 
+struct name_ref {
+	const char *name;
+	uint32_t idx;
+};
+
+static int name_ref_cmp(const void *a, const void *b)
+{
+	const struct name_ref *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * The first backend of <s>, in file order, whose name an earlier one has:
+ * 1 with its index in <ret_dup> and the earlier one's in <ret_first>, 0 if
+ * none, -ENOMEM. Sorting keeps this O(n log n): a service may have 65535.
+ */
+static int duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
+			     uint32_t *ret_first)
+{
+	uint32_t dup = UINT32_MAX, first = 0, group = 0;
+	struct name_ref *refs;
+
+	if (s->n_backends < 2)
+		return 0;
+	refs = calloc(s->n_backends, sizeof(*refs));
+	if (!refs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		refs[i] = (struct name_ref){ s->backends[i].name, i };
+	qsort(refs, s->n_backends, sizeof(*refs), name_ref_cmp);
+	for (uint32_t k = 1; k < s->n_backends; k++) {
+		if (strcmp(refs[k].name, refs[k - 1].name) != 0) {
+			group = k;
+			continue;
+		}
+		if (refs[k].idx < dup) {
+			dup = refs[k].idx;
+			first = refs[group].idx;
+		}
+	}
+	free(refs);
+	if (dup == UINT32_MAX)
+		return 0;
+	*ret_dup = dup;
+	*ret_first = first;
+	return 1;
+}
+
 /*
  * Where a core build error points: the field that the core rejected,
  * found again from the reason, since the core reports indices, not nodes.
@@ -809,16 +861,13 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 					   const struct hashlb_service_cfg *s,
 					   enum hashlb_err_reason reason)
 {
+	uint32_t dup, first;
 	const struct ynode *v;
 
 	switch (reason) {
 	case HASHLB_ERR_DUPLICATE_NAME:
-		for (uint32_t i = 1; i < s->n_backends; i++) {
-			for (uint32_t j = 0; j < i; j++) {
-				if (strcmp(s->backends[i].name, s->backends[j].name) == 0)
-					return map_get(backends->items[i], "name");
-			}
-		}
+		if (duplicate_backend(s, &dup, &first) > 0)
+			return map_get(backends->items[dup], "name");
 		break;
 	case HASHLB_ERR_WEIGHT_RANGE:
 		for (uint32_t i = 0; i < s->n_backends; i++) {
@@ -904,6 +953,7 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	const struct ynode *v, *backends;
 	struct hashlb_table *t = NULL;
 	struct hashlb_error cerr;
+	uint32_t dup, first;
 	int r;
 
 	service_defaults(s);
@@ -965,19 +1015,20 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		s->n_backends = (uint32_t)i + 1;
 		if (r < 0)
 			return r;
-		for (size_t j = 0; j < i; j++) {
-			if (strcmp(s->backends[j].name, s->backends[i].name) == 0)
-				return fail(
-					ld, map_get(backends->items[i], "name"),
-					"duplicate backend name '%s' in service '%s' (first at line %d)",
-					s->backends[i].name, s->name, s->backends[j].pos.line);
-		}
 		if (addr_loops(&s->listen_addr, &s->backends[i].addr))
 			return fail(
 				ld, map_get(backends->items[i], "address"),
 				"backend '%s' at %s is service '%s' itself (listen %s): connections would loop",
 				s->backends[i].name, s->backends[i].address, s->name, s->listen);
 	}
+
+	r = duplicate_backend(s, &dup, &first);
+	if (r < 0)
+		return nomem(ld);
+	if (r > 0)
+		return fail(ld, map_get(backends->items[dup], "name"),
+			    "duplicate backend name '%s' in service '%s' (first at line %d)",
+			    s->backends[dup].name, s->name, s->backends[first].pos.line);
 
 	/* A config that loads also builds: the same call the daemon makes. */
 	r = hashlb_service_cfg_build_table(s, &t, &cerr);

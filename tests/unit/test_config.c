@@ -266,6 +266,14 @@ static void test_duplicates(void **state)
 {
 	expect_error(MINIMAL "      - name: a\n        address: 127.0.0.1:9002\n", 7, 15,
 		     "duplicate backend name 'a' in service 'web' (first at line 5)");
+	/* With several duplicates, the first one in file order is named. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		     "      - {name: b, address: \"127.0.0.1:2\"}\n"
+		     "      - {name: c, address: \"127.0.0.1:3\"}\n"
+		     "      - {name: b, address: \"127.0.0.1:4\"}\n"
+		     "      - {name: a, address: \"127.0.0.1:5\"}\n",
+		     8, 16, "duplicate backend name 'b' in service 'web' (first at line 6)");
 	expect_error(MINIMAL "  - name: web\n    listen: 127.0.0.1:8081\n"
 			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
 		     7, 11, "duplicate service name 'web' (first at line 2)");
