@@ -21,6 +21,7 @@ int cmd_lookup(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_steer(int argc, char **argv);
+int cmd_ctl(int argc, char **argv);
 
 /* Print "hashlb: error: <msg>" (or "file:line:col: error: <msg>") to stderr. */
 void cli_print_error(const struct hashlb_error *err);

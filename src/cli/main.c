@@ -15,6 +15,8 @@ static const struct cli_command commands[] = {
 	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run },
 	{ "steer", "steer a VIP to backends in the kernel (XDP/tc), or show its counters",
 	  cmd_steer },
+	{ "ctl", "inspect and steer a running hashlb: status, metrics, set, lookup, reload",
+	  cmd_ctl },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

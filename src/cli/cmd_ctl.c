@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+/* hashlb ctl: talk to a running hashlb's admin endpoint. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hashlb/config.h"
+
+#define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "NAME\n"
+		   "  hashlb ctl - inspect and steer a running hashlb through its admin endpoint\n"
+		   "\n"
+		   "SYNOPSIS\n"
+		   "  hashlb ctl [--admin ADDR | -c FILE] [--json] COMMAND [ARGS...]\n"
+		   "\n"
+		   "COMMANDS\n"
+		   "  status                          services, tables and backends: state,\n"
+		   "                                  health, share, connections, failures\n"
+		   "  metrics                         the Prometheus metrics, as scraped\n"
+		   "  table [SERVICE]                 the table: scheme, size, generation,\n"
+		   "                                  fingerprint, each backend's share\n"
+		   "  lookup [-s SERVICE] CLIENT...   the backend and preference list of each\n"
+		   "                                  client address (ADDR or ADDR:PORT)\n"
+		   "  set [-s SERVICE] BACKEND STATE  admin state: ready, drain (no new\n"
+		   "                                  clients, connections stay) or maint (no\n"
+		   "                                  traffic, no health checks)\n"
+		   "  set [-s SERVICE] BACKEND weight N\n"
+		   "                                  change a weight (rebuilds the table)\n"
+		   "  reload                          re-read the config file; on error the\n"
+		   "                                  running config stays and FILE:LINE:COL\n"
+		   "                                  says what is wrong\n"
+		   "\n"
+		   "  SERVICE may be left out when hashlb runs a single service.\n"
+		   "\n"
+		   "OPTIONS\n"
+		   "  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
+		   "                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
+		   "  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
+		   "  -j, --json          print the endpoint's JSON instead of text\n"
+		   "  -s, --service NAME  the service (lookup, set)\n"
+		   "  -h, --help          show this text\n"
+		   "\n"
+		   "EXIT STATUS\n"
+		   "  0 on success, 1 if the endpoint refused the command (the reason is\n"
+		   "  printed) or cannot be reached, 2 on a usage error.\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb ctl status\n"
+		   "  hashlb ctl set web-2 drain\n"
+		   "  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
+		   "  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
+		   "  curl -s 127.0.0.1:9901/metrics\n");
+}
+
+static int ctl_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+	if (!strncmp(s, "unix:", 5)) {
+		struct sockaddr_un *sun = (struct sockaddr_un *)ss;
+
+		if (strlen(s + 5) >= sizeof(sun->sun_path) || s[5] != '/')
+			return -EINVAL;
+		memset(ss, 0, sizeof(*ss));
+		sun->sun_family = AF_UNIX;
+		strcpy(sun->sun_path, s + 5);
+		*len = sizeof(*sun);
+		return 0;
+	}
+	return hashlb_addr_parse(s, false, ss, len);
+}
+
+/* Percent-encode <s> onto the end of <q> (size <size>). */
+static void urlenc(char *q, size_t size, const char *s)
+{
+	size_t o = strlen(q);
+
+	for (; *s && o + 4 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.')
+			q[o++] = (char)c;
+		else
+			o += (size_t)snprintf(q + o, size - o, "%%%02X", c);
+	}
+	q[o] = '\0';
+}
+
+static void param(char *q, size_t size, const char *name, const char *value)
+{
+	size_t o = strlen(q);
+
+	if (!value)
+		return;
+	snprintf(q + o, size - o, "%s%s=", o ? "&" : "", name);
+	urlenc(q, size, value);
+}
+
+/*
+ * One request; prints the body to stdout on 2xx, to stderr otherwise.
+ * Returns the exit status.
+ */
+static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
+		       const char *path, const char *query)
+{
+	struct timeval tv = { .tv_sec = 30 };
+	size_t got = 0, cap = 65536;
+	char req[2048], *buf, *body;
+	int fd, status = 0;
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (const struct sockaddr *)ss, len) < 0) {
+		fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint: %s\n",
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	snprintf(req, sizeof(req),
+		 "%s %s%s%s HTTP/1.1\r\nHost: hashlb\r\nUser-Agent: hashlb-ctl\r\n"
+		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
+		 method, path, *query ? "?" : "", query);
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+		fprintf(stderr, "hashlb ctl: write: %s\n", strerror(errno));
+		close(fd);
+		return 1;
+	}
+	buf = malloc(cap + 1);
+	for (;;) {
+		ssize_t n;
+
+		if (!buf) {
+			close(fd);
+			fprintf(stderr, "hashlb ctl: out of memory\n");
+			return 1;
+		}
+		if (got == cap) {
+			char *nb = realloc(buf, cap * 2 + 1);
+
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				continue;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + got, cap - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	body = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
+		fprintf(stderr, "hashlb ctl: no valid answer from the admin endpoint\n");
+		free(buf);
+		return 1;
+	}
+	body += 4;
+	fputs(body, status / 100 == 2 ? stdout : stderr);
+	free(buf);
+	return status / 100 == 2 ? 0 : 1;
+}
+
+int cmd_ctl(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "admin", required_argument, NULL, 'a' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "service", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *admin = getenv("HASHLB_ADMIN"), *config = NULL, *service = NULL, *cmd;
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char q[1024] = "";
+	bool json = false;
+	int c, ret = 0;
+
+	optind = 1;
+	/* '+': options stop at the command, whose own -s is parsed below. */
+	while ((c = getopt_long(argc, argv, "+a:c:js:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			admin = optarg;
+			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 's':
+			service = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[optind++];
+	/* Options after the command: -s, --json. */
+	for (; optind < argc && argv[optind][0] == '-'; optind++) {
+		if ((!strcmp(argv[optind], "-s") || !strcmp(argv[optind], "--service")) &&
+		    optind + 1 < argc)
+			service = argv[++optind];
+		else if (!strcmp(argv[optind], "-j") || !strcmp(argv[optind], "--json"))
+			json = true;
+		else {
+			fprintf(stderr, "hashlb ctl: unknown option '%s'\n", argv[optind]);
+			return 2;
+		}
+	}
+	if (config) {
+		struct hashlb_config *cfg;
+		struct hashlb_error err = { 0 };
+
+		if (hashlb_config_load(config, &cfg, &err) < 0) {
+			cli_print_error(&err);
+			return 1;
+		}
+		if (!cfg->admin_addr_len) {
+			fprintf(stderr, "hashlb ctl: %s has the admin endpoint off\n", config);
+			hashlb_config_free(cfg);
+			return 1;
+		}
+		ss = cfg->admin_addr;
+		len = cfg->admin_addr_len;
+		hashlb_config_free(cfg);
+	} else if (ctl_addr(admin ? admin : CTL_ADMIN_DEFAULT, &ss, &len) < 0) {
+		fprintf(stderr, "hashlb ctl: bad admin address '%s'\n", admin);
+		return 2;
+	}
+	if (!json)
+		param(q, sizeof(q), "format", "text");
+
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
+		if (optind != argc) {
+			usage(stderr);
+			return 2;
+		}
+		if (!strcmp(cmd, "metrics"))
+			return ctl_request(&ss, len, "GET", "/metrics", "");
+		if (!strcmp(cmd, "reload"))
+			return ctl_request(&ss, len, "POST", "/reload", q);
+		return ctl_request(&ss, len, "GET", "/status", q);
+	}
+	if (!strcmp(cmd, "table")) {
+		if (optind < argc)
+			service = argv[optind++];
+		if (optind != argc) {
+			usage(stderr);
+			return 2;
+		}
+		param(q, sizeof(q), "service", service);
+		return ctl_request(&ss, len, "GET", "/table", q);
+	}
+	if (!strcmp(cmd, "lookup")) {
+		size_t base;
+
+		if (optind == argc) {
+			usage(stderr);
+			return 2;
+		}
+		param(q, sizeof(q), "service", service);
+		base = strlen(q);
+		for (; optind < argc; optind++) {
+			q[base] = '\0';
+			param(q, sizeof(q), "client", argv[optind]);
+			ret |= ctl_request(&ss, len, "GET", "/lookup", q);
+		}
+		return ret;
+	}
+	if (!strcmp(cmd, "set")) {
+		if (argc - optind == 2) {
+			param(q, sizeof(q), "service", service);
+			param(q, sizeof(q), "backend", argv[optind]);
+			param(q, sizeof(q), "state", argv[optind + 1]);
+		} else if (argc - optind == 3 && !strcmp(argv[optind + 1], "weight")) {
+			param(q, sizeof(q), "service", service);
+			param(q, sizeof(q), "backend", argv[optind]);
+			param(q, sizeof(q), "weight", argv[optind + 2]);
+		} else {
+			usage(stderr);
+			return 2;
+		}
+		return ctl_request(&ss, len, "POST", "/set", q);
+	}
+	fprintf(stderr, "hashlb ctl: unknown command '%s'\n\n", cmd);
+	usage(stderr);
+	return 2;
+}
