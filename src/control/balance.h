@@ -28,7 +28,6 @@
 #ifndef HLB_CONTROL_BALANCE_H
 #define HLB_CONTROL_BALANCE_H
 
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,12 +39,17 @@
 static inline bool hlb_bounded_ok(uint64_t active, uint32_t weight, uint64_t svc_active,
 				  uint64_t up_weight, double factor)
 {
-	double cap;
+	double x;
+	uint64_t cap;
 
 	if (!(factor > 0.0) || !up_weight)
 		return true;
-	cap = ceil(factor * (double)(svc_active + 1) * (double)weight / (double)up_weight);
-	return (double)active < cap;
+	/* ceil() by hand, so that callers need not link libm */
+	x = factor * (double)(svc_active + 1) * (double)weight / (double)up_weight;
+	cap = (uint64_t)x;
+	if ((double)cap < x)
+		cap++;
+	return active < cap;
 }
 
 static inline bool hlb_slow_start_ok(uint64_t hash, uint32_t admit)
