@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "control/balance.h"
 #include "log.h"
 #include "worker.h"
 
@@ -245,6 +246,9 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	/* Bounded load and slow start may move backends down the list. */
+	hlb_balance_order(snap, c->hash,
+			  atomic_load_explicit(&c->svc->active, memory_order_relaxed), prefs, n);
 	for (;;) {
 		if (c->attempt >= n)
 			return false;
