@@ -18,6 +18,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -61,6 +62,16 @@ done = function(summary, latency, requests)
     latency:percentile(99), latency.max))
 end
 """
+
+
+# Niceness of everything the benchmark starts (--nice).
+NICE = 0
+
+
+def pinned(cpu):
+    """The command prefix that runs a program on <cpu> only (and at NICE)."""
+    prefix = ["nice", "-n", str(NICE)] if NICE else []
+    return prefix + ["taskset", "-c", str(cpu)]
 
 
 def log(*a):
@@ -184,7 +195,7 @@ class Server:
         self.port = port
         self.log_path = os.path.join(workdir, f"{name}.log")
         self.log_f = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["taskset", "-c", str(cpu)] + argv,
+        self.proc = subprocess.Popen(pinned(cpu) + argv,
                                      stdin=subprocess.DEVNULL, stdout=self.log_f,
                                      stderr=subprocess.STDOUT, cwd=workdir,
                                      start_new_session=True)
@@ -324,9 +335,12 @@ services:
   - name: peers
     listen: 127.0.0.1:{port}
     scheme: maglev
-    key: src-ip
-    idle_timeout_ms: 300000
+    hash_key: src-ip
+    timeouts:
+      idle: 5m
     max_connections: 9000
+    health:
+      enabled: false            # like the peers' configs: no active checks
     backends:
 {entries}"""
     path = os.path.join(workdir, "hashlb.yaml")
@@ -348,7 +362,7 @@ def find_hashlb(explicit):
 # ---------------------------------------------------------------- load runs
 
 def run_wrk(port, wl, duration, lua, timeout_s):
-    argv = ["taskset", "-c", "1", "wrk", "-t1", f"-c{wl['conns']}", f"-d{duration}s",
+    argv = pinned(1) + ["wrk", "-t1", f"-c{wl['conns']}", f"-d{duration}s",
             "--latency", f"--timeout={timeout_s}s", "-s", lua]
     for h in wl["headers"]:
         argv += ["-H", h]
@@ -397,6 +411,56 @@ class Target:
 
     def pids(self):
         return self.server.pids()
+
+
+# ---------------------------------------------------------------- profiles
+
+PERF_STAT_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults,raw_syscalls:sys_enter"
+
+
+def perf_stop(proc):
+    proc.send_signal(signal.SIGINT)  # perf writes its output on SIGINT
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def profile(target, wl, duration, lua, out_dir):
+    """One extra run of <wl> under perf stat (counts per request), one under
+    perf record (where the CPU goes); neither is counted in the results."""
+    pids = ",".join(str(p) for p in target.pids())
+    base = os.path.join(out_dir, f"perf-{target.name}-{wl}")
+    stat = subprocess.Popen(pinned(1) + ["perf", "stat", "-e", PERF_STAT_EVENTS, "-p", pids,
+                                         "-x", ",", "-o", base + ".stat"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    r = measure(target, wl, duration, lua, -2)
+    perf_stop(stat)
+    counts = {}
+    with open(base + ".stat") as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) > 2 and parts[0] and parts[0][0].isdigit():
+                counts[parts[2]] = float(parts[0])
+    amount = r["requests"] if WORKLOADS[wl]["unit"] == "req" else r["bytes"] / 2**20
+    per = {k: v / amount for k, v in counts.items() if amount}
+    rec = subprocess.Popen(pinned(1) + ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g",
+                                        "-p", pids, "-o", base + ".data"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    measure(target, wl, duration, lua, -2)
+    perf_stop(rec)
+    rep = subprocess.run(["perf", "report", "-i", base + ".data", "--stdio", "--no-children",
+                          "-g", "none", "--sort", "dso,symbol", "--percent-limit", "0.7"],
+                         capture_output=True, text=True, timeout=300).stdout
+    top = [re.sub(r"(\s+-)+$", "", line.rstrip()) for line in rep.splitlines()
+           if line.strip() and not line.startswith("#")]
+    with open(base + ".txt", "w") as f:
+        f.write(rep)
+    return dict(lb=target.name, workload=wl, per_unit=per, unit=WORKLOADS[wl]["unit"],
+                rate=r["rate"], top=top[:25])
 
 
 # ---------------------------------------------------------------- idle RSS
@@ -544,7 +608,9 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
     out.append(f"Machine: {meta['cpus']} CPUs; load balancers on CPU 0 (one worker/thread), "
                f"wrk and 3 nginx backends on CPU 1. {meta['reps']} interleaved repetitions "
                f"of {meta['duration']} s per run; medians, spread = (max-min)/median of the "
-               f"rate. Load average at start: {meta['loadavg']:.2f}.")
+               f"rate; \"CPU 0 others\" = CPU seconds other processes took on the LB's CPU "
+               f"during a run. Niceness {meta['nice']}. Load average at start: "
+               f"{meta['loadavg']:.2f}.")
     out.append("")
     for wl in workloads:
         if wl not in summ:
@@ -554,7 +620,7 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
         per_h = "req per LB CPU-s" if unit == "req" else "MiB per LB CPU-s"
         out.append(f"### {wl}: {WORKLOADS[wl]['title']}")
         out.append("")
-        hdr = f"| LB | {rate_h} | spread | p50 ms | p99 ms | LB CPU s | {per_h} | RSS MiB | errors |"
+        hdr = f"| LB | {rate_h} | spread | p50 ms | p99 ms | LB CPU s | {per_h} | RSS MiB | errors | CPU 0 others s |"
         if cand and cand in summ[wl]:
             hdr += f" {cand}/LB: {rate_h} | per CPU-s | p99 | RSS |"
         out.append(hdr)
@@ -567,7 +633,8 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
                    f"{pct(s['rate_spread_pct'])} | {fmt(s['p50_ms'], 2)} | "
                    f"{fmt(s['p99_ms'], 2)} | {fmt(s['lb_cpu_s'], 2)} | "
                    f"{fmt(s['per_cpu_s'], 0 if unit == 'req' else 1)} | "
-                   f"{fmt(s['rss_kib'] / 1024 if s['rss_kib'] else None, 1)} | {s['errors']} |")
+                   f"{fmt(s['rss_kib'] / 1024 if s['rss_kib'] else None, 1)} | {s['errors']} | "
+                   f"{fmt(s['cpu0_other_s'], 1)} |")
             if cand and cand in summ[wl]:
                 ra = s.get("ratio")
                 if ra:
@@ -594,6 +661,22 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
     return "\n".join(out)
 
 
+def profile_markdown(profiles):
+    out = ["### Profiles (extra runs, not in the figures above)", "",
+           "| LB | workload | rate | syscalls | context switches | task-clock ms | "
+           "(per request, or per MiB for bulk) |", "|---|---|---|---|---|---|---|"]
+    for p in profiles:
+        u = p["per_unit"]
+        out.append(f"| {p['lb']} | {p['workload']} | {fmt(p['rate'], 0)} | "
+                   f"{fmt(u.get('raw_syscalls:sys_enter'), 2)} | "
+                   f"{fmt(u.get('context-switches'), 3)} | {fmt(u.get('task-clock'), 4)} | |")
+    for p in profiles:
+        out += ["", f"{p['lb']} {p['workload']}, top symbols (perf record -e cpu-clock):", "```"]
+        out += p["top"][:15]
+        out.append("```")
+    return "\n".join(out) + "\n"
+
+
 def targets(summ, idle, cand):
     """The targets of issue #4, checked against the medians of this run."""
     lines = []
@@ -611,7 +694,7 @@ def targets(summ, idle, cand):
                 v = s[peer]["ratio"]["per_cpu_s"]
                 check(v is not None and v >= need,
                       f"{wl}: req per LB CPU-s {cand}/{peer} = {fmt(v, 2)} (target >= {need})")
-        present = [p for p in peers if p in s]
+        present = [p for p in peers if p in s and p != cand]
         if present:
             best = max(s[p]["rate"] for p in present)
             check(s[cand]["rate"] >= best,
@@ -622,7 +705,7 @@ def targets(summ, idle, cand):
                   f"{fmt(bestp99, 2)} ms (target <=)")
     s = summ.get("bulk", {})
     if cand in s:
-        present = [p for p in peers if p in s and s[p]["per_cpu_s"]]
+        present = [p for p in peers if p in s and p != cand and s[p]["per_cpu_s"]]
         if present:
             best = max(present, key=lambda p: s[p]["per_cpu_s"])
             v = s[best].get("ratio", {}).get("per_cpu_s")
@@ -657,17 +740,29 @@ def main():
                     help="idle connections for the RSS measurement (0 = skip; default 5000)")
     ap.add_argument("--port-base", type=int, default=25000,
                     help="first of the ~20 loopback ports used (default 25000)")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run LBs, backends and wrk at this niceness, e.g. -10 on a machine "
+                    "shared with builds (default 0)")
+    ap.add_argument("--profile", default="",
+                    help="comma list of LBs to profile after the runs: one run per workload "
+                    "under perf stat (syscalls, context switches per request), one under perf "
+                    "record (top symbols); files perf-LB-WORKLOAD.* in the output directory")
     ap.add_argument("--out", help="directory for runs.csv, runs.json, summary.json, summary.md "
                     "(default: a new temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs)")
     argv = sys.argv[1:] + os.environ.get("HASHLB_PEERS_ARGS", "").split()
     args = ap.parse_args(argv)
 
+    global NICE
+    NICE = args.nice
     if args.quick:
         args.reps, args.duration = 1, 2
         args.idle_conns = min(args.idle_conns, 1000)
     lbs = [x for x in args.lbs.split(",") if x]
     workloads = [x for x in args.workloads.split(",") if x]
+    args.profile = [x for x in args.profile.split(",") if x]
+    if args.profile and not shutil.which("perf"):
+        ap.error("--profile needs perf (linux-perf)")
     for w in workloads:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w}")
@@ -711,7 +806,7 @@ def main():
 
     servers = []
     targets_ = []
-    runs, idle = [], []
+    runs, idle, profiles = [], [], []
     try:
         for i, p in enumerate(be_ports, 1):
             servers.append(start_backend(workdir, i, p, www))
@@ -765,6 +860,13 @@ def main():
                         f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
                         f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s")
 
+        for t in targets_:
+            if t.name in args.profile and t.is_lb:
+                for wl in workloads:
+                    pr = profile(t, wl, args.duration, lua, out_dir)
+                    profiles.append(pr)
+                    log(f"  profile {t.name} {wl}: {pr['per_unit']}")
+
         if args.idle_conns:
             for t in targets_:
                 if not t.is_lb:
@@ -781,7 +883,7 @@ def main():
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    meta = dict(cpus=os.cpu_count(), reps=args.reps, duration=args.duration,
+    meta = dict(cpus=os.cpu_count(), reps=args.reps, duration=args.duration, nice=args.nice,
                 loadavg=runs[0]["loadavg"] if runs else loadavg(),
                 command=reproduce_command(argv),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -791,7 +893,7 @@ def main():
     md = markdown(summ, idle, names, workloads, cand, meta)
     tg = targets(summ, idle, cand) if cand else ""
     with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(dict(meta=meta, runs=runs, idle=idle), f, indent=1)
+        json.dump(dict(meta=meta, runs=runs, idle=idle, profiles=profiles), f, indent=1)
     if runs:
         with open(os.path.join(out_dir, "runs.csv"), "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(runs[0]))
@@ -802,6 +904,8 @@ def main():
     report = md
     if tg:
         report += f"\n### Targets of issue #4 ({cand})\n\n" + tg + "\n"
+    if profiles:
+        report += "\n" + profile_markdown(profiles)
     report += (f"\nReproduce: `{meta['command']}` ({meta['date']}; {meta['versions']})\n")
     with open(os.path.join(out_dir, "summary.md"), "w") as f:
         f.write(report)
