@@ -755,6 +755,15 @@ def main():
 
     global NICE
     NICE = args.nice
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # SIGTERM (meson's timeout) and SIGINT, even when started in the background
+    # with SIGINT ignored, unwind through the finally below that stops what we
+    # started.
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     if args.quick:
         args.reps, args.duration = 1, 2
         args.idle_conns = min(args.idle_conns, 1000)
