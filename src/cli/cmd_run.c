@@ -17,7 +17,8 @@ static void usage(FILE *f)
 		   "  hashlb run - run the load balancer\n"
 		   "\n"
 		   "SYNOPSIS\n"
-		   "  hashlb run -c FILE [--workers N] [--pin] [--log-level LEVEL]\n"
+		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
+		   "             [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE (as hashlb check does), listens on every service's address\n"
@@ -44,6 +45,12 @@ static void usage(FILE *f)
 		   "  -c, --config FILE    the configuration (required)\n"
 		   "  -w, --workers N      worker threads, overriding the config's workers\n"
 		   "      --pin            pin worker i to the i-th CPU the process may use\n"
+		   "      --buffers N      receive buffers per worker, shared by its connections,\n"
+		   "                       a power of two (default 1024); a connection holds at\n"
+		   "                       most two per direction while data is in flight, none\n"
+		   "                       while idle; when all are in use, receiving waits\n"
+		   "      --buffer-size B  bytes per buffer (default 16384): the largest chunk\n"
+		   "                       forwarded in one send\n"
 		   "      --log-level L    debug, info (default), warn or error\n"
 		   "  -h, --help           show this text\n"
 		   "\n"
@@ -63,6 +70,8 @@ int cmd_run(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "pin", no_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "buffers", required_argument, NULL, 'B' },
+		{ "buffer-size", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -92,6 +101,21 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'P':
 			dopts.pin_cpus = true;
+			break;
+		case 'B':
+			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {
+				fprintf(stderr,
+					"hashlb run: --buffers takes a power of two, 2..32768\n");
+				return 2;
+			}
+			dopts.buf_count = (uint32_t)v;
+			break;
+		case 'S':
+			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 512) {
+				fprintf(stderr, "hashlb run: --buffer-size takes 512..1048576\n");
+				return 2;
+			}
+			dopts.buf_size = (uint32_t)v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {

@@ -105,11 +105,17 @@ def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=
 class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
-    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True):
+    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None):
         self.path = tmpfile(fname, cfg_text)
         self.log = []
+
+        def limit():
+            if nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = spawn([HASHLB, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
-                          text=True)
+                          text=True, preexec_fn=limit)
         self._ready = threading.Event()
         self.addrs = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -144,6 +150,11 @@ class Hashlb:
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         return stop(self.proc, sig, timeout)
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

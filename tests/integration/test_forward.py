@@ -148,4 +148,71 @@ def idle_timeout():
     lb.stop()
 
 
-run_tests([bytes_intact, half_close, concurrent_1000, max_connections, idle_timeout])
+def buffers_exhausted():
+    """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
+    wait for a buffer instead of failing."""
+    lb = Hashlb(config(BACKENDS), args=("--workers", "1", "--buffers", "4", "--buffer-size", "4096"))
+    results = [None] * 40
+
+    def one(i):
+        payload = random.Random(i).randbytes(256 * 1024 + i)
+        s = connect(lb.addr, src=client_ip(i), timeout=30)
+        t = threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)))
+        t.start()
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        t.join()
+        s.close()
+        results[i] = data.partition(b"\n")[2] == payload
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    check(all(results), f"all 40 connections intact: {results.count(True)} were")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+def fd_limit():
+    """At the fd limit hashlb does not spin: excess clients wait (or are closed), CPU stays
+    idle, and once connections close new clients are served again."""
+    lb = Hashlb(config(BACKENDS, workers=1), nofile=48)
+    check(lb.wait_log(r"nofile=48 "), "the fd limit is logged at start")
+    socks, served = [], 0
+    for i in range(40):
+        s = connect(lb.addr, src=client_ip(i), timeout=0.5)
+        socks.append(s)
+    for s in socks:
+        try:
+            served += read_line(s) in ("a", "b", "c")
+        except (socket.timeout, ConnectionError):
+            pass
+    check(0 < served < 40, f"some clients served, the others held at the limit ({served})")
+    check(lb.wait_log("msg=\"accept failed, pausing\"|file descriptor limit reached"),
+          "hashlb logs that it hit the limit")
+    c0 = lb.cpu_seconds()
+    time.sleep(1.0)
+    used = lb.cpu_seconds() - c0
+    check(used < 0.2, f"no busy loop at the fd limit: {used:.2f} CPU seconds in 1 s")
+    for s in socks:
+        s.close()
+    time.sleep(0.5)
+    ok = 0
+    for i in range(10):
+        s = connect(lb.addr, src=client_ip(100 + i), timeout=5)
+        try:
+            ok += read_line(s) in ("a", "b", "c")
+        except (socket.timeout, ConnectionError):
+            pass
+        s.close()
+    check(ok == 10, f"served again once connections closed: {ok} of 10")
+    lb.stop()
+
+
+run_tests([bytes_intact, half_close, concurrent_1000, max_connections, idle_timeout,
+           buffers_exhausted, fd_limit])
