@@ -45,7 +45,7 @@ struct hashlb_backend_cfg {
 struct hashlb_health_cfg {
 	bool enabled; /* default true */
 	uint32_t interval_ms; /* default 2000 */
-	uint32_t timeout_ms; /* default 1000 */
+	uint32_t timeout_ms; /* default 1000, or interval_ms if that is shorter */
 	uint32_t rise; /* default 2 */
 	uint32_t fall; /* default 3 */
 };

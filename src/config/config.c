@@ -395,6 +395,26 @@ static int get_bool(struct loader *ld, const struct ynode *v, const char *key, b
 	return fail(ld, v, "'%s' must be true or false, found '%s'", key, v->text);
 }
 
+/* <ms> in the largest unit that writes it exactly, as a config would. */
+struct duration_text {
+	char s[24];
+};
+
+static struct duration_text duration_text(uint32_t ms)
+{
+	struct duration_text t;
+
+	if (ms && ms % 3600000 == 0)
+		snprintf(t.s, sizeof(t.s), "%uh", ms / 3600000);
+	else if (ms && ms % 60000 == 0)
+		snprintf(t.s, sizeof(t.s), "%um", ms / 60000);
+	else if (ms && ms % 1000 == 0)
+		snprintf(t.s, sizeof(t.s), "%us", ms / 1000);
+	else
+		snprintf(t.s, sizeof(t.s), "%ums", ms);
+	return t;
+}
+
 /*
  * A duration in milliseconds: a plain integer (milliseconds) or a number
  * with a unit, "250ms", "2s", "5m", "1h".
@@ -440,7 +460,8 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 		ms = val * units[i].ms;
 	}
 	if (ms < lo || ms > hi)
-		return fail(ld, v, "'%s' %s is out of range %ums..%ums", key, v->text, lo, hi);
+		return fail(ld, v, "'%s' %s is out of range %s..%s", key, v->text,
+			    duration_text(lo).s, duration_text(hi).s);
 	*ret = (uint32_t)ms;
 	return 0;
 bad:
@@ -651,11 +672,14 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	if ((v = map_get(m, "fall")) &&
 	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
 		return r;
+	/* A short interval alone shortens the default timeout with it, rather
+	 * than failing on a key the operator did not write. */
+	if (!map_get(m, "timeout") && h->timeout_ms > h->interval_ms)
+		h->timeout_ms = h->interval_ms;
 	if (h->timeout_ms > h->interval_ms) {
 		v = map_get(m, "timeout");
-		return fail(ld, v ? v : map_get(m, "interval"),
-			    "health check timeout %ums is longer than its interval %ums",
-			    h->timeout_ms, h->interval_ms);
+		return fail(ld, v, "health check timeout %s is longer than its interval %s",
+			    duration_text(h->timeout_ms).s, duration_text(h->interval_ms).s);
 	}
 	return 0;
 }

@@ -216,9 +216,10 @@ static void test_ranges(void **state)
 		MINIMAL "    table_size: 65536\n", 7, 17,
 		"'table_size' 65536 is not prime (Maglev needs a prime; nearest: 65521 or 65537)");
 	expect_error(MINIMAL "    timeouts:\n      connect: 0\n", 8, 16,
-		     "'connect' 0 is out of range 1ms..600000ms");
+		     "'connect' 0 is out of range 1ms..10m");
 	expect_error(MINIMAL "    timeouts:\n      idle: 8d\n", 8, 13, "'idle' must be a duration");
-	expect_error(MINIMAL "    timeouts:\n      idle: 169h\n", 8, 13, "out of range");
+	expect_error(MINIMAL "    timeouts:\n      idle: 169h\n", 8, 13,
+		     "'idle' 169h is out of range 0ms..168h");
 	expect_error(MINIMAL "    timeouts:\n      drain: \"30\"\n", 8, 14, "has no unit");
 	expect_error(MINIMAL "    timeouts:\n      drain: -1s\n", 8, 14, "must not be negative");
 	expect_error(MINIMAL "    max_connections: 99999999\n", 7, 22, "out of range");
@@ -229,7 +230,7 @@ static void test_ranges(void **state)
 	expect_error(MINIMAL "    health:\n      rise: 0\n", 8, 13,
 		     "'rise' 0 is out of range 1..100");
 	expect_error(MINIMAL "    health:\n      interval: 1s\n      timeout: 2s\n", 9, 16,
-		     "timeout 2000ms is longer than its interval 1000ms");
+		     "timeout 2s is longer than its interval 1s");
 	expect_error("workers: 0\n" MINIMAL, 1, 10, "'workers' 0 is out of range 1..1024");
 	expect_error("workers: 1025\n" MINIMAL, 1, 10, "out of range 1..1024");
 	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11, "too large");
@@ -476,6 +477,16 @@ static void test_durations(void **state)
 		assert_int_equal(c->services[0].drain_timeout_ms, cases[i].ms);
 		hashlb_config_free(c);
 	}
+}
+
+static void test_health_timeout_default(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    health: {interval: 500ms}\n");
+
+	/* The default timeout (1s) never exceeds an interval set alone. */
+	assert_int_equal(c->services[0].health.interval_ms, 500);
+	assert_int_equal(c->services[0].health.timeout_ms, 500);
+	hashlb_config_free(c);
 }
 
 static void test_admin_off_and_v6(void **state)
@@ -768,6 +779,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_admin_off_and_v6),
 		cmocka_unit_test(test_anchors),
 		cmocka_unit_test(test_build_table),
