@@ -75,5 +75,41 @@ def all_backends_down():
     lb.stop()
 
 
+def unresponsive_backend_times_out():
+    """Backend b never answers (its accept queue is full, SYNs are dropped): after the
+    connect timeout its clients are served by their next backend."""
+    import socket
+    black = socket.socket()
+    black.bind(("127.0.0.1", 0))
+    black.listen(0)
+    fillers = []
+    for _ in range(3):  # fill the accept queue; later SYNs are dropped
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(black.getsockname())
+        except BlockingIOError:
+            pass
+        fillers.append(f)
+    time.sleep(0.2)
+    dead = ("b", "127.0.0.1:%d" % black.getsockname()[1])
+    cfg = config([BACKENDS[0], dead, BACKENDS[2]], extra="timeouts:\n  connect: 300ms")
+    lb = Hashlb(cfg)
+    clients = [client_ip(i * 7) for i in range(200)]
+    want = lookup(lb.path, clients)
+    victims = [c for c in clients if want[c][0] == "b"][:5]
+    check(len(victims) == 5, "some clients have b first")
+    for c in victims:
+        t0 = time.time()
+        got = who(lb.addr, c)
+        el = time.time() - t0
+        check(got == want[c][1] and 0.25 < el < 2.0,
+              f"{c}: served by {got!r} (next is {want[c][1]}) after {el:.2f}s")
+    lb.stop()
+    for f in fillers:
+        f.close()
+    black.close()
+
+
 run_tests([split_matches_lookup, affinity_across_reconnects, refused_backend_next_in_list,
-           all_backends_down])
+           all_backends_down, unresponsive_backend_times_out])
