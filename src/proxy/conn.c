@@ -97,11 +97,18 @@ static void starve_remove(struct worker *w, struct half *h)
 	h->starved_next = NULL;
 }
 
-static void half_recv(struct worker *w, struct conn *c, int i)
+/*
+ * Arm the recv of half <i>. <poll_first>: the socket is most likely empty
+ * (the last recv drained it), so skip the attempt that would fail with
+ * EAGAIN and wait for data right away.
+ */
+static void half_recv(struct worker *w, struct conn *c, int i, bool poll_first)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
 	io_uring_prep_recv(sqe, c->fd[i], NULL, w->buf_size, 0);
+	if (poll_first)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 	sqe->flags |= IOSQE_BUFFER_SELECT;
 	sqe->buf_group = 0;
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_RECV + i));
@@ -135,7 +142,7 @@ void conn_wake_starved(struct worker *w)
 		h->starved = false;
 		h->starved_next = NULL;
 		if (c->state == CONN_OPEN)
-			half_recv(w, c, h->idx);
+			half_recv(w, c, h->idx, false);
 		/* a recv uses a buffer only when data arrives: wake one per free buffer, roughly */
 		if (w->buf_count - w->bufs_out <= 1)
 			break;
@@ -370,8 +377,9 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		hlb_stat_add(&c->svc->wstats[w->id].total, 1);
 		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed))
 			atomic_store_explicit(&failed->consecutive_fail, 0, memory_order_relaxed);
-		half_recv(w, c, 0);
-		half_recv(w, c, 1);
+		/* the client may have sent already; a backend rarely speaks first */
+		half_recv(w, c, 0, false);
+		half_recv(w, c, 1, true);
 		return;
 	}
 	/* -ECANCELED: the linked timeout fired (aborts are handled before) */
@@ -430,7 +438,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			c->last_ms = (uint32_t)w->now_ms;
 			if (h->send_bid == BUF_NONE) {
 				half_send(w, c, i, bid, 0, res);
-				half_recv(w, c, i);
+				half_recv(w, c, i, !(cqe->flags & IORING_CQE_F_SOCK_NONEMPTY));
 			} else {
 				h->pend_bid = bid;
 				h->pend_len = res;
@@ -481,7 +489,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 
 			h->pend_bid = BUF_NONE;
 			half_send(w, c, i, bid, 0, h->pend_len);
-			half_recv(w, c, i);
+			half_recv(w, c, i, false);
 		} else if (h->eof) {
 			half_finish(w, c, i);
 		}
