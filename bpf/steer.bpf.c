@@ -14,7 +14,7 @@
  *     segments left are walked (up to HLB_STEER_IPV6_EXT_MAX); a routing
  *     header with segments left, or more extension headers, are passed;
  *   - non-TCP, or TCP to a port that is no VIP: passed;
- *   - TCP to a VIP with a truncated or bad header: dropped;
+ *   - TCP to a VIP address with a truncated or bad header: dropped;
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
  *     active table half (new flow or rescheduled).
  */
@@ -38,6 +38,10 @@ const volatile __u32 backends_cap = 1;
 const volatile __u32 slots_cap = 1;
 const volatile __u32 points_cap = 1;
 const volatile __u32 buckets_cap = 1;
+/* Benchmarks only: make every packet a new flow (its source address XORed
+ * with a counter), so that BPF_PROG_TEST_RUN's repeat measures the new-flow
+ * path warm. Zero in production: the verifier removes the code. */
+const volatile __u32 bench_new_flows = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -68,11 +72,11 @@ struct {
 } hlb_backends SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 2); /* 2 * backends_cap */
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* backends_cap */
+	__type(key, __u32);
 	__type(value, struct hlb_steer_backend);
-} hlb_by_id SEC(".maps");
+} hlb_bslots SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -324,38 +328,39 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	if (proto != IPPROTO_TCP)
 		return pass(st);
 
-	/* The destination port is needed to know whether this is ours; until
-	 * it is known to be, a short packet is someone else's business. */
+	/* A short or bad TCP header is dropped if it is ours, passed if not:
+	 * only then is the VIP map asked (the port may be cut off too). */
 	tcp = l4;
-	if ((void *)tcp + 4 > data_end)
-		return is_vip_addr(pk.key.dst) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
-
-	struct hlb_steer_vip_key vk = {};
-
-	__builtin_memcpy(vk.addr, pk.key.dst, 16);
-	vk.port = tcp->dest;
-	if (vk.port == 0 || !bpf_map_lookup_elem(&hlb_vips, &vk))
-		return pass(st);
 	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 || (void *)tcp + tcp->doff * 4 > data_end)
-		return drop(st, HLB_STEER_DROP_MALFORMED);
+		return is_vip_addr(pk.key.dst) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
 
 	pk.key.sport = tcp->source;
 	pk.key.dport = tcp->dest;
-	__builtin_memcpy(pk.tuple, pk.key.src, 16);
-	__builtin_memcpy(pk.tuple + 16, &pk.key.sport, 2);
-	__builtin_memcpy(pk.tuple + 18, pk.key.dst, 16);
-	__builtin_memcpy(pk.tuple + 34, &pk.key.dport, 2);
+	if (bench_new_flows && st) {
+		__u32 c = (__u32)st->packets;
 
-	/* Established flow whose backend is still kept: stay on it. */
+		pk.key.src[12] ^= c;
+		pk.key.src[13] ^= c >> 8;
+		pk.key.src[14] ^= c >> 16;
+		pk.key.src[15] ^= c >> 24;
+	}
+
+	/*
+	 * Conntrack first: a flow has an entry only if it was sent to a VIP
+	 * (the loader deletes the entries of a VIP it stops serving), so a hit
+	 * is the whole check for an established flow, one hash lookup. Traffic
+	 * that is not ours pays two lookups (conntrack, then VIP) instead of
+	 * one: an LB's interface mostly carries its VIPs'.
+	 */
 	struct hlb_steer_flow *fl = bpf_map_lookup_elem(&hlb_flows, &pk.key);
 	struct hlb_steer_backend *be;
 	int resched = 0;
 
 	if (fl) {
-		__u64 id = fl->backend_id;
+		__u32 slot = fl->slot;
 
-		be = bpf_map_lookup_elem(&hlb_by_id, &id);
-		if (be && (be->flags & HLB_STEER_BACKEND_F_KEEP)) {
+		be = bpf_map_lookup_elem(&hlb_bslots, &slot);
+		if (be && be->id == fl->backend_id && (be->flags & HLB_STEER_BACKEND_F_KEEP)) {
 			if (st) {
 				st->ct_hits++;
 				st->packets++;
@@ -366,7 +371,19 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 			return V_FORWARD;
 		}
 		resched = 1;
+	} else {
+		struct hlb_steer_vip_key vk = {};
+
+		__builtin_memcpy(vk.addr, pk.key.dst, 16);
+		vk.port = tcp->dest;
+		if (vk.port == 0 || !bpf_map_lookup_elem(&hlb_vips, &vk))
+			return pass(st);
 	}
+
+	__builtin_memcpy(pk.tuple, pk.key.src, 16);
+	__builtin_memcpy(pk.tuple + 16, &pk.key.sport, 2);
+	__builtin_memcpy(pk.tuple + 18, pk.key.dst, 16);
+	__builtin_memcpy(pk.tuple + 34, &pk.key.dport, 2);
 
 	__u32 zero = 0, half;
 	__u32 *active = bpf_map_lookup_elem(&hlb_active, &zero);
@@ -392,7 +409,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	if (!be)
 		return drop(st, HLB_STEER_DROP_TABLE);
 
-	struct hlb_steer_flow nf = { .backend_id = be->id };
+	struct hlb_steer_flow nf = { .backend_id = be->id, .slot = be->slot };
 
 	bpf_map_update_elem(&hlb_flows, &pk.key, &nf, BPF_ANY);
 	if (st) {

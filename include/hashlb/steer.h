@@ -48,6 +48,7 @@ struct hashlb_steer_opts {
 	uint32_t max_maglev_m;
 	uint32_t max_ring_points;
 	bool keep; /* leave the program attached when freed */
+	bool bench_new_flows; /* benchmarks only: every packet is a new flow */
 };
 
 /* Where a backend's frames go, one per backend of the table, same index. */

@@ -12,7 +12,7 @@
  *   hlb_active   array  0 -> u32                the table half in use (0 or 1)
  *   hlb_tables   array  half -> table           per-half scheme, seed, sizes
  *   hlb_backends array  half*cap + idx -> backend
- *   hlb_by_id    hash   backend id -> backend   what conntrack entries resolve
+ *   hlb_bslots   array  slot -> backend         what conntrack entries resolve
  *   hlb_slots    array  half*cap + slot/4 -> slots   (Maglev, 4 slots a value)
  *   hlb_points   array  half*cap + i -> ring_point   (ring, sorted)
  *   hlb_buckets  array  half*cap + b -> u32           (ring two-level index)
@@ -67,14 +67,19 @@ struct hlb_steer_table {
 	__u32 pad;
 };
 
-/* A backend as the data path needs it: where to send a frame. */
+/* A backend as the data path needs it: where to send a frame. Each backend
+ * also has a slot in hlb_bslots that stays its own for as long as it is
+ * configured, whatever its index in a table: conntrack entries name the
+ * slot (an array index, far cheaper than a hash lookup) and the id, and an
+ * entry whose slot now holds another id, or a backend without KEEP, is
+ * rescheduled. */
 struct hlb_steer_backend {
 	__u64 id; /* XXH64(name, 0): identity for conntrack across tables */
 	__u8 dst_mac[6]; /* the backend's MAC */
 	__u8 src_mac[6]; /* the egress interface's MAC */
 	__u32 ifindex; /* egress; 0 = the interface the packet came in on */
 	__u32 flags; /* HLB_STEER_BACKEND_F_* */
-	__u32 pad;
+	__u32 slot; /* its index in hlb_bslots */
 };
 
 /* Established flows stay on this backend (up or draining). Without it the
@@ -101,6 +106,8 @@ struct hlb_steer_flow_key {
 
 struct hlb_steer_flow {
 	__u64 backend_id;
+	__u32 slot;
+	__u32 pad;
 };
 
 enum hlb_steer_drop {
@@ -129,7 +136,7 @@ _Static_assert(sizeof(struct hlb_steer_backend) == 32, "backend layout");
 _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
-_Static_assert(sizeof(struct hlb_steer_flow) == 8, "flow layout");
+_Static_assert(sizeof(struct hlb_steer_flow) == 16, "flow layout");
 _Static_assert(sizeof(struct hlb_steer_stats) == (6 + HLB_STEER_DROP_MAX) * 8, "stats layout");
 
 #endif

@@ -31,7 +31,7 @@ enum map_id {
 	M_ACTIVE,
 	M_TABLES,
 	M_BACKENDS,
-	M_BY_ID,
+	M_BSLOTS,
 	M_SLOTS,
 	M_POINTS,
 	M_BUCKETS,
@@ -44,7 +44,7 @@ enum map_id {
 /* Kernel map names (15 characters at most), as in bpf/steer.bpf.c. */
 static const char *const map_names[M_MAX] = {
 	[M_VIPS] = "hlb_vips",	       [M_ACTIVE] = "hlb_active",   [M_TABLES] = "hlb_tables",
-	[M_BACKENDS] = "hlb_backends", [M_BY_ID] = "hlb_by_id",	    [M_SLOTS] = "hlb_slots",
+	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_FLOWS] = "hlb_flows",
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",
 };
@@ -249,8 +249,9 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->skel->rodata->slots_cap = s->slots_cap;
 	s->skel->rodata->points_cap = s->points_cap;
 	s->skel->rodata->buckets_cap = s->buckets_cap;
+	s->skel->rodata->bench_new_flows = o->bench_new_flows;
 	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->backends_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_by_id, 2 * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->backends_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->slots_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->points_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->buckets_cap);
@@ -267,7 +268,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
 	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
 	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
-	s->fd[M_BY_ID] = bpf_map__fd(s->skel->maps.hlb_by_id);
+	s->fd[M_BSLOTS] = bpf_map__fd(s->skel->maps.hlb_bslots);
 	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
 	s->fd[M_POINTS] = bpf_map__fd(s->skel->maps.hlb_points);
 	s->fd[M_BUCKETS] = bpf_map__fd(s->skel->maps.hlb_buckets);
@@ -486,11 +487,30 @@ static int sockaddr_vip(const struct sockaddr_storage *ss, struct hlb_steer_vip_
 	return 0;
 }
 
+/* Delete the conntrack entries whose destination is none of <keys>. */
+static void flows_delete_unserved(struct hashlb_steer *s, const struct hlb_steer_vip_key *keys,
+				  uint32_t nk)
+{
+	struct hlb_steer_flow_key k, next;
+	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
+
+	while (more) {
+		bool served = false;
+
+		k = next;
+		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
+		for (uint32_t i = 0; i < nk && !served; i++)
+			served = keys[i].port == k.dport && memcmp(keys[i].addr, k.dst, 16) == 0;
+		if (!served)
+			bpf_map_delete_elem(s->fd[M_FLOWS], &k);
+	}
+}
+
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err)
 {
 	struct hlb_steer_vip_key *keys, k, next;
-	uint32_t nk = 0;
+	uint32_t nk = 0, removed = 0;
 	int ret = 0;
 
 	keys = calloc((size_t)n * 2 + 1, sizeof(*keys));
@@ -514,7 +534,8 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &a, BPF_ANY) < 0)
 			goto err_sys;
 	}
-	/* Remove the VIPs no longer served. */
+	/* Remove the VIPs no longer served, then their flows: the program
+	 * trusts a conntrack hit without asking the VIP map again. */
 	for (int more = bpf_map_get_next_key(s->fd[M_VIPS], NULL, &next) == 0; more;) {
 		bool keepk = false;
 
@@ -522,9 +543,14 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 		more = bpf_map_get_next_key(s->fd[M_VIPS], &k, &next) == 0;
 		for (uint32_t i = 0; i < nk; i++)
 			keepk = keepk || memcmp(&keys[i], &k, sizeof(k)) == 0;
-		if (!keepk)
+		if (!keepk) {
 			bpf_map_delete_elem(s->fd[M_VIPS], &k);
+			if (k.port)
+				removed++;
+		}
 	}
+	if (removed)
+		flows_delete_unserved(s, keys, nk);
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
@@ -604,7 +630,8 @@ err_sys:
 }
 
 static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t i,
-			  const struct hashlb_steer_dest *d, struct hlb_steer_backend *ret_be)
+			  const struct hashlb_steer_dest *d, uint32_t slot,
+			  struct hlb_steer_backend *ret_be)
 {
 	static const uint8_t zero_mac[6];
 	struct hlb_steer_backend be;
@@ -621,9 +648,44 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 			if_mac(name, be.src_mac);
 	}
 	be.ifindex = d->ifindex;
+	be.slot = slot;
 	if (!hashlb_table_backend_down(t, i) || d->drain)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
 	*ret_be = be;
+}
+
+/*
+ * Give each backend of <t> a slot: the one its id holds already, else a free
+ * one (id 0). <slot_id> holds the ids in the slots now. Returns 0 or -E2BIG.
+ */
+static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
+			const uint64_t *slot_id, uint32_t *ret_slot)
+{
+	uint32_t n = hashlb_table_backend_count(t), next_free = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
+		uint32_t j;
+
+		for (j = 0; j < s->backends_cap && slot_id[j] != id; j++)
+			;
+		if (j == s->backends_cap) {
+			/* Free and not handed out in this round. */
+			for (j = next_free; j < s->backends_cap; j++) {
+				bool taken = slot_id[j] != 0;
+
+				for (uint32_t k = 0; k < i && !taken; k++)
+					taken = ret_slot[k] == j;
+				if (!taken)
+					break;
+			}
+			if (j == s->backends_cap)
+				return -E2BIG;
+			next_free = j + 1;
+		}
+		ret_slot[i] = j;
+	}
+	return 0;
 }
 
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
@@ -632,8 +694,10 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 {
 	struct hashlb_table_view v;
 	struct hlb_steer_table meta;
-	uint32_t zero = 0, active = 0, half, n;
-	uint64_t *ids = NULL, id, next;
+	struct hlb_steer_backend be;
+	uint32_t zero = 0, active = 0, half, n, *slot = NULL;
+	uint64_t *slot_id = NULL;
+	bool *used = NULL;
 	int ret;
 
 	hashlb_table_view(t, &v);
@@ -652,31 +716,46 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	 * (no points: every lookup says "no backend") until then. */
 	half = (active & 1) ^ 1;
 
+	slot = calloc(n ? n : 1, sizeof(*slot));
+	slot_id = calloc(s->backends_cap, sizeof(*slot_id));
+	used = calloc(s->backends_cap, sizeof(*used));
+	if (!slot || !slot_id || !used) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t j = 0; j < s->backends_cap; j++) {
+		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &j, &be) < 0) {
+			ret = -errno;
+			goto err_sys;
+		}
+		slot_id[j] = be.id;
+	}
+	if (assign_slots(s, t, slot_id, slot) < 0) {
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
+				 "the backends before and after this change exceed the loaded "
+				 "capacity %u: restart steering with a larger --max-backends",
+				 s->backends_cap);
+		goto out;
+	}
+
 	memset(&meta, 0, sizeof(meta));
 	meta.seed = hashlb_table_params(t)->seed;
 	meta.key_len = (uint32_t)hashlb_key_len(key);
 	meta.n_backends = n;
 	ret = write_half(s, half, &v, &meta, err);
 	if (ret < 0)
-		return ret;
-
-	ids = calloc(n ? n : 1, sizeof(*ids));
-	if (!ids)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
 	for (uint32_t i = 0; i < n; i++) {
-		struct hlb_steer_backend be;
-
-		backend_value(s, t, i, &dests[i], &be);
-		ids[i] = be.id;
+		backend_value(s, t, i, &dests[i], slot[i], &be);
 		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
 		if (ret < 0)
 			goto err_sys;
-		/* New backends become resolvable before any flow can name
-		 * them; existing ones change state only after the flip. */
-		if (bpf_map_update_elem(s->fd[M_BY_ID], &be.id, &be, BPF_NOEXIST) < 0 &&
-		    errno != EEXIST) {
-			ret = -errno;
-			goto err_sys;
+		/* A new backend's slot is filled before any flow can name it;
+		 * existing ones change state only after the flip. */
+		if (slot_id[slot[i]] != be.id) {
+			ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
+			if (ret < 0)
+				goto err_sys;
 		}
 	}
 	ret = map_write(s->fd[M_TABLES], half, &meta);
@@ -693,36 +772,36 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			goto err_sys;
 	} else {
 		/* A found handle has no barrier map: programs run for
-		 * microseconds, a millisecond-scale pause outlasts them. */
+		 * microseconds, a pause of milliseconds outlasts them. */
 		usleep(20000);
 	}
 
 	for (uint32_t i = 0; i < n; i++) {
-		struct hlb_steer_backend be;
-
-		backend_value(s, t, i, &dests[i], &be);
-		if (bpf_map_update_elem(s->fd[M_BY_ID], &be.id, &be, BPF_ANY) < 0) {
-			ret = -errno;
+		backend_value(s, t, i, &dests[i], slot[i], &be);
+		used[slot[i]] = true;
+		ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
+		if (ret < 0)
 			goto err_sys;
-		}
 	}
 	/* Backends no longer configured: their flows are rescheduled. */
-	for (int more = bpf_map_get_next_key(s->fd[M_BY_ID], NULL, &next) == 0; more;) {
-		bool present = false;
-
-		id = next;
-		more = bpf_map_get_next_key(s->fd[M_BY_ID], &id, &next) == 0;
-		for (uint32_t i = 0; i < n && !present; i++)
-			present = ids[i] == id;
-		if (!present)
-			bpf_map_delete_elem(s->fd[M_BY_ID], &id);
+	memset(&be, 0, sizeof(be));
+	for (uint32_t j = 0; j < s->backends_cap; j++) {
+		if (used[j] || slot_id[j] == 0)
+			continue;
+		ret = map_write(s->fd[M_BSLOTS], j, &be);
+		if (ret < 0)
+			goto err_sys;
 	}
-	free(ids);
-	return 0;
+	ret = 0;
+	goto out;
 err_sys:
-	free(ids);
-	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the steering maps: %s",
-			  strerror(-ret));
+	ret = hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the steering maps: %s",
+			 strerror(-ret));
+out:
+	free(slot);
+	free(slot_id);
+	free(used);
+	return ret;
 }
 
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)

@@ -195,6 +195,19 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 	}
 	CHECK(bad == 0, "%s: %u flows wrong after a backend was removed", sn, bad);
 
+	/* 6. The VIP no longer served: its established flows are passed, not
+	 * forwarded (the program trusts conntrack hits, the loader deletes
+	 * the flows of a VIP it stops serving). */
+	static const char *const other[] = { "10.0.0.11:80" };
+	static const char *const vip[] = { "10.0.0.10:80" };
+	uint8_t frame[256], out[512];
+	size_t len = test_build(&flows[0], frame);
+
+	test_set_vips(s, other, 1);
+	CHECK(test_run(fd, frame, len, out, NULL) == XDP_PASS_,
+	      "%s: a flow of a removed VIP is still forwarded", sn);
+	test_set_vips(s, vip, 1);
+
 	hashlb_table_free(t4);
 	hashlb_table_free(t5);
 	hashlb_table_free(t6);

@@ -31,7 +31,7 @@
 #define XDP_TX_ 3
 #define XDP_REDIRECT_ 4
 
-static int test_failures;
+static int test_failures __attribute__((unused));
 
 #define CHECK(cond, ...)                                                                         \
 	do {                                                                                     \
