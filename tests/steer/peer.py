@@ -2,7 +2,12 @@
 
   peer.py serve NAME PORT
       a backend: to every connection it says "NAME\\n", then answers each line
-      L with "NAME:L\\n"; for `sink` it reads and discards everything.
+      L with "NAME:L\\n".
+  peer.py sink PORT
+      reads and discards; at EOF answers with the byte count.
+  peer.py blast HOST PORT CONNS SECONDS
+      CONNS connections send as fast as they can for SECONDS, then print
+      the bytes/s the sinks confirmed receiving.
   peer.py client VIP PORT N
       opens N connections and prints one JSON line [[sport, name], ...]; then,
       for each line read on stdin ("again" or "quit"), sends a line on every
@@ -60,8 +65,56 @@ def client(vip, port, n):
         conns += fresh
 
 
+def sink(port):
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self):
+            buf = bytearray(1 << 20)
+            total = 0
+            while True:
+                n = self.request.recv_into(buf)
+                if n == 0:
+                    break
+                total += n
+            self.request.sendall(f"{total}\n".encode())
+
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    socketserver.ThreadingTCPServer.daemon_threads = True
+    with socketserver.ThreadingTCPServer(("0.0.0.0", port), Handler) as srv:
+        print("ready", flush=True)
+        srv.serve_forever()
+
+
+def blast(host, port, conns, seconds):
+    import threading
+    import time
+
+    chunk = b"x" * (1 << 20)
+    got = []
+
+    def one():
+        s = socket.create_connection((host, port), timeout=10)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            s.sendall(chunk)
+        s.shutdown(socket.SHUT_WR)
+        got.append(int(s.makefile().readline() or 0))
+        s.close()
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=one) for _ in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(sum(got) / (time.monotonic() - t0), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "sink":
+        sink(int(sys.argv[2]))
+    elif sys.argv[1] == "blast":
+        blast(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     else:
         client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
