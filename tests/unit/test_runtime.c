@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/* The data plane/control plane contract: a retired snapshot is freed only after every
+ * online worker passed a quiescent point, never while one may hold it; backends live
+ * while referenced; refresh marks exactly the unusable backends down; counters sum. */
+#include <arpa/inet.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/runtime.h"
+
+static int freed;
+
+static void count_free(void *p)
+{
+	(void)p;
+	freed++;
+}
+
+static void test_rcu_waits_for_online_readers(void **state)
+{
+	struct hlb_rcu *rcu;
+
+	assert_int_equal(hlb_rcu_new(2, &rcu), 0);
+	freed = 0;
+	hlb_rcu_online(rcu, 0); /* reader 0 may hold the old pointer */
+	/* reader 1 stays offline: it never blocks reclamation */
+	assert_int_equal(hlb_rcu_defer(rcu, count_free, NULL), 0);
+	assert_int_equal(hlb_rcu_poll(rcu), 1);
+	assert_int_equal(freed, 0);
+	hlb_rcu_quiescent(rcu, 0); /* passed a point where it holds nothing */
+	assert_int_equal(hlb_rcu_poll(rcu), 0);
+	assert_int_equal(freed, 1);
+	hlb_rcu_free(rcu);
+}
+
+static void test_rcu_going_offline_is_quiescent(void **state)
+{
+	struct hlb_rcu *rcu;
+
+	assert_int_equal(hlb_rcu_new(2, &rcu), 0);
+	freed = 0;
+	hlb_rcu_online(rcu, 0);
+	hlb_rcu_online(rcu, 1);
+	assert_int_equal(hlb_rcu_defer(rcu, count_free, NULL), 0);
+	hlb_rcu_offline(rcu, 0);
+	assert_int_equal(hlb_rcu_poll(rcu), 1); /* reader 1 still online since before */
+	hlb_rcu_offline(rcu, 1);
+	hlb_rcu_online(rcu, 1); /* back online after the retirement: cannot hold it */
+	assert_int_equal(hlb_rcu_poll(rcu), 0);
+	assert_int_equal(freed, 1);
+	/* An entry retired later waits for reader 1 again. */
+	assert_int_equal(hlb_rcu_defer(rcu, count_free, NULL), 0);
+	assert_int_equal(hlb_rcu_poll(rcu), 1);
+	hlb_rcu_offline(rcu, 1);
+	hlb_rcu_barrier(rcu);
+	assert_int_equal(freed, 2);
+	hlb_rcu_free(rcu);
+}
+
+static void backend_cfg(struct hashlb_backend_cfg *c, const char *name, int port)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)&c->addr;
+
+	memset(c, 0, sizeof(*c));
+	c->name = (char *)name;
+	c->address = (char *)"127.0.0.1";
+	in->sin_family = AF_INET;
+	in->sin_port = htons(port);
+	in->sin_addr.s_addr = htonl(0x7f000001);
+	c->addr_len = sizeof(*in);
+	c->weight = 1;
+}
+
+static void service_cfg(struct hashlb_service_cfg *s, struct hashlb_backend_cfg *b, uint32_t n)
+{
+	memset(s, 0, sizeof(*s));
+	s->name = (char *)"svc";
+	hashlb_table_params_init(&s->table, HASHLB_SCHEME_MAGLEV);
+	s->table.maglev_m = 251;
+	s->key = HASHLB_KEY_SRC_IP;
+	s->connect_timeout_ms = 1000;
+	s->connect_retries = 2;
+	s->backends = b;
+	s->n_backends = n;
+}
+
+static void test_snapshot_refresh_and_publish(void **state)
+{
+	struct hashlb_backend_cfg bc[3];
+	struct hashlb_service_cfg sc;
+	struct hlb_backend *b[3];
+	struct hlb_snapshot *s1, *s2;
+	struct hlb_service *svc;
+	struct hlb_rcu *rcu;
+	uint32_t up = 0;
+
+	backend_cfg(&bc[0], "a", 1);
+	backend_cfg(&bc[1], "b", 2);
+	backend_cfg(&bc[2], "c", 3);
+	service_cfg(&sc, bc, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(hlb_backend_new(&bc[i], 2, &b[i]), 0);
+	assert_int_equal(hlb_rcu_new(1, &rcu), 0);
+	assert_int_equal(hlb_service_new("svc", 2, &svc), 0);
+	assert_int_equal(hlb_snapshot_build(&sc, b, 1, &s1, NULL), 0);
+	assert_int_equal(s1->n_backends, 3);
+	assert_int_equal(s1->up_weight, 3);
+	assert_int_equal(s1->connect_retries, 2);
+	assert_int_equal(hlb_service_publish(svc, s1, rcu), 0);
+	assert_ptr_equal(hlb_service_snapshot(svc), s1);
+
+	/* b fails its health check: the refresh has b down, a and c untouched. */
+	atomic_store(&b[1]->healthy, false);
+	assert_int_equal(hlb_snapshot_refresh(s1, 2, &s2, NULL), 0);
+	assert_true(hashlb_table_backend_down(s2->table, 1));
+	assert_false(hashlb_table_backend_down(s2->table, 0));
+	assert_int_equal(s2->up_weight, 2);
+	for (uint64_t h = 0; h < 1000; h++) {
+		uint32_t before = hashlb_table_lookup(s1->table, h * 0x9e3779b97f4a7c15ull);
+		uint32_t after = hashlb_table_lookup(s2->table, h * 0x9e3779b97f4a7c15ull);
+
+		assert_int_not_equal(after, 1);
+		if (before != 1)
+			assert_int_equal(before, after);
+		up += after != 1;
+	}
+	assert_int_equal(up, 1000);
+
+	/* A worker online since before the publish keeps s1 alive. */
+	hlb_rcu_online(rcu, 0);
+	assert_int_equal(hlb_service_publish(svc, s2, rcu), 0);
+	assert_int_equal(hlb_rcu_poll(rcu), 1);
+	/* A connection's reference keeps a backend whatever is published. */
+	hlb_backend_ref(b[1]);
+	hlb_rcu_quiescent(rcu, 0);
+	assert_int_equal(hlb_rcu_poll(rcu), 0);
+	/* refs of b: ours (creation), s2's, the connection's */
+	assert_int_equal(atomic_load(&b[1]->refs), 3);
+	hlb_backend_unref(b[1]); /* the connection closes */
+	for (int i = 0; i < 3; i++)
+		hlb_backend_unref(b[i]);
+	hlb_service_unref(svc); /* frees s2 and, with it, the backends */
+	hlb_rcu_free(rcu);
+}
+
+static void test_counters_sum_over_workers(void **state)
+{
+	struct hashlb_backend_cfg bc;
+	struct hlb_backend_counters c;
+	struct hlb_backend *b;
+
+	backend_cfg(&bc, "a", 1);
+	assert_int_equal(hlb_backend_new(&bc, 3, &b), 0);
+	hlb_stat_add(&b->wstats[0].bytes_in, 100);
+	hlb_stat_add(&b->wstats[2].bytes_in, 23);
+	hlb_stat_add(&b->wstats[1].connect_fail, 2);
+	hlb_stat_add(&b->wstats[1].connect_timeout, 1);
+	hlb_stat_add(&b->wstats[0].established, 5);
+	atomic_fetch_add(&b->active, 4);
+	hlb_backend_counters_read(b, &c);
+	assert_int_equal(c.bytes_in, 123);
+	assert_int_equal(c.connect_fail, 2);
+	assert_int_equal(c.connect_timeout, 1);
+	assert_int_equal(c.total, 5);
+	assert_int_equal(c.active, 4);
+	assert_true(hlb_backend_usable(b));
+	atomic_store(&b->admin, HASHLB_ADMIN_DRAIN);
+	assert_false(hlb_backend_usable(b));
+	hlb_backend_unref(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rcu_waits_for_online_readers),
+		cmocka_unit_test(test_rcu_going_offline_is_quiescent),
+		cmocka_unit_test(test_snapshot_refresh_and_publish),
+		cmocka_unit_test(test_counters_sum_over_workers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
