@@ -108,7 +108,10 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
 		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64 "}",
 		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
-		hlb_pool_backend_up(b) ? "true" : "false", backend_ramp(b),
+		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx)
+			? "true"
+			: "false",
+		backend_ramp(b),
 		snap && idx < snap->n_backends ? hashlb_table_share(snap->table, idx) : 0.0,
 		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
 		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,

@@ -15,6 +15,10 @@ struct hlb_loop {
 	uint64_t armed_ms; /* what the timerfd is set to; 0 = disarmed */
 	struct hlb_timer **heap;
 	size_t n, cap;
+	/* The batch being dispatched: a callback may unregister (and free)
+	 * another io whose event is still ahead in it, see hlb_loop_del(). */
+	struct epoll_event batch[64];
+	int batch_n, batch_i;
 };
 
 uint64_t hlb_now_ns(void)
@@ -110,6 +114,9 @@ int hlb_loop_mod(struct hlb_loop *l, struct hlb_io *io, uint32_t events)
 
 void hlb_loop_del(struct hlb_loop *l, struct hlb_io *io)
 {
+	for (int i = l->batch_i + 1; i < l->batch_n; i++)
+		if (l->batch[i].data.ptr == io)
+			l->batch[i].data.ptr = NULL;
 	if (io->fd >= 0)
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
 }
@@ -236,18 +243,20 @@ void hlb_timer_cancel(struct hlb_loop *l, struct hlb_timer *t)
 
 int hlb_loop_run_once(struct hlb_loop *l, int timeout_ms)
 {
-	struct epoll_event ev[64];
 	uint64_t now;
-	int n, i, handled;
+	int n, handled;
 
-	n = epoll_wait(l->epfd, ev, 64, timeout_ms);
+	n = epoll_wait(l->epfd, l->batch, 64, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
-	for (i = 0; i < n; i++) {
-		struct hlb_io *io = ev[i].data.ptr;
+	l->batch_n = n;
+	for (l->batch_i = 0; l->batch_i < n; l->batch_i++) {
+		struct hlb_io *io = l->batch[l->batch_i].data.ptr;
 
-		io->fn(io->arg, ev[i].events);
+		if (io)
+			io->fn(io->arg, l->batch[l->batch_i].events);
 	}
+	l->batch_n = l->batch_i = 0;
 	handled = n;
 	/* A callback may arm or cancel timers, so take them one at a time. */
 	now = hlb_now_ms();

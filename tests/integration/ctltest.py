@@ -1,0 +1,106 @@
+"""Helpers for the control plane's integration tests: hashlb run with its admin
+endpoint on a port the kernel picks, read back from the log, and a client for it."""
+import json
+import re
+import socket
+import subprocess
+import time
+
+from lbtest import HASHLB, Hashlb
+
+
+def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2,
+           health="interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3", admin="127.0.0.1:0",
+           listen="127.0.0.1:0"):
+    """A one-service config with health checks on and the admin endpoint on port 0;
+    <backends> is a list of (name, "host:port") or (name, "host:port", "key: value"...)."""
+    lines = [f"workers: {workers}", f"admin: {admin}", "services:", f"  - name: {name}",
+             f"    listen: {listen}", f"    scheme: {scheme}", f"    hash_key: {key}",
+             "    health:"]
+    lines += ["      " + l for l in health.strip("\n").splitlines()]
+    lines += ["    " + l for l in extra.strip("\n").splitlines()] if extra else []
+    lines.append("    backends:")
+    for b in backends:
+        lines += [f"      - name: {b[0]}", f"        address: {b[1]}"]
+        lines += [f"        {kv}" for kv in b[2:]]
+    return "\n".join(lines) + "\n"
+
+
+class Lb(Hashlb):
+    """hashlb run plus its admin endpoint."""
+
+    def __init__(self, cfg_text, **kw):
+        super().__init__(cfg_text, **kw)
+        end = time.time() + 10
+        self.admin = None
+        while time.time() < end and not self.admin:
+            for line in self.log:
+                m = re.search(r'msg="admin listening" addr=(\S+)', line)
+                if m:
+                    self.admin = m.group(1)
+            time.sleep(0.02)
+        if not self.admin:
+            raise SystemExit("no admin endpoint:\n" + "\n".join(self.log))
+
+    def http(self, method, path, timeout=10):
+        """(status, body) of one request to the admin endpoint."""
+        host, port = self.admin.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=timeout)
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                  "Content-Length: 0\r\n\r\n".encode())
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        s.close()
+        head, _, body = buf.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body.decode()
+
+    def rewrite(self, cfg_text):
+        """Replace the config file (for a reload), keeping the bound listen and admin ports."""
+        cfg_text = cfg_text.replace("listen: 127.0.0.1:0", f"listen: {self.addrs[0]}", 1)
+        cfg_text = cfg_text.replace("admin: 127.0.0.1:0", f"admin: {self.admin}", 1)
+        with open(self.path, "w") as f:
+            f.write(cfg_text)
+
+    def status(self):
+        code, body = self.http("GET", "/status")
+        assert code == 200, body
+        return json.loads(body)
+
+    def service(self, i=0):
+        return self.status()["services"][i]
+
+    def backend(self, name, i=0):
+        for b in self.service(i)["backends"]:
+            if b["name"] == name:
+                return b
+        return None
+
+    def ctl(self, *args):
+        """hashlb ctl --admin ADDR ARGS: (exit status, stdout, stderr)."""
+        p = subprocess.run([HASHLB, "ctl", "--admin", self.admin, *args], capture_output=True,
+                           text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    def lookup(self, clients):
+        """{client: backend} from the running table (hashlb ctl lookup)."""
+        out = {}
+        for i in range(0, len(clients), 400):
+            rc, so, se = self.ctl("lookup", *clients[i:i + 400])
+            assert rc == 0, se
+            for line in so.splitlines():
+                f = line.split()
+                out[f[0]] = f[2]
+        return out
+
+    def wait(self, cond, timeout=10, step=0.02):
+        """Poll <cond>() until true; the seconds it took, or None."""
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if cond():
+                return time.time() - t0
+            time.sleep(step)
+        return None

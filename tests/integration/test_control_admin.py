@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""The admin endpoint and hashlb ctl against a running hashlb: drain keeps established
+connections and sends no new clients; maint closes nothing, takes no traffic and stops the
+checks; bounded load caps a hot backend; a broken reload keeps the running config and reports
+FILE:LINE:COLUMN; /metrics parses as Prometheus text and its counters match the traffic."""
+import math
+import re
+import time
+
+from ctltest import Lb, config
+from lbtest import Backend, check, client_ip, connect, read_line, run_tests, who
+
+bs = [Backend(n) for n in "abc"]
+BACKENDS = [(b.name, b.addr) for b in bs]
+
+
+def clients_of(lb, name, n=5):
+    clients = [client_ip(i * 7919) for i in range(400)]
+    table = lb.lookup(clients)
+    return [c for c in clients if table[c] == name][:n]
+
+
+def drain_keeps_connections_takes_no_new_clients():
+    lb = Lb(config(BACKENDS))
+    mine = clients_of(lb, "b")
+    held = connect(lb.addr, mine[0])
+    check(read_line(held) == "b", "the client reaches b")
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 0 and "state drain" in so, f"ctl set b drain: {so}{se}")
+    check(all(who(lb.addr, c) not in ("b", "") for c in mine), "b's clients go elsewhere")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "the established connection to b carries on")
+    check(lb.backend("b")["active"] == 1, "status counts it as b's active connection")
+    rc, so, se = lb.ctl("status")
+    check(re.search(r"\bb\s+\S+\s+1\s+drain\b", so), f"status shows b draining:\n{so}")
+    held.close()
+    lb.ctl("set", "b", "ready")
+    check(all(who(lb.addr, c) == "b" for c in mine), "ready again: its clients return")
+    check(lb.stop() == 0, "exit 0")
+
+
+def maint_closes_nothing_takes_no_traffic():
+    lb = Lb(config(BACKENDS))
+    mine = clients_of(lb, "c")
+    held = connect(lb.addr, mine[0])
+    check(read_line(held) == "c", "the client reaches c")
+    rc, so, se = lb.ctl("set", "c", "maint")
+    check(rc == 0, f"ctl set c maint: {se}")
+    checks = lb.backend("c")["checks_ok"]
+    time.sleep(0.4)
+    b = lb.backend("c")
+    check(b["checks_ok"] == checks and b["health"] == "unchecked", "maint stops the checks")
+    check(all(who(lb.addr, c) not in ("c", "") for c in mine), "c takes no new client")
+    held.sendall(b"ping\n")
+    check(read_line(held) == "ping", "the connection to c is not closed")
+    held.close()
+    rc, so, se = lb.ctl("set", "c", "ready")
+    # Leaving maint, c is checked again and comes back after rise passed checks.
+    t = lb.wait(lambda: lb.backend("c")["in_table"], timeout=5)
+    check(t is not None, "c is back after its checks pass")
+    check(all(who(lb.addr, c) == "c" for c in mine), "and takes its clients again")
+    rc, so, se = lb.ctl("set", "c", "sleeping")
+    check(rc == 1 and "unknown state" in se, f"a bad state is refused: {se}")
+    rc, so, se = lb.ctl("set", "nobody", "drain")
+    check(rc == 1 and "no backend" in se, f"an unknown backend is refused: {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def weight_change_rebuilds():
+    lb = Lb(config(BACKENDS))
+    gen = lb.service()["generation"]
+    rc, so, se = lb.ctl("set", "a", "weight", "3")
+    check(rc == 0, f"ctl set a weight 3: {se}")
+    svc = lb.service()
+    share = {b["name"]: b["share"] for b in svc["backends"]}
+    check(svc["generation"] > gen and 0.55 < share["a"] < 0.65, f"a takes 3/5 now: {share}")
+    rc, so, se = lb.ctl("--json", "table")
+    check(rc == 0 and '"weight":3' in so, f"ctl --json table shows the weight: {so}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def bounded_load_caps_a_hot_backend():
+    """40 connections from one client IP (one backend by hash) spread with balance_factor."""
+    more = [Backend(n) for n in "d"]
+    lb = Lb(config(BACKENDS + [(b.name, b.addr) for b in more], extra="balance_factor: 1.25"))
+    conns, names = [], {}
+    for _ in range(40):
+        s = connect(lb.addr, "127.0.0.77")
+        n = read_line(s)
+        names[n] = names.get(n, 0) + 1
+        conns.append(s)
+    cap = math.ceil(1.25 * 40 / 4) + 1
+    print(f"    40 connections from one client: {dict(sorted(names.items()))} (cap {cap})")
+    check(max(names.values()) <= cap, f"no backend above factor x average ({names})")
+    check(len(names) >= 3, "the hot client's connections spread over the list")
+    for s in conns:
+        s.close()
+    # Without bounded load every one of them goes to the same backend.
+    lb.stop()
+    lb = Lb(config(BACKENDS + [(b.name, b.addr) for b in more]))
+    check(len({who(lb.addr, "127.0.0.77") for _ in range(10)}) == 1, "without it: one backend")
+    check(lb.stop() == 0, "exit 0")
+    for b in more:
+        b.stop()
+
+
+def broken_reload_keeps_serving_and_says_where():
+    lb = Lb(config(BACKENDS))
+    good = open(lb.path).read()
+    bad = good.replace("scheme: maglev", "scheme: maglev\n    hash_kee: src-ip", 1)
+    line = bad.splitlines().index("    hash_kee: src-ip") + 1
+    with open(lb.path, "w") as f:
+        f.write(bad)
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and f"{lb.path}:{line}:5:" in se, f"ctl reload fails at {line}:5: {se!r}")
+    st = lb.status()
+    err = st["reloads"]["last_error"] or {}
+    check(err.get("line") == line and err.get("column") == 5 and "hash_kee" in err.get("message", ""),
+          f"status reports the position: {err}")
+    check(st["reloads"]["failed"] == 1, "counted as failed")
+    rc, so, se = lb.ctl("status")
+    check(f":{line}:5:" in so and "FAILED" in so, f"ctl status says so:\n{so}")
+    check(who(lb.addr, "127.0.0.5") in ("a", "b", "c"), "the old config keeps serving")
+    check(lb.wait_log(rf'msg="reload failed.*line={line} column=5'), "and the log says where")
+    lb.rewrite(good)
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.status()["reloads"]["last_error"] is None, f"a fixed config reloads: {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
+# --- a Prometheus text-format (0.0.4) parser, strict ---
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(rf"^({NAME})(\{{(?:{LABEL}(?:,{LABEL})*)?\}})? (\S+)( -?\d+)?$")
+
+
+def parse_prometheus(text):
+    """{(name, labels): value}; raises ValueError on anything the format does not allow."""
+    if not text.endswith("\n"):
+        raise ValueError("no final newline")
+    types, helps, samples, seen_families, current = {}, {}, {}, set(), None
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            if not re.fullmatch(NAME, name) or typ not in ("counter", "gauge", "histogram", "summary", "untyped"):
+                raise ValueError(f"line {n}: bad TYPE: {line}")
+            if name in types or name in seen_families:
+                raise ValueError(f"line {n}: TYPE for {name} twice or after its samples")
+            types[name] = typ
+        elif line.startswith("# HELP "):
+            name = line.split(" ", 3)[2]
+            if name in helps:
+                raise ValueError(f"line {n}: HELP for {name} twice")
+            helps[name] = True
+        elif line.startswith("#") or not line.strip():
+            continue
+        else:
+            m = SAMPLE.match(line)
+            if not m:
+                raise ValueError(f"line {n}: not a sample: {line!r}")
+            name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+            float(value)  # "NaN", "+Inf" parse too
+            if name != current:
+                if name in seen_families:
+                    raise ValueError(f"line {n}: samples of {name} are not together")
+                seen_families.add(name)
+                current = name
+            if types.get(name) == "counter" and not name.endswith("_total"):
+                raise ValueError(f"line {n}: counter {name} without _total")
+            if (name, labels) in samples:
+                raise ValueError(f"line {n}: duplicate series {name}{labels}")
+            samples[(name, labels)] = float(value)
+    for (name, _) in samples:
+        if name not in types:
+            raise ValueError(f"{name} has no TYPE")
+    return samples
+
+
+def metric(samples, name, **labels):
+    total = 0.0
+    for (n, ls), v in samples.items():
+        if n == name and all(f'{k}="{val}"' in ls for k, val in labels.items()):
+            total += v
+    return total
+
+
+def metrics_parse_and_match_traffic():
+    lb = Lb(config(BACKENDS))
+    payload = b"x" * 1000
+    n = 60
+    per = {}
+    for i in range(n):
+        s = connect(lb.addr, client_ip(i * 101))
+        name = read_line(s)
+        per[name] = per.get(name, 0) + 1
+        s.sendall(payload)
+        s.shutdown(1)
+        got = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        s.close()
+        check(got == payload, "echoed intact")
+    lb.wait(lambda: lb.service()["connections"]["active"] == 0, timeout=5)
+    code, text = lb.http("GET", "/metrics")
+    check(code == 200, f"GET /metrics: {code}")
+    try:
+        m = parse_prometheus(text)
+    except ValueError as e:
+        check(False, f"/metrics is not valid Prometheus text: {e}")
+        return
+    check(metric(m, "hashlb_backend_connections_total") == n, "connections_total = connections made")
+    for name, k in per.items():
+        check(metric(m, "hashlb_backend_connections_total", backend=name) == k,
+              f"{name}: connections_total = {k}")
+        check(metric(m, "hashlb_backend_received_bytes_total", backend=name) ==
+              k * (len(name) + 1 + len(payload)), f"{name}: bytes from the backend")
+    check(metric(m, "hashlb_backend_sent_bytes_total") == n * len(payload), "bytes to the backends")
+    check(metric(m, "hashlb_service_lookups_total", service="t") == n, "lookups = connections")
+    check(metric(m, "hashlb_service_active_connections") == 0, "no connection left open")
+    check(metric(m, "hashlb_backend_up") == 3, "three backends up")
+    check(metric(m, "hashlb_backend_admin_state", state="ready") == 3, "three ready")
+    check(metric(m, "hashlb_service_table_generation") >= 1, "a table generation")
+    check(any(n == "hashlb_service_table_info" and "fingerprint=" in ls for (n, ls) in m),
+          "the table's fingerprint as a label")
+    check(metric(m, "hashlb_process_max_fds") > 0 and metric(m, "hashlb_process_open_fds") > 0,
+          "fd limit and use")
+    check(metric(m, "hashlb_backend_checks_passed_total") > 0, "health checks counted")
+    check(metric(m, "hashlb_reloads_total", result="ok") == 0, "no reload yet")
+    rc, so, se = lb.ctl("metrics")
+    check(rc == 0 and so.startswith("# HELP"), "hashlb ctl metrics prints the same text")
+    check(lb.stop() == 0, "exit 0")
+
+
+run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
+           weight_change_rebuilds, bounded_load_caps_a_hot_backend,
+           broken_reload_keeps_serving_and_says_where, metrics_parse_and_match_traffic])
+for b in bs:
+    b.stop()

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Health checks with real processes: a killed backend is marked down within fall x interval
+and back up after rise x interval once restarted; only its clients move meanwhile (lookup and
+real connections); connect failures seen by the forwarder count toward fall; a backend that
+flaps every 200 ms does not rebuild the table per flap; slow start ramps a new backend."""
+import socket
+import threading
+import time
+
+from ctltest import Lb, config
+from lbtest import Backend, check, client_ip, run_tests, who
+
+INTERVAL, RISE, FALL = 0.1, 2, 3
+SLACK = 0.25  # scheduling on a loaded CI machine; the bound itself is fall x interval
+
+
+def killed_backend_down_then_up():
+    """Stop a backend: down within fall x interval; only its clients move; restart: up again."""
+    bs = [Backend(n) for n in "abcd"]
+    lb = Lb(config([(b.name, b.addr) for b in bs]))
+    clients = [client_ip(i * 7919) for i in range(2000)]
+    before = lb.lookup(clients)
+    gen0 = lb.service()["generation"]
+    victim = bs[1]
+
+    victim.stop()
+    # Down in the published table, i.e. in use by the forwarder.
+    t_down = lb.wait(lambda: not lb.backend("b")["in_table"], timeout=5, step=0.01)
+    print(f"    down after {t_down and t_down * 1000:.0f} ms (fall x interval = "
+          f"{FALL * INTERVAL * 1000:.0f} ms)")
+    check(t_down is not None and t_down <= FALL * INTERVAL + SLACK,
+          f"marked down within fall x interval (+{SLACK}s): {t_down}")
+    check(lb.service()["generation"] > gen0, "a new table was published")
+
+    after = lb.lookup(clients)
+    moved_healthy = [c for c in clients if before[c] != "b" and after[c] != before[c]]
+    check(not moved_healthy, f"{len(moved_healthy)} clients of healthy backends moved")
+    check(all(after[c] != "b" for c in clients), "no client is sent to the down backend")
+    sample = clients[:300]
+    real = {c: who(lb.addr, c) for c in sample}
+    check(all(real[c] == after[c] for c in sample),
+          f"real connections follow the table: {[(c, real[c], after[c]) for c in sample if real[c] != after[c]][:3]}")
+
+    bs[1] = Backend("b", victim.port)
+    t_up = lb.wait(lambda: lb.backend("b")["in_table"], timeout=5, step=0.01)
+    print(f"    up after {t_up and t_up * 1000:.0f} ms (rise x interval = {RISE * INTERVAL * 1000:.0f} ms)")
+    check(t_up is not None and t_up <= RISE * INTERVAL + SLACK,
+          f"up again within rise x interval (+{SLACK}s): {t_up}")
+    check(lb.lookup(clients) == before, "when it is back exactly its clients return")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+def passive_failures_count_toward_fall():
+    """Checks every 10 s, yet a backend that refuses real connections goes down at once."""
+    bs = [Backend(n) for n in "abc"]
+    lb = Lb(config([(b.name, b.addr) for b in bs], health="interval: 10s\ntimeout: 1s\nfall: 3",
+                   extra="connect_retries: 2"))
+    clients = [client_ip(i * 31) for i in range(600)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "c"][:6]
+    time.sleep(0.3)  # the first round of checks has passed
+    bs[2].stop()
+    served = [who(lb.addr, c) for c in mine]  # each fails over to the next backend
+    check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
+    t = lb.wait(lambda: lb.backend("c")["health"] == "down", timeout=3)
+    check(t is not None and t < 2, f"c marked down from passive failures, not the 10 s checks ({t})")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs[:2]:
+        b.stop()
+
+
+def flapping_does_not_rebuild_per_flap():
+    """A backend up 200 ms, down 200 ms, for 4 s: a handful of rebuilds, not one per flap."""
+    bs = [Backend(n) for n in "ab"]
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    lb = Lb(config([(b.name, b.addr) for b in bs] + [("f", f"127.0.0.1:{port}")],
+                   health="interval: 50ms\ntimeout: 50ms\nrise: 2\nfall: 3"))
+    r0 = lb.service()["rebuilds"]
+    stop = time.time() + 4.0
+    flaps = 0
+    while time.time() < stop:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(64)
+        time.sleep(0.2)
+        ls.close()
+        time.sleep(0.2)
+        flaps += 1
+    svc = lb.service()
+    f = [b for b in svc["backends"] if b["name"] == "f"][0]
+    rebuilds = svc["rebuilds"] - r0
+    print(f"    {flaps} flaps, {f['flaps']} seen by the checks, {rebuilds} rebuilds, "
+          f"health now {f['health']}")
+    check(f["flaps"] >= 4, f"the checks saw it flap ({f['flaps']})")
+    check(rebuilds <= 6, f"at most 6 rebuilds for {flaps} flaps ({rebuilds})")
+    check(f["health"] in ("down", "flapping") and not f["in_table"],
+          f"the flapping backend is held out of the table ({f['health']})")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+def slow_start_ramps():
+    """A backend added by a reload takes its clients gradually over slow_start."""
+    bs = [Backend(n) for n in "abcd"]
+    base = [(b.name, b.addr) for b in bs[:3]]
+    extra = "slow_start: 3s"
+    lb = Lb(config(base, extra=extra))
+    lb.rewrite(config(base + [("d", bs[3].addr)], extra=extra))
+    rc, so, se = lb.ctl("reload")
+    t0 = time.time()
+    check(rc == 0, f"reload ok: {se}")
+    clients = [client_ip(i * 613) for i in range(1500)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "d"]
+    check(len(mine) > 200, f"d owns a share of the table ({len(mine)})")
+    samples = []
+    for at in (0.5, 1.5, 3.6):
+        time.sleep(max(0, t0 + at - time.time()))
+        got = {c: who(lb.addr, c) for c in mine}
+        frac = sum(got[c] == "d" for c in mine) / len(mine)
+        samples.append((at, frac, {c for c in mine if got[c] == "d"}))
+        print(f"    t={at:.1f}s: {frac:.0%} of d's clients reach d")
+    check(samples[0][1] < 0.45, f"early on d takes only some of its clients ({samples[0][1]:.0%})")
+    check(samples[0][1] < samples[1][1] < samples[2][1], "the share grows")
+    check(samples[2][1] == 1.0, f"after slow_start d takes all its clients ({samples[2][1]:.0%})")
+    check(samples[0][2] <= samples[1][2] <= samples[2][2],
+          "a client admitted early stays with d as the ramp rises")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+run_tests([killed_backend_down_then_up, passive_failures_count_toward_fall,
+           flapping_does_not_rebuild_per_flap, slow_start_ramps])
