@@ -59,9 +59,8 @@ class Lb(Hashlb):
         return int(head.split()[1]), body.decode()
 
     def rewrite(self, cfg_text):
-        """Replace the config file (for a reload), keeping the bound listen and admin ports."""
+        """Replace the config file (for a reload), keeping the bound listen port (admin: port 0 is left as is)."""
         cfg_text = cfg_text.replace("listen: 127.0.0.1:0", f"listen: {self.addrs[0]}", 1)
-        cfg_text = cfg_text.replace("admin: 127.0.0.1:0", f"admin: {self.admin}", 1)
         with open(self.path, "w") as f:
             f.write(cfg_text)
 

@@ -5,6 +5,7 @@ is refused or dropped, and every reload is counted."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -53,7 +54,8 @@ def reloads_under_traffic():
             except OSError as e:
                 refused.append(repr(e))
 
-    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "16", "-d", "10s", "--timeout", "5s", url],
+    # wrk runs until the reloads are over (SIGINT makes it stop and report).
+    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "16", "-d", "100s", "--timeout", "5s", url],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     t = threading.Thread(target=prober)
     t.start()
@@ -68,6 +70,8 @@ def reloads_under_traffic():
             print(f"    reload {i}: {se.strip()}")
         time.sleep(0.05)
     print(f"    {RELOADS} reloads in {time.time() - t0:.1f}s")
+    time.sleep(0.5)
+    wrk.send_signal(signal.SIGINT)
     out, _ = wrk.communicate(timeout=30)
     done.set()
     t.join()
