@@ -8,8 +8,17 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <linux/types.h>
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+/*
+ * The XXH64 that the BPF steering program runs (bpf/xxh64.h): one
+ * implementation of the tuple hash for the kernel and user space, unrolled
+ * for each of the three lengths. tests/steer proves it equals libxxhash,
+ * tests/unit/test_tuple checks the known answers.
+ */
+#include "xxh64.h"
 
 #include "hashlb/tuple.h"
 
@@ -162,13 +171,14 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 
 uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, uint64_t seed)
 {
-	/* Constant lengths let the inlined XXH64 unroll for each key. */
+	const __u8 *p = (const __u8 *)t;
+
 	switch (key) {
 	case HASHLB_KEY_SRC_IP:
-		return XXH64(t, 16, seed);
+		return hlb_xxh64_16(p, seed);
 	case HASHLB_KEY_SRC_IP_PORT:
-		return XXH64(t, 18, seed);
+		return hlb_xxh64_18(p, seed);
 	default:
-		return XXH64(t, 36, seed);
+		return hlb_xxh64_36(p, seed);
 	}
 }
