@@ -18,6 +18,7 @@
 struct perm {
 	uint32_t next; /* next candidate slot */
 	uint32_t skip;
+	uint32_t back; /* m - skip: c + skip wraps iff c >= back */
 	uint32_t weight;
 	uint32_t credit; /* weighted turns: a turn each time credit reaches w_max */
 	uint16_t idx;
@@ -27,11 +28,19 @@ int maglev_populate(uint16_t *slots, uint32_t m, uint64_t seed, char *const *nam
 		    const uint32_t *weights, const uint32_t *order, uint32_t n)
 {
 	struct perm *p;
+	uint64_t *taken;
 	uint32_t np = 0, w_max = 0, filled = 0;
 
 	p = calloc(n, sizeof(*p));
-	if (!p)
+	/* Which slots are taken, one bit each: the probes of the last turns
+	 * (M x ln M of them in all) stay in L1 instead of walking the 2-byte
+	 * slot array. */
+	taken = calloc(((size_t)m + 63) / 64, sizeof(*taken));
+	if (!p || !taken) {
+		free(p);
+		free(taken);
 		return -ENOMEM;
+	}
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t i = order[k];
 		size_t len = strlen(names[i]);
@@ -40,15 +49,17 @@ int maglev_populate(uint16_t *slots, uint32_t m, uint64_t seed, char *const *nam
 			continue;
 		p[np].next = (uint32_t)(XXH64(names[i], len, seed) % m);
 		p[np].skip = (uint32_t)(XXH64(names[i], len, ~seed) % (m - 1)) + 1;
+		p[np].back = m - p[np].skip;
 		p[np].weight = weights[i];
 		p[np].idx = (uint16_t)i;
 		if (weights[i] > w_max)
 			w_max = weights[i];
 		np++;
 	}
-	memset(slots, 0xff, (size_t)m * sizeof(*slots));
 	if (!np) {
+		memset(slots, 0xff, (size_t)m * sizeof(*slots));
 		free(p);
+		free(taken);
 		return 0; /* every slot HASHLB_BACKEND_NONE */
 	}
 
@@ -61,25 +72,30 @@ int maglev_populate(uint16_t *slots, uint32_t m, uint64_t seed, char *const *nam
 	for (;;) {
 		for (uint32_t k = 0; k < np; k++) {
 			struct perm *e = &p[k];
-			uint32_t c;
+			uint32_t c, skip, back;
 
 			e->credit += e->weight;
 			if (e->credit < w_max)
 				continue;
 			e->credit -= w_max;
 			c = e->next;
-			while (slots[c] != HASHLB_BACKEND_NONE) {
-				c += e->skip;
-				if (c >= m)
-					c -= m;
+			/* locals: with -fno-strict-aliasing the stores to
+			 * taken[] would otherwise reload them every probe */
+			skip = e->skip;
+			back = e->back;
+			while (taken[c / 64] >> (c % 64) & 1) {
+				/* c + skip mod m as one subtraction and a
+				 * select: a 2-cycle chain per probe, not 3 */
+				uint32_t wrapped = c - back;
+
+				c = c < back ? c + skip : wrapped;
 			}
+			taken[c / 64] |= 1ull << (c % 64);
 			slots[c] = e->idx;
-			c += e->skip;
-			if (c >= m)
-				c -= m;
-			e->next = c;
+			e->next = c < back ? c + skip : c - back;
 			if (++filled == m) {
 				free(p);
+				free(taken);
 				return 0;
 			}
 		}

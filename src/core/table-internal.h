@@ -10,12 +10,20 @@
 
 struct ring {
 	uint32_t n; /* points */
-	uint64_t *pos; /* sorted ascending */
-	uint16_t *owner; /* backend index of each point */
+	uint64_t *pos; /* n + 1: sorted ascending, then a UINT64_MAX sentinel */
+	uint16_t *owner; /* n + 1: backend index of each point, then owner[0] again */
+	bool borrowed; /* pos and owner belong to another ring (the full one) */
+	/* The exported two-level index (hashlb_table_view, BPF): 2^bucket_bits <= n. */
 	uint32_t bucket_bits;
 	uint32_t *bucket; /* (1 << bucket_bits) + 1 entries, see hashlb_table_view */
 	uint32_t max_scan;
+	/* The lookup index of user space: 2^hot_bits >= 2n buckets, see ring.c. */
+	uint32_t hot_shift; /* 64 - hot_bits */
+	uint32_t *hot;
 };
+
+/* A hot entry with this bit set is the backend of its whole bucket. */
+#define RING_HOT_UNIFORM 0x80000000u
 
 struct hashlb_table {
 	struct hashlb_table_params params;
@@ -49,18 +57,32 @@ static inline uint32_t maglev_slot(uint64_t hash, uint32_t m)
 	return (uint32_t)(((hash >> 32) * (uint64_t)m) >> 32);
 }
 
-/* Build the full ring: V x weight points per backend. */
+/* Build the full ring: V x weight points per backend (no index). */
 int ring_build(struct ring *r, uint32_t v, uint64_t seed, char *const *names,
 	       const uint32_t *weights, const uint32_t *order, uint32_t n, uint64_t n_points);
-/* Keep the points of <full> whose owner is not down, into <r>. */
+/* Keep the points of <full> whose owner is not down, into <r>; shares
+ * <full>'s arrays when none is down (<full> must then outlive <r>). */
 int ring_filter(struct ring *r, const struct ring *full, const bool *down);
 /* Copy the points of <src> (not its index) into <r>. */
 int ring_copy(struct ring *r, const struct ring *src);
-/* Build the two-level index over r->pos. */
+/* Build both indexes over r->pos. */
 int ring_index(struct ring *r);
 void ring_free(struct ring *r);
 
-/* Index of the first point with pos >= hash (wrapping to 0); r->n > 0. */
+/* The backend of <hash>: HASHLB_BACKEND_NONE for an empty ring. */
+static inline uint32_t ring_lookup(const struct ring *r, uint64_t hash)
+{
+	uint32_t e = r->hot[hash >> r->hot_shift];
+
+	if (e & RING_HOT_UNIFORM)
+		return e & 0xffff;
+	while (r->pos[e] < hash) /* stops at the sentinel at the latest */
+		e++;
+	return r->owner[e]; /* owner[n] is owner[0]: the wrap */
+}
+
+/* Index of the first point with pos >= hash (wrapping to 0) through the
+ * exported index, as BPF walks it; r->n > 0. */
 static inline uint32_t ring_find(const struct ring *r, uint64_t hash)
 {
 	uint64_t b = r->bucket_bits ? hash >> (64 - r->bucket_bits) : 0;

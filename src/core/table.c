@@ -96,11 +96,13 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 	} else {
 		uint64_t pts = (uint64_t)p->ring_v * weight_sum;
 
-		if (pts > (1ull << 31))
+		/* point indices must stay below 2^31 (ring.c's lookup index) */
+		if (pts >= (1ull << 31))
 			return UINT64_MAX;
-		/* full and effective rings, each with an index of <= n buckets */
-		bytes += 2 * pts * (8 + 2 + 4 + 4);
-		bytes += pts * 12; /* build scratch */
+		/* full and effective rings (8 + 2 bytes a point each), the
+		 * exported index (<= 4) and the lookup index (<= 16) */
+		bytes += pts * (2 * (8 + 2) + 4 + 16);
+		bytes += pts * 2 * sizeof(uint64_t) * 2; /* build scratch: two point arrays */
 	}
 	return bytes;
 }
@@ -160,7 +162,7 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 	 * marker would pass "need > cap". */
 	if (need == UINT64_MAX)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-				  "ring would have more than 2^31 points");
+				  "ring would have 2^31 points or more");
 	if (need > cap) {
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
 				  "table needs %llu bytes, above the cap of %zu",
@@ -327,8 +329,10 @@ static int apply_overlay(struct hashlb_table *t)
 	fingerprint(t);
 	t->bytes = table_bytes(&t->params, t->n, 0, 0);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
-		t->bytes += (size_t)(t->full_ring.n + t->ring.n) * 10 +
-			    (((size_t)1 << t->ring.bucket_bits) + 1) * 4;
+		t->bytes +=
+			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
+			(((size_t)1 << t->ring.bucket_bits) + 1) * 4 +
+			((size_t)1 << (64 - t->ring.hot_shift)) * 4;
 	return 0;
 }
 
@@ -419,9 +423,7 @@ uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash)
 {
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV)
 		return t->slots[maglev_slot(hash, t->params.maglev_m)];
-	if (!t->ring.n)
-		return HASHLB_BACKEND_NONE;
-	return t->ring.owner[ring_find(&t->ring, hash)];
+	return ring_lookup(&t->ring, hash);
 }
 
 static bool seen(const uint32_t *idx, size_t k, uint32_t b)

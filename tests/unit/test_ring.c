@@ -32,32 +32,46 @@ static void test_golden_fingerprints(void **state)
 	test_check_golden(HASHLB_SCHEME_RING, g, sizeof(g) / sizeof(g[0]));
 }
 
-/* Point i of a backend is at XXH64(name || be32(i), seed), as the header documents. */
+/*
+ * Point i of a backend is at XXH64(name || be32(i), seed), as the header
+ * documents, for names of every length around XXH64's 4-, 8- and 32-byte
+ * steps (the build folds a name's whole lanes once: it must not show).
+ */
 static void test_point_placement(void **state)
 {
-	struct hashlb_backend_spec b = { .name = "solo", .weight = 1 };
-	struct hashlb_table_view v;
-	struct hashlb_table *t = test_build(HASHLB_SCHEME_RING, 4, 99, &b, 1);
-	uint64_t want[4];
-	char buf[8] = "solo";
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH";
 
-	for (int i = 0; i < 4; i++) {
-		buf[4] = buf[5] = buf[6] = 0;
-		buf[7] = (char)i;
-		want[i] = XXH64(buf, 8, 99);
-	}
-	hashlb_table_view(t, &v);
-	assert_int_equal(v.n_points, 4);
-	for (int i = 0; i < 4; i++) {
-		bool found = false;
+	for (size_t len = 1; len <= 40; len++) {
+		char name[48];
+		struct hashlb_backend_spec b = { .name = name, .weight = 1 };
+		struct hashlb_table_view v;
+		struct hashlb_table *t;
+		uint8_t buf[48];
 
-		for (int j = 0; j < 4; j++)
-			found |= v.pos[j] == want[i];
-		assert_true(found);
-		if (i)
-			assert_true(v.pos[i - 1] <= v.pos[i]);
+		memcpy(name, alphabet, len);
+		name[len] = '\0';
+		t = test_build(HASHLB_SCHEME_RING, 300, 99, &b, 1);
+		hashlb_table_view(t, &v);
+		assert_int_equal(v.n_points, 300);
+		memcpy(buf, name, len);
+		for (uint32_t i = 0; i < 300; i++) {
+			uint64_t want;
+			bool found = false;
+
+			buf[len] = (uint8_t)(i >> 24);
+			buf[len + 1] = (uint8_t)(i >> 16);
+			buf[len + 2] = (uint8_t)(i >> 8);
+			buf[len + 3] = (uint8_t)i;
+			want = XXH64(buf, len + 4, 99);
+			for (uint32_t j = 0; j < v.n_points && !found; j++)
+				found = v.pos[j] == want;
+			if (!found)
+				fail_msg("name of %zu bytes: point %u is not at XXH64", len, i);
+			if (i)
+				assert_true(v.pos[i - 1] <= v.pos[i]);
+		}
+		hashlb_table_free(t);
 	}
-	hashlb_table_free(t);
 }
 
 /* The first point at or after h, wrapping: the definition of a ring lookup. */
