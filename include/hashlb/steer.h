@@ -122,6 +122,17 @@ const char *hashlb_steer_drop_name(enum hlb_steer_drop d);
 /* XXH64(name, 0): a backend's identity in conntrack entries. */
 uint64_t hashlb_steer_backend_id(const char *name);
 
+/* Parse "aa:bb:cc:dd:ee:ff"; -EINVAL if not one. */
+int hashlb_steer_mac_parse(const char *s, uint8_t ret_mac[6]);
+
+/*
+ * The MAC of IPv4 address <addr> in the kernel's neighbour (ARP) table, on
+ * interface <dev> if not NULL. -ENOENT if there is no complete entry (reach
+ * the address once first), -EAFNOSUPPORT for IPv6 (give the MAC).
+ */
+int hashlb_steer_neighbour_mac(const struct sockaddr_storage *addr, const char *dev,
+			       uint8_t ret_mac[6]);
+
 /* Whether this build has kernel steering. */
 bool hashlb_steer_supported(void);
 

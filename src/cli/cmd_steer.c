@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "hashlb/tuple.h"
 #include "table_args.h"
@@ -27,6 +28,7 @@ static void usage(FILE *f)
 		"SYNOPSIS\n"
 		"  hashlb steer -i IFACE --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
 		"  hashlb steer -i IFACE --update --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
+		"  hashlb steer -c FILE [--service NAME] [-i IFACE] [--update] [OPTIONS]\n"
 		"  hashlb steer -i IFACE --stats [--json]\n"
 		"  hashlb steer -i IFACE --detach\n"
 		"\n"
@@ -55,6 +57,10 @@ static void usage(FILE *f)
 		"                             is read from the neighbour (ARP) table when not\n"
 		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
+		"  -c, --config FILE          take the VIP (listen), scheme, seed, key, backends\n"
+		"                             (weights, admin state) and interface from the\n"
+		"                             service of FILE that has steering: kernel\n"
+		"      --service NAME         with --config: this service instead\n"
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else XDP generic, else\n"
 		"                             tc), xdp, xdp-generic or tc\n"
@@ -95,21 +101,6 @@ struct backend_arg {
 	struct hashlb_steer_dest dest;
 	bool have_mac;
 };
-
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned int b[6];
-	char tail;
-
-	if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
-		return -EINVAL;
-	for (int i = 0; i < 6; i++) {
-		if (b[i] > 0xff)
-			return -EINVAL;
-		mac[i] = (uint8_t)b[i];
-	}
-	return 0;
-}
 
 static int parse_addr(const char *s, struct sockaddr_storage *ret)
 {
@@ -156,35 +147,6 @@ static int parse_vip(const char *s, struct sockaddr_storage *ret)
 	return 0;
 }
 
-/* The MAC of IPv4 <addr> in the kernel's ARP table (on <dev> if given). */
-static int arp_lookup(const struct sockaddr_storage *addr, const char *dev, uint8_t mac[6])
-{
-	char line[256], ip[64], hw[64], ifn[64], want[INET_ADDRSTRLEN];
-	unsigned int flags;
-	FILE *f;
-	int ret = -ENOENT;
-
-	if (addr->ss_family != AF_INET)
-		return -EAFNOSUPPORT;
-	inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, want, sizeof(want));
-	f = fopen("/proc/net/arp", "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%63s %*s %x %63s %*s %63s", ip, &flags, hw, ifn) != 4)
-			continue;
-		/* ATF_COM: the entry is complete. */
-		if (strcmp(ip, want) != 0 || !(flags & 0x2) || (dev && strcmp(dev, ifn) != 0))
-			continue;
-		if (parse_mac(hw, mac) == 0) {
-			ret = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return ret;
-}
-
 /* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE] */
 static int parse_backend(const char *arg, const char *iface, struct backend_arg *b,
 			 uint32_t *ret_weight)
@@ -210,7 +172,8 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 		goto out;
 	}
 	while ((opt = strtok_r(NULL, ",", &save))) {
-		if (strncmp(opt, "mac=", 4) == 0 && parse_mac(opt + 4, b->dest.mac) == 0) {
+		if (strncmp(opt, "mac=", 4) == 0 &&
+		    hashlb_steer_mac_parse(opt + 4, b->dest.mac) == 0) {
 			b->have_mac = true;
 		} else if (strncmp(opt, "weight=", 7) == 0 &&
 			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
@@ -223,7 +186,8 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 			goto out;
 		}
 	}
-	if (!b->have_mac && arp_lookup(&b->addr, dev ? dev : iface, b->dest.mac) == 0)
+	if (!b->have_mac &&
+	    hashlb_steer_neighbour_mac(&b->addr, dev ? dev : iface, b->dest.mac) == 0)
 		b->have_mac = true;
 	if (!b->have_mac) {
 		fprintf(stderr,
@@ -292,6 +256,9 @@ struct steer_args {
 	uint32_t n_vips;
 	struct backend_arg *backends;
 	uint32_t n_backends;
+	const char *config_path;
+	const char *service;
+	struct hashlb_config *config;
 };
 
 static int wait_for_signal(void)
@@ -326,7 +293,6 @@ static int steer_publish(struct steer_args *a)
 	}
 	for (uint32_t i = 0; i < a->n_backends; i++) {
 		dests[i] = a->backends[i].dest;
-		dests[i].drain = table_args_in_list(a->drain, a->backends[i].name);
 	}
 
 	/* Signals are taken by sigwait(): blocked before anything is attached
@@ -395,6 +361,89 @@ static int steer_stats(struct steer_args *a)
 	return ret < 0 ? 1 : 0;
 }
 
+/* The service of a config file to steer: named, or the one with steering: kernel. */
+static const struct hashlb_service_cfg *config_service(const struct hashlb_config *c,
+						       const char *name)
+{
+	const struct hashlb_service_cfg *found = NULL;
+
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		const struct hashlb_service_cfg *svc = &c->services[i];
+
+		if (name ? strcmp(svc->name, name) == 0 : svc->steering == HASHLB_STEERING_KERNEL) {
+			if (found) {
+				fprintf(stderr,
+					"hashlb: error: %s: several services have steering: "
+					"kernel; name one with --service\n",
+					c->path);
+				return NULL;
+			}
+			found = svc;
+		}
+	}
+	if (!found)
+		fprintf(stderr, "hashlb: error: %s: %s\n", c->path,
+			name ? "no service of that name" : "no service has steering: kernel");
+	return found;
+}
+
+/* VIP, table parameters, key and backends from a service of a config file. */
+static int from_config(struct steer_args *a)
+{
+	const struct hashlb_service_cfg *svc;
+	struct hashlb_error err = { 0 };
+
+	if (hashlb_config_load(a->config_path, &a->config, &err) < 0) {
+		cli_print_error(&err);
+		return -ENOENT;
+	}
+	svc = config_service(a->config, a->service);
+	if (!svc)
+		return -ENOENT;
+	if (!a->iface)
+		a->iface = svc->steer_interface;
+	if (!a->iface) {
+		fprintf(stderr, "hashlb: error: service '%s' has no 'interface': give -i IFACE\n",
+			svc->name);
+		return -ENOENT;
+	}
+	if (a->action == ACT_STATS || a->action == ACT_DETACH)
+		return 0;
+	a->vips[0] = svc->listen_addr;
+	a->n_vips = 1;
+	a->table.params = svc->table;
+	a->key = svc->key;
+	a->backends = calloc(svc->n_backends, sizeof(*a->backends));
+	a->table.specs = calloc(svc->n_backends, sizeof(*a->table.specs));
+	if (!a->backends || !a->table.specs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < svc->n_backends; i++) {
+		const struct hashlb_backend_cfg *bc = &svc->backends[i];
+		struct backend_arg *b = &a->backends[i];
+
+		b->name = strdup(bc->name);
+		if (!b->name)
+			return -ENOMEM;
+		a->n_backends = i + 1;
+		b->addr = bc->addr;
+		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
+			fprintf(stderr,
+				"hashlb: error: backend '%s' (%s): no MAC address in the neighbour "
+				"table of %s: reach it once first\n",
+				bc->name, bc->address, a->iface);
+			return -ENOENT;
+		}
+		b->dest.drain = bc->admin == HASHLB_ADMIN_DRAIN;
+		a->table.specs[i].name = strdup(bc->name);
+		a->table.n_specs = i + 1;
+		if (!a->table.specs[i].name)
+			return -ENOMEM;
+		a->table.specs[i].weight = bc->weight;
+		a->table.specs[i].down = bc->admin != HASHLB_ADMIN_READY;
+	}
+	return 0;
+}
+
 static int parse_args(struct steer_args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -413,6 +462,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "stats", no_argument, NULL, 0x208 },
 		{ "json", no_argument, NULL, 0x209 },
 		{ "detach", no_argument, NULL, 0x20a },
+		{ "config", required_argument, NULL, 'c' },
+		{ "service", required_argument, NULL, 0x20b },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -423,7 +474,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 
 	if (!backend_args)
 		return -ENOMEM;
-	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "i:b:k:h", longopts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "i:b:k:c:h", longopts, NULL)) !=
 	       -1) {
 		r = table_args_option(&a->table, opt, optarg);
 		if (r < 0)
@@ -492,6 +543,12 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		case 0x20a:
 			a->action = ACT_DETACH;
 			break;
+		case 'c':
+			a->config_path = optarg;
+			break;
+		case 0x20b:
+			a->service = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			free(backend_args);
@@ -503,6 +560,16 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "hashlb: error: unexpected argument '%s'\n", argv[optind]);
 		goto usage;
+	}
+	if (a->config_path) {
+		if (n_backend_args || a->n_vips) {
+			fprintf(stderr,
+				"hashlb: error: --config takes the VIP and backends from the "
+				"file: no --vip or --backend with it\n");
+			goto usage;
+		}
+		free(backend_args);
+		return from_config(a);
 	}
 	if (!a->iface) {
 		fprintf(stderr, "hashlb: error: --iface is required\n");
@@ -529,8 +596,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->table.n_specs = i + 1;
 			if (!sp->name)
 				goto fail;
+			a->backends[i].dest.drain = table_args_in_list(a->drain, sp->name);
 			sp->down = table_args_in_list(a->table.down, sp->name) ||
-				   table_args_in_list(a->drain, sp->name);
+				   a->backends[i].dest.drain;
 		}
 	}
 	free(backend_args);
@@ -596,5 +664,6 @@ out:
 		free(a.backends[i].name);
 	free(a.backends);
 	table_args_free(&a.table);
+	hashlb_config_free(a.config);
 	return ret;
 }

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* Names of steering modes and drop reasons, and backend ids: shared by the
- * loader and the stub built without BPF. */
+/* Names of steering modes and drop reasons, backend ids, MAC addresses:
+ * shared by the loader and the stub built without BPF. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -51,4 +54,49 @@ const char *hashlb_steer_drop_name(enum hlb_steer_drop d)
 uint64_t hashlb_steer_backend_id(const char *name)
 {
 	return XXH64(name, strlen(name), 0);
+}
+
+int hashlb_steer_mac_parse(const char *s, uint8_t ret_mac[6])
+{
+	unsigned int b[6];
+	char tail;
+
+	if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
+		return -EINVAL;
+	for (int i = 0; i < 6; i++)
+		if (b[i] > 0xff)
+			return -EINVAL;
+	for (int i = 0; i < 6; i++)
+		ret_mac[i] = (uint8_t)b[i];
+	return 0;
+}
+
+/* The MAC of IPv4 <addr> in the kernel's ARP table (on <dev> if given). */
+int hashlb_steer_neighbour_mac(const struct sockaddr_storage *addr, const char *dev,
+			       uint8_t ret_mac[6])
+{
+	char line[256], ip[64], hw[64], ifn[64], want[INET_ADDRSTRLEN];
+	unsigned int flags;
+	FILE *f;
+	int ret = -ENOENT;
+
+	if (addr->ss_family != AF_INET)
+		return -EAFNOSUPPORT;
+	inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, want, sizeof(want));
+	f = fopen("/proc/net/arp", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%63s %*s %x %63s %*s %63s", ip, &flags, hw, ifn) != 4)
+			continue;
+		/* ATF_COM: the entry is complete. */
+		if (strcmp(ip, want) != 0 || !(flags & 0x2) || (dev && strcmp(dev, ifn) != 0))
+			continue;
+		if (hashlb_steer_mac_parse(hw, ret_mac) == 0) {
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
 }

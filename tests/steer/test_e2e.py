@@ -149,6 +149,55 @@ def keep_and_detach(topo):
     print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
 
 
+def from_config(topo):
+    """hashlb steer -c: VIP, scheme, key, weights and admin state from the
+    service with steering: kernel; a draining backend gets no new client."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"""services:
+  - name: web
+    listen: {T.VIP}:{T.VIP_PORT}
+    scheme: ring
+    hash_key: 4-tuple
+    seed: 7
+    steering: kernel
+    interface: eth0
+    backends:
+""")
+        for i in range(3):
+            f.write(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}', "
+                    f"weight: {i + 1}{', state: drain' if i == 1 else ''}}}\n")
+        path = f.name
+    try:
+        p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path, "--keep"],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 0, f"steer -c: {p.returncode} {p.stderr}")
+        client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP,
+                                          str(T.VIP_PORT), str(CONNS)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = json.loads(client.stdout.readline())
+        client.stdin.write("quit\n")
+        client.stdin.flush()
+        client.stdout.readline()
+        client.wait(timeout=10)
+        clients = ",".join(f"{T.CLIENT_IP}:{sp}" for sp, _ in first)
+        out = subprocess.run([HASHLB, "lookup", "--json", "--key", "4-tuple", "--scheme", "ring",
+                              "--seed", "7", "--down", "b2", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                              clients, "b1=1", "b2=2", "b3=3"],
+                             capture_output=True, text=True, timeout=30, check=True)
+        want = {int(r["client"].rsplit(":", 1)[1]): r["backend"] for r in json.loads(out.stdout)}
+        wrong = [(sp, n, want[sp]) for sp, n in first if n != want[sp]]
+        check(not wrong, f"steer -c: {len(wrong)} connections off the table: {wrong[:3]}")
+        check(all(n != "b2" for _, n in first), "steer -c: a new client went to draining b2")
+        p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path,
+                            "--detach"], capture_output=True, text=True, timeout=30)
+        check(p.returncode == 0 and not xdp_attached(topo), f"steer -c --detach: {p.stderr}")
+        print(f"steer -c (ring, seed 7, weights, b2 draining): {CONNS} connections on the "
+              "table's backend", flush=True)
+    finally:
+        os.unlink(path)
+
+
 def body(topo):
     for i, b in enumerate(topo.backends):
         p = topo.spawn(b, [sys.executable, PEER, "serve", f"b{i + 1}", str(T.VIP_PORT)],
@@ -157,6 +206,7 @@ def body(topo):
     for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev")]:
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
+    from_config(topo)
 
 
 def main():
