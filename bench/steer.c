@@ -14,7 +14,7 @@
  * timer (~90 ns even for XDP_PASS on this VM), not the program.
  *
  *   meson test -C build --benchmark --suite bench steer-testrun -v
- *   build/bench/hashlb-bench-steer [RUNS]
+ *   build/bench/hashlb-bench-steer [RUNS [CONNTRACK_ENTRIES]]
  */
 #include <errno.h>
 #include <stdio.h>
@@ -47,10 +47,11 @@ static void line(const char *what, double ns, double ref, double target)
 	       ns, ns / ref, ns - ref, target, ns <= target ? "met" : "NOT met");
 }
 
-static struct hashlb_steer *load(bool new_flows, const struct hashlb_table *t)
+static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct hashlb_table *t)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .flows = flows,
 				       .bench_new_flows = new_flows };
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
@@ -67,6 +68,7 @@ static struct hashlb_steer *load(bool new_flows, const struct hashlb_table *t)
 int main(int argc, char **argv)
 {
 	uint32_t runs = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 2000000;
+	uint32_t flows = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 65536;
 	struct hashlb_table *mag, *ring;
 	struct hashlb_steer *est, *fresh;
 	struct test_pkt p = { 0 };
@@ -75,8 +77,8 @@ int main(int argc, char **argv)
 
 	mag = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 10, NULL);
 	ring = test_table(HASHLB_SCHEME_RING, 1, names, 10, NULL);
-	est = load(false, mag);
-	fresh = load(true, mag);
+	est = load(false, flows, mag);
+	fresh = load(true, flows, mag);
 
 	test_v4(p.src, 0xc0000201);
 	test_v4(p.dst, 0x0a00000a);
@@ -109,8 +111,8 @@ int main(int argc, char **argv)
 	line("new flow, Maglev M=65537", nm, ref, 150);
 	line("new flow, ring 10 x 160 points", nr, ref, 150);
 	printf("reproduce: meson test -C build --benchmark --suite bench steer-testrun -v\n"
-	       "       or: build/bench/hashlb-bench-steer %u\n",
-	       runs);
+	       "       or: build/bench/hashlb-bench-steer %u %u\n",
+	       runs, flows);
 	hashlb_steer_free(est);
 	hashlb_steer_free(fresh);
 	hashlb_table_free(mag);
