@@ -137,6 +137,8 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, true, "reload: the admin address changes on restart only", "%s",
 			    "");
+	/* Publish now: "reloaded" means the new tables are in use. */
+	hlb_pool_flush(ctl->pool);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = cfg;
