@@ -66,6 +66,34 @@ def maint_closes_nothing_takes_no_traffic():
     check(lb.stop() == 0, "exit 0")
 
 
+def removed_backend_drains_until_timeout():
+    """A reload removes c: its connection keeps working, then is closed at the drain timeout."""
+    lb = Lb(config(BACKENDS, extra="timeouts:\n  drain: 1500ms"))
+    mine = clients_of(lb, "c")
+    held = connect(lb.addr, mine[0], timeout=10)
+    check(read_line(held) == "c", "the client reaches c")
+    lb.rewrite(config(BACKENDS[:2], extra="timeouts:\n  drain: 1500ms"))
+    rc, so, se = lb.ctl("reload")
+    t0 = time.time()
+    check(rc == 0, f"reload: {se}")
+    draining = [b["name"] for b in lb.service()["draining"]]
+    check(draining == ["c"], f"status lists c as draining: {draining}")
+    check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
+    held.sendall(b"during drain\n")
+    check(read_line(held) == "during drain", "the connection to c carries on while draining")
+    try:
+        closed = held.recv(100) == b""
+    except OSError:
+        closed = True
+    el = time.time() - t0
+    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
+    check(closed and 1.3 < el < 4.0, f"closed at the drain timeout ({el:.1f}s)")
+    check(lb.wait(lambda: not lb.service()["draining"], timeout=3) is not None,
+          "and no longer listed")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def weight_change_rebuilds():
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
@@ -235,7 +263,7 @@ def metrics_parse_and_match_traffic():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
-           weight_change_rebuilds, bounded_load_caps_a_hot_backend,
+           removed_backend_drains_until_timeout, weight_change_rebuilds, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, metrics_parse_and_match_traffic])
 for b in bs:
     b.stop()
