@@ -4,7 +4,7 @@
 
 #include "helpers.h"
 
-#define KEYS 100000
+#define KEYS 50000
 #define N 10
 
 static const enum hashlb_scheme schemes[2] = { HASHLB_SCHEME_RING, HASHLB_SCHEME_MAGLEV };
@@ -162,7 +162,7 @@ static void test_with_down_equals_full_build(void **state)
 			b.spec[i].weight = 1 + i % 3;
 		b.spec[2].down = true; /* the base has its own down set */
 		base = test_build(schemes[s], 0, 77, b.spec, N);
-		for (int round = 0; round < 12; round++) {
+		for (int round = 0; round < 8; round++) {
 			struct hashlb_table *fast, *slow;
 			bool down[N];
 			uint64_t ks = 5;
