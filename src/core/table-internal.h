@@ -22,8 +22,8 @@ struct ring {
 	uint32_t *hot;
 };
 
-/* A hot entry with this bit set is the backend of its whole bucket. */
-#define RING_HOT_UNIFORM 0x80000000u
+/* A hot entry with this bit set starts a bucket of more than two points. */
+#define RING_HOT_LONG 0x80000000u
 
 struct hashlb_table {
 	struct hashlb_table_params params;
@@ -72,13 +72,18 @@ void ring_free(struct ring *r);
 /* The backend of <hash>: HASHLB_BACKEND_NONE for an empty ring. */
 static inline uint32_t ring_lookup(const struct ring *r, uint64_t hash)
 {
-	uint32_t e = r->hot[hash >> r->hot_shift];
+	uint32_t e = r->hot[hash >> r->hot_shift], i = e & ~RING_HOT_LONG;
 
-	if (e & RING_HOT_UNIFORM)
-		return e & 0xffff;
-	while (r->pos[e] < hash) /* stops at the sentinel at the latest */
-		e++;
-	return r->owner[e]; /* owner[n] is owner[0]: the wrap */
+	if (__builtin_expect(e & RING_HOT_LONG, 0)) {
+		while (r->pos[i] < hash)
+			i++;
+		return r->owner[i];
+	}
+	/* at most two points in the bucket: the answer is i, i + 1 or
+	 * i + 2, found without a branch; the sentinel stops at n */
+	i += r->pos[i] < hash;
+	i += r->pos[i] < hash;
+	return r->owner[i]; /* owner[n] is owner[0]: the wrap */
 }
 
 /* Index of the first point with pos >= hash (wrapping to 0) through the
