@@ -606,6 +606,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	s->cfg = c;
+	service_health_params(s);
 	for (i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		struct hlb_pool_backend *b = NULL;
@@ -632,6 +633,12 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			if (recheck)
 				backend_check_start(b, now + hlb_check_phase(c->health.interval_ms,
 									     i, c->n_backends, 0));
+			if (!c->health.enabled && !b->health.up) {
+				/* Checks turned off: no verdict holds it down any more. */
+				hlb_health_init(&b->health, true, now);
+				atomic_store(&b->rt->healthy, true);
+				service_schedule(s, false);
+			}
 			next[i] = b;
 			continue;
 		}
@@ -655,7 +662,6 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	free(s->backends);
 	s->backends = next;
 	s->n_backends = c->n_backends;
-	service_health_params(s);
 	if (full)
 		service_schedule(s, true);
 	return 0;
@@ -732,9 +738,9 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 			service_checks_start(next[i]);
 			continue;
 		}
-		/* Out of memory half-way leaves a service on its old backends. */
-		if (service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), err) < 0)
-			ret = -ENOMEM;
+		/* Out of memory here leaves this service on its old backends: the
+		 * pool already points into <cfg>, so the reload still counts. */
+		service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), err);
 	}
 	for (j = 0; j < p->n_svcs; j++)
 		if (!kept[j])

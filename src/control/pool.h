@@ -110,11 +110,13 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
 /*
  * Apply a new, validated config: services and backends are matched by name
  * (a backend whose address changed is a new backend); new services are
- * listened for first, and if that fails nothing changed. Then new backends
- * come with slow start, removed ones drain (until their last connection or
- * the drain timeout), changed weights and settings rebuild the table.
- * <cfg> is borrowed from now on; on success the previous one may be freed
- * (snapshots copy what workers read).
+ * created and every service is listened for first, and if that fails
+ * nothing changed. Then new backends come with slow start, removed ones
+ * drain (until their last connection or the drain timeout), changed
+ * weights and settings rebuild the table. <cfg> is borrowed from now on;
+ * on success the previous one may be freed (snapshots copy what workers
+ * read). Out of memory after the listen step leaves a service on its old
+ * backends, and still returns 0: the pool then points into <cfg>.
  */
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err);
 

@@ -454,6 +454,29 @@ static void test_reload_applies_the_difference(void **state)
 	fixture_teardown(&f);
 }
 
+static void test_reload_turning_checks_off_revives_down_backends(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	struct hlb_pool_backend *b;
+
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	f.cfg->services[0].health.enabled = true; /* as if checks had been on */
+	b = hlb_pool_backend_find(f.svc, "b1");
+	backend_fail(b);
+	hlb_pool_flush(f.pool);
+	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 2);
+	next = config_new(HASHLB_SCHEME_RING, 3); /* health: enabled false */
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	config_free(f.cfg);
+	f.cfg = next;
+	hlb_pool_flush(f.pool);
+	assert_true(hlb_pool_backend_up(b));
+	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 3);
+	fixture_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_load_cap),
 		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
 		cmocka_unit_test(test_reload_applies_the_difference),
+		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
