@@ -9,10 +9,11 @@
  * an AMD EPYC KVM guest, Debian 12, gcc 12 -O2; see bench/RESULTS.md):
  *
  *   layout over the same points           10x160  100x160  1000x160
- *   plain binary search (ring-bsearch)      66       88      140
- *   two-level index, ~1 point a bucket      19       24       35
- *   lookup index, kept (ring)               17       20       31
- *   (the tuple hash alone: 4 ns; figures move by +-20% with the load)
+ *   plain binary search (ring-bsearch)      64       99      149
+ *   two-level index, ~1 point a bucket      21       27       55
+ *   lookup index, kept (ring)                8       12       29
+ *   (the tuple hash alone: 4 ns; load average 10 on the 2 cores while
+ *   measured, figures move by +-20% with it)
  *
  * A binary search is ~17 dependent reads, each a mispredicted branch. The
  * two-level index maps the top bits of a hash to the first point of its
