@@ -44,8 +44,13 @@ class Lb(Hashlb):
 
     def http(self, method, path, timeout=10):
         """(status, body) of one request to the admin endpoint."""
-        host, port = self.admin.rsplit(":", 1)
-        s = socket.create_connection((host, int(port)), timeout=timeout)
+        if self.admin.startswith("unix:"):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(timeout)
+            s.connect(self.admin[5:])
+        else:
+            host, port = self.admin.rsplit(":", 1)
+            s = socket.create_connection((host, int(port)), timeout=timeout)
         s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
                   "Content-Length: 0\r\n\r\n".encode())
         buf = b""

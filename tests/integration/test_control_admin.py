@@ -212,6 +212,21 @@ def metric(samples, name, **labels):
     return total
 
 
+def admin_on_a_unix_socket():
+    """admin: unix:/PATH serves the same endpoint; the socket goes away on exit."""
+    import os
+    from lbtest import _tmp
+    path = os.path.join(_tmp.name, "admin.sock")
+    lb = Lb(config(BACKENDS, admin=f"unix:{path}"))
+    check(lb.admin == f"unix:{path}", f"the log names the socket: {lb.admin}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "service t" in so, f"hashlb ctl --admin unix:... status: {so}{se}")
+    rc, so, se = lb.ctl("--json", "lookup", "127.0.0.9")
+    check(rc == 0 and '"backend":' in so, f"lookup over the socket: {so}{se}")
+    check(lb.stop() == 0, "exit 0")
+    check(not os.path.exists(path), "the socket file is removed on exit")
+
+
 def metrics_parse_and_match_traffic():
     lb = Lb(config(BACKENDS))
     payload = b"x" * 1000
@@ -264,6 +279,7 @@ def metrics_parse_and_match_traffic():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, weight_change_rebuilds, bounded_load_caps_a_hot_backend,
-           broken_reload_keeps_serving_and_says_where, metrics_parse_and_match_traffic])
+           broken_reload_keeps_serving_and_says_where, admin_on_a_unix_socket,
+           metrics_parse_and_match_traffic])
 for b in bs:
     b.stop()
