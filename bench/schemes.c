@@ -558,6 +558,92 @@ static void table_cost(struct ctx *x, const struct change *res)
 	report_end_table(r);
 }
 
+/*
+ * Replicas and retries on distinct nodes (the articles' get_nodes, Dynamo's
+ * preference list): the point (or slot) after a key's often belongs to the
+ * same node, so the next point is not a second node; hashlb's preference
+ * list skips to the next distinct one.
+ */
+static void table_replicas(struct ctx *x)
+{
+	static const char *const cols[] = { "scheme",
+					    "next point on the same node %",
+					    "preference lists of 3 distinct nodes %",
+					    "second choices of node-0's keys: nodes",
+					    "busiest second choice x fair",
+					    NULL };
+	struct report *r = &x->r;
+	struct nodeset nodes;
+
+	if (nodeset_init(&nodes, N_NODES, "node-") < 0)
+		abort();
+	report_table(r, "replicas", "Replicas and connect retries on distinct nodes (N = 10)",
+		     cols);
+	for (size_t i = 0; i < N_SCHEMES; i++) {
+		const struct scheme *s = &all_schemes[i];
+		uint64_t same = 0, distinct = 0, second[N_NODES] = { 0 }, of0 = 0, top = 0;
+		struct hashlb_table_view v;
+		struct placement p;
+		uint32_t seconds = 0;
+
+		if (s->kind != SCHEME_RING && s->kind != SCHEME_MAGLEV)
+			continue;
+		if (placement_build(s, &nodes, 0, NULL, &p) < 0)
+			abort();
+		hashlb_table_view(p.table, &v);
+		for (size_t k = 0; k < x->n_keys; k++) {
+			uint64_t h = x->keys[k];
+			uint32_t pref[3], first, next;
+			size_t got = hashlb_table_preference(p.table, h, pref, 3);
+
+			if (v.scheme == HASHLB_SCHEME_MAGLEV) {
+				uint32_t j = (uint32_t)(((h >> 32) * v.m) >> 32);
+
+				first = v.slots[j];
+				next = v.slots[j + 1 == v.m ? 0 : j + 1];
+			} else {
+				uint32_t j = 0, lo = 0, hi = v.n_points;
+
+				while (lo < hi) { /* first point >= h */
+					uint32_t mid = lo + (hi - lo) / 2;
+
+					if (v.pos[mid] < h)
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				j = lo == v.n_points ? 0 : lo;
+				first = v.owner[j];
+				next = v.owner[j + 1 == v.n_points ? 0 : j + 1];
+			}
+			same += first == next;
+			distinct += got == 3 && pref[0] != pref[1] && pref[1] != pref[2] &&
+				    pref[0] != pref[2];
+			if (pref[0] == 0 && got > 1) {
+				second[pref[1]]++;
+				of0++;
+			}
+		}
+		for (uint32_t j = 0; j < N_NODES; j++) {
+			seconds += second[j] > 0;
+			top = second[j] > top ? second[j] : top;
+		}
+		report_str(r, s->label);
+		report_num(r, "%.1f", 100.0 * same / x->n_keys);
+		report_num(r, "%.1f", 100.0 * distinct / x->n_keys);
+		report_num(r, "%.0f", seconds);
+		report_num(r, "%.2f", of0 ? (double)top * (N_NODES - 1) / of0 : NAN);
+		report_end_row(r);
+		placement_free(&p);
+	}
+	report_end_table(r);
+	report_note(r, "With V=1 the next point is always another node but always the same one; "
+		       "with more points per node the next point is often the same node, and "
+		       "hashlb_table_preference() skips it: retries and replicas land on distinct "
+		       "nodes, spread over many of them.");
+	nodeset_free(&nodes);
+}
+
 static void table_lookup_by_n(struct ctx *x)
 {
 	static const char *const cols[] = {
@@ -630,6 +716,7 @@ int bench_schemes(const struct bench_opts *o)
 	table_weights(&x);
 	table_modulo(&x);
 	table_cost(&x, res);
+	table_replicas(&x);
 	table_lookup_by_n(&x);
 	report_end(&x.r);
 	free(x.keys);
