@@ -69,11 +69,13 @@ static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
 	b->ramp_start_ms = now ? now : 1;
 }
 
-static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now)
+/* <cause>: what decided it, "checks", "passive" (the forwarder's connects) or "damping". */
+static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause)
 {
 	pool_log(b->svc->pool, !b->health.up, b->health.up ? "backend up" : "backend down",
-		 "service=%s backend=%s flaps=%" PRIu64 "%s", b->svc->cfg->name, b->rt->name,
-		 b->health.flaps, b->health.suppressed ? " suppressed=flapping" : "");
+		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s", b->svc->cfg->name,
+		 b->rt->name, cause, b->health.flaps,
+		 b->health.suppressed ? " suppressed=flapping" : "");
 	atomic_store(&b->rt->healthy, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now);
@@ -83,7 +85,7 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now)
 void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok)
 {
 	if (hlb_health_check(&b->health, &b->svc->hp, ok, hlb_now_ms()))
-		backend_health_changed(b, hlb_now_ms());
+		backend_health_changed(b, hlb_now_ms(), "checks");
 }
 
 static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
@@ -281,7 +283,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
 	struct hlb_backend_counters c;
 	uint64_t fails, delta;
-	bool changed = false;
+	const char *cause = NULL;
 
 	hlb_backend_counters_read(b->rt, &c);
 	fails = c.connect_fail + c.connect_timeout;
@@ -291,11 +293,13 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	if (!atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed))
 		delta = 0;
 	if (backend_checked(b)) {
-		changed = hlb_health_passive(&b->health, &b->svc->hp, delta, now);
-		changed |= hlb_health_tick(&b->health, &b->svc->hp, now);
+		if (hlb_health_passive(&b->health, &b->svc->hp, delta, now))
+			cause = "passive";
+		if (hlb_health_tick(&b->health, &b->svc->hp, now))
+			cause = cause ? NULL : "damping"; /* two changes: back where it was */
 	}
-	if (changed)
-		backend_health_changed(b, now);
+	if (cause)
+		backend_health_changed(b, now, cause);
 	if (b->ramp_start_ms) {
 		uint64_t slow = b->svc->cfg->slow_start_ms;
 		uint64_t el = now - b->ramp_start_ms;

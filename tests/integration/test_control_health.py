@@ -66,6 +66,8 @@ def passive_failures_count_toward_fall():
     check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
     t = lb.wait(lambda: lb.backend("c")["health"] == "down", timeout=3)
     check(t is not None and t < 2, f"c marked down from passive failures, not the 10 s checks ({t})")
+    check(lb.wait_log(r'msg="backend down" service=t backend=c cause=passive'),
+          "the log says why")
     check(lb.stop() == 0, "exit 0")
     for b in bs[:2]:
         b.stop()
