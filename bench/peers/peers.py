@@ -74,6 +74,20 @@ def pinned(cpu):
     return prefix + ["taskset", "-c", str(cpu)]
 
 
+def renice_group(pid):
+    """With autogroup scheduling (Debian's default) a niceness counts only
+    inside the process's session; the session's own weight is what competes
+    with other sessions. Each process we start has its own session: give
+    that session NICE too."""
+    if not NICE:
+        return
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(NICE))
+    except OSError:
+        pass  # no autogroup: the plain niceness applies
+
+
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -128,6 +142,22 @@ def cpu0_busy_ticks():
                 v = [int(x) for x in line.split()[1:]]
                 return sum(v) - v[3] - v[4]
     return 0
+
+
+def net_drops():
+    """Packets the kernel dropped (softnet backlog full, all CPUs) and TCP
+    retransmissions, machine-wide: a loopback drop costs a 200 ms RTO and
+    shows in p99."""
+    drops = 0
+    with open("/proc/net/softnet_stat") as f:
+        for line in f:
+            drops += int(line.split()[1], 16)
+    retrans = 0
+    with open("/proc/net/snmp") as f:
+        lines = [l.split() for l in f if l.startswith("Tcp:")]
+    if len(lines) >= 2:
+        retrans = int(lines[1][lines[0].index("RetransSegs")])
+    return drops, retrans
 
 
 def loadavg():
@@ -199,6 +229,7 @@ class Server:
                                      stdin=subprocess.DEVNULL, stdout=self.log_f,
                                      stderr=subprocess.STDOUT, cwd=workdir,
                                      start_new_session=True)
+        renice_group(self.proc.pid)
 
     def pids(self):
         """The process and its children (nginx: master + worker)."""
@@ -367,23 +398,32 @@ def run_wrk(port, wl, duration, lua, timeout_s):
     for h in wl["headers"]:
         argv += ["-H", h]
     argv.append(f"http://127.0.0.1:{port}{wl['path']}")
-    out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=duration + 60)
-    for line in out.stdout.splitlines():
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    renice_group(proc.pid)
+    try:
+        stdout, stderr = proc.communicate(timeout=duration + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # our wrk, by PID
+            proc.wait()
+    for line in stdout.splitlines():
         if line.startswith("WRKJSON "):
-            return json.loads(line[8:]), out.stdout
-    raise RuntimeError(f"wrk gave no summary (exit {out.returncode}): "
-                       f"{out.stdout[-1000:]} {out.stderr[-1000:]}")
+            return json.loads(line[8:]), stdout
+    raise RuntimeError(f"wrk gave no summary (exit {proc.returncode}): "
+                       f"{stdout[-1000:]} {stderr[-1000:]}")
 
 
 def measure(target, wl_name, duration, lua, rep):
     wl = WORKLOADS[wl_name]
     pids = target.pids() if target.is_lb else []
     load0 = loadavg()
+    d0 = net_drops()
     t0, c0 = cpu_ticks(pids), cpu0_busy_ticks()
     with RssSampler(pids) as rss:
         w, raw = run_wrk(target.port, wl, duration, lua, 5 if wl_name == "bulk" else 2)
     t1, c1 = cpu_ticks(pids), cpu0_busy_ticks()
+    d1 = net_drops()
     secs = w["duration_us"] / 1e6
     lb_cpu = (t1 - t0) / CLK_TCK if target.is_lb else None
     errors = sum(w[k] for k in ("err_connect", "err_read", "err_write", "err_status",
@@ -395,7 +435,8 @@ def measure(target, wl_name, duration, lua, rep):
              p50_ms=w["p50_us"] / 1000, p99_ms=w["p99_us"] / 1000,
              lb_cpu_s=lb_cpu,
              cpu0_other_s=((c1 - c0) - (t1 - t0)) / CLK_TCK,
-             rss_kib=rss.peak if target.is_lb else None, loadavg=load0)
+             rss_kib=rss.peak if target.is_lb else None, loadavg=load0,
+             net_drops=d1[0] - d0[0], tcp_retrans=d1[1] - d0[1])
     amount = r["requests"] if wl["unit"] == "req" else r["bytes"] / 2**20
     r["rate"] = r["req_s"] if wl["unit"] == "req" else r["mib_s"]
     r["per_cpu_s"] = amount / lb_cpu if lb_cpu else None
@@ -867,7 +908,8 @@ def main():
                         f"{'req/s' if WORKLOADS[wl]['unit'] == 'req' else 'MiB/s'} "
                         f"p99 {r['p99_ms']:7.2f} ms cpu {fmt(r['lb_cpu_s'], 2):>5} s "
                         f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
-                        f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s")
+                        f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s "
+                        f"drops {r['net_drops']} retrans {r['tcp_retrans']}")
 
         for t in targets_:
             if t.name in args.profile and t.is_lb:
