@@ -9,10 +9,10 @@
  * an AMD EPYC KVM guest, Debian 12, gcc 12 -O2; see bench/RESULTS.md):
  *
  *   layout over the same points           10x160  100x160  1000x160
- *   plain binary search (ring-bsearch)      64       99      149
- *   two-level index, ~1 point a bucket      21       27       55
- *   lookup index, kept (ring)                8       12       29
- *   (the tuple hash alone: 4 ns; load average 10 on the 2 cores while
+ *   plain binary search (ring-bsearch)      61       91      133
+ *   two-level index, ~1 point a bucket      20       23       36
+ *   lookup index, kept (ring)                7       10       18
+ *   (the tuple hash alone: 4 ns; load average 7-10 on the 2 cores while
  *   measured, figures move by +-20% with it)
  *
  * A binary search is ~17 dependent reads, each a mispredicted branch. The
@@ -24,7 +24,7 @@
  * without a branch (see ring_index() below); a worker's independent
  * lookups then overlap instead of waiting on mispredictions. An index
  * whose entries name the backend of single-owner buckets was measured too
- * (one read for most lookups, 15-20 ns at 100x160): its unpredictable
+ * (one read for most lookups, 15-20 ns at 100x160 with the hash): its unpredictable
  * branch cost more than the reads it saved.
  */
 #include <errno.h>
