@@ -37,17 +37,35 @@ static void check_close(struct hlb_check *c)
 	c->io.fd = -1;
 }
 
-/* Close the check in flight, schedule the next one, then report. */
-static void check_finish(struct hlb_check *c, bool ok)
+/* Close the check in flight and schedule the next one. */
+static void check_next(struct hlb_check *c)
 {
-	uint64_t lat = hlb_now_ns() - c->started_ns;
 	uint64_t now = hlb_now_ms();
 
 	check_close(c);
 	while (c->next_ms <= now)
 		c->next_ms += c->interval_ms;
 	hlb_timer_arm(c->loop, &c->timer, c->next_ms);
+}
+
+/* ... then report the result. */
+static void check_finish(struct hlb_check *c, bool ok)
+{
+	uint64_t lat = hlb_now_ns() - c->started_ns;
+
+	check_next(c);
 	c->done(c->arg, ok, lat);
+}
+
+/*
+ * Errors of our own (no fd left, no local port, no memory) say nothing
+ * about the backend: counting them would take every backend down exactly
+ * when the process is busiest. Such a check is skipped, not failed.
+ */
+static bool local_error(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM || e == EADDRNOTAVAIL ||
+	       e == EAGAIN;
 }
 
 static void check_io(void *arg, uint32_t events)
@@ -70,7 +88,10 @@ static void check_begin(struct hlb_check *c)
 	c->started_ns = hlb_now_ns();
 	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		check_finish(c, false);
+		if (local_error(errno))
+			check_next(c);
+		else
+			check_finish(c, false);
 		return;
 	}
 	c->io.fd = fd;
@@ -80,10 +101,15 @@ static void check_begin(struct hlb_check *c)
 		check_finish(c, true);
 		return;
 	}
-	if (errno != EINPROGRESS || hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {
-		close(fd);
-		c->io.fd = -1;
-		check_finish(c, false);
+	if (errno != EINPROGRESS) {
+		if (local_error(errno))
+			check_next(c);
+		else
+			check_finish(c, false);
+		return;
+	}
+	if (hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {
+		check_next(c);
 		return;
 	}
 	hlb_timer_arm(c->loop, &c->timer, c->started_ns / 1000000 + c->timeout_ms);

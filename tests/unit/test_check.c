@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Active checks on a real loop: a listening port passes, a closed one fails
+ * at once, a silent one times out, and running out of fds skips the check
+ * rather than failing the backend.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control/check.h"
+
+struct results {
+	int ok, failed;
+	uint64_t latency_ns;
+};
+
+static void done(void *arg, bool ok, uint64_t latency_ns)
+{
+	struct results *r = arg;
+
+	if (ok)
+		r->ok++;
+	else
+		r->failed++;
+	r->latency_ns = latency_ns;
+}
+
+static int listener_backlog(struct sockaddr_in *sin, int backlog)
+{
+	socklen_t len = sizeof(*sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	*sin = (struct sockaddr_in){ .sin_family = AF_INET,
+				     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(bind(fd, (struct sockaddr *)sin, sizeof(*sin)), 0);
+	assert_int_equal(listen(fd, backlog), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)sin, &len), 0);
+	return fd;
+}
+
+static int listener(struct sockaddr_in *sin)
+{
+	return listener_backlog(sin, 16);
+}
+
+static void run_for(struct hlb_loop *l, uint64_t ms)
+{
+	uint64_t end = hlb_now_ms() + ms;
+
+	while (hlb_now_ms() < end)
+		hlb_loop_run_once(l, 5);
+}
+
+static void test_listening_port_passes_closed_port_fails(void **state)
+{
+	struct hlb_loop *l;
+	struct sockaddr_in sin;
+	struct hlb_check c;
+	struct results r = { 0 };
+	int fd;
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener(&sin);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
+	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
+	run_for(l, 110);
+	/* Fixed cadence: about one check per 20 ms. */
+	assert_true(r.ok >= 3 && r.ok <= 7);
+	assert_int_equal(r.failed, 0);
+	assert_true(r.latency_ns > 0);
+
+	close(fd);
+	r = (struct results){ 0 };
+	run_for(l, 110);
+	assert_int_equal(r.ok, 0);
+	assert_true(r.failed >= 3);
+	hlb_check_stop(&c);
+	assert_false(hlb_check_running(&c));
+	hlb_loop_free(l);
+}
+
+/* A port whose accept queue is full drops SYNs: the check times out. */
+static void test_silent_port_times_out(void **state)
+{
+	struct hlb_loop *l;
+	struct sockaddr_in sin;
+	struct hlb_check c;
+	struct results r = { 0 };
+	int fd, fill[4];
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener_backlog(&sin, 0);
+	for (int i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
+	}
+	run_for(l, 20);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 100, 30, done, &r);
+	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
+	run_for(l, 80);
+	assert_int_equal(r.ok, 0);
+	assert_int_equal(r.failed, 1);
+	assert_true(r.latency_ns >= 25000000ull); /* ms timer granularity */
+	hlb_check_stop(&c);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(fd);
+	hlb_loop_free(l);
+}
+
+static void test_out_of_fds_skips_the_check(void **state)
+{
+	struct rlimit old, rl;
+	struct hlb_loop *l;
+	struct sockaddr_in sin;
+	struct hlb_check c;
+	struct results r = { 0 };
+	int fd, probe;
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener(&sin);
+	getrlimit(RLIMIT_NOFILE, &old);
+	/* No fd above the ones open now. */
+	probe = dup(0);
+	close(probe);
+	rl = old;
+	rl.rlim_cur = (rlim_t)probe;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
+	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
+	run_for(l, 80);
+	setrlimit(RLIMIT_NOFILE, &old);
+	assert_int_equal(r.failed, 0);
+	assert_int_equal(r.ok, 0);
+	/* And it resumes once fds are available again. */
+	run_for(l, 60);
+	assert_true(r.ok >= 1);
+	hlb_check_stop(&c);
+	close(fd);
+	hlb_loop_free(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_listening_port_passes_closed_port_fails),
+		cmocka_unit_test(test_silent_port_times_out),
+		cmocka_unit_test(test_out_of_fds_skips_the_check),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
