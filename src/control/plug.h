@@ -19,7 +19,8 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug);
 /*
  * Call <fn> after every publish, from the control thread, starting with
  * each service's first snapshot: kernel steering takes the same tables.
- * Call before hlb_daemon_run().
+ * During the call svc->cfg is the service's current config (a reload
+ * switches it before publishing). Call before hlb_daemon_run().
  */
 int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn, void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */

@@ -408,6 +408,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   ret == -ENOMEM ? "out of memory" : "cannot create");
 		goto err_free;
 	}
+	s->rt->cfg = (struct hashlb_service_cfg *)c; /* subscribers read it */
 	for (uint32_t i = 0; i < c->n_backends; i++) {
 		s->backends[i] = backend_new(s, &c->backends[i]);
 		if (!s->backends[i]) {
@@ -610,6 +611,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	s->cfg = c;
+	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	service_health_params(s);
 	for (i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
@@ -681,6 +683,7 @@ err_nomem:
 			backend_free(next[i]);
 	}
 	s->cfg = old;
+	s->rt->cfg = (struct hashlb_service_cfg *)old;
 	free(next);
 	free(taken);
 	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

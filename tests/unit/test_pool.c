@@ -181,6 +181,8 @@ static void down_moves_only_its_clients(enum hashlb_scheme scheme)
 	hlb_pool_flush(f.pool);
 	assert_int_equal(f.published, 1);
 	assert_ptr_equal(f.last, hlb_pool_snapshot(f.svc));
+	/* Subscribers find the service's settings (e.g. steering) on it. */
+	assert_ptr_equal(f.svc->rt->cfg, &f.cfg->services[0]);
 	assert_int_equal(hlb_pool_snapshot(f.svc)->generation, 2);
 	assert_int_not_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
 	after = lookups(hlb_pool_snapshot(f.svc));
@@ -422,6 +424,7 @@ static void test_reload_applies_the_difference(void **state)
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
 
+	assert_ptr_equal(f.svc->rt->cfg, &next->services[0]);
 	assert_null(hlb_pool_backend_find(f.svc, "b5"));
 	assert_non_null(hlb_pool_backend_find(f.svc, "b6"));
 	assert_int_equal(atomic_load(&hlb_pool_backend_find(f.svc, "b6")->rt->admit), 0);
