@@ -156,6 +156,31 @@ def broken_reload_keeps_serving_and_says_where():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_that_cannot_listen_changes_nothing():
+    """A reload adding a service on a port in use fails whole: nothing changes, nothing closes."""
+    import socket as so
+    busy = so.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    lb = Lb(config(BACKENDS))
+    gen = lb.service()["generation"]
+    text = config(BACKENDS[:2])  # b... and c removed, and a second service that cannot listen
+    text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
+    text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
+    lb.rewrite(text)
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 1 and "t2" in se, f"the reload fails and names the service: {se!r}")
+    svc = lb.status()["services"]
+    check(len(svc) == 1 and len(svc[0]["backends"]) == 3 and svc[0]["generation"] == gen,
+          "nothing changed: one service, three backends, same table")
+    check(who(lb.addr, "127.0.0.6") in ("a", "b", "c"), "and it keeps serving")
+    busy.close()
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 0 and len(lb.status()["services"]) == 2, f"once the port is free it applies: {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
 # --- a Prometheus text-format (0.0.4) parser, strict ---
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -279,7 +304,8 @@ def metrics_parse_and_match_traffic():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, weight_change_rebuilds, bounded_load_caps_a_hot_backend,
-           broken_reload_keeps_serving_and_says_where, admin_on_a_unix_socket,
+           broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
+           admin_on_a_unix_socket,
            metrics_parse_and_match_traffic])
 for b in bs:
     b.stop()
