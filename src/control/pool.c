@@ -228,7 +228,7 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 static int service_rebuild(struct hlb_pool_service *s)
 {
 	struct hlb_snapshot *snap;
-	uint64_t t0 = hlb_now_ns(), dt;
+	uint64_t t0 = hlb_now_ns(), dt, now;
 	int ret;
 
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
@@ -247,7 +247,16 @@ static int service_rebuild(struct hlb_pool_service *s)
 	s->rebuild_ns_total += dt;
 	if (dt > s->rebuild_ns_max)
 		s->rebuild_ns_max = dt;
-	s->last_build_ms = hlb_now_ms();
+	/* Builds that keep coming (checks finding a dead rack's backends one by
+	 * one over an interval) are spaced out more and more, up to
+	 * HLB_POOL_MAX_GAP_MS; a quiet second resets the gap. */
+	now = hlb_now_ms();
+	if (s->last_build_ms && now - s->last_build_ms < 1000)
+		s->gap_ms =
+			s->gap_ms * 2 > HLB_POOL_MAX_GAP_MS ? HLB_POOL_MAX_GAP_MS : s->gap_ms * 2;
+	else
+		s->gap_ms = HLB_POOL_MIN_GAP_MS;
+	s->last_build_ms = now;
 	return 0;
 }
 
@@ -265,8 +274,8 @@ static void service_schedule(struct hlb_pool_service *s, bool full)
 		return;
 	s->dirty = true;
 	when = now + HLB_POOL_DEBOUNCE_MS;
-	if (s->last_build_ms && when < s->last_build_ms + HLB_POOL_MIN_GAP_MS)
-		when = s->last_build_ms + HLB_POOL_MIN_GAP_MS;
+	if (s->last_build_ms && when < s->last_build_ms + s->gap_ms)
+		when = s->last_build_ms + s->gap_ms;
 	hlb_timer_arm(s->pool->loop, &s->build_timer, when);
 }
 
@@ -400,6 +409,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	s->pool = p;
 	s->cfg = c;
 	hlb_timer_init(&s->build_timer, service_build_timer, s);
+	s->gap_ms = HLB_POOL_MIN_GAP_MS;
 	service_health_params(s);
 	s->backends = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->backends));
 	ret = s->backends ? hlb_service_new(c->name, p->env.n_workers, &s->rt) : -ENOMEM;

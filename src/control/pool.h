@@ -11,8 +11,12 @@
  * (admin weight command) weight before building: the runtime derives the
  * down set from them (hlb_backend_usable()). Changes are
  * coalesced: the first one schedules a build HLB_POOL_DEBOUNCE_MS later,
- * and builds of a service are at least HLB_POOL_MIN_GAP_MS apart, so a burst
- * of changes (a switch dying under 100 backends) costs one build.
+ * and builds of a service are at least HLB_POOL_MIN_GAP_MS apart, a gap
+ * that doubles while builds keep coming (up to HLB_POOL_MAX_GAP_MS) and
+ * resets after a quiet second. So a lone failure is in the table within
+ * milliseconds of its verdict, a burst seen at once costs one build, and a
+ * stream of changes (checks finding a dead rack's backends one by one)
+ * costs about ten builds a second, not one per backend.
  *
  * A backend is "down" in the table when its health is down or its admin
  * state is drain or maint. Drain and maint differ in that maint also stops
@@ -34,6 +38,7 @@
 
 #define HLB_POOL_DEBOUNCE_MS 5
 #define HLB_POOL_MIN_GAP_MS 20
+#define HLB_POOL_MAX_GAP_MS 100
 #define HLB_POOL_TICK_MS 50 /* passive failures, flap decay, slow start */
 
 struct hlb_pool;
@@ -66,6 +71,7 @@ struct hlb_pool_service {
 	bool dirty, need_full;
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;
+	uint64_t gap_ms; /* current minimum between two builds */
 	uint64_t rebuilds, rebuilds_failed;
 	uint64_t rebuild_ns_last, rebuild_ns_total, rebuild_ns_max;
 	struct hashlb_error last_error; /* of the last failed build */

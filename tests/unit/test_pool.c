@@ -230,6 +230,32 @@ static void test_burst_coalesces_into_one_build(void **state)
 	fixture_teardown(&f);
 }
 
+/* 40 backends going down one every 10 ms (checks finding a dead rack one by one). */
+static void test_a_stream_of_changes_is_spaced_out(void **state)
+{
+	struct fixture f;
+	uint64_t rebuilds, t0, last_change;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 50);
+	rebuilds = f.svc->rebuilds;
+	t0 = hlb_now_ms();
+	for (uint32_t i = 0; i < 40; i++) {
+		while (hlb_now_ms() < t0 + 10 * i)
+			hlb_loop_run_once(f.loop, 1);
+		backend_fail(f.svc->backends[i]);
+	}
+	last_change = hlb_now_ms();
+	while (f.svc->dirty && hlb_now_ms() < last_change + 1000)
+		hlb_loop_run_once(f.loop, 5);
+	/* Every change is in, at most HLB_POOL_MAX_GAP_MS (+ scheduling) after it. */
+	assert_false(f.svc->dirty);
+	assert_true(hlb_now_ms() - last_change <= HLB_POOL_MAX_GAP_MS + 50);
+	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 10);
+	/* 400 ms of changes: far fewer builds than the 40 changes, or 20 at the minimum gap. */
+	assert_true(f.svc->rebuilds - rebuilds <= 10);
+	fixture_teardown(&f);
+}
+
 static void test_drain_and_maint_take_no_new_clients(void **state)
 {
 	struct fixture f;
@@ -486,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_down_moves_only_its_clients_maglev),
 		cmocka_unit_test(test_down_moves_only_its_clients_ring),
 		cmocka_unit_test(test_burst_coalesces_into_one_build),
+		cmocka_unit_test(test_a_stream_of_changes_is_spaced_out),
 		cmocka_unit_test(test_drain_and_maint_take_no_new_clients),
 		cmocka_unit_test(test_weight_change_rebuilds_in_full),
 		cmocka_unit_test(test_slow_start_ramps_admission),
