@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "hashlb/config.h"
 #include "control/plug.h"
+#include "run_steer.h"
 #include "runtime/daemon.h"
 #include "runtime/log.h"
 
@@ -80,6 +81,7 @@ int cmd_run(int argc, char **argv)
 	struct hashlb_error err = { 0 };
 	struct hlb_daemon *d = NULL;
 	struct hlb_control_plug *plug = NULL;
+	struct run_steer *steer = NULL;
 	const char *path = NULL;
 	enum hlb_log_level level;
 	uint64_t v;
@@ -153,10 +155,20 @@ int cmd_run(int argc, char **argv)
 		hlb_daemon_free(d);
 		return 1;
 	}
+	/* Services with steering: kernel: the same tables, into the kernel. */
+	if (run_steer_new(cfg, &steer) < 0 ||
+	    hlb_control_plug_subscribe(plug, run_steer_publish, steer) < 0) {
+		fprintf(stderr, "hashlb run: out of memory\n");
+		hlb_daemon_free(d);
+		hlb_control_plug_free(plug);
+		run_steer_free(steer);
+		return 1;
+	}
 	r = hlb_daemon_run(d, &err);
 	if (r < 0)
 		cli_print_error(&err);
 	hlb_daemon_free(d);
 	hlb_control_plug_free(plug);
+	run_steer_free(steer);
 	return r < 0 ? 1 : 0;
 }

@@ -23,9 +23,12 @@ import sys
 def serve(name, port):
     class Handler(socketserver.StreamRequestHandler):
         def handle(self):
-            self.wfile.write(f"{name}\n".encode())
-            for line in self.rfile:
-                self.wfile.write(f"{name}:".encode() + line)
+            try:
+                self.wfile.write(f"{name}\n".encode())
+                for line in self.rfile:
+                    self.wfile.write(f"{name}:".encode() + line)
+            except OSError:
+                pass  # health checks connect and reset
 
     socketserver.ThreadingTCPServer.allow_reuse_address = True
     socketserver.ThreadingTCPServer.daemon_threads = True

@@ -149,6 +149,19 @@ def keep_and_detach(topo):
     print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
 
 
+def connect_once(topo):
+    """CONNS new connections to the VIP: [[sport, backend name], ...]."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+                                      str(CONNS)],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    got = json.loads(client.stdout.readline())
+    client.stdin.write("quit\n")
+    client.stdin.flush()
+    client.stdout.readline()
+    client.wait(timeout=10)
+    return got
+
+
 def from_config(topo):
     """hashlb steer -c: VIP, scheme, key, weights and admin state from the
     service with steering: kernel; a draining backend gets no new client."""
@@ -172,14 +185,7 @@ def from_config(topo):
         p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path, "--keep"],
                            capture_output=True, text=True, timeout=30)
         check(p.returncode == 0, f"steer -c: {p.returncode} {p.stderr}")
-        client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP,
-                                          str(T.VIP_PORT), str(CONNS)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        first = json.loads(client.stdout.readline())
-        client.stdin.write("quit\n")
-        client.stdin.flush()
-        client.stdout.readline()
-        client.wait(timeout=10)
+        first = connect_once(topo)
         clients = ",".join(f"{T.CLIENT_IP}:{sp}" for sp, _ in first)
         out = subprocess.run([HASHLB, "lookup", "--json", "--key", "4-tuple", "--scheme", "ring",
                               "--seed", "7", "--down", "b2", "--vip", f"{T.VIP}:{T.VIP_PORT}",
@@ -198,15 +204,104 @@ def from_config(topo):
         os.unlink(path)
 
 
+def daemon_steering(topo, servers):
+    """hashlb run with steering: kernel: the daemon attaches the program and
+    publishes every table into it; when a backend's server dies, the health
+    checks take it out of the kernel path's table too; on exit, detached.
+    Runs after the native XDP mode has prepared the veths: auto picks native."""
+    import tempfile
+    import select
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"""admin: off
+workers: 1
+services:
+  - name: web
+    listen: {T.VIP}:{T.VIP_PORT}
+    scheme: maglev
+    hash_key: 4-tuple
+    steering: kernel
+    interface: eth0
+    health: {{interval: 100ms, timeout: 100ms, fall: 2, rise: 1}}
+    backends:
+""")
+        for i in range(3):
+            f.write(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n")
+        path = f.name
+    # The daemon listens on the VIP too: the LB holds it (on lo).
+    T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
+    run = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True)
+    published = 0
+
+    def wait_log(what, timeout):
+        nonlocal published
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            r, _, _ = select.select([run.stderr], [], [], max(0.0, end - time.monotonic()))
+            if not r:
+                break
+            line = run.stderr.readline()
+            if not line:
+                break
+            if os.environ.get("HLBST_VERBOSE"):
+                print("run:", line.rstrip(), flush=True)
+            if "kernel steering table published" in line:
+                published += 1
+            if what in line:
+                return line
+        return None
+
+    try:
+        line = wait_log("kernel steering table published", 15)
+        check(line is not None, "hashlb run: no kernel steering table published")
+        if line is None:
+            return
+
+        def connect_and_check(names, tag):
+            got = connect_once(topo)
+            want = lookup(names, [sp for sp, _ in got], "maglev")
+            wrong = [(sp, n, want[sp]) for sp, n in got if n != want[sp]]
+            check(not wrong, f"hashlb run {tag}: {len(wrong)} connections off the table: "
+                  f"{wrong[:3]}")
+            return got
+
+        connect_and_check(["b1", "b2", "b3"], "all up")
+        st = json.loads(T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json",
+                             ns=topo.lb).stdout)
+        check(st["new_flows"] >= CONNS, f"hashlb run: the kernel path carried no flow: {st}")
+        # b3's server dies: the checks bring it down, the kernel table follows.
+        servers[2].terminate()
+        servers[2].wait(timeout=10)
+        before = published
+        deadline = time.monotonic() + 15
+        while published == before and time.monotonic() < deadline:
+            wait_log("kernel steering table published", 1)
+        check(published > before, "hashlb run: no table published after b3 died")
+        got = connect_and_check(["b1", "b2", "b3"] if published == before else
+                                ["--down", "b3", "b1", "b2", "b3"], "b3 down")
+        check(all(n != "b3" for _, n in got), "hashlb run: a new flow went to dead b3")
+        print(f"hashlb run, steering: kernel: {CONNS} connections on the table's backend, then "
+              "b3 taken out by the health checks", flush=True)
+    finally:
+        run.terminate()
+        run.wait(timeout=15)
+        T.sh("ip", "addr", "del", f"{T.VIP}/32", "dev", "lo", ns=topo.lb, check=False)
+        os.unlink(path)
+    check(not xdp_attached(topo), "hashlb run left the program attached")
+
+
 def body(topo):
+    servers = []
     for i, b in enumerate(topo.backends):
         p = topo.spawn(b, [sys.executable, PEER, "serve", f"b{i + 1}", str(T.VIP_PORT)],
                        stdout=subprocess.PIPE, text=True)
         p.stdout.readline()
+        servers.append(p)
     for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev")]:
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
     from_config(topo)
+    daemon_steering(topo, servers)  # last: it stops b3's server
 
 
 def main():

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/* Kernel steering for `hashlb run` (see run_steer.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashlb/config.h"
+#include "hashlb/steer.h"
+#include "run_steer.h"
+#include "runtime/log.h"
+
+/* A service with steering: kernel, as the config said at start (copied: a
+ * reload frees that config; steering settings are read once). */
+struct run_steer_svc {
+	char *name;
+	char *iface;
+	struct sockaddr_storage vip;
+	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
+	bool failed; /* attaching failed: logged once, not retried */
+};
+
+struct run_steer {
+	struct run_steer_svc *svcs;
+	uint32_t n;
+};
+
+int run_steer_new(const struct hashlb_config *cfg, struct run_steer **ret_rs)
+{
+	struct run_steer *rs = calloc(1, sizeof(*rs));
+
+	if (!rs)
+		return -ENOMEM;
+	rs->svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rs->svcs));
+	if (!rs->svcs) {
+		free(rs);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *c = &cfg->services[i];
+		struct run_steer_svc *e = &rs->svcs[rs->n];
+
+		if (c->steering != HASHLB_STEERING_KERNEL)
+			continue;
+		e->name = strdup(c->name);
+		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
+		e->vip = c->listen_addr;
+		rs->n++;
+		if (!e->name || (c->steer_interface && !e->iface)) {
+			run_steer_free(rs);
+			return -ENOMEM;
+		}
+	}
+	*ret_rs = rs;
+	return 0;
+}
+
+static void log_error(const char *msg, const char *service, const struct hashlb_error *err)
+{
+	char q[sizeof(err->msg) + 8];
+
+	hlb_log(HLB_LOG_ERROR, msg, "service=%s error=%s", service,
+		hlb_log_quote(err->msg, q, sizeof(q)));
+}
+
+void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap)
+{
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer_dest *dests;
+	struct run_steer *rs = arg;
+	struct run_steer_svc *e = NULL;
+
+	for (uint32_t i = 0; i < rs->n && !e; i++)
+		if (strcmp(rs->svcs[i].name, svc->name) == 0)
+			e = &rs->svcs[i];
+	if (!e || e->failed)
+		return;
+	if (!e->steer) {
+		struct hashlb_steer_opts o = { .iface = e->iface, .mode = HASHLB_STEER_AUTO };
+
+		if (!o.iface) {
+			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
+				   "steering: kernel needs 'interface'");
+			e->failed = true;
+			log_error("kernel steering not started", svc->name, &err);
+			return;
+		}
+		if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
+			e->failed = true;
+			log_error("kernel steering not started", svc->name, &err);
+			return;
+		}
+		hlb_log(HLB_LOG_INFO, "kernel steering attached", "service=%s interface=%s mode=%s",
+			svc->name, o.iface, hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
+	}
+
+	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
+	if (!dests)
+		return;
+	for (uint32_t i = 0; i < snap->n_backends; i++) {
+		const struct hlb_backend *b = snap->backends[i];
+
+		if (hashlb_steer_neighbour_mac(&b->addr, e->iface, dests[i].mac) < 0) {
+			/* Keep the table in force: a frame to an unknown MAC
+			 * would reach nobody. */
+			hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
+				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
+				   "the kernel path keeps its previous table",
+				   b->name, b->address, e->iface);
+			log_error("kernel steering table not updated", svc->name, &err);
+			free(dests);
+			return;
+		}
+		dests[i].drain = atomic_load(&b->admin) == HASHLB_ADMIN_DRAIN;
+	}
+	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, dests, &err) < 0 ||
+	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0)
+		log_error("kernel steering table not updated", svc->name, &err);
+	else
+		hlb_log(HLB_LOG_INFO, "kernel steering table published",
+			"service=%s generation=%llu fingerprint=%016llx", svc->name,
+			(unsigned long long)snap->generation,
+			(unsigned long long)snap->fingerprint);
+	free(dests);
+}
+
+void run_steer_free(struct run_steer *rs)
+{
+	if (!rs)
+		return;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		hashlb_steer_free(rs->svcs[i].steer);
+		free(rs->svcs[i].name);
+		free(rs->svcs[i].iface);
+	}
+	free(rs->svcs);
+	free(rs);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel steering for `hashlb run`: each service with "steering: kernel"
+ * gets hashlb's XDP/tc program on its "interface", fed every table the
+ * control plane publishes for it (health, admin state, reloads), with its
+ * listen address as the VIP. Detached when freed.
+ */
+#ifndef HASHLB_CLI_RUN_STEER_H
+#define HASHLB_CLI_RUN_STEER_H
+
+#include "hashlb/config.h"
+#include "runtime/runtime.h"
+
+struct run_steer;
+
+/* The services of <cfg> with steering: kernel (their interface and VIP are
+ * copied now: services added or changed by a reload are not steered). */
+int run_steer_new(const struct hashlb_config *cfg, struct run_steer **ret_rs);
+/* An hlb_publish_fn: <arg> is the struct run_steer. Control thread only. */
+void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
+/* Detach everything. Accepts NULL. */
+void run_steer_free(struct run_steer *rs);
+
+#endif
