@@ -695,8 +695,8 @@ int bench_schemes(const struct bench_opts *o)
 
 	memset(&x, 0, sizeof(x));
 	x.o = o;
-	x.n_keys = o->quick ? 200000 : 1000000;
-	x.n_keys_set = o->quick ? 20000 : 100000;
+	x.n_keys = o->quick ? 100000 : 1000000;
+	x.n_keys_set = o->quick ? 10000 : 100000;
 	x.n_keys_lookup = o->quick ? 20000 : 100000;
 	x.reps = o->quick ? 3 : 5;
 	x.keys = bench_client_keys(x.n_keys, 0);
