@@ -305,6 +305,16 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		resp_error(resp, 400, "give client=ADDR or ADDR:PORT");
 		return;
 	}
+	if (snap->key == HASHLB_KEY_4TUPLE) {
+		/* The destination is the service's address, as hashlb lookup -c takes it. */
+		struct hashlb_tuple dst;
+
+		if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&s->cfg->listen_addr, NULL,
+					       &dst) == 0) {
+			memcpy(tuple.dst, dst.src, sizeof(tuple.dst));
+			memcpy(tuple.dport, dst.sport, sizeof(tuple.dport));
+		}
+	}
 	hash = hashlb_tuple_hash(&tuple, snap->key, snap->seed);
 	n = hashlb_table_preference(snap->table, hash, pref,
 				    snap->connect_retries + 1 < 8 ? snap->connect_retries + 1 : 8);

@@ -237,6 +237,19 @@ def metric(samples, name, **labels):
     return total
 
 
+def lookup_agrees_with_the_offline_lookup():
+    """ctl lookup (the running table) and hashlb lookup -c (the config) agree, 4-tuple key too."""
+    from lbtest import lookup
+    for key in ("src-ip", "4-tuple"):
+        lb = Lb(config(BACKENDS, key=key, listen="127.0.0.1:0"))
+        clients = [f"{client_ip(i * 13)}:{1024 + i}" for i in range(300)]
+        live = lb.lookup(clients)
+        offline = lookup(lb.path, clients)
+        bad = [c for c in clients if live[c] != offline[c][0]]
+        check(not bad, f"{key}: {len(bad)} clients differ, e.g. {bad[:3]}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def admin_on_a_unix_socket():
     """admin: unix:/PATH serves the same endpoint; the socket goes away on exit."""
     import os
@@ -305,7 +318,7 @@ def metrics_parse_and_match_traffic():
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, weight_change_rebuilds, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
-           admin_on_a_unix_socket,
+           lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
            metrics_parse_and_match_traffic])
 for b in bs:
     b.stop()
