@@ -107,6 +107,27 @@ def weight_change_rebuilds():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_changes_scheme_and_key():
+    """A reload from Maglev/src-ip to ring/src-ip-port: the table follows, an open connection stays."""
+    from lbtest import lookup
+    lb = Lb(config(BACKENDS))
+    held = connect(lb.addr, "127.0.0.3")
+    first = read_line(held)
+    fp = lb.service()["fingerprint"]
+    lb.rewrite(config(BACKENDS, scheme="ring", key="src-ip-port"))
+    rc, so, se = lb.ctl("reload")
+    svc = lb.service()
+    check(rc == 0 and svc["scheme"] == "ring" and svc["key"] == "src-ip-port"
+          and svc["fingerprint"] != fp, f"the new scheme and key are live: {svc['scheme']} {svc['key']}")
+    clients = [f"{client_ip(i)}:{2000 + i}" for i in range(200)]
+    check(lb.lookup(clients) == {c: v[0] for c, v in lookup(lb.path, clients).items()},
+          "and the table is the one the new config builds")
+    held.sendall(b"same backend\n")
+    check(read_line(held) == "same backend", f"the connection to {first} survives the rebuild")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def bounded_load_caps_a_hot_backend():
     """40 connections from one client IP (one backend by hash) spread with balance_factor."""
     more = [Backend(n) for n in "d"]
@@ -316,7 +337,7 @@ def metrics_parse_and_match_traffic():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
-           removed_backend_drains_until_timeout, weight_change_rebuilds, bounded_load_caps_a_hot_backend,
+           removed_backend_drains_until_timeout, weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
            metrics_parse_and_match_traffic])
