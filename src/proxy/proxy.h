@@ -24,8 +24,8 @@ struct hlb_listener;
 /* Per-worker tunables; 0 = default. */
 struct hlb_proxy_opts {
 	uint32_t n_workers;
-	uint32_t buf_size; /* bytes per provided buffer, default 16 KiB */
-	uint32_t buf_count; /* provided buffers per worker (power of two), default 1024 */
+	uint32_t buf_size; /* bytes per provided buffer, default 64 KiB */
+	uint32_t buf_count; /* provided buffers per worker (power of two), default 256 */
 	uint32_t ring_entries; /* SQ entries per ring, default 2048 */
 	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
 };

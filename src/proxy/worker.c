@@ -362,9 +362,9 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	p->opts = *opts;
 	if (!p->opts.buf_size)
-		p->opts.buf_size = 16384;
+		p->opts.buf_size = 65536;
 	if (!p->opts.buf_count)
-		p->opts.buf_count = 1024;
+		p->opts.buf_count = 256;
 	if (!p->opts.ring_entries)
 		p->opts.ring_entries = 2048;
 	if (p->opts.buf_count & (p->opts.buf_count - 1) || p->opts.buf_count > 32768) {

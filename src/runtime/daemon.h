@@ -51,8 +51,8 @@ struct hlb_daemon;
 struct hlb_daemon_opts {
 	uint32_t workers; /* 0: the config's; 0 there: one per CPU */
 	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
-	uint32_t buf_size; /* provided buffer bytes; 0 = default (16 KiB) */
-	uint32_t buf_count; /* provided buffers per worker; 0 = default (1024) */
+	uint32_t buf_size; /* provided buffer bytes; 0 = default (64 KiB) */
+	uint32_t buf_count; /* provided buffers per worker; 0 = default (256) */
 };
 
 /* The control plane's plug. Every member may be NULL. */
