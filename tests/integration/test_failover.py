@@ -28,6 +28,47 @@ def split_matches_lookup():
         lb.stop()
 
 
+def keys_match_lookup():
+    """src-ip-port and 4-tuple keys: each client socket (address and port) reaches the backend
+    hashlb lookup -c names for it."""
+    import socket
+    for key in ("src-ip-port", "4-tuple"):
+        port = dead_port()  # an explicit listen port: the 4-tuple hashes it
+        lb = Hashlb(config(BACKENDS, key=key, listen=f"127.0.0.1:{port}"), fname=f"{key}.yaml")
+        clients = [(client_ip(i * 13), 20000 + i) for i in range(300)]
+        want = lookup(lb.path, [f"{ip}:{p}" for ip, p in clients])
+        bad = 0
+        for ip, p in clients:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.settimeout(5)
+            s.bind((ip, p))
+            s.connect(lb.addr)
+            got = s.recv(16).split(b"\n")[0].decode()
+            s.close()
+            bad += got != want[f"{ip}:{p}"][0]
+        check(bad == 0, f"{key}: {bad} of 300 client sockets reached another backend than lookup's")
+        lb.stop()
+
+
+def ipv6_listener():
+    """A service on [::1] forwards IPv6 clients to IPv4 backends, by the same table."""
+    import socket
+    lb = Hashlb(config(BACKENDS, listen="\"[::1]:0\""), fname="v6.yaml")
+    host, port = lb.addr
+    host = host.strip("[]")
+    want = lookup(lb.path, ["::1"])["::1"][0]
+    for _ in range(3):
+        s = socket.socket(socket.AF_INET6)
+        s.settimeout(5)
+        s.connect((host, port))
+        s.sendall(b"v6\n")
+        got = s.recv(64).decode()
+        s.close()
+        check(got.split("\n")[0] == want, f"[::1] reaches {want} as lookup says, got {got!r}")
+    lb.stop()
+
+
 def affinity_across_reconnects():
     """The same client IP reaches the same backend on every new connection (src-ip key)."""
     lb = Hashlb(config(BACKENDS))
@@ -111,5 +152,5 @@ def unresponsive_backend_times_out():
     black.close()
 
 
-run_tests([split_matches_lookup, affinity_across_reconnects, refused_backend_next_in_list,
+run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            all_backends_down, unresponsive_backend_times_out])
