@@ -30,11 +30,16 @@ def serve(name, port):
             except OSError:
                 pass  # health checks connect and reset
 
-    socketserver.ThreadingTCPServer.allow_reuse_address = True
-    socketserver.ThreadingTCPServer.daemon_threads = True
-    with socketserver.ThreadingTCPServer(("0.0.0.0", port), Handler) as srv:
+    with DualStack(("::", port), Handler) as srv:
         print("ready", flush=True)
         srv.serve_forever()
+
+
+class DualStack(socketserver.ThreadingTCPServer):
+    """IPv6 socket that takes IPv4 too (bindv6only is 0 by default)."""
+    address_family = socket.AF_INET6
+    allow_reuse_address = True
+    daemon_threads = True
 
 
 def connect(vip, port, n):

@@ -149,9 +149,9 @@ def keep_and_detach(topo):
     print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
 
 
-def connect_once(topo):
-    """CONNS new connections to the VIP: [[sport, backend name], ...]."""
-    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+def connect_once(topo, vip=T.VIP):
+    """CONNS new connections to <vip>: [[sport, backend name], ...]."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", vip, str(T.VIP_PORT),
                                       str(CONNS)],
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     got = json.loads(client.stdout.readline())
@@ -160,6 +160,34 @@ def connect_once(topo):
     client.stdout.readline()
     client.wait(timeout=10)
     return got
+
+
+def ipv6(topo):
+    """An IPv6 VIP beside the IPv4 one, one table for both: IPv6 connections
+    reach the backend hashlb lookup names (backend MACs given: the neighbour
+    table lookup is IPv4 only)."""
+    args = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--vip", f"[{T.VIP6}]:{T.VIP_PORT}",
+            "--scheme", "maglev", "--key", "src-ip-port", "--mode", "xdp-generic", "--keep"]
+    for i, b in enumerate(topo.backends):
+        args += ["-b", f"b{i + 1}={topo.backend_ip6(i)},mac={topo.mac(b)}"]
+    p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0, f"ipv6: steer failed: {p.stderr}")
+    try:
+        for vip, client_ip in ((T.VIP6, f"[{T.CLIENT_IP6}]"), (T.VIP, T.CLIENT_IP)):
+            got = connect_once(topo, vip)
+            clients = ",".join(f"{client_ip}:{sp}" for sp, _ in got)
+            out = subprocess.run([HASHLB, "lookup", "--json", "--key", "src-ip-port",
+                                  "--scheme", "maglev", clients, "b1", "b2", "b3"],
+                                 capture_output=True, text=True, timeout=30, check=True)
+            want = {int(r["client"].rsplit(":", 1)[1]): r["backend"]
+                    for r in json.loads(out.stdout)}
+            wrong = [(sp, n, want[sp]) for sp, n in got if n != want[sp]]
+            check(not wrong, f"ipv6: {vip}: {len(wrong)} connections off the table: {wrong[:3]}")
+        print(f"IPv6 and IPv4 VIPs on one table (key src-ip-port): {2 * CONNS} connections on "
+              "the table's backend", flush=True)
+    finally:
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
 def from_config(topo):
@@ -301,6 +329,7 @@ def body(topo):
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
     from_config(topo)
+    ipv6(topo)
     daemon_steering(topo, servers)  # last: it stops b3's server
 
 

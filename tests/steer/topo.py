@@ -3,11 +3,12 @@ namespaces this process creates, joined by veth pairs to a bridge in a switch
 namespace. Names start with hlbst-<pid>- so that concurrent runs never collide.
 Used by tests/steer/test_e2e.py and bench/steer_netns.py.
 
-    client 10.211.0.2 --+
-    lb     10.211.0.3 --+-- br0 (namespace "sw")
-    b1..bN 10.211.0.11+ +
-The VIP 10.212.0.100 is routed by the client via the load balancer; each
-backend holds it on its loopback (direct server return) and answers directly.
+    client 10.211.0.2  fd11::2  --+
+    lb     10.211.0.3  fd11::3  --+-- br0 (namespace "sw")
+    b1..bN 10.211.0.11 fd11::b... +
+The VIPs 10.212.0.100 and fd12::100 are routed by the client via the load
+balancer; each backend holds them on its loopback (direct server return) and
+answers directly.
 """
 import os
 import re
@@ -20,6 +21,10 @@ import time
 
 SUBNET = "10.211.0"
 VIP = "10.212.0.100"
+SUBNET6 = "fd11::"
+VIP6 = "fd12::100"
+CLIENT_IP6 = "fd11::2"
+LB_IP6 = "fd11::3"
 VIP_PORT = 80
 CLIENT_IP = f"{SUBNET}.2"
 LB_IP = f"{SUBNET}.3"
@@ -49,6 +54,9 @@ class Topo:
     def backend_ip(self, i):
         return f"{SUBNET}.{11 + i}"
 
+    def backend_ip6(self, i):
+        return f"{SUBNET6}{11 + i:x}"
+
     def mac(self, ns):
         out = sh("ip", "-br", "link", "show", "eth0", ns=ns).stdout
         return re.search(r"([0-9a-f]{2}(:[0-9a-f]{2}){5})", out).group(1)
@@ -59,19 +67,22 @@ class Topo:
             self.created.append(ns)
         sh("ip", "link", "add", "br0", "type", "bridge", ns=self.sw)
         sh("ip", "link", "set", "br0", "up", ns=self.sw)
-        nodes = [(self.client, CLIENT_IP), (self.lb, LB_IP)] + [
-            (b, self.backend_ip(i)) for i, b in enumerate(self.backends)]
-        for k, (ns, ip) in enumerate(nodes):
+        nodes = [(self.client, CLIENT_IP, CLIENT_IP6), (self.lb, LB_IP, LB_IP6)] + [
+            (b, self.backend_ip(i), self.backend_ip6(i)) for i, b in enumerate(self.backends)]
+        for k, (ns, ip, ip6) in enumerate(nodes):
             port = f"p{k}"
             sh("ip", "-n", self.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
                "netns", ns)
             sh("ip", "-n", self.sw, "link", "set", port, "master", "br0", "up")
             sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "-6", "addr", "add", f"{ip6}/64", "dev", "eth0", "nodad")
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", self.client, "route", "add", f"{VIP}/32", "via", LB_IP)
+        sh("ip", "-n", self.client, "-6", "route", "add", f"{VIP6}/128", "via", LB_IP6)
         for b in self.backends:
             sh("ip", "-n", b, "addr", "add", f"{VIP}/32", "dev", "lo")
+            sh("ip", "-n", b, "-6", "addr", "add", f"{VIP6}/128", "dev", "lo")
             # The VIP is not theirs to announce: only the LB attracts it.
             sh("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1", ns=b)
             sh("sysctl", "-q", "-w", "net.ipv4.conf.all.arp_announce=2", ns=b)
