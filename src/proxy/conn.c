@@ -467,7 +467,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 	case OP_SEND_B: {
 		i = op - OP_SEND;
 		h = &c->h[i];
-		if (c->state == CONN_CLOSING || res < 0) {
+		/* 0 cannot happen for a non-empty TCP send; never resend forever */
+		if (c->state == CONN_CLOSING || res <= 0) {
 			if (c->state != CONN_CLOSING)
 				conn_abort(w, c);
 			break;
