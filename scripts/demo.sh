@@ -42,7 +42,8 @@ for b in a:18081 b:18082 c:18083; do
 	pids+=($!)
 	backend_pid[$name]=$!
 done
-"$hashlb" run -c "$config" 2>"$work/hashlb.log" &
+# --admin off: the demo needs no admin endpoint, and its port may be taken
+"$hashlb" run -c "$config" --admin off 2>"$work/hashlb.log" &
 pids+=($!)
 hashlb_pid=$!
 

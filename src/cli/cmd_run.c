@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* hashlb run: the daemon. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "SYNOPSIS\n"
 		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
-		   "             [--log-level LEVEL]\n"
+		   "             [--admin ADDR:PORT|off] [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE (as hashlb check does), listens on every service's address\n"
@@ -52,6 +53,8 @@ static void usage(FILE *f)
 		   "                       while idle; when all are in use, receiving waits\n"
 		   "      --buffer-size B  bytes per buffer (default 65536): the largest chunk\n"
 		   "                       forwarded in one send\n"
+		   "      --admin A        the admin endpoint's address (ADDR:PORT), or off,\n"
+		   "                       overriding the config's admin\n"
 		   "      --log-level L    debug, info (default), warn or error\n"
 		   "  -h, --help           show this text\n"
 		   "\n"
@@ -64,6 +67,27 @@ static void usage(FILE *f)
 		   "  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n");
 }
 
+/* --admin: "off" or ADDR:PORT in place of the config's admin. */
+static int override_admin(struct hashlb_config *cfg, const char *admin)
+{
+	struct sockaddr_storage addr;
+	socklen_t len = 0;
+	char *copy = NULL;
+
+	if (strcmp(admin, "off") != 0) {
+		if (hashlb_addr_parse(admin, true, &addr, &len) < 0)
+			return -EINVAL;
+		copy = strdup(admin);
+		if (!copy)
+			return -ENOMEM;
+		cfg->admin_addr = addr;
+	}
+	free(cfg->admin);
+	cfg->admin = copy;
+	cfg->admin_addr_len = len;
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -72,6 +96,7 @@ int cmd_run(int argc, char **argv)
 		{ "pin", no_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "buffers", required_argument, NULL, 'B' },
+		{ "admin", required_argument, NULL, 'A' },
 		{ "buffer-size", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -82,7 +107,7 @@ int cmd_run(int argc, char **argv)
 	struct hlb_daemon *d = NULL;
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
-	const char *path = NULL;
+	const char *path = NULL, *admin = NULL;
 	enum hlb_log_level level;
 	uint64_t v;
 	int c, r;
@@ -103,6 +128,9 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'P':
 			dopts.pin_cpus = true;
+			break;
+		case 'A':
+			admin = optarg;
 			break;
 		case 'B':
 			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {
@@ -142,6 +170,15 @@ int cmd_run(int argc, char **argv)
 	if (r < 0) {
 		cli_print_error(&err);
 		return 1;
+	}
+	if (admin) {
+		r = override_admin(cfg, admin);
+		if (r < 0) {
+			fprintf(stderr, "hashlb run: --admin takes ADDR:PORT or off, not '%s'\n",
+				admin);
+			hashlb_config_free(cfg);
+			return 2;
+		}
 	}
 	r = hlb_daemon_new(cfg, path, &dopts, &d, &err);
 	if (r < 0) {
