@@ -68,12 +68,20 @@ static void usage(FILE *f)
 		"      --max-backends N       backends an --update may grow to (default\n"
 		"                             max(256, 2 x backends))\n"
 		"      --max-ring-points N    ring points an --update may grow to\n"
+		"      --max-maglev-m M       Maglev size an --update may grow to (default\n"
+		"                             max(65537, M))\n"
 		"      --keep                 leave the program attached and exit\n"
 		"      --update               replace the table of the program attached to IFACE\n"
 		"      --stats                print the program's counters\n"
 		"      --json                 with --stats: print JSON\n"
 		"      --detach               detach the program attached to IFACE\n"
 		"  -h, --help                 show this text\n"
+		"\n"
+		"BACKENDS\n"
+		"  Each backend must be on IFACE's layer-2 segment (or dev=), hold the VIP on\n"
+		"  its loopback and not answer ARP for it:\n"
+		"    ip addr add VIP/32 dev lo\n"
+		"    sysctl -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2\n"
 		"\n"
 		"COUNTERS (--stats)\n"
 		"  packets, bytes    TCP packets to a VIP forwarded, and their frame bytes\n"
@@ -457,6 +465,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "flows", required_argument, NULL, 0x203 },
 		{ "max-backends", required_argument, NULL, 0x204 },
 		{ "max-ring-points", required_argument, NULL, 0x205 },
+		{ "max-maglev-m", required_argument, NULL, 0x20c },
 		{ "keep", no_argument, NULL, 0x206 },
 		{ "update", no_argument, NULL, 0x207 },
 		{ "stats", no_argument, NULL, 0x208 },
@@ -517,6 +526,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		case 0x203:
 		case 0x204:
 		case 0x205:
+		case 0x20c:
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
 				fprintf(stderr, "hashlb: error: invalid number '%s'\n", optarg);
 				goto usage;
@@ -525,6 +535,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				a->opts.flows = (uint32_t)v;
 			else if (opt == 0x204)
 				a->opts.max_backends = (uint32_t)v;
+			else if (opt == 0x20c)
+				a->opts.max_maglev_m = (uint32_t)v;
 			else
 				a->opts.max_ring_points = (uint32_t)v;
 			break;
