@@ -23,7 +23,7 @@
 #include "hashlb/tuple.h"
 
 enum hashlb_steer_mode {
-	HASHLB_STEER_AUTO = 0, /* XDP native, else XDP generic, else tc */
+	HASHLB_STEER_AUTO = 0, /* XDP native (not on a veth), else XDP generic, else tc */
 	HASHLB_STEER_XDP_NATIVE,
 	HASHLB_STEER_XDP_GENERIC,
 	HASHLB_STEER_TC, /* clsact ingress */

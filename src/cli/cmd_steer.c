@@ -63,7 +63,7 @@ static void usage(FILE *f)
 		"      --service NAME         with --config: this service instead\n"
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else XDP generic, else\n"
-		"                             tc), xdp, xdp-generic or tc\n"
+		"                             tc; generic on a veth), xdp, xdp-generic or tc\n"
 		"      --flows N              connection-tracking entries (default 65536; LRU)\n"
 		"      --max-backends N       backends an --update may grow to (default\n"
 		"                             max(256, 2 x backends))\n"

@@ -15,6 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
@@ -84,6 +87,28 @@ static int if_mac(const char *iface, uint8_t mac[6])
 	return ret;
 }
 
+/* Whether <ifindex> is a veth: its native XDP_TX reaches the peer only when
+ * the peer runs XDP too, so "auto" takes generic XDP there. */
+static bool is_veth(int ifindex)
+{
+	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+	struct ifreq ifr;
+	bool veth = false;
+	int fd;
+
+	memset(&ifr, 0, sizeof(ifr));
+	if (!if_indextoname((unsigned)ifindex, ifr.ifr_name))
+		return false;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	ifr.ifr_data = (void *)&info;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) == 0)
+		veth = strcmp(info.driver, "veth") == 0;
+	close(fd);
+	return veth;
+}
+
 static struct hashlb_steer *steer_new(void)
 {
 	struct hashlb_steer *s = calloc(1, sizeof(*s));
@@ -124,7 +149,7 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 	int tc_fd = bpf_program__fd(s->skel->progs.hlb_tc);
 	int ret;
 
-	/* AUTO tries native XDP, then generic, then tc; an explicit mode
+	/* AUTO tries native XDP (not on a veth), then generic, then tc; an explicit mode
 	 * tries that one only. Another program in the way is an error in
 	 * every case: we never replace someone else's. */
 	static const struct {
@@ -137,6 +162,9 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 
 	for (size_t i = 0; i < sizeof(xdp_modes) / sizeof(xdp_modes[0]); i++) {
 		if (mode != HASHLB_STEER_AUTO && mode != xdp_modes[i].mode)
+			continue;
+		if (mode == HASHLB_STEER_AUTO && xdp_modes[i].mode == HASHLB_STEER_XDP_NATIVE &&
+		    is_veth(s->ifindex))
 			continue;
 		ret = bpf_xdp_attach(s->ifindex, xdp_fd,
 				     xdp_modes[i].flags | XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);

@@ -236,7 +236,7 @@ def daemon_steering(topo, servers):
     """hashlb run with steering: kernel: the daemon attaches the program and
     publishes every table into it; when a backend's server dies, the health
     checks take it out of the kernel path's table too; on exit, detached.
-    Runs after the native XDP mode has prepared the veths: auto picks native."""
+    auto mode: generic XDP, since eth0 is a veth."""
     import tempfile
     import select
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
