@@ -103,6 +103,19 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err);
 
+/*
+ * The table hashlb_table_build(hashlb_table_params(<prev>), <backends>, <n>)
+ * would give, bit for bit, built faster by reusing <prev>: the rebuild for a
+ * change of weights or membership. Backends are matched by name (their
+ * order may differ from prev's); for the ring, the points of every backend
+ * whose name and weight are unchanged are kept and only the others' are
+ * generated and merged in. Same validation, errors and return convention
+ * as hashlb_table_build(); <prev> is only read.
+ */
+int hashlb_table_rebuild(const struct hashlb_table *prev,
+			 const struct hashlb_backend_spec *backends, size_t n,
+			 struct hashlb_table **ret_table, struct hashlb_error *err);
+
 /* Accepts NULL. */
 void hashlb_table_free(struct hashlb_table *t);
 

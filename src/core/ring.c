@@ -277,6 +277,58 @@ int ring_build(struct ring *r, uint32_t v, uint64_t seed, char *const *names,
 	return ret;
 }
 
+int ring_rebuild(struct ring *r, const struct ring *prev, const uint32_t *remap, uint32_t v,
+		 uint64_t seed, char *const *names, const uint32_t *weights,
+		 const uint32_t *fresh_order, uint32_t n_fresh, uint64_t n_points)
+{
+	struct ring fr;
+	uint64_t fresh_points = 0;
+	uint32_t j = 0, k = 0;
+	int ret;
+
+	for (uint32_t f = 0; f < n_fresh; f++)
+		fresh_points += (uint64_t)v * weights[fresh_order[f]];
+	ret = ring_build(&fr, v, seed, names, weights, fresh_order, n_fresh, fresh_points);
+	if (ret < 0)
+		return ret;
+	ret = ring_alloc(r, (uint32_t)n_points);
+	if (ret < 0) {
+		ring_free(&fr);
+		return ret;
+	}
+	/*
+	 * One pass over both sorted runs. Equal positions (a 2^-64 event) go
+	 * in name order, as ring_build()'s stable sort puts them; the points
+	 * of one backend are all in one run, already in point order.
+	 */
+	for (uint32_t i = 0; i < prev->n; i++) {
+		uint32_t o = remap[prev->owner[i]];
+		uint64_t p = prev->pos[i];
+
+		if (o == RING_DROP)
+			continue;
+		while (j < fr.n && (fr.pos[j] < p ||
+				    (fr.pos[j] == p && strcmp(names[fr.owner[j]], names[o]) < 0))) {
+			r->pos[k] = fr.pos[j];
+			r->owner[k++] = fr.owner[j++];
+		}
+		r->pos[k] = p;
+		r->owner[k++] = (uint16_t)o;
+	}
+	for (; j < fr.n; j++) {
+		r->pos[k] = fr.pos[j];
+		r->owner[k++] = fr.owner[j];
+	}
+	ring_free(&fr);
+	if (k != n_points) {
+		/* <remap> kept a backend whose weight or V changed */
+		ring_free(r);
+		return -EINVAL;
+	}
+	ring_seal(r);
+	return 0;
+}
+
 int ring_filter(struct ring *r, const struct ring *full, const bool *down)
 {
 	uint32_t k = 0;

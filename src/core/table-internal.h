@@ -60,6 +60,20 @@ static inline uint32_t maglev_slot(uint64_t hash, uint32_t m)
 /* Build the full ring: V x weight points per backend (no index). */
 int ring_build(struct ring *r, uint32_t v, uint64_t seed, char *const *names,
 	       const uint32_t *weights, const uint32_t *order, uint32_t n, uint64_t n_points);
+/* remap[] entry of a backend of the previous ring whose points go. */
+#define RING_DROP UINT32_MAX
+/*
+ * The full ring over the same V and seed as <prev>, reusing its points:
+ * remap[o] is the new index of <prev>'s backend o when its name and weight
+ * are unchanged, RING_DROP otherwise; <fresh_order> lists the backends
+ * whose points are generated (new or reweighted), in name order. The
+ * result is ring_build()'s over all new backends (<n_points> points), in
+ * one linear merge instead of a sort. -ENOMEM, or -EINVAL when the counts
+ * do not add up.
+ */
+int ring_rebuild(struct ring *r, const struct ring *prev, const uint32_t *remap, uint32_t v,
+		 uint64_t seed, char *const *names, const uint32_t *weights,
+		 const uint32_t *fresh_order, uint32_t n_fresh, uint64_t n_points);
 /* Keep the points of <full> whose owner is not down, into <r>; shares
  * <full>'s arrays when none is down (<full> must then outlive <r>). */
 int ring_filter(struct ring *r, const struct ring *full, const bool *down);

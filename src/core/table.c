@@ -336,6 +336,21 @@ static int apply_overlay(struct hashlb_table *t)
 	return 0;
 }
 
+/* The last step of every build: the overlay over <t>'s full table if <ret>
+ * is 0, then <t> in <ret_table>; or <t> freed and the error. */
+static int table_finish(struct hashlb_table *t, int ret, struct hashlb_table **ret_table,
+			struct hashlb_error *err)
+{
+	if (ret == 0)
+		ret = apply_overlay(t);
+	if (ret < 0) {
+		hashlb_table_free(t);
+		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	*ret_table = t;
+	return 0;
+}
+
 int hashlb_table_build(const struct hashlb_table_params *p,
 		       const struct hashlb_backend_spec *backends, size_t n,
 		       struct hashlb_table **ret_table, struct hashlb_error *err)
@@ -369,14 +384,7 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		ret = ring_build(&t->full_ring, prm.ring_v, prm.seed, t->names, t->weights,
 				 t->order, t->n, weight_sum * prm.ring_v);
 	}
-	if (ret == 0)
-		ret = apply_overlay(t);
-	if (ret < 0) {
-		hashlb_table_free(t);
-		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
-	}
-	*ret_table = t;
-	return 0;
+	return table_finish(t, ret, ret_table, err);
 }
 
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
@@ -409,14 +417,97 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);
 	}
-	if (ret == 0)
-		ret = apply_overlay(t);
-	if (ret < 0) {
-		hashlb_table_free(t);
-		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
+	return table_finish(t, ret, ret_table, err);
+}
+
+/*
+ * Pair <t>'s backends with <prev>'s by name (both orders are by name: one
+ * merge pass). remap[i] is the new index of prev's backend i if a backend
+ * of that name and weight is in <t>, RING_DROP otherwise; <fresh> gets the
+ * backends of <t> without such a match, in name order.
+ */
+static void table_pair(const struct hashlb_table *prev, const struct hashlb_table *t,
+		       uint32_t *remap, uint32_t *fresh, uint32_t *ret_n_fresh)
+{
+	uint32_t a = 0, n_fresh = 0;
+
+	for (uint32_t i = 0; i < prev->n; i++)
+		remap[i] = RING_DROP;
+	for (uint32_t k = 0; k < t->n; k++) {
+		uint32_t i = t->order[k];
+		int c = 1;
+
+		while (a < prev->n && (c = strcmp(prev->names[prev->order[a]], t->names[i])) < 0)
+			a++;
+		if (a < prev->n && c == 0 && prev->weights[prev->order[a]] == t->weights[i])
+			remap[prev->order[a]] = i;
+		else
+			fresh[n_fresh++] = i;
 	}
-	*ret_table = t;
+	*ret_n_fresh = n_fresh;
+}
+
+/*
+ * Maglev's full table from <prev>'s: the population depends on every
+ * backend's weight, so it is redone unless the backends that take turns
+ * (weight > 0) are the same, names and weights; then prev's slots are
+ * kept, renumbered.
+ */
+static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *prev,
+			  const uint32_t *remap, const uint32_t *fresh, uint32_t n_fresh)
+{
+	uint32_t m = t->params.maglev_m;
+	bool same = true;
+
+	t->full_slots = malloc((size_t)m * sizeof(*t->full_slots));
+	if (!t->full_slots)
+		return -ENOMEM;
+	for (uint32_t f = 0; f < n_fresh && same; f++)
+		same = t->weights[fresh[f]] == 0;
+	for (uint32_t i = 0; i < prev->n && same; i++)
+		same = remap[i] != RING_DROP || prev->weights[i] == 0;
+	if (!same)
+		return maglev_populate(t->full_slots, m, t->params.seed, t->names, t->weights,
+				       t->order, t->n);
+	for (uint32_t j = 0; j < m; j++)
+		t->full_slots[j] = (uint16_t)remap[prev->full_slots[j]];
 	return 0;
+}
+
+int hashlb_table_rebuild(const struct hashlb_table *prev,
+			 const struct hashlb_backend_spec *backends, size_t n,
+			 struct hashlb_table **ret_table, struct hashlb_error *err)
+{
+	const struct hashlb_table_params *prm = &prev->params;
+	uint32_t *remap, *fresh, n_fresh;
+	struct hashlb_table *t;
+	uint64_t weight_sum = 0;
+	int ret;
+
+	/* prev's params are already normalised, as hashlb_table_build() does */
+	ret = validate(prm, backends, n, err);
+	if (ret < 0)
+		return ret;
+	ret = table_alloc(prm, backends, (uint32_t)n, &t, err);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < n; i++)
+		weight_sum += backends[i].weight;
+	remap = malloc((size_t)prev->n * sizeof(*remap));
+	fresh = malloc(n * sizeof(*fresh));
+	ret = remap && fresh ? 0 : -ENOMEM;
+	if (ret == 0) {
+		table_pair(prev, t, remap, fresh, &n_fresh);
+		if (prm->scheme == HASHLB_SCHEME_MAGLEV)
+			ret = maglev_rebuild(t, prev, remap, fresh, n_fresh);
+		else
+			ret = ring_rebuild(&t->full_ring, &prev->full_ring, remap, prm->ring_v,
+					   prm->seed, t->names, t->weights, fresh, n_fresh,
+					   weight_sum * prm->ring_v);
+	}
+	free(remap);
+	free(fresh);
+	return table_finish(t, ret, ret_table, err);
 }
 
 uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash)
