@@ -207,7 +207,8 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < s->n_backends; i++)
 		rts[i] = s->backends[i]->rt;
-	ret = hlb_snapshot_build(s->cfg, rts, gen, ret_snap, err);
+	/* A weight or membership change: reuse what the current table can give. */
+	ret = hlb_snapshot_rebuild(cur, s->cfg, rts, gen, ret_snap, err);
 	free(rts);
 	if (ret == 0)
 		s->need_full = false;

@@ -6,11 +6,13 @@
  * A change of health or admin state rebuilds with hlb_snapshot_refresh(),
  * which reuses the current table's full build (hashlb_table_with_down(): one
  * survivor build and a copy; only the changed backend's clients move); a
- * change of weights, membership, scheme or settings builds in full
- * (hlb_snapshot_build()). The pool writes each backend's admin, healthy and
- * (admin weight command) weight before building: the runtime derives the
- * down set from them (hlb_backend_usable()). Changes are
- * coalesced: the first one schedules a build HLB_POOL_DEBOUNCE_MS later,
+ * change of weights, membership or settings rebuilds from the current
+ * table (hlb_snapshot_rebuild(): the ring keeps the points of the backends
+ * whose name and weight are unchanged; Maglev repopulates), and a change of
+ * scheme or table parameters builds from scratch. The pool writes each
+ * backend's admin, healthy and (admin weight command) weight before
+ * building: the runtime derives the down set from them
+ * (hlb_backend_usable()). Changes are coalesced: the first one schedules a build HLB_POOL_DEBOUNCE_MS later,
  * and builds of a service are at least HLB_POOL_MIN_GAP_MS apart, a gap
  * that doubles while builds keep coming (up to HLB_POOL_MAX_GAP_MS) and
  * resets after a quiet second. So a lone failure is in the table within

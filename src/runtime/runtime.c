@@ -127,9 +127,27 @@ static int snapshot_alloc(uint32_t n, struct hlb_backend *const *backends,
 	return 0;
 }
 
+/* Whether <t> was built with <p>, read with hashlb_table_build()'s defaults. */
+static bool table_params_match(const struct hashlb_table *t, const struct hashlb_table_params *p)
+{
+	const struct hashlb_table_params *q = hashlb_table_params(t);
+
+	return q->scheme == p->scheme && q->seed == p->seed &&
+	       q->ring_v == (p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT) &&
+	       q->maglev_m == (p->maglev_m ? p->maglev_m : HASHLB_MAGLEV_M_DEFAULT) &&
+	       q->max_bytes == (p->max_bytes ? p->max_bytes : HASHLB_TABLE_MEM_DEFAULT);
+}
+
 int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend *const *backends,
 		       uint64_t generation, struct hlb_snapshot **ret_snap,
 		       struct hashlb_error *err)
+{
+	return hlb_snapshot_rebuild(NULL, cfg, backends, generation, ret_snap, err);
+}
+
+int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_service_cfg *cfg,
+			 struct hlb_backend *const *backends, uint64_t generation,
+			 struct hlb_snapshot **ret_snap, struct hashlb_error *err)
 {
 	struct hashlb_backend_spec *specs;
 	struct hlb_snapshot *s;
@@ -148,7 +166,10 @@ int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend 
 		free(specs);
 		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
 	}
-	r = hashlb_table_build(&cfg->table, specs, cfg->n_backends, &s->table, err);
+	if (prev && table_params_match(prev->table, &cfg->table))
+		r = hashlb_table_rebuild(prev->table, specs, cfg->n_backends, &s->table, err);
+	else
+		r = hashlb_table_build(&cfg->table, specs, cfg->n_backends, &s->table, err);
 	free(specs);
 	if (r < 0) {
 		hlb_snapshot_free(s);

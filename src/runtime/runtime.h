@@ -189,6 +189,17 @@ int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend 
 		       struct hashlb_error *err);
 
 /*
+ * The same snapshot as hlb_snapshot_build(<cfg>, <backends>), built faster
+ * from <prev> (may be NULL) when its table has cfg's table parameters
+ * (hashlb_table_rebuild(): a ring keeps the points of every backend whose
+ * name and weight are unchanged): the rebuild for a change of weights or
+ * membership. <prev> is only read.
+ */
+int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_service_cfg *cfg,
+			 struct hlb_backend *const *backends, uint64_t generation,
+			 struct hlb_snapshot **ret_snap, struct hashlb_error *err);
+
+/*
  * A snapshot like <cur> (same backends, settings, full table) with the down
  * set recomputed from the backends' current admin and health state: the
  * rebuild for a health or admin change. Costs one survivor build.

@@ -289,14 +289,15 @@ static void test_drain_and_maint_take_no_new_clients(void **state)
 	fixture_teardown(&f);
 }
 
-static void test_weight_change_rebuilds_in_full(void **state)
+/* The weight change's table (a rebuild from the current one) is the full build's. */
+static void weight_change(enum hashlb_scheme scheme)
 {
 	struct fixture f;
 	struct hashlb_backend_spec spec[4];
 	struct hashlb_table *ref;
 	const struct hlb_snapshot *s;
 
-	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	fixture_setup(&f, scheme, 4);
 	assert_int_equal(hlb_pool_set_weight(f.svc->backends[2], 3), 0);
 	assert_int_equal(hlb_pool_set_weight(f.svc->backends[2], HASHLB_WEIGHT_MAX + 1), -EINVAL);
 	hlb_pool_flush(f.pool);
@@ -317,6 +318,12 @@ static void test_weight_change_rebuilds_in_full(void **state)
 	assert_int_equal(f.svc->rebuilds_failed, 1);
 	assert_int_equal(f.svc->last_error.reason, HASHLB_ERR_ALL_WEIGHTS_ZERO);
 	fixture_teardown(&f);
+}
+
+static void test_weight_change_rebuilds_in_full(void **state)
+{
+	weight_change(HASHLB_SCHEME_MAGLEV);
+	weight_change(HASHLB_SCHEME_RING);
 }
 
 static void test_slow_start_ramps_admission(void **state)
@@ -461,6 +468,19 @@ static void test_reload_applies_the_difference(void **state)
 	assert_int_equal(atomic_load(&f.svc->removed[0]->rt->admin), HASHLB_ADMIN_DRAIN);
 	assert_int_equal(hlb_pool_snapshot(f.svc)->generation, 3);
 	assert_int_equal(hashlb_table_backend_count(hlb_pool_snapshot(f.svc)->table), 6);
+	{
+		/* rebuilt from the previous table: the same as a build from scratch */
+		struct hashlb_backend_spec spec[6];
+		struct hashlb_table *ref;
+
+		for (uint32_t i = 0; i < 6; i++)
+			spec[i] = (struct hashlb_backend_spec){ s->backends[i].name,
+								s->backends[i].weight, i == 2 };
+		assert_int_equal(hashlb_table_build(&s->table, spec, 6, &ref, NULL), 0);
+		assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint,
+				 hashlb_table_fingerprint(ref));
+		hashlb_table_free(ref);
+	}
 
 	/* Its last connection closes: the removed backend is reaped. */
 	atomic_store(&f.svc->removed[0]->rt->active, 0);
