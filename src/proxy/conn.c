@@ -467,11 +467,12 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 	case OP_SEND_B: {
 		i = op - OP_SEND;
 		h = &c->h[i];
-		/* 0 cannot happen for a non-empty TCP send; never resend forever */
-		if (c->state == CONN_CLOSING || res <= 0) {
-			if (c->state != CONN_CLOSING)
-				conn_abort(w, c);
+		if (c->state == CONN_CLOSING)
 			break;
+		/* 0 cannot happen for a non-empty TCP send; never resend forever */
+		if (res <= 0) {
+			conn_abort(w, c); /* may free c */
+			return;
 		}
 		if (i == 0)
 			hlb_stat_add(&c->be->wstats[w->id].bytes_in, res);

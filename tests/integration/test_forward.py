@@ -148,6 +148,29 @@ def idle_timeout():
     lb.stop()
 
 
+def reset_midstream():
+    """Clients that reset while a large response is in flight to them: hashlb closes the
+    backend side, keeps running and serves the next clients."""
+    import struct
+    lb = Hashlb(config(BACKENDS))
+    for _ in range(20):
+        s = connect(lb.addr, timeout=5)
+        s.sendall(b"x" * (4 * MiB))
+        s.shutdown(socket.SHUT_WR)
+        s.recv(1000)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST: unread data and linger 0
+    time.sleep(0.3)
+    check(lb.proc.poll() is None, "hashlb survives clients that reset mid-stream")
+    ok = 0
+    for i in range(20):
+        s = connect(lb.addr, src=client_ip(i), timeout=5)
+        ok += read_line(s) in ("a", "b", "c")
+        s.close()
+    check(ok == 20, f"and serves the next clients ({ok}/20)")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing."""
@@ -215,4 +238,4 @@ def fd_limit():
 
 
 run_tests([bytes_intact, half_close, concurrent_1000, max_connections, idle_timeout,
-           buffers_exhausted, fd_limit])
+           reset_midstream, buffers_exhausted, fd_limit])
