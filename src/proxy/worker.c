@@ -104,9 +104,11 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 			worker_close_fd(w, res);
 		else
 			conn_accepted(w, wl, res);
-	} else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
-		/* The connection stays in the backlog; retrying at once would
-		 * spin. Pause this listener until the next tick after the pause. */
+	} else if (!wl->closing) {
+		/* At the fd limit (EMFILE, ENFILE) or short of memory the
+		 * connection stays in the backlog, and any other error may
+		 * persist: retrying at once would spin. Pause this listener
+		 * until the next tick after the pause. */
 		if (w->now_ms - w->last_fd_limit_log > 10000) {
 			w->last_fd_limit_log = w->now_ms;
 			hlb_log(HLB_LOG_WARN, "accept failed, pausing",
