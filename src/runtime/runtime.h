@@ -13,8 +13,8 @@
  * stays valid, with its counters, until its last connection closes. A reload
  * that keeps a backend (same service, same name, same address) keeps the
  * same object, so its counters and health survive. The control plane may
- * write admin, healthy and its own <control> pointer; nothing else changes
- * after creation.
+ * write admin, healthy, admit, evict and its own <control> pointer; the
+ * workers write the counters; nothing else changes after creation.
  *
  * Snapshots (struct hlb_snapshot). Immutable routing state of one service:
  * the core table (health overlay applied), the backend objects by table
