@@ -109,7 +109,9 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * change of weights or membership. Backends are matched by name (their
  * order may differ from prev's); for the ring, the points of every backend
  * whose name and weight are unchanged are kept and only the others' are
- * generated and merged in. Same validation, errors and return convention
+ * generated and merged in; for Maglev, whose population depends on every
+ * weight, the survivors' table is carried over when the backends that are
+ * up did not change (a down backend reweighted or removed). Same validation, errors and return convention
  * as hashlb_table_build(); <prev> is only read.
  */
 int hashlb_table_rebuild(const struct hashlb_table *prev,

@@ -39,6 +39,9 @@ struct hashlb_table {
 	/* Maglev: the full table (all backends) and the effective one. */
 	uint16_t *full_slots;
 	uint16_t *slots;
+	/* The survivors' own table (down backends at weight 0), kept when some
+	 * are down: a rebuild that does not change the survivors reuses it. */
+	uint16_t *surv_slots;
 	/* Ring: the full ring (all backends) and the effective one (up only). */
 	struct ring full_ring;
 	struct ring ring;

@@ -72,6 +72,7 @@ void hashlb_table_free(struct hashlb_table *t)
 	free(t->name_hash);
 	free(t->full_slots);
 	free(t->slots);
+	free(t->surv_slots);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
 	free(t);
@@ -92,7 +93,8 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 
 	bytes = sizeof(struct hashlb_table) + names_len + n * per_backend;
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
-		bytes += 2ull * p->maglev_m * sizeof(uint16_t);
+		/* full, effective and (with backends down) survivors' slots */
+		bytes += 3ull * p->maglev_m * sizeof(uint16_t);
 	} else {
 		uint64_t pts = (uint64_t)p->ring_v * weight_sum;
 
@@ -283,22 +285,27 @@ static int apply_overlay(struct hashlb_table *t)
 		if (t->n_up == t->n) {
 			memcpy(t->slots, t->full_slots, (size_t)m * sizeof(*t->slots));
 		} else {
-			/* The survivors' own table, for the slots of down backends. */
-			w = malloc((size_t)t->n * sizeof(*w));
-			if (!w)
-				return -ENOMEM;
-			for (uint32_t i = 0; i < t->n; i++)
-				w[i] = t->down[i] ? 0 : t->weights[i];
-			ret = maglev_populate(t->slots, m, t->params.seed, t->names, w, t->order,
-					      t->n);
-			free(w);
-			if (ret < 0)
-				return ret;
+			/* The survivors' own table, for the slots of down backends
+			 * (hashlb_table_rebuild() may have carried it over). */
+			if (!t->surv_slots) {
+				t->surv_slots = malloc((size_t)m * sizeof(*t->surv_slots));
+				w = malloc((size_t)t->n * sizeof(*w));
+				if (!t->surv_slots || !w) {
+					free(w);
+					return -ENOMEM;
+				}
+				for (uint32_t i = 0; i < t->n; i++)
+					w[i] = t->down[i] ? 0 : t->weights[i];
+				ret = maglev_populate(t->surv_slots, m, t->params.seed, t->names, w,
+						      t->order, t->n);
+				free(w);
+				if (ret < 0)
+					return ret;
+			}
 			for (uint32_t j = 0; j < m; j++) {
 				uint16_t full = t->full_slots[j];
 
-				if (!t->down[full])
-					t->slots[j] = full;
+				t->slots[j] = t->down[full] ? t->surv_slots[j] : full;
 			}
 		}
 	} else {
@@ -328,6 +335,8 @@ static int apply_overlay(struct hashlb_table *t)
 
 	fingerprint(t);
 	t->bytes = table_bytes(&t->params, t->n, 0, 0);
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && !t->surv_slots)
+		t->bytes -= (size_t)t->params.maglev_m * sizeof(uint16_t);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
 		t->bytes +=
 			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
@@ -422,29 +431,76 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 
 /*
  * Pair <t>'s backends with <prev>'s by name (both orders are by name: one
- * merge pass). remap[i] is the new index of prev's backend i if a backend
- * of that name and weight is in <t>, RING_DROP otherwise; <fresh> gets the
- * backends of <t> without such a match, in name order.
+ * merge pass). by_name[i] is the new index of prev's backend i if <t> has
+ * a backend of that name, RING_DROP otherwise; remap[i] the same if the
+ * weight is unchanged too. <fresh> gets the backends of <t> without such a
+ * match (new or reweighted), in name order.
  */
 static void table_pair(const struct hashlb_table *prev, const struct hashlb_table *t,
-		       uint32_t *remap, uint32_t *fresh, uint32_t *ret_n_fresh)
+		       uint32_t *by_name, uint32_t *remap, uint32_t *fresh, uint32_t *ret_n_fresh)
 {
 	uint32_t a = 0, n_fresh = 0;
 
 	for (uint32_t i = 0; i < prev->n; i++)
-		remap[i] = RING_DROP;
+		by_name[i] = remap[i] = RING_DROP;
 	for (uint32_t k = 0; k < t->n; k++) {
-		uint32_t i = t->order[k];
+		uint32_t i = t->order[k], pi;
 		int c = 1;
 
 		while (a < prev->n && (c = strcmp(prev->names[prev->order[a]], t->names[i])) < 0)
 			a++;
-		if (a < prev->n && c == 0 && prev->weights[prev->order[a]] == t->weights[i])
-			remap[prev->order[a]] = i;
+		if (a == prev->n || c != 0) {
+			fresh[n_fresh++] = i;
+			continue;
+		}
+		pi = prev->order[a];
+		by_name[pi] = i;
+		if (prev->weights[pi] == t->weights[i])
+			remap[pi] = i;
 		else
 			fresh[n_fresh++] = i;
 	}
 	*ret_n_fresh = n_fresh;
+}
+
+/*
+ * Carry <prev>'s survivors' table over to <t>, renumbered, when the
+ * backends that take turns in it (up, weight > 0) are the same, names and
+ * weights: the population would give the same slots. Without backends
+ * down, prev's full table is its survivors' table.
+ */
+static int maglev_keep_survivors(struct hashlb_table *t, const struct hashlb_table *prev,
+				 const uint32_t *by_name)
+{
+	const uint16_t *src = prev->n_up < prev->n ? prev->surv_slots : prev->full_slots;
+	uint32_t m = t->params.maglev_m, n_prev = 0, n_new = 0;
+
+	bool any_down = false;
+
+	for (uint32_t k = 0; k < t->n; k++) {
+		any_down |= t->down[k];
+		n_new += !t->down[k] && t->weights[k];
+	}
+	if (!any_down || !src)
+		return 0; /* no survivors' table needed, or none to reuse */
+	for (uint32_t i = 0; i < prev->n; i++) {
+		uint32_t w = prev->down[i] ? 0 : prev->weights[i], k = by_name[i];
+
+		if (!w)
+			continue;
+		if (k == RING_DROP || t->down[k] || t->weights[k] != w)
+			return 0;
+		n_prev++;
+	}
+	if (n_new != n_prev)
+		return 0;
+	t->surv_slots = malloc((size_t)m * sizeof(*t->surv_slots));
+	if (!t->surv_slots)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < m; j++)
+		t->surv_slots[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
+								 : (uint16_t)by_name[src[j]];
+	return 0;
 }
 
 /*
@@ -479,7 +535,7 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 			 struct hashlb_table **ret_table, struct hashlb_error *err)
 {
 	const struct hashlb_table_params *prm = &prev->params;
-	uint32_t *remap, *fresh, n_fresh;
+	uint32_t *by_name, *remap, *fresh, n_fresh;
 	struct hashlb_table *t;
 	uint64_t weight_sum = 0;
 	int ret;
@@ -493,18 +549,22 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 		return ret;
 	for (size_t i = 0; i < n; i++)
 		weight_sum += backends[i].weight;
+	by_name = malloc((size_t)prev->n * sizeof(*by_name));
 	remap = malloc((size_t)prev->n * sizeof(*remap));
 	fresh = malloc(n * sizeof(*fresh));
-	ret = remap && fresh ? 0 : -ENOMEM;
+	ret = by_name && remap && fresh ? 0 : -ENOMEM;
 	if (ret == 0) {
-		table_pair(prev, t, remap, fresh, &n_fresh);
-		if (prm->scheme == HASHLB_SCHEME_MAGLEV)
+		table_pair(prev, t, by_name, remap, fresh, &n_fresh);
+		if (prm->scheme == HASHLB_SCHEME_MAGLEV) {
 			ret = maglev_rebuild(t, prev, remap, fresh, n_fresh);
-		else
+			if (ret == 0)
+				ret = maglev_keep_survivors(t, prev, by_name);
+		} else
 			ret = ring_rebuild(&t->full_ring, &prev->full_ring, remap, prm->ring_v,
 					   prm->seed, t->names, t->weights, fresh, n_fresh,
 					   weight_sum * prm->ring_v);
 	}
+	free(by_name);
 	free(remap);
 	free(fresh);
 	return table_finish(t, ret, ret_table, err);

@@ -236,7 +236,7 @@ static void test_errors(void **state)
 		for (int i = 0; i < 4; i++)
 			b.spec[i].weight = 1;
 		hashlb_table_params_init(&p, schemes[s]);
-		p.max_bytes = s == 0 ? 200000 : 300000;
+		p.max_bytes = s == 0 ? 200000 : 450000;
 		assert_int_equal(hashlb_table_build(&p, b.spec, 4, &prev, NULL), 0);
 		if (s == 0) {
 			b.spec[0].weight = 50;
