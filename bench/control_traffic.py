@@ -3,9 +3,10 @@
 
 hashlb run with one Maglev service of 1,000 configured backends (M=65537; their names
 spread over three HTTP backends), wrk driving keep-alive HTTP through it; alternately
-quiet and with `POST /set weight` toggled 10 times a second (a full 1,000-backend table
-build and publish each time). Prints requests/s of each phase and their ratio (the
-target is 1.0: workers never wait for the control thread).
+quiet and with `POST /set weight` toggled 10 times a second (a rebuild of the
+1,000-backend table, a full Maglev population, and a publish each time). Prints
+requests/s of each phase and their ratio (the target is 1.0: workers never wait for the
+control thread).
 
   meson test -C build --benchmark --suite bench control-traffic -v
   python3 bench/control_traffic.py --hashlb build/src/cli/hashlb [--rounds 3] [--seconds 4]
@@ -99,7 +100,7 @@ def main():
         q = sorted(results["quiet"])[len(results["quiet"]) // 2]
         c = sorted(results["10 rebuilds/s"])[len(results["10 rebuilds/s"]) // 2]
         print(f"median: quiet {q:.0f} req/s, during rebuilds {c:.0f} req/s, ratio {c / q:.2f} "
-              f"(1,000 backends, Maglev M=65537, full build per rebuild)")
+              f"(1,000 backends, Maglev M=65537, full population per rebuild)")
         print(f"reproduce: python3 bench/control_traffic.py --hashlb {a.hashlb} "
               f"--rounds {a.rounds} --seconds {a.seconds:g}")
         os.unlink(cfg.name)
