@@ -720,7 +720,7 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
                 out.append(f"| {r['lb']} | - | failed: {r['error']} | | |")
                 continue
             out.append(f"| {r['lb']} | {r['base_kib'] / 1024:.1f} | "
-                       f"{r['per_conn_connected_kib']:.1f} | {r['per_conn_exchanged_kib']:.1f} | "
+                       f"{r['per_conn_connected_kib']:.2f} | {r['per_conn_exchanged_kib']:.2f} | "
                        f"{r['backend_conns']} |")
         out.append("")
     return "\n".join(out)
