@@ -113,6 +113,20 @@ struct {
 	__type(value, struct hlb_steer_stats);
 } hlb_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << HLB_STEER_CT_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct hlb_steer_ct_cache);
+} hlb_ctcache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} hlb_ctgen SEC(".maps");
+
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
  * of a map-in-map waits for every running BPF program to finish
@@ -165,6 +179,37 @@ static __always_inline enum verdict pass(struct hlb_steer_stats *st)
 	if (st)
 		st->passed++;
 	return V_PASS;
+}
+
+/* The flow's hlb_ctcache index. A collision costs only a trip through
+ * hlb_flows (the whole key is compared), so a cheap fold does. */
+static __always_inline __u32 ct_cache_index(const struct hlb_steer_flow_key *k)
+{
+	const __u32 *w = (const __u32 *)k;
+	__u32 h = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7] ^ w[8];
+
+	return (h * 0x9e3779b1u) >> (32 - HLB_STEER_CT_CACHE_BITS);
+}
+
+static __always_inline int flow_key_eq(const struct hlb_steer_flow_key *a,
+				       const struct hlb_steer_flow_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+}
+
+static __always_inline void ct_cache_fill(struct hlb_steer_ct_cache *ce,
+					  const struct hlb_steer_flow_key *k, __u64 backend_id,
+					  __u32 slot, __u32 gen)
+{
+	if (!ce)
+		return;
+	ce->key = *k;
+	ce->backend_id = backend_id;
+	ce->slot = slot;
+	ce->gen = gen;
+	ce->hits = 0;
 }
 
 /* Whether <addr> is a VIP address at all (the port-0 marker). */
@@ -246,6 +291,31 @@ static __always_inline void set_macs(struct ethhdr *eth, const struct hlb_steer_
 {
 	__builtin_memcpy(eth->h_dest, be->dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, be->src_mac, ETH_ALEN);
+}
+
+/* The backend in <slot> if it is still <id> and keeps its flows, else NULL. */
+static __always_inline struct hlb_steer_backend *kept_backend(__u32 slot, __u64 id)
+{
+	struct hlb_steer_backend *be = bpf_map_lookup_elem(&hlb_bslots, &slot);
+
+	if (be && be->id == id && (be->flags & HLB_STEER_BACKEND_F_KEEP))
+		return be;
+	return NULL;
+}
+
+/* An established flow's packet, to the backend its conntrack entry names. */
+static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, struct ethhdr *eth,
+						 const struct hlb_steer_backend *be, __u64 len,
+						 __u32 *ret_ifindex)
+{
+	if (st) {
+		st->ct_hits++;
+		st->packets++;
+		st->bytes += len;
+	}
+	set_macs(eth, be);
+	*ret_ifindex = be->ifindex;
+	return V_FORWARD;
 }
 
 /*
@@ -348,27 +418,41 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	/*
 	 * Conntrack first: a flow has an entry only if it was sent to a VIP
 	 * (the loader deletes the entries of a VIP it stops serving), so a hit
-	 * is the whole check for an established flow, one hash lookup. Traffic
-	 * that is not ours pays two lookups (conntrack, then VIP) instead of
-	 * one: an LB's interface mostly carries its VIPs'.
+	 * is the whole check for an established flow. Traffic that is not ours
+	 * pays two lookups (conntrack, then VIP) instead of one: an LB's
+	 * interface mostly carries its VIPs'.
+	 *
+	 * This CPU's cache first: a copy of the flow's entry, no kernel call.
+	 * The generation is read before anything else, so an entry filled from
+	 * maps that a concurrent update is changing carries the old one and
+	 * is invalid once the loader bumps it.
 	 */
-	struct hlb_steer_flow *fl = bpf_map_lookup_elem(&hlb_flows, &pk.key);
+	__u32 zero = 0, ci = ct_cache_index(&pk.key);
+	__u32 *genp = bpf_map_lookup_elem(&hlb_ctgen, &zero);
+	__u32 gen = genp ? *genp : 0;
+	struct hlb_steer_ct_cache *ce = bpf_map_lookup_elem(&hlb_ctcache, &ci);
 	struct hlb_steer_backend *be;
 	int resched = 0;
+
+	if (ce && gen && ce->gen == gen && flow_key_eq(&ce->key, &pk.key) &&
+	    (++ce->hits % HLB_STEER_CT_CACHE_REFRESH) != 0) {
+		__u32 slot = ce->slot;
+
+		be = kept_backend(slot, ce->backend_id);
+		if (be)
+			return forward_kept(st, eth, be, data_end - data, ret_ifindex);
+	}
+
+	struct hlb_steer_flow *fl = bpf_map_lookup_elem(&hlb_flows, &pk.key);
 
 	if (fl) {
 		__u32 slot = fl->slot;
 
-		be = bpf_map_lookup_elem(&hlb_bslots, &slot);
-		if (be && be->id == fl->backend_id && (be->flags & HLB_STEER_BACKEND_F_KEEP)) {
-			if (st) {
-				st->ct_hits++;
-				st->packets++;
-				st->bytes += data_end - data;
-			}
-			set_macs(eth, be);
-			*ret_ifindex = be->ifindex;
-			return V_FORWARD;
+		be = kept_backend(slot, fl->backend_id);
+		if (be) {
+			if (gen)
+				ct_cache_fill(ce, &pk.key, fl->backend_id, slot, gen);
+			return forward_kept(st, eth, be, data_end - data, ret_ifindex);
 		}
 		resched = 1;
 	} else {
@@ -385,7 +469,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	__builtin_memcpy(pk.tuple + 18, pk.key.dst, 16);
 	__builtin_memcpy(pk.tuple + 34, &pk.key.dport, 2);
 
-	__u32 zero = 0, half;
+	__u32 half;
 	__u32 *active = bpf_map_lookup_elem(&hlb_active, &zero);
 	struct hlb_steer_table *t;
 	int idx;
@@ -409,6 +493,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	if (!be)
 		return drop(st, HLB_STEER_DROP_TABLE);
 
+	/* Not copied into the cache here: a new flow's packets pay nothing for
+	 * it, and its next packet fills the cache from hlb_flows. */
 	struct hlb_steer_flow nf = { .backend_id = be->id, .slot = be->slot };
 
 	bpf_map_update_elem(&hlb_flows, &pk.key, &nf, BPF_ANY);

@@ -101,7 +101,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 
-/* Drop every conntrack entry (tests). */
+/* Drop every conntrack entry, and every CPU's cached copy (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);
 /* Number of conntrack entries. */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);

@@ -17,6 +17,8 @@
  *   hlb_points   array  half*cap + i -> ring_point   (ring, sorted)
  *   hlb_buckets  array  half*cap + b -> u32           (ring two-level index)
  *   hlb_flows    lru    flow_key -> flow        connection tracking
+ *   hlb_ctcache  percpu array hash(flow_key) -> ct_cache   conntrack hits, per CPU
+ *   hlb_ctgen    array  0 -> u32                what makes hlb_ctcache entries valid
  *   hlb_stats    percpu array 0 -> stats
  */
 #ifndef HASHLB_STEER_SHARED_H
@@ -110,6 +112,27 @@ struct hlb_steer_flow {
 	__u32 pad;
 };
 
+/* The per-CPU conntrack cache: direct-mapped by a hash of the flow key.
+ * Array lookups are inlined by the verifier, so an established packet that
+ * hits here makes no kernel call at all (a hash map lookup makes four, each
+ * paying the return mitigation). An entry is a copy of the flow's hlb_flows
+ * entry, valid only while its gen equals hlb_ctgen's, which the loader bumps
+ * after any change that could make a conntrack entry wrong (table, VIPs,
+ * flows cleared). */
+#define HLB_STEER_CT_CACHE_BITS 12
+/* Every this many cache hits the packet goes through hlb_flows instead, so
+ * that the LRU still sees the flow in use and does not evict it. */
+#define HLB_STEER_CT_CACHE_REFRESH 32
+
+struct hlb_steer_ct_cache {
+	struct hlb_steer_flow_key key;
+	__u64 backend_id;
+	__u32 slot;
+	__u32 gen;
+	__u32 hits;
+	__u32 pad;
+};
+
 enum hlb_steer_drop {
 	HLB_STEER_DROP_MALFORMED = 0, /* to a VIP, TCP header truncated or bad */
 	HLB_STEER_DROP_FRAGMENT, /* IP fragment to a VIP address */
@@ -137,6 +160,7 @@ _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
 _Static_assert(sizeof(struct hlb_steer_flow) == 16, "flow layout");
+_Static_assert(sizeof(struct hlb_steer_ct_cache) == 64, "ct cache layout");
 _Static_assert(sizeof(struct hlb_steer_stats) == (6 + HLB_STEER_DROP_MAX) * 8, "stats layout");
 
 #endif

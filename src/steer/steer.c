@@ -41,6 +41,7 @@ enum map_id {
 	M_FLOWS,
 	M_STATS,
 	M_SYNC,
+	M_CTGEN,
 	M_MAX
 };
 
@@ -49,7 +50,7 @@ static const char *const map_names[M_MAX] = {
 	[M_VIPS] = "hlb_vips",	       [M_ACTIVE] = "hlb_active",   [M_TABLES] = "hlb_tables",
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_FLOWS] = "hlb_flows",
-	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",
+	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_CTGEN] = "hlb_ctgen",
 };
 
 struct hashlb_steer {
@@ -134,6 +135,24 @@ static int steer_barrier(struct hashlb_steer *s)
 	uint32_t zero = 0;
 
 	if (bpf_map_update_elem(s->fd[M_SYNC], &zero, &s->sync_inner_fd, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Invalidate every CPU's conntrack cache (hlb_ctcache): called after any
+ * change that can make a conntrack entry wrong. Zero is never used: the
+ * program ignores the cache while the generation is 0 (before the first
+ * bump), and zero-filled entries never match.
+ */
+static int ctgen_bump(struct hashlb_steer *s)
+{
+	uint32_t zero = 0, gen = 0;
+
+	if (bpf_map_lookup_elem(s->fd[M_CTGEN], &zero, &gen) < 0)
+		return -errno;
+	gen = gen + 1 ? gen + 1 : 1;
+	if (bpf_map_update_elem(s->fd[M_CTGEN], &zero, &gen, BPF_ANY) < 0)
 		return -errno;
 	return 0;
 }
@@ -303,6 +322,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_FLOWS] = bpf_map__fd(s->skel->maps.hlb_flows);
 	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
 	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
+	s->fd[M_CTGEN] = bpf_map__fd(s->skel->maps.hlb_ctgen);
 	ret = sync_inner_create(s);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating a map: %s", strerror(-ret));
@@ -577,8 +597,11 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 				removed++;
 		}
 	}
-	if (removed)
+	if (removed) {
 		flows_delete_unserved(s, keys, nk);
+		if (ctgen_bump(s) < 0)
+			goto err_sys;
+	}
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
@@ -820,6 +843,11 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		if (ret < 0)
 			goto err_sys;
 	}
+	/* Cached conntrack entries may name a backend that has just lost
+	 * its flows on another CPU (rescheduled there): drop them all. */
+	ret = ctgen_bump(s);
+	if (ret < 0)
+		goto err_sys;
 	ret = 0;
 	goto out;
 err_sys:
@@ -877,7 +905,7 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s)
 		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
 		bpf_map_delete_elem(s->fd[M_FLOWS], &k);
 	}
-	return 0;
+	return ctgen_bump(s);
 }
 
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)

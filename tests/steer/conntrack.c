@@ -4,8 +4,13 @@
  * ring and Maglev: a flow keeps its backend across a table change that would
  * have moved it (a backend added, the list reordered); a flow whose backend
  * is marked down, or removed, is rescheduled to what the new table says;
- * a draining backend keeps its flows and gets no new ones.
+ * a draining backend keeps its flows and gets no new ones. The process is
+ * pinned to one CPU so that the per-CPU conntrack cache is hot throughout;
+ * cross_cpu() then proves the cache of one CPU never overrides a reschedule
+ * done on another.
  */
+#include <sched.h>
+
 #include "helpers.h"
 
 #define FLOWS 400
@@ -213,6 +218,64 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 	hashlb_table_free(t6);
 }
 
+static bool pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+/*
+ * 7. Flows cached on CPU 0 under "alpha"; "alpha" down, and the flows'
+ * packets arrive on CPU 1: rescheduled there. "alpha" up again, packets on
+ * CPU 0: they must stay where CPU 1 rescheduled them (the conntrack entry),
+ * not go back to "alpha" by CPU 0's cache, which still names a backend that
+ * is up and keeps flows.
+ */
+static void cross_cpu(struct hashlb_steer *s)
+{
+	struct hashlb_table *t5 = equal_weights(HASHLB_SCHEME_MAGLEV, five, 5), *tdown;
+	bool down[5] = { true, false, false, false, false };
+	const char *first[FLOWS], *moved_to[FLOWS];
+	uint32_t bad = 0, n_alpha = 0;
+
+	if (!pin(1) || !pin(0)) {
+		printf("cross-CPU cache check skipped: fewer than 2 CPUs usable\n");
+		hashlb_table_free(t5);
+		return;
+	}
+	CHECK(hashlb_table_with_down(t5, down, &tdown, NULL) == 0, "with_down");
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < FLOWS; i++) {
+		first[i] = send_pkt(t5, &flows[i]);
+		for (int k = 0; k < 3; k++) /* cache hits */
+			bad += !same(send_pkt(t5, &flows[i]), first[i]);
+	}
+	CHECK(bad == 0, "cross-CPU: %u packets of established flows moved", bad);
+
+	test_publish(s, tdown, HASHLB_KEY_4TUPLE, NULL);
+	pin(1);
+	for (int i = 0; i < FLOWS; i++)
+		moved_to[i] = send_pkt(tdown, &flows[i]);
+
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	pin(0);
+	bad = 0;
+	for (int i = 0; i < FLOWS; i++) {
+		n_alpha += same(first[i], "alpha");
+		bad += !same(send_pkt(t5, &flows[i]),
+			     same(first[i], "alpha") ? moved_to[i] : first[i]);
+	}
+	CHECK(n_alpha > 0, "cross-CPU: no flow on alpha: the test proves nothing");
+	CHECK(bad == 0, "cross-CPU: %u flows not where their conntrack entry says", bad);
+	printf("cross-CPU: %u flows rescheduled on CPU 1 stay there on CPU 0\n", n_alpha);
+	hashlb_table_free(tdown);
+	hashlb_table_free(t5);
+}
+
 int main(void)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -220,8 +283,10 @@ int main(void)
 
 	fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
 	test_set_vips(s, vips, 1);
+	pin(0);
 	run(s, HASHLB_SCHEME_MAGLEV);
 	run(s, HASHLB_SCHEME_RING);
+	cross_cpu(s);
 	hashlb_steer_free(s);
 	return test_failures ? 1 : 0;
 }
