@@ -4,7 +4,10 @@
 hashlb run with one Maglev service of 1,000 configured backends (M=65537; their names
 spread over three HTTP backends), wrk driving keep-alive HTTP through it; alternately
 quiet and with `POST /set weight` toggled 10 times a second (a rebuild of the
-1,000-backend table, a full Maglev population, and a publish each time). Prints
+1,000-backend table, a full Maglev population, and a publish each time). The backends
+are nginx servers (`--backend nginx`, the default when nginx is installed) so that the
+load balancer, not the backends, is what limits the rate; `--backend python` uses the
+project's own tests/tools/http-backend. Prints
 requests/s of each phase and their ratio (the target is 1.0: workers never wait for the
 control thread).
 
@@ -14,6 +17,7 @@ control thread).
 import argparse
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +27,47 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HTTP_BACKEND = os.path.join(HERE, "..", "tests", "tools", "http-backend")
+
+
+NGINX = "/usr/sbin/nginx"
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx{n}.pid;
+error_log {dir}/nginx{n}.err warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body{n};
+    proxy_temp_path {dir}/proxy{n};
+    fastcgi_temp_path {dir}/fcgi{n};
+    uwsgi_temp_path {dir}/uwsgi{n};
+    scgi_temp_path {dir}/scgi{n};
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "h{n}\\n"; }}
+    }}
+}}
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"backend on port {port} did not start")
 
 
 def http(admin, method, path):
@@ -39,11 +84,23 @@ def main():
     ap.add_argument("--hashlb", default="build/src/cli/hashlb")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--backend", choices=("nginx", "python"),
+                    default="nginx" if os.path.exists(NGINX) else "python")
     a = ap.parse_args()
     procs = []
+    work = tempfile.mkdtemp(prefix="hashlb-ctltraffic-")
     try:
         addrs = []
         for n in range(3):
+            if a.backend == "nginx":
+                port = free_port()
+                conf = os.path.join(work, f"nginx{n}.conf")
+                with open(conf, "w") as f:
+                    f.write(NGINX_CONF.format(dir=work, n=n, port=port))
+                procs.append(subprocess.Popen([NGINX, "-c", conf, "-p", work]))
+                wait_port(port)
+                addrs.append(f"127.0.0.1:{port}")
+                continue
             p = subprocess.Popen([sys.executable, HTTP_BACKEND, "--name", f"h{n}"],
                                  stdout=subprocess.PIPE, text=True)
             procs.append(p)
@@ -102,7 +159,7 @@ def main():
         print(f"median: quiet {q:.0f} req/s, during rebuilds {c:.0f} req/s, ratio {c / q:.2f} "
               f"(1,000 backends, Maglev M=65537, full population per rebuild)")
         print(f"reproduce: python3 bench/control_traffic.py --hashlb {a.hashlb} "
-              f"--rounds {a.rounds} --seconds {a.seconds:g}")
+              f"--rounds {a.rounds} --seconds {a.seconds:g} --backend {a.backend}")
         os.unlink(cfg.name)
     finally:
         for p in procs:
@@ -111,6 +168,7 @@ def main():
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
