@@ -11,35 +11,34 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"NAME\n"
-		"  hashlb table - build a consistent-hash table and show it\n"
-		"\n"
-		"SYNOPSIS\n"
-		"  hashlb table [OPTIONS] BACKEND[=WEIGHT]...\n"
-		"\n"
-		"DESCRIPTION\n"
-		"  Builds the lookup table that hashlb would use for these backends\n"
-		"  (identified by name; weight 1 unless given) and prints its summary:\n"
-		"  scheme and parameters, each backend's weight, state and share of the\n"
-		"  hash space, the table's fingerprint, build time and memory. Equal\n"
-		"  fingerprints mean equal routing, on any machine.\n"
-		"\n"
-		"OPTIONS\n" TABLE_ARGS_USAGE
-		"      --dump                 print the whole table instead: one line per\n"
-		"                             Maglev slot (\"SLOT NAME\") or ring point\n"
-		"                             (\"POSITION NAME\", position in hex)\n"
-		"      --json                 print the summary as JSON\n"
-		"  -h, --help                 show this text\n"
-		"\n"
-		"EXIT STATUS\n"
-		"  0 on success, 1 if the table cannot be built (the reason is printed),\n"
-		"  2 on a usage error.\n"
-		"\n"
-		"EXAMPLES\n"
-		"  hashlb table a b c=2\n"
-		"  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
-		"  hashlb table --table-size 251 --dump a b c\n");
+	fprintf(f, "NAME\n"
+		   "  hashlb table - build a consistent-hash table and show it\n"
+		   "\n"
+		   "SYNOPSIS\n"
+		   "  hashlb table [OPTIONS] BACKEND[=WEIGHT]...\n"
+		   "\n"
+		   "DESCRIPTION\n"
+		   "  Builds the lookup table that hashlb would use for these backends\n"
+		   "  (identified by name; weight 1 unless given) and prints its summary:\n"
+		   "  scheme and parameters, each backend's weight, state and share of the\n"
+		   "  hash space, the table's fingerprint, build time and memory. Equal\n"
+		   "  fingerprints mean equal routing, on any machine.\n"
+		   "\n"
+		   "OPTIONS\n" TABLE_ARGS_USAGE
+		   "      --dump                 print the whole table instead: one line per\n"
+		   "                             Maglev slot (\"SLOT NAME\") or ring point\n"
+		   "                             (\"POSITION NAME\", position in hex)\n"
+		   "      --json                 print the summary as JSON\n"
+		   "  -h, --help                 show this text\n"
+		   "\n"
+		   "EXIT STATUS\n"
+		   "  0 on success, 1 if the table cannot be built (the reason is printed),\n"
+		   "  2 on a usage error.\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb table a b c=2\n"
+		   "  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
+		   "  hashlb table --table-size 251 --dump a b c\n");
 }
 
 static void print_summary(const struct hashlb_table *t, double ms)
@@ -104,8 +103,10 @@ static void print_json(const struct hashlb_table *t, double ms)
 	for (uint32_t i = 0; i < n; i++) {
 		printf("%s{\"name\":", i ? "," : "");
 		print_json_string(hashlb_table_backend_name(t, i));
-		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}", hashlb_table_backend_weight(t, i),
-		       hashlb_table_backend_down(t, i) ? "false" : "true", hashlb_table_share(t, i));
+		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}",
+		       hashlb_table_backend_weight(t, i),
+		       hashlb_table_backend_down(t, i) ? "false" : "true",
+		       hashlb_table_share(t, i));
 	}
 	printf("]}\n");
 }
@@ -118,8 +119,9 @@ static void print_dump(const struct hashlb_table *t)
 	if (v.scheme == HASHLB_SCHEME_MAGLEV) {
 		for (uint32_t j = 0; j < v.m; j++)
 			printf("%u %s\n", j,
-			       v.slots[j] == HASHLB_BACKEND_NONE ? "-"
-								 : hashlb_table_backend_name(t, v.slots[j]));
+			       v.slots[j] == HASHLB_BACKEND_NONE
+				       ? "-"
+				       : hashlb_table_backend_name(t, v.slots[j]));
 	} else {
 		for (uint32_t j = 0; j < v.n_points; j++)
 			printf("%016" PRIx64 " %s\n", v.pos[j],
