@@ -64,7 +64,7 @@ void hashlb_table_free(struct hashlb_table *t)
 	if (!t)
 		return;
 	if (t->names)
-		free(t->names[0] ? t->names[0] : NULL);
+		free(t->names[0]); /* one block holds every name */
 	free(t->names);
 	free(t->weights);
 	free(t->down);

@@ -74,23 +74,6 @@ static struct hashlb_config *config_new(enum hashlb_scheme scheme, uint32_t n)
 	return c;
 }
 
-static void config_free(struct hashlb_config *c)
-{
-	for (uint32_t i = 0; i < c->n_services; i++) {
-		struct hashlb_service_cfg *s = &c->services[i];
-
-		for (uint32_t j = 0; j < s->n_backends; j++) {
-			free(s->backends[j].name);
-			free(s->backends[j].address);
-		}
-		free(s->backends);
-		free(s->name);
-		free(s->listen);
-	}
-	free(c->services);
-	free(c);
-}
-
 struct fixture {
 	struct hashlb_config *cfg;
 	struct hlb_loop *loop;
@@ -130,7 +113,7 @@ static void fixture_teardown(struct fixture *f)
 	hlb_pool_free(f->pool);
 	hlb_rcu_free(f->rcu);
 	hlb_loop_free(f->loop);
-	config_free(f->cfg);
+	hashlb_config_free(f->cfg);
 }
 
 static void backend_fail(struct hlb_pool_backend *b)
@@ -453,7 +436,7 @@ static void test_reload_applies_the_difference(void **state)
 	s->backends[5].name = strdup("b6");
 	s->backends[1].weight = 2;
 	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
-	config_free(f.cfg);
+	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
 
@@ -494,7 +477,7 @@ static void test_reload_applies_the_difference(void **state)
 	free(next->services[0].name);
 	next->services[0].name = strdup("api");
 	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
-	config_free(f.cfg);
+	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	assert_int_equal(hlb_pool_service_count(f.pool), 1);
 	assert_null(hlb_pool_service_find(f.pool, "web"));
@@ -518,7 +501,7 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 2);
 	next = config_new(HASHLB_SCHEME_RING, 3); /* health: enabled false */
 	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
-	config_free(f.cfg);
+	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
 	assert_true(hlb_pool_backend_up(b));
