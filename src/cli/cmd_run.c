@@ -20,6 +20,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "SYNOPSIS\n"
 		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
+		   "             [--splice-after B|off] [--splice-pipes N] [--pipe-size B]\n"
 		   "             [--admin ADDR:PORT|off] [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
@@ -53,6 +54,15 @@ static void usage(FILE *f)
 		   "                       while idle; when all are in use, receiving waits\n"
 		   "      --buffer-size B  bytes per buffer (default 65536): the largest chunk\n"
 		   "                       forwarded in one send\n"
+		   "      --splice-after B a direction that has forwarded B bytes in large reads\n"
+		   "                       (a bulk stream) moves to splice: socket to pipe to\n"
+		   "                       socket, no copy through hashlb (default 262144; off:\n"
+		   "                       never). Its pipe (64 KiB) is then its buffer\n"
+		   "      --splice-pipes N at most N directions spliced at once (default 1024);\n"
+		   "                       each pipe takes two file descriptors, over the cap a\n"
+		   "                       direction stays on buffers\n"
+		   "      --pipe-size B    bytes per splice pipe, rounded up to a power of two\n"
+		   "                       of pages (default: the kernel's, 65536)\n"
 		   "      --admin A        the admin endpoint's address (ADDR:PORT), or off,\n"
 		   "                       overriding the config's admin\n"
 		   "      --log-level L    debug, info (default), warn or error\n"
@@ -98,6 +108,9 @@ int cmd_run(int argc, char **argv)
 		{ "buffers", required_argument, NULL, 'B' },
 		{ "admin", required_argument, NULL, 'A' },
 		{ "buffer-size", required_argument, NULL, 'S' },
+		{ "splice-after", required_argument, NULL, 'T' },
+		{ "splice-pipes", required_argument, NULL, 'p' },
+		{ "pipe-size", required_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -146,6 +159,32 @@ int cmd_run(int argc, char **argv)
 				return 2;
 			}
 			dopts.buf_size = (uint32_t)v;
+			break;
+		case 'T':
+			if (strcmp(optarg, "off") == 0) {
+				dopts.splice_after = UINT32_MAX;
+				break;
+			}
+			if (cli_parse_u64(optarg, UINT32_MAX - 1, &v) < 0 || v == 0) {
+				fprintf(stderr,
+					"hashlb run: --splice-after takes a byte count or off\n");
+				return 2;
+			}
+			dopts.splice_after = (uint32_t)v;
+			break;
+		case 'p':
+			if (cli_parse_u64(optarg, 8192, &v) < 0 || v == 0) {
+				fprintf(stderr, "hashlb run: --splice-pipes takes 1..8192\n");
+				return 2;
+			}
+			dopts.splice_pipes = (uint32_t)v;
+			break;
+		case 'Z':
+			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 4096) {
+				fprintf(stderr, "hashlb run: --pipe-size takes 4096..1048576\n");
+				return 2;
+			}
+			dopts.pipe_size = (uint32_t)v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {

@@ -20,6 +20,8 @@ enum bfield {
 	B_CONNECT_FAIL,
 	B_CONNECT_TIMEOUT,
 	B_RETRIES,
+	B_SPLICES,
+	B_BYTES_SPLICED,
 	B_UP,
 	B_HEALTHY,
 	B_WEIGHT,
@@ -48,6 +50,10 @@ static const struct {
 				"Connects to the backend that timed out." },
 	[B_RETRIES] = { "hashlb_backend_retries_total", "counter",
 			"Connections that moved on from this backend to the next of their list." },
+	[B_SPLICES] = { "hashlb_backend_splices_total", "counter",
+			"Directions of connections that moved to splice (bulk streams)." },
+	[B_BYTES_SPLICED] = { "hashlb_backend_spliced_bytes_total", "counter",
+			      "Bytes (of sent and received) forwarded by splice, not copied." },
 	[B_UP] = { "hashlb_backend_up", "gauge",
 		   "1 if the backend takes new clients (ready and healthy)." },
 	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
@@ -99,6 +105,10 @@ static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_
 		return (double)c->connect_timeout;
 	case B_RETRIES:
 		return (double)c->retries;
+	case B_SPLICES:
+		return (double)c->splices;
+	case B_BYTES_SPLICED:
+		return (double)c->bytes_spliced;
 	case B_UP:
 		return hlb_pool_backend_up(b);
 	case B_HEALTHY:

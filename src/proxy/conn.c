@@ -16,12 +16,27 @@
  * has been sent, the other side gets shutdown(SHUT_WR); the other direction
  * flows on until it ends too, then both sockets are closed.
  *
+ * Splice: a direction that has forwarded splice_after bytes in large reads
+ * (a bulk stream, not small requests) moves to splice(2): source socket ->
+ * pipe -> destination socket, the bytes never copied through user space.
+ * The switch happens between two buffers (no recv is re-armed once it is
+ * due; when the last send completes, the pipe takes over). Then the
+ * direction has one poll in flight, for the source to become readable or
+ * the destination writable, and the worker calls splice() itself with
+ * SPLICE_F_NONBLOCK on non-blocking sockets (IORING_OP_SPLICE would run
+ * every splice in an io-wq thread). The pipe is the buffer: the source is
+ * read only when the pipe is empty, so a destination that does not read
+ * stops us from reading the source, as with buffers. A direction stays on
+ * buffers when the worker's pipe cap is reached or pipe2() fails.
+ *
  * Errors (reset, timeout, idle) abort: every request in flight on the two
  * sockets is cancelled and the connection is freed once its last CQE has
  * come back (<inflight> counts them).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +48,12 @@
 #include "worker.h"
 
 #define CONN_CHUNK 64
+/* A read this large counts towards splice_after: small messages never do. */
+#define SPLICE_READ_MIN 16384
+/* Bytes asked of one splice() from a socket; the pipe's slots bound it. */
+#define SPLICE_LEN (1u << 20)
+/* Read-write rounds of one direction per readiness, then it polls again (fairness). */
+#define SPLICE_ROUNDS 4
 
 static struct conn *conn_alloc(struct worker *w)
 {
@@ -168,6 +189,11 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 			bufring_put(w, h->pend_bid);
 			returned = true;
 		}
+		if (h->spliced) {
+			worker_close_fd(w, h->pipe[0]);
+			worker_close_fd(w, h->pipe[1]);
+			w->pipes--;
+		}
 		if (c->fd[i] >= 0)
 			worker_close_fd(w, c->fd[i]);
 	}
@@ -228,6 +254,119 @@ static void half_finish(struct worker *w, struct conn *c, int i)
 	/* A plain syscall: IORING_OP_SHUTDOWN is punted to an io-wq thread,
 	 * which costs far more than the syscall itself. */
 	shutdown(c->fd[1 - i], SHUT_WR);
+}
+
+static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned int events)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_poll_add(sqe, fd, events);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_POLL + i));
+	c->inflight++;
+}
+
+static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
+{
+	struct hlb_backend_wstats *bs = &c->be->wstats[w->id];
+
+	hlb_stat_add(i == 0 ? &bs->bytes_in : &bs->bytes_out, n);
+	c->last_ms = (uint32_t)w->now_ms;
+}
+
+/*
+ * Move what is ready on spliced half <i>: empty the pipe into the
+ * destination, then refill it from the source, until one of them would
+ * block (then poll it) or the source has ended. May free <c>.
+ */
+static void half_splice_pump(struct worker *w, struct conn *c, int i)
+{
+	struct hlb_backend_wstats *bs = &c->be->wstats[w->id];
+	struct half *h = &c->h[i];
+	bool drained = false;
+	ssize_t n;
+
+	for (int round = 0;; round++) {
+		while (h->pipe_len) {
+			n = splice(h->pipe[0], NULL, c->fd[1 - i], NULL, h->pipe_len,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				h->pipe_len -= n;
+				half_count(w, c, i, n);
+				hlb_stat_add(&bs->bytes_spliced, n);
+				continue;
+			}
+			if (n < 0 && errno == EAGAIN) {
+				half_poll(w, c, i, c->fd[1 - i], POLLOUT);
+				return;
+			}
+			conn_abort(w, c); /* reset, or the peer closed */
+			return;
+		}
+		if (h->eof) {
+			half_finish(w, c, i);
+			return;
+		}
+		/* A read that left the socket empty: wait for more rather than
+		 * try a read that fails. */
+		if (drained || round >= SPLICE_ROUNDS) {
+			half_poll(w, c, i, c->fd[i], POLLIN);
+			return;
+		}
+		n = splice(c->fd[i], NULL, h->pipe[1], NULL, SPLICE_LEN,
+			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			h->pipe_len = n;
+			drained = n < SPLICE_READ_MIN;
+		} else if (n == 0) {
+			h->eof = true;
+		} else if (errno == EAGAIN) {
+			half_poll(w, c, i, c->fd[i], POLLIN);
+			return;
+		} else {
+			conn_abort(w, c);
+			return;
+		}
+	}
+}
+
+/*
+ * Half <i> is due to splice and has nothing in flight: give it a pipe, or
+ * keep it on buffers if the cap is reached or no pipe can be had. May free
+ * <c>.
+ */
+static void half_splice_start(struct worker *w, struct conn *c, int i)
+{
+	struct half *h = &c->h[i];
+
+	h->splice_want = false;
+	if (w->pipes >= w->pipes_max || pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		h->bulk = 0; /* try again after as many bytes */
+		half_recv(w, c, i, false);
+		return;
+	}
+	if (w->pipe_size)
+		fcntl(h->pipe[1], F_SETPIPE_SZ, w->pipe_size); /* on failure, the kernel's size */
+	if (!c->nonblock) {
+		/* splice() on a socket waits unless the socket is non-blocking;
+		 * io_uring's own recv and send do not care. */
+		fcntl(c->fd[0], F_SETFL, O_NONBLOCK);
+		fcntl(c->fd[1], F_SETFL, O_NONBLOCK);
+		c->nonblock = true;
+	}
+	w->pipes++;
+	h->spliced = true;
+	h->pipe_len = 0;
+	hlb_stat_add(&c->be->wstats[w->id].splices, 1);
+	half_splice_pump(w, c, i);
+}
+
+/* After a recv of <n> bytes on half <i>: whether the direction should move to splice. */
+static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
+{
+	if (!w->splice_after || n < SPLICE_READ_MIN)
+		return false;
+	h->bulk += n;
+	return h->bulk >= w->splice_after && w->pipes < w->pipes_max;
 }
 
 static void conn_fail_no_backend(struct worker *w, struct conn *c)
@@ -345,6 +484,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		c->h[i].idx = i;
 		c->h[i].send_bid = BUF_NONE;
 		c->h[i].pend_bid = BUF_NONE;
+		c->h[i].pipe[0] = c->h[i].pipe[1] = -1;
 	}
 	c->next = &w->conns;
 	c->prev = w->conns.prev;
@@ -436,9 +576,13 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		}
 		if (res > 0) {
 			c->last_ms = (uint32_t)w->now_ms;
+			if (half_splice_due(w, h, res))
+				h->splice_want = true;
 			if (h->send_bid == BUF_NONE) {
 				half_send(w, c, i, bid, 0, res);
-				half_recv(w, c, i, !(cqe->flags & IORING_CQE_F_SOCK_NONEMPTY));
+				if (!h->splice_want)
+					half_recv(w, c, i,
+						  !(cqe->flags & IORING_CQE_F_SOCK_NONEMPTY));
 			} else {
 				h->pend_bid = bid;
 				h->pend_len = res;
@@ -491,14 +635,30 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 
 			h->pend_bid = BUF_NONE;
 			half_send(w, c, i, bid, 0, h->pend_len);
-			half_recv(w, c, i, false);
+			if (!h->splice_want)
+				half_recv(w, c, i, false);
 		} else if (h->eof) {
 			half_finish(w, c, i);
+		} else if (h->splice_want) {
+			if (w->starved_head)
+				conn_wake_starved(w);
+			half_splice_start(w, c, i); /* may free c */
+			return;
 		}
 		if (w->starved_head)
 			conn_wake_starved(w);
 		return;
 	}
+	case OP_POLL:
+	case OP_POLL_B:
+		if (c->state == CONN_CLOSING)
+			break;
+		if (res < 0) {
+			conn_abort(w, c);
+			return;
+		}
+		half_splice_pump(w, c, op - OP_POLL); /* may free c */
+		return;
 	default:
 		break;
 	}

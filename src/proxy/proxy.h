@@ -28,6 +28,16 @@ struct hlb_proxy_opts {
 	uint32_t buf_count; /* provided buffers per worker (power of two), default 256 */
 	uint32_t ring_entries; /* SQ entries per ring, default 2048 */
 	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
+	/*
+	 * Splice: a direction that has forwarded <splice_after> bytes in large
+	 * reads moves to splice (socket -> pipe -> socket, no copy through
+	 * user space); 0 = default (256 KiB), UINT32_MAX = never. At most
+	 * <splice_pipes> directions over all workers at once (a pipe is two
+	 * fds); 0 = default (1024).
+	 */
+	uint32_t splice_after;
+	uint32_t splice_pipes;
+	uint32_t pipe_size; /* F_SETPIPE_SZ of each pipe; 0 = the kernel's (64 KiB) */
 };
 
 int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,

@@ -369,6 +369,10 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		p->opts.buf_count = 256;
 	if (!p->opts.ring_entries)
 		p->opts.ring_entries = 2048;
+	if (!p->opts.splice_after)
+		p->opts.splice_after = 256 * 1024;
+	if (!p->opts.splice_pipes)
+		p->opts.splice_pipes = 1024;
 	if (p->opts.buf_count & (p->opts.buf_count - 1) || p->opts.buf_count > 32768) {
 		free(p);
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
@@ -394,6 +398,11 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->id = i;
 		w->buf_size = p->opts.buf_size;
 		w->buf_count = p->opts.buf_count;
+		w->splice_after = p->opts.splice_after == UINT32_MAX ? 0 : p->opts.splice_after;
+		w->pipe_size = p->opts.pipe_size;
+		w->pipes_max = p->opts.splice_pipes / p->n_workers;
+		if (!w->pipes_max)
+			w->pipes_max = 1;
 		w->conns.next = w->conns.prev = &w->conns;
 		w->starved_tail = &w->starved_head;
 		w->cmd_tail = &w->cmd_head;

@@ -29,6 +29,8 @@ enum op {
 	OP_SEND_B, /* conn, half 1: to the client */
 	OP_TICK, /* worker: periodic timer */
 	OP_WAKE, /* worker: eventfd read, commands queued */
+	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
+	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
 	OP_MAX
 };
 #define OP_MASK 15ull
@@ -71,6 +73,12 @@ struct half {
 	bool recv_armed;
 	bool eof; /* the source sent FIN */
 	bool starved;
+	/* splice (see conn.c): a bulk direction moves kernel to kernel through a pipe */
+	bool splice_want; /* switch once the send in flight is done */
+	bool spliced;
+	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
+	uint32_t pipe_len; /* bytes in the pipe */
+	int pipe[2]; /* read end, write end; valid when spliced */
 };
 
 enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_STATE_MAX };
@@ -88,6 +96,7 @@ struct conn {
 	uint8_t attempt; /* index in the preference list */
 	bool timed_out; /* the connect timeout fired */
 	bool established; /* counted in the backend's established */
+	bool nonblock; /* both sockets O_NONBLOCK (set when a direction is spliced) */
 	struct half h[2];
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));
@@ -112,6 +121,10 @@ struct worker {
 	size_t bufs_size;
 	uint32_t buf_size, buf_count, buf_mask;
 	uint32_t bufs_out; /* buffers held by connections */
+	/* splice */
+	uint32_t splice_after; /* 0 = never */
+	uint32_t pipes, pipes_max; /* spliced directions now, and the cap (2 fds each) */
+	uint32_t pipe_size; /* 0: leave the kernel's */
 	struct half *starved_head, **starved_tail;
 	/* connections */
 	struct conn conns; /* list head */

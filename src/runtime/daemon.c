@@ -560,6 +560,9 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	popts.pin_cpus = opts->pin_cpus;
 	popts.buf_size = opts->buf_size;
 	popts.buf_count = opts->buf_count;
+	popts.splice_after = opts->splice_after;
+	popts.splice_pipes = opts->splice_pipes;
+	popts.pipe_size = opts->pipe_size;
 	r = hlb_proxy_new(&popts, d->rcu, &d->proxy, err);
 	if (r < 0)
 		goto err_free;

@@ -53,6 +53,10 @@ struct hlb_daemon_opts {
 	bool pin_cpus; /* pin worker i to the i-th allowed CPU */
 	uint32_t buf_size; /* provided buffer bytes; 0 = default (64 KiB) */
 	uint32_t buf_count; /* provided buffers per worker; 0 = default (256) */
+	uint32_t
+		splice_after; /* bytes before a bulk direction splices; 0 = default, UINT32_MAX = never */
+	uint32_t splice_pipes; /* spliced directions at once, all workers; 0 = default (1024) */
+	uint32_t pipe_size; /* bytes per splice pipe; 0 = the kernel's (64 KiB) */
 };
 
 /* The control plane's plug. Every member may be NULL. */

@@ -81,6 +81,8 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 		c.connect_timeout +=
 			atomic_load_explicit(&w->connect_timeout, memory_order_relaxed);
 		c.retries += atomic_load_explicit(&w->retries, memory_order_relaxed);
+		c.splices += atomic_load_explicit(&w->splices, memory_order_relaxed);
+		c.bytes_spliced += atomic_load_explicit(&w->bytes_spliced, memory_order_relaxed);
 	}
 	*ret = c;
 }

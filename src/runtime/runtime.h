@@ -107,6 +107,8 @@ struct hlb_backend_wstats {
 	_Atomic uint64_t connect_fail; /* connects refused or failed */
 	_Atomic uint64_t connect_timeout; /* connects that timed out */
 	_Atomic uint64_t retries; /* connects that moved on from this backend to the next */
+	_Atomic uint64_t splices; /* directions switched to splice (kernel-to-kernel) */
+	_Atomic uint64_t bytes_spliced; /* of bytes_in + bytes_out, those moved by splice */
 } __attribute__((aligned(64)));
 
 /* Summed counters of one backend, as read by the control plane. */
@@ -118,6 +120,8 @@ struct hlb_backend_counters {
 	uint64_t connect_fail;
 	uint64_t connect_timeout;
 	uint64_t retries;
+	uint64_t splices;
+	uint64_t bytes_spliced;
 };
 
 struct hlb_backend {

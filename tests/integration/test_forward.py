@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""hashlb run forwards TCP correctly: bytes intact both ways under backpressure, half-close
-propagated, 1,000 concurrent connections, max_connections and the idle timeout enforced."""
+"""hashlb run forwards TCP correctly: bytes intact both ways under backpressure, on buffers and
+through splice, half-close propagated, 1,000 concurrent connections, max_connections and the
+idle timeout enforced."""
 import hashlib
 import random
 import socket
 import threading
 import time
 
+from ctltest import Lb
 from lbtest import Backend, Hashlb, check, client_ip, config, connect, read_line, run_tests
 
 backends = [Backend(n) for n in ("a", "b", "c")]
@@ -14,10 +16,9 @@ BACKENDS = [(b.name, b.addr) for b in backends]
 MiB = 1 << 20
 
 
-def bytes_intact():
-    """100 MiB each way, random chunk sizes, a reader that stalls: both checksums match."""
-    lb = Hashlb(config(BACKENDS))
-    total = 100 * MiB
+def stream_both_ways(lb, total):
+    """<total> bytes each way through <lb> with random chunk sizes and a reader that
+    stalls; checks both checksums and that hashlb's RSS stays bounded meanwhile."""
     rng = random.Random(7)
     block = rng.randbytes(4 * MiB)
     s = connect(lb.addr, timeout=60)
@@ -56,7 +57,119 @@ def bytes_intact():
     check(n == total, f"received {n} bytes of {total}")
     check(got.digest() == sent.digest(), "the bytes that came back are the bytes sent (sha256)")
     check(peak < 128 * 1024, f"hashlb RSS stays bounded while the reader stalls ({peak} KiB)")
+
+
+def metric_sum(lb, name):
+    """The sum of a metric's samples over all label sets, from GET /metrics."""
+    status, body = lb.http("GET", "/metrics")
+    check(status == 200, f"GET /metrics answers 200, got {status}")
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def bytes_intact():
+    """100 MiB each way on the buffer path (splice off), random chunk sizes, a reader that
+    stalls: both checksums match, and nothing was spliced."""
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", "--splice-after", "off"))
+    stream_both_ways(lb, 100 * MiB)
+    check(metric_sum(lb, "hashlb_backend_splices_total") == 0, "splice off: no direction spliced")
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+
+
+def bytes_intact_spliced():
+    """The same 100 MiB each way with splice on (the default): both directions move to
+    splice after their first 256 KiB and carry nearly all the bytes, intact."""
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0"))
+    total = 100 * MiB
+    stream_both_ways(lb, total)
+    splices = metric_sum(lb, "hashlb_backend_splices_total")
+    spliced = metric_sum(lb, "hashlb_backend_spliced_bytes_total")
+    check(splices == 2, f"both directions spliced ({splices:.0f})")
+    check(spliced >= 2 * total - 8 * MiB,
+          f"the splice path carried the bytes: {spliced / MiB:.1f} of {2 * total / MiB:.0f} MiB")
+    check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+
+
+def splice_then_small():
+    """Once both directions of a connection are spliced, small messages still go through
+    both ways, one by one (the pipe is emptied as soon as it is filled)."""
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0"))
+    s = connect(lb.addr, timeout=20)
+    read_line(s)
+    big = random.Random(3).randbytes(8 * MiB)
+    t = threading.Thread(target=s.sendall, args=(big,))
+    t.start()
+    got = bytearray()
+    while len(got) < len(big):
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        got += d
+    t.join()
+    check(got == big, f"8 MiB echoed intact ({len(got)} bytes)")
+    splices = metric_sum(lb, "hashlb_backend_splices_total")
+    check(splices == 2, f"both directions spliced ({splices:.0f})")
+    ok = 0
+    for i in range(50):
+        s.sendall(b"ping %d\n" % i)
+        ok += read_line(s) == "ping %d" % i
+    check(ok == 50, f"50 small echoes after the switch, {ok} came back")
+    s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+def run_threads(fn, n, timeout=60):
+    """fn(0) .. fn(n-1), each in its own thread, all at once; waits for them."""
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+
+
+def echo_bulk(addr, size, seed, src=None, hold=None):
+    """Send <size> random bytes through <addr> to an echo backend; whether all came back.
+    <hold>: a barrier to wait at before closing (keeps the connection's pipes taken)."""
+    s = connect(addr, src=src, timeout=20)
+    read_line(s)
+    big = random.Random(seed).randbytes(size)
+    t = threading.Thread(target=s.sendall, args=(big,))
+    t.start()
+    got = bytearray()
+    while len(got) < size:
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        got += d
+    t.join()
+    if hold:
+        hold.wait(30)
+    s.close()
+    return got == big
+
+
+def splice_cap():
+    """With room for one pipe, one direction splices and the others stay on buffers, all
+    intact; the pipe is given back when its connection closes."""
+    lb = Lb(config(BACKENDS, workers=1), args=("--admin", "127.0.0.1:0", "--splice-pipes", "1"))
+    results = [None] * 3
+    hold = threading.Barrier(3)
+
+    def one(i):
+        results[i] = echo_bulk(lb.addr, 4 * MiB, i, src=client_ip(i), hold=hold)
+
+    run_threads(one, 3)
+    check(all(results), f"3 bulk connections over a cap of 1 pipe intact: {results}")
+    splices = metric_sum(lb, "hashlb_backend_splices_total")
+    check(splices == 1, f"only one direction spliced ({splices:.0f})")
+    time.sleep(0.2)  # the closes reach hashlb
+    check(echo_bulk(lb.addr, 4 * MiB, 9), "a later bulk connection intact")
+    splices = metric_sum(lb, "hashlb_backend_splices_total")
+    check(splices == 2, f"and spliced: the pipe was given back ({splices:.0f})")
+    check(lb.stop() == 0, "hashlb exits 0")
 
 
 def half_close():
@@ -192,11 +305,7 @@ def buffers_exhausted():
         s.close()
         results[i] = data.partition(b"\n")[2] == payload
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(one, 40)
     check(all(results), f"all 40 connections intact: {results.count(True)} were")
     check(lb.stop() == 0, "hashlb exits 0")
 
@@ -237,5 +346,5 @@ def fd_limit():
     lb.stop()
 
 
-run_tests([bytes_intact, half_close, concurrent_1000, max_connections, idle_timeout,
+run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, concurrent_1000, max_connections, idle_timeout,
            reset_midstream, buffers_exhausted, fd_limit])
