@@ -17,6 +17,9 @@
  *   - TCP to a VIP address with a truncated or bad header: dropped;
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
  *     active table half (new flow or rescheduled).
+ *
+ * Every map read here is an array, inlined by the verifier: the programs
+ * make no kernel call except bpf_redirect (and bpf_skb_pull_data for tc).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -38,15 +41,17 @@ const volatile __u32 backends_cap = 1;
 const volatile __u32 slots_cap = 1;
 const volatile __u32 points_cap = 1;
 const volatile __u32 buckets_cap = 1;
+/* Conntrack buckets - 1 (a power of two less one), set by the loader. */
+const volatile __u32 ct_mask = 0;
 /* Benchmarks only: make every packet a new flow (its source address XORed
  * with a counter), so that BPF_PROG_TEST_RUN's repeat measures the new-flow
  * path warm. Zero in production: the verifier removes the code. */
 const volatile __u32 bench_new_flows = 0;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, struct hlb_steer_vip_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * HLB_STEER_VIP_SLOTS);
+	__type(key, __u32);
 	__type(value, struct hlb_steer_vip);
 } hlb_vips SEC(".maps");
 
@@ -99,12 +104,15 @@ struct {
 	__type(value, __u32);
 } hlb_buckets SEC(".maps");
 
+/* Mappable: its values start on a page, so every bucket is one cache line,
+ * and the loader scans and clears it in place. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536); /* set by the loader (--flows) */
-	__type(key, struct hlb_steer_flow_key);
-	__type(value, struct hlb_steer_flow);
-} hlb_flows SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* buckets, set by the loader (--flows) */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct hlb_steer_ct_bucket);
+} hlb_ct SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -112,20 +120,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hlb_steer_stats);
 } hlb_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1 << HLB_STEER_CT_CACHE_BITS);
-	__type(key, __u32);
-	__type(value, struct hlb_steer_ct_cache);
-} hlb_ctcache SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} hlb_ctgen SEC(".maps");
 
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
@@ -181,44 +175,53 @@ static __always_inline enum verdict pass(struct hlb_steer_stats *st)
 	return V_PASS;
 }
 
-/* The flow's hlb_ctcache index. A collision costs only a trip through
- * hlb_flows (the whole key is compared), so a cheap fold does. */
-static __always_inline __u32 ct_cache_index(const struct hlb_steer_flow_key *k)
+/* The VIP half in use (bit 1 of hlb_active). */
+static __always_inline __u32 vip_half(__u32 active)
 {
-	const __u32 *w = (const __u32 *)k;
-	__u32 h = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5] ^ w[6] ^ w[7] ^ w[8];
-
-	return (h * 0x9e3779b1u) >> (32 - HLB_STEER_CT_CACHE_BITS);
+	return (active >> 1) & 1;
 }
 
-static __always_inline int flow_key_eq(const struct hlb_steer_flow_key *a,
-				       const struct hlb_steer_flow_key *b)
+static __always_inline int vip_eq(const struct hlb_steer_vip *v, __u64 a0, __u64 a1, __be16 port)
 {
-	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	const __u64 *va = (const __u64 *)v->addr;
 
-	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+	return (v->flags & HLB_STEER_VIP_F_VALID) && v->port == port && va[0] == a0 && va[1] == a1;
 }
 
-static __always_inline void ct_cache_fill(struct hlb_steer_ct_cache *ce,
-					  const struct hlb_steer_flow_key *k, __u64 backend_id,
-					  __u32 slot, __u32 gen)
+/* The index in hlb_vips (half <vh>) of (<a0><a1>, <port>), or -1. */
+static __always_inline int vip_find(__u32 vh, __u64 a0, __u64 a1, __be16 port)
 {
-	if (!ce)
-		return;
-	ce->key = *k;
-	ce->backend_id = backend_id;
-	ce->slot = slot;
-	ce->gen = gen;
-	ce->hits = 0;
+	__u32 home = hlb_steer_vip_hash(a0, a1, port), k = vh * HLB_STEER_VIP_SLOTS + home;
+	struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &k);
+	__u32 n;
+	int i;
+
+	if (!v)
+		return -1;
+	n = v->probes;
+	if (n && vip_eq(v, a0, a1, port))
+		return (int)home;
+#pragma unroll
+	for (i = 1; i < HLB_STEER_VIP_PROBES; i++) {
+		__u32 idx = (home + i) & (HLB_STEER_VIP_SLOTS - 1);
+
+		if ((__u32)i >= n)
+			break;
+		k = vh * HLB_STEER_VIP_SLOTS + idx;
+		v = bpf_map_lookup_elem(&hlb_vips, &k);
+		if (v && vip_eq(v, a0, a1, port))
+			return (int)idx;
+	}
+	return -1;
 }
 
 /* Whether <addr> is a VIP address at all (the port-0 marker). */
-static __always_inline int is_vip_addr(const __u8 *addr)
+static __always_inline int is_vip_addr(const struct hlb_steer_flow_key *key)
 {
-	struct hlb_steer_vip_key k = {};
+	const __u64 *d = (const __u64 *)key->dst;
+	__u32 zero = 0, *active = bpf_map_lookup_elem(&hlb_active, &zero);
 
-	__builtin_memcpy(k.addr, addr, 16);
-	return bpf_map_lookup_elem(&hlb_vips, &k) != NULL;
+	return active && vip_find(vip_half(*active), d[0], d[1], 0) >= 0;
 }
 
 static __always_inline void map_v4(__u8 *dst16, __be32 addr)
@@ -293,12 +296,15 @@ static __always_inline void set_macs(struct ethhdr *eth, const struct hlb_steer_
 	__builtin_memcpy(eth->h_source, be->src_mac, ETH_ALEN);
 }
 
-/* The backend in <slot> if it is still <id> and keeps its flows, else NULL. */
-static __always_inline struct hlb_steer_backend *kept_backend(__u32 slot, __u64 id)
+/* The backend conntrack entry <e> names, if the slot still holds the same
+ * backend (incarnation) and it keeps its flows, else NULL. */
+static __always_inline struct hlb_steer_backend *kept_backend(__u64 e)
 {
+	__u32 slot = (__u32)e & 0xffff;
 	struct hlb_steer_backend *be = bpf_map_lookup_elem(&hlb_bslots, &slot);
 
-	if (be && be->id == id && (be->flags & HLB_STEER_BACKEND_F_KEEP))
+	if (be && be->incarnation == ((e >> HLB_STEER_CT_INC_SHIFT) & 0xff) &&
+	    (be->flags & HLB_STEER_BACKEND_F_KEEP))
 		return be;
 	return NULL;
 }
@@ -391,7 +397,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	}
 
 	if (frag) {
-		if (is_vip_addr(pk.key.dst))
+		if (is_vip_addr(&pk.key))
 			return drop(st, HLB_STEER_DROP_FRAGMENT);
 		return pass(st);
 	}
@@ -402,7 +408,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	 * only then is the VIP map asked (the port may be cut off too). */
 	tcp = l4;
 	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 || (void *)tcp + tcp->doff * 4 > data_end)
-		return is_vip_addr(pk.key.dst) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
+		return is_vip_addr(&pk.key) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
 
 	pk.key.sport = tcp->source;
 	pk.key.dport = tcp->dest;
@@ -416,51 +422,57 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	}
 
 	/*
-	 * Conntrack first: a flow has an entry only if it was sent to a VIP
-	 * (the loader deletes the entries of a VIP it stops serving), so a hit
-	 * is the whole check for an established flow. Traffic that is not ours
-	 * pays two lookups (conntrack, then VIP) instead of one: an LB's
-	 * interface mostly carries its VIPs'.
-	 *
-	 * This CPU's cache first: a copy of the flow's entry, no kernel call.
-	 * The generation is read before anything else, so an entry filled from
-	 * maps that a concurrent update is changing carries the old one and
-	 * is invalid once the loader bumps it.
+	 * Conntrack first (docs/DESIGN-steering.md): the flow's bucket, a way
+	 * with its tag. A hit is honoured only if the VIP the entry names is
+	 * still served and is this packet's destination, so a tag that matches
+	 * by chance never forwards traffic that is not ours, and the flows of a
+	 * VIP no longer served are passed without the loader touching them.
 	 */
-	__u32 zero = 0, ci = ct_cache_index(&pk.key);
-	__u32 *genp = bpf_map_lookup_elem(&hlb_ctgen, &zero);
-	__u32 gen = genp ? *genp : 0;
-	struct hlb_steer_ct_cache *ce = bpf_map_lookup_elem(&hlb_ctcache, &ci);
+	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
+	__u64 h = hlb_steer_ct_hash(&pk.key);
+	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
+	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;
+	const __u64 *dst = (const __u64 *)pk.key.dst;
+	struct hlb_steer_ct_bucket *b = bpf_map_lookup_elem(&hlb_ct, &bi);
 	struct hlb_steer_backend *be;
-	int resched = 0;
+	__u32 active, vh, w, way = HLB_STEER_CT_WAYS;
+	int resched = 0, vip = -1;
+	__u64 e = 0;
 
-	if (ce && gen && ce->gen == gen && flow_key_eq(&ce->key, &pk.key) &&
-	    (++ce->hits % HLB_STEER_CT_CACHE_REFRESH) != 0) {
-		__u32 slot = ce->slot;
-
-		be = kept_backend(slot, ce->backend_id);
-		if (be)
-			return forward_kept(st, eth, be, data_end - data, ret_ifindex);
-	}
-
-	struct hlb_steer_flow *fl = bpf_map_lookup_elem(&hlb_flows, &pk.key);
-
-	if (fl) {
-		__u32 slot = fl->slot;
-
-		be = kept_backend(slot, fl->backend_id);
-		if (be) {
-			if (gen)
-				ct_cache_fill(ce, &pk.key, fl->backend_id, slot, gen);
-			return forward_kept(st, eth, be, data_end - data, ret_ifindex);
+	if (!activep || !b)
+		return drop(st, HLB_STEER_DROP_TABLE);
+	active = *activep;
+	vh = vip_half(active);
+#pragma unroll
+	for (w = 0; w < HLB_STEER_CT_WAYS; w++) {
+		e = b->way[w];
+		if (e && (__u32)(e >> HLB_STEER_CT_TAG_SHIFT) == tag) {
+			way = w;
+			break;
 		}
-		resched = 1;
-	} else {
-		struct hlb_steer_vip_key vk = {};
+	}
+	if (way < HLB_STEER_CT_WAYS) {
+		__u32 vk = vh * HLB_STEER_VIP_SLOTS + ((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
+		struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &vk);
 
-		__builtin_memcpy(vk.addr, pk.key.dst, 16);
-		vk.port = tcp->dest;
-		if (vk.port == 0 || !bpf_map_lookup_elem(&hlb_vips, &vk))
+		if (v && vip_eq(v, dst[0], dst[1], pk.key.dport)) {
+			vip = (int)((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
+			be = kept_backend(e);
+			if (be) {
+				/* Written only when it changed: once a tick, not
+				 * once a packet, so the line stays shared. */
+				if (way < HLB_STEER_CT_WAYS && b->seen[way] != now)
+					b->seen[way] = now;
+				return forward_kept(st, eth, be, data_end - data, ret_ifindex);
+			}
+			resched = 1;
+		}
+	}
+	if (vip < 0) {
+		if (pk.key.dport == 0)
+			return pass(st);
+		vip = vip_find(vh, dst[0], dst[1], pk.key.dport);
+		if (vip < 0)
 			return pass(st);
 	}
 
@@ -469,14 +481,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	__builtin_memcpy(pk.tuple + 18, pk.key.dst, 16);
 	__builtin_memcpy(pk.tuple + 34, &pk.key.dport, 2);
 
-	__u32 half;
-	__u32 *active = bpf_map_lookup_elem(&hlb_active, &zero);
+	__u32 half = active & 1;
 	struct hlb_steer_table *t;
 	int idx;
 
-	if (!active)
-		return drop(st, HLB_STEER_DROP_TABLE);
-	half = *active & 1;
 	t = bpf_map_lookup_elem(&hlb_tables, &half);
 	if (!t)
 		return drop(st, HLB_STEER_DROP_TABLE);
@@ -493,14 +501,43 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	if (!be)
 		return drop(st, HLB_STEER_DROP_TABLE);
 
-	/* Not copied into the cache here: a new flow's packets pay nothing for
-	 * it, and its next packet fills the cache from hlb_flows. */
-	struct hlb_steer_flow nf = { .backend_id = be->id, .slot = be->slot };
+	/*
+	 * The way: the one with this tag (a reschedule, or a tag shared with
+	 * another flow of the set), else an empty one, else the one seen
+	 * longest ago (ages wrap at 16 bits: an entry idle for longer than
+	 * that looks young, which only makes the choice less exact).
+	 */
+	int evicted = 0;
 
-	bpf_map_update_elem(&hlb_flows, &pk.key, &nf, BPF_ANY);
+	if (way >= HLB_STEER_CT_WAYS) {
+		__u32 oldest = 0, age;
+
+		way = 0;
+#pragma unroll
+		for (w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			if (b->way[w] == 0) {
+				way = w;
+				oldest = 0x10000;
+				break;
+			}
+			age = (now - b->seen[w]) & 0xffff;
+			if (w == 0 || age > oldest) {
+				oldest = age;
+				way = w;
+			}
+		}
+		evicted = oldest != 0x10000;
+	}
+	if (way < HLB_STEER_CT_WAYS) {
+		/* One aligned 64-bit store: readers see the old entry or this. */
+		*(volatile __u64 *)&b->way[way] =
+			hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
+		b->seen[way] = now;
+	}
 	if (st) {
 		st->new_flows++;
 		st->ct_resched += resched;
+		st->ct_evicted += evicted;
 		st->packets++;
 		st->bytes += data_end - data;
 	}

@@ -41,7 +41,9 @@ enum hashlb_steer_prog {
 struct hashlb_steer_opts {
 	const char *iface; /* NULL with HASHLB_STEER_LOAD_ONLY */
 	enum hashlb_steer_mode mode;
-	uint32_t flows; /* conntrack entries; 0 = 65536 */
+	/* Conntrack entries; 0 = 65536. Rounded up to HLB_STEER_CT_WAYS times
+	 * a power of two. */
+	uint32_t flows;
 	/* Capacity of one table half; 0 = sized from the first table with room
 	 * to grow (updates that do not fit are refused with -E2BIG). */
 	uint32_t max_backends;
@@ -101,10 +103,13 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 
-/* Drop every conntrack entry, and every CPU's cached copy (tests). */
+/* Empty the conntrack table (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);
-/* Number of conntrack entries. */
+/* Number of conntrack entries (ways in use). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+/* The conntrack map (hlb_ct: struct hlb_steer_ct_bucket by bucket index),
+ * borrowed: tests read and age its entries. */
+int hashlb_steer_ct_fd(struct hashlb_steer *s);
 
 /* A program's fd, for BPF_PROG_TEST_RUN; -ENOENT from a found handle. */
 int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog);

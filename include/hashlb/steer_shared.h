@@ -8,23 +8,31 @@
  *
  * The maps (see docs/DESIGN-steering.md for why they look like this):
  *
- *   hlb_vips     hash   vip_key -> vip          which (address, port) we serve
- *   hlb_active   array  0 -> u32                the table half in use (0 or 1)
+ *   hlb_vips     array  vhalf*256 + i -> vip    which (address, port) we serve,
+ *                                               open addressed by hlb_steer_vip_hash
+ *   hlb_active   array  0 -> u32                bit 0: the table half in use,
+ *                                               bit 1: the VIP half in use
  *   hlb_tables   array  half -> table           per-half scheme, seed, sizes
  *   hlb_backends array  half*cap + idx -> backend
  *   hlb_bslots   array  slot -> backend         what conntrack entries resolve
  *   hlb_slots    array  half*cap + slot/4 -> slots   (Maglev, 4 slots a value)
  *   hlb_points   array  half*cap + i -> ring_point   (ring, sorted)
  *   hlb_buckets  array  half*cap + b -> u32           (ring two-level index)
- *   hlb_flows    lru    flow_key -> flow        connection tracking
- *   hlb_ctcache  percpu array hash(flow_key) -> ct_cache   conntrack hits, per CPU
- *   hlb_ctgen    array  0 -> u32                what makes hlb_ctcache entries valid
+ *   hlb_ct       array  hash(flow) & mask -> ct_bucket   connection tracking
  *   hlb_stats    percpu array 0 -> stats
+ *
+ * Every map the data path reads is an array: the verifier inlines array
+ * lookups (a bounds check and an add), where a hash map lookup or update is
+ * a chain of kernel calls.
  */
 #ifndef HASHLB_STEER_SHARED_H
 #define HASHLB_STEER_SHARED_H
 
 #include <linux/types.h>
+
+/* Shared functions are inlined on both sides: in BPF a call to a function
+ * that clang keeps out of line is a BPF-to-BPF call, which costs a return. */
+#define HLB_STEER_INLINE static inline __attribute__((always_inline))
 
 /* Ring lookup steps at most this many points past its bucket's first one;
  * the loader refuses a table whose max_scan is larger (never seen in
@@ -39,21 +47,42 @@
 #define HLB_STEER_SCHEME_MAGLEV 1 /* = HASHLB_SCHEME_MAGLEV */
 #define HLB_STEER_BACKEND_NONE 0xffffu /* = HASHLB_BACKEND_NONE */
 
-/* A service address. port = 0 marks "this address is a VIP" (inserted for
+/* The VIP table: open addressed, HLB_STEER_VIP_SLOTS entries a half. A key
+ * lives at most HLB_STEER_VIP_PROBES - 1 slots past its home slot
+ * (hlb_steer_vip_hash), and the home slot's probes says how many slots from
+ * it hold keys of that home, so that an address that is no VIP costs one
+ * lookup. An entry keeps its index for as long as it is served: conntrack
+ * entries name it. */
+#define HLB_STEER_VIP_SLOTS 256
+#define HLB_STEER_VIP_PROBES 8
+/* Keys (VIP ports plus one address marker per VIP address) at most. */
+#define HLB_STEER_VIPS_MAX 64
+
+/* A service address. port = 0 marks "this address is a VIP" (an entry for
  * every VIP address) so that fragments, which carry no port, can be told
  * apart from traffic to other hosts. */
-struct hlb_steer_vip_key {
+struct hlb_steer_vip {
 	__u8 addr[16]; /* IPv4 as IPv4-mapped IPv6, like the canonical tuple */
 	__be16 port;
-	__u16 pad;
-};
-
-struct hlb_steer_vip {
+	__u8 probes; /* slots from this one that hold keys whose home it is */
+	__u8 pad;
 	__u32 flags; /* HLB_STEER_VIP_F_* */
-	__u32 pad;
-};
+} __attribute__((aligned(8)));
 
-#define HLB_STEER_VIP_F_ADDR_ONLY 1u /* the port-0 marker entry */
+#define HLB_STEER_VIP_F_VALID 1u /* the slot holds a key */
+#define HLB_STEER_VIP_F_ADDR_ONLY 2u /* the port-0 marker entry */
+
+/* The home slot of (address, port): <a0>, <a1> the address's two 64-bit
+ * halves as loaded from memory (both sides run on the same CPU). */
+HLB_STEER_INLINE __u32 hlb_steer_vip_hash(__u64 a0, __u64 a1, __be16 port)
+{
+	__u64 h = (a0 * 0x9e3779b97f4a7c15ULL) ^ (a1 * 0xc2b2ae3d27d4eb4fULL) ^
+		  ((__u64)port * 0x165667b19e3779f9ULL);
+
+	h ^= h >> 32;
+	h *= 0x9e3779b97f4a7c15ULL;
+	return (__u32)(h >> 56); /* 8 bits: HLB_STEER_VIP_SLOTS */
+}
 
 /* One table half: everything needed to turn a tuple into a backend index.
  * The seed and key travel with the table, so they flip together with it. */
@@ -76,12 +105,14 @@ struct hlb_steer_table {
  * entry whose slot now holds another id, or a backend without KEEP, is
  * rescheduled. */
 struct hlb_steer_backend {
-	__u64 id; /* XXH64(name, 0): identity for conntrack across tables */
+	__u64 id; /* XXH64(name, 0): which backend holds the slot (loader only) */
 	__u8 dst_mac[6]; /* the backend's MAC */
 	__u8 src_mac[6]; /* the egress interface's MAC */
 	__u32 ifindex; /* egress; 0 = the interface the packet came in on */
 	__u32 flags; /* HLB_STEER_BACKEND_F_* */
-	__u32 slot; /* its index in hlb_bslots */
+	__u16 slot; /* its index in hlb_bslots */
+	__u8 incarnation; /* 1..255, the next each time the slot changes hands */
+	__u8 pad;
 };
 
 /* Established flows stay on this backend (up or draining). Without it the
@@ -98,40 +129,75 @@ struct hlb_steer_slots {
 	__u16 b[HLB_STEER_SLOTS_PER_VALUE];
 };
 
+/* What identifies a flow: the conntrack hash's input. */
 struct hlb_steer_flow_key {
 	__u8 src[16];
 	__u8 dst[16];
 	__be16 sport;
 	__be16 dport;
+	__u32 pad; /* zero */
+} __attribute__((aligned(8)));
+
+/*
+ * Connection tracking: hashlb's own set-associative table in an array map
+ * (docs/DESIGN-steering.md says why). hlb_steer_ct_hash(flow) picks a bucket
+ * (its low bits) and a tag (its high 32 bits). A bucket is one cache line of
+ * HLB_STEER_CT_WAYS ways; each way is one aligned 64-bit word written with a
+ * single store, so a reader on another CPU sees a whole entry or none:
+ *
+ *   bits 63..32  tag          high half of the flow's hash
+ *   bits 31..24  vip          its index in hlb_vips (checked on every hit)
+ *   bits 23..16  incarnation  the backend slot's, when the entry was made
+ *   bits 15..0   slot         the backend's slot in hlb_bslots
+ *
+ * 0 is an empty way (incarnations start at 1). seen[w] is the coarse time
+ * (jiffies >> HLB_STEER_CT_TICK_SHIFT, 16 bits, wrapping) way w was last
+ * used: an insert takes the way with the flow's tag, else an empty one, else
+ * the one seen longest ago.
+ */
+#define HLB_STEER_CT_WAYS 6
+#define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
+#define HLB_STEER_CT_TAG_SHIFT 32
+#define HLB_STEER_CT_VIP_SHIFT 24
+#define HLB_STEER_CT_INC_SHIFT 16
+
+struct hlb_steer_ct_bucket {
+	__u64 way[HLB_STEER_CT_WAYS];
+	__u16 seen[HLB_STEER_CT_WAYS];
 	__u32 pad;
 };
 
-struct hlb_steer_flow {
-	__u64 backend_id;
-	__u32 slot;
-	__u32 pad;
-};
+HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnation, __u32 slot)
+{
+	return (__u64)tag << HLB_STEER_CT_TAG_SHIFT |
+	       (__u64)(vip & 0xff) << HLB_STEER_CT_VIP_SHIFT |
+	       (__u64)(incarnation & 0xff) << HLB_STEER_CT_INC_SHIFT | (slot & 0xffff);
+}
 
-/* The per-CPU conntrack cache: direct-mapped by a hash of the flow key.
- * Array lookups are inlined by the verifier, so an established packet that
- * hits here makes no kernel call at all (a hash map lookup makes four, each
- * paying the return mitigation). An entry is a copy of the flow's hlb_flows
- * entry, valid only while its gen equals hlb_ctgen's, which the loader bumps
- * after any change that could make a conntrack entry wrong (table, VIPs,
- * flows cleared). */
-#define HLB_STEER_CT_CACHE_BITS 12
-/* Every this many cache hits the packet goes through hlb_flows instead, so
- * that the LRU still sees the flow in use and does not evict it. */
-#define HLB_STEER_CT_CACHE_REFRESH 32
+/*
+ * The flow's conntrack hash: not the table's seeded hash (which may cover
+ * fewer fields: a source-address key would put all of a client's flows in
+ * one bucket with one tag), a cheap one of every field. Five independent
+ * multiplies (the key's 64-bit words), then murmur3's finaliser so that
+ * every bit of the key reaches the bucket bits and the tag.
+ */
+HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
+{
+	__u64 w[5], h;
 
-struct hlb_steer_ct_cache {
-	struct hlb_steer_flow_key key;
-	__u64 backend_id;
-	__u32 slot;
-	__u32 gen;
-	__u32 hits;
-	__u32 pad;
-};
+	/* The key is 8-byte aligned: clang makes these five 64-bit loads. */
+	__builtin_memcpy(w, k, sizeof(w));
+	h = (w[0] * 0x9e3779b97f4a7c15ULL) ^ (w[1] * 0xc2b2ae3d27d4eb4fULL) ^
+	    (w[2] * 0x165667b19e3779f9ULL) ^ (w[3] * 0xd6e8feb86659fd93ULL) ^
+	    (w[4] * 0x27d4eb2f165667c5ULL);
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
 
 enum hlb_steer_drop {
 	HLB_STEER_DROP_MALFORMED = 0, /* to a VIP, TCP header truncated or bad */
@@ -148,19 +214,18 @@ struct hlb_steer_stats {
 	__u64 new_flows; /* scheduled through the table */
 	__u64 ct_hits; /* forwarded by their conntrack entry */
 	__u64 ct_resched; /* conntrack entry's backend down or gone: rescheduled */
+	__u64 ct_evicted; /* a new flow took a live way of its set (the set was full) */
 	__u64 passed; /* handed to the stack: not ours (other host, port, non-TCP) */
 	__u64 drops[HLB_STEER_DROP_MAX];
 };
 
-_Static_assert(sizeof(struct hlb_steer_vip_key) == 20, "vip key layout");
-_Static_assert(sizeof(struct hlb_steer_vip) == 8, "vip layout");
+_Static_assert(sizeof(struct hlb_steer_vip) == 24, "vip layout");
 _Static_assert(sizeof(struct hlb_steer_table) == 40, "table layout");
 _Static_assert(sizeof(struct hlb_steer_backend) == 32, "backend layout");
 _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
-_Static_assert(sizeof(struct hlb_steer_flow) == 16, "flow layout");
-_Static_assert(sizeof(struct hlb_steer_ct_cache) == 64, "ct cache layout");
-_Static_assert(sizeof(struct hlb_steer_stats) == (6 + HLB_STEER_DROP_MAX) * 8, "stats layout");
+_Static_assert(sizeof(struct hlb_steer_ct_bucket) == 64, "ct bucket layout: one cache line");
+_Static_assert(sizeof(struct hlb_steer_stats) == (7 + HLB_STEER_DROP_MAX) * 8, "stats layout");
 
 #endif

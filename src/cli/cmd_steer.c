@@ -64,7 +64,8 @@ static void usage(FILE *f)
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else XDP generic, else\n"
 		"                             tc; generic on a veth), xdp, xdp-generic or tc\n"
-		"      --flows N              connection-tracking entries (default 65536; LRU)\n"
+		"      --flows N              connection-tracking entries (default 65536; sets\n"
+		"                             of 6, least recently seen evicted)\n"
 		"      --max-backends N       backends an --update may grow to (default\n"
 		"                             max(256, 2 x backends))\n"
 		"      --max-ring-points N    ring points an --update may grow to\n"
@@ -88,6 +89,7 @@ static void usage(FILE *f)
 		"  new_flows         flows scheduled through the table\n"
 		"  ct_hits           packets forwarded by their connection-tracking entry\n"
 		"  ct_resched        flows whose backend went down or away, rescheduled\n"
+		"  ct_evicted        new flows that evicted a live entry (raise --flows)\n"
 		"  passed            packets handed to the stack (not for a VIP, not TCP)\n"
 		"  drop_malformed    TCP to a VIP with a truncated or invalid header\n"
 		"  drop_fragment     IP fragments to a VIP address\n"
@@ -228,6 +230,7 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 		{ "new_flows", st->new_flows },
 		{ "ct_hits", st->ct_hits },
 		{ "ct_resched", st->ct_resched },
+		{ "ct_evicted", st->ct_evicted },
 		{ "passed", st->passed },
 		{ "drop_malformed", st->drops[HLB_STEER_DROP_MALFORMED] },
 		{ "drop_fragment", st->drops[HLB_STEER_DROP_FRAGMENT] },

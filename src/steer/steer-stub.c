@@ -62,6 +62,11 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_ct_fd(struct hashlb_steer *s)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
 {
 	return -EOPNOTSUPP;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,8 @@
 #define TC_HANDLE 0x4c42 /* "LB" */
 #define TC_PRIORITY 1
 #define FLOWS_DEFAULT 65536u
+/* Conntrack entries at most: 2^26 buckets of 64 bytes, 4 GiB. */
+#define FLOWS_MAX ((1u << 26) * HLB_STEER_CT_WAYS)
 
 enum map_id {
 	M_VIPS,
@@ -38,10 +41,9 @@ enum map_id {
 	M_SLOTS,
 	M_POINTS,
 	M_BUCKETS,
-	M_FLOWS,
+	M_CT,
 	M_STATS,
 	M_SYNC,
-	M_CTGEN,
 	M_MAX
 };
 
@@ -49,8 +51,8 @@ enum map_id {
 static const char *const map_names[M_MAX] = {
 	[M_VIPS] = "hlb_vips",	       [M_ACTIVE] = "hlb_active",   [M_TABLES] = "hlb_tables",
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
-	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_FLOWS] = "hlb_flows",
-	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_CTGEN] = "hlb_ctgen",
+	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_CT] = "hlb_ct",
+	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",
 };
 
 struct hashlb_steer {
@@ -58,6 +60,8 @@ struct hashlb_steer {
 	int fd[M_MAX]; /* borrowed from skel, or owned when found */
 	int sync_inner_fd; /* the barrier's inner map */
 	uint32_t backends_cap, slots_cap, points_cap, buckets_cap;
+	uint32_t ct_buckets; /* hlb_ct's entries, a power of two */
+	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
 	bool tc_hook_created;
@@ -139,21 +143,32 @@ static int steer_barrier(struct hashlb_steer *s)
 	return 0;
 }
 
-/*
- * Invalidate every CPU's conntrack cache (hlb_ctcache): called after any
- * change that can make a conntrack entry wrong. Zero is never used: the
- * program ignores the cache while the generation is 0 (before the first
- * bump), and zero-filled entries never match.
- */
-static int ctgen_bump(struct hashlb_steer *s)
+/* Make <value> the active word (bits: table half, VIP half), then wait until
+ * no program still reads the halves it replaces, so they may be rewritten. */
+static int steer_flip(struct hashlb_steer *s, uint32_t value)
 {
-	uint32_t zero = 0, gen = 0;
+	uint32_t zero = 0;
 
-	if (bpf_map_lookup_elem(s->fd[M_CTGEN], &zero, &gen) < 0)
+	/* One aligned 32-bit value: readers see the old word or the new. */
+	if (bpf_map_update_elem(s->fd[M_ACTIVE], &zero, &value, BPF_ANY) < 0)
 		return -errno;
-	gen = gen + 1 ? gen + 1 : 1;
-	if (bpf_map_update_elem(s->fd[M_CTGEN], &zero, &gen, BPF_ANY) < 0)
+	if (s->fd[M_SYNC] >= 0 && s->sync_inner_fd >= 0)
+		return steer_barrier(s);
+	/* A found handle has no barrier map: programs run for microseconds, a
+	 * pause of milliseconds outlasts them. */
+	usleep(20000);
+	return 0;
+}
+
+/* Map hlb_ct (s->fd[M_CT], s->ct_buckets set) into s->ct. */
+static int ct_map(struct hashlb_steer *s)
+{
+	size_t len = (size_t)s->ct_buckets * sizeof(*s->ct);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd[M_CT], 0);
+
+	if (p == MAP_FAILED)
 		return -errno;
+	s->ct = p;
 	return 0;
 }
 
@@ -246,13 +261,16 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 {
 	struct hashlb_table_view v = { 0 };
 	struct hashlb_steer *s;
-	uint32_t m_max, points;
+	uint32_t m_max, points, flows = o->flows ? o->flows : FLOWS_DEFAULT;
 	int ret;
 
 	if ((unsigned)o->mode >= HASHLB_STEER_MODE_MAX)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid steering mode");
 	if (o->mode != HASHLB_STEER_LOAD_ONLY && !o->iface)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "no interface given");
+	if (flows > FLOWS_MAX)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "%u conntrack entries exceed the maximum %u", flows, FLOWS_MAX);
 	if (first)
 		hashlb_table_view(first, &v);
 
@@ -285,6 +303,10 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	points = o->max_ring_points ? o->max_ring_points : max_u32(65536, 2 * v.n_points);
 	s->points_cap = points;
 	s->buckets_cap = points + 1; /* 2^bucket_bits <= points */
+	/* Buckets: a power of two, at least <flows> entries in all. */
+	s->ct_buckets = 1;
+	while ((uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS < flows)
+		s->ct_buckets <<= 1;
 
 	s->skel = hlb_steer_bpf__open();
 	if (!s->skel) {
@@ -297,12 +319,13 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->skel->rodata->points_cap = s->points_cap;
 	s->skel->rodata->buckets_cap = s->buckets_cap;
 	s->skel->rodata->bench_new_flows = o->bench_new_flows;
+	s->skel->rodata->ct_mask = s->ct_buckets - 1;
 	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->backends_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->backends_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->slots_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->points_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->buckets_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_flows, o->flows ? o->flows : FLOWS_DEFAULT);
+	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
 	ret = hlb_steer_bpf__load(s->skel);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
@@ -319,11 +342,12 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
 	s->fd[M_POINTS] = bpf_map__fd(s->skel->maps.hlb_points);
 	s->fd[M_BUCKETS] = bpf_map__fd(s->skel->maps.hlb_buckets);
-	s->fd[M_FLOWS] = bpf_map__fd(s->skel->maps.hlb_flows);
+	s->fd[M_CT] = bpf_map__fd(s->skel->maps.hlb_ct);
 	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
 	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
-	s->fd[M_CTGEN] = bpf_map__fd(s->skel->maps.hlb_ctgen);
-	ret = sync_inner_create(s);
+	ret = ct_map(s);
+	if (ret == 0)
+		ret = sync_inner_create(s);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating a map: %s", strerror(-ret));
 		goto err_free;
@@ -443,6 +467,8 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 					s->points_cap = mi.max_entries / 2;
 				else if (m == M_BUCKETS)
 					s->buckets_cap = mi.max_entries / 2;
+				else if (m == M_CT)
+					s->ct_buckets = mi.max_entries;
 				break;
 			}
 		}
@@ -461,6 +487,13 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 			return ret;
 		}
 	}
+	ret = ct_map(s);
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "mapping the conntrack table: %s",
+			   strerror(-ret));
+		hashlb_steer_free(s);
+		return ret;
+	}
 	*ret_steer = s;
 	return 0;
 }
@@ -469,6 +502,8 @@ void hashlb_steer_free(struct hashlb_steer *s)
 {
 	if (!s)
 		return;
+	if (s->ct)
+		munmap(s->ct, (size_t)s->ct_buckets * sizeof(*s->ct));
 	if (s->skel) {
 		if (!s->keep)
 			detach(s);
@@ -509,105 +544,176 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 	return 0;
 }
 
-static int sockaddr_vip(const struct sockaddr_storage *ss, struct hlb_steer_vip_key *ret_key)
+/* The VIP entry of <ss> (valid, its port). */
+static int sockaddr_vip(const struct sockaddr_storage *ss, struct hlb_steer_vip *ret_vip)
 {
-	struct hlb_steer_vip_key k;
+	struct hlb_steer_vip v;
 
-	memset(&k, 0, sizeof(k));
+	memset(&v, 0, sizeof(v));
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *sin = (const void *)ss;
 
-		k.addr[10] = 0xff;
-		k.addr[11] = 0xff;
-		memcpy(k.addr + 12, &sin->sin_addr, 4);
-		k.port = sin->sin_port;
+		v.addr[10] = 0xff;
+		v.addr[11] = 0xff;
+		memcpy(v.addr + 12, &sin->sin_addr, 4);
+		v.port = sin->sin_port;
 	} else if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *sin6 = (const void *)ss;
 
-		memcpy(k.addr, &sin6->sin6_addr, 16);
-		k.port = sin6->sin6_port;
+		memcpy(v.addr, &sin6->sin6_addr, 16);
+		v.port = sin6->sin6_port;
 	} else {
 		return -EAFNOSUPPORT;
 	}
-	if (k.port == 0)
+	if (v.port == 0)
 		return -EINVAL;
-	*ret_key = k;
+	v.flags = HLB_STEER_VIP_F_VALID;
+	*ret_vip = v;
 	return 0;
 }
 
-/* Delete the conntrack entries whose destination is none of <keys>. */
-static void flows_delete_unserved(struct hashlb_steer *s, const struct hlb_steer_vip_key *keys,
-				  uint32_t nk)
+static uint32_t vip_home(const struct hlb_steer_vip *v)
 {
-	struct hlb_steer_flow_key k, next;
-	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
+	uint64_t a0, a1;
 
-	while (more) {
-		bool served = false;
+	memcpy(&a0, v->addr, 8);
+	memcpy(&a1, v->addr + 8, 8);
+	return hlb_steer_vip_hash(a0, a1, v->port);
+}
 
-		k = next;
-		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
-		for (uint32_t i = 0; i < nk && !served; i++)
-			served = keys[i].port == k.dport && memcmp(keys[i].addr, k.dst, 16) == 0;
-		if (!served)
-			bpf_map_delete_elem(s->fd[M_FLOWS], &k);
+static bool vip_same(const struct hlb_steer_vip *a, const struct hlb_steer_vip *b)
+{
+	return a->port == b->port && memcmp(a->addr, b->addr, 16) == 0;
+}
+
+/* Add <v> to <want> unless there already; -E2BIG past HLB_STEER_VIPS_MAX. */
+static int vip_want(struct hlb_steer_vip *want, uint32_t *n, const struct hlb_steer_vip *v)
+{
+	for (uint32_t i = 0; i < *n; i++)
+		if (vip_same(&want[i], v))
+			return 0;
+	if (*n == HLB_STEER_VIPS_MAX)
+		return -E2BIG;
+	want[(*n)++] = *v;
+	return 0;
+}
+
+/*
+ * Lay out <want> (<nw> keys) in <next>, keeping every key of <cur> that is
+ * still wanted at its index (conntrack entries name it), the others at the
+ * first free slot within HLB_STEER_VIP_PROBES of their home; then each home
+ * slot's probe count. -E2BIG if a key finds no slot.
+ */
+static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *want, uint32_t nw,
+		      struct hlb_steer_vip *next)
+{
+	bool placed[HLB_STEER_VIPS_MAX] = { false };
+
+	memset(next, 0, HLB_STEER_VIP_SLOTS * sizeof(*next));
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
+		if (!(cur[i].flags & HLB_STEER_VIP_F_VALID))
+			continue;
+		for (uint32_t k = 0; k < nw; k++) {
+			if (!placed[k] && vip_same(&cur[i], &want[k])) {
+				next[i] = want[k];
+				placed[k] = true;
+				break;
+			}
+		}
 	}
+	for (uint32_t k = 0; k < nw; k++) {
+		uint32_t home = vip_home(&want[k]), d;
+
+		if (placed[k])
+			continue;
+		for (d = 0; d < HLB_STEER_VIP_PROBES; d++) {
+			uint32_t j = (home + d) % HLB_STEER_VIP_SLOTS;
+
+			if (!(next[j].flags & HLB_STEER_VIP_F_VALID)) {
+				next[j] = want[k];
+				break;
+			}
+		}
+		if (d == HLB_STEER_VIP_PROBES)
+			return -E2BIG;
+	}
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
+		uint32_t home, d;
+
+		if (!(next[i].flags & HLB_STEER_VIP_F_VALID))
+			continue;
+		home = vip_home(&next[i]);
+		d = (i + HLB_STEER_VIP_SLOTS - home) % HLB_STEER_VIP_SLOTS;
+		if (next[home].probes < d + 1)
+			next[home].probes = (uint8_t)(d + 1);
+	}
+	return 0;
 }
 
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err)
 {
-	struct hlb_steer_vip_key *keys, k, next;
-	uint32_t nk = 0, removed = 0;
+	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
+	uint32_t nw = 0, zero = 0, active = 0, vh;
 	int ret = 0;
 
-	keys = calloc((size_t)n * 2 + 1, sizeof(*keys));
-	if (!keys)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < n; i++) {
-		struct hlb_steer_vip v = { .flags = 0 };
-		struct hlb_steer_vip a = { .flags = HLB_STEER_VIP_F_ADDR_ONLY };
+		ret = sockaddr_vip(&vips[i], &v);
+		if (ret < 0)
+			return hashlb_err(
+				err, ret, HASHLB_ERR_SYSTEM,
+				"VIP %u: needs an IPv4 or IPv6 address and a non-zero port", i);
+		ret = vip_want(want, &nw, &v);
+		v.port = 0;
+		v.flags |= HLB_STEER_VIP_F_ADDR_ONLY;
+		if (ret == 0)
+			ret = vip_want(want, &nw, &v);
+		if (ret < 0)
+			return hashlb_err(err, ret, HASHLB_ERR_SIZE_RANGE,
+					  "too many VIPs: %u addresses and ports at most",
+					  HLB_STEER_VIPS_MAX);
+	}
+	cur = calloc(2 * HLB_STEER_VIP_SLOTS, sizeof(*cur));
+	if (!cur)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	next = cur + HLB_STEER_VIP_SLOTS;
+	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
+		goto err_sys;
+	vh = (active >> 1) & 1;
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
+		uint32_t k = vh * HLB_STEER_VIP_SLOTS + i;
 
-		ret = sockaddr_vip(&vips[i], &k);
-		if (ret < 0) {
-			hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-				   "VIP %u: needs an IPv4 or IPv6 address and a non-zero port", i);
-			goto out;
-		}
-		keys[nk++] = k;
-		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &v, BPF_ANY) < 0)
-			goto err_sys;
-		k.port = 0;
-		keys[nk++] = k;
-		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &a, BPF_ANY) < 0)
+		if (bpf_map_lookup_elem(s->fd[M_VIPS], &k, &cur[i]) < 0)
 			goto err_sys;
 	}
-	/* Remove the VIPs no longer served, then their flows: the program
-	 * trusts a conntrack hit without asking the VIP map again. */
-	for (int more = bpf_map_get_next_key(s->fd[M_VIPS], NULL, &next) == 0; more;) {
-		bool keepk = false;
+	if (vip_layout(cur, want, nw, next) < 0) {
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				 "the VIP table has no room for these VIPs");
+		goto out;
+	}
+	/* Write the half not in use, then flip: a reader sees the old VIP set
+	 * or the new one, never a key half written. The flows of a VIP no
+	 * longer served stay in hlb_ct until evicted: the program checks an
+	 * entry's VIP on every hit, so they are passed from the flip on. */
+	vh ^= 1;
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
+		uint32_t k = vh * HLB_STEER_VIP_SLOTS + i;
 
-		k = next;
-		more = bpf_map_get_next_key(s->fd[M_VIPS], &k, &next) == 0;
-		for (uint32_t i = 0; i < nk; i++)
-			keepk = keepk || memcmp(&keys[i], &k, sizeof(k)) == 0;
-		if (!keepk) {
-			bpf_map_delete_elem(s->fd[M_VIPS], &k);
-			if (k.port)
-				removed++;
-		}
-	}
-	if (removed) {
-		flows_delete_unserved(s, keys, nk);
-		if (ctgen_bump(s) < 0)
+		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &next[i], BPF_ANY) < 0)
 			goto err_sys;
 	}
+	ret = steer_flip(s, (active & ~2u) | vh << 1);
+	if (ret < 0) {
+		errno = -ret;
+		goto err_sys;
+	}
+	ret = 0;
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
 			 strerror(errno));
 out:
-	free(keys);
+	free(cur);
 	return ret;
 }
 
@@ -681,7 +787,7 @@ err_sys:
 }
 
 static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t i,
-			  const struct hashlb_steer_dest *d, uint32_t slot,
+			  const struct hashlb_steer_dest *d, uint32_t slot, uint8_t incarnation,
 			  struct hlb_steer_backend *ret_be)
 {
 	static const uint8_t zero_mac[6];
@@ -699,7 +805,8 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 			if_mac(name, be.src_mac);
 	}
 	be.ifindex = d->ifindex;
-	be.slot = slot;
+	be.slot = (uint16_t)slot;
+	be.incarnation = incarnation;
 	if (!hashlb_table_backend_down(t, i) || d->drain)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
 	*ret_be = be;
@@ -748,6 +855,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	struct hlb_steer_backend be;
 	uint32_t zero = 0, active = 0, half, n, *slot = NULL;
 	uint64_t *slot_id = NULL;
+	uint8_t *slot_inc = NULL, *inc = NULL;
 	bool *used = NULL;
 	int ret;
 
@@ -768,9 +876,11 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	half = (active & 1) ^ 1;
 
 	slot = calloc(n ? n : 1, sizeof(*slot));
+	inc = calloc(n ? n : 1, sizeof(*inc));
 	slot_id = calloc(s->backends_cap, sizeof(*slot_id));
+	slot_inc = calloc(s->backends_cap, sizeof(*slot_inc));
 	used = calloc(s->backends_cap, sizeof(*used));
-	if (!slot || !slot_id || !used) {
+	if (!slot || !inc || !slot_id || !slot_inc || !used) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -780,6 +890,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			goto err_sys;
 		}
 		slot_id[j] = be.id;
+		slot_inc[j] = be.incarnation;
 	}
 	if (assign_slots(s, t, slot_id, slot) < 0) {
 		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
@@ -787,6 +898,15 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 				 "capacity %u: restart steering with a larger --max-backends",
 				 s->backends_cap);
 		goto out;
+	}
+	/* A slot that gets another backend gets the next incarnation (never
+	 * 0, which no entry holds): its old backend's entries stop matching. */
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
+
+		inc[i] = slot_inc[slot[i]];
+		if (slot_id[slot[i]] != id || inc[i] == 0)
+			inc[i] = inc[i] == 255 ? 1 : inc[i] + 1;
 	}
 
 	memset(&meta, 0, sizeof(meta));
@@ -797,7 +917,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (ret < 0)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
-		backend_value(s, t, i, &dests[i], slot[i], &be);
+		backend_value(s, t, i, &dests[i], slot[i], inc[i], &be);
 		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
 		if (ret < 0)
 			goto err_sys;
@@ -813,41 +933,28 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (ret < 0)
 		goto err_sys;
 
-	/* The flip: one aligned 32-bit value, readers see 0 or 1. */
-	ret = map_write(s->fd[M_ACTIVE], 0, &half);
+	ret = steer_flip(s, (active & ~1u) | half);
 	if (ret < 0)
 		goto err_sys;
-	if (s->fd[M_SYNC] >= 0 && s->sync_inner_fd >= 0) {
-		ret = steer_barrier(s);
-		if (ret < 0)
-			goto err_sys;
-	} else {
-		/* A found handle has no barrier map: programs run for
-		 * microseconds, a pause of milliseconds outlasts them. */
-		usleep(20000);
-	}
 
 	for (uint32_t i = 0; i < n; i++) {
-		backend_value(s, t, i, &dests[i], slot[i], &be);
+		backend_value(s, t, i, &dests[i], slot[i], inc[i], &be);
 		used[slot[i]] = true;
 		ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
 		if (ret < 0)
 			goto err_sys;
 	}
-	/* Backends no longer configured: their flows are rescheduled. */
-	memset(&be, 0, sizeof(be));
+	/* Backends no longer configured: their flows are rescheduled. The
+	 * incarnation stays, for the slot's next backend to take the next. */
 	for (uint32_t j = 0; j < s->backends_cap; j++) {
 		if (used[j] || slot_id[j] == 0)
 			continue;
+		memset(&be, 0, sizeof(be));
+		be.incarnation = slot_inc[j];
 		ret = map_write(s->fd[M_BSLOTS], j, &be);
 		if (ret < 0)
 			goto err_sys;
 	}
-	/* Cached conntrack entries may name a backend that has just lost
-	 * its flows on another CPU (rescheduled there): drop them all. */
-	ret = ctgen_bump(s);
-	if (ret < 0)
-		goto err_sys;
 	ret = 0;
 	goto out;
 err_sys:
@@ -855,7 +962,9 @@ err_sys:
 			 strerror(-ret));
 out:
 	free(slot);
+	free(inc);
 	free(slot_id);
+	free(slot_inc);
 	free(used);
 	return ret;
 }
@@ -884,6 +993,7 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 		sum.new_flows += per[c].new_flows;
 		sum.ct_hits += per[c].ct_hits;
 		sum.ct_resched += per[c].ct_resched;
+		sum.ct_evicted += per[c].ct_evicted;
 		sum.passed += per[c].passed;
 		for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
 			sum.drops[d] += per[c].drops[d];
@@ -895,32 +1005,30 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 
 int hashlb_steer_flows_clear(struct hashlb_steer *s)
 {
-	struct hlb_steer_flow_key k, next;
-	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
-
-	/* Step to the next key before deleting this one: restarting from the
-	 * first key each time rescans the emptied buckets (quadratic). */
-	while (more) {
-		k = next;
-		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
-		bpf_map_delete_elem(s->fd[M_FLOWS], &k);
+	/* Way by way, each one store: a program running meanwhile sees an
+	 * entry or an empty way, and may insert again behind us. */
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++)
+			__atomic_store_n(&s->ct[b].way[w], 0, __ATOMIC_RELAXED);
 	}
-	return ctgen_bump(s);
+	return 0;
 }
 
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 {
-	struct hlb_steer_flow_key k, next;
 	uint32_t c = 0;
-	int more = bpf_map_get_next_key(s->fd[M_FLOWS], NULL, &next) == 0;
 
-	while (more) {
-		k = next;
-		c++;
-		more = bpf_map_get_next_key(s->fd[M_FLOWS], &k, &next) == 0;
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++)
+			c += __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED) != 0;
 	}
 	*ret_count = c;
 	return 0;
+}
+
+int hashlb_steer_ct_fd(struct hashlb_steer *s)
+{
+	return s->fd[M_CT];
 }
 
 int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
