@@ -143,12 +143,6 @@ struct {
 
 enum verdict { V_PASS, V_DROP, V_FORWARD };
 
-/* The parsed packet: the canonical tuple (hash input and flow key). */
-struct parsed {
-	struct hlb_steer_flow_key key; /* src, dst, sport, dport */
-	__u8 tuple[36]; /* canonical layout: src, sport, dst, dport */
-};
-
 #define IPV6_EXTHDR_HOP 0
 #define IPV6_EXTHDR_ROUTING 43
 #define IPV6_EXTHDR_FRAGMENT 44
@@ -215,30 +209,38 @@ static __always_inline int vip_find(__u32 vh, __u64 a0, __u64 a1, __be16 port)
 	return -1;
 }
 
-/* Whether <addr> is a VIP address at all (the port-0 marker). */
-static __always_inline int is_vip_addr(const struct hlb_steer_flow_key *key)
+/* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
+static __always_inline int is_vip_addr(__u64 d0, __u64 d1)
 {
-	const __u64 *d = (const __u64 *)key->dst;
 	__u32 zero = 0, *active = bpf_map_lookup_elem(&hlb_active, &zero);
 
-	return active && vip_find(vip_half(*active), d[0], d[1], 0) >= 0;
+	return active && vip_find(vip_half(*active), d0, d1, 0) >= 0;
 }
 
-static __always_inline void map_v4(__u8 *dst16, __be32 addr)
-{
-	__builtin_memset(dst16, 0, 10);
-	dst16[10] = 0xff;
-	dst16[11] = 0xff;
-	__builtin_memcpy(dst16 + 12, &addr, 4);
-}
+/*
+ * The flow key is built and read as five 64-bit words (w[0..1] source,
+ * w[2..3] destination, w[4] ports and padding), in registers: byte stores
+ * read back as a word would stall on store forwarding.
+ */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the flow key words and the XXH64 lanes are built for little-endian BPF"
+#endif
+/* The second half of an IPv4-mapped address: 00 00 ff ff a b c d. */
+#define V4_MAPPED_HI(a) (0xffff0000ULL | (__u64)(a) << 32)
 
-static __always_inline __u64 tuple_hash(const __u8 *tuple, __u32 key_len, __u64 seed)
+/* The table's hash of the canonical tuple (source address, source port,
+ * destination address, destination port) over its first <key_len> bytes,
+ * from the flow key words. */
+static __always_inline __u64 tuple_hash(const __u64 *kw, __u32 key_len, __u64 seed)
 {
+	__u64 sport = kw[4] & 0xffff, dport = (kw[4] >> 16) & 0xffff;
+
 	if (key_len == 16)
-		return hlb_xxh64_16(tuple, seed);
+		return hlb_xxh64_16w(kw[0], kw[1], seed);
 	if (key_len == 18)
-		return hlb_xxh64_18(tuple, seed);
-	return hlb_xxh64_36(tuple, seed);
+		return hlb_xxh64_18w(kw[0], kw[1], (__u8)sport, (__u8)(sport >> 8), seed);
+	return hlb_xxh64_36w(kw[0], kw[1], sport | kw[2] << 16, kw[2] >> 48 | kw[3] << 16,
+			     (__u32)(kw[3] >> 48 | dport << 16), seed);
 }
 
 /* The backend index for <hash> in table half <half>, HLB_STEER_BACKEND_NONE
@@ -332,7 +334,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 {
 	struct hlb_steer_stats *st = stats_get();
 	struct ethhdr *eth = data;
-	struct parsed pk = {};
+	/* The flow key's words: source, destination, ports (+ zero pad). */
+	__u64 kw[5];
 	struct tcphdr *tcp;
 	__u8 proto;
 	int frag = 0;
@@ -352,8 +355,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 			return pass(st);
 		if ((void *)ip + ihl > data_end)
 			return pass(st);
-		map_v4(pk.key.src, ip->saddr);
-		map_v4(pk.key.dst, ip->daddr);
+		kw[0] = 0;
+		kw[1] = V4_MAPPED_HI(ip->saddr);
+		kw[2] = 0;
+		kw[3] = V4_MAPPED_HI(ip->daddr);
 		proto = ip->protocol;
 		/* MF set or a non-zero offset: a fragment. */
 		frag = (ip->frag_off & bpf_htons(0x3fff)) != 0;
@@ -366,8 +371,12 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 			return pass(st);
 		if (ip6->version != 6)
 			return pass(st);
-		__builtin_memcpy(pk.key.src, &ip6->saddr, 16);
-		__builtin_memcpy(pk.key.dst, &ip6->daddr, 16);
+		const __u64 *a = (const __u64 *)&ip6->saddr;
+
+		kw[0] = a[0];
+		kw[1] = a[1];
+		kw[2] = a[2];
+		kw[3] = a[3];
 		proto = ip6->nexthdr;
 		l4 = ip6 + 1;
 #pragma unroll
@@ -397,7 +406,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	}
 
 	if (frag) {
-		if (is_vip_addr(&pk.key))
+		if (is_vip_addr(kw[2], kw[3]))
 			return drop(st, HLB_STEER_DROP_FRAGMENT);
 		return pass(st);
 	}
@@ -408,18 +417,11 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	 * only then is the VIP map asked (the port may be cut off too). */
 	tcp = l4;
 	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 || (void *)tcp + tcp->doff * 4 > data_end)
-		return is_vip_addr(&pk.key) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
+		return is_vip_addr(kw[2], kw[3]) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
 
-	pk.key.sport = tcp->source;
-	pk.key.dport = tcp->dest;
-	if (bench_new_flows && st) {
-		__u32 c = (__u32)st->packets;
-
-		pk.key.src[12] ^= c;
-		pk.key.src[13] ^= c >> 8;
-		pk.key.src[14] ^= c >> 16;
-		pk.key.src[15] ^= c >> 24;
-	}
+	kw[4] = *(__u32 *)tcp; /* sport, dport as in the header; pad 0 */
+	if (bench_new_flows && st)
+		kw[1] ^= V4_MAPPED_HI((__u32)st->packets) & ~V4_MAPPED_HI(0);
 
 	/*
 	 * Conntrack first (docs/DESIGN-steering.md): the flow's bucket, a way
@@ -429,10 +431,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	 * VIP no longer served are passed without the loader touching them.
 	 */
 	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
-	__u64 h = hlb_steer_ct_hash(&pk.key);
+	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4]);
 	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
 	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;
-	const __u64 *dst = (const __u64 *)pk.key.dst;
+	const __u64 *dst = &kw[2];
 	struct hlb_steer_ct_bucket *b = bpf_map_lookup_elem(&hlb_ct, &bi);
 	struct hlb_steer_backend *be;
 	__u32 active, vh, w, way = HLB_STEER_CT_WAYS;
@@ -455,7 +457,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 		__u32 vk = vh * HLB_STEER_VIP_SLOTS + ((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
 		struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &vk);
 
-		if (v && vip_eq(v, dst[0], dst[1], pk.key.dport)) {
+		if (v && vip_eq(v, dst[0], dst[1], (__be16)(kw[4] >> 16))) {
 			vip = (int)((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
 			be = kept_backend(e);
 			if (be) {
@@ -469,17 +471,14 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 		}
 	}
 	if (vip < 0) {
-		if (pk.key.dport == 0)
+		__be16 dport = (__be16)(kw[4] >> 16);
+
+		if (dport == 0)
 			return pass(st);
-		vip = vip_find(vh, dst[0], dst[1], pk.key.dport);
+		vip = vip_find(vh, dst[0], dst[1], dport);
 		if (vip < 0)
 			return pass(st);
 	}
-
-	__builtin_memcpy(pk.tuple, pk.key.src, 16);
-	__builtin_memcpy(pk.tuple + 16, &pk.key.sport, 2);
-	__builtin_memcpy(pk.tuple + 18, pk.key.dst, 16);
-	__builtin_memcpy(pk.tuple + 34, &pk.key.dport, 2);
 
 	__u32 half = active & 1;
 	struct hlb_steer_table *t;
@@ -488,7 +487,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 	t = bpf_map_lookup_elem(&hlb_tables, &half);
 	if (!t)
 		return drop(st, HLB_STEER_DROP_TABLE);
-	idx = table_lookup(t, half, tuple_hash(pk.tuple, t->key_len, t->seed));
+	idx = table_lookup(t, half, tuple_hash(kw, t->key_len, t->seed));
 	if (idx < 0)
 		return drop(st, HLB_STEER_DROP_TABLE);
 	if (idx == HLB_STEER_BACKEND_NONE)

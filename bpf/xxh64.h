@@ -50,16 +50,21 @@ static __always_inline __u64 hlb_xxh_merge(__u64 acc, __u64 val)
 	return acc * HLB_XXH_P1 + HLB_XXH_P4;
 }
 
-static __always_inline __u64 hlb_xxh_lane8(__u64 h, const __u8 *p)
+static __always_inline __u64 hlb_xxh_lane8v(__u64 h, __u64 lane)
 {
-	h ^= hlb_xxh_round(0, hlb_xxh_read64(p));
+	h ^= hlb_xxh_round(0, lane);
 	return hlb_xxh_rotl(h, 27) * HLB_XXH_P1 + HLB_XXH_P4;
 }
 
-static __always_inline __u64 hlb_xxh_lane4(__u64 h, const __u8 *p)
+static __always_inline __u64 hlb_xxh_lane4v(__u64 h, __u64 lane)
 {
-	h ^= hlb_xxh_read32(p) * HLB_XXH_P1;
+	h ^= lane * HLB_XXH_P1;
 	return hlb_xxh_rotl(h, 23) * HLB_XXH_P2 + HLB_XXH_P3;
+}
+
+static __always_inline __u64 hlb_xxh_lane8(__u64 h, const __u8 *p)
+{
+	return hlb_xxh_lane8v(h, hlb_xxh_read64(p));
 }
 
 static __always_inline __u64 hlb_xxh_lane1(__u64 h, __u8 b)
@@ -78,30 +83,38 @@ static __always_inline __u64 hlb_xxh_avalanche(__u64 h)
 	return h;
 }
 
-/* XXH64 of the first 16 bytes of <p> (the source address). */
-static __always_inline __u64 hlb_xxh64_16(const __u8 *p, __u64 seed)
+/*
+ * The same three lengths from the input's little-endian lanes (the values
+ * of bytes 0-7, 8-15... read as little-endian words), for callers that hold
+ * the tuple in registers: building it in bytes and reading it back costs
+ * more than the hash.
+ */
+
+/* 16 bytes: lanes <l0>, <l1>. */
+static __always_inline __u64 hlb_xxh64_16w(__u64 l0, __u64 l1, __u64 seed)
 {
 	__u64 h = seed + HLB_XXH_P5 + 16;
 
-	h = hlb_xxh_lane8(h, p);
-	h = hlb_xxh_lane8(h, p + 8);
+	h = hlb_xxh_lane8v(h, l0);
+	h = hlb_xxh_lane8v(h, l1);
 	return hlb_xxh_avalanche(h);
 }
 
-/* XXH64 of the first 18 bytes (source address and port). */
-static __always_inline __u64 hlb_xxh64_18(const __u8 *p, __u64 seed)
+/* 18 bytes: lanes <l0>, <l1>, then bytes 16 and 17. */
+static __always_inline __u64 hlb_xxh64_18w(__u64 l0, __u64 l1, __u8 b16, __u8 b17, __u64 seed)
 {
 	__u64 h = seed + HLB_XXH_P5 + 18;
 
-	h = hlb_xxh_lane8(h, p);
-	h = hlb_xxh_lane8(h, p + 8);
-	h = hlb_xxh_lane1(h, p[16]);
-	h = hlb_xxh_lane1(h, p[17]);
+	h = hlb_xxh_lane8v(h, l0);
+	h = hlb_xxh_lane8v(h, l1);
+	h = hlb_xxh_lane1(h, b16);
+	h = hlb_xxh_lane1(h, b17);
 	return hlb_xxh_avalanche(h);
 }
 
-/* XXH64 of 36 bytes (the whole tuple): one 32-byte stripe, then 4 bytes. */
-static __always_inline __u64 hlb_xxh64_36(const __u8 *p, __u64 seed)
+/* 36 bytes: one 32-byte stripe (lanes <l0>..<l3>), then the 4-byte lane <l4>. */
+static __always_inline __u64 hlb_xxh64_36w(__u64 l0, __u64 l1, __u64 l2, __u64 l3, __u32 l4,
+					   __u64 seed)
 {
 	__u64 v1 = seed + HLB_XXH_P1 + HLB_XXH_P2;
 	__u64 v2 = seed + HLB_XXH_P2;
@@ -109,18 +122,37 @@ static __always_inline __u64 hlb_xxh64_36(const __u8 *p, __u64 seed)
 	__u64 v4 = seed - HLB_XXH_P1;
 	__u64 h;
 
-	v1 = hlb_xxh_round(v1, hlb_xxh_read64(p));
-	v2 = hlb_xxh_round(v2, hlb_xxh_read64(p + 8));
-	v3 = hlb_xxh_round(v3, hlb_xxh_read64(p + 16));
-	v4 = hlb_xxh_round(v4, hlb_xxh_read64(p + 24));
+	v1 = hlb_xxh_round(v1, l0);
+	v2 = hlb_xxh_round(v2, l1);
+	v3 = hlb_xxh_round(v3, l2);
+	v4 = hlb_xxh_round(v4, l3);
 	h = hlb_xxh_rotl(v1, 1) + hlb_xxh_rotl(v2, 7) + hlb_xxh_rotl(v3, 12) + hlb_xxh_rotl(v4, 18);
 	h = hlb_xxh_merge(h, v1);
 	h = hlb_xxh_merge(h, v2);
 	h = hlb_xxh_merge(h, v3);
 	h = hlb_xxh_merge(h, v4);
 	h += 36;
-	h = hlb_xxh_lane4(h, p + 32);
+	h = hlb_xxh_lane4v(h, l4);
 	return hlb_xxh_avalanche(h);
+}
+
+/* XXH64 of the first 16 bytes of <p> (the source address). */
+static __always_inline __u64 hlb_xxh64_16(const __u8 *p, __u64 seed)
+{
+	return hlb_xxh64_16w(hlb_xxh_read64(p), hlb_xxh_read64(p + 8), seed);
+}
+
+/* XXH64 of the first 18 bytes (source address and port). */
+static __always_inline __u64 hlb_xxh64_18(const __u8 *p, __u64 seed)
+{
+	return hlb_xxh64_18w(hlb_xxh_read64(p), hlb_xxh_read64(p + 8), p[16], p[17], seed);
+}
+
+/* XXH64 of 36 bytes (the whole tuple). */
+static __always_inline __u64 hlb_xxh64_36(const __u8 *p, __u64 seed)
+{
+	return hlb_xxh64_36w(hlb_xxh_read64(p), hlb_xxh_read64(p + 8), hlb_xxh_read64(p + 16),
+			     hlb_xxh_read64(p + 24), (__u32)hlb_xxh_read32(p + 32), seed);
 }
 
 #endif

@@ -175,21 +175,17 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnatio
 }
 
 /*
- * The flow's conntrack hash: not the table's seeded hash (which may cover
+ * The flow's conntrack hash, of the key's five 64-bit words: not the table's seeded hash (which may cover
  * fewer fields: a source-address key would put all of a client's flows in
  * one bucket with one tag), a cheap one of every field. Five independent
  * multiplies (the key's 64-bit words), then murmur3's finaliser so that
  * every bit of the key reaches the bucket bits and the tag.
  */
-HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
+HLB_STEER_INLINE __u64 hlb_steer_ct_hash_words(__u64 w0, __u64 w1, __u64 w2, __u64 w3, __u64 w4)
 {
-	__u64 w[5], h;
-
-	/* The key is 8-byte aligned: clang makes these five 64-bit loads. */
-	__builtin_memcpy(w, k, sizeof(w));
-	h = (w[0] * 0x9e3779b97f4a7c15ULL) ^ (w[1] * 0xc2b2ae3d27d4eb4fULL) ^
-	    (w[2] * 0x165667b19e3779f9ULL) ^ (w[3] * 0xd6e8feb86659fd93ULL) ^
-	    (w[4] * 0x27d4eb2f165667c5ULL);
+	__u64 h = (w0 * 0x9e3779b97f4a7c15ULL) ^ (w1 * 0xc2b2ae3d27d4eb4fULL) ^
+		  (w2 * 0x165667b19e3779f9ULL) ^ (w3 * 0xd6e8feb86659fd93ULL) ^
+		  (w4 * 0x27d4eb2f165667c5ULL);
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;
@@ -197,6 +193,15 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
 	h *= 0xc4ceb9fe1a85ec53ULL;
 	h ^= h >> 33;
 	return h;
+}
+
+/* The same of a key in memory (its five 64-bit words as loaded). */
+HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
+{
+	__u64 w[5];
+
+	__builtin_memcpy(w, k, sizeof(w));
+	return hlb_steer_ct_hash_words(w[0], w[1], w[2], w[3], w[4]);
 }
 
 enum hlb_steer_drop {
