@@ -7,8 +7,10 @@
  *   established: one flow's packet repeated (a conntrack hit each time);
  *   new flow:    the program loaded with bench_new_flows, which XORs a
  *                counter into the source address so that every repeat is a
- *                flow never seen (VIP lookup, hash, table lookup, conntrack
- *                insert with LRU eviction), for Maglev and ring.
+ *                flow never seen (conntrack miss, VIP lookup, table hash and
+ *                lookup, conntrack insert: once the table is full, which
+ *                takes its size in repeats, every insert evicts the least
+ *                recently seen way of its set), for Maglev and ring.
  *
  * One run per syscall would measure the syscall's cold caches and the
  * timer (~90 ns even for XDP_PASS on this VM), not the program.
@@ -39,6 +41,18 @@ static double ns_repeat(int fd, const uint8_t *frame, size_t len, uint32_t repea
 		exit(1);
 	}
 	return (double)o.duration;
+}
+
+/* The conntrack entries <s> holds (buckets x ways). */
+static uint32_t ct_entries(struct hashlb_steer *s)
+{
+	struct bpf_map_info mi;
+	uint32_t len = sizeof(mi);
+
+	memset(&mi, 0, sizeof(mi));
+	if (bpf_obj_get_info_by_fd(hashlb_steer_ct_fd(s), &mi, &len) < 0)
+		return 0;
+	return mi.max_entries * HLB_STEER_CT_WAYS;
 }
 
 static void line(const char *what, double ns, double ref, double target)
@@ -97,8 +111,8 @@ int main(int argc, char **argv)
 	       runs);
 	double ref = ns_repeat(pass_fd, frame, len, runs);
 	double e = ns_repeat(fd, frame, len, runs);
-	/* Every run a new flow: more than the conntrack map holds, so these
-	 * include LRU eviction, as a busy balancer's new flows do. */
+	/* Every run a new flow: many more than the conntrack table holds, so
+	 * these include eviction, as a busy balancer's new flows do. */
 	double nm = ns_repeat(new_fd, frame, len, runs);
 
 	test_publish(fresh, ring, HASHLB_KEY_SRC_IP, NULL);
@@ -110,6 +124,10 @@ int main(int argc, char **argv)
 	line("established flow (conntrack hit)", e, ref, 50);
 	line("new flow, Maglev M=65537", nm, ref, 150);
 	line("new flow, ring 10 x 160 points", nr, ref, 150);
+	printf("  new flow = conntrack miss + VIP match + table hash and lookup + conntrack insert;\n"
+	       "  %u new flows a run into %u conntrack entries (sets of %d): once their sets\n"
+	       "  are full (after ~%u), every insert evicts the least recently seen entry\n",
+	       runs, ct_entries(fresh), HLB_STEER_CT_WAYS, ct_entries(fresh));
 	printf("reproduce: meson test -C build --benchmark --suite bench steer-testrun -v\n"
 	       "       or: build/bench/hashlb-bench-steer %u %u\n",
 	       runs, flows);

@@ -4,10 +4,10 @@
  * ring and Maglev: a flow keeps its backend across a table change that would
  * have moved it (a backend added, the list reordered); a flow whose backend
  * is marked down, or removed, is rescheduled to what the new table says;
- * a draining backend keeps its flows and gets no new ones. The process is
- * pinned to one CPU so that the per-CPU conntrack cache is hot throughout;
- * cross_cpu() then proves the cache of one CPU never overrides a reschedule
- * done on another.
+ * a draining backend keeps its flows and gets no new ones; the flows of a
+ * VIP no longer served are passed. The process is pinned to one CPU, then
+ * cross_cpu() proves that a reschedule done on one CPU holds on another
+ * (the conntrack table is shared by every CPU).
  */
 #include <sched.h>
 
@@ -201,8 +201,8 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 	CHECK(bad == 0, "%s: %u flows wrong after a backend was removed", sn, bad);
 
 	/* 6. The VIP no longer served: its established flows are passed, not
-	 * forwarded (the program trusts conntrack hits, the loader deletes
-	 * the flows of a VIP it stops serving). */
+	 * forwarded (a conntrack hit is honoured only while the VIP its entry
+	 * names is served). */
 	static const char *const other[] = { "10.0.0.11:80" };
 	static const char *const vip[] = { "10.0.0.10:80" };
 	uint8_t frame[256], out[512];
@@ -228,11 +228,10 @@ static bool pin(int cpu)
 }
 
 /*
- * 7. Flows cached on CPU 0 under "alpha"; "alpha" down, and the flows'
+ * 7. Flows seen on CPU 0 under "alpha"; "alpha" down, and the flows'
  * packets arrive on CPU 1: rescheduled there. "alpha" up again, packets on
  * CPU 0: they must stay where CPU 1 rescheduled them (the conntrack entry),
- * not go back to "alpha" by CPU 0's cache, which still names a backend that
- * is up and keeps flows.
+ * not go back to "alpha" by anything CPU 0 remembers of them.
  */
 static void cross_cpu(struct hashlb_steer *s)
 {
@@ -242,7 +241,7 @@ static void cross_cpu(struct hashlb_steer *s)
 	uint32_t bad = 0, n_alpha = 0;
 
 	if (!pin(1) || !pin(0)) {
-		printf("cross-CPU cache check skipped: fewer than 2 CPUs usable\n");
+		printf("cross-CPU check skipped: fewer than 2 CPUs usable\n");
 		hashlb_table_free(t5);
 		return;
 	}
@@ -251,7 +250,7 @@ static void cross_cpu(struct hashlb_steer *s)
 	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
 	for (int i = 0; i < FLOWS; i++) {
 		first[i] = send_pkt(t5, &flows[i]);
-		for (int k = 0; k < 3; k++) /* cache hits */
+		for (int k = 0; k < 3; k++) /* conntrack hits */
 			bad += !same(send_pkt(t5, &flows[i]), first[i]);
 	}
 	CHECK(bad == 0, "cross-CPU: %u packets of established flows moved", bad);

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Proves the kernel path's own conntrack table (hlb_ct, set-associative),
+ * through BPF_PROG_TEST_RUN on a table of a few buckets: a set fills its
+ * empty ways before it evicts; a full set evicts the way seen longest ago,
+ * an entry idle for hours before any recent one, and a hit makes its way
+ * recent again; a slot that another backend takes (a new incarnation) does
+ * not inherit the old backend's flows; a tag that matches by chance never
+ * forwards a packet that is not for the VIP the entry names; removing one
+ * VIP passes its flows and leaves another VIP's flows on their backends;
+ * and with far more flows than entries, through table changes and a backend
+ * going down, no packet is ever sent to a down backend.
+ */
+#include "helpers.h"
+
+#define SEED 11u
+#define FLOWS_SMALL (HLB_STEER_CT_WAYS * 16) /* 16 buckets */
+
+static int fd, ct_fd;
+static uint32_t n_buckets;
+
+static struct hashlb_table *build(enum hashlb_scheme scheme, const char *const *names, uint32_t n,
+				  const bool *down)
+{
+	struct hashlb_backend_spec sp[16];
+	struct hashlb_table_params p;
+	struct hashlb_table *t;
+
+	hashlb_table_params_init(&p, scheme);
+	p.seed = SEED;
+	for (uint32_t i = 0; i < n; i++)
+		sp[i] = (struct hashlb_backend_spec){ .name = names[i],
+						      .weight = 1,
+						      .down = down && down[i] };
+	if (hashlb_table_build(&p, sp, n, &t, NULL) < 0)
+		exit(1);
+	return t;
+}
+
+/* The conntrack hash of <p>, as the program computes it. */
+static uint64_t flow_hash(const struct test_pkt *p)
+{
+	struct hlb_steer_flow_key k;
+
+	memset(&k, 0, sizeof(k));
+	memcpy(k.src, p->src, 16);
+	memcpy(k.dst, p->dst, 16);
+	k.sport = htons(p->sport);
+	k.dport = htons(p->dport);
+	return hlb_steer_ct_hash(&k);
+}
+
+static uint32_t bucket_of(const struct test_pkt *p)
+{
+	return (uint32_t)flow_hash(p) & (n_buckets - 1);
+}
+
+static uint32_t tag_of(const struct test_pkt *p)
+{
+	return (uint32_t)(flow_hash(p) >> HLB_STEER_CT_TAG_SHIFT);
+}
+
+static void bucket_read(uint32_t b, struct hlb_steer_ct_bucket *ret)
+{
+	if (bpf_map_lookup_elem(ct_fd, &b, ret) < 0) {
+		perror("reading hlb_ct");
+		exit(1);
+	}
+}
+
+static void bucket_write(uint32_t b, const struct hlb_steer_ct_bucket *v)
+{
+	if (bpf_map_update_elem(ct_fd, &b, v, BPF_ANY) < 0) {
+		perror("writing hlb_ct");
+		exit(1);
+	}
+}
+
+/* The way of bucket <b> holding <p>'s tag, or -1. */
+static int way_of(const struct hlb_steer_ct_bucket *b, const struct test_pkt *p)
+{
+	for (int w = 0; w < HLB_STEER_CT_WAYS; w++)
+		if (b->way[w] && (uint32_t)(b->way[w] >> HLB_STEER_CT_TAG_SHIFT) == tag_of(p))
+			return w;
+	return -1;
+}
+
+/* Send <p>: the verdict, and in *ret_backend the backend index or -1. */
+static int send_pkt(const struct test_pkt *p, int *ret_backend)
+{
+	uint8_t frame[256], out[512];
+	size_t len = test_build(p, frame);
+	int v = test_run(fd, frame, len, out, NULL);
+
+	*ret_backend = v == XDP_TX_ ? test_frame_backend(out) : -1;
+	return v;
+}
+
+static const char *send_name(const struct hashlb_table *t, const struct test_pkt *p)
+{
+	int b;
+
+	if (send_pkt(p, &b) != XDP_TX_ || b < 0 || (uint32_t)b >= hashlb_table_backend_count(t))
+		return NULL;
+	return hashlb_table_backend_name(t, (uint32_t)b);
+}
+
+static const char *table_says(const struct hashlb_table *t, const struct test_pkt *p)
+{
+	struct hashlb_tuple tu;
+	uint32_t i;
+
+	test_tuple(p, &tu);
+	i = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, SEED));
+	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static void flow_init(struct test_pkt *p, uint64_t *rng, uint32_t vip)
+{
+	uint64_t r = test_rand(rng);
+
+	memset(p, 0, sizeof(*p));
+	test_v4(p->src, (uint32_t)r);
+	test_v4(p->dst, vip);
+	p->sport = (uint16_t)(r >> 32) | 1024;
+	p->dport = 80;
+	p->tcp_flags = 0x10;
+}
+
+/* <n> flows to 10.0.0.10:80 that all fall in bucket <b>. */
+static void flows_in_bucket(uint32_t b, struct test_pkt *out, int n, uint64_t *rng)
+{
+	for (int i = 0; i < n;) {
+		flow_init(&out[i], rng, 0x0a00000a);
+		if (bucket_of(&out[i]) == b)
+			i++;
+	}
+}
+
+static struct hlb_steer_stats stats(struct hashlb_steer *s)
+{
+	struct hlb_steer_stats st;
+
+	hashlb_steer_stats(s, &st);
+	return st;
+}
+
+/* 1-3: filling a set, evicting the least recently seen, an idle entry. */
+static void eviction(struct hashlb_steer *s)
+{
+	struct test_pkt f[HLB_STEER_CT_WAYS + 3];
+	struct hlb_steer_ct_bucket bk;
+	struct hlb_steer_stats st0, st1;
+	uint64_t rng = 5;
+	uint32_t b = 3, count;
+	int be, w;
+
+	hashlb_steer_flows_clear(s);
+	flows_in_bucket(b, f, HLB_STEER_CT_WAYS + 3, &rng);
+
+	/* 1. Six flows, six ways: nothing evicted, each a conntrack hit. */
+	st0 = stats(s);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "flow %d not forwarded", i);
+	bucket_read(b, &bk);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		CHECK(way_of(&bk, &f[i]) >= 0, "flow %d has no way in its set", i);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		send_pkt(&f[i], &be);
+	st1 = stats(s);
+	CHECK(st1.ct_evicted == st0.ct_evicted, "a set with empty ways evicted");
+	CHECK(st1.new_flows - st0.new_flows == HLB_STEER_CT_WAYS, "new flows %llu",
+	      (unsigned long long)(st1.new_flows - st0.new_flows));
+	CHECK(st1.ct_hits - st0.ct_hits == HLB_STEER_CT_WAYS, "hits %llu",
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits));
+	hashlb_steer_flows_count(s, &count);
+	CHECK(count == HLB_STEER_CT_WAYS, "%u entries, want %d", count, HLB_STEER_CT_WAYS);
+
+	/* 2. Ages 1..6 ticks (flow i seen i+1 ticks ago; flow 4 the oldest):
+	 * a seventh flow takes flow 4's way, the others stay. */
+	bucket_read(b, &bk);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
+		w = way_of(&bk, &f[i]);
+		bk.seen[w] = (uint16_t)(bk.seen[w] - (i == 4 ? 9 : i + 1));
+	}
+	bucket_write(b, &bk);
+	st0 = stats(s);
+	CHECK(send_pkt(&f[6], &be) == XDP_TX_, "seventh flow not forwarded");
+	st1 = stats(s);
+	CHECK(st1.ct_evicted - st0.ct_evicted == 1, "evictions %llu, want 1",
+	      (unsigned long long)(st1.ct_evicted - st0.ct_evicted));
+	bucket_read(b, &bk);
+	CHECK(way_of(&bk, &f[4]) < 0, "the least recently seen flow was not the one evicted");
+	CHECK(way_of(&bk, &f[6]) >= 0, "the new flow has no way");
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		CHECK(i == 4 || way_of(&bk, &f[i]) >= 0, "flow %d evicted, not the oldest", i);
+
+	/* 3. A hit makes a way recent: flow 5 (now the oldest, 6 ticks) is
+	 * seen again, so the next new flow evicts flow 3 (4 ticks). Then an
+	 * entry idle for hours (20,000 ticks) goes before any recent one. */
+	send_pkt(&f[5], &be);
+	CHECK(send_pkt(&f[7], &be) == XDP_TX_, "eighth flow not forwarded");
+	bucket_read(b, &bk);
+	CHECK(way_of(&bk, &f[5]) >= 0, "a flow seen a moment ago was evicted");
+	CHECK(way_of(&bk, &f[3]) < 0, "the oldest after the hit was not evicted");
+	w = way_of(&bk, &f[1]);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		bk.seen[i] = i == w ? (uint16_t)(bk.seen[i] - 20000) : bk.seen[i];
+	bucket_write(b, &bk);
+	CHECK(send_pkt(&f[8], &be) == XDP_TX_, "ninth flow not forwarded");
+	bucket_read(b, &bk);
+	CHECK(way_of(&bk, &f[8]) == w, "the idle entry's way was not reused");
+	/* The evicted flow is a new flow again: rescheduled by the table. */
+	st0 = stats(s);
+	send_pkt(&f[1], &be);
+	st1 = stats(s);
+	CHECK(st1.new_flows - st0.new_flows == 1, "an evicted flow was not scheduled anew");
+	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
+}
+
+/* 4. A backend removed, its slot given to a newcomer: the old backend's
+ * flows go where the table says, not to the newcomer by the slot. */
+static void incarnation(struct hashlb_steer *s)
+{
+	static const char *const abc[] = { "a", "b", "c" }, *const ab[] = { "a", "b" },
+				 *const abe[] = { "a", "b", "e" };
+	struct hashlb_table *t1 = build(HASHLB_SCHEME_MAGLEV, abc, 3, NULL);
+	struct hashlb_table *t2 = build(HASHLB_SCHEME_MAGLEV, ab, 2, NULL);
+	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, abe, 3, NULL);
+	struct test_pkt f[60];
+	const char *first[60];
+	uint64_t rng = 17;
+	uint32_t n_c = 0, bad = 0;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t1, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < 60; i++) {
+		flow_init(&f[i], &rng, 0x0a00000a);
+		first[i] = send_name(t1, &f[i]);
+	}
+	test_publish(s, t2, HASHLB_KEY_4TUPLE, NULL); /* c's slot freed */
+	test_publish(s, t3, HASHLB_KEY_4TUPLE, NULL); /* e takes it */
+	for (int i = 0; i < 60; i++) {
+		const char *got = send_name(t3, &f[i]);
+
+		if (same(first[i], "c")) {
+			n_c++;
+			bad += !same(got, table_says(t3, &f[i]));
+		} else {
+			bad += !same(got, first[i]);
+		}
+	}
+	CHECK(n_c > 0, "no flow on c: the test proves nothing");
+	CHECK(bad == 0, "%u flows wrong after c's slot went to e", bad);
+	printf("incarnation: %u flows of a removed backend rescheduled by the table, not sent "
+	       "to the backend that took its slot\n",
+	       n_c);
+	hashlb_table_free(t1);
+	hashlb_table_free(t2);
+	hashlb_table_free(t3);
+}
+
+/* 5. Tags that match by chance: an entry whose tag equals that of a flow
+ * to another address (no VIP) or to another VIP never forwards it there;
+ * a flow of the same VIP sharing a tag goes to the entry's backend, a live
+ * one (the documented, harmless case). */
+static void tag_collision(struct hashlb_steer *s, const struct hashlb_table *t)
+{
+	struct test_pkt owner, other, same_vip;
+	struct hlb_steer_ct_bucket bk;
+	uint64_t rng = 23;
+	uint32_t b;
+	int be, be_owner, w;
+
+	hashlb_steer_flows_clear(s);
+	flow_init(&owner, &rng, 0x0a00000a);
+	CHECK(send_pkt(&owner, &be_owner) == XDP_TX_, "owner flow not forwarded");
+
+	/* A flow to 10.0.0.99 (no VIP): forge its tag into the owner's way,
+	 * moved to its bucket. */
+	flow_init(&other, &rng, 0x0a000063);
+	b = bucket_of(&owner);
+	bucket_read(b, &bk);
+	w = way_of(&bk, &owner);
+	uint64_t e = bk.way[w];
+	struct hlb_steer_ct_bucket ob;
+
+	bucket_read(bucket_of(&other), &ob);
+	ob.way[0] = ((uint64_t)tag_of(&other) << HLB_STEER_CT_TAG_SHIFT) | (e & 0xffffffffu);
+	bucket_write(bucket_of(&other), &ob);
+	CHECK(send_pkt(&other, &be) == XDP_PASS_,
+	      "a packet to an address that is no VIP was forwarded by a matching tag");
+
+	/* A flow of the same VIP with a forged shared tag: the entry's backend. */
+	/* Another bucket, and a flow the table sends elsewhere. */
+	do
+		flow_init(&same_vip, &rng, 0x0a00000a);
+	while (bucket_of(&same_vip) == bucket_of(&other) ||
+	       same(table_says(t, &same_vip), hashlb_table_backend_name(t, (uint32_t)be_owner)));
+	bucket_read(bucket_of(&same_vip), &ob);
+	ob.way[1] = ((uint64_t)tag_of(&same_vip) << HLB_STEER_CT_TAG_SHIFT) | (e & 0xffffffffu);
+	bucket_write(bucket_of(&same_vip), &ob);
+	CHECK(send_pkt(&same_vip, &be) == XDP_TX_ && be == be_owner,
+	      "a shared tag did not give the entry's backend (%d, want %d)", be, be_owner);
+	CHECK(same(send_name(t, &owner), hashlb_table_backend_name(t, (uint32_t)be_owner)),
+	      "the owner flow moved");
+	printf("tag collision: another address passed, the same VIP on the entry's backend\n");
+}
+
+/* 6. Two VIPs; one removed: its flows are passed, the other's keep their
+ * backend across a table change (conntrack hits, not the new table). */
+static void vip_removal(struct hashlb_steer *s)
+{
+	static const char *const two[] = { "10.0.0.10:80", "10.0.0.20:443" }, *const only20[] = {
+		"10.0.0.20:443"
+	};
+	static const char *const five[] = { "a", "b", "c", "d", "e" }, *const six[] = { "z", "a",
+											"b", "c",
+											"d", "e" };
+	struct hashlb_table *t5 = build(HASHLB_SCHEME_RING, five, 5, NULL);
+	struct hashlb_table *t6 = build(HASHLB_SCHEME_RING, six, 6, NULL);
+	struct test_pkt f10[100], f20[100];
+	const char *first[100];
+	uint64_t rng = 31;
+	uint32_t bad = 0, passed = 0, moved = 0;
+	int be;
+
+	test_set_vips(s, two, 2);
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < 100; i++) {
+		flow_init(&f10[i], &rng, 0x0a00000a);
+		flow_init(&f20[i], &rng, 0x0a000014);
+		f20[i].dport = 443;
+		CHECK(send_pkt(&f10[i], &be) == XDP_TX_, "VIP 1 flow not forwarded");
+		first[i] = send_name(t5, &f20[i]);
+	}
+	test_set_vips(s, only20, 1);
+	test_publish(s, t6, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < 100; i++) {
+		passed += send_pkt(&f10[i], &be) == XDP_PASS_;
+		moved += !same(table_says(t6, &f20[i]), first[i]);
+		bad += !same(send_name(t6, &f20[i]), first[i]);
+	}
+	CHECK(passed == 100, "%u of 100 flows of the removed VIP passed", passed);
+	CHECK(moved > 0, "the new table moves no flow: the test proves nothing");
+	CHECK(bad == 0, "%u flows of the VIP still served changed backend", bad);
+	printf("VIP removal: its flows passed, the other VIP's %u flows kept (%u would have "
+	       "moved)\n",
+	       100 - bad, moved);
+	hashlb_table_free(t5);
+	hashlb_table_free(t6);
+}
+
+/* 7. Far more flows than entries, rounds of all of them, a table change and
+ * a backend down between rounds: every packet forwarded, none to a down
+ * backend, the evicted flows rescheduled by the table. */
+static void overload(struct hashlb_steer *s)
+{
+	static const char *const names[] = { "a", "b", "c", "d", "e", "f" };
+	enum { N = 3000, ROUNDS = 4 };
+	static struct test_pkt f[N];
+	bool down[6] = { false, false, true, false, false, false };
+	struct hashlb_table *up = build(HASHLB_SCHEME_MAGLEV, names, 6, NULL);
+	struct hashlb_table *dn = build(HASHLB_SCHEME_MAGLEV, names, 6, down);
+	struct hlb_steer_stats st0, st1;
+	uint64_t rng = 41;
+	uint32_t bad = 0, to_down = 0;
+	int be;
+
+	hashlb_steer_flows_clear(s);
+	for (int i = 0; i < N; i++)
+		flow_init(&f[i], &rng, 0x0a00000a);
+	st0 = stats(s);
+	for (int r = 0; r < ROUNDS; r++) {
+		const struct hashlb_table *t = r % 2 ? dn : up;
+
+		test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+		for (int i = 0; i < N; i++) {
+			bad += send_pkt(&f[i], &be) != XDP_TX_;
+			to_down += t == dn && be == 2;
+		}
+	}
+	st1 = stats(s);
+	CHECK(bad == 0, "%u packets not forwarded", bad);
+	CHECK(to_down == 0, "%u packets sent to the down backend", to_down);
+	CHECK(st1.ct_evicted - st0.ct_evicted > N, "only %llu evictions: the table was not full",
+	      (unsigned long long)(st1.ct_evicted - st0.ct_evicted));
+	printf("overload: %d flows in %u entries, %llu evictions, no packet to a down backend\n", N,
+	       n_buckets * HLB_STEER_CT_WAYS,
+	       (unsigned long long)(st1.ct_evicted - st0.ct_evicted));
+	hashlb_table_free(up);
+	hashlb_table_free(dn);
+}
+
+/* Load the programs with <flows> conntrack entries, serving 10.0.0.10:80
+ * with <t>; make them the ones the tests run. */
+static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
+{
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .flows = flows };
+	struct hashlb_error err = { 0 };
+	struct bpf_map_info mi;
+	uint32_t mlen = sizeof(mi);
+	struct hashlb_steer *s;
+	int ret;
+
+	ret = hashlb_steer_open(&o, NULL, &s, &err);
+	if (ret == -EPERM || ret == -EACCES) {
+		printf("SKIP: loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN): %s\n",
+		       err.msg);
+		exit(77);
+	}
+	if (ret < 0) {
+		fprintf(stderr, "steer open: %s\n", err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
+	ct_fd = hashlb_steer_ct_fd(s);
+	memset(&mi, 0, sizeof(mi));
+	if (bpf_obj_get_info_by_fd(ct_fd, &mi, &mlen) < 0)
+		exit(1);
+	n_buckets = mi.max_entries;
+	test_set_vips(s, vips, 1);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	return s;
+}
+
+int main(void)
+{
+	static const char *const names[] = { "a", "b", "c", "d", "e" };
+	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, names, 5, NULL);
+	struct hashlb_steer *s;
+
+	/* A few buckets: sets fill with a handful of flows. */
+	s = load(FLOWS_SMALL, t);
+	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
+	eviction(s);
+	overload(s);
+	hashlb_steer_free(s);
+
+	/* The default size: no eviction gets in the way. */
+	s = load(0, t);
+	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
+	tag_collision(s, t);
+	incarnation(s);
+	vip_removal(s);
+	hashlb_steer_free(s);
+	hashlb_table_free(t);
+	return test_failures ? 1 : 0;
+}
