@@ -227,6 +227,9 @@ struct hlb_steer_stats {
 _Static_assert(sizeof(struct hlb_steer_vip) == 24, "vip layout");
 _Static_assert(sizeof(struct hlb_steer_table) == 40, "table layout");
 _Static_assert(sizeof(struct hlb_steer_backend) == 32, "backend layout");
+/* The program copies the MACs as aligned words (bpf/steer.bpf.c, set_macs). */
+_Static_assert(__builtin_offsetof(struct hlb_steer_backend, dst_mac) == 8, "dst_mac offset");
+_Static_assert(__builtin_offsetof(struct hlb_steer_backend, src_mac) == 14, "src_mac offset");
 _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
