@@ -25,15 +25,9 @@ static const char *const four[] = { "zulu", "alpha", "bravo", "delta", "echo" };
 static int fd;
 static struct test_pkt flows[FLOWS];
 
-/* The name of the backend <t> gives <p>, or NULL if none. */
 static const char *table_says(const struct hashlb_table *t, const struct test_pkt *p)
 {
-	struct hashlb_tuple tu;
-	uint32_t i;
-
-	test_tuple(p, &tu);
-	i = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, SEED));
-	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
+	return test_table_says(t, p, HASHLB_KEY_4TUPLE, SEED);
 }
 
 /* Send one packet of <p>; the name of the backend it went to in <t>. */

@@ -107,12 +107,7 @@ static const char *send_name(const struct hashlb_table *t, const struct test_pkt
 
 static const char *table_says(const struct hashlb_table *t, const struct test_pkt *p)
 {
-	struct hashlb_tuple tu;
-	uint32_t i;
-
-	test_tuple(p, &tu);
-	i = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, SEED));
-	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
+	return test_table_says(t, p, HASHLB_KEY_4TUPLE, SEED);
 }
 
 static bool same(const char *a, const char *b)
@@ -404,22 +399,9 @@ static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .flows = flows };
-	struct hashlb_error err = { 0 };
 	struct bpf_map_info mi;
 	uint32_t mlen = sizeof(mi);
-	struct hashlb_steer *s;
-	int ret;
-
-	ret = hashlb_steer_open(&o, NULL, &s, &err);
-	if (ret == -EPERM || ret == -EACCES) {
-		printf("SKIP: loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN): %s\n",
-		       err.msg);
-		exit(77);
-	}
-	if (ret < 0) {
-		fprintf(stderr, "steer open: %s\n", err.msg);
-		exit(1);
-	}
+	struct hashlb_steer *s = test_steer_load_opts(&o, NULL);
 	fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
 	ct_fd = hashlb_steer_ct_fd(s);
 	memset(&mi, 0, sizeof(mi));

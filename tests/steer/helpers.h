@@ -217,15 +217,15 @@ static inline int test_run(int fd, const void *in, size_t len, void *out, uint32
 	return (int)o.retval;
 }
 
-/* Load the programs, or exit 77 when this machine cannot (not root). */
-static inline struct hashlb_steer *test_steer_load(const struct hashlb_table *first)
+/* Load the programs with <o>, or exit 77 when this machine cannot (not root). */
+static inline struct hashlb_steer *test_steer_load_opts(const struct hashlb_steer_opts *o,
+							const struct hashlb_table *first)
 {
-	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY };
 	struct hashlb_steer *s;
 	struct hashlb_error err = { 0 };
 	int ret;
 
-	ret = hashlb_steer_open(&o, first, &s, &err);
+	ret = hashlb_steer_open(o, first, &s, &err);
 	if (ret == -EPERM || ret == -EACCES) {
 		printf("SKIP: loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN): %s\n",
 		       err.msg);
@@ -236,6 +236,27 @@ static inline struct hashlb_steer *test_steer_load(const struct hashlb_table *fi
 		exit(1);
 	}
 	return s;
+}
+
+/* Load the programs with the default options (see test_steer_load_opts). */
+static inline struct hashlb_steer *test_steer_load(const struct hashlb_table *first)
+{
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY };
+
+	return test_steer_load_opts(&o, first);
+}
+
+/* The name of the backend <t> gives <p> hashed by <key> and <seed>, or NULL
+ * if none. */
+static inline const char *test_table_says(const struct hashlb_table *t, const struct test_pkt *p,
+					  enum hashlb_key key, uint64_t seed)
+{
+	struct hashlb_tuple tu;
+	uint32_t i;
+
+	test_tuple(p, &tu);
+	i = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, key, seed));
+	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
 }
 
 /* Publish <t> with backend i at test_backend_mac(i). */
