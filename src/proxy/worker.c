@@ -283,6 +283,8 @@ static int worker_setup(struct worker *w)
 		io_uring_queue_exit(&w->ring);
 		return r;
 	}
+	/* Every io_uring_enter() then skips the fd lookup; optional (5.18+). */
+	io_uring_register_ring_fd(&w->ring);
 	return 0;
 }
 
