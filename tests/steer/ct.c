@@ -8,8 +8,10 @@
  * not inherit the old backend's flows; a tag that matches by chance never
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
- * and with far more flows than entries, through table changes and a backend
- * going down, no packet is ever sent to a down backend.
+ * the VIP table holds 16 VIPs (32 keys), and a VIP keeps its slot while the
+ * set around it changes, even one placed past its home slot; and with far
+ * more flows than entries, through table changes and a backend going down,
+ * no packet is ever sent to a down backend.
  */
 #include "helpers.h"
 
@@ -352,6 +354,183 @@ static void vip_removal(struct hashlb_steer *s)
 	hashlb_table_free(t6);
 }
 
+/* The i-th VIP of a set: IPv4 for even i, IPv6 for odd, a port each. */
+static void vip_name(int set, int i, char *buf, size_t len)
+{
+	if (i % 2 == 0)
+		snprintf(buf, len, "10.%d.0.%d:%d", set, i + 1, 8000 + i);
+	else
+		snprintf(buf, len, "[fd%02x::%x]:%d", set, i + 1, 8000 + i);
+}
+
+static void vip_flow(int set, int i, struct test_pkt *p, uint64_t *rng)
+{
+	uint64_t r = test_rand(rng);
+
+	memset(p, 0, sizeof(*p));
+	if (i % 2 == 0) {
+		test_v4(p->src, (uint32_t)r);
+		test_v4(p->dst, 0x0a000000u | (uint32_t)set << 16 | (uint32_t)(i + 1));
+	} else {
+		p->v6 = true;
+		p->src[0] = 0xfd;
+		p->src[1] = 0x99;
+		memcpy(p->src + 8, &r, 8);
+		p->dst[0] = 0xfd;
+		p->dst[1] = (uint8_t)set;
+		p->dst[15] = (uint8_t)(i + 1);
+	}
+	p->sport = (uint16_t)(r >> 48) | 1024;
+	p->dport = (uint16_t)(8000 + i);
+	p->tcp_flags = 0x10;
+}
+
+/* 7. The VIP table full (16 VIPs, IPv4 and IPv6: 32 keys with the address
+ * markers), then half replaced: every VIP's flows forwarded; the VIPs kept
+ * keep their index, so their flows stay on their backends across a table
+ * change; the removed ones' flows are passed; the new ones' scheduled. */
+static void vip_table(struct hashlb_steer *s)
+{
+	static const char *const five[] = { "a", "b", "c", "d", "e" }, *const six[] = { "z", "a",
+											"b", "c",
+											"d", "e" };
+	enum { NV = 16, PER = 8 };
+	struct hashlb_table *t5 = build(HASHLB_SCHEME_MAGLEV, five, 5, NULL);
+	struct hashlb_table *t6 = build(HASHLB_SCHEME_MAGLEV, six, 6, NULL);
+	char names1[NV][64], names2[NV][64];
+	const char *set1[NV], *set2[NV];
+	struct test_pkt f1[NV][PER], f2[NV / 2][PER];
+	const char *first[NV][PER];
+	uint32_t bad = 0, passed = 0, moved = 0, fresh = 0;
+	uint64_t rng = 53;
+	int be;
+
+	for (int i = 0; i < NV; i++) {
+		vip_name(1, i, names1[i], sizeof(names1[i]));
+		set1[i] = names1[i];
+		/* Set 2: the first half of set 1, then 8 new VIPs. */
+		if (i < NV / 2) {
+			set2[i] = names1[i];
+		} else {
+			vip_name(2, i - NV / 2, names2[i], sizeof(names2[i]));
+			set2[i] = names2[i];
+		}
+	}
+	test_set_vips(s, set1, NV);
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < NV; i++) {
+		for (int k = 0; k < PER; k++) {
+			vip_flow(1, i, &f1[i][k], &rng);
+			first[i][k] = send_name(t5, &f1[i][k]);
+			bad += !same(first[i][k], table_says(t5, &f1[i][k]));
+		}
+	}
+	CHECK(bad == 0, "%u flows of 16 VIPs not forwarded by the table", bad);
+	test_set_vips(s, set2, NV);
+	test_publish(s, t6, HASHLB_KEY_4TUPLE, NULL);
+	bad = 0;
+	for (int i = 0; i < NV; i++) {
+		for (int k = 0; k < PER; k++) {
+			if (i >= NV / 2) {
+				passed += send_pkt(&f1[i][k], &be) == XDP_PASS_;
+				continue;
+			}
+			moved += !same(table_says(t6, &f1[i][k]), first[i][k]);
+			bad += !same(send_name(t6, &f1[i][k]), first[i][k]);
+		}
+	}
+	for (int i = 0; i < NV / 2; i++) {
+		for (int k = 0; k < PER; k++) {
+			vip_flow(2, i, &f2[i][k], &rng);
+			fresh += same(send_name(t6, &f2[i][k]), table_says(t6, &f2[i][k]));
+		}
+	}
+	CHECK(moved > 0, "the new table moves no flow: the test proves nothing");
+	CHECK(bad == 0, "%u flows of kept VIPs changed backend when the VIP set changed", bad);
+	CHECK(passed == NV / 2 * PER, "%u of %d flows of removed VIPs passed", passed,
+	      NV / 2 * PER);
+	CHECK(fresh == NV / 2 * PER, "%u of %d flows of new VIPs forwarded by the table", fresh,
+	      NV / 2 * PER);
+	printf("VIP table: 16 VIPs (32 keys), 8 replaced: kept VIPs' flows stayed (%u would have "
+	       "moved), removed ones' passed, new ones' scheduled\n",
+	       moved);
+	hashlb_table_free(t5);
+	hashlb_table_free(t6);
+}
+
+static uint32_t vip_home(const struct test_pkt *p)
+{
+	uint64_t a0, a1;
+
+	memcpy(&a0, p->dst, 8);
+	memcpy(&a1, p->dst + 8, 8);
+	return hlb_steer_vip_hash(a0, a1, htons(p->dport));
+}
+
+/* 8. Three ports of one address with the same home slot: the second is
+ * placed past the first. The first removed and the third added, the second
+ * keeps its slot (a layout made anew from the list, which names it first,
+ * would move it to its home, and its flows would fail the VIP check and be
+ * rescheduled by the new table). */
+static void vip_probing(struct hashlb_steer *s)
+{
+	static const char *const five[] = { "a", "b", "c", "d", "e" }, *const six[] = { "z", "a",
+											"b", "c",
+											"d", "e" };
+	enum { PER = 60 };
+	struct hashlb_table *t5 = build(HASHLB_SCHEME_MAGLEV, five, 5, NULL);
+	struct hashlb_table *t6 = build(HASHLB_SCHEME_MAGLEV, six, 6, NULL);
+	uint16_t port[3] = { 1000, 0, 0 };
+	char n[3][32];
+	struct test_pkt p = { 0 }, f[PER];
+	const char *first[PER];
+	uint32_t bad = 0, moved = 0, home;
+	uint64_t rng = 59;
+	int found = 1;
+
+	test_v4(p.dst, 0x0a030001);
+	p.dport = port[0];
+	home = vip_home(&p);
+	for (uint32_t q = 1001; q < 65535 && found < 3; q++) {
+		p.dport = (uint16_t)q;
+		if (vip_home(&p) == home)
+			port[found++] = (uint16_t)q;
+	}
+	CHECK(found == 3, "no three ports with one home slot");
+	for (int i = 0; i < 3; i++)
+		snprintf(n[i], sizeof(n[i]), "10.3.0.1:%u", port[i]);
+	const char *set_a[] = { n[0], n[1] }, *set_b[] = { n[1], n[2] };
+
+	test_set_vips(s, set_a, 2);
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t5, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < PER; i++) {
+		flow_init(&f[i], &rng, 0x0a030001);
+		f[i].dport = port[1];
+		first[i] = send_name(t5, &f[i]);
+		bad += first[i] == NULL;
+	}
+	/* Found past its home slot: the home's probe count covers it. */
+	CHECK(bad == 0, "%u new flows of the VIP past its home slot not forwarded", bad);
+	test_set_vips(s, set_b, 2);
+	test_publish(s, t6, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < PER; i++) {
+		moved += !same(table_says(t6, &f[i]), first[i]);
+		bad += !same(send_name(t6, &f[i]), first[i]);
+	}
+	CHECK(moved > 0, "the new table moves no flow: the test proves nothing");
+	CHECK(bad == 0,
+	      "%u flows of a VIP past its home slot changed backend when the VIP "
+	      "before it was replaced",
+	      bad);
+	printf("VIP probing: a VIP placed past its home slot keeps its index when the one "
+	       "before it goes (%u flows would have moved)\n",
+	       moved);
+	hashlb_table_free(t5);
+	hashlb_table_free(t6);
+}
+
 /* 7. Far more flows than entries, rounds of all of them, a table change and
  * a backend down between rounds: every packet forwarded, none to a down
  * backend, the evicted flows rescheduled by the table. */
@@ -432,6 +611,8 @@ int main(void)
 	tag_collision(s, t);
 	incarnation(s);
 	vip_removal(s);
+	vip_table(s);
+	vip_probing(s);
 	hashlb_steer_free(s);
 	hashlb_table_free(t);
 	return test_failures ? 1 : 0;

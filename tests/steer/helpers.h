@@ -304,7 +304,7 @@ static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_
 
 static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
 {
-	struct sockaddr_storage ss[8];
+	struct sockaddr_storage ss[HLB_STEER_VIPS_MAX];
 	struct hashlb_error err = { 0 };
 
 	memset(ss, 0, sizeof(ss));
