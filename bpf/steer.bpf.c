@@ -464,7 +464,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 		__u32 vk = vh * HLB_STEER_VIP_SLOTS + ((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
 		struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &vk);
 
-		if (v && vip_eq(v, dst[0], dst[1], (__be16)(kw[4] >> 16))) {
+		/* A VIP port, never an address marker: a stale index that a
+		 * marker took must not forward a port-0 packet. */
+		if (v && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY) &&
+		    vip_eq(v, dst[0], dst[1], (__be16)(kw[4] >> 16))) {
 			vip = (int)((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
 			be = kept_backend(e);
 			if (be) {
