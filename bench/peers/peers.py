@@ -313,18 +313,25 @@ def start_backend(workdir, idx, port, www):
                   workdir, port)
 
 
-def start_haproxy(workdir, port, backends):
+def start_haproxy(workdir, port, backends, splice=False):
+    """HAProxy in mode tcp; <splice>: with `option splice-request` and `splice-response` (HAProxy's kernel splicing
+    of bulk streams, the "haproxy-splice" LB)."""
+    name = "haproxy-splice" if splice else "haproxy"
     servers = "".join(f"  server b{i} 127.0.0.1:{p}\n" for i, p in enumerate(backends, 1))
+    option = "  option splice-request\n  option splice-response\n" if splice else ""
+    # each pipe takes 2 fds: HAProxy refuses to start if maxconn's fds plus its pipes
+    # (maxconn/4 by default) exceed the 20,000-fd limit
+    pipes = "  maxpipes 512\n" if splice else ""
     conf = f"""global
   nbthread 1
   maxconn 9000
-
+{pipes}
 defaults
   mode tcp
   timeout connect 5s
   timeout client 300s
   timeout server 300s
-
+{option}
 frontend fe
   bind 127.0.0.1:{port}
   default_backend be
@@ -333,10 +340,10 @@ backend be
   balance source
   hash-type consistent
 {servers}"""
-    path = os.path.join(workdir, "haproxy.cfg")
+    path = os.path.join(workdir, f"{name}.cfg")
     with open(path, "w") as f:
         f.write(conf)
-    return Server("haproxy", 0, ["haproxy", "-db", "-f", path], workdir, port)
+    return Server(name, 0, ["haproxy", "-db", "-f", path], workdir, port)
 
 
 def start_nginx_stream(workdir, port, backends):
@@ -770,7 +777,8 @@ def targets(summ, idle, cand):
                   f"{fmt(bestp99, 2)} ms (target <=)")
     s = summ.get("bulk", {})
     if cand in s:
-        present = [p for p in peers if p in s and p != cand and s[p]["per_cpu_s"]]
+        present = [p for p in peers + ("haproxy-splice",)
+                   if p in s and p != cand and s[p]["per_cpu_s"]]
         if present:
             best = max(present, key=lambda p: s[p]["per_cpu_s"])
             v = s[best].get("ratio", {}).get("per_cpu_s")
@@ -794,7 +802,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     ap.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
     ap.add_argument("--lbs", default="hashlb,haproxy,nginx,direct",
-                    help="comma list of hashlb, haproxy, nginx, direct")
+                    help="comma list of hashlb, haproxy, nginx, direct, and haproxy-splice "
+                         "(HAProxy splicing both ways; not in the default list)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma list of " + ", ".join(WORKLOADS))
     ap.add_argument("--hashlb", help="path of the hashlb binary (default: build/src/cli/hashlb, "
@@ -861,7 +870,7 @@ def main():
     variants = {}
     for spec in args.variant:
         name, sep, rest = spec.partition("=")
-        if not sep or not name or name in ("hashlb", "haproxy", "nginx", "direct") \
+        if not sep or not name or name in ("hashlb", "haproxy", "nginx", "direct", "haproxy-splice") \
                 or name in variants or len(variants) >= 8:
             ap.error(f"--variant {spec!r}: NAME=ARGS, a new name, at most 8")
         words = shlex.split(rest)
@@ -878,7 +887,7 @@ def main():
 
     pb = args.port_base
     be_ports = [pb + 1, pb + 2, pb + 3]
-    lb_ports = {"haproxy": pb + 10, "nginx": pb + 11, "hashlb": pb + 12}
+    lb_ports = {"haproxy": pb + 10, "nginx": pb + 11, "hashlb": pb + 12, "haproxy-splice": pb + 14}
     admin_ports = {"hashlb": pb + 13}
     for i, name in enumerate(variants):
         lb_ports[name] = pb + 20 + i
@@ -916,8 +925,8 @@ def main():
             if lb == "direct":
                 targets_.append(Target("direct", be_ports[0]))
                 continue
-            if lb == "haproxy":
-                srv = start_haproxy(workdir, lb_ports[lb], be_ports)
+            if lb in ("haproxy", "haproxy-splice"):
+                srv = start_haproxy(workdir, lb_ports[lb], be_ports, lb == "haproxy-splice")
             elif lb == "nginx":
                 srv = start_nginx_stream(workdir, lb_ports[lb], be_ports)
             elif lb == "hashlb":
