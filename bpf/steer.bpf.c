@@ -269,6 +269,8 @@ static __always_inline int table_lookup(const struct hlb_steer_table *t, __u32 h
 	if (!first)
 		return -1;
 	idx = *first;
+	if (idx & HLB_STEER_RING_DIRECT)
+		return idx & 0xffff; /* no point in the bucket: its next point's owner */
 	for (i = 0; i <= HLB_STEER_RING_SCAN_MAX; i++) {
 		struct hlb_steer_ring_point *p;
 

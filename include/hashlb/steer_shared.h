@@ -40,6 +40,13 @@
 #define HLB_STEER_RING_SCAN_MAX 64
 /* IPv6 extension headers walked before giving up (passed to the stack). */
 #define HLB_STEER_IPV6_EXT_MAX 4
+/* The kernel's ring index has about this many buckets a point (the loader
+ * builds it, finer than the core's), so that most buckets hold no point. */
+#define HLB_STEER_RING_BUCKETS_PER_POINT 4
+/* A ring bucket that holds no point: every hash in it goes to the next
+ * point's owner, kept in the low 16 bits with this flag; no scan. Otherwise
+ * the entry is the index of the first point at or after the bucket. */
+#define HLB_STEER_RING_DIRECT 0x80000000u
 /* Maglev slots packed into one array value. */
 #define HLB_STEER_SLOTS_PER_VALUE 4
 
@@ -92,7 +99,7 @@ struct hlb_steer_table {
 	__u32 key_len; /* 16, 18 or 36: bytes of the canonical tuple hashed */
 	__u32 m; /* Maglev slots */
 	__u32 n_points; /* ring points */
-	__u32 bucket_bits; /* ring index: 1 << bucket_bits buckets (+1 entry) */
+	__u32 bucket_bits; /* ring index: 1 << bucket_bits buckets */
 	__u32 max_scan;
 	__u32 n_backends;
 	__u32 pad;

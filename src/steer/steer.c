@@ -302,7 +302,8 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->slots_cap = (m_max + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
 	points = o->max_ring_points ? o->max_ring_points : max_u32(65536, 2 * v.n_points);
 	s->points_cap = points;
-	s->buckets_cap = points + 1; /* 2^bucket_bits <= points */
+	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index) */
+	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
 	/* Buckets: a power of two, at least <flows> entries in all. */
 	s->ct_buckets = 1;
 	while ((uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS < flows)
@@ -722,6 +723,55 @@ static int map_write(int fd, uint32_t key, const void *value)
 	return bpf_map_update_elem(fd, &key, value, BPF_ANY) < 0 ? -errno : 0;
 }
 
+/*
+ * The kernel's ring index of <v>: finer than the core's (about
+ * HLB_STEER_RING_BUCKETS_PER_POINT buckets a point, at most <cap>), so that
+ * most buckets hold no point and answer without a scan. Bucket b covers
+ * hashes [b << (64 - bits), (b + 1) << (64 - bits)); its entry is the owner
+ * of the first point at or after the bucket (wrapping to point 0) with
+ * HLB_STEER_RING_DIRECT if no point lies inside it, else that point's
+ * index. On success stores the bits, the most points a scan steps over, and
+ * the 1 << bits entries (the caller frees them). -ENOMEM.
+ */
+static int ring_index(const struct hashlb_table_view *v, uint32_t cap, uint32_t *ret_bits,
+		      uint32_t *ret_max_scan, uint32_t **ret_bucket)
+{
+	uint32_t bits = 0, max_scan = 0, i = 0, nb, *bucket;
+
+	while (bits < 31 &&
+	       (1ull << bits) < (uint64_t)HLB_STEER_RING_BUCKETS_PER_POINT * v->n_points &&
+	       (2ull << bits) <= cap)
+		bits++;
+	nb = 1u << bits;
+	bucket = calloc(nb, sizeof(*bucket));
+	if (!bucket)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < nb; b++) {
+		/* The bucket's last hash, as 64-bit arithmetic allows. */
+		uint64_t lo = bits ? (uint64_t)b << (64 - bits) : 0;
+		uint64_t last = bits ? lo + ((UINT64_MAX >> bits)) : UINT64_MAX;
+		uint32_t inside = 0;
+
+		while (i < v->n_points && v->pos[i] < lo)
+			i++;
+		for (uint32_t j = i; j < v->n_points && v->pos[j] <= last; j++)
+			inside++;
+		if (v->n_points == 0)
+			bucket[b] = 0;
+		else if (inside == 0)
+			bucket[b] = HLB_STEER_RING_DIRECT | v->owner[i < v->n_points ? i : 0];
+		else
+			bucket[b] = i;
+		/* A scan steps over the points inside, then lands on the next. */
+		if (inside > max_scan)
+			max_scan = inside;
+	}
+	*ret_bits = bits;
+	*ret_max_scan = max_scan;
+	*ret_bucket = bucket;
+	return 0;
+}
+
 /* Write table <v> into half <half>. */
 static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb_table_view *v,
 		      struct hlb_steer_table *meta, struct hashlb_error *err)
@@ -753,18 +803,31 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 		return 0;
 	}
 
-	uint32_t nb = (1u << v->bucket_bits) + 1;
+	uint32_t bits, max_scan, *bucket;
 
-	if (v->n_points > s->points_cap || nb > s->buckets_cap)
+	if (v->n_points > s->points_cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 				  "the ring's %u points exceed the loaded capacity %u: restart "
 				  "steering with a larger --max-ring-points",
 				  v->n_points, s->points_cap);
-	if (v->max_scan > HLB_STEER_RING_SCAN_MAX)
+	ret = ring_index(v, s->buckets_cap, &bits, &max_scan, &bucket);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
+	if (max_scan > HLB_STEER_RING_SCAN_MAX) {
+		free(bucket);
 		return hashlb_err(
 			err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 			"ring index bucket of %u points exceeds the kernel's scan bound %u",
-			v->max_scan, HLB_STEER_RING_SCAN_MAX);
+			max_scan, HLB_STEER_RING_SCAN_MAX);
+	}
+	for (uint32_t b = 0; b < (1u << bits); b++) {
+		ret = map_write(s->fd[M_BUCKETS], half * s->buckets_cap + b, &bucket[b]);
+		if (ret < 0)
+			break;
+	}
+	free(bucket);
+	if (ret < 0)
+		goto err_sys;
 	for (uint32_t i = 0; i < v->n_points; i++) {
 		struct hlb_steer_ring_point p = { .pos = v->pos[i], .owner = v->owner[i] };
 
@@ -772,15 +835,10 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 		if (ret < 0)
 			goto err_sys;
 	}
-	for (uint32_t b = 0; b < nb; b++) {
-		ret = map_write(s->fd[M_BUCKETS], half * s->buckets_cap + b, &v->bucket[b]);
-		if (ret < 0)
-			goto err_sys;
-	}
 	meta->scheme = HLB_STEER_SCHEME_RING;
 	meta->n_points = v->n_points;
-	meta->bucket_bits = v->bucket_bits;
-	meta->max_scan = v->max_scan;
+	meta->bucket_bits = bits;
+	meta->max_scan = max_scan;
 	return 0;
 err_sys:
 	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the table map: %s", strerror(-ret));
