@@ -2,7 +2,7 @@
 """Kernel steering end to end: in network namespaces (a client, the load balancer,
 three backends, veth and a bridge), real TCP connections through `hashlb steer`
 reach the backend that `hashlb lookup` names for each client, for XDP (native and
-generic) and tc; established connections survive adding a backend (`--update`)
+generic), tc and auto (tc on a veth); established connections survive adding a backend (`--update`)
 while new ones follow the new table; the counters say so; and when hashlb steer
 exits nothing stays attached. The namespaces are removed even when it fails."""
 import json
@@ -69,6 +69,10 @@ def run_mode(topo, mode, scheme):
         check(False, f"{tag} hashlb steer did not attach: {line} {err}")
         return
     print(f"{tag} {line.strip()}", flush=True)
+    if mode == "auto":
+        # eth0 is a veth: no native XDP (XDP_TX needs XDP on the peer), and
+        # tc before generic XDP, which linearizes every GSO packet.
+        check("(tc)" in line, f"{tag} auto on a veth did not choose tc: {line.strip()}")
 
     client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
                                       str(CONNS)],
@@ -236,7 +240,7 @@ def daemon_steering(topo, servers):
     """hashlb run with steering: kernel: the daemon attaches the program and
     publishes every table into it; when a backend's server dies, the health
     checks take it out of the kernel path's table too; on exit, detached.
-    auto mode: generic XDP, since eth0 is a veth."""
+    auto mode: tc, since eth0 is a veth."""
     import tempfile
     import select
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -325,7 +329,8 @@ def body(topo):
                        stdout=subprocess.PIPE, text=True)
         p.stdout.readline()
         servers.append(p)
-    for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev")]:
+    for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev"),
+                         ("auto", "ring")]:
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
     from_config(topo)
