@@ -149,19 +149,22 @@ def cpu0_busy_ticks():
 
 
 def net_drops():
-    """Packets the kernel dropped (softnet backlog full, all CPUs) and TCP
-    retransmissions, machine-wide: a loopback drop costs a 200 ms RTO and
-    shows in p99."""
+    """Packets the kernel dropped (softnet backlog full, all CPUs), TCP
+    retransmissions and TCP segments sent, machine-wide: a loopback drop
+    costs a 200 ms RTO and shows in p99; segments per request show whether
+    an LB makes the kernel send more packets (each one runs a receiver's
+    input path) than another for the same work."""
     drops = 0
     with open("/proc/net/softnet_stat") as f:
         for line in f:
             drops += int(line.split()[1], 16)
-    retrans = 0
+    retrans = out_segs = 0
     with open("/proc/net/snmp") as f:
         lines = [l.split() for l in f if l.startswith("Tcp:")]
     if len(lines) >= 2:
         retrans = int(lines[1][lines[0].index("RetransSegs")])
-    return drops, retrans
+        out_segs = int(lines[1][lines[0].index("OutSegs")])
+    return drops, retrans, out_segs
 
 
 def loadavg():
@@ -454,6 +457,7 @@ def measure(target, wl_name, duration, lua, rep):
              cpu0_other_s=((c1 - c0) - (t1 - t0)) / CLK_TCK,
              rss_kib=rss.peak if target.is_lb else None, loadavg=load0,
              net_drops=d1[0] - d0[0], tcp_retrans=d1[1] - d0[1],
+             segs_per_req=(d1[2] - d0[2]) / max(1, w["requests"]),
              backends_cpu_s=(b1 - b0) / CLK_TCK, wrk_cpu_s=wrk_cpu)
     # Everything this request path cost: LB, backends and wrk. On loopback
     # the receiver's softirq work runs on the sender's CPU and is billed to
@@ -972,7 +976,8 @@ def main():
                         f"p99 {r['p99_ms']:7.2f} ms cpu {fmt(r['lb_cpu_s'], 2):>5} s "
                         f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
                         f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s "
-                        f"drops {r['net_drops']} retrans {r['tcp_retrans']}")
+                        f"drops {r['net_drops']} retrans {r['tcp_retrans']} "
+                        f"segs/req {r['segs_per_req']:.2f}")
 
         for t in targets_:
             if t.name in args.profile and t.is_lb:
