@@ -54,17 +54,7 @@ static bool same(const char *a, const char *b)
 static struct hashlb_table *equal_weights(enum hashlb_scheme scheme, const char *const *names,
 					  uint32_t n)
 {
-	struct hashlb_backend_spec sp[8];
-	struct hashlb_table_params p;
-	struct hashlb_table *t;
-
-	hashlb_table_params_init(&p, scheme);
-	p.seed = SEED;
-	for (uint32_t i = 0; i < n; i++)
-		sp[i] = (struct hashlb_backend_spec){ .name = names[i], .weight = 1 };
-	if (hashlb_table_build(&p, sp, n, &t, NULL) < 0)
-		exit(1);
-	return t;
+	return test_table_w(scheme, SEED, names, n, NULL, true);
 }
 
 static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)

@@ -24,19 +24,7 @@ static uint32_t n_buckets;
 static struct hashlb_table *build(enum hashlb_scheme scheme, const char *const *names, uint32_t n,
 				  const bool *down)
 {
-	struct hashlb_backend_spec sp[16];
-	struct hashlb_table_params p;
-	struct hashlb_table *t;
-
-	hashlb_table_params_init(&p, scheme);
-	p.seed = SEED;
-	for (uint32_t i = 0; i < n; i++)
-		sp[i] = (struct hashlb_backend_spec){ .name = names[i],
-						      .weight = 1,
-						      .down = down && down[i] };
-	if (hashlb_table_build(&p, sp, n, &t, NULL) < 0)
-		exit(1);
-	return t;
+	return test_table_w(scheme, SEED, names, n, down, true);
 }
 
 /* The conntrack hash of <p>, as the program computes it. */

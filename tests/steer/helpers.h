@@ -279,9 +279,12 @@ static inline void test_publish(struct hashlb_steer *s, const struct hashlb_tabl
 	free(d);
 }
 
-static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_t seed,
-					      const char *const *names, uint32_t n,
-					      const bool *down)
+/* A table of <names> (<down> may be NULL): weights 1, 2, 3, 1, ... by
+ * position, or all 1 with <equal> (then two lists that share names give
+ * those names the same weight, whatever their positions). */
+static inline struct hashlb_table *test_table_w(enum hashlb_scheme scheme, uint64_t seed,
+						const char *const *names, uint32_t n,
+						const bool *down, bool equal)
 {
 	struct hashlb_backend_spec spec[64];
 	struct hashlb_table_params p;
@@ -292,7 +295,7 @@ static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_
 	p.seed = seed;
 	for (uint32_t i = 0; i < n; i++) {
 		spec[i].name = names[i];
-		spec[i].weight = 1 + (i % 3);
+		spec[i].weight = equal ? 1 : 1 + (i % 3);
 		spec[i].down = down && down[i];
 	}
 	if (hashlb_table_build(&p, spec, n, &t, &err) < 0) {
@@ -300,6 +303,13 @@ static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_
 		exit(1);
 	}
 	return t;
+}
+
+static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_t seed,
+					      const char *const *names, uint32_t n,
+					      const bool *down)
+{
+	return test_table_w(scheme, seed, names, n, down, false);
 }
 
 static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
