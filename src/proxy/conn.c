@@ -265,6 +265,7 @@ static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned 
 	c->inflight++;
 }
 
+/* <n> bytes of half <i> delivered to its destination (buffers or splice). */
 static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
 {
 	struct hlb_backend_wstats *bs = &c->be->wstats[w->id];
@@ -618,11 +619,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			conn_abort(w, c); /* may free c */
 			return;
 		}
-		if (i == 0)
-			hlb_stat_add(&c->be->wstats[w->id].bytes_in, res);
-		else
-			hlb_stat_add(&c->be->wstats[w->id].bytes_out, res);
-		c->last_ms = (uint32_t)w->now_ms;
+		half_count(w, c, i, (uint32_t)res);
 		h->send_off += res;
 		if (h->send_off < h->send_len) {
 			half_send(w, c, i, h->send_bid, h->send_off, h->send_len);
