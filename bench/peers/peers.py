@@ -167,6 +167,36 @@ def net_drops():
     return drops, retrans, out_segs
 
 
+def wakeup_irqs():
+    """Rescheduling and function-call interrupts received by CPU 0 and CPU 1:
+    the IPIs one CPU sends to wake a task on the other (on a VM each one
+    costs a VM exit). Per request they show how often the LB and its peers
+    wake each other."""
+    irqs = [0, 0]
+    with open("/proc/interrupts") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] in ("RES:", "CAL:"):
+                irqs[0] += int(parts[1])
+                irqs[1] += int(parts[2])
+    return irqs
+
+
+def ctx_switches(pids, kinds=("voluntary_ctxt_switches:",)):
+    """Context switches of <pids> (and their threads); by default the voluntary ones: how often they slept."""
+    n = 0
+    for pid in pids:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith(kinds):
+                            n += int(line.split()[1])
+        except OSError:
+            pass
+    return n
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
@@ -436,10 +466,14 @@ def measure(target, wl_name, duration, lua, rep):
     d0 = net_drops()
     be_pids = [p for b in BACKENDS for p in b.pids()]
     t0, c0, b0 = cpu_ticks(pids), cpu0_busy_ticks(), cpu_ticks(be_pids)
+    i0, x0 = wakeup_irqs(), ctx_switches(pids)
+    y0 = ctx_switches(be_pids, ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
     k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RssSampler(pids) as rss:
         w, raw = run_wrk(target.port, wl, duration, lua, 5 if wl_name == "bulk" else 2)
     t1, c1, b1 = cpu_ticks(pids), cpu0_busy_ticks(), cpu_ticks(be_pids)
+    i1, x1 = wakeup_irqs(), ctx_switches(pids)
+    y1 = ctx_switches(be_pids, ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     d1 = net_drops()
     # wrk is the only child reaped during the run: its CPU is the delta.
@@ -458,7 +492,13 @@ def measure(target, wl_name, duration, lua, rep):
              rss_kib=rss.peak if target.is_lb else None, loadavg=load0,
              net_drops=d1[0] - d0[0], tcp_retrans=d1[1] - d0[1],
              segs_per_req=(d1[2] - d0[2]) / max(1, w["requests"]),
-             backends_cpu_s=(b1 - b0) / CLK_TCK, wrk_cpu_s=wrk_cpu)
+             backends_cpu_s=(b1 - b0) / CLK_TCK, wrk_cpu_s=wrk_cpu,
+             ipi0_per_req=(i1[0] - i0[0]) / max(1, w["requests"]),
+             ipi1_per_req=(i1[1] - i0[1]) / max(1, w["requests"]),
+             lb_sleeps_per_req=(x1 - x0) / max(1, w["requests"]) if target.is_lb else None,
+             be_csw_per_req=(y1 - y0) / max(1, w["requests"]),
+             wrk_csw_per_req=(k1.ru_nvcsw + k1.ru_nivcsw - k0.ru_nvcsw - k0.ru_nivcsw)
+             / max(1, w["requests"]))
     # Everything this request path cost: LB, backends and wrk. On loopback
     # the receiver's softirq work runs on the sender's CPU and is billed to
     # the sender, so an LB can shift work to its peers; this total cannot.
@@ -977,7 +1017,10 @@ def main():
                         f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
                         f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s "
                         f"drops {r['net_drops']} retrans {r['tcp_retrans']} "
-                        f"segs/req {r['segs_per_req']:.2f}")
+                        f"segs/req {r['segs_per_req']:.2f} "
+                        f"IPIs/req cpu0 {r['ipi0_per_req']:.2f} cpu1 {r['ipi1_per_req']:.2f} "
+                        f"LB sleeps/req {fmt(r['lb_sleeps_per_req'], 2)} "
+                        f"csw/req backends {r['be_csw_per_req']:.2f} wrk {r['wrk_csw_per_req']:.2f}")
 
         for t in targets_:
             if t.name in args.profile and t.is_lb:
