@@ -12,6 +12,15 @@
  * buffers (backpressure: a peer that does not read stops us from reading
  * the other peer, and TCP flow control pushes back to the sender).
  *
+ * MSG_MORE: when a recv leaves more in the source socket (more data, or the
+ * FIN: the kernel reports either as "not empty"), the buffer is sent with
+ * MSG_MORE, because what follows is forwarded at once: the next buffer, or
+ * shutdown(SHUT_WR), which then goes out in the same segment as the data
+ * (a response and its FIN in one packet, not two plus an ACK). Data held
+ * back this way is pushed by the next send, by the shutdown or close, or,
+ * if the next recv cannot follow at once (no buffer free), by setting
+ * TCP_NODELAY again, which pushes what the socket holds.
+ *
  * Half-close: when a source sends FIN (recv returns 0) and its last buffer
  * has been sent, the other side gets shutdown(SHUT_WR); the other direction
  * flows on until it ends too, then both sockets are closed.
@@ -138,7 +147,7 @@ static void half_recv(struct worker *w, struct conn *c, int i, bool poll_first)
 }
 
 static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uint32_t off,
-		      uint32_t len)
+		      uint32_t len, bool more)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 	struct half *h = &c->h[i];
@@ -146,9 +155,24 @@ static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uin
 	h->send_bid = bid;
 	h->send_off = off;
 	h->send_len = len;
-	io_uring_prep_send(sqe, c->fd[1 - i], bufring_addr(w, bid) + off, len - off, MSG_NOSIGNAL);
+	h->send_more = more;
+	if (!more)
+		h->corked = false;
+	io_uring_prep_send(sqe, c->fd[1 - i], bufring_addr(w, bid) + off, len - off,
+			   MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_SEND + i));
 	c->inflight++;
+}
+
+/* Push what half <i>'s destination holds back after a MSG_MORE send. */
+static void half_uncork(struct conn *c, int i)
+{
+	int one = 1;
+
+	if (!c->h[i].corked)
+		return;
+	c->h[i].corked = false;
+	setsockopt(c->fd[1 - i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 void conn_wake_starved(struct worker *w)
@@ -576,17 +600,21 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			break;
 		}
 		if (res > 0) {
+			bool more = cqe->flags & IORING_CQE_F_SOCK_NONEMPTY;
+
 			c->last_ms = (uint32_t)w->now_ms;
 			if (half_splice_due(w, h, res))
 				h->splice_want = true;
+			/* no recv follows a switch to splice: nothing to wait for */
+			more = more && !h->splice_want;
 			if (h->send_bid == BUF_NONE) {
-				half_send(w, c, i, bid, 0, res);
+				half_send(w, c, i, bid, 0, res, more);
 				if (!h->splice_want)
-					half_recv(w, c, i,
-						  !(cqe->flags & IORING_CQE_F_SOCK_NONEMPTY));
+					half_recv(w, c, i, !more);
 			} else {
 				h->pend_bid = bid;
 				h->pend_len = res;
+				h->pend_more = more;
 			}
 			return;
 		}
@@ -599,6 +627,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			return;
 		}
 		if (res == -ENOBUFS) {
+			half_uncork(c, i); /* the data that follows must wait */
 			h->starved = true;
 			h->starved_next = NULL;
 			*w->starved_tail = h;
@@ -622,16 +651,22 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		half_count(w, c, i, (uint32_t)res);
 		h->send_off += res;
 		if (h->send_off < h->send_len) {
-			half_send(w, c, i, h->send_bid, h->send_off, h->send_len);
+			half_send(w, c, i, h->send_bid, h->send_off, h->send_len, h->send_more);
 			return;
 		}
 		bufring_put(w, h->send_bid);
 		h->send_bid = BUF_NONE;
+		if (h->send_more) {
+			h->corked = true;
+			/* starved or moving to splice: no data follows at once */
+			if (!h->recv_armed && h->pend_bid == BUF_NONE && !h->eof)
+				half_uncork(c, i);
+		}
 		if (h->pend_bid != BUF_NONE) {
 			uint16_t bid = h->pend_bid;
 
 			h->pend_bid = BUF_NONE;
-			half_send(w, c, i, bid, 0, h->pend_len);
+			half_send(w, c, i, bid, 0, h->pend_len, h->pend_more);
 			if (!h->splice_want)
 				half_recv(w, c, i, false);
 		} else if (h->eof) {

@@ -76,6 +76,9 @@ struct half {
 	/* splice (see conn.c): a bulk direction moves kernel to kernel through a pipe */
 	bool splice_want; /* switch once the send in flight is done */
 	bool spliced;
+	/* MSG_MORE (see conn.c): the send in flight, the parked buffer, and data
+	 * the destination's socket holds back for what follows */
+	bool send_more : 1, pend_more : 1, corked : 1;
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */
 	int pipe[2]; /* read end, write end; valid when spliced */

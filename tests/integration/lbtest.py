@@ -189,6 +189,16 @@ def read_line(s):
     return buf.decode().strip()
 
 
+def read_to_eof(s, chunk=1 << 20):
+    """Everything <s> receives until the peer's FIN."""
+    data = b""
+    while True:
+        d = s.recv(chunk)
+        if not d:
+            return data
+        data += d
+
+
 def who(addr, src=None):
     """The name of the backend a client at <src> reaches, "" if closed without a greeting."""
     s = connect(addr, src)

@@ -5,11 +5,13 @@ idle timeout enforced."""
 import hashlib
 import random
 import socket
+import struct
 import threading
 import time
 
 from ctltest import Lb
-from lbtest import Backend, Hashlb, check, client_ip, config, connect, read_line, run_tests
+from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
+                    run_tests)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -180,18 +182,51 @@ def half_close():
         payload = random.Random(size).randbytes(size)
         s.sendall(payload)
         s.shutdown(socket.SHUT_WR)
-        data = b""
-        while True:
-            d = s.recv(1 << 20)
-            if not d:
-                break
-            data += d
+        data = read_to_eof(s)
         s.close()
         name, _, rest = data.partition(b"\n")
         check(name in (b"a", b"b", b"c") and rest == payload,
               f"half-close with {size} bytes: got {len(rest)} bytes back after FIN")
     # The other direction: the backend finishes first (after echoing), the client keeps
     # its side open and can still write until it closes.
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+def tcp_segs_in(s):
+    """Segments the kernel received on socket <s> (struct tcp_info's tcpi_segs_in)."""
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+    return struct.unpack_from("I", info, 140)[0]
+
+
+def response_and_fin_together():
+    """A backend that sends its response and FIN in one segment reaches the client in one
+    segment too: the response is not pushed alone with the FIN in a packet of its own. A
+    connection that sends one response and closes (HTTP with Connection: close) then costs
+    two packets fewer, the FIN's and the client's ACK of the data."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    response = b"r" * 3000
+
+    def serve():
+        for _ in range(5):
+            c, _ = srv.accept()
+            c.send(response, socket.MSG_MORE)
+            c.shutdown(socket.SHUT_WR)  # with the data held back: one segment, data and FIN
+            c.recv(1)  # until the client's FIN
+            c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    lb = Hashlb(config([("x", "127.0.0.1:%d" % srv.getsockname()[1])]))
+    for i in range(5):
+        s = connect(lb.addr)
+        data = read_to_eof(s)
+        # SYN-ACK, then the response with the FIN: nothing else has come from hashlb
+        segs = tcp_segs_in(s)
+        s.close()
+        check(data == response and segs == 2,
+              f"connection {i}: {len(data)} bytes in {segs} segments (want 3000 in 2)")
+    t.join(10)
+    srv.close()
     check(lb.stop() == 0, "hashlb exits 0")
 
 
@@ -295,12 +330,7 @@ def buffers_exhausted():
         s = connect(lb.addr, src=client_ip(i), timeout=30)
         t = threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)))
         t.start()
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
+        data = read_to_eof(s)
         t.join()
         s.close()
         results[i] = data.partition(b"\n")[2] == payload
@@ -346,5 +376,6 @@ def fd_limit():
     lb.stop()
 
 
-run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, concurrent_1000, max_connections, idle_timeout,
+run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
+           concurrent_1000, max_connections, idle_timeout,
            reset_midstream, buffers_exhausted, fd_limit])
