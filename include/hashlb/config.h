@@ -28,6 +28,14 @@ enum hashlb_steering {
 	HASHLB_STEERING_MAX
 };
 
+/* The PROXY protocol header sent to a backend before the client's bytes. */
+enum hashlb_proxy_protocol {
+	HASHLB_PROXY_OFF = 0,
+	HASHLB_PROXY_V1, /* text: "PROXY TCP4 src dst sport dport\r\n" */
+	HASHLB_PROXY_V2, /* binary */
+	HASHLB_PROXY_MAX
+};
+
 struct hashlb_pos {
 	int line, column; /* 1-based; 0 when not from a file */
 };
@@ -66,6 +74,7 @@ struct hashlb_service_cfg {
 	double balance_factor; /* bounded load, e.g. 1.25; 0 = off */
 	enum hashlb_steering steering;
 	char *steer_interface; /* steering: kernel */
+	enum hashlb_proxy_protocol proxy_protocol; /* default off; userspace steering only */
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

@@ -158,23 +158,10 @@ static void underscore_variant(const char *key, char *buf, size_t len)
 static const char *const top_keys[] = { "workers", "admin", "services", NULL };
 
 static const char *const service_keys[] = {
-	"name",
-	"listen",
-	"scheme",
-	"vnodes",
-	"table_size",
-	"hash_key",
-	"seed",
-	"timeouts",
-	"max_connections",
-	"connect_retries",
-	"slow_start",
-	"balance_factor",
-	"steering",
-	"interface",
-	"health",
-	"backends",
-	NULL,
+	"name",	      "listen",		"scheme",   "vnodes",	       "table_size",
+	"hash_key",   "seed",		"timeouts", "max_connections", "connect_retries",
+	"slow_start", "balance_factor", "steering", "interface",       "proxy_protocol",
+	"health",     "backends",	NULL,
 };
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
@@ -821,6 +808,25 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		    strpbrk(s->steer_interface, "/ \t"))
 			return fail(ld, v, "'interface' '%s' is not a valid interface name",
 				    s->steer_interface);
+	}
+	v = map_get(m, "proxy_protocol");
+	if (v) {
+		r = want_scalar(ld, v, "proxy_protocol", "off, v1 or v2");
+		if (r < 0)
+			return r;
+		if (strcmp(v->text, "off") == 0)
+			s->proxy_protocol = HASHLB_PROXY_OFF;
+		else if (strcmp(v->text, "v1") == 0)
+			s->proxy_protocol = HASHLB_PROXY_V1;
+		else if (strcmp(v->text, "v2") == 0)
+			s->proxy_protocol = HASHLB_PROXY_V2;
+		else
+			return fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
+				    v->text);
+		if (s->proxy_protocol && s->steering == HASHLB_STEERING_KERNEL)
+			return fail(ld, v,
+				    "'proxy_protocol' needs steering: userspace (kernel steering "
+				    "forwards packets and opens no connection to a backend)");
 	}
 	return 0;
 }

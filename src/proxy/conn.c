@@ -54,6 +54,7 @@
 
 #include "control/balance.h"
 #include "log.h"
+#include "proxyhdr.h"
 #include "worker.h"
 
 #define CONN_CHUNK 64
@@ -503,6 +504,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	c->fd[0] = fd;
 	c->fd[1] = -1;
 	c->state = CONN_CONNECTING;
+	c->proxy = (uint8_t)snap->proxy_protocol;
 	c->idle_ms = snap->idle_timeout_ms;
 	c->last_ms = (uint32_t)w->now_ms;
 	for (int i = 0; i < 2; i++) {
@@ -527,12 +529,48 @@ err_close:
 	worker_close_fd(w, fd);
 }
 
+/*
+ * The PROXY protocol header, before any of the client's bytes: the
+ * client's address and the one it connected to. A plain send(): the
+ * connection is fresh, its empty send buffer takes the header whole, and
+ * no recv of the client is armed yet, so nothing can overtake it. -EIO if
+ * the backend did not take it, another error if the client is gone.
+ */
+static int conn_send_proxy_header(struct conn *c)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t plen = sizeof(peer), llen = sizeof(local);
+	uint8_t hdr[HLB_PROXY_HDR_MAX];
+	int n;
+
+	if (getpeername(c->fd[0], (struct sockaddr *)&peer, &plen) < 0 ||
+	    getsockname(c->fd[0], (struct sockaddr *)&local, &llen) < 0)
+		return -errno;
+	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&peer,
+			     (const struct sockaddr *)&local, hdr);
+	if (n < 0)
+		return n;
+	if (send(c->fd[1], hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+		return -EIO;
+	return 0;
+}
+
 static void conn_connect_done(struct worker *w, struct conn *c, int res)
 {
 	struct hlb_backend *failed = c->be;
 	struct hlb_backend_wstats *bs = &failed->wstats[w->id];
 	const struct hlb_snapshot *snap;
 
+	if (res == 0 && c->proxy) {
+		int r = conn_send_proxy_header(c);
+
+		if (r == -EIO) {
+			res = r; /* the backend took no header: as a failed connect */
+		} else if (r < 0) {
+			conn_abort(w, c); /* the client is gone */
+			return;
+		}
+	}
 	if (res == 0) {
 		c->state = CONN_OPEN;
 		c->established = true;

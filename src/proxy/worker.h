@@ -97,9 +97,10 @@ struct conn {
 	uint16_t inflight; /* SQEs whose CQE is still to come */
 	uint8_t state;
 	uint8_t attempt; /* index in the preference list */
-	bool timed_out; /* the connect timeout fired */
-	bool established; /* counted in the backend's established */
-	bool nonblock; /* both sockets O_NONBLOCK (set when a direction is spliced) */
+	bool timed_out : 1; /* the connect timeout fired */
+	bool established : 1; /* counted in the backend's established */
+	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
+	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	struct half h[2];
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));

@@ -97,6 +97,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->max_connections = cfg->max_connections;
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;
+	s->proxy_protocol = cfg->proxy_protocol;
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -216,6 +217,7 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 	s->max_connections = cur->max_connections;
 	s->connect_retries = cur->connect_retries;
 	s->balance_factor = cur->balance_factor;
+	s->proxy_protocol = cur->proxy_protocol;
 	s->generation = generation;
 	s->fingerprint = hashlb_table_fingerprint(s->table);
 	s->up_weight = snapshot_up_weight(s);

@@ -181,6 +181,7 @@ struct hlb_snapshot {
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
+	enum hashlb_proxy_protocol proxy_protocol; /* header sent to backends; 0 = none */
 };
 
 /*

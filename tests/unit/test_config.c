@@ -373,6 +373,7 @@ static void test_defaults(void **state)
 	assert_true(s->balance_factor == 0.0);
 	assert_int_equal(s->steering, HASHLB_STEERING_USERSPACE);
 	assert_null(s->steer_interface);
+	assert_int_equal(s->proxy_protocol, HASHLB_PROXY_OFF);
 	assert_true(s->health.enabled);
 	assert_int_equal(s->health.interval_ms, 2000);
 	assert_int_equal(s->health.timeout_ms, 1000);
@@ -389,6 +390,35 @@ static void test_defaults(void **state)
 	assert_int_equal(b->pos.line, 5);
 	assert_int_equal(b->pos.column, 9);
 	hashlb_config_free(c);
+}
+
+/* proxy_protocol: off, v1 or v2; only where hashlb opens the backend connection. */
+static void test_proxy_protocol(void **state)
+{
+	static const struct {
+		const char *text;
+		enum hashlb_proxy_protocol want;
+	} ok[] = { { "off", HASHLB_PROXY_OFF },
+		   { "v1", HASHLB_PROXY_V1 },
+		   { "v2", HASHLB_PROXY_V2 } };
+	char yaml[512];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct hashlb_config *c;
+
+		snprintf(yaml, sizeof(yaml), MINIMAL "    proxy_protocol: %s\n", ok[i].text);
+		c = load_ok(yaml);
+		assert_int_equal(c->services[0].proxy_protocol, ok[i].want);
+		hashlb_config_free(c);
+	}
+	expect_error(MINIMAL "    proxy_protocol: v3\n", 7, 21,
+		     "'proxy_protocol' must be off, v1 or v2, found 'v3'");
+	expect_error(MINIMAL "    proxy_protocol: true\n", 7, 21,
+		     "'proxy_protocol' must be off, v1 or v2, found 'true'");
+	expect_error(MINIMAL "    proxy_protocol: [v1]\n", 7, 21,
+		     "'proxy_protocol' must be off, v1 or v2, found a list");
+	expect_error(MINIMAL "    steering: kernel\n    proxy_protocol: v2\n", 8, 21,
+		     "'proxy_protocol' needs steering: userspace");
 }
 
 static void test_every_key(void **state)
@@ -778,6 +808,7 @@ int main(void)
 		cmocka_unit_test(test_core_errors),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_proxy_protocol),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_admin_off_and_v6),

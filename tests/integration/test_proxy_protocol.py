@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""proxy_protocol: v1 / v2: a backend receives, before the client's first byte, a PROXY protocol
+header naming the client's address and port and the address and port it connected to (IPv4 and
+IPv6), then the client's bytes intact; a reload switches it on for new connections only; off
+sends nothing."""
+import socket
+import struct
+import threading
+
+from ctltest import Lb, config
+from lbtest import check, client_ip, connect, read_to_eof, run_tests
+
+V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+
+
+class ProxyBackend:
+    """Accepts connections, reads a PROXY header (v1, v2, or none expected), then echoes until
+    the client's FIN; .headers holds each connection's header bytes in accept order."""
+
+    def __init__(self, version):
+        self.version = version
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.headers = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _read_header(self, c):
+        if self.version == "v1":
+            h = b""
+            while not h.endswith(b"\r\n") and len(h) < 108:
+                h += c.recv(1)
+            return h
+        if self.version == "v2":
+            h = self._exactly(c, 16)
+            return h + self._exactly(c, struct.unpack("!H", h[14:16])[0])
+        return b""
+
+    @staticmethod
+    def _exactly(c, n):
+        b = b""
+        while len(b) < n:
+            d = c.recv(n - len(b))
+            if not d:
+                break
+            b += d
+        return b
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c):
+        with c:
+            self.headers.append(self._read_header(c))
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                c.sendall(d)
+
+    def close(self):
+        self.srv.close()
+
+
+def expected(version, src, dst):
+    """The header for a client at <src> connected to <dst>, both (host, port, ...)."""
+    fam = socket.AF_INET6 if ":" in src[0] else socket.AF_INET
+    if version == "v1":
+        return f"PROXY TCP{4 if fam == socket.AF_INET else 6} {src[0]} {dst[0]} {src[1]} {dst[1]}\r\n".encode()
+    addrs = socket.inet_pton(fam, src[0]) + socket.inet_pton(fam, dst[0])
+    body = addrs + struct.pack("!HH", src[1], dst[1])
+    return V2_SIG + bytes([0x21, 0x11 if fam == socket.AF_INET else 0x21]) + struct.pack("!H", len(body)) + body
+
+
+def exchange(lb_addr, src=None, family=socket.AF_INET):
+    """One connection: send a payload, half-close, read the echo; returns (client address, echo)."""
+    s = socket.socket(family)
+    s.settimeout(10)
+    if src:
+        s.bind((src, 0))
+    s.connect(lb_addr)
+    me = s.getsockname()
+    payload = b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\nnot a header, the client's bytes\n" * 3
+    s.sendall(payload)
+    s.shutdown(socket.SHUT_WR)
+    back = read_to_eof(s)
+    s.close()
+    return me, back == payload
+
+
+def headers_v4():
+    """Each client address and port, as the backend reads it, for v1 and v2."""
+    for version in ("v1", "v2"):
+        be = ProxyBackend(version)
+        lb = Lb(config([("p", be.addr)], extra=f"proxy_protocol: {version}"))
+        for i in range(5):
+            me, intact = exchange(lb.addr, src=client_ip(i * 7))
+            check(intact, f"{version}: connection {i}: the client's bytes come back intact")
+            got = be.headers[i] if len(be.headers) > i else b""
+            want = expected(version, me, lb.addr)
+            check(got == want, f"{version}: connection {i}: header {got!r}, want {want!r}")
+        check(lb.stop() == 0, "exit 0")
+        be.close()
+
+
+def headers_v6():
+    """An IPv6 client on [::1] (to an IPv4 backend): TCP6 / AF_INET6 with both IPv6 addresses."""
+    for version in ("v1", "v2"):
+        be = ProxyBackend(version)
+        lb = Lb(config([("p", be.addr)], extra=f"proxy_protocol: {version}",
+                       listen="\"[::1]:0\""))
+        host, port = lb.addr
+        me, intact = exchange((host.strip("[]"), port), family=socket.AF_INET6)
+        check(intact, f"{version} over IPv6: the client's bytes come back intact")
+        got = be.headers[0] if be.headers else b""
+        want = expected(version, me, ("::1", port))
+        check(got == want, f"{version} over IPv6: header {got!r}, want {want!r}")
+        check(lb.stop() == 0, "exit 0")
+        be.close()
+
+
+def reload_switches_it_on():
+    """off sends the client's bytes alone; after a reload to v2, new connections get the header,
+    and a connection opened before the reload goes on without one."""
+    be = ProxyBackend("none")
+    lb = Lb(config([("p", be.addr)]))
+    held = connect(lb.addr, client_ip(1))
+    held.sendall(b"before\n")
+    check(held.recv(100) == b"before\n", "off: the client's bytes alone")
+    be.version = "v2"
+    lb.rewrite(config([("p", be.addr)], extra="proxy_protocol: v2"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload: {se}")
+    me, intact = exchange(lb.addr, src=client_ip(2))
+    got = be.headers[1] if len(be.headers) > 1 else b""
+    check(intact and got == expected("v2", me, lb.addr),
+          f"after the reload a new connection has the v2 header: {got!r}")
+    held.sendall(b"after\n")
+    check(held.recv(100) == b"after\n", "the connection from before the reload is unchanged")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
+run_tests([headers_v4, headers_v6, reload_switches_it_on])
