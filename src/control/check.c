@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "proxy/proxyhdr.h"
 
 void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t addr_len,
 		    uint32_t interval_ms, uint32_t timeout_ms, hlb_check_done_fn done, void *arg)
@@ -52,7 +53,16 @@ static void check_next(struct hlb_check *c)
 static void check_finish(struct hlb_check *c, bool ok)
 {
 	uint64_t lat = hlb_now_ns() - c->started_ns;
+	uint8_t hdr[HLB_PROXY_HDR_MAX];
+	int n;
 
+	/* The connect alone decides; the header is a courtesy to the backend
+	 * (into an empty socket buffer: a failed send changes nothing). */
+	if (ok && c->proxy) {
+		n = hlb_proxy_local_header(c->proxy, hdr);
+		if (n > 0)
+			(void)send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
 	check_next(c);
 	c->done(c->arg, ok, lat);
 }

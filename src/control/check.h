@@ -3,7 +3,9 @@
  * Active health checks: one non-blocking TCP connect per backend and
  * interval, driven by the control loop (no thread per check). A check passes
  * when the connect completes within the timeout; it is closed at once (no
- * payload). Checks keep a fixed cadence from their first due time, so a pool
+ * payload but, for a service that sends backends the PROXY protocol, the
+ * protocol's header for a connection of the proxy's own, so that a backend
+ * which requires the header does not log every check as a broken one). Checks keep a fixed cadence from their first due time, so a pool
  * whose first checks are spread over the interval stays spread.
  */
 #ifndef HLB_CONTROL_CHECK_H
@@ -25,6 +27,7 @@ struct hlb_check {
 	uint32_t timeout_ms;
 	hlb_check_done_fn done;
 	void *arg;
+	uint8_t proxy; /* enum hashlb_proxy_protocol: the header each check sends; 0 = none */
 	/* private */
 	struct hlb_loop *loop;
 	struct hlb_timer timer;

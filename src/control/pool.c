@@ -110,6 +110,7 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 		return;
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
+	b->check.proxy = (uint8_t)b->svc->cfg->proxy_protocol;
 	hlb_check_start(&b->check, b->svc->pool->loop, first_ms);
 }
 
@@ -612,7 +613,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	uint64_t now = hlb_now_ms();
 	bool full =
 		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
-	bool recheck = !health_cfg_equal(&old->health, &c->health);
+	bool recheck = !health_cfg_equal(&old->health, &c->health) ||
+		       old->proxy_protocol != c->proxy_protocol;
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	uint32_t i, j;
 

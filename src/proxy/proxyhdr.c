@@ -74,3 +74,18 @@ int hlb_proxy_header(enum hashlb_proxy_protocol version, const struct sockaddr *
 	memcpy(buf + 18 + 2 * alen, &d.port, 2);
 	return (int)(20 + 2 * alen);
 }
+
+int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf)
+{
+	if (version == HASHLB_PROXY_V1) {
+		memcpy(buf, "PROXY UNKNOWN\r\n", 15);
+		return 15;
+	}
+	if (version != HASHLB_PROXY_V2)
+		return -EINVAL;
+	memcpy(buf, v2_signature, sizeof(v2_signature));
+	buf[12] = 0x20; /* version 2, command LOCAL */
+	buf[13] = 0x00; /* UNSPEC: no addresses follow */
+	buf[14] = buf[15] = 0;
+	return 16;
+}

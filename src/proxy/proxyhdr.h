@@ -25,4 +25,11 @@
 int hlb_proxy_header(enum hashlb_proxy_protocol version, const struct sockaddr *src,
 		     const struct sockaddr *dst, uint8_t *buf);
 
+/*
+ * The header of a connection hashlb makes on its own behalf, a health check:
+ * "PROXY UNKNOWN\r\n" (v1) or the v2 LOCAL command, which tell the backend
+ * to use the connection's own addresses. Returns its length, or -EINVAL.
+ */
+int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf);
+
 #endif

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """proxy_protocol: v1 / v2: a backend receives, before the client's first byte, a PROXY protocol
 header naming the client's address and port and the address and port it connected to (IPv4 and
-IPv6), then the client's bytes intact; a reload switches it on for new connections only; off
-sends nothing."""
+IPv6), then the client's bytes intact; health checks send the LOCAL header; a reload switches it
+on for new connections (and checks) only; off sends nothing."""
 import socket
 import struct
 import threading
@@ -14,25 +14,30 @@ V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
 class ProxyBackend:
-    """Accepts connections, reads a PROXY header (v1, v2, or none expected), then echoes until
-    the client's FIN; .headers holds each connection's header bytes in accept order."""
+    """Accepts connections, reads a PROXY header (v1, v2, or "none" expected), then echoes until
+    the client's FIN. .by_id maps the first line a client sent to the header before it; .checks
+    holds the headers of connections that sent nothing (hashlb's health checks)."""
 
     def __init__(self, version):
         self.version = version
         self.srv = socket.create_server(("127.0.0.1", 0))
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
-        self.headers = []
+        self.by_id = {}
+        self.checks = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _read_header(self, c):
         if self.version == "v1":
             h = b""
             while not h.endswith(b"\r\n") and len(h) < 108:
-                h += c.recv(1)
+                d = c.recv(1)
+                if not d:
+                    break
+                h += d
             return h
         if self.version == "v2":
             h = self._exactly(c, 16)
-            return h + self._exactly(c, struct.unpack("!H", h[14:16])[0])
+            return h + self._exactly(c, struct.unpack("!H", h[14:16])[0]) if len(h) == 16 else h
         return b""
 
     @staticmethod
@@ -55,12 +60,17 @@ class ProxyBackend:
 
     def _one(self, c):
         with c:
-            self.headers.append(self._read_header(c))
+            header, got = self._read_header(c), b""
             while True:
                 d = c.recv(65536)
                 if not d:
                     break
+                if b"\n" not in got and b"\n" in got + d:
+                    self.by_id[(got + d).split(b"\n", 1)[0]] = header  # before the echo
+                got += d
                 c.sendall(d)
+            if not got:
+                self.checks.append(header)
 
     def close(self):
         self.srv.close()
@@ -76,15 +86,17 @@ def expected(version, src, dst):
     return V2_SIG + bytes([0x21, 0x11 if fam == socket.AF_INET else 0x21]) + struct.pack("!H", len(body)) + body
 
 
-def exchange(lb_addr, src=None, family=socket.AF_INET):
-    """One connection: send a payload, half-close, read the echo; returns (client address, echo)."""
+def exchange(lb_addr, ident, src=None, family=socket.AF_INET):
+    """One connection whose first line is <ident>: send a payload, half-close, read the echo;
+    returns (client address, whether the echo is intact)."""
     s = socket.socket(family)
     s.settimeout(10)
     if src:
         s.bind((src, 0))
     s.connect(lb_addr)
     me = s.getsockname()
-    payload = b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\nnot a header, the client's bytes\n" * 3
+    # after the id, bytes that look like a header: the backend must get them as they are
+    payload = ident + b"\n" + b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\nnot a header, the client's bytes\n" * 3
     s.sendall(payload)
     s.shutdown(socket.SHUT_WR)
     back = read_to_eof(s)
@@ -92,17 +104,31 @@ def exchange(lb_addr, src=None, family=socket.AF_INET):
     return me, back == payload
 
 
+LOCAL = {"v1": b"PROXY UNKNOWN\r\n", "v2": V2_SIG + b"\x20\x00\x00\x00"}
+
+
+def wait_checks(lb, be, version):
+    """Health checks reach the backend with the LOCAL header of <version> (a connection of
+    hashlb's own), and with nothing else."""
+    lb.wait(lambda: LOCAL[version] in be.checks)
+    check(LOCAL[version] in be.checks, f"{version}: health checks send {LOCAL[version]!r}")
+
+
 def headers_v4():
-    """Each client address and port, as the backend reads it, for v1 and v2."""
+    """Each client address and port, as the backend reads it, for v1 and v2; health checks
+    send the LOCAL header."""
     for version in ("v1", "v2"):
         be = ProxyBackend(version)
         lb = Lb(config([("p", be.addr)], extra=f"proxy_protocol: {version}"))
         for i in range(5):
-            me, intact = exchange(lb.addr, src=client_ip(i * 7))
+            ident = f"{version}-{i}".encode()
+            me, intact = exchange(lb.addr, ident, src=client_ip(i * 7))
             check(intact, f"{version}: connection {i}: the client's bytes come back intact")
-            got = be.headers[i] if len(be.headers) > i else b""
-            want = expected(version, me, lb.addr)
+            got, want = be.by_id.get(ident), expected(version, me, lb.addr)
             check(got == want, f"{version}: connection {i}: header {got!r}, want {want!r}")
+        wait_checks(lb, be, version)
+        # a check that timed out under load closes without a header; none sends another one
+        check(set(be.checks) <= {LOCAL[version], b""}, f"{version}: every check: {set(be.checks)}")
         check(lb.stop() == 0, "exit 0")
         be.close()
 
@@ -114,33 +140,35 @@ def headers_v6():
         lb = Lb(config([("p", be.addr)], extra=f"proxy_protocol: {version}",
                        listen="\"[::1]:0\""))
         host, port = lb.addr
-        me, intact = exchange((host.strip("[]"), port), family=socket.AF_INET6)
+        ident = f"{version}-v6".encode()
+        me, intact = exchange((host.strip("[]"), port), ident, family=socket.AF_INET6)
         check(intact, f"{version} over IPv6: the client's bytes come back intact")
-        got = be.headers[0] if be.headers else b""
-        want = expected(version, me, ("::1", port))
+        got, want = be.by_id.get(ident), expected(version, me, ("::1", port))
         check(got == want, f"{version} over IPv6: header {got!r}, want {want!r}")
         check(lb.stop() == 0, "exit 0")
         be.close()
 
 
 def reload_switches_it_on():
-    """off sends the client's bytes alone; after a reload to v2, new connections get the header,
-    and a connection opened before the reload goes on without one."""
+    """off sends the client's bytes alone; after a reload to v2, new connections and health
+    checks get the header, and a connection opened before the reload goes on without one."""
     be = ProxyBackend("none")
     lb = Lb(config([("p", be.addr)]))
     held = connect(lb.addr, client_ip(1))
     held.sendall(b"before\n")
-    check(held.recv(100) == b"before\n", "off: the client's bytes alone")
+    check(held.recv(100) == b"before\n" and be.by_id.get(b"before") == b"",
+          "off: the client's bytes alone")
     be.version = "v2"
     lb.rewrite(config([("p", be.addr)], extra="proxy_protocol: v2"))
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload: {se}")
-    me, intact = exchange(lb.addr, src=client_ip(2))
-    got = be.headers[1] if len(be.headers) > 1 else b""
+    me, intact = exchange(lb.addr, b"after-reload", src=client_ip(2))
+    got = be.by_id.get(b"after-reload")
     check(intact and got == expected("v2", me, lb.addr),
           f"after the reload a new connection has the v2 header: {got!r}")
-    held.sendall(b"after\n")
-    check(held.recv(100) == b"after\n", "the connection from before the reload is unchanged")
+    wait_checks(lb, be, "v2")
+    held.sendall(b"still\n")
+    check(held.recv(100) == b"still\n", "the connection from before the reload is unchanged")
     held.close()
     check(lb.stop() == 0, "exit 0")
     be.close()

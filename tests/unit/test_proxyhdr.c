@@ -1,4 +1,4 @@
-/* Proves the PROXY protocol headers hashlb sends backends are byte for byte what the specification (proxy-protocol.txt, HAProxy 2.6) defines, for IPv4, IPv6 and IPv4-mapped clients, and that what cannot be expressed is refused. */
+/* Proves the PROXY protocol headers hashlb sends backends are byte for byte what the specification (proxy-protocol.txt, HAProxy 2.6) defines, for IPv4, IPv6 and IPv4-mapped clients and for health checks (LOCAL), and that what cannot be expressed is refused. */
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,6 +109,23 @@ static void test_v4_mapped(void **state)
 	assert_int_equal(buf[13], 0x11);
 }
 
+/* Health checks: a connection of the proxy's own, no addresses. */
+static void test_local(void **state)
+{
+	static const uint8_t want2[] = { 0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51,
+					 0x55, 0x49, 0x54, 0x0a, 0x20, 0x00, 0x00, 0x00 };
+	uint8_t buf[HLB_PROXY_HDR_MAX];
+	int n;
+
+	n = hlb_proxy_local_header(HASHLB_PROXY_V1, buf);
+	assert_int_equal(n, 15);
+	assert_memory_equal(buf, "PROXY UNKNOWN\r\n", 15);
+	n = hlb_proxy_local_header(HASHLB_PROXY_V2, buf);
+	assert_int_equal(n, sizeof(want2));
+	assert_memory_equal(buf, want2, sizeof(want2));
+	assert_int_equal(hlb_proxy_local_header(HASHLB_PROXY_OFF, buf), -EINVAL);
+}
+
 static void test_refused(void **state)
 {
 	struct sockaddr_in s = v4("192.0.2.7", 1);
@@ -130,9 +147,9 @@ static void test_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_v1),	cmocka_unit_test(test_v1_longest),
-		cmocka_unit_test(test_v2),	cmocka_unit_test(test_v4_mapped),
-		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_v1),    cmocka_unit_test(test_v1_longest),
+		cmocka_unit_test(test_v2),    cmocka_unit_test(test_v4_mapped),
+		cmocka_unit_test(test_local), cmocka_unit_test(test_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
