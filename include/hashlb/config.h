@@ -116,6 +116,11 @@ int hashlb_admin_state_parse(const char *s, enum hashlb_admin_state *ret_state);
 /* "userspace", "kernel"; NULL if invalid. */
 const char *hashlb_steering_name(enum hashlb_steering s);
 
+/* "off", "v1", "v2"; NULL if invalid. */
+const char *hashlb_proxy_protocol_name(enum hashlb_proxy_protocol v);
+/* The inverse; -EINVAL if unknown. */
+int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_version);
+
 /*
  * Parse a numeric socket address: "a.b.c.d:port" or "[v6addr]:port" (no
  * DNS, the port is required; port 0 only when <allow_port0>). Returns 0 or

@@ -83,6 +83,9 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms);
 	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32 "\n",
 	       s->max_connections, s->connect_retries);
+	if (s->proxy_protocol)
+		printf("  proxy        PROXY protocol %s to the backends\n",
+		       hashlb_proxy_protocol_name(s->proxy_protocol));
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,

@@ -814,13 +814,7 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		r = want_scalar(ld, v, "proxy_protocol", "off, v1 or v2");
 		if (r < 0)
 			return r;
-		if (strcmp(v->text, "off") == 0)
-			s->proxy_protocol = HASHLB_PROXY_OFF;
-		else if (strcmp(v->text, "v1") == 0)
-			s->proxy_protocol = HASHLB_PROXY_V1;
-		else if (strcmp(v->text, "v2") == 0)
-			s->proxy_protocol = HASHLB_PROXY_V2;
-		else
+		if (hashlb_proxy_protocol_parse(v->text, &s->proxy_protocol) < 0)
 			return fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
 				    v->text);
 		if (s->proxy_protocol && s->steering == HASHLB_STEERING_KERNEL)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The names of the config model's enums, as the config file and the admin API spell them. */
 #include <errno.h>
+#include <string.h>
 #include <strings.h>
 
 #include "hashlb/config.h"
@@ -48,4 +49,28 @@ const char *hashlb_steering_name(enum hashlb_steering s)
 	default:
 		return NULL;
 	}
+}
+
+static const char *const proxy_protocol_names[HASHLB_PROXY_MAX] = {
+	[HASHLB_PROXY_OFF] = "off",
+	[HASHLB_PROXY_V1] = "v1",
+	[HASHLB_PROXY_V2] = "v2",
+};
+
+const char *hashlb_proxy_protocol_name(enum hashlb_proxy_protocol v)
+{
+	if ((unsigned)v >= HASHLB_PROXY_MAX)
+		return NULL;
+	return proxy_protocol_names[v];
+}
+
+int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_version)
+{
+	for (int v = 0; v < HASHLB_PROXY_MAX; v++) {
+		if (strcmp(s, proxy_protocol_names[v]) == 0) {
+			*ret_version = (enum hashlb_proxy_protocol)v;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }

@@ -5,10 +5,11 @@ IPv6), then the client's bytes intact; health checks send the LOCAL header; a re
 on for new connections (and checks) only; off sends nothing."""
 import socket
 import struct
+import subprocess
 import threading
 
 from ctltest import Lb, config
-from lbtest import check, client_ip, connect, read_to_eof, run_tests
+from lbtest import HASHLB, check, client_ip, connect, read_to_eof, run_tests
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -127,6 +128,9 @@ def headers_v4():
             got, want = be.by_id.get(ident), expected(version, me, lb.addr)
             check(got == want, f"{version}: connection {i}: header {got!r}, want {want!r}")
         wait_checks(lb, be, version)
+        shown = subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True, text=True)
+        check(f"PROXY protocol {version} to the backends" in shown.stdout,
+              f"hashlb check shows it: {shown.stdout[:300]!r}")
         # a check that timed out under load closes without a header; none sends another one
         check(set(be.checks) <= {LOCAL[version], b""}, f"{version}: every check: {set(be.checks)}")
         check(lb.stop() == 0, "exit 0")
@@ -154,6 +158,7 @@ def reload_switches_it_on():
     checks get the header, and a connection opened before the reload goes on without one."""
     be = ProxyBackend("none")
     lb = Lb(config([("p", be.addr)]))
+    check(lb.service()["proxy_protocol"] == "off", "the admin API shows proxy_protocol off")
     held = connect(lb.addr, client_ip(1))
     held.sendall(b"before\n")
     check(held.recv(100) == b"before\n" and be.by_id.get(b"before") == b"",
@@ -161,7 +166,7 @@ def reload_switches_it_on():
     be.version = "v2"
     lb.rewrite(config([("p", be.addr)], extra="proxy_protocol: v2"))
     rc, so, se = lb.ctl("reload")
-    check(rc == 0, f"reload: {se}")
+    check(rc == 0 and lb.service()["proxy_protocol"] == "v2", f"reload to v2, shown live: {se}")
     me, intact = exchange(lb.addr, b"after-reload", src=client_ip(2))
     got = be.by_id.get(b"after-reload")
     check(intact and got == expected("v2", me, lb.addr),
