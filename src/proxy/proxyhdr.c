@@ -6,8 +6,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proxyhdr.h"
@@ -88,4 +90,146 @@ int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf)
 	buf[13] = 0x00; /* UNSPEC: no addresses follow */
 	buf[14] = buf[15] = 0;
 	return 16;
+}
+
+/* An address and a port of a v1 header into <ss>; false if either is not valid. */
+static bool v1_endpoint(int family, const char *host, const char *port, struct sockaddr_storage *ss)
+{
+	char *end;
+	unsigned long p;
+
+	if (!*port || (port[0] == '0' && port[1]) || strlen(port) > 5)
+		return false;
+	p = strtoul(port, &end, 10);
+	if (*end || p > 65535)
+		return false;
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)p);
+		return inet_pton(AF_INET, host, &in->sin_addr) == 1;
+	}
+	struct sockaddr_in6 *in6 = (void *)ss;
+
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons((uint16_t)p);
+	return inet_pton(AF_INET6, host, &in6->sin6_addr) == 1;
+}
+
+/* "PROXY TCP4 src dst sport dport\r\n", "PROXY TCP6 ...", "PROXY UNKNOWN...\r\n" (at most 107 bytes). */
+static int parse_v1(const uint8_t *buf, size_t len, struct sockaddr_storage *src,
+		    struct sockaddr_storage *dst, size_t *need)
+{
+	const uint8_t *crlf = NULL;
+	char line[108], *f[6], *save = NULL, *t;
+	int n = 0, family;
+	size_t hlen;
+
+	for (size_t i = 0; i + 1 < len && i + 1 < 107; i++)
+		if (buf[i] == '\r' && buf[i + 1] == '\n') {
+			crlf = buf + i;
+			break;
+		}
+	if (!crlf) {
+		if (len >= 107)
+			return -EPROTO;
+		*need = len + 1; /* the length is known only at the CRLF */
+		return 0;
+	}
+	hlen = (size_t)(crlf - buf) + 2;
+	memcpy(line, buf, hlen - 2);
+	line[hlen - 2] = 0;
+	if (strlen(line) != hlen - 2) /* a NUL inside */
+		return -EPROTO;
+	if (strncmp(line, "PROXY UNKNOWN", 13) == 0 && (line[13] == 0 || line[13] == ' ')) {
+		src->ss_family = dst->ss_family = AF_UNSPEC;
+		return (int)hlen;
+	}
+	for (t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
+		f[n++] = t;
+	if (n != 6 || t || strcmp(f[0], "PROXY") != 0) /* <t>: a seventh field */
+		return -EPROTO;
+	if (strcmp(f[1], "TCP4") == 0)
+		family = AF_INET;
+	else if (strcmp(f[1], "TCP6") == 0)
+		family = AF_INET6;
+	else
+		return -EPROTO;
+	if (!v1_endpoint(family, f[2], f[4], src) || !v1_endpoint(family, f[3], f[5], dst))
+		return -EPROTO;
+	return (int)hlen;
+}
+
+static int parse_v2(const uint8_t *buf, size_t len, struct sockaddr_storage *src,
+		    struct sockaddr_storage *dst, size_t *need)
+{
+	size_t body, total;
+
+	if (len < 16) {
+		*need = 16;
+		return 0;
+	}
+	body = (size_t)buf[14] << 8 | buf[15];
+	total = 16 + body;
+	if ((buf[12] & 0xf0) != 0x20 || (buf[12] & 0x0f) > 1 || total > HLB_PROXY_IN_MAX)
+		return -EPROTO;
+	if (len < total) {
+		*need = total;
+		return 0;
+	}
+	src->ss_family = dst->ss_family = AF_UNSPEC;
+	if ((buf[12] & 0x0f) == 0) /* LOCAL: the connection's own addresses */
+		return (int)total;
+	if (buf[13] == 0x11 && body >= 12) {
+		struct sockaddr_in *s = (void *)src, *d = (void *)dst;
+
+		memset(src, 0, sizeof(*src));
+		memset(dst, 0, sizeof(*dst));
+		s->sin_family = d->sin_family = AF_INET;
+		memcpy(&s->sin_addr, buf + 16, 4);
+		memcpy(&d->sin_addr, buf + 20, 4);
+		memcpy(&s->sin_port, buf + 24, 2);
+		memcpy(&d->sin_port, buf + 26, 2);
+	} else if (buf[13] == 0x21 && body >= 36) {
+		struct sockaddr_in6 *s = (void *)src, *d = (void *)dst;
+
+		memset(src, 0, sizeof(*src));
+		memset(dst, 0, sizeof(*dst));
+		s->sin6_family = d->sin6_family = AF_INET6;
+		memcpy(&s->sin6_addr, buf + 16, 16);
+		memcpy(&d->sin6_addr, buf + 32, 16);
+		memcpy(&s->sin6_port, buf + 48, 2);
+		memcpy(&d->sin6_port, buf + 50, 2);
+	} else if (buf[13] == 0x11 || buf[13] == 0x21) {
+		return -EPROTO; /* too short for its addresses */
+	}
+	return (int)total; /* other families (UDP, UNIX, UNSPEC): no TCP addresses */
+}
+
+int hlb_proxy_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *ret_src,
+		    struct sockaddr_storage *ret_dst, size_t *ret_need)
+{
+	static const char v1_sig[] = "PROXY ";
+	size_t n;
+
+	/* Which version: decided by a prefix; a partial prefix waits for more. */
+	n = len < 6 ? len : 6;
+	if (memcmp(buf, v1_sig, n) == 0) {
+		if (len < 6) {
+			*ret_need = 6;
+			return 0;
+		}
+		return parse_v1(buf, len, ret_src, ret_dst, ret_need);
+	}
+	n = len < sizeof(v2_signature) ? len : sizeof(v2_signature);
+	if (n && memcmp(buf, v2_signature, n) == 0) {
+		if (len < sizeof(v2_signature)) {
+			*ret_need = 16;
+			return 0;
+		}
+		return parse_v2(buf, len, ret_src, ret_dst, ret_need);
+	}
+	return -EPROTO;
 }

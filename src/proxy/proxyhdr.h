@@ -32,4 +32,20 @@ int hlb_proxy_header(enum hashlb_proxy_protocol version, const struct sockaddr *
  */
 int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf);
 
+/* The longest header hlb_proxy_parse() accepts: v2 with up to 500 bytes of TLVs. */
+#define HLB_PROXY_IN_MAX 536
+
+/*
+ * Parse a PROXY protocol header (v1 or v2) at the start of <buf>, <len>
+ * bytes received so far. Returns the header's length once it is complete:
+ * then <ret_src> and <ret_dst> hold the client's address and the one it
+ * connected to, or have family AF_UNSPEC when the header carries none
+ * (v1 UNKNOWN, v2 LOCAL or a family other than TCP over IPv4/IPv6: use the
+ * connection's own). Returns 0 when more bytes are needed, *ret_need then
+ * being how many in all; -EPROTO when <buf> does not start a valid header
+ * (or one longer than HLB_PROXY_IN_MAX).
+ */
+int hlb_proxy_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *ret_src,
+		    struct sockaddr_storage *ret_dst, size_t *ret_need);
+
 #endif

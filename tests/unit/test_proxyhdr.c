@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
 
@@ -144,12 +145,159 @@ static void test_refused(void **state)
 			 -EINVAL);
 }
 
+/* Parse <len> bytes of <buf>: the result, with the addresses formatted "ip port". */
+static int parse(const void *buf, size_t len, char *src, char *dst, size_t *need)
+{
+	struct sockaddr_storage s, d;
+	int r = hlb_proxy_parse(buf, len, &s, &d, need);
+
+	src[0] = dst[0] = 0;
+	if (r > 0 && s.ss_family != AF_UNSPEC) {
+		const struct sockaddr_storage *ss[2] = { &s, &d };
+		char *out[2] = { src, dst };
+
+		for (int i = 0; i < 2; i++) {
+			char h[INET6_ADDRSTRLEN];
+			const void *a;
+			uint16_t port;
+
+			if (ss[i]->ss_family == AF_INET) {
+				a = &((const struct sockaddr_in *)ss[i])->sin_addr;
+				port = ((const struct sockaddr_in *)ss[i])->sin_port;
+			} else {
+				a = &((const struct sockaddr_in6 *)ss[i])->sin6_addr;
+				port = ((const struct sockaddr_in6 *)ss[i])->sin6_port;
+			}
+			inet_ntop(ss[i]->ss_family, a, h, sizeof(h));
+			sprintf(out[i], "%s %u", h, ntohs(port));
+		}
+	}
+	return r;
+}
+
+/* What hlb_proxy_header() writes, hlb_proxy_parse() reads back, whole or cut anywhere. */
+static void test_parse_round_trip(void **state)
+{
+	struct sockaddr_in s = v4("192.0.2.7", 51234), d = v4("127.0.0.1", 443);
+	struct sockaddr_in6 s6 = v6("2001:db8::7", 1), d6 = v6("::1", 65535);
+	const struct sockaddr *src[2] = { (void *)&s, (void *)&s6 },
+			      *dst[2] = { (void *)&d, (void *)&d6 };
+	const char *want_src[2] = { "192.0.2.7 51234", "2001:db8::7 1" };
+	const char *want_dst[2] = { "127.0.0.1 443", "::1 65535" };
+	uint8_t buf[HLB_PROXY_HDR_MAX + 16];
+	char ps[64], pd[64];
+	size_t need;
+
+	for (int v = HASHLB_PROXY_V1; v <= HASHLB_PROXY_V2; v++)
+		for (int f = 0; f < 2; f++) {
+			int n = hlb_proxy_header(v, src[f], dst[f], buf);
+
+			memcpy(buf + n, "GET /", 5); /* the client's bytes follow */
+			assert_int_equal(parse(buf, n + 5, ps, pd, &need), n);
+			assert_string_equal(ps, want_src[f]);
+			assert_string_equal(pd, want_dst[f]);
+			for (int cut = 0; cut < n; cut++) {
+				need = 0;
+				assert_int_equal(parse(buf, cut, ps, pd, &need), 0);
+				assert_true(need > (size_t)cut && need <= (size_t)n);
+			}
+		}
+}
+
+static void test_parse_local(void **state)
+{
+	uint8_t buf[HLB_PROXY_IN_MAX];
+	char ps[64], pd[64];
+	size_t need;
+	int n;
+
+	assert_int_equal(parse("PROXY UNKNOWN\r\nx", 16, ps, pd, &need), 15);
+	assert_string_equal(ps, "");
+	assert_int_equal(parse("PROXY UNKNOWN ffff::1 ::1 1 2\r\n", 31, ps, pd, &need), 31);
+	assert_string_equal(ps, "");
+	n = hlb_proxy_local_header(HASHLB_PROXY_V2, buf);
+	assert_int_equal(parse(buf, n, ps, pd, &need), 16);
+	assert_string_equal(ps, "");
+}
+
+/* v2 with TLVs after the addresses (as AWS NLB sends): skipped, the addresses kept. */
+static void test_parse_v2_tlvs(void **state)
+{
+	struct sockaddr_in s = v4("198.51.100.9", 4000), d = v4("10.0.0.1", 80);
+	uint8_t buf[HLB_PROXY_IN_MAX + 1];
+	char ps[64], pd[64];
+	size_t need;
+	int n = hlb_proxy_header(HASHLB_PROXY_V2, (void *)&s, (void *)&d, buf);
+
+	memcpy(buf + n,
+	       "\x04\x00\x03"
+	       "abc"
+	       "\x20\x00\x01\x01",
+	       10); /* NOOP and SSL TLVs */
+	buf[15] = (uint8_t)(buf[15] + 10);
+	assert_int_equal(parse(buf, n + 10, ps, pd, &need), n + 10);
+	assert_string_equal(ps, "198.51.100.9 4000");
+	assert_string_equal(pd, "10.0.0.1 80");
+	/* longer than hashlb takes */
+	buf[14] = (HLB_PROXY_IN_MAX - 16 + 1) >> 8;
+	buf[15] = (HLB_PROXY_IN_MAX - 16 + 1) & 0xff;
+	assert_int_equal(parse(buf, 16, ps, pd, &need), -EPROTO);
+}
+
+static void test_parse_malformed(void **state)
+{
+	static const char *const bad_v1[] = {
+		"PROXY TCP4 1.2.3.4 5.6.7.8 1 65536\r\n", /* port out of range */
+		"PROXY TCP4 1.2.3.4 5.6.7.8 01 2\r\n", /* leading zero */
+		"PROXY TCP4 1.2.3.4 5.6.7.8 1\r\n", /* a field missing */
+		"PROXY TCP4 1.2.3.4 5.6.7.8 1 2 3\r\n", /* one too many */
+		"PROXY TCP4 1.2.3.400 5.6.7.8 1 2\r\n", /* not an address */
+		"PROXY TCP4 ::1 ::1 1 2\r\n", /* the wrong family */
+		"PROXY TCP5 1.2.3.4 5.6.7.8 1 2\r\n",
+		"PROXY TCP4 1.2.3.4 5.6.7.8 1 -2\r\n",
+		"GET / HTTP/1.1\r\n", /* no header at all */
+	};
+	uint8_t v2[16 + 12], buf[200];
+	char ps[64], pd[64];
+	size_t need;
+
+	for (size_t i = 0; i < sizeof(bad_v1) / sizeof(bad_v1[0]); i++)
+		assert_int_equal(parse(bad_v1[i], strlen(bad_v1[i]), ps, pd, &need), -EPROTO);
+	/* not quite the v2 signature */
+	assert_int_equal(parse("\r\n\r\n\0\r\nQUIX\n\x21\x11\0\0", 16, ps, pd, &need), -EPROTO);
+	/* no CRLF within the 107 bytes v1 allows */
+	memset(buf, 'a', sizeof(buf));
+	memcpy(buf, "PROXY TCP6 ", 11);
+	assert_int_equal(parse(buf, 106, ps, pd, &need), 0);
+	assert_int_equal(parse(buf, 107, ps, pd, &need), -EPROTO);
+	/* a NUL inside a v1 line */
+	assert_int_equal(parse("PROXY TCP4 1.2.3.4\0 5.6.7.8 1 2\r\n", 33, ps, pd, &need), -EPROTO);
+	/* v2: version 1, command 2, TCP4 with a short body */
+	struct sockaddr_in s = v4("1.2.3.4", 1), d = v4("5.6.7.8", 2);
+
+	assert_int_equal(hlb_proxy_header(HASHLB_PROXY_V2, (void *)&s, (void *)&d, v2), 28);
+	v2[12] = 0x11;
+	assert_int_equal(parse(v2, 28, ps, pd, &need), -EPROTO);
+	v2[12] = 0x22;
+	assert_int_equal(parse(v2, 28, ps, pd, &need), -EPROTO);
+	v2[12] = 0x21;
+	v2[15] = 8;
+	assert_int_equal(parse(v2, 24, ps, pd, &need), -EPROTO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_v1),    cmocka_unit_test(test_v1_longest),
-		cmocka_unit_test(test_v2),    cmocka_unit_test(test_v4_mapped),
-		cmocka_unit_test(test_local), cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_v1),
+		cmocka_unit_test(test_v1_longest),
+		cmocka_unit_test(test_v2),
+		cmocka_unit_test(test_v4_mapped),
+		cmocka_unit_test(test_local),
+		cmocka_unit_test(test_parse_round_trip),
+		cmocka_unit_test(test_parse_local),
+		cmocka_unit_test(test_parse_v2_tlvs),
+		cmocka_unit_test(test_parse_malformed),
+		cmocka_unit_test(test_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
