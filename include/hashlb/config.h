@@ -75,6 +75,7 @@ struct hashlb_service_cfg {
 	enum hashlb_steering steering;
 	char *steer_interface; /* steering: kernel */
 	enum hashlb_proxy_protocol proxy_protocol; /* default off; userspace steering only */
+	bool accept_proxy; /* clients come through a proxy that sends the PROXY protocol */
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

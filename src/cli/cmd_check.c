@@ -86,6 +86,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	if (s->proxy_protocol)
 		printf("  proxy        PROXY protocol %s to the backends\n",
 		       hashlb_proxy_protocol_name(s->proxy_protocol));
+	if (s->accept_proxy)
+		printf("  proxy        PROXY protocol expected from the clients\n");
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,

@@ -158,10 +158,25 @@ static void underscore_variant(const char *key, char *buf, size_t len)
 static const char *const top_keys[] = { "workers", "admin", "services", NULL };
 
 static const char *const service_keys[] = {
-	"name",	      "listen",		"scheme",   "vnodes",	       "table_size",
-	"hash_key",   "seed",		"timeouts", "max_connections", "connect_retries",
-	"slow_start", "balance_factor", "steering", "interface",       "proxy_protocol",
-	"health",     "backends",	NULL,
+	"name",
+	"listen",
+	"scheme",
+	"vnodes",
+	"table_size",
+	"hash_key",
+	"seed",
+	"timeouts",
+	"max_connections",
+	"connect_retries",
+	"slow_start",
+	"balance_factor",
+	"steering",
+	"interface",
+	"proxy_protocol",
+	"accept_proxy",
+	"health",
+	"backends",
+	NULL,
 };
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
@@ -821,6 +836,16 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 			return fail(ld, v,
 				    "'proxy_protocol' needs steering: userspace (kernel steering "
 				    "forwards packets and opens no connection to a backend)");
+	}
+	v = map_get(m, "accept_proxy");
+	if (v) {
+		r = get_bool(ld, v, "accept_proxy", &s->accept_proxy);
+		if (r < 0)
+			return r;
+		if (s->accept_proxy && s->steering == HASHLB_STEERING_KERNEL)
+			return fail(ld, v,
+				    "'accept_proxy' needs steering: userspace (kernel steering "
+				    "does not read the connections it forwards)");
 	}
 	return 0;
 }

@@ -150,21 +150,22 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, s->cfg->name);
 		hlb_buf_puts(o, ",\"listen\":");
 		hlb_buf_json_str(o, s->cfg->listen);
-		hlb_buf_printf(o,
-			       ",\"scheme\":\"%s\",\"key\":\"%s\",\"proxy_protocol\":\"%s\""
-			       ",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
-			       "\",\"rebuilds\":%" PRIu64 ",\"rebuilds_failed\":%" PRIu64
-			       ",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
-			       ",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
-			       ",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64
-			       ",\"no_backend\":%" PRIu64 "},\"backends\":[",
-			       hashlb_scheme_name(s->cfg->table.scheme),
-			       hashlb_key_name(s->cfg->key),
-			       hashlb_proxy_protocol_name(s->cfg->proxy_protocol), snap->generation,
-			       snap->fingerprint, s->rebuilds, s->rebuilds_failed,
-			       (double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
-			       hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
-			       sc.rejected, sc.no_backend);
+		hlb_buf_printf(
+			o,
+			",\"scheme\":\"%s\",\"key\":\"%s\",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
+			",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
+			"\",\"rebuilds\":%" PRIu64 ",\"rebuilds_failed\":%" PRIu64
+			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
+			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
+			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
+			"},\"backends\":[",
+			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
+			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
+			s->cfg->accept_proxy ? "true" : "false", snap->generation,
+			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
+			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
+			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
+			sc.rejected, sc.no_backend);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");

@@ -196,6 +196,8 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Connections closed: no backend up or every connect failed." },
 		{ "hashlb_service_draining_backends", "gauge",
 		  "Backends removed by a reload that still hold connections." },
+		{ "hashlb_service_bad_headers_total", "counter",
+		  "accept_proxy: connections closed without a valid PROXY protocol header." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -255,6 +257,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 13:
 				v = s->n_removed;
+				break;
+			case 14:
+				v = (double)c.bad_header;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

@@ -710,7 +710,7 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->drain_timeout_ms == b->drain_timeout_ms &&
 	       a->max_connections == b->max_connections &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
-	       a->proxy_protocol == b->proxy_protocol;
+	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy;
 }
 
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)

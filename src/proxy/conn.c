@@ -229,6 +229,7 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 	}
 	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 	hlb_service_unref(svc);
+	free(c->orig);
 	c->prev->next = c->next;
 	c->next->prev = c->prev;
 	w->n_conns--;
@@ -460,47 +461,31 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	return true;
 }
 
-void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
+/*
+ * A connection for client socket <fd> of <svc>: counted against
+ * max_connections (over it: closed and counted), allocated and linked. On
+ * failure <fd> is closed and NULL returned.
+ */
+static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
+			     const struct hlb_snapshot *snap, int fd)
 {
-	struct sockaddr_storage peer, local;
-	socklen_t plen = sizeof(peer), llen = sizeof(local);
-	const struct sockaddr *dst = NULL;
-	struct hlb_service_wstats *ss;
-	struct hlb_snapshot *snap;
-	struct hlb_service *svc;
-	struct hashlb_tuple t;
+	uint64_t active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
 	struct conn *c;
-	uint64_t active;
 
-	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
-	snap = svc ? hlb_service_snapshot(svc) : NULL;
-	if (!snap || w->draining)
-		goto err_close;
-	/* Multishot accept writes every peer address into the same buffer, so
-	 * it cannot be trusted for a batch: ask the socket. */
-	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
-		goto err_close;
-	if (snap->key == HASHLB_KEY_4TUPLE &&
-	    getsockname(fd, (struct sockaddr *)&local, &llen) == 0)
-		dst = (const struct sockaddr *)&local;
-	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&peer, dst, &t) < 0)
-		goto err_close;
-	ss = &svc->wstats[w->id];
-	hlb_stat_add(&ss->lookups, 1);
-	active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
 	if (snap->max_connections && active > snap->max_connections) {
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
-		hlb_stat_add(&ss->rejected, 1);
-		goto err_close;
+		hlb_stat_add(&svc->wstats[w->id].rejected, 1);
+		worker_close_fd(w, fd);
+		return NULL;
 	}
 	c = conn_alloc(w);
 	if (!c) {
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
-		goto err_close;
+		worker_close_fd(w, fd);
+		return NULL;
 	}
 	memset(c, 0, sizeof(*c));
 	c->svc = hlb_service_ref(svc);
-	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
 	c->fd[0] = fd;
 	c->fd[1] = -1;
 	c->state = CONN_CONNECTING;
@@ -521,12 +506,153 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	atomic_store_explicit(&w->n_conns_pub, w->n_conns, memory_order_relaxed);
 	if (c->idle_ms && c->idle_ms < w->min_idle_ms)
 		w->min_idle_ms = c->idle_ms;
+	return c;
+}
+
+/* Wait for the client to be readable (its PROXY header), or to hang up. */
+static void conn_header_poll(struct worker *w, struct conn *c)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_poll_add(sqe, c->fd[0], POLLIN | POLLRDHUP);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_HEADER));
+	c->inflight++;
+}
+
+void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t plen = sizeof(peer), llen = sizeof(local);
+	const struct sockaddr *dst = NULL;
+	struct hlb_snapshot *snap;
+	struct hlb_service *svc;
+	struct hashlb_tuple t;
+	struct conn *c;
+
+	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
+	snap = svc ? hlb_service_snapshot(svc) : NULL;
+	if (!snap || w->draining)
+		goto err_close;
+	if (snap->accept_proxy) {
+		/* The client's address is in its PROXY header: hash once it is
+		 * read, within the connect timeout (the idle scan enforces it). */
+		c = conn_new(w, svc, snap, fd);
+		if (!c)
+			return;
+		c->state = CONN_HEADER;
+		c->idle_ms = snap->connect_timeout_ms;
+		if (c->idle_ms < w->min_idle_ms)
+			w->min_idle_ms = c->idle_ms;
+		conn_header_poll(w, c);
+		return;
+	}
+	/* Multishot accept writes every peer address into the same buffer, so
+	 * it cannot be trusted for a batch: ask the socket. */
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+		goto err_close;
+	if (snap->key == HASHLB_KEY_4TUPLE &&
+	    getsockname(fd, (struct sockaddr *)&local, &llen) == 0)
+		dst = (const struct sockaddr *)&local;
+	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&peer, dst, &t) < 0)
+		goto err_close;
+	hlb_stat_add(&svc->wstats[w->id].lookups, 1);
+	c = conn_new(w, svc, snap, fd);
+	if (!c)
+		return;
+	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
 	if (!conn_connect(w, c, snap, NULL))
 		conn_fail_no_backend(w, c);
 	return;
 
 err_close:
 	worker_close_fd(w, fd);
+}
+
+/* A client that sent no valid PROXY header: closed and counted. */
+static void conn_bad_header(struct worker *w, struct conn *c)
+{
+	hlb_stat_add(&c->svc->wstats[w->id].bad_header, 1);
+	conn_abort(w, c);
+}
+
+/*
+ * The client of an accept_proxy service is readable (<events>): read its
+ * PROXY header, then hash by the addresses it names (a LOCAL or UNKNOWN
+ * header: by the connection's own) and connect. The header is first
+ * peeked, and only a complete one is taken from the socket, so the bytes
+ * after it stay there for forwarding. A header split across segments
+ * raises SO_RCVLOWAT to the length still missing and polls again. May
+ * free <c>.
+ */
+static void conn_header_ready(struct worker *w, struct conn *c, int events)
+{
+	struct sockaddr_storage addr[2];
+	const struct hlb_snapshot *snap;
+	uint8_t buf[HLB_PROXY_IN_MAX];
+	struct hashlb_tuple t;
+	size_t need = 0;
+	ssize_t n;
+	int r, lowat;
+
+	if (events < 0) {
+		conn_abort(w, c);
+		return;
+	}
+	n = recv(c->fd[0], buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && errno == EAGAIN) {
+		conn_header_poll(w, c);
+		return;
+	}
+	r = n > 0 ? hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need) : -EPROTO;
+	if (r < 0 || (r == 0 && (events & POLLRDHUP))) {
+		conn_bad_header(w, c); /* not a header, or the client stopped short */
+		return;
+	}
+	if (r == 0) {
+		lowat = (int)need;
+		setsockopt(c->fd[0], SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+		c->lowat = true;
+		conn_header_poll(w, c);
+		return;
+	}
+	if (recv(c->fd[0], buf, (size_t)r, MSG_DONTWAIT) != r) {
+		conn_abort(w, c);
+		return;
+	}
+	if (c->lowat) {
+		lowat = 1;
+		setsockopt(c->fd[0], SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+		c->lowat = false;
+	}
+	if (addr[0].ss_family == AF_UNSPEC) {
+		socklen_t l0 = sizeof(addr[0]), l1 = sizeof(addr[1]);
+
+		if (getpeername(c->fd[0], (struct sockaddr *)&addr[0], &l0) < 0 ||
+		    getsockname(c->fd[0], (struct sockaddr *)&addr[1], &l1) < 0) {
+			conn_abort(w, c);
+			return;
+		}
+	} else if (c->proxy) {
+		/* our own header to the backend passes the client on */
+		c->orig = malloc(sizeof(addr));
+		if (c->orig)
+			memcpy(c->orig, addr, sizeof(addr));
+	}
+	snap = hlb_service_snapshot(c->svc);
+	if (hashlb_tuple_from_sockaddr(
+		    (const struct sockaddr *)&addr[0],
+		    snap->key == HASHLB_KEY_4TUPLE ? (const struct sockaddr *)&addr[1] : NULL,
+		    &t) < 0) {
+		conn_bad_header(w, c);
+		return;
+	}
+	hlb_stat_add(&c->svc->wstats[w->id].lookups, 1);
+	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
+	c->state = CONN_CONNECTING;
+	c->idle_ms = snap->idle_timeout_ms;
+	c->last_ms = (uint32_t)w->now_ms;
+	if (!conn_connect(w, c, snap, NULL))
+		conn_fail_no_backend(w, c);
 }
 
 /*
@@ -543,9 +669,15 @@ static int conn_send_proxy_header(struct conn *c)
 	uint8_t hdr[HLB_PROXY_HDR_MAX];
 	int n;
 
-	if (getpeername(c->fd[0], (struct sockaddr *)&peer, &plen) < 0 ||
-	    getsockname(c->fd[0], (struct sockaddr *)&local, &llen) < 0)
+	if (c->orig) { /* the client's, from the header it came with */
+		peer = c->orig[0];
+		local = c->orig[1];
+		free(c->orig);
+		c->orig = NULL;
+	} else if (getpeername(c->fd[0], (struct sockaddr *)&peer, &plen) < 0 ||
+		   getsockname(c->fd[0], (struct sockaddr *)&local, &llen) < 0) {
 		return -errno;
+	}
 	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&peer,
 			     (const struct sockaddr *)&local, hdr);
 	if (n < 0)
@@ -719,6 +851,11 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			conn_wake_starved(w);
 		return;
 	}
+	case OP_HEADER:
+		if (c->state == CONN_CLOSING)
+			break;
+		conn_header_ready(w, c, res); /* may free c */
+		return;
 	case OP_POLL:
 	case OP_POLL_B:
 		if (c->state == CONN_CLOSING)
@@ -745,9 +882,12 @@ void conn_idle_scan(struct worker *w)
 			conn_abort(w, c);
 			continue;
 		}
-		if (c->state == CONN_OPEN &&
-		    ((c->idle_ms && (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) ||
-		     atomic_load_explicit(&c->be->evict, memory_order_relaxed)))
+		if (c->state == CONN_HEADER &&
+		    (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) /* no header in time */
+			conn_bad_header(w, c);
+		else if (c->state == CONN_OPEN &&
+			 ((c->idle_ms && (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) ||
+			  atomic_load_explicit(&c->be->evict, memory_order_relaxed)))
 			conn_abort(w, c);
 	}
 }

@@ -29,6 +29,7 @@ enum op {
 	OP_SEND_B, /* conn, half 1: to the client */
 	OP_TICK, /* worker: periodic timer */
 	OP_WAKE, /* worker: eventfd read, commands queued */
+	OP_HEADER, /* conn: the client readable while its PROXY header is awaited */
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
 	OP_MAX
@@ -84,7 +85,7 @@ struct half {
 	int pipe[2]; /* read end, write end; valid when spliced */
 };
 
-enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_STATE_MAX };
+enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_HEADER, CONN_STATE_MAX };
 
 struct conn {
 	struct conn *next, *prev; /* the worker's connections */
@@ -101,6 +102,9 @@ struct conn {
 	bool established : 1; /* counted in the backend's established */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
+	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
+	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
+					* [0] source, [1] destination, kept for our own header */
 	struct half h[2];
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));

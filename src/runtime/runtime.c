@@ -98,6 +98,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;
 	s->proxy_protocol = cfg->proxy_protocol;
+	s->accept_proxy = cfg->accept_proxy;
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -218,6 +219,7 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 	s->connect_retries = cur->connect_retries;
 	s->balance_factor = cur->balance_factor;
 	s->proxy_protocol = cur->proxy_protocol;
+	s->accept_proxy = cur->accept_proxy;
 	s->generation = generation;
 	s->fingerprint = hashlb_table_fingerprint(s->table);
 	s->up_weight = snapshot_up_weight(s);
@@ -293,6 +295,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.total += atomic_load_explicit(&w->total, memory_order_relaxed);
 		c.rejected += atomic_load_explicit(&w->rejected, memory_order_relaxed);
 		c.no_backend += atomic_load_explicit(&w->no_backend, memory_order_relaxed);
+		c.bad_header += atomic_load_explicit(&w->bad_header, memory_order_relaxed);
 	}
 	*ret = c;
 }

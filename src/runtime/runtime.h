@@ -182,6 +182,7 @@ struct hlb_snapshot {
 	double balance_factor; /* 0 = off */
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
 	enum hashlb_proxy_protocol proxy_protocol; /* header sent to backends; 0 = none */
+	bool accept_proxy; /* a PROXY header comes first from each client */
 };
 
 /*
@@ -221,6 +222,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t total; /* connections forwarded (connected to a backend) */
 	_Atomic uint64_t rejected; /* closed at once: over max_connections */
 	_Atomic uint64_t no_backend; /* closed: every backend down or every connect failed */
+	_Atomic uint64_t bad_header; /* accept_proxy: closed, no valid PROXY header in time */
 } __attribute__((aligned(64)));
 
 struct hlb_service_counters {
@@ -229,6 +231,7 @@ struct hlb_service_counters {
 	uint64_t total;
 	uint64_t rejected;
 	uint64_t no_backend;
+	uint64_t bad_header;
 };
 
 /*

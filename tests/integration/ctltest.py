@@ -108,3 +108,15 @@ class Lb(Hashlb):
                 return time.time() - t0
             time.sleep(step)
         return None
+
+
+def metric_sum(lb, name):
+    """The sum of a metric's samples over all label sets, from GET /metrics."""
+    status, body = lb.http("GET", "/metrics")
+    if status != 200:
+        raise AssertionError(f"GET /metrics answers {status}")
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

@@ -9,7 +9,7 @@ import struct
 import threading
 import time
 
-from ctltest import Lb
+from ctltest import Lb, metric_sum
 from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
                     run_tests)
 
@@ -59,17 +59,6 @@ def stream_both_ways(lb, total):
     check(n == total, f"received {n} bytes of {total}")
     check(got.digest() == sent.digest(), "the bytes that came back are the bytes sent (sha256)")
     check(peak < 128 * 1024, f"hashlb RSS stays bounded while the reader stalls ({peak} KiB)")
-
-
-def metric_sum(lb, name):
-    """The sum of a metric's samples over all label sets, from GET /metrics."""
-    status, body = lb.http("GET", "/metrics")
-    check(status == 200, f"GET /metrics answers 200, got {status}")
-    total = 0.0
-    for line in body.splitlines():
-        if line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def bytes_intact():

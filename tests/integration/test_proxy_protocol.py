@@ -2,14 +2,18 @@
 """proxy_protocol: v1 / v2: a backend receives, before the client's first byte, a PROXY protocol
 header naming the client's address and port and the address and port it connected to (IPv4 and
 IPv6), then the client's bytes intact; health checks send the LOCAL header; a reload switches it
-on for new connections (and checks) only; off sends nothing."""
+on for new connections (and checks) only; off sends nothing. accept_proxy: hashlb reads its
+clients' headers, hashes and passes on the client they name, and closes (and counts) clients
+without a valid one."""
 import socket
 import struct
 import subprocess
 import threading
 
-from ctltest import Lb, config
-from lbtest import HASHLB, check, client_ip, connect, read_to_eof, run_tests
+import time
+
+from ctltest import Lb, config, metric_sum
+from lbtest import HASHLB, check, client_ip, connect, lookup, read_to_eof, run_tests
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -179,4 +183,87 @@ def reload_switches_it_on():
     be.close()
 
 
-run_tests([headers_v4, headers_v6, reload_switches_it_on])
+def proxied(lb_addr, header, ident, parts=1):
+    """A client behind a proxy: <header>, then an <ident> line and some bytes, the whole sent
+    in <parts> pieces 0.1 s apart; returns whether the echo came back intact."""
+    s = connect(lb_addr, timeout=10)
+    data = header + ident + b"\nafter the header\n"
+    cut = [len(data) * k // parts for k in range(parts + 1)]
+    for k in range(parts):
+        if k:
+            time.sleep(0.1)
+        s.sendall(data[cut[k]:cut[k + 1]])
+    s.shutdown(socket.SHUT_WR)
+    back = read_to_eof(s)
+    s.close()
+    return back == data[len(header):]
+
+
+def accept_proxy_hashes_the_client():
+    """accept_proxy: hashlb reads the PROXY header its clients come with (v1, v2 with TLVs,
+    split across segments), hashes the client it names (the backend each reached is the one
+    `hashlb lookup` gives for that address), and passes that client on in its own header;
+    a LOCAL header means the connection's own address."""
+    bes = {n: ProxyBackend("v2") for n in ("a", "b", "c")}
+    lb = Lb(config([(n, b.addr) for n, b in bes.items()],
+                   extra="accept_proxy: true\nproxy_protocol: v2"))
+    clients = [f"203.0.113.{i}" for i in range(1, 41)]
+    want = {c: v[0] for c, v in lookup(lb.path, clients + [client_ip(0)]).items()}
+    for i, c in enumerate(clients):
+        src, dst = (c, 40000 + i), ("192.0.2.1", 443)
+        header = expected("v1" if i % 2 else "v2", src, dst)
+        if i % 4 == 0:  # v2 with a NOOP TLV after the addresses
+            header = header[:15] + bytes([header[15] + 5]) + header[16:] + b"\x04\x00\x02hi"
+        ident = f"client-{i}".encode()
+        ok = proxied(lb.addr, header, ident, parts=3 if i % 5 == 0 else 1)
+        reached = [n for n, b in bes.items() if ident in b.by_id]
+        check(ok and reached == [want[c]],
+              f"{c} ({'split, ' if i % 5 == 0 else ''}{header[:5]!r}): intact {ok}, reached "
+              f"{reached}, lookup says {want[c]}")
+        if reached:
+            got = bes[reached[0]].by_id[ident]
+            check(got == expected("v2", src, dst), f"{c}: passed on as {got!r}")
+    ident = b"local"
+    check(proxied(lb.addr, LOCAL["v2"], ident), "a LOCAL header: served")
+    reached = [n for n, b in bes.items() if ident in b.by_id]
+    check(reached == [want[client_ip(0)]],
+          f"a LOCAL header hashes the connection's own address: {reached}")
+    check(metric_sum(lb, "hashlb_service_bad_headers_total") == 0, "no bad header counted")
+    shown = subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True, text=True)
+    check(lb.service()["accept_proxy"] is True and
+          "PROXY protocol expected from the clients" in shown.stdout,
+          "the admin API and hashlb check show accept_proxy")
+    check(lb.stop() == 0, "exit 0")
+    for b in bes.values():
+        b.close()
+
+
+def accept_proxy_refuses_the_rest():
+    """accept_proxy: a client without a valid header, one that stops half-way, and one that
+    sends nothing are closed (the last at the connect timeout), counted, and never reach a
+    backend."""
+    be = ProxyBackend("v2")
+    lb = Lb(config([("p", be.addr)], extra="accept_proxy: true\ntimeouts:\n  connect: 300ms"))
+    closed = []
+    for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"PROXY TCP4 1.2.3.4 5.6.7.8 1 99999\r\n",
+                 V2_SIG + b"\x21\x11\x00", b""):
+        s = connect(lb.addr, timeout=10)
+        if data:
+            s.sendall(data)
+            if data.startswith(V2_SIG):
+                s.shutdown(socket.SHUT_WR)  # stops short of the header
+        try:
+            closed.append(s.recv(100) == b"")
+        except ConnectionResetError:
+            closed.append(True)
+        s.close()
+    check(closed == [True] * 4, f"each closed by hashlb: {closed}")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_bad_headers_total") == 4),
+          f"and counted: {metric_sum(lb, 'hashlb_service_bad_headers_total')}")
+    check(not be.by_id, f"no client reached the backend: {list(be.by_id)}")
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
+run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
+           accept_proxy_refuses_the_rest])

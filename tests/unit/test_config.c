@@ -421,6 +421,22 @@ static void test_proxy_protocol(void **state)
 		     "'proxy_protocol' needs steering: userspace");
 }
 
+/* accept_proxy: a boolean, default false; only where hashlb reads the connections. */
+static void test_accept_proxy(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    accept_proxy: true\n");
+
+	assert_true(c->services[0].accept_proxy);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL);
+	assert_false(c->services[0].accept_proxy);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    accept_proxy: v2\n", 7, 19,
+		     "'accept_proxy' must be true or false, found 'v2'");
+	expect_error(MINIMAL "    steering: kernel\n    accept_proxy: yes\n", 8, 19,
+		     "'accept_proxy' needs steering: userspace");
+}
+
 static void test_every_key(void **state)
 {
 	struct hashlb_config *c = load_ok(
@@ -809,6 +825,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_proxy_protocol),
+		cmocka_unit_test(test_accept_proxy),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_admin_off_and_v6),
