@@ -603,9 +603,14 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		conn_header_poll(w, c);
 		return;
 	}
+	if (n == 0) {
+		conn_abort(w, c); /* closed before a byte: a TCP check, not a bad header */
+		return;
+	}
 	r = n > 0 ? hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need) : -EPROTO;
+	/* not a header, or the client stopped short of one */
 	if (r < 0 || (r == 0 && (events & POLLRDHUP))) {
-		conn_bad_header(w, c); /* not a header, or the client stopped short */
+		conn_bad_header(w, c);
 		return;
 	}
 	if (r == 0) {

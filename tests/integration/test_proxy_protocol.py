@@ -241,7 +241,7 @@ def accept_proxy_hashes_the_client():
 def accept_proxy_refuses_the_rest():
     """accept_proxy: a client without a valid header, one that stops half-way, and one that
     sends nothing are closed (the last at the connect timeout), counted, and never reach a
-    backend."""
+    backend; one that closes before sending a byte (a TCP health check) is not counted."""
     be = ProxyBackend("v2")
     lb = Lb(config([("p", be.addr)], extra="accept_proxy: true\ntimeouts:\n  connect: 300ms"))
     closed = []
@@ -258,8 +258,14 @@ def accept_proxy_refuses_the_rest():
             closed.append(True)
         s.close()
     check(closed == [True] * 4, f"each closed by hashlb: {closed}")
+    # a client that closes before sending a byte (a front proxy's TCP check) is no bad header
+    for _ in range(3):
+        connect(lb.addr).close()
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_bad_headers_total") == 4),
           f"and counted: {metric_sum(lb, 'hashlb_service_bad_headers_total')}")
+    time.sleep(0.3)
+    check(metric_sum(lb, "hashlb_service_bad_headers_total") == 4,
+          "but not the clients that closed before sending anything")
     check(not be.by_id, f"no client reached the backend: {list(be.by_id)}")
     check(lb.stop() == 0, "exit 0")
     be.close()
