@@ -519,53 +519,69 @@ static void conn_header_poll(struct worker *w, struct conn *c)
 	c->inflight++;
 }
 
+/*
+ * Client socket <fd>'s addresses: [0] the client's, [1] the one it
+ * connected to (only if <want_dst>). Multishot accept writes every peer
+ * address into the same buffer, so it cannot be trusted for a batch: ask
+ * the socket.
+ */
+static int client_addrs(int fd, struct sockaddr_storage addr[2], bool want_dst)
+{
+	socklen_t l0 = sizeof(addr[0]), l1 = sizeof(addr[1]);
+
+	if (getpeername(fd, (struct sockaddr *)&addr[0], &l0) < 0 ||
+	    (want_dst && getsockname(fd, (struct sockaddr *)&addr[1], &l1) < 0))
+		return -errno;
+	return 0;
+}
+
+/* Hash the client at addr[0] (and addr[1] for the 4-tuple key) and connect. May free <c>. */
+static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
+		       const struct sockaddr_storage addr[2])
+{
+	const struct sockaddr *dst = (const struct sockaddr *)&addr[1];
+	struct hashlb_tuple t;
+
+	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&addr[0],
+				       snap->key == HASHLB_KEY_4TUPLE ? dst : NULL, &t) < 0) {
+		conn_abort(w, c);
+		return;
+	}
+	hlb_stat_add(&c->svc->wstats[w->id].lookups, 1);
+	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
+	if (!conn_connect(w, c, snap, NULL))
+		conn_fail_no_backend(w, c);
+}
+
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 {
-	struct sockaddr_storage peer, local;
-	socklen_t plen = sizeof(peer), llen = sizeof(local);
-	const struct sockaddr *dst = NULL;
+	struct sockaddr_storage addr[2];
 	struct hlb_snapshot *snap;
 	struct hlb_service *svc;
-	struct hashlb_tuple t;
 	struct conn *c;
 
 	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
-	if (!snap || w->draining)
-		goto err_close;
+	if (!snap || w->draining) {
+		worker_close_fd(w, fd);
+		return;
+	}
+	c = conn_new(w, svc, snap, fd);
+	if (!c)
+		return;
 	if (snap->accept_proxy) {
 		/* The client's address is in its PROXY header: hash once it is
 		 * read, within the connect timeout (the idle scan enforces it). */
-		c = conn_new(w, svc, snap, fd);
-		if (!c)
-			return;
 		c->state = CONN_HEADER;
 		c->idle_ms = snap->connect_timeout_ms;
 		if (c->idle_ms < w->min_idle_ms)
 			w->min_idle_ms = c->idle_ms;
 		conn_header_poll(w, c);
-		return;
+	} else if (client_addrs(fd, addr, snap->key == HASHLB_KEY_4TUPLE) < 0) {
+		conn_abort(w, c); /* the client is gone already */
+	} else {
+		conn_route(w, c, snap, addr);
 	}
-	/* Multishot accept writes every peer address into the same buffer, so
-	 * it cannot be trusted for a batch: ask the socket. */
-	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
-		goto err_close;
-	if (snap->key == HASHLB_KEY_4TUPLE &&
-	    getsockname(fd, (struct sockaddr *)&local, &llen) == 0)
-		dst = (const struct sockaddr *)&local;
-	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&peer, dst, &t) < 0)
-		goto err_close;
-	hlb_stat_add(&svc->wstats[w->id].lookups, 1);
-	c = conn_new(w, svc, snap, fd);
-	if (!c)
-		return;
-	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
-	if (!conn_connect(w, c, snap, NULL))
-		conn_fail_no_backend(w, c);
-	return;
-
-err_close:
-	worker_close_fd(w, fd);
 }
 
 /* A client that sent no valid PROXY header: closed and counted. */
@@ -589,7 +605,6 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	struct sockaddr_storage addr[2];
 	const struct hlb_snapshot *snap;
 	uint8_t buf[HLB_PROXY_IN_MAX];
-	struct hashlb_tuple t;
 	size_t need = 0;
 	ssize_t n;
 	int r, lowat;
@@ -630,10 +645,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		c->lowat = false;
 	}
 	if (addr[0].ss_family == AF_UNSPEC) {
-		socklen_t l0 = sizeof(addr[0]), l1 = sizeof(addr[1]);
-
-		if (getpeername(c->fd[0], (struct sockaddr *)&addr[0], &l0) < 0 ||
-		    getsockname(c->fd[0], (struct sockaddr *)&addr[1], &l1) < 0) {
+		if (client_addrs(c->fd[0], addr, true) < 0) {
 			conn_abort(w, c);
 			return;
 		}
@@ -644,20 +656,10 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 			memcpy(c->orig, addr, sizeof(addr));
 	}
 	snap = hlb_service_snapshot(c->svc);
-	if (hashlb_tuple_from_sockaddr(
-		    (const struct sockaddr *)&addr[0],
-		    snap->key == HASHLB_KEY_4TUPLE ? (const struct sockaddr *)&addr[1] : NULL,
-		    &t) < 0) {
-		conn_bad_header(w, c);
-		return;
-	}
-	hlb_stat_add(&c->svc->wstats[w->id].lookups, 1);
-	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
 	c->state = CONN_CONNECTING;
 	c->idle_ms = snap->idle_timeout_ms;
 	c->last_ms = (uint32_t)w->now_ms;
-	if (!conn_connect(w, c, snap, NULL))
-		conn_fail_no_backend(w, c);
+	conn_route(w, c, snap, addr);
 }
 
 /*
@@ -669,22 +671,21 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
  */
 static int conn_send_proxy_header(struct conn *c)
 {
-	struct sockaddr_storage peer, local;
-	socklen_t plen = sizeof(peer), llen = sizeof(local);
+	struct sockaddr_storage own[2];
+	const struct sockaddr_storage *addr = c->orig; /* from the header the client came with */
 	uint8_t hdr[HLB_PROXY_HDR_MAX];
 	int n;
 
-	if (c->orig) { /* the client's, from the header it came with */
-		peer = c->orig[0];
-		local = c->orig[1];
-		free(c->orig);
-		c->orig = NULL;
-	} else if (getpeername(c->fd[0], (struct sockaddr *)&peer, &plen) < 0 ||
-		   getsockname(c->fd[0], (struct sockaddr *)&local, &llen) < 0) {
-		return -errno;
+	if (!addr) {
+		n = client_addrs(c->fd[0], own, true);
+		if (n < 0)
+			return n;
+		addr = own;
 	}
-	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&peer,
-			     (const struct sockaddr *)&local, hdr);
+	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&addr[0],
+			     (const struct sockaddr *)&addr[1], hdr);
+	free(c->orig);
+	c->orig = NULL;
 	if (n < 0)
 		return n;
 	if (send(c->fd[1], hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)

@@ -92,30 +92,43 @@ int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf)
 	return 16;
 }
 
-/* An address and a port of a v1 header into <ss>; false if either is not valid. */
-static bool v1_endpoint(int family, const char *host, const char *port, struct sockaddr_storage *ss)
+/* <ss> = <family> address <addr> (4 or 16 bytes) and port <port_be> (2 bytes), network order. */
+static void endpoint_set(struct sockaddr_storage *ss, int family, const void *addr,
+			 const void *port_be)
 {
-	char *end;
-	unsigned long p;
-
-	if (!*port || (port[0] == '0' && port[1]) || strlen(port) > 5)
-		return false;
-	p = strtoul(port, &end, 10);
-	if (*end || p > 65535)
-		return false;
 	memset(ss, 0, sizeof(*ss));
 	if (family == AF_INET) {
 		struct sockaddr_in *in = (void *)ss;
 
 		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)p);
-		return inet_pton(AF_INET, host, &in->sin_addr) == 1;
-	}
-	struct sockaddr_in6 *in6 = (void *)ss;
+		memcpy(&in->sin_addr, addr, 4);
+		memcpy(&in->sin_port, port_be, 2);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ss;
 
-	in6->sin6_family = AF_INET6;
-	in6->sin6_port = htons((uint16_t)p);
-	return inet_pton(AF_INET6, host, &in6->sin6_addr) == 1;
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, addr, 16);
+		memcpy(&in6->sin6_port, port_be, 2);
+	}
+}
+
+/* An address and a port of a v1 header into <ss>; false if either is not valid. */
+static bool v1_endpoint(int family, const char *host, const char *port, struct sockaddr_storage *ss)
+{
+	uint8_t addr[16];
+	unsigned long p = 0;
+	uint16_t port_be;
+
+	/* 1 to 5 decimal digits, no sign, no leading zero */
+	if (!*port || (port[0] == '0' && port[1]) || strlen(port) > 5 ||
+	    strspn(port, "0123456789") != strlen(port))
+		return false;
+	p = strtoul(port, NULL, 10);
+	if (p > 65535 || inet_pton(family, host, addr) != 1)
+		return false;
+	port_be = htons((uint16_t)p);
+	endpoint_set(ss, family, addr, &port_be);
+	return true;
 }
 
 /* "PROXY TCP4 src dst sport dport\r\n", "PROXY TCP6 ...", "PROXY UNKNOWN...\r\n" (at most 107 bytes). */
@@ -165,7 +178,8 @@ static int parse_v1(const uint8_t *buf, size_t len, struct sockaddr_storage *src
 static int parse_v2(const uint8_t *buf, size_t len, struct sockaddr_storage *src,
 		    struct sockaddr_storage *dst, size_t *need)
 {
-	size_t body, total;
+	size_t body, total, alen;
+	int family;
 
 	if (len < 16) {
 		*need = 16;
@@ -182,28 +196,14 @@ static int parse_v2(const uint8_t *buf, size_t len, struct sockaddr_storage *src
 	src->ss_family = dst->ss_family = AF_UNSPEC;
 	if ((buf[12] & 0x0f) == 0) /* LOCAL: the connection's own addresses */
 		return (int)total;
-	if (buf[13] == 0x11 && body >= 12) {
-		struct sockaddr_in *s = (void *)src, *d = (void *)dst;
-
-		memset(src, 0, sizeof(*src));
-		memset(dst, 0, sizeof(*dst));
-		s->sin_family = d->sin_family = AF_INET;
-		memcpy(&s->sin_addr, buf + 16, 4);
-		memcpy(&d->sin_addr, buf + 20, 4);
-		memcpy(&s->sin_port, buf + 24, 2);
-		memcpy(&d->sin_port, buf + 26, 2);
-	} else if (buf[13] == 0x21 && body >= 36) {
-		struct sockaddr_in6 *s = (void *)src, *d = (void *)dst;
-
-		memset(src, 0, sizeof(*src));
-		memset(dst, 0, sizeof(*dst));
-		s->sin6_family = d->sin6_family = AF_INET6;
-		memcpy(&s->sin6_addr, buf + 16, 16);
-		memcpy(&d->sin6_addr, buf + 32, 16);
-		memcpy(&s->sin6_port, buf + 48, 2);
-		memcpy(&d->sin6_port, buf + 50, 2);
-	} else if (buf[13] == 0x11 || buf[13] == 0x21) {
-		return -EPROTO; /* too short for its addresses */
+	family = buf[13] == 0x11 ? AF_INET : buf[13] == 0x21 ? AF_INET6 : AF_UNSPEC;
+	if (family != AF_UNSPEC) {
+		/* the same layout hlb_proxy_header() writes */
+		alen = family == AF_INET ? 4 : 16;
+		if (body < 2 * alen + 4)
+			return -EPROTO; /* too short for its addresses */
+		endpoint_set(src, family, buf + 16, buf + 16 + 2 * alen);
+		endpoint_set(dst, family, buf + 16 + alen, buf + 18 + 2 * alen);
 	}
 	return (int)total; /* other families (UDP, UNIX, UNSPEC): no TCP addresses */
 }
