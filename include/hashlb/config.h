@@ -36,6 +36,13 @@ enum hashlb_proxy_protocol {
 	HASHLB_PROXY_MAX
 };
 
+/* An address prefix, as accept_proxy_from lists them: "10.0.0.0/8", "::1". */
+struct hashlb_prefix {
+	sa_family_t family; /* AF_INET or AF_INET6 */
+	uint8_t len; /* bits: 0..32 or 0..128 */
+	uint8_t addr[16]; /* network order; bits past len are zero */
+};
+
 struct hashlb_pos {
 	int line, column; /* 1-based; 0 when not from a file */
 };
@@ -76,6 +83,8 @@ struct hashlb_service_cfg {
 	char *steer_interface; /* steering: kernel */
 	enum hashlb_proxy_protocol proxy_protocol; /* default off; userspace steering only */
 	bool accept_proxy; /* clients come through a proxy that sends the PROXY protocol */
+	struct hashlb_prefix *proxy_from; /* accept_proxy: who may connect; NULL = anyone */
+	uint32_t n_proxy_from;
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;
@@ -129,6 +138,22 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
  */
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
+
+/*
+ * Parse an address prefix: "a.b.c.d/N", "v6addr/N", or an address alone
+ * (the one address: /32, /128). -EINVAL if malformed, -EDOM if bits past
+ * the length are set ("10.0.0.1/8": a typo more often than not).
+ */
+int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix);
+/*
+ * Whether <sa> (AF_INET or AF_INET6) lies in one of the <n> prefixes of
+ * <p>. An IPv4-mapped IPv6 address (a v4 client of a [::] listener) is
+ * matched as the IPv4 address it is.
+ */
+bool hashlb_prefix_match(const struct hashlb_prefix *p, uint32_t n, const struct sockaddr *sa);
+/* <p> as hashlb_prefix_parse() reads it back ("a.b.c.d/N", "v6/N") into <buf>. */
+#define HASHLB_PREFIX_STRLEN 50 /* INET6_ADDRSTRLEN + "/128" */
+void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len);
 
 /* The service called <name>, or NULL. */
 const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,

@@ -86,8 +86,17 @@ static int print_service(const struct hashlb_service_cfg *s)
 	if (s->proxy_protocol)
 		printf("  proxy        PROXY protocol %s to the backends\n",
 		       hashlb_proxy_protocol_name(s->proxy_protocol));
-	if (s->accept_proxy)
-		printf("  proxy        PROXY protocol expected from the clients\n");
+	if (s->accept_proxy) {
+		char pfx[HASHLB_PREFIX_STRLEN];
+
+		printf("  proxy        PROXY protocol expected from the clients, sent by %s",
+		       s->n_proxy_from ? "" : "any source");
+		for (uint32_t i = 0; i < s->n_proxy_from; i++) {
+			hashlb_prefix_format(&s->proxy_from[i], pfx, sizeof(pfx));
+			printf("%s%s", i ? ", " : "", pfx);
+		}
+		printf("\n");
+	}
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,

@@ -41,6 +41,7 @@
 #define HEALTH_TIMEOUT_MAX (60u * 1000)
 #define HEALTH_COUNT_MAX 100u
 #define MAX_CONNECTIONS_MAX (1u << 24)
+#define PREFIXES_MAX 4096u /* accept_proxy_from: scanned per connection */
 #define CONNECT_RETRIES_MAX 32u
 #define BALANCE_FACTOR_MAX 100.0
 #define SERVICE_NAME_MAX 64u
@@ -174,6 +175,7 @@ static const char *const service_keys[] = {
 	"interface",
 	"proxy_protocol",
 	"accept_proxy",
+	"accept_proxy_from",
 	"health",
 	"backends",
 	NULL,
@@ -774,6 +776,57 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 	return 0;
 }
 
+/*
+ * A non-empty list of address prefixes (hashlb_prefix_parse()), at most
+ * PREFIXES_MAX of them: every item's error names its own position.
+ */
+static int load_prefixes(struct loader *ld, const struct ynode *v, const char *key,
+			 struct hashlb_prefix **ret, uint32_t *ret_n)
+{
+	struct hashlb_prefix *p;
+	int r;
+
+	if (v->type != YNODE_SEQ)
+		return fail(ld, v,
+			    "'%s' must be a list of addresses or prefixes (e.g. [10.0.0.0/8, "
+			    "\"::1\"]), found %s",
+			    key, describe(v).s);
+	if (v->n == 0 || v->n > PREFIXES_MAX)
+		return fail(ld, v, "'%s' must list 1..%u addresses or prefixes, found %zu", key,
+			    PREFIXES_MAX, v->n);
+	p = calloc(v->n, sizeof(*p));
+	if (!p)
+		return nomem(ld);
+	for (size_t i = 0; i < v->n; i++) {
+		const struct ynode *it = v->items[i];
+
+		r = want_scalar(ld, it, key, "an address or prefix (a.b.c.d/N or IPV6/N)");
+		if (r < 0)
+			goto fail;
+		r = hashlb_prefix_parse(it->text, &p[i]);
+		if (r == -EDOM) {
+			r = fail(ld, it,
+				 "'%s': '%s' has bits set past its prefix length: write the "
+				 "network's first address (10.0.0.0/8, not 10.0.0.1/8)",
+				 key, it->text);
+			goto fail;
+		}
+		if (r < 0) {
+			r = fail(ld, it,
+				 "'%s': '%s' is not an address or prefix (a.b.c.d, a.b.c.d/N, "
+				 "IPV6 or IPV6/N; no port, no names)",
+				 key, it->text);
+			goto fail;
+		}
+	}
+	*ret = p;
+	*ret_n = (uint32_t)v->n;
+	return 0;
+fail:
+	free(p);
+	return r;
+}
+
 static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	const struct ynode *v;
@@ -846,6 +899,17 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 			return fail(ld, v,
 				    "'accept_proxy' needs steering: userspace (kernel steering "
 				    "does not read the connections it forwards)");
+	}
+	v = map_get(m, "accept_proxy_from");
+	if (v) {
+		if (!s->accept_proxy)
+			return fail(
+				ld, map_key(m, "accept_proxy_from"),
+				"'accept_proxy_from' needs accept_proxy: true (it lists who may "
+				"send a PROXY header)");
+		r = load_prefixes(ld, v, "accept_proxy_from", &s->proxy_from, &s->n_proxy_from);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -1311,6 +1375,7 @@ void hashlb_config_free(struct hashlb_config *c)
 		free(s->name);
 		free(s->listen);
 		free(s->steer_interface);
+		free(s->proxy_from);
 	}
 	free(c->services);
 	free(c->admin);

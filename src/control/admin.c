@@ -150,6 +150,15 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, s->cfg->name);
 		hlb_buf_puts(o, ",\"listen\":");
 		hlb_buf_json_str(o, s->cfg->listen);
+		hlb_buf_puts(o, ",\"accept_proxy_from\":[");
+		for (uint32_t j = 0; j < s->cfg->n_proxy_from; j++) {
+			char pfx[HASHLB_PREFIX_STRLEN];
+
+			hashlb_prefix_format(&s->cfg->proxy_from[j], pfx, sizeof(pfx));
+			hlb_buf_puts(o, j ? "," : "");
+			hlb_buf_json_str(o, pfx);
+		}
+		hlb_buf_puts(o, "]");
 		hlb_buf_printf(
 			o,
 			",\"scheme\":\"%s\",\"key\":\"%s\",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
@@ -158,14 +167,14 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
 			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
-			"},\"backends\":[",
+			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 "},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false", snap->generation,
 			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
-			sc.rejected, sc.no_backend);
+			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");

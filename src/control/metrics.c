@@ -198,6 +198,8 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Backends removed by a reload that still hold connections." },
 		{ "hashlb_service_bad_headers_total", "counter",
 		  "accept_proxy: connections closed without a valid PROXY protocol header." },
+		{ "hashlb_service_untrusted_total", "counter",
+		  "accept_proxy_from: connections closed at once, from a source not listed." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -260,6 +262,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 14:
 				v = (double)c.bad_header;
+				break;
+			case 15:
+				v = (double)c.untrusted;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

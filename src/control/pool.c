@@ -702,6 +702,18 @@ err_nomem:
 	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 }
 
+static bool prefixes_equal(const struct hashlb_prefix *a, uint32_t na,
+			   const struct hashlb_prefix *b, uint32_t nb)
+{
+	if (na != nb)
+		return false;
+	for (uint32_t i = 0; i < na; i++)
+		if (a[i].family != b[i].family || a[i].len != b[i].len ||
+		    memcmp(a[i].addr, b[i].addr, sizeof(a[i].addr)) != 0)
+			return false;
+	return true;
+}
+
 static bool service_settings_equal(const struct hashlb_service_cfg *a,
 				   const struct hashlb_service_cfg *b)
 {
@@ -710,7 +722,8 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->drain_timeout_ms == b->drain_timeout_ms &&
 	       a->max_connections == b->max_connections &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
-	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy;
+	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy &&
+	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from);
 }
 
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)

@@ -553,6 +553,21 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 		conn_fail_no_backend(w, c);
 }
 
+/*
+ * Whether the peer of accepted socket <fd> is in the service's
+ * accept_proxy_from list: only those may name a client in a PROXY header.
+ */
+static bool proxy_sender_trusted(int fd, const struct hlb_snapshot *snap)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+		return false; /* gone already */
+	return hashlb_prefix_match(snap->proxy_from, snap->n_proxy_from,
+				   (const struct sockaddr *)&peer);
+}
+
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 {
 	struct sockaddr_storage addr[2];
@@ -563,6 +578,11 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
 	if (!snap || w->draining) {
+		worker_close_fd(w, fd);
+		return;
+	}
+	if (snap->n_proxy_from && !proxy_sender_trusted(fd, snap)) {
+		hlb_stat_add(&svc->wstats[w->id].untrusted, 1);
 		worker_close_fd(w, fd);
 		return;
 	}

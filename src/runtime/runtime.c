@@ -101,6 +101,19 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->accept_proxy = cfg->accept_proxy;
 }
 
+/* The snapshot's own copy of the accept_proxy_from list: 0 or -ENOMEM. */
+static int snapshot_proxy_from(struct hlb_snapshot *s, const struct hashlb_prefix *p, uint32_t n)
+{
+	if (!n)
+		return 0;
+	s->proxy_from = malloc(n * sizeof(*p));
+	if (!s->proxy_from)
+		return -ENOMEM;
+	memcpy(s->proxy_from, p, n * sizeof(*p));
+	s->n_proxy_from = n;
+	return 0;
+}
+
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
 {
 	uint64_t w = 0;
@@ -180,6 +193,10 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 		return r;
 	}
 	snapshot_settings(s, cfg);
+	if (snapshot_proxy_from(s, cfg->proxy_from, cfg->n_proxy_from) < 0) {
+		hlb_snapshot_free(s);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
 	s->generation = generation;
 	s->fingerprint = hashlb_table_fingerprint(s->table);
 	s->up_weight = snapshot_up_weight(s);
@@ -220,6 +237,10 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 	s->balance_factor = cur->balance_factor;
 	s->proxy_protocol = cur->proxy_protocol;
 	s->accept_proxy = cur->accept_proxy;
+	if (snapshot_proxy_from(s, cur->proxy_from, cur->n_proxy_from) < 0) {
+		hlb_snapshot_free(s);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
 	s->generation = generation;
 	s->fingerprint = hashlb_table_fingerprint(s->table);
 	s->up_weight = snapshot_up_weight(s);
@@ -235,6 +256,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 		hlb_backend_unref(s->backends[i]);
 	free(s->backends);
 	hashlb_table_free(s->table);
+	free(s->proxy_from);
 	free(s);
 }
 
@@ -296,6 +318,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.rejected += atomic_load_explicit(&w->rejected, memory_order_relaxed);
 		c.no_backend += atomic_load_explicit(&w->no_backend, memory_order_relaxed);
 		c.bad_header += atomic_load_explicit(&w->bad_header, memory_order_relaxed);
+		c.untrusted += atomic_load_explicit(&w->untrusted, memory_order_relaxed);
 	}
 	*ret = c;
 }

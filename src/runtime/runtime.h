@@ -183,6 +183,8 @@ struct hlb_snapshot {
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
 	enum hashlb_proxy_protocol proxy_protocol; /* header sent to backends; 0 = none */
 	bool accept_proxy; /* a PROXY header comes first from each client */
+	struct hashlb_prefix *proxy_from; /* owned: who may send it; NULL = anyone */
+	uint32_t n_proxy_from;
 };
 
 /*
@@ -223,6 +225,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t rejected; /* closed at once: over max_connections */
 	_Atomic uint64_t no_backend; /* closed: every backend down or every connect failed */
 	_Atomic uint64_t bad_header; /* accept_proxy: closed, no valid PROXY header in time */
+	_Atomic uint64_t untrusted; /* accept_proxy_from: closed, from a source not listed */
 } __attribute__((aligned(64)));
 
 struct hlb_service_counters {
@@ -232,6 +235,7 @@ struct hlb_service_counters {
 	uint64_t rejected;
 	uint64_t no_backend;
 	uint64_t bad_header;
+	uint64_t untrusted;
 };
 
 /*

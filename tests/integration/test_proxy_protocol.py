@@ -183,18 +183,22 @@ def reload_switches_it_on():
     be.close()
 
 
-def proxied(lb_addr, header, ident, parts=1):
-    """A client behind a proxy: <header>, then an <ident> line and some bytes, the whole sent
-    in <parts> pieces 0.1 s apart; returns whether the echo came back intact."""
-    s = connect(lb_addr, timeout=10)
+def proxied(lb_addr, header, ident, parts=1, src=None):
+    """A client behind a proxy (connecting from <src>): <header>, then an <ident> line and some
+    bytes, the whole sent in <parts> pieces 0.1 s apart; returns whether the echo came back
+    intact."""
+    s = connect(lb_addr, src, timeout=10)
     data = header + ident + b"\nafter the header\n"
     cut = [len(data) * k // parts for k in range(parts + 1)]
-    for k in range(parts):
-        if k:
-            time.sleep(0.1)
-        s.sendall(data[cut[k]:cut[k + 1]])
-    s.shutdown(socket.SHUT_WR)
-    back = read_to_eof(s)
+    try:
+        for k in range(parts):
+            if k:
+                time.sleep(0.1)
+            s.sendall(data[cut[k]:cut[k + 1]])
+        s.shutdown(socket.SHUT_WR)
+        back = read_to_eof(s)
+    except OSError:  # reset by hashlb (ECONNRESET, then ENOTCONN)
+        back = None
     s.close()
     return back == data[len(header):]
 
@@ -271,5 +275,48 @@ def accept_proxy_refuses_the_rest():
     be.close()
 
 
+def accept_proxy_from_only_the_listed():
+    """accept_proxy_from: only the listed senders may name a client in a PROXY header; a
+    connection from anywhere else is closed at once (before its header is read), counted, and
+    never reaches a backend. A reload changes the list for new connections."""
+    be = ProxyBackend("none")
+    front, other = "127.0.0.2", "127.0.0.3"
+    lb = Lb(config([("p", be.addr)],
+                   extra='accept_proxy: true\naccept_proxy_from: [127.0.0.2, "::1"]'))
+    header = expected("v1", ("203.0.113.7", 5555), ("192.0.2.1", 443))
+    check(proxied(lb.addr, header, b"front-1", src=front) and b"front-1" in be.by_id,
+          "the listed front proxy's client is served")
+    check(not proxied(lb.addr, header, b"other-1", src=other) and b"other-1" not in be.by_id,
+          "a valid header from an unlisted source is refused")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_untrusted_total") == 1),
+          f"and counted: {metric_sum(lb, 'hashlb_service_untrusted_total')}")
+    check(metric_sum(lb, "hashlb_service_bad_headers_total") == 0, "not as a bad header")
+    svc = lb.service()
+    shown = subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True, text=True)
+    check(svc["accept_proxy_from"] == ["127.0.0.2/32", "::1/128"] and
+          svc["connections"]["untrusted"] == 1 and
+          "sent by 127.0.0.2/32, ::1/128" in shown.stdout,
+          f"the admin API and hashlb check show the list: {svc['accept_proxy_from']}")
+    held = connect(lb.addr, front, timeout=10)
+    held.sendall(header + b"held\n")
+    check(held.recv(100) == b"held\n", "a connection from the front proxy, open")
+
+    lb.rewrite(config([("p", be.addr)],
+                      extra="accept_proxy: true\naccept_proxy_from: [127.0.0.0/30]"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.service()["accept_proxy_from"] == ["127.0.0.0/30"],
+          f"reload to 127.0.0.0/30: {se}")
+    check(proxied(lb.addr, header, b"other-2", src=other) and b"other-2" in be.by_id,
+          "now .3 is listed: served")
+    check(not proxied(lb.addr, header, b"other-3", src="127.0.0.4"),
+          "127.0.0.4, outside the /30: refused")
+    held.sendall(b"still\n")
+    check(held.recv(100) == b"still\n", "the connection from before the reload is unchanged")
+    held.close()
+    check(metric_sum(lb, "hashlb_service_untrusted_total") == 2, "two refused in all")
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
-           accept_proxy_refuses_the_rest])
+           accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed])

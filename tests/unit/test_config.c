@@ -437,6 +437,123 @@ static void test_accept_proxy(void **state)
 		     "'accept_proxy' needs steering: userspace");
 }
 
+/* accept_proxy_from: who may send a PROXY header; each bad item named at its position. */
+static void test_accept_proxy_from(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    accept_proxy: true\n"
+						  "    accept_proxy_from: [10.0.0.0/8, 127.0.0.2, "
+						  "\"2001:db8::/32\", \"::1\"]\n");
+	const struct hashlb_service_cfg *s = &c->services[0];
+	char buf[HASHLB_PREFIX_STRLEN];
+
+	assert_int_equal(s->n_proxy_from, 4);
+	assert_int_equal(s->proxy_from[0].family, AF_INET);
+	assert_int_equal(s->proxy_from[0].len, 8);
+	assert_int_equal(s->proxy_from[1].len, 32);
+	assert_int_equal(s->proxy_from[2].family, AF_INET6);
+	assert_int_equal(s->proxy_from[2].len, 32);
+	assert_int_equal(s->proxy_from[3].len, 128);
+	hashlb_prefix_format(&s->proxy_from[1], buf, sizeof(buf));
+	assert_string_equal(buf, "127.0.0.2/32");
+	hashlb_prefix_format(&s->proxy_from[2], buf, sizeof(buf));
+	assert_string_equal(buf, "2001:db8::/32");
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    accept_proxy: true\n");
+	assert_int_equal(c->services[0].n_proxy_from, 0); /* anyone */
+	hashlb_config_free(c);
+
+	expect_error(MINIMAL "    accept_proxy_from: [127.0.0.1]\n", 7, 5,
+		     "'accept_proxy_from' needs accept_proxy: true");
+	expect_error(MINIMAL "    accept_proxy: false\n    accept_proxy_from: [127.0.0.1]\n", 8, 5,
+		     "'accept_proxy_from' needs accept_proxy: true");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: 10.0.0.0/8\n", 8, 24,
+		     "'accept_proxy_from' must be a list of addresses or prefixes");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: []\n", 8, 24,
+		     "must list 1..4096 addresses or prefixes, found 0");
+	expect_error(MINIMAL
+		     "    accept_proxy: true\n    accept_proxy_from: [10.0.0.0/8, 10.0.0.1/8]\n",
+		     8, 37, "'10.0.0.1/8' has bits set past its prefix length");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: [10.0.0.0/33]\n", 8,
+		     25, "'10.0.0.0/33' is not an address or prefix");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: [127.0.0.1:80]\n", 8,
+		     25, "'127.0.0.1:80' is not an address or prefix");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: [localhost]\n", 8, 25,
+		     "is not an address or prefix");
+	expect_error(MINIMAL "    accept_proxy: true\n    accept_proxy_from: [{a: 1}]\n", 8, 25,
+		     "'accept_proxy_from' must be an address or prefix");
+}
+
+static void sa4(struct sockaddr_storage *ss, const char *a)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	in->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, a, &in->sin_addr), 1);
+}
+
+static void sa6(struct sockaddr_storage *ss, const char *a)
+{
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	in6->sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, a, &in6->sin6_addr), 1);
+}
+
+/* Whether <addr> (IPv4 or IPv6 text) is in the one prefix <prefix>. */
+static bool in_prefix(const char *prefix, const char *addr)
+{
+	struct sockaddr_storage ss;
+	struct hashlb_prefix p;
+
+	assert_int_equal(hashlb_prefix_parse(prefix, &p), 0);
+	if (strchr(addr, ':'))
+		sa6(&ss, addr);
+	else
+		sa4(&ss, addr);
+	return hashlb_prefix_match(&p, 1, (const struct sockaddr *)&ss);
+}
+
+static void test_prefix_match(void **state)
+{
+	struct hashlb_prefix p[2];
+	struct sockaddr_storage ss;
+
+	assert_true(in_prefix("10.0.0.0/8", "10.255.1.2"));
+	assert_false(in_prefix("10.0.0.0/8", "11.0.0.0"));
+	assert_true(in_prefix("192.168.1.128/25", "192.168.1.255"));
+	assert_false(in_prefix("192.168.1.128/25", "192.168.1.127"));
+	assert_true(in_prefix("127.0.0.2", "127.0.0.2"));
+	assert_false(in_prefix("127.0.0.2", "127.0.0.3"));
+	assert_true(in_prefix("0.0.0.0/0", "203.0.113.9"));
+	assert_false(in_prefix("0.0.0.0/0", "2001:db8::1")); /* a v4 prefix: v4 clients only */
+	assert_true(in_prefix("2001:db8::/33", "2001:db8:7fff::1"));
+	assert_false(in_prefix("2001:db8::/33", "2001:db8:8000::1"));
+	assert_true(in_prefix("::1", "::1"));
+	/* a v4 client of a [::] listener is seen as ::ffff:a.b.c.d */
+	assert_true(in_prefix("127.0.0.0/8", "::ffff:127.0.0.9"));
+	assert_false(in_prefix("127.0.0.0/8", "::ffff:10.0.0.1"));
+	assert_false(in_prefix("::1", "127.0.0.1"));
+
+	/* any of a list */
+	assert_int_equal(hashlb_prefix_parse("10.0.0.0/8", &p[0]), 0);
+	assert_int_equal(hashlb_prefix_parse("fd00::/8", &p[1]), 0);
+	sa6(&ss, "fd12::1");
+	assert_true(hashlb_prefix_match(p, 2, (const struct sockaddr *)&ss));
+	assert_false(hashlb_prefix_match(p, 1, (const struct sockaddr *)&ss));
+	assert_false(hashlb_prefix_match(p, 0, (const struct sockaddr *)&ss));
+
+	assert_int_equal(hashlb_prefix_parse("10.0.0.1/8", &p[0]), -EDOM);
+	assert_int_equal(hashlb_prefix_parse("::1/0", &p[0]), -EDOM);
+	assert_int_equal(hashlb_prefix_parse("10.0.0.0/", &p[0]), -EINVAL);
+	assert_int_equal(hashlb_prefix_parse("10.0.0.0/+8", &p[0]), -EINVAL);
+	assert_int_equal(hashlb_prefix_parse("/8", &p[0]), -EINVAL);
+	assert_int_equal(hashlb_prefix_parse("::/129", &p[0]), -EINVAL);
+	assert_int_equal(hashlb_prefix_parse("10.1/16", &p[0]), -EINVAL);
+	assert_int_equal(hashlb_prefix_parse("::/128", &p[0]), 0);
+}
+
 static void test_every_key(void **state)
 {
 	struct hashlb_config *c = load_ok(
@@ -826,6 +943,8 @@ int main(void)
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_proxy_protocol),
 		cmocka_unit_test(test_accept_proxy),
+		cmocka_unit_test(test_accept_proxy_from),
+		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_admin_off_and_v6),
