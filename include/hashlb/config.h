@@ -65,6 +65,14 @@ struct hashlb_health_cfg {
 	uint32_t fall; /* default 3 */
 };
 
+/* TCP keepalive on both sockets of every connection (client and backend). */
+struct hashlb_keepalive_cfg {
+	bool enabled; /* default false; true when a keepalive mapping is written */
+	uint32_t idle_s; /* TCP_KEEPIDLE: quiet seconds before the first probe; default 60 */
+	uint32_t interval_s; /* TCP_KEEPINTVL: seconds between probes; default 10 */
+	uint32_t count; /* TCP_KEEPCNT: unanswered probes that end the connection; default 6 */
+};
+
 struct hashlb_service_cfg {
 	char *name;
 	char *listen; /* as written */
@@ -85,6 +93,7 @@ struct hashlb_service_cfg {
 	bool accept_proxy; /* clients come through a proxy that sends the PROXY protocol */
 	struct hashlb_prefix *proxy_from; /* accept_proxy: who may connect; NULL = anyone */
 	uint32_t n_proxy_from;
+	struct hashlb_keepalive_cfg keepalive; /* userspace steering only */
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

@@ -97,6 +97,11 @@ static int print_service(const struct hashlb_service_cfg *s)
 		}
 		printf("\n");
 	}
+	if (s->keepalive.enabled)
+		printf("  keepalive    idle=%" PRIu32 "s interval=%" PRIu32 "s count=%" PRIu32
+		       " (a silent peer is dropped after %" PRIu32 "s)\n",
+		       s->keepalive.idle_s, s->keepalive.interval_s, s->keepalive.count,
+		       s->keepalive.idle_s + s->keepalive.interval_s * s->keepalive.count);
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,

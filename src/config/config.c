@@ -41,6 +41,8 @@
 #define HEALTH_TIMEOUT_MAX (60u * 1000)
 #define HEALTH_COUNT_MAX 100u
 #define MAX_CONNECTIONS_MAX (1u << 24)
+#define KEEPALIVE_SECS_MAX 32767u /* the kernel's MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL */
+#define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
 #define PREFIXES_MAX 4096u /* accept_proxy_from: scanned per connection */
 #define CONNECT_RETRIES_MAX 32u
 #define BALANCE_FACTOR_MAX 100.0
@@ -176,6 +178,7 @@ static const char *const service_keys[] = {
 	"proxy_protocol",
 	"accept_proxy",
 	"accept_proxy_from",
+	"keepalive",
 	"health",
 	"backends",
 	NULL,
@@ -183,6 +186,7 @@ static const char *const service_keys[] = {
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
 static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
+static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = { "name", "address", "weight", "state", NULL };
 
 /* Where each key lives, to tell a key written at the wrong level where it goes. */
@@ -194,6 +198,7 @@ static const struct {
 	{ service_keys, "in a service" },
 	{ timeout_keys, "in a service's 'timeouts'" },
 	{ health_keys, "in a service's 'health'" },
+	{ keepalive_keys, "in a service's 'keepalive'" },
 	{ backend_keys, "in a backend" },
 };
 
@@ -688,6 +693,51 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	return 0;
 }
 
+/* A keepalive duration: whole seconds (the kernel counts them), 1s..9h6m7s. */
+static int get_keepalive_secs(struct loader *ld, const struct ynode *v, const char *key,
+			      uint32_t *ret_s)
+{
+	uint32_t ms;
+	int r = get_duration(ld, v, key, 1000, KEEPALIVE_SECS_MAX * 1000, &ms);
+
+	if (r < 0)
+		return r;
+	if (ms % 1000)
+		return fail(ld, v, "keepalive '%s' %s is not whole seconds (TCP counts them)", key,
+			    v->text);
+	*ret_s = ms / 1000;
+	return 0;
+}
+
+/*
+ * keepalive: a boolean (the defaults), or a mapping of its settings, which
+ * turns it on unless it says enabled: false (writing idle: 30s and getting
+ * nothing would be a trap).
+ */
+static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashlb_keepalive_cfg *k)
+{
+	const struct ynode *x;
+	int r;
+
+	if (v->type == YNODE_SCALAR)
+		return get_bool(ld, v, "keepalive", &k->enabled);
+	r = check_map(ld, v, keepalive_keys, "keepalive");
+	if (r < 0)
+		return r;
+	k->enabled = true;
+	if ((x = map_get(v, "enabled")) && (r = get_bool(ld, x, "enabled", &k->enabled)) < 0)
+		return r;
+	if ((x = map_get(v, "idle")) && (r = get_keepalive_secs(ld, x, "idle", &k->idle_s)) < 0)
+		return r;
+	if ((x = map_get(v, "interval")) &&
+	    (r = get_keepalive_secs(ld, x, "interval", &k->interval_s)) < 0)
+		return r;
+	if ((x = map_get(v, "count")) &&
+	    (r = get_u32_range(ld, x, "count", 1, KEEPALIVE_COUNT_MAX, &k->count)) < 0)
+		return r;
+	return 0;
+}
+
 static void service_defaults(struct hashlb_service_cfg *s)
 {
 	hashlb_table_params_init(&s->table, HASHLB_SCHEME_MAGLEV);
@@ -700,6 +750,9 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->slow_start_ms = 0;
 	s->balance_factor = 0;
 	s->steering = HASHLB_STEERING_USERSPACE;
+	s->keepalive.idle_s = 60;
+	s->keepalive.interval_s = 10;
+	s->keepalive.count = 6;
 	s->health.enabled = true;
 	s->health.interval_ms = 2000;
 	s->health.timeout_ms = 1000;
@@ -1107,6 +1160,13 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	v = map_get(m, "health");
 	if (v && (r = load_health(ld, v, &s->health)) < 0)
 		return r;
+	v = map_get(m, "keepalive");
+	if (v && (r = load_keepalive(ld, v, &s->keepalive)) < 0)
+		return r;
+	if (s->keepalive.enabled && s->steering == HASHLB_STEERING_KERNEL)
+		return fail(ld, map_key(m, "keepalive"),
+			    "'keepalive' needs steering: userspace (kernel steering holds no "
+			    "connection to probe)");
 
 	backends = map_get(m, "backends");
 	if (!backends)

@@ -723,6 +723,10 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->max_connections == b->max_connections &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
 	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy &&
+	       a->keepalive.enabled == b->keepalive.enabled &&
+	       a->keepalive.idle_s == b->keepalive.idle_s &&
+	       a->keepalive.interval_s == b->keepalive.interval_s &&
+	       a->keepalive.count == b->keepalive.count &&
 	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from);
 }
 

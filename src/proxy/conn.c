@@ -403,6 +403,23 @@ static void conn_fail_no_backend(struct worker *w, struct conn *c)
 }
 
 /*
+ * TCP keepalive on <fd>: a peer that vanished without a FIN or RST (a host
+ * gone, a NAT or firewall that forgot the flow) is found after
+ * idle + interval * count seconds, and the connection closed, instead of
+ * holding both sockets until the idle timeout, or forever with idle: 0.
+ * Best effort: a failure leaves the socket as the kernel made it.
+ */
+static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
+{
+	int one = 1, idle = (int)k->idle_s, intvl = (int)k->interval_s, cnt = (int)k->count;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/*
  * Connect to the backend at position c->attempt of the preference list in
  * <snap>, skipping <failed> (the backend that just failed, if the list did
  * not change). Returns false if no candidate is left.
@@ -441,6 +458,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		return false;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (snap->keepalive.enabled)
+		sock_keepalive(fd, &snap->keepalive);
 	c->be = hlb_backend_ref(be);
 	c->fd[1] = fd;
 	c->timed_out = false;
@@ -589,6 +608,8 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	c = conn_new(w, svc, snap, fd);
 	if (!c)
 		return;
+	if (snap->keepalive.enabled)
+		sock_keepalive(fd, &snap->keepalive);
 	if (snap->accept_proxy) {
 		/* The client's address is in its PROXY header: hash once it is
 		 * read, within the connect timeout (the idle scan enforces it). */

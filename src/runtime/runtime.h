@@ -183,6 +183,7 @@ struct hlb_snapshot {
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
 	enum hashlb_proxy_protocol proxy_protocol; /* header sent to backends; 0 = none */
 	bool accept_proxy; /* a PROXY header comes first from each client */
+	struct hashlb_keepalive_cfg keepalive; /* TCP keepalive on both sockets */
 	struct hashlb_prefix *proxy_from; /* owned: who may send it; NULL = anyone */
 	uint32_t n_proxy_from;
 };

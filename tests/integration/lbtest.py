@@ -164,6 +164,20 @@ class Hashlb:
         return 0
 
 
+def serve_each(srv, handle):
+    """Accept on listening socket <srv> until it is closed, each connection handled by
+    <handle>(conn) in a thread of its own."""
+    def loop():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def client_ip(i):
     """The i-th client address on 127.0.0.0/8 (never 127.0.0.0 or .255)."""
     i += 1

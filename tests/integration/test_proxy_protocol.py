@@ -8,12 +8,12 @@ without a valid one."""
 import socket
 import struct
 import subprocess
-import threading
 
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import HASHLB, check, client_ip, connect, lookup, read_to_eof, run_tests
+from lbtest import (HASHLB, check, client_ip, connect, lookup, read_to_eof, run_tests,
+                    serve_each)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -29,7 +29,7 @@ class ProxyBackend:
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
         self.by_id = {}
         self.checks = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        serve_each(self.srv, self._one)
 
     def _read_header(self, c):
         if self.version == "v1":
@@ -54,14 +54,6 @@ class ProxyBackend:
                 break
             b += d
         return b
-
-    def _serve(self):
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(c,), daemon=True).start()
 
     def _one(self, c):
         with c:

@@ -437,6 +437,48 @@ static void test_accept_proxy(void **state)
 		     "'accept_proxy' needs steering: userspace");
 }
 
+/* keepalive: a boolean or a mapping (which turns it on), whole seconds, kernel ranges. */
+static void test_keepalive(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+	const struct hashlb_keepalive_cfg *k = &c->services[0].keepalive;
+
+	assert_false(k->enabled);
+	assert_int_equal(k->idle_s, 60);
+	assert_int_equal(k->interval_s, 10);
+	assert_int_equal(k->count, 6);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    keepalive: true\n");
+	k = &c->services[0].keepalive;
+	assert_true(k->enabled);
+	assert_int_equal(k->idle_s, 60);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    keepalive: {idle: 2m, interval: 5s, count: 3}\n");
+	k = &c->services[0].keepalive;
+	assert_true(k->enabled); /* the mapping turns it on */
+	assert_int_equal(k->idle_s, 120);
+	assert_int_equal(k->interval_s, 5);
+	assert_int_equal(k->count, 3);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    keepalive: {enabled: false, idle: 1s}\n");
+	assert_false(c->services[0].keepalive.enabled);
+	hashlb_config_free(c);
+
+	expect_error(MINIMAL "    keepalive: sometimes\n", 7, 16,
+		     "'keepalive' must be true or false, found 'sometimes'");
+	expect_error(MINIMAL "    keepalive: [1s]\n", 7, 16, "keepalive must be a mapping");
+	expect_error(MINIMAL "    keepalive: {idle: 1500ms}\n", 7, 23,
+		     "keepalive 'idle' 1500ms is not whole seconds");
+	expect_error(MINIMAL "    keepalive: {interval: 500}\n", 7, 27, "'interval'");
+	expect_error(MINIMAL "    keepalive: {idle: 10h}\n", 7, 23, "'idle'");
+	expect_error(MINIMAL "    keepalive: {count: 0}\n", 7, 24, "'count'");
+	expect_error(MINIMAL "    keepalive: {count: 128}\n", 7, 24, "'count'");
+	expect_error(MINIMAL "    keepalive: {probes: 3}\n", 7, 17,
+		     "unknown key 'probes' in keepalive");
+	expect_error(MINIMAL "    steering: kernel\n    keepalive: true\n", 8, 5,
+		     "'keepalive' needs steering: userspace");
+}
+
 /* accept_proxy_from: who may send a PROXY header; each bad item named at its position. */
 static void test_accept_proxy_from(void **state)
 {
@@ -944,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_proxy_protocol),
 		cmocka_unit_test(test_accept_proxy),
 		cmocka_unit_test(test_accept_proxy_from),
+		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
