@@ -13,7 +13,7 @@ PACKAGES=(
 	# kernel steering: BPF programs, skeletons, libbpf
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 	# tests: processes, namespaces, sanitizer runtime
-	python3 iproute2 procps util-linux curl libclang-rt-14-dev
+	python3 iproute2 procps util-linux curl libclang-rt-14-dev systemd
 	# benchmarks: peers and load generators
 	haproxy nginx-light libnginx-mod-stream wrk iperf3
 )

@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "notify.h"
 #include "proxy/proxy.h"
 
 #define RCU_POLL_MS 50
@@ -629,6 +630,8 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	ms = drain_ms(d);
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
+	hlb_notify("STOPPING=1\nSTATUS=draining %llu connection(s), up to %u ms",
+		   (unsigned long long)hlb_proxy_connections(d->proxy), ms);
 	hlb_proxy_drain(d->proxy, ms);
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;
@@ -636,6 +639,26 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		free(dl);
 	}
 	d->listeners = NULL;
+}
+
+static uint32_t listener_count(const struct hlb_daemon *d)
+{
+	uint32_t n = 0;
+
+	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
+		n++;
+	return n;
+}
+
+/* RELOADING=1 with the clock systemd's Type=notify-reload (253+) matches it by. */
+static void notify_reloading(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	hlb_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+		   (unsigned long long)ts.tv_sec * 1000000ULL +
+			   (unsigned long long)ts.tv_nsec / 1000);
 }
 
 static void handle_signals(struct hlb_daemon *d)
@@ -648,10 +671,14 @@ static void handle_signals(struct hlb_daemon *d)
 			if (d->stopping)
 				break;
 			hlb_log(HLB_LOG_INFO, "SIGHUP, reloading", NULL);
+			notify_reloading();
 			if (d->hooks.reload)
 				d->hooks.reload(d, d->hooks.arg);
 			else
 				static_reload(d);
+			/* a failed reload keeps the old config serving: ready either way */
+			hlb_notify("READY=1\nSTATUS=listening on %u address(es)",
+				   listener_count(d));
 			break;
 		case SIGTERM:
 		case SIGINT:
@@ -683,6 +710,9 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	d->running = true;
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		d->config_path, (int)getpid());
+	/* every listener is bound and every worker accepting */
+	hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
+		   listener_count(d));
 
 	while (!hlb_proxy_done(d->proxy)) {
 		int n = epoll_wait(d->epfd, evs, 32, RCU_POLL_MS);

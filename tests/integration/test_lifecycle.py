@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """hashlb run's life: a bad config is refused with its file:line, SIGTERM drains (established
 connections keep flowing, new ones are refused, exit 0 once they end or at the drain timeout),
-and SIGHUP reloads without closing unchanged listeners or established connections."""
+and SIGHUP reloads without closing unchanged listeners or established connections; under a
+service manager (systemd Type=notify) hashlb reports ready, reloading and stopping."""
+import os
 import re
 import signal
 import socket
@@ -137,5 +139,98 @@ def reload_keeps_listeners_and_connections():
     check(lb.stop() == 0, "exit 0")
 
 
+class NotifySocket:
+    """What systemd gives a Type=notify service: a datagram socket in $NOTIFY_SOCKET."""
+
+    def __init__(self, abstract=False):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        if abstract:
+            self.sock.bind(f"\0hashlb-test-{os.getpid()}")
+            self.env = f"@hashlb-test-{os.getpid()}"
+        else:
+            self.env = tmpfile("notify.sock", "")
+            os.unlink(self.env)
+            self.sock.bind(self.env)
+
+    def start(self, text):
+        """hashlb run with $NOTIFY_SOCKET set to this socket."""
+        os.environ["NOTIFY_SOCKET"] = self.env
+        try:
+            return Hashlb(text, wait=False)
+        finally:
+            del os.environ["NOTIFY_SOCKET"]
+
+    def next(self, timeout=10):
+        """The next message as {key: value} and the sender's pid, or ({}, None)."""
+        self.sock.settimeout(timeout)
+        try:
+            data, anc, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        except socket.timeout:
+            return {}, None
+        pid = None
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                pid = int.from_bytes(payload[:4], "little")
+        return dict(l.split("=", 1) for l in data.decode().splitlines()), pid
+
+
+def systemd_notify():
+    """With $NOTIFY_SOCKET (a unit with Type=notify), hashlb sends READY=1 from its main pid
+    once it accepts connections, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP,
+    STOPPING=1 on SIGTERM; an abstract socket ("@name") works too. Without it, nothing."""
+    ns = NotifySocket()
+    lb = ns.start(config(BACKENDS))
+    msg, pid = ns.next()
+    check(msg.get("READY") == "1" and pid == lb.proc.pid and
+          msg.get("MAINPID") == str(lb.proc.pid),
+          f"READY=1 from hashlb's pid {lb.proc.pid}: {msg} from {pid}")
+    check(lb.addrs and who(lb.addr) in ("a", "b", "c"), "serving when it says ready")
+    check("listening on 1 address" in msg.get("STATUS", ""), f"a status line: {msg}")
+    lb.proc.send_signal(signal.SIGHUP)
+    msg, _ = ns.next()
+    check(msg.get("RELOADING") == "1" and msg.get("MONOTONIC_USEC", "").isdigit(),
+          f"SIGHUP: RELOADING=1 with MONOTONIC_USEC: {msg}")
+    now_us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    check(0 <= now_us - int(msg.get("MONOTONIC_USEC", 0)) < 60_000_000,
+          "MONOTONIC_USEC is CLOCK_MONOTONIC's")
+    msg, _ = ns.next()
+    check(msg.get("READY") == "1", f"then READY=1: {msg}")
+    lb.proc.send_signal(signal.SIGTERM)
+    msg, _ = ns.next()
+    check(msg.get("STOPPING") == "1", f"SIGTERM: STOPPING=1: {msg}")
+    check(lb.proc.wait(20) == 0, "exit 0")
+
+    ns2 = NotifySocket(abstract=True)
+    lb = ns2.start(config(BACKENDS))
+    msg, pid = ns2.next()
+    check(msg.get("READY") == "1" and pid == lb.proc.pid, f"abstract socket: READY=1: {msg}")
+    check(lb.stop() == 0 and ns2.next()[0].get("STOPPING") == "1", "STOPPING=1, exit 0")
+    lb = Hashlb(config(BACKENDS))  # no $NOTIFY_SOCKET: runs as ever, sends nothing
+    check(who(lb.addr) in ("a", "b", "c") and ns.next(timeout=0.5)[0] == {} and
+          ns2.next(timeout=0.1)[0] == {}, "without NOTIFY_SOCKET nothing is sent")
+    check(lb.stop() == 0, "exit 0")
+
+
+def systemd_unit_verifies():
+    """The unit `meson install` puts in lib/systemd/system passes systemd-analyze verify (with
+    the built binary in place of the installed one), and its ExecStartPre check accepts the
+    demo config."""
+    unit = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "src", "cli",
+                        "hashlb.service")
+    with open(unit) as f:
+        text = f.read()
+    bindir = re.search(r"^ExecStart=(\S+)/hashlb run ", text, re.M)
+    check(bindir is not None, "ExecStart runs hashlb run")
+    path = tmpfile("hashlb.service", text.replace(bindir.group(1) + "/hashlb", HASHLB))
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", path], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 0 and "hashlb.service" not in p.stderr,
+          f"systemd-analyze verify: {p.returncode} {p.stderr.strip()}")
+    demo = os.path.join(os.environ.get("HASHLB_SOURCE_ROOT", "."), "configs", "demo.yaml")
+    p = subprocess.run([HASHLB, "check", "-q", "-c", demo], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout == "", "ExecStartPre's check -q: silent on success")
+
+
 run_tests([config_error_refused, sigterm_drain, drain_timeout,
-           reload_keeps_listeners_and_connections])
+           reload_keeps_listeners_and_connections, systemd_notify, systemd_unit_verifies])
