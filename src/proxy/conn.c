@@ -596,7 +596,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 
 	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
-	if (!snap || w->draining) {
+	if (!snap) {
 		worker_close_fd(w, fd);
 		return;
 	}

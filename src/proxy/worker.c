@@ -100,10 +100,11 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 	if (!(cqe->flags & IORING_CQE_F_MORE))
 		wl->armed = false;
 	if (res >= 0) {
-		if (wl->closing)
-			worker_close_fd(w, res);
-		else
-			conn_accepted(w, wl, res);
+		/* Even when the listener is closing (a stop, an upgrade, a reload
+		 * that moved it): the kernel has established this connection
+		 * with a client, closing it now would lose it. Served, and
+		 * drained with the rest. */
+		conn_accepted(w, wl, res);
 	} else if (!wl->closing) {
 		/* At the fd limit (EMFILE, ENFILE) or short of memory the
 		 * connection stays in the backlog, and any other error may
