@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ struct hlb_http {
 	void *arg;
 	char address[128];
 	char unix_path[108];
+	dev_t unix_dev; /* the socket file we bound, to remove only that one */
+	ino_t unix_ino;
 	struct http_conn *conns;
 	unsigned n_conns;
 };
@@ -339,13 +342,26 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
 
 		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
-		unlink(h->unix_path); /* a stale socket of a previous run */
+		/* A stale socket of a previous run, or the live one of the hashlb
+		 * this one replaces in an upgrade: the path is ours from now on. */
+		unlink(h->unix_path);
 	} else {
+		/* SO_REUSEPORT, as the service listeners: a new hashlb started
+		 * for an upgrade serves beside the old one until that one stops. */
 		setsockopt(h->io.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(h->io.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	}
 	if (bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0) {
 		ret = -errno;
 		goto err_free;
+	}
+	if (h->unix_path[0]) {
+		struct stat st;
+
+		if (stat(h->unix_path, &st) == 0) {
+			h->unix_dev = st.st_dev;
+			h->unix_ino = st.st_ino;
+		}
 	}
 	ret = hlb_loop_add(loop, &h->io, EPOLLIN);
 	if (ret < 0)
@@ -371,8 +387,14 @@ void hlb_http_free(struct hlb_http *h)
 		hlb_loop_del(h->loop, &h->io);
 		close(h->io.fd);
 	}
-	if (h->unix_path[0])
-		unlink(h->unix_path);
+	if (h->unix_path[0]) {
+		struct stat st;
+
+		/* not if a newer hashlb has bound the path since (an upgrade) */
+		if (stat(h->unix_path, &st) == 0 && st.st_dev == h->unix_dev &&
+		    st.st_ino == h->unix_ino)
+			unlink(h->unix_path);
+	}
 	free(h);
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -597,6 +598,28 @@ static void log_fd_limit(struct hlb_daemon *d)
 		(unsigned long long)(rl.rlim_cur > 64 ? (rl.rlim_cur - 64) / 2 : 0));
 }
 
+/*
+ * Upgrades: a new hashlb binds the same addresses (SO_REUSEPORT) and the
+ * old one is stopped. Connections still in the old listeners' accept
+ * queues then go to the new hashlb only if net.ipv4.tcp_migrate_req is 1;
+ * at 0 the kernel resets them. Say so where an operator looks.
+ */
+static void log_migrate_req(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_migrate_req", "re");
+	int v = -1;
+
+	if (!f)
+		return;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	if (v == 0)
+		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
+			"note=\"an upgrade (a new hashlb started, then this one stopped) resets "
+			"connections not yet accepted; set it to 1 to hand them over\"");
+}
+
 static uint32_t drain_ms(struct hlb_daemon *d)
 {
 	uint32_t max = 0;
@@ -698,6 +721,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	int r;
 
 	log_fd_limit(d);
+	log_migrate_req();
 	r = hlb_proxy_start(d->proxy, err);
 	if (r < 0)
 		return r;
