@@ -212,7 +212,9 @@ int hlb_proxy_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *ret
 		    struct sockaddr_storage *ret_dst, size_t *ret_need)
 {
 	static const char v1_sig[] = "PROXY ";
+	struct sockaddr_storage src, dst;
 	size_t n;
+	int r;
 
 	/* Which version: decided by a prefix; a partial prefix waits for more. */
 	n = len < 6 ? len : 6;
@@ -221,15 +223,21 @@ int hlb_proxy_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *ret
 			*ret_need = 6;
 			return 0;
 		}
-		return parse_v1(buf, len, ret_src, ret_dst, ret_need);
-	}
-	n = len < sizeof(v2_signature) ? len : sizeof(v2_signature);
-	if (n && memcmp(buf, v2_signature, n) == 0) {
+		r = parse_v1(buf, len, &src, &dst, ret_need);
+	} else {
+		n = len < sizeof(v2_signature) ? len : sizeof(v2_signature);
+		if (memcmp(buf, v2_signature, n) != 0)
+			return -EPROTO;
 		if (len < sizeof(v2_signature)) {
 			*ret_need = 16;
 			return 0;
 		}
-		return parse_v2(buf, len, ret_src, ret_dst, ret_need);
+		r = parse_v2(buf, len, &src, &dst, ret_need);
 	}
-	return -EPROTO;
+	/* Parsed into locals: a header refused halfway leaves the caller's untouched. */
+	if (r > 0) {
+		*ret_src = src;
+		*ret_dst = dst;
+	}
+	return r;
 }

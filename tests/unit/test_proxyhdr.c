@@ -286,6 +286,34 @@ static void test_parse_malformed(void **state)
 	assert_int_equal(parse(v2, 24, ps, pd, &need), -EPROTO);
 }
 
+/*
+ * A header refused after its first address was read leaves the caller's
+ * addresses as they were (ret_* are written only on success): found by
+ * tests/fuzz/fuzz_proxyhdr.
+ */
+static void test_parse_refused_untouched(void **state)
+{
+	static const char bad_dst_port[] = "PROXY TCP6 2001:db8::7 ::1 1 05535\r\n";
+	struct sockaddr_storage s, d, fill;
+	struct sockaddr_in a = v4("1.2.3.4", 1), b = v4("5.6.7.8", 2);
+	uint8_t v2[HLB_PROXY_HDR_MAX];
+	size_t need = 0;
+
+	memset(&fill, 0xa5, sizeof(fill));
+	s = d = fill;
+	assert_int_equal(
+		hlb_proxy_parse((const uint8_t *)bad_dst_port, strlen(bad_dst_port), &s, &d, &need),
+		-EPROTO);
+	assert_memory_equal(&s, &fill, sizeof(fill));
+	assert_memory_equal(&d, &fill, sizeof(fill));
+	/* v2, TCP over IPv4 with a body too short for its addresses */
+	assert_int_equal(hlb_proxy_header(HASHLB_PROXY_V2, (void *)&a, (void *)&b, v2), 28);
+	v2[15] = 8;
+	assert_int_equal(hlb_proxy_parse(v2, 24, &s, &d, &need), -EPROTO);
+	assert_memory_equal(&s, &fill, sizeof(fill));
+	assert_memory_equal(&d, &fill, sizeof(fill));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_parse_local),
 		cmocka_unit_test(test_parse_v2_tlvs),
 		cmocka_unit_test(test_parse_malformed),
+		cmocka_unit_test(test_parse_refused_untouched),
 		cmocka_unit_test(test_refused),
 	};
 
