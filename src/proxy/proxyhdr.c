@@ -17,14 +17,14 @@
 static const uint8_t v2_signature[12] = { 0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d,
 					  0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a };
 
-/* An address and port, IPv4-mapped IPv6 taken as IPv4. */
+/* An address and port, IPv4-mapped IPv6 taken as IPv4 when <unmap>. */
 struct endpoint {
 	int family;
 	const void *addr; /* 4 or 16 bytes, network order */
 	uint16_t port; /* network order */
 };
 
-static int endpoint_of(const struct sockaddr *sa, struct endpoint *ep)
+static int endpoint_of(const struct sockaddr *sa, bool unmap, struct endpoint *ep)
 {
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)sa;
@@ -35,7 +35,7 @@ static int endpoint_of(const struct sockaddr *sa, struct endpoint *ep)
 	if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const void *)sa;
 
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+		if (unmap && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
 			*ep = (struct endpoint){ AF_INET, &in6->sin6_addr.s6_addr[12],
 						 in6->sin6_port };
 		else
@@ -53,7 +53,15 @@ int hlb_proxy_header(enum hashlb_proxy_protocol version, const struct sockaddr *
 
 	if (version != HASHLB_PROXY_V1 && version != HASHLB_PROXY_V2)
 		return -EINVAL;
-	if (endpoint_of(src, &s) < 0 || endpoint_of(dst, &d) < 0 || s.family != d.family)
+	if (endpoint_of(src, true, &s) < 0 || endpoint_of(dst, true, &d) < 0)
+		return -EAFNOSUPPORT;
+	/* One IPv4-mapped address beside a plain IPv6 one (a client's PROXY
+	 * header may name both): the pair goes as IPv6, as it came. */
+	if (s.family != d.family) {
+		endpoint_of(src, false, &s);
+		endpoint_of(dst, false, &d);
+	}
+	if (s.family != d.family)
 		return -EAFNOSUPPORT;
 	alen = s.family == AF_INET ? 4 : 16;
 	if (version == HASHLB_PROXY_V1) {

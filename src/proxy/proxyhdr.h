@@ -18,7 +18,8 @@
 
 /*
  * Write the <version> header for a TCP connection from <src> to <dst> (both
- * AF_INET, or both AF_INET6; IPv4-mapped IPv6 addresses are written as IPv4)
+ * AF_INET, or both AF_INET6; IPv4-mapped IPv6 addresses are written as IPv4,
+ * unless the other address is plain IPv6: then both go as IPv6)
  * into <buf>, HLB_PROXY_HDR_MAX bytes. Returns its length, or -EAFNOSUPPORT
  * for another family and -EINVAL for HASHLB_PROXY_OFF.
  */

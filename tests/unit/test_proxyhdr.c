@@ -110,6 +110,25 @@ static void test_v4_mapped(void **state)
 	assert_int_equal(buf[13], 0x11);
 }
 
+/*
+ * A client's PROXY header may name an IPv4-mapped address beside a plain
+ * IPv6 one (TCP6 allows any two): they are passed on as IPv6, as they came,
+ * not refused for a family mismatch. Found by tests/fuzz/fuzz_proxyhdr.
+ */
+static void test_mixed_mapped(void **state)
+{
+	struct sockaddr_in6 s = v6("::f7", 1), d = v6("::ffff:127.0.0.1", 2);
+	uint8_t buf[HLB_PROXY_HDR_MAX];
+	int n;
+
+	expect_v1(&s, &d, "PROXY TCP6 ::f7 ::ffff:127.0.0.1 1 2\r\n");
+	expect_v1(&d, &s, "PROXY TCP6 ::ffff:127.0.0.1 ::f7 2 1\r\n");
+	n = hlb_proxy_header(HASHLB_PROXY_V2, (struct sockaddr *)&s, (struct sockaddr *)&d, buf);
+	assert_int_equal(n, 52);
+	assert_int_equal(buf[13], 0x21);
+	assert_memory_equal(buf + 32, &d.sin6_addr, 16);
+}
+
 /* Health checks: a connection of the proxy's own, no addresses. */
 static void test_local(void **state)
 {
@@ -321,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_v1_longest),
 		cmocka_unit_test(test_v2),
 		cmocka_unit_test(test_v4_mapped),
+		cmocka_unit_test(test_mixed_mapped),
 		cmocka_unit_test(test_local),
 		cmocka_unit_test(test_parse_round_trip),
 		cmocka_unit_test(test_parse_local),
