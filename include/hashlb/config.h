@@ -53,6 +53,7 @@ struct hashlb_backend_cfg {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint32_t weight; /* default 1 */
+	uint32_t max_connections; /* at once; 0 = unlimited (default); above: next backend */
 	enum hashlb_admin_state admin; /* initial state, default ready */
 	struct hashlb_pos pos; /* where the backend's entry starts */
 };

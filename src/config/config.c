@@ -187,7 +187,9 @@ static const char *const service_keys[] = {
 static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
 static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
-static const char *const backend_keys[] = { "name", "address", "weight", "state", NULL };
+static const char *const backend_keys[] = {
+	"name", "address", "weight", "state", "max_connections", NULL,
+};
 
 /* Where each key lives, to tell a key written at the wrong level where it goes. */
 static const struct {
@@ -624,6 +626,13 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	v = map_get(m, "weight");
 	if (v) {
 		r = get_u32_range(ld, v, "weight", 0, HASHLB_WEIGHT_MAX, &b->weight);
+		if (r < 0)
+			return r;
+	}
+	v = map_get(m, "max_connections");
+	if (v) {
+		r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
+				  &b->max_connections);
 		if (r < 0)
 			return r;
 	}

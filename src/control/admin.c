@@ -106,7 +106,8 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		"\"slow_start\":%.3f,\"share\":%.6f,\"active\":%" PRIu64 ",\"total\":%" PRIu64
 		",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"connect_fail\":%" PRIu64
 		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
-		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64 "}",
+		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
+		",\"max_connections\":%u,\"full\":%" PRIu64 "}",
 		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
 		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx)
 			? "true"
@@ -115,7 +116,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		snap && idx < snap->n_backends ? hashlb_table_share(snap->table, idx) : 0.0,
 		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
 		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
-		b->health.flaps);
+		b->health.flaps, atomic_load(&b->rt->max_conns), c.full);
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)

@@ -22,6 +22,8 @@ enum bfield {
 	B_RETRIES,
 	B_SPLICES,
 	B_BYTES_SPLICED,
+	B_FULL,
+	B_MAX_CONNS,
 	B_UP,
 	B_HEALTHY,
 	B_WEIGHT,
@@ -54,6 +56,10 @@ static const struct {
 			"Directions of connections that moved to splice (bulk streams)." },
 	[B_BYTES_SPLICED] = { "hashlb_backend_spliced_bytes_total", "counter",
 			      "Bytes (of sent and received) forwarded by splice, not copied." },
+	[B_FULL] = { "hashlb_backend_full_total", "counter",
+		     "Clients passed to their next backend: this one was at max_connections." },
+	[B_MAX_CONNS] = { "hashlb_backend_max_connections", "gauge",
+			  "The backend's max_connections; 0 = unlimited." },
 	[B_UP] = { "hashlb_backend_up", "gauge",
 		   "1 if the backend takes new clients (ready and healthy)." },
 	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
@@ -109,6 +115,10 @@ static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_
 		return (double)c->splices;
 	case B_BYTES_SPLICED:
 		return (double)c->bytes_spliced;
+	case B_FULL:
+		return (double)c->full;
+	case B_MAX_CONNS:
+		return atomic_load(&b->rt->max_conns);
 	case B_UP:
 		return hlb_pool_backend_up(b);
 	case B_HEALTHY:

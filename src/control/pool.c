@@ -645,6 +645,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				b->rt->weight = nb->weight;
 				full = true;
 			}
+			/* applies to new connections at once; none is closed */
+			atomic_store(&b->rt->max_conns, nb->max_connections);
 			if (nb->admin != b->cfg_admin) {
 				b->cfg_admin = nb->admin;
 				hlb_pool_set_admin(b, nb->admin);

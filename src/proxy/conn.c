@@ -225,6 +225,8 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 	if (c->be) {
 		if (c->established)
 			atomic_fetch_sub_explicit(&c->be->active, 1, memory_order_relaxed);
+		if (c->claimed)
+			hlb_backend_unclaim(c->be);
 		hlb_backend_unref(c->be);
 	}
 	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
@@ -432,6 +434,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	struct io_uring_sqe *sqe;
 	struct hlb_backend *be;
 	int fd, one = 1;
+	uint32_t cap;
 
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
@@ -443,12 +446,19 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		if (c->attempt >= n)
 			return false;
 		be = snap->backends[prefs[c->attempt]];
-		if (be != failed)
-			break;
+		if (be != failed) {
+			/* a backend at its max_connections: as if it refused */
+			cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
+			if (!cap || hlb_backend_claim(be, cap))
+				break;
+			hlb_stat_add(&be->wstats[w->id].full, 1);
+		}
 		c->attempt++;
 	}
 	fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0) {
+		if (cap)
+			hlb_backend_unclaim(be);
 		if ((errno == EMFILE || errno == ENFILE) &&
 		    w->now_ms - w->last_fd_limit_log > 10000) {
 			w->last_fd_limit_log = w->now_ms;
@@ -461,6 +471,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (snap->keepalive.enabled)
 		sock_keepalive(fd, &snap->keepalive);
 	c->be = hlb_backend_ref(be);
+	c->claimed = cap != 0;
 	c->fd[1] = fd;
 	c->timed_out = false;
 	c->ts.tv_sec = snap->connect_timeout_ms / 1000;
@@ -772,6 +783,9 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;
+	if (c->claimed)
+		hlb_backend_unclaim(failed);
+	c->claimed = false;
 	c->be = NULL;
 	snap = hlb_service_snapshot(c->svc);
 	c->attempt++;

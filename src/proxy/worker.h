@@ -100,6 +100,7 @@ struct conn {
 	uint8_t attempt; /* index in the preference list */
 	bool timed_out : 1; /* the connect timeout fired */
 	bool established : 1; /* counted in the backend's established */
+	bool claimed : 1; /* holds one of c->be's max_connections (hlb_backend_claim()) */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */

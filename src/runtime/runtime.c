@@ -36,6 +36,8 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	atomic_init(&b->healthy, true);
 	atomic_init(&b->consecutive_fail, 0);
 	atomic_init(&b->active, 0);
+	atomic_init(&b->max_conns, cfg->max_connections);
+	atomic_init(&b->claimed, 0);
 	atomic_init(&b->admit, 65536);
 	atomic_init(&b->evict, false);
 	*ret_backend = b;
@@ -83,6 +85,7 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 		c.retries += atomic_load_explicit(&w->retries, memory_order_relaxed);
 		c.splices += atomic_load_explicit(&w->splices, memory_order_relaxed);
 		c.bytes_spliced += atomic_load_explicit(&w->bytes_spliced, memory_order_relaxed);
+		c.full += atomic_load_explicit(&w->full, memory_order_relaxed);
 	}
 	*ret = c;
 }

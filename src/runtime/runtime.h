@@ -109,6 +109,7 @@ struct hlb_backend_wstats {
 	_Atomic uint64_t retries; /* connects that moved on from this backend to the next */
 	_Atomic uint64_t splices; /* directions switched to splice (kernel-to-kernel) */
 	_Atomic uint64_t bytes_spliced; /* of bytes_in + bytes_out, those moved by splice */
+	_Atomic uint64_t full; /* clients passed to their next backend: at max_connections */
 } __attribute__((aligned(64)));
 
 /* Summed counters of one backend, as read by the control plane. */
@@ -122,6 +123,7 @@ struct hlb_backend_counters {
 	uint64_t retries;
 	uint64_t splices;
 	uint64_t bytes_spliced;
+	uint64_t full;
 };
 
 struct hlb_backend {
@@ -136,6 +138,11 @@ struct hlb_backend {
 	atomic_bool healthy; /* last verdict of the health checker; starts true */
 	atomic_uint consecutive_fail; /* passive health, see above */
 	atomic_uint_fast64_t active; /* established connections open now (shared) */
+	/* max_connections: 0 = none; else connections connecting or open, each
+	 * claimed before its connect (hlb_backend_claim()) so that no two
+	 * workers overshoot the cap between them */
+	atomic_uint max_conns;
+	atomic_uint_fast64_t claimed;
 	/* Slow start: new clients admitted per 65536 of those whose first
 	 * choice it is (src/control/balance.h); 65536 = all, the default. */
 	atomic_uint admit;
@@ -152,6 +159,24 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 		    struct hlb_backend **ret_backend);
 struct hlb_backend *hlb_backend_ref(struct hlb_backend *b);
 void hlb_backend_unref(struct hlb_backend *b); /* accepts NULL; any thread */
+/*
+ * Take one of <b>'s max_connections for a connection about to connect:
+ * false if they are all taken. Every claim is given back once with
+ * hlb_backend_unclaim(), when that connect fails or the connection ends.
+ */
+static inline bool hlb_backend_claim(struct hlb_backend *b, uint32_t max)
+{
+	if (atomic_fetch_add_explicit(&b->claimed, 1, memory_order_relaxed) < max)
+		return true;
+	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
+	return false;
+}
+
+static inline void hlb_backend_unclaim(struct hlb_backend *b)
+{
+	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
+}
+
 /* Whether the backend takes new clients: admin ready and healthy. */
 bool hlb_backend_usable(const struct hlb_backend *b);
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret);

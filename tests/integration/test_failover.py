@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """hashlb run routes by the table: every client reaches the backend `hashlb lookup -c` names,
 keeps it across reconnects, moves to the next backend of its preference list when its own
-refuses, and is closed promptly (no hang) when every backend is down."""
+refuses or is at its max_connections, and is closed promptly (no hang) when every backend is
+down or full."""
 import time
 from collections import Counter
 
 from lbtest import (Backend, Hashlb, check, client_ip, config, connect, dead_port, lookup,
-                    run_tests, who)
+                    read_line, run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -152,5 +153,68 @@ def unresponsive_backend_times_out():
     black.close()
 
 
+def backend_max_connections():
+    """A backend at its max_connections is passed over like one that refuses: a client whose
+    first choice it is reaches the second backend of its list, and comes back once a connection
+    has closed; counted (hashlb_backend_full_total, the admin API); a reload changes the cap at
+    once. A service whose every backend is full closes the client (counted as no backend)."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    limited = [("a", BACKENDS[0][1], "max_connections: 2")] + BACKENDS[1:]
+    lb = Lb(ctl_config(limited, health="enabled: false"))
+    clients = [client_ip(i) for i in range(300)]
+    prefs = lookup(lb.path, clients)
+    firsts = [c for c in clients if prefs[c][0] == "a"][:4]
+    held = []
+    for c in firsts[:2]:
+        s = connect(lb.addr, c)
+        check(read_line(s) == "a", f"{c}: its first choice a, within the cap")
+        held.append(s)
+    c3, c4 = firsts[2], firsts[3]
+    check(who(lb.addr, c3) == prefs[c3][1],
+          f"a holds 2 of 2: {c3} reaches its second choice {prefs[c3][1]}")
+    a = lb.backend("a")
+    check(a["max_connections"] == 2 and a["full"] == 1 and
+          metric_sum(lb, "hashlb_backend_full_total") == 1,
+          f"counted: admin {a['max_connections']}/{a['full']}")
+    held.pop().close()
+    check(lb.wait(lambda: lb.backend("a")["active"] == 1), "one of a's connections closed")
+    check(who(lb.addr, c4) == "a", f"{c4}: a has room again")
+    lb.rewrite(ctl_config([("a", BACKENDS[0][1], "max_connections: 0")] + BACKENDS[1:],
+                          health="enabled: false"))
+    rc, so, se = lb.ctl("reload")
+    extra = [connect(lb.addr, c) for c in firsts[2:4]]
+    check(rc == 0 and all(read_line(s) == "a" for s in extra),
+          f"reload to max_connections 0 (no cap): a takes 3 at once: {se}")
+    for s in held + extra:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+    # a refused connect gives its claim back: three clients of a refusing, capped backend each
+    # try it (and go on to the next), none finds it full
+    lb = Lb(ctl_config([("a", f"127.0.0.1:{dead_port()}", "max_connections: 1")] + BACKENDS[1:],
+                       health="enabled: false"))
+    served = [who(lb.addr, c) for c in firsts[:3]]
+    a = lb.backend("a")
+    check(served == [prefs[c][1] for c in firsts[:3]] and a["connect_fail"] == 3 and
+          a["full"] == 0, f"refused, not full: {served}, fails {a['connect_fail']}, "
+          f"full {a['full']}")
+    check(lb.stop() == 0, "exit 0")
+
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false"))
+    s = connect(lb.addr, client_ip(1))
+    check(read_line(s) == "a", "the only backend, within its cap")
+    t0 = time.time()
+    check(who(lb.addr, client_ip(2)) == "", "every backend full: the client is closed")
+    check(time.time() - t0 < 5 and lb.wait(
+        lambda: metric_sum(lb, "hashlb_service_no_backend_total") == 1),
+          "at once, and counted as no backend")
+    s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
-           all_backends_down, unresponsive_backend_times_out])
+           all_backends_down, unresponsive_backend_times_out,
+           backend_max_connections])

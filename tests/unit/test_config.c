@@ -437,6 +437,20 @@ static void test_accept_proxy(void **state)
 		     "'accept_proxy' needs steering: userspace");
 }
 
+/* A backend's max_connections: default 0 (no cap), up to 2^24. */
+static void test_backend_max_connections(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_int_equal(c->services[0].backends[0].max_connections, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "        max_connections: 500\n");
+	assert_int_equal(c->services[0].backends[0].max_connections, 500);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "        max_connections: 16777217\n", 7, 26, "'max_connections'");
+	expect_error(MINIMAL "        max_connections: many\n", 7, 26, "'max_connections'");
+}
+
 /* keepalive: a boolean or a mapping (which turns it on), whole seconds, kernel ranges. */
 static void test_keepalive(void **state)
 {
@@ -987,6 +1001,7 @@ int main(void)
 		cmocka_unit_test(test_accept_proxy),
 		cmocka_unit_test(test_accept_proxy_from),
 		cmocka_unit_test(test_keepalive),
+		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
