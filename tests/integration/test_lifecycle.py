@@ -185,7 +185,9 @@ def systemd_notify():
     check(msg.get("READY") == "1" and pid == lb.proc.pid and
           msg.get("MAINPID") == str(lb.proc.pid),
           f"READY=1 from hashlb's pid {lb.proc.pid}: {msg} from {pid}")
-    check(lb.addrs and who(lb.addr) in ("a", "b", "c"), "serving when it says ready")
+    # its "listening" line came before READY=1; our reader of its log may lag behind
+    check(lb.wait_log("msg=listening") and who(lb.addr) in ("a", "b", "c"),
+          "serving when it says ready")
     check("listening on 1 address" in msg.get("STATUS", ""), f"a status line: {msg}")
     lb.proc.send_signal(signal.SIGHUP)
     msg, _ = ns.next()
