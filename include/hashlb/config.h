@@ -64,6 +64,11 @@ struct hashlb_health_cfg {
 	uint32_t timeout_ms; /* default 1000, or interval_ms if that is shorter */
 	uint32_t rise; /* default 2 */
 	uint32_t fall; /* default 3 */
+	/* A check's exchange once connected: <send> is written (if set), then
+	 * the reply must start with <expect> (if set) within the timeout.
+	 * Bytes, possibly with NULs: lengths count. NULL = none (connect only). */
+	char *send, *expect;
+	uint32_t send_len, expect_len;
 };
 
 /* TCP keepalive on both sockets of every connection (client and backend). */

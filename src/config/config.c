@@ -43,7 +43,9 @@
 #define MAX_CONNECTIONS_MAX (1u << 24)
 #define KEEPALIVE_SECS_MAX 32767u /* the kernel's MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL */
 #define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
-#define PREFIXES_MAX 4096u /* accept_proxy_from: scanned per connection */
+#define PREFIXES_MAX 4096u
+#define CHECK_PAYLOAD_MAX \
+	1024u /* health send/expect: one segment, no partial writes */ /* accept_proxy_from: scanned per connection */
 #define CONNECT_RETRIES_MAX 32u
 #define BALANCE_FACTOR_MAX 100.0
 #define SERVICE_NAME_MAX 64u
@@ -185,7 +187,9 @@ static const char *const service_keys[] = {
 };
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
-static const char *const health_keys[] = { "enabled", "interval", "timeout", "rise", "fall", NULL };
+static const char *const health_keys[] = {
+	"enabled", "interval", "timeout", "rise", "fall", "send", "expect", NULL,
+};
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
 	"name", "address", "weight", "state", "max_connections", NULL,
@@ -317,6 +321,29 @@ static int get_string(struct loader *ld, const struct ynode *v, const char *key,
 	if (!s)
 		return nomem(ld);
 	*ret = s;
+	return 0;
+}
+
+/*
+ * A non-empty string of at most <max> bytes, NULs allowed ("\0" in a
+ * double-quoted YAML string): a payload, kept with its length.
+ */
+static int get_bytes(struct loader *ld, const struct ynode *v, const char *key, uint32_t max,
+		     char **ret, uint32_t *ret_len)
+{
+	char *s;
+	int r = want_scalar(ld, v, key, "a string (in double quotes for escapes: \"PING\\r\\n\")");
+
+	if (r < 0)
+		return r;
+	if (v->len == 0 || v->len > max)
+		return fail(ld, v, "'%s' must be 1..%u bytes, found %zu", key, max, v->len);
+	s = malloc(v->len);
+	if (!s)
+		return nomem(ld);
+	memcpy(s, v->text, v->len);
+	*ret = s;
+	*ret_len = (uint32_t)v->len;
 	return 0;
 }
 
@@ -689,6 +716,12 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 		return r;
 	if ((v = map_get(m, "fall")) &&
 	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
+		return r;
+	if ((v = map_get(m, "send")) &&
+	    (r = get_bytes(ld, v, "send", CHECK_PAYLOAD_MAX, &h->send, &h->send_len)) < 0)
+		return r;
+	if ((v = map_get(m, "expect")) &&
+	    (r = get_bytes(ld, v, "expect", CHECK_PAYLOAD_MAX, &h->expect, &h->expect_len)) < 0)
 		return r;
 	/* A short interval alone shortens the default timeout with it, rather
 	 * than failing on a key the operator did not write. */
@@ -1445,6 +1478,8 @@ void hashlb_config_free(struct hashlb_config *c)
 		free(s->listen);
 		free(s->steer_interface);
 		free(s->proxy_from);
+		free(s->health.send);
+		free(s->health.expect);
 	}
 	free(c->services);
 	free(c->admin);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -29,8 +30,34 @@ uint64_t hlb_check_phase(uint32_t interval_ms, uint32_t i, uint32_t n, uint64_t 
 	return interval_ms ? (base + salt % interval_ms) % interval_ms : 0;
 }
 
+int hlb_check_set_payload(struct hlb_check *c, const void *send, uint32_t send_len,
+			  const void *expect, uint32_t expect_len)
+{
+	uint8_t *s = NULL, *e = NULL;
+
+	if (send_len && !(s = malloc(send_len)))
+		return -ENOMEM;
+	if (expect_len && !(e = malloc(expect_len))) {
+		free(s);
+		return -ENOMEM;
+	}
+	if (s)
+		memcpy(s, send, send_len);
+	if (e)
+		memcpy(e, expect, expect_len);
+	free(c->send);
+	free(c->expect);
+	c->send = s;
+	c->send_len = send_len;
+	c->expect = e;
+	c->expect_len = expect_len;
+	return 0;
+}
+
 static void check_close(struct hlb_check *c)
 {
+	c->connected = false;
+	c->got = 0;
 	if (c->io.fd < 0)
 		return;
 	hlb_loop_del(c->loop, &c->io);
@@ -53,18 +80,45 @@ static void check_next(struct hlb_check *c)
 static void check_finish(struct hlb_check *c, bool ok)
 {
 	uint64_t lat = hlb_now_ns() - c->started_ns;
-	uint8_t hdr[HLB_PROXY_HDR_MAX];
-	int n;
 
-	/* The connect alone decides; the header is a courtesy to the backend
-	 * (into an empty socket buffer: a failed send changes nothing). */
-	if (ok && c->proxy) {
-		n = hlb_proxy_local_header(c->proxy, hdr);
-		if (n > 0)
-			(void)send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
 	check_next(c);
 	c->done(c->arg, ok, lat);
+}
+
+/*
+ * Connected: the PROXY header (a courtesy to the backend when it is all
+ * the check sends), then the payload. Both go into an empty socket buffer
+ * (at most HLB_PROXY_HDR_MAX + 1 KiB): a short write is a failure.
+ */
+static bool check_send(struct hlb_check *c)
+{
+	uint8_t hdr[HLB_PROXY_HDR_MAX];
+	int n = c->proxy ? hlb_proxy_local_header(c->proxy, hdr) : 0;
+
+	if (n > 0 && send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n &&
+	    c->send_len + c->expect_len)
+		return false;
+	return !c->send_len || send(c->io.fd, c->send, c->send_len, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+				       (ssize_t)c->send_len;
+}
+
+/* The reply so far: 1 when it holds all of <expect>, 0 for more, -1 if it differs or ended. */
+static int check_read(struct hlb_check *c)
+{
+	uint8_t buf[1024];
+	ssize_t n;
+
+	while (c->got < c->expect_len) {
+		size_t want = c->expect_len - c->got;
+
+		n = recv(c->io.fd, buf, want < sizeof(buf) ? want : sizeof(buf), MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (n == 0 || memcmp(buf, c->expect + c->got, (size_t)n) != 0)
+			return -1;
+		c->got += (uint32_t)n;
+	}
+	return 1;
 }
 
 /*
@@ -78,17 +132,44 @@ static bool local_error(int e)
 	       e == EAGAIN;
 }
 
+/* The connect succeeded: send, then wait for the reply if one is expected. */
+static void check_connected(struct hlb_check *c)
+{
+	c->connected = true;
+	if (!check_send(c)) {
+		check_finish(c, false);
+		return;
+	}
+	if (!c->expect_len) {
+		check_finish(c, true);
+		return;
+	}
+	if (hlb_loop_mod(c->loop, &c->io, EPOLLIN | EPOLLRDHUP) < 0)
+		check_finish(c, false);
+	/* else check_io() reads; the timer armed at the start still bounds it */
+}
+
 static void check_io(void *arg, uint32_t events)
 {
 	struct hlb_check *c = arg;
-	int err = 0;
+	int err = 0, r;
 	socklen_t len = sizeof(err);
 
+	if (c->connected) {
+		r = check_read(c);
+		if (r != 0)
+			check_finish(c, r > 0);
+		return;
+	}
 	if (getsockopt(c->io.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
 	if (!err && (events & (EPOLLERR | EPOLLHUP)))
 		err = ECONNREFUSED;
-	check_finish(c, err == 0);
+	if (err) {
+		check_finish(c, false);
+		return;
+	}
+	check_connected(c);
 }
 
 static void check_begin(struct hlb_check *c)
@@ -108,7 +189,13 @@ static void check_begin(struct hlb_check *c)
 	c->io.fn = check_io;
 	c->io.arg = c;
 	if (connect(fd, (struct sockaddr *)&c->addr, c->addr_len) == 0) {
-		check_finish(c, true);
+		/* at once (loopback); the reply, if awaited, needs the loop */
+		if (c->expect_len && hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {
+			check_next(c);
+			return;
+		}
+		hlb_timer_arm(c->loop, &c->timer, c->started_ns / 1000000 + c->timeout_ms);
+		check_connected(c);
 		return;
 	}
 	if (errno != EINPROGRESS) {
@@ -145,6 +232,10 @@ int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms)
 
 void hlb_check_stop(struct hlb_check *c)
 {
+	free(c->send);
+	free(c->expect);
+	c->send = c->expect = NULL;
+	c->send_len = c->expect_len = 0;
 	if (!c->loop)
 		return;
 	hlb_timer_cancel(c->loop, &c->timer);

@@ -2,11 +2,15 @@
 /*
  * Active health checks: one non-blocking TCP connect per backend and
  * interval, driven by the control loop (no thread per check). A check passes
- * when the connect completes within the timeout; it is closed at once (no
- * payload but, for a service that sends backends the PROXY protocol, the
- * protocol's header for a connection of the proxy's own, so that a backend
- * which requires the header does not log every check as a broken one). Checks keep a fixed cadence from their first due time, so a pool
- * whose first checks are spread over the interval stays spread.
+ * when the connect completes within the timeout, and, if the check has a
+ * payload (hlb_check_set_payload()), when its <send> bytes are written and
+ * the reply starts with its <expect> bytes, all within the timeout (as
+ * HAProxy's tcp-check send/expect: "PING\r\n" and "+PONG" for Redis, a
+ * banner "220 " for SMTP). For a service that sends backends the PROXY
+ * protocol, the protocol's header for a connection of the proxy's own goes
+ * first, so that a backend which requires it does not log every check as a
+ * broken one. Checks keep a fixed cadence from their first due time, so a
+ * pool whose first checks are spread over the interval stays spread.
  */
 #ifndef HLB_CONTROL_CHECK_H
 #define HLB_CONTROL_CHECK_H
@@ -29,6 +33,10 @@ struct hlb_check {
 	void *arg;
 	uint8_t proxy; /* enum hashlb_proxy_protocol: the header each check sends; 0 = none */
 	/* private */
+	uint8_t *send, *expect; /* owned copies; NULL = none */
+	uint32_t send_len, expect_len;
+	uint32_t got; /* bytes of <expect> matched so far */
+	bool connected; /* the check in flight is past its connect */
 	struct hlb_loop *loop;
 	struct hlb_timer timer;
 	struct hlb_io io; /* fd of the check in flight, -1 if none */
@@ -39,9 +47,15 @@ struct hlb_check {
 /* Fill <c>; nothing runs until hlb_check_start(). */
 void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t addr_len,
 		    uint32_t interval_ms, uint32_t timeout_ms, hlb_check_done_fn done, void *arg);
+/*
+ * The exchange each check makes once connected (either may be NULL / 0).
+ * The bytes are copied. Returns 0 or -ENOMEM. Freed by hlb_check_stop().
+ */
+int hlb_check_set_payload(struct hlb_check *c, const void *send, uint32_t send_len,
+			  const void *expect, uint32_t expect_len);
 /* First check at <first_ms>, then every interval. Returns 0 or -errno. */
 int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms);
-/* Cancel the timer and close a check in flight (no result reported). */
+/* Cancel the timer, close a check in flight (no result reported), free the payload. */
 void hlb_check_stop(struct hlb_check *c);
 static inline bool hlb_check_running(const struct hlb_check *c)
 {

@@ -111,6 +111,8 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
 	b->check.proxy = (uint8_t)b->svc->cfg->proxy_protocol;
+	/* out of memory: a connect-only check rather than none */
+	(void)hlb_check_set_payload(&b->check, h->send, h->send_len, h->expect, h->expect_len);
 	hlb_check_start(&b->check, b->svc->pool->loop, first_ms);
 }
 
@@ -579,7 +581,10 @@ static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
 static bool health_cfg_equal(const struct hashlb_health_cfg *a, const struct hashlb_health_cfg *b)
 {
 	return a->enabled == b->enabled && a->interval_ms == b->interval_ms &&
-	       a->timeout_ms == b->timeout_ms && a->rise == b->rise && a->fall == b->fall;
+	       a->timeout_ms == b->timeout_ms && a->rise == b->rise && a->fall == b->fall &&
+	       a->send_len == b->send_len && a->expect_len == b->expect_len &&
+	       (!a->send_len || memcmp(a->send, b->send, a->send_len) == 0) &&
+	       (!a->expect_len || memcmp(a->expect, b->expect, a->expect_len) == 0);
 }
 
 static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)

@@ -2,13 +2,14 @@
 """Health checks with real processes: a killed backend is marked down within fall x interval
 and back up after rise x interval once restarted; only its clients move meanwhile (lookup and
 real connections); connect failures seen by the forwarder count toward fall; a backend that
-flaps every 200 ms does not rebuild the table per flap; slow start ramps a new backend."""
+flaps every 200 ms does not rebuild the table per flap; slow start ramps a new backend; a check
+with a payload (send/expect) takes down a backend that accepts but answers wrongly or not at
+all."""
 import socket
-import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import Backend, check, client_ip, lookup, run_tests, who
+from lbtest import Backend, check, client_ip, lookup, run_tests, serve_each, who
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
@@ -146,5 +147,73 @@ def slow_start_ramps():
         b.stop()
 
 
+class App:
+    """A server whose answer to each connection is set by .mode: "pong" answers b"+PONG" to a
+    line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
+    first. .got holds the bytes of the last connection that sent any."""
+
+    def __init__(self, name):
+        self.name, self.mode, self.got = name, "pong", b""
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        serve_each(self.srv, self._one)
+
+    def _one(self, c):
+        mode = self.mode
+        with c:
+            c.settimeout(2)
+            try:
+                if mode == "banner":
+                    c.sendall(b"220 ready\r\n")
+                got = b""
+                while not got.endswith(b"PING\r\n"):
+                    d = c.recv(1024)
+                    if not d:
+                        break
+                    got += d
+                if got:
+                    self.got = got
+                if mode in ("pong", "err") and got:
+                    c.sendall(b"+PONG\r\n" if mode == "pong" else b"-ERR\r\n")
+                    c.recv(1)
+            except OSError:
+                pass
+
+
+def payload_checks():
+    """health send "PING\\r\\n" / expect "+PONG": a backend that accepts connections but
+    answers -ERR, or nothing, is taken down; answering +PONG again brings it back. The PROXY
+    protocol's LOCAL header goes before the payload. A reload to a banner check (expect only,
+    nothing sent) applies at once."""
+    x, y = App("x"), App("y")
+    payload = 'send: "PING\\r\\n"\nexpect: "+PONG"'
+    health = f"interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3\n{payload}"
+    lb = Lb(config([("x", x.addr), ("y", y.addr)], health=health, extra="proxy_protocol: v1"))
+    up = lambda n: lb.backend(n)["in_table"]  # noqa: E731
+    check(lb.wait(lambda: up("x") and up("y")), "both answer +PONG: up")
+    check(lb.wait(lambda: x.got == b"PROXY UNKNOWN\r\nPING\r\n"),
+          f"the backend got the PROXY header, then the payload: {x.got!r}")
+    for mode in ("err", "mute"):
+        x.mode = "pong"
+        check(lb.wait(lambda: up("x")), f"x up before {mode}")
+        x.mode = mode
+        t = lb.wait(lambda: not up("x"), timeout=10, step=0.01)
+        check(t is not None, f"x answers {mode}: down, though it accepts connections")
+        check(up("y"), "y stays up")
+    x.mode = "pong"
+    check(lb.wait(lambda: up("x")), "x answers +PONG again: back up")
+    check(lb.backend("x")["checks_failed"] > 0 and lb.backend("y")["checks_failed"] == 0,
+          "failed checks counted for x only")
+
+    x.mode, y.mode = "banner", "mute"
+    lb.rewrite(config([("x", x.addr), ("y", y.addr)],
+                      health='interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3\nexpect: "220 "'))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to a banner check: {se}")
+    check(lb.wait(lambda: up("x") and not up("y")),
+          "x greets with 220: up; y says nothing: down")
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([killed_backend_down_then_up, passive_failures_count_toward_fall,
-           flapping_does_not_rebuild_per_flap, slow_start_ramps])
+           flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks])

@@ -437,6 +437,25 @@ static void test_accept_proxy(void **state)
 		     "'accept_proxy' needs steering: userspace");
 }
 
+/* health send/expect: bytes (escapes, NULs) with their lengths; 1..1024 each. */
+static void test_health_payload(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_null(c->services[0].health.send);
+	assert_null(c->services[0].health.expect);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {send: \"PING\\r\\n\\0x\", expect: +PONG}\n");
+	assert_int_equal(c->services[0].health.send_len, 8);
+	assert_memory_equal(c->services[0].health.send, "PING\r\n\0x", 8);
+	assert_int_equal(c->services[0].health.expect_len, 5);
+	assert_memory_equal(c->services[0].health.expect, "+PONG", 5);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    health: {expect: \"\"}\n", 7, 22,
+		     "'expect' must be 1..1024 bytes");
+	expect_error(MINIMAL "    health: {send: [a]}\n", 7, 20, "'send' must be a string");
+}
+
 /* A backend's max_connections: default 0 (no cap), up to 2^24. */
 static void test_backend_max_connections(void **state)
 {
@@ -1002,6 +1021,7 @@ int main(void)
 		cmocka_unit_test(test_accept_proxy_from),
 		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_backend_max_connections),
+		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),

@@ -62,7 +62,9 @@ static struct hashlb_config *config_new(enum hashlb_scheme scheme, uint32_t n)
 		s->table.maglev_m = 4099;
 	s->table.seed = 42;
 	s->drain_timeout_ms = 30000;
-	s->health = (struct hashlb_health_cfg){ false, 2000, 1000, 2, 3 };
+	s->health = (struct hashlb_health_cfg){
+		.enabled = false, .interval_ms = 2000, .timeout_ms = 1000, .rise = 2, .fall = 3
+	};
 	s->backends = calloc(n, sizeof(*s->backends));
 	s->n_backends = n;
 	for (uint32_t i = 0; i < n; i++) {
