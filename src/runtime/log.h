@@ -9,7 +9,9 @@
 #ifndef HASHLB_RUNTIME_LOG_H
 #define HASHLB_RUNTIME_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum hlb_log_level { HLB_LOG_DEBUG = 0, HLB_LOG_INFO, HLB_LOG_WARN, HLB_LOG_ERROR, HLB_LOG_MAX };
 
@@ -27,5 +29,52 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 
 /* <s> as a logfmt value: as is if safe, else double-quoted and escaped. */
 const char *hlb_log_quote(const char *s, char *buf, size_t size);
+
+/*
+ * A thread's buffered log, for lines the data plane writes (one per
+ * connection with log_connections): appending never writes and never
+ * blocks; hlb_logbuf_flush(), once per event-loop turn, writes whole lines
+ * in write()s of at most PIPE_BUF bytes that end at a line's end, so on a
+ * pipe no line interleaves with another thread's. On a pipe or a socket it
+ * never waits (RWF_NOWAIT): what the reader has not taken stays buffered for
+ * the next flush. On a file or a terminal it writes plainly (they take the
+ * bytes without waiting for a reader). A line that finds the buffer full is
+ * dropped and counted (hlb_log_dropped()). One thread per buffer.
+ */
+#define HLB_LOG_LINE_MAX 1024 /* longer lines are cut */
+
+struct hlb_logbuf {
+	char *buf;
+	size_t size;
+	size_t head, tail; /* lines not yet written: [head, tail) */
+	int fd;
+	bool nowait; /* fd is a pipe or a socket: RWF_NOWAIT */
+	long long ts_sec; /* the second <ts> shows */
+	char ts[24]; /* "2026-11-30T17:00:00" */
+};
+
+/* <lb> of <size> bytes (at least 2 lines) writing to <fd> (borrowed). 0 or -ENOMEM, -EINVAL. */
+int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size);
+/* Lines still buffered are counted as dropped. Accepts a zeroed <lb>. */
+void hlb_logbuf_free(struct hlb_logbuf *lb);
+/* A line as hlb_log() writes it, appended; dropped and counted if it does not fit. */
+void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const char *msg,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/*
+ * Write what is buffered without blocking (see above). Returns the bytes
+ * still buffered (the reader is slow: try again later). A write error other
+ * than EAGAIN drops what is buffered, counted.
+ */
+size_t hlb_logbuf_flush(struct hlb_logbuf *lb);
+/* hlb_logbuf_flush() until empty, waiting up to <timeout_ms> for the reader (exit). */
+size_t hlb_logbuf_flush_wait(struct hlb_logbuf *lb, int timeout_ms);
+
+static inline bool hlb_logbuf_pending(const struct hlb_logbuf *lb)
+{
+	return lb->head != lb->tail;
+}
+
+/* Lines dropped by every hlb_logbuf of the process (buffer full, write error). */
+uint64_t hlb_log_dropped(void);
 
 #endif

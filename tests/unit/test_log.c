@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The data plane's buffered log: lines come out whole and in order, in
+ * writes of at most PIPE_BUF that end at a line's end; a reader that does
+ * not read never blocks the writer (the lines wait for the next flush); a
+ * full buffer or a broken output drops lines and counts them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+
+/* Read everything <fd> holds now (non-blocking) into <buf>. */
+static size_t drain(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	while (got < size && (n = read(fd, buf + got, size - got)) > 0)
+		got += n;
+	return got;
+}
+
+/* Lines "ts=... level=info msg=connection i=<k> pad=..." for k in [from, to), checked in order. */
+static void check_lines(const char *p, size_t len, int from, int to)
+{
+	const char *end = p + len;
+
+	for (int k = from; k < to; k++) {
+		const char *nl = memchr(p, '\n', end - p);
+		char want[32];
+
+		assert_non_null(nl);
+		assert_memory_equal(p, "ts=", 3);
+		assert_non_null(strstr(p, " level=info msg=connection "));
+		snprintf(want, sizeof(want), " i=%d ", k);
+		assert_true(memmem(p, nl - p, want, strlen(want)) != NULL);
+		p = nl + 1;
+	}
+	assert_ptr_equal(p, end);
+}
+
+static void put_lines(struct hlb_logbuf *lb, int from, int to, int pad)
+{
+	for (int k = from; k < to; k++)
+		hlb_logbuf_printf(lb, HLB_LOG_INFO, "connection", "i=%d pad=%0*d", k, pad, 0);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	fail_msg("a flush blocked on a reader that does not read");
+}
+
+/* Each write(): at most PIPE_BUF bytes, whole lines, all lines in order. */
+static void test_writes_are_whole_lines(void **state)
+{
+	static char got[256 * 1024];
+	struct hlb_logbuf lb;
+	size_t total = 0;
+	ssize_t n;
+	int sv[2];
+
+	/* SOCK_SEQPACKET keeps each write() a record of its own. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(hlb_logbuf_init(&lb, sv[0], 64 * 1024), 0);
+	put_lines(&lb, 0, 150, 300);
+	assert_true(hlb_logbuf_pending(&lb));
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	assert_false(hlb_logbuf_pending(&lb));
+	fcntl(sv[1], F_SETFL, O_NONBLOCK);
+	while ((n = recv(sv[1], got + total, sizeof(got) - total, 0)) > 0) {
+		assert_true(n <= PIPE_BUF);
+		assert_int_equal(got[total + n - 1], '\n');
+		total += n;
+	}
+	check_lines(got, total, 0, 150);
+	hlb_logbuf_free(&lb);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* A pipe nobody reads: the flush returns at once, keeps the lines, and writes them later. */
+static void test_full_pipe_does_not_block(void **state)
+{
+	static char got[512 * 1024];
+	struct hlb_logbuf lb;
+	char path[64], fill[4096];
+	size_t total;
+	int p[2], w2;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	/* Fill the pipe through a second, non-blocking open of it: the
+	 * buffer's own write end stays blocking, as stderr usually is. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", p[1]);
+	w2 = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	assert_true(w2 >= 0);
+	memset(fill, 'x', sizeof(fill));
+	fill[sizeof(fill) - 1] = '\n';
+	while (write(w2, fill, sizeof(fill)) > 0)
+		;
+	assert_int_equal(errno, EAGAIN);
+
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 256 * 1024), 0);
+	put_lines(&lb, 0, 100, 100);
+	signal(SIGALRM, on_alarm);
+	alarm(10);
+	assert_true(hlb_logbuf_flush(&lb) > 0);
+	alarm(0);
+	assert_true(hlb_logbuf_pending(&lb));
+
+	/* The reader catches up: everything arrives, whole and in order. */
+	total = drain(p[0], got, sizeof(got));
+	assert_true(total > 0 && total % sizeof(fill) == 0);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	total = drain(p[0], got, sizeof(got));
+	check_lines(got, total, 0, 100);
+	hlb_logbuf_free(&lb);
+	close(w2);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A reader that takes a little at a time: lines appended meanwhile queue behind, in order. */
+static void test_partial_flushes_keep_order(void **state)
+{
+	static char got[1024 * 1024];
+	struct hlb_logbuf lb;
+	uint64_t before = hlb_log_dropped();
+	size_t total = 0;
+	int p[2], k = 0;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	/* one page: each flush gets one write of at most PIPE_BUF through */
+	assert_true(fcntl(p[1], F_SETPIPE_SZ, 4096) >= 4096);
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 8 * 1024), 0);
+	for (int round = 0; round < 20; round++) {
+		/* as many lines as fit: the buffer moves what is left to its start */
+		while ((lb.size - lb.tail >= HLB_LOG_LINE_MAX || lb.head) && k < 2000) {
+			put_lines(&lb, k, k + 1, 250);
+			k++;
+		}
+		hlb_logbuf_flush(&lb);
+		total += drain(p[0], got + total, sizeof(got) - total);
+	}
+	for (int i = 0; i < 100 && hlb_logbuf_flush(&lb); i++)
+		total += drain(p[0], got + total, sizeof(got) - total);
+	total += drain(p[0], got + total, sizeof(got) - total);
+	assert_int_equal(hlb_log_dropped(), before);
+	check_lines(got, total, 0, k);
+	hlb_logbuf_free(&lb);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A full buffer drops the line, counts it, and keeps the ones it holds. */
+static void test_full_buffer_drops_and_counts(void **state)
+{
+	static char got[64 * 1024];
+	struct hlb_logbuf lb;
+	uint64_t before = hlb_log_dropped(), dropped;
+	size_t total;
+	int p[2];
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 2 * HLB_LOG_LINE_MAX), 0);
+	/* 100-byte lines: those that leave a line's room fit, the rest drop */
+	put_lines(&lb, 0, 20, 50);
+	dropped = hlb_log_dropped() - before;
+	assert_true(dropped > 0 && dropped < 20);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	total = drain(p[0], got, sizeof(got));
+	check_lines(got, total, 0, 20 - (int)dropped);
+	/* flushed: there is room again */
+	put_lines(&lb, 20, 21, 50);
+	assert_int_equal(hlb_log_dropped() - before, dropped);
+	hlb_logbuf_free(&lb);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A line longer than HLB_LOG_LINE_MAX is cut, and still ends the line. */
+static void test_long_line_is_cut(void **state)
+{
+	char got[4 * HLB_LOG_LINE_MAX];
+	struct hlb_logbuf lb;
+	size_t total;
+	int p[2];
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 8 * HLB_LOG_LINE_MAX), 0);
+	put_lines(&lb, 0, 1, 3000);
+	put_lines(&lb, 1, 2, 10);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	total = drain(p[0], got, sizeof(got));
+	assert_int_equal((char *)memchr(got, '\n', total) - got, HLB_LOG_LINE_MAX - 1);
+	check_lines(got, total, 0, 2);
+	hlb_logbuf_free(&lb);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* An output that is gone (EPIPE): the lines are dropped and counted, not retried forever. */
+static void test_broken_output_drops(void **state)
+{
+	struct hlb_logbuf lb;
+	uint64_t before = hlb_log_dropped();
+	int p[2];
+
+	signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	assert_int_equal(hlb_logbuf_init(&lb, p[1], 64 * 1024), 0);
+	put_lines(&lb, 0, 7, 10);
+	assert_int_equal(hlb_logbuf_flush(&lb), 0);
+	assert_int_equal(hlb_log_dropped(), before + 7);
+	hlb_logbuf_free(&lb);
+	close(p[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_writes_are_whole_lines),
+		cmocka_unit_test(test_full_pipe_does_not_block),
+		cmocka_unit_test(test_partial_flushes_keep_order),
+		cmocka_unit_test(test_full_buffer_drops_and_counts),
+		cmocka_unit_test(test_long_line_is_cut),
+		cmocka_unit_test(test_broken_output_drops),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
