@@ -100,6 +100,7 @@ struct hashlb_service_cfg {
 	struct hashlb_prefix *proxy_from; /* accept_proxy: who may connect; NULL = anyone */
 	uint32_t n_proxy_from;
 	struct hashlb_keepalive_cfg keepalive; /* userspace steering only */
+	bool log_connections; /* one log line per connection when it ends; default false */
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

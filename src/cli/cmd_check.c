@@ -102,6 +102,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       " (a silent peer is dropped after %" PRIu32 "s)\n",
 		       s->keepalive.idle_s, s->keepalive.interval_s, s->keepalive.count,
 		       s->keepalive.idle_s + s->keepalive.interval_s * s->keepalive.count);
+	if (s->log_connections)
+		printf("  log          a line as each connection ends (log_connections)\n");
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,

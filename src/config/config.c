@@ -181,6 +181,7 @@ static const char *const service_keys[] = {
 	"accept_proxy",
 	"accept_proxy_from",
 	"keepalive",
+	"log_connections",
 	"health",
 	"backends",
 	NULL,
@@ -431,6 +432,29 @@ static int get_bool(struct loader *ld, const struct ynode *v, const char *key, b
 		}
 	}
 	return fail(ld, v, "'%s' must be true or false, found '%s'", key, v->text);
+}
+
+/*
+ * Service key <key> of mapping <m>, a boolean into <ret> if present, that
+ * only the userspace forwarder can honour: true with kernel steering is an
+ * error saying <why_not> ("kernel steering <why_not>").
+ */
+static int get_userspace_bool(struct loader *ld, const struct ynode *m,
+			      const struct hashlb_service_cfg *s, const char *key,
+			      const char *why_not, bool *ret)
+{
+	const struct ynode *v = map_get(m, key);
+	int r;
+
+	if (!v)
+		return 0;
+	r = get_bool(ld, v, key, ret);
+	if (r < 0)
+		return r;
+	if (*ret && s->steering == HASHLB_STEERING_KERNEL)
+		return fail(ld, v, "'%s' needs steering: userspace (kernel steering %s)", key,
+			    why_not);
+	return 0;
 }
 
 /* <ms> in the largest unit that writes it exactly, as a config would. */
@@ -985,16 +1009,10 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 				    "'proxy_protocol' needs steering: userspace (kernel steering "
 				    "forwards packets and opens no connection to a backend)");
 	}
-	v = map_get(m, "accept_proxy");
-	if (v) {
-		r = get_bool(ld, v, "accept_proxy", &s->accept_proxy);
-		if (r < 0)
-			return r;
-		if (s->accept_proxy && s->steering == HASHLB_STEERING_KERNEL)
-			return fail(ld, v,
-				    "'accept_proxy' needs steering: userspace (kernel steering "
-				    "does not read the connections it forwards)");
-	}
+	r = get_userspace_bool(ld, m, s, "accept_proxy",
+			       "does not read the connections it forwards", &s->accept_proxy);
+	if (r < 0)
+		return r;
 	v = map_get(m, "accept_proxy_from");
 	if (v) {
 		if (!s->accept_proxy)
@@ -1006,7 +1024,9 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return get_userspace_bool(ld, m, s, "log_connections",
+				  "forwards packets, it sees no connection end",
+				  &s->log_connections);
 }
 
 struct name_ref {

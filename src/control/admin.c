@@ -163,15 +163,17 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_printf(
 			o,
 			",\"scheme\":\"%s\",\"key\":\"%s\",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
-			",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
-			"\",\"rebuilds\":%" PRIu64 ",\"rebuilds_failed\":%" PRIu64
+			",\"log_connections\":%s,\"generation\":%" PRIu64
+			",\"fingerprint\":\"%016" PRIx64 "\",\"rebuilds\":%" PRIu64
+			",\"rebuilds_failed\":%" PRIu64
 			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
 			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
 			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 "},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
-			s->cfg->accept_proxy ? "true" : "false", snap->generation,
+			s->cfg->accept_proxy ? "true" : "false",
+			s->cfg->log_connections ? "true" : "false", snap->generation,
 			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,

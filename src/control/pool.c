@@ -734,7 +734,8 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->keepalive.idle_s == b->keepalive.idle_s &&
 	       a->keepalive.interval_s == b->keepalive.interval_s &&
 	       a->keepalive.count == b->keepalive.count &&
-	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from);
+	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from) &&
+	       a->log_connections == b->log_connections;
 }
 
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)

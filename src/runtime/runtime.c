@@ -103,6 +103,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->proxy_protocol = cfg->proxy_protocol;
 	s->accept_proxy = cfg->accept_proxy;
 	s->keepalive = cfg->keepalive;
+	s->log_connections = cfg->log_connections;
 }
 
 /* The snapshot's own copy of the accept_proxy_from list: 0 or -ENOMEM. */
@@ -242,6 +243,7 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 	s->proxy_protocol = cur->proxy_protocol;
 	s->accept_proxy = cur->accept_proxy;
 	s->keepalive = cur->keepalive;
+	s->log_connections = cur->log_connections;
 	if (snapshot_proxy_from(s, cur->proxy_from, cur->n_proxy_from) < 0) {
 		hlb_snapshot_free(s);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

@@ -211,6 +211,7 @@ struct hlb_snapshot {
 	struct hashlb_keepalive_cfg keepalive; /* TCP keepalive on both sockets */
 	struct hashlb_prefix *proxy_from; /* owned: who may send it; NULL = anyone */
 	uint32_t n_proxy_from;
+	bool log_connections; /* one log line per connection when it ends */
 };
 
 /*

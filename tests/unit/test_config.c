@@ -512,6 +512,31 @@ static void test_keepalive(void **state)
 		     "'keepalive' needs steering: userspace");
 }
 
+/* log_connections: a boolean, default false; only where hashlb sees connections end. */
+static void test_log_connections(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    log_connections: true\n");
+
+	assert_true(c->services[0].log_connections);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    log_connections: off\n");
+	assert_false(c->services[0].log_connections);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL);
+	assert_false(c->services[0].log_connections);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    log_connections: 1\n", 7, 22,
+		     "'log_connections' must be true or false, found '1'");
+	expect_error(MINIMAL "    log_connections: \"true\"\n", 7, 22,
+		     "'log_connections' must be true or false");
+	expect_error(MINIMAL "    log_connections: [true]\n", 7, 22,
+		     "'log_connections' must be true or false, found a list");
+	expect_error(MINIMAL "    steering: kernel\n    log_connections: yes\n", 8, 22,
+		     "'log_connections' needs steering: userspace");
+	expect_error(MINIMAL "    timeouts: {log_connections: true}\n", 7, 16,
+		     "it belongs in a service");
+}
+
 /* accept_proxy_from: who may send a PROXY header; each bad item named at its position. */
 static void test_accept_proxy_from(void **state)
 {
@@ -1022,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
+		cmocka_unit_test(test_log_connections),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),

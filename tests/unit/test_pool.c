@@ -3,7 +3,7 @@
  * The pool: health and admin changes rebuild with only the changed
  * backend's clients moving, bursts coalesce into one build, weights rebuild
  * fully, slow start ramps, bounded load skips a hot backend, and a reload
- * applies the difference.
+ * applies the difference (settings too).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -511,6 +511,34 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 	fixture_teardown(&f);
 }
 
+/* log_connections lives in the snapshot: a reload changing only it publishes; a refresh keeps it. */
+static void test_reload_switches_log_connections(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	uint64_t gen;
+
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	assert_false(hlb_pool_snapshot(f.svc)->log_connections);
+	gen = hlb_pool_snapshot(f.svc)->generation;
+	next = config_new(HASHLB_SCHEME_RING, 3);
+	next->services[0].log_connections = true;
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = next;
+	hlb_pool_flush(f.pool);
+	assert_true(hlb_pool_snapshot(f.svc)->generation > gen);
+	assert_true(hlb_pool_snapshot(f.svc)->log_connections);
+	/* a health change rebuilds from the current snapshot: the setting stays */
+	gen = hlb_pool_snapshot(f.svc)->generation;
+	backend_fail(hlb_pool_backend_find(f.svc, "b1"));
+	hlb_pool_flush(f.pool);
+	assert_true(hlb_pool_snapshot(f.svc)->generation > gen);
+	assert_true(hlb_pool_snapshot(f.svc)->log_connections);
+	fixture_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
 		cmocka_unit_test(test_reload_applies_the_difference),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
+		cmocka_unit_test(test_reload_switches_log_connections),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
