@@ -42,10 +42,13 @@
  * sockets is cancelled and the connection is freed once its last CQE has
  * come back (<inflight> counts them).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +198,72 @@ void conn_wake_starved(struct worker *w)
 	}
 }
 
+static const char *const conn_end_names[CONN_END_MAX] = {
+	[CONN_END_NONE] = "error",
+	[CONN_END_DONE] = "done",
+	[CONN_END_CLIENT_RESET] = "client_reset",
+	[CONN_END_BACKEND_RESET] = "backend_reset",
+	[CONN_END_CLIENT_CLOSED] = "client_closed",
+	[CONN_END_IDLE] = "idle_timeout",
+	[CONN_END_NO_BACKEND] = "no_backend",
+	[CONN_END_CONNECT_FAILED] = "connect_failed",
+	[CONN_END_DRAIN] = "drain_timeout",
+	[CONN_END_BAD_HEADER] = "bad_header",
+	[CONN_END_ERROR] = "error",
+};
+
+/* "a.b.c.d:port" or "[v6]:port" of a canonical tuple's source (see tuple.h). */
+static void format_client(const uint8_t *src, char *buf, size_t size)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	unsigned port = (unsigned)src[16] << 8 | src[17];
+	char host[INET6_ADDRSTRLEN];
+
+	if (memcmp(src, v4mapped, sizeof(v4mapped)) == 0) {
+		inet_ntop(AF_INET, src + 12, host, sizeof(host));
+		snprintf(buf, size, "%s:%u", host, port);
+	} else {
+		inet_ntop(AF_INET6, src, host, sizeof(host));
+		snprintf(buf, size, "[%s]:%u", host, port);
+	}
+}
+
+/*
+ * The connection's line in the log (log_connections): who, where, how
+ * long, how many bytes, why it ended. Into the worker's buffer, written
+ * out before the worker next waits: never blocks.
+ */
+static void conn_log(struct worker *w, struct conn *c)
+{
+	char client[INET6_ADDRSTRLEN + 10] = "-", qs[160], qb[160], err[32] = "";
+	const char *be = "-", *be_addr = "-";
+
+	if (c->client_set) {
+		format_client(c->client, client, sizeof(client));
+	} else {
+		/* not routed (accept_proxy: no header read): the peer itself */
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		struct hashlb_tuple t;
+
+		if (getpeername(c->fd[0], (struct sockaddr *)&peer, &len) == 0 &&
+		    hashlb_tuple_from_sockaddr((struct sockaddr *)&peer, NULL, &t) == 0)
+			format_client((const uint8_t *)&t, client, sizeof(client));
+	}
+	if (c->be && c->established) {
+		be = hlb_log_quote(c->be->name, qb, sizeof(qb));
+		be_addr = c->be->address;
+	}
+	if (c->err && c->end != CONN_END_DONE)
+		snprintf(err, sizeof(err), " err=%s", strerrorname_np(c->err) ?: "unknown");
+	hlb_logbuf_printf(&w->log, HLB_LOG_INFO, "connection",
+			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u "
+			  "duration_ms=%u bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " end=%s%s",
+			  hlb_log_quote(c->svc->name, qs, sizeof(qs)), client, be, be_addr,
+			  c->tries, (uint32_t)w->now_ms - c->start_ms, c->h[0].bytes, c->h[1].bytes,
+			  conn_end_names[c->end], err);
+}
+
 static void conn_maybe_free(struct worker *w, struct conn *c)
 {
 	struct hlb_service *svc = c->svc;
@@ -202,6 +271,8 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 
 	if (c->state != CONN_CLOSING || c->inflight)
 		return;
+	if (c->log)
+		conn_log(w, c);
 	for (int i = 0; i < 2; i++) {
 		struct half *h = &c->h[i];
 
@@ -242,11 +313,12 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		conn_wake_starved(w);
 }
 
-void conn_abort(struct worker *w, struct conn *c)
+void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	if (c->state == CONN_CLOSING)
 		return;
 	c->state = CONN_CLOSING;
+	c->end = end;
 	for (int i = 0; i < 2; i++) {
 		starve_remove(w, &c->h[i]);
 		if (c->inflight && c->fd[i] >= 0) {
@@ -260,10 +332,18 @@ void conn_abort(struct worker *w, struct conn *c)
 	conn_maybe_free(w, c);
 }
 
+/* Socket <side> (0 client, 1 backend) failed with errno <err>: abort. */
+static void conn_reset(struct worker *w, struct conn *c, int side, int err)
+{
+	c->err = (uint8_t)err;
+	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
+}
+
 /* Close the connection once both directions are done; no request is left but a timeout's. */
 static void conn_finish(struct worker *w, struct conn *c)
 {
 	c->state = CONN_CLOSING;
+	c->end = CONN_END_DONE;
 	conn_maybe_free(w, c);
 }
 
@@ -299,6 +379,7 @@ static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
 	struct hlb_backend_wstats *bs = &c->be->wstats[w->id];
 
 	hlb_stat_add(i == 0 ? &bs->bytes_in : &bs->bytes_out, n);
+	c->h[i].bytes += n;
 	c->last_ms = (uint32_t)w->now_ms;
 }
 
@@ -328,7 +409,8 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 				half_poll(w, c, i, c->fd[1 - i], POLLOUT);
 				return;
 			}
-			conn_abort(w, c); /* reset, or the peer closed */
+			/* reset, or the peer closed */
+			conn_reset(w, c, 1 - i, n < 0 ? errno : EPIPE);
 			return;
 		}
 		if (h->eof) {
@@ -352,7 +434,7 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 			half_poll(w, c, i, c->fd[i], POLLIN);
 			return;
 		} else {
-			conn_abort(w, c);
+			conn_reset(w, c, i, errno);
 			return;
 		}
 	}
@@ -401,7 +483,7 @@ static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
 static void conn_fail_no_backend(struct worker *w, struct conn *c)
 {
 	hlb_stat_add(&c->svc->wstats[w->id].no_backend, 1);
-	conn_abort(w, c);
+	conn_abort(w, c, c->tries ? CONN_END_CONNECT_FAILED : CONN_END_NO_BACKEND);
 }
 
 /*
@@ -457,6 +539,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	}
 	fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0) {
+		c->err = (uint8_t)errno;
 		if (cap)
 			hlb_backend_unclaim(be);
 		if ((errno == EMFILE || errno == ENFILE) &&
@@ -473,6 +556,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	c->be = hlb_backend_ref(be);
 	c->claimed = cap != 0;
 	c->fd[1] = fd;
+	c->tries++;
 	c->timed_out = false;
 	c->ts.tv_sec = snap->connect_timeout_ms / 1000;
 	c->ts.tv_nsec = (long long)(snap->connect_timeout_ms % 1000) * 1000000;
@@ -520,8 +604,10 @@ static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 	c->fd[1] = -1;
 	c->state = CONN_CONNECTING;
 	c->proxy = (uint8_t)snap->proxy_protocol;
+	c->log = snap->log_connections;
 	c->idle_ms = snap->idle_timeout_ms;
 	c->last_ms = (uint32_t)w->now_ms;
+	c->start_ms = c->last_ms;
 	for (int i = 0; i < 2; i++) {
 		c->h[i].idx = i;
 		c->h[i].send_bid = BUF_NONE;
@@ -574,11 +660,14 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 
 	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&addr[0],
 				       snap->key == HASHLB_KEY_4TUPLE ? dst : NULL, &t) < 0) {
-		conn_abort(w, c);
+		conn_abort(w, c, CONN_END_ERROR);
 		return;
 	}
 	hlb_stat_add(&c->svc->wstats[w->id].lookups, 1);
 	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
+	/* for the connection log: cheaper kept than a branch on it */
+	memcpy(c->client, &t, sizeof(c->client));
+	c->client_set = true;
 	if (!conn_connect(w, c, snap, NULL))
 		conn_fail_no_backend(w, c);
 }
@@ -630,7 +719,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 			w->min_idle_ms = c->idle_ms;
 		conn_header_poll(w, c);
 	} else if (client_addrs(fd, addr, snap->key == HASHLB_KEY_4TUPLE) < 0) {
-		conn_abort(w, c); /* the client is gone already */
+		conn_reset(w, c, 0, ENOTCONN); /* the client is gone already */
 	} else {
 		conn_route(w, c, snap, addr);
 	}
@@ -640,7 +729,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 static void conn_bad_header(struct worker *w, struct conn *c)
 {
 	hlb_stat_add(&c->svc->wstats[w->id].bad_header, 1);
-	conn_abort(w, c);
+	conn_abort(w, c, CONN_END_BAD_HEADER);
 }
 
 /*
@@ -662,7 +751,8 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	int r, lowat;
 
 	if (events < 0) {
-		conn_abort(w, c);
+		c->err = (uint8_t)-events;
+		conn_abort(w, c, CONN_END_ERROR);
 		return;
 	}
 	n = recv(c->fd[0], buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
@@ -671,7 +761,8 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		return;
 	}
 	if (n == 0) {
-		conn_abort(w, c); /* closed before a byte: a TCP check, not a bad header */
+		/* closed before a byte: a TCP check, not a bad header */
+		conn_abort(w, c, CONN_END_CLIENT_CLOSED);
 		return;
 	}
 	r = n > 0 ? hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need) : -EPROTO;
@@ -688,7 +779,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		return;
 	}
 	if (recv(c->fd[0], buf, (size_t)r, MSG_DONTWAIT) != r) {
-		conn_abort(w, c);
+		conn_reset(w, c, 0, ENOTCONN);
 		return;
 	}
 	if (c->lowat) {
@@ -698,7 +789,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	}
 	if (addr[0].ss_family == AF_UNSPEC) {
 		if (client_addrs(c->fd[0], addr, true) < 0) {
-			conn_abort(w, c);
+			conn_reset(w, c, 0, ENOTCONN);
 			return;
 		}
 	} else if (c->proxy) {
@@ -757,13 +848,14 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		if (r == -EIO) {
 			res = r; /* the backend took no header: as a failed connect */
 		} else if (r < 0) {
-			conn_abort(w, c); /* the client is gone */
+			conn_reset(w, c, 0, -r); /* the client is gone */
 			return;
 		}
 	}
 	if (res == 0) {
 		c->state = CONN_OPEN;
 		c->established = true;
+		c->err = 0;
 		c->last_ms = (uint32_t)w->now_ms;
 		hlb_stat_add(&bs->established, 1);
 		atomic_fetch_add_explicit(&failed->active, 1, memory_order_relaxed);
@@ -776,10 +868,13 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		return;
 	}
 	/* -ECANCELED: the linked timeout fired (aborts are handled before) */
-	if (res == -ECANCELED || res == -ETIMEDOUT)
+	if (res == -ECANCELED || res == -ETIMEDOUT) {
 		hlb_stat_add(&bs->connect_timeout, 1);
-	else
+		c->err = ETIMEDOUT;
+	} else {
 		hlb_stat_add(&bs->connect_fail, 1);
+		c->err = (uint8_t)-res;
+	}
 	atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;
@@ -865,7 +960,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			w->starved_tail = &h->starved_next;
 			return;
 		}
-		conn_abort(w, c);
+		conn_reset(w, c, i, -res);
 		return;
 	}
 	case OP_SEND:
@@ -876,7 +971,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			break;
 		/* 0 cannot happen for a non-empty TCP send; never resend forever */
 		if (res <= 0) {
-			conn_abort(w, c); /* may free c */
+			conn_reset(w, c, 1 - i, res < 0 ? -res : EPIPE); /* may free c */
 			return;
 		}
 		half_count(w, c, i, (uint32_t)res);
@@ -922,7 +1017,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (c->state == CONN_CLOSING)
 			break;
 		if (res < 0) {
-			conn_abort(w, c);
+			c->err = (uint8_t)-res;
+			conn_abort(w, c, CONN_END_ERROR);
 			return;
 		}
 		half_splice_pump(w, c, op - OP_POLL); /* may free c */
@@ -940,15 +1036,17 @@ void conn_idle_scan(struct worker *w)
 	for (c = w->conns.next; c != &w->conns; c = next) {
 		next = c->next;
 		if (w->draining && w->now_ms >= w->drain_deadline) {
-			conn_abort(w, c);
+			conn_abort(w, c, CONN_END_DRAIN);
 			continue;
 		}
 		if (c->state == CONN_HEADER &&
 		    (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) /* no header in time */
 			conn_bad_header(w, c);
+		else if (c->state == CONN_OPEN && c->idle_ms &&
+			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms)
+			conn_abort(w, c, CONN_END_IDLE);
 		else if (c->state == CONN_OPEN &&
-			 ((c->idle_ms && (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) ||
-			  atomic_load_explicit(&c->be->evict, memory_order_relaxed)))
-			conn_abort(w, c);
+			 atomic_load_explicit(&c->be->evict, memory_order_relaxed))
+			conn_abort(w, c, CONN_END_DRAIN); /* its backend removed, past its drain */
 	}
 }

@@ -23,6 +23,10 @@
 
 #define TICK_MS 100
 #define ACCEPT_PAUSE_MS 100
+/* Connection log lines held between two flushes: ~1000 lines of 250 bytes. */
+#define LOG_BUF_SIZE (256 * 1024)
+/* At exit, how long the last lines may wait for stderr's reader. */
+#define LOG_EXIT_WAIT_MS 1000
 
 static uint64_t clock_ms(void)
 {
@@ -284,6 +288,13 @@ static int worker_setup(struct worker *w)
 		io_uring_queue_exit(&w->ring);
 		return r;
 	}
+	/* malloc'ed, touched only as lines come: nothing resident when off */
+	r = hlb_logbuf_init(&w->log, STDERR_FILENO, LOG_BUF_SIZE);
+	if (r < 0) {
+		bufring_free(w);
+		io_uring_queue_exit(&w->ring);
+		return r;
+	}
 	/* Every io_uring_enter() then skips the fd lookup; optional (5.18+). */
 	io_uring_register_ring_fd(&w->ring);
 	return 0;
@@ -311,6 +322,9 @@ static void *worker_main(void *arg)
 	wake_arm(w);
 	tick_arm(w);
 	while (!w->exiting) {
+		/* Connection log lines of this turn, before the wait: one check a turn. */
+		if (hlb_logbuf_pending(&w->log))
+			hlb_logbuf_flush(&w->log);
 		hlb_rcu_offline(p->rcu, w->id);
 		r = io_uring_submit_and_wait(&w->ring, 1);
 		hlb_rcu_online(p->rcu, w->id);
@@ -333,6 +347,9 @@ static void *worker_main(void *arg)
 	io_uring_queue_exit(&w->ring);
 	bufring_free(w);
 	conn_cache_free(w);
+	/* the lines of the connections closed by the drain */
+	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);
+	hlb_logbuf_free(&w->log);
 	atomic_fetch_add(&p->n_exited, 1);
 	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
 		/* the counter cannot overflow with N writes: nothing to do */

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "proxy.h"
 #include "runtime.h"
 
@@ -66,6 +67,7 @@ struct wlistener {
 /* One direction of a connection: half 0 client -> backend, half 1 backend -> client. */
 struct half {
 	struct half *starved_next; /* in the worker's list of halves waiting for a buffer */
+	uint64_t bytes; /* forwarded to the destination, for the connection log */
 	uint32_t send_off, send_len; /* the buffer being sent: [off, len) left */
 	uint32_t pend_len;
 	uint16_t send_bid; /* BUF_NONE when no send is in flight */
@@ -87,6 +89,22 @@ struct half {
 
 enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_HEADER, CONN_STATE_MAX };
 
+/* Why a connection ended: the end= of its log line (docs/dataplane.md). */
+enum conn_end {
+	CONN_END_NONE = 0,
+	CONN_END_DONE, /* both sides sent FIN and everything was forwarded */
+	CONN_END_CLIENT_RESET, /* the client's socket failed (reset, ...) */
+	CONN_END_BACKEND_RESET, /* the backend's socket failed */
+	CONN_END_CLIENT_CLOSED, /* accept_proxy: the client closed before a byte */
+	CONN_END_IDLE, /* idle_timeout */
+	CONN_END_NO_BACKEND, /* no backend to try */
+	CONN_END_CONNECT_FAILED, /* every connect tried failed */
+	CONN_END_DRAIN, /* shutdown, or its backend removed, past the drain timeout */
+	CONN_END_BAD_HEADER, /* accept_proxy: no valid PROXY header in time */
+	CONN_END_ERROR, /* anything else */
+	CONN_END_MAX
+};
+
 struct conn {
 	struct conn *next, *prev; /* the worker's connections */
 	struct hlb_service *svc; /* one reference */
@@ -98,12 +116,19 @@ struct conn {
 	uint16_t inflight; /* SQEs whose CQE is still to come */
 	uint8_t state;
 	uint8_t attempt; /* index in the preference list */
+	uint8_t tries; /* connects started */
+	uint8_t end; /* enum conn_end, set when it starts closing */
+	uint8_t err; /* errno behind <end>, 0 if none */
 	bool timed_out : 1; /* the connect timeout fired */
 	bool established : 1; /* counted in the backend's established */
 	bool claimed : 1; /* holds one of c->be's max_connections (hlb_backend_claim()) */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
+	bool log : 1; /* log_connections: one log line when it ends */
+	bool client_set : 1; /* <client> holds the client hashed */
+	uint32_t start_ms; /* accepted, worker clock */
+	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
 	struct half h[2];
@@ -157,6 +182,7 @@ struct worker {
 	uint64_t drain_deadline;
 	bool exiting;
 	uint64_t last_fd_limit_log;
+	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */
 	int setup_ret;
 };
 
@@ -193,7 +219,7 @@ static inline uint8_t *bufring_addr(struct worker *w, uint16_t bid)
 /* conn.c */
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd);
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe);
-void conn_abort(struct worker *w, struct conn *c);
+void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""log_connections: each connection of the service writes exactly one log line when it ends,
+naming its client (for accept_proxy: the one its PROXY header names), the backend `hashlb lookup`
+gives for that client, the connect attempts, the exact bytes forwarded each way (spliced ones
+included) and why it ended (done, connect_failed, no_backend, idle_timeout, bad_header,
+drain_timeout); a reload turns it on for new connections; off, no connection is logged."""
+import re
+import socket
+import threading
+import time
+
+from ctltest import Lb, config
+from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof,
+                    run_tests)
+
+PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+NO_HEALTH = "enabled: false"
+
+
+def conn_lines(lb):
+    """The connection lines of <lb>'s log so far, each as a dict."""
+    return [dict((k, v.strip('"')) for k, v in PAIR.findall(l))
+            for l in list(lb.log) if " msg=connection " in l]
+
+
+def wait_lines(lb, n, timeout=10):
+    """The connection lines once there are at least <n> (what there is after <timeout>)."""
+    lb.wait(lambda: len(conn_lines(lb)) >= n, timeout)
+    return conn_lines(lb)
+
+
+def exchange(addr, src, payload):
+    """Send <payload> from <src>, then FIN; everything received until hashlb's FIN, and the
+    client's "ip:port". Sends from a thread so a large payload cannot deadlock on the echo."""
+    s = connect(addr, src, timeout=30)
+    me = "%s:%d" % s.getsockname()[:2]
+
+    def send():
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=send)
+    t.start()
+    got = read_to_eof(s)
+    t.join()
+    s.close()
+    return got, me
+
+
+def finish(lb):
+    """Stop <lb>: a clean exit, and no sanitizer report (the ASan build runs this test too)."""
+    rc = lb.stop()
+    check(rc == 0, f"hashlb exited 0 (got {rc})")
+    bad = [l for l in list(lb.log) if "Sanitizer" in l or "runtime error" in l]
+    check(not bad, f"no sanitizer report: {bad[:3]}")
+
+
+def metric(lb, name):
+    status, body = lb.http("GET", "/metrics")
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def one_line_per_client():
+    """Several clients, one of them with 8 MiB each way (splice): each has exactly one line,
+    with its backend as hashlb lookup says and its exact byte counts, end=done."""
+    backends = [Backend(n) for n in ("a", "b", "c")]
+    cfg = config([(b.name, b.addr) for b in backends], health=NO_HEALTH,
+                 extra="log_connections: true")
+    lb = Lb(cfg)
+    clients = [client_ip(i) for i in range(1, 7)]
+    want = lookup(lb.path, clients)
+    payloads = [b"x" * (100 * i + 1) for i in range(len(clients))]
+    payloads[3] = bytes(range(256)) * (8 * 4096)  # 8 MiB: moves to splice after 256 KiB
+    seen = {}
+    for src, payload in zip(clients, payloads):
+        got, me = exchange(lb.addr, src, payload)
+        name = got.split(b"\n", 1)[0].decode()
+        check(got == name.encode() + b"\n" + payload, f"{src}: echoed intact")
+        seen[me] = (src, name, len(payload), len(got))
+    check(metric(lb, "hashlb_backend_spliced_bytes_total") > 0,
+          "the 8 MiB transfer went through splice")
+    lines = wait_lines(lb, len(clients))
+    check(len(lines) == len(clients), f"{len(clients)} connection lines, got {len(lines)}")
+    for me, (src, name, sent, received) in seen.items():
+        mine = [l for l in lines if l.get("client") == me]
+        if not check(len(mine) == 1, f"exactly one line with client={me}, got {len(mine)}"):
+            continue
+        l = mine[0]
+        addr = {b.name: b.addr for b in backends}[name]
+        check(l.get("service") == "t", f"{me}: service=t ({l})")
+        check(l.get("backend") == want[src][0] == name,
+              f"{me}: backend={l.get('backend')}, hashlb lookup says {want[src][0]}, served by {name}")
+        check(l.get("backend_addr") == addr, f"{me}: backend_addr={l.get('backend_addr')} ({addr})")
+        check(l.get("attempts") == "1", f"{me}: attempts=1 ({l})")
+        check(l.get("bytes_in") == str(sent), f"{me}: bytes_in={l.get('bytes_in')}, sent {sent}")
+        check(l.get("bytes_out") == str(received),
+              f"{me}: bytes_out={l.get('bytes_out')}, received {received}")
+        check(l.get("end") == "done", f"{me}: end=done ({l})")
+        check(l.get("duration_ms", "").isdigit(), f"{me}: duration_ms is a number ({l})")
+        check(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l.get("ts", "")),
+              f"{me}: ts in the daemon's format ({l})")
+        check(l.get("level") == "info", f"{me}: level=info")
+    check(metric(lb, "hashlb_log_dropped_total") == 0, "no line dropped")
+    check(lb.service()["log_connections"] is True, "the admin API shows log_connections")
+    finish(lb)
+    for b in backends:
+        b.stop()
+
+
+def refused_first_backend():
+    """The client's first backend refuses: attempts=2, the next one serves, end=done."""
+    live = Backend("live")
+    cfg = config([("dead", f"127.0.0.1:{dead_port()}"), ("live", live.addr)], health=NO_HEALTH,
+                 extra="log_connections: true")
+    lb = Lb(cfg)
+    prefs = lookup(lb.path, [client_ip(i) for i in range(1, 40)])
+    src = next(c for c, p in prefs.items() if p[0] == "dead")
+    got, me = exchange(lb.addr, src, b"ping\n")
+    check(got == b"live\nping\n", f"served by the next backend ({got!r})")
+    lines = wait_lines(lb, 1)
+    check(len(lines) == 1, f"one line ({lines})")
+    l = lines[0] if lines else {}
+    check(l.get("client") == me, f"client={me} ({l})")
+    check(l.get("attempts") == "2", f"attempts=2 ({l})")
+    check(l.get("backend") == "live" and l.get("backend_addr") == live.addr, f"backend=live ({l})")
+    check(l.get("end") == "done" and "err" not in l, f"end=done, no err ({l})")
+    finish(lb)
+    live.stop()
+
+
+def no_backend_reached():
+    """Every connect refused: end=connect_failed, backend=-; every backend in maint:
+    end=no_backend, attempts=0."""
+    cfg = config([("d1", f"127.0.0.1:{dead_port()}"), ("d2", f"127.0.0.1:{dead_port()}")],
+                 health=NO_HEALTH, extra="log_connections: true")
+    lb = Lb(cfg)
+    s = connect(lb.addr, client_ip(3))
+    me = "%s:%d" % s.getsockname()[:2]
+    check(read_to_eof(s) == b"", "the client is closed")
+    s.close()
+    lines = wait_lines(lb, 1)
+    l = lines[0] if lines else {}
+    check(len(lines) == 1, f"one line ({lines})")
+    check(l.get("client") == me and l.get("backend") == "-" and l.get("backend_addr") == "-",
+          f"client={me} backend=- ({l})")
+    check(l.get("end") == "connect_failed" and l.get("attempts") == "2",
+          f"end=connect_failed attempts=2 ({l})")
+    check(l.get("err") == "ECONNREFUSED", f"err=ECONNREFUSED ({l})")
+    check(l.get("bytes_in") == "0" and l.get("bytes_out") == "0", f"no bytes ({l})")
+    finish(lb)
+
+    cfg = config([("m1", f"127.0.0.1:{dead_port()}", "state: maint")], health=NO_HEALTH,
+                 extra="log_connections: true")
+    lb = Lb(cfg)
+    s = connect(lb.addr, client_ip(4))
+    check(read_to_eof(s) == b"", "the client is closed")
+    s.close()
+    lines = wait_lines(lb, 1)
+    l = lines[0] if lines else {}
+    check(l.get("end") == "no_backend" and l.get("attempts") == "0" and l.get("backend") == "-",
+          f"end=no_backend attempts=0 backend=- ({l})")
+    finish(lb)
+
+
+def idle_timeout_and_drain():
+    """A silent connection past the idle timeout: end=idle_timeout, with the greeting counted;
+    one still open at shutdown past the drain timeout: end=drain_timeout."""
+    b = Backend("a")
+    cfg = config([("a", b.addr)], health=NO_HEALTH,
+                 extra="log_connections: true\ntimeouts: {idle: 300ms, drain: 200ms}")
+    lb = Lb(cfg)
+    s = connect(lb.addr, client_ip(5))
+    me = "%s:%d" % s.getsockname()[:2]
+    check(read_line(s) == "a", "greeted")
+    check(read_to_eof(s) == b"", "closed by the idle timeout")
+    s.close()
+    lines = wait_lines(lb, 1)
+    l = lines[0] if lines else {}
+    check(l.get("client") == me and l.get("end") == "idle_timeout", f"end=idle_timeout ({l})")
+    check(l.get("bytes_in") == "0" and l.get("bytes_out") == "2", f"bytes 0 in, 2 out ({l})")
+    check(int(l.get("duration_ms", 0)) >= 300, f"duration_ms >= the idle timeout ({l})")
+
+    s = connect(lb.addr, client_ip(6))
+    check(read_line(s) == "a", "greeted")
+    s.sendall(b"still here\n")
+    check(s.recv(100) == b"still here\n", "echoed")
+    finish(lb)  # SIGTERM: drains for 200 ms, then closes it; the line is written at exit
+    s.close()
+    lines = wait_lines(lb, 2)
+    l = lines[1] if len(lines) == 2 else {}
+    check(len(lines) == 2, f"two lines ({lines})")
+    check(l.get("end") == "drain_timeout" and l.get("bytes_in") == "11" and
+          l.get("bytes_out") == "13", f"end=drain_timeout, 11 in, 13 out ({l})")
+    b.stop()
+
+
+def accept_proxy_client():
+    """accept_proxy: the client is the one the PROXY header names (what was hashed); a bad
+    header: end=bad_header, client = the peer itself."""
+    backends = [Backend(n) for n in ("a", "b", "c")]
+    cfg = config([(b.name, b.addr) for b in backends], health=NO_HEALTH,
+                 extra="log_connections: true\naccept_proxy: true")
+    lb = Lb(cfg)
+    named = "10.1.2.3"
+    want = lookup(lb.path, [named])[named][0]
+    s = connect(lb.addr, client_ip(7))
+    s.sendall(b"PROXY TCP4 10.1.2.3 127.0.0.1 4444 80\r\nhello\n")
+    s.shutdown(socket.SHUT_WR)
+    got = read_to_eof(s)
+    s.close()
+    check(got == want.encode() + b"\nhello\n", f"served by {want} ({got!r})")
+    s = connect(lb.addr, client_ip(8))
+    peer = "%s:%d" % s.getsockname()[:2]
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    try:
+        check(read_to_eof(s) == b"", "a bad header is closed")
+    except ConnectionResetError:
+        pass  # closed with the request unread: a reset
+    s.close()
+    lines = wait_lines(lb, 2)
+    check(len(lines) == 2, f"two lines ({lines})")
+    l = next((l for l in lines if l.get("client") == "10.1.2.3:4444"), {})
+    check(l.get("backend") == want and l.get("end") == "done", f"client=10.1.2.3:4444 ({lines})")
+    check(l.get("bytes_in") == "6" and l.get("bytes_out") == str(len(got)),
+          f"the header is not counted: 6 in ({l})")
+    l = next((l for l in lines if l.get("client") == peer), {})
+    check(l.get("end") == "bad_header" and l.get("backend") == "-", f"end=bad_header ({lines})")
+    finish(lb)
+    for b in backends:
+        b.stop()
+
+
+def off_then_reload_on():
+    """Off (the default): no connection line; a reload turning it on logs the next ones."""
+    b = Backend("a")
+    cfg = config([("a", b.addr)], health=NO_HEALTH)
+    lb = Lb(cfg)
+    for i in range(3):
+        got, _ = exchange(lb.addr, client_ip(10 + i), b"x" * 1000)
+        check(got == b"a\n" + b"x" * 1000, "forwarded")
+    time.sleep(0.3)
+    check(conn_lines(lb) == [], f"log_connections off: no line ({conn_lines(lb)})")
+    check(lb.service()["log_connections"] is False, "the admin API shows it off")
+
+    lb.rewrite(cfg.replace("    health:", "    log_connections: true\n    health:", 1))
+    rc, _, se = lb.ctl("reload")
+    check(rc == 0, f"reload: {se}")
+    got, me = exchange(lb.addr, client_ip(20), b"y" * 10)
+    lines = wait_lines(lb, 1)
+    check(len(lines) == 1 and lines[0].get("client") == me and lines[0].get("bytes_in") == "10",
+          f"after the reload, the new connection is logged ({lines})")
+    finish(lb)
+    check(len(conn_lines(lb)) == 1, "nothing else logged")
+    b.stop()
+
+
+run_tests([one_line_per_client, refused_first_backend, no_backend_reached,
+           idle_timeout_and_drain, accept_proxy_client, off_then_reload_on])
