@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <libfyaml.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,6 +248,61 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	return yfail(b, &pos, "YAML syntax error: %s", de->msg ? de->msg : "invalid YAML");
 }
 
+/* Length of the UTF-8 sequence at <s> (<n> bytes left), 0 if it is not valid UTF-8. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t c;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	c = s[0] & (0x7fu >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	/* overlong, a UTF-16 surrogate, or past U+10FFFF */
+	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || (c >= 0xd800 && c <= 0xdfff) ||
+	    c > 0x10ffff)
+		return 0;
+	return len;
+}
+
+/*
+ * The offset of the first byte of <text> that is not UTF-8, or <len>; at
+ * <ret_pos> its position (columns count characters, as libfyaml's do).
+ * YAML is Unicode text, and libfyaml 0.7.12 (Debian 12) loops forever on a
+ * stray byte in a directive line ("%\xdd": its issue #101, fixed upstream
+ * after that release), so such bytes never reach it.
+ */
+static size_t utf8_check(const char *text, size_t len, struct hashlb_pos *ret_pos)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	struct hashlb_pos pos = { 1, 1 };
+	size_t i = 0, n;
+
+	while (i < len && (n = utf8_seq(s + i, len - i)) > 0) {
+		if (s[i] == '\n')
+			pos = (struct hashlb_pos){ pos.line + 1, 1 };
+		else
+			pos.column++;
+		i += n;
+	}
+	*ret_pos = pos;
+	return i;
+}
+
 int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
 	       struct hashlb_error *err)
 {
@@ -256,8 +312,14 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	struct fy_diag *diag;
 	struct fy_parser *fyp;
 	struct fy_event *e;
+	struct hashlb_pos pos;
+	size_t bad;
 	int r = 0;
 
+	bad = utf8_check(text, len, &pos);
+	if (bad < len)
+		return yfail(&b, &pos, "the configuration is not UTF-8 text: byte 0x%02x",
+			     (unsigned char)text[bad]);
 	b.doc = calloc(1, sizeof(*b.doc));
 	if (!b.doc)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

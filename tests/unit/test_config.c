@@ -94,6 +94,26 @@ static void test_yaml_syntax(void **state)
 	expect_error("services: *nothing\n", 1, 11, "alias '*nothing'");
 }
 
+/*
+ * A byte that is not UTF-8 is refused where it stands, before libfyaml sees
+ * it: libfyaml 0.7.12 hung on one in a directive line. Found by
+ * tests/fuzz/fuzz_config.
+ */
+static void test_not_utf8(void **state)
+{
+	expect_error("%\xdd\n", 1, 2, "not UTF-8 text: byte 0xdd");
+	expect_error("%s:\xdd"
+		     "d:%d: %s",
+		     1, 4, "not UTF-8");
+	expect_error("services:\n  - name: w\xff", 2, 12, "byte 0xff");
+	expect_error("services:\n  - name: \xc3\xa9\xc3", 2, 12, "byte 0xc3"); /* cut short */
+	expect_error("a: \xed\xa0\x80\n", 1, 4, "byte 0xed"); /* a UTF-16 surrogate */
+	expect_error("a: \xc0\xaf\n", 1, 4, "byte 0xc0"); /* overlong '/' */
+	/* UTF-8 itself is fine, in a value and in an error's column */
+	expect_error("sérvices: 1\n", 1, 1, "unknown key 'sérvices'");
+	expect_error("é: *x\n", 1, 4, "alias '*x'");
+}
+
 static void test_no_services(void **state)
 {
 	expect_error("workers: 2\n", 1, 1, "no 'services'");
@@ -1028,6 +1048,7 @@ int main(void)
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_not_a_mapping),
 		cmocka_unit_test(test_yaml_syntax),
+		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_duplicate_key),
