@@ -21,13 +21,28 @@ struct ybuilder {
 	int depth;
 	int documents;
 	struct hashlb_pos last_end; /* where the previous event ended; 0:0 if unknown */
+	struct hashlb_pos end; /* just past the text's last character */
 	const char *name;
 	struct hashlb_error *err;
 };
 
+/*
+ * <pos>, or the end of the text if it lies past it: libfyaml places an
+ * error at the end of a text with no final newline on the line after it,
+ * and an empty block scalar ("|" alone) past its indicator.
+ */
+static struct hashlb_pos pos_in_text(const struct ybuilder *b, struct hashlb_pos pos)
+{
+	if (b->end.line &&
+	    (pos.line > b->end.line || (pos.line == b->end.line && pos.column > b->end.column)))
+		return b->end;
+	return pos;
+}
+
 __attribute__((format(printf, 3, 4))) static int
 yfail(struct ybuilder *b, const struct hashlb_pos *pos, const char *fmt, ...)
 {
+	struct hashlb_pos at = pos_in_text(b, *pos);
 	va_list ap;
 	int ret;
 
@@ -37,8 +52,8 @@ yfail(struct ybuilder *b, const struct hashlb_pos *pos, const char *fmt, ...)
 
 	if (b->err) {
 		b->err->file = b->name;
-		b->err->line = pos->line;
-		b->err->column = pos->column;
+		b->err->line = at.line;
+		b->err->column = at.column;
 	}
 	return ret;
 }
@@ -140,7 +155,7 @@ static struct hashlb_pos event_pos(struct ybuilder *b, struct fy_event *e)
 	} else if (b->depth > 0) {
 		pos = b->stack[b->depth - 1]->pos;
 	}
-	return pos;
+	return pos_in_text(b, pos);
 }
 
 static void event_end(struct ybuilder *b, struct fy_event *e)
@@ -320,6 +335,7 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	if (bad < len)
 		return yfail(&b, &pos, "the configuration is not UTF-8 text: byte 0x%02x",
 			     (unsigned char)text[bad]);
+	b.end = pos;
 	b.doc = calloc(1, sizeof(*b.doc));
 	if (!b.doc)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

@@ -86,6 +86,10 @@ static void test_yaml_syntax(void **state)
 {
 	/* An unclosed flow sequence: libfyaml's own position and words. */
 	expect_error("services: [a, b\n", 2, 1, "YAML syntax error");
+	/* With no final newline, at the end of the text, not on a line past it
+	 * (found by tests/fuzz/fuzz_config). */
+	expect_error("services: [a, b", 1, 16, "YAML syntax error");
+	expect_error("|", 1, 2, "must be a mapping");
 	/* A tab used for indentation. */
 	expect_error("services:\n\t- name: x\n", 2, 1, "YAML syntax error");
 	/* A plain scalar that runs on into a key: libfyaml points at its start. */
