@@ -295,19 +295,33 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 }
 
 /*
- * The offset of the first byte of <text> that is not UTF-8, or <len>; at
- * <ret_pos> its position (columns count characters, as libfyaml's do).
- * YAML is Unicode text, and libfyaml 0.7.12 (Debian 12) loops forever on a
- * stray byte in a directive line ("%\xdd": its issue #101, fixed upstream
- * after that release), so such bytes never reach it.
+ * The offset of the first byte of <text> that libfyaml is not given, or
+ * <len>; at <ret_pos> its position (columns count characters, as
+ * libfyaml's do) and in <ret_why> what is wrong with it:
+ * - a byte that is not UTF-8: YAML is Unicode text, and libfyaml 0.7.12
+ *   (Debian 12) loops forever on a stray byte in a directive line
+ *   ("%\xdd": its issue #101, fixed upstream after that release);
+ * - a CR not followed by LF: libfyaml 0.7.12 breaks the line there but
+ *   its positions do not, so every error after it would point elsewhere.
  */
-static size_t utf8_check(const char *text, size_t len, struct hashlb_pos *ret_pos)
+static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_pos,
+			 const char **ret_why)
 {
 	const unsigned char *s = (const unsigned char *)text;
 	struct hashlb_pos pos = { 1, 1 };
 	size_t i = 0, n;
 
-	while (i < len && (n = utf8_seq(s + i, len - i)) > 0) {
+	while (i < len) {
+		n = utf8_seq(s + i, len - i);
+		if (!n) {
+			*ret_why = "the configuration is not UTF-8 text";
+			break;
+		}
+		if (s[i] == '\r' && (i + 1 == len || s[i + 1] != '\n')) {
+			*ret_why =
+				"a carriage return without a line feed (line breaks are LF or CRLF)";
+			break;
+		}
 		if (s[i] == '\n')
 			pos = (struct hashlb_pos){ pos.line + 1, 1 };
 		else
@@ -328,13 +342,13 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	struct fy_parser *fyp;
 	struct fy_event *e;
 	struct hashlb_pos pos;
+	const char *why = NULL;
 	size_t bad;
 	int r = 0;
 
-	bad = utf8_check(text, len, &pos);
+	bad = text_check(text, len, &pos, &why);
 	if (bad < len)
-		return yfail(&b, &pos, "the configuration is not UTF-8 text: byte 0x%02x",
-			     (unsigned char)text[bad]);
+		return yfail(&b, &pos, "%s: byte 0x%02x", why, (unsigned char)text[bad]);
 	b.end = pos;
 	b.doc = calloc(1, sizeof(*b.doc));
 	if (!b.doc)

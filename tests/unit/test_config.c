@@ -118,6 +118,19 @@ static void test_not_utf8(void **state)
 	expect_error("é: *x\n", 1, 4, "alias '*x'");
 }
 
+/*
+ * A CR alone is refused where it stands: libfyaml 0.7.12 breaks the line
+ * there but not its positions, so later errors pointed elsewhere ("\r-"
+ * was refused at line 2 of a one-line file). CRLF is fine. Found by
+ * tests/fuzz/fuzz_config.
+ */
+static void test_lone_cr(void **state)
+{
+	expect_error("\r-", 1, 1, "a carriage return without a line feed");
+	expect_error("a: 1\rb: 2\n", 1, 5, "line breaks are LF or CRLF");
+	expect_error("a: 1\r\nb: *x\r\n", 2, 4, "alias '*x'");
+}
+
 static void test_no_services(void **state)
 {
 	expect_error("workers: 2\n", 1, 1, "no 'services'");
@@ -1053,6 +1066,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_mapping),
 		cmocka_unit_test(test_yaml_syntax),
 		cmocka_unit_test(test_not_utf8),
+		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_duplicate_key),
