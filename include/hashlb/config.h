@@ -101,6 +101,10 @@ struct hashlb_service_cfg {
 	uint32_t n_proxy_from;
 	struct hashlb_keepalive_cfg keepalive; /* userspace steering only */
 	bool log_connections; /* one log line per connection when it ends; default false */
+	/* source: the local address of backend connections and checks, port 0;
+	 * source_len 0 = the kernel's choice (default) */
+	struct sockaddr_storage source;
+	socklen_t source_len;
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

@@ -10,6 +10,7 @@
  * default in force that the operator believes they changed.
  */
 #include <ctype.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -182,6 +183,7 @@ static const char *const service_keys[] = {
 	"accept_proxy_from",
 	"keepalive",
 	"log_connections",
+	"source",
 	"health",
 	"backends",
 	NULL,
@@ -946,6 +948,34 @@ fail:
 	return r;
 }
 
+/* source: a numeric IPv4 or IPv6 address, no port (the kernel picks one per connection). */
+static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_service_cfg *s)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)&s->source;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->source;
+	int r = want_scalar(ld, v, "source", "an address (a.b.c.d or IPV6, no port)");
+
+	if (r < 0)
+		return r;
+	if (s->steering == HASHLB_STEERING_KERNEL)
+		return fail(ld, v,
+			    "'source' needs steering: userspace (kernel steering opens no "
+			    "connection to a backend)");
+	memset(&s->source, 0, sizeof(s->source));
+	if (inet_pton(AF_INET, v->text, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		s->source_len = sizeof(*in);
+	} else if (inet_pton(AF_INET6, v->text, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		s->source_len = sizeof(*in6);
+	} else {
+		return fail(ld, v,
+			    "'source' '%s' is not an IPv4 or IPv6 address (no port, no names)",
+			    v->text);
+	}
+	return 0;
+}
+
 static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	const struct ynode *v;
@@ -995,6 +1025,12 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		    strpbrk(s->steer_interface, "/ \t"))
 			return fail(ld, v, "'interface' '%s' is not a valid interface name",
 				    s->steer_interface);
+	}
+	v = map_get(m, "source");
+	if (v) {
+		r = get_source(ld, v, s);
+		if (r < 0)
+			return r;
 	}
 	v = map_get(m, "proxy_protocol");
 	if (v) {
@@ -1250,6 +1286,12 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		s->n_backends = (uint32_t)i + 1;
 		if (r < 0)
 			return r;
+		if (s->source_len && s->backends[i].addr.ss_family != s->source.ss_family)
+			return fail(ld, map_get(backends->items[i], "address"),
+				    "backend '%s' at %s is %s but the service's source is %s",
+				    s->backends[i].name, s->backends[i].address,
+				    s->backends[i].addr.ss_family == AF_INET ? "IPv4" : "IPv6",
+				    s->source.ss_family == AF_INET ? "IPv4" : "IPv6");
 		if (addr_loops(&s->listen_addr, &s->backends[i].addr))
 			return fail(
 				ld, map_get(backends->items[i], "address"),

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "proxy/proxyhdr.h"
+#include "runtime/runtime.h"
 
 void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t addr_len,
 		    uint32_t interval_ms, uint32_t timeout_ms, hlb_check_done_fn done, void *arg)
@@ -188,6 +189,15 @@ static void check_begin(struct hlb_check *c)
 	c->io.fd = fd;
 	c->io.fn = check_io;
 	c->io.arg = c;
+	if (c->source_len) {
+		int r = hlb_bind_source(fd, &c->source, c->source_len);
+
+		if (r < 0) {
+			/* the source address is gone: ours to fix, not the backend's */
+			check_next(c);
+			return;
+		}
+	}
 	if (connect(fd, (struct sockaddr *)&c->addr, c->addr_len) == 0) {
 		/* at once (loopback); the reply, if awaited, needs the loop */
 		if (c->expect_len && hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {

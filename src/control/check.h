@@ -32,6 +32,8 @@ struct hlb_check {
 	hlb_check_done_fn done;
 	void *arg;
 	uint8_t proxy; /* enum hashlb_proxy_protocol: the header each check sends; 0 = none */
+	struct sockaddr_storage source; /* the service's source address */
+	socklen_t source_len; /* 0 = none */
 	/* private */
 	uint8_t *send, *expect; /* owned copies; NULL = none */
 	uint32_t send_len, expect_len;

@@ -61,8 +61,11 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	ret = hlb_pool_new(cfg, loop, env, &ctl->pool, err);
-	if (ret < 0)
+	if (ret < 0) {
+		if (err->line && !err->file)
+			err->file = cfg->path; /* the caller's, alive while it reports */
 		goto err_free;
+	}
 	if (cfg->admin_addr_len) {
 		ret = hlb_http_new(loop, (const struct sockaddr *)&cfg->admin_addr,
 				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, NULL);
@@ -132,6 +135,8 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	}
 	ret = hlb_pool_apply(ctl->pool, cfg, err);
 	if (ret < 0) {
+		if (err->line && !err->file)
+			err->file = ctl->config_path;
 		hashlb_config_free(cfg);
 		reload_failed(ctl, err);
 		return ret;

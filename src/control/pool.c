@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -111,6 +113,8 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
 	b->check.proxy = (uint8_t)b->svc->cfg->proxy_protocol;
+	b->check.source = b->svc->cfg->source;
+	b->check.source_len = b->svc->cfg->source_len;
 	/* out of memory: a connect-only check rather than none */
 	(void)hlb_check_set_payload(&b->check, h->send, h->send_len, h->expect, h->expect_len);
 	hlb_check_start(&b->check, b->svc->pool->loop, first_ms);
@@ -467,13 +471,51 @@ static void pool_listen_end(struct hlb_pool *p, bool commit)
 		p->env.listen_abort(p->env.arg);
 }
 
+/*
+ * Every service's source address must be one of this host's: a config
+ * whose every connect would fail (and take each backend down with it) is
+ * refused at start or reload, with the service's line and column (and no
+ * file: hlb_pool_new() and hlb_pool_apply() leave that to their caller).
+ */
+static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_error *err)
+{
+	char text[64];
+
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *c = &cfg->services[i];
+		int fd, r;
+
+		if (!c->source_len)
+			continue;
+		fd = socket(c->source.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = fd < 0 ? -errno : hlb_bind_source(fd, &c->source, c->source_len);
+		if (fd >= 0)
+			close(fd);
+		if (r < 0) {
+			getnameinfo((const struct sockaddr *)&c->source, c->source_len, text,
+				    sizeof(text), NULL, 0, NI_NUMERICHOST);
+			hashlb_err(err, r, HASHLB_ERR_CONFIG,
+				   "service '%s': source %s cannot be used on this host: %s",
+				   c->name, text, strerror(-r));
+			/* the caller names the file: <cfg> may not outlive the error */
+			err->line = c->pos.line;
+			err->column = c->pos.column;
+			return r;
+		}
+	}
+	return 0;
+}
+
 int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		 const struct hlb_pool_env *env, struct hlb_pool **ret_pool,
 		 struct hashlb_error *err)
 {
-	struct hlb_pool *p = calloc(1, sizeof(*p));
-	int ret = 0;
+	struct hlb_pool *p;
+	int ret = pool_check_sources(cfg, err);
 
+	if (ret < 0)
+		return ret;
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	p->cfg = cfg;
@@ -578,6 +620,12 @@ static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
 	return al == bl && !memcmp(a, b, al);
 }
 
+static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)
+{
+	return a->source_len == b->source_len &&
+	       (!a->source_len || memcmp(&a->source, &b->source, a->source_len) == 0);
+}
+
 static bool health_cfg_equal(const struct hashlb_health_cfg *a, const struct hashlb_health_cfg *b)
 {
 	return a->enabled == b->enabled && a->interval_ms == b->interval_ms &&
@@ -619,7 +667,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	bool full =
 		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
 	bool recheck = !health_cfg_equal(&old->health, &c->health) ||
-		       old->proxy_protocol != c->proxy_protocol;
+		       old->proxy_protocol != c->proxy_protocol || !source_equal(old, c);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	uint32_t i, j;
 
@@ -735,7 +783,7 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->keepalive.interval_s == b->keepalive.interval_s &&
 	       a->keepalive.count == b->keepalive.count &&
 	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from) &&
-	       a->log_connections == b->log_connections;
+	       a->log_connections == b->log_connections && source_equal(a, b);
 }
 
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)
@@ -751,6 +799,9 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	ret = pool_check_sources(cfg, err);
+	if (ret < 0)
+		goto out;
 	/* Listen for every service of <cfg>, creating the new ones: this is what
 	 * can fail, so it comes before any change to the running services. */
 	pool_listen_begin(p);

@@ -550,6 +550,14 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		}
 		return false;
 	}
+	if (snap->source_len && hlb_bind_source(fd, &snap->source, snap->source_len) < 0) {
+		/* the address left this host since the config was applied: no
+		 * backend is to blame, none is counted as failed */
+		worker_close_fd(w, fd);
+		if (cap)
+			hlb_backend_unclaim(be);
+		return false;
+	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (snap->keepalive.enabled)
 		sock_keepalive(fd, &snap->keepalive);

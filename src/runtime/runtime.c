@@ -104,6 +104,8 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->accept_proxy = cfg->accept_proxy;
 	s->keepalive = cfg->keepalive;
 	s->log_connections = cfg->log_connections;
+	s->source = cfg->source;
+	s->source_len = cfg->source_len;
 }
 
 /* The snapshot's own copy of the accept_proxy_from list: 0 or -ENOMEM. */
@@ -244,6 +246,8 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 	s->accept_proxy = cur->accept_proxy;
 	s->keepalive = cur->keepalive;
 	s->log_connections = cur->log_connections;
+	s->source = cur->source;
+	s->source_len = cur->source_len;
 	if (snapshot_proxy_from(s, cur->proxy_from, cur->n_proxy_from) < 0) {
 		hlb_snapshot_free(s);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

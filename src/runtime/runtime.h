@@ -56,6 +56,8 @@
 #ifndef HASHLB_RUNTIME_H
 #define HASHLB_RUNTIME_H
 
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -177,6 +179,20 @@ static inline void hlb_backend_unclaim(struct hlb_backend *b)
 	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
 }
 
+/*
+ * Bind <fd> to a service's source address (port 0) before its connect. The
+ * port is picked at connect time for the destination (IP_BIND_ADDRESS_NO_PORT),
+ * not at bind, so one source address does not run out of ports at ~28,000
+ * connections across all backends but per backend. 0 or -errno.
+ */
+static inline int hlb_bind_source(int fd, const struct sockaddr_storage *src, socklen_t len)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	return bind(fd, (const struct sockaddr *)src, len) < 0 ? -errno : 0;
+}
+
 /* Whether the backend takes new clients: admin ready and healthy. */
 bool hlb_backend_usable(const struct hlb_backend *b);
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret);
@@ -209,6 +225,8 @@ struct hlb_snapshot {
 	enum hashlb_proxy_protocol proxy_protocol; /* header sent to backends; 0 = none */
 	bool accept_proxy; /* a PROXY header comes first from each client */
 	struct hashlb_keepalive_cfg keepalive; /* TCP keepalive on both sockets */
+	struct sockaddr_storage source; /* local address of backend connections */
+	socklen_t source_len; /* 0 = the kernel's choice */
 	struct hashlb_prefix *proxy_from; /* owned: who may send it; NULL = anyone */
 	uint32_t n_proxy_from;
 	bool log_connections; /* one log line per connection when it ends */

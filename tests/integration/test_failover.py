@@ -153,6 +153,46 @@ def unresponsive_backend_times_out():
     black.close()
 
 
+def source_address():
+    """source: backend connections and health checks leave from the service's source address;
+    a reload to an address this host does not have is refused (the old config keeps serving),
+    and hashlb run refuses it at start, naming the service's line."""
+    import socket
+    import subprocess
+
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from lbtest import HASHLB, serve_each, tmpfile
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    peers = []
+
+    def one(c):
+        peers.append(c.getpeername()[0])
+        c.sendall(b"s\n")
+        c.close()
+
+    serve_each(srv, one)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+    lb = Lb(ctl_config([("s", addr)], extra="source: 127.0.0.7"))
+    check(who(lb.addr, client_ip(3)) == "s", "served")
+    check(lb.wait(lambda: len(peers) >= 3), "health checks and the client's connection")
+    check(set(peers) == {"127.0.0.7"}, f"all from the source address: {set(peers)}")
+    lb.rewrite(ctl_config([("s", addr)], extra="source: 192.0.2.1"))
+    rc, so, se = lb.ctl("reload")
+    check(rc != 0 and "source 192.0.2.1 cannot be used on this host" in se,
+          f"a reload to a foreign source is refused: {se.strip()}")
+    peers.clear()
+    check(who(lb.addr, client_ip(4)) == "s" and peers and set(peers) == {"127.0.0.7"},
+          f"and the old config keeps serving: {set(peers)}")
+    check(lb.stop() == 0, "exit 0")
+    path = tmpfile("foreign-source.yaml", ctl_config([("s", addr)], extra="source: 192.0.2.1"))
+    p = subprocess.run([HASHLB, "run", "-c", path], capture_output=True, text=True, timeout=20)
+    check(p.returncode == 1 and "foreign-source.yaml:4:" in p.stderr and "192.0.2.1" in p.stderr,
+          f"hashlb run refuses it at start with the service's line: {p.stderr.strip()}")
+    srv.close()
+
+
 def backend_max_connections():
     """A backend at its max_connections is passed over like one that refuses: a client whose
     first choice it is reaches the second backend of its list, and comes back once a connection
@@ -217,4 +257,4 @@ def backend_max_connections():
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            all_backends_down, unresponsive_backend_times_out,
-           backend_max_connections])
+           backend_max_connections, source_address])

@@ -474,6 +474,29 @@ static void test_accept_proxy(void **state)
 		     "'accept_proxy' needs steering: userspace");
 }
 
+/* source: a numeric address without a port, of the backends' family. */
+static void test_source(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    source: 127.0.0.7\n");
+	const struct sockaddr_in *in = (const struct sockaddr_in *)&c->services[0].source;
+
+	assert_int_equal(c->services[0].source_len, sizeof(*in));
+	assert_int_equal(in->sin_family, AF_INET);
+	assert_int_equal(ntohl(in->sin_addr.s_addr), 0x7f000007);
+	assert_int_equal(in->sin_port, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL);
+	assert_int_equal(c->services[0].source_len, 0);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    source: 127.0.0.7:80\n", 7, 13,
+		     "'source' '127.0.0.7:80' is not an IPv4 or IPv6 address");
+	expect_error(MINIMAL "    source: localhost\n", 7, 13, "is not an IPv4 or IPv6 address");
+	expect_error(MINIMAL "    source: \"::1\"\n", 6, 18,
+		     "backend 'a' at 127.0.0.1:9001 is IPv4 but the service's source is IPv6");
+	expect_error(MINIMAL "    steering: kernel\n    source: 127.0.0.7\n", 8, 13,
+		     "'source' needs steering: userspace");
+}
+
 /* health send/expect: bytes (escapes, NULs) with their lengths; 1..1024 each. */
 static void test_health_payload(void **state)
 {
@@ -1087,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_log_connections),
+		cmocka_unit_test(test_source),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
