@@ -6,12 +6,13 @@ included) and why it ended (done, connect_failed, no_backend, idle_timeout, bad_
 drain_timeout); a reload turns it on for new connections; off, no connection is logged."""
 import re
 import socket
+import subprocess
 import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof,
-                    run_tests)
+from lbtest import (HASHLB, Backend, check, client_ip, connect, dead_port, lookup, read_line,
+                    read_to_eof, run_tests, spawn, stop, tmpfile)
 
 PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 NO_HEALTH = "enabled: false"
@@ -258,5 +259,59 @@ def off_then_reload_on():
     b.stop()
 
 
+def stalled_stderr_reader():
+    """stderr is a pipe nobody reads: connections are still served at full speed (the worker
+    never waits on the log), the lines that do not fit are dropped and counted in
+    hashlb_log_dropped_total, and once the reader catches up every other line arrives whole:
+    lines written + dropped = connections."""
+    n = 3000
+    b = Backend("a")
+    path = tmpfile("stalled.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1,
+                                          extra="log_connections: true"))
+    proc = spawn([HASHLB, "run", "-c", path], stderr=subprocess.PIPE)
+    head, listen, admin = [], None, None
+    for raw in proc.stderr:  # the start-up lines, then the reader stops
+        line = raw.decode()
+        head.append(line)
+        m = re.search(r"msg=listening .*addr=(\S+)", line)
+        listen = m.group(1) if m else listen
+        m = re.search(r'msg="admin listening" addr=(\S+)', line)
+        admin = m.group(1) if m else admin
+        if "msg=started" in line:
+            break
+    host, port = listen.rsplit(":", 1)
+    t0, served = time.time(), 0
+    for i in range(n):
+        s = connect((host, int(port)), client_ip(i % 200), timeout=5)
+        s.sendall(b"x")
+        s.shutdown(socket.SHUT_WR)
+        served += read_to_eof(s) == b"a\nx"
+        s.close()
+    check(served == n, f"all {n} connections served with stderr stalled ({served})")
+    ahost, aport = admin.rsplit(":", 1)
+    a = socket.create_connection((ahost, int(aport)), timeout=10)
+    a.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    body = read_to_eof(a).decode()
+    a.close()
+    m = re.search(r"^hashlb_log_dropped_total (\d+)", body, re.M)
+    dropped = int(m.group(1)) if m else -1
+    check(0 < dropped < n, f"lines dropped and counted: {dropped} of {n}")
+    rest = []
+    reader = threading.Thread(target=lambda: rest.extend(proc.stderr), daemon=True)
+    reader.start()  # the reader catches up
+    time.sleep(0.5)
+    check(stop(proc) == 0, "hashlb exited 0")
+    reader.join(10)
+    lines = [l.decode() for l in rest]
+    conn = [l for l in lines if " msg=connection " in l]
+    whole = re.compile(r'^ts=\S+Z level=\w+ msg=("[^"]*"|\S+)( \w+=("[^"]*"|\S+))*\n$')
+    check(all(whole.match(l) for l in lines), "every line arrives whole: " +
+          repr([l for l in lines if not whole.match(l)][:2]))
+    check(len(conn) + dropped == n, f"lines written {len(conn)} + dropped {dropped} = {n}")
+    print(f"    {n} connections in {time.time() - t0:.1f}s, {dropped} lines dropped")
+    b.stop()
+
+
 run_tests([one_line_per_client, refused_first_backend, no_backend_reached,
-           idle_timeout_and_drain, accept_proxy_client, off_then_reload_on])
+           idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
+           stalled_stderr_reader])
