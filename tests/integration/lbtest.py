@@ -165,17 +165,34 @@ class Hashlb:
 
 
 def serve_each(srv, handle):
-    """Accept on listening socket <srv> until it is closed, each connection handled by
-    <handle>(conn) in a thread of its own."""
+    """Accept on listening socket <srv>, each connection handled by <handle>(conn) in a thread
+    of its own, until the returned stop() closes it. stop() shuts the listener down first and
+    waits for the accepting thread: a plain close() leaves a blocked accept() holding the
+    listener, and the thread may then accept on whatever socket reuses the fd number (a later
+    test's backend), handing that test's connection to this handler."""
+    done = threading.Event()
+
     def loop():
-        while True:
+        while not done.is_set():
             try:
                 c, _ = srv.accept()
             except OSError:
                 return
             threading.Thread(target=handle, args=(c,), daemon=True).start()
 
-    threading.Thread(target=loop, daemon=True).start()
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+
+    def stop():
+        done.set()
+        try:
+            srv.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        t.join(5)
+        srv.close()
+
+    return stop
 
 
 def client_ip(i):

@@ -156,7 +156,7 @@ class App:
         self.name, self.mode, self.got = name, "pong", b""
         self.srv = socket.create_server(("127.0.0.1", 0))
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
-        serve_each(self.srv, self._one)
+        self.close = serve_each(self.srv, self._one)
 
     def _one(self, c):
         mode = self.mode
@@ -213,6 +213,8 @@ def payload_checks():
     check(lb.wait(lambda: up("x") and not up("y")),
           "x greets with 220: up; y says nothing: down")
     check(lb.stop() == 0, "exit 0")
+    x.close()
+    y.close()
 
 
 run_tests([killed_backend_down_then_up, passive_failures_count_toward_fall,

@@ -172,7 +172,7 @@ def source_address():
         c.sendall(b"s\n")
         c.close()
 
-    serve_each(srv, one)
+    stop_srv = serve_each(srv, one)
     addr = "127.0.0.1:%d" % srv.getsockname()[1]
     lb = Lb(ctl_config([("s", addr)], extra="source: 127.0.0.7"))
     check(who(lb.addr, client_ip(3)) == "s", "served")
@@ -190,7 +190,7 @@ def source_address():
     p = subprocess.run([HASHLB, "run", "-c", path], capture_output=True, text=True, timeout=20)
     check(p.returncode == 1 and "foreign-source.yaml:4:" in p.stderr and "192.0.2.1" in p.stderr,
           f"hashlb run refuses it at start with the service's line: {p.stderr.strip()}")
-    srv.close()
+    stop_srv()
 
 
 def backend_max_connections():

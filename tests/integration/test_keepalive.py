@@ -28,7 +28,7 @@ class HoldBackend:
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
         self.conns = []
         self._vanish = []
-        serve_each(self.srv, self._one)
+        self.close = serve_each(self.srv, self._one)
 
     def _one(self, c):
         ended, gone = threading.Event(), threading.Event()
@@ -61,9 +61,6 @@ class HoldBackend:
         while len(self.conns) < n and time.time() < end:
             time.sleep(0.02)
         return len(self.conns) >= n
-
-    def close(self):
-        self.srv.close()
 
 
 def config(backends, extra=""):

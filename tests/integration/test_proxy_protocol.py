@@ -30,7 +30,7 @@ class ProxyBackend:
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
         self.by_id = {}
         self.checks = []
-        serve_each(self.srv, self._one)
+        self.close = serve_each(self.srv, self._one)
 
     def _read_header(self, c):
         if self.version == "v1":
@@ -69,9 +69,6 @@ class ProxyBackend:
                 c.sendall(d)
             if not got:
                 self.checks.append(header)
-
-    def close(self):
-        self.srv.close()
 
 
 def expected(version, src, dst):
