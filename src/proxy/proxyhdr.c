@@ -220,7 +220,8 @@ int hlb_proxy_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *ret
 		    struct sockaddr_storage *ret_dst, size_t *ret_need)
 {
 	static const char v1_sig[] = "PROXY ";
-	struct sockaddr_storage src, dst;
+	/* zero: a header that names no address returns no stack bytes either */
+	struct sockaddr_storage src = { 0 }, dst = { 0 };
 	size_t n;
 	int r;
 

@@ -239,6 +239,49 @@ static void test_parse_local(void **state)
 	assert_string_equal(ps, "");
 }
 
+/* Leave the stack below the caller full of non-zero bytes. */
+static void __attribute__((noinline)) dirty_stack(void)
+{
+	volatile uint8_t junk[8192];
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = 0xa5;
+}
+
+/*
+ * A header that names no address (v1 UNKNOWN, v2 LOCAL, v2 over UNIX
+ * sockets) gives AF_UNSPEC and nothing else: no stack bytes in the rest of
+ * the addresses. Found by tests/fuzz/fuzz_proxyhdr (two parses of one
+ * header differed).
+ */
+static void test_parse_unspec_zero(void **state)
+{
+	static const uint8_t v2_unix[16 + 216] = { 0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51,
+						   0x55, 0x49, 0x54, 0x0a, 0x21, 0x31, 0x00, 216 };
+	struct sockaddr_storage s, d, zero;
+	uint8_t local[HLB_PROXY_HDR_MAX];
+	const struct {
+		const void *buf;
+		size_t len;
+	} hdrs[] = {
+		{ "PROXY UNKNOWN\r\n", 15 },
+		{ local, (size_t)hlb_proxy_local_header(HASHLB_PROXY_V2, local) },
+		{ v2_unix, sizeof(v2_unix) },
+	};
+	size_t need;
+
+	memset(&zero, 0, sizeof(zero));
+	for (size_t i = 0; i < sizeof(hdrs) / sizeof(hdrs[0]); i++) {
+		memset(&s, 0xa5, sizeof(s));
+		memset(&d, 0xa5, sizeof(d));
+		dirty_stack();
+		assert_int_equal(hlb_proxy_parse(hdrs[i].buf, hdrs[i].len, &s, &d, &need),
+				 (int)hdrs[i].len);
+		assert_memory_equal(&s, &zero, sizeof(zero));
+		assert_memory_equal(&d, &zero, sizeof(zero));
+	}
+}
+
 /* v2 with TLVs after the addresses (as AWS NLB sends): skipped, the addresses kept. */
 static void test_parse_v2_tlvs(void **state)
 {
@@ -344,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_local),
 		cmocka_unit_test(test_parse_round_trip),
 		cmocka_unit_test(test_parse_local),
+		cmocka_unit_test(test_parse_unspec_zero),
 		cmocka_unit_test(test_parse_v2_tlvs),
 		cmocka_unit_test(test_parse_malformed),
 		cmocka_unit_test(test_parse_refused_untouched),
