@@ -1,0 +1,159 @@
+/* Fuzzes the parsers of addresses written by hand: hashlb_addr_parse() (config addresses), hashlb_prefix_parse() (accept_proxy_from), hashlb_tuple_parse_src() (hashlb lookup, the admin API's lookup); what they accept reads back the same, and a config address means the same client to lookup. */
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashlb/config.h"
+#include "hashlb/tuple.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FILL 0xa5
+
+static void check(bool ok, const char *what, const char *s)
+{
+	if (ok)
+		return;
+	fprintf(stderr, "contract broken for '%s': %s\n", s, what);
+	abort();
+}
+
+static bool untouched(const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (((const uint8_t *)p)[i] != FILL)
+			return false;
+	return true;
+}
+
+/* "a.b.c.d:port" or "[v6]:port" of <ss>, as a config writes it. */
+static void addr_format(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
+}
+
+static void fuzz_addr(const char *s)
+{
+	for (int allow0 = 0; allow0 < 2; allow0++) {
+		struct sockaddr_storage ss, again;
+		struct hashlb_tuple t, ta;
+		socklen_t len, alen;
+		char text[80];
+		int r;
+
+		memset(&ss, FILL, sizeof(ss));
+		memset(&len, FILL, sizeof(len));
+		r = hashlb_addr_parse(s, allow0, &ss, &len);
+		check(r == 0 || r == -EINVAL, "returns 0 or -EINVAL", s);
+		if (r < 0) {
+			check(untouched(&ss, sizeof(ss)) && untouched(&len, sizeof(len)),
+			      "ret_addr and ret_len written only on success", s);
+			continue;
+		}
+		check((ss.ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+			      (ss.ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6)),
+		      "an IPv4 or IPv6 address of its own length", s);
+		check(allow0 || ((struct sockaddr_in *)&ss)->sin_port != 0,
+		      "port 0 only when allowed", s);
+		addr_format(&ss, text, sizeof(text));
+		check(hashlb_addr_parse(text, allow0, &again, &alen) == 0 && alen == len &&
+			      memcmp(&again, &ss, len) == 0,
+		      "reads back the same", s);
+		/* The client a config names, hashlb lookup takes the same. */
+		check(hashlb_tuple_parse_src(s, &t) == 0, "hashlb lookup takes a config address",
+		      s);
+		check(hashlb_tuple_from_sockaddr((struct sockaddr *)&ss, NULL, &ta) == 0 &&
+			      memcmp(&t, &ta, sizeof(t)) == 0,
+		      "hashlb lookup reads a config address as the config does", s);
+	}
+}
+
+static void fuzz_prefix(const char *s)
+{
+	struct hashlb_prefix p, again;
+	char text[HASHLB_PREFIX_STRLEN];
+	int r;
+
+	memset(&p, FILL, sizeof(p));
+	r = hashlb_prefix_parse(s, &p);
+	check(r == 0 || r == -EINVAL || r == -EDOM, "returns 0, -EINVAL or -EDOM", s);
+	if (r < 0) {
+		check(untouched(&p, sizeof(p)), "ret_prefix written only on success", s);
+		return;
+	}
+	check((p.family == AF_INET && p.len <= 32) || (p.family == AF_INET6 && p.len <= 128),
+	      "a family and a length within it", s);
+	for (unsigned bit = p.len; bit < 128; bit++)
+		check(!(p.addr[bit / 8] & (0x80u >> (bit % 8))), "no bit set past the length", s);
+	hashlb_prefix_format(&p, text, sizeof(text));
+	check(hashlb_prefix_parse(text, &again) == 0 && memcmp(&again, &p, sizeof(p)) == 0,
+	      "reads back the same", s);
+	/* Its own first address lies in it. */
+	if (p.family == AF_INET) {
+		struct sockaddr_in in = { .sin_family = AF_INET };
+
+		memcpy(&in.sin_addr, p.addr, 4);
+		check(hashlb_prefix_match(&p, 1, (struct sockaddr *)&in), "covers its address", s);
+	} else {
+		struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+
+		memcpy(&in6.sin6_addr, p.addr, 16);
+		check(hashlb_prefix_match(&p, 1, (struct sockaddr *)&in6), "covers its address", s);
+	}
+}
+
+static void fuzz_tuple(const char *s)
+{
+	struct hashlb_tuple t, again;
+	char host[INET6_ADDRSTRLEN], text[80];
+	int r;
+
+	memset(&t, FILL, sizeof(t));
+	r = hashlb_tuple_parse_src(s, &t);
+	check(r == 0 || r == -EINVAL, "returns 0 or -EINVAL", s);
+	if (r < 0) {
+		check(untouched(&t, sizeof(t)), "ret_tuple written only on success", s);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(t.dst); i++)
+		check(t.dst[i] == 0, "the destination zeroed", s);
+	check(!t.dport[0] && !t.dport[1], "the destination port zeroed", s);
+	inet_ntop(AF_INET6, t.src, host, sizeof(host));
+	snprintf(text, sizeof(text), "[%s]:%u", host, t.sport[0] << 8 | t.sport[1]);
+	check(hashlb_tuple_parse_src(text, &again) == 0 && memcmp(&again, &t, sizeof(t)) == 0,
+	      "reads back the same", s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* The parsers take C strings: what the fuzzer gives, cut at a NUL. */
+	char *s = malloc(size + 1);
+
+	if (!s)
+		return 0;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	fuzz_addr(s);
+	fuzz_prefix(s);
+	fuzz_tuple(s);
+	free(s);
+	return 0;
+}
