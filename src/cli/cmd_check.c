@@ -2,6 +2,7 @@
 /* hashlb check: validate a config as `hashlb run` would load it, and show its tables. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,47 @@ static void print_params(const struct hashlb_service_cfg *s)
 	else
 		printf(" table_size=%" PRIu32, p->maglev_m);
 	printf(" seed=%" PRIu64 "\n", p->seed);
+}
+
+/* <n> bytes as a double-quoted string, C escapes for what is not printable. */
+static void print_bytes(const char *p, uint32_t n)
+{
+	putchar('"');
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)p[i];
+
+		if (ch == '\r')
+			fputs("\\r", stdout);
+		else if (ch == '\n')
+			fputs("\\n", stdout);
+		else if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			printf("\\x%02x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void print_health(const struct hashlb_health_cfg *h)
+{
+	if (!h->enabled) {
+		printf("  health       off (every backend counts as up)\n");
+		return;
+	}
+	printf("  health       every %" PRIu32 "ms, timeout %" PRIu32 "ms, rise %" PRIu32
+	       ", fall %" PRIu32,
+	       h->interval_ms, h->timeout_ms, h->rise, h->fall);
+	if (h->send_len) {
+		printf(", send ");
+		print_bytes(h->send, h->send_len);
+	}
+	if (h->expect_len) {
+		printf(", expect ");
+		print_bytes(h->expect, h->expect_len);
+	}
+	printf("\n");
 }
 
 static int print_service(const struct hashlb_service_cfg *s)
@@ -104,6 +146,14 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       s->keepalive.idle_s + s->keepalive.interval_s * s->keepalive.count);
 	if (s->log_connections)
 		printf("  log          a line as each connection ends (log_connections)\n");
+	print_health(&s->health);
+	if (s->source_len) {
+		char host[INET6_ADDRSTRLEN] = "?";
+
+		getnameinfo((const struct sockaddr *)&s->source, s->source_len, host, sizeof(host),
+			    NULL, 0, NI_NUMERICHOST);
+		printf("  source       %s\n", host);
+	}
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,
@@ -116,9 +166,12 @@ static int print_service(const struct hashlb_service_cfg *s)
 				       ? 100.0 * b->weight / (double)total
 				       : 0.0;
 
-		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%\n", w, b->name, aw,
+		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%", w, b->name, aw,
 		       b->address, b->weight, hashlb_admin_state_name(b->admin),
 		       100.0 * hashlb_table_share(t, i), ideal);
+		if (b->max_connections)
+			printf("  max_connections=%" PRIu32, b->max_connections);
+		printf("\n");
 	}
 	hashlb_table_free(t);
 	return 0;

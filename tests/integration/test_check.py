@@ -57,6 +57,22 @@ p6 = run("check", "-c", os.path.join(SRC, "configs", "ipv6.yaml"))
 fps = re.findall(r"fingerprint\s+([0-9a-f]{16})", p6.stdout)
 check(len(fps) == 2 and fps[0] == fps[1], f"ipv6.yaml: both services have one fingerprint: {fps}")
 
+# --- what a service does beyond its table: health exchange, source, caps ---
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+            "    source: 127.0.0.7\n"
+            '    health: {send: "PING\\r\\n\\x01", expect: "+PONG"}\n'
+            "    backends:\n      - {name: a, address: 127.0.0.1:18381, max_connections: 500}\n"
+            "      - {name: b, address: 127.0.0.1:18382}\n")
+r = run("check", "-c", f.name)
+os.unlink(f.name)
+check(r.returncode == 0 and
+      'health       every 2000ms, timeout 1000ms, rise 2, fall 3, send "PING\\r\\n\\x01", '
+      'expect "+PONG"' in r.stdout and "  source       127.0.0.7\n" in r.stdout and
+      re.search(r"^\s+a\s.*max_connections=500$", r.stdout, re.M) and
+      not re.search(r"^\s+b\s.*max_connections", r.stdout, re.M),
+      f"check shows the health exchange, the source and the cap: {r.stdout}")
+
 # --- broken configs: exit 1, one line FILE:LINE:COL: error: ..., nothing on stdout ---
 with open(DEMO) as f:
     demo = f.read()
