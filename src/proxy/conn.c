@@ -504,6 +504,35 @@ static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
 }
 
 /*
+ * A socket for a connection to <be>, set up as <snap> says (source address,
+ * TCP_NODELAY, keepalive), or -errno.
+ */
+static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
+			  const struct hlb_backend *be)
+{
+	int fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP), r, one = 1;
+
+	if (fd < 0) {
+		r = -errno;
+		if ((r == -EMFILE || r == -ENFILE) && w->now_ms - w->last_fd_limit_log > 10000) {
+			w->last_fd_limit_log = w->now_ms;
+			hlb_log(HLB_LOG_WARN, "file descriptor limit reached, connection refused",
+				"worker=%u", w->id);
+		}
+		return r;
+	}
+	/* EADDRNOTAVAIL: the address left this host since the config was applied */
+	if (snap->source_len && (r = hlb_bind_source(fd, &snap->source, snap->source_len)) < 0) {
+		worker_close_fd(w, fd);
+		return r;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (snap->keepalive.enabled)
+		sock_keepalive(fd, &snap->keepalive);
+	return fd;
+}
+
+/*
  * Connect to the backend at position c->attempt of the preference list in
  * <snap>, skipping <failed> (the backend that just failed, if the list did
  * not change). Returns false if no candidate is left.
@@ -515,8 +544,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	size_t max = 1 + (size_t)snap->connect_retries, n;
 	struct io_uring_sqe *sqe;
 	struct hlb_backend *be;
-	int fd, one = 1;
 	uint32_t cap;
+	int fd;
 
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
@@ -537,30 +566,14 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		}
 		c->attempt++;
 	}
-	fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+	fd = backend_socket(w, snap, be);
 	if (fd < 0) {
-		c->err = (uint8_t)errno;
-		if (cap)
-			hlb_backend_unclaim(be);
-		if ((errno == EMFILE || errno == ENFILE) &&
-		    w->now_ms - w->last_fd_limit_log > 10000) {
-			w->last_fd_limit_log = w->now_ms;
-			hlb_log(HLB_LOG_WARN, "file descriptor limit reached, connection refused",
-				"worker=%u", w->id);
-		}
-		return false;
-	}
-	if (snap->source_len && hlb_bind_source(fd, &snap->source, snap->source_len) < 0) {
-		/* the address left this host since the config was applied: no
-		 * backend is to blame, none is counted as failed */
-		worker_close_fd(w, fd);
+		/* ours (no fd, the source address gone): no backend is to blame */
+		c->err = (uint8_t)-fd;
 		if (cap)
 			hlb_backend_unclaim(be);
 		return false;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (snap->keepalive.enabled)
-		sock_keepalive(fd, &snap->keepalive);
 	c->be = hlb_backend_ref(be);
 	c->claimed = cap != 0;
 	c->fd[1] = fd;
