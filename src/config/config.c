@@ -242,6 +242,8 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 		if (k->type != YNODE_SCALAR)
 			return fail(ld, k, "a key in %s must be a plain name, found %s", what,
 				    ynode_kind(k));
+		if (strlen(k->text) != k->len)
+			return fail(ld, k, "a key in %s must not contain NUL characters", what);
 		for (size_t j = 0; keys[j]; j++) {
 			if (strcmp(k->text, keys[j]) == 0) {
 				known = true;
@@ -303,11 +305,26 @@ static struct ynode *map_key(const struct ynode *map, const char *key)
 
 /* --- scalar values ---------------------------------------------------- */
 
-static int want_scalar(struct loader *ld, const struct ynode *v, const char *key,
-		       const char *expected)
+/* A scalar, whatever bytes it holds (a payload may hold NULs). */
+static int want_scalar_bytes(struct loader *ld, const struct ynode *v, const char *key,
+			     const char *expected)
 {
 	if (v->type != YNODE_SCALAR || ynode_is_null(v))
 		return fail(ld, v, "'%s' must be %s, found %s", key, expected, describe(v).s);
+	return 0;
+}
+
+/* A scalar without NULs: every other value is read as a C string, and
+ * "ring\0x" must not pass as ring. */
+static int want_scalar(struct loader *ld, const struct ynode *v, const char *key,
+		       const char *expected)
+{
+	int r = want_scalar_bytes(ld, v, key, expected);
+
+	if (r < 0)
+		return r;
+	if (strlen(v->text) != v->len)
+		return fail(ld, v, "'%s' must not contain NUL characters", key);
 	return 0;
 }
 
@@ -318,8 +335,6 @@ static int get_string(struct loader *ld, const struct ynode *v, const char *key,
 
 	if (r < 0)
 		return r;
-	if (strlen(v->text) != v->len)
-		return fail(ld, v, "'%s' must not contain NUL characters", key);
 	s = strdup(v->text);
 	if (!s)
 		return nomem(ld);
@@ -335,7 +350,8 @@ static int get_bytes(struct loader *ld, const struct ynode *v, const char *key, 
 		     char **ret, uint32_t *ret_len)
 {
 	char *s;
-	int r = want_scalar(ld, v, key, "a string (in double quotes for escapes: \"PING\\r\\n\")");
+	int r = want_scalar_bytes(ld, v, key,
+				  "a string (in double quotes for escapes: \"PING\\r\\n\")");
 
 	if (r < 0)
 		return r;

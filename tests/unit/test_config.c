@@ -141,6 +141,31 @@ static void test_no_services(void **state)
 
 /* --- keys ---------------------------------------------------------------- */
 
+/*
+ * A NUL ("\0" in a double-quoted string) in a key or a value is refused:
+ * everything but a health payload is read as a C string, and "ring\0junk"
+ * loaded as ring, silently, like the typos the loader exists to catch.
+ */
+static void test_nul_refused(void **state)
+{
+	struct hashlb_config *c;
+
+	expect_error(MINIMAL "    scheme: \"ring\\0junk\"\n", 7, 13,
+		     "'scheme' must not contain NUL characters");
+	expect_error(MINIMAL "    hash_key: \"4-tuple\\0\"\n", 7, 15,
+		     "'hash_key' must not contain NUL");
+	expect_error(MINIMAL "        state: \"drain\\0x\"\n", 7, 16,
+		     "'state' must not contain NUL");
+	expect_error(MINIMAL "    timeouts: {connect: \"2s\\0\"}\n", 7, 25,
+		     "'connect' must not contain NUL");
+	expect_error("services:\n  - name: web\n    \"listen\\0x\": 127.0.0.1:8080\n", 3, 5,
+		     "a key in service must not contain NUL characters");
+	/* a health check's payload is bytes: NULs allowed there */
+	c = load_ok(MINIMAL "    health: {send: \"a\\0b\"}\n");
+	assert_int_equal(c->services[0].health.send_len, 3);
+	hashlb_config_free(c);
+}
+
 static void test_unknown_keys(void **state)
 {
 	expect_error("service: []\n", 1, 1,
@@ -1090,6 +1115,7 @@ int main(void)
 		cmocka_unit_test(test_yaml_syntax),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
+		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_duplicate_key),
