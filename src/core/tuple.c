@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -118,11 +119,12 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 	const char *port_str = NULL;
 	struct sockaddr_storage ss;
 	unsigned long port = 0;
+	bool bracketed = s[0] == '[';
 	const char *colon;
 	size_t len;
 
 	memset(&ss, 0, sizeof(ss));
-	if (s[0] == '[') {
+	if (bracketed) {
 		const char *end = strchr(s, ']');
 
 		if (!end || (end[1] != '\0' && end[1] != ':'))
@@ -144,20 +146,21 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 	memcpy(host, s, len);
 	host[len] = '\0';
 	if (port_str) {
-		char *end;
+		/* 1 to 5 digits, as a config's port: no sign, no spaces */
+		size_t n = strlen(port_str);
 
-		if (!*port_str)
+		if (n == 0 || n > 5 || strspn(port_str, "0123456789") != n)
 			return -EINVAL;
-		errno = 0;
-		port = strtoul(port_str, &end, 10);
-		if (errno || *end || port > 65535)
+		port = strtoul(port_str, NULL, 10);
+		if (port > 65535)
 			return -EINVAL;
 	}
 
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 
-	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+	/* brackets hold an IPv6 address only, as in a config */
+	if (!bracketed && inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons((uint16_t)port);
 	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {

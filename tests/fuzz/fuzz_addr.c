@@ -120,10 +120,28 @@ static void fuzz_prefix(const char *s)
 	}
 }
 
+/* <s> is "ADDR", "V6" or "[V6]": an address with no port. */
+static bool bare_address(const char *s)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	uint8_t a[16];
+	size_t n = strlen(s);
+
+	if (inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1)
+		return true;
+	if (n < 3 || n - 2 >= sizeof(host) || s[0] != '[' || s[n - 1] != ']')
+		return false;
+	memcpy(host, s + 1, n - 2);
+	host[n - 2] = '\0';
+	return inet_pton(AF_INET6, host, a) == 1;
+}
+
 static void fuzz_tuple(const char *s)
 {
+	struct sockaddr_storage ss;
 	struct hashlb_tuple t, again;
 	char host[INET6_ADDRSTRLEN], text[80];
+	socklen_t len;
 	int r;
 
 	memset(&t, FILL, sizeof(t));
@@ -133,6 +151,9 @@ static void fuzz_tuple(const char *s)
 		check(untouched(&t, sizeof(t)), "ret_tuple written only on success", s);
 		return;
 	}
+	/* The forms tuple.h names, with a port as a config writes one. */
+	check(bare_address(s) || hashlb_addr_parse(s, true, &ss, &len) == 0,
+	      "hashlb lookup takes an address alone or a config address, nothing looser", s);
 	for (size_t i = 0; i < sizeof(t.dst); i++)
 		check(t.dst[i] == 0, "the destination zeroed", s);
 	check(!t.dport[0] && !t.dport[1], "the destination port zeroed", s);

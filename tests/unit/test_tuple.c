@@ -238,6 +238,14 @@ static void test_parse_src(void **state)
 		"host.example",
 		"[]:80",
 		"1.2.3.4.5",
+		/* looser than a config's address: found by tests/fuzz/fuzz_addr */
+		"[::]:\t3",
+		"192.0.2.1: 80",
+		"192.0.2.1:+80",
+		"192.0.2.1:-0",
+		"192.0.2.1:000080",
+		"[192.0.2.1]:80",
+		"[192.0.2.1]",
 	};
 	struct hashlb_tuple t;
 
@@ -255,6 +263,9 @@ static void test_parse_src(void **state)
 	assert_int_equal(hashlb_tuple_parse_src("10.1.2.3", &t), 0);
 	assert_int_equal(t.src[10], 0xff);
 	assert_int_equal(t.src[12], 10);
+	assert_int_equal(hashlb_tuple_parse_src("10.1.2.3:080", &t), 0); /* as a config reads it */
+	assert_int_equal(t.sport[1], 80);
+	assert_int_equal(hashlb_tuple_parse_src("[::1]", &t), 0);
 }
 
 static void test_key_names(void **state)
