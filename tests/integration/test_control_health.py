@@ -187,7 +187,9 @@ def payload_checks():
     nothing sent) applies at once."""
     x, y = App("x"), App("y")
     payload = 'send: "PING\\r\\n"\nexpect: "+PONG"'
-    health = f"interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3\n{payload}"
+    # checks every 300 ms with a 300 ms timeout: a loaded machine must not fail the good ones
+    checks = "interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 3\n"
+    health = checks + payload
     lb = Lb(config([("x", x.addr), ("y", y.addr)], health=health, extra="proxy_protocol: v1"))
     up = lambda n: lb.backend(n)["in_table"]  # noqa: E731
     check(lb.wait(lambda: up("x") and up("y")), "both answer +PONG: up")
@@ -207,7 +209,7 @@ def payload_checks():
 
     x.mode, y.mode = "banner", "mute"
     lb.rewrite(config([("x", x.addr), ("y", y.addr)],
-                      health='interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3\nexpect: "220 "'))
+                      health=checks + 'expect: "220 "'))
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload to a banner check: {se}")
     check(lb.wait(lambda: up("x") and not up("y")),
