@@ -36,6 +36,10 @@ static void usage(FILE *f)
 		   "                                  traffic, no health checks)\n"
 		   "  set [-s SERVICE] BACKEND weight N\n"
 		   "                                  change a weight (rebuilds the table)\n"
+		   "  set [-s SERVICE] BACKEND max_connections N\n"
+		   "                                  cap its connections (0 = no cap): clients\n"
+		   "                                  over it go to their next backend; no\n"
+		   "                                  table change, no connection closed\n"
 		   "  reload                          re-read the config file; on error the\n"
 		   "                                  running config stays and FILE:LINE:COL\n"
 		   "                                  says what is wrong\n"
@@ -299,10 +303,11 @@ int cmd_ctl(int argc, char **argv)
 			param(q, sizeof(q), "service", service);
 			param(q, sizeof(q), "backend", argv[optind]);
 			param(q, sizeof(q), "state", argv[optind + 1]);
-		} else if (argc - optind == 3 && !strcmp(argv[optind + 1], "weight")) {
+		} else if (argc - optind == 3 && (!strcmp(argv[optind + 1], "weight") ||
+						  !strcmp(argv[optind + 1], "max_connections"))) {
 			param(q, sizeof(q), "service", service);
 			param(q, sizeof(q), "backend", argv[optind]);
-			param(q, sizeof(q), "weight", argv[optind + 2]);
+			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
 		} else {
 			usage(stderr);
 			return 2;

@@ -8,7 +8,7 @@
  *   GET  /status                                    process, services, backends
  *   GET  /table?service=S                           table summary
  *   GET  /lookup?service=S&client=ADDR[:PORT]       backend and preference list
- *   POST /set?service=S&backend=B[&state=X][&weight=N]
+ *   POST /set?service=S&backend=B[&state=X][&weight=N][&max_connections=N]
  *   POST /reload
  *
  * service= may be left out when there is only one service.
@@ -369,18 +369,34 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 
 /* ---- commands ---- */
 
+/* A decimal 0..<max>, digits only. 0 or -EINVAL. */
+static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*ret = (uint32_t)v;
+	return 0;
+}
+
 static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
-	char name[HASHLB_NAME_MAX + 1], state[32], weight[32];
+	char name[HASHLB_NAME_MAX + 1], state[32], weight[32], maxc[32];
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
+	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
 	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
 	struct hlb_pool_backend *b;
-	unsigned long w = 0;
+	uint32_t w = 0, max = 0;
 	uint32_t old_weight;
 	uint64_t failed;
-	char *end;
 
 	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
 		resp_error(resp, 400, "give backend=NAME");
@@ -391,26 +407,30 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
 		return;
 	}
-	if (!has_state && !has_weight) {
-		resp_error(resp, 400, "give state=ready|drain|maint and/or weight=N");
+	if (!has_state && !has_weight && !has_max) {
+		resp_error(resp, 400,
+			   "give state=ready|drain|maint, weight=N and/or max_connections=N");
 		return;
 	}
 	if (has_state && hashlb_admin_state_parse(state, &st) < 0) {
 		resp_error(resp, 400, "unknown state '%s': ready, drain or maint", state);
 		return;
 	}
-	if (has_weight) {
-		errno = 0;
-		w = strtoul(weight, &end, 10);
-		if (errno || *end || !*weight || w > HASHLB_WEIGHT_MAX) {
-			resp_error(resp, 400, "weight must be 0..%u", HASHLB_WEIGHT_MAX);
-			return;
-		}
+	if (has_weight && parse_u32(weight, HASHLB_WEIGHT_MAX, &w) < 0) {
+		resp_error(resp, 400, "weight must be 0..%u", HASHLB_WEIGHT_MAX);
+		return;
 	}
+	if (has_max && parse_u32(maxc, UINT32_MAX, &max) < 0) {
+		resp_error(resp, 400, "max_connections must be 0 (no cap)..%u", UINT32_MAX);
+		return;
+	}
+	/* the cap needs no rebuild: workers read it at each connect */
+	if (has_max)
+		atomic_store(&b->rt->max_conns, max);
 	old_weight = b->rt->weight;
 	failed = s->rebuilds_failed;
 	if (has_weight)
-		hlb_pool_set_weight(b, (uint32_t)w);
+		hlb_pool_set_weight(b, w);
 	if (has_state)
 		hlb_pool_set_admin(b, st);
 	/* Build now, so the answer (and the next lookup) shows the new table. */
@@ -424,10 +444,11 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	}
 	if (text) {
 		hlb_buf_printf(&resp->body,
-			       "%s/%s: state %s, weight %u, health %s; table generation %" PRIu64
-			       "\n",
+			       "%s/%s: state %s, weight %u, max_connections %u, health %s; table "
+			       "generation %" PRIu64 "\n",
 			       s->cfg->name, b->rt->name, hashlb_admin_state_name(b->admin),
-			       b->rt->weight, health_name(b), hlb_pool_snapshot(s)->generation);
+			       b->rt->weight, atomic_load(&b->rt->max_conns), health_name(b),
+			       hlb_pool_snapshot(s)->generation);
 		return;
 	}
 	hlb_buf_puts(&resp->body, "{\"service\":");
@@ -435,9 +456,10 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	hlb_buf_puts(&resp->body, ",\"backend\":");
 	hlb_buf_json_str(&resp->body, b->rt->name);
 	hlb_buf_printf(&resp->body,
-		       ",\"state\":\"%s\",\"weight\":%u,\"health\":\"%s\",\"generation\":%" PRIu64
-		       "}\n",
-		       hashlb_admin_state_name(b->admin), b->rt->weight, health_name(b),
+		       ",\"state\":\"%s\",\"weight\":%u,\"max_connections\":%u,\"health\":\"%s\""
+		       ",\"generation\":%" PRIu64 "}\n",
+		       hashlb_admin_state_name(b->admin), b->rt->weight,
+		       atomic_load(&b->rt->max_conns), health_name(b),
 		       hlb_pool_snapshot(s)->generation);
 }
 

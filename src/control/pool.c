@@ -143,6 +143,7 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
 	}
 	b->check.io.fd = -1;
 	b->cfg_weight = c->weight;
+	b->cfg_max_conns = c->max_connections;
 	b->cfg_admin = c->admin;
 	b->admin = c->admin;
 	atomic_store(&b->rt->admin, (int)c->admin);
@@ -698,8 +699,12 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				b->rt->weight = nb->weight;
 				full = true;
 			}
-			/* applies to new connections at once; none is closed */
-			atomic_store(&b->rt->max_conns, nb->max_connections);
+			/* a cap the config changes applies to new connections at
+			 * once (none is closed); one set at runtime stays otherwise */
+			if (nb->max_connections != b->cfg_max_conns) {
+				b->cfg_max_conns = nb->max_connections;
+				atomic_store(&b->rt->max_conns, nb->max_connections);
+			}
 			if (nb->admin != b->cfg_admin) {
 				b->cfg_admin = nb->admin;
 				hlb_pool_set_admin(b, nb->admin);

@@ -50,6 +50,7 @@ struct hlb_pool_backend {
 	struct hlb_pool_service *svc;
 	struct hlb_backend *rt; /* one reference */
 	uint32_t cfg_weight; /* from the config, to tell a reload's change from ours */
+	uint32_t cfg_max_conns; /* the same for max_connections */
 	enum hashlb_admin_state cfg_admin;
 	enum hashlb_admin_state admin; /* current */
 	struct hlb_health health;

@@ -8,7 +8,7 @@ import re
 import time
 
 from ctltest import Lb, config
-from lbtest import Backend, check, client_ip, connect, read_line, run_tests, who
+from lbtest import Backend, check, client_ip, connect, lookup, read_line, run_tests, who
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -104,6 +104,33 @@ def weight_change_rebuilds():
     check(svc["generation"] > gen and 0.55 < share["a"] < 0.65, f"a takes 3/5 now: {share}")
     rc, so, se = lb.ctl("--json", "table")
     check(rc == 0 and '"weight":3' in so, f"ctl --json table shows the weight: {so}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def max_connections_at_run_time():
+    """ctl set BACKEND max_connections N caps a backend at once, without a rebuild: a client
+    whose first choice it is goes to its second while the cap is reached; 0 lifts the cap; a
+    reload that does not change the config's value keeps the one set at run time."""
+    lb = Lb(config(BACKENDS))
+    mine = clients_of(lb, "a", 3)
+    prefs = lookup(lb.path, mine)
+    gen = lb.service()["generation"]
+    rc, so, se = lb.ctl("set", "a", "max_connections", "1")
+    check(rc == 0 and "max_connections 1" in so and lb.backend("a")["max_connections"] == 1 and
+          lb.service()["generation"] == gen, f"set a max_connections 1, no rebuild: {so} {se}")
+    held = connect(lb.addr, mine[0])
+    check(read_line(held) == "a", "a's first client, within the cap")
+    check(who(lb.addr, mine[1]) == prefs[mine[1]][1],
+          f"the cap reached: the next client of a goes to its second choice {prefs[mine[1]][1]}")
+    lb.rewrite(config(BACKENDS))  # the same config, on the port it has
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.backend("a")["max_connections"] == 1,
+          "a reload that leaves the config's value alone keeps the cap")
+    rc, so, se = lb.ctl("set", "a", "max_connections", "0")
+    check(rc == 0 and who(lb.addr, mine[2]) == "a", "0: no cap, a takes its client again")
+    rc, so, se = lb.ctl("set", "a", "max_connections", "+5")
+    check(rc != 0 and "max_connections must be" in se, f"digits only: {se.strip()}")
+    held.close()
     check(lb.stop() == 0, "exit 0")
 
 
@@ -340,6 +367,6 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            removed_backend_drains_until_timeout, weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
-           metrics_parse_and_match_traffic])
+           metrics_parse_and_match_traffic, max_connections_at_run_time])
 for b in bs:
     b.stop()
