@@ -4,11 +4,12 @@ connections and sends no new clients; maint closes nothing, takes no traffic and
 checks; bounded load caps a hot backend; a broken reload keeps the running config and reports
 FILE:LINE:COLUMN; /metrics parses as Prometheus text and its counters match the traffic."""
 import math
+import os
 import re
 import time
 
 from ctltest import Lb, config
-from lbtest import Backend, check, client_ip, connect, lookup, read_line, run_tests, who
+from lbtest import SRC, Backend, check, client_ip, connect, lookup, read_line, run_tests, who
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -360,6 +361,13 @@ def metrics_parse_and_match_traffic():
     check(metric(m, "hashlb_reloads_total", result="ok") == 0, "no reload yet")
     rc, so, se = lb.ctl("metrics")
     check(rc == 0 and so.startswith("# HELP"), "hashlb ctl metrics prints the same text")
+    # every family hashlb exposes is explained where docs/control.md says "every metric" is
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    with open(os.path.join(SRC, "docs", "control.md")) as f:
+        doc = f.read()
+    undocumented = sorted(fam for fam in families if f"`{fam}" not in doc)
+    check(len(families) > 40 and not undocumented,
+          f"{len(families)} metric families, not in docs/control.md: {undocumented}")
     check(lb.stop() == 0, "exit 0")
 
 
