@@ -57,6 +57,17 @@ p6 = run("check", "-c", os.path.join(SRC, "configs", "ipv6.yaml"))
 fps = re.findall(r"fingerprint\s+([0-9a-f]{16})", p6.stdout)
 check(len(fps) == 2 and fps[0] == fps[1], f"ipv6.yaml: both services have one fingerprint: {fps}")
 
+# --- configs/full.yaml says it shows every key hashlb reads: each key config.c accepts is there
+with open(os.path.join(SRC, "src", "config", "config.c")) as f:
+    src = f.read()
+with open(os.path.join(SRC, "configs", "full.yaml")) as f:
+    full = f.read()
+keys = set()
+for table in re.findall(r"static const char \*const [a-z]+_keys\[\] = \{(.*?)\};", src, re.S):
+    keys |= set(re.findall(r'"([a-z_]+)"', table))
+absent = sorted(k for k in keys if not re.search(rf"^\s*(#\s*)?(- )?{k}:", full, re.M))
+check(len(keys) > 30 and not absent, f"{len(keys)} keys; not in configs/full.yaml: {absent}")
+
 # --- what a service does beyond its table: health exchange, source, caps ---
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
     f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
