@@ -453,6 +453,19 @@ static int get_bool(struct loader *ld, const struct ynode *v, const char *key, b
 }
 
 /*
+ * A setting at <at> (key <key>) that only the userspace forwarder can
+ * honour: an error with kernel steering, saying why ("kernel steering
+ * <why_not>"); 0 otherwise.
+ */
+static int userspace_only(struct loader *ld, const struct ynode *at,
+			  const struct hashlb_service_cfg *s, const char *key, const char *why_not)
+{
+	if (s->steering != HASHLB_STEERING_KERNEL)
+		return 0;
+	return fail(ld, at, "'%s' needs steering: userspace (kernel steering %s)", key, why_not);
+}
+
+/*
  * Service key <key> of mapping <m>, a boolean into <ret> if present, that
  * only the userspace forwarder can honour: true with kernel steering is an
  * error saying <why_not> ("kernel steering <why_not>").
@@ -469,10 +482,7 @@ static int get_userspace_bool(struct loader *ld, const struct ynode *m,
 	r = get_bool(ld, v, key, ret);
 	if (r < 0)
 		return r;
-	if (*ret && s->steering == HASHLB_STEERING_KERNEL)
-		return fail(ld, v, "'%s' needs steering: userspace (kernel steering %s)", key,
-			    why_not);
-	return 0;
+	return *ret ? userspace_only(ld, v, s, key, why_not) : 0;
 }
 
 /* <ms> in the largest unit that writes it exactly, as a config would. */
@@ -973,10 +983,9 @@ static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_se
 
 	if (r < 0)
 		return r;
-	if (s->steering == HASHLB_STEERING_KERNEL)
-		return fail(ld, v,
-			    "'source' needs steering: userspace (kernel steering opens no "
-			    "connection to a backend)");
+	r = userspace_only(ld, v, s, "source", "opens no connection to a backend");
+	if (r < 0)
+		return r;
 	memset(&s->source, 0, sizeof(s->source));
 	if (inet_pton(AF_INET, v->text, &in->sin_addr) == 1) {
 		in->sin_family = AF_INET;
@@ -1056,10 +1065,11 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (hashlb_proxy_protocol_parse(v->text, &s->proxy_protocol) < 0)
 			return fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
 				    v->text);
-		if (s->proxy_protocol && s->steering == HASHLB_STEERING_KERNEL)
-			return fail(ld, v,
-				    "'proxy_protocol' needs steering: userspace (kernel steering "
-				    "forwards packets and opens no connection to a backend)");
+		if (s->proxy_protocol &&
+		    (r = userspace_only(ld, v, s, "proxy_protocol",
+					"forwards packets and opens no connection to a backend")) <
+			    0)
+			return r;
 	}
 	r = get_userspace_bool(ld, m, s, "accept_proxy",
 			       "does not read the connections it forwards", &s->accept_proxy);
@@ -1277,10 +1287,9 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	v = map_get(m, "keepalive");
 	if (v && (r = load_keepalive(ld, v, &s->keepalive)) < 0)
 		return r;
-	if (s->keepalive.enabled && s->steering == HASHLB_STEERING_KERNEL)
-		return fail(ld, map_key(m, "keepalive"),
-			    "'keepalive' needs steering: userspace (kernel steering holds no "
-			    "connection to probe)");
+	if (s->keepalive.enabled && (r = userspace_only(ld, map_key(m, "keepalive"), s, "keepalive",
+							"holds no connection to probe")) < 0)
+		return r;
 
 	backends = map_get(m, "backends");
 	if (!backends)
