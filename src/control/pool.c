@@ -209,7 +209,8 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	int ret;
 
 	if (cur && !s->need_full)
-		return hlb_snapshot_refresh(cur, gen, ret_snap, err);
+		/* settings unchanged since <cur> (else need_full) */
+		return hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
 	rts = calloc(s->n_backends ? s->n_backends : 1, sizeof(*rts));
 	if (!rts)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

@@ -131,6 +131,26 @@ static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
 	return w;
 }
 
+/*
+ * Complete <s> (its table built): the settings of <cfg>, <generation>,
+ * the fingerprint and up weight; into <ret_snap>, or <s> is freed.
+ */
+static int snapshot_finish(struct hlb_snapshot *s, const struct hashlb_service_cfg *cfg,
+			   uint64_t generation, struct hlb_snapshot **ret_snap,
+			   struct hashlb_error *err)
+{
+	snapshot_settings(s, cfg);
+	if (snapshot_proxy_from(s, cfg->proxy_from, cfg->n_proxy_from) < 0) {
+		hlb_snapshot_free(s);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
+	s->generation = generation;
+	s->fingerprint = hashlb_table_fingerprint(s->table);
+	s->up_weight = snapshot_up_weight(s);
+	*ret_snap = s;
+	return 0;
+}
+
 static int snapshot_alloc(uint32_t n, struct hlb_backend *const *backends,
 			  struct hlb_snapshot **ret_snap)
 {
@@ -199,20 +219,12 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 		hlb_snapshot_free(s);
 		return r;
 	}
-	snapshot_settings(s, cfg);
-	if (snapshot_proxy_from(s, cfg->proxy_from, cfg->n_proxy_from) < 0) {
-		hlb_snapshot_free(s);
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
-	s->generation = generation;
-	s->fingerprint = hashlb_table_fingerprint(s->table);
-	s->up_weight = snapshot_up_weight(s);
-	*ret_snap = s;
-	return 0;
+	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
-int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
-			 struct hlb_snapshot **ret_snap, struct hashlb_error *err)
+int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
+			 uint64_t generation, struct hlb_snapshot **ret_snap,
+			 struct hashlb_error *err)
 {
 	struct hlb_snapshot *s;
 	bool *down;
@@ -234,29 +246,7 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
 		hlb_snapshot_free(s);
 		return r;
 	}
-	s->key = cur->key;
-	s->seed = cur->seed;
-	s->connect_timeout_ms = cur->connect_timeout_ms;
-	s->idle_timeout_ms = cur->idle_timeout_ms;
-	s->drain_timeout_ms = cur->drain_timeout_ms;
-	s->max_connections = cur->max_connections;
-	s->connect_retries = cur->connect_retries;
-	s->balance_factor = cur->balance_factor;
-	s->proxy_protocol = cur->proxy_protocol;
-	s->accept_proxy = cur->accept_proxy;
-	s->keepalive = cur->keepalive;
-	s->log_connections = cur->log_connections;
-	s->source = cur->source;
-	s->source_len = cur->source_len;
-	if (snapshot_proxy_from(s, cur->proxy_from, cur->n_proxy_from) < 0) {
-		hlb_snapshot_free(s);
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
-	s->generation = generation;
-	s->fingerprint = hashlb_table_fingerprint(s->table);
-	s->up_weight = snapshot_up_weight(s);
-	*ret_snap = s;
-	return 0;
+	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
 void hlb_snapshot_free(struct hlb_snapshot *s)

@@ -253,12 +253,15 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 			 struct hlb_snapshot **ret_snap, struct hashlb_error *err);
 
 /*
- * A snapshot like <cur> (same backends, settings, full table) with the down
- * set recomputed from the backends' current admin and health state: the
- * rebuild for a health or admin change. Costs one survivor build.
+ * A snapshot like <cur> (same backends, full table) with the down set
+ * recomputed from the backends' current admin and health state: the
+ * rebuild for a health or admin change. Costs one survivor build. Its
+ * settings come from <cfg>, the config <cur> was built from (or one with
+ * the same settings).
  */
-int hlb_snapshot_refresh(const struct hlb_snapshot *cur, uint64_t generation,
-			 struct hlb_snapshot **ret_snap, struct hashlb_error *err);
+int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_service_cfg *cfg,
+			 uint64_t generation, struct hlb_snapshot **ret_snap,
+			 struct hashlb_error *err);
 
 void hlb_snapshot_free(struct hlb_snapshot *s); /* accepts NULL */
 

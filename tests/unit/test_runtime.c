@@ -116,7 +116,7 @@ static void test_snapshot_refresh_and_publish(void **state)
 
 	/* b fails its health check: the refresh has b down, a and c untouched. */
 	atomic_store(&b[1]->healthy, false);
-	assert_int_equal(hlb_snapshot_refresh(s1, 2, &s2, NULL), 0);
+	assert_int_equal(hlb_snapshot_refresh(s1, &sc, 2, &s2, NULL), 0);
 	assert_true(hashlb_table_backend_down(s2->table, 1));
 	assert_false(hashlb_table_backend_down(s2->table, 0));
 	assert_int_equal(s2->up_weight, 2);
