@@ -96,11 +96,15 @@ static bool check_send(struct hlb_check *c)
 	uint8_t hdr[HLB_PROXY_HDR_MAX];
 	int n = c->proxy ? hlb_proxy_local_header(c->proxy, hdr) : 0;
 
-	if (n > 0 && send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n &&
-	    c->send_len + c->expect_len)
+	bool payload = c->send_len || c->expect_len;
+
+	/* a header that does not go out fails only a check that exchanges more */
+	if (n > 0 && send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n && payload)
 		return false;
-	return !c->send_len || send(c->io.fd, c->send, c->send_len, MSG_NOSIGNAL | MSG_DONTWAIT) ==
-				       (ssize_t)c->send_len;
+	if (!c->send_len)
+		return true;
+	return send(c->io.fd, c->send, c->send_len, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+	       (ssize_t)c->send_len;
 }
 
 /* The reply so far: 1 when it holds all of <expect>, 0 for more, -1 if it differs or ended. */
