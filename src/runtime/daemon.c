@@ -44,6 +44,7 @@ struct dlistener {
 	struct dlistener *next;
 	struct hlb_listener *l;
 	struct hlb_service *next_svc; /* set by hlb_daemon_listen() in a transaction */
+	struct sockaddr_storage conf; /* the address as configured (port 0 = any) */
 	bool fresh; /* opened in the current transaction, not started yet */
 };
 
@@ -262,6 +263,22 @@ static uint16_t sockaddr_port(const struct sockaddr *a)
 	return 0;
 }
 
+/* Whether a running listener serves <addr> for <svc> after a reload. An
+ * address with a port is matched against what listeners are bound to, so a
+ * config that names the port a port-0 listener got keeps it. Port 0 ("any
+ * free port") keeps the listener the same service had from the same port-0
+ * address: a reload that changes nothing must not move a service's port. */
+static bool listener_matches(const struct dlistener *dl, const struct sockaddr *addr,
+			     const struct hlb_service *svc)
+{
+	socklen_t len;
+
+	if (sockaddr_port(addr))
+		return sockaddr_same(hlb_listener_addr(dl->l, &len), addr);
+	return !dl->next_svc && sockaddr_same((const struct sockaddr *)&dl->conf, addr) &&
+	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
+}
+
 void hlb_daemon_listen_begin(struct hlb_daemon *d)
 {
 	d->in_txn = true;
@@ -273,14 +290,10 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 		      const char *name, struct hlb_service *svc, struct hashlb_error *err)
 {
 	struct dlistener *dl;
-	socklen_t len;
 	int r;
 
-	/* Port 0 asks for a fresh port: it never reuses a listener. Otherwise
-	 * the address is matched against what listeners are bound to, so a
-	 * config that names the port a port-0 listener got keeps it. */
-	for (dl = d->listeners; dl && sockaddr_port(addr); dl = dl->next)
-		if (sockaddr_same(hlb_listener_addr(dl->l, &len), addr)) {
+	for (dl = d->listeners; dl; dl = dl->next)
+		if (listener_matches(dl, addr, svc)) {
 			if (dl->next_svc)
 				return hashlb_err(err, -EADDRINUSE, HASHLB_ERR_SYSTEM,
 						  "two services listen on %s", name);
@@ -296,6 +309,7 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 		return r;
 	}
 	dl->next_svc = svc;
+	memcpy(&dl->conf, addr, addr_len);
 	dl->fresh = true;
 	dl->next = d->listeners;
 	d->listeners = dl;

@@ -230,6 +230,32 @@ def reload_that_cannot_listen_changes_nothing():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_keeps_a_port_0_listener():
+    """A service configured with port 0 ("any free port") keeps the port it got across reloads
+    that do not change its listen address (the same config reloaded, a backend changed); only
+    another listen address opens another port."""
+    lb = Lb(config(BACKENDS))
+    addr = lb.addr
+    with open(lb.path) as f:
+        text = f.read()  # as written: "listen: 127.0.0.1:0"
+    check("listen: 127.0.0.1:0\n" in text, "the config asks for port 0")
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 0 and who(addr, "127.0.0.7") in ("a", "b", "c"),
+          f"reloaded unchanged, the service still answers on {addr}: {se}")
+    with open(lb.path, "w") as f:
+        f.write(config(BACKENDS[:2]))
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 0 and who(addr, "127.0.0.7") in ("a", "b"),
+          f"with a backend removed, on the same port: {se}")
+    check(not any("listener closed" in l for l in lb.log), "no listener closed")
+    with open(lb.path, "w") as f:
+        f.write(config(BACKENDS[:2], listen="127.0.0.2:0"))
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 0 and lb.wait(lambda: any("listener closed" in l for l in lb.log)),
+          f"another address: the old listener closes: {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
 # --- a Prometheus text-format (0.0.4) parser, strict ---
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -374,6 +400,7 @@ def metrics_parse_and_match_traffic():
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
+           reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
            metrics_parse_and_match_traffic, max_connections_at_run_time])
 for b in bs:
