@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Everything a production hashlb lives through, at once, for a while (HASHLB_CHAOS_SECONDS,
+default 20): client connections of every size coming and going from many addresses (some reset
+by the client, some half-closed while their echo still flows, some read slowly, some large
+enough to be spliced), long-lived connections exchanging data throughout, and meanwhile reloads
+(weights changed, a backend removed and added back, the scheme switched between maglev and
+ring), reloads of a broken config, a backend drained and made ready, a backend's cap set and
+lifted, a backend killed and restarted (health checks take it out and back). The control
+plane's changes must cost nothing that does not depend on them:
+
+- every long-lived connection stays on its backend and exchanges every byte intact;
+- every new connection is served, byte for byte, unless its own backend was killed under it;
+- a broken reload is refused every time and changes nothing;
+- once the clients are gone, hashlb holds no connection and no file descriptor more than it
+  did before, and it exits cleanly on SIGTERM (under the sanitizer build: no report)."""
+import os
+import random
+import re
+import signal
+import socket
+import struct
+import threading
+import time
+
+from ctltest import Lb, config, metric_sum
+from lbtest import Backend, check, client_ip, connect, read_line, run_tests, stop
+
+SECONDS = float(os.environ.get("HASHLB_CHAOS_SECONDS", "20"))
+SEED = int(os.environ.get("HASHLB_CHAOS_SEED", random.randrange(1 << 30)))
+EXTRA = """connect_retries: 3
+timeouts:
+  connect: 1s
+  drain: 30s
+keepalive: true
+log_connections: true"""
+HEALTH = "interval: 200ms\ntimeout: 200ms\nrise: 2\nfall: 2"
+
+
+def recv_exact(s, n, slow=False):
+    """<n> bytes from <s>; <slow>: 16 KiB at a time with pauses, a client that reads slowly."""
+    buf = bytearray()
+    while len(buf) < n:
+        if slow:
+            time.sleep(0.002)
+        d = s.recv(min(n - len(buf), 16384 if slow else 1 << 20))
+        if not d:
+            raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
+        buf += d
+    return bytes(buf)
+
+
+class Chaos:
+    def __init__(self):
+        print(f"    HASHLB_CHAOS_SEED={SEED} HASHLB_CHAOS_SECONDS={SECONDS:g} reproduce this run's "
+              "choices (not its timing)", flush=True)
+        self.rng = random.Random(SEED)
+        self.bs = {n: Backend(n) for n in ("b1", "b2", "b3", "b4", "b5")}
+        self.weights = {"b1": 1, "b3": 1}
+        self.with_b5 = True
+        self.scheme = "maglev"
+        self.lb = Lb(self.config())
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.served = {}     # backend -> new connections served intact
+        self.failed = []     # (backend's greeting or "", client, what): not served
+        self.killed = set()  # backends killed at some point (their clients may fail)
+        self.anchor_errors = []
+        self.actions = {}
+
+    def config(self):
+        names = ["b1", "b2", "b3", "b4"] + (["b5"] if self.with_b5 else [])
+        backends = [(n, self.bs[n].addr, f"weight: {self.weights.get(n, 1)}") for n in names]
+        return config(backends, scheme=self.scheme, extra=EXTRA, health=HEALTH)
+
+    # -- clients --------------------------------------------------------------------------
+    def anchor(self, s, name, errors):
+        """A long-lived connection: echoes chunks until the end, then closes cleanly."""
+        rng = random.Random(f"{SEED}{name}")
+        sent = 0
+        try:
+            while not self.done.is_set():
+                data = rng.randbytes(rng.randint(1, 20000))
+                s.sendall(data)
+                if recv_exact(s, len(data)) != data:
+                    errors.append(f"{name}: bytes changed after {sent}")
+                    return
+                sent += len(data)
+                time.sleep(0.02)
+            s.shutdown(socket.SHUT_WR)
+            if s.recv(1) != b"":
+                errors.append(f"{name}: data after the end")
+        except OSError as e:
+            errors.append(f"{name}: {e!r} after {sent} bytes")
+        finally:
+            s.close()
+
+    def churn(self, seed):
+        rng = random.Random(seed)
+        while not self.done.is_set():
+            src = client_ip(rng.randrange(20000))
+            r = rng.random()
+            size = (rng.randint(1, 8192) if r < 0.8 else rng.randint(65536, 524288) if r < 0.95
+                    else rng.randint(1 << 20, 2 << 20))
+            name = ""
+            try:
+                s = connect(self.lb.addr, src, timeout=10)
+                src = "%s:%d" % s.getsockname()
+            except OSError as e:
+                with self.lock:
+                    self.failed.append(("", src, f"connect from {src}: {e!r}"))
+                continue
+            try:
+                name = read_line(s)
+                if not name:
+                    raise ConnectionError("closed before the backend's greeting")
+                if rng.random() < 0.03:  # the client resets: hashlb must clean up
+                    s.sendall(b"x" * rng.randint(1, 4096))
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    continue
+                data = rng.randbytes(size)
+                half_close = rng.random() < 0.5  # FIN as soon as sent, echo still coming
+
+                def send():
+                    s.sendall(data)
+                    if half_close:
+                        s.shutdown(socket.SHUT_WR)
+                t = threading.Thread(target=send)
+                t.start()  # send and receive at once: the echo must not deadlock on buffers
+                got = recv_exact(s, size, slow=size > 65536 and rng.random() < 0.1)
+                t.join()
+                if not half_close:
+                    s.shutdown(socket.SHUT_WR)
+                if got != data or s.recv(1) != b"":
+                    raise ConnectionError("bytes changed" if got != data else "data after echo")
+                with self.lock:
+                    self.served[name] = self.served.get(name, 0) + 1
+            except OSError as e:
+                with self.lock:
+                    self.failed.append((name, src, f"{size} bytes from {src} via {name or '?'}: {e!r}"))
+            finally:
+                s.close()
+
+    # -- the control plane's side ---------------------------------------------------------
+    def reload(self, what):
+        self.lb.rewrite(self.config())
+        rc, so, se = self.lb.ctl("reload")
+        check(rc == 0, f"reload ({what}) succeeds: {so}{se}")
+
+    def act(self):
+        lb, rng = self.lb, self.rng
+        kind = rng.choice(["weights", "broken", "drain", "cap", "kill", "b5", "sighup", "scheme"])
+        self.actions[kind] = self.actions.get(kind, 0) + 1
+        if kind == "weights":
+            self.weights = {"b1": rng.randint(1, 3), "b3": rng.randint(1, 2)}
+            self.reload("weights")
+        elif kind == "broken":
+            good = self.config()
+            lb.rewrite(good.replace("hash_key: src-ip", "hash_key: src-ipp"))
+            rc, so, se = lb.ctl("reload")
+            check(rc == 1 and "src-ipp" in se, f"a broken reload is refused: {rc} {se!r}")
+            lb.rewrite(good)
+        elif kind == "drain":
+            state = "drain" if lb.backend("b3")["state"] == "ready" else "ready"
+            rc, so, se = lb.ctl("set", "b3", state)
+            check(rc == 0, f"ctl set b3 {state}: {se}")
+        elif kind == "cap":
+            cap = rng.choice(["1", "3", "0"])
+            rc, so, se = lb.ctl("set", "b2", "max_connections", cap)
+            check(rc == 0, f"ctl set b2 max_connections {cap}: {se}")
+        elif kind == "kill":
+            b4 = self.bs["b4"]
+            if b4.proc.poll() is None:
+                self.killed.add("b4")
+                os.kill(b4.proc.pid, signal.SIGKILL)
+                b4.proc.wait()
+            else:
+                self.bs["b4"] = Backend("b4", b4.port)
+        elif kind == "b5":
+            self.with_b5 = not self.with_b5
+            self.reload("b5 " + ("added" if self.with_b5 else "removed"))
+        elif kind == "scheme":
+            self.scheme = "ring" if self.scheme == "maglev" else "maglev"
+            self.reload("scheme " + self.scheme)
+        elif kind == "sighup":
+            os.kill(lb.proc.pid, signal.SIGHUP)
+
+    def run(self):
+        lb = self.lb
+        if not lb.wait(lambda: all(b["in_table"] for b in lb.service()["backends"])):
+            check(False, f"every backend up at start: {lb.service()}")
+        fds0 = metric_sum(lb, "hashlb_process_open_fds")
+        anchors = []
+        for i in range(400):
+            if len(anchors) == 12:
+                break
+            s = connect(lb.addr, client_ip(50000 + i))
+            name = read_line(s)
+            if name in ("b1", "b2", "b3"):  # never killed nor removed
+                anchors.append(threading.Thread(target=self.anchor,
+                                                args=(s, f"{name}@{client_ip(50000 + i)}",
+                                                      self.anchor_errors)))
+            else:
+                s.close()
+        check(len(anchors) == 12, f"12 long-lived connections ({len(anchors)})")
+        threads = anchors + [threading.Thread(target=self.churn, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        end = time.time() + SECONDS
+        while time.time() < end:
+            self.act()
+            time.sleep(self.rng.uniform(0.1, 0.4))
+        self.done.set()
+        for t in threads:
+            t.join(60)
+            check(not t.is_alive(), "every client finishes")
+
+        check(not self.anchor_errors, f"long-lived connections intact: {self.anchor_errors}")
+        total = sum(self.served.values())
+        print(f"    served {total} new connections {sorted(self.served.items())}, "
+              f"{len(self.failed)} lost, actions {sorted(self.actions.items())}")
+        check(total > 100, f"a real load ({total} connections)")
+
+        # Nothing is left behind once the clients are gone.
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 0
+                      and metric_sum(lb, "hashlb_backend_active_connections") == 0),
+              "no connection left open: service "
+              f"{metric_sum(lb, 'hashlb_service_active_connections')}, backends "
+              f"{metric_sum(lb, 'hashlb_backend_active_connections')}")
+        fds = metric_sum(lb, "hashlb_process_open_fds")
+        check(fds <= fds0, f"no file descriptor left open: {fds} now, {fds0} at start")
+        # The cap's count came back with the connections: one at a time, b2 takes its clients.
+        rc, so, se = lb.ctl("set", "b2", "max_connections", "1")
+        b2_clients = [c for c, b in lb.lookup([client_ip(i) for i in range(300)]).items()
+                      if b == "b2"]
+        got = []
+        for c in b2_clients[:3]:  # each one gone (its slot back) before the next
+            with connect(lb.addr, c) as s:
+                got.append(read_line(s))
+            lb.wait(lambda: metric_sum(lb, "hashlb_backend_active_connections") == 0)
+        check(got and all(g == "b2" for g in got), f"b2 at max_connections 1 serves its clients "
+                                                   f"one at a time: {got}")
+        rc = lb.stop()
+        check(rc == 0, f"exit status 0 on SIGTERM ({rc})")
+        bad = [l for l in lb.log if "AddressSanitizer" in l or "runtime error" in l
+               or "LeakSanitizer" in l]
+        check(not bad, f"no sanitizer report: {bad[:5]}")
+        # A connection that failed before the greeting: its backend, from hashlb's connection log.
+        ended_on = {}
+        for line in lb.log:
+            m = re.search(r"msg=connection .*client=(\S+) backend=(\S+)", line)
+            if m:
+                ended_on[m.group(1)] = m.group(2)
+        unexpected = [f"{w} (logged backend {ended_on.get(c)})" for n, c, w in self.failed
+                      if (n or ended_on.get(c)) not in self.killed]
+        check(not unexpected, f"every new connection served, but {len(unexpected)} of "
+                              f"{len(self.failed)} failures were not a killed backend's: "
+                              f"{unexpected[:5]}")
+        for b in self.bs.values():
+            stop(b.proc)
+
+
+def chaos():
+    Chaos().run()
+
+
+if __name__ == "__main__":
+    import lbtest
+    run_tests([chaos])
+    raise SystemExit(1 if lbtest.failures else 0)
