@@ -33,7 +33,31 @@ timeouts:
   drain: 30s
 keepalive: true
 log_connections: true"""
+# A second service: IPv6, ring, the 4-tuple hashed, a short idle timeout.
+V6_SERVICE = """  - name: v6
+    listen: "[::1]:0"
+    scheme: ring
+    hash_key: 4-tuple
+    timeouts:
+      idle: 1s
+    backends:
+      - name: b1
+        address: {}
+      - name: b2
+        address: {}
+      - name: b3
+        address: {}
+"""
 HEALTH = "interval: 200ms\ntimeout: 200ms\nrise: 2\nfall: 2"
+
+
+def dial(addr, src, timeout=10):
+    """connect() for either family (lbtest.connect is IPv4 only)."""
+    s = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(addr)
+    return s
 
 
 def recv_exact(s, n, slow=False):
@@ -65,12 +89,28 @@ class Chaos:
         self.failed = []     # (backend's greeting or "", client, what): not served
         self.killed = set()  # backends killed at some point (their clients may fail)
         self.anchor_errors = []
+        self.idled = []      # (greeting, what recv returned, seconds): idle connections
         self.actions = {}
 
     def config(self):
         names = ["b1", "b2", "b3", "b4"] + (["b5"] if self.with_b5 else [])
         backends = [(n, self.bs[n].addr, f"weight: {self.weights.get(n, 1)}") for n in names]
-        return config(backends, scheme=self.scheme, extra=EXTRA, health=HEALTH)
+        return config(backends, scheme=self.scheme, extra=EXTRA, health=HEALTH) + V6_SERVICE.format(
+            *(self.bs[n].addr for n in ("b1", "b2", "b3")))
+
+    def addr_of(self, service):
+        """The address hashlb bound for <service> (its config says port 0)."""
+        for line in self.lb.log:
+            m = re.search(rf"msg=listening .*addr=(\S+) service={service} ", line)
+            if m:
+                host, port = m.group(1).rsplit(":", 1)
+                return host.strip("[]"), int(port)
+        raise AssertionError(f"no listening line for {service}")
+
+    def write(self, text):
+        with open(self.lb.path + ".new", "w") as f:
+            f.write(text)
+        os.rename(self.lb.path + ".new", self.lb.path)  # a reload never reads half a file
 
     # -- clients --------------------------------------------------------------------------
     def anchor(self, s, name, errors):
@@ -94,17 +134,19 @@ class Chaos:
         finally:
             s.close()
 
-    def churn(self, seed):
+    def churn(self, seed, service="t"):
         rng = random.Random(seed)
+        addr = self.addr_of(service)
         while not self.done.is_set():
-            src = client_ip(rng.randrange(20000))
+            src = client_ip(rng.randrange(20000)) if service == "t" else "::1"
             r = rng.random()
             size = (rng.randint(1, 8192) if r < 0.8 else rng.randint(65536, 524288) if r < 0.95
                     else rng.randint(1 << 20, 2 << 20))
             name = ""
             try:
-                s = connect(self.lb.addr, src, timeout=10)
-                src = "%s:%d" % s.getsockname()
+                s = dial(addr, src)
+                src = "%s:%d" % s.getsockname()[:2] if service == "t" else \
+                    "[%s]:%d" % s.getsockname()[:2]
             except OSError as e:
                 with self.lock:
                     self.failed.append(("", src, f"connect from {src}: {e!r}"))
@@ -141,8 +183,22 @@ class Chaos:
                 s.close()
 
     # -- the control plane's side ---------------------------------------------------------
+    def idler(self):
+        """Connections that say nothing: the v6 service's idle timeout (1 s) closes them."""
+        while not self.done.is_set():
+            try:
+                with dial(self.addr_of("v6"), "::1") as s:
+                    name = read_line(s)
+                    t0 = time.time()
+                    rest = s.recv(1)
+                    with self.lock:
+                        self.idled.append((name, rest, time.time() - t0))
+            except OSError as e:
+                with self.lock:
+                    self.idled.append(("", repr(e), 0))
+
     def reload(self, what):
-        self.lb.rewrite(self.config())
+        self.write(self.config())
         rc, so, se = self.lb.ctl("reload")
         check(rc == 0, f"reload ({what}) succeeds: {so}{se}")
 
@@ -155,17 +211,17 @@ class Chaos:
             self.reload("weights")
         elif kind == "broken":
             good = self.config()
-            lb.rewrite(good.replace("hash_key: src-ip", "hash_key: src-ipp"))
+            self.write(good.replace("hash_key: src-ip", "hash_key: src-ipp"))
             rc, so, se = lb.ctl("reload")
             check(rc == 1 and "src-ipp" in se, f"a broken reload is refused: {rc} {se!r}")
-            lb.rewrite(good)
+            self.write(good)
         elif kind == "drain":
             state = "drain" if lb.backend("b3")["state"] == "ready" else "ready"
-            rc, so, se = lb.ctl("set", "b3", state)
+            rc, so, se = lb.ctl("set", "-s", "t", "b3", state)
             check(rc == 0, f"ctl set b3 {state}: {se}")
         elif kind == "cap":
             cap = rng.choice(["1", "3", "0"])
-            rc, so, se = lb.ctl("set", "b2", "max_connections", cap)
+            rc, so, se = lb.ctl("set", "-s", "t", "b2", "max_connections", cap)
             check(rc == 0, f"ctl set b2 max_connections {cap}: {se}")
         elif kind == "kill":
             b4 = self.bs["b4"]
@@ -193,7 +249,7 @@ class Chaos:
         for i in range(400):
             if len(anchors) == 12:
                 break
-            s = connect(lb.addr, client_ip(50000 + i))
+            s = connect(self.addr_of("t"), client_ip(50000 + i))
             name = read_line(s)
             if name in ("b1", "b2", "b3"):  # never killed nor removed
                 anchors.append(threading.Thread(target=self.anchor,
@@ -202,7 +258,9 @@ class Chaos:
             else:
                 s.close()
         check(len(anchors) == 12, f"12 long-lived connections ({len(anchors)})")
-        threads = anchors + [threading.Thread(target=self.churn, args=(i,)) for i in range(4)]
+        threads = anchors + [threading.Thread(target=self.churn, args=(SEED + i,)) for i in range(3)]
+        threads += [threading.Thread(target=self.churn, args=(SEED + 3, "v6")),
+                    threading.Thread(target=self.idler)]
         for t in threads:
             t.start()
         end = time.time() + SECONDS
@@ -215,9 +273,12 @@ class Chaos:
             check(not t.is_alive(), "every client finishes")
 
         check(not self.anchor_errors, f"long-lived connections intact: {self.anchor_errors}")
+        bad_idle = [i for i in self.idled if i[0] not in ("b1", "b2", "b3") or i[1] != b""]
+        check(self.idled and not bad_idle, f"{len(self.idled)} idle connections, each closed by "
+                                           f"the idle timeout after its greeting: {bad_idle[:5]}")
         total = sum(self.served.values())
         print(f"    served {total} new connections {sorted(self.served.items())}, "
-              f"{len(self.failed)} lost, actions {sorted(self.actions.items())}")
+              f"{len(self.failed)} lost, {len(self.idled)} closed idle, actions {sorted(self.actions.items())}")
         check(total > 100, f"a real load ({total} connections)")
 
         # Nothing is left behind once the clients are gone.
@@ -229,12 +290,12 @@ class Chaos:
         fds = metric_sum(lb, "hashlb_process_open_fds")
         check(fds <= fds0, f"no file descriptor left open: {fds} now, {fds0} at start")
         # The cap's count came back with the connections: one at a time, b2 takes its clients.
-        rc, so, se = lb.ctl("set", "b2", "max_connections", "1")
-        b2_clients = [c for c, b in lb.lookup([client_ip(i) for i in range(300)]).items()
-                      if b == "b2"]
+        rc, so, se = lb.ctl("set", "-s", "t", "b2", "max_connections", "1")
+        rc, so, se = lb.ctl("lookup", "-s", "t", *(client_ip(i) for i in range(300)))
+        b2_clients = [f[0] for f in map(str.split, so.splitlines()) if f[2] == "b2"]
         got = []
         for c in b2_clients[:3]:  # each one gone (its slot back) before the next
-            with connect(lb.addr, c) as s:
+            with connect(self.addr_of("t"), c) as s:
                 got.append(read_line(s))
             lb.wait(lambda: metric_sum(lb, "hashlb_backend_active_connections") == 0)
         check(got and all(g == "b2" for g in got), f"b2 at max_connections 1 serves its clients "
