@@ -36,6 +36,7 @@
 #define CONNECT_TIMEOUT_MAX (10u * 60 * 1000)
 #define IDLE_TIMEOUT_MAX (7u * 24 * 3600 * 1000)
 #define DRAIN_TIMEOUT_MAX (3600u * 1000)
+#define QUEUE_TIMEOUT_MAX (10u * 60 * 1000)
 #define SLOW_START_MAX (3600u * 1000)
 #define HEALTH_INTERVAL_MIN 10u
 #define HEALTH_INTERVAL_MAX (3600u * 1000)
@@ -189,7 +190,7 @@ static const char *const service_keys[] = {
 	NULL,
 };
 
-static const char *const timeout_keys[] = { "connect", "idle", "drain", NULL };
+static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
 	"enabled", "interval", "timeout", "rise", "fall", "send", "expect", NULL,
 };
@@ -744,6 +745,9 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 	if ((v = map_get(m, "drain")) &&
 	    (r = get_duration(ld, v, "drain", 0, DRAIN_TIMEOUT_MAX, &s->drain_timeout_ms)) < 0)
 		return r;
+	if ((v = map_get(m, "queue")) &&
+	    (r = get_duration(ld, v, "queue", 0, QUEUE_TIMEOUT_MAX, &s->queue_timeout_ms)) < 0)
+		return r;
 	return 0;
 }
 
@@ -1280,6 +1284,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		return r;
 	r = load_limits(ld, m, s);
 	if (r < 0)
+		return r;
+	if (s->queue_timeout_ms &&
+	    (r = userspace_only(ld, map_get(map_get(m, "timeouts"), "queue"), s, "timeouts.queue",
+				"holds no connection to queue")) < 0)
 		return r;
 	v = map_get(m, "health");
 	if (v && (r = load_health(ld, v, &s->health)) < 0)

@@ -169,7 +169,9 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
 			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
-			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 "},\"backends\":[",
+			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 ",\"queued\":%" PRIu64
+			",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
+			"},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
@@ -177,7 +179,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
-			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted);
+			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.queued,
+			sc.queued_total, sc.queue_timeouts);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");
@@ -218,13 +221,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       "  table: generation %" PRIu64 ", fingerprint %016" PRIx64
 			       ", %u/%u backends up, %" PRIu64 " rebuilds (last %.2f ms)\n"
 			       "  connections: %" PRIu64 " active, %" PRIu64 " total, %" PRIu64
-			       " rejected, %" PRIu64 " without backend\n",
+			       " rejected, %" PRIu64 " without backend, %" PRIu64 " queued\n",
 			       s->cfg->name, s->cfg->listen,
 			       hashlb_scheme_name(s->cfg->table.scheme),
 			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
 			       hashlb_table_up_count(snap->table), s->n_backends, s->rebuilds,
 			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
-			       sc.no_backend);
+			       sc.no_backend, sc.queued);
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s\n", "BACKEND",
 			       "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE", "TOTAL",
 			       "FAILS", "CHECK");

@@ -211,6 +211,12 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "accept_proxy: connections closed without a valid PROXY protocol header." },
 		{ "hashlb_service_untrusted_total", "counter",
 		  "accept_proxy_from: connections closed at once, from a source not listed." },
+		{ "hashlb_service_queued", "gauge",
+		  "Connections waiting for a backend under its max_connections." },
+		{ "hashlb_service_queued_total", "counter",
+		  "Connections that waited for a backend under its max_connections." },
+		{ "hashlb_service_queue_timeouts_total", "counter",
+		  "Connections closed: no backend had room within timeouts.queue." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -276,6 +282,15 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 15:
 				v = (double)c.untrusted;
+				break;
+			case 16:
+				v = (double)c.queued;
+				break;
+			case 17:
+				v = (double)c.queued_total;
+				break;
+			case 18:
+				v = (double)c.queue_timeouts;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

@@ -209,6 +209,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_CONNECT_FAILED] = "connect_failed",
 	[CONN_END_DRAIN] = "drain_timeout",
 	[CONN_END_BAD_HEADER] = "bad_header",
+	[CONN_END_QUEUE_TIMEOUT] = "queue_timeout",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -264,6 +265,18 @@ static void conn_log(struct worker *w, struct conn *c)
 			  conn_end_names[c->end], err);
 }
 
+/*
+ * Give back the slot <c> holds under c->be's max_connections. Connections of
+ * the service waiting for one (on any worker) are told to look again.
+ */
+static void conn_unclaim(struct worker *w, struct conn *c)
+{
+	hlb_backend_unclaim(c->be);
+	c->claimed = false;
+	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
+		worker_kick_queues(w);
+}
+
 static void conn_maybe_free(struct worker *w, struct conn *c)
 {
 	struct hlb_service *svc = c->svc;
@@ -297,7 +310,7 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		if (c->established)
 			atomic_fetch_sub_explicit(&c->be->active, 1, memory_order_relaxed);
 		if (c->claimed)
-			hlb_backend_unclaim(c->be);
+			conn_unclaim(w, c);
 		hlb_backend_unref(c->be);
 	}
 	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
@@ -313,10 +326,30 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		conn_wake_starved(w);
 }
 
+/* Take <c> off the worker's queue; *<pp> points to it. */
+static void queue_unlink(struct worker *w, struct conn **pp)
+{
+	struct conn *c = *pp;
+
+	*pp = c->qnext;
+	if (w->queue_tail == &c->qnext)
+		w->queue_tail = pp;
+	c->qnext = NULL;
+	c->state = CONN_CONNECTING;
+	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
+}
+
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	if (c->state == CONN_CLOSING)
 		return;
+	if (c->state == CONN_QUEUED) { /* rare (shutdown past the drain): a scan will do */
+		struct conn **pp = &w->queue_head;
+
+		while (*pp != c)
+			pp = &(*pp)->qnext;
+		queue_unlink(w, pp);
+	}
 	c->state = CONN_CLOSING;
 	c->end = end;
 	for (int i = 0; i < 2; i++) {
@@ -487,6 +520,31 @@ static void conn_fail_no_backend(struct worker *w, struct conn *c)
 }
 
 /*
+ * No backend could be tried for <c>. If one was passed over only for being
+ * at its max_connections and the service has a queue, wait for room (up to
+ * timeouts.queue from the first wait); otherwise close.
+ */
+static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
+{
+	if (!c->full_seen || !snap->queue_timeout_ms) {
+		conn_fail_no_backend(w, c);
+		return;
+	}
+	if (!c->was_queued) {
+		c->was_queued = true;
+		c->queued_until = (uint32_t)w->now_ms + snap->queue_timeout_ms;
+		hlb_stat_add(&c->svc->wstats[w->id].queued, 1);
+	}
+	if (!w->queue_head)
+		worker_queue_started(w);
+	c->state = CONN_QUEUED;
+	c->qnext = NULL;
+	*w->queue_tail = c;
+	w->queue_tail = &c->qnext;
+	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
+}
+
+/*
  * TCP keepalive on <fd>: a peer that vanished without a FIN or RST (a host
  * gone, a NAT or firewall that forgot the flow) is found after
  * idle + interval * count seconds, and the connection closed, instead of
@@ -563,6 +621,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 			if (!cap || hlb_backend_claim(be, cap))
 				break;
 			hlb_stat_add(&be->wstats[w->id].full, 1);
+			c->full_seen = true;
 		}
 		c->attempt++;
 	}
@@ -570,6 +629,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (fd < 0) {
 		/* ours (no fd, the source address gone): no backend is to blame */
 		c->err = (uint8_t)-fd;
+		c->full_seen = false; /* not a wait for room that would end this */
 		if (cap)
 			hlb_backend_unclaim(be);
 		return false;
@@ -690,7 +750,7 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 	memcpy(c->client, &t, sizeof(c->client));
 	c->client_set = true;
 	if (!conn_connect(w, c, snap, NULL))
-		conn_fail_no_backend(w, c);
+		conn_no_backend(w, c, snap);
 }
 
 /*
@@ -900,8 +960,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;
 	if (c->claimed)
-		hlb_backend_unclaim(failed);
-	c->claimed = false;
+		conn_unclaim(w, c);
 	c->be = NULL;
 	snap = hlb_service_snapshot(c->svc);
 	c->attempt++;
@@ -911,7 +970,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		return;
 	}
 	hlb_backend_unref(failed);
-	conn_fail_no_backend(w, c);
+	conn_no_backend(w, c, snap);
 }
 
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe)
@@ -1069,5 +1128,39 @@ void conn_idle_scan(struct worker *w)
 		else if (c->state == CONN_OPEN &&
 			 atomic_load_explicit(&c->be->evict, memory_order_relaxed))
 			conn_abort(w, c, CONN_END_DRAIN); /* its backend removed, past its drain */
+	}
+}
+
+/*
+ * Try the waiting connections again, oldest first, each from the start of
+ * its preference list in the current table: those that find room connect,
+ * those past their deadline are closed, those with no backend left at all
+ * (all down now) are closed as without a queue.
+ */
+void conn_queue_run(struct worker *w)
+{
+	struct conn **pp = &w->queue_head, *c;
+
+	w->queue_kick = false;
+	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
+	while ((c = *pp)) {
+		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
+		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
+
+		c->attempt = 0;
+		c->full_seen = false;
+		if (!conn_connect(w, c, snap, NULL) && c->full_seen && !expired) {
+			pp = &c->qnext; /* still no room */
+			continue;
+		}
+		queue_unlink(w, pp);
+		if (c->fd[1] >= 0)
+			continue; /* connecting */
+		if (c->full_seen) {
+			hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
+			conn_abort(w, c, CONN_END_QUEUE_TIMEOUT);
+		} else {
+			conn_fail_no_backend(w, c);
+		}
 	}
 }

@@ -146,7 +146,8 @@ static void tick_arm(struct worker *w)
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
 	w->tick_ts.tv_sec = 0;
-	w->tick_ts.tv_nsec = TICK_MS * 1000000LL;
+	/* faster while connections wait in the queue, for their deadlines */
+	w->tick_ts.tv_nsec = (w->queue_head ? QUEUE_RETRY_MS : TICK_MS) * 1000000LL;
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, ud_make(w, OP_TICK));
 }
@@ -238,6 +239,7 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 			tick_arm(w);
 		break;
 	case OP_WAKE:
+		w->queue_kick = true; /* commands, or another worker's kick */
 		worker_commands(w);
 		wake_arm(w);
 		break;
@@ -340,6 +342,11 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
+		if (w->queue_head && (w->queue_kick || w->now_ms >= w->queue_next_ms)) {
+			conn_queue_run(w);
+			if (!w->queue_head)
+				atomic_store_explicit(&w->queue_busy, false, memory_order_relaxed);
+		}
 		if (w->draining && !w->n_conns && !w->listeners)
 			w->exiting = true;
 	}
@@ -355,6 +362,33 @@ static void *worker_main(void *arg)
 		/* the counter cannot overflow with N writes: nothing to do */
 	}
 	return NULL;
+}
+
+void worker_queue_started(struct worker *w)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	atomic_store_explicit(&w->queue_busy, true, memory_order_relaxed);
+	/* the pending tick fires in QUEUE_RETRY_MS rather than TICK_MS; if it
+	 * fired already, tick_arm() sees the queue */
+	w->tick_ts.tv_sec = 0;
+	w->tick_ts.tv_nsec = QUEUE_RETRY_MS * 1000000LL;
+	io_uring_prep_timeout_update(sqe, &w->tick_ts, ud_make(w, OP_TICK), 0);
+	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
+}
+
+void worker_kick_queues(struct worker *w)
+{
+	struct hlb_proxy *p = w->proxy;
+	uint64_t one = 1;
+
+	w->queue_kick = true;
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		if (&p->workers[i] != w &&
+		    atomic_load_explicit(&p->workers[i].queue_busy, memory_order_relaxed) &&
+		    write(p->workers[i].wake_fd, &one, sizeof(one)) < 0) {
+			/* the eventfd counter cannot overflow: nothing to do */
+		}
 }
 
 static void worker_push(struct worker *w, struct cmd *cmd)
@@ -427,6 +461,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->starved_tail = &w->starved_head;
 		w->cmd_tail = &w->cmd_head;
 		w->min_idle_ms = UINT32_MAX;
+		w->queue_tail = &w->queue_head;
 		w->wake_fd = -1;
 		pthread_mutex_init(&w->cmd_lock, NULL);
 	}

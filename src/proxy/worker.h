@@ -38,6 +38,9 @@ enum op {
 #define OP_MASK 15ull
 
 #define BUF_NONE 0xffffu
+/* Connections waiting for room under a max_connections are tried again at
+ * least this often (and at once when a slot frees on any worker). */
+#define QUEUE_RETRY_MS 10
 
 struct hlb_listener {
 	atomic_uint refs;
@@ -87,7 +90,14 @@ struct half {
 	int pipe[2]; /* read end, write end; valid when spliced */
 };
 
-enum conn_state { CONN_CONNECTING = 0, CONN_OPEN, CONN_CLOSING, CONN_HEADER, CONN_STATE_MAX };
+enum conn_state {
+	CONN_CONNECTING = 0,
+	CONN_OPEN,
+	CONN_CLOSING,
+	CONN_HEADER,
+	CONN_QUEUED, /* every backend it may use at its max_connections: waiting in w->queue */
+	CONN_STATE_MAX
+};
 
 /* Why a connection ended: the end= of its log line (docs/dataplane.md). */
 enum conn_end {
@@ -101,6 +111,7 @@ enum conn_end {
 	CONN_END_CONNECT_FAILED, /* every connect tried failed */
 	CONN_END_DRAIN, /* shutdown, or its backend removed, past the drain timeout */
 	CONN_END_BAD_HEADER, /* accept_proxy: no valid PROXY header in time */
+	CONN_END_QUEUE_TIMEOUT, /* queued, and no backend had room within timeouts.queue */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };
@@ -127,11 +138,15 @@ struct conn {
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
 	bool log : 1; /* log_connections: one log line when it ends */
 	bool client_set : 1; /* <client> holds the client hashed */
+	bool full_seen : 1; /* conn_connect() passed over a backend at its max_connections */
+	bool was_queued : 1; /* <queued_until> is set: a second wait keeps the first deadline */
 	uint32_t start_ms; /* accepted, worker clock */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
+	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
 	struct half h[2];
+	struct conn *qnext; /* CONN_QUEUED: the next in w->queue */
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));
 
@@ -166,6 +181,11 @@ struct worker {
 	_Atomic uint64_t n_conns_pub; /* for hlb_proxy_connections() */
 	struct conn *free_conns;
 	struct conn *conn_chunks;
+	/* connections waiting for room under a backend's max_connections, FIFO */
+	struct conn *queue_head, **queue_tail;
+	bool queue_kick; /* a slot may have freed: retry the queue this turn */
+	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
+	uint64_t queue_next_ms; /* retry the queue by then anyway */
 	uint32_t min_idle_ms;
 	uint64_t next_idle_scan;
 	/* listeners */
@@ -206,6 +226,10 @@ static inline uint64_t ud_make(void *p, enum op op)
 /* An SQE, submitting first if the SQ is full. Never NULL. */
 struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
+/* A backend slot freed: every worker (this one included) retries its queue. */
+void worker_kick_queues(struct worker *w);
+/* The queue was empty and has a connection now: tick at QUEUE_RETRY_MS. */
+void worker_queue_started(struct worker *w);
 
 /* bufring.c */
 int bufring_setup(struct worker *w);
@@ -221,6 +245,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd);
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe);
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
+void conn_queue_run(struct worker *w);
 void conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);
 

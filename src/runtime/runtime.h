@@ -218,6 +218,7 @@ struct hlb_snapshot {
 	uint32_t connect_timeout_ms;
 	uint32_t idle_timeout_ms; /* 0 = none */
 	uint32_t drain_timeout_ms;
+	uint32_t queue_timeout_ms; /* 0 = no queue: closed when every backend is full */
 	uint32_t max_connections; /* 0 = unlimited */
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
@@ -274,6 +275,8 @@ struct hlb_service_wstats {
 	_Atomic uint64_t no_backend; /* closed: every backend down or every connect failed */
 	_Atomic uint64_t bad_header; /* accept_proxy: closed, no valid PROXY header in time */
 	_Atomic uint64_t untrusted; /* accept_proxy_from: closed, from a source not listed */
+	_Atomic uint64_t queued; /* waited for a backend under its max_connections */
+	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
 } __attribute__((aligned(64)));
 
 struct hlb_service_counters {
@@ -284,6 +287,9 @@ struct hlb_service_counters {
 	uint64_t no_backend;
 	uint64_t bad_header;
 	uint64_t untrusted;
+	uint64_t queued; /* waiting now */
+	uint64_t queued_total;
+	uint64_t queue_timeouts;
 };
 
 /*
@@ -298,6 +304,7 @@ struct hlb_service {
 	char *name;
 	_Atomic(struct hlb_snapshot *) snap; /* current; never NULL once published */
 	atomic_uint_fast64_t active; /* connections open now (max_connections) */
+	atomic_uint queued; /* of those, waiting in a worker's queue (timeouts.queue) */
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;

@@ -3,6 +3,8 @@
 keeps it across reconnects, moves to the next backend of its preference list when its own
 refuses or is at its max_connections, and is closed promptly (no hang) when every backend is
 down or full."""
+import select
+import socket
 import time
 from collections import Counter
 
@@ -255,6 +257,70 @@ def backend_max_connections():
     check(lb.stop() == 0, "exit 0")
 
 
+def backend_queue():
+    """timeouts.queue: a client whose every backend is at its max_connections waits for room
+    instead of being closed; it is served as soon as a connection ends (on either worker), in
+    the order the waiting clients came, and closed once the queue timeout has passed with no
+    room (counted, logged as queue_timeout). Without timeouts.queue it is closed at once."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="timeouts:\n  queue: 2s\nlog_connections: true"))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "the first client within the cap")
+    waiting = []
+    for i in (2, 3):  # two clients wait, in this order
+        s = connect(lb.addr, client_ip(i))
+        if i == 2:
+            s.sendall(b"early\n")  # sent while waiting: forwarded once connected
+        waiting.append(s)
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == i - 1),
+              f"client {i} waits (hashlb_service_queued {i - 1})")
+    waiting[0].settimeout(0.3)
+    try:
+        got = waiting[0].recv(100)
+    except socket.timeout:
+        got = None
+    check(got is None, f"no backend while a holds its one connection: {got!r}")
+    waiting[0].settimeout(5)
+    holder.close()
+    check(read_line(waiting[0]) == "a" and read_line(waiting[0]) == "early",
+          "the first waiting client is served once the holder left, its bytes intact")
+    check(metric_sum(lb, "hashlb_service_queued") == 1, "the second one still waits")
+    t0 = time.time()
+    check(read_line(waiting[1]) == "", "the second one is closed when its queue timeout passes")
+    check(metric_sum(lb, "hashlb_service_queue_timeouts_total") == 1 and
+          metric_sum(lb, "hashlb_service_queued_total") == 2 and
+          metric_sum(lb, "hashlb_service_queued") == 0,
+          "counted: 2 queued, 1 timed out, none waiting")
+    check(lb.wait(lambda: any("end=queue_timeout" in l for l in lb.log)), "logged")
+    waiting[0].close()
+    waiting[1].close()
+    check(lb.stop() == 0, "exit 0")
+    print(f"    closed {time.time() - t0:.2f}s after the first was served (timeout 2 s)")
+
+    # a slot freed on one worker serves a client waiting on the other: 20 waiting clients
+    # from many addresses (both workers), each served in turn as one before it closes
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="timeouts:\n  queue: 30s"))
+    holder = connect(lb.addr, client_ip(100))
+    check(read_line(holder) == "a", "held")
+    waiting = [connect(lb.addr, client_ip(101 + i)) for i in range(20)]
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 20), "20 wait")
+    holder.close()
+    served, left, end = 0, list(waiting), time.time() + 30
+    while left and time.time() < end:  # FIFO per worker: take them as they are served
+        ready, _, _ = select.select(left, [], [], 5)
+        for s in ready:
+            served += read_line(s) == "a"
+            s.close()
+            left.remove(s)
+    check(served == 20, f"each waiting client served as the one before it closed: {served}/20")
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            all_backends_down, unresponsive_backend_times_out,
-           backend_max_connections, source_address])
+           backend_max_connections, backend_queue, source_address])

@@ -622,6 +622,26 @@ static void test_log_connections(void **state)
 		     "it belongs in a service");
 }
 
+/* timeouts.queue: a duration, default 0 (no queue), up to 10m; only the forwarder queues. */
+static void test_queue_timeout(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL "    timeouts: {queue: 2s}\n");
+
+	assert_int_equal(c->services[0].queue_timeout_ms, 2000);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL);
+	assert_int_equal(c->services[0].queue_timeout_ms, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    steering: kernel\n    timeouts: {queue: 0}\n");
+	assert_int_equal(c->services[0].queue_timeout_ms, 0);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    timeouts: {queue: 11m}\n", 7, 23,
+		     "'queue' 11m is out of range 0ms..10m");
+	expect_error(MINIMAL "    timeouts: {queue: \"5\"}\n", 7, 23, "has no unit");
+	expect_error(MINIMAL "    steering: kernel\n    timeouts: {queue: 1s}\n", 8, 23,
+		     "'timeouts.queue' needs steering: userspace");
+}
+
 /* accept_proxy_from: who may send a PROXY header; each bad item named at its position. */
 static void test_accept_proxy_from(void **state)
 {
@@ -1136,6 +1156,7 @@ int main(void)
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_log_connections),
+		cmocka_unit_test(test_queue_timeout),
 		cmocka_unit_test(test_source),
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_durations),
