@@ -306,12 +306,13 @@ class Chaos:
                or "LeakSanitizer" in l]
         check(not bad, f"no sanitizer report: {bad[:5]}")
         # A connection that failed before the greeting: its backend, from hashlb's connection log.
-        ended_on = {}
+        ended_on, lines = {}, {}
         for line in lb.log:
             m = re.search(r"msg=connection .*client=(\S+) backend=(\S+)", line)
             if m:
                 ended_on[m.group(1)] = m.group(2)
-        unexpected = [f"{w} (logged backend {ended_on.get(c)})" for n, c, w in self.failed
+                lines[m.group(1)] = line
+        unexpected = [f"{w} (hashlb's log: {lines.get(c)})" for n, c, w in self.failed
                       if (n or ended_on.get(c)) not in self.killed]
         check(not unexpected, f"every new connection served, but {len(unexpected)} of "
                               f"{len(self.failed)} failures were not a killed backend's: "
