@@ -339,6 +339,13 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
 }
 
+/* <c> no longer waits for backend <be> (its c->be while it was queued). */
+static void queue_release(struct hlb_backend *be)
+{
+	atomic_fetch_sub_explicit(&be->waiting, 1, memory_order_relaxed);
+	hlb_backend_unref(be);
+}
+
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	if (c->state == CONN_CLOSING)
@@ -349,6 +356,8 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 		while (*pp != c)
 			pp = &(*pp)->qnext;
 		queue_unlink(w, pp);
+		queue_release(c->be);
+		c->be = NULL;
 	}
 	c->state = CONN_CLOSING;
 	c->end = end;
@@ -538,6 +547,8 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	if (!w->queue_head)
 		worker_queue_started(w);
 	c->state = CONN_QUEUED;
+	c->be = hlb_backend_ref(w->first_full);
+	atomic_fetch_add_explicit(&c->be->waiting, 1, memory_order_relaxed);
 	c->qnext = NULL;
 	*w->queue_tail = c;
 	w->queue_tail = &c->qnext;
@@ -607,6 +618,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
+	w->first_full = NULL;
+	c->full_seen = false;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
@@ -618,9 +631,14 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		if (be != failed) {
 			/* a backend at its max_connections: as if it refused */
 			cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
-			if (!cap || hlb_backend_claim(be, cap))
+			/* clients waiting for it come before a newcomer */
+			if (!cap || ((c->was_queued ||
+				      !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
+				     hlb_backend_claim(be, cap)))
 				break;
 			hlb_stat_add(&be->wstats[w->id].full, 1);
+			if (!c->full_seen)
+				w->first_full = be;
 			c->full_seen = true;
 		}
 		c->attempt++;
@@ -1147,13 +1165,17 @@ void conn_queue_run(struct worker *w)
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
 
+		struct hlb_backend *wanted = c->be;
+
 		c->attempt = 0;
-		c->full_seen = false;
+		c->be = NULL;
 		if (!conn_connect(w, c, snap, NULL) && c->full_seen && !expired) {
+			c->be = wanted;
 			pp = &c->qnext; /* still no room */
 			continue;
 		}
 		queue_unlink(w, pp);
+		queue_release(wanted);
 		if (c->fd[1] >= 0)
 			continue; /* connecting */
 		if (c->full_seen) {

@@ -146,7 +146,8 @@ struct conn {
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
 	struct half h[2];
-	struct conn *qnext; /* CONN_QUEUED: the next in w->queue */
+	struct conn *qnext; /* CONN_QUEUED: the next in w->queue; <be> is then the
+			     * backend it waits for (one reference, counted in its <waiting>) */
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));
 
@@ -184,6 +185,7 @@ struct worker {
 	/* connections waiting for room under a backend's max_connections, FIFO */
 	struct conn *queue_head, **queue_tail;
 	bool queue_kick; /* a slot may have freed: retry the queue this turn */
+	struct hlb_backend *first_full; /* set by conn_connect(): the first candidate found full */
 	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
 	uint64_t queue_next_ms; /* retry the queue by then anyway */
 	uint32_t min_idle_ms;

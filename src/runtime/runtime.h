@@ -144,6 +144,10 @@ struct hlb_backend {
 	 * claimed before its connect (hlb_backend_claim()) so that no two
 	 * workers overshoot the cap between them */
 	atomic_uint max_conns;
+	/* Clients queued for it (timeouts.queue; it was their first full
+	 * choice): while any wait, a newcomer finds it full, so a slot that
+	 * frees goes to one that waited. */
+	atomic_uint waiting;
 	atomic_uint_fast64_t claimed;
 	/* Slow start: new clients admitted per 65536 of those whose first
 	 * choice it is (src/control/balance.h); 65536 = all, the default. */

@@ -259,15 +259,16 @@ def backend_max_connections():
 
 def backend_queue():
     """timeouts.queue: a client whose every backend is at its max_connections waits for room
-    instead of being closed; it is served as soon as a connection ends (on either worker), in
-    the order the waiting clients came, and closed once the queue timeout has passed with no
+    instead of being closed; it is served as soon as a connection ends (on any worker; on one
+    worker in the order the waiting clients came), and closed once the queue timeout has passed with no
     room (counted, logged as queue_timeout). Without timeouts.queue it is closed at once."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
 
+    # one worker: the waiting clients are served in the order they came
     lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
-                       extra="timeouts:\n  queue: 2s\nlog_connections: true"))
+                       extra="timeouts:\n  queue: 2s\nlog_connections: true", workers=1))
     holder = connect(lb.addr, client_ip(1))
     check(read_line(holder) == "a", "the first client within the cap")
     waiting = []
