@@ -148,6 +148,44 @@ def cpu0_busy_ticks():
     return 0
 
 
+def cpu_stat():
+    """Per CPU (and "all") from /proc/stat: (busy ticks, softirq ticks).
+    Busy = everything but idle and iowait: it includes softirq work and
+    kworkers, which in-kernel forwarding (sockmap) moves out of the LB
+    process, so a machine-wide figure is the only fair one for it."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if not line.startswith("cpu"):
+                break
+            name, *v = line.split()
+            v = [int(x) for x in v]
+            out["all" if name == "cpu" else int(name[3:])] = (sum(v[:8]) - v[3] - v[4], v[6])
+    return out
+
+
+def kworker_ticks():
+    """utime+stime of kworker threads, per CPU they are bound to
+    ("kworker/N:..."); unbound ones ("kworker/uN:...") under "u"."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        if not comm.startswith("kworker/"):
+            continue
+        cpu = comm[8:].split(":")[0]
+        key = "u" if cpu.startswith("u") else cpu
+        fields = raw.rsplit(")", 1)[1].split()
+        out[key] = out.get(key, 0) + int(fields[11]) + int(fields[12])
+    return out
+
+
 def net_drops():
     """Packets the kernel dropped (softnet backlog full, all CPUs), TCP
     retransmissions and TCP segments sent, machine-wide: a loopback drop
@@ -469,8 +507,10 @@ def measure(target, wl_name, duration, lua, rep):
     i0, x0 = wakeup_irqs(), ctx_switches(pids)
     y0 = ctx_switches(be_pids, ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
     k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    m0, q0 = cpu_stat(), kworker_ticks()
     with RssSampler(pids) as rss:
         w, raw = run_wrk(target.port, wl, duration, lua, 5 if wl_name == "bulk" else 2)
+    m1, q1 = cpu_stat(), kworker_ticks()
     t1, c1, b1 = cpu_ticks(pids), cpu0_busy_ticks(), cpu_ticks(be_pids)
     i1, x1 = wakeup_irqs(), ctx_switches(pids)
     y1 = ctx_switches(be_pids, ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
@@ -503,10 +543,18 @@ def measure(target, wl_name, duration, lua, rep):
     # the receiver's softirq work runs on the sender's CPU and is billed to
     # the sender, so an LB can shift work to its peers; this total cannot.
     r["total_cpu_s"] = (lb_cpu or 0) + r["backends_cpu_s"] + wrk_cpu
+    # Machine-wide: every CPU's busy time, kworkers and softirq included.
+    r["machine_cpu_s"] = (m1["all"][0] - m0["all"][0]) / CLK_TCK
+    for cpu in (0, 1):
+        r[f"cpu{cpu}_busy_s"] = (m1[cpu][0] - m0[cpu][0]) / CLK_TCK
+        r[f"cpu{cpu}_softirq_s"] = (m1[cpu][1] - m0[cpu][1]) / CLK_TCK
+        r[f"cpu{cpu}_kworker_s"] = (q1.get(str(cpu), 0) - q0.get(str(cpu), 0)) / CLK_TCK
+    r["unbound_kworker_s"] = (q1.get("u", 0) - q0.get("u", 0)) / CLK_TCK
     amount = r["requests"] if wl["unit"] == "req" else r["bytes"] / 2**20
     r["rate"] = r["req_s"] if wl["unit"] == "req" else r["mib_s"]
     r["per_cpu_s"] = amount / lb_cpu if lb_cpu else None
     r["per_total_cpu_s"] = amount / r["total_cpu_s"] if r["total_cpu_s"] else None
+    r["per_machine_cpu_s"] = amount / r["machine_cpu_s"] if r["machine_cpu_s"] else None
     return r
 
 
@@ -694,14 +742,19 @@ def summarize(runs, lbs, workloads, cand):
                 per_total_cpu_s=med([r["per_total_cpu_s"] for r in rs]),
                 rss_kib=med([r["rss_kib"] for r in rs]),
                 errors=sum(r["errors"] for r in rs),
-                cpu0_other_s=med([r["cpu0_other_s"] for r in rs]))
+                cpu0_other_s=med([r["cpu0_other_s"] for r in rs]),
+                machine_cpu_s=med([r["machine_cpu_s"] for r in rs]),
+                per_machine_cpu_s=med([r["per_machine_cpu_s"] for r in rs]),
+                **{k: med([r[k] for r in rs]) for k in (
+                    "cpu0_busy_s", "cpu1_busy_s", "cpu0_softirq_s", "cpu1_softirq_s",
+                    "cpu0_kworker_s", "cpu1_kworker_s", "unbound_kworker_s")})
         if cand and cand in summ[wl]:
             for lb in lbs:
                 if lb == cand or lb not in summ[wl]:
                     continue
                 ratios = {}
                 for key in ("rate", "p50_ms", "p99_ms", "lb_cpu_s", "per_cpu_s", "rss_kib",
-                            "per_total_cpu_s"):
+                            "per_total_cpu_s", "per_machine_cpu_s"):
                     per_rep = []
                     for c in (r for r in runs if r["workload"] == wl and r["lb"] == cand):
                         p = [r for r in runs if r["workload"] == wl and r["lb"] == lb
@@ -733,33 +786,51 @@ def markdown(summ, idle, lbs, workloads, cand, meta):
         per_h = "req per LB CPU-s" if unit == "req" else "MiB per LB CPU-s"
         out.append(f"### {wl}: {WORKLOADS[wl]['title']}")
         out.append("")
-        hdr = (f"| LB | {rate_h} | spread | p50 ms | p99 ms | LB CPU s | {per_h} | "
-               f"per total CPU-s | RSS MiB | errors | CPU 0 others s |")
-        if cand and cand in summ[wl]:
-            hdr += f" {cand}/LB: {rate_h} | per LB CPU-s | per total CPU-s | p99 | RSS |"
-        out.append(hdr)
-        out.append("|" + "---|" * (hdr.count("|") - 1))
-        for lb in lbs:
-            s = summ[wl].get(lb)
-            if not s:
-                continue
-            row = (f"| {lb} | {fmt(s['rate'], 0 if unit == 'req' else 1)} | "
-                   f"{pct(s['rate_spread_pct'])} | {fmt(s['p50_ms'], 2)} | "
-                   f"{fmt(s['p99_ms'], 2)} | {fmt(s['lb_cpu_s'], 2)} | "
-                   f"{fmt(s['per_cpu_s'], 0 if unit == 'req' else 1)} | "
-                   f"{fmt(s['per_total_cpu_s'], 0 if unit == 'req' else 1)} | "
-                   f"{fmt(s['rss_kib'] / 1024 if s['rss_kib'] else None, 1)} | {s['errors']} | "
-                   f"{fmt(s['cpu0_other_s'], 1)} |")
-            if cand and cand in summ[wl]:
-                ra = s.get("ratio")
-                if ra:
-                    row += (f" {fmt(ra['rate'], 2)} | {fmt(ra['per_cpu_s'], 2)} | "
-                            f"{fmt(ra['per_total_cpu_s'], 2)} | "
-                            f"{fmt(ra['p99_ms'], 2)} | {fmt(ra['rss_kib'], 2)} |")
-                else:
-                    row += " | | | | |"
-            out.append(row)
+        dec = 0 if unit == "req" else 1
+        has_ratio = cand and cand in summ[wl]
+
+        def table(cols, row, ratio_cols, ratio_row):
+            """A markdown table, a line per LB: <row>(summary) and, for the
+            candidate's ratios, <ratio_row>(ratios) (None: the candidate itself)."""
+            hdr = "| LB | " + " | ".join(cols) + " |"
+            if has_ratio:
+                hdr += f" {cand}/LB: " + " | ".join(ratio_cols) + " |"
+            out.append(hdr)
+            out.append("|" + "---|" * (hdr.count("|") - 1))
+            for lb in lbs:
+                s = summ[wl].get(lb)
+                if not s:
+                    continue
+                line = f"| {lb} | " + " | ".join(row(s)) + " |"
+                if has_ratio:
+                    ra = s.get("ratio")
+                    line += " " + " | ".join(ratio_row(ra) if ra else [""] * len(ratio_cols)) + " |"
+                out.append(line)
+            out.append("")
+
+        table([rate_h, "spread", "p50 ms", "p99 ms", "LB CPU s", per_h, "per total CPU-s",
+               "RSS MiB", "errors", "CPU 0 others s"],
+              lambda s: [fmt(s["rate"], dec), pct(s["rate_spread_pct"]), fmt(s["p50_ms"], 2),
+                         fmt(s["p99_ms"], 2), fmt(s["lb_cpu_s"], 2), fmt(s["per_cpu_s"], dec),
+                         fmt(s["per_total_cpu_s"], dec),
+                         fmt(s["rss_kib"] / 1024 if s["rss_kib"] else None, 1),
+                         str(s["errors"]), fmt(s["cpu0_other_s"], 1)],
+              [rate_h, "per LB CPU-s", "per total CPU-s", "p99", "RSS"],
+              lambda ra: [fmt(ra["rate"], 2), fmt(ra["per_cpu_s"], 2),
+                          fmt(ra["per_total_cpu_s"], 2), fmt(ra["p99_ms"], 2),
+                          fmt(ra["rss_kib"], 2)])
+        out.append(f"Machine-wide CPU (all CPUs' busy time from /proc/stat: everything but "
+                   f"idle and iowait, so softirq and kworkers count), {wl}:")
         out.append("")
+        table([rate_h, "machine CPU s", "CPU 0 busy s", "CPU 1 busy s", "softirq s CPU 0/1",
+               "kworker s CPU 0/1/unbound", f"{'req' if unit == 'req' else 'MiB'} per machine CPU-s"],
+              lambda s: [fmt(s["rate"], dec), fmt(s["machine_cpu_s"], 2),
+                         fmt(s["cpu0_busy_s"], 2), fmt(s["cpu1_busy_s"], 2),
+                         f"{fmt(s['cpu0_softirq_s'], 2)}/{fmt(s['cpu1_softirq_s'], 2)}",
+                         f"{fmt(s['cpu0_kworker_s'], 2)}/{fmt(s['cpu1_kworker_s'], 2)}/"
+                         f"{fmt(s['unbound_kworker_s'], 2)}",
+                         fmt(s["per_machine_cpu_s"], dec)],
+              ["per machine CPU-s"], lambda ra: [fmt(ra["per_machine_cpu_s"], 2)])
     if idle:
         out.append(f"### RSS per idle established connection ({idle[0]['conns']} connections)")
         out.append("")
@@ -1014,7 +1085,12 @@ def main():
                     log(f"  rep {rep} {wl:6} {t.name:8} {r['rate']:10.1f} "
                         f"{'req/s' if WORKLOADS[wl]['unit'] == 'req' else 'MiB/s'} "
                         f"p99 {r['p99_ms']:7.2f} ms cpu {fmt(r['lb_cpu_s'], 2):>5} s "
-                        f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} rss {fmt(r['rss_kib'])} KiB "
+                        f"per-cpu-s {fmt(r['per_cpu_s'], 0):>8} "
+                        f"machine {r['machine_cpu_s']:.2f} s (cpu0 {r['cpu0_busy_s']:.2f} "
+                        f"cpu1 {r['cpu1_busy_s']:.2f} kworker {r['cpu0_kworker_s']:.2f}/"
+                        f"{r['cpu1_kworker_s']:.2f}/{r['unbound_kworker_s']:.2f}) "
+                        f"per-machine-cpu-s {fmt(r['per_machine_cpu_s'], 0)} "
+                        f"rss {fmt(r['rss_kib'])} KiB "
                         f"err {r['errors']} cpu0-other {r['cpu0_other_s']:.2f} s "
                         f"drops {r['net_drops']} retrans {r['tcp_retrans']} "
                         f"segs/req {r['segs_per_req']:.2f} "
