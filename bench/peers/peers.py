@@ -1166,7 +1166,9 @@ def reproduce_command(argv):
         if a.startswith("--out="):
             continue
         if os.path.exists(a):
-            a = os.path.relpath(os.path.abspath(a), REPO)
+            # inside the checkout: relative to it; elsewhere (a copied binary): as is
+            rel = os.path.relpath(os.path.abspath(a), REPO)
+            a = os.path.abspath(a) if rel.startswith("..") else rel
         out.append(a)
     return " ".join(["python3 bench/peers/peers.py"] + out)
 
@@ -1182,10 +1184,11 @@ def versions(hashlb_bin):
          first_line(["nginx", "-v"]).replace("nginx version: ", ""),
          first_line(["wrk", "-v"]).split(" [")[0]]
     if hashlb_bin:
-        rev = first_line(["git", "-C", os.path.dirname(hashlb_bin), "rev-parse", "--short",
-                          "HEAD"])
-        v.append("hashlb " + first_line([hashlb_bin, "--version"]).replace("hashlb ", "") +
-                 f" (tree at {rev} when run)")
+        p = subprocess.run(["git", "-C", os.path.dirname(hashlb_bin), "rev-parse", "--short",
+                            "HEAD"], capture_output=True, text=True)
+        # a binary copied out of its checkout has no tree to name
+        tree = f" (tree at {p.stdout.strip()} when run)" if p.returncode == 0 else ""
+        v.append("hashlb " + first_line([hashlb_bin, "--version"]).replace("hashlb ", "") + tree)
     return ", ".join(v)
 
 
