@@ -1164,20 +1164,21 @@ void conn_queue_run(struct worker *w)
 	while ((c = *pp)) {
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
-
-		struct hlb_backend *wanted = c->be;
+		struct hlb_backend *wanted = c->be; /* conn_connect() sets c->be */
+		bool connecting;
 
 		c->attempt = 0;
 		c->be = NULL;
-		if (!conn_connect(w, c, snap, NULL) && c->full_seen && !expired) {
+		connecting = conn_connect(w, c, snap, NULL);
+		if (!connecting && c->full_seen && !expired) {
 			c->be = wanted;
 			pp = &c->qnext; /* still no room */
 			continue;
 		}
 		queue_unlink(w, pp);
 		queue_release(wanted);
-		if (c->fd[1] >= 0)
-			continue; /* connecting */
+		if (connecting)
+			continue;
 		if (c->full_seen) {
 			hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
 			conn_abort(w, c, CONN_END_QUEUE_TIMEOUT);
