@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Listeners: one per listen address, one SO_REUSEPORT socket per worker.
+ * Listeners: one per listen address, one SO_REUSEPORT socket per worker, or
+ * one socket the service manager passed, shared by the workers.
  * Refcounted: the daemon holds one reference while the address is in the
  * config, each worker one while it accepts on it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -71,12 +73,75 @@ static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
 	return fd;
 }
 
+int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	char *end;
+	long n;
+
+	if (!pid || !fds || strtol(pid, &end, 10) != getpid() || *end)
+		return 0; /* not for this process */
+	n = strtol(fds, &end, 10);
+	if (*end || n < 0 || n > 1024)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+				  "LISTEN_FDS=%s from the service manager is not a count", fds);
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (!n)
+		return 0;
+	p->inh = calloc((size_t)n, sizeof(*p->inh));
+	if (!p->inh)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (int fd = 3; fd < 3 + n; fd++) {
+		struct inherited *in = &p->inh[p->n_inh];
+		int type = 0, listening = 0, proto = 0;
+		socklen_t len = sizeof(int), alen = sizeof(in->addr);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 ||
+		    getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&in->addr, &alen) < 0 ||
+		    type != SOCK_STREAM || !listening || proto != IPPROTO_TCP ||
+		    (in->addr.ss_family != AF_INET && in->addr.ss_family != AF_INET6))
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+					  "fd %d from the service manager is not a listening TCP "
+					  "socket (ListenStream= in the .socket unit)",
+					  fd);
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		in->fd = fd;
+		p->n_inh++;
+	}
+	return (int)p->n_inh;
+}
+
+uint32_t hlb_proxy_inherited_count(const struct hlb_proxy *p)
+{
+	return p->n_inh;
+}
+
+bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_t size)
+{
+	format_addr((const struct sockaddr *)&p->inh[i].addr, buf, size);
+	return p->inh[i].used;
+}
+
+/* The inherited socket bound to <addr>, or NULL (port 0 never matches one). */
+static struct inherited *inherited_for(struct hlb_proxy *p, const struct sockaddr *addr)
+{
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		if (hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
+			return &p->inh[i];
+	return NULL;
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err)
 {
+	struct inherited *in = inherited_for(p, addr);
 	struct hlb_listener *l;
-	int fd;
+	int fd, one = 1;
 
 	l = calloc(1, sizeof(*l));
 	if (!l)
@@ -97,7 +162,23 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		l->fds[i] = -1;
 	memcpy(&l->bound, addr, addr_len);
-	for (uint32_t i = 0; i < p->n_workers; i++) {
+	if (in) {
+		/* every worker accepts on the one socket (a descriptor each, so
+		 * closing works as for our own); it outlives us in the manager */
+		setsockopt(in->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for (uint32_t i = 0; i < p->n_workers; i++) {
+			l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
+			if (l->fds[i] < 0) {
+				fd = -errno;
+				listener_free(l);
+				return hashlb_err(err, fd, HASHLB_ERR_SYSTEM,
+						  "cannot listen on %s: %s", name, strerror(-fd));
+			}
+		}
+		in->used = true;
+		l->inherited = true;
+	}
+	for (uint32_t i = 0; i < p->n_workers && !in; i++) {
 		socklen_t len = sizeof(l->bound);
 
 		/* Port 0: the first socket picks the port, the others join it. */
@@ -114,6 +195,11 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;
+}
+
+bool hlb_listener_inherited(const struct hlb_listener *l)
+{
+	return l->inherited;
 }
 
 const char *hlb_listener_bound(const struct hlb_listener *l)

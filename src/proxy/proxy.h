@@ -64,6 +64,19 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err);
+/*
+ * Socket activation: take the listening sockets the service manager passed
+ * (LISTEN_PID is this process, LISTEN_FDS of them from fd 3; the variables
+ * are then unset). hlb_listener_open() on one of their addresses shares that
+ * socket between the workers instead of binding its own, so connections
+ * wait in its backlog while hashlb restarts. Returns how many, 0 if none
+ * were passed, or -errno with <err> filled (a socket that is not a listening
+ * TCP socket).
+ */
+int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err);
+uint32_t hlb_proxy_inherited_count(const struct hlb_proxy *p);
+/* Inherited socket <i> (< the count adopted): its address in <buf>, whether a listener uses it. */
+bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_t size);
 /* Make the workers accept on it. */
 void hlb_listener_start(struct hlb_proxy *p, struct hlb_listener *l);
 /* Route new connections to <svc> (reference taken); the old service is released through RCU. */
@@ -77,6 +90,7 @@ const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t
 const char *hlb_listener_name(const struct hlb_listener *l);
 /* The address actually bound, "127.0.0.1:18080" (the port chosen for port 0). */
 const char *hlb_listener_bound(const struct hlb_listener *l);
+bool hlb_listener_inherited(const struct hlb_listener *l); /* from the service manager */
 struct hlb_service *hlb_listener_service(const struct hlb_listener *l); /* control thread */
 
 #endif

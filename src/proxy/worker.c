@@ -592,6 +592,9 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		pthread_mutex_destroy(&w->cmd_lock);
 	}
 	close(p->exit_fd);
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		close(p->inh[i].fd);
+	free(p->inh);
 	free(p->workers);
 	free(p);
 }

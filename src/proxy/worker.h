@@ -44,6 +44,7 @@ enum op {
 
 struct hlb_listener {
 	atomic_uint refs;
+	bool inherited; /* its socket came from the service manager (socket activation) */
 	uint32_t n_workers;
 	struct sockaddr_storage addr; /* as configured (port 0 = any) */
 	socklen_t addr_len;
@@ -208,8 +209,17 @@ struct worker {
 	int setup_ret;
 };
 
+/* A listening socket the service manager passed (LISTEN_FDS). */
+struct inherited {
+	int fd; /* kept open until the proxy is freed: a reload may use it again */
+	struct sockaddr_storage addr;
+	bool used; /* a listener took it */
+};
+
 struct hlb_proxy {
 	struct hlb_proxy_opts opts;
+	struct inherited *inh;
+	uint32_t n_inh;
 	struct hlb_rcu *rcu;
 	struct worker *workers;
 	uint32_t n_workers;

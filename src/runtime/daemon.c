@@ -235,25 +235,6 @@ void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *h
 
 /* ---- listeners ------------------------------------------------------------ */
 
-static bool sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
-{
-	if (a->sa_family != b->sa_family)
-		return false;
-	if (a->sa_family == AF_INET) {
-		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-
-		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-	}
-	if (a->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-
-		return x->sin6_port == y->sin6_port &&
-		       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0 &&
-		       x->sin6_scope_id == y->sin6_scope_id;
-	}
-	return false;
-}
-
 static uint16_t sockaddr_port(const struct sockaddr *a)
 {
 	if (a->sa_family == AF_INET)
@@ -274,8 +255,8 @@ static bool listener_matches(const struct dlistener *dl, const struct sockaddr *
 	socklen_t len;
 
 	if (sockaddr_port(addr))
-		return sockaddr_same(hlb_listener_addr(dl->l, &len), addr);
-	return !dl->next_svc && sockaddr_same((const struct sockaddr *)&dl->conf, addr) &&
+		return hlb_sockaddr_same(hlb_listener_addr(dl->l, &len), addr);
+	return !dl->next_svc && hlb_sockaddr_same((const struct sockaddr *)&dl->conf, addr) &&
 	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
 }
 
@@ -332,8 +313,10 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		if (dl->fresh) {
 			hlb_listener_start(d->proxy, dl->l);
 			hlb_log(HLB_LOG_INFO, "listening",
-				"listen=%s addr=%s service=%s workers=%u", hlb_listener_name(dl->l),
-				hlb_listener_bound(dl->l), dl->next_svc->name, d->n_workers);
+				"listen=%s addr=%s service=%s workers=%u%s",
+				hlb_listener_name(dl->l), hlb_listener_bound(dl->l),
+				dl->next_svc->name, d->n_workers,
+				hlb_listener_inherited(dl->l) ? " socket=inherited" : "");
 		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
 			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		}
@@ -382,8 +365,8 @@ static struct hlb_backend *static_find_backend(struct hlb_service *svc,
 		struct hlb_backend *b = s->backends[i];
 
 		if (strcmp(b->name, bc->name) == 0 &&
-		    sockaddr_same((const struct sockaddr *)&b->addr,
-				  (const struct sockaddr *)&bc->addr))
+		    hlb_sockaddr_same((const struct sockaddr *)&b->addr,
+				      (const struct sockaddr *)&bc->addr))
 			return b;
 	}
 	return NULL;
@@ -582,6 +565,11 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	r = hlb_proxy_new(&popts, d->rcu, &d->proxy, err);
 	if (r < 0)
 		goto err_free;
+	r = hlb_proxy_adopt_listeners(d->proxy, err);
+	if (r < 0)
+		goto err_free;
+	if (r > 0)
+		hlb_log(HLB_LOG_INFO, "sockets from the service manager", "count=%d", r);
 	r = watch_add(d, WATCH_EXIT, hlb_proxy_exit_fd(d->proxy), EPOLLIN, &w);
 	if (r < 0) {
 		hashlb_err(err, r, HASHLB_ERR_SYSTEM, "epoll: %s", strerror(-r));
@@ -593,6 +581,18 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 err_free:
 	hlb_daemon_free(d);
 	return r;
+}
+
+/* A socket the service manager passed that no service listens on: kept (a
+ * reload may add the service), but most likely a mistake in the .socket unit. */
+static void log_unused_sockets(struct hlb_daemon *d)
+{
+	char addr[64];
+
+	for (uint32_t i = 0; i < hlb_proxy_inherited_count(d->proxy); i++)
+		if (!hlb_proxy_inherited(d->proxy, i, addr, sizeof(addr)))
+			hlb_log(HLB_LOG_WARN, "socket from the service manager matches no service",
+				"addr=%s", addr);
 }
 
 static void log_fd_limit(struct hlb_daemon *d)
@@ -745,6 +745,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		r = static_apply(d, d->cfg, err);
 	if (r < 0)
 		return r;
+	log_unused_sockets(d);
 	d->running = true;
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		d->config_path, (int)getpid());

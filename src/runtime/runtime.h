@@ -61,6 +61,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "hashlb/config.h"
@@ -181,6 +182,26 @@ static inline bool hlb_backend_claim(struct hlb_backend *b, uint32_t max)
 static inline void hlb_backend_unclaim(struct hlb_backend *b)
 {
 	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
+}
+
+/* Whether <a> and <b> are the same IPv4 or IPv6 address and port. */
+static inline bool hlb_sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0 &&
+		       x->sin6_scope_id == y->sin6_scope_id;
+	}
+	return false;
 }
 
 /*

@@ -8,10 +8,12 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 
 from lbtest import (HASHLB, Backend, Hashlb, check, config, connect, read_line, run_tests,
-                    tmpfile, who)
+                    spawn, tmpfile, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -215,9 +217,9 @@ def systemd_notify():
 
 
 def systemd_unit_verifies():
-    """The unit `meson install` puts in lib/systemd/system passes systemd-analyze verify (with
-    the built binary in place of the installed one), and its ExecStartPre check accepts the
-    demo config."""
+    """The units `meson install` puts in lib/systemd/system (the service, and the socket that
+    can activate it) pass systemd-analyze verify (with the built binary in place of the
+    installed one), and the service's ExecStartPre check accepts the demo config."""
     unit = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "src", "cli",
                         "hashlb.service")
     with open(unit) as f:
@@ -225,14 +227,91 @@ def systemd_unit_verifies():
     bindir = re.search(r"^ExecStart=(\S+)/hashlb run ", text, re.M)
     check(bindir is not None, "ExecStart runs hashlb run")
     path = tmpfile("hashlb.service", text.replace(bindir.group(1) + "/hashlb", HASHLB))
-    p = subprocess.run(["systemd-analyze", "verify", "--man=no", path], capture_output=True,
+    src = os.environ.get("HASHLB_SOURCE_ROOT", ".")
+    with open(os.path.join(src, "contrib", "systemd", "hashlb.socket")) as f:
+        sock = tmpfile("hashlb.socket", f.read())  # beside the service it activates
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no", sock, path], capture_output=True,
                        text=True, timeout=60)
-    check(p.returncode == 0 and "hashlb.service" not in p.stderr,
-          f"systemd-analyze verify: {p.returncode} {p.stderr.strip()}")
+    check(p.returncode == 0 and "hashlb." not in p.stderr,
+          f"systemd-analyze verify (service and socket): {p.returncode} {p.stderr.strip()}")
     demo = os.path.join(os.environ.get("HASHLB_SOURCE_ROOT", "."), "configs", "demo.yaml")
     p = subprocess.run([HASHLB, "check", "-q", "-c", demo], capture_output=True, text=True)
     check(p.returncode == 0 and p.stdout == "", "ExecStartPre's check -q: silent on success")
 
 
+def activated(cfg_path, sock):
+    """hashlb run as systemd starts it with socket activation: <sock> as fd 3, LISTEN_FDS=1 and
+    LISTEN_PID its own pid (the shell's, which exec makes hashlb's)."""
+    fd = sock.fileno()
+    # a small exec'er: the socket moved to fd 3, the variables set for the pid that execs hashlb
+    launcher = ("import os, sys; fd = int(sys.argv[1]); fd != 3 and (os.dup2(fd, 3), os.close(fd)); "
+                "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+                "os.execv(sys.argv[2], sys.argv[2:])")
+    p = spawn([sys.executable, "-c", launcher, str(fd), HASHLB, "run", "-c", cfg_path],
+              pass_fds=(fd,), stderr=subprocess.PIPE, text=True)
+    log = []
+
+    def read():
+        for line in p.stderr:
+            log.append(line.rstrip("\n"))
+    threading.Thread(target=read, daemon=True).start()
+    return p, log
+
+
+def wait_for(log, text, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        if any(text in line for line in log):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def socket_activation():
+    """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
+    shared by its workers, and binds none of its own, so a client that connects while hashlb
+    restarts waits in that socket's backlog and the next hashlb serves it. A passed socket no
+    service listens on is reported; one that is not a listening TCP socket is refused at start."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+    port = lsock.getsockname()[1]
+    path = tmpfile("activated.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    p, log = activated(path, lsock)
+    check(wait_for(log, "msg=started") and
+          any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
+          f"listening on the passed socket: {log}")
+    check(who(("127.0.0.1", port)) in ("a", "b", "c"), "serves on it")
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    check(len(ss.stdout.splitlines()) == 1, f"one listening socket on the port, the passed one "
+                                            f"(two workers share it):\n{ss.stdout}")
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(20) == 0, "stopped: exit 0")
+    waiting = connect(("127.0.0.1", port), "127.0.0.9")  # nobody accepts now: the backlog holds it
+    p, log = activated(path, lsock)
+    check(read_line(waiting) in ("a", "b", "c"),
+          "a client that connected while hashlb was down is served by the next one")
+    waiting.close()
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(20) == 0, "exit 0")
+
+    other = tmpfile("other.yaml", config(BACKENDS, listen="127.0.0.1:0"))
+    p, log = activated(other, lsock)
+    check(wait_for(log, "socket from the service manager matches no service") and
+          any(f"addr=127.0.0.1:{port}" in l for l in log if "matches no service" in l),
+          f"a passed socket no service uses is reported: {log}")
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(20) == 0, "exit 0")
+
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    p, log = activated(path, udp)
+    check(p.wait(20) != 0 and wait_for(log, "fd 3 from the service manager is not a listening TCP"),
+          f"a datagram socket is refused, naming it: {log}")
+    udp.close()
+    lsock.close()
+
+
 run_tests([config_error_refused, sigterm_drain, drain_timeout,
-           reload_keeps_listeners_and_connections, systemd_notify, systemd_unit_verifies])
+           reload_keeps_listeners_and_connections, systemd_notify, systemd_unit_verifies,
+           socket_activation])
