@@ -529,13 +529,14 @@ static void conn_fail_no_backend(struct worker *w, struct conn *c)
 }
 
 /*
- * No backend could be tried for <c>. If one was passed over only for being
- * at its max_connections and the service has a queue, wait for room (up to
- * timeouts.queue from the first wait); otherwise close.
+ * No backend could be tried for <c>, as the conn_connect() just before found
+ * (or none was called: w->first_full is NULL). If it passed over one for
+ * being at its max_connections and the service has a queue, wait for room
+ * on that one (up to timeouts.queue from the first wait); otherwise close.
  */
 static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
 {
-	if (!c->full_seen || !snap->queue_timeout_ms) {
+	if (!w->first_full || !snap->queue_timeout_ms) {
 		conn_fail_no_backend(w, c);
 		return;
 	}
@@ -619,7 +620,6 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
 	w->first_full = NULL;
-	c->full_seen = false;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
@@ -637,9 +637,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 				     hlb_backend_claim(be, cap)))
 				break;
 			hlb_stat_add(&be->wstats[w->id].full, 1);
-			if (!c->full_seen)
+			if (!w->first_full)
 				w->first_full = be;
-			c->full_seen = true;
 		}
 		c->attempt++;
 	}
@@ -647,7 +646,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (fd < 0) {
 		/* ours (no fd, the source address gone): no backend is to blame */
 		c->err = (uint8_t)-fd;
-		c->full_seen = false; /* not a wait for room that would end this */
+		w->first_full = NULL; /* not a wait for room that would end this */
 		if (cap)
 			hlb_backend_unclaim(be);
 		return false;
@@ -982,7 +981,9 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	c->be = NULL;
 	snap = hlb_service_snapshot(c->svc);
 	c->attempt++;
-	if (c->attempt <= snap->connect_retries && conn_connect(w, c, snap, failed)) {
+	if (c->attempt > snap->connect_retries) {
+		w->first_full = NULL; /* its tries are used up: closed, not queued */
+	} else if (conn_connect(w, c, snap, failed)) {
 		hlb_stat_add(&bs->retries, 1);
 		hlb_backend_unref(failed);
 		return;
@@ -1170,7 +1171,7 @@ void conn_queue_run(struct worker *w)
 		c->attempt = 0;
 		c->be = NULL;
 		connecting = conn_connect(w, c, snap, NULL);
-		if (!connecting && c->full_seen && !expired) {
+		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
 			pp = &c->qnext; /* still no room */
 			continue;
@@ -1179,7 +1180,7 @@ void conn_queue_run(struct worker *w)
 		queue_release(wanted);
 		if (connecting)
 			continue;
-		if (c->full_seen) {
+		if (w->first_full) {
 			hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
 			conn_abort(w, c, CONN_END_QUEUE_TIMEOUT);
 		} else {

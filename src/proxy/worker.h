@@ -139,7 +139,6 @@ struct conn {
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
 	bool log : 1; /* log_connections: one log line when it ends */
 	bool client_set : 1; /* <client> holds the client hashed */
-	bool full_seen : 1; /* conn_connect() passed over a backend at its max_connections */
 	bool was_queued : 1; /* <queued_until> is set: a second wait keeps the first deadline */
 	uint32_t start_ms; /* accepted, worker clock */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
@@ -186,7 +185,9 @@ struct worker {
 	/* connections waiting for room under a backend's max_connections, FIFO */
 	struct conn *queue_head, **queue_tail;
 	bool queue_kick; /* a slot may have freed: retry the queue this turn */
-	struct hlb_backend *first_full; /* set by conn_connect(): the first candidate found full */
+	/* set by conn_connect(): the first candidate it found at its
+	 * max_connections, NULL if none; read by conn_no_backend() right after */
+	struct hlb_backend *first_full;
 	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
 	uint64_t queue_next_ms; /* retry the queue by then anyway */
 	uint32_t min_idle_ms;

@@ -321,6 +321,24 @@ def backend_queue():
     check(served == 20, f"each waiting client served as the one before it closed: {served}/20")
     check(lb.stop() == 0, "exit 0")
 
+    # a client whose own backend is full and whose next one refuses has used its one retry:
+    # closed as connect_failed, not queued for the full one (its tries are spent)
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
+                        ("x", f"127.0.0.1:{dead_port()}")], health="enabled: false",
+                       extra="connect_retries: 1\ntimeouts:\n  queue: 30s\nlog_connections: true"))
+    clients = [client_ip(200 + i) for i in range(200)]
+    prefs = lookup(lb.path, clients)
+    holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
+    check(read_line(holder) == "a", "held")
+    c = next(c for c in clients if prefs[c][:2] == ["a", "x"])
+    check(who(lb.addr, c) == "", f"{c}: a full, x refused, no retry left: closed")
+    check(lb.wait(lambda: any(f"client={c}:" in l and "end=connect_failed" in l
+                              for l in lb.log)) and
+          metric_sum(lb, "hashlb_service_queued_total") == 0,
+          "logged as connect_failed, never queued")
+    holder.close()
+    check(lb.stop() == 0, "exit 0")
+
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            all_backends_down, unresponsive_backend_times_out,
