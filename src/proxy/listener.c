@@ -230,6 +230,11 @@ const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t
 	return (const struct sockaddr *)&l->bound;
 }
 
+const struct sockaddr *hlb_listener_configured(const struct hlb_listener *l)
+{
+	return (const struct sockaddr *)&l->addr;
+}
+
 const char *hlb_listener_name(const struct hlb_listener *l)
 {
 	return l->name;

@@ -87,6 +87,8 @@ void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l);
 void hlb_listener_unref(struct hlb_listener *l);
 /* The address bound (with the port chosen when the config said port 0). */
 const struct sockaddr *hlb_listener_addr(const struct hlb_listener *l, socklen_t *ret_len);
+/* The address as configured (port 0 when any port was asked for). */
+const struct sockaddr *hlb_listener_configured(const struct hlb_listener *l);
 const char *hlb_listener_name(const struct hlb_listener *l);
 /* The address actually bound, "127.0.0.1:18080" (the port chosen for port 0). */
 const char *hlb_listener_bound(const struct hlb_listener *l);

@@ -44,7 +44,6 @@ struct dlistener {
 	struct dlistener *next;
 	struct hlb_listener *l;
 	struct hlb_service *next_svc; /* set by hlb_daemon_listen() in a transaction */
-	struct sockaddr_storage conf; /* the address as configured (port 0 = any) */
 	bool fresh; /* opened in the current transaction, not started yet */
 };
 
@@ -256,7 +255,7 @@ static bool listener_matches(const struct dlistener *dl, const struct sockaddr *
 
 	if (sockaddr_port(addr))
 		return hlb_sockaddr_same(hlb_listener_addr(dl->l, &len), addr);
-	return !dl->next_svc && hlb_sockaddr_same((const struct sockaddr *)&dl->conf, addr) &&
+	return !dl->next_svc && hlb_sockaddr_same(hlb_listener_configured(dl->l), addr) &&
 	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
 }
 
@@ -290,7 +289,6 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 		return r;
 	}
 	dl->next_svc = svc;
-	memcpy(&dl->conf, addr, addr_len);
 	dl->fresh = true;
 	dl->next = d->listeners;
 	d->listeners = dl;
