@@ -167,11 +167,21 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
  */
 int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix);
 /*
- * Whether <sa> (AF_INET or AF_INET6) lies in one of the <n> prefixes of
- * <p>. An IPv4-mapped IPv6 address (a v4 client of a [::] listener) is
- * matched as the IPv4 address it is.
+ * A list of prefixes compiled for lookup (sorted, merged address ranges):
+ * O(log n) per address. -EINVAL for a prefix of no known family or length,
+ * -ENOMEM; <ret_set> is written only on success.
  */
-bool hashlb_prefix_match(const struct hashlb_prefix *p, uint32_t n, const struct sockaddr *sa);
+struct hashlb_prefix_set;
+int hashlb_prefix_set_new(const struct hashlb_prefix *p, uint32_t n,
+			  struct hashlb_prefix_set **ret_set);
+/*
+ * Whether <sa> (AF_INET or AF_INET6) lies in one of the set's prefixes. An
+ * IPv4 address matches IPv4 prefixes only, an IPv6 address IPv6 prefixes;
+ * an IPv4-mapped IPv6 address (a v4 client of a [::] listener) matches as
+ * the IPv4 address it is, too.
+ */
+bool hashlb_prefix_set_match(const struct hashlb_prefix_set *set, const struct sockaddr *sa);
+void hashlb_prefix_set_free(struct hashlb_prefix_set *set);
 /* <p> as hashlb_prefix_parse() reads it back ("a.b.c.d/N", "v6/N") into <buf>. */
 #define HASHLB_PREFIX_STRLEN 50 /* INET6_ADDRSTRLEN + "/128" */
 void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len);

@@ -45,9 +45,8 @@
 #define MAX_CONNECTIONS_MAX (1u << 24)
 #define KEEPALIVE_SECS_MAX 32767u /* the kernel's MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL */
 #define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
-#define PREFIXES_MAX 4096u
-#define CHECK_PAYLOAD_MAX \
-	1024u /* health send/expect: one segment, no partial writes */ /* accept_proxy_from: scanned per connection */
+#define PREFIXES_MAX 4096u /* accept_proxy_from */
+#define CHECK_PAYLOAD_MAX 1024u /* health send/expect: one segment, no partial writes */
 #define CONNECT_RETRIES_MAX 32u
 #define BALANCE_FACTOR_MAX 100.0
 #define SERVICE_NAME_MAX 64u

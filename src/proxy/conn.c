@@ -781,8 +781,7 @@ static bool proxy_sender_trusted(int fd, const struct hlb_snapshot *snap)
 
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		return false; /* gone already */
-	return hashlb_prefix_match(snap->proxy_from, snap->n_proxy_from,
-				   (const struct sockaddr *)&peer);
+	return hashlb_prefix_set_match(snap->proxy_from, (const struct sockaddr *)&peer);
 }
 
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
@@ -798,7 +797,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		worker_close_fd(w, fd);
 		return;
 	}
-	if (snap->n_proxy_from && !proxy_sender_trusted(fd, snap)) {
+	if (snap->proxy_from && !proxy_sender_trusted(fd, snap)) {
 		hlb_stat_add(&svc->wstats[w->id].untrusted, 1);
 		worker_close_fd(w, fd);
 		return;

@@ -109,17 +109,12 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->source_len = cfg->source_len;
 }
 
-/* The snapshot's own copy of the accept_proxy_from list: 0 or -ENOMEM. */
+/* The accept_proxy_from list, compiled for lookup: 0 or -errno. */
 static int snapshot_proxy_from(struct hlb_snapshot *s, const struct hashlb_prefix *p, uint32_t n)
 {
 	if (!n)
 		return 0;
-	s->proxy_from = malloc(n * sizeof(*p));
-	if (!s->proxy_from)
-		return -ENOMEM;
-	memcpy(s->proxy_from, p, n * sizeof(*p));
-	s->n_proxy_from = n;
-	return 0;
+	return hashlb_prefix_set_new(p, n, &s->proxy_from);
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -258,7 +253,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 		hlb_backend_unref(s->backends[i]);
 	free(s->backends);
 	hashlb_table_free(s->table);
-	free(s->proxy_from);
+	hashlb_prefix_set_free(s->proxy_from);
 	free(s);
 }
 

@@ -253,8 +253,7 @@ struct hlb_snapshot {
 	struct hashlb_keepalive_cfg keepalive; /* TCP keepalive on both sockets */
 	struct sockaddr_storage source; /* local address of backend connections */
 	socklen_t source_len; /* 0 = the kernel's choice */
-	struct hashlb_prefix *proxy_from; /* owned: who may send it; NULL = anyone */
-	uint32_t n_proxy_from;
+	struct hashlb_prefix_set *proxy_from; /* owned: who may send it; NULL = anyone */
 	bool log_connections; /* one log line per connection when it ends */
 };
 

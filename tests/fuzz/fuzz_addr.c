@@ -89,6 +89,7 @@ static void fuzz_addr(const char *s)
 static void fuzz_prefix(const char *s)
 {
 	struct hashlb_prefix p, again;
+	struct hashlb_prefix_set *set;
 	char text[HASHLB_PREFIX_STRLEN];
 	int r;
 
@@ -107,17 +108,22 @@ static void fuzz_prefix(const char *s)
 	check(hashlb_prefix_parse(text, &again) == 0 && memcmp(&again, &p, sizeof(p)) == 0,
 	      "reads back the same", s);
 	/* Its own first address lies in it. */
+	if (hashlb_prefix_set_new(&p, 1, &set) < 0)
+		abort(); /* out of memory: not the input's fault */
 	if (p.family == AF_INET) {
 		struct sockaddr_in in = { .sin_family = AF_INET };
 
 		memcpy(&in.sin_addr, p.addr, 4);
-		check(hashlb_prefix_match(&p, 1, (struct sockaddr *)&in), "covers its address", s);
+		check(hashlb_prefix_set_match(set, (struct sockaddr *)&in), "covers its address",
+		      s);
 	} else {
 		struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
 
 		memcpy(&in6.sin6_addr, p.addr, 16);
-		check(hashlb_prefix_match(&p, 1, (struct sockaddr *)&in6), "covers its address", s);
+		check(hashlb_prefix_set_match(set, (struct sockaddr *)&in6), "covers its address",
+		      s);
 	}
+	hashlb_prefix_set_free(set);
 }
 
 /* <s> is "ADDR", "V6" or "[V6]": an address with no port. */

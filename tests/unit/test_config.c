@@ -706,6 +706,18 @@ static void sa6(struct sockaddr_storage *ss, const char *a)
 	assert_int_equal(inet_pton(AF_INET6, a, &in6->sin6_addr), 1);
 }
 
+/* Whether <sa> is in the set of the <n> prefixes <p>. */
+static bool set_match(const struct hashlb_prefix *p, uint32_t n, const struct sockaddr_storage *ss)
+{
+	struct hashlb_prefix_set *set;
+	bool in;
+
+	assert_int_equal(hashlb_prefix_set_new(p, n, &set), 0);
+	in = hashlb_prefix_set_match(set, (const struct sockaddr *)ss);
+	hashlb_prefix_set_free(set);
+	return in;
+}
+
 /* Whether <addr> (IPv4 or IPv6 text) is in the one prefix <prefix>. */
 static bool in_prefix(const char *prefix, const char *addr)
 {
@@ -717,7 +729,27 @@ static bool in_prefix(const char *prefix, const char *addr)
 		sa6(&ss, addr);
 	else
 		sa4(&ss, addr);
-	return hashlb_prefix_match(&p, 1, (const struct sockaddr *)&ss);
+	return set_match(&p, 1, &ss);
+}
+
+/* Whether <addr> is in the set of the space-separated prefixes <list>. */
+static bool in_list(const char *list, const char *addr)
+{
+	struct hashlb_prefix p[4];
+	struct sockaddr_storage ss;
+	char buf[256], *save = NULL;
+	uint32_t n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+		assert_true(n < 4);
+		assert_int_equal(hashlb_prefix_parse(t, &p[n++]), 0);
+	}
+	if (strchr(addr, ':'))
+		sa6(&ss, addr);
+	else
+		sa4(&ss, addr);
+	return set_match(p, n, &ss);
 }
 
 static void test_prefix_match(void **state)
@@ -745,9 +777,25 @@ static void test_prefix_match(void **state)
 	assert_int_equal(hashlb_prefix_parse("10.0.0.0/8", &p[0]), 0);
 	assert_int_equal(hashlb_prefix_parse("fd00::/8", &p[1]), 0);
 	sa6(&ss, "fd12::1");
-	assert_true(hashlb_prefix_match(p, 2, (const struct sockaddr *)&ss));
-	assert_false(hashlb_prefix_match(p, 1, (const struct sockaddr *)&ss));
-	assert_false(hashlb_prefix_match(p, 0, (const struct sockaddr *)&ss));
+	assert_true(set_match(p, 2, &ss));
+	assert_false(set_match(p, 1, &ss));
+	assert_false(set_match(p, 0, &ss));
+	assert_false(in_list("10.0.0.0 10.0.0.2", "10.0.0.1")); /* a gap of one address */
+	assert_true(in_list("10.0.0.0 10.0.0.2", "10.0.0.2"));
+	assert_true(in_list("10.0.0.128/25 10.0.0.0/25", "10.0.0.127")); /* adjacent */
+	assert_true(in_list("10.0.0.128/25 10.0.0.0/25", "10.0.0.128"));
+	assert_false(in_list("10.0.0.128/25 10.0.0.0/25", "10.0.1.0"));
+	assert_true(in_list("10.0.0.0/8 10.1.0.0/16", "10.200.0.1")); /* nested */
+	assert_false(in_list("255.255.255.255 0.0.0.0", "255.255.255.254")); /* the ends */
+	assert_true(in_list("255.255.255.255 0.0.0.0", "255.255.255.255"));
+	assert_true(in_list("255.255.255.255 0.0.0.0", "0.0.0.0"));
+	assert_true(
+		in_list("0.0.0.0/0 10.0.0.1", "10.0.0.2")); /* inside one that ends at the top */
+	assert_true(in_prefix("::/0", "2001:db8::1"));
+	assert_false(in_prefix("::/0", "10.0.0.1")); /* a v6 prefix: v6 clients only */
+	assert_true(in_list("::/1 8000::/1", "ffff::1"));
+	assert_true(in_list("8000::/1 ffff::1", "ffff::2"));
+	assert_false(in_list("::2 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "::1"));
 
 	assert_int_equal(hashlb_prefix_parse("10.0.0.1/8", &p[0]), -EDOM);
 	assert_int_equal(hashlb_prefix_parse("::1/0", &p[0]), -EDOM);
@@ -757,6 +805,113 @@ static void test_prefix_match(void **state)
 	assert_int_equal(hashlb_prefix_parse("::/129", &p[0]), -EINVAL);
 	assert_int_equal(hashlb_prefix_parse("10.1/16", &p[0]), -EINVAL);
 	assert_int_equal(hashlb_prefix_parse("::/128", &p[0]), 0);
+}
+
+/* The reference: whether the first <len> bits of <a> and <b> agree. */
+static bool ref_covers(const uint8_t *a, const uint8_t *b, unsigned len)
+{
+	for (unsigned bit = 0; bit < len; bit++) {
+		unsigned m = 0x80u >> (bit % 8);
+
+		if ((a[bit / 8] & m) != (b[bit / 8] & m))
+			return false;
+	}
+	return true;
+}
+
+/* Bits near <base>: a few random low bits flipped, so addresses fall both
+ * inside and just outside the prefixes drawn around the same bases. */
+static void near(uint8_t *out, const uint8_t *base, unsigned bytes, unsigned *seed)
+{
+	memcpy(out, base, bytes);
+	for (int k = rand_r(seed) % 3; k >= 0; k--) {
+		unsigned bit = bytes * 8 - 1 - (unsigned)(rand_r(seed) % (int)(bytes * 8));
+
+		if (rand_r(seed) % 2)
+			bit = bytes * 8 - 1 - (unsigned)(rand_r(seed) % 12); /* mostly low bits */
+		out[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
+	}
+}
+
+/*
+ * The compiled set (sorted, merged ranges, binary search) answers as a scan
+ * of the list does, for random lists of overlapping, nested and adjacent
+ * prefixes of both families, from 1 prefix to the 4,096 a config allows,
+ * and for addresses at and around their edges, IPv4-mapped ones included.
+ */
+static void test_prefix_set_random(void **state)
+{
+	static const uint8_t bases[4][16] = {
+		{ 10, 0, 0, 0 },
+		{ 192, 168, 1, 128 },
+		{ 0x20, 0x01, 0x0d, 0xb8 },
+		{ 0xfd, 0x00, [15] = 1 },
+	};
+	static const uint32_t sizes[] = { 1, 2, 3, 7, 64, 4096 };
+	struct hashlb_prefix *p = calloc(4096, sizeof(*p));
+	unsigned seed = 20261201;
+
+	assert_non_null(p);
+	for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+		uint32_t n = sizes[t];
+		struct hashlb_prefix_set *set;
+
+		for (uint32_t i = 0; i < n; i++) {
+			const uint8_t *base = bases[rand_r(&seed) % 4];
+			bool v4 = base == bases[0] || base == bases[1];
+			unsigned bits = v4 ? 32 : 128;
+
+			p[i].family = v4 ? AF_INET : AF_INET6;
+			/* mostly long prefixes, so that long lists do not cover everything */
+			if (n <= 64 && rand_r(&seed) % 8 == 0)
+				p[i].len = (uint8_t)(rand_r(&seed) % (int)(bits + 1));
+			else
+				p[i].len = (uint8_t)(bits - (unsigned)(rand_r(&seed) % 16));
+			near(p[i].addr, base, bits / 8, &seed);
+			for (unsigned bit = p[i].len; bit < bits; bit++)
+				p[i].addr[bit / 8] &= (uint8_t) ~(0x80u >> (bit % 8));
+		}
+		assert_int_equal(hashlb_prefix_set_new(p, n, &set), 0);
+		for (int k = 0; k < 20000; k++) {
+			struct sockaddr_storage ss;
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+			int form = rand_r(&seed) % 3; /* v4, v4-mapped v6, v6 */
+			const uint8_t *base =
+				bases[form == 2 ? 2 + rand_r(&seed) % 2 : rand_r(&seed) % 2];
+			uint8_t a[16] = { 0 };
+			bool want = false;
+
+			memset(&ss, 0, sizeof(ss));
+			near(a, base, form == 2 ? 16 : 4, &seed);
+			if (form == 0) {
+				in->sin_family = AF_INET;
+				memcpy(&in->sin_addr, a, 4);
+			} else {
+				in6->sin6_family = AF_INET6;
+				if (form == 1) {
+					in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] =
+						0xff;
+					memcpy(in6->sin6_addr.s6_addr + 12, a, 4);
+				} else {
+					memcpy(in6->sin6_addr.s6_addr, a, 16);
+				}
+			}
+			for (uint32_t i = 0; i < n && !want; i++) {
+				if (p[i].family == AF_INET && form != 2)
+					want = ref_covers(p[i].addr, a, p[i].len);
+				else if (p[i].family == AF_INET6 && form != 0)
+					want = ref_covers(p[i].addr, in6->sin6_addr.s6_addr,
+							  p[i].len);
+			}
+			if (hashlb_prefix_set_match(set, (const struct sockaddr *)&ss) != want)
+				fail_msg(
+					"list of %u prefixes, form %d, address %02x%02x%02x%02x...: want %d",
+					n, form, a[0], a[1], a[2], a[3], want);
+		}
+		hashlb_prefix_set_free(set);
+	}
+	free(p);
 }
 
 static void test_every_key(void **state)
@@ -1159,6 +1314,7 @@ int main(void)
 		cmocka_unit_test(test_queue_timeout),
 		cmocka_unit_test(test_source),
 		cmocka_unit_test(test_prefix_match),
+		cmocka_unit_test(test_prefix_set_random),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_admin_off_and_v6),
