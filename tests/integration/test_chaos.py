@@ -40,6 +40,7 @@ V6_SERVICE = """  - name: v6
     hash_key: 4-tuple
     timeouts:
       idle: 1s
+    log_connections: true
     backends:
       - name: b1
         address: {}
@@ -60,8 +61,9 @@ def dial(addr, src, timeout=10):
     return s
 
 
-def recv_exact(s, n, slow=False):
-    """<n> bytes from <s>; <slow>: 16 KiB at a time with pauses, a client that reads slowly."""
+def recv_exact(s, n, slow=False, events=None):
+    """<n> bytes from <s>; <slow>: 16 KiB at a time with pauses, a client that reads slowly.
+    <events>: a list to which the time of each chunk received is appended."""
     buf = bytearray()
     while len(buf) < n:
         if slow:
@@ -70,7 +72,15 @@ def recv_exact(s, n, slow=False):
         if not d:
             raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
         buf += d
+        if events is not None:
+            events.append(time.monotonic())
     return bytes(buf)
+
+
+def longest_gap(events):
+    """The longest time between two of <events> (monotonic times, in any order)."""
+    t = sorted(events)
+    return max((b - a for a, b in zip(t, t[1:])), default=0.0)
 
 
 class Chaos:
@@ -86,7 +96,7 @@ class Chaos:
         self.done = threading.Event()
         self.lock = threading.Lock()
         self.served = {}     # backend -> new connections served intact
-        self.failed = []     # (backend's greeting or "", client, what): not served
+        self.failed = []     # (backend's greeting or "", client, what, stall s): not served
         self.killed = set()  # backends killed at some point (their clients may fail)
         self.anchor_errors = []
         self.idled = []      # (greeting, what recv returned, seconds): idle connections
@@ -149,10 +159,16 @@ class Chaos:
                     "[%s]:%d" % s.getsockname()[:2]
             except OSError as e:
                 with self.lock:
-                    self.failed.append(("", src, f"connect from {src}: {e!r}"))
+                    self.failed.append(("", src, f"connect from {src}: {e!r}", 0.0))
                 continue
+            # When this client moved bytes: a client that itself stalled past the v6
+            # service's idle timeout (a starved thread on a loaded machine) is closed
+            # by it, rightly.
+            events = [time.monotonic()]
+            sender, send_errors = None, []
             try:
                 name = read_line(s)
+                events.append(time.monotonic())
                 if not name:
                     raise ConnectionError("closed before the backend's greeting")
                 if rng.random() < 0.03:  # the client resets: hashlb must clean up
@@ -163,13 +179,21 @@ class Chaos:
                 half_close = rng.random() < 0.5  # FIN as soon as sent, echo still coming
 
                 def send():
-                    s.sendall(data)
-                    if half_close:
-                        s.shutdown(socket.SHUT_WR)
-                t = threading.Thread(target=send)
-                t.start()  # send and receive at once: the echo must not deadlock on buffers
-                got = recv_exact(s, size, slow=size > 65536 and rng.random() < 0.1)
-                t.join()
+                    try:
+                        events.append(time.monotonic())
+                        s.sendall(data)
+                        events.append(time.monotonic())
+                        if half_close:
+                            s.shutdown(socket.SHUT_WR)
+                    except OSError as e:
+                        send_errors.append(e)
+                sender = threading.Thread(target=send)
+                sender.start()  # send and receive at once: the echo must not deadlock on buffers
+                got = recv_exact(s, size, slow=size > 65536 and rng.random() < 0.1,
+                                 events=events)
+                sender.join()
+                if send_errors:
+                    raise send_errors[0]
                 if not half_close:
                     s.shutdown(socket.SHUT_WR)
                 if got != data or s.recv(1) != b"":
@@ -177,9 +201,17 @@ class Chaos:
                 with self.lock:
                     self.served[name] = self.served.get(name, 0) + 1
             except OSError as e:
+                events.append(time.monotonic())
                 with self.lock:
-                    self.failed.append((name, src, f"{size} bytes from {src} via {name or '?'}: {e!r}"))
+                    self.failed.append((name, src, f"{size} bytes from {src} via {name or '?'}: "
+                                        f"{e!r}", longest_gap(events)))
             finally:
+                if sender and sender.is_alive():  # the receiving side failed: stop the sender
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    sender.join()
                 s.close()
 
     # -- the control plane's side ---------------------------------------------------------
@@ -311,9 +343,17 @@ class Chaos:
             m = re.search(r"msg=connection .*client=(\S+) backend=(\S+)", line)
             if m:
                 ended_on[m.group(1)] = m.group(2)
-                lines[m.group(1)] = line
-        unexpected = [f"{w} (hashlb's log: {lines.get(c)})" for n, c, w in self.failed
-                      if (n or ended_on.get(c)) not in self.killed]
+                lines.setdefault(m.group(1), []).append(line)  # a port may be used again
+        # Expected: a killed backend's client, or a v6 client that stalled itself past the
+        # idle timeout (1 s; 0.9 s of the client's own gap allows for the two clocks) and was
+        # closed by it, as hashlb's log says.
+        idle = [c for n, c, w, stall in self.failed if stall >= 0.9 and
+                any(f"backend={n} " in l and "end=idle_timeout" in l for l in lines.get(c, []))]
+        if idle:
+            print(f"    {len(idle)} v6 clients stalled past the idle timeout and were closed by it")
+        unexpected = [f"{w} (stalled {stall:.2f} s; hashlb's log: {lines.get(c)})"
+                      for n, c, w, stall in self.failed
+                      if (n or ended_on.get(c)) not in self.killed and c not in idle]
         check(not unexpected, f"every new connection served, but {len(unexpected)} of "
                               f"{len(self.failed)} failures were not a killed backend's: "
                               f"{unexpected[:5]}")
