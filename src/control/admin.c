@@ -90,6 +90,16 @@ static double backend_ramp(const struct hlb_pool_backend *b)
 
 /* ---- status ---- */
 
+/* The mean time of the backend's successful connects, 0 if none yet. */
+static double connect_avg_ms(const struct hlb_backend_counters *c)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
+		n += c->connect_hist[k];
+	return n ? (double)c->connect_us_sum / 1e3 / (double)n : 0.0;
+}
+
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
 				const struct hlb_snapshot *snap, uint32_t idx)
 {
@@ -107,7 +117,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"connect_fail\":%" PRIu64
 		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
 		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
-		",\"max_connections\":%u,\"full\":%" PRIu64 "}",
+		",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
 		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
 		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx)
 			? "true"
@@ -116,7 +126,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		snap && idx < snap->n_backends ? hashlb_table_share(snap->table, idx) : 0.0,
 		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
 		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
-		b->health.flaps, atomic_load(&b->rt->max_conns), c.full);
+		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)

@@ -141,6 +141,46 @@ static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_
 	}
 }
 
+/*
+ * hashlb_backend_connect_seconds: a histogram of the data plane's connects
+ * that succeeded, from submission to completion as the client waits for
+ * them: cumulative buckets, +Inf, then _sum and _count (the buckets' total,
+ * so the two always agree).
+ */
+static void connect_histogram(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+
+	family(o, "hashlb_backend_connect_seconds", "histogram",
+	       "Time the connects to the backend that succeeded took, as clients waited for them.");
+	for (uint32_t i = 0; i < n_svcs; i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			const struct hlb_backend *rt = s->backends[j]->rt;
+			struct hlb_backend_counters c;
+			uint64_t cum = 0;
+
+			hlb_backend_counters_read(rt, &c);
+			for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
+				cum += c.connect_hist[k];
+				labels2(o, "hashlb_backend_connect_seconds_bucket", s->cfg->name,
+					rt->name);
+				o->len--; /* reopen the label set */
+				if (k < HLB_CONNECT_BUCKETS)
+					hlb_buf_printf(o, ",le=\"%g\"} %" PRIu64 "\n",
+						       hlb_connect_bucket_us[k] / 1e6, cum);
+				else
+					hlb_buf_printf(o, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
+			}
+			labels2(o, "hashlb_backend_connect_seconds_sum", s->cfg->name, rt->name);
+			hlb_buf_printf(o, " %.17g\n", (double)c.connect_us_sum / 1e6);
+			labels2(o, "hashlb_backend_connect_seconds_count", s->cfg->name, rt->name);
+			hlb_buf_printf(o, " %" PRIu64 "\n", cum);
+		}
+	}
+}
+
 static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
@@ -160,6 +200,7 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 			}
 		}
 	}
+	connect_histogram(ctl, o);
 	/* Admin state as one gauge per state, the usual shape for an enum. */
 	family(o, "hashlb_backend_admin_state", "gauge",
 	       "1 for the backend's admin state (ready, drain, maint), 0 for the others.");

@@ -237,6 +237,7 @@ static void format_client(const uint8_t *src, char *buf, size_t size)
 static void conn_log(struct worker *w, struct conn *c)
 {
 	char client[INET6_ADDRSTRLEN + 10] = "-", qs[160], qb[160], err[32] = "";
+	char connect[32] = "";
 	const char *be = "-", *be_addr = "-";
 
 	if (c->client_set) {
@@ -254,15 +255,17 @@ static void conn_log(struct worker *w, struct conn *c)
 	if (c->be && c->established) {
 		be = hlb_log_quote(c->be->name, qb, sizeof(qb));
 		be_addr = c->be->address;
+		snprintf(connect, sizeof(connect), " connect_ms=%u.%03u", c->connect_us / 1000,
+			 c->connect_us % 1000);
 	}
 	if (c->err && c->end != CONN_END_DONE)
 		snprintf(err, sizeof(err), " err=%s", strerrorname_np(c->err) ?: "unknown");
 	hlb_logbuf_printf(&w->log, HLB_LOG_INFO, "connection",
-			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u "
+			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u%s "
 			  "duration_ms=%u bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " end=%s%s",
 			  hlb_log_quote(c->svc->name, qs, sizeof(qs)), client, be, be_addr,
-			  c->tries, (uint32_t)w->now_ms - c->start_ms, c->h[0].bytes, c->h[1].bytes,
-			  conn_end_names[c->end], err);
+			  c->tries, connect, (uint32_t)w->now_ms - c->start_ms, c->h[0].bytes,
+			  c->h[1].bytes, conn_end_names[c->end], err);
 }
 
 /*
@@ -662,6 +665,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	/* the connect and its linked timeout must go in the same submission */
 	if (io_uring_sq_space_left(&w->ring) < 2)
 		io_uring_submit(&w->ring);
+	c->connect_us = worker_clock_us();
 	sqe = worker_sqe(w);
 	io_uring_prep_connect(sqe, fd, (const struct sockaddr *)&be->addr, be->addr_len);
 	sqe->flags |= IOSQE_IO_LINK;
@@ -950,11 +954,14 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		}
 	}
 	if (res == 0) {
+		c->connect_us = worker_clock_us() - c->connect_us;
 		c->state = CONN_OPEN;
 		c->established = true;
 		c->err = 0;
 		c->last_ms = (uint32_t)w->now_ms;
 		hlb_stat_add(&bs->established, 1);
+		hlb_stat_add(&bs->connect_hist[hlb_connect_bucket(c->connect_us)], 1);
+		hlb_stat_add(&bs->connect_us_sum, c->connect_us);
 		atomic_fetch_add_explicit(&failed->active, 1, memory_order_relaxed);
 		hlb_stat_add(&c->svc->wstats[w->id].total, 1);
 		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed))

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "log.h"
 #include "proxy.h"
@@ -135,13 +136,17 @@ struct conn {
 	bool established : 1; /* counted in the backend's established */
 	bool claimed : 1; /* holds one of c->be's max_connections (hlb_backend_claim()) */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
-	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
 	bool log : 1; /* log_connections: one log line when it ends */
 	bool client_set : 1; /* <client> holds the client hashed */
 	bool was_queued : 1; /* <queued_until> is set: a second wait keeps the first deadline */
+	/* While connecting: when the connect was submitted (worker_clock_us(),
+	 * wrapping: only differences count). Once established: how long that
+	 * connect took, in microseconds. */
+	uint32_t connect_us;
 	uint32_t start_ms; /* accepted, worker clock */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
+	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
@@ -234,6 +239,18 @@ struct hlb_proxy {
 static inline uint64_t ud_make(void *p, enum op op)
 {
 	return (uint64_t)(uintptr_t)p | op;
+}
+
+/*
+ * A microsecond clock for connect times (CLOCK_MONOTONIC through the vDSO,
+ * tens of ns; read twice per connect, never per request), wrapping at 2^32.
+ */
+static inline uint32_t worker_clock_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
 }
 
 /* An SQE, submitting first if the SQ is full. Never NULL. */

@@ -68,6 +68,11 @@ bool hlb_backend_usable(const struct hlb_backend *b)
 	       atomic_load_explicit(&b->healthy, memory_order_relaxed);
 }
 
+const uint32_t hlb_connect_bucket_us[HLB_CONNECT_BUCKETS] = {
+	100,   250,    500,    1000,   2500,	5000,	 10000,	  25000,
+	50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+};
+
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret)
 {
 	struct hlb_backend_counters c = { 0 };
@@ -86,6 +91,10 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 		c.splices += atomic_load_explicit(&w->splices, memory_order_relaxed);
 		c.bytes_spliced += atomic_load_explicit(&w->bytes_spliced, memory_order_relaxed);
 		c.full += atomic_load_explicit(&w->full, memory_order_relaxed);
+		for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
+			c.connect_hist[k] +=
+				atomic_load_explicit(&w->connect_hist[k], memory_order_relaxed);
+		c.connect_us_sum += atomic_load_explicit(&w->connect_us_sum, memory_order_relaxed);
 	}
 	*ret = c;
 }

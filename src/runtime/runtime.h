@@ -103,6 +103,24 @@ void hlb_rcu_barrier(struct hlb_rcu *rcu);
 /* ---- backends ------------------------------------------------------------ */
 
 /* One worker's counters for one backend (one cache line). */
+/*
+ * The connect time histogram's buckets (hashlb_backend_connect_seconds):
+ * upper bounds in microseconds, from loopback (~50 us) to a SYN
+ * retransmitted twice (3 s) and beyond; a last bucket above them (+Inf).
+ */
+#define HLB_CONNECT_BUCKETS 16
+extern const uint32_t hlb_connect_bucket_us[HLB_CONNECT_BUCKETS];
+
+/* The bucket of a connect that took <us>: 0..HLB_CONNECT_BUCKETS. */
+static inline unsigned hlb_connect_bucket(uint32_t us)
+{
+	unsigned i = 0;
+
+	while (i < HLB_CONNECT_BUCKETS && us > hlb_connect_bucket_us[i])
+		i++;
+	return i;
+}
+
 struct hlb_backend_wstats {
 	_Atomic uint64_t established; /* connections established */
 	_Atomic uint64_t bytes_in; /* client -> backend */
@@ -113,6 +131,9 @@ struct hlb_backend_wstats {
 	_Atomic uint64_t splices; /* directions switched to splice (kernel-to-kernel) */
 	_Atomic uint64_t bytes_spliced; /* of bytes_in + bytes_out, those moved by splice */
 	_Atomic uint64_t full; /* clients passed to their next backend: at max_connections */
+	/* connects that succeeded, by how long they took (hlb_connect_bucket()) */
+	_Atomic uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1];
+	_Atomic uint64_t connect_us_sum;
 } __attribute__((aligned(64)));
 
 /* Summed counters of one backend, as read by the control plane. */
@@ -127,6 +148,8 @@ struct hlb_backend_counters {
 	uint64_t splices;
 	uint64_t bytes_spliced;
 	uint64_t full;
+	uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1]; /* per bucket, not cumulative */
+	uint64_t connect_us_sum;
 };
 
 struct hlb_backend {

@@ -102,6 +102,9 @@ def one_line_per_client():
               f"{me}: bytes_out={l.get('bytes_out')}, received {received}")
         check(l.get("end") == "done", f"{me}: end=done ({l})")
         check(l.get("duration_ms", "").isdigit(), f"{me}: duration_ms is a number ({l})")
+        check(re.fullmatch(r"\d+\.\d{3}", l.get("connect_ms", "")) and
+              float(l["connect_ms"]) <= float(l["duration_ms"]) + 1,
+              f"{me}: connect_ms, in ms to the microsecond, within the duration ({l})")
         check(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l.get("ts", "")),
               f"{me}: ts in the daemon's format ({l})")
         check(l.get("level") == "info", f"{me}: level=info")
@@ -110,6 +113,81 @@ def one_line_per_client():
     finish(lb)
     for b in backends:
         b.stop()
+
+
+def buckets(lb, backend):
+    """hashlb_backend_connect_seconds of <backend>: ({le: cumulative count}, sum, count)."""
+    status, body = lb.http("GET", "/metrics")
+    got, total, count = {}, None, None
+    for line in body.splitlines():
+        m = re.match(r'hashlb_backend_connect_seconds_(bucket|sum|count)\{(.*)\} (\S+)$', line)
+        if not m or f'backend="{backend}"' not in m.group(2):
+            continue
+        if m.group(1) == "bucket":
+            got[re.search(r'le="([^"]+)"', m.group(2)).group(1)] = float(m.group(3))
+        elif m.group(1) == "sum":
+            total = float(m.group(3))
+        else:
+            count = float(m.group(3))
+    return got, total, count
+
+
+def slow_connect_timed():
+    """A backend whose accept queue is full drops hashlb's SYN; the kernel sends it again after
+    its initial RTO (1 s) and the connect then succeeds. The connection log says connect_ms
+    >= 1000, and hashlb_backend_connect_seconds puts that connect above 1 s, where the quick
+    connects before it are not."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)  # room for one connection not yet accepted
+    addr = "127.0.0.1:%d" % ls.getsockname()[1]
+    lb = Lb(config([("slow", addr)], health=NO_HEALTH,
+                   extra="log_connections: true\ntimeouts:\n  connect: 5s"))
+    def serve(n):
+        for _ in range(n):
+            c, _ = ls.accept()
+            c.sendall(b"slow\n")
+            c.close()
+
+    # Two quick connects first: accepted at once.
+    t = threading.Thread(target=serve, args=(2,))
+    t.start()
+    for i in range(2):
+        got, _ = exchange(lb.addr, client_ip(i + 1), b"")
+        check(got == b"slow\n", f"quick connect {i} served ({got!r})")
+    t.join()
+    # Fill the accept queue with a connection of our own; hashlb's SYN is then dropped.
+    blocker = socket.create_connection(ls.getsockname())
+    time.sleep(0.1)
+    result = {}
+
+    def client():
+        result["got"], result["me"] = exchange(lb.addr, client_ip(9), b"")
+    ct = threading.Thread(target=client)
+    t0 = time.monotonic()
+    ct.start()
+    time.sleep(0.3)  # hashlb's first SYN has been dropped by now
+    c, _ = ls.accept()  # the blocker: room again for the SYN sent again
+    c.close()
+    serve(1)
+    ct.join(10)
+    took = time.monotonic() - t0
+    check(result.get("got") == b"slow\n", f"the slow connect served ({result})")
+    check(took >= 0.9, f"the client waited for the SYN sent again ({took:.2f} s)")
+    lines = [l for l in wait_lines(lb, 3) if l.get("client") == result.get("me")]
+    check(len(lines) == 1 and float(lines[0].get("connect_ms", 0)) >= 1000,
+          f"connect_ms >= 1000 for the slow one ({lines})")
+    got, total, count = buckets(lb, "slow")
+    check(count == 3 and got.get("+Inf") == 3, f"3 connects counted, +Inf = _count ({got}, {count})")
+    check(got.get("0.5") == 2 and got.get("1") == 2 and got.get("2.5") == 3,
+          f"two quick connects at or under 0.5 s, the slow one in (1 s, 2.5 s] ({got})")
+    les = sorted((float(k), v) for k, v in got.items() if k != "+Inf")
+    check(len(les) == 16 and all(a[1] <= b[1] for a, b in zip(les, les[1:])),
+          f"16 buckets, cumulative ({les})")
+    check(total is not None and 1.0 <= total < 2.5, f"_sum = the three connect times ({total})")
+    blocker.close()
+    ls.close()
+    finish(lb)
 
 
 def refused_first_backend():
@@ -312,6 +390,6 @@ def stalled_stderr_reader():
     b.stop()
 
 
-run_tests([one_line_per_client, refused_first_backend, no_backend_reached,
+run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader])

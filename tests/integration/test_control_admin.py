@@ -288,18 +288,22 @@ def parse_prometheus(text):
                 raise ValueError(f"line {n}: not a sample: {line!r}")
             name, labels, value = m.group(1), m.group(2) or "", m.group(3)
             float(value)  # "NaN", "+Inf" parse too
-            if name != current:
-                if name in seen_families:
-                    raise ValueError(f"line {n}: samples of {name} are not together")
-                seen_families.add(name)
-                current = name
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            fam = base if types.get(base) == "histogram" else name  # a histogram's series
+            if fam != current:
+                if fam in seen_families:
+                    raise ValueError(f"line {n}: samples of {fam} are not together")
+                seen_families.add(fam)
+                current = fam
+            if fam != name and name.endswith("_bucket") and 'le="' not in labels:
+                raise ValueError(f"line {n}: a bucket without le: {line}")
             if types.get(name) == "counter" and not name.endswith("_total"):
                 raise ValueError(f"line {n}: counter {name} without _total")
             if (name, labels) in samples:
                 raise ValueError(f"line {n}: duplicate series {name}{labels}")
             samples[(name, labels)] = float(value)
     for (name, _) in samples:
-        if name not in types:
+        if name not in types and types.get(re.sub(r"_(bucket|sum|count)$", "", name)) != "histogram":
             raise ValueError(f"{name} has no TYPE")
     return samples
 
@@ -374,6 +378,19 @@ def metrics_parse_and_match_traffic():
         check(metric(m, "hashlb_backend_received_bytes_total", backend=name) ==
               k * (len(name) + 1 + len(payload)), f"{name}: bytes from the backend")
     check(metric(m, "hashlb_backend_sent_bytes_total") == n * len(payload), "bytes to the backends")
+    # The connect time histogram: one sample per connection, in cumulative buckets.
+    for name, k in per.items():
+        les = sorted((float(re.search(r'le="([^"]+)"', ls).group(1)), v) for (fam, ls), v in m.items()
+                     if fam == "hashlb_backend_connect_seconds_bucket" and f'backend="{name}"' in ls)
+        count = metric(m, "hashlb_backend_connect_seconds_count", backend=name)
+        total = metric(m, "hashlb_backend_connect_seconds_sum", backend=name)
+        check(count == k and les and les[-1] == (math.inf, k) and
+              all(a[1] <= b[1] for a, b in zip(les, les[1:])),
+              f"{name}: {k} connects in cumulative buckets ending at +Inf = _count ({les}, {count})")
+        check(0 < total < k * 1.0, f"{name}: _sum of {k} loopback connects, each under 1 s ({total})")
+        avg = {b["name"]: b["connect_avg_ms"] for b in lb.service()["backends"]}[name]
+        check(abs(avg - total * 1000 / k) < 0.002, f"{name}: the admin API's connect_avg_ms "
+                                                   f"{avg} = _sum / _count ({total * 1000 / k:.4f} ms)")
     check(metric(m, "hashlb_service_lookups_total", service="t") == n, "lookups = connections")
     check(metric(m, "hashlb_service_active_connections") == 0, "no connection left open")
     check(metric(m, "hashlb_backend_up") == 3, "three backends up")
