@@ -90,6 +90,9 @@ struct hashlb_service_cfg {
 	uint32_t idle_timeout_ms; /* default 300000; 0 = none */
 	uint32_t drain_timeout_ms; /* default 30000: shutdown and removed backends */
 	uint32_t queue_timeout_ms; /* wait for a backend under its max_connections; 0 = off */
+	/* a client that closes (FIN) while it waits in the queue is dropped from
+	 * it (HAProxy's abortonclose); one that resets always is. Needs the queue */
+	bool abort_on_close;
 	uint32_t max_connections; /* default 10000; 0 = unlimited */
 	uint32_t connect_retries; /* further backends of the preference list; default 2 */
 	uint32_t slow_start_ms; /* weight ramp for a backend that comes up; 0 = off */

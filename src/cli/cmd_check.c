@@ -122,8 +122,9 @@ static int print_service(const struct hashlb_service_cfg *s)
 	print_params(s);
 	printf("  hash_key     %s\n", hashlb_key_name(s->key));
 	printf("  timeouts     connect=%" PRIu32 "ms idle=%" PRIu32 "ms drain=%" PRIu32
-	       "ms queue=%" PRIu32 "ms\n",
-	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms, s->queue_timeout_ms);
+	       "ms queue=%" PRIu32 "ms%s\n",
+	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms, s->queue_timeout_ms,
+	       s->abort_on_close ? " (abort_on_close)" : "");
 	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32 "\n",
 	       s->max_connections, s->connect_retries);
 	if (s->proxy_protocol)

@@ -183,6 +183,7 @@ static const char *const service_keys[] = {
 	"accept_proxy_from",
 	"keepalive",
 	"log_connections",
+	"abort_on_close",
 	"source",
 	"health",
 	"backends",
@@ -1288,6 +1289,13 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	    (r = userspace_only(ld, map_get(map_get(m, "timeouts"), "queue"), s, "timeouts.queue",
 				"holds no connection to queue")) < 0)
 		return r;
+	v = map_get(m, "abort_on_close");
+	if (v && (r = get_bool(ld, v, "abort_on_close", &s->abort_on_close)) < 0)
+		return r;
+	if (s->abort_on_close && !s->queue_timeout_ms)
+		return fail(ld, map_key(m, "abort_on_close"),
+			    "'abort_on_close' needs timeouts.queue (it applies to clients waiting "
+			    "in the queue)");
 	v = map_get(m, "health");
 	if (v && (r = load_health(ld, v, &s->health)) < 0)
 		return r;

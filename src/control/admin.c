@@ -181,7 +181,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
 			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 ",\"queued\":%" PRIu64
 			",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
-			"},\"backends\":[",
+			",\"queue_aborts\":%" PRIu64 "},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
@@ -190,7 +190,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
 			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.queued,
-			sc.queued_total, sc.queue_timeouts);
+			sc.queued_total, sc.queue_timeouts, sc.queue_aborts);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");

@@ -258,6 +258,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Connections that waited for a backend under its max_connections." },
 		{ "hashlb_service_queue_timeouts_total", "counter",
 		  "Connections closed: no backend had room within timeouts.queue." },
+		{ "hashlb_service_queue_aborts_total", "counter",
+		  "Connections closed while waiting in the queue: the client reset, or closed "
+		  "with abort_on_close." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -332,6 +335,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 18:
 				v = (double)c.queue_timeouts;
+				break;
+			case 19:
+				v = (double)c.queue_aborts;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

@@ -782,7 +782,7 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->idle_timeout_ms == b->idle_timeout_ms &&
 	       a->drain_timeout_ms == b->drain_timeout_ms &&
 	       a->queue_timeout_ms == b->queue_timeout_ms &&
-	       a->max_connections == b->max_connections &&
+	       a->abort_on_close == b->abort_on_close && a->max_connections == b->max_connections &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
 	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy &&
 	       a->keepalive.enabled == b->keepalive.enabled &&

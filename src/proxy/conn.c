@@ -329,11 +329,33 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		conn_wake_starved(w);
 }
 
+/*
+ * While <c> waits in the queue, a poll on its client tells whether the
+ * client leaves: a reset (POLLERR, POLLHUP), or, with abort_on_close, its
+ * FIN (POLLRDHUP). Data the client sends does not wake it.
+ */
+static void queue_watch(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_poll_add(sqe, c->fd[0], snap->abort_on_close ? POLLRDHUP : 0);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_QUEUE_WATCH));
+	c->inflight++;
+	c->watch = true;
+}
+
 /* Take <c> off the worker's queue; *<pp> points to it. */
 static void queue_unlink(struct worker *w, struct conn **pp)
 {
 	struct conn *c = *pp;
 
+	if (c->watch) { /* its CQE (-ECANCELED) clears c->watch */
+		struct io_uring_sqe *sqe = worker_sqe(w);
+
+		io_uring_prep_poll_remove(sqe, ud_make(c, OP_QUEUE_WATCH));
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, 0);
+	}
 	*pp = c->qnext;
 	if (w->queue_tail == &c->qnext)
 		w->queue_tail = pp;
@@ -557,6 +579,39 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	*w->queue_tail = c;
 	w->queue_tail = &c->qnext;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
+	if (!c->watch) /* still set: a removal in flight, re-armed when it completes */
+		queue_watch(w, c, snap);
+}
+
+/* The queue watch of <c> completed with <res>. May free <c>. */
+static void conn_queue_watch_done(struct worker *w, struct conn *c, int res)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	c->watch = false;
+	if (c->state != CONN_QUEUED) { /* removed as it left the queue, or fired as it did */
+		conn_maybe_free(w, c);
+		return;
+	}
+	if (res == -ECANCELED) { /* removed as it left, but it is back in the queue */
+		queue_watch(w, c, hlb_service_snapshot(c->svc));
+		return;
+	}
+	if (res < 0)
+		return; /* cannot watch: it waits for its turn, as without the watch */
+	if (res & (POLLERR | POLLHUP)) {
+		hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
+		getsockopt(c->fd[0], SOL_SOCKET, SO_ERROR, &err, &len);
+		conn_reset(w, c, 0, err ? err : ECONNRESET);
+	} else if (hlb_service_snapshot(c->svc)->abort_on_close) {
+		hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
+		conn_abort(w, c, CONN_END_CLIENT_CLOSED); /* its FIN */
+	}
+	/* Otherwise its FIN alone (io_uring always reports POLLRDHUP): a client
+	 * that sent its request and half-closed keeps its place. Not watched
+	 * any more (the poll would fire again at once): a reset after that is
+	 * found at its turn. */
 }
 
 /*
@@ -1116,6 +1171,9 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (c->state == CONN_CLOSING)
 			break;
 		conn_header_ready(w, c, res); /* may free c */
+		return;
+	case OP_QUEUE_WATCH:
+		conn_queue_watch_done(w, c, res); /* may free c */
 		return;
 	case OP_POLL:
 	case OP_POLL_B:

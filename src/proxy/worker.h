@@ -34,6 +34,7 @@ enum op {
 	OP_HEADER, /* conn: the client readable while its PROXY header is awaited */
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
+	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
 	OP_MAX
 };
 #define OP_MASK 15ull
@@ -147,6 +148,7 @@ struct conn {
 	uint32_t start_ms; /* accepted, worker clock */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
+	bool watch; /* an OP_QUEUE_WATCH poll is in flight on the client */
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */

@@ -107,6 +107,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->idle_timeout_ms = cfg->idle_timeout_ms;
 	s->drain_timeout_ms = cfg->drain_timeout_ms;
 	s->queue_timeout_ms = cfg->queue_timeout_ms;
+	s->abort_on_close = cfg->abort_on_close;
 	s->max_connections = cfg->max_connections;
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;
@@ -327,6 +328,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.untrusted += atomic_load_explicit(&w->untrusted, memory_order_relaxed);
 		c.queued_total += atomic_load_explicit(&w->queued, memory_order_relaxed);
 		c.queue_timeouts += atomic_load_explicit(&w->queue_timeouts, memory_order_relaxed);
+		c.queue_aborts += atomic_load_explicit(&w->queue_aborts, memory_order_relaxed);
 	}
 	c.queued = atomic_load_explicit(&s->queued, memory_order_relaxed);
 	*ret = c;

@@ -267,6 +267,7 @@ struct hlb_snapshot {
 	uint32_t idle_timeout_ms; /* 0 = none */
 	uint32_t drain_timeout_ms;
 	uint32_t queue_timeout_ms; /* 0 = no queue: closed when every backend is full */
+	bool abort_on_close; /* a client's FIN takes it out of the queue */
 	uint32_t max_connections; /* 0 = unlimited */
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
@@ -324,6 +325,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t untrusted; /* accept_proxy_from: closed, from a source not listed */
 	_Atomic uint64_t queued; /* waited for a backend under its max_connections */
 	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
+	_Atomic uint64_t queue_aborts; /* closed: the client left while waiting in the queue */
 } __attribute__((aligned(64)));
 
 struct hlb_service_counters {
@@ -337,6 +339,7 @@ struct hlb_service_counters {
 	uint64_t queued; /* waiting now */
 	uint64_t queued_total;
 	uint64_t queue_timeouts;
+	uint64_t queue_aborts;
 };
 
 /*

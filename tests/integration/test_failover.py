@@ -5,6 +5,7 @@ refuses or is at its max_connections, and is closed promptly (no hang) when ever
 down or full."""
 import select
 import socket
+import struct
 import time
 from collections import Counter
 
@@ -340,6 +341,66 @@ def backend_queue():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_that_leave():
+    """A client that resets while it waits in the queue is dropped from it at once (counted,
+    logged as client_reset) and never reaches the backend; one that only half-closes (FIN after
+    its request) keeps its place and is served. With abort_on_close: true, a FIN while waiting
+    drops the client too (HAProxy's abortonclose), logged as client_closed."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    for abort_on_close in (False, True):
+        extra = "timeouts:\n  queue: 30s\nlog_connections: true"
+        if abort_on_close:
+            extra += "\nabort_on_close: true"
+        lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")],
+                           health="enabled: false", extra=extra, workers=1))
+        holder = connect(lb.addr, client_ip(1))
+        check(read_line(holder) == "a", "the first client within the cap")
+        fin = connect(lb.addr, client_ip(2))
+        fin.sendall(b"bye\n")
+        fin.shutdown(socket.SHUT_WR)  # its request, then FIN: it still wants the answer
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 1),
+              "the half-closing client queued")
+        rst = connect(lb.addr, client_ip(3))
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 2),
+              "the resetting client queued")
+        rst_port = rst.getsockname()[1]
+        rst.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        rst.close()  # RST
+        want = 0 if abort_on_close else 1
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == want and
+                      metric_sum(lb, "hashlb_service_queue_aborts_total") == 2 - want, 5),
+              f"abort_on_close {abort_on_close}: the reset client (and the FIN one: "
+              f"{abort_on_close}) dropped at once, {want} waiting: queued "
+              f"{metric_sum(lb, 'hashlb_service_queued')}, aborts "
+              f"{metric_sum(lb, 'hashlb_service_queue_aborts_total')}")
+        check(lb.wait(lambda: any(f"client={client_ip(3)}:{rst_port} " in l and
+                                  "end=client_reset" in l and "backend=-" in l for l in lb.log)),
+              "the reset one logged as client_reset, no backend")
+        holder.close()
+        fin.settimeout(5)
+        if abort_on_close:
+            try:
+                got = read_line(fin)
+            except ConnectionResetError:
+                got = ""  # its request unread when closed: the kernel sends RST, not FIN
+            check(got == "", f"with abort_on_close the FIN one was closed unserved ({got!r})")
+            check(lb.wait(lambda: any(f"client={client_ip(2)}:" in l and "end=client_closed" in l
+                                      for l in lb.log)), "logged as client_closed")
+        else:
+            check(read_line(fin) == "a" and read_line(fin) == "bye",
+                  "the FIN one kept its place and is served, its request intact")
+        served = 1 + (not abort_on_close)
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_backend_connections_total") == served and
+                      metric_sum(lb, "hashlb_service_active_connections") == 0),
+              f"the backend saw {served} connections: none for a client that left "
+              f"({metric_sum(lb, 'hashlb_backend_connections_total')})")
+        fin.close()
+        check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            all_backends_down, unresponsive_backend_times_out,
-           backend_max_connections, backend_queue, source_address])
+           backend_max_connections, backend_queue, queued_clients_that_leave, source_address])

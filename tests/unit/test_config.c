@@ -640,6 +640,19 @@ static void test_queue_timeout(void **state)
 	expect_error(MINIMAL "    timeouts: {queue: \"5\"}\n", 7, 23, "has no unit");
 	expect_error(MINIMAL "    steering: kernel\n    timeouts: {queue: 1s}\n", 8, 23,
 		     "'timeouts.queue' needs steering: userspace");
+
+	/* abort_on_close: a client's FIN takes it out of the queue; off by default */
+	c = load_ok(MINIMAL "    timeouts: {queue: 2s}\n    abort_on_close: true\n");
+	assert_true(c->services[0].abort_on_close);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    timeouts: {queue: 2s}\n");
+	assert_false(c->services[0].abort_on_close);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    abort_on_close: true\n", 7, 5,
+		     "'abort_on_close' needs timeouts.queue (it applies to clients waiting in the "
+		     "queue)");
+	expect_error(MINIMAL "    timeouts: {queue: 2s}\n    abort_on_close: 1\n", 8, 21,
+		     "'abort_on_close' must be");
 }
 
 /* accept_proxy_from: who may send a PROXY header; each bad item named at its position. */
