@@ -5,7 +5,8 @@ by the client, some half-closed while their echo still flows, some read slowly, 
 enough to be spliced), long-lived connections exchanging data throughout, and meanwhile reloads
 (weights changed, a backend removed and added back, the scheme switched between maglev and
 ring), reloads of a broken config, a backend drained and made ready, a backend's cap set and
-lifted, a backend killed and restarted (health checks take it out and back). The control
+lifted, every backend capped at once for a moment (new clients wait in the queue, some reset
+while they wait), a backend killed and restarted (health checks take it out and back). The control
 plane's changes must cost nothing that does not depend on them:
 
 - every long-lived connection stays on its backend and exchanges every byte intact;
@@ -31,6 +32,7 @@ EXTRA = """connect_retries: 3
 timeouts:
   connect: 1s
   drain: 30s
+  queue: 5s
 keepalive: true
 log_connections: true"""
 # A second service: IPv6, ring, the 4-tuple hashed, a short idle timeout.
@@ -236,7 +238,8 @@ class Chaos:
 
     def act(self):
         lb, rng = self.lb, self.rng
-        kind = rng.choice(["weights", "broken", "drain", "cap", "kill", "b5", "sighup", "scheme"])
+        kind = rng.choice(["weights", "broken", "drain", "cap", "kill", "b5", "sighup", "scheme",
+                           "squeeze"])
         self.actions[kind] = self.actions.get(kind, 0) + 1
         if kind == "weights":
             self.weights = {"b1": rng.randint(1, 3), "b3": rng.randint(1, 2)}
@@ -271,6 +274,27 @@ class Chaos:
             self.reload("scheme " + self.scheme)
         elif kind == "sighup":
             os.kill(lb.proc.pid, signal.SIGHUP)
+        elif kind == "squeeze":
+            # Every backend of t at max_connections 1 for a moment: new clients wait in the
+            # queue (timeouts.queue) and are served once it lifts; a few give up (reset)
+            # while they wait and are dropped from it.
+            names = ["b1", "b2", "b3", "b4"] + (["b5"] if self.with_b5 else [])
+            for n in names:
+                rc, so, se = lb.ctl("set", "-s", "t", n, "max_connections", "1")
+                check(rc == 0, f"ctl set {n} max_connections 1: {se}")
+            quitters = []
+            for _ in range(rng.randint(1, 4)):
+                try:
+                    quitters.append(dial(self.addr_of("t"), client_ip(rng.randrange(30000, 40000))))
+                except OSError:
+                    pass
+            time.sleep(rng.uniform(0.1, 0.4))
+            for q in quitters:
+                q.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                q.close()
+            for n in names:
+                rc, so, se = lb.ctl("set", "-s", "t", n, "max_connections", "0")
+                check(rc == 0, f"ctl set {n} max_connections 0: {se}")
 
     def run(self):
         lb = self.lb
@@ -310,7 +334,9 @@ class Chaos:
                                            f"the idle timeout after its greeting: {bad_idle[:5]}")
         total = sum(self.served.values())
         print(f"    served {total} new connections {sorted(self.served.items())}, "
-              f"{len(self.failed)} lost, {len(self.idled)} closed idle, actions {sorted(self.actions.items())}")
+              f"{len(self.failed)} lost, {len(self.idled)} closed idle, actions {sorted(self.actions.items())}, "
+              f"queued {metric_sum(lb, 'hashlb_service_queued_total'):.0f}, left the queue "
+              f"{metric_sum(lb, 'hashlb_service_queue_aborts_total'):.0f}")
         check(total > 100, f"a real load ({total} connections)")
 
         # Nothing is left behind once the clients are gone.
