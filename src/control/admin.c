@@ -238,9 +238,9 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       hashlb_table_up_count(snap->table), s->n_backends, s->rebuilds,
 			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
 			       sc.no_backend, sc.queued);
-		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s\n", "BACKEND",
-			       "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE", "TOTAL",
-			       "FAILS", "CHECK");
+		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
+			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
+			       "TOTAL", "FAILS", "CHECK", "CONNECT");
 		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
 			bool removed = j >= s->n_backends;
 			struct hlb_pool_backend *b =
@@ -254,13 +254,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 					 backend_ramp(b) * 100);
 			hlb_buf_printf(o,
 				       "  %-16s %-22s %6u %-6s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
-				       " %6" PRIu64 " %4.1fms%s%s\n",
+				       " %6" PRIu64 " %4.1fms %6.2fms%s%s\n",
 				       b->rt->name, b->rt->address, b->rt->weight,
 				       hashlb_admin_state_name(b->admin),
 				       removed ? "removed" : health_name(b),
 				       removed ? 0.0 : 100.0 * hashlb_table_share(snap->table, j),
 				       c.active, c.total, c.connect_fail + c.connect_timeout,
-				       (double)b->check_latency_ns / 1e6, ramp,
+				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
 				       removed ? " (draining)" : "");
 		}
 	}

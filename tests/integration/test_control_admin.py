@@ -402,6 +402,12 @@ def metrics_parse_and_match_traffic():
           "fd limit and use")
     check(metric(m, "hashlb_backend_checks_passed_total") > 0, "health checks counted")
     check(metric(m, "hashlb_reloads_total", result="ok") == 0, "no reload yet")
+    rc, so, se = lb.ctl("status")
+    for name in per:  # the CONNECT column: the same mean as the admin API's
+        avg = {b["name"]: b["connect_avg_ms"] for b in lb.service()["backends"]}[name]
+        row = re.search(rf"^\s+{name}\s.*\s(\d+\.\d\d)ms$", so, re.M)
+        check(row and abs(float(row.group(1)) - avg) < 0.006,
+              f"ctl status shows {name}'s mean connect time {avg:.3f} ms:\n{so}")
     rc, so, se = lb.ctl("metrics")
     check(rc == 0 and so.startswith("# HELP"), "hashlb ctl metrics prints the same text")
     # every family hashlb exposes is explained where docs/control.md says "every metric" is
