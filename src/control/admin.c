@@ -161,6 +161,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, s->cfg->name);
 		hlb_buf_puts(o, ",\"listen\":");
 		hlb_buf_json_str(o, s->cfg->listen);
+		hlb_buf_puts(o, ",\"bound\":");
+		hlb_buf_json_str(o, s->rt->bound);
 		hlb_buf_puts(o, ",\"accept_proxy_from\":[");
 		for (uint32_t j = 0; j < s->cfg->n_proxy_from; j++) {
 			char pfx[HASHLB_PREFIX_STRLEN];
@@ -232,7 +234,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       ", %u/%u backends up, %" PRIu64 " rebuilds (last %.2f ms)\n"
 			       "  connections: %" PRIu64 " active, %" PRIu64 " total, %" PRIu64
 			       " rejected, %" PRIu64 " without backend, %" PRIu64 " queued\n",
-			       s->cfg->name, s->cfg->listen,
+			       s->cfg->name, *s->rt->bound ? s->rt->bound : s->cfg->listen,
 			       hashlb_scheme_name(s->cfg->table.scheme),
 			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
 			       hashlb_table_up_count(snap->table), s->n_backends, s->rebuilds,

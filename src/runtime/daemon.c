@@ -318,6 +318,8 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
 			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		}
+		snprintf(dl->next_svc->bound, sizeof(dl->next_svc->bound), "%s",
+			 hlb_listener_bound(dl->l));
 		dl->fresh = false;
 		dl->next_svc = NULL;
 		pp = &dl->next;

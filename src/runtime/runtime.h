@@ -358,6 +358,10 @@ struct hlb_service {
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;
+	/* Its listener's address as bound (port 0 resolved, "[v6]:port" form),
+	 * "" if not listening: written by the daemon, read by the admin API, both
+	 * on the control thread. */
+	char bound[64];
 	void *control; /* the control plane's own state */
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */

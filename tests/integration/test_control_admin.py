@@ -239,6 +239,11 @@ def reload_keeps_a_port_0_listener():
     with open(lb.path) as f:
         text = f.read()  # as written: "listen: 127.0.0.1:0"
     check("listen: 127.0.0.1:0\n" in text, "the config asks for port 0")
+    bound = "%s:%d" % tuple(addr)
+    svc = lb.status()["services"][0]
+    rc, so_, se = lb.ctl("status")
+    check(svc["listen"] == "127.0.0.1:0" and svc["bound"] == bound and f"listen {bound} " in so_,
+          f"status names the port it got, {bound}: {svc['listen']}, {svc['bound']}\n{so_}")
     rc, so_, se = lb.ctl("reload")
     check(rc == 0 and who(addr, "127.0.0.7") in ("a", "b", "c"),
           f"reloaded unchanged, the service still answers on {addr}: {se}")
@@ -253,6 +258,9 @@ def reload_keeps_a_port_0_listener():
     rc, so_, se = lb.ctl("reload")
     check(rc == 0 and lb.wait(lambda: any("listener closed" in l for l in lb.log)),
           f"another address: the old listener closes: {se}")
+    now = lb.status()["services"][0]["bound"]
+    check(now.startswith("127.0.0.2:") and not now.endswith(":0"),
+          f"status names the new listener's port: {now}")
     check(lb.stop() == 0, "exit 0")
 
 
