@@ -375,7 +375,7 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);
 	family(o, "hashlb_log_dropped_total", "counter",
-	       "Connection log lines dropped: a worker's log buffer was full (stderr not read).");
+	       "Log lines dropped: stderr not read (a worker's buffer full, or 100 ms waited).");
 	hlb_buf_printf(o, "hashlb_log_dropped_total %" PRIu64 "\n", hlb_log_dropped());
 	family(o, "hashlb_process_open_fds", "gauge", "File descriptors open now.");
 	hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * logfmt lines on stderr, one write(2) per line so threads do not
- * interleave; the data plane's lines through a per-thread buffer.
+ * logfmt lines on stderr, one writer at a time so threads do not interleave;
+ * the data plane's lines through a per-thread buffer.
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -98,12 +99,110 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 	return n;
 }
 
+/*
+ * Writers take turns on stderr under this lock. A buffer whose write took
+ * part of a line keeps it (lb->partial) until a later flush of the same
+ * thread finishes the line; <held> is that buffer, for the thread's own
+ * hlb_log() calls meanwhile.
+ *
+ * hlb_log() never waits for a stalled reader for long: the control plane
+ * logs from its event loop, which must go on answering. It waits up to
+ * LOG_WAIT_MS for its turn and for room, then drops its line (counted);
+ * once part of a line is written, up to LOG_FINISH_MS for each further
+ * part, since a line cut short leaves the next one joined to it.
+ */
+#define LOG_WAIT_MS 100
+#define LOG_FINISH_MS 1000
+
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t dropped; /* lines, see hlb_log_dropped() */
+static _Thread_local struct hlb_logbuf *held;
+
+static void out_release(struct hlb_logbuf *lb)
+{
+	lb->partial = false;
+	held = NULL;
+	pthread_mutex_unlock(&out_lock);
+}
+
+/* Whether <fd> is a pipe or a socket: a reader may stall it, RWF_NOWAIT applies. */
+static bool fd_nowait(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+/*
+ * <n> bytes to <fd>, never blocking in write(): up to <wait_ms> for room
+ * before anything is written, up to LOG_FINISH_MS for each further part.
+ * The bytes written.
+ */
+static size_t write_bounded(int fd, bool nowait, const char *p, size_t n, int wait_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	size_t done = 0;
+
+	while (done < n) {
+		struct iovec iov = { .iov_base = (void *)(p + done), .iov_len = n - done };
+		ssize_t r = nowait ? pwritev2(fd, &iov, 1, -1, RWF_NOWAIT)
+				   : write(fd, p + done, n - done);
+		int ready;
+
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0 || errno != EAGAIN)
+			break; /* the reader is gone */
+		ready = poll(&pfd, 1, done ? LOG_FINISH_MS : wait_ms);
+		if (ready == 0 || (ready < 0 && errno != EINTR))
+			break;
+	}
+	return done;
+}
+
+/*
+ * The rest of <lb>'s unfinished line; if the reader takes nothing of it
+ * for LOG_FINISH_MS, the rest is dropped (and counted).
+ */
+static void finish_line(struct hlb_logbuf *lb)
+{
+	const char *p = lb->buf + lb->head;
+	const char *nl = memchr(p, '\n', lb->tail - lb->head);
+	size_t n = nl ? (size_t)(nl - p) + 1 : lb->tail - lb->head;
+
+	if (write_bounded(lb->fd, lb->nowait, p, n, LOG_FINISH_MS) < n)
+		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+	lb->head += n;
+	if (lb->head == lb->tail)
+		lb->head = lb->tail = 0;
+}
+
+/* Take the output lock within LOG_WAIT_MS. */
+static bool out_lock_within(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += LOG_WAIT_MS * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(&out_lock, &t) == 0;
+}
+
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
+	static atomic_int stderr_kind; /* 0 not known yet, 1 pipe or socket, 2 other */
 	char line[HLB_LOG_LINE_MAX], ts[24];
 	struct timespec now;
 	va_list ap;
 	size_t n;
+	int kind;
 
 	if (level < min_level)
 		return;
@@ -112,13 +211,26 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = format_line(line, sizeof(line), ts, now.tv_nsec / 1000000, level, msg, fmt, ap);
 	va_end(ap);
-	while (write(STDERR_FILENO, line, n) < 0 && errno == EINTR)
-		;
+	kind = atomic_load_explicit(&stderr_kind, memory_order_relaxed);
+	if (!kind) {
+		kind = fd_nowait(STDERR_FILENO) ? 1 : 2;
+		atomic_store_explicit(&stderr_kind, kind, memory_order_relaxed);
+	}
+	if (held) { /* this thread's buffer left a line unfinished: end it first */
+		finish_line(held);
+	} else if (!out_lock_within()) {
+		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+		return;
+	}
+	if (write_bounded(STDERR_FILENO, kind == 1, line, n, LOG_WAIT_MS) < n)
+		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+	if (held)
+		out_release(held);
+	else
+		pthread_mutex_unlock(&out_lock);
 }
 
 /* ---- buffered, for the data plane ---------------------------------------- */
-
-static _Atomic uint64_t dropped;
 
 uint64_t hlb_log_dropped(void)
 {
@@ -136,20 +248,20 @@ static void count_dropped(const char *p, size_t n)
 
 int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size)
 {
-	struct stat st;
-
 	if (size < 2 * HLB_LOG_LINE_MAX)
 		return -EINVAL;
 	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1 };
 	/* Files and terminals do not wait for a reader, and a file system
 	 * may answer EAGAIN to RWF_NOWAIT for a page it would have to read. */
-	lb->nowait = fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+	lb->nowait = fd_nowait(fd);
 	lb->buf = malloc(size);
 	return lb->buf ? 0 : -ENOMEM;
 }
 
 void hlb_logbuf_free(struct hlb_logbuf *lb)
 {
+	if (lb->partial)
+		out_release(lb); /* the line stays unfinished: the reader is gone */
 	if (lb->buf && lb->tail > lb->head)
 		count_dropped(lb->buf + lb->head, lb->tail - lb->head);
 	free(lb->buf);
@@ -196,6 +308,11 @@ static ssize_t logbuf_write(struct hlb_logbuf *lb, const char *p, size_t n)
 
 size_t hlb_logbuf_flush(struct hlb_logbuf *lb)
 {
+	if (lb->head == lb->tail)
+		return 0;
+	/* Another writer's turn (or its line unfinished): ours wait for the next flush. */
+	if (!lb->partial && pthread_mutex_trylock(&out_lock) != 0)
+		return lb->tail - lb->head;
 	while (lb->head < lb->tail) {
 		const char *p = lb->buf + lb->head;
 		size_t n = lb->tail - lb->head;
@@ -212,9 +329,17 @@ size_t hlb_logbuf_flush(struct hlb_logbuf *lb)
 		if (r <= 0) {
 			count_dropped(p, lb->tail - lb->head);
 			lb->head = lb->tail;
+			lb->partial = false;
 			break;
 		}
 		lb->head += r;
+		lb->partial = lb->buf[lb->head - 1] != '\n';
+	}
+	if (lb->partial) {
+		held = lb; /* keep the lock until a later flush ends the line */
+	} else {
+		held = NULL;
+		pthread_mutex_unlock(&out_lock);
 	}
 	if (lb->head == lb->tail)
 		lb->head = lb->tail = 0;

@@ -22,7 +22,10 @@ int hlb_log_level_parse(const char *s, enum hlb_log_level *ret_level);
 /*
  * Log <msg> (quoted for you) followed by the key=value pairs of <fmt>
  * (printf-style, may be NULL). Values that may hold spaces or quotes must
- * go through hlb_log_quote().
+ * go through hlb_log_quote(). Waits at most 100 ms for a stalled reader
+ * (the control plane logs from its event loop) before the line is dropped
+ * and counted (hlb_log_dropped()); once part of it is written, up to 1 s
+ * for each further part, as a line cut short joins the next.
  */
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -34,12 +37,17 @@ const char *hlb_log_quote(const char *s, char *buf, size_t size);
  * A thread's buffered log, for lines the data plane writes (one per
  * connection with log_connections): appending never writes and never
  * blocks; hlb_logbuf_flush(), once per event-loop turn, writes whole lines
- * in write()s of at most PIPE_BUF bytes that end at a line's end, so on a
- * pipe no line interleaves with another thread's. On a pipe or a socket it
- * never waits (RWF_NOWAIT): what the reader has not taken stays buffered for
- * the next flush. On a file or a terminal it writes plainly (they take the
- * bytes without waiting for a reader). A line that finds the buffer full is
- * dropped and counted (hlb_log_dropped()). One thread per buffer.
+ * in write()s of at most PIPE_BUF bytes that end at a line's end. On a pipe
+ * or a socket it never waits (RWF_NOWAIT): what the reader has not taken
+ * stays buffered for the next flush. On a file or a terminal it writes
+ * plainly (they take the bytes without waiting for a reader). A line that
+ * finds the buffer full is dropped and counted (hlb_log_dropped()). One
+ * thread per buffer.
+ *
+ * No line interleaves with another's: writers take turns on one lock, and
+ * on a stream socket (journald's), where a write that does not wait may take
+ * part of a line, the thread that left a line unfinished keeps the lock
+ * until a later flush finishes it (other buffers wait meanwhile).
  */
 #define HLB_LOG_LINE_MAX 1024 /* longer lines are cut */
 
@@ -49,6 +57,7 @@ struct hlb_logbuf {
 	size_t head, tail; /* lines not yet written: [head, tail) */
 	int fd;
 	bool nowait; /* fd is a pipe or a socket: RWF_NOWAIT */
+	bool partial; /* a line is written in part: this thread holds the output lock */
 	long long ts_sec; /* the second <ts> shows */
 	char ts[24]; /* "2026-11-30T17:00:00" */
 };

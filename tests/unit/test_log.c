@@ -232,6 +232,49 @@ static void test_broken_output_drops(void **state)
 	close(p[1]);
 }
 
+/*
+ * hlb_log() on a stream socket (journald's) that nobody reads: the daemon's
+ * line waits a bounded time, then is dropped and counted, and the caller
+ * (the control plane's event loop) goes on; once the reader is back, lines
+ * come out whole again.
+ */
+static void test_daemon_line_does_not_wait_on_stalled_reader(void **state)
+{
+	static char got[1 << 20];
+	char fill[4096];
+	int sv[2], saved = dup(STDERR_FILENO);
+	uint64_t before;
+	size_t n;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	memset(fill, 'x', sizeof(fill));
+	fill[sizeof(fill) - 1] = '\n';
+	while (write(sv[0], fill, sizeof(fill)) > 0) /* full: the reader stalls */
+		;
+	assert_int_equal(errno, EAGAIN);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) & ~O_NONBLOCK); /* as stderr usually is */
+	assert_int_equal(dup2(sv[0], STDERR_FILENO), STDERR_FILENO);
+
+	before = hlb_log_dropped();
+	signal(SIGALRM, on_alarm);
+	alarm(10);
+	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s", "x.yaml");
+	alarm(0);
+	assert_int_equal(hlb_log_dropped(), before + 1);
+
+	n = drain(sv[1], got, sizeof(got)); /* the reader is back */
+	assert_true(n > 0 && n % sizeof(fill) == 0);
+	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s", "y.yaml");
+	n = drain(sv[1], got, sizeof(got));
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	assert_true(n > 0 && got[n - 1] == '\n' && memmem(got, n, "config=y.yaml", 13));
+	assert_int_equal(hlb_log_dropped(), before + 1);
+	close(saved);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +284,7 @@ int main(void)
 		cmocka_unit_test(test_full_buffer_drops_and_counts),
 		cmocka_unit_test(test_long_line_is_cut),
 		cmocka_unit_test(test_broken_output_drops),
+		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
