@@ -197,12 +197,10 @@ static bool out_lock_within(void)
 
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
-	static atomic_int stderr_kind; /* 0 not known yet, 1 pipe or socket, 2 other */
 	char line[HLB_LOG_LINE_MAX], ts[24];
 	struct timespec now;
 	va_list ap;
 	size_t n;
-	int kind;
 
 	if (level < min_level)
 		return;
@@ -211,18 +209,13 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = format_line(line, sizeof(line), ts, now.tv_nsec / 1000000, level, msg, fmt, ap);
 	va_end(ap);
-	kind = atomic_load_explicit(&stderr_kind, memory_order_relaxed);
-	if (!kind) {
-		kind = fd_nowait(STDERR_FILENO) ? 1 : 2;
-		atomic_store_explicit(&stderr_kind, kind, memory_order_relaxed);
-	}
 	if (held) { /* this thread's buffer left a line unfinished: end it first */
 		finish_line(held);
 	} else if (!out_lock_within()) {
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 		return;
 	}
-	if (write_bounded(STDERR_FILENO, kind == 1, line, n, LOG_WAIT_MS) < n)
+	if (write_bounded(STDERR_FILENO, fd_nowait(STDERR_FILENO), line, n, LOG_WAIT_MS) < n)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 	if (held)
 		out_release(held);
