@@ -11,6 +11,7 @@
  * while it handles CQEs.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,9 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 		if (!w->exiting)
 			tick_arm(w);
 		break;
+	case OP_LOG:
+		w->log_poll = false; /* the loop's next turn flushes */
+		break;
 	case OP_WAKE:
 		w->queue_kick = true; /* commands, or another worker's kick */
 		worker_commands(w);
@@ -302,6 +306,24 @@ static int worker_setup(struct worker *w)
 	return 0;
 }
 
+/*
+ * Lines left over because the reader of the pipe or socket is behind: wake
+ * when stderr takes bytes again rather than at the next tick, so a backlog
+ * drains at the reader's pace and a line begun is finished, and the output
+ * lock released, as soon as the reader allows.
+ */
+static void log_poll_arm(struct worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	if (w->log_poll || !w->log.wait_reader)
+		return; /* another writer's turn: the tick retries (a poll would fire at once) */
+	sqe = worker_sqe(w);
+	io_uring_prep_poll_add(sqe, w->log.fd, POLLOUT);
+	io_uring_sqe_set_data64(sqe, OP_LOG);
+	w->log_poll = true;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -325,8 +347,8 @@ static void *worker_main(void *arg)
 	tick_arm(w);
 	while (!w->exiting) {
 		/* Connection log lines of this turn, before the wait: one check a turn. */
-		if (hlb_logbuf_pending(&w->log))
-			hlb_logbuf_flush(&w->log);
+		if (hlb_logbuf_pending(&w->log) && hlb_logbuf_flush(&w->log))
+			log_poll_arm(w);
 		hlb_rcu_offline(p->rcu, w->id);
 		r = io_uring_submit_and_wait(&w->ring, 1);
 		hlb_rcu_online(p->rcu, w->id);

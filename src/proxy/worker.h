@@ -35,6 +35,7 @@ enum op {
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
 	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
+	OP_LOG, /* worker: stderr writable again, with log lines waiting */
 	OP_MAX
 };
 #define OP_MASK 15ull
@@ -214,6 +215,7 @@ struct worker {
 	bool exiting;
 	uint64_t last_fd_limit_log;
 	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */
+	bool log_poll; /* an OP_LOG poll is armed */
 	int setup_ret;
 };
 

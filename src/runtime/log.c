@@ -301,6 +301,7 @@ static ssize_t logbuf_write(struct hlb_logbuf *lb, const char *p, size_t n)
 
 size_t hlb_logbuf_flush(struct hlb_logbuf *lb)
 {
+	lb->wait_reader = false;
 	if (lb->head == lb->tail)
 		return 0;
 	/* Another writer's turn (or its line unfinished): ours wait for the next flush. */
@@ -317,8 +318,10 @@ size_t hlb_logbuf_flush(struct hlb_logbuf *lb)
 		r = logbuf_write(lb, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 && errno == EAGAIN)
+		if (r < 0 && errno == EAGAIN) {
+			lb->wait_reader = true;
 			break;
+		}
 		if (r <= 0) {
 			count_dropped(p, lb->tail - lb->head);
 			lb->head = lb->tail;

@@ -400,7 +400,9 @@ def stalled_stderr(kind):
     seen = len(rest)
     if kind == "socket":
         proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        end = time.time() + 5
+        while time.time() < end and not any(b"msg=reloaded" in l for l in rest[seen:]):
+            time.sleep(0.05)
     late = [l.decode(errors="replace") for l in rest[seen:]]
     check(stop(proc) == 0, "hashlb exited 0")
     reader.join(10)
