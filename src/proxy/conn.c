@@ -600,18 +600,19 @@ static void conn_queue_watch_done(struct worker *w, struct conn *c, int res)
 	}
 	if (res < 0)
 		return; /* cannot watch: it waits for its turn, as without the watch */
+	/* Its FIN alone (io_uring always reports POLLRDHUP): without
+	 * abort_on_close a client that sent its request and half-closed keeps
+	 * its place. Not watched any more (the poll would fire again at once):
+	 * a reset after that is found at its turn. */
+	if (!(res & (POLLERR | POLLHUP)) && !hlb_service_snapshot(c->svc)->abort_on_close)
+		return;
+	hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
 	if (res & (POLLERR | POLLHUP)) {
-		hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
 		getsockopt(c->fd[0], SOL_SOCKET, SO_ERROR, &err, &len);
 		conn_reset(w, c, 0, err ? err : ECONNRESET);
-	} else if (hlb_service_snapshot(c->svc)->abort_on_close) {
-		hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
+	} else {
 		conn_abort(w, c, CONN_END_CLIENT_CLOSED); /* its FIN */
 	}
-	/* Otherwise its FIN alone (io_uring always reports POLLRDHUP): a client
-	 * that sent its request and half-closed keeps its place. Not watched
-	 * any more (the poll would fire again at once): a reset after that is
-	 * found at its turn. */
 }
 
 /*
