@@ -195,6 +195,34 @@ def serve_each(srv, handle):
     return stop
 
 
+class StallWatch:
+    """How long this test process itself was kept from running (the machine or its VM
+    stalled, e.g. a neighbour's burst on a shared host): a thread sleeps <tick> at a time
+    and keeps the longest time one sleep took. A client timeout that falls inside such a
+    stall says nothing about hashlb, which was frozen with it."""
+
+    def __init__(self, tick=0.02):
+        self.tick = tick
+        self.longest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        last = time.monotonic()
+        while not self._stop.wait(self.tick):
+            now = time.monotonic()
+            self.longest = max(self.longest, now - last - self.tick)
+            last = now
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
 def client_ip(i):
     """The i-th client address on 127.0.0.0/8 (never 127.0.0.0 or .255)."""
     i += 1

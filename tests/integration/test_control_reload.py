@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """50 reloads (backends added and removed, weights changed) while wrk drives HTTP traffic over
-keep-alive connections and a prober opens fresh connections: no request fails, no connection
-is refused or dropped, and every reload is counted."""
+keep-alive connections, a prober opens fresh connections and a few keep-alive clients hold
+theirs from before the first reload to after the last: no request fails or goes unanswered,
+no connection is refused or closed, and every reload is counted."""
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import SRC, check, connect, run_tests, spawn, stop
+from lbtest import SRC, StallWatch, check, connect, run_tests, spawn, stop
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -25,6 +26,121 @@ class HttpBackend:
         self.addr = self.proc.stdout.readline().split()[2]
 
 
+REQ = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+KEEPERS = 4
+TIMEOUT = 5.0   # s: a request not answered in this long is a failure (wrk's --timeout too)
+
+
+def read_response(s, buf):
+    """One HTTP response from keep-alive socket <s>: (status line, the bytes after it)."""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(4096)
+        if not d:
+            raise ConnectionError("closed by hashlb")
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+    while len(rest) < length:
+        d = s.recv(4096)
+        if not d:
+            raise ConnectionError("closed by hashlb mid-response")
+        rest += d
+    return head.split(b"\r\n", 1)[0], rest[length:]
+
+
+def failure(e):
+    return ("timeout" if isinstance(e, TimeoutError) else "error", repr(e))
+
+
+def traffic_through_reloads(hs, cfg_a, cfg_b):
+    """One run: wrk, a prober and KEEPERS keep-alive clients while RELOADS reloads alternate
+    between <cfg_a> and <cfg_b>. Returns what each saw."""
+    lb = Lb(cfg_a)
+    host, port = lb.addr
+    url = f"http://{host}:{port}/"
+    done = threading.Event()
+    probe_failures, probes = [], [0]
+    keeper_failures, answers = [], [0] * KEEPERS
+
+    def prober():
+        # a fresh connection per request: none refused or dropped while the listeners and
+        # tables change under it
+        while not done.is_set():
+            try:
+                s = connect((host, port), timeout=TIMEOUT)
+                s.sendall(REQ)
+                line, _ = read_response(s, b"")
+                if not line.startswith(b"HTTP/1.1 200"):
+                    probe_failures.append(("error", f"answer {line!r}"))
+                s.close()
+                probes[0] += 1
+            except (OSError, ValueError, AttributeError) as e:
+                probe_failures.append(failure(e))
+
+    def keeper(i):
+        # one keep-alive connection from before the first reload to after the last: every
+        # request answered, the connection never closed (wrk reconnects on a close silently)
+        try:
+            s = connect((host, port), timeout=TIMEOUT)
+            buf = b""
+            while not done.is_set():
+                s.sendall(REQ)
+                line, buf = read_response(s, buf)
+                if not line.startswith(b"HTTP/1.1 200"):
+                    raise ValueError(f"answer {line!r}")
+                answers[i] += 1
+                time.sleep(0.01)
+            s.close()
+        except (OSError, ValueError, AttributeError) as e:
+            keeper_failures.append(failure(e) + (answers[i],))
+
+    # wrk runs until the reloads are over (SIGINT makes it stop and report).
+    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "16", "-d", "100s", "--timeout",
+                            f"{TIMEOUT:g}s", url],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    threads = [threading.Thread(target=prober)]
+    threads += [threading.Thread(target=keeper, args=(i,)) for i in range(KEEPERS)]
+    with StallWatch() as stall:
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        ok = 0
+        t0 = time.time()
+        for i in range(RELOADS):
+            lb.rewrite(cfg_b if i % 2 == 0 else cfg_a)
+            rc, so, se = lb.ctl("reload")
+            ok += rc == 0
+            if rc:
+                print(f"    reload {i}: {se.strip()}")
+            time.sleep(0.05)
+        print(f"    {RELOADS} reloads in {time.time() - t0:.1f}s")
+        time.sleep(0.5)
+        wrk.send_signal(signal.SIGINT)
+        out, _ = wrk.communicate(timeout=30)
+        done.set()
+        for t in threads:
+            t.join()
+    print("    " + "\n    ".join(l for l in out.splitlines() if l.strip()))
+    m = re.search(r"(\d+) requests in", out)
+    e = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    errs = dict(zip(("connect", "read", "write", "timeout"),
+                    map(int, e.groups()) if e else (0, 0, 0, 0)))
+    r = {"ok": ok, "reqs": int(m.group(1)) if m else 0, "wrk": errs, "non2xx": "Non-2xx" in out,
+         "probes": probes[0], "probe_failures": probe_failures, "answers": answers,
+         "keeper_failures": keeper_failures, "stall": stall.longest, "status": lb.status(),
+         "exit": lb.stop()}
+    return r
+
+
+def timed_out_only(r):
+    """Whether every failure of run <r> is a timeout (no error, reset, close or bad answer)."""
+    w = r["wrk"]
+    return (w["timeout"] or any(k == "timeout" for k, *_ in r["probe_failures"] +
+                                r["keeper_failures"])) and \
+        not (w["connect"] or w["read"] or w["write"] or r["non2xx"] or
+             any(k != "timeout" for k, *_ in r["probe_failures"] + r["keeper_failures"]))
+
+
 def reloads_under_traffic():
     if not shutil.which("wrk"):
         print("wrk is not installed (scripts/setup.sh installs it)")
@@ -34,60 +150,29 @@ def reloads_under_traffic():
     cfg_b = config([("h1", hs["h1"].addr), ("h2", hs["h2"].addr, "weight: 2"),
                     ("h3", hs["h3"].addr), ("h4", hs["h4"].addr)],
                    extra="connect_retries: 3")
-    lb = Lb(cfg_a)
-    host, port = lb.addr
-    url = f"http://{host}:{port}/"
-
-    refused = []
-    probes = [0]
-    done = threading.Event()
-
-    def prober():
-        while not done.is_set():
-            try:
-                s = connect((host, port), timeout=5)
-                s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-                if not s.recv(100).startswith(b"HTTP/1.1 200"):
-                    refused.append("bad answer")
-                s.close()
-                probes[0] += 1
-            except OSError as e:
-                refused.append(repr(e))
-
-    # wrk runs until the reloads are over (SIGINT makes it stop and report).
-    wrk = subprocess.Popen(["wrk", "-t", "1", "-c", "16", "-d", "100s", "--timeout", "5s", url],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    t = threading.Thread(target=prober)
-    t.start()
-    time.sleep(1.0)
-    ok = 0
-    t0 = time.time()
-    for i in range(RELOADS):
-        lb.rewrite(cfg_b if i % 2 == 0 else cfg_a)
-        rc, so, se = lb.ctl("reload")
-        ok += rc == 0
-        if rc:
-            print(f"    reload {i}: {se.strip()}")
-        time.sleep(0.05)
-    print(f"    {RELOADS} reloads in {time.time() - t0:.1f}s")
-    time.sleep(0.5)
-    wrk.send_signal(signal.SIGINT)
-    out, _ = wrk.communicate(timeout=30)
-    done.set()
-    t.join()
-    print("    " + "\n    ".join(l for l in out.splitlines() if l.strip()))
-    m = re.search(r"(\d+) requests in", out)
-    reqs = int(m.group(1)) if m else 0
-    check(ok == RELOADS, f"every reload succeeded ({ok}/{RELOADS})")
-    check(reqs > 1000, f"wrk drove traffic through the reloads ({reqs} requests)")
-    check("Socket errors" not in out, "wrk saw no connect, read, write or timeout error")
-    check("Non-2xx" not in out, "every response was a 200")
-    check(not refused, f"no fresh connection refused or dropped ({len(refused)} of {probes[0]}): "
-          f"{refused[:3]}")
-    st = lb.status()
+    # A run whose only failures are timeouts while this process itself was kept from running
+    # for 1 s or more (the shared machine stalled: hashlb was frozen with the clients) says
+    # nothing about hashlb and is run again, at most 3 runs. Any other failure counts at once.
+    for attempt in range(1, 4):
+        r = traffic_through_reloads(hs, cfg_a, cfg_b)
+        if not (r["stall"] >= 1.0 and timed_out_only(r)) or attempt == 3:
+            break
+        print(f"    this process stalled {r['stall']:.1f} s and the only failures were timeouts: "
+              f"run {attempt} says nothing about hashlb, running again")
+    print(f"    longest stall of this process: {r['stall']:.2f} s")
+    check(r["ok"] == RELOADS, f"every reload succeeded ({r['ok']}/{RELOADS})")
+    check(r["reqs"] > 1000, f"wrk drove traffic through the reloads ({r['reqs']} requests)")
+    check(not any(r["wrk"].values()), f"wrk saw no connect, read, write or timeout error: {r['wrk']}")
+    check(not r["non2xx"], "every response was a 200")
+    check(not r["probe_failures"], f"no fresh connection refused, dropped or left unanswered "
+          f"({len(r['probe_failures'])} of {r['probes']}): {r['probe_failures'][:3]}")
+    check(not r["keeper_failures"] and min(r["answers"]) > 10,
+          f"{KEEPERS} keep-alive connections held through every reload, each request answered "
+          f"(answers {r['answers']}; failures {r['keeper_failures']})")
+    st = r["status"]
     check(st["reloads"]["ok"] == RELOADS and st["reloads"]["failed"] == 0,
           f"status counts the reloads: {st['reloads']}")
-    check(lb.stop() == 0, "exit 0")
+    check(r["exit"] == 0, "exit 0")
     for h in hs.values():
         stop(h.proc)
 
