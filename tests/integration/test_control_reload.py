@@ -13,7 +13,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import SRC, StallWatch, check, connect, run_tests, spawn, stop
+from lbtest import (SRC, StallWatch, check, client_ip, connect, lookup, run_tests, spawn, stop,
+                    tmpfile)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -27,12 +28,13 @@ class HttpBackend:
 
 
 REQ = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
-KEEPERS = 4
+KEEPERS = 4     # keep-alive clients connected before the first reload
+LATE = 2        # ... and after it, to h4, which the next reload removes
 TIMEOUT = 5.0   # s: a request not answered in this long is a failure (wrk's --timeout too)
 
 
 def read_response(s, buf):
-    """One HTTP response from keep-alive socket <s>: (status line, the bytes after it)."""
+    """One HTTP response from keep-alive socket <s>: (status line, body, the bytes after it)."""
     while b"\r\n\r\n" not in buf:
         d = s.recv(4096)
         if not d:
@@ -45,7 +47,7 @@ def read_response(s, buf):
         if not d:
             raise ConnectionError("closed by hashlb mid-response")
         rest += d
-    return head.split(b"\r\n", 1)[0], rest[length:]
+    return head.split(b"\r\n", 1)[0], rest[:length].decode().strip(), rest[length:]
 
 
 def failure(e):
@@ -60,7 +62,13 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
     url = f"http://{host}:{port}/"
     done = threading.Event()
     probe_failures, probes = [], [0]
-    keeper_failures, answers = [], [0] * KEEPERS
+    # keep-alive clients from their own addresses (spread over the backends), and LATE more
+    # started once the first reload added h4, from addresses that reach h4: the next reload
+    # removes h4, and their connections must go on (h4 drains)
+    prefs = lookup(tmpfile("b.yaml", cfg_b), [client_ip(i) for i in range(KEEPERS, 200)])
+    late = [c for c, p in sorted(prefs.items()) if p[0] == "h4"][:LATE]
+    srcs = [client_ip(i) for i in range(KEEPERS)] + late
+    keeper_failures, answers, served_by = [], [0] * len(srcs), [""] * len(srcs)
 
     def prober():
         # a fresh connection per request: none refused or dropped while the listeners and
@@ -69,7 +77,7 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
             try:
                 s = connect((host, port), timeout=TIMEOUT)
                 s.sendall(REQ)
-                line, _ = read_response(s, b"")
+                line, _, _ = read_response(s, b"")
                 if not line.startswith(b"HTTP/1.1 200"):
                     probe_failures.append(("error", f"answer {line!r}"))
                 s.close()
@@ -78,14 +86,14 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
                 probe_failures.append(failure(e))
 
     def keeper(i):
-        # one keep-alive connection from before the first reload to after the last: every
-        # request answered, the connection never closed (wrk reconnects on a close silently)
+        # one keep-alive connection held to after the last reload: every request answered,
+        # the connection never closed (wrk reconnects on a close silently)
         try:
-            s = connect((host, port), timeout=TIMEOUT)
+            s = connect((host, port), src=srcs[i], timeout=TIMEOUT)
             buf = b""
             while not done.is_set():
                 s.sendall(REQ)
-                line, buf = read_response(s, buf)
+                line, served_by[i], buf = read_response(s, buf)
                 if not line.startswith(b"HTTP/1.1 200"):
                     raise ValueError(f"answer {line!r}")
                 answers[i] += 1
@@ -100,6 +108,8 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     threads = [threading.Thread(target=prober)]
     threads += [threading.Thread(target=keeper, args=(i,)) for i in range(KEEPERS)]
+    late_threads = [threading.Thread(target=keeper, args=(i,))
+                    for i in range(KEEPERS, len(srcs))]
     with StallWatch() as stall:
         for t in threads:
             t.start()
@@ -112,13 +122,16 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
             ok += rc == 0
             if rc:
                 print(f"    reload {i}: {se.strip()}")
+            if i == 0:
+                for t in late_threads:
+                    t.start()
             time.sleep(0.05)
         print(f"    {RELOADS} reloads in {time.time() - t0:.1f}s")
         time.sleep(0.5)
         wrk.send_signal(signal.SIGINT)
         out, _ = wrk.communicate(timeout=30)
         done.set()
-        for t in threads:
+        for t in threads + late_threads:
             t.join()
     print("    " + "\n    ".join(l for l in out.splitlines() if l.strip()))
     m = re.search(r"(\d+) requests in", out)
@@ -127,6 +140,7 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
                     map(int, e.groups()) if e else (0, 0, 0, 0)))
     r = {"ok": ok, "reqs": int(m.group(1)) if m else 0, "wrk": errs, "non2xx": "Non-2xx" in out,
          "probes": probes[0], "probe_failures": probe_failures, "answers": answers,
+         "served_by": served_by, "late": len(late),
          "keeper_failures": keeper_failures, "stall": stall.longest, "status": lb.status(),
          "exit": lb.stop()}
     return r
@@ -159,16 +173,20 @@ def reloads_under_traffic():
             break
         print(f"    this process stalled {r['stall']:.1f} s and the only failures were timeouts: "
               f"run {attempt} says nothing about hashlb, running again")
-    print(f"    longest stall of this process: {r['stall']:.2f} s")
+    print(f"    longest stall of this process: {r['stall']:.2f} s; keep-alive clients served by "
+          f"{r['served_by']}, answers {r['answers']}")
     check(r["ok"] == RELOADS, f"every reload succeeded ({r['ok']}/{RELOADS})")
     check(r["reqs"] > 1000, f"wrk drove traffic through the reloads ({r['reqs']} requests)")
     check(not any(r["wrk"].values()), f"wrk saw no connect, read, write or timeout error: {r['wrk']}")
     check(not r["non2xx"], "every response was a 200")
     check(not r["probe_failures"], f"no fresh connection refused, dropped or left unanswered "
           f"({len(r['probe_failures'])} of {r['probes']}): {r['probe_failures'][:3]}")
+    check(r["late"] == LATE and r["served_by"][KEEPERS:] == ["h4"] * LATE,
+          f"the late keep-alive clients reached h4 (by {r['served_by'][KEEPERS:]})")
     check(not r["keeper_failures"] and min(r["answers"]) > 10,
-          f"{KEEPERS} keep-alive connections held through every reload, each request answered "
-          f"(answers {r['answers']}; failures {r['keeper_failures']})")
+          f"{KEEPERS + LATE} keep-alive connections held through the reloads, each request "
+          f"answered, those on h4 while h4 was removed and added again (answers "
+          f"{r['answers']}, by {r['served_by']}; failures {r['keeper_failures']})")
     st = r["status"]
     check(st["reloads"]["ok"] == RELOADS and st["reloads"]["failed"] == 0,
           f"status counts the reloads: {st['reloads']}")
