@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "hashlb/error.h"
@@ -49,9 +50,12 @@ struct hashlb_pos {
 
 struct hashlb_backend_cfg {
 	char *name; /* identity, hashed for placement */
-	char *address; /* as written: "host:port" or "[v6]:port" */
+	char *address; /* as written: "a.b.c.d:port", "[v6]:port" or "name:port" */
+	/* the address connected to: as written, or what the name resolved to;
+	 * addr_len 0 = a name not resolved (hashlb_config_resolve()) */
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
+	struct hashlb_pos address_pos; /* where the address is written */
 	uint32_t weight; /* default 1 */
 	uint32_t max_connections; /* at once; 0 = unlimited (default); above: next backend */
 	enum hashlb_admin_state admin; /* initial state, default ready */
@@ -136,6 +140,29 @@ struct hashlb_config {
  */
 int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 		       struct hashlb_error *err);
+/*
+ * The same, with <flags>: HASHLB_LOAD_NO_RESOLVE leaves backends whose
+ * address names a host unresolved (addr_len 0), for a command that needs
+ * no backend address (ctl, lookup) and must work when DNS does not.
+ * hashlb_config_load() resolves them (hashlb_config_resolve(), with
+ * HASHLB_RESOLVE_TIMEOUT_MS).
+ */
+#define HASHLB_LOAD_NO_RESOLVE 1u
+int hashlb_config_load_flags(const char *path, unsigned int flags,
+			     struct hashlb_config **ret_config, struct hashlb_error *err);
+/*
+ * Resolve every backend address written as "name:port" with the system
+ * resolver (getaddrinfo: /etc/hosts, DNS, as nsswitch.conf says), all
+ * names at once, giving up on those not answered within <timeout_ms>.
+ * A backend takes the first address of the answer (the order /etc/gai.conf
+ * sets), of its service's source family when the service has a source.
+ * Numeric addresses are left as written. On error (a name that does not
+ * resolve or not in time, or resolves to the service's own listen address)
+ * returns a negative errno, <err> names the file:line:column of the address
+ * and what failed, and <c> is fit only for hashlb_config_free().
+ */
+#define HASHLB_RESOLVE_TIMEOUT_MS 5000
+int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err);
 /* The same from a string; <name> stands for the file in error positions. */
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err);
@@ -162,6 +189,20 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
  */
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
+
+/* <a> as a config writes it: "a.b.c.d:port", "[v6]:port"; "-" if neither
+ * family (a name not resolved). HASHLB_ADDR_STRLEN bytes are enough. */
+#define HASHLB_ADDR_STRLEN (INET6_ADDRSTRLEN + 8)
+void hashlb_addr_format(const struct sockaddr_storage *a, char *buf, size_t len);
+
+/*
+ * Parse "name:port" where name is an RFC 1123 host name (letters, digits,
+ * '-' and '.'; its last label not all digits) of at most HASHLB_HOST_MAX
+ * bytes, and port 1..65535. Nothing is resolved. -EINVAL otherwise;
+ * <ret_host> and <ret_port> are written only on success.
+ */
+#define HASHLB_HOST_MAX 253u
+int hashlb_name_addr_parse(const char *s, char ret_host[HASHLB_HOST_MAX + 1], uint16_t *ret_port);
 
 /*
  * Parse an address prefix: "a.b.c.d/N", "v6addr/N", or an address alone

@@ -95,6 +95,15 @@ static void print_health(const struct hashlb_health_cfg *h)
 	printf("\n");
 }
 
+/* Whether <b>'s address is written as a name (resolved when loaded). */
+static bool backend_named(const struct hashlb_backend_cfg *b)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	return hashlb_addr_parse(b->address, false, &ss, &len) < 0;
+}
+
 static int print_service(const struct hashlb_service_cfg *s)
 {
 	struct hashlb_table *t = NULL;
@@ -173,6 +182,12 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       100.0 * hashlb_table_share(t, i), ideal);
 		if (b->max_connections)
 			printf("  max_connections=%" PRIu32, b->max_connections);
+		if (backend_named(b)) {
+			char addr[HASHLB_ADDR_STRLEN];
+
+			hashlb_addr_format(&b->addr, addr, sizeof(addr));
+			printf("  resolved=%s", addr);
+		}
 		printf("\n");
 	}
 	hashlb_table_free(t);

@@ -242,7 +242,7 @@ int cmd_ctl(int argc, char **argv)
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };
 
-		if (hashlb_config_load(config, &cfg, &err) < 0) {
+		if (hashlb_config_load_flags(config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
 			cli_print_error(&err);
 			return 1;
 		}

@@ -135,7 +135,7 @@ static int config_table(const char *path, const char *service, const char *down,
 	struct hashlb_error err;
 	int r;
 
-	if (hashlb_config_load(path, &c, &err) < 0) {
+	if (hashlb_config_load_flags(path, HASHLB_LOAD_NO_RESOLVE, &c, &err) < 0) {
 		cli_print_error(&err);
 		return 1;
 	}

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Numeric socket addresses as written in a config: "a.b.c.d:port" and
- * "[v6addr]:port". No names are resolved: a config must mean the same thing
- * whatever DNS says when it is loaded.
+ * Socket addresses as written in a config: numeric "a.b.c.d:port" and
+ * "[v6addr]:port", and, for backends, "name:port" (checked here, resolved
+ * by resolve.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -84,6 +84,79 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
 		*ret_len = sizeof(*sin);
 	}
 	return 0;
+}
+
+/*
+ * An RFC 1123 host name: dot-separated labels of 1..63 letters, digits and
+ * '-', none starting or ending with '-', at most HASHLB_HOST_MAX bytes (a
+ * final dot allowed). The last label must not be all digits, so that a
+ * mistyped IPv4 address ("10.0.0.300") is not taken for a name.
+ */
+static bool host_name_ok(const char *s, size_t n)
+{
+	size_t label = 0;
+	bool digits = true;
+
+	if (n && s[n - 1] == '.')
+		n--;
+	if (n == 0 || n > HASHLB_HOST_MAX)
+		return false;
+	for (size_t i = 0; i <= n; i++) {
+		char ch = i < n ? s[i] : '.';
+
+		if (ch == '.') {
+			if (label == 0 || label > 63 || s[i - 1] == '-')
+				return false;
+			if (i == n && digits)
+				return false;
+			label = 0;
+			digits = true;
+			continue;
+		}
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '-'))
+			return false;
+		if (ch == '-' && label == 0)
+			return false;
+		if (ch < '0' || ch > '9')
+			digits = false;
+		label++;
+	}
+	return true;
+}
+
+int hashlb_name_addr_parse(const char *s, char ret_host[HASHLB_HOST_MAX + 1], uint16_t *ret_port)
+{
+	const char *colon = strrchr(s, ':');
+	uint16_t p;
+
+	if (!colon || strchr(s, ':') != colon || !host_name_ok(s, (size_t)(colon - s)))
+		return -EINVAL;
+	if (port_parse(colon + 1, false, &p) < 0)
+		return -EINVAL;
+	memcpy(ret_host, s, (size_t)(colon - s));
+	ret_host[colon - s] = '\0';
+	*ret_port = p;
+	return 0;
+}
+
+void hashlb_addr_format(const struct sockaddr_storage *a, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)a;
+
+		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
+	} else if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)a;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(sin6->sin6_port));
+	} else {
+		snprintf(buf, len, "-");
+	}
 }
 
 int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "hashlb/config.h"
+#include "config-internal.h"
 #include "ytree.h"
 
 #define CONFIG_FILE_MAX (16u << 20) /* a config larger than this is a mistake */
@@ -582,7 +583,8 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 }
 
 /* Why <s> is not an address we take; <buf> receives the explanation. */
-static const char *addr_explain(const char *s, bool allow_port0, char *buf, size_t len)
+static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, char *buf,
+				size_t len)
 {
 	const char *colon = strrchr(s, ':');
 	const char *port = NULL;
@@ -603,9 +605,18 @@ static const char *addr_explain(const char *s, bool allow_port0, char *buf, size
 		return "an IPv6 address must be written in brackets, as [::1]:PORT";
 	} else {
 		port = colon + 1;
-		snprintf(buf, len,
-			 "'%.*s' is not a numeric IPv4 address (host names are not resolved)",
-			 (int)(colon - s), s);
+		if (names_ok)
+			snprintf(
+				buf, len,
+				"'%.*s' is neither a numeric IPv4 address nor a host name (letters, "
+				"digits, '-' and '.'; labels of 1..63; at most %u bytes)",
+				(int)(colon - s), s, HASHLB_HOST_MAX);
+		else
+			snprintf(
+				buf, len,
+				"'%.*s' is not a numeric IPv4 address (host names are not resolved "
+				"here, only in a backend's address)",
+				(int)(colon - s), s);
 	}
 	{
 		char *end;
@@ -634,8 +645,29 @@ static int get_addr(struct loader *ld, const struct ynode *v, const char *key, b
 		return r;
 	if (hashlb_addr_parse(v->text, allow_port0, ret_addr, ret_len) < 0)
 		return fail(ld, v, "'%s': '%s' is not a valid address: %s", key, v->text,
-			    addr_explain(v->text, allow_port0, buf, sizeof(buf)));
+			    addr_explain(v->text, allow_port0, false, buf, sizeof(buf)));
 	return get_string(ld, v, key, ret_text);
+}
+
+/* A backend's address: numeric, or "name:port", resolved later (addr_len 0). */
+static int get_backend_addr(struct loader *ld, const struct ynode *v, struct hashlb_backend_cfg *b)
+{
+	char buf[200], host[HASHLB_HOST_MAX + 1];
+	uint16_t port;
+	int r = want_scalar(ld, v, "address",
+			    "an address (IPv4 a.b.c.d:PORT, IPv6 [ADDR]:PORT or NAME:PORT)");
+
+	if (r < 0)
+		return r;
+	b->address_pos = v->pos;
+	if (hashlb_addr_parse(v->text, false, &b->addr, &b->addr_len) < 0) {
+		if (hashlb_name_addr_parse(v->text, host, &port) < 0)
+			return fail(ld, v, "'address': '%s' is not a valid address: %s", v->text,
+				    addr_explain(v->text, false, true, buf, sizeof(buf)));
+		memset(&b->addr, 0, sizeof(b->addr));
+		b->addr_len = 0;
+	}
+	return get_string(ld, v, "address", &b->address);
 }
 
 /* --- services and backends -------------------------------------------- */
@@ -699,7 +731,7 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (!v)
 		return fail(ld, m, "backend '%s' has no 'address' (a.b.c.d:PORT or [ADDR]:PORT)",
 			    b->name);
-	r = get_addr(ld, v, "address", false, &b->address, &b->addr, &b->addr_len);
+	r = get_backend_addr(ld, v, b);
 	if (r < 0)
 		return r;
 
@@ -1242,8 +1274,28 @@ static bool addr_loops(const struct sockaddr_storage *listen,
 	return !addr_is_any(listen) || addr_is_loopback(backend);
 }
 
+const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
+				     const struct hashlb_backend_cfg *b, char *buf, size_t len)
+{
+	if (s->source_len && b->addr.ss_family != s->source.ss_family) {
+		snprintf(buf, len, "backend '%s' at %s is %s but the service's source is %s",
+			 b->name, b->address, b->addr.ss_family == AF_INET ? "IPv4" : "IPv6",
+			 s->source.ss_family == AF_INET ? "IPv4" : "IPv6");
+		return buf;
+	}
+	if (addr_loops(&s->listen_addr, &b->addr)) {
+		snprintf(buf, len,
+			 "backend '%s' at %s is service '%s' itself (listen %s): connections "
+			 "would loop",
+			 b->name, b->address, s->name, s->listen);
+		return buf;
+	}
+	return NULL;
+}
+
 static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
+	char msg[HASHLB_NAME_MAX * 2 + 160];
 	const struct ynode *v, *backends;
 	struct hashlb_table *t = NULL;
 	struct hashlb_error cerr;
@@ -1326,17 +1378,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		s->n_backends = (uint32_t)i + 1;
 		if (r < 0)
 			return r;
-		if (s->source_len && s->backends[i].addr.ss_family != s->source.ss_family)
-			return fail(ld, map_get(backends->items[i], "address"),
-				    "backend '%s' at %s is %s but the service's source is %s",
-				    s->backends[i].name, s->backends[i].address,
-				    s->backends[i].addr.ss_family == AF_INET ? "IPv4" : "IPv6",
-				    s->source.ss_family == AF_INET ? "IPv4" : "IPv6");
-		if (addr_loops(&s->listen_addr, &s->backends[i].addr))
-			return fail(
-				ld, map_get(backends->items[i], "address"),
-				"backend '%s' at %s is service '%s' itself (listen %s): connections would loop",
-				s->backends[i].name, s->backends[i].address, s->name, s->listen);
+		/* a name is checked so once resolved (hashlb_config_resolve()) */
+		if (s->backends[i].addr_len &&
+		    hlb_backend_addr_problem(s, &s->backends[i], msg, sizeof(msg)))
+			return fail(ld, map_get(backends->items[i], "address"), "%s", msg);
 	}
 
 	r = duplicate_backend(s, &dup, &first);
@@ -1514,6 +1559,13 @@ static int sys_fail(struct hashlb_error *err, const char *path, int e, const cha
 int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 		       struct hashlb_error *err)
 {
+	return hashlb_config_load_flags(path, 0, ret_config, err);
+}
+
+int hashlb_config_load_flags(const char *path, unsigned int flags,
+			     struct hashlb_config **ret_config, struct hashlb_error *err)
+{
+	struct hashlb_config *c;
 	struct stat st;
 	size_t got = 0;
 	char *buf;
@@ -1554,9 +1606,21 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 	}
 	buf[got] = '\0';
 	close(fd);
-	r = hashlb_config_parse(buf, got, path, ret_config, err);
+	r = hashlb_config_parse(buf, got, path, &c, err);
 	free(buf);
-	return r;
+	if (r < 0)
+		return r;
+	if (!(flags & HASHLB_LOAD_NO_RESOLVE)) {
+		r = hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, err);
+		if (r < 0) {
+			if (err && err->file)
+				err->file = path; /* not c's copy, freed here */
+			hashlb_config_free(c);
+			return r;
+		}
+	}
+	*ret_config = c;
+	return 0;
 err_buf:
 	free(buf);
 err_close:

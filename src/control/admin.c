@@ -103,6 +103,7 @@ static double connect_avg_ms(const struct hlb_backend_counters *c)
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
 				const struct hlb_snapshot *snap, uint32_t idx)
 {
+	char addr[HASHLB_ADDR_STRLEN];
 	struct hlb_backend_counters c;
 
 	hlb_backend_counters_read(b->rt, &c);
@@ -110,6 +111,9 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	hlb_buf_json_str(o, b->rt->name);
 	hlb_buf_puts(o, ",\"address\":");
 	hlb_buf_json_str(o, b->rt->address);
+	hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+	hlb_buf_puts(o, ",\"resolved\":");
+	hlb_buf_json_str(o, addr);
 	hlb_buf_printf(
 		o,
 		",\"weight\":%u,\"state\":\"%s\",\"health\":\"%s\",\"in_table\":%s,"

@@ -40,7 +40,8 @@ class Lb(Hashlb):
                     self.admin = m.group(1)
             time.sleep(0.02)
         if not self.admin:
-            raise SystemExit("no admin endpoint:\n" + "\n".join(self.log))
+            raise SystemExit(f"no admin endpoint (hashlb's exit status: {self.proc.poll()}):\n" +
+                             "\n".join(self.log))
 
     def http(self, method, path, timeout=10):
         """(status, body) of one request to the admin endpoint."""

@@ -68,9 +68,10 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
 
 
 class Backend:
-    def __init__(self, name, port=0):
+    def __init__(self, name, port=0, host="127.0.0.1"):
         self.name = name
-        self.proc = spawn([sys.executable, BACKEND, "--name", name, "--port", str(port)],
+        self.proc = spawn([sys.executable, BACKEND, "--name", name, "--port", str(port),
+                           "--host", host],
                           stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         if len(line) != 3 or line[0] != "ready":
@@ -106,7 +107,8 @@ def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=
 class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
-    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None):
+    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=()):
+        """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace."""
         self.path = tmpfile(fname, cfg_text)
         self.log = []
 
@@ -115,7 +117,7 @@ class Hashlb:
                 import resource
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = spawn([HASHLB, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
+        self.proc = spawn([*wrap, HASHLB, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
                           text=True, preexec_fn=limit)
         self._ready = threading.Event()
         self.addrs = []

@@ -298,10 +298,153 @@ static void test_ranges(void **state)
 	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11, "too large");
 }
 
+static void test_host_names(void **state)
+{
+	static const char *const good[] = {
+		"db1:5432", "db-1.example.com:80", "db1.example.com.:80",
+		"a:1",	    "10.x1:65535",	   "A.B-C.d9:8",
+	};
+	static const char *const bad[] = {
+		"db1",	  "db1:",	   "db1:0",	   "db1:65536", "db1:http",
+		"db1:-1", "-db:80",	   "db-:80",	   "a..b:80",	".a:80",
+		"a_b:80", "10.0.0.300:80", "1.2.3.4.5:80", "a.1:80",	"x1.10:80",
+		":80",	  "db 1:80",	   "[db1]:80",	   "a:b:80",
+	};
+	char host[HASHLB_HOST_MAX + 1], label[70], name[300];
+	uint16_t port = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (hashlb_name_addr_parse(good[i], host, &port) != 0)
+			fail_msg("'%s' should parse as name:port", good[i]);
+		assert_int_equal(strncmp(good[i], host, strlen(host)), 0);
+		assert_int_equal(good[i][strlen(host)], ':');
+		assert_int_equal(port, atoi(strrchr(good[i], ':') + 1));
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (hashlb_name_addr_parse(bad[i], host, &port) == 0)
+			fail_msg("'%s' should not parse as name:port", bad[i]);
+	}
+	/* labels of up to 63 bytes, names of up to 253 */
+	memset(label, 'a', 63);
+	snprintf(name, sizeof(name), "%.63s:1", label);
+	assert_int_equal(hashlb_name_addr_parse(name, host, &port), 0);
+	snprintf(name, sizeof(name), "%.63sa:1", label);
+	assert_int_equal(hashlb_name_addr_parse(name, host, &port), -EINVAL);
+	snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.61s:1", label, label, label, label);
+	assert_int_equal(strlen(name), 253 + 2);
+	assert_int_equal(hashlb_name_addr_parse(name, host, &port), 0);
+	snprintf(name, sizeof(name), "%.63s.%.63s.%.63s.%.62s:1", label, label, label, label);
+	assert_int_equal(hashlb_name_addr_parse(name, host, &port), -EINVAL);
+}
+
+/* Parsing resolves nothing: a named backend keeps its text, no address yet, and
+ * where it is written (for the resolver's errors). */
+static void test_named_backend_parsed(void **state)
+{
+	struct hashlb_config *c = load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+					  "    backends:\n      - name: a\n"
+					  "        address: db1.example:5432\n"
+					  "      - name: b\n        address: 127.0.0.1:9\n");
+	const struct hashlb_backend_cfg *a = &c->services[0].backends[0];
+	const struct hashlb_backend_cfg *b = &c->services[0].backends[1];
+
+	(void)state;
+	assert_string_equal(a->address, "db1.example:5432");
+	assert_int_equal(a->addr_len, 0);
+	assert_int_equal(a->address_pos.line, 6);
+	assert_int_equal(a->address_pos.column, 18);
+	assert_int_not_equal(b->addr_len, 0);
+	hashlb_config_free(c);
+}
+
+static int resolve_text(const char *yaml, struct hashlb_config **ret_c, struct hashlb_error *err)
+{
+	int r = hashlb_config_parse(yaml, strlen(yaml), "t.yaml", ret_c, err);
+
+	assert_int_equal(r, 0);
+	return hashlb_config_resolve(*ret_c, HASHLB_RESOLVE_TIMEOUT_MS, err);
+}
+
+/* "localhost" is in this machine's /etc/hosts: resolved from files, no DNS asked. */
+static void test_resolve_localhost(void **state)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	char text[HASHLB_ADDR_STRLEN];
+	const struct hashlb_backend_cfg *b;
+
+	(void)state;
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    backends:\n      - name: a\n"
+				      "        address: localhost:5432\n"
+				      "      - name: b\n        address: 127.0.0.2:9\n",
+				      &c, &err),
+			 0);
+	b = &c->services[0].backends[0];
+	assert_true(b->addr_len > 0);
+	hashlb_addr_format(&b->addr, text, sizeof(text));
+	if (strcmp(text, "127.0.0.1:5432") != 0 && strcmp(text, "[::1]:5432") != 0)
+		fail_msg("localhost:5432 resolved to %s", text);
+	assert_string_equal(c->services[0].backends[0].address, "localhost:5432");
+	hashlb_addr_format(&c->services[0].backends[1].addr, text, sizeof(text));
+	assert_string_equal(text, "127.0.0.2:9"); /* a numeric one is left as it is */
+	hashlb_config_free(c);
+
+	/* With an IPv4 source, the name's IPv4 address. */
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    source: 127.0.0.1\n"
+				      "    backends:\n      - name: a\n"
+				      "        address: localhost:5432\n",
+				      &c, &err),
+			 0);
+	hashlb_addr_format(&c->services[0].backends[0].addr, text, sizeof(text));
+	assert_string_equal(text, "127.0.0.1:5432");
+	hashlb_config_free(c);
+
+	/* Resolved to the service itself: the loop is refused where the name is written. */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    source: 127.0.0.1\n"
+				      "    backends:\n      - name: a\n"
+				      "        address: 127.0.0.1:81\n"
+				      "      - name: b\n"
+				      "        address: localhost:80\n",
+				      &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 9);
+	assert_int_equal(err.column, 18);
+	assert_string_equal(err.file, "t.yaml");
+	if (!strstr(err.msg, "backend 'b' at localhost:80 is service 'web' itself (listen "
+			     "127.0.0.1:80): connections would loop (the name resolved to "
+			     "127.0.0.1:80)"))
+		fail_msg("message: %s", err.msg);
+	hashlb_config_free(c);
+}
+
+static void test_addr_format(void **state)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[HASHLB_ADDR_STRLEN];
+
+	(void)state;
+	assert_int_equal(hashlb_addr_parse("10.1.2.3:443", false, &ss, &len), 0);
+	hashlb_addr_format(&ss, text, sizeof(text));
+	assert_string_equal(text, "10.1.2.3:443");
+	assert_int_equal(hashlb_addr_parse("[2001:db8::1]:65535", false, &ss, &len), 0);
+	hashlb_addr_format(&ss, text, sizeof(text));
+	assert_string_equal(text, "[2001:db8::1]:65535");
+	memset(&ss, 0, sizeof(ss));
+	hashlb_addr_format(&ss, text, sizeof(text));
+	assert_string_equal(text, "-");
+}
+
 static void test_addresses(void **state)
 {
 	expect_error("services:\n  - name: web\n    listen: localhost:80\n", 3, 13,
-		     "'localhost' is not a numeric IPv4 address (host names are not resolved)");
+		     "'localhost' is not a numeric IPv4 address (host names are not resolved here");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1\n", 3, 13, "missing ':PORT'");
 	expect_error("services:\n  - name: web\n    listen: \"::1:80\"\n", 3, 13,
 		     "an IPv6 address must be written in brackets");
@@ -319,6 +462,19 @@ static void test_addresses(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - name: a\n        address: 127.0.0.1:http\n",
 		     6, 18, "the port must be a number");
+	/* a backend's address may name a host; a listen, source or admin may not */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: bad_name:80\n",
+		     6, 18, "'bad_name' is neither a numeric IPv4 address nor a host name");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: 10.0.0.300:80\n",
+		     6, 18, "'10.0.0.300' is neither a numeric IPv4 address nor a host name");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: db1:0\n",
+		     6, 18, "port 0 is out of range 1..65535");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: db1\n",
+		     6, 18, "missing ':PORT'");
 	expect_error("admin: 127.0.0.1\n" MINIMAL, 1, 8, "'admin'");
 	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8, "must be absolute");
 }
@@ -1311,6 +1467,10 @@ int main(void)
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_host_names),
+		cmocka_unit_test(test_named_backend_parsed),
+		cmocka_unit_test(test_resolve_localhost),
+		cmocka_unit_test(test_addr_format),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),

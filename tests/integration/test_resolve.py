@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Backend addresses written as host names: resolved when hashlb starts and at each reload
+(a name that moves takes new clients to its new address while established connections stay
+where they are), a name that does not resolve fails the reload with its file:line:column and
+the old config keeps serving, and a resolver that does not answer costs the reload a bounded
+wait, not its own timeout.
+
+hashlb runs in a mount namespace of its own where /etc/hosts, /etc/nsswitch.conf and
+/etc/resolv.conf are files of this test (bind mounts), so the names are the test's and no
+query leaves the machine: the only DNS server is a socket of this test on loopback."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+from ctltest import Lb, config
+from lbtest import (HASHLB, Backend, check, client_ip, connect, read_line, run_tests,
+                    tmpfile, who)
+
+DNS = "127.77.53.1"   # the test's DNS server: answers nothing
+
+
+class Names:
+    """The files a namespace of this test sees as /etc/hosts, nsswitch.conf and resolv.conf."""
+
+    def __init__(self, tag, hosts, nss="files", resolv=f"nameserver {DNS}\n"):
+        self.hosts = tmpfile(f"{tag}.hosts", hosts)
+        self.nss = tmpfile(f"{tag}.nsswitch", f"hosts: {nss}\n")
+        self.resolv = tmpfile(f"{tag}.resolv", resolv)
+
+    def set_hosts(self, text):
+        # in place: the bind mount follows the inode, not the path
+        with open(self.hosts, "w") as f:
+            f.write(text)
+
+    def wrap(self):
+        """A command prefix that runs the rest in a mount namespace seeing these files."""
+        script = ("mount --bind \"$1\" /etc/hosts && mount --bind \"$2\" /etc/nsswitch.conf && "
+                  "mount --bind \"$3\" /etc/resolv.conf && shift 3 && exec \"$@\"")
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                self.hosts, self.nss, self.resolv]
+
+    def check(self, cfg_path):
+        """hashlb check -c in the namespace: (exit status, stdout, stderr)."""
+        p = subprocess.run([*self.wrap(), HASHLB, "check", "-c", cfg_path],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+
+def need_unshare():
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        print("needs root and unshare(1) for a mount namespace of its own")
+        raise SystemExit(77)
+
+
+def backend_of(lb, name):
+    return next(b for b in lb.service()["backends"] if b["name"] == name)
+
+
+def names_resolved_and_followed_on_reload():
+    need_unshare()
+    a = Backend("a")
+    port_a = a.port
+    a2 = Backend("a2", port=port_a, host="127.0.0.3")   # where alpha moves to
+    b = Backend("b")
+    names = Names("follow", f"127.0.0.1 alpha\n127.0.0.1 beta.example.test\n")
+    cfg = config([("a", f"alpha:{port_a}"), ("b", f"beta.example.test:{b.port}")],
+                 health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    addr = lb.addr
+
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.1:{port_a}" and
+          backend_of(lb, "a")["address"] == f"alpha:{port_a}",
+          f"status shows the name as written and what it resolved to: {backend_of(lb, 'a')}")
+    clients = [client_ip(i) for i in range(60)]
+    got = {c: who(addr, c) for c in clients}
+    check(set(got.values()) == {"a", "b"}, f"clients reach both named backends: "
+          f"{sorted(set(got.values()))}")
+    on_a = [c for c in clients if got[c] == "a"]
+    held = connect(addr, on_a[0])
+    check(read_line(held) == "a", "a held connection greeted by a")
+
+    rc, so, se = names.check(lb.path)
+    check(rc == 0 and f"resolved=127.0.0.1:{port_a}" in so,
+          f"hashlb check prints what each name resolved to: rc={rc} {so[-300:]} {se}")
+
+    # alpha moves: a reload takes a's clients to its new address; the held connection stays
+    names.set_hosts(f"127.0.0.3 alpha\n127.0.0.1 beta.example.test\n")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"the reload after the name moved succeeds: {se.strip()}")
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.3:{port_a}",
+          f"status shows the new address: {backend_of(lb, 'a')}")
+    after = {c: who(addr, c) for c in clients}
+    check(all(after[c] == "a2" for c in on_a), "a's clients now reach alpha's new address: "
+          f"{sorted(set(after[c] for c in on_a))}")
+    check(all(after[c] == "b" for c in clients if got[c] == "b"), "b's clients stay on b")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "the connection established before the move still "
+          "talks to the old address")
+    held.close()
+
+    # beta.example.test no longer resolves: the reload fails where the name is written,
+    # and the running config keeps serving
+    names.set_hosts(f"127.0.0.3 alpha\n")
+    rc, so, se = lb.ctl("reload")
+    check(rc != 0 and f"{lb.path}:14:18" in se and "beta.example.test" in se and
+          "does not resolve" in se,
+          f"a reload with a name that does not resolve fails at its position: rc={rc} {se}")
+    st = lb.status()
+    check(st["reloads"]["failed"] == 1, f"status counts the failed reload: {st['reloads']}")
+    check(all(who(addr, c) == "b" for c in clients if got[c] == "b"),
+          "the running config still serves b")
+    rc, so, se = names.check(lb.path)
+    check(rc == 1 and f"{lb.path}:14:18" in se and "does not resolve" in se,
+          f"hashlb check refuses it the same way: rc={rc} {se}")
+
+    names.set_hosts(f"127.0.0.3 alpha\n127.0.0.1 beta.example.test\n")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"and reloads once it resolves again: {se.strip()}")
+    check(lb.stop() == 0, "exit 0")
+    for x in (a, a2, b):
+        x.stop()
+
+
+def source_family_picks_the_address():
+    """A name with an IPv6 and an IPv4 address: a service whose source is IPv4 takes the
+    IPv4 one, whichever the resolver lists first."""
+    need_unshare()
+    names = Names("dual", "::1 dual\n127.0.0.1 dual\n")
+    for source, want in (("127.0.0.1", "127.0.0.1:7"), ("::1", "[::1]:7")):
+        path = tmpfile("dual.yaml", config([("a", "dual:7")], health="enabled: false",
+                                           listen=("127.0.0.1:0" if ":" not in source
+                                                   else '"[::1]:0"'),
+                                           extra=f"source: \"{source}\""))
+        rc, so, se = names.check(path)
+        check(rc == 0 and f"resolved={want}" in so,
+              f"source {source}: dual resolves to {want}: rc={rc} {so[-200:]} {se}")
+
+
+class SilentDns:
+    """A UDP socket on DNS:53 that reads queries and never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((DNS, 53))
+        self.sock.settimeout(0.2)
+        self.queries = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            try:
+                self.sock.recv(4096)
+                self.queries += 1
+            except socket.timeout:
+                pass
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def resolver_not_answering():
+    """A name DNS must answer, a DNS server that never does (its resolver timeout 20 s):
+    start-up checks and reloads give up after hashlb's own deadline and say so; the running
+    config keeps serving, its admin endpoint answers again right after."""
+    need_unshare()
+    dns = SilentDns()
+    a = Backend("a")
+    late = Backend("late")
+    names = Names("silent", "127.0.0.1 alpha\n", nss="files dns",
+                  resolv=f"nameserver {DNS}\noptions timeout:20 attempts:1\n")
+    base = [("a", f"alpha:{a.port}")]
+    lb = Lb(config(base, health="enabled: false"), wrap=names.wrap())
+    addr = lb.addr
+    check(who(addr, client_ip(1)) == "a", "served by a (alpha, from the hosts file)")
+
+    lb.rewrite(config(base + [("late", f"gamma.example.test:{late.port}")],
+                      health="enabled: false"))
+    t0 = time.time()
+    rc, so, se = lb.ctl("reload")
+    took = time.time() - t0
+    check(rc != 0 and f"{lb.path}:14:18" in se and "no answer within 5000 ms" in se,
+          f"the reload gives up on the silent resolver and says where: rc={rc} {se}")
+    print(f"    reload gave up after {took:.1f} s (the resolver's own timeout: 20 s); "
+          f"{dns.queries} queries reached the test's DNS server")
+    check(dns.queries > 0, "the resolver did ask the test's DNS server")
+    code, body = lb.http("GET", "/status")
+    check(code == 200 and json.loads(body)["reloads"]["failed"] == 1,
+          "the admin endpoint answers right after, and counts the failed reload")
+    check(who(addr, client_ip(1)) == "a", "the running config still serves")
+
+    rc, so, se = names.check(lb.path)
+    check(rc == 1 and "no answer within 5000 ms" in se, f"hashlb check the same: rc={rc} {se}")
+
+    # the abandoned lookups are still running in glibc when the next reload comes
+    lb.rewrite(config(base, health="enabled: false"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"a reload without the name succeeds: {se.strip()}")
+    check(lb.stop() == 0, "exit 0 (with lookups still pending in the resolver)")
+    dns.close()
+    for x in (a, late):
+        x.stop()
+
+
+run_tests([names_resolved_and_followed_on_reload, source_family_picks_the_address,
+           resolver_not_answering])
