@@ -1,4 +1,4 @@
-/* Fuzzes the parsers of addresses written by hand: hashlb_addr_parse() (config addresses), hashlb_prefix_parse() (accept_proxy_from), hashlb_tuple_parse_src() (hashlb lookup, the admin API's lookup); what they accept reads back the same, and a config address means the same client to lookup. */
+/* Fuzzes the parsers of addresses written by hand: hashlb_addr_parse() (config addresses), hashlb_name_addr_parse() (a backend's name:port), hashlb_prefix_parse() (accept_proxy_from), hashlb_tuple_parse_src() (hashlb lookup, the admin API's lookup); what they accept reads back the same, and a config address means the same client to lookup. */
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,24 +32,6 @@ static bool untouched(const void *p, size_t n)
 	return true;
 }
 
-/* "a.b.c.d:port" or "[v6]:port" of <ss>, as a config writes it. */
-static void addr_format(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN];
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)ss;
-
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
-	} else {
-		const struct sockaddr_in6 *in6 = (const void *)ss;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-	}
-}
-
 static void fuzz_addr(const char *s)
 {
 	for (int allow0 = 0; allow0 < 2; allow0++) {
@@ -73,7 +55,7 @@ static void fuzz_addr(const char *s)
 		      "an IPv4 or IPv6 address of its own length", s);
 		check(allow0 || ((struct sockaddr_in *)&ss)->sin_port != 0,
 		      "port 0 only when allowed", s);
-		addr_format(&ss, text, sizeof(text));
+		hashlb_addr_format(&ss, text, sizeof(text));
 		check(hashlb_addr_parse(text, allow0, &again, &alen) == 0 && alen == len &&
 			      memcmp(&again, &ss, len) == 0,
 		      "reads back the same", s);
@@ -84,6 +66,31 @@ static void fuzz_addr(const char *s)
 			      memcmp(&t, &ta, sizeof(t)) == 0,
 		      "hashlb lookup reads a config address as the config does", s);
 	}
+}
+
+/* A backend's "name:port": a host name of at most HASHLB_HOST_MAX bytes, never
+ * also a numeric address, the input exactly host ':' port. */
+static void fuzz_name_addr(const char *s)
+{
+	char host[HASHLB_HOST_MAX + 1], text[HASHLB_HOST_MAX + 8];
+	struct sockaddr_storage ss;
+	socklen_t len;
+	uint16_t port = 0;
+	int r;
+
+	memset(host, FILL, sizeof(host));
+	r = hashlb_name_addr_parse(s, host, &port);
+	check(r == 0 || r == -EINVAL, "returns 0 or -EINVAL", s);
+	if (r < 0) {
+		check(untouched(host, sizeof(host)), "ret_host written only on success", s);
+		return;
+	}
+	check(memchr(host, '\0', sizeof(host)) != NULL, "the host fits, terminated", s);
+	check(port != 0, "a port 1..65535", s);
+	snprintf(text, sizeof(text), "%s:%u", host, port);
+	check(strcmp(text, s) == 0 || (s[strlen(host) + 1] == '0'),
+	      "reads back as host ':' port (leading zeros aside)", s);
+	check(hashlb_addr_parse(s, false, &ss, &len) < 0, "a name is never a numeric address", s);
 }
 
 static void fuzz_prefix(const char *s)
@@ -179,6 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(s, data, size);
 	s[size] = '\0';
 	fuzz_addr(s);
+	fuzz_name_addr(s);
 	fuzz_prefix(s);
 	fuzz_tuple(s);
 	free(s);

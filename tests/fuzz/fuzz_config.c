@@ -71,10 +71,18 @@ static void check_loaded(const struct hashlb_config *c, const struct hashlb_erro
 		check(s->n_proxy_from == 0 || s->accept_proxy,
 		      "accept_proxy_from needs accept_proxy", err);
 		check(hashlb_config_service(c, s->name) == s, "service names are unique", err);
-		for (uint32_t j = 0; j < s->n_backends; j++)
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			char host[HASHLB_HOST_MAX + 1];
+			uint16_t port;
+
 			check(s->backends[j].name && s->backends[j].address &&
 				      s->backends[j].weight <= HASHLB_WEIGHT_MAX,
 			      "a backend has a name, an address and a weight in range", err);
+			check(s->backends[j].addr_len > 0 ||
+				      hashlb_name_addr_parse(s->backends[j].address, host, &port) ==
+					      0,
+			      "a backend's address is numeric or a name:port to resolve", err);
+		}
 	}
 }
 
