@@ -121,6 +121,11 @@ struct hashlb_service_cfg {
 
 struct hashlb_config {
 	char *path;
+	char *text; /* what was parsed (NUL-terminated), to parse again (resolve_every) */
+	size_t text_len;
+	/* resolve the backends' names again this often, 0 = at start and reload only
+	 * (default); between 1s and 1 day */
+	uint32_t resolve_every_ms;
 	uint32_t workers; /* 0 = auto: one per CPU */
 	char *admin; /* "127.0.0.1:9090", "unix:/path" or NULL = off; default 127.0.0.1:9901 */
 	struct sockaddr_storage admin_addr; /* admin parsed: AF_INET, AF_INET6 or AF_UNIX */
@@ -163,6 +168,20 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err);
+/*
+ * The same without waiting, for an event loop: _start() asks every name of
+ * <c> (which must stay as it is until _finish()); *ret_job is NULL when
+ * <c> names no host. _done() says whether every name is answered (poll it).
+ * _finish() takes the answers into <c> as hashlb_config_resolve() does, a
+ * name not answered yet failing with "no answer within <timeout_ms> ms",
+ * and frees <job> (NULL accepted: returns 0).
+ */
+struct hashlb_resolve;
+int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
+				struct hashlb_error *err);
+bool hashlb_resolve_done(struct hashlb_resolve *job);
+int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
+				 uint32_t timeout_ms, struct hashlb_error *err);
 /* The same from a string; <name> stands for the file in error positions. */
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err);
@@ -189,6 +208,9 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
  */
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
+
+/* Whether <b>'s address is written as a host name (resolved when loaded). */
+bool hashlb_backend_named(const struct hashlb_backend_cfg *b);
 
 /* <a> as a config writes it: "a.b.c.d:port", "[v6]:port"; "-" if neither
  * family (a name not resolved). HASHLB_ADDR_STRLEN bytes are enough. */

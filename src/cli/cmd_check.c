@@ -95,15 +95,6 @@ static void print_health(const struct hashlb_health_cfg *h)
 	printf("\n");
 }
 
-/* Whether <b>'s address is written as a name (resolved when loaded). */
-static bool backend_named(const struct hashlb_backend_cfg *b)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-
-	return hashlb_addr_parse(b->address, false, &ss, &len) < 0;
-}
-
 static int print_service(const struct hashlb_service_cfg *s)
 {
 	struct hashlb_table *t = NULL;
@@ -182,7 +173,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       100.0 * hashlb_table_share(t, i), ideal);
 		if (b->max_connections)
 			printf("  max_connections=%" PRIu32, b->max_connections);
-		if (backend_named(b)) {
+		if (hashlb_backend_named(b)) {
 			char addr[HASHLB_ADDR_STRLEN];
 
 			hashlb_addr_format(&b->addr, addr, sizeof(addr));
@@ -241,7 +232,11 @@ int cmd_check(int argc, char **argv)
 			printf("%" PRIu32, c->workers);
 		else
 			printf("auto");
-		printf(", admin %s\n", c->admin ? c->admin : "off");
+		printf(", admin %s", c->admin ? c->admin : "off");
+		if (c->resolve_every_ms)
+			printf(", host names resolved again every %" PRIu32 " ms",
+			       c->resolve_every_ms);
+		printf("\n");
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 			printf("\n");
 			r = print_service(&c->services[i]);

@@ -31,6 +31,7 @@
 
 #define CONFIG_FILE_MAX (16u << 20) /* a config larger than this is a mistake */
 #define WORKERS_MAX 1024u
+#define RESOLVE_EVERY_MAX_MS 86400000u /* 1 day */
 #define ADMIN_DEFAULT "127.0.0.1:9901"
 
 /* Ranges, in milliseconds for durations. */
@@ -162,7 +163,7 @@ static void underscore_variant(const char *key, char *buf, size_t len)
 	}
 }
 
-static const char *const top_keys[] = { "workers", "admin", "services", NULL };
+static const char *const top_keys[] = { "workers", "admin", "resolve_every", "services", NULL };
 
 static const char *const service_keys[] = {
 	"name",
@@ -1465,6 +1466,17 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 		}
 	}
 
+	v = map_get(root, "resolve_every");
+	if (v) {
+		r = get_duration(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS,
+				 &c->resolve_every_ms);
+		if (r < 0)
+			return r;
+		if (c->resolve_every_ms && c->resolve_every_ms < 1000)
+			return fail(ld, v, "'resolve_every' %s is shorter than 1s (0 = off)",
+				    v->text);
+	}
+
 	v = map_get(root, "admin");
 	if (v) {
 		r = load_admin(ld, v, c);
@@ -1531,10 +1543,14 @@ int hashlb_config_parse(const char *text, size_t len, const char *name,
 		return nomem(&ld);
 	}
 	c->path = strdup(ld.name);
-	if (!c->path) {
+	c->text = malloc(len + 1);
+	if (!c->path || !c->text) {
 		r = nomem(&ld);
 		goto err_free;
 	}
+	memcpy(c->text, text, len);
+	c->text[len] = '\0';
+	c->text_len = len;
 	r = load_root(&ld, doc->root, c);
 	if (r < 0)
 		goto err_free;
@@ -1650,6 +1666,7 @@ void hashlb_config_free(struct hashlb_config *c)
 	free(c->services);
 	free(c->admin);
 	free(c->path);
+	free(c->text);
 	free(c);
 }
 

@@ -43,7 +43,7 @@ struct name_req {
 	socklen_t addr_len;
 };
 
-struct resolve_job {
+struct hashlb_resolve {
 	pthread_mutex_t lock;
 	pthread_cond_t answered;
 	uint32_t n, next, left; /* names; the next to take; not answered yet */
@@ -52,7 +52,7 @@ struct resolve_job {
 	struct name_req reqs[];
 };
 
-static void job_put(struct resolve_job *job)
+static void job_put(struct hashlb_resolve *job)
 {
 	bool last;
 
@@ -68,7 +68,7 @@ static void job_put(struct resolve_job *job)
 
 static void *resolve_thread(void *arg)
 {
-	struct resolve_job *job = arg;
+	struct hashlb_resolve *job = arg;
 
 	for (;;) {
 		struct addrinfo hints = { 0 }, *res = NULL;
@@ -110,7 +110,7 @@ static void *resolve_thread(void *arg)
 }
 
 /* Start up to RESOLVE_THREADS threads on <job>; 0 if at least one runs. */
-static int job_start(struct resolve_job *job)
+static int job_start(struct hashlb_resolve *job)
 {
 	uint32_t want = job->n < RESOLVE_THREADS ? job->n : RESOLVE_THREADS, started = 0;
 	pthread_attr_t attr;
@@ -135,7 +135,7 @@ static int job_start(struct resolve_job *job)
 }
 
 /* Wait until every name of <job> is answered or <timeout_ms> passes. */
-static void job_wait(struct resolve_job *job, uint32_t timeout_ms)
+static void job_wait(struct hashlb_resolve *job, uint32_t timeout_ms)
 {
 	struct timespec deadline;
 
@@ -154,9 +154,9 @@ static void job_wait(struct resolve_job *job, uint32_t timeout_ms)
 	pthread_mutex_unlock(&job->lock);
 }
 
-static struct resolve_job *job_new(uint32_t n)
+static struct hashlb_resolve *job_new(uint32_t n)
 {
-	struct resolve_job *job = calloc(1, sizeof(*job) + n * sizeof(job->reqs[0]));
+	struct hashlb_resolve *job = calloc(1, sizeof(*job) + n * sizeof(job->reqs[0]));
 	pthread_condattr_t ca;
 
 	if (!job)
@@ -225,19 +225,22 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 	return 0;
 }
 
-int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err)
+int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
+				struct hashlb_error *err)
 {
-	struct resolve_job *job;
+	struct hashlb_resolve *job;
 	uint32_t n = 0, k = 0;
 	uint16_t port;
-	int r = 0;
+	int r;
 
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		for (uint32_t j = 0; j < c->services[i].n_backends; j++)
 			n += !c->services[i].backends[j].addr_len;
 	}
-	if (n == 0)
+	if (n == 0) {
+		*ret_job = NULL;
 		return 0;
+	}
 	job = job_new(n);
 	if (!job)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -266,10 +269,30 @@ int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct h
 		return hashlb_err(err, r, HASHLB_ERR_SYSTEM,
 				  "cannot start a thread to resolve names");
 	}
-	job_wait(job, timeout_ms);
+	*ret_job = job;
+	return 0;
+}
+
+bool hashlb_resolve_done(struct hashlb_resolve *job)
+{
+	bool done;
+
+	pthread_mutex_lock(&job->lock);
+	done = job->left == 0;
+	pthread_mutex_unlock(&job->lock);
+	return done;
+}
+
+int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
+				 uint32_t timeout_ms, struct hashlb_error *err)
+{
+	uint32_t k = 0;
+	int r = 0;
+
+	if (!job)
+		return 0;
 	pthread_mutex_lock(&job->lock);
 	job->abandoned = true;
-	k = 0;
 	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 		struct hashlb_service_cfg *s = &c->services[i];
 
@@ -282,4 +305,15 @@ int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct h
 	pthread_mutex_unlock(&job->lock);
 	job_put(job);
 	return r;
+}
+
+int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err)
+{
+	struct hashlb_resolve *job;
+	int r = hashlb_config_resolve_start(c, &job, err);
+
+	if (r < 0 || !job)
+		return r;
+	job_wait(job, timeout_ms);
+	return hashlb_config_resolve_finish(c, job, timeout_ms, err);
 }

@@ -154,6 +154,15 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	} else {
 		hlb_buf_puts(o, "null");
 	}
+	hlb_buf_printf(o,
+		       "},\"resolve\":{\"every_ms\":%u,\"ok\":%" PRIu64 ",\"failed\":%" PRIu64
+		       ",\"changed\":%" PRIu64 ",\"last_error\":",
+		       ctl->cfg->resolve_every_ms, ctl->resolves_ok, ctl->resolves_failed,
+		       ctl->resolves_changed);
+	if (ctl->last_resolve_err[0])
+		hlb_buf_json_str(o, ctl->last_resolve_err);
+	else
+		hlb_buf_puts(o, "null");
 	hlb_buf_puts(o, "},\"services\":[");
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);

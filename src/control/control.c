@@ -40,6 +40,142 @@ static const char *quote(const char *s, char *buf, size_t size)
 	return buf;
 }
 
+/* ---- resolve_every: names resolved again off the control loop ---------- */
+
+#define RESOLVE_POLL_MS 20
+
+static bool config_names_hosts(const struct hashlb_config *c)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		for (uint32_t j = 0; j < c->services[i].n_backends; j++) {
+			if (hashlb_backend_named(&c->services[i].backends[j]))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Give up the resolution in flight, if any (its threads finish on their own). */
+static void resolve_drop(struct hlb_control *ctl)
+{
+	if (ctl->resolve_job)
+		hashlb_config_resolve_finish(ctl->resolving, ctl->resolve_job, 0, NULL);
+	ctl->resolve_job = NULL;
+	hashlb_config_free(ctl->resolving);
+	ctl->resolving = NULL;
+}
+
+static void resolve_again_in(struct hlb_control *ctl, uint64_t ms)
+{
+	hlb_timer_arm(ctl->loop, &ctl->resolve_timer, hlb_now_ms() + ms);
+}
+
+/* (Re)start the cycle for the current config: after start and each reload. */
+static void resolve_schedule(struct hlb_control *ctl)
+{
+	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
+	resolve_drop(ctl);
+	if (ctl->cfg->resolve_every_ms && ctl->cfg->text && config_names_hosts(ctl->cfg))
+		resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
+}
+
+static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
+{
+	char q[400];
+
+	ctl->resolves_failed++;
+	snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
+		 ctl->config_path, err->line, err->column, err->msg);
+	control_log(ctl, true, "names not resolved, the backends keep their addresses",
+		    "config=%s line=%d column=%d err=%s", ctl->config_path, err->line, err->column,
+		    quote(err->msg, q, sizeof(q)));
+}
+
+/* The names resolved: apply the config if an address changed. */
+static void resolve_apply(struct hlb_control *ctl)
+{
+	struct hashlb_config *fresh = ctl->resolving;
+	struct hashlb_error err = { 0 };
+	char changed[512] = "", was[HASHLB_ADDR_STRLEN], now[HASHLB_ADDR_STRLEN];
+	size_t o = 0;
+	uint32_t n = 0;
+
+	ctl->resolves_ok++;
+	ctl->last_resolve_err[0] = '\0';
+	for (uint32_t i = 0; i < fresh->n_services; i++) {
+		for (uint32_t j = 0; j < fresh->services[i].n_backends; j++) {
+			const struct hashlb_backend_cfg *a = &ctl->cfg->services[i].backends[j];
+			const struct hashlb_backend_cfg *b = &fresh->services[i].backends[j];
+
+			if (a->addr_len == b->addr_len && !memcmp(&a->addr, &b->addr, a->addr_len))
+				continue;
+			n++;
+			hashlb_addr_format(&a->addr, was, sizeof(was));
+			hashlb_addr_format(&b->addr, now, sizeof(now));
+			if (o < sizeof(changed))
+				o += (size_t)snprintf(changed + o, sizeof(changed) - o,
+						      "%s%s/%s:%s->%s", o ? "," : "",
+						      fresh->services[i].name, b->name, was, now);
+		}
+	}
+	if (n == 0) {
+		resolve_drop(ctl);
+		return;
+	}
+	if (hlb_pool_apply(ctl->pool, fresh, &err) < 0) {
+		resolve_failed(ctl, &err);
+		resolve_drop(ctl);
+		return;
+	}
+	hlb_pool_flush(ctl->pool);
+	hashlb_config_free(ctl->owned_cfg);
+	ctl->owned_cfg = fresh;
+	ctl->cfg = fresh;
+	ctl->resolving = NULL;
+	ctl->resolves_changed++;
+	control_log(ctl, false, "names resolved to new addresses, applied",
+		    "backends=%u changed=%s", n, changed);
+}
+
+static void resolve_tick(void *arg)
+{
+	struct hlb_control *ctl = arg;
+	struct hashlb_error err = { 0 };
+	uint32_t every = ctl->cfg->resolve_every_ms;
+	int r;
+
+	if (!ctl->resolve_job) {
+		r = hashlb_config_parse(ctl->cfg->text, ctl->cfg->text_len, ctl->config_path,
+					&ctl->resolving, &err);
+		if (r == 0)
+			r = hashlb_config_resolve_start(ctl->resolving, &ctl->resolve_job, &err);
+		if (r < 0)
+			resolve_failed(ctl, &err);
+		if (r < 0 || !ctl->resolve_job) {
+			resolve_drop(ctl);
+			resolve_again_in(ctl, every);
+			return;
+		}
+		ctl->resolve_deadline_ms = hlb_now_ms() + HASHLB_RESOLVE_TIMEOUT_MS;
+		resolve_again_in(ctl, RESOLVE_POLL_MS);
+		return;
+	}
+	if (!hashlb_resolve_done(ctl->resolve_job) && hlb_now_ms() < ctl->resolve_deadline_ms) {
+		resolve_again_in(ctl, RESOLVE_POLL_MS);
+		return;
+	}
+	r = hashlb_config_resolve_finish(ctl->resolving, ctl->resolve_job,
+					 HASHLB_RESOLVE_TIMEOUT_MS, &err);
+	ctl->resolve_job = NULL;
+	if (r < 0) {
+		resolve_failed(ctl, &err);
+		resolve_drop(ctl);
+	} else {
+		resolve_apply(ctl);
+	}
+	resolve_again_in(ctl, every);
+}
+
 int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
 		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
 		    struct hlb_control **ret_ctl, struct hashlb_error *err)
@@ -50,6 +186,7 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 	if (!ctl)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	ctl->loop = loop;
+	hlb_timer_init(&ctl->resolve_timer, resolve_tick, ctl); /* before any hlb_control_free() */
 	ctl->cfg = cfg;
 	ctl->log = log;
 	ctl->log_arg = log_arg;
@@ -76,6 +213,7 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 		}
 		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
 	}
+	resolve_schedule(ctl);
 	*ret_ctl = ctl;
 	return 0;
 
@@ -88,6 +226,8 @@ void hlb_control_stop(struct hlb_control *ctl)
 {
 	hlb_http_free(ctl->http);
 	ctl->http = NULL;
+	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
+	resolve_drop(ctl);
 	if (ctl->pool)
 		hlb_pool_stop_checks(ctl->pool);
 }
@@ -97,6 +237,8 @@ void hlb_control_free(struct hlb_control *ctl)
 	if (!ctl)
 		return;
 	hlb_http_free(ctl->http);
+	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
+	resolve_drop(ctl);
 	hlb_pool_free(ctl->pool);
 	hashlb_config_free(ctl->owned_cfg);
 	free(ctl->config_path);
@@ -156,5 +298,6 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->last_reload_time = time(NULL);
 	control_log(ctl, false, "reloaded", "config=%s services=%u", ctl->config_path,
 		    cfg->n_services);
+	resolve_schedule(ctl);
 	return 0;
 }

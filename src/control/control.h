@@ -42,6 +42,14 @@ struct hlb_control {
 	bool last_reload_failed;
 	struct hashlb_error last_reload_err;
 	char last_reload_file[256]; /* last_reload_err.file points here */
+	/* resolve_every: the current config's text parsed again and its names
+	 * resolved off the loop; applied when an address changed */
+	struct hlb_timer resolve_timer;
+	struct hashlb_config *resolving; /* parsed from cfg->text, being resolved */
+	struct hashlb_resolve *resolve_job;
+	uint64_t resolve_deadline_ms;
+	uint64_t resolves_ok, resolves_failed, resolves_changed;
+	char last_resolve_err[320]; /* "" when the last one succeeded */
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */

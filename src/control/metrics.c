@@ -371,6 +371,14 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_printf(o, "hashlb_reloads_total{result=\"ok\"} %" PRIu64 "\n", ctl->reloads_ok);
 	hlb_buf_printf(o, "hashlb_reloads_total{result=\"failed\"} %" PRIu64 "\n",
 		       ctl->reloads_failed);
+	family(o, "hashlb_resolves_total", "counter",
+	       "Backend names resolved again (resolve_every), by result: ok (changed or not), "
+	       "failed, changed (an address changed and was applied).");
+	hlb_buf_printf(o, "hashlb_resolves_total{result=\"ok\"} %" PRIu64 "\n", ctl->resolves_ok);
+	hlb_buf_printf(o, "hashlb_resolves_total{result=\"failed\"} %" PRIu64 "\n",
+		       ctl->resolves_failed);
+	hlb_buf_printf(o, "hashlb_resolves_total{result=\"changed\"} %" PRIu64 "\n",
+		       ctl->resolves_changed);
 	family(o, "hashlb_config_last_reload_successful", "gauge",
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);

@@ -10,6 +10,7 @@ hashlb runs in a mount namespace of its own where /etc/hosts, /etc/nsswitch.conf
 query leaves the machine: the only DNS server is a socket of this test on loopback."""
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -20,13 +21,12 @@ from ctltest import Lb, config
 from lbtest import (HASHLB, Backend, check, client_ip, connect, read_line, run_tests,
                     tmpfile, who)
 
-DNS = "127.77.53.1"   # the test's DNS server: answers nothing
 
 
 class Names:
     """The files a namespace of this test sees as /etc/hosts, nsswitch.conf and resolv.conf."""
 
-    def __init__(self, tag, hosts, nss="files", resolv=f"nameserver {DNS}\n"):
+    def __init__(self, tag, hosts, nss="files", resolv="nameserver 127.0.0.9\n"):
         self.hosts = tmpfile(f"{tag}.hosts", hosts)
         self.nss = tmpfile(f"{tag}.nsswitch", f"hosts: {nss}\n")
         self.resolv = tmpfile(f"{tag}.resolv", resolv)
@@ -125,6 +125,70 @@ def names_resolved_and_followed_on_reload():
         x.stop()
 
 
+def names_followed_every():
+    """resolve_every: a name that moves is followed without a reload (new clients to the new
+    address, a held connection stays); a name that stops resolving keeps its last address
+    and says so; the admin endpoint answers while a resolution waits on a silent DNS server."""
+    need_unshare()
+    dns = SilentDns()
+    a = Backend("a")
+    a2 = Backend("a2", port=a.port, host="127.0.0.3")
+    b = Backend("b")
+    names = Names("every", "127.0.0.1 alpha\n127.0.0.1 beta\n", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{b.port}")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    addr = lb.addr
+    clients = [client_ip(i) for i in range(60)]
+    got = {c: who(addr, c) for c in clients}
+    on_a = [c for c in clients if got[c] == "a"]
+    check(set(got.values()) == {"a", "b"}, f"clients reach both: {sorted(set(got.values()))}")
+    held = connect(addr, on_a[0])
+    check(read_line(held) == "a", "a held connection greeted by a")
+
+    names.set_hosts("127.0.0.3 alpha\n127.0.0.1 beta\n")
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.3:{a.port}", timeout=15)
+    check(took is not None, "within a few seconds, without a reload, a's address is alpha's new one")
+    st = lb.status()
+    check(st["reloads"]["ok"] == 0 and st["resolve"]["changed"] == 1 and
+          st["resolve"]["every_ms"] == 1000, f"counted as a resolution, not a reload: "
+          f"{st['reloads']} {st['resolve']}")
+    check(lb.wait_log(r"msg=\"names resolved to new addresses, applied\" backends=1 "
+                      rf"changed=t/a:127.0.0.1:{a.port}->127.0.0.3:{a.port}"),
+          "the log says which backend moved where")
+    check(all(who(addr, c) == "a2" for c in on_a), "a's clients now reach the new address")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "the connection held from before stays")
+    held.close()
+
+    # beta leaves the hosts file: DNS is asked, never answers; the resolution gives up after
+    # 5 s, meanwhile the admin endpoint and the data plane go on
+    names.set_hosts("127.0.0.3 alpha\n")
+    t0 = time.time()
+    slow = []
+    while time.time() - t0 < 4:
+        t1 = time.time()
+        code, _ = lb.http("GET", "/status", timeout=2)
+        slow += [time.time() - t1] if code != 200 or time.time() - t1 > 1 else []
+        time.sleep(0.2)
+    check(not slow, f"the admin endpoint answers while names wait on DNS ({slow})")
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= 1, timeout=15) is not None,
+          "the resolution that waited on the silent DNS server fails")
+    st = lb.status()
+    err = st["resolve"]["last_error"] or ""
+    check(f"{lb.path}:15:18" in err and "no answer within 5000 ms" in err,
+          f"with the position of the name: {err}")
+    check(backend_of(lb, "b")["resolved"] == f"127.0.0.1:{b.port}",
+          "b keeps its last address")
+    check(all(who(addr, c) == "b" for c in clients if got[c] == "b"), "and serves its clients")
+    check(dns.queries > 0, "the resolver asked the test's DNS server")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+    for x in (a, a2, b):
+        x.stop()
+
+
 def source_family_picks_the_address():
     """A name with an IPv6 and an IPv4 address: a service whose source is IPv4 takes the
     IPv4 one, whichever the resolver lists first."""
@@ -141,11 +205,21 @@ def source_family_picks_the_address():
 
 
 class SilentDns:
-    """A UDP socket on DNS:53 that reads queries and never answers."""
+    """A UDP socket on port 53 of a loopback address of its own (.addr: runs of this test
+    side by side do not collide) that reads queries and never answers."""
 
     def __init__(self):
+        rng = random.Random()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((DNS, 53))
+        for _ in range(100):
+            self.addr = f"127.53.{rng.randrange(256)}.{rng.randrange(1, 255)}"
+            try:
+                self.sock.bind((self.addr, 53))
+                break
+            except OSError:
+                continue
+        else:
+            raise OSError("no free loopback address for the test's DNS server")
         self.sock.settimeout(0.2)
         self.queries = 0
         self.done = threading.Event()
@@ -175,7 +249,7 @@ def resolver_not_answering():
     a = Backend("a")
     late = Backend("late")
     names = Names("silent", "127.0.0.1 alpha\n", nss="files dns",
-                  resolv=f"nameserver {DNS}\noptions timeout:20 attempts:1\n")
+                  resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
     base = [("a", f"alpha:{a.port}")]
     lb = Lb(config(base, health="enabled: false"), wrap=names.wrap())
     addr = lb.addr
@@ -209,5 +283,5 @@ def resolver_not_answering():
         x.stop()
 
 
-run_tests([names_resolved_and_followed_on_reload, source_family_picks_the_address,
-           resolver_not_answering])
+run_tests([names_resolved_and_followed_on_reload, names_followed_every,
+           source_family_picks_the_address, resolver_not_answering])

@@ -423,6 +423,23 @@ static void test_resolve_localhost(void **state)
 	hashlb_config_free(c);
 }
 
+static void test_resolve_every(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	(void)state;
+	assert_int_equal(c->resolve_every_ms, 0); /* off unless asked */
+	assert_int_equal(c->text_len, strlen(MINIMAL));
+	assert_string_equal(c->text, MINIMAL); /* kept, to be parsed again */
+	hashlb_config_free(c);
+	c = load_ok("resolve_every: 30s\n" MINIMAL);
+	assert_int_equal(c->resolve_every_ms, 30000);
+	hashlb_config_free(c);
+	expect_error("resolve_every: 500ms\n" MINIMAL, 1, 16,
+		     "'resolve_every' 500ms is shorter than 1s (0 = off)");
+	expect_error("resolve_every: 25h\n" MINIMAL, 1, 16, "out of range");
+}
+
 static void test_addr_format(void **state)
 {
 	struct sockaddr_storage ss;
@@ -1471,6 +1488,7 @@ int main(void)
 		cmocka_unit_test(test_named_backend_parsed),
 		cmocka_unit_test(test_resolve_localhost),
 		cmocka_unit_test(test_addr_format),
+		cmocka_unit_test(test_resolve_every),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
