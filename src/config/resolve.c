@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +114,17 @@ static void *resolve_thread(void *arg)
 static int job_start(struct hashlb_resolve *job)
 {
 	uint32_t want = job->n < RESOLVE_THREADS ? job->n : RESOLVE_THREADS, started = 0;
+	sigset_t all, old;
 	pthread_attr_t attr;
 
 	if (pthread_attr_init(&attr) != 0)
 		return -ENOMEM;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* The threads take no signal: a SIGTERM or SIGHUP must reach the
+	 * daemon's signalfd, not end the process in a thread left to finish
+	 * a lookup. They inherit this mask; the caller's is restored below. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (uint32_t i = 0; i < want; i++) {
 		pthread_t t;
 
@@ -130,6 +137,7 @@ static int job_start(struct hashlb_resolve *job)
 		}
 		started++;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return started ? 0 : -EAGAIN;
 }
