@@ -729,6 +729,13 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		backend_ramp_start(next[i], now);
 		backend_check_start(
 			next[i], now + hlb_check_phase(c->health.interval_ms, i, c->n_backends, 0));
+		/* The same name at a new address (a reload, or resolve_every following
+		 * DNS): what was set at run time (hashlb ctl set) stays with the name, as
+		 * when the address stays, unless the config changes that setting. */
+		if (b && b->admin != b->cfg_admin && nb->admin == b->cfg_admin)
+			hlb_pool_set_admin(next[i], b->admin);
+		if (b && nb->max_connections == b->cfg_max_conns)
+			atomic_store(&next[i]->rt->max_conns, atomic_load(&b->rt->max_conns));
 		full = true;
 	}
 	for (j = 0; j < s->n_backends; j++) {
