@@ -107,6 +107,10 @@ struct hashlb_service_cfg {
 	bool accept_proxy; /* clients come through a proxy that sends the PROXY protocol */
 	struct hashlb_prefix *proxy_from; /* accept_proxy: who may connect; NULL = anyone */
 	uint32_t n_proxy_from;
+	/* the clients served (with accept_proxy: as the header names them):
+	 * in allow_clients if it is set, and never in deny_clients */
+	struct hashlb_prefix *allow_clients, *deny_clients;
+	uint32_t n_allow_clients, n_deny_clients;
 	struct hashlb_keepalive_cfg keepalive; /* userspace steering only */
 	bool log_connections; /* one log line per connection when it ends; default false */
 	/* source: the local address of backend connections and checks, port 0;

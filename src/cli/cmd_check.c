@@ -95,6 +95,21 @@ static void print_health(const struct hashlb_health_cfg *h)
 	printf("\n");
 }
 
+/* "  <what> p1, p2, ...": a prefix list, if any. */
+static void print_prefixes(const char *what, const struct hashlb_prefix *p, uint32_t n)
+{
+	char pfx[HASHLB_PREFIX_STRLEN];
+
+	if (!n)
+		return;
+	printf("  %s ", what);
+	for (uint32_t i = 0; i < n; i++) {
+		hashlb_prefix_format(&p[i], pfx, sizeof(pfx));
+		printf("%s%s", i ? ", " : "", pfx);
+	}
+	printf("\n");
+}
+
 static int print_service(const struct hashlb_service_cfg *s)
 {
 	struct hashlb_table *t = NULL;
@@ -141,6 +156,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 		}
 		printf("\n");
 	}
+	print_prefixes("clients      served only from", s->allow_clients, s->n_allow_clients);
+	print_prefixes("clients      never served from", s->deny_clients, s->n_deny_clients);
 	if (s->keepalive.enabled)
 		printf("  keepalive    idle=%" PRIu32 "s interval=%" PRIu32 "s count=%" PRIu32
 		       " (a silent peer is dropped after %" PRIu32 "s)\n",

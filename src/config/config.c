@@ -47,7 +47,7 @@
 #define MAX_CONNECTIONS_MAX (1u << 24)
 #define KEEPALIVE_SECS_MAX 32767u /* the kernel's MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL */
 #define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
-#define PREFIXES_MAX 4096u /* accept_proxy_from */
+#define PREFIXES_MAX 4096u /* accept_proxy_from, allow_clients, deny_clients */
 #define CHECK_PAYLOAD_MAX 1024u /* health send/expect: one segment, no partial writes */
 #define CONNECT_RETRIES_MAX 32u
 #define BALANCE_FACTOR_MAX 100.0
@@ -183,6 +183,8 @@ static const char *const service_keys[] = {
 	"proxy_protocol",
 	"accept_proxy",
 	"accept_proxy_from",
+	"allow_clients",
+	"deny_clients",
 	"keepalive",
 	"log_connections",
 	"abort_on_close",
@@ -1011,6 +1013,22 @@ fail:
 	return r;
 }
 
+/* allow_clients or deny_clients (<key>) of service mapping <m>, if present. */
+static int load_client_list(struct loader *ld, const struct ynode *m,
+			    const struct hashlb_service_cfg *s, const char *key,
+			    struct hashlb_prefix **ret, uint32_t *ret_n)
+{
+	const struct ynode *v = map_get(m, key);
+	int r;
+
+	if (!v)
+		return 0;
+	r = userspace_only(ld, v, s, key, "does not filter the clients");
+	if (r < 0)
+		return r;
+	return load_prefixes(ld, v, key, ret, ret_n);
+}
+
 /* source: a numeric IPv4 or IPv6 address, no port (the kernel picks one per connection). */
 static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_service_cfg *s)
 {
@@ -1123,6 +1141,12 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 	}
+	r = load_client_list(ld, m, s, "allow_clients", &s->allow_clients, &s->n_allow_clients);
+	if (r == 0)
+		r = load_client_list(ld, m, s, "deny_clients", &s->deny_clients,
+				     &s->n_deny_clients);
+	if (r < 0)
+		return r;
 	return get_userspace_bool(ld, m, s, "log_connections",
 				  "forwards packets, it sees no connection end",
 				  &s->log_connections);
@@ -1660,6 +1684,8 @@ void hashlb_config_free(struct hashlb_config *c)
 		free(s->listen);
 		free(s->steer_interface);
 		free(s->proxy_from);
+		free(s->allow_clients);
+		free(s->deny_clients);
 		free(s->health.send);
 		free(s->health.expect);
 	}

@@ -100,6 +100,21 @@ static double connect_avg_ms(const struct hlb_backend_counters *c)
 	return n ? (double)c->connect_us_sum / 1e3 / (double)n : 0.0;
 }
 
+/* ,"KEY":["10.0.0.0/8",...] */
+static void json_prefixes(struct hlb_buf *o, const char *key, const struct hashlb_prefix *p,
+			  uint32_t n)
+{
+	hlb_buf_printf(o, ",\"%s\":[", key);
+	for (uint32_t j = 0; j < n; j++) {
+		char pfx[HASHLB_PREFIX_STRLEN];
+
+		hashlb_prefix_format(&p[j], pfx, sizeof(pfx));
+		hlb_buf_puts(o, j ? "," : "");
+		hlb_buf_json_str(o, pfx);
+	}
+	hlb_buf_puts(o, "]");
+}
+
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
 				const struct hlb_snapshot *snap, uint32_t idx)
 {
@@ -176,15 +191,9 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, s->cfg->listen);
 		hlb_buf_puts(o, ",\"bound\":");
 		hlb_buf_json_str(o, s->rt->bound);
-		hlb_buf_puts(o, ",\"accept_proxy_from\":[");
-		for (uint32_t j = 0; j < s->cfg->n_proxy_from; j++) {
-			char pfx[HASHLB_PREFIX_STRLEN];
-
-			hashlb_prefix_format(&s->cfg->proxy_from[j], pfx, sizeof(pfx));
-			hlb_buf_puts(o, j ? "," : "");
-			hlb_buf_json_str(o, pfx);
-		}
-		hlb_buf_puts(o, "]");
+		json_prefixes(o, "accept_proxy_from", s->cfg->proxy_from, s->cfg->n_proxy_from);
+		json_prefixes(o, "allow_clients", s->cfg->allow_clients, s->cfg->n_allow_clients);
+		json_prefixes(o, "deny_clients", s->cfg->deny_clients, s->cfg->n_deny_clients);
 		hlb_buf_printf(
 			o,
 			",\"scheme\":\"%s\",\"key\":\"%s\",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
@@ -194,9 +203,10 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
 			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
-			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 ",\"queued\":%" PRIu64
-			",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
-			",\"queue_aborts\":%" PRIu64 "},\"backends\":[",
+			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 ",\"denied\":%" PRIu64
+			",\"queued\":%" PRIu64 ",\"queued_total\":%" PRIu64
+			",\"queue_timeouts\":%" PRIu64 ",\"queue_aborts\":%" PRIu64
+			"},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
@@ -204,8 +214,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
-			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.queued,
-			sc.queued_total, sc.queue_timeouts, sc.queue_aborts);
+			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
+			sc.queued, sc.queued_total, sc.queue_timeouts, sc.queue_aborts);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");

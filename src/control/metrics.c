@@ -261,6 +261,8 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_service_queue_aborts_total", "counter",
 		  "Connections closed while waiting in the queue: the client reset, or closed "
 		  "with abort_on_close." },
+		{ "hashlb_service_denied_total", "counter",
+		  "allow_clients/deny_clients: connections closed at once, a client not served." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -338,6 +340,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 19:
 				v = (double)c.queue_aborts;
+				break;
+			case 20:
+				v = (double)c.denied;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

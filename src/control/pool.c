@@ -797,6 +797,10 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->keepalive.interval_s == b->keepalive.interval_s &&
 	       a->keepalive.count == b->keepalive.count &&
 	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from) &&
+	       prefixes_equal(a->allow_clients, a->n_allow_clients, b->allow_clients,
+			      b->n_allow_clients) &&
+	       prefixes_equal(a->deny_clients, a->n_deny_clients, b->deny_clients,
+			      b->n_deny_clients) &&
 	       a->log_connections == b->log_connections && source_equal(a, b);
 }
 

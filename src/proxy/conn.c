@@ -210,6 +210,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_DRAIN] = "drain_timeout",
 	[CONN_END_BAD_HEADER] = "bad_header",
 	[CONN_END_QUEUE_TIMEOUT] = "queue_timeout",
+	[CONN_END_DENIED] = "denied",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -814,8 +815,15 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 		       const struct sockaddr_storage addr[2])
 {
 	const struct sockaddr *dst = (const struct sockaddr *)&addr[1];
+	const struct sockaddr *src = (const struct sockaddr *)&addr[0];
 	struct hashlb_tuple t;
 
+	if ((snap->allow_clients && !hashlb_prefix_set_match(snap->allow_clients, src)) ||
+	    (snap->deny_clients && hashlb_prefix_set_match(snap->deny_clients, src))) {
+		hlb_stat_add(&c->svc->wstats[w->id].denied, 1);
+		conn_abort(w, c, CONN_END_DENIED);
+		return;
+	}
 	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&addr[0],
 				       snap->key == HASHLB_KEY_4TUPLE ? dst : NULL, &t) < 0) {
 		conn_abort(w, c, CONN_END_ERROR);

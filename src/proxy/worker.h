@@ -116,6 +116,7 @@ enum conn_end {
 	CONN_END_DRAIN, /* shutdown, or its backend removed, past the drain timeout */
 	CONN_END_BAD_HEADER, /* accept_proxy: no valid PROXY header in time */
 	CONN_END_QUEUE_TIMEOUT, /* queued, and no backend had room within timeouts.queue */
+	CONN_END_DENIED, /* allow_clients/deny_clients: a client not served */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };

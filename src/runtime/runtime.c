@@ -119,12 +119,13 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->source_len = cfg->source_len;
 }
 
-/* The accept_proxy_from list, compiled for lookup: 0 or -errno. */
-static int snapshot_proxy_from(struct hlb_snapshot *s, const struct hashlb_prefix *p, uint32_t n)
+/* A prefix list compiled for lookup into <ret> (NULL when empty): 0 or -errno. */
+static int snapshot_prefixes(const struct hashlb_prefix *p, uint32_t n,
+			     struct hashlb_prefix_set **ret)
 {
 	if (!n)
 		return 0;
-	return hashlb_prefix_set_new(p, n, &s->proxy_from);
+	return hashlb_prefix_set_new(p, n, ret);
 }
 
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
@@ -146,7 +147,9 @@ static int snapshot_finish(struct hlb_snapshot *s, const struct hashlb_service_c
 			   struct hashlb_error *err)
 {
 	snapshot_settings(s, cfg);
-	if (snapshot_proxy_from(s, cfg->proxy_from, cfg->n_proxy_from) < 0) {
+	if (snapshot_prefixes(cfg->proxy_from, cfg->n_proxy_from, &s->proxy_from) < 0 ||
+	    snapshot_prefixes(cfg->allow_clients, cfg->n_allow_clients, &s->allow_clients) < 0 ||
+	    snapshot_prefixes(cfg->deny_clients, cfg->n_deny_clients, &s->deny_clients) < 0) {
 		hlb_snapshot_free(s);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
@@ -264,6 +267,8 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	free(s->backends);
 	hashlb_table_free(s->table);
 	hashlb_prefix_set_free(s->proxy_from);
+	hashlb_prefix_set_free(s->allow_clients);
+	hashlb_prefix_set_free(s->deny_clients);
 	free(s);
 }
 
@@ -326,6 +331,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.no_backend += atomic_load_explicit(&w->no_backend, memory_order_relaxed);
 		c.bad_header += atomic_load_explicit(&w->bad_header, memory_order_relaxed);
 		c.untrusted += atomic_load_explicit(&w->untrusted, memory_order_relaxed);
+		c.denied += atomic_load_explicit(&w->denied, memory_order_relaxed);
 		c.queued_total += atomic_load_explicit(&w->queued, memory_order_relaxed);
 		c.queue_timeouts += atomic_load_explicit(&w->queue_timeouts, memory_order_relaxed);
 		c.queue_aborts += atomic_load_explicit(&w->queue_aborts, memory_order_relaxed);

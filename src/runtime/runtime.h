@@ -278,6 +278,8 @@ struct hlb_snapshot {
 	struct sockaddr_storage source; /* local address of backend connections */
 	socklen_t source_len; /* 0 = the kernel's choice */
 	struct hashlb_prefix_set *proxy_from; /* owned: who may send it; NULL = anyone */
+	struct hashlb_prefix_set *allow_clients; /* owned: NULL = every client */
+	struct hashlb_prefix_set *deny_clients; /* owned: NULL = none */
 	bool log_connections; /* one log line per connection when it ends */
 };
 
@@ -323,6 +325,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t no_backend; /* closed: every backend down or every connect failed */
 	_Atomic uint64_t bad_header; /* accept_proxy: closed, no valid PROXY header in time */
 	_Atomic uint64_t untrusted; /* accept_proxy_from: closed, from a source not listed */
+	_Atomic uint64_t denied; /* allow_clients/deny_clients: closed, a client not served */
 	_Atomic uint64_t queued; /* waited for a backend under its max_connections */
 	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
 	_Atomic uint64_t queue_aborts; /* closed: the client left while waiting in the queue */
@@ -336,6 +339,7 @@ struct hlb_service_counters {
 	uint64_t no_backend;
 	uint64_t bad_header;
 	uint64_t untrusted;
+	uint64_t denied;
 	uint64_t queued; /* waiting now */
 	uint64_t queued_total;
 	uint64_t queue_timeouts;

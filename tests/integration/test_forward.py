@@ -4,6 +4,7 @@ through splice, half-close propagated, 1,000 concurrent connections, max_connect
 idle timeout enforced."""
 import hashlib
 import random
+import re
 import socket
 import struct
 import threading
@@ -11,7 +12,7 @@ import time
 
 from ctltest import Lb, metric_sum
 from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
-                    run_tests)
+                    run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -365,6 +366,41 @@ def fd_limit():
     lb.stop()
 
 
+def allow_and_deny_clients():
+    """allow_clients / deny_clients: a client outside the allow list, or in the deny list, is
+    closed at once without reaching a backend, counted and logged (end=denied); the others are
+    served; a reload changes the lists for new connections, and one open from before stays."""
+    lists = 'allow_clients: [127.0.1.0/24, "::1"]\ndeny_clients: [127.0.1.5]'
+    lb = Lb(config(BACKENDS[:1], extra="log_connections: true\n" + lists),
+            args=("--admin", "127.0.0.1:0"))
+    allowed, denied, outside = "127.0.1.7", "127.0.1.5", "127.0.2.9"
+    check(who(lb.addr, allowed) == "a", "a client in allow_clients is served")
+    check(who(lb.addr, denied) == "", "one also in deny_clients is closed without a greeting")
+    check(who(lb.addr, outside) == "", "one outside allow_clients too")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_denied_total") == 2),
+          f"both counted: {metric_sum(lb, 'hashlb_service_denied_total')}")
+    svc = lb.service()
+    check(svc["connections"]["denied"] == 2 and svc["backends"][0]["total"] == 1,
+          f"the backend saw only the one served: {svc['connections']}")
+    check(svc["allow_clients"] == ["127.0.1.0/24", "::1/128"] and
+          svc["deny_clients"] == ["127.0.1.5/32"], f"the admin API shows the lists: {svc}")
+    check(lb.wait_log(rf"msg=connection .*client={re.escape(denied)}:\d+ .*end=denied") and
+          lb.wait_log(rf"msg=connection .*client={re.escape(outside)}:\d+ .*end=denied"),
+          "the connection log says end=denied for each")
+    held = connect(lb.addr, allowed)
+    check(read_line(held) == "a", "a connection from the allowed client, open")
+
+    lb.rewrite(config(BACKENDS[:1], extra="log_connections: true\ndeny_clients: [127.0.1.0/24]"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload: {se}")
+    check(who(lb.addr, allowed) == "", "after the reload the /24 is denied")
+    check(who(lb.addr, outside) == "a", "and a client outside it, with no allow list, served")
+    held.sendall(b"still\n")
+    check(read_line(held) == "still", "the connection from before the reload goes on")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
-           reset_midstream, buffers_exhausted, fd_limit])
+           reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients])

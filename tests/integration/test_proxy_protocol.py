@@ -314,5 +314,25 @@ def accept_proxy_from_only_the_listed():
     be.close()
 
 
+def deny_clients_by_the_header():
+    """With accept_proxy, allow_clients and deny_clients judge the client the header names,
+    not the proxy that sent it."""
+    be = ProxyBackend("none")
+    lb = Lb(config([("p", be.addr)],
+                   extra="accept_proxy: true\ndeny_clients: [203.0.113.0/24]",
+                   health=NO_CHECKS))
+    ok = expected("v1", ("198.51.100.1", 5555), ("192.0.2.1", 443))
+    bad = expected("v1", ("203.0.113.7", 5555), ("192.0.2.1", 443))
+    check(proxied(lb.addr, ok, b"ok-1") and b"ok-1" in be.by_id,
+          "a client the deny list does not name is served")
+    check(not proxied(lb.addr, bad, b"bad-1") and b"bad-1" not in be.by_id,
+          "one it names is closed, though its proxy is not listed")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_denied_total") == 1),
+          f"counted as denied: {metric_sum(lb, 'hashlb_service_denied_total')}")
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
-           accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed])
+           accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
+           deny_clients_by_the_header])

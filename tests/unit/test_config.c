@@ -423,6 +423,27 @@ static void test_resolve_localhost(void **state)
 	hashlb_config_free(c);
 }
 
+static void test_client_lists(void **state)
+{
+	struct hashlb_config *c =
+		load_ok(MINIMAL "    allow_clients: [10.0.0.0/8, \"2001:db8::/32\"]\n"
+				"    deny_clients: [10.1.2.3]\n");
+	const struct hashlb_service_cfg *s = &c->services[0];
+
+	(void)state;
+	assert_int_equal(s->n_allow_clients, 2);
+	assert_int_equal(s->allow_clients[0].len, 8);
+	assert_int_equal(s->allow_clients[1].family, AF_INET6);
+	assert_int_equal(s->n_deny_clients, 1);
+	assert_int_equal(s->deny_clients[0].len, 32);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    deny_clients: [10.0.0.1/8]\n", 7, 20, "network's first address");
+	expect_error(MINIMAL "    allow_clients: []\n", 7, 20, "1..4096");
+	expect_error(MINIMAL
+		     "    steering: kernel\n    interface: lo\n    allow_clients: [10.0.0.0/8]\n",
+		     9, 20, "'allow_clients' needs steering: userspace");
+}
+
 static void test_resolve_every(void **state)
 {
 	struct hashlb_config *c = load_ok(MINIMAL);
@@ -1489,6 +1510,7 @@ int main(void)
 		cmocka_unit_test(test_resolve_localhost),
 		cmocka_unit_test(test_addr_format),
 		cmocka_unit_test(test_resolve_every),
+		cmocka_unit_test(test_client_lists),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
