@@ -736,6 +736,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			hlb_pool_set_admin(next[i], b->admin);
 		if (b && nb->max_connections == b->cfg_max_conns)
 			atomic_store(&next[i]->rt->max_conns, atomic_load(&b->rt->max_conns));
+		if (b && nb->weight == b->cfg_weight)
+			next[i]->rt->weight = b->rt->weight;
 		full = true;
 	}
 	for (j = 0; j < s->n_backends; j++) {

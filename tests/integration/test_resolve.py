@@ -124,13 +124,15 @@ def names_resolved_and_followed_on_reload():
     # what an operator set at run time stays with the name when its address moves
     rc, so, se = lb.ctl("set", "a", "drain")
     rc2, so, se2 = lb.ctl("set", "a", "max_connections", "7")
-    check(rc == 0 and rc2 == 0, f"ctl set a drain, max_connections 7: {se} {se2}")
+    rc3, so, se3 = lb.ctl("set", "a", "weight", "3")
+    check(rc == 0 and rc2 == 0 and rc3 == 0,
+          f"ctl set a drain, max_connections 7, weight 3: {se} {se2} {se3}")
     names.set_hosts(f"127.0.0.1 alpha\n127.0.0.1 beta.example.test\n")
     rc, so, se = lb.ctl("reload")
     st = backend_of(lb, "a")
     check(rc == 0 and st["resolved"] == f"127.0.0.1:{port_a}" and st["state"] == "drain" and
-          st["max_connections"] == 7,
-          f"a moved back keeps the state and cap set at run time: {st}")
+          st["max_connections"] == 7 and st["weight"] == 3,
+          f"a moved back keeps the state, cap and weight set at run time: {st}")
     check(lb.stop() == 0, "exit 0")
     for x in (a, a2, b):
         x.stop()
