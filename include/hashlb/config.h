@@ -59,6 +59,9 @@ struct hashlb_backend_cfg {
 	uint32_t weight; /* default 1 */
 	uint32_t max_connections; /* at once; 0 = unlimited (default); above: next backend */
 	enum hashlb_admin_state admin; /* initial state, default ready */
+	/* takes clients only while no other backend can (every one that is
+	 * not a backup down, drained, in maint or of weight 0); default false */
+	bool backup;
 	struct hashlb_pos pos; /* where the backend's entry starts */
 };
 
@@ -266,6 +269,12 @@ const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_confi
  * Backend i of the table is s->backends[i]. Same return convention as
  * hashlb_table_build().
  */
+/*
+ * The backup rule over <n> backends: while any that is not a backup is up
+ * (not <down>) with a weight, every backup is down. Applied to <down>.
+ */
+void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, uint32_t n);
+
 int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
 				   struct hashlb_table **ret_table, struct hashlb_error *err);
 

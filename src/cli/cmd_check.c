@@ -129,7 +129,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 		len = (int)strlen(s->backends[i].address);
 		if (len > aw)
 			aw = len;
-		if (s->backends[i].admin == HASHLB_ADMIN_READY)
+		if (!hashlb_table_backend_down(t, i)) /* ready, and not a backup idle */
 			total += s->backends[i].weight;
 	}
 	printf("service %s\n", s->name);
@@ -181,13 +181,15 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       "SHARE", "IDEAL");
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		const struct hashlb_backend_cfg *b = &s->backends[i];
-		double ideal = b->admin == HASHLB_ADMIN_READY && total
+		double ideal = !hashlb_table_backend_down(t, i) && total
 				       ? 100.0 * b->weight / (double)total
 				       : 0.0;
 
 		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%", w, b->name, aw,
 		       b->address, b->weight, hashlb_admin_state_name(b->admin),
 		       100.0 * hashlb_table_share(t, i), ideal);
+		if (b->backup)
+			printf("  backup");
 		if (b->max_connections)
 			printf("  max_connections=%" PRIu32, b->max_connections);
 		if (hashlb_backend_named(b)) {

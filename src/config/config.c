@@ -200,7 +200,7 @@ static const char *const health_keys[] = {
 };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
-	"name", "address", "weight", "state", "max_connections", NULL,
+	"name", "address", "weight", "state", "max_connections", "backup", NULL,
 };
 
 /* Where each key lives, to tell a key written at the wrong level where it goes. */
@@ -744,6 +744,9 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 		if (r < 0)
 			return r;
 	}
+	v = map_get(m, "backup");
+	if (v && (r = get_bool(ld, v, "backup", &b->backup)) < 0)
+		return r;
 	v = map_get(m, "max_connections");
 	if (v) {
 		r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
@@ -1706,21 +1709,45 @@ const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_confi
 	return NULL;
 }
 
+void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, uint32_t n)
+{
+	bool primary_up = false;
+
+	for (uint32_t i = 0; i < n; i++)
+		primary_up |= !backup[i] && !down[i] && weight[i] > 0;
+	for (uint32_t i = 0; i < n && primary_up; i++)
+		down[i] |= backup[i];
+}
+
 int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
 				   struct hashlb_table **ret_table, struct hashlb_error *err)
 {
-	struct hashlb_backend_spec *specs;
-	int r;
+	uint32_t n = s->n_backends ? s->n_backends : 1;
+	struct hashlb_backend_spec *specs = calloc(n, sizeof(*specs));
+	uint32_t *weight = calloc(n, sizeof(*weight));
+	bool *down = calloc(n, sizeof(*down)), *backup = calloc(n, sizeof(*backup));
+	int r = -ENOMEM;
 
-	specs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*specs));
-	if (!specs)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	if (!specs || !weight || !down || !backup) {
+		r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		weight[i] = s->backends[i].weight;
+		down[i] = s->backends[i].admin != HASHLB_ADMIN_READY;
+		backup[i] = s->backends[i].backup;
+	}
+	hashlb_backup_rule(down, backup, weight, s->n_backends);
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		specs[i].name = s->backends[i].name;
-		specs[i].weight = s->backends[i].weight;
-		specs[i].down = s->backends[i].admin != HASHLB_ADMIN_READY;
+		specs[i].weight = weight[i];
+		specs[i].down = down[i];
 	}
 	r = hashlb_table_build(&s->table, specs, s->n_backends, ret_table, err);
+out:
 	free(specs);
+	free(weight);
+	free(down);
+	free(backup);
 	return r;
 }

@@ -129,6 +129,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 	hlb_buf_puts(o, ",\"resolved\":");
 	hlb_buf_json_str(o, addr);
+	hlb_buf_printf(o, ",\"backup\":%s", b->rt->backup ? "true" : "false");
 	hlb_buf_printf(
 		o,
 		",\"weight\":%u,\"state\":\"%s\",\"health\":\"%s\",\"in_table\":%s,"

@@ -700,6 +700,10 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				b->rt->weight = nb->weight;
 				full = true;
 			}
+			if (nb->backup != b->rt->backup) {
+				b->rt->backup = nb->backup;
+				full = true;
+			}
 			/* a cap the config changes applies to new connections at
 			 * once (none is closed); one set at runtime stays otherwise */
 			if (nb->max_connections != b->cfg_max_conns) {

@@ -32,6 +32,7 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	b->addr = cfg->addr;
 	b->addr_len = cfg->addr_len;
 	b->weight = cfg->weight;
+	b->backup = cfg->backup;
 	atomic_init(&b->admin, (int)cfg->admin);
 	atomic_init(&b->healthy, true);
 	atomic_init(&b->consecutive_fail, 0);
@@ -198,22 +199,54 @@ int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend 
 	return hlb_snapshot_rebuild(NULL, cfg, backends, generation, ret_snap, err);
 }
 
+/*
+ * Which of <n> backends the table takes as down: those not usable, and the
+ * backups while another can take clients. NULL when out of memory.
+ */
+static bool *backends_down(struct hlb_backend *const *backends, uint32_t n)
+{
+	bool *down = calloc(n ? n : 1, sizeof(*down)), *backup = calloc(n ? n : 1, sizeof(*backup));
+	uint32_t *weight = calloc(n ? n : 1, sizeof(*weight));
+
+	if (!down || !backup || !weight) {
+		free(down);
+		down = NULL;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		down[i] = !hlb_backend_usable(backends[i]);
+		backup[i] = backends[i]->backup;
+		weight[i] = backends[i]->weight;
+	}
+	hashlb_backup_rule(down, backup, weight, n);
+out:
+	free(backup);
+	free(weight);
+	return down;
+}
+
 int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_service_cfg *cfg,
 			 struct hlb_backend *const *backends, uint64_t generation,
 			 struct hlb_snapshot **ret_snap, struct hashlb_error *err)
 {
 	struct hashlb_backend_spec *specs;
 	struct hlb_snapshot *s;
+	bool *down;
 	int r;
 
 	specs = calloc(cfg->n_backends ? cfg->n_backends : 1, sizeof(*specs));
-	if (!specs)
+	down = backends_down(backends, cfg->n_backends);
+	if (!specs || !down) {
+		free(specs);
+		free(down);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	}
 	for (uint32_t i = 0; i < cfg->n_backends; i++) {
 		specs[i].name = backends[i]->name;
 		specs[i].weight = backends[i]->weight;
-		specs[i].down = !hlb_backend_usable(backends[i]);
+		specs[i].down = down[i];
 	}
+	free(down);
 	r = snapshot_alloc(cfg->n_backends, backends, &s);
 	if (r < 0) {
 		free(specs);
@@ -239,11 +272,9 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 	bool *down;
 	int r;
 
-	down = calloc(cur->n_backends ? cur->n_backends : 1, sizeof(*down));
+	down = backends_down(cur->backends, cur->n_backends);
 	if (!down)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	for (uint32_t i = 0; i < cur->n_backends; i++)
-		down[i] = !hlb_backend_usable(cur->backends[i]);
 	r = snapshot_alloc(cur->n_backends, cur->backends, &s);
 	if (r < 0) {
 		free(down);

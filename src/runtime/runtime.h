@@ -160,6 +160,7 @@ struct hlb_backend {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint32_t weight; /* configured */
+	bool backup; /* takes clients only while no other can (control thread only) */
 	_Atomic int admin; /* enum hashlb_admin_state; written by the control plane */
 	atomic_bool healthy; /* last verdict of the health checker; starts true */
 	atomic_uint consecutive_fail; /* passive health, see above */

@@ -53,6 +53,39 @@ def killed_backend_down_then_up():
         b.stop()
 
 
+def backup_takes_over():
+    """backup: true: the backup takes no client while another backend can; when every other
+    is down (health checks) it takes them all, and when one comes back the clients return to
+    it; a drained primary counts as unable; hashlb check shows the backup with no share."""
+    bs = [Backend(n) for n in ("a", "b", "c")]
+    lb = Lb(config([("a", bs[0].addr), ("b", bs[1].addr), ("c", bs[2].addr, "backup: true")]))
+    clients = [client_ip(i * 7919) for i in range(60)]
+    got = {c: who(lb.addr, c) for c in clients}
+    check(set(got.values()) == {"a", "b"}, f"the backup takes no client: {set(got.values())}")
+    c_st = lb.backend("c")
+    check(c_st["backup"] and not c_st["in_table"] and c_st["health"] == "up",
+          f"status: backup, up, not in the table: {c_st}")
+
+    for b in bs[:2]:
+        b.stop()
+    took = lb.wait(lambda: lb.backend("c")["in_table"], timeout=10, step=0.02)
+    check(took is not None, "with a and b down, the backup is in the table")
+    check(all(who(lb.addr, c) == "c" for c in clients), "and takes every client")
+
+    bs[0] = Backend("a", bs[0].port)
+    check(lb.wait(lambda: not lb.backend("c")["in_table"], timeout=10, step=0.02) is not None,
+          "a back: the backup leaves the table")
+    check(all(who(lb.addr, c) == "a" for c in clients), "every client on a (b still down)")
+
+    rc, so, se = lb.ctl("set", "a", "drain")
+    check(rc == 0 and lb.wait(lambda: lb.backend("c")["in_table"], timeout=5) is not None,
+          f"a drained, b down: the backup takes over again {se}")
+    check(all(who(lb.addr, c) == "c" for c in clients[:20]), "new clients go to the backup")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
 def passive_failures_count_toward_fall():
     """Checks every 10 s, yet a backend that refuses real connections goes down at once."""
     bs = [Backend(n) for n in "abc"]
@@ -219,5 +252,5 @@ def payload_checks():
     y.close()
 
 
-run_tests([killed_backend_down_then_up, passive_failures_count_toward_fall,
+run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks])

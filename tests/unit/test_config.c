@@ -444,6 +444,42 @@ static void test_client_lists(void **state)
 		     9, 20, "'allow_clients' needs steering: userspace");
 }
 
+/* The backup takes no client while a backend that is not one can take some. */
+static void test_backup(void **state)
+{
+	static const struct {
+		const char *a_extra; /* backend a's state or weight */
+		bool backup_down;
+	} cases[] = {
+		{ "", true },
+		{ "        state: drain\n", false },
+		{ "        state: maint\n", false },
+		{ "        weight: 0\n", false },
+	};
+	char yaml[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hashlb_config *c;
+		struct hashlb_table *t = NULL;
+		struct hashlb_error err;
+
+		snprintf(yaml, sizeof(yaml),
+			 "services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+			 "      - name: a\n        address: 127.0.0.1:9001\n%s"
+			 "      - name: b\n        address: 127.0.0.1:9002\n        backup: true\n",
+			 cases[i].a_extra);
+		c = load_ok(yaml);
+		assert_true(c->services[0].backends[1].backup);
+		assert_false(c->services[0].backends[0].backup);
+		assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], &t, &err), 0);
+		assert_int_equal(hashlb_table_backend_down(t, 1), cases[i].backup_down);
+		hashlb_table_free(t);
+		hashlb_config_free(c);
+	}
+	expect_error(MINIMAL "        backup: maybe\n", 7, 17, "'backup'");
+}
+
 static void test_resolve_every(void **state)
 {
 	struct hashlb_config *c = load_ok(MINIMAL);
@@ -1511,6 +1547,7 @@ int main(void)
 		cmocka_unit_test(test_addr_format),
 		cmocka_unit_test(test_resolve_every),
 		cmocka_unit_test(test_client_lists),
+		cmocka_unit_test(test_backup),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
