@@ -101,6 +101,9 @@ struct hashlb_service_cfg {
 	 * it (HAProxy's abortonclose); one that resets always is. Needs the queue */
 	bool abort_on_close;
 	uint32_t max_connections; /* default 10000; 0 = unlimited */
+	/* open connections one client address may hold; more are closed at
+	 * once. 0 = no limit (default); userspace steering only */
+	uint32_t max_connections_per_client;
 	uint32_t connect_retries; /* further backends of the preference list; default 2 */
 	uint32_t slow_start_ms; /* weight ramp for a backend that comes up; 0 = off */
 	double balance_factor; /* bounded load, e.g. 1.25; 0 = off */

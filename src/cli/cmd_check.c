@@ -140,8 +140,11 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       "ms queue=%" PRIu32 "ms%s\n",
 	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms, s->queue_timeout_ms,
 	       s->abort_on_close ? " (abort_on_close)" : "");
-	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32 "\n",
+	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32,
 	       s->max_connections, s->connect_retries);
+	if (s->max_connections_per_client)
+		printf(" max_connections_per_client=%" PRIu32, s->max_connections_per_client);
+	printf("\n");
 	if (s->proxy_protocol)
 		printf("  proxy        PROXY protocol %s to the backends\n",
 		       hashlb_proxy_protocol_name(s->proxy_protocol));

@@ -175,6 +175,7 @@ static const char *const service_keys[] = {
 	"seed",
 	"timeouts",
 	"max_connections",
+	"max_connections_per_client",
 	"connect_retries",
 	"slow_start",
 	"balance_factor",
@@ -1068,6 +1069,12 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	    (r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
 			       &s->max_connections)) < 0)
 		return r;
+	if ((v = map_get(m, "max_connections_per_client"))) {
+		r = get_u32_range(ld, v, "max_connections_per_client", 0, MAX_CONNECTIONS_MAX,
+				  &s->max_connections_per_client);
+		if (r < 0)
+			return r;
+	}
 	if ((v = map_get(m, "connect_retries")) &&
 	    (r = get_u32_range(ld, v, "connect_retries", 0, CONNECT_RETRIES_MAX,
 			       &s->connect_retries)) < 0)
@@ -1144,6 +1151,11 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 	}
+	v = map_get(m, "max_connections_per_client");
+	if (s->max_connections_per_client &&
+	    (r = userspace_only(ld, v, s, "max_connections_per_client",
+				"opens no connection to count")) < 0)
+		return r;
 	r = load_client_list(ld, m, s, "allow_clients", &s->allow_clients, &s->n_allow_clients);
 	if (r == 0)
 		r = load_client_list(ld, m, s, "deny_clients", &s->deny_clients,

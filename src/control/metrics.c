@@ -263,6 +263,8 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "with abort_on_close." },
 		{ "hashlb_service_denied_total", "counter",
 		  "allow_clients/deny_clients: connections closed at once, a client not served." },
+		{ "hashlb_service_client_limited_total", "counter",
+		  "Connections closed at once: their client held max_connections_per_client." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -343,6 +345,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 20:
 				v = (double)c.denied;
+				break;
+			case 21:
+				v = (double)c.client_limited;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 
 #include "balance.h"
 #include "pool.h"
+#include "runtime/clients.h"
 
 struct subscriber {
 	hlb_publish_fn fn;
@@ -224,10 +226,40 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	return ret;
 }
 
+/*
+ * The service's table of connections per client, made before the first
+ * snapshot that sets max_connections_per_client is published: room for as
+ * many clients as the process can hold connections (two descriptors
+ * each), or the service's max_connections if lower. Out of memory: the
+ * limit is not enforced (logged), nothing else fails.
+ */
+static void service_clients_table(struct hlb_pool_service *s, const struct hlb_snapshot *snap)
+{
+	struct rlimit rl = { 0 };
+	struct hlb_clients *t;
+	uint64_t room;
+
+	if (!snap->max_per_client || atomic_load(&s->rt->clients))
+		return;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	room = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 22) ? 1u << 21
+									: rl.rlim_cur / 2;
+	if (snap->max_connections && snap->max_connections < room)
+		room = snap->max_connections;
+	if (hlb_clients_new((uint32_t)room, &t) < 0) {
+		pool_log(s->pool, true,
+			 "out of memory for max_connections_per_client, not enforced", "service=%s",
+			 s->cfg->name);
+		return;
+	}
+	atomic_store_explicit(&s->rt->clients, t, memory_order_release);
+}
+
 static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *snap)
 {
 	struct hlb_pool *p = s->pool;
 
+	service_clients_table(s, snap);
 	/* -ENOMEM leaks the old snapshot rather than freeing it early. */
 	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
@@ -796,6 +828,7 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->drain_timeout_ms == b->drain_timeout_ms &&
 	       a->queue_timeout_ms == b->queue_timeout_ms &&
 	       a->abort_on_close == b->abort_on_close && a->max_connections == b->max_connections &&
+	       a->max_connections_per_client == b->max_connections_per_client &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
 	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy &&
 	       a->keepalive.enabled == b->keepalive.enabled &&

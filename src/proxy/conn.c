@@ -55,6 +55,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "control/balance.h"
 #include "log.h"
 #include "proxyhdr.h"
@@ -211,6 +212,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_BAD_HEADER] = "bad_header",
 	[CONN_END_QUEUE_TIMEOUT] = "queue_timeout",
 	[CONN_END_DENIED] = "denied",
+	[CONN_END_CLIENT_LIMIT] = "client_limit",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -317,6 +319,9 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 			conn_unclaim(w, c);
 		hlb_backend_unref(c->be);
 	}
+	if (c->per_client)
+		hlb_clients_release(atomic_load_explicit(&svc->clients, memory_order_relaxed),
+				    c->client);
 	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 	hlb_service_unref(svc);
 	free(c->orig);
@@ -810,6 +815,26 @@ static int client_addrs(int fd, struct sockaddr_storage addr[2], bool want_dst)
 	return 0;
 }
 
+/*
+ * Count <c> among its client's open connections (max_connections_per_client,
+ * the address in c->client); false if the client holds the limit already:
+ * then <c> is closed and counted. A table with no room for a new client
+ * lets it through uncounted rather than refuse it.
+ */
+static bool conn_claim_client(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
+{
+	struct hlb_clients *t = atomic_load_explicit(&c->svc->clients, memory_order_acquire);
+	int r = t ? hlb_clients_claim(t, c->client, snap->max_per_client) : -ENOSPC;
+
+	if (r == 0) {
+		hlb_stat_add(&c->svc->wstats[w->id].client_limited, 1);
+		conn_abort(w, c, CONN_END_CLIENT_LIMIT);
+		return false;
+	}
+	c->per_client = r == 1;
+	return true;
+}
+
 /* Hash the client at addr[0] (and addr[1] for the 4-tuple key) and connect. May free <c>. */
 static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 		       const struct sockaddr_storage addr[2])
@@ -834,6 +859,8 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 	/* for the connection log: cheaper kept than a branch on it */
 	memcpy(c->client, &t, sizeof(c->client));
 	c->client_set = true;
+	if (snap->max_per_client && !conn_claim_client(w, c, snap))
+		return;
 	if (!conn_connect(w, c, snap, NULL))
 		conn_no_backend(w, c, snap);
 }

@@ -117,6 +117,7 @@ enum conn_end {
 	CONN_END_BAD_HEADER, /* accept_proxy: no valid PROXY header in time */
 	CONN_END_QUEUE_TIMEOUT, /* queued, and no backend had room within timeouts.queue */
 	CONN_END_DENIED, /* allow_clients/deny_clients: a client not served */
+	CONN_END_CLIENT_LIMIT, /* the client holds max_connections_per_client already */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };
@@ -150,7 +151,8 @@ struct conn {
 	uint32_t start_ms; /* accepted, worker clock */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
-	bool watch; /* an OP_QUEUE_WATCH poll is in flight on the client */
+	bool watch : 1; /* an OP_QUEUE_WATCH poll is in flight on the client */
+	bool per_client : 1; /* counted in svc->clients under the <client> address */
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "runtime.h"
 
 int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
@@ -110,6 +111,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->queue_timeout_ms = cfg->queue_timeout_ms;
 	s->abort_on_close = cfg->abort_on_close;
 	s->max_connections = cfg->max_connections;
+	s->max_per_client = cfg->max_connections_per_client;
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;
 	s->proxy_protocol = cfg->proxy_protocol;
@@ -324,6 +326,7 @@ int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **r
 	atomic_init(&s->refs, 1);
 	atomic_init(&s->snap, NULL);
 	atomic_init(&s->active, 0);
+	atomic_init(&s->clients, NULL);
 	s->n_workers = n_workers;
 	*ret_service = s;
 	return 0;
@@ -343,6 +346,7 @@ void hlb_service_unref(struct hlb_service *s)
 		s->control_free(s->control);
 	/* The last reference: no worker can reach the snapshot any more. */
 	hlb_snapshot_free(atomic_load_explicit(&s->snap, memory_order_relaxed));
+	hlb_clients_free(atomic_load_explicit(&s->clients, memory_order_relaxed));
 	free(s->wstats);
 	free(s->name);
 	free(s);
@@ -363,6 +367,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.bad_header += atomic_load_explicit(&w->bad_header, memory_order_relaxed);
 		c.untrusted += atomic_load_explicit(&w->untrusted, memory_order_relaxed);
 		c.denied += atomic_load_explicit(&w->denied, memory_order_relaxed);
+		c.client_limited += atomic_load_explicit(&w->client_limited, memory_order_relaxed);
 		c.queued_total += atomic_load_explicit(&w->queued, memory_order_relaxed);
 		c.queue_timeouts += atomic_load_explicit(&w->queue_timeouts, memory_order_relaxed);
 		c.queue_aborts += atomic_load_explicit(&w->queue_aborts, memory_order_relaxed);

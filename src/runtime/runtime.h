@@ -270,6 +270,7 @@ struct hlb_snapshot {
 	uint32_t queue_timeout_ms; /* 0 = no queue: closed when every backend is full */
 	bool abort_on_close; /* a client's FIN takes it out of the queue */
 	uint32_t max_connections; /* 0 = unlimited */
+	uint32_t max_per_client; /* max_connections_per_client, 0 = none */
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
@@ -327,6 +328,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t bad_header; /* accept_proxy: closed, no valid PROXY header in time */
 	_Atomic uint64_t untrusted; /* accept_proxy_from: closed, from a source not listed */
 	_Atomic uint64_t denied; /* allow_clients/deny_clients: closed, a client not served */
+	_Atomic uint64_t client_limited; /* closed: the client at max_connections_per_client */
 	_Atomic uint64_t queued; /* waited for a backend under its max_connections */
 	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
 	_Atomic uint64_t queue_aborts; /* closed: the client left while waiting in the queue */
@@ -341,6 +343,7 @@ struct hlb_service_counters {
 	uint64_t bad_header;
 	uint64_t untrusted;
 	uint64_t denied;
+	uint64_t client_limited;
 	uint64_t queued; /* waiting now */
 	uint64_t queued_total;
 	uint64_t queue_timeouts;
@@ -353,6 +356,8 @@ struct hlb_service_counters {
  * a service removed by a reload lives until its last connection closes.
  * A reload keeps the object of a service whose name is unchanged.
  */
+struct hlb_clients; /* clients.h */
+
 struct hlb_service {
 	atomic_uint refs;
 	uint32_t n_workers;
@@ -360,6 +365,10 @@ struct hlb_service {
 	_Atomic(struct hlb_snapshot *) snap; /* current; never NULL once published */
 	atomic_uint_fast64_t active; /* connections open now (max_connections) */
 	atomic_uint queued; /* of those, waiting in a worker's queue (timeouts.queue) */
+	/* max_connections_per_client: open connections per client address,
+	 * made by the control plane before the first snapshot that sets the
+	 * limit is published, then kept for the service's life */
+	_Atomic(struct hlb_clients *) clients;
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;

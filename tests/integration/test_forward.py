@@ -401,6 +401,49 @@ def allow_and_deny_clients():
     check(lb.stop() == 0, "exit 0")
 
 
+def connections_per_client():
+    """max_connections_per_client: one client address holds at most N connections at once
+    (whatever its ports); one more is closed at once, counted and logged end=client_limit,
+    and other clients are not affected; a close frees a place; a reload changes N."""
+    cfg = "log_connections: true\nmax_connections_per_client: 3"
+    lb = Lb(config(BACKENDS, extra=cfg), args=("--admin", "127.0.0.1:0"))
+    busy, other = "127.0.3.1", "127.0.3.2"
+    held = [connect(lb.addr, busy) for _ in range(3)]
+    check(all(read_line(s) for s in held), "a client's first three connections are served")
+    check(who(lb.addr, busy) == "", "a fourth from the same address is closed without a greeting")
+    check(who(lb.addr, other) != "", "another client is served")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_client_limited_total") == 1),
+          f"counted: {metric_sum(lb, 'hashlb_service_client_limited_total')}")
+    check(lb.service()["connections"]["client_limited"] == 1 and
+          lb.service()["max_connections_per_client"] == 3, "the admin API shows it")
+    check(lb.wait_log(rf"msg=connection .*client={re.escape(busy)}:\d+ .*end=client_limit"),
+          "the connection log says end=client_limit")
+
+    # many clients at their limit at once: the count is per address, not per service
+    crowd = [connect(lb.addr, client_ip(5000 + i)) for i in range(100) for _ in range(3)]
+    check(all(read_line(s) for s in crowd), "100 other clients with 3 connections each: served")
+    for s in crowd:
+        s.close()
+
+    held.pop().close()
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 2, timeout=10) is not None,
+          "one of the three closed")
+    s = connect(lb.addr, busy)
+    check(read_line(s) != "", "its place is free again")
+    held.append(s)
+
+    lb.rewrite(config(BACKENDS, extra="log_connections: true\nmax_connections_per_client: 5"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to 5: {se}")
+    more = [connect(lb.addr, busy) for _ in range(2)]
+    check(all(read_line(s) for s in more), "after the reload two more are served")
+    check(who(lb.addr, busy) == "", "and the sixth is closed")
+    for s in held + more:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
-           reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients])
+           reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients,
+           connections_per_client])

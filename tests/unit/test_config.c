@@ -439,6 +439,12 @@ static void test_client_lists(void **state)
 	hashlb_config_free(c);
 	expect_error(MINIMAL "    deny_clients: [10.0.0.1/8]\n", 7, 20, "network's first address");
 	expect_error(MINIMAL "    allow_clients: []\n", 7, 20, "1..4096");
+	c = load_ok(MINIMAL "    max_connections_per_client: 12\n");
+	assert_int_equal(c->services[0].max_connections_per_client, 12);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    steering: kernel\n    interface: lo\n"
+			     "    max_connections_per_client: 5\n",
+		     9, 33, "'max_connections_per_client' needs steering: userspace");
 	expect_error(MINIMAL
 		     "    steering: kernel\n    interface: lo\n    allow_clients: [10.0.0.0/8]\n",
 		     9, 20, "'allow_clients' needs steering: userspace");

@@ -3,6 +3,8 @@
  * online worker passed a quiescent point, never while one may hold it; backends live
  * while referenced; refresh marks exactly the unusable backends down; counters sum. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/clients.h"
 #include "runtime/runtime.h"
 
 static int freed;
@@ -174,6 +177,112 @@ static void test_counters_sum_over_workers(void **state)
 	hlb_backend_unref(b);
 }
 
+/* Client <k> of a small universe, as a canonical address: ::ffff:10.x.y.z. */
+static void client_addr(uint32_t k, uint8_t addr[16])
+{
+	memset(addr, 0, 16);
+	addr[10] = addr[11] = 0xff;
+	addr[12] = 10;
+	addr[13] = (uint8_t)(k >> 16);
+	addr[14] = (uint8_t)(k >> 8);
+	addr[15] = (uint8_t)k;
+}
+
+/*
+ * hlb_clients against a plain array of counts, over random claims and
+ * releases (a fixed seed) of 1,000 clients in a table sized for 64: every
+ * shard collides, wraps and fills, deletions shift runs back. The counts
+ * always agree; a claim refuses exactly at the limit; a full shard counts
+ * nothing and says so.
+ */
+static void test_clients_match_a_reference(void **state)
+{
+	enum { N = 1000, LIMIT = 3, OPS = 200000 };
+	static uint32_t ref[1000];
+	struct hlb_clients *t;
+	uint64_t x = 0x2545f4914f6cdd1dull, live = 0, full = 0;
+	uint8_t addr[16];
+
+	(void)state;
+	memset(ref, 0, sizeof(ref));
+	assert_int_equal(hlb_clients_new(64, &t), 0);
+	for (uint32_t op = 0; op < OPS; op++) {
+		uint32_t k;
+		int r;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = (uint32_t)(x % N);
+		client_addr(k, addr);
+		if (x & (1ull << 40) && ref[k]) {
+			hlb_clients_release(t, addr);
+			live -= --ref[k] == 0;
+		} else {
+			r = hlb_clients_claim(t, addr, LIMIT);
+			if (ref[k] >= LIMIT) {
+				assert_int_equal(r, 0);
+			} else if (ref[k] > 0) {
+				assert_int_equal(r, 1);
+				ref[k]++;
+			} else if (r == -ENOSPC) {
+				full++;
+			} else {
+				assert_int_equal(r, 1);
+				ref[k] = 1;
+				live++;
+			}
+		}
+		assert_int_equal(hlb_clients_count(t, addr), ref[k]);
+		if (op % 1000 == 0) {
+			for (uint32_t j = 0; j < N; j++) {
+				client_addr(j, addr);
+				assert_int_equal(hlb_clients_count(t, addr), ref[j]);
+			}
+			assert_int_equal(hlb_clients_size(t), live);
+		}
+	}
+	assert_true(full > 0); /* the full-shard case did happen */
+	hlb_clients_free(t);
+}
+
+struct clients_thread {
+	struct hlb_clients *t;
+	uint32_t id;
+};
+
+static void *clients_worker(void *arg)
+{
+	struct clients_thread *ct = arg;
+	uint8_t addr[16];
+
+	for (uint32_t i = 0; i < 100000; i++) {
+		client_addr((i * 7 + ct->id) % 50, addr);
+		if (hlb_clients_claim(ct->t, addr, 1000) == 1)
+			hlb_clients_release(ct->t, addr);
+	}
+	return NULL;
+}
+
+/* Four threads claiming and releasing the same clients: nothing left over. */
+static void test_clients_threads(void **state)
+{
+	struct clients_thread ct[4];
+	pthread_t th[4];
+	struct hlb_clients *t;
+
+	(void)state;
+	assert_int_equal(hlb_clients_new(1000, &t), 0);
+	for (uint32_t i = 0; i < 4; i++) {
+		ct[i] = (struct clients_thread){ t, i };
+		assert_int_equal(pthread_create(&th[i], NULL, clients_worker, &ct[i]), 0);
+	}
+	for (uint32_t i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(hlb_clients_size(t), 0);
+	hlb_clients_free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +290,8 @@ int main(void)
 		cmocka_unit_test(test_rcu_going_offline_is_quiescent),
 		cmocka_unit_test(test_snapshot_refresh_and_publish),
 		cmocka_unit_test(test_counters_sum_over_workers),
+		cmocka_unit_test(test_clients_match_a_reference),
+		cmocka_unit_test(test_clients_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Open connections per client address (clients.h). Written here: the
+ * libraries Debian packages for hash maps (glib's GHashTable, uthash) are
+ * neither shared between threads nor bounded in memory; this is one
+ * fixed-size table per shard, sized once, under a mutex held for a few
+ * dozen instructions.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clients.h"
+
+struct slot {
+	uint8_t addr[16];
+	uint32_t count; /* 0 = empty */
+};
+
+struct shard {
+	pthread_mutex_t lock;
+	uint32_t mask; /* slots - 1, a power of two */
+	uint32_t used;
+	struct slot *slots;
+} __attribute__((aligned(64)));
+
+struct hlb_clients {
+	struct shard shards[HLB_CLIENTS_SHARDS];
+};
+
+static uint64_t addr_hash(const uint8_t addr[16])
+{
+	uint64_t a, b, h;
+
+	memcpy(&a, addr, 8);
+	memcpy(&b, addr + 8, 8);
+	h = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 31;
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 29);
+}
+
+static struct shard *shard_of(struct hlb_clients *t, uint64_t h)
+{
+	return &t->shards[h % HLB_CLIENTS_SHARDS];
+}
+
+static uint32_t home_of(const struct shard *s, uint64_t h)
+{
+	return (uint32_t)(h / HLB_CLIENTS_SHARDS) & s->mask;
+}
+
+/* The slot holding <addr>, or the empty one ending its probe run. Locked. */
+static uint32_t slot_find(const struct shard *s, const uint8_t addr[16], uint64_t h)
+{
+	uint32_t i = home_of(s, h);
+
+	while (s->slots[i].count && memcmp(s->slots[i].addr, addr, 16) != 0)
+		i = (i + 1) & s->mask;
+	return i;
+}
+
+int hlb_clients_new(uint32_t max_clients, struct hlb_clients **ret_clients)
+{
+	struct hlb_clients *t = aligned_alloc(64, sizeof(*t));
+	uint64_t want = (uint64_t)max_clients * 2 / HLB_CLIENTS_SHARDS + 16, n = 16;
+
+	if (!t)
+		return -ENOMEM;
+	memset(t, 0, sizeof(*t));
+	while (n < want)
+		n <<= 1;
+	for (uint32_t i = 0; i < HLB_CLIENTS_SHARDS; i++) {
+		struct shard *s = &t->shards[i];
+
+		pthread_mutex_init(&s->lock, NULL);
+		s->mask = (uint32_t)n - 1;
+		s->slots = calloc(n, sizeof(*s->slots));
+		if (!s->slots) {
+			hlb_clients_free(t);
+			return -ENOMEM;
+		}
+	}
+	*ret_clients = t;
+	return 0;
+}
+
+void hlb_clients_free(struct hlb_clients *t)
+{
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < HLB_CLIENTS_SHARDS; i++) {
+		free(t->shards[i].slots);
+		pthread_mutex_destroy(&t->shards[i].lock);
+	}
+	free(t);
+}
+
+int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t limit)
+{
+	uint64_t h = addr_hash(addr);
+	struct shard *s = shard_of(t, h);
+	struct slot *e;
+	int r = 1;
+
+	pthread_mutex_lock(&s->lock);
+	e = &s->slots[slot_find(s, addr, h)];
+	if (e->count >= limit) {
+		r = 0;
+	} else if (e->count) {
+		e->count++;
+	} else if ((uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3) {
+		r = -ENOSPC; /* kept under 3/4 full: probe runs stay short */
+	} else {
+		memcpy(e->addr, addr, 16);
+		e->count = 1;
+		s->used++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void hlb_clients_release(struct hlb_clients *t, const uint8_t addr[16])
+{
+	uint64_t h = addr_hash(addr);
+	struct shard *s = shard_of(t, h);
+	uint32_t i, j;
+
+	pthread_mutex_lock(&s->lock);
+	i = slot_find(s, addr, h);
+	if (!s->slots[i].count || --s->slots[i].count) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	/* Backward-shift deletion: pull each later entry of the run whose
+	 * home is not in (i, j] into the hole, so no probe stops short. */
+	s->used--;
+	for (j = i;;) {
+		uint32_t k;
+
+		j = (j + 1) & s->mask;
+		if (!s->slots[j].count)
+			break;
+		k = home_of(s, addr_hash(s->slots[j].addr));
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		s->slots[i] = s->slots[j];
+		i = j;
+	}
+	s->slots[i].count = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+uint32_t hlb_clients_count(struct hlb_clients *t, const uint8_t addr[16])
+{
+	uint64_t h = addr_hash(addr);
+	struct shard *s = shard_of(t, h);
+	uint32_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->slots[slot_find(s, addr, h)].count;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+uint64_t hlb_clients_size(struct hlb_clients *t)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < HLB_CLIENTS_SHARDS; i++) {
+		pthread_mutex_lock(&t->shards[i].lock);
+		n += t->shards[i].used;
+		pthread_mutex_unlock(&t->shards[i].lock);
+	}
+	return n;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Open connections per client address, for a service's
+ * max_connections_per_client: shared by every worker, exact (not a sketch:
+ * an operator's limit of 10 means 10), each address's count under the lock
+ * of one of HLB_CLIENTS_SHARDS shards so workers rarely meet.
+ *
+ * A client is its canonical 16-byte address (tuple.h: IPv4 as IPv4-mapped
+ * IPv6); its port does not count. Each shard is an open-addressing table
+ * with linear probing and backward-shift deletion: no tombstones, so a long
+ * run of connects and closes never slows the probes down.
+ */
+#ifndef HLB_CLIENTS_H
+#define HLB_CLIENTS_H
+
+#include <stdint.h>
+
+#define HLB_CLIENTS_SHARDS 16u
+
+struct hlb_clients;
+
+/*
+ * A table for up to <max_clients> distinct clients at once (rounded up,
+ * with room to spare so probes stay short). -ENOMEM or 0.
+ */
+int hlb_clients_new(uint32_t max_clients, struct hlb_clients **ret_clients);
+void hlb_clients_free(struct hlb_clients *t); /* accepts NULL */
+
+/*
+ * One more connection of client <addr> if it has fewer than <limit> open:
+ * 1 (counted: release it once closed), 0 (at its limit: nothing counted),
+ * or -ENOSPC when its shard is full (nothing counted: the caller lets the
+ * connection through, so the table's size never refuses a client).
+ */
+int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t limit);
+/* One connection of <addr> closed; it must have been claimed. */
+void hlb_clients_release(struct hlb_clients *t, const uint8_t addr[16]);
+/* Open connections of <addr> now (tests, the admin API). */
+uint32_t hlb_clients_count(struct hlb_clients *t, const uint8_t addr[16]);
+/* Distinct clients with a connection open now. */
+uint64_t hlb_clients_size(struct hlb_clients *t);
+
+#endif
