@@ -66,6 +66,10 @@ int hashlb_tuple_from_sockaddr(const struct sockaddr *src, const struct sockaddr
  */
 int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple);
 
+/* A canonical 16-byte address as text: "a.b.c.d" when IPv4-mapped, else IPv6. */
+#define HASHLB_ADDR16_STRLEN 46
+void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size);
+
 /* XXH64 of the key's prefix of <t> with <seed>. */
 uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, uint64_t seed);
 

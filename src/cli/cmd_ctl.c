@@ -31,6 +31,9 @@ static void usage(FILE *f)
 		   "                                  fingerprint, each backend's share\n"
 		   "  lookup [-s SERVICE] CLIENT...   the backend and preference list of each\n"
 		   "                                  client address (ADDR or ADDR:PORT)\n"
+		   "  clients [-s SERVICE] [N]        the N clients (default 10) with the most\n"
+		   "                                  connections open now\n"
+		   "                                  (max_connections_per_client counts them)\n"
 		   "  set [-s SERVICE] BACKEND STATE  admin state: ready, drain (no new\n"
 		   "                                  clients, connections stay) or maint (no\n"
 		   "                                  traffic, no health checks)\n"
@@ -281,6 +284,16 @@ int cmd_ctl(int argc, char **argv)
 		}
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/table", q);
+	}
+	if (!strcmp(cmd, "clients")) {
+		if (optind < argc)
+			param(q, sizeof(q), "top", argv[optind++]);
+		if (optind != argc) {
+			usage(stderr);
+			return 2;
+		}
+		param(q, sizeof(q), "service", service);
+		return ctl_request(&ss, len, "GET", "/clients", q);
 	}
 	if (!strcmp(cmd, "lookup")) {
 		size_t base;

@@ -23,6 +23,7 @@
 #include "hashlb/tuple.h"
 
 #include "control.h"
+#include "runtime/clients.h"
 
 #ifndef HASHLB_VERSION
 #define HASHLB_VERSION "0.1.0"
@@ -297,6 +298,70 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 
 /* ---- table ---- */
 
+/*
+ * GET /clients?service=S&top=N: the clients with the most connections open
+ * now (max_connections_per_client counts them; without it nothing is
+ * counted, 409).
+ */
+static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *req,
+			struct hlb_http_resp *resp, bool text)
+{
+	struct hlb_clients *t = atomic_load(&s->rt->clients);
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+	struct hlb_client_count *top;
+	struct hlb_buf *o = &resp->body;
+	char v[16], addr[HASHLB_ADDR16_STRLEN];
+	unsigned long n = 10;
+	uint32_t got;
+
+	if (!t || !snap->max_per_client) {
+		resp_error(resp, 409,
+			   "service %s does not count connections per client: set "
+			   "max_connections_per_client",
+			   s->cfg->name);
+		return;
+	}
+	if (hlb_http_param(req, "top", v, sizeof(v))) {
+		char *end;
+
+		n = strtoul(v, &end, 10);
+		if (*end || n == 0 || n > 1000) {
+			resp_error(resp, 400, "top must be 1..1000");
+			return;
+		}
+	}
+	top = calloc(n, sizeof(*top));
+	if (!top) {
+		resp_error(resp, 500, "out of memory");
+		return;
+	}
+	got = hlb_clients_top(t, (uint32_t)n, top);
+	if (text) {
+		hlb_buf_printf(o, "service %s: %" PRIu64 " clients, at most %u connections each\n",
+			       s->cfg->name, hlb_clients_size(t), snap->max_per_client);
+		hlb_buf_printf(o, "  %-40s %11s\n", "CLIENT", "CONNECTIONS");
+	} else {
+		hlb_buf_puts(o, "{\"service\":");
+		hlb_buf_json_str(o, s->cfg->name);
+		hlb_buf_printf(
+			o, ",\"max_connections_per_client\":%u,\"clients\":%" PRIu64 ",\"top\":[",
+			snap->max_per_client, hlb_clients_size(t));
+	}
+	for (uint32_t i = 0; i < got; i++) {
+		hashlb_addr16_format(top[i].addr, addr, sizeof(addr));
+		if (text) {
+			hlb_buf_printf(o, "  %-40s %11u\n", addr, top[i].count);
+		} else {
+			hlb_buf_puts(o, i ? ",{\"client\":" : "{\"client\":");
+			hlb_buf_json_str(o, addr);
+			hlb_buf_printf(o, ",\"connections\":%u}", top[i].count);
+		}
+	}
+	if (!text)
+		hlb_buf_puts(o, "]}\n");
+	free(top);
+}
+
 static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *o)
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -561,6 +626,9 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	} else if (!strcmp(req->path, "/lookup") && get) {
 		if ((s = req_service(ctl, req, resp)))
 			lookup(s, req, resp, text);
+	} else if (!strcmp(req->path, "/clients") && get) {
+		if ((s = req_service(ctl, req, resp)))
+			clients_top(s, req, resp, text);
 	} else if (!strcmp(req->path, "/set") && post) {
 		if ((s = req_service(ctl, req, resp)))
 			set_backend(ctl, s, req, resp, text);
@@ -569,11 +637,13 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	} else if (!strcmp(req->path, "/") && get) {
 		resp->ctype = "text/plain; charset=utf-8";
 		hlb_buf_puts(&resp->body,
-			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR,"
+			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
+			     " /clients?top=N,"
 			     " POST /set?backend=B&state=S&weight=W /reload\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
-		   !strcmp(req->path, "/set") || !strcmp(req->path, "/reload")) {
+		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/set") ||
+		   !strcmp(req->path, "/reload")) {
 		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
 	} else {
 		resp_error(resp, 404, "no such endpoint: %s", req->path);

@@ -185,3 +185,13 @@ uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, ui
 		return hlb_xxh64_36(p, seed);
 	}
 }
+
+void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (memcmp(addr, v4mapped, sizeof(v4mapped)) == 0)
+		inet_ntop(AF_INET, addr + 12, buf, (socklen_t)size);
+	else
+		inet_ntop(AF_INET6, addr, buf, (socklen_t)size);
+}

@@ -219,17 +219,11 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 /* "a.b.c.d:port" or "[v6]:port" of a canonical tuple's source (see tuple.h). */
 static void format_client(const uint8_t *src, char *buf, size_t size)
 {
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	unsigned port = (unsigned)src[16] << 8 | src[17];
-	char host[INET6_ADDRSTRLEN];
+	char host[HASHLB_ADDR16_STRLEN];
 
-	if (memcmp(src, v4mapped, sizeof(v4mapped)) == 0) {
-		inet_ntop(AF_INET, src + 12, host, sizeof(host));
-		snprintf(buf, size, "%s:%u", host, port);
-	} else {
-		inet_ntop(AF_INET6, src, host, sizeof(host));
-		snprintf(buf, size, "[%s]:%u", host, port);
-	}
+	hashlb_addr16_format(src, host, sizeof(host));
+	snprintf(buf, size, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 }
 
 /*

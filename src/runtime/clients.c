@@ -176,3 +176,31 @@ uint64_t hlb_clients_size(struct hlb_clients *t)
 	}
 	return n;
 }
+
+uint32_t hlb_clients_top(struct hlb_clients *t, uint32_t n, struct hlb_client_count *out)
+{
+	uint32_t have = 0;
+
+	for (uint32_t i = 0; i < HLB_CLIENTS_SHARDS && n; i++) {
+		struct shard *s = &t->shards[i];
+
+		pthread_mutex_lock(&s->lock);
+		for (uint32_t j = 0; j <= s->mask; j++) {
+			const struct slot *e = &s->slots[j];
+			uint32_t k;
+
+			if (!e->count || (have == n && e->count <= out[n - 1].count))
+				continue;
+			/* insertion into the sorted <out>, the last one dropped when full */
+			k = have < n ? have++ : n - 1;
+			while (k > 0 && out[k - 1].count < e->count) {
+				out[k] = out[k - 1];
+				k--;
+			}
+			memcpy(out[k].addr, e->addr, 16);
+			out[k].count = e->count;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return have;
+}

@@ -40,4 +40,17 @@ uint32_t hlb_clients_count(struct hlb_clients *t, const uint8_t addr[16]);
 /* Distinct clients with a connection open now. */
 uint64_t hlb_clients_size(struct hlb_clients *t);
 
+struct hlb_client_count {
+	uint8_t addr[16];
+	uint32_t count;
+};
+
+/*
+ * The <n> clients with the most connections open now, most first, into
+ * <out> (room for <n>); returns how many were written. One shard locked at
+ * a time: a view of a moving table, for an operator looking for who holds
+ * a backend.
+ */
+uint32_t hlb_clients_top(struct hlb_clients *t, uint32_t n, struct hlb_client_count *out);
+
 #endif

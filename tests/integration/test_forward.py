@@ -3,6 +3,7 @@
 through splice, half-close propagated, 1,000 concurrent connections, max_connections and the
 idle timeout enforced."""
 import hashlib
+import json
 import random
 import re
 import socket
@@ -382,6 +383,9 @@ def allow_and_deny_clients():
     svc = lb.service()
     check(svc["connections"]["denied"] == 2 and svc["backends"][0]["total"] == 1,
           f"the backend saw only the one served: {svc['connections']}")
+    code, body = lb.http("GET", "/clients?service=t")
+    check(code == 409 and "max_connections_per_client" in body,
+          f"without the limit nothing is counted per client, and /clients says so: {body}")
     check(svc["allow_clients"] == ["127.0.1.0/24", "::1/128"] and
           svc["deny_clients"] == ["127.0.1.5/32"], f"the admin API shows the lists: {svc}")
     check(lb.wait_log(rf"msg=connection .*client={re.escape(denied)}:\d+ .*end=denied") and
@@ -418,6 +422,22 @@ def connections_per_client():
           lb.service()["max_connections_per_client"] == 3, "the admin API shows it")
     check(lb.wait_log(rf"msg=connection .*client={re.escape(busy)}:\d+ .*end=client_limit"),
           "the connection log says end=client_limit")
+
+    # who holds the most: hashlb ctl clients, GET /clients
+    two = [connect(lb.addr, other) for _ in range(2)]
+    one = connect(lb.addr, "127.0.3.3")
+    check(all(read_line(s) for s in two + [one]), "2 connections from one client, 1 from another")
+    rc, so, se = lb.ctl("clients", "5")
+    rows = [l.split() for l in so.splitlines()[2:]]
+    check(rc == 0 and so.startswith("service t: 3 clients, at most 3 connections each") and
+          rows == [[busy, "3"], [other, "2"], ["127.0.3.3", "1"]],
+          f"hashlb ctl clients lists them, most first: {so} {se}")
+    code, body = lb.http("GET", "/clients?service=t&top=2")
+    check(code == 200 and json.loads(body)["top"] == [{"client": busy, "connections": 3},
+                                                      {"client": other, "connections": 2}],
+          f"GET /clients?top=2: {body}")
+    for s in two + [one]:
+        s.close()
 
     # many clients at their limit at once: the count is per address, not per service
     crowd = [connect(lb.addr, client_ip(5000 + i)) for i in range(100) for _ in range(3)]

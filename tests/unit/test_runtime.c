@@ -243,6 +243,30 @@ static void test_clients_match_a_reference(void **state)
 		}
 	}
 	assert_true(full > 0); /* the full-shard case did happen */
+
+	/* the top 10: most first, each count the client's own, the 10 largest counts */
+	{
+		struct hlb_client_count top[10];
+		uint32_t sorted[1000], got = hlb_clients_top(t, 10, top);
+
+		memcpy(sorted, ref, sizeof(sorted));
+		for (uint32_t i = 0; i < 10; i++) /* partial selection sort, descending */
+			for (uint32_t j = i + 1; j < N; j++)
+				if (sorted[j] > sorted[i]) {
+					uint32_t v = sorted[i];
+
+					sorted[i] = sorted[j];
+					sorted[j] = v;
+				}
+		assert_int_equal(got, 10);
+		for (uint32_t i = 0; i < got; i++) {
+			uint32_t k = (uint32_t)top[i].addr[13] << 16 |
+				     (uint32_t)top[i].addr[14] << 8 | top[i].addr[15];
+
+			assert_int_equal(top[i].count, ref[k]);
+			assert_int_equal(top[i].count, sorted[i]);
+		}
+	}
 	hlb_clients_free(t);
 }
 
