@@ -837,14 +837,7 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 	const struct sockaddr *src = (const struct sockaddr *)&addr[0];
 	struct hashlb_tuple t;
 
-	if ((snap->allow_clients && !hashlb_prefix_set_match(snap->allow_clients, src)) ||
-	    (snap->deny_clients && hashlb_prefix_set_match(snap->deny_clients, src))) {
-		hlb_stat_add(&c->svc->wstats[w->id].denied, 1);
-		conn_abort(w, c, CONN_END_DENIED);
-		return;
-	}
-	if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&addr[0],
-				       snap->key == HASHLB_KEY_4TUPLE ? dst : NULL, &t) < 0) {
+	if (hashlb_tuple_from_sockaddr(src, snap->key == HASHLB_KEY_4TUPLE ? dst : NULL, &t) < 0) {
 		conn_abort(w, c, CONN_END_ERROR);
 		return;
 	}
@@ -852,7 +845,13 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
 	/* for the connection log: cheaper kept than a branch on it */
 	memcpy(c->client, &t, sizeof(c->client));
-	c->client_set = true;
+	c->client_set = true; /* before a refusal, so that its log line names the client */
+	if ((snap->allow_clients && !hashlb_prefix_set_match(snap->allow_clients, src)) ||
+	    (snap->deny_clients && hashlb_prefix_set_match(snap->deny_clients, src))) {
+		hlb_stat_add(&c->svc->wstats[w->id].denied, 1);
+		conn_abort(w, c, CONN_END_DENIED);
+		return;
+	}
 	if (snap->max_per_client && !conn_claim_client(w, c, snap))
 		return;
 	if (!conn_connect(w, c, snap, NULL))

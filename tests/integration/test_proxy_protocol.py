@@ -319,7 +319,8 @@ def deny_clients_by_the_header():
     not the proxy that sent it."""
     be = ProxyBackend("none")
     lb = Lb(config([("p", be.addr)],
-                   extra="accept_proxy: true\ndeny_clients: [203.0.113.0/24]",
+                   extra="accept_proxy: true\nlog_connections: true\n"
+                         "deny_clients: [203.0.113.0/24]",
                    health=NO_CHECKS))
     ok = expected("v1", ("198.51.100.1", 5555), ("192.0.2.1", 443))
     bad = expected("v1", ("203.0.113.7", 5555), ("192.0.2.1", 443))
@@ -329,6 +330,8 @@ def deny_clients_by_the_header():
           "one it names is closed, though its proxy is not listed")
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_denied_total") == 1),
           f"counted as denied: {metric_sum(lb, 'hashlb_service_denied_total')}")
+    check(lb.wait_log(r"msg=connection .*client=203\.0\.113\.7:5555 .*end=denied"),
+          "its log line names the client of the header")
     check(lb.stop() == 0, "exit 0")
     be.close()
 
