@@ -276,22 +276,33 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			struct hlb_pool_backend *b =
 				removed ? s->removed[j - s->n_backends] : s->backends[j];
 			struct hlb_backend_counters c;
-			char ramp[32] = "";
+			char ramp[32] = "", resolved[HASHLB_ADDR_STRLEN + 16] = "";
+			struct sockaddr_storage ss;
+			socklen_t sl;
 
 			hlb_backend_counters_read(b->rt, &c);
+			if (hashlb_addr_parse(b->rt->address, false, &ss, &sl) < 0) {
+				/* written as a name: where it points now */
+				size_t l = strlen(" resolved ");
+
+				memcpy(resolved, " resolved ", l);
+				hashlb_addr_format(&b->rt->addr, resolved + l,
+						   sizeof(resolved) - l);
+			}
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
 			hlb_buf_printf(o,
 				       "  %-16s %-22s %6u %-6s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
-				       " %6" PRIu64 " %4.1fms %6.2fms%s%s\n",
+				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s\n",
 				       b->rt->name, b->rt->address, b->rt->weight,
 				       hashlb_admin_state_name(b->admin),
 				       removed ? "removed" : health_name(b),
 				       removed ? 0.0 : 100.0 * hashlb_table_share(snap->table, j),
 				       c.active, c.total, c.connect_fail + c.connect_timeout,
 				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
-				       removed ? " (draining)" : "");
+				       removed ? " (draining)" : "", b->rt->backup ? " backup" : "",
+				       resolved);
 		}
 	}
 }

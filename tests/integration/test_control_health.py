@@ -65,6 +65,10 @@ def backup_takes_over():
     c_st = lb.backend("c")
     check(c_st["backup"] and not c_st["in_table"] and c_st["health"] == "up",
           f"status: backup, up, not in the table: {c_st}")
+    rc, so, se = lb.ctl("status")
+    rows = {l.split()[0]: l for l in so.splitlines() if l.startswith("  ") and l.split()}
+    check(rows.get("c", "").endswith(" backup") and not rows.get("a", "").endswith(" backup"),
+          f"hashlb ctl status marks the backup: {rows.get('c')!r}")
 
     for b in bs[:2]:
         b.stop()

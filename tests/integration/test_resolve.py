@@ -93,6 +93,10 @@ def names_resolved_and_followed_on_reload():
     check(rc == 0, f"the reload after the name moved succeeds: {se.strip()}")
     check(backend_of(lb, "a")["resolved"] == f"127.0.0.3:{port_a}",
           f"status shows the new address: {backend_of(lb, 'a')}")
+    rc, so, se = lb.ctl("status")
+    row = next((l for l in so.splitlines() if l.split()[:1] == ["a"]), "")
+    check(rc == 0 and f"alpha:{port_a}" in row and row.endswith(f"resolved 127.0.0.3:{port_a}"),
+          f"hashlb ctl status shows the name and where it points: {row!r}")
     after = {c: who(addr, c) for c in clients}
     check(all(after[c] == "a2" for c in on_a), "a's clients now reach alpha's new address: "
           f"{sorted(set(after[c] for c in on_a))}")
