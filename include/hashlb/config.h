@@ -219,8 +219,8 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
 
-/* Whether <b>'s address is written as a host name (resolved when loaded). */
-bool hashlb_backend_named(const struct hashlb_backend_cfg *b);
+/* Whether a backend's <address>, as written, names a host (resolved when loaded). */
+bool hashlb_addr_is_name(const char *address);
 
 /* <a> as a config writes it: "a.b.c.d:port", "[v6]:port"; "-" if neither
  * family (a name not resolved). HASHLB_ADDR_STRLEN bytes are enough. */

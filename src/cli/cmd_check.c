@@ -195,7 +195,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 			printf("  backup");
 		if (b->max_connections)
 			printf("  max_connections=%" PRIu32, b->max_connections);
-		if (hashlb_backend_named(b)) {
+		if (hashlb_addr_is_name(b->address)) {
 			char addr[HASHLB_ADDR_STRLEN];
 
 			hashlb_addr_format(&b->addr, addr, sizeof(addr));

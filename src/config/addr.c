@@ -140,12 +140,12 @@ int hashlb_name_addr_parse(const char *s, char ret_host[HASHLB_HOST_MAX + 1], ui
 	return 0;
 }
 
-bool hashlb_backend_named(const struct hashlb_backend_cfg *b)
+bool hashlb_addr_is_name(const char *address)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	return hashlb_addr_parse(b->address, false, &ss, &len) < 0;
+	return hashlb_addr_parse(address, false, &ss, &len) < 0;
 }
 
 void hashlb_addr_format(const struct sockaddr_storage *a, char *buf, size_t len)

@@ -276,18 +276,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			struct hlb_pool_backend *b =
 				removed ? s->removed[j - s->n_backends] : s->backends[j];
 			struct hlb_backend_counters c;
-			char ramp[32] = "", resolved[HASHLB_ADDR_STRLEN + 16] = "";
-			struct sockaddr_storage ss;
-			socklen_t sl;
+			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
+			char resolved[HASHLB_ADDR_STRLEN + 16] = "";
 
 			hlb_backend_counters_read(b->rt, &c);
-			if (hashlb_addr_parse(b->rt->address, false, &ss, &sl) < 0) {
-				/* written as a name: where it points now */
-				size_t l = strlen(" resolved ");
-
-				memcpy(resolved, " resolved ", l);
-				hashlb_addr_format(&b->rt->addr, resolved + l,
-						   sizeof(resolved) - l);
+			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
+				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+				snprintf(resolved, sizeof(resolved), " resolved %s", addr);
 			}
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",

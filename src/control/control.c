@@ -48,7 +48,7 @@ static bool config_names_hosts(const struct hashlb_config *c)
 {
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		for (uint32_t j = 0; j < c->services[i].n_backends; j++) {
-			if (hashlb_backend_named(&c->services[i].backends[j]))
+			if (hashlb_addr_is_name(c->services[i].backends[j].address))
 				return true;
 		}
 	}
