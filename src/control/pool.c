@@ -374,7 +374,7 @@ static void service_reap_removed(struct hlb_pool_service *s, uint64_t now)
 
 		if (active == 0 || now >= b->drain_deadline_ms) {
 			if (active)
-				atomic_store(&b->rt->evict, true);
+				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
 			backend_free(b);
 			s->removed[i] = s->removed[--s->n_removed];
 		} else {

@@ -213,6 +213,8 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_QUEUE_TIMEOUT] = "queue_timeout",
 	[CONN_END_DENIED] = "denied",
 	[CONN_END_CLIENT_LIMIT] = "client_limit",
+	[CONN_END_CLOSED] = "closed",
+	[CONN_END_BACKEND_DOWN] = "backend_down",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -711,6 +713,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		return false;
 	}
 	c->be = hlb_backend_ref(be);
+	c->close_gen = (uint16_t)atomic_load_explicit(&be->close_gen, memory_order_acquire);
 	c->claimed = cap != 0;
 	c->fd[1] = fd;
 	c->tries++;
@@ -1221,6 +1224,31 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 	conn_maybe_free(w, c);
 }
 
+/*
+ * Whether hlb_backend_close() closed <c>'s backend since <c> chose it; if
+ * so, close <c> with that close's reason, counted under its backend.
+ */
+static bool conn_closed_by_control(struct worker *w, struct conn *c)
+{
+	static const uint8_t ends[HLB_CLOSE_MAX] = {
+		[HLB_CLOSE_NONE] = CONN_END_ERROR,
+		[HLB_CLOSE_ADMIN] = CONN_END_CLOSED,
+		[HLB_CLOSE_DOWN] = CONN_END_BACKEND_DOWN,
+		[HLB_CLOSE_REMOVED] = CONN_END_DRAIN, /* its backend removed, past its drain */
+	};
+	unsigned gen = atomic_load_explicit(&c->be->close_gen, memory_order_acquire);
+	int why;
+
+	if ((uint16_t)gen == c->close_gen)
+		return false;
+	why = atomic_load_explicit(&c->be->close_why, memory_order_relaxed);
+	if (why <= HLB_CLOSE_NONE || why >= HLB_CLOSE_MAX)
+		why = HLB_CLOSE_NONE;
+	hlb_stat_add(&c->be->wstats[w->id].closed[why], 1);
+	conn_abort(w, c, ends[why]);
+	return true;
+}
+
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
@@ -1237,9 +1265,8 @@ void conn_idle_scan(struct worker *w)
 		else if (c->state == CONN_OPEN && c->idle_ms &&
 			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms)
 			conn_abort(w, c, CONN_END_IDLE);
-		else if (c->state == CONN_OPEN &&
-			 atomic_load_explicit(&c->be->evict, memory_order_relaxed))
-			conn_abort(w, c, CONN_END_DRAIN); /* its backend removed, past its drain */
+		else if (c->state == CONN_OPEN && conn_closed_by_control(w, c))
+			continue;
 	}
 }
 

@@ -210,7 +210,11 @@ static void worker_tick(struct worker *w)
 	for (struct wlistener *wl = w->listeners; wl; wl = wl->next)
 		if (wl->paused && !wl->closing && w->now_ms >= wl->resume_ms)
 			accept_arm(w, wl);
-	if (w->now_ms >= w->next_idle_scan || w->draining) {
+	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
+
+	/* a backend's connections to close: look now, not at the next scan */
+	if (w->now_ms >= w->next_idle_scan || w->draining || epoch != w->close_epoch) {
+		w->close_epoch = epoch;
 		uint64_t every = w->min_idle_ms / 4;
 
 		if (every < TICK_MS)

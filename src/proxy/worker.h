@@ -118,6 +118,8 @@ enum conn_end {
 	CONN_END_QUEUE_TIMEOUT, /* queued, and no backend had room within timeouts.queue */
 	CONN_END_DENIED, /* allow_clients/deny_clients: a client not served */
 	CONN_END_CLIENT_LIMIT, /* the client holds max_connections_per_client already */
+	CONN_END_CLOSED, /* hashlb ctl close: its backend's connections closed */
+	CONN_END_BACKEND_DOWN, /* health.close_on_down: its backend went down */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };
@@ -130,11 +132,13 @@ struct conn {
 	int fd[2]; /* client, backend */
 	uint32_t last_ms; /* last activity, worker clock */
 	uint32_t idle_ms;
-	uint16_t inflight; /* SQEs whose CQE is still to come */
-	uint8_t state;
+	/* SQEs whose CQE is still to come: a handful (at most one op per
+	 * direction, a poll, a connect and its timeout, their cancels) */
+	uint8_t inflight;
+	uint8_t state : 3; /* enum conn_state */
+	uint8_t end : 5; /* enum conn_end, set when it starts closing */
 	uint8_t attempt; /* index in the preference list */
 	uint8_t tries; /* connects started */
-	uint8_t end; /* enum conn_end, set when it starts closing */
 	uint8_t err; /* errno behind <end>, 0 if none */
 	bool timed_out : 1; /* the connect timeout fired */
 	bool established : 1; /* counted in the backend's established */
@@ -144,6 +148,9 @@ struct conn {
 	bool log : 1; /* log_connections: one log line when it ends */
 	bool client_set : 1; /* <client> holds the client hashed */
 	bool was_queued : 1; /* <queued_until> is set: a second wait keeps the first deadline */
+	/* <be>'s close_gen when it was chosen (low bits: a close is seen
+	 * within a tick, long before 65,536 more of the same backend) */
+	uint16_t close_gen;
 	/* While connecting: when the connect was submitted (worker_clock_us(),
 	 * wrapping: only differences count). Once established: how long that
 	 * connect took, in microseconds. */
@@ -161,6 +168,8 @@ struct conn {
 			     * backend it waits for (one reference, counted in its <waiting>) */
 	struct __kernel_timespec ts; /* connect timeout, read at submission */
 } __attribute__((aligned(16)));
+
+_Static_assert(CONN_STATE_MAX <= 8 && CONN_END_MAX <= 32, "conn's state and end bit fields");
 
 struct cmd {
 	struct cmd *next;
@@ -203,6 +212,7 @@ struct worker {
 	uint64_t queue_next_ms; /* retry the queue by then anyway */
 	uint32_t min_idle_ms;
 	uint64_t next_idle_scan;
+	unsigned close_epoch; /* hlb_close_epoch at the last scan */
 	/* listeners */
 	struct wlistener *listeners;
 	/* commands from the control thread */

@@ -41,9 +41,19 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	atomic_init(&b->max_conns, cfg->max_connections);
 	atomic_init(&b->claimed, 0);
 	atomic_init(&b->admit, 65536);
-	atomic_init(&b->evict, false);
+	atomic_init(&b->close_gen, 0);
+	atomic_init(&b->close_why, HLB_CLOSE_NONE);
 	*ret_backend = b;
 	return 0;
+}
+
+atomic_uint hlb_close_epoch;
+
+void hlb_backend_close(struct hlb_backend *b, enum hlb_close_why why)
+{
+	atomic_store_explicit(&b->close_why, (int)why, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->close_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&hlb_close_epoch, 1, memory_order_release);
 }
 
 struct hlb_backend *hlb_backend_ref(struct hlb_backend *b)
@@ -93,6 +103,8 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 		c.splices += atomic_load_explicit(&w->splices, memory_order_relaxed);
 		c.bytes_spliced += atomic_load_explicit(&w->bytes_spliced, memory_order_relaxed);
 		c.full += atomic_load_explicit(&w->full, memory_order_relaxed);
+		for (int k = 0; k < HLB_CLOSE_MAX; k++)
+			c.closed[k] += atomic_load_explicit(&w->closed[k], memory_order_relaxed);
 		for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
 			c.connect_hist[k] +=
 				atomic_load_explicit(&w->connect_hist[k], memory_order_relaxed);

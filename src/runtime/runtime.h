@@ -13,7 +13,7 @@
  * stays valid, with its counters, until its last connection closes. A reload
  * that keeps a backend (same service, same name, same address) keeps the
  * same object, so its counters and health survive. The control plane may
- * write admin, healthy, admit, evict and its own <control> pointer; the
+ * write admin, healthy, admit, close_* and its own <control> pointer; the
  * workers write the counters; nothing else changes after creation.
  *
  * Snapshots (struct hlb_snapshot). Immutable routing state of one service:
@@ -102,6 +102,15 @@ void hlb_rcu_barrier(struct hlb_rcu *rcu);
 
 /* ---- backends ------------------------------------------------------------ */
 
+/* Why the control plane closes a backend's connections (hlb_backend_close()). */
+enum hlb_close_why {
+	HLB_CLOSE_NONE = 0,
+	HLB_CLOSE_ADMIN, /* hashlb ctl close */
+	HLB_CLOSE_DOWN, /* health.close_on_down: its health went down */
+	HLB_CLOSE_REMOVED, /* removed by a reload, past timeouts.drain */
+	HLB_CLOSE_MAX
+};
+
 /* One worker's counters for one backend (one cache line). */
 /*
  * The connect time histogram's buckets (hashlb_backend_connect_seconds):
@@ -131,6 +140,7 @@ struct hlb_backend_wstats {
 	_Atomic uint64_t splices; /* directions switched to splice (kernel-to-kernel) */
 	_Atomic uint64_t bytes_spliced; /* of bytes_in + bytes_out, those moved by splice */
 	_Atomic uint64_t full; /* clients passed to their next backend: at max_connections */
+	_Atomic uint64_t closed[HLB_CLOSE_MAX]; /* connections closed by hlb_backend_close() */
 	/* connects that succeeded, by how long they took (hlb_connect_bucket()) */
 	_Atomic uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1];
 	_Atomic uint64_t connect_us_sum;
@@ -148,6 +158,7 @@ struct hlb_backend_counters {
 	uint64_t splices;
 	uint64_t bytes_spliced;
 	uint64_t full;
+	uint64_t closed[HLB_CLOSE_MAX];
 	uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1]; /* per bucket, not cumulative */
 	uint64_t connect_us_sum;
 };
@@ -177,9 +188,11 @@ struct hlb_backend {
 	/* Slow start: new clients admitted per 65536 of those whose first
 	 * choice it is (src/control/balance.h); 65536 = all, the default. */
 	atomic_uint admit;
-	/* Removed by a reload and past its drain timeout: workers close its
-	 * remaining connections (at their next idle scan, <= 1 s). */
-	atomic_bool evict;
+	/* Bumped by hlb_backend_close(): each connection keeps the value it
+	 * found when it chose this backend, and a worker closes those whose
+	 * value is older, with <close_why> as the reason. */
+	atomic_uint close_gen;
+	_Atomic int close_why; /* enum hlb_close_why of the last close */
 	void *control; /* the control plane's own state; the runtime never reads it */
 	void (*control_free)(void *control); /* called when the backend is freed, may be NULL */
 	struct hlb_backend_wstats *wstats; /* n_workers lines */
@@ -241,6 +254,17 @@ static inline int hlb_bind_source(int fd, const struct sockaddr_storage *src, so
 	(void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 	return bind(fd, (const struct sockaddr *)src, len) < 0 ? -errno : 0;
 }
+
+/*
+ * Close every connection to <b> established or connecting now; those that
+ * choose it afterwards stay. Any thread; never blocks. The workers close
+ * them within a tick (about 100 ms: each sees hlb_close_epoch move), each
+ * counted in its closed[why] and logged with the reason.
+ */
+void hlb_backend_close(struct hlb_backend *b, enum hlb_close_why why);
+/* Moves with every hlb_backend_close() of the process: a worker that sees
+ * it move looks over its connections. */
+extern atomic_uint hlb_close_epoch;
 
 /* Whether the backend takes new clients: admin ready and healthy. */
 bool hlb_backend_usable(const struct hlb_backend *b);
