@@ -76,6 +76,10 @@ struct hashlb_health_cfg {
 	 * Bytes, possibly with NULs: lengths count. NULL = none (connect only). */
 	char *send, *expect;
 	uint32_t send_len, expect_len;
+	/* When a backend goes down, close its established connections (their
+	 * clients reconnect to their next backend) rather than keep them;
+	 * default false (HAProxy's on-marked-down shutdown-sessions). */
+	bool close_on_down;
 };
 
 /* TCP keepalive on both sockets of every connection (client and backend). */

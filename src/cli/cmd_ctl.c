@@ -43,6 +43,10 @@ static void usage(FILE *f)
 		   "                                  cap its connections (0 = no cap): clients\n"
 		   "                                  over it go to their next backend; no\n"
 		   "                                  table change, no connection closed\n"
+		   "  close [-s SERVICE] BACKEND      close the backend's connections now (its\n"
+		   "                                  clients reconnect to the backend the table\n"
+		   "                                  gives them); its state does not change:\n"
+		   "                                  after 'set BACKEND drain', to empty it\n"
 		   "  reload                          re-read the config file; on error the\n"
 		   "                                  running config stays and FILE:LINE:COL\n"
 		   "                                  says what is wrong\n"
@@ -54,7 +58,7 @@ static void usage(FILE *f)
 		   "                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
 		   "  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
 		   "  -j, --json          print the endpoint's JSON instead of text\n"
-		   "  -s, --service NAME  the service (lookup, set)\n"
+		   "  -s, --service NAME  the service (lookup, clients, set, close)\n"
 		   "  -h, --help          show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
@@ -64,6 +68,7 @@ static void usage(FILE *f)
 		   "EXAMPLES\n"
 		   "  hashlb ctl status\n"
 		   "  hashlb ctl set web-2 drain\n"
+		   "  hashlb ctl close web-2           # an hour later: the rest of its clients\n"
 		   "  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
 		   "  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
 		   "  curl -s 127.0.0.1:9901/metrics\n");
@@ -326,6 +331,15 @@ int cmd_ctl(int argc, char **argv)
 			return 2;
 		}
 		return ctl_request(&ss, len, "POST", "/set", q);
+	}
+	if (!strcmp(cmd, "close")) {
+		if (argc - optind != 1) {
+			usage(stderr);
+			return 2;
+		}
+		param(q, sizeof(q), "service", service);
+		param(q, sizeof(q), "backend", argv[optind]);
+		return ctl_request(&ss, len, "POST", "/close", q);
 	}
 	fprintf(stderr, "hashlb ctl: unknown command '%s'\n\n", cmd);
 	usage(stderr);

@@ -197,7 +197,7 @@ static const char *const service_keys[] = {
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
-	"enabled", "interval", "timeout", "rise", "fall", "send", "expect", NULL,
+	"enabled", "interval", "timeout", "rise", "fall", "send", "expect", "close_on_down", NULL,
 };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
@@ -818,6 +818,9 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	if ((v = map_get(m, "expect")) &&
 	    (r = get_bytes(ld, v, "expect", CHECK_PAYLOAD_MAX, &h->expect, &h->expect_len)) < 0)
 		return r;
+	if ((v = map_get(m, "close_on_down")) &&
+	    (r = get_bool(ld, v, "close_on_down", &h->close_on_down)) < 0)
+		return r;
 	/* A short interval alone shortens the default timeout with it, rather
 	 * than failing on a key the operator did not write. */
 	if (!map_get(m, "timeout") && h->timeout_ms > h->interval_ms)
@@ -1390,6 +1393,11 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			    "in the queue)");
 	v = map_get(m, "health");
 	if (v && (r = load_health(ld, v, &s->health)) < 0)
+		return r;
+	if (s->health.close_on_down &&
+	    (r = userspace_only(ld, map_get(v, "close_on_down"), s, "health.close_on_down",
+				"holds no connection to close: it sends the flows of a down "
+				"backend to their next backend")) < 0)
 		return r;
 	v = map_get(m, "keepalive");
 	if (v && (r = load_keepalive(ld, v, &s->keepalive)) < 0)

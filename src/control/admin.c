@@ -148,6 +148,9 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
 		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
 		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
+	o->len--; /* reopen the object */
+	hlb_buf_printf(o, ",\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64 "}}",
+		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN]);
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
@@ -498,10 +501,27 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
+/* The backend of <s> that backend=NAME names; NULL with the error answered. */
+static struct hlb_pool_backend *
+req_backend(struct hlb_pool_service *s, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	char name[HASHLB_NAME_MAX + 1];
+	struct hlb_pool_backend *b;
+
+	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+		resp_error(resp, 400, "give backend=NAME");
+		return NULL;
+	}
+	b = hlb_pool_backend_find(s, name);
+	if (!b)
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+	return b;
+}
+
 static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
-	char name[HASHLB_NAME_MAX + 1], state[32], weight[32], maxc[32];
+	char state[32], weight[32], maxc[32];
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
@@ -511,15 +531,8 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	uint32_t old_weight;
 	uint64_t failed;
 
-	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
-		resp_error(resp, 400, "give backend=NAME");
+	if (!(b = req_backend(s, req, resp)))
 		return;
-	}
-	b = hlb_pool_backend_find(s, name);
-	if (!b) {
-		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
-		return;
-	}
 	if (!has_state && !has_weight && !has_max) {
 		resp_error(resp, 400,
 			   "give state=ready|drain|maint, weight=N and/or max_connections=N");
@@ -574,6 +587,39 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		       hashlb_admin_state_name(b->admin), b->rt->weight,
 		       atomic_load(&b->rt->max_conns), health_name(b),
 		       hlb_pool_snapshot(s)->generation);
+}
+
+/* POST /close?backend=B: close its connections (they are counted in /metrics as they go). */
+static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req *req,
+			  struct hlb_http_resp *resp, bool text)
+{
+	struct hlb_pool_backend *b;
+	uint64_t n;
+
+	if (!(b = req_backend(s, req, resp)))
+		return;
+	if (s->cfg->steering == HASHLB_STEERING_KERNEL) {
+		resp_error(
+			resp, 409,
+			"service %s is steered in the kernel, which holds no connection to close",
+			s->cfg->name);
+		return;
+	}
+	n = hlb_pool_close_connections(b);
+	if (text) {
+		hlb_buf_printf(&resp->body,
+			       "%s/%s: closing its %" PRIu64
+			       " established connections (and those connecting); "
+			       "state %s, it takes new clients as before\n",
+			       s->cfg->name, b->rt->name, n, hashlb_admin_state_name(b->admin));
+		return;
+	}
+	hlb_buf_puts(&resp->body, "{\"service\":");
+	hlb_buf_json_str(&resp->body, s->cfg->name);
+	hlb_buf_puts(&resp->body, ",\"backend\":");
+	hlb_buf_json_str(&resp->body, b->rt->name);
+	hlb_buf_printf(&resp->body, ",\"closing\":%" PRIu64 ",\"state\":\"%s\"}\n", n,
+		       hashlb_admin_state_name(b->admin));
 }
 
 static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
@@ -638,6 +684,9 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	} else if (!strcmp(req->path, "/set") && post) {
 		if ((s = req_service(ctl, req, resp)))
 			set_backend(ctl, s, req, resp, text);
+	} else if (!strcmp(req->path, "/close") && post) {
+		if ((s = req_service(ctl, req, resp)))
+			close_backend(s, req, resp, text);
 	} else if (!strcmp(req->path, "/reload") && post) {
 		reload(ctl, resp, text);
 	} else if (!strcmp(req->path, "/") && get) {
@@ -645,11 +694,11 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		hlb_buf_puts(&resp->body,
 			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
 			     " /clients?top=N,"
-			     " POST /set?backend=B&state=S&weight=W /reload\n");
+			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
 		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/set") ||
-		   !strcmp(req->path, "/reload")) {
+		   !strcmp(req->path, "/close") || !strcmp(req->path, "/reload")) {
 		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
 	} else {
 		resp_error(resp, 404, "no such endpoint: %s", req->path);

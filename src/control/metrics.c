@@ -219,6 +219,40 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 	}
 }
 
+/*
+ * Connections hashlb closed because of their backend, by reason: "admin"
+ * (hashlb ctl close), "down" (health.close_on_down). (Those of a backend
+ * removed by a reload, past timeouts.drain, go with the backend.)
+ */
+static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	static const struct {
+		enum hlb_close_why why;
+		const char *label;
+	} reasons[] = { { HLB_CLOSE_ADMIN, "admin" }, { HLB_CLOSE_DOWN, "down" } };
+	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+
+	family(o, "hashlb_backend_closed_connections_total", "counter",
+	       "Connections hashlb closed because of their backend: reason admin (hashlb ctl "
+	       "close) or down (health.close_on_down).");
+	for (uint32_t i = 0; i < n_svcs; i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			struct hlb_backend_counters c;
+
+			hlb_backend_counters_read(s->backends[j]->rt, &c);
+			for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
+				labels2(o, "hashlb_backend_closed_connections_total", s->cfg->name,
+					s->backends[j]->rt->name);
+				o->len--; /* reopen the label set */
+				hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n", reasons[k].label,
+					       c.closed[reasons[k].why]);
+			}
+		}
+	}
+}
+
 static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	static const struct {
@@ -375,6 +409,7 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	struct rlimit rl = { 0 };
 
 	backend_families(ctl, o);
+	closed_family(ctl, o);
 	service_families(ctl, o);
 	getrlimit(RLIMIT_NOFILE, &rl);
 	family(o, "hashlb_reloads_total", "counter", "Config reloads, by result.");

@@ -83,6 +83,7 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	atomic_store(&b->rt->healthy, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now);
+	b->close_pending = !b->health.up && b->svc->cfg->health.close_on_down;
 	service_schedule(b->svc, false);
 }
 
@@ -193,6 +194,17 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 	return 0;
 }
 
+uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
+{
+	uint64_t n = atomic_load(&b->rt->active);
+
+	hlb_backend_close(b->rt, HLB_CLOSE_ADMIN);
+	pool_log(b->svc->pool, false, "closing a backend's connections",
+		 "service=%s backend=%s established=%" PRIu64 " by=admin", b->svc->cfg->name,
+		 b->rt->name, n);
+	return n;
+}
+
 /* ---- build and publish ---- */
 
 static uint64_t pool_next_generation(struct hlb_pool *p)
@@ -255,6 +267,17 @@ static void service_clients_table(struct hlb_pool_service *s, const struct hlb_s
 	atomic_store_explicit(&s->rt->clients, t, memory_order_release);
 }
 
+/* health.close_on_down, once no worker can still choose <arg> from a table
+ * that had it: unless it is back up by then. */
+static void backend_close_down(void *arg)
+{
+	struct hlb_backend *rt = arg;
+
+	if (!atomic_load(&rt->healthy))
+		hlb_backend_close(rt, HLB_CLOSE_DOWN);
+	hlb_backend_unref(rt);
+}
+
 static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *snap)
 {
 	struct hlb_pool *p = s->pool;
@@ -264,6 +287,22 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
+	/* A down backend's connections are closed after a grace period, when
+	 * every worker has left the old table: a client that reconnects at once
+	 * finds the new one and its next backend, and a connection that chose
+	 * the backend from the old table is among those closed. */
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		struct hlb_pool_backend *b = s->backends[i];
+
+		if (!b->close_pending)
+			continue;
+		b->close_pending = false;
+		if (b->health.up)
+			continue;
+		hlb_backend_ref(b->rt);
+		if (!p->env.rcu || hlb_rcu_defer(p->env.rcu, backend_close_down, b->rt) < 0)
+			backend_close_down(b->rt); /* no workers, or out of memory: now */
+	}
 }
 
 /* Build and publish <s> now. On failure the old snapshot keeps serving. */

@@ -60,6 +60,9 @@ struct hlb_pool_backend {
 	uint64_t seen_fail; /* data plane's connect failures + timeouts at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */
+	/* went down under health.close_on_down: its connections are closed once
+	 * a table without it is published */
+	bool close_pending;
 };
 
 struct hlb_pool_service {
@@ -140,6 +143,13 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 /* Admin commands. -EINVAL for a bad value. Take effect with the next build. */
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st);
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
+/*
+ * Close <b>'s connections, established or connecting now (hashlb ctl
+ * close): the workers close them within about 100 ms, end=closed; the
+ * backend keeps its state and takes new clients as before. Logged; returns
+ * how many were established.
+ */
+uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b);
 
 /* Whether <b> takes new clients in the current table. */
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b);

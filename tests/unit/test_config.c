@@ -833,6 +833,30 @@ static void test_keepalive(void **state)
 		     "'keepalive' needs steering: userspace");
 }
 
+/* health.close_on_down: a boolean, default false; only where hashlb holds the connections. */
+static void test_close_on_down(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_false(c->services[0].health.close_on_down);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {close_on_down: true}\n");
+	assert_true(c->services[0].health.close_on_down);
+	assert_true(c->services[0].health.enabled); /* nothing else changes */
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    health: {close_on_down: soon}\n", 7, 29,
+		     "'close_on_down' must be true or false, found 'soon'");
+	expect_error(MINIMAL "    close_on_down: true\n", 7, 5,
+		     "it belongs in a service's 'health'");
+	expect_error(MINIMAL "    steering: kernel\n    interface: lo\n"
+			     "    health: {close_on_down: true}\n",
+		     9, 29, "'health.close_on_down' needs steering: userspace");
+	/* false is what kernel steering does anyway: accepted */
+	c = load_ok(MINIMAL "    steering: kernel\n    interface: lo\n"
+			    "    health: {close_on_down: false}\n");
+	hashlb_config_free(c);
+}
+
 /* log_connections: a boolean, default false; only where hashlb sees connections end. */
 static void test_log_connections(void **state)
 {
@@ -1566,6 +1590,7 @@ int main(void)
 		cmocka_unit_test(test_keepalive),
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
+		cmocka_unit_test(test_close_on_down),
 		cmocka_unit_test(test_log_connections),
 		cmocka_unit_test(test_queue_timeout),
 		cmocka_unit_test(test_source),

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Closing a backend's connections, with real processes: `hashlb ctl close BACKEND` closes
+exactly that backend's established connections (the others keep echoing), counts and logs
+them, and leaves the backend serving new clients; health.close_on_down closes a backend's
+connections when its checks take it down, and its clients reconnect to their next backend,
+while without it (the default) they stay open."""
+import re
+import socket
+import time
+
+from ctltest import Lb, config, metric_sum
+from lbtest import Backend, check, client_ip, connect, read_line, run_tests, serve_each
+
+HEALTH = "interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3"
+
+
+def echo_ok(s):
+    """Whether connection <s> still forwards both ways: a byte out, the same byte back."""
+    try:
+        s.sendall(b"?")
+        return s.recv(1) == b"?"
+    except OSError:
+        return False
+
+
+def ended(s, timeout=5):
+    """Whether <s> ends (EOF or reset) within <timeout> s, sending nothing meanwhile."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def open_clients(lb, n, first=0):
+    """<n> connections from distinct client addresses, each past its greeting:
+    [(client, backend, socket)]."""
+    out = []
+    for i in range(first, first + n):
+        c = client_ip(i * 7919)
+        s = connect(lb.addr, c)
+        out.append((c, read_line(s), s))
+    return out
+
+
+def closed_metric(lb, backend, reason):
+    status, body = lb.http("GET", "/metrics")
+    m = re.search(r'^hashlb_backend_closed_connections_total\{service="t",backend="%s",'
+                  r'reason="%s"\} (\S+)$' % (backend, reason), body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def ctl_close():
+    """hashlb ctl close b: b's connections end, a's and c's keep forwarding; the answer says
+    how many; they are counted (reason admin) and logged end=closed; b keeps its state and
+    its clients reconnect to it; a connection made after the close stays."""
+    bs = [Backend(n) for n in "abc"]
+    lb = Lb(config([(b.name, b.addr) for b in bs], extra="log_connections: true", health=HEALTH))
+    conns = open_clients(lb, 60)
+    on_b = [x for x in conns if x[1] == "b"]
+    others = [x for x in conns if x[1] != "b"]
+    check(len(on_b) >= 5 and len(others) >= 10, f"clients spread: {len(on_b)} on b")
+    check(all(echo_ok(s) for _, _, s in conns), "every connection forwards before")
+    check(lb.wait(lambda: lb.backend("b")["active"] == len(on_b)),
+          "b's connections are established")
+
+    rc, out, err = lb.ctl("close", "b")
+    t0 = time.time()
+    check(rc == 0 and f"closing its {len(on_b)} established" in out,
+          f"ctl close answers with the count: rc={rc} {out!r} {err!r}")
+    gone = [ended(s) for _, _, s in on_b]
+    print(f"    {sum(gone)} of {len(on_b)} connections of b ended within "
+          f"{time.time() - t0:.2f} s")
+    check(all(gone), f"every connection of b ended: {gone}")
+    check(all(echo_ok(s) for _, _, s in others), "the connections of a and c still forward")
+    check(lb.wait(lambda: closed_metric(lb, "b", "admin") == len(on_b)),
+          f"counted under reason admin: {closed_metric(lb, 'b', 'admin')}")
+    check(closed_metric(lb, "a", "admin") == 0 and closed_metric(lb, "b", "down") == 0,
+          "nothing counted for a, nor as down")
+    check(lb.wait(lambda: sum(bool(re.search(r"msg=connection .*backend=b .*end=closed", l))
+                              for l in lb.log) == len(on_b)),
+          "one line end=closed per connection of b")
+    check(any(re.search(r'msg="closing a backend\'s connections" service=t backend=b '
+                        rf"established={len(on_b)} by=admin", l) for l in lb.log),
+          "the close itself is logged")
+    b = lb.backend("b")
+    check(b["state"] == "ready" and b["in_table"], f"b keeps its state: {b['state']}")
+    check(b["closed"] == {"admin": len(on_b), "down": 0}, f"/status counts them: {b['closed']}")
+
+    # b's clients come back to b, and those new connections are not closed.
+    again = [(c, connect(lb.addr, c)) for c, _, _ in on_b]
+    check(all(read_line(s) == "b" for _, s in again), "b's clients reconnect to b")
+    time.sleep(1.5)  # past a tick and a periodic scan of every worker
+    check(all(echo_ok(s) for _, s in again), "connections made after the close stay")
+
+    rc, out, err = lb.ctl("close", "nosuch")
+    check(rc == 1 and "no backend 'nosuch'" in (out + err), f"an unknown backend: {rc} {err!r}")
+    status, body = lb.http("GET", "/close?backend=b")
+    check(status == 405, f"GET /close is refused: {status}")
+    for _, _, s in conns:
+        s.close()
+    for _, s in again:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+class Steady:
+    """A backend that greets with its name and echoes; .stop_listening() closes its listening
+    socket (health checks are then refused) while its established connections go on."""
+
+    def __init__(self, name):
+        self.name = name
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.stop_listening = serve_each(self.srv, self._one)
+
+    def _one(self, c):
+        with c:
+            try:
+                c.sendall(self.name.encode() + b"\n")
+                while True:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    c.sendall(d)
+            except OSError:
+                pass
+
+
+def down_closes(close_on_down):
+    x, y = Steady("x"), Backend("y")
+    health = HEALTH + ("\nclose_on_down: true" if close_on_down else "")
+    lb = Lb(config([("x", x.addr), ("y", y.addr)], extra="log_connections: true",
+                   health=health))
+    conns = open_clients(lb, 40)
+    on_x = [t for t in conns if t[1] == "x"]
+    on_y = [t for t in conns if t[1] == "y"]
+    check(len(on_x) >= 5 and len(on_y) >= 5, f"clients spread: {len(on_x)} on x")
+    check(all(echo_ok(s) for _, _, s in conns), "every connection forwards before")
+
+    x.stop_listening()
+    check(lb.wait(lambda: not lb.backend("x")["in_table"], timeout=10), "x goes down")
+    if close_on_down:
+        t0 = time.time()
+        gone = [ended(s) for _, _, s in on_x]
+        print(f"    {sum(gone)} of {len(on_x)} connections of x ended within "
+              f"{time.time() - t0:.2f} s of the table without x")
+        check(all(gone), f"every connection of the down x ended: {gone}")
+        check(lb.wait(lambda: closed_metric(lb, "x", "down") == len(on_x)),
+              f"counted under reason down: {closed_metric(lb, 'x', 'down')}")
+        check(lb.wait(lambda: sum(bool(re.search(r"msg=connection .*backend=x .*"
+                                                 r"end=backend_down", l))
+                                  for l in lb.log) == len(on_x)),
+              "one line end=backend_down per connection of x")
+        check(lb.backend("x")["closed"]["down"] == len(on_x), "/status counts them")
+        back = [read_line(connect(lb.addr, c)) for c, _, _ in on_x]
+        check(all(b == "y" for b in back), f"x's clients reconnect to y: {back}")
+    else:
+        time.sleep(1.5)  # past a tick and a periodic scan of every worker
+        check(all(echo_ok(s) for _, _, s in on_x),
+              "without close_on_down, x's established connections stay and forward")
+        check(closed_metric(lb, "x", "down") == 0, "nothing counted as closed")
+    check(all(echo_ok(s) for _, _, s in on_y), "y's connections still forward")
+    for _, _, s in conns:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    y.stop()
+
+
+def close_on_down():
+    """health.close_on_down: true: when the checks take x down (its port closed, its
+    established connections still served), hashlb closes x's connections, counts and logs
+    them, and their clients reconnect to y; y's connections stay."""
+    down_closes(True)
+
+
+def down_keeps_by_default():
+    """Without close_on_down, a backend marked down keeps its established connections, which
+    go on forwarding: the default does not cut what still works."""
+    down_closes(False)
+
+
+run_tests([ctl_close, close_on_down, down_keeps_by_default])
