@@ -108,6 +108,10 @@ struct hashlb_service_cfg {
 	/* open connections one client address may hold; more are closed at
 	 * once. 0 = no limit (default); userspace steering only */
 	uint32_t max_connections_per_client;
+	/* New connections accepted per second, 0 = no limit (default); a burst of
+	 * one second's worth. Over it, accepting pauses: clients wait in the
+	 * listen backlog (HAProxy's rate-limit sessions), none is refused. */
+	uint32_t max_connection_rate;
 	uint32_t connect_retries; /* further backends of the preference list; default 2 */
 	uint32_t slow_start_ms; /* weight ramp for a backend that comes up; 0 = off */
 	double balance_factor; /* bounded load, e.g. 1.25; 0 = off */

@@ -50,6 +50,7 @@
 #define PREFIXES_MAX 4096u /* accept_proxy_from, allow_clients, deny_clients */
 #define CHECK_PAYLOAD_MAX 1024u /* health send/expect: one segment, no partial writes */
 #define CONNECT_RETRIES_MAX 32u
+#define CONNECTION_RATE_MAX 1000000u /* max_connection_rate: a microsecond apart */
 #define BALANCE_FACTOR_MAX 100.0
 #define SERVICE_NAME_MAX 64u
 
@@ -176,6 +177,7 @@ static const char *const service_keys[] = {
 	"timeouts",
 	"max_connections",
 	"max_connections_per_client",
+	"max_connection_rate",
 	"connect_retries",
 	"slow_start",
 	"balance_factor",
@@ -1078,6 +1080,10 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 	}
+	if ((v = map_get(m, "max_connection_rate")) &&
+	    (r = get_u32_range(ld, v, "max_connection_rate", 0, CONNECTION_RATE_MAX,
+			       &s->max_connection_rate)) < 0)
+		return r;
 	if ((v = map_get(m, "connect_retries")) &&
 	    (r = get_u32_range(ld, v, "connect_retries", 0, CONNECT_RETRIES_MAX,
 			       &s->connect_retries)) < 0)
@@ -1154,6 +1160,10 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 	}
+	if (s->max_connection_rate &&
+	    (r = userspace_only(ld, map_get(m, "max_connection_rate"), s, "max_connection_rate",
+				"accepts no connection to pace")) < 0)
+		return r;
 	v = map_get(m, "max_connections_per_client");
 	if (s->max_connections_per_client &&
 	    (r = userspace_only(ld, v, s, "max_connections_per_client",

@@ -199,31 +199,32 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		json_prefixes(o, "accept_proxy_from", s->cfg->proxy_from, s->cfg->n_proxy_from);
 		json_prefixes(o, "allow_clients", s->cfg->allow_clients, s->cfg->n_allow_clients);
 		json_prefixes(o, "deny_clients", s->cfg->deny_clients, s->cfg->n_deny_clients);
-		hlb_buf_printf(o,
-			       ",\"scheme\":\"%s\",\"key\":\"%s\",\"max_connections_per_client\":%u"
-			       ",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
-			       ",\"log_connections\":%s,\"generation\":%" PRIu64
-			       ",\"fingerprint\":\"%016" PRIx64 "\",\"rebuilds\":%" PRIu64
-			       ",\"rebuilds_failed\":%" PRIu64
-			       ",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
-			       ",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
-			       ",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64
-			       ",\"no_backend\":%" PRIu64 ",\"bad_header\":%" PRIu64
-			       ",\"untrusted\":%" PRIu64 ",\"denied\":%" PRIu64
-			       ",\"client_limited\":%" PRIu64 ",\"queued\":%" PRIu64
-			       ",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
-			       ",\"queue_aborts\":%" PRIu64 "},\"backends\":[",
-			       hashlb_scheme_name(s->cfg->table.scheme),
-			       hashlb_key_name(s->cfg->key), s->cfg->max_connections_per_client,
-			       hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
-			       s->cfg->accept_proxy ? "true" : "false",
-			       s->cfg->log_connections ? "true" : "false", snap->generation,
-			       snap->fingerprint, s->rebuilds, s->rebuilds_failed,
-			       (double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
-			       hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
-			       sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
-			       sc.client_limited, sc.queued, sc.queued_total, sc.queue_timeouts,
-			       sc.queue_aborts);
+		hlb_buf_printf(
+			o,
+			",\"scheme\":\"%s\",\"key\":\"%s\",\"max_connections_per_client\":%u"
+			",\"max_connection_rate\":%u"
+			",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
+			",\"log_connections\":%s,\"generation\":%" PRIu64
+			",\"fingerprint\":\"%016" PRIx64 "\",\"rebuilds\":%" PRIu64
+			",\"rebuilds_failed\":%" PRIu64
+			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
+			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
+			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
+			",\"bad_header\":%" PRIu64 ",\"untrusted\":%" PRIu64 ",\"denied\":%" PRIu64
+			",\"client_limited\":%" PRIu64 ",\"queued\":%" PRIu64
+			",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
+			",\"queue_aborts\":%" PRIu64 ",\"rate_pauses\":%" PRIu64 "},\"backends\":[",
+			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
+			s->cfg->max_connections_per_client, s->cfg->max_connection_rate,
+			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
+			s->cfg->accept_proxy ? "true" : "false",
+			s->cfg->log_connections ? "true" : "false", snap->generation,
+			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
+			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
+			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
+			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
+			sc.client_limited, sc.queued, sc.queued_total, sc.queue_timeouts,
+			sc.queue_aborts, sc.rate_pauses);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");

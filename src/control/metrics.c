@@ -299,6 +299,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "allow_clients/deny_clients: connections closed at once, a client not served." },
 		{ "hashlb_service_client_limited_total", "counter",
 		  "Connections closed at once: their client held max_connections_per_client." },
+		{ "hashlb_service_rate_pauses_total", "counter",
+		  "max_connection_rate: times a worker stopped accepting until the rate allowed "
+		  "(clients waited in the listen backlog)." },
 	};
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
@@ -382,6 +385,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				break;
 			case 21:
 				v = (double)c.client_limited;
+				break;
+			case 22:
+				v = (double)c.rate_pauses;
 				break;
 			}
 			hlb_buf_printf(o, " %.17g\n", v);

@@ -893,6 +893,20 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		worker_close_fd(w, fd);
 		return;
 	}
+	if (snap->max_conn_rate) {
+		struct timespec ts;
+		uint64_t wait;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		wait = hlb_service_rate_take(svc, snap->max_conn_rate,
+					     (uint64_t)ts.tv_sec * 1000000000u +
+						     (uint64_t)ts.tv_nsec);
+		/* served all the same: it is accepted, and counted in the rate */
+		if (wait && worker_accept_pause(w, wl, (uint32_t)((wait + 999999) / 1000000)))
+			hlb_stat_add(&svc->wstats[w->id].rate_pauses, 1);
+		else
+			worker_accept_single(w, wl);
+	}
 	c = conn_new(w, svc, snap, fd);
 	if (!c)
 		return;

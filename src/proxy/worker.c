@@ -55,11 +55,27 @@ void worker_close_fd(struct worker *w, int fd)
 	io_uring_sqe_set_data64(sqe, 0);
 }
 
+/* Whether <wl>'s service has a max_connection_rate now. */
+static bool wl_rate_limited(const struct wlistener *wl)
+{
+	struct hlb_service *svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
+	const struct hlb_snapshot *snap = svc ? hlb_service_snapshot(svc) : NULL;
+
+	return snap && snap->max_conn_rate;
+}
+
 static void accept_arm(struct worker *w, struct wlistener *wl)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
-	io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
+	/* A multishot accept takes the whole backlog at once; under a rate
+	 * limit, one at a time, so that a pause leaves the rest waiting there. */
+	wl->multishot = !wl_rate_limited(wl);
+	if (wl->multishot)
+		io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
+	else
+		io_uring_prep_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
+	wl->cancelled = false;
 	io_uring_sqe_set_data64(sqe, ud_make(wl, OP_ACCEPT));
 	wl->armed = true;
 	wl->paused = false;
@@ -81,21 +97,61 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 	free(wl);
 }
 
-static void wlistener_close(struct worker *w, struct wlistener *wl)
+/* End <wl>'s accept in flight; accept_cqe() then re-arms it, unless paused or closing. */
+static void accept_cancel(struct worker *w, struct wlistener *wl)
 {
 	struct io_uring_sqe *sqe;
 
-	if (wl->closing)
+	if (!wl->armed || wl->cancelled)
 		return;
-	wl->closing = true;
-	if (!wl->armed) {
-		wlistener_drop(w, wl);
-		return;
-	}
+	wl->cancelled = true;
 	sqe = worker_sqe(w);
 	io_uring_prep_cancel64(sqe, ud_make(wl, OP_ACCEPT), 0);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, 0);
+}
+
+static void wlistener_close(struct worker *w, struct wlistener *wl)
+{
+	if (wl->closing)
+		return;
+	wl->closing = true;
+	if (!wl->armed)
+		wlistener_drop(w, wl);
+	else
+		accept_cancel(w, wl);
+}
+
+/* The pending tick fires in QUEUE_RETRY_MS rather than TICK_MS. */
+static void tick_soon(struct worker *w)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	w->tick_ts.tv_sec = 0;
+	w->tick_ts.tv_nsec = QUEUE_RETRY_MS * 1000000LL;
+	io_uring_prep_timeout_update(sqe, &w->tick_ts, ud_make(w, OP_TICK), 0);
+	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
+}
+
+bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms)
+{
+	bool was = !wl->paused;
+
+	if (wl->closing)
+		return false;
+	wl->paused = true;
+	wl->resume_ms = w->now_ms + ms;
+	if (!was)
+		return false;
+	accept_cancel(w, wl); /* one at a time: armed only between accepts */
+	tick_soon(w);
+	return true;
+}
+
+void worker_accept_single(struct worker *w, struct wlistener *wl)
+{
+	if (wl->multishot)
+		accept_cancel(w, wl);
 }
 
 static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_uring_cqe *cqe)
@@ -110,6 +166,8 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 		 * with a client, closing it now would lose it. Served, and
 		 * drained with the rest. */
 		conn_accepted(w, wl, res);
+	} else if (res == -ECANCELED && wl->cancelled) {
+		/* ended for a pause (the tick accepts again) or to accept one at a time */
 	} else if (!wl->closing) {
 		/* At the fd limit (EMFILE, ENFILE) or short of memory the
 		 * connection stays in the backlog, and any other error may
@@ -146,9 +204,14 @@ static void tick_arm(struct worker *w)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
+	bool paused = false;
+
+	for (struct wlistener *wl = w->listeners; wl && !paused; wl = wl->next)
+		paused = wl->paused && !wl->closing;
 	w->tick_ts.tv_sec = 0;
-	/* faster while connections wait in the queue, for their deadlines */
-	w->tick_ts.tv_nsec = (w->queue_head ? QUEUE_RETRY_MS : TICK_MS) * 1000000LL;
+	/* faster while connections wait in the queue, for their deadlines, or
+	 * in a paused listener's backlog, for its rate */
+	w->tick_ts.tv_nsec = (w->queue_head || paused ? QUEUE_RETRY_MS : TICK_MS) * 1000000LL;
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, ud_make(w, OP_TICK));
 }
@@ -207,9 +270,12 @@ static void worker_commands(struct worker *w)
 
 static void worker_tick(struct worker *w)
 {
-	for (struct wlistener *wl = w->listeners; wl; wl = wl->next)
-		if (wl->paused && !wl->closing && w->now_ms >= wl->resume_ms)
+	for (struct wlistener *wl = w->listeners; wl; wl = wl->next) {
+		if (wl->paused && !wl->closing && !wl->armed && w->now_ms >= wl->resume_ms)
 			accept_arm(w, wl);
+		else if (wl->armed && wl->multishot && wl_rate_limited(wl))
+			accept_cancel(w, wl); /* a reload set a rate: one at a time */
+	}
 	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
 
 	/* a backend's connections to close: look now, not at the next scan */
@@ -392,15 +458,8 @@ static void *worker_main(void *arg)
 
 void worker_queue_started(struct worker *w)
 {
-	struct io_uring_sqe *sqe = worker_sqe(w);
-
 	atomic_store_explicit(&w->queue_busy, true, memory_order_relaxed);
-	/* the pending tick fires in QUEUE_RETRY_MS rather than TICK_MS; if it
-	 * fired already, tick_arm() sees the queue */
-	w->tick_ts.tv_sec = 0;
-	w->tick_ts.tv_nsec = QUEUE_RETRY_MS * 1000000LL;
-	io_uring_prep_timeout_update(sqe, &w->tick_ts, ud_make(w, OP_TICK), 0);
-	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
+	tick_soon(w); /* if the tick fired already, tick_arm() sees the queue */
 }
 
 void worker_kick_queues(struct worker *w)

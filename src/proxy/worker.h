@@ -65,9 +65,11 @@ struct wlistener {
 	struct wlistener *next;
 	struct hlb_listener *l; /* one reference */
 	int fd;
-	bool armed; /* a multishot accept is in flight */
+	bool armed; /* an accept is in flight (multishot, or one at a time: max_connection_rate) */
+	bool multishot; /* that accept is multishot */
+	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */
 	bool closing; /* removed or draining: close once the accept has ended */
-	bool paused; /* at the fd limit: re-armed by the tick */
+	bool paused; /* at the fd limit, or over max_connection_rate: re-armed by the tick */
 	uint64_t resume_ms;
 } __attribute__((aligned(16)));
 
@@ -275,6 +277,17 @@ struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
 /* A backend slot freed: every worker (this one included) retries its queue. */
 void worker_kick_queues(struct worker *w);
+/*
+ * Stop accepting on <wl> for <ms> (max_connection_rate): the clients behind
+ * wait in its listen backlog; the tick accepts again after <ms>. True if
+ * it was accepting until now.
+ */
+bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms);
+
+/* A rate limit applies to <wl> (a reload set it): end a multishot accept, which takes the
+ * whole backlog at once, for one accept at a time. The tick does it too, within ~100 ms. */
+void worker_accept_single(struct worker *w, struct wlistener *wl);
+
 /* The queue was empty and has a connection now: tick at QUEUE_RETRY_MS. */
 void worker_queue_started(struct worker *w);
 

@@ -124,6 +124,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->abort_on_close = cfg->abort_on_close;
 	s->max_connections = cfg->max_connections;
 	s->max_per_client = cfg->max_connections_per_client;
+	s->max_conn_rate = cfg->max_connection_rate;
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;
 	s->proxy_protocol = cfg->proxy_protocol;
@@ -338,6 +339,7 @@ int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **r
 	atomic_init(&s->refs, 1);
 	atomic_init(&s->snap, NULL);
 	atomic_init(&s->active, 0);
+	atomic_init(&s->rate_tat, 0);
 	atomic_init(&s->clients, NULL);
 	s->n_workers = n_workers;
 	*ret_service = s;
@@ -383,6 +385,7 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.queued_total += atomic_load_explicit(&w->queued, memory_order_relaxed);
 		c.queue_timeouts += atomic_load_explicit(&w->queue_timeouts, memory_order_relaxed);
 		c.queue_aborts += atomic_load_explicit(&w->queue_aborts, memory_order_relaxed);
+		c.rate_pauses += atomic_load_explicit(&w->rate_pauses, memory_order_relaxed);
 	}
 	c.queued = atomic_load_explicit(&s->queued, memory_order_relaxed);
 	*ret = c;
@@ -405,4 +408,18 @@ int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, stru
 		return 0;
 	}
 	return hlb_rcu_defer(rcu, snapshot_free_cb, old);
+}
+
+uint64_t hlb_service_rate_take(struct hlb_service *svc, uint32_t rate, uint64_t now_ns)
+{
+	const uint64_t second = 1000000000u, step = second / (rate ? rate : 1);
+	uint_fast64_t tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed), next;
+
+	do {
+		next = (tat > now_ns ? tat : now_ns) + step;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&svc->rate_tat, &tat, next, memory_order_relaxed, memory_order_relaxed));
+	/* Within the burst while the arrival time is at most a second ahead;
+	 * else resume when one more fits: at next + step - second. */
+	return next - now_ns > second ? next - now_ns - second + step : 0;
 }

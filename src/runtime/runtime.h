@@ -295,6 +295,7 @@ struct hlb_snapshot {
 	bool abort_on_close; /* a client's FIN takes it out of the queue */
 	uint32_t max_connections; /* 0 = unlimited */
 	uint32_t max_per_client; /* max_connections_per_client, 0 = none */
+	uint32_t max_conn_rate; /* max_connection_rate: accepts per second, 0 = none */
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
 	uint64_t up_weight; /* sum of the up backends' weights, for bounded load */
@@ -356,6 +357,7 @@ struct hlb_service_wstats {
 	_Atomic uint64_t queued; /* waited for a backend under its max_connections */
 	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
 	_Atomic uint64_t queue_aborts; /* closed: the client left while waiting in the queue */
+	_Atomic uint64_t rate_pauses; /* max_connection_rate: accepting paused */
 } __attribute__((aligned(64)));
 
 struct hlb_service_counters {
@@ -372,6 +374,7 @@ struct hlb_service_counters {
 	uint64_t queued_total;
 	uint64_t queue_timeouts;
 	uint64_t queue_aborts;
+	uint64_t rate_pauses;
 };
 
 /*
@@ -393,6 +396,9 @@ struct hlb_service {
 	 * made by the control plane before the first snapshot that sets the
 	 * limit is published, then kept for the service's life */
 	_Atomic(struct hlb_clients *) clients;
+	/* max_connection_rate: the theoretical arrival time of the next
+	 * connection (CLOCK_MONOTONIC ns), shared by the workers */
+	atomic_uint_fast64_t rate_tat;
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;
@@ -404,6 +410,17 @@ struct hlb_service {
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */
 };
+
+/*
+ * max_connection_rate: count one more connection accepted at <now_ns>
+ * (CLOCK_MONOTONIC) against <rate> per second, with a burst of one second's
+ * worth (GCRA: one atomic, the theoretical arrival time). Returns 0 if it
+ * was within the rate, else how many ns accepting should pause for the
+ * rate to allow the next one. A connection over the rate is still counted,
+ * so a burst overshot by the connections already accepted is paid back
+ * by a longer pause: over time the rate holds exactly.
+ */
+uint64_t hlb_service_rate_take(struct hlb_service *svc, uint32_t rate, uint64_t now_ns);
 
 int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **ret_service);
 struct hlb_service *hlb_service_ref(struct hlb_service *s);

@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 import re
+import selectors
 import socket
 import struct
 import threading
@@ -463,7 +464,59 @@ def connections_per_client():
     check(lb.stop() == 0, "exit 0")
 
 
+def connection_rate():
+    """max_connection_rate: 20, set by a reload: 100 clients connecting at once are all
+    served, none refused, the first 20 at once (the burst) and the others no faster than 20
+    per second, the rest waiting in the listen backlog meanwhile; the pauses are counted."""
+    rate, n = 20, 100
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0"))
+    check(all(who(lb.addr, client_ip(6000 + i)) for i in range(50)), "served before the limit")
+    # workers accept many connections at once without a rate: the reload must stop that
+    lb.rewrite(config(BACKENDS, extra=f"max_connection_rate: {rate}"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to a rate of {rate}: {se}")
+    time.sleep(0.5)  # a tick of each worker (100 ms): the rate is theirs
+    t0 = time.monotonic()
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.bind((client_ip(7000 + i), 0))
+        s.setblocking(False)
+        s.connect_ex(lb.addr)
+        socks.append(s)
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    got = []
+    end = time.monotonic() + 30
+    while len(got) < n and time.monotonic() < end:
+        for key, _ in sel.select(timeout=1):
+            try:
+                line = key.fileobj.recv(64)
+            except OSError:
+                line = b""
+            got.append((time.monotonic() - t0, line))
+            sel.unregister(key.fileobj)
+    times = sorted(t for t, _ in got)
+    check(len(got) == n and all(line.endswith(b"\n") for _, line in got),
+          f"all {n} served with a greeting: {len(got)} answered, "
+          f"{sum(not line for _, line in got)} closed")
+    # served by time t: at most the burst, plus rate x t, plus one per worker accepted over
+    # it before its pause (counted, so paid back), plus one resumed early by the coarse clock
+    early = [(k + 1, round(t, 3)) for k, t in enumerate(times) if k + 1 > rate + 4 + rate * t]
+    print(f"    the first {rate} within {times[rate - 1]:.2f} s, all {len(times)} within "
+          f"{times[-1]:.2f} s (at {rate}/s: {(n - rate) / rate:.1f} s after the burst)")
+    check(not early, f"no faster than {rate} per second after the burst: {early[:5]}")
+    check(lb.service()["max_connection_rate"] == rate and
+          lb.service()["connections"]["rate_pauses"] > 0,
+          f"the admin API shows the rate and the pauses: {lb.service()['connections']}")
+    check(metric_sum(lb, "hashlb_service_rate_pauses_total") > 0, "the pauses are counted")
+    for s in socks:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients,
-           connections_per_client])
+           connections_per_client, connection_rate])

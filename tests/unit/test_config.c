@@ -833,6 +833,28 @@ static void test_keepalive(void **state)
 		     "'keepalive' needs steering: userspace");
 }
 
+/* max_connection_rate: connections per second, 0 (default) = none, up to 1,000,000. */
+static void test_max_connection_rate(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_int_equal(c->services[0].max_connection_rate, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    max_connection_rate: 500\n");
+	assert_int_equal(c->services[0].max_connection_rate, 500);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    max_connection_rate: 1000000\n");
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    max_connection_rate: 1000001\n", 7, 26, "'max_connection_rate'");
+	expect_error(MINIMAL "    max_connection_rate: -1\n", 7, 26, "'max_connection_rate'");
+	expect_error(MINIMAL "    max_connection_rate: 10/s\n", 7, 26, "'max_connection_rate'");
+	expect_error(MINIMAL "    max_conection_rate: 10\n", 7, 5,
+		     "did you mean 'max_connection_rate'?");
+	expect_error(MINIMAL
+		     "    steering: kernel\n    interface: lo\n    max_connection_rate: 5\n",
+		     9, 26, "'max_connection_rate' needs steering: userspace");
+}
+
 /* health.close_on_down: a boolean, default false; only where hashlb holds the connections. */
 static void test_close_on_down(void **state)
 {
@@ -1591,6 +1613,7 @@ int main(void)
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_close_on_down),
+		cmocka_unit_test(test_max_connection_rate),
 		cmocka_unit_test(test_log_connections),
 		cmocka_unit_test(test_queue_timeout),
 		cmocka_unit_test(test_source),

@@ -307,6 +307,78 @@ static void test_clients_threads(void **state)
 	hlb_clients_free(t);
 }
 
+/*
+ * max_connection_rate's count (GCRA) on a clock of our own: a burst of one
+ * second's worth at once, then one per step; a connection over the rate
+ * is counted all the same and lengthens the pause it asks for; an idle
+ * second refills the burst, and no more than that.
+ */
+static void test_rate_take(void **state)
+{
+	const uint64_t s = 1000000000u, t0 = 5 * s, step = s / 10;
+	struct hlb_service *svc;
+
+	(void)state;
+	assert_int_equal(hlb_service_new("t", 1, &svc), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 10, t0), 0); /* the burst */
+	/* the 11th: over, and counted (it takes the place due at t0 + step):
+	 * the next fits two steps from now */
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0), 2 * step);
+	/* a 12th right away pushes that to three; a 13th at t0 + 2 steps
+	 * finds the place due at t0 + 3 taken: two more steps */
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0), 3 * step);
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0 + 2 * step), 2 * step);
+	/* after a pause as long as asked, the next one is within the rate */
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0 + 4 * step), 0);
+	/* a steady 10 per second passes, 20 per second does not */
+	for (int i = 1; i <= 50; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 10, t0 + (4 + i) * step), 0);
+	assert_int_not_equal(hlb_service_rate_take(svc, 10, t0 + 54 * step + step / 2), 0);
+	/* idle for a minute: a full burst again, and not one more */
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 10, t0 + 60 * s), 0);
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0 + 60 * s), 2 * step);
+	hlb_service_unref(svc);
+}
+
+struct rate_thread {
+	struct hlb_service *svc;
+	uint64_t now;
+	int within;
+};
+
+static void *rate_worker(void *arg)
+{
+	struct rate_thread *rt = arg;
+
+	for (int i = 0; i < 1000; i++)
+		rt->within += hlb_service_rate_take(rt->svc, 500, rt->now) == 0;
+	return NULL;
+}
+
+/* Four threads at one instant: exactly the burst (500) is within the rate. */
+static void test_rate_take_threads(void **state)
+{
+	struct rate_thread rt[4];
+	pthread_t th[4];
+	struct hlb_service *svc;
+	int within = 0;
+
+	(void)state;
+	assert_int_equal(hlb_service_new("t", 1, &svc), 0);
+	for (int i = 0; i < 4; i++) {
+		rt[i] = (struct rate_thread){ svc, 1000000000u, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, rate_worker, &rt[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		within += rt[i].within;
+	}
+	assert_int_equal(within, 500);
+	hlb_service_unref(svc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,6 +388,8 @@ int main(void)
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_threads),
+		cmocka_unit_test(test_rate_take),
+		cmocka_unit_test(test_rate_take_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
