@@ -62,6 +62,10 @@ struct hashlb_backend_cfg {
 	/* takes clients only while no other backend can (every one that is
 	 * not a backup down, drained, in maint or of weight 0); default false */
 	bool backup;
+	/* a backup's connections are closed when it leaves the table because
+	 * another backend can take clients again (HAProxy's on-marked-up
+	 * shutdown-backup-sessions); default false */
+	bool close_on_return;
 	struct hashlb_pos pos; /* where the backend's entry starts */
 };
 

@@ -203,7 +203,7 @@ static const char *const health_keys[] = {
 };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
-	"name", "address", "weight", "state", "max_connections", "backup", NULL,
+	"name", "address", "weight", "state", "max_connections", "backup", "close_on_return", NULL,
 };
 
 /* Where each key lives, to tell a key written at the wrong level where it goes. */
@@ -750,6 +750,13 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	v = map_get(m, "backup");
 	if (v && (r = get_bool(ld, v, "backup", &b->backup)) < 0)
 		return r;
+	v = map_get(m, "close_on_return");
+	if (v && (r = get_bool(ld, v, "close_on_return", &b->close_on_return)) < 0)
+		return r;
+	if (b->close_on_return && !b->backup)
+		return fail(ld, v,
+			    "'close_on_return' is for a backup (backup: true): it closes the "
+			    "backup's connections when another backend takes clients again");
 	v = map_get(m, "max_connections");
 	if (v) {
 		r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
@@ -1435,6 +1442,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		r = load_backend(ld, backends->items[i], &s->backends[i]);
 		s->n_backends = (uint32_t)i + 1;
 		if (r < 0)
+			return r;
+		if (s->backends[i].close_on_return &&
+		    (r = userspace_only(ld, map_get(backends->items[i], "close_on_return"), s,
+					"close_on_return", "holds no connection to close")) < 0)
 			return r;
 		/* a name is checked so once resolved (hashlb_config_resolve()) */
 		if (s->backends[i].addr_len &&

@@ -149,8 +149,12 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
 		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
 	o->len--; /* reopen the object */
-	hlb_buf_printf(o, ",\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64 "}}",
-		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN]);
+	hlb_buf_printf(o,
+		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
+		       ",\"backup\":%" PRIu64 "}}",
+		       b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
+		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN],
+		       c.closed[HLB_CLOSE_BACKUP]);
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)

@@ -221,7 +221,8 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 
 /*
  * Connections hashlb closed because of their backend, by reason: "admin"
- * (hashlb ctl close), "down" (health.close_on_down). (Those of a backend
+ * (hashlb ctl close), "down" (health.close_on_down), "backup" (a backup's
+ * close_on_return, another backend back). (Those of a backend
  * removed by a reload, past timeouts.drain, go with the backend.)
  */
 static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
@@ -229,12 +230,14 @@ static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
 	static const struct {
 		enum hlb_close_why why;
 		const char *label;
-	} reasons[] = { { HLB_CLOSE_ADMIN, "admin" }, { HLB_CLOSE_DOWN, "down" } };
+	} reasons[] = { { HLB_CLOSE_ADMIN, "admin" },
+			{ HLB_CLOSE_DOWN, "down" },
+			{ HLB_CLOSE_BACKUP, "backup" } };
 	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
 	family(o, "hashlb_backend_closed_connections_total", "counter",
 	       "Connections hashlb closed because of their backend: reason admin (hashlb ctl "
-	       "close) or down (health.close_on_down).");
+	       "close), down (health.close_on_down) or backup (close_on_return).");
 	for (uint32_t i = 0; i < n_svcs; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 

@@ -267,15 +267,41 @@ static void service_clients_table(struct hlb_pool_service *s, const struct hlb_s
 	atomic_store_explicit(&s->rt->clients, t, memory_order_release);
 }
 
-/* health.close_on_down, once no worker can still choose <arg> from a table
- * that had it: unless it is back up by then. */
-static void backend_close_down(void *arg)
-{
-	struct hlb_backend *rt = arg;
+struct deferred_close {
+	struct hlb_backend *rt; /* one reference */
+	enum hlb_close_why why;
+};
 
-	if (!atomic_load(&rt->healthy))
-		hlb_backend_close(rt, HLB_CLOSE_DOWN);
-	hlb_backend_unref(rt);
+/* A close once no worker can still choose the backend from a table that had
+ * it; for health.close_on_down, unless it is back up by then. */
+static void backend_close_deferred(void *arg)
+{
+	struct deferred_close *d = arg;
+
+	if (d->why != HLB_CLOSE_DOWN || !atomic_load(&d->rt->healthy))
+		hlb_backend_close(d->rt, d->why);
+	hlb_backend_unref(d->rt);
+	free(d);
+}
+
+/*
+ * Close <rt>'s connections after a grace period, when every worker has left
+ * the table published before: a client that reconnects at once finds the
+ * new table, and a connection that chose <rt> from the old one is among
+ * those closed.
+ */
+static void backend_close_after_publish(struct hlb_pool *p, struct hlb_backend *rt,
+					enum hlb_close_why why)
+{
+	struct deferred_close *d = malloc(sizeof(*d));
+
+	if (!d) { /* out of memory: now */
+		hlb_backend_close(rt, why);
+		return;
+	}
+	*d = (struct deferred_close){ hlb_backend_ref(rt), why };
+	if (!p->env.rcu || hlb_rcu_defer(p->env.rcu, backend_close_deferred, d) < 0)
+		backend_close_deferred(d); /* no workers, or out of memory: now */
 }
 
 static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *snap)
@@ -287,21 +313,23 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
-	/* A down backend's connections are closed after a grace period, when
-	 * every worker has left the old table: a client that reconnects at once
-	 * finds the new one and its next backend, and a connection that chose
-	 * the backend from the old table is among those closed. */
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		struct hlb_pool_backend *b = s->backends[i];
+		bool was_in = b->in_table;
 
-		if (!b->close_pending)
-			continue;
-		b->close_pending = false;
-		if (b->health.up)
-			continue;
-		hlb_backend_ref(b->rt);
-		if (!p->env.rcu || hlb_rcu_defer(p->env.rcu, backend_close_down, b->rt) < 0)
-			backend_close_down(b->rt); /* no workers, or out of memory: now */
+		/* the snapshot's backends are s->backends' objects, in that order */
+		b->in_table = i < snap->n_backends && snap->backends[i] == b->rt &&
+			      !hashlb_table_backend_down(snap->table, i);
+		if (b->close_pending) { /* health.close_on_down */
+			b->close_pending = false;
+			if (!b->health.up)
+				backend_close_after_publish(p, b->rt, HLB_CLOSE_DOWN);
+		}
+		/* close_on_return: a backup out of the table while it could serve,
+		 * that is because another backend takes clients again */
+		if (was_in && !b->in_table && s->cfg->backends[i].close_on_return &&
+		    hlb_pool_backend_up(b))
+			backend_close_after_publish(p, b->rt, HLB_CLOSE_BACKUP);
 	}
 }
 

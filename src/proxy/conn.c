@@ -215,6 +215,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_CLIENT_LIMIT] = "client_limit",
 	[CONN_END_CLOSED] = "closed",
 	[CONN_END_BACKEND_DOWN] = "backend_down",
+	[CONN_END_PRIMARY_UP] = "primary_up",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -1249,6 +1250,7 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 		[HLB_CLOSE_ADMIN] = CONN_END_CLOSED,
 		[HLB_CLOSE_DOWN] = CONN_END_BACKEND_DOWN,
 		[HLB_CLOSE_REMOVED] = CONN_END_DRAIN, /* its backend removed, past its drain */
+		[HLB_CLOSE_BACKUP] = CONN_END_PRIMARY_UP,
 	};
 	unsigned gen = atomic_load_explicit(&c->be->close_gen, memory_order_acquire);
 	int why;

@@ -122,6 +122,7 @@ enum conn_end {
 	CONN_END_CLIENT_LIMIT, /* the client holds max_connections_per_client already */
 	CONN_END_CLOSED, /* hashlb ctl close: its backend's connections closed */
 	CONN_END_BACKEND_DOWN, /* health.close_on_down: its backend went down */
+	CONN_END_PRIMARY_UP, /* close_on_return: its backend is a backup, another is back */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };

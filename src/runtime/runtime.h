@@ -108,6 +108,7 @@ enum hlb_close_why {
 	HLB_CLOSE_ADMIN, /* hashlb ctl close */
 	HLB_CLOSE_DOWN, /* health.close_on_down: its health went down */
 	HLB_CLOSE_REMOVED, /* removed by a reload, past timeouts.drain */
+	HLB_CLOSE_BACKUP, /* close_on_return: a backup, and another backend is back */
 	HLB_CLOSE_MAX
 };
 

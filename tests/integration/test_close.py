@@ -3,7 +3,8 @@
 exactly that backend's established connections (the others keep echoing), counts and logs
 them, and leaves the backend serving new clients; health.close_on_down closes a backend's
 connections when its checks take it down, and its clients reconnect to their next backend,
-while without it (the default) they stay open."""
+while without it (the default) they stay open; a backup's close_on_return closes its
+connections when the primary is back."""
 import re
 import socket
 import time
@@ -87,7 +88,8 @@ def ctl_close():
           "the close itself is logged")
     b = lb.backend("b")
     check(b["state"] == "ready" and b["in_table"], f"b keeps its state: {b['state']}")
-    check(b["closed"] == {"admin": len(on_b), "down": 0}, f"/status counts them: {b['closed']}")
+    check(b["closed"] == {"admin": len(on_b), "down": 0, "backup": 0},
+          f"/status counts them: {b['closed']}")
 
     # b's clients come back to b, and those new connections are not closed.
     again = [(c, connect(lb.addr, c)) for c, _, _ in on_b]
@@ -184,4 +186,48 @@ def down_keeps_by_default():
     down_closes(False)
 
 
-run_tests([ctl_close, close_on_down, down_keeps_by_default])
+def backup_close_on_return():
+    """Two backups, one with close_on_return: while the primary is down the clients are on
+    the backups; when it is back up, the connections of the close_on_return backup are
+    closed (end=primary_up, counted as backup) and their clients reconnect to the primary,
+    while the other backup keeps its connections."""
+    p = Backend("p")
+    d1, d2 = Backend("d1"), Backend("d2")
+    lb = Lb(config([("p", p.addr), ("d1", d1.addr, "backup: true", "close_on_return: true"),
+                    ("d2", d2.addr, "backup: true")],
+                   extra="log_connections: true", health=HEALTH))
+    check(lb.wait(lambda: lb.backend("p")["in_table"] and not lb.backend("d1")["in_table"]),
+          "the primary serves, the backups wait")
+    p.stop()
+    check(lb.wait(lambda: lb.backend("d1")["in_table"] and lb.backend("d2")["in_table"]),
+          "the primary down: the backups take over")
+    conns = open_clients(lb, 40)
+    on_d1 = [t for t in conns if t[1] == "d1"]
+    on_d2 = [t for t in conns if t[1] == "d2"]
+    check(len(on_d1) >= 5 and len(on_d2) >= 5 and len(on_d1) + len(on_d2) == len(conns),
+          f"clients on the backups: {len(on_d1)} on d1, {len(on_d2)} on d2")
+
+    p = Backend("p", int(p.addr.rsplit(":", 1)[1]))
+    check(lb.wait(lambda: lb.backend("p")["in_table"] and not lb.backend("d1")["in_table"]),
+          "the primary back: the backups leave the table")
+    gone = [ended(s) for _, _, s in on_d1]
+    check(all(gone), f"every connection of d1 (close_on_return) ended: {gone}")
+    check(all(echo_ok(s) for _, _, s in on_d2), "d2's connections (no close_on_return) stay")
+    check(lb.wait(lambda: closed_metric(lb, "d1", "backup") == len(on_d1)),
+          f"counted under reason backup: {closed_metric(lb, 'd1', 'backup')}")
+    check(closed_metric(lb, "d2", "backup") == 0, "nothing counted for d2")
+    check(lb.wait(lambda: sum(bool(re.search(r"msg=connection .*backend=d1 .*end=primary_up", l))
+                              for l in lb.log) == len(on_d1)),
+          "one line end=primary_up per connection of d1")
+    back = [read_line(connect(lb.addr, c)) for c, _, _ in on_d1]
+    check(all(b == "p" for b in back), f"d1's clients reconnect to the primary: {back}")
+    check(lb.backend("d1")["close_on_return"] and not lb.backend("d2")["close_on_return"],
+          "/status shows close_on_return")
+    for _, _, s in conns:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    for b in (p, d1, d2):
+        b.stop()
+
+
+run_tests([ctl_close, close_on_down, down_keeps_by_default, backup_close_on_return])

@@ -484,6 +484,22 @@ static void test_backup(void **state)
 		hashlb_config_free(c);
 	}
 	expect_error(MINIMAL "        backup: maybe\n", 7, 17, "'backup'");
+
+	/* close_on_return: a backup's, off by default, userspace only */
+	struct hashlb_config *c = load_ok(MINIMAL "        backup: true\n        close_on_return: true\n");
+	assert_true(c->services[0].backends[0].close_on_return);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "        backup: true\n");
+	assert_false(c->services[0].backends[0].close_on_return);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "        close_on_return: true\n", 7, 26,
+		     "'close_on_return' is for a backup (backup: true)");
+	expect_error(MINIMAL "        backup: true\n        close_on_return: 2\n", 8, 26,
+		     "'close_on_return' must be true or false");
+	expect_error("services:\n  - name: s\n    listen: 127.0.0.1:1\n    steering: kernel\n"
+		     "    interface: lo\n    backends:\n      - name: a\n        address: "
+		     "127.0.0.1:2\n        backup: true\n        close_on_return: true\n",
+		     10, 26, "'close_on_return' needs steering: userspace");
 }
 
 static void test_resolve_every(void **state)
