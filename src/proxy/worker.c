@@ -203,7 +203,6 @@ static void wake_arm(struct worker *w)
 static void tick_arm(struct worker *w)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
-
 	bool paused = false;
 
 	for (struct wlistener *wl = w->listeners; wl && !paused; wl = wl->next)
@@ -270,19 +269,19 @@ static void worker_commands(struct worker *w)
 
 static void worker_tick(struct worker *w)
 {
+	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
+
 	for (struct wlistener *wl = w->listeners; wl; wl = wl->next) {
 		if (wl->paused && !wl->closing && !wl->armed && w->now_ms >= wl->resume_ms)
 			accept_arm(w, wl);
 		else if (wl->armed && wl->multishot && wl_rate_limited(wl))
 			accept_cancel(w, wl); /* a reload set a rate: one at a time */
 	}
-	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
-
 	/* a backend's connections to close: look now, not at the next scan */
 	if (w->now_ms >= w->next_idle_scan || w->draining || epoch != w->close_epoch) {
-		w->close_epoch = epoch;
 		uint64_t every = w->min_idle_ms / 4;
 
+		w->close_epoch = epoch;
 		if (every < TICK_MS)
 			every = TICK_MS;
 		if (every > 1000)
