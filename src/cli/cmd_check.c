@@ -92,6 +92,8 @@ static void print_health(const struct hashlb_health_cfg *h)
 		printf(", expect ");
 		print_bytes(h->expect, h->expect_len);
 	}
+	if (h->close_on_down)
+		printf(", close_on_down");
 	printf("\n");
 }
 
@@ -144,6 +146,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       s->max_connections, s->connect_retries);
 	if (s->max_connections_per_client)
 		printf(" max_connections_per_client=%" PRIu32, s->max_connections_per_client);
+	if (s->max_connection_rate)
+		printf(" max_connection_rate=%" PRIu32 "/s", s->max_connection_rate);
 	printf("\n");
 	if (s->proxy_protocol)
 		printf("  proxy        PROXY protocol %s to the backends\n",
@@ -192,7 +196,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       b->address, b->weight, hashlb_admin_state_name(b->admin),
 		       100.0 * hashlb_table_share(t, i), ideal);
 		if (b->backup)
-			printf("  backup");
+			printf(b->close_on_return ? "  backup (close_on_return)" : "  backup");
 		if (b->max_connections)
 			printf("  max_connections=%" PRIu32, b->max_connections);
 		if (hashlb_addr_is_name(b->address)) {

@@ -71,18 +71,23 @@ check(len(keys) > 30 and not absent, f"{len(keys)} keys; not in configs/full.yam
 # --- what a service does beyond its table: health exchange, source, caps ---
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
     f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
-            "    source: 127.0.0.7\n"
-            '    health: {send: "PING\\r\\n\\x01", expect: "+PONG"}\n'
+            "    source: 127.0.0.7\n    max_connection_rate: 300\n"
+            '    health: {send: "PING\\r\\n\\x01", expect: "+PONG", close_on_down: true}\n'
             "    backends:\n      - {name: a, address: 127.0.0.1:18381, max_connections: 500}\n"
-            "      - {name: b, address: 127.0.0.1:18382}\n")
+            "      - {name: b, address: 127.0.0.1:18382}\n"
+            "      - {name: c, address: 127.0.0.1:18383, backup: true, close_on_return: true}\n"
+            "      - {name: d, address: 127.0.0.1:18384, backup: true}\n")
 r = run("check", "-c", f.name)
 os.unlink(f.name)
 check(r.returncode == 0 and
       'health       every 2000ms, timeout 1000ms, rise 2, fall 3, send "PING\\r\\n\\x01", '
-      'expect "+PONG"' in r.stdout and "  source       127.0.0.7\n" in r.stdout and
+      'expect "+PONG", close_on_down' in r.stdout and "  source       127.0.0.7\n" in r.stdout and
       re.search(r"^\s+a\s.*max_connections=500$", r.stdout, re.M) and
-      not re.search(r"^\s+b\s.*max_connections", r.stdout, re.M),
-      f"check shows the health exchange, the source and the cap: {r.stdout}")
+      not re.search(r"^\s+b\s.*max_connections", r.stdout, re.M) and
+      re.search(r"^  limits .* max_connection_rate=300/s$", r.stdout, re.M) and
+      re.search(r"^\s+c\s.*  backup \(close_on_return\)$", r.stdout, re.M) and
+      re.search(r"^\s+d\s.*  backup$", r.stdout, re.M),
+      f"check shows the health exchange, the source, the caps, the rate and the backups: {r.stdout}")
 
 # --- broken configs: exit 1, one line FILE:LINE:COL: error: ..., nothing on stdout ---
 with open(DEMO) as f:
