@@ -152,7 +152,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
 		       ",\"backup\":%" PRIu64 "}}",
-		       b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
+		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
 		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN],
 		       c.closed[HLB_CLOSE_BACKUP]);
 }
@@ -594,15 +594,30 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		       hlb_pool_snapshot(s)->generation);
 }
 
-/* POST /close?backend=B: close its connections (they are counted in /metrics as they go). */
+/*
+ * POST /close?backend=B: close its connections (they are counted in /metrics
+ * as they go), those of the backend in the table and those of any backend of
+ * that name a reload removed and that still drains (its old address).
+ */
 static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req *req,
 			  struct hlb_http_resp *resp, bool text)
 {
+	char name[HASHLB_NAME_MAX + 1];
 	struct hlb_pool_backend *b;
-	uint64_t n;
+	uint64_t n = 0, drained = 0;
+	uint32_t draining = 0;
 
-	if (!(b = req_backend(s, req, resp)))
+	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+		resp_error(resp, 400, "give backend=NAME");
 		return;
+	}
+	b = hlb_pool_backend_find(s, name);
+	for (uint32_t j = 0; j < s->n_removed; j++)
+		draining += !strcmp(s->removed[j]->rt->name, name);
+	if (!b && !draining) {
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		return;
+	}
 	if (s->cfg->steering == HASHLB_STEERING_KERNEL) {
 		resp_error(
 			resp, 409,
@@ -610,21 +625,37 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 			s->cfg->name);
 		return;
 	}
-	n = hlb_pool_close_connections(b);
+	if (b)
+		n = hlb_pool_close_connections(b);
+	for (uint32_t j = 0; j < s->n_removed; j++)
+		if (!strcmp(s->removed[j]->rt->name, name))
+			drained += hlb_pool_close_connections(s->removed[j]);
 	if (text) {
-		hlb_buf_printf(&resp->body,
-			       "%s/%s: closing its %" PRIu64
-			       " established connections (and those connecting); "
-			       "state %s, it takes new clients as before\n",
-			       s->cfg->name, b->rt->name, n, hashlb_admin_state_name(b->admin));
+		if (b)
+			hlb_buf_printf(&resp->body,
+				       "%s/%s: closing its %" PRIu64
+				       " established connections (and those connecting); "
+				       "state %s, it takes new clients as before",
+				       s->cfg->name, name, n, hashlb_admin_state_name(b->admin));
+		else
+			hlb_buf_printf(&resp->body, "%s/%s: removed by a reload", s->cfg->name,
+				       name);
+		if (draining)
+			hlb_buf_printf(&resp->body,
+				       "%s closing the %" PRIu64
+				       " established connections of its draining (removed) address",
+				       b ? "; and" : ",", drained);
+		hlb_buf_puts(&resp->body, "\n");
 		return;
 	}
 	hlb_buf_puts(&resp->body, "{\"service\":");
 	hlb_buf_json_str(&resp->body, s->cfg->name);
 	hlb_buf_puts(&resp->body, ",\"backend\":");
-	hlb_buf_json_str(&resp->body, b->rt->name);
-	hlb_buf_printf(&resp->body, ",\"closing\":%" PRIu64 ",\"state\":\"%s\"}\n", n,
-		       hashlb_admin_state_name(b->admin));
+	hlb_buf_json_str(&resp->body, name);
+	hlb_buf_printf(&resp->body,
+		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64
+		       ",\"state\":\"%s\"}\n",
+		       n + drained, drained, b ? hashlb_admin_state_name(b->admin) : "removed");
 }
 
 static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)

@@ -230,4 +230,46 @@ def backup_close_on_return():
         b.stop()
 
 
-run_tests([ctl_close, close_on_down, down_keeps_by_default, backup_close_on_return])
+def close_draining():
+    """A reload moves b to a new address and removes c, both draining (timeouts.drain 60s):
+    hashlb ctl close c closes the removed c's connections; hashlb ctl close b those of b's
+    old address and of its new one; a's connections stay."""
+    a, b_old, b_new, c = Backend("a"), Backend("b"), Backend("b-new"), Backend("c")
+    drain = "timeouts: {drain: 60s}"
+    lb = Lb(config([("a", a.addr), ("b", b_old.addr), ("c", c.addr)], extra=drain,
+                   health=HEALTH))
+    conns = open_clients(lb, 60)
+    by = {n: [t for t in conns if t[1] == n] for n in ("a", "b", "c")}
+    check(all(len(v) >= 5 for v in by.values()), f"clients spread: { {k: len(v) for k, v in by.items()} }")
+    lb.rewrite(config([("a", a.addr), ("b", b_new.addr)], extra=drain, health=HEALTH))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload: {se}")
+    check(sorted(d["name"] for d in lb.service()["draining"]) == ["b", "c"],
+          f"b's old address and c drain: {lb.service()['draining']}")
+    moved = [(cl, connect(lb.addr, cl)) for cl, _, _ in by["b"]]
+    check(all(read_line(s) == "b-new" for _, s in moved), "b's clients reach its new address")
+    check(all(echo_ok(s) for _, _, s in conns), "every connection from before still forwards")
+
+    rc, so, se = lb.ctl("close", "c")
+    check(rc == 0 and so.startswith(f"t/c: removed by a reload, closing the {len(by['c'])} "
+                                    "established connections of its draining"),
+          f"close of a removed backend: {rc} {so!r} {se!r}")
+    check(all(ended(s) for _, _, s in by["c"]), "the removed c's connections ended")
+    rc, so, se = lb.ctl("close", "b")
+    check(rc == 0 and f"closing its {len(moved)} established" in so and
+          f"closing the {len(by['b'])} established connections of its draining" in so,
+          f"close of a moved backend: {rc} {so!r} {se!r}")
+    check(all(ended(s) for _, _, s in by["b"]), "the connections to b's old address ended")
+    check(all(ended(s) for _, s in moved), "the connections to b's new address ended")
+    check(all(echo_ok(s) for _, _, s in by["a"]), "a's connections still forward")
+    for _, _, s in conns:
+        s.close()
+    for _, s in moved:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    for x in (a, b_old, b_new, c):
+        x.stop()
+
+
+run_tests([ctl_close, close_on_down, down_keeps_by_default, backup_close_on_return,
+           close_draining])
