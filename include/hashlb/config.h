@@ -80,6 +80,10 @@ struct hashlb_health_cfg {
 	 * Bytes, possibly with NULs: lengths count. NULL = none (connect only). */
 	char *send, *expect;
 	uint32_t send_len, expect_len;
+	/* Check this port of each backend's host rather than the backend's own
+	 * port (a separate health endpoint: Patroni's REST API, a sidecar);
+	 * 0 = the backend's port (default). No PROXY header is sent to it. */
+	uint16_t port;
 	/* When a backend goes down, close its established connections (their
 	 * clients reconnect to their next backend) rather than keep them;
 	 * default false (HAProxy's on-marked-down shutdown-sessions). */

@@ -84,6 +84,8 @@ static void print_health(const struct hashlb_health_cfg *h)
 	printf("  health       every %" PRIu32 "ms, timeout %" PRIu32 "ms, rise %" PRIu32
 	       ", fall %" PRIu32,
 	       h->interval_ms, h->timeout_ms, h->rise, h->fall);
+	if (h->port)
+		printf(", port %u", h->port);
 	if (h->send_len) {
 		printf(", send ");
 		print_bytes(h->send, h->send_len);

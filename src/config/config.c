@@ -199,7 +199,8 @@ static const char *const service_keys[] = {
 
 static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
-	"enabled", "interval", "timeout", "rise", "fall", "send", "expect", "close_on_down", NULL,
+	"enabled", "interval", "timeout", "rise",	   "fall",
+	"port",	   "send",     "expect",  "close_on_down", NULL,
 };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
@@ -821,6 +822,14 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	if ((v = map_get(m, "fall")) &&
 	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
 		return r;
+	if ((v = map_get(m, "port"))) {
+		uint32_t port;
+
+		r = get_u32_range(ld, v, "port", 1, 65535, &port);
+		if (r < 0)
+			return r;
+		h->port = (uint16_t)port;
+	}
 	if ((v = map_get(m, "send")) &&
 	    (r = get_bytes(ld, v, "send", CHECK_PAYLOAD_MAX, &h->send, &h->send_len)) < 0)
 		return r;

@@ -115,7 +115,15 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 		return;
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
-	b->check.proxy = (uint8_t)b->svc->cfg->proxy_protocol;
+	if (h->port) {
+		/* the same host, its health endpoint: it expects no PROXY header */
+		if (b->check.addr.ss_family == AF_INET)
+			((struct sockaddr_in *)&b->check.addr)->sin_port = htons(h->port);
+		else
+			((struct sockaddr_in6 *)&b->check.addr)->sin6_port = htons(h->port);
+	} else {
+		b->check.proxy = (uint8_t)b->svc->cfg->proxy_protocol;
+	}
 	b->check.source = b->svc->cfg->source;
 	b->check.source_len = b->svc->cfg->source_len;
 	/* out of memory: a connect-only check rather than none */
@@ -731,7 +739,7 @@ static bool health_cfg_equal(const struct hashlb_health_cfg *a, const struct has
 {
 	return a->enabled == b->enabled && a->interval_ms == b->interval_ms &&
 	       a->timeout_ms == b->timeout_ms && a->rise == b->rise && a->fall == b->fall &&
-	       a->send_len == b->send_len && a->expect_len == b->expect_len &&
+	       a->port == b->port && a->send_len == b->send_len && a->expect_len == b->expect_len &&
 	       (!a->send_len || memcmp(a->send, b->send, a->send_len) == 0) &&
 	       (!a->expect_len || memcmp(a->expect, b->expect, a->expect_len) == 0);
 }

@@ -189,10 +189,11 @@ class App:
     line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
     first. .got holds the bytes of the last connection that sent any."""
 
-    def __init__(self, name):
+    def __init__(self, name, host="127.0.0.1", port=0):
         self.name, self.mode, self.got = name, "pong", b""
-        self.srv = socket.create_server(("127.0.0.1", 0))
-        self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.srv = socket.create_server((host, port))
+        self.port = self.srv.getsockname()[1]
+        self.addr = "%s:%d" % (host, self.port)
         self.close = serve_each(self.srv, self._one)
 
     def _one(self, c):
@@ -256,5 +257,33 @@ def payload_checks():
     y.close()
 
 
+def health_port():
+    """health.port: the checks go to that port of each backend's host (a separate health
+    endpoint, here answering PING with +PONG or -ERR), without the PROXY header the data port
+    gets: a backend whose endpoint answers -ERR goes down though its data port serves, and
+    comes back when it answers +PONG again."""
+    hx = App("x-health", "127.0.0.2")
+    hy = App("y-health", "127.0.0.3", hx.port)
+    x, y = Backend("x", host="127.0.0.2"), Backend("y", host="127.0.0.3")
+    health = ("interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 3\n"
+              f'port: {hx.port}\nsend: "PING\\r\\n"\nexpect: "+PONG"')
+    lb = Lb(config([("x", x.addr), ("y", y.addr)], health=health, extra="proxy_protocol: v1"))
+    up = lambda n: lb.backend(n)["in_table"]  # noqa: E731
+    check(lb.wait(lambda: up("x") and up("y")), "both endpoints answer +PONG: up")
+    check(lb.wait(lambda: hx.got == b"PING\r\n" and hy.got == b"PING\r\n"),
+          f"each host's endpoint got the payload, no PROXY header: {hx.got!r} {hy.got!r}")
+    hx.mode = "err"
+    check(lb.wait(lambda: not up("x"), timeout=10) is not None,
+          "x's endpoint answers -ERR: x down, though its data port serves")
+    check(up("y"), "y stays up")
+    hx.mode = "pong"
+    check(lb.wait(lambda: up("x"), timeout=10) is not None, "x's endpoint answers again: up")
+    check(lb.stop() == 0, "exit 0")
+    hx.close()
+    hy.close()
+    x.stop()
+    y.stop()
+
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
-           flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks])
+           flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks, health_port])

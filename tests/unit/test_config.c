@@ -486,7 +486,8 @@ static void test_backup(void **state)
 	expect_error(MINIMAL "        backup: maybe\n", 7, 17, "'backup'");
 
 	/* close_on_return: a backup's, off by default, userspace only */
-	struct hashlb_config *c = load_ok(MINIMAL "        backup: true\n        close_on_return: true\n");
+	struct hashlb_config *c =
+		load_ok(MINIMAL "        backup: true\n        close_on_return: true\n");
 	assert_true(c->services[0].backends[0].close_on_return);
 	hashlb_config_free(c);
 	c = load_ok(MINIMAL "        backup: true\n");
@@ -869,6 +870,21 @@ static void test_max_connection_rate(void **state)
 	expect_error(MINIMAL
 		     "    steering: kernel\n    interface: lo\n    max_connection_rate: 5\n",
 		     9, 26, "'max_connection_rate' needs steering: userspace");
+}
+
+/* health.port: 1..65535, default 0 (the backend's own port). */
+static void test_health_port(void **state)
+{
+	struct hashlb_config *c = load_ok(MINIMAL);
+
+	assert_int_equal(c->services[0].health.port, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    health: {port: 8008}\n");
+	assert_int_equal(c->services[0].health.port, 8008);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    health: {port: 0}\n", 7, 20, "'port'");
+	expect_error(MINIMAL "    health: {port: 65536}\n", 7, 20, "'port'");
+	expect_error(MINIMAL "    health: {port: http}\n", 7, 20, "'port'");
 }
 
 /* health.close_on_down: a boolean, default false; only where hashlb holds the connections. */
@@ -1629,6 +1645,7 @@ int main(void)
 		cmocka_unit_test(test_backend_max_connections),
 		cmocka_unit_test(test_health_payload),
 		cmocka_unit_test(test_close_on_down),
+		cmocka_unit_test(test_health_port),
 		cmocka_unit_test(test_max_connection_rate),
 		cmocka_unit_test(test_log_connections),
 		cmocka_unit_test(test_queue_timeout),
