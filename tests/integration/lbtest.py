@@ -83,6 +83,22 @@ class Backend:
         stop(self.proc)
 
 
+def backends_on_one_port(specs, tries=10):
+    """Backends [(name, host), ...] all on one port, which the first picks: a port free on
+    one loopback address may be taken on another (a client's ephemeral port there), so a
+    conflict picks another port rather than failing the test."""
+    for _ in range(tries):
+        out = [Backend(specs[0][0], host=specs[0][1])]
+        try:
+            for name, host in specs[1:]:
+                out.append(Backend(name, port=out[0].port, host=host))
+            return out
+        except SystemExit:
+            for b in out:
+                b.stop()
+    raise SystemExit(f"no port free on every host of {specs} in {tries} tries")
+
+
 def dead_port():
     """A loopback port nobody listens on (connects are refused)."""
     s = socket.socket()

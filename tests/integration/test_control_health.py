@@ -262,8 +262,13 @@ def health_port():
     endpoint, here answering PING with +PONG or -ERR), without the PROXY header the data port
     gets: a backend whose endpoint answers -ERR goes down though its data port serves, and
     comes back when it answers +PONG again."""
-    hx = App("x-health", "127.0.0.2")
-    hy = App("y-health", "127.0.0.3", hx.port)
+    for _ in range(10):  # a port free on 127.0.0.2 may be taken on 127.0.0.3
+        hx = App("x-health", "127.0.0.2")
+        try:
+            hy = App("y-health", "127.0.0.3", hx.port)
+            break
+        except OSError:
+            hx.close()
     x, y = Backend("x", host="127.0.0.2"), Backend("y", host="127.0.0.3")
     health = ("interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 3\n"
               f'port: {hx.port}\nsend: "PING\\r\\n"\nexpect: "+PONG"')

@@ -18,8 +18,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (HASHLB, Backend, check, client_ip, connect, read_line, run_tests,
-                    tmpfile, who)
+from lbtest import (HASHLB, Backend, backends_on_one_port, check, client_ip, connect, read_line,
+                    run_tests, tmpfile, who)
 
 
 
@@ -62,9 +62,8 @@ def backend_of(lb, name):
 
 def names_resolved_and_followed_on_reload():
     need_unshare()
-    a = Backend("a")
+    a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])  # a2: alpha moved
     port_a = a.port
-    a2 = Backend("a2", port=port_a, host="127.0.0.3")   # where alpha moves to
     b = Backend("b")
     names = Names("follow", f"127.0.0.1 alpha\n127.0.0.1 beta.example.test\n")
     cfg = config([("a", f"alpha:{port_a}"), ("b", f"beta.example.test:{b.port}")],
@@ -148,8 +147,7 @@ def names_followed_every():
     and says so; the admin endpoint answers while a resolution waits on a silent DNS server."""
     need_unshare()
     dns = SilentDns()
-    a = Backend("a")
-    a2 = Backend("a2", port=a.port, host="127.0.0.3")
+    a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])
     b = Backend("b")
     names = Names("every", "127.0.0.1 alpha\n127.0.0.1 beta\n", nss="files dns",
                   resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
