@@ -139,6 +139,11 @@ struct hashlb_service_cfg {
 	 * source_len 0 = the kernel's choice (default) */
 	struct sockaddr_storage source;
 	socklen_t source_len;
+	/* source: client: each backend connection from the client's own address
+	 * (IP_TRANSPARENT, as nginx's proxy_bind $remote_addr transparent):
+	 * the backends see the clients and must route their replies back
+	 * through this host. source_len is then 0. */
+	bool source_client;
 	struct hashlb_health_cfg health;
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;

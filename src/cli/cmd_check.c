@@ -175,6 +175,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	if (s->log_connections)
 		printf("  log          a line as each connection ends (log_connections)\n");
 	print_health(&s->health);
+	if (s->source_client)
+		printf("  source       client (transparent: each backend sees the client's address)\n");
 	if (s->source_len) {
 		char host[INET6_ADDRSTRLEN] = "?";
 

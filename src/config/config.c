@@ -1054,12 +1054,15 @@ static int load_client_list(struct loader *ld, const struct ynode *m,
 	return load_prefixes(ld, v, key, ret, ret_n);
 }
 
-/* source: a numeric IPv4 or IPv6 address, no port (the kernel picks one per connection). */
+/*
+ * source: a numeric IPv4 or IPv6 address, no port (the kernel picks one per
+ * connection), or "client": the client's own address (transparent).
+ */
 static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_service_cfg *s)
 {
 	struct sockaddr_in *in = (struct sockaddr_in *)&s->source;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->source;
-	int r = want_scalar(ld, v, "source", "an address (a.b.c.d or IPV6, no port)");
+	int r = want_scalar(ld, v, "source", "an address (a.b.c.d or IPV6, no port) or client");
 
 	if (r < 0)
 		return r;
@@ -1067,6 +1070,10 @@ static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_se
 	if (r < 0)
 		return r;
 	memset(&s->source, 0, sizeof(s->source));
+	s->source_len = 0;
+	s->source_client = !strcmp(v->text, "client");
+	if (s->source_client)
+		return 0;
 	if (inet_pton(AF_INET, v->text, &in->sin_addr) == 1) {
 		in->sin_family = AF_INET;
 		s->source_len = sizeof(*in);
@@ -1075,7 +1082,8 @@ static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_se
 		s->source_len = sizeof(*in6);
 	} else {
 		return fail(ld, v,
-			    "'source' '%s' is not an IPv4 or IPv6 address (no port, no names)",
+			    "'source' '%s' is not an IPv4 or IPv6 address (no port, no names) nor "
+			    "client",
 			    v->text);
 	}
 	return 0;

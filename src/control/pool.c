@@ -594,6 +594,22 @@ static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_err
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 		int fd, r;
 
+		if (c->source_client) { /* transparent sockets need CAP_NET_ADMIN */
+			fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			r = fd < 0 ? -errno : hlb_sock_transparent(fd, AF_INET);
+			if (fd >= 0)
+				close(fd);
+			if (r < 0) {
+				hashlb_err(err, r, HASHLB_ERR_CONFIG,
+					   "service '%s': source client needs IP_TRANSPARENT, "
+					   "which this process may not set: %s (CAP_NET_ADMIN)",
+					   c->name, strerror(-r));
+				err->line = c->pos.line;
+				err->column = c->pos.column;
+				return r;
+			}
+			continue;
+		}
 		if (!c->source_len)
 			continue;
 		fd = socket(c->source.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -731,7 +747,7 @@ static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
 
 static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)
 {
-	return a->source_len == b->source_len &&
+	return a->source_client == b->source_client && a->source_len == b->source_len &&
 	       (!a->source_len || memcmp(&a->source, &b->source, a->source_len) == 0);
 }
 

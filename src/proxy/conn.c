@@ -639,8 +639,34 @@ static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
  * A socket for a connection to <be>, set up as <snap> says (source address,
  * TCP_NODELAY, keepalive), or -errno.
  */
+/*
+ * source: client: bind <fd>, a socket of <family>, to the client's address
+ * <src> (canonical, tuple.h), port 0. -EAFNOSUPPORT for a client of the
+ * other family: no address it could have there.
+ */
+static int bind_client(int fd, int family, const uint8_t src[16])
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct sockaddr_storage ss = { .ss_family = (sa_family_t)family };
+	bool v4 = !memcmp(src, v4mapped, sizeof(v4mapped));
+	socklen_t len;
+	int r;
+
+	if (family == AF_INET && v4) {
+		memcpy(&((struct sockaddr_in *)&ss)->sin_addr, src + 12, 4);
+		len = sizeof(struct sockaddr_in);
+	} else if (family == AF_INET6 && !v4) {
+		memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, src, 16);
+		len = sizeof(struct sockaddr_in6);
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	r = hlb_sock_transparent(fd, family);
+	return r < 0 ? r : hlb_bind_source(fd, &ss, len);
+}
+
 static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
-			  const struct hlb_backend *be)
+			  const struct hlb_backend *be, const struct conn *c)
 {
 	int fd = socket(be->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP), r, one = 1;
 
@@ -655,6 +681,10 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
 	}
 	/* EADDRNOTAVAIL: the address left this host since the config was applied */
 	if (snap->source_len && (r = hlb_bind_source(fd, &snap->source, snap->source_len)) < 0) {
+		worker_close_fd(w, fd);
+		return r;
+	}
+	if (snap->source_client && (r = bind_client(fd, be->addr.ss_family, c->client)) < 0) {
 		worker_close_fd(w, fd);
 		return r;
 	}
@@ -704,7 +734,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		}
 		c->attempt++;
 	}
-	fd = backend_socket(w, snap, be);
+	fd = backend_socket(w, snap, be, c);
 	if (fd < 0) {
 		/* ours (no fd, the source address gone): no backend is to blame */
 		c->err = (uint8_t)-fd;

@@ -133,6 +133,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->log_connections = cfg->log_connections;
 	s->source = cfg->source;
 	s->source_len = cfg->source_len;
+	s->source_client = cfg->source_client;
 }
 
 /* A prefix list compiled for lookup into <ret> (NULL when empty): 0 or -errno. */

@@ -267,6 +267,21 @@ void hlb_backend_close(struct hlb_backend *b, enum hlb_close_why why);
  * it move looks over its connections. */
 extern atomic_uint hlb_close_epoch;
 
+/*
+ * source: client: mark <fd> (of <family>) transparent, so that it may bind
+ * an address of another host (IP_TRANSPARENT, IPV6_TRANSPARENT; needs
+ * CAP_NET_ADMIN). 0 or -errno.
+ */
+static inline int hlb_sock_transparent(int fd, int family)
+{
+	int one = 1;
+
+	if (family == AF_INET6)
+		return setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof(one)) < 0 ? -errno
+											 : 0;
+	return setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof(one)) < 0 ? -errno : 0;
+}
+
 /* Whether the backend takes new clients: admin ready and healthy. */
 bool hlb_backend_usable(const struct hlb_backend *b);
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret);
@@ -305,6 +320,7 @@ struct hlb_snapshot {
 	struct hashlb_keepalive_cfg keepalive; /* TCP keepalive on both sockets */
 	struct sockaddr_storage source; /* local address of backend connections */
 	socklen_t source_len; /* 0 = the kernel's choice */
+	bool source_client; /* source: client: from the client's address (IP_TRANSPARENT) */
 	struct hashlb_prefix_set *proxy_from; /* owned: who may send it; NULL = anyone */
 	struct hashlb_prefix_set *allow_clients; /* owned: NULL = every client */
 	struct hashlb_prefix_set *deny_clients; /* owned: NULL = none */

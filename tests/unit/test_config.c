@@ -773,6 +773,17 @@ static void test_source(void **state)
 		     "backend 'a' at 127.0.0.1:9001 is IPv4 but the service's source is IPv6");
 	expect_error(MINIMAL "    steering: kernel\n    source: 127.0.0.7\n", 8, 13,
 		     "'source' needs steering: userspace");
+	/* client: transparent, from each client's address; no address of its own */
+	c = load_ok(MINIMAL "    source: client\n");
+	assert_true(c->services[0].source_client);
+	assert_int_equal(c->services[0].source_len, 0);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    source: 127.0.0.7\n");
+	assert_false(c->services[0].source_client);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    source: clients\n", 7, 13, "nor client");
+	expect_error(MINIMAL "    steering: kernel\n    source: client\n", 8, 13,
+		     "'source' needs steering: userspace");
 }
 
 /* health send/expect: bytes (escapes, NULs) with their lengths; 1..1024 each. */

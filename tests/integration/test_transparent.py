@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""source: client (transparent backend connections), with real processes: each backend
+connection leaves from the client's own address, so the backend sees the client and not
+hashlb. On loopback (every 127/8 address is local) and across network namespaces this test
+creates: client, hashlb and a backend on two links, where the client's address is not one of
+hashlb's host and the backend routes its replies back through it (policy routing on hashlb's
+side delivers them locally, as for any transparent proxy). Bytes pass both ways; without
+the setting the backend sees hashlb's address; an IPv6 client of an IPv4 backend is refused
+with EAFNOSUPPORT rather than sent from another address."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+from lbtest import (BACKEND, Hashlb, check, client_ip, config, connect, read_line, run_tests,
+                    spawn)
+
+def start_peer_server(host, prefix=()):
+    """A backend that greets each connection with the address it sees, then echoes."""
+    p = spawn([*prefix, sys.executable, BACKEND, "--name", "@peer", "--host", host],
+              stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    if len(line) != 3 or line[0] != "ready":
+        raise SystemExit(f"peer server did not start: {line}")
+    return p, int(line[2].rsplit(":", 1)[1])
+
+
+def stop_proc(p):
+    if p.poll() is None:
+        p.kill()
+        p.wait(5)
+
+
+def echo_roundtrip(s, data):
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    return got == data
+
+
+def loopback():
+    """On loopback: each backend connection comes from its client's address; bytes pass both
+    ways; without source: client, the backend sees hashlb's own address."""
+    srv, port = start_peer_server("127.0.0.1")
+    backends = [("a", f"127.0.0.1:{port}")]
+    lb = Hashlb(config(backends, extra="source: client\nlog_connections: true"))
+    clients = [client_ip(i * 7919 + 11) for i in range(20)]
+    seen = {}
+    for c in clients:
+        s = connect(lb.addr, c)
+        seen[c] = read_line(s)
+        if not echo_roundtrip(s, os.urandom(100000)):
+            seen[c] += " (echo broken)"
+        s.close()
+    wrong = {c: v for c, v in seen.items() if v != c}
+    check(not wrong, f"the backend sees each client's own address: {list(wrong.items())[:3]}")
+    check(lb.stop() == 0, "exit 0")
+
+    plain = Hashlb(config(backends))
+    s = connect(plain.addr, clients[0])
+    got = read_line(s)
+    s.close()
+    check(got == "127.0.0.1", f"without source: client the backend sees hashlb: {got}")
+    check(plain.stop() == 0, "exit 0")
+
+    # An IPv6 client of an IPv4 backend: no address of its own there. Refused, logged.
+    six = Hashlb(config(backends, extra="source: client\nlog_connections: true",
+                        listen='"[::1]:0"'))
+    s = socket.create_connection(("::1", six.addr[1]), timeout=5)
+    got = s.recv(100)
+    s.close()
+    check(got == b"", f"an IPv6 client of an IPv4 backend is closed: {got!r}")
+    check(six.wait_log(r"msg=connection .*err=EAFNOSUPPORT"), "logged with err=EAFNOSUPPORT")
+    check(six.stop() == 0, "exit 0")
+    stop_proc(srv)
+
+
+def sh(*args, ns=None, check_rc=True):
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if check_rc and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return p
+
+
+def namespaces():
+    """Client 10.213.1.2 and .3 | hashlb 10.213.1.1 and 10.213.2.1 | backend 10.213.2.2,
+    the backend's default route through hashlb's host, which delivers what comes back
+    from the backend's link locally (ip rule iif ... lookup 100; local 0.0.0.0/0 in 100)."""
+    pre = f"hlbtp{os.getpid() % 100000}-"
+    c, lbns, b = pre + "c", pre + "lb", pre + "b"
+    made = []
+    procs = []
+    try:
+        for ns in (c, lbns, b):
+            sh("ip", "netns", "add", ns)
+            made.append(ns)
+        sh("ip", "-n", lbns, "link", "add", "ethc", "type", "veth", "peer", "name", "eth0",
+           "netns", c)
+        sh("ip", "-n", lbns, "link", "add", "ethb", "type", "veth", "peer", "name", "eth0",
+           "netns", b)
+        for ns, dev, addrs in ((c, "eth0", ["10.213.1.2/24", "10.213.1.3/24"]),
+                               (lbns, "ethc", ["10.213.1.1/24"]),
+                               (lbns, "ethb", ["10.213.2.1/24"]),
+                               (b, "eth0", ["10.213.2.2/24"])):
+            for a in addrs:
+                sh("ip", "-n", ns, "addr", "add", a, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", c, "route", "add", "default", "via", "10.213.1.1")
+        sh("ip", "-n", b, "route", "add", "default", "via", "10.213.2.1")
+        sh("ip", "-n", lbns, "rule", "add", "iif", "ethb", "lookup", "100")
+        sh("ip", "-n", lbns, "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", "100")
+
+        srv, port = start_peer_server("10.213.2.2", prefix=("ip", "netns", "exec", b))
+        procs.append(srv)
+        for transparent in (True, False):
+            extra = "source: client" if transparent else ""
+            lb = Hashlb(config([("b", f"10.213.2.2:{port}")], extra=extra,
+                               listen="10.213.1.1:0"),
+                        wrap=("ip", "netns", "exec", lbns))
+            host, lport = lb.addr
+            client = (
+                "import socket, os, sys\n"
+                "for src in ('10.213.1.2', '10.213.1.3'):\n"
+                "    s = socket.socket(); s.settimeout(5); s.bind((src, 0))\n"
+                f"    s.connect(('{host}', {lport}))\n"
+                "    f = s.makefile('rb'); seen = f.readline().decode().strip()\n"
+                "    data = os.urandom(200000); s.sendall(data); got = b''\n"
+                "    while len(got) < len(data):\n"
+                "        d = s.recv(65536)\n"
+                "        if not d: break\n"
+                "        got += d\n"
+                "    print(src, seen, got == data, flush=True); s.close()\n")
+            out = sh(sys.executable, "-c", client, ns=c, check_rc=False)
+            rows = [l.split() for l in out.stdout.splitlines()]
+            if transparent:
+                check(rows == [["10.213.1.2", "10.213.1.2", "True"],
+                               ["10.213.1.3", "10.213.1.3", "True"]],
+                      f"across namespaces the backend sees each client, bytes intact: {rows} "
+                      f"{out.stderr.strip()[-300:]}")
+            else:
+                check(rows == [["10.213.1.2", "10.213.2.1", "True"],
+                               ["10.213.1.3", "10.213.2.1", "True"]],
+                      f"without it the backend sees hashlb's address: {rows} {out.stderr[-300:]}")
+            check(lb.stop() == 0, "exit 0")
+    finally:
+        for p in procs:
+            stop_proc(p)
+        for ns in made:
+            sh("ip", "netns", "del", ns, check_rc=False)
+
+
+if os.geteuid() != 0 or not shutil.which("ip"):
+    print("SKIP: needs root and iproute2 for IP_TRANSPARENT and network namespaces")
+    sys.exit(77)
+run_tests([loopback, namespaces])
