@@ -635,7 +635,7 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 			hlb_buf_printf(&resp->body,
 				       "%s/%s: closing its %" PRIu64
 				       " established connections (and those connecting); "
-				       "state %s, it takes new clients as before",
+				       "its state (%s) is unchanged",
 				       s->cfg->name, name, n, hashlb_admin_state_name(b->admin));
 		else
 			hlb_buf_printf(&resp->body, "%s/%s: removed by a reload", s->cfg->name,
