@@ -281,12 +281,18 @@ struct deferred_close {
 };
 
 /* A close once no worker can still choose the backend from a table that had
- * it; for health.close_on_down, unless it is back up by then. */
+ * it, unless what called for it has passed by then: a down backend is up
+ * again, a backup is back in the table. */
 static void backend_close_deferred(void *arg)
 {
 	struct deferred_close *d = arg;
+	bool still = true;
 
-	if (d->why != HLB_CLOSE_DOWN || !atomic_load(&d->rt->healthy))
+	if (d->why == HLB_CLOSE_DOWN)
+		still = !atomic_load(&d->rt->healthy);
+	else if (d->why == HLB_CLOSE_BACKUP)
+		still = !atomic_load(&d->rt->listed);
+	if (still)
 		hlb_backend_close(d->rt, d->why);
 	hlb_backend_unref(d->rt);
 	free(d);
@@ -323,11 +329,11 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		struct hlb_pool_backend *b = s->backends[i];
-		bool was_in = b->in_table;
-
 		/* the snapshot's backends are s->backends' objects, in that order */
-		b->in_table = i < snap->n_backends && snap->backends[i] == b->rt &&
+		bool now_in = i < snap->n_backends && snap->backends[i] == b->rt &&
 			      !hashlb_table_backend_down(snap->table, i);
+		bool was_in = atomic_exchange(&b->rt->listed, now_in);
+
 		if (b->close_pending) { /* health.close_on_down */
 			b->close_pending = false;
 			if (!b->health.up)
@@ -335,7 +341,7 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 		}
 		/* close_on_return: a backup out of the table while it could serve,
 		 * that is because another backend takes clients again */
-		if (was_in && !b->in_table && s->cfg->backends[i].close_on_return &&
+		if (was_in && !now_in && s->cfg->backends[i].close_on_return &&
 		    hlb_pool_backend_up(b))
 			backend_close_after_publish(p, b->rt, HLB_CLOSE_BACKUP);
 	}

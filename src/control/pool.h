@@ -63,7 +63,6 @@ struct hlb_pool_backend {
 	/* went down under health.close_on_down: its connections are closed once
 	 * a table without it is published */
 	bool close_pending;
-	bool in_table; /* in the last table published (takes new clients) */
 };
 
 struct hlb_pool_service {

@@ -36,6 +36,7 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	b->backup = cfg->backup;
 	atomic_init(&b->admin, (int)cfg->admin);
 	atomic_init(&b->healthy, true);
+	atomic_init(&b->listed, false);
 	atomic_init(&b->consecutive_fail, 0);
 	atomic_init(&b->active, 0);
 	atomic_init(&b->max_conns, cfg->max_connections);

@@ -13,7 +13,7 @@
  * stays valid, with its counters, until its last connection closes. A reload
  * that keeps a backend (same service, same name, same address) keeps the
  * same object, so its counters and health survive. The control plane may
- * write admin, healthy, admit, close_* and its own <control> pointer; the
+ * write admin, healthy, admit, listed, close_* and its own <control> pointer; the
  * workers write the counters; nothing else changes after creation.
  *
  * Snapshots (struct hlb_snapshot). Immutable routing state of one service:
@@ -175,6 +175,7 @@ struct hlb_backend {
 	bool backup; /* takes clients only while no other can (control thread only) */
 	_Atomic int admin; /* enum hashlb_admin_state; written by the control plane */
 	atomic_bool healthy; /* last verdict of the health checker; starts true */
+	atomic_bool listed; /* takes clients in its service's last published table */
 	atomic_uint consecutive_fail; /* passive health, see above */
 	atomic_uint_fast64_t active; /* established connections open now (shared) */
 	/* max_connections: 0 = none; else connections connecting or open, each

@@ -95,18 +95,27 @@ static void on_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 	f->last = snap;
 }
 
-static int fixture_setup(struct fixture *f, enum hashlb_scheme scheme, uint32_t n)
+/* <readers> readers of the RCU domain: online ones hold deferred work back. */
+static void fixture_setup_readers(struct fixture *f, enum hashlb_scheme scheme, uint32_t n,
+				  uint32_t readers, void (*edit)(struct hashlb_config *))
 {
 	struct hashlb_error err = { 0 };
 
 	memset(f, 0, sizeof(*f));
 	f->cfg = config_new(scheme, n);
+	if (edit)
+		edit(f->cfg);
 	assert_int_equal(hlb_loop_new(&f->loop), 0);
-	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	assert_int_equal(hlb_rcu_new(readers, &f->rcu), 0);
 	f->env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f->rcu };
 	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, &err), 0);
 	assert_int_equal(hlb_pool_subscribe(f->pool, on_publish, f), 0);
 	f->svc = hlb_pool_service_at(f->pool, 0);
+}
+
+static int fixture_setup(struct fixture *f, enum hashlb_scheme scheme, uint32_t n)
+{
+	fixture_setup_readers(f, scheme, n, 0, NULL);
 	return 0;
 }
 
@@ -539,6 +548,106 @@ static void test_reload_switches_log_connections(void **state)
 	fixture_teardown(&f);
 }
 
+static void close_on_down_on(struct hashlb_config *c)
+{
+	c->services[0].health.close_on_down = true;
+}
+
+static void backup_close_on_return(struct hashlb_config *c)
+{
+	c->services[0].backends[0].backup = true;
+	c->services[0].backends[0].close_on_return = true;
+}
+
+static unsigned gen_of(const struct hlb_pool_backend *b)
+{
+	return atomic_load(&b->rt->close_gen);
+}
+
+/* A worker online through the publish holds the close back; a poll after it went offline
+ * runs it: health.close_on_down closes a down backend's connections, not one up again. */
+static void test_close_on_down_after_a_grace_period(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b;
+
+	(void)state;
+	fixture_setup_readers(&f, HASHLB_SCHEME_MAGLEV, 4, 1, close_on_down_on);
+	b = hlb_pool_backend_find(f.svc, "b2");
+	hlb_rcu_online(f.rcu, 0);
+	backend_fail(b);
+	hlb_pool_flush(f.pool);
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(b), 0); /* a worker may still hold the table that had it */
+	hlb_rcu_offline(f.rcu, 0);
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(b), 1);
+	assert_int_equal(atomic_load(&b->rt->close_why), HLB_CLOSE_DOWN);
+
+	/* down, then up again before the grace period ends: nothing is closed */
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	hlb_pool_flush(f.pool);
+	hlb_rcu_online(f.rcu, 0);
+	backend_fail(b);
+	hlb_pool_flush(f.pool);
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	hlb_pool_flush(f.pool);
+	hlb_rcu_offline(f.rcu, 0);
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(b), 1);
+	fixture_teardown(&f);
+}
+
+/* close_on_return: the backup's connections are closed when a primary is back, unless
+ * every primary is gone again by the end of the grace period. */
+static void test_backup_close_on_return(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *bk, *p1, *p2;
+
+	(void)state;
+	fixture_setup_readers(&f, HASHLB_SCHEME_MAGLEV, 3, 1, backup_close_on_return);
+	bk = hlb_pool_backend_find(f.svc, "b0");
+	p1 = hlb_pool_backend_find(f.svc, "b1");
+	p2 = hlb_pool_backend_find(f.svc, "b2");
+	assert_false(atomic_load(&bk->rt->listed));
+	backend_fail(p1);
+	backend_fail(p2);
+	hlb_pool_flush(f.pool);
+	assert_true(atomic_load(&bk->rt->listed)); /* the primaries down: the backup serves */
+
+	/* p1 back: the backup leaves the table, its connections close after the grace period */
+	hlb_rcu_online(f.rcu, 0);
+	hlb_pool_health_result(p1, true);
+	hlb_pool_health_result(p1, true);
+	hlb_pool_flush(f.pool);
+	assert_false(atomic_load(&bk->rt->listed));
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(bk), 0);
+	hlb_rcu_offline(f.rcu, 0);
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(bk), 1);
+	assert_int_equal(atomic_load(&bk->rt->close_why), HLB_CLOSE_BACKUP);
+
+	/* p1 down and back, and down again before the grace period ends: the backup serves
+	 * again by then, and keeps its connections */
+	backend_fail(p1);
+	hlb_pool_flush(f.pool);
+	hlb_rcu_online(f.rcu, 0);
+	hlb_pool_health_result(p1, true);
+	hlb_pool_health_result(p1, true);
+	hlb_pool_flush(f.pool);
+	backend_fail(p1);
+	hlb_pool_flush(f.pool);
+	assert_true(atomic_load(&bk->rt->listed));
+	hlb_rcu_offline(f.rcu, 0);
+	hlb_rcu_poll(f.rcu);
+	assert_int_equal(gen_of(bk), 1);
+	fixture_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -555,6 +664,8 @@ int main(void)
 		cmocka_unit_test(test_reload_applies_the_difference),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_switches_log_connections),
+		cmocka_unit_test(test_close_on_down_after_a_grace_period),
+		cmocka_unit_test(test_backup_close_on_return),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
