@@ -691,6 +691,43 @@ static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool tex
 	hlb_buf_puts(&resp->body, "}}\n");
 }
 
+/*
+ * GET /sockets: hand the listening sockets to the hashlb that replaces this
+ * one (hlb_proxy_take_over()), with SCM_RIGHTS, so that it listens on the
+ * same sockets and nothing waiting in their queues is lost when this one
+ * stops. A line per socket: its address. Only over the Unix socket, the
+ * only kind that carries descriptors (and whose file mode says who may).
+ */
+#define SOCKETS_MAX 4096
+static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
+		    struct hlb_http_resp *resp)
+{
+	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
+	static const char *addrs[SOCKETS_MAX];
+	uint32_t n;
+
+	if (!req->local) {
+		resp_error(resp, 409, "listening sockets go over a Unix admin socket only");
+		return;
+	}
+	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, fds, addrs, SOCKETS_MAX) : 0;
+	if (!n) {
+		resp_error(resp, 409, "no listening sockets to hand over");
+		return;
+	}
+	resp->ctype = "text/plain; charset=utf-8";
+	for (uint32_t i = 0; i < n; i++)
+		hlb_buf_printf(&resp->body, "%s\n", addrs[i]);
+	resp->fds = fds;
+	resp->n_fds = n;
+	if (ctl->log) {
+		char kv[64];
+
+		snprintf(kv, sizeof(kv), "count=%u", n);
+		ctl->log(ctl->log_arg, false, "listening sockets handed over", kv);
+	}
+}
+
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
@@ -725,16 +762,20 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 			close_backend(s, req, resp, text);
 	} else if (!strcmp(req->path, "/reload") && post) {
 		reload(ctl, resp, text);
+	} else if (!strcmp(req->path, "/sockets") && get) {
+		sockets(ctl, req, resp);
 	} else if (!strcmp(req->path, "/") && get) {
 		resp->ctype = "text/plain; charset=utf-8";
 		hlb_buf_puts(&resp->body,
 			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
 			     " /clients?top=N,"
+			     " /sockets (Unix socket: the listening sockets, to take over),"
 			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
 		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/set") ||
-		   !strcmp(req->path, "/close") || !strcmp(req->path, "/reload")) {
+		   !strcmp(req->path, "/close") || !strcmp(req->path, "/reload") ||
+		   !strcmp(req->path, "/sockets")) {
 		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
 	} else {
 		resp_error(resp, 404, "no such endpoint: %s", req->path);

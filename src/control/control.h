@@ -53,6 +53,8 @@ struct hlb_control {
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */
+	/* its listening sockets, for GET /sockets (hlb_daemon_listen_fds()) */
+	uint32_t (*listen_fds)(void *daemon, int *fds, const char **addrs, uint32_t max);
 };
 
 /*

@@ -8,6 +8,7 @@
 #ifndef HLB_CONTROL_HTTP_H
 #define HLB_CONTROL_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -24,12 +25,18 @@ struct hlb_http_req {
 	const char *query; /* after '?', "" if none */
 	const char *body; /* POST body, "" if none; NUL-terminated */
 	size_t body_len;
+	bool local; /* came over the Unix socket (the only one that can carry descriptors) */
 };
 
 struct hlb_http_resp {
 	int status; /* 200 if left alone */
 	const char *ctype; /* "application/json" if left alone */
 	struct hlb_buf body;
+	/* Descriptors sent with the response (SCM_RIGHTS: a local request
+	 * only), borrowed: sent as soon as the handler returns. The body has a
+	 * line per descriptor, and a batch of them rides with its lines. */
+	const int *fds;
+	unsigned n_fds;
 };
 
 typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,

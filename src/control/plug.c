@@ -79,6 +79,11 @@ static uint64_t plug_connections(void *daemon)
 	return hlb_daemon_connections(daemon);
 }
 
+static uint32_t plug_listen_fds(void *daemon, int *fds, const char **addrs, uint32_t max)
+{
+	return hlb_daemon_listen_fds(daemon, fds, addrs, max);
+}
+
 static void plug_teardown(struct hlb_control_plug *plug)
 {
 	hlb_control_free(plug->ctl);
@@ -123,6 +128,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	}
 	plug->ctl->daemon = d;
 	plug->ctl->connections = plug_connections;
+	plug->ctl->listen_fds = plug_listen_fds;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
 		struct hlb_pool *pool = plug->ctl->pool;
 

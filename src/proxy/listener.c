@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "worker.h"
@@ -73,6 +74,20 @@ static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
 	return fd;
 }
 
+/* Whether <fd> is a listening TCP socket (IPv4 or IPv6); its address in <addr>. */
+static bool listening_tcp(int fd, struct sockaddr_storage *addr)
+{
+	int type = 0, listening = 0, proto = 0;
+	socklen_t len = sizeof(int), alen = sizeof(*addr);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+	       getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+	       getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) == 0 &&
+	       getsockname(fd, (struct sockaddr *)addr, &alen) == 0 && type == SOCK_STREAM &&
+	       listening && proto == IPPROTO_TCP &&
+	       (addr->ss_family == AF_INET || addr->ss_family == AF_INET6);
+}
+
 int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
 {
 	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
@@ -95,15 +110,8 @@ int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (int fd = 3; fd < 3 + n; fd++) {
 		struct inherited *in = &p->inh[p->n_inh];
-		int type = 0, listening = 0, proto = 0;
-		socklen_t len = sizeof(int), alen = sizeof(in->addr);
 
-		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
-		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 ||
-		    getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) < 0 ||
-		    getsockname(fd, (struct sockaddr *)&in->addr, &alen) < 0 ||
-		    type != SOCK_STREAM || !listening || proto != IPPROTO_TCP ||
-		    (in->addr.ss_family != AF_INET && in->addr.ss_family != AF_INET6))
+		if (!listening_tcp(fd, &in->addr))
 			return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
 					  "fd %d from the service manager is not a listening TCP "
 					  "socket (ListenStream= in the .socket unit)",
@@ -117,7 +125,7 @@ int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err)
 
 uint32_t hlb_proxy_inherited_count(const struct hlb_proxy *p)
 {
-	return p->n_inh;
+	return p->n_inh - p->n_taken; /* the service manager's come first */
 }
 
 bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_t size)
@@ -126,13 +134,191 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
 	return p->inh[i].used;
 }
 
-/* The inherited socket bound to <addr>, or NULL (port 0 never matches one). */
+/* The service manager's socket bound to <addr>, or NULL (port 0 never matches one). */
 static struct inherited *inherited_for(struct hlb_proxy *p, const struct sockaddr *addr)
 {
 	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
+		if (!p->inh[i].taken &&
+		    hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
 			return &p->inh[i];
 	return NULL;
+}
+
+/* A socket taken over, bound to <addr> and not yet used, or NULL. */
+static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *addr)
+{
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		if (p->inh[i].taken && !p->inh[i].used &&
+		    hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
+			return &p->inh[i];
+	return NULL;
+}
+
+/* Keep <fd> as a socket taken over (closed if it is not a listening TCP socket). */
+static void take_fd(struct hlb_proxy *p, int fd)
+{
+	struct inherited *in, *inh;
+
+	inh = realloc(p->inh, sizeof(*p->inh) * (p->n_inh + 1));
+	if (!inh) {
+		close(fd);
+		return;
+	}
+	p->inh = inh;
+	in = &p->inh[p->n_inh];
+	*in = (struct inherited){ .fd = fd, .taken = true };
+	if (!listening_tcp(fd, &in->addr)) {
+		close(fd);
+		return;
+	}
+	p->n_inh++;
+	p->n_taken++;
+}
+
+/* Read what the admin endpoint answers on <fd> (its first <size> - 1 bytes
+ * into <buf>, the rest read and dropped), keeping the sockets that come with it. */
+static ssize_t take_read(struct hlb_proxy *p, int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+	char rest[4096];
+
+	for (;;) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 253)];
+			struct cmsghdr align;
+		} ctl;
+		struct iovec iov = { .iov_base = buf + len, .iov_len = size - 1 - len };
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = ctl.buf,
+				      .msg_controllen = sizeof(ctl.buf) };
+		ssize_t n;
+
+		if (len == size - 1)
+			iov = (struct iovec){ .iov_base = rest, .iov_len = sizeof(rest) };
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int got;
+
+				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				take_fd(p, got);
+			}
+		}
+		if (msg.msg_flags & MSG_CTRUNC)
+			return -EMSGSIZE;
+		if (n == 0)
+			break;
+		if (len < size - 1)
+			len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
+/* Give back whatever a failed takeover received: listeners bind their own. */
+static void take_undo(struct hlb_proxy *p)
+{
+	for (; p->n_taken; p->n_taken--)
+		close(p->inh[--p->n_inh].fd);
+}
+
+int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
+			size_t why_size)
+{
+	static const char req[] = "GET /sockets HTTP/1.1\r\nHost: hashlb\r\n"
+				  "Connection: close\r\n\r\n";
+	struct timeval tv = { .tv_sec = 2 };
+	struct ucred cred = { 0 };
+	socklen_t cred_len = sizeof(cred);
+	char buf[4096];
+	ssize_t n;
+	int fd, r;
+
+	*why = '\0';
+	if (admin->sa_family != AF_UNIX)
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, admin, len) < 0) {
+		r = errno == ENOENT || errno == ECONNREFUSED ? 0 : -errno;
+		close(fd);
+		return r; /* nobody there: nothing to take over */
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
+		cred.pid = 0;
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	n = take_read(p, fd, buf, sizeof(buf));
+	close(fd);
+	if (n < 0) {
+		take_undo(p);
+		return (int)n;
+	}
+	if (strncmp(buf, "HTTP/1.1 200 ", 13) != 0) {
+		take_undo(p);
+		/* an older hashlb (404), or one that cannot hand over (409) */
+		const char *eol = strchr(buf, '\r');
+
+		snprintf(why, why_size, "%.*s", eol ? (int)(eol - buf) : 64, buf);
+		return 0;
+	}
+	if (p->n_taken) {
+		p->taken_from = cred.pid;
+		atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);
+	}
+	return (int)p->n_taken;
+}
+
+pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
+{
+	return p->n_taken ? p->taken_from : 0;
+}
+
+void hlb_proxy_old_gone(struct hlb_proxy *p)
+{
+	atomic_store_explicit(&p->takeover, TAKEOVER_OLD_GONE, memory_order_release);
+}
+
+uint32_t hlb_proxy_release_taken(struct hlb_proxy *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		if (p->inh[i].taken && p->inh[i].fd >= 0) {
+			close(p->inh[i].fd);
+			p->inh[i].fd = -1;
+			p->inh[i].used = true;
+			n++;
+		}
+	return n;
+}
+
+uint32_t hlb_listener_fds(const struct hlb_listener *l, int *fds, uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (l->inherited)
+		return 0; /* the service manager passes it to the next process itself */
+	for (uint32_t i = 0; i < l->n_workers && n < max; i++) {
+		int fd = __atomic_load_n(&l->fds[i], __ATOMIC_ACQUIRE);
+
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	return n;
 }
 
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
@@ -180,7 +366,17 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	}
 	for (uint32_t i = 0; i < p->n_workers && !in; i++) {
 		socklen_t len = sizeof(l->bound);
+		struct inherited *t = taken_for(p, addr);
 
+		if (t) {
+			/* the same socket as the hashlb this one replaces: nothing
+			 * to hand over when it stops (see hlb_proxy_take_over()) */
+			l->fds[i] = t->fd;
+			t->fd = -1;
+			t->used = true;
+			l->n_taken++;
+			continue;
+		}
 		/* Port 0: the first socket picks the port, the others join it. */
 		fd = listen_socket((const struct sockaddr *)&l->bound, addr_len);
 		if (fd < 0) {
@@ -200,6 +396,11 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 bool hlb_listener_inherited(const struct hlb_listener *l)
 {
 	return l->inherited;
+}
+
+uint32_t hlb_listener_taken(const struct hlb_listener *l)
+{
+	return l->n_taken;
 }
 
 const char *hlb_listener_bound(const struct hlb_listener *l)

@@ -77,6 +77,31 @@ int hlb_proxy_adopt_listeners(struct hlb_proxy *p, struct hashlb_error *err);
 uint32_t hlb_proxy_inherited_count(const struct hlb_proxy *p);
 /* Inherited socket <i> (< the count adopted): its address in <buf>, whether a listener uses it. */
 bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_t size);
+/*
+ * Upgrades: take over the listening sockets of the hashlb running on the
+ * same config, from its admin endpoint at <admin> when that is a Unix
+ * socket (GET /sockets, the sockets passed with SCM_RIGHTS). Called before
+ * any listener opens: hlb_listener_open() on their address then uses them,
+ * one per worker, binding more if this process has more workers. The same
+ * sockets go on listening in this process when the old one stops, so not
+ * even a connection in their accept queues is lost, whatever
+ * net.ipv4.tcp_migrate_req says. Returns how many were taken (0 when no
+ * hashlb answers there, or it cannot hand over: <why> then says so when
+ * something answered), or -errno.
+ */
+int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
+			size_t why_size);
+/* The process that handed the sockets over (SO_PEERCRED), 0 if none were taken. */
+pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
+/* That process has exited: the workers look at the sockets' queues a last time. */
+void hlb_proxy_old_gone(struct hlb_proxy *p);
+/* Close the sockets taken over that no listener uses (a service the old one had and this one
+ * lacks, or the old one had more workers); returns how many. Their owner still listens on them. */
+uint32_t hlb_proxy_release_taken(struct hlb_proxy *p);
+/* The listening sockets of <l>, for a hashlb that takes over (none from the service manager). */
+uint32_t hlb_listener_fds(const struct hlb_listener *l, int *fds, uint32_t max);
+/* How many of its sockets <l> took over. */
+uint32_t hlb_listener_taken(const struct hlb_listener *l);
 /* Make the workers accept on it. */
 void hlb_listener_start(struct hlb_proxy *p, struct hlb_listener *l);
 /* Route new connections to <svc> (reference taken); the old service is released through RCU. */

@@ -267,9 +267,27 @@ static void worker_commands(struct worker *w)
 	}
 }
 
+/* Accept again on each socket taken over whose queue holds a connection (see TAKEOVER_*). */
+static void takeover_check(struct worker *w)
+{
+	for (struct wlistener *wl = w->listeners; wl; wl = wl->next) {
+		struct pollfd pfd = { .fd = wl->fd, .events = POLLIN };
+
+		if (wl->l->n_taken && wl->armed && !wl->cancelled && !wl->closing &&
+		    poll(&pfd, 1, 0) == 1)
+			accept_cancel(w, wl); /* accept_cqe() arms it again */
+	}
+}
+
 static void worker_tick(struct worker *w)
 {
 	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
+	unsigned takeover = atomic_load_explicit(&w->proxy->takeover, memory_order_acquire);
+
+	if (takeover != TAKEOVER_NONE && !w->takeover_done) {
+		takeover_check(w);
+		w->takeover_done = takeover == TAKEOVER_OLD_GONE;
+	}
 
 	for (struct wlistener *wl = w->listeners; wl; wl = wl->next) {
 		if (wl->paused && !wl->closing && !wl->armed && w->now_ms >= wl->resume_ms)
@@ -677,7 +695,8 @@ void hlb_proxy_free(struct hlb_proxy *p)
 	}
 	close(p->exit_fd);
 	for (uint32_t i = 0; i < p->n_inh; i++)
-		close(p->inh[i].fd);
+		if (p->inh[i].fd >= 0)
+			close(p->inh[i].fd);
 	free(p->inh);
 	free(p->workers);
 	free(p);

@@ -48,6 +48,7 @@ enum op {
 struct hlb_listener {
 	atomic_uint refs;
 	bool inherited; /* its socket came from the service manager (socket activation) */
+	uint32_t n_taken; /* of its sockets, how many the hashlb it replaces handed over */
 	uint32_t n_workers;
 	struct sockaddr_storage addr; /* as configured (port 0 = any) */
 	socklen_t addr_len;
@@ -227,6 +228,7 @@ struct worker {
 	uint64_t now_ms;
 	struct __kernel_timespec tick_ts;
 	bool draining;
+	bool takeover_done; /* checked after the old hashlb exited */
 	uint64_t drain_deadline;
 	bool exiting;
 	uint64_t last_fd_limit_log;
@@ -235,17 +237,34 @@ struct worker {
 	int setup_ret;
 };
 
-/* A listening socket the service manager passed (LISTEN_FDS). */
+/*
+ * While the hashlb that handed its sockets over still runs, an accept of
+ * its may take the wake-up for a connection and then be cancelled as it
+ * stops accepting, or die with it: the connection would wait in the queue
+ * for the next one to arrive. Workers check the queues of sockets taken
+ * over at each tick until it has exited (once more after that).
+ */
+enum { TAKEOVER_NONE, TAKEOVER_OLD_ALIVE, TAKEOVER_OLD_GONE };
+
+/*
+ * A listening socket the service manager passed (LISTEN_FDS), or one a
+ * running hashlb handed over at start (taken: one per worker of it).
+ */
 struct inherited {
-	int fd; /* kept open until the proxy is freed: a reload may use it again */
+	int fd; /* kept open until the proxy is freed: a reload may use it again;
+		 * a taken one belongs to the listener that uses it (-1 here) */
 	struct sockaddr_storage addr;
 	bool used; /* a listener took it */
+	bool taken; /* handed over by the hashlb this one replaces */
 };
 
 struct hlb_proxy {
 	struct hlb_proxy_opts opts;
 	struct inherited *inh;
 	uint32_t n_inh;
+	uint32_t n_taken; /* of inh, the last ones: taken over */
+	pid_t taken_from; /* the hashlb that handed them over */
+	atomic_uint takeover; /* TAKEOVER_*: whether workers watch the sockets taken over */
 	struct hlb_rcu *rcu;
 	struct worker *workers;
 	uint32_t n_workers;

@@ -11,7 +11,9 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -311,10 +313,11 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		if (dl->fresh) {
 			hlb_listener_start(d->proxy, dl->l);
 			hlb_log(HLB_LOG_INFO, "listening",
-				"listen=%s addr=%s service=%s workers=%u%s",
+				"listen=%s addr=%s service=%s workers=%u%s taken_over=%u",
 				hlb_listener_name(dl->l), hlb_listener_bound(dl->l),
 				dl->next_svc->name, d->n_workers,
-				hlb_listener_inherited(dl->l) ? " socket=inherited" : "");
+				hlb_listener_inherited(dl->l) ? " socket=inherited" : "",
+				hlb_listener_taken(dl->l));
 		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
 			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		}
@@ -503,6 +506,59 @@ static uint32_t cpu_count(void)
 	return n > 0 ? (uint32_t)n : 1;
 }
 
+/*
+ * An upgrade: a hashlb already running on this config's Unix admin socket
+ * hands its listening sockets over, and this one listens on the very same
+ * sockets (hlb_proxy_take_over()). Without it (no Unix admin socket, an
+ * older hashlb) the listeners are bound beside the old ones as usual.
+ */
+static void take_over(struct hlb_daemon *d)
+{
+	const struct sockaddr_un *sun = (const void *)&d->cfg->admin_addr;
+	char why[128];
+	int r;
+
+	if (!d->cfg->admin_addr_len || sun->sun_family != AF_UNIX)
+		return;
+	r = hlb_proxy_take_over(d->proxy, (const struct sockaddr *)&d->cfg->admin_addr,
+				d->cfg->admin_addr_len, why, sizeof(why));
+	if (r > 0)
+		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=unix:%s", r,
+			sun->sun_path);
+	else if (r < 0)
+		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
+			"from=unix:%s err=%s", sun->sun_path, strerrorname_np(-r));
+	else if (why[0])
+		hlb_log(HLB_LOG_INFO, "no listening sockets taken over, binding new ones",
+			"from=unix:%s answer=\"%s\"", sun->sun_path, why);
+}
+
+static void old_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	(void)events;
+	hlb_log(HLB_LOG_INFO, "the hashlb that handed its sockets over has exited", "pid=%d",
+		(int)(intptr_t)arg);
+	hlb_daemon_unwatch(d, fd);
+	close(fd);
+	hlb_proxy_old_gone(d->proxy);
+}
+
+/* Follow the hashlb the sockets came from until it exits (see TAKEOVER_*). */
+static void watch_old(struct hlb_daemon *d)
+{
+	pid_t pid = hlb_proxy_taken_from(d->proxy);
+	int fd;
+
+	if (!pid)
+		return;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0 || hlb_daemon_watch(d, fd, EPOLLIN, old_exited, (void *)(intptr_t)pid) < 0) {
+		if (fd >= 0)
+			close(fd);
+		hlb_proxy_old_gone(d->proxy); /* gone already, or cannot tell: look once */
+	}
+}
+
 int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 		   const struct hlb_daemon_opts *opts, struct hlb_daemon **ret_daemon,
 		   struct hashlb_error *err)
@@ -570,6 +626,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 		goto err_free;
 	if (r > 0)
 		hlb_log(HLB_LOG_INFO, "sockets from the service manager", "count=%d", r);
+	take_over(d);
 	r = watch_add(d, WATCH_EXIT, hlb_proxy_exit_fd(d->proxy), EPOLLIN, &w);
 	if (r < 0) {
 		hashlb_err(err, r, HASHLB_ERR_SYSTEM, "epoll: %s", strerror(-r));
@@ -630,8 +687,9 @@ static void log_migrate_req(void)
 	fclose(f);
 	if (v == 0)
 		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
-			"note=\"an upgrade (a new hashlb started, then this one stopped) resets "
-			"connections not yet accepted; set it to 1 to hand them over\"");
+			"note=\"unless the next hashlb takes over the listening sockets (a Unix "
+			"admin socket), an upgrade resets connections not yet accepted; set it "
+			"to 1 to hand them over\"");
 }
 
 static uint32_t drain_ms(struct hlb_daemon *d)
@@ -676,6 +734,22 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		free(dl);
 	}
 	d->listeners = NULL;
+}
+
+uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
+			       uint32_t max)
+{
+	uint32_t n = 0, k;
+
+	if (d->stopping)
+		return 0;
+	for (const struct dlistener *dl = d->listeners; dl && n < max; dl = dl->next) {
+		k = hlb_listener_fds(dl->l, fds + n, max - n);
+		for (uint32_t i = 0; i < k; i++)
+			addrs[n + i] = hlb_listener_bound(dl->l);
+		n += k;
+	}
+	return n;
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d)
@@ -732,6 +806,7 @@ static void handle_signals(struct hlb_daemon *d)
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 {
 	struct epoll_event evs[32];
+	uint32_t unused;
 	int r;
 
 	log_fd_limit(d);
@@ -746,6 +821,11 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	if (r < 0)
 		return r;
 	log_unused_sockets(d);
+	watch_old(d);
+	unused = hlb_proxy_release_taken(d->proxy);
+	if (unused)
+		hlb_log(HLB_LOG_INFO, "sockets taken over and not used, left to the old hashlb",
+			"count=%u", unused);
 	d->running = true;
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		d->config_path, (int)getpid());

@@ -105,6 +105,10 @@ uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 /* Connections open now over all workers. */
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);
+/* The listening sockets of every listener (not those of the service manager), for a hashlb
+ * that takes over (GET /sockets); <addrs>[i] the address of fds[i]. None once stopping. */
+uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
+			       uint32_t max);
 
 /* ---- listen transaction -------------------------------------------------- */
 void hlb_daemon_listen_begin(struct hlb_daemon *d);

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Upgrading hashlb without losing a connection: a new hashlb starts on the same config beside
-the running one (its listeners and its admin endpoint share the addresses), then the old one
-gets SIGTERM and drains. Under a steady stream of new connections none fails, each client keeps
-its backend throughout (both processes hash alike), and the admin endpoint, TCP or a Unix
-socket, belongs to the new process afterwards. Runs in a network namespace of its own, where
-the fixed ports collide with nothing and net.ipv4.tcp_migrate_req=1 (what hands the old
-listeners' unaccepted connections to the new ones) is set for this test alone."""
+the running one, then the old one gets SIGTERM and drains. Under a steady stream of new
+connections none fails, each client keeps its backend throughout (both processes hash alike),
+and the admin endpoint, TCP or a Unix socket, belongs to the new process afterwards.
+
+With a Unix admin socket the new hashlb takes the old one's listening sockets over (GET
+/sockets, SCM_RIGHTS): the same sockets listen on in the new process, so nothing depends on
+net.ipv4.tcp_migrate_req, which is 0 there. With a TCP one it binds sockets of its own beside
+the old ones (SO_REUSEPORT) and the kernel hands the old ones' queued connections over
+(tcp_migrate_req=1). Runs in a network namespace of its own, where the fixed ports collide with
+nothing and the sysctl is set for this test alone."""
 import os
 import subprocess
 import sys
@@ -20,11 +24,30 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import Backend, check, client_ip, run_tests, tmpfile, who  # noqa: E402
+from lbtest import Backend, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
-    f.write("1\n")
+
+
+def migrate_req(v):
+    with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
+        f.write(f"{v}\n")
+
+
+def listen_inodes(pid):
+    """The inodes of the sockets <pid> listens on at LISTEN."""
+    with open("/proc/net/tcp") as f:
+        listening = {l.split()[9] for l in f.read().splitlines()[1:]
+                     if l.split()[3] == "0A" and l.split()[1].endswith(f":{LISTEN[1]:04X}")}
+    fds = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in listening:
+            fds.add(link[8:-1])
+    return fds
 
 LISTEN = ("127.0.0.1", 29400)
 backends = [Backend(n) for n in ("a", "b", "c")]
@@ -64,8 +87,9 @@ class Traffic:
             t.join()
 
 
-def upgrade(admin):
-    """One upgrade under traffic with the admin endpoint at <admin>."""
+def upgrade(admin, taken):
+    """One upgrade under traffic with the admin endpoint at <admin>; <taken>: whether the new
+    hashlb takes the old one's sockets over."""
     text = config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}")
     old = Lb(text, fname="old.yaml")
     traffic = Traffic()
@@ -73,6 +97,17 @@ def upgrade(admin):
     before = traffic.n
     new = Lb(text, fname="new.yaml")
     check(new.admin == old.admin, f"the new hashlb has the admin endpoint too: {new.admin}")
+    old_socks, new_socks = listen_inodes(old.proc.pid), listen_inodes(new.proc.pid)
+    if taken:
+        check(new.wait_log(r"msg=listening .*taken_over=2") and
+              old.wait_log(r'msg="listening sockets handed over" count=2'),
+              "the old hashlb handed its 2 sockets over, the new one took them")
+        check(len(old_socks) == 2 and new_socks == old_socks,
+              f"the new hashlb listens on the old one's sockets: {old_socks} {new_socks}")
+    else:
+        check(new.wait_log(r"msg=listening .*taken_over=0"), "nothing taken over")
+        check(len(new_socks) == 2 and not new_socks & old_socks,
+              f"the new hashlb listens on sockets of its own: {old_socks} {new_socks}")
     time.sleep(0.5)
     t0 = time.time()
     old.proc.send_signal(signal.SIGTERM)
@@ -98,12 +133,57 @@ def upgrade(admin):
 
 
 def upgrade_tcp_admin():
-    upgrade("127.0.0.1:29401")
+    """The kernel hands the old sockets' queued connections to the new ones."""
+    migrate_req(1)
+    upgrade("127.0.0.1:29401", taken=False)
+
+
+def sockets_over_tcp_refused():
+    """Descriptors cannot go over TCP: GET /sockets there says so."""
+    lb = Lb(config(BACKENDS, admin="127.0.0.1:0"))
+    status, body = lb.http("GET", "/sockets")
+    check(status == 409 and "Unix" in body, f"409 over TCP: {status} {body}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def upgrade_unix_admin():
-    """The new hashlb takes over the socket's path; the old one, exiting, leaves it alone."""
-    upgrade("unix:" + tmpfile("admin.sock", ""))
+    """The new hashlb takes over the socket's path, and the listening sockets with it; the
+    old one, exiting, leaves the path alone. No help from the kernel needed."""
+    migrate_req(0)
+    upgrade("unix:" + tmpfile("admin.sock", ""), taken=True)
 
 
-run_tests([upgrade_tcp_admin, upgrade_unix_admin])
+def queued_connections_outlive_the_old():
+    """Connections the kernel completed while nobody accepted are served by the new hashlb
+    even when the old one dies with them in its queues: the sockets are the same. Both
+    processes are stopped while 40 clients connect; the old one is killed, the new one
+    continued. Without the takeover (tcp_migrate_req=0) the old sockets' share is reset."""
+    migrate_req(0)
+    text = config(BACKENDS, admin="unix:" + tmpfile("admin2.sock", ""),
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="old.yaml")
+    new = Lb(text, fname="new.yaml")
+    check(new.wait_log(r"msg=listening .*taken_over=2"), "the new hashlb took the sockets")
+    new.proc.send_signal(signal.SIGSTOP)
+    old.proc.send_signal(signal.SIGSTOP)
+    clients = []
+    try:
+        for i in range(40):
+            clients.append(connect(LISTEN, client_ip(i)))
+        old.proc.kill()
+        old.proc.wait(10)
+    finally:
+        new.proc.send_signal(signal.SIGCONT)
+    served = 0
+    for s in clients:
+        try:
+            served += read_line(s) in ("a", "b", "c")
+        except OSError:
+            pass
+        s.close()
+    check(served == 40, f"every queued client is served by the new hashlb: {served} of 40")
+    check(new.stop() == 0, "exit 0")
+
+
+run_tests([upgrade_tcp_admin, upgrade_unix_admin, queued_connections_outlive_the_old,
+           sockets_over_tcp_refused])
