@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Upgrade soak: a chain of upgrades under a steady stream of new connections, counting every
+connection that fails. Each cycle starts a new `hashlb run` on the same config beside the running
+one, waits for its msg=started, sends the old one SIGTERM and waits for it to exit. Client
+processes (one per --clients) connect from 200 loopback addresses, one connection after another,
+and read the backend's greeting; a connection that is reset, refused or closed without a
+greeting counts as failed, by its error. Runs in a network namespace of its own, like
+tests/integration/test_upgrade.py, and measures what a test cannot: failures that show up once in
+hundreds of upgrades. With a Unix admin socket (--admin unix) the new hashlb takes the old one's
+listening sockets over; with a TCP one it binds its own beside them, and when the old one stops
+the kernel hands what waits in its queues to the new one (net.ipv4.tcp_migrate_req=1, --migrate).
+
+  python3 bench/upgrade_soak.py --hashlb build/src/cli/hashlb [--cycles 300] [--workers 2] \
+      [--admin unix|tcp] [--migrate 1|0]
+
+Bounded: stops after --cycles upgrades or --seconds, whichever comes first. Prints one line per
+50 cycles and a summary: connections, failures by error, failures per 1,000 upgrades."""
+import argparse
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("--hashlb", required=True)
+ap.add_argument("--cycles", type=int, default=300)
+ap.add_argument("--seconds", type=float, default=900)
+ap.add_argument("--workers", type=int, default=2)
+ap.add_argument("--clients", type=int, default=6)
+ap.add_argument("--admin", choices=("unix", "tcp"), default="unix",
+                help="unix: the new hashlb takes the old one's sockets over; tcp: it binds new "
+                     "ones beside them and the kernel migrates what is queued (default unix)")
+ap.add_argument("--migrate", choices=("0", "1"), default="1",
+                help="net.ipv4.tcp_migrate_req in the namespace (default 1)")
+args = ap.parse_args()
+
+if os.environ.get("HASHLB_SOAK_NETNS") != "1":
+    env = dict(os.environ, HASHLB_SOAK_NETNS="1", HASHLB=os.path.abspath(args.hashlb),
+               HASHLB_SOURCE_ROOT=os.path.join(HERE, ".."))
+    sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
+                             *sys.argv[1:]], env=env).returncode)
+
+import signal  # noqa: E402
+
+from lbtest import Backend, Hashlb, client_ip, config, tmpfile, who  # noqa: E402
+
+LISTEN = ("127.0.0.1", 29500)
+
+
+def client(k, n_clients, stop, out):
+    """Connect until <stop> is set; put (connections, {error: count}) on <out>."""
+    n, failed, i = 0, {}, k
+    while not stop.is_set():
+        try:
+            name = who(LISTEN, client_ip(i % 200))
+            err = None if name else "closed without a greeting"
+        except OSError as e:
+            err = type(e).__name__
+        if err:
+            failed[err] = failed.get(err, 0) + 1
+        n += 1
+        i += n_clients
+    out.put((n, failed))
+
+
+def main():
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
+        f.write(args.migrate + "\n")
+    backends = [Backend(n) for n in ("a", "b", "c")]
+    admin = "unix:" + tmpfile("admin.sock", "") if args.admin == "unix" else "127.0.0.1:29501"
+    text = config([(b.name, b.addr) for b in backends], workers=args.workers,
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}").replace("admin: off", f"admin: {admin}")
+    old = Hashlb(text, fname="soak.yaml")
+    stop, out = multiprocessing.Event(), multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=client, args=(k, args.clients, stop, out))
+             for k in range(args.clients)]
+    for p in procs:
+        p.start()
+    t0 = time.time()
+    cycles, bad_exit, taken = 0, 0, 0
+    try:
+        while cycles < args.cycles and time.time() - t0 < args.seconds:
+            new = Hashlb(text, fname="soak.yaml")
+            taken += any("listening sockets taken over" in line for line in new.log)
+            time.sleep(0.05)
+            old.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = old.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                old.proc.kill()
+                rc = None
+            bad_exit += rc != 0
+            old = new
+            cycles += 1
+            if cycles % 50 == 0:
+                print(f"  {cycles} upgrades, {time.time() - t0:.0f} s", flush=True)
+    finally:
+        stop.set()
+        results = [out.get(timeout=30) for _ in procs]
+        for p in procs:
+            p.join(10)
+        old.stop()
+    conns = sum(n for n, _ in results)
+    failed = {}
+    for _, f in results:
+        for e, c in f.items():
+            failed[e] = failed.get(e, 0) + c
+    total = sum(failed.values())
+    print(f"hashlb {args.hashlb}, workers {args.workers}, admin {args.admin}, "
+          f"tcp_migrate_req {args.migrate}: {cycles} upgrades in "
+          f"{time.time() - t0:.0f} s, {conns} connections, {total} failed "
+          f"({', '.join(f'{e} {c}' for e, c in sorted(failed.items())) or 'none'}), "
+          f"{1000 * total / max(cycles, 1):.1f} per 1,000 upgrades; "
+          f"sockets taken over in {taken}; old processes that did not exit 0: {bad_exit}",
+          flush=True)
+    return 1 if bad_exit else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
