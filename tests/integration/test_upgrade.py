@@ -153,6 +153,25 @@ def upgrade_unix_admin():
     upgrade("unix:" + tmpfile("admin.sock", ""), taken=True)
 
 
+def stopped(proc):
+    """SIGSTOP <proc> and wait until each of its threads is stopped: a thread still running
+    could accept a connection first (the kernel completes the handshakes either way)."""
+    proc.send_signal(signal.SIGSTOP)
+    end = time.time() + 10
+    while time.time() < end:
+        states = []
+        for t in os.listdir(f"/proc/{proc.pid}/task"):
+            try:
+                with open(f"/proc/{proc.pid}/task/{t}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in "Tt" for st in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def queued_connections_outlive_the_old():
     """Connections the kernel completed while nobody accepted are served by the new hashlb
     even when the old one dies with them in its queues: the sockets are the same. Both
@@ -164,10 +183,9 @@ def queued_connections_outlive_the_old():
     old = Lb(text, fname="old.yaml")
     new = Lb(text, fname="new.yaml")
     check(new.wait_log(r"msg=listening .*taken_over=2"), "the new hashlb took the sockets")
-    new.proc.send_signal(signal.SIGSTOP)
-    old.proc.send_signal(signal.SIGSTOP)
     clients = []
     try:
+        check(stopped(new.proc) and stopped(old.proc), "both processes stopped")
         for i in range(40):
             clients.append(connect(LISTEN, client_ip(i)))
         old.proc.kill()
