@@ -693,10 +693,12 @@ static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool tex
 
 /*
  * GET /sockets: hand the listening sockets to the hashlb that replaces this
- * one (hlb_proxy_take_over()), with SCM_RIGHTS, so that it listens on the
- * same sockets and nothing waiting in their queues is lost when this one
- * stops. A line per socket: its address. Only over the Unix socket, the
- * only kind that carries descriptors (and whose file mode says who may).
+ * one (hlb_proxy_take_over()), so that it listens on the same sockets and
+ * nothing waiting in their queues is lost when this one stops. A line per
+ * socket: "PID FD ADDR". Over the Unix socket the descriptors come with
+ * the lines (SCM_RIGHTS; the file's mode says who may ask); over TCP only
+ * the lines, and the new process copies each with pidfd_getfd(2), which
+ * the kernel allows only to who may ptrace this one.
  */
 #define SOCKETS_MAX 4096
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
@@ -706,10 +708,6 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	static const char *addrs[SOCKETS_MAX];
 	uint32_t n;
 
-	if (!req->local) {
-		resp_error(resp, 409, "listening sockets go over a Unix admin socket only");
-		return;
-	}
 	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, fds, addrs, SOCKETS_MAX) : 0;
 	if (!n) {
 		resp_error(resp, 409, "no listening sockets to hand over");
@@ -717,13 +715,15 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	}
 	resp->ctype = "text/plain; charset=utf-8";
 	for (uint32_t i = 0; i < n; i++)
-		hlb_buf_printf(&resp->body, "%s\n", addrs[i]);
-	resp->fds = fds;
-	resp->n_fds = n;
+		hlb_buf_printf(&resp->body, "%d %d %s\n", (int)getpid(), fds[i], addrs[i]);
+	if (req->local) {
+		resp->fds = fds;
+		resp->n_fds = n;
+	}
 	if (ctl->log) {
 		char kv[64];
 
-		snprintf(kv, sizeof(kv), "count=%u", n);
+		snprintf(kv, sizeof(kv), "count=%u over=%s", n, req->local ? "unix" : "tcp");
 		ctl->log(ctl->log_arg, false, "listening sockets handed over", kv);
 	}
 }
@@ -769,7 +769,7 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		hlb_buf_puts(&resp->body,
 			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
 			     " /clients?top=N,"
-			     " /sockets (Unix socket: the listening sockets, to take over),"
+			     " /sockets (the listening sockets, for a new hashlb to take over),"
 			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||

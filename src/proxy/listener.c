@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -175,32 +176,45 @@ static void take_fd(struct hlb_proxy *p, int fd)
 	p->n_taken++;
 }
 
-/* Read what the admin endpoint answers on <fd> (its first <size> - 1 bytes
- * into <buf>, the rest read and dropped), keeping the sockets that come with it. */
-static ssize_t take_read(struct hlb_proxy *p, int fd, char *buf, size_t size)
-{
-	size_t len = 0;
-	char rest[4096];
+#define TAKE_TEXT_MAX (1u << 20)
 
+/* Read what the admin endpoint answers on <fd> into *<ret> (NUL-terminated,
+ * malloc'd), keeping the sockets that come with it (SCM_RIGHTS). */
+static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
+{
+	size_t len = 0, cap = 8192;
+	char *buf = malloc(cap), *more;
+
+	if (!buf)
+		return -ENOMEM;
 	for (;;) {
 		union {
 			char buf[CMSG_SPACE(sizeof(int) * 253)];
 			struct cmsghdr align;
 		} ctl;
-		struct iovec iov = { .iov_base = buf + len, .iov_len = size - 1 - len };
+		struct iovec iov = { .iov_base = buf + len, .iov_len = cap - 1 - len };
 		struct msghdr msg = { .msg_iov = &iov,
 				      .msg_iovlen = 1,
 				      .msg_control = ctl.buf,
 				      .msg_controllen = sizeof(ctl.buf) };
 		ssize_t n;
 
-		if (len == size - 1)
-			iov = (struct iovec){ .iov_base = rest, .iov_len = sizeof(rest) };
+		if (len == cap - 1) {
+			if (cap >= TAKE_TEXT_MAX || !(more = realloc(buf, cap * 2))) {
+				free(buf);
+				return -EMSGSIZE;
+			}
+			buf = more;
+			cap *= 2;
+			continue;
+		}
 		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (n < 0) {
+			free(buf);
 			return -errno;
+		}
 		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
@@ -211,14 +225,16 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char *buf, size_t size)
 				take_fd(p, got);
 			}
 		}
-		if (msg.msg_flags & MSG_CTRUNC)
+		if (msg.msg_flags & MSG_CTRUNC) {
+			free(buf);
 			return -EMSGSIZE;
+		}
 		if (n == 0)
 			break;
-		if (len < size - 1)
-			len += (size_t)n;
+		len += (size_t)n;
 	}
 	buf[len] = '\0';
+	*ret = buf;
 	return (ssize_t)len;
 }
 
@@ -229,6 +245,48 @@ static void take_undo(struct hlb_proxy *p)
 		close(p->inh[--p->n_inh].fd);
 }
 
+/*
+ * Over TCP no descriptor can come with the answer: each of its lines names
+ * the process and the descriptor ("PID FD ADDR"), and pidfd_getfd(2) copies
+ * it, as SCM_RIGHTS would have. That takes the right to ptrace the old
+ * process (the same user, and Yama's ptrace_scope 0, or CAP_SYS_PTRACE), so
+ * the endpoint itself gives nothing away. Returns the process, or -errno.
+ */
+static const char *next_line(const char *l)
+{
+	const char *nl = strchr(l, '\n');
+
+	return nl ? nl + 1 : l + strlen(l);
+}
+
+static int take_pidfd(struct hlb_proxy *p, const char *body)
+{
+	int pid = 0, pidfd = -1, r = 0;
+
+	for (const char *l = body; *l; l = next_line(l)) {
+		int lpid, fd, got;
+
+		if (sscanf(l, "%d %d", &lpid, &fd) != 2 || lpid <= 0 || (pid && lpid != pid))
+			continue;
+		if (pidfd < 0) {
+			pid = lpid;
+			pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+			if (pidfd < 0)
+				return -errno;
+		}
+		got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); /* close-on-exec */
+		if (got < 0 && errno != EBADF) { /* EBADF: closed since, by a reload */
+			r = -errno;
+			break;
+		}
+		if (got >= 0)
+			take_fd(p, got);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return r < 0 ? r : pid;
+}
+
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size)
 {
@@ -237,16 +295,20 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 	struct timeval tv = { .tv_sec = 2 };
 	struct ucred cred = { 0 };
 	socklen_t cred_len = sizeof(cred);
-	char buf[4096];
+	const struct sockaddr_in *in4 = (const void *)admin;
+	const struct sockaddr_in6 *in6 = (const void *)admin;
+	char *text = NULL, *body;
 	ssize_t n;
 	int fd, r;
 
 	*why = '\0';
-	if (admin->sa_family != AF_UNIX)
-		return 0;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if ((admin->sa_family == AF_INET && !in4->sin_port) ||
+	    (admin->sa_family == AF_INET6 && !in6->sin6_port))
+		return 0; /* any free port: the old one's is not known */
+	fd = socket(admin->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	/* bounds the connect too (SO_SNDTIMEO), and the whole answer */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, admin, len) < 0) {
@@ -254,27 +316,40 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 		close(fd);
 		return r; /* nobody there: nothing to take over */
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
+	if (admin->sa_family == AF_UNIX &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
 		cred.pid = 0;
 	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
 		r = -errno;
 		close(fd);
 		return r;
 	}
-	n = take_read(p, fd, buf, sizeof(buf));
+	n = take_read(p, fd, &text);
 	close(fd);
 	if (n < 0) {
 		take_undo(p);
 		return (int)n;
 	}
-	if (strncmp(buf, "HTTP/1.1 200 ", 13) != 0) {
-		take_undo(p);
-		/* an older hashlb (404), or one that cannot hand over (409) */
-		const char *eol = strchr(buf, '\r');
+	if (strncmp(text, "HTTP/1.1 200 ", 13) != 0) {
+		/* an older hashlb (404), or one that has nothing to hand over (409) */
+		const char *eol = strchr(text, '\r');
 
-		snprintf(why, why_size, "%.*s", eol ? (int)(eol - buf) : 64, buf);
+		take_undo(p);
+		snprintf(why, why_size, "%.*s", eol ? (int)(eol - text) : 64, text);
+		free(text);
 		return 0;
 	}
+	body = strstr(text, "\r\n\r\n");
+	if (admin->sa_family != AF_UNIX && body) {
+		r = take_pidfd(p, body + 4);
+		if (r < 0) {
+			take_undo(p);
+			free(text);
+			return r;
+		}
+		cred.pid = r;
+	}
+	free(text);
 	if (p->n_taken) {
 		p->taken_from = cred.pid;
 		atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);

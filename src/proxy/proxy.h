@@ -79,8 +79,9 @@ uint32_t hlb_proxy_inherited_count(const struct hlb_proxy *p);
 bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_t size);
 /*
  * Upgrades: take over the listening sockets of the hashlb running on the
- * same config, from its admin endpoint at <admin> when that is a Unix
- * socket (GET /sockets, the sockets passed with SCM_RIGHTS). Called before
+ * same config, from its admin endpoint at <admin> (GET /sockets: on a Unix
+ * socket they come with SCM_RIGHTS; over TCP each line names the process
+ * and descriptor, copied with pidfd_getfd(2)). Called before
  * any listener opens: hlb_listener_open() on their address then uses them,
  * one per worker, binding more if this process has more workers. The same
  * sockets go on listening in this process when the old one stops, so not
@@ -91,7 +92,7 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
  */
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size);
-/* The process that handed the sockets over (SO_PEERCRED), 0 if none were taken. */
+/* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */
 void hlb_proxy_old_gone(struct hlb_proxy *p);

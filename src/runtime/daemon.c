@@ -507,30 +507,30 @@ static uint32_t cpu_count(void)
 }
 
 /*
- * An upgrade: a hashlb already running on this config's Unix admin socket
- * hands its listening sockets over, and this one listens on the very same
- * sockets (hlb_proxy_take_over()). Without it (no Unix admin socket, an
- * older hashlb) the listeners are bound beside the old ones as usual.
+ * An upgrade: a hashlb already running on this config's admin address hands
+ * its listening sockets over, and this one listens on the very same sockets
+ * (hlb_proxy_take_over()). Without it (admin off or on port 0, nobody
+ * there, an older hashlb) the listeners are bound beside the old ones.
  */
 static void take_over(struct hlb_daemon *d)
 {
-	const struct sockaddr_un *sun = (const void *)&d->cfg->admin_addr;
+	const char *from = d->cfg->admin ? d->cfg->admin : "?";
 	char why[128];
 	int r;
 
-	if (!d->cfg->admin_addr_len || sun->sun_family != AF_UNIX)
+	if (!d->cfg->admin_addr_len)
 		return;
 	r = hlb_proxy_take_over(d->proxy, (const struct sockaddr *)&d->cfg->admin_addr,
 				d->cfg->admin_addr_len, why, sizeof(why));
 	if (r > 0)
-		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=unix:%s", r,
-			sun->sun_path);
+		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=%s pid=%d", r,
+			from, (int)hlb_proxy_taken_from(d->proxy));
 	else if (r < 0)
 		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
-			"from=unix:%s err=%s", sun->sun_path, strerrorname_np(-r));
+			"from=%s err=%s", from, strerrorname_np(-r));
 	else if (why[0])
 		hlb_log(HLB_LOG_INFO, "no listening sockets taken over, binding new ones",
-			"from=unix:%s answer=\"%s\"", sun->sun_path, why);
+			"from=%s answer=\"%s\"", from, why);
 }
 
 static void old_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
@@ -687,9 +687,9 @@ static void log_migrate_req(void)
 	fclose(f);
 	if (v == 0)
 		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
-			"note=\"unless the next hashlb takes over the listening sockets (a Unix "
-			"admin socket), an upgrade resets connections not yet accepted; set it "
-			"to 1 to hand them over\"");
+			"note=\"unless the next hashlb takes over the listening sockets (through "
+			"the admin endpoint), an upgrade resets connections not yet accepted; set "
+			"it to 1 to hand them over\"");
 }
 
 static uint32_t drain_ms(struct hlb_daemon *d)

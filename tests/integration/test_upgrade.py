@@ -4,12 +4,13 @@ the running one, then the old one gets SIGTERM and drains. Under a steady stream
 connections none fails, each client keeps its backend throughout (both processes hash alike),
 and the admin endpoint, TCP or a Unix socket, belongs to the new process afterwards.
 
-With a Unix admin socket the new hashlb takes the old one's listening sockets over (GET
-/sockets, SCM_RIGHTS): the same sockets listen on in the new process, so nothing depends on
-net.ipv4.tcp_migrate_req, which is 0 there. With a TCP one it binds sockets of its own beside
-the old ones (SO_REUSEPORT) and the kernel hands the old ones' queued connections over
-(tcp_migrate_req=1). Runs in a network namespace of its own, where the fixed ports collide with
-nothing and the sysctl is set for this test alone."""
+Through the admin endpoint the new hashlb takes the old one's listening sockets over (GET
+/sockets: on a Unix socket they come with SCM_RIGHTS, over TCP the new one copies them with
+pidfd_getfd): the same sockets listen on in the new process, so nothing depends on
+net.ipv4.tcp_migrate_req, which is 0 there. Without an admin endpoint it binds sockets of its
+own beside the old ones (SO_REUSEPORT) and the kernel hands the old ones' queued connections
+over (tcp_migrate_req=1). Runs in a network namespace of its own, where the fixed ports collide
+with nothing and the sysctl is set for this test alone."""
 import os
 import subprocess
 import sys
@@ -24,7 +25,8 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import Backend, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
+from lbtest import Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
+from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -87,21 +89,26 @@ class Traffic:
             t.join()
 
 
-def upgrade(admin, taken):
-    """One upgrade under traffic with the admin endpoint at <admin>; <taken>: whether the new
-    hashlb takes the old one's sockets over."""
-    text = config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}")
-    old = Lb(text, fname="old.yaml")
+def upgrade(admin):
+    """One upgrade under traffic with the admin endpoint at <admin> (None: off, and then the
+    new hashlb cannot take the old one's sockets over)."""
+    listen = f"{LISTEN[0]}:{LISTEN[1]}"
+    text = config(BACKENDS, admin=admin, listen=listen) if admin else \
+        plain_config(BACKENDS, listen=listen)
+    start = Lb if admin else Hashlb
+    old = start(text, fname="old.yaml")
     traffic = Traffic()
     time.sleep(0.5)
     before = traffic.n
-    new = Lb(text, fname="new.yaml")
-    check(new.admin == old.admin, f"the new hashlb has the admin endpoint too: {new.admin}")
+    new = start(text, fname="new.yaml")
+    if admin:
+        check(new.admin == old.admin, f"the new hashlb has the admin endpoint too: {new.admin}")
     old_socks, new_socks = listen_inodes(old.proc.pid), listen_inodes(new.proc.pid)
-    if taken:
+    if admin:
+        over = "unix" if admin.startswith("unix:") else "tcp"
         check(new.wait_log(r"msg=listening .*taken_over=2") and
-              old.wait_log(r'msg="listening sockets handed over" count=2'),
-              "the old hashlb handed its 2 sockets over, the new one took them")
+              old.wait_log(f'msg="listening sockets handed over" count=2 over={over}'),
+              f"the old hashlb handed its 2 sockets over ({over}), the new one took them")
         check(len(old_socks) == 2 and new_socks == old_socks,
               f"the new hashlb listens on the old one's sockets: {old_socks} {new_socks}")
     else:
@@ -126,31 +133,56 @@ def upgrade(admin, taken):
           f"{traffic.failed[:5]}")
     moved = {c: s for c, s in traffic.got.items() if len(s) > 1}
     check(not moved, f"every client kept its backend: {len(moved)} moved, {list(moved)[:5]}")
-    check(new.status()["services"][0]["name"] == "t", "the admin endpoint answers, from the new")
-    check(new.status()["pid"] == new.proc.pid, "and is the new process's")
+    if admin:
+        check(new.status()["services"][0]["name"] == "t",
+              "the admin endpoint answers, from the new")
+        check(new.status()["pid"] == new.proc.pid, "and is the new process's")
     check(who(LISTEN, client_ip(7)) in ("a", "b", "c"), "the new hashlb serves")
     check(new.stop() == 0, "exit 0")
 
 
 def upgrade_tcp_admin():
-    """The kernel hands the old sockets' queued connections to the new ones."""
-    migrate_req(1)
-    upgrade("127.0.0.1:29401", taken=False)
-
-
-def sockets_over_tcp_refused():
-    """Descriptors cannot go over TCP: GET /sockets there says so."""
-    lb = Lb(config(BACKENDS, admin="127.0.0.1:0"))
-    status, body = lb.http("GET", "/sockets")
-    check(status == 409 and "Unix" in body, f"409 over TCP: {status} {body}")
-    check(lb.stop() == 0, "exit 0")
+    """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
+    migrate_req(0)
+    upgrade("127.0.0.1:29401")
 
 
 def upgrade_unix_admin():
     """The new hashlb takes over the socket's path, and the listening sockets with it; the
     old one, exiting, leaves the path alone. No help from the kernel needed."""
     migrate_req(0)
-    upgrade("unix:" + tmpfile("admin.sock", ""), taken=True)
+    upgrade("unix:" + tmpfile("admin.sock", ""))
+
+
+def upgrade_without_admin():
+    """Nothing to take the sockets over from: the kernel hands the old sockets' queued
+    connections to the new ones."""
+    migrate_req(1)
+    upgrade(None)
+
+
+def sockets_over_tcp_give_nothing_away():
+    """Over TCP /sockets only names the descriptors: a process of another user may not copy
+    them (pidfd_getfd needs the right to ptrace hashlb), while root may."""
+    lb = Lb(config(BACKENDS, admin="127.0.0.1:0"))
+    status, body = lb.http("GET", "/sockets")
+    lines = [l.split() for l in body.splitlines()]
+    check(status == 200 and len(lines) == 2 and all(int(l[0]) == lb.proc.pid for l in lines),
+          f"two sockets, named PID FD ADDR: {status} {body!r}")
+    fd = lines[0][1] if lines else "0"
+    probe = ("import ctypes, os, sys\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "if sys.argv[3] == 'nobody':\n"
+             "    os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+             "p = os.pidfd_open(int(sys.argv[1]))\n"
+             "r = libc.syscall(438, p, int(sys.argv[2]), 0)  # pidfd_getfd\n"
+             "print('ok' if r >= 0 else os.strerror(ctypes.get_errno()))\n")
+    got = {who: subprocess.run([sys.executable, "-c", probe, str(lb.proc.pid), fd, who],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+           for who in ("nobody", "root")}
+    check(got["nobody"] == "Operation not permitted" and got["root"] == "ok",
+          f"nobody is refused, root is not: {got}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def stopped(proc):
@@ -203,5 +235,5 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_tcp_admin, upgrade_unix_admin, queued_connections_outlive_the_old,
-           sockets_over_tcp_refused])
+run_tests([upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
