@@ -6,12 +6,13 @@ processes (one per --clients) connect from 200 loopback addresses, one connectio
 and read the backend's greeting; a connection that is reset, refused or closed without a
 greeting counts as failed, by its error. Runs in a network namespace of its own, like
 tests/integration/test_upgrade.py, and measures what a test cannot: failures that show up once in
-hundreds of upgrades. With a Unix admin socket (--admin unix) the new hashlb takes the old one's
-listening sockets over; with a TCP one it binds its own beside them, and when the old one stops
-the kernel hands what waits in its queues to the new one (net.ipv4.tcp_migrate_req=1, --migrate).
+hundreds of upgrades. Through the admin endpoint (--admin unix or tcp) the new hashlb takes the
+old one's listening sockets over; without one (--admin off) it binds its own beside them, and
+when the old one stops the kernel hands what waits in its queues to the new one
+(net.ipv4.tcp_migrate_req=1, --migrate).
 
   python3 bench/upgrade_soak.py --hashlb build/src/cli/hashlb [--cycles 300] [--workers 2] \
-      [--admin unix|tcp] [--migrate 1|0]
+      [--admin unix|tcp|off] [--migrate 1|0]
 
 Bounded: stops after --cycles upgrades or --seconds, whichever comes first. Prints one line per
 50 cycles and a summary: connections, failures by error, failures per 1,000 upgrades."""
@@ -31,9 +32,10 @@ ap.add_argument("--cycles", type=int, default=300)
 ap.add_argument("--seconds", type=float, default=900)
 ap.add_argument("--workers", type=int, default=2)
 ap.add_argument("--clients", type=int, default=6)
-ap.add_argument("--admin", choices=("unix", "tcp"), default="unix",
-                help="unix: the new hashlb takes the old one's sockets over; tcp: it binds new "
-                     "ones beside them and the kernel migrates what is queued (default unix)")
+ap.add_argument("--admin", choices=("unix", "tcp", "off"), default="unix",
+                help="unix or tcp: the new hashlb takes the old one's sockets over through the "
+                     "admin endpoint (SCM_RIGHTS, pidfd_getfd); off: it binds new ones beside "
+                     "them and the kernel migrates what is queued (default unix)")
 ap.add_argument("--migrate", choices=("0", "1"), default="1",
                 help="net.ipv4.tcp_migrate_req in the namespace (default 1)")
 args = ap.parse_args()
@@ -72,7 +74,8 @@ def main():
     with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
         f.write(args.migrate + "\n")
     backends = [Backend(n) for n in ("a", "b", "c")]
-    admin = "unix:" + tmpfile("admin.sock", "") if args.admin == "unix" else "127.0.0.1:29501"
+    admin = {"unix": "unix:" + tmpfile("admin.sock", ""), "tcp": "127.0.0.1:29501",
+             "off": "off"}[args.admin]
     text = config([(b.name, b.addr) for b in backends], workers=args.workers,
                   listen=f"{LISTEN[0]}:{LISTEN[1]}").replace("admin: off", f"admin: {admin}")
     old = Hashlb(text, fname="soak.yaml")
