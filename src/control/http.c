@@ -39,7 +39,6 @@ struct hlb_http {
 	char unix_path[108];
 	dev_t unix_dev; /* the socket file we bound, to remove only that one */
 	ino_t unix_ino;
-	bool local; /* a Unix socket */
 	struct http_conn *conns;
 	unsigned n_conns;
 };
@@ -293,7 +292,7 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 	req.body = hdr_end + 4;
 	req.body_len = body_len;
 	req.body = body_len ? hdr_end + 4 : "";
-	req.local = c->h->local;
+	req.local = c->h->unix_path[0] != '\0';
 	c->in[c->in_len] = '\0';
 	c->h->fn(c->h->arg, &req, &resp);
 	conn_respond(c, &resp);
@@ -428,7 +427,6 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
 
 		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
-		h->local = true;
 		/* A stale socket of a previous run, or the live one of the hashlb
 		 * this one replaces in an upgrade: the path is ours from now on. */
 		unlink(h->unix_path);

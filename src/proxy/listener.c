@@ -245,13 +245,6 @@ static void take_undo(struct hlb_proxy *p)
 		close(p->inh[--p->n_inh].fd);
 }
 
-/*
- * Over TCP no descriptor can come with the answer: each of its lines names
- * the process and the descriptor ("PID FD ADDR"), and pidfd_getfd(2) copies
- * it, as SCM_RIGHTS would have. That takes the right to ptrace the old
- * process (the same user, and Yama's ptrace_scope 0, or CAP_SYS_PTRACE), so
- * the endpoint itself gives nothing away. Returns the process, or -errno.
- */
 static const char *next_line(const char *l)
 {
 	const char *nl = strchr(l, '\n');
@@ -259,32 +252,27 @@ static const char *next_line(const char *l)
 	return nl ? nl + 1 : l + strlen(l);
 }
 
-static int take_pidfd(struct hlb_proxy *p, const char *body)
+/*
+ * Over TCP no descriptor can come with the answer: each of its lines names
+ * the process and the descriptor ("PID FD ADDR"), and pidfd_getfd(2) copies
+ * it from <pidfd> (that process), as SCM_RIGHTS would have. That takes the
+ * right to ptrace the old process (the same user, and Yama's ptrace_scope 0,
+ * or CAP_SYS_PTRACE), so the endpoint itself gives nothing away.
+ */
+static int take_pidfd(struct hlb_proxy *p, int pidfd, const char *body)
 {
-	int pid = 0, pidfd = -1, r = 0;
-
 	for (const char *l = body; *l; l = next_line(l)) {
 		int lpid, fd, got;
 
-		if (sscanf(l, "%d %d", &lpid, &fd) != 2 || lpid <= 0 || (pid && lpid != pid))
+		if (sscanf(l, "%d %d", &lpid, &fd) != 2 || lpid != p->taken_from)
 			continue;
-		if (pidfd < 0) {
-			pid = lpid;
-			pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-			if (pidfd < 0)
-				return -errno;
-		}
 		got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); /* close-on-exec */
-		if (got < 0 && errno != EBADF) { /* EBADF: closed since, by a reload */
-			r = -errno;
-			break;
-		}
 		if (got >= 0)
 			take_fd(p, got);
+		else if (errno != EBADF) /* EBADF: closed since, by a reload */
+			return -errno;
 	}
-	if (pidfd >= 0)
-		close(pidfd);
-	return r < 0 ? r : pid;
+	return 0;
 }
 
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
@@ -299,7 +287,7 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 	const struct sockaddr_in6 *in6 = (const void *)admin;
 	char *text = NULL, *body;
 	ssize_t n;
-	int fd, r;
+	int fd, r, pidfd = -1;
 
 	*why = '\0';
 	if ((admin->sa_family == AF_INET && !in4->sin_port) ||
@@ -339,27 +327,43 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 		free(text);
 		return 0;
 	}
+	/* The old process: who answered on the Unix socket, or what the first
+	 * line says over TCP. Its pidfd copies the sockets over TCP, and then
+	 * follows it until it exits (hlb_proxy_take_pidfd()). */
 	body = strstr(text, "\r\n\r\n");
-	if (admin->sa_family != AF_UNIX && body) {
-		r = take_pidfd(p, body + 4);
-		if (r < 0) {
-			take_undo(p);
-			free(text);
-			return r;
-		}
-		cred.pid = r;
-	}
+	body = body ? body + 4 : "";
+	p->taken_from = cred.pid;
+	if (admin->sa_family != AF_UNIX && sscanf(body, "%d", &r) == 1)
+		p->taken_from = r;
+	if (p->taken_from > 0)
+		pidfd = (int)syscall(SYS_pidfd_open, p->taken_from, 0);
+	r = 0;
+	if (admin->sa_family != AF_UNIX)
+		r = pidfd < 0 ? -errno : take_pidfd(p, pidfd, body);
 	free(text);
-	if (p->n_taken) {
-		p->taken_from = cred.pid;
-		atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);
+	if (r < 0 || !p->n_taken) {
+		take_undo(p);
+		if (pidfd >= 0)
+			close(pidfd);
+		p->taken_from = 0;
+		return r;
 	}
+	p->taken_pidfd = pidfd;
+	atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);
 	return (int)p->n_taken;
 }
 
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
 {
-	return p->n_taken ? p->taken_from : 0;
+	return p->taken_from;
+}
+
+int hlb_proxy_take_pidfd(struct hlb_proxy *p)
+{
+	int fd = p->taken_pidfd;
+
+	p->taken_pidfd = -1;
+	return fd;
 }
 
 void hlb_proxy_old_gone(struct hlb_proxy *p)

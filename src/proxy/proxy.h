@@ -94,6 +94,8 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 			size_t why_size);
 /* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
+/* Its pidfd, opened when the sockets were taken, now the caller's; -1 if none (or taken before). */
+int hlb_proxy_take_pidfd(struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */
 void hlb_proxy_old_gone(struct hlb_proxy *p);
 /* Close the sockets taken over that no listener uses (a service the old one had and this one

@@ -536,6 +536,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	}
 	p->rcu = rcu;
 	p->n_workers = opts->n_workers;
+	p->taken_pidfd = -1;
 	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->workers = calloc(p->n_workers, sizeof(*p->workers));
 	if (p->exit_fd < 0 || !p->workers) {
@@ -694,6 +695,8 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		pthread_mutex_destroy(&w->cmd_lock);
 	}
 	close(p->exit_fd);
+	if (p->taken_pidfd >= 0)
+		close(p->taken_pidfd);
 	for (uint32_t i = 0; i < p->n_inh; i++)
 		if (p->inh[i].fd >= 0)
 			close(p->inh[i].fd);

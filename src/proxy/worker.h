@@ -264,6 +264,7 @@ struct hlb_proxy {
 	uint32_t n_inh;
 	uint32_t n_taken; /* of inh, the last ones: taken over */
 	pid_t taken_from; /* the hashlb that handed them over */
+	int taken_pidfd; /* its pidfd until hlb_proxy_take_pidfd(); -1 if none */
 	atomic_uint takeover; /* TAKEOVER_*: whether workers watch the sockets taken over */
 	struct hlb_rcu *rcu;
 	struct worker *workers;

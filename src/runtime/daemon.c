@@ -11,7 +11,6 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -550,7 +549,7 @@ static void watch_old(struct hlb_daemon *d)
 
 	if (!pid)
 		return;
-	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	fd = hlb_proxy_take_pidfd(d->proxy);
 	if (fd < 0 || hlb_daemon_watch(d, fd, EPOLLIN, old_exited, (void *)(intptr_t)pid) < 0) {
 		if (fd >= 0)
 			close(fd);
