@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +11,11 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "runtime/fdpass.h"
 
 #define HTTP_REQ_MAX 16384
 #define HTTP_CONNS_MAX 64
 #define HTTP_TIMEOUT_MS 10000
-/* descriptors per message with SCM_RIGHTS (the kernel's SCM_MAX_FD is 253) */
-#define FDS_PER_MSG 250
 
 struct http_conn {
 	struct hlb_http *h;
@@ -157,77 +155,11 @@ static void conn_flush(struct http_conn *c)
 	conn_close(c);
 }
 
-/* Write out[off, end) with <fds> on its first byte, waiting up to 1 s for room. */
-static bool send_with_fds(int fd, const char *out, size_t off, size_t end, const int *fds,
-			  unsigned n_fds)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
-	ssize_t n;
-
-	if (n_fds) {
-		memset(&ctl, 0, sizeof(ctl));
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
-	}
-	while (off < end) {
-		iov = (struct iovec){ .iov_base = (char *)out + off, .iov_len = end - off };
-		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-
-			if (poll(&pfd, 1, 1000) <= 0)
-				return false;
-			continue;
-		}
-		if (n <= 0)
-			return false;
-		off += (size_t)n;
-		msg.msg_control = NULL; /* the descriptors went with the first byte */
-		msg.msg_controllen = 0;
-	}
-	return true;
-}
-
-/*
- * Send the response in c->out with the descriptors of <resp>, FDS_PER_MSG
- * at a time (the kernel takes at most 253 per message): each batch rides on
- * the first byte of its lines of the body, which starts at <body_off>.
- */
+/* Send the response in c->out with the descriptors of <resp> riding on the lines of the body,
+ * which starts at <body_off>. */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
 {
-	size_t off = 0, end;
-	unsigned sent = 0, k;
-
-	while (off < c->out.len) {
-		k = resp->n_fds - sent < FDS_PER_MSG ? resp->n_fds - sent : FDS_PER_MSG;
-		end = c->out.len;
-		if (sent + k < resp->n_fds) {
-			/* this batch ends with the line of descriptor sent + k - 1 */
-			end = body_off;
-			for (unsigned line = 0; line < sent + k && end < c->out.len; line++) {
-				const char *nl = memchr(c->out.p + end, '\n', c->out.len - end);
-
-				end = nl ? (size_t)(nl - c->out.p) + 1 : c->out.len;
-			}
-		}
-		if (!send_with_fds(c->io.fd, c->out.p, off, end, resp->fds + sent, k))
-			break;
-		sent += k;
-		off = end;
-	}
+	hlb_fdpass_send(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds);
 	shutdown(c->io.fd, SHUT_WR);
 	conn_close(c);
 }

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listening sockets handed to the hashlb that replaces this one: a text
+ * with a line per socket, and the sockets themselves (SCM_RIGHTS) riding on
+ * the text, in the order of the lines. Used by the admin endpoint's GET
+ * /sockets on a Unix socket and by an upgrade in place (SIGUSR2), whose new
+ * process reads it with hlb_proxy_take_over_fd().
+ */
+#ifndef HASHLB_FDPASS_H
+#define HASHLB_FDPASS_H
+#include <stdbool.h>
+#include <stddef.h>
+
+/* descriptors per message (the kernel's SCM_MAX_FD is 253) */
+#define HLB_FDPASS_PER_MSG 250
+
+/*
+ * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)
+ * HLB_FDPASS_PER_MSG at a time: each batch rides on the first byte of the
+ * lines that name it, the first of which starts at <lines_off>. Waits up to
+ * 1 s for room each time the socket is full. False if the peer went away or
+ * stopped reading.
+ */
+bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+		     unsigned n_fds);
+
+#endif
