@@ -43,16 +43,22 @@ static void usage(FILE *f)
 		   "  SIGTERM SIGINT  stop accepting, let established connections finish for\n"
 		   "                  up to drain_timeout, then exit 0. A second signal\n"
 		   "                  closes the remaining connections at once.\n"
+		   "  SIGUSR2         upgrade in place: run the executable now at this one's\n"
+		   "                  path again, with the same command line, hand it the\n"
+		   "                  listening sockets, and once it accepts, drain and exit\n"
+		   "                  as on SIGTERM (under systemd, MAINPID= names the new\n"
+		   "                  process). If it cannot start (e.g. FILE no longer\n"
+		   "                  loads), this one logs why and goes on serving.\n"
 		   "\n"
 		   "UPGRADES\n"
-		   "  Start the new hashlb run on the same config beside the running one,\n"
-		   "  then send the old one SIGTERM. Through the admin endpoint (GET\n"
-		   "  /sockets: SCM_RIGHTS on a Unix socket, pidfd_getfd over TCP, which\n"
-		   "  needs the right to ptrace the old one) the new one takes the old one's\n"
-		   "  listening sockets over and listens on the very same sockets: no\n"
-		   "  connection is lost, not even one waiting to be accepted. With admin:\n"
-		   "  off it binds its own beside them, and the old ones' queued connections\n"
-		   "  move to it only with net.ipv4.tcp_migrate_req=1.\n"
+		   "  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
+		   "  the running one, then send the old one SIGTERM. Through the admin\n"
+		   "  endpoint (GET /sockets: SCM_RIGHTS on a Unix socket, pidfd_getfd over\n"
+		   "  TCP, which needs the right to ptrace the old one) the new one takes\n"
+		   "  the old one's listening sockets over and listens on the very same\n"
+		   "  sockets: no connection is lost, not even one waiting to be accepted.\n"
+		   "  With admin: off it binds its own beside them, and the old ones' queued\n"
+		   "  connections move to it only with net.ipv4.tcp_migrate_req=1.\n"
 		   "\n"
 		   "OPTIONS\n"
 		   "  -c, --config FILE    the configuration (required)\n"
@@ -108,7 +114,7 @@ static int override_admin(struct hashlb_config *cfg, const char *admin)
 	return 0;
 }
 
-int cmd_run(int argc, char **argv)
+static int run(int argc, char **argv, char *const *again)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -135,6 +141,7 @@ int cmd_run(int argc, char **argv)
 	uint64_t v;
 	int c, r;
 
+	dopts.argv = again;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:w:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -257,4 +264,22 @@ int cmd_run(int argc, char **argv)
 	hlb_control_plug_free(plug);
 	run_steer_free(steer);
 	return r < 0 ? 1 : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	char **again;
+	int r;
+
+	/* the command line an upgrade in place runs again (getopt reorders argv) */
+	again = calloc((size_t)argc + 2, sizeof(*again));
+	if (!again) {
+		fprintf(stderr, "hashlb run: out of memory\n");
+		return 1;
+	}
+	again[0] = "hashlb";
+	memcpy(again + 1, argv, sizeof(*argv) * (size_t)argc);
+	r = run(argc, argv, again);
+	free(again);
+	return r;
 }

@@ -275,45 +275,21 @@ static int take_pidfd(struct hlb_proxy *p, int pidfd, const char *body)
 	return 0;
 }
 
-int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
-			size_t why_size)
+/*
+ * Read the answer to GET /sockets on <fd> (connected, of <family>) and keep
+ * the sockets it hands over. <why> says why none were, if it answered.
+ */
+static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_t why_size)
 {
-	static const char req[] = "GET /sockets HTTP/1.1\r\nHost: hashlb\r\n"
-				  "Connection: close\r\n\r\n";
-	struct timeval tv = { .tv_sec = 2 };
 	struct ucred cred = { 0 };
 	socklen_t cred_len = sizeof(cred);
-	const struct sockaddr_in *in4 = (const void *)admin;
-	const struct sockaddr_in6 *in6 = (const void *)admin;
 	char *text = NULL, *body;
 	ssize_t n;
-	int fd, r, pidfd = -1;
+	int r, pidfd = -1;
 
-	*why = '\0';
-	if ((admin->sa_family == AF_INET && !in4->sin_port) ||
-	    (admin->sa_family == AF_INET6 && !in6->sin6_port))
-		return 0; /* any free port: the old one's is not known */
-	fd = socket(admin->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* bounds the connect too (SO_SNDTIMEO), and the whole answer */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, admin, len) < 0) {
-		r = errno == ENOENT || errno == ECONNREFUSED ? 0 : -errno;
-		close(fd);
-		return r; /* nobody there: nothing to take over */
-	}
-	if (admin->sa_family == AF_UNIX &&
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
+	if (family == AF_UNIX && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
 		cred.pid = 0;
-	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
 	n = take_read(p, fd, &text);
-	close(fd);
 	if (n < 0) {
 		take_undo(p);
 		return (int)n;
@@ -333,12 +309,12 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 	body = strstr(text, "\r\n\r\n");
 	body = body ? body + 4 : "";
 	p->taken_from = cred.pid;
-	if (admin->sa_family != AF_UNIX && sscanf(body, "%d", &r) == 1)
+	if (family != AF_UNIX && sscanf(body, "%d", &r) == 1)
 		p->taken_from = r;
 	if (p->taken_from > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, p->taken_from, 0);
 	r = 0;
-	if (admin->sa_family != AF_UNIX)
+	if (family != AF_UNIX)
 		r = pidfd < 0 ? -errno : take_pidfd(p, pidfd, body);
 	free(text);
 	if (r < 0 || !p->n_taken) {
@@ -351,6 +327,50 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 	p->taken_pidfd = pidfd;
 	atomic_store(&p->takeover, TAKEOVER_OLD_ALIVE);
 	return (int)p->n_taken;
+}
+
+int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
+			size_t why_size)
+{
+	static const char req[] = "GET /sockets HTTP/1.1\r\nHost: hashlb\r\n"
+				  "Connection: close\r\n\r\n";
+	struct timeval tv = { .tv_sec = 2 };
+	const struct sockaddr_in *in4 = (const void *)admin;
+	const struct sockaddr_in6 *in6 = (const void *)admin;
+	int fd, r;
+
+	*why = '\0';
+	if ((admin->sa_family == AF_INET && !in4->sin_port) ||
+	    (admin->sa_family == AF_INET6 && !in6->sin6_port))
+		return 0; /* any free port: the old one's is not known */
+	fd = socket(admin->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* bounds the connect too (SO_SNDTIMEO), and the whole answer */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, admin, len) < 0) {
+		r = errno == ENOENT || errno == ECONNREFUSED ? 0 : -errno;
+		close(fd);
+		return r; /* nobody there: nothing to take over */
+	}
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	r = take_answer(p, fd, admin->sa_family, why, why_size);
+	close(fd);
+	return r;
+}
+
+int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size)
+{
+	struct timeval tv = { .tv_sec = 10 };
+
+	*why = '\0';
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return take_answer(p, fd, AF_UNIX, why, why_size);
 }
 
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
@@ -385,11 +405,11 @@ uint32_t hlb_proxy_release_taken(struct hlb_proxy *p)
 	return n;
 }
 
-uint32_t hlb_listener_fds(const struct hlb_listener *l, int *fds, uint32_t max)
+uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds, uint32_t max)
 {
 	uint32_t n = 0;
 
-	if (l->inherited)
+	if (l->inherited && !inherited)
 		return 0; /* the service manager passes it to the next process itself */
 	for (uint32_t i = 0; i < l->n_workers && n < max; i++) {
 		int fd = __atomic_load_n(&l->fds[i], __ATOMIC_ACQUIRE);

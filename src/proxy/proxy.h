@@ -92,6 +92,9 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
  */
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size);
+/* The same from the Unix socket <fd> on which the old process writes that answer unasked (an
+ * upgrade in place: it started this one with <fd>). <fd> stays the caller's. */
+int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size);
 /* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
 /* Its pidfd, opened when the sockets were taken, now the caller's; -1 if none (or taken before). */
@@ -101,8 +104,9 @@ void hlb_proxy_old_gone(struct hlb_proxy *p);
 /* Close the sockets taken over that no listener uses (a service the old one had and this one
  * lacks, or the old one had more workers); returns how many. Their owner still listens on them. */
 uint32_t hlb_proxy_release_taken(struct hlb_proxy *p);
-/* The listening sockets of <l>, for a hashlb that takes over (none from the service manager). */
-uint32_t hlb_listener_fds(const struct hlb_listener *l, int *fds, uint32_t max);
+/* The listening sockets of <l>, for a hashlb that takes over; those from the service manager
+ * only if <inherited> (it passes them to a process it starts itself). */
+uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds, uint32_t max);
 /* How many of its sockets <l> took over. */
 uint32_t hlb_listener_taken(const struct hlb_listener *l);
 /* Make the workers accept on it. */

@@ -2,19 +2,24 @@
 /* The daemon: control-thread loop, listeners by address, static pool. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fdpass.h"
 #include "log.h"
 #include "notify.h"
 #include "proxy/proxy.h"
@@ -38,6 +43,19 @@ struct hlb_daemon_timer {
 	hlb_daemon_timer_fn fn;
 	void *arg;
 };
+
+/* The process an upgrade in place started (pid 0: none). */
+struct upgrade {
+	pid_t pid;
+	int pidfd;
+	int sock; /* our end of the pair: the new one writes "READY" on it */
+	struct hlb_daemon_timer *timer;
+	char in[32];
+	size_t in_len;
+};
+
+#define UPGRADE_TIMEOUT_MS 60000
+#define UPGRADE_FD 3 /* where the new process finds its end of the pair */
 
 /* A listen address and its state within a listen transaction. */
 struct dlistener {
@@ -67,6 +85,11 @@ struct hlb_daemon {
 	/* the static pool */
 	struct hlb_service **services;
 	uint32_t n_services;
+	/* upgrade in place (SIGUSR2) */
+	char *exe; /* this executable's path when it started; NULL: unknown */
+	struct upgrade up; /* the new process, until it is ready or has failed */
+	bool handed_over; /* it is ready: the service manager follows it now */
+	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 };
 
 static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
@@ -513,13 +536,23 @@ static uint32_t cpu_count(void)
 static void take_over(struct hlb_daemon *d)
 {
 	const char *from = d->cfg->admin ? d->cfg->admin : "?";
+	const char *fd_env = getenv("HASHLB_UPGRADE_FD");
 	char why[128];
 	int r;
 
-	if (!d->cfg->admin_addr_len)
+	if (fd_env) {
+		/* an upgrade in place: the old process started this one */
+		d->ready_fd = atoi(fd_env);
+		unsetenv("HASHLB_UPGRADE_FD");
+		fcntl(d->ready_fd, F_SETFD, FD_CLOEXEC);
+		from = "parent"; /* SIGUSR2 */
+		r = hlb_proxy_take_over_fd(d->proxy, d->ready_fd, why, sizeof(why));
+	} else if (d->cfg->admin_addr_len) {
+		r = hlb_proxy_take_over(d->proxy, (const struct sockaddr *)&d->cfg->admin_addr,
+					d->cfg->admin_addr_len, why, sizeof(why));
+	} else {
 		return;
-	r = hlb_proxy_take_over(d->proxy, (const struct sockaddr *)&d->cfg->admin_addr,
-				d->cfg->admin_addr_len, why, sizeof(why));
+	}
 	if (r > 0)
 		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=%s pid=%d", r,
 			from, (int)hlb_proxy_taken_from(d->proxy));
@@ -575,7 +608,10 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->cfg = cfg;
 	d->epfd = -1;
 	d->sigfd = -1;
+	d->ready_fd = -1;
+	d->up.pidfd = d->up.sock = -1;
 	d->opts = *opts;
+	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
 	d->n_workers = opts->workers ? opts->workers : cfg->workers ? cfg->workers : cpu_count();
 	if (d->n_workers > HLB_WORKERS_MAX)
@@ -589,6 +625,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
 	/* blocked before any worker starts, so every thread inherits the mask */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -685,9 +722,9 @@ static void log_migrate_req(void)
 	fclose(f);
 	if (v == 0)
 		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
-			"note=\"unless the next hashlb takes over the listening sockets (through "
-			"the admin endpoint), an upgrade resets connections not yet accepted; set "
-			"it to 1 to hand them over\"");
+			"note=\"unless the next hashlb takes over the listening sockets (SIGUSR2, "
+			"or through the admin endpoint), an upgrade resets connections not yet "
+			"accepted; set it to 1 to hand them over\"");
 }
 
 static uint32_t drain_ms(struct hlb_daemon *d)
@@ -704,6 +741,8 @@ static uint32_t drain_ms(struct hlb_daemon *d)
 	return max;
 }
 
+static void upgrade_end(struct hlb_daemon *d);
+
 void hlb_daemon_stop(struct hlb_daemon *d)
 {
 	struct dlistener *dl, *next;
@@ -718,13 +757,21 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		return;
 	}
 	d->stopping = true;
+	if (d->up.pid) {
+		/* not ready yet: it would serve on alone; it drains what it took */
+		hlb_log(HLB_LOG_WARN, "stopping during an upgrade: the new hashlb stops too",
+			"pid=%d", (int)d->up.pid);
+		kill(d->up.pid, SIGTERM);
+		upgrade_end(d);
+	}
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);
 	ms = drain_ms(d);
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
-	hlb_notify("STOPPING=1\nSTATUS=draining %llu connection(s), up to %u ms",
-		   (unsigned long long)hlb_proxy_connections(d->proxy), ms);
+	if (!d->handed_over) /* else the service manager follows the new process */
+		hlb_notify("STOPPING=1\nSTATUS=draining %llu connection(s), up to %u ms",
+			   (unsigned long long)hlb_proxy_connections(d->proxy), ms);
 	hlb_proxy_drain(d->proxy, ms);
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;
@@ -734,20 +781,26 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	d->listeners = NULL;
 }
 
-uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
-			       uint32_t max)
+static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds, const char **addrs,
+			   uint32_t max)
 {
 	uint32_t n = 0, k;
 
 	if (d->stopping)
 		return 0;
 	for (const struct dlistener *dl = d->listeners; dl && n < max; dl = dl->next) {
-		k = hlb_listener_fds(dl->l, fds + n, max - n);
+		k = hlb_listener_fds(dl->l, inherited, fds + n, max - n);
 		for (uint32_t i = 0; i < k; i++)
 			addrs[n + i] = hlb_listener_bound(dl->l);
 		n += k;
 	}
 	return n;
+}
+
+uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
+			       uint32_t max)
+{
+	return listen_fds(d, false, fds, addrs, max);
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d)
@@ -757,6 +810,222 @@ static uint32_t listener_count(const struct hlb_daemon *d)
 	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
 		n++;
 	return n;
+}
+
+/* ---- upgrade in place (SIGUSR2) -------------------------------------------- */
+
+/* The environment for the new process: ours, with HASHLB_UPGRADE_FD. */
+static char **upgrade_env(void)
+{
+	extern char **environ;
+	static char fd_var[] = "HASHLB_UPGRADE_FD=3";
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "HASHLB_UPGRADE_FD=", 18) != 0)
+			env[k++] = environ[i];
+	env[k] = fd_var;
+	return env;
+}
+
+static void upgrade_end(struct hlb_daemon *d)
+{
+	struct upgrade *up = &d->up;
+
+	hlb_daemon_timer_del(d, up->timer);
+	if (up->sock >= 0) {
+		hlb_daemon_unwatch(d, up->sock);
+		close(up->sock);
+	}
+	if (up->pidfd >= 0) {
+		hlb_daemon_unwatch(d, up->pidfd);
+		close(up->pidfd);
+	}
+	*up = (struct upgrade){ .pidfd = -1, .sock = -1 };
+}
+
+/* The new process has exited before it was ready: this one goes on serving. */
+static void upgrade_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	pid_t pid = d->up.pid;
+	int status = 0;
+	char how[32];
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	if (waitpid(pid, &status, 0) < 0)
+		status = 0;
+	if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "signal=%s", sigabbrev_np(WTERMSIG(status)) ?: "?");
+	else
+		snprintf(how, sizeof(how), "status=%d", WEXITSTATUS(status));
+	hlb_log(HLB_LOG_ERROR,
+		"upgrade failed: the new hashlb exited before it was ready, "
+		"this one goes on serving",
+		"pid=%d %s", (int)pid, how);
+	hlb_notify("STATUS=upgrade failed (pid %d), listening on %u address(es)", (int)pid,
+		   listener_count(d));
+	upgrade_end(d);
+}
+
+/* Not ready in time (stuck, or a hashlb older than SIGUSR2 that never says so): it drains
+ * whatever it may have accepted, as on SIGTERM; upgrade_exited() follows. */
+static void upgrade_timeout(struct hlb_daemon *d, void *arg)
+{
+	(void)arg;
+	hlb_log(HLB_LOG_ERROR, "upgrade: the new hashlb is not ready, stopping it",
+		"pid=%d after_ms=%u", (int)d->up.pid, UPGRADE_TIMEOUT_MS);
+	syscall(SYS_pidfd_send_signal, d->up.pidfd, SIGTERM, NULL, 0);
+	hlb_daemon_timer_del(d, d->up.timer);
+	d->up.timer = NULL;
+}
+
+/* The new process writes "READY PID\n" once it accepts: hand over and drain. */
+static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	struct upgrade *up = &d->up;
+	pid_t pid = up->pid;
+	ssize_t n;
+
+	(void)events;
+	(void)arg;
+	n = read(fd, up->in + up->in_len, sizeof(up->in) - 1 - up->in_len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) { /* it closed its end without a word: upgrade_exited() follows */
+		hlb_daemon_unwatch(d, fd);
+		close(fd);
+		up->sock = -1;
+		return;
+	}
+	up->in_len += (size_t)n;
+	up->in[up->in_len] = '\0';
+	if (!strchr(up->in, '\n'))
+		return;
+	if (strncmp(up->in, "READY ", 6) != 0) {
+		hlb_log(HLB_LOG_ERROR, "upgrade: the new hashlb said something else, killing it",
+			"pid=%d", (int)pid);
+		syscall(SYS_pidfd_send_signal, up->pidfd, SIGKILL, NULL, 0);
+		hlb_daemon_unwatch(d, fd);
+		close(fd);
+		up->sock = -1;
+		return;
+	}
+	upgrade_end(d); /* it is the service's process now; it is not waited for */
+	hlb_log(HLB_LOG_INFO, "upgraded: the new hashlb is ready, this one drains", "pid=%d",
+		(int)pid);
+	d->handed_over = true;
+	hlb_notify("MAINPID=%d\nREADY=1\nSTATUS=upgraded, the new process listens", (int)pid);
+	hlb_daemon_stop(d);
+}
+
+/* Start the new process: this executable again, the same command line, our sockets. */
+static void upgrade_start(struct hlb_daemon *d)
+{
+	static int fds[4096];
+	static const char *addrs[4096];
+	struct upgrade *up = &d->up;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	static const char head[] = "HTTP/1.1 200 OK\r\n\r\n";
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *f;
+	sigset_t none;
+	char **env = NULL;
+	uint32_t n;
+	int sv[2], r;
+	bool sent;
+
+	if (d->stopping || up->pid) {
+		hlb_log(HLB_LOG_WARN, "SIGUSR2 ignored", "reason=%s",
+			d->stopping ? "stopping" : "an upgrade is under way");
+		return;
+	}
+	if (!d->exe || !d->opts.argv) {
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place: this executable's path is unknown",
+			NULL);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s", strerrorname_np(errno));
+		return;
+	}
+	/* the answer GET /sockets would give, with every listening socket, the
+	 * service manager's too (it does not start this child) */
+	n = listen_fds(d, true, fds, addrs, sizeof(fds) / sizeof(fds[0]));
+	f = open_memstream(&text, &text_len);
+	if (f) {
+		fputs(head, f);
+		for (uint32_t i = 0; i < n; i++)
+			fprintf(f, "%d %d %s\n", (int)getpid(), fds[i], addrs[i]);
+		if (fclose(f) != 0) {
+			free(text);
+			text = NULL;
+		}
+	}
+
+	env = upgrade_env();
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	sigemptyset(&none);
+	/* the pair at fd 3, nothing else of ours: connections, rings, BPF */
+	posix_spawn_file_actions_adddup2(&fa, sv[1], UPGRADE_FD);
+	posix_spawn_file_actions_addclosefrom_np(&fa, UPGRADE_FD + 1);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	r = !env || !text ? ENOMEM : posix_spawn(&up->pid, d->exe, &fa, &attr, d->opts.argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	free(env);
+	close(sv[1]);
+	if (r) {
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s", d->exe,
+			strerrorname_np(r));
+		up->pid = 0;
+		close(sv[0]);
+		free(text);
+		return;
+	}
+	up->sock = sv[0];
+	up->pidfd = (int)syscall(SYS_pidfd_open, up->pid, 0);
+	sent = hlb_fdpass_send(up->sock, text, text_len, sizeof(head) - 1, fds, n);
+	free(text);
+	shutdown(up->sock, SHUT_WR);
+	fcntl(up->sock, F_SETFL, O_NONBLOCK);
+	hlb_log(HLB_LOG_INFO, "upgrading in place: started the new hashlb",
+		"pid=%d exe=%s sockets=%u%s", (int)up->pid, d->exe, n,
+		sent ? "" : " err=\"sockets not handed over\"");
+	if (up->pidfd < 0 || hlb_daemon_watch(d, up->pidfd, EPOLLIN, upgrade_exited, NULL) < 0 ||
+	    hlb_daemon_watch(d, up->sock, EPOLLIN, upgrade_readable, NULL) < 0 ||
+	    hlb_daemon_timer_add(d, UPGRADE_TIMEOUT_MS, 0, upgrade_timeout, NULL, &up->timer) < 0) {
+		/* cannot follow it: stop it (it has not accepted before it says so) */
+		hlb_log(HLB_LOG_ERROR, "upgrade: cannot follow the new hashlb, killing it",
+			"pid=%d", (int)up->pid);
+		kill(up->pid, SIGKILL);
+		waitpid(up->pid, NULL, 0);
+		upgrade_end(d);
+	}
+}
+
+/* Started by an upgrade in place: every listener accepts, tell the old process. */
+static void upgrade_ready(struct hlb_daemon *d)
+{
+	char msg[32];
+	int n = snprintf(msg, sizeof(msg), "READY %d\n", (int)getpid());
+
+	if (write(d->ready_fd, msg, (size_t)n) != n)
+		hlb_log(HLB_LOG_WARN, "cannot tell the old hashlb this one is ready", "err=%s",
+			strerrorname_np(errno));
+	close(d->ready_fd);
+	d->ready_fd = -1;
 }
 
 /* RELOADING=1 with the clock systemd's Type=notify-reload (253+) matches it by. */
@@ -788,6 +1057,10 @@ static void handle_signals(struct hlb_daemon *d)
 			/* a failed reload keeps the old config serving: ready either way */
 			hlb_notify("READY=1\nSTATUS=listening on %u address(es)",
 				   listener_count(d));
+			break;
+		case SIGUSR2:
+			hlb_log(HLB_LOG_INFO, "SIGUSR2, upgrading in place", NULL);
+			upgrade_start(d);
 			break;
 		case SIGTERM:
 		case SIGINT:
@@ -828,8 +1101,11 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		d->config_path, (int)getpid());
 	/* every listener is bound and every worker accepting */
-	hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
-		   listener_count(d));
+	if (d->ready_fd >= 0)
+		upgrade_ready(d); /* the old process tells the service manager */
+	else
+		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
+			   listener_count(d));
 
 	while (!hlb_proxy_done(d->proxy)) {
 		int n = epoll_wait(d->epfd, evs, 32, RCU_POLL_MS);
@@ -895,7 +1171,12 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		close(d->epfd);
 	if (d->sigfd >= 0)
 		close(d->sigfd);
+	if (d->up.pid) /* not ready, not stopped: it would serve on alone */
+		kill(d->up.pid, SIGTERM);
+	if (d->ready_fd >= 0)
+		close(d->ready_fd);
 	hashlb_config_free(d->cfg);
 	free(d->config_path);
+	free(d->exe);
 	free(d);
 }

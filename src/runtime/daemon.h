@@ -34,6 +34,16 @@
  * connections drain for up to the largest drain_timeout_ms of the services,
  * then the remaining ones are closed and hlb_daemon_run() returns 0. A
  * second signal ends the drain at once.
+ *
+ * Upgrade in place. SIGUSR2: the executable (the file at the path this
+ * process started from, so a new version installed there) runs again with
+ * the same command line, as a child, and takes the listening sockets over
+ * on a socket pair (fd 3, $HASHLB_UPGRADE_FD), whatever the admin endpoint.
+ * When it is ready it says so on that pair; this process then tells the
+ * service manager that the child is the main process (MAINPID=) and drains
+ * as on SIGTERM. If the child exits first, or is not ready in
+ * 60 s (it then gets SIGTERM), the upgrade failed: this process goes on
+ * serving.
  */
 #ifndef HASHLB_DAEMON_H
 #define HASHLB_DAEMON_H
@@ -57,6 +67,8 @@ struct hlb_daemon_opts {
 		splice_after; /* bytes before a bulk direction splices; 0 = default, UINT32_MAX = never */
 	uint32_t splice_pipes; /* spliced directions at once, all workers; 0 = default (1024) */
 	uint32_t pipe_size; /* bytes per splice pipe; 0 = the kernel's (64 KiB) */
+	/* the command line (argv[0] the program), run again by an upgrade in place; NULL: none */
+	char *const *argv;
 };
 
 /* The control plane's plug. Every member may be NULL. */

@@ -123,8 +123,10 @@ def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=
 class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
-    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=()):
-        """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace."""
+    def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=(),
+                 binary=HASHLB, env=None):
+        """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace;
+        <binary>: the hashlb to run; <env>: its environment (default: ours)."""
         self.path = tmpfile(fname, cfg_text)
         self.log = []
 
@@ -133,8 +135,8 @@ class Hashlb:
                 import resource
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = spawn([*wrap, HASHLB, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
-                          text=True, preexec_fn=limit)
+        self.proc = spawn([*wrap, binary, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
+                          text=True, preexec_fn=limit, env=env)
         self._ready = threading.Event()
         self.addrs = []
         threading.Thread(target=self._read, daemon=True).start()

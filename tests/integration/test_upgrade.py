@@ -20,12 +20,15 @@ if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
     sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__)],
                             env=env).returncode)
 
+import shutil  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -89,6 +92,28 @@ class Traffic:
             t.join()
 
 
+def old_exits(old, traffic, before):
+    """The old hashlb, told to go, drains and exits 0; <traffic> (at .n = <before> when the
+    upgrade began) then runs on a little: connections went through before, during and after,
+    none failed, and no client changed backend."""
+    t0 = time.time()
+    try:
+        rc = old.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"the old hashlb drained and exited 0 ({rc}, {time.time() - t0:.1f}s)")
+    during = traffic.n
+    time.sleep(0.5)
+    traffic.stop()
+    check(before > 20 and during - before > 20 and traffic.n - during > 20,
+          f"traffic before ({before}), during ({during - before}) and after the upgrade "
+          f"({traffic.n - during})")
+    check(not traffic.failed, f"no connection failed: {len(traffic.failed)} of {traffic.n}, "
+          f"{traffic.failed[:5]}")
+    moved = {c: s for c, s in traffic.got.items() if len(s) > 1}
+    check(not moved, f"every client kept its backend: {len(moved)} moved, {list(moved)[:5]}")
+
+
 def upgrade(admin):
     """One upgrade under traffic with the admin endpoint at <admin> (None: off, and then the
     new hashlb cannot take the old one's sockets over)."""
@@ -116,29 +141,125 @@ def upgrade(admin):
         check(len(new_socks) == 2 and not new_socks & old_socks,
               f"the new hashlb listens on sockets of its own: {old_socks} {new_socks}")
     time.sleep(0.5)
-    t0 = time.time()
     old.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = old.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        rc = None
-    check(rc == 0, f"the old hashlb drained and exited 0 ({rc}, {time.time() - t0:.1f}s)")
-    during = traffic.n
-    time.sleep(0.5)
-    traffic.stop()
-    check(before > 20 and during - before > 20 and traffic.n - during > 20,
-          f"traffic before ({before}), during ({during - before}) and after the upgrade "
-          f"({traffic.n - during})")
-    check(not traffic.failed, f"no connection failed: {len(traffic.failed)} of {traffic.n}, "
-          f"{traffic.failed[:5]}")
-    moved = {c: s for c, s in traffic.got.items() if len(s) > 1}
-    check(not moved, f"every client kept its backend: {len(moved)} moved, {list(moved)[:5]}")
+    old_exits(old, traffic, before)
     if admin:
         check(new.status()["services"][0]["name"] == "t",
               "the admin endpoint answers, from the new")
         check(new.status()["pid"] == new.proc.pid, "and is the new process's")
     check(who(LISTEN, client_ip(7)) in ("a", "b", "c"), "the new hashlb serves")
     check(new.stop() == 0, "exit 0")
+
+
+class Notify:
+    """A service manager's notify socket ($NOTIFY_SOCKET, sd_notify(3)): .get() gives the next
+    message as (sender's pid from SCM_CREDENTIALS, {field: value})."""
+
+    def __init__(self):
+        self.path = tmpfile("notify.sock", "")
+        os.unlink(self.path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+
+    def get(self, timeout=10):
+        self.sock.settimeout(timeout)
+        try:
+            data, anc, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        except socket.timeout:
+            return None, {}
+        pid = next((struct.unpack("iII", d)[0] for lvl, typ, d in anc
+                    if lvl == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS), None)
+        return pid, dict(l.split("=", 1) for l in data.decode().splitlines() if "=" in l)
+
+    def until(self, field, timeout=10):
+        """Messages until one with <field>: (its sender, its fields)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            pid, msg = self.get(end - time.time())
+            if field in msg:
+                return pid, msg
+        return None, {}
+
+
+def install(binary, path):
+    """Put a copy of <binary> at <path> the way a package manager does: a new file renamed
+    over the old one, which a running process keeps."""
+    shutil.copy(binary, path + ".new")
+    os.rename(path + ".new", path)
+    return os.stat(path).st_ino
+
+
+def upgrade_in_place():
+    """SIGUSR2: hashlb runs the file now at its executable's path again, with the same
+    command line; the new process takes the listening sockets over on a socket pair (no
+    admin endpoint here, and tcp_migrate_req=0), says it is ready, and the old one tells the
+    service manager the new one is the main process (MAINPID=, from the old one's PID, as
+    NotifyAccess=main requires), then drains. Under traffic, nothing is lost and no client
+    changes backend. A new version that cannot start leaves the old one serving."""
+    migrate_req(0)
+    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb")
+    install(HASHLB, exe)
+    notify = Notify()
+    text = plain_config(BACKENDS, listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Hashlb(text, fname="inplace.yaml", binary=exe,
+                 env=dict(os.environ, NOTIFY_SOCKET=notify.path))
+    pid, msg = notify.until("READY")
+    check(pid == old.proc.pid and msg.get("MAINPID") == str(pid), f"ready: {pid} {msg}")
+    new_pid = None
+    try:
+        # a version that cannot start: its config does not load
+        with open(old.path) as f:
+            good = f.read()
+        with open(old.path, "w") as f:
+            f.write(good.replace("services:", "services: [", 1))
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgrade failed: .* status=1'),
+              "the failed upgrade is logged, with the new process's exit status")
+        check(old.proc.poll() is None and who(LISTEN, client_ip(3)) in ("a", "b", "c"),
+              "the old hashlb goes on serving")
+        pid, msg = notify.until("STATUS")
+        check(pid == old.proc.pid and "MAINPID" not in msg and "failed" in msg["STATUS"],
+              f"the service manager is told it failed, and nothing else: {msg}")
+        with open(old.path, "w") as f:
+            f.write(good)
+
+        inode = install(HASHLB, exe)
+        socks = listen_inodes(old.proc.pid)
+        traffic = Traffic()
+        time.sleep(0.5)
+        before = traffic.n
+        old.proc.send_signal(signal.SIGUSR2)
+        pid, msg = notify.until("MAINPID")
+        new_pid = int(msg.get("MAINPID", 0)) or None
+        check(pid == old.proc.pid and new_pid and new_pid != pid and msg.get("READY") == "1",
+              f"the old process names the new one the main process: {pid} {msg}")
+        check(new_pid and os.stat(f"/proc/{new_pid}/exe").st_ino == inode,
+              "the new process runs the newly installed file")
+        check(new_pid and len(socks) == 2 and listen_inodes(new_pid) == socks,
+              f"and listens on the old one's sockets: {socks}")
+        check(old.wait_log(r"msg=listening .*taken_over=2"),
+              "it says it took the two sockets over")
+        old_exits(old, traffic, before)
+        if new_pid:
+            os.kill(new_pid, signal.SIGHUP)
+            pid, msg = notify.until("RELOADING")
+            check(pid == new_pid, f"the new process is the one that reloads: {pid}")
+            os.kill(new_pid, signal.SIGTERM)
+            pid, msg = notify.until("STOPPING")
+            check(pid == new_pid, f"and the one that stops: {pid}")
+            end = time.time() + 15
+            while time.time() < end and os.path.exists(f"/proc/{new_pid}") and \
+                    open(f"/proc/{new_pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                time.sleep(0.05)
+            check(old.wait_log(r"msg=stopped", 1) and
+                  sum("msg=stopped" in l for l in old.log) == 2, "both stopped")
+    finally:
+        if new_pid:
+            try:
+                os.kill(new_pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def upgrade_tcp_admin():
@@ -235,5 +356,5 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+run_tests([upgrade_in_place, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
