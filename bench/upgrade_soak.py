@@ -9,10 +9,12 @@ tests/integration/test_upgrade.py, and measures what a test cannot: failures tha
 hundreds of upgrades. Through the admin endpoint (--admin unix or tcp) the new hashlb takes the
 old one's listening sockets over; without one (--admin off) it binds its own beside them, and
 when the old one stops the kernel hands what waits in its queues to the new one
-(net.ipv4.tcp_migrate_req=1, --migrate).
+(net.ipv4.tcp_migrate_req=1, --migrate). With --admin usr2 (admin off) each cycle is an upgrade
+in place instead: SIGUSR2 to the running hashlb, which starts the next one itself, hands it the
+sockets on a socket pair, and drains once it is ready.
 
   python3 bench/upgrade_soak.py --hashlb build/src/cli/hashlb [--cycles 300] [--workers 2] \
-      [--admin unix|tcp|off] [--migrate 1|0]
+      [--admin unix|tcp|off|usr2] [--migrate 1|0]
 
 Bounded: stops after --cycles upgrades or --seconds, whichever comes first. Prints one line per
 50 cycles and a summary: connections, failures by error, failures per 1,000 upgrades."""
@@ -32,10 +34,11 @@ ap.add_argument("--cycles", type=int, default=300)
 ap.add_argument("--seconds", type=float, default=900)
 ap.add_argument("--workers", type=int, default=2)
 ap.add_argument("--clients", type=int, default=6)
-ap.add_argument("--admin", choices=("unix", "tcp", "off"), default="unix",
+ap.add_argument("--admin", choices=("unix", "tcp", "off", "usr2"), default="unix",
                 help="unix or tcp: the new hashlb takes the old one's sockets over through the "
                      "admin endpoint (SCM_RIGHTS, pidfd_getfd); off: it binds new ones beside "
-                     "them and the kernel migrates what is queued (default unix)")
+                     "them and the kernel migrates what is queued; usr2: admin off, SIGUSR2 "
+                     "upgrades in place (default unix)")
 ap.add_argument("--migrate", choices=("0", "1"), default="1",
                 help="net.ipv4.tcp_migrate_req in the namespace (default 1)")
 args = ap.parse_args()
@@ -46,6 +49,8 @@ if os.environ.get("HASHLB_SOAK_NETNS") != "1":
     sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
                              *sys.argv[1:]], env=env).returncode)
 
+import re  # noqa: E402
+import select  # noqa: E402
 import signal  # noqa: E402
 
 from lbtest import Backend, Hashlb, client_ip, config, tmpfile, who  # noqa: E402
@@ -69,13 +74,77 @@ def client(k, n_clients, stop, out):
     out.put((n, failed))
 
 
+def wait_exit(pid, timeout=30):
+    """Whether <pid> (not necessarily our child) exits within <timeout> s."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+def in_place(first, t0):
+    """Upgrades in place: SIGUSR2 to the running hashlb, which starts the next one itself and
+    drains once it is ready; every generation writes to the first one's stderr, read into
+    first.log. Returns (cycles, processes that did not stop cleanly, sockets taken over)."""
+    pid, cycles, bad, taken, seen = first.proc.pid, 0, 0, 0, 0
+    while cycles < args.cycles and time.time() - t0 < args.seconds:
+        os.kill(pid, signal.SIGUSR2)
+        new, end = None, time.time() + 30
+        while new is None and time.time() < end:
+            for line in first.log[seen:]:
+                m = re.search(r'msg="upgraded: .* pid=(\d+)', line)
+                taken += 'msg="listening sockets taken over"' in line
+                bad += 'msg="upgrade failed' in line
+                new = int(m.group(1)) if m else new
+            seen = len(first.log)
+            time.sleep(0.005)
+        if new is None:
+            print("  no new process in 30 s: stopping", flush=True)
+            bad += 1
+            break
+        bad += not wait_exit(pid)
+        pid = new
+        cycles += 1
+        if cycles % 50 == 0:
+            print(f"  {cycles} upgrades, {time.time() - t0:.0f} s", flush=True)
+    first.proc = _Pid(pid)
+    return cycles, bad, taken
+
+
+class _Pid:
+    """What Hashlb.stop() needs of the last generation, which is not our child."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def poll(self):
+        return 0 if wait_exit(self.pid, 0) else None
+
+    def send_signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout=None):
+        if not wait_exit(self.pid, timeout or 30):
+            raise subprocess.TimeoutExpired(str(self.pid), timeout)
+        return 0
+
+    def kill(self):
+        os.kill(self.pid, signal.SIGKILL)
+
+    returncode = 0
+
+
 def main():
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
         f.write(args.migrate + "\n")
     backends = [Backend(n) for n in ("a", "b", "c")]
     admin = {"unix": "unix:" + tmpfile("admin.sock", ""), "tcp": "127.0.0.1:29501",
-             "off": "off"}[args.admin]
+             "off": "off", "usr2": "off"}[args.admin]
     text = config([(b.name, b.addr) for b in backends], workers=args.workers,
                   listen=f"{LISTEN[0]}:{LISTEN[1]}").replace("admin: off", f"admin: {admin}")
     old = Hashlb(text, fname="soak.yaml")
@@ -87,7 +156,9 @@ def main():
     t0 = time.time()
     cycles, bad_exit, taken = 0, 0, 0
     try:
-        while cycles < args.cycles and time.time() - t0 < args.seconds:
+        if args.admin == "usr2":
+            cycles, bad_exit, taken = in_place(old, t0)
+        while args.admin != "usr2" and cycles < args.cycles and time.time() - t0 < args.seconds:
             new = Hashlb(text, fname="soak.yaml")
             taken += any("listening sockets taken over" in line for line in new.log)
             time.sleep(0.05)
