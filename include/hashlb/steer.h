@@ -75,9 +75,18 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 /*
  * Open the maps of the hashlb program attached to <iface> (by another
  * process) to read its counters or update its table. Freeing the handle
- * detaches nothing. -ENOENT if none is attached.
+ * detaches nothing, unless told not to keep (hashlb_steer_set_keep()).
+ * -ENOENT if none is attached.
  */
 int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err);
+
+/*
+ * Whether hashlb_steer_free() leaves the program attached. Opened handles
+ * start as hashlb_steer_opts.keep says, found ones kept. A found handle not
+ * kept detaches the program it found, if that one is still attached: a
+ * hashlb that took the program over from the one it replaces owns it.
+ */
+void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);

@@ -23,14 +23,16 @@ struct run_steer_svc {
 struct run_steer {
 	struct run_steer_svc *svcs;
 	uint32_t n;
+	bool upgrade; /* took the sockets over: take an attached program over too */
 };
 
-int run_steer_new(const struct hashlb_config *cfg, struct run_steer **ret_rs)
+int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs)
 {
 	struct run_steer *rs = calloc(1, sizeof(*rs));
 
 	if (!rs)
 		return -ENOMEM;
+	rs->upgrade = upgrade;
 	rs->svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rs->svcs));
 	if (!rs->svcs) {
 		free(rs);
@@ -85,13 +87,21 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			log_error("kernel steering not started", svc->name, &err);
 			return;
 		}
-		if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
+		if (rs->upgrade && hashlb_steer_find(o.iface, &e->steer, &err) == 0) {
+			/* the replaced hashlb's program: its flows stay where they are */
+			hashlb_steer_set_keep(e->steer, false);
+			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
+				"service=%s interface=%s mode=%s", svc->name, o.iface,
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
+		} else if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
 			e->failed = true;
 			log_error("kernel steering not started", svc->name, &err);
 			return;
+		} else {
+			hlb_log(HLB_LOG_INFO, "kernel steering attached",
+				"service=%s interface=%s mode=%s", svc->name, o.iface,
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 		}
-		hlb_log(HLB_LOG_INFO, "kernel steering attached", "service=%s interface=%s mode=%s",
-			svc->name, o.iface, hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 	}
 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
@@ -122,6 +132,13 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			(unsigned long long)snap->generation,
 			(unsigned long long)snap->fingerprint);
 	free(dests);
+}
+
+void run_steer_handed_over(struct run_steer *rs)
+{
+	for (uint32_t i = 0; rs && i < rs->n; i++)
+		if (rs->svcs[i].steer)
+			hashlb_steer_set_keep(rs->svcs[i].steer, true);
 }
 
 void run_steer_free(struct run_steer *rs)

@@ -4,6 +4,12 @@
  * gets hashlb's XDP/tc program on its "interface", fed every table the
  * control plane publishes for it (health, admin state, reloads), with its
  * listen address as the VIP. Detached when freed.
+ *
+ * Upgrades. A hashlb that took its listening sockets over from the one it
+ * replaces (<upgrade>) takes that one's program over too, when one is
+ * attached to the interface: the same program, its conntrack with the
+ * established flows, fed this process's tables. The one that hands over
+ * (run_steer_handed_over()) leaves it attached when it exits.
  */
 #ifndef HASHLB_CLI_RUN_STEER_H
 #define HASHLB_CLI_RUN_STEER_H
@@ -15,10 +21,12 @@ struct run_steer;
 
 /* The services of <cfg> with steering: kernel (their interface and VIP are
  * copied now: services added or changed by a reload are not steered). */
-int run_steer_new(const struct hashlb_config *cfg, struct run_steer **ret_rs);
+int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs);
 /* An hlb_publish_fn: <arg> is the struct run_steer. Control thread only. */
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
-/* Detach everything. Accepts NULL. */
+/* A new hashlb has taken the listening sockets over: leave the programs attached for it. */
+void run_steer_handed_over(struct run_steer *rs);
+/* Detach everything (unless handed over). Accepts NULL. */
 void run_steer_free(struct run_steer *rs);
 
 #endif

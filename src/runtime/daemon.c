@@ -89,6 +89,7 @@ struct hlb_daemon {
 	char *exe; /* this executable's path when it started; NULL: unknown */
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
+	bool sockets_given; /* GET /sockets answered with some */
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 };
 
@@ -797,10 +798,22 @@ static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds,
 	return n;
 }
 
-uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
-			       uint32_t max)
+uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addrs, uint32_t max)
 {
-	return listen_fds(d, false, fds, addrs, max);
+	uint32_t n = listen_fds(d, false, fds, addrs, max);
+
+	d->sockets_given |= n > 0;
+	return n;
+}
+
+bool hlb_daemon_upgrade(const struct hlb_daemon *d)
+{
+	return hlb_proxy_taken_from(d->proxy) != 0;
+}
+
+bool hlb_daemon_handed_over(const struct hlb_daemon *d)
+{
+	return d->handed_over || d->sockets_given;
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d)

@@ -118,9 +118,14 @@ uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
- * that takes over (GET /sockets); <addrs>[i] the address of fds[i]. None once stopping. */
-uint32_t hlb_daemon_listen_fds(const struct hlb_daemon *d, int *fds, const char **addrs,
-			       uint32_t max);
+ * that takes over (GET /sockets); <addrs>[i] the address of fds[i]. None once stopping. Giving
+ * any counts as handing over (hlb_daemon_handed_over()). */
+uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addrs, uint32_t max);
+/* This process took its listening sockets over from the hashlb it replaces. */
+bool hlb_daemon_upgrade(const struct hlb_daemon *d);
+/* It handed them to the hashlb that replaces it (GET /sockets, or SIGUSR2 and the new one
+ * became ready): what outlives it (kernel steering) is left to that one. */
+bool hlb_daemon_handed_over(const struct hlb_daemon *d);
 
 /* ---- listen transaction -------------------------------------------------- */
 void hlb_daemon_listen_begin(struct hlb_daemon *d);

@@ -25,6 +25,10 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
+{
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 }

@@ -66,6 +66,7 @@ struct hashlb_steer {
 	int ifindex;
 	bool tc_hook_created;
 	bool keep;
+	uint32_t prog_id; /* found: the program that was attached */
 	uint8_t if_mac[6];
 };
 
@@ -465,6 +466,7 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	s->keep = true;
 	s->ifindex = ifindex;
 	s->mode = mode;
+	s->prog_id = prog_id;
 	if_mac(iface, s->if_mac);
 	for (uint32_t i = 0; i < info.nr_map_ids && i < 32; i++) {
 		struct bpf_map_info mi;
@@ -521,6 +523,36 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	return 0;
 }
 
+/* Detach what is attached to <ifindex> in <mode> (found by attached_prog()). */
+static int detach_mode(int ifindex, enum hashlb_steer_mode mode)
+{
+	if (mode == HASHLB_STEER_TC) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+
+		return bpf_tc_detach(&hook, &opts);
+	}
+	return bpf_xdp_detach(
+		ifindex, mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE,
+		NULL);
+}
+
+/* A found handle told not to keep: detach the program found, if it still is
+ * the one attached (not one another process attached since). */
+static void detach_found(struct hashlb_steer *s)
+{
+	enum hashlb_steer_mode mode;
+	uint32_t id = 0;
+
+	if (attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id)
+		detach_mode(s->ifindex, mode);
+}
+
+void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
+{
+	s->keep = keep;
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 	if (!s)
@@ -532,6 +564,8 @@ void hashlb_steer_free(struct hashlb_steer *s)
 			detach(s);
 		hlb_steer_bpf__destroy(s->skel);
 	} else {
+		if (!s->keep)
+			detach_found(s);
 		for (int m = 0; m < M_MAX; m++)
 			if (s->fd[m] >= 0)
 				close(s->fd[m]);
@@ -550,17 +584,7 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
-	if (mode == HASHLB_STEER_TC) {
-		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
-		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
-
-		ret = bpf_tc_detach(&hook, &opts);
-	} else {
-		ret = bpf_xdp_detach(ifindex,
-				     mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE
-								     : XDP_FLAGS_SKB_MODE,
-				     NULL);
-	}
+	ret = detach_mode(ifindex, mode);
 	if (ret < 0)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
 				  strerror(-ret));

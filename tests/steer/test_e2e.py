@@ -4,9 +4,13 @@ three backends, veth and a bridge), real TCP connections through `hashlb steer`
 reach the backend that `hashlb lookup` names for each client, for XDP (native and
 generic), tc and auto (tc on a veth); established connections survive adding a backend (`--update`)
 while new ones follow the new table; the counters say so; and when hashlb steer
-exits nothing stays attached. The namespaces are removed even when it fails."""
+exits nothing stays attached. hashlb run with steering: kernel publishes its tables into the
+program, and an upgrade in place (SIGUSR2) hands the program over without losing a flow. The namespaces are removed even when it fails."""
 import json
 import os
+import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -242,7 +246,6 @@ def daemon_steering(topo, servers):
     checks take it out of the kernel path's table too; on exit, detached.
     auto mode: tc, since eth0 is a veth."""
     import tempfile
-    import select
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(f"""admin: off
 workers: 1
@@ -263,7 +266,7 @@ services:
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     run = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
                      stderr=subprocess.PIPE, text=True)
-    published = 0
+    published, new_pid = 0, None
 
     def wait_log(what, timeout):
         nonlocal published
@@ -314,12 +317,65 @@ services:
         check(all(n != "b3" for _, n in got), "hashlb run: a new flow went to dead b3")
         print(f"hashlb run, steering: kernel: {CONNS} connections on the table's backend, then "
               "b3 taken out by the health checks", flush=True)
+        new_pid = upgrade_in_place(topo, run, wait_log)
     finally:
         run.terminate()
         run.wait(timeout=15)
+        if new_pid:
+            stop_pid(new_pid)
         T.sh("ip", "addr", "del", f"{T.VIP}/32", "dev", "lo", ns=topo.lb, check=False)
         os.unlink(path)
-    check(not xdp_attached(topo), "hashlb run left the program attached")
+    check(not xdp_attached(topo), "hashlb run left the program attached (the new process, "
+          "once the upgrade's, detaches it when it stops)")
+
+
+def stop_pid(pid, timeout=15):
+    """SIGTERM <pid> (not our child) and wait until it has exited."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+
+
+def upgrade_in_place(topo, run, wait_log):
+    """SIGUSR2 to hashlb run with steering: kernel: the new process takes the attached program
+    over (its conntrack too) and the old one leaves it attached when it exits, so connections
+    the kernel path carries keep their backend across the upgrade. Returns the new pid."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+                                      str(CONNS)],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    held = json.loads(client.stdout.readline())
+    run.send_signal(signal.SIGUSR2)
+    taken = wait_log("kernel steering taken over", 15)
+    line = wait_log("upgraded: the new hashlb is ready", 15)
+    m = re.search(r"pid=(\d+)", line or "")
+    new_pid = int(m.group(1)) if m else None
+    check(taken is not None, "hashlb run upgraded in place: the new process did not take the "
+          "kernel steering over")
+    check(new_pid is not None, "hashlb run: no upgrade in place")
+    try:
+        rc = run.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"the old hashlb run exited 0 after the upgrade: {rc}")
+    check(xdp_attached(topo), "the old hashlb run detached the program the new one uses")
+    client.stdin.write("quit\n")
+    client.stdin.flush()
+    answers = json.loads(client.stdout.readline())
+    client.wait(timeout=10)
+    moved = [(sp, n, dict(held).get(sp)) for sp, n in answers if n != dict(held).get(sp)]
+    check(len(answers) == CONNS and not moved,
+          f"connections through the kernel path across the upgrade: {len(moved)} of "
+          f"{len(answers)} lost or moved: {moved[:3]}")
+    if not moved:
+        print(f"hashlb run upgraded in place: {CONNS} connections kept their backend through the "
+              "kernel path", flush=True)
+    return new_pid
 
 
 def body(topo):
