@@ -264,7 +264,7 @@ static void conn_log(struct worker *w, struct conn *c)
 			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u%s "
 			  "duration_ms=%u bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " end=%s%s",
 			  hlb_log_quote(c->svc->name, qs, sizeof(qs)), client, be, be_addr,
-			  c->tries, connect, (uint32_t)w->now_ms - c->start_ms, c->h[0].bytes,
+			  c->tries, connect, worker_clock_fine_ms() - c->start_ms, c->h[0].bytes,
 			  c->h[1].bytes, conn_end_names[c->end], err);
 }
 
@@ -799,7 +799,7 @@ static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 	c->log = snap->log_connections;
 	c->idle_ms = snap->idle_timeout_ms;
 	c->last_ms = (uint32_t)w->now_ms;
-	c->start_ms = c->last_ms;
+	c->start_ms = c->log ? worker_clock_fine_ms() : 0;
 	for (int i = 0; i < 2; i++) {
 		c->h[i].idx = i;
 		c->h[i].send_bid = BUF_NONE;

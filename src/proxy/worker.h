@@ -159,7 +159,7 @@ struct conn {
 	 * wrapping: only differences count). Once established: how long that
 	 * connect took, in microseconds. */
 	uint32_t connect_us;
-	uint32_t start_ms; /* accepted, worker clock */
+	uint32_t start_ms; /* accepted, worker_clock_fine_ms() */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool watch : 1; /* an OP_QUEUE_WATCH poll is in flight on the client */
@@ -291,6 +291,20 @@ static inline uint32_t worker_clock_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+}
+
+/*
+ * Milliseconds of CLOCK_MONOTONIC itself, wrapping at 2^32, for a
+ * connection's logged duration: w->now_ms is CLOCK_MONOTONIC_COARSE, a
+ * jiffy behind at times, and a duration from it could come out shorter
+ * than the connect_ms inside it. Read twice per connection.
+ */
+static inline uint32_t worker_clock_fine_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
 }
 
 /* An SQE, submitting first if the SQ is full. Never NULL. */
