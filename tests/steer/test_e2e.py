@@ -5,7 +5,8 @@ reach the backend that `hashlb lookup` names for each client, for XDP (native an
 generic), tc and auto (tc on a veth); established connections survive adding a backend (`--update`)
 while new ones follow the new table; the counters say so; and when hashlb steer
 exits nothing stays attached. hashlb run with steering: kernel publishes its tables into the
-program, and an upgrade in place (SIGUSR2) hands the program over without losing a flow. The namespaces are removed even when it fails."""
+program, and its upgrades, in place (SIGUSR2) and side by side (through a Unix admin socket),
+hand the program over without losing a flow. The namespaces are removed even when it fails."""
 import json
 import os
 import re
@@ -243,11 +244,13 @@ def from_config(topo):
 def daemon_steering(topo, servers):
     """hashlb run with steering: kernel: the daemon attaches the program and
     publishes every table into it; when a backend's server dies, the health
-    checks take it out of the kernel path's table too; on exit, detached.
-    auto mode: tc, since eth0 is a veth."""
+    checks take it out of the kernel path's table too; upgraded in place, then
+    side by side, the program passes from process to process with every flow;
+    when the last one stops, detached. auto mode: tc, since eth0 is a veth."""
     import tempfile
+    admin = tempfile.mktemp(prefix="hlbst-admin-", suffix=".sock")
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(f"""admin: off
+        f.write(f"""admin: unix:{admin}
 workers: 1
 services:
   - name: web
@@ -266,7 +269,7 @@ services:
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     run = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
                      stderr=subprocess.PIPE, text=True)
-    published, new_pid = 0, None
+    published, new_pid, third = 0, None, None
 
     def wait_log(what, timeout):
         nonlocal published
@@ -318,11 +321,18 @@ services:
         print(f"hashlb run, steering: kernel: {CONNS} connections on the table's backend, then "
               "b3 taken out by the health checks", flush=True)
         new_pid = upgrade_in_place(topo, run, wait_log)
+        if new_pid:
+            third = side_by_side(topo, path, new_pid)
     finally:
         run.terminate()
         run.wait(timeout=15)
         if new_pid:
             stop_pid(new_pid)
+        if third:
+            third.terminate()
+            third.wait(timeout=15)
+        if os.path.exists(admin):
+            os.unlink(admin)
         T.sh("ip", "addr", "del", f"{T.VIP}/32", "dev", "lo", ns=topo.lb, check=False)
         os.unlink(path)
     check(not xdp_attached(topo), "hashlb run left the program attached (the new process, "
@@ -346,10 +356,7 @@ def upgrade_in_place(topo, run, wait_log):
     """SIGUSR2 to hashlb run with steering: kernel: the new process takes the attached program
     over (its conntrack too) and the old one leaves it attached when it exits, so connections
     the kernel path carries keep their backend across the upgrade. Returns the new pid."""
-    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
-                                      str(CONNS)],
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    held = json.loads(client.stdout.readline())
+    client, held = held_connections(topo)
     run.send_signal(signal.SIGUSR2)
     taken = wait_log("kernel steering taken over", 15)
     line = wait_log("upgraded: the new hashlb is ready", 15)
@@ -364,18 +371,55 @@ def upgrade_in_place(topo, run, wait_log):
         rc = None
     check(rc == 0, f"the old hashlb run exited 0 after the upgrade: {rc}")
     check(xdp_attached(topo), "the old hashlb run detached the program the new one uses")
+    still_held(client, held, "upgrade in place")
+    return new_pid
+
+
+def held_connections(topo):
+    """A client in the client namespace holding CONNS connections: (process, [[sport, name]])."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+                                      str(CONNS)],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return client, json.loads(client.stdout.readline())
+
+
+def still_held(client, held, tag):
+    """Each held connection answers, from the backend it had."""
     client.stdin.write("quit\n")
     client.stdin.flush()
     answers = json.loads(client.stdout.readline())
     client.wait(timeout=10)
     moved = [(sp, n, dict(held).get(sp)) for sp, n in answers if n != dict(held).get(sp)]
     check(len(answers) == CONNS and not moved,
-          f"connections through the kernel path across the upgrade: {len(moved)} of "
+          f"connections through the kernel path across the {tag}: {len(moved)} of "
           f"{len(answers)} lost or moved: {moved[:3]}")
     if not moved:
-        print(f"hashlb run upgraded in place: {CONNS} connections kept their backend through the "
-              "kernel path", flush=True)
-    return new_pid
+        print(f"hashlb run, {tag}: {CONNS} connections kept their backend through the kernel "
+              "path", flush=True)
+
+
+def side_by_side(topo, path, old_pid):
+    """A new hashlb run beside the running one takes its sockets over through the admin
+    endpoint (a Unix socket), and with them the kernel program: the old one, SIGTERMed,
+    leaves the program attached. Returns the new process."""
+    client, held = held_connections(topo)
+    new = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True)
+    lines, end = [], time.monotonic() + 15
+    while time.monotonic() < end and not any("msg=started" in l for l in lines):
+        r, _, _ = select.select([new.stderr], [], [], max(0.0, end - time.monotonic()))
+        line = new.stderr.readline() if r else ""
+        if not line:
+            break
+        lines.append(line)
+    check(any("kernel steering taken over" in l for l in lines) and
+          any('msg="listening sockets taken over"' in l for l in lines),
+          f"the side-by-side hashlb took the sockets and the kernel program over: {lines}")
+    stop_pid(old_pid)
+    check(xdp_attached(topo), "the old hashlb run detached the program after handing its "
+          "sockets over through the admin endpoint")
+    still_held(client, held, "side-by-side upgrade")
+    return new
 
 
 def body(topo):
