@@ -52,6 +52,13 @@ static void usage(FILE *f)
 		   "  reload                          re-read the config file; on error the\n"
 		   "                                  running config stays and FILE:LINE:COL\n"
 		   "                                  says what is wrong\n"
+		   "  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
+		   "                                  runs the executable at its path again\n"
+		   "                                  (a new version installed there), hands\n"
+		   "                                  it the listening sockets and drains once\n"
+		   "                                  it serves. Waits for the outcome: exit 0\n"
+		   "                                  once the new process answers, 1 if it\n"
+		   "                                  failed (the old one goes on serving)\n"
 		   "\n"
 		   "  SERVICE may be left out when hashlb runs a single service.\n"
 		   "\n"
@@ -71,6 +78,7 @@ static void usage(FILE *f)
 		   "  hashlb ctl status\n"
 		   "  hashlb ctl set web-2 drain\n"
 		   "  hashlb ctl close web-2           # an hour later: the rest of its clients\n"
+		   "  hashlb ctl upgrade               # after installing a new hashlb\n"
 		   "  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
 		   "  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
 		   "  curl -s 127.0.0.1:9901/metrics\n");
@@ -120,24 +128,29 @@ static void param(char *q, size_t size, const char *name, const char *value)
 }
 
 /*
- * One request; prints the body to stdout on 2xx, to stderr otherwise.
- * Returns the exit status.
+ * One request: its status in *<ret_status> and its body in *<ret_buf> (the
+ * whole answer, malloc'd; *<ret_body> points into it). Returns 0, or -errno
+ * if the endpoint cannot be reached (said on stderr unless <quiet>) or its
+ * answer is not HTTP.
  */
-static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
-		       const char *path, const char *query)
+static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
+		     const char *path, const char *query, bool quiet, int *ret_status,
+		     char **ret_buf, char **ret_body)
 {
 	struct timeval tv = { .tv_sec = 30 };
 	size_t got = 0, cap = 65536;
 	char req[2048], *buf, *body;
-	int fd, status = 0;
+	int fd, status = 0, r;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (const struct sockaddr *)ss, len) < 0) {
-		fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint: %s\n",
-			strerror(errno));
+		r = -errno;
+		if (!quiet)
+			fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint: %s\n",
+				strerror(-r));
 		if (fd >= 0)
 			close(fd);
-		return 1;
+		return r;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	snprintf(req, sizeof(req),
@@ -145,9 +158,11 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
 		 method, path, *query ? "?" : "", query);
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-		fprintf(stderr, "hashlb ctl: write: %s\n", strerror(errno));
+		r = -errno;
+		if (!quiet)
+			fprintf(stderr, "hashlb ctl: write: %s\n", strerror(-r));
 		close(fd);
-		return 1;
+		return r;
 	}
 	buf = malloc(cap + 1);
 	for (;;) {
@@ -156,7 +171,7 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 		if (!buf) {
 			close(fd);
 			fprintf(stderr, "hashlb ctl: out of memory\n");
-			return 1;
+			return -ENOMEM;
 		}
 		if (got == cap) {
 			char *nb = realloc(buf, cap * 2 + 1);
@@ -180,14 +195,99 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 	buf[got] = '\0';
 	body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
-		fprintf(stderr, "hashlb ctl: no valid answer from the admin endpoint\n");
+		if (!quiet)
+			fprintf(stderr, "hashlb ctl: no valid answer from the admin endpoint\n");
 		free(buf);
-		return 1;
+		return -EPROTO;
 	}
-	body += 4;
+	*ret_status = status;
+	*ret_buf = buf;
+	*ret_body = body + 4;
+	return 0;
+}
+
+/*
+ * One request; prints the body to stdout on 2xx, to stderr otherwise.
+ * Returns the exit status.
+ */
+static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
+		       const char *path, const char *query)
+{
+	char *buf, *body;
+	int status;
+
+	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
+		return 1;
 	fputs(body, status / 100 == 2 ? stdout : stderr);
 	free(buf);
 	return status / 100 == 2 ? 0 : 1;
+}
+
+/* The integer after "<key>": in <json>, or -1. */
+static long json_int(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+#define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */
+
+/*
+ * ctl upgrade: POST /upgrade, then GET /status until the new process
+ * answers (upgraded) or the old one says the upgrade failed. The endpoint
+ * may refuse a connection for a moment while it changes hands: retried.
+ */
+static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
+{
+	long old_pid, new_pid, pid, upgrade_pid;
+	char *buf, *body, *p;
+	int status;
+
+	if (ctl_fetch(ss, len, "POST", "/upgrade", "", false, &status, &buf, &body) < 0)
+		return 1;
+	if (status != 202) {
+		fputs(body, stderr);
+		free(buf);
+		return 1;
+	}
+	old_pid = json_int(body, "pid");
+	new_pid = json_int(body, "new_pid");
+	free(buf);
+	for (int waited = 0; waited < UPGRADE_WAIT_MS; waited += 100) {
+		usleep(100 * 1000);
+		if (ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body) < 0)
+			continue;
+		pid = json_int(body, "pid");
+		p = strstr(body, "\"upgrade\":{");
+		upgrade_pid = p ? json_int(p, "new_pid") : -1;
+		if (pid == new_pid) {
+			printf("upgraded: pid %ld handed over to pid %ld, which serves; pid %ld "
+			       "drains\n",
+			       old_pid, new_pid, old_pid);
+			free(buf);
+			return 0;
+		}
+		if (pid == old_pid && upgrade_pid == new_pid && strstr(p, "\"state\":\"failed\"")) {
+			const char *e = strstr(p, "\"error\":\"");
+			const char *end = e ? strchr(e + 9, '"') : NULL;
+
+			fprintf(stderr,
+				"hashlb ctl: upgrade failed: the new hashlb (pid %ld) %.*s; pid %ld "
+				"goes on serving (its log, or journalctl, says why)\n",
+				new_pid, e && end ? (int)(end - e - 9) : 0, e ? e + 9 : "",
+				old_pid);
+			free(buf);
+			return 1;
+		}
+		free(buf);
+	}
+	fprintf(stderr, "hashlb ctl: no answer from pid %ld in %d s: see hashlb's log\n", new_pid,
+		UPGRADE_WAIT_MS / 1000);
+	return 1;
 }
 
 int cmd_ctl(int argc, char **argv)
@@ -271,6 +371,13 @@ int cmd_ctl(int argc, char **argv)
 	if (!json)
 		param(q, sizeof(q), "format", "text");
 
+	if (!strcmp(cmd, "upgrade")) {
+		if (optind != argc) {
+			usage(stderr);
+			return 2;
+		}
+		return ctl_upgrade(&ss, len);
+	}
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
 		if (optind != argc) {
 			usage(stderr);

@@ -157,6 +157,25 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		       c.closed[HLB_CLOSE_BACKUP]);
 }
 
+/* The upgrade in place under way, or the last that failed: null if none. */
+static void upgrade_json(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	const char *how = NULL;
+	pid_t pid = ctl->upgrade_state ? ctl->upgrade_state(ctl->daemon, &how) : 0;
+
+	if (!pid) {
+		hlb_buf_puts(o, "null");
+		return;
+	}
+	hlb_buf_printf(o, "{\"new_pid\":%d,\"state\":\"%s\",\"error\":", (int)pid,
+		       how ? "failed" : "starting");
+	if (how)
+		hlb_buf_json_str(o, how);
+	else
+		hlb_buf_puts(o, "null");
+	hlb_buf_puts(o, "}");
+}
+
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
@@ -187,7 +206,9 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, ctl->last_resolve_err);
 	else
 		hlb_buf_puts(o, "null");
-	hlb_buf_puts(o, "},\"services\":[");
+	hlb_buf_puts(o, "},\"upgrade\":");
+	upgrade_json(ctl, o);
+	hlb_buf_puts(o, ",\"services\":[");
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -258,6 +279,18 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 	if (ctl->last_reload_failed)
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s:%d:%d: %s\n",
 			       e->file ? e->file : "?", e->line, e->column, e->msg);
+	if (ctl->upgrade_state) {
+		const char *how = NULL;
+		pid_t pid = ctl->upgrade_state(ctl->daemon, &how);
+
+		if (pid && how)
+			hlb_buf_printf(
+				o, "last upgrade FAILED (this process still serving): pid %d %s\n",
+				(int)pid, how);
+		else if (pid)
+			hlb_buf_printf(o, "upgrading: the new hashlb, pid %d, is starting\n",
+				       (int)pid);
+	}
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -692,6 +725,30 @@ static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool tex
 }
 
 /*
+ * POST /upgrade: an upgrade in place, as SIGUSR2 does. Answers 202 with the
+ * new process's pid once it is started; it becomes ready (and this one
+ * drains, its admin endpoint closing) or fails (GET /status says how).
+ */
+static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
+{
+	int r = ctl->upgrade_start ? ctl->upgrade_start(ctl->daemon) : -EOPNOTSUPP;
+
+	if (r < 0) {
+		resp_error(resp, r == -EALREADY || r == -ESHUTDOWN ? 409 : 500,
+			   "cannot upgrade: %s",
+			   r == -EALREADY    ? "an upgrade is under way"
+			   : r == -ESHUTDOWN ? "this hashlb is stopping"
+					     : strerror(-r));
+		return;
+	}
+	resp->status = 202;
+	if (text)
+		hlb_buf_printf(&resp->body, "upgrading: pid %d started pid %d\n", (int)getpid(), r);
+	else
+		hlb_buf_printf(&resp->body, "{\"pid\":%d,\"new_pid\":%d}\n", (int)getpid(), r);
+}
+
+/*
  * GET /sockets: hand the listening sockets to the hashlb that replaces this
  * one (hlb_proxy_take_over()), so that it listens on the same sockets and
  * nothing waiting in their queues is lost when this one stops. A line per
@@ -764,18 +821,21 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		reload(ctl, resp, text);
 	} else if (!strcmp(req->path, "/sockets") && get) {
 		sockets(ctl, req, resp);
+	} else if (!strcmp(req->path, "/upgrade") && post) {
+		upgrade(ctl, resp, text);
 	} else if (!strcmp(req->path, "/") && get) {
 		resp->ctype = "text/plain; charset=utf-8";
 		hlb_buf_puts(&resp->body,
 			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
 			     " /clients?top=N,"
 			     " /sockets (the listening sockets, for a new hashlb to take over),"
-			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload\n");
+			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload"
+			     " /upgrade\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
 		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/set") ||
 		   !strcmp(req->path, "/close") || !strcmp(req->path, "/reload") ||
-		   !strcmp(req->path, "/sockets")) {
+		   !strcmp(req->path, "/sockets") || !strcmp(req->path, "/upgrade")) {
 		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
 	} else {
 		resp_error(resp, 404, "no such endpoint: %s", req->path);

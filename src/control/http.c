@@ -114,6 +114,8 @@ static const char *status_text(int status)
 	switch (status) {
 	case 200:
 		return "OK";
+	case 202:
+		return "Accepted";
 	case 400:
 		return "Bad Request";
 	case 404:

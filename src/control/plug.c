@@ -84,6 +84,16 @@ static uint32_t plug_listen_fds(void *daemon, int *fds, const char **addrs, uint
 	return hlb_daemon_listen_fds(daemon, fds, addrs, max);
 }
 
+static int plug_upgrade_start(void *daemon)
+{
+	return hlb_daemon_upgrade_start(daemon);
+}
+
+static pid_t plug_upgrade_state(void *daemon, const char **ret_how)
+{
+	return hlb_daemon_upgrade_state(daemon, ret_how);
+}
+
 static void plug_teardown(struct hlb_control_plug *plug)
 {
 	hlb_control_free(plug->ctl);
@@ -129,6 +139,8 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	plug->ctl->daemon = d;
 	plug->ctl->connections = plug_connections;
 	plug->ctl->listen_fds = plug_listen_fds;
+	plug->ctl->upgrade_start = plug_upgrade_start;
+	plug->ctl->upgrade_state = plug_upgrade_state;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
 		struct hlb_pool *pool = plug->ctl->pool;
 

@@ -90,6 +90,8 @@ struct hlb_daemon {
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
 	bool sockets_given; /* GET /sockets answered with some */
+	pid_t up_failed_pid; /* the last upgrade that failed: its process, and how */
+	char up_failed_how[64];
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 };
 
@@ -806,7 +808,7 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addr
 	return n;
 }
 
-bool hlb_daemon_upgrade(const struct hlb_daemon *d)
+bool hlb_daemon_took_over(const struct hlb_daemon *d)
 {
 	return hlb_proxy_taken_from(d->proxy) != 0;
 }
@@ -885,6 +887,8 @@ static void upgrade_exited(struct hlb_daemon *d, int fd, uint32_t events, void *
 		"pid=%d %s", (int)pid, how);
 	hlb_notify("STATUS=upgrade failed (pid %d), listening on %u address(es)", (int)pid,
 		   listener_count(d));
+	d->up_failed_pid = pid;
+	snprintf(d->up_failed_how, sizeof(d->up_failed_how), "exited before it was ready, %s", how);
 	upgrade_end(d);
 }
 
@@ -939,8 +943,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 	hlb_daemon_stop(d);
 }
 
-/* Start the new process: this executable again, the same command line, our sockets. */
-static void upgrade_start(struct hlb_daemon *d)
+int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 {
 	static int fds[4096];
 	static const char *addrs[4096];
@@ -958,18 +961,19 @@ static void upgrade_start(struct hlb_daemon *d)
 	bool sent;
 
 	if (d->stopping || up->pid) {
-		hlb_log(HLB_LOG_WARN, "SIGUSR2 ignored", "reason=%s",
+		hlb_log(HLB_LOG_WARN, "upgrade refused", "reason=%s",
 			d->stopping ? "stopping" : "an upgrade is under way");
-		return;
+		return d->stopping ? -ESHUTDOWN : -EALREADY;
 	}
 	if (!d->exe || !d->opts.argv) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place: this executable's path is unknown",
 			NULL);
-		return;
+		return -ENOENT;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s", strerrorname_np(errno));
-		return;
+		r = -errno;
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s", strerrorname_np(-r));
+		return r;
 	}
 	/* the answer GET /sockets would give, with every listening socket, the
 	 * service manager's too (it does not start this child) */
@@ -1005,7 +1009,7 @@ static void upgrade_start(struct hlb_daemon *d)
 		up->pid = 0;
 		close(sv[0]);
 		free(text);
-		return;
+		return -r;
 	}
 	up->sock = sv[0];
 	up->pidfd = (int)syscall(SYS_pidfd_open, up->pid, 0);
@@ -1025,7 +1029,20 @@ static void upgrade_start(struct hlb_daemon *d)
 		kill(up->pid, SIGKILL);
 		waitpid(up->pid, NULL, 0);
 		upgrade_end(d);
+		return -ENOMEM;
 	}
+	d->up_failed_pid = 0;
+	return up->pid;
+}
+
+pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)
+{
+	if (d->up.pid) {
+		*ret_how = NULL; /* under way */
+		return d->up.pid;
+	}
+	*ret_how = d->up_failed_how;
+	return d->up_failed_pid;
 }
 
 /* Started by an upgrade in place: every listener accepts, tell the old process. */
@@ -1073,7 +1090,7 @@ static void handle_signals(struct hlb_daemon *d)
 			break;
 		case SIGUSR2:
 			hlb_log(HLB_LOG_INFO, "SIGUSR2, upgrading in place", NULL);
-			upgrade_start(d);
+			hlb_daemon_upgrade_start(d);
 			break;
 		case SIGTERM:
 		case SIGINT:

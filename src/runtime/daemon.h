@@ -51,6 +51,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "hashlb/config.h"
 #include "hashlb/error.h"
@@ -121,8 +122,19 @@ bool hlb_daemon_stopping(const struct hlb_daemon *d);
  * that takes over (GET /sockets); <addrs>[i] the address of fds[i]. None once stopping. Giving
  * any counts as handing over (hlb_daemon_handed_over()). */
 uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addrs, uint32_t max);
+/*
+ * Upgrade in place, as on SIGUSR2 (from a callback of the loop): start the
+ * new process. Returns its pid, or -EALREADY (one under way), -ESHUTDOWN
+ * (stopping), -errno if it could not be started (logged).
+ */
+int hlb_daemon_upgrade_start(struct hlb_daemon *d);
+/*
+ * The upgrade under way (its pid, *<ret_how> NULL), else the last one that
+ * failed (its pid, *<ret_how> how), else 0.
+ */
+pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how);
 /* This process took its listening sockets over from the hashlb it replaces. */
-bool hlb_daemon_upgrade(const struct hlb_daemon *d);
+bool hlb_daemon_took_over(const struct hlb_daemon *d);
 /* It handed them to the hashlb that replaces it (GET /sockets, or SIGUSR2 and the new one
  * became ready): what outlives it (kernel steering) is left to that one. */
 bool hlb_daemon_handed_over(const struct hlb_daemon *d);

@@ -20,6 +20,7 @@ if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
     sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__)],
                             env=env).returncode)
 
+import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -182,6 +183,24 @@ class Notify:
         return None, {}
 
 
+def break_config(path):
+    """Make the config at <path> fail to load (a YAML syntax error); returns its text."""
+    with open(path) as f:
+        good = f.read()
+    with open(path, "w") as f:
+        f.write(good.replace("services:", "services: [", 1))
+    return good
+
+
+def kill(pid):
+    """SIGKILL <pid>, an upgrade's new process (not our child), if it is still there."""
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def install(binary, path):
     """Put a copy of <binary> at <path> the way a package manager does: a new file renamed
     over the old one, which a running process keeps."""
@@ -209,10 +228,7 @@ def upgrade_in_place():
     new_pid = None
     try:
         # a version that cannot start: its config does not load
-        with open(old.path) as f:
-            good = f.read()
-        with open(old.path, "w") as f:
-            f.write(good.replace("services:", "services: [", 1))
+        good = break_config(old.path)
         old.proc.send_signal(signal.SIGUSR2)
         check(old.wait_log(r'msg="upgrade failed: .* status=1'),
               "the failed upgrade is logged, with the new process's exit status")
@@ -255,11 +271,51 @@ def upgrade_in_place():
             check(old.wait_log(r"msg=stopped", 1) and
                   sum("msg=stopped" in l for l in old.log) == 2, "both stopped")
     finally:
-        if new_pid:
-            try:
-                os.kill(new_pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill(new_pid)
+
+
+def ctl_upgrade():
+    """hashlb ctl upgrade: the same upgrade in place through the admin endpoint (POST
+    /upgrade), waiting for its outcome. With a config that no longer loads: exit 1, saying how
+    the new process ended; the old one serves on and its status says the upgrade failed. Then:
+    exit 0 once the new process answers at the admin address, which it now holds, running the
+    newly installed file; the old one drains and exits 0."""
+    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-ctl")
+    install(HASHLB, exe)
+    old = Lb(config(BACKENDS, admin="127.0.0.1:29402", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
+             fname="ctlup.yaml", binary=exe)
+    new_pid = None
+    try:
+        good = break_config(old.path)
+        rc, out, err = old.ctl("upgrade")
+        check(rc == 1 and "upgrade failed" in err and "status=1" in err and
+              f"pid {old.proc.pid} goes on serving" in err,
+              f"a new process that cannot start: exit 1 and why ({rc}, {out!r}, {err!r})")
+        st = old.status()
+        check(st["pid"] == old.proc.pid and (st.get("upgrade") or {}).get("state") == "failed",
+              f"the old one's status says the upgrade failed: {st.get('upgrade')}")
+        check(who(LISTEN, client_ip(5)) in ("a", "b", "c"), "the old one serves on")
+        with open(old.path, "w") as f:
+            f.write(good)
+        inode = install(HASHLB, exe)
+        rc, out, err = old.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+)", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid and new_pid != old.proc.pid,
+              f"upgraded: exit 0, naming the new process ({rc}, {out!r}, {err!r})")
+        try:
+            rc = old.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"the old one drained and exited 0 ({rc})")
+        check(new_pid and os.stat(f"/proc/{new_pid}/exe").st_ino == inode,
+              "the new process runs the newly installed file")
+        st = old.status()
+        check(st["pid"] == new_pid and st.get("upgrade") is None,
+              f"the admin address is the new process's: {st['pid']} {st.get('upgrade')}")
+        check(who(LISTEN, client_ip(6)) in ("a", "b", "c"), "the new one serves")
+    finally:
+        kill(new_pid)
 
 
 def upgrade_tcp_admin():
@@ -356,5 +412,5 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_in_place, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+run_tests([upgrade_in_place, ctl_upgrade, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
