@@ -5,6 +5,7 @@ and SIGHUP reloads without closing unchanged listeners or established connection
 service manager (systemd Type=notify) hashlb reports ready, reloading and stopping."""
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -270,8 +271,9 @@ def wait_for(log, text, timeout=10):
 def socket_activation():
     """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
     shared by its workers, and binds none of its own, so a client that connects while hashlb
-    restarts waits in that socket's backlog and the next hashlb serves it. A passed socket no
-    service listens on is reported; one that is not a listening TCP socket is refused at start."""
+    restarts waits in that socket's backlog and the next hashlb serves it; an upgrade in place
+    (SIGUSR2) hands that very socket to the new process. A passed socket no service listens on
+    is reported; one that is not a listening TCP socket is refused at start."""
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(64)
@@ -292,8 +294,27 @@ def socket_activation():
     check(read_line(waiting) in ("a", "b", "c"),
           "a client that connected while hashlb was down is served by the next one")
     waiting.close()
-    p.send_signal(signal.SIGTERM)
-    check(p.wait(20) == 0, "exit 0")
+    # An upgrade in place hands the service manager's socket on too: the manager does not
+    # start the new process, so it would otherwise get no LISTEN_FDS.
+    p.send_signal(signal.SIGUSR2)
+    check(wait_for(log, 'msg="upgraded: '), f"SIGUSR2: upgraded in place: {log[-5:]}")
+    m = next((re.search(r'msg="upgraded: .* pid=(\d+)', l) for l in log if "upgraded:" in l), None)
+    new_pid = int(m.group(1)) if m else None
+    try:
+        check(p.wait(20) == 0, "the old one exited 0")
+        check(any('msg="listening sockets taken over" count=2' in l for l in log),
+              "the new one took the socket over (a descriptor per worker, as the old one "
+              f"shared it): {[l for l in log if 'taken' in l]}")
+        ino = f"socket:[{os.fstat(lsock.fileno()).st_ino}]"
+        fds = [os.readlink(f"/proc/{new_pid}/fd/{fd}") for fd in os.listdir(f"/proc/{new_pid}/fd")]
+        check(ino in fds, f"the new one listens on the passed socket itself ({ino})")
+        check(who(("127.0.0.1", port)) in ("a", "b", "c"), "and serves on it")
+    finally:
+        if new_pid:
+            pidfd = os.pidfd_open(new_pid)
+            os.kill(new_pid, signal.SIGTERM)
+            check(select.select([pidfd], [], [], 20)[0], "the new one stops on SIGTERM")
+            os.close(pidfd)
 
     other = tmpfile("other.yaml", config(BACKENDS, listen="127.0.0.1:0"))
     p, log = activated(other, lsock)
