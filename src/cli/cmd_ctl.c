@@ -257,6 +257,10 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
 	old_pid = json_int(body, "pid");
 	new_pid = json_int(body, "new_pid");
 	free(buf);
+	if (old_pid <= 0 || new_pid <= 0) {
+		fprintf(stderr, "hashlb ctl: the admin endpoint's answer names no processes\n");
+		return 1;
+	}
 	for (int waited = 0; waited < UPGRADE_WAIT_MS; waited += 100) {
 		usleep(100 * 1000);
 		if (ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body) < 0)
@@ -271,7 +275,8 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
 			free(buf);
 			return 0;
 		}
-		if (pid == old_pid && upgrade_pid == new_pid && strstr(p, "\"state\":\"failed\"")) {
+		if (pid == old_pid && p && upgrade_pid == new_pid &&
+		    strstr(p, "\"state\":\"failed\"")) {
 			const char *e = strstr(p, "\"error\":\"");
 			const char *end = e ? strchr(e + 9, '"') : NULL;
 

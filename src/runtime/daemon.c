@@ -543,9 +543,15 @@ static void take_over(struct hlb_daemon *d)
 	char why[128];
 	int r;
 
+	if (fd_env && atoi(fd_env) != UPGRADE_FD) {
+		hlb_log(HLB_LOG_WARN, "HASHLB_UPGRADE_FD ignored: not set by a hashlb", "value=%s",
+			fd_env);
+		unsetenv("HASHLB_UPGRADE_FD");
+		fd_env = NULL;
+	}
 	if (fd_env) {
 		/* an upgrade in place: the old process started this one */
-		d->ready_fd = atoi(fd_env);
+		d->ready_fd = UPGRADE_FD;
 		unsetenv("HASHLB_UPGRADE_FD");
 		fcntl(d->ready_fd, F_SETFD, FD_CLOEXEC);
 		from = "parent"; /* SIGUSR2 */
