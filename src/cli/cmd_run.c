@@ -257,6 +257,7 @@ static int run(int argc, char **argv, char *const *again)
 		run_steer_free(steer);
 		return 1;
 	}
+	hlb_control_plug_on_reload(plug, run_steer_sync, steer);
 	r = hlb_daemon_run(d, &err);
 	if (r < 0)
 		cli_print_error(&err);

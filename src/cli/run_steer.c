@@ -10,14 +10,16 @@
 #include "run_steer.h"
 #include "runtime/log.h"
 
-/* A service with steering: kernel, as the config said at start (copied: a
- * reload frees that config; steering settings are read once). */
+/* A service with steering: kernel, as the config in force says (copied: a
+ * reload frees that config). */
 struct run_steer_svc {
 	char *name;
 	char *iface;
 	struct sockaddr_storage vip;
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
-	bool failed; /* attaching failed: logged once, not retried */
+	bool failed; /* attaching failed: logged once, retried after a reload */
+	bool published; /* <generation> is in the kernel with <vip> */
+	uint64_t generation;
 };
 
 struct run_steer {
@@ -26,33 +28,96 @@ struct run_steer {
 	bool upgrade; /* took the sockets over: take an attached program over too */
 };
 
+static void svc_clear(struct run_steer_svc *e)
+{
+	hashlb_steer_free(e->steer);
+	free(e->name);
+	free(e->iface);
+	memset(e, 0, sizeof(*e));
+}
+
+static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg, const char *name)
+{
+	for (uint32_t i = 0; i < cfg->n_services; i++)
+		if (cfg->services[i].steering == HASHLB_STEERING_KERNEL &&
+		    strcmp(cfg->services[i].name, name) == 0)
+			return &cfg->services[i];
+	return NULL;
+}
+
+static bool same_iface(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+void run_steer_sync(void *arg, const struct hashlb_config *cfg)
+{
+	struct run_steer *rs = arg;
+	struct run_steer_svc *v;
+	uint32_t n = 0;
+
+	rs->upgrade = false; /* a reload's new program is this process's own */
+
+	/* services no longer steered (removed, or steering: userspace now), or
+	 * steered on another interface: detached; the rest keep their program */
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+		const struct hashlb_service_cfg *c = steered(cfg, e->name);
+
+		if (c && same_iface(c->steer_interface, e->iface)) {
+			if (memcmp(&c->listen_addr, &e->vip, sizeof(e->vip)) != 0) {
+				e->vip = c->listen_addr;
+				e->published = false; /* the VIP goes with the next table */
+			}
+			e->failed = false;
+			rs->svcs[n++] = *e;
+			continue;
+		}
+		if (e->steer)
+			hlb_log(HLB_LOG_INFO, "kernel steering detached",
+				"service=%s interface=%s%s", e->name, e->iface ? e->iface : "-",
+				c ? " reason=\"interface changed\"" : "");
+		svc_clear(e);
+	}
+	rs->n = n;
+	v = realloc(rs->svcs, (rs->n + cfg->n_services + 1) * sizeof(*v));
+	if (!v) {
+		hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
+		return;
+	}
+	rs->svcs = v;
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *c = &cfg->services[i];
+		struct run_steer_svc *e = &rs->svcs[rs->n];
+		bool known = false;
+
+		if (c->steering != HASHLB_STEERING_KERNEL)
+			continue;
+		for (uint32_t j = 0; j < rs->n && !known; j++)
+			known = strcmp(rs->svcs[j].name, c->name) == 0;
+		if (known)
+			continue;
+		memset(e, 0, sizeof(*e));
+		e->name = strdup(c->name);
+		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
+		e->vip = c->listen_addr;
+		if (!e->name || (c->steer_interface && !e->iface)) {
+			svc_clear(e);
+			hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
+			continue;
+		}
+		rs->n++;
+	}
+}
+
 int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs)
 {
 	struct run_steer *rs = calloc(1, sizeof(*rs));
 
 	if (!rs)
 		return -ENOMEM;
+	run_steer_sync(rs, cfg);
 	rs->upgrade = upgrade;
-	rs->svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*rs->svcs));
-	if (!rs->svcs) {
-		free(rs);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < cfg->n_services; i++) {
-		const struct hashlb_service_cfg *c = &cfg->services[i];
-		struct run_steer_svc *e = &rs->svcs[rs->n];
-
-		if (c->steering != HASHLB_STEERING_KERNEL)
-			continue;
-		e->name = strdup(c->name);
-		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
-		e->vip = c->listen_addr;
-		rs->n++;
-		if (!e->name || (c->steer_interface && !e->iface)) {
-			run_steer_free(rs);
-			return -ENOMEM;
-		}
-	}
 	*ret_rs = rs;
 	return 0;
 }
@@ -75,7 +140,7 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 	for (uint32_t i = 0; i < rs->n && !e; i++)
 		if (strcmp(rs->svcs[i].name, svc->name) == 0)
 			e = &rs->svcs[i];
-	if (!e || e->failed)
+	if (!e || e->failed || (e->published && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface, .mode = HASHLB_STEER_AUTO };
@@ -123,14 +188,18 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		}
 		dests[i].drain = atomic_load(&b->admin) == HASHLB_ADMIN_DRAIN;
 	}
+	e->published = false;
 	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, dests, &err) < 0 ||
-	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0)
+	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		log_error("kernel steering table not updated", svc->name, &err);
-	else
+	} else {
+		e->published = true;
+		e->generation = snap->generation;
 		hlb_log(HLB_LOG_INFO, "kernel steering table published",
 			"service=%s generation=%llu fingerprint=%016llx", svc->name,
 			(unsigned long long)snap->generation,
 			(unsigned long long)snap->fingerprint);
+	}
 	free(dests);
 }
 
@@ -145,11 +214,8 @@ void run_steer_free(struct run_steer *rs)
 {
 	if (!rs)
 		return;
-	for (uint32_t i = 0; i < rs->n; i++) {
-		hashlb_steer_free(rs->svcs[i].steer);
-		free(rs->svcs[i].name);
-		free(rs->svcs[i].iface);
-	}
+	for (uint32_t i = 0; i < rs->n; i++)
+		svc_clear(&rs->svcs[i]);
 	free(rs->svcs);
 	free(rs);
 }

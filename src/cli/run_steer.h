@@ -3,7 +3,10 @@
  * Kernel steering for `hashlb run`: each service with "steering: kernel"
  * gets hashlb's XDP/tc program on its "interface", fed every table the
  * control plane publishes for it (health, admin state, reloads), with its
- * listen address as the VIP. Detached when freed.
+ * listen address as the VIP. Detached when freed. A reload that adds
+ * such a service attaches it; one that removes it, or sets steering:
+ * userspace, detaches it; a new interface moves it; a new listen address
+ * becomes the VIP with the next table (run_steer_sync()).
  *
  * Upgrades. A hashlb that took its listening sockets over from the one it
  * replaces (<upgrade>) takes that one's program over too, when one is
@@ -19,9 +22,11 @@
 
 struct run_steer;
 
-/* The services of <cfg> with steering: kernel (their interface and VIP are
- * copied now: services added or changed by a reload are not steered). */
+/* The services of <cfg> with steering: kernel (their interface and VIP are copied). */
 int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs);
+/* A hlb_control_reloaded_fn: <arg> is the struct run_steer, <cfg> the config now in force.
+ * The republish that follows attaches what is new. Control thread only. */
+void run_steer_sync(void *arg, const struct hashlb_config *cfg);
 /* An hlb_publish_fn: <arg> is the struct run_steer. Control thread only. */
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
 /* A new hashlb has taken the listening sockets over: leave the programs attached for it. */

@@ -299,5 +299,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	control_log(ctl, false, "reloaded", "config=%s services=%u", ctl->config_path,
 		    cfg->n_services);
 	resolve_schedule(ctl);
+	if (ctl->reloaded)
+		ctl->reloaded(ctl->reloaded_arg, cfg);
 	return 0;
 }

@@ -55,6 +55,9 @@ struct hlb_control {
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */
 	/* its listening sockets, for GET /sockets (hlb_daemon_listen_fds()) */
 	uint32_t (*listen_fds)(void *daemon, int *fds, const char **addrs, uint32_t max);
+	/* after a reload that succeeded, its config in force (may be NULL) */
+	void (*reloaded)(void *arg, const struct hashlb_config *cfg);
+	void *reloaded_arg;
 	/* POST /upgrade and its state in /status (hlb_daemon_upgrade_start(), _state()) */
 	int (*upgrade_start)(void *daemon);
 	pid_t (*upgrade_state)(void *daemon, const char **ret_how);

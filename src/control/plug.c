@@ -20,7 +20,34 @@ struct hlb_control_plug {
 	struct hlb_control *ctl;
 	struct plug_sub *subs;
 	uint32_t n_subs;
+	hlb_control_reloaded_fn reloaded;
+	void *reloaded_arg;
 };
+
+/* Every service's current snapshot to subscriber <i>. */
+static void publish_all(struct hlb_control_plug *plug, uint32_t i)
+{
+	struct hlb_pool *pool = plug->ctl->pool;
+
+	for (uint32_t j = 0; j < hlb_pool_service_count(pool); j++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(pool, j);
+
+		plug->subs[i].fn(plug->subs[i].arg, s->rt, hlb_pool_snapshot(s));
+	}
+}
+
+/* A reload succeeded: tell the subscriber of reloads, then give every
+ * subscriber every snapshot again (a service whose table did not change
+ * publishes nothing, yet its other settings may have). */
+static void plug_reloaded(void *arg, const struct hashlb_config *cfg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	if (plug->reloaded)
+		plug->reloaded(plug->reloaded_arg, cfg);
+	for (uint32_t i = 0; i < plug->n_subs; i++)
+		publish_all(plug, i);
+}
 
 static void plug_loop_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
@@ -141,15 +168,11 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	plug->ctl->listen_fds = plug_listen_fds;
 	plug->ctl->upgrade_start = plug_upgrade_start;
 	plug->ctl->upgrade_state = plug_upgrade_state;
+	plug->ctl->reloaded = plug_reloaded;
+	plug->ctl->reloaded_arg = plug;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
-		struct hlb_pool *pool = plug->ctl->pool;
-
-		hlb_pool_subscribe(pool, plug->subs[i].fn, plug->subs[i].arg);
-		for (uint32_t j = 0; j < hlb_pool_service_count(pool); j++) {
-			struct hlb_pool_service *s = hlb_pool_service_at(pool, j);
-
-			plug->subs[i].fn(plug->subs[i].arg, s->rt, hlb_pool_snapshot(s));
-		}
+		hlb_pool_subscribe(plug->ctl->pool, plug->subs[i].fn, plug->subs[i].arg);
+		publish_all(plug, i);
 	}
 	return 0;
 }
@@ -203,6 +226,13 @@ int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn,
 	plug->subs = v;
 	plug->subs[plug->n_subs++] = (struct plug_sub){ fn, arg };
 	return 0;
+}
+
+void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloaded_fn fn,
+				void *arg)
+{
+	plug->reloaded = fn;
+	plug->reloaded_arg = arg;
 }
 
 void hlb_control_plug_free(struct hlb_control_plug *plug)

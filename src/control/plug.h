@@ -23,6 +23,15 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug);
  * switches it before publishing). Call before hlb_daemon_run().
  */
 int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn, void *arg);
+typedef void (*hlb_control_reloaded_fn)(void *arg, const struct hashlb_config *cfg);
+/*
+ * Call <fn> after every reload that succeeded, with the config now in force
+ * (borrowed, valid until the next reload), from the control thread; then
+ * every subscriber gets every service's snapshot again. One at a time: the
+ * last call wins. Call before hlb_daemon_run().
+ */
+void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloaded_fn fn,
+				void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
 #endif

@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -244,7 +245,8 @@ def from_config(topo):
 def daemon_steering(topo, servers):
     """hashlb run with steering: kernel: the daemon attaches the program and
     publishes every table into it; when a backend's server dies, the health
-    checks take it out of the kernel path's table too; upgraded in place, then
+    checks take it out of the kernel path's table too; reloads turn the kernel
+    path off and on; upgraded in place, then
     side by side, the program passes from process to process with every flow;
     when the last one stops, detached. auto mode: tc, since eth0 is a veth."""
     import tempfile
@@ -271,22 +273,30 @@ services:
                      stderr=subprocess.PIPE, text=True)
     published, new_pid, third = 0, None, None
 
-    def wait_log(what, timeout):
-        nonlocal published
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            r, _, _ = select.select([run.stderr], [], [], max(0.0, end - time.monotonic()))
-            if not r:
-                break
-            line = run.stderr.readline()
-            if not line:
-                break
+    lines, pos = [], 0
+
+    def read_log():
+        # a thread: select() on the pipe cannot see lines a readline() already buffered
+        for line in run.stderr:
             if os.environ.get("HLBST_VERBOSE"):
                 print("run:", line.rstrip(), flush=True)
-            if "kernel steering table published" in line:
-                published += 1
-            if what in line:
-                return line
+            lines.append(line)
+
+    threading.Thread(target=read_log, daemon=True).start()
+
+    def wait_log(what, timeout):
+        """The next line of the daemon's log (of every generation) holding <what>, or None."""
+        nonlocal published, pos
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            while pos < len(lines):
+                line = lines[pos]
+                pos += 1
+                if "kernel steering table published" in line:
+                    published += 1
+                if what in line:
+                    return line
+            time.sleep(0.01)
         return None
 
     try:
@@ -320,6 +330,7 @@ services:
         check(all(n != "b3" for _, n in got), "hashlb run: a new flow went to dead b3")
         print(f"hashlb run, steering: kernel: {CONNS} connections on the table's backend, then "
               "b3 taken out by the health checks", flush=True)
+        reload_steering(topo, run, path, wait_log, connect_and_check)
         new_pid = upgrade_in_place(topo, run, wait_log)
         if new_pid:
             third = side_by_side(topo, path, new_pid)
@@ -337,6 +348,29 @@ services:
         os.unlink(path)
     check(not xdp_attached(topo), "hashlb run left the program attached (the new process, "
           "once the upgrade's, detaches it when it stops)")
+
+
+def reload_steering(topo, run, path, wait_log, connect_and_check):
+    """A reload that sets steering: userspace detaches the program (the daemon then serves the
+    VIP itself); one that sets steering: kernel again attaches it, with the table in force (b3
+    still down), and the kernel path carries new flows."""
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("steering: kernel", "steering: userspace"))
+    run.send_signal(signal.SIGHUP)
+    check(wait_log("kernel steering detached", 15) is not None and not xdp_attached(topo),
+          "a reload to steering: userspace detaches the program")
+    with open(path, "w") as f:
+        f.write(text)
+    run.send_signal(signal.SIGHUP)
+    check(wait_log("kernel steering table published", 15) is not None and xdp_attached(topo),
+          "a reload back to steering: kernel attaches it again and publishes the table")
+    got = connect_and_check(["--down", "b3", "b1", "b2", "b3"], "after the reloads")
+    st = json.loads(T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb).stdout)
+    check(st["new_flows"] >= CONNS and all(n != "b3" for _, n in got),
+          f"the program attached by the reload carries the new flows: {st}")
+    print("hashlb run: reloads detach and attach the kernel path", flush=True)
 
 
 def stop_pid(pid, timeout=15):
