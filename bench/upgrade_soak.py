@@ -115,6 +115,12 @@ def in_place(first, t0):
     return cycles, bad, taken
 
 
+def sanitizer_reports(log):
+    """Lines of an ASan/UBSan/LSan report in <log> (a sanitized build's processes, which the
+    in-place chain does not wait for, report there and nowhere else)."""
+    return [l for l in log if "Sanitizer" in l or "runtime error:" in l]
+
+
 class _Pid:
     """What Hashlb.stop() needs of the last generation, which is not our child."""
 
@@ -179,6 +185,8 @@ def main():
         for p in procs:
             p.join(10)
         old.stop()
+    time.sleep(0.5)  # the last generation's last lines
+    reports = sanitizer_reports(old.log)
     conns = sum(n for n, _ in results)
     failed = {}
     for _, f in results:
@@ -190,9 +198,11 @@ def main():
           f"{time.time() - t0:.0f} s, {conns} connections, {total} failed "
           f"({', '.join(f'{e} {c}' for e, c in sorted(failed.items())) or 'none'}), "
           f"{1000 * total / max(cycles, 1):.1f} per 1,000 upgrades; "
-          f"sockets taken over in {taken}; old processes that did not exit 0: {bad_exit}",
-          flush=True)
-    return 1 if bad_exit else 0
+          f"sockets taken over in {taken}; old processes that did not exit 0: {bad_exit}; "
+          f"sanitizer reports: {len(reports)}", flush=True)
+    for line in reports[:10]:
+        print("  ", line, flush=True)
+    return 1 if bad_exit or reports else 0
 
 
 if __name__ == "__main__":
