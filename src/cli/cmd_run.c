@@ -2,6 +2,7 @@
 /* hashlb run: the daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,7 +273,16 @@ static int run(int argc, char **argv, char *const *again)
 int cmd_run(int argc, char **argv)
 {
 	char **again;
+	sigset_t mask;
 	int r;
+
+	/* SIGHUP and SIGUSR2 terminate a process by default: held from here on,
+	 * so one that arrives while the config loads (its names may take seconds
+	 * to resolve) reloads or upgrades once the daemon runs instead */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	/* the command line an upgrade in place runs again (getopt reorders argv) */
 	again = calloc((size_t)argc + 2, sizeof(*again));

@@ -178,6 +178,25 @@ class NotifySocket:
         return dict(l.split("=", 1) for l in data.decode().splitlines()), pid
 
 
+def early_signals():
+    """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
+    hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
+    once the daemon runs, instead of killing it (the build before did so at 10-80 ms here)."""
+    lines = ["workers: 1", "admin: off", "services:"]
+    for k in range(20):
+        lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
+                  "    health: {enabled: false}", "    backends:"]
+        lines += [f"      - {{name: b{i}, address: '127.0.{i // 250}.{i % 250 + 1}:80'}}"
+                  for i in range(500)]
+    lb = Hashlb("\n".join(lines) + "\n", fname="large.yaml", wait=False)
+    time.sleep(0.02)  # past the program's own start, inside the config's loading
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
+          f"a SIGHUP during start-up: reloaded once running ({lb.proc.poll()}, "
+          f"{[l for l in lb.log if 'reload' in l or 'error' in l][:3]})")
+    check(lb.stop(timeout=30) == 0, "exit 0")
+
+
 def systemd_notify():
     """With $NOTIFY_SOCKET (a unit with Type=notify), hashlb sends READY=1 from its main pid
     once it accepts connections, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP,
@@ -334,5 +353,5 @@ def socket_activation():
 
 
 run_tests([config_error_refused, sigterm_drain, drain_timeout,
-           reload_keeps_listeners_and_connections, systemd_notify, systemd_unit_verifies,
+           reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation])
