@@ -50,6 +50,8 @@ static void usage(FILE *f)
 		   "                  as on SIGTERM (under systemd, MAINPID= names the new\n"
 		   "                  process). If it cannot start (e.g. FILE no longer\n"
 		   "                  loads), this one logs why and goes on serving.\n"
+		   "  A SIGHUP or SIGUSR2 that arrives while hashlb starts waits until it\n"
+		   "  runs.\n"
 		   "\n"
 		   "UPGRADES\n"
 		   "  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
