@@ -181,7 +181,8 @@ class NotifySocket:
 def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
     hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
-    once the daemon runs, instead of killing it (the build before did so at 10-80 ms here)."""
+    once the daemon runs, instead of killing it (the build before died of a SIGHUP 10-80 ms
+    into its start here)."""
     lines = ["workers: 1", "admin: off", "services:"]
     for k in range(20):
         lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
@@ -189,7 +190,22 @@ def early_signals():
         lines += [f"      - {{name: b{i}, address: '127.0.{i // 250}.{i % 250 + 1}:80'}}"
                   for i in range(500)]
     lb = Hashlb("\n".join(lines) + "\n", fname="large.yaml", wait=False)
-    time.sleep(0.02)  # past the program's own start, inside the config's loading
+    # The moment to signal: the main thread holds SIGHUP and SIGUSR2 but not yet SIGTERM,
+    # which the daemon blocks once the config has loaded. (No such moment on the build before:
+    # it blocked all of them at once, after the load.) Timing alone will not do: a sanitized
+    # build spends tens of ms before main(), where any signal still kills.
+    hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
+    loading, end = False, time.time() + 30
+    while not loading and time.time() < end and lb.proc.poll() is None:
+        try:
+            with open(f"/proc/{lb.proc.pid}/status") as f:
+                blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", f.read()).group(1), 16)
+        except (OSError, AttributeError):
+            continue
+        if blocked & term:
+            break  # the daemon is up: the window is gone
+        loading = blocked & hup and blocked & usr2
+    check(loading, "SIGHUP and SIGUSR2 are held while the config loads")
     lb.proc.send_signal(signal.SIGHUP)
     check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
           f"a SIGHUP during start-up: reloaded once running ({lb.proc.poll()}, "
