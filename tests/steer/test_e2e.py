@@ -273,16 +273,7 @@ services:
                      stderr=subprocess.PIPE, text=True)
     published, new_pid, third = 0, None, None
 
-    lines, pos = [], 0
-
-    def read_log():
-        # a thread: select() on the pipe cannot see lines a readline() already buffered
-        for line in run.stderr:
-            if os.environ.get("HLBST_VERBOSE"):
-                print("run:", line.rstrip(), flush=True)
-            lines.append(line)
-
-    threading.Thread(target=read_log, daemon=True).start()
+    lines, pos = follow(run.stderr), 0
 
     def wait_log(what, timeout):
         """The next line of the daemon's log (of every generation) holding <what>, or None."""
@@ -373,6 +364,21 @@ def reload_steering(topo, run, path, wait_log, connect_and_check):
     print("hashlb run: reloads detach and attach the kernel path", flush=True)
 
 
+def follow(stream):
+    """The lines of a daemon's log as they come, read by a thread (select() on the pipe cannot
+    see lines a readline() already buffered, and a reload's lines come together)."""
+    lines = []
+
+    def read():
+        for line in stream:
+            if os.environ.get("HLBST_VERBOSE"):
+                print("run:", line.rstrip(), flush=True)
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
 def stop_pid(pid, timeout=15):
     """SIGTERM <pid> (not our child) and wait until it has exited."""
     try:
@@ -439,13 +445,9 @@ def side_by_side(topo, path, old_pid):
     client, held = held_connections(topo)
     new = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
                      stderr=subprocess.PIPE, text=True)
-    lines, end = [], time.monotonic() + 15
+    lines, end = follow(new.stderr), time.monotonic() + 15
     while time.monotonic() < end and not any("msg=started" in l for l in lines):
-        r, _, _ = select.select([new.stderr], [], [], max(0.0, end - time.monotonic()))
-        line = new.stderr.readline() if r else ""
-        if not line:
-            break
-        lines.append(line)
+        time.sleep(0.01)
     check(any("kernel steering taken over" in l for l in lines) and
           any('msg="listening sockets taken over"' in l for l in lines),
           f"the side-by-side hashlb took the sockets and the kernel program over: {lines}")
