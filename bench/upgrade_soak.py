@@ -128,7 +128,7 @@ class _Pid:
         self.pid = pid
 
     def poll(self):
-        return 0 if wait_exit(self.pid, 0) else None
+        return -1 if wait_exit(self.pid, 0) else None  # exited, status unknown
 
     def send_signal(self, sig):
         os.kill(self.pid, sig)
@@ -136,12 +136,12 @@ class _Pid:
     def wait(self, timeout=None):
         if not wait_exit(self.pid, timeout or 30):
             raise subprocess.TimeoutExpired(str(self.pid), timeout)
-        return 0
+        return None  # not our child: its exit status is not ours to see
 
     def kill(self):
         os.kill(self.pid, signal.SIGKILL)
 
-    returncode = 0
+    returncode = None
 
 
 def main():
@@ -198,7 +198,8 @@ def main():
           f"{time.time() - t0:.0f} s, {conns} connections, {total} failed "
           f"({', '.join(f'{e} {c}' for e, c in sorted(failed.items())) or 'none'}), "
           f"{1000 * total / max(cycles, 1):.1f} per 1,000 upgrades; "
-          f"sockets taken over in {taken}; old processes that did not exit 0: {bad_exit}; "
+          f"sockets taken over in {taken}; "
+          f"{'failed upgrades or old processes that did not exit (their status is not seen)' if args.admin == 'usr2' else 'old processes that did not exit 0'}: {bad_exit}; "
           f"sanitizer reports: {len(reports)}", flush=True)
     for line in reports[:10]:
         print("  ", line, flush=True)

@@ -24,6 +24,7 @@
 
 #include "control.h"
 #include "runtime/clients.h"
+#include "runtime/fdpass.h"
 
 #ifndef HASHLB_VERSION
 #define HASHLB_VERSION "0.1.0"
@@ -772,7 +773,7 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	}
 	resp->ctype = "text/plain; charset=utf-8";
 	for (uint32_t i = 0; i < n; i++)
-		hlb_buf_printf(&resp->body, "%d %d %s\n", (int)getpid(), fds[i], addrs[i]);
+		hlb_buf_printf(&resp->body, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
 	if (req->local) {
 		resp->fds = fds;
 		resp->n_fds = n;

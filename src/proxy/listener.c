@@ -18,6 +18,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "runtime/fdpass.h"
 #include "worker.h"
 
 #define LISTEN_BACKLOG 4096
@@ -189,7 +190,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 		return -ENOMEM;
 	for (;;) {
 		union {
-			char buf[CMSG_SPACE(sizeof(int) * 253)];
+			char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
 			struct cmsghdr align;
 		} ctl;
 		struct iovec iov = { .iov_base = buf + len, .iov_len = cap - 1 - len };

@@ -285,12 +285,17 @@ static inline uint64_t ud_make(void *p, enum op op)
  * A microsecond clock for connect times (CLOCK_MONOTONIC through the vDSO,
  * tens of ns; read twice per connect, never per request), wrapping at 2^32.
  */
-static inline uint32_t worker_clock_us(void)
+static inline uint64_t worker_clock_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint32_t)((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint32_t worker_clock_us(void)
+{
+	return (uint32_t)(worker_clock_ns() / 1000u);
 }
 
 /*
@@ -301,10 +306,7 @@ static inline uint32_t worker_clock_us(void)
  */
 static inline uint32_t worker_clock_fine_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+	return (uint32_t)(worker_clock_ns() / 1000000u);
 }
 
 /* An SQE, submitting first if the SQ is full. Never NULL. */

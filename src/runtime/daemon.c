@@ -988,7 +988,7 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (f) {
 		fputs(head, f);
 		for (uint32_t i = 0; i < n; i++)
-			fprintf(f, "%d %d %s\n", (int)getpid(), fds[i], addrs[i]);
+			fprintf(f, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
 		if (fclose(f) != 0) {
 			free(text);
 			text = NULL;

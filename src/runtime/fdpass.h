@@ -14,6 +14,10 @@
 /* descriptors per message (the kernel's SCM_MAX_FD is 253) */
 #define HLB_FDPASS_PER_MSG 250
 
+/* A line of the text: the sender's pid, the descriptor's number there (what
+ * pidfd_getfd(2) takes when none rides along), the address it listens on. */
+#define HLB_FDPASS_LINE "%d %d %s\n"
+
 /*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)
  * HLB_FDPASS_PER_MSG at a time: each batch rides on the first byte of the
