@@ -66,6 +66,14 @@ struct hashlb_backend_cfg {
 	 * another backend can take clients again (HAProxy's on-marked-up
 	 * shutdown-backup-sessions); default false */
 	bool close_on_return;
+	/* each_address: the name in <address> gives one backend per address it
+	 * resolves to, named NAME@ADDRESS ("db@10.0.0.7", "db@2001:db8::7"),
+	 * each with this entry's settings (nginx's server NAME, Envoy's
+	 * STRICT_DNS). Until resolved the entry stands as written; resolving
+	 * replaces it with its addresses' backends, in address order, whose
+	 * <from_name> is the written name. Default false. */
+	bool each_address;
+	char *from_name; /* expanded from an each_address entry: its name; else NULL */
 	struct hashlb_pos pos; /* where the backend's entry starts */
 };
 
@@ -191,13 +199,15 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
  * resolver (getaddrinfo: /etc/hosts, DNS, as nsswitch.conf says), all
  * names at once, giving up on those not answered within <timeout_ms>.
  * A backend takes the first address of the answer (the order /etc/gai.conf
- * sets), of its service's source family when the service has a source.
- * Numeric addresses are left as written. On error (a name that does not
+ * sets), of its service's source family when the service has a source; one
+ * with each_address becomes one backend per distinct address of the answer
+ * (at most HASHLB_EACH_ADDRESS_MAX). Numeric addresses are left as written. On error (a name that does not
  * resolve or not in time, or resolves to the service's own listen address)
  * returns a negative errno, <err> names the file:line:column of the address
  * and what failed, and <c> is fit only for hashlb_config_free().
  */
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
+#define HASHLB_EACH_ADDRESS_MAX 1024u
 int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err);
 /*
  * The same without waiting, for an event loop: _start() asks every name of

@@ -36,6 +36,10 @@ static void usage(FILE *f)
 		"  The table and key options then come from FILE and may not be given;\n"
 		"  --down still marks further backends down (what happens if they fail).\n"
 		"  Every argument is a client (or a comma-separated list of them).\n"
+		"  Host names in backend addresses are not resolved (their addresses do\n"
+		"  not change the table), except those of backends with each_address,\n"
+		"  whose addresses name their backends: FILE's names are then resolved as\n"
+		"  hashlb run resolves them, and DNS must answer.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -c, --config FILE          take the table from this configuration\n"
@@ -119,6 +123,18 @@ static bool name_in_list(const char *list, const char *name)
 	return false;
 }
 
+/* Whether a backend of <c> is one backend per address of its name. */
+static bool config_has_each_address(const struct hashlb_config *c)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		for (uint32_t j = 0; j < c->services[i].n_backends; j++) {
+			if (c->services[i].backends[j].each_address)
+				return true;
+		}
+	}
+	return false;
+}
+
 /*
  * The table of service <service> (NULL: the only one) of config <path>, as
  * the daemon builds it, with the backends of <down> marked down as well.
@@ -135,8 +151,13 @@ static int config_table(const char *path, const char *service, const char *down,
 	struct hashlb_error err;
 	int r;
 
-	if (hashlb_config_load_flags(path, HASHLB_LOAD_NO_RESOLVE, &c, &err) < 0) {
+	if (hashlb_config_load_flags(path, HASHLB_LOAD_NO_RESOLVE, &c, &err) < 0 ||
+	    (config_has_each_address(c) &&
+	     hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, &err) < 0)) {
+		if (err.file)
+			err.file = path; /* not c's copy, freed here */
 		cli_print_error(&err);
+		hashlb_config_free(c);
 		return 1;
 	}
 	if (service) {

@@ -4,6 +4,7 @@
 #define HASHLB_CONFIG_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hashlb/config.h"
 
@@ -14,5 +15,12 @@
  */
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 				     const struct hashlb_backend_cfg *b, char *buf, size_t len);
+
+/*
+ * Whether two backends of <s> have the same name: 1 with the later one's
+ * index in *ret_dup and the first one's in *ret_first, 0 if none, -ENOMEM.
+ */
+int hlb_duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
+			  uint32_t *ret_first);
 
 #endif

@@ -204,7 +204,8 @@ static const char *const health_keys[] = {
 };
 static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
 static const char *const backend_keys[] = {
-	"name", "address", "weight", "state", "max_connections", "backup", "close_on_return", NULL,
+	"name",	  "address",	     "each_address", "weight", "state", "max_connections",
+	"backup", "close_on_return", NULL,
 };
 
 /* Where each key lives, to tell a key written at the wrong level where it goes. */
@@ -741,6 +742,20 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	r = get_backend_addr(ld, v, b);
 	if (r < 0)
 		return r;
+	v = map_get(m, "each_address");
+	if (v && (r = get_bool(ld, v, "each_address", &b->each_address)) < 0)
+		return r;
+	if (b->each_address && b->addr_len)
+		return fail(ld, v,
+			    "'each_address' is for an address that names a host (NAME:PORT): "
+			    "'%s' is one address",
+			    b->address);
+	/* room for "@" and the longest address in the names it gives */
+	if (b->each_address && strlen(b->name) + INET6_ADDRSTRLEN > HASHLB_NAME_MAX)
+		return fail(ld, map_get(m, "name"),
+			    "the name is too long for 'each_address': %zu bytes, at most %u, to "
+			    "leave room for '@ADDRESS' in the names it gives",
+			    strlen(b->name), HASHLB_NAME_MAX - INET6_ADDRSTRLEN);
 
 	v = map_get(m, "weight");
 	if (v) {
@@ -1224,8 +1239,8 @@ static int name_ref_cmp(const void *a, const void *b)
  * 1 with its index in <ret_dup> and the earlier one's in <ret_first>, 0 if
  * none, -ENOMEM. Sorting keeps this O(n log n): a service may have 65535.
  */
-static int duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
-			     uint32_t *ret_first)
+int hlb_duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
+			  uint32_t *ret_first)
 {
 	uint32_t dup = UINT32_MAX, first = 0, group = 0;
 	struct name_ref *refs;
@@ -1269,7 +1284,7 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 
 	switch (reason) {
 	case HASHLB_ERR_DUPLICATE_NAME:
-		if (duplicate_backend(s, &dup, &first) > 0)
+		if (hlb_duplicate_backend(s, &dup, &first) > 0)
 			return map_get(backends->items[dup], "name");
 		break;
 	case HASHLB_ERR_WEIGHT_RANGE:
@@ -1470,7 +1485,7 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			return fail(ld, map_get(backends->items[i], "address"), "%s", msg);
 	}
 
-	r = duplicate_backend(s, &dup, &first);
+	r = hlb_duplicate_backend(s, &dup, &first);
 	if (r < 0)
 		return nomem(ld);
 	if (r > 0)
@@ -1739,6 +1754,7 @@ void hashlb_config_free(struct hashlb_config *c)
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			free(s->backends[j].name);
 			free(s->backends[j].address);
+			free(s->backends[j].from_name);
 		}
 		free(s->backends);
 		free(s->name);

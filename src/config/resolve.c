@@ -19,6 +19,7 @@
  * in a resolved `hashlb check`, about one run in three); plain threads
  * calling getaddrinfo() are visible to every tool and as fast here.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 
 #include "config-internal.h"
 #include "hashlb/config.h"
+#include "hashlb/table.h"
 
 #define RESOLVE_THREADS 16u
 
@@ -37,11 +39,15 @@ struct name_req {
 	char host[HASHLB_HOST_MAX + 1];
 	char port[6];
 	int family; /* AF_UNSPEC, or the service's source family */
+	bool all; /* each_address: every address, not the first */
 	bool done;
 	int gai; /* getaddrinfo()'s result */
 	int sys_errno; /* with EAI_SYSTEM */
 	struct sockaddr_storage addr; /* the answer's first address */
 	socklen_t addr_len;
+	/* with <all>: the answer's distinct addresses, sorted (owned) */
+	struct sockaddr_storage *addrs;
+	uint32_t n_addrs;
 };
 
 struct hashlb_resolve {
@@ -61,10 +67,63 @@ static void job_put(struct hashlb_resolve *job)
 	last = --job->refs == 0;
 	pthread_mutex_unlock(&job->lock);
 	if (last) {
+		for (uint32_t i = 0; i < job->n; i++)
+			free(job->reqs[i].addrs);
 		pthread_cond_destroy(&job->answered);
 		pthread_mutex_destroy(&job->lock);
 		free(job);
 	}
+}
+
+static socklen_t sockaddr_len(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+/* IPv4 before IPv6, then by address: the order of an each_address name's backends. */
+static int sockaddr_cmp(const void *pa, const void *pb)
+{
+	const struct sockaddr_storage *a = pa, *b = pb;
+
+	if (a->ss_family != b->ss_family)
+		return a->ss_family == AF_INET ? -1 : 1;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+			      &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr));
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+}
+
+/*
+ * The distinct IPv4 and IPv6 addresses of <res>, sorted, at most
+ * HASHLB_EACH_ADDRESS_MAX (the first ones of the answer): how many, 0
+ * if none (*ret NULL), or -ENOMEM.
+ */
+static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **ret)
+{
+	struct sockaddr_storage *v = calloc(HASHLB_EACH_ADDRESS_MAX, sizeof(*v));
+	uint32_t n = 0;
+	int kept = 0;
+
+	*ret = NULL;
+	if (!v)
+		return -ENOMEM;
+	for (; res && n < HASHLB_EACH_ADDRESS_MAX; res = res->ai_next) {
+		if ((res->ai_family == AF_INET && res->ai_addrlen == sizeof(struct sockaddr_in)) ||
+		    (res->ai_family == AF_INET6 && res->ai_addrlen == sizeof(struct sockaddr_in6)))
+			memcpy(&v[n++], res->ai_addr, res->ai_addrlen);
+	}
+	qsort(v, n, sizeof(*v), sockaddr_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		if (kept == 0 || sockaddr_cmp(&v[kept - 1], &v[i]) != 0)
+			v[kept++] = v[i];
+	}
+	if (kept == 0) {
+		free(v);
+		return 0;
+	}
+	*ret = v;
+	return kept;
 }
 
 static void *resolve_thread(void *arg)
@@ -73,7 +132,10 @@ static void *resolve_thread(void *arg)
 
 	for (;;) {
 		struct addrinfo hints = { 0 }, *res = NULL;
+		struct sockaddr_storage *all = NULL;
 		struct name_req *q;
+		int n_all = 0;
+		bool want_all;
 		int e;
 
 		pthread_mutex_lock(&job->lock);
@@ -82,6 +144,7 @@ static void *resolve_thread(void *arg)
 			break;
 		}
 		q = &job->reqs[job->next++];
+		want_all = q->all;
 		pthread_mutex_unlock(&job->lock);
 
 		hints.ai_family = q->family;
@@ -89,11 +152,18 @@ static void *resolve_thread(void *arg)
 		hints.ai_protocol = IPPROTO_TCP;
 		hints.ai_flags = AI_NUMERICSERV;
 		e = getaddrinfo(q->host, q->port, &hints, &res);
+		if (e == 0 && want_all)
+			n_all = answer_addrs(res, &all);
 
 		pthread_mutex_lock(&job->lock);
 		q->gai = e;
 		q->sys_errno = e == EAI_SYSTEM ? errno : 0;
-		if (e == 0 && res && res->ai_addrlen <= sizeof(q->addr)) {
+		if (e == 0 && want_all) {
+			q->addrs = all;
+			q->n_addrs = n_all > 0 ? (uint32_t)n_all : 0;
+			if (n_all <= 0)
+				q->gai = n_all < 0 ? EAI_MEMORY : EAI_NODATA;
+		} else if (e == 0 && res && res->ai_addrlen <= sizeof(q->addr)) {
 			memcpy(&q->addr, res->ai_addr, res->ai_addrlen);
 			q->addr_len = res->ai_addrlen;
 		} else if (e == 0) {
@@ -221,6 +291,8 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 			 q->gai == EAI_SYSTEM ? strerror(q->sys_errno) : gai_strerror(q->gai));
 		return resolve_fail(c, b, err, -EAGAIN, msg);
 	}
+	if (b->each_address)
+		return 0; /* expand() takes every address */
 	b->addr = q->addr;
 	b->addr_len = q->addr_len;
 	if (hlb_backend_addr_problem(s, b, problem, sizeof(problem))) {
@@ -230,6 +302,128 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 		snprintf(msg, sizeof(msg), "%s (the name resolved to %s)", problem, addr);
 		return resolve_fail(c, b, err, -EINVAL, msg);
 	}
+	return 0;
+}
+
+/* What an each_address entry gives for address <a>: the entry with its name. */
+static int expanded(const struct hashlb_backend_cfg *b, const struct sockaddr_storage *a,
+		    struct hashlb_backend_cfg *e)
+{
+	char ip[INET6_ADDRSTRLEN];
+	const void *raw = a->ss_family == AF_INET
+				  ? (const void *)&((const struct sockaddr_in *)a)->sin_addr
+				  : (const void *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+
+	*e = *b;
+	e->each_address = false;
+	e->addr = *a;
+	e->addr_len = sockaddr_len(a);
+	inet_ntop(a->ss_family, raw, ip, sizeof(ip));
+	e->name = e->address = NULL;
+	if (asprintf(&e->name, "%s@%s", b->name, ip) < 0) {
+		e->name = NULL;
+		return -ENOMEM;
+	}
+	e->address = strdup(b->address);
+	e->from_name = strdup(b->name);
+	return e->address && e->from_name ? 0 : -ENOMEM;
+}
+
+static void backends_free(struct hashlb_backend_cfg *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].address);
+		free(v[i].from_name);
+	}
+	free(v);
+}
+
+/*
+ * Service <s>'s each_address entries, answered by <reqs> (the requests of
+ * its backends to resolve, in order), replaced with one backend per
+ * address; then the names and the table checked again, as the loader does.
+ */
+static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
+		  const struct name_req *reqs, struct hashlb_error *err)
+{
+	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 64];
+	struct hashlb_error cerr = { 0 };
+	struct hashlb_backend_cfg *v;
+	struct hashlb_table *t;
+	uint64_t n = 0;
+	uint32_t k = 0, o = 0, dup, first;
+	int r;
+
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		const struct hashlb_backend_cfg *b = &s->backends[j];
+
+		n += b->each_address ? reqs[k].n_addrs : 1;
+		k += !b->addr_len;
+	}
+	if (n > HASHLB_BACKENDS_MAX) {
+		snprintf(msg, sizeof(msg),
+			 "service '%s' has %llu backends once its names are resolved: at most %u",
+			 s->name, (unsigned long long)n, HASHLB_BACKENDS_MAX);
+		return resolve_fail(c, &s->backends[0], err, -E2BIG, msg);
+	}
+	v = calloc(n, sizeof(*v));
+	if (!v)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	k = 0;
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		struct hashlb_backend_cfg *b = &s->backends[j];
+		const struct name_req *q = b->addr_len ? NULL : &reqs[k++];
+
+		if (!b->each_address) {
+			v[o++] = *b;
+			*b = (struct hashlb_backend_cfg){ 0 }; /* moved */
+			continue;
+		}
+		for (uint32_t a = 0; a < q->n_addrs; a++) {
+			r = expanded(b, &q->addrs[a], &v[o++]);
+			if (r < 0) {
+				backends_free(v, o);
+				return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+			}
+		}
+	}
+	/* The entries left are each_address ones, now expanded, and moved-out zeroes. */
+	backends_free(s->backends, s->n_backends);
+	s->backends = v;
+	s->n_backends = (uint32_t)n;
+
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		const struct hashlb_backend_cfg *b = &s->backends[j];
+		char addr[HASHLB_ADDR_STRLEN];
+
+		if (!b->from_name || !hlb_backend_addr_problem(s, b, problem, sizeof(problem)))
+			continue;
+		hashlb_addr_format(&b->addr, addr, sizeof(addr));
+		snprintf(msg, sizeof(msg), "%s (the name resolved to %s, backend '%s')", problem,
+			 addr, b->name);
+		return resolve_fail(c, b, err, -EINVAL, msg);
+	}
+	r = hlb_duplicate_backend(s, &dup, &first);
+	if (r < 0)
+		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	if (r > 0) {
+		const struct hashlb_backend_cfg *b =
+			s->backends[dup].from_name ? &s->backends[dup] : &s->backends[first];
+
+		snprintf(msg, sizeof(msg),
+			 "backend '%s' (each_address) gives the name '%s', which another backend "
+			 "of service '%s' has",
+			 b->from_name, b->name, s->name);
+		return resolve_fail(c, b, err, -EINVAL, msg);
+	}
+	r = hashlb_service_cfg_build_table(s, &t, &cerr);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "service '%s', its names resolved: %s", s->name,
+			 cerr.msg);
+		return resolve_fail(c, &s->backends[0], err, r, msg);
+	}
+	hashlb_table_free(t);
 	return 0;
 }
 
@@ -269,6 +463,7 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 			}
 			snprintf(q->port, sizeof(q->port), "%u", port);
 			q->family = s->source_len ? s->source.ss_family : AF_UNSPEC;
+			q->all = s->backends[j].each_address;
 		}
 	}
 	r = job_start(job);
@@ -303,12 +498,17 @@ int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve 
 	job->abandoned = true;
 	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 		struct hashlb_service_cfg *s = &c->services[i];
+		uint32_t first = k;
+		bool each = false;
 
 		for (uint32_t j = 0; j < s->n_backends && r == 0; j++) {
 			if (s->backends[j].addr_len)
 				continue;
+			each |= s->backends[j].each_address;
 			r = take_answer(c, s, &s->backends[j], &job->reqs[k++], timeout_ms, err);
 		}
+		if (r == 0 && each)
+			r = expand(c, s, &job->reqs[first], err);
 	}
 	pthread_mutex_unlock(&job->lock);
 	job_put(job);

@@ -91,31 +91,77 @@ static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *e
 		    quote(err->msg, q, sizeof(q)));
 }
 
-/* The names resolved: apply the config if an address changed. */
+/* Backend <name> of service <s>, or NULL. Linear, and asked only for the
+ * backends written with a host name: few, once per resolve_every. */
+static const struct hashlb_backend_cfg *backend_named(const struct hashlb_service_cfg *s,
+						      const char *name)
+{
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		if (strcmp(s->backends[j].name, name) == 0)
+			return &s->backends[j];
+	}
+	return NULL;
+}
+
+/* Append "svc/backend:was->now" to <buf> (at *o, up to <size>), or
+ * ":+now" for a backend that came, ":-was" for one that went. */
+static void note_change(char *buf, size_t size, size_t *o, const char *svc, const char *name,
+			const struct hashlb_backend_cfg *was, const struct hashlb_backend_cfg *now)
+{
+	char a[HASHLB_ADDR_STRLEN], b[HASHLB_ADDR_STRLEN], what[2 * HASHLB_ADDR_STRLEN + 4];
+
+	if (was)
+		hashlb_addr_format(&was->addr, a, sizeof(a));
+	if (now)
+		hashlb_addr_format(&now->addr, b, sizeof(b));
+	if (was && now)
+		snprintf(what, sizeof(what), "%s->%s", a, b);
+	else
+		snprintf(what, sizeof(what), "%c%s", now ? '+' : '-', now ? b : a);
+	if (*o < size)
+		*o += (size_t)snprintf(buf + *o, size - *o, "%s%s/%s:%s", *o ? "," : "", svc, name,
+				       what);
+}
+
+/*
+ * The names resolved: apply the config if an address changed, or an
+ * each_address name gained or lost one (its backends are named by their
+ * addresses: "-" stands for the one that is not there).
+ */
 static void resolve_apply(struct hlb_control *ctl)
 {
 	struct hashlb_config *fresh = ctl->resolving;
 	struct hashlb_error err = { 0 };
-	char changed[512] = "", was[HASHLB_ADDR_STRLEN], now[HASHLB_ADDR_STRLEN];
+	char changed[512] = "";
 	size_t o = 0;
 	uint32_t n = 0;
 
 	ctl->resolves_ok++;
 	ctl->last_resolve_err[0] = '\0';
+	/* The same text parsed again: the services are the same, in the same order. */
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
-		for (uint32_t j = 0; j < fresh->services[i].n_backends; j++) {
-			const struct hashlb_backend_cfg *a = &ctl->cfg->services[i].backends[j];
-			const struct hashlb_backend_cfg *b = &fresh->services[i].backends[j];
+		const struct hashlb_service_cfg *was = &ctl->cfg->services[i];
+		const struct hashlb_service_cfg *now = &fresh->services[i];
 
-			if (a->addr_len == b->addr_len && !memcmp(&a->addr, &b->addr, a->addr_len))
+		for (uint32_t j = 0; j < now->n_backends; j++) {
+			const struct hashlb_backend_cfg *b = &now->backends[j], *a;
+
+			if (!hashlb_addr_is_name(b->address))
+				continue; /* as written, in both */
+			a = backend_named(was, b->name);
+			if (a && a->addr_len == b->addr_len &&
+			    !memcmp(&a->addr, &b->addr, a->addr_len))
 				continue;
 			n++;
-			hashlb_addr_format(&a->addr, was, sizeof(was));
-			hashlb_addr_format(&b->addr, now, sizeof(now));
-			if (o < sizeof(changed))
-				o += (size_t)snprintf(changed + o, sizeof(changed) - o,
-						      "%s%s/%s:%s->%s", o ? "," : "",
-						      fresh->services[i].name, b->name, was, now);
+			note_change(changed, sizeof(changed), &o, now->name, b->name, a, b);
+		}
+		for (uint32_t j = 0; j < was->n_backends; j++) {
+			const struct hashlb_backend_cfg *a = &was->backends[j];
+
+			if (!hashlb_addr_is_name(a->address) || backend_named(now, a->name))
+				continue;
+			n++;
+			note_change(changed, sizeof(changed), &o, now->name, a->name, a, NULL);
 		}
 	}
 	if (n == 0) {

@@ -204,6 +204,81 @@ def names_followed_every():
         x.stop()
 
 
+def lookup_in(names, cfg_path, clients):
+    """hashlb lookup -c in the namespace: {client: backend name}."""
+    p = subprocess.run([*names.wrap(), HASHLB, "lookup", "-c", cfg_path, ",".join(clients)],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"hashlb lookup -c resolves the each_address name: {p.stderr}")
+    return {l.split()[0]: l.split()[1] for l in p.stdout.splitlines()}
+
+
+def each_address_follows_the_name():
+    """each_address: a name with three addresses is three backends named by their addresses,
+    reached as hashlb lookup says; resolve_every follows the name as it loses one address and
+    gains another: only the lost one's clients move off it, the others stay or move to the
+    new one, and a connection held to the lost address goes on."""
+    need_unshare()
+    hosts = ["127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"]
+    bs = backends_on_one_port([(f"p{i + 1}", h) for i, h in enumerate(hosts)])
+    port = bs[0].port
+    greets = {f"pool@{h}": f"p{i + 1}" for i, h in enumerate(hosts)}
+    names = Names("each", "".join(f"{h} pool\n" for h in hosts[:3]))
+    cfg = "resolve_every: 1s\n" + config([("pool", f"pool:{port}", "each_address: true")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    addr = lb.addr
+
+    def names_now():
+        return sorted(b["name"] for b in lb.service()["backends"])
+
+    check(names_now() == ["pool@127.0.0.21", "pool@127.0.0.22", "pool@127.0.0.23"],
+          f"one backend per address of the name: {names_now()}")
+    check(all(b["address"] == f"pool:{port}" for b in lb.service()["backends"]),
+          "each shows the name as written")
+    clients = [client_ip(i) for i in range(300)]
+    got = {c: who(addr, c) for c in clients}
+    check(set(got.values()) == {"p1", "p2", "p3"},
+          f"clients reach all three addresses: {sorted(set(got.values()))}")
+    want = lookup_in(names, lb.path, clients)
+    wrong = [c for c in clients if greets.get(want.get(c)) != got[c]]
+    check(not wrong, f"each client reached the backend hashlb lookup -c names "
+          f"({len(wrong)} did not, e.g. {wrong[:3]})")
+    on_p2 = [c for c in clients if got[c] == "p2"]
+    held = connect(addr, on_p2[0])
+    check(read_line(held) == "p2", "a held connection greeted by p2")
+
+    # .22 leaves the name, .24 joins it: followed without a reload
+    names.set_hosts("".join(f"{h} pool\n" for h in (hosts[0], hosts[2], hosts[3])))
+    took = lb.wait(lambda: names_now() == ["pool@127.0.0.21", "pool@127.0.0.23",
+                                           "pool@127.0.0.24"], timeout=15)
+    check(took is not None, f"within a few seconds the backends follow the name: {names_now()}")
+    check(lb.wait_log(r'msg="names resolved to new addresses, applied" backends=2 changed=.*'
+                      rf"t/pool@127.0.0.24:\+127.0.0.24:{port}") and
+          lb.wait_log(rf"t/pool@127.0.0.22:-127.0.0.22:{port}"),
+          "the log says which address came and which went")
+    after = {c: who(addr, c) for c in clients}
+    check(not [c for c in clients if after[c] == "p2"], "nobody new reaches the address gone")
+    moved = [c for c in clients if got[c] != "p2" and after[c] != got[c]]
+    check(all(after[c] == "p4" for c in moved),
+          f"a client of an address that stayed either stays or goes to the new one: "
+          f"{sorted(set((got[c], after[c]) for c in moved))}")
+    check(0 < len(moved) < len(clients) // 2,
+          f"the new address takes a share of the others' clients: {len(moved)}")
+    want = lookup_in(names, lb.path, clients)
+    wrong = [c for c in clients if greets.get(want.get(c)) != after[c]]
+    check(not wrong, f"and hashlb lookup -c agrees again ({len(wrong)} differ)")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "the connection held to the address gone goes on")
+    held.close()
+
+    rc, so, se = names.check(lb.path)
+    check(rc == 0 and so.count(f"resolved=127.0.0.2") == 3,
+          f"hashlb check lists the three backends: rc={rc} {so[-400:]} {se}")
+    check(lb.stop() == 0, "exit 0")
+    for x in bs:
+        x.stop()
+
+
 def source_family_picks_the_address():
     """A name with an IPv6 and an IPv4 address: a service whose source is IPv4 takes the
     IPv4 one, whichever the resolver lists first."""
@@ -299,4 +374,4 @@ def resolver_not_answering():
 
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
-           source_family_picks_the_address, resolver_not_answering])
+           each_address_follows_the_name, source_family_picks_the_address, resolver_not_answering])

@@ -366,6 +366,77 @@ static int resolve_text(const char *yaml, struct hashlb_config **ret_c, struct h
 	return hashlb_config_resolve(*ret_c, HASHLB_RESOLVE_TIMEOUT_MS, err);
 }
 
+/* each_address: refused on a numeric address, on a name too long for the names it
+ * gives; resolved, one backend per address named NAME@ADDRESS with the entry's
+ * settings, where it was written. */
+static void test_each_address(void **state)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	const struct hashlb_backend_cfg *b;
+	char yaml[1024], name[300];
+
+	(void)state;
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: 127.0.0.1:9\n        each_address: true\n",
+		     7, 23, "'each_address' is for an address that names a host");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: db:9\n        each_address: 3\n",
+		     7, 23, "each_address");
+	memset(name, 'n', 220);
+	name[220] = '\0';
+	snprintf(yaml, sizeof(yaml),
+		 "services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		 "      - name: %s\n        address: db:9\n        each_address: true\n",
+		 name);
+	expect_error(yaml, 5, 15, "too long for 'each_address'");
+
+	/* Not resolved yet: the entry as written. */
+	c = load_ok(
+		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		"      - name: pool\n        address: localhost:9\n        each_address: true\n");
+	assert_int_equal(c->services[0].n_backends, 1);
+	assert_true(c->services[0].backends[0].each_address);
+	hashlb_config_free(c);
+
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    source: 127.0.0.1\n    backends:\n"
+				      "      - name: a\n        address: 127.0.0.2:9\n"
+				      "      - name: pool\n        address: localhost:5432\n"
+				      "        each_address: true\n        weight: 3\n"
+				      "        max_connections: 7\n",
+				      &c, &err),
+			 0);
+	assert_int_equal(c->services[0].n_backends, 2);
+	assert_string_equal(c->services[0].backends[0].name, "a");
+	assert_null(c->services[0].backends[0].from_name);
+	b = &c->services[0].backends[1];
+	assert_string_equal(b->name, "pool@127.0.0.1");
+	assert_string_equal(b->from_name, "pool");
+	assert_string_equal(b->address, "localhost:5432");
+	assert_false(b->each_address);
+	assert_int_equal(b->weight, 3);
+	assert_int_equal(b->max_connections, 7);
+	assert_int_equal(b->address_pos.line, 9);
+	hashlb_config_free(c);
+
+	/* A name it gives that another backend has: refused where the name is written. */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    source: 127.0.0.1\n    backends:\n"
+				      "      - name: pool@127.0.0.1\n        address: 127.0.0.2:9\n"
+				      "      - name: pool\n        address: localhost:5432\n"
+				      "        each_address: true\n",
+				      &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 9);
+	assert_int_equal(err.column, 18);
+	if (!strstr(err.msg, "backend 'pool' (each_address) gives the name 'pool@127.0.0.1'"))
+		fail_msg("got: %s", err.msg);
+	hashlb_config_free(c);
+}
+
 /* "localhost" is in this machine's /etc/hosts: resolved from files, no DNS asked. */
 static void test_resolve_localhost(void **state)
 {
@@ -1639,6 +1710,7 @@ int main(void)
 		cmocka_unit_test(test_host_names),
 		cmocka_unit_test(test_named_backend_parsed),
 		cmocka_unit_test(test_resolve_localhost),
+		cmocka_unit_test(test_each_address),
 		cmocka_unit_test(test_addr_format),
 		cmocka_unit_test(test_resolve_every),
 		cmocka_unit_test(test_client_lists),
