@@ -250,8 +250,9 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
  * The service's table of connections per client, made before the first
  * snapshot that sets max_connections_per_client is published: room for as
  * many clients as the process can hold connections (two descriptors
- * each), or the service's max_connections if lower. Out of memory: the
- * limit is not enforced (logged), nothing else fails.
+ * each), whatever max_connections says now (a reload may raise it; the
+ * table's memory follows the clients present, not this bound). Out of
+ * memory: the limit is not enforced (logged), nothing else fails.
  */
 static void service_clients_table(struct hlb_pool_service *s, const struct hlb_snapshot *snap)
 {
@@ -264,8 +265,6 @@ static void service_clients_table(struct hlb_pool_service *s, const struct hlb_s
 	getrlimit(RLIMIT_NOFILE, &rl);
 	room = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 22) ? 1u << 21
 									: rl.rlim_cur / 2;
-	if (snap->max_connections && snap->max_connections < room)
-		room = snap->max_connections;
 	if (hlb_clients_new((uint32_t)room, &t) < 0) {
 		pool_log(s->pool, true,
 			 "out of memory for max_connections_per_client, not enforced", "service=%s",

@@ -3,8 +3,11 @@
  * Open connections per client address (clients.h). Written here: the
  * libraries Debian packages for hash maps (glib's GHashTable, uthash) are
  * neither shared between threads nor bounded in memory; this is one
- * fixed-size table per shard, sized once, under a mutex held for a few
- * dozen instructions.
+ * table per shard under a mutex held for a few dozen instructions. A shard
+ * starts small and doubles as its clients come (under its lock, a rehash
+ * of that shard alone), up to room for every client the table was made
+ * for: memory follows the clients there are, and neither a skewed spread
+ * over the shards nor a limit raised by a reload finds a shard full.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -28,7 +31,10 @@ struct shard {
 
 struct hlb_clients {
 	struct shard shards[HLB_CLIENTS_SHARDS];
+	uint32_t max_slots; /* a shard's largest size, a power of two */
 };
+
+#define SHARD_MIN_SLOTS 16u
 
 static uint64_t addr_hash(const uint8_t addr[16])
 {
@@ -65,25 +71,47 @@ static uint32_t slot_find(const struct shard *s, const uint8_t addr[16], uint64_
 int hlb_clients_new(uint32_t max_clients, struct hlb_clients **ret_clients)
 {
 	struct hlb_clients *t = aligned_alloc(64, sizeof(*t));
-	uint64_t want = (uint64_t)max_clients * 2 / HLB_CLIENTS_SHARDS + 16, n = 16;
+	/* every client in one shard, kept under 3/4 full */
+	uint64_t want = (uint64_t)max_clients * 4 / 3 + 1, n = SHARD_MIN_SLOTS;
 
 	if (!t)
 		return -ENOMEM;
 	memset(t, 0, sizeof(*t));
-	while (n < want)
+	while (n < want && n < (1u << 31))
 		n <<= 1;
+	t->max_slots = (uint32_t)n;
 	for (uint32_t i = 0; i < HLB_CLIENTS_SHARDS; i++) {
 		struct shard *s = &t->shards[i];
 
 		pthread_mutex_init(&s->lock, NULL);
-		s->mask = (uint32_t)n - 1;
-		s->slots = calloc(n, sizeof(*s->slots));
+		s->mask = SHARD_MIN_SLOTS - 1;
+		s->slots = calloc(SHARD_MIN_SLOTS, sizeof(*s->slots));
 		if (!s->slots) {
 			hlb_clients_free(t);
 			return -ENOMEM;
 		}
 	}
 	*ret_clients = t;
+	return 0;
+}
+
+/* Shard <s> at twice its size, every entry at its place in the new one.
+ * Locked. -ENOMEM leaves it as it was. */
+static int shard_grow(struct shard *s)
+{
+	uint32_t n = (s->mask + 1) * 2;
+	struct slot *old = s->slots, *v = calloc(n, sizeof(*v));
+	uint32_t old_n = s->mask + 1;
+
+	if (!v)
+		return -ENOMEM;
+	s->slots = v;
+	s->mask = n - 1;
+	for (uint32_t j = 0; j < old_n; j++) {
+		if (old[j].count)
+			v[slot_find(s, old[j].addr, addr_hash(old[j].addr))] = old[j];
+	}
+	free(old);
 	return 0;
 }
 
@@ -111,9 +139,11 @@ int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t li
 		r = 0;
 	} else if (e->count) {
 		e->count++;
-	} else if ((uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3) {
+	} else if ((uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3 &&
+		   (s->mask + 1 >= t->max_slots || shard_grow(s) < 0)) {
 		r = -ENOSPC; /* kept under 3/4 full: probe runs stay short */
 	} else {
+		e = &s->slots[slot_find(s, addr, h)]; /* where it goes now, if it grew */
 		memcpy(e->addr, addr, 16);
 		e->count = 1;
 		s->used++;

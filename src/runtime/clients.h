@@ -20,8 +20,9 @@
 struct hlb_clients;
 
 /*
- * A table for up to <max_clients> distinct clients at once (rounded up,
- * with room to spare so probes stay short). -ENOMEM or 0.
+ * A table for up to <max_clients> distinct clients at once: it starts
+ * small and grows with the clients present (each shard up to room for all
+ * of them, so no spread over the shards fills one first). -ENOMEM or 0.
  */
 int hlb_clients_new(uint32_t max_clients, struct hlb_clients **ret_clients);
 void hlb_clients_free(struct hlb_clients *t); /* accepts NULL */
@@ -29,8 +30,9 @@ void hlb_clients_free(struct hlb_clients *t); /* accepts NULL */
 /*
  * One more connection of client <addr> if it has fewer than <limit> open:
  * 1 (counted: release it once closed), 0 (at its limit: nothing counted),
- * or -ENOSPC when its shard is full (nothing counted: the caller lets the
- * connection through, so the table's size never refuses a client).
+ * or -ENOSPC when its shard cannot grow (more than <max_clients> there, or
+ * out of memory; nothing counted: the caller lets the connection through,
+ * so the table's size never refuses a client).
  */
 int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t limit);
 /* One connection of <addr> closed; it must have been claimed. */

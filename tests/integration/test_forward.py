@@ -464,6 +464,31 @@ def connections_per_client():
     check(lb.stop() == 0, "exit 0")
 
 
+def client_limit_after_a_raise():
+    """max_connections_per_client holds for every client after a reload raises the service's
+    max_connections from 10 to 2,000: 600 clients with a connection each are served, and a
+    second connection from each of them is closed (the count per client had room for 10
+    clients only, and let the others through uncounted)."""
+    n = 600
+    lb = Lb(config(BACKENDS, extra="max_connections: 10\nmax_connections_per_client: 1"),
+            args=("--admin", "127.0.0.1:0"))
+    clients = [f"127.9.{i // 250}.{i % 250 + 1}" for i in range(n)]  # distinct
+    check(who(lb.addr, "127.9.255.1") != "", "served before the raise")
+    lb.rewrite(config(BACKENDS, extra="max_connections: 2000\nmax_connections_per_client: 1"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to max_connections 2000: {se}")
+    held = [connect(lb.addr, c) for c in clients]
+    check(all(read_line(s) for s in held), f"{n} clients with one connection each: served")
+    second = [who(lb.addr, c) for c in clients]
+    served = sum(1 for g in second if g)
+    check(served == 0, f"a second connection from each is closed: {served} of {n} were served")
+    check(lb.wait(lambda: lb.service()["connections"]["client_limited"] == n) is not None,
+          f"and counted: {lb.service()['connections']['client_limited']}")
+    for s in held:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def connection_rate():
     """max_connection_rate: 20, set by a reload: 100 clients connecting at once are all
     served, none refused, the first 20 at once (the burst) and the others no faster than 20
@@ -519,4 +544,4 @@ def connection_rate():
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients,
-           connections_per_client, connection_rate])
+           connections_per_client, client_limit_after_a_raise, connection_rate])
