@@ -14,6 +14,8 @@ PACKAGES=(
 	clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 	# tests: processes, namespaces, sanitizer runtime
 	python3 iproute2 procps util-linux curl libclang-rt-14-dev systemd
+	# tests: the shipped unit files under a real systemd, in a container
+	systemd-container
 	# benchmarks: peers and load generators
 	haproxy nginx-light libnginx-mod-stream wrk iperf3
 )

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""hashlb under a real systemd, through the unit files it ships (contrib/systemd/).
+
+systemd runs as PID 1 of a container of this test (systemd-nspawn --volatile=yes: this
+machine's /usr, an empty /etc in memory, a network namespace of its own, so every address
+is the container's loopback). The built hashlb is bound in as /opt/hashlb/bin/hashlb and
+hashlb.service is the shipped one with its paths filled in, as `meson install` fills them.
+Backends and clients are processes of this test that enter the container's network
+namespace (nsenter -n); systemctl runs inside.
+
+What a unit file cannot show by reading it, and these cases check with systemd 252:
+- Type=notify: `systemctl start` returns once hashlb is ready, with its STATUS= shown;
+- ExecReload: `systemctl reload` applies an edited config, and a broken one fails the
+  reload with the file's line and column while the running config serves on;
+- the upgrade in place: `systemctl kill --kill-whom=main -s USR2` after installing a new
+  binary makes the new process the unit's main process (MAINPID=), under a stream of new
+  connections none of which fails; the unit stays active; the next reload reaches the new
+  process; and systemd still supervises it: killed, it is restarted (Restart=on-failure);
+- `systemctl stop` drains: the unit is deactivating while a connection is open, and
+  inactive, with result success, once it closes;
+- socket activation (hashlb.socket): the first connection starts hashlb, which serves on
+  the socket systemd holds, and an upgrade in place hands that socket on."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from lbtest import BACKEND, HASHLB, SRC, _tmp, check, run_tests, spawn, stop
+
+NSPAWN = shutil.which("systemd-nspawn")
+SYSTEMD = "/lib/systemd/systemd"
+
+# Runs in the container's network namespace (this machine's python and files): connect to
+# ADDR from SRC and print the greeting; or, with "loop SECONDS", connect one after another
+# for that long, from 50 source addresses in turn, and print "ok N failed M FIRST-ERROR".
+CLIENT = r'''
+import socket, sys, time
+def greet(addr, src):
+    s = socket.create_connection(addr, timeout=5, source_address=(src, 0))
+    try:
+        line = b""
+        while not line.endswith(b"\n"):
+            b = s.recv(100)
+            if not b:
+                break
+            line += b
+        return line.decode().strip()
+    finally:
+        s.close()
+host, port = sys.argv[1].rsplit(":", 1)
+addr = (host, int(port))
+if sys.argv[2] == "loop":
+    ok = failed = 0
+    first = "-"
+    end = time.time() + float(sys.argv[3])
+    i = 0
+    while time.time() < end and ok + failed < 20000:
+        try:
+            if greet(addr, f"127.0.2.{i % 50 + 1}"):
+                ok += 1
+            else:
+                failed += 1
+                first = first if first != "-" else "closed without a greeting"
+        except OSError as e:
+            failed += 1
+            first = first if first != "-" else repr(e)
+        i += 1
+    print("ok", ok, "failed", failed, first.replace(" ", "_"))
+else:
+    try:
+        print(greet(addr, sys.argv[2]))
+    except OSError as e:
+        print("error", e)
+'''
+
+
+def need_systemd():
+    if os.geteuid() != 0 or not NSPAWN or not os.access(SYSTEMD, os.X_OK) or \
+            not shutil.which("nsenter"):
+        print("needs root, systemd-nspawn (Debian's systemd-container, installed by "
+              "scripts/setup.sh), systemd and nsenter")
+        raise SystemExit(77)
+
+
+def unit_text(name):
+    """A shipped unit file as `meson install` writes it, hashlb in /opt/hashlb/bin."""
+    with open(os.path.join(SRC, "contrib", "systemd", name)) as f:
+        text = f.read()
+    text = text.replace("@BINDIR@", "/opt/hashlb/bin")
+    return text.replace("HASHLB_CONFIG=/etc/hashlb/hashlb.yaml",
+                        "HASHLB_CONFIG=/opt/hashlb/hashlb.yaml")
+
+
+class Container:
+    """systemd as PID 1 of a container; /opt/hashlb is <opt>, a directory of this test."""
+
+    def __init__(self, tag, opt, units):
+        self.dir = os.path.join(_tmp.name, tag)
+        os.makedirs(self.dir, exist_ok=True)
+        binds = [f"--bind={opt}:/opt/hashlb"]
+        units = dict(units)
+        units["hlbtest.target"] = ("[Unit]\nDescription=hashlb test\nRequires=basic.target\n"
+                                   "After=basic.target\nAllowIsolate=yes\n")
+        # nothing configures the container's network (its loopback is all it has), so the
+        # wait for it would hold network-online.target, which hashlb.service wants, for two
+        # minutes: masked (an empty unit file)
+        units["systemd-networkd-wait-online.service"] = ""
+        for name, text in units.items():
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                f.write(text)
+            binds.append(f"--bind-ro={path}:/etc/systemd/system/{name}")
+        self.log_path = os.path.join(self.dir, "console.log")
+        self.log = open(self.log_path, "w")
+        # systemd.firstboot=off: an empty /etc would have it ask for a locale on the console
+        self.proc = spawn([NSPAWN, "-q", "-D", "/", "--volatile=yes", "--private-network",
+                           "-M", f"hlb-{tag}-{os.getpid()}", "--register=no", "--keep-unit",
+                           "--console=pipe", *binds, "-b", "systemd.unit=hlbtest.target",
+                           "systemd.firstboot=off"],
+                          stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid = None
+        end = time.time() + 30
+        while time.time() < end and self.pid is None and self.proc.poll() is None:
+            for p in os.listdir("/proc"):
+                if p.isdigit() and ppid(p) == self.proc.pid and comm(p) == "systemd":
+                    self.pid = int(p)
+            time.sleep(0.05)
+        if self.pid is None:
+            raise SystemExit(f"no systemd in the container:\n{self.console()}")
+        # is-system-running --wait needs systemd's socket, there a moment after PID 1 is
+        state = wait(lambda: self.sh("systemctl is-system-running --wait")[1].strip() in
+                     ("running", "degraded"), timeout=60, step=0.1)
+        if not state:
+            raise SystemExit(f"the container's systemd did not start: "
+                             f"{self.sh('systemctl is-system-running')}\n{self.console()}")
+
+    def console(self):
+        with open(self.log_path) as f:
+            return f.read()[-3000:]
+
+    def enter(self, net_only=False):
+        """The command prefix that runs what follows inside (net_only: its network only)."""
+        return ["nsenter", "-t", str(self.pid)] + (["-n"] if net_only else
+                                                   ["-m", "-u", "-i", "-n", "-p"]) + ["--"]
+
+    def sh(self, cmd, timeout=60):
+        p = subprocess.run(self.enter() + ["/bin/sh", "-c", cmd], capture_output=True,
+                           text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def show(self, unit, *props):
+        _, out, _ = self.sh(f"systemctl show -p {','.join(props)} {unit}")
+        return dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+
+    def journal(self, unit):
+        return self.sh(f"journalctl -q -o cat -u {unit} --no-pager")[1]
+
+    def backend(self, name):
+        """An echo backend in the container's network: (process, port)."""
+        p = spawn(self.enter(net_only=True) + [sys.executable, BACKEND, "--name", name,
+                                               "--port", "0"],
+                  stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline().split()
+        if len(line) != 3 or line[0] != "ready":
+            raise SystemExit(f"backend {name} did not start: {line}")
+        return p, int(line[2].rsplit(":", 1)[1])
+
+    def who(self, addr, src="127.0.0.5"):
+        p = subprocess.run(self.enter(net_only=True) + [sys.executable, "-c", CLIENT, addr, src],
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout.strip()
+
+    def client_loop(self, addr, seconds):
+        return spawn(self.enter(net_only=True) + [sys.executable, "-c", CLIENT, addr, "loop",
+                                                  str(seconds)],
+                     stdout=subprocess.PIPE, text=True)
+
+    def held(self, addr):
+        """A connection held open by a client inside: send a line, read the echo."""
+        p = spawn(self.enter(net_only=True) + [sys.executable, "-u", "-c", HELD, addr],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return p
+
+    def poweroff(self):
+        if self.proc.poll() is None:
+            self.sh("systemctl poweroff --no-block")
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                stop(self.proc)
+        self.log.close()
+
+
+# A client holding one connection: prints the greeting, then echoes what it is given line
+# by line through hashlb, and prints "closed" when hashlb closes the connection.
+HELD = r'''
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+f = s.makefile("rb")
+print(f.readline().decode().strip(), flush=True)
+for line in sys.stdin:
+    s.sendall(line.encode())
+    got = f.readline()
+    print(got.decode().strip() if got else "closed", flush=True)
+s.close()
+'''
+
+
+def ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def hashlb_config(backends, listen="127.0.0.1:18080"):
+    lines = ["workers: 2", "services:", "  - name: web", f"    listen: {listen}",
+             "    health:", "      enabled: false", "    timeouts:", "      drain: 20s",
+             "    backends:"]
+    for name, port in backends:
+        lines += [f"      - name: {name}", f"        address: 127.0.0.1:{port}"]
+    return "\n".join(lines) + "\n"
+
+
+def opt_dir(tag, cfg):
+    """/opt/hashlb of a container: bin/hashlb (a copy of the build's) and hashlb.yaml."""
+    opt = os.path.join(_tmp.name, f"{tag}-opt")
+    os.makedirs(os.path.join(opt, "bin"), exist_ok=True)
+    shutil.copy2(HASHLB, os.path.join(opt, "bin", "hashlb"))
+    write(os.path.join(opt, "hashlb.yaml"), cfg)
+    return opt
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def install_new_binary(opt):
+    """A new hashlb over the old one, as a package manager installs it (rename): another
+    inode at the same path. Returns that inode."""
+    new = os.path.join(opt, "bin", "hashlb.new")
+    shutil.copy2(HASHLB, new)
+    os.rename(new, os.path.join(opt, "bin", "hashlb"))
+    return os.stat(os.path.join(opt, "bin", "hashlb")).st_ino
+
+
+def wait(cond, timeout=15, step=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def service_start_reload_upgrade_stop():
+    need_systemd()
+    opt = opt_dir("svc", "")
+    ct = Container("svc", opt, {"hashlb.service": unit_text("hashlb.service.in")})
+    (pa, port_a), (pb, port_b) = ct.backend("a"), ct.backend("b")
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a)]))
+    addr = "127.0.0.1:18080"
+
+    rc, out, err = ct.sh("systemctl start hashlb")
+    st = ct.show("hashlb", "ActiveState", "MainPID", "StatusText", "NRestarts")
+    check(rc == 0 and st.get("ActiveState") == "active" and
+          st.get("StatusText", "").startswith("listening"),
+          f"systemctl start: active once ready (Type=notify), with its status: rc={rc} {err} "
+          f"{st}\n{ct.journal('hashlb')}")
+    pid0 = st.get("MainPID")
+    check(ct.who(addr) == "a", "a client inside is served")
+    check("nofile=" in ct.journal("hashlb"), "hashlb logs the descriptor limit it runs under")
+
+    # reload: an edited config applies; a broken one fails with its position, nothing changes
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
+    rc, out, err = ct.sh("systemctl reload hashlb")
+    greeted = {ct.who(addr, f"127.0.1.{i}") for i in range(1, 41)}
+    check(rc == 0 and greeted == {"a", "b"},
+          f"systemctl reload applies the new backend: rc={rc} {err} {greeted}")
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]) +
+          "        wieght: 2\n")
+    rc, out, err = ct.sh("systemctl reload hashlb")
+    st = ct.show("hashlb", "ActiveState", "MainPID")
+    check(rc != 0 and re.search(r"hashlb\.yaml:\d+:\d+: error: unknown key 'wieght'",
+                                ct.journal("hashlb")) and
+          st == {"ActiveState": "active", "MainPID": pid0},
+          f"a broken config fails the reload with its line:column, the unit runs on: rc={rc} "
+          f"{st}")
+    check({ct.who(addr, f"127.0.1.{i}") for i in range(1, 41)} == {"a", "b"},
+          "and the running config still serves both")
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
+
+    # upgrade in place under a stream of new connections
+    loop = ct.client_loop(addr, 4)
+    time.sleep(0.5)
+    ino = install_new_binary(opt)
+    rc, out, err = ct.sh("systemctl kill --kill-whom=main -s USR2 hashlb")
+    check(rc == 0, f"systemctl kill -s USR2: {err}")
+    states = set()
+
+    def new_main():
+        st = ct.show("hashlb", "ActiveState", "MainPID")
+        states.add(st.get("ActiveState"))
+        return st["MainPID"] if st.get("MainPID") not in (pid0, "0", None) else None
+
+    pid1 = wait(new_main)
+    check(pid1 is not None, f"the new process becomes the unit's main process:\n"
+          f"{ct.journal('hashlb')[-2000:]}")
+    check(wait(lambda: ct.sh(f"kill -0 {pid0}")[0] != 0) is not None,
+          "the old process drains and exits")
+    check(states == {"active"}, f"the unit stays active throughout: {states}")
+    rc, out, _ = ct.sh(f"stat -L -c %i /proc/{pid1}/exe")
+    check(out.strip() == str(ino), f"the new main process runs the new file: {out} vs {ino}")
+    out, _ = loop.communicate(timeout=30)
+    print(f"    across the upgrade: {out.strip()}")
+    m = re.match(r"ok (\d+) failed (\d+) (\S+)", out.strip())
+    check(m and int(m.group(1)) > 0 and m.group(2) == "0",
+          f"no connection failed across the upgrade: {out.strip()}")
+    rc, _, err = ct.sh("systemctl reload hashlb")
+    check(rc == 0 and wait(lambda: re.search(rf"msg=reloaded", ct.sh(
+        f"journalctl -q -o cat _PID={pid1} --no-pager")[1])),
+          f"the next systemctl reload reaches the new process: rc={rc} {err}")
+
+    # systemd supervises the process it did not start: killed, it is restarted
+    ct.sh(f"kill -KILL {pid1}")
+    st = wait(lambda: (lambda s: s if s.get("NRestarts") == "1" and
+                       s.get("ActiveState") == "active" and s.get("MainPID") not in
+                       (pid1, "0") else None)(ct.show("hashlb", "ActiveState", "MainPID",
+                                                      "NRestarts")))
+    check(st is not None, f"the adopted main process killed: systemd restarts hashlb "
+          f"(Restart=on-failure): {ct.show('hashlb', 'ActiveState', 'MainPID', 'NRestarts')}")
+    check(wait(lambda: ct.who(addr) in ("a", "b")), "and it serves again")
+
+    # stop drains: deactivating while a connection is open, inactive once it closes
+    held = ct.held(addr)
+    check(held.stdout.readline().strip() in ("a", "b"), "a connection held open")
+    rc, _, err = ct.sh("systemctl stop --no-block hashlb")
+    check(wait(lambda: ct.show("hashlb", "ActiveState")["ActiveState"] == "deactivating"),
+          "systemctl stop: deactivating while the connection is open")
+    held.stdin.write("still here\n")
+    held.stdin.flush()
+    check(held.stdout.readline().strip() == "still here", "the held connection is served on")
+    held.stdin.close()
+    held.wait(10)
+    st = wait(lambda: (lambda s: s if s["ActiveState"] == "inactive" else None)(
+        ct.show("hashlb", "ActiveState", "Result")))
+    check(st is not None and st["Result"] == "success",
+          f"inactive once it closed, result success: {st}")
+    ct.poweroff()
+    for p in (pa, pb):
+        stop(p)
+
+
+def socket_activation():
+    need_systemd()
+    opt = opt_dir("sock", "")
+    sock = unit_text("hashlb.socket")
+    ct = Container("sock", opt, {"hashlb.service": unit_text("hashlb.service.in"),
+                                 "hashlb.socket": sock})
+    pa, port_a = ct.backend("a")
+    m = re.search(r"^ListenStream=(\S+)$", sock, re.M)
+    addr = m.group(1)
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a)], listen=addr))
+
+    rc, _, err = ct.sh("systemctl start hashlb.socket")
+    check(rc == 0 and ct.show("hashlb", "ActiveState")["ActiveState"] == "inactive",
+          f"the socket listens, hashlb not started yet: rc={rc} {err}")
+    check(ct.who(addr) == "a", "the first connection starts hashlb, which serves it")
+    st = ct.show("hashlb", "ActiveState", "MainPID")
+    check(st["ActiveState"] == "active" and "socket=inherited" in ct.journal("hashlb"),
+          f"on the socket systemd holds: {st}")
+    install_new_binary(opt)
+    ct.sh("systemctl kill --kill-whom=main -s USR2 hashlb")
+    pid1 = wait(lambda: (lambda s: s if s not in (st["MainPID"], "0") else None)(
+        ct.show("hashlb", "MainPID")["MainPID"]))
+    check(pid1 is not None and ct.who(addr) == "a",
+          f"upgraded in place, the new process serves on the same socket: {pid1}")
+    ct.sh("systemctl stop hashlb.socket hashlb")
+    ct.poweroff()
+    stop(pa)
+
+
+run_tests([service_start_reload_upgrade_stop, socket_activation])
