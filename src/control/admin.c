@@ -756,7 +756,10 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
  * socket: "PID FD ADDR". Over the Unix socket the descriptors come with
  * the lines (SCM_RIGHTS; the file's mode says who may ask); over TCP only
  * the lines, and the new process copies each with pidfd_getfd(2), which
- * the kernel allows only to who may ptrace this one.
+ * the kernel allows only to who may ptrace this one. A hashlb asks with
+ * ?taker=ITS_PID: while that process lives, this one counts as having
+ * handed over (kernel steering is then left attached for it); a request by
+ * hand, without it, hands nothing over.
  */
 #define SOCKETS_MAX 4096
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
@@ -764,9 +767,17 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 {
 	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
 	static const char *addrs[SOCKETS_MAX];
+	char buf[16], *end;
+	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
+	long taker = v ? strtol(v, &end, 10) : 0;
 	uint32_t n;
 
-	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, fds, addrs, SOCKETS_MAX) : 0;
+	if (v && (*end || taker <= 0 || taker > INT32_MAX)) {
+		resp_error(resp, 400, "taker must be a process id");
+		return;
+	}
+	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, (pid_t)taker, fds, addrs, SOCKETS_MAX)
+			    : 0;
 	if (!n) {
 		resp_error(resp, 409, "no listening sockets to hand over");
 		return;
@@ -781,7 +792,8 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	if (ctl->log) {
 		char kv[64];
 
-		snprintf(kv, sizeof(kv), "count=%u over=%s", n, req->local ? "unix" : "tcp");
+		snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
+			 req->local ? "unix" : "tcp", taker);
 		ctl->log(ctl->log_arg, false, "listening sockets handed over", kv);
 	}
 }

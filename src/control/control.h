@@ -54,7 +54,8 @@ struct hlb_control {
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */
 	/* its listening sockets, for GET /sockets (hlb_daemon_listen_fds()) */
-	uint32_t (*listen_fds)(void *daemon, int *fds, const char **addrs, uint32_t max);
+	uint32_t (*listen_fds)(void *daemon, pid_t taker, int *fds, const char **addrs,
+			       uint32_t max);
 	/* after a reload that succeeded, its config in force (may be NULL) */
 	void (*reloaded)(void *arg, const struct hashlb_config *cfg);
 	void *reloaded_arg;

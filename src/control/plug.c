@@ -106,9 +106,10 @@ static uint64_t plug_connections(void *daemon)
 	return hlb_daemon_connections(daemon);
 }
 
-static uint32_t plug_listen_fds(void *daemon, int *fds, const char **addrs, uint32_t max)
+static uint32_t plug_listen_fds(void *daemon, pid_t taker, int *fds, const char **addrs,
+				uint32_t max)
 {
-	return hlb_daemon_listen_fds(daemon, fds, addrs, max);
+	return hlb_daemon_listen_fds(daemon, taker, fds, addrs, max);
 }
 
 static int plug_upgrade_start(void *daemon)

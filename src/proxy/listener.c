@@ -333,9 +333,12 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size)
 {
-	static const char req[] = "GET /sockets HTTP/1.1\r\nHost: hashlb\r\n"
-				  "Connection: close\r\n\r\n";
 	struct timeval tv = { .tv_sec = 2 };
+	char req[128];
+	int req_len = snprintf(req, sizeof(req),
+			       "GET /sockets?taker=%d HTTP/1.1\r\nHost: hashlb\r\n"
+			       "Connection: close\r\n\r\n",
+			       (int)getpid());
 	const struct sockaddr_in *in4 = (const void *)admin;
 	const struct sockaddr_in6 *in6 = (const void *)admin;
 	int fd, r;
@@ -355,7 +358,7 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 		close(fd);
 		return r; /* nobody there: nothing to take over */
 	}
-	if (write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+	if (write(fd, req, (size_t)req_len) != (ssize_t)req_len) {
 		r = -errno;
 		close(fd);
 		return r;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -89,7 +90,7 @@ struct hlb_daemon {
 	char *exe; /* this executable's path when it started; NULL: unknown */
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
-	bool sockets_given; /* GET /sockets answered with some */
+	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process, and how */
 	char up_failed_how[64];
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
@@ -618,6 +619,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->epfd = -1;
 	d->sigfd = -1;
 	d->ready_fd = -1;
+	d->taker_pidfd = -1;
 	d->up.pidfd = d->up.sock = -1;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
@@ -806,11 +808,18 @@ static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds,
 	return n;
 }
 
-uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addrs, uint32_t max)
+uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, const char **addrs,
+			       uint32_t max)
 {
 	uint32_t n = listen_fds(d, false, fds, addrs, max);
+	int pidfd;
 
-	d->sockets_given |= n > 0;
+	/* A pidfd, not the pid: the number may be another process's by the time this one stops. */
+	if (n && taker > 0 && (pidfd = (int)syscall(SYS_pidfd_open, taker, 0)) >= 0) {
+		if (d->taker_pidfd >= 0)
+			close(d->taker_pidfd);
+		d->taker_pidfd = pidfd;
+	}
 	return n;
 }
 
@@ -821,7 +830,10 @@ bool hlb_daemon_took_over(const struct hlb_daemon *d)
 
 bool hlb_daemon_handed_over(const struct hlb_daemon *d)
 {
-	return d->handed_over || d->sockets_given;
+	struct pollfd p = { .fd = d->taker_pidfd, .events = POLLIN };
+
+	/* a pidfd polls readable once its process has exited */
+	return d->handed_over || (d->taker_pidfd >= 0 && poll(&p, 1, 0) == 0);
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d)
@@ -1211,6 +1223,8 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		kill(d->up.pid, SIGTERM);
 	if (d->ready_fd >= 0)
 		close(d->ready_fd);
+	if (d->taker_pidfd >= 0)
+		close(d->taker_pidfd);
 	hashlb_config_free(d->cfg);
 	free(d->config_path);
 	free(d->exe);

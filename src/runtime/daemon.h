@@ -119,9 +119,11 @@ uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
- * that takes over (GET /sockets); <addrs>[i] the address of fds[i]. None once stopping. Giving
- * any counts as handing over (hlb_daemon_handed_over()). */
-uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, int *fds, const char **addrs, uint32_t max);
+ * that takes over (GET /sockets?taker=PID); <addrs>[i] the address of fds[i]. None once
+ * stopping. Giving any to a <taker> (its pid; 0: unknown, someone by hand) counts as handing
+ * over while that process lives (hlb_daemon_handed_over()). */
+uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, const char **addrs,
+			       uint32_t max);
 /*
  * Upgrade in place, as on SIGUSR2 (from a callback of the loop): start the
  * new process. Returns its pid, or -EALREADY (one under way), -ESHUTDOWN
@@ -135,8 +137,9 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d);
 pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how);
 /* This process took its listening sockets over from the hashlb it replaces. */
 bool hlb_daemon_took_over(const struct hlb_daemon *d);
-/* It handed them to the hashlb that replaces it (GET /sockets, or SIGUSR2 and the new one
- * became ready): what outlives it (kernel steering) is left to that one. */
+/* It handed them to the hashlb that replaces it (SIGUSR2 and the new one became ready, or
+ * GET /sockets from a hashlb that still runs): what outlives it (kernel steering) is left to
+ * that one. */
 bool hlb_daemon_handed_over(const struct hlb_daemon *d);
 
 /* ---- listen transaction -------------------------------------------------- */

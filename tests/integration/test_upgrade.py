@@ -134,7 +134,8 @@ def upgrade(admin):
     if admin:
         over = "unix" if admin.startswith("unix:") else "tcp"
         check(new.wait_log(r"msg=listening .*taken_over=2") and
-              old.wait_log(f'msg="listening sockets handed over" count=2 over={over}'),
+              old.wait_log(f'msg="listening sockets handed over" count=2 over={over} '
+                         f'taker={new.proc.pid}'),
               f"the old hashlb handed its 2 sockets over ({over}), the new one took them")
         check(len(old_socks) == 2 and new_socks == old_socks,
               f"the new hashlb listens on the old one's sockets: {old_socks} {new_socks}")

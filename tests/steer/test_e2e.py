@@ -325,6 +325,13 @@ services:
         new_pid = upgrade_in_place(topo, run, wait_log)
         if new_pid:
             third = side_by_side(topo, path, new_pid)
+        if third:
+            # its sockets fetched by hand: no successor took them, so it still detaches the
+            # program when it stops (the check after the finally)
+            got = T.sh("curl", "-s", "--unix-socket", admin, "http://hashlb/sockets",
+                       ns=topo.lb, check=False)
+            check(got.returncode == 0 and re.search(r"^\d+ \d+ ", got.stdout, re.M),
+                  f"GET /sockets by hand answers with the sockets: {got.stdout} {got.stderr}")
     finally:
         run.terminate()
         run.wait(timeout=15)
