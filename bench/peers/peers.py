@@ -463,6 +463,19 @@ services:
                   workdir, port)
 
 
+def start_bare(workdir, port, backends, binary):
+    """bench/peers/bare.c: the least a user-space forwarder does (one thread, epoll, recv and
+    send straight through, a backend by source address): the yardstick, not a peer."""
+    return Server("bare", 0, [binary, str(port)] + [str(p) for p in backends], workdir, port)
+
+
+def find_bare(explicit):
+    for cand in (explicit, os.path.join(REPO, "build/bench/peers/hashlb-bench-bare")):
+        if cand and os.access(cand, os.X_OK):
+            return os.path.abspath(cand)
+    return None
+
+
 def find_hashlb(explicit):
     if explicit:
         return os.path.abspath(explicit) if os.access(explicit, os.X_OK) else None
@@ -917,12 +930,16 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
     ap.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
     ap.add_argument("--lbs", default="hashlb,haproxy,nginx,direct",
-                    help="comma list of hashlb, haproxy, nginx, direct, and haproxy-splice "
-                         "(HAProxy splicing both ways; not in the default list)")
+                    help="comma list of hashlb, haproxy, nginx, direct, and, not in the "
+                         "default list, haproxy-splice (HAProxy splicing both ways) and bare "
+                         "(bench/peers/bare.c: the least a user-space forwarder does, a "
+                         "yardstick)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma list of " + ", ".join(WORKLOADS))
     ap.add_argument("--hashlb", help="path of the hashlb binary (default: build/src/cli/hashlb, "
                     "$HASHLB, PATH); hashlb is skipped when none is found")
+    ap.add_argument("--bare", help="path of the bare forwarder (default: "
+                    "build/bench/peers/hashlb-bench-bare)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                     help="one more LB NAME: hashlb with extra run ARGS (e.g. "
                     "'big=--buffer-size 65536'), or another hashlb binary when ARGS starts "
@@ -985,7 +1002,8 @@ def main():
     variants = {}
     for spec in args.variant:
         name, sep, rest = spec.partition("=")
-        if not sep or not name or name in ("hashlb", "haproxy", "nginx", "direct", "haproxy-splice") \
+        if not sep or not name or name in ("hashlb", "haproxy", "nginx", "direct", "haproxy-splice",
+                                           "bare") \
                 or name in variants or len(variants) >= 8:
             ap.error(f"--variant {spec!r}: NAME=ARGS, a new name, at most 8")
         words = shlex.split(rest)
@@ -999,10 +1017,12 @@ def main():
         variants[name] = (binary, words)
         lbs.append(name)
     cand = args.candidate if args.candidate in lbs else None
+    bare_bin = find_bare(args.bare) if "bare" in lbs else None
 
     pb = args.port_base
     be_ports = [pb + 1, pb + 2, pb + 3]
-    lb_ports = {"haproxy": pb + 10, "nginx": pb + 11, "hashlb": pb + 12, "haproxy-splice": pb + 14}
+    lb_ports = {"haproxy": pb + 10, "nginx": pb + 11, "hashlb": pb + 12, "haproxy-splice": pb + 14,
+                "bare": pb + 15}
     admin_ports = {"hashlb": pb + 13}
     for i, name in enumerate(variants):
         lb_ports[name] = pb + 20 + i
@@ -1044,6 +1064,10 @@ def main():
                 srv = start_haproxy(workdir, lb_ports[lb], be_ports, lb == "haproxy-splice")
             elif lb == "nginx":
                 srv = start_nginx_stream(workdir, lb_ports[lb], be_ports)
+            elif lb == "bare":
+                if not bare_bin:
+                    ap.error("--lbs bare: no bare forwarder (build it: ninja -C build, or --bare)")
+                srv = start_bare(workdir, lb_ports[lb], be_ports, bare_bin)
             elif lb == "hashlb":
                 srv = start_hashlb(workdir, lb_ports[lb], be_ports, hashlb_bin,
                                    admin_ports[lb])
