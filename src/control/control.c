@@ -126,7 +126,7 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 /*
  * The names resolved: apply the config if an address changed, or an
  * each_address name gained or lost one (its backends are named by their
- * addresses: "-" stands for the one that is not there).
+ * addresses: they come and go, logged as "+ADDR" and "-ADDR").
  */
 static void resolve_apply(struct hlb_control *ctl)
 {
