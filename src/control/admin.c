@@ -540,38 +540,53 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
-/* The backend of <s> that backend=NAME names; NULL with the error answered. */
-static struct hlb_pool_backend *
-req_backend(struct hlb_pool_service *s, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+/* One backend's line (text) or object (JSON) in the answer to POST /set. */
+static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_backend *b, bool text,
+			   struct hlb_buf *o)
 {
-	char name[HASHLB_NAME_MAX + 1];
-	struct hlb_pool_backend *b;
-
-	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
-		resp_error(resp, 400, "give backend=NAME");
-		return NULL;
+	if (text) {
+		hlb_buf_printf(o,
+			       "%s/%s: state %s, weight %u, max_connections %u, health %s; table "
+			       "generation %" PRIu64 "\n",
+			       s->cfg->name, b->rt->name, hashlb_admin_state_name(b->admin),
+			       b->rt->weight, atomic_load(&b->rt->max_conns), health_name(b),
+			       hlb_pool_snapshot(s)->generation);
+		return;
 	}
-	b = hlb_pool_backend_find(s, name);
-	if (!b)
-		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
-	return b;
+	hlb_buf_puts(o, "{\"service\":");
+	hlb_buf_json_str(o, s->cfg->name);
+	hlb_buf_puts(o, ",\"backend\":");
+	hlb_buf_json_str(o, b->rt->name);
+	hlb_buf_printf(o,
+		       ",\"state\":\"%s\",\"weight\":%u,\"max_connections\":%u,\"health\":\"%s\""
+		       ",\"generation\":%" PRIu64 "}",
+		       hashlb_admin_state_name(b->admin), b->rt->weight,
+		       atomic_load(&b->rt->max_conns), health_name(b),
+		       hlb_pool_snapshot(s)->generation);
 }
 
+/*
+ * POST /set?backend=NAME: one backend, or, when NAME is the name written for
+ * an each_address entry ("pool"), every backend its addresses gave
+ * ("pool@10.0.0.7", ...): the same settings to each, one rebuild, and all of
+ * them undone if that rebuild fails.
+ */
 static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
-	char state[32], weight[32], maxc[32];
+	char state[32], weight[32], maxc[32], name[HASHLB_NAME_MAX + 1];
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
 	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
-	struct hlb_pool_backend *b;
-	uint32_t w = 0, max = 0;
-	uint32_t old_weight;
+	struct hlb_pool_backend *one, **bs;
+	uint32_t w = 0, max = 0, n = 0, *old_weights;
 	uint64_t failed;
 
-	if (!(b = req_backend(s, req, resp)))
+	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+		resp_error(resp, 400, "give backend=NAME");
 		return;
+	}
 	if (!has_state && !has_weight && !has_max) {
 		resp_error(resp, 400,
 			   "give state=ready|drain|maint, weight=N and/or max_connections=N");
@@ -589,43 +604,74 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 400, "max_connections must be 0 (no cap)..%u", UINT32_MAX);
 		return;
 	}
-	/* the cap needs no rebuild: workers read it at each connect */
-	if (has_max)
-		atomic_store(&b->rt->max_conns, max);
-	old_weight = b->rt->weight;
+	one = hlb_pool_backend_find(s, name);
+	bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
+	old_weights = calloc(s->n_backends ? s->n_backends : 1, sizeof(*old_weights));
+	if (!bs || !old_weights) {
+		free(bs);
+		free(old_weights);
+		resp_error(resp, 500, "out of memory");
+		return;
+	}
+	if (one) {
+		bs[n++] = one;
+	} else {
+		/* the pool's backends are in the config's order */
+		for (uint32_t i = 0; i < s->n_backends && i < s->cfg->n_backends; i++) {
+			const char *from = s->cfg->backends[i].from_name;
+
+			if (from && !strcmp(from, name))
+				bs[n++] = s->backends[i];
+		}
+	}
+	if (!n) {
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		goto out;
+	}
 	failed = s->rebuilds_failed;
-	if (has_weight)
-		hlb_pool_set_weight(b, w);
-	if (has_state)
-		hlb_pool_set_admin(b, st);
+	for (uint32_t i = 0; i < n; i++) {
+		/* the cap needs no rebuild: workers read it at each connect */
+		if (has_max)
+			atomic_store(&bs[i]->rt->max_conns, max);
+		old_weights[i] = bs[i]->rt->weight;
+		if (has_weight)
+			hlb_pool_set_weight(bs[i], w);
+		if (has_state)
+			hlb_pool_set_admin(bs[i], st);
+	}
 	/* Build now, so the answer (and the next lookup) shows the new table. */
 	hlb_pool_flush(ctl->pool);
 	if (s->rebuilds_failed != failed) {
 		/* E.g. every weight 0: undo, the old table keeps serving. */
 		resp_error(resp, 409, "%s", s->last_error.msg);
-		hlb_pool_set_weight(b, old_weight);
+		for (uint32_t i = 0; i < n; i++)
+			hlb_pool_set_weight(bs[i], old_weights[i]);
 		hlb_pool_flush(ctl->pool);
-		return;
+		goto out;
 	}
-	if (text) {
-		hlb_buf_printf(&resp->body,
-			       "%s/%s: state %s, weight %u, max_connections %u, health %s; table "
-			       "generation %" PRIu64 "\n",
-			       s->cfg->name, b->rt->name, hashlb_admin_state_name(b->admin),
-			       b->rt->weight, atomic_load(&b->rt->max_conns), health_name(b),
-			       hlb_pool_snapshot(s)->generation);
-		return;
+	if (one) {
+		set_answer_one(s, one, text, &resp->body);
+		if (!text)
+			hlb_buf_puts(&resp->body, "\n");
+		goto out;
 	}
-	hlb_buf_puts(&resp->body, "{\"service\":");
-	hlb_buf_json_str(&resp->body, s->cfg->name);
-	hlb_buf_puts(&resp->body, ",\"backend\":");
-	hlb_buf_json_str(&resp->body, b->rt->name);
-	hlb_buf_printf(&resp->body,
-		       ",\"state\":\"%s\",\"weight\":%u,\"max_connections\":%u,\"health\":\"%s\""
-		       ",\"generation\":%" PRIu64 "}\n",
-		       hashlb_admin_state_name(b->admin), b->rt->weight,
-		       atomic_load(&b->rt->max_conns), health_name(b),
-		       hlb_pool_snapshot(s)->generation);
+	if (!text) {
+		hlb_buf_puts(&resp->body, "{\"service\":");
+		hlb_buf_json_str(&resp->body, s->cfg->name);
+		hlb_buf_puts(&resp->body, ",\"each_address\":");
+		hlb_buf_json_str(&resp->body, name);
+		hlb_buf_puts(&resp->body, ",\"backends\":[");
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!text && i)
+			hlb_buf_puts(&resp->body, ",");
+		set_answer_one(s, bs[i], text, &resp->body);
+	}
+	if (!text)
+		hlb_buf_puts(&resp->body, "]}\n");
+out:
+	free(bs);
+	free(old_weights);
 }
 
 /*

@@ -216,7 +216,8 @@ def each_address_follows_the_name():
     """each_address: a name with three addresses is three backends named by their addresses,
     reached as hashlb lookup says; resolve_every follows the name as it loses one address and
     gains another: only the lost one's clients move off it, the others stay or move to the
-    new one, and a connection held to the lost address goes on."""
+    new one, and a connection held to the lost address goes on; hashlb ctl set on the name
+    as written sets all of its backends."""
     need_unshare()
     hosts = ["127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"]
     bs = backends_on_one_port([(f"p{i + 1}", h) for i, h in enumerate(hosts)])
@@ -270,6 +271,18 @@ def each_address_follows_the_name():
     held.sendall(b"still here\n")
     check(read_line(held) == "still here", "the connection held to the address gone goes on")
     held.close()
+
+    # the name as written stands for all of its backends in hashlb ctl set
+    rc, so, se = lb.ctl("set", "pool", "drain")
+    states = {b["name"]: b["state"] for b in lb.service()["backends"]}
+    check(rc == 0 and so.count("state drain") == 3 and set(states.values()) == {"drain"},
+          f"ctl set pool drain drains the three: rc={rc} {so} {se} {states}")
+    code, body = lb.http("POST", "/set?service=t&backend=pool&state=ready&weight=2")
+    got = json.loads(body) if code == 200 else {}
+    check(code == 200 and got.get("each_address") == "pool" and
+          sorted(b["backend"] for b in got.get("backends", [])) == names_now() and
+          all(b["state"] == "ready" and b["weight"] == 2 for b in got["backends"]),
+          f"POST /set on the name answers for each backend: {code} {body}")
 
     rc, so, se = names.check(lb.path)
     check(rc == 0 and so.count(f"resolved=127.0.0.2") == 3,
