@@ -43,6 +43,8 @@ static void usage(FILE *f)
 		   "                                  cap its connections (0 = no cap): clients\n"
 		   "                                  over it go to their next backend; no\n"
 		   "                                  table change, no connection closed\n"
+		   "                                  (set: BACKEND may be the name of an\n"
+		   "                                  each_address entry: all of its backends)\n"
 		   "  close [-s SERVICE] BACKEND      close the backend's connections now (its\n"
 		   "                                  clients reconnect to the backend the table\n"
 		   "                                  gives them); its state does not change:\n"
