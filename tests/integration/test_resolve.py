@@ -18,36 +18,9 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (HASHLB, Backend, backends_on_one_port, check, client_ip, connect, read_line,
-                    run_tests, tmpfile, who)
+from lbtest import (HASHLB, Backend, Names, backends_on_one_port, check, client_ip, connect,
+                    read_line, run_tests, tmpfile, who)
 
-
-
-class Names:
-    """The files a namespace of this test sees as /etc/hosts, nsswitch.conf and resolv.conf."""
-
-    def __init__(self, tag, hosts, nss="files", resolv="nameserver 127.0.0.9\n"):
-        self.hosts = tmpfile(f"{tag}.hosts", hosts)
-        self.nss = tmpfile(f"{tag}.nsswitch", f"hosts: {nss}\n")
-        self.resolv = tmpfile(f"{tag}.resolv", resolv)
-
-    def set_hosts(self, text):
-        # in place: the bind mount follows the inode, not the path
-        with open(self.hosts, "w") as f:
-            f.write(text)
-
-    def wrap(self):
-        """A command prefix that runs the rest in a mount namespace seeing these files."""
-        script = ("mount --bind \"$1\" /etc/hosts && mount --bind \"$2\" /etc/nsswitch.conf && "
-                  "mount --bind \"$3\" /etc/resolv.conf && shift 3 && exec \"$@\"")
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                self.hosts, self.nss, self.resolv]
-
-    def check(self, cfg_path):
-        """hashlb check -c in the namespace: (exit status, stdout, stderr)."""
-        p = subprocess.run([*self.wrap(), HASHLB, "check", "-c", cfg_path],
-                           capture_output=True, text=True, timeout=60)
-        return p.returncode, p.stdout, p.stderr
 
 
 def need_unshare():
