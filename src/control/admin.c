@@ -540,6 +540,34 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
+/* The backends of <s> that the each_address entry <name> gave, into <out> (room for all of
+ * s's backends); how many. */
+static uint32_t group_members(struct hlb_pool_service *s, const char *name,
+			      struct hlb_pool_backend **out)
+{
+	uint32_t n = 0;
+
+	/* the pool's backends are in the config's order */
+	for (uint32_t i = 0; i < s->n_backends && i < s->cfg->n_backends; i++) {
+		const char *from = s->cfg->backends[i].from_name;
+
+		if (from && !strcmp(from, name))
+			out[n++] = s->backends[i];
+	}
+	return n;
+}
+
+/* Whether <s> is steered in the kernel, which holds no connection to close (answered). */
+static bool kernel_steered(const struct hlb_pool_service *s, struct hlb_http_resp *resp)
+{
+	if (s->cfg->steering != HASHLB_STEERING_KERNEL)
+		return false;
+	resp_error(resp, 409,
+		   "service %s is steered in the kernel, which holds no connection to close",
+		   s->cfg->name);
+	return true;
+}
+
 /* One backend's line (text) or object (JSON) in the answer to POST /set. */
 static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_backend *b, bool text,
 			   struct hlb_buf *o)
@@ -613,17 +641,10 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 500, "out of memory");
 		return;
 	}
-	if (one) {
+	if (one)
 		bs[n++] = one;
-	} else {
-		/* the pool's backends are in the config's order */
-		for (uint32_t i = 0; i < s->n_backends && i < s->cfg->n_backends; i++) {
-			const char *from = s->cfg->backends[i].from_name;
-
-			if (from && !strcmp(from, name))
-				bs[n++] = s->backends[i];
-		}
-	}
+	else
+		n = group_members(s, name, bs);
 	if (!n) {
 		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
 		goto out;
@@ -674,6 +695,46 @@ out:
 	free(old_weights);
 }
 
+/* POST /close on the name of an each_address entry: the connections of every backend it gave. */
+static void close_group(struct hlb_pool_service *s, const char *name, struct hlb_http_resp *resp,
+			bool text)
+{
+	struct hlb_pool_backend **bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
+	uint64_t n = 0;
+	uint32_t members;
+
+	if (!bs) {
+		resp_error(resp, 500, "out of memory");
+		return;
+	}
+	members = group_members(s, name, bs);
+	if (!members) {
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		free(bs);
+		return;
+	}
+	if (kernel_steered(s, resp)) {
+		free(bs);
+		return;
+	}
+	for (uint32_t i = 0; i < members; i++)
+		n += hlb_pool_close_connections(bs[i]);
+	free(bs);
+	if (text) {
+		hlb_buf_printf(&resp->body,
+			       "%s/%s: closing the %" PRIu64
+			       " established connections (and those connecting) of its %u "
+			       "backends; their states are unchanged\n",
+			       s->cfg->name, name, n, members);
+		return;
+	}
+	hlb_buf_puts(&resp->body, "{\"service\":");
+	hlb_buf_json_str(&resp->body, s->cfg->name);
+	hlb_buf_puts(&resp->body, ",\"each_address\":");
+	hlb_buf_json_str(&resp->body, name);
+	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64 "}\n", members, n);
+}
+
 /*
  * POST /close?backend=B: close its connections (they are counted in /metrics
  * as they go), those of the backend in the table and those of any backend of
@@ -695,16 +756,11 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 	for (uint32_t j = 0; j < s->n_removed; j++)
 		draining += !strcmp(s->removed[j]->rt->name, name);
 	if (!b && !draining) {
-		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		close_group(s, name, resp, text);
 		return;
 	}
-	if (s->cfg->steering == HASHLB_STEERING_KERNEL) {
-		resp_error(
-			resp, 409,
-			"service %s is steered in the kernel, which holds no connection to close",
-			s->cfg->name);
+	if (kernel_steered(s, resp))
 		return;
-	}
 	if (b)
 		n = hlb_pool_close_connections(b);
 	for (uint32_t j = 0; j < s->n_removed; j++)

@@ -190,7 +190,7 @@ def each_address_follows_the_name():
     reached as hashlb lookup says; resolve_every follows the name as it loses one address and
     gains another: only the lost one's clients move off it, the others stay or move to the
     new one, and a connection held to the lost address goes on; hashlb ctl set on the name
-    as written sets all of its backends."""
+    as written closes and sets all of its backends."""
     need_unshare()
     hosts = ["127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"]
     bs = backends_on_one_port([(f"p{i + 1}", h) for i, h in enumerate(hosts)])
@@ -245,7 +245,17 @@ def each_address_follows_the_name():
     check(read_line(held) == "still here", "the connection held to the address gone goes on")
     held.close()
 
-    # the name as written stands for all of its backends in hashlb ctl set
+    # the name as written stands for all of its backends in hashlb ctl close and set
+    held = [connect(addr, c) for c in clients[:6]]
+    check(all(read_line(h) in ("p1", "p3", "p4") for h in held), "six connections held")
+    check(lb.wait(lambda: sum(b["active"] for b in lb.service()["backends"]) == 6) is not None,
+          "and counted")
+    rc, so, se = lb.ctl("close", "pool")
+    check(rc == 0 and "closing the 6 established connections" in so and "of its 3 backends" in so,
+          f"ctl close pool closes the connections of all three: {so} {se}")
+    check(all(read_line(h) == "" for h in held), "and the held connections end")
+    for h in held:
+        h.close()
     rc, so, se = lb.ctl("set", "pool", "drain")
     states = {b["name"]: b["state"] for b in lb.service()["backends"]}
     check(rc == 0 and so.count("state drain") == 3 and set(states.values()) == {"drain"},

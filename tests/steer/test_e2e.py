@@ -305,6 +305,9 @@ services:
             return got
 
         connect_and_check(["b1", "b2", "b3"], "all up")
+        p = T.sh(HASHLB, "ctl", "-c", path, "close", "b1", ns=topo.lb, check=False)
+        check(p.returncode != 0 and "steered in the kernel" in p.stdout + p.stderr,
+              f"ctl close on a kernel-steered service is refused: {p.stdout} {p.stderr}")
         st = json.loads(T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json",
                              ns=topo.lb).stdout)
         check(st["new_flows"] >= CONNS, f"hashlb run: the kernel path carried no flow: {st}")
