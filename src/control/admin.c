@@ -122,6 +122,7 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 {
 	char addr[HASHLB_ADDR_STRLEN];
 	struct hlb_backend_counters c;
+	const char *from;
 
 	hlb_backend_counters_read(b->rt, &c);
 	hlb_buf_puts(o, "{\"name\":");
@@ -156,6 +157,15 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
 		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN],
 		       c.closed[HLB_CLOSE_BACKUP]);
+	/* the each_address entry it comes from (its name as written), for tools to group by */
+	from = snap && idx < b->svc->cfg->n_backends ? b->svc->cfg->backends[idx].from_name : NULL;
+	o->len--;
+	hlb_buf_puts(o, ",\"each_address\":");
+	if (from)
+		hlb_buf_json_str(o, from);
+	else
+		hlb_buf_puts(o, "null");
+	hlb_buf_puts(o, "}");
 }
 
 /* The upgrade in place under way, or the last that failed: null if none. */

@@ -45,7 +45,8 @@ def names_resolved_and_followed_on_reload():
     addr = lb.addr
 
     check(backend_of(lb, "a")["resolved"] == f"127.0.0.1:{port_a}" and
-          backend_of(lb, "a")["address"] == f"alpha:{port_a}",
+          backend_of(lb, "a")["address"] == f"alpha:{port_a}" and
+          backend_of(lb, "a")["each_address"] is None,
           f"status shows the name as written and what it resolved to: {backend_of(lb, 'a')}")
     clients = [client_ip(i) for i in range(60)]
     got = {c: who(addr, c) for c in clients}
@@ -207,8 +208,10 @@ def each_address_follows_the_name():
 
     check(names_now() == ["pool@127.0.0.21", "pool@127.0.0.22", "pool@127.0.0.23"],
           f"one backend per address of the name: {names_now()}")
-    check(all(b["address"] == f"pool:{port}" for b in lb.service()["backends"]),
-          "each shows the name as written")
+    check(all(b["address"] == f"pool:{port}" and b["each_address"] == "pool"
+              for b in lb.service()["backends"]),
+          f"each shows the name as written, and the entry it comes from: "
+          f"{[(b['address'], b['each_address']) for b in lb.service()['backends']]}")
     clients = [client_ip(i) for i in range(300)]
     got = {c: who(addr, c) for c in clients}
     check(set(got.values()) == {"p1", "p2", "p3"},
