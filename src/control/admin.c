@@ -122,7 +122,6 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 {
 	char addr[HASHLB_ADDR_STRLEN];
 	struct hlb_backend_counters c;
-	const char *from;
 
 	hlb_backend_counters_read(b->rt, &c);
 	hlb_buf_puts(o, "{\"name\":");
@@ -153,18 +152,12 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
-		       ",\"backup\":%" PRIu64 "}}",
+		       ",\"backup\":%" PRIu64 "},\"each_address\":",
 		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
 		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN],
 		       c.closed[HLB_CLOSE_BACKUP]);
 	/* the each_address entry it comes from (its name as written), for tools to group by */
-	from = snap && idx < b->svc->cfg->n_backends ? b->svc->cfg->backends[idx].from_name : NULL;
-	o->len--;
-	hlb_buf_puts(o, ",\"each_address\":");
-	if (from)
-		hlb_buf_json_str(o, from);
-	else
-		hlb_buf_puts(o, "null");
+	hlb_buf_json_str(o, snap ? b->svc->cfg->backends[idx].from_name : NULL);
 	hlb_buf_puts(o, "}");
 }
 
@@ -180,10 +173,7 @@ static void upgrade_json(struct hlb_control *ctl, struct hlb_buf *o)
 	}
 	hlb_buf_printf(o, "{\"new_pid\":%d,\"state\":\"%s\",\"error\":", (int)pid,
 		       how ? "failed" : "starting");
-	if (how)
-		hlb_buf_json_str(o, how);
-	else
-		hlb_buf_puts(o, "null");
+	hlb_buf_json_str(o, how);
 	hlb_buf_puts(o, "}");
 }
 
@@ -213,10 +203,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		       ",\"changed\":%" PRIu64 ",\"last_error\":",
 		       ctl->cfg->resolve_every_ms, ctl->resolves_ok, ctl->resolves_failed,
 		       ctl->resolves_changed);
-	if (ctl->last_resolve_err[0])
-		hlb_buf_json_str(o, ctl->last_resolve_err);
-	else
-		hlb_buf_puts(o, "null");
+	hlb_buf_json_str(o, ctl->last_resolve_err[0] ? ctl->last_resolve_err : NULL);
 	hlb_buf_puts(o, "},\"upgrade\":");
 	upgrade_json(ctl, o);
 	hlb_buf_puts(o, ",\"services\":[");
@@ -519,10 +506,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 	hlb_buf_printf(o,
 		       ",\"hash\":\"%016" PRIx64 "\",\"generation\":%" PRIu64 ",\"backend\":", hash,
 		       snap->generation);
-	if (n)
-		hlb_buf_json_str(o, snap->backends[pref[0]]->name);
-	else
-		hlb_buf_puts(o, "null");
+	hlb_buf_json_str(o, n ? snap->backends[pref[0]]->name : NULL);
 	hlb_buf_puts(o, ",\"preference\":[");
 	for (size_t i = 0; i < n; i++) {
 		if (i)

@@ -78,7 +78,10 @@ static void buf_escaped(struct hlb_buf *b, const char *s, bool json)
 
 void hlb_buf_json_str(struct hlb_buf *b, const char *s)
 {
-	buf_escaped(b, s, true);
+	if (!s)
+		hlb_buf_puts(b, "null");
+	else
+		buf_escaped(b, s, true);
 }
 
 void hlb_buf_label(struct hlb_buf *b, const char *s)

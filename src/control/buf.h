@@ -15,7 +15,7 @@ struct hlb_buf {
 void hlb_buf_put(struct hlb_buf *b, const void *data, size_t n);
 void hlb_buf_puts(struct hlb_buf *b, const char *s);
 void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* <s> as a JSON string, quotes included. */
+/* <s> as a JSON string, quotes included; NULL as null. */
 void hlb_buf_json_str(struct hlb_buf *b, const char *s);
 /* <s> as a Prometheus label value (quotes included). */
 void hlb_buf_label(struct hlb_buf *b, const char *s);

@@ -131,19 +131,21 @@ int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t li
 	uint64_t h = addr_hash(addr);
 	struct shard *s = shard_of(t, h);
 	struct slot *e;
+	bool full;
 	int r = 1;
 
 	pthread_mutex_lock(&s->lock);
 	e = &s->slots[slot_find(s, addr, h)];
+	full = !e->count && (uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3;
 	if (e->count >= limit) {
 		r = 0;
 	} else if (e->count) {
 		e->count++;
-	} else if ((uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3 &&
-		   (s->mask + 1 >= t->max_slots || shard_grow(s) < 0)) {
+	} else if (full && (s->mask + 1 >= t->max_slots || shard_grow(s) < 0)) {
 		r = -ENOSPC; /* kept under 3/4 full: probe runs stay short */
 	} else {
-		e = &s->slots[slot_find(s, addr, h)]; /* where it goes now, if it grew */
+		if (full) /* grown: its place moved */
+			e = &s->slots[slot_find(s, addr, h)];
 		memcpy(e->addr, addr, 16);
 		e->count = 1;
 		s->used++;

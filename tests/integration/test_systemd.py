@@ -32,48 +32,39 @@ from lbtest import BACKEND, HASHLB, SRC, _tmp, check, run_tests, spawn, stop
 NSPAWN = shutil.which("systemd-nspawn")
 SYSTEMD = "/lib/systemd/systemd"
 
-# Runs in the container's network namespace (this machine's python and files): connect to
-# ADDR from SRC and print the greeting; or, with "loop SECONDS", connect one after another
-# for that long, from 50 source addresses in turn, and print "ok N failed M FIRST-ERROR".
+# Runs in the container's network namespace (this machine's python and files, lbtest's who()):
+# connect to ADDR from SRC and print the greeting; or, with "loop SECONDS", connect one after
+# another for that long, from 50 source addresses in turn, and print "ok N failed M FIRST-ERROR".
 CLIENT = r'''
-import socket, sys, time
-def greet(addr, src):
-    s = socket.create_connection(addr, timeout=5, source_address=(src, 0))
-    try:
-        line = b""
-        while not line.endswith(b"\n"):
-            b = s.recv(100)
-            if not b:
-                break
-            line += b
-        return line.decode().strip()
-    finally:
-        s.close()
-host, port = sys.argv[1].rsplit(":", 1)
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from lbtest import who
+host, port = sys.argv[2].rsplit(":", 1)
 addr = (host, int(port))
-if sys.argv[2] == "loop":
+if sys.argv[3] == "loop":
     ok = failed = 0
     first = "-"
-    end = time.time() + float(sys.argv[3])
+    end = time.time() + float(sys.argv[4])
     i = 0
     while time.time() < end and ok + failed < 20000:
         try:
-            if greet(addr, f"127.0.2.{i % 50 + 1}"):
-                ok += 1
-            else:
-                failed += 1
-                first = first if first != "-" else "closed without a greeting"
+            got = who(addr, f"127.0.2.{i % 50 + 1}")
         except OSError as e:
-            failed += 1
-            first = first if first != "-" else repr(e)
+            got, why = "", repr(e)
+        else:
+            why = "closed without a greeting"
+        ok += bool(got)
+        failed += not got
+        first = why if not got and first == "-" else first
         i += 1
     print("ok", ok, "failed", failed, first.replace(" ", "_"))
 else:
     try:
-        print(greet(addr, sys.argv[2]))
+        print(who(addr, sys.argv[3]))
     except OSError as e:
         print("error", e)
 '''
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def need_systemd():
@@ -168,13 +159,14 @@ class Container:
         return p, int(line[2].rsplit(":", 1)[1])
 
     def who(self, addr, src="127.0.0.5"):
-        p = subprocess.run(self.enter(net_only=True) + [sys.executable, "-c", CLIENT, addr, src],
+        p = subprocess.run(self.enter(net_only=True) +
+                           [sys.executable, "-c", CLIENT, HERE, addr, src],
                            capture_output=True, text=True, timeout=30)
         return p.stdout.strip()
 
     def client_loop(self, addr, seconds):
-        return spawn(self.enter(net_only=True) + [sys.executable, "-c", CLIENT, addr, "loop",
-                                                  str(seconds)],
+        return spawn(self.enter(net_only=True) + [sys.executable, "-c", CLIENT, HERE, addr,
+                                                  "loop", str(seconds)],
                      stdout=subprocess.PIPE, text=True)
 
     def held(self, addr):
