@@ -120,6 +120,8 @@ static const char *status_text(int status)
 		return "Bad Request";
 	case 404:
 		return "Not Found";
+	case 403:
+		return "Forbidden";
 	case 405:
 		return "Method Not Allowed";
 	case 409:
@@ -202,12 +204,74 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 	conn_respond(c, &resp);
 }
 
+/*
+ * The value of header <name> in the header lines <hdrs> ("Name: value\r\n...",
+ * NUL-terminated; NULL if none), spaces trimmed, copied into <buf>. NULL if
+ * absent.
+ */
+static const char *header(const char *hdrs, const char *name, char *buf, size_t size)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = hdrs; p && *p;) {
+		const char *eol = strstr(p, "\r\n");
+		const char *end = eol ? eol : p + strlen(p);
+
+		if ((size_t)(end - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
+			const char *v = p + nl + 1;
+			size_t n;
+
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+			n = (size_t)(end - v) < size - 1 ? (size_t)(end - v) : size - 1;
+			memcpy(buf, v, n);
+			buf[n] = '\0';
+			return buf;
+		}
+		p = eol ? eol + 2 : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * Why a request that a web page made the browser send is refused, or NULL.
+ * The admin endpoint serves tools (hashlb ctl, curl, Prometheus), none of
+ * which sends these headers; a page on any site could otherwise POST a form
+ * to 127.0.0.1:9901/set (cross-site request forgery), or read and change
+ * everything through a name of its own that it points at 127.0.0.1 (DNS
+ * rebinding: the browser then calls the request same-origin). Browsers
+ * mark every request a page makes with Sec-Fetch-Site (all but "none", a
+ * URL the user typed), and every POST with Origin.
+ */
+static const char *browser_refusal(const char *hdrs, bool get, char *why, size_t size)
+{
+	char v[64];
+
+	if (header(hdrs, "sec-fetch-site", v, sizeof(v)) && strcasecmp(v, "none")) {
+		snprintf(why, size,
+			 "refused: a request a web page made (Sec-Fetch-Site: %s); the admin "
+			 "endpoint serves tools such as hashlb ctl, curl and Prometheus",
+			 v);
+		return why;
+	}
+	if (!get && header(hdrs, "origin", v, sizeof(v))) {
+		snprintf(why, size,
+			 "refused: a request from a web page (Origin: %s); the admin endpoint "
+			 "serves tools such as hashlb ctl, curl and Prometheus",
+			 v);
+		return why;
+	}
+	return NULL;
+}
+
 /* A complete request is in c->in: parse it in place and answer. */
 static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 {
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_req req = { 0 };
-	char *sp1, *sp2, *q;
+	char *sp1, *sp2, *q, *hdrs, why[256];
 
 	*hdr_end = '\0';
 	sp1 = strchr(c->in, ' ');
@@ -216,7 +280,13 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 		conn_error(c, 400, "bad request line");
 		return;
 	}
+	hdrs = strstr(sp2, "\r\n");
 	*sp1 = *sp2 = '\0';
+	if (browser_refusal(hdrs ? hdrs + 2 : NULL, !strcmp(c->in, "GET") || !strcmp(c->in, "HEAD"),
+			    why, sizeof(why))) {
+		conn_error(c, 403, why);
+		return;
+	}
 	req.method = c->in;
 	req.path = sp1 + 1;
 	q = strchr(sp1 + 1, '?');

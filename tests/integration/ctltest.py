@@ -43,8 +43,9 @@ class Lb(Hashlb):
             raise SystemExit(f"no admin endpoint (hashlb's exit status: {self.proc.poll()}):\n" +
                              "\n".join(self.log))
 
-    def http(self, method, path, timeout=10):
-        """(status, body) of one request to the admin endpoint."""
+    def http(self, method, path, timeout=10, headers="", body=""):
+        """(status, body) of one request to the admin endpoint; <headers>: extra lines,
+        each ending in CRLF."""
         if self.admin.startswith("unix:"):
             s = socket.socket(socket.AF_UNIX)
             s.settimeout(timeout)
@@ -52,8 +53,8 @@ class Lb(Hashlb):
         else:
             host, port = self.admin.rsplit(":", 1)
             s = socket.create_connection((host, int(port)), timeout=timeout)
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
-                  "Content-Length: 0\r\n\r\n".encode())
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{headers}"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
         buf = b""
         while True:
             d = s.recv(65536)

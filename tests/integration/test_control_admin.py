@@ -352,6 +352,39 @@ def admin_on_a_unix_socket():
     check(not os.path.exists(path), "the socket file is removed on exit")
 
 
+def web_pages_cannot_drive_the_admin_endpoint():
+    """A page in a browser on the LB's host can make the browser send requests to
+    127.0.0.1:9901: a form that POSTs to /set (cross-site request forgery), or script that
+    reads and writes through a name of its own pointed at 127.0.0.1 (DNS rebinding, where the
+    browser calls it same-origin). Browsers mark such requests (Origin, Sec-Fetch-Site) and
+    tools do not: those are refused, and change nothing."""
+    lb = Lb(config(BACKENDS))
+    form = "service=t&backend=b&state=maint"
+    ctype = "Content-Type: application/x-www-form-urlencoded\r\n"
+    code, body = lb.http("POST", "/set", headers=ctype + "Origin: http://attacker.example\r\n",
+                         body=form)
+    check(code == 403 and "Origin: http://attacker.example" in body,
+          f"a cross-site form POST is refused: {code} {body}")
+    code, body = lb.http("POST", "/set?service=t&backend=b&state=maint",
+                         headers="Origin: http://rebound.example:9901\r\n"
+                                 "Sec-Fetch-Site: same-origin\r\n")
+    check(code == 403 and "Sec-Fetch-Site: same-origin" in body,
+          f"a POST by a page's script, same-origin after rebinding, is refused: {code} {body}")
+    code, body = lb.http("GET", "/status", headers="sec-fetch-site:  same-origin \r\n")
+    check(code == 403, f"so is a page's script reading /status: {code} {body}")
+    code, body = lb.http("POST", "/upgrade", headers="ORIGIN: null\r\n")
+    check(code == 403, f"a POST with any Origin is refused (here: an opaque one): {code}")
+    check(lb.backend("b")["state"] == "ready", "nothing changed: b is still ready")
+    code, body = lb.http("GET", "/status", headers="Sec-Fetch-Site: none\r\n")
+    check(code == 200 and '"services"' in body, f"a URL typed into a browser is served: {code}")
+    code, body = lb.http("POST", "/set", headers=ctype, body="service=t&backend=b&state=drain")
+    check(code == 200 and lb.backend("b")["state"] == "drain",
+          f"the same form from a tool (curl -d) is applied: {code} {body}")
+    rc, so, se = lb.ctl("set", "b", "ready")
+    check(rc == 0 and lb.backend("b")["state"] == "ready", f"hashlb ctl is served: {so}{se}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metrics_parse_and_match_traffic():
     lb = Lb(config(BACKENDS))
     payload = b"x" * 1000
@@ -433,6 +466,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
-           metrics_parse_and_match_traffic, max_connections_at_run_time])
+           metrics_parse_and_match_traffic, max_connections_at_run_time,
+           web_pages_cannot_drive_the_admin_endpoint])
 for b in bs:
     b.stop()
