@@ -53,6 +53,8 @@ struct hlb_control {
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */
+	/* forwarding worker <i>'s resources; false past the last one */
+	bool (*worker_stats)(void *daemon, uint32_t i, struct hlb_worker_stats *ret);
 	/* its listening sockets, for GET /sockets (hlb_daemon_listen_fds()) */
 	uint32_t (*listen_fds)(void *daemon, pid_t taker, int *fds, const char **addrs,
 			       uint32_t max);

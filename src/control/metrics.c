@@ -413,6 +413,56 @@ static unsigned open_fds(void)
 	return n ? n - 1 : 0; /* not the directory's own fd */
 }
 
+/* The forwarding workers' bounded resources, a sample per worker in each family. */
+static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fams[] = {
+		{ "hashlb_worker_connections", "gauge", "Connections open now on this worker." },
+		{ "hashlb_worker_buffers", "gauge",
+		  "Receive buffers of this worker (--buffers), shared by its connections." },
+		{ "hashlb_worker_buffers_in_use", "gauge",
+		  "Receive buffers held by connections (data in flight), as of the last 100 ms." },
+		{ "hashlb_worker_buffer_waiters", "gauge",
+		  "Directions waiting for a free buffer now (every buffer in use), as of the last "
+		  "100 ms." },
+		{ "hashlb_worker_buffer_waits_total", "counter",
+		  "Times a direction found every buffer in use and waited for one: over 0, "
+		  "consider more --buffers." },
+		{ "hashlb_worker_splice_pipes", "gauge",
+		  "Directions moving by splice now (a pipe each), as of the last 100 ms." },
+		{ "hashlb_worker_splice_pipes_max", "gauge",
+		  "The cap on spliced directions (--splice-pipes over the workers; 0: splice off)." },
+		{ "hashlb_worker_splice_refused_total", "counter",
+		  "Bulk streams kept on buffers: the splice cap reached, or no pipe to be had." },
+		{ "hashlb_worker_accept_errors_total", "counter",
+		  "Accepts that failed (the file descriptor limit, memory): the listener paused "
+		  "100 ms, the clients waiting in its backlog." },
+		{ "hashlb_worker_fd_limit_total", "counter",
+		  "Times the file descriptor limit stopped an accept (the listener paused) or a "
+		  "backend connection (its client closed)." },
+	};
+	struct hlb_worker_stats s;
+
+	if (!ctl->worker_stats || !ctl->worker_stats(ctl->daemon, 0, &s))
+		return;
+	for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+		family(o, fams[f].name, fams[f].type, fams[f].help);
+		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
+			const uint64_t v[] = { s.connections,	 s.buffers,	   s.buffers_in_use,
+					       s.buffer_waiters, s.buffer_waits,   s.pipes,
+					       s.pipes_max,	 s.splice_refused, s.accept_errors,
+					       s.fd_limit };
+
+			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
+				       "a value per family");
+
+			hlb_buf_printf(o, "%s{worker=\"%u\"} %" PRIu64 "\n", fams[f].name, i, v[f]);
+		}
+	}
+}
+
 void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	struct rlimit rl = { 0 };
@@ -420,6 +470,7 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	backend_families(ctl, o);
 	closed_family(ctl, o);
 	service_families(ctl, o);
+	worker_families(ctl, o);
 	getrlimit(RLIMIT_NOFILE, &rl);
 	family(o, "hashlb_reloads_total", "counter", "Config reloads, by result.");
 	hlb_buf_printf(o, "hashlb_reloads_total{result=\"ok\"} %" PRIu64 "\n", ctl->reloads_ok);

@@ -106,6 +106,11 @@ static uint64_t plug_connections(void *daemon)
 	return hlb_daemon_connections(daemon);
 }
 
+static bool plug_worker_stats(void *daemon, uint32_t i, struct hlb_worker_stats *ret)
+{
+	return hlb_daemon_worker_stats(daemon, i, ret);
+}
+
 static uint32_t plug_listen_fds(void *daemon, pid_t taker, int *fds, const char **addrs,
 				uint32_t max)
 {
@@ -166,6 +171,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	}
 	plug->ctl->daemon = d;
 	plug->ctl->connections = plug_connections;
+	plug->ctl->worker_stats = plug_worker_stats;
 	plug->ctl->listen_fds = plug_listen_fds;
 	plug->ctl->upgrade_start = plug_upgrade_start;
 	plug->ctl->upgrade_state = plug_upgrade_state;

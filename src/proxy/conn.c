@@ -117,8 +117,10 @@ static void starve_remove(struct worker *w, struct half *h)
 		return;
 	while (*pp && *pp != h)
 		pp = &(*pp)->starved_next;
-	if (*pp)
+	if (*pp) {
 		*pp = h->starved_next;
+		w->n_starved--;
+	}
 	if (!w->starved_head)
 		w->starved_tail = &w->starved_head;
 	else if (w->starved_tail == &h->starved_next) {
@@ -189,6 +191,7 @@ void conn_wake_starved(struct worker *w)
 		w->starved_head = h->starved_next;
 		if (!w->starved_head)
 			w->starved_tail = &w->starved_head;
+		w->n_starved--;
 		h->starved = false;
 		h->starved_next = NULL;
 		if (c->state == CONN_OPEN)
@@ -521,6 +524,7 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 
 	h->splice_want = false;
 	if (w->pipes >= w->pipes_max || pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		hlb_stat_add(&w->pub.splice_refused, 1);
 		h->bulk = 0; /* try again after as many bytes */
 		half_recv(w, c, i, false);
 		return;
@@ -547,7 +551,13 @@ static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
 	if (!w->splice_after || n < SPLICE_READ_MIN)
 		return false;
 	h->bulk += n;
-	return h->bulk >= w->splice_after && w->pipes < w->pipes_max;
+	if (h->bulk < w->splice_after)
+		return false;
+	if (w->pipes < w->pipes_max)
+		return true;
+	if (h->bulk - n < w->splice_after) /* counted once: it switches when a pipe frees */
+		hlb_stat_add(&w->pub.splice_refused, 1);
+	return false;
 }
 
 static void conn_fail_no_backend(struct worker *w, struct conn *c)
@@ -672,6 +682,8 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
 
 	if (fd < 0) {
 		r = -errno;
+		if (r == -EMFILE || r == -ENFILE)
+			hlb_stat_add(&w->pub.fd_limit, 1);
 		if ((r == -EMFILE || r == -ENFILE) && w->now_ms - w->last_fd_limit_log > 10000) {
 			w->last_fd_limit_log = w->now_ms;
 			hlb_log(HLB_LOG_WARN, "file descriptor limit reached, connection refused",
@@ -1195,6 +1207,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			h->starved_next = NULL;
 			*w->starved_tail = h;
 			w->starved_tail = &h->starved_next;
+			w->n_starved++;
+			hlb_stat_add(&w->pub.buffer_waits, 1);
 			return;
 		}
 		conn_reset(w, c, i, -res);

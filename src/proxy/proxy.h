@@ -55,6 +55,8 @@ void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
 void hlb_proxy_free(struct hlb_proxy *p);
 /* Connections open now, over all workers (relaxed reads). */
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
+/* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
+bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);
 
 /*
  * Open one listening socket per worker on <addr> (SO_REUSEPORT, backlog

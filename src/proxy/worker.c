@@ -173,6 +173,9 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 		 * connection stays in the backlog, and any other error may
 		 * persist: retrying at once would spin. Pause this listener
 		 * until the next tick after the pause. */
+		hlb_stat_add(&w->pub.accept_errors, 1);
+		if (res == -EMFILE || res == -ENFILE)
+			hlb_stat_add(&w->pub.fd_limit, 1);
 		if (w->now_ms - w->last_fd_limit_log > 10000) {
 			w->last_fd_limit_log = w->now_ms;
 			hlb_log(HLB_LOG_WARN, "accept failed, pausing",
@@ -284,6 +287,9 @@ static void worker_tick(struct worker *w)
 	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
 	unsigned takeover = atomic_load_explicit(&w->proxy->takeover, memory_order_acquire);
 
+	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
+	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
+	atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);
 	if (takeover != TAKEOVER_NONE && !w->takeover_done) {
 		takeover_check(w);
 		w->takeover_done = takeover == TAKEOVER_OLD_GONE;
@@ -624,6 +630,29 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p)
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		n += atomic_load_explicit(&p->workers[i].n_conns_pub, memory_order_relaxed);
 	return n;
+}
+
+bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret)
+{
+	const struct worker *w;
+
+	if (i >= p->n_workers)
+		return false;
+	w = &p->workers[i];
+	*ret = (struct hlb_worker_stats){
+		.connections = atomic_load_explicit(&w->n_conns_pub, memory_order_relaxed),
+		.buffers = w->buf_count,
+		.buffers_in_use = atomic_load_explicit(&w->pub.bufs_out, memory_order_relaxed),
+		.buffer_waiters = atomic_load_explicit(&w->pub.starved, memory_order_relaxed),
+		.buffer_waits = atomic_load_explicit(&w->pub.buffer_waits, memory_order_relaxed),
+		.pipes = atomic_load_explicit(&w->pub.pipes, memory_order_relaxed),
+		.pipes_max = w->splice_after ? w->pipes_max : 0,
+		.splice_refused =
+			atomic_load_explicit(&w->pub.splice_refused, memory_order_relaxed),
+		.accept_errors = atomic_load_explicit(&w->pub.accept_errors, memory_order_relaxed),
+		.fd_limit = atomic_load_explicit(&w->pub.fd_limit, memory_order_relaxed),
+	};
+	return true;
 }
 
 void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms)

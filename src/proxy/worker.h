@@ -200,6 +200,12 @@ struct worker {
 	uint32_t pipes, pipes_max; /* spliced directions now, and the cap (2 fds each) */
 	uint32_t pipe_size; /* 0: leave the kernel's */
 	struct half *starved_head, **starved_tail;
+	uint32_t n_starved; /* halves in that list */
+	/* for hlb_proxy_worker_stats(): counters as they happen, gauges at each tick */
+	struct {
+		_Atomic uint32_t bufs_out, starved, pipes;
+		_Atomic uint64_t buffer_waits, splice_refused, accept_errors, fd_limit;
+	} pub;
 	/* connections */
 	struct conn conns; /* list head */
 	uint64_t n_conns;

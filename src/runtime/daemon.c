@@ -249,6 +249,11 @@ uint64_t hlb_daemon_connections(const struct hlb_daemon *d)
 	return hlb_proxy_connections(d->proxy);
 }
 
+bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret)
+{
+	return hlb_proxy_worker_stats(d->proxy, i, ret);
+}
+
 bool hlb_daemon_stopping(const struct hlb_daemon *d)
 {
 	return d->stopping;

@@ -117,6 +117,8 @@ const char *hlb_daemon_config_path(const struct hlb_daemon *d);
 uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 /* Connections open now over all workers. */
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
+/* Worker <i>'s resources; false past the last worker. */
+bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
  * that takes over (GET /sockets?taker=PID); <addrs>[i] the address of fds[i]. None once

@@ -287,6 +287,23 @@ static inline int hlb_sock_transparent(int fd, int family)
 bool hlb_backend_usable(const struct hlb_backend *b);
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret);
 
+/*
+ * A forwarding worker's bounded resources, for /metrics
+ * (hlb_proxy_worker_stats()): what an operator needs to see when a cap bites.
+ * Gauges are as of the worker's last tick (100 ms).
+ */
+struct hlb_worker_stats {
+	uint64_t connections; /* open now */
+	uint32_t buffers; /* receive buffers (--buffers) */
+	uint32_t buffers_in_use; /* held by connections */
+	uint32_t buffer_waiters; /* directions waiting for a free buffer */
+	uint64_t buffer_waits; /* times a direction found every buffer in use */
+	uint32_t pipes, pipes_max; /* directions spliced now; the cap (--splice-pipes) */
+	uint64_t splice_refused; /* a bulk stream kept on buffers: the cap reached, or no pipe */
+	uint64_t accept_errors; /* accepts that failed (the fd limit, memory): listener paused */
+	uint64_t fd_limit; /* EMFILE/ENFILE on an accept or a backend socket */
+};
+
 /* Worker-side counter update: single writer per line, no atomic RMW. */
 static inline void hlb_stat_add(_Atomic uint64_t *c, uint64_t n)
 {

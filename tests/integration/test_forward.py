@@ -159,7 +159,11 @@ def splice_cap():
     check(all(results), f"3 bulk connections over a cap of 1 pipe intact: {results}")
     splices = metric_sum(lb, "hashlb_backend_splices_total")
     check(splices == 1, f"only one direction spliced ({splices:.0f})")
+    refused = metric_sum(lb, "hashlb_worker_splice_refused_total")
+    check(refused >= 2 and metric_sum(lb, "hashlb_worker_splice_pipes_max") == 1,
+          f"the bulk streams kept on buffers are counted ({refused:.0f}), under a cap of 1")
     time.sleep(0.2)  # the closes reach hashlb
+    check(metric_sum(lb, "hashlb_worker_splice_pipes") == 0, "no pipe in use once they closed")
     check(echo_bulk(lb.addr, 4 * MiB, 9), "a later bulk connection intact")
     splices = metric_sum(lb, "hashlb_backend_splices_total")
     check(splices == 2, f"and spliced: the pipe was given back ({splices:.0f})")
@@ -313,8 +317,9 @@ def reset_midstream():
 
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
-    wait for a buffer instead of failing."""
-    lb = Hashlb(config(BACKENDS), args=("--workers", "1", "--buffers", "4", "--buffer-size", "4096"))
+    wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
+    lb = Lb(config(BACKENDS), args=("--workers", "1", "--buffers", "4", "--buffer-size", "4096",
+                                    "--admin", "127.0.0.1:0"))
     results = [None] * 40
 
     def one(i):
@@ -329,13 +334,21 @@ def buffers_exhausted():
 
     run_threads(one, 40)
     check(all(results), f"all 40 connections intact: {results.count(True)} were")
+    waits = metric_sum(lb, "hashlb_worker_buffer_waits_total")
+    check(waits > 0 and metric_sum(lb, "hashlb_worker_buffers") == 4,
+          f"the metrics show the 4 buffers and the waits for them ({waits:.0f})")
+    time.sleep(0.3)  # a tick publishes the gauges
+    in_use = metric_sum(lb, "hashlb_worker_buffers_in_use")
+    waiters = metric_sum(lb, "hashlb_worker_buffer_waiters")
+    check(in_use == 0 and waiters == 0,
+          f"with the connections gone, no buffer held ({in_use:.0f}) and no one waits ({waiters:.0f})")
     check(lb.stop() == 0, "hashlb exits 0")
 
 
 def fd_limit():
     """At the fd limit hashlb does not spin: excess clients wait (or are closed), CPU stays
     idle, and once connections close new clients are served again."""
-    lb = Hashlb(config(BACKENDS, workers=1), nofile=48)
+    lb = Lb(config(BACKENDS, workers=1), nofile=48, args=("--admin", "127.0.0.1:0"))
     check(lb.wait_log(r"nofile=48 "), "the fd limit is logged at start")
     socks, served = [], 0
     for i in range(40):
@@ -365,6 +378,8 @@ def fd_limit():
             pass
         s.close()
     check(ok == 10, f"served again once connections closed: {ok} of 10")
+    hits = metric_sum(lb, "hashlb_worker_fd_limit_total")
+    check(hits > 0, f"the times the limit stopped an accept or a backend socket are counted ({hits:.0f})")
     lb.stop()
 
 
