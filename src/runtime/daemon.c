@@ -149,7 +149,7 @@ static void watch_reap(struct hlb_daemon *d)
 
 int hlb_daemon_watch(struct hlb_daemon *d, int fd, uint32_t events, hlb_daemon_fd_fn fn, void *arg)
 {
-	struct watch *w;
+	struct watch *w = NULL; /* set when watch_add() returns 0 */
 	int r;
 
 	r = watch_add(d, WATCH_FD, fd, events, &w);
