@@ -405,9 +405,20 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 	conn_maybe_free(w, c);
 }
 
-/* Socket <side> (0 client, 1 backend) failed with errno <err>: abort. */
+/*
+ * Socket <side> (0 client, 1 backend) failed with errno <err>: abort. The
+ * other side is reset too (SO_LINGER 0: its close sends RST, not FIN), as it
+ * would be without hashlb between them: a FIN would tell it the stream ended
+ * complete, and a backend would take a truncated upload, or a client a
+ * truncated response, for the whole of it.
+ */
 static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 {
+	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
+
+	if (c->fd[1 - side] >= 0)
+		setsockopt(c->fd[1 - side], SOL_SOCKET, SO_LINGER, &abort_linger,
+			   sizeof(abort_linger));
 	c->err = (uint8_t)err;
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }

@@ -14,7 +14,7 @@ import time
 
 from ctltest import Lb, metric_sum
 from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
-                    run_tests, who)
+                    run_tests, serve_each, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -315,6 +315,73 @@ def reset_midstream():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def raw_backend(handle):
+    """A listening socket on loopback whose connections <handle>(conn) serves, each in a
+    thread: (its "host:port", stop())."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    return f"127.0.0.1:{srv.getsockname()[1]}", serve_each(srv, handle)
+
+
+def outcome(s, timeout=10):
+    """Read <s> to its end: (bytes read, "FIN" or "RST")."""
+    s.settimeout(timeout)
+    n = 0
+    try:
+        while True:
+            d = s.recv(1 << 16)
+            if not d:
+                return n, "FIN"
+            n += len(d)
+    except ConnectionResetError:
+        return n, "RST"
+
+
+def rst_close(s):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+
+
+def aborts_reach_the_other_side():
+    """A side that resets makes hashlb reset the other side too, as it would be without hashlb
+    between them: a FIN would pass a truncated upload or response off as complete."""
+    seen = {}
+
+    def handle(conn):
+        first = conn.recv(1)
+        if first == b"d":  # download: send some, then abort
+            conn.sendall(b"x" * 50000)
+            time.sleep(0.2)
+            rst_close(conn)
+        else:  # upload: read it to its end
+            n, how = outcome(conn)
+            seen["upload"] = (n + 1, how)
+            conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Hashlb(config([("r", addr)], workers=1, extra="log_connections: true"))
+    s = connect(lb.addr, timeout=10)
+    s.sendall(b"u" + b"x" * (1 * MiB - 1))
+    time.sleep(0.3)
+    rst_close(s)
+    for _ in range(100):
+        if "upload" in seen:
+            break
+        time.sleep(0.05)
+    n, how = seen.get("upload", (0, "nothing"))
+    check(how == "RST", f"a client's abort mid-upload reaches the backend as a reset: {how} after {n} bytes")
+    s = connect(lb.addr, timeout=10)
+    s.sendall(b"d")
+    n, how = outcome(s)
+    check((n, how) == (50000, "RST"),
+          f"a backend's abort reaches the client, after what it sent, as a reset: {how} after {n} bytes")
+    check(lb.wait_log(r"end=backend_reset") and lb.wait_log(r"end=client_reset"),
+          "both logged as resets")
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -558,5 +625,6 @@ def connection_rate():
 
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
-           reset_midstream, buffers_exhausted, fd_limit, allow_and_deny_clients,
+           reset_midstream, aborts_reach_the_other_side,
+           buffers_exhausted, fd_limit, allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
