@@ -46,12 +46,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -468,6 +470,34 @@ static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
 }
 
 /*
+ * splice() from a socket stops at the urgent mark (a byte sent MSG_OOB):
+ * it reads nothing there, with EAGAIN, while poll() reports the socket
+ * readable, so polling again would spin for good. Only recv() steps over
+ * the urgent byte (dropped, as on buffers and by the peers: not in-line).
+ * If half <i>'s source is at the mark, read what follows it into the
+ * (empty) pipe: the bytes read (> 0), 0 at the end, -1 with errno set
+ * (EAGAIN: nothing follows yet, or not at the mark).
+ */
+static ssize_t half_splice_urgent(struct conn *c, int i)
+{
+	char buf[PIPE_BUF];
+	int mark = 0;
+	ssize_t n;
+
+	if (ioctl(c->fd[i], SIOCATMARK, &mark) < 0 || !mark) {
+		errno = EAGAIN;
+		return -1;
+	}
+	n = recv(c->fd[i], buf, sizeof(buf), MSG_DONTWAIT);
+	/* the pipe is empty: a write of up to PIPE_BUF bytes goes in whole */
+	if (n > 0 && write(c->h[i].pipe[1], buf, (size_t)n) != n) {
+		errno = EIO; /* cannot happen; never as EAGAIN, which would lose the bytes */
+		return -1;
+	}
+	return n;
+}
+
+/*
  * Move what is ready on spliced half <i>: empty the pipe into the
  * destination, then refill it from the source, until one of them would
  * block (then poll it) or the source has ended. May free <c>.
@@ -512,6 +542,10 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 		if (n > 0) {
 			h->pipe_len = n;
 			drained = n < SPLICE_READ_MIN;
+		} else if (n == 0) {
+			h->eof = true;
+		} else if (errno == EAGAIN && (n = half_splice_urgent(c, i)) > 0) {
+			h->pipe_len = n;
 		} else if (n == 0) {
 			h->eof = true;
 		} else if (errno == EAGAIN) {

@@ -382,6 +382,41 @@ def aborts_reach_the_other_side():
     stop_backend()
 
 
+def urgent_byte_on_a_spliced_stream():
+    """A byte sent MSG_OOB in a stream already moved to splice: splice() stops at the urgent
+    mark while poll() says readable. hashlb steps over it (the urgent byte is dropped, as on
+    buffers), forwards what follows, and does not spin."""
+    got = {}
+
+    def handle(conn):
+        got["data"] = read_to_eof(conn)
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Hashlb(config([("r", addr)], workers=1))
+    s = connect(lb.addr, timeout=10)
+    s.sendall(b"a" * (2 * MiB))
+    time.sleep(0.3)
+    s.send(b"X", socket.MSG_OOB)
+    time.sleep(0.2)
+    c0 = lb.cpu_seconds()
+    s.sendall(b"tail!")
+    time.sleep(1.0)
+    used = lb.cpu_seconds() - c0
+    s.shutdown(socket.SHUT_WR)
+    for _ in range(100):
+        if "data" in got:
+            break
+        time.sleep(0.05)
+    data = got.get("data", b"")
+    check(data == b"a" * (2 * MiB) + b"tail!",
+          f"everything but the urgent byte arrives, in order: {len(data)} bytes, ends {data[-8:]!r}")
+    check(used < 0.5, f"no spin at the mark: {used:.2f} CPU seconds in 1 s")
+    check(lb.stop() == 0, "hashlb exits 0")
+    s.close()
+    stop_backend()
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -625,6 +660,6 @@ def connection_rate():
 
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
-           reset_midstream, aborts_reach_the_other_side,
+           reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
            buffers_exhausted, fd_limit, allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
