@@ -439,6 +439,15 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_accept_errors_total", "counter",
 		  "Accepts that failed (the file descriptor limit, memory): the listener paused "
 		  "100 ms, the clients waiting in its backlog." },
+		{ "hashlb_worker_spilled_bytes", "gauge",
+		  "Bytes for destinations that stopped reading, moved out of the buffer pool so "
+		  "that they hold no buffer, as of the last 100 ms." },
+		{ "hashlb_worker_spilled_bytes_max", "gauge",
+		  "The cap on those bytes (four times the pool); over it a stopped destination "
+		  "holds its buffers." },
+		{ "hashlb_worker_spills_total", "counter",
+		  "Times a direction's destination stopped reading and its data moved out of the "
+		  "pool." },
 		{ "hashlb_worker_fd_limit_total", "counter",
 		  "Times the file descriptor limit stopped an accept (the listener paused) or a "
 		  "backend connection (its client closed)." },
@@ -453,6 +462,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 			const uint64_t v[] = { s.connections,	 s.buffers,	   s.buffers_in_use,
 					       s.buffer_waiters, s.buffer_waits,   s.pipes,
 					       s.pipes_max,	 s.splice_refused, s.accept_errors,
+					       s.spilled,	 s.spill_max,	   s.spills,
 					       s.fd_limit };
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

@@ -21,6 +21,17 @@
  * if the next recv cannot follow at once (no buffer free), by setting
  * TCP_NODELAY again, which pushes what the socket holds.
  *
+ * Spill: every send is MSG_DONTWAIT. One that finds the destination full
+ * (EAGAIN, or a part sent) moves what is left, and a parked buffer, out of
+ * the pool into memory of the direction's own (BUF_PRIV), gives the
+ * buffers back and polls the destination for room; the worker then sends
+ * with send(2) as room comes, and the direction resumes on buffers once it
+ * is all out. A destination that stops reading so holds no pool buffer: a
+ * few slow readers cannot take every buffer of a worker and stall all its
+ * other connections. What a direction holds stays capped (two buffers'
+ * worth); past the worker's spill cap (four pools), a send waits in the
+ * kernel holding its buffer, as it always did before.
+ *
  * Half-close: when a source sends FIN (recv returns 0) and its last buffer
  * has been sent, the other side gets shutdown(SHUT_WR); the other direction
  * flows on until it ends too, then both sockets are closed.
@@ -167,8 +178,11 @@ static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uin
 	h->send_more = more;
 	if (!more)
 		h->corked = false;
+	/* MSG_DONTWAIT: a full destination answers EAGAIN at once (see Spill),
+	 * unless the spill cap is reached: then the send waits in the kernel */
 	io_uring_prep_send(sqe, c->fd[1 - i], bufring_addr(w, bid) + off, len - off,
-			   MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+			   MSG_NOSIGNAL | (more ? MSG_MORE : 0) |
+				   (w->spilled < w->spill_max ? MSG_DONTWAIT : 0));
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_SEND + i));
 	c->inflight++;
 }
@@ -298,7 +312,10 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		struct half *h = &c->h[i];
 
 		starve_remove(w, h);
-		if (h->send_bid != BUF_NONE) {
+		if (h->send_bid == BUF_PRIV) {
+			free(h->priv);
+			w->spilled -= h->send_len;
+		} else if (h->send_bid != BUF_NONE) {
 			bufring_put(w, h->send_bid);
 			returned = true;
 		}
@@ -603,6 +620,121 @@ static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
 	if (h->bulk - n < w->splice_after) /* counted once: it switches when a pipe frees */
 		hlb_stat_add(&w->pub.splice_refused, 1);
 	return false;
+}
+
+/*
+ * Half <i>'s send is all out (its buffer given back, or its spill freed):
+ * go on with what waits, the FIN, the switch to splice, or the next recv.
+ * May free <c>.
+ */
+static void half_sent(struct worker *w, struct conn *c, int i)
+{
+	struct half *h = &c->h[i];
+
+	h->send_bid = BUF_NONE;
+	if (h->send_more) {
+		h->corked = true;
+		/* starved or moving to splice: no data follows at once */
+		if (!h->recv_armed && h->pend_bid == BUF_NONE && !h->eof)
+			half_uncork(c, i);
+	}
+	if (h->pend_bid != BUF_NONE) {
+		uint16_t bid = h->pend_bid;
+
+		h->pend_bid = BUF_NONE;
+		half_send(w, c, i, bid, 0, h->pend_len, h->pend_more);
+		if (!h->splice_want)
+			half_recv(w, c, i, false);
+	} else if (h->eof) {
+		half_finish(w, c, i);
+	} else if (h->splice_want) {
+		if (w->starved_head)
+			conn_wake_starved(w);
+		half_splice_start(w, c, i); /* may free c */
+		return;
+	} else if (!h->recv_armed && !h->starved) {
+		half_recv(w, c, i, false); /* after a spill, whose recv appended */
+	}
+	if (w->starved_head)
+		conn_wake_starved(w);
+}
+
+/*
+ * Half <i>'s destination is full (its send answered EAGAIN, or sent a
+ * part): move the rest of the buffer, and the one parked behind it, out of
+ * the pool, and wait for room. False, with nothing changed, over the spill
+ * cap or short of memory.
+ */
+static bool half_spill(struct worker *w, struct conn *c, int i)
+{
+	struct half *h = &c->h[i];
+	uint32_t left = h->send_len - h->send_off;
+	uint32_t pend = h->pend_bid != BUF_NONE ? h->pend_len : 0;
+	uint8_t *p;
+
+	if (w->spilled + left + pend > w->spill_max || !(p = malloc(left + pend)))
+		return false;
+	memcpy(p, bufring_addr(w, h->send_bid) + h->send_off, left);
+	bufring_put(w, h->send_bid);
+	if (pend) {
+		memcpy(p + left, bufring_addr(w, h->pend_bid), pend);
+		bufring_put(w, h->pend_bid);
+		h->pend_bid = BUF_NONE;
+	}
+	h->send_bid = BUF_PRIV;
+	h->priv = p;
+	h->send_off = 0;
+	h->send_len = left + pend;
+	h->send_more = false; /* what the destination holds back goes with the rest */
+	w->spilled += left + pend;
+	hlb_stat_add(&w->pub.spills, 1);
+	half_poll(w, c, i, c->fd[1 - i], POLLOUT);
+	if (w->starved_head)
+		conn_wake_starved(w);
+	return true;
+}
+
+/* A recv of <n> bytes in buffer <bid> on spilled half <i>: into the spill too, if it fits the cap. */
+static bool half_spill_append(struct worker *w, struct half *h, uint16_t bid, uint32_t n)
+{
+	uint8_t *p;
+
+	if (w->spilled + n > w->spill_max || !(p = realloc(h->priv, h->send_len + n)))
+		return false;
+	memcpy(p + h->send_len, bufring_addr(w, bid), n);
+	bufring_put(w, bid);
+	h->priv = p;
+	h->send_len += n;
+	w->spilled += n;
+	if (w->starved_head)
+		conn_wake_starved(w);
+	return true;
+}
+
+/* Spilled half <i>'s destination has room: send what it can take. May free <c>. */
+static void half_spill_flush(struct worker *w, struct conn *c, int i)
+{
+	struct half *h = &c->h[i];
+
+	while (h->send_off < h->send_len) {
+		ssize_t n = send(c->fd[1 - i], h->priv + h->send_off, h->send_len - h->send_off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			half_count(w, c, i, (uint32_t)n);
+			h->send_off += (uint32_t)n;
+		} else if (n < 0 && errno == EAGAIN) {
+			half_poll(w, c, i, c->fd[1 - i], POLLOUT);
+			return;
+		} else {
+			conn_reset(w, c, 1 - i, n < 0 ? errno : EPIPE); /* may free c */
+			return;
+		}
+	}
+	free(h->priv);
+	w->spilled -= h->send_len;
+	h->corked = false;
+	half_sent(w, c, i); /* may free c */
 }
 
 static void conn_fail_no_backend(struct worker *w, struct conn *c)
@@ -1231,6 +1363,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 				half_send(w, c, i, bid, 0, res, more);
 				if (!h->splice_want)
 					half_recv(w, c, i, !more);
+			} else if (h->send_bid == BUF_PRIV && half_spill_append(w, h, bid, res)) {
+				/* no recv until the spill is out, as with a parked buffer */
 			} else {
 				h->pend_bid = bid;
 				h->pend_len = res;
@@ -1265,42 +1399,24 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		h = &c->h[i];
 		if (c->state == CONN_CLOSING)
 			break;
-		/* 0 cannot happen for a non-empty TCP send; never resend forever */
-		if (res <= 0) {
+		/* 0 cannot happen for a non-empty TCP send; never resend forever.
+		 * EAGAIN: MSG_DONTWAIT found the destination full (see Spill). */
+		if (res == 0 || (res < 0 && res != -EAGAIN)) {
 			conn_reset(w, c, 1 - i, res < 0 ? -res : EPIPE); /* may free c */
 			return;
 		}
-		half_count(w, c, i, (uint32_t)res);
-		h->send_off += res;
+		if (res > 0) {
+			half_count(w, c, i, (uint32_t)res);
+			h->send_off += res;
+		}
 		if (h->send_off < h->send_len) {
-			half_send(w, c, i, h->send_bid, h->send_off, h->send_len, h->send_more);
+			if (!half_spill(w, c, i))
+				half_send(w, c, i, h->send_bid, h->send_off, h->send_len,
+					  h->send_more);
 			return;
 		}
 		bufring_put(w, h->send_bid);
-		h->send_bid = BUF_NONE;
-		if (h->send_more) {
-			h->corked = true;
-			/* starved or moving to splice: no data follows at once */
-			if (!h->recv_armed && h->pend_bid == BUF_NONE && !h->eof)
-				half_uncork(c, i);
-		}
-		if (h->pend_bid != BUF_NONE) {
-			uint16_t bid = h->pend_bid;
-
-			h->pend_bid = BUF_NONE;
-			half_send(w, c, i, bid, 0, h->pend_len, h->pend_more);
-			if (!h->splice_want)
-				half_recv(w, c, i, false);
-		} else if (h->eof) {
-			half_finish(w, c, i);
-		} else if (h->splice_want) {
-			if (w->starved_head)
-				conn_wake_starved(w);
-			half_splice_start(w, c, i); /* may free c */
-			return;
-		}
-		if (w->starved_head)
-			conn_wake_starved(w);
+		half_sent(w, c, i); /* may free c */
 		return;
 	}
 	case OP_HEADER:
@@ -1320,7 +1436,10 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			conn_abort(w, c, CONN_END_ERROR);
 			return;
 		}
-		half_splice_pump(w, c, op - OP_POLL); /* may free c */
+		if (c->h[op - OP_POLL].spliced)
+			half_splice_pump(w, c, op - OP_POLL); /* may free c */
+		else
+			half_spill_flush(w, c, op - OP_POLL); /* may free c */
 		return;
 	default:
 		break;

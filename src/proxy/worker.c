@@ -290,6 +290,7 @@ static void worker_tick(struct worker *w)
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);
+	atomic_store_explicit(&w->pub.spilled, w->spilled, memory_order_relaxed);
 	if (takeover != TAKEOVER_NONE && !w->takeover_done) {
 		takeover_check(w);
 		w->takeover_done = takeover == TAKEOVER_OLD_GONE;
@@ -563,6 +564,8 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->buf_count = p->opts.buf_count;
 		w->splice_after = p->opts.splice_after == UINT32_MAX ? 0 : p->opts.splice_after;
 		w->pipe_size = p->opts.pipe_size;
+		/* slow readers' data out of the pool: up to four pools' worth */
+		w->spill_max = 4ull * w->buf_count * w->buf_size;
 		w->pipes_max = p->opts.splice_pipes / p->n_workers;
 		if (!w->pipes_max)
 			w->pipes_max = 1;
@@ -651,6 +654,9 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 			atomic_load_explicit(&w->pub.splice_refused, memory_order_relaxed),
 		.accept_errors = atomic_load_explicit(&w->pub.accept_errors, memory_order_relaxed),
 		.fd_limit = atomic_load_explicit(&w->pub.fd_limit, memory_order_relaxed),
+		.spilled = atomic_load_explicit(&w->pub.spilled, memory_order_relaxed),
+		.spill_max = w->spill_max,
+		.spills = atomic_load_explicit(&w->pub.spills, memory_order_relaxed),
 	};
 	return true;
 }

@@ -41,6 +41,9 @@ enum op {
 #define OP_MASK 15ull
 
 #define BUF_NONE 0xffffu
+/* send_bid of a half whose destination stopped reading: its data was moved
+ * out of the pool into <priv> (see conn.c, "Spill") */
+#define BUF_PRIV 0xfffeu
 /* Connections waiting for room under a max_connections are tried again at
  * least this often (and at once when a slot frees on any worker). */
 #define QUEUE_RETRY_MS 10
@@ -94,7 +97,13 @@ struct half {
 	bool send_more : 1, pend_more : 1, corked : 1;
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */
-	int pipe[2]; /* read end, write end; valid when spliced */
+	union {
+		int pipe[2]; /* read end, write end; valid when spliced */
+		/* send_bid == BUF_PRIV: the bytes for the destination, [send_off,
+		 * send_len) still to go (never while spliced: a direction moves
+		 * to splice only with nothing in flight) */
+		uint8_t *priv;
+	};
 };
 
 enum conn_state {
@@ -201,10 +210,12 @@ struct worker {
 	uint32_t pipe_size; /* 0: leave the kernel's */
 	struct half *starved_head, **starved_tail;
 	uint32_t n_starved; /* halves in that list */
+	uint64_t spilled, spill_max; /* bytes moved out of the pool (BUF_PRIV), and the cap */
 	/* for hlb_proxy_worker_stats(): counters as they happen, gauges at each tick */
 	struct {
 		_Atomic uint32_t bufs_out, starved, pipes;
-		_Atomic uint64_t buffer_waits, splice_refused, accept_errors, fd_limit;
+		_Atomic uint64_t spilled;
+		_Atomic uint64_t buffer_waits, splice_refused, accept_errors, fd_limit, spills;
 	} pub;
 	/* connections */
 	struct conn conns; /* list head */

@@ -417,6 +417,65 @@ def urgent_byte_on_a_spliced_stream():
     stop_backend()
 
 
+def slow_readers_hold_no_buffers():
+    """Clients that stop reading a stream on buffers (a feed of small messages, which never
+    splices; here any stream, with splice off) used to hold two of their worker's shared
+    buffers each, until half as many of them as buffers stalled every other connection of the
+    worker. Their data now moves out of the pool (counted, capped), and a client beside them is
+    served at once."""
+    def handle(conn):
+        conn.settimeout(25)
+        if conn.recv(4) == b"FEED":
+            end = time.time() + 20
+            try:
+                while time.time() < end:
+                    conn.sendall(b"m" * 65536)
+            except OSError:
+                pass
+        else:
+            conn.sendall(b"pong")
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Lb(config([("r", addr)], workers=1, extra="timeouts:\n  idle: 60s"),
+            args=("--buffers", "8", "--splice-after", "off", "--admin", "127.0.0.1:0"))
+    stuck = []
+    for i in range(8):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(lb.addr)
+        s.sendall(b"FEED")
+        stuck.append(s)
+    end = time.time() + 20
+    while time.time() < end and metric_sum(lb, "hashlb_worker_spills_total") < 8:
+        time.sleep(0.2)
+    spills = metric_sum(lb, "hashlb_worker_spills_total")
+    check(spills >= 8, f"each stopped reader's data moved out of the pool ({spills:.0f} spills)")
+    time.sleep(0.3)  # a tick publishes the gauges
+    held = metric_sum(lb, "hashlb_worker_buffers_in_use")
+    spilled = metric_sum(lb, "hashlb_worker_spilled_bytes")
+    check(held <= 2 and 8 <= spilled <= 8 * 2 * 65536,
+          f"they hold no buffer ({held:.0f} in use) but at most two buffers' worth each ({spilled:.0f} bytes)")
+    p = connect(lb.addr, timeout=5)
+    p.sendall(b"ping")
+    try:
+        answer = p.recv(4)
+    except OSError as e:
+        answer = repr(e)
+    p.close()
+    check(answer == b"pong", f"a client beside 8 stopped readers, with 8 buffers, is served: {answer!r}")
+    for s in stuck:
+        s.close()
+    end = time.time() + 10
+    while time.time() < end and (metric_sum(lb, "hashlb_worker_spilled_bytes") or
+                                  metric_sum(lb, "hashlb_worker_connections")):
+        time.sleep(0.2)
+    check(metric_sum(lb, "hashlb_worker_spilled_bytes") == 0,
+          "once they are gone, nothing stays spilled")
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -661,5 +720,5 @@ def connection_rate():
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
-           buffers_exhausted, fd_limit, allow_and_deny_clients,
+           slow_readers_hold_no_buffers, buffers_exhausted, fd_limit, allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
