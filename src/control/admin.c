@@ -177,6 +177,39 @@ static void upgrade_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_puts(o, "}");
 }
 
+/* The forwarding workers' resources (struct hlb_worker_stats): JSON array or a line each. */
+static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text)
+{
+	struct hlb_worker_stats s;
+
+	if (!text)
+		hlb_buf_puts(o, "[");
+	for (uint32_t i = 0; ctl->worker_stats && ctl->worker_stats(ctl->daemon, i, &s); i++) {
+		if (text)
+			hlb_buf_printf(
+				o,
+				"worker %u: %" PRIu64 " connections; buffers %u/%u in use, %u "
+				"waiting (%" PRIu64 " waits); spilled %" PRIu64 " bytes (%" PRIu64
+				" spills); splice pipes %u/%u\n",
+				i, s.connections, s.buffers_in_use, s.buffers, s.buffer_waiters,
+				s.buffer_waits, s.spilled, s.spills, s.pipes, s.pipes_max);
+		else
+			hlb_buf_printf(
+				o,
+				"%s{\"connections\":%" PRIu64
+				",\"buffers\":%u,\"buffers_in_use\":%u"
+				",\"buffer_waiters\":%u,\"buffer_waits\":%" PRIu64
+				",\"spilled_bytes\":%" PRIu64 ",\"spills\":%" PRIu64
+				",\"splice_pipes\":%u,\"splice_pipes_max\":%u,\"splice_refused\":%" PRIu64
+				",\"accept_errors\":%" PRIu64 ",\"fd_limit\":%" PRIu64 "}",
+				i ? "," : "", s.connections, s.buffers, s.buffers_in_use,
+				s.buffer_waiters, s.buffer_waits, s.spilled, s.spills, s.pipes,
+				s.pipes_max, s.splice_refused, s.accept_errors, s.fd_limit);
+	}
+	if (!text)
+		hlb_buf_puts(o, "]");
+}
+
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
@@ -206,6 +239,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_json_str(o, ctl->last_resolve_err[0] ? ctl->last_resolve_err : NULL);
 	hlb_buf_puts(o, "},\"upgrade\":");
 	upgrade_json(ctl, o);
+	hlb_buf_puts(o, ",\"workers\":");
+	status_workers(ctl, o, false);
 	hlb_buf_puts(o, ",\"services\":[");
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
@@ -289,6 +324,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			hlb_buf_printf(o, "upgrading: the new hashlb, pid %d, is starting\n",
 				       (int)pid);
 	}
+	status_workers(ctl, o, true);
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);

@@ -456,6 +456,11 @@ def slow_readers_hold_no_buffers():
     spilled = metric_sum(lb, "hashlb_worker_spilled_bytes")
     check(held <= 2 and 8 <= spilled <= 8 * 2 * 65536,
           f"they hold no buffer ({held:.0f} in use) but at most two buffers' worth each ({spilled:.0f} bytes)")
+    worker = lb.status()["workers"][0]
+    rc, so, se = lb.ctl("status")
+    check(worker["spills"] >= 8 and worker["buffers"] == 8 and
+          re.search(r"worker 0: 8 connections; buffers \d/8 in use, 0 waiting .*spilled [1-9]", so),
+          f"/status and hashlb ctl status show it per worker: {worker}\n{so}")
     p = connect(lb.addr, timeout=5)
     p.sendall(b"ping")
     try:
