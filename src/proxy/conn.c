@@ -917,7 +917,9 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 				      !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
 				     hlb_backend_claim(be, cap)))
 				break;
-			hlb_stat_add(&be->wstats[w->id].full, 1);
+			/* counted once per client: not again at each retry of the queue */
+			if (!c->was_queued)
+				hlb_stat_add(&be->wstats[w->id].full, 1);
 			if (!w->first_full)
 				w->first_full = be;
 		}

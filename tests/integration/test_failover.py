@@ -297,6 +297,8 @@ def backend_queue():
           metric_sum(lb, "hashlb_service_queued_total") == 2 and
           metric_sum(lb, "hashlb_service_queued") == 0,
           "counted: 2 queued, 1 timed out, none waiting")
+    full = metric_sum(lb, "hashlb_backend_full_total")
+    check(full == 2, f"a found full once per waiting client, not at each retry: {full:.0f}")
     check(lb.wait(lambda: any("end=queue_timeout" in l for l in lb.log)), "logged")
     waiting[0].close()
     waiting[1].close()
