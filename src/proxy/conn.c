@@ -1189,7 +1189,12 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		conn_abort(w, c, CONN_END_CLIENT_CLOSED);
 		return;
 	}
-	r = n > 0 ? hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need) : -EPROTO;
+	if (n < 0) {
+		/* reset (a TCP check that ends with RST, or a client gone): not a bad header */
+		conn_reset(w, c, 0, errno);
+		return;
+	}
+	r = hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need);
 	/* not a header, or the client stopped short of one */
 	if (r < 0 || (r == 0 && (events & POLLRDHUP))) {
 		conn_bad_header(w, c);

@@ -252,14 +252,18 @@ def accept_proxy_refuses_the_rest():
             closed.append(True)
         s.close()
     check(closed == [True] * 4, f"each closed by hashlb: {closed}")
-    # a client that closes before sending a byte (a front proxy's TCP check) is no bad header
-    for _ in range(3):
-        connect(lb.addr).close()
+    # a client that closes before sending a byte (a front proxy's TCP check) is no bad header,
+    # whether it ends with FIN or, as HAProxy's checks do, with RST
+    for k in range(6):
+        s = connect(lb.addr)
+        if k % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_bad_headers_total") == 4),
           f"and counted: {metric_sum(lb, 'hashlb_service_bad_headers_total')}")
     time.sleep(0.3)
     check(metric_sum(lb, "hashlb_service_bad_headers_total") == 4,
-          "but not the clients that closed before sending anything")
+          "but not the clients that closed or reset before sending anything")
     check(not be.by_id, f"no client reached the backend: {list(be.by_id)}")
     check(lb.stop() == 0, "exit 0")
     be.close()
