@@ -30,6 +30,10 @@ struct hlb_pool {
 	struct subscriber *subs;
 	uint32_t n_subs;
 	struct hlb_timer tick;
+	/* the backends of services a reload removed (or renamed), draining
+	 * until their service's timeouts.drain as a removed backend does */
+	struct hlb_pool_backend **orphans;
+	uint32_t n_orphans;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -444,19 +448,20 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	}
 }
 
-static void service_reap_removed(struct hlb_pool_service *s, uint64_t now)
+/* Drop the draining backends of <v> whose connections ended, closing them past their deadline. */
+static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
 	uint32_t i = 0;
 
-	while (i < s->n_removed) {
-		struct hlb_pool_backend *b = s->removed[i];
+	while (i < *n) {
+		struct hlb_pool_backend *b = v[i];
 		uint64_t active = atomic_load(&b->rt->active);
 
 		if (active == 0 || now >= b->drain_deadline_ms) {
 			if (active)
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
 			backend_free(b);
-			s->removed[i] = s->removed[--s->n_removed];
+			v[i] = v[--*n];
 		} else {
 			i++;
 		}
@@ -473,8 +478,9 @@ static void pool_tick(void *arg)
 
 		for (uint32_t j = 0; j < s->n_backends; j++)
 			backend_tick(s->backends[j], now);
-		service_reap_removed(s, now);
+		reap_drained(s->removed, &s->n_removed, now);
 	}
+	reap_drained(p->orphans, &p->n_orphans, now);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
@@ -700,6 +706,9 @@ void hlb_pool_free(struct hlb_pool *p)
 	hlb_timer_cancel(p->loop, &p->tick);
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		service_free(p->svcs[i]);
+	for (uint32_t i = 0; i < p->n_orphans; i++)
+		backend_free(p->orphans[i]);
+	free(p->orphans);
 	free(p->svcs);
 	free(p->subs);
 	free(p);
@@ -940,6 +949,39 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->log_connections == b->log_connections && source_equal(a, b);
 }
 
+/*
+ * A service a reload removed, or renamed: its listener is closed already;
+ * its connections drain like a removed backend's, until the service's
+ * timeouts.drain, then are closed (their backends, which they reference,
+ * wait among the pool's orphans). The service itself goes now. Short of
+ * memory, its backends are dropped as before: their connections run on.
+ */
+static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, uint64_t now)
+{
+	uint32_t n = s->n_backends + s->n_removed;
+	struct hlb_pool_backend **v = realloc(p->orphans, (p->n_orphans + n + 1) * sizeof(*v));
+	uint64_t deadline = now + s->cfg->drain_timeout_ms;
+
+	if (v) {
+		p->orphans = v;
+		for (uint32_t i = 0; i < s->n_backends; i++) {
+			struct hlb_pool_backend *b = s->backends[i];
+
+			hlb_check_stop(&b->check);
+			b->drain_deadline_ms = deadline;
+			atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
+			b->svc = NULL;
+			v[p->n_orphans++] = b;
+		}
+		for (uint32_t i = 0; i < s->n_removed; i++) { /* already draining: their deadline */
+			s->removed[i]->svc = NULL;
+			v[p->n_orphans++] = s->removed[i];
+		}
+		s->n_backends = s->n_removed = 0;
+	}
+	service_free(s);
+}
+
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)
 {
 	struct hlb_pool_service **next =
@@ -995,7 +1037,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 	}
 	for (j = 0; j < p->n_svcs; j++)
 		if (!kept[j])
-			service_free(p->svcs[j]); /* its connections keep the runtime objects */
+			pool_retire_service(p, p->svcs[j], hlb_now_ms());
 	free(p->svcs);
 	p->svcs = next;
 	p->n_svcs = cfg->n_services;

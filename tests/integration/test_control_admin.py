@@ -95,6 +95,49 @@ def removed_backend_drains_until_timeout():
     check(lb.stop() == 0, "exit 0")
 
 
+def removed_service_drains_until_timeout():
+    """A reload removes a whole service: its connections keep working, then are closed at its
+    drain timeout, as a removed backend's are (before, they ran on untracked until their
+    clients left)."""
+    two = ("workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
+           "  - name: keep\n    listen: {keep}\n    health:\n      enabled: false\n"
+           "    backends:\n      - name: a\n        address: {a}\n")
+    gone = ("  - name: gone\n    listen: 127.0.0.1:0\n    timeouts:\n      drain: 1500ms\n"
+            "    health:\n      enabled: false\n"
+            "    backends:\n      - name: b\n        address: {b}\n")
+    lb = Lb(two.format(keep="127.0.0.1:0", a=BACKENDS[0][1]) + gone.format(b=BACKENDS[1][1]))
+    bound = {x["name"]: x["bound"] for x in lb.status()["services"]}
+    host, port = bound["gone"].rsplit(":", 1)
+    held = connect((host, int(port)), timeout=10)
+    check(read_line(held) == "b", "the client of the second service reaches b")
+    with open(lb.path, "w") as f:
+        f.write(two.format(keep=bound["keep"], a=BACKENDS[0][1]))
+    rc, so, se = lb.ctl("reload")
+    t0 = time.time()
+    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep"],
+          f"reloaded without the service: {so}{se}")
+    held.sendall(b"during drain\n")
+    check(read_line(held) == "during drain", "its connection carries on while draining")
+    try:
+        closed = held.recv(100) == b""
+    except OSError:
+        closed = True
+    el = time.time() - t0
+    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
+    check(closed and 1.3 < el < 4.0, f"closed at the service's drain timeout ({el:.1f}s)")
+    check(lb.wait(lambda: metric_sum_plain(lb, "hashlb_connections") == 0, timeout=3) is not None,
+          "and no connection is left")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
+def metric_sum_plain(lb, name):
+    """An unlabelled metric's value from GET /metrics."""
+    status, body = lb.http("GET", "/metrics")
+    m = re.search(rf"^{name} (\S+)$", body, re.M)
+    return float(m.group(1)) if m else None
+
+
 def weight_change_rebuilds():
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
@@ -462,7 +505,8 @@ def metrics_parse_and_match_traffic():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
-           removed_backend_drains_until_timeout, weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           removed_backend_drains_until_timeout, removed_service_drains_until_timeout,
+           weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
