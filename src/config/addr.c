@@ -206,6 +206,16 @@ int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix)
 	for (unsigned bit = p.len; bit < max; bit++)
 		if (p.addr[bit / 8] & (0x80u >> (bit % 8)))
 			return -EDOM;
+	/* An IPv4-mapped prefix (::ffff:a.b.c.d/96+) is the IPv4 prefix it
+	 * maps: it then matches an IPv4 client whichever family the listener
+	 * has, as an IPv4 prefix matches a mapped one. */
+	if (p.family == AF_INET6 && p.len >= 96 &&
+	    IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)p.addr)) {
+		memmove(p.addr, p.addr + 12, 4);
+		memset(p.addr + 4, 0, sizeof(p.addr) - 4);
+		p.family = AF_INET;
+		p.len -= 96;
+	}
 	*ret_prefix = p;
 	return 0;
 }

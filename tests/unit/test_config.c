@@ -1181,6 +1181,13 @@ static void test_prefix_match(void **state)
 	assert_true(in_prefix("127.0.0.0/8", "::ffff:127.0.0.9"));
 	assert_false(in_prefix("127.0.0.0/8", "::ffff:10.0.0.1"));
 	assert_false(in_prefix("::1", "127.0.0.1"));
+	/* an IPv4-mapped prefix is the IPv4 prefix it maps, for clients of either form */
+	assert_true(in_prefix("::ffff:203.0.113.0/120", "203.0.113.5"));
+	assert_true(in_prefix("::ffff:203.0.113.0/120", "::ffff:203.0.113.5"));
+	assert_false(in_prefix("::ffff:203.0.113.0/120", "203.0.114.5"));
+	assert_true(in_prefix("::ffff:127.0.0.2", "127.0.0.2"));
+	assert_int_equal(hashlb_prefix_parse("::ffff:10.0.0.0/104", &p[0]), 0);
+	assert_true(p[0].family == AF_INET && p[0].len == 8 && p[0].addr[0] == 10);
 
 	/* any of a list */
 	assert_int_equal(hashlb_prefix_parse("10.0.0.0/8", &p[0]), 0);
