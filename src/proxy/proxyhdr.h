@@ -33,8 +33,9 @@ int hlb_proxy_header(enum hashlb_proxy_protocol version, const struct sockaddr *
  */
 int hlb_proxy_local_header(enum hashlb_proxy_protocol version, uint8_t *buf);
 
-/* The longest header hlb_proxy_parse() accepts: v2 with up to 500 bytes of TLVs. */
-#define HLB_PROXY_IN_MAX 536
+/* The longest header hlb_proxy_parse() accepts: v2 with up to ~4,000 bytes of TLVs
+ * (a TLS-terminating front proxy's client certificate details fit). */
+#define HLB_PROXY_IN_MAX 4096
 
 /*
  * Parse a PROXY protocol header (v1 or v2) at the start of <buf>, <len>
