@@ -796,6 +796,29 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 	return 0;
 }
 
+/*
+ * The backend named and addressed as <nb> among those an earlier reload
+ * removed and that still drain, taken back (its connections with it: a
+ * config written in two steps, or a removal undone, must not cut them at
+ * the drain deadline); NULL if none.
+ */
+static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
+						const struct hashlb_backend_cfg *nb)
+{
+	for (uint32_t k = 0; k < s->n_removed; k++) {
+		struct hlb_pool_backend *r = s->removed[k];
+
+		if (!strcmp(r->rt->name, nb->name) &&
+		    addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len)) {
+			s->removed[k] = s->removed[--s->n_removed];
+			r->drain_deadline_ms = 0;
+			atomic_store(&r->rt->admin, (int)r->admin); /* retiring forced drain */
+			return r;
+		}
+	}
+	return NULL;
+}
+
 /* Match <s>'s backends against <c> by name and switch <s> to <c>. */
 static int service_update(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
 			  bool settings_changed, struct hashlb_error *err)
@@ -820,7 +843,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	service_health_params(s);
 	for (i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
-		struct hlb_pool_backend *b = NULL;
+		struct hlb_pool_backend *b = NULL, *keep = NULL;
+		bool reclaimed = false;
 
 		for (j = 0; j < s->n_backends; j++) {
 			if (!taken[j] && !strcmp(s->backends[j]->rt->name, nb->name)) {
@@ -829,9 +853,16 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			}
 		}
 		if (b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len)) {
+			keep = b;
 			taken[j] = true;
 			if (j != i)
 				full = true;
+		} else if ((keep = service_reclaim(s, nb))) {
+			reclaimed = true; /* back in the table, its checks started again */
+			full = true;
+		}
+		if (keep) {
+			b = keep;
 			if (nb->weight != b->cfg_weight) {
 				b->cfg_weight = nb->weight;
 				b->rt->weight = nb->weight;
@@ -851,7 +882,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				b->cfg_admin = nb->admin;
 				hlb_pool_set_admin(b, nb->admin);
 			}
-			if (recheck)
+			if (recheck || reclaimed)
 				backend_check_start(b, now + hlb_check_phase(c->health.interval_ms,
 									     i, c->n_backends, 0));
 			if (!c->health.enabled && !b->health.up) {

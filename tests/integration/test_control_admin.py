@@ -95,6 +95,33 @@ def removed_backend_drains_until_timeout():
     check(lb.stop() == 0, "exit 0")
 
 
+def removed_backend_added_back_keeps_its_connections():
+    """A reload removes c and the next one adds it back (a config written in two steps, a
+    removal undone) before its drain ends: c takes its draining connections back with it,
+    instead of cutting them at the drain deadline while it serves again."""
+    lb = Lb(config(BACKENDS, extra="timeouts:\n  drain: 1500ms"))
+    mine = clients_of(lb, "c")
+    held = connect(lb.addr, mine[0], timeout=10)
+    check(read_line(held) == "c", "the client reaches c")
+    lb.rewrite(config(BACKENDS[:2], extra="timeouts:\n  drain: 1500ms"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and [b["name"] for b in lb.service()["draining"]] == ["c"],
+          f"c removed, draining: {so}{se}")
+    lb.rewrite(config(BACKENDS, extra="timeouts:\n  drain: 1500ms"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and not lb.service()["draining"], f"c added back, nothing draining: {so}{se}")
+    time.sleep(2.5)  # past the drain deadline
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "the connection to c outlives the drain deadline")
+    c = lb.backend("c")
+    check(c["active"] == 1 and c["state"] == "ready",
+          f"c counts it and is ready: active {c['active']}, {c['state']}")
+    check(lb.wait(lambda: lb.backend("c")["in_table"], timeout=5) is not None and
+          all(who(lb.addr, x) == "c" for x in mine), "and takes its clients again")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def removed_service_drains_until_timeout():
     """A reload removes a whole service: its connections keep working, then are closed at its
     drain timeout, as a removed backend's are (before, they ran on untracked until their
@@ -505,7 +532,8 @@ def metrics_parse_and_match_traffic():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
-           removed_backend_drains_until_timeout, removed_service_drains_until_timeout,
+           removed_backend_drains_until_timeout, removed_backend_added_back_keeps_its_connections,
+           removed_service_drains_until_timeout,
            weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_keeps_a_port_0_listener,
