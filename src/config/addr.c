@@ -169,6 +169,8 @@ void hashlb_addr_format(const struct sockaddr_storage *a, char *buf, size_t len)
 
 int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix)
 {
+	/* bytes, not IN6_IS_ADDR_V4MAPPED(): p.addr is not aligned as an in6_addr */
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	struct hashlb_prefix p = { 0 };
 	char host[INET6_ADDRSTRLEN + 1];
 	const char *slash = strchr(s, '/');
@@ -209,8 +211,7 @@ int hashlb_prefix_parse(const char *s, struct hashlb_prefix *ret_prefix)
 	/* An IPv4-mapped prefix (::ffff:a.b.c.d/96+) is the IPv4 prefix it
 	 * maps: it then matches an IPv4 client whichever family the listener
 	 * has, as an IPv4 prefix matches a mapped one. */
-	if (p.family == AF_INET6 && p.len >= 96 &&
-	    IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)p.addr)) {
+	if (p.family == AF_INET6 && p.len >= 96 && !memcmp(p.addr, v4mapped, sizeof(v4mapped))) {
 		memmove(p.addr, p.addr + 12, 4);
 		memset(p.addr + 4, 0, sizeof(p.addr) - 4);
 		p.family = AF_INET;
