@@ -168,6 +168,9 @@ static int parse_v1(const uint8_t *buf, size_t len, struct sockaddr_storage *src
 		src->ss_family = dst->ss_family = AF_UNSPEC;
 		return (int)hlen;
 	}
+	/* exactly one space between fields (strtok_r() below would take more) */
+	if (strstr(line, "  ") || (hlen > 2 && line[hlen - 3] == ' '))
+		return -EPROTO;
 	for (t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
 		f[n++] = t;
 	if (n != 6 || t || strcmp(f[0], "PROXY") != 0) /* <t>: a seventh field */

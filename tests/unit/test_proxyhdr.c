@@ -319,6 +319,9 @@ static void test_parse_malformed(void **state)
 		"PROXY TCP4 1.2.3.4 5.6.7.8 1 -2\r\n",
 		"PROXY TCP4 1.2.3.4 5.6.7.8 1 +2\r\n", /* digits only */
 		"GET / HTTP/1.1\r\n", /* no header at all */
+		"PROXY  TCP4 1.2.3.4 5.6.7.8 1 2\r\n", /* one space between fields, exactly */
+		"PROXY TCP4 1.2.3.4  5.6.7.8 1 2\r\n",
+		"PROXY TCP4 1.2.3.4 5.6.7.8 1 2 \r\n",
 	};
 	uint8_t v2[16 + 12], buf[200];
 	char ps[64], pd[64];
