@@ -679,25 +679,36 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
 		goto out;
 	}
+	/* The weights first, built at once: a table they cannot make (every
+	 * weight 0) refuses the whole request before anything else changes.
+	 * Undoing a state afterwards would not restore it (leaving maint
+	 * resets the health). */
 	failed = s->rebuilds_failed;
+	for (uint32_t i = 0; i < n && has_weight; i++) {
+		old_weights[i] = bs[i]->rt->weight;
+		hlb_pool_set_weight(bs[i], w);
+	}
+	if (has_weight)
+		hlb_pool_flush(ctl->pool);
+	if (s->rebuilds_failed != failed) {
+		/* undo, the old table keeps serving */
+		resp_error(resp, 409, "%s", s->last_error.msg);
+		for (uint32_t i = 0; i < n; i++)
+			hlb_pool_set_weight(bs[i], old_weights[i]);
+		hlb_pool_flush(ctl->pool);
+		goto out;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		/* the cap needs no rebuild: workers read it at each connect */
 		if (has_max)
 			atomic_store(&bs[i]->rt->max_conns, max);
-		old_weights[i] = bs[i]->rt->weight;
-		if (has_weight)
-			hlb_pool_set_weight(bs[i], w);
 		if (has_state)
 			hlb_pool_set_admin(bs[i], st);
 	}
 	/* Build now, so the answer (and the next lookup) shows the new table. */
 	hlb_pool_flush(ctl->pool);
 	if (s->rebuilds_failed != failed) {
-		/* E.g. every weight 0: undo, the old table keeps serving. */
-		resp_error(resp, 409, "%s", s->last_error.msg);
-		for (uint32_t i = 0; i < n; i++)
-			hlb_pool_set_weight(bs[i], old_weights[i]);
-		hlb_pool_flush(ctl->pool);
+		resp_error(resp, 500, "%s (the previous table keeps serving)", s->last_error.msg);
 		goto out;
 	}
 	if (one) {

@@ -165,6 +165,22 @@ def metric_sum_plain(lb, name):
     return float(m.group(1)) if m else None
 
 
+def refused_set_changes_nothing():
+    """A POST /set refused because its weights leave no table (every weight 0) changes
+    nothing it asked for: not the weight, not the state, not the cap."""
+    lb = Lb(config(BACKENDS))
+    for name in ("b", "c"):
+        rc, so, se = lb.ctl("set", name, "weight", "0")
+        check(rc == 0, f"weight 0 on {name}: {se}")
+    code, body = lb.http("POST", "/set?backend=a&weight=0&state=maint&max_connections=1")
+    a = lb.backend("a")
+    check(code == 409 and "weight 0" in body, f"refused: {code} {body}")
+    check((a["weight"], a["state"], a["max_connections"]) == (1, "ready", 0),
+          f"a unchanged: weight {a['weight']}, {a['state']}, max_connections {a['max_connections']}")
+    check(all(who(lb.addr, client_ip(i)) == "a" for i in range(5)), "and a serves every client")
+    check(lb.stop() == 0, "exit 0")
+
+
 def weight_change_rebuilds():
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
@@ -534,7 +550,7 @@ def metrics_parse_and_match_traffic():
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_backend_added_back_keeps_its_connections,
            removed_service_drains_until_timeout,
-           weight_change_rebuilds, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
