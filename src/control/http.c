@@ -307,6 +307,7 @@ static void conn_io(void *arg, uint32_t events)
 	struct http_conn *c = arg;
 	char *hdr_end, *cl;
 	size_t body_len = 0;
+	bool eof = false;
 
 	if (c->out.len) {
 		conn_flush(c);
@@ -319,9 +320,15 @@ static void conn_io(void *arg, uint32_t events)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
-		if (n <= 0) {
+		if (n < 0) {
 			conn_close(c);
 			return;
+		}
+		if (n == 0) {
+			/* the client sent its request and shut down writing at once
+			 * (printf ... | nc -N): answer what came, if it is whole */
+			eof = true;
+			break;
 		}
 		c->in_len += (size_t)n;
 		if (c->in_len == HTTP_REQ_MAX)
@@ -332,6 +339,8 @@ static void conn_io(void *arg, uint32_t events)
 	if (!hdr_end) {
 		if (c->in_len == HTTP_REQ_MAX)
 			conn_error(c, 413, "request too large");
+		else if (eof)
+			conn_close(c);
 		return;
 	}
 	*hdr_end = '\0'; /* for strcasestr; conn_request sets it again */
@@ -343,8 +352,11 @@ static void conn_io(void *arg, uint32_t events)
 		conn_error(c, 413, "request too large");
 		return;
 	}
-	if ((size_t)(hdr_end + 4 - c->in) + body_len > c->in_len)
+	if ((size_t)(hdr_end + 4 - c->in) + body_len > c->in_len) {
+		if (eof)
+			conn_error(c, 400, "the body is shorter than its Content-Length");
 		return; /* the rest of the body is on its way */
+	}
 	conn_request(c, hdr_end, body_len);
 }
 
@@ -364,6 +376,20 @@ static void http_accept(void *arg, uint32_t events)
 		if (fd < 0)
 			return;
 		if (h->n_conns >= HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
+			/* say why (non-blocking: a fresh socket takes this much) */
+			static const char busy[] =
+				"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+				"application/json\r\nContent-Length: 60\r\nConnection: "
+				"close\r\n\r\n{\"error\":\"too many admin connections open (64): try again\"}\n";
+
+			char drop[512];
+
+			/* what it sent already is read, so that the close is a FIN
+			 * behind the answer, not a reset that discards it */
+			if (write(fd, busy, sizeof(busy) - 1) > 0 &&
+			    read(fd, drop, sizeof(drop)) < 0) {
+				/* nothing sent yet: fine */
+			}
 			close(fd);
 			continue;
 		}

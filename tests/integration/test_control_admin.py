@@ -471,6 +471,37 @@ def web_pages_cannot_drive_the_admin_endpoint():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_http_edges():
+    """The admin endpoint answers a request sent with the client's FIN right behind it
+    (printf ... | nc -N), and over its 64 connections says so with a 503 instead of a bare
+    reset; it serves again once they close."""
+    import socket as so
+    lb = Lb(config(BACKENDS))
+    host, port = lb.admin.rsplit(":", 1)
+    s = so.create_connection((host, int(port)), timeout=5)
+    s.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.shutdown(so.SHUT_WR)
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    check(got.startswith(b"HTTP/1.1 200") and b'"services"' in got,
+          f"a request followed at once by FIN is answered: {got[:40]!r}")
+    idle = [so.create_connection((host, int(port)), timeout=5) for _ in range(64)]
+    time.sleep(0.2)
+    code, body = lb.http("GET", "/status")
+    check(code == 503 and "too many admin connections" in body,
+          f"the 65th connection is told why: {code} {body!r}")
+    for x in idle:
+        x.close()
+    check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
+          "served again once they closed")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metrics_parse_and_match_traffic():
     lb = Lb(config(BACKENDS))
     payload = b"x" * 1000
@@ -555,6 +586,6 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
-           web_pages_cannot_drive_the_admin_endpoint])
+           web_pages_cannot_drive_the_admin_endpoint, admin_http_edges])
 for b in bs:
     b.stop()
