@@ -2,6 +2,7 @@
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,9 @@ static void usage(FILE *f)
 		   "                                  (a new version installed there), hands\n"
 		   "                                  it the listening sockets and drains once\n"
 		   "                                  it serves. Waits for the outcome: exit 0\n"
-		   "                                  once the new process answers, 1 if it\n"
+		   "                                  once the new process answers (or, its\n"
+		   "                                  admin address being another, runs on\n"
+		   "                                  2 s after the old one's closed), 1 if it\n"
 		   "                                  failed (the old one goes on serving)\n"
 		   "\n"
 		   "  SERVICE may be left out when hashlb runs a single service.\n"
@@ -239,6 +242,8 @@ static long json_int(const char *json, const char *key)
 }
 
 #define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */
+/* the old endpoint gone, the new process still up this long: it took over */
+#define UPGRADE_GONE_MS 2000
 
 /*
  * ctl upgrade: POST /upgrade, then GET /status until the new process
@@ -265,10 +270,32 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
 		fprintf(stderr, "hashlb ctl: the admin endpoint's answer names no processes\n");
 		return 1;
 	}
-	for (int waited = 0; waited < UPGRADE_WAIT_MS; waited += 100) {
+	for (int waited = 0, gone_since = -1; waited < UPGRADE_WAIT_MS; waited += 100) {
 		usleep(100 * 1000);
-		if (ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body) < 0)
+		if (ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body) < 0) {
+			/* Nobody answers here: the old process closed its endpoint as it
+			 * handed over, and the new one listens elsewhere (admin port 0, or
+			 * a new admin address in the config), or not yet. The new process
+			 * staying up is then the sign (a stopped upgrade stops it). */
+			if (gone_since < 0)
+				gone_since = waited;
+			if (kill((pid_t)new_pid, 0) < 0 && errno == ESRCH) {
+				fprintf(stderr,
+					"hashlb ctl: upgrade failed: pid %ld exited and nothing "
+					"answers at the admin address: see hashlb's log\n",
+					new_pid);
+				return 1;
+			}
+			if (waited - gone_since >= UPGRADE_GONE_MS) {
+				printf("upgraded: pid %ld handed over to pid %ld, which runs; it does "
+				       "not answer at this admin address (admin port 0, or a new "
+				       "one): its log names it\n",
+				       old_pid, new_pid);
+				return 0;
+			}
 			continue;
+		}
+		gone_since = -1;
 		pid = json_int(body, "pid");
 		p = strstr(body, "\"upgrade\":{");
 		upgrade_pid = p ? json_int(p, "new_pid") : -1;

@@ -320,6 +320,33 @@ def ctl_upgrade():
         kill(new_pid)
 
 
+def ctl_upgrade_admin_moves():
+    """hashlb ctl upgrade when the new process's admin endpoint is elsewhere (admin port 0:
+    each process gets its own port): the old endpoint closes as it hands over and nobody
+    answers there; the new process staying up is the sign, and ctl exits 0 (it used to wait
+    70 s and exit 1, failing a good upgrade in a deploy script)."""
+    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-ctl0")
+    install(HASHLB, exe)
+    old = Lb(config(BACKENDS, admin="127.0.0.1:0", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
+             fname="ctlup0.yaml", binary=exe)
+    new_pid = None
+    try:
+        t0 = time.time()
+        rc, out, err = old.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+), which runs", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid and os.path.exists(f"/proc/{new_pid}"),
+              f"exit 0, naming the new process ({rc}, {out!r}, {err!r}) in {time.time() - t0:.1f}s")
+        try:
+            rc = old.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"the old one drained and exited 0 ({rc})")
+        check(who(LISTEN, client_ip(7)) in ("a", "b", "c"), "the new one serves")
+    finally:
+        kill(new_pid)
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -414,5 +441,5 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_in_place, ctl_upgrade, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
