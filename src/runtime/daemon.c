@@ -56,6 +56,10 @@ struct upgrade {
 };
 
 #define UPGRADE_TIMEOUT_MS 60000
+/* a new process not ready, told to stop (SIGTERM) and still there this long
+ * after: stuck (signals blocked, say): SIGKILL. It has accepted little or
+ * nothing, not being ready. */
+#define UPGRADE_KILL_MS 10000
 #define UPGRADE_FD 3 /* where the new process finds its end of the pair */
 
 /* A listen address and its state within a listen transaction. */
@@ -758,6 +762,7 @@ static uint32_t drain_ms(struct hlb_daemon *d)
 }
 
 static void upgrade_end(struct hlb_daemon *d);
+static void upgrade_stop_child(struct hlb_daemon *d);
 
 void hlb_daemon_stop(struct hlb_daemon *d)
 {
@@ -774,11 +779,13 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	}
 	d->stopping = true;
 	if (d->up.pid) {
-		/* not ready yet: it would serve on alone; it drains what it took */
+		/* not ready yet: it would serve on alone; it drains what it took.
+		 * Its READY is no longer listened to; its exit still is (it is
+		 * reaped), and one stuck past UPGRADE_KILL_MS, or past this
+		 * process, is killed (upgrade_kill(), hlb_daemon_free()). */
 		hlb_log(HLB_LOG_WARN, "stopping during an upgrade: the new hashlb stops too",
 			"pid=%d", (int)d->up.pid);
-		kill(d->up.pid, SIGTERM);
-		upgrade_end(d);
+		upgrade_stop_child(d);
 	}
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);
@@ -872,6 +879,35 @@ static char **upgrade_env(void)
 	return env;
 }
 
+static void upgrade_kill(struct hlb_daemon *d, void *arg);
+
+/* SIGTERM to the new process, not ready; SIGKILL if it is still there UPGRADE_KILL_MS later. */
+static void upgrade_stop_child(struct hlb_daemon *d)
+{
+	struct upgrade *up = &d->up;
+
+	syscall(SYS_pidfd_send_signal, up->pidfd, SIGTERM, NULL, 0);
+	hlb_daemon_timer_del(d, up->timer);
+	up->timer = NULL;
+	if (up->sock >= 0) { /* a READY now would hand over to a process told to stop */
+		hlb_daemon_unwatch(d, up->sock);
+		close(up->sock);
+		up->sock = -1;
+	}
+	if (hlb_daemon_timer_add(d, UPGRADE_KILL_MS, 0, upgrade_kill, NULL, &up->timer) < 0)
+		up->timer = NULL;
+}
+
+static void upgrade_kill(struct hlb_daemon *d, void *arg)
+{
+	(void)arg;
+	hlb_log(HLB_LOG_ERROR, "upgrade: the new hashlb did not stop, killing it",
+		"pid=%d after_ms=%u", (int)d->up.pid, UPGRADE_KILL_MS);
+	syscall(SYS_pidfd_send_signal, d->up.pidfd, SIGKILL, NULL, 0);
+	hlb_daemon_timer_del(d, d->up.timer);
+	d->up.timer = NULL;
+}
+
 static void upgrade_end(struct hlb_daemon *d)
 {
 	struct upgrade *up = &d->up;
@@ -904,6 +940,11 @@ static void upgrade_exited(struct hlb_daemon *d, int fd, uint32_t events, void *
 		snprintf(how, sizeof(how), "signal=%s", sigabbrev_np(WTERMSIG(status)) ?: "?");
 	else
 		snprintf(how, sizeof(how), "status=%d", WEXITSTATUS(status));
+	if (d->stopping) { /* told to stop with this one */
+		hlb_log(HLB_LOG_INFO, "the new hashlb stopped", "pid=%d %s", (int)pid, how);
+		upgrade_end(d);
+		return;
+	}
 	hlb_log(HLB_LOG_ERROR,
 		"upgrade failed: the new hashlb exited before it was ready, "
 		"this one goes on serving",
@@ -922,9 +963,7 @@ static void upgrade_timeout(struct hlb_daemon *d, void *arg)
 	(void)arg;
 	hlb_log(HLB_LOG_ERROR, "upgrade: the new hashlb is not ready, stopping it",
 		"pid=%d after_ms=%u", (int)d->up.pid, UPGRADE_TIMEOUT_MS);
-	syscall(SYS_pidfd_send_signal, d->up.pidfd, SIGTERM, NULL, 0);
-	hlb_daemon_timer_del(d, d->up.timer);
-	d->up.timer = NULL;
+	upgrade_stop_child(d);
 }
 
 /* The new process writes "READY PID\n" once it accepts: hand over and drain. */
@@ -1224,8 +1263,11 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		close(d->epfd);
 	if (d->sigfd >= 0)
 		close(d->sigfd);
-	if (d->up.pid) /* not ready, not stopped: it would serve on alone */
-		kill(d->up.pid, SIGTERM);
+	if (d->up.pid) { /* not ready, and not gone: it would serve on alone */
+		kill(d->up.pid, d->stopping ? SIGKILL : SIGTERM); /* told to stop already: stuck */
+		if (d->stopping)
+			waitpid(d->up.pid, NULL, 0);
+	}
 	if (d->ready_fd >= 0)
 		close(d->ready_fd);
 	if (d->taker_pidfd >= 0)

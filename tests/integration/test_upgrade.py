@@ -332,10 +332,14 @@ def ctl_upgrade_admin_moves():
     new_pid = None
     try:
         t0 = time.time()
-        rc, out, err = old.ctl("upgrade")
+        try:
+            rc, out, err = old.ctl("upgrade")
+        except subprocess.TimeoutExpired:
+            rc, out, err = None, "", "no answer in 60 s"
         m = re.search(r"handed over to pid (\d+), which runs", out)
-        new_pid = int(m.group(1)) if m else None
-        check(rc == 0 and new_pid and os.path.exists(f"/proc/{new_pid}"),
+        started = [re.search(r"started the new hashlb\" pid=(\d+)", l) for l in old.log]
+        new_pid = next((int(x.group(1)) for x in started if x), None)  # to stop it, whatever ctl says
+        check(rc == 0 and m and int(m.group(1)) == new_pid and os.path.exists(f"/proc/{new_pid}"),
               f"exit 0, naming the new process ({rc}, {out!r}, {err!r}) in {time.time() - t0:.1f}s")
         try:
             rc = old.proc.wait(30)
@@ -343,6 +347,42 @@ def ctl_upgrade_admin_moves():
             rc = None
         check(rc == 0, f"the old one drained and exited 0 ({rc})")
         check(who(LISTEN, client_ip(7)) in ("a", "b", "c"), "the new one serves")
+    finally:
+        kill(new_pid)
+
+
+def stuck_new_process_is_killed():
+    """A new process that never gets ready and ignores SIGTERM (stuck before its loop, its
+    signals blocked): SIGTERM to the old one during the upgrade stops it too, and, still
+    there when the old one exits, it is killed rather than left running alone (it used to be
+    left orphaned, holding what it had taken over)."""
+    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-stuck")
+    install(HASHLB, exe)
+    old = Lb(config(BACKENDS, admin="127.0.0.1:0", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
+             fname="stuck.yaml", binary=exe)
+    with open(exe + ".new", "w") as f:
+        f.write("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
+    os.chmod(exe + ".new", 0o755)
+    os.rename(exe + ".new", exe)
+    new_pid = None
+    try:
+        old.proc.send_signal(signal.SIGUSR2)
+        end = time.time() + 10
+        while time.time() < end and not new_pid:
+            new_pid = (old.status().get("upgrade") or {}).get("new_pid")
+            time.sleep(0.05)
+        check(new_pid, "the stuck process started")
+        old.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = old.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0 and old.wait_log("stopping during an upgrade"),
+              f"the old one stops, saying the new one stops too ({rc})")
+        time.sleep(0.2)
+        alive = bool(new_pid) and os.path.exists(f"/proc/{new_pid}") and \
+            open(f"/proc/{new_pid}/stat").read().split()[2] != "Z"
+        check(not alive, f"the stuck new process ({new_pid}) is not left running")
     finally:
         kill(new_pid)
 
@@ -441,5 +481,5 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
