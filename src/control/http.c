@@ -72,6 +72,8 @@ static const char *param_in(const char *s, size_t len, const char *name, char *b
 					c = hex(v[1]) * 16 + hex(v[2]);
 					v += 2;
 				}
+				if (c == 0) /* %00 would cut the value short: "a%00zz" is not "a" */
+					return NULL;
 				if (o + 1 >= size)
 					return NULL;
 				buf[o++] = (char)c;

@@ -499,6 +499,9 @@ def admin_http_edges():
         x.close()
     check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
           "served again once they closed")
+    code, body = lb.http("POST", "/set?backend=a%00zz&state=drain")
+    check(code == 400 and lb.backend("a")["state"] == "ready",
+          f"a NUL in a value (%00) does not cut it short to another name: {code} {body}")
     check(lb.stop() == 0, "exit 0")
 
 
