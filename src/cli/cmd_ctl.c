@@ -140,21 +140,31 @@ static void param(char *q, size_t size, const char *name, const char *value)
  * if the endpoint cannot be reached (said on stderr unless <quiet>) or its
  * answer is not HTTP.
  */
+/* The admin address <ss> as written: ADDR:PORT, [ADDR]:PORT or unix:PATH. */
+static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size_t size)
+{
+	if (ss->ss_family == AF_UNIX)
+		snprintf(buf, size, "unix:%s", ((const struct sockaddr_un *)ss)->sun_path);
+	else
+		hashlb_addr_format(ss, buf, size);
+	return buf;
+}
+
 static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		     const char *path, const char *query, bool quiet, int *ret_status,
 		     char **ret_buf, char **ret_body)
 {
 	struct timeval tv = { .tv_sec = 30 };
 	size_t got = 0, cap = 65536;
-	char req[2048], *buf, *body;
+	char req[2048], name[160], *buf, *body;
 	int fd, status = 0, r;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (const struct sockaddr *)ss, len) < 0) {
 		r = -errno;
 		if (!quiet)
-			fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint: %s\n",
-				strerror(-r));
+			fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint at %s: %s\n",
+				admin_name(ss, name, sizeof(name)), strerror(-r));
 		if (fd >= 0)
 			close(fd);
 		return r;
@@ -203,7 +213,9 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
 		if (!quiet)
-			fprintf(stderr, "hashlb ctl: no valid answer from the admin endpoint\n");
+			fprintf(stderr,
+				"hashlb ctl: no valid answer from the admin endpoint at %s\n",
+				admin_name(ss, name, sizeof(name)));
 		free(buf);
 		return -EPROTO;
 	}

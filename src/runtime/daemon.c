@@ -1138,8 +1138,10 @@ static void handle_signals(struct hlb_daemon *d)
 	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
 		switch (si.ssi_signo) {
 		case SIGHUP:
-			if (d->stopping)
+			if (d->stopping) {
+				hlb_log(HLB_LOG_INFO, "SIGHUP ignored: stopping, no reload", NULL);
 				break;
+			}
 			hlb_log(HLB_LOG_INFO, "SIGHUP, reloading", NULL);
 			notify_reloading();
 			if (d->hooks.reload)

@@ -181,6 +181,10 @@ for args, status, msg in [
     (("table", "--scheme", "bogus", "a"), 2, "invalid value"),
     (("lookup", "999.1.1.1", "a"), 1, "invalid client"),
     (("frobnicate",), 2, "unknown command"),
+    # ctl says which address it tried (from --admin, $HASHLB_ADMIN, -c or the default)
+    (("ctl", "--admin", "127.0.0.1:1", "status"), 1, "admin endpoint at 127.0.0.1:1:"),
+    (("ctl", "--admin", "unix:/nonexistent/hashlb.sock", "status"), 1,
+     "admin endpoint at unix:/nonexistent/hashlb.sock:"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")

@@ -54,6 +54,8 @@ def sigterm_drain():
         check(read_line(s) == "during drain %d" % i, "the established connection keeps flowing")
         time.sleep(0.02)
     check(lb.proc.poll() is None, "hashlb waits for the established connection")
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log("SIGHUP ignored: stopping"), "a SIGHUP while draining says it is ignored")
     t0 = time.time()
     s.close()
     try:
