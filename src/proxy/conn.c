@@ -556,13 +556,11 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 		}
 		n = splice(c->fd[i], NULL, h->pipe[1], NULL, SPLICE_LEN,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && errno == EAGAIN)
+			n = half_splice_urgent(c, i); /* -1, EAGAIN unless at the urgent mark */
 		if (n > 0) {
 			h->pipe_len = n;
 			drained = n < SPLICE_READ_MIN;
-		} else if (n == 0) {
-			h->eof = true;
-		} else if (errno == EAGAIN && (n = half_splice_urgent(c, i)) > 0) {
-			h->pipe_len = n;
 		} else if (n == 0) {
 			h->eof = true;
 		} else if (errno == EAGAIN) {

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import time
 
-from lbtest import HASHLB, Hashlb
+from lbtest import HASHLB, Hashlb, read_to_eof
 
 
 def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2,
@@ -43,25 +43,33 @@ class Lb(Hashlb):
             raise SystemExit(f"no admin endpoint (hashlb's exit status: {self.proc.poll()}):\n" +
                              "\n".join(self.log))
 
-    def http(self, method, path, timeout=10, headers="", body=""):
-        """(status, body) of one request to the admin endpoint; <headers>: extra lines,
-        each ending in CRLF."""
+    def admin_socket(self, timeout=10):
+        """A connection to the admin endpoint (TCP or Unix)."""
         if self.admin.startswith("unix:"):
             s = socket.socket(socket.AF_UNIX)
             s.settimeout(timeout)
             s.connect(self.admin[5:])
-        else:
-            host, port = self.admin.rsplit(":", 1)
-            s = socket.create_connection((host, int(port)), timeout=timeout)
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{headers}"
-                  f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-        s.close()
+            return s
+        host, port = self.admin.rsplit(":", 1)
+        return socket.create_connection((host, int(port)), timeout=timeout)
+
+    def raw(self, request, shut=False, timeout=10):
+        """Send <request> (bytes) to the admin endpoint, shutting down writing after it if
+        <shut>; everything it answers, to its close."""
+        s = self.admin_socket(timeout)
+        s.sendall(request)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        try:
+            return read_to_eof(s)
+        finally:
+            s.close()
+
+    def http(self, method, path, timeout=10, headers="", body=""):
+        """(status, body) of one request to the admin endpoint; <headers>: extra lines,
+        each ending in CRLF."""
+        buf = self.raw(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{headers}"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}".encode(), timeout=timeout)
         head, _, body = buf.partition(b"\r\n\r\n")
         return int(head.split()[1]), body.decode()
 

@@ -67,6 +67,17 @@ def maint_closes_nothing_takes_no_traffic():
     check(lb.stop() == 0, "exit 0")
 
 
+def closed_at_drain(held, t0, what):
+    """Check that <held> is closed 1.5 s (a 1500ms timeouts.drain) after <t0>, give or take."""
+    try:
+        closed = held.recv(100) == b""
+    except OSError:
+        closed = True
+    el = time.time() - t0
+    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
+    check(closed and 1.3 < el < 4.0, f"{what} ({el:.1f}s)")
+
+
 def removed_backend_drains_until_timeout():
     """A reload removes c: its connection keeps working, then is closed at the drain timeout."""
     lb = Lb(config(BACKENDS, extra="timeouts:\n  drain: 1500ms"))
@@ -82,13 +93,7 @@ def removed_backend_drains_until_timeout():
     check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
-    try:
-        closed = held.recv(100) == b""
-    except OSError:
-        closed = True
-    el = time.time() - t0
-    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
-    check(closed and 1.3 < el < 4.0, f"closed at the drain timeout ({el:.1f}s)")
+    closed_at_drain(held, t0, "closed at the drain timeout")
     check(lb.wait(lambda: not lb.service()["draining"], timeout=3) is not None,
           "and no longer listed")
     held.close()
@@ -145,13 +150,7 @@ def removed_service_drains_until_timeout():
           f"reloaded without the service: {so}{se}")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "its connection carries on while draining")
-    try:
-        closed = held.recv(100) == b""
-    except OSError:
-        closed = True
-    el = time.time() - t0
-    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
-    check(closed and 1.3 < el < 4.0, f"closed at the service's drain timeout ({el:.1f}s)")
+    closed_at_drain(held, t0, "closed at the service's drain timeout")
     check(lb.wait(lambda: metric_sum_plain(lb, "hashlb_connections") == 0, timeout=3) is not None,
           "and no connection is left")
     held.close()
@@ -475,22 +474,11 @@ def admin_http_edges():
     """The admin endpoint answers a request sent with the client's FIN right behind it
     (printf ... | nc -N), and over its 64 connections says so with a 503 instead of a bare
     reset; it serves again once they close."""
-    import socket as so
     lb = Lb(config(BACKENDS))
-    host, port = lb.admin.rsplit(":", 1)
-    s = so.create_connection((host, int(port)), timeout=5)
-    s.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
-    s.shutdown(so.SHUT_WR)
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
-    s.close()
+    got = lb.raw(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n", shut=True)
     check(got.startswith(b"HTTP/1.1 200") and b'"services"' in got,
           f"a request followed at once by FIN is answered: {got[:40]!r}")
-    idle = [so.create_connection((host, int(port)), timeout=5) for _ in range(64)]
+    idle = [lb.admin_socket() for _ in range(64)]
     time.sleep(0.2)
     code, body = lb.http("GET", "/status")
     check(code == 503 and "too many admin connections" in body,

@@ -211,6 +211,15 @@ def install(binary, path):
     return os.stat(path).st_ino
 
 
+def installed(name, admin):
+    """(path, Lb): a copy of hashlb installed at a path of its own (to be replaced for an
+    upgrade), running on LISTEN with its admin endpoint at <admin>, config <name>.yaml."""
+    exe = os.path.join(os.path.dirname(tmpfile("x", "")), f"hashlb-{name}")
+    install(HASHLB, exe)
+    return exe, Lb(config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}"),
+                   fname=f"{name}.yaml", binary=exe)
+
+
 def upgrade_in_place():
     """SIGUSR2: hashlb runs the file now at its executable's path again, with the same
     command line; the new process takes the listening sockets over on a socket pair (no
@@ -282,10 +291,7 @@ def ctl_upgrade():
     the new process ended; the old one serves on and its status says the upgrade failed. Then:
     exit 0 once the new process answers at the admin address, which it now holds, running the
     newly installed file; the old one drains and exits 0."""
-    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-ctl")
-    install(HASHLB, exe)
-    old = Lb(config(BACKENDS, admin="127.0.0.1:29402", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
-             fname="ctlup.yaml", binary=exe)
+    exe, old = installed("ctlup", "127.0.0.1:29402")
     new_pid = None
     try:
         good = break_config(old.path)
@@ -325,10 +331,7 @@ def ctl_upgrade_admin_moves():
     each process gets its own port): the old endpoint closes as it hands over and nobody
     answers there; the new process staying up is the sign, and ctl exits 0 (it used to wait
     70 s and exit 1, failing a good upgrade in a deploy script)."""
-    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-ctl0")
-    install(HASHLB, exe)
-    old = Lb(config(BACKENDS, admin="127.0.0.1:0", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
-             fname="ctlup0.yaml", binary=exe)
+    _, old = installed("ctlup0", "127.0.0.1:0")
     new_pid = None
     try:
         t0 = time.time()
@@ -356,10 +359,7 @@ def stuck_new_process_is_killed():
     signals blocked): SIGTERM to the old one during the upgrade stops it too, and, still
     there when the old one exits, it is killed rather than left running alone (it used to be
     left orphaned, holding what it had taken over)."""
-    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb-stuck")
-    install(HASHLB, exe)
-    old = Lb(config(BACKENDS, admin="127.0.0.1:0", listen=f"{LISTEN[0]}:{LISTEN[1]}"),
-             fname="stuck.yaml", binary=exe)
+    exe, old = installed("stuck", "127.0.0.1:0")
     with open(exe + ".new", "w") as f:
         f.write("#!/bin/sh\ntrap '' TERM\nexec sleep 30\n")
     os.chmod(exe + ".new", 0o755)
