@@ -121,12 +121,17 @@ class Lb(Hashlb):
 
 
 def metric_sum(lb, name):
-    """The sum of a metric's samples over all label sets, from GET /metrics."""
+    """The sum of a metric's samples over all label sets (or its one unlabelled sample),
+    from GET /metrics."""
     status, body = lb.http("GET", "/metrics")
     if status != 200:
         raise AssertionError(f"GET /metrics answers {status}")
-    total = 0.0
+    total, samples = 0.0, 0
     for line in body.splitlines():
-        if line.startswith(name + "{"):
+        if line.startswith((name + "{", name + " ")):
             total += float(line.rsplit(" ", 1)[1])
+            samples += 1
+    if samples == 0:
+        # A renamed or never-exported metric must fail the check that reads it, not read as 0.
+        raise AssertionError(f"GET /metrics has no sample of {name}")
     return total

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from ctltest import Lb, config
+from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, Backend, check, client_ip, connect, dead_port, lookup, read_line,
                     read_to_eof, run_tests, spawn, stop, tmpfile)
 
@@ -57,15 +57,6 @@ def finish(lb):
     check(not bad, f"no sanitizer report: {bad[:3]}")
 
 
-def metric(lb, name):
-    status, body = lb.http("GET", "/metrics")
-    total = 0.0
-    for line in body.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def one_line_per_client():
     """Several clients, one of them with 8 MiB each way (splice): each has exactly one line,
     with its backend as hashlb lookup says and its exact byte counts, end=done."""
@@ -83,7 +74,7 @@ def one_line_per_client():
         name = got.split(b"\n", 1)[0].decode()
         check(got == name.encode() + b"\n" + payload, f"{src}: echoed intact")
         seen[me] = (src, name, len(payload), len(got))
-    check(metric(lb, "hashlb_backend_spliced_bytes_total") > 0,
+    check(metric_sum(lb, "hashlb_backend_spliced_bytes_total") > 0,
           "the 8 MiB transfer went through splice")
     lines = wait_lines(lb, len(clients))
     check(len(lines) == len(clients), f"{len(clients)} connection lines, got {len(lines)}")
@@ -109,7 +100,7 @@ def one_line_per_client():
         check(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l.get("ts", "")),
               f"{me}: ts in the daemon's format ({l})")
         check(l.get("level") == "info", f"{me}: level=info")
-    check(metric(lb, "hashlb_log_dropped_total") == 0, "no line dropped")
+    check(metric_sum(lb, "hashlb_log_dropped_total") == 0, "no line dropped")
     check(lb.service()["log_connections"] is True, "the admin API shows log_connections")
     finish(lb)
     for b in backends:

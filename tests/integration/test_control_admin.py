@@ -402,11 +402,12 @@ def parse_prometheus(text):
 
 
 def metric(samples, name, **labels):
-    total = 0.0
-    for (n, ls), v in samples.items():
-        if n == name and all(f'{k}="{val}"' in ls for k, val in labels.items()):
-            total += v
-    return total
+    """The sum of the samples of name with these labels; none at all fails the check."""
+    matched = [v for (n, ls), v in samples.items()
+               if n == name and all(f'{k}="{val}"' in ls for k, val in labels.items())]
+    if not matched:
+        raise AssertionError(f"GET /metrics has no sample of {name} {labels}")
+    return sum(matched)
 
 
 def lookup_agrees_with_the_offline_lookup():
