@@ -32,7 +32,7 @@
 
 static bool want_text(const struct hlb_http_req *req)
 {
-	char v[16];
+	char v[HLB_HTTP_VALUE_MAX + 1];
 
 	return hlb_http_param(req, "format", v, sizeof(v)) && !strcmp(v, "text");
 }
@@ -59,7 +59,7 @@ static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, 
 static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struct hlb_http_req *req,
 					    struct hlb_http_resp *resp)
 {
-	char name[HASHLB_NAME_MAX + 1];
+	char name[HLB_HTTP_VALUE_MAX + 1];
 	struct hlb_pool_service *s;
 
 	if (!hlb_http_param(req, "service", name, sizeof(name))) {
@@ -391,7 +391,7 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	struct hlb_client_count *top;
 	struct hlb_buf *o = &resp->body;
-	char v[16], addr[HASHLB_ADDR16_STRLEN];
+	char v[HLB_HTTP_VALUE_MAX + 1], addr[HASHLB_ADDR16_STRLEN];
 	unsigned long n = 10;
 	uint32_t got;
 
@@ -499,7 +499,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 	struct hlb_buf *o = &resp->body;
 	struct hashlb_tuple tuple;
 	uint32_t pref[8];
-	char client[128];
+	char client[HLB_HTTP_VALUE_MAX + 1];
 	uint64_t hash;
 	size_t n;
 
@@ -632,7 +632,8 @@ static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_bac
 static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
-	char state[32], weight[32], maxc[32], name[HASHLB_NAME_MAX + 1];
+	char state[HLB_HTTP_VALUE_MAX + 1], weight[HLB_HTTP_VALUE_MAX + 1],
+		maxc[HLB_HTTP_VALUE_MAX + 1], name[HLB_HTTP_VALUE_MAX + 1];
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
@@ -784,7 +785,7 @@ static void close_group(struct hlb_pool_service *s, const char *name, struct hlb
 static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req *req,
 			  struct hlb_http_resp *resp, bool text)
 {
-	char name[HASHLB_NAME_MAX + 1];
+	char name[HLB_HTTP_VALUE_MAX + 1];
 	struct hlb_pool_backend *b;
 	uint64_t n = 0, drained = 0;
 	uint32_t draining = 0;
@@ -910,7 +911,7 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 {
 	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
 	static const char *addrs[SOCKETS_MAX];
-	char buf[16], *end;
+	char buf[HLB_HTTP_VALUE_MAX + 1], *end;
 	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
 	long taker = v ? strtol(v, &end, 10) : 0;
 	uint32_t n;

@@ -25,6 +25,7 @@ struct http_conn {
 	size_t in_len;
 	struct hlb_buf out;
 	size_t out_off;
+	bool head; /* a HEAD request: the answer has no body */
 	struct http_conn *prev, *next;
 };
 
@@ -49,6 +50,31 @@ static int hex(int c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+/* Decode the value [v, end) into buf (<size> bytes, NUL-terminated): its length, or -1
+ * if it holds a NUL (%00 would cut it short: "a%00zz" is not "a"), -2 if it is too long. */
+static ssize_t decode(const char *v, const char *end, char *buf, size_t size)
+{
+	size_t o = 0;
+
+	for (; v < end; v++) {
+		int c = (unsigned char)*v;
+
+		if (c == '+')
+			c = ' ';
+		else if (c == '%' && end - v > 2 && hex(v[1]) >= 0 && hex(v[2]) >= 0) {
+			c = hex(v[1]) * 16 + hex(v[2]);
+			v += 2;
+		}
+		if (c == 0)
+			return -1;
+		if (o + 1 >= size)
+			return -2;
+		buf[o++] = (char)c;
+	}
+	buf[o] = '\0';
+	return (ssize_t)o;
+}
+
 /* Find <name> in "a=1&b=2" and decode its value into buf. */
 static const char *param_in(const char *s, size_t len, const char *name, char *buf, size_t size)
 {
@@ -59,27 +85,37 @@ static const char *param_in(const char *s, size_t len, const char *name, char *b
 		const char *amp = memchr(s, '&', (size_t)(end - s));
 		const char *pe = amp ? amp : end;
 
-		if ((size_t)(pe - s) > nl && !memcmp(s, name, nl) && s[nl] == '=') {
-			size_t o = 0;
+		if ((size_t)(pe - s) > nl && !memcmp(s, name, nl) && s[nl] == '=')
+			return decode(s + nl + 1, pe, buf, size) < 0 ? NULL : buf;
+		s = pe + 1;
+	}
+	return NULL;
+}
 
-			for (const char *v = s + nl + 1; v < pe; v++) {
-				int c = (unsigned char)*v;
+/*
+ * Why a parameter of "a=1&b=2" is refused, or NULL: every value must decode
+ * to at most HLB_HTTP_VALUE_MAX bytes with no NUL, so that a handler never
+ * reads a present but unusable value as absent (and answers "give
+ * weight=N", or applies the rest of a request without it).
+ */
+static const char *params_refusal(const char *s, size_t len, char *why, size_t size)
+{
+	const char *end = s + len;
+	char v[HLB_HTTP_VALUE_MAX + 1];
 
-				if (c == '+')
-					c = ' ';
-				else if (c == '%' && pe - v > 2 && hex(v[1]) >= 0 &&
-					 hex(v[2]) >= 0) {
-					c = hex(v[1]) * 16 + hex(v[2]);
-					v += 2;
-				}
-				if (c == 0) /* %00 would cut the value short: "a%00zz" is not "a" */
-					return NULL;
-				if (o + 1 >= size)
-					return NULL;
-				buf[o++] = (char)c;
-			}
-			buf[o] = '\0';
-			return buf;
+	while (s < end) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
+		ssize_t n = eq ? decode(eq + 1, pe, v, sizeof(v)) : 0;
+
+		if (n < 0) {
+			int nl = (int)(eq - s < 64 ? eq - s : 64);
+
+			snprintf(why, size, "parameter %.*s: %s", nl, s,
+				 n == -1 ? "the value holds a NUL byte (%00)"
+					 : "the value is longer than 255 bytes");
+			return why;
 		}
 		s = pe + 1;
 	}
@@ -126,6 +162,8 @@ static const char *status_text(int status)
 		return "Forbidden";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 409:
 		return "Conflict";
 	case 413:
@@ -136,6 +174,8 @@ static const char *status_text(int status)
 		return "Internal Server Error";
 	case 503:
 		return "Service Unavailable";
+	case 505:
+		return "HTTP Version Not Supported";
 	default:
 		return "Status";
 	}
@@ -184,13 +224,14 @@ static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
 		       "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
 		       resp->status, status_text(resp->status), resp->ctype, resp->body.len);
 	body_off = c->out.len;
-	hlb_buf_put(&c->out, resp->body.p ? resp->body.p : "", resp->body.len);
+	if (!c->head)
+		hlb_buf_put(&c->out, resp->body.p ? resp->body.p : "", resp->body.len);
 	hlb_buf_free(&resp->body);
 	if (c->out.oom) {
 		conn_close(c);
 		return;
 	}
-	if (resp->n_fds)
+	if (resp->n_fds && !c->head)
 		conn_send_fds(c, body_off, resp);
 	else
 		conn_flush(c);
@@ -273,23 +314,37 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 {
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_req req = { 0 };
-	char *sp1, *sp2, *q, *hdrs, why[256];
+	char *sp1, *sp2, *q, *hdrs, *version, why[256];
 
 	*hdr_end = '\0';
+	c->head = !strncmp(c->in, "HEAD ", 5);
 	sp1 = strchr(c->in, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7)) {
-		conn_error(c, 400, "bad request line");
+	hdrs = sp2 ? strstr(sp2, "\r\n") : NULL;
+	if (!sp1 || !sp2 || sp1 == c->in || sp2 == sp1 + 1) {
+		conn_error(c, 400, "bad request line: give METHOD PATH HTTP/1.1");
 		return;
 	}
-	hdrs = strstr(sp2, "\r\n");
+	version = strndup(sp2 + 1, hdrs ? (size_t)(hdrs - sp2 - 1) : strlen(sp2 + 1));
+	if (!version || (strcmp(version, "HTTP/1.1") && strcmp(version, "HTTP/1.0"))) {
+		bool other = version && strlen(version) == 8 && !strncmp(version, "HTTP/", 5) &&
+			     version[5] >= '0' && version[5] <= '9' && version[6] == '.' &&
+			     version[7] >= '0' && version[7] <= '9';
+
+		free(version);
+		conn_error(c, other ? 505 : 400,
+			   other ? "this endpoint speaks HTTP/1.1 and HTTP/1.0"
+				 : "bad request line: give METHOD PATH HTTP/1.1");
+		return;
+	}
+	free(version);
 	*sp1 = *sp2 = '\0';
 	if (browser_refusal(hdrs ? hdrs + 2 : NULL, !strcmp(c->in, "GET") || !strcmp(c->in, "HEAD"),
 			    why, sizeof(why))) {
 		conn_error(c, 403, why);
 		return;
 	}
-	req.method = c->in;
+	req.method = c->head ? "GET" : c->in; /* HEAD: the GET's answer, without its body */
 	req.path = sp1 + 1;
 	q = strchr(sp1 + 1, '?');
 	if (q)
@@ -300,6 +355,11 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 	req.body = body_len ? hdr_end + 4 : "";
 	req.local = c->h->unix_path[0] != '\0';
 	c->in[c->in_len] = '\0';
+	if (params_refusal(req.query, strlen(req.query), why, sizeof(why)) ||
+	    params_refusal(req.body, req.body_len, why, sizeof(why))) {
+		conn_error(c, 400, why);
+		return;
+	}
 	c->h->fn(c->h->arg, &req, &resp);
 	conn_respond(c, &resp);
 }
@@ -362,9 +422,19 @@ static void conn_io(void *arg, uint32_t events)
 	conn_request(c, hdr_end, body_len);
 }
 
+/* A request that has not arrived whole in time is answered 408 (and given as
+ * long again to read it); a silent connection, or an answer not read, is
+ * closed. */
 static void conn_timeout(void *arg)
 {
-	conn_close(arg);
+	struct http_conn *c = arg;
+
+	if (c->in_len && !c->out.len) {
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS);
+		conn_error(c, 408, "the request did not arrive whole within 10 s");
+		return;
+	}
+	conn_close(c);
 }
 
 static void http_accept(void *arg, uint32_t events)

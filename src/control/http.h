@@ -42,10 +42,15 @@ struct hlb_http_resp {
 typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
 				 struct hlb_http_resp *resp);
 
+/* The longest parameter value a request may carry, decoded: a longer one, or
+ * one holding a NUL, is refused (400) before any handler runs. */
+#define HLB_HTTP_VALUE_MAX 255
+
 /*
  * The value of parameter <name> in the query string or in an
  * application/x-www-form-urlencoded body, decoded into <buf> (<size>
- * bytes). NULL if absent or too long.
+ * bytes: HLB_HTTP_VALUE_MAX + 1, so that every value the server let
+ * through fits). NULL if absent.
  */
 const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size);
 

@@ -494,6 +494,38 @@ def admin_http_edges():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_http_says_what_it_cannot_serve():
+    """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
+    GET's headers and no body; a malformed request line 400, another HTTP version 505; a
+    parameter value too long to use 400 naming it, applying nothing (not the rest of the
+    request either); a request that never arrives whole 408 after 10 s."""
+    lb = Lb(config(BACKENDS))
+    got = lb.raw(b"HEAD /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, sep, body = got.partition(b"\r\n\r\n")
+    length = re.search(rb"\r\nContent-Length: (\d+)", head)
+    check(head.startswith(b"HTTP/1.1 200") and sep and body == b"" and length and
+          int(length.group(1)) > 0, f"HEAD /status: the GET's headers, no body: {got[:200]!r}")
+    for line, status in ((b"GET /status HTTP/1.1x", b"400"), (b"GET /status HTTP/2.0", b"505"),
+                         (b"GET  HTTP/1.1", b"400"), (b"GET /status", b"400")):
+        got = lb.raw(line + b"\r\nHost: x\r\n\r\n")
+        check(got.startswith(b"HTTP/1.1 " + status), f"{line!r}: {status!r} ({got[:60]!r})")
+    weight = lb.backend("a")["weight"]
+    code, body = lb.http("POST", "/set?backend=a&state=drain&weight=" + "1" * 300)
+    check(code == 400 and "parameter weight" in body and "255" in body,
+          f"an over-long weight is named: {code} {body!r}")
+    a = lb.backend("a")
+    check(a["state"] == "ready" and a["weight"] == weight,
+          f"and nothing of that request is applied: {a['state']}, weight {a['weight']}")
+    code, body = lb.http("POST", "/close?backend=" + "x" * 300)
+    check(code == 400 and "parameter backend" in body, f"an over-long name: {code} {body!r}")
+    t0 = time.monotonic()
+    got = lb.raw(b"GET /status HTTP/1.1\r\nHost: x\r\n", timeout=20)
+    waited = time.monotonic() - t0
+    check(got.startswith(b"HTTP/1.1 408") and waited > 9,
+          f"a request cut short: 408 after 10 s ({waited:.1f} s, {got[:60]!r})")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metrics_parse_and_match_traffic():
     lb = Lb(config(BACKENDS))
     payload = b"x" * 1000
@@ -578,6 +610,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
-           web_pages_cannot_drive_the_admin_endpoint, admin_http_edges])
+           web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
+           admin_http_says_what_it_cannot_serve])
 for b in bs:
     b.stop()
