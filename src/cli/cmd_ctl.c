@@ -2,7 +2,9 @@
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +93,41 @@ static void usage(FILE *f)
 		   "  curl -s 127.0.0.1:9901/metrics\n");
 }
 
+/*
+ * HOST:PORT with a name (localhost:9901): the first of its addresses that
+ * accepts a connection, else the first. A name may give ::1 before
+ * 127.0.0.1 while hashlb listens on only one of them, as curl finds by
+ * trying each.
+ */
+static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	const char *colon = strrchr(s, ':');
+	struct addrinfo *res, *ai;
+	char host[256];
+
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) || !colon[1])
+		return -EINVAL;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+		return -EINVAL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool up = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+
+		if (fd >= 0)
+			close(fd);
+		if (up)
+			break;
+	}
+	ai = ai ? ai : res;
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
 static int ctl_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
 	if (!strncmp(s, "unix:", 5)) {
@@ -104,7 +141,9 @@ static int ctl_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 		*len = sizeof(*sun);
 		return 0;
 	}
-	return hashlb_addr_parse(s, false, ss, len);
+	if (hashlb_addr_parse(s, false, ss, len) == 0)
+		return 0;
+	return ctl_addr_resolve(s, ss, len);
 }
 
 /* Percent-encode <s> onto the end of <q> (size <size>). */
@@ -413,7 +452,10 @@ int cmd_ctl(int argc, char **argv)
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);
 	} else if (ctl_addr(admin ? admin : CTL_ADMIN_DEFAULT, &ss, &len) < 0) {
-		fprintf(stderr, "hashlb ctl: bad admin address '%s'\n", admin);
+		fprintf(stderr,
+			"hashlb ctl: bad admin address '%s': give HOST:PORT, [V6]:PORT or "
+			"unix:/PATH (a HOST name that resolves)\n",
+			admin);
 		return 2;
 	}
 	if (!json)

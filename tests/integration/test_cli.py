@@ -185,6 +185,7 @@ for args, status, msg in [
     (("ctl", "--admin", "127.0.0.1:1", "status"), 1, "admin endpoint at 127.0.0.1:1:"),
     (("ctl", "--admin", "unix:/nonexistent/hashlb.sock", "status"), 1,
      "admin endpoint at unix:/nonexistent/hashlb.sock:"),
+    (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")

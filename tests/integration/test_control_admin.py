@@ -438,6 +438,20 @@ def admin_on_a_unix_socket():
     check(not os.path.exists(path), "the socket file is removed on exit")
 
 
+def ctl_takes_a_host_name():
+    """hashlb ctl --admin localhost:PORT reaches an endpoint on 127.0.0.1, whichever of
+    ::1 and 127.0.0.1 the name gives first."""
+    import subprocess
+    from lbtest import HASHLB
+    lb = Lb(config(BACKENDS))
+    port = lb.admin.rsplit(":", 1)[1]
+    p = subprocess.run([HASHLB, "ctl", "--admin", f"localhost:{port}", "status"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and "service t" in p.stdout,
+          f"ctl --admin localhost:{port}: exit {p.returncode} {p.stdout}{p.stderr}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def web_pages_cannot_drive_the_admin_endpoint():
     """A page in a browser on the LB's host can make the browser send requests to
     127.0.0.1:9901: a form that POSTs to /set (cross-site request forgery), or script that
@@ -608,7 +622,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_keeps_a_port_0_listener,
-           lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket,
+           lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_http_says_what_it_cannot_serve])
