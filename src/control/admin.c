@@ -171,8 +171,11 @@ static void upgrade_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_puts(o, "null");
 		return;
 	}
-	hlb_buf_printf(o, "{\"new_pid\":%d,\"state\":\"%s\",\"error\":", (int)pid,
-		       how ? "failed" : "starting");
+	if (pid < 0) /* no process could be started */
+		hlb_buf_puts(o, "{\"new_pid\":null,\"state\":\"failed\",\"error\":");
+	else
+		hlb_buf_printf(o, "{\"new_pid\":%d,\"state\":\"%s\",\"error\":", (int)pid,
+			       how ? "failed" : "starting");
 	hlb_buf_json_str(o, how);
 	hlb_buf_puts(o, "}");
 }
@@ -316,7 +319,12 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		const char *how = NULL;
 		pid_t pid = ctl->upgrade_state(ctl->daemon, &how);
 
-		if (pid && how)
+		if (pid < 0)
+			hlb_buf_printf(o,
+				       "last upgrade FAILED (this process still serving): the new "
+				       "hashlb %s\n",
+				       how);
+		else if (pid && how)
 			hlb_buf_printf(
 				o, "last upgrade FAILED (this process still serving): pid %d %s\n",
 				(int)pid, how);

@@ -95,7 +95,7 @@ struct hlb_daemon {
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
-	pid_t up_failed_pid; /* the last upgrade that failed: its process, and how */
+	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
 	char up_failed_how[64];
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 };
@@ -1068,6 +1068,10 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (r) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s", d->exe,
 			strerrorname_np(r));
+		/* for /status too: a SIGUSR2 has nobody else to tell */
+		d->up_failed_pid = -1;
+		snprintf(d->up_failed_how, sizeof(d->up_failed_how), "could not be started, %s",
+			 strerrorname_np(r));
 		up->pid = 0;
 		close(sv[0]);
 		free(text);

@@ -134,7 +134,8 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
 int hlb_daemon_upgrade_start(struct hlb_daemon *d);
 /*
  * The upgrade under way (its pid, *<ret_how> NULL), else the last one that
- * failed (its pid, *<ret_how> how), else 0.
+ * failed (its pid, or -1 if no process could be started; *<ret_how> how),
+ * else 0.
  */
 pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how);
 /* This process took its listening sockets over from the hashlb it replaces. */

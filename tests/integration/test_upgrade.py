@@ -387,6 +387,26 @@ def stuck_new_process_is_killed():
         kill(new_pid)
 
 
+def missing_executable_is_reported():
+    """SIGUSR2 with the executable gone (a package removed, a path renamed): no process
+    can start; this one goes on serving and says so in /status and in hashlb ctl status,
+    where a SIGUSR2's sender looks (it used to say nothing there: upgrade null)."""
+    exe, old = installed("gone", "127.0.0.1:0")
+    os.unlink(exe)
+    old.proc.send_signal(signal.SIGUSR2)
+    old.wait(lambda: (old.status().get("upgrade") or {}).get("state") == "failed")
+    up = old.status().get("upgrade")
+    check(up and up["new_pid"] is None and "could not be started, ENOENT" in up["error"],
+          f"/status: the upgrade failed, no process started: {up}")
+    rc, so, se = old.ctl("status")
+    check(rc == 0 and "last upgrade FAILED (this process still serving): the new hashlb "
+          "could not be started, ENOENT" in so, f"hashlb ctl status says it: {so}{se}")
+    s = connect(LISTEN, client_ip(1))
+    check(read_line(s) in ("a", "b", "c"), "and it still serves")
+    s.close()
+    check(old.stop() == 0, "exit 0")
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -481,5 +501,6 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
+           missing_executable_is_reported, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
