@@ -251,12 +251,9 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 	}
 	if (cfg->admin_addr_len) {
 		ret = hlb_http_new(loop, (const struct sockaddr *)&cfg->admin_addr,
-				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, NULL);
-		if (ret < 0) {
-			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin %s: cannot listen: %s",
-				   cfg->admin ? cfg->admin : "?", strerror(-ret));
+				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, err);
+		if (ret < 0)
 			goto err_free;
-		}
 		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
 	}
 	resolve_schedule(ctl);

@@ -10,6 +10,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "hashlb/config.h"
+
 #include "http.h"
 #include "runtime/fdpass.h"
 
@@ -512,6 +514,7 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		 struct hashlb_error *err)
 {
 	struct hlb_http *h = calloc(1, sizeof(*h));
+	char where[128];
 	int one = 1, ret;
 
 	if (!h)
@@ -528,9 +531,22 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	if (addr->sa_family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
 
-		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
+		struct stat st;
+
 		/* A stale socket of a previous run, or the live one of the hashlb
-		 * this one replaces in an upgrade: the path is ours from now on. */
+		 * this one replaces in an upgrade: the path is ours from now on.
+		 * Anything else there (the config itself, a typo's victim) is not
+		 * ours to remove. */
+		if (lstat(sun->sun_path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			ret = -EEXIST;
+			hashlb_err(
+				err, ret, HASHLB_ERR_SYSTEM,
+				"admin: cannot listen on unix:%s: a file that is not a socket is "
+				"there, and it is left alone",
+				sun->sun_path);
+			goto err_close;
+		}
+		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
 		unlink(h->unix_path);
 	} else {
 		/* SO_REUSEPORT, as the service listeners: a new hashlb started
@@ -558,7 +574,14 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	return 0;
 
 err_free:
-	hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen: %s", strerror(-ret));
+	if (addr->sa_family == AF_UNIX)
+		snprintf(where, sizeof(where), "unix:%s",
+			 ((const struct sockaddr_un *)addr)->sun_path);
+	else
+		hashlb_addr_format((const struct sockaddr_storage *)addr, where, sizeof(where));
+	hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s", where,
+		   strerror(-ret));
+err_close:
 	h->unix_path[0] = '\0'; /* not ours to remove */
 	hlb_http_free(h);
 	return ret;

@@ -436,6 +436,16 @@ def admin_on_a_unix_socket():
     check(rc == 0 and '"backend":' in so, f"lookup over the socket: {so}{se}")
     check(lb.stop() == 0, "exit 0")
     check(not os.path.exists(path), "the socket file is removed on exit")
+    # A file that is not a socket at the path (a typo, the config itself) is left alone:
+    # hashlb refuses to start rather than delete it.
+    import subprocess
+    from lbtest import HASHLB, tmpfile
+    notes = tmpfile("notes.txt", "keep me\n")
+    cfg = tmpfile("unix-on-a-file.yaml", config(BACKENDS, admin=f"unix:{notes}"))
+    p = subprocess.run([HASHLB, "run", "-c", cfg], capture_output=True, text=True, timeout=30)
+    check(p.returncode != 0 and f"cannot listen on unix:{notes}: a file that is not a socket"
+          in p.stderr, f"refused, saying why: exit {p.returncode} {p.stderr[-300:]}")
+    check(open(notes).read() == "keep me\n", "and the file is still there, unchanged")
 
 
 def ctl_takes_a_host_name():
