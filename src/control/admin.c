@@ -37,6 +37,20 @@ static bool want_text(const struct hlb_http_req *req)
 	return hlb_http_param(req, "format", v, sizeof(v)) && !strcmp(v, "text");
 }
 
+/* Where error <e> is: FILE:LINE:COLUMN, or the file alone when the error has no position
+ * (a listen address in use, a file that cannot be read). */
+static const char *err_where(const struct hashlb_error *e, const char *config_path, char *buf,
+			     size_t size)
+{
+	const char *file = e->file ? e->file : config_path;
+
+	if (e->line > 0)
+		snprintf(buf, size, "%s:%d:%d", file, e->line, e->column);
+	else
+		snprintf(buf, size, "%s", file);
+	return buf;
+}
+
 static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -305,6 +319,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
+	char where[300];
 
 	hlb_buf_printf(o,
 		       "hashlb %s, pid %d, up %.0f s, config %s\n"
@@ -313,8 +328,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		       (double)(hlb_now_ms() - ctl->start_ms) / 1000.0, ctl->config_path,
 		       ctl->reloads_ok, ctl->reloads_failed);
 	if (ctl->last_reload_failed)
-		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s:%d:%d: %s\n",
-			       e->file ? e->file : "?", e->line, e->column, e->msg);
+		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: %s\n",
+			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);
 	if (ctl->upgrade_state) {
 		const char *how = NULL;
 		pid_t pid = ctl->upgrade_state(ctl->daemon, &how);
@@ -861,11 +876,10 @@ static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool tex
 	resp->status = 422;
 	if (text) {
 		resp->ctype = "text/plain; charset=utf-8";
-		if (err.file && err.line > 0)
-			hlb_buf_printf(&resp->body, "%s:%d:%d: error: %s\n", err.file, err.line,
-				       err.column, err.msg);
-		else
-			hlb_buf_printf(&resp->body, "error: %s\n", err.msg);
+		char where[300];
+
+		hlb_buf_printf(&resp->body, "%s: error: %s\n",
+			       err_where(&err, ctl->config_path, where, sizeof(where)), err.msg);
 		hlb_buf_puts(&resp->body, "reload refused, the running config keeps serving\n");
 		return;
 	}

@@ -483,9 +483,13 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		/* Port 0: the first socket picks the port, the others join it. */
 		fd = listen_socket((const struct sockaddr *)&l->bound, addr_len);
 		if (fd < 0) {
+			char where[HASHLB_ADDR_STRLEN];
+
+			hashlb_addr_format(&l->bound, where, sizeof(where));
 			listener_free(l);
-			return hashlb_err(err, fd, HASHLB_ERR_SYSTEM, "cannot listen on %s: %s",
-					  name, strerror(-fd));
+			return hashlb_err(err, fd, HASHLB_ERR_SYSTEM,
+					  "service '%s': cannot listen on %s: %s", name, where,
+					  strerror(-fd));
 		}
 		l->fds[i] = fd;
 		if (i == 0)
