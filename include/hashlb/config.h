@@ -250,6 +250,14 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
 
+/*
+ * Whether two listen addresses would take the same port: equal (an
+ * IPv4-mapped address counting as the IPv4 address it maps), or one a
+ * wildcard covering the other ([::] covers both families: hashlb's IPv6
+ * listeners are dual-stack). Port 0 never clashes.
+ */
+bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
 /* Whether a backend's <address>, as written, names a host (resolved when loaded). */
 bool hashlb_addr_is_name(const char *address);
 

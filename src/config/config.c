@@ -838,7 +838,7 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	    (r = get_u32_range(ld, v, "fall", 1, HEALTH_COUNT_MAX, &h->fall)) < 0)
 		return r;
 	if ((v = map_get(m, "port"))) {
-		uint32_t port;
+		uint32_t port = 0; /* set unless get_u32_range() fails, which gcc cannot see */
 
 		r = get_u32_range(ld, v, "port", 1, 65535, &port);
 		if (r < 0)
@@ -959,7 +959,7 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 			return r;
 	}
 	if (ts) {
-		uint32_t m_size, lo, hi;
+		uint32_t m_size = 0, lo, hi; /* as port above */
 
 		if (scheme != HASHLB_SCHEME_MAGLEV)
 			return fail(
@@ -1330,19 +1330,45 @@ static uint16_t addr_port(const struct sockaddr_storage *a)
 	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
 }
 
-/* Whether two listen addresses would take the same port: equal, or one is
- * the wildcard of the same family. Port 0 (any free port) never clashes. */
-static bool listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+/* <a>, an IPv4-mapped IPv6 address ([::ffff:a.b.c.d]:p) as the IPv4 address it
+ * maps: the address the kernel matches it as. */
+static struct sockaddr_storage addr_canon(const struct sockaddr_storage *a)
 {
-	if (a->ss_family != b->ss_family || addr_port(a) != addr_port(b) || addr_port(a) == 0)
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+	struct sockaddr_storage c = *a;
+
+	if (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&c;
+
+		memset(&c, 0, sizeof(c));
+		s4->sin_family = AF_INET;
+		s4->sin_port = s6->sin6_port;
+		memcpy(&s4->sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	}
+	return c;
+}
+
+/*
+ * Whether two listen addresses would take the same port: equal (an
+ * IPv4-mapped address as the IPv4 address it is), or one is a wildcard that
+ * covers the other: 0.0.0.0 of IPv4, [::] of both families (hashlb's IPv6
+ * listeners are dual-stack). Port 0 (any free port) never clashes.
+ */
+bool hashlb_listen_clash(const struct sockaddr_storage *x, const struct sockaddr_storage *y)
+{
+	struct sockaddr_storage a = addr_canon(x), b = addr_canon(y);
+
+	if (addr_port(&a) != addr_port(&b) || addr_port(&a) == 0)
 		return false;
-	if (addr_is_any(a) || addr_is_any(b))
+	if (a.ss_family != b.ss_family) /* only [::] covers the other family */
+		return a.ss_family == AF_INET6 ? addr_is_any(&a) : addr_is_any(&b);
+	if (addr_is_any(&a) || addr_is_any(&b))
 		return true;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+	if (a.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)&b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)&a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)&b)->sin6_addr, sizeof(struct in6_addr)) == 0;
 }
 
 static bool addr_is_loopback(const struct sockaddr_storage *a)
@@ -1361,9 +1387,11 @@ static bool addr_is_loopback(const struct sockaddr_storage *a)
 static bool addr_loops(const struct sockaddr_storage *listen,
 		       const struct sockaddr_storage *backend)
 {
-	if (!listen_clash(listen, backend))
+	struct sockaddr_storage b = addr_canon(backend);
+
+	if (!hashlb_listen_clash(listen, &b))
 		return false;
-	return !addr_is_any(listen) || addr_is_loopback(backend);
+	return !addr_is_any(listen) || addr_is_loopback(&b);
 }
 
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
@@ -1616,12 +1644,21 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 				return fail(ld, map_get(sm, "name"),
 					    "duplicate service name '%s' (first at line %d)",
 					    s->name, o->pos.line);
-			if (listen_clash(&o->listen_addr, &s->listen_addr))
+			if (hashlb_listen_clash(&o->listen_addr, &s->listen_addr))
 				return fail(
 					ld, map_get(sm, "listen"),
 					"listen address %s clashes with %s of service '%s' (line %d)",
 					s->listen, o->listen, o->name, o->pos.line);
 		}
+		/* Both would listen with SO_REUSEPORT, and the kernel would share
+		 * the clients out between the service and the admin endpoint. */
+		if (c->admin_addr_len && c->admin_addr.ss_family != AF_UNIX &&
+		    hashlb_listen_clash(&c->admin_addr, &s->listen_addr))
+			return fail(ld, map_get(sm, "listen"),
+				    "listen address %s clashes with the admin endpoint's %s%s: "
+				    "clients would reach the admin endpoint",
+				    s->listen, c->admin,
+				    map_get(root, "admin") ? "" : " (the default)");
 	}
 	return 0;
 }

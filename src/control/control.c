@@ -305,6 +305,34 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		    quote(err->msg, q, sizeof(q)));
 }
 
+/*
+ * A service of <cfg> that would listen where this process's admin endpoint
+ * does (the loader checks the config's own admin address, which a reload
+ * does not apply: that changes on restart only).
+ */
+static int admin_clash(struct hlb_control *ctl, const struct hashlb_config *cfg,
+		       struct hashlb_error *err)
+{
+	struct sockaddr_storage admin;
+
+	if (!ctl->http || hlb_http_sockname(ctl->http, &admin) < 0 || admin.ss_family == AF_UNIX)
+		return 0;
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (!hashlb_listen_clash(&admin, &s->listen_addr))
+			continue;
+		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
+			   "service '%s': listen address %s clashes with the admin endpoint this "
+			   "process serves at %s (the admin address changes on restart only)",
+			   s->name, s->listen, hlb_http_address(ctl->http));
+		err->line = s->pos.line;
+		err->column = s->pos.column;
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	struct hashlb_error local = { 0 };
@@ -318,7 +346,9 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 		reload_failed(ctl, err);
 		return ret;
 	}
-	ret = hlb_pool_apply(ctl->pool, cfg, err);
+	ret = admin_clash(ctl, cfg, err);
+	if (ret == 0)
+		ret = hlb_pool_apply(ctl->pool, cfg, err);
 	if (ret < 0) {
 		if (err->line && !err->file)
 			err->file = ctl->config_path;
@@ -328,8 +358,9 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	}
 	if (ctl->cfg->admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
-		control_log(ctl, true, "reload: the admin address changes on restart only", "%s",
-			    "");
+		control_log(ctl, true, "reload: the admin address changes on restart only",
+			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
+			    cfg->admin ? cfg->admin : "off");
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */

@@ -612,3 +612,10 @@ const char *hlb_http_address(const struct hlb_http *h)
 {
 	return h->address;
 }
+
+int hlb_http_sockname(const struct hlb_http *h, struct sockaddr_storage *ss)
+{
+	socklen_t len = sizeof(*ss);
+
+	return getsockname(h->io.fd, (struct sockaddr *)ss, &len) < 0 ? -errno : 0;
+}

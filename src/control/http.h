@@ -65,5 +65,7 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 void hlb_http_free(struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
 const char *hlb_http_address(const struct hlb_http *h);
+/* The address it listens on (a TCP port 0 resolved); 0, or -errno. */
+int hlb_http_sockname(const struct hlb_http *h, struct sockaddr_storage *ss);
 
 #endif

@@ -315,6 +315,24 @@ def reload_that_cannot_listen_changes_nothing():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_onto_the_admin_address_is_refused():
+    """A reload adding a service where the admin endpoint listens is refused, naming it:
+    both sockets take SO_REUSEPORT, and the kernel would have shared the service's clients
+    out with the admin endpoint (a client could then POST /set). The config's admin: is
+    port 0 here, so only the address the process serves at tells."""
+    lb = Lb(config(BACKENDS))
+    text = config(BACKENDS) + f"  - name: t2\n    listen: {lb.admin}\n    backends:\n"
+    text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
+    lb.rewrite(text)
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and f"service 't2': listen address {lb.admin} clashes with the admin "
+          f"endpoint this process serves at {lb.admin}" in se, f"refused, saying why: {se!r}")
+    check(len(lb.status()["services"]) == 1, "nothing changed")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "last reload FAILED (old config still serving): " + lb.path + ":" in so
+          and "?:0:0" not in so, f"ctl status names the file and the entry: {so[:400]}")
+    check(lb.stop() == 0, "exit 0")
+
 def reload_keeps_a_port_0_listener():
     """A service configured with port 0 ("any free port") keeps the port it got across reloads
     that do not change its listen address (the same config reloaded, a backend changed); only
@@ -631,6 +649,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            removed_service_drains_until_timeout,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
+           reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
            metrics_parse_and_match_traffic, max_connections_at_run_time,

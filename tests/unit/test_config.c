@@ -672,6 +672,24 @@ static void test_duplicates(void **state)
 	expect_error(MINIMAL "  - name: api\n    listen: 0.0.0.0:8080\n"
 			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
 		     8, 13, "clashes with");
+	/* An IPv4-mapped address is the IPv4 address it maps; [::] is dual-stack. */
+	expect_error(MINIMAL "  - name: api\n    listen: \"[::ffff:127.0.0.1]:8080\"\n"
+			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
+		     8, 13, "listen address [::ffff:127.0.0.1]:8080 clashes with 127.0.0.1:8080");
+	expect_error(MINIMAL "  - name: api\n    listen: \"[::]:8080\"\n"
+			     "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n",
+		     8, 13, "clashes with 127.0.0.1:8080");
+	hashlb_config_free(load_ok(MINIMAL
+				   "  - name: api\n    listen: \"[::1]:8080\"\n"
+				   "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n"));
+	/* Where the admin endpoint listens, the kernel would share the clients out. */
+	expect_error("admin: 127.0.0.1:8080\n" MINIMAL, 4, 13,
+		     "listen address 127.0.0.1:8080 clashes with the admin endpoint's "
+		     "127.0.0.1:8080: clients would reach the admin endpoint");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:9901\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\"}\n",
+		     3, 13, "admin endpoint's 127.0.0.1:9901 (the default)");
+	hashlb_config_free(load_ok("admin: unix:/run/x.sock\n" MINIMAL));
 }
 
 static void test_loop(void **state)
@@ -682,6 +700,9 @@ static void test_loop(void **state)
 		     5, 28, "backend 'a' at 127.0.0.1:80 is service 'web' itself");
 	expect_error("services:\n  - name: web\n    listen: \"[::]:80\"\n    backends:\n"
 		     "      - {name: a, address: \"[::1]:80\"}\n",
+		     5, 28, "connections would loop");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"[::ffff:127.0.0.1]:80\"}\n",
 		     5, 28, "connections would loop");
 	/* The wildcard with another host on the same port is the usual set-up. */
 	hashlb_config_free(
