@@ -302,7 +302,10 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
  *   (Debian 12) loops forever on a stray byte in a directive line
  *   ("%\xdd": its issue #101, fixed upstream after that release);
  * - a CR not followed by LF: libfyaml 0.7.12 breaks the line there but
- *   its positions do not, so every error after it would point elsewhere.
+ *   its positions do not, so every error after it would point elsewhere;
+ * - a control character other than tab, LF and CR, which YAML does not
+ *   allow: at a NUL libfyaml stops reading, and the rest of the file (a
+ *   zero-filled tail after a crash, say) would be silently left out.
  */
 static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_pos,
 			 const char **ret_why)
@@ -315,6 +318,13 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 		n = utf8_seq(s + i, len - i);
 		if (!n) {
 			*ret_why = "the configuration is not UTF-8 text";
+			break;
+		}
+		if ((s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') || s[i] == 0x7f) {
+			/* libfyaml ends the text at a NUL, the rest of the file unread */
+			*ret_why = s[i] ? "a control character (YAML text may not hold one)"
+					: "a NUL byte (YAML text may not hold one; the file may be "
+					  "damaged)";
 			break;
 		}
 		if (s[i] == '\r' && (i + 1 == len || s[i + 1] != '\n')) {

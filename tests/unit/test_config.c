@@ -131,6 +131,28 @@ static void test_lone_cr(void **state)
 	expect_error("a: 1\r\nb: *x\r\n", 2, 4, "alias '*x'");
 }
 
+/*
+ * A NUL ends the text for libfyaml: what follows was left out without a
+ * word (a zero-filled tail after a crash, a second service). It, and any
+ * other control character YAML does not allow, is refused where it stands.
+ */
+static void test_control_chars(void **state)
+{
+	static const char text[] = MINIMAL "\0  - name: api\n    bogus: key\n";
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err = { 0 };
+
+	assert_int_equal(hashlb_config_parse(text, sizeof(text) - 1, "t.yaml", &c, &err), -EINVAL);
+	assert_null(c);
+	assert_int_equal(err.line, 7);
+	assert_int_equal(err.column, 1);
+	assert_non_null(strstr(err.msg, "a NUL byte"));
+	expect_error("services:\n  - name: w\x01\n", 2, 12, "a control character");
+	expect_error("services:\n  - name: w\x7f\n", 2, 12, "a control character");
+	/* a tab is text */
+	expect_error("a:\t1\n", 1, 1, "unknown key 'a'");
+}
+
 static void test_no_services(void **state)
 {
 	expect_error("workers: 2\n", 1, 1, "no 'services'");
@@ -1727,6 +1749,7 @@ int main(void)
 		cmocka_unit_test(test_yaml_syntax),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
+		cmocka_unit_test(test_control_chars),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
