@@ -1724,7 +1724,9 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 	char *buf;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO (or a device) would block the open until a writer
+	 * came, and with it a reload's control thread; it is refused below */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return sys_fail(err, path, errno, "cannot open the configuration");
 	if (fstat(fd, &st) < 0) {

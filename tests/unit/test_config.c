@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1573,6 +1575,19 @@ static void test_load_file_errors(void **state)
 	assert_string_equal(err.file, "/nonexistent/hashlb.yaml");
 	assert_int_equal(err.line, 0);
 	assert_int_equal(hashlb_config_load("/", &c, &err), -EINVAL);
+	{
+		/* A FIFO is refused at once, not waited on for a writer (which
+		 * hung hashlb check, and a reload's control thread with it). */
+		char dir[] = "/tmp/hashlb-test-XXXXXX", fifo[64];
+
+		assert_non_null(mkdtemp(dir));
+		snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", dir);
+		assert_int_equal(mkfifo(fifo, 0600), 0);
+		assert_int_equal(hashlb_config_load(fifo, &c, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "not a regular file"));
+		unlink(fifo);
+		rmdir(dir);
+	}
 	/* A NULL error is allowed. */
 	assert_int_equal(hashlb_config_parse("", 0, "t.yaml", &c, NULL), -EINVAL);
 	hashlb_config_free(NULL);
