@@ -30,7 +30,7 @@
 #include "ytree.h"
 
 #define CONFIG_FILE_MAX (16u << 20) /* a config larger than this is a mistake */
-#define WORKERS_MAX 1024u
+#define WORKERS_MAX 256u /* HLB_WORKERS_MAX, what the data plane runs */
 #define RESOLVE_EVERY_MAX_MS 86400000u /* 1 day */
 #define ADMIN_DEFAULT "127.0.0.1:9901"
 

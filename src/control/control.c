@@ -333,9 +333,18 @@ static int admin_clash(struct hlb_control *ctl, const struct hashlb_config *cfg,
 	return 0;
 }
 
+static const char *workers_name(uint32_t n, char *buf, size_t size)
+{
+	if (!n)
+		return "auto";
+	snprintf(buf, size, "%u", n);
+	return buf;
+}
+
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	struct hashlb_error local = { 0 };
+	char w0[16], w1[16];
 	struct hashlb_config *cfg;
 	int ret;
 
@@ -361,6 +370,10 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 		control_log(ctl, true, "reload: the admin address changes on restart only",
 			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
 			    cfg->admin ? cfg->admin : "off");
+	if (ctl->cfg->workers != cfg->workers)
+		control_log(ctl, true, "reload: the number of workers changes on restart only",
+			    "serving=%s config=%s", workers_name(ctl->cfg->workers, w0, sizeof(w0)),
+			    workers_name(cfg->workers, w1, sizeof(w1)));
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */

@@ -634,8 +634,11 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
 	d->n_workers = opts->workers ? opts->workers : cfg->workers ? cfg->workers : cpu_count();
-	if (d->n_workers > HLB_WORKERS_MAX)
+	if (d->n_workers > HLB_WORKERS_MAX) { /* auto on a host with more CPUs */
+		hlb_log(HLB_LOG_WARN, "workers capped", "cpus=%u workers=%u", d->n_workers,
+			HLB_WORKERS_MAX);
 		d->n_workers = HLB_WORKERS_MAX;
+	}
 	if (!d->config_path) {
 		r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto err_free;

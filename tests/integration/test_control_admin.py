@@ -331,6 +331,11 @@ def reload_onto_the_admin_address_is_refused():
     rc, so, se = lb.ctl("status")
     check(rc == 0 and "last reload FAILED (old config still serving): " + lb.path + ":" in so
           and "?:0:0" not in so, f"ctl status names the file and the entry: {so[:400]}")
+    # What a reload cannot change is applied on restart, and the log says so.
+    lb.rewrite(config(BACKENDS, workers=1))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.wait_log('changes on restart only" serving=2 config=1'),
+          f"a new worker count: reloaded, and logged as applying on restart ({se})")
     check(lb.stop() == 0, "exit 0")
 
 def reload_keeps_a_port_0_listener():

@@ -317,8 +317,8 @@ static void test_ranges(void **state)
 		     "'rise' 0 is out of range 1..100");
 	expect_error(MINIMAL "    health:\n      interval: 1s\n      timeout: 2s\n", 9, 16,
 		     "timeout 2s is longer than its interval 1s");
-	expect_error("workers: 0\n" MINIMAL, 1, 10, "'workers' 0 is out of range 1..1024");
-	expect_error("workers: 1025\n" MINIMAL, 1, 10, "out of range 1..1024");
+	expect_error("workers: 0\n" MINIMAL, 1, 10, "'workers' 0 is out of range 1..256");
+	expect_error("workers: 257\n" MINIMAL, 1, 10, "out of range 1..256");
 	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11, "too large");
 }
 
