@@ -1482,6 +1482,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (s->keepalive.enabled && (r = userspace_only(ld, map_key(m, "keepalive"), s, "keepalive",
 							"holds no connection to probe")) < 0)
 		return r;
+	if (s->steering == HASHLB_STEERING_KERNEL && !s->steer_interface)
+		return fail(ld, map_get(m, "steering"),
+			    "steering: kernel needs 'interface': the network interface the "
+			    "steering program attaches to (no default)");
 
 	backends = map_get(m, "backends");
 	if (!backends)

@@ -1064,6 +1064,14 @@ static void test_log_connections(void **state)
 }
 
 /* timeouts.queue: a duration, default 0 (no queue), up to 10m; only the forwarder queues. */
+static void test_steering_interface(void **state)
+{
+	/* run would only log "kernel steering not started": a config error instead */
+	expect_error(MINIMAL "    steering: kernel\n", 7, 15, "steering: kernel needs 'interface'");
+	/* kept while steering: userspace, so that a reload can switch back and forth */
+	hashlb_config_free(load_ok(MINIMAL "    interface: eth0\n"));
+}
+
 static void test_queue_timeout(void **state)
 {
 	struct hashlb_config *c = load_ok(MINIMAL "    timeouts: {queue: 2s}\n");
@@ -1073,7 +1081,7 @@ static void test_queue_timeout(void **state)
 	c = load_ok(MINIMAL);
 	assert_int_equal(c->services[0].queue_timeout_ms, 0);
 	hashlb_config_free(c);
-	c = load_ok(MINIMAL "    steering: kernel\n    timeouts: {queue: 0}\n");
+	c = load_ok(MINIMAL "    steering: kernel\n    interface: lo\n    timeouts: {queue: 0}\n");
 	assert_int_equal(c->services[0].queue_timeout_ms, 0);
 	hashlb_config_free(c);
 	expect_error(MINIMAL "    timeouts: {queue: 11m}\n", 7, 23,
@@ -1765,6 +1773,7 @@ int main(void)
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
+		cmocka_unit_test(test_steering_interface),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
