@@ -59,6 +59,32 @@ struct loader {
 	struct hashlb_error *err;
 };
 
+/*
+ * Escape the control characters of <msg> in place (a value quoted back from
+ * a block scalar, "127.0.0.1:80\n", as \n): an error is one line,
+ * FILE:LINE:COLUMN: what, for a reader and for grep alike.
+ */
+static void one_line(char *msg, size_t size)
+{
+	char out[sizeof(((struct hashlb_error *)0)->msg)];
+	size_t o = 0;
+
+	for (const char *p = msg; *p && o + 5 < sizeof(out); p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '\n' || c == '\t' || c == '\r') {
+			out[o++] = '\\';
+			out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+		} else if (c < 0x20 || c == 0x7f) {
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+	snprintf(msg, size, "%s", out);
+}
+
 __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const struct ynode *at,
 						      const char *fmt, ...)
 {
@@ -69,6 +95,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 	ret = hashlb_verr(ld->err, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
 	va_end(ap);
 	if (ld->err) {
+		one_line(ld->err->msg, sizeof(ld->err->msg));
 		ld->err->file = ld->name;
 		ld->err->line = at ? at->pos.line : 1;
 		ld->err->column = at ? at->pos.column : 1;

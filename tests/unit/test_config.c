@@ -1064,6 +1064,20 @@ static void test_log_connections(void **state)
 }
 
 /* timeouts.queue: a duration, default 0 (no queue), up to 10m; only the forwarder queues. */
+/* An error is one line: a value quoted back from a block scalar has its line break escaped. */
+static void test_one_line_errors(void **state)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err = { 0 };
+	static const char text[] = "services:\n  - name: web\n    listen: |\n      127.0.0.1:80\n"
+				   "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n";
+
+	assert_int_equal(hashlb_config_parse(text, sizeof(text) - 1, "t.yaml", &c, &err), -EINVAL);
+	assert_null(strchr(err.msg, '\n'));
+	if (!strstr(err.msg, "'127.0.0.1:80\\n' is not a valid address"))
+		fail_msg("got '%s'", err.msg);
+}
+
 static void test_steering_interface(void **state)
 {
 	/* run would only log "kernel steering not started": a config error instead */
@@ -1774,6 +1788,7 @@ int main(void)
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
 		cmocka_unit_test(test_steering_interface),
+		cmocka_unit_test(test_one_line_errors),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
