@@ -176,6 +176,28 @@ static int attach(struct ybuilder *b, struct ynode *n)
 	return node_append(b->stack[b->depth - 1], n);
 }
 
+/*
+ * A tag (!!str 7, !foo) would change what a value is, and the loader reads
+ * values by their text: a tag is refused where it stands rather than
+ * silently ignored ("weight: !!str 7" is a string in YAML, not a weight).
+ */
+static int no_tag(struct ybuilder *b, const struct hashlb_pos *pos, struct fy_token *tag)
+{
+	const char *h, *sfx;
+	size_t hl = 0, sl = 0;
+
+	if (!tag)
+		return 0;
+	/* as written: handle "!!" and suffix "str" */
+	h = fy_tag_token_handle(tag, &hl);
+	sfx = fy_tag_token_suffix(tag, &sl);
+	return yfail(b, pos,
+		     "a YAML tag ('%.*s%.*s') is not supported here: write the value plainly "
+		     "(quoted for a string)",
+		     (int)(h && hl < 32 ? hl : 0), h ? h : "", (int)(sfx && sl < 64 ? sl : 0),
+		     sfx ? sfx : "");
+}
+
 static int on_event(struct ybuilder *b, struct fy_event *e)
 {
 	struct hashlb_pos pos = event_pos(b, e);
@@ -199,6 +221,11 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 			return -ENOMEM;
 		anchor = e->type == FYET_MAPPING_START ? e->mapping_start.anchor
 						       : e->sequence_start.anchor;
+		r = no_tag(b, &pos,
+			   e->type == FYET_MAPPING_START ? e->mapping_start.tag
+							 : e->sequence_start.tag);
+		if (r < 0)
+			return r;
 		r = attach(b, n);
 		if (r < 0)
 			return r;
@@ -210,6 +237,9 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 			b->depth--;
 		return 0;
 	case FYET_SCALAR:
+		r = no_tag(b, &pos, e->scalar.tag);
+		if (r < 0)
+			return r;
 		n = node_new(b->doc, YNODE_SCALAR, &pos);
 		if (!n)
 			return -ENOMEM;

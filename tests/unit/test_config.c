@@ -1078,6 +1078,14 @@ static void test_one_line_errors(void **state)
 		fail_msg("got '%s'", err.msg);
 }
 
+/* A tag would change what a value is; the loader reads text, so a tag is refused. */
+static void test_tags(void **state)
+{
+	expect_error(MINIMAL "        weight: !!str 7\n", 7, 23, "a YAML tag ('!!str')");
+	expect_error(MINIMAL "    log_connections: !!bool \"true\"\n", 7, 29, "('!!bool')");
+	expect_error("services: !foo\n  - name: x\n", 2, 3, "a YAML tag ('!foo')");
+}
+
 static void test_steering_interface(void **state)
 {
 	/* run would only log "kernel steering not started": a config error instead */
@@ -1788,6 +1796,7 @@ int main(void)
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
 		cmocka_unit_test(test_steering_interface),
+		cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_one_line_errors),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
