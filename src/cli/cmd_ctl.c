@@ -387,12 +387,12 @@ int cmd_ctl(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *admin = getenv("HASHLB_ADMIN"), *config = NULL, *service = NULL, *cmd;
+	const char *admin = NULL, *config = NULL, *service = NULL, *cmd;
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
 	bool json = false;
-	int c, ret = 0;
+	int c, n, ret = 0;
 
 	optind = 1;
 	/* '+': options stop at the command, whose own -s is parsed below. */
@@ -423,18 +423,33 @@ int cmd_ctl(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[optind++];
-	/* Options after the command: -s, --json. */
-	for (; optind < argc && argv[optind][0] == '-'; optind++) {
-		if ((!strcmp(argv[optind], "-s") || !strcmp(argv[optind], "--service")) &&
-		    optind + 1 < argc)
-			service = argv[++optind];
-		else if (!strcmp(argv[optind], "-j") || !strcmp(argv[optind], "--json"))
+	/* Options after the command, before or among its arguments: -s, --json;
+	 * "--" ends them. The arguments are gathered at argv[optind...]. */
+	n = optind;
+	for (int i = optind; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			while (++i < argc)
+				argv[n++] = argv[i];
+			break;
+		}
+		if (argv[i][0] != '-' || !argv[i][1])
+			argv[n++] = argv[i];
+		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) && i + 1 < argc)
+			service = argv[++i];
+		else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
 			json = true;
 		else {
-			fprintf(stderr, "hashlb ctl: unknown option '%s'\n", argv[optind]);
+			fprintf(stderr, "hashlb ctl: unknown option '%s'\n", argv[i]);
 			return 2;
 		}
 	}
+	argc = n;
+	if (config && admin) {
+		fprintf(stderr, "hashlb ctl: give --admin or --config, not both\n");
+		return 2;
+	}
+	if (!admin)
+		admin = getenv("HASHLB_ADMIN");
 	if (config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };
@@ -516,16 +531,21 @@ int cmd_ctl(int argc, char **argv)
 		return ret;
 	}
 	if (!strcmp(cmd, "set")) {
-		if (argc - optind == 2) {
+		bool valued = argc - optind >= 2 && (!strcmp(argv[optind + 1], "weight") ||
+						     !strcmp(argv[optind + 1], "max_connections"));
+
+		if (argc - optind == 2 && !valued) {
 			param(q, sizeof(q), "service", service);
 			param(q, sizeof(q), "backend", argv[optind]);
 			param(q, sizeof(q), "state", argv[optind + 1]);
-		} else if (argc - optind == 3 && (!strcmp(argv[optind + 1], "weight") ||
-						  !strcmp(argv[optind + 1], "max_connections"))) {
+		} else if (argc - optind == 3 && valued) {
 			param(q, sizeof(q), "service", service);
 			param(q, sizeof(q), "backend", argv[optind]);
 			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
 		} else {
+			if (valued && argc - optind == 2)
+				fprintf(stderr, "hashlb ctl set: %s needs a value\n\n",
+					argv[optind + 1]);
 			usage(stderr);
 			return 2;
 		}

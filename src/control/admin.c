@@ -64,6 +64,11 @@ static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, 
 	va_end(ap);
 	hlb_buf_reset(&resp->body);
 	resp->status = status;
+	if (resp->ctype && !strncmp(resp->ctype, "text/plain", 10)) {
+		/* ?format=text (hashlb ctl): a line for a person, not JSON */
+		hlb_buf_printf(&resp->body, "error: %s\n", msg);
+		return;
+	}
 	resp->ctype = "application/json";
 	hlb_buf_puts(&resp->body, "{\"error\":");
 	hlb_buf_json_str(&resp->body, msg);
