@@ -347,14 +347,14 @@ int cmd_lookup(int argc, char **argv)
 	if (r == 0 && json)
 		printf("[");
 	for (int i = 0; i < n_clients && r == 0; i++) {
-		char *clients = strdup(argv[optind + i]), *save = NULL;
+		char *clients = strdup(argv[optind + i]), *rest = clients, *c;
 
 		if (!clients) {
 			r = -ENOMEM;
 			break;
 		}
-		for (char *c = strtok_r(clients, ",", &save); c && r == 0;
-		     c = strtok_r(NULL, ",", &save)) {
+		/* strsep, not strtok: an empty client ("", "a,,b") is refused, not skipped */
+		while (r == 0 && (c = strsep(&rest, ",")) != NULL) {
 			r = lookup_one(t, c, vip, key, (unsigned)k, json, first);
 			first = false;
 		}

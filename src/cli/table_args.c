@@ -24,15 +24,17 @@ int table_args_option(struct table_args *a, int opt, const char *arg)
 		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
 			goto bad;
 		return 1;
-	case 'v':
-		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0)
+	case 'v': /* 0 would mean the default to the core: a typo, not a choice */
+		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.ring_v = (uint32_t)v;
+		a->v_given = true;
 		return 1;
 	case 'm':
-		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0)
+		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.maglev_m = (uint32_t)v;
+		a->m_given = true;
 		return 1;
 	case 'S':
 		if (cli_parse_u64(arg, UINT64_MAX, &v) < 0)
@@ -128,6 +130,13 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 	struct timespec t0, t1;
 	int r;
 
+	/* as the config refuses vnodes under maglev and table_size under ring */
+	if (a->params.scheme == HASHLB_SCHEME_MAGLEV ? a->v_given : a->m_given) {
+		fprintf(stderr, "hashlb: error: %s applies to scheme %s, but the scheme is %s\n",
+			a->v_given ? "--vnodes" : "--table-size", a->v_given ? "ring" : "maglev",
+			hashlb_scheme_name(a->params.scheme));
+		return -EINVAL;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = hashlb_table_build(&a->params, a->specs, a->n_specs, ret_table, &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -13,6 +13,7 @@ struct table_args {
 	const char *down; /* comma-separated backend names, or NULL */
 	struct hashlb_backend_spec *specs;
 	size_t n_specs;
+	bool v_given, m_given; /* -v, -m: each applies to one scheme */
 };
 
 #define TABLE_ARGS_USAGE                                                                       \

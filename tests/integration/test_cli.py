@@ -186,6 +186,18 @@ for args, status, msg in [
     (("ctl", "--admin", "unix:/nonexistent/hashlb.sock", "status"), 1,
      "admin endpoint at unix:/nonexistent/hashlb.sock:"),
     (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
+    (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
+    (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
+    (("ctl", "lookup", "1.2.3.4", "--bogus"), 2, "unknown option '--bogus'"),
+    # the config refuses these; the command line did not (0 meant the default, the other
+    # scheme's option was ignored)
+    (("table", "--scheme", "ring", "-v", "0", "a"), 2, "invalid value '0'"),
+    (("table", "-m", "0", "a"), 2, "invalid value '0'"),
+    (("table", "-v", "5", "a"), 1, "--vnodes applies to scheme ring"),
+    (("table", "--scheme", "ring", "-m", "7", "a"), 1, "--table-size applies to scheme maglev"),
+    # an empty client is refused, not skipped
+    (("lookup", "", "a", "b"), 1, "invalid client address ''"),
+    (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 1, "invalid client address ''"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
