@@ -306,18 +306,20 @@ const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_confi
 						       const char *name);
 
 /*
- * Build <s>'s table as configured: every backend with its weight, the ones
- * whose admin state is not ready marked down (health is not known here).
- * Backend i of the table is s->backends[i]. Same return convention as
- * hashlb_table_build().
- */
-/*
  * The backup rule over <n> backends: while any that is not a backup is up
  * (not <down>) with a weight, every backup is down. Applied to <down>.
  */
 void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, uint32_t n);
 
-int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
+/*
+ * Build <s>'s table as configured: every backend with its weight, the ones
+ * whose admin state is not ready marked down (health is not known here),
+ * and those marked in <also_down> (NULL, or s->n_backends flags: what
+ * hashlb lookup --down takes as failed), then the backup rule over all of
+ * them, as the running hashlb applies it. Backend i of the table is
+ * s->backends[i]. Same return convention as hashlb_table_build().
+ */
+int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
 				   struct hashlb_table **ret_table, struct hashlb_error *err);
 
 #endif

@@ -121,7 +121,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	uint64_t total = 0;
 	int w = 4, aw = 7;
 
-	if (hashlb_service_cfg_build_table(s, &t, &err) < 0) {
+	if (hashlb_service_cfg_build_table(s, NULL, &t, &err) < 0) {
 		cli_print_error(&err);
 		return -1;
 	}

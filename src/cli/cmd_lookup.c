@@ -201,20 +201,17 @@ static int config_table(const char *path, const char *service, const char *down,
 		}
 		p = end ? end + 1 : p + n;
 	}
-	r = hashlb_service_cfg_build_table(s, &t, &err);
-	if (r == 0 && down) {
-		struct hashlb_table *base = t;
-		bool *is_down = calloc(s->n_backends, sizeof(*is_down));
+	{
+		/* the --down set with the config's states, then the backup rule over
+		 * both: every primary down puts the backups in, as at run time */
+		bool *is_down = calloc(s->n_backends ? s->n_backends : 1, sizeof(*is_down));
 
-		t = NULL;
 		r = is_down ? 0 : hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		for (uint32_t i = 0; r == 0 && i < s->n_backends; i++)
-			is_down[i] = hashlb_table_backend_down(base, i) ||
-				     name_in_list(down, s->backends[i].name);
+			is_down[i] = name_in_list(down, s->backends[i].name);
 		if (r == 0)
-			r = hashlb_table_with_down(base, is_down, &t, &err);
+			r = hashlb_service_cfg_build_table(s, is_down, &t, &err);
 		free(is_down);
-		hashlb_table_free(base);
 	}
 	if (r < 0) {
 		cli_print_error(&err);

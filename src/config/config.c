@@ -1553,7 +1553,7 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			    s->backends[dup].name, s->name, s->backends[first].pos.line);
 
 	/* A config that loads also builds: the same call the daemon makes. */
-	r = hashlb_service_cfg_build_table(s, &t, &cerr);
+	r = hashlb_service_cfg_build_table(s, NULL, &t, &cerr);
 	if (r < 0) {
 		if (cerr.reason == HASHLB_ERR_NOMEM)
 			return nomem(ld);
@@ -1863,7 +1863,7 @@ void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, 
 		down[i] |= backup[i];
 }
 
-int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
+int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
 				   struct hashlb_table **ret_table, struct hashlb_error *err)
 {
 	uint32_t n = s->n_backends ? s->n_backends : 1;
@@ -1878,7 +1878,7 @@ int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s,
 	}
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		weight[i] = s->backends[i].weight;
-		down[i] = s->backends[i].admin != HASHLB_ADMIN_READY;
+		down[i] = s->backends[i].admin != HASHLB_ADMIN_READY || (also_down && also_down[i]);
 		backup[i] = s->backends[i].backup;
 	}
 	hashlb_backup_rule(down, backup, weight, s->n_backends);

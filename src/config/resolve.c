@@ -417,7 +417,7 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 			 b->from_name, b->name, s->name);
 		return resolve_fail(c, b, err, -EINVAL, msg);
 	}
-	r = hashlb_service_cfg_build_table(s, &t, &cerr);
+	r = hashlb_service_cfg_build_table(s, NULL, &t, &cerr);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "service '%s', its names resolved: %s", s->name,
 			 cerr.msg);

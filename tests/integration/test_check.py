@@ -157,6 +157,23 @@ check(a.stdout == b.stdout and len(a.stdout.splitlines()) == len(clients),
 a = run("lookup", "-c", DEMO, "--down", "b", *clients)
 b = run("lookup", "--down", "b", ",".join(clients), "a", "b", "c")
 check(a.stdout == b.stdout and " b " not in a.stdout, "lookup -c --down b: nobody goes to b")
+# --down applies the backup rule, as the running hashlb does: with every primary down the
+# backups take the clients (lookup used to say no backend, '-')
+with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
+    base = ("services:\n  - name: s\n    listen: 127.0.0.1:18300\n    backends:\n"
+            "      - {name: a, address: \"127.0.0.1:18301\"%s}\n"
+            "      - {name: b, address: \"127.0.0.1:18302\"%s}\n"
+            "      - {name: k, address: \"127.0.0.1:18303\", backup: true}\n")
+    plain, maint = os.path.join(tmp, "backup.yaml"), os.path.join(tmp, "maint.yaml")
+    with open(plain, "w") as f:
+        f.write(base % ("", ""))
+    with open(maint, "w") as f:
+        f.write(base % (", state: maint", ", state: maint"))
+    a = run("lookup", "-c", plain, "--down", "a,b", *clients[:20])
+    b = run("lookup", "-c", maint, *clients[:20])
+    check(a.returncode == 0 and a.stdout == b.stdout and
+          all(l.split()[1] == "k" for l in a.stdout.splitlines()),
+          f"lookup -c --down a,b: the backup k, as with a and b in maint: {a.stdout[:200]!r}")
 for args, status, words in [
     (("lookup", "-c", DEMO, "--scheme", "ring", "10.0.0.1"), 2, "cannot be combined with -c"),
     (("lookup", "-c", DEMO), 2, "need a client"),

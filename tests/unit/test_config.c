@@ -573,7 +573,8 @@ static void test_backup(void **state)
 		c = load_ok(yaml);
 		assert_true(c->services[0].backends[1].backup);
 		assert_false(c->services[0].backends[0].backup);
-		assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], &t, &err), 0);
+		assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], NULL, &t, &err),
+				 0);
 		assert_int_equal(hashlb_table_backend_down(t, 1), cases[i].backup_down);
 		hashlb_table_free(t);
 		hashlb_config_free(c);
@@ -1546,7 +1547,7 @@ static void test_build_table(void **state)
 				"        state: drain\n");
 	struct hashlb_table *t = NULL;
 
-	assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], &t, NULL), 0);
+	assert_int_equal(hashlb_service_cfg_build_table(&c->services[0], NULL, &t, NULL), 0);
 	assert_int_equal(hashlb_table_backend_count(t), 2);
 	assert_int_equal(hashlb_table_up_count(t), 1);
 	assert_false(hashlb_table_backend_down(t, 0));
