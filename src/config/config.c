@@ -49,7 +49,7 @@
 #define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
 #define PREFIXES_MAX 4096u /* accept_proxy_from, allow_clients, deny_clients */
 #define CHECK_PAYLOAD_MAX 1024u /* health send/expect: one segment, no partial writes */
-#define CONNECT_RETRIES_MAX 32u
+#define CONNECT_RETRIES_MAX 32u /* HLB_PREFERENCE_MAX - 1: what a connection walks */
 #define CONNECTION_RATE_MAX 1000000u /* max_connection_rate: a microsecond apart */
 #define BALANCE_FACTOR_MAX 100.0
 #define SERVICE_NAME_MAX 64u

@@ -526,7 +526,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	struct hlb_buf *o = &resp->body;
 	struct hashlb_tuple tuple;
-	uint32_t pref[8];
+	uint32_t pref[HLB_PREFERENCE_MAX];
 	char client[HLB_HTTP_VALUE_MAX + 1];
 	uint64_t hash;
 	size_t n;
@@ -548,7 +548,9 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 	}
 	hash = hashlb_tuple_hash(&tuple, snap->key, snap->seed);
 	n = hashlb_table_preference(snap->table, hash, pref,
-				    snap->connect_retries + 1 < 8 ? snap->connect_retries + 1 : 8);
+				    snap->connect_retries + 1 < HLB_PREFERENCE_MAX
+					    ? snap->connect_retries + 1
+					    : HLB_PREFERENCE_MAX);
 	if (text) {
 		if (!n) {
 			hlb_buf_printf(o, "%s -> no backend (all down)\n", client);

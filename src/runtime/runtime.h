@@ -70,8 +70,9 @@
 #include "hashlb/tuple.h"
 
 #define HLB_WORKERS_MAX 256u
-/* Longest preference list a connection walks: 1 + connect_retries, capped. */
-#define HLB_PREFERENCE_MAX 8u
+/* Longest preference list a connection walks: 1 + connect_retries (0..32 in
+ * the config). Only 1 + connect_retries entries are computed. */
+#define HLB_PREFERENCE_MAX 33u
 
 /* ---- quiescent-state reclamation ---------------------------------------- */
 

@@ -5,11 +5,12 @@ refuses or is at its max_connections, and is closed promptly (no hang) when ever
 down or full."""
 import select
 import socket
+import subprocess
 import struct
 import time
 from collections import Counter
 
-from lbtest import (Backend, Hashlb, check, client_ip, config, connect, dead_port, lookup,
+from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, dead_port, lookup,
                     read_line, run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
@@ -101,6 +102,24 @@ def refused_backend_next_in_list():
     check(bad == 0, f"{bad} clients were not served by their next backend")
     lb.stop()
 
+
+def retries_walk_the_whole_list():
+    """connect_retries takes 0..32, and a connection walks that many backends: with 12
+    backends of which only a and c answer and connect_retries: 11, every client is served
+    (the forwarder used to stop after 8 backends, closing clients whose first live backend
+    came later in their list)."""
+    dead = [(f"d{i:02}", f"127.0.0.1:{dead_port()}") for i in range(10)]
+    cfg = config([BACKENDS[0], *dead, BACKENDS[2]], scheme="ring", extra="connect_retries: 11")
+    lb = Hashlb(cfg)
+    clients = [client_ip(i * 7919) for i in range(150)]
+    p = subprocess.run([HASHLB, "lookup", "-c", lb.path, "-n", "12", ",".join(clients)],
+                       capture_output=True, text=True, timeout=60)
+    want = {f[0]: f[2].split(",") for f in map(str.split, p.stdout.splitlines())}
+    late = sum(1 for c in clients if min(want[c].index("a"), want[c].index("c")) >= 8)
+    served = Counter(who(lb.addr, c) for c in clients)
+    check(late > 0, f"some clients have their first live backend past the 8th ({late})")
+    check(served["a"] + served["c"] == len(clients), f"every client served: {dict(served)}")
+    lb.stop()
 
 def all_backends_down():
     """Every backend refuses: the client's connection is closed promptly, no hang."""
@@ -404,5 +423,6 @@ def queued_clients_that_leave():
 
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
+           retries_walk_the_whole_list,
            all_backends_down, unresponsive_backend_times_out,
            backend_max_connections, backend_queue, queued_clients_that_leave, source_address])
