@@ -58,7 +58,11 @@ struct hashlb_steer_dest {
 	uint8_t mac[6]; /* the backend's MAC address */
 	uint8_t src_mac[6]; /* all zero: the egress interface's own */
 	uint32_t ifindex; /* egress interface; 0 = the attached one */
-	bool drain; /* down in the table but keeps its established flows */
+	/* Down in the table but keeps its established flows (draining, in
+	 * maint, a backup the others replaced). Such a backend may come with
+	 * no MAC (all zero): it keeps the one it was published with, or if it
+	 * never was, loses its flows. A backend down without it needs no MAC. */
+	bool keep_flows;
 };
 
 struct hashlb_steer;
@@ -102,7 +106,7 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
  * Publish <t> (its effective table, health overlay included) hashed by
  * <key>, with dests[i] for backend i. Writes the inactive half, flips, waits
  * until no program reads the old half, then updates per-backend state, so
- * established flows of backends that are down (and not draining) or gone
+ * established flows of backends that are down (and not keeping them) or gone
  * are rescheduled.
  */
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,

@@ -444,7 +444,7 @@ static int from_config(struct steer_args *a)
 				bc->name, bc->address, a->iface);
 			return -ENOENT;
 		}
-		b->dest.drain = bc->admin == HASHLB_ADMIN_DRAIN;
+		b->dest.keep_flows = bc->admin == HASHLB_ADMIN_DRAIN;
 		a->table.specs[i].name = strdup(bc->name);
 		a->table.n_specs = i + 1;
 		if (!a->table.specs[i].name)
@@ -611,9 +611,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->table.n_specs = i + 1;
 			if (!sp->name)
 				goto fail;
-			a->backends[i].dest.drain = table_args_in_list(a->drain, sp->name);
+			a->backends[i].dest.keep_flows = table_args_in_list(a->drain, sp->name);
 			sp->down = table_args_in_list(a->table.down, sp->name) ||
-				   a->backends[i].dest.drain;
+				   a->backends[i].dest.keep_flows;
 		}
 	}
 	free(backend_args);

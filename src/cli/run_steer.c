@@ -174,19 +174,23 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		return;
 	for (uint32_t i = 0; i < snap->n_backends; i++) {
 		const struct hlb_backend *b = snap->backends[i];
+		bool listed = !hashlb_table_backend_down(snap->table, i);
 
-		if (hashlb_steer_neighbour_mac(&b->addr, e->iface, dests[i].mac) < 0) {
-			/* Keep the table in force: a frame to an unknown MAC
-			 * would reach nobody. */
-			hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
-				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
-				   "the kernel path keeps its previous table",
-				   b->name, b->address, e->iface);
-			log_error("kernel steering table not updated", svc->name, &err);
-			free(dests);
-			return;
-		}
-		dests[i].drain = atomic_load(&b->admin) == HASHLB_ADMIN_DRAIN;
+		dests[i].keep_flows = !listed && atomic_load(&b->admin) == HASHLB_ADMIN_DRAIN;
+		/* Only a backend in the table needs its MAC: one down gets no
+		 * new flow, and one that keeps its flows keeps the MAC it had
+		 * (its host may be gone, and its neighbour entry with it). */
+		if (hashlb_steer_neighbour_mac(&b->addr, e->iface, dests[i].mac) == 0 || !listed)
+			continue;
+		/* Keep the table in force: a frame to an unknown MAC would
+		 * reach nobody. */
+		hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
+			   "backend '%s' (%s) has no entry in the neighbour table of %s: "
+			   "the kernel path keeps its previous table",
+			   b->name, b->address, e->iface);
+		log_error("kernel steering table not updated", svc->name, &err);
+		free(dests);
+		return;
 	}
 	e->published = false;
 	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, dests, &err) < 0 ||

@@ -911,9 +911,32 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 	be.ifindex = d->ifindex;
 	be.slot = (uint16_t)slot;
 	be.incarnation = incarnation;
-	if (!hashlb_table_backend_down(t, i) || d->drain)
+	if (!hashlb_table_backend_down(t, i) || d->keep_flows)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
 	*ret_be = be;
+}
+
+/*
+ * The destination of backend <i> of <t> as published: <d>, but a backend
+ * down in the table that keeps its flows with no MAC given (its neighbour
+ * entry is gone, the host may be too) keeps the MAC its slot has, when the
+ * slot is its own already (<slot_be>), else loses its flows.
+ */
+static struct hashlb_steer_dest dest_effective(const struct hashlb_table *t, uint32_t i,
+					       const struct hashlb_steer_dest *d,
+					       const struct hlb_steer_backend *slot_be)
+{
+	static const uint8_t zero_mac[6];
+	struct hashlb_steer_dest e = *d;
+
+	if (!e.keep_flows || !hashlb_table_backend_down(t, i) || memcmp(e.mac, zero_mac, 6))
+		return e;
+	if (slot_be->id == hashlb_steer_backend_id(hashlb_table_backend_name(t, i)) &&
+	    (slot_be->flags & HLB_STEER_BACKEND_F_KEEP) && memcmp(slot_be->dst_mac, zero_mac, 6))
+		memcpy(e.mac, slot_be->dst_mac, 6);
+	else
+		e.keep_flows = false;
+	return e;
 }
 
 /*
@@ -960,6 +983,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	uint32_t zero = 0, active = 0, half, n, *slot = NULL;
 	uint64_t *slot_id = NULL;
 	uint8_t *slot_inc = NULL, *inc = NULL;
+	struct hashlb_steer_dest *eff = NULL;
 	bool *used = NULL;
 	int ret;
 
@@ -984,7 +1008,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	slot_id = calloc(s->backends_cap, sizeof(*slot_id));
 	slot_inc = calloc(s->backends_cap, sizeof(*slot_inc));
 	used = calloc(s->backends_cap, sizeof(*used));
-	if (!slot || !inc || !slot_id || !slot_inc || !used) {
+	eff = calloc(n ? n : 1, sizeof(*eff));
+	if (!slot || !inc || !slot_id || !slot_inc || !used || !eff) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -1011,6 +1036,11 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		inc[i] = slot_inc[slot[i]];
 		if (slot_id[slot[i]] != id || inc[i] == 0)
 			inc[i] = inc[i] == 255 ? 1 : inc[i] + 1;
+		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &slot[i], &be) < 0) {
+			ret = -errno;
+			goto err_sys;
+		}
+		eff[i] = dest_effective(t, i, &dests[i], &be);
 	}
 
 	memset(&meta, 0, sizeof(meta));
@@ -1021,7 +1051,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (ret < 0)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
-		backend_value(s, t, i, &dests[i], slot[i], inc[i], &be);
+		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);
 		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
 		if (ret < 0)
 			goto err_sys;
@@ -1042,7 +1072,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		goto err_sys;
 
 	for (uint32_t i = 0; i < n; i++) {
-		backend_value(s, t, i, &dests[i], slot[i], inc[i], &be);
+		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);
 		used[slot[i]] = true;
 		ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
 		if (ret < 0)
@@ -1070,6 +1100,7 @@ out:
 	free(slot_id);
 	free(slot_inc);
 	free(used);
+	free(eff);
 	return ret;
 }
 

@@ -270,7 +270,7 @@ static inline void test_publish(struct hashlb_steer *s, const struct hashlb_tabl
 	for (uint32_t i = 0; i < n; i++) {
 		test_backend_mac(i, d[i].mac);
 		memcpy(d[i].src_mac, test_lb_mac, 6);
-		d[i].drain = drain && drain[i];
+		d[i].keep_flows = drain && drain[i];
 	}
 	if (hashlb_steer_set_table(s, t, key, d, &err) < 0) {
 		fprintf(stderr, "set_table: %s\n", err.msg);

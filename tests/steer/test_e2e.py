@@ -469,12 +469,7 @@ def side_by_side(topo, path, old_pid):
 
 
 def body(topo):
-    servers = []
-    for i, b in enumerate(topo.backends):
-        p = topo.spawn(b, [sys.executable, PEER, "serve", f"b{i + 1}", str(T.VIP_PORT)],
-                       stdout=subprocess.PIPE, text=True)
-        p.stdout.readline()
-        servers.append(p)
+    servers = topo.serve(PEER)
     for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev"),
                          ("auto", "ring")]:
         run_mode(topo, mode, scheme)

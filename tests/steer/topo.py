@@ -119,6 +119,16 @@ class Topo:
            "hlb_xdp_pass", ns=self.sw)
         self.ethtool(self.client, "eth0", 0x17, 0)
 
+    def serve(self, peer):
+        """`peer.py serve bN 80` in each backend, ready: the processes."""
+        servers = []
+        for i, b in enumerate(self.backends):
+            p = self.spawn(b, [sys.executable, peer, "serve", f"b{i + 1}", str(VIP_PORT)],
+                           stdout=subprocess.PIPE, text=True)
+            p.stdout.readline()
+            servers.append(p)
+        return servers
+
     def spawn(self, ns, args, **kw):
         p = subprocess.Popen(["ip", "netns", "exec", ns] + list(args), **kw)
         self.procs.append(p)

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""hashlb run with steering: kernel, when backends fail or change state: in network
+namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's tables when a
+backend's host is gone (no neighbour entry). Each scenario starts its own daemon; the
+namespaces are removed even when it fails."""
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import topo as T  # noqa: E402
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
+failures = []
+
+# New connections from the client namespace: {backend name or error: count}.
+CONNECT = """
+import collections, json, socket, sys
+res = collections.Counter()
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
+    s.settimeout(2)
+    try:
+        s.connect((sys.argv[1], int(sys.argv[3])))
+        res[s.makefile('rb').readline().decode().strip() or 'empty'] += 1
+    except OSError as e:
+        res[type(e).__name__] += 1
+    s.close()
+print(json.dumps(res))
+"""
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", flush=True)
+    return cond
+
+
+def connect_count(topo, n, vip=T.VIP):
+    p = T.sh(sys.executable, "-c", CONNECT, vip, str(n), str(T.VIP_PORT), ns=topo.client,
+             timeout=60)
+    return collections.Counter(json.loads(p.stdout))
+
+
+class Daemon:
+    """hashlb run -c <yaml> in the LB namespace, its log followed by a thread."""
+
+    def __init__(self, topo, services_yaml, extra=""):
+        self.topo = topo
+        self.admin = tempfile.mktemp(prefix="hlbrun-", suffix=".sock")
+        f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        f.write(f"admin: unix:{self.admin}\nworkers: 1\n{extra}services:\n{services_yaml}")
+        f.close()
+        self.path = f.name
+        self.lines, self.pos = [], 0
+        self.proc = None
+
+    def start(self):
+        self.proc = self.topo.spawn(self.topo.lb, [HASHLB, "run", "-c", self.path],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, args=(self.proc.stderr,), daemon=True).start()
+        return self
+
+    def _read(self, stream):
+        for line in stream:
+            if os.environ.get("HLBST_VERBOSE"):
+                print("run:", line.rstrip(), flush=True)
+            self.lines.append(line)
+
+    def wait_log(self, what, timeout):
+        """The next log line holding <what>, or None after <timeout> seconds."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            while self.pos < len(self.lines):
+                line = self.lines[self.pos]
+                self.pos += 1
+                if what in line:
+                    return line
+            time.sleep(0.02)
+        return None
+
+    def skip_log(self):
+        self.pos = len(self.lines)
+
+    def ctl(self, *args):
+        return T.sh(HASHLB, "ctl", "-a", f"unix:{self.admin}", *args, ns=self.topo.lb,
+                    check=False)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for p in (self.path, self.admin):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def service(topo, health="{interval: 200ms, timeout: 200ms, rise: 1, fall: 2}", backends=None):
+    lines = [f"""  - name: web
+    listen: {T.VIP}:{T.VIP_PORT}
+    hash_key: 4-tuple
+    steering: kernel
+    interface: eth0
+    health: {health}
+    backends:
+"""]
+    for i in range(len(topo.backends)):
+        extra = (backends or {}).get(i, "")
+        lines.append(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'"
+                     f"{extra}}}\n")
+    return "".join(lines)
+
+
+def dead_host(topo, servers):
+    """A backend's host dies: once its neighbour entry has failed, the daemon still publishes
+    its tables (a backend down in the table needs no MAC), so when another backend's server
+    dies too, new clients no longer go to it."""
+    lb = topo.lb
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "dead host: no table published at start")
+        T.sh("ip", "link", "set", "eth0", "down", ns=topo.backends[2])
+        # its entry expires (quicker than the kernel's timers): the health checks' connects
+        # try to resolve it again, and fail
+        T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb, check=False)
+        check(d.wait_log('msg="backend down" service=web backend=b3', 10) is not None and
+              d.wait_log("kernel steering table published", 10) is not None,
+              "dead host: b3 not taken down")
+        state = ""
+        for _ in range(60):
+            state = T.sh("ip", "neigh", "show", topo.backend_ip(2), ns=lb).stdout
+            if "FAILED" in state or "INCOMPLETE" in state or not state.strip():
+                break
+            time.sleep(0.5)
+        print(f"dead host: b3's neighbour entry: {state.strip() or 'gone'}", flush=True)
+        d.skip_log()
+        start = d.pos
+        servers[1].terminate()
+        servers[1].wait(timeout=10)
+        ok = (d.wait_log('msg="backend down" service=web backend=b2', 10) and
+              d.wait_log("kernel steering table published", 10))
+        refused = [line for line in d.lines[start:] if "neighbour table" in line]
+        check(ok is not None and not refused,
+              f"dead host: no table published after b2 died: {refused[-1:]}")
+        got = connect_count(topo, 20)
+        check(got == {"b1": 20}, f"dead host: with b2 and b3 down, new clients went to {got}")
+        print(f"dead host: b3's host gone, b2 down: 20 new clients: {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh("ip", "link", "set", "eth0", "up", ns=topo.backends[2])
+
+
+def body(topo):
+    # The daemon listens on the VIP too: the LB holds it (on lo).
+    T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
+    for name, fn in [("dead_host", dead_host)]:
+        if len(sys.argv) > 1 and name not in sys.argv[1:]:
+            continue
+        servers = topo.serve(PEER)
+        try:
+            fn(topo, servers)
+        finally:
+            for p in servers:
+                p.terminate()
+                p.wait(timeout=10)
+
+
+def main():
+    T.need_root()
+    t0 = time.monotonic()
+    T.with_topo(3, body)
+    print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
