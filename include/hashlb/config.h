@@ -258,6 +258,17 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
  */
 bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
+/* Whether <a> is the wildcard address of its family (0.0.0.0, [::]). */
+bool hashlb_addr_is_any(const struct sockaddr_storage *a);
+
+/*
+ * Why the destination a 4-tuple key hashes is not <s>'s listen address as
+ * written (a wildcard, port 0 unless <bound_known>, PROXY headers): a
+ * lookup must then be told the address clients connect to. NULL if it is,
+ * or if the key does not hash the destination.
+ */
+const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool bound_known);
+
 /* Whether a backend's <address>, as written, names a host (resolved when loaded). */
 bool hashlb_addr_is_name(const char *address);
 

@@ -33,8 +33,13 @@ static void usage(FILE *f)
 		   "  metrics                         the Prometheus metrics, as scraped\n"
 		   "  table [SERVICE]                 the table: scheme, size, generation,\n"
 		   "                                  fingerprint, each backend's share\n"
-		   "  lookup [-s SERVICE] CLIENT...   the backend and preference list of each\n"
-		   "                                  client address (ADDR or ADDR:PORT)\n"
+		   "  lookup [-s SERVICE] [--vip ADDR:PORT] CLIENT...\n"
+		   "                                  the backend and preference list of each\n"
+		   "                                  client address (ADDR or ADDR:PORT); a\n"
+		   "                                  4-tuple key hashes the address clients\n"
+		   "                                  connect to: the service's, or --vip\n"
+		   "                                  (needed with a wildcard listen address\n"
+		   "                                  or accept_proxy)\n"
 		   "  clients [-s SERVICE] [N]        the N clients (default 10) with the most\n"
 		   "                                  connections open now\n"
 		   "                                  (max_connections_per_client counts them)\n"
@@ -387,7 +392,7 @@ int cmd_ctl(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *admin = NULL, *config = NULL, *service = NULL, *cmd;
+	const char *admin = NULL, *config = NULL, *service = NULL, *vip = NULL, *cmd;
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
@@ -436,6 +441,8 @@ int cmd_ctl(int argc, char **argv)
 			argv[n++] = argv[i];
 		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) && i + 1 < argc)
 			service = argv[++i];
+		else if (!strcmp(argv[i], "--vip") && i + 1 < argc)
+			vip = argv[++i];
 		else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
 			json = true;
 		else {
@@ -522,6 +529,7 @@ int cmd_ctl(int argc, char **argv)
 			return 2;
 		}
 		param(q, sizeof(q), "service", service);
+		param(q, sizeof(q), "vip", vip);
 		base = strlen(q);
 		for (; optind < argc; optind++) {
 			q[base] = '\0';

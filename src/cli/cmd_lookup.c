@@ -32,7 +32,9 @@ static void usage(FILE *f)
 		"  With -c, the table is the one hashlb run builds from FILE for the\n"
 		"  service: its backends, weights, scheme, seed and hash key, with the\n"
 		"  backends whose state is drain or maint taking no new clients, and the\n"
-		"  service's listen address as the destination (for the 4-tuple key).\n"
+		"  service's listen address as the destination (for the 4-tuple key;\n"
+		"  --vip is needed when that address is a wildcard or port 0, or the\n"
+		"  service takes PROXY headers).\n"
 		"  The table and key options then come from FILE and may not be given;\n"
 		"  --down still marks further backends down (what happens if they fail).\n"
 		"  Every argument is a client (or a comma-separated list of them).\n"
@@ -320,6 +322,16 @@ int cmd_lookup(int argc, char **argv)
 			return r;
 		}
 		key = svc->key;
+		if (!vip && hashlb_service_dest_unknown(svc, false)) {
+			fprintf(stderr,
+				"hashlb: error: service %s hashes the 4-tuple and %s: give --vip "
+				"ADDR:PORT, the address clients connect to\n",
+				svc->name, hashlb_service_dest_unknown(svc, false));
+			hashlb_table_free(t);
+			hashlb_config_free(cfg);
+			table_args_free(&a);
+			return 2;
+		}
 		if (!vip)
 			vip = svc->listen;
 		n_clients = argc - optind;

@@ -1343,7 +1343,7 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 	return backends;
 }
 
-static bool addr_is_any(const struct sockaddr_storage *a)
+bool hashlb_addr_is_any(const struct sockaddr_storage *a)
 {
 	if (a->ss_family == AF_INET)
 		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
@@ -1388,8 +1388,8 @@ bool hashlb_listen_clash(const struct sockaddr_storage *x, const struct sockaddr
 	if (addr_port(&a) != addr_port(&b) || addr_port(&a) == 0)
 		return false;
 	if (a.ss_family != b.ss_family) /* only [::] covers the other family */
-		return a.ss_family == AF_INET6 ? addr_is_any(&a) : addr_is_any(&b);
-	if (addr_is_any(&a) || addr_is_any(&b))
+		return a.ss_family == AF_INET6 ? hashlb_addr_is_any(&a) : hashlb_addr_is_any(&b);
+	if (hashlb_addr_is_any(&a) || hashlb_addr_is_any(&b))
 		return true;
 	if (a.ss_family == AF_INET)
 		return ((const struct sockaddr_in *)&a)->sin_addr.s_addr ==
@@ -1418,7 +1418,7 @@ static bool addr_loops(const struct sockaddr_storage *listen,
 
 	if (!hashlb_listen_clash(listen, &b))
 		return false;
-	return !addr_is_any(listen) || addr_is_loopback(&b);
+	return !hashlb_addr_is_any(listen) || addr_is_loopback(&b);
 }
 
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
@@ -1861,6 +1861,19 @@ void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, 
 		primary_up |= !backup[i] && !down[i] && weight[i] > 0;
 	for (uint32_t i = 0; i < n && primary_up; i++)
 		down[i] |= backup[i];
+}
+
+const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool bound_known)
+{
+	if (s->key != HASHLB_KEY_4TUPLE)
+		return NULL;
+	if (s->accept_proxy)
+		return "takes each client's destination from its PROXY header";
+	if (hashlb_addr_is_any(&s->listen_addr))
+		return "listens on a wildcard address";
+	if (!bound_known && addr_port(&s->listen_addr) == 0)
+		return "listens on port 0 (any free port)";
+	return NULL;
 }
 
 int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,

@@ -537,14 +537,29 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		return;
 	}
 	if (snap->key == HASHLB_KEY_4TUPLE) {
-		/* The destination is the service's address, as hashlb lookup -c takes it. */
+		/* The destination clients connect to: vip= if given, else the
+		 * address the service listens on (a port 0 as bound), unless
+		 * that says nothing (a wildcard, PROXY headers). */
+		char vip[HLB_HTTP_VALUE_MAX + 1];
+		const char *d = hlb_http_param(req, "vip", vip, sizeof(vip));
+		const char *why = hashlb_service_dest_unknown(s->cfg, true);
 		struct hashlb_tuple dst;
 
-		if (hashlb_tuple_from_sockaddr((const struct sockaddr *)&s->cfg->listen_addr, NULL,
-					       &dst) == 0) {
-			memcpy(tuple.dst, dst.src, sizeof(tuple.dst));
-			memcpy(tuple.dport, dst.sport, sizeof(tuple.dport));
+		if (!d && why) {
+			resp_error(resp, 400,
+				   "service %s hashes the 4-tuple and %s: give vip=ADDR:PORT, the "
+				   "address clients connect to (hashlb ctl lookup --vip)",
+				   s->cfg->name, why);
+			return;
 		}
+		if (!d)
+			d = *s->rt->bound ? s->rt->bound : s->cfg->listen;
+		if (hashlb_tuple_parse_src(d, &dst) < 0) {
+			resp_error(resp, 400, "vip=%s is not an ADDR:PORT", d);
+			return;
+		}
+		memcpy(tuple.dst, dst.src, sizeof(tuple.dst));
+		memcpy(tuple.dport, dst.sport, sizeof(tuple.dport));
 	}
 	hash = hashlb_tuple_hash(&tuple, snap->key, snap->seed);
 	n = hashlb_table_preference(snap->table, hash, pref,

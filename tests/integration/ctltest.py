@@ -99,11 +99,12 @@ class Lb(Hashlb):
                            text=True, timeout=60)
         return p.returncode, p.stdout, p.stderr
 
-    def lookup(self, clients):
-        """{client: backend} from the running table (hashlb ctl lookup)."""
+    def lookup(self, clients, args=()):
+        """{client: backend} from the running table (hashlb ctl lookup); <args>: more
+        options (--vip ADDR:PORT)."""
         out = {}
         for i in range(0, len(clients), 400):
-            rc, so, se = self.ctl("lookup", *clients[i:i + 400])
+            rc, so, se = self.ctl("lookup", *args, *clients[i:i + 400])
             assert rc == 0, se
             for line in so.splitlines():
                 f = line.split()

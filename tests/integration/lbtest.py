@@ -318,12 +318,13 @@ def who(addr, src=None):
         s.close()
 
 
-def lookup(cfg_path, clients):
-    """hashlb lookup -c for each client: {client: [backend, pref...]}."""
+def lookup(cfg_path, clients, args=()):
+    """hashlb lookup -c for each client: {client: [backend, pref...]}; <args>: more options
+    (--vip ADDR:PORT)."""
     out = {}
     for i in range(0, len(clients), 500):
         chunk = clients[i:i + 500]
-        p = subprocess.run([HASHLB, "lookup", "-c", cfg_path, ",".join(chunk)],
+        p = subprocess.run([HASHLB, "lookup", "-c", cfg_path, *args, ",".join(chunk)],
                            capture_output=True, text=True, timeout=60)
         if p.returncode != 0:
             raise SystemExit(f"hashlb lookup failed: {p.stderr}")

@@ -434,16 +434,48 @@ def metric(samples, name, **labels):
 
 
 def lookup_agrees_with_the_offline_lookup():
-    """ctl lookup (the running table) and hashlb lookup -c (the config) agree, 4-tuple key too."""
-    from lbtest import lookup
+    """ctl lookup (the running table), hashlb lookup -c (the config) and the backend each
+    client socket reaches agree, 4-tuple key too. With the 4-tuple on a port 0 listener,
+    ctl lookup hashes the bound port (it used to hash port 0, wrong for 3 clients in 4) and
+    lookup -c wants --vip; on a wildcard listener both want --vip."""
+    import socket
+    import subprocess
+    from lbtest import HASHLB, lookup
     for key in ("src-ip", "4-tuple"):
         lb = Lb(config(BACKENDS, key=key, listen="127.0.0.1:0"))
         clients = [f"{client_ip(i * 13)}:{1024 + i}" for i in range(300)]
         live = lb.lookup(clients)
-        offline = lookup(lb.path, clients)
+        bound = f"{lb.addr[0]}:{lb.addr[1]}"
+        offline = lookup(lb.path, clients, args=("--vip", bound))
         bad = [c for c in clients if live[c] != offline[c][0]]
         check(not bad, f"{key}: {len(bad)} clients differ, e.g. {bad[:3]}")
+        real = {}
+        for c in clients[:60]:
+            ip, port = c.rsplit(":", 1)
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.settimeout(5)
+            s.bind((ip, 30000 + int(port)))
+            s.connect(lb.addr)
+            real[f"{ip}:{30000 + int(port)}"] = read_line(s)
+            s.close()
+        live = lb.lookup(list(real))
+        bad = [c for c in real if live[c] != real[c]]
+        check(not bad, f"{key}: ctl lookup names another backend than the one {len(bad)} of "
+              f"60 client sockets reached, e.g. {bad[:3]}")
+        if key == "4-tuple":
+            p = subprocess.run([HASHLB, "lookup", "-c", lb.path, "10.0.0.1:5"],
+                               capture_output=True, text=True, timeout=30)
+            check(p.returncode == 2 and "port 0" in p.stderr and "--vip" in p.stderr,
+                  f"lookup -c on a port 0 listener wants --vip: {p.returncode} {p.stderr}")
         check(lb.stop() == 0, "exit 0")
+    lb = Lb(config(BACKENDS, key="4-tuple", listen="0.0.0.0:0"))
+    rc, so, se = lb.ctl("lookup", "10.0.0.1:5")
+    check(rc == 1 and "wildcard" in se and "--vip" in se,
+          f"ctl lookup on a wildcard listener wants --vip: {rc} {se}")
+    rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "10.0.0.1:5")
+    check(rc == 0 and " -> " in so, f"and answers with it: {rc} {so}{se}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def admin_on_a_unix_socket():
