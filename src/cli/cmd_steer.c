@@ -444,7 +444,7 @@ static int from_config(struct steer_args *a)
 				bc->name, bc->address, a->iface);
 			return -ENOENT;
 		}
-		b->dest.keep_flows = bc->admin == HASHLB_ADMIN_DRAIN;
+		b->dest.keep_flows = bc->admin != HASHLB_ADMIN_READY; /* drain, maint */
 		a->table.specs[i].name = strdup(bc->name);
 		a->table.n_specs = i + 1;
 		if (!a->table.specs[i].name)

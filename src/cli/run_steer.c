@@ -20,6 +20,8 @@ struct run_steer_svc {
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	bool published; /* <generation> is in the kernel with <vip> */
 	uint64_t generation;
+	char **close_on_return; /* names of the backups configured so */
+	uint32_t n_close_on_return;
 };
 
 struct run_steer {
@@ -28,12 +30,48 @@ struct run_steer {
 	bool upgrade; /* took the sockets over: take an attached program over too */
 };
 
+static void svc_clear_close_on_return(struct run_steer_svc *e)
+{
+	for (uint32_t i = 0; i < e->n_close_on_return; i++)
+		free(e->close_on_return[i]);
+	free(e->close_on_return);
+	e->close_on_return = NULL;
+	e->n_close_on_return = 0;
+}
+
 static void svc_clear(struct run_steer_svc *e)
 {
 	hashlb_steer_free(e->steer);
 	free(e->name);
 	free(e->iface);
+	svc_clear_close_on_return(e);
 	memset(e, 0, sizeof(*e));
+}
+
+/* Copy the names of <c>'s backends with close_on_return into <e>. -ENOMEM. */
+static int svc_set_close_on_return(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
+{
+	svc_clear_close_on_return(e);
+	e->close_on_return = calloc(c->n_backends ? c->n_backends : 1, sizeof(char *));
+	if (!e->close_on_return)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		if (!c->backends[i].close_on_return)
+			continue;
+		e->close_on_return[e->n_close_on_return] = strdup(c->backends[i].name);
+		if (!e->close_on_return[e->n_close_on_return])
+			return -ENOMEM;
+		e->n_close_on_return++;
+	}
+	return 0;
+}
+
+static bool svc_closes_on_return(const struct run_steer_svc *e, const char *backend)
+{
+	for (uint32_t i = 0; i < e->n_close_on_return; i++)
+		if (strcmp(e->close_on_return[i], backend) == 0)
+			return true;
+	return false;
 }
 
 static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg, const char *name)
@@ -70,6 +108,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 				e->published = false; /* the VIP goes with the next table */
 			}
 			e->failed = false;
+			if (svc_set_close_on_return(e, c) < 0)
+				hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 			rs->svcs[n++] = *e;
 			continue;
 		}
@@ -101,7 +141,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		e->name = strdup(c->name);
 		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
 		e->vip = c->listen_addr;
-		if (!e->name || (c->steer_interface && !e->iface)) {
+		if (!e->name || (c->steer_interface && !e->iface) ||
+		    svc_set_close_on_return(e, c) < 0) {
 			svc_clear(e);
 			hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 			continue;
@@ -120,6 +161,20 @@ int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_stee
 	rs->upgrade = upgrade;
 	*ret_rs = rs;
 	return 0;
+}
+
+/*
+ * Whether backend <b> of <e>, out of the table, keeps its established flows,
+ * as the userspace path keeps its connections (docs/control.md): drained, in
+ * maint, or up yet out of the table (a backup whose place the others took
+ * back, unless close_on_return; weight 0). One its health checks took down
+ * loses them to the table's choice.
+ */
+static bool keeps_flows(const struct run_steer_svc *e, const struct hlb_backend *b)
+{
+	if (atomic_load(&b->admin) != HASHLB_ADMIN_READY)
+		return true;
+	return atomic_load(&b->healthy) && !(b->backup && svc_closes_on_return(e, b->name));
 }
 
 static void log_error(const char *msg, const char *service, const struct hashlb_error *err)
@@ -176,7 +231,7 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		const struct hlb_backend *b = snap->backends[i];
 		bool listed = !hashlb_table_backend_down(snap->table, i);
 
-		dests[i].keep_flows = !listed && atomic_load(&b->admin) == HASHLB_ADMIN_DRAIN;
+		dests[i].keep_flows = !listed && keeps_flows(e, b);
 		/* Only a backend in the table needs its MAC: one down gets no
 		 * new flow, and one that keeps its flows keeps the MAC it had
 		 * (its host may be gone, and its neighbour entry with it). */

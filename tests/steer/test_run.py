@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """hashlb run with steering: kernel, when backends fail or change state: in network
 namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's tables when a
-backend's host is gone (no neighbour entry). Each scenario starts its own daemon; the
+backend's host is gone (no neighbour entry); a backend in maint, and a backup when the others
+return, keep their established connections. Each scenario starts its own daemon; the
 namespaces are removed even when it fails."""
 import collections
 import json
@@ -163,13 +164,93 @@ def dead_host(topo, servers):
         T.sh("ip", "link", "set", "eth0", "up", ns=topo.backends[2])
 
 
+def hold(topo, n=24):
+    """A client holding <n> connections: (process, {sport: backend})."""
+    client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
+                                      str(n)],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return client, dict(json.loads(client.stdout.readline()))
+
+
+def still_held(client, held, tag):
+    """Each held connection answers, from the backend it had: the number that did not."""
+    client.stdin.write("quit\n")
+    client.stdin.flush()
+    answers = dict(json.loads(client.stdout.readline()))
+    client.wait(timeout=10)
+    lost = {sp: (held[sp], answers.get(sp)) for sp in held if answers.get(sp) != held[sp]}
+    check(not lost, f"{tag}: {len(lost)} of {len(held)} established connections lost or moved: "
+          f"{list(lost.items())[:3]}")
+    return len(lost)
+
+
+def followed(topo, d, client, held, tag, out):
+    """After a change that takes <out> out of the table: the next table is published, new
+    clients avoid <out>, and the held connections answer from their backend. (new clients,
+    connections lost)"""
+    check(d.wait_log("kernel steering table published", 10) is not None,
+          f"{tag}: no table published")
+    got = connect_count(topo, 20)
+    check(out not in got, f"{tag}: new clients went to {out}: {dict(got)}")
+    return got, still_held(client, held, tag)
+
+
+def maint(topo, servers):
+    """ctl set b1 maint: b1 gets no new client, and its established connections through the
+    kernel path stay (docs/control.md: maint closes nothing)."""
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "maint: no table published at start")
+        client, held = hold(topo)
+        on_b1 = sum(1 for n in held.values() if n == "b1")
+        check(on_b1 > 0, f"maint: no connection on b1, the test proves nothing: {held}")
+        p = d.ctl("set", "b1", "maint")
+        check(p.returncode == 0, f"maint: ctl set b1 maint: {p.stdout} {p.stderr}")
+        got, lost = followed(topo, d, client, held, "maint", "b1")
+        print(f"maint: b1 in maint: {on_b1} connections on it, {lost} lost; new clients "
+              f"{dict(got)}", flush=True)
+    finally:
+        d.stop()
+
+
+def backup(topo, servers):
+    """b3 a backup: while b1 and b2 are down every client goes to b3; when they return the
+    new clients go to them, and b3's established connections stay (close_on_return: false)."""
+    d = Daemon(topo, service(topo, backends={2: ", backup: true"})).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "backup: no table published at start")
+        for i in (0, 1):
+            servers[i].terminate()
+            servers[i].wait(timeout=10)
+        for name in ("b1", "b2"):
+            check(d.wait_log(f'msg="backend down" service=web backend={name}', 10) is not None,
+                  f"backup: {name} not taken down")
+        check(d.wait_log("kernel steering table published", 10) is not None,
+              "backup: no table published with b1 and b2 down")
+        client, held = hold(topo)
+        check(set(held.values()) == {"b3"}, f"backup: not every client on b3: {held}")
+        servers[:2] = topo.serve(PEER, 2)
+        for name in ("b1", "b2"):
+            check(d.wait_log(f'msg="backend up" service=web backend={name}', 10) is not None,
+                  f"backup: {name} did not come back")
+        got, lost = followed(topo, d, client, held, "backup", "b3")
+        print(f"backup: b1, b2 back: {lost} of {len(held)} connections on b3 lost; new clients "
+              f"{dict(got)}", flush=True)
+    finally:
+        d.stop()
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
-    for name, fn in [("dead_host", dead_host)]:
+    for name, fn in [("dead_host", dead_host), ("maint", maint), ("backup", backup)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
+        T.sh("ip", "neigh", "flush", "dev", "eth0", ns=topo.lb)
+        topo.resolve()
         try:
             fn(topo, servers)
         finally:

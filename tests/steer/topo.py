@@ -89,12 +89,15 @@ class Topo:
         for ns in [self.client, self.lb] + self.backends:
             sh("sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=0", ns=ns)
             sh("sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=0", ns=ns)
-        # Fill the LB's neighbour table so backends can be given without mac=.
-        # (A TCP connect to a closed port: resolves the address, no ping needed.)
+        self.resolve()
+        return self
+
+    def resolve(self):
+        """Fill the LB's neighbour table so backends can be given without mac=.
+        (A TCP connect to a closed port: resolves the address, no ping needed.)"""
         for i, b in enumerate(self.backends):
             sh(sys.executable, "-c", "import socket, sys; s = socket.socket(); s.settimeout(2); "
                "s.connect_ex((sys.argv[1], 9))", self.backend_ip(i), ns=self.lb, check=False)
-        return self
 
     def ethtool(self, ns, dev, cmd, value):
         """An ethtool set command by ioctl (ethtool itself may not be
@@ -119,10 +122,10 @@ class Topo:
            "hlb_xdp_pass", ns=self.sw)
         self.ethtool(self.client, "eth0", 0x17, 0)
 
-    def serve(self, peer):
-        """`peer.py serve bN 80` in each backend, ready: the processes."""
+    def serve(self, peer, n=None):
+        """`peer.py serve bN 80` in each backend (the first <n>), ready: the processes."""
         servers = []
-        for i, b in enumerate(self.backends):
+        for i, b in enumerate(self.backends[:n]):
             p = self.spawn(b, [sys.executable, peer, "serve", f"b{i + 1}", str(VIP_PORT)],
                            stdout=subprocess.PIPE, text=True)
             p.stdout.readline()
