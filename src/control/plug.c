@@ -138,6 +138,20 @@ static void plug_teardown(struct hlb_control_plug *plug)
 	}
 }
 
+static void plug_handover(struct hlb_daemon *d, void *arg, FILE *f)
+{
+	struct hlb_control_plug *plug = arg;
+	struct hlb_buf o = { 0 };
+
+	(void)d;
+	if (!plug->ctl)
+		return;
+	hlb_pool_handover(plug->ctl->pool, &o);
+	if (o.len && !o.oom)
+		fwrite(o.p, 1, o.len, f);
+	hlb_buf_free(&o);
+}
+
 static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
 		      struct hashlb_error *err)
 {
@@ -151,6 +165,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 		.listen_commit = plug_listen_commit,
 		.listen_abort = plug_listen_abort,
 		.log = plug_log,
+		.handover = hlb_daemon_handover(d),
 	};
 	int ret;
 
@@ -213,6 +228,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.reload = plug_reload,
 		.stopping = plug_stopping,
 		.stopped = plug_stopped,
+		.handover = plug_handover,
 	};
 
 	if (!plug)

@@ -14,6 +14,7 @@
 #include "balance.h"
 #include "pool.h"
 #include "runtime/clients.h"
+#include "runtime/fdpass.h"
 
 struct subscriber {
 	hlb_publish_fn fn;
@@ -523,6 +524,69 @@ static void service_free(struct hlb_pool_service *s)
 	free(s);
 }
 
+void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
+{
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		const struct hlb_pool_service *s = p->svcs[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			const struct hlb_pool_backend *b = s->backends[j];
+			uint32_t max = atomic_load(&b->rt->max_conns);
+
+			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
+			    max == b->cfg_max_conns && b->health.up)
+				continue;
+			hlb_buf_printf(o, HLB_HANDOVER_LINE, s->cfg->name, b->rt->name,
+				       hashlb_admin_state_name(b->admin),
+				       hashlb_admin_state_name(b->cfg_admin), b->rt->weight,
+				       b->cfg_weight, max, b->cfg_max_conns,
+				       b->health.up ? "up" : "down");
+		}
+	}
+}
+
+/*
+ * What the hashlb this one replaces had set at run time for backend <b> of
+ * service <svc> (its HLB_HANDOVER_LINE in <text>), carried on where this
+ * config leaves that setting as the old one's config had it: the rule of a
+ * reload. Before the first build, so the first table already has it.
+ */
+static void backend_handover(struct hlb_pool_backend *b, const char *svc, const char *text)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
+		enum hashlb_admin_state a, cfg_a;
+		unsigned w, cfg_w, max, cfg_max;
+
+		if (sscanf(l,
+			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
+			   "health=%7s",
+			   s, name, st, cfg_st, &w, &cfg_w, &max, &cfg_max, up) != 9 ||
+		    strcmp(s, svc) || strcmp(name, b->rt->name) ||
+		    hashlb_admin_state_parse(st, &a) < 0 ||
+		    hashlb_admin_state_parse(cfg_st, &cfg_a) < 0)
+			continue;
+		if (a != cfg_a && b->cfg_admin == cfg_a) {
+			b->admin = a;
+			atomic_store(&b->rt->admin, (int)a);
+		}
+		if (w != cfg_w && b->cfg_weight == cfg_w && w <= HASHLB_WEIGHT_MAX)
+			b->rt->weight = w;
+		if (max != cfg_max && b->cfg_max_conns == cfg_max)
+			atomic_store(&b->rt->max_conns, max);
+		if (!strcmp(up, "down") && backend_checked(b)) {
+			/* as the old one last saw it, until <rise> checks pass here */
+			hlb_health_init(&b->health, false, hlb_now_ms());
+			atomic_store(&b->rt->healthy, false);
+		}
+		pool_log(b->svc->pool, false, "run-time settings carried over from the old hashlb",
+			 "service=%s backend=%s state=%s weight=%u max_connections=%u", svc,
+			 b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
+			 atomic_load(&b->rt->max_conns));
+		return;
+	}
+}
+
 /* A new service with its first snapshot published; checks not started. */
 static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		       struct hlb_pool_service **ret_svc, struct hashlb_error *err)
@@ -554,6 +618,8 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			goto err_free;
 		}
 		s->n_backends++;
+		if (p->env.handover)
+			backend_handover(s->backends[i], c->name, p->env.handover);
 	}
 	s->need_full = true;
 	ret = service_build(s, &snap, err);
@@ -678,6 +744,7 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 	pool_listen_end(p, ret == 0);
 	if (ret < 0)
 		goto err_free;
+	p->env.handover = NULL; /* the first services' only, not a reload's */
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		service_checks_start(p->svcs[i]);
 	ret = hlb_timer_arm(loop, &p->tick, hlb_now_ms() + HLB_POOL_TICK_MS);

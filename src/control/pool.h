@@ -34,6 +34,7 @@
 #include "hashlb/error.h"
 #include "runtime/runtime.h"
 
+#include "buf.h"
 #include "check.h"
 #include "health.h"
 #include "loop.h"
@@ -84,6 +85,7 @@ struct hlb_pool_service {
 };
 
 /* Called on the control thread after each publish, e.g. kernel steering. */
+/* (The handover of run-time settings to an upgrade's new process: hlb_pool_handover().) */
 typedef void (*hlb_publish_fn)(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
 
 /*
@@ -104,6 +106,9 @@ struct hlb_pool_env {
 	void (*listen_abort)(void *arg);
 	/* Health changes and failed builds, as logfmt pairs in <kv>. */
 	void (*log)(void *arg, bool error, const char *msg, const char *kv);
+	/* The HLB_HANDOVER_LINE lines of the hashlb this one replaces (an upgrade), applied to
+	 * the backends as they are created; NULL if none. Borrowed during hlb_pool_new(). */
+	const char *handover;
 };
 
 /*
@@ -143,6 +148,9 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 /* Admin commands. -EINVAL for a bad value. Take effect with the next build. */
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st);
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
+/* An HLB_HANDOVER_LINE for each backend with a setting made at run time, onto <o>: what an
+ * upgrade's new process carries on (hlb_pool_env.handover). */
+void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);
 /*
  * Close <b>'s connections, established or connecting now (hashlb ctl
  * close): the workers close them within about 100 ms, end=closed; the

@@ -276,6 +276,30 @@ static int take_pidfd(struct hlb_proxy *p, int pidfd, const char *body)
 	return 0;
 }
 
+/* Keep the answer's "set ..." lines: what the old process's operator set at
+ * run time (HLB_HANDOVER_LINE), for the control plane to carry on. */
+static void take_handover(struct hlb_proxy *p, const char *body)
+{
+	size_t n = 0;
+
+	free(p->handover);
+	p->handover = NULL;
+	for (const char *l = body; *l; l = next_line(l))
+		n += strncmp(l, "set ", 4) ? 0 : (size_t)(next_line(l) - l);
+	if (!n || !(p->handover = malloc(n + 2)))
+		return;
+	n = 0;
+	for (const char *l = body; *l; l = next_line(l)) {
+		if (strncmp(l, "set ", 4))
+			continue;
+		memcpy(p->handover + n, l, (size_t)(next_line(l) - l));
+		n += (size_t)(next_line(l) - l);
+	}
+	if (n && p->handover[n - 1] != '\n')
+		p->handover[n++] = '\n';
+	p->handover[n] = '\0';
+}
+
 /*
  * Read the answer to GET /sockets on <fd> (connected, of <family>) and keep
  * the sockets it hands over. <why> says why none were, if it answered.
@@ -317,6 +341,7 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 	r = 0;
 	if (family != AF_UNIX)
 		r = pidfd < 0 ? -errno : take_pidfd(p, pidfd, body);
+	take_handover(p, body);
 	free(text);
 	if (r < 0 || !p->n_taken) {
 		take_undo(p);
@@ -380,6 +405,11 @@ int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_si
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
 {
 	return p->taken_from;
+}
+
+const char *hlb_proxy_handover(const struct hlb_proxy *p)
+{
+	return p->taken_from ? p->handover : NULL;
 }
 
 int hlb_proxy_take_pidfd(struct hlb_proxy *p)

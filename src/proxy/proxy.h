@@ -99,6 +99,9 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size);
 /* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
+/* The lines "set SERVICE BACKEND ..." of its answer (HLB_HANDOVER_LINE): what was set there at
+ * run time, for this process to carry on. NULL if none (or no sockets were taken). */
+const char *hlb_proxy_handover(const struct hlb_proxy *p);
 /* Its pidfd, opened when the sockets were taken, now the caller's; -1 if none (or taken before). */
 int hlb_proxy_take_pidfd(struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */

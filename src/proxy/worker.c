@@ -736,6 +736,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		if (p->inh[i].fd >= 0)
 			close(p->inh[i].fd);
 	free(p->inh);
+	free(p->handover);
 	free(p->workers);
 	free(p);
 }

@@ -281,6 +281,7 @@ struct hlb_proxy {
 	uint32_t n_inh;
 	uint32_t n_taken; /* of inh, the last ones: taken over */
 	pid_t taken_from; /* the hashlb that handed them over */
+	char *handover; /* its "set ..." lines (hlb_proxy_handover()), NULL if none */
 	int taken_pidfd; /* its pidfd until hlb_proxy_take_pidfd(); -1 if none */
 	atomic_uint takeover; /* TAKEOVER_*: whether workers watch the sockets taken over */
 	struct hlb_rcu *rcu;

@@ -1048,6 +1048,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 		fputs(head, f);
 		for (uint32_t i = 0; i < n; i++)
 			fprintf(f, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
+		if (d->hooks.handover)
+			d->hooks.handover(d, d->hooks.arg, f);
 		if (fclose(f) != 0) {
 			free(text);
 			text = NULL;
@@ -1102,6 +1104,11 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	}
 	d->up_failed_pid = 0;
 	return up->pid;
+}
+
+const char *hlb_daemon_handover(const struct hlb_daemon *d)
+{
+	return hlb_proxy_handover(d->proxy);
 }
 
 pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)

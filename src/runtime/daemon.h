@@ -50,6 +50,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -88,6 +89,9 @@ struct hlb_daemon_hooks {
 	void (*stopping)(struct hlb_daemon *d, void *arg);
 	/* The workers have exited: free the control plane's state. */
 	void (*stopped)(struct hlb_daemon *d, void *arg);
+	/* An upgrade in place: write the HLB_HANDOVER_LINE lines (runtime/fdpass.h) of what was
+	 * set at run time onto <f>, for the new process. */
+	void (*handover)(struct hlb_daemon *d, void *arg, FILE *f);
 };
 
 /*
@@ -138,6 +142,9 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d);
  * else 0.
  */
 pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how);
+/* The run-time settings the hashlb this one took over from handed over (HLB_HANDOVER_LINE
+ * lines), NULL if none: for the control plane's first services. */
+const char *hlb_daemon_handover(const struct hlb_daemon *d);
 /* This process took its listening sockets over from the hashlb it replaces. */
 bool hlb_daemon_took_over(const struct hlb_daemon *d);
 /* It handed them to the hashlb that replaces it (SIGUSR2 and the new one became ready, or

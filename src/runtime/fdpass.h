@@ -18,6 +18,12 @@
  * pidfd_getfd(2) takes when none rides along), the address it listens on. */
 #define HLB_FDPASS_LINE "%d %d %s\n"
 
+/* After the sockets' lines, one per backend whose state, weight or cap was set at run time
+ * (hashlb ctl set), or that is down: service, backend, then each setting as now/in the
+ * config, and its health. The new process carries each setting on unless its own config
+ * changes it (as a reload does), and starts from that health (checks then go on). */
+#define HLB_HANDOVER_LINE "set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s\n"
+
 /*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)
  * HLB_FDPASS_PER_MSG at a time: each batch rides on the first byte of the

@@ -43,6 +43,11 @@ def check(cond, what):
     return cond
 
 
+def tmppath(name):
+    """A path in the tests' directory, nothing created there (a socket's, a binary's)."""
+    return os.path.join(_tmp.name, name)
+
+
 def tmpfile(name, text):
     path = os.path.join(_tmp.name, name)
     with open(path, "w") as f:

@@ -29,7 +29,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, tmppath, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -214,7 +214,7 @@ def install(binary, path):
 def installed(name, admin):
     """(path, Lb): a copy of hashlb installed at a path of its own (to be replaced for an
     upgrade), running on LISTEN with its admin endpoint at <admin>, config <name>.yaml."""
-    exe = os.path.join(os.path.dirname(tmpfile("x", "")), f"hashlb-{name}")
+    exe = tmppath(f"hashlb-{name}")
     install(HASHLB, exe)
     return exe, Lb(config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}"),
                    fname=f"{name}.yaml", binary=exe)
@@ -228,7 +228,7 @@ def upgrade_in_place():
     NotifyAccess=main requires), then drains. Under traffic, nothing is lost and no client
     changes backend. A new version that cannot start leaves the old one serving."""
     migrate_req(0)
-    exe = os.path.join(os.path.dirname(tmpfile("x", "")), "hashlb")
+    exe = tmppath("hashlb")
     install(HASHLB, exe)
     notify = Notify()
     text = plain_config(BACKENDS, listen=f"{LISTEN[0]}:{LISTEN[1]}")
@@ -407,6 +407,46 @@ def missing_executable_is_reported():
     check(old.stop() == 0, "exit 0")
 
 
+def upgrade_keeps_run_time_settings():
+    """What was set at run time (hashlb ctl set: a drain, a weight, a cap) and what health
+    checks found (a dead backend) carry over to the new process of an upgrade, as a reload
+    keeps them: a drained backend does not take clients again, and no client moves (the
+    new process used to start from the config alone, every backend ready and up)."""
+    from lbtest import dead_port
+    exe = tmppath("hashlb-keeps")
+    install(HASHLB, exe)
+    dead = ("d", f"127.0.0.1:{dead_port()}")
+    old = Lb(config(BACKENDS + [dead], admin="127.0.0.1:29403",
+                    listen=f"{LISTEN[0]}:{LISTEN[1]}"), fname="keeps.yaml", binary=exe)
+    new_pid = None
+    try:
+        for args in (("b", "drain"), ("a", "weight", "3"), ("c", "max_connections", "5")):
+            rc, so, se = old.ctl("set", *args)
+            check(rc == 0, f"ctl set {' '.join(args)}: {se}")
+        check(old.wait(lambda: old.backend("d")["health"] == "down"), "d is found down")
+        clients = [client_ip(i) for i in range(200)]
+        before = {c: who(LISTEN, c) for c in clients}
+        old.proc.send_signal(signal.SIGUSR2)
+        try:
+            rc = old.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"the old one handed over and exited 0 ({rc})")
+        st = old.status()
+        new_pid = st["pid"]
+        after = {c: who(LISTEN, c) for c in clients}
+        bs = {b["name"]: b for b in old.service()["backends"]}
+        check(new_pid != old.proc.pid and bs["b"]["state"] == "drain" and
+              bs["a"]["weight"] == 3 and bs["c"]["max_connections"] == 5,
+              f"the new process has them: {[(n, b['state'], b['weight'], b['max_connections']) for n, b in bs.items()]}")
+        check(bs["d"]["health"] == "down", f"and d down: {bs['d']['health']}")
+        moved = [c for c in clients if before[c] != after[c]]
+        check(not moved and "b" not in after.values(),
+              f"no client moved ({len(moved)}), none went to the drained b")
+    finally:
+        kill(new_pid)
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -417,7 +457,7 @@ def upgrade_unix_admin():
     """The new hashlb takes over the socket's path, and the listening sockets with it; the
     old one, exiting, leaves the path alone. No help from the kernel needed."""
     migrate_req(0)
-    upgrade("unix:" + tmpfile("admin.sock", ""))
+    upgrade("unix:" + tmppath("admin.sock"))
 
 
 def upgrade_without_admin():
@@ -476,7 +516,7 @@ def queued_connections_outlive_the_old():
     processes are stopped while 40 clients connect; the old one is killed, the new one
     continued. Without the takeover (tcp_migrate_req=0) the old sockets' share is reset."""
     migrate_req(0)
-    text = config(BACKENDS, admin="unix:" + tmpfile("admin2.sock", ""),
+    text = config(BACKENDS, admin="unix:" + tmppath("admin2.sock"),
                   listen=f"{LISTEN[0]}:{LISTEN[1]}")
     old = Lb(text, fname="old.yaml")
     new = Lb(text, fname="new.yaml")
@@ -502,5 +542,5 @@ def queued_connections_outlive_the_old():
 
 
 run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
-           missing_executable_is_reported, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
