@@ -95,7 +95,8 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
 
-/* Detach whatever hashlb program is attached to <iface>: -ENOENT if none. */
+/* Detach hashlb's program from <iface> (told by name, as hashlb_steer_find()):
+ * -ENOENT if none; someone else's is left attached. */
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err);
 
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */

@@ -389,7 +389,29 @@ err_free:
 	return ret;
 }
 
-/* The id of the hashlb program attached to <ifindex>, XDP first, then tc. */
+/* Whether program <id> is named <name>: hashlb's programs are told from
+ * anyone else's by name (the kernel keeps 15 characters). */
+static bool prog_named(uint32_t id, const char *name)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id);
+	bool same;
+
+	if (fd < 0)
+		return false;
+	memset(&info, 0, sizeof(info));
+	same = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && strcmp(info.name, name) == 0;
+	close(fd);
+	return same;
+}
+
+/*
+ * The id of hashlb's program attached to <ifindex>: hlb_xdp (native, then
+ * generic), else the hlb_tc filter at hashlb's handle. A program of another
+ * name is someone else's, never reported: nothing here reads, updates or
+ * detaches it.
+ */
 static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
@@ -397,18 +419,18 @@ static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *
 	LIBBPF_OPTS(bpf_tc_opts, tq, .handle = TC_HANDLE, .priority = TC_PRIORITY);
 
 	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
-		if (xq.drv_prog_id) {
+		if (xq.drv_prog_id && prog_named(xq.drv_prog_id, "hlb_xdp")) {
 			*ret_id = xq.drv_prog_id;
 			*ret_mode = HASHLB_STEER_XDP_NATIVE;
 			return 0;
 		}
-		if (xq.skb_prog_id) {
+		if (xq.skb_prog_id && prog_named(xq.skb_prog_id, "hlb_xdp")) {
 			*ret_id = xq.skb_prog_id;
 			*ret_mode = HASHLB_STEER_XDP_GENERIC;
 			return 0;
 		}
 	}
-	if (bpf_tc_query(&hook, &tq) == 0 && tq.prog_id) {
+	if (bpf_tc_query(&hook, &tq) == 0 && tq.prog_id && prog_named(tq.prog_id, "hlb_tc")) {
 		*ret_id = tq.prog_id;
 		*ret_mode = HASHLB_STEER_TC;
 		return 0;
@@ -439,7 +461,7 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	uint32_t len = sizeof(info);
 	enum hashlb_steer_mode mode;
 	struct hashlb_steer *s;
-	int ifindex, prog_fd, ret;
+	int ifindex = 0, prog_fd, ret;
 
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
@@ -456,10 +478,6 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	if (ret < 0)
 		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading program %u: %s", prog_id,
 				  strerror(errno));
-	if (strcmp(info.name, "hlb_xdp") != 0 && strcmp(info.name, "hlb_tc") != 0)
-		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
-				  "the program on '%s' is '%s', not hashlb's", iface, info.name);
-
 	s = steer_new();
 	if (!s)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -523,8 +541,10 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	return 0;
 }
 
-/* Detach what is attached to <ifindex> in <mode> (found by attached_prog()). */
-static int detach_mode(int ifindex, enum hashlb_steer_mode mode)
+/* Detach program <id>, attached to <ifindex> in <mode> (found by
+ * attached_prog()). An XDP program is replaced by nothing only if it still
+ * is <id>: one attached meanwhile by someone else stays. */
+static int detach_mode(int ifindex, enum hashlb_steer_mode mode, uint32_t id)
 {
 	if (mode == HASHLB_STEER_TC) {
 		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
@@ -532,9 +552,19 @@ static int detach_mode(int ifindex, enum hashlb_steer_mode mode)
 
 		return bpf_tc_detach(&hook, &opts);
 	}
-	return bpf_xdp_detach(
-		ifindex, mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE,
-		NULL);
+
+	int fd = bpf_prog_get_fd_by_id(id), ret;
+	LIBBPF_OPTS(bpf_xdp_attach_opts, xo, .old_prog_fd = fd);
+
+	if (fd < 0)
+		return -errno;
+	ret = bpf_xdp_attach(
+		ifindex, -1,
+		(mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE) |
+			XDP_FLAGS_REPLACE,
+		&xo);
+	close(fd);
+	return ret;
 }
 
 /* A found handle told not to keep: detach the program found, if it still is
@@ -545,7 +575,7 @@ static void detach_found(struct hashlb_steer *s)
 	uint32_t id = 0;
 
 	if (attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id)
-		detach_mode(s->ifindex, mode);
+		detach_mode(s->ifindex, mode, id);
 }
 
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
@@ -578,13 +608,13 @@ void hashlb_steer_free(struct hashlb_steer *s)
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 {
 	enum hashlb_steer_mode mode;
-	uint32_t prog_id;
-	int ifindex, ret;
+	uint32_t prog_id = 0;
+	int ifindex = 0, ret;
 
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
-	ret = detach_mode(ifindex, mode);
+	ret = detach_mode(ifindex, mode, prog_id);
 	if (ret < 0)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
 				  strerror(-ret));

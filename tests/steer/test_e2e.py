@@ -159,6 +159,43 @@ def keep_and_detach(topo):
     print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
 
 
+def foreign_program(topo):
+    """Someone else's XDP program on the interface (hlb_xdp_pass stands for it: hashlb's
+    programs are told apart by name) is never read nor detached: alone, --detach and --stats
+    find no hashlb program and leave it; beside hashlb's tc filter, --stats reads the filter
+    and --detach removes the filter, not the XDP program."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    def foreign_attached():
+        return "hlb_xdp_pass" in T.sh("ip", "-d", "link", "show", "eth0", ns=topo.lb).stdout
+
+    T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "object", BPF_OBJ, "program",
+         "hlb_xdp_pass", ns=topo.lb)
+    try:
+        for args in (["--detach"], ["--stats"]):
+            p = steer("-i", "eth0", *args)
+            check(p.returncode != 0 and "no hashlb program" in p.stderr and foreign_attached(),
+                  f"{args[0]} with only a foreign XDP program: {p.returncode} {p.stderr.strip()}")
+        p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
+        check(p.returncode == 0, f"tc beside a foreign XDP program: {p.stderr}")
+        p = steer("-i", "eth0", "--stats")
+        check(p.returncode == 0 and "new_flows" in p.stdout,
+              f"--stats reads hashlb's tc filter behind a foreign XDP program: {p.stderr}")
+        p = steer("-i", "eth0", "--detach")
+        tc = T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb,
+                  check=False).stdout
+        check(p.returncode == 0 and "hlb_tc" not in tc and foreign_attached(),
+              f"--detach removes hashlb's tc filter, not the foreign XDP program: "
+              f"{p.returncode} {p.stderr.strip()} tc: {'hlb_tc' in tc} "
+              f"foreign: {foreign_attached()}")
+    finally:
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("a foreign XDP program: never read nor detached" if not failures else "", flush=True)
+
+
 def connect_once(topo, vip=T.VIP):
     """CONNS new connections to <vip>: [[sport, backend name], ...]."""
     client = topo.spawn(topo.client, [sys.executable, PEER, "client", vip, str(T.VIP_PORT),
@@ -474,6 +511,7 @@ def body(topo):
                          ("auto", "ring")]:
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
+    foreign_program(topo)
     from_config(topo)
     ipv6(topo)
     daemon_steering(topo, servers)  # last: it stops b3's server
