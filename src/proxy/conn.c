@@ -883,8 +883,9 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
 
 /*
  * Connect to the backend at position c->attempt of the preference list in
- * <snap>, skipping <failed> (the backend that just failed, if the list did
- * not change). Returns false if no candidate is left.
+ * <snap>; on a retry (<failed>: the backend that just failed), at the one
+ * after <failed> in that list, whether or not the list changed since.
+ * Returns false if no candidate is left.
  */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
@@ -903,6 +904,17 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
 			  atomic_load_explicit(&c->svc->active, memory_order_relaxed), prefs, n);
+	if (failed) {
+		/* A retry goes on after the backend that failed. The table may have
+		 * changed since the list the last connect came from (that backend
+		 * marked down, most likely): then the list is another, and its
+		 * position in it, or the start of it if it left, says where. */
+		size_t k = 0;
+
+		while (k < n && snap->backends[prefs[k]] != failed)
+			k++;
+		c->attempt = (uint8_t)(k < n ? k + 1 : 0);
+	}
 	for (;;) {
 		if (c->attempt >= n)
 			return false;
@@ -1313,7 +1325,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	c->be = NULL;
 	snap = hlb_service_snapshot(c->svc);
 	c->attempt++;
-	if (c->attempt > snap->connect_retries) {
+	if (c->tries > snap->connect_retries) {
 		w->first_full = NULL; /* its tries are used up: closed, not queued */
 	} else if (conn_connect(w, c, snap, failed)) {
 		hlb_stat_add(&bs->retries, 1);

@@ -104,6 +104,32 @@ def backends_on_one_port(specs, tries=10):
     raise SystemExit(f"no port free on every host of {specs} in {tries} tries")
 
 
+class BlackHole:
+    """A backend that never answers: its accept queue is full, so SYNs are dropped and a
+    connect to <addr> ("127.0.0.1:PORT") hangs until the connector's timeout."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.fillers = []
+        for _ in range(3):  # fill the accept queue; later SYNs are dropped
+            f = socket.socket()
+            f.setblocking(False)
+            try:
+                f.connect(self.sock.getsockname())
+            except BlockingIOError:
+                pass
+            self.fillers.append(f)
+        time.sleep(0.2)
+
+    def close(self):
+        for f in self.fillers:
+            f.close()
+        self.sock.close()
+
+
 def dead_port():
     """A loopback port nobody listens on (connects are refused)."""
     s = socket.socket()

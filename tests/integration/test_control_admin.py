@@ -478,6 +478,37 @@ def lookup_agrees_with_the_offline_lookup():
     check(lb.stop() == 0, "exit 0")
 
 
+def retry_after_a_table_change():
+    """A client whose backend stops answering while its connect is under way, and is set
+    to maint meanwhile (a new table without it), is retried on its first choice of the new
+    table, the backend hashlb lookup --down names: the retry used to take the second entry
+    of the new list, the index the old list had reached."""
+    import threading
+    from lbtest import BlackHole
+    black = BlackHole()
+    backends = BACKENDS + [("x", black.addr)]
+    lb = Lb(config(backends, scheme="ring", health="enabled: false",
+                   extra="timeouts:\n  connect: 1500ms"))
+    clients = [client_ip(i * 7) for i in range(400)]
+    want = lookup(lb.path, clients)
+    victims = [c for c in clients if want[c][0] == "x"][:6]
+    check(len(victims) == 6, f"some clients have x first ({len(victims)})")
+    got = {}
+    threads = [threading.Thread(target=lambda c=c: got.__setitem__(c, who(lb.addr, c)))
+               for c in victims]
+    for t in threads:
+        t.start()
+    time.sleep(0.4)  # their connects to x are under way
+    rc, so, se = lb.ctl("set", "x", "maint")
+    check(rc == 0, f"x to maint: {se}")
+    for t in threads:
+        t.join(10)
+    after = lookup(lb.path, victims, args=("--down", "x"))
+    bad = {c: (got.get(c), after[c][0]) for c in victims if got.get(c) != after[c][0]}
+    check(not bad, f"retried on the new table's first choice: {bad}")
+    check(lb.stop() == 0, "exit 0")
+    black.close()
+
 def admin_on_a_unix_socket():
     """admin: unix:/PATH serves the same endpoint; the socket goes away on exit."""
     import os
@@ -689,6 +720,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
+           retry_after_a_table_change,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_http_says_what_it_cannot_serve])

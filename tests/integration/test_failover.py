@@ -10,7 +10,7 @@ import struct
 import time
 from collections import Counter
 
-from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, dead_port, lookup,
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, config, connect, dead_port, lookup,
                     read_line, run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
@@ -142,21 +142,8 @@ def all_backends_down():
 def unresponsive_backend_times_out():
     """Backend b never answers (its accept queue is full, SYNs are dropped): after the
     connect timeout its clients are served by their next backend."""
-    import socket
-    black = socket.socket()
-    black.bind(("127.0.0.1", 0))
-    black.listen(0)
-    fillers = []
-    for _ in range(3):  # fill the accept queue; later SYNs are dropped
-        f = socket.socket()
-        f.setblocking(False)
-        try:
-            f.connect(black.getsockname())
-        except BlockingIOError:
-            pass
-        fillers.append(f)
-    time.sleep(0.2)
-    dead = ("b", "127.0.0.1:%d" % black.getsockname()[1])
+    black = BlackHole()
+    dead = ("b", black.addr)
     cfg = config([BACKENDS[0], dead, BACKENDS[2]], extra="timeouts:\n  connect: 300ms")
     lb = Hashlb(cfg)
     clients = [client_ip(i * 7) for i in range(200)]
@@ -170,8 +157,6 @@ def unresponsive_backend_times_out():
         check(got == want[c][1] and 0.25 < el < 2.0,
               f"{c}: served by {got!r} (next is {want[c][1]}) after {el:.2f}s")
     lb.stop()
-    for f in fillers:
-        f.close()
     black.close()
 
 
