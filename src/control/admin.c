@@ -160,7 +160,9 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
 		",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
 		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
-		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx)
+		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx) &&
+				hashlb_table_backend_weight(snap->table, idx) >
+					0 /* weight 0: no slot */
 			? "true"
 			: "false",
 		backend_ramp(b),

@@ -190,6 +190,10 @@ def weight_change_rebuilds():
     check(svc["generation"] > gen and 0.55 < share["a"] < 0.65, f"a takes 3/5 now: {share}")
     rc, so, se = lb.ctl("--json", "table")
     check(rc == 0 and '"weight":3' in so, f"ctl --json table shows the weight: {so}")
+    rc, so, se = lb.ctl("set", "b", "weight", "0")
+    b = lb.backend("b")
+    check(rc == 0 and b["share"] == 0 and not b["in_table"],
+          f"weight 0: no share, not in the table ({b['share']}, in_table {b['in_table']})")
     check(lb.stop() == 0, "exit 0")
 
 
