@@ -336,10 +336,12 @@ static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, str
 }
 
 /*
- * Parse, match, schedule and rewrite. On V_FORWARD, *ret_ifindex is the
- * egress interface (0 = the ingress one).
+ * Parse, match, schedule and rewrite the frame at <data> (<len> bytes in
+ * all: in tc, more than the linear part <data>..<data_end>). On V_FORWARD,
+ * *ret_ifindex is the egress interface (0 = the ingress one).
  */
-static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret_ifindex)
+static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
+					  __u32 *ret_ifindex)
 {
 	struct hlb_steer_stats *st = stats_get();
 	struct ethhdr *eth = data;
@@ -477,7 +479,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 				 * once a packet, so the line stays shared. */
 				if (way < HLB_STEER_CT_WAYS && b->seen[way] != now)
 					b->seen[way] = now;
-				return forward_kept(st, eth, be, data_end - data, ret_ifindex);
+				return forward_kept(st, eth, be, len, ret_ifindex);
 			}
 			resched = 1;
 		}
@@ -550,7 +552,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u32 *ret
 		st->ct_resched += resched;
 		st->ct_evicted += evicted;
 		st->packets++;
-		st->bytes += data_end - data;
+		st->bytes += len;
 	}
 	set_macs(eth, be);
 	*ret_ifindex = be->ifindex;
@@ -564,7 +566,7 @@ int hlb_xdp(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 ifindex = 0;
 
-	switch (steer(data, data_end, &ifindex)) {
+	switch (steer(data, data_end, data_end - data, &ifindex)) {
 	case V_PASS:
 		return XDP_PASS;
 	case V_DROP:
@@ -589,7 +591,7 @@ int hlb_tc(struct __sk_buff *skb)
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 
-	switch (steer(data, data_end, &ifindex)) {
+	switch (steer(data, data_end, skb->len, &ifindex)) {
 	case V_PASS:
 		return TC_ACT_OK;
 	case V_DROP:
