@@ -79,6 +79,14 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 		fprintf(stderr, "hashlb: error: invalid client address '%s'\n", client);
 		return -EINVAL;
 	}
+	if (key != HASHLB_KEY_SRC_IP && !tu.sport[0] && !tu.sport[1]) {
+		/* port 0 would answer for a client no socket can be */
+		fprintf(stderr,
+			"hashlb: error: client '%s' has no port, and the %s key hashes it: give "
+			"ADDR:PORT\n",
+			client, hashlb_key_name(key));
+		return -EINVAL;
+	}
 	if (vip) {
 		if (hashlb_tuple_parse_src(vip, &dst) < 0) {
 			fprintf(stderr, "hashlb: error: invalid --vip address '%s'\n", vip);

@@ -538,6 +538,12 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		resp_error(resp, 400, "give client=ADDR or ADDR:PORT");
 		return;
 	}
+	if (snap->key != HASHLB_KEY_SRC_IP && !tuple.sport[0] && !tuple.sport[1]) {
+		resp_error(resp, 400,
+			   "client %s has no port, and the %s key hashes it: give ADDR:PORT",
+			   client, hashlb_key_name(snap->key));
+		return;
+	}
 	if (snap->key == HASHLB_KEY_4TUPLE) {
 		/* The destination clients connect to: vip= if given, else the
 		 * address the service listens on (a port 0 as bound), unless
