@@ -246,8 +246,11 @@ int cmd_check(int argc, char **argv)
 		}
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "hashlb: error: %s\n\n",
-			path ? "unexpected argument" : "need -c FILE");
+		if (path)
+			fprintf(stderr, "hashlb: error: unexpected argument '%s'\n\n",
+				argv[optind]);
+		else
+			fprintf(stderr, "hashlb: error: need -c FILE\n\n");
 		usage(stderr);
 		return 2;
 	}

@@ -225,6 +225,11 @@ static int run(int argc, char **argv, char *const *again)
 		}
 	}
 	if (!path || optind != argc) {
+		if (path)
+			fprintf(stderr, "hashlb run: error: unexpected argument '%s'\n\n",
+				argv[optind]);
+		else
+			fprintf(stderr, "hashlb run: error: need -c FILE\n\n");
 		usage(stderr);
 		return 2;
 	}

@@ -198,6 +198,8 @@ for args, status, msg in [
     # an empty client is refused, not skipped
     (("lookup", "", "a", "b"), 1, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 1, "invalid client address ''"),
+    (("run",), 2, "need -c FILE"),
+    (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 1, "has no port"),
 ]:
