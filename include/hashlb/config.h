@@ -258,6 +258,10 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
  */
 bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
+/* The largest max_connections (a service's, a backend's, per client) the config and
+ * hashlb ctl set take. */
+#define HASHLB_MAX_CONNECTIONS_MAX (1u << 24)
+
 /* Whether <a> is the wildcard address of its family (0.0.0.0, [::]). */
 bool hashlb_addr_is_any(const struct sockaddr_storage *a);
 

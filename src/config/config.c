@@ -44,7 +44,7 @@
 #define HEALTH_INTERVAL_MAX (3600u * 1000)
 #define HEALTH_TIMEOUT_MAX (60u * 1000)
 #define HEALTH_COUNT_MAX 100u
-#define MAX_CONNECTIONS_MAX (1u << 24)
+#define MAX_CONNECTIONS_MAX HASHLB_MAX_CONNECTIONS_MAX
 #define KEEPALIVE_SECS_MAX 32767u /* the kernel's MAX_TCP_KEEPIDLE and MAX_TCP_KEEPINTVL */
 #define KEEPALIVE_COUNT_MAX 127u /* MAX_TCP_KEEPCNT */
 #define PREFIXES_MAX 4096u /* accept_proxy_from, allow_clients, deny_clients */

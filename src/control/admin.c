@@ -712,8 +712,9 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 400, "weight must be 0..%u", HASHLB_WEIGHT_MAX);
 		return;
 	}
-	if (has_max && parse_u32(maxc, UINT32_MAX, &max) < 0) {
-		resp_error(resp, 400, "max_connections must be 0 (no cap)..%u", UINT32_MAX);
+	if (has_max && parse_u32(maxc, HASHLB_MAX_CONNECTIONS_MAX, &max) < 0) {
+		resp_error(resp, 400, "max_connections must be 0 (no cap)..%u (as in the config)",
+			   HASHLB_MAX_CONNECTIONS_MAX);
 		return;
 	}
 	one = hlb_pool_backend_find(s, name);

@@ -220,6 +220,8 @@ def max_connections_at_run_time():
     check(rc == 0 and who(lb.addr, mine[2]) == "a", "0: no cap, a takes its client again")
     rc, so, se = lb.ctl("set", "a", "max_connections", "+5")
     check(rc != 0 and "max_connections must be" in se, f"digits only: {se.strip()}")
+    rc, so, se = lb.ctl("set", "a", "max_connections", str(2**24 + 1))
+    check(rc != 0 and "16777216" in se, f"the config's range: {se.strip()}")
     held.close()
     check(lb.stop() == 0, "exit 0")
 
