@@ -19,7 +19,8 @@
  *     active table half (new flow or rescheduled).
  *
  * Every map read here is an array, inlined by the verifier: the programs
- * make no kernel call except bpf_redirect (and bpf_skb_pull_data for tc).
+ * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
+ * bpf_skb_load_bytes for IPv6 extension headers).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -147,6 +148,12 @@ enum verdict { V_PASS, V_DROP, V_FORWARD };
 #define IPV6_EXTHDR_ROUTING 43
 #define IPV6_EXTHDR_FRAGMENT 44
 #define IPV6_EXTHDR_DSTOPTS 60
+
+/* Whether IPv6 next header <nh> is one that steer() walks. */
+static __always_inline int ipv6_walked(__u8 nh)
+{
+	return nh == IPV6_EXTHDR_HOP || nh == IPV6_EXTHDR_ROUTING || nh == IPV6_EXTHDR_DSTOPTS;
+}
 
 static __always_inline struct hlb_steer_stats *stats_get(void)
 {
@@ -398,8 +405,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 				frag = 1;
 				break;
 			}
-			if (proto != IPV6_EXTHDR_HOP && proto != IPV6_EXTHDR_ROUTING &&
-			    proto != IPV6_EXTHDR_DSTOPTS)
+			if (!ipv6_walked(proto))
 				break;
 			if ((void *)(ext + 8) > data_end)
 				return pass(st);
@@ -409,8 +415,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			proto = ext[0];
 			l4 = ext + (ext[1] + 1) * 8;
 		}
-		if (!frag && (proto == IPV6_EXTHDR_HOP || proto == IPV6_EXTHDR_ROUTING ||
-			      proto == IPV6_EXTHDR_DSTOPTS))
+		if (!frag && ipv6_walked(proto))
 			return pass(st); /* more extension headers than we walk */
 	} else {
 		return pass(st);
@@ -579,17 +584,53 @@ int hlb_xdp(struct xdp_md *ctx)
 	return bpf_redirect(ifindex, 0);
 }
 
+/*
+ * The bytes of <skb> that steer() may read, when they exceed the first 256
+ * (an IPv6 packet whose extension headers are large), else 0: Ethernet,
+ * IPv6, the extension headers steer() walks, the largest TCP header. Read
+ * with bpf_skb_load_bytes, which reaches the non-linear part, only for
+ * IPv6 with an extension header first.
+ */
+static __always_inline __u32 tc_headers_len(struct __sk_buff *skb, void *data, void *data_end)
+{
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	__u32 off = sizeof(struct ethhdr) + sizeof(*ip6);
+	__u8 ext[2], nh;
+	int i;
+
+	if ((void *)(ip6 + 1) > data_end || skb->protocol != bpf_htons(ETH_P_IPV6))
+		return 0;
+	nh = ip6->nexthdr;
+#pragma unroll
+	for (i = 0; i < HLB_STEER_IPV6_EXT_MAX && ipv6_walked(nh); i++) {
+		if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)) < 0)
+			break;
+		nh = ext[0];
+		off += (ext[1] + 1) * 8;
+	}
+	off += 60;
+	return off > 256 ? off : 0;
+}
+
 SEC("tc")
 int hlb_tc(struct __sk_buff *skb)
 {
 	void *data, *data_end;
-	__u32 ifindex = 0;
+	__u32 ifindex = 0, need;
 
 	/* Make the headers we parse linear (a no-op when they already are):
-	 * Ethernet, IPv6 with a few extension headers, TCP with options. */
+	 * Ethernet, IPv4 with options or IPv6 with small extension headers,
+	 * TCP with options; more for large IPv6 extension headers. Never all
+	 * of a GSO packet: that would copy 64 KiB. */
 	bpf_skb_pull_data(skb, skb->len < 256 ? skb->len : 256);
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
+	need = tc_headers_len(skb, data, data_end);
+	if (need) {
+		bpf_skb_pull_data(skb, skb->len < need ? skb->len : need);
+		data = (void *)(long)skb->data;
+		data_end = (void *)(long)skb->data_end;
+	}
 
 	switch (steer(data, data_end, skb->len, &ifindex)) {
 	case V_PASS:

@@ -2,7 +2,8 @@
 """Kernel steering on frames the kernel builds in ways BPF_PROG_TEST_RUN cannot (it makes one
 linear skb): in network namespaces (tests/steer/topo.py, MTU 9000), hand-made frames sent by a
 packet socket from the client to hashlb steer in tc mode. A non-linear frame (PACKET_VNET_HDR:
-only the first 60 bytes linear) is counted whole in the bytes counter. The namespaces are
+only the first 60 bytes linear) is counted whole in the bytes counter, and one whose IPv6
+extension headers end past the 256 bytes tc pulls first is forwarded. The namespaces are
 removed even when it fails."""
 import ctypes
 import json
@@ -120,6 +121,28 @@ def nonlinear_bytes(topo, f):
           f"{d.get('bytes')} bytes", flush=True)
 
 
+def ipv6_ext(topo, f):
+    """A 4762-byte IPv6 frame, 60 bytes of it linear, the TCP header behind a destination
+    options header of 208 bytes (past the 256 bytes tc pulls first): forwarded, not dropped as
+    malformed."""
+    marker = b"NONLINEAR-EXT6"
+    units = 25  # (25 + 1) * 8 = 208 bytes
+    dstopts = bytes([6, units, 1, 8 * units + 4]) + bytes(8 * units + 4)  # a PadN option
+    l4 = tcp(42000, marker * 320)
+    src, dst = socket.inet_pton(socket.AF_INET6, "fd13::7"), socket.inet_pton(socket.AF_INET6,
+                                                                              T.VIP6)
+    packet = struct.pack("!IHBB", 6 << 28, len(dstopts) + len(l4), 60, 64) + src + dst + \
+        dstopts + l4
+    s0 = stats(topo)
+    n = f.send(0x86DD, packet)
+    got = f.received(marker)
+    d = delta(s0, stats(topo))
+    check(len(got) == 1 and d.get("packets") == 1 and not d.get("drop_malformed"),
+          f"ipv6 extension headers: a non-linear frame not forwarded: {got} {d}")
+    print(f"ipv6 extension headers: a non-linear {n}-byte frame, TCP at byte 262: forwarded to "
+          f"{sorted(got)}, counters {d}", flush=True)
+
+
 def body(topo):
     for ns, dev in [(n, "eth0") for n in [topo.client, topo.lb] + topo.backends] + \
             [(topo.sw, f"p{k}") for k in range(2 + len(topo.backends))]:
@@ -137,20 +160,12 @@ def body(topo):
         return
     try:
         f = Frames(topo)
-        for name, fn in [("bytes", nonlinear_bytes)]:
+        for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext)]:
             if len(sys.argv) == 1 or name in sys.argv[1:]:
                 fn(topo, f)
     finally:
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
-def main():
-    T.need_root()
-    t0 = time.monotonic()
-    T.with_topo(3, body)
-    print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
-    return 1 if failures else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(T.main(body, failures))

@@ -259,13 +259,5 @@ def body(topo):
                 p.wait(timeout=10)
 
 
-def main():
-    T.need_root()
-    t0 = time.monotonic()
-    T.with_topo(3, body)
-    print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
-    return 1 if failures else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(T.main(body, failures))

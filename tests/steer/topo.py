@@ -180,3 +180,13 @@ def need_root():
     if os.geteuid() != 0:
         print("SKIP: network namespaces and BPF need root")
         sys.exit(77)
+
+
+def main(body, failures):
+    """A test's main: root or skip, body(topo) on three backends, its failed checks counted;
+    the exit status."""
+    need_root()
+    t0 = time.monotonic()
+    with_topo(3, body)
+    print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
+    return 1 if failures else 0
