@@ -618,6 +618,13 @@ int hlb_tc(struct __sk_buff *skb)
 	void *data, *data_end;
 	__u32 ifindex = 0, need;
 
+	/* A VLAN tag the driver or the stack took out of the frame is in the
+	 * skb's metadata, not in the data: tagged frames are passed, as when
+	 * the tag is in the frame (XDP sees no such metadata: steering.md). */
+	if (skb->vlan_present) {
+		pass(stats_get());
+		return TC_ACT_OK;
+	}
 	/* Make the headers we parse linear (a no-op when they already are):
 	 * Ethernet, IPv4 with options or IPv6 with small extension headers,
 	 * TCP with options; more for large IPv6 extension headers. Never all

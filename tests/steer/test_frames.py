@@ -3,7 +3,8 @@
 linear skb): in network namespaces (tests/steer/topo.py, MTU 9000), hand-made frames sent by a
 packet socket from the client to hashlb steer in tc mode. A non-linear frame (PACKET_VNET_HDR:
 only the first 60 bytes linear) is counted whole in the bytes counter, and one whose IPv6
-extension headers end past the 256 bytes tc pulls first is forwarded. The namespaces are
+extension headers end past the 256 bytes tc pulls first is forwarded; a VLAN-tagged one is
+passed. The namespaces are
 removed even when it fails."""
 import ctypes
 import json
@@ -143,6 +144,20 @@ def ipv6_ext(topo, f):
           f"{sorted(got)}, counters {d}", flush=True)
 
 
+def vlan(topo, f):
+    """A VLAN-tagged TCP frame to the VIP: passed, never forwarded (the bridge and the LB's
+    veth carry the tag in the skb's metadata, where only tc sees it)."""
+    marker = b"VLAN-TAGGED"
+    s0 = stats(topo)
+    f.send(0x0800, ipv4("10.213.0.8", T.VIP, tcp(43000, marker)), vlan=100)
+    got = f.received(marker)
+    d = delta(s0, stats(topo))
+    check(not got and not d.get("packets") and d.get("passed", 0) >= 1,
+          f"vlan: a tagged frame to the VIP was forwarded: {sorted(got)} {d}")
+    print(f"vlan: a tagged frame to the VIP reached {sorted(got) or 'no backend'}, counters {d}",
+          flush=True)
+
+
 def body(topo):
     for ns, dev in [(n, "eth0") for n in [topo.client, topo.lb] + topo.backends] + \
             [(topo.sw, f"p{k}") for k in range(2 + len(topo.backends))]:
@@ -160,7 +175,8 @@ def body(topo):
         return
     try:
         f = Frames(topo)
-        for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext)]:
+        for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
+                         ("vlan", vlan)]:
             if len(sys.argv) == 1 or name in sys.argv[1:]:
                 fn(topo, f)
     finally:
