@@ -85,6 +85,15 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err);
 
 /*
+ * hashlb_steer_find(), for a program that no process drives any more: one
+ * whose hashlb was killed (SIGKILL, a crash) or a hashlb steer --keep that
+ * exited. -EBUSY if another process holds its maps open (a live hashlb
+ * drives it), -ENOENT if no hashlb program is attached to <iface>.
+ */
+int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer,
+		       struct hashlb_error *err);
+
+/*
  * Whether hashlb_steer_free() leaves the program attached. Opened handles
  * start as hashlb_steer_opts.keep says, found ones kept. A found handle not
  * kept detaches the program it found, if that one is still attached: a

@@ -207,12 +207,22 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			log_error("kernel steering not started", svc->name, &err);
 			return;
 		}
-		if (rs->upgrade && hashlb_steer_find(o.iface, &e->steer, &err) == 0) {
-			/* the replaced hashlb's program: its flows stay where they are */
+		/* The replaced hashlb's program (an upgrade), or one whose
+		 * process is gone (killed, crashed): taken over, its flows stay
+		 * where they are. Never one a live process drives. */
+		int ret = rs->upgrade ? hashlb_steer_find(o.iface, &e->steer, &err)
+				      : hashlb_steer_adopt(o.iface, &e->steer, &err);
+
+		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
-				"service=%s interface=%s mode=%s", svc->name, o.iface,
-				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
+				"service=%s interface=%s mode=%s from=%s", svc->name, o.iface,
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
+				rs->upgrade ? "upgrade" : "orphan");
+		} else if (!rs->upgrade && ret != -ENOENT) {
+			e->failed = true;
+			log_error("kernel steering not started", svc->name, &err);
+			return;
 		} else if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
 			e->failed = true;
 			log_error("kernel steering not started", svc->name, &err);

@@ -25,6 +25,11 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 {
 }

@@ -6,9 +6,12 @@
  * the skeleton and detaches on free) or found on an interface (map fds only,
  * read through the attached program's map ids).
  */
+#include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -536,6 +539,89 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 			   strerror(-ret));
 		hashlb_steer_free(s);
 		return ret;
+	}
+	*ret_steer = s;
+	return 0;
+}
+
+/* Whether file <fd> of process <pid> is BPF map <map_id> (its fdinfo says so). */
+static bool fd_is_map(const char *pid, const char *fd, uint32_t map_id)
+{
+	char path[32 + 2 * NAME_MAX], line[128];
+	unsigned int id;
+	bool is = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/fdinfo/%s", pid, fd);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!is && fgets(line, sizeof(line), f))
+		is = sscanf(line, "map_id: %u", &id) == 1 && id == map_id;
+	fclose(f);
+	return is;
+}
+
+/* A process other than this one that holds map <map_id> open, or 0. */
+static pid_t map_holder(uint32_t map_id)
+{
+	char self[16], path[16 + NAME_MAX], target[32];
+	DIR *proc = opendir("/proc"), *fds;
+	struct dirent *p, *d;
+	pid_t holder = 0;
+
+	if (!proc)
+		return 0;
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	while (!holder && (p = readdir(proc))) {
+		if (p->d_name[0] < '1' || p->d_name[0] > '9' || strcmp(p->d_name, self) == 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/fd", p->d_name);
+		fds = opendir(path);
+		if (!fds)
+			continue;
+		while (!holder && (d = readdir(fds))) {
+			ssize_t n = readlinkat(dirfd(fds), d->d_name, target, sizeof(target) - 1);
+
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (strcmp(target, "anon_inode:bpf-map") == 0 &&
+			    fd_is_map(p->d_name, d->d_name, map_id))
+				holder = (pid_t)atoi(p->d_name);
+		}
+		closedir(fds);
+	}
+	closedir(proc);
+	return holder;
+}
+
+int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+{
+	struct bpf_map_info mi;
+	uint32_t len = sizeof(mi);
+	struct hashlb_steer *s;
+	pid_t holder;
+	int ret;
+
+	ret = hashlb_steer_find(iface, &s, err);
+	if (ret < 0)
+		return ret;
+	memset(&mi, 0, sizeof(mi));
+	if (bpf_obj_get_info_by_fd(s->fd[M_ACTIVE], &mi, &len) < 0) {
+		ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading a map of '%s': %s", iface,
+				 strerror(errno));
+		hashlb_steer_free(s);
+		return ret;
+	}
+	/* Whoever drives the program (the hashlb that attached it or took
+	 * it over, a hashlb steer in the foreground) holds its maps open. */
+	holder = map_holder(mi.id);
+	if (holder) {
+		hashlb_steer_free(s);
+		return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
+				  "the hashlb program on '%s' is driven by process %d", iface,
+				  (int)holder);
 	}
 	*ret_steer = s;
 	return 0;

@@ -2,7 +2,8 @@
 """hashlb run with steering: kernel, when backends fail or change state: in network
 namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's tables when a
 backend's host is gone (no neighbour entry); a backend in maint, and a backup when the others
-return, keep their established connections. Each scenario starts its own daemon; the
+return, keep their established connections; a daemon restarted after SIGKILL takes its
+orphaned program over, never one a live daemon drives. Each scenario starts its own daemon; the
 namespaces are removed even when it fails."""
 import collections
 import json
@@ -242,10 +243,55 @@ def backup(topo, servers):
         d.stop()
 
 
+def sigkill(topo, servers):
+    """hashlb run killed (SIGKILL: its program stays attached, nobody drives it); a plain
+    restart takes that program over, with the established flows in its conntrack, and
+    publishes its tables into it; a second daemon meanwhile does not take over the program a
+    live one drives; the restarted one detaches it when it stops."""
+    d1 = Daemon(topo, service(topo)).start()
+    d2 = d3 = None
+    try:
+        check(d1.wait_log("kernel steering table published", 15) is not None,
+              "sigkill: no table published at start")
+        client, held = hold(topo)
+        d1.proc.kill()
+        d1.proc.wait(timeout=10)
+        d2 = Daemon(topo, service(topo)).start()
+        taken = d2.wait_log("kernel steering taken over", 10)
+        check(taken is not None and d2.wait_log("kernel steering table published", 10),
+              f"sigkill: the restarted daemon did not take the program over: "
+              f"{[l for l in d2.lines if 'steering' in l][:2]}")
+        d3 = Daemon(topo, service(topo).replace(f"{T.VIP}:{T.VIP_PORT}",
+                                                f"{T.VIP}:{T.VIP_PORT + 1}")).start()
+        refused = d3.wait_log("kernel steering not started", 10)
+        check(refused is not None and "driven by process" in refused and
+              d3.wait_log("kernel steering taken over", 0.5) is None,
+              f"sigkill: a second daemon took over the program a live one drives: "
+              f"{[l for l in d3.lines if 'steering' in l][:2]}")
+        d3.stop()
+        p = d2.ctl("set", "b1", "drain")
+        check(p.returncode == 0, f"sigkill: ctl set b1 drain: {p.stdout} {p.stderr}")
+        got, lost = followed(topo, d2, client, held, "sigkill", "b1")
+        print(f"sigkill: restarted: {'took the program over' if taken else 'NOT taken over'}; "
+              f"{lost} of {len(held)} connections lost; b1 drained: new clients {dict(got)}",
+              flush=True)
+        d2.stop()
+        check(not T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout.count("xdp") and
+              "hlb_tc" not in T.sh("tc", "filter", "show", "dev", "eth0", "ingress",
+                                   ns=topo.lb, check=False).stdout,
+              "sigkill: the restarted daemon left the program attached when it stopped")
+    finally:
+        for d in (d1, d2, d3):
+            if d:
+                d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
-    for name, fn in [("dead_host", dead_host), ("maint", maint), ("backup", backup)]:
+    for name, fn in [("dead_host", dead_host), ("maint", maint), ("backup", backup),
+                     ("sigkill", sigkill)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
