@@ -154,9 +154,10 @@ uint64_t hashlb_steer_backend_id(const char *name);
 int hashlb_steer_mac_parse(const char *s, uint8_t ret_mac[6]);
 
 /*
- * The MAC of IPv4 address <addr> in the kernel's neighbour (ARP) table, on
- * interface <dev> if not NULL. -ENOENT if there is no complete entry (reach
- * the address once first), -EAFNOSUPPORT for IPv6 (give the MAC).
+ * The MAC of IPv4 or IPv6 address <addr> in the kernel's neighbour table
+ * (ARP, NDP), on interface <dev> if not NULL. -ENOENT if there is no
+ * complete entry (reach the address once first), -ENODEV if <dev> does not
+ * exist, -EAFNOSUPPORT for another family.
  */
 int hashlb_steer_neighbour_mac(const struct sockaddr_storage *addr, const char *dev,
 			       uint8_t ret_mac[6]);

@@ -211,12 +211,12 @@ def connect_once(topo, vip=T.VIP):
 
 def ipv6(topo):
     """An IPv6 VIP beside the IPv4 one, one table for both: IPv6 connections
-    reach the backend hashlb lookup names (backend MACs given: the neighbour
-    table lookup is IPv4 only)."""
+    reach the backend hashlb lookup names; b1's MAC is read from the LB's IPv6
+    neighbour table, the others are given."""
     args = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--vip", f"[{T.VIP6}]:{T.VIP_PORT}",
             "--scheme", "maglev", "--key", "src-ip-port", "--mode", "xdp-generic", "--keep"]
     for i, b in enumerate(topo.backends):
-        args += ["-b", f"b{i + 1}={topo.backend_ip6(i)},mac={topo.mac(b)}"]
+        args += ["-b", f"b{i + 1}={topo.backend_ip6(i)}" + (f",mac={topo.mac(b)}" if i else "")]
     p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
                        capture_output=True, text=True, timeout=30)
     check(p.returncode == 0, f"ipv6: steer failed: {p.stderr}")

@@ -96,8 +96,10 @@ class Topo:
         """Fill the LB's neighbour table so backends can be given without mac=.
         (A TCP connect to a closed port: resolves the address, no ping needed.)"""
         for i, b in enumerate(self.backends):
-            sh(sys.executable, "-c", "import socket, sys; s = socket.socket(); s.settimeout(2); "
-               "s.connect_ex((sys.argv[1], 9))", self.backend_ip(i), ns=self.lb, check=False)
+            for ip in (self.backend_ip(i), self.backend_ip6(i)):
+                sh(sys.executable, "-c", "import socket, sys; "
+                   "s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET); "
+                   "s.settimeout(2); s.connect_ex((sys.argv[1], 9))", ip, ns=self.lb, check=False)
 
     def ethtool(self, ns, dev, cmd, value):
         """An ethtool set command by ioctl (ethtool itself may not be
