@@ -2,13 +2,18 @@
 /* Kernel steering for `hashlb run` (see run_steer.h). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "run_steer.h"
+#include "runtime/daemon.h"
 #include "runtime/log.h"
+
+/* A table refused (a backend's MAC unknown) is tried again this often. */
+#define RETRY_MS 1000
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -20,6 +25,13 @@ struct run_steer_svc {
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	bool published; /* <generation> is in the kernel with <vip> */
 	uint64_t generation;
+	/* The service its tables come from (a reference), for the retries: its
+	 * current snapshot is the latest table. */
+	struct hlb_service *svc;
+	/* The latest table was refused: retried by the timer. <refused> is why,
+	 * as logged (once, until it is published or the reason changes). */
+	bool retry;
+	char refused[sizeof(((struct hashlb_error *)0)->msg)];
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
 };
@@ -28,6 +40,9 @@ struct run_steer {
 	struct run_steer_svc *svcs;
 	uint32_t n;
 	bool upgrade; /* took the sockets over: take an attached program over too */
+	struct hlb_daemon *d;
+	/* Every RETRY_MS while a service's latest table is refused; deleted when none is. */
+	struct hlb_daemon_timer *retry_timer;
 };
 
 static void svc_clear_close_on_return(struct run_steer_svc *e)
@@ -42,6 +57,7 @@ static void svc_clear_close_on_return(struct run_steer_svc *e)
 static void svc_clear(struct run_steer_svc *e)
 {
 	hashlb_steer_free(e->steer);
+	hlb_service_unref(e->svc);
 	free(e->name);
 	free(e->iface);
 	svc_clear_close_on_return(e);
@@ -151,12 +167,14 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 	}
 }
 
-int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs)
+int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool upgrade,
+		  struct run_steer **ret_rs)
 {
 	struct run_steer *rs = calloc(1, sizeof(*rs));
 
 	if (!rs)
 		return -ENOMEM;
+	rs->d = d;
 	run_steer_sync(rs, cfg);
 	rs->upgrade = upgrade;
 	*ret_rs = rs;
@@ -185,17 +203,34 @@ static void log_error(const char *msg, const char *service, const struct hashlb_
 		hlb_log_quote(err->msg, q, sizeof(q)));
 }
 
-void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap)
+static void retry_tick(struct hlb_daemon *d, void *arg);
+
+/* The latest table of <e> was refused for <err>: logged unless it was refused
+ * for that already, and tried again every RETRY_MS. */
+static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
+			  const struct hashlb_error *err)
+{
+	if (!e->retry || strcmp(e->refused, err->msg) != 0)
+		log_error("kernel steering table not updated", e->name, err);
+	e->retry = true;
+	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+	if (rs->retry_timer || !rs->d)
+		return;
+	if (hlb_daemon_timer_add(rs->d, RETRY_MS, RETRY_MS, retry_tick, rs, &rs->retry_timer) < 0) {
+		rs->retry_timer = NULL;
+		hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the retry timer", "service=%s",
+			e->name);
+	}
+}
+
+/* <snap>, the latest table of <e>'s service, into the kernel. */
+static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer_dest *dests;
-	struct run_steer *rs = arg;
-	struct run_steer_svc *e = NULL;
+	const char *name = e->name;
 
-	for (uint32_t i = 0; i < rs->n && !e; i++)
-		if (strcmp(rs->svcs[i].name, svc->name) == 0)
-			e = &rs->svcs[i];
-	if (!e || e->failed || (e->published && e->generation == snap->generation))
+	if (e->failed || (e->published && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface, .mode = HASHLB_STEER_AUTO };
@@ -204,7 +239,7 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
 				   "steering: kernel needs 'interface'");
 			e->failed = true;
-			log_error("kernel steering not started", svc->name, &err);
+			log_error("kernel steering not started", name, &err);
 			return;
 		}
 		/* The replaced hashlb's program (an upgrade), or one whose
@@ -216,20 +251,20 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
-				"service=%s interface=%s mode=%s from=%s", svc->name, o.iface,
+				"service=%s interface=%s mode=%s from=%s", name, o.iface,
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
 				rs->upgrade ? "upgrade" : "orphan");
 		} else if (!rs->upgrade && ret != -ENOENT) {
 			e->failed = true;
-			log_error("kernel steering not started", svc->name, &err);
+			log_error("kernel steering not started", name, &err);
 			return;
 		} else if (hashlb_steer_open(&o, snap->table, &e->steer, &err) < 0) {
 			e->failed = true;
-			log_error("kernel steering not started", svc->name, &err);
+			log_error("kernel steering not started", name, &err);
 			return;
 		} else {
 			hlb_log(HLB_LOG_INFO, "kernel steering attached",
-				"service=%s interface=%s mode=%s", svc->name, o.iface,
+				"service=%s interface=%s mode=%s", name, o.iface,
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 		}
 	}
@@ -251,25 +286,65 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 		 * reach nobody. */
 		hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
 			   "backend '%s' (%s) has no entry in the neighbour table of %s: "
-			   "the kernel path keeps its previous table",
+			   "the kernel path keeps its previous table until it has one",
 			   b->name, b->address, e->iface);
-		log_error("kernel steering table not updated", svc->name, &err);
+		table_refused(rs, e, &err);
 		free(dests);
 		return;
 	}
 	e->published = false;
 	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, dests, &err) < 0 ||
 	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
-		log_error("kernel steering table not updated", svc->name, &err);
+		table_refused(rs, e, &err);
 	} else {
 		e->published = true;
+		e->retry = false;
 		e->generation = snap->generation;
 		hlb_log(HLB_LOG_INFO, "kernel steering table published",
-			"service=%s generation=%llu fingerprint=%016llx", svc->name,
+			"service=%s generation=%llu fingerprint=%016llx", name,
 			(unsigned long long)snap->generation,
 			(unsigned long long)snap->fingerprint);
 	}
 	free(dests);
+}
+
+/* The services whose latest table was refused: their service's current
+ * snapshot, again. The timer goes once none is left (a reload that removes
+ * a service or its steering drops its entry, retry and all). */
+static void retry_tick(struct hlb_daemon *d, void *arg)
+{
+	struct run_steer *rs = arg;
+	bool pending = false;
+
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (e->retry && e->svc)
+			publish(rs, e, atomic_load(&e->svc->snap));
+		pending = pending || e->retry;
+	}
+	if (!pending) {
+		hlb_daemon_timer_del(d, rs->retry_timer);
+		rs->retry_timer = NULL;
+	}
+}
+
+void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap)
+{
+	struct run_steer *rs = arg;
+
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (strcmp(e->name, svc->name) != 0)
+			continue;
+		if (e->svc != svc) {
+			hlb_service_unref(e->svc);
+			e->svc = hlb_service_ref(svc);
+		}
+		publish(rs, e, snap);
+		return;
+	}
 }
 
 void run_steer_handed_over(struct run_steer *rs)

@@ -13,17 +13,26 @@
  * attached to the interface: the same program, its conntrack with the
  * established flows, fed this process's tables. The one that hands over
  * (run_steer_handed_over()) leaves it attached when it exits.
+ *
+ * A table that names a backend whose MAC is not in the neighbour table yet
+ * (a fresh boot, an expired entry) is refused, the kernel path keeping its
+ * previous one: the service's latest table is tried again every second, on
+ * a timer of the daemon, until it is in the kernel. Logged once when
+ * refused, once when published.
  */
 #ifndef HASHLB_CLI_RUN_STEER_H
 #define HASHLB_CLI_RUN_STEER_H
 
 #include "hashlb/config.h"
+#include "runtime/daemon.h"
 #include "runtime/runtime.h"
 
 struct run_steer;
 
-/* The services of <cfg> with steering: kernel (their interface and VIP are copied). */
-int run_steer_new(const struct hashlb_config *cfg, bool upgrade, struct run_steer **ret_rs);
+/* The services of <cfg> with steering: kernel (their interface and VIP are copied); refused
+ * tables are retried on a timer of <d>. Free it after hlb_daemon_free(<d>). */
+int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool upgrade,
+		  struct run_steer **ret_rs);
 /* A hlb_control_reloaded_fn: <arg> is the struct run_steer, <cfg> the config now in force.
  * The republish that follows attaches what is new. Control thread only. */
 void run_steer_sync(void *arg, const struct hashlb_config *cfg);

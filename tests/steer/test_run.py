@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """hashlb run with steering: kernel, when backends fail or change state: in network
 namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's tables when a
-backend's host is gone (no neighbour entry); a backend in maint, and a backup when the others
+backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
+yet is published once it is, with no other change; a backend in maint, and a backup when the others
 return, keep their established connections; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives. Each scenario starts its own daemon; the
 namespaces are removed even when it fails."""
@@ -165,6 +166,89 @@ def dead_host(topo, servers):
         T.sh("ip", "link", "set", "eth0", "up", ns=topo.backends[2])
 
 
+def steer_stats(topo):
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb, check=False)
+    return json.loads(p.stdout) if p.returncode == 0 else {}
+
+
+def steered(topo, tag, n=20):
+    """<n> new clients through the kernel path (its new_flows count them): their backends."""
+    before = steer_stats(topo).get("new_flows", 0)
+    got = connect_count(topo, n)
+    flows = steer_stats(topo).get("new_flows", 0) - before
+    check(flows >= n and sum(got.values()) == n and set(got) <= {"b1", "b2", "b3"},
+          f"{tag}: {n} new clients not steered by the kernel path: {flows} new flows, {dict(got)}")
+    return got
+
+
+def refused_then_published(topo, d, tag, why):
+    """The daemon's table refused for <why> (a backend's missing neighbour entry), still
+    after a few retries; the test then resolves the backends: the table is published without
+    any other change, and new clients are steered by it. Their backends."""
+    refused = d.wait_log("kernel steering table not updated", 10)
+    check(refused is not None and why in refused, f"{tag}: table not refused: {refused}")
+    time.sleep(2.5)  # a few retries, all refused
+    check(d.wait_log("kernel steering table published", 0) is None,
+          f"{tag}: a table published without the MAC")
+    topo.resolve()
+    ok = check(d.wait_log("kernel steering table published", 5) is not None,
+               f"{tag}: the table not published once the neighbour entries were there")
+    got = steered(topo, tag)
+    print(f"{tag}: refused, then resolved: {'published' if ok else 'NOT published'}; "
+          f"20 new clients {dict(got)}", flush=True)
+    return got
+
+
+def neighbour(topo, servers):
+    """Backends whose MAC is not known yet when hashlb run starts (a fresh boot: no health
+    checks here to fill the neighbour table), then one whose entry is gone when a table changes
+    (expired): the table is refused, the kernel path keeps the one it had, and once the entries
+    are there the daemon publishes its latest table by itself, with no other change. Logged
+    once when refused, once when published, not at every retry."""
+    lb = topo.lb
+    T.sh("ip", "neigh", "flush", "dev", "eth0", ns=lb)
+    d = Daemon(topo, service(topo, health="{enabled: false}")).start()
+    try:
+        refused_then_published(topo, d, "neighbour: MACs unknown at start", "neighbour table")
+        T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb)
+        p = d.ctl("set", "b1", "maint")
+        check(p.returncode == 0, f"neighbour: ctl set b1 maint: {p.stdout} {p.stderr}")
+        got = refused_then_published(topo, d, "neighbour: b1 in maint, b3's MAC unknown", "'b3'")
+        check("b1" not in got, f"neighbour: new clients went to b1 in maint: {dict(got)}")
+        # refused again, then a reload to steering: userspace while it is retried: detached,
+        # its retries end with it, and the daemon goes on
+        T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb)
+        d.ctl("set", "b1", "ready")
+        check(d.wait_log("kernel steering table not updated", 10) is not None,
+              "neighbour: the table with b1 back not refused with b3's entry gone")
+        with open(d.path) as f:
+            text = f.read()
+        with open(d.path, "w") as f:
+            f.write(text.replace("steering: kernel", "steering: userspace"))
+        d.proc.send_signal(signal.SIGHUP)
+        check(d.wait_log("kernel steering detached", 10) is not None,
+              "neighbour: a reload to steering: userspace did not detach")
+        time.sleep(2.5)
+        after = [line for line in d.lines[d.pos:] if "kernel steering" in line]
+        check(d.proc.poll() is None and not after,
+              f"neighbour: after the reload: exit {d.proc.poll()}, {after}")
+        # each refusal once (again only when its reason changes: another backend), not at
+        # every retry
+        episodes, cur = [], None
+        for line in d.lines:
+            if "kernel steering table published" in line:
+                cur = None
+            elif "kernel steering table not updated" in line:
+                if cur is None:
+                    cur = []
+                    episodes.append(cur)
+                cur.append(line.split(" error=", 1)[-1])
+        check(len(episodes) == 3 and all(len(e) == len(set(e)) for e in episodes),
+              f"neighbour: refusals logged more than once each: {episodes}")
+    finally:
+        d.stop()
+
+
 def hold(topo, n=24):
     """A client holding <n> connections: (process, {sport: backend})."""
     client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP, str(T.VIP_PORT),
@@ -290,8 +374,8 @@ def sigkill(topo, servers):
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
-    for name, fn in [("dead_host", dead_host), ("maint", maint), ("backup", backup),
-                     ("sigkill", sigkill)]:
+    for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
+                     ("backup", backup), ("sigkill", sigkill)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
