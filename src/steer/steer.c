@@ -7,8 +7,8 @@
  * read through the attached program's map ids).
  */
 #include <dirent.h>
-#include <limits.h>
 #include <errno.h>
+#include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include <linux/ethtool.h>
+#include <linux/if_link.h>
 #include <linux/sockios.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <linux/if_link.h>
 
 #include "hashlb/steer.h"
 #include "steer.skel.h"
