@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,13 +199,53 @@ static int attach_xdp(struct hashlb_steer *s, enum hashlb_steer_mode mode, struc
 	return 0;
 }
 
+/*
+ * libbpf prints the kernel's netlink error message ("libbpf: Kernel error
+ * message: ...") whenever a tc request fails, even one whose failure is an
+ * answer here: a clsact qdisc already there ("Exclusivity flag on, cannot
+ * modify"), no tc filter or no qdisc to find ("Cannot find specified filter
+ * chain", "Parent Qdisc doesn't exists"). Such calls run between
+ * quiet_begin() and quiet_end(), which drop that message on this thread;
+ * every other message goes on to the printer set before (libbpf's own by
+ * default, which prints warnings).
+ */
+static _Thread_local bool quiet_netlink;
+static libbpf_print_fn_t print_next;
+static pthread_once_t print_once = PTHREAD_ONCE_INIT;
+
+static int print_filtered(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (quiet_netlink && strstr(fmt, "Kernel error message"))
+		return 0;
+	return print_next ? print_next(level, fmt, args) : 0;
+}
+
+static void print_install(void)
+{
+	print_next = libbpf_set_print(print_filtered);
+}
+
+static void quiet_begin(void)
+{
+	pthread_once(&print_once, print_install);
+	quiet_netlink = true;
+}
+
+static void quiet_end(void)
+{
+	quiet_netlink = false;
+}
+
 static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex, .attach_point = BPF_TC_INGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(s->skel->progs.hlb_tc),
 		    .handle = TC_HANDLE, .priority = TC_PRIORITY);
-	int ret = bpf_tc_hook_create(&hook);
+	int ret;
 
+	quiet_begin(); /* -EEXIST: the qdisc is there already, fine */
+	ret = bpf_tc_hook_create(&hook);
+	quiet_end();
 	if (ret < 0 && ret != -EEXIST)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 				  "creating the clsact qdisc failed: %s", strerror(-ret));
@@ -420,6 +462,7 @@ static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, tq, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+	int ret;
 
 	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
 		if (xq.drv_prog_id && prog_named(xq.drv_prog_id, "hlb_xdp")) {
@@ -433,7 +476,10 @@ static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *
 			return 0;
 		}
 	}
-	if (bpf_tc_query(&hook, &tq) == 0 && tq.prog_id && prog_named(tq.prog_id, "hlb_tc")) {
+	quiet_begin(); /* failing: no qdisc or no filter at our handle, not hashlb's */
+	ret = bpf_tc_query(&hook, &tq);
+	quiet_end();
+	if (ret == 0 && tq.prog_id && prog_named(tq.prog_id, "hlb_tc")) {
 		*ret_id = tq.prog_id;
 		*ret_mode = HASHLB_STEER_TC;
 		return 0;
