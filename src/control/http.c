@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,7 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_req req = { 0 };
 	char *sp1, *sp2, *q, *hdrs, *version, why[256];
+	size_t vlen;
 
 	*hdr_end = '\0';
 	c->head = !strncmp(c->in, "HEAD ", 5);
@@ -327,19 +329,19 @@ static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
 		conn_error(c, 400, "bad request line: give METHOD PATH HTTP/1.1");
 		return;
 	}
-	version = strndup(sp2 + 1, hdrs ? (size_t)(hdrs - sp2 - 1) : strlen(sp2 + 1));
-	if (!version || (strcmp(version, "HTTP/1.1") && strcmp(version, "HTTP/1.0"))) {
-		bool other = version && strlen(version) == 8 && !strncmp(version, "HTTP/", 5) &&
-			     version[5] >= '0' && version[5] <= '9' && version[6] == '.' &&
-			     version[7] >= '0' && version[7] <= '9';
+	version = sp2 + 1;
+	vlen = hdrs ? (size_t)(hdrs - version) : strlen(version);
+	if (vlen != 8 || (memcmp(version, "HTTP/1.1", 8) && memcmp(version, "HTTP/1.0", 8))) {
+		/* HTTP/x.y of another version: 505; anything else: 400 */
+		bool other = vlen == 8 && !memcmp(version, "HTTP/", 5) &&
+			     isdigit((unsigned char)version[5]) && version[6] == '.' &&
+			     isdigit((unsigned char)version[7]);
 
-		free(version);
 		conn_error(c, other ? 505 : 400,
 			   other ? "this endpoint speaks HTTP/1.1 and HTTP/1.0"
 				 : "bad request line: give METHOD PATH HTTP/1.1");
 		return;
 	}
-	free(version);
 	*sp1 = *sp2 = '\0';
 	if (browser_refusal(hdrs ? hdrs + 2 : NULL, !strcmp(c->in, "GET") || !strcmp(c->in, "HEAD"),
 			    why, sizeof(why))) {
@@ -530,7 +532,6 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	}
 	if (addr->sa_family == AF_UNIX) {
 		const struct sockaddr_un *sun = (const struct sockaddr_un *)addr;
-
 		struct stat st;
 
 		/* A stale socket of a previous run, or the live one of the hashlb
