@@ -557,6 +557,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc, const 
 		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
 		enum hashlb_admin_state a, cfg_a;
 		unsigned w, cfg_w, max, cfg_max;
+		bool carried = false;
 
 		if (sscanf(l,
 			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
@@ -569,20 +570,29 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc, const 
 		if (a != cfg_a && b->cfg_admin == cfg_a) {
 			b->admin = a;
 			atomic_store(&b->rt->admin, (int)a);
+			carried = true;
 		}
-		if (w != cfg_w && b->cfg_weight == cfg_w && w <= HASHLB_WEIGHT_MAX)
+		if (w != cfg_w && b->cfg_weight == cfg_w && w <= HASHLB_WEIGHT_MAX) {
 			b->rt->weight = w;
-		if (max != cfg_max && b->cfg_max_conns == cfg_max)
+			carried = true;
+		}
+		if (max != cfg_max && b->cfg_max_conns == cfg_max) {
 			atomic_store(&b->rt->max_conns, max);
+			carried = true;
+		}
 		if (!strcmp(up, "down") && backend_checked(b)) {
 			/* as the old one last saw it, until <rise> checks pass here */
 			hlb_health_init(&b->health, false, hlb_now_ms());
 			atomic_store(&b->rt->healthy, false);
+			carried = true;
 		}
-		pool_log(b->svc->pool, false, "run-time settings carried over from the old hashlb",
-			 "service=%s backend=%s state=%s weight=%u max_connections=%u", svc,
-			 b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
-			 atomic_load(&b->rt->max_conns));
+		if (carried)
+			pool_log(b->svc->pool, false,
+				 "run-time settings carried over from the old hashlb",
+				 "service=%s backend=%s state=%s weight=%u max_connections=%u "
+				 "health=%s",
+				 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
+				 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down");
 		return;
 	}
 }
