@@ -109,13 +109,17 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
  * logs from its event loop, which must go on answering. It waits up to
  * LOG_WAIT_MS for its turn and for room, then drops its line (counted);
  * once part of a line is written, up to LOG_FINISH_MS for each further
- * part, since a line cut short leaves the next one joined to it.
+ * part, since a line cut short leaves the next one joined to it. Once a
+ * line was dropped for want of room, the next ones do not wait at all
+ * until one goes out whole: a burst of lines (a hundred backends going
+ * down) to a reader that stopped costs LOG_WAIT_MS once, not per line.
  */
 #define LOG_WAIT_MS 100
 #define LOG_FINISH_MS 1000
 
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t dropped; /* lines, see hlb_log_dropped() */
+static atomic_bool stalled; /* a line found no room in LOG_WAIT_MS: wait no more */
 static _Thread_local struct hlb_logbuf *held;
 
 static void out_release(struct hlb_logbuf *lb)
@@ -199,8 +203,8 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
 	char line[HLB_LOG_LINE_MAX], ts[24];
 	struct timespec now;
+	size_t n, written;
 	va_list ap;
-	size_t n;
 
 	if (level < min_level)
 		return;
@@ -215,8 +219,14 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 		return;
 	}
-	if (write_bounded(STDERR_FILENO, fd_nowait(STDERR_FILENO), line, n, LOG_WAIT_MS) < n)
+	written = write_bounded(STDERR_FILENO, fd_nowait(STDERR_FILENO), line, n,
+				atomic_load_explicit(&stalled, memory_order_relaxed) ? 0
+										     : LOG_WAIT_MS);
+	if (written < n)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+	/* nothing of it went: the reader stalls; all of it: it reads again */
+	if (written == 0 || written == n)
+		atomic_store_explicit(&stalled, written == 0, memory_order_relaxed);
 	if (held)
 		out_release(held);
 	else

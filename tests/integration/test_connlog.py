@@ -4,6 +4,7 @@ naming its client (for accept_proxy: the one its PROXY header names), the backen
 gives for that client, the connect attempts, the exact bytes forwarded each way (spliced ones
 included) and why it ended (done, connect_failed, no_backend, idle_timeout, bad_header,
 drain_timeout); a reload turns it on for new connections; off, no connection is logged."""
+import fcntl
 import re
 import signal
 import socket
@@ -416,6 +417,43 @@ def stalled_stderr(kind):
     b.stop()
 
 
+def stalled_stderr_burst():
+    """A burst of control-plane lines (200 backends found down at once) to a stderr nobody
+    reads costs the control loop one wait (100 ms), not one per line: the admin endpoint
+    sees them all down promptly, and the lines are dropped and counted. The loop used to
+    wait 100 ms per line (20 s for these, a scrape hanging as long)."""
+    ports = [dead_port() for _ in range(200)]
+    path = tmpfile("burst.yaml", config(
+        [(f"b{i}", f"127.0.0.1:{p}") for i, p in enumerate(ports)], workers=1,
+        health="interval: 1s\ntimeout: 100ms\nrise: 1\nfall: 1"))
+    proc = spawn([HASHLB, "run", "-c", path], stderr=subprocess.PIPE)
+    fcntl.fcntl(proc.stderr.fileno(), 1031, 4096)  # F_SETPIPE_SZ: the smallest pipe
+    admin = None
+    for raw in proc.stderr:  # the start-up lines, then the reader stops
+        m = re.search(r'msg="admin listening" addr=(\S+)', raw.decode())
+        admin = m.group(1) if m else admin
+        if b"msg=started" in raw:
+            break
+    ahost, aport = admin.rsplit(":", 1)
+
+    def metric(name):
+        a = socket.create_connection((ahost, int(aport)), timeout=20)
+        a.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        body = read_to_eof(a).decode()
+        a.close()
+        return sum(float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                   if l.startswith((name + "{", name + " ")))
+
+    t0 = time.time()
+    while time.time() - t0 < 30 and metric("hashlb_service_backends_up") > 0:
+        time.sleep(0.1)
+    took = time.time() - t0
+    dropped = metric("hashlb_log_dropped_total")
+    check(took < 5, f"the 200 backends seen down in {took:.1f} s (one check interval and "
+                    "a wait, not 200 of them)")
+    check(dropped >= 100, f"their lines dropped and counted ({dropped:.0f})")
+    check(stop(proc) == 0, "hashlb exited 0")
+
 def stalled_stderr_reader():
     stalled_stderr("pipe")
 
@@ -426,4 +464,4 @@ def stalled_stderr_stream_socket():
 
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
-           stalled_stderr_reader, stalled_stderr_stream_socket])
+           stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst])
