@@ -244,6 +244,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_json_str(o, ctl->config_path);
 	hlb_buf_printf(o, ",\"admin\":");
 	hlb_buf_json_str(o, ctl->http ? hlb_http_address(ctl->http) : "");
+	hlb_buf_printf(o, ",\"stopping\":%s", ctl->stopping ? "true" : "false");
 	hlb_buf_printf(o, ",\"reloads\":{\"ok\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"last_error\":",
 		       ctl->reloads_ok, ctl->reloads_failed);
 	if (ctl->last_reload_failed) {
@@ -337,6 +338,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 	if (ctl->last_reload_failed)
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: %s\n",
 			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);
+	if (ctl->stopping)
+		hlb_buf_puts(o, "STOPPING: no new connections; the open ones drain\n");
 	if (ctl->upgrade_state) {
 		const char *how = NULL;
 		pid_t pid = ctl->upgrade_state(ctl->daemon, &how);
@@ -893,7 +896,13 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
 {
 	struct hashlb_error err = { 0 };
-	int ret = hlb_control_reload(ctl, &err);
+	int ret;
+
+	if (ctl->stopping) {
+		resp_error(resp, 409, "hashlb is stopping (draining): no reload");
+		return;
+	}
+	ret = hlb_control_reload(ctl, &err);
 
 	if (ret == 0) {
 		if (text)

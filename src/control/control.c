@@ -265,10 +265,13 @@ err_free:
 	return ret;
 }
 
-void hlb_control_stop(struct hlb_control *ctl)
+void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 {
-	hlb_http_free(ctl->http);
-	ctl->http = NULL;
+	ctl->stopping = true;
+	if (close_admin) {
+		hlb_http_free(ctl->http);
+		ctl->http = NULL;
+	}
 	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
 	resolve_drop(ctl);
 	if (ctl->pool)

@@ -40,6 +40,7 @@ struct hlb_control {
 	uint64_t reloads_ok, reloads_failed;
 	time_t last_reload_time;
 	bool last_reload_failed;
+	bool stopping; /* shutdown began: draining, no reload */
 	struct hashlb_error last_reload_err;
 	char last_reload_file[256]; /* last_reload_err.file points here */
 	/* resolve_every: the current config's text parsed again and its names
@@ -83,8 +84,13 @@ void hlb_control_free(struct hlb_control *ctl); /* accepts NULL */
  */
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err);
 
-/* Stop health checks and close the admin endpoint (shutdown begins). */
-void hlb_control_stop(struct hlb_control *ctl);
+/*
+ * Shutdown begins: stop health checks and resolving. The admin endpoint
+ * goes on serving the drain (status, metrics, ctl close) unless
+ * <close_admin>: another hashlb took the sockets over and serves the same
+ * admin address now.
+ */
+void hlb_control_stop(struct hlb_control *ctl, bool close_admin);
 
 /* The admin endpoint's routes (admin.c). */
 void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);

@@ -211,8 +211,10 @@ static void plug_stopping(struct hlb_daemon *d, void *arg)
 {
 	struct hlb_control_plug *plug = arg;
 
+	/* handed over: the new hashlb serves the admin address (SO_REUSEPORT
+	 * would share its clients out with this one otherwise) */
 	if (plug->ctl)
-		hlb_control_stop(plug->ctl);
+		hlb_control_stop(plug->ctl, hlb_daemon_handed_over(d));
 }
 
 static void plug_stopped(struct hlb_daemon *d, void *arg)

@@ -8,7 +8,7 @@ import os
 import re
 import time
 
-from ctltest import Lb, config
+from ctltest import Lb, config, metric_sum
 from lbtest import SRC, Backend, check, client_ip, connect, lookup, read_line, run_tests, who
 
 bs = [Backend(n) for n in "abc"]
@@ -515,6 +515,31 @@ def retry_after_a_table_change():
     check(lb.stop() == 0, "exit 0")
     black.close()
 
+def admin_serves_the_drain():
+    """After SIGTERM the admin endpoint goes on serving while connections drain: /status
+    says stopping, /metrics counts the open connection, a reload is refused (409), and ctl
+    close ends the drain early. It used to close at once: the drain could not be watched,
+    and what it counted never reached Prometheus."""
+    import signal
+    lb = Lb(config(BACKENDS, extra="timeouts:\n  drain: 20s"))
+    held = connect(lb.addr, "127.0.0.9")
+    name = read_line(held)
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait(lambda: lb.status().get("stopping") is True, timeout=5) is not None,
+          "GET /status answers during the drain, stopping: true")
+    check(metric_sum(lb, "hashlb_service_active_connections") == 1,
+          "/metrics counts the open one")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and "stopping" in se, f"a reload is refused while stopping: {rc} {se}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "STOPPING" in so, f"ctl status says so: {so[:300]}")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", f"the held connection to {name} still flows")
+    rc, so, se = lb.ctl("close", name)
+    check(rc == 0, f"ctl close {name} during the drain: {se}")
+    check(lb.proc.wait(10) == 0, "then hashlb exits 0, the drain over")
+    held.close()
+
 def admin_on_a_unix_socket():
     """admin: unix:/PATH serves the same endpoint; the socket goes away on exit."""
     import os
@@ -726,7 +751,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
-           retry_after_a_table_change,
+           retry_after_a_table_change, admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_http_says_what_it_cannot_serve])
