@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "runtime/log.h"
 
 static void control_log(struct hlb_control *ctl, bool error, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -81,13 +82,15 @@ static void resolve_schedule(struct hlb_control *ctl)
 
 static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
+	char qp[512];
 	char q[400];
 
 	ctl->resolves_failed++;
 	snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
 		 ctl->config_path, err->line, err->column, err->msg);
 	control_log(ctl, true, "names not resolved, the backends keep their addresses",
-		    "config=%s line=%d column=%d err=%s", ctl->config_path, err->line, err->column,
+		    "config=%s line=%d column=%d err=%s",
+		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
 		    quote(err->msg, q, sizeof(q)));
 }
 
@@ -293,6 +296,7 @@ void hlb_control_free(struct hlb_control *ctl)
 
 static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
+	char qp[512];
 	char q[300];
 
 	ctl->reloads_failed++;
@@ -304,7 +308,8 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
 	control_log(ctl, true, "reload failed, keeping the running config",
-		    "config=%s line=%d column=%d err=%s", ctl->config_path, err->line, err->column,
+		    "config=%s line=%d column=%d err=%s",
+		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
 		    quote(err->msg, q, sizeof(q)));
 }
 
@@ -346,6 +351,7 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
+	char qp[512];
 	struct hashlb_error local = { 0 };
 	char w0[16], w1[16];
 	struct hashlb_config *cfg;
@@ -372,7 +378,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, true, "reload: the admin address changes on restart only",
 			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
-			    cfg->admin ? cfg->admin : "off");
+			    hlb_log_quote(cfg->admin ? cfg->admin : "off", qp, sizeof(qp)));
 	if (ctl->cfg->workers != cfg->workers)
 		control_log(ctl, true, "reload: the number of workers changes on restart only",
 			    "serving=%s config=%s", workers_name(ctl->cfg->workers, w0, sizeof(w0)),
@@ -386,8 +392,8 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->reloads_ok++;
 	ctl->last_reload_failed = false;
 	ctl->last_reload_time = time(NULL);
-	control_log(ctl, false, "reloaded", "config=%s services=%u", ctl->config_path,
-		    cfg->n_services);
+	control_log(ctl, false, "reloaded", "config=%s services=%u",
+		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services);
 	resolve_schedule(ctl);
 	if (ctl->reloaded)
 		ctl->reloaded(ctl->reloaded_arg, cfg);

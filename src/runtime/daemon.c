@@ -507,6 +507,7 @@ err_undo:
 
 static void static_reload(struct hlb_daemon *d)
 {
+	char qp[512];
 	struct hashlb_config *cfg;
 	struct hashlb_error err = { 0 };
 	int r;
@@ -521,11 +522,13 @@ static void static_reload(struct hlb_daemon *d)
 		char q[512];
 
 		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config",
-			"config=%s line=%d column=%d err=%s", d->config_path, err.line, err.column,
+			"config=%s line=%d column=%d err=%s",
+			hlb_log_quote(d->config_path, qp, sizeof(qp)), err.line, err.column,
 			hlb_log_quote(err.msg, q, sizeof(q)));
 		return;
 	}
-	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s services=%u", d->config_path, d->n_services);
+	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s services=%u",
+		hlb_log_quote(d->config_path, qp, sizeof(qp)), d->n_services);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -1010,6 +1013,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 
 int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 {
+	char qe[512];
 	static int fds[4096];
 	static const char *addrs[4096];
 	struct upgrade *up = &d->up;
@@ -1071,8 +1075,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	free(env);
 	close(sv[1]);
 	if (r) {
-		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s", d->exe,
-			strerrorname_np(r));
+		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s",
+			hlb_log_quote(d->exe, qe, sizeof(qe)), strerrorname_np(r));
 		/* for /status too: a SIGUSR2 has nobody else to tell */
 		d->up_failed_pid = -1;
 		snprintf(d->up_failed_how, sizeof(d->up_failed_how), "could not be started, %s",
@@ -1089,8 +1093,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	shutdown(up->sock, SHUT_WR);
 	fcntl(up->sock, F_SETFL, O_NONBLOCK);
 	hlb_log(HLB_LOG_INFO, "upgrading in place: started the new hashlb",
-		"pid=%d exe=%s sockets=%u%s", (int)up->pid, d->exe, n,
-		sent ? "" : " err=\"sockets not handed over\"");
+		"pid=%d exe=%s sockets=%u%s", (int)up->pid, hlb_log_quote(d->exe, qe, sizeof(qe)),
+		n, sent ? "" : " err=\"sockets not handed over\"");
 	if (up->pidfd < 0 || hlb_daemon_watch(d, up->pidfd, EPOLLIN, upgrade_exited, NULL) < 0 ||
 	    hlb_daemon_watch(d, up->sock, EPOLLIN, upgrade_readable, NULL) < 0 ||
 	    hlb_daemon_timer_add(d, UPGRADE_TIMEOUT_MS, 0, upgrade_timeout, NULL, &up->timer) < 0) {
@@ -1184,6 +1188,7 @@ static void handle_signals(struct hlb_daemon *d)
 
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 {
+	char qp[512];
 	struct epoll_event evs[32];
 	uint32_t unused;
 	int r;
@@ -1207,7 +1212,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 			"count=%u", unused);
 	d->running = true;
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
-		d->config_path, (int)getpid());
+		hlb_log_quote(d->config_path, qp, sizeof(qp)), (int)getpid());
 	/* every listener is bound and every worker accepting */
 	if (d->ready_fd >= 0)
 		upgrade_ready(d); /* the old process tells the service manager */

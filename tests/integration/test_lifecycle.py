@@ -14,7 +14,7 @@ import threading
 import time
 
 from lbtest import (HASHLB, Backend, Hashlb, check, config, connect, read_line, run_tests,
-                    spawn, tmpfile, who)
+                    spawn, tmpfile, tmppath, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -179,6 +179,24 @@ class NotifySocket:
                 pid = int.from_bytes(payload[:4], "little")
         return dict(l.split("=", 1) for l in data.decode().splitlines()), pid
 
+
+def odd_config_path_logged_as_logfmt():
+    """A config path with spaces, quotes or '=' is quoted in the log lines that name it
+    (started, reloaded), so every line still parses as logfmt: it used to go out bare,
+    'config=/etc/my dir/lb.yaml' reading as three fields."""
+    d = tmppath('dir with space="q"')
+    os.makedirs(d, exist_ok=True)
+    lb = Hashlb(config(BACKENDS), fname=os.path.join('dir with space="q"', "lb conf.yaml"))
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log("msg=reloaded"), "reloaded")
+    pair = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s"=]+)')
+    for tag in ("msg=started", "msg=reloaded"):
+        line = next((l for l in lb.log if tag in l), "")
+        rest = pair.sub("", line).strip()
+        fields = dict(pair.findall(line))
+        check(line and not rest and fields.get("config", "").startswith('"') and
+              "lb conf.yaml" in fields["config"], f"{tag}: every field key=value: {line!r}")
+    check(lb.stop() == 0, "exit 0")
 
 def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
@@ -372,4 +390,4 @@ def socket_activation():
 
 run_tests([config_error_refused, sigterm_drain, drain_timeout,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
-           socket_activation])
+           socket_activation, odd_config_path_logged_as_logfmt])
