@@ -306,7 +306,7 @@ static long json_int(const char *json, const char *key)
  * answers (upgraded) or the old one says the upgrade failed. The endpoint
  * may refuse a connection for a moment while it changes hands: retried.
  */
-static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
+static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool json)
 {
 	long old_pid, new_pid, pid, upgrade_pid;
 	char *buf, *body, *p;
@@ -343,10 +343,15 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
 				return 1;
 			}
 			if (waited - gone_since >= UPGRADE_GONE_MS) {
-				printf("upgraded: pid %ld handed over to pid %ld, which runs; it does "
-				       "not answer at this admin address (admin port 0, or a new "
-				       "one): its log names it\n",
-				       old_pid, new_pid);
+				if (json)
+					printf("{\"upgraded\":true,\"pid\":%ld,\"new_pid\":%ld,"
+					       "\"answers_here\":false}\n",
+					       old_pid, new_pid);
+				else
+					printf("upgraded: pid %ld handed over to pid %ld, which runs; "
+					       "it does not answer at this admin address (admin port "
+					       "0, or a new one): its log names it\n",
+					       old_pid, new_pid);
 				return 0;
 			}
 			continue;
@@ -356,9 +361,14 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len)
 		p = strstr(body, "\"upgrade\":{");
 		upgrade_pid = p ? json_int(p, "new_pid") : -1;
 		if (pid == new_pid) {
-			printf("upgraded: pid %ld handed over to pid %ld, which serves; pid %ld "
-			       "drains\n",
-			       old_pid, new_pid, old_pid);
+			if (json)
+				printf("{\"upgraded\":true,\"pid\":%ld,\"new_pid\":%ld,"
+				       "\"answers_here\":true}\n",
+				       old_pid, new_pid);
+			else
+				printf("upgraded: pid %ld handed over to pid %ld, which serves; pid "
+				       "%ld drains\n",
+				       old_pid, new_pid, old_pid);
 			free(buf);
 			return 0;
 		}
@@ -488,7 +498,7 @@ int cmd_ctl(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
-		return ctl_upgrade(&ss, len);
+		return ctl_upgrade(&ss, len, json);
 	}
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
 		if (optind != argc) {
