@@ -61,6 +61,8 @@ struct upgrade {
  * nothing, not being ready. */
 #define UPGRADE_KILL_MS 10000
 #define UPGRADE_FD 3 /* where the new process finds its end of the pair */
+/* Time to exit after the drain deadline, asked of the service manager with the drain's */
+#define DRAIN_EXIT_MARGIN_MS 10000
 
 /* A listen address and its state within a listen transaction. */
 struct dlistener {
@@ -798,8 +800,15 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	ms = drain_ms(d);
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
-	if (!d->handed_over) /* else the service manager follows the new process */
-		hlb_notify("STOPPING=1\nSTATUS=draining %llu connection(s), up to %u ms",
+	/* Not if handed over: the service manager follows the new process. The
+	 * drain may outlast the unit's TimeoutStopSec (5 min in the shipped one,
+	 * timeouts.drain up to 1 h): EXTEND_TIMEOUT_USEC gives it the time the
+	 * config gives the drain, and a margin for the exit, so that systemd
+	 * does not SIGKILL a drain the config allows. */
+	if (!d->handed_over)
+		hlb_notify("STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu\nSTATUS=draining %llu "
+			   "connection(s), up to %u ms",
+			   ((unsigned long long)ms + DRAIN_EXIT_MARGIN_MS) * 1000ULL,
 			   (unsigned long long)hlb_proxy_connections(d->proxy), ms);
 	hlb_proxy_drain(d->proxy, ms);
 	for (dl = d->listeners; dl; dl = next) {

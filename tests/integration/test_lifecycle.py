@@ -259,6 +259,10 @@ def systemd_notify():
     lb.proc.send_signal(signal.SIGTERM)
     msg, _ = ns.next()
     check(msg.get("STOPPING") == "1", f"SIGTERM: STOPPING=1: {msg}")
+    # the drain may outlast the unit's TimeoutStopSec: systemd is asked for its time
+    # (timeouts.drain, 30 s by default, and 10 s to exit)
+    check(msg.get("EXTEND_TIMEOUT_USEC") == str(40_000_000),
+          f"with EXTEND_TIMEOUT_USEC for the drain and the exit: {msg}")
     check(lb.proc.wait(20) == 0, "exit 0")
 
     ns2 = NotifySocket(abstract=True)
