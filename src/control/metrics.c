@@ -94,6 +94,34 @@ static void labels2(struct hlb_buf *o, const char *name, const char *svc, const 
 	hlb_buf_puts(o, "}");
 }
 
+/*
+ * Backend <j> of <s>'s configured backends then of those a reload removed
+ * that still drain (0 .. n_backends + n_removed - 1): a draining one keeps
+ * its series until it is gone, so that the backends' connections add up
+ * to the service's during the drain.
+ */
+static const struct hlb_pool_backend *backend_at(const struct hlb_pool_service *s, uint32_t j)
+{
+	return j < s->n_backends ? s->backends[j] : s->removed[j - s->n_backends];
+}
+
+/* labels2() for backend <b> of <s>; a draining one also by the address it drains
+ * from (the same name may be back at another meanwhile): draining="ADDR". */
+static void blabels(struct hlb_buf *o, const char *name, const struct hlb_pool_service *s,
+		    const struct hlb_pool_backend *b)
+{
+	char addr[HASHLB_ADDR_STRLEN];
+
+	labels2(o, name, s->cfg->name, b->rt->name);
+	if (b->drain_deadline_ms) {
+		hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+		o->len--; /* reopen the label set */
+		hlb_buf_puts(o, ",draining=");
+		hlb_buf_label(o, addr);
+		hlb_buf_puts(o, "}");
+	}
+}
+
 static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_counters *c,
 		     enum bfield f)
 {
@@ -156,16 +184,15 @@ static void connect_histogram(struct hlb_control *ctl, struct hlb_buf *o)
 	for (uint32_t i = 0; i < n_svcs; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-		for (uint32_t j = 0; j < s->n_backends; j++) {
-			const struct hlb_backend *rt = s->backends[j]->rt;
+		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+			const struct hlb_pool_backend *b = backend_at(s, j);
 			struct hlb_backend_counters c;
 			uint64_t cum = 0;
 
-			hlb_backend_counters_read(rt, &c);
+			hlb_backend_counters_read(b->rt, &c);
 			for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
 				cum += c.connect_hist[k];
-				labels2(o, "hashlb_backend_connect_seconds_bucket", s->cfg->name,
-					rt->name);
+				blabels(o, "hashlb_backend_connect_seconds_bucket", s, b);
 				o->len--; /* reopen the label set */
 				if (k < HLB_CONNECT_BUCKETS)
 					hlb_buf_printf(o, ",le=\"%g\"} %" PRIu64 "\n",
@@ -173,9 +200,9 @@ static void connect_histogram(struct hlb_control *ctl, struct hlb_buf *o)
 				else
 					hlb_buf_printf(o, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
 			}
-			labels2(o, "hashlb_backend_connect_seconds_sum", s->cfg->name, rt->name);
+			blabels(o, "hashlb_backend_connect_seconds_sum", s, b);
 			hlb_buf_printf(o, " %.17g\n", (double)c.connect_us_sum / 1e6);
-			labels2(o, "hashlb_backend_connect_seconds_count", s->cfg->name, rt->name);
+			blabels(o, "hashlb_backend_connect_seconds_count", s, b);
 			hlb_buf_printf(o, " %" PRIu64 "\n", cum);
 		}
 	}
@@ -190,13 +217,13 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 		for (uint32_t i = 0; i < n_svcs; i++) {
 			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-			for (uint32_t j = 0; j < s->n_backends; j++) {
+			for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+				const struct hlb_pool_backend *b = backend_at(s, j);
 				struct hlb_backend_counters c;
 
-				hlb_backend_counters_read(s->backends[j]->rt, &c);
-				labels2(o, bfamilies[f].name, s->cfg->name,
-					s->backends[j]->rt->name);
-				hlb_buf_printf(o, " %.17g\n", bvalue(s->backends[j], &c, f));
+				hlb_backend_counters_read(b->rt, &c);
+				blabels(o, bfamilies[f].name, s, b);
+				hlb_buf_printf(o, " %.17g\n", bvalue(b, &c, f));
 			}
 		}
 	}
@@ -241,13 +268,13 @@ static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
 	for (uint32_t i = 0; i < n_svcs; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-		for (uint32_t j = 0; j < s->n_backends; j++) {
+		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+			const struct hlb_pool_backend *b = backend_at(s, j);
 			struct hlb_backend_counters c;
 
-			hlb_backend_counters_read(s->backends[j]->rt, &c);
+			hlb_backend_counters_read(b->rt, &c);
 			for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
-				labels2(o, "hashlb_backend_closed_connections_total", s->cfg->name,
-					s->backends[j]->rt->name);
+				blabels(o, "hashlb_backend_closed_connections_total", s, b);
 				o->len--; /* reopen the label set */
 				hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n", reasons[k].label,
 					       c.closed[reasons[k].why]);

@@ -93,6 +93,14 @@ def removed_backend_drains_until_timeout():
     check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
+    # its series stay while it drains (they used to go with the reload), so that the
+    # backends' connections add up to the service's
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    c_addr = dict(BACKENDS)["c"]
+    check(metric(m, "hashlb_backend_active_connections", backend="c", draining=c_addr) == 1
+          and metric(m, "hashlb_backend_active_connections") ==
+          metric(m, "hashlb_service_active_connections"),
+          "/metrics: c's connection under draining=ADDR, the backends adding up to the service")
     closed_at_drain(held, t0, "closed at the drain timeout")
     check(lb.wait(lambda: not lb.service()["draining"], timeout=3) is not None,
           "and no longer listed")
