@@ -347,8 +347,7 @@ static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, str
  * all: in tc, more than the linear part <data>..<data_end>). On V_FORWARD,
  * *ret_ifindex is the egress interface (0 = the ingress one).
  */
-static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
-					  __u32 *ret_ifindex)
+static __always_inline enum verdict steer(void *data, void *data_end, __u64 len, __u32 *ret_ifindex)
 {
 	struct hlb_steer_stats *st = stats_get();
 	struct ethhdr *eth = data;
