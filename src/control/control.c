@@ -23,24 +23,6 @@ static void control_log(struct hlb_control *ctl, bool error, const char *msg, co
 	ctl->log(ctl->log_arg, error, msg, kv);
 }
 
-/* <s> as a logfmt value: double-quoted, quotes and backslashes escaped. */
-static const char *quote(const char *s, char *buf, size_t size)
-{
-	size_t o = 0;
-
-	if (size < 3)
-		return "";
-	buf[o++] = '"';
-	for (; *s && o + 3 < size; s++) {
-		if (*s == '"' || *s == '\\')
-			buf[o++] = '\\';
-		buf[o++] = *s == '\n' ? ' ' : *s;
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return buf;
-}
-
 /* ---- resolve_every: names resolved again off the control loop ---------- */
 
 #define RESOLVE_POLL_MS 20
@@ -91,7 +73,7 @@ static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *e
 	control_log(ctl, true, "names not resolved, the backends keep their addresses",
 		    "config=%s line=%d column=%d err=%s",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
-		    quote(err->msg, q, sizeof(q)));
+		    hlb_log_quote(err->msg, q, sizeof(q)));
 }
 
 /* Backend <name> of service <s>, or NULL. Linear, and asked only for the
@@ -310,7 +292,7 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 	control_log(ctl, true, "reload failed, keeping the running config",
 		    "config=%s line=%d column=%d err=%s",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
-		    quote(err->msg, q, sizeof(q)));
+		    hlb_log_quote(err->msg, q, sizeof(q)));
 }
 
 /*

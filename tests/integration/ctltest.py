@@ -127,6 +127,11 @@ def metric_sum(lb, name):
     status, body = lb.http("GET", "/metrics")
     if status != 200:
         raise AssertionError(f"GET /metrics answers {status}")
+    return metric_sum_text(body, name)
+
+
+def metric_sum_text(body, name):
+    """metric_sum() of an exposition already fetched."""
     total, samples = 0.0, 0
     for line in body.splitlines():
         if line.startswith((name + "{", name + " ")):

@@ -94,15 +94,20 @@ class Traffic:
             t.join()
 
 
+def exit_status(proc, timeout=30):
+    """<proc>'s exit status once it exits, None if it is still there after <timeout> s."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def old_exits(old, traffic, before):
     """The old hashlb, told to go, drains and exits 0; <traffic> (at .n = <before> when the
     upgrade began) then runs on a little: connections went through before, during and after,
     none failed, and no client changed backend."""
     t0 = time.time()
-    try:
-        rc = old.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        rc = None
+    rc = exit_status(old.proc, 30)
     check(rc == 0, f"the old hashlb drained and exited 0 ({rc}, {time.time() - t0:.1f}s)")
     during = traffic.n
     time.sleep(0.5)
@@ -311,10 +316,7 @@ def ctl_upgrade():
         new_pid = int(m.group(1)) if m else None
         check(rc == 0 and new_pid and new_pid != old.proc.pid,
               f"upgraded: exit 0, naming the new process ({rc}, {out!r}, {err!r})")
-        try:
-            rc = old.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = exit_status(old.proc, 30)
         check(rc == 0, f"the old one drained and exited 0 ({rc})")
         check(new_pid and os.stat(f"/proc/{new_pid}/exe").st_ino == inode,
               "the new process runs the newly installed file")
@@ -344,10 +346,7 @@ def ctl_upgrade_admin_moves():
         new_pid = next((int(x.group(1)) for x in started if x), None)  # to stop it, whatever ctl says
         check(rc == 0 and m and int(m.group(1)) == new_pid and os.path.exists(f"/proc/{new_pid}"),
               f"exit 0, naming the new process ({rc}, {out!r}, {err!r}) in {time.time() - t0:.1f}s")
-        try:
-            rc = old.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = exit_status(old.proc, 30)
         check(rc == 0, f"the old one drained and exited 0 ({rc})")
         check(who(LISTEN, client_ip(7)) in ("a", "b", "c"), "the new one serves")
     finally:
@@ -373,10 +372,7 @@ def stuck_new_process_is_killed():
             time.sleep(0.05)
         check(new_pid, "the stuck process started")
         old.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = old.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = exit_status(old.proc, 20)
         check(rc == 0 and old.wait_log("stopping during an upgrade"),
               f"the old one stops, saying the new one stops too ({rc})")
         time.sleep(0.2)
@@ -427,10 +423,7 @@ def upgrade_keeps_run_time_settings():
         clients = [client_ip(i) for i in range(200)]
         before = {c: who(LISTEN, c) for c in clients}
         old.proc.send_signal(signal.SIGUSR2)
-        try:
-            rc = old.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = exit_status(old.proc, 30)
         check(rc == 0, f"the old one handed over and exited 0 ({rc})")
         st = old.status()
         new_pid = st["pid"]
