@@ -130,12 +130,22 @@ class BlackHole:
         self.sock.close()
 
 
-def dead_port():
-    """A loopback port nobody listens on (connects are refused)."""
+_held_ports = []  # dead ports' sockets, bound for the whole run
+
+
+def dead_port(hold=True):
+    """A loopback port nobody listens on (connects are refused). Held: its socket stays bound,
+    not listening, for the rest of the run, so that no port 0 bind (a hashlb listener or
+    admin endpoint, another test's) is given it meanwhile: a hashlb whose port-0 listener
+    got one of its own dead backends' ports would forward to itself, connection after
+    connection, until the fd limit. hold=False: only free now, for a caller to bind."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-    s.close()
+    if hold:
+        _held_ports.append(s)
+    else:
+        s.close()
     return port
 
 

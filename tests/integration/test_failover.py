@@ -38,7 +38,7 @@ def keys_match_lookup():
     hashlb lookup -c names for it."""
     import socket
     for key in ("src-ip-port", "4-tuple"):
-        port = dead_port()  # an explicit listen port: the 4-tuple hashes it
+        port = dead_port(hold=False)  # an explicit listen port: the 4-tuple hashes it
         lb = Hashlb(config(BACKENDS, key=key, listen=f"127.0.0.1:{port}"), fname=f"{key}.yaml")
         clients = [(client_ip(i * 13), 20000 + i) for i in range(300)]
         want = lookup(lb.path, [f"{ip}:{p}" for ip, p in clients])
