@@ -112,7 +112,8 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
  * part, since a line cut short leaves the next one joined to it. Once a
  * line was dropped for want of room, the next ones do not wait at all
  * until one goes out whole: a burst of lines (a hundred backends going
- * down) to a reader that stopped costs LOG_WAIT_MS once, not per line.
+ * down) to a reader that stopped costs LOG_WAIT_MS once, not per line,
+ * nor per thread: a thread that finds the lock taken then does not wait.
  */
 #define LOG_WAIT_MS 100
 #define LOG_FINISH_MS 1000
@@ -185,11 +186,16 @@ static void finish_line(struct hlb_logbuf *lb)
 		lb->head = lb->tail = 0;
 }
 
-/* Take the output lock within LOG_WAIT_MS. */
+/*
+ * Take the output lock within LOG_WAIT_MS; at once or not at all while the
+ * reader stalls, since its holder may be waiting on that reader.
+ */
 static bool out_lock_within(void)
 {
 	struct timespec t;
 
+	if (atomic_load_explicit(&stalled, memory_order_relaxed))
+		return pthread_mutex_trylock(&out_lock) == 0;
 	clock_gettime(CLOCK_REALTIME, &t);
 	t.tv_nsec += LOG_WAIT_MS * 1000000L;
 	if (t.tv_nsec >= 1000000000L) {
