@@ -19,7 +19,10 @@ What a unit file cannot show by reading it, and these cases check with systemd 2
 - `systemctl stop` drains: the unit is deactivating while a connection is open, and
   inactive, with result success, once it closes;
 - socket activation (hashlb.socket): the first connection starts hashlb, which serves on
-  the socket systemd holds, and an upgrade in place hands that socket on."""
+  the socket systemd holds, and an upgrade in place hands that socket on; across
+  `systemctl restart hashlb` the socket stays open (the socket unit is not restarted with
+  the service), so a client that connects while no hashlb accepts waits in its backlog and
+  is served by the next hashlb, and a stream of new connections loses none."""
 import os
 import re
 import shutil
@@ -375,12 +378,64 @@ def socket_activation():
     st = ct.show("hashlb", "ActiveState", "MainPID")
     check(st["ActiveState"] == "active" and "socket=inherited" in ct.journal("hashlb"),
           f"on the socket systemd holds: {st}")
+
+    # systemctl restart: a client that connects while no hashlb accepts (the old one
+    # draining a held connection) waits in the socket's backlog and the next one serves it.
+    # The socket unit must not restart with the service (PartOf= would: systemd closes the
+    # socket, resetting that client, and binds a new one, refusing others in between).
+    port = addr.rsplit(":", 1)[1]
+
+    def listening():
+        """(Recv-Q, inode) of the listening socket: connections in its backlog, identity."""
+        out = ct.sh(f"ss -Hltne 'sport = :{port}'")[1].split()
+        ino = [f for f in out if f.startswith("ino:")]
+        return (int(out[1]), ino[0]) if len(out) > 1 and ino else (None, None)
+
+    _, ino0 = listening()
+    held = ct.held(addr)
+    check(held.stdout.readline().strip() == "a", "a connection held open")
+    pid1 = ct.show("hashlb", "MainPID")["MainPID"]
+    rc, _, err = ct.sh("systemctl restart --no-block hashlb")
+    check(rc == 0 and wait(lambda: "msg=draining" in ct.sh(
+        f"journalctl -q -o cat _PID={pid1} --no-pager")[1]),
+          f"systemctl restart: the old hashlb drains: rc={rc} {err}")
+    time.sleep(0.3)  # its workers stop accepting at once (a command each), not later
+    waiter = ct.held(addr)
+    check(wait(lambda: listening()[0] == 1),
+          f"a client connects while the old hashlb drains: in the backlog, not accepted: "
+          f"{ct.sh(f'ss -ltn sport = :{port}')[1]}")
+    held.stdin.close()  # the drain ends, the old hashlb exits, systemd starts the next one
+    held.wait(10)
+    got = waiter.stdout.readline().strip()
+    check(got == "a", f"the client that waited in the backlog is served by the next hashlb: "
+          f"{got!r}\n{ct.journal('hashlb.socket')}")
+    waiter.stdin.close()
+    waiter.wait(10)
+    st = wait(lambda: (lambda s: s if s["ActiveState"] == "active" else None)(
+        ct.show("hashlb", "ActiveState", "MainPID"))) or {"ActiveState": "not active"}
+    check(st.get("MainPID") not in (pid1, "0", None) and
+          listening()[1] == ino0 and "Closed hashlb.socket" not in ct.journal("hashlb.socket"),
+          f"a new hashlb on the same socket, which systemd never closed: {st} "
+          f"{listening()} vs {ino0}\n{ct.journal('hashlb.socket')}")
+
+    # and under a stream of new connections, none fails across a restart
+    loop = ct.client_loop(addr, 4)
+    time.sleep(1)
+    rc, _, err = ct.sh("systemctl restart hashlb")
+    out, _ = loop.communicate(timeout=30)
+    print(f"    across a restart: {out.strip()}")
+    m = re.match(r"ok (\d+) failed (\d+) (\S+)", out.strip())
+    check(rc == 0 and m and int(m.group(1)) > 0 and m.group(2) == "0",
+          f"no connection failed across systemctl restart: rc={rc} {err} {out.strip()}")
+
+    # the upgrade in place hands the socket on
+    st = ct.show("hashlb", "MainPID")
     install_new_binary(opt)
     ct.sh("systemctl kill --kill-whom=main -s USR2 hashlb")
-    pid1 = wait(lambda: (lambda s: s if s not in (st["MainPID"], "0") else None)(
+    pid2 = wait(lambda: (lambda s: s if s not in (st["MainPID"], "0") else None)(
         ct.show("hashlb", "MainPID")["MainPID"]))
-    check(pid1 is not None and ct.who(addr) == "a",
-          f"upgraded in place, the new process serves on the same socket: {pid1}")
+    check(pid2 is not None and ct.who(addr) == "a",
+          f"upgraded in place, the new process serves on the same socket: {pid2}")
     ct.sh("systemctl stop hashlb.socket hashlb")
     ct.poweroff()
     stop(pa)
