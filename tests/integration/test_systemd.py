@@ -436,7 +436,26 @@ def socket_activation():
         ct.show("hashlb", "MainPID")["MainPID"]))
     check(pid2 is not None and ct.who(addr) == "a",
           f"upgraded in place, the new process serves on the same socket: {pid2}")
-    ct.sh("systemctl stop hashlb.socket hashlb")
+
+    # and the upgraded process, not systemd's child, still drains on stop (systemd 252 does
+    # not wait for a process it cannot reap: without the unit's ExecStop= it sent SIGKILL
+    # right after SIGTERM)
+    held = ct.held(addr)
+    check(held.stdout.readline().strip() == "a", "a connection held open")
+    ct.sh("systemctl stop --no-block hashlb.socket hashlb")
+    check(wait(lambda: ct.show("hashlb", "ActiveState")["ActiveState"] == "deactivating"),
+          "systemctl stop after the upgrade: deactivating while the connection is open")
+    held.stdin.write("still here\n")
+    held.stdin.flush()
+    got = held.stdout.readline().strip()
+    check(got == "still here", f"the held connection is served on, not killed: {got!r}\n"
+          f"{ct.journal('hashlb')[-1500:]}")
+    held.stdin.close()
+    held.wait(10)
+    st = wait(lambda: (lambda s: s if s["ActiveState"] in ("inactive", "failed") else None)(
+        ct.show("hashlb", "ActiveState", "Result")))
+    check(st is not None and st["Result"] == "success",
+          f"inactive once it closed, result success: {st}")
     ct.poweroff()
     stop(pa)
 
