@@ -256,7 +256,9 @@ static void worker_commands(struct worker *w)
 			hlb_listener_unref(cmd->l);
 			break;
 		case CMD_DRAIN:
-			if (!w->draining) {
+			/* A later drain may only shorten the deadline: a second
+			 * SIGTERM/SIGINT drains with 0 ms, "close them at once". */
+			if (!w->draining || w->now_ms + cmd->drain_ms < w->drain_deadline) {
 				w->draining = true;
 				w->drain_deadline = w->now_ms + cmd->drain_ms;
 			}

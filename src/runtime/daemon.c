@@ -88,6 +88,7 @@ struct hlb_daemon {
 	bool running;
 	bool stopping;
 	bool stop_now;
+	bool stop_signalled; /* a SIGTERM/SIGINT came (not only an upgrade's handover) */
 	uint64_t generation;
 	/* the static pool */
 	struct hlb_service **services;
@@ -1187,6 +1188,19 @@ static void handle_signals(struct hlb_daemon *d)
 		case SIGINT:
 			hlb_log(HLB_LOG_INFO, "signal, shutting down", "signal=%s",
 				si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+			if (d->stopping && !d->stop_signalled) {
+				/* Draining since an upgrade handed over: that was no stop
+				 * signal, so this one asks for the drain under way (a
+				 * service manager's stop reaching every process of the
+				 * unit must not cut it); the next closes at once. */
+				d->stop_signalled = true;
+				hlb_log(HLB_LOG_INFO,
+					"draining already (handed over to an upgrade); a second "
+					"signal closes every connection",
+					NULL);
+				break;
+			}
+			d->stop_signalled = true;
 			hlb_daemon_stop(d);
 			break;
 		default:

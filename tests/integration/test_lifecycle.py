@@ -86,6 +86,62 @@ def drain_timeout():
     s.close()
 
 
+def second_signal():
+    """A second SIGTERM/SIGINT during the drain closes the remaining connections at once (as
+    hashlb run --help says), not at the end of the drain timeout."""
+    lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 60s"))
+    s = connect(lb.addr, timeout=5)
+    read_line(s)
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log("msg=draining"), "hashlb logs the drain")
+    lb.proc.send_signal(signal.SIGINT)
+    check(lb.wait_log("second signal"), "hashlb logs the second signal")
+    try:
+        rc = lb.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"exit 0 soon after the second signal, long before the 60 s drain, got {rc}")
+    s.settimeout(5)
+    try:
+        d = s.recv(10)
+    except (ConnectionError, socket.timeout):
+        d = b""
+    check(d == b"", "the connection was closed")
+    s.close()
+
+
+def second_signal_after_an_upgrade():
+    """After an upgrade in place hands over, the old process drains; that was no stop signal,
+    so a first SIGTERM to it (a service manager's stop reaching every process of the unit)
+    lets the drain go on, and only a second one closes what is left."""
+    lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 60s"))
+    s = connect(lb.addr, timeout=5)
+    read_line(s)
+    lb.proc.send_signal(signal.SIGUSR2)
+    check(lb.wait_log("this one drains"), "the upgrade hands over")
+    m = next((re.search(r"this one drains\" pid=(\d+)", l) for l in lb.log
+              if "this one drains" in l), None)
+    new_pid = int(m.group(1)) if m else None
+    try:
+        lb.proc.send_signal(signal.SIGTERM)
+        check(lb.wait_log("draining already"), "a first SIGTERM: the drain goes on")
+        s.sendall(b"still\n")
+        check(read_line(s) == "still", "and the connection with it")
+        lb.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = lb.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0, f"a second one closes it at once and the old process exits 0, got {rc}")
+    finally:
+        s.close()
+        if new_pid:
+            try:
+                os.kill(new_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
 def reload_keeps_listeners_and_connections():
     """SIGHUP with one more service and one backend fewer: the old listener is never closed,
     the established connection keeps its backend, the new service serves."""
@@ -392,6 +448,7 @@ def socket_activation():
     lsock.close()
 
 
-run_tests([config_error_refused, sigterm_drain, drain_timeout,
+run_tests([config_error_refused, sigterm_drain, drain_timeout, second_signal,
+           second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt])
