@@ -148,8 +148,8 @@ static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_
 		return (double)c->full;
 	case B_MAX_CONNS:
 		return atomic_load(&b->rt->max_conns);
-	case B_UP:
-		return hlb_pool_backend_up(b);
+	case B_UP: /* one a reload removed takes no new client, whatever its health */
+		return b->drain_deadline_ms ? 0 : hlb_pool_backend_up(b);
 	case B_HEALTHY:
 		return b->health.up;
 	case B_WEIGHT:

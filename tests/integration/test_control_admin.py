@@ -101,6 +101,10 @@ def removed_backend_drains_until_timeout():
           and metric(m, "hashlb_backend_active_connections") ==
           metric(m, "hashlb_service_active_connections"),
           "/metrics: c's connection under draining=ADDR, the backends adding up to the service")
+    # hashlb_backend_up is "takes new clients": a removed backend takes none
+    check(metric(m, "hashlb_backend_up", backend="c", draining=c_addr) == 0
+          and metric(m, "hashlb_backend_up") == metric(m, "hashlb_service_backends_up"),
+          "/metrics: the draining c is not up (takes no new client)")
     closed_at_drain(held, t0, "closed at the drain timeout")
     check(lb.wait(lambda: not lb.service()["draining"], timeout=3) is not None,
           "and no longer listed")
