@@ -156,6 +156,7 @@ struct hashlb_service_cfg {
 	struct hashlb_backend_cfg *backends;
 	uint32_t n_backends;
 	struct hashlb_pos pos;
+	struct hashlb_pos listen_pos; /* where the listen address is written */
 };
 
 struct hashlb_config {

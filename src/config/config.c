@@ -1474,6 +1474,7 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	r = get_addr(ld, v, "listen", true, &s->listen, &s->listen_addr, &s->listen_addr_len);
 	if (r < 0)
 		return r;
+	s->listen_pos = v->pos;
 
 	r = load_scheme(ld, m, s);
 	if (r < 0)

@@ -656,7 +656,15 @@ static void pool_listen_begin(struct hlb_pool *p)
 static int pool_listen(struct hlb_pool *p, struct hlb_pool_service *s,
 		       const struct hashlb_service_cfg *c, struct hashlb_error *err)
 {
-	return p->env.listen ? p->env.listen(p->env.arg, c, s->rt, err) : 0;
+	int r = p->env.listen ? p->env.listen(p->env.arg, c, s->rt, err) : 0;
+
+	/* what the host refused (an address in use or not local) is said where
+	 * the address is written, as the config's own errors are */
+	if (r < 0 && err && !err->line) {
+		err->line = c->listen_pos.line;
+		err->column = c->listen_pos.column;
+	}
+	return r;
 }
 
 static void pool_listen_end(struct hlb_pool *p, bool commit)

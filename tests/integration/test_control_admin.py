@@ -323,6 +323,10 @@ def reload_that_cannot_listen_changes_nothing():
     lb.rewrite(text)
     rc, so_, se = lb.ctl("reload")
     check(rc == 1 and "t2" in se, f"the reload fails and names the service: {se!r}")
+    # where the address is written, as for the config's own errors (it said line 0)
+    line = text.splitlines().index(f"    listen: 127.0.0.1:{port}") + 1
+    check(f"{os.path.basename(lb.path)}:{line}:13: error: " in se,
+          f"and says where the address is written (line {line}): {se!r}")
     svc = lb.status()["services"]
     check(len(svc) == 1 and len(svc[0]["backends"]) == 3 and svc[0]["generation"] == gen,
           "nothing changed: one service, three backends, same table")
