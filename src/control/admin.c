@@ -536,9 +536,15 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 	uint64_t hash;
 	size_t n;
 
-	if (!hlb_http_param(req, "client", client, sizeof(client)) ||
-	    hashlb_tuple_parse_src(client, &tuple) < 0) {
+	if (!hlb_http_param(req, "client", client, sizeof(client))) {
 		resp_error(resp, 400, "give client=ADDR or ADDR:PORT");
+		return;
+	}
+	if (hashlb_tuple_parse_src(client, &tuple) < 0) {
+		resp_error(resp, 400,
+			   "client '%s' is not an address: give ADDR, ADDR:PORT or [IPV6]:PORT "
+			   "(one client per argument)",
+			   client);
 		return;
 	}
 	if (snap->key != HASHLB_KEY_SRC_IP && !tuple.sport[0] && !tuple.sport[1]) {
