@@ -2,10 +2,12 @@
 /* hashlb run: the daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "cli.h"
 #include "hashlb/config.h"
@@ -22,7 +24,7 @@ static void usage(FILE *f)
 		   "SYNOPSIS\n"
 		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
 		   "             [--splice-after B|off] [--splice-pipes N] [--pipe-size B]\n"
-		   "             [--admin ADDR:PORT|off] [--log-level LEVEL]\n"
+		   "             [--admin ADDR:PORT|unix:/PATH|off] [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE (as hashlb check does), listens on every service's address\n"
@@ -85,7 +87,8 @@ static void usage(FILE *f)
 		   "                       direction stays on buffers\n"
 		   "      --pipe-size B    bytes per splice pipe, rounded up to a power of two\n"
 		   "                       of pages (default: the kernel's, 65536)\n"
-		   "      --admin A        the admin endpoint's address (ADDR:PORT), or off,\n"
+		   "      --admin A        the admin endpoint's address (ADDR:PORT or\n"
+		   "                       unix:/PATH), or off,\n"
 		   "                       overriding the config's admin\n"
 		   "      --log-level L    debug, info (default), warn or error\n"
 		   "  -h, --help           show this text\n"
@@ -99,16 +102,28 @@ static void usage(FILE *f)
 		   "  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n");
 }
 
-/* --admin: "off" or ADDR:PORT in place of the config's admin. */
+/* --admin: "off", ADDR:PORT or unix:/PATH in place of the config's admin, as
+ * the config's admin key takes them. */
 static int override_admin(struct hashlb_config *cfg, const char *admin)
 {
 	struct sockaddr_storage addr;
 	socklen_t len = 0;
 	char *copy = NULL;
 
-	if (strcmp(admin, "off") != 0) {
-		if (hashlb_addr_parse(admin, true, &addr, &len) < 0)
+	if (strncmp(admin, "unix:", 5) == 0) {
+		struct sockaddr_un *sun = (struct sockaddr_un *)&addr;
+		const char *p = admin + 5;
+
+		if (p[0] != '/' || strlen(p) >= sizeof(sun->sun_path))
 			return -EINVAL;
+		memset(&addr, 0, sizeof(addr));
+		sun->sun_family = AF_UNIX;
+		memcpy(sun->sun_path, p, strlen(p) + 1);
+		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(p) + 1);
+	} else if (strcmp(admin, "off") != 0 && hashlb_addr_parse(admin, true, &addr, &len) < 0) {
+		return -EINVAL;
+	}
+	if (len) {
 		copy = strdup(admin);
 		if (!copy)
 			return -ENOMEM;
@@ -241,7 +256,9 @@ static int run(int argc, char **argv, char *const *again)
 	if (admin) {
 		r = override_admin(cfg, admin);
 		if (r < 0) {
-			fprintf(stderr, "hashlb run: --admin takes ADDR:PORT or off, not '%s'\n",
+			fprintf(stderr,
+				"hashlb run: --admin takes ADDR:PORT, unix:/PATH (absolute, under "
+				"108 bytes) or off, not '%s'\n",
 				admin);
 			hashlb_config_free(cfg);
 			return 2;

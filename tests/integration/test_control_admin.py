@@ -573,6 +573,12 @@ def admin_on_a_unix_socket():
     check(rc == 0 and '"backend":' in so, f"lookup over the socket: {so}{se}")
     check(lb.stop() == 0, "exit 0")
     check(not os.path.exists(path), "the socket file is removed on exit")
+    # hashlb run --admin takes what the config's admin key takes, unix:/PATH too
+    lb = Lb(config(BACKENDS, admin="127.0.0.1:0"), args=("--admin", f"unix:{path}"))
+    check(lb.admin == f"unix:{path}", f"--admin unix:PATH overrides the config's: {lb.admin}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "service t" in so, f"hashlb ctl --admin unix:... status: {so}{se}")
+    check(lb.stop() == 0, "exit 0")
     # A file that is not a socket at the path (a typo, the config itself) is left alone:
     # hashlb refuses to start rather than delete it.
     import subprocess
