@@ -1096,14 +1096,17 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 /*
  * Whether the peer of accepted socket <fd> is in the service's
  * accept_proxy_from list: only those may name a client in a PROXY header.
+ * A peer gone already (reset before its address could be read: a front
+ * proxy's TCP check that resets) is not an untrusted source: -1, and the
+ * caller handles it as the reset it is.
  */
-static bool proxy_sender_trusted(int fd, const struct hlb_snapshot *snap)
+static int proxy_sender_trusted(int fd, const struct hlb_snapshot *snap)
 {
 	struct sockaddr_storage peer;
 	socklen_t len = sizeof(peer);
 
 	if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
-		return false; /* gone already */
+		return -1;
 	return hashlb_prefix_set_match(snap->proxy_from, (const struct sockaddr *)&peer);
 }
 
@@ -1120,7 +1123,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		worker_close_fd(w, fd);
 		return;
 	}
-	if (snap->proxy_from && !proxy_sender_trusted(fd, snap)) {
+	if (snap->proxy_from && proxy_sender_trusted(fd, snap) == 0) {
 		hlb_stat_add(&svc->wstats[w->id].untrusted, 1);
 		worker_close_fd(w, fd);
 		return;

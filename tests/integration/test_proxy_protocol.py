@@ -318,6 +318,33 @@ def accept_proxy_from_only_the_listed():
     be.close()
 
 
+def listed_proxy_resetting_is_not_untrusted():
+    """A listed front proxy whose TCP checks connect and reset at once (SO_LINGER 0) is not
+    counted as an untrusted source: a reset that comes before hashlb reads the peer's address
+    used to be, which sets off the 'someone else reaching the listener' alarm on every check."""
+    be = ProxyBackend("none")
+    lb = Lb(config([("p", be.addr)], workers=1,
+                   extra="accept_proxy: true\naccept_proxy_from: [127.0.0.2]\n"
+                         "log_connections: true",
+                   health=NO_CHECKS))
+    host, port = lb.addr
+    for _ in range(300):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.bind(("127.0.0.2", 0))
+        s.connect((host, port))
+        s.close()
+    check(lb.wait(lambda: sum("end=client_reset" in l for l in lb.log) == 300, timeout=20),
+          f"every reset is logged as one: {sum('end=client_reset' in l for l in lb.log)} of 300")
+    n = metric_sum(lb, "hashlb_service_untrusted_total")
+    check(n == 0, f"none is counted as untrusted: {n} of 300")
+    header = expected("v1", ("203.0.113.7", 5555), ("192.0.2.1", 443))
+    check(proxied(lb.addr, header, b"after", src="127.0.0.2") and b"after" in be.by_id,
+          "and the proxy's clients are served")
+    check(lb.stop() == 0, "exit 0")
+    be.close()
+
+
 def deny_clients_by_the_header():
     """With accept_proxy, allow_clients and deny_clients judge the client the header names,
     not the proxy that sent it."""
@@ -342,4 +369,4 @@ def deny_clients_by_the_header():
 
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
            accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
-           deny_clients_by_the_header])
+           listed_proxy_resetting_is_not_untrusted, deny_clients_by_the_header])
