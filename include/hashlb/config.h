@@ -170,6 +170,8 @@ struct hashlb_config {
 	char *admin; /* "127.0.0.1:9090", "unix:/path" or NULL = off; default 127.0.0.1:9901 */
 	struct sockaddr_storage admin_addr; /* admin parsed: AF_INET, AF_INET6 or AF_UNIX */
 	socklen_t admin_addr_len; /* 0 when admin is off */
+	/* admin set by hashlb run --admin, not by the file: a reload keeps it */
+	bool admin_override;
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
 };

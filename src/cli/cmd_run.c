@@ -132,6 +132,7 @@ static int override_admin(struct hashlb_config *cfg, const char *admin)
 	free(cfg->admin);
 	cfg->admin = copy;
 	cfg->admin_addr_len = len;
+	cfg->admin_override = true;
 	return 0;
 }
 

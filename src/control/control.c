@@ -109,6 +109,26 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 }
 
 /*
+ * hashlb run --admin set the running config's admin, not its file: a config
+ * read again (a reload, resolve_every) keeps the command line's, so that it
+ * is not taken for an edit that waits for a restart.
+ */
+static void keep_admin_override(const struct hashlb_config *was, struct hashlb_config *cfg)
+{
+	char *copy = NULL;
+
+	if (!was->admin_override)
+		return;
+	if (was->admin && !(copy = strdup(was->admin)))
+		return; /* out of memory: the file's, and a warning for it */
+	free(cfg->admin);
+	cfg->admin = copy;
+	cfg->admin_addr = was->admin_addr;
+	cfg->admin_addr_len = was->admin_addr_len;
+	cfg->admin_override = true;
+}
+
+/*
  * The names resolved: apply the config if an address changed, or an
  * each_address name gained or lost one (its backends are named by their
  * addresses: they come and go, logged as "+ADDR" and "-ADDR").
@@ -159,6 +179,7 @@ static void resolve_apply(struct hlb_control *ctl)
 		return;
 	}
 	hlb_pool_flush(ctl->pool);
+	keep_admin_override(ctl->cfg, fresh);
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = fresh;
 	ctl->cfg = fresh;
@@ -356,6 +377,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 		reload_failed(ctl, err);
 		return ret;
 	}
+	keep_admin_override(ctl->cfg, cfg);
 	if (ctl->cfg->admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, true, "reload: the admin address changes on restart only",

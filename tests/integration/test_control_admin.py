@@ -579,6 +579,15 @@ def admin_on_a_unix_socket():
     rc, so, se = lb.ctl("status")
     check(rc == 0 and "service t" in so, f"hashlb ctl --admin unix:... status: {so}{se}")
     check(lb.stop() == 0, "exit 0")
+    # the file's admin, which --admin overrides, is not an edit a reload should warn of
+    lb = Lb(config(BACKENDS, admin="off"), args=("--admin", "127.0.0.1:0"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.wait_log("msg=reloaded") and
+          not any("changes on restart only" in l for l in lb.log),
+          f"a reload keeps the --admin endpoint, no warning: {rc} {se} {lb.log[-3:]}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and "service t" in so, f"and serves it still: {so}{se}")
+    check(lb.stop() == 0, "exit 0")
     # A file that is not a socket at the path (a typo, the config itself) is left alone:
     # hashlb refuses to start rather than delete it.
     import subprocess
