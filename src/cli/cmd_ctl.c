@@ -392,6 +392,15 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 	return 1;
 }
 
+/* A command given the wrong arguments: say which, then the synopsis. */
+static int bad_args(const char *cmd)
+{
+	fprintf(stderr, "hashlb ctl %s: wrong arguments (the synopsis of each command below)\n\n",
+		cmd);
+	usage(stderr);
+	return 2;
+}
+
 int cmd_ctl(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -447,8 +456,8 @@ int cmd_ctl(int argc, char **argv)
 				argv[n++] = argv[i];
 			break;
 		}
-		if (argv[i][0] != '-' || !argv[i][1])
-			argv[n++] = argv[i];
+		if (argv[i][0] != '-' || !argv[i][1] || (argv[i][1] >= '0' && argv[i][1] <= '9'))
+			argv[n++] = argv[i]; /* a negative number too: for the endpoint to refuse */
 		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) && i + 1 < argc)
 			service = argv[++i];
 		else if (!strcmp(argv[i], "--vip") && i + 1 < argc)
@@ -494,17 +503,13 @@ int cmd_ctl(int argc, char **argv)
 		param(q, sizeof(q), "format", "text");
 
 	if (!strcmp(cmd, "upgrade")) {
-		if (optind != argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind != argc)
+			return bad_args(cmd);
 		return ctl_upgrade(&ss, len, json);
 	}
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
-		if (optind != argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind != argc)
+			return bad_args(cmd);
 		if (!strcmp(cmd, "metrics"))
 			return ctl_request(&ss, len, "GET", "/metrics", "");
 		if (!strcmp(cmd, "reload"))
@@ -514,30 +519,24 @@ int cmd_ctl(int argc, char **argv)
 	if (!strcmp(cmd, "table")) {
 		if (optind < argc)
 			service = argv[optind++];
-		if (optind != argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind != argc)
+			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/table", q);
 	}
 	if (!strcmp(cmd, "clients")) {
 		if (optind < argc)
 			param(q, sizeof(q), "top", argv[optind++]);
-		if (optind != argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind != argc)
+			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/clients", q);
 	}
 	if (!strcmp(cmd, "lookup")) {
 		size_t base;
 
-		if (optind == argc) {
-			usage(stderr);
-			return 2;
-		}
+		if (optind == argc)
+			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		param(q, sizeof(q), "vip", vip);
 		base = strlen(q);
@@ -561,19 +560,19 @@ int cmd_ctl(int argc, char **argv)
 			param(q, sizeof(q), "backend", argv[optind]);
 			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
 		} else {
-			if (valued && argc - optind == 2)
+			if (valued && argc - optind == 2) {
 				fprintf(stderr, "hashlb ctl set: %s needs a value\n\n",
 					argv[optind + 1]);
-			usage(stderr);
-			return 2;
+				usage(stderr);
+				return 2;
+			}
+			return bad_args(cmd);
 		}
 		return ctl_request(&ss, len, "POST", "/set", q);
 	}
 	if (!strcmp(cmd, "close")) {
-		if (argc - optind != 1) {
-			usage(stderr);
-			return 2;
-		}
+		if (argc - optind != 1)
+			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		param(q, sizeof(q), "backend", argv[optind]);
 		return ctl_request(&ss, len, "POST", "/close", q);

@@ -188,6 +188,11 @@ for args, status, msg in [
     (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
     (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
+    # a command given the wrong arguments says so before the synopsis, not the synopsis alone
+    (("ctl", "--admin", "127.0.0.1:1", "set", "a"), 2, "hashlb ctl set: wrong arguments"),
+    (("ctl", "--admin", "127.0.0.1:1", "status", "x"), 2, "hashlb ctl status: wrong arguments"),
+    # a negative number is an argument (the endpoint refuses it), not an unknown option
+    (("ctl", "--admin", "127.0.0.1:1", "set", "a", "weight", "-1"), 1, "admin endpoint at"),
     (("ctl", "lookup", "1.2.3.4", "--bogus"), 2, "unknown option '--bogus'"),
     # the config refuses these; the command line did not (0 meant the default, the other
     # scheme's option was ignored)
