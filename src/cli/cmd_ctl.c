@@ -315,7 +315,14 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 	if (ctl_fetch(ss, len, "POST", "/upgrade", "", false, &status, &buf, &body) < 0)
 		return 1;
 	if (status != 202) {
-		fputs(body, stderr);
+		const char *e = json ? NULL : strstr(body, "\"error\":\"");
+		const char *end = e ? strrchr(e + 9, '"') : NULL;
+
+		/* the reason as the other commands print it, unless --json */
+		if (e && end)
+			fprintf(stderr, "error: %.*s\n", (int)(end - e - 9), e + 9);
+		else
+			fputs(body, stderr);
 		free(buf);
 		return 1;
 	}
