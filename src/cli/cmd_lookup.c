@@ -47,7 +47,8 @@ static void usage(FILE *f)
 		"  -c, --config FILE          take the table from this configuration\n"
 		"      --service NAME         the service of FILE (needed if it has several)\n" TABLE_ARGS_USAGE
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
-		"      --vip ADDR:PORT        the service address (hashed by 4-tuple)\n"
+		"      --vip ADDR:PORT        the service address (hashed by 4-tuple, which\n"
+		"                             needs it unless -c gives it)\n"
 		"  -n, --pref K               length of the preference list (default 3)\n"
 		"      --json                 print JSON\n"
 		"  -h, --help                 show this text\n"
@@ -353,6 +354,13 @@ int cmd_lookup(int argc, char **argv)
 			fprintf(stderr,
 				"hashlb: error: need a client address and at least one backend\n\n");
 			usage(stderr);
+			table_args_free(&a);
+			return 2;
+		}
+		if (key == HASHLB_KEY_4TUPLE && !vip) {
+			/* a destination of 0.0.0.0:0 would answer for a connection none is */
+			fprintf(stderr, "hashlb: error: the 4-tuple key hashes the address clients "
+					"connect to: give --vip ADDR:PORT\n");
 			table_args_free(&a);
 			return 2;
 		}

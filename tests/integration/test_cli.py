@@ -207,6 +207,8 @@ for args, status, msg in [
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 1, "has no port"),
+    # and the 4-tuple key the address clients connect to: 0.0.0.0:0 is no connection's
+    (("lookup", "--key", "4-tuple", "10.0.0.1:5", "a", "b"), 2, "give --vip ADDR:PORT"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
