@@ -169,6 +169,8 @@ static const char *status_text(int status)
 		return "Request Timeout";
 	case 409:
 		return "Conflict";
+	case 411:
+		return "Length Required";
 	case 413:
 		return "Payload Too Large";
 	case 422:
@@ -373,6 +375,7 @@ static void conn_io(void *arg, uint32_t events)
 	struct http_conn *c = arg;
 	char *hdr_end, *cl;
 	size_t body_len = 0;
+	bool te;
 	bool eof = false;
 
 	if (c->out.len) {
@@ -413,7 +416,15 @@ static void conn_io(void *arg, uint32_t events)
 	cl = strcasestr(c->in, "\r\ncontent-length:");
 	if (cl)
 		body_len = strtoul(cl + 17, NULL, 10);
+	te = strcasestr(c->in, "\r\ntransfer-encoding:") != NULL;
 	*hdr_end = '\r';
+	if (te) {
+		/* a chunked body is not read: its parameters would go unseen, and the
+		 * request be answered as if it had given none */
+		conn_error(c, 411,
+			   "send the body with a Content-Length (Transfer-Encoding is not read)");
+		return;
+	}
 	if (body_len > HTTP_REQ_MAX - (size_t)(hdr_end + 4 - c->in)) {
 		conn_error(c, 413, "request too large");
 		return;

@@ -694,6 +694,12 @@ def admin_http_says_what_it_cannot_serve():
           f"and nothing of that request is applied: {a['state']}, weight {a['weight']}")
     code, body = lb.http("POST", "/close?backend=" + "x" * 300)
     check(code == 400 and "parameter backend" in body, f"an over-long name: {code} {body!r}")
+    # a chunked body is not read: 411 saying so, not "give backend=NAME" (it was given)
+    got = lb.raw(b"POST /set HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"13\r\nbackend=a&state=drain\r\n0\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 411") and b"Content-Length" in got and
+          lb.backend("a")["state"] == "ready",
+          f"a chunked body: 411, nothing applied ({got[:60]!r})")
     t0 = time.monotonic()
     got = lb.raw(b"GET /status HTTP/1.1\r\nHost: x\r\n", timeout=20)
     waited = time.monotonic() - t0
