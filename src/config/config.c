@@ -294,6 +294,17 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 			if (strcmp(k->text, "<<") == 0)
 				return fail(ld, k, "merge keys ('<<') are not supported in %s",
 					    what);
+			/* connect_timeout, drain_timeout... (HAProxy's, Envoy's names) */
+			if (keys == service_keys && k->len > 8 &&
+			    strcmp(k->text + k->len - 8, "_timeout") == 0)
+				for (size_t j = 0; timeout_keys[j]; j++)
+					if (strlen(timeout_keys[j]) == k->len - 8 &&
+					    strncmp(k->text, timeout_keys[j], k->len - 8) == 0)
+						return fail(
+							ld, k,
+							"unknown key '%s' in %s: timeouts go "
+							"under 'timeouts' (timeouts: {%s: ...})",
+							k->text, what, timeout_keys[j]);
 			underscore_variant(k->text, alt, sizeof(alt));
 			hint = closest_key(alt, keys);
 			home = key_home(k->text, keys);

@@ -215,6 +215,11 @@ static void test_unknown_keys(void **state)
 	expect_error(MINIMAL "    interval: 2s\n", 7, 5, "it belongs in a service's 'health'");
 	expect_error(MINIMAL "    timeout: 2s\n", 7, 5,
 		     "(did you mean 'timeouts'? 'timeout' belongs in a service's 'health')");
+	/* HAProxy's and Envoy's names for a timeout (hashlb run --help used them too) */
+	expect_error(MINIMAL "    connect_timeout: 2s\n", 7, 5,
+		     "unknown key 'connect_timeout' in service: timeouts go under 'timeouts' "
+		     "(timeouts: {connect: ...})");
+	expect_error(MINIMAL "    drain_timeout: 2s\n", 7, 5, "(timeouts: {drain: ...})");
 	/* Nothing close: no suggestion. */
 	{
 		struct hashlb_config *c = NULL;
