@@ -1011,6 +1011,31 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	}
 }
 
+/*
+ * Whether every parameter of a request that changes something is one it
+ * takes; if not, a 400 naming it: a mistyped one (wieght=3) must not leave
+ * the rest (state=drain) applied without it.
+ */
+static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *resp,
+			 const char *const *known)
+{
+	char name[72], list[160] = "";
+	size_t o = 0;
+
+	if (!hlb_http_param_unknown(req, known, name, sizeof(name)))
+		return true;
+	for (size_t k = 0; known[k] && o < sizeof(list); k++)
+		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "", known[k]);
+	resp_error(resp, 400, "unknown parameter '%s': %s %s takes %s", name, req->method,
+		   req->path, list);
+	return false;
+}
+
+static const char *const set_params[] = { "service",	     "backend", "state", "weight",
+					  "max_connections", "format",	NULL };
+static const char *const close_params[] = { "service", "backend", "format", NULL };
+static const char *const plain_params[] = { "format", NULL };
+
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
@@ -1038,17 +1063,19 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		if ((s = req_service(ctl, req, resp)))
 			clients_top(s, req, resp, text);
 	} else if (!strcmp(req->path, "/set") && post) {
-		if ((s = req_service(ctl, req, resp)))
+		if (params_known(req, resp, set_params) && (s = req_service(ctl, req, resp)))
 			set_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(req->path, "/close") && post) {
-		if ((s = req_service(ctl, req, resp)))
+		if (params_known(req, resp, close_params) && (s = req_service(ctl, req, resp)))
 			close_backend(s, req, resp, text);
 	} else if (!strcmp(req->path, "/reload") && post) {
-		reload(ctl, resp, text);
+		if (params_known(req, resp, plain_params))
+			reload(ctl, resp, text);
 	} else if (!strcmp(req->path, "/sockets") && get) {
 		sockets(ctl, req, resp);
 	} else if (!strcmp(req->path, "/upgrade") && post) {
-		upgrade(ctl, resp, text);
+		if (params_known(req, resp, plain_params))
+			upgrade(ctl, resp, text);
 	} else if (!strcmp(req->path, "/") && get) {
 		resp->ctype = "text/plain; charset=utf-8";
 		hlb_buf_puts(&resp->body,

@@ -132,6 +132,37 @@ const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char 
 	return v ? v : param_in(r->body, r->body_len, name, buf, size);
 }
 
+static const char *name_unknown(const char *s, size_t len, const char *const *known, char *buf,
+				size_t size)
+{
+	const char *end = s + len;
+
+	while (s < end) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
+		size_t nl = (size_t)((eq ? eq : pe) - s), k;
+
+		for (k = 0; known[k]; k++)
+			if (strlen(known[k]) == nl && !memcmp(known[k], s, nl))
+				break;
+		if (pe > s && !known[k]) {
+			snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
+			return buf;
+		}
+		s = pe + 1;
+	}
+	return NULL;
+}
+
+const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
+				   char *buf, size_t size)
+{
+	const char *n = name_unknown(r->query, strlen(r->query), known, buf, size);
+
+	return n ? n : name_unknown(r->body, r->body_len, known, buf, size);
+}
+
 static void conn_close(struct http_conn *c)
 {
 	struct hlb_http *h = c->h;

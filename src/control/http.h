@@ -55,6 +55,14 @@ typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
 const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size);
 
 /*
+ * The name of the first parameter of the query string or the form body that
+ * is not one of <known> (NULL-terminated), into <buf> (at most 64 bytes of
+ * it); NULL if every one is known.
+ */
+const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
+				   char *buf, size_t size);
+
+/*
  * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file
  * is replaced) and serve with <fn> on <loop>.
  */

@@ -673,8 +673,8 @@ def admin_http_edges():
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a malformed request line 400, another HTTP version 505; a
-    parameter value too long to use 400 naming it, applying nothing (not the rest of the
-    request either); a request that never arrives whole 408 after 10 s."""
+    parameter value too long to use, or a parameter the endpoint does not take, 400 naming
+    it, applying nothing (not the rest of the request either); a request that never arrives whole 408 after 10 s."""
     lb = Lb(config(BACKENDS))
     got = lb.raw(b"HEAD /status HTTP/1.1\r\nHost: x\r\n\r\n")
     head, sep, body = got.partition(b"\r\n\r\n")
@@ -692,6 +692,13 @@ def admin_http_says_what_it_cannot_serve():
     a = lb.backend("a")
     check(a["state"] == "ready" and a["weight"] == weight,
           f"and nothing of that request is applied: {a['state']}, weight {a['weight']}")
+    # a mistyped parameter: 400 naming it, and the rest (the drain) not applied without it
+    code, body = lb.http("POST", "/set?backend=a&state=drain&wieght=3")
+    check(code == 400 and "unknown parameter 'wieght'" in body and "weight" in body and
+          lb.backend("a")["state"] == "ready",
+          f"a mistyped parameter is named, nothing applied: {code} {body!r}")
+    code, body = lb.http("POST", "/close?backend=a&reason=x")
+    check(code == 400 and "unknown parameter 'reason'" in body, f"/close too: {code} {body!r}")
     code, body = lb.http("POST", "/close?backend=" + "x" * 300)
     check(code == 400 and "parameter backend" in body, f"an over-long name: {code} {body!r}")
     # a chunked body is not read: 411 saying so, not "give backend=NAME" (it was given)
