@@ -235,9 +235,18 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	struct hlb_backend **rts;
 	int ret;
 
-	if (cur && !s->need_full)
+	if (s->retry_rt &&
+	    !atomic_load_explicit(&s->retry_rt->consecutive_fail, memory_order_relaxed)) {
+		hlb_backend_unref(s->retry_rt); /* connects to it succeed again */
+		s->retry_rt = NULL;
+	}
+	if (cur && !s->need_full) {
 		/* settings unchanged since <cur> (else need_full) */
-		return hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
+		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
+		if (ret == 0 && s->retry_rt)
+			hlb_snapshot_add_retry(*ret_snap, s->retry_rt);
+		return ret;
+	}
 	rts = calloc(s->n_backends ? s->n_backends : 1, sizeof(*rts));
 	if (!rts)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -246,8 +255,11 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	/* A weight or membership change: reuse what the current table can give. */
 	ret = hlb_snapshot_rebuild(cur, s->cfg, rts, gen, ret_snap, err);
 	free(rts);
-	if (ret == 0)
+	if (ret == 0) {
 		s->need_full = false;
+		if (s->retry_rt)
+			hlb_snapshot_add_retry(*ret_snap, s->retry_rt);
+	}
 	return ret;
 }
 
@@ -469,6 +481,31 @@ static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 	}
 }
 
+/*
+ * Maglev: backend <j> of <s> fails connects but is still in the table. Its
+ * clients are retried on the next backend of their preference list, which
+ * on Maglev is mostly not where they go once it is marked down (the table
+ * built from the survivors): they would move twice. So the next build adds
+ * the table with it down (a rebuild, one survivor build), and retries go
+ * there (conn_connect()).
+ */
+static void retry_watch(struct hlb_pool_service *s, uint32_t j)
+{
+	struct hlb_pool_backend *b = s->backends[j];
+	const struct hlb_snapshot *snap;
+
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || s->retry_rt == b->rt ||
+	    !atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed))
+		return;
+	snap = hlb_service_snapshot(s->rt);
+	if (!snap || j >= snap->n_backends || snap->backends[j] != b->rt ||
+	    hashlb_table_backend_down(snap->table, j))
+		return;
+	hlb_backend_unref(s->retry_rt);
+	s->retry_rt = hlb_backend_ref(b->rt);
+	service_schedule(s, false);
+}
+
 static void pool_tick(void *arg)
 {
 	struct hlb_pool *p = arg;
@@ -477,8 +514,10 @@ static void pool_tick(void *arg)
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		struct hlb_pool_service *s = p->svcs[i];
 
-		for (uint32_t j = 0; j < s->n_backends; j++)
+		for (uint32_t j = 0; j < s->n_backends; j++) {
 			backend_tick(s->backends[j], now);
+			retry_watch(s, j);
+		}
 		reap_drained(s->removed, &s->n_removed, now);
 	}
 	reap_drained(p->orphans, &p->n_orphans, now);
@@ -520,6 +559,7 @@ static void service_free(struct hlb_pool_service *s)
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
 	free(s->backends);
 	free(s->removed);
+	hlb_backend_unref(s->retry_rt);
 	hlb_service_unref(s->rt);
 	free(s);
 }

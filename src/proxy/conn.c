@@ -887,6 +887,30 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
  * after <failed> in that list, whether or not the list changed since.
  * Returns false if no candidate is left.
  */
+/*
+ * A client's own backend <prefs>[0] failed and the snapshot has its retry
+ * table (Maglev, see hlb_snapshot_add_retry()): the backend that table gives
+ * goes next, where the client stays once the failed one is marked down,
+ * instead of the list's next (which would move it a second time then).
+ */
+static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
+			size_t max)
+{
+	uint32_t r = hashlb_table_lookup(snap->retry_table, hash);
+	size_t j = 1;
+
+	if (r == HASHLB_BACKEND_NONE || max < 2)
+		return;
+	while (j < *n && prefs[j] != r)
+		j++;
+	if (j == *n && *n < max)
+		(*n)++;
+	else if (j == *n)
+		j--; /* the list is full: its last one gives way */
+	memmove(prefs + 2, prefs + 1, (j - 1) * sizeof(*prefs));
+	prefs[1] = r;
+}
+
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
 {
@@ -914,6 +938,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		while (k < n && snap->backends[prefs[k]] != failed)
 			k++;
 		c->attempt = (uint8_t)(k < n ? k + 1 : 0);
+		if (k == 0 && snap->retry_table && prefs[0] == snap->retry_idx)
+			retry_first(snap, c->hash, prefs, &n, max);
 	}
 	for (;;) {
 		if (c->attempt >= n)

@@ -306,6 +306,27 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const struct hlb_backend *be)
+{
+	uint32_t i = 0;
+	bool *down;
+
+	if (hashlb_table_scheme(s->table) != HASHLB_SCHEME_MAGLEV)
+		return;
+	while (i < s->n_backends && s->backends[i] != be)
+		i++;
+	if (i == s->n_backends || hashlb_table_backend_down(s->table, i))
+		return;
+	down = calloc(s->n_backends, sizeof(*down));
+	if (!down)
+		return;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		down[j] = j == i || hashlb_table_backend_down(s->table, j);
+	if (hashlb_table_with_down(s->table, down, &s->retry_table, NULL) == 0)
+		s->retry_idx = i;
+	free(down);
+}
+
 void hlb_snapshot_free(struct hlb_snapshot *s)
 {
 	if (!s)
@@ -314,6 +335,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 		hlb_backend_unref(s->backends[i]);
 	free(s->backends);
 	hashlb_table_free(s->table);
+	hashlb_table_free(s->retry_table);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

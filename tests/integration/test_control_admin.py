@@ -9,7 +9,8 @@ import re
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import SRC, Backend, check, client_ip, connect, lookup, read_line, run_tests, who
+from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
+                    who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -535,6 +536,39 @@ def retry_after_a_table_change():
     check(lb.stop() == 0, "exit 0")
     black.close()
 
+def maglev_retry_goes_where_the_client_stays():
+    """On Maglev, a client whose backend refuses (not yet marked down: no checks here) is
+    retried where it stays once that backend is down (`hashlb lookup --down b`), not on its
+    preference list's next backend, which differs for most of them: so marking b down
+    moves none of them a second time. hashlb builds that table once it has seen b fail
+    (/status says so: retry_table_for)."""
+    dead = ("b", f"127.0.0.1:{dead_port()}")
+    lb = Lb(config([BACKENDS[0], dead, BACKENDS[2]], health="enabled: false",
+                   extra="connect_retries: 2"))
+    clients = [client_ip(i * 7919) for i in range(400)]
+    pref = lookup(lb.path, clients)
+    down = lookup(lb.path, clients, args=("--down", "b"))
+    of_b = [c for c in clients if pref[c][0] == "b"]
+    differ = sum(down[c][0] != pref[c][1] for c in of_b)
+    check(differ > 20, f"the preference list's next is not where most of b's clients go "
+                       f"once b is down ({differ} of {len(of_b)})")
+    check(lb.service()["retry_table_for"] is None, "no retry table while b has not failed")
+    who(lb.addr, of_b[0])  # b refuses: hashlb sees it fail
+    check(lb.wait(lambda: lb.service()["retry_table_for"] == "b") is not None,
+          f"a retry table for b: {lb.service()['retry_table_for']}")
+    got = {c: who(lb.addr, c) for c in of_b}
+    bad = [c for c in of_b if got[c] != down[c][0]]
+    check(not bad, f"{len(bad)} of {len(of_b)} clients of b were not retried where they stay "
+                   f"once b is down: {[(c, got[c], down[c][0]) for c in bad[:3]]}")
+    rc, _, err = lb.ctl("set", "b", "maint")
+    check(rc == 0, f"b to maint: {err}")
+    moved = [c for c in of_b if who(lb.addr, c) != got[c]]
+    check(not moved, f"{len(moved)} clients of b moved again when b was marked down")
+    others = [c for c in clients if pref[c][0] != "b"][:50]
+    check(all(who(lb.addr, c) == pref[c][0] for c in others), "the others kept their backend")
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_serves_the_drain():
     """After SIGTERM the admin endpoint goes on serving while connections drain: /status
     says stopping, /metrics counts the open connection, a reload is refused (409), and ctl
@@ -799,7 +833,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
-           retry_after_a_table_change, admin_serves_the_drain,
+           retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
+           admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_http_says_what_it_cannot_serve])
