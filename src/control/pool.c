@@ -944,6 +944,35 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 	return NULL;
 }
 
+/* A backend of a service by name, for service_update(): names are unique in a service. */
+struct name_idx {
+	const char *name;
+	uint32_t j;
+};
+
+static int name_idx_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
+}
+
+/*
+ * The index in <s>'s backends of the one named <name> not yet <taken>, or
+ * <s>->n_backends. Tries position <i> first (a config reloaded with its
+ * backends in the same order), else <sorted> (the n_backends names, sorted):
+ * a reload of a service of 65,535 backends costs O(n log n), not n^2 / 2.
+ */
+static uint32_t backend_by_name(const struct hlb_pool_service *s, const struct name_idx *sorted,
+				const bool *taken, uint32_t i, const char *name)
+{
+	struct name_idx key = { .name = name }, *hit;
+
+	if (i < s->n_backends && !taken[i] && !strcmp(s->backends[i]->rt->name, name))
+		return i;
+	hit = s->n_backends ? bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp)
+			    : NULL;
+	return hit && !taken[hit->j] ? hit->j : s->n_backends;
+}
+
 /* Match <s>'s backends against <c> by name and switch <s> to <c>. */
 static int service_update(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
 			  bool settings_changed, struct hashlb_error *err)
@@ -956,13 +985,18 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	bool recheck = !health_cfg_equal(&old->health, &c->health) ||
 		       old->proxy_protocol != c->proxy_protocol || !source_equal(old, c);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
+	struct name_idx *sorted = calloc(s->n_backends ? s->n_backends : 1, sizeof(*sorted));
 	uint32_t i, j;
 
-	if (!next || !taken) {
+	if (!next || !taken || !sorted) {
 		free(next);
 		free(taken);
+		free(sorted);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	for (j = 0; j < s->n_backends; j++)
+		sorted[j] = (struct name_idx){ s->backends[j]->rt->name, j };
+	qsort(sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	service_health_params(s);
@@ -971,12 +1005,9 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		struct hlb_pool_backend *b = NULL, *keep = NULL;
 		bool reclaimed = false;
 
-		for (j = 0; j < s->n_backends; j++) {
-			if (!taken[j] && !strcmp(s->backends[j]->rt->name, nb->name)) {
-				b = s->backends[j];
-				break;
-			}
-		}
+		j = backend_by_name(s, sorted, taken, i, nb->name);
+		if (j < s->n_backends)
+			b = s->backends[j];
 		if (b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len)) {
 			keep = b;
 			taken[j] = true;
@@ -1045,6 +1076,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			backend_free(s->backends[j]);
 	}
 	free(taken);
+	free(sorted);
 	free(s->backends);
 	s->backends = next;
 	s->n_backends = c->n_backends;
@@ -1066,6 +1098,7 @@ err_nomem:
 	s->rt->cfg = (struct hashlb_service_cfg *)old;
 	free(next);
 	free(taken);
+	free(sorted);
 	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 }
 
