@@ -429,12 +429,11 @@ void hlb_pool_flush(struct hlb_pool *p)
 
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
-	struct hlb_backend_counters c;
-	uint64_t fails, delta;
+	/* every backend every tick: only the failures, not the whole counters
+	 * (their histogram and all), which cost 30 % of a CPU at 65,535 backends */
+	uint64_t fails = hlb_backend_connect_failures(b->rt), delta;
 	const char *cause = NULL;
 
-	hlb_backend_counters_read(b->rt, &c);
-	fails = c.connect_fail + c.connect_timeout;
 	delta = fails - b->seen_fail;
 	b->seen_fail = fails;
 	/* Failures followed by a successful connect are not a failing backend. */
