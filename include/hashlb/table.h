@@ -150,6 +150,12 @@ uint32_t hashlb_table_backend_weight(const struct hashlb_table *t, uint32_t idx)
 bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx);
 /* Fraction of the hash space (ring) or of the slots (Maglev) that goes to <idx>. */
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
+/*
+ * Every backend's share at once into <ret_shares> (hashlb_table_backend_count()
+ * of them), each equal to hashlb_table_share()'s: one pass over the table,
+ * where a call per backend costs a pass each (n x M for a listing of them all).
+ */
+void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares);
 /* Bytes of memory the table holds. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 

@@ -123,6 +123,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
 	uint64_t total = 0;
+	double *shares;
 	int w = 4, aw = 7;
 
 	if (hashlb_service_cfg_build_table(s, NULL, &t, &err) < 0) {
@@ -194,6 +195,9 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       hashlb_table_up_count(t));
 	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "STATE",
 	       "SHARE", "IDEAL");
+	shares = calloc(s->n_backends + 1, sizeof(*shares));
+	if (shares) /* one pass over the table, not one per backend */
+		hashlb_table_shares(t, shares);
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		const struct hashlb_backend_cfg *b = &s->backends[i];
 		double ideal = !hashlb_table_backend_down(t, i) && total
@@ -202,7 +206,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 
 		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%", w, b->name, aw,
 		       b->address, b->weight, hashlb_admin_state_name(b->admin),
-		       100.0 * hashlb_table_share(t, i), ideal);
+		       100.0 * (shares ? shares[i] : hashlb_table_share(t, i)), ideal);
 		if (b->backup)
 			printf(b->close_on_return ? "  backup (close_on_return)" : "  backup");
 		if (b->max_connections)
@@ -215,6 +219,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 		}
 		printf("\n");
 	}
+	free(shares);
 	hashlb_table_free(t);
 	return 0;
 }

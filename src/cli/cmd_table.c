@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -41,10 +42,21 @@ static void usage(FILE *f)
 		   "  hashlb table --table-size 251 --dump a b c\n");
 }
 
+/* Every backend's share, in one pass over the table (NULL when out of memory). */
+static double *shares_of(const struct hashlb_table *t)
+{
+	double *v = calloc(hashlb_table_backend_count(t) + 1, sizeof(*v));
+
+	if (v)
+		hashlb_table_shares(t, v);
+	return v;
+}
+
 static void print_summary(const struct hashlb_table *t, double ms)
 {
 	const struct hashlb_table_params *p = hashlb_table_params(t);
 	uint32_t n = hashlb_table_backend_count(t);
+	double *shares;
 	int w = 4;
 
 	if (p->scheme == HASHLB_SCHEME_MAGLEV)
@@ -64,11 +76,13 @@ static void print_summary(const struct hashlb_table *t, double ms)
 			w = l;
 	}
 	printf("%-*s  %6s  %-5s  %8s\n", w, "NAME", "WEIGHT", "STATE", "SHARE");
+	shares = shares_of(t);
 	for (uint32_t i = 0; i < n; i++)
 		printf("%-*s  %6u  %-5s  %7.3f%%\n", w, hashlb_table_backend_name(t, i),
 		       hashlb_table_backend_weight(t, i),
 		       hashlb_table_backend_down(t, i) ? "down" : "up",
-		       100.0 * hashlb_table_share(t, i));
+		       100.0 * (shares ? shares[i] : hashlb_table_share(t, i)));
+	free(shares);
 }
 
 static void print_json_string(const char *s)
@@ -91,6 +105,7 @@ static void print_json(const struct hashlb_table *t, double ms)
 {
 	const struct hashlb_table_params *p = hashlb_table_params(t);
 	uint32_t n = hashlb_table_backend_count(t);
+	double *shares = shares_of(t);
 
 	printf("{\"scheme\":\"%s\",", hashlb_scheme_name(p->scheme));
 	if (p->scheme == HASHLB_SCHEME_MAGLEV)
@@ -106,9 +121,10 @@ static void print_json(const struct hashlb_table *t, double ms)
 		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}",
 		       hashlb_table_backend_weight(t, i),
 		       hashlb_table_backend_down(t, i) ? "false" : "true",
-		       hashlb_table_share(t, i));
+		       shares ? shares[i] : hashlb_table_share(t, i));
 	}
 	printf("]}\n");
+	free(shares);
 }
 
 static void print_dump(const struct hashlb_table *t)

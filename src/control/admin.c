@@ -136,8 +136,28 @@ static void json_prefixes(struct hlb_buf *o, const char *key, const struct hashl
 	hlb_buf_puts(o, "]");
 }
 
+/*
+ * Every backend's share of <t>, in one pass over it (a hashlb_table_share()
+ * per backend is a pass each: seconds for a listing of 1,000 backends of a
+ * large ring or Maglev table, on the control thread); NULL when out of memory.
+ */
+static double *table_shares(const struct hashlb_table *t)
+{
+	double *v = calloc(hashlb_table_backend_count(t) + 1, sizeof(*v));
+
+	if (v)
+		hashlb_table_shares(t, v);
+	return v;
+}
+
+/* Backend <idx>'s share from table_shares() of <t>: 0 when there is none. */
+static double share_of(const double *v, const struct hashlb_table *t, uint32_t idx)
+{
+	return v && idx < hashlb_table_backend_count(t) ? v[idx] : 0.0;
+}
+
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
-				const struct hlb_snapshot *snap, uint32_t idx)
+				const struct hlb_snapshot *snap, uint32_t idx, double share)
 {
 	char addr[HASHLB_ADDR_STRLEN];
 	struct hlb_backend_counters c;
@@ -165,11 +185,10 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 					0 /* weight 0: no slot */
 			? "true"
 			: "false",
-		backend_ramp(b),
-		snap && idx < snap->n_backends ? hashlb_table_share(snap->table, idx) : 0.0,
-		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
-		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
-		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
+		backend_ramp(b), share, c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail,
+		c.connect_timeout, c.retries, b->checks_ok, b->checks_failed,
+		(double)b->check_latency_ns / 1e6, b->health.flaps, atomic_load(&b->rt->max_conns),
+		c.full, connect_avg_ms(&c));
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
@@ -271,6 +290,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
+		double *shares;
 
 		hlb_service_counters_read(s->rt, &sc);
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
@@ -316,16 +336,20 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
 			sc.client_limited, sc.queued, sc.queued_total, sc.queue_timeouts,
 			sc.queue_aborts, sc.rate_pauses);
+		shares = table_shares(snap->table);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");
-			status_json_backend(o, s->backends[j], snap, j);
+			status_json_backend(o, s->backends[j], snap, j,
+					    j < snap->n_backends ? share_of(shares, snap->table, j)
+								 : 0.0);
 		}
+		free(shares);
 		hlb_buf_puts(o, "],\"draining\":[");
 		for (uint32_t j = 0; j < s->n_removed; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");
-			status_json_backend(o, s->removed[j], NULL, 0);
+			status_json_backend(o, s->removed[j], NULL, 0, 0.0);
 		}
 		hlb_buf_puts(o, "]}");
 	}
@@ -370,6 +394,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
+		double *shares = NULL;
 
 		hlb_service_counters_read(s->rt, &sc);
 		hlb_buf_printf(o,
@@ -387,6 +412,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
 			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
 			       "TOTAL", "FAILS", "CHECK", "CONNECT");
+		shares = table_shares(snap->table);
 		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
 			bool removed = j >= s->n_backends;
 			struct hlb_pool_backend *b =
@@ -409,12 +435,13 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				       b->rt->name, b->rt->address, b->rt->weight,
 				       hashlb_admin_state_name(b->admin),
 				       removed ? "removed" : health_name(b),
-				       removed ? 0.0 : 100.0 * hashlb_table_share(snap->table, j),
+				       removed ? 0.0 : 100.0 * share_of(shares, snap->table, j),
 				       c.active, c.total, c.connect_fail + c.connect_timeout,
 				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
 				       removed ? " (draining)" : "", b->rt->backup ? " backup" : "",
 				       resolved);
 		}
+		free(shares);
 	}
 }
 
@@ -488,6 +515,7 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	const struct hashlb_table *t = snap->table;
+	double *shares = table_shares(t);
 	struct hashlb_table_view v;
 
 	hashlb_table_view(t, &v);
@@ -507,7 +535,8 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 				       hashlb_table_backend_name(t, i),
 				       hashlb_table_backend_weight(t, i),
 				       hashlb_table_backend_down(t, i) ? "down" : "",
-				       100.0 * hashlb_table_share(t, i));
+				       100.0 * share_of(shares, t, i));
+		free(shares);
 		return;
 	}
 	hlb_buf_puts(o, "{\"service\":");
@@ -526,9 +555,10 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 		hlb_buf_printf(o, ",\"weight\":%u,\"down\":%s,\"share\":%.6f}",
 			       hashlb_table_backend_weight(t, i),
 			       hashlb_table_backend_down(t, i) ? "true" : "false",
-			       hashlb_table_share(t, i));
+			       share_of(shares, t, i));
 	}
 	hlb_buf_puts(o, "]}\n");
+	free(shares);
 }
 
 /* ---- lookup ---- */

@@ -684,8 +684,49 @@ double hashlb_table_share(const struct hashlb_table *t, uint32_t idx)
 			sum += (long double)(r->pos[0] - r->pos[r->n - 1]); /* mod 2^64 */
 	}
 	if (r->n == 1)
-		return 1.0;
+		return r->owner[0] == idx ? 1.0 : 0.0;
 	return (double)(sum / 18446744073709551616.0L);
+}
+
+void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares)
+{
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t *c = calloc(t->n ? t->n : 1, sizeof(*c));
+
+		if (!c) { /* out of memory: the slow way, one pass per backend */
+			for (uint32_t i = 0; i < t->n; i++)
+				ret_shares[i] = hashlb_table_share(t, i);
+			return;
+		}
+		for (uint32_t j = 0; j < t->params.maglev_m; j++)
+			if (t->slots[j] < t->n) /* not HASHLB_BACKEND_NONE */
+				c[t->slots[j]]++;
+		for (uint32_t i = 0; i < t->n; i++)
+			ret_shares[i] = (double)c[i] / t->params.maglev_m;
+		free(c);
+		return;
+	}
+	/* The sums of hashlb_table_share(), each added to in the same order. */
+	const struct ring *r = &t->ring;
+	long double *sum = calloc(t->n ? t->n : 1, sizeof(*sum));
+
+	if (!sum) {
+		for (uint32_t i = 0; i < t->n; i++)
+			ret_shares[i] = hashlb_table_share(t, i);
+		return;
+	}
+	for (uint32_t j = 0; j < r->n; j++) {
+		if (r->owner[j] >= t->n)
+			continue;
+		if (j)
+			sum[r->owner[j]] += (long double)(r->pos[j] - r->pos[j - 1]);
+		else
+			sum[r->owner[0]] += (long double)(r->pos[0] - r->pos[r->n - 1]);
+	}
+	for (uint32_t i = 0; i < t->n; i++)
+		ret_shares[i] = r->n == 1 ? (r->owner[0] == i ? 1.0 : 0.0)
+					  : (double)(sum[i] / 18446744073709551616.0L);
+	free(sum);
 }
 
 size_t hashlb_table_bytes(const struct hashlb_table *t)

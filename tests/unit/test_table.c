@@ -404,6 +404,58 @@ static void test_accessors(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * hashlb_table_shares(), every backend's share in one pass (what the admin endpoint, check
+ * and table print for a service of 1,000s of backends: a share per backend was a pass over
+ * the table each), gives each backend exactly hashlb_table_share()'s answer: weights, down
+ * backends, weight 0, all down. And a ring of one point gives it all to that point's owner,
+ * not to every backend (a down one was shown with 100 %).
+ */
+static void test_shares_in_one_pass(void **state)
+{
+	struct hashlb_table_params p;
+	struct test_backends b;
+	double all[40];
+
+	test_backends_init(&b, 40, "sh-");
+	for (int s = 0; s < 2; s++) {
+		for (int round = 0; round < 3; round++) {
+			struct hashlb_table *t;
+
+			for (int i = 0; i < 40; i++) {
+				b.spec[i].weight = (uint32_t)(i % 7 == 3 ? 0 : 1 + (i * 37) % 100);
+				b.spec[i].down = round == 1 ? i % 3 == 0 : round == 2;
+			}
+			hashlb_table_params_init(&p, schemes[s]);
+			p.maglev_m = 4099;
+			p.ring_v = 13;
+			assert_int_equal(hashlb_table_build(&p, b.spec, 40, &t, NULL), 0);
+			hashlb_table_shares(t, all);
+			for (int i = 0; i < 40; i++)
+				assert_true(all[i] == hashlb_table_share(t, i));
+			hashlb_table_free(t);
+		}
+	}
+	test_backends_free(&b);
+
+	/* one point: vnodes 1, one backend of weight 1 up, the other down */
+	test_backends_init(&b, 2, "one-");
+	b.spec[1].down = true;
+	hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+	p.ring_v = 1;
+	{
+		struct hashlb_table *t;
+
+		assert_int_equal(hashlb_table_build(&p, b.spec, 2, &t, NULL), 0);
+		assert_true(hashlb_table_share(t, 0) == 1.0);
+		assert_true(hashlb_table_share(t, 1) == 0.0);
+		hashlb_table_shares(t, all);
+		assert_true(all[0] == 1.0 && all[1] == 0.0);
+		hashlb_table_free(t);
+	}
+	test_backends_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_preference),
 		cmocka_unit_test(test_preference_spread),
 		cmocka_unit_test(test_accessors),
+		cmocka_unit_test(test_shares_in_one_pass),
 	};
 
 	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
