@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -226,12 +227,32 @@ static void check_begin(struct hlb_check *c)
 	hlb_timer_arm(c->loop, &c->timer, c->started_ns / 1000000 + c->timeout_ms);
 }
 
+/*
+ * The check in flight reached its deadline. The loop runs the timers due
+ * after the I/O of one epoll_wait() batch (64 events), and late when the
+ * control thread was busy (a large /metrics, a reload) or not scheduled:
+ * an answer the socket holds already may not have been read yet. So look
+ * at the socket once before failing the check: what arrived in time (or
+ * in the loop's own delay) is not the backend's timeout.
+ */
+static void check_deadline(struct hlb_check *c)
+{
+	struct pollfd p = { .fd = c->io.fd, .events = c->connected ? POLLIN | POLLRDHUP : POLLOUT };
+
+	if (poll(&p, 1, 0) == 1 && p.revents) {
+		check_io(c, (uint32_t)p.revents); /* poll's bits are epoll's */
+		if (c->io.fd < 0)
+			return; /* decided: passed, or failed by what the socket says */
+	}
+	check_finish(c, false); /* timed out */
+}
+
 static void check_timer(void *arg)
 {
 	struct hlb_check *c = arg;
 
 	if (c->io.fd >= 0)
-		check_finish(c, false); /* timed out */
+		check_deadline(c);
 	else
 		check_begin(c);
 }
