@@ -4,11 +4,92 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "proxy/proxyhdr.h"
 #include "runtime/runtime.h"
+
+/*
+ * Checks in flight hold a socket each, and a check of a backend that does
+ * not answer holds it for the whole timeout: tens of thousands of backends
+ * behind a dead switch would take every descriptor the forwarder needs for
+ * its clients. So the checks in flight (the control thread's, all of them)
+ * hold at most a quarter of RLIMIT_NOFILE, read again each second. A check
+ * due while they are all taken waits in a FIFO (no timer, no polling) and
+ * starts as soon as one ends, its next one at its usual time after that:
+ * when more checks are due than the cap allows, every backend is still
+ * checked in turn, less often, and the forwarder keeps its descriptors.
+ */
+static struct {
+	uint32_t inflight; /* checks holding a socket */
+	uint32_t reserved; /* slots given to waiters whose timer is about to start them */
+	struct hlb_check *head, *tail; /* waiting for a slot */
+	uint64_t cap, read_ms;
+} slots = { .cap = UINT64_MAX };
+
+static bool slots_full(void)
+{
+	uint64_t now = hlb_now_ms();
+	struct rlimit rl;
+
+	if (!slots.read_ms || now - slots.read_ms >= 1000) {
+		slots.read_ms = now;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+			slots.cap = rl.rlim_cur / 4 > 16 ? rl.rlim_cur / 4 : 16;
+	}
+	return (uint64_t)slots.inflight + slots.reserved >= slots.cap;
+}
+
+static void wait_remove(struct hlb_check *c)
+{
+	if (!c->waiting)
+		return;
+	if (c->wait_prev)
+		c->wait_prev->wait_next = c->wait_next;
+	else
+		slots.head = c->wait_next;
+	if (c->wait_next)
+		c->wait_next->wait_prev = c->wait_prev;
+	else
+		slots.tail = c->wait_prev;
+	c->wait_prev = c->wait_next = NULL;
+	c->waiting = false;
+}
+
+static void wait_append(struct hlb_check *c)
+{
+	c->wait_prev = slots.tail;
+	c->wait_next = NULL;
+	if (slots.tail)
+		slots.tail->wait_next = c;
+	else
+		slots.head = c;
+	slots.tail = c;
+	c->waiting = true;
+}
+
+/* Slots are free: the first waiters get them, each started by its timer now. */
+static void wake_waiters(void)
+{
+	struct hlb_check *w;
+
+	while ((w = slots.head) && !slots_full()) {
+		wait_remove(w);
+		w->reserved = true;
+		slots.reserved++;
+		hlb_timer_arm(w->loop, &w->timer, hlb_now_ms());
+	}
+}
+
+static void reservation_drop(struct hlb_check *c)
+{
+	if (c->reserved) {
+		c->reserved = false;
+		slots.reserved--;
+	}
+}
 
 void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t addr_len,
 		    uint32_t interval_ms, uint32_t timeout_ms, hlb_check_done_fn done, void *arg)
@@ -65,6 +146,8 @@ static void check_close(struct hlb_check *c)
 	hlb_loop_del(c->loop, &c->io);
 	close(c->io.fd);
 	c->io.fd = -1;
+	slots.inflight--;
+	wake_waiters();
 }
 
 /* Close the check in flight and schedule the next one. */
@@ -178,10 +261,16 @@ static void check_io(void *arg, uint32_t events)
 	check_connected(c);
 }
 
-static void check_begin(struct hlb_check *c)
+static void check_open(struct hlb_check *c)
 {
 	int fd;
 
+	if (c->reserved) {
+		reservation_drop(c); /* its slot, kept for it since one closed */
+	} else if (slots_full()) {
+		wait_append(c); /* started when a check in flight ends */
+		return;
+	}
 	c->started_ns = hlb_now_ns();
 	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -192,6 +281,7 @@ static void check_begin(struct hlb_check *c)
 		return;
 	}
 	c->io.fd = fd;
+	slots.inflight++;
 	c->io.fn = check_io;
 	c->io.arg = c;
 	if (c->source_len) {
@@ -247,6 +337,14 @@ static void check_deadline(struct hlb_check *c)
 	check_finish(c, false); /* timed out */
 }
 
+/* Start the check due, or queue it for a slot. */
+static void check_begin(struct hlb_check *c)
+{
+	check_open(c);
+	if (c->io.fd < 0 && !c->waiting)
+		wake_waiters(); /* a slot it was given and did not use (no fd, no source) */
+}
+
 static void check_timer(void *arg)
 {
 	struct hlb_check *c = arg;
@@ -274,6 +372,9 @@ void hlb_check_stop(struct hlb_check *c)
 	if (!c->loop)
 		return;
 	hlb_timer_cancel(c->loop, &c->timer);
+	wait_remove(c);
+	reservation_drop(c);
 	check_close(c);
+	wake_waiters();
 	c->loop = NULL;
 }

@@ -44,6 +44,10 @@ struct hlb_check {
 	struct hlb_io io; /* fd of the check in flight, -1 if none */
 	uint64_t next_ms;
 	uint64_t started_ns;
+	/* waiting for a slot: too many checks in flight (check.c) */
+	struct hlb_check *wait_prev, *wait_next;
+	bool waiting; /* in the FIFO */
+	bool reserved; /* given a slot, its timer about to start it */
 };
 
 /* Fill <c>; nothing runs until hlb_check_start(). */

@@ -2,9 +2,11 @@
 /*
  * Active checks on a real loop: a listening port passes, a closed one fails
  * at once, a silent one times out, and running out of fds skips the check
- * rather than failing the backend.
+ * rather than failing the backend; the checks in flight keep to their share
+ * of the fds.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -187,6 +189,66 @@ static void test_late_loop_is_not_a_timeout(void **state)
 	hlb_loop_free(l);
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * Checks of backends that do not answer hold their socket for the whole timeout: 40,000
+ * backends behind a dead subnet took all 20,000 descriptors, and the forwarder refused
+ * clients of every service. The checks in flight hold at most a quarter of RLIMIT_NOFILE;
+ * the others wait their turn, and every one is made.
+ */
+static void test_checks_in_flight_are_capped(void **state)
+{
+	enum { N = 150 };
+	static struct hlb_check c[N];
+	struct rlimit old, rl;
+	struct hlb_loop *l;
+	struct sockaddr_in sin;
+	struct results r = { 0 };
+	int fd, fill[4], base;
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener_backlog(&sin, 0); /* full: SYNs are dropped, connects hang */
+	for (int i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
+	}
+	run_for(l, 20);
+	getrlimit(RLIMIT_NOFILE, &old);
+	rl = old;
+	rl.rlim_cur = 400; /* checks in flight: 100 at most */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	usleep(1100000); /* the cap follows the limit within a second */
+	base = open_fds();
+	for (int i = 0; i < N; i++) {
+		hlb_check_init(&c[i], (struct sockaddr *)&sin, sizeof(sin), 10000, 100, done, &r);
+		assert_int_equal(hlb_check_start(&c[i], l, hlb_now_ms()), 0);
+	}
+	run_for(l, 40);
+	assert_true(open_fds() - base <= 100);
+	assert_int_equal(r.failed, 0);
+	run_for(l, 400); /* 100 time out, then the 50 that waited */
+	assert_int_equal(r.failed, N);
+	assert_int_equal(r.ok, 0);
+	for (int i = 0; i < N; i++)
+		hlb_check_stop(&c[i]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(fd);
+	hlb_loop_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +256,7 @@ int main(void)
 		cmocka_unit_test(test_silent_port_times_out),
 		cmocka_unit_test(test_out_of_fds_skips_the_check),
 		cmocka_unit_test(test_late_loop_is_not_a_timeout),
+		cmocka_unit_test(test_checks_in_flight_are_capped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
