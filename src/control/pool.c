@@ -35,6 +35,9 @@ struct hlb_pool {
 	 * until their service's timeouts.drain as a removed backend does */
 	struct hlb_pool_backend **orphans;
 	uint32_t n_orphans;
+	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
+	struct handover *ho;
+	size_t n_ho;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -584,56 +587,118 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 	}
 }
 
+/* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
+struct handover {
+	char *svc, *name;
+	enum hashlb_admin_state a, cfg_a;
+	unsigned w, cfg_w, max, cfg_max;
+	bool down;
+};
+
+static int handover_cmp(const void *x, const void *y)
+{
+	const struct handover *a = x, *b = y;
+	int c = strcmp(a->svc, b->svc);
+
+	return c ? c : strcmp(a->name, b->name);
+}
+
+static void handover_free(struct hlb_pool *p)
+{
+	for (size_t i = 0; i < p->n_ho; i++) {
+		free(p->ho[i].svc);
+		free(p->ho[i].name);
+	}
+	free(p->ho);
+	p->ho = NULL;
+	p->n_ho = 0;
+}
+
+/*
+ * Parse <text> (the old hashlb's answer: a line per socket, then a
+ * HLB_HANDOVER_LINE per backend it had changed or found down) once, sorted
+ * for a bsearch per backend: a scan of the whole text per backend cost
+ * n^2 sscanf()s, 66 s to start with 8,000 backends down. Out of memory:
+ * what was parsed so far.
+ */
+static void handover_parse(struct hlb_pool *p, const char *text)
+{
+	size_t cap = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
+		struct handover h = { 0 };
+
+		if (strncmp(l, "set ", 4) ||
+		    sscanf(l,
+			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
+			   "health=%7s",
+			   s, name, st, cfg_st, &h.w, &h.cfg_w, &h.max, &h.cfg_max, up) != 9 ||
+		    hashlb_admin_state_parse(st, &h.a) < 0 ||
+		    hashlb_admin_state_parse(cfg_st, &h.cfg_a) < 0)
+			continue;
+		h.down = !strcmp(up, "down");
+		if (p->n_ho == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			struct handover *more = realloc(p->ho, nc * sizeof(*more));
+
+			if (!more)
+				break;
+			p->ho = more;
+			cap = nc;
+		}
+		h.svc = strdup(s);
+		h.name = strdup(name);
+		if (!h.svc || !h.name) {
+			free(h.svc);
+			free(h.name);
+			break;
+		}
+		p->ho[p->n_ho++] = h;
+	}
+	if (p->n_ho)
+		qsort(p->ho, p->n_ho, sizeof(*p->ho), handover_cmp);
+}
+
 /*
  * What the hashlb this one replaces had set at run time for backend <b> of
- * service <svc> (its HLB_HANDOVER_LINE in <text>), carried on where this
+ * service <svc> (its HLB_HANDOVER_LINE, parsed), carried on where this
  * config leaves that setting as the old one's config had it: the rule of a
  * reload. Before the first build, so the first table already has it.
  */
-static void backend_handover(struct hlb_pool_backend *b, const char *svc, const char *text)
+static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 {
-	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
-		enum hashlb_admin_state a, cfg_a;
-		unsigned w, cfg_w, max, cfg_max;
-		bool carried = false;
+	struct hlb_pool *p = b->svc->pool;
+	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
+	bool carried = false;
 
-		if (sscanf(l,
-			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
-			   "health=%7s",
-			   s, name, st, cfg_st, &w, &cfg_w, &max, &cfg_max, up) != 9 ||
-		    strcmp(s, svc) || strcmp(name, b->rt->name) ||
-		    hashlb_admin_state_parse(st, &a) < 0 ||
-		    hashlb_admin_state_parse(cfg_st, &cfg_a) < 0)
-			continue;
-		if (a != cfg_a && b->cfg_admin == cfg_a) {
-			b->admin = a;
-			atomic_store(&b->rt->admin, (int)a);
-			carried = true;
-		}
-		if (w != cfg_w && b->cfg_weight == cfg_w && w <= HASHLB_WEIGHT_MAX) {
-			b->rt->weight = w;
-			carried = true;
-		}
-		if (max != cfg_max && b->cfg_max_conns == cfg_max) {
-			atomic_store(&b->rt->max_conns, max);
-			carried = true;
-		}
-		if (!strcmp(up, "down") && backend_checked(b)) {
-			/* as the old one last saw it, until <rise> checks pass here */
-			hlb_health_init(&b->health, false, hlb_now_ms());
-			atomic_store(&b->rt->healthy, false);
-			carried = true;
-		}
-		if (carried)
-			pool_log(b->svc->pool, false,
-				 "run-time settings carried over from the old hashlb",
-				 "service=%s backend=%s state=%s weight=%u max_connections=%u "
-				 "health=%s",
-				 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
-				 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down");
+	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
+	if (!h)
 		return;
+	if (h->a != h->cfg_a && b->cfg_admin == h->cfg_a) {
+		b->admin = h->a;
+		atomic_store(&b->rt->admin, (int)h->a);
+		carried = true;
 	}
+	if (h->w != h->cfg_w && b->cfg_weight == h->cfg_w && h->w <= HASHLB_WEIGHT_MAX) {
+		b->rt->weight = h->w;
+		carried = true;
+	}
+	if (h->max != h->cfg_max && b->cfg_max_conns == h->cfg_max) {
+		atomic_store(&b->rt->max_conns, h->max);
+		carried = true;
+	}
+	if (h->down && backend_checked(b)) {
+		/* as the old one last saw it, until <rise> checks pass here */
+		hlb_health_init(&b->health, false, hlb_now_ms());
+		atomic_store(&b->rt->healthy, false);
+		carried = true;
+	}
+	if (carried)
+		pool_log(p, false, "run-time settings carried over from the old hashlb",
+			 "service=%s backend=%s state=%s weight=%u max_connections=%u health=%s",
+			 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
+			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down");
 }
 
 /* A new service with its first snapshot published; checks not started. */
@@ -667,8 +732,8 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			goto err_free;
 		}
 		s->n_backends++;
-		if (p->env.handover)
-			backend_handover(s->backends[i], c->name, p->env.handover);
+		if (p->n_ho)
+			backend_handover(s->backends[i], c->name);
 	}
 	s->need_full = true;
 	ret = service_build(s, &snap, err);
@@ -790,6 +855,8 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		free(p);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	if (p->env.handover)
+		handover_parse(p, p->env.handover);
 	pool_listen_begin(p);
 	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
 		ret = service_new(p, &cfg->services[i], &p->svcs[i], err);
@@ -802,6 +869,7 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 	if (ret < 0)
 		goto err_free;
 	p->env.handover = NULL; /* the first services' only, not a reload's */
+	handover_free(p);
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		service_checks_start(p->svcs[i]);
 	ret = hlb_timer_arm(loop, &p->tick, hlb_now_ms() + HLB_POOL_TICK_MS);
@@ -835,6 +903,7 @@ void hlb_pool_free(struct hlb_pool *p)
 	free(p->orphans);
 	free(p->svcs);
 	free(p->subs);
+	handover_free(p);
 	free(p);
 }
 

@@ -557,6 +557,45 @@ static void test_reload_matches_many_backends_by_name(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * An upgrade's new process carries on what the old one set at run time, a line per backend
+ * (HLB_HANDOVER_LINE): 20,000 drained backends, and one reweighted. Each backend scanned the
+ * whole text, n^2 sscanf()s: 66 s to start with 8,000 backends down, past the upgrade's
+ * 60 s, and this test past its meson timeout; the text is parsed once now.
+ */
+static void test_handover_of_many_backends(void **state)
+{
+	const uint32_t n = 20000;
+	struct hashlb_error err = { 0 };
+	size_t cap = (size_t)n * 96, len = 0;
+	char *text = malloc(cap);
+	struct fixture f;
+
+	assert_non_null(text);
+	len += (size_t)snprintf(text, cap, "4242 7 127.0.0.1:80\n"); /* a socket's line first */
+	for (uint32_t i = 0; i < n; i++)
+		len += (size_t)snprintf(
+			text + len, cap - len,
+			"set web b%u admin=drain/ready weight=%u/1 max_connections=0/0 "
+			"health=up\n",
+			i, i == 7 ? 5 : 1);
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_RING, n);
+	one_point(f.cfg);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f.rcu, .handover = text };
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err), 0);
+	f.svc = hlb_pool_service_at(f.pool, 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(f.svc->backends[i]->admin, HASHLB_ADMIN_DRAIN);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b7")->rt->weight, 5);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b8")->rt->weight, 1);
+	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 0);
+	free(text);
+	fixture_teardown(&f);
+}
+
 static void test_reload_turning_checks_off_revives_down_backends(void **state)
 {
 	struct fixture f;
@@ -724,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_reload_applies_the_difference),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
+		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
