@@ -177,7 +177,10 @@ static void take_fd(struct hlb_proxy *p, int fd)
 	p->n_taken++;
 }
 
-#define TAKE_TEXT_MAX (1u << 20)
+/* The old process's answer: a line per socket, and one per backend it had changed or found
+ * down (HLB_HANDOVER_LINE, up to ~350 bytes): 1 MiB held ~13,000 of them, and a takeover of
+ * a service of 20,000 backends down failed with EMSGSIZE. A bound against a runaway peer. */
+#define TAKE_TEXT_MAX (256u << 20)
 
 /* Read what the admin endpoint answers on <fd> into *<ret> (NUL-terminated,
  * malloc'd), keeping the sockets that come with it (SCM_RIGHTS). */

@@ -13,6 +13,7 @@ over (tcp_migrate_req=1). Runs in a network namespace of its own, where the fixe
 with nothing and the sysctl is set for this test alone."""
 import os
 import subprocess
+import urllib.request
 import sys
 
 if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
@@ -444,6 +445,42 @@ def upgrade_keeps_run_time_settings():
         kill(new_pid)
 
 
+def many_down_backends_handed_over():
+    """20,000 backends down: the old hashlb's answer to GET /sockets carries a line for each,
+    1.5 MB, and the new one read at most 1 MiB of it: EMSGSIZE, so it took no socket over and
+    bound its own (what waited in the old one's queues was reset as it stopped) and knew none
+    of the downs. It takes the sockets and the downs over now."""
+    from lbtest import dead_port
+    port = dead_port()
+    lines = ["workers: 1", "admin: 127.0.0.1:29405", "services:", "  - name: t",
+             f"    listen: {LISTEN[0]}:{LISTEN[1]}", "    health: {interval: 200ms, rise: 1, fall: 1}",
+             "    backends:", f"      - {{name: a, address: '{BACKENDS[0][1]}'}}"]
+    lines += [f"      - {{name: d{i}, address: '127.3.{i >> 8}.{(i & 255) or 1}:{port}'}}"
+              for i in range(20000)]
+    text = "\n".join(lines) + "\n"
+    old = Hashlb(text, fname="many-down.yaml")
+    new = None
+    try:
+        def downs():
+            with urllib.request.urlopen("http://127.0.0.1:29405/metrics", timeout=30) as r:
+                return sum(1 for l in r.read().decode().splitlines()
+                           if l.startswith("hashlb_backend_up{") and l.endswith(" 0"))
+        end = time.time() + 30
+        while time.time() < end and downs() < 20000:
+            time.sleep(0.5)
+        check(downs() == 20000, "the old one found the 20,000 down")
+        new = Hashlb(text, fname="many-down.yaml")
+        check(new.wait_log(r"msg=\"listening sockets taken over\""),
+              "the new one took the sockets over: " +
+              "; ".join(l for l in new.log if "take over" in l or "EMSGSIZE" in l))
+        check(new.wait_log(r"carried over from the old hashlb.*backend=d\d+ .*health=down"),
+              "and the downs")
+    finally:
+        old.stop()
+        if new:
+            new.stop()
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -539,5 +576,5 @@ def queued_connections_outlive_the_old():
 
 
 run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
-           missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           missing_executable_is_reported, upgrade_keeps_run_time_settings, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
