@@ -59,12 +59,17 @@ static void format_addr(const struct sockaddr *sa, char *buf, size_t size)
 
 static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
 {
-	int fd, one = 1, r;
+	int fd, one = 1, zero = 0, r;
 
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
 		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	/* An IPv6 listener takes IPv4 clients too (as IPv4-mapped addresses),
+	 * whatever net.ipv6.bindv6only says: the config's clash check and the
+	 * docs count on it (a [::]:443 listener serves 10.0.0.7 as well). */
+	if ((addr->sa_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0) ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
 	    /* inherited by accepted sockets: forward small writes at once */
 	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||

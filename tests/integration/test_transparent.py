@@ -170,7 +170,34 @@ def namespaces():
             sh("ip", "netns", "del", ns, check_rc=False)
 
 
+def dual_stack_listener():
+    """A listener on [::] takes IPv4 clients too, also where net.ipv6.bindv6only=1 makes
+    new IPv6 sockets IPv6-only (the config's clash check and the docs count on it): in a
+    namespace of its own with that setting, an IPv4 client is served through [::]."""
+    ns = f"hlbds{os.getpid() % 100000}"
+    sh("ip", "netns", "add", ns)
+    srv = None
+    try:
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("sysctl", "-q", "-w", "net.ipv6.bindv6only=1", ns=ns)
+        srv, port = start_peer_server("127.0.0.1", prefix=("ip", "netns", "exec", ns))
+        lb = Hashlb(config([("b", f"127.0.0.1:{port}")], listen='"[::]:0"'),
+                    wrap=("ip", "netns", "exec", ns))
+        client = ("import socket\n"
+                  f"s = socket.create_connection(('127.0.0.1', {lb.addr[1]}), timeout=5)\n"
+                  "print(s.makefile('rb').readline().decode().strip())\n")
+        out = sh(sys.executable, "-c", client, ns=ns, check_rc=False)
+        check(out.stdout.strip() == "127.0.0.1",
+              f"an IPv4 client through [::] with bindv6only=1: {out.stdout!r} "
+              f"{out.stderr.strip()[-200:]}")
+        check(lb.stop() == 0, "exit 0")
+    finally:
+        if srv:
+            stop_proc(srv)
+        sh("ip", "netns", "del", ns, check_rc=False)
+
+
 if os.geteuid() != 0 or not shutil.which("ip"):
     print("SKIP: needs root and iproute2 for IP_TRANSPARENT and network namespaces")
     sys.exit(77)
-run_tests([loopback, namespaces])
+run_tests([loopback, namespaces, dual_stack_listener])
