@@ -823,16 +823,25 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds, const char **addrs,
 			   uint32_t max)
 {
-	uint32_t n = 0, k;
+	uint32_t n = 0, k, all = 0;
+	int spare[HLB_WORKERS_MAX];
+	const struct dlistener *dl;
 
 	if (d->stopping)
 		return 0;
-	for (const struct dlistener *dl = d->listeners; dl && n < max; dl = dl->next) {
+	for (dl = d->listeners; dl; dl = dl->next) {
+		all += hlb_listener_fds(dl->l, inherited, spare, HLB_WORKERS_MAX);
 		k = hlb_listener_fds(dl->l, inherited, fds + n, max - n);
 		for (uint32_t i = 0; i < k; i++)
 			addrs[n + i] = hlb_listener_bound(dl->l);
 		n += k;
 	}
+	if (all > n)
+		/* the taker binds those anew: what waits in their queues is lost
+		 * when this process stops */
+		hlb_log(HLB_LOG_WARN,
+			"too many listening sockets to hand over, the rest are bound anew",
+			"handed_over=%u left=%u", n, all - n);
 	return n;
 }
 
