@@ -781,6 +781,28 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
 		goto out;
 	}
+	/* Every backend at weight 0 makes no table: refused here, so that an
+	 * operator's request is not a failed rebuild (logged as an error,
+	 * counted in hashlb_service_rebuild_failures_total). */
+	if (has_weight && !w) {
+		uint64_t rest = 0;
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			uint32_t k = 0;
+
+			while (k < n && bs[k] != s->backends[j])
+				k++;
+			if (k == n)
+				rest += s->backends[j]->rt->weight;
+		}
+		if (!rest) {
+			resp_error(resp, 409,
+				   "weight 0 would leave every backend of service %s at weight 0: "
+				   "no table, nothing changed",
+				   s->cfg->name);
+			goto out;
+		}
+	}
 	/* The weights first, built at once: a table they cannot make (every
 	 * weight 0) refuses the whole request before anything else changes.
 	 * Undoing a state afterwards would not restore it (leaving maint

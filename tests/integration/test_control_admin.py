@@ -184,9 +184,14 @@ def refused_set_changes_nothing():
     for name in ("b", "c"):
         rc, so, se = lb.ctl("set", name, "weight", "0")
         check(rc == 0, f"weight 0 on {name}: {se}")
+    failures = lb.service()["rebuilds_failed"]
     code, body = lb.http("POST", "/set?backend=a&weight=0&state=maint&max_connections=1")
     a = lb.backend("a")
     check(code == 409 and "weight 0" in body, f"refused: {code} {body}")
+    # a refused request is not a failed rebuild (an error in the log, an alert on the metric)
+    check(lb.service()["rebuilds_failed"] == failures and
+          not any("table build failed" in l for l in lb.log),
+          f"and no failed rebuild counted or logged ({lb.service()['rebuilds_failed']})")
     check((a["weight"], a["state"], a["max_connections"]) == (1, "ready", 0),
           f"a unchanged: weight {a['weight']}, {a['state']}, max_connections {a['max_connections']}")
     check(all(who(lb.addr, client_ip(i)) == "a" for i in range(5)), "and a serves every client")
