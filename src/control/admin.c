@@ -299,14 +299,16 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_json_str(o, s->cfg->listen);
 		hlb_buf_puts(o, ",\"bound\":");
 		hlb_buf_json_str(o, s->rt->bound);
-		/* Maglev: the failing backend whose clients retries send where
-		 * they stay once it is down (hlb_snapshot_add_retry()) */
-		hlb_buf_puts(o, ",\"retry_table_for\":");
-		if (snap->retry_table)
-			hlb_buf_json_str(o,
-					 hashlb_table_backend_name(snap->table, snap->retry_idx));
-		else
-			hlb_buf_puts(o, "null");
+		/* Maglev: the failing backends whose clients retries send where
+		 * they stay once they are down (hlb_snapshot_add_retry()) */
+		hlb_buf_puts(o, ",\"retry_table_for\":[");
+		for (uint32_t j = 0, k = 0; snap->retry_table && j < snap->n_backends; j++)
+			if (hashlb_table_backend_down(snap->retry_table, j) &&
+			    !hashlb_table_backend_down(snap->table, j)) {
+				hlb_buf_puts(o, k++ ? "," : "");
+				hlb_buf_json_str(o, hashlb_table_backend_name(snap->table, j));
+			}
+		hlb_buf_puts(o, "]");
 		json_prefixes(o, "accept_proxy_from", s->cfg->proxy_from, s->cfg->n_proxy_from);
 		json_prefixes(o, "allow_clients", s->cfg->allow_clients, s->cfg->n_allow_clients);
 		json_prefixes(o, "deny_clients", s->cfg->deny_clients, s->cfg->n_deny_clients);

@@ -230,6 +230,33 @@ static uint64_t pool_next_generation(struct hlb_pool *p)
 	return ++p->generation;
 }
 
+static bool backend_failing(const struct hlb_pool_backend *b)
+{
+	return atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed) != 0;
+}
+
+/*
+ * Maglev: the backends whose last connects failed (not yet down, or
+ * already) are down in <snap>'s retry table, so that a client retried away
+ * from one goes where it stays once they are down (see retry_watch()).
+ */
+static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *snap)
+{
+	bool *failing, any = false;
+
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || snap->n_backends != s->n_backends)
+		return;
+	for (uint32_t j = 0; j < s->n_backends && !any; j++)
+		any = backend_failing(s->backends[j]);
+	if (!any || !(failing = calloc(s->n_backends, sizeof(*failing))))
+		return;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		failing[j] =
+			snap->backends[j] == s->backends[j]->rt && backend_failing(s->backends[j]);
+	hlb_snapshot_add_retry(snap, failing);
+	free(failing);
+}
+
 static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_snap,
 			 struct hashlb_error *err)
 {
@@ -238,16 +265,11 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	struct hlb_backend **rts;
 	int ret;
 
-	if (s->retry_rt &&
-	    !atomic_load_explicit(&s->retry_rt->consecutive_fail, memory_order_relaxed)) {
-		hlb_backend_unref(s->retry_rt); /* connects to it succeed again */
-		s->retry_rt = NULL;
-	}
 	if (cur && !s->need_full) {
 		/* settings unchanged since <cur> (else need_full) */
 		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
-		if (ret == 0 && s->retry_rt)
-			hlb_snapshot_add_retry(*ret_snap, s->retry_rt);
+		if (ret == 0)
+			service_add_retry(s, *ret_snap);
 		return ret;
 	}
 	rts = calloc(s->n_backends ? s->n_backends : 1, sizeof(*rts));
@@ -260,8 +282,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	free(rts);
 	if (ret == 0) {
 		s->need_full = false;
-		if (s->retry_rt)
-			hlb_snapshot_add_retry(*ret_snap, s->retry_rt);
+		service_add_retry(s, *ret_snap);
 	}
 	return ret;
 }
@@ -487,24 +508,22 @@ static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
  * Maglev: backend <j> of <s> fails connects but is still in the table. Its
  * clients are retried on the next backend of their preference list, which
  * on Maglev is mostly not where they go once it is marked down (the table
- * built from the survivors): they would move twice. So the next build adds
- * the table with it down (a rebuild, one survivor build), and retries go
- * there (conn_connect()).
+ * built from the survivors): they would move twice. So unless the current
+ * retry table has it down already, the next build makes one with every
+ * such backend down (a rebuild, one survivor build), and retries away from
+ * them go there (conn_connect()).
  */
 static void retry_watch(struct hlb_pool_service *s, uint32_t j)
 {
-	struct hlb_pool_backend *b = s->backends[j];
 	const struct hlb_snapshot *snap;
 
-	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || s->retry_rt == b->rt ||
-	    !atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed))
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !backend_failing(s->backends[j]))
 		return;
 	snap = hlb_service_snapshot(s->rt);
-	if (!snap || j >= snap->n_backends || snap->backends[j] != b->rt ||
-	    hashlb_table_backend_down(snap->table, j))
+	if (!snap || j >= snap->n_backends || snap->backends[j] != s->backends[j]->rt ||
+	    hashlb_table_backend_down(snap->table, j) ||
+	    (snap->retry_table && hashlb_table_backend_down(snap->retry_table, j)))
 		return;
-	hlb_backend_unref(s->retry_rt);
-	s->retry_rt = hlb_backend_ref(b->rt);
 	service_schedule(s, false);
 }
 
@@ -561,7 +580,6 @@ static void service_free(struct hlb_pool_service *s)
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
 	free(s->backends);
 	free(s->removed);
-	hlb_backend_unref(s->retry_rt);
 	hlb_service_unref(s->rt);
 	free(s);
 }

@@ -82,9 +82,6 @@ struct hlb_pool_service {
 	uint64_t rebuilds, rebuilds_failed;
 	uint64_t rebuild_ns_last, rebuild_ns_total, rebuild_ns_max;
 	struct hashlb_error last_error; /* of the last failed build */
-	/* Maglev: a backend failing connects, not yet down, that the next builds
-	 * give a retry table for (hlb_snapshot_add_retry()); one reference */
-	struct hlb_backend *retry_rt;
 };
 
 /* Called on the control thread after each publish, e.g. kernel steering. */

@@ -888,10 +888,11 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
  * Returns false if no candidate is left.
  */
 /*
- * A client's own backend <prefs>[0] failed and the snapshot has its retry
- * table (Maglev, see hlb_snapshot_add_retry()): the backend that table gives
- * goes next, where the client stays once the failed one is marked down,
- * instead of the list's next (which would move it a second time then).
+ * A client's own backend <prefs>[0] failed and is down in the snapshot's
+ * retry table (Maglev, see hlb_snapshot_add_retry()): the backend that table
+ * gives goes next, where the client stays once the failing backends are
+ * marked down, instead of the list's next (which would move it a second
+ * time then).
  */
 static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
 			size_t max)
@@ -938,7 +939,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		while (k < n && snap->backends[prefs[k]] != failed)
 			k++;
 		c->attempt = (uint8_t)(k < n ? k + 1 : 0);
-		if (k == 0 && snap->retry_table && prefs[0] == snap->retry_idx)
+		if (k == 0 && snap->retry_table &&
+		    hashlb_table_backend_down(snap->retry_table, prefs[0]))
 			retry_first(snap, c->hash, prefs, &n, max);
 	}
 	for (;;) {

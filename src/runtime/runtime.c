@@ -316,24 +316,22 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
-void hlb_snapshot_add_retry(struct hlb_snapshot *s, const struct hlb_backend *be)
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
 {
-	uint32_t i = 0;
-	bool *down;
+	bool *down, any = false;
 
 	if (hashlb_table_scheme(s->table) != HASHLB_SCHEME_MAGLEV)
 		return;
-	while (i < s->n_backends && s->backends[i] != be)
-		i++;
-	if (i == s->n_backends || hashlb_table_backend_down(s->table, i))
-		return;
-	down = calloc(s->n_backends, sizeof(*down));
+	down = calloc(s->n_backends ? s->n_backends : 1, sizeof(*down));
 	if (!down)
 		return;
-	for (uint32_t j = 0; j < s->n_backends; j++)
-		down[j] = j == i || hashlb_table_backend_down(s->table, j);
-	if (hashlb_table_with_down(s->table, down, &s->retry_table, NULL) == 0)
-		s->retry_idx = i;
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		down[j] = hashlb_table_backend_down(s->table, j);
+		any |= failing[j] && !down[j];
+		down[j] |= failing[j];
+	}
+	if (any)
+		hashlb_table_with_down(s->table, down, &s->retry_table, NULL);
 	free(down);
 }
 

@@ -350,24 +350,25 @@ struct hlb_snapshot {
 	struct hashlb_prefix_set *deny_clients; /* owned: NULL = none */
 	bool log_connections; /* one log line per connection when it ends */
 	/*
-	 * Maglev: the table with backend <retry_idx> down too, built while that
-	 * backend fails connects but is not yet down (hlb_snapshot_add_retry()):
-	 * a client retried away from it goes where it will stay once it is down.
-	 * NULL if none (then a retry takes the preference list's next).
+	 * Maglev: the table with the backends that fail connects but are not
+	 * yet down marked down too (hlb_snapshot_add_retry()): a client retried
+	 * away from one of them goes where it will stay once they are down.
+	 * Such a backend is down in it and up in <table>. NULL if none (then a
+	 * retry takes the preference list's next).
 	 */
 	struct hashlb_table *retry_table; /* owned */
-	uint32_t retry_idx;
 };
 
 /*
- * Give <s> (not yet published) its retry table for backend <be>: the table
- * with <be> down as well, i.e. where <be>'s clients go once it is down. Only
- * for Maglev, whose preference list does not say that (on a ring the next
- * distinct owner clockwise is where they go), and only while <be> is in the
- * table. Nothing is changed if it cannot be built (a retry then takes the
+ * Give <s> (not yet published) its retry table: the table with the backends
+ * <failing> says (s->n_backends booleans, table order) down as well, i.e.
+ * where their clients go once they are down. Only for Maglev, whose
+ * preference list does not say that (on a ring the next distinct owner
+ * clockwise is where they go), and only if one of them is in the table.
+ * Nothing is changed if it cannot be built (a retry then takes the
  * preference list's next backend, as without it).
  */
-void hlb_snapshot_add_retry(struct hlb_snapshot *s, const struct hlb_backend *be);
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing);
 
 /*
  * A snapshot for service config <cfg> over <backends> (cfg->n_backends of

@@ -543,33 +543,41 @@ def retry_after_a_table_change():
 
 def maglev_retry_goes_where_the_client_stays():
     """On Maglev, a client whose backend refuses (not yet marked down: no checks here) is
-    retried where it stays once that backend is down (`hashlb lookup --down b`), not on its
-    preference list's next backend, which differs for most of them: so marking b down
-    moves none of them a second time. hashlb builds that table once it has seen b fail
-    (/status says so: retry_table_for)."""
-    dead = ("b", f"127.0.0.1:{dead_port()}")
-    lb = Lb(config([BACKENDS[0], dead, BACKENDS[2]], health="enabled: false",
-                   extra="connect_retries: 2"))
-    clients = [client_ip(i * 7919) for i in range(400)]
+    retried where it stays once the failing backends are down (`hashlb lookup --down`), not
+    on its preference list's next backend, which differs for most of them: so marking them
+    down moves none of them a second time. hashlb builds that table once it has seen them
+    fail (/status names them: retry_table_for), with every failing backend down in it: x
+    refuses from the start, y from the second half on."""
+    x, y = ("x", f"127.0.0.1:{dead_port()}"), Backend("y")
+    lb = Lb(config([BACKENDS[0], x, BACKENDS[1], (y.name, y.addr), BACKENDS[2]],
+                   health="enabled: false", extra="connect_retries: 4"))
+    clients = [client_ip(i * 7919) for i in range(600)]
     pref = lookup(lb.path, clients)
-    down = lookup(lb.path, clients, args=("--down", "b"))
-    of_b = [c for c in clients if pref[c][0] == "b"]
-    differ = sum(down[c][0] != pref[c][1] for c in of_b)
-    check(differ > 20, f"the preference list's next is not where most of b's clients go "
-                       f"once b is down ({differ} of {len(of_b)})")
-    check(lb.service()["retry_table_for"] is None, "no retry table while b has not failed")
-    who(lb.addr, of_b[0])  # b refuses: hashlb sees it fail
-    check(lb.wait(lambda: lb.service()["retry_table_for"] == "b") is not None,
-          f"a retry table for b: {lb.service()['retry_table_for']}")
-    got = {c: who(lb.addr, c) for c in of_b}
-    bad = [c for c in of_b if got[c] != down[c][0]]
-    check(not bad, f"{len(bad)} of {len(of_b)} clients of b were not retried where they stay "
-                   f"once b is down: {[(c, got[c], down[c][0]) for c in bad[:3]]}")
-    rc, _, err = lb.ctl("set", "b", "maint")
-    check(rc == 0, f"b to maint: {err}")
-    moved = [c for c in of_b if who(lb.addr, c) != got[c]]
-    check(not moved, f"{len(moved)} clients of b moved again when b was marked down")
-    others = [c for c in clients if pref[c][0] != "b"][:50]
+    check(lb.service()["retry_table_for"] == [], "no retry table while no backend failed")
+    for failing, down_now in ((["x"], "x"), (["x", "y"], "x,y")):
+        down = lookup(lb.path, clients, args=("--down", down_now))
+        of = [c for c in clients if pref[c][0] in failing]
+        differ = sum(down[c][0] != next(b for b in pref[c][1:] if b not in failing)
+                     for c in of)
+        check(differ > 20, f"{down_now}: the list's next live backend is not where most of "
+                           f"their clients go once they are down ({differ} of {len(of)})")
+        if failing[-1] == "y":
+            y.stop()  # y refuses from now on
+        # the new one refuses: hashlb sees it fail
+        who(lb.addr, next(c for c in of if pref[c][0] == failing[-1]))
+        check(lb.wait(lambda: lb.service()["retry_table_for"] == failing) is not None,
+              f"a retry table for {failing}: {lb.service()['retry_table_for']}")
+        got = {c: who(lb.addr, c) for c in of}
+        bad = [c for c in of if got[c] != down[c][0]]
+        check(not bad, f"{down_now}: {len(bad)} of {len(of)} clients were not retried where "
+                       f"they stay once it is down: {[(c, got[c], down[c][0]) for c in bad[:3]]}")
+    for name in ("x", "y"):
+        rc, _, err = lb.ctl("set", name, "maint")
+        check(rc == 0, f"{name} to maint: {err}")
+    moved = [c for c in of if who(lb.addr, c) != got[c]]
+    check(not moved, f"{len(moved)} clients of x and y moved again when they were marked down")
+    check(lb.service()["retry_table_for"] == [], "no retry table once they are down")
+    others = [c for c in clients if pref[c][0] not in ("x", "y")][:50]
     check(all(who(lb.addr, c) == pref[c][0] for c in others), "the others kept their backend")
     check(lb.stop() == 0, "exit 0")
 
