@@ -882,12 +882,6 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
 }
 
 /*
- * Connect to the backend at position c->attempt of the preference list in
- * <snap>; on a retry (<failed>: the backend that just failed), at the one
- * after <failed> in that list, whether or not the list changed since.
- * Returns false if no candidate is left.
- */
-/*
  * A client's own backend <prefs>[0] failed and is down in the snapshot's
  * retry table (Maglev, see hlb_snapshot_add_retry()): the backend that table
  * gives goes next, where the client stays once the failing backends are
@@ -912,6 +906,12 @@ static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t
 	prefs[1] = r;
 }
 
+/*
+ * Connect to the backend at position c->attempt of the preference list in
+ * <snap>; on a retry (<failed>: the backend that just failed), at the one
+ * after <failed> in that list, whether or not the list changed since.
+ * Returns false if no candidate is left.
+ */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
 {
