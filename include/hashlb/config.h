@@ -157,6 +157,7 @@ struct hashlb_service_cfg {
 	uint32_t n_backends;
 	struct hashlb_pos pos;
 	struct hashlb_pos listen_pos; /* where the listen address is written */
+	struct hashlb_pos source_pos; /* where source is written (line 0: not written) */
 };
 
 struct hashlb_config {

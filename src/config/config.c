@@ -1207,6 +1207,7 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		r = get_source(ld, v, s);
 		if (r < 0)
 			return r;
+		s->source_pos = v->pos;
 	}
 	v = map_get(m, "proxy_protocol");
 	if (v) {

@@ -800,8 +800,9 @@ static void pool_listen_end(struct hlb_pool *p, bool commit)
 /*
  * Every service's source address must be one of this host's: a config
  * whose every connect would fail (and take each backend down with it) is
- * refused at start or reload, with the service's line and column (and no
- * file: hlb_pool_new() and hlb_pool_apply() leave that to their caller).
+ * refused at start or reload, with the line and column of its source key
+ * (and no file: hlb_pool_new() and hlb_pool_apply() leave that to their
+ * caller).
  */
 static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_error *err)
 {
@@ -821,8 +822,8 @@ static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_err
 					   "service '%s': source client needs IP_TRANSPARENT, "
 					   "which this process may not set: %s (CAP_NET_ADMIN)",
 					   c->name, strerror(-r));
-				err->line = c->pos.line;
-				err->column = c->pos.column;
+				err->line = c->source_pos.line;
+				err->column = c->source_pos.column;
 				return r;
 			}
 			continue;
@@ -840,8 +841,8 @@ static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_err
 				   "service '%s': source %s cannot be used on this host: %s",
 				   c->name, text, strerror(-r));
 			/* the caller names the file: <cfg> may not outlive the error */
-			err->line = c->pos.line;
-			err->column = c->pos.column;
+			err->line = c->source_pos.line;
+			err->column = c->source_pos.column;
 			return r;
 		}
 	}

@@ -170,7 +170,7 @@ def unresponsive_backend_times_out():
 def source_address():
     """source: backend connections and health checks leave from the service's source address;
     a reload to an address this host does not have is refused (the old config keeps serving),
-    and hashlb run refuses it at start, naming the service's line."""
+    and hashlb run refuses it at start, naming the source key's line and column."""
     import socket
     import subprocess
 
@@ -202,8 +202,11 @@ def source_address():
     check(lb.stop() == 0, "exit 0")
     path = tmpfile("foreign-source.yaml", ctl_config([("s", addr)], extra="source: 192.0.2.1"))
     p = subprocess.run([HASHLB, "run", "-c", path], capture_output=True, text=True, timeout=20)
-    check(p.returncode == 1 and "foreign-source.yaml:4:" in p.stderr and "192.0.2.1" in p.stderr,
-          f"hashlb run refuses it at start with the service's line: {p.stderr.strip()}")
+    with open(path) as f:
+        line, text = next((i, l) for i, l in enumerate(f, 1) if "source: 192.0.2.1" in l)
+    where = f"foreign-source.yaml:{line}:{text.index('192.0.2.1') + 1}:"
+    check(p.returncode == 1 and where in p.stderr and "192.0.2.1" in p.stderr,
+          f"hashlb run refuses it at start at its source key ({where}): {p.stderr.strip()}")
     stop_srv()
 
 
