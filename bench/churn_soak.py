@@ -242,17 +242,27 @@ async def short_loop():
         await asyncio.sleep(random.expovariate(A.short_rate))
 
 
-async def stream(svc, dur):
+async def open_counted(kind, svc):
+    """A connection of <kind> (stream, idle) to <svc> from a random client, counted as
+    tried and, once open, as open: (reader, writer, source, start), or None (logged)."""
     src = random.choice(CLIENT_POOL)
     t0 = now()
-    who = None
-    stats["stream_try_" + svc] += 1
+    stats[kind + "_try_" + svc] += 1
     try:
         r, w = await connect(svc, src)
     except Exception as e:
-        err("stream_connect", None, repr(e), t0, svc)
+        err(kind + "_connect", None, repr(e), t0, svc)
+        return None
+    open_conns[kind] += 1
+    return r, w, src, t0
+
+
+async def stream(svc, dur):
+    got = await open_counted("stream", svc)
+    if not got:
         return
-    open_conns["stream"] += 1
+    r, w, src, t0 = got
+    who = None
     sent = hashlib.sha256()
     recvd = hashlib.sha256()
     nsent = 0
@@ -310,16 +320,11 @@ async def stream_loop(i):
 
 
 async def idle_conn(svc, dur):
-    src = random.choice(CLIENT_POOL)
-    t0 = now()
-    who = None
-    stats["idle_try_" + svc] += 1
-    try:
-        r, w = await connect(svc, src)
-    except Exception as e:
-        err("idle_connect", None, repr(e), t0, svc)
+    got = await open_counted("idle", svc)
+    if not got:
         return
-    open_conns["idle"] += 1
+    r, w, src, t0 = got
+    who = None
     try:
         who = await greet(r)
         end = time.time() + dur
