@@ -179,7 +179,8 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
 		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
 		",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
-		b->rt->weight, hashlb_admin_state_name(b->admin), health_name(b),
+		b->rt->weight, hashlb_admin_state_name(b->admin),
+		snap ? health_name(b) : "removed" /* no longer checked: draining */,
 		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx) &&
 				hashlb_table_backend_weight(snap->table, idx) >
 					0 /* weight 0: no slot */

@@ -89,8 +89,9 @@ def removed_backend_drains_until_timeout():
     rc, so, se = lb.ctl("reload")
     t0 = time.time()
     check(rc == 0, f"reload: {se}")
-    draining = [b["name"] for b in lb.service()["draining"]]
-    check(draining == ["c"], f"status lists c as draining: {draining}")
+    draining = [(b["name"], b["health"], b["in_table"]) for b in lb.service()["draining"]]
+    check(draining == [("c", "removed", False)],
+          f"status lists c as draining, removed, out of the table: {draining}")
     check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
