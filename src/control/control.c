@@ -64,16 +64,17 @@ static void resolve_schedule(struct hlb_control *ctl)
 
 static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
-	char qp[512];
-	char q[400];
+	char kv[768];
 
 	ctl->resolves_failed++;
-	snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
-		 ctl->config_path, err->line, err->column, err->msg);
-	control_log(ctl, true, "names not resolved, the backends keep their addresses",
-		    "config=%s line=%d column=%d err=%s",
-		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
-		    hlb_log_quote(err->msg, q, sizeof(q)));
+	if (err->line > 0)
+		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
+			 ctl->config_path, err->line, err->column, err->msg);
+	else
+		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
+			 ctl->config_path, err->msg);
+	control_log(ctl, true, "names not resolved, the backends keep their addresses", "%s",
+		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
 }
 
 /* Backend <name> of service <s>, or NULL. Linear, and asked only for the
@@ -299,8 +300,7 @@ void hlb_control_free(struct hlb_control *ctl)
 
 static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
-	char qp[512];
-	char q[300];
+	char kv[768];
 
 	ctl->reloads_failed++;
 	ctl->last_reload_failed = true;
@@ -310,10 +310,8 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
-	control_log(ctl, true, "reload failed, keeping the running config",
-		    "config=%s line=%d column=%d err=%s",
-		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), err->line, err->column,
-		    hlb_log_quote(err->msg, q, sizeof(q)));
+	control_log(ctl, true, "reload failed, keeping the running config", "%s",
+		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
 }
 
 /*

@@ -522,12 +522,10 @@ static void static_reload(struct hlb_daemon *d)
 			hashlb_config_free(cfg);
 	}
 	if (r < 0) {
-		char q[512];
+		char kv[1024];
 
-		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config",
-			"config=%s line=%d column=%d err=%s",
-			hlb_log_quote(d->config_path, qp, sizeof(qp)), err.line, err.column,
-			hlb_log_quote(err.msg, q, sizeof(q)));
+		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
+			hlb_log_config_error(d->config_path, &err, kv, sizeof(kv)));
 		return;
 	}
 	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s services=%u",

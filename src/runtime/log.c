@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hashlb/error.h>
+
 #include "log.h"
 
 static const char *const level_names[HLB_LOG_MAX] = { "debug", "info", "warn", "error" };
@@ -58,6 +60,20 @@ const char *hlb_log_quote(const char *s, char *buf, size_t size)
 	}
 	buf[o++] = '"';
 	buf[o] = '\0';
+	return buf;
+}
+
+const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
+				 size_t size)
+{
+	char qp[512], q[400];
+	int n;
+
+	n = snprintf(buf, size, "config=%s ", hlb_log_quote(path, qp, sizeof(qp)));
+	if (err->line > 0 && n >= 0 && (size_t)n < size)
+		n += snprintf(buf + n, size - n, "line=%d column=%d ", err->line, err->column);
+	if (n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - n, "err=%s", hlb_log_quote(err->msg, q, sizeof(q)));
 	return buf;
 }
 

@@ -33,6 +33,16 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 /* <s> as a logfmt value: as is if safe, else double-quoted and escaped. */
 const char *hlb_log_quote(const char *s, char *buf, size_t size);
 
+struct hashlb_error;
+/*
+ * The key=value pairs of an error in config file <path>, into <buf>:
+ * config=PATH line=N column=N err=MSG, without line and column when the
+ * error has no position (the file cannot be read, an address cannot be
+ * bound). Returns <buf>.
+ */
+const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
+				 size_t size);
+
 /*
  * A thread's buffered log, for lines the data plane writes (one per
  * connection with log_connections): appending never writes and never

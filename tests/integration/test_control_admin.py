@@ -309,6 +309,11 @@ def broken_reload_keeps_serving_and_says_where():
     check(f":{line}:5:" in so and "FAILED" in so, f"ctl status says so:\n{so}")
     check(who(lb.addr, "127.0.0.5") in ("a", "b", "c"), "the old config keeps serving")
     check(lb.wait_log(rf'msg="reload failed.*line={line} column=5'), "and the log says where")
+    os.unlink(lb.path)  # an error with no position: no line=0 column=0 in the log
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and lb.wait_log(r'msg="reload failed.* config=\S+ err=.*No such file'),
+          f"a config that cannot be read: the log says so without a position: {se!r}")
+    check(not any("line=0" in l for l in lb.log), "no line=0 in the log")
     lb.rewrite(good)
     rc, so, se = lb.ctl("reload")
     check(rc == 0 and lb.status()["reloads"]["last_error"] is None, f"a fixed config reloads: {se}")
