@@ -568,9 +568,10 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->pipe_size = p->opts.pipe_size;
 		/* slow readers' data out of the pool: up to four pools' worth */
 		w->spill_max = 4ull * w->buf_count * w->buf_size;
-		w->pipes_max = p->opts.splice_pipes / p->n_workers;
-		if (!w->pipes_max)
-			w->pipes_max = 1;
+		/* --splice-pipes in all: the remainder to the first workers, and
+		 * none to a worker past N (its bulk streams stay on buffers) */
+		w->pipes_max = p->opts.splice_pipes / p->n_workers +
+			       (i < p->opts.splice_pipes % p->n_workers);
 		w->conns.next = w->conns.prev = &w->conns;
 		w->starved_tail = &w->starved_head;
 		w->cmd_tail = &w->cmd_head;

@@ -168,6 +168,12 @@ def splice_cap():
     splices = metric_sum(lb, "hashlb_backend_splices_total")
     check(splices == 2, f"and spliced: the pipe was given back ({splices:.0f})")
     check(lb.stop() == 0, "hashlb exits 0")
+    # the cap is the process's whatever the workers: 4 over 3 is 2+1+1, 1 over 3 is 1+0+0
+    for n in (1, 4):
+        lb = Lb(config(BACKENDS, workers=3), args=("--admin", "127.0.0.1:0", "--splice-pipes", str(n)))
+        most = metric_sum(lb, "hashlb_worker_splice_pipes_max")
+        check(most == n, f"--splice-pipes {n} with 3 workers: {most:.0f} pipes in all")
+        check(lb.stop() == 0, "hashlb exits 0")
 
 
 def half_close():
