@@ -101,6 +101,16 @@ int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer,
  */
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 
+/*
+ * Whether another process holds <s>'s maps open: it drives the program (a
+ * hashlb that took it over, a hashlb steer in the foreground). A hashlb that
+ * handed its sockets over keeps the program attached only then: one the new
+ * process did not take over (its config no longer steers that service, or
+ * steers it on another interface) would go on steering with the last table,
+ * driven by nobody.
+ */
+bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s);
+
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
 

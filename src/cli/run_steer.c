@@ -349,9 +349,23 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 
 void run_steer_handed_over(struct run_steer *rs)
 {
-	for (uint32_t i = 0; rs && i < rs->n; i++)
-		if (rs->svcs[i].steer)
-			hashlb_steer_set_keep(rs->svcs[i].steer, true);
+	for (uint32_t i = 0; rs && i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (!e->steer)
+			continue;
+		/* The new process took it over, so holds its maps, unless its
+		 * config no longer steers this service on this interface: then
+		 * nobody would update it again. */
+		if (hashlb_steer_driven_elsewhere(e->steer)) {
+			hashlb_steer_set_keep(e->steer, true);
+			continue;
+		}
+		hashlb_steer_set_keep(e->steer, false);
+		hlb_log(HLB_LOG_INFO, "kernel steering detached",
+			"service=%s interface=%s reason=\"not taken over by the new process\"",
+			e->name, e->iface ? e->iface : "-");
+	}
 }
 
 void run_steer_free(struct run_steer *rs)

@@ -12,7 +12,9 @@
  * replaces (<upgrade>) takes that one's program over too, when one is
  * attached to the interface: the same program, its conntrack with the
  * established flows, fed this process's tables. The one that hands over
- * (run_steer_handed_over()) leaves it attached when it exits.
+ * (run_steer_handed_over()) leaves it attached when it exits, if the new one
+ * took it over (holds its maps); one the new config no longer steers there is
+ * detached, or it would steer with its last table, driven by nobody.
  *
  * A table that names a backend whose MAC is not in the neighbour table yet
  * (a fresh boot, an expired entry) is refused, the kernel path keeping its
@@ -38,7 +40,8 @@ int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool up
 void run_steer_sync(void *arg, const struct hashlb_config *cfg);
 /* An hlb_publish_fn: <arg> is the struct run_steer. Control thread only. */
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
-/* A new hashlb has taken the listening sockets over: leave the programs attached for it. */
+/* A new hashlb has taken the listening sockets over: leave the programs it took over attached
+ * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);
 /* Detach everything (unless handed over). Accepts NULL. */
 void run_steer_free(struct run_steer *rs);

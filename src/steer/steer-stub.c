@@ -34,6 +34,11 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 {
 }
 
+bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
+{
+	return false;
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 }

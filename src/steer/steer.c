@@ -715,6 +715,17 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 	s->keep = keep;
 }
 
+bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
+{
+	struct bpf_map_info mi;
+	uint32_t len = sizeof(mi);
+
+	memset(&mi, 0, sizeof(mi));
+	if (bpf_obj_get_info_by_fd(s->fd[M_ACTIVE], &mi, &len) < 0)
+		return true; /* unknown: leave it as it is */
+	return map_holder(mi.id) != 0;
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 	if (!s)

@@ -371,11 +371,64 @@ def sigkill(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def attached(topo):
+    """Whether a hashlb program is on the LB's eth0 (XDP or tc)."""
+    return ("xdp" in T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout or
+            "hlb_tc" in T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb,
+                             check=False).stdout)
+
+
+def upgrade_unsteered(topo, servers):
+    """An upgrade in place (SIGUSR2) whose config no longer steers the service in the kernel:
+    the new process does not take the program over, so the old one detaches it when it exits.
+    Before, it left it attached, driven by nobody: it went on steering the VIP with its last
+    table, so when b2's server died afterwards new clients were still sent to it (refused),
+    and the program stayed after the new process had stopped."""
+    d = Daemon(topo, service(topo)).start()
+    new_pid = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "upgrade: no table published at start")
+        with open(d.path) as f:
+            text = f.read()
+        with open(d.path, "w") as f:
+            f.write(text.replace("steering: kernel", "steering: userspace"))
+        d.proc.send_signal(signal.SIGUSR2)
+        line = d.wait_log("upgraded: the new hashlb is ready", 15)
+        check(line is not None, "upgrade: no upgrade in place")
+        if line is None:
+            return
+        new_pid = int(line.split("pid=")[1].split()[0])
+        d.proc.wait(timeout=15)
+        check(not attached(topo), "upgrade: the old process left the program attached that "
+              "the new one, its config steering the service in userspace, did not take over")
+        servers[1].terminate()
+        servers[1].wait(timeout=10)
+        check(d.wait_log('msg="backend down" service=web backend=b2', 10) is not None,
+              "upgrade: b2 not taken down by the new process")
+        got = connect_count(topo, 20)
+        check(set(got) <= {"b1", "b3"}, f"upgrade: new clients after b2 died: {dict(got)}")
+        print(f"upgrade to steering: userspace: program attached after the old process "
+              f"exited: {attached(topo)}; b2 down: 20 new clients {dict(got)}", flush=True)
+    finally:
+        if new_pid:
+            try:
+                os.kill(new_pid, signal.SIGTERM)
+                for _ in range(150):
+                    os.kill(new_pid, 0)
+                    time.sleep(0.1)
+            except ProcessLookupError:
+                pass
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
-                     ("backup", backup), ("sigkill", sigkill)]:
+                     ("backup", backup), ("sigkill", sigkill),
+                     ("upgrade_unsteered", upgrade_unsteered)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
