@@ -1693,6 +1693,17 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 					ld, map_get(sm, "listen"),
 					"listen address %s clashes with %s of service '%s' (line %d)",
 					s->listen, o->listen, o->name, o->pos.line);
+			/* The program on an interface holds one table and one VIP set:
+			 * the second service to publish would take it from the first. */
+			if (s->steering == HASHLB_STEERING_KERNEL &&
+			    o->steering == HASHLB_STEERING_KERNEL && s->steer_interface &&
+			    o->steer_interface &&
+			    strcmp(s->steer_interface, o->steer_interface) == 0)
+				return fail(
+					ld, map_get(sm, "interface"),
+					"interface '%s' is steered for service '%s' (line %d) "
+					"already: one service with steering: kernel per interface",
+					s->steer_interface, o->name, o->pos.line);
 		}
 		/* Both would listen with SO_REUSEPORT, and the kernel would share
 		 * the clients out between the service and the admin endpoint. */

@@ -720,6 +720,25 @@ static void test_duplicates(void **state)
 		     "      - {name: a, address: \"127.0.0.1:1\"}\n",
 		     3, 13, "admin endpoint's 127.0.0.1:9901 (the default)");
 	hashlb_config_free(load_ok("admin: unix:/run/x.sock\n" MINIMAL));
+	/* One kernel-steered service per interface: the program there holds one table and one
+	 * VIP set, and before, the second service took it from the first at every publish. */
+	expect_error("services:\n"
+		     "  - {name: web, listen: 127.0.0.1:80, steering: kernel, interface: lo,\n"
+		     "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
+		     "  - {name: api, listen: 127.0.0.1:81, steering: kernel, interface: lo,\n"
+		     "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n",
+		     4, 68,
+		     "interface 'lo' is steered for service 'web' (line 2) already: one service "
+		     "with steering: kernel per interface");
+	hashlb_config_free(load_ok("services:\n"
+				   "  - {name: web, listen: 127.0.0.1:80, steering: kernel, "
+				   "interface: lo,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
+				   "  - {name: api, listen: 127.0.0.1:81, steering: kernel, "
+				   "interface: eth0,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
+				   "  - {name: ui, listen: 127.0.0.1:82, interface: lo,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"));
 }
 
 static void test_loop(void **state)
