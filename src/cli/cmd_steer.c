@@ -58,8 +58,10 @@ static void usage(FILE *f)
 		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
 		"  -c, --config FILE          take the VIP (listen), scheme, seed, key, backends\n"
-		"                             (weights, admin state) and interface from the\n"
-		"                             service of FILE that has steering: kernel\n"
+		"                             (weights, admin state, backups) and interface from\n"
+		"                             the service of FILE that has steering: kernel, as\n"
+		"                             hashlb run builds its table (--down and --drain\n"
+		"                             apply; table options and --key are refused)\n"
 		"      --service NAME         with --config: this service instead\n"
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
@@ -403,6 +405,9 @@ static int from_config(struct steer_args *a)
 {
 	const struct hashlb_service_cfg *svc;
 	struct hashlb_error err = { 0 };
+	bool *down = NULL, *backup = NULL;
+	uint32_t *weight = NULL;
+	int ret;
 
 	if (hashlb_config_load(a->config_path, &a->config, &err) < 0) {
 		cli_print_error(&err);
@@ -426,15 +431,22 @@ static int from_config(struct steer_args *a)
 	a->key = svc->key;
 	a->backends = calloc(svc->n_backends, sizeof(*a->backends));
 	a->table.specs = calloc(svc->n_backends, sizeof(*a->table.specs));
-	if (!a->backends || !a->table.specs)
-		return -ENOMEM;
+	down = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*down));
+	backup = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*backup));
+	weight = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*weight));
+	if (!a->backends || !a->table.specs || !down || !backup || !weight) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (uint32_t i = 0; i < svc->n_backends; i++) {
 		const struct hashlb_backend_cfg *bc = &svc->backends[i];
 		struct backend_arg *b = &a->backends[i];
 
 		b->name = strdup(bc->name);
-		if (!b->name)
-			return -ENOMEM;
+		if (!b->name) {
+			ret = -ENOMEM;
+			goto out;
+		}
 		a->n_backends = i + 1;
 		b->addr = bc->addr;
 		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
@@ -442,17 +454,47 @@ static int from_config(struct steer_args *a)
 				"hashlb: error: backend '%s' (%s): no MAC address in the neighbour "
 				"table of %s: reach it once first\n",
 				bc->name, bc->address, a->iface);
-			return -ENOENT;
+			ret = -ENOENT;
+			goto out;
 		}
-		b->dest.keep_flows = bc->admin != HASHLB_ADMIN_READY; /* drain, maint */
+		/* drain, maint (the config's or --drain): no new flows, established kept */
+		b->dest.keep_flows =
+			bc->admin != HASHLB_ADMIN_READY || table_args_in_list(a->drain, bc->name);
 		a->table.specs[i].name = strdup(bc->name);
 		a->table.n_specs = i + 1;
-		if (!a->table.specs[i].name)
-			return -ENOMEM;
-		a->table.specs[i].weight = bc->weight;
-		a->table.specs[i].down = bc->admin != HASHLB_ADMIN_READY;
+		if (!a->table.specs[i].name) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		weight[i] = bc->weight;
+		backup[i] = bc->backup;
+		down[i] = b->dest.keep_flows || table_args_in_list(a->table.down, bc->name);
 	}
-	return 0;
+	if (table_args_check_list(a->table.down, "down", a->table.specs, a->table.n_specs) < 0 ||
+	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0) {
+		ret = -EINVAL;
+		goto out;
+	}
+	/* As hashlb run builds it: backups only while no primary is up. One out
+	 * of the table that way keeps its flows, as the daemon keeps them,
+	 * unless close_on_return. */
+	hashlb_backup_rule(down, backup, weight, svc->n_backends);
+	for (uint32_t i = 0; i < svc->n_backends; i++) {
+		struct backend_arg *b = &a->backends[i];
+		bool by_rule = down[i] && !b->dest.keep_flows &&
+			       !table_args_in_list(a->table.down, svc->backends[i].name);
+
+		if (by_rule && !svc->backends[i].close_on_return)
+			b->dest.keep_flows = true;
+		a->table.specs[i].weight = weight[i];
+		a->table.specs[i].down = down[i];
+	}
+	ret = 0;
+out:
+	free(down);
+	free(backup);
+	free(weight);
+	return ret;
 }
 
 static int parse_args(struct steer_args *a, int argc, char **argv)
@@ -480,6 +522,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ 0 },
 	};
 	char **backend_args = calloc((size_t)argc, sizeof(char *));
+	const char *table_opt = NULL;
+	bool key_opt = false;
 	uint32_t n_backend_args = 0;
 	uint64_t v;
 	int opt, r;
@@ -491,8 +535,15 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		r = table_args_option(&a->table, opt, optarg);
 		if (r < 0)
 			goto usage;
-		if (r > 0)
+		if (r > 0) {
+			if (opt != 'd')
+				table_opt = opt == 's'	 ? "--scheme"
+					    : opt == 'v' ? "--vnodes"
+					    : opt == 'm' ? "--table-size"
+					    : opt == 'S' ? "--seed"
+							 : "--max-bytes";
 			continue;
+		}
 		switch (opt) {
 		case 'i':
 			a->iface = optarg;
@@ -514,6 +565,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->drain = optarg;
 			break;
 		case 'k':
+			key_opt = true;
 			if (hashlb_key_parse(optarg, &a->key) < 0) {
 				fprintf(stderr, "hashlb: error: invalid key '%s'\n", optarg);
 				goto usage;
@@ -581,6 +633,16 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			fprintf(stderr,
 				"hashlb: error: --config takes the VIP and backends from the "
 				"file: no --vip or --backend with it\n");
+			goto usage;
+		}
+		/* The config is the whole truth, as for hashlb lookup -c: the
+		 * table must be the one hashlb run builds from it. */
+		if (table_opt || key_opt) {
+			fprintf(stderr,
+				"hashlb: error: %s cannot be combined with --config: the "
+				"configuration sets the scheme, its parameters, the seed and the "
+				"hash key\n",
+				table_opt ? table_opt : "--key");
 			goto usage;
 		}
 		free(backend_args);

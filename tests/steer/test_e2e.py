@@ -216,6 +216,73 @@ def connect_once(topo, vip=T.VIP):
     return got
 
 
+def config_lookup(path, sports, *extra):
+    """{sport: backend} that hashlb lookup -c names for the client's ports."""
+    clients = [f"{T.CLIENT_IP}:{sp}" for sp in sports]
+    out = subprocess.run([HASHLB, "lookup", "--json", "-c", path, *extra, *clients],
+                         capture_output=True, text=True, timeout=30, check=True)
+    return {int(r["client"].rsplit(":", 1)[1]): r["backend"] for r in json.loads(out.stdout)}
+
+
+def from_config_as_run(topo):
+    """hashlb steer -c builds the table hashlb run (and hashlb lookup -c) builds: a backup
+    (b3) takes no new client while a primary is up, and --update with --drain or --down
+    applies to the config's backends. Before, the backup was put in the table like a primary
+    (about a third of new clients), --drain/--down were ignored without a word (an unknown
+    name too), and so were --scheme and --key."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(f"""services:
+  - name: web
+    listen: {T.VIP}:{T.VIP_PORT}
+    hash_key: 4-tuple
+    steering: kernel
+    interface: eth0
+    backends:
+""")
+        for i in range(3):
+            f.write(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'"
+                    f"{', backup: true' if i == 2 else ''}}}\n")
+        path = f.name
+
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-c", path,
+                               *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        p = steer("--keep")
+        check(p.returncode == 0, f"steer -c, a backup: {p.returncode} {p.stderr}")
+        first = connect_once(topo)
+        want = config_lookup(path, [sp for sp, _ in first])
+        wrong = [(sp, n, want[sp]) for sp, n in first if n != want[sp]]
+        check(not wrong and all(n != "b3" for _, n in first),
+              f"steer -c, b3 a backup: {len(wrong)} connections off hashlb lookup -c's "
+              f"table: {wrong[:3]}")
+        p = steer("--update", "--drain", "b1")
+        check(p.returncode == 0, f"steer -c --update --drain b1: {p.returncode} {p.stderr}")
+        second = connect_once(topo)
+        want = config_lookup(path, [sp for sp, _ in second], "--down", "b1")
+        wrong = [(sp, n, want[sp]) for sp, n in second if n != want[sp]]
+        check(not wrong and all(n == "b2" for _, n in second),
+              f"steer -c --update --drain b1: {len(wrong)} connections off the table: "
+              f"{wrong[:3]}")
+        p = steer("--update", "--down", "b1,b2")
+        third = connect_once(topo)
+        check(p.returncode == 0 and all(n == "b3" for _, n in third),
+              f"steer -c --update --down b1,b2: the backup does not take over: {p.stderr} "
+              f"{third[:3]}")
+        for args in (["--drain", "b9"], ["--down", "b9"], ["--scheme", "ring"],
+                     ["--key", "src-ip"]):
+            p = steer("--update", *args)
+            check(p.returncode == 2 and "error" in p.stderr,
+                  f"steer -c --update {' '.join(args)}: not refused: {p.returncode} {p.stdout}")
+        print(f"steer -c with a backup, then --drain b1, then --down b1,b2: {3 * CONNS} "
+              "connections on the backend hashlb lookup -c names", flush=True)
+    finally:
+        steer("--detach")
+        os.unlink(path)
+
+
 def ipv6(topo):
     """An IPv6 VIP beside the IPv4 one, one table for both: IPv6 connections
     reach the backend hashlb lookup names; b1's MAC is read from the LB's IPv6
@@ -520,6 +587,7 @@ def body(topo):
     keep_and_detach(topo)
     foreign_program(topo)
     from_config(topo)
+    from_config_as_run(topo)
     ipv6(topo)
     daemon_steering(topo, servers)  # last: it stops b3's server
 
