@@ -1526,6 +1526,15 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		return fail(ld, map_get(m, "steering"),
 			    "steering: kernel needs 'interface': the network interface the "
 			    "steering program attaches to (no default)");
+	/* The kernel path serves the listen address as the VIP: packets are
+	 * matched by their destination address, which a wildcard never is
+	 * (before, such a service was attached and its tables "published",
+	 * and it steered nothing). */
+	if (s->steering == HASHLB_STEERING_KERNEL && hashlb_addr_is_any(&s->listen_addr))
+		return fail(ld, map_get(m, "listen"),
+			    "steering: kernel needs a listen address that clients connect to "
+			    "(the VIP), not a wildcard address: the kernel path matches packets "
+			    "by their destination");
 
 	backends = map_get(m, "backends");
 	if (!backends)

@@ -548,6 +548,19 @@ static void test_client_lists(void **state)
 	expect_error(MINIMAL
 		     "    steering: kernel\n    interface: lo\n    allow_clients: [10.0.0.0/8]\n",
 		     9, 20, "'allow_clients' needs steering: userspace");
+	/* The listen address is the kernel path's VIP: packets are matched by their destination,
+	 * which a wildcard never is. Before, such a service loaded, was attached and steered
+	 * nothing. */
+	expect_error(
+		"services:\n  - {name: s, listen: 0.0.0.0:80, steering: kernel, interface: lo,\n"
+		"     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n",
+		2, 23,
+		"steering: kernel needs a listen address that clients connect to (the "
+		"VIP), not a wildcard address");
+	expect_error(
+		"services:\n  - {name: s, listen: \"[::]:80\", steering: kernel, interface: lo,\n"
+		"     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n",
+		2, 23, "not a wildcard address");
 }
 
 /* The backup takes no client while a backend that is not one can take some. */
