@@ -14,6 +14,10 @@
 
 /* A table refused (a backend's MAC unknown) is tried again this often. */
 #define RETRY_MS 1000
+/* The published backends' MACs are compared with the neighbour table this
+ * often: a backend whose MAC changed (its host replaced under the same
+ * address, an address moved to a standby) gets the latest table again. */
+#define REFRESH_MS 2000
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -34,6 +38,9 @@ struct run_steer_svc {
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
+	/* The MACs published with <generation>, by table index (zero: none). */
+	uint8_t (*macs)[6];
+	uint32_t n_macs;
 };
 
 struct run_steer {
@@ -43,6 +50,8 @@ struct run_steer {
 	struct hlb_daemon *d;
 	/* Every RETRY_MS while a service's latest table is refused; deleted when none is. */
 	struct hlb_daemon_timer *retry_timer;
+	/* Every REFRESH_MS once a table is published: the MACs checked. */
+	struct hlb_daemon_timer *refresh_timer;
 };
 
 static void svc_clear_close_on_return(struct run_steer_svc *e)
@@ -58,6 +67,7 @@ static void svc_clear(struct run_steer_svc *e)
 {
 	hashlb_steer_free(e->steer);
 	hlb_service_unref(e->svc);
+	free(e->macs);
 	free(e->name);
 	free(e->iface);
 	svc_clear_close_on_return(e);
@@ -204,6 +214,7 @@ static void log_error(const char *msg, const char *service, const struct hashlb_
 }
 
 static void retry_tick(struct hlb_daemon *d, void *arg);
+static void refresh_tick(struct hlb_daemon *d, void *arg);
 
 /* The latest table of <e> was refused for <err>: logged unless it was refused
  * for that already, and tried again every RETRY_MS. */
@@ -297,9 +308,27 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		table_refused(rs, e, &err);
 	} else {
+		uint8_t(*macs)[6] =
+			realloc(e->macs, (snap->n_backends ? snap->n_backends : 1) * sizeof(*macs));
+
 		e->published = true;
 		e->retry = false;
 		e->generation = snap->generation;
+		if (macs) {
+			e->macs = macs;
+			e->n_macs = snap->n_backends;
+			for (uint32_t i = 0; i < snap->n_backends; i++)
+				memcpy(e->macs[i], dests[i].mac, 6);
+		} else {
+			e->n_macs = 0;
+		}
+		if (!rs->refresh_timer && rs->d &&
+		    hlb_daemon_timer_add(rs->d, REFRESH_MS, REFRESH_MS, refresh_tick, rs,
+					 &rs->refresh_timer) < 0) {
+			rs->refresh_timer = NULL;
+			hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the MAC refresh timer",
+				"service=%s", name);
+		}
 		hlb_log(HLB_LOG_INFO, "kernel steering table published",
 			"service=%s generation=%llu fingerprint=%016llx", name,
 			(unsigned long long)snap->generation,
@@ -326,6 +355,49 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
 	if (!pending) {
 		hlb_daemon_timer_del(d, rs->retry_timer);
 		rs->retry_timer = NULL;
+	}
+}
+
+/*
+ * The published tables whose backends' MACs the neighbour table no longer
+ * has: published again. Only the table's own backends matter: each table
+ * carries the MAC of every backend, read when it was published, and none
+ * changes otherwise; a host replaced under the same address (or an address
+ * moved to another host) passes its health checks, so the tables stop
+ * changing, and the kernel path would send its share of the clients to a
+ * MAC nobody has any more.
+ */
+static void refresh_tick(struct hlb_daemon *d, void *arg)
+{
+	struct run_steer *rs = arg;
+
+	(void)d;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+		const struct hlb_snapshot *snap;
+
+		if (!e->published || e->retry || !e->svc || !e->steer)
+			continue;
+		snap = atomic_load(&e->svc->snap);
+		if (snap->generation != e->generation)
+			continue; /* a newer table is on its way */
+		for (uint32_t j = 0; j < snap->n_backends && j < e->n_macs; j++) {
+			const struct hlb_backend *b = snap->backends[j];
+			uint8_t mac[6];
+
+			if (hashlb_steer_neighbour_mac(&b->addr, e->iface, mac) < 0 ||
+			    memcmp(mac, e->macs[j], 6) == 0)
+				continue;
+			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",
+				"service=%s backend=%s was=%02x:%02x:%02x:%02x:%02x:%02x "
+				"now=%02x:%02x:%02x:%02x:%02x:%02x",
+				e->name, b->name, e->macs[j][0], e->macs[j][1], e->macs[j][2],
+				e->macs[j][3], e->macs[j][4], e->macs[j][5], mac[0], mac[1], mac[2],
+				mac[3], mac[4], mac[5]);
+			e->published = false;
+			publish(rs, e, snap);
+			break;
+		}
 	}
 }
 

@@ -371,6 +371,37 @@ def sigkill(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def mac_changed(topo, servers):
+    """b1's host replaced under the same address (a rebuilt VM, a NIC swapped, the address moved
+    to a standby): a new MAC, which the LB's neighbour table learns, while b1's health checks
+    pass and no table changes. The daemon finds the published MAC stale and publishes the table
+    again with the new one, so new clients reach b1. Before, the kernel path sent b1's share of
+    the clients to the old MAC for as long as no table changed: they timed out."""
+    b1 = topo.backends[0]
+    old_mac = topo.mac(b1)
+    new_mac = "02:00:00:00:aa:01"
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "mac: no table published at start")
+        d.skip_log()
+        T.sh("ip", "link", "set", "eth0", "address", new_mac, ns=b1)
+        T.sh("ip", "neigh", "replace", topo.backend_ip(0), "lladdr", new_mac, "dev", "eth0",
+             "nud", "reachable", ns=topo.lb)
+        changed = d.wait_log("backend MAC changed", 10)
+        check(changed is not None and "backend=b1" in changed and
+              d.wait_log("kernel steering table published", 5) is not None,
+              f"mac: the table not published again with b1's new MAC: {changed}")
+        got = steered(topo, "mac", 30)
+        check(got.get("b1", 0) > 0 and set(got) <= {"b1", "b2", "b3"},
+              f"mac: b1's new MAC: new clients {dict(got)}")
+        print(f"mac: b1's MAC changed, {'republished' if changed else 'NOT republished'}; "
+              f"30 new clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh("ip", "link", "set", "eth0", "address", old_mac, ns=b1)
+
+
 def attached(topo):
     """Whether a hashlb program is on the LB's eth0 (XDP or tc)."""
     return ("xdp" in T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout or
@@ -428,7 +459,7 @@ def body(topo):
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
                      ("backup", backup), ("sigkill", sigkill),
-                     ("upgrade_unsteered", upgrade_unsteered)]:
+                     ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
