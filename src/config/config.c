@@ -1242,6 +1242,23 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	    (r = userspace_only(ld, map_get(m, "max_connection_rate"), s, "max_connection_rate",
 				"accepts no connection to pace")) < 0)
 		return r;
+	/* Applied to each connection as the forwarder makes it: the kernel path
+	 * would take them and do nothing (a recovering backend getting all its
+	 * clients at once, a full one still more). */
+	v = map_get(m, "max_connections"); /* its default is not 0: only if given */
+	if (v && s->max_connections &&
+	    (r = userspace_only(ld, v, s, "max_connections", "opens no connection to count")) < 0)
+		return r;
+	v = map_get(m, "slow_start");
+	if (v && s->slow_start_ms &&
+	    (r = userspace_only(ld, v, s, "slow_start",
+				"sends a recovering backend all its clients at once")) < 0)
+		return r;
+	v = map_get(m, "balance_factor");
+	if (v && s->balance_factor != 0 &&
+	    (r = userspace_only(ld, v, s, "balance_factor", "counts no connection per backend")) <
+		    0)
+		return r;
 	v = map_get(m, "max_connections_per_client");
 	if (s->max_connections_per_client &&
 	    (r = userspace_only(ld, v, s, "max_connections_per_client",
@@ -1559,6 +1576,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		if (s->backends[i].close_on_return &&
 		    (r = userspace_only(ld, map_get(backends->items[i], "close_on_return"), s,
 					"close_on_return", "holds no connection to close")) < 0)
+			return r;
+		if (s->backends[i].max_connections &&
+		    (r = userspace_only(ld, map_get(backends->items[i], "max_connections"), s,
+					"max_connections", "opens no connection to count")) < 0)
 			return r;
 		/* a name is checked so once resolved (hashlb_config_resolve()) */
 		if (s->backends[i].addr_len &&

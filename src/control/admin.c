@@ -767,6 +767,13 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			   HASHLB_MAX_CONNECTIONS_MAX);
 		return;
 	}
+	if (has_max && max && s->cfg->steering == HASHLB_STEERING_KERNEL) {
+		resp_error(resp, 409,
+			   "service %s is steered in the kernel, which opens no connection to "
+			   "count: max_connections needs steering: userspace",
+			   s->cfg->name);
+		return;
+	}
 	one = hlb_pool_backend_find(s, name);
 	bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
 	old_weights = calloc(s->n_backends ? s->n_backends : 1, sizeof(*old_weights));

@@ -700,6 +700,23 @@ def web_pages_cannot_drive_the_admin_endpoint():
     check(lb.stop() == 0, "exit 0")
 
 
+def kernel_steered_service_refuses_per_connection_limits():
+    """A service with steering: kernel: /set max_connections and /close are refused (409),
+    nothing changed, since the kernel path opens and holds no connection; weights and
+    states still apply. (An interface that does not exist: the program is not attached, on
+    any build, and the daemon runs on.)"""
+    lb = Lb(config(BACKENDS, extra="steering: kernel\ninterface: hlb-none0"))
+    for path in ("/set?service=t&backend=a&max_connections=5", "/close?service=t&backend=a"):
+        st, body = lb.http("POST", path)
+        check(st == 409 and "steered in the kernel" in body, f"{path}: 409: {st} {body}")
+    b = {x["name"]: x for x in lb.service()["backends"]}["a"]
+    check(b["max_connections"] == 0, f"a's max_connections unchanged: {b['max_connections']}")
+    st, body = lb.http("POST", "/set?service=t&backend=a&weight=3&max_connections=0")
+    b = {x["name"]: x for x in lb.service()["backends"]}["a"]
+    check(st == 200 and b["weight"] == 3, f"a weight (and no cap) still applies: {st} {body}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_http_edges():
     """The admin endpoint answers a request sent with the client's FIN right behind it
     (printf ... | nc -N), and over its 64 connections says so with a 503 instead of a bare
@@ -856,6 +873,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
-           admin_http_says_what_it_cannot_serve])
+           admin_http_says_what_it_cannot_serve,
+           kernel_steered_service_refuses_per_connection_limits])
 for b in bs:
     b.stop()

@@ -548,6 +548,21 @@ static void test_client_lists(void **state)
 	expect_error(MINIMAL
 		     "    steering: kernel\n    interface: lo\n    allow_clients: [10.0.0.0/8]\n",
 		     9, 20, "'allow_clients' needs steering: userspace");
+	/* Applied per connection by the forwarder: the kernel path would ignore them. */
+	expect_error(MINIMAL "    steering: kernel\n    interface: lo\n    max_connections: 5\n", 9,
+		     22, "'max_connections' needs steering: userspace");
+	expect_error(MINIMAL "    steering: kernel\n    interface: lo\n    slow_start: 5s\n", 9, 17,
+		     "'slow_start' needs steering: userspace");
+	expect_error(MINIMAL "    steering: kernel\n    interface: lo\n    balance_factor: 1.5\n",
+		     9, 21, "'balance_factor' needs steering: userspace");
+	expect_error("services:\n  - name: s\n    listen: 127.0.0.1:1\n    steering: kernel\n"
+		     "    interface: lo\n    backends:\n      - name: a\n"
+		     "        address: 127.0.0.1:2\n        max_connections: 3\n",
+		     9, 26, "'max_connections' needs steering: userspace");
+	/* 0 is what the kernel path does anyway: accepted */
+	c = load_ok(MINIMAL "    steering: kernel\n    interface: lo\n    max_connections: 0\n"
+			    "    slow_start: 0\n    balance_factor: 0\n");
+	hashlb_config_free(c);
 	/* The listen address is the kernel path's VIP: packets are matched by their destination,
 	 * which a wildcard never is. Before, such a service loaded, was attached and steered
 	 * nothing. */
@@ -1460,7 +1475,7 @@ static void test_every_key(void **state)
 		"    connect_retries: 0\n"
 		"    slow_start: 1h\n"
 		"    balance_factor: 1.25\n"
-		"    steering: kernel\n"
+		"    steering: userspace\n"
 		"    interface: veth0\n"
 		"    health: {enabled: no, interval: 500, timeout: 100ms, rise: 1, fall: 5}\n"
 		"    backends:\n"
@@ -1493,7 +1508,8 @@ static void test_every_key(void **state)
 	assert_int_equal(s->connect_retries, 0);
 	assert_int_equal(s->slow_start_ms, 3600000);
 	assert_true(s->balance_factor == 1.25);
-	assert_int_equal(s->steering, HASHLB_STEERING_KERNEL);
+	/* interface is kept with steering: userspace, for a reload to switch */
+	assert_int_equal(s->steering, HASHLB_STEERING_USERSPACE);
 	assert_string_equal(s->steer_interface, "veth0");
 	assert_false(s->health.enabled);
 	assert_int_equal(s->health.interval_ms, 500);
