@@ -468,6 +468,12 @@ static void *worker_main(void *arg)
 		if (w->draining && !w->n_conns && !w->listeners)
 			w->exiting = true;
 	}
+	/* The closes of the last connection's sockets (worker_close_fd()) are
+	 * still in the submission queue: the turn that freed it ends the
+	 * loop. Unsubmitted, io_uring_queue_exit() would drop them and the
+	 * sockets stay open until the process exits, which, while another
+	 * worker drains, leaves this client without its FIN. */
+	io_uring_submit(&w->ring);
 	hlb_rcu_offline(p->rcu, w->id);
 	io_uring_queue_exit(&w->ring);
 	bufring_free(w);

@@ -291,6 +291,71 @@ def upgrade_in_place():
         kill(new_pid)
 
 
+def half_close(s, payload):
+    """Send <payload> on <s>, then FIN: what comes back until the backend's EOF (the echo
+    backend echoes and closes), None if no EOF comes within 5 s."""
+    s.settimeout(5)
+    s.sendall(payload)
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                return got
+            got += d
+    except socket.timeout:
+        return None
+
+
+def half_close_while_the_old_drains():
+    """Connections the old hashlb holds after an upgrade in place end as they would without
+    it: a client that half-closes gets its echo and then the backend's FIN, at once, down to
+    the last connection of each of the old one's workers (its other worker still holding one:
+    the process drains on). Before, the worker whose last connection ended left its loop with
+    that connection's closes still unsubmitted: its client sat in CLOSE-WAIT without a FIN
+    until the whole process exited. Connections the new hashlb accepts meanwhile half-close
+    as well."""
+    exe = tmppath("hashlb-halfclose")
+    install(HASHLB, exe)
+    text = plain_config(BACKENDS, listen=f"{LISTEN[0]}:{LISTEN[1]}",
+                        extra="timeouts:\n  drain: 60s\n")
+    old = Hashlb(text, fname="halfclose.yaml", binary=exe)
+    new_pid = None
+    clients = []
+    try:
+        for i in range(20):  # over both workers: all 20 on one has odds of 2^-19
+            clients.append(connect(LISTEN, client_ip(i)))
+            check(read_line(clients[-1]) in ("a", "b", "c"), f"client {i} greeted")
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready, this one drains"'),
+              "upgraded: the old hashlb drains")
+        m = [re.search(r"this one drains.* pid=(\d+)", l) for l in old.log]
+        new_pid = next((int(x.group(1)) for x in m if x), None)
+        news = []
+        for i in range(20, 30):
+            s = connect(LISTEN, client_ip(i))
+            news.append((read_line(s), half_close(s, b"new %d" % i)))
+            s.close()
+        check(all(g in ("a", "b", "c") and e == b"new %d" % (20 + k)
+                  for k, (g, e) in enumerate(news)),
+              f"the new hashlb's clients half-close and get their echo and EOF: {news}")
+        anchor = clients.pop()  # one connection of the old one's stays open
+        ends = [half_close(s, b"old %d" % i) for i, s in enumerate(clients)]
+        stuck = [i for i, e in enumerate(ends) if e is None]
+        check(not stuck, f"each client of the old hashlb got the backend's EOF: none after 5 s "
+              f"for {len(stuck)} of {len(ends)} ({stuck})")
+        check(all(e == b"old %d" % i for i, e in enumerate(ends) if e is not None),
+              "and its whole echo before it")
+        check(old.proc.poll() is None, "the old hashlb drains on for the connection left")
+        anchor.close()
+        check(exit_status(old.proc, 15) == 0, "then exits 0")
+    finally:
+        for s in clients:
+            s.close()
+        kill(new_pid)
+
+
 def ctl_upgrade():
     """hashlb ctl upgrade: the same upgrade in place through the admin endpoint (POST
     /upgrade), waiting for its outcome. With a config that no longer loads: exit 1, saying how
@@ -575,6 +640,6 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
-run_tests([upgrade_in_place, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
+run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
