@@ -166,8 +166,14 @@ static void half_recv(struct worker *w, struct conn *c, int i, bool poll_first)
 	c->inflight++;
 }
 
+/*
+ * Send bytes <off>..<len> of buffer <bid> from half <i>'s source to its
+ * destination. <wait>: in the kernel until the destination has room, the
+ * spill having been refused (see Spill); otherwise MSG_DONTWAIT while the
+ * worker is under its spill cap.
+ */
 static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uint32_t off,
-		      uint32_t len, bool more)
+		      uint32_t len, bool more, bool wait)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 	struct half *h = &c->h[i];
@@ -182,7 +188,7 @@ static void half_send(struct worker *w, struct conn *c, int i, uint16_t bid, uin
 	 * unless the spill cap is reached: then the send waits in the kernel */
 	io_uring_prep_send(sqe, c->fd[1 - i], bufring_addr(w, bid) + off, len - off,
 			   MSG_NOSIGNAL | (more ? MSG_MORE : 0) |
-				   (w->spilled < w->spill_max ? MSG_DONTWAIT : 0));
+				   (!wait && w->spilled < w->spill_max ? MSG_DONTWAIT : 0));
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_SEND + i));
 	c->inflight++;
 }
@@ -640,7 +646,7 @@ static void half_sent(struct worker *w, struct conn *c, int i)
 		uint16_t bid = h->pend_bid;
 
 		h->pend_bid = BUF_NONE;
-		half_send(w, c, i, bid, 0, h->pend_len, h->pend_more);
+		half_send(w, c, i, bid, 0, h->pend_len, h->pend_more, false);
 		if (!h->splice_want)
 			half_recv(w, c, i, false);
 	} else if (h->eof) {
@@ -1408,7 +1414,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			/* no recv follows a switch to splice: nothing to wait for */
 			more = more && !h->splice_want;
 			if (h->send_bid == BUF_NONE) {
-				half_send(w, c, i, bid, 0, res, more);
+				half_send(w, c, i, bid, 0, res, more, false);
 				if (!h->splice_want)
 					half_recv(w, c, i, !more);
 			} else if (h->send_bid == BUF_PRIV && half_spill_append(w, h, bid, res)) {
@@ -1458,9 +1464,12 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			h->send_off += res;
 		}
 		if (h->send_off < h->send_len) {
+			/* refused (over the cap, or no memory): wait in the kernel,
+			 * or MSG_DONTWAIT would answer EAGAIN again at once, and
+			 * again, for as long as the destination does not read */
 			if (!half_spill(w, c, i))
 				half_send(w, c, i, h->send_bid, h->send_off, h->send_len,
-					  h->send_more);
+					  h->send_more, true);
 			return;
 		}
 		bufring_put(w, h->send_bid);

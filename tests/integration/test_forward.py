@@ -487,6 +487,66 @@ def slow_readers_hold_no_buffers():
     stop_backend()
 
 
+def slow_readers_past_the_spill_cap():
+    """Past the worker's spill cap (four pools: here 32 KiB) a send to a stopped reader waits in
+    the kernel. A spill refused while the worker held a little less than the cap (a part of a
+    buffer left over by a short send) used to be sent again with MSG_DONTWAIT, which answered
+    EAGAIN at once, and again: the worker spun at full CPU for as long as the readers stayed
+    stopped. It now waits in the kernel, and the worker sleeps."""
+    def handle(conn):
+        conn.settimeout(25)
+        if conn.recv(4) == b"FEED":
+            try:
+                conn.sendall(b"m" * (16 * MiB))
+            except OSError:
+                pass
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Lb(config([("r", addr)], workers=1),
+            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", "off",
+                  "--admin", "127.0.0.1:0"))
+    cap = 4 * 2 * 4096
+
+    def gone(stuck):
+        for s in stuck:
+            s.close()
+        end = time.time() + 10
+        while time.time() < end and (metric_sum(lb, "hashlb_worker_spilled_bytes") or
+                                      metric_sum(lb, "hashlb_worker_connections")):
+            time.sleep(0.2)
+
+    # The spill stops short of the cap, or on it (nothing to refuse), or two spilled
+    # directions hold both buffers (their next read refused too): the sends' timing decides.
+    # Each round has other readers; three that stop short of the cap are measured.
+    measured, spins = 0, []
+    for attempt in range(8):
+        stuck = []
+        for i in range(12):  # more than the cap takes: some spills are refused
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(lb.addr)
+            s.sendall(b"FEED")
+            stuck.append(s)
+        time.sleep(3)  # the readers' windows and hashlb's send buffers full, then the spill
+        spilled = metric_sum(lb, "hashlb_worker_spilled_bytes")
+        if spilled != cap:
+            measured += 1
+            c0 = lb.cpu_seconds()
+            time.sleep(1.0)
+            used = lb.cpu_seconds() - c0
+            if used >= 0.2:
+                spins.append(f"{spilled:.0f} of {cap} bytes spilled: {used:.2f} CPU seconds in 1 s")
+        gone(stuck)
+        if spins or measured == 3:
+            break
+    check(measured and not spins, f"no busy loop at the spill cap ({measured} measured): {spins}")
+    check(metric_sum(lb, "hashlb_worker_spilled_bytes") == 0,
+          "once they are gone, nothing stays spilled")
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -731,5 +791,5 @@ def connection_rate():
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
-           slow_readers_hold_no_buffers, buffers_exhausted, fd_limit, allow_and_deny_clients,
+           slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap, buffers_exhausted, fd_limit, allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
