@@ -1428,6 +1428,11 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		}
 		if (bid != BUF_NONE)
 			bufring_put(w, bid);
+		/* This recv may be one conn_wake_starved() armed for a free buffer
+		 * (one per buffer) that took none: its FIN, or an error. The next
+		 * waiter's turn is now, or nothing would wake it. */
+		if (res != -ENOBUFS && w->starved_head)
+			conn_wake_starved(w);
 		if (res == 0) {
 			h->eof = true;
 			if (h->send_bid == BUF_NONE)

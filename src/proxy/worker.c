@@ -289,6 +289,11 @@ static void worker_tick(struct worker *w)
 	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
 	unsigned takeover = atomic_load_explicit(&w->proxy->takeover, memory_order_acquire);
 
+	/* An ENOBUFS handled after the batch that gave the buffers back waits
+	 * with buffers free, and a woken recv that stays quiet holds none and
+	 * passes the turn to no one: nothing else would wake them. */
+	if (w->starved_head && w->bufs_out < w->buf_count)
+		conn_wake_starved(w);
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);

@@ -547,6 +547,72 @@ def slow_readers_past_the_spill_cap():
     stop_backend()
 
 
+def buffer_waiters_woken_while_buffers_are_free():
+    """With the pool held by bulk streams to stopped readers, connections wait for a buffer
+    (ENOBUFS). As the readers go and buffers come back, no connection may be left waiting
+    while the pool is wholly free: one woken for a freed buffer that read only a FIN used to
+    pass the turn to no one, and an ENOBUFS handled in the batch that gave the buffers back
+    waited with the pool free, both until another buffer came back, or for ever."""
+    def handle(conn):
+        conn.settimeout(25)
+        try:
+            first = conn.recv(4)
+            if first == b"FEED":
+                conn.sendall(b"m" * (16 * MiB))
+            while first:  # an echo
+                conn.sendall(first)
+                first = conn.recv(65536)
+        except OSError:
+            pass
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Lb(config([("r", addr)], workers=1),
+            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", "off",
+                  "--admin", "127.0.0.1:0"))
+
+    def stranded():
+        """A waiter with no buffer in use (the worker publishes both each 100 ms tick)."""
+        return (metric_sum(lb, "hashlb_worker_buffer_waiters") > 0 and
+                metric_sum(lb, "hashlb_worker_buffers_in_use") == 0)
+
+    seen = []
+    for rnd in range(4):  # the old code stranded one in about half the rounds
+        readers = []
+        for i in range(12):
+            r = socket.socket()
+            r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            r.connect(lb.addr)
+            r.sendall(b"FEED")
+            readers.append(r)
+        time.sleep(2)  # windows, send buffers and the spill full: the pool is held
+        fins = [connect(lb.addr, client_ip(10 + i)) for i in range(6)]
+        b = connect(lb.addr, client_ip(2))
+        time.sleep(0.2)
+        for a in fins:  # FINs wait for a buffer, then data behind them
+            a.shutdown(socket.SHUT_WR)
+        b.sendall(b"hello")
+        time.sleep(0.3)
+        for k, r in enumerate(readers):
+            r.close()
+            time.sleep(0.3)
+            if stranded():
+                time.sleep(0.3)  # three ticks later, still
+                if stranded():
+                    seen.append(f"round {rnd}, {k + 1} readers gone")
+        b.settimeout(10)
+        got = b.recv(16)
+        check(got == b"hello", f"round {rnd}: the waiting client's data came through: {got!r}")
+        for a in fins:
+            a.close()
+        b.close()
+        if seen:
+            break
+    check(not seen, f"no client left waiting while every buffer is free: {seen}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -791,5 +857,6 @@ def connection_rate():
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
-           slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap, buffers_exhausted, fd_limit, allow_and_deny_clients,
+           slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
