@@ -487,25 +487,37 @@ def slow_readers_hold_no_buffers():
     stop_backend()
 
 
-def slow_readers_past_the_spill_cap():
-    """Past the worker's spill cap (four pools: here 32 KiB) a send to a stopped reader waits in
-    the kernel. A spill refused while the worker held a little less than the cap (a part of a
-    buffer left over by a short send) used to be sent again with MSG_DONTWAIT, which answered
-    EAGAIN at once, and again: the worker spun at full CPU for as long as the readers stayed
-    stopped. It now waits in the kernel, and the worker sleeps."""
+def two_small_buffers_and_a_feed():
+    """hashlb with one worker and two 4 KiB buffers (splice off) in front of a backend that
+    streams 16 MiB to a client that sends FEED, and echoes any other: (lb, stop_backend)."""
     def handle(conn):
         conn.settimeout(25)
-        if conn.recv(4) == b"FEED":
-            try:
+        try:
+            first = conn.recv(4)
+            if first == b"FEED":
                 conn.sendall(b"m" * (16 * MiB))
-            except OSError:
-                pass
+                first = b""
+            while first:  # an echo
+                conn.sendall(first)
+                first = conn.recv(65536)
+        except OSError:
+            pass
         conn.close()
 
     addr, stop_backend = raw_backend(handle)
     lb = Lb(config([("r", addr)], workers=1),
             args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", "off",
                   "--admin", "127.0.0.1:0"))
+    return lb, stop_backend
+
+
+def slow_readers_past_the_spill_cap():
+    """Past the worker's spill cap (four pools: here 32 KiB) a send to a stopped reader waits in
+    the kernel. A spill refused while the worker held a little less than the cap (a part of a
+    buffer left over by a short send) used to be sent again with MSG_DONTWAIT, which answered
+    EAGAIN at once, and again: the worker spun at full CPU for as long as the readers stayed
+    stopped. It now waits in the kernel, and the worker sleeps."""
+    lb, stop_backend = two_small_buffers_and_a_feed()
     cap = 4 * 2 * 4096
 
     def gone(stuck):
@@ -553,23 +565,7 @@ def buffer_waiters_woken_while_buffers_are_free():
     while the pool is wholly free: one woken for a freed buffer that read only a FIN used to
     pass the turn to no one, and an ENOBUFS handled in the batch that gave the buffers back
     waited with the pool free, both until another buffer came back, or for ever."""
-    def handle(conn):
-        conn.settimeout(25)
-        try:
-            first = conn.recv(4)
-            if first == b"FEED":
-                conn.sendall(b"m" * (16 * MiB))
-            while first:  # an echo
-                conn.sendall(first)
-                first = conn.recv(65536)
-        except OSError:
-            pass
-        conn.close()
-
-    addr, stop_backend = raw_backend(handle)
-    lb = Lb(config([("r", addr)], workers=1),
-            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", "off",
-                  "--admin", "127.0.0.1:0"))
+    lb, stop_backend = two_small_buffers_and_a_feed()
 
     def stranded():
         """A waiter with no buffer in use (the worker publishes both each 100 ms tick)."""
