@@ -150,15 +150,25 @@ static void check_close(struct hlb_check *c)
 	wake_waiters();
 }
 
-/* Close the check in flight and schedule the next one. */
+/*
+ * Close the check in flight and schedule the next one: the next slot of the
+ * cadence after the one just made (<next_ms>), at once if that slot has
+ * begun. A check of a silent backend takes its whole timeout, which may be
+ * the interval (the default below 1 s): it ends as its next slot begins, a
+ * little after, and skipping that slot checked such a backend every other
+ * interval, taking it down in 2 x fall x interval. Slots wholly past (a
+ * check that waited for a descriptor slot, a stalled loop) are skipped: no
+ * burst of checks to catch up.
+ */
 static void check_next(struct hlb_check *c)
 {
 	uint64_t now = hlb_now_ms();
 
 	check_close(c);
-	while (c->next_ms <= now)
+	c->next_ms += c->interval_ms;
+	while (c->next_ms + c->interval_ms <= now)
 		c->next_ms += c->interval_ms;
-	hlb_timer_arm(c->loop, &c->timer, c->next_ms);
+	hlb_timer_arm(c->loop, &c->timer, c->next_ms > now ? c->next_ms : now);
 }
 
 /* ... then report the result. */

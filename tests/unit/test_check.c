@@ -119,6 +119,41 @@ static void test_silent_port_times_out(void **state)
 	hlb_loop_free(l);
 }
 
+/*
+ * A check that takes its whole timeout, equal to the interval (the default timeout for an
+ * interval under 1 s), ended as its next slot began, a little after it, and that slot was
+ * skipped: a silent backend was checked every other interval and went down after
+ * 2 x fall x interval. The next check starts at once: one check per interval.
+ */
+static void test_timeout_of_one_interval_keeps_the_cadence(void **state)
+{
+	struct hlb_loop *l;
+	struct sockaddr_in sin;
+	struct hlb_check c;
+	struct results r = { 0 };
+	int fd, fill[4];
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener_backlog(&sin, 0);
+	for (int i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
+	}
+	run_for(l, 20);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 40, 40, done, &r);
+	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
+	run_for(l, 810);
+	/* 20 slots: every one checked (each a ms or two late; 14, for a loaded machine), not
+	 * every other one (10) */
+	assert_int_equal(r.ok, 0);
+	assert_true(r.failed >= 14);
+	hlb_check_stop(&c);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(fd);
+	hlb_loop_free(l);
+}
+
 static void test_out_of_fds_skips_the_check(void **state)
 {
 	struct rlimit old, rl;
@@ -254,6 +289,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_listening_port_passes_closed_port_fails),
 		cmocka_unit_test(test_silent_port_times_out),
+		cmocka_unit_test(test_timeout_of_one_interval_keeps_the_cadence),
 		cmocka_unit_test(test_out_of_fds_skips_the_check),
 		cmocka_unit_test(test_late_loop_is_not_a_timeout),
 		cmocka_unit_test(test_checks_in_flight_are_capped),
