@@ -340,27 +340,26 @@ static void backends_free(struct hashlb_backend_cfg *v, uint32_t n)
 }
 
 /*
- * Service <s>'s each_address entries, answered by <reqs> (the requests of
- * its backends to resolve, in order), replaced with one backend per
- * address; then the names and the table checked again, as the loader does.
+ * Service <s>'s each_address entries, answered by <q_of> (the request of
+ * each of its backends, by index; NULL for an address written as numbers),
+ * replaced with one backend per address; then the names and the table
+ * checked again, as the loader does. (The requests are given per backend:
+ * a backend of a name resolved by take_answer() has its address set by
+ * now, and cannot be told from one written as numbers.)
  */
 static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
-		  const struct name_req *reqs, struct hashlb_error *err)
+		  const struct name_req *const *q_of, struct hashlb_error *err)
 {
 	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 64];
 	struct hashlb_error cerr = { 0 };
 	struct hashlb_backend_cfg *v;
 	struct hashlb_table *t;
 	uint64_t n = 0;
-	uint32_t k = 0, o = 0, dup, first;
+	uint32_t o = 0, dup, first;
 	int r;
 
-	for (uint32_t j = 0; j < s->n_backends; j++) {
-		const struct hashlb_backend_cfg *b = &s->backends[j];
-
-		n += b->each_address ? reqs[k].n_addrs : 1;
-		k += !b->addr_len;
-	}
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		n += s->backends[j].each_address ? q_of[j]->n_addrs : 1;
 	if (n > HASHLB_BACKENDS_MAX) {
 		snprintf(msg, sizeof(msg),
 			 "service '%s' has %llu backends once its names are resolved: at most %u",
@@ -370,10 +369,9 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	v = calloc(n, sizeof(*v));
 	if (!v)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	k = 0;
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		struct hashlb_backend_cfg *b = &s->backends[j];
-		const struct name_req *q = b->addr_len ? NULL : &reqs[k++];
+		const struct name_req *q = q_of[j];
 
 		if (!b->each_address) {
 			v[o++] = *b;
@@ -498,17 +496,24 @@ int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve 
 	job->abandoned = true;
 	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 		struct hashlb_service_cfg *s = &c->services[i];
-		uint32_t first = k;
+		const struct name_req **q_of =
+			calloc(s->n_backends ? s->n_backends : 1, sizeof(*q_of));
 		bool each = false;
 
+		if (!q_of) {
+			r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+			break;
+		}
 		for (uint32_t j = 0; j < s->n_backends && r == 0; j++) {
 			if (s->backends[j].addr_len)
 				continue;
+			q_of[j] = &job->reqs[k++];
 			each |= s->backends[j].each_address;
-			r = take_answer(c, s, &s->backends[j], &job->reqs[k++], timeout_ms, err);
+			r = take_answer(c, s, &s->backends[j], q_of[j], timeout_ms, err);
 		}
 		if (r == 0 && each)
-			r = expand(c, s, &job->reqs[first], err);
+			r = expand(c, s, q_of, err);
+		free(q_of);
 	}
 	pthread_mutex_unlock(&job->lock);
 	job_put(job);

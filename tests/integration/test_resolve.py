@@ -293,6 +293,27 @@ def source_family_picks_the_address():
               f"source {source}: dual resolves to {want}: rc={rc} {so[-200:]} {se}")
 
 
+def each_address_after_a_name():
+    """An each_address entry after a backend written with a host name (not each_address) in
+    the same service: its backends are its own name's addresses. The answers were taken in
+    the order of the names asked, counted past the resolved backend wrongly: the pool got
+    that backend's answer (no address: its backends vanished, and hashlb check said ok) or,
+    with a second pool after it, the first pool's addresses under its own name."""
+    need_unshare()
+    names = Names("mixed", "127.0.0.1 alpha\n127.0.0.21 pool\n127.0.0.22 pool\n"
+                           "127.0.0.31 other\n")
+    path = tmpfile("mixed.yaml", config([("a", "alpha:7"), ("p", "pool:8", "each_address: true"),
+                                         ("q", "other:9", "each_address: true")],
+                                        health="enabled: false"))
+    rc, so, se = names.check(path)
+    rows = sorted(l.split()[0] + " " + l.split()[-1] for l in so.splitlines()
+                  if "resolved=" in l)
+    check(rc == 0 and rows == ["a resolved=127.0.0.1:7", "p@127.0.0.21 resolved=127.0.0.21:8",
+                               "p@127.0.0.22 resolved=127.0.0.22:8",
+                               "q@127.0.0.31 resolved=127.0.0.31:9"],
+          f"each name's backends at its own addresses: rc={rc} {rows} {se}")
+
+
 class SilentDns:
     """A UDP socket on port 53 of a loopback address of its own (.addr: runs of this test
     side by side do not collide) that reads queries and never answers."""
@@ -373,4 +394,5 @@ def resolver_not_answering():
 
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
-           each_address_follows_the_name, source_family_picks_the_address, resolver_not_answering])
+           each_address_follows_the_name, each_address_after_a_name,
+           source_family_picks_the_address, resolver_not_answering])
