@@ -227,6 +227,18 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 bool hashlb_resolve_done(struct hashlb_resolve *job);
 int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
 				 uint32_t timeout_ms, struct hashlb_error *err);
+/*
+ * _finish() for names resolved again (resolve_every) in <c>, parsed from
+ * the text of <last>, the config running: a name that does not resolve, or
+ * not in time, keeps what <last> has for it (a backend its address, an
+ * each_address entry its backends' addresses) rather than failing the rest,
+ * and the first such failure is in <failed> (reason HASHLB_ERR_NONE if
+ * none). A name <last> has nothing for, and any other error, fail as in
+ * _finish().
+ */
+int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_resolve *job,
+				      uint32_t timeout_ms, const struct hashlb_config *last,
+				      struct hashlb_error *failed, struct hashlb_error *err);
 /* The same from a string; <name> stands for the file in error positions. */
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err);

@@ -484,40 +484,145 @@ bool hashlb_resolve_done(struct hashlb_resolve *job)
 	return done;
 }
 
-int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
-				 uint32_t timeout_ms, struct hashlb_error *err)
+/* A name asked and not answered with an address (no answer in time, or an error). */
+static bool name_failed(const struct name_req *q)
+{
+	return !q->done || q->gai != 0;
+}
+
+/*
+ * The name of backend <b> of service <s> did not resolve: what <last> (the
+ * config running, of the same text) has for it, into <b> (a backend's
+ * address) or a new request in *ret_q (an each_address entry's addresses).
+ * 0, -ENOENT when <last> has nothing for it, or -ENOMEM.
+ */
+static int keep_last(const struct hashlb_config *last, const struct hashlb_service_cfg *s,
+		     struct hashlb_backend_cfg *b, struct name_req **ret_q)
+{
+	const struct hashlb_service_cfg *ls = NULL;
+	struct name_req *q;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < last->n_services && !ls; i++)
+		if (!strcmp(last->services[i].name, s->name))
+			ls = &last->services[i];
+	for (uint32_t j = 0; ls && j < ls->n_backends; j++) {
+		const struct hashlb_backend_cfg *lb = &ls->backends[j];
+
+		if (!lb->addr_len || !lb->address || strcmp(lb->address, b->address))
+			continue;
+		if (!b->each_address && !lb->from_name && !strcmp(lb->name, b->name)) {
+			b->addr = lb->addr;
+			b->addr_len = lb->addr_len;
+			return 0;
+		}
+		n += b->each_address && lb->from_name && !strcmp(lb->from_name, b->name);
+	}
+	if (!n)
+		return -ENOENT;
+	q = calloc(1, sizeof(*q));
+	if (q)
+		q->addrs = calloc(n, sizeof(*q->addrs));
+	if (!q || !q->addrs) {
+		free(q);
+		return -ENOMEM;
+	}
+	for (uint32_t j = 0; j < ls->n_backends; j++) {
+		const struct hashlb_backend_cfg *lb = &ls->backends[j];
+
+		if (lb->addr_len && lb->address && !strcmp(lb->address, b->address) &&
+		    lb->from_name && !strcmp(lb->from_name, b->name))
+			q->addrs[q->n_addrs++] = lb->addr;
+	}
+	qsort(q->addrs, q->n_addrs, sizeof(*q->addrs), sockaddr_cmp);
+	q->done = true;
+	*ret_q = q;
+	return 0;
+}
+
+/*
+ * hashlb_config_resolve_finish(); with <last>, _finish_keep(): a name that
+ * failed keeps what <last> has for it (its first failure into <failed>).
+ */
+static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t timeout_ms,
+		  const struct hashlb_config *last, struct hashlb_error *failed,
+		  struct hashlb_error *err)
 {
 	uint32_t k = 0;
 	int r = 0;
 
+	if (failed)
+		*failed = (struct hashlb_error){ 0 };
 	if (!job)
 		return 0;
 	pthread_mutex_lock(&job->lock);
 	job->abandoned = true;
 	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 		struct hashlb_service_cfg *s = &c->services[i];
-		const struct name_req **q_of =
-			calloc(s->n_backends ? s->n_backends : 1, sizeof(*q_of));
+		uint32_t n = s->n_backends ? s->n_backends : 1;
+		const struct name_req **q_of = calloc(n, sizeof(*q_of));
+		/* requests of our own, for the each_address entries kept (a thread
+		 * still asking a name may yet write into the job's) */
+		struct name_req **kept = calloc(n, sizeof(*kept));
 		bool each = false;
 
-		if (!q_of) {
+		if (!q_of || !kept) {
+			free(q_of);
+			free(kept);
 			r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 			break;
 		}
 		for (uint32_t j = 0; j < s->n_backends && r == 0; j++) {
-			if (s->backends[j].addr_len)
+			struct hashlb_backend_cfg *b = &s->backends[j];
+			struct hashlb_error e = { 0 };
+
+			if (b->addr_len)
 				continue;
 			q_of[j] = &job->reqs[k++];
-			each |= s->backends[j].each_address;
-			r = take_answer(c, s, &s->backends[j], q_of[j], timeout_ms, err);
+			each |= b->each_address;
+			r = take_answer(c, s, b, q_of[j], timeout_ms, &e);
+			if (r < 0 && last && name_failed(q_of[j])) {
+				int kr = keep_last(last, s, b, &kept[j]);
+
+				if (kr == 0) {
+					if (kept[j])
+						q_of[j] = kept[j];
+					if (failed && failed->reason == HASHLB_ERR_NONE)
+						*failed = e;
+					r = 0;
+				} else if (kr == -ENOMEM) {
+					r = hashlb_err(&e, kr, HASHLB_ERR_NOMEM, "out of memory");
+				}
+			}
+			if (r < 0 && err)
+				*err = e;
 		}
 		if (r == 0 && each)
 			r = expand(c, s, q_of, err);
+		for (uint32_t j = 0; j < n; j++) { /* expand() changed s->n_backends */
+			if (kept[j])
+				free(kept[j]->addrs);
+			free(kept[j]);
+		}
+		free(kept);
 		free(q_of);
 	}
 	pthread_mutex_unlock(&job->lock);
 	job_put(job);
 	return r;
+}
+
+int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
+				 uint32_t timeout_ms, struct hashlb_error *err)
+{
+	return finish(c, job, timeout_ms, NULL, NULL, err);
+}
+
+int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_resolve *job,
+				      uint32_t timeout_ms, const struct hashlb_config *last,
+				      struct hashlb_error *failed, struct hashlb_error *err)
+{
+	return finish(c, job, timeout_ms, last, failed, err);
 }
 
 int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err)

@@ -130,11 +130,13 @@ static void keep_admin_override(const struct hashlb_config *was, struct hashlb_c
 }
 
 /*
- * The names resolved: apply the config if an address changed, or an
- * each_address name gained or lost one (its backends are named by their
- * addresses: they come and go, logged as "+ADDR" and "-ADDR").
+ * The names resolved (<ok>: all of them; else those that failed kept their
+ * addresses, counted and logged as failed already): apply the config if an
+ * address changed, or an each_address name gained or lost one (its
+ * backends are named by their addresses: they come and go, logged as
+ * "+ADDR" and "-ADDR").
  */
-static void resolve_apply(struct hlb_control *ctl)
+static void resolve_apply(struct hlb_control *ctl, bool ok)
 {
 	struct hashlb_config *fresh = ctl->resolving;
 	struct hashlb_error err = { 0 };
@@ -142,8 +144,10 @@ static void resolve_apply(struct hlb_control *ctl)
 	size_t o = 0;
 	uint32_t n = 0;
 
-	ctl->resolves_ok++;
-	ctl->last_resolve_err[0] = '\0';
+	if (ok) {
+		ctl->resolves_ok++;
+		ctl->last_resolve_err[0] = '\0';
+	}
 	/* The same text parsed again: the services are the same, in the same order. */
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
 		const struct hashlb_service_cfg *was = &ctl->cfg->services[i];
@@ -193,7 +197,7 @@ static void resolve_apply(struct hlb_control *ctl)
 static void resolve_tick(void *arg)
 {
 	struct hlb_control *ctl = arg;
-	struct hashlb_error err = { 0 };
+	struct hashlb_error err = { 0 }, failed = { 0 };
 	uint32_t every = ctl->cfg->resolve_every_ms;
 	int r;
 
@@ -217,14 +221,17 @@ static void resolve_tick(void *arg)
 		resolve_again_in(ctl, RESOLVE_POLL_MS);
 		return;
 	}
-	r = hashlb_config_resolve_finish(ctl->resolving, ctl->resolve_job,
-					 HASHLB_RESOLVE_TIMEOUT_MS, &err);
+	/* a name that fails keeps its address; the others are followed */
+	r = hashlb_config_resolve_finish_keep(ctl->resolving, ctl->resolve_job,
+					      HASHLB_RESOLVE_TIMEOUT_MS, ctl->cfg, &failed, &err);
 	ctl->resolve_job = NULL;
 	if (r < 0) {
 		resolve_failed(ctl, &err);
 		resolve_drop(ctl);
 	} else {
-		resolve_apply(ctl);
+		if (failed.reason != HASHLB_ERR_NONE)
+			resolve_failed(ctl, &failed);
+		resolve_apply(ctl, failed.reason == HASHLB_ERR_NONE);
 	}
 	resolve_again_in(ctl, every);
 }

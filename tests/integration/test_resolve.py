@@ -178,6 +178,41 @@ def names_followed_every():
         x.stop()
 
 
+def one_name_failing_does_not_stop_the_others():
+    """resolve_every: a name that stops resolving keeps its last address, and the other names
+    are still followed: one host gone from DNS (decommissioned, a typo in a zone) held every
+    other backend of the config at its old address, as the whole resolution failed. The same
+    for an each_address name: its backends stay as they were."""
+    need_unshare()
+    a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])
+    b = Backend("b")
+    names = Names("partial", "127.0.0.1 alpha\n127.0.0.1 beta\n127.0.0.41 pool\n"
+                             "127.0.0.42 pool\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{b.port}"),
+                                          ("p", "pool:7", "each_address: true")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    names.set_hosts("127.0.0.3 alpha\n")  # alpha moves; beta and pool resolve no more
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.3:{a.port}", timeout=15)
+    check(took is not None, f"alpha is followed though beta fails: {backend_of(lb, 'a')}")
+    st = lb.status()
+    check(st["resolve"]["changed"] == 1 and st["resolve"]["failed"] >= 1 and
+          "beta" in (st["resolve"]["last_error"] or ""),
+          f"counted as changed and as failed, beta named: {st['resolve']}")
+    got = sorted((x["name"], x["resolved"]) for x in st["services"][0]["backends"])
+    check(got == [("a", f"127.0.0.3:{a.port}"), ("b", f"127.0.0.1:{b.port}"),
+                  ("p@127.0.0.41", "127.0.0.41:7"), ("p@127.0.0.42", "127.0.0.42:7")],
+          f"beta and the pool keep their addresses: {got}")
+    check(lb.wait_log(r"msg=\"names not resolved, the backends keep their addresses\""),
+          "the failure is logged")
+    check(who(lb.addr, next(c for c in (client_ip(i) for i in range(200))
+                            if lb.lookup([c])[c] == "a")) == "a2",
+          "a's clients reach alpha's new address")
+    check(lb.stop() == 0, "exit 0")
+    for x in (a, a2, b):
+        x.stop()
+
+
 def lookup_in(names, cfg_path, clients):
     """hashlb lookup -c in the namespace: {client: backend name}."""
     p = subprocess.run([*names.wrap(), HASHLB, "lookup", "-c", cfg_path, ",".join(clients)],
@@ -394,5 +429,6 @@ def resolver_not_answering():
 
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
+           one_name_failing_does_not_stop_the_others,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, resolver_not_answering])
