@@ -54,6 +54,7 @@ static void health_go_down(struct hlb_health *h, const struct hlb_health_params 
 {
 	h->raw_up = false;
 	h->fail_run = 0;
+	h->passive_run = 0;
 	h->ok_run = 0;
 	h->flaps++;
 	if (p->half_life_ms) {
@@ -63,13 +64,17 @@ static void health_go_down(struct hlb_health *h, const struct hlb_health_params 
 }
 
 static void health_fail(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
-			uint64_t now_ms)
+			bool passive, uint64_t now_ms)
 {
+	uint32_t was = h->fail_run;
+
 	if (!h->raw_up) {
 		h->ok_run = 0;
 		return;
 	}
 	h->fail_run = h->fail_run + n > p->fall ? p->fall : h->fail_run + (uint32_t)n;
+	if (passive)
+		h->passive_run += h->fail_run - was;
 	if (h->fail_run >= p->fall)
 		health_go_down(h, p, now_ms);
 }
@@ -78,23 +83,29 @@ bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, b
 		      uint64_t now_ms)
 {
 	if (!ok) {
-		health_fail(h, p, 1, now_ms);
+		health_fail(h, p, 1, false, now_ms);
 	} else if (h->raw_up) {
 		h->fail_run = 0;
+		h->passive_run = 0;
 	} else if (++h->ok_run >= p->rise) {
 		h->raw_up = true;
 		h->ok_run = 0;
 		h->fail_run = 0;
+		h->passive_run = 0;
 	}
 	return health_settle(h, p, now_ms);
 }
 
 bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
-			uint64_t now_ms)
+			bool succeeded, uint64_t now_ms)
 {
+	if (succeeded) { /* the failures before that connect are not "in a row" */
+		h->fail_run -= h->passive_run < h->fail_run ? h->passive_run : h->fail_run;
+		h->passive_run = 0;
+	}
 	if (!n)
 		return false;
-	health_fail(h, p, n, now_ms);
+	health_fail(h, p, n, true, now_ms);
 	return health_settle(h, p, now_ms);
 }
 

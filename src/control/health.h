@@ -6,8 +6,9 @@
  * Rise and fall: <fall> consecutive failed checks take an up backend down,
  * <rise> consecutive passed checks bring a down one back (HAProxy's rule).
  * Connect failures that the data plane saw (passive checks) count toward
- * fall like failed active checks; they never count toward rise, because a
- * down backend gets no traffic to pass with.
+ * fall like failed active checks, as long as no connect succeeded after
+ * them; they never count toward rise, because a down backend gets no
+ * traffic to pass with.
  *
  * Flap damping (the hysteresis above rise/fall): rise/fall alone follow a
  * backend that flaps slower than (rise + fall) x interval, and every flap
@@ -41,6 +42,7 @@ struct hlb_health {
 	bool suppressed;
 	uint32_t ok_run; /* consecutive passes while raw down */
 	uint32_t fail_run; /* consecutive failures while raw up */
+	uint32_t passive_run; /* of fail_run, the data plane's since its last successful connect */
 	double penalty; /* as of penalty_ms */
 	uint64_t penalty_ms;
 	uint64_t flaps; /* raw up->down transitions */
@@ -61,9 +63,13 @@ void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms);
 bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, bool ok,
 		      uint64_t now_ms);
 
-/* Feed <n> passive failures (connect failures seen by the data plane). */
+/*
+ * Feed <n> passive failures (connect failures seen by the data plane);
+ * <succeeded>: a connect succeeded before them (since the last call), so
+ * the passive failures counted before it no longer count toward fall.
+ */
 bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p, uint64_t n,
-			uint64_t now_ms);
+			bool succeeded, uint64_t now_ms);
 
 /*
  * Re-evaluate suppression at <now_ms> without a new result: a suppressed

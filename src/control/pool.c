@@ -453,18 +453,23 @@ void hlb_pool_flush(struct hlb_pool *p)
 
 static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 {
-	/* every backend every tick: only the failures, not the whole counters
-	 * (their histogram and all), which cost 30 % of a CPU at 65,535 backends */
-	uint64_t fails = hlb_backend_connect_failures(b->rt), delta;
+	/* every backend every tick: only its run of failed connects, not the
+	 * whole counters (their histogram and all), which cost 30 % of a CPU at
+	 * 65,535 backends. Failures followed by a successful connect are not a
+	 * failing backend: a run shorter than the last one seen was restarted
+	 * by a connect that succeeded, and only its own failures count (all the
+	 * failures since the last tick did, whenever the last connect failed:
+	 * a backend refusing one connect in several went down, though it never
+	 * failed <fall> in a row). A success missed that way (the new run as
+	 * long already) counts the same. */
+	uint32_t run = atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed);
+	bool succeeded = run < b->seen_run;
+	uint32_t fresh = succeeded ? run : run - b->seen_run;
 	const char *cause = NULL;
 
-	delta = fails - b->seen_fail;
-	b->seen_fail = fails;
-	/* Failures followed by a successful connect are not a failing backend. */
-	if (!atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed))
-		delta = 0;
+	b->seen_run = run;
 	if (backend_checked(b)) {
-		if (hlb_health_passive(&b->health, &b->svc->hp, delta, now))
+		if (hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now))
 			cause = "passive";
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))
 			cause = cause ? NULL : "damping"; /* two changes: back where it was */

@@ -9,7 +9,8 @@ import socket
 import time
 
 from ctltest import Lb, config
-from lbtest import Backend, check, client_ip, lookup, run_tests, serve_each, who
+from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
+                    serve_each, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
@@ -109,6 +110,60 @@ def passive_failures_count_toward_fall():
     check(lb.stop() == 0, "exit 0")
     for b in bs[:2]:
         b.stop()
+
+
+def passive_failures_then_a_success_do_not_count():
+    """A backend that refuses one connect in two (its listener closed and opened again between
+    clients) never fails fall connects in a row: it stays up, its refused clients served by
+    the others. Every failure since the last tick counted whenever the last connect had
+    failed, and it went down after about fall refusals, however many connects succeeded
+    between them."""
+    other = Backend("y")
+    port = dead_port(hold=False)
+
+    def listen():
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(16)
+        s.settimeout(1)  # x down (the bug): nothing comes
+        return s
+
+    x = listen()
+    lb = Lb(config([("x", f"127.0.0.1:{port}"), ("y", other.addr)],
+                   health="interval: 10s\ntimeout: 1s\nrise: 2\nfall: 3"))
+    clients = [client_ip(i) for i in range(200)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "x"][:5]
+    served = []
+    for i in range(24):
+        refuse = i % 2 == 1
+        if refuse and x:
+            x.close()
+            x = None
+        elif not refuse and not x:
+            x = listen()
+        s = connect(lb.addr, mine[i % len(mine)])
+        if not refuse:
+            try:
+                a, _ = x.accept()
+                a.sendall(b"x\n")
+                a.close()
+            except socket.timeout:
+                pass
+        served.append(read_line(s))
+        s.close()
+        time.sleep(0.03)  # the control plane's ticks (50 ms) fall between them
+    check(served == ["x", "y"] * 12, f"x served one in two, y the others: {served}")
+    b = lb.backend("x")
+    check(b["connect_fail"] == 12 and b["health"] == "up",
+          f"12 refusals, never 2 in a row: x stays up ({b['health']}, {b['connect_fail']})")
+    check(not lb.wait_log(r'msg="backend down" service=t backend=x', timeout=0.2),
+          "no backend down logged")
+    check(lb.stop() == 0, "exit 0")
+    if x:
+        x.close()
+    other.stop()
 
 
 def flapping_does_not_rebuild_per_flap():
@@ -291,4 +346,5 @@ def health_port():
 
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
+           passive_failures_then_a_success_do_not_count,
            flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks, health_port])

@@ -60,21 +60,50 @@ static void test_passive_failures_count_toward_fall(void **state)
 
 	hlb_health_init(&h, true, 0);
 	assert_false(hlb_health_check(&h, &hp, false, 10));
-	assert_false(hlb_health_passive(&h, &hp, 1, 15));
-	assert_true(hlb_health_passive(&h, &hp, 1, 16));
+	assert_false(hlb_health_passive(&h, &hp, 1, false, 15));
+	assert_true(hlb_health_passive(&h, &hp, 1, false, 16));
 	assert_false(h.up);
 
 	/* A burst of passive failures takes it down at once. */
 	hlb_health_init(&h, true, 0);
-	assert_true(hlb_health_passive(&h, &hp, 50, 1));
+	assert_true(hlb_health_passive(&h, &hp, 50, false, 1));
 	assert_false(h.up);
 
 	/* Passive results never bring a backend back, and no failures is no news. */
-	assert_false(hlb_health_passive(&h, &hp, 0, 2));
+	assert_false(hlb_health_passive(&h, &hp, 0, false, 2));
 	assert_false(hlb_health_check(&h, &hp, true, 3));
-	assert_false(hlb_health_passive(&h, &hp, 1, 4));
+	assert_false(hlb_health_passive(&h, &hp, 1, false, 4));
 	assert_false(hlb_health_check(&h, &hp, true, 5));
 	assert_true(hlb_health_check(&h, &hp, true, 6));
+}
+
+/*
+ * Passive failures followed by a successful connect no longer count: a backend whose
+ * connects fail one in two never fails <fall> in a row, and stays up. It went down
+ * after <fall> such failures (each tick counted every failure since the last one when
+ * the last connect had failed). A failed check still counts with the passive failures
+ * after it; a success forgets only the passive ones.
+ */
+static void test_passive_failures_then_a_success_do_not_count(void **state)
+{
+	struct hlb_health h;
+
+	hlb_health_init(&h, true, 0);
+	assert_false(hlb_health_passive(&h, &hp, 1, false, 1));
+	for (int i = 0; i < 20; i++) /* each tick: a connect succeeded, then one failed */
+		assert_false(hlb_health_passive(&h, &hp, 1, true, 2 + i));
+	assert_true(h.up);
+	assert_int_equal(h.fail_run, 1);
+
+	/* a failed check, a passive failure, a success, a failure: 2 in a row, not 4 */
+	assert_false(hlb_health_check(&h, &hp, false, 30));
+	assert_int_equal(h.fail_run, 2);
+	assert_false(hlb_health_passive(&h, &hp, 1, true, 31));
+	assert_int_equal(h.fail_run, 2);
+	assert_true(h.up);
+	/* and the run goes on: one more in a row takes it down */
+	assert_true(hlb_health_passive(&h, &hp, 1, false, 32));
+	assert_false(h.up);
 }
 
 /*
@@ -156,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_a_pass_resets_the_fall_count),
 		cmocka_unit_test(test_rise_brings_back_after_rise_passes),
 		cmocka_unit_test(test_passive_failures_count_toward_fall),
+		cmocka_unit_test(test_passive_failures_then_a_success_do_not_count),
 		cmocka_unit_test(test_flapping_backend_is_held_down),
 		cmocka_unit_test(test_single_outage_is_not_damped),
 		cmocka_unit_test(test_checks_are_spread_over_the_interval),
