@@ -5,7 +5,11 @@ real connections); connect failures seen by the forwarder count toward fall; a b
 flaps every 200 ms does not rebuild the table per flap; slow start ramps a new backend; a check
 with a payload (send/expect) takes down a backend that accepts but answers wrongly or not at
 all."""
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
 
 from ctltest import Lb, config
@@ -164,6 +168,56 @@ def passive_failures_then_a_success_do_not_count():
     if x:
         x.close()
     other.stop()
+
+
+NO_PORT = r"""
+import subprocess, time
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as f:
+    f.write("40000 40009\n")  # a handful of local ports per backend address
+from ctltest import Lb, config
+from lbtest import Backend, check, client_ip, connect, failures, read_line
+bs = [Backend("a", 29501), Backend("b", 29502)]
+lb = Lb(config([(b.name, b.addr) for b in bs], health="interval: 10s\ntimeout: 1s\nfall: 3",
+               admin="127.0.0.1:29503", listen="127.0.0.1:29500"))
+held, served = [], []
+for i in range(30):  # every local port to a and b taken, then 3 failures a backend and more
+    s = connect(lb.addr, client_ip(i))
+    served.append(read_line(s))
+    held.append(s)
+time.sleep(0.3)  # the control plane's ticks
+st = {b["name"]: b for b in lb.service()["backends"]}
+check(all(st[n]["connect_fail"] >= 3 for n in "ab") and "" in served,
+      f"the ports ran out: {[(n, st[n]['connect_fail']) for n in 'ab']} {served}")
+check(all(st[n]["health"] == "up" and st[n]["in_table"] for n in "ab"),
+      f"no local port is no failure of the backends: both stay up "
+      f"{[(n, st[n]['health'], st[n]['in_table']) for n in 'ab']}")
+check(not lb.wait_log(r'msg="backend down"', timeout=0.2), "no backend down logged")
+for s in held:
+    s.close()
+check(lb.stop() == 0, "exit 0")
+for b in bs:
+    b.stop()
+raise SystemExit(1 if failures else 0)
+"""
+
+
+def no_local_port_is_not_a_backend_failure():
+    """Connects the forwarder cannot make for want of a local port (EADDRNOTAVAIL: the
+    ephemeral ports to a backend's address all taken) are not the backend's failures, as
+    for the health checks: counted as passive failures, they took every backend down at
+    once when the ports ran out, the process at its busiest, and kept them down (their
+    checks, short of a port too, are skipped). In a network namespace of its own, where
+    ip_local_port_range is set for this test alone."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("    skipped: needs root and unshare(1) for a network namespace")
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run(["unshare", "--net", sys.executable, "-c", NO_PORT], cwd=here,
+                       env=dict(os.environ, PYTHONPATH=here), capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, "in its namespace: " + " / ".join(
+        l for l in p.stdout.splitlines() if "FAIL" in l or "Error" in l) + p.stderr[-300:])
 
 
 def flapping_does_not_rebuild_per_flap():
@@ -346,5 +400,5 @@ def health_port():
 
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
-           passive_failures_then_a_success_do_not_count,
+           passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks, health_port])
