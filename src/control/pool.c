@@ -589,23 +589,31 @@ static void service_free(struct hlb_pool_service *s)
 	free(s);
 }
 
+/* A flap penalty below this is not handed over: every backend that ever went down keeps
+ * one that only tends to 0, and a line each would be carried for nothing. */
+#define HANDOVER_PENALTY_MIN 0.05
+
 void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 {
+	uint64_t now = hlb_now_ms();
+
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		const struct hlb_pool_service *s = p->svcs[i];
 
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
+			double pen = hlb_health_penalty(&b->health, &s->hp, now);
 
 			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
-			    max == b->cfg_max_conns && b->health.up)
+			    max == b->cfg_max_conns && b->health.up && pen < HANDOVER_PENALTY_MIN)
 				continue;
 			hlb_buf_printf(o, HLB_HANDOVER_LINE, s->cfg->name, b->rt->name,
 				       hashlb_admin_state_name(b->admin),
 				       hashlb_admin_state_name(b->cfg_admin), b->rt->weight,
 				       b->cfg_weight, max, b->cfg_max_conns,
-				       b->health.up ? "up" : "down");
+				       b->health.up ? "up" : "down", pen,
+				       b->health.suppressed ? "yes" : "no");
 		}
 	}
 }
@@ -616,6 +624,8 @@ struct handover {
 	enum hashlb_admin_state a, cfg_a;
 	unsigned w, cfg_w, max, cfg_max;
 	bool down;
+	double penalty; /* flap damping; 0 from a process that sent none */
+	bool held; /* the penalty held it down */
 };
 
 static int handover_cmp(const void *x, const void *y)
@@ -661,6 +671,19 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		    hashlb_admin_state_parse(cfg_st, &h.cfg_a) < 0)
 			continue;
 		h.down = !strcmp(up, "down");
+		/* the damping, after the fields every version sends (none: an older one) */
+		{
+			const char *end = strchr(l, '\n'), *pf = strstr(l, " penalty=");
+			char held[4] = "";
+
+			if (pf && (!end || pf < end) &&
+			    sscanf(pf, " penalty=%lf held=%3s", &h.penalty, held) >= 1 &&
+			    h.penalty >= 0 && h.penalty < 1e6) {
+				h.held = !strcmp(held, "yes");
+			} else {
+				h.penalty = 0;
+			}
+		}
 		if (p->n_ho == cap) {
 			size_t nc = cap ? 2 * cap : 64;
 			struct handover *more = realloc(p->ho, nc * sizeof(*more));
@@ -717,11 +740,20 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		atomic_store(&b->rt->healthy, false);
 		carried = true;
 	}
+	if (h->penalty > 0 && backend_checked(b)) {
+		/* its flapping goes on counting: one held down stays so until the penalty
+		 * decays, as it would have in the old one, not up after <rise> checks */
+		b->health.penalty = h->penalty;
+		b->health.penalty_ms = hlb_now_ms();
+		b->health.suppressed = h->held && !b->health.up;
+		carried = true;
+	}
 	if (carried)
 		pool_log(p, false, "run-time settings carried over from the old hashlb",
-			 "service=%s backend=%s state=%s weight=%u max_connections=%u health=%s",
+			 "service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s",
 			 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
-			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down");
+			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
+			 b->health.suppressed ? " held=flapping" : "");
 }
 
 /* A new service with its first snapshot published; checks not started. */

@@ -19,10 +19,14 @@
 #define HLB_FDPASS_LINE "%d %d %s\n"
 
 /* After the sockets' lines, one per backend whose state, weight or cap was set at run time
- * (hashlb ctl set), or that is down: service, backend, then each setting as now/in the
- * config, and its health. The new process carries each setting on unless its own config
- * changes it (as a reload does), and starts from that health (checks then go on). */
-#define HLB_HANDOVER_LINE "set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s\n"
+ * (hashlb ctl set), that is down, or that flapped of late: service, backend, then each
+ * setting as now/in the config, its health, and its flap damping (the penalty now, and
+ * whether it holds the backend down). The new process carries each setting on unless its
+ * own config changes it (as a reload does), and starts from that health and damping
+ * (checks then go on). A process of before the damping's fields ignores them. */
+#define HLB_HANDOVER_LINE                                                                  \
+	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
+	"held=%s\n"
 
 /*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)

@@ -596,6 +596,82 @@ static void test_handover_of_many_backends(void **state)
 	fixture_teardown(&f);
 }
 
+static void checks_on(struct hashlb_config *c)
+{
+	c->services[0].health.enabled = true;
+}
+
+/* A new pool on a config with checks on, given the handover text <ho>; its backend b1. */
+static struct hlb_pool_backend *taker(struct fixture *f, const char *ho)
+{
+	struct hashlb_error err = { 0 };
+
+	memset(f, 0, sizeof(*f));
+	f->cfg = config_new(HASHLB_SCHEME_RING, 3);
+	checks_on(f->cfg);
+	assert_int_equal(hlb_loop_new(&f->loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	f->env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f->rcu, .handover = ho };
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, &err), 0);
+	f->svc = hlb_pool_service_at(f->pool, 0);
+	return hlb_pool_backend_find(f->svc, "b1");
+}
+
+/*
+ * A backend held down for flapping, then an upgrade in place: the new process got only
+ * "health=down", and the backend came back after <rise> checks, its flapping forgotten
+ * (the old one would have held it for a minute more). Its damping goes with it now: held
+ * down until the penalty decays, and a penalty short of it still counts the next flap.
+ */
+static void test_handover_carries_flap_damping(void **state)
+{
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	b = hlb_pool_backend_find(old.svc, "b1");
+	for (int i = 0; i < 3; i++) { /* down, up, down, up, down: held at the third */
+		backend_fail(b);
+		if (i < 2) {
+			hlb_pool_health_result(b, true);
+			hlb_pool_health_result(b, true);
+		}
+	}
+	assert_true(b->health.suppressed);
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	assert_non_null(strstr(o.p, "set web b1 "));
+	assert_non_null(strstr(o.p, " held=yes\n"));
+	fixture_teardown(&old);
+
+	b = taker(&f, o.p);
+	assert_false(hlb_pool_backend_up(b));
+	assert_true(b->health.suppressed);
+	assert_true(hlb_health_penalty(&b->health, &f.svc->hp, hlb_now_ms()) >= 2.5);
+	hlb_pool_health_result(b, true); /* rise: its checks pass, yet it stays held */
+	hlb_pool_health_result(b, true);
+	assert_false(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+
+	/* an older hashlb's line, without the damping: down until <rise> checks pass */
+	b = taker(&f, "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=down\n");
+	assert_false(hlb_pool_backend_up(b));
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	assert_true(hlb_pool_backend_up(b));
+	fixture_teardown(&f);
+
+	/* up, with a penalty of two flaps: the next one holds it down */
+	b = taker(&f, "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=up "
+		      "penalty=2.000 held=no\n");
+	assert_true(hlb_pool_backend_up(b));
+	backend_fail(b);
+	assert_true(b->health.suppressed);
+	fixture_teardown(&f);
+	free(o.p);
+}
+
 static void test_reload_turning_checks_off_revives_down_backends(void **state)
 {
 	struct fixture f;
@@ -764,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
+		cmocka_unit_test(test_handover_carries_flap_damping),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
