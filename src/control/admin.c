@@ -181,15 +181,10 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
 		b->rt->weight, hashlb_admin_state_name(b->admin),
 		snap ? health_name(b) : "removed" /* no longer checked: draining */,
-		snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx) &&
-				hashlb_table_backend_weight(snap->table, idx) >
-					0 /* weight 0: no slot */
-			? "true"
-			: "false",
-		backend_ramp(b), share, c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail,
-		c.connect_timeout, c.retries, b->checks_ok, b->checks_failed,
-		(double)b->check_latency_ns / 1e6, b->health.flaps, atomic_load(&b->rt->max_conns),
-		c.full, connect_avg_ms(&c));
+		hlb_pool_takes_clients(snap, idx) ? "true" : "false", backend_ramp(b), share,
+		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
+		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
+		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64

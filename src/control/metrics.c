@@ -122,8 +122,9 @@ static void blabels(struct hlb_buf *o, const char *name, const struct hlb_pool_s
 	}
 }
 
-static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_counters *c,
-		     enum bfield f)
+/* Field <f> of backend <j> of <s> (past its backends: one a reload removed). */
+static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct hlb_pool_backend *b,
+		     const struct hlb_backend_counters *c, enum bfield f)
 {
 	switch (f) {
 	case B_ACTIVE:
@@ -148,8 +149,8 @@ static double bvalue(const struct hlb_pool_backend *b, const struct hlb_backend_
 		return (double)c->full;
 	case B_MAX_CONNS:
 		return atomic_load(&b->rt->max_conns);
-	case B_UP: /* one a reload removed takes no new client, whatever its health */
-		return b->drain_deadline_ms ? 0 : hlb_pool_backend_up(b);
+	case B_UP: /* the table's word: a standby backup, weight 0 or one removed take none */
+		return j < s->n_backends && hlb_pool_takes_clients(hlb_pool_snapshot(s), j);
 	case B_HEALTHY:
 		return b->health.up;
 	case B_WEIGHT:
@@ -223,7 +224,7 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 
 				hlb_backend_counters_read(b->rt, &c);
 				blabels(o, bfamilies[f].name, s, b);
-				hlb_buf_printf(o, " %.17g\n", bvalue(b, &c, f));
+				hlb_buf_printf(o, " %.17g\n", bvalue(s, j, b, &c, f));
 			}
 		}
 	}
@@ -369,7 +370,9 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				v = (double)s->rebuild_ns_last / 1e9;
 				break;
 			case 6:
-				v = hashlb_table_up_count(snap->table);
+				v = 0;
+				for (uint32_t j = 0; j < s->n_backends; j++)
+					v += hlb_pool_takes_clients(snap, j);
 				break;
 			case 7:
 				v = s->n_backends;

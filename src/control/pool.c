@@ -70,6 +70,12 @@ bool hlb_pool_backend_up(const struct hlb_pool_backend *b)
 	return b->admin == HASHLB_ADMIN_READY && b->health.up;
 }
 
+bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx)
+{
+	return snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx) &&
+	       hashlb_table_backend_weight(snap->table, idx) > 0;
+}
+
 static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
 {
 	if (!b->svc->cfg->slow_start_ms) {

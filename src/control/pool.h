@@ -159,8 +159,12 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);
  */
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b);
 
-/* Whether <b> takes new clients in the current table. */
+/* Whether <b> is ready and healthy: it could take clients (a backup may
+ * still be kept out of the table, and weight 0 takes none). */
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
+/* Whether backend <idx> of <snap> takes new clients: in its table, not
+ * down (a standby backup is), weight above 0. */
+bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);
 /* The service's published snapshot (control thread: no reclamation race). */
 static inline const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool_service *s)
 {

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from ctltest import Lb, config
+from ctltest import Lb, config, metric_sum_text
 from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
                     serve_each, who)
 
@@ -75,11 +75,22 @@ def backup_takes_over():
     check(rows.get("c", "").endswith(" backup") and not rows.get("a", "").endswith(" backup"),
           f"hashlb ctl status marks the backup: {rows.get('c')!r}")
 
+    def ups():
+        body = lb.http("GET", "/metrics")[1]
+        return ({n: metric_sum_text(body, f'hashlb_backend_up{{service="t",backend="{n}"}}')
+                 for n in "abc"}, metric_sum_text(body, "hashlb_service_backends_up"))
+    up, svc_up = ups()
+    check(up == {"a": 1, "b": 1, "c": 0} and svc_up == 2,
+          f"/metrics: the standby backup takes no new client (hashlb_backend_up 0), the "
+          f"backends' values add up to the service's: {up}, {svc_up}")
+
     for b in bs[:2]:
         b.stop()
     took = lb.wait(lambda: lb.backend("c")["in_table"], timeout=10, step=0.02)
     check(took is not None, "with a and b down, the backup is in the table")
     check(all(who(lb.addr, c) == "c" for c in clients), "and takes every client")
+    up, svc_up = ups()
+    check(up == {"a": 0, "b": 0, "c": 1} and svc_up == 1, f"/metrics: c up: {up}, {svc_up}")
 
     bs[0] = Backend("a", bs[0].port)
     check(lb.wait(lambda: not lb.backend("c")["in_table"], timeout=10, step=0.02) is not None,
