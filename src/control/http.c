@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #define HTTP_REQ_MAX 16384
 #define HTTP_CONNS_MAX 64
 #define HTTP_TIMEOUT_MS 10000
+/* accept failed for want of a descriptor or memory: try again this much later */
+#define HTTP_ACCEPT_PAUSE_MS 100
 
 struct http_conn {
 	struct hlb_http *h;
@@ -43,7 +46,25 @@ struct hlb_http {
 	ino_t unix_ino;
 	struct http_conn *conns;
 	unsigned n_conns;
+	/*
+	 * At the fd limit (the forwarder's clients can take every one) the
+	 * admin endpoint is what tells the operator so: a descriptor is kept
+	 * in reserve (/dev/null), given up to accept one connection when
+	 * accept4() fails with EMFILE, and taken again when that connection
+	 * closes. Without it, or while it is in use, the listener is not
+	 * watched for HTTP_ACCEPT_PAUSE_MS: left level-triggered with a
+	 * connection that cannot be accepted, epoll would spin the control
+	 * thread.
+	 */
+	int spare;
+	struct hlb_timer resume;
 };
+
+static void spare_take(struct hlb_http *h)
+{
+	if (h->spare < 0)
+		h->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 
 static int hex(int c)
 {
@@ -179,6 +200,7 @@ static void conn_close(struct http_conn *c)
 		c->next->prev = c->prev;
 	h->n_conns--;
 	free(c);
+	spare_take(h); /* if it was given up for this connection */
 }
 
 static const char *status_text(int status)
@@ -483,6 +505,15 @@ static void conn_timeout(void *arg)
 	conn_close(c);
 }
 
+static void http_resume(void *arg)
+{
+	struct hlb_http *h = arg;
+
+	spare_take(h);
+	if (hlb_loop_add(h->loop, &h->io, EPOLLIN) < 0)
+		hlb_timer_arm(h->loop, &h->resume, hlb_now_ms() + HTTP_ACCEPT_PAUSE_MS);
+}
+
 static void http_accept(void *arg, uint32_t events)
 {
 	struct hlb_http *h = arg;
@@ -491,8 +522,23 @@ static void http_accept(void *arg, uint32_t events)
 		int fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct http_conn *c;
 
-		if (fd < 0)
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && h->spare >= 0) {
+			close(h->spare); /* its slot for this connection */
+			h->spare = -1;
+			continue;
+		}
+		if (fd < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+			/* the connection stays in the backlog: look again later */
+			hlb_loop_del(h->loop, &h->io);
+			hlb_timer_arm(h->loop, &h->resume, hlb_now_ms() + HTTP_ACCEPT_PAUSE_MS);
 			return;
+		}
+		if (fd < 0) {
+			if (errno == ECONNABORTED || errno == EINTR)
+				continue;
+			return;
+		}
 		if (h->n_conns >= HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
 			/* say why (non-blocking: a fresh socket takes this much) */
 			static const char busy[] =
@@ -566,6 +612,9 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	h->loop = loop;
 	h->fn = fn;
 	h->arg = arg;
+	h->spare = -1;
+	hlb_timer_init(&h->resume, http_resume, h);
+	spare_take(h);
 	h->io = (struct hlb_io){ .fn = http_accept, .arg = h };
 	h->io.fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h->io.fd < 0) {
@@ -636,6 +685,9 @@ void hlb_http_free(struct hlb_http *h)
 		return;
 	while (h->conns)
 		conn_close(h->conns);
+	hlb_timer_cancel(h->loop, &h->resume);
+	if (h->spare >= 0)
+		close(h->spare);
 	if (h->io.fd >= 0) {
 		hlb_loop_del(h->loop, &h->io);
 		close(h->io.fd);

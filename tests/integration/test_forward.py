@@ -4,6 +4,7 @@ through splice, half-close propagated, 1,000 concurrent connections, max_connect
 idle timeout enforced."""
 import hashlib
 import json
+import os
 import random
 import re
 import selectors
@@ -677,6 +678,42 @@ def fd_limit():
     lb.stop()
 
 
+def fd_limit_admin():
+    """At the fd limit, every descriptor taken (clients of an accept_proxy service that send
+    no header hold one each), the admin endpoint still answers, and a connection to it that
+    waits costs no CPU. Before, accept4() failed with
+    EMFILE and the level-triggered listener woke the control thread again at once: a CPU
+    spun for as long as the connection waited, and it got no answer."""
+    nofile = 64
+    lb = Lb(config(BACKENDS, workers=1, extra="accept_proxy: true\ntimeouts:\n  connect: 60s"),
+            nofile=nofile, args=("--admin", "127.0.0.1:0"))
+    held = []
+    for _ in range(nofile + 8):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(lb.addr)
+        held.append(s)
+    full = lb.wait(lambda: len(os.listdir(f"/proc/{lb.proc.pid}/fd")) >= nofile)
+    check(full and lb.wait_log("msg=\"accept failed, pausing\""),
+          "the clients take every descriptor, and the worker says so")
+    pending = lb.admin_socket(timeout=5)  # in the backlog: nothing sent, nothing answered yet
+    c0 = lb.cpu_seconds()
+    time.sleep(1.0)
+    used = lb.cpu_seconds() - c0
+    check(used < 0.3, f"no busy loop with an admin connection at the limit: {used:.2f} CPU s in 1 s")
+    pending.close()
+    try:
+        status, body = lb.http("GET", "/metrics", timeout=5)
+    except OSError as e:
+        status, body = repr(e), ""
+    check(status == 200, f"/metrics answers at the fd limit: {status}")
+    for s in held:
+        s.close()
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_process_open_fds") < nofile / 2),
+          "once the clients leave, the descriptors are free again")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def allow_and_deny_clients():
     """allow_clients / deny_clients: a client outside the allow list, or in the deny list, is
     closed at once without reaching a backend, counted and logged (end=denied); the others are
@@ -854,5 +891,6 @@ run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, ha
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
-           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, allow_and_deny_clients,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, fd_limit_admin,
+           allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate])
