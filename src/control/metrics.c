@@ -5,6 +5,7 @@
  * format requires; counters end in _total; label values are escaped.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -432,10 +433,17 @@ static unsigned open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
+	struct rlimit rl;
 	unsigned n = 0;
 
-	if (!d)
+	if (!d) {
+		/* no descriptor left to read the directory with: every one is
+		 * open, which is when this gauge matters most (not 0) */
+		if (errno == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY)
+			return (unsigned)rl.rlim_cur;
 		return 0;
+	}
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.')
 			n++;

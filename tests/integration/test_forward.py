@@ -13,7 +13,7 @@ import struct
 import threading
 import time
 
-from ctltest import Lb, metric_sum
+from ctltest import Lb, metric_sum, metric_sum_text
 from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
                     run_tests, serve_each, who)
 
@@ -681,9 +681,10 @@ def fd_limit():
 def fd_limit_admin():
     """At the fd limit, every descriptor taken (clients of an accept_proxy service that send
     no header hold one each), the admin endpoint still answers, and a connection to it that
-    waits costs no CPU. Before, accept4() failed with
-    EMFILE and the level-triggered listener woke the control thread again at once: a CPU
-    spun for as long as the connection waited, and it got no answer."""
+    waits costs no CPU. Before, accept4() failed with EMFILE and the level-triggered
+    listener woke the control thread again at once: a CPU spun for as long as the
+    connection waited, and it got no answer. /metrics then shows every descriptor open
+    (it said 0: it could not open /proc/self/fd to count them)."""
     nofile = 64
     lb = Lb(config(BACKENDS, workers=1, extra="accept_proxy: true\ntimeouts:\n  connect: 60s"),
             nofile=nofile, args=("--admin", "127.0.0.1:0"))
@@ -707,6 +708,9 @@ def fd_limit_admin():
     except OSError as e:
         status, body = repr(e), ""
     check(status == 200, f"/metrics answers at the fd limit: {status}")
+    if status == 200:
+        check(metric_sum_text(body, "hashlb_process_open_fds") == nofile,
+              f"and shows every descriptor open: {metric_sum_text(body, 'hashlb_process_open_fds')}")
     for s in held:
         s.close()
     check(lb.wait(lambda: metric_sum(lb, "hashlb_process_open_fds") < nofile / 2),
