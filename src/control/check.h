@@ -21,7 +21,8 @@
 
 #include "loop.h"
 
-/* Called from the loop with each result; <latency_ns> is the connect time. */
+/* Called from the loop with each result; <latency_ns> is its time:
+ * the connect, and with send/expect until the answer matched. */
 typedef void (*hlb_check_done_fn)(void *arg, bool ok, uint64_t latency_ns);
 
 struct hlb_check {

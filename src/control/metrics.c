@@ -74,7 +74,8 @@ static const struct {
 	[B_CHECKS_FAILED] = { "hashlb_backend_checks_failed_total", "counter",
 			      "Active health checks that failed." },
 	[B_CHECK_LATENCY] = { "hashlb_backend_check_latency_seconds", "gauge",
-			      "Connect time of the last passed health check." },
+			      "Time the last passed health check took: its connect, and with send/expect "
+			      "the answer too." },
 	[B_FLAPS] = { "hashlb_backend_flaps_total", "counter",
 		      "Times the health checks took the backend down." },
 };

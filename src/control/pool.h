@@ -57,7 +57,7 @@ struct hlb_pool_backend {
 	struct hlb_health health;
 	struct hlb_check check;
 	uint64_t checks_ok, checks_failed;
-	uint64_t check_latency_ns; /* last passed check's connect time */
+	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */
