@@ -52,6 +52,9 @@ struct run_steer {
 	struct hlb_daemon_timer *retry_timer;
 	/* Every REFRESH_MS once a table is published: the MACs checked. */
 	struct hlb_daemon_timer *refresh_timer;
+	/* Shutdown has begun (run_steer_stopping()): nothing is published any
+	 * more; after an upgrade the new process drives the programs. */
+	bool stopping;
 };
 
 static void svc_clear_close_on_return(struct run_steer_svc *e)
@@ -241,7 +244,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	struct hashlb_steer_dest *dests;
 	const char *name = e->name;
 
-	if (e->failed || (e->published && e->generation == snap->generation))
+	if (rs->stopping || e->failed || (e->published && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface, .mode = HASHLB_STEER_AUTO };
@@ -419,25 +422,50 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 	}
 }
 
+/*
+ * Whether the new process took <e>'s program over, so holds its maps; if not
+ * (its config no longer steers this service on this interface), nobody would
+ * update it again: detached now (<now>) or when this process exits.
+ */
+static bool svc_taken_over(struct run_steer_svc *e, bool now)
+{
+	if (hashlb_steer_driven_elsewhere(e->steer)) {
+		hashlb_steer_set_keep(e->steer, true);
+		return true;
+	}
+	hashlb_steer_set_keep(e->steer, false);
+	hlb_log(HLB_LOG_INFO, "kernel steering detached",
+		"service=%s interface=%s reason=\"not taken over by the new process\"", e->name,
+		e->iface ? e->iface : "-");
+	if (now) {
+		hashlb_steer_free(e->steer);
+		e->steer = NULL;
+	}
+	return false;
+}
+
+void run_steer_stopping(void *arg, bool handed_over)
+{
+	struct run_steer *rs = arg;
+
+	rs->stopping = true;
+	if (rs->retry_timer)
+		hlb_daemon_timer_del(rs->d, rs->retry_timer);
+	if (rs->refresh_timer)
+		hlb_daemon_timer_del(rs->d, rs->refresh_timer);
+	rs->retry_timer = rs->refresh_timer = NULL;
+	/* The new process adopted the programs before it said it was ready:
+	 * one it did not take is detached at once, not after this drain. */
+	for (uint32_t i = 0; handed_over && i < rs->n; i++)
+		if (rs->svcs[i].steer)
+			svc_taken_over(&rs->svcs[i], true);
+}
+
 void run_steer_handed_over(struct run_steer *rs)
 {
-	for (uint32_t i = 0; rs && i < rs->n; i++) {
-		struct run_steer_svc *e = &rs->svcs[i];
-
-		if (!e->steer)
-			continue;
-		/* The new process took it over, so holds its maps, unless its
-		 * config no longer steers this service on this interface: then
-		 * nobody would update it again. */
-		if (hashlb_steer_driven_elsewhere(e->steer)) {
-			hashlb_steer_set_keep(e->steer, true);
-			continue;
-		}
-		hashlb_steer_set_keep(e->steer, false);
-		hlb_log(HLB_LOG_INFO, "kernel steering detached",
-			"service=%s interface=%s reason=\"not taken over by the new process\"",
-			e->name, e->iface ? e->iface : "-");
-	}
+	for (uint32_t i = 0; rs && i < rs->n; i++)
+		if (rs->svcs[i].steer)
+			svc_taken_over(&rs->svcs[i], false);
 }
 
 void run_steer_free(struct run_steer *rs)

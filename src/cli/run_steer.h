@@ -40,6 +40,10 @@ int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool up
 void run_steer_sync(void *arg, const struct hashlb_config *cfg);
 /* An hlb_publish_fn: <arg> is the struct run_steer. Control thread only. */
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
+/* Shutdown begins (an hlb_control_stopping_fn: <arg> is the struct run_steer): nothing is
+ * published from now on (after an upgrade the old tables would overwrite the new process's);
+ * <handed_over>: a program the new process did not take over is detached now. */
+void run_steer_stopping(void *arg, bool handed_over);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);

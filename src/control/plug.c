@@ -22,6 +22,8 @@ struct hlb_control_plug {
 	uint32_t n_subs;
 	hlb_control_reloaded_fn reloaded;
 	void *reloaded_arg;
+	hlb_control_stopping_fn stopping;
+	void *stopping_arg;
 };
 
 /* Every service's current snapshot to subscriber <i>. */
@@ -215,6 +217,8 @@ static void plug_stopping(struct hlb_daemon *d, void *arg)
 	 * would share its clients out with this one otherwise) */
 	if (plug->ctl)
 		hlb_control_stop(plug->ctl, hlb_daemon_handed_over(d));
+	if (plug->stopping)
+		plug->stopping(plug->stopping_arg, hlb_daemon_handed_over(d));
 }
 
 static void plug_stopped(struct hlb_daemon *d, void *arg)
@@ -251,6 +255,13 @@ int hlb_control_plug_subscribe(struct hlb_control_plug *plug, hlb_publish_fn fn,
 	plug->subs = v;
 	plug->subs[plug->n_subs++] = (struct plug_sub){ fn, arg };
 	return 0;
+}
+
+void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_stopping_fn fn,
+				  void *arg)
+{
+	plug->stopping = fn;
+	plug->stopping_arg = arg;
 }
 
 void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloaded_fn fn,

@@ -32,6 +32,13 @@ typedef void (*hlb_control_reloaded_fn)(void *arg, const struct hashlb_config *c
  */
 void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloaded_fn fn,
 				void *arg);
+typedef void (*hlb_control_stopping_fn)(void *arg, bool handed_over);
+/* Call <fn> when shutdown begins, after the control plane stopped (no health
+ * check, reload or admin request follows), from the control thread;
+ * <handed_over>: an upgrade's new process took the sockets over. One at a
+ * time. Call before hlb_daemon_run(). */
+void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_stopping_fn fn,
+				  void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
 #endif

@@ -409,17 +409,33 @@ def attached(topo):
                              check=False).stdout)
 
 
+HOLD = """
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
 def upgrade_unsteered(topo, servers):
     """An upgrade in place (SIGUSR2) whose config no longer steers the service in the kernel:
-    the new process does not take the program over, so the old one detaches it when it exits.
-    Before, it left it attached, driven by nobody: it went on steering the VIP with its last
-    table, so when b2's server died afterwards new clients were still sent to it (refused),
-    and the program stayed after the new process had stopped."""
-    d = Daemon(topo, service(topo)).start()
-    new_pid = None
+    the new process does not take the program over, so the old one detaches it at the
+    handover, while it still drains a connection of another (userspace) service. Before, it
+    left it attached, driven by nobody: it went on steering the VIP with its last table, so
+    when b2's server died afterwards new clients were still sent to it (refused), and the
+    program stayed after the new process had stopped; then (a first fix) until the old
+    process had drained."""
+    hold_port = 22950
+    other = (f"  - {{name: hold, listen: '127.0.0.1:{hold_port}', health: {{enabled: false}},\n"
+             f"     backends: [{{name: h1, address: '{topo.backend_ip(0)}:{T.VIP_PORT}'}}]}}\n")
+    d = Daemon(topo, service(topo) + other).start()
+    new_pid, holder = None, None
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
               "upgrade: no table published at start")
+        holder = topo.spawn(topo.lb, [sys.executable, "-c", HOLD, str(hold_port)],
+                            stdout=subprocess.PIPE, text=True)
+        check(holder.stdout.readline().strip() == "held", "upgrade: no connection held")
         with open(d.path) as f:
             text = f.read()
         with open(d.path, "w") as f:
@@ -430,6 +446,18 @@ def upgrade_unsteered(topo, servers):
         if line is None:
             return
         new_pid = int(line.split("pid=")[1].split()[0])
+        gone = None
+        for _ in range(50):
+            if not attached(topo):
+                gone = True
+                break
+            time.sleep(0.1)
+        check(gone and d.proc.poll() is None,
+              "upgrade: the program the new process did not take over is detached at the "
+              f"handover, while the old process drains (detached: {bool(gone)}, old running: "
+              f"{d.proc.poll() is None})")
+        holder.terminate()
+        holder.wait(timeout=10)
         d.proc.wait(timeout=15)
         check(not attached(topo), "upgrade: the old process left the program attached that "
               "the new one, its config steering the service in userspace, did not take over")
@@ -442,6 +470,9 @@ def upgrade_unsteered(topo, servers):
         print(f"upgrade to steering: userspace: program attached after the old process "
               f"exited: {attached(topo)}; b2 down: 20 new clients {dict(got)}", flush=True)
     finally:
+        if holder and holder.poll() is None:
+            holder.terminate()
+            holder.wait(timeout=10)
         if new_pid:
             try:
                 os.kill(new_pid, signal.SIGTERM)
