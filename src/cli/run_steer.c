@@ -18,6 +18,11 @@
  * often: a backend whose MAC changed (its host replaced under the same
  * address, an address moved to a standby) gets the latest table again. */
 #define REFRESH_MS 2000
+/* ... at most this many backends a service each time, in turn: each read
+ * goes through the whole neighbour table (/proc/net/arp, or a netlink dump),
+ * and a thousand backends read at once would hold the control loop (its
+ * health checks with it) for a good part of a second. */
+#define REFRESH_BATCH 32
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -41,6 +46,7 @@ struct run_steer_svc {
 	/* The MACs published with <generation>, by table index (zero: none). */
 	uint8_t (*macs)[6];
 	uint32_t n_macs;
+	uint32_t refresh_next; /* the backend the next refresh_tick() starts at */
 };
 
 struct run_steer {
@@ -372,6 +378,7 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
  */
 static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
+	static const uint8_t none[6];
 	struct run_steer *rs = arg;
 
 	(void)d;
@@ -384,11 +391,17 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		snap = atomic_load(&e->svc->snap);
 		if (snap->generation != e->generation)
 			continue; /* a newer table is on its way */
-		for (uint32_t j = 0; j < snap->n_backends && j < e->n_macs; j++) {
+		for (uint32_t k = 0,
+			      n = snap->n_backends < e->n_macs ? snap->n_backends : e->n_macs;
+		     k < n && k < REFRESH_BATCH; k++) {
+			uint32_t j = e->refresh_next++ % n;
 			const struct hlb_backend *b = snap->backends[j];
 			uint8_t mac[6];
 
-			if (hashlb_steer_neighbour_mac(&b->addr, e->iface, mac) < 0 ||
+			/* none published (out of the table, its host gone): nothing
+			 * to go stale; its return to the table publishes it */
+			if (!memcmp(e->macs[j], none, 6) ||
+			    hashlb_steer_neighbour_mac(&b->addr, e->iface, mac) < 0 ||
 			    memcmp(mac, e->macs[j], 6) == 0)
 				continue;
 			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",
