@@ -330,7 +330,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			s->cfg->log_connections ? "true" : "false", snap->generation,
 			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
-			hashlb_table_up_count(snap->table), sc.active, sc.total, sc.lookups,
+			hlb_pool_takes_clients_count(s), sc.active, sc.total, sc.lookups,
 			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
 			sc.client_limited, sc.queued, sc.queued_total, sc.queue_timeouts,
 			sc.queue_aborts, sc.rate_pauses);
@@ -404,7 +404,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       s->cfg->name, *s->rt->bound ? s->rt->bound : s->cfg->listen,
 			       hashlb_scheme_name(s->cfg->table.scheme),
 			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
-			       hashlb_table_up_count(snap->table), s->n_backends, s->rebuilds,
+			       hlb_pool_takes_clients_count(s), s->n_backends, s->rebuilds,
 			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
 			       sc.no_backend, sc.queued);
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",

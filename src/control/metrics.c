@@ -63,7 +63,8 @@ static const struct {
 	[B_MAX_CONNS] = { "hashlb_backend_max_connections", "gauge",
 			  "The backend's max_connections; 0 = unlimited." },
 	[B_UP] = { "hashlb_backend_up", "gauge",
-		   "1 if the backend takes new clients (ready and healthy)." },
+		   "1 if the backend takes new clients: in the table, not down (a standby "
+		   "backup is), weight above 0." },
 	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
 			"1 if the health checks say up (flap damping included)." },
 	[B_WEIGHT] = { "hashlb_backend_weight", "gauge", "The backend's weight." },
@@ -372,9 +373,7 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				v = (double)s->rebuild_ns_last / 1e9;
 				break;
 			case 6:
-				v = 0;
-				for (uint32_t j = 0; j < s->n_backends; j++)
-					v += hlb_pool_takes_clients(snap, j);
+				v = hlb_pool_takes_clients_count(s);
 				break;
 			case 7:
 				v = s->n_backends;

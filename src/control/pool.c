@@ -76,6 +76,16 @@ bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx)
 	       hashlb_table_backend_weight(snap->table, idx) > 0;
 }
 
+uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)
+{
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+	uint32_t n = 0;
+
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		n += hlb_pool_takes_clients(snap, j);
+	return n;
+}
+
 static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
 {
 	if (!b->svc->cfg->slow_start_ms) {

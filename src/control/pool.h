@@ -165,6 +165,8 @@ bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
 /* Whether backend <idx> of <snap> takes new clients: in its table, not
  * down (a standby backup is), weight above 0. */
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);
+/* How many backends of <s>'s published snapshot take new clients. */
+uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s);
 /* The service's published snapshot (control thread: no reclamation race). */
 static inline const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool_service *s)
 {

@@ -80,6 +80,7 @@ def backup_takes_over():
         return ({n: metric_sum_text(body, f'hashlb_backend_up{{service="t",backend="{n}"}}')
                  for n in "abc"}, metric_sum_text(body, "hashlb_service_backends_up"))
     up, svc_up = ups()
+    check(lb.service()["up"] == 2, f"/status: 2 backends up, not the backup: {lb.service()['up']}")
     check(up == {"a": 1, "b": 1, "c": 0} and svc_up == 2,
           f"/metrics: the standby backup takes no new client (hashlb_backend_up 0), the "
           f"backends' values add up to the service's: {up}, {svc_up}")
