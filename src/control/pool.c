@@ -746,7 +746,8 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->rt->weight = h->w;
 		carried = true;
 	}
-	if (h->max != h->cfg_max && b->cfg_max_conns == h->cfg_max) {
+	if (h->max != h->cfg_max && b->cfg_max_conns == h->cfg_max &&
+	    b->svc->cfg->steering != HASHLB_STEERING_KERNEL) {
 		atomic_store(&b->rt->max_conns, h->max);
 		carried = true;
 	}
@@ -1169,8 +1170,11 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				full = true;
 			}
 			/* a cap the config changes applies to new connections at
-			 * once (none is closed); one set at runtime stays otherwise */
-			if (nb->max_connections != b->cfg_max_conns) {
+			 * once (none is closed); one set at runtime stays otherwise,
+			 * but not into kernel steering, which counts no connection
+			 * (its config refuses a cap, and so does /set) */
+			if (nb->max_connections != b->cfg_max_conns ||
+			    c->steering == HASHLB_STEERING_KERNEL) {
 				b->cfg_max_conns = nb->max_connections;
 				atomic_store(&b->rt->max_conns, nb->max_connections);
 			}
@@ -1202,7 +1206,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		 * when the address stays, unless the config changes that setting. */
 		if (b && b->admin != b->cfg_admin && nb->admin == b->cfg_admin)
 			hlb_pool_set_admin(next[i], b->admin);
-		if (b && nb->max_connections == b->cfg_max_conns)
+		if (b && nb->max_connections == b->cfg_max_conns &&
+		    c->steering != HASHLB_STEERING_KERNEL)
 			atomic_store(&next[i]->rt->max_conns, atomic_load(&b->rt->max_conns));
 		if (b && nb->weight == b->cfg_weight)
 			next[i]->rt->weight = b->rt->weight;

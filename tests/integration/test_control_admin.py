@@ -705,7 +705,14 @@ def kernel_steered_service_refuses_per_connection_limits():
     nothing changed, since the kernel path opens and holds no connection; weights and
     states still apply. (An interface that does not exist: the program is not attached, on
     any build, and the daemon runs on.)"""
-    lb = Lb(config(BACKENDS, extra="steering: kernel\ninterface: hlb-none0"))
+    lb = Lb(config(BACKENDS))
+    st, body = lb.http("POST", "/set?service=t&backend=a&max_connections=5")
+    check(st == 200, f"a cap set at run time in userspace: {st} {body}")
+    lb.rewrite(config(BACKENDS, extra="steering: kernel\ninterface: hlb-none0"))
+    rc, so, se = lb.ctl("reload")
+    b = {x["name"]: x for x in lb.service()["backends"]}["a"]
+    check(rc == 0 and b["max_connections"] == 0,
+          f"a reload into kernel steering drops it: {b['max_connections']} {se}")
     for path in ("/set?service=t&backend=a&max_connections=5", "/close?service=t&backend=a"):
         st, body = lb.http("POST", path)
         check(st == 409 and "steered in the kernel" in body, f"{path}: 409: {st} {body}")
