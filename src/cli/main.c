@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* hashlb: the command and its subcommands. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,22 @@ int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
 	unsigned long long v;
 	char *end;
+	int base = 10;
 
-	if (!s || !*s || *s == '-')
+	/* Decimal, or hex after 0x, as the config reads "010" (ten: YAML 1.2,
+	 * not octal eight): the same number on the command line and in the
+	 * config must give the same seed, weight and table. strtoull would
+	 * also take leading blanks and a sign: not a number here. */
+	if (!s || !*s)
+		return -EINVAL;
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+	}
+	if (!(base == 16 ? isxdigit((unsigned char)*s) : isdigit((unsigned char)*s)))
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, base);
 	if (errno || *end || v > max)
 		return -EINVAL;
 	*ret = v;

@@ -214,5 +214,14 @@ for args, status, msg in [
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
     check(msg in p.stderr, f"hashlb {' '.join(args)}: stderr {p.stderr!r} lacks {msg!r}")
 
+# 7. A number reads as the config reads it: "010" is ten (YAML 1.2), not octal eight, so a
+# seed or weight copied from a config gives the config's table; blanks and signs are refused.
+check(fp("--seed", "010", "a", "b") == fp("--seed", "10", "a", "b"), "--seed 010 is ten")
+check(fp("a=010", "b") == fp("a=10", "b"), "weight 010 is ten")
+check(fp("--seed", "0x10", "a", "b") == fp("--seed", "16", "a", "b"), "--seed 0x10 is 16")
+for bad in ("0x", " 5", "+5", "1 "):
+    p = run("table", "--seed", bad, "a", ok=False)
+    check(p.returncode == 2, f"hashlb table --seed {bad!r}: exit {p.returncode}, want 2")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
