@@ -27,5 +27,7 @@ int cmd_ctl(int argc, char **argv);
 void cli_print_error(const struct hashlb_error *err);
 /* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
+/* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
+void cli_print_json_string(const char *s);
 
 #endif

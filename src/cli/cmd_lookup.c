@@ -99,15 +99,19 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 	h = hashlb_tuple_hash(&tu, key, hashlb_table_params(t)->seed);
 	n = hashlb_table_preference(t, h, pref, k);
 	if (json) {
-		printf("%s{\"client\":\"%s\",\"hash\":\"%016" PRIx64 "\",\"backend\":",
-		       first ? "" : ",", client, h);
+		/* names are escaped: a config's backend name may hold a '\\' */
+		printf("%s{\"client\":", first ? "" : ",");
+		cli_print_json_string(client);
+		printf(",\"hash\":\"%016" PRIx64 "\",\"backend\":", h);
 		if (n)
-			printf("\"%s\"", hashlb_table_backend_name(t, pref[0]));
+			cli_print_json_string(hashlb_table_backend_name(t, pref[0]));
 		else
 			printf("null");
 		printf(",\"preference\":[");
-		for (size_t i = 0; i < n; i++)
-			printf("%s\"%s\"", i ? "," : "", hashlb_table_backend_name(t, pref[i]));
+		for (size_t i = 0; i < n; i++) {
+			printf("%s", i ? "," : "");
+			cli_print_json_string(hashlb_table_backend_name(t, pref[i]));
+		}
 		printf("]}");
 		return 0;
 	}

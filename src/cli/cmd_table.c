@@ -85,22 +85,6 @@ static void print_summary(const struct hashlb_table *t, double ms)
 	free(shares);
 }
 
-static void print_json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void print_json(const struct hashlb_table *t, double ms)
 {
 	const struct hashlb_table_params *p = hashlb_table_params(t);
@@ -117,7 +101,7 @@ static void print_json(const struct hashlb_table *t, double ms)
 	       p->seed, hashlb_table_fingerprint(t), ms, hashlb_table_bytes(t));
 	for (uint32_t i = 0; i < n; i++) {
 		printf("%s{\"name\":", i ? "," : "");
-		print_json_string(hashlb_table_backend_name(t, i));
+		cli_print_json_string(hashlb_table_backend_name(t, i));
 		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}",
 		       hashlb_table_backend_weight(t, i),
 		       hashlb_table_backend_down(t, i) ? "false" : "true",

@@ -77,6 +77,22 @@ int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
 	return 0;
 }
 
+void cli_print_json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {

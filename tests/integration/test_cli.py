@@ -223,5 +223,16 @@ for bad in ("0x", " 5", "+5", "1 "):
     p = run("table", "--seed", bad, "a", ok=False)
     check(p.returncode == 2, f"hashlb table --seed {bad!r}: exit {p.returncode}, want 2")
 
+# 8. lookup --json is JSON whatever the names: a config's backend name may hold a '\\' (and
+# one on the command line a '"'), which were printed unescaped.
+for names in (['a"b', "c\\d"], ["c\\d"]):
+    out = run("lookup", "--json", "10.0.0.1", *names).stdout
+    try:
+        got = json.loads(out)[0]
+        check(got["backend"] in names and sorted(got["preference"]) == sorted(names),
+              f"lookup --json names {got['preference']}, want {names}")
+    except ValueError as e:
+        check(False, f"lookup --json with names {names}: not JSON ({e}): {out!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
