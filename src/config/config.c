@@ -497,6 +497,9 @@ static int get_bool(struct loader *ld, const struct ynode *v, const char *key, b
 			}
 		}
 	}
+	if (v->quoted) /* not "found 'true'": the quotes are what is wrong */
+		return fail(ld, v, "'%s' must be true or false, found the quoted string \"%s\"",
+			    key, v->text);
 	return fail(ld, v, "'%s' must be true or false, found '%s'", key, v->text);
 }
 

@@ -1106,8 +1106,9 @@ static void test_log_connections(void **state)
 	hashlb_config_free(c);
 	expect_error(MINIMAL "    log_connections: 1\n", 7, 22,
 		     "'log_connections' must be true or false, found '1'");
+	/* not "found 'true'": the message says the quotes are what is wrong */
 	expect_error(MINIMAL "    log_connections: \"true\"\n", 7, 22,
-		     "'log_connections' must be true or false");
+		     "'log_connections' must be true or false, found the quoted string \"true\"");
 	expect_error(MINIMAL "    log_connections: [true]\n", 7, 22,
 		     "'log_connections' must be true or false, found a list");
 	expect_error(MINIMAL "    steering: kernel\n    log_connections: yes\n", 8, 22,
