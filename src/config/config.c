@@ -60,25 +60,78 @@ struct loader {
 };
 
 /*
+ * The code point of the UTF-8 sequence at <s>, its length in *<ret_len>; -1
+ * (length 1) for a byte that does not start a valid sequence.
+ */
+static int32_t utf8_decode(const unsigned char *s, size_t *ret_len)
+{
+	size_t len;
+	uint32_t c;
+
+	*ret_len = 1;
+	if (s[0] < 0x80)
+		return s[0];
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4;
+	else
+		return -1;
+	c = s[0] & (0x7fu >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* a NUL ends the string here too */
+			return -1;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || (c >= 0xd800 && c <= 0xdfff) ||
+	    c > 0x10ffff)
+		return -1;
+	*ret_len = len;
+	return (int32_t)c;
+}
+
+/*
+ * A character beyond ASCII that shows as nothing, or as a plain space: C1
+ * controls, the Unicode spaces (no-break, en, em, ...), zero-width and
+ * bidirectional formatting characters, the BOM. "a\u00a0" looks like "a",
+ * and "scheme\u200b" like "scheme".
+ */
+static bool invisible(int32_t c)
+{
+	return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x34f || c == 0x61c || c == 0x115f ||
+	       c == 0x1160 || c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200f) ||
+	       (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x206f) || c == 0x3000 ||
+	       c == 0x3164 || c == 0xfeff || c == 0xffa0 || (c >= 0xfff9 && c <= 0xfffb);
+}
+
+/*
  * Escape the control characters of <msg> in place (a value quoted back from
  * a block scalar, "127.0.0.1:80\n", as \n): an error is one line,
- * FILE:LINE:COLUMN: what, for a reader and for grep alike.
+ * FILE:LINE:COLUMN: what, for a reader and for grep alike. Characters that
+ * show as nothing or as a space (\u200b, \u00a0) are written as \uXXXX, so
+ * that "unknown key 'scheme\u200b'" does not read "unknown key 'scheme'".
  */
 static void one_line(char *msg, size_t size)
 {
 	char out[sizeof(((struct hashlb_error *)0)->msg)];
-	size_t o = 0;
+	size_t o = 0, len;
 
-	for (const char *p = msg; *p && o + 5 < sizeof(out); p++) {
+	for (const char *p = msg; *p && o + 7 < sizeof(out); p += len) {
 		unsigned char c = (unsigned char)*p;
+		int32_t cp = utf8_decode((const unsigned char *)p, &len);
 
 		if (c == '\n' || c == '\t' || c == '\r') {
 			out[o++] = '\\';
 			out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
-		} else if (c < 0x20 || c == 0x7f) {
+		} else if (c < 0x20 || c == 0x7f || cp < 0) {
 			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+		} else if (invisible(cp)) {
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\u%04x", (unsigned)cp);
 		} else {
-			out[o++] = (char)c;
+			memcpy(out + o, p, len);
+			o += len;
 		}
 	}
 	out[o] = '\0';
@@ -737,17 +790,23 @@ static bool service_name_ok(const char *s)
 	return true;
 }
 
-/* Printable, no spaces: names appear in logfmt logs and admin URLs. */
+/*
+ * Printable, no spaces: names appear in logfmt logs and admin URLs. Beyond
+ * ASCII, valid UTF-8 without the characters that show as nothing or as a
+ * space: "a\u00a0" and "a" would be two backends that read alike in every
+ * status, log line and metric.
+ */
 static bool backend_name_ok(const char *s)
 {
-	size_t n = strlen(s);
+	size_t n = strlen(s), len;
 
 	if (n == 0 || n > HASHLB_NAME_MAX)
 		return false;
-	for (; *s; s++) {
+	for (; *s; s += len) {
 		unsigned char c = (unsigned char)*s;
+		int32_t cp = utf8_decode((const unsigned char *)s, &len);
 
-		if (c <= ' ' || c == 0x7f || c == '"' || c == '=')
+		if (c <= ' ' || c == 0x7f || c == '"' || c == '=' || cp < 0 || invisible(cp))
 			return false;
 	}
 	return true;
@@ -773,7 +832,8 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 		return r;
 	if (!backend_name_ok(b->name))
 		return fail(ld, v,
-			    "backend name '%s' must be 1 to %u bytes without spaces, '=' or '\"'",
+			    "backend name '%s' must be 1 to %u bytes without spaces, '=' or '\"' "
+			    "(nor control or invisible characters)",
 			    b->name, HASHLB_NAME_MAX);
 
 	v = map_get(m, "address");

@@ -819,6 +819,31 @@ static void test_core_errors(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: \"has space\", address: \"127.0.0.1:1\"}\n",
 		     5, 16, "backend name 'has space'");
+	/* Nor a space or control character beyond ASCII, nor one that shows as
+	 * nothing: "a\u00a0" and "a" would be two backends that read alike in
+	 * every status, log line and metric. The message shows them escaped. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		     "      - {name: \"a\xc2\xa0\", address: \"127.0.0.1:2\"}\n",
+		     6, 16, "backend name 'a\\u00a0' must be");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: \"a\xe2\x80\x8b"
+		     "b\", address: \"127.0.0.1:1\"}\n",
+		     5, 16, "backend name 'a\\u200bb' must be");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: \"\\u202eab\", address: \"127.0.0.1:1\"}\n",
+		     5, 16, "backend name '\\u202eab' must be");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: \"a\\x85\", address: \"127.0.0.1:1\"}\n",
+		     5, 16, "backend name 'a\\u0085' must be");
+	/* letters beyond ASCII are names like any other */
+	hashlb_config_free(
+		load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+			"    backends:\n      - {name: caf\xc3\xa9-\xe6\xbc\xa2, address: "
+			"\"127.0.0.1:1\"}\n"));
+	/* a key with an invisible character says so, not "unknown key 'scheme'" */
+	expect_error(MINIMAL "    scheme\xe2\x80\x8b: ring\n", 7, 5,
+		     "unknown key 'scheme\\u200b' in service");
 	expect_error("services:\n  - name: \"web/1\"\n", 2, 11, "service name 'web/1'");
 }
 
