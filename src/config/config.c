@@ -1882,7 +1882,14 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 		goto err_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		r = sys_fail(err, path, EINVAL, "not a regular file");
+		/* not sys_fail: "not a regular file: Invalid argument" told nothing of use */
+		r = hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+			       S_ISDIR(st.st_mode)
+				       ? "the configuration is a directory: give the file in it"
+				       : "the configuration is not a regular file (a pipe, device "
+					 "or socket)");
+		if (err)
+			err->file = path;
 		goto err_close;
 	}
 	if ((uint64_t)st.st_size > CONFIG_FILE_MAX) {

@@ -140,6 +140,11 @@ with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
 r = run("check", "-c", "/nonexistent/hashlb.yaml")
 check(r.returncode == 1 and r.stderr.startswith("/nonexistent/hashlb.yaml: error: cannot open"),
       f"missing file: {r.returncode} {r.stderr!r}")
+# a directory is said to be one ("not a regular file: Invalid argument" before)
+r = run("check", "-c", os.path.join(SRC, "configs"))
+check(r.returncode == 1 and r.stderr.endswith(": error: the configuration is a directory: "
+                                               "give the file in it\n"),
+      f"a directory: {r.returncode} {r.stderr!r}")
 r = run("check")
 check(r.returncode == 2, f"check without -c: exit {r.returncode}, want 2")
 r = run("check", "--help")
