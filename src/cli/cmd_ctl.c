@@ -471,7 +471,11 @@ int cmd_ctl(int argc, char **argv)
 			vip = argv[++i];
 		else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
 			json = true;
-		else {
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			/* "hashlb ctl set --help", as every other command takes it */
+			usage(stdout);
+			return 0;
+		} else {
 			fprintf(stderr, "hashlb ctl: unknown option '%s'\n", argv[i]);
 			return 2;
 		}

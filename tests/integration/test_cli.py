@@ -234,5 +234,11 @@ for names in (['a"b', "c\\d"], ["c\\d"]):
     except ValueError as e:
         check(False, f"lookup --json with names {names}: not JSON ({e}): {out!r}")
 
+# 9. --help after a ctl command is the manual, as before it (it was "unknown option")
+for args in (("ctl", "set", "--help"), ("ctl", "status", "-h"), ("ctl", "--help")):
+    p = run(*args, ok=False)
+    check(p.returncode == 0 and "SYNOPSIS" in p.stdout,
+          f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr[:80]!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
