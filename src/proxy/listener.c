@@ -462,6 +462,36 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
+static uint16_t addr_port(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	if (a->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return 0;
+}
+
+int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
+{
+	int fd, one = 1, zero = 0, r = 0;
+
+	for (uint32_t i = 0; i < p->n_inh; i++)
+		if (addr_port((const struct sockaddr *)&p->inh[i].addr) == addr_port(addr))
+			return 0;
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (fd < 0)
+		return 0; /* cannot tell: the listener's own bind decides */
+	/* as listen_socket() binds, SO_REUSEPORT aside: a socket in TIME_WAIT
+	 * is no conflict, a listening one is, whoever owns it */
+	if ((addr->sa_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0) ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, addr, addr_len) < 0)
+		r = errno == EADDRINUSE ? -EADDRINUSE : 0;
+	close(fd);
+	return r;
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err)

@@ -67,6 +67,15 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err);
 /*
+ * Whether another process listens on <addr>'s port already: 0 if not (or if
+ * a socket of this process, passed or taken over, holds that port), else
+ * -errno of a bind there without SO_REUSEPORT (-EADDRINUSE). A listener's
+ * own bind, with SO_REUSEPORT, succeeds beside any socket of the same user
+ * that sets it (another hashlb's), and the kernel then splits the clients
+ * between the two processes: what a reload must refuse.
+ */
+int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len);
+/*
  * Socket activation: take the listening sockets the service manager passed
  * (LISTEN_PID is this process, LISTEN_FDS of them from fd 3; the variables
  * are then unset). hlb_listener_open() on one of their addresses shares that

@@ -298,6 +298,17 @@ static bool listener_matches(const struct dlistener *dl, const struct sockaddr *
 	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
 }
 
+/* Whether one of our listeners is bound to <addr>'s port (any address). */
+static bool own_port(const struct hlb_daemon *d, const struct sockaddr *addr)
+{
+	socklen_t len;
+
+	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
+		if (sockaddr_port(hlb_listener_addr(dl->l, &len)) == sockaddr_port(addr))
+			return true;
+	return false;
+}
+
 void hlb_daemon_listen_begin(struct hlb_daemon *d)
 {
 	d->in_txn = true;
@@ -319,6 +330,24 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 			dl->next_svc = svc;
 			return 0;
 		}
+	/* A reload's new address: refused if another process listens there
+	 * (our SO_REUSEPORT bind would succeed beside it and take part of its
+	 * clients). Not at start, where an upgrade binds beside the old hashlb
+	 * on purpose, nor on a port one of our own listeners holds (a service
+	 * moving from 127.0.0.1:P to 0.0.0.0:P). */
+	if (d->running && sockaddr_port(addr) && !own_port(d, addr)) {
+		r = hlb_listener_probe(d->proxy, addr, addr_len);
+		if (r < 0) {
+			char where[HASHLB_ADDR_STRLEN];
+
+			hashlb_addr_format((const struct sockaddr_storage *)addr, where,
+					   sizeof(where));
+			return hashlb_err(err, r, HASHLB_ERR_SYSTEM,
+					  "service '%s': cannot listen on %s: %s (another process "
+					  "listens there)",
+					  name, where, strerror(-r));
+		}
+	}
 	dl = calloc(1, sizeof(*dl));
 	if (!dl)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");

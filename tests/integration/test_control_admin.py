@@ -349,6 +349,46 @@ def reload_that_cannot_listen_changes_nothing():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_onto_another_processs_port_is_refused():
+    """A reload adding a service on a port another process listens on with SO_REUSEPORT (another
+    hashlb: our listeners set it, and so does nginx's reuseport) fails, as any port in use: a bind
+    beside it would succeed and the kernel would split that process's clients between the two."""
+    import socket as so
+    other = so.socket()
+    other.setsockopt(so.SOL_SOCKET, so.SO_REUSEADDR, 1)
+    other.setsockopt(so.SOL_SOCKET, so.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen(64)
+    port = other.getsockname()[1]
+    lb = Lb(config(BACKENDS))
+    text = config(BACKENDS)
+    text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
+    text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
+    lb.rewrite(text)
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 1 and "t2" in se and "in use" in se,
+          f"the reload fails and names the service: rc={rc} {se!r}")
+    check(len(lb.status()["services"]) == 1, "nothing changed: one service")
+    taken = 0
+    for i in range(20):
+        c = connect(("127.0.0.1", port), src=client_ip(i))
+        c.close()
+    other.settimeout(2)
+    for _ in range(20):
+        try:
+            other.accept()[0].close()
+            taken += 1
+        except OSError:
+            break
+    check(taken == 20, f"the other process keeps every client of its port ({taken} of 20)")
+    # a service moving between addresses of one of its own ports is no conflict
+    lb.rewrite(config(BACKENDS, listen=f"0.0.0.0:{lb.addr[1]}"))
+    rc, so_, se = lb.ctl("reload")
+    check(rc == 0, f"a listener moved to the wildcard address of its own port reloads: {se}")
+    other.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def reload_onto_the_admin_address_is_refused():
     """A reload adding a service where the admin endpoint listens is refused, naming it:
     both sockets take SO_REUSEPORT, and the kernel would have shared the service's clients
@@ -873,6 +913,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            removed_service_drains_until_timeout,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
+           reload_onto_another_processs_port_is_refused,
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
