@@ -248,6 +248,9 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 	ctl->loop = loop;
 	hlb_timer_init(&ctl->resolve_timer, resolve_tick, ctl); /* before any hlb_control_free() */
 	ctl->cfg = cfg;
+	ctl->run_workers = cfg->workers;
+	ctl->run_admin_addr = cfg->admin_addr;
+	ctl->run_admin_addr_len = cfg->admin_addr_len;
 	ctl->log = log;
 	ctl->log_arg = log_arg;
 	ctl->start_ms = hlb_now_ms();
@@ -383,14 +386,14 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 		return ret;
 	}
 	keep_admin_override(ctl->cfg, cfg);
-	if (ctl->cfg->admin_addr_len != cfg->admin_addr_len ||
-	    memcmp(&ctl->cfg->admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
+	if (ctl->run_admin_addr_len != cfg->admin_addr_len ||
+	    memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, true, "reload: the admin address changes on restart only",
 			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
 			    hlb_log_quote(cfg->admin ? cfg->admin : "off", qp, sizeof(qp)));
-	if (ctl->cfg->workers != cfg->workers)
+	if (ctl->run_workers != cfg->workers)
 		control_log(ctl, true, "reload: the number of workers changes on restart only",
-			    "serving=%s config=%s", workers_name(ctl->cfg->workers, w0, sizeof(w0)),
+			    "serving=%s config=%s", workers_name(ctl->run_workers, w0, sizeof(w0)),
 			    workers_name(cfg->workers, w1, sizeof(w1)));
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);

@@ -32,6 +32,11 @@ struct hlb_control {
 	const struct hashlb_config *cfg; /* current */
 	struct hashlb_config *owned_cfg; /* what a reload loaded (the first one is the caller's) */
 	char *config_path;
+	/* what runs, as started: a reload changes neither (restart only), so
+	 * the config it loads is compared with these, not with the last one */
+	uint32_t run_workers; /* as configured: 0 = auto */
+	struct sockaddr_storage run_admin_addr;
+	socklen_t run_admin_addr_len;
 	hlb_control_log_fn log;
 	void *log_arg;
 	/* process-level counters for /metrics and /status */

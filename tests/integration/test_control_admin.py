@@ -389,6 +389,33 @@ def reload_onto_another_processs_port_is_refused():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_says_what_changes_on_restart_only():
+    """The workers and the admin address change on restart only: a reload is compared with what
+    runs, not with the config reloaded last. Once a reload asked for another count, one back to
+    the running count used to be logged as a change (serving=1 config=2, serving 2), and a
+    second reload still asking for the other count was not logged at all."""
+    lb = Lb(config(BACKENDS, workers=2))
+    admin, same = lb.admin, "127.0.0.1:0"  # the admin address as configured
+    steps = [(1, same, True, False), (1, same, True, False), (2, same, False, False),
+             (2, "127.0.0.1:1", False, True), (2, "127.0.0.1:1", False, True),
+             (2, same, False, False)]
+    for i, (workers, adm, says_workers, says_admin) in enumerate(steps):
+        n = len(lb.log)
+        lb.rewrite(config(BACKENDS, workers=workers, admin=adm))
+        rc, so_, se = lb.ctl("reload")
+        check(rc == 0, f"reload {i} applies: {se}")
+        new = [l for l in lb.log[n:] if "restart only" in l]
+        w = [l for l in new if "workers" in l]
+        a = [l for l in new if "admin address" in l]
+        check(bool(w) == says_workers and all("serving=2 " in l for l in w),
+              f"reload {i} (workers {workers}): the workers line "
+              f"{'logged, serving=2' if says_workers else 'not logged'}: {w}")
+        check(bool(a) == says_admin and all(f"serving={admin} " in l for l in a),
+              f"reload {i} (admin {adm}): the admin line "
+              f"{'logged, serving=' + admin if says_admin else 'not logged'}: {a}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def reload_onto_the_admin_address_is_refused():
     """A reload adding a service where the admin endpoint listens is refused, naming it:
     both sockets take SO_REUSEPORT, and the kernel would have shared the service's clients
@@ -913,7 +940,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            removed_service_drains_until_timeout,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
-           reload_onto_another_processs_port_is_refused,
+           reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
