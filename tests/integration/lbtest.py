@@ -165,9 +165,10 @@ class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
     def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=(),
-                 binary=HASHLB, env=None):
+                 binary=HASHLB, env=None, start_within=10):
         """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace;
-        <binary>: the hashlb to run; <env>: its environment (default: ours)."""
+        <binary>: the hashlb to run; <env>: its environment (default: ours); <start_within>:
+        seconds it may take to start (a test's failure past it, not a measurement)."""
         self.path = tmpfile(fname, cfg_text)
         self.log = []
 
@@ -181,7 +182,7 @@ class Hashlb:
         self._ready = threading.Event()
         self.addrs = []
         threading.Thread(target=self._read, daemon=True).start()
-        if wait and not self._ready.wait(10):
+        if wait and not self._ready.wait(start_within):
             raise SystemExit("hashlb did not start:\n" + "\n".join(self.log))
 
     def _read(self):

@@ -523,7 +523,7 @@ def many_down_backends_handed_over():
     lines += [f"      - {{name: d{i}, address: '127.3.{i >> 8}.{(i & 255) or 1}:{port}'}}"
               for i in range(20000)]
     text = "\n".join(lines) + "\n"
-    old = Hashlb(text, fname="many-down.yaml")
+    old = Hashlb(text, fname="many-down.yaml", start_within=60)  # 20,000 backends, ASan
     new = None
     try:
         def downs():
@@ -534,7 +534,7 @@ def many_down_backends_handed_over():
         while time.time() < end and downs() < 20000:
             time.sleep(0.5)
         check(downs() == 20000, "the old one found the 20,000 down")
-        new = Hashlb(text, fname="many-down.yaml")
+        new = Hashlb(text, fname="many-down.yaml", start_within=60)  # 20,000 backends, ASan
         check(new.wait_log(r"msg=\"listening sockets taken over\""),
               "the new one took the sockets over: " +
               "; ".join(l for l in new.log if "take over" in l or "EMSGSIZE" in l))
