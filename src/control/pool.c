@@ -673,13 +673,23 @@ static void handover_free(struct hlb_pool *p)
 static void handover_parse(struct hlb_pool *p, const char *text)
 {
 	size_t cap = 0;
+	const char *next;
 
-	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+	for (const char *l = text; l && *l; l = next) {
 		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
+		/* each line on its own: sscanf() measures its whole input first, and
+		 * the text holds a line per backend (20,000 down: 1.5 MB, 1 s) */
+		char line[2 * HASHLB_NAME_MAX + 256], held[4] = "";
+		const char *end = strchr(l, '\n'), *pf;
+		size_t len = end ? (size_t)(end - l) : strlen(l);
 		struct handover h = { 0 };
 
-		if (strncmp(l, "set ", 4) ||
-		    sscanf(l,
+		next = end ? end + 1 : NULL;
+		if (len >= sizeof(line) || strncmp(l, "set ", 4))
+			continue;
+		memcpy(line, l, len);
+		line[len] = '\0';
+		if (sscanf(line,
 			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
 			   "health=%7s",
 			   s, name, st, cfg_st, &h.w, &h.cfg_w, &h.max, &h.cfg_max, up) != 9 ||
@@ -688,18 +698,12 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			continue;
 		h.down = !strcmp(up, "down");
 		/* the damping, after the fields every version sends (none: an older one) */
-		{
-			const char *end = strchr(l, '\n'), *pf = strstr(l, " penalty=");
-			char held[4] = "";
-
-			if (pf && (!end || pf < end) &&
-			    sscanf(pf, " penalty=%lf held=%3s", &h.penalty, held) >= 1 &&
-			    h.penalty >= 0 && h.penalty < 1e6) {
-				h.held = !strcmp(held, "yes");
-			} else {
-				h.penalty = 0;
-			}
-		}
+		pf = strstr(line, " penalty=");
+		if (pf && sscanf(pf, " penalty=%lf held=%3s", &h.penalty, held) >= 1 &&
+		    h.penalty >= 0 && h.penalty < 1e6)
+			h.held = !strcmp(held, "yes");
+		else
+			h.penalty = 0;
 		if (p->n_ho == cap) {
 			size_t nc = cap ? 2 * cap : 64;
 			struct handover *more = realloc(p->ho, nc * sizeof(*more));
