@@ -5,6 +5,7 @@ checks; bounded load caps a hot backend; a broken reload keeps the running confi
 FILE:LINE:COLUMN; /metrics parses as Prometheus text and its counters match the traffic."""
 import math
 import os
+import random
 import re
 import time
 
@@ -349,6 +350,19 @@ def reload_that_cannot_listen_changes_nothing():
     check(lb.stop() == 0, "exit 0")
 
 
+def port_free(port):
+    """Whether 0.0.0.0:<port> can be bound now (no listener, no connection on it)."""
+    import socket as so
+    s = so.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def reload_onto_another_processs_port_is_refused():
     """A reload adding a service on a port another process listens on with SO_REUSEPORT (another
     hashlb: our listeners set it, and so does nginx's reuseport) fails, as any port in use: a bind
@@ -360,8 +374,11 @@ def reload_onto_another_processs_port_is_refused():
     other.bind(("127.0.0.1", 0))
     other.listen(64)
     port = other.getsockname()[1]
-    lb = Lb(config(BACKENDS))
-    text = config(BACKENDS)
+    # hashlb's own port below the ephemeral range: moved to 0.0.0.0 below, it must not meet
+    # another test's client bound to 127.0.0.1 on that port (a port-0 listener can)
+    own = next(p for p in random.sample(range(28000, 29000), 1000) if port_free(p))
+    lb = Lb(config(BACKENDS, listen=f"127.0.0.1:{own}"))
+    text = config(BACKENDS, listen=f"127.0.0.1:{own}")
     text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
     text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
     lb.rewrite(text)
