@@ -17,6 +17,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,39 +61,6 @@ struct loader {
 };
 
 /*
- * The code point of the UTF-8 sequence at <s>, its length in *<ret_len>; -1
- * (length 1) for a byte that does not start a valid sequence.
- */
-static int32_t utf8_decode(const unsigned char *s, size_t *ret_len)
-{
-	size_t len;
-	uint32_t c;
-
-	*ret_len = 1;
-	if (s[0] < 0x80)
-		return s[0];
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4;
-	else
-		return -1;
-	c = s[0] & (0x7fu >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80) /* a NUL ends the string here too */
-			return -1;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || (c >= 0xd800 && c <= 0xdfff) ||
-	    c > 0x10ffff)
-		return -1;
-	*ret_len = len;
-	return (int32_t)c;
-}
-
-/*
  * A character beyond ASCII that shows as nothing, or as a plain space: C1
  * controls, the Unicode spaces (no-break, en, em, ...), zero-width and
  * bidirectional formatting characters, the BOM. "a\u00a0" looks like "a",
@@ -120,7 +88,7 @@ static void one_line(char *msg, size_t size)
 
 	for (const char *p = msg; *p && o + 7 < sizeof(out); p += len) {
 		unsigned char c = (unsigned char)*p;
-		int32_t cp = utf8_decode((const unsigned char *)p, &len);
+		int32_t cp = yutf8_decode((const unsigned char *)p, SIZE_MAX, &len);
 
 		if (c == '\n' || c == '\t' || c == '\r') {
 			out[o++] = '\\';
@@ -804,7 +772,7 @@ static bool backend_name_ok(const char *s)
 		return false;
 	for (; *s; s += len) {
 		unsigned char c = (unsigned char)*s;
-		int32_t cp = utf8_decode((const unsigned char *)s, &len);
+		int32_t cp = yutf8_decode((const unsigned char *)s, SIZE_MAX, &len);
 
 		if (c <= ' ' || c == 0x7f || c == '"' || c == '=' || cp < 0 || invisible(cp))
 			return false;

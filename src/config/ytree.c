@@ -293,14 +293,14 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	return yfail(b, &pos, "YAML syntax error: %s", de->msg ? de->msg : "invalid YAML");
 }
 
-/* Length of the UTF-8 sequence at <s> (<n> bytes left), 0 if it is not valid UTF-8. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
+int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len)
 {
 	size_t len;
 	uint32_t c;
 
+	*ret_len = 1;
 	if (s[0] < 0x80)
-		return 1;
+		return s[0];
 	if (s[0] >= 0xc2 && s[0] <= 0xdf)
 		len = 2;
 	else if (s[0] >= 0xe0 && s[0] <= 0xef)
@@ -308,20 +308,21 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
 		len = 4;
 	else
-		return 0;
+		return -1;
 	if (n < len)
-		return 0;
+		return -1;
 	c = s[0] & (0x7fu >> len);
 	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
+		if ((s[i] & 0xc0) != 0x80) /* a NUL ends the string here too */
+			return -1;
 		c = c << 6 | (s[i] & 0x3f);
 	}
 	/* overlong, a UTF-16 surrogate, or past U+10FFFF */
 	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || (c >= 0xd800 && c <= 0xdfff) ||
 	    c > 0x10ffff)
-		return 0;
-	return len;
+		return -1;
+	*ret_len = len;
+	return (int32_t)c;
 }
 
 /*
@@ -345,8 +346,7 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 	size_t i = 0, n;
 
 	while (i < len) {
-		n = utf8_seq(s + i, len - i);
-		if (!n) {
+		if (yutf8_decode(s + i, len - i, &n) < 0) {
 			*ret_why = "the configuration is not UTF-8 text";
 			break;
 		}

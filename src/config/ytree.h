@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hashlb/config.h"
 #include "hashlb/error.h"
@@ -48,6 +49,13 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	       struct hashlb_error *err);
 /* Accepts NULL. */
 void ydoc_free(struct ydoc *d);
+/*
+ * The code point of the UTF-8 sequence at <s> (at most <n> bytes: SIZE_MAX
+ * for a NUL-terminated string, where the NUL ends a sequence too), its length
+ * in *<ret_len>; -1 (length 1) if it is not valid UTF-8: overlong, a UTF-16
+ * surrogate, past U+10FFFF, or cut short.
+ */
+int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len);
 
 /* "a string", "a mapping", "a list", "null"... for messages. */
 const char *ynode_kind(const struct ynode *n);
