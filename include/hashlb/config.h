@@ -280,6 +280,8 @@ bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr
 
 /* Whether <a> is the wildcard address of its family (0.0.0.0, [::]). */
 bool hashlb_addr_is_any(const struct sockaddr_storage *a);
+/* <a>'s port (host order); 0 if it is neither IPv4 nor IPv6. */
+uint16_t hashlb_addr_port(const struct sockaddr_storage *a);
 
 /*
  * Why the destination a 4-tuple key hashes is not <s>'s listen address as

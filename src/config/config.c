@@ -1410,11 +1410,13 @@ bool hashlb_addr_is_any(const struct sockaddr_storage *a)
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
 }
 
-static uint16_t addr_port(const struct sockaddr_storage *a)
+uint16_t hashlb_addr_port(const struct sockaddr_storage *a)
 {
 	if (a->ss_family == AF_INET)
 		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	if (a->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	return 0;
 }
 
 /* <a>, an IPv4-mapped IPv6 address ([::ffff:a.b.c.d]:p) as the IPv4 address it
@@ -1445,7 +1447,7 @@ bool hashlb_listen_clash(const struct sockaddr_storage *x, const struct sockaddr
 {
 	struct sockaddr_storage a = addr_canon(x), b = addr_canon(y);
 
-	if (addr_port(&a) != addr_port(&b) || addr_port(&a) == 0)
+	if (hashlb_addr_port(&a) != hashlb_addr_port(&b) || hashlb_addr_port(&a) == 0)
 		return false;
 	if (a.ss_family != b.ss_family) /* only [::] covers the other family */
 		return a.ss_family == AF_INET6 ? hashlb_addr_is_any(&a) : hashlb_addr_is_any(&b);
@@ -1963,7 +1965,7 @@ const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool
 		return "takes each client's destination from its PROXY header";
 	if (hashlb_addr_is_any(&s->listen_addr))
 		return "listens on a wildcard address";
-	if (!bound_known && addr_port(&s->listen_addr) == 0)
+	if (!bound_known && hashlb_addr_port(&s->listen_addr) == 0)
 		return "listens on port 0 (any free port)";
 	return NULL;
 }

@@ -462,21 +462,13 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
-static uint16_t addr_port(const struct sockaddr *a)
-{
-	if (a->sa_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	if (a->sa_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-	return 0;
-}
-
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
 {
 	int fd, one = 1, zero = 0, r = 0;
 
 	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (addr_port((const struct sockaddr *)&p->inh[i].addr) == addr_port(addr))
+		if (hashlb_addr_port(&p->inh[i].addr) ==
+		    hashlb_addr_port((const struct sockaddr_storage *)addr))
 			return 0;
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)

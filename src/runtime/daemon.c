@@ -273,15 +273,6 @@ void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *h
 
 /* ---- listeners ------------------------------------------------------------ */
 
-static uint16_t sockaddr_port(const struct sockaddr *a)
-{
-	if (a->sa_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	if (a->sa_family == AF_INET6)
-		return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-	return 0;
-}
-
 /* Whether a running listener serves <addr> for <svc> after a reload. An
  * address with a port is matched against what listeners are bound to, so a
  * config that names the port a port-0 listener got keeps it. Port 0 ("any
@@ -292,7 +283,7 @@ static bool listener_matches(const struct dlistener *dl, const struct sockaddr *
 {
 	socklen_t len;
 
-	if (sockaddr_port(addr))
+	if (hashlb_addr_port((const struct sockaddr_storage *)addr))
 		return hlb_sockaddr_same(hlb_listener_addr(dl->l, &len), addr);
 	return !dl->next_svc && hlb_sockaddr_same(hlb_listener_configured(dl->l), addr) &&
 	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
@@ -304,7 +295,9 @@ static bool own_port(const struct hlb_daemon *d, const struct sockaddr *addr)
 	socklen_t len;
 
 	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
-		if (sockaddr_port(hlb_listener_addr(dl->l, &len)) == sockaddr_port(addr))
+		if (hashlb_addr_port(
+			    (const struct sockaddr_storage *)hlb_listener_addr(dl->l, &len)) ==
+		    hashlb_addr_port((const struct sockaddr_storage *)addr))
 			return true;
 	return false;
 }
@@ -335,7 +328,8 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	 * clients). Not at start, where an upgrade binds beside the old hashlb
 	 * on purpose, nor on a port one of our own listeners holds (a service
 	 * moving from 127.0.0.1:P to 0.0.0.0:P). */
-	if (d->running && sockaddr_port(addr) && !own_port(d, addr)) {
+	if (d->running && hashlb_addr_port((const struct sockaddr_storage *)addr) &&
+	    !own_port(d, addr)) {
 		r = hlb_listener_probe(d->proxy, addr, addr_len);
 		if (r < 0) {
 			char where[HASHLB_ADDR_STRLEN];
