@@ -90,6 +90,29 @@ static void test_listening_port_passes_closed_port_fails(void **state)
 	hlb_loop_free(l);
 }
 
+/* A loopback port whose accept queue is full (backlog 0, filled): it drops
+ * SYNs, so a connect to it hangs until its timeout. */
+struct silent_port {
+	int fd, fill[4];
+};
+
+static void silent_port(struct hlb_loop *l, struct sockaddr_in *sin, struct silent_port *sp)
+{
+	sp->fd = listener_backlog(sin, 0);
+	for (int i = 0; i < 4; i++) {
+		sp->fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(sp->fill[i], (struct sockaddr *)sin, sizeof(*sin));
+	}
+	run_for(l, 20);
+}
+
+static void silent_port_close(struct silent_port *sp)
+{
+	for (int i = 0; i < 4; i++)
+		close(sp->fill[i]);
+	close(sp->fd);
+}
+
 /* A port whose accept queue is full drops SYNs: the check times out. */
 static void test_silent_port_times_out(void **state)
 {
@@ -97,15 +120,10 @@ static void test_silent_port_times_out(void **state)
 	struct sockaddr_in sin;
 	struct hlb_check c;
 	struct results r = { 0 };
-	int fd, fill[4];
+	struct silent_port sp;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
-	fd = listener_backlog(&sin, 0);
-	for (int i = 0; i < 4; i++) {
-		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
-	}
-	run_for(l, 20);
+	silent_port(l, &sin, &sp);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 100, 30, done, &r);
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
 	run_for(l, 80);
@@ -113,9 +131,7 @@ static void test_silent_port_times_out(void **state)
 	assert_int_equal(r.failed, 1);
 	assert_true(r.latency_ns >= 25000000ull); /* ms timer granularity */
 	hlb_check_stop(&c);
-	for (int i = 0; i < 4; i++)
-		close(fill[i]);
-	close(fd);
+	silent_port_close(&sp);
 	hlb_loop_free(l);
 }
 
@@ -131,15 +147,10 @@ static void test_timeout_of_one_interval_keeps_the_cadence(void **state)
 	struct sockaddr_in sin;
 	struct hlb_check c;
 	struct results r = { 0 };
-	int fd, fill[4];
+	struct silent_port sp;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
-	fd = listener_backlog(&sin, 0);
-	for (int i = 0; i < 4; i++) {
-		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
-	}
-	run_for(l, 20);
+	silent_port(l, &sin, &sp);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 40, 40, done, &r);
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
 	run_for(l, 810);
@@ -148,9 +159,7 @@ static void test_timeout_of_one_interval_keeps_the_cadence(void **state)
 	assert_int_equal(r.ok, 0);
 	assert_true(r.failed >= 14);
 	hlb_check_stop(&c);
-	for (int i = 0; i < 4; i++)
-		close(fill[i]);
-	close(fd);
+	silent_port_close(&sp);
 	hlb_loop_free(l);
 }
 
@@ -250,15 +259,11 @@ static void test_checks_in_flight_are_capped(void **state)
 	struct hlb_loop *l;
 	struct sockaddr_in sin;
 	struct results r = { 0 };
-	int fd, fill[4], base;
+	struct silent_port sp;
+	int base;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
-	fd = listener_backlog(&sin, 0); /* full: SYNs are dropped, connects hang */
-	for (int i = 0; i < 4; i++) {
-		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
-	}
-	run_for(l, 20);
+	silent_port(l, &sin, &sp); /* full: SYNs are dropped, connects hang */
 	getrlimit(RLIMIT_NOFILE, &old);
 	rl = old;
 	rl.rlim_cur = 400; /* checks in flight: 100 at most */
@@ -278,9 +283,7 @@ static void test_checks_in_flight_are_capped(void **state)
 	for (int i = 0; i < N; i++)
 		hlb_check_stop(&c[i]);
 	setrlimit(RLIMIT_NOFILE, &old);
-	for (int i = 0; i < 4; i++)
-		close(fill[i]);
-	close(fd);
+	silent_port_close(&sp);
 	hlb_loop_free(l);
 }
 
