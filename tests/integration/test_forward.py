@@ -446,13 +446,7 @@ def slow_readers_hold_no_buffers():
     addr, stop_backend = raw_backend(handle)
     lb = Lb(config([("r", addr)], workers=1, extra="timeouts:\n  idle: 60s"),
             args=("--buffers", "8", "--splice-after", "off", "--admin", "127.0.0.1:0"))
-    stuck = []
-    for i in range(8):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.connect(lb.addr)
-        s.sendall(b"FEED")
-        stuck.append(s)
+    stuck = stopped_readers(lb.addr, 8)
     end = time.time() + 20
     while time.time() < end and metric_sum(lb, "hashlb_worker_spills_total") < 8:
         time.sleep(0.2)
@@ -486,6 +480,19 @@ def slow_readers_hold_no_buffers():
           "once they are gone, nothing stays spilled")
     check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
+
+
+def stopped_readers(addr, n):
+    """<n> clients that ask <addr> for a stream (FEED) and never read it, with a 4 KiB
+    receive buffer: what they are sent piles up in hashlb."""
+    readers = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(addr)
+        s.sendall(b"FEED")
+        readers.append(s)
+    return readers
 
 
 def two_small_buffers_and_a_feed():
@@ -534,13 +541,7 @@ def slow_readers_past_the_spill_cap():
     # Each round has other readers; three that stop short of the cap are measured.
     measured, spins = 0, []
     for attempt in range(8):
-        stuck = []
-        for i in range(12):  # more than the cap takes: some spills are refused
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.connect(lb.addr)
-            s.sendall(b"FEED")
-            stuck.append(s)
+        stuck = stopped_readers(lb.addr, 12)  # more than the cap takes: some spills refused
         time.sleep(3)  # the readers' windows and hashlb's send buffers full, then the spill
         spilled = metric_sum(lb, "hashlb_worker_spilled_bytes")
         if spilled != cap:
@@ -575,13 +576,7 @@ def buffer_waiters_woken_while_buffers_are_free():
 
     seen = []
     for rnd in range(4):  # the old code stranded one in about half the rounds
-        readers = []
-        for i in range(12):
-            r = socket.socket()
-            r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            r.connect(lb.addr)
-            r.sendall(b"FEED")
-            readers.append(r)
+        readers = stopped_readers(lb.addr, 12)
         time.sleep(2)  # windows, send buffers and the spill full: the pool is held
         fins = [connect(lb.addr, client_ip(10 + i)) for i in range(6)]
         b = connect(lb.addr, client_ip(2))
