@@ -220,17 +220,6 @@ static int check_read(struct hlb_check *c)
 	return 1;
 }
 
-/*
- * Errors of our own (no fd left, no local port, no memory) say nothing
- * about the backend: counting them would take every backend down exactly
- * when the process is busiest. Such a check is skipped, not failed.
- */
-static bool local_error(int e)
-{
-	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM || e == EADDRNOTAVAIL ||
-	       e == EAGAIN;
-}
-
 /* The connect succeeded: send, then wait for the reply if one is expected. */
 static void check_connected(struct hlb_check *c)
 {
@@ -284,7 +273,7 @@ static void check_open(struct hlb_check *c)
 	c->started_ns = hlb_now_ns();
 	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		if (local_error(errno))
+		if (hlb_local_error(errno)) /* skipped, not failed */
 			check_next(c);
 		else
 			check_finish(c, false);
@@ -314,7 +303,7 @@ static void check_open(struct hlb_check *c)
 		return;
 	}
 	if (errno != EINPROGRESS) {
-		if (local_error(errno))
+		if (hlb_local_error(errno)) /* skipped, not failed */
 			check_next(c);
 		else
 			check_finish(c, false);

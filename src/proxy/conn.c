@@ -1354,13 +1354,11 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		hlb_stat_add(&bs->connect_fail, 1);
 		c->err = (uint8_t)-res;
 	}
-	/* Passive health: a failure of our own (no local port left for this
-	 * backend's address, the source address gone, no memory) says nothing
-	 * about the backend, as for the health checks (check.c): counted, it
-	 * took every backend down at once when the ports ran out, exactly when
-	 * the process was busiest, and kept them down (their checks, short of
-	 * a port too, are skipped). The client is still retried elsewhere. */
-	if (res != -EADDRNOTAVAIL && res != -ENOBUFS && res != -ENOMEM && res != -EAGAIN)
+	/* Passive health: a failure of our own is not counted (it took every
+	 * backend down at once when the local ports ran out, and kept them
+	 * down: their checks, short of a port too, are skipped). The client is
+	 * still retried elsewhere. */
+	if (!hlb_local_error(-res))
 		atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;

@@ -224,6 +224,18 @@ static inline void hlb_backend_unclaim(struct hlb_backend *b)
 	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
 }
 
+/*
+ * Whether a connect to a backend (a health check's or a client's) failed for
+ * want of our own resources (no fd, no local port, no memory): that says
+ * nothing of the backend, and counting it against the backend would take
+ * every backend down exactly when the process is busiest.
+ */
+static inline bool hlb_local_error(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM || e == EADDRNOTAVAIL ||
+	       e == EAGAIN;
+}
+
 /* Whether <a> and <b> are the same IPv4 or IPv6 address and port. */
 static inline bool hlb_sockaddr_same(const struct sockaddr *a, const struct sockaddr *b)
 {
