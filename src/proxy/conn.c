@@ -1269,10 +1269,16 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 			return;
 		}
 	} else if (c->proxy) {
-		/* our own header to the backend passes the client on */
+		/* Our own header to the backend passes the client on. Without
+		 * the memory, the header would name the front proxy as the
+		 * client: closed instead. */
 		c->orig = malloc(sizeof(addr));
-		if (c->orig)
-			memcpy(c->orig, addr, sizeof(addr));
+		if (!c->orig) {
+			c->err = ENOMEM;
+			conn_abort(w, c, CONN_END_ERROR);
+			return;
+		}
+		memcpy(c->orig, addr, sizeof(addr));
 	}
 	snap = hlb_service_snapshot(c->svc);
 	c->state = CONN_CONNECTING;
@@ -1303,12 +1309,14 @@ static int conn_send_proxy_header(struct conn *c)
 	}
 	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&addr[0],
 			     (const struct sockaddr *)&addr[1], hdr);
-	free(c->orig);
-	c->orig = NULL;
 	if (n < 0)
 		return n;
+	/* kept until a backend took the header: the next backend of a retry
+	 * needs the same client */
 	if (send(c->fd[1], hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
 		return -EIO;
+	free(c->orig);
+	c->orig = NULL;
 	return 0;
 }
 

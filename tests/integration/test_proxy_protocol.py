@@ -5,15 +5,16 @@ IPv6), then the client's bytes intact; health checks send the LOCAL header; a re
 on for new connections (and checks) only; off sends nothing. accept_proxy: hashlb reads its
 clients' headers, hashes and passes on the client they name, and closes (and counts) clients
 without a valid one."""
+import os
+import shutil
 import socket
 import struct
 import subprocess
-
 import time
 
 from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, check, client_ip, connect, lookup, read_to_eof, run_tests,
-                    serve_each)
+                    serve_each, tmpfile)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 NO_CHECKS = "enabled: false"
@@ -366,7 +367,76 @@ def deny_clients_by_the_header():
     check(lb.stop() == 0, "exit 0")
     be.close()
 
+# Loaded into hashlb (LD_PRELOAD): its first send() of a v2 PROXY header to the port in
+# HLB_TEST_REFUSE_PORT fails as it does when that backend reset the connection right after
+# accepting it, a moment no real backend can be timed to hit.
+REFUSE_HEADER_C = r"""
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	static ssize_t (*real)(int, const void *, size_t, int);
+	static int refused;
+	const char *port = getenv("HLB_TEST_REFUSE_PORT");
+	struct sockaddr_in peer;
+	socklen_t plen = sizeof(peer);
+
+	if (!real)
+		real = (ssize_t (*)(int, const void *, size_t, int))dlsym(RTLD_NEXT, "send");
+	if (!refused && port && len >= 12 && !memcmp(buf, "\r\n\r\n\0\r\nQUIT\n", 12) &&
+	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 &&
+	    peer.sin_family == AF_INET && ntohs(peer.sin_port) == atoi(port)) {
+		refused = 1;
+		errno = EPIPE;
+		return -1;
+	}
+	return real(fd, buf, len, flags);
+}
+"""
+
+
+def header_refused_then_retried():
+    """accept_proxy and proxy_protocol: when the first backend takes no header (reset at
+    once), the client is retried on the next one, whose header still names the client the
+    front proxy named, not the proxy itself (the addresses used to be freed with the first
+    try)."""
+    cc = shutil.which("cc")
+    if not cc:
+        raise SystemExit(77)  # a C compiler builds hashlb: never missing where it was built
+    lib = tmpfile("refuse_header.so", "")
+    src = tmpfile("refuse_header.c", REFUSE_HEADER_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    bes = {n: ProxyBackend("v2") for n in ("a", "b", "c")}
+    cfg = config([(n, b.addr) for n, b in bes.items()],
+                 extra="accept_proxy: true\nproxy_protocol: v2\nconnect_retries: 2\n"
+                       "log_connections: true", health=NO_CHECKS)
+    client = "203.0.113.9"
+    prefs = lookup(tmpfile("lookup.yaml", cfg), [client])[client]
+    first = bes[prefs[0]].addr.rsplit(":", 1)[1]
+    env = dict(os.environ, LD_PRELOAD=lib, HLB_TEST_REFUSE_PORT=first,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    lb = Lb(cfg, env=env)
+    src, dst = (client, 40000), ("192.0.2.1", 443)
+    ok = proxied(lb.addr, expected("v1", src, dst), b"retried")
+    reached = [n for n, b in bes.items() if b"retried" in b.by_id]
+    check(ok and reached == [prefs[1]],
+          f"served by the next backend of {prefs}: intact {ok}, reached {reached}")
+    if reached:
+        got = bes[reached[0]].by_id[b"retried"]
+        check(got == expected("v2", src, dst), f"which is told the client: {got!r}")
+    check(metric_sum(lb, "hashlb_backend_retries_total") == 1, "one retry counted")
+    check(lb.stop() == 0, "exit 0")
+    for b in bes.values():
+        b.close()
+
 
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
            accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
-           listed_proxy_resetting_is_not_untrusted, deny_clients_by_the_header])
+           listed_proxy_resetting_is_not_untrusted, deny_clients_by_the_header,
+           header_refused_then_retried])
