@@ -743,6 +743,13 @@ static void half_spill_flush(struct worker *w, struct conn *c, int i)
 
 static void conn_fail_no_backend(struct worker *w, struct conn *c)
 {
+	/* Our own socket failed (no fd, the source address gone, a client of
+	 * the other family with source: client): not the backends' doing, and
+	 * not counted as a service without one (an alarm). */
+	if (c->local_fail) {
+		conn_abort(w, c, CONN_END_ERROR);
+		return;
+	}
 	hlb_stat_add(&c->svc->wstats[w->id].no_backend, 1);
 	conn_abort(w, c, c->tries ? CONN_END_CONNECT_FAILED : CONN_END_NO_BACKEND);
 }
@@ -973,6 +980,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (fd < 0) {
 		/* ours (no fd, the source address gone): no backend is to blame */
 		c->err = (uint8_t)-fd;
+		c->local_fail = true;
 		w->first_full = NULL; /* not a wait for room that would end this */
 		if (cap)
 			hlb_backend_unclaim(be);

@@ -173,6 +173,7 @@ struct conn {
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool watch : 1; /* an OP_QUEUE_WATCH poll is in flight on the client */
 	bool per_client : 1; /* counted in svc->clients under the <client> address */
+	bool local_fail : 1; /* the last connect failed for want of our own socket */
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
