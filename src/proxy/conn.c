@@ -1179,7 +1179,8 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 					     (uint64_t)ts.tv_sec * 1000000000u +
 						     (uint64_t)ts.tv_nsec);
 		/* served all the same: it is accepted, and counted in the rate */
-		if (wait && worker_accept_pause(w, wl, (uint32_t)((wait + 999999) / 1000000)))
+		if (wait && worker_accept_pause(w, wl, (uint32_t)((wait + 999999) / 1000000),
+						snap->max_conn_rate))
 			hlb_stat_add(&svc->wstats[w->id].rate_pauses, 1);
 		else
 			worker_accept_single(w, wl);

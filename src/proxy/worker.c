@@ -56,12 +56,13 @@ void worker_close_fd(struct worker *w, int fd)
 }
 
 /* Whether <wl>'s service has a max_connection_rate now. */
-static bool wl_rate_limited(const struct wlistener *wl)
+/* The max_connection_rate of <wl>'s service now, 0 for none. */
+static uint32_t wl_rate(const struct wlistener *wl)
 {
 	struct hlb_service *svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
 	const struct hlb_snapshot *snap = svc ? hlb_service_snapshot(svc) : NULL;
 
-	return snap && snap->max_conn_rate;
+	return snap ? snap->max_conn_rate : 0;
 }
 
 static void accept_arm(struct worker *w, struct wlistener *wl)
@@ -70,7 +71,7 @@ static void accept_arm(struct worker *w, struct wlistener *wl)
 
 	/* A multishot accept takes the whole backlog at once; under a rate
 	 * limit, one at a time, so that a pause leaves the rest waiting there. */
-	wl->multishot = !wl_rate_limited(wl);
+	wl->multishot = !wl_rate(wl);
 	if (wl->multishot)
 		io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
 	else
@@ -133,7 +134,7 @@ static void tick_soon(struct worker *w)
 	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
 }
 
-bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms)
+bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, uint32_t rate)
 {
 	bool was = !wl->paused;
 
@@ -141,6 +142,7 @@ bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms)
 		return false;
 	wl->paused = true;
 	wl->resume_ms = w->now_ms + ms;
+	wl->paused_rate = rate;
 	if (!was)
 		return false;
 	accept_cancel(w, wl); /* one at a time: armed only between accepts */
@@ -185,6 +187,7 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 		if (!wl->armed) {
 			wl->paused = true;
 			wl->resume_ms = w->now_ms + ACCEPT_PAUSE_MS;
+			wl->paused_rate = 0;
 		}
 	}
 	if (!wl->armed) {
@@ -304,9 +307,13 @@ static void worker_tick(struct worker *w)
 	}
 
 	for (struct wlistener *wl = w->listeners; wl; wl = wl->next) {
-		if (wl->paused && !wl->closing && !wl->armed && w->now_ms >= wl->resume_ms)
+		/* A pause for the rate ends early when a reload changed the rate:
+		 * the next accept asks the new one how long to wait. */
+		if (wl->paused && !wl->closing && !wl->armed &&
+		    (w->now_ms >= wl->resume_ms ||
+		     (wl->paused_rate && wl_rate(wl) != wl->paused_rate)))
 			accept_arm(w, wl);
-		else if (wl->armed && wl->multishot && wl_rate_limited(wl))
+		else if (wl->armed && wl->multishot && wl_rate(wl))
 			accept_cancel(w, wl); /* a reload set a rate: one at a time */
 	}
 	/* a backend's connections to close: look now, not at the next scan */

@@ -74,6 +74,7 @@ struct wlistener {
 	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */
 	bool closing; /* removed or draining: close once the accept has ended */
 	bool paused; /* at the fd limit, or over max_connection_rate: re-armed by the tick */
+	uint32_t paused_rate; /* the max_connection_rate that paused it, 0 for the fd limit */
 	uint64_t resume_ms;
 } __attribute__((aligned(16)));
 
@@ -334,11 +335,12 @@ void worker_close_fd(struct worker *w, int fd);
 /* A backend slot freed: every worker (this one included) retries its queue. */
 void worker_kick_queues(struct worker *w);
 /*
- * Stop accepting on <wl> for <ms> (max_connection_rate): the clients behind
- * wait in its listen backlog; the tick accepts again after <ms>. True if
- * it was accepting until now.
+ * Stop accepting on <wl> for <ms> (max_connection_rate at <rate>): the
+ * clients behind wait in its listen backlog; the tick accepts again after
+ * <ms>, or as soon as a reload changed the rate. True if it was accepting
+ * until now.
  */
-bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms);
+bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, uint32_t rate);
 
 /* A rate limit applies to <wl> (a reload set it): end a multishot accept, which takes the
  * whole backlog at once, for one accept at a time. The tick does it too, within ~100 ms. */

@@ -372,6 +372,7 @@ int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **r
 	atomic_init(&s->snap, NULL);
 	atomic_init(&s->active, 0);
 	atomic_init(&s->rate_tat, 0);
+	atomic_init(&s->rate_step, 0);
 	atomic_init(&s->clients, NULL);
 	s->n_workers = n_workers;
 	*ret_service = s;
@@ -445,8 +446,32 @@ int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, stru
 uint64_t hlb_service_rate_take(struct hlb_service *svc, uint32_t rate, uint64_t now_ns)
 {
 	const uint64_t second = 1000000000u, step = second / (rate ? rate : 1);
-	uint_fast64_t tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed), next;
+	uint_fast64_t was = atomic_load_explicit(&svc->rate_step, memory_order_relaxed);
+	uint_fast64_t tat, next;
 
+	/* A reload changed the rate. Within the burst (the arrival time less
+	 * than a second ahead) the time stays: the part of the burst used is
+	 * used at the new rate too. Past it, the time is the connections taken
+	 * over the rate, each a step of the old rate: owed at the new one
+	 * (else a rate raised from 1 to 1,000 a second would go on pausing at
+	 * 1 a second). Rescaled by the worker that sees the change first;
+	 * whole steps and the remainder apart, so that nothing overflows. */
+	if (was != step &&
+	    atomic_compare_exchange_strong_explicit(&svc->rate_step, &was, step,
+						    memory_order_relaxed, memory_order_relaxed) &&
+	    was) {
+		tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed);
+		while (tat > now_ns + second) {
+			uint64_t over = tat - now_ns - second;
+
+			next = now_ns + second + over / was * step + over % was * step / was;
+			if (atomic_compare_exchange_weak_explicit(&svc->rate_tat, &tat, next,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				break;
+		}
+	}
+	tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed);
 	do {
 		next = (tat > now_ns ? tat : now_ns) + step;
 	} while (!atomic_compare_exchange_weak_explicit(

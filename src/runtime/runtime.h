@@ -471,6 +471,9 @@ struct hlb_service {
 	/* max_connection_rate: the theoretical arrival time of the next
 	 * connection (CLOCK_MONOTONIC ns), shared by the workers */
 	atomic_uint_fast64_t rate_tat;
+	/* and the step (ns per connection) it was counted in: when a reload
+	 * changes the rate, what is owed is rescaled to the new one */
+	atomic_uint_fast64_t rate_step;
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;
@@ -490,7 +493,9 @@ struct hlb_service {
  * was within the rate, else how many ns accepting should pause for the
  * rate to allow the next one. A connection over the rate is still counted,
  * so a burst overshot by the connections already accepted is paid back
- * by a longer pause: over time the rate holds exactly.
+ * by a longer pause: over time the rate holds exactly. A new <rate> (a
+ * reload) applies at once: the connections taken over the old rate are
+ * paid back at the new one.
  */
 uint64_t hlb_service_rate_take(struct hlb_service *svc, uint32_t rate, uint64_t now_ns);
 

@@ -834,6 +834,24 @@ def client_limit_after_a_raise():
     check(lb.stop() == 0, "exit 0")
 
 
+def first_answers(socks, t0, within):
+    """(seconds since <t0>, first bytes or b"" if closed) of each of <socks> (connecting,
+    non-blocking) that answers within <within> seconds, in the order they answer."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    got = []
+    while len(got) < len(socks) and time.monotonic() < t0 + within:
+        for key, _ in sel.select(timeout=1):
+            try:
+                line = key.fileobj.recv(64)
+            except OSError:
+                line = b""
+            got.append((time.monotonic() - t0, line))
+            sel.unregister(key.fileobj)
+    return got
+
+
 def connection_rate():
     """max_connection_rate: 20, set by a reload: 100 clients connecting at once are all
     served, none refused, the first 20 at once (the burst) and the others no faster than 20
@@ -854,19 +872,7 @@ def connection_rate():
         s.setblocking(False)
         s.connect_ex(lb.addr)
         socks.append(s)
-    sel = selectors.DefaultSelector()
-    for s in socks:
-        sel.register(s, selectors.EVENT_READ)
-    got = []
-    end = time.monotonic() + 30
-    while len(got) < n and time.monotonic() < end:
-        for key, _ in sel.select(timeout=1):
-            try:
-                line = key.fileobj.recv(64)
-            except OSError:
-                line = b""
-            got.append((time.monotonic() - t0, line))
-            sel.unregister(key.fileobj)
+    got = first_answers(socks, t0, 30)
     times = sorted(t for t, _ in got)
     check(len(got) == n and all(line.endswith(b"\n") for _, line in got),
           f"all {n} served with a greeting: {len(got)} answered, "
@@ -886,10 +892,39 @@ def connection_rate():
     check(lb.stop() == 0, "exit 0")
 
 
+def connection_rate_raised():
+    """A reload that raises max_connection_rate applies at once: twelve clients waiting in
+    the backlog at 1 a second (11 s to serve them all) are served as soon as the rate is
+    1,000; a pause asked at the old rate used to run its course (2.5 s here) and the time
+    owed for the connections over it to be counted at the old rate."""
+    lb = Lb(config(BACKENDS, extra="max_connection_rate: 1"), args=("--admin", "127.0.0.1:0"))
+    socks = []
+    for i in range(12):
+        s = socket.socket()
+        s.bind((client_ip(7200 + i), 0))
+        s.setblocking(False)
+        s.connect_ex(lb.addr)
+        socks.append(s)
+    time.sleep(0.5)  # the burst (one) served, the workers paused for the rest
+    lb.rewrite(config(BACKENDS, extra="max_connection_rate: 1000"))
+    rc, so, se = lb.ctl("reload")
+    t0 = time.monotonic()
+    check(rc == 0, f"reload to a rate of 1000: {se}")
+    got = first_answers(socks, t0, 10)
+    late = [round(t, 2) for t, _ in got if t > 1.2]
+    check(len(got) == len(socks) and all(line.endswith(b"\n") for _, line in got),
+          f"all {len(socks)} served: {len(got)} answered")
+    check(not late, f"each within 1.2 s of the reload (at the old rate: 11 s): late {late}")
+    for s in socks:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, fd_limit_admin,
            allow_and_deny_clients,
-           connections_per_client, client_limit_after_a_raise, connection_rate])
+           connections_per_client, client_limit_after_a_raise, connection_rate,
+           connection_rate_raised])

@@ -342,6 +342,35 @@ static void test_rate_take(void **state)
 	hlb_service_unref(svc);
 }
 
+/*
+ * A reload that changes max_connection_rate applies at once. Raised: the
+ * connections taken over the old rate are owed at the new one (four over
+ * a rate of 1 a second: 4 ms at 1,000, not 4 s). Lowered: the part of the
+ * burst left stays (half of it: 5 more at 10 a second), then the new rate.
+ */
+static void test_rate_take_rate_changed(void **state)
+{
+	const uint64_t s = 1000000000u, ms = 1000000u, t0 = 5 * s;
+	struct hlb_service *svc;
+
+	(void)state;
+	assert_int_equal(hlb_service_new("t", 1, &svc), 0);
+	assert_int_equal(hlb_service_rate_take(svc, 1, t0), 0); /* the burst: one */
+	for (uint64_t i = 1; i <= 4; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 1, t0), (i + 1) * s);
+	/* 4 ms owed at 1,000 a second, and one more step: the pause asked */
+	assert_int_equal(hlb_service_rate_take(svc, 1000, t0), 6 * ms);
+	hlb_service_unref(svc);
+
+	assert_int_equal(hlb_service_new("t", 1, &svc), 0);
+	for (int i = 0; i < 500; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 1000, t0), 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(hlb_service_rate_take(svc, 10, t0), 0);
+	assert_int_equal(hlb_service_rate_take(svc, 10, t0), 200 * ms);
+	hlb_service_unref(svc);
+}
+
 struct rate_thread {
 	struct hlb_service *svc;
 	uint64_t now;
@@ -389,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_threads),
 		cmocka_unit_test(test_rate_take),
+		cmocka_unit_test(test_rate_take_rate_changed),
 		cmocka_unit_test(test_rate_take_threads),
 	};
 
