@@ -54,12 +54,21 @@ V6_SERVICE = """  - name: v6
 HEALTH = "interval: 200ms\ntimeout: 200ms\nrise: 2\nfall: 2"
 
 
-def dial(addr, src, timeout=10):
-    """connect() for either family (lbtest.connect is IPv4 only)."""
+def dial(addr, src, timeout=10, bound=None):
+    """connect() for either family (lbtest.connect is IPv4 only). <bound>: a list to which the
+    client's own address (as hashlb's log writes it) is appended before the connect, so that
+    a connect that fails can still be found in that log."""
     s = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET)
     s.settimeout(timeout)
-    s.bind((src, 0))
-    s.connect(addr)
+    try:
+        s.bind((src, 0))
+        if bound is not None:
+            host, port = s.getsockname()[:2]
+            bound.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        s.connect(addr)
+    except OSError:
+        s.close()
+        raise
     return s
 
 
@@ -154,15 +163,15 @@ class Chaos:
             r = rng.random()
             size = (rng.randint(1, 8192) if r < 0.8 else rng.randint(65536, 524288) if r < 0.95
                     else rng.randint(1 << 20, 2 << 20))
-            name = ""
+            name, bound = "", []
             try:
-                s = dial(addr, src)
-                src = "%s:%d" % s.getsockname()[:2] if service == "t" else \
-                    "[%s]:%d" % s.getsockname()[:2]
+                s = dial(addr, src, bound=bound)
             except OSError as e:
+                src = bound[0] if bound else src
                 with self.lock:
                     self.failed.append(("", src, f"connect from {src}: {e!r}", 0.0))
                 continue
+            src = bound[0]
             # When this client moved bytes: a client that itself stalled past the v6
             # service's idle timeout (a starved thread on a loaded machine) is closed
             # by it, rightly.
