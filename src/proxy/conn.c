@@ -448,7 +448,10 @@ static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }
 
-/* Close the connection once both directions are done; no request is left but a timeout's. */
+/*
+ * Close the connection once both directions are done; no request is left
+ * but a timeout's, or a watch (half_watch()), which both FINs end.
+ */
 static void conn_finish(struct worker *w, struct conn *c)
 {
 	c->state = CONN_CLOSING;
@@ -480,6 +483,49 @@ static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned 
 	io_uring_prep_poll_add(sqe, fd, events);
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_POLL + i));
 	c->inflight++;
+}
+
+/*
+ * Half <i> stopped reading its source because its destination does not
+ * take more (spilled, a send waiting in the kernel, a full pipe): no recv
+ * is armed on the source, so nothing would see it reset. Watch it with a
+ * poll (io_uring reports POLLERR, POLLHUP and POLLRDHUP whatever the mask):
+ * a reset then reaches the other side at once, as it would without hashlb
+ * between them, not once the destination reads again, nor never, the idle
+ * timeout closing the destination with a FIN after a truncated stream. The
+ * poll stays after the destination drains (a recv is armed again): it ends
+ * with the source's FIN or reset, or is cancelled with the connection.
+ */
+static void half_watch(struct worker *w, struct conn *c, int i)
+{
+	struct half *h = &c->h[i];
+	struct io_uring_sqe *sqe;
+
+	if (h->watch || h->watch_fin || h->recv_armed || h->eof || c->state != CONN_OPEN)
+		return;
+	sqe = worker_sqe(w);
+	io_uring_prep_poll_add(sqe, c->fd[i], 0);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_WATCH + i));
+	c->inflight++;
+	h->watch = true;
+}
+
+/* The watch of half <i>'s source fired with <res>. May free <c>. */
+static void half_watch_done(struct worker *w, struct conn *c, int i, int res)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	c->h[i].watch = false;
+	if (res < 0)
+		return; /* cannot watch: a reset is found when it is read again, as before */
+	if (!(res & POLLERR)) {
+		/* its FIN: read in its turn; a poll armed again would fire at once */
+		c->h[i].watch_fin = true;
+		return;
+	}
+	getsockopt(c->fd[i], SOL_SOCKET, SO_ERROR, &err, &len);
+	conn_reset(w, c, i, err ? err : ECONNRESET); /* may free c */
 }
 
 /* <n> bytes of half <i> delivered to its destination (buffers or splice). */
@@ -544,6 +590,7 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 			}
 			if (n < 0 && errno == EAGAIN) {
 				half_poll(w, c, i, c->fd[1 - i], POLLOUT);
+				half_watch(w, c, i);
 				return;
 			}
 			/* reset, or the peer closed */
@@ -693,6 +740,7 @@ static bool half_spill(struct worker *w, struct conn *c, int i)
 	w->spilled += left + pend;
 	hlb_stat_add(&w->pub.spills, 1);
 	half_poll(w, c, i, c->fd[1 - i], POLLOUT);
+	half_watch(w, c, i);
 	if (w->starved_head)
 		conn_wake_starved(w);
 	return true;
@@ -1441,10 +1489,13 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 					half_recv(w, c, i, !more);
 			} else if (h->send_bid == BUF_PRIV && half_spill_append(w, h, bid, res)) {
 				/* no recv until the spill is out, as with a parked buffer */
+				half_watch(w, c, i);
 			} else {
 				h->pend_bid = bid;
 				h->pend_len = res;
 				h->pend_more = more;
+				if (h->send_bid == BUF_PRIV)
+					half_watch(w, c, i);
 			}
 			return;
 		}
@@ -1494,9 +1545,11 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			/* refused (over the cap, or no memory): wait in the kernel,
 			 * or MSG_DONTWAIT would answer EAGAIN again at once, and
 			 * again, for as long as the destination does not read */
-			if (!half_spill(w, c, i))
+			if (!half_spill(w, c, i)) {
 				half_send(w, c, i, h->send_bid, h->send_off, h->send_len,
 					  h->send_more, true);
+				half_watch(w, c, i);
+			}
 			return;
 		}
 		bufring_put(w, h->send_bid);
@@ -1510,6 +1563,14 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		return;
 	case OP_QUEUE_WATCH:
 		conn_queue_watch_done(w, c, res); /* may free c */
+		return;
+	case OP_WATCH:
+	case OP_WATCH_B:
+		if (c->state == CONN_CLOSING) {
+			c->h[op - OP_WATCH].watch = false;
+			break;
+		}
+		half_watch_done(w, c, op - OP_WATCH, res); /* may free c */
 		return;
 	case OP_POLL:
 	case OP_POLL_B:

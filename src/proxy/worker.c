@@ -130,7 +130,7 @@ static void tick_soon(struct worker *w)
 
 	w->tick_ts.tv_sec = 0;
 	w->tick_ts.tv_nsec = QUEUE_RETRY_MS * 1000000LL;
-	io_uring_prep_timeout_update(sqe, &w->tick_ts, ud_make(w, OP_TICK), 0);
+	io_uring_prep_timeout_update(sqe, &w->tick_ts, UD_TICK, 0);
 	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
 }
 
@@ -203,7 +203,7 @@ static void wake_arm(struct worker *w)
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
 	io_uring_prep_read(sqe, w->wake_fd, &w->wake_val, sizeof(w->wake_val), 0);
-	io_uring_sqe_set_data64(sqe, ud_make(w, OP_WAKE));
+	io_uring_sqe_set_data64(sqe, UD_WAKE);
 }
 
 static void tick_arm(struct worker *w)
@@ -218,7 +218,7 @@ static void tick_arm(struct worker *w)
 	 * in a paused listener's backlog, for its rate */
 	w->tick_ts.tv_nsec = (w->queue_head || paused ? QUEUE_RETRY_MS : TICK_MS) * 1000000LL;
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
-	io_uring_sqe_set_data64(sqe, ud_make(w, OP_TICK));
+	io_uring_sqe_set_data64(sqe, UD_TICK);
 }
 
 static void worker_commands(struct worker *w)
@@ -342,18 +342,18 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 	case OP_ACCEPT:
 		accept_cqe(w, p, cqe);
 		break;
-	case OP_TICK:
-		worker_tick(w);
-		if (!w->exiting)
-			tick_arm(w);
-		break;
-	case OP_LOG:
-		w->log_poll = false; /* the loop's next turn flushes */
-		break;
-	case OP_WAKE:
-		w->queue_kick = true; /* commands, or another worker's kick */
-		worker_commands(w);
-		wake_arm(w);
+	case OP_WORKER:
+		if (ud == UD_TICK) {
+			worker_tick(w);
+			if (!w->exiting)
+				tick_arm(w);
+		} else if (ud == UD_LOG) {
+			w->log_poll = false; /* the loop's next turn flushes */
+		} else if (ud == UD_WAKE) {
+			w->queue_kick = true; /* commands, or another worker's kick */
+			worker_commands(w);
+			wake_arm(w);
+		}
 		break;
 	default:
 		conn_cqe(w, p, op, cqe);
@@ -428,7 +428,7 @@ static void log_poll_arm(struct worker *w)
 		return; /* another writer's turn: the tick retries (a poll would fire at once) */
 	sqe = worker_sqe(w);
 	io_uring_prep_poll_add(sqe, w->log.fd, POLLOUT);
-	io_uring_sqe_set_data64(sqe, OP_LOG);
+	io_uring_sqe_set_data64(sqe, UD_LOG);
 	w->log_poll = true;
 }
 

@@ -29,16 +29,22 @@ enum op {
 	OP_RECV_B, /* conn, half 1: from the backend */
 	OP_SEND, /* conn, half 0: to the backend */
 	OP_SEND_B, /* conn, half 1: to the client */
-	OP_TICK, /* worker: periodic timer */
-	OP_WAKE, /* worker: eventfd read, commands queued */
+	OP_WORKER, /* worker: its own, no pointer; which one is above the op (UD_*) */
 	OP_HEADER, /* conn: the client readable while its PROXY header is awaited */
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
 	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
-	OP_LOG, /* worker: stderr writable again, with log lines waiting */
+	OP_WATCH, /* conn, half 0 stopped reading the client: its reset (half_watch()) */
+	OP_WATCH_B, /* conn, half 1 stopped reading the backend: its reset */
 	OP_MAX
 };
 #define OP_MASK 15ull
+_Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
+
+/* The worker's own operations (OP_WORKER) */
+#define UD_TICK ((1ull << 4) | OP_WORKER) /* periodic timer */
+#define UD_WAKE ((2ull << 4) | OP_WORKER) /* eventfd read: commands queued, or a kick */
+#define UD_LOG ((3ull << 4) | OP_WORKER) /* stderr writable again, with log lines waiting */
 
 #define BUF_NONE 0xffffu
 /* send_bid of a half whose destination stopped reading: its data was moved
@@ -96,6 +102,8 @@ struct half {
 	/* MSG_MORE (see conn.c): the send in flight, the parked buffer, and data
 	 * the destination's socket holds back for what follows */
 	bool send_more : 1, pend_more : 1, corked : 1;
+	/* an OP_WATCH poll is in flight on the source; the source's FIN ended one */
+	bool watch : 1, watch_fin : 1;
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */
 	union {

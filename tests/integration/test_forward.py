@@ -389,6 +389,80 @@ def aborts_reach_the_other_side():
     stop_backend()
 
 
+def stall_then_reset(lb_addr, upload):
+    """A connection through hashlb whose receiving end stops reading while the other end
+    sends all it can, then resets. <upload>: the client sends and resets (the backend
+    stalls), else the backend does (the client stalls). The stalled end's socket."""
+    s = connect(lb_addr, timeout=10)
+    if upload:
+        s.setblocking(False)
+        end = time.time() + 1
+        while time.time() < end:  # its destination does not read: fills and stops
+            try:
+                s.send(b"u" * 65536)
+            except BlockingIOError:
+                time.sleep(0.01)
+        rst_close(s)
+        return None
+    s.sendall(b"d")
+    return s
+
+
+def resets_reach_a_side_that_stopped_reading():
+    """A side that resets while the other stopped reading (hashlb then reads it no more: the
+    destination is full) is still found at once, and the other side reset, as without hashlb
+    between them; before, only when that side read again, or never: the idle timeout then
+    closed it with a FIN after the truncated stream, passing it off as complete."""
+    stalled = {}
+    release = threading.Event()
+
+    def handle(conn):
+        first = conn.recv(1)
+        if first == b"d":  # download: send all it can to a client that does not read, reset
+            conn.setblocking(False)
+            end = time.time() + 1
+            while time.time() < end:
+                try:
+                    conn.send(b"x" * 65536)
+                except BlockingIOError:
+                    time.sleep(0.01)
+            rst_close(conn)
+            return
+        release.wait(10)  # upload: does not read until told
+        n, how = outcome(conn)
+        stalled["upload"] = (n + 1, how)
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    for splice in ("off", "262144"):  # on buffers (spilled), and through a pipe
+        release.clear()
+        stalled.clear()
+        lb = Hashlb(config([("r", addr)], workers=1,
+                           extra="log_connections: true\ntimeouts:\n  idle: 3s"),
+                    args=["--splice-after", splice])
+        stall_then_reset(lb.addr, upload=True)
+        check(lb.wait_log(r"end=client_reset", timeout=2),
+              f"splice {splice}: the client's reset is seen while the backend does not read, "
+              f"before the idle timeout: {[l for l in lb.log if 'msg=connection' in l]}")
+        release.set()
+        for _ in range(100):
+            if "upload" in stalled:
+                break
+            time.sleep(0.05)
+        n, how = stalled.get("upload", (0, "nothing"))
+        check(how == "RST", f"splice {splice}: the backend that stopped reading sees a reset, "
+                            f"not an upload that looks complete: {how} after {n} bytes")
+        s = stall_then_reset(lb.addr, upload=False)
+        check(lb.wait_log(r"end=backend_reset", timeout=2),
+              f"splice {splice}: the backend's reset is seen while the client does not read")
+        n, how = outcome(s)
+        check(how == "RST", f"splice {splice}: the client that stopped reading sees a reset, "
+                            f"not a response that looks complete: {how} after {n} bytes")
+        s.close()
+        check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def urgent_byte_on_a_spliced_stream():
     """A byte sent MSG_OOB in a stream already moved to splice: splice() stops at the urgent
     mark while poll() says readable. hashlb steps over it (the urgent byte is dropped, as on
@@ -922,7 +996,8 @@ def connection_rate_raised():
 
 run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
-           reset_midstream, aborts_reach_the_other_side, urgent_byte_on_a_spliced_stream,
+           reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
+           urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, fd_limit_admin,
            allow_and_deny_clients,
