@@ -1377,11 +1377,29 @@ static int conn_send_proxy_header(struct conn *c)
 	return 0;
 }
 
+/*
+ * Whether the client on <fd> reset (or is otherwise gone) while hashlb was
+ * not reading it: its errno, else 0. A FIN is not gone: its request may be
+ * whole, and the answer still wanted. One poll(2), on a retry only.
+ */
+static int client_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLERR | POLLHUP)))
+		return 0;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	return err ? err : ECONNRESET;
+}
+
 static void conn_connect_done(struct worker *w, struct conn *c, int res)
 {
 	struct hlb_backend *failed = c->be;
 	struct hlb_backend_wstats *bs = &failed->wstats[w->id];
 	const struct hlb_snapshot *snap;
+	int err;
 
 	if (res == 0 && c->proxy) {
 		int r = conn_send_proxy_header(c);
@@ -1434,6 +1452,12 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	c->attempt++;
 	if (c->tries > snap->connect_retries) {
 		w->first_full = NULL; /* its tries are used up: closed, not queued */
+	} else if ((err = client_gone(c->fd[0]))) {
+		/* It reset while this connect waited (a timeout, most likely):
+		 * the next backend would get a connection reset at once. */
+		hlb_backend_unref(failed);
+		conn_reset(w, c, 0, err); /* may free c */
+		return;
 	} else if (conn_connect(w, c, snap, failed)) {
 		hlb_stat_add(&bs->retries, 1);
 		hlb_backend_unref(failed);

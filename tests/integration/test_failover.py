@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, config, connect, dead_port, lookup,
-                    read_line, run_tests, who)
+                    read_line, read_to_eof, run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -163,6 +163,38 @@ def unresponsive_backend_times_out():
         el = time.time() - t0
         check(got == want[c][1] and 0.25 < el < 2.0,
               f"{c}: served by {got!r} (next is {want[c][1]}) after {el:.2f}s")
+    lb.stop()
+    black.close()
+
+
+def client_reset_while_connecting():
+    """A client that resets while hashlb waits out a backend that does not answer is not
+    taken to the next backend (a connection reset at once, for nothing): it ends there,
+    logged as the client's reset after one attempt. A client that only half-closed (FIN,
+    its request whole) is still served by the next backend."""
+    black = BlackHole()
+    cfg = config([BACKENDS[0], ("b", black.addr), BACKENDS[2]], scheme="ring",
+                 extra="timeouts:\n  connect: 1s\nlog_connections: true")
+    lb = Hashlb(cfg)
+    clients = [client_ip(i * 7 + 3) for i in range(200)]
+    want = lookup(lb.path, clients)
+    victims = [c for c in clients if want[c][0] == "b"][:2]
+    check(len(victims) == 2, "some clients have b first")
+    s = connect(lb.addr, victims[0])
+    time.sleep(0.3)  # hashlb is connecting to b
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    lb.wait_log(rf"msg=connection .*client={victims[0]}:")
+    line = next((l for l in lb.log if f"client={victims[0]}:" in l), None)
+    check(line and "end=client_reset" in line and "attempts=1 " in line,
+          f"the reset client ends after its one attempt, the next backend not tried: {line}")
+    s = connect(lb.addr, victims[1])
+    s.sendall(b"whole request\n")
+    s.shutdown(socket.SHUT_WR)
+    got = read_to_eof(s).decode()
+    s.close()
+    check(got.startswith(want[victims[1]][1] + "\n") and "whole request" in got,
+          f"a client that half-closed while connecting is served by the next backend: {got!r}")
     lb.stop()
     black.close()
 
@@ -419,5 +451,5 @@ def queued_clients_that_leave():
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list,
-           all_backends_down, unresponsive_backend_times_out,
+           all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
            backend_max_connections, backend_queue, queued_clients_that_leave, source_address])
