@@ -333,12 +333,15 @@ class Chaos:
         threads += [threading.Thread(target=self.churn, args=(SEED + 3, "v6")),
                     threading.Thread(target=self.idler)]
         for t in threads:
+            t.daemon = True  # never keep the test's process from exiting
             t.start()
         end = time.time() + SECONDS
-        while time.time() < end:
-            self.act()
-            time.sleep(self.rng.uniform(0.1, 0.4))
-        self.done.set()
+        try:
+            while time.time() < end:
+                self.act()
+                time.sleep(self.rng.uniform(0.1, 0.4))
+        finally:  # an action that raised fails the test: the clients must stop all the same
+            self.done.set()
         for t in threads:
             t.join(60)
             check(not t.is_alive(), "every client finishes")
