@@ -137,6 +137,33 @@ static int override_admin(struct hashlb_config *cfg, const char *admin)
 	return 0;
 }
 
+/*
+ * The loader refuses a service that listens where the config's admin
+ * endpoint does; --admin replaces that address after the load, so the
+ * same check again for it: both would listen with SO_REUSEPORT, and the
+ * kernel would share the service's clients out with the admin endpoint.
+ */
+static int admin_clash(const struct hashlb_config *cfg, const char *path, struct hashlb_error *err)
+{
+	if (!cfg->admin_addr_len || cfg->admin_addr.ss_family == AF_UNIX)
+		return 0;
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (!hashlb_listen_clash(&cfg->admin_addr, &s->listen_addr))
+			continue;
+		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
+			   "listen address %s clashes with the admin endpoint's %s (--admin): "
+			   "clients would reach the admin endpoint",
+			   s->listen, cfg->admin);
+		err->file = path;
+		err->line = s->listen_pos.line;
+		err->column = s->listen_pos.column;
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
 static int run(int argc, char **argv, char *const *again)
 {
 	static const struct option opts[] = {
@@ -264,6 +291,11 @@ static int run(int argc, char **argv, char *const *again)
 				admin);
 			hashlb_config_free(cfg);
 			return 2;
+		}
+		if (admin_clash(cfg, path, &err) < 0) {
+			cli_print_error(&err);
+			hashlb_config_free(cfg);
+			return 1;
 		}
 	}
 	r = hlb_daemon_new(cfg, path, &dopts, &d, &err);

@@ -13,8 +13,8 @@ import sys
 import threading
 import time
 
-from lbtest import (HASHLB, Backend, Hashlb, check, config, connect, read_line, run_tests,
-                    spawn, tmpfile, tmppath, who)
+from lbtest import (HASHLB, Backend, Hashlb, check, config, connect, dead_port, read_line,
+                    run_tests, spawn, tmpfile, tmppath, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -29,6 +29,28 @@ def config_error_refused():
     check(p.returncode == 1, f"exit status 1, got {p.returncode}")
     check(re.search(rf"bad\.yaml:{line}:\d+: error: ", p.stderr) is not None,
           f"error names line {line}: {p.stderr.strip()}")
+
+
+def admin_option_clash_refused():
+    """--admin on a service's listen address is refused as the config's admin would be: both
+    listen with SO_REUSEPORT, and the kernel shared the service's clients out with the admin
+    endpoint (hashlb run started, and some clients got the admin API's answers)."""
+    port = dead_port(hold=False)
+    text = config(BACKENDS, listen=f"127.0.0.1:{port}")
+    line = text.splitlines().index(f"    listen: 127.0.0.1:{port}") + 1
+    path = tmpfile("admin-clash.yaml", text)
+    for admin in (f"127.0.0.1:{port}", f"[::]:{port}"):
+        p = spawn([HASHLB, "run", "-c", path, "--admin", admin], stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        check(p.returncode == 1, f"--admin {admin}: exit status 1, got {p.returncode}")
+        check(re.search(rf"admin-clash\.yaml:{line}:13: error: listen address 127\.0\.0\.1:{port} "
+                        r"clashes with the admin endpoint's .*\(--admin\)", err) is not None,
+              f"--admin {admin}: the error names the listen address's line: {err.strip()[-300:]}")
 
 
 def sigterm_drain():
@@ -448,7 +470,7 @@ def socket_activation():
     lsock.close()
 
 
-run_tests([config_error_refused, sigterm_drain, drain_timeout, second_signal,
+run_tests([config_error_refused, admin_option_clash_refused, sigterm_drain, drain_timeout, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt])
