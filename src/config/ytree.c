@@ -180,18 +180,24 @@ static int attach(struct ybuilder *b, struct ynode *n)
  * A tag (!!str 7, !foo) would change what a value is, and the loader reads
  * values by their text: a tag is refused where it stands rather than
  * silently ignored ("weight: !!str 7" is a string in YAML, not a weight).
+ * <pos> is its node's, used only if the tag has no mark of its own: the
+ * node may start a line or more after it ("services: !foo" and a list).
  */
 static int no_tag(struct ybuilder *b, const struct hashlb_pos *pos, struct fy_token *tag)
 {
+	const struct fy_mark *m;
 	const char *h, *sfx;
 	size_t hl = 0, sl = 0;
+	struct hashlb_pos at;
 
 	if (!tag)
 		return 0;
+	m = fy_token_start_mark(tag);
+	at = m ? (struct hashlb_pos){ m->line + 1, m->column + 1 } : *pos;
 	/* as written: handle "!!" and suffix "str" */
 	h = fy_tag_token_handle(tag, &hl);
 	sfx = fy_tag_token_suffix(tag, &sl);
-	return yfail(b, pos,
+	return yfail(b, &at,
 		     "a YAML tag ('%.*s%.*s') is not supported here: write the value plainly "
 		     "(quoted for a string)",
 		     (int)(h && hl < 32 ? hl : 0), h ? h : "", (int)(sfx && sl < 64 ? sl : 0),
