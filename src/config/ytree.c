@@ -204,6 +204,24 @@ static int no_tag(struct ybuilder *b, const struct hashlb_pos *pos, struct fy_to
 		     sfx ? sfx : "");
 }
 
+/* Attach a copy of <target> placed at <pos>, sharing its text and items. */
+static int alias_attach(struct ybuilder *b, const struct ynode *target,
+			const struct hashlb_pos *pos)
+{
+	struct ynode *n = node_new(b->doc, target->type, pos);
+
+	if (!n)
+		return -ENOMEM;
+	n->text = target->text;
+	n->len = target->len;
+	n->quoted = target->quoted;
+	n->items = target->items;
+	n->n = target->n;
+	n->cap = target->cap;
+	n->alias = true;
+	return attach(b, n);
+}
+
 static int on_event(struct ybuilder *b, struct fy_event *e)
 {
 	struct hashlb_pos pos = event_pos(b, e);
@@ -272,7 +290,13 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		if (!n)
 			return yfail(b, &pos, "alias '*%.*s' refers to no anchor defined before it",
 				     (int)(s ? len : 0), s ? s : "");
-		return attach(b, n);
+		/* An error about the value itself ("scheme: *pool", a list) is placed
+		 * at the alias, where the value is used, not at the anchor. A node still
+		 * open (an alias inside its own anchor) may grow yet: shared as is. */
+		for (int i = 0; i < b->depth; i++)
+			if (b->stack[i] == n)
+				return attach(b, n);
+		return alias_attach(b, n, &pos);
 	default:
 		return 0;
 	}
@@ -450,8 +474,10 @@ void ydoc_free(struct ydoc *d)
 	if (!d)
 		return;
 	for (size_t i = 0; i < d->n_all; i++) {
-		free(d->all[i]->text);
-		free(d->all[i]->items);
+		if (!d->all[i]->alias) {
+			free(d->all[i]->text);
+			free(d->all[i]->items);
+		}
 		free(d->all[i]);
 	}
 	for (size_t i = 0; i < d->n_anchors; i++)

@@ -25,6 +25,9 @@ struct ynode {
 	char *text;
 	size_t len;
 	bool quoted;
+	/* Where an alias stands: a copy of its anchor's node that shares the
+	 * anchor's text and items (freed with the anchor's node). */
+	bool alias;
 	/* Maps: n / 2 pairs of nodes, key then value; sequences: n nodes. */
 	struct ynode **items;
 	size_t n;

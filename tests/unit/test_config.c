@@ -1622,6 +1622,26 @@ static void test_anchors(void **state)
 	assert_non_null(hashlb_config_service(c, "b"));
 	assert_null(hashlb_config_service(c, "nope"));
 	hashlb_config_free(c);
+
+	/* A value used through an alias is wrong where it is used: the error is at the
+	 * alias, not at the anchor, which holds a valid value for its own key. */
+	expect_error("services:\n"
+		     "  - name: &n web\n"
+		     "    listen: 127.0.0.1:1000\n"
+		     "    scheme: *n\n"
+		     "    backends: [{name: x, address: \"127.0.0.1:1\"}]\n",
+		     4, 13, "'scheme' must be ring or maglev, found 'web'");
+	expect_error(MINIMAL "    health: &h {rise: 2}\n    timeouts:\n      connect: *h\n", 9, 16,
+		     "'connect' must be a duration, found a mapping");
+	expect_error("services:\n"
+		     "  - name: a\n"
+		     "    listen: 127.0.0.1:1000\n"
+		     "    backends: &pool\n"
+		     "      - {name: x, address: \"127.0.0.1:1\"}\n"
+		     "  - *pool\n",
+		     6, 5, "service must be a mapping of keys to values, found a list");
+	/* an alias inside its own anchor: the node is shared, still refused */
+	expect_error("services: &a [*a]\n", 1, 14, "service must be a mapping");
 }
 
 static void test_build_table(void **state)
