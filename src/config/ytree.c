@@ -23,6 +23,8 @@ struct ybuilder {
 	struct hashlb_pos last_end; /* where the previous event ended; 0:0 if unknown */
 	struct hashlb_pos end; /* just past the text's last character */
 	const char *name;
+	const char *text; /* what is parsed, <len> bytes */
+	size_t len;
 	struct hashlb_error *err;
 };
 
@@ -129,6 +131,54 @@ static struct ynode *anchor_find(const struct ydoc *d, const char *s, size_t len
 }
 
 /*
+ * Where the indicator ('|' or '>') of a block scalar stands, its header
+ * line ending just before byte <next> (the start of the next line, where
+ * libfyaml marks the scalar): *<pos> is set and true returned if the
+ * header reads as one (PROPERTIES | or >, then digits, '+' or '-', then
+ * blanks and a comment), else false.
+ */
+static bool block_indicator(const struct ybuilder *b, size_t next, int line, struct hashlb_pos *pos)
+{
+	const char *t = b->text;
+	size_t end = next < b->len ? next : b->len, start, stop, i;
+	char quote = 0;
+	int col = 1;
+
+	if (end > 0 && t[end - 1] == '\n') {
+		end--;
+		line--;
+	}
+	if (end > 0 && t[end - 1] == '\r')
+		end--;
+	for (start = end; start > 0 && t[start - 1] != '\n'; start--)
+		;
+	/* the comment, if any: '#' after a blank, outside quotes (a quoted key) */
+	for (stop = start; stop < end; stop++) {
+		if (quote) {
+			if (t[stop] == quote)
+				quote = 0;
+		} else if (t[stop] == '\'' || t[stop] == '"') {
+			quote = t[stop];
+		} else if (t[stop] == '#' && stop > start &&
+			   (t[stop - 1] == ' ' || t[stop - 1] == '\t')) {
+			break;
+		}
+	}
+	while (stop > start && (t[stop - 1] == ' ' || t[stop - 1] == '\t'))
+		stop--;
+	while (stop > start && (t[stop - 1] == '+' || t[stop - 1] == '-' ||
+				(t[stop - 1] >= '1' && t[stop - 1] <= '9')))
+		stop--;
+	if (stop == start || (t[stop - 1] != '|' && t[stop - 1] != '>'))
+		return false;
+	/* columns count characters, as libfyaml's do */
+	for (i = start; i < stop - 1; i++)
+		col += ((unsigned char)t[i] & 0xc0) != 0x80;
+	*pos = (struct hashlb_pos){ line, col };
+	return true;
+}
+
+/*
  * 1-based position of <e>. A quoted scalar's mark is just inside its
  * opening quote: step back onto the quote, where the reader sees the value
  * start. An empty value ("key:" and nothing) has no mark: it is placed
@@ -141,11 +191,16 @@ static struct hashlb_pos event_pos(struct ybuilder *b, struct fy_event *e)
 
 	if (m) {
 		pos = (struct hashlb_pos){ m->line + 1, m->column + 1 };
-		if (e->type == FYET_SCALAR && pos.column > 1) {
+		if (e->type == FYET_SCALAR) {
 			enum fy_scalar_style st = fy_scalar_token_get_style(e->scalar.value);
 
-			if (st == FYSS_SINGLE_QUOTED || st == FYSS_DOUBLE_QUOTED)
+			if ((st == FYSS_SINGLE_QUOTED || st == FYSS_DOUBLE_QUOTED) &&
+			    pos.column > 1)
 				pos.column--;
+			/* A block scalar's mark is the line after its header, at column 1:
+			 * the reader sees it start at its '|' or '>'. */
+			if (st == FYSS_LITERAL || st == FYSS_FOLDED)
+				block_indicator(b, m->input_pos, pos.line, &pos);
 		}
 		/* Likewise an alias's mark is past its '*'. */
 		if (e->type == FYET_ALIAS && pos.column > 1)
@@ -405,7 +460,7 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
 	       struct hashlb_error *err)
 {
-	struct ybuilder b = { .name = name, .err = err };
+	struct ybuilder b = { .name = name, .text = text, .len = len, .err = err };
 	struct fy_parse_cfg pcfg = { 0 };
 	struct fy_diag_cfg dcfg;
 	struct fy_diag *diag;

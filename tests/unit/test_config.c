@@ -91,7 +91,7 @@ static void test_yaml_syntax(void **state)
 	/* With no final newline, at the end of the text, not on a line past it
 	 * (found by tests/fuzz/fuzz_config). */
 	expect_error("services: [a, b", 1, 16, "YAML syntax error");
-	expect_error("|", 1, 2, "must be a mapping");
+	expect_error("|", 1, 1, "must be a mapping"); /* at the block scalar's indicator */
 	/* A tab used for indentation. */
 	expect_error("services:\n\t- name: x\n", 2, 1, "YAML syntax error");
 	/* A plain scalar that runs on into a key: libfyaml points at its start. */
@@ -1158,6 +1158,24 @@ static void test_one_line_errors(void **state)
 }
 
 /*
+ * A block scalar is placed at its '|' or '>', where the reader sees it start:
+ * it was placed at column 1 of the line after, whatever that line held.
+ */
+static void test_block_scalar_position(void **state)
+{
+	expect_error(MINIMAL "    scheme: |\n      ring\n", 7, 13, "found 'ring\\n'");
+	expect_error(MINIMAL "    scheme: &s >-  # a '|' or '>' in a comment\n\n      rin\n", 7, 16,
+		     "found '\\nrin'");
+	expect_error(MINIMAL "    scheme: |2\r\n      ring\r\n", 7, 13, "found 'ring\\n'");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends:\n"
+		     "      - name: \xc3\xa9\n        address: >\n          127.0.0.1:0\n",
+		     6, 18, "'127.0.0.1:0\\n' is not a valid address");
+	expect_error("services:\n  - |\n    x\n", 2, 5, "service must be a mapping");
+	/* the last value of the text, no line after it */
+	expect_error(MINIMAL "    scheme: |", 7, 13, "'scheme' must be ring or maglev");
+}
+
+/*
  * A tag would change what a value is; the loader reads text, so a tag is
  * refused, at the tag itself (it was placed at the value after it, on the
  * next line for a block collection, where the reader saw no tag).
@@ -1902,6 +1920,7 @@ int main(void)
 		cmocka_unit_test(test_control_chars),
 		cmocka_unit_test(test_steering_interface),
 		cmocka_unit_test(test_tags),
+		cmocka_unit_test(test_block_scalar_position),
 		cmocka_unit_test(test_one_line_errors),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
