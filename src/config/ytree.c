@@ -281,6 +281,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 {
 	struct hashlb_pos pos = event_pos(b, e);
 	struct fy_token *anchor = NULL;
+	enum fy_scalar_style st;
 	struct ynode *n = NULL;
 	const char *s;
 	size_t len;
@@ -327,6 +328,12 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 			s = "";
 			len = 0;
 		}
+		/* libfyaml 0.7.12 gives an empty block scalar that ends the text
+		 * ("send: |" and a line break, last) as one NUL byte: the text holds
+		 * none (text_check()), and the value is empty, not a payload "\0". */
+		st = fy_scalar_token_get_style(e->scalar.value);
+		if ((st == FYSS_LITERAL || st == FYSS_FOLDED) && len == 1 && s[0] == '\0')
+			len = 0;
 		n->text = malloc(len + 1);
 		if (!n->text)
 			return -ENOMEM;
@@ -334,7 +341,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		n->text[len] = '\0';
 		n->len = len;
 		/* FYSS_ANY is the empty (null) value, a plain scalar for YAML. */
-		n->quoted = fy_scalar_token_get_style(e->scalar.value) > FYSS_PLAIN;
+		n->quoted = st > FYSS_PLAIN;
 		r = attach(b, n);
 		if (r < 0)
 			return r;

@@ -1176,6 +1176,21 @@ static void test_block_scalar_position(void **state)
 }
 
 /*
+ * An empty block scalar that ends the text is empty: libfyaml gave it as one NUL
+ * byte, which a health check then sent as its payload ("\0"), and other keys
+ * refused as "must not contain NUL characters", a NUL nobody wrote.
+ */
+static void test_empty_block_scalar_last(void **state)
+{
+	expect_error(MINIMAL "    health:\n      send: |\n", 8, 13,
+		     "'send' must be 1..1024 bytes, found 0");
+	expect_error(MINIMAL "    health:\n      expect: >+\n", 8, 15,
+		     "'expect' must be 1..1024 bytes, found 0");
+	expect_error(MINIMAL "    scheme: >\r\n", 7, 13,
+		     "'scheme' must be ring or maglev, found ''");
+}
+
+/*
  * A tag would change what a value is; the loader reads text, so a tag is
  * refused, at the tag itself (it was placed at the value after it, on the
  * next line for a block collection, where the reader saw no tag).
@@ -1921,6 +1936,7 @@ int main(void)
 		cmocka_unit_test(test_steering_interface),
 		cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_block_scalar_position),
+		cmocka_unit_test(test_empty_block_scalar_last),
 		cmocka_unit_test(test_one_line_errors),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
