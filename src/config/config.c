@@ -696,6 +696,12 @@ static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, 
 		p = strtoul(port, &end, 10);
 		if (!*port || *end || port[0] == '-' || port[0] == '+')
 			return "the port must be a number";
+		/* as hashlb_addr_parse() reads it: past 5 digits, a port is refused
+		 * whatever its value ("000080"), and the address was blamed for it */
+		if (strlen(port) > 5 && !errno && p <= 65535) {
+			snprintf(buf, len, "port %s has more than 5 digits", port);
+			return buf;
+		}
 		if (errno || p > 65535 || (p == 0 && !allow_port0)) {
 			snprintf(buf, len, "port %s is out of range %u..65535", port,
 				 allow_port0 ? 0u : 1u);

@@ -682,6 +682,15 @@ static void test_addresses(void **state)
 		     "port 65536 is out of range 0..65535");
 	expect_error("services:\n  - name: web\n    listen: 1.2.3:80\n", 3, 13,
 		     "not a numeric IPv4");
+	/* the port is what is wrong, not the address (which was said to be) */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:000080\n", 3, 13,
+		     "'127.0.0.1:000080' is not a valid address: port 000080 has more than 5 "
+		     "digits");
+	expect_error("services:\n  - name: web\n    listen: \"[::1]:0000443\"\n", 3, 13,
+		     "port 0000443 has more than 5 digits");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: db1:000080\n",
+		     6, 18, "port 000080 has more than 5 digits");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - name: a\n        address: 127.0.0.1:0\n",
 		     6, 18, "port 0 is out of range 1..65535");
