@@ -93,6 +93,23 @@ void cli_print_json_string(const char *s)
 	putchar('"');
 }
 
+/*
+ * <status>, or 1 if what was printed to stdout did not all reach it (a full
+ * disk, a closed pipe's reader gone): "hashlb lookup ... > out" must not
+ * exit 0 with the answers lost, nor "hashlb check > report" with the report.
+ */
+static int output_status(int status)
+{
+	int e;
+
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return status;
+	e = errno ? errno : EIO;
+	fprintf(stderr, "hashlb: error: cannot write the output: %s\n", strerror(e));
+	return status ? status : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -102,15 +119,15 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);
-		return 0;
+		return output_status(0);
 	}
 	if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("hashlb %s\n", HASHLB_VERSION);
-		return 0;
+		return output_status(0);
 	}
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
+			return output_status(commands[i].run(argc - 1, argv + 1));
 	fprintf(stderr, "hashlb: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -240,5 +240,24 @@ for args in (("ctl", "set", "--help"), ("ctl", "status", "-h"), ("ctl", "--help"
     check(p.returncode == 0 and "SYNOPSIS" in p.stdout,
           f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr[:80]!r}")
 
+# 10. Output that cannot be written is an error: "hashlb lookup ... > out" on a full disk
+# exited 0 with the answers lost (and check, table, --help alike).
+SRC = os.environ.get("HASHLB_SOURCE_ROOT", ".")
+if os.path.exists("/dev/full"):
+    for args in (("lookup", "10.0.0.1", "a", "b"), ("table", "a", "b"),
+                 ("check", "-c", os.path.join(SRC, "configs", "demo.yaml")),
+                 ("lookup", "-c", os.path.join(SRC, "configs", "demo.yaml"), "10.0.0.1"),
+                 ("check", "--help"), ("--version",)):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([HASHLB, *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                               timeout=60)
+        check(p.returncode == 1 and "cannot write the output" in p.stderr,
+              f"hashlb {' '.join(args)} > /dev/full: exit {p.returncode}, {p.stderr!r}")
+    # -q prints nothing: nothing is lost
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([HASHLB, "check", "-q", "-c", os.path.join(SRC, "configs", "demo.yaml")],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    check(p.returncode == 0 and p.stderr == "", f"check -q > /dev/full: {p.returncode} {p.stderr!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
