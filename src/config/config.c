@@ -667,8 +667,15 @@ static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, 
 		if (close[1] != ':')
 			return "missing ':PORT' after the IPv6 address";
 		port = close + 2;
-		snprintf(buf, len, "'%.*s' is not a numeric IPv6 address", (int)(close - s - 1),
-			 s + 1);
+		/* fe80::1%eth0 is one, with a zone, which no address here takes */
+		if (memchr(s + 1, '%', (size_t)(close - s - 1)))
+			snprintf(buf, len,
+				 "'%.*s' has a zone ('%%' and an interface): zones are not "
+				 "supported, give a global or unique local address",
+				 (int)(close - s - 1), s + 1);
+		else
+			snprintf(buf, len, "'%.*s' is not a numeric IPv6 address",
+				 (int)(close - s - 1), s + 1);
 	} else if (!colon) {
 		return "missing ':PORT'";
 	} else if (strchr(s, ':') != colon) {

@@ -678,6 +678,11 @@ static void test_addresses(void **state)
 		     "missing ':PORT' after the IPv6");
 	expect_error("services:\n  - name: web\n    listen: \"[::g]:80\"\n", 3, 13,
 		     "'::g' is not a numeric IPv6");
+	/* a link-local address with its zone is numeric: the zone is what is refused */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: \"[fe80::1%eth0]:80\"\n",
+		     6, 18,
+		     "'fe80::1%eth0' has a zone ('%' and an interface): zones are not supported");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:65536\n", 3, 13,
 		     "port 65536 is out of range 0..65535");
 	expect_error("services:\n  - name: web\n    listen: 1.2.3:80\n", 3, 13,
