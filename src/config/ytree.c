@@ -370,6 +370,28 @@ static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t 
 	 * errors themselves are collected and read back with their position. */
 }
 
+/*
+ * Whether the text at <pos> is the ':' of an unquoted "[IPV6]:PORT": YAML
+ * reads "[::1]" as a flow list, and libfyaml's error at the ':' after it
+ * ("invalid value after mapping") does not say that the address wants
+ * quotes, the most common way to get there.
+ */
+static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
+{
+	const char *t = b->text;
+	size_t i = 0;
+	int line = 1, col = 1;
+
+	while (i < b->len && line < pos.line)
+		line += t[i++] == '\n';
+	/* columns count characters: step over a character's continuation bytes */
+	for (; i < b->len && col < pos.column && t[i] != '\n'; col++)
+		for (i++; i < b->len && ((unsigned char)t[i] & 0xc0) == 0x80; i++)
+			;
+	return i > 0 && i + 1 < b->len && t[i] == ':' && t[i - 1] == ']' && t[i + 1] >= '0' &&
+	       t[i + 1] <= '9';
+}
+
 static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 {
 	struct hashlb_pos pos = { 1, 1 };
@@ -382,7 +404,10 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	/* Collected errors carry 1-based positions already. */
 	pos.line = de->line > 0 ? de->line : 1;
 	pos.column = de->column > 0 ? de->column : 1;
-	return yfail(b, &pos, "YAML syntax error: %s", de->msg ? de->msg : "invalid YAML");
+	return yfail(b, &pos, "YAML syntax error: %s%s", de->msg ? de->msg : "invalid YAML",
+		     at_bracket_port(b, pos) ? " (an IPv6 address and port must be quoted: "
+					       "\"[::1]:80\")"
+					     : "");
 }
 
 int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len)

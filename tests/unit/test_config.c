@@ -92,6 +92,11 @@ static void test_yaml_syntax(void **state)
 	 * (found by tests/fuzz/fuzz_config). */
 	expect_error("services: [a, b", 1, 16, "YAML syntax error");
 	expect_error("|", 1, 1, "must be a mapping"); /* at the block scalar's indicator */
+	/* "[::1]:80" unquoted is a flow list and a ':': the error says to quote it */
+	expect_error(MINIMAL "      - name: b\n        address: [::1]:80\n", 8, 23,
+		     "invalid value after mapping (an IPv6 address and port must be quoted");
+	expect_error(MINIMAL "      - {name: \xc3\xa9, address: [fe80::1]:80}\n", 7, 37,
+		     "(an IPv6 address and port must be quoted");
 	/* A tab used for indentation. */
 	expect_error("services:\n\t- name: x\n", 2, 1, "YAML syntax error");
 	/* A plain scalar that runs on into a key: libfyaml points at its start. */
