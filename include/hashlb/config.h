@@ -173,6 +173,7 @@ struct hashlb_config {
 	socklen_t admin_addr_len; /* 0 when admin is off */
 	/* admin set by hashlb run --admin, not by the file: a reload keeps it */
 	bool admin_override;
+	struct hashlb_pos admin_pos; /* where admin is written (line 0: the default) */
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
 };

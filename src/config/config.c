@@ -1727,6 +1727,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 
 	v = map_get(root, "admin");
 	if (v) {
+		c->admin_pos = v->pos;
 		r = load_admin(ld, v, c);
 		if (r < 0)
 			return r;

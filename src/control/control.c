@@ -269,8 +269,15 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 	if (cfg->admin_addr_len) {
 		ret = hlb_http_new(loop, (const struct sockaddr *)&cfg->admin_addr,
 				   cfg->admin_addr_len, hlb_admin_handle, ctl, &ctl->http, err);
-		if (ret < 0)
+		if (ret < 0) {
+			/* written in the file (not --admin, not the default): there */
+			if (!cfg->admin_override && cfg->admin_pos.line) {
+				err->file = cfg->path;
+				err->line = cfg->admin_pos.line;
+				err->column = cfg->admin_pos.column;
+			}
 			goto err_free;
+		}
 		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
 	}
 	resolve_schedule(ctl);

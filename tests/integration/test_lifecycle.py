@@ -53,6 +53,29 @@ def admin_option_clash_refused():
               f"--admin {admin}: the error names the listen address's line: {err.strip()[-300:]}")
 
 
+def admin_bind_error_placed():
+    """An admin address of the file that cannot be listened on (another process holds it) is
+    refused at start with the file, line and column of its 'admin' key, as every config
+    error is; it used to say only 'admin: cannot listen on ...'."""
+    holder = socket.create_server(("127.0.0.1", 0))  # no SO_REUSEPORT: hashlb cannot join it
+    port = holder.getsockname()[1]
+    text = config(BACKENDS).replace("admin: off", f"admin: 127.0.0.1:{port}")
+    line = text.splitlines().index(f"admin: 127.0.0.1:{port}") + 1
+    path = tmpfile("admin-taken.yaml", text)
+    p = spawn([HASHLB, "run", "-c", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+              text=True)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    holder.close()
+    check(p.returncode == 1, f"exit status 1, got {p.returncode}")
+    check(re.search(rf"admin-taken\.yaml:{line}:8: error: admin: cannot listen on "
+                    rf"127\.0\.0\.1:{port}: Address already in use", err) is not None,
+          f"the error names the admin key's line and column: {err.strip()[-300:]}")
+
+
 def sigterm_drain():
     """During the drain an established connection keeps transferring, new connections are
     refused, and hashlb exits 0 as soon as the last connection ends."""
@@ -470,7 +493,7 @@ def socket_activation():
     lsock.close()
 
 
-run_tests([config_error_refused, admin_option_clash_refused, sigterm_drain, drain_timeout, second_signal,
+run_tests([config_error_refused, admin_option_clash_refused, admin_bind_error_placed, sigterm_drain, drain_timeout, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt])
