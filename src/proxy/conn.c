@@ -1012,9 +1012,9 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 			/* a backend at its max_connections: as if it refused */
 			cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
 			/* clients waiting for it come before a newcomer */
-			if (!cap || ((c->was_queued ||
-				      !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
-				     hlb_backend_claim(be, cap)))
+			if ((!cap || c->was_queued ||
+			     !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
+			    hlb_backend_claim(be, cap))
 				break;
 			/* counted once per client: not again at each retry of the queue */
 			if (!c->was_queued)
@@ -1030,13 +1030,12 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		c->err = (uint8_t)-fd;
 		c->local_fail = true;
 		w->first_full = NULL; /* not a wait for room that would end this */
-		if (cap)
-			hlb_backend_unclaim(be);
+		hlb_backend_unclaim(be);
 		return false;
 	}
 	c->be = hlb_backend_ref(be);
 	c->close_gen = (uint16_t)atomic_load_explicit(&be->close_gen, memory_order_acquire);
-	c->claimed = cap != 0;
+	c->claimed = true;
 	c->fd[1] = fd;
 	c->tries++;
 	c->timed_out = false;

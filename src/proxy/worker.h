@@ -164,7 +164,7 @@ struct conn {
 	uint8_t err; /* errno behind <end>, 0 if none */
 	bool timed_out : 1; /* the connect timeout fired */
 	bool established : 1; /* counted in the backend's established */
-	bool claimed : 1; /* holds one of c->be's max_connections (hlb_backend_claim()) */
+	bool claimed : 1; /* holds a claim on c->be (hlb_backend_claim()) */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */
 	bool lowat : 1; /* SO_RCVLOWAT raised to wait for a split PROXY header */
 	bool log : 1; /* log_connections: one log line when it ends */

@@ -179,14 +179,16 @@ struct hlb_backend {
 	atomic_bool listed; /* takes clients in its service's last published table */
 	atomic_uint consecutive_fail; /* passive health, see above */
 	atomic_uint_fast64_t active; /* established connections open now (shared) */
-	/* max_connections: 0 = none; else connections connecting or open, each
-	 * claimed before its connect (hlb_backend_claim()) so that no two
-	 * workers overshoot the cap between them */
+	/* max_connections: 0 = none; else a cap on <claimed> */
 	atomic_uint max_conns;
 	/* Clients queued for it (timeouts.queue; it was their first full
 	 * choice): while any wait, a newcomer finds it full, so a slot that
 	 * frees goes to one that waited. */
 	atomic_uint waiting;
+	/* Connections connecting or open, each claimed before its connect
+	 * (hlb_backend_claim()) so that no two workers overshoot max_conns
+	 * between them; counted without a cap too, so that a cap set later
+	 * (hashlb ctl set, a reload) counts the connections already open. */
 	atomic_uint_fast64_t claimed;
 	/* Slow start: new clients admitted per 65536 of those whose first
 	 * choice it is (src/control/balance.h); 65536 = all, the default. */
@@ -207,13 +209,13 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 struct hlb_backend *hlb_backend_ref(struct hlb_backend *b);
 void hlb_backend_unref(struct hlb_backend *b); /* accepts NULL; any thread */
 /*
- * Take one of <b>'s max_connections for a connection about to connect:
- * false if they are all taken. Every claim is given back once with
+ * Take one of <b>'s <max> connections (0: no cap) for a connection about to
+ * connect: false if they are all taken. Every claim is given back once with
  * hlb_backend_unclaim(), when that connect fails or the connection ends.
  */
 static inline bool hlb_backend_claim(struct hlb_backend *b, uint32_t max)
 {
-	if (atomic_fetch_add_explicit(&b->claimed, 1, memory_order_relaxed) < max)
+	if (atomic_fetch_add_explicit(&b->claimed, 1, memory_order_relaxed) < max || !max)
 		return true;
 	atomic_fetch_sub_explicit(&b->claimed, 1, memory_order_relaxed);
 	return false;

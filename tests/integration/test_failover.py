@@ -304,6 +304,45 @@ def backend_max_connections():
     check(lb.stop() == 0, "exit 0")
 
 
+def cap_set_on_a_busy_backend():
+    """A max_connections set on a backend that already holds more connections than it (hashlb
+    ctl set, or a reload, on a backend that had no cap) counts those: new clients whose first
+    choice it is go to their next backend until it is below the cap again. Before, only the
+    connections made under a cap were counted, and the backend took `cap` more on top."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    cfg = lambda cap: ctl_config([("a", BACKENDS[0][1], f"max_connections: {cap}")] +
+                                 BACKENDS[1:], health="enabled: false")
+    lb = Lb(cfg(0))
+    clients = [client_ip(i) for i in range(300)]
+    prefs = lookup(lb.path, clients)
+    firsts = [c for c in clients if prefs[c][0] == "a"]
+    held = [connect(lb.addr, c) for c in firsts[:4]]
+    check(all(read_line(s) == "a" for s in held), "a holds 4 connections, no cap")
+    rc, so, se = lb.ctl("set", "a", "max_connections", "2")
+    extra = [connect(lb.addr, c) for c in firsts[4:6]]
+    got = [read_line(s) for s in extra]
+    check(rc == 0 and got == [prefs[c][1] for c in firsts[4:6]],
+          f"set to 2 with 4 open: newcomers go to their next backend ({got}, "
+          f"a holds {lb.backend('a')['active']})")
+    rc, so, se = lb.ctl("set", "a", "max_connections", "0")
+    lb.rewrite(cfg(3))
+    rc2, so, se2 = lb.ctl("reload")
+    extra += [connect(lb.addr, c) for c in firsts[6:8]]
+    got = [read_line(s) for s in extra[2:]]
+    check(rc == 0 and rc2 == 0 and got == [prefs[c][1] for c in firsts[6:8]],
+          f"a reload to 3 with 4 open: the same ({got}): {se}{se2}")
+    for s in held[:2]:
+        s.close()
+    check(lb.wait(lambda: lb.backend("a")["active"] == 2), "two of a's connections closed")
+    s = connect(lb.addr, firsts[8])
+    check(read_line(s) == "a", "below the cap again: a takes its clients")
+    for s in held[2:] + extra + [s]:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def backend_queue():
     """timeouts.queue: a client whose every backend is at its max_connections waits for room
     instead of being closed; it is served as soon as a connection ends (on any worker; on one
@@ -452,4 +491,4 @@ def queued_clients_that_leave():
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
-           backend_max_connections, backend_queue, queued_clients_that_leave, source_address])
+           backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave, source_address])
