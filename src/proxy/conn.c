@@ -967,19 +967,29 @@ static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t
 	prefs[1] = r;
 }
 
+/* Position of table index <b> in <raw> (<n> entries), or 32 (no bit of c->tried) if absent. */
+static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
+{
+	for (size_t i = 0; i < n && i < 32; i++)
+		if (raw[i] == b)
+			return (unsigned)i;
+	return 32;
+}
+
 /*
- * Connect to the backend at position c->attempt of the preference list in
- * <snap>; on a retry (<failed>: the backend that just failed), at the one
- * after <failed> in that list, whether or not the list changed since.
- * Returns false if no candidate is left.
+ * Connect to the first backend of the client's preference list in <snap>
+ * (reordered by bounded load and slow start) that it has not tried or
+ * passed over for being full (c->tried); on a retry (<failed>: the backend
+ * that just failed) after that one. Returns false if no candidate is left.
  */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
 {
-	uint32_t prefs[HLB_PREFERENCE_MAX];
-	size_t max = 1 + (size_t)snap->connect_retries, n;
+	uint32_t prefs[HLB_PREFERENCE_MAX], raw[HLB_PREFERENCE_MAX];
+	size_t max = 1 + (size_t)snap->connect_retries, n, n_raw, i;
 	struct io_uring_sqe *sqe;
 	struct hlb_backend *be;
+	unsigned pos;
 	uint32_t cap;
 	int fd;
 
@@ -987,42 +997,52 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		max = HLB_PREFERENCE_MAX;
 	w->first_full = NULL;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	n_raw = n; /* retry_first() may add one that has no place there */
+	memcpy(raw, prefs, n * sizeof(*prefs));
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
 			  atomic_load_explicit(&c->svc->active, memory_order_relaxed), prefs, n);
-	if (failed) {
-		/* A retry goes on after the backend that failed. The table may have
-		 * changed since the list the last connect came from (that backend
-		 * marked down, most likely): then the list is another, and its
-		 * position in it, or the start of it if it left, says where. */
+	if (!failed) {
+		c->tried = 0;
+	} else {
+		/* What was tried is kept by its place in the table's list, not in
+		 * the reordered one: that order follows the backends' load and
+		 * ramp, which may have changed while the connect waited, and a
+		 * position there skipped the client's own backend, untried, once
+		 * its slow start admitted it. The table may have changed since
+		 * too (that backend marked down, most likely): if the backend
+		 * left the list, the list is another, tried from its start. */
 		size_t k = 0;
 
 		while (k < n && snap->backends[prefs[k]] != failed)
 			k++;
-		c->attempt = (uint8_t)(k < n ? k + 1 : 0);
+		if (k == n)
+			c->tried = 0;
 		if (k == 0 && snap->retry_table &&
 		    hashlb_table_backend_down(snap->retry_table, prefs[0]))
 			retry_first(snap, c->hash, prefs, &n, max);
 	}
-	for (;;) {
-		if (c->attempt >= n)
+	for (i = 0;; i++) {
+		if (i >= n)
 			return false;
-		be = snap->backends[prefs[c->attempt]];
-		if (be != failed) {
-			/* a backend at its max_connections: as if it refused */
-			cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
-			/* clients waiting for it come before a newcomer */
-			if ((!cap || c->was_queued ||
-			     !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
-			    hlb_backend_claim(be, cap))
-				break;
-			/* counted once per client: not again at each retry of the queue */
-			if (!c->was_queued)
-				hlb_stat_add(&be->wstats[w->id].full, 1);
-			if (!w->first_full)
-				w->first_full = be;
-		}
-		c->attempt++;
+		be = snap->backends[prefs[i]];
+		pos = raw_position(raw, n_raw, prefs[i]);
+		if (be == failed || (pos < 32 && (c->tried & (1u << pos))))
+			continue;
+		if (pos < 32)
+			c->tried |= 1u << pos;
+		/* a backend at its max_connections: as if it refused */
+		cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
+		/* clients waiting for it come before a newcomer */
+		if ((!cap || c->was_queued ||
+		     !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
+		    hlb_backend_claim(be, cap))
+			break;
+		/* counted once per client: not again at each retry of the queue */
+		if (!c->was_queued)
+			hlb_stat_add(&be->wstats[w->id].full, 1);
+		if (!w->first_full)
+			w->first_full = be;
 	}
 	fd = backend_socket(w, snap, be, c);
 	if (fd < 0) {
@@ -1448,7 +1468,6 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		conn_unclaim(w, c);
 	c->be = NULL;
 	snap = hlb_service_snapshot(c->svc);
-	c->attempt++;
 	if (c->tries > snap->connect_retries) {
 		w->first_full = NULL; /* its tries are used up: closed, not queued */
 	} else if ((err = client_gone(c->fd[0]))) {
@@ -1680,7 +1699,6 @@ void conn_queue_run(struct worker *w)
 		struct hlb_backend *wanted = c->be; /* conn_connect() sets c->be */
 		bool connecting;
 
-		c->attempt = 0;
 		c->be = NULL;
 		connecting = conn_connect(w, c, snap, NULL);
 		if (!connecting && w->first_full && !expired) {

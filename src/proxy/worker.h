@@ -152,14 +152,19 @@ struct conn {
 	struct hlb_backend *be; /* one reference: kept for the connection's life */
 	uint64_t hash;
 	int fd[2]; /* client, backend */
-	uint32_t last_ms; /* last activity, worker clock */
+	union {
+		uint32_t last_ms; /* CONN_HEADER, CONN_OPEN: last activity, worker clock */
+		/* CONN_CONNECTING, CONN_QUEUED (no idle timeout): the places in
+		 * the table's preference list of the backends tried or passed
+		 * over for being full, bit i for place i (conn_connect()) */
+		uint32_t tried;
+	};
 	uint32_t idle_ms;
 	/* SQEs whose CQE is still to come: a handful (at most one op per
 	 * direction, a poll, a connect and its timeout, their cancels) */
 	uint8_t inflight;
 	uint8_t state : 3; /* enum conn_state */
 	uint8_t end : 5; /* enum conn_end, set when it starts closing */
-	uint8_t attempt; /* index in the preference list */
 	uint8_t tries; /* connects started */
 	uint8_t err; /* errno behind <end>, 0 if none */
 	bool timed_out : 1; /* the connect timeout fired */

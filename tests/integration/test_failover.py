@@ -7,6 +7,7 @@ import select
 import socket
 import subprocess
 import struct
+import threading
 import time
 from collections import Counter
 
@@ -124,6 +125,43 @@ def retries_walk_the_whole_list():
     check(late > 0, f"some clients have their first live backend past the 8th ({late})")
     check(served["a"] + served["c"] == len(clients), f"every client served: {dict(served)}")
     lb.stop()
+
+def retry_after_slow_start_admits():
+    """A client that slow start sent past its own backend (a, just added) to the next one (b,
+    which does not answer) is retried on a when b's connect times out: a has admitted it by
+    then, and the retry goes to the backends not yet tried, whatever their order has become.
+    Before, the retry went on after b's place in the list as reordered then, where a had moved
+    ahead of b: a was skipped untried and, with connect_retries: 1, the client was closed as
+    connect_failed."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    hole = BlackHole()
+    cfg = lambda bs: ctl_config(bs, scheme="ring", health="enabled: false",
+                                extra="slow_start: 3s\nconnect_retries: 1\n"
+                                      "timeouts:\n  connect: 2s\nlog_connections: true")
+    lb = Lb(cfg([("b", hole.addr)]))
+    lb.rewrite(cfg([BACKENDS[0], ("b", hole.addr)]))
+    clients = [client_ip(i) for i in range(400)]
+    prefs = lookup(lb.path, clients)
+    own = [c for c in clients if prefs[c][:2] == ["a", "b"]][:20]
+    rc, so, se = lb.ctl("reload")  # a is added: its slow start begins, admitting none yet
+    check(rc == 0 and len(own) == 20, f"reloaded, a added: {se}")
+    got = {}
+    threads = [threading.Thread(target=lambda c=c: got.update({c: who(lb.addr, c)}))
+               for c in own]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    served = Counter(got.values())
+    check(served["a"] == len(own), f"every client of a is served by a, at once or after b "
+          f"timed out: {dict(served)}")
+    check(lb.wait(lambda: sum("msg=connection" in l for l in lb.log) == len(own)) and
+          not any("end=connect_failed" in l for l in lb.log), "none closed as connect_failed")
+    check(lb.stop() == 0, "exit 0")
+    hole.close()
+
 
 def all_backends_down():
     """Every backend refuses: the client's connection is closed promptly, no hang."""
@@ -489,6 +527,6 @@ def queued_clients_that_leave():
 
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
-           retries_walk_the_whole_list,
+           retries_walk_the_whole_list, retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave, source_address])
