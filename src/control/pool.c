@@ -1300,6 +1300,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	struct hlb_pool_backend **v = realloc(p->orphans, (p->n_orphans + n + 1) * sizeof(*v));
 	uint64_t deadline = now + s->cfg->drain_timeout_ms;
 
+	atomic_store(&s->rt->removed, true);
 	if (v) {
 		p->orphans = v;
 		for (uint32_t i = 0; i < s->n_backends; i++) {

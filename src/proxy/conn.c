@@ -1700,7 +1700,11 @@ void conn_queue_run(struct worker *w)
 		bool connecting;
 
 		c->be = NULL;
-		connecting = conn_connect(w, c, snap, NULL);
+		w->first_full = NULL;
+		/* A service a reload removed: its backends drain and take no new
+		 * client, so none is left for it (closed as no_backend below). */
+		connecting = !atomic_load_explicit(&c->svc->removed, memory_order_relaxed) &&
+			     conn_connect(w, c, snap, NULL);
 		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
 			pp = &c->qnext; /* still no room */

@@ -374,6 +374,7 @@ int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **r
 	atomic_init(&s->rate_tat, 0);
 	atomic_init(&s->rate_step, 0);
 	atomic_init(&s->clients, NULL);
+	atomic_init(&s->removed, false);
 	s->n_workers = n_workers;
 	*ret_service = s;
 	return 0;

@@ -466,6 +466,9 @@ struct hlb_service {
 	_Atomic(struct hlb_snapshot *) snap; /* current; never NULL once published */
 	atomic_uint_fast64_t active; /* connections open now (max_connections) */
 	atomic_uint queued; /* of those, waiting in a worker's queue (timeouts.queue) */
+	/* Removed by a reload (set by the control plane): its connections
+	 * drain, and no new one is made to its backends, which drain too. */
+	atomic_bool removed;
 	/* max_connections_per_client: open connections per client address,
 	 * made by the control plane before the first snapshot that sets the
 	 * limit is published, then kept for the service's life */

@@ -526,7 +526,47 @@ def queued_clients_that_leave():
         check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_of_a_removed_service():
+    """Clients waiting in the queue of a service that a reload removes (here renamed) are
+    closed at once as no_backend, so that they reconnect to the new service: the removed
+    one's backends drain and take no new client. Before, each was connected to the removed
+    service's backend as soon as it had room, after that service had stopped taking clients,
+    and such a connection escaped the drain deadline too."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    cfg = lambda name: ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], name=name,
+                                  health="enabled: false",
+                                  extra="timeouts:\n  queue: 30s\n  drain: 30s\n"
+                                        "log_connections: true")
+    lb = Lb(cfg("t"))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "the first client within the cap")
+    waiting = [connect(lb.addr, client_ip(2 + i), timeout=10) for i in range(2)]
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 2), "two clients wait")
+    lb.rewrite(cfg("u"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload: service t renamed u: {se}")
+    holder.close()  # room on the removed service's backend
+    got = []
+    for s in waiting:
+        try:
+            got.append(read_line(s))
+        except (ConnectionError, socket.timeout) as e:
+            got.append(repr(e))
+    check(got == ["", ""], f"the waiting clients are closed, not served by t's backend: {got}")
+    check(lb.wait(lambda: sum(f"client={client_ip(2 + i)}:" in l and "end=no_backend" in l
+                              for i in range(2) for l in lb.log) == 2),
+          "logged as no_backend")
+    check(who(lb.addr, client_ip(5)) == "a", "a new client is served by the new service")
+    for s in waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
-           backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave, source_address])
+           backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave,
+           queued_clients_of_a_removed_service, source_address])
