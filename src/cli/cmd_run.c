@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		   "SYNOPSIS\n"
 		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
 		   "             [--splice-after B|off] [--splice-pipes N] [--pipe-size B]\n"
+		   "             [--busy-poll US]\n"
 		   "             [--admin ADDR:PORT|unix:/PATH|off] [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
@@ -88,6 +89,11 @@ static void usage(FILE *f)
 		   "                       direction stays on buffers\n"
 		   "      --pipe-size B    bytes per splice pipe, rounded up to a power of two\n"
 		   "                       of pages (default: the kernel's, 65536)\n"
+		   "      --busy-poll US   after a turn that found work, a worker looks for\n"
+		   "                       the next completion for up to US microseconds\n"
+		   "                       (0..1000) before it sleeps (default 0: sleeps at\n"
+		   "                       once). Like HAProxy's busy-polling: more CPU for\n"
+		   "                       the worker, fewer wake-ups for the peers' CPUs\n"
 		   "      --admin A        the admin endpoint's address (ADDR:PORT or\n"
 		   "                       unix:/PATH), or off,\n"
 		   "                       overriding the config's admin\n"
@@ -177,6 +183,7 @@ static int run(int argc, char **argv, char *const *again)
 		{ "splice-after", required_argument, NULL, 'T' },
 		{ "splice-pipes", required_argument, NULL, 'p' },
 		{ "pipe-size", required_argument, NULL, 'Z' },
+		{ "busy-poll", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -252,6 +259,14 @@ static int run(int argc, char **argv, char *const *again)
 				return 2;
 			}
 			dopts.pipe_size = (uint32_t)v;
+			break;
+		case 'Y':
+			if (cli_parse_u64(optarg, 1000, &v) < 0) {
+				fprintf(stderr,
+					"hashlb run: --busy-poll takes 0..1000 (microseconds)\n");
+				return 2;
+			}
+			dopts.busy_poll_us = (uint32_t)v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {

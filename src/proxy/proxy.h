@@ -38,6 +38,9 @@ struct hlb_proxy_opts {
 	uint32_t splice_after;
 	uint32_t splice_pipes;
 	uint32_t pipe_size; /* F_SETPIPE_SZ of each pipe; 0 = the kernel's (64 KiB) */
+	/* Busy polling: after a turn that found work, look for the next
+	 * completion this many microseconds before sleeping; 0 = never. */
+	uint32_t busy_poll_us;
 };
 
 int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,

@@ -388,6 +388,9 @@ static int worker_setup(struct worker *w)
 	 * interrupting it (the ring is created by the thread that uses it). */
 	params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
 		       IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+	/* busy polling: the kernel flags the SQ ring when a deferred completion is queued */
+	if (p->opts.busy_poll_us)
+		params.flags |= IORING_SETUP_TASKRUN_FLAG;
 	params.cq_entries = p->opts.ring_entries * 4;
 	r = io_uring_queue_init_params(p->opts.ring_entries, &w->ring, &params);
 	if (r == -EINVAL) {
@@ -432,13 +435,50 @@ static void log_poll_arm(struct worker *w)
 	w->log_poll = true;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/*
+ * Busy polling (--busy-poll): submit, then look for up to <us> microseconds
+ * for a completion to arrive (IORING_SQ_TASKRUN: deferred work queued for
+ * this task, which the wait then runs without sleeping). The wake-up it
+ * saves costs the CPU that wakes us (an IPI, on a VM an exit) as much as it
+ * costs us; the spin costs only us.
+ */
+static void busy_poll(struct worker *w, uint32_t us)
+{
+	struct timespec ts;
+	uint64_t end;
+
+	io_uring_submit(&w->ring);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + us * 1000ull;
+	for (;;) {
+		for (int i = 0; i < 32; i++) {
+			if (io_uring_cq_ready(&w->ring) ||
+			    (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_TASKRUN))
+				return;
+			cpu_relax();
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= end)
+			return;
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct hlb_proxy *p = w->proxy;
 	struct io_uring_cqe *cqe;
 	uint64_t one = 1;
-	unsigned head, n;
+	unsigned head, n = 0;
 	int r;
 
 	w->now_ms = clock_ms();
@@ -457,6 +497,8 @@ static void *worker_main(void *arg)
 		/* Connection log lines of this turn, before the wait: one check a turn. */
 		if (hlb_logbuf_pending(&w->log) && hlb_logbuf_flush(&w->log))
 			log_poll_arm(w);
+		if (p->opts.busy_poll_us && n)
+			busy_poll(w, p->opts.busy_poll_us);
 		hlb_rcu_offline(p->rcu, w->id);
 		r = io_uring_submit_and_wait(&w->ring, 1);
 		hlb_rcu_online(p->rcu, w->id);

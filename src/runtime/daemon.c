@@ -703,6 +703,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	popts.splice_after = opts->splice_after;
 	popts.splice_pipes = opts->splice_pipes;
 	popts.pipe_size = opts->pipe_size;
+	popts.busy_poll_us = opts->busy_poll_us;
 	r = hlb_proxy_new(&popts, d->rcu, &d->proxy, err);
 	if (r < 0)
 		goto err_free;

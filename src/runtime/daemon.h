@@ -69,6 +69,7 @@ struct hlb_daemon_opts {
 		splice_after; /* bytes before a bulk direction splices; 0 = default, UINT32_MAX = never */
 	uint32_t splice_pipes; /* spliced directions at once, all workers; 0 = default (1024) */
 	uint32_t pipe_size; /* bytes per splice pipe; 0 = the kernel's (64 KiB) */
+	uint32_t busy_poll_us; /* see struct hlb_proxy_opts; 0 = never */
 	/* the command line (argv[0] the program), run again by an upgrade in place; NULL: none */
 	char *const *argv;
 };

@@ -10,12 +10,13 @@ import re
 import selectors
 import socket
 import struct
+import subprocess
 import threading
 import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
-from lbtest import (Backend, Hashlb, check, client_ip, config, connect, read_line, read_to_eof,
-                    run_tests, serve_each, who)
+from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, read_line,
+                    read_to_eof, run_tests, serve_each, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -86,6 +87,29 @@ def bytes_intact_spliced():
     check(spliced >= 2 * total - 8 * MiB,
           f"the splice path carried the bytes: {spliced / MiB:.1f} of {2 * total / MiB:.0f} MiB")
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+
+
+def busy_poll():
+    """--busy-poll US (a worker looks for the next completion before it sleeps): bytes intact
+    both ways, many small exchanges served, and once the traffic stops the workers sleep
+    (the spin follows only a turn that found work); a value past 1000 is refused."""
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", "--busy-poll", "200"))
+    stream_both_ways(lb, 8 * MiB)
+    for i in range(50):
+        with connect(lb.addr, client_ip(300 + i), timeout=10) as s:
+            read_line(s)
+            s.sendall(b"ping %d\n" % i)
+            check(read_line(s) == f"ping {i}", f"exchange {i} echoed")
+    time.sleep(0.3)
+    c0 = lb.cpu_seconds()
+    time.sleep(1.0)
+    used = lb.cpu_seconds() - c0
+    check(used < 0.2, f"idle workers sleep: {used:.2f} CPU seconds in 1 s")
+    check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+    p = subprocess.run([HASHLB, "run", "-c", lb.path, "--busy-poll", "1001"],
+                       capture_output=True, text=True, timeout=10)
+    check(p.returncode == 2 and "--busy-poll takes 0..1000" in p.stderr,
+          f"--busy-poll 1001 refused: {p.returncode} {p.stderr!r}")
 
 
 def splice_then_small():
@@ -994,7 +1018,7 @@ def connection_rate_raised():
     check(lb.stop() == 0, "exit 0")
 
 
-run_tests([bytes_intact, bytes_intact_spliced, splice_then_small, splice_cap, half_close, response_and_fin_together,
+run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            urgent_byte_on_a_spliced_stream,
