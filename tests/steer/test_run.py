@@ -90,6 +90,19 @@ class Daemon:
             time.sleep(0.02)
         return None
 
+    def wait_each(self, whats, timeout):
+        """Wait for a log line holding each of <whats>, in any order (two backends' checks
+        race); the ones still missing after <timeout> seconds."""
+        missing = list(whats)
+        end = time.monotonic() + timeout
+        while missing and time.monotonic() < end:
+            while missing and self.pos < len(self.lines):
+                line = self.lines[self.pos]
+                self.pos += 1
+                missing = [w for w in missing if w not in line]
+            time.sleep(0.02)
+        return missing
+
     def skip_log(self):
         self.pos = len(self.lines)
 
@@ -309,17 +322,19 @@ def backup(topo, servers):
         for i in (0, 1):
             servers[i].terminate()
             servers[i].wait(timeout=10)
-        for name in ("b1", "b2"):
-            check(d.wait_log(f'msg="backend down" service=web backend={name}', 10) is not None,
-                  f"backup: {name} not taken down")
+        missing = d.wait_each([f'msg="backend down" service=web backend={name} '
+                               for name in ("b1", "b2")], 10)
+        check(not missing, f"backup: not taken down: {missing}")
         check(d.wait_log("kernel steering table published", 10) is not None,
               "backup: no table published with b1 and b2 down")
         client, held = hold(topo)
         check(set(held.values()) == {"b3"}, f"backup: not every client on b3: {held}")
         servers[:2] = topo.serve(PEER, 2)
-        for name in ("b1", "b2"):
-            check(d.wait_log(f'msg="backend up" service=web backend={name}', 10) is not None,
-                  f"backup: {name} did not come back")
+        # in either order: b2's line before b1's used to be passed over while b1's was
+        # waited for, and then the table published after both
+        missing = d.wait_each([f'msg="backend up" service=web backend={name} '
+                               for name in ("b1", "b2")], 10)
+        check(not missing, f"backup: did not come back: {missing}")
         got, lost = followed(topo, d, client, held, "backup", "b3")
         print(f"backup: b1, b2 back: {lost} of {len(held)} connections on b3 lost; new clients "
               f"{dict(got)}", flush=True)
