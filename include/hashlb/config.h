@@ -274,6 +274,12 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
  * listeners are dual-stack). Port 0 never clashes.
  */
 bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+/*
+ * Whether service <s> would listen where <c>'s admin endpoint does (a TCP
+ * one): both listen with SO_REUSEPORT, and the kernel would share the
+ * service's clients out with the admin endpoint.
+ */
+bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_service_cfg *s);
 
 /* The largest max_connections (a service's, a backend's, per client) the config and
  * hashlb ctl set take. */

@@ -145,18 +145,15 @@ static int override_admin(struct hashlb_config *cfg, const char *admin)
 
 /*
  * The loader refuses a service that listens where the config's admin
- * endpoint does; --admin replaces that address after the load, so the
- * same check again for it: both would listen with SO_REUSEPORT, and the
- * kernel would share the service's clients out with the admin endpoint.
+ * endpoint does (hashlb_admin_clash()); --admin replaces that address
+ * after the load, so the same check again for it.
  */
 static int admin_clash(const struct hashlb_config *cfg, const char *path, struct hashlb_error *err)
 {
-	if (!cfg->admin_addr_len || cfg->admin_addr.ss_family == AF_UNIX)
-		return 0;
 	for (uint32_t i = 0; i < cfg->n_services; i++) {
 		const struct hashlb_service_cfg *s = &cfg->services[i];
 
-		if (!hashlb_listen_clash(&cfg->admin_addr, &s->listen_addr))
+		if (!hashlb_admin_clash(cfg, s))
 			continue;
 		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
 			   "listen address %s clashes with the admin endpoint's %s (--admin): "

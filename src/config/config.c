@@ -1782,10 +1782,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 					"already: one service with steering: kernel per interface",
 					s->steer_interface, o->name, o->pos.line);
 		}
-		/* Both would listen with SO_REUSEPORT, and the kernel would share
-		 * the clients out between the service and the admin endpoint. */
-		if (c->admin_addr_len && c->admin_addr.ss_family != AF_UNIX &&
-		    hashlb_listen_clash(&c->admin_addr, &s->listen_addr))
+		if (hashlb_admin_clash(c, s))
 			return fail(ld, map_get(sm, "listen"),
 				    "listen address %s clashes with the admin endpoint's %s%s: "
 				    "clients would reach the admin endpoint",
@@ -1793,6 +1790,12 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 				    map_get(root, "admin") ? "" : " (the default)");
 	}
 	return 0;
+}
+
+bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_service_cfg *s)
+{
+	return c->admin_addr_len && c->admin_addr.ss_family != AF_UNIX &&
+	       hashlb_listen_clash(&c->admin_addr, &s->listen_addr);
 }
 
 int hashlb_config_parse(const char *text, size_t len, const char *name,

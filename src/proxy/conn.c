@@ -301,7 +301,10 @@ static void conn_unclaim(struct worker *w, struct conn *c)
 {
 	hlb_backend_unclaim(c->be);
 	c->claimed = false;
-	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
+	/* a slot of a capped backend freed: clients may be waiting for it (a
+	 * backend without a cap frees none, every connection claiming now) */
+	if (atomic_load_explicit(&c->be->max_conns, memory_order_relaxed) &&
+	    atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
 		worker_kick_queues(w);
 }
 

@@ -55,7 +55,6 @@ void worker_close_fd(struct worker *w, int fd)
 	io_uring_sqe_set_data64(sqe, 0);
 }
 
-/* Whether <wl>'s service has a max_connection_rate now. */
 /* The max_connection_rate of <wl>'s service now, 0 for none. */
 static uint32_t wl_rate(const struct wlistener *wl)
 {
@@ -453,23 +452,18 @@ static inline void cpu_relax(void)
  */
 static void busy_poll(struct worker *w, uint32_t us)
 {
-	struct timespec ts;
-	uint64_t end;
+	uint32_t start;
 
 	io_uring_submit(&w->ring);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + us * 1000ull;
-	for (;;) {
+	start = worker_clock_us();
+	do {
 		for (int i = 0; i < 32; i++) {
 			if (io_uring_cq_ready(&w->ring) ||
 			    (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_TASKRUN))
 				return;
 			cpu_relax();
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= end)
-			return;
-	}
+	} while (worker_clock_us() - start < us);
 }
 
 static void *worker_main(void *arg)
