@@ -1089,6 +1089,17 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 	return NULL;
 }
 
+/* <to> takes <from>'s settings: the config's, and those set at run time. */
+static void backend_adopt(struct hlb_pool_backend *to, const struct hlb_pool_backend *from)
+{
+	to->cfg_weight = from->cfg_weight;
+	to->rt->weight = from->rt->weight;
+	to->cfg_max_conns = from->cfg_max_conns;
+	atomic_store(&to->rt->max_conns, atomic_load(&from->rt->max_conns));
+	to->cfg_admin = from->cfg_admin;
+	hlb_pool_set_admin(to, from->admin);
+}
+
 /* A backend of a service by name, for service_update(): names are unique in a service. */
 struct name_idx {
 	const char *name;
@@ -1148,7 +1159,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	for (i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		struct hlb_pool_backend *b = NULL, *keep = NULL;
-		bool reclaimed = false;
+		bool start_checks = recheck;
 
 		j = backend_by_name(s, sorted, taken, i, nb->name);
 		if (j < s->n_backends)
@@ -1158,64 +1169,58 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			taken[j] = true;
 			if (j != i)
 				full = true;
-		} else if ((keep = service_reclaim(s, nb))) {
-			reclaimed = true; /* back in the table, its checks started again */
+		} else {
+			full = true;
+			start_checks = true;
+			/* one drained after an earlier reload taken back, else a new one
+			 * (new, or a new address: the old object drains below) */
+			if (!(keep = service_reclaim(s, nb))) {
+				if (!(keep = backend_new(s, nb)))
+					goto err_nomem;
+				backend_ramp_start(keep, now);
+			}
+			/* The same name at a new address (a reload, or resolve_every
+			 * following DNS): what was set at run time (hashlb ctl set)
+			 * stays with the name, as when the address stays, unless the
+			 * config changes that setting (below). A draining one taken
+			 * back (the name moved back) takes them too: they are newer
+			 * than its own. */
+			if (b)
+				backend_adopt(keep, b);
+		}
+		b = keep;
+		if (nb->weight != b->cfg_weight) {
+			b->cfg_weight = nb->weight;
+			b->rt->weight = nb->weight;
 			full = true;
 		}
-		if (keep) {
-			b = keep;
-			if (nb->weight != b->cfg_weight) {
-				b->cfg_weight = nb->weight;
-				b->rt->weight = nb->weight;
-				full = true;
-			}
-			if (nb->backup != b->rt->backup) {
-				b->rt->backup = nb->backup;
-				full = true;
-			}
-			/* a cap the config changes applies to new connections at
-			 * once (none is closed); one set at runtime stays otherwise,
-			 * but not into kernel steering, which counts no connection
-			 * (its config refuses a cap, and so does /set) */
-			if (nb->max_connections != b->cfg_max_conns ||
-			    c->steering == HASHLB_STEERING_KERNEL) {
-				b->cfg_max_conns = nb->max_connections;
-				atomic_store(&b->rt->max_conns, nb->max_connections);
-			}
-			if (nb->admin != b->cfg_admin) {
-				b->cfg_admin = nb->admin;
-				hlb_pool_set_admin(b, nb->admin);
-			}
-			if (recheck || reclaimed)
-				backend_check_start(b, now + hlb_check_phase(c->health.interval_ms,
-									     i, c->n_backends, 0));
-			if (!c->health.enabled && !b->health.up) {
-				/* Checks turned off: no verdict holds it down any more. */
-				hlb_health_init(&b->health, true, now);
-				atomic_store(&b->rt->healthy, true);
-				service_schedule(s, false);
-			}
-			next[i] = b;
-			continue;
+		if (nb->backup != b->rt->backup) {
+			b->rt->backup = nb->backup;
+			full = true;
 		}
-		/* New, or a new address: a new backend; the old object drains below. */
-		next[i] = backend_new(s, nb);
-		if (!next[i])
-			goto err_nomem;
-		backend_ramp_start(next[i], now);
-		backend_check_start(
-			next[i], now + hlb_check_phase(c->health.interval_ms, i, c->n_backends, 0));
-		/* The same name at a new address (a reload, or resolve_every following
-		 * DNS): what was set at run time (hashlb ctl set) stays with the name, as
-		 * when the address stays, unless the config changes that setting. */
-		if (b && b->admin != b->cfg_admin && nb->admin == b->cfg_admin)
-			hlb_pool_set_admin(next[i], b->admin);
-		if (b && nb->max_connections == b->cfg_max_conns &&
-		    c->steering != HASHLB_STEERING_KERNEL)
-			atomic_store(&next[i]->rt->max_conns, atomic_load(&b->rt->max_conns));
-		if (b && nb->weight == b->cfg_weight)
-			next[i]->rt->weight = b->rt->weight;
-		full = true;
+		/* a cap the config changes applies to new connections at
+		 * once (none is closed); one set at runtime stays otherwise,
+		 * but not into kernel steering, which counts no connection
+		 * (its config refuses a cap, and so does /set) */
+		if (nb->max_connections != b->cfg_max_conns ||
+		    c->steering == HASHLB_STEERING_KERNEL) {
+			b->cfg_max_conns = nb->max_connections;
+			atomic_store(&b->rt->max_conns, nb->max_connections);
+		}
+		if (nb->admin != b->cfg_admin) {
+			b->cfg_admin = nb->admin;
+			hlb_pool_set_admin(b, nb->admin);
+		}
+		if (start_checks)
+			backend_check_start(b, now + hlb_check_phase(c->health.interval_ms, i,
+								     c->n_backends, 0));
+		if (!c->health.enabled && !b->health.up) {
+			/* Checks turned off: no verdict holds it down any more. */
+			hlb_health_init(&b->health, true, now);
+			atomic_store(&b->rt->healthy, true);
+			service_schedule(s, false);
+		}
+		next[i] = b;
 	}
 	for (j = 0; j < s->n_backends; j++) {
 		if (taken[j])

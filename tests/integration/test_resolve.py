@@ -77,7 +77,6 @@ def names_resolved_and_followed_on_reload():
     held.sendall(b"still here\n")
     check(read_line(held) == "still here", "the connection established before the move still "
           "talks to the old address")
-    held.close()
 
     # beta.example.test no longer resolves: the reload fails where the name is written,
     # and the running config keeps serving
@@ -98,18 +97,26 @@ def names_resolved_and_followed_on_reload():
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"and reloads once it resolves again: {se.strip()}")
 
-    # what an operator set at run time stays with the name when its address moves
+    # what an operator set at run time stays with the name when its address moves: back
+    # to where the held connection still drains (that backend is taken back, with its
+    # connection), then to an address of none
     rc, so, se = lb.ctl("set", "a", "drain")
     rc2, so, se2 = lb.ctl("set", "a", "max_connections", "7")
     rc3, so, se3 = lb.ctl("set", "a", "weight", "3")
     check(rc == 0 and rc2 == 0 and rc3 == 0,
           f"ctl set a drain, max_connections 7, weight 3: {se} {se2} {se3}")
-    names.set_hosts(f"127.0.0.1 alpha\n127.0.0.1 beta.example.test\n")
-    rc, so, se = lb.ctl("reload")
-    st = backend_of(lb, "a")
-    check(rc == 0 and st["resolved"] == f"127.0.0.1:{port_a}" and st["state"] == "drain" and
-          st["max_connections"] == 7 and st["weight"] == 3,
-          f"a moved back keeps the state, cap and weight set at run time: {st}")
+    for where, hosts in (("back", "127.0.0.1"), ("on", "127.0.0.3")):
+        names.set_hosts(f"{hosts} alpha\n127.0.0.1 beta.example.test\n")
+        rc, so, se = lb.ctl("reload")
+        st = backend_of(lb, "a")
+        check(rc == 0 and st["resolved"] == f"{hosts}:{port_a}" and st["state"] == "drain" and
+              st["max_connections"] == 7 and st["weight"] == 3,
+              f"a moved {where} keeps the state, cap and weight set at run time: {st}")
+        if where == "back":
+            check(st["active"] == 1, f"the held connection is a's again: {st}")
+            held.sendall(b"taken back\n")
+            check(read_line(held) == "taken back", "and still talks to a")
+            held.close()
     check(lb.stop() == 0, "exit 0")
     for x in (a, a2, b):
         x.stop()
