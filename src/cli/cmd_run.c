@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		   "SYNOPSIS\n"
 		   "  hashlb run -c FILE [--workers N] [--pin] [--buffers N] [--buffer-size B]\n"
 		   "             [--splice-after B|off] [--splice-pipes N] [--pipe-size B]\n"
-		   "             [--busy-poll US]\n"
+		   "             [--busy-poll US] [--max-connections N]\n"
 		   "             [--admin ADDR:PORT|unix:/PATH|off] [--log-level LEVEL]\n"
 		   "\n"
 		   "DESCRIPTION\n"
@@ -94,6 +94,12 @@ static void usage(FILE *f)
 		   "                       (0..1000) before it sleeps (default 0: sleeps at\n"
 		   "                       once). Like HAProxy's busy-polling: more CPU for\n"
 		   "                       the worker, fewer wake-ups for the peers' CPUs\n"
+		   "      --max-connections N\n"
+		   "                       at most N client connections at once over all\n"
+		   "                       workers (default: what the fd limit allows, two\n"
+		   "                       descriptors each, logged at start as\n"
+		   "                       max_connections); at the cap the listeners pause\n"
+		   "                       and new clients wait in the backlog\n"
 		   "      --admin A        the admin endpoint's address (ADDR:PORT or\n"
 		   "                       unix:/PATH), or off,\n"
 		   "                       overriding the config's admin\n"
@@ -181,6 +187,7 @@ static int run(int argc, char **argv, char *const *again)
 		{ "splice-pipes", required_argument, NULL, 'p' },
 		{ "pipe-size", required_argument, NULL, 'Z' },
 		{ "busy-poll", required_argument, NULL, 'Y' },
+		{ "max-connections", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -264,6 +271,14 @@ static int run(int argc, char **argv, char *const *again)
 				return 2;
 			}
 			dopts.busy_poll_us = (uint32_t)v;
+			break;
+		case 'M':
+			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
+				fprintf(stderr, "hashlb run: --max-connections takes 1..%u\n",
+					UINT32_MAX);
+				return 2;
+			}
+			dopts.max_conns = v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {

@@ -59,6 +59,7 @@ struct hlb_control {
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;
 	uint64_t (*connections)(void *daemon); /* open connections over all workers */
+	uint64_t (*max_connections)(void *daemon); /* the cap on them, 0: none */
 	/* forwarding worker <i>'s resources; false past the last one */
 	bool (*worker_stats)(void *daemon, uint32_t i, struct hlb_worker_stats *ret);
 	/* its listening sockets, for GET /sockets (hlb_daemon_listen_fds()) */

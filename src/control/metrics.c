@@ -489,6 +489,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_fd_limit_total", "counter",
 		  "Times the file descriptor limit stopped an accept (the listener paused) or a "
 		  "backend connection (its client closed)." },
+		{ "hashlb_worker_connection_cap_pauses_total", "counter",
+		  "Times a listener paused at the connection cap (--max-connections, else what "
+		  "the fd limit allows), its clients waiting in the backlog." },
 	};
 	struct hlb_worker_stats s;
 
@@ -501,7 +504,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 					       s.buffer_waiters, s.buffer_waits,   s.pipes,
 					       s.pipes_max,	 s.splice_refused, s.accept_errors,
 					       s.spilled,	 s.spill_max,	   s.spills,
-					       s.fd_limit };
+					       s.fd_limit,	 s.cap_pauses };
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
 				       "a value per family");
@@ -550,5 +553,12 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 		family(o, "hashlb_connections", "gauge", "Connections open now, all services.");
 		hlb_buf_printf(o, "hashlb_connections %" PRIu64 "\n",
 			       ctl->connections(ctl->daemon));
+	}
+	if (ctl->max_connections) {
+		family(o, "hashlb_max_connections", "gauge",
+		       "The cap on connections over all services (--max-connections, else what "
+		       "the fd limit allows; 0: none): at it, new clients wait in the backlog.");
+		hlb_buf_printf(o, "hashlb_max_connections %" PRIu64 "\n",
+			       ctl->max_connections(ctl->daemon));
 	}
 }

@@ -108,6 +108,11 @@ static uint64_t plug_connections(void *daemon)
 	return hlb_daemon_connections(daemon);
 }
 
+static uint64_t plug_max_connections(void *daemon)
+{
+	return hlb_daemon_max_connections(daemon);
+}
+
 static bool plug_worker_stats(void *daemon, uint32_t i, struct hlb_worker_stats *ret)
 {
 	return hlb_daemon_worker_stats(daemon, i, ret);
@@ -188,6 +193,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	}
 	plug->ctl->daemon = d;
 	plug->ctl->connections = plug_connections;
+	plug->ctl->max_connections = plug_max_connections;
 	plug->ctl->worker_stats = plug_worker_stats;
 	plug->ctl->listen_fds = plug_listen_fds;
 	plug->ctl->upgrade_start = plug_upgrade_start;

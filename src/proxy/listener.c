@@ -21,8 +21,6 @@
 #include "runtime/fdpass.h"
 #include "worker.h"
 
-#define LISTEN_BACKLOG 4096
-
 static void listener_free(struct hlb_listener *l)
 {
 	for (uint32_t i = 0; i < l->n_workers; i++)

@@ -58,6 +58,15 @@ void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
 void hlb_proxy_free(struct hlb_proxy *p);
 /* Connections open now, over all workers (relaxed reads). */
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
+/*
+ * At most <n> client connections over all workers (0: no cap), before
+ * hlb_proxy_start(): at the cap the listeners pause and new clients wait in
+ * their backlogs, as with HAProxy's maxconn. Within a backlog's length of
+ * it, accepts go one at a time, so that it is passed by at most one
+ * connection per worker (a multishot accept takes a whole backlog).
+ */
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n);
+uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);
 

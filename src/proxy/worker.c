@@ -11,6 +11,7 @@
  * while it handles CQEs.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -64,13 +65,25 @@ static uint32_t wl_rate(const struct wlistener *wl)
 	return snap ? snap->max_conn_rate : 0;
 }
 
+/* How many more connections the process's cap lets in now (UINT64_MAX: no cap). */
+static uint64_t cap_room(const struct worker *w)
+{
+	uint64_t cap = w->proxy->max_conns, n;
+
+	if (!cap)
+		return UINT64_MAX;
+	n = hlb_proxy_connections(w->proxy);
+	return n < cap ? cap - n : 0;
+}
+
 static void accept_arm(struct worker *w, struct wlistener *wl)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
 	/* A multishot accept takes the whole backlog at once; under a rate
-	 * limit, one at a time, so that a pause leaves the rest waiting there. */
-	wl->multishot = !wl_rate(wl);
+	 * limit, or within a backlog of the cap, one at a time, so that a
+	 * pause leaves the rest waiting there. */
+	wl->multishot = !wl_rate(wl) && cap_room(w) > LISTEN_BACKLOG;
 	if (wl->multishot)
 		io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
 	else
@@ -155,6 +168,33 @@ void worker_accept_single(struct worker *w, struct wlistener *wl)
 		accept_cancel(w, wl);
 }
 
+/*
+ * After an accept on <wl>: at the connection cap it pauses (the tick looks
+ * again every QUEUE_RETRY_MS), the clients waiting in its backlog; within a
+ * backlog of the cap its accepts go one at a time. A pause for the rate
+ * stands: the tick checks the cap before it accepts again.
+ */
+static void accept_cap(struct worker *w, struct wlistener *wl)
+{
+	uint64_t room;
+
+	if (!w->proxy->max_conns || wl->closing || wl->paused)
+		return;
+	room = cap_room(w);
+	if (room) {
+		if (room <= LISTEN_BACKLOG)
+			worker_accept_single(w, wl);
+		return;
+	}
+	worker_accept_pause(w, wl, QUEUE_RETRY_MS, 0);
+	hlb_stat_add(&w->pub.cap_pauses, 1);
+	if (w->now_ms - w->last_cap_log > 10000) {
+		w->last_cap_log = w->now_ms;
+		hlb_log(HLB_LOG_WARN, "connection cap reached, accepts paused",
+			"worker=%u max_connections=%" PRIu64, w->id, w->proxy->max_conns);
+	}
+}
+
 static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_uring_cqe *cqe)
 {
 	int res = cqe->res;
@@ -167,6 +207,7 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 		 * with a client, closing it now would lose it. Served, and
 		 * drained with the rest. */
 		conn_accepted(w, wl, res);
+		accept_cap(w, wl);
 	} else if (res == -ECANCELED && wl->cancelled) {
 		/* ended for a pause (the tick accepts again) or to accept one at a time */
 	} else if (!wl->closing) {
@@ -310,9 +351,12 @@ static void worker_tick(struct worker *w)
 		 * the next accept asks the new one how long to wait. */
 		if (wl->paused && !wl->closing && !wl->armed &&
 		    (w->now_ms >= wl->resume_ms ||
-		     (wl->paused_rate && wl_rate(wl) != wl->paused_rate)))
-			accept_arm(w, wl);
-		else if (wl->armed && wl->multishot && wl_rate(wl))
+		     (wl->paused_rate && wl_rate(wl) != wl->paused_rate))) {
+			if (cap_room(w))
+				accept_arm(w, wl);
+			else /* at the cap: its clients wait in the backlog */
+				wl->resume_ms = w->now_ms + QUEUE_RETRY_MS;
+		} else if (wl->armed && wl->multishot && wl_rate(wl))
 			accept_cancel(w, wl); /* a reload set a rate: one at a time */
 	}
 	/* a backend's connections to close: look now, not at the next scan */
@@ -683,6 +727,16 @@ bool hlb_proxy_done(struct hlb_proxy *p)
 	return atomic_load(&p->n_exited) == p->n_workers;
 }
 
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n)
+{
+	p->max_conns = n;
+}
+
+uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p)
+{
+	return p->max_conns;
+}
+
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p)
 {
 	uint64_t n = 0;
@@ -711,6 +765,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 			atomic_load_explicit(&w->pub.splice_refused, memory_order_relaxed),
 		.accept_errors = atomic_load_explicit(&w->pub.accept_errors, memory_order_relaxed),
 		.fd_limit = atomic_load_explicit(&w->pub.fd_limit, memory_order_relaxed),
+		.cap_pauses = atomic_load_explicit(&w->pub.cap_pauses, memory_order_relaxed),
 		.spilled = atomic_load_explicit(&w->pub.spilled, memory_order_relaxed),
 		.spill_max = w->spill_max,
 		.spills = atomic_load_explicit(&w->pub.spills, memory_order_relaxed),

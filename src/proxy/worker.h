@@ -53,6 +53,8 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 /* Connections waiting for room under a max_connections are tried again at
  * least this often (and at once when a slot frees on any worker). */
 #define QUEUE_RETRY_MS 10
+/* listen(2)'s backlog of a service's sockets */
+#define LISTEN_BACKLOG 4096
 
 struct hlb_listener {
 	atomic_uint refs;
@@ -79,8 +81,9 @@ struct wlistener {
 	bool multishot; /* that accept is multishot */
 	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */
 	bool closing; /* removed or draining: close once the accept has ended */
-	bool paused; /* at the fd limit, or over max_connection_rate: re-armed by the tick */
-	uint32_t paused_rate; /* the max_connection_rate that paused it, 0 for the fd limit */
+	bool paused; /* at the fd limit or the connection cap, or over max_connection_rate:
+		      * re-armed by the tick */
+	uint32_t paused_rate; /* the max_connection_rate that paused it, 0 for the others */
 	uint64_t resume_ms;
 } __attribute__((aligned(16)));
 
@@ -231,6 +234,7 @@ struct worker {
 		_Atomic uint32_t bufs_out, starved, pipes;
 		_Atomic uint64_t spilled;
 		_Atomic uint64_t buffer_waits, splice_refused, accept_errors, fd_limit, spills;
+		_Atomic uint64_t cap_pauses;
 	} pub;
 	/* connections */
 	struct conn conns; /* list head */
@@ -263,7 +267,7 @@ struct worker {
 	bool takeover_done; /* checked after the old hashlb exited */
 	uint64_t drain_deadline;
 	bool exiting;
-	uint64_t last_fd_limit_log;
+	uint64_t last_fd_limit_log, last_cap_log;
 	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */
 	bool log_poll; /* an OP_LOG poll is armed */
 	int setup_ret;
@@ -302,6 +306,7 @@ struct hlb_proxy {
 	struct hlb_rcu *rcu;
 	struct worker *workers;
 	uint32_t n_workers;
+	uint64_t max_conns; /* hlb_proxy_set_max_connections(), 0: none */
 	int exit_fd;
 	_Atomic uint32_t n_exited;
 	pthread_mutex_t start_lock;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -254,6 +255,11 @@ uint64_t hlb_daemon_next_generation(struct hlb_daemon *d)
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d)
 {
 	return hlb_proxy_connections(d->proxy);
+}
+
+uint64_t hlb_daemon_max_connections(const struct hlb_daemon *d)
+{
+	return hlb_proxy_max_connections(d->proxy);
 }
 
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret)
@@ -738,9 +744,19 @@ static void log_unused_sockets(struct hlb_daemon *d)
 				"addr=%s", addr);
 }
 
-static void log_fd_limit(struct hlb_daemon *d)
+/*
+ * The soft fd limit raised to the hard one, and the connection cap set: the
+ * one given, else what the limit allows, two fds per proxied connection and
+ * a reserve for the listeners, rings, health checks and admin endpoint
+ * (splice pipes take what is left: a direction stays on buffers without
+ * one). At the cap clients wait in the backlog instead of being accepted
+ * and closed for want of a descriptor for their backend.
+ */
+static void set_fd_limit(struct hlb_daemon *d)
 {
+	uint64_t max_conns = d->opts.max_conns;
 	struct rlimit rl;
+	uint64_t reserve = 64 + 4 * (uint64_t)d->n_workers, fit;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
@@ -749,10 +765,21 @@ static void log_fd_limit(struct hlb_daemon *d)
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	/* two fds per proxied connection */
-	hlb_log(HLB_LOG_INFO, "file descriptor limit", "nofile=%llu max_connections_fd=%llu",
-		(unsigned long long)rl.rlim_cur,
-		(unsigned long long)(rl.rlim_cur > 64 ? (rl.rlim_cur - 64) / 2 : 0));
+	if (rl.rlim_cur == RLIM_INFINITY)
+		fit = 0; /* no cap from the limit */
+	else if (rl.rlim_cur > 2 * reserve)
+		fit = (rl.rlim_cur - reserve) / 2;
+	else /* a tiny limit (tests): a quarter of it, and at least one */
+		fit = rl.rlim_cur >= 8 ? rl.rlim_cur / 4 : 1;
+	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit);
+	hlb_log(HLB_LOG_INFO, "file descriptor limit",
+		"nofile=%llu max_connections_fd=%" PRIu64 " max_connections=%" PRIu64,
+		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
+	if (max_conns && fit && max_conns > fit)
+		hlb_log(HLB_LOG_WARN,
+			"--max-connections is over what the fd limit allows: past that, a "
+			"client may be closed for want of a descriptor for its backend",
+			"max_connections=%" PRIu64 " max_connections_fd=%" PRIu64, max_conns, fit);
 }
 
 /*
@@ -1247,7 +1274,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	uint32_t unused;
 	int r;
 
-	log_fd_limit(d);
+	set_fd_limit(d);
 	log_migrate_req();
 	r = hlb_proxy_start(d->proxy, err);
 	if (r < 0)

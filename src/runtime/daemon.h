@@ -70,6 +70,8 @@ struct hlb_daemon_opts {
 	uint32_t splice_pipes; /* spliced directions at once, all workers; 0 = default (1024) */
 	uint32_t pipe_size; /* bytes per splice pipe; 0 = the kernel's (64 KiB) */
 	uint32_t busy_poll_us; /* see struct hlb_proxy_opts; 0 = never */
+	/* client connections at once over all workers; 0 = what the fd limit allows */
+	uint64_t max_conns;
 	/* the command line (argv[0] the program), run again by an upgrade in place; NULL: none */
 	char *const *argv;
 };
@@ -122,6 +124,8 @@ const char *hlb_daemon_config_path(const struct hlb_daemon *d);
 uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 /* Connections open now over all workers. */
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
+/* The cap on them (--max-connections, else what the fd limit allows); 0: none. */
+uint64_t hlb_daemon_max_connections(const struct hlb_daemon *d);
 /* Worker <i>'s resources; false past the last worker. */
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);

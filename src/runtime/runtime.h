@@ -320,6 +320,7 @@ struct hlb_worker_stats {
 	uint64_t splice_refused; /* a bulk stream kept on buffers: the cap reached, or no pipe */
 	uint64_t accept_errors; /* accepts that failed (the fd limit, memory): listener paused */
 	uint64_t fd_limit; /* EMFILE/ENFILE on an accept or a backend socket */
+	uint64_t cap_pauses; /* times a listener paused at the connection cap */
 	uint64_t spilled, spill_max; /* bytes of stopped readers held out of the pool; the cap */
 	uint64_t spills; /* times a direction's data moved out of the pool */
 };

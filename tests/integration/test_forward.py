@@ -733,42 +733,95 @@ def buffers_exhausted():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
-def fd_limit():
-    """At the fd limit hashlb does not spin: excess clients wait (or are closed), CPU stays
-    idle, and once connections close new clients are served again."""
-    lb = Lb(config(BACKENDS, workers=1), nofile=48, args=("--admin", "127.0.0.1:0"))
-    check(lb.wait_log(r"nofile=48 "), "the fd limit is logged at start")
-    socks, served = [], 0
-    for i in range(40):
-        s = connect(lb.addr, src=client_ip(i), timeout=0.5)
-        socks.append(s)
+def sort_clients(socks):
+    """The clients that were greeted, those still waiting (nothing, no EOF), those closed;
+    what they received stays to be read."""
+    greeted, waiting, closed = [], [], []
     for s in socks:
+        s.setblocking(False)
         try:
-            served += read_line(s) in ("a", "b", "c")
-        except (socket.timeout, ConnectionError):
-            pass
-    check(0 < served < 40, f"some clients served, the others held at the limit ({served})")
-    check(lb.wait_log("msg=\"accept failed, pausing\"|file descriptor limit reached"),
-          "hashlb logs that it hit the limit")
+            data = s.recv(64, socket.MSG_PEEK)
+            (greeted if data else closed).append(s)
+        except BlockingIOError:
+            waiting.append(s)
+        except ConnectionError:
+            closed.append(s)
+        s.setblocking(True)
+    return greeted, waiting, closed
+
+
+def wait_greeted(lb, socks, n):
+    """Sorts <socks> once <n> of them were greeted (or 5 s passed), and 0.3 s more."""
+    lb.wait(lambda: len(sort_clients(socks)[0]) >= n, timeout=5)
+    time.sleep(0.3)
+    return sort_clients(socks)
+
+
+def fd_limit():
+    """At the fd limit hashlb caps its connections (two descriptors each, and a reserve): the
+    clients over the cap wait in the backlog, none is accepted and then closed for want of a
+    descriptor for its backend (as before: 15-25 of 40 clients were closed); CPU stays idle;
+    as connections close the waiting clients are served."""
+    lb = Lb(config(BACKENDS, workers=1), nofile=48, args=("--admin", "127.0.0.1:0"))
+    check(lb.wait_log(r"nofile=48 max_connections_fd=12 max_connections=12"),
+          "the fd limit and the connection cap it allows are logged at start")
+    check(metric_sum(lb, "hashlb_max_connections") == 12, "/metrics shows the cap")
+    socks = [connect(lb.addr, src=client_ip(i), timeout=5) for i in range(40)]
+    greeted, waiting, closed = wait_greeted(lb, socks, 12)
+    check(len(greeted) == 12 and len(waiting) == 28 and not closed,
+          f"12 clients served, 28 waiting in the backlog, none closed: {len(greeted)} "
+          f"{len(waiting)} {len(closed)}")
+    check(lb.wait_log("connection cap reached, accepts paused"), "hashlb logs that it hit the cap")
     c0 = lb.cpu_seconds()
     time.sleep(1.0)
     used = lb.cpu_seconds() - c0
-    check(used < 0.2, f"no busy loop at the fd limit: {used:.2f} CPU seconds in 1 s")
-    for s in socks:
+    check(used < 0.2, f"no busy loop at the cap: {used:.2f} CPU seconds in 1 s")
+    served = len(greeted)
+    while waiting and not closed:
+        for s in greeted:
+            s.close()
+        rest = waiting
+        greeted, waiting, closed = wait_greeted(lb, rest, min(12, len(rest)))
+        served += len(greeted)
+        check(len(greeted) == min(12, len(rest)), f"as 12 leave, 12 more are served: "
+              f"{len(greeted)} of {len(rest)}, {len(closed)} closed")
+    check(served == 40 and not closed, f"every client served in turn: {served} of 40, "
+          f"{len(closed)} closed")
+    for s in greeted:
         s.close()
-    time.sleep(0.5)
-    ok = 0
-    for i in range(10):
-        s = connect(lb.addr, src=client_ip(100 + i), timeout=5)
-        try:
-            ok += read_line(s) in ("a", "b", "c")
-        except (socket.timeout, ConnectionError):
-            pass
+    check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0,
+          "no accept and no backend socket failed for want of a descriptor")
+    check(metric_sum(lb, "hashlb_worker_connection_cap_pauses_total") > 0,
+          "the pauses at the cap are counted")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+def max_connections_flag():
+    """--max-connections N caps the connections over all workers (each worker may pass it by
+    one as they accept at once): the others wait in the backlog and are served as
+    connections close; N must be 1 or more."""
+    lb = Lb(config(BACKENDS, workers=2), args=("--admin", "127.0.0.1:0",
+                                               "--max-connections", "5"))
+    check(lb.wait_log(r"max_connections=5\b"), "the cap given is logged at start")
+    socks = [connect(lb.addr, src=client_ip(i), timeout=5) for i in range(16)]
+    greeted, waiting, closed = wait_greeted(lb, socks, 5)
+    check(5 <= len(greeted) <= 6 and not closed,
+          f"5 clients served (6 if both workers accepted at once), none closed: "
+          f"{len(greeted)} served, {len(waiting)} waiting, {len(closed)} closed")
+    check(metric_sum(lb, "hashlb_connections") == len(greeted),
+          f"hashlb holds only those: {metric_sum(lb, 'hashlb_connections')}")
+    for s in greeted:
         s.close()
-    check(ok == 10, f"served again once connections closed: {ok} of 10")
-    hits = metric_sum(lb, "hashlb_worker_fd_limit_total")
-    check(hits > 0, f"the times the limit stopped an accept or a backend socket are counted ({hits:.0f})")
-    lb.stop()
+    greeted, waiting, closed = wait_greeted(lb, waiting, min(5, len(waiting)))
+    check(5 <= len(greeted) <= 6 and not closed,
+          f"as they leave, the next are served: {len(greeted)} served, {len(closed)} closed")
+    for s in greeted + waiting:
+        s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
+    p = subprocess.run([HASHLB, "run", "-c", lb.path, "--max-connections", "0"],
+                       capture_output=True, text=True, timeout=10)
+    check(p.returncode == 2 and "--max-connections takes 1.." in p.stderr,
+          f"--max-connections 0 refused: {p.returncode} {p.stderr!r}")
 
 
 def fd_limit_admin():
@@ -778,9 +831,11 @@ def fd_limit_admin():
     listener woke the control thread again at once: a CPU spun for as long as the
     connection waited, and it got no answer. /metrics then shows every descriptor open
     (it said 0: it could not open /proc/self/fd to count them)."""
-    nofile = 64
+    nofile = 64  # and a connection cap above it, for the descriptors to run out
     lb = Lb(config(BACKENDS, workers=1, extra="accept_proxy: true\ntimeouts:\n  connect: 60s"),
-            nofile=nofile, args=("--admin", "127.0.0.1:0"))
+            nofile=nofile, args=("--admin", "127.0.0.1:0", "--max-connections", "1000"))
+    check(lb.wait_log("--max-connections is over what the fd limit allows"),
+          "a cap over what the fd limit allows is warned about")
     held = []
     for _ in range(nofile + 8):
         s = socket.socket()
@@ -1023,7 +1078,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
-           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, fd_limit_admin,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])
