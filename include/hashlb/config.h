@@ -195,8 +195,13 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
  * no backend address (ctl, lookup) and must work when DNS does not.
  * hashlb_config_load() resolves them (hashlb_config_resolve(), with
  * HASHLB_RESOLVE_TIMEOUT_MS).
+ * HASHLB_LOAD_ADMIN_GIVEN: the admin address in force comes from elsewhere
+ * (hashlb run --admin), so the file's, written or the default, is not
+ * checked against the services' listen addresses: the caller checks the
+ * one in force.
  */
 #define HASHLB_LOAD_NO_RESOLVE 1u
+#define HASHLB_LOAD_ADMIN_GIVEN 2u
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err);
 /*
@@ -243,6 +248,9 @@ int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_res
 /* The same from a string; <name> stands for the file in error positions. */
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err);
+/* With <flags>: HASHLB_LOAD_ADMIN_GIVEN (the others are the loader's). */
+int hashlb_config_parse_flags(const char *text, size_t len, const char *name, unsigned int flags,
+			      struct hashlb_config **ret_config, struct hashlb_error *err);
 /* Accepts NULL. */
 void hashlb_config_free(struct hashlb_config *c);
 

@@ -304,7 +304,8 @@ static int run(int argc, char **argv, char *const *again)
 		usage(stderr);
 		return 2;
 	}
-	r = hashlb_config_load(path, &cfg, &err);
+	/* with --admin the file's admin address is not the one to check */
+	r = hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err);
 	if (r < 0) {
 		cli_print_error(&err);
 		return 1;

@@ -58,6 +58,7 @@
 struct loader {
 	const char *name; /* the file, as errors name it */
 	struct hashlb_error *err;
+	unsigned int flags; /* HASHLB_LOAD_* */
 };
 
 /*
@@ -1782,7 +1783,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 					"already: one service with steering: kernel per interface",
 					s->steer_interface, o->name, o->pos.line);
 		}
-		if (hashlb_admin_clash(c, s))
+		if (!(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) && hashlb_admin_clash(c, s))
 			return fail(ld, map_get(sm, "listen"),
 				    "listen address %s clashes with the admin endpoint's %s%s: "
 				    "clients would reach the admin endpoint",
@@ -1801,7 +1802,13 @@ bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_servi
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err)
 {
-	struct loader ld = { .name = name ? name : "<config>", .err = err };
+	return hashlb_config_parse_flags(text, len, name, 0, ret_config, err);
+}
+
+int hashlb_config_parse_flags(const char *text, size_t len, const char *name, unsigned int flags,
+			      struct hashlb_config **ret_config, struct hashlb_error *err)
+{
+	struct loader ld = { .name = name ? name : "<config>", .err = err, .flags = flags };
 	struct hashlb_config *c;
 	struct ydoc *doc = NULL;
 	int r;
@@ -1903,7 +1910,7 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 	}
 	buf[got] = '\0';
 	close(fd);
-	r = hashlb_config_parse(buf, got, path, &c, err);
+	r = hashlb_config_parse_flags(buf, got, path, flags, &c, err);
 	free(buf);
 	if (r < 0)
 		return r;

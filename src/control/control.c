@@ -110,6 +110,15 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 }
 
 /*
+ * How the config is read again: with hashlb run --admin the file's admin
+ * address is not the one in force (admin_clash() checks that one).
+ */
+static unsigned int load_flags(const struct hlb_control *ctl)
+{
+	return ctl->cfg->admin_override ? HASHLB_LOAD_ADMIN_GIVEN : 0;
+}
+
+/*
  * hashlb run --admin set the running config's admin, not its file: a config
  * read again (a reload, resolve_every) keeps the command line's, so that it
  * is not taken for an edit that waits for a restart.
@@ -202,8 +211,8 @@ static void resolve_tick(void *arg)
 	int r;
 
 	if (!ctl->resolve_job) {
-		r = hashlb_config_parse(ctl->cfg->text, ctl->cfg->text_len, ctl->config_path,
-					&ctl->resolving, &err);
+		r = hashlb_config_parse_flags(ctl->cfg->text, ctl->cfg->text_len, ctl->config_path,
+					      load_flags(ctl), &ctl->resolving, &err);
 		if (r == 0)
 			r = hashlb_config_resolve_start(ctl->resolving, &ctl->resolve_job, &err);
 		if (r < 0)
@@ -377,7 +386,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 
 	if (!err)
 		err = &local;
-	ret = hashlb_config_load(ctl->config_path, &cfg, err);
+	ret = hashlb_config_load_flags(ctl->config_path, load_flags(ctl), &cfg, err);
 	if (ret < 0) {
 		reload_failed(ctl, err);
 		return ret;

@@ -53,6 +53,31 @@ def admin_option_clash_refused():
               f"--admin {admin}: the error names the listen address's line: {err.strip()[-300:]}")
 
 
+def default_admin_address_free_with_admin_option():
+    """A file without admin: whose service listens on the default admin address
+    (127.0.0.1:9901) is refused by hashlb check, the default endpoint would take its clients;
+    with --admin elsewhere that default is not used, so hashlb run starts and serves there,
+    and a reload keeps working. It used to be refused even with --admin."""
+    from ctltest import Lb
+    try:
+        socket.create_server(("127.0.0.1", 9901)).close()
+    except OSError as e:
+        check(False, f"127.0.0.1:9901, which this test listens on, is taken: {e}")
+        return
+    text = config(BACKENDS, listen="127.0.0.1:9901").replace("admin: off\n", "")
+    path = tmpfile("default-admin.yaml", text)
+    p = subprocess.run([HASHLB, "check", "-c", path], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "clashes with the admin endpoint's 127.0.0.1:9901 (the default)"
+          in p.stderr, f"hashlb check refuses the default's clash: {p.returncode} {p.stderr!r}")
+    lb = Lb(text, args=("--admin", "127.0.0.1:0"))
+    check(lb.admin != "127.0.0.1:9901", f"the admin endpoint is where --admin says: {lb.admin}")
+    check(who(("127.0.0.1", 9901)) in ("a", "b", "c"), "clients on 127.0.0.1:9901 are served")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"a reload of the same file succeeds: {rc} {se.strip()}")
+    check(who(("127.0.0.1", 9901)) in ("a", "b", "c"), "and they still are")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def admin_bind_error_placed():
     """An admin address of the file that cannot be listened on (another process holds it) is
     refused at start with the file, line and column of its 'admin' key, as every config
@@ -493,7 +518,8 @@ def socket_activation():
     lsock.close()
 
 
-run_tests([config_error_refused, admin_option_clash_refused, admin_bind_error_placed, sigterm_drain, drain_timeout, second_signal,
+run_tests([config_error_refused, admin_option_clash_refused,
+           default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt])
