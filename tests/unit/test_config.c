@@ -766,6 +766,19 @@ static void test_duplicates(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:9901\n    backends:\n"
 		     "      - {name: a, address: \"127.0.0.1:1\"}\n",
 		     3, 13, "admin endpoint's 127.0.0.1:9901 (the default)");
+	{
+		/* hashlb run --admin elsewhere: the file's default is not in force */
+		static const char yaml[] =
+			"services:\n  - name: web\n    listen: 127.0.0.1:9901\n"
+			"    backends:\n      - {name: a, address: \"127.0.0.1:1\"}\n";
+		struct hashlb_config *c = NULL;
+		struct hashlb_error err = { 0 };
+
+		assert_int_equal(hashlb_config_parse_flags(yaml, strlen(yaml), "t.yaml",
+							   HASHLB_LOAD_ADMIN_GIVEN, &c, &err),
+				 0);
+		hashlb_config_free(c);
+	}
 	hashlb_config_free(load_ok("admin: unix:/run/x.sock\n" MINIMAL));
 	/* One kernel-steered service per interface: the program there holds one table and one
 	 * VIP set, and before, the second service took it from the first at every publish. */
