@@ -61,9 +61,10 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
 /*
  * At most <n> client connections over all workers (0: no cap), before
  * hlb_proxy_start(): at the cap the listeners pause and new clients wait in
- * their backlogs, as with HAProxy's maxconn. Within a backlog's length of
- * it, accepts go one at a time, so that it is passed by at most one
- * connection per worker (a multishot accept takes a whole backlog).
+ * their backlogs, as with HAProxy's maxconn. Unless the room left holds a
+ * backlog for every listener of every worker, accepts go one at a time, so
+ * that it is passed by at most one connection per worker (a multishot
+ * accept takes a whole backlog).
  */
 void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n);
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);

@@ -76,14 +76,28 @@ static uint64_t cap_room(const struct worker *w)
 	return n < cap ? cap - n : 0;
 }
 
+/*
+ * Whether the cap leaves room for multishot accepts: one takes a whole
+ * backlog before the worker sees the first, and every listener of every
+ * worker may do so at once (an idle service's too, while the others filled
+ * the room), so the room must hold a backlog for each.
+ */
+static bool cap_multishot(const struct worker *w)
+{
+	uint64_t room = cap_room(w);
+
+	return room == UINT64_MAX ||
+	       room / w->proxy->n_workers > (uint64_t)w->n_listeners * (LISTEN_BACKLOG + 1);
+}
+
 static void accept_arm(struct worker *w, struct wlistener *wl)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
 	/* A multishot accept takes the whole backlog at once; under a rate
-	 * limit, or within a backlog of the cap, one at a time, so that a
-	 * pause leaves the rest waiting there. */
-	wl->multishot = !wl_rate(wl) && cap_room(w) > LISTEN_BACKLOG;
+	 * limit, or near the cap, one at a time, so that a pause leaves the
+	 * rest waiting there. */
+	wl->multishot = !wl_rate(wl) && cap_multishot(w);
 	if (wl->multishot)
 		io_uring_prep_multishot_accept(sqe, wl->fd, NULL, NULL, SOCK_CLOEXEC);
 	else
@@ -104,6 +118,7 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 			*pp = wl->next;
 			break;
 		}
+	w->n_listeners--;
 	close(wl->fd);
 	wl->l->fds[w->id] = -1;
 	hlb_listener_unref(wl->l);
@@ -170,20 +185,20 @@ void worker_accept_single(struct worker *w, struct wlistener *wl)
 
 /*
  * After an accept on <wl>: at the connection cap it pauses (the tick looks
- * again every QUEUE_RETRY_MS), the clients waiting in its backlog; within a
- * backlog of the cap its accepts go one at a time. A pause for the rate
- * stands: the tick checks the cap before it accepts again.
+ * again every QUEUE_RETRY_MS), the clients waiting in its backlog; near the
+ * cap every listener of the worker accepts one at a time (the tick does the
+ * same for the other workers'). A pause for the rate stands: the tick
+ * checks the cap before it accepts again.
  */
 static void accept_cap(struct worker *w, struct wlistener *wl)
 {
-	uint64_t room;
-
 	if (!w->proxy->max_conns || wl->closing || wl->paused)
 		return;
-	room = cap_room(w);
-	if (room) {
-		if (room <= LISTEN_BACKLOG)
-			worker_accept_single(w, wl);
+	if (cap_room(w)) {
+		if (!cap_multishot(w))
+			for (struct wlistener *l = w->listeners; l; l = l->next)
+				if (!l->closing)
+					worker_accept_single(w, l);
 		return;
 	}
 	worker_accept_pause(w, wl, QUEUE_RETRY_MS, 0);
@@ -288,6 +303,7 @@ static void worker_commands(struct worker *w)
 			*wl = (struct wlistener){ .l = cmd->l, .fd = cmd->l->fds[w->id] };
 			wl->next = w->listeners;
 			w->listeners = wl;
+			w->n_listeners++;
 			accept_arm(w, wl);
 			break;
 		case CMD_REMOVE:
@@ -356,8 +372,9 @@ static void worker_tick(struct worker *w)
 				accept_arm(w, wl);
 			else /* at the cap: its clients wait in the backlog */
 				wl->resume_ms = w->now_ms + QUEUE_RETRY_MS;
-		} else if (wl->armed && wl->multishot && wl_rate(wl))
-			accept_cancel(w, wl); /* a reload set a rate: one at a time */
+		} else if (wl->armed && wl->multishot && (wl_rate(wl) || !cap_multishot(w)))
+			accept_cancel(w,
+				      wl); /* a reload set a rate, or near the cap: one at a time */
 	}
 	/* a backend's connections to close: look now, not at the next scan */
 	if (w->now_ms >= w->next_idle_scan || w->draining || epoch != w->close_epoch) {

@@ -255,6 +255,7 @@ struct worker {
 	unsigned close_epoch; /* hlb_close_epoch at the last scan */
 	/* listeners */
 	struct wlistener *listeners;
+	uint32_t n_listeners; /* in that list */
 	/* commands from the control thread */
 	pthread_mutex_t cmd_lock;
 	struct cmd *cmd_head, **cmd_tail;

@@ -8,6 +8,7 @@ import os
 import random
 import re
 import selectors
+import signal
 import socket
 import struct
 import subprocess
@@ -824,6 +825,38 @@ def max_connections_flag():
           f"--max-connections 0 refused: {p.returncode} {p.stderr!r}")
 
 
+def max_connections_burst():
+    """A burst that fills the backlogs while the workers are busy (here: stopped) stays
+    within --max-connections, each worker passing it by one at most: a multishot accept
+    takes a whole backlog at once, so hashlb accepts one at a time unless the room holds a
+    backlog for every worker. Before, with the cap 5000 and 6000 clients waiting, both
+    workers took all 6000."""
+    cap, n = 5000, 6000
+    lb = Lb(config(BACKENDS, workers=2), args=("--admin", "127.0.0.1:0",
+                                               "--max-connections", str(cap)))
+    os.kill(lb.proc.pid, signal.SIGSTOP)
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(lb.addr)
+            socks.append(s)
+        time.sleep(0.5)  # the kernel completes their handshakes into the backlogs
+    finally:
+        os.kill(lb.proc.pid, signal.SIGCONT)
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_connections") >= cap, timeout=30),
+          f"hashlb serves up to the cap: {metric_sum(lb, 'hashlb_connections')}")
+    time.sleep(0.5)
+    held = metric_sum(lb, "hashlb_connections")
+    check(held <= cap + 1, f"at most {cap + 1} connections (one over per worker but one): "
+          f"{held:.0f}")
+    check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0, "no descriptor ran out")
+    for s in socks:
+        s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def fd_limit_admin():
     """At the fd limit, every descriptor taken (clients of an accept_proxy service that send
     no header hold one each), the admin endpoint still answers, and a connection to it that
@@ -1078,7 +1111,8 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
-           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag, fd_limit_admin,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
+           max_connections_burst, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])
