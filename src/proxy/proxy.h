@@ -63,10 +63,16 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
  * hlb_proxy_start(): at the cap the listeners pause and new clients wait in
  * their backlogs, as with HAProxy's maxconn. Unless the room left holds a
  * backlog for every listener of every worker, accepts go one at a time, so
- * that it is passed by at most one connection per worker (a multishot
- * accept takes a whole backlog).
+ * that it is passed by at most one connection per listener of each worker
+ * (a multishot accept takes a whole backlog).
+ *
+ * With <per_listener>, <n> is what the fd limit allows for connections
+ * alone: each listener socket of each worker, added by a reload too, takes
+ * its descriptor and the one connection it may accept over the cap off it
+ * (1.5 connections).
  */
-void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n);
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool per_listener);
+/* The cap in force now (0: none). */
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);

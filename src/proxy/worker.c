@@ -65,10 +65,22 @@ static uint32_t wl_rate(const struct wlistener *wl)
 	return snap ? snap->max_conn_rate : 0;
 }
 
+/* The connection cap now (0: none): see hlb_proxy_set_max_connections(). */
+static uint64_t proxy_cap(const struct hlb_proxy *p)
+{
+	uint64_t socks;
+
+	if (!p->max_conns || !p->cap_per_listener)
+		return p->max_conns;
+	socks = (3 * (uint64_t)atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed) + 1) /
+		2;
+	return p->max_conns > socks ? p->max_conns - socks : 1;
+}
+
 /* How many more connections the process's cap lets in now (UINT64_MAX: no cap). */
 static uint64_t cap_room(const struct worker *w)
 {
-	uint64_t cap = w->proxy->max_conns, n;
+	uint64_t cap = proxy_cap(w->proxy), n;
 
 	if (!cap)
 		return UINT64_MAX;
@@ -119,6 +131,7 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 			break;
 		}
 	w->n_listeners--;
+	atomic_fetch_sub_explicit(&w->proxy->n_wlisteners, 1, memory_order_relaxed);
 	close(wl->fd);
 	wl->l->fds[w->id] = -1;
 	hlb_listener_unref(wl->l);
@@ -206,7 +219,7 @@ static void accept_cap(struct worker *w, struct wlistener *wl)
 	if (w->now_ms - w->last_cap_log > 10000) {
 		w->last_cap_log = w->now_ms;
 		hlb_log(HLB_LOG_WARN, "connection cap reached, accepts paused",
-			"worker=%u max_connections=%" PRIu64, w->id, w->proxy->max_conns);
+			"worker=%u max_connections=%" PRIu64, w->id, proxy_cap(w->proxy));
 	}
 }
 
@@ -304,6 +317,7 @@ static void worker_commands(struct worker *w)
 			wl->next = w->listeners;
 			w->listeners = wl;
 			w->n_listeners++;
+			atomic_fetch_add_explicit(&w->proxy->n_wlisteners, 1, memory_order_relaxed);
 			accept_arm(w, wl);
 			break;
 		case CMD_REMOVE:
@@ -744,14 +758,15 @@ bool hlb_proxy_done(struct hlb_proxy *p)
 	return atomic_load(&p->n_exited) == p->n_workers;
 }
 
-void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n)
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool per_listener)
 {
 	p->max_conns = n;
+	p->cap_per_listener = per_listener;
 }
 
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p)
 {
-	return p->max_conns;
+	return proxy_cap(p);
 }
 
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p)

@@ -308,6 +308,8 @@ struct hlb_proxy {
 	struct worker *workers;
 	uint32_t n_workers;
 	uint64_t max_conns; /* hlb_proxy_set_max_connections(), 0: none */
+	bool cap_per_listener; /* each listener socket takes its share off it */
+	_Atomic uint32_t n_wlisteners; /* listener sockets the workers hold */
 	int exit_fd;
 	_Atomic uint32_t n_exited;
 	pthread_mutex_t start_lock;

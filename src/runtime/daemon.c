@@ -757,6 +757,7 @@ static void set_fd_limit(struct hlb_daemon *d)
 	uint64_t max_conns = d->opts.max_conns;
 	struct rlimit rl;
 	uint64_t reserve = 64 + 4 * (uint64_t)d->n_workers, fit;
+	bool tiny = false;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
@@ -769,9 +770,13 @@ static void set_fd_limit(struct hlb_daemon *d)
 		fit = 0; /* no cap from the limit */
 	else if (rl.rlim_cur > 2 * reserve)
 		fit = (rl.rlim_cur - reserve) / 2;
-	else /* a tiny limit (tests): a quarter of it, and at least one */
+	else { /* a tiny limit (tests): a quarter of it, and at least one */
 		fit = rl.rlim_cur >= 8 ? rl.rlim_cur / 4 : 1;
-	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit);
+		tiny = true;
+	}
+	/* the listeners' share comes off what the limit allows as they are added */
+	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit,
+				      !max_conns && fit && !tiny);
 	hlb_log(HLB_LOG_INFO, "file descriptor limit",
 		"nofile=%llu max_connections_fd=%" PRIu64 " max_connections=%" PRIu64,
 		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
