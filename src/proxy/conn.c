@@ -336,6 +336,7 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 			worker_close_fd(w, h->pipe[0]);
 			worker_close_fd(w, h->pipe[1]);
 			w->pipes--;
+			atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);
 		}
 		if (c->fd[i] >= 0)
 			worker_close_fd(w, c->fd[i]);
@@ -639,7 +640,8 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 	struct half *h = &c->h[i];
 
 	h->splice_want = false;
-	if (w->pipes >= w->pipes_max || pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (w->pipes >= w->pipes_max || !worker_pipe_room(w) ||
+	    pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		hlb_stat_add(&w->pub.splice_refused, 1);
 		h->bulk = 0; /* try again after as many bytes */
 		half_recv(w, c, i, false);
@@ -655,6 +657,7 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 		c->nonblock = true;
 	}
 	w->pipes++;
+	atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);
 	h->spliced = true;
 	h->pipe_len = 0;
 	hlb_stat_add(&c->be->wstats[w->id].splices, 1);

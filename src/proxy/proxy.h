@@ -66,12 +66,13 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
  * that it is passed by at most one connection per listener of each worker
  * (a multishot accept takes a whole backlog).
  *
- * With <per_listener>, <n> is what the fd limit allows for connections
- * alone: each listener socket of each worker, added by a reload too, takes
- * its descriptor and the one connection it may accept over the cap off it
- * (1.5 connections).
+ * With <fds>, <n> is what the fd limit allows for connections alone: each
+ * listener socket of each worker, added by a reload too, takes its
+ * descriptor and the one connection it may accept over the cap off it (1.5
+ * connections), and each splice pipe counts as a connection (two
+ * descriptors) while it is held; a direction gets no pipe at the cap.
  */
-void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool per_listener);
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds);
 /* The cap in force now (0: none). */
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */

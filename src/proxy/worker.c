@@ -70,7 +70,7 @@ static uint64_t proxy_cap(const struct hlb_proxy *p)
 {
 	uint64_t socks;
 
-	if (!p->max_conns || !p->cap_per_listener)
+	if (!p->max_conns || !p->cap_fds)
 		return p->max_conns;
 	socks = (3 * (uint64_t)atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed) + 1) /
 		2;
@@ -85,7 +85,16 @@ static uint64_t cap_room(const struct worker *w)
 	if (!cap)
 		return UINT64_MAX;
 	n = hlb_proxy_connections(w->proxy);
+	if (w->proxy->cap_fds) /* a splice pipe's two descriptors: one connection's */
+		for (uint32_t i = 0; i < w->proxy->n_workers; i++)
+			n += atomic_load_explicit(&w->proxy->workers[i].pub.pipes,
+						  memory_order_relaxed);
 	return n < cap ? cap - n : 0;
+}
+
+bool worker_pipe_room(const struct worker *w)
+{
+	return !w->proxy->cap_fds || cap_room(w) > 0;
 }
 
 /*
@@ -758,10 +767,10 @@ bool hlb_proxy_done(struct hlb_proxy *p)
 	return atomic_load(&p->n_exited) == p->n_workers;
 }
 
-void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool per_listener)
+void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds)
 {
 	p->max_conns = n;
-	p->cap_per_listener = per_listener;
+	p->cap_fds = fds;
 }
 
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p)

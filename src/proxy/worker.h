@@ -308,7 +308,7 @@ struct hlb_proxy {
 	struct worker *workers;
 	uint32_t n_workers;
 	uint64_t max_conns; /* hlb_proxy_set_max_connections(), 0: none */
-	bool cap_per_listener; /* each listener socket takes its share off it */
+	bool cap_fds; /* the fd budget: listener sockets and splice pipes take their share */
 	_Atomic uint32_t n_wlisteners; /* listener sockets the workers hold */
 	int exit_fd;
 	_Atomic uint32_t n_exited;
@@ -366,6 +366,8 @@ bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, ui
 /* A rate limit applies to <wl> (a reload set it): end a multishot accept, which takes the
  * whole backlog at once, for one accept at a time. The tick does it too, within ~100 ms. */
 void worker_accept_single(struct worker *w, struct wlistener *wl);
+/* Whether the cap the fd limit allows has room for one more splice pipe (no such cap: true). */
+bool worker_pipe_room(const struct worker *w);
 
 /* The queue was empty and has a connection now: tick at QUEUE_RETRY_MS. */
 void worker_queue_started(struct worker *w);

@@ -774,7 +774,7 @@ static void set_fd_limit(struct hlb_daemon *d)
 		fit = rl.rlim_cur >= 8 ? rl.rlim_cur / 4 : 1;
 		tiny = true;
 	}
-	/* the listeners' share comes off what the limit allows as they are added */
+	/* the listeners' and splice pipes' shares come off what the limit allows */
 	hlb_proxy_set_max_connections(d->proxy, max_conns ? max_conns : fit,
 				      !max_conns && fit && !tiny);
 	hlb_log(HLB_LOG_INFO, "file descriptor limit",

@@ -888,6 +888,43 @@ def fd_limit_many_services():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def fd_limit_splice_pipes():
+    """Splice pipes count against the cap the fd limit allows (two descriptors, a
+    connection's worth), and a direction gets none at the cap: connections that moved bulk
+    data and stay open keep their pipes, and the clients after them wait in the backlog
+    instead of being accepted and closed. Before, under RLIMIT_NOFILE=400 (cap 164), with
+    30 such connections holding 60 pipes, 197 of 300 new clients were closed."""
+    lb = Lb(config(BACKENDS, workers=1), nofile=400, args=("--admin", "127.0.0.1:0"))
+    payload = b"x" * (400 * 1024)
+    bulk = []
+    for _ in range(30):
+        s = connect(lb.addr, timeout=10)
+        read_line(s)
+        t = threading.Thread(target=s.sendall, args=(payload,))
+        t.start()
+        got = 0
+        while got < len(payload):
+            got += len(s.recv(1 << 20))
+        t.join()
+        bulk.append(s)
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_worker_splice_pipes") >= 30),
+          "the bulk connections hold splice pipes")
+    socks = []
+    for _ in range(300):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(lb.addr)
+        socks.append(s)
+    greeted, waiting, closed = wait_greeted(lb, socks, 50)
+    check(greeted and waiting and not closed,
+          f"clients served up to the cap, the others waiting, none closed: {len(greeted)} "
+          f"{len(waiting)} {len(closed)}")
+    check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0, "no descriptor ran out")
+    for s in socks + bulk:
+        s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def fd_limit_admin():
     """At the fd limit, every descriptor taken (clients of an accept_proxy service that send
     no header hold one each), the admin endpoint still answers, and a connection to it that
@@ -1143,7 +1180,8 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
-           max_connections_burst, fd_limit_many_services, fd_limit_admin,
+           max_connections_burst, fd_limit_many_services,
+           fd_limit_splice_pipes, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])
