@@ -34,7 +34,8 @@
  *
  * Half-close: when a source sends FIN (recv returns 0) and its last buffer
  * has been sent, the other side gets shutdown(SHUT_WR); the other direction
- * flows on until it ends too, then both sockets are closed.
+ * flows on until it ends too, then both sockets are closed. Meanwhile the
+ * source that sent FIN is watched for a reset (half_watch()).
  *
  * Splice: a direction that has forwarded splice_after bytes in large reads
  * (a bulk stream, not small requests) moves to splice(2): source socket ->
@@ -454,30 +455,33 @@ static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 
 /*
  * Close the connection once both directions are done; no request is left
- * but a timeout's, or a watch (half_watch()), which both FINs end.
+ * but a timeout's, or the watches (half_watch()), removed here.
  */
 static void conn_finish(struct worker *w, struct conn *c)
 {
 	c->state = CONN_CLOSING;
 	c->end = CONN_END_DONE;
+	for (int i = 0; i < 2; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (!c->h[i].watch)
+			continue;
+		/* Its last CQE (-ECANCELED) clears the flag and frees c. A
+		 * cancel, not IORING_OP_POLL_REMOVE: that fails (-EALREADY)
+		 * while a wake-up of the poll is pending, as when it was
+		 * armed on a socket at its FIN in this same turn, and the
+		 * poll, multishot, would stay for good. */
+		sqe = worker_sqe(w);
+		io_uring_prep_cancel64(sqe, ud_make(c, OP_WATCH + i), 0);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, 0);
+	}
 	conn_maybe_free(w, c);
 }
 
 static bool half_done(const struct half *h)
 {
 	return h->eof && h->send_bid == BUF_NONE;
-}
-
-/* The source of half <i> sent FIN and all it sent has been forwarded. */
-static void half_finish(struct worker *w, struct conn *c, int i)
-{
-	if (half_done(&c->h[1 - i])) {
-		conn_finish(w, c);
-		return;
-	}
-	/* A plain syscall: IORING_OP_SHUTDOWN is punted to an io-wq thread,
-	 * which costs far more than the syscall itself. */
-	shutdown(c->fd[1 - i], SHUT_WR);
 }
 
 static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned int events)
@@ -490,46 +494,73 @@ static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned 
 }
 
 /*
- * Half <i> stopped reading its source because its destination does not
- * take more (spilled, a send waiting in the kernel, a full pipe): no recv
- * is armed on the source, so nothing would see it reset. Watch it with a
- * poll (io_uring reports POLLERR, POLLHUP and POLLRDHUP whatever the mask):
- * a reset then reaches the other side at once, as it would without hashlb
- * between them, not once the destination reads again, nor never, the idle
- * timeout closing the destination with a FIN after a truncated stream. The
- * poll stays after the destination drains (a recv is armed again): it ends
- * with the source's FIN or reset, or is cancelled with the connection.
+ * No recv is armed on half <i>'s source: it stopped reading because its
+ * destination does not take more (spilled, a send waiting in the kernel, a
+ * full pipe), or the source sent its FIN. Nothing would see it reset. Watch
+ * it with a multishot poll (io_uring reports POLLERR, POLLHUP and POLLRDHUP
+ * whatever the mask; data and room to write do not wake it): a reset then
+ * reaches the other side at once, as it would without hashlb between them,
+ * not once the destination reads again, nor never, the idle timeout closing
+ * the destination with a FIN after a truncated stream. Multishot, because a
+ * FIN leaves the socket reporting POLLRDHUP: a one-shot poll would end there
+ * and miss a reset that follows. The poll stays until the connection ends
+ * (conn_finish() removes it, an abort cancels it).
  */
 static void half_watch(struct worker *w, struct conn *c, int i)
 {
 	struct half *h = &c->h[i];
 	struct io_uring_sqe *sqe;
 
-	if (h->watch || h->watch_fin || h->recv_armed || h->eof || c->state != CONN_OPEN)
+	if (h->watch || h->watch_fin || h->recv_armed || c->state != CONN_OPEN)
 		return;
 	sqe = worker_sqe(w);
-	io_uring_prep_poll_add(sqe, c->fd[i], 0);
+	io_uring_prep_poll_multishot(sqe, c->fd[i], 0);
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_WATCH + i));
 	c->inflight++;
 	h->watch = true;
 }
 
-/* The watch of half <i>'s source fired with <res>. May free <c>. */
-static void half_watch_done(struct worker *w, struct conn *c, int i, int res)
+/*
+ * The watch of half <i>'s source fired with <res>; <more>: it stays armed.
+ * May free <c>.
+ */
+static void half_watch_done(struct worker *w, struct conn *c, int i, int res, bool more)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
 
-	c->h[i].watch = false;
+	if (!more)
+		c->h[i].watch = false;
 	if (res < 0)
 		return; /* cannot watch: a reset is found when it is read again, as before */
 	if (!(res & POLLERR)) {
-		/* its FIN: read in its turn; a poll armed again would fire at once */
-		c->h[i].watch_fin = true;
+		/* its FIN: read in its turn. A watch the kernel ended is not
+		 * armed again: it would fire at once, and again. */
+		if (!more)
+			c->h[i].watch_fin = true;
 		return;
 	}
 	getsockopt(c->fd[i], SOL_SOCKET, SO_ERROR, &err, &len);
 	conn_reset(w, c, i, err ? err : ECONNRESET); /* may free c */
+}
+
+/*
+ * The source of half <i> sent FIN and all it sent has been forwarded. While
+ * the other direction goes on, nothing reads that source any more: a watch
+ * tells whether it resets after its FIN (a close with data unread, or
+ * SO_LINGER 0), so that the other side is reset at once, as without hashlb
+ * between them, rather than left open until the idle timeout.
+ */
+static void half_finish(struct worker *w, struct conn *c, int i)
+{
+	if (half_done(&c->h[1 - i])) {
+		conn_finish(w, c);
+		return;
+	}
+	/* A plain syscall: IORING_OP_SHUTDOWN is punted to an io-wq thread,
+	 * which costs far more than the syscall itself. */
+	shutdown(c->fd[1 - i], SHUT_WR);
+	half_watch(w, c, i);
 }
 
 /* <n> bytes of half <i> delivered to its destination (buffers or splice). */
@@ -1493,10 +1524,12 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe)
 {
+	bool armed = cqe->flags & IORING_CQE_F_MORE; /* a multishot poll, still armed */
 	int res = cqe->res, i;
 	struct half *h;
 
-	c->inflight--;
+	if (!armed)
+		c->inflight--;
 	switch (op) {
 	case OP_CONNECT:
 		if (c->state == CONN_CLOSING)
@@ -1615,10 +1648,11 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 	case OP_WATCH:
 	case OP_WATCH_B:
 		if (c->state == CONN_CLOSING) {
-			c->h[op - OP_WATCH].watch = false;
+			if (!armed)
+				c->h[op - OP_WATCH].watch = false;
 			break;
 		}
-		half_watch_done(w, c, op - OP_WATCH, res); /* may free c */
+		half_watch_done(w, c, op - OP_WATCH, res, armed); /* may free c */
 		return;
 	case OP_POLL:
 	case OP_POLL_B:

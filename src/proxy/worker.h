@@ -34,8 +34,8 @@ enum op {
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
 	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
-	OP_WATCH, /* conn, half 0 stopped reading the client: its reset (half_watch()) */
-	OP_WATCH_B, /* conn, half 1 stopped reading the backend: its reset */
+	OP_WATCH, /* conn, half 0 not reading the client (full, or its FIN): its reset (half_watch()) */
+	OP_WATCH_B, /* conn, half 1 not reading the backend: its reset */
 	OP_MAX
 };
 #define OP_MASK 15ull
@@ -105,7 +105,7 @@ struct half {
 	/* MSG_MORE (see conn.c): the send in flight, the parked buffer, and data
 	 * the destination's socket holds back for what follows */
 	bool send_more : 1, pend_more : 1, corked : 1;
-	/* an OP_WATCH poll is in flight on the source; the source's FIN ended one */
+	/* an OP_WATCH multishot poll is armed on the source; the kernel ended one at its FIN */
 	bool watch : 1, watch_fin : 1;
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import select
 import selectors
 import signal
 import socket
@@ -375,6 +376,14 @@ def rst_close(s):
     s.close()
 
 
+def wait_key(d, key, timeout=5):
+    """Wait up to <timeout> s for another thread to set <key> in dict <d>: its value, or None."""
+    end = time.time() + timeout
+    while key not in d and time.time() < end:
+        time.sleep(0.05)
+    return d.get(key)
+
+
 def aborts_reach_the_other_side():
     """A side that resets makes hashlb reset the other side too, as it would be without hashlb
     between them: a FIN would pass a truncated upload or response off as complete."""
@@ -397,11 +406,7 @@ def aborts_reach_the_other_side():
     s.sendall(b"u" + b"x" * (1 * MiB - 1))
     time.sleep(0.3)
     rst_close(s)
-    for _ in range(100):
-        if "upload" in seen:
-            break
-        time.sleep(0.05)
-    n, how = seen.get("upload", (0, "nothing"))
+    n, how = wait_key(seen, "upload") or (0, "nothing")
     check(how == "RST", f"a client's abort mid-upload reaches the backend as a reset: {how} after {n} bytes")
     s = connect(lb.addr, timeout=10)
     s.sendall(b"d")
@@ -470,11 +475,7 @@ def resets_reach_a_side_that_stopped_reading():
               f"splice {splice}: the client's reset is seen while the backend does not read, "
               f"before the idle timeout: {[l for l in lb.log if 'msg=connection' in l]}")
         release.set()
-        for _ in range(100):
-            if "upload" in stalled:
-                break
-            time.sleep(0.05)
-        n, how = stalled.get("upload", (0, "nothing"))
+        n, how = wait_key(stalled, "upload") or (0, "nothing")
         check(how == "RST", f"splice {splice}: the backend that stopped reading sees a reset, "
                             f"not an upload that looks complete: {how} after {n} bytes")
         s = stall_then_reset(lb.addr, upload=False)
@@ -485,6 +486,61 @@ def resets_reach_a_side_that_stopped_reading():
                             f"not a response that looks complete: {how} after {n} bytes")
         s.close()
         check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
+def reset_after(s, timeout=5):
+    """Wait up to <timeout> s for the peer of <s>, which has sent its FIN already, to reset:
+    whether it did (poll reports an error on <s>)."""
+    p = select.poll()
+    p.register(s, select.POLLERR)
+    return any(ev & select.POLLERR for _, ev in p.poll(timeout * 1000))
+
+
+def resets_after_a_fin_reach_the_other_side():
+    """A side that sends its FIN and then resets (a close with data unread, or SO_LINGER 0)
+    has the other side reset too, at once, after it got every byte and the FIN, as without
+    hashlb between them. Before, nothing was read from a side after its FIN: its reset was
+    never seen, the other side kept the connection open until the idle timeout (300 s by
+    default), and the connection was logged as idle_timeout, or done."""
+    seen = {}
+
+    def handle(conn):
+        first = conn.recv(1)
+        if first == b"d":  # download: the response, its FIN, then a reset
+            conn.sendall(b"x" * 50000)
+            conn.shutdown(socket.SHUT_WR)
+            time.sleep(0.3)
+            rst_close(conn)
+            return
+        # upload: read it to the client's FIN, then wait for what follows
+        n, how = outcome(conn)
+        seen["upload"] = (n + 1, how, reset_after(conn))
+        conn.close()
+
+    addr, stop_backend = raw_backend(handle)
+    lb = Hashlb(config([("r", addr)], workers=1, extra="log_connections: true"))
+    fds = len(os.listdir(f"/proc/{lb.proc.pid}/fd"))
+    s = connect(lb.addr, timeout=10)
+    s.sendall(b"d")
+    n, how = outcome(s)
+    check((n, how) == (50000, "FIN"), f"download: the response and its FIN first: {how} after {n}")
+    check(reset_after(s), "download: the backend's reset after its FIN reaches the client")
+    check(lb.wait_log(r"end=backend_reset", timeout=2), "logged as backend_reset")
+    s.close()
+    s = connect(lb.addr, timeout=10)
+    s.sendall(b"u" + b"x" * 49999)
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(0.3)
+    rst_close(s)
+    got = wait_key(seen, "upload", timeout=8)
+    check(got == (50000, "FIN", True),
+          f"upload: the client's reset after its FIN reaches the backend: {got}")
+    check(lb.wait_log(r"end=client_reset", timeout=2), "logged as client_reset")
+    time.sleep(0.3)
+    left = len(os.listdir(f"/proc/{lb.proc.pid}/fd"))
+    check(left == fds, f"no descriptor left behind: {fds} before, {left} after")
+    check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
 
 
@@ -1177,6 +1233,7 @@ def connection_rate_raised():
 run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
+           resets_after_a_fin_reach_the_other_side,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
