@@ -435,6 +435,14 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 	conn_maybe_free(w, c);
 }
 
+/* SO_LINGER 0: the close of <fd> sends RST, not FIN. */
+static void sock_reset_on_close(int fd)
+{
+	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_linger, sizeof(abort_linger));
+}
+
 /*
  * Socket <side> (0 client, 1 backend) failed with errno <err>: abort. The
  * other side is reset too (SO_LINGER 0: its close sends RST, not FIN), as it
@@ -444,11 +452,8 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
  */
 static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 {
-	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
-
 	if (c->fd[1 - side] >= 0)
-		setsockopt(c->fd[1 - side], SOL_SOCKET, SO_LINGER, &abort_linger,
-			   sizeof(abort_linger));
+		sock_reset_on_close(c->fd[1 - side]);
 	c->err = (uint8_t)err;
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }
@@ -1700,6 +1705,20 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 	return true;
 }
 
+/*
+ * The drain deadline passed with <c> open. An established connection ends
+ * with a FIN, as the other timeouts do. A client not served yet (reading
+ * its PROXY header, connecting, queued) is reset: it never had a byte from
+ * a backend, and a FIN would tell it one answered with nothing and closed
+ * (its request, if it sent one, unread, its close would reset it anyway).
+ */
+static void conn_drain_close(struct worker *w, struct conn *c)
+{
+	if (c->state == CONN_HEADER || c->state == CONN_CONNECTING || c->state == CONN_QUEUED)
+		sock_reset_on_close(c->fd[0]);
+	conn_abort(w, c, CONN_END_DRAIN);
+}
+
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
@@ -1707,7 +1726,7 @@ void conn_idle_scan(struct worker *w)
 	for (c = w->conns.next; c != &w->conns; c = next) {
 		next = c->next;
 		if (w->draining && w->now_ms >= w->drain_deadline) {
-			conn_abort(w, c, CONN_END_DRAIN);
+			conn_drain_close(w, c);
 			continue;
 		}
 		if (c->state == CONN_HEADER &&

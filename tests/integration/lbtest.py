@@ -349,6 +349,19 @@ def read_to_eof(s, chunk=1 << 20):
         data += d
 
 
+def outcome(s, timeout=10):
+    """Read <s> to its end: (bytes read, "FIN" or "RST")."""
+    s.settimeout(timeout)
+    n = 0
+    try:
+        while True:
+            d = s.recv(1 << 16)
+            if not d:
+                return n, "FIN"
+            n += len(d)
+    except ConnectionResetError:
+        return n, "RST"
+
 def who(addr, src=None):
     """The name of the backend a client at <src> reaches, "" if closed without a greeting."""
     s = connect(addr, src)

@@ -17,8 +17,8 @@ import threading
 import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
-from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, read_line,
-                    read_to_eof, run_tests, serve_each, who)
+from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, outcome,
+                    read_line, read_to_eof, run_tests, serve_each, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -355,20 +355,6 @@ def raw_backend(handle):
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
     return f"127.0.0.1:{srv.getsockname()[1]}", serve_each(srv, handle)
-
-
-def outcome(s, timeout=10):
-    """Read <s> to its end: (bytes read, "FIN" or "RST")."""
-    s.settimeout(timeout)
-    n = 0
-    try:
-        while True:
-            d = s.recv(1 << 16)
-            if not d:
-                return n, "FIN"
-            n += len(d)
-    except ConnectionResetError:
-        return n, "RST"
 
 
 def rst_close(s):

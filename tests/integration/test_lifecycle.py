@@ -13,8 +13,8 @@ import sys
 import threading
 import time
 
-from lbtest import (HASHLB, Backend, Hashlb, check, config, connect, dead_port, read_line,
-                    run_tests, spawn, tmpfile, tmppath, who)
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port, outcome,
+                    read_line, run_tests, spawn, tmpfile, tmppath, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -154,6 +154,42 @@ def drain_timeout():
         d = b""
     check(d == b"", "the connection was closed")
     s.close()
+
+
+def drain_deadline_resets_the_unserved():
+    """At the drain deadline a client whose backend connect is still in flight, never
+    answered, is reset, whether or not it sent its request: before, it got a FIN when it had
+    sent nothing (as if a backend had answered with nothing and closed) and a reset when it
+    had (the kernel's, for its unread request). An established connection ends with a FIN,
+    after every byte, as the docs say."""
+    hole = BlackHole()  # its connects hang until the connect timeout, past the drain
+    extra = "log_connections: true\ntimeouts:\n  connect: 20s\n  drain: 1s"
+    text = config([("hole", hole.addr)], name="hole", extra=extra, workers=1)
+    text += config(BACKENDS, name="up", extra=extra).split("services:\n", 1)[1]
+    lb = Hashlb(text)
+    addr = {}
+    for l in lb.log:
+        m = re.search(r"msg=listening .*addr=(\S+):(\d+) service=(\w+)", l)
+        if m:
+            addr[m.group(3)] = (m.group(1), int(m.group(2)))
+    quiet = connect(addr["hole"], timeout=10)
+    asked = connect(addr["hole"], timeout=10)
+    asked.sendall(b"request\n")
+    served = connect(addr["up"], timeout=10)
+    check(read_line(served) in ("a", "b", "c"), "the established client is greeted")
+    time.sleep(0.3)
+    lb.proc.send_signal(signal.SIGTERM)
+    check(outcome(quiet) == (0, "RST"), "a connecting client that sent nothing is reset")
+    check(outcome(asked) == (0, "RST"), "a connecting client that sent its request is reset")
+    check(outcome(served) == (0, "FIN"), "an established client gets a FIN")
+    check(lb.stop() == 0, "exit 0")
+    ends = [re.search(r"service=(\w+).* end=(\w+)", l).groups() for l in lb.log
+            if "msg=connection" in l]
+    check(sorted(ends) == [("hole", "drain_timeout")] * 2 + [("up", "drain_timeout")],
+          f"all three logged as drain_timeout: {ends}")
+    for s in (quiet, asked, served):
+        s.close()
+    hole.close()
 
 
 def second_signal():
@@ -519,7 +555,8 @@ def socket_activation():
 
 
 run_tests([config_error_refused, admin_option_clash_refused,
-           default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout, second_signal,
+           default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
+           drain_deadline_resets_the_unserved, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt])
