@@ -485,8 +485,8 @@ def reset_after(s, timeout=5):
 
 def resets_after_a_fin_reach_the_other_side():
     """A side that sends its FIN and then resets (a close with data unread, or SO_LINGER 0)
-    has the other side reset too, at once, after it got every byte and the FIN, as without
-    hashlb between them. Before, nothing was read from a side after its FIN: its reset was
+    has the other side reset too, after it got every byte and the FIN, as without hashlb
+    between them (within a second: the idle scan arms the watch). Before, nothing was read from a side after its FIN: its reset was
     never seen, the other side kept the connection open until the idle timeout (300 s by
     default), and the connection was logged as idle_timeout, or done."""
     seen = {}
