@@ -458,6 +458,16 @@ static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }
 
+/* Cancel the request <ud> of a connection; its own CQE says when it ended. */
+static void conn_cancel(struct worker *w, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_cancel64(sqe, ud, 0);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
 /*
  * Close the connection once both directions are done; no request is left
  * but a timeout's, or the watches (half_watch()), removed here.
@@ -466,20 +476,15 @@ static void conn_finish(struct worker *w, struct conn *c)
 {
 	c->state = CONN_CLOSING;
 	c->end = CONN_END_DONE;
+	/* Their last CQEs (-ECANCELED) clear the flags and free c. A cancel,
+	 * not IORING_OP_POLL_REMOVE: that fails (-EALREADY) while a wake-up of
+	 * the poll is pending, as when it was armed in this same turn on a
+	 * socket past its FIN, and the poll, multishot, would stay for good. */
 	for (int i = 0; i < 2; i++) {
-		struct io_uring_sqe *sqe;
-
-		if (!c->h[i].watch)
-			continue;
-		/* Its last CQE (-ECANCELED) clears the flag and frees c. A
-		 * cancel, not IORING_OP_POLL_REMOVE: that fails (-EALREADY)
-		 * while a wake-up of the poll is pending, as when it was
-		 * armed in this same turn on a socket past its FIN, and the
-		 * poll, multishot, would stay for good. */
-		sqe = worker_sqe(w);
-		io_uring_prep_cancel64(sqe, ud_make(c, OP_WATCH + i), 0);
-		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-		io_uring_sqe_set_data64(sqe, 0);
+		if (c->h[i].watch)
+			conn_cancel(w, ud_make(c, OP_WATCH + i));
+		if (c->h[i].out_armed)
+			conn_cancel(w, ud_make(c, OP_OUT + i));
 	}
 	conn_maybe_free(w, c);
 }
@@ -489,13 +494,45 @@ static bool half_done(const struct half *h)
 	return h->eof && h->send_bid == BUF_NONE;
 }
 
+/*
+ * Half <i> waits for <events> on <fd>: its source readable (POLLIN, spliced)
+ * or its destination's room (POLLOUT). A one-shot poll; but io_uring
+ * reports POLLRDHUP whatever the mask, so once the destination has sent its
+ * FIN such a poll ends at once, and polled again it would end at once again:
+ * a worker spinning at full CPU for as long as a client that half-closed
+ * (or a backend) reads slowly. Then half_out_arm() waits for the room.
+ */
 static void half_poll(struct worker *w, struct conn *c, int i, int fd, unsigned int events)
 {
-	struct io_uring_sqe *sqe = worker_sqe(w);
+	struct half *h = &c->h[i];
+	struct io_uring_sqe *sqe;
 
+	h->poll_out = events == POLLOUT;
+	if (h->poll_out && h->out_armed) {
+		h->out_wait = true; /* the multishot poll reports the next room */
+		return;
+	}
+	sqe = worker_sqe(w);
 	io_uring_prep_poll_add(sqe, fd, events);
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_POLL + i));
 	c->inflight++;
+}
+
+/*
+ * Half <i>'s destination sent its FIN, and it waits for room on it: a
+ * multishot poll, armed until the connection ends, reports each time room
+ * comes (a wake-up for room, after a send found none); those that report
+ * only the FIN are passed over.
+ */
+static void half_out_arm(struct worker *w, struct conn *c, int i)
+{
+	struct io_uring_sqe *sqe = worker_sqe(w);
+
+	io_uring_prep_poll_multishot(sqe, c->fd[1 - i], POLLOUT);
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_OUT + i));
+	c->inflight++;
+	c->h[i].out_armed = true;
+	c->h[i].out_wait = true;
 }
 
 /*
@@ -1114,7 +1151,6 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	c->claimed = true;
 	c->fd[1] = fd;
 	c->tries++;
-	c->timed_out = false;
 	c->ts.tv_sec = snap->connect_timeout_ms / 1000;
 	c->ts.tv_nsec = (long long)(snap->connect_timeout_ms % 1000) * 1000000;
 
@@ -1127,9 +1163,12 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	sqe->flags |= IOSQE_IO_LINK;
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_CONNECT));
 	sqe = worker_sqe(w);
+	/* Not counted in c->inflight, and not naming c: its CQE (it fired, or
+	 * it was cancelled as the connect ended) may come after c is freed.
+	 * The timespec is read as the SQE is submitted, c alive then. */
 	io_uring_prep_link_timeout(sqe, &c->ts, 0);
-	io_uring_sqe_set_data64(sqe, ud_make(c, OP_CONNECT_TIMEOUT));
-	c->inflight += 2;
+	io_uring_sqe_set_data64(sqe, 0);
+	c->inflight++;
 	return true;
 }
 
@@ -1541,6 +1580,15 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	conn_no_backend(w, c, snap);
 }
 
+/* A report of room on half <i>'s destination: pump or flush what waits. May free <c>. */
+static void half_room(struct worker *w, struct conn *c, int i)
+{
+	if (c->h[i].spliced)
+		half_splice_pump(w, c, i);
+	else
+		half_spill_flush(w, c, i);
+}
+
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe)
 {
 	bool armed = cqe->flags & IORING_CQE_F_MORE; /* a multishot poll, still armed */
@@ -1555,8 +1603,6 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			break;
 		conn_connect_done(w, c, res);
 		return;
-	case OP_CONNECT_TIMEOUT:
-		break;
 	case OP_RECV:
 	case OP_RECV_B: {
 		uint16_t bid = BUF_NONE;
@@ -1682,10 +1728,34 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			conn_abort(w, c, CONN_END_ERROR);
 			return;
 		}
-		if (c->h[op - OP_POLL].spliced)
-			half_splice_pump(w, c, op - OP_POLL); /* may free c */
-		else
-			half_spill_flush(w, c, op - OP_POLL); /* may free c */
+		i = op - OP_POLL;
+		if (c->h[i].poll_out && !(res & (POLLOUT | POLLERR | POLLHUP))) {
+			half_out_arm(w, c, i); /* the destination's FIN, no room */
+			return;
+		}
+		half_room(w, c, i); /* may free c */
+		return;
+	case OP_OUT:
+	case OP_OUT_B:
+		h = &c->h[op - OP_OUT];
+		if (!armed)
+			h->out_armed = false;
+		if (c->state == CONN_CLOSING)
+			break;
+		if (!h->out_wait)
+			return; /* room it does not wait for now */
+		if (res < 0) { /* ended, and not by us */
+			c->err = (uint8_t)-res;
+			conn_abort(w, c, CONN_END_ERROR);
+			return;
+		}
+		if (res & (POLLOUT | POLLERR | POLLHUP)) {
+			h->out_wait = false;
+			half_room(w, c, op - OP_OUT); /* may free c */
+		} else if (!armed) { /* ended with no room: poll again */
+			h->out_wait = false;
+			half_poll(w, c, op - OP_OUT, c->fd[1 - (op - OP_OUT)], POLLOUT);
+		}
 		return;
 	default:
 		break;

@@ -24,7 +24,6 @@ enum op {
 	OP_IGNORE = 0,
 	OP_ACCEPT, /* wlistener: multishot accept */
 	OP_CONNECT, /* conn */
-	OP_CONNECT_TIMEOUT, /* conn: the timeout linked to the connect */
 	OP_RECV, /* conn, half 0: from the client */
 	OP_RECV_B, /* conn, half 1: from the backend */
 	OP_SEND, /* conn, half 0: to the backend */
@@ -36,6 +35,8 @@ enum op {
 	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
 	OP_WATCH, /* conn, half 0 not reading the client (full, or its FIN): its reset (half_watch()) */
 	OP_WATCH_B, /* conn, half 1 not reading the backend: its reset */
+	OP_OUT, /* conn, half 0: room on the backend, which sent its FIN (half_poll()) */
+	OP_OUT_B, /* conn, half 1: room on the client, which sent its FIN */
 	OP_MAX
 };
 #define OP_MASK 15ull
@@ -107,6 +108,9 @@ struct half {
 	bool send_more : 1, pend_more : 1, corked : 1;
 	/* an OP_WATCH multishot poll is armed on the source; the kernel ended one at its FIN */
 	bool watch : 1, watch_fin : 1;
+	/* the OP_POLL in flight waits for room on the destination; an OP_OUT
+	 * multishot poll is armed on it; the half waits for its next report */
+	bool poll_out : 1, out_armed : 1, out_wait : 1;
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */
 	union {
@@ -170,7 +174,6 @@ struct conn {
 	uint8_t end : 5; /* enum conn_end, set when it starts closing */
 	uint8_t tries; /* connects started */
 	uint8_t err; /* errno behind <end>, 0 if none */
-	bool timed_out : 1; /* the connect timeout fired */
 	bool established : 1; /* counted in the backend's established */
 	bool claimed : 1; /* holds a claim on c->be (hlb_backend_claim()) */
 	bool nonblock : 1; /* both sockets O_NONBLOCK (set when a direction is spliced) */

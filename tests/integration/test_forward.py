@@ -530,6 +530,82 @@ def resets_after_a_fin_reach_the_other_side():
     stop_backend()
 
 
+def read_count(s, n=None):
+    """Read <s> until <n> bytes (None: its FIN): how many came."""
+    got = 0
+    while n is None or got < n:
+        d = s.recv(min(1 << 20, n - got) if n else 1 << 20)
+        if not d:
+            break
+        got += len(d)
+    return got
+
+
+def half_closed_slow_reader_no_spin():
+    """A side that sent its FIN and then reads slowly (a client that sends its request and
+    shuts down writing, then downloads at its own pace; or a backend that answers and closes its
+    side, then reads an upload slowly): while its socket is full, hashlb waits for room without
+    spinning, on buffers and on splice, and every byte arrives. Before, io_uring's poll, which
+    reports the FIN whatever the mask, ended at once each time it was armed: a worker at full
+    CPU for as long as the reader was stalled."""
+    total = 48 * MiB
+    for args in ((), ("--splice-after", "off")):
+        mode = "buffers" if args else "splice"
+        seen = {}
+
+        def handle(conn):
+            conn.settimeout(20)
+            if conn.recv(1) == b"d":  # download: all of it, then FIN
+                try:
+                    conn.sendall(b"x" * total)
+                except OSError:
+                    pass
+                conn.close()
+                return
+            conn.shutdown(socket.SHUT_WR)  # upload: our FIN first, then read slowly
+            got = read_count(conn, MiB)
+            seen["stalled"] = True
+            time.sleep(2.0)
+            seen["upload"] = got + read_count(conn)
+            conn.close()
+
+        addr, stop_backend = raw_backend(handle)
+        lb = Hashlb(config([("r", addr)], workers=1), args=args)
+        s = connect(lb.addr, timeout=20)
+        s.sendall(b"d")
+        s.shutdown(socket.SHUT_WR)
+        got = read_count(s, MiB)
+        time.sleep(0.3)  # the rest fills the sockets, then hashlb waits for room
+        c0 = lb.cpu_seconds()
+        time.sleep(1.5)
+        used = lb.cpu_seconds() - c0
+        got += read_count(s)
+        s.close()
+        check(got == total, f"{mode}: the whole download after the stall: {got} of {total}")
+        check(used < 0.5, f"{mode}: no spin while a client that half-closed is full: "
+              f"{used:.2f} CPU seconds in 1.5 s")
+
+        s = connect(lb.addr, timeout=20)
+        s.sendall(b"u")
+        check(s.recv(1) == b"", f"{mode}: the backend's FIN reaches the client")
+        sender = threading.Thread(target=lambda: (s.sendall(b"y" * total),
+                                                  s.shutdown(socket.SHUT_WR)), daemon=True)
+        sender.start()
+        wait_key(seen, "stalled", timeout=10)
+        time.sleep(0.3)
+        c0 = lb.cpu_seconds()
+        time.sleep(1.5)
+        used = lb.cpu_seconds() - c0
+        sender.join(20)
+        up = wait_key(seen, "upload", timeout=20)
+        s.close()
+        check(up == total, f"{mode}: the whole upload after the stall: {up} of {total}")
+        check(used < 0.5, f"{mode}: no spin while a backend that half-closed is full: "
+              f"{used:.2f} CPU seconds in 1.5 s")
+        check(lb.stop() == 0, "hashlb exits 0")
+        stop_backend()
+
+
 def urgent_byte_on_a_spliced_stream():
     """A byte sent MSG_OOB in a stream already moved to splice: splice() stops at the urgent
     mark while poll() says readable. hashlb steps over it (the urgent byte is dropped, as on
@@ -1219,7 +1295,7 @@ def connection_rate_raised():
 run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
-           resets_after_a_fin_reach_the_other_side,
+           resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
