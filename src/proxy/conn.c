@@ -82,6 +82,8 @@
 #define SPLICE_LEN (1u << 20)
 /* Read-write rounds of one direction per readiness, then it polls again (fairness). */
 #define SPLICE_ROUNDS 4
+/* A connect in flight this long at an idle scan has its client watched (client_watch()). */
+#define CONNECT_WATCH_US 100000u
 
 static struct conn *conn_alloc(struct worker *w)
 {
@@ -366,32 +368,48 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 }
 
 /*
- * While <c> waits in the queue, a poll on its client tells whether the
- * client leaves: a reset (POLLERR, POLLHUP), or, with abort_on_close, its
- * FIN (POLLRDHUP). Data the client sends does not wake it.
+ * While <c> is not served yet, waiting in the queue or on a connect that
+ * takes long (one still in flight at the idle scan, or a retry after a
+ * connect timeout), a poll on its client tells whether the client leaves:
+ * a reset (POLLERR, POLLHUP), or, with abort_on_close, its FIN (POLLRDHUP).
+ * Data the client sends does not wake it. A reset that came before the poll was armed is reported at
+ * once. The poll stays armed from the queue through the connects that
+ * follow, until one is established (client_unwatch()) or the connection
+ * is aborted. Not armed for a connect that completes before the scan: the
+ * connection per request pays no SQE for it.
  */
-static void queue_watch(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
+static void client_watch(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
 {
-	struct io_uring_sqe *sqe = worker_sqe(w);
+	struct io_uring_sqe *sqe;
 
+	/* After its FIN, only to drop it from the queue (abort_on_close): the poll fires at once */
+	if (c->watch || (c->watch_fin && !(c->state == CONN_QUEUED && snap->abort_on_close)))
+		return;
+	sqe = worker_sqe(w);
 	io_uring_prep_poll_add(sqe, c->fd[0], snap->abort_on_close ? POLLRDHUP : 0);
-	io_uring_sqe_set_data64(sqe, ud_make(c, OP_QUEUE_WATCH));
+	io_uring_sqe_set_data64(sqe, ud_make(c, OP_CLIENT_WATCH));
 	c->inflight++;
 	c->watch = true;
 }
 
-/* Take <c> off the worker's queue; *<pp> points to it. */
+/* <c> is served: remove its client watch, if armed. Its CQE (-ECANCELED) clears c->watch. */
+static void client_unwatch(struct worker *w, struct conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!c->watch)
+		return;
+	sqe = worker_sqe(w);
+	io_uring_prep_poll_remove(sqe, ud_make(c, OP_CLIENT_WATCH));
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+}
+
+/* Take <c> off the worker's queue; *<pp> points to it. Its client watch stays armed. */
 static void queue_unlink(struct worker *w, struct conn **pp)
 {
 	struct conn *c = *pp;
 
-	if (c->watch) { /* its CQE (-ECANCELED) clears c->watch */
-		struct io_uring_sqe *sqe = worker_sqe(w);
-
-		io_uring_prep_poll_remove(sqe, ud_make(c, OP_QUEUE_WATCH));
-		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-		io_uring_sqe_set_data64(sqe, 0);
-	}
 	*pp = c->qnext;
 	if (w->queue_tail == &c->qnext)
 		w->queue_tail = pp;
@@ -921,34 +939,37 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	*w->queue_tail = c;
 	w->queue_tail = &c->qnext;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
-	if (!c->watch) /* still set: a removal in flight, re-armed when it completes */
-		queue_watch(w, c, snap);
+	client_watch(w, c, snap); /* armed already if it came back from a retry */
 }
 
-/* The queue watch of <c> completed with <res>. May free <c>. */
-static void conn_queue_watch_done(struct worker *w, struct conn *c, int res)
+/* The client watch of <c> completed with <res>. May free <c>. */
+static void conn_client_watch_done(struct worker *w, struct conn *c, int res)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
 
 	c->watch = false;
-	if (c->state != CONN_QUEUED) { /* removed as it left the queue, or fired as it did */
+	if (c->state != CONN_QUEUED && c->state != CONN_CONNECTING) {
+		/* removed once served, or fired as it was: a reset is read there */
 		conn_maybe_free(w, c);
 		return;
 	}
-	if (res == -ECANCELED) { /* removed as it left, but it is back in the queue */
-		queue_watch(w, c, hlb_service_snapshot(c->svc));
+	if (res < 0)
+		return; /* cannot watch: it waits for its turn or its connect, as without the watch */
+	/* Its FIN alone (io_uring always reports POLLRDHUP): a client that
+	 * sent its request and half-closed keeps its place and its connect,
+	 * unless abort_on_close drops it from the queue. Not watched any more
+	 * (the poll would fire again at once): a reset after that is found at
+	 * its turn, or when its connect ends. */
+	if (!(res & (POLLERR | POLLHUP)) &&
+	    (c->state != CONN_QUEUED || !hlb_service_snapshot(c->svc)->abort_on_close)) {
+		c->watch_fin = true;
 		return;
 	}
-	if (res < 0)
-		return; /* cannot watch: it waits for its turn, as without the watch */
-	/* Its FIN alone (io_uring always reports POLLRDHUP): without
-	 * abort_on_close a client that sent its request and half-closed keeps
-	 * its place. Not watched any more (the poll would fire again at once):
-	 * a reset after that is found at its turn. */
-	if (!(res & (POLLERR | POLLHUP)) && !hlb_service_snapshot(c->svc)->abort_on_close)
-		return;
-	hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
+	if (c->state == CONN_QUEUED)
+		hlb_stat_add(&c->svc->wstats[w->id].queue_aborts, 1);
+	/* While connecting, the abort cancels the connect and closes its
+	 * socket: the backend gets no connection for a client that left. */
 	if (res & (POLLERR | POLLHUP)) {
 		getsockopt(c->fd[0], SOL_SOCKET, SO_ERROR, &err, &len);
 		conn_reset(w, c, 0, err ? err : ECONNRESET);
@@ -1526,6 +1547,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		}
 	}
 	if (res == 0) {
+		client_unwatch(w, c);
 		c->connect_us = worker_clock_us() - c->connect_us;
 		c->state = CONN_OPEN;
 		c->established = true;
@@ -1574,6 +1596,11 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	} else if (conn_connect(w, c, snap, failed)) {
 		hlb_stat_add(&bs->retries, 1);
 		hlb_backend_unref(failed);
+		/* After a timeout the next may take as long: watch now, not at
+		 * the scan. A refused connect was quick, as the next most likely
+		 * is: the scan watches it if not. */
+		if (c->err == ETIMEDOUT)
+			client_watch(w, c, snap);
 		return;
 	}
 	hlb_backend_unref(failed);
@@ -1707,8 +1734,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			break;
 		conn_header_ready(w, c, res); /* may free c */
 		return;
-	case OP_QUEUE_WATCH:
-		conn_queue_watch_done(w, c, res); /* may free c */
+	case OP_CLIENT_WATCH:
+		conn_client_watch_done(w, c, res); /* may free c */
 		return;
 	case OP_WATCH:
 	case OP_WATCH_B:
@@ -1806,6 +1833,7 @@ static void conn_drain_close(struct worker *w, struct conn *c)
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
+	uint32_t now_us = worker_clock_us();
 
 	for (c = w->conns.next; c != &w->conns; c = next) {
 		next = c->next;
@@ -1813,8 +1841,11 @@ void conn_idle_scan(struct worker *w)
 			conn_drain_close(w, c);
 			continue;
 		}
-		if (c->state == CONN_HEADER &&
-		    (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) /* no header in time */
+		if (c->state == CONN_CONNECTING && c->fd[1] >= 0 &&
+		    now_us - c->connect_us >= CONNECT_WATCH_US) /* a connect that takes long */
+			client_watch(w, c, hlb_service_snapshot(c->svc));
+		else if (c->state == CONN_HEADER &&
+			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) /* no header in time */
 			conn_bad_header(w, c);
 		else if (c->state == CONN_OPEN && c->idle_ms &&
 			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms)

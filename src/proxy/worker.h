@@ -32,7 +32,8 @@ enum op {
 	OP_HEADER, /* conn: the client readable while its PROXY header is awaited */
 	OP_POLL, /* conn, half 0 spliced: readiness of the client (in) or the backend (out) */
 	OP_POLL_B, /* conn, half 1 spliced: readiness of the backend (in) or the client (out) */
-	OP_QUEUE_WATCH, /* conn, queued: the client reset (or closed, abort_on_close) */
+	/* conn, queued or its connect slow: the client reset (or closed, abort_on_close) */
+	OP_CLIENT_WATCH,
 	OP_WATCH, /* conn, half 0 not reading the client (full, or its FIN): its reset (half_watch()) */
 	OP_WATCH_B, /* conn, half 1 not reading the backend: its reset */
 	OP_OUT, /* conn, half 0: room on the backend, which sent its FIN (half_poll()) */
@@ -191,7 +192,9 @@ struct conn {
 	uint32_t start_ms; /* accepted, worker_clock_fine_ms() */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
 	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
-	bool watch : 1; /* an OP_QUEUE_WATCH poll is in flight on the client */
+	bool watch : 1; /* an OP_CLIENT_WATCH poll is in flight on the client */
+	/* that watch ended at the client's FIN: not armed again (it would fire at once) */
+	bool watch_fin : 1;
 	bool per_client : 1; /* counted in svc->clients under the <client> address */
 	bool local_fail : 1; /* the last connect failed for want of our own socket */
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */

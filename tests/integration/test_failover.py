@@ -237,6 +237,58 @@ def client_reset_while_connecting():
     black.close()
 
 
+def client_reset_while_connecting_frees_its_slot():
+    """A client that resets while its connect waits on a backend that never answers is let go
+    within about a second (the worker's scan then watches the connects still in flight), not
+    at the connect timeout: its place under max_connections is free for a new client, its
+    line logged as client_reset after its one attempt, and the backend, once it answers, gets
+    no connection for it (the connect is abandoned). Before, the given-up client held its
+    place for the whole connect timeout, and the backend then got a connection reset at once."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    hole = BlackHole()
+    lb = Lb(ctl_config([("b", hole.addr)], health="enabled: false", workers=1,
+                       extra="max_connections: 2\nconnect_retries: 0\nlog_connections: true\n"
+                             "timeouts:\n  connect: 20s"))
+    gone = [connect(lb.addr, client_ip(i), timeout=5) for i in (1, 2)]
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 2),
+          "two clients wait on the backend that does not answer: the cap is reached")
+    t0 = time.time()
+    for s in gone:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    took = lb.wait(lambda: sum("end=client_reset" in l and "attempts=1 " in l
+                               for l in lb.log) == 2, timeout=8)
+    check(took is not None, "both let go as client_reset after one attempt, long before the "
+          f"20 s connect timeout: {[l for l in lb.log if 'msg=connection' in l]}")
+    check(metric_sum(lb, "hashlb_service_active_connections") == 0, "their places are free")
+    # the backend answers again: nothing of the clients that left reaches it
+    fillers = {f.getsockname() for f in hole.fillers}
+    hole.sock.settimeout(0.2)
+    strays = []
+    while time.time() < t0 + 9:  # SYNs are sent again 1, 3 and 7 s after the first
+        try:
+            a, peer = hole.sock.accept()
+        except socket.timeout:
+            continue
+        if peer not in fillers:
+            strays.append(peer)
+        a.close()
+    check(not strays, f"the backend gets no connection for a client that left: {strays}")
+    s = connect(lb.addr, client_ip(3), timeout=5)
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 1) and
+          metric_sum(lb, "hashlb_service_rejected_total") == 0,
+          "a new client takes a freed place, none rejected")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 0),
+          "and leaves the same way")
+    check(lb.stop() == 0, "exit 0")
+    hole.close()
+
+
 def source_address():
     """source: backend connections and health checks leave from the service's source address;
     a reload to an address this host does not have is refused (the old config keeps serving),
@@ -568,5 +620,6 @@ def queued_clients_of_a_removed_service():
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
+           client_reset_while_connecting_frees_its_slot,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave,
            queued_clients_of_a_removed_service, source_address])
