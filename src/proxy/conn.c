@@ -120,6 +120,27 @@ void conn_cache_free(struct worker *w)
 	w->free_conns = NULL;
 }
 
+/* SO_LINGER 0: the close of <fd> sends RST, not FIN. */
+static void sock_reset_on_close(int fd)
+{
+	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_linger, sizeof(abort_linger));
+}
+
+/*
+ * Close client socket <fd> that hashlb gives up on before any backend
+ * served it: with a reset (SO_LINGER 0), never a FIN, which would tell the
+ * client that a backend answered with nothing and closed. A plain close
+ * sent either, as it happened: a FIN if the client had sent nothing yet,
+ * the kernel's reset if its request was there, unread.
+ */
+static void client_refuse(struct worker *w, int fd)
+{
+	sock_reset_on_close(fd);
+	worker_close_fd(w, fd);
+}
+
 static struct conn *conn_of_half(struct half *h)
 {
 	return (struct conn *)((char *)(h - h->idx) - offsetof(struct conn, h));
@@ -429,6 +450,10 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	if (c->state == CONN_CLOSING)
 		return;
+	/* Not served yet (reading its PROXY header, connecting, queued):
+	 * whatever the end, the client is reset (client_refuse()). */
+	if (c->state != CONN_OPEN)
+		sock_reset_on_close(c->fd[0]);
 	if (c->state == CONN_QUEUED) { /* rare (shutdown past the drain): a scan will do */
 		struct conn **pp = &w->queue_head;
 
@@ -451,14 +476,6 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 		}
 	}
 	conn_maybe_free(w, c);
-}
-
-/* SO_LINGER 0: the close of <fd> sends RST, not FIN. */
-static void sock_reset_on_close(int fd)
-{
-	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
-
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_linger, sizeof(abort_linger));
 }
 
 /*
@@ -1195,8 +1212,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 
 /*
  * A connection for client socket <fd> of <svc>: counted against
- * max_connections (over it: closed and counted), allocated and linked. On
- * failure <fd> is closed and NULL returned.
+ * max_connections (over it: reset and counted), allocated and linked. On
+ * failure <fd> is closed with a reset (client_refuse()) and NULL returned.
  */
 static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 			     const struct hlb_snapshot *snap, int fd)
@@ -1207,13 +1224,13 @@ static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 	if (snap->max_connections && active > snap->max_connections) {
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		hlb_stat_add(&svc->wstats[w->id].rejected, 1);
-		worker_close_fd(w, fd);
+		client_refuse(w, fd);
 		return NULL;
 	}
 	c = conn_alloc(w);
 	if (!c) {
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
-		worker_close_fd(w, fd);
+		client_refuse(w, fd);
 		return NULL;
 	}
 	memset(c, 0, sizeof(*c));
@@ -1345,12 +1362,12 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	svc = atomic_load_explicit(&wl->l->svc, memory_order_acquire);
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
 	if (!snap) {
-		worker_close_fd(w, fd);
+		client_refuse(w, fd);
 		return;
 	}
 	if (snap->proxy_from && proxy_sender_trusted(fd, snap) == 0) {
 		hlb_stat_add(&svc->wstats[w->id].untrusted, 1);
-		worker_close_fd(w, fd);
+		client_refuse(w, fd);
 		return;
 	}
 	if (snap->max_conn_rate) {
@@ -1816,20 +1833,6 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 	return true;
 }
 
-/*
- * The drain deadline passed with <c> open. An established connection ends
- * with a FIN, as the other timeouts do. A client not served yet (reading
- * its PROXY header, connecting, queued) is reset: it never had a byte from
- * a backend, and a FIN would tell it one answered with nothing and closed
- * (its request, if it sent one, unread, its close would reset it anyway).
- */
-static void conn_drain_close(struct worker *w, struct conn *c)
-{
-	if (c->state == CONN_HEADER || c->state == CONN_CONNECTING || c->state == CONN_QUEUED)
-		sock_reset_on_close(c->fd[0]);
-	conn_abort(w, c, CONN_END_DRAIN);
-}
-
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
@@ -1837,8 +1840,10 @@ void conn_idle_scan(struct worker *w)
 
 	for (c = w->conns.next; c != &w->conns; c = next) {
 		next = c->next;
+		/* an established connection ends with a FIN, as with the other
+		 * timeouts; one not served yet is reset (conn_abort()) */
 		if (w->draining && w->now_ms >= w->drain_deadline) {
-			conn_drain_close(w, c);
+			conn_abort(w, c, CONN_END_DRAIN);
 			continue;
 		}
 		if (c->state == CONN_CONNECTING && c->fd[1] >= 0 &&

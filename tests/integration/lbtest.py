@@ -362,9 +362,26 @@ def outcome(s, timeout=10):
     except ConnectionResetError:
         return n, "RST"
 
+def connect_outcome(addr, src=None):
+    """A client from <src> that sends nothing, read to its end: outcome(). A reset may come
+    before connect() returns (a client refused at once): (0, "RST") then too."""
+    try:
+        s = connect(addr, src)
+    except ConnectionResetError:
+        return 0, "RST"
+    try:
+        return outcome(s)
+    finally:
+        s.close()
+
+
 def who(addr, src=None):
-    """The name of the backend a client at <src> reaches, "" if closed without a greeting."""
-    s = connect(addr, src)
+    """The name of the backend a client at <src> reaches, "" if closed without a greeting
+    (a client refused is reset, which may come before connect() returns)."""
+    try:
+        s = connect(addr, src)
+    except ConnectionResetError:
+        return ""
     try:
         return read_line(s)
     except (ConnectionError, socket.timeout):

@@ -11,8 +11,8 @@ import threading
 import time
 from collections import Counter
 
-from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, config, connect, dead_port, lookup,
-                    read_line, read_to_eof, run_tests, who)
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, config, connect, connect_outcome,
+                    dead_port, lookup, outcome, read_line, read_to_eof, run_tests, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -164,20 +164,15 @@ def retry_after_slow_start_admits():
 
 
 def all_backends_down():
-    """Every backend refuses: the client's connection is closed promptly, no hang."""
+    """Every backend refuses: the client's connection is reset promptly, no hang."""
     cfg = config([(n, f"127.0.0.1:{dead_port()}") for n in "abc"],
                  extra="connect_retries: 2\ntimeouts:\n  connect: 1s")
     lb = Hashlb(cfg)
     for i in range(5):
-        s = connect(lb.addr, src=client_ip(i), timeout=5)
         t0 = time.time()
-        try:
-            d = s.recv(10)
-        except ConnectionError:
-            d = b""
+        got = connect_outcome(lb.addr, client_ip(i))
         el = time.time() - t0
-        s.close()
-        check(d == b"" and el < 1.0, f"closed after {el:.2f}s with {d!r}")
+        check(got == (0, "RST") and el < 1.0, f"{got} after {el:.2f}s")
     lb.stop()
 
 
@@ -287,6 +282,49 @@ def client_reset_while_connecting_frees_its_slot():
           "and leaves the same way")
     check(lb.stop() == 0, "exit 0")
     hole.close()
+
+
+def unserved_clients_are_reset():
+    """A client hashlb gives up on before any backend served it is reset, whether or not it
+    sent its request: every connect failed (connect_failed), no backend to try (no_backend),
+    no room within timeouts.queue (queue_timeout). Before, it got a FIN when it had sent
+    nothing, as if a backend had answered with nothing and closed, and a reset (the
+    kernel's, for the unread bytes) when it had: which one depended on timing."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    def ends(lb, ip):
+        lb.wait_log(rf"msg=connection .*client={ip}:")
+        return [l.rsplit("end=", 1)[1].split()[0] for l in lb.log if f"client={ip}:" in l]
+
+    lb = Hashlb(config([("x", f"127.0.0.1:{dead_port()}")],
+                       extra="connect_retries: 0\nlog_connections: true"))
+    check(connect_outcome(lb.addr, client_ip(1)) == (0, "RST") and
+          ends(lb, client_ip(1)) == ["connect_failed"], "connect_failed: reset")
+    check(lb.stop() == 0, "exit 0")
+
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="log_connections: true", workers=1))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "a holds its one connection")
+    check(connect_outcome(lb.addr, client_ip(2)) == (0, "RST") and
+          ends(lb, client_ip(2)) == ["no_backend"], "no_backend: reset")
+    holder.close()
+    check(lb.stop() == 0, "exit 0")
+
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="log_connections: true\ntimeouts:\n  queue: 300ms", workers=1))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "a holds its one connection")
+    quiet = connect(lb.addr, client_ip(2))
+    asked = connect(lb.addr, client_ip(3))
+    asked.sendall(b"request\n")
+    for s, ip, what in ((quiet, client_ip(2), "sent nothing"), (asked, client_ip(3), "asked")):
+        check(outcome(s) == (0, "RST") and ends(lb, ip) == ["queue_timeout"],
+              f"queue_timeout, a client that {what}: reset")
+        s.close()
+    holder.close()
+    check(lb.stop() == 0, "exit 0")
 
 
 def source_address():
@@ -467,7 +505,8 @@ def backend_queue():
           "the first waiting client is served once the holder left, its bytes intact")
     check(metric_sum(lb, "hashlb_service_queued") == 1, "the second one still waits")
     t0 = time.time()
-    check(read_line(waiting[1]) == "", "the second one is closed when its queue timeout passes")
+    check(outcome(waiting[1]) == (0, "RST"),
+          "the second one is reset when its queue timeout passes")
     check(metric_sum(lb, "hashlb_service_queue_timeouts_total") == 1 and
           metric_sum(lb, "hashlb_service_queued_total") == 2 and
           metric_sum(lb, "hashlb_service_queued") == 0,
@@ -601,13 +640,8 @@ def queued_clients_of_a_removed_service():
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload: service t renamed u: {se}")
     holder.close()  # room on the removed service's backend
-    got = []
-    for s in waiting:
-        try:
-            got.append(read_line(s))
-        except (ConnectionError, socket.timeout) as e:
-            got.append(repr(e))
-    check(got == ["", ""], f"the waiting clients are closed, not served by t's backend: {got}")
+    got = [outcome(s) for s in waiting]
+    check(got == [(0, "RST")] * 2, f"the waiting clients are reset, not served by t's backend: {got}")
     check(lb.wait(lambda: sum(f"client={client_ip(2 + i)}:" in l and "end=no_backend" in l
                               for i in range(2) for l in lb.log) == 2),
           "logged as no_backend")
@@ -620,6 +654,6 @@ def queued_clients_of_a_removed_service():
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
-           client_reset_while_connecting_frees_its_slot,
+           client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave,
            queued_clients_of_a_removed_service, source_address])

@@ -17,8 +17,8 @@ import threading
 import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
-from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, outcome,
-                    read_line, read_to_eof, run_tests, serve_each, who)
+from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, connect_outcome,
+                    outcome, read_line, read_to_eof, run_tests, serve_each, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -279,19 +279,14 @@ def concurrent_1000():
 
 
 def max_connections():
-    """Over max_connections, a new connection is closed at once; below, served again."""
+    """Over max_connections, a new connection is reset at once; below, served again."""
     lb = Hashlb(config(BACKENDS, extra="max_connections: 5"))
     socks = [connect(lb.addr) for _ in range(5)]
     names = [read_line(s) for s in socks]
     check(all(n in ("a", "b", "c") for n in names), "the first 5 connections are served")
-    extra = connect(lb.addr)
     t0 = time.time()
-    try:
-        d = extra.recv(10)
-    except ConnectionError:
-        d = b""
-    check(d == b"" and time.time() - t0 < 2, "the 6th connection is closed at once")
-    extra.close()
+    got = connect_outcome(lb.addr)
+    check(got == (0, "RST") and time.time() - t0 < 2, f"the 6th connection is reset at once: {got}")
     socks.pop().close()
     time.sleep(0.2)
     s = connect(lb.addr)
@@ -1123,6 +1118,29 @@ def allow_and_deny_clients():
     check(lb.stop() == 0, "exit 0")
 
 
+def refused_clients_are_reset():
+    """A client refused before any backend serves it is reset, not sent a FIN as if a backend
+    had answered with nothing and closed: over max_connections, outside allow_clients, over
+    max_connections_per_client, and a sender not in accept_proxy_from (HAProxy resets those
+    its tcp-request connection rules reject). Before, a plain close sent a FIN to a client that
+    had sent nothing yet, and the kernel's reset to one whose request was there, unread."""
+    held = []
+    for extra, src in (("max_connections: 1", "127.0.4.1"),
+                       ("allow_clients: [127.0.4.0/24]", "127.0.5.1"),
+                       ("max_connections_per_client: 1", "127.0.4.1"),
+                       ("accept_proxy: true\naccept_proxy_from: [127.0.4.2]", "127.0.4.1")):
+        lb = Hashlb(config(BACKENDS[:1], extra=extra))
+        if "max_connections" in extra:
+            held = connect(lb.addr, "127.0.4.1")
+            check(read_line(held) == "a", f"{extra}: the first connection is served")
+        got = connect_outcome(lb.addr, src)
+        check(got == (0, "RST"), f"{extra}: the refused client is reset: {got}")
+        if held:
+            held.close()
+            held = []
+        check(lb.stop() == 0, "exit 0")
+
+
 def connections_per_client():
     """max_connections_per_client: one client address holds at most N connections at once
     (whatever its ports); one more is closed at once, counted and logged end=client_limit,
@@ -1293,7 +1311,7 @@ def connection_rate_raised():
 
 
 run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
-           concurrent_1000, max_connections, idle_timeout,
+           concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
