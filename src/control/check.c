@@ -23,23 +23,58 @@
  * checked in turn, less often, and the forwarder keeps its descriptors.
  */
 static struct {
+	uint32_t running; /* checks started and not stopped */
 	uint32_t inflight; /* checks holding a socket */
 	uint32_t reserved; /* slots given to waiters whose timer is about to start them */
 	struct hlb_check *head, *tail; /* waiting for a slot */
 	uint64_t cap, read_ms;
 } slots = { .cap = UINT64_MAX };
 
-static bool slots_full(void)
+/*
+ * The most sockets the checks may hold at once: one per check running, at
+ * most the cap. The forwarder leaves them room under the connection cap it
+ * derives from the fd limit (hlb_check_fds()), as HAProxy counts a
+ * descriptor per checked server in its maxsock: the room is kept whether
+ * the checks take it or not, so that neither a check nor a client finds
+ * the descriptors gone. Counting only the checks in flight would leave the
+ * forwarder the room of quick checks until backends turn silent, and then
+ * its connections hold the descriptors the checks need.
+ */
+static _Atomic uint32_t check_fds;
+
+static void fds_publish(void)
 {
-	uint64_t now = hlb_now_ms();
+	uint64_t n = slots.running < slots.cap ? slots.running : slots.cap;
+
+	atomic_store_explicit(&check_fds, (uint32_t)n, memory_order_relaxed);
+}
+
+const _Atomic uint32_t *hlb_check_fds(void)
+{
+	return &check_fds;
+}
+
+/* The cap, the limit read again if a second has passed. */
+static uint64_t slots_cap(void)
+{
+	uint64_t now = hlb_now_ms(), cap = slots.cap;
 	struct rlimit rl;
 
 	if (!slots.read_ms || now - slots.read_ms >= 1000) {
 		slots.read_ms = now;
 		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-			slots.cap = rl.rlim_cur / 4 > 16 ? rl.rlim_cur / 4 : 16;
+			cap = rl.rlim_cur / 4 > 16 ? rl.rlim_cur / 4 : 16;
+		if (cap != slots.cap) {
+			slots.cap = cap;
+			fds_publish();
+		}
 	}
-	return (uint64_t)slots.inflight + slots.reserved >= slots.cap;
+	return slots.cap;
+}
+
+static bool slots_full(void)
+{
+	return (uint64_t)slots.inflight + slots.reserved >= slots_cap();
 }
 
 static void wait_remove(struct hlb_check *c)
@@ -356,6 +391,11 @@ static void check_timer(void *arg)
 
 int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms)
 {
+	if (!c->loop) {
+		slots.running++;
+		slots_cap();
+		fds_publish();
+	}
 	c->loop = l;
 	c->next_ms = first_ms;
 	hlb_timer_init(&c->timer, check_timer, c);
@@ -376,4 +416,6 @@ void hlb_check_stop(struct hlb_check *c)
 	check_close(c);
 	wake_waiters();
 	c->loop = NULL;
+	slots.running--;
+	fds_publish();
 }

@@ -15,6 +15,7 @@
 #ifndef HLB_CONTROL_CHECK_H
 #define HLB_CONTROL_CHECK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -68,6 +69,13 @@ static inline bool hlb_check_running(const struct hlb_check *c)
 {
 	return c->loop != NULL;
 }
+
+/*
+ * The most sockets the checks may hold at once, all of them: one per check
+ * running, at most a quarter of RLIMIT_NOFILE. Kept up to date by the
+ * control thread, for the forwarder to read (hlb_proxy_count_fds()).
+ */
+const _Atomic uint32_t *hlb_check_fds(void);
 
 /*
  * Where in [0, interval) the first check of member <i> of <n> falls, so that

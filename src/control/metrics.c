@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "check.h"
 #include "control.h"
 #include "log.h"
 
@@ -561,4 +562,10 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_printf(o, "hashlb_max_connections %" PRIu64 "\n",
 			       ctl->max_connections(ctl->daemon));
 	}
+	family(o, "hashlb_health_check_fds", "gauge",
+	       "The most descriptors the health checks may hold at once (one per checked "
+	       "backend, at most a quarter of the fd limit): a cap from the fd limit leaves "
+	       "them room, a connection for two.");
+	hlb_buf_printf(o, "hashlb_health_check_fds %u\n",
+		       (unsigned)atomic_load_explicit(hlb_check_fds(), memory_order_relaxed));
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/log.h"
 
+#include "check.h"
 #include "control.h"
 #include "plug.h"
 
@@ -248,6 +249,8 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 	plug->d = d;
 	hooks.arg = plug;
 	hlb_daemon_set_hooks(d, &hooks);
+	/* the checks' sockets: room kept for them under a cap from the fd limit */
+	hlb_daemon_count_fds(d, hlb_check_fds());
 	*ret_plug = plug;
 	return 0;
 }

@@ -73,6 +73,14 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
  * descriptors) while it is held; a direction gets no pipe at the cap.
  */
 void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds);
+/*
+ * With a cap from the fd limit, descriptors the process may hold besides
+ * the forwarder's come off it too, two for a connection: <*fds>, kept up to
+ * date by their owner (the most sockets health checks may hold at once),
+ * read with a relaxed load where the cap is. Before hlb_proxy_start(); the
+ * counter outlives the proxy. NULL: none.
+ */
+void hlb_proxy_count_fds(struct hlb_proxy *p, const _Atomic uint32_t *fds);
 /* The cap in force now (0: none). */
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */

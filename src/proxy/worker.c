@@ -72,7 +72,8 @@ static uint64_t proxy_cap(const struct hlb_proxy *p)
 
 	if (!p->max_conns || !p->cap_fds)
 		return p->max_conns;
-	socks = (3 * (uint64_t)atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed) + 1) /
+	socks = (3 * (uint64_t)atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed) +
+		 atomic_load_explicit(p->other_fds, memory_order_relaxed) + 1) /
 		2;
 	return p->max_conns > socks ? p->max_conns - socks : 1;
 }
@@ -684,6 +685,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	p->rcu = rcu;
 	p->n_workers = opts->n_workers;
 	p->taken_pidfd = -1;
+	hlb_proxy_count_fds(p, NULL);
 	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->workers = calloc(p->n_workers, sizeof(*p->workers));
 	if (p->exit_fd < 0 || !p->workers) {
@@ -771,6 +773,13 @@ void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds)
 {
 	p->max_conns = n;
 	p->cap_fds = fds;
+}
+
+void hlb_proxy_count_fds(struct hlb_proxy *p, const _Atomic uint32_t *fds)
+{
+	static const _Atomic uint32_t none;
+
+	p->other_fds = fds ? fds : &none;
 }
 
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p)

@@ -81,6 +81,9 @@ struct hlb_daemon {
 	uint32_t n_workers;
 	struct hlb_rcu *rcu;
 	struct hlb_proxy *proxy;
+	uint64_t fd_fit; /* the connections the fd limit allows (set_fd_limit()), 0: any */
+	bool fd_tiny; /* that limit is tiny: a quarter of it, no share taken off */
+	const _Atomic uint32_t *other_fds; /* hlb_daemon_count_fds(), NULL: none */
 	int epfd;
 	int sigfd;
 	struct watch *watches;
@@ -260,6 +263,12 @@ uint64_t hlb_daemon_connections(const struct hlb_daemon *d)
 uint64_t hlb_daemon_max_connections(const struct hlb_daemon *d)
 {
 	return hlb_proxy_max_connections(d->proxy);
+}
+
+void hlb_daemon_count_fds(struct hlb_daemon *d, const _Atomic uint32_t *fds)
+{
+	d->other_fds = fds;
+	hlb_proxy_count_fds(d->proxy, fds);
 }
 
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret)
@@ -747,10 +756,11 @@ static void log_unused_sockets(struct hlb_daemon *d)
 /*
  * The soft fd limit raised to the hard one, and the connection cap set: the
  * one given, else what the limit allows, two fds per proxied connection and
- * a reserve for the listeners, rings, health checks and admin endpoint
- * (splice pipes take what is left: a direction stays on buffers without
- * one). At the cap clients wait in the backlog instead of being accepted
- * and closed for want of a descriptor for their backend.
+ * a reserve for the rings and the admin endpoint; the listeners, splice
+ * pipes and health checks take their share off it in the proxy
+ * (hlb_proxy_set_max_connections(), hlb_proxy_count_fds()). At the cap
+ * clients wait in the backlog instead of being accepted and closed for want
+ * of a descriptor for their backend.
  */
 static void set_fd_limit(struct hlb_daemon *d)
 {
@@ -780,11 +790,32 @@ static void set_fd_limit(struct hlb_daemon *d)
 	hlb_log(HLB_LOG_INFO, "file descriptor limit",
 		"nofile=%llu max_connections_fd=%" PRIu64 " max_connections=%" PRIu64,
 		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
+	d->fd_fit = fit;
+	d->fd_tiny = tiny;
+}
+
+/*
+ * Once the health checks run: --max-connections over what the fd limit
+ * allows, less the checks' share (a connection for two of their sockets)
+ * that a cap from the limit would have left them, is warned about.
+ */
+static void warn_max_conns(const struct hlb_daemon *d)
+{
+	uint64_t max_conns = d->opts.max_conns, fit = d->fd_fit, checks = 0;
+
+	if (d->other_fds && !d->fd_tiny)
+		checks = atomic_load_explicit(d->other_fds, memory_order_relaxed);
+	if (fit > (checks + 1) / 2)
+		fit -= (checks + 1) / 2;
+	else if (fit)
+		fit = 1;
 	if (max_conns && fit && max_conns > fit)
 		hlb_log(HLB_LOG_WARN,
 			"--max-connections is over what the fd limit allows: past that, a "
 			"client may be closed for want of a descriptor for its backend",
-			"max_connections=%" PRIu64 " max_connections_fd=%" PRIu64, max_conns, fit);
+			"max_connections=%" PRIu64 " max_connections_fd=%" PRIu64
+			" health_check_fds=%" PRIu64,
+			max_conns, fit, checks);
 }
 
 /*
@@ -1290,6 +1321,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		r = static_apply(d, d->cfg, err);
 	if (r < 0)
 		return r;
+	warn_max_conns(d);
 	log_unused_sockets(d);
 	watch_old(d);
 	unused = hlb_proxy_release_taken(d->proxy);

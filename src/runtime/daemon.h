@@ -126,6 +126,12 @@ uint64_t hlb_daemon_next_generation(struct hlb_daemon *d);
 uint64_t hlb_daemon_connections(const struct hlb_daemon *d);
 /* The cap on them (--max-connections, else what the fd limit allows); 0: none. */
 uint64_t hlb_daemon_max_connections(const struct hlb_daemon *d);
+/*
+ * Descriptors the control plane may hold (<*fds>, the most its health
+ * checks may hold at once, kept up to date by it): a cap derived from the fd
+ * limit leaves them room (hlb_proxy_count_fds()). Before hlb_daemon_run().
+ */
+void hlb_daemon_count_fds(struct hlb_daemon *d, const _Atomic uint32_t *fds);
 /* Worker <i>'s resources; false past the last worker. */
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);

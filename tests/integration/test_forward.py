@@ -1038,6 +1038,65 @@ def fd_limit_splice_pipes():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def fd_limit_health_checks():
+    """The cap the fd limit allows leaves room for the health checks' sockets, one per checked
+    backend (as HAProxy counts them in maxsock): 80 backends that accept and never answer
+    hold a check in flight each, all the time, and 300 clients of another service come at
+    once. Clients are served up to the cap and the others wait in the backlog, no descriptor
+    runs out, and the checks go on meanwhile. Before, under RLIMIT_NOFILE=400 (cap 158: 164
+    less the listeners' share), the checks held the descriptors the cap counted on: 84 and
+    147 of the 300 clients were closed (end=error err=EMFILE) in two runs of three, and in
+    the third the accepts failed with EMFILE, 154 clients served under a cap of 158."""
+    nofile, n = 400, 80
+    silent = []  # listening, never accepting: a check connects, sends, and hears nothing
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(128)
+        silent.append(s)
+    text = config(BACKENDS, workers=2, extra="log_connections: true") + "".join(
+        ["  - name: h\n    listen: 127.0.0.1:0\n    health:\n      interval: 1s\n",
+         "      timeout: 1s\n      expect: \"+OK\"\n    backends:\n"] +
+        [f"      - name: s{i}\n        address: 127.0.0.1:{s.getsockname()[1]}\n"
+         for i, s in enumerate(silent)])
+    lb = Lb(text, nofile=nofile, args=("--admin", "127.0.0.1:0"))
+    try:
+        cap = metric_sum(lb, "hashlb_max_connections")
+        check(0 < cap <= 164 - 2 - n // 2,
+              f"the checks' share (a connection for two) is off the cap: {cap:.0f}")
+        host, port = [l for l in lb.log if "msg=listening listen=t " in l][0] \
+            .split(" addr=")[1].split()[0].rsplit(":", 1)
+        pid = lb.proc.pid
+        check(lb.wait(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= n + 10),
+              "a check in flight for each silent backend")
+        socks = []
+        for _ in range(300):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex((host, int(port)))
+            socks.append(s)
+        failed0 = metric_sum(lb, "hashlb_backend_checks_failed_total")
+        greeted, waiting, closed = wait_greeted(lb, socks, cap)
+        time.sleep(2.5)  # two rounds of checks while the clients hold the cap
+        failed = metric_sum(lb, "hashlb_backend_checks_failed_total") - failed0
+        greeted, waiting, closed = sort_clients(socks)
+        check(len(greeted) >= cap and waiting and not closed,
+              f"clients served up to the cap, the others waiting, none closed: {len(greeted)} "
+              f"{len(waiting)} {len(closed)}")
+        check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0, "no descriptor ran out")
+        check(not any("end=error" in l for l in lb.log), "no client ended in error")
+        check(failed >= 2 * n, f"every silent backend checked each interval meanwhile: "
+              f"{failed:.0f} checks failed in 2.5 s, of {n} backends")
+        check(metric_sum(lb, "hashlb_health_check_fds") == n,
+              "/metrics shows the descriptors the checks may hold: one per checked backend")
+        for s in socks:
+            s.close()
+        check(lb.stop() == 0, "hashlb exits 0")
+    finally:
+        for s in silent:
+            s.close()
+
+
 def fd_limit_admin():
     """At the fd limit, every descriptor taken (clients of an accept_proxy service that send
     no header hold one each), the admin endpoint still answers, and a connection to it that
@@ -1318,7 +1377,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services,
-           fd_limit_splice_pipes, fd_limit_admin,
+           fd_limit_splice_pipes, fd_limit_health_checks, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])
