@@ -18,7 +18,6 @@
 #include "runtime/fdpass.h"
 
 #define HTTP_REQ_MAX 16384
-#define HTTP_CONNS_MAX 64
 #define HTTP_TIMEOUT_MS 10000
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
@@ -539,7 +538,7 @@ static void http_accept(void *arg, uint32_t events)
 				continue;
 			return;
 		}
-		if (h->n_conns >= HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
+		if (h->n_conns >= HLB_HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
 			/* say why (non-blocking: a fresh socket takes this much) */
 			static const char busy[] =
 				"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "

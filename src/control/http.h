@@ -62,6 +62,9 @@ const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char 
 const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
 				   char *buf, size_t size);
 
+/* Connections served at once; past it a new one is closed at accept. */
+#define HLB_HTTP_CONNS_MAX 64
+
 /*
  * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file
  * is replaced) and serve with <fn> on <loop>.

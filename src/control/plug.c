@@ -249,8 +249,9 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 	plug->d = d;
 	hooks.arg = plug;
 	hlb_daemon_set_hooks(d, &hooks);
-	/* the checks' sockets: room kept for them under a cap from the fd limit */
+	/* the checks' and the admin's sockets: room under a cap from the fd limit */
 	hlb_daemon_count_fds(d, hlb_check_fds());
+	hlb_daemon_admin_fds(d, HLB_HTTP_CONNS_MAX);
 	*ret_plug = plug;
 	return 0;
 }

@@ -84,6 +84,7 @@ struct hlb_daemon {
 	uint64_t fd_fit; /* the connections the fd limit allows (set_fd_limit()), 0: any */
 	bool fd_tiny; /* that limit is tiny: a quarter of it, no share taken off */
 	const _Atomic uint32_t *other_fds; /* hlb_daemon_count_fds(), NULL: none */
+	uint32_t admin_fds; /* hlb_daemon_admin_fds() */
 	int epfd;
 	int sigfd;
 	struct watch *watches;
@@ -269,6 +270,11 @@ void hlb_daemon_count_fds(struct hlb_daemon *d, const _Atomic uint32_t *fds)
 {
 	d->other_fds = fds;
 	hlb_proxy_count_fds(d->proxy, fds);
+}
+
+void hlb_daemon_admin_fds(struct hlb_daemon *d, uint32_t n)
+{
+	d->admin_fds = n;
 }
 
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret)
@@ -756,11 +762,11 @@ static void log_unused_sockets(struct hlb_daemon *d)
 /*
  * The soft fd limit raised to the hard one, and the connection cap set: the
  * one given, else what the limit allows, two fds per proxied connection and
- * a reserve for the rings and the admin endpoint; the listeners, splice
- * pipes and health checks take their share off it in the proxy
- * (hlb_proxy_set_max_connections(), hlb_proxy_count_fds()). At the cap
- * clients wait in the backlog instead of being accepted and closed for want
- * of a descriptor for their backend.
+ * a reserve for the rings and the admin endpoint, its connections too; the
+ * listeners, splice pipes and health checks take their share off it in the
+ * proxy (hlb_proxy_set_max_connections(), hlb_proxy_count_fds()). At the
+ * cap clients wait in the backlog instead of being accepted and closed for
+ * want of a descriptor for their backend.
  */
 static void set_fd_limit(struct hlb_daemon *d)
 {
@@ -768,6 +774,9 @@ static void set_fd_limit(struct hlb_daemon *d)
 	struct rlimit rl;
 	uint64_t reserve = 64 + 4 * (uint64_t)d->n_workers, fit;
 	bool tiny = false;
+
+	if (d->cfg->admin_addr_len) /* its connections: the reserve holds its socket */
+		reserve += d->admin_fds;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;

@@ -132,6 +132,12 @@ uint64_t hlb_daemon_max_connections(const struct hlb_daemon *d);
  * limit leaves them room (hlb_proxy_count_fds()). Before hlb_daemon_run().
  */
 void hlb_daemon_count_fds(struct hlb_daemon *d, const _Atomic uint32_t *fds);
+/*
+ * The most descriptors the admin endpoint holds for its connections, when
+ * the config has one: kept out of the cap the fd limit allows, beside the
+ * reserve. Before hlb_daemon_run().
+ */
+void hlb_daemon_admin_fds(struct hlb_daemon *d, uint32_t n);
 /* Worker <i>'s resources; false past the last worker. */
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);

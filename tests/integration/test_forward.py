@@ -871,6 +871,17 @@ def wait_greeted(lb, socks, n):
     return sort_clients(socks)
 
 
+def clients_at_once(addr, n):
+    """<n> clients connecting to <addr> at once (non-blocking sockets, no wait)."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(addr)
+        socks.append(s)
+    return socks
+
+
 def fd_limit():
     """At the fd limit hashlb caps its connections (two descriptors each, and a reserve): the
     clients over the cap wait in the backlog, none is accepted and then closed for want of a
@@ -1022,12 +1033,7 @@ def fd_limit_splice_pipes():
         bulk.append(s)
     check(lb.wait(lambda: metric_sum(lb, "hashlb_worker_splice_pipes") >= 30),
           "the bulk connections hold splice pipes")
-    socks = []
-    for _ in range(300):
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(lb.addr)
-        socks.append(s)
+    socks = clients_at_once(lb.addr, 300)
     greeted, waiting, closed = wait_greeted(lb, socks, 50)
     check(greeted and waiting and not closed,
           f"clients served up to the cap, the others waiting, none closed: {len(greeted)} "
@@ -1069,12 +1075,7 @@ def fd_limit_health_checks():
         pid = lb.proc.pid
         check(lb.wait(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= n + 10),
               "a check in flight for each silent backend")
-        socks = []
-        for _ in range(300):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex((host, int(port)))
-            socks.append(s)
+        socks = clients_at_once((host, int(port)), 300)
         failed0 = metric_sum(lb, "hashlb_backend_checks_failed_total")
         greeted, waiting, closed = wait_greeted(lb, socks, cap)
         time.sleep(2.5)  # two rounds of checks while the clients hold the cap
@@ -1095,6 +1096,33 @@ def fd_limit_health_checks():
     finally:
         for s in silent:
             s.close()
+
+
+def fd_limit_admin_connections():
+    """The cap the fd limit allows leaves room for the admin endpoint's connections, 64 at
+    most: with 64 of them open (scrapers, `hashlb ctl`, or idle ones waiting out their 10 s),
+    300 clients at once are served up to the cap, the others wait in the backlog, no
+    descriptor runs out. Before, under RLIMIT_NOFILE=400 with one worker (cap 164), 139 of
+    the 300 were closed (end=error err=EMFILE)."""
+    lb = Lb(config(BACKENDS, workers=1, extra="log_connections: true"), nofile=400,
+            args=("--admin", "127.0.0.1:0"))
+    cap = metric_sum(lb, "hashlb_max_connections")
+    admins = [lb.admin_socket(timeout=5) for _ in range(64)]
+    pid = lb.proc.pid
+    check(lb.wait(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= 64 + 10),
+          "the admin endpoint holds the 64 connections")
+    socks = clients_at_once(lb.addr, 300)
+    greeted, waiting, closed = wait_greeted(lb, socks, cap)
+    for a in admins:
+        a.close()
+    check(len(greeted) >= cap and waiting and not closed,
+          f"clients served up to the cap, the others waiting, none closed: {len(greeted)} "
+          f"{len(waiting)} {len(closed)}")
+    check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0, "no descriptor ran out")
+    check(not any("end=error" in l for l in lb.log), "no client ended in error")
+    for s in socks:
+        s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
 
 
 def fd_limit_admin():
@@ -1377,7 +1405,8 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services,
-           fd_limit_splice_pipes, fd_limit_health_checks, fd_limit_admin,
+           fd_limit_splice_pipes, fd_limit_health_checks,
+           fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])
