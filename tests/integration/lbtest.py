@@ -2,6 +2,7 @@
 processes on loopback, talk to them from chosen client addresses, and clean
 every process up (by PID) however the test ends."""
 import atexit
+import errno
 import os
 import re
 import signal
@@ -320,12 +321,33 @@ def client_ip(i):
     return f"127.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255 or 1}"
 
 
+class ResetSocket:
+    """A client connection reset before connect() returned: a client refused at once is
+    reset, and the reset may overtake the connect's own completion (on loopback, say), which
+    then fails with ECONNRESET. Reads and writes say what they would have said on the socket
+    had connect() returned first: the connection was reset."""
+
+    def __init__(self, s):
+        self._s = s
+
+    def recv(self, *args, **kwargs):
+        raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+
+    recv_into = send = sendall = recv
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+
 def connect(addr, src=None, timeout=5):
     s = socket.socket()
     s.settimeout(timeout)
     if src:
         s.bind((src, 0))
-    s.connect(addr)
+    try:
+        s.connect(addr)
+    except ConnectionResetError:
+        return ResetSocket(s)
     return s
 
 
@@ -363,12 +385,8 @@ def outcome(s, timeout=10):
         return n, "RST"
 
 def connect_outcome(addr, src=None):
-    """A client from <src> that sends nothing, read to its end: outcome(). A reset may come
-    before connect() returns (a client refused at once): (0, "RST") then too."""
-    try:
-        s = connect(addr, src)
-    except ConnectionResetError:
-        return 0, "RST"
+    """A client from <src> that sends nothing, read to its end: outcome()."""
+    s = connect(addr, src)
     try:
         return outcome(s)
     finally:
@@ -377,11 +395,8 @@ def connect_outcome(addr, src=None):
 
 def who(addr, src=None):
     """The name of the backend a client at <src> reaches, "" if closed without a greeting
-    (a client refused is reset, which may come before connect() returns)."""
-    try:
-        s = connect(addr, src)
-    except ConnectionResetError:
-        return ""
+    (a client refused is reset)."""
+    s = connect(addr, src)
     try:
         return read_line(s)
     except (ConnectionError, socket.timeout):
