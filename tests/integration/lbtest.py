@@ -340,7 +340,7 @@ class ResetSocket:
 
 
 def connect(addr, src=None, timeout=5):
-    s = socket.socket()
+    s = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET)
     s.settimeout(timeout)
     if src:
         s.bind((src, 0))

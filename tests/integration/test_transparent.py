@@ -13,8 +13,8 @@ import socket
 import subprocess
 import sys
 
-from lbtest import (BACKEND, Hashlb, check, client_ip, config, connect, read_line, run_tests,
-                    spawn)
+from lbtest import (BACKEND, Hashlb, check, client_ip, config, connect, outcome, read_line,
+                    run_tests, spawn)
 
 def start_peer_server(host, prefix=()):
     """A backend that greets each connection with the address it sees, then echoes."""
@@ -71,10 +71,10 @@ def loopback():
     # An IPv6 client of an IPv4 backend: no address of its own there. Refused, logged.
     six = Hashlb(config(backends, extra="source: client\nlog_connections: true",
                         listen='"[::1]:0"'))
-    s = socket.create_connection(("::1", six.addr[1]), timeout=5)
-    got = s.recv(100)
+    s = connect(("::1", six.addr[1]))
+    got = outcome(s)
     s.close()
-    check(got == b"", f"an IPv6 client of an IPv4 backend is closed: {got!r}")
+    check(got == (0, "RST"), f"an IPv6 client of an IPv4 backend is reset, unserved: {got}")
     check(six.wait_log(r"msg=connection .*end=error .*err=EAFNOSUPPORT"),
           "logged as hashlb's own error (end=error err=EAFNOSUPPORT), not as a service without "
           f"a backend: {[l for l in six.log if 'msg=connection' in l]}")
