@@ -432,7 +432,9 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 			if (!w->exiting)
 				tick_arm(w);
 		} else if (ud == UD_LOG) {
-			w->log_poll = false; /* the loop's next turn flushes */
+			/* a wake-up: the loop's next turn flushes (see log_poll_arm()) */
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				w->log_poll = w->log_poll_cancelled = false;
 		} else if (ud == UD_WAKE) {
 			w->queue_kick = true; /* commands, or another worker's kick */
 			worker_commands(w);
@@ -506,6 +508,14 @@ static int worker_setup(struct worker *w)
  * when stderr takes bytes again rather than at the next tick, so a backlog
  * drains at the reader's pace and a line begun is finished, and the output
  * lock released, as soon as the reader allows.
+ *
+ * A multishot poll, armed until the backlog is out (log_poll_stop()): io_uring's
+ * poll reports POLLRDHUP whatever its mask, and journald shuts down its side
+ * of stderr's stream socket (it never writes back), so a one-shot poll ended
+ * at once, without room, each time it was armed: a worker at full CPU for as
+ * long as lines waited. The multishot one reports that once, when armed, then
+ * only the reader's wake-ups; its reports only wake the loop, whose flush
+ * finds out whether there is room.
  */
 static void log_poll_arm(struct worker *w)
 {
@@ -514,9 +524,27 @@ static void log_poll_arm(struct worker *w)
 	if (w->log_poll || !w->log.wait_reader)
 		return; /* another writer's turn: the tick retries (a poll would fire at once) */
 	sqe = worker_sqe(w);
-	io_uring_prep_poll_add(sqe, w->log.fd, POLLOUT);
+	io_uring_prep_poll_multishot(sqe, w->log.fd, POLLOUT);
 	io_uring_sqe_set_data64(sqe, UD_LOG);
 	w->log_poll = true;
+}
+
+/*
+ * The backlog is out: the poll would wake the loop each time the reader
+ * takes bytes. A cancel, not IORING_OP_POLL_REMOVE, which fails while a
+ * wake-up is pending (see conn_finish()); its last CQE clears log_poll.
+ */
+static void log_poll_stop(struct worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	if (w->log_poll_cancelled)
+		return;
+	sqe = worker_sqe(w);
+	io_uring_prep_cancel64(sqe, UD_LOG, 0);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+	w->log_poll_cancelled = true;
 }
 
 static inline void cpu_relax(void)
@@ -574,8 +602,12 @@ static void *worker_main(void *arg)
 	tick_arm(w);
 	while (!w->exiting) {
 		/* Connection log lines of this turn, before the wait: one check a turn. */
-		if (hlb_logbuf_pending(&w->log) && hlb_logbuf_flush(&w->log))
-			log_poll_arm(w);
+		if (hlb_logbuf_pending(&w->log)) {
+			if (hlb_logbuf_flush(&w->log))
+				log_poll_arm(w);
+			else if (w->log_poll)
+				log_poll_stop(w);
+		}
 		if (p->opts.busy_poll_us && n)
 			busy_poll(w, p->opts.busy_poll_us);
 		hlb_rcu_offline(p->rcu, w->id);

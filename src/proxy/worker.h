@@ -46,7 +46,7 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 /* The worker's own operations (OP_WORKER) */
 #define UD_TICK ((1ull << 4) | OP_WORKER) /* periodic timer */
 #define UD_WAKE ((2ull << 4) | OP_WORKER) /* eventfd read: commands queued, or a kick */
-#define UD_LOG ((3ull << 4) | OP_WORKER) /* stderr writable again, with log lines waiting */
+#define UD_LOG ((3ull << 4) | OP_WORKER) /* multishot poll: room on stderr, log lines waiting */
 
 #define BUF_NONE 0xffffu
 /* send_bid of a half whose destination stopped reading: its data was moved
@@ -276,7 +276,8 @@ struct worker {
 	bool exiting;
 	uint64_t last_fd_limit_log, last_cap_log;
 	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */
-	bool log_poll; /* an OP_LOG poll is armed */
+	bool log_poll; /* the UD_LOG multishot poll is armed (until its last CQE) */
+	bool log_poll_cancelled; /* the backlog is out: it is being cancelled */
 	int setup_ret;
 };
 

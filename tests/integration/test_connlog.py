@@ -5,6 +5,7 @@ gives for that client, the connect attempts, the exact bytes forwarded each way 
 included) and why it ended (done, connect_failed, no_backend, idle_timeout, bad_header,
 drain_timeout); a reload turns it on for new connections; off, no connection is logged."""
 import fcntl
+import os
 import re
 import signal
 import socket
@@ -325,6 +326,57 @@ def off_then_reload_on():
     b.stop()
 
 
+def read_started(out):
+    """Read <out>, hashlb's stderr, up to its start-up line; the service's and the admin
+    endpoint's addresses ("ip:port")."""
+    listen, admin = None, None
+    for raw in out:
+        line = raw.decode()
+        m = re.search(r"msg=listening .*addr=(\S+)", line)
+        listen = m.group(1) if m else listen
+        m = re.search(r'msg="admin listening" addr=(\S+)', line)
+        admin = m.group(1) if m else admin
+        if "msg=started" in line:
+            break
+    return listen, admin
+
+
+def serve_clients(listen, first, count):
+    """How many of <count> clients (from client_ip(first) on) get their echo through <listen>."""
+    host, port = listen.rsplit(":", 1)
+    served = 0
+    for i in range(first, first + count):
+        s = connect((host, int(port)), client_ip(i % 200), timeout=5)
+        s.sendall(b"x")
+        s.shutdown(socket.SHUT_WR)
+        served += read_to_eof(s) == b"a\nx"
+        s.close()
+    return served
+
+
+def log_dropped(admin):
+    """hashlb_log_dropped_total, from the admin endpoint at <admin> (-1 if missing)."""
+    ahost, aport = admin.rsplit(":", 1)
+    a = socket.create_connection((ahost, int(aport)), timeout=10)
+    a.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    body = read_to_eof(a).decode()
+    a.close()
+    m = re.search(r"^hashlb_log_dropped_total (\d+)", body, re.M)
+    return int(m.group(1)) if m else -1
+
+
+WHOLE = re.compile(r'^ts=\S+Z level=\w+ msg=("[^"]*"|\S+)( \w+=("[^"]*"|\S+))*\n$')
+
+
+def whole_lines(rest):
+    """The lines read from hashlb's stderr (<rest>, bytes), checked to arrive whole (none cut by
+    another's), and the connection lines among them."""
+    lines = [l.decode(errors="replace") for l in rest]
+    check(all(WHOLE.match(l) for l in lines), "every line arrives whole: " +
+          repr([l for l in lines if not WHOLE.match(l)][:3]))
+    return lines, [l for l in lines if " msg=connection " in l]
+
+
 def stalled_stderr(kind):
     """stderr is a <kind> ("pipe", or "socket": a stream socket, as journald's) nobody reads:
     connections are still served at full speed (the worker never waits on the log), the
@@ -351,34 +403,15 @@ def stalled_stderr(kind):
         proc = spawn([HASHLB, "run", "-c", path], stderr=theirs.fileno())
         theirs.close()
         out = ours.makefile("rb")
-    head, listen, admin = [], None, None
-    for raw in out:  # the start-up lines, then the reader stops
-        line = raw.decode()
-        head.append(line)
-        m = re.search(r"msg=listening .*addr=(\S+)", line)
-        listen = m.group(1) if m else listen
-        m = re.search(r'msg="admin listening" addr=(\S+)', line)
-        admin = m.group(1) if m else admin
-        if "msg=started" in line:
-            break
-    host, port = listen.rsplit(":", 1)
+    listen, admin = read_started(out)  # the start-up lines, then the reader stops
     t0, served = time.time(), 0
-    for i in range(n):
-        s = connect((host, int(port)), client_ip(i % 200), timeout=5)
-        s.sendall(b"x")
-        s.shutdown(socket.SHUT_WR)
-        served += read_to_eof(s) == b"a\nx"
-        s.close()
-        if kind == "socket" and i % 500 == 250:
+    for i in range(0, n, 500):
+        served += serve_clients(listen, i, 250)
+        if kind == "socket":
             proc.send_signal(signal.SIGHUP)  # the control thread logs the reload meanwhile
+        served += serve_clients(listen, i + 250, 250)
     check(served == n, f"all {n} connections served with stderr stalled ({served})")
-    ahost, aport = admin.rsplit(":", 1)
-    a = socket.create_connection((ahost, int(aport)), timeout=10)
-    a.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-    body = read_to_eof(a).decode()
-    a.close()
-    m = re.search(r"^hashlb_log_dropped_total (\d+)", body, re.M)
-    dropped = int(m.group(1)) if m else -1
+    dropped = log_dropped(admin)
     check(0 < dropped < n, f"lines dropped and counted: {dropped} of {n}")
     rest = []
     reader = threading.Thread(target=lambda: rest.extend(out), daemon=True)
@@ -393,11 +426,7 @@ def stalled_stderr(kind):
     late = [l.decode(errors="replace") for l in rest[seen:]]
     check(stop(proc) == 0, "hashlb exited 0")
     reader.join(10)
-    lines = [l.decode(errors="replace") for l in rest]
-    conn = [l for l in lines if " msg=connection " in l]
-    whole = re.compile(r'^ts=\S+Z level=\w+ msg=("[^"]*"|\S+)( \w+=("[^"]*"|\S+))*\n$')
-    check(all(whole.match(l) for l in lines), "every line arrives whole: " +
-          repr([l for l in lines if not whole.match(l)][:3]))
+    _, conn = whole_lines(rest)
     # the reload lines of the stall (6 SIGHUPs, at most 4 lines each) are dropped too
     extra = len(conn) + dropped - n
     if kind == "pipe":
@@ -451,6 +480,65 @@ def stalled_stderr_burst():
     check(dropped >= 100, f"their lines dropped and counted ({dropped:.0f})")
     check(stop(proc) == 0, "hashlb exited 0")
 
+
+def stalled_journal_stream_no_spin():
+    """stderr is a stream socket whose reader shut down its writing side, as journald does (it
+    never writes back), and does not read: while log lines wait for room, hashlb waits for it
+    without spinning, serves its clients, drops and counts the lines that do not fit, and once
+    the reader reads again every line kept arrives whole. Before, io_uring's poll, which
+    reports the reader's shutdown (POLLRDHUP) whatever its mask, ended at once each time the
+    worker armed it for room: a worker at full CPU for as long as lines waited."""
+    n = 1500
+    b = Backend("a")
+    path = tmpfile("journal.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1,
+                                          extra="log_connections: true"))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    ours.shutdown(socket.SHUT_WR)  # journald's side: it only reads
+    proc = spawn([HASHLB, "run", "-c", path], stderr=theirs.fileno())
+    theirs.close()
+    out = ours.makefile("rb")
+    listen, admin = read_started(out)  # the start-up lines, then the reader stops
+
+    def cpu_seconds():
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    served = serve_clients(listen, 0, n)
+    check(served == n, f"all {n} connections served with the journal stalled ({served})")
+    c0 = cpu_seconds()
+    time.sleep(1.0)  # lines wait for room; nothing else happens
+    used = cpu_seconds() - c0
+    # A spin detector, not a speed threshold: spinning burns about 1 CPU second per second.
+    check(used < 0.3, f"no spin while lines wait for the journal: {used:.2f} CPU seconds in 1 s")
+    served = serve_clients(listen, n, 50)
+    check(served == 50, f"clients still served after the stall ({served} of 50)")
+    dropped = log_dropped(admin)
+    check(0 < dropped < n + 50, f"lines dropped and counted: {dropped} of {n + 50}")
+    rest = []
+    reader = threading.Thread(target=lambda: rest.extend(out), daemon=True)
+    reader.start()  # the reader reads again
+    lines = n + 50 - dropped
+    t0 = time.time()
+    end = t0 + 10
+    while time.time() < end and sum(b" msg=connection " in l for l in rest) < lines:
+        time.sleep(0.05)
+    took = time.time() - t0
+    check(stop(proc) == 0, "hashlb exited 0")
+    reader.join(10)
+    got, conn = whole_lines(rest)
+    check(len(conn) == lines, f"lines written {len(conn)} + dropped {dropped} = {n + 50} "
+                              "connections")
+    bad = [l for l in got if "Sanitizer" in l or "runtime error" in l]
+    check(not bad, f"no sanitizer report: {bad[:3]}")
+    print(f"    {used:.2f} CPU seconds in the 1 s stall, {dropped} lines dropped, the "
+          f"{lines} kept read in {took:.2f} s once the reader was back")
+    ours.close()
+    b.stop()
+
+
 def stalled_stderr_reader():
     stalled_stderr("pipe")
 
@@ -461,4 +549,5 @@ def stalled_stderr_stream_socket():
 
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
-           stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst])
+           stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
+           stalled_journal_stream_no_spin])
