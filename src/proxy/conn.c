@@ -1260,12 +1260,12 @@ static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 	return c;
 }
 
-/* Wait for the client to be readable (its PROXY header), or to hang up. */
+/* Wait for the client to be readable (its PROXY header), to hang up, or to send urgent data. */
 static void conn_header_poll(struct worker *w, struct conn *c)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
-	io_uring_prep_poll_add(sqe, c->fd[0], POLLIN | POLLRDHUP);
+	io_uring_prep_poll_add(sqe, c->fd[0], POLLIN | POLLPRI | POLLRDHUP);
 	io_uring_sqe_set_data64(sqe, ud_make(c, OP_HEADER));
 	c->inflight++;
 }
@@ -1405,6 +1405,18 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 	}
 }
 
+/*
+ * Whether an urgent byte (sent MSG_OOB) waits on socket <fd>, unread. A
+ * poll's POLLPRI cannot say: io_uring reports the events a wake-up came
+ * with, and every wake-up by new data comes with POLLPRI.
+ */
+static bool sock_urgent_pending(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
 /* A client that sent no valid PROXY header: closed and counted. */
 static void conn_bad_header(struct worker *w, struct conn *c)
 {
@@ -1451,8 +1463,12 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		return;
 	}
 	r = hlb_proxy_parse(buf, (size_t)n, &addr[0], &addr[1], &need);
-	/* not a header, or the client stopped short of one */
-	if (r < 0 || (r == 0 && (events & POLLRDHUP))) {
+	/* Not a header, or the client stopped short of one: it hung up, or
+	 * sent an urgent byte inside it. A read stops at the urgent mark, so
+	 * that header is never whole, yet the socket stays readable: polled
+	 * again, it would return at once, for ever. */
+	if (r < 0 || (r == 0 && ((events & POLLRDHUP) ||
+				 ((events & POLLPRI) && sock_urgent_pending(c->fd[0]))))) {
 		conn_bad_header(w, c);
 		return;
 	}
