@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""keepalive: hashlb sets TCP keepalive with the configured idle, interval and count on both
-sockets of each connection (read back from hashlb's own sockets); a client or backend whose
-connection vanished without a FIN or RST (its host rebooted: TCP_REPAIR closes a socket
-silently here) is found by the first probe, and the other side is closed, long before the
-idle timeout; without keepalive such a connection stays. A reload applies to new connections."""
+"""Peers that vanish without a FIN or RST. keepalive: hashlb sets TCP keepalive with the
+configured idle, interval and count on both sockets of each connection (read back from
+hashlb's own sockets); a client or backend whose connection vanished (its host rebooted:
+TCP_REPAIR closes a socket silently here) is found by the first probe, and the other side is
+closed, long before the idle timeout; without keepalive such a connection stays. A reload
+applies to new connections. In network namespaces this test creates, a client whose link goes
+down while a backend streams to it (its window full, then no ACK at all): the idle timeout
+ends the connection, on splice and on buffers, hashlb holds nothing for it afterwards and does
+not spin meanwhile; and a SIGTERM drain with such a client still connected exits at the drain
+deadline."""
+import contextlib
 import ctypes
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
-from ctltest import Lb
+from ctltest import Lb, metric_sum
 from ctltest import config as ctl_config
-from lbtest import check, client_ip, connect, run_tests, serve_each
+from lbtest import check, client_ip, connect, run_tests, serve_each, tmppath
 
 TCP_REPAIR = 19  # linux/tcp.h; not in Python's socket module
 SYS_PIDFD_GETFD = 438
@@ -195,4 +205,206 @@ def vanished_peers_found():
     be.close()
 
 
-run_tests([settings_on_both_sockets, vanished_peers_found])
+CLONE_NEWNET = 0x40000000
+# hashlb's gauges of what a connection holds: all back to 0 once it is gone
+HELD = ("hashlb_connections", "hashlb_backend_active_connections", "hashlb_worker_connections",
+        "hashlb_worker_buffers_in_use", "hashlb_worker_spilled_bytes",
+        "hashlb_worker_splice_pipes")
+
+
+def sh(*args):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {p.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def in_netns(name):
+    """The body runs in network namespace <name> (this thread only): sockets made there
+    stay there."""
+    mine = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns")
+        yield
+    finally:
+        _libc.setns(mine, CLONE_NEWNET)
+        os.close(fd)
+        os.close(mine)
+
+
+class Hosts:
+    """Namespace "lb" (hashlb and its backend, on its loopback) and client namespaces, each
+    on a veth link to "lb": client i is 10.214.i.2, "lb" 10.214.i.1 on that link.
+    .vanish(i) takes client i's link down: its host is gone, nothing it sent or would send
+    arrives any more, no FIN, no RST."""
+
+    def __init__(self, clients):
+        pre = f"hlbgone{os.getpid() % 100000}-"
+        self.lb = pre + "lb"
+        self.clients = [f"{pre}c{i}" for i in range(1, clients + 1)]
+        self.made = []
+        try:
+            for ns in [self.lb] + self.clients:
+                sh("ip", "netns", "add", ns)
+                self.made.append(ns)
+            sh("ip", "-n", self.lb, "link", "set", "lo", "up")
+            for i, ns in enumerate(self.clients, 1):
+                sh("ip", "-n", self.lb, "link", "add", f"c{i}", "type", "veth", "peer", "name",
+                   "eth0", "netns", ns)
+                sh("ip", "-n", self.lb, "addr", "add", f"10.214.{i}.1/24", "dev", f"c{i}")
+                sh("ip", "-n", ns, "addr", "add", f"10.214.{i}.2/24", "dev", "eth0")
+                sh("ip", "-n", self.lb, "link", "set", f"c{i}", "up")
+                sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        except BaseException:
+            self.close()
+            raise
+
+    def connect(self, i, port, rcvbuf=None):
+        """A connection from client <i> (1...) to port <port> of "lb" on its link."""
+        with in_netns(self.clients[i - 1]):
+            s = socket.socket()
+            if rcvbuf:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.settimeout(10)
+            s.connect((f"10.214.{i}.1", port))
+        return s
+
+    def vanish(self, i):
+        sh("ip", "-n", self.clients[i - 1], "link", "set", "eth0", "down")
+
+    def close(self):
+        for ns in reversed(self.made):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        self.made = []
+
+
+class StreamBackend:
+    """In namespace <ns>, on its loopback: sends to each connection until it fails;
+    .ended[i] is set when connection i ends (its peer's FIN or RST)."""
+
+    def __init__(self, ns):
+        with in_netns(ns):
+            self.srv = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.ended = []
+        self.close = serve_each(self.srv, self._one)
+
+    def _one(self, c):
+        ended = threading.Event()
+        self.ended.append(ended)
+        c.settimeout(30)  # bounded: a send that no one takes fails the test, not hangs it
+        try:
+            while True:
+                c.sendall(b"x" * 65536)
+        except OSError:
+            pass
+        ended.set()
+        c.close()
+
+    def wait_conns(self, n, timeout=10):
+        end = time.time() + timeout
+        while len(self.ended) < n and time.time() < end:
+            time.sleep(0.02)
+        return len(self.ended) >= n
+
+
+def stalled_vanished_client(hosts, lb, i):
+    """Client <i> reads 1 MiB of the stream, stops reading (its window fills, then hashlb's
+    sends to it wait), and vanishes."""
+    s = hosts.connect(i, lb.addr[1], rcvbuf=65536)
+    got = 0
+    while got < (1 << 20):
+        d = s.recv(1 << 16)
+        if not d:
+            break
+        got += len(d)
+    time.sleep(0.5)  # the rest fills its socket and hashlb's; nothing moves any more
+    hosts.vanish(i)
+    return s
+
+
+def held(lb):
+    return {g: metric_sum(lb, g) for g in HELD}
+
+
+def vanished_client_idle_timeout():
+    """A client whose host vanishes while a backend streams to it: its window was full, then
+    no ACK comes at all. The idle timeout (1 s) ends the connection and the backend's side
+    is closed; meanwhile the worker does not spin; afterwards no gauge, descriptor, buffer,
+    spill or pipe is held for it, and a new client is served. On splice (the default for a
+    bulk stream) and on buffers (spilled data waiting for room)."""
+    hosts = Hosts(clients=3)  # 1 and 2 vanish, 3 stays
+    try:
+        for i, args in ((1, ()), (2, ("--splice-after", "off"))):
+            mode = "buffers" if args else "splice"
+            be = StreamBackend(hosts.lb)
+            lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
+                               admin="unix:" + tmppath(f"gone-admin-{mode}"),
+                               listen="0.0.0.0:0",
+                               extra="log_connections: true\ntimeouts: {idle: 1s, drain: 1s}"),
+                    args=args, wrap=("ip", "netns", "exec", hosts.lb))
+            fds = len(os.listdir(f"/proc/{lb.proc.pid}/fd"))
+            s = stalled_vanished_client(hosts, lb, i)
+            c0 = lb.cpu_seconds()
+            ended = be.wait_conns(1) and be.ended[0].wait(10)
+            used = lb.cpu_seconds() - c0
+            check(ended, f"{mode}: the vanished client's backend connection is closed")
+            check(lb.wait_log(r"msg=connection .*\bend=idle_timeout"),
+                  f"{mode}: logged end=idle_timeout: {[l for l in lb.log if 'end=' in l]}")
+            check(used < 0.5, f"{mode}: no spin while the send waits: {used:.2f} CPU seconds")
+            check(lb.wait(lambda: not any(held(lb).values())),
+                  f"{mode}: nothing held for it any more: {held(lb)}")
+            check(lb.wait(lambda: len(os.listdir(f"/proc/{lb.proc.pid}/fd")) <= fds),
+                  f"{mode}: its descriptors closed: {len(os.listdir(f'/proc/{lb.proc.pid}/fd'))}"
+                  f" open, {fds} before")
+            s.close()  # its host is gone: this FIN goes nowhere
+            n = hosts.connect(3, lb.addr[1])
+            check(len(n.recv(65536)) > 0, f"{mode}: a new client is served")
+            n.close()
+            check(lb.stop() == 0, f"{mode}: hashlb exits 0")
+            be.close()
+    finally:
+        hosts.close()
+
+
+def drain_with_a_vanished_client():
+    """SIGTERM while a vanished client's connection is open, a stream to it waiting for room
+    (idle timeout 60 s, drain 1 s): hashlb exits 0 at the drain deadline, not at the idle
+    timeout, its backend connection closed and logged end=drain_timeout."""
+    hosts = Hosts(clients=1)
+    be = None
+    try:
+        be = StreamBackend(hosts.lb)
+        lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
+                           admin="unix:" + tmppath("gone-admin-drain"), listen="0.0.0.0:0",
+                           extra="log_connections: true\ntimeouts: {idle: 60s, drain: 1s}"),
+                wrap=("ip", "netns", "exec", hosts.lb))
+        s = stalled_vanished_client(hosts, lb, 1)
+        t0 = time.time()
+        rc = lb.stop(signal.SIGTERM, timeout=15)  # killed past it: not 0
+        took = time.time() - t0
+        check(rc == 0 and took < 10, f"exits 0 at the drain deadline (1 s): exit status {rc} "
+              f"after {took:.1f} s")
+        check(be.wait_conns(1) and be.ended[0].wait(10), "its backend connection is closed")
+        check(lb.wait_log(r"msg=connection .*\bend=drain_timeout"),
+              f"logged end=drain_timeout: {[l for l in lb.log if 'end=' in l]}")
+        s.close()
+    finally:
+        if be:
+            be.close()
+        hosts.close()
+
+
+if os.geteuid() != 0 or not shutil.which("ip"):
+    # TCP_REPAIR needs CAP_NET_ADMIN; the vanishing clients, network namespaces
+    print("SKIP: needs root (TCP_REPAIR, network namespaces) and iproute2")
+    sys.exit(77)
+try:
+    Hosts(clients=1).close()
+except (RuntimeError, OSError) as e:
+    print(f"SKIP: cannot create network namespaces: {e}")
+    sys.exit(77)
+run_tests([settings_on_both_sockets, vanished_peers_found, vanished_client_idle_timeout,
+           drain_with_a_vanished_client])
