@@ -999,7 +999,11 @@ static void conn_client_watch_done(struct worker *w, struct conn *c, int res)
  * TCP keepalive on <fd>: a peer that vanished without a FIN or RST (a host
  * gone, a NAT or firewall that forgot the flow) is found after
  * idle + interval * count seconds, and the connection closed, instead of
- * holding both sockets until the idle timeout, or forever with idle: 0.
+ * holding both sockets until the idle timeout, or forever with idle: 0. Only
+ * while nothing is in flight to it: the kernel does not probe while data
+ * waits for an ACK or for room in the peer's window, and then the idle
+ * timeout, or the kernel's retransmission limit, finds it (TCP_USER_TIMEOUT
+ * would, but it also ends a live peer whose window stays closed).
  * Best effort: a failure leaves the socket as the kernel made it.
  */
 static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
