@@ -1453,6 +1453,13 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	}
 	n = recv(c->fd[0], buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0 && errno == EAGAIN) {
+		/* Nothing but an urgent byte, the client's first: no header
+		 * starts so, and the socket reports it (POLLPRI) until it is
+		 * read: polled again, it would return at once, for ever. */
+		if ((events & POLLPRI) && sock_urgent_pending(c->fd[0])) {
+			conn_bad_header(w, c);
+			return;
+		}
 		conn_header_poll(w, c);
 		return;
 	}
