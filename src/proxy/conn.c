@@ -393,11 +393,12 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
  * takes long (one still in flight at the idle scan, or a retry after a
  * connect timeout), a poll on its client tells whether the client leaves:
  * a reset (POLLERR, POLLHUP), or, with abort_on_close, its FIN (POLLRDHUP).
- * Data the client sends does not wake it. A reset that came before the poll was armed is reported at
- * once. The poll stays armed from the queue through the connects that
- * follow, until one is established (client_unwatch()) or the connection
- * is aborted. Not armed for a connect that completes before the scan: the
- * connection per request pays no SQE for it.
+ * Data the client sends does not wake it. A reset that came before the
+ * poll was armed is reported at once. The poll stays armed from the queue
+ * through the connects that follow, until one is established
+ * (client_unwatch()) or the connection is aborted. Not armed for a connect
+ * that completes before the scan: the connection per request pays no SQE
+ * for it.
  */
 static void client_watch(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
 {
@@ -504,8 +505,9 @@ static void conn_cancel(struct worker *w, uint64_t ud)
 }
 
 /*
- * Close the connection once both directions are done; no request is left
- * but a timeout's, or the watches (half_watch()), removed here.
+ * Close the connection once both directions are done: the multishot polls
+ * still armed (half_watch(), half_out_arm()), which nothing else would end,
+ * are cancelled here, and <c> is freed with the last CQE.
  */
 static void conn_finish(struct worker *w, struct conn *c)
 {

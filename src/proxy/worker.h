@@ -168,8 +168,10 @@ struct conn {
 		uint32_t tried;
 	};
 	uint32_t idle_ms;
-	/* SQEs whose CQE is still to come: a handful (at most one op per
-	 * direction, a poll, a connect and its timeout, their cancels) */
+	/* requests whose last CQE is still to come: a handful (per half a recv,
+	 * a send, a poll, a watch and a wait for room; the connect or the
+	 * header poll, the client watch). Not the connect's linked timeout nor
+	 * the cancels and removals, which carry no connection (user_data 0). */
 	uint8_t inflight;
 	uint8_t state : 3; /* enum conn_state */
 	uint8_t end : 5; /* enum conn_end, set when it starts closing */
