@@ -48,7 +48,9 @@
  * every splice in an io-wq thread). The pipe is the buffer: the source is
  * read only when the pipe is empty, so a destination that does not read
  * stops us from reading the source, as with buffers. A direction stays on
- * buffers when the worker's pipe cap is reached or pipe2() fails.
+ * buffers when the worker's pipe cap is reached, the connection cap the fd
+ * limit allows has no room for a pipe (worker_pipe_room()), or pipe2()
+ * fails.
  *
  * Errors (reset, timeout, idle) abort: every request in flight on the two
  * sockets is cancelled and the connection is freed once its last CQE has

@@ -379,7 +379,6 @@ static void worker_tick(struct worker *w)
 		conn_wake_starved(w);
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
-	atomic_store_explicit(&w->pub.pipes, w->pipes, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.spilled, w->spilled, memory_order_relaxed);
 	if (takeover != TAKEOVER_NONE && !w->takeover_done) {
 		takeover_check(w);

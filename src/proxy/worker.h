@@ -237,7 +237,8 @@ struct worker {
 	struct half *starved_head, **starved_tail;
 	uint32_t n_starved; /* halves in that list */
 	uint64_t spilled, spill_max; /* bytes moved out of the pool (BUF_PRIV), and the cap */
-	/* for hlb_proxy_worker_stats(): counters as they happen, gauges at each tick */
+	/* for hlb_proxy_worker_stats(): counters as they happen, gauges at each
+	 * tick but <pipes>, stored as it changes (the connection cap counts it) */
 	struct {
 		_Atomic uint32_t bufs_out, starved, pipes;
 		_Atomic uint64_t spilled;
