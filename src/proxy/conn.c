@@ -35,7 +35,7 @@
  * Half-close: when a source sends FIN (recv returns 0) and its last buffer
  * has been sent, the other side gets shutdown(SHUT_WR); the other direction
  * flows on until it ends too, then both sockets are closed. Meanwhile the
- * source that sent FIN is watched for a reset (half_watch_fin()).
+ * source that sent FIN is watched for a reset (conn_watch_after_fin()).
  *
  * Splice: a direction that has forwarded splice_after bytes in large reads
  * (a bulk stream, not small requests) moves to splice(2): source socket ->
@@ -628,7 +628,7 @@ static void half_watch_done(struct worker *w, struct conn *c, int i, int res, bo
 /*
  * The source of half <i> sent FIN and all it sent has been forwarded. While
  * the other direction goes on, nothing reads that source any more: the idle
- * scan watches it (half_watch_fin()).
+ * scan watches it (conn_watch_after_fin()).
  */
 static void half_finish(struct worker *w, struct conn *c, int i)
 {
@@ -651,7 +651,7 @@ static void half_finish(struct worker *w, struct conn *c, int i)
  * connection-per-request workload's CPU. A reset before the arm is seen at
  * once (the socket's error stays), so one is passed on within a scan.
  */
-static void half_watch_fin(struct worker *w, struct conn *c)
+static void conn_watch_after_fin(struct worker *w, struct conn *c)
 {
 	for (int i = 0; i < 2; i++)
 		if (half_done(&c->h[i]))
@@ -1887,7 +1887,7 @@ void conn_idle_scan(struct worker *w)
 			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms)
 			conn_abort(w, c, CONN_END_IDLE);
 		else if (c->state == CONN_OPEN && !conn_closed_by_control(w, c))
-			half_watch_fin(w, c);
+			conn_watch_after_fin(w, c);
 	}
 }
 
