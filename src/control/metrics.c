@@ -489,7 +489,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "pool." },
 		{ "hashlb_worker_fd_limit_total", "counter",
 		  "Times the file descriptor limit stopped an accept (the listener paused) or a "
-		  "backend connection (its client closed)." },
+		  "backend connection (its client reset)." },
 		{ "hashlb_worker_connection_cap_pauses_total", "counter",
 		  "Times a listener paused at the connection cap (--max-connections, else what "
 		  "the fd limit allows), its clients waiting in the backlog." },
