@@ -959,13 +959,8 @@ def max_connections_burst():
     lb = Lb(config(BACKENDS, workers=2), args=("--admin", "127.0.0.1:0",
                                                "--max-connections", str(cap)))
     os.kill(lb.proc.pid, signal.SIGSTOP)
-    socks = []
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex(lb.addr)
-            socks.append(s)
+        socks = clients_at_once(lb.addr, n)
         time.sleep(0.5)  # the kernel completes their handshakes into the backlogs
     finally:
         os.kill(lb.proc.pid, signal.SIGCONT)
@@ -1137,12 +1132,7 @@ def fd_limit_admin():
             nofile=nofile, args=("--admin", "127.0.0.1:0", "--max-connections", "1000"))
     check(lb.wait_log("--max-connections is over what the fd limit allows"),
           "a cap over what the fd limit allows is warned about")
-    held = []
-    for _ in range(nofile + 8):
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(lb.addr)
-        held.append(s)
+    held = clients_at_once(lb.addr, nofile + 8)
     full = lb.wait(lambda: len(os.listdir(f"/proc/{lb.proc.pid}/fd")) >= nofile)
     check(full and lb.wait_log("msg=\"accept failed, pausing\""),
           "the clients take every descriptor, and the worker says so")
