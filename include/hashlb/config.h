@@ -104,6 +104,9 @@ struct hashlb_keepalive_cfg {
 	uint32_t idle_s; /* TCP_KEEPIDLE: quiet seconds before the first probe; default 60 */
 	uint32_t interval_s; /* TCP_KEEPINTVL: seconds between probes; default 10 */
 	uint32_t count; /* TCP_KEEPCNT: unanswered probes that end the connection; default 6 */
+	/* TCP_USER_TIMEOUT: data unacknowledged (or a window closed) this long
+	 * ends the connection; 0, the default: the kernel's retransmissions. */
+	uint32_t user_timeout_ms;
 };
 
 struct hashlb_service_cfg {

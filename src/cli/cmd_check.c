@@ -177,6 +177,10 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       " (a silent peer is dropped after %" PRIu32 "s)\n",
 		       s->keepalive.idle_s, s->keepalive.interval_s, s->keepalive.count,
 		       s->keepalive.idle_s + s->keepalive.interval_s * s->keepalive.count);
+	if (s->keepalive.enabled && s->keepalive.user_timeout_ms)
+		printf("  keepalive    user_timeout=%" PRIu32
+		       "ms (data unacknowledged, or a window closed, this long ends it)\n",
+		       s->keepalive.user_timeout_ms);
 	if (s->log_connections)
 		printf("  log          a line as each connection ends (log_connections)\n");
 	print_health(&s->health);

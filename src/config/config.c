@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -251,7 +252,8 @@ static const char *const health_keys[] = {
 	"enabled", "interval", "timeout", "rise",	   "fall",
 	"port",	   "send",     "expect",  "close_on_down", NULL,
 };
-static const char *const keepalive_keys[] = { "enabled", "idle", "interval", "count", NULL };
+static const char *const keepalive_keys[] = { "enabled", "idle",	 "interval",
+					      "count",	 "user_timeout", NULL };
 static const char *const backend_keys[] = {
 	"name",	  "address",	     "each_address", "weight", "state", "max_connections",
 	"backup", "close_on_return", NULL,
@@ -991,6 +993,24 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 	if ((x = map_get(v, "count")) &&
 	    (r = get_u32_range(ld, x, "count", 1, KEEPALIVE_COUNT_MAX, &k->count)) < 0)
 		return r;
+	if ((x = map_get(v, "user_timeout"))) {
+		uint64_t probes_ms =
+			((uint64_t)k->idle_s + (uint64_t)k->interval_s * k->count) * 1000;
+
+		r = get_duration(ld, x, "user_timeout", 0, KEEPALIVE_SECS_MAX * 1000,
+				 &k->user_timeout_ms);
+		if (r < 0)
+			return r;
+		/* With TCP_USER_TIMEOUT set, the kernel ends a quiet connection at
+		 * its first unanswered probe past it, whatever count says. */
+		if (k->user_timeout_ms && k->user_timeout_ms < probes_ms)
+			return fail(
+				ld, x,
+				"keepalive 'user_timeout' %s is shorter than idle + interval x count "
+				"(%" PRIu64 "s): a quiet connection would end at its first "
+				"unanswered probe",
+				x->text, probes_ms / 1000);
+	}
 	return 0;
 }
 

@@ -1284,6 +1284,7 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->keepalive.idle_s == b->keepalive.idle_s &&
 	       a->keepalive.interval_s == b->keepalive.interval_s &&
 	       a->keepalive.count == b->keepalive.count &&
+	       a->keepalive.user_timeout_ms == b->keepalive.user_timeout_ms &&
 	       prefixes_equal(a->proxy_from, a->n_proxy_from, b->proxy_from, b->n_proxy_from) &&
 	       prefixes_equal(a->allow_clients, a->n_allow_clients, b->allow_clients,
 			      b->n_allow_clients) &&

@@ -1006,9 +1006,9 @@ static void conn_client_watch_done(struct worker *w, struct conn *c, int res)
  * holding both sockets until the idle timeout, or forever with idle: 0. Only
  * while nothing is in flight to it: the kernel does not probe while data
  * waits for an ACK or for room in the peer's window, and then the idle
- * timeout, or the kernel's retransmission limit, finds it (TCP_USER_TIMEOUT
- * would, but it also ends a live peer whose window stays closed).
- * Best effort: a failure leaves the socket as the kernel made it.
+ * timeout, the kernel's retransmission limit, or user_timeout
+ * (TCP_USER_TIMEOUT, off by default: it also ends a live peer whose window
+ * stays closed that long) finds it. Best effort: a failure leaves the socket as the kernel made it.
  */
 static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
 {
@@ -1018,6 +1018,11 @@ static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	if (k->user_timeout_ms) {
+		int ut = (int)k->user_timeout_ms;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+	}
 }
 
 /*

@@ -369,6 +369,45 @@ def vanished_client_idle_timeout():
         hosts.close()
 
 
+def user_timeout_finds_a_vanished_reader():
+    """keepalive's user_timeout (TCP_USER_TIMEOUT) on both sockets: a client whose host
+    vanishes while a backend streams to it, which keepalive alone never finds (no probe
+    while data waits for an ACK) and here no idle timeout either (idle: 0), is found once
+    its data has gone unacknowledged that long: the connection ends (client_reset,
+    err=ETIMEDOUT), the backend's side is closed, nothing is held for it."""
+    hosts = Hosts(clients=1)
+    be = None
+    try:
+        be = StreamBackend(hosts.lb)
+        lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
+                           admin="unix:" + tmppath("gone-admin-ut"), listen="0.0.0.0:0",
+                           extra="log_connections: true\ntimeouts: {idle: 0, drain: 1s}\n"
+                                 "keepalive: {idle: 1s, interval: 1s, count: 2, "
+                                 "user_timeout: 3s}"),
+                wrap=("ip", "netns", "exec", hosts.lb))
+        s = stalled_vanished_client(hosts, lb, 1)
+        TCP_USER_TIMEOUT = 18
+        for side, peer in (("client", ("10.214.1.2", s.getsockname()[1])),
+                           ("backend", ("127.0.0.1", int(be.addr.rsplit(":", 1)[1])))):
+            h = hashlb_socket(lb.proc.pid, peer)
+            got = h and h.getsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT)
+            check(got == 3000, f"{side} side: TCP_USER_TIMEOUT {got}")
+            if h:
+                h.close()
+        ended = be.wait_conns(1) and be.ended[0].wait(20)
+        check(ended, "the vanished client's backend connection is closed")
+        check(lb.wait_log(r"msg=connection .*\bend=client_reset .*err=ETIMEDOUT"),
+              f"logged end=client_reset err=ETIMEDOUT: {[l for l in lb.log if 'end=' in l]}")
+        check(lb.wait(lambda: not any(held(lb).values())),
+              f"nothing held for it any more: {held(lb)}")
+        s.close()
+        check(lb.stop() == 0, "hashlb exits 0")
+    finally:
+        if be:
+            be.close()
+        hosts.close()
+
+
 def drain_with_a_vanished_client():
     """SIGTERM while a vanished client's connection is open, a stream to it waiting for room
     (idle timeout 60 s, drain 1 s): hashlb exits 0 at the drain deadline, not at the idle
@@ -407,4 +446,4 @@ except (RuntimeError, OSError) as e:
     print(f"SKIP: cannot create network namespaces: {e}")
     sys.exit(77)
 run_tests([settings_on_both_sockets, vanished_peers_found, vanished_client_idle_timeout,
-           drain_with_a_vanished_client])
+           user_timeout_finds_a_vanished_reader, drain_with_a_vanished_client])

@@ -1067,7 +1067,17 @@ static void test_keepalive(void **state)
 	assert_int_equal(k->idle_s, 120);
 	assert_int_equal(k->interval_s, 5);
 	assert_int_equal(k->count, 3);
+	assert_int_equal(k->user_timeout_ms, 0); /* off unless written */
 	hashlb_config_free(c);
+	/* user_timeout: no shorter than the probes take, or the kernel ends a
+	 * quiet connection at its first unanswered probe */
+	c = load_ok(MINIMAL
+		    "    keepalive: {idle: 1s, interval: 1s, count: 2, user_timeout: 3s}\n");
+	assert_int_equal(c->services[0].keepalive.user_timeout_ms, 3000);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    keepalive: {user_timeout: 30s}\n", 7, 31,
+		     "keepalive 'user_timeout' 30s is shorter than idle + interval x count (120s)");
+	expect_error(MINIMAL "    keepalive: {user_timeout: 10h}\n", 7, 31, "'user_timeout'");
 	c = load_ok(MINIMAL "    keepalive: {enabled: false, idle: 1s}\n");
 	assert_false(c->services[0].keepalive.enabled);
 	hashlb_config_free(c);
