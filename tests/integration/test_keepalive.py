@@ -329,6 +329,15 @@ def held(lb):
     return {g: metric_sum(lb, g) for g in HELD}
 
 
+def lb_in(hosts, be, name, extra, args=()):
+    """hashlb in namespace "lb" of <hosts>, one worker, in front of <be> alone, connections
+    logged, <extra> added to its service."""
+    return Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
+                         admin="unix:" + tmppath(f"gone-admin-{name}"), listen="0.0.0.0:0",
+                         extra="log_connections: true\n" + extra),
+              args=args, wrap=("ip", "netns", "exec", hosts.lb))
+
+
 def vanished_client_idle_timeout():
     """A client whose host vanishes while a backend streams to it: its window was full, then
     no ACK comes at all. The idle timeout (1 s) ends the connection and the backend's side
@@ -340,11 +349,7 @@ def vanished_client_idle_timeout():
         for i, args in ((1, ()), (2, ("--splice-after", "off"))):
             mode = "buffers" if args else "splice"
             be = StreamBackend(hosts.lb)
-            lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
-                               admin="unix:" + tmppath(f"gone-admin-{mode}"),
-                               listen="0.0.0.0:0",
-                               extra="log_connections: true\ntimeouts: {idle: 1s, drain: 1s}"),
-                    args=args, wrap=("ip", "netns", "exec", hosts.lb))
+            lb = lb_in(hosts, be, mode, "timeouts: {idle: 1s, drain: 1s}", args)
             fds = len(os.listdir(f"/proc/{lb.proc.pid}/fd"))
             s = stalled_vanished_client(hosts, lb, i)
             c0 = lb.cpu_seconds()
@@ -379,12 +384,8 @@ def user_timeout_finds_a_vanished_reader():
     be = None
     try:
         be = StreamBackend(hosts.lb)
-        lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
-                           admin="unix:" + tmppath("gone-admin-ut"), listen="0.0.0.0:0",
-                           extra="log_connections: true\ntimeouts: {idle: 0, drain: 1s}\n"
-                                 "keepalive: {idle: 1s, interval: 1s, count: 2, "
-                                 "user_timeout: 3s}"),
-                wrap=("ip", "netns", "exec", hosts.lb))
+        lb = lb_in(hosts, be, "ut", "timeouts: {idle: 0, drain: 1s}\n"
+                   "keepalive: {idle: 1s, interval: 1s, count: 2, user_timeout: 3s}")
         s = stalled_vanished_client(hosts, lb, 1)
         TCP_USER_TIMEOUT = 18
         for side, peer in (("client", ("10.214.1.2", s.getsockname()[1])),
@@ -416,10 +417,7 @@ def drain_with_a_vanished_client():
     be = None
     try:
         be = StreamBackend(hosts.lb)
-        lb = Lb(ctl_config([("a", be.addr)], health="enabled: false", workers=1,
-                           admin="unix:" + tmppath("gone-admin-drain"), listen="0.0.0.0:0",
-                           extra="log_connections: true\ntimeouts: {idle: 60s, drain: 1s}"),
-                wrap=("ip", "netns", "exec", hosts.lb))
+        lb = lb_in(hosts, be, "drain", "timeouts: {idle: 60s, drain: 1s}")
         s = stalled_vanished_client(hosts, lb, 1)
         t0 = time.time()
         rc = lb.stop(signal.SIGTERM, timeout=15)  # killed past it: not 0
