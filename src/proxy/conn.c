@@ -1008,7 +1008,8 @@ static void conn_client_watch_done(struct worker *w, struct conn *c, int res)
  * waits for an ACK or for room in the peer's window, and then the idle
  * timeout, the kernel's retransmission limit, or user_timeout
  * (TCP_USER_TIMEOUT, off by default: it also ends a live peer whose window
- * stays closed that long) finds it. Best effort: a failure leaves the socket as the kernel made it.
+ * stays closed that long) finds it. Best effort: a failure leaves the
+ * socket as the kernel made it.
  */
 static void sock_keepalive(int fd, const struct hashlb_keepalive_cfg *k)
 {
@@ -1419,15 +1420,16 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 }
 
 /*
- * Whether an urgent byte (sent MSG_OOB) waits on socket <fd>, unread. A
- * poll's POLLPRI cannot say: io_uring reports the events a wake-up came
- * with, and every wake-up by new data comes with POLLPRI.
+ * Whether an urgent byte (sent MSG_OOB) waits unread on socket <fd>, whose
+ * poll reported <events>. POLLPRI alone cannot say: io_uring reports the
+ * events a wake-up came with, and every wake-up by new data comes with
+ * POLLPRI; so it only tells when to ask (rarely: a header not whole yet).
  */
-static bool sock_urgent_pending(int fd)
+static bool sock_urgent_pending(int fd, int events)
 {
 	char b;
 
-	return recv(fd, &b, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) == 1;
+	return (events & POLLPRI) && recv(fd, &b, 1, MSG_OOB | MSG_PEEK | MSG_DONTWAIT) == 1;
 }
 
 /* A client that sent no valid PROXY header: closed and counted. */
@@ -1465,7 +1467,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		/* Nothing but an urgent byte, the client's first: no header
 		 * starts so, and the socket reports it (POLLPRI) until it is
 		 * read: polled again, it would return at once, for ever. */
-		if ((events & POLLPRI) && sock_urgent_pending(c->fd[0])) {
+		if (sock_urgent_pending(c->fd[0], events)) {
 			conn_bad_header(w, c);
 			return;
 		}
@@ -1487,8 +1489,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	 * sent an urgent byte inside it. A read stops at the urgent mark, so
 	 * that header is never whole, yet the socket stays readable: polled
 	 * again, it would return at once, for ever. */
-	if (r < 0 || (r == 0 && ((events & POLLRDHUP) ||
-				 ((events & POLLPRI) && sock_urgent_pending(c->fd[0]))))) {
+	if (r < 0 || (r == 0 && ((events & POLLRDHUP) || sock_urgent_pending(c->fd[0], events)))) {
 		conn_bad_header(w, c);
 		return;
 	}
