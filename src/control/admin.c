@@ -741,7 +741,18 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	struct hlb_pool_backend *one, **bs;
 	uint32_t w = 0, max = 0, n = 0, *old_weights;
 	uint64_t failed;
+	const char *how = NULL;
+	pid_t up = ctl->upgrade_state ? ctl->upgrade_state(ctl->daemon, &how) : 0;
 
+	/* The new process of an upgrade in place got the run-time settings
+	 * when it started: one set now would be lost when it takes over. */
+	if (up > 0 && !how) {
+		resp_error(resp, 409,
+			   "an upgrade is under way (new hashlb pid %d), which has taken the "
+			   "run-time settings over already: set it again once the upgrade is done",
+			   (int)up);
+		return;
+	}
 	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
 		resp_error(resp, 400, "give backend=NAME");
 		return;

@@ -510,6 +510,54 @@ def upgrade_keeps_run_time_settings():
         kill(new_pid)
 
 
+def slow_to_start(exe, seconds):
+    """Replace the hashlb installed at <exe> by one that waits <seconds> before it runs
+    (a new process slow to come up: a big config, names to resolve)."""
+    with open(exe + ".new", "w") as f:
+        f.write(f"#!/bin/sh\nsleep {seconds}\nexec {HASHLB} \"$@\"\n")
+    os.chmod(exe + ".new", 0o755)
+    os.rename(exe + ".new", exe)
+
+
+def upgrade_started(old):
+    """The new process's pid once GET /status shows the upgrade under way, else None."""
+    end = time.time() + 10
+    while time.time() < end:
+        up = old.status().get("upgrade") or {}
+        if up.get("state") == "starting":
+            return up.get("new_pid")
+        time.sleep(0.02)
+    return None
+
+
+def set_during_an_upgrade_is_not_lost():
+    """hashlb ctl set while an upgrade in place is under way: the new process took the
+    run-time settings over when it started, so a set the old one applied then would vanish
+    at the handover (it used to: answered 0, drained in the old process, ready again in the
+    new one). It is refused, saying why, and what the operator was told holds afterwards."""
+    exe, old = installed("setup", "127.0.0.1:29406")
+    new_pid = None
+    try:
+        rc, so, se = old.ctl("set", "a", "weight", "2")
+        check(rc == 0, f"ctl set a weight 2 before the upgrade: {se}")
+        slow_to_start(exe, 2)
+        old.proc.send_signal(signal.SIGUSR2)
+        new_pid = upgrade_started(old)
+        check(new_pid, "the upgrade is under way")
+        rc, so, se = old.ctl("set", "b", "drain")
+        check(rc == 1 and "an upgrade is under way" in se,
+              f"ctl set b drain during the upgrade is refused, saying why: {rc} {so}{se}")
+        rc_old = exit_status(old.proc, 30)
+        check(rc_old == 0, f"the old one handed over and exited 0 ({rc_old})")
+        bs = {b["name"]: b for b in old.service()["backends"]}
+        check(old.status()["pid"] == new_pid, "the new process answers")
+        check(bs["b"]["state"] == ("drain" if rc == 0 else "ready"),
+              f"b is as ctl set said ({rc}): {bs['b']['state']}")
+        check(bs["a"]["weight"] == 2, f"the weight set before was carried over: {bs['a']['weight']}")
+    finally:
+        kill(new_pid)
+
+
 def many_down_backends_handed_over():
     """20,000 backends down: the old hashlb's answer to GET /sockets carries a line for each,
     1.5 MB, and the new one read at most 1 MiB of it: EMSGSIZE, so it took no socket over and
@@ -641,5 +689,5 @@ def queued_connections_outlive_the_old():
 
 
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
-           missing_executable_is_reported, upgrade_keeps_run_time_settings, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
