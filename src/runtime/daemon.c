@@ -54,6 +54,7 @@ struct upgrade {
 	struct hlb_daemon_timer *timer;
 	char in[32];
 	size_t in_len;
+	bool reloaded; /* a reload here since it started: it reloads too once ready */
 };
 
 #define UPGRADE_TIMEOUT_MS 60000
@@ -1090,6 +1091,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 {
 	struct upgrade *up = &d->up;
 	pid_t pid = up->pid;
+	bool reload;
 	ssize_t n;
 
 	(void)events;
@@ -1116,11 +1118,20 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 		up->sock = -1;
 		return;
 	}
+	reload = up->reloaded;
 	upgrade_end(d); /* it is the service's process now; it is not waited for */
 	hlb_log(HLB_LOG_INFO, "upgraded: the new hashlb is ready, this one drains", "pid=%d",
 		(int)pid);
 	d->handed_over = true;
 	hlb_notify("MAINPID=%d\nREADY=1\nSTATUS=upgraded, the new process listens", (int)pid);
+	/* It read the config as it started: a reload here since then is its own
+	 * too. After MAINPID=, so that the service manager takes its RELOADING=1.
+	 * Our child, not reaped: the pid is still its own. */
+	if (reload) {
+		hlb_log(HLB_LOG_INFO, "reloaded while the new hashlb started: it reloads too",
+			"pid=%d", (int)pid);
+		kill(pid, SIGHUP);
+	}
 	hlb_daemon_stop(d);
 }
 
@@ -1236,6 +1247,12 @@ pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)
 	}
 	*ret_how = d->up_failed_how;
 	return d->up_failed_pid;
+}
+
+void hlb_daemon_reloaded(struct hlb_daemon *d)
+{
+	if (d->up.pid)
+		d->up.reloaded = true;
 }
 
 /* Started by an upgrade in place: every listener accepts, tell the old process. */

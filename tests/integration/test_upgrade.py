@@ -558,6 +558,129 @@ def set_during_an_upgrade_is_not_lost():
         kill(new_pid)
 
 
+class SlowDns:
+    """A DNS server on 127.0.0.53:53 (this test's network namespace) that answers every A
+    query with 127.0.0.1, and every other with no address, after .delay seconds; .queries
+    counts what it was asked."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.53", 53))
+        self.sock.settimeout(0.2)
+        self.delay, self.queries = 0, 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _answer(self, q, peer, delay):
+        time.sleep(delay)
+        end = 12
+        while q[end]:
+            end += q[end] + 1
+        qtype = struct.unpack("!H", q[end + 1:end + 3])[0]
+        head = q[:2] + struct.pack("!HHHHH", 0x8180, 1, qtype == 1, 0, 0)
+        answer = struct.pack("!HHHIH4B", 0xc00c, 1, 1, 0, 4, 127, 0, 0, 1) if qtype == 1 else b""
+        try:
+            self.sock.sendto(head + q[12:end + 5] + answer, peer)
+        except OSError:
+            pass
+
+    def _run(self):
+        while not self.done.is_set():
+            try:
+                q, peer = self.sock.recvfrom(4096)
+            except socket.timeout:
+                continue
+            self.queries += 1
+            threading.Thread(target=self._answer, args=(q, peer, self.delay), daemon=True).start()
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def reload_during_an_upgrade_reaches_the_new_process():
+    """A reload (hashlb ctl reload, or SIGHUP as systemctl reload sends it to the main
+    process) while an upgrade in place is under way, after the new process has read the
+    config (here: it still waits for the names in it): the old one applies it, and the new
+    one, once ready, reloads too. It used to serve on the config as it was before the reload,
+    which the operator had been told was applied."""
+    from lbtest import Names
+    dns = SlowDns()
+    names = Names("hup", "", nss="dns", resolv="nameserver 127.0.0.53\noptions timeout:10 attempts:1\n")
+    exe = tmppath("hashlb-hup")
+    install(HASHLB, exe)
+    port = backends[0].port
+    named = [("a", f"alpha.test:{port}")] + BACKENDS[1:]
+    listen = f"{LISTEN[0]}:{LISTEN[1]}"
+    old = Lb(config(named, admin="127.0.0.1:29407", listen=listen), fname="hup.yaml", binary=exe,
+             wrap=names.wrap())
+    new_pid = None
+    try:
+        for how in ("ctl", "SIGHUP"):
+            asked = dns.queries
+            dns.delay = 2
+            old.proc.send_signal(signal.SIGUSR2)
+            new_pid = upgrade_started(old)
+            end = time.time() + 10
+            while time.time() < end and dns.queries == asked:
+                time.sleep(0.02)
+            check(new_pid and dns.queries > asked, f"{how}: the new process has read the config")
+            weight = 3 if how == "ctl" else 4
+            old.rewrite(config(named[:2] + [("c", BACKENDS[2][1], f"weight: {weight}")],
+                               admin="127.0.0.1:29407", listen=listen))
+            if how == "ctl":
+                rc, so, se = old.ctl("reload")
+                check(rc == 0, f"ctl reload during the upgrade: {rc} {so}{se}")
+            else:
+                old.proc.send_signal(signal.SIGHUP)
+            rc = exit_status(old.proc, 30)
+            check(rc == 0, f"{how}: the old one handed over and exited 0 ({rc})")
+            dns.delay = 0
+            check(old.wait(lambda: old.status()["pid"] == new_pid and
+                           old.backend("c")["weight"] == weight) is not None,
+                  f"{how}: the new process runs the reloaded config: c's weight "
+                  f"{old.backend('c')['weight']}, not {weight}")
+            check(old.wait_log(rf"msg=\"reloaded while the new hashlb started: it reloads too\" "
+                               rf"pid={new_pid}"), f"{how}: the old one says so")
+            # the next round upgrades the new process: follow it as the old one
+            old.proc = NotOurChild(new_pid)
+    finally:
+        kill(new_pid)
+        dns.close()
+
+
+class NotOurChild:
+    """What the tests use of a Popen, for a process that is not our child (an upgrade's
+    new process): send_signal(), wait() and poll()."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def send_signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def poll(self):
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            alive = False
+        if not alive:
+            self.returncode = 0  # not ours to reap: its status is its parent's
+        return self.returncode
+
+    def wait(self, timeout=None):
+        end = time.time() + (timeout or 1e9)
+        while self.poll() is None:
+            if time.time() > end:
+                raise subprocess.TimeoutExpired("hashlb", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
 def many_down_backends_handed_over():
     """20,000 backends down: the old hashlb's answer to GET /sockets carries a line for each,
     1.5 MB, and the new one read at most 1 MiB of it: EMSGSIZE, so it took no socket over and
@@ -689,5 +812,6 @@ def queued_connections_outlive_the_old():
 
 
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
-           missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
+           reload_during_an_upgrade_reaches_the_new_process, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
