@@ -103,6 +103,7 @@ struct hlb_daemon {
 	char *exe; /* this executable's path when it started; NULL: unknown */
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
+	pid_t successor; /* that process (our child, not reaped), 0: none */
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
 	char up_failed_how[64];
@@ -1123,6 +1124,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 	hlb_log(HLB_LOG_INFO, "upgraded: the new hashlb is ready, this one drains", "pid=%d",
 		(int)pid);
 	d->handed_over = true;
+	d->successor = pid;
 	hlb_notify("MAINPID=%d\nREADY=1\nSTATUS=upgraded, the new process listens", (int)pid);
 	/* It read the config as it started: a reload here since then is its own
 	 * too. After MAINPID=, so that the service manager takes its RELOADING=1.
@@ -1286,6 +1288,14 @@ static void handle_signals(struct hlb_daemon *d)
 	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
 		switch (si.ssi_signo) {
 		case SIGHUP:
+			if (d->stopping && d->successor) {
+				/* sent to the pid that was the service's before the
+				 * upgrade: the config is the new process's now */
+				hlb_log(HLB_LOG_INFO, "SIGHUP: handed over, the new hashlb reloads",
+					"pid=%d", (int)d->successor);
+				kill(d->successor, SIGHUP);
+				break;
+			}
 			if (d->stopping) {
 				hlb_log(HLB_LOG_INFO, "SIGHUP ignored: stopping, no reload", NULL);
 				break;

@@ -651,6 +651,35 @@ def reload_during_an_upgrade_reaches_the_new_process():
         dns.close()
 
 
+def reload_sent_to_the_old_process_after_an_upgrade():
+    """SIGHUP to the process that was the service's before an upgrade in place, while it
+    still drains (a pid saved before the upgrade, a service manager that had not yet taken
+    MAINPID= when it ran its reload): the new process serves the config now, and reloads.
+    The old one used to ignore it: the reload went nowhere."""
+    exe, old = installed("hupold", "127.0.0.1:29408")
+    new_pid = None
+    try:
+        held = connect(LISTEN, client_ip(1))
+        check(read_line(held) in ("a", "b", "c"), "a connection held in the old process")
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
+        new_pid = old.status()["pid"]
+        old.rewrite(config(BACKENDS[:2] + [("c", BACKENDS[2][1], "weight: 5")],
+                           admin="127.0.0.1:29408", listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+        old.proc.send_signal(signal.SIGHUP)
+        check(old.wait(lambda: old.backend("c")["weight"] == 5) is not None,
+              f"the new process reloads: c's weight {old.backend('c')['weight']}")
+        check(old.wait_log(rf'msg="SIGHUP: handed over, the new hashlb reloads" pid={new_pid}'),
+              "the old one says where the reload went")
+        held.sendall(b"still here\n")
+        check(read_line(held) == "still here", "the held connection still works")
+        held.close()
+        rc = exit_status(old.proc, 30)
+        check(rc == 0, f"the old one exits 0 once it is drained ({rc})")
+    finally:
+        kill(new_pid)
+
+
 class NotOurChild:
     """What the tests use of a Popen, for a process that is not our child (an upgrade's
     new process): send_signal(), wait() and poll()."""
@@ -813,5 +842,6 @@ def queued_connections_outlive_the_old():
 
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
-           reload_during_an_upgrade_reaches_the_new_process, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           reload_during_an_upgrade_reaches_the_new_process,
+           reload_sent_to_the_old_process_after_an_upgrade, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
