@@ -744,13 +744,21 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	const char *how = NULL;
 	pid_t up = ctl->upgrade_state ? ctl->upgrade_state(ctl->daemon, &how) : 0;
 
-	/* The new process of an upgrade in place got the run-time settings
-	 * when it started: one set now would be lost when it takes over. */
+	/* The new process of an upgrade got the run-time settings when it
+	 * started: one set here now would be lost when it takes over. */
 	if (up > 0 && !how) {
 		resp_error(resp, 409,
 			   "an upgrade is under way (new hashlb pid %d), which has taken the "
 			   "run-time settings over already: set it again once the upgrade is done",
 			   (int)up);
+		return;
+	}
+	if (ctl->successor && (up = ctl->successor(ctl->daemon)) > 0) {
+		resp_error(resp, 409,
+			   "this hashlb (pid %d) has handed its sockets and run-time settings over "
+			   "to a new one (pid %d, GET /sockets?taker=), which serves this admin "
+			   "address too: set it there, this one's would be lost when it stops",
+			   (int)getpid(), (int)up);
 		return;
 	}
 	if (!hlb_http_param(req, "backend", name, sizeof(name))) {

@@ -71,6 +71,9 @@ struct hlb_control {
 	/* POST /upgrade and its state in /status (hlb_daemon_upgrade_start(), _state()) */
 	int (*upgrade_start)(void *daemon);
 	pid_t (*upgrade_state)(void *daemon, const char **ret_how);
+	/* the hashlb that this one's sockets and run-time settings were handed
+	 * to and that still runs, 0: none (hlb_daemon_successor()) */
+	pid_t (*successor)(void *daemon);
 };
 
 /*

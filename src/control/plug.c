@@ -136,6 +136,11 @@ static pid_t plug_upgrade_state(void *daemon, const char **ret_how)
 	return hlb_daemon_upgrade_state(daemon, ret_how);
 }
 
+static pid_t plug_successor(void *daemon)
+{
+	return hlb_daemon_successor(daemon);
+}
+
 static void plug_teardown(struct hlb_control_plug *plug)
 {
 	hlb_control_free(plug->ctl);
@@ -200,6 +205,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	plug->ctl->listen_fds = plug_listen_fds;
 	plug->ctl->upgrade_start = plug_upgrade_start;
 	plug->ctl->upgrade_state = plug_upgrade_state;
+	plug->ctl->successor = plug_successor;
 	plug->ctl->reloaded = plug_reloaded;
 	plug->ctl->reloaded_arg = plug;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {

@@ -105,6 +105,7 @@ struct hlb_daemon {
 	bool handed_over; /* it is ready: the service manager follows it now */
 	pid_t successor; /* that process (our child, not reaped), 0: none */
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
+	pid_t taker; /* its pid */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
 	char up_failed_how[64];
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
@@ -952,6 +953,7 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
 		if (d->taker_pidfd >= 0)
 			close(d->taker_pidfd);
 		d->taker_pidfd = pidfd;
+		d->taker = taker;
 	}
 	return n;
 }
@@ -961,12 +963,19 @@ bool hlb_daemon_took_over(const struct hlb_daemon *d)
 	return hlb_proxy_taken_from(d->proxy) != 0;
 }
 
-bool hlb_daemon_handed_over(const struct hlb_daemon *d)
+pid_t hlb_daemon_successor(const struct hlb_daemon *d)
 {
 	struct pollfd p = { .fd = d->taker_pidfd, .events = POLLIN };
 
+	if (d->handed_over)
+		return d->successor;
 	/* a pidfd polls readable once its process has exited */
-	return d->handed_over || (d->taker_pidfd >= 0 && poll(&p, 1, 0) == 0);
+	return d->taker_pidfd >= 0 && poll(&p, 1, 0) == 0 ? d->taker : 0;
+}
+
+bool hlb_daemon_handed_over(const struct hlb_daemon *d)
+{
+	return hlb_daemon_successor(d) != 0;
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d)

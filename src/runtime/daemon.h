@@ -174,6 +174,8 @@ bool hlb_daemon_took_over(const struct hlb_daemon *d);
  * GET /sockets from a hashlb that still runs): what outlives it (kernel steering) is left to
  * that one. */
 bool hlb_daemon_handed_over(const struct hlb_daemon *d);
+/* That hashlb's pid, 0 if none (or it has exited). */
+pid_t hlb_daemon_successor(const struct hlb_daemon *d);
 
 /* ---- listen transaction -------------------------------------------------- */
 void hlb_daemon_listen_begin(struct hlb_daemon *d);

@@ -680,6 +680,42 @@ def reload_sent_to_the_old_process_after_an_upgrade():
         kill(new_pid)
 
 
+def set_after_a_side_by_side_takeover_is_not_lost():
+    """A new hashlb run took the old one's sockets over through its TCP admin endpoint
+    (GET /sockets), with its run-time settings; both serve that address (SO_REUSEPORT) until
+    the old one is stopped. A hashlb ctl set that reached the old one was answered 0, applied
+    there, and lost when it stopped: about half of them. The old one refuses them now, saying
+    so; every set answered 0 is the new process's."""
+    admin = "127.0.0.1:29409"
+    text = config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="side-old.yaml")
+    new = Lb(text, fname="side-new.yaml")
+    check(new.wait_log(r'msg="listening sockets taken over" count=2'), "the new one took the sockets")
+    applied, refused, lost = 0, 0, []
+    for weight in range(2, 26):
+        rc, so, se = old.ctl("set", "a", "weight", str(weight))
+        if rc != 0:
+            refused += 1
+            check("has handed its sockets and run-time settings over" in se,
+                  f"a refusal says why: {se}")
+            continue
+        applied += 1
+        for _ in range(50):  # ask until the new process answers
+            st = old.status()
+            if st["pid"] == new.proc.pid:
+                break
+        got = {b["name"]: b["weight"] for b in st["services"][0]["backends"]}["a"]
+        if st["pid"] != new.proc.pid or got != weight:
+            lost.append((weight, got))
+    check(not lost, f"every set answered 0 is the new process's: {lost} lost of {applied}")
+    check(refused > 0 and applied > 0, f"the two processes shared the requests: {applied} "
+          f"applied, {refused} refused")
+    check(old.stop() == 0, "the old one drains and exits 0")
+    rc, so, se = new.ctl("set", "a", "weight", "7")
+    check(rc == 0 and new.backend("a")["weight"] == 7, f"the new one alone takes sets: {se}")
+    check(new.stop() == 0, "exit 0")
+
+
 class NotOurChild:
     """What the tests use of a Popen, for a process that is not our child (an upgrade's
     new process): send_signal(), wait() and poll()."""
@@ -843,5 +879,6 @@ def queued_connections_outlive_the_old():
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
            reload_during_an_upgrade_reaches_the_new_process,
-           reload_sent_to_the_old_process_after_an_upgrade, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           reload_sent_to_the_old_process_after_an_upgrade,
+           set_after_a_side_by_side_takeover_is_not_lost, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
