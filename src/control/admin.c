@@ -1051,7 +1051,7 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
  * GET /sockets: hand the listening sockets to the hashlb that replaces this
  * one (hlb_proxy_take_over()), so that it listens on the same sockets and
  * nothing waiting in their queues is lost when this one stops. A line per
- * socket: "PID FD ADDR". Over the Unix socket the descriptors come with
+ * socket: "PID FD ADDR SERVICE". Over the Unix socket the descriptors come with
  * the lines (SCM_RIGHTS; the file's mode says who may ask); over TCP only
  * the lines, and the new process copies each with pidfd_getfd(2), which
  * the kernel allows only to who may ptrace this one. A hashlb asks with

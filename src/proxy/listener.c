@@ -149,13 +149,35 @@ static struct inherited *inherited_for(struct hlb_proxy *p, const struct sockadd
 	return NULL;
 }
 
-/* A socket taken over, bound to <addr> and not yet used, or NULL. */
-static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *addr)
+/* <addr> with port 0. */
+static struct sockaddr_storage any_port(const struct sockaddr_storage *addr)
 {
-	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (p->inh[i].taken && !p->inh[i].used &&
-		    hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
-			return &p->inh[i];
+	struct sockaddr_storage a = *addr;
+
+	if (a.ss_family == AF_INET)
+		((struct sockaddr_in *)&a)->sin_port = 0;
+	else if (a.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&a)->sin6_port = 0;
+	return a;
+}
+
+/* A socket taken over, bound to <addr> and not yet used, or NULL. For <addr>
+ * of port 0 ("any free port"), the one service <svc> listened on there with
+ * the same host: it keeps its port, as across a reload. */
+static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *addr,
+				   const char *svc)
+{
+	bool any = !hashlb_addr_port((const struct sockaddr_storage *)addr);
+
+	for (uint32_t i = 0; i < p->n_inh; i++) {
+		struct inherited *in = &p->inh[i];
+		struct sockaddr_storage a = any ? any_port(&in->addr) : in->addr;
+
+		if (in->taken && !in->used &&
+		    hlb_sockaddr_same((const struct sockaddr *)&a, addr) &&
+		    (!any || strcmp(in->svc, svc) == 0))
+			return in;
+	}
 	return NULL;
 }
 
@@ -261,7 +283,7 @@ static const char *next_line(const char *l)
 
 /*
  * Over TCP no descriptor can come with the answer: each of its lines names
- * the process and the descriptor ("PID FD ADDR"), and pidfd_getfd(2) copies
+ * the process and the descriptor ("PID FD ADDR SERVICE"), and pidfd_getfd(2) copies
  * it from <pidfd> (that process), as SCM_RIGHTS would have. That takes the
  * right to ptrace the old process (the same user, and Yama's ptrace_scope 0,
  * or CAP_SYS_PTRACE), so the endpoint itself gives nothing away.
@@ -280,6 +302,27 @@ static int take_pidfd(struct hlb_proxy *p, int pidfd, const char *body)
 			return -errno;
 	}
 	return 0;
+}
+
+/* The service each socket taken over listened for: the line that names its
+ * address ("PID FD ADDR SERVICE"; a hashlb of before the service wrote none). */
+static void take_services(struct hlb_proxy *p, const char *body)
+{
+	for (const char *l = body; *l; l = next_line(l)) {
+		char addr[64], svc[HLB_SERVICE_NAME_SIZE], name[64];
+
+		if (sscanf(l, "%*d %*d %63s %64s", addr, svc) != 2)
+			continue;
+		for (uint32_t i = 0; i < p->n_inh; i++) {
+			struct inherited *in = &p->inh[i];
+
+			if (!in->taken || in->svc[0])
+				continue;
+			format_addr((const struct sockaddr *)&in->addr, name, sizeof(name));
+			if (strcmp(name, addr) == 0)
+				snprintf(in->svc, sizeof(in->svc), "%s", svc);
+		}
+	}
 }
 
 /* Keep the answer's "set ..." lines: what the old process's operator set at
@@ -347,6 +390,7 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 	r = 0;
 	if (family != AF_UNIX)
 		r = pidfd < 0 ? -errno : take_pidfd(p, pidfd, body);
+	take_services(p, body);
 	take_handover(p, body);
 	free(text);
 	if (r < 0 || !p->n_taken) {
@@ -527,11 +571,13 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	}
 	for (uint32_t i = 0; i < p->n_workers && !in; i++) {
 		socklen_t len = sizeof(l->bound);
-		struct inherited *t = taken_for(p, addr);
+		struct inherited *t = taken_for(p, addr, name);
 
 		if (t) {
 			/* the same socket as the hashlb this one replaces: nothing
 			 * to hand over when it stops (see hlb_proxy_take_over()) */
+			if (!hashlb_addr_port(&l->bound))
+				l->bound = t->addr; /* port 0: the port it got there */
 			l->fds[i] = t->fd;
 			t->fd = -1;
 			t->used = true;
@@ -571,6 +617,15 @@ uint32_t hlb_listener_taken(const struct hlb_listener *l)
 const char *hlb_listener_bound(const struct hlb_listener *l)
 {
 	return l->bound_name;
+}
+
+const char *hlb_listener_handover_name(struct hlb_listener *l)
+{
+	struct hlb_service *svc = hlb_listener_service(l);
+
+	snprintf(l->handover_name, sizeof(l->handover_name), "%s %s", l->bound_name,
+		 svc ? svc->name : l->name);
+	return l->handover_name;
 }
 
 static void service_unref_cb(void *p)

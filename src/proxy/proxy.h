@@ -166,6 +166,9 @@ const struct sockaddr *hlb_listener_configured(const struct hlb_listener *l);
 const char *hlb_listener_name(const struct hlb_listener *l);
 /* The address actually bound, "127.0.0.1:18080" (the port chosen for port 0). */
 const char *hlb_listener_bound(const struct hlb_listener *l);
+/* "ADDR SERVICE": where it listens and for which service now, for the hashlb that takes it
+ * over (HLB_FDPASS_LINE); valid until the next call. */
+const char *hlb_listener_handover_name(struct hlb_listener *l);
 bool hlb_listener_inherited(const struct hlb_listener *l); /* from the service manager */
 struct hlb_service *hlb_listener_service(const struct hlb_listener *l); /* control thread */
 

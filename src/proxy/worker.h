@@ -55,6 +55,8 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 /* Connections waiting for room under a max_connections are tried again at
  * least this often (and at once when a slot frees on any worker). */
 #define QUEUE_RETRY_MS 10
+/* a service's name and its NUL (the config allows 64 bytes) */
+#define HLB_SERVICE_NAME_SIZE 65
 /* listen(2)'s backlog of a service's sockets */
 #define LISTEN_BACKLOG 4096
 
@@ -67,6 +69,7 @@ struct hlb_listener {
 	socklen_t addr_len;
 	struct sockaddr_storage bound; /* as bound: the key for reuse across reloads */
 	char bound_name[64];
+	char handover_name[64 + HLB_SERVICE_NAME_SIZE]; /* hlb_listener_handover_name() */
 	char *name;
 	_Atomic(struct hlb_service *) svc; /* one reference */
 	int *fds; /* one per worker; -1 once that worker closed it */
@@ -303,6 +306,7 @@ struct inherited {
 	struct sockaddr_storage addr;
 	bool used; /* a listener took it */
 	bool taken; /* handed over by the hashlb this one replaces */
+	char svc[HLB_SERVICE_NAME_SIZE]; /* taken: the service it listened for there, "": unknown */
 };
 
 struct hlb_proxy {

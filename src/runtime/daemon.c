@@ -930,7 +930,7 @@ static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds,
 		all += hlb_listener_fds(dl->l, inherited, spare, HLB_WORKERS_MAX);
 		k = hlb_listener_fds(dl->l, inherited, fds + n, max - n);
 		for (uint32_t i = 0; i < k; i++)
-			addrs[n + i] = hlb_listener_bound(dl->l);
+			addrs[n + i] = hlb_listener_handover_name(dl->l);
 		n += k;
 	}
 	if (all > n)

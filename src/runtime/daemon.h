@@ -142,7 +142,7 @@ void hlb_daemon_admin_fds(struct hlb_daemon *d, uint32_t n);
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 bool hlb_daemon_stopping(const struct hlb_daemon *d);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
- * that takes over (GET /sockets?taker=PID); <addrs>[i] the address of fds[i]. None once
+ * that takes over (GET /sockets?taker=PID); <addrs>[i] "ADDR SERVICE" of fds[i]. None once
  * stopping. Giving any to a <taker> (its pid; 0: unknown, someone by hand) counts as handing
  * over while that process lives (hlb_daemon_handed_over()). */
 uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, const char **addrs,

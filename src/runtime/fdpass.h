@@ -15,7 +15,8 @@
 #define HLB_FDPASS_PER_MSG 250
 
 /* A line of the text: the sender's pid, the descriptor's number there (what
- * pidfd_getfd(2) takes when none rides along), the address it listens on. */
+ * pidfd_getfd(2) takes when none rides along), the address it listens on and
+ * the service it listens for (so that a service on port 0 keeps its port). */
 #define HLB_FDPASS_LINE "%d %d %s\n"
 
 /* After the sockets' lines, one per backend whose state, weight or cap was set at run time

@@ -41,10 +41,11 @@ def migrate_req(v):
         f.write(f"{v}\n")
 
 
-def listen_inodes(pid):
-    """The inodes of the sockets <pid> listens on at LISTEN. (From ss, over netlink: reading
-    /proc/net/tcp walks every socket, tens of thousands in TIME_WAIT here, for seconds.)"""
-    out = subprocess.run(["ss", "-ltnHe", f"sport = :{LISTEN[1]}"], capture_output=True,
+def listen_inodes(pid, where=None):
+    """The inodes of the sockets <pid> listens on at LISTEN (or as ss filter <where> says).
+    (From ss, over netlink: reading /proc/net/tcp walks every socket, tens of thousands in
+    TIME_WAIT here, for seconds.)"""
+    out = subprocess.run(["ss", "-ltnHe", where or f"sport = :{LISTEN[1]}"], capture_output=True,
                          text=True, check=True).stdout
     listening = {f[4:] for f in out.split() if f.startswith("ino:")}
     fds = set()
@@ -716,6 +717,45 @@ def set_after_a_side_by_side_takeover_is_not_lost():
     check(new.stop() == 0, "exit 0")
 
 
+def port_zero_service_keeps_its_port():
+    """A service listening on port 0 ("any free port": where another program reads the port
+    from /status, or a test) keeps the port it got across an upgrade in place, as it does
+    across a reload: the new process listens on the very sockets. It used to bind a new port
+    and leave the sockets it was handed unused ("sockets taken over and not used"): the
+    clients of the port in use were refused from the moment the old one stopped."""
+    migrate_req(0)
+    exe = tmppath("hashlb-port0")
+    install(HASHLB, exe)
+    old = Hashlb(plain_config(BACKENDS + [("d", f"127.0.0.1:{backends[0].port}")],
+                              name="u") + plain_config(BACKENDS, name="v").split("services:\n", 1)[1],
+                 fname="port0.yaml", binary=exe)
+    addrs = list(old.addrs)
+    check(len(addrs) == 2 and addrs[0] != addrs[1], f"two services on port 0: {addrs}")
+    socks = {a: listen_inodes(old.proc.pid, f"src = {a}") for a in addrs}
+    new_pid = None
+    try:
+        old.proc.send_signal(signal.SIGUSR2)
+        rc = exit_status(old.proc, 30)
+        check(rc == 0, f"the old one handed over and exited 0 ({rc})")
+        m = [re.search(r'msg="upgraded: the new hashlb is ready.* pid=(\d+)', l) for l in old.log]
+        new_pid = next((int(x.group(1)) for x in m if x), None)
+        check(new_pid and old.wait_log(r"msg=listening listen=u .*taken_over=2") and
+              old.wait_log(r"msg=listening listen=v .*taken_over=2"),
+              "the new process took each service's two sockets over")
+        for a in addrs:
+            host, port = a.rsplit(":", 1)
+            try:
+                got = who((host, int(port)), client_ip(1))
+            except OSError as e:
+                got = repr(e)
+            check(got in ("a", "b", "c"), f"clients of {a} are served after the upgrade: {got!r}")
+            check(new_pid and listen_inodes(new_pid, f"src = {a}") == socks[a],
+                  f"on the sockets of the old one: {a}")
+        check(not old.wait_log("sockets taken over and not used", 0.1), "no socket left unused")
+    finally:
+        kill(new_pid)
+
+
 class NotOurChild:
     """What the tests use of a Popen, for a process that is not our child (an upgrade's
     new process): send_signal(), wait() and poll()."""
@@ -880,5 +920,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,
-           set_after_a_side_by_side_takeover_is_not_lost, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           set_after_a_side_by_side_takeover_is_not_lost,
+           port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
