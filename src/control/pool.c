@@ -188,6 +188,19 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
 	return b;
 }
 
+/*
+ * Start <b>'s health over in state <up> (no penalty, no runs), keeping its
+ * flap count: hashlb_backend_flaps_total is a counter, and a series that
+ * goes back to 0 within one process reads as a reset that lost the flaps.
+ */
+static void backend_health_restart(struct hlb_pool_backend *b, bool up, uint64_t now)
+{
+	uint64_t flaps = b->health.flaps;
+
+	hlb_health_init(&b->health, up, now);
+	b->health.flaps = flaps;
+}
+
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 {
 	enum hashlb_admin_state old = b->admin;
@@ -202,7 +215,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 	if (old == HASHLB_ADMIN_MAINT) {
 		/* Its health is unknown after maintenance: down until <rise> checks pass. */
 		if (backend_checked(b)) {
-			hlb_health_init(&b->health, false, now);
+			backend_health_restart(b, false, now);
 			atomic_store(&b->rt->healthy, false);
 			backend_check_start(b, now);
 		} else {
@@ -1216,7 +1229,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 								     c->n_backends, 0));
 		if (!c->health.enabled && !b->health.up) {
 			/* Checks turned off: no verdict holds it down any more. */
-			hlb_health_init(&b->health, true, now);
+			backend_health_restart(b, true, now);
 			atomic_store(&b->rt->healthy, true);
 			service_schedule(s, false);
 		}

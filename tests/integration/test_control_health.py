@@ -6,6 +6,7 @@ flaps every 200 ms does not rebuild the table per flap; slow start ramps a new b
 with a payload (send/expect) takes down a backend that accepts but answers wrongly or not at
 all."""
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -414,6 +415,43 @@ def health_port():
     y.stop()
 
 
+def flaps_never_go_back():
+    """hashlb_backend_flaps_total is a counter: a backend that went down keeps its count when it
+    leaves maint (its health starts over) and when a reload turns its checks off while it is down
+    (before, both set it back to 0, a reset that lost the flaps)."""
+    a, b = Backend("a"), Backend("b")
+    cfg = config([("a", a.addr), ("b", b.addr)])
+    lb = Lb(cfg)
+
+    def flaps():
+        code, text = lb.http("GET", "/metrics")
+        m = re.search(r'^hashlb_backend_flaps_total\{service="t",backend="a"\} (\S+)$', text, re.M)
+        return float(m.group(1)) if m else None, lb.backend("a")["flaps"]
+
+    port = a.port
+    a.stop()
+    check(lb.wait(lambda: lb.backend("a")["health"] == "down", timeout=5) is not None, "a down")
+    check(flaps() == (1, 1), f"one flap: (metric, status) {flaps()}")
+    a = Backend("a", port=port)
+    check(lb.wait(lambda: lb.backend("a")["health"] == "up", timeout=5) is not None, "a up again")
+    for st in ("maint", "ready"):
+        rc, so, se = lb.ctl("set", "a", st)
+        check(rc == 0, f"set a {st}: {se}")
+    check(flaps() == (1, 1), f"after maint and back, still one flap: {flaps()}")
+    check(lb.wait(lambda: lb.backend("a")["health"] == "up", timeout=5) is not None, "a up after maint")
+    a.stop()
+    check(lb.wait(lambda: lb.backend("a")["health"] == "down", timeout=5) is not None, "a down again")
+    check(flaps() == (2, 2), f"a second flap: {flaps()}")
+    lb.rewrite(cfg.replace("    health:\n", "    health:\n      enabled: false\n", 1))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload turning the checks off: {se}")
+    check(lb.backend("a")["health"] == "up", "no check holds a down any more")
+    check(flaps() == (2, 2), f"checks off, the count stays: {flaps()}")
+    check(lb.stop() == 0, "exit 0")
+    b.stop()
+
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
-           flapping_does_not_rebuild_per_flap, slow_start_ramps, payload_checks, health_port])
+           flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps, payload_checks,
+           health_port])
