@@ -518,17 +518,23 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	}
 }
 
-/* Drop the draining backends of <v> whose connections ended, closing them past their deadline. */
+/*
+ * Drop the draining backends of <v> whose connections ended, closing them
+ * past their deadline. A connection counts from its connect on (claimed),
+ * not once established (active): one still connecting when the reload
+ * removed its backend is established to it later, and must be in its
+ * series and closed at its deadline like the others.
+ */
 static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
 	uint32_t i = 0;
 
 	while (i < *n) {
 		struct hlb_pool_backend *b = v[i];
-		uint64_t active = atomic_load(&b->rt->active);
+		uint64_t held = atomic_load(&b->rt->claimed);
 
-		if (active == 0 || now >= b->drain_deadline_ms) {
-			if (active)
+		if (held == 0 || now >= b->drain_deadline_ms) {
+			if (held)
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
 			backend_free(b);
 			v[i] = v[--*n];

@@ -7,6 +7,8 @@ import math
 import os
 import random
 import re
+import socket
+import threading
 import time
 
 from ctltest import Lb, config, metric_sum
@@ -112,6 +114,64 @@ def removed_backend_drains_until_timeout():
     check(lb.wait(lambda: not lb.service()["draining"], timeout=3) is not None,
           "and no longer listed")
     held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
+def removed_while_connecting_drains_too():
+    """A reload removes a backend while a client's connect to it is in flight (its SYN dropped
+    by a full accept queue, sent again after 1 s): once established, that connection is under
+    the removed backend's draining series, the backends adding up to the service, and is closed
+    at the drain timeout like the others. Before, the backend was let go at the reload (no
+    established connection), its connection then ran on uncounted by any backend and past
+    timeouts.drain."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)  # room for one connection not yet accepted
+    slow = "127.0.0.1:%d" % ls.getsockname()[1]
+    extra = "timeouts:\n  connect: 5s\n  drain: 1500ms"
+    lb = Lb(config([("slow", slow), BACKENDS[0]], health="enabled: false", extra=extra))
+    clients = [client_ip(i) for i in range(100)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "slow"][0]
+    blocker = socket.create_connection(ls.getsockname())  # fills the queue: hashlb's SYN dropped
+    time.sleep(0.1)
+    got = {}
+
+    def client():
+        got["s"] = connect(lb.addr, mine, timeout=10)
+        got["line"] = read_line(got["s"])
+
+    t = threading.Thread(target=client)
+    t.start()
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 1, timeout=5) is not None,
+          "the client is accepted, its connect in flight")
+    lb.rewrite(config([BACKENDS[0]], health="enabled: false", extra=extra))
+    rc, so, se = lb.ctl("reload")
+    t0 = time.time()
+    check(rc == 0, f"reload: {se}")
+    time.sleep(0.3)  # a few pool ticks: a backend without a connection is let go
+    check([b["name"] for b in lb.service()["draining"]] == ["slow"],
+          f"slow drains: its connect is in flight ({lb.service()['draining']})")
+    ls.accept()[0].close()  # the blocker: room for the SYN sent again
+    conn, _ = ls.accept()
+    conn.sendall(b"slow\n")
+    t.join(10)
+    check(got.get("line") == "slow", f"the connect completes: the client reaches slow ({got})")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    active = {ls: v for (n, ls), v in m.items() if n == "hashlb_backend_active_connections"}
+    check(active.get(f'{{service="t",backend="slow",draining="{slow}"}}') == 1 and
+          sum(active.values()) == metric(m, "hashlb_service_active_connections") == 1,
+          f"/metrics: the connection under slow's draining series, the backends adding up "
+          f"to the service ({active})")
+    if "s" in got:
+        closed_at_drain(got["s"], t0, "closed at the drain timeout")
+        got["s"].close()
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 0 and
+                  not lb.service()["draining"], timeout=3) is not None,
+          "no connection left, nothing draining")
+    conn.close()
+    blocker.close()
+    ls.close()
     check(lb.stop() == 0, "exit 0")
 
 
@@ -953,7 +1013,8 @@ def metrics_parse_and_match_traffic():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
-           removed_backend_drains_until_timeout, removed_backend_added_back_keeps_its_connections,
+           removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
+           removed_backend_added_back_keeps_its_connections,
            removed_service_drains_until_timeout,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
