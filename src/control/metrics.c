@@ -60,7 +60,8 @@ static const struct {
 	[B_BYTES_SPLICED] = { "hashlb_backend_spliced_bytes_total", "counter",
 			      "Bytes (of sent and received) forwarded by splice, not copied." },
 	[B_FULL] = { "hashlb_backend_full_total", "counter",
-		     "Clients passed to their next backend: this one was at max_connections." },
+		     "Clients passed to their next backend or the queue, or closed if neither was "
+		     "left: this one was at max_connections." },
 	[B_MAX_CONNS] = { "hashlb_backend_max_connections", "gauge",
 			  "The backend's max_connections; 0 = unlimited." },
 	[B_UP] = { "hashlb_backend_up", "gauge",
@@ -79,7 +80,8 @@ static const struct {
 			      "Time the last passed health check took: its connect, and with send/expect "
 			      "the answer too." },
 	[B_FLAPS] = { "hashlb_backend_flaps_total", "counter",
-		      "Times the health checks took the backend down." },
+		      "Times the backend's health went down: failed checks, or failed connects "
+		      "of the forwarder (passive)." },
 };
 
 static void family(struct hlb_buf *o, const char *name, const char *type, const char *help)
@@ -307,10 +309,12 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_service_backends_up", "gauge", "Backends taking new clients." },
 		{ "hashlb_service_backends", "gauge", "Configured backends." },
 		{ "hashlb_service_lookups_total", "counter",
-		  "Connections accepted and looked up in the table." },
+		  "Connections accepted and hashed to be routed (denied and client-limited ones "
+		  "included)." },
 		{ "hashlb_service_connections_total", "counter",
 		  "Connections forwarded to a backend." },
-		{ "hashlb_service_active_connections", "gauge", "Connections open now." },
+		{ "hashlb_service_active_connections", "gauge",
+		  "Connections open now, those still connecting or queued included." },
 		{ "hashlb_service_rejected_total", "counter",
 		  "Connections closed at once: over max_connections." },
 		{ "hashlb_service_no_backend_total", "counter",
