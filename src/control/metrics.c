@@ -478,7 +478,8 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_splice_pipes_max", "gauge",
 		  "The cap on spliced directions (--splice-pipes over the workers; 0: splice off)." },
 		{ "hashlb_worker_splice_refused_total", "counter",
-		  "Bulk streams kept on buffers: the splice cap reached, or no pipe to be had." },
+		  "Directions of bulk streams kept on buffers, each counted once: the splice cap "
+		  "reached, or no pipe to be had." },
 		{ "hashlb_worker_accept_errors_total", "counter",
 		  "Accepts that failed (the file descriptor limit, memory): the listener paused "
 		  "100 ms, the clients waiting in its backlog." },

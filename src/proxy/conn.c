@@ -756,6 +756,15 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 	}
 }
 
+/* Half <h> stays on buffers for now, a bulk stream without a pipe: counted once, not at each try. */
+static void half_splice_refused(struct worker *w, struct half *h)
+{
+	if (h->splice_refused)
+		return;
+	h->splice_refused = true;
+	hlb_stat_add(&w->pub.splice_refused, 1);
+}
+
 /*
  * Half <i> is due to splice and has nothing in flight: give it a pipe, or
  * keep it on buffers if the cap is reached or no pipe can be had. May free
@@ -768,7 +777,7 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 	h->splice_want = false;
 	if (w->pipes >= w->pipes_max || !worker_pipe_room(w) ||
 	    pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		hlb_stat_add(&w->pub.splice_refused, 1);
+		half_splice_refused(w, h);
 		h->bulk = 0; /* try again after as many bytes */
 		half_recv(w, c, i, false);
 		return;
@@ -800,8 +809,7 @@ static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
 		return false;
 	if (w->pipes < w->pipes_max)
 		return true;
-	if (h->bulk - n < w->splice_after) /* counted once: it switches when a pipe frees */
-		hlb_stat_add(&w->pub.splice_refused, 1);
+	half_splice_refused(w, h); /* it switches when a pipe frees */
 	return false;
 }
 

@@ -1039,6 +1039,30 @@ def fd_limit_splice_pipes():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def splice_refused_counts_each_direction_once():
+    """At the connection cap the fd limit allows, a bulk stream gets no pipe and stays on
+    buffers, tried again every --splice-after bytes: hashlb_worker_splice_refused_total counts
+    each of its directions once, as it does at the --splice-pipes cap. Before, every try was
+    counted: one 8 MiB echo (two directions) counted 61."""
+    lb = Lb(config(BACKENDS, workers=1), nofile=400, args=("--admin", "127.0.0.1:0"))
+    cap = int(metric_sum(lb, "hashlb_max_connections"))
+    idle = []
+    for i in range(cap - 1):  # the bulk connection is the last the cap has room for
+        s = connect(lb.addr, client_ip(i), timeout=10)
+        read_line(s)
+        idle.append(s)
+    before = metric_sum(lb, "hashlb_worker_splice_refused_total")
+    check(echo_bulk(lb.addr, 8 * MiB, 7, src=client_ip(cap + 10)), "8 MiB each way intact at the cap")
+    refused = metric_sum(lb, "hashlb_worker_splice_refused_total") - before
+    splices = metric_sum(lb, "hashlb_backend_splices_total")
+    check(splices == 0 and refused == 2,
+          f"no pipe at the cap: its 2 directions counted once each ({refused:.0f} refused, "
+          f"{splices:.0f} spliced, cap {cap})")
+    for s in idle:
+        s.close()
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def fd_limit_health_checks():
     """The cap the fd limit allows leaves room for the health checks' sockets, one per checked
     backend (as HAProxy counts them in maxsock): 80 backends that accept and never answer
@@ -1395,7 +1419,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services,
-           fd_limit_splice_pipes, fd_limit_health_checks,
+           fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
