@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,7 +15,6 @@
 #include "http.h"
 #include "runtime/fdpass.h"
 
-#define HTTP_REQ_MAX 16384
 #define HTTP_TIMEOUT_MS 10000
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
@@ -26,7 +23,7 @@ struct http_conn {
 	struct hlb_http *h;
 	struct hlb_io io;
 	struct hlb_timer timer;
-	char in[HTTP_REQ_MAX + 1];
+	char in[HLB_HTTP_REQ_MAX + 1];
 	size_t in_len;
 	struct hlb_buf out;
 	size_t out_off;
@@ -63,124 +60,6 @@ static void spare_take(struct hlb_http *h)
 {
 	if (h->spare < 0)
 		h->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
-static int hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Decode the value [v, end) into buf (<size> bytes, NUL-terminated): its length, or -1
- * if it holds a NUL (%00 would cut it short: "a%00zz" is not "a"), -2 if it is too long. */
-static ssize_t decode(const char *v, const char *end, char *buf, size_t size)
-{
-	size_t o = 0;
-
-	for (; v < end; v++) {
-		int c = (unsigned char)*v;
-
-		if (c == '+')
-			c = ' ';
-		else if (c == '%' && end - v > 2 && hex(v[1]) >= 0 && hex(v[2]) >= 0) {
-			c = hex(v[1]) * 16 + hex(v[2]);
-			v += 2;
-		}
-		if (c == 0)
-			return -1;
-		if (o + 1 >= size)
-			return -2;
-		buf[o++] = (char)c;
-	}
-	buf[o] = '\0';
-	return (ssize_t)o;
-}
-
-/* Find <name> in "a=1&b=2" and decode its value into buf. */
-static const char *param_in(const char *s, size_t len, const char *name, char *buf, size_t size)
-{
-	size_t nl = strlen(name);
-	const char *end = s + len;
-
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-
-		if ((size_t)(pe - s) > nl && !memcmp(s, name, nl) && s[nl] == '=')
-			return decode(s + nl + 1, pe, buf, size) < 0 ? NULL : buf;
-		s = pe + 1;
-	}
-	return NULL;
-}
-
-/*
- * Why a parameter of "a=1&b=2" is refused, or NULL: every value must decode
- * to at most HLB_HTTP_VALUE_MAX bytes with no NUL, so that a handler never
- * reads a present but unusable value as absent (and answers "give
- * weight=N", or applies the rest of a request without it).
- */
-static const char *params_refusal(const char *s, size_t len, char *why, size_t size)
-{
-	const char *end = s + len;
-	char v[HLB_HTTP_VALUE_MAX + 1];
-
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(s, '=', (size_t)(pe - s));
-		ssize_t n = eq ? decode(eq + 1, pe, v, sizeof(v)) : 0;
-
-		if (n < 0) {
-			int nl = (int)(eq - s < 64 ? eq - s : 64);
-
-			snprintf(why, size, "parameter %.*s: %s", nl, s,
-				 n == -1 ? "the value holds a NUL byte (%00)"
-					 : "the value is longer than 255 bytes");
-			return why;
-		}
-		s = pe + 1;
-	}
-	return NULL;
-}
-
-const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size)
-{
-	const char *v = param_in(r->query, strlen(r->query), name, buf, size);
-
-	return v ? v : param_in(r->body, r->body_len, name, buf, size);
-}
-
-static const char *name_unknown(const char *s, size_t len, const char *const *known, char *buf,
-				size_t size)
-{
-	const char *end = s + len;
-
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(s, '=', (size_t)(pe - s));
-		size_t nl = (size_t)((eq ? eq : pe) - s), k;
-
-		for (k = 0; known[k]; k++)
-			if (strlen(known[k]) == nl && !memcmp(known[k], s, nl))
-				break;
-		if (pe > s && !known[k]) {
-			snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
-			return buf;
-		}
-		s = pe + 1;
-	}
-	return NULL;
-}
-
-const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
-				   char *buf, size_t size)
-{
-	const char *n = name_unknown(r->query, strlen(r->query), known, buf, size);
-
-	return n ? n : name_unknown(r->body, r->body_len, known, buf, size);
 }
 
 static void conn_close(struct http_conn *c)
@@ -304,130 +183,11 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 	conn_respond(c, &resp);
 }
 
-/*
- * The value of header <name> in the header lines <hdrs> ("Name: value\r\n...",
- * NUL-terminated; NULL if none), spaces trimmed, copied into <buf>. NULL if
- * absent.
- */
-static const char *header(const char *hdrs, const char *name, char *buf, size_t size)
-{
-	size_t nl = strlen(name);
-
-	for (const char *p = hdrs; p && *p;) {
-		const char *eol = strstr(p, "\r\n");
-		const char *end = eol ? eol : p + strlen(p);
-
-		if ((size_t)(end - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
-			const char *v = p + nl + 1;
-			size_t n;
-
-			while (v < end && (*v == ' ' || *v == '\t'))
-				v++;
-			while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-			n = (size_t)(end - v) < size - 1 ? (size_t)(end - v) : size - 1;
-			memcpy(buf, v, n);
-			buf[n] = '\0';
-			return buf;
-		}
-		p = eol ? eol + 2 : NULL;
-	}
-	return NULL;
-}
-
-/*
- * Why a request that a web page made the browser send is refused, or NULL.
- * The admin endpoint serves tools (hashlb ctl, curl, Prometheus), none of
- * which sends these headers; a page on any site could otherwise POST a form
- * to 127.0.0.1:9901/set (cross-site request forgery), or read and change
- * everything through a name of its own that it points at 127.0.0.1 (DNS
- * rebinding: the browser then calls the request same-origin). Browsers
- * mark every request a page makes with Sec-Fetch-Site (all but "none", a
- * URL the user typed), and every POST with Origin.
- */
-static const char *browser_refusal(const char *hdrs, bool get, char *why, size_t size)
-{
-	char v[64];
-
-	if (header(hdrs, "sec-fetch-site", v, sizeof(v)) && strcasecmp(v, "none")) {
-		snprintf(why, size,
-			 "refused: a request a web page made (Sec-Fetch-Site: %s); the admin "
-			 "endpoint serves tools such as hashlb ctl, curl and Prometheus",
-			 v);
-		return why;
-	}
-	if (!get && header(hdrs, "origin", v, sizeof(v))) {
-		snprintf(why, size,
-			 "refused: a request from a web page (Origin: %s); the admin endpoint "
-			 "serves tools such as hashlb ctl, curl and Prometheus",
-			 v);
-		return why;
-	}
-	return NULL;
-}
-
-/* A complete request is in c->in: parse it in place and answer. */
-static void conn_request(struct http_conn *c, char *hdr_end, size_t body_len)
-{
-	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
-	struct hlb_http_req req = { 0 };
-	char *sp1, *sp2, *q, *hdrs, *version, why[256];
-	size_t vlen;
-
-	*hdr_end = '\0';
-	c->head = !strncmp(c->in, "HEAD ", 5);
-	sp1 = strchr(c->in, ' ');
-	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	hdrs = sp2 ? strstr(sp2, "\r\n") : NULL;
-	if (!sp1 || !sp2 || sp1 == c->in || sp2 == sp1 + 1) {
-		conn_error(c, 400, "bad request line: give METHOD PATH HTTP/1.1");
-		return;
-	}
-	version = sp2 + 1;
-	vlen = hdrs ? (size_t)(hdrs - version) : strlen(version);
-	if (vlen != 8 || (memcmp(version, "HTTP/1.1", 8) && memcmp(version, "HTTP/1.0", 8))) {
-		/* HTTP/x.y of another version: 505; anything else: 400 */
-		bool other = vlen == 8 && !memcmp(version, "HTTP/", 5) &&
-			     isdigit((unsigned char)version[5]) && version[6] == '.' &&
-			     isdigit((unsigned char)version[7]);
-
-		conn_error(c, other ? 505 : 400,
-			   other ? "this endpoint speaks HTTP/1.1 and HTTP/1.0"
-				 : "bad request line: give METHOD PATH HTTP/1.1");
-		return;
-	}
-	*sp1 = *sp2 = '\0';
-	if (browser_refusal(hdrs ? hdrs + 2 : NULL, !strcmp(c->in, "GET") || !strcmp(c->in, "HEAD"),
-			    why, sizeof(why))) {
-		conn_error(c, 403, why);
-		return;
-	}
-	req.method = c->head ? "GET" : c->in; /* HEAD: the GET's answer, without its body */
-	req.path = sp1 + 1;
-	q = strchr(sp1 + 1, '?');
-	if (q)
-		*q = '\0';
-	req.query = q ? q + 1 : "";
-	req.body = hdr_end + 4;
-	req.body_len = body_len;
-	req.body = body_len ? hdr_end + 4 : "";
-	req.local = c->h->unix_path[0] != '\0';
-	c->in[c->in_len] = '\0';
-	if (params_refusal(req.query, strlen(req.query), why, sizeof(why)) ||
-	    params_refusal(req.body, req.body_len, why, sizeof(why))) {
-		conn_error(c, 400, why);
-		return;
-	}
-	c->h->fn(c->h->arg, &req, &resp);
-	conn_respond(c, &resp);
-}
-
 static void conn_io(void *arg, uint32_t events)
 {
 	struct http_conn *c = arg;
-	char *hdr_end, *cl;
-	size_t body_len = 0;
-	bool te;
+	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
+	struct hlb_http_parsed p;
 	bool eof = false;
 
 	if (c->out.len) {
@@ -435,7 +195,7 @@ static void conn_io(void *arg, uint32_t events)
 		return;
 	}
 	for (;;) {
-		ssize_t n = read(c->io.fd, c->in + c->in_len, HTTP_REQ_MAX - c->in_len);
+		ssize_t n = read(c->io.fd, c->in + c->in_len, HLB_HTTP_REQ_MAX - c->in_len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -452,41 +212,26 @@ static void conn_io(void *arg, uint32_t events)
 			break;
 		}
 		c->in_len += (size_t)n;
-		if (c->in_len == HTTP_REQ_MAX)
+		if (c->in_len == HLB_HTTP_REQ_MAX)
 			break;
 	}
-	c->in[c->in_len] = '\0';
-	hdr_end = strstr(c->in, "\r\n\r\n");
-	if (!hdr_end) {
-		if (c->in_len == HTTP_REQ_MAX)
-			conn_error(c, 413, "request too large");
-		else if (eof)
-			conn_close(c);
+	switch (hlb_http_parse(c->in, c->in_len, eof, &p)) {
+	case HLB_HTTP_MORE:
+		return;
+	case HLB_HTTP_CLOSE:
+		conn_close(c);
+		return;
+	case 200:
+		break;
+	default:
+		c->head = p.head;
+		conn_error(c, p.status, p.msg);
 		return;
 	}
-	*hdr_end = '\0'; /* for strcasestr; conn_request sets it again */
-	cl = strcasestr(c->in, "\r\ncontent-length:");
-	if (cl)
-		body_len = strtoul(cl + 17, NULL, 10);
-	te = strcasestr(c->in, "\r\ntransfer-encoding:") != NULL;
-	*hdr_end = '\r';
-	if (te) {
-		/* a chunked body is not read: its parameters would go unseen, and the
-		 * request be answered as if it had given none */
-		conn_error(c, 411,
-			   "send the body with a Content-Length (Transfer-Encoding is not read)");
-		return;
-	}
-	if (body_len > HTTP_REQ_MAX - (size_t)(hdr_end + 4 - c->in)) {
-		conn_error(c, 413, "request too large");
-		return;
-	}
-	if ((size_t)(hdr_end + 4 - c->in) + body_len > c->in_len) {
-		if (eof)
-			conn_error(c, 400, "the body is shorter than its Content-Length");
-		return; /* the rest of the body is on its way */
-	}
-	conn_request(c, hdr_end, body_len);
+	c->head = p.head;
+	p.req.local = c->h->unix_path[0] != '\0';
+	c->h->fn(c->h->arg, &p.req, &resp);
+	conn_respond(c, &resp);
 }
 
 /* A request that has not arrived whole in time is answered 408 (and given as

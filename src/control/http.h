@@ -62,6 +62,32 @@ const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char 
 const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
 				   char *buf, size_t size);
 
+/* The longest request (request line, headers and body) read. */
+#define HLB_HTTP_REQ_MAX 16384
+
+#define HLB_HTTP_MORE 0 /* not whole yet: wait for more */
+#define HLB_HTTP_CLOSE (-1) /* the client ended before its request: close, unanswered */
+
+/* What hlb_http_parse() made of a request. */
+struct hlb_http_parsed {
+	int status; /* as returned */
+	bool head; /* a HEAD request: the answer has no body */
+	const char *msg; /* why, for an error status (static, or in <why>) */
+	struct hlb_http_req req; /* status 200: the request, pointing into the buffer */
+	char why[256];
+};
+
+/*
+ * The request in <in>: the <len> bytes (at most HLB_HTTP_REQ_MAX) read from a
+ * connection so far, <in> having room for one more (a NUL); <eof> if the
+ * client has shut down writing. HLB_HTTP_MORE or HLB_HTTP_CLOSE; 200 when it
+ * is whole and good, parsed in place into <p>'s req (all but req.local);
+ * else the status of the error to answer (400, 403, 411, 413, 505) with
+ * p->msg. Only a whole request changes the bytes of <in>: called again with
+ * more of them, it finds what it found before.
+ */
+int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);
+
 /* Connections served at once; past it a new one is closed at accept. */
 #define HLB_HTTP_CONNS_MAX 64
 
