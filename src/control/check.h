@@ -61,6 +61,14 @@ void hlb_check_init(struct hlb_check *c, const struct sockaddr *addr, socklen_t 
  */
 int hlb_check_set_payload(struct hlb_check *c, const void *send, uint32_t send_len,
 			  const void *expect, uint32_t expect_len);
+/*
+ * The next <n> bytes of the reply of the check in flight, read from the
+ * backend (<n> = 0: it closed the connection): 1 when the reply now holds
+ * all of <expect> (the bytes past it are not looked at), 0 while what came
+ * matches and more is due, -1 when it differs or ended short. Pure: what
+ * check_io() reads goes through it, and tests and the fuzzer call it alone.
+ */
+int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n);
 /* First check at <first_ms>, then every interval. Returns 0 or -errno. */
 int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms);
 /* Cancel the timer, close a check in flight (no result reported), free the payload. */
