@@ -203,8 +203,7 @@ static int parsed_error(struct hlb_http_parsed *p, int status, const char *msg)
 
 /* The request in <in> is whole: its request line and headers end at <hdr_end>, its body of
  * <body_len> bytes follows. Parse it in place into <p>. */
-static int request_parse(char *in, size_t len, char *hdr_end, size_t body_len,
-			 struct hlb_http_parsed *p)
+static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_http_parsed *p)
 {
 	char *sp1, *sp2, *q, *hdrs, *version;
 	size_t vlen;
@@ -240,7 +239,9 @@ static int request_parse(char *in, size_t len, char *hdr_end, size_t body_len,
 	p->req.query = q ? q + 1 : "";
 	p->req.body_len = body_len;
 	p->req.body = body_len ? hdr_end + 4 : "";
-	in[len] = '\0';
+	/* a string of its own: what follows it (a second request, or more than
+	 * Content-Length said) is not the body */
+	hdr_end[4 + body_len] = '\0';
 	if (params_refusal(p->req.query, strlen(p->req.query), p->why, sizeof(p->why)) ||
 	    params_refusal(p->req.body, p->req.body_len, p->why, sizeof(p->why)))
 		return parsed_error(p, 400, p->why);
@@ -283,5 +284,5 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 		return parsed_error(p, HLB_HTTP_MORE,
 				    NULL); /* the rest of the body is on its way */
 	}
-	return request_parse(in, len, hdr_end, body_len, p);
+	return request_parse(in, hdr_end, body_len, p);
 }

@@ -123,7 +123,8 @@ static struct outcome parse(const uint8_t *data, size_t len, bool eof)
 		check(p.req.body_len == 0 || (within(p.req.body, in, len) &&
 					      within(p.req.body + p.req.body_len, in, len)),
 		      "the body in the buffer", len);
-		check(p.req.body_len || !strcmp(p.req.body, ""), "no body: \"\"", len);
+		check(p.req.body[p.req.body_len] == '\0',
+		      "the body a string ending at its Content-Length", len);
 		check_params(&p.req, len);
 		o.head = p.head;
 		copy_str(o.method, sizeof(o.method), p.req.method);

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The admin endpoint's request parser (src/control/http_request.c) on
+ * buffers alone: a request is answered the same however TCP cut it, and its
+ * body, a C string as http.h promises, ends at its Content-Length.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "control/http.h"
+
+/* hlb_http_parse() on a copy of <s> in a buffer of its own length + 1, kept in <in>. */
+static int parse(const char *s, bool eof, char **in, struct hlb_http_parsed *p)
+{
+	size_t len = strlen(s);
+
+	*in = malloc(len + 1);
+	assert_non_null(*in);
+	memcpy(*in, s, len);
+	return hlb_http_parse(*in, len, eof, p);
+}
+
+static void test_request_in_fragments_waits_then_parses(void **state)
+{
+	static const char req[] = "POST /set?service=web HTTP/1.1\r\nHost: x\r\n"
+				  "Content-Length: 22\r\n\r\nbackend=b1&state=drain";
+	struct hlb_http_parsed p;
+	char buf[HLB_HTTP_VALUE_MAX + 1], *in;
+
+	(void)state;
+	/* every prefix waits for more, and is left as it was */
+	for (size_t cut = 0; cut < sizeof(req) - 1; cut++) {
+		char part[sizeof(req)];
+
+		memcpy(part, req, cut);
+		part[cut] = '\0';
+		assert_int_equal(parse(part, false, &in, &p), HLB_HTTP_MORE);
+		assert_memory_equal(in, req, cut);
+		free(in);
+	}
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_string_equal(p.req.method, "POST");
+	assert_string_equal(p.req.path, "/set");
+	assert_string_equal(p.req.query, "service=web");
+	assert_int_equal(p.req.body_len, 22);
+	assert_string_equal(hlb_http_param(&p.req, "state", buf, sizeof(buf)), "drain");
+	free(in);
+}
+
+static void test_client_that_ends_early(void **state)
+{
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	assert_int_equal(parse("GET /sta", true, &in, &p), HLB_HTTP_CLOSE);
+	free(in);
+	assert_int_equal(
+		parse("POST /set HTTP/1.1\r\nContent-Length: 9\r\n\r\nstate", true, &in, &p), 400);
+	free(in);
+}
+
+/* What follows the body (a second request, or more than Content-Length said) is
+ * not the body: a handler reading req.body as a string sees the body alone. */
+static void test_body_ends_at_its_length(void **state)
+{
+	static const char req[] = "POST /set HTTP/1.1\r\nContent-Length: 11\r\n\r\nstate=drain"
+				  "GET /status HTTP/1.1\r\n\r\n";
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_int_equal(p.req.body_len, 11);
+	assert_string_equal(p.req.body, "state=drain");
+	free(in);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_request_in_fragments_waits_then_parses),
+		cmocka_unit_test(test_client_that_ends_early),
+		cmocka_unit_test(test_body_ends_at_its_length),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
