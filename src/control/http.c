@@ -16,6 +16,8 @@
 #include "runtime/fdpass.h"
 
 #define HTTP_TIMEOUT_MS 10000
+/* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come */
+#define HTTP_BUSY_TIMEOUT_MS 1000
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
 
@@ -28,6 +30,7 @@ struct http_conn {
 	struct hlb_buf out;
 	size_t out_off;
 	bool head; /* a HEAD request: the answer has no body */
+	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
 	struct http_conn *prev, *next;
 };
 
@@ -183,6 +186,11 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 	conn_respond(c, &resp);
 }
 
+static void conn_busy(struct http_conn *c)
+{
+	conn_error(c, 503, "too many admin connections open (64): try again");
+}
+
 static void conn_io(void *arg, uint32_t events)
 {
 	struct http_conn *c = arg;
@@ -222,6 +230,11 @@ static void conn_io(void *arg, uint32_t events)
 		conn_close(c);
 		return;
 	case 200:
+		if (c->busy) {
+			c->head = p.head;
+			conn_busy(c);
+			return;
+		}
 		break;
 	default:
 		c->head = p.head;
@@ -241,6 +254,11 @@ static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;
 
+	if (c->busy && !c->out.len) {
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS);
+		conn_busy(c);
+		return;
+	}
 	if (c->in_len && !c->out.len) {
 		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS);
 		conn_error(c, 408, "the request did not arrive whole within 10 s");
@@ -283,7 +301,13 @@ static void http_accept(void *arg, uint32_t events)
 				continue;
 			return;
 		}
-		if (h->n_conns >= HLB_HTTP_CONNS_MAX || !(c = calloc(1, sizeof(*c)))) {
+		/*
+		 * Past HLB_HTTP_CONNS_MAX a few more are answered 503 once their
+		 * request is in: closed before it came, the request would meet a
+		 * closed socket and the client a reset instead of the answer.
+		 */
+		if (h->n_conns >= HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX ||
+		    !(c = calloc(1, sizeof(*c)))) {
 			/* say why (non-blocking: a fresh socket takes this much) */
 			static const char busy[] =
 				"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
@@ -301,6 +325,7 @@ static void http_accept(void *arg, uint32_t events)
 			close(fd);
 			continue;
 		}
+		c->busy = h->n_conns >= HLB_HTTP_CONNS_MAX;
 		c->h = h;
 		c->io = (struct hlb_io){ .fd = fd, .fn = conn_io, .arg = c };
 		hlb_timer_init(&c->timer, conn_timeout, c);
@@ -309,7 +334,8 @@ static void http_accept(void *arg, uint32_t events)
 			free(c);
 			continue;
 		}
-		hlb_timer_arm(h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS);
+		hlb_timer_arm(h->loop, &c->timer,
+			      hlb_now_ms() + (c->busy ? HTTP_BUSY_TIMEOUT_MS : HTTP_TIMEOUT_MS));
 		c->next = h->conns;
 		if (h->conns)
 			h->conns->prev = c;

@@ -88,8 +88,11 @@ struct hlb_http_parsed {
  */
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);
 
-/* Connections served at once; past it a new one is closed at accept. */
+/* Connections served at once. Past it, up to HLB_HTTP_BUSY_MAX more are
+ * answered 503 once their request is in (or after HTTP_BUSY_TIMEOUT_MS);
+ * past those, one is answered 503 and closed at accept. */
 #define HLB_HTTP_CONNS_MAX 64
+#define HLB_HTTP_BUSY_MAX 8
 
 /*
  * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file

@@ -258,7 +258,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 	hlb_daemon_set_hooks(d, &hooks);
 	/* the checks' and the admin's sockets: room under a cap from the fd limit */
 	hlb_daemon_count_fds(d, hlb_check_fds());
-	hlb_daemon_admin_fds(d, HLB_HTTP_CONNS_MAX);
+	hlb_daemon_admin_fds(d, HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX);
 	*ret_plug = plug;
 	return 0;
 }

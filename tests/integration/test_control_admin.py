@@ -12,8 +12,8 @@ import threading
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
-                    who)
+from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, read_line,
+                    read_to_eof, run_tests, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -891,6 +891,46 @@ def admin_http_edges():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_busy_answer_waits_for_the_request():
+    """Over its 64 connections, the admin endpoint answers 503 once the request is in, or
+    after 1 s without one: the answer is read, not lost to a reset. Before, it answered and
+    closed at accept; a request that came after the close met a closed socket, and the reset
+    it drew made the client lose the 503 that had been sent."""
+    lb = Lb(config(BACKENDS))
+    idle = [lb.admin_socket() for _ in range(64)]
+    time.sleep(0.2)
+    got = []
+    for i in range(3):
+        s = lb.admin_socket()
+        time.sleep(0.3)  # the request comes late, in two pieces
+        try:
+            s.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.1)
+            s.sendall(b"\r\n")
+            got.append(read_to_eof(s))
+        except OSError as e:
+            got.append(repr(e).encode())
+        s.close()
+    check(all(g.startswith(b"HTTP/1.1 503") and b"too many admin connections" in g for g in got),
+          f"a late request over the 64 is answered 503: {[g[:40] for g in got]}")
+    silent = [lb.admin_socket(timeout=5) for _ in range(8)]
+    answers = []
+    for s in silent:
+        try:
+            answers.append(read_to_eof(s))
+        except OSError as e:
+            answers.append(repr(e).encode())
+        s.close()
+    check(all(a.startswith(b"HTTP/1.1 503") for a in answers),
+          f"a connection over the 64 that sends nothing is answered 503 and closed: "
+          f"{[a[:40] for a in answers]}")
+    for x in idle:
+        x.close()
+    check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
+          "served again once they closed")
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a malformed request line 400, another HTTP version 505; a
@@ -1026,6 +1066,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
+           admin_busy_answer_waits_for_the_request,
            admin_http_says_what_it_cannot_serve,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:
