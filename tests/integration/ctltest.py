@@ -99,6 +99,27 @@ class Lb(Hashlb):
                            text=True, timeout=60)
         return p.returncode, p.stdout, p.stderr
 
+    def reload(self, timeout=10):
+        """hashlb ctl reload: (exit status, stdout, stderr, the lines that reload logged).
+        hashlb logs a reload before it answers, but this process reads its log on another
+        thread: the lines are those up to the reload's own last one ("reloaded" or "reload
+        failed"), waited for, so a line not among them was not logged. Every earlier reload
+        of <self> went through here (its last line read)."""
+        def ends(l):
+            return "msg=reloaded " in l or 'msg="reload failed' in l
+
+        def last_lines():
+            return [i for i, l in enumerate(self.log) if ends(l)]
+
+        before = len(last_lines())
+        rc, so, se = self.ctl("reload")
+        if self.wait(lambda: len(last_lines()) > before, timeout) is None:
+            raise AssertionError(f"reload (exit status {rc}, {se!r}): no reloaded or reload "
+                                 f"failed line in the log within {timeout}s")
+        ends_at = last_lines()
+        start = ends_at[before - 1] + 1 if before else 0
+        return rc, so, se, self.log[start:ends_at[before] + 1]
+
     def lookup(self, clients, args=()):
         """{client: backend} from the running table (hashlb ctl lookup); <args>: more
         options (--vip ADDR:PORT)."""

@@ -477,11 +477,10 @@ def reload_says_what_changes_on_restart_only():
              (2, "127.0.0.1:1", False, True), (2, "127.0.0.1:1", False, True),
              (2, same, False, False)]
     for i, (workers, adm, says_workers, says_admin) in enumerate(steps):
-        n = len(lb.log)
         lb.rewrite(config(BACKENDS, workers=workers, admin=adm))
-        rc, so_, se = lb.ctl("reload")
+        rc, so_, se, logged = lb.reload()
         check(rc == 0, f"reload {i} applies: {se}")
-        new = [l for l in lb.log[n:] if "restart only" in l]
+        new = [l for l in logged if "restart only" in l]
         w = [l for l in new if "workers" in l]
         a = [l for l in new if "admin address" in l]
         check(bool(w) == says_workers and all("serving=2 " in l for l in w),
