@@ -210,9 +210,14 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 
 	*hdr_end = '\0';
 	p->head = !strncmp(in, "HEAD ", 5);
+	/* the request line alone: METHOD, PATH and version are in it, not in a header */
+	hdrs = strstr(in, "\r\n");
+	if (hdrs)
+		*hdrs = '\0';
 	sp1 = strchr(in, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	hdrs = sp2 ? strstr(sp2, "\r\n") : NULL;
+	if (hdrs)
+		*hdrs = '\r';
 	if (!sp1 || !sp2 || sp1 == in || sp2 == sp1 + 1)
 		return parsed_error(p, 400, "bad request line: give METHOD PATH HTTP/1.1");
 	version = sp2 + 1;
@@ -249,11 +254,36 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 	return p->status;
 }
 
+/*
+ * The value of a Content-Length header at <v> (after its colon, up to its
+ * line's end): digits alone, with blanks around them. Anything else ("5x",
+ * "-1", "+5", "5, 5", empty) is not read as some number, which would take
+ * the body to be another length than the client meant.
+ */
+static bool content_length(const char *v, size_t *ret)
+{
+	size_t n = 0, digits = 0;
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	for (; isdigit((unsigned char)*v); v++, digits++) {
+		if (n > HLB_HTTP_REQ_MAX) /* too large either way: no overflow */
+			continue;
+		n = n * 10 + (size_t)(*v - '0');
+	}
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (!digits || (*v && strncmp(v, "\r\n", 2)))
+		return false;
+	*ret = n;
+	return true;
+}
+
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 {
 	char *hdr_end, *cl;
 	size_t body_len = 0;
-	bool te;
+	bool te, cl_ok;
 
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
@@ -265,10 +295,12 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	}
 	*hdr_end = '\0'; /* for strcasestr; request_parse sets it again */
 	cl = strcasestr(in, "\r\ncontent-length:");
-	if (cl)
-		body_len = strtoul(cl + 17, NULL, 10);
+	cl_ok = !cl ||
+		(content_length(cl + 17, &body_len) && !strcasestr(cl + 17, "\r\ncontent-length:"));
 	te = strcasestr(in, "\r\ntransfer-encoding:") != NULL;
 	*hdr_end = '\r';
+	if (!cl_ok)
+		return parsed_error(p, 400, "give one Content-Length, of digits alone");
 	if (te) {
 		/* a chunked body is not read: its parameters would go unseen, and the
 		 * request be answered as if it had given none */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,12 +83,62 @@ static void test_body_ends_at_its_length(void **state)
 	free(in);
 }
 
+/* The request line is the first line: a method, path or version in a header is not one. */
+static void test_request_line_is_the_first_line(void **state)
+{
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	assert_int_equal(parse("GET\r\nX: /status HTTP/1.1\r\n\r\n", false, &in, &p), 400);
+	free(in);
+	assert_int_equal(parse("GET /status\r\nX: a HTTP/1.1\r\n\r\n", false, &in, &p), 400);
+	free(in);
+	assert_int_equal(parse("GET /status HTTP/1.1\r\nX: a b\r\n\r\n", false, &in, &p), 200);
+	assert_string_equal(p.req.path, "/status");
+	free(in);
+}
+
+/* A Content-Length is digits alone, given once: another value is refused, not read as
+ * some length (the body taken shorter or longer than the client meant). */
+static void test_content_length_digits_once(void **state)
+{
+	static const char *const bad[] = { "5x", "-1", "+5", "", " ", "5 5", "0x5", "5,5" };
+	struct hlb_http_parsed p;
+	char req[256], *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(req, sizeof(req),
+			 "POST /set HTTP/1.1\r\nContent-Length:%s\r\n\r\nstate=drain", bad[i]);
+		assert_int_equal(parse(req, false, &in, &p), 400);
+		free(in);
+	}
+	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5"
+			       "\r\n\r\nstate",
+			       false, &in, &p),
+			 400);
+	free(in);
+	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: \t11 \r\n\r\nstate=drain",
+			       false, &in, &p),
+			 200);
+	assert_int_equal(p.req.body_len, 11);
+	free(in);
+	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n"
+			       "\r\nstate",
+			       false, &in, &p),
+			 413);
+	free(in);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_in_fragments_waits_then_parses),
 		cmocka_unit_test(test_client_that_ends_early),
 		cmocka_unit_test(test_body_ends_at_its_length),
+		cmocka_unit_test(test_request_line_is_the_first_line),
+		cmocka_unit_test(test_content_length_digits_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
