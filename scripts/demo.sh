@@ -8,8 +8,12 @@
 # Idempotent; every process it starts is stopped (by PID) when it exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh >/dev/null
 build=${HASHLB_BUILD:-build}
+if [ ! -x "$build/src/cli/hashlb" ]; then
+	# setup.sh's own output is kept out of the demo's: say why nothing shows
+	echo "demo: first run: installing the packages hashlb needs and building it (a minute or two)" >&2
+fi
+scripts/setup.sh >/dev/null
 hashlb="$build/src/cli/hashlb"
 config=configs/demo.yaml
 work=$(mktemp -d /tmp/hashlb-demo.XXXXXX)
