@@ -56,6 +56,19 @@ PORT = {n: A.base + 101 + i for i, n in enumerate(STABLE + KILLABLE)}
 T0 = time.time()
 
 
+def check_ports():
+    """A fixed port inside net.ipv4.ip_local_port_range can be held by any connection's
+    ephemeral end (the soak's own thousands): an echo backend restarted there fails to bind."""
+    try:
+        lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    except OSError:
+        return
+    used = [ADMIN[1]] + list(SVC_PORT.values()) + list(PORT.values())
+    if any(lo <= x <= hi for x in used):
+        raise SystemExit("--base %d: ports %d..%d overlap the ephemeral range %d..%d; pick another"
+                         % (A.base, min(used), max(used), lo, hi))
+
+
 def now():
     return time.time() - T0
 
@@ -669,6 +682,7 @@ def parse_metrics(m):
 
 async def main():
     global run_traffic
+    check_ports()
     for n in STABLE + KILLABLE:
         start_backend(n)
     write_cfg(cfg_state)
