@@ -398,9 +398,20 @@ def web_names():
 async def do_reload(how):
     write_cfg(cfg_state)
     if how == "hup":
+        # SIGHUP answers nothing: wait until /status shows the new set of services (0.3 s was
+        # not always enough under load, and clients then tried "extra" before it listened)
         os.kill(hl["pid"], signal.SIGHUP)
-        await asyncio.sleep(0.3)
-        ok = True
+        want = sorted(["web", "api"] + (["extra"] if cfg_state["extra"] else []))
+        t = time.time()
+        ok = False
+        while time.time() - t < 10:
+            await asyncio.sleep(0.1)
+            s = await status()
+            if s and sorted(x["name"] for x in s["services"]) == want:
+                ok = True
+                break
+        if not ok:
+            errors.append((now(), "reload_fail", None, "SIGHUP: services not %s after 10 s" % want, now(), "-"))
     else:
         rc, out, errt = await ctl("reload")
         ok = rc == 0
