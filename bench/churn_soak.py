@@ -8,6 +8,7 @@ reweighted, the scheme switched ring<->maglev, a service added or removed; runs 
 backends (health flaps); and upgrades in place (SIGUSR2 or `hashlb ctl upgrade`).
 
 It checks that no connection to a backend that was not killed or closed is dropped or corrupted,
+that every client reset before a greeting is one hashlb counted as refused (no backend could take it),
 that new connections reach the backend `hashlb ctl lookup` names (every 90 s, base config
 restored), that the admin endpoint always answers within 1 s, and at rest (traffic stopped,
 drains done) that every active-connection gauge is 0, fds, threads and the number of /metrics
@@ -503,10 +504,27 @@ def proc_stats(pid):
         return None, None, None
 
 
+REFUSALS = ["no_backend", "rejected", "queue_timeouts", "queue_aborts", "denied", "client_limited"]
+refused_seen = collections.defaultdict(dict)  # pid -> {service: refusals counted by that hashlb}
+
+
+def note_refusals(pid, m):
+    """Keep the latest count of the clients <pid> refused (reset before a backend served them),
+    per service: each hashlb counts from 0, so the run's total is the sum over processes."""
+    for svc in SVC_PORT:
+        n = 0
+        for k in REFUSALS:
+            mm = re.search(r'^hashlb_service_%s_total\{service="%s"\} (\d+)' % (k, svc), m, re.M)
+            n += int(mm.group(1)) if mm else 0
+        refused_seen[pid][svc] = max(n, refused_seen[pid].get(svc, 0))
+
+
 async def sample(tag):
     m = await metrics()
     s = await status()
     pid = s["pid"] if s else hl["pid"]
+    if m and s:
+        note_refusals(pid, m)
     fds, rss, thr = proc_stats(pid)
     series = len([l for l in (m or "").splitlines() if l and not l.startswith("#")])
     conns = None
@@ -533,6 +551,7 @@ async def find_new_pid(old, timeout=20):
 async def upgrade():
     global upgrades_done
     old = hl["pid"]
+    await sample("pre-upgrade")  # the old hashlb's refusal counts, before its admin is handed over
     if random.random() < 0.5:
         os.kill(old, signal.SIGUSR2)
         how = "usr2"
@@ -631,15 +650,23 @@ async def churn(deadline, allow_reload=True, allow_upgrade=True):
     return n
 
 
+def refused_by_hashlb(e):
+    """A client reset before any backend greeted it: how hashlb refuses a connection it
+    cannot serve (client_refuse(): no backend of the client's list could take it, all
+    drained, in maint, down, of weight 0 or at max_connections). The connect itself may
+    report the reset, if it came before the handshake was seen complete."""
+    t, kind, who, detail, t0, svc = e
+    return who is None and "ConnectionResetError" in detail
+
+
 def expected_failure(e):
     t, kind, who, detail, t0, svc = e
+    if refused_by_hashlb(e):
+        return True  # checked in bulk against the refusal counters (main())
     if who is None and kind.endswith("_connect"):
         return False
     if who is None and "no greeting" in detail:
-        # closed at once by hashlb: no backend of the client's list could take it (all
-        # drained, in maint, down, of weight 0 or at max_connections): counted in
-        # hashlb_service_no_backend_total, compare there
-        return True
+        return True  # closed (FIN) before a greeting: as above, from an older hashlb
     if who in KILLABLE:
         return True  # killed or ctl close'd backend
     return False
@@ -769,6 +796,15 @@ async def main():
         ev("accounting", svc, "client_tries", client, "svc_conns", dsvc, "lookups", dl, "backend_sum", bsum)
         if not (client == dsvc == dl == bsum):
             errors.append((now(), "accounting", None, f"{svc}: client {client} svc {dsvc} lookups {dl} backends {bsum}", now(), svc))
+    # every client reset before a greeting must be a refusal hashlb counted
+    for svc in SVC_PORT:
+        resets = sum(1 for e in errors if e[5] == svc and refused_by_hashlb(e))
+        counted = sum(v.get(svc, 0) for v in refused_seen.values())
+        ev("refusals", svc, "client_resets", resets, "hashlb_counted", counted)
+        if resets > counted:
+            errors.append((now(), "unexplained_resets", None,
+                           f"{svc}: {resets} clients reset before a greeting, hashlb counted {counted} refusals",
+                           now(), svc))
     # byte accounting phase C: bytes sent by clients vs backend sent_bytes
     # leaks
     ev("leak", "rest1", rest1, "rest2", rest2, "rest3", rest3)
