@@ -53,7 +53,7 @@ import re  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 
-from lbtest import Backend, Hashlb, client_ip, config, tmpfile, who  # noqa: E402
+from lbtest import Backend, Hashlb, client_ip, config, tmppath, who  # noqa: E402
 
 LISTEN = ("127.0.0.1", 29500)
 
@@ -144,16 +144,26 @@ class _Pid:
     returncode = None
 
 
+def started(lb):
+    """<lb>, once it said msg=started; else the soak stops with its log (Hashlb() returns when
+    the process exits too, and a chain of hashlbs that never start looks like lost connections)."""
+    if not any("msg=started" in line for line in lb.log):
+        lb.stop()
+        raise SystemExit("hashlb did not start:\n" + "\n".join(lb.log[-5:]))
+    return lb
+
+
 def main():
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with open("/proc/sys/net/ipv4/tcp_migrate_req", "w") as f:
         f.write(args.migrate + "\n")
     backends = [Backend(n) for n in ("a", "b", "c")]
-    admin = {"unix": "unix:" + tmpfile("admin.sock", ""), "tcp": "127.0.0.1:29501",
+    # the socket's path only: hashlb leaves a file that is not a socket alone, and does not start
+    admin = {"unix": "unix:" + tmppath("admin.sock"), "tcp": "127.0.0.1:29501",
              "off": "off", "usr2": "off"}[args.admin]
     text = config([(b.name, b.addr) for b in backends], workers=args.workers,
                   listen=f"{LISTEN[0]}:{LISTEN[1]}").replace("admin: off", f"admin: {admin}")
-    old = Hashlb(text, fname="soak.yaml")
+    old = started(Hashlb(text, fname="soak.yaml"))
     stop, out = multiprocessing.Event(), multiprocessing.Queue()
     procs = [multiprocessing.Process(target=client, args=(k, args.clients, stop, out))
              for k in range(args.clients)]
@@ -165,7 +175,7 @@ def main():
         if args.admin == "usr2":
             cycles, bad_exit, taken = in_place(old, t0)
         while args.admin != "usr2" and cycles < args.cycles and time.time() - t0 < args.seconds:
-            new = Hashlb(text, fname="soak.yaml")
+            new = started(Hashlb(text, fname="soak.yaml"))
             taken += any("listening sockets taken over" in line for line in new.log)
             time.sleep(0.05)
             old.proc.send_signal(signal.SIGTERM)
