@@ -506,7 +506,8 @@ def upgrade_keeps_run_time_settings():
         check(bs["d"]["health"] == "down", f"and d down: {bs['d']['health']}")
         moved = [c for c in clients if before[c] != after[c]]
         check(not moved and "b" not in after.values(),
-              f"no client moved ({len(moved)}), none went to the drained b")
+              f"no client moved ({len(moved)}: {[(c, before[c], after[c]) for c in moved[:5]]}), "
+              f"none went to the drained b")
     finally:
         kill(new_pid)
 
