@@ -18,6 +18,11 @@
 #define HTTP_TIMEOUT_MS 10000
 /* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come */
 #define HTTP_BUSY_TIMEOUT_MS 1000
+/* the 503's reason past HLB_HTTP_CONNS_MAX, answered either way (conn_busy(), http_accept()) */
+#define HTTP_BUSY_MSG "too many admin connections open (64): try again"
+_Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
+_Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
+	       "the Content-Length of http_accept()'s answer");
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
 
@@ -188,7 +193,7 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 
 static void conn_busy(struct http_conn *c)
 {
-	conn_error(c, 503, "too many admin connections open (64): try again");
+	conn_error(c, 503, HTTP_BUSY_MSG);
 }
 
 static void conn_io(void *arg, uint32_t events)
@@ -312,7 +317,7 @@ static void http_accept(void *arg, uint32_t events)
 			static const char busy[] =
 				"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
 				"application/json\r\nContent-Length: 60\r\nConnection: "
-				"close\r\n\r\n{\"error\":\"too many admin connections open (64): try again\"}\n";
+				"close\r\n\r\n{\"error\":\"" HTTP_BUSY_MSG "\"}\n";
 
 			char drop[512];
 
