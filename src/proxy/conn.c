@@ -1702,6 +1702,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (cqe->flags & IORING_CQE_F_BUFFER) {
 			bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
 			w->bufs_out++;
+			w->turn_bufs++;
 		}
 		if (c->state == CONN_CLOSING) {
 			if (bid != BUF_NONE) {
@@ -1748,6 +1749,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 			return;
 		}
 		if (res == -ENOBUFS) {
+			bufring_starved(w);
 			half_uncork(c, i); /* the data that follows must wait */
 			h->starved = true;
 			h->starved_next = NULL;

@@ -42,8 +42,10 @@ struct io_uring_sqe *worker_sqe(struct worker *w)
 {
 	struct io_uring_sqe *sqe;
 
-	while (!(sqe = io_uring_get_sqe(&w->ring)))
+	while (!(sqe = io_uring_get_sqe(&w->ring))) {
+		bufring_refill(w); /* the submit may fill buffers */
 		io_uring_submit(&w->ring);
+	}
 	return sqe;
 }
 
@@ -372,11 +374,10 @@ static void worker_tick(struct worker *w)
 	unsigned epoch = atomic_load_explicit(&hlb_close_epoch, memory_order_acquire);
 	unsigned takeover = atomic_load_explicit(&w->proxy->takeover, memory_order_acquire);
 
-	/* An ENOBUFS handled after the batch that gave the buffers back waits
-	 * with buffers free, and a woken recv that stays quiet holds none and
-	 * passes the turn to no one: nothing else would wake them. */
-	if (w->starved_head && w->bufs_out < w->buf_count)
-		conn_wake_starved(w);
+	if (w->now_ms >= w->ring_shrink_ms) {
+		w->ring_shrink_ms = w->now_ms + 1000;
+		bufring_shrink(w);
+	}
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.spilled, w->spilled, memory_order_relaxed);
@@ -631,6 +632,14 @@ static void *worker_main(void *arg)
 		}
 		if (w->draining && !w->n_conns && !w->listeners)
 			w->exiting = true;
+		/* Recvs waiting for a buffer while some are free: an ENOBUFS
+		 * handled after the completions that gave buffers back, a recv
+		 * that found the ring empty with buffers in the stash, or a
+		 * woken one that stays quiet (it holds none and passes the turn
+		 * to no one). Nothing else would wake them. */
+		if (w->starved_head && w->bufs_out < w->buf_count)
+			conn_wake_starved(w);
+		bufring_turn_end(w);
 	}
 	/* The closes of the last connection's sockets (worker_close_fd()) are
 	 * still in the submission queue: the turn that freed it ends the

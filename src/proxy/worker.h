@@ -234,6 +234,13 @@ struct worker {
 	size_t bufs_size;
 	uint32_t buf_size, buf_count, buf_mask;
 	uint32_t bufs_out; /* buffers held by connections */
+	/* free buffers not in the ring, the last one given back on top (bufring.c) */
+	uint16_t *stash;
+	uint32_t stash_n;
+	uint32_t ring_want; /* free buffers the ring holds at the end of a turn */
+	uint32_t turn_bufs,
+		turn_bufs_max; /* buffers received this turn, most in one since the last shrink */
+	uint64_t ring_shrink_ms; /* the next bufring_shrink() */
 	/* splice */
 	uint32_t splice_after; /* 0 = never */
 	uint32_t pipes, pipes_max; /* spliced directions now, and the cap (2 fds each) */
@@ -392,6 +399,10 @@ void worker_queue_started(struct worker *w);
 int bufring_setup(struct worker *w);
 void bufring_free(struct worker *w);
 void bufring_put(struct worker *w, uint16_t bid);
+void bufring_refill(struct worker *w);
+void bufring_turn_end(struct worker *w);
+void bufring_starved(struct worker *w);
+void bufring_shrink(struct worker *w);
 static inline uint8_t *bufring_addr(struct worker *w, uint16_t bid)
 {
 	return w->bufs + (size_t)bid * w->buf_size;

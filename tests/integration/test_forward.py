@@ -847,6 +847,39 @@ def buffers_exhausted():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+
+def pool_resident_follows_use():
+    """A few busy connections on buffers keep resident about the buffers they use at once,
+    not the worker's whole pool: the ring hands out the buffers given back last. Before, it
+    handed out every buffer in turn, and two connections made a 64 MiB pool resident."""
+    lb = Lb(config(BACKENDS, workers=1), args=("--buffers", "1024", "--splice-after", "off",
+                                               "--admin", "127.0.0.1:0"))
+    rss0 = lb.rss_kib()
+
+    def one(i):
+        msg = random.Random(i).randbytes(40000)
+        s = connect(lb.addr, src=client_ip(i), timeout=30)
+        read_line(s)
+        ok = 0
+        for _ in range(1000):  # 40 MB each way, each buffer of the pool used several times
+            s.sendall(msg)
+            got = bytearray()
+            while len(got) < len(msg):
+                d = s.recv(len(msg) - len(got))
+                if not d:
+                    break
+                got += d
+            ok += got == msg
+        s.close()
+        results[i] = ok
+
+    results = [0, 0]
+    run_threads(one, 2)
+    check(results == [1000, 1000], f"every echo intact: {results}")
+    grown = lb.rss_kib() - rss0
+    check(grown < 16 * 1024, f"RSS grew {grown} KiB, under a quarter of the 64 MiB pool")
+    check(lb.stop() == 0, "hashlb exits 0")
+
 def sort_clients(socks):
     """The clients that were greeted, those still waiting (nothing, no EOF), those closed;
     what they received stays to be read."""
@@ -1417,7 +1450,8 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
-           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, fd_limit, max_connections_flag,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, pool_resident_follows_use,
+           fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
