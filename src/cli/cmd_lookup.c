@@ -93,6 +93,14 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 			fprintf(stderr, "hashlb: error: invalid --vip address '%s'\n", vip);
 			return -EINVAL;
 		}
+		if (key == HASHLB_KEY_4TUPLE && !dst.sport[0] && !dst.sport[1]) {
+			/* port 0 is no connection's destination, as above */
+			fprintf(stderr,
+				"hashlb: error: --vip '%s' has no port, and the 4-tuple key hashes "
+				"it: give ADDR:PORT\n",
+				vip);
+			return -EINVAL;
+		}
 		memcpy(tu.dst, dst.src, sizeof(tu.dst));
 		memcpy(tu.dport, dst.sport, sizeof(tu.dport));
 	}

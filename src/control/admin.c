@@ -609,7 +609,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		}
 		if (!d)
 			d = *s->rt->bound ? s->rt->bound : s->cfg->listen;
-		if (hashlb_tuple_parse_src(d, &dst) < 0) {
+		if (hashlb_tuple_parse_src(d, &dst) < 0 || (!dst.sport[0] && !dst.sport[1])) {
 			resp_error(resp, 400, "vip=%s is not an ADDR:PORT", d);
 			return;
 		}

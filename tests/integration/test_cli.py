@@ -209,6 +209,9 @@ for args, status, msg in [
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 1, "has no port"),
     # and the 4-tuple key the address clients connect to: 0.0.0.0:0 is no connection's
     (("lookup", "--key", "4-tuple", "10.0.0.1:5", "a", "b"), 2, "give --vip ADDR:PORT"),
+    # and a --vip without a port is none either (it hashed port 0: a wrong answer, exit 0)
+    (("lookup", "--key", "4-tuple", "--vip", "10.0.0.9", "10.0.0.1:5", "a", "b"), 1,
+     "--vip '10.0.0.9' has no port"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")

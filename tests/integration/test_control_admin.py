@@ -656,6 +656,10 @@ def lookup_agrees_with_the_offline_lookup():
           f"ctl lookup on a wildcard listener wants --vip: {rc} {se}")
     rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "10.0.0.1:5")
     check(rc == 0 and " -> " in so, f"and answers with it: {rc} {so}{se}")
+    # a vip without a port is no destination: it hashed port 0, a backend no client reaches
+    rc, so, se = lb.ctl("lookup", "--vip", "127.0.0.1", "10.0.0.1:5")
+    check(rc == 1 and "is not an ADDR:PORT" in se,
+          f"ctl lookup --vip without a port is refused: {rc} {so}{se}")
     # a client given but not an address is named as such (not "give client=")
     rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "10.0.0.1,10.0.0.2")
     check(rc == 1 and "'10.0.0.1,10.0.0.2' is not an address" in se,
