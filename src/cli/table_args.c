@@ -53,8 +53,10 @@ int table_args_option(struct table_args *a, int opt, const char *arg)
 		return 0;
 	}
 bad:
-	fprintf(stderr, "hashlb: error: invalid value '%s' for option -%c\n", arg,
-		opt == 0x100 ? '-' : opt);
+	if (opt == 0x100) /* no short form: the long name */
+		fprintf(stderr, "hashlb: error: invalid value '%s' for option --max-bytes\n", arg);
+	else
+		fprintf(stderr, "hashlb: error: invalid value '%s' for option -%c\n", arg, opt);
 	return -EINVAL;
 }
 

@@ -198,6 +198,8 @@ for args, status, msg in [
     # scheme's option was ignored)
     (("table", "--scheme", "ring", "-v", "0", "a"), 2, "invalid value '0'"),
     (("table", "-m", "0", "a"), 2, "invalid value '0'"),
+    # an option without a short form is named by its long name (it read "option --")
+    (("table", "--max-bytes", "0", "a"), 2, "invalid value '0' for option --max-bytes"),
     (("table", "-v", "5", "a"), 1, "--vnodes applies to scheme ring"),
     (("table", "--scheme", "ring", "-m", "7", "a"), 1, "--table-size applies to scheme maglev"),
     # an empty client is refused, not skipped
