@@ -97,6 +97,8 @@ static void usage(FILE *f)
 		"  drop_fragment     IP fragments to a VIP address\n"
 		"  drop_no_backend   every backend is down\n"
 		"  drop_table        inconsistent table (a bug: please report)\n"
+		"  drop_redirect     always 0: a redirect fails, if it does, after the\n"
+		"                    program has returned, where it cannot count it\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed), 2 on a usage error.\n"
