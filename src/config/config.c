@@ -606,6 +606,11 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 			return fail(ld, v, "'%s' %s is too large", key, v->text);
 		val = val * 10 + (uint64_t)(*s - '0');
 	}
+	if (*s == '.' || *s == ',')
+		return fail(ld, v,
+			    "'%s' %s: a duration is a whole number of its unit (\"1500ms\", not "
+			    "\"1.5s\")",
+			    key, v->text);
 	if (*s == '\0') {
 		if (v->quoted)
 			return fail(
@@ -632,7 +637,7 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 bad:
 	return fail(
 		ld, v,
-		"'%s' must be a duration: milliseconds as an integer, or a number with a unit ms, s, m or h (\"500ms\", \"2s\"); found '%s'",
+		"'%s' must be a duration: milliseconds as an integer, or an integer with a unit ms, s, m or h (\"500ms\", \"2s\"); found '%s'",
 		key, v->text);
 }
 

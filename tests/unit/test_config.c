@@ -314,6 +314,9 @@ static void test_ranges(void **state)
 	expect_error(MINIMAL "    timeouts:\n      connect: 0\n", 8, 16,
 		     "'connect' 0 is out of range 1ms..10m");
 	expect_error(MINIMAL "    timeouts:\n      idle: 8d\n", 8, 13, "'idle' must be a duration");
+	/* a fraction is refused by its name (it was called "a number with a unit" and refused) */
+	expect_error(MINIMAL "    timeouts:\n      connect: 1.5s\n", 8, 16,
+		     "'connect' 1.5s: a duration is a whole number of its unit");
 	expect_error(MINIMAL "    timeouts:\n      idle: 169h\n", 8, 13,
 		     "'idle' 169h is out of range 0ms..168h");
 	expect_error(MINIMAL "    timeouts:\n      drain: \"30\"\n", 8, 14, "has no unit");
