@@ -16,6 +16,20 @@ struct cli_command {
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
 };
 
+/*
+ * The exit status 2 of every command, as its --help says it. The rule: 2
+ * when the command line is wrong, whatever tells it (the parser, or FILE
+ * that has no such service or backend), before anything is done; 1 when
+ * the command ran and failed (a config that does not load, a table that
+ * cannot be built, an endpoint or the kernel that refuses).
+ */
+#define CLI_EXIT_USAGE_HELP                                                      \
+	"  2 on a usage error, before anything is done: an unknown option or\n"  \
+	"  command, an option value or argument that is missing, malformed or\n" \
+	"  out of range, an option that does not apply to what the command\n"    \
+	"  does, or a name (--down, --service...) that names nothing; the\n"     \
+	"  message names the option or argument.\n"
+
 int cmd_table(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
 int cmd_check(int argc, char **argv);

@@ -39,9 +39,9 @@ static void usage(FILE *f)
 		   "  -h, --help          show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
-		   "  0 if the configuration is valid, 1 if it is not (or cannot be read),\n"
-		   "  2 on a usage error.\n"
-		   "\n"
+		   "  0 if the configuration is valid, 1 if it is not (or cannot be read),\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "\n"
 		   "EXAMPLES\n"
 		   "  hashlb check -c configs/demo.yaml\n"
 		   "  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n");

@@ -57,24 +57,29 @@ static void usage(FILE *f)
 		"  One line per client: CLIENT BACKEND PREFERENCE,LIST HASH\n"
 		"\n"
 		"EXIT STATUS\n"
-		"  0 on success, 1 if the table cannot be built, the configuration is\n"
-		"  invalid (FILE:LINE:COL: error: ... on stderr) or an address is invalid,\n"
-		"  2 on a usage error.\n"
-		"\n"
-		"EXAMPLES\n"
-		"  hashlb lookup 10.0.0.7 a b c\n"
-		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
-		"  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
-		"  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n");
+		"  0 on success, 1 if the table cannot be built or the configuration is\n"
+		"  invalid (FILE:LINE:COL: error: ... on stderr),\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "  Among them: a CLIENT or --vip that is no address or lacks the port\n"
+		   "  that the key hashes, a --service or --down name that FILE does not\n"
+		   "  have.\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb lookup 10.0.0.7 a b c\n"
+		   "  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
+		   "  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
+		   "  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n");
 }
 
-static int lookup_one(const struct hashlb_table *t, const char *client, const char *vip,
-		      enum hashlb_key key, unsigned k, bool json, bool first)
+/*
+ * The tuple of <client> (and <vip>, if given) hashed by <key>; -EINVAL
+ * (printed: a usage error) if one is not an address, or has no port where
+ * <key> hashes it.
+ */
+static int client_tuple(const char *client, const char *vip, enum hashlb_key key,
+			struct hashlb_tuple *ret_tuple)
 {
 	struct hashlb_tuple tu, dst;
-	uint32_t pref[64];
-	size_t n;
-	uint64_t h;
 
 	if (hashlb_tuple_parse_src(client, &tu) < 0) {
 		fprintf(stderr, "hashlb: error: invalid client address '%s'\n", client);
@@ -104,6 +109,22 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 		memcpy(tu.dst, dst.src, sizeof(tu.dst));
 		memcpy(tu.dport, dst.sport, sizeof(tu.dport));
 	}
+	*ret_tuple = tu;
+	return 0;
+}
+
+static int lookup_one(const struct hashlb_table *t, const char *client, const char *vip,
+		      enum hashlb_key key, unsigned k, bool json, bool first)
+{
+	struct hashlb_tuple tu;
+	uint32_t pref[64];
+	size_t n;
+	uint64_t h;
+
+	if (client_tuple(client, vip, key, &tu) < 0)
+		return -EINVAL;
+	if (!t)
+		return 0;
 	h = hashlb_tuple_hash(&tu, key, hashlb_table_params(t)->seed);
 	n = hashlb_table_preference(t, h, pref, k);
 	if (json) {
@@ -128,6 +149,36 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 		printf("%s%s", i ? "," : "", hashlb_table_backend_name(t, pref[i]));
 	printf("%s %016" PRIx64 "\n", n ? "" : "-", h);
 	return 0;
+}
+
+/*
+ * Each client of <args> (<n> comma-separated lists), looked up in <t> if
+ * not NULL, else only checked (-EINVAL, printed, for the first that is no
+ * client: before any line is printed). strsep, not strtok: an empty client
+ * ("", "a,,b") is refused, not skipped.
+ */
+static int lookup_all(const struct hashlb_table *t, char **args, int n, const char *vip,
+		      enum hashlb_key key, unsigned k, bool json)
+{
+	bool first = true;
+	int r = 0;
+
+	if (t && json)
+		printf("[");
+	for (int i = 0; i < n && r == 0; i++) {
+		char *clients = strdup(args[i]), *rest = clients, *c;
+
+		if (!clients)
+			return -ENOMEM;
+		while (r == 0 && (c = strsep(&rest, ",")) != NULL) {
+			r = lookup_one(t, c, vip, key, k, json, first);
+			first = false;
+		}
+		free(clients);
+	}
+	if (t && json && r == 0)
+		printf("]\n");
+	return r;
 }
 
 /* Whether <name> is in the comma-separated <list>. */
@@ -161,7 +212,8 @@ static bool config_has_each_address(const struct hashlb_config *c)
 /*
  * The table of service <service> (NULL: the only one) of config <path>, as
  * the daemon builds it, with the backends of <down> marked down as well.
- * Prints what is wrong and returns 1 (bad input) or 2 (usage) on failure.
+ * Prints what is wrong and returns 1 (FILE does not load, the table cannot be
+ * built) or 2 (usage: no such service, a --down name that is no backend).
  */
 static int config_table(const char *path, const char *service, const char *down,
 			struct hashlb_config **ret_config,
@@ -186,13 +238,14 @@ static int config_table(const char *path, const char *service, const char *down,
 	if (service) {
 		s = hashlb_config_service(c, service);
 		if (!s) {
-			fprintf(stderr, "hashlb: error: %s has no service '%s'; it has:", path,
-				service);
+			fprintf(stderr,
+				"hashlb: error: --service '%s': %s has no such service; it has:",
+				service, path);
 			for (uint32_t i = 0; i < c->n_services; i++)
 				fprintf(stderr, " %s", c->services[i].name);
 			fprintf(stderr, "\n");
 			hashlb_config_free(c);
-			return 1;
+			return 2;
 		}
 	} else if (c->n_services == 1) {
 		s = &c->services[0];
@@ -220,7 +273,7 @@ static int config_table(const char *path, const char *service, const char *down,
 				"hashlb: error: --down names '%.*s', which is not a backend of service '%s'\n",
 				(int)n, p, s->name);
 			hashlb_config_free(c);
-			return 1;
+			return 2;
 		}
 		p = end ? end + 1 : p + n;
 	}
@@ -263,13 +316,12 @@ int cmd_lookup(int argc, char **argv)
 	enum hashlb_key key = HASHLB_KEY_SRC_IP;
 	struct hashlb_table *t = NULL;
 	const char *vip = NULL;
-	const char *config_path = NULL, *service = NULL, *table_opt = NULL, *key_opt = NULL;
+	const char *config_path = NULL, *service = NULL, *key_opt = NULL;
 	const struct hashlb_service_cfg *svc = NULL;
 	struct hashlb_config *cfg = NULL;
 	struct table_args a;
 	bool json = false;
 	uint64_t k = 3;
-	bool first = true;
 	int opt, r, n_clients;
 
 	table_args_init(&a);
@@ -278,15 +330,8 @@ int cmd_lookup(int argc, char **argv)
 		r = table_args_option(&a, opt, optarg);
 		if (r < 0)
 			return 2;
-		if (r > 0) {
-			if (opt != 'd')
-				table_opt = opt == 's'	 ? "--scheme"
-					    : opt == 'v' ? "--vnodes"
-					    : opt == 'm' ? "--table-size"
-					    : opt == 'S' ? "--seed"
-							 : "--max-bytes";
+		if (r > 0)
 			continue;
-		}
 		switch (opt) {
 		case 'c':
 			config_path = optarg;
@@ -324,10 +369,10 @@ int cmd_lookup(int argc, char **argv)
 	if (config_path) {
 		/* The config is the whole truth: a second source for the same
 		 * setting would answer for a table that hashlb run does not build. */
-		if (table_opt || key_opt) {
+		if (a.given || key_opt) {
 			fprintf(stderr,
 				"hashlb: error: %s cannot be combined with -c: the configuration sets the scheme, its parameters, the seed and the hash key\n",
-				table_opt ? table_opt : "--key");
+				a.given ? a.given : "--key");
 			table_args_free(&a);
 			return 2;
 		}
@@ -356,6 +401,7 @@ int cmd_lookup(int argc, char **argv)
 		if (!vip)
 			vip = svc->listen;
 		n_clients = argc - optind;
+		r = lookup_all(NULL, argv + optind, n_clients, vip, key, (unsigned)k, json);
 	} else {
 		if (service) {
 			fprintf(stderr, "hashlb: error: --service needs -c FILE\n");
@@ -376,31 +422,17 @@ int cmd_lookup(int argc, char **argv)
 			table_args_free(&a);
 			return 2;
 		}
-		r = table_args_backends(&a, argv + optind + 1, (size_t)(argc - optind - 1));
-		if (r == 0)
-			r = table_args_build(&a, &t, NULL);
 		n_clients = 1;
+		r = lookup_all(NULL, argv + optind, n_clients, vip, key, (unsigned)k, json);
+		if (r == 0)
+			r = table_args_backends(&a, argv + optind + 1, (size_t)(argc - optind - 1));
+		if (r == 0)
+			r = table_args_build(&a, &t, NULL) < 0 ? -EIO : 0;
 	}
-	if (r == 0 && json)
-		printf("[");
-	for (int i = 0; i < n_clients && r == 0; i++) {
-		char *clients = strdup(argv[optind + i]), *rest = clients, *c;
-
-		if (!clients) {
-			r = -ENOMEM;
-			break;
-		}
-		/* strsep, not strtok: an empty client ("", "a,,b") is refused, not skipped */
-		while (r == 0 && (c = strsep(&rest, ",")) != NULL) {
-			r = lookup_one(t, c, vip, key, (unsigned)k, json, first);
-			first = false;
-		}
-		free(clients);
-	}
-	if (r == 0 && json)
-		printf("]\n");
+	if (r == 0)
+		r = lookup_all(t, argv + optind, n_clients, vip, key, (unsigned)k, json);
 	hashlb_table_free(t);
 	hashlb_config_free(cfg);
 	table_args_free(&a);
-	return r == 0 ? 0 : 1;
+	return r == 0 ? 0 : r == -EINVAL ? 2 : 1;
 }

@@ -102,12 +102,17 @@ static void usage(FILE *f)
 		"                    program has returned, where it cannot count it\n"
 		"\n"
 		"EXIT STATUS\n"
-		"  0 on success, 1 on failure (the reason is printed), 2 on a usage error.\n"
-		"\n"
-		"EXAMPLES\n"
-		"  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
-		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
-		"  hashlb steer -i eth0 --stats\n");
+		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
+		"  the kernel refuses, a backend has no MAC, no program is attached),\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "  Among them: a malformed -b SPEC, an option that the action does not\n"
+		   "  take (--json without --stats, --mode with --update, --vip with\n"
+		   "  --detach), two actions at once (--stats --update).\n"
+		   "\n"
+		   "EXAMPLES\n"
+		   "  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
+		   "      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
+		   "  hashlb steer -i eth0 --stats\n");
 }
 
 struct backend_arg {
@@ -162,7 +167,10 @@ static int parse_vip(const char *s, struct sockaddr_storage *ret)
 	return 0;
 }
 
-/* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE] */
+/*
+ * NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed,
+ * a usage error; -ENOENT (printed) if the host has no such dev or no MAC.
+ */
 static int parse_backend(const char *arg, const char *iface, struct backend_arg *b,
 			 uint32_t *ret_weight)
 {
@@ -192,12 +200,21 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 			b->have_mac = true;
 		} else if (strncmp(opt, "weight=", 7) == 0 &&
 			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
-		} else if (strncmp(opt, "dev=", 4) == 0 && if_nametoindex(opt + 4)) {
+		} else if (strncmp(opt, "dev=", 4) == 0 && opt[4]) {
+			/* a name of the host's, not of the command line: as -i IFACE */
 			dev = opt + 4;
 			b->dest.ifindex = if_nametoindex(dev);
+			if (!b->dest.ifindex) {
+				fprintf(stderr, "hashlb: error: backend '%s': no interface '%s'\n",
+					copy, dev);
+				ret = -ENOENT;
+				goto out;
+			}
 		} else {
-			fprintf(stderr, "hashlb: error: backend '%s': invalid option '%s'\n", copy,
-				opt);
+			fprintf(stderr,
+				"hashlb: error: backend '%s': invalid option '%s' (mac=MAC, "
+				"weight=0..%u, dev=IFACE)\n",
+				copy, opt, HASHLB_WEIGHT_MAX);
 			goto out;
 		}
 	}
@@ -209,6 +226,7 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 			"hashlb: error: backend '%s': no MAC address: give mac=..., or make the "
 			"neighbour entry exist first (e.g. ping %s once)\n",
 			copy, ip);
+		ret = -ENOENT;
 		goto out;
 	}
 	b->name = strdup(copy);
@@ -377,7 +395,8 @@ static int steer_stats(struct steer_args *a)
 	return ret < 0 ? 1 : 0;
 }
 
-/* The service of a config file to steer: named, or the one with steering: kernel. */
+/* The service of a config file to steer: named, or the one with steering: kernel (NULL,
+ * printed: a usage error, if none or several). */
 static const struct hashlb_service_cfg *config_service(const struct hashlb_config *c,
 						       const char *name)
 {
@@ -397,13 +416,19 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 			found = svc;
 		}
 	}
-	if (!found)
-		fprintf(stderr, "hashlb: error: %s: %s\n", c->path,
-			name ? "no service of that name" : "no service has steering: kernel");
+	if (!found && name)
+		fprintf(stderr, "hashlb: error: --service '%s': %s has no such service\n", name,
+			c->path);
+	else if (!found)
+		fprintf(stderr,
+			"hashlb: error: %s: no service has steering: kernel; name one with "
+			"--service\n",
+			c->path);
 	return found;
 }
 
-/* VIP, table parameters, key and backends from a service of a config file. */
+/* VIP, table parameters, key and backends from a service of a config file; -EINVAL
+ * (printed) on a usage error: no such service, or a name that is not its backend. */
 static int from_config(struct steer_args *a)
 {
 	const struct hashlb_service_cfg *svc;
@@ -418,13 +443,13 @@ static int from_config(struct steer_args *a)
 	}
 	svc = config_service(a->config, a->service);
 	if (!svc)
-		return -ENOENT;
+		return -EINVAL;
 	if (!a->iface)
 		a->iface = svc->steer_interface;
 	if (!a->iface) {
 		fprintf(stderr, "hashlb: error: service '%s' has no 'interface': give -i IFACE\n",
 			svc->name);
-		return -ENOENT;
+		return -EINVAL;
 	}
 	if (a->action == ACT_STATS || a->action == ACT_DETACH)
 		return 0;
@@ -452,14 +477,6 @@ static int from_config(struct steer_args *a)
 		}
 		a->n_backends = i + 1;
 		b->addr = bc->addr;
-		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
-			fprintf(stderr,
-				"hashlb: error: backend '%s' (%s): no MAC address in the neighbour "
-				"table of %s: reach it once first\n",
-				bc->name, bc->address, a->iface);
-			ret = -ENOENT;
-			goto out;
-		}
 		/* drain, maint (the config's or --drain): no new flows, established kept */
 		b->dest.keep_flows =
 			bc->admin != HASHLB_ADMIN_READY || table_args_in_list(a->drain, bc->name);
@@ -477,6 +494,20 @@ static int from_config(struct steer_args *a)
 	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0) {
 		ret = -EINVAL;
 		goto out;
+	}
+	/* the host, once the command line is known right */
+	for (uint32_t i = 0; i < svc->n_backends; i++) {
+		const struct hashlb_backend_cfg *bc = &svc->backends[i];
+		struct backend_arg *b = &a->backends[i];
+
+		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
+			fprintf(stderr,
+				"hashlb: error: backend '%s' (%s): no MAC address in the neighbour "
+				"table of %s: reach it once first\n",
+				bc->name, bc->address, a->iface);
+			ret = -ENOENT;
+			goto out;
+		}
 	}
 	/* As hashlb run builds it: backups only while no primary is up. One out
 	 * of the table that way keeps its flows, as the daemon keeps them,
@@ -524,8 +555,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	static const char *const action_names[] = { NULL, "--update", "--stats", "--detach" };
 	char **backend_args = calloc((size_t)argc, sizeof(char *));
-	const char *table_opt = NULL;
+	const char *attach_opt = NULL; /* the last option that only attaching takes */
 	bool key_opt = false;
 	uint32_t n_backend_args = 0;
 	uint64_t v;
@@ -538,15 +570,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		r = table_args_option(&a->table, opt, optarg);
 		if (r < 0)
 			goto usage;
-		if (r > 0) {
-			if (opt != 'd')
-				table_opt = opt == 's'	 ? "--scheme"
-					    : opt == 'v' ? "--vnodes"
-					    : opt == 'm' ? "--table-size"
-					    : opt == 'S' ? "--seed"
-							 : "--max-bytes";
+		if (r > 0)
 			continue;
-		}
 		switch (opt) {
 		case 'i':
 			a->iface = optarg;
@@ -575,6 +600,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			}
 			break;
 		case 0x202:
+			attach_opt = "--mode";
 			if (hashlb_steer_mode_parse(optarg, &a->opts.mode) < 0 ||
 			    a->opts.mode == HASHLB_STEER_LOAD_ONLY) {
 				fprintf(stderr, "hashlb: error: invalid mode '%s'\n", optarg);
@@ -585,8 +611,13 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		case 0x204:
 		case 0x205:
 		case 0x20c:
+			attach_opt = opt == 0x203   ? "--flows"
+				     : opt == 0x204 ? "--max-backends"
+				     : opt == 0x205 ? "--max-ring-points"
+						    : "--max-maglev-m";
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				fprintf(stderr, "hashlb: error: invalid number '%s'\n", optarg);
+				fprintf(stderr, "hashlb: error: invalid value '%s' for option %s\n",
+					optarg, attach_opt);
 				goto usage;
 			}
 			if (opt == 0x203)
@@ -599,19 +630,26 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				a->opts.max_ring_points = (uint32_t)v;
 			break;
 		case 0x206:
+			attach_opt = "--keep";
 			a->opts.keep = true;
 			break;
 		case 0x207:
-			a->action = ACT_UPDATE;
-			break;
 		case 0x208:
-			a->action = ACT_STATS;
+		case 0x20a: {
+			enum action act = opt == 0x207	 ? ACT_UPDATE
+					  : opt == 0x208 ? ACT_STATS
+							 : ACT_DETACH;
+
+			if (a->action != ACT_RUN && a->action != act) {
+				fprintf(stderr, "hashlb: error: %s and %s exclude each other\n",
+					action_names[a->action], action_names[act]);
+				goto usage;
+			}
+			a->action = act;
 			break;
+		}
 		case 0x209:
 			a->json = true;
-			break;
-		case 0x20a:
-			a->action = ACT_DETACH;
 			break;
 		case 'c':
 			a->config_path = optarg;
@@ -631,6 +669,35 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		fprintf(stderr, "hashlb: error: unexpected argument '%s'\n", argv[optind]);
 		goto usage;
 	}
+	/* What an action does not use is a mistake to say, not to ignore. */
+	if (a->json && a->action != ACT_STATS) {
+		fprintf(stderr, "hashlb: error: --json applies only with --stats\n");
+		goto usage;
+	}
+	if (attach_opt && a->action != ACT_RUN) {
+		fprintf(stderr, "hashlb: error: %s does not apply with %s: it is for attaching\n",
+			attach_opt, action_names[a->action]);
+		goto usage;
+	}
+	if (a->action == ACT_STATS || a->action == ACT_DETACH) {
+		const char *o = a->n_vips	 ? "--vip"
+				: n_backend_args ? "--backend"
+				: a->table.given ? a->table.given
+				: a->table.down	 ? "--down"
+				: a->drain	 ? "--drain"
+				: key_opt	 ? "--key"
+						 : NULL;
+
+		if (o) {
+			fprintf(stderr, "hashlb: error: %s does not apply with %s\n", o,
+				action_names[a->action]);
+			goto usage;
+		}
+	}
+	if (a->service && !a->config_path) {
+		fprintf(stderr, "hashlb: error: --service needs --config FILE\n");
+		goto usage;
+	}
 	if (a->config_path) {
 		if (n_backend_args || a->n_vips) {
 			fprintf(stderr,
@@ -640,12 +707,12 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		}
 		/* The config is the whole truth, as for hashlb lookup -c: the
 		 * table must be the one hashlb run builds from it. */
-		if (table_opt || key_opt) {
+		if (a->table.given || key_opt) {
 			fprintf(stderr,
 				"hashlb: error: %s cannot be combined with --config: the "
 				"configuration sets the scheme, its parameters, the seed and the "
 				"hash key\n",
-				table_opt ? table_opt : "--key");
+				a->table.given ? a->table.given : "--key");
 			goto usage;
 		}
 		free(backend_args);
@@ -668,8 +735,10 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		for (uint32_t i = 0; i < n_backend_args; i++) {
 			struct hashlb_backend_spec *sp = &a->table.specs[i];
 
-			if (parse_backend(backend_args[i], a->iface, &a->backends[i], &sp->weight) <
-			    0)
+			r = parse_backend(backend_args[i], a->iface, &a->backends[i], &sp->weight);
+			if (r == -EINVAL)
+				goto usage;
+			if (r < 0)
 				goto fail;
 			a->n_backends = i + 1;
 			sp->name = strdup(a->backends[i].name);
@@ -682,7 +751,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		}
 	}
 	free(backend_args);
-	if (table_args_check_list(a->table.down, "down", a->table.specs, a->table.n_specs) < 0 ||
+	if (table_args_check(&a->table) < 0 ||
 	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0)
 		return -EINVAL;
 	return 0;

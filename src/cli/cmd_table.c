@@ -33,8 +33,12 @@ static void usage(FILE *f)
 		   "  -h, --help                 show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
-		   "  0 on success, 1 if the table cannot be built (the reason is printed),\n"
-		   "  2 on a usage error.\n"
+		   "  0 on success, 1 if the table cannot be built (the reason is printed:\n"
+		   "  a table size not prime, two backends of one name, --max-bytes too\n"
+		   "  small),\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "  Among them: a WEIGHT that is no number 0..10000, --vnodes under\n"
+		   "  maglev, --json with --dump, a --down name that is no BACKEND.\n"
 		   "\n"
 		   "EXAMPLES\n"
 		   "  hashlb table a b c=2\n"
@@ -171,7 +175,15 @@ int cmd_table(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (dump && json) { /* --dump prints no summary */
+		fprintf(stderr, "hashlb: error: --json does not apply with --dump\n");
+		return 2;
+	}
 	r = table_args_backends(&a, argv + optind, (size_t)(argc - optind));
+	if (r == -EINVAL) {
+		table_args_free(&a);
+		return 2;
+	}
 	if (r == 0)
 		r = table_args_build(&a, &t, &ms);
 	if (r == 0) {

@@ -17,8 +17,15 @@ void table_args_init(struct table_args *a)
 
 int table_args_option(struct table_args *a, int opt, const char *arg)
 {
+	static const char *const names[] = {
+		['s'] = "--scheme", ['v'] = "--vnodes", ['m'] = "--table-size", ['S'] = "--seed"
+	};
 	uint64_t v;
 
+	if (opt == 0x100)
+		a->given = "--max-bytes";
+	else if (opt > 0 && (size_t)opt < sizeof(names) / sizeof(names[0]) && names[opt])
+		a->given = names[opt];
 	switch (opt) {
 	case 's':
 		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
@@ -91,15 +98,27 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 		eq = strchr(name, '=');
 		if (eq) {
 			*eq = '\0';
-			if (cli_parse_u64(eq + 1, UINT32_MAX, &w) < 0) {
+			if (cli_parse_u64(eq + 1, HASHLB_WEIGHT_MAX, &w) < 0) {
 				fprintf(stderr,
-					"hashlb: error: backend '%s': invalid weight '%s'\n", name,
-					eq + 1);
+					"hashlb: error: backend '%s': invalid weight '%s' (0..%u)\n",
+					name, eq + 1, HASHLB_WEIGHT_MAX);
 				return -EINVAL;
 			}
 		}
 		a->specs[i].weight = (uint32_t)w;
 		a->specs[i].down = table_args_in_list(a->down, name);
+	}
+	return table_args_check(a);
+}
+
+int table_args_check(const struct table_args *a)
+{
+	/* as the config refuses vnodes under maglev and table_size under ring */
+	if (a->params.scheme == HASHLB_SCHEME_MAGLEV ? a->v_given : a->m_given) {
+		fprintf(stderr, "hashlb: error: %s applies to scheme %s, but the scheme is %s\n",
+			a->v_given ? "--vnodes" : "--table-size", a->v_given ? "ring" : "maglev",
+			hashlb_scheme_name(a->params.scheme));
+		return -EINVAL;
 	}
 	return table_args_check_list(a->down, "down", a->specs, a->n_specs);
 }
@@ -132,13 +151,6 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 	struct timespec t0, t1;
 	int r;
 
-	/* as the config refuses vnodes under maglev and table_size under ring */
-	if (a->params.scheme == HASHLB_SCHEME_MAGLEV ? a->v_given : a->m_given) {
-		fprintf(stderr, "hashlb: error: %s applies to scheme %s, but the scheme is %s\n",
-			a->v_given ? "--vnodes" : "--table-size", a->v_given ? "ring" : "maglev",
-			hashlb_scheme_name(a->params.scheme));
-		return -EINVAL;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = hashlb_table_build(&a->params, a->specs, a->n_specs, ret_table, &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -14,6 +14,7 @@ struct table_args {
 	struct hashlb_backend_spec *specs;
 	size_t n_specs;
 	bool v_given, m_given; /* -v, -m: each applies to one scheme */
+	const char *given; /* the long name of the last table option given but --down, or NULL */
 };
 
 #define TABLE_ARGS_USAGE                                                                       \
@@ -36,10 +37,18 @@ struct table_args {
 #define TABLE_ARGS_SHORTOPTS "s:v:m:S:d:"
 
 void table_args_init(struct table_args *a);
+/*
+ * -EINVAL is a usage error (exit status 2) wherever these return it: the
+ * message, naming the option or argument, is printed. Other errors are
+ * failures (exit status 1).
+ */
+
 /* Handle one option; 1 if it was a table option, 0 if not, -EINVAL (printed) if its value is bad. */
 int table_args_option(struct table_args *a, int opt, const char *arg);
-/* Backends "NAME[=WEIGHT]" and the down list into a->specs; -EINVAL (printed) on error. */
+/* Backends "NAME[=WEIGHT]" into a->specs, then table_args_check(); -EINVAL (printed) on error. */
 int table_args_backends(struct table_args *a, char **args, size_t n);
+/* -EINVAL (printed) if an option does not apply to the scheme or --down names no backend of a->specs. */
+int table_args_check(const struct table_args *a);
 /* Build the table; prints the error and returns it on failure. */
 int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms);
 void table_args_free(struct table_args *a);

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """hashlb table / hashlb lookup: the commands agree with the table they dump, with an
 independent XXH64 of the canonical tuple, keep healthy clients on their backend when
-another goes down, and refuse bad input with exit status 1 (2 for usage errors)."""
+another goes down; every command refuses a malformed or inapplicable command line with
+exit status 2 and the option's name, what fails as it runs with 1."""
 import ipaddress
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 failures = []
@@ -168,18 +170,70 @@ check(fp("a", "b", "c=3") == fp("c=3", "a", "b"), "fingerprint independent of li
 check(fp("--scheme", "ring", "a", "b") == fp("--scheme", "ring", "b", "a"), "ring: same")
 check(fp("a", "b") != fp("--seed", "1", "a", "b"), "the seed changes the table")
 
-# 6. Bad input: exit 1 with the reason, usage errors exit 2.
+# 6. Bad input: a usage error (the command line is wrong: an unknown option, a malformed or
+# out-of-range value or argument, an option that does not apply, a name that names nothing)
+# exits 2 naming the option, before anything is done; what fails as the command runs, 1.
+SRC = os.environ.get("HASHLB_SOURCE_ROOT", ".")
+DEMO = os.path.join(SRC, "configs", "demo.yaml")
+tmp = tempfile.mkdtemp(prefix="hlb-cli-")
+STEER_CFG = os.path.join(tmp, "steer.yaml")  # its MACs are not in lo's neighbour table
+with open(STEER_CFG, "w") as f:
+    f.write("services:\n  - name: k\n    listen: 127.0.0.1:18080\n    steering: kernel\n"
+            "    interface: lo\n    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
+NO_FILE = os.path.join(tmp, "none.yaml")
+VIP, BACKEND = ("--vip", "10.0.0.1:80"), ("-b", "a=10.0.0.2,mac=02:00:00:00:00:01")
+ADMIN = ("--admin", "127.0.0.1:1")
 for args, status, msg in [
     (("table", "a", "a"), 1, "same name"),
     (("table", "--table-size", "1000", "a"), 1, "not prime"),
     (("table", "a=0", "b=0"), 1, "weight 0"),
-    (("table", "a=10001"), 1, "out of range"),
     (("table", "--table-size", "3", "a", "b", "c", "d"), 1, "smaller than"),
     (("table", "--max-bytes", "1000", "a"), 1, "cap"),
-    (("table", "--down", "x", "a"), 1, "not a backend"),
+    # a weight that is no number 0..10000 is a malformed argument, as a bad option value
+    # (it exited 1, the table's failure)
+    (("table", "a=10001"), 2, "backend 'a': invalid weight '10001' (0..10000)"),
+    (("table", "a=x"), 2, "backend 'a': invalid weight 'x'"),
+    (("lookup", "10.0.0.1", "a=x"), 2, "backend 'a': invalid weight 'x'"),
+    # --down naming no backend: 2 wherever it is given (table and lookup exited 1, steer 2)
+    (("table", "--down", "x", "a"), 2, "--down names 'x', which is not a backend"),
+    (("lookup", "--down", "x", "10.0.0.1", "a"), 2, "--down names 'x'"),
+    (("lookup", "-c", DEMO, "--down", "x", "10.0.0.1"), 2, "--down names 'x'"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--down", "x"), 2, "--down names 'x'"),
+    (("steer", "-c", STEER_CFG, "--down", "x"), 2, "--down names 'x'"),
+    (("steer", "-c", STEER_CFG, "--drain", "x"), 2, "--drain names 'x'"),
+    (("lookup", "-c", DEMO, "--service", "x", "10.0.0.1"), 2, "--service 'x'"),
+    (("steer", "-c", STEER_CFG, "--service", "x"), 2, "--service 'x'"),
+    (("steer", "-c", DEMO), 2, "no service has steering: kernel"),
+    # an option that does not apply: --json with --dump (it printed the dump)
+    (("table", "--dump", "--json", "a"), 2, "--json does not apply with --dump"),
+    # steer: a malformed -b SPEC (it exited 1, as a failure)
+    (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), 2, "backend 'a': invalid IP address"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,weight=x"), 2, "invalid option 'weight=x'"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,mac=zz"), 2, "invalid option 'mac=zz'"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "-v", "5"), 2, "--vnodes applies to scheme ring"),
+    # steer: what the action does not take was ignored
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--json"), 2, "--json applies only with --stats"),
+    (("steer", "-i", "lo", "--detach", "--json"), 2, "--json applies only with --stats"),
+    (("steer", "-i", "lo", "--stats", "--keep"), 2, "--keep does not apply with --stats"),
+    (("steer", "-i", "lo", "--update", "--mode", "tc", *VIP, *BACKEND), 2,
+     "--mode does not apply with --update"),
+    (("steer", "-i", "lo", "--detach", "--flows", "5"), 2, "--flows does not apply with --detach"),
+    (("steer", "-i", "lo", "--stats", *VIP), 2, "--vip does not apply with --stats"),
+    (("steer", "-i", "lo", "--stats", "--down", "a"), 2, "--down does not apply with --stats"),
+    (("steer", "-i", "lo", "--stats", "--scheme", "ring"), 2, "--scheme does not apply with"),
+    (("steer", "-i", "lo", "--service", "k", *VIP, *BACKEND), 2, "--service needs --config"),
+    # two actions: the last one won
+    (("steer", "-i", "lo", "--stats", "--update"), 2, "--stats and --update exclude each other"),
+    (("steer", "-i", "lo", "--stats", "--detach"), 2, "--stats and --detach exclude each other"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "0"), 2,
+     "invalid value '0' for option --flows"),
     (("table",), 2, "no backends"),
     (("table", "--scheme", "bogus", "a"), 2, "invalid value"),
-    (("lookup", "999.1.1.1", "a"), 1, "invalid client"),
+    # a client that is no address is a malformed argument (it exited 1)
+    (("lookup", "999.1.1.1", "a"), 2, "invalid client"),
+    (("lookup", "-c", DEMO, "bogus"), 2, "invalid client address 'bogus'"),
+    (("lookup", "--key", "4-tuple", "--vip", "bogus", "10.0.0.1:5", "a"), 2,
+     "invalid --vip address 'bogus'"),
     (("frobnicate",), 2, "unknown command"),
     # ctl says which address it tried (from --admin, $HASHLB_ADMIN, -c or the default)
     (("ctl", "--admin", "127.0.0.1:1", "status"), 1, "admin endpoint at 127.0.0.1:1:"),
@@ -200,24 +254,35 @@ for args, status, msg in [
     (("table", "-m", "0", "a"), 2, "invalid value '0'"),
     # an option without a short form is named by its long name (it read "option --")
     (("table", "--max-bytes", "0", "a"), 2, "invalid value '0' for option --max-bytes"),
-    (("table", "-v", "5", "a"), 1, "--vnodes applies to scheme ring"),
-    (("table", "--scheme", "ring", "-m", "7", "a"), 1, "--table-size applies to scheme maglev"),
+    (("table", "-v", "5", "a"), 2, "--vnodes applies to scheme ring"),
+    (("table", "--scheme", "ring", "-m", "7", "a"), 2, "--table-size applies to scheme maglev"),
+    (("lookup", "-v", "5", "10.0.0.1", "a"), 2, "--vnodes applies to scheme ring"),
     # an empty client is refused, not skipped
-    (("lookup", "", "a", "b"), 1, "invalid client address ''"),
-    (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 1, "invalid client address ''"),
+    (("lookup", "", "a", "b"), 2, "invalid client address ''"),
+    (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),
     (("run",), 2, "need -c FILE"),
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
-    (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 1, "has no port"),
+    (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 2, "has no port"),
     # and the 4-tuple key the address clients connect to: 0.0.0.0:0 is no connection's
     (("lookup", "--key", "4-tuple", "10.0.0.1:5", "a", "b"), 2, "give --vip ADDR:PORT"),
     # and a --vip without a port is none either (it hashed port 0: a wrong answer, exit 0)
-    (("lookup", "--key", "4-tuple", "--vip", "10.0.0.9", "10.0.0.1:5", "a", "b"), 1,
+    (("lookup", "--key", "4-tuple", "--vip", "10.0.0.9", "10.0.0.1:5", "a", "b"), 2,
      "--vip '10.0.0.9' has no port"),
 ]:
     p = run(*args, ok=False)
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
     check(msg in p.stderr, f"hashlb {' '.join(args)}: stderr {p.stderr!r} lacks {msg!r}")
+
+# A usage error is found before anything is done: a bad client after a good one printed the
+# good one's line first (and exited 1).
+for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.0.0.1", "bogus"),
+             ("lookup", "--json", "10.0.0.1,,10.0.0.2", "a")):
+    p = run(*args, ok=False)
+    check(p.returncode == 2 and p.stdout == "",
+          f"hashlb {' '.join(args)}: exit {p.returncode}, stdout {p.stdout!r}")
+os.unlink(STEER_CFG)
+os.rmdir(tmp)
 
 # 7. A number reads as the config reads it: "010" is ten (YAML 1.2), not octal eight, so a
 # seed or weight copied from a config gives the config's table; blanks and signs are refused.
@@ -247,7 +312,6 @@ for args in (("ctl", "set", "--help"), ("ctl", "status", "-h"), ("ctl", "--help"
 
 # 10. Output that cannot be written is an error: "hashlb lookup ... > out" on a full disk
 # exited 0 with the answers lost (and check, table, --help alike).
-SRC = os.environ.get("HASHLB_SOURCE_ROOT", ".")
 if os.path.exists("/dev/full"):
     for args in (("lookup", "10.0.0.1", "a", "b"), ("table", "a", "b"),
                  ("check", "-c", os.path.join(SRC, "configs", "demo.yaml")),
