@@ -2,6 +2,7 @@
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -86,7 +87,12 @@ static void usage(FILE *f)
 		   "\n"
 		   "EXIT STATUS\n"
 		   "  0 on success, 1 if the endpoint refused the command (the reason is\n"
-		   "  printed) or cannot be reached, 2 on a usage error.\n"
+		   "  printed: the endpoint judges the values, a backend, a state, a\n"
+		   "  weight) or cannot be reached,\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "  Among them: an option that the command does not take (--json with\n"
+		   "  metrics; --service with status, reload or upgrade; --vip but with\n"
+		   "  lookup).\n"
 		   "\n"
 		   "EXAMPLES\n"
 		   "  hashlb ctl status\n"
@@ -408,6 +414,66 @@ static int bad_args(const char *cmd)
 	return 2;
 }
 
+/* The commands: how many arguments each takes, and which options apply to it. */
+static const struct ctl_command {
+	const char *name;
+	int min_args, max_args;
+	bool service, vip, json;
+} ctl_commands[] = {
+	{ "status", 0, 0, false, false, true },	 { "metrics", 0, 0, false, false, false },
+	{ "table", 0, 1, true, false, true },	 { "lookup", 1, INT_MAX, true, true, true },
+	{ "clients", 0, 1, true, false, true },	 { "set", 2, 3, true, false, true },
+	{ "close", 1, 1, true, false, true },	 { "reload", 0, 0, false, false, true },
+	{ "upgrade", 0, 0, false, false, true },
+};
+
+/*
+ * 0 if command <cmd> takes <n> arguments <args> and the options given
+ * (<service>, <vip>, <json>), else 2 (printed): before the endpoint is
+ * looked for, as every usage error. The values are the endpoint's to judge.
+ */
+static int ctl_check_usage(const char *cmd, char **args, int n, const char *service,
+			   const char *vip, bool json)
+{
+	const struct ctl_command *c = NULL;
+
+	for (size_t i = 0; i < sizeof(ctl_commands) / sizeof(ctl_commands[0]) && !c; i++)
+		if (!strcmp(cmd, ctl_commands[i].name))
+			c = &ctl_commands[i];
+	if (!c) {
+		fprintf(stderr, "hashlb ctl: unknown command '%s'\n\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	if (n < c->min_args || n > c->max_args)
+		return bad_args(cmd);
+	if (!strcmp(cmd, "set")) {
+		bool valued = !strcmp(args[1], "weight") || !strcmp(args[1], "max_connections");
+
+		if (valued && n == 2) {
+			fprintf(stderr, "hashlb ctl set: %s needs a value\n\n", args[1]);
+			usage(stderr);
+			return 2;
+		}
+		if (valued != (n == 3))
+			return bad_args(cmd);
+	}
+	if ((service && !c->service) || (vip && !c->vip) || (json && !c->json)) {
+		fprintf(stderr, "hashlb ctl: %s does not apply to %s\n",
+			service && !c->service ? "--service"
+			: vip && !c->vip       ? "--vip"
+					       : "--json",
+			cmd);
+		return 2;
+	}
+	if (service && !strcmp(cmd, "table") && n == 1) {
+		fprintf(stderr, "hashlb ctl table: the service is given twice (--service and "
+				"SERVICE): give it once\n");
+		return 2;
+	}
+	return 0;
+}
+
 int cmd_ctl(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -481,6 +547,9 @@ int cmd_ctl(int argc, char **argv)
 		}
 	}
 	argc = n;
+	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service, vip, json);
+	if (ret)
+		return ret;
 	if (config && admin) {
 		fprintf(stderr, "hashlb ctl: give --admin or --config, not both\n");
 		return 2;
@@ -513,14 +582,9 @@ int cmd_ctl(int argc, char **argv)
 	if (!json)
 		param(q, sizeof(q), "format", "text");
 
-	if (!strcmp(cmd, "upgrade")) {
-		if (optind != argc)
-			return bad_args(cmd);
+	if (!strcmp(cmd, "upgrade"))
 		return ctl_upgrade(&ss, len, json);
-	}
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
-		if (optind != argc)
-			return bad_args(cmd);
 		if (!strcmp(cmd, "metrics"))
 			return ctl_request(&ss, len, "GET", "/metrics", "");
 		if (!strcmp(cmd, "reload"))
@@ -530,24 +594,18 @@ int cmd_ctl(int argc, char **argv)
 	if (!strcmp(cmd, "table")) {
 		if (optind < argc)
 			service = argv[optind++];
-		if (optind != argc)
-			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/table", q);
 	}
 	if (!strcmp(cmd, "clients")) {
 		if (optind < argc)
 			param(q, sizeof(q), "top", argv[optind++]);
-		if (optind != argc)
-			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/clients", q);
 	}
 	if (!strcmp(cmd, "lookup")) {
 		size_t base;
 
-		if (optind == argc)
-			return bad_args(cmd);
 		param(q, sizeof(q), "service", service);
 		param(q, sizeof(q), "vip", vip);
 		base = strlen(q);
@@ -558,37 +616,17 @@ int cmd_ctl(int argc, char **argv)
 		}
 		return ret;
 	}
-	if (!strcmp(cmd, "set")) {
-		bool valued = argc - optind >= 2 && (!strcmp(argv[optind + 1], "weight") ||
-						     !strcmp(argv[optind + 1], "max_connections"));
-
-		if (argc - optind == 2 && !valued) {
-			param(q, sizeof(q), "service", service);
-			param(q, sizeof(q), "backend", argv[optind]);
-			param(q, sizeof(q), "state", argv[optind + 1]);
-		} else if (argc - optind == 3 && valued) {
-			param(q, sizeof(q), "service", service);
-			param(q, sizeof(q), "backend", argv[optind]);
-			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
-		} else {
-			if (valued && argc - optind == 2) {
-				fprintf(stderr, "hashlb ctl set: %s needs a value\n\n",
-					argv[optind + 1]);
-				usage(stderr);
-				return 2;
-			}
-			return bad_args(cmd);
-		}
-		return ctl_request(&ss, len, "POST", "/set", q);
-	}
-	if (!strcmp(cmd, "close")) {
-		if (argc - optind != 1)
-			return bad_args(cmd);
+	if (!strcmp(cmd, "set")) { /* BACKEND STATE, or BACKEND weight|max_connections N */
 		param(q, sizeof(q), "service", service);
 		param(q, sizeof(q), "backend", argv[optind]);
-		return ctl_request(&ss, len, "POST", "/close", q);
+		if (argc - optind == 2)
+			param(q, sizeof(q), "state", argv[optind + 1]);
+		else
+			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
+		return ctl_request(&ss, len, "POST", "/set", q);
 	}
-	fprintf(stderr, "hashlb ctl: unknown command '%s'\n\n", cmd);
-	usage(stderr);
-	return 2;
+	/* close */
+	param(q, sizeof(q), "service", service);
+	param(q, sizeof(q), "backend", argv[optind]);
+	return ctl_request(&ss, len, "POST", "/close", q);
 }

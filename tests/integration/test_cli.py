@@ -227,6 +227,13 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--stats", "--detach"), 2, "--stats and --detach exclude each other"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "0"), 2,
      "invalid value '0' for option --flows"),
+    # ctl: an option the command does not take was ignored; usage before the config is read
+    (("ctl", *ADMIN, "-s", "x", "status"), 2, "--service does not apply to status"),
+    (("ctl", *ADMIN, "-s", "x", "upgrade"), 2, "--service does not apply to upgrade"),
+    (("ctl", *ADMIN, "--json", "metrics"), 2, "--json does not apply to metrics"),
+    (("ctl", *ADMIN, "close", "a", "--vip", "10.0.0.1:80"), 2, "--vip does not apply to close"),
+    (("ctl", *ADMIN, "-s", "x", "table", "y"), 2, "the service is given twice"),
+    (("ctl", "-c", NO_FILE, "status", "extra"), 2, "hashlb ctl status: wrong arguments"),
     (("table",), 2, "no backends"),
     (("table", "--scheme", "bogus", "a"), 2, "invalid value"),
     # a client that is no address is a malformed argument (it exited 1)
