@@ -108,20 +108,21 @@ static void usage(FILE *f)
 		   "\n"
 		   "EXIT STATUS\n"
 		   "  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
-		   "  daemon cannot start (e.g. an address in use), 2 on a usage error.\n"
+		   "  daemon cannot start (e.g. an address in use),\n");
+	fputs(CLI_EXIT_USAGE_HELP, f);
+	fprintf(f, "  Among them: --splice-pipes or --pipe-size with --splice-after off.\n"
 		   "\n"
 		   "EXAMPLES\n"
 		   "  hashlb run -c configs/demo.yaml\n"
 		   "  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n");
 }
 
-/* --admin: "off", ADDR:PORT or unix:/PATH in place of the config's admin, as
- * the config's admin key takes them. */
-static int override_admin(struct hashlb_config *cfg, const char *admin)
+/* --admin: "off" (length 0), ADDR:PORT or unix:/PATH, as the config's admin
+ * key takes them; -EINVAL if none of them. */
+static int parse_admin(const char *admin, struct sockaddr_storage *ret_addr, socklen_t *ret_len)
 {
-	struct sockaddr_storage addr;
+	struct sockaddr_storage addr = { 0 };
 	socklen_t len = 0;
-	char *copy = NULL;
 
 	if (strncmp(admin, "unix:", 5) == 0) {
 		struct sockaddr_un *sun = (struct sockaddr_un *)&addr;
@@ -129,18 +130,28 @@ static int override_admin(struct hashlb_config *cfg, const char *admin)
 
 		if (p[0] != '/' || strlen(p) >= sizeof(sun->sun_path))
 			return -EINVAL;
-		memset(&addr, 0, sizeof(addr));
 		sun->sun_family = AF_UNIX;
 		memcpy(sun->sun_path, p, strlen(p) + 1);
 		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(p) + 1);
 	} else if (strcmp(admin, "off") != 0 && hashlb_addr_parse(admin, true, &addr, &len) < 0) {
 		return -EINVAL;
 	}
+	*ret_addr = addr;
+	*ret_len = len;
+	return 0;
+}
+
+/* --admin <admin>, parsed as <addr> and <len>, in place of the config's admin. */
+static int override_admin(struct hashlb_config *cfg, const char *admin,
+			  const struct sockaddr_storage *addr, socklen_t len)
+{
+	char *copy = NULL;
+
 	if (len) {
 		copy = strdup(admin);
 		if (!copy)
 			return -ENOMEM;
-		cfg->admin_addr = addr;
+		cfg->admin_addr = *addr;
 	}
 	free(cfg->admin);
 	cfg->admin = copy;
@@ -197,7 +208,9 @@ static int run(int argc, char **argv, char *const *again)
 	struct hlb_daemon *d = NULL;
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
-	const char *path = NULL, *admin = NULL;
+	const char *path = NULL, *admin = NULL, *splice_opt = NULL;
+	struct sockaddr_storage admin_addr;
+	socklen_t admin_len = 0;
 	enum hlb_log_level level;
 	uint64_t v;
 	int c, r;
@@ -222,6 +235,13 @@ static int run(int argc, char **argv, char *const *again)
 			break;
 		case 'A':
 			admin = optarg;
+			if (parse_admin(admin, &admin_addr, &admin_len) < 0) {
+				fprintf(stderr,
+					"hashlb run: --admin takes ADDR:PORT, unix:/PATH (absolute, "
+					"under 108 bytes) or off, not '%s'\n",
+					admin);
+				return 2;
+			}
 			break;
 		case 'B':
 			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {
@@ -251,6 +271,7 @@ static int run(int argc, char **argv, char *const *again)
 			dopts.splice_after = (uint32_t)v;
 			break;
 		case 'p':
+			splice_opt = "--splice-pipes";
 			if (cli_parse_u64(optarg, 8192, &v) < 0 || v == 0) {
 				fprintf(stderr, "hashlb run: --splice-pipes takes 1..8192\n");
 				return 2;
@@ -258,6 +279,7 @@ static int run(int argc, char **argv, char *const *again)
 			dopts.splice_pipes = (uint32_t)v;
 			break;
 		case 'Z':
+			splice_opt = "--pipe-size";
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 4096) {
 				fprintf(stderr, "hashlb run: --pipe-size takes 4096..1048576\n");
 				return 2;
@@ -304,6 +326,11 @@ static int run(int argc, char **argv, char *const *again)
 		usage(stderr);
 		return 2;
 	}
+	if (splice_opt && dopts.splice_after == UINT32_MAX) {
+		fprintf(stderr, "hashlb run: %s does not apply with --splice-after off\n",
+			splice_opt);
+		return 2;
+	}
 	/* with --admin the file's admin address is not the one to check */
 	r = hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err);
 	if (r < 0) {
@@ -311,14 +338,11 @@ static int run(int argc, char **argv, char *const *again)
 		return 1;
 	}
 	if (admin) {
-		r = override_admin(cfg, admin);
+		r = override_admin(cfg, admin, &admin_addr, admin_len);
 		if (r < 0) {
-			fprintf(stderr,
-				"hashlb run: --admin takes ADDR:PORT, unix:/PATH (absolute, under "
-				"108 bytes) or off, not '%s'\n",
-				admin);
+			fprintf(stderr, "hashlb run: out of memory\n");
 			hashlb_config_free(cfg);
-			return 2;
+			return 1;
 		}
 		if (admin_clash(cfg, path, &err) < 0) {
 			cli_print_error(&err);

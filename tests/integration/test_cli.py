@@ -227,6 +227,12 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--stats", "--detach"), 2, "--stats and --detach exclude each other"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "0"), 2,
      "invalid value '0' for option --flows"),
+    # run: a usage error before the config is read (it was 1: the file's error first)
+    (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "--admin takes"),
+    (("run", "-c", NO_FILE, "--splice-after", "off", "--pipe-size", "8192"), 2,
+     "--pipe-size does not apply with --splice-after off"),
+    (("run", "-c", NO_FILE, "--splice-after", "off", "--splice-pipes", "8"), 2,
+     "--splice-pipes does not apply with --splice-after off"),
     # ctl: an option the command does not take was ignored; usage before the config is read
     (("ctl", *ADMIN, "-s", "x", "status"), 2, "--service does not apply to status"),
     (("ctl", *ADMIN, "-s", "x", "upgrade"), 2, "--service does not apply to upgrade"),
