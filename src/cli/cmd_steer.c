@@ -120,6 +120,7 @@ struct backend_arg {
 	struct sockaddr_storage addr;
 	struct hashlb_steer_dest dest;
 	bool have_mac;
+	char dev[IF_NAMESIZE]; /* dev=, or "" */
 };
 
 static int parse_addr(const char *s, struct sockaddr_storage *ret)
@@ -167,15 +168,10 @@ static int parse_vip(const char *s, struct sockaddr_storage *ret)
 	return 0;
 }
 
-/*
- * NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed,
- * a usage error; -ENOENT (printed) if the host has no such dev or no MAC.
- */
-static int parse_backend(const char *arg, const char *iface, struct backend_arg *b,
-			 uint32_t *ret_weight)
+/* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed, a usage error. */
+static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_weight)
 {
 	char *copy = strdup(arg), *eq, *ip, *opt, *save = NULL;
-	const char *dev = NULL;
 	uint64_t w = 1;
 	int ret = -EINVAL;
 
@@ -200,16 +196,9 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 			b->have_mac = true;
 		} else if (strncmp(opt, "weight=", 7) == 0 &&
 			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
-		} else if (strncmp(opt, "dev=", 4) == 0 && opt[4]) {
-			/* a name of the host's, not of the command line: as -i IFACE */
-			dev = opt + 4;
-			b->dest.ifindex = if_nametoindex(dev);
-			if (!b->dest.ifindex) {
-				fprintf(stderr, "hashlb: error: backend '%s': no interface '%s'\n",
-					copy, dev);
-				ret = -ENOENT;
-				goto out;
-			}
+		} else if (strncmp(opt, "dev=", 4) == 0 && opt[4] &&
+			   strlen(opt + 4) < sizeof(b->dev)) {
+			strcpy(b->dev, opt + 4);
 		} else {
 			fprintf(stderr,
 				"hashlb: error: backend '%s': invalid option '%s' (mac=MAC, "
@@ -217,17 +206,6 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 				copy, opt, HASHLB_WEIGHT_MAX);
 			goto out;
 		}
-	}
-	if (!b->have_mac &&
-	    hashlb_steer_neighbour_mac(&b->addr, dev ? dev : iface, b->dest.mac) == 0)
-		b->have_mac = true;
-	if (!b->have_mac) {
-		fprintf(stderr,
-			"hashlb: error: backend '%s': no MAC address: give mac=..., or make the "
-			"neighbour entry exist first (e.g. ping %s once)\n",
-			copy, ip);
-		ret = -ENOENT;
-		goto out;
 	}
 	b->name = strdup(copy);
 	if (!b->name) {
@@ -239,6 +217,41 @@ static int parse_backend(const char *arg, const char *iface, struct backend_arg 
 out:
 	free(copy);
 	return ret;
+}
+
+/*
+ * What the host says of backend <b>: its dev's index, its MAC from the
+ * neighbour table of its dev (else <iface>) unless given; -ENOENT (printed)
+ * if there is no such dev or no MAC. Once the command line is known right.
+ */
+static int resolve_backend(struct backend_arg *b, const char *iface)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	const void *a = b->addr.ss_family == AF_INET
+				? (const void *)&((struct sockaddr_in *)&b->addr)->sin_addr
+				: (const void *)&((struct sockaddr_in6 *)&b->addr)->sin6_addr;
+
+	if (b->dev[0]) {
+		/* a name of the host's, not of the command line: as -i IFACE */
+		b->dest.ifindex = if_nametoindex(b->dev);
+		if (!b->dest.ifindex) {
+			fprintf(stderr, "hashlb: error: backend '%s': no interface '%s'\n", b->name,
+				b->dev);
+			return -ENOENT;
+		}
+	}
+	if (!b->have_mac &&
+	    hashlb_steer_neighbour_mac(&b->addr, b->dev[0] ? b->dev : iface, b->dest.mac) == 0)
+		b->have_mac = true;
+	if (!b->have_mac) {
+		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
+		fprintf(stderr,
+			"hashlb: error: backend '%s': no MAC address: give mac=..., or make the "
+			"neighbour entry exist first (e.g. ping %s once)\n",
+			b->name, ip);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 static void print_stats(const char *iface, enum hashlb_steer_mode mode,
@@ -731,11 +744,11 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		a->backends = calloc(n_backend_args, sizeof(*a->backends));
 		a->table.specs = calloc(n_backend_args, sizeof(*a->table.specs));
 		if (!a->backends || !a->table.specs)
-			goto usage;
+			goto fail;
 		for (uint32_t i = 0; i < n_backend_args; i++) {
 			struct hashlb_backend_spec *sp = &a->table.specs[i];
 
-			r = parse_backend(backend_args[i], a->iface, &a->backends[i], &sp->weight);
+			r = parse_backend(backend_args[i], &a->backends[i], &sp->weight);
 			if (r == -EINVAL)
 				goto usage;
 			if (r < 0)
@@ -754,6 +767,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	if (table_args_check(&a->table) < 0 ||
 	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0)
 		return -EINVAL;
+	for (uint32_t i = 0; i < a->n_backends; i++)
+		if (resolve_backend(&a->backends[i], a->iface) < 0)
+			return -ENOENT;
 	return 0;
 usage:
 	free(backend_args);

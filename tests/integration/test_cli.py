@@ -199,6 +199,10 @@ for args, status, msg in [
     (("lookup", "--down", "x", "10.0.0.1", "a"), 2, "--down names 'x'"),
     (("lookup", "-c", DEMO, "--down", "x", "10.0.0.1"), 2, "--down names 'x'"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "--down", "x"), 2, "--down names 'x'"),
+    # before the host is asked for a MAC (10.0.0.2 is in no neighbour table): it said none, 1
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "--down", "x"), 2, "--down names 'x'"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "--drain", "x"), 2, "--drain names 'x'"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "-b", "b"), 2, "backend 'b': expected"),
     (("steer", "-c", STEER_CFG, "--down", "x"), 2, "--down names 'x'"),
     (("steer", "-c", STEER_CFG, "--drain", "x"), 2, "--drain names 'x'"),
     (("lookup", "-c", DEMO, "--service", "x", "10.0.0.1"), 2, "--service 'x'"),
