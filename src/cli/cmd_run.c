@@ -110,7 +110,9 @@ static void usage(FILE *f)
 		   "  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
 		   "  daemon cannot start (e.g. an address in use),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  Among them: --splice-pipes or --pipe-size with --splice-after off.\n"
+	fprintf(f, "  But --splice-pipes or --pipe-size with --splice-after off, which size\n"
+		   "  nothing, only log a warning: a command line that started hashlb before\n"
+		   "  (a unit file, the upgrade in place re-running it) must start it again.\n"
 		   "\n"
 		   "EXAMPLES\n"
 		   "  hashlb run -c configs/demo.yaml\n"
@@ -326,11 +328,11 @@ static int run(int argc, char **argv, char *const *again)
 		usage(stderr);
 		return 2;
 	}
-	if (splice_opt && dopts.splice_after == UINT32_MAX) {
-		fprintf(stderr, "hashlb run: %s does not apply with --splice-after off\n",
-			splice_opt);
-		return 2;
-	}
+	/* Not a usage error, unlike elsewhere: a command line that ran before
+	 * (a unit file, an upgrade in place re-running it) must still start. */
+	if (splice_opt && dopts.splice_after == UINT32_MAX)
+		hlb_log(HLB_LOG_WARN, "option ignored: nothing is spliced with --splice-after off",
+			"option=%s", splice_opt);
 	/* with --admin the file's admin address is not the one to check */
 	r = hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err);
 	if (r < 0) {
