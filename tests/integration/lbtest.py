@@ -315,6 +315,25 @@ class Names:
         return p.returncode, p.stdout, p.stderr
 
 
+def syn_sent(port, host="127.0.0.1"):
+    """How many sockets of this network namespace connect to <host>:<port>, their SYN not
+    answered yet (one whose SYN a full accept queue dropped stays so until it is sent again):
+    from ss, over netlink (/proc/net/tcp can take seconds to read)."""
+    out = subprocess.run(["ss", "-tnH", "state", "syn-sent", "dst", f"{host}:{port}"],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    return len(out.splitlines())
+
+
+def wait_until(cond, timeout=10, step=0.02):
+    """Poll <cond>() until true or <timeout> s: whether it came true."""
+    end = time.time() + timeout
+    while not cond():
+        if time.time() >= end:
+            return False
+        time.sleep(step)
+    return True
+
+
 def client_ip(i):
     """The i-th client address on 127.0.0.0/8 (never 127.0.0.0 or .255)."""
     i += 1
