@@ -116,7 +116,9 @@ def passive_failures_count_toward_fall():
     clients = [client_ip(i * 31) for i in range(600)]
     table = lb.lookup(clients)
     mine = [c for c in clients if table[c] == "c"][:6]
-    time.sleep(0.3)  # the first round of checks has passed
+    # c up, as a backend starts (its first check comes somewhere in the first 10 s, the
+    # checks spread over the interval: 3 failed checks, fall, would take 20 s and more)
+    check(lb.backend("c")["health"] == "up", "c is up")
     bs[2].stop()
     served = [who(lb.addr, c) for c in mine]  # each fails over to the next backend
     check(all(s in ("a", "b") for s in served), f"clients of c served by others: {served}")
@@ -202,7 +204,10 @@ for i in range(30):  # every local port to a and b taken, then 3 failures a back
     except ConnectionError:  # not served: reset
         served.append("")
     held.append(s)
-time.sleep(0.3)  # the control plane's ticks
+# the workers count their failed connects as they happen; give the control plane's ticks
+# (50 ms) a few rounds to take a backend down wrongly on them, then see that none did
+lb.wait(lambda: all(lb.backend(n)["connect_fail"] >= 3 for n in "ab"))
+time.sleep(0.3)
 st = {b["name"]: b for b in lb.service()["backends"]}
 check(all(st[n]["connect_fail"] >= 3 for n in "ab") and "" in served,
       f"the ports ran out: {[(n, st[n]['connect_fail']) for n in 'ab']} {served}")
