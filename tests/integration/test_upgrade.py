@@ -9,8 +9,8 @@ Through the admin endpoint the new hashlb takes the old one's listening sockets 
 pidfd_getfd): the same sockets listen on in the new process, so nothing depends on
 net.ipv4.tcp_migrate_req, which is 0 there. Without an admin endpoint it binds sockets of its
 own beside the old ones (SO_REUSEPORT) and the kernel hands the old ones' queued connections
-over (tcp_migrate_req=1). Runs in a network namespace of its own, where the fixed ports collide
-with nothing and the sysctl is set for this test alone."""
+over (tcp_migrate_req=1). Runs in a network namespace of its own, where the sysctl is set for
+this test alone."""
 import os
 import subprocess
 import urllib.request
@@ -21,6 +21,7 @@ if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
     sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__)],
                             env=env).returncode)
 
+import random  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -58,7 +59,37 @@ def listen_inodes(pid, where=None):
             fds.add(link[8:-1])
     return fds
 
-LISTEN = ("127.0.0.1", 29400)
+_picked = set()
+
+
+def free_port():
+    """A loopback port free now and not picked before, for a config that must name its port
+    (an upgrade's new process reads the same config and takes the same address over, which
+    port 0 would not give). Below the ephemeral range: a connection made while no hashlb
+    listens on it (between two tests) cannot take it as its own local port."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    start = random.randrange(1024, low - 1000)
+    for port in range(start, low):
+        if port in _picked:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _picked.add(port)
+        return port
+    raise SystemExit(f"no free loopback port in {start}..{low}")
+
+
+def admin_addr():
+    return f"127.0.0.1:{free_port()}"
+
+
+LISTEN = ("127.0.0.1", free_port())
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
 
@@ -363,7 +394,7 @@ def ctl_upgrade():
     the new process ended; the old one serves on and its status says the upgrade failed. Then:
     exit 0 once the new process answers at the admin address, which it now holds, running the
     newly installed file; the old one drains and exits 0."""
-    exe, old = installed("ctlup", "127.0.0.1:29402")
+    exe, old = installed("ctlup", admin_addr())
     new_pid = None
     try:
         good = break_config(old.path)
@@ -483,7 +514,7 @@ def upgrade_keeps_run_time_settings():
     exe = tmppath("hashlb-keeps")
     install(HASHLB, exe)
     dead = ("d", f"127.0.0.1:{dead_port()}")
-    old = Lb(config(BACKENDS + [dead], admin="127.0.0.1:29403",
+    old = Lb(config(BACKENDS + [dead], admin=admin_addr(),
                     listen=f"{LISTEN[0]}:{LISTEN[1]}"), fname="keeps.yaml", binary=exe)
     new_pid = None
     try:
@@ -542,7 +573,7 @@ def set_during_an_upgrade_is_not_lost():
     run-time settings over when it started, so a set the old one applied then would vanish
     at the handover (it used to: answered 0, drained in the old process, ready again in the
     new one). It is refused, saying why, and what the operator was told holds afterwards."""
-    exe, old = installed("setup", "127.0.0.1:29406")
+    exe, old = installed("setup", admin_addr())
     new_pid = None
     try:
         rc, so, se = old.ctl("set", "a", "weight", "2")
@@ -621,7 +652,8 @@ def reload_during_an_upgrade_reaches_the_new_process():
     port = backends[0].port
     named = [("a", f"alpha.test:{port}")] + BACKENDS[1:]
     listen = f"{LISTEN[0]}:{LISTEN[1]}"
-    old = Lb(config(named, admin="127.0.0.1:29407", listen=listen), fname="hup.yaml", binary=exe,
+    admin = admin_addr()
+    old = Lb(config(named, admin=admin, listen=listen), fname="hup.yaml", binary=exe,
              wrap=names.wrap())
     new_pid = None
     try:
@@ -636,7 +668,7 @@ def reload_during_an_upgrade_reaches_the_new_process():
             check(new_pid and dns.queries > asked, f"{how}: the new process has read the config")
             weight = 3 if how == "ctl" else 4
             old.rewrite(config(named[:2] + [("c", BACKENDS[2][1], f"weight: {weight}")],
-                               admin="127.0.0.1:29407", listen=listen))
+                               admin=admin, listen=listen))
             if how == "ctl":
                 rc, so, se = old.ctl("reload")
                 check(rc == 0, f"ctl reload during the upgrade: {rc} {so}{se}")
@@ -663,7 +695,8 @@ def reload_sent_to_the_old_process_after_an_upgrade():
     still drains (a pid saved before the upgrade, a service manager that had not yet taken
     MAINPID= when it ran its reload): the new process serves the config now, and reloads.
     The old one used to ignore it: the reload went nowhere."""
-    exe, old = installed("hupold", "127.0.0.1:29408")
+    admin = admin_addr()
+    exe, old = installed("hupold", admin)
     new_pid = None
     try:
         held = connect(LISTEN, client_ip(1))
@@ -672,7 +705,7 @@ def reload_sent_to_the_old_process_after_an_upgrade():
         check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
         new_pid = old.status()["pid"]
         old.rewrite(config(BACKENDS[:2] + [("c", BACKENDS[2][1], "weight: 5")],
-                           admin="127.0.0.1:29408", listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+                           admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}"))
         old.proc.send_signal(signal.SIGHUP)
         check(old.wait(lambda: old.backend("c")["weight"] == 5) is not None,
               f"the new process reloads: c's weight {old.backend('c')['weight']}")
@@ -693,7 +726,7 @@ def set_after_a_side_by_side_takeover_is_not_lost():
     the old one is stopped. A hashlb ctl set that reached the old one was answered 0, applied
     there, and lost when it stopped: about half of them. The old one refuses them now, saying
     so; every set answered 0 is the new process's."""
-    admin = "127.0.0.1:29409"
+    admin = admin_addr()
     text = config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}")
     old = Lb(text, fname="side-old.yaml")
     new = Lb(text, fname="side-new.yaml")
@@ -799,7 +832,8 @@ def many_down_backends_handed_over():
     of the downs. It takes the sockets and the downs over now."""
     from lbtest import dead_port
     port = dead_port()
-    lines = ["workers: 1", "admin: 127.0.0.1:29405", "services:", "  - name: t",
+    admin = admin_addr()
+    lines = ["workers: 1", f"admin: {admin}", "services:", "  - name: t",
              f"    listen: {LISTEN[0]}:{LISTEN[1]}", "    health: {interval: 200ms, rise: 1, fall: 1}",
              "    backends:", f"      - {{name: a, address: '{BACKENDS[0][1]}'}}"]
     lines += [f"      - {{name: d{i}, address: '127.3.{i >> 8}.{(i & 255) or 1}:{port}'}}"
@@ -809,7 +843,7 @@ def many_down_backends_handed_over():
     new = None
     try:
         def downs():
-            with urllib.request.urlopen("http://127.0.0.1:29405/metrics", timeout=30) as r:
+            with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as r:
                 return sum(1 for l in r.read().decode().splitlines()
                            if l.startswith("hashlb_backend_up{") and l.endswith(" 0"))
         end = time.time() + 30
@@ -831,7 +865,7 @@ def many_down_backends_handed_over():
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
-    upgrade("127.0.0.1:29401")
+    upgrade(admin_addr())
 
 
 def upgrade_unix_admin():
