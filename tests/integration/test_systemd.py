@@ -25,6 +25,7 @@ What a unit file cannot show by reading it, and these cases check with systemd 2
   is served by the next hashlb, and a stream of new connections loses none."""
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -399,11 +400,23 @@ def socket_activation():
     check(rc == 0 and wait(lambda: "msg=draining" in ct.sh(
         f"journalctl -q -o cat _PID={pid1} --no-pager")[1]),
           f"systemctl restart: the old hashlb drains: rc={rc} {err}")
-    time.sleep(0.3)  # its workers stop accepting at once (a command each), not later
-    waiter = ct.held(addr)
-    check(wait(lambda: listening()[0] == 1),
+    # its workers stop accepting (a command each) soon after the line, a loaded machine
+    # taking its time: a client one still accepts is greeted by the old hashlb, and let go
+    # for another; a hashlb that kept accepting while it drains greets them all
+    waiter = None
+    for _ in range(20):
+        w = ct.held(addr)
+        greeted = lambda t=0: select.select([w.stdout], [], [], t)[0]
+        if wait(lambda: listening()[0] == 1 or greeted()) and not greeted(0.5):
+            waiter = w
+            break
+        w.stdin.close()
+        w.wait(10)
+    check(waiter and wait(lambda: listening()[0] == 1),
           f"a client connects while the old hashlb drains: in the backlog, not accepted: "
           f"{ct.sh(f'ss -ltn sport = :{port}')[1]}")
+    if not waiter:
+        return
     held.stdin.close()  # the drain ends, the old hashlb exits, systemd starts the next one
     held.wait(10)
     got = waiter.stdout.readline().strip()
