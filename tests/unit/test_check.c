@@ -62,6 +62,20 @@ static void run_for(struct hlb_loop *l, uint64_t ms)
 		hlb_loop_run_once(l, 5);
 }
 
+/*
+ * Run <l> until *<count> reaches <n>, or <ms> passed (a deadline that fails
+ * the test, not a measurement: a loaded machine may take its time): the
+ * milliseconds it ran.
+ */
+static uint64_t run_until(struct hlb_loop *l, const int *count, int n, uint64_t ms)
+{
+	uint64_t start = hlb_now_ms();
+
+	while (*count < n && hlb_now_ms() < start + ms)
+		hlb_loop_run_once(l, 5);
+	return hlb_now_ms() - start;
+}
+
 static void test_listening_port_passes_closed_port_fails(void **state)
 {
 	struct hlb_loop *l;
@@ -74,15 +88,16 @@ static void test_listening_port_passes_closed_port_fails(void **state)
 	fd = listener(&sin);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
-	run_for(l, 110);
-	/* Fixed cadence: about one check per 20 ms. */
-	assert_true(r.ok >= 3 && r.ok <= 7);
+	/* Fixed cadence, one check per 20 ms: 5 take 4 intervals at least (less
+	 * 10 ms for the ms clock); no more than that, a loaded machine can add. */
+	assert_true(run_until(l, &r.ok, 5, 10000) >= 70);
+	assert_int_equal(r.ok, 5);
 	assert_int_equal(r.failed, 0);
 	assert_true(r.latency_ns > 0);
 
 	close(fd);
 	r = (struct results){ 0 };
-	run_for(l, 110);
+	run_until(l, &r.failed, 3, 10000);
 	assert_int_equal(r.ok, 0);
 	assert_true(r.failed >= 3);
 	hlb_check_stop(&c);
@@ -126,7 +141,7 @@ static void test_silent_port_times_out(void **state)
 	silent_port(l, &sin, &sp);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 100, 30, done, &r);
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
-	run_for(l, 80);
+	run_until(l, &r.failed, 1, 5000);
 	assert_int_equal(r.ok, 0);
 	assert_int_equal(r.failed, 1);
 	assert_true(r.latency_ns >= 25000000ull); /* ms timer granularity */
@@ -188,7 +203,7 @@ static void test_out_of_fds_skips_the_check(void **state)
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.ok, 0);
 	/* And it resumes once fds are available again. */
-	run_for(l, 60);
+	run_until(l, &r.ok, 1, 10000);
 	assert_true(r.ok >= 1);
 	hlb_check_stop(&c);
 	close(fd);
@@ -224,7 +239,7 @@ static void test_late_loop_is_not_a_timeout(void **state)
 	hlb_loop_run_once(l, 0); /* the N checks connect (their timers were due) */
 	assert_int_equal(r.ok + r.failed, 0);
 	usleep(60000); /* the thread is busy past their 20 ms deadline */
-	run_for(l, 100);
+	run_until(l, &r.ok, N, 10000);
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.ok, N);
 	for (int i = 0; i < N; i++)
@@ -271,13 +286,14 @@ static void test_checks_in_flight_are_capped(void **state)
 	usleep(1100000); /* the cap follows the limit within a second */
 	base = open_fds();
 	for (int i = 0; i < N; i++) {
-		hlb_check_init(&c[i], (struct sockaddr *)&sin, sizeof(sin), 10000, 100, done, &r);
+		/* a 1 s timeout: none may end before it, a loaded machine's 40 ms */
+		hlb_check_init(&c[i], (struct sockaddr *)&sin, sizeof(sin), 10000, 1000, done, &r);
 		assert_int_equal(hlb_check_start(&c[i], l, hlb_now_ms()), 0);
 	}
 	run_for(l, 40);
 	assert_true(open_fds() - base <= 100);
 	assert_int_equal(r.failed, 0);
-	run_for(l, 400); /* 100 time out, then the 50 that waited */
+	run_until(l, &r.failed, N, 10000); /* 100 time out, then the 50 that waited */
 	assert_int_equal(r.failed, N);
 	assert_int_equal(r.ok, 0);
 	for (int i = 0; i < N; i++)
