@@ -1119,7 +1119,7 @@ static void backend_adopt(struct hlb_pool_backend *to, const struct hlb_pool_bac
 	hlb_pool_set_admin(to, from->admin);
 }
 
-/* A backend of a service by name, for service_update(): names are unique in a service. */
+/* A backend of a service, or a service, by name: names are unique in a service, and in a pool. */
 struct name_idx {
 	const char *name;
 	uint32_t j;
@@ -1352,13 +1352,19 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 		calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*next));
 	bool *kept = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*kept));
 	bool *fresh = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*fresh));
+	/* the running services by name: a scan of them for each service of
+	 * <cfg> made a reload quadratic in services */
+	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted)), *hit;
 	int ret = 0;
 	uint32_t i, j;
 
-	if (!next || !kept || !fresh) {
+	if (!next || !kept || !fresh || !sorted) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	for (j = 0; j < p->n_svcs; j++)
+		sorted[j] = (struct name_idx){ p->svcs[j]->cfg->name, j };
+	qsort(sorted, p->n_svcs, sizeof(*sorted), name_idx_cmp);
 	ret = pool_check_sources(cfg, err);
 	if (ret < 0)
 		goto out;
@@ -1367,10 +1373,11 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 	pool_listen_begin(p);
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
+		struct name_idx key = { .name = c->name };
 
-		for (j = 0; j < p->n_svcs; j++)
-			if (!kept[j] && !strcmp(p->svcs[j]->cfg->name, c->name))
-				break;
+		hit = p->n_svcs ? bsearch(&key, sorted, p->n_svcs, sizeof(*sorted), name_idx_cmp)
+				: NULL;
+		j = hit && !kept[hit->j] ? hit->j : p->n_svcs;
 		if (j < p->n_svcs) {
 			kept[j] = true;
 			next[i] = p->svcs[j];
@@ -1411,5 +1418,6 @@ out:
 	free(next);
 	free(kept);
 	free(fresh);
+	free(sorted);
 	return ret;
 }
