@@ -83,6 +83,8 @@ void hlb_proxy_set_max_connections(struct hlb_proxy *p, uint64_t n, bool fds);
 void hlb_proxy_count_fds(struct hlb_proxy *p, const _Atomic uint32_t *fds);
 /* The cap in force now (0: none). */
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
+/* The cap once the workers hold a socket each of <n_listeners> listeners (0: none). */
+uint64_t hlb_proxy_max_connections_with(const struct hlb_proxy *p, uint32_t n_listeners);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);
 

@@ -67,17 +67,22 @@ static uint32_t wl_rate(const struct wlistener *wl)
 	return snap ? snap->max_conn_rate : 0;
 }
 
-/* The connection cap now (0: none): see hlb_proxy_set_max_connections(). */
-static uint64_t proxy_cap(const struct hlb_proxy *p)
+/* The connection cap with <n_wl> listener sockets (0: none): see
+ * hlb_proxy_set_max_connections(). */
+static uint64_t proxy_cap_with(const struct hlb_proxy *p, uint64_t n_wl)
 {
 	uint64_t socks;
 
 	if (!p->max_conns || !p->cap_fds)
 		return p->max_conns;
-	socks = (3 * (uint64_t)atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed) +
-		 atomic_load_explicit(p->other_fds, memory_order_relaxed) + 1) /
-		2;
+	socks = (3 * n_wl + atomic_load_explicit(p->other_fds, memory_order_relaxed) + 1) / 2;
 	return p->max_conns > socks ? p->max_conns - socks : 1;
+}
+
+/* The connection cap now (0: none). */
+static uint64_t proxy_cap(const struct hlb_proxy *p)
+{
+	return proxy_cap_with(p, atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed));
 }
 
 /* How many more connections the process's cap lets in now (UINT64_MAX: no cap). */
@@ -825,6 +830,11 @@ void hlb_proxy_count_fds(struct hlb_proxy *p, const _Atomic uint32_t *fds)
 uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p)
 {
 	return proxy_cap(p);
+}
+
+uint64_t hlb_proxy_max_connections_with(const struct hlb_proxy *p, uint32_t n_listeners)
+{
+	return proxy_cap_with(p, (uint64_t)n_listeners * p->n_workers);
 }
 
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p)

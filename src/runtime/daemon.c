@@ -99,6 +99,7 @@ struct hlb_daemon {
 	struct hlb_proxy *proxy;
 	uint64_t fd_fit; /* the connections the fd limit allows (set_fd_limit()), 0: any */
 	bool fd_tiny; /* that limit is tiny: a quarter of it, no share taken off */
+	uint64_t cap_logged; /* the cap in force last logged (log_cap()), 0: none */
 	const _Atomic uint32_t *other_fds; /* hlb_daemon_count_fds(), NULL: none */
 	uint32_t admin_fds; /* hlb_daemon_admin_fds() */
 	int epfd;
@@ -941,6 +942,36 @@ static void warn_max_conns(const struct hlb_daemon *d)
 			max_conns, fit, checks);
 }
 
+static uint32_t listener_count(const struct hlb_daemon *d);
+
+/*
+ * The connection cap in force, at start and when a reload changes it: the
+ * "file descriptor limit" line gives it before the listeners' and health
+ * checks' shares, which many listeners make most of it (8,000 listeners
+ * under nofile=20000: 1 of 9,930). Below half of what the limit allows, a
+ * warning that says what takes it.
+ */
+static void log_cap(struct hlb_daemon *d)
+{
+	uint32_t n = listener_count(d);
+	uint64_t cap = hlb_proxy_max_connections_with(d->proxy, n), checks = 0;
+
+	if (!d->fd_fit || d->opts.max_conns || d->fd_tiny || cap == d->cap_logged)
+		return;
+	d->cap_logged = cap;
+	if (d->other_fds)
+		checks = atomic_load_explicit(d->other_fds, memory_order_relaxed);
+	hlb_log(cap * 2 < d->fd_fit ? HLB_LOG_WARN : HLB_LOG_INFO, "connection cap",
+		"max_connections=%" PRIu64 " max_connections_fd=%" PRIu64
+		" listener_sockets=%" PRIu64 " health_check_fds=%" PRIu64 "%s",
+		cap, d->fd_fit, (uint64_t)n * d->n_workers, checks,
+		cap * 2 < d->fd_fit
+			? " note=\"the listeners (1.5 connections each: a descriptor, and one "
+			  "accept over the cap) and health checks take most of what the fd limit "
+			  "allows: raise the limit, or use fewer workers\""
+			: "");
+}
+
 /*
  * Upgrades: a new hashlb binds the same addresses (SO_REUSEPORT) and the
  * old one is stopped. Connections still in the old listeners' accept
@@ -1375,6 +1406,7 @@ void hlb_daemon_reloaded(struct hlb_daemon *d)
 {
 	if (d->up.pid)
 		d->up.reloaded = true;
+	log_cap(d);
 }
 
 /* Started by an upgrade in place: every listener accepts, tell the old process. */
@@ -1478,6 +1510,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	if (r < 0)
 		return r;
 	warn_max_conns(d);
+	log_cap(d);
 	log_unused_sockets(d);
 	watch_old(d);
 	unused = hlb_proxy_release_taken(d->proxy);

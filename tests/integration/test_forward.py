@@ -1061,6 +1061,36 @@ def fd_limit_many_services():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def many_services_config(services):
+    text = config(BACKENDS, workers=2)
+    head, _, svc = text.partition("services:\n")
+    return head + "services:\n" + "".join(svc.replace("name: t", f"name: t{i}", 1)
+                                           for i in range(services))
+
+
+def connection_cap_in_force_is_logged():
+    """The log gives the connection cap in force, not only the one the fd limit allows before
+    the listeners' share: many listeners take most of it (8,000 listener sockets under
+    nofile=20000 left a cap of 1 while the start line said 9,930), and a warning says so.
+    A reload that changes the cap logs it again. Before, only the start's
+    "file descriptor limit" line, with the cap before the shares."""
+    lb = Lb(many_services_config(40), nofile=400, args=("--admin", "127.0.0.1:0"))
+    cap = metric_sum(lb, "hashlb_max_connections")
+    lines = [l for l in lb.log if 'msg="connection cap"' in l]
+    check(len(lines) == 1 and f"max_connections={cap:.0f} " in lines[0] and
+          "level=warn" in lines[0] and "listener_sockets=80 " in lines[0],
+          f"the cap in force ({cap:.0f}), a warning naming the 80 listener sockets: {lines}")
+    with open(lb.path, "w") as f:
+        f.write(many_services_config(4))
+    rc, so_, se = lb.ctl("reload")
+    check(lb.wait(lambda: len([l for l in lb.log if 'msg="connection cap"' in l]) == 2),
+          f"a reload to 4 services logs the new cap: {se}")
+    cap2 = metric_sum(lb, "hashlb_max_connections")
+    last = ([l for l in lb.log if 'msg="connection cap"' in l] or [""])[-1]
+    check(cap2 > cap and f"max_connections={cap2:.0f} " in last and
+          "listener_sockets=8 " in last, f"the new cap, {cap2:.0f}: {last}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
 def fd_limit_splice_pipes():
     """Splice pipes count against the cap the fd limit allows (two descriptors, a
     connection's worth), and a direction gets none at the cap: connections that moved bulk
@@ -1478,7 +1508,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, pool_resident_follows_use,
            fd_limit, max_connections_flag,
-           max_connections_burst, fd_limit_many_services,
+           max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients,
