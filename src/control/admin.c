@@ -84,7 +84,9 @@ static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struc
 	if (!hlb_http_param(req, "service", name, sizeof(name))) {
 		if (hlb_pool_service_count(ctl->pool) == 1)
 			return hlb_pool_service_at(ctl->pool, 0);
-		resp_error(resp, 400, "which service? give service=NAME");
+		resp_error(resp, 400,
+			   "which service? %u services: give service=NAME (hashlb ctl: -s NAME)",
+			   hlb_pool_service_count(ctl->pool));
 		return NULL;
 	}
 	s = hlb_pool_service_find(ctl->pool, name);

@@ -597,6 +597,23 @@ def reload_cost_grows_with_services_not_their_square():
     check(ratio < 16, f"5 reloads of 8,000 services cost {cost[8000]:.2f} CPU s, of 1,000 "
           f"{cost[1000]:.2f} s: {ratio:.1f} times (linear: 8, quadratic: 64)")
 
+
+def ctl_asks_which_service_as_ctl_takes_it():
+    """With several services, a ctl command that names none is told how to name one with
+    ctl (-s NAME), and how many there are. Before: "give service=NAME", the HTTP parameter,
+    which ctl does not take."""
+    text = config(BACKENDS)
+    head, _, svc = text.partition("services:\n")
+    lb = Lb(head + "services:\n" + "".join(svc.replace("name: t", f"name: t{i}", 1)
+                                           for i in range(3)))
+    for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain")):
+        rc, so_, se = lb.ctl(*args)
+        check(rc == 1 and "-s NAME" in se and "3 services" in se,
+              f"ctl {' '.join(args)}: which service, and how to say it: {rc} {se!r}")
+    rc, so_, se = lb.ctl("-s", "t1", "lookup", "10.0.0.1")
+    check(rc == 0 and "10.0.0.1 -> " in so_, f"ctl -s t1 lookup: {rc} {so_!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
 # --- a Prometheus text-format (0.0.4) parser, strict ---
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -1127,6 +1144,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
            reload_keeps_a_port_0_listener, reload_cost_grows_with_services_not_their_square,
+           ctl_asks_which_service_as_ctl_takes_it,
            lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,
