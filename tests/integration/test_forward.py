@@ -836,6 +836,16 @@ def buffer_waiters_woken_while_buffers_are_free():
     stop_backend()
 
 
+def no_buffer_held_at_rest(lb, what):
+    """Check that <lb>'s workers hold no buffer and no one waits for one (a tick publishes both)."""
+    lb.wait(lambda: metric_sum(lb, "hashlb_worker_buffers_in_use") == 0 and
+            metric_sum(lb, "hashlb_worker_buffer_waiters") == 0)
+    in_use = metric_sum(lb, "hashlb_worker_buffers_in_use")
+    waiters = metric_sum(lb, "hashlb_worker_buffer_waiters")
+    check(in_use == 0 and waiters == 0,
+          f"{what}, no buffer held ({in_use:.0f}) and no one waits ({waiters:.0f})")
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -858,15 +868,63 @@ def buffers_exhausted():
     waits = metric_sum(lb, "hashlb_worker_buffer_waits_total")
     check(waits > 0 and metric_sum(lb, "hashlb_worker_buffers") == 4,
           f"the metrics show the 4 buffers and the waits for them ({waits:.0f})")
-    # a tick publishes the gauges
-    lb.wait(lambda: metric_sum(lb, "hashlb_worker_buffers_in_use") == 0 and
-            metric_sum(lb, "hashlb_worker_buffer_waiters") == 0)
-    in_use = metric_sum(lb, "hashlb_worker_buffers_in_use")
-    waiters = metric_sum(lb, "hashlb_worker_buffer_waiters")
-    check(in_use == 0 and waiters == 0,
-          f"with the connections gone, no buffer held ({in_use:.0f}) and no one waits ({waiters:.0f})")
+    no_buffer_held_at_rest(lb, "with the connections gone")
     check(lb.stop() == 0, "hashlb exits 0")
 
+
+
+def burst_past_the_ring_window():
+    """200 idle connections that all send at once, on one worker with 64 buffers: the ring holds
+    only some of the free buffers (32 at first), the others wait outside it for the turn's end
+    (bufring.c). The burst takes the ring's share and then the whole pool, its recvs wait, and
+    are given the buffers that come back at the ends of turns. Every byte comes back, in two
+    bursts (the second after the ring's share came back down); after each, no buffer is held,
+    no one waits, and the worker sleeps."""
+    lb = Lb(config(BACKENDS, workers=1), args=("--buffers", "64", "--buffer-size", "4096",
+                                               "--splice-after", "off", "--admin", "127.0.0.1:0"))
+    n = 200
+    for rnd in range(2):
+        socks = [connect(lb.addr, src=client_ip(i), timeout=10) for i in range(n)]
+        greeted = 0
+        for s in socks:
+            try:
+                greeted += read_line(s) in ("a", "b", "c")
+            except OSError:
+                break  # the others would time out too
+        check(greeted == n, f"burst {rnd}: all {n} connections greeted: {greeted} were")
+        if greeted < n:
+            for s in socks:
+                s.close()
+            break
+        payloads = [random.Random(rnd * n + i).randbytes(16 * 1024 + i * 97) for i in range(n)]
+        waits0 = metric_sum(lb, "hashlb_worker_buffer_waits_total")
+        # hashlb stopped while every client sends: its worker finds all the data at once
+        os.kill(lb.proc.pid, signal.SIGSTOP)
+        try:
+            for s, p in zip(socks, payloads):
+                s.sendall(p)  # fits in the sockets' buffers
+                s.shutdown(socket.SHUT_WR)
+        finally:
+            os.kill(lb.proc.pid, signal.SIGCONT)
+        results = [None] * n
+
+        def one(i):
+            try:
+                results[i] = read_to_eof(socks[i]) == payloads[i]
+            except OSError:
+                results[i] = False
+            socks[i].close()
+
+        run_threads(one, n)
+        check(all(results), f"burst {rnd}: all {n} connections intact: {results.count(True)} were")
+        waits = metric_sum(lb, "hashlb_worker_buffer_waits_total") - waits0
+        check(waits > 0, f"burst {rnd}: recvs found the ring empty ({waits:.0f} waits)")
+        no_buffer_held_at_rest(lb, f"burst {rnd}: at rest")
+        c0 = lb.cpu_seconds()
+        time.sleep(2.5)  # meanwhile the ring's share comes back down, a step a second
+        used = lb.cpu_seconds() - c0
+        check(used < 0.5, f"burst {rnd}: the worker sleeps at rest: {used:.2f} CPU-s in 2.5 s")
+    check(lb.stop() == 0, "hashlb exits 0")
 
 
 def pool_resident_follows_use():
@@ -1506,7 +1564,8 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
-           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted, pool_resident_follows_use,
+           buffer_waiters_woken_while_buffers_are_free, buffers_exhausted,
+           burst_past_the_ring_window, pool_resident_follows_use,
            fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
