@@ -51,17 +51,18 @@ int bufring_setup(struct worker *w)
 		r = -errno;
 		goto err_unmap_ring;
 	}
-	reg.ring_addr = (uint64_t)(uintptr_t)w->br;
-	reg.ring_entries = w->buf_count;
-	reg.bgid = 0;
-	r = io_uring_register_buf_ring(&w->ring, &reg, 0);
-	if (r < 0)
-		goto err_unmap_bufs;
+	/* before the registration, which a failure here would leave on unmapped memory */
 	w->stash = malloc(w->buf_count * sizeof(*w->stash));
 	if (!w->stash) {
 		r = -ENOMEM;
 		goto err_unmap_bufs;
 	}
+	reg.ring_addr = (uint64_t)(uintptr_t)w->br;
+	reg.ring_entries = w->buf_count;
+	reg.bgid = 0;
+	r = io_uring_register_buf_ring(&w->ring, &reg, 0);
+	if (r < 0)
+		goto err_free_stash;
 	io_uring_buf_ring_init(w->br);
 	w->buf_mask = io_uring_buf_ring_mask(w->buf_count);
 	/* buffer 0 first, the stash's top next: the pool is touched from its start */
@@ -73,6 +74,9 @@ int bufring_setup(struct worker *w)
 	io_uring_buf_ring_advance(w->br, w->ring_want);
 	return 0;
 
+err_free_stash:
+	free(w->stash);
+	w->stash = NULL;
 err_unmap_bufs:
 	munmap(w->bufs, w->bufs_size);
 	w->bufs = NULL;
