@@ -387,6 +387,8 @@ static void index_put(struct listener_index *x, struct dlistener *dl)
 	uint16_t port = hashlb_addr_port((const struct sockaddr_storage *)a);
 	uint32_t i;
 
+	if (!x->slot)
+		return; /* off for this transaction: growing it now would miss those before */
 	x->ports[port / 64] |= 1ULL << (port % 64);
 	if ((x->n + 1) * 2 > x->mask + 1)
 		index_grow(x);
