@@ -872,7 +872,6 @@ def buffers_exhausted():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
-
 def burst_past_the_ring_window():
     """200 idle connections that all send at once, on one worker with 64 buffers: the ring holds
     only some of the free buffers (32 at first), the others wait outside it for the turn's end
