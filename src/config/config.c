@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "hashlb/config.h"
 #include "config-internal.h"
@@ -1718,26 +1719,15 @@ struct service_seen {
 	bool any; /* a wildcard listen address */
 };
 
-/* FNV-1a */
-static uint64_t fnv1a(const void *data, size_t n)
-{
-	const unsigned char *p = data;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static void service_seen_set(struct service_seen *x, const struct hashlb_service_cfg *s)
 {
 	struct sockaddr_storage a = addr_canon(&s->listen_addr);
 
-	x->name_hash = fnv1a(s->name, strlen(s->name));
+	x->name_hash = XXH3_64bits(s->name, strlen(s->name));
 	if (a.ss_family == AF_INET)
-		x->addr_hash = fnv1a(&((const struct sockaddr_in *)&a)->sin_addr, 4);
+		x->addr_hash = XXH3_64bits(&((const struct sockaddr_in *)&a)->sin_addr, 4);
 	else
-		x->addr_hash = fnv1a(&((const struct sockaddr_in6 *)&a)->sin6_addr, 16);
+		x->addr_hash = XXH3_64bits(&((const struct sockaddr_in6 *)&a)->sin6_addr, 16);
 	x->port = hashlb_addr_port(&a);
 	x->any = hashlb_addr_is_any(&a);
 }

@@ -19,6 +19,7 @@
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "daemon.h"
 #include "fdpass.h"
@@ -330,27 +331,17 @@ static bool listener_matches(const struct dlistener *dl, const struct sockaddr *
 	       strcmp(hlb_listener_service(dl->l)->name, svc->name) == 0;
 }
 
-/* FNV-1a over what hlb_sockaddr_same() compares. */
+/* A hash of what hlb_sockaddr_same() compares: the port and the address. */
 static uint32_t sockaddr_hash(const struct sockaddr *a)
 {
 	const struct sockaddr_in *in = (const void *)a;
 	const struct sockaddr_in6 *in6 = (const void *)a;
-	const unsigned char *p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t n;
 
-	if (a->sa_family == AF_INET) {
-		h = (h ^ in->sin_port) * 0x100000001b3ULL;
-		p = (const unsigned char *)&in->sin_addr;
-		n = sizeof(in->sin_addr);
-	} else {
-		h = (h ^ in6->sin6_port) * 0x100000001b3ULL;
-		p = (const unsigned char *)&in6->sin6_addr;
-		n = sizeof(in6->sin6_addr);
-	}
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return (uint32_t)(h ^ (h >> 32));
+	if (a->sa_family == AF_INET)
+		return (uint32_t)XXH3_64bits_withSeed(&in->sin_addr, sizeof(in->sin_addr),
+						      in->sin_port);
+	return (uint32_t)XXH3_64bits_withSeed(&in6->sin6_addr, sizeof(in6->sin6_addr),
+					      in6->sin6_port);
 }
 
 static void index_off(struct listener_index *x)
