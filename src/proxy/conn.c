@@ -1215,10 +1215,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	c->ts.tv_nsec = (long long)(snap->connect_timeout_ms % 1000) * 1000000;
 
 	/* the connect and its linked timeout must go in the same submission */
-	if (io_uring_sq_space_left(&w->ring) < 2) {
-		bufring_refill(w); /* the submit may fill buffers, as in worker_sqe() */
-		io_uring_submit(&w->ring);
-	}
+	if (io_uring_sq_space_left(&w->ring) < 2)
+		worker_submit_now(w);
 	c->connect_us = worker_clock_us();
 	sqe = worker_sqe(w);
 	io_uring_prep_connect(sqe, fd, (const struct sockaddr *)&be->addr, be->addr_len);

@@ -38,14 +38,18 @@ static uint64_t clock_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void worker_submit_now(struct worker *w)
+{
+	bufring_refill(w); /* the submit may fill buffers */
+	io_uring_submit(&w->ring);
+}
+
 struct io_uring_sqe *worker_sqe(struct worker *w)
 {
 	struct io_uring_sqe *sqe;
 
-	while (!(sqe = io_uring_get_sqe(&w->ring))) {
-		bufring_refill(w); /* the submit may fill buffers */
-		io_uring_submit(&w->ring);
-	}
+	while (!(sqe = io_uring_get_sqe(&w->ring)))
+		worker_submit_now(w);
 	return sqe;
 }
 

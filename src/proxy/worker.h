@@ -373,6 +373,9 @@ static inline uint32_t worker_clock_fine_ms(void)
 	return (uint32_t)(worker_clock_ns() / 1000000u);
 }
 
+/* Submit before the turn's end (the SQ full, or a linked pair needs room): the ring of
+ * buffers is topped up first, since the submit may fill buffers. */
+void worker_submit_now(struct worker *w);
 /* An SQE, submitting first if the SQ is full. Never NULL. */
 struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
