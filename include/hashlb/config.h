@@ -373,4 +373,8 @@ void hashlb_backup_rule(bool *down, const bool *backup, const uint32_t *weight, 
 int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
 				   struct hashlb_table **ret_table, struct hashlb_error *err);
 
+/* 0 if hashlb_service_cfg_build_table(<s>, NULL) would build, else its error
+ * (hashlb_table_check(): nothing built). */
+int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err);
+
 #endif

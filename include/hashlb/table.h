@@ -95,6 +95,16 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		       struct hashlb_table **ret_table, struct hashlb_error *err);
 
 /*
+ * 0 if hashlb_table_build(<p>, <backends>, <n>) would build the table, else
+ * the error it would return, with the same reason and message (-ENOMEM
+ * aside): the same checks, without building anything. This is what
+ * validating a config costs, whatever the table's size.
+ */
+int hashlb_table_check(const struct hashlb_table_params *p,
+		       const struct hashlb_backend_spec *backends, size_t n,
+		       struct hashlb_error *err);
+
+/*
  * A table with the same backends, weights and parameters as <base> but the
  * down set <down> (n = hashlb_table_backend_count(base) booleans). Reuses
  * base's full table, so it costs one survivor build plus a copy: this is the

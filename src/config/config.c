@@ -1546,7 +1546,6 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 {
 	char msg[HASHLB_NAME_MAX * 2 + 160];
 	const struct ynode *v, *backends;
-	struct hashlb_table *t = NULL;
 	struct hashlb_error cerr;
 	uint32_t dup, first;
 	int r;
@@ -1668,15 +1667,15 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			    "duplicate backend name '%s' in service '%s' (first at line %d)",
 			    s->backends[dup].name, s->name, s->backends[first].pos.line);
 
-	/* A config that loads also builds: the same call the daemon makes. */
-	r = hashlb_service_cfg_build_table(s, NULL, &t, &cerr);
+	/* A config that loads also builds: the daemon's table, checked (not
+	 * built: a reload of 1,000 Maglev services spent 0.6 s building them) */
+	r = hashlb_service_cfg_check_table(s, &cerr);
 	if (r < 0) {
 		if (cerr.reason == HASHLB_ERR_NOMEM)
 			return nomem(ld);
 		return fail(ld, core_error_node(m, backends, s, cerr.reason), "service '%s': %s",
 			    s->name, cerr.msg);
 	}
-	hashlb_table_free(t);
 	return 0;
 }
 
@@ -2070,8 +2069,13 @@ const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool
 	return NULL;
 }
 
-int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
-				   struct hashlb_table **ret_table, struct hashlb_error *err)
+/*
+ * The specs of <s>'s backends as the running hashlb gives them to the table
+ * (see hashlb_service_cfg_build_table()); then <ret_table> built from them,
+ * or only checked (NULL).
+ */
+static int service_table(const struct hashlb_service_cfg *s, const bool *also_down,
+			 struct hashlb_table **ret_table, struct hashlb_error *err)
 {
 	uint32_t n = s->n_backends ? s->n_backends : 1;
 	struct hashlb_backend_spec *specs = calloc(n, sizeof(*specs));
@@ -2094,11 +2098,23 @@ int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const boo
 		specs[i].weight = weight[i];
 		specs[i].down = down[i];
 	}
-	r = hashlb_table_build(&s->table, specs, s->n_backends, ret_table, err);
+	r = ret_table ? hashlb_table_build(&s->table, specs, s->n_backends, ret_table, err)
+		      : hashlb_table_check(&s->table, specs, s->n_backends, err);
 out:
 	free(specs);
 	free(weight);
 	free(down);
 	free(backup);
 	return r;
+}
+
+int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
+				   struct hashlb_table **ret_table, struct hashlb_error *err)
+{
+	return service_table(s, also_down, ret_table, err);
+}
+
+int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err)
+{
+	return service_table(s, NULL, NULL, err);
 }

@@ -353,7 +353,6 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 64];
 	struct hashlb_error cerr = { 0 };
 	struct hashlb_backend_cfg *v;
-	struct hashlb_table *t;
 	uint64_t n = 0;
 	uint32_t o = 0, dup, first;
 	int r;
@@ -415,13 +414,12 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 			 b->from_name, b->name, s->name);
 		return resolve_fail(c, b, err, -EINVAL, msg);
 	}
-	r = hashlb_service_cfg_build_table(s, NULL, &t, &cerr);
+	r = hashlb_service_cfg_check_table(s, &cerr);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "service '%s', its names resolved: %s", s->name,
 			 cerr.msg);
 		return resolve_fail(c, &s->backends[0], err, r, msg);
 	}
-	hashlb_table_free(t);
 	return 0;
 }
 

@@ -80,9 +80,42 @@ void hashlb_table_free(struct hashlb_table *t)
 
 static int cmp_order(const void *a, const void *b, void *names)
 {
-	char *const *nm = names;
+	const char *const *nm = names;
 
 	return strcmp(nm[*(const uint32_t *)a], nm[*(const uint32_t *)b]);
+}
+
+/* <order> (n indexes) sorted by <names>; an error naming the first name
+ * two backends share. */
+static int name_order(const char *const *names, uint32_t *order, uint32_t n,
+		      struct hashlb_error *err)
+{
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(*order), cmp_order, (void *)names);
+	for (uint32_t k = 1; k < n; k++) {
+		uint32_t a = order[k - 1], b = order[k];
+
+		if (strcmp(names[a], names[b]) == 0)
+			return hashlb_err(err, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
+					  "backends %u and %u have the same name '%s'",
+					  a < b ? a : b, a < b ? b : a, names[b]);
+	}
+	return 0;
+}
+
+/* <p> with hashlb_table_build()'s defaults for what it leaves at 0. */
+static struct hashlb_table_params params_with_defaults(const struct hashlb_table_params *p)
+{
+	struct hashlb_table_params prm = *p;
+
+	if (!prm.ring_v)
+		prm.ring_v = HASHLB_RING_V_DEFAULT;
+	if (!prm.maglev_m)
+		prm.maglev_m = HASHLB_MAGLEV_M_DEFAULT;
+	if (!prm.max_bytes)
+		prm.max_bytes = HASHLB_TABLE_MEM_DEFAULT;
+	return prm;
 }
 
 /* Bytes the table will hold, for the memory cap; UINT64_MAX on overflow. */
@@ -181,6 +214,7 @@ static int table_alloc(const struct hashlb_table_params *p, const struct hashlb_
 	struct hashlb_table *t;
 	size_t names_len = 0;
 	char *s;
+	int ret;
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -209,21 +243,12 @@ static int table_alloc(const struct hashlb_table_params *p, const struct hashlb_
 		s += len + 1;
 		t->weights[i] = b[i].weight;
 		t->down[i] = b[i].down;
-		t->order[i] = i;
 		t->name_hash[i] = XXH64(t->names[i], len, 0);
 	}
-	qsort_r(t->order, n, sizeof(*t->order), cmp_order, t->names);
-	for (uint32_t k = 1; k < n; k++) {
-		if (strcmp(t->names[t->order[k - 1]], t->names[t->order[k]]) == 0) {
-			int r = hashlb_err(
-				err, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
-				"backends %u and %u have the same name '%s'",
-				t->order[k - 1] < t->order[k] ? t->order[k - 1] : t->order[k],
-				t->order[k - 1] < t->order[k] ? t->order[k] : t->order[k - 1],
-				t->names[t->order[k]]);
-			hashlb_table_free(t);
-			return r;
-		}
+	ret = name_order((const char *const *)t->names, t->order, n, err);
+	if (ret < 0) {
+		hashlb_table_free(t);
+		return ret;
 	}
 	*ret_t = t;
 	return 0;
@@ -364,17 +389,11 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		       const struct hashlb_backend_spec *backends, size_t n,
 		       struct hashlb_table **ret_table, struct hashlb_error *err)
 {
-	struct hashlb_table_params prm = *p;
+	struct hashlb_table_params prm = params_with_defaults(p);
 	struct hashlb_table *t;
 	uint64_t weight_sum = 0;
 	int ret;
 
-	if (!prm.ring_v)
-		prm.ring_v = HASHLB_RING_V_DEFAULT;
-	if (!prm.maglev_m)
-		prm.maglev_m = HASHLB_MAGLEV_M_DEFAULT;
-	if (!prm.max_bytes)
-		prm.max_bytes = HASHLB_TABLE_MEM_DEFAULT;
 	ret = validate(&prm, backends, n, err);
 	if (ret < 0)
 		return ret;
@@ -394,6 +413,32 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 				 t->order, t->n, weight_sum * prm.ring_v);
 	}
 	return table_finish(t, ret, ret_table, err);
+}
+
+int hashlb_table_check(const struct hashlb_table_params *p,
+		       const struct hashlb_backend_spec *backends, size_t n,
+		       struct hashlb_error *err)
+{
+	struct hashlb_table_params prm = params_with_defaults(p);
+	const char **names;
+	uint32_t *order;
+	int ret;
+
+	ret = validate(&prm, backends, n, err);
+	if (ret < 0)
+		return ret;
+	names = calloc(n, sizeof(*names));
+	order = calloc(n, sizeof(*order));
+	if (!names || !order) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	} else {
+		for (size_t i = 0; i < n; i++)
+			names[i] = backends[i].name;
+		ret = name_order(names, order, (uint32_t)n, err);
+	}
+	free(names);
+	free(order);
+	return ret;
 }
 
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,

@@ -82,6 +82,8 @@ static inline struct hashlb_table *test_build(enum hashlb_scheme scheme, uint32_
 		print_error("build failed: %d %s\n", r, err.msg);
 	assert_int_equal(r, 0);
 	assert_non_null(t);
+	/* what a config's validation asks: the same answer, nothing built */
+	assert_int_equal(hashlb_table_check(&p, b, n, NULL), 0);
 	return t;
 }
 

@@ -31,6 +31,13 @@ static void expect_error(const struct hashlb_table_params *p, const struct hashl
 	assert_null(err.file);
 	/* the error is also returned without an error struct */
 	assert_int_equal(hashlb_table_build(p, b, n, &t, NULL), want_ret);
+	/* and a check without the build (a config's validation) finds the same */
+	struct hashlb_error cerr;
+
+	memset(&cerr, 0, sizeof(cerr));
+	assert_int_equal(hashlb_table_check(p, b, n, &cerr), want_ret);
+	assert_int_equal(cerr.reason, want_reason);
+	assert_string_equal(cerr.msg, err.msg);
 }
 
 static void test_errors(void **state)
@@ -99,6 +106,7 @@ static void test_errors(void **state)
 	struct hashlb_table *t = NULL;
 
 	assert_int_equal(hashlb_table_build(&p, b.spec, 4, &t, NULL), 0);
+	assert_int_equal(hashlb_table_check(&p, b.spec, 4, NULL), 0);
 	hashlb_table_free(t);
 
 	/* the memory cap: -E2BIG, for both schemes and for a ring past 2^31 points */
