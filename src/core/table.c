@@ -70,8 +70,9 @@ void hashlb_table_free(struct hashlb_table *t)
 	free(t->down);
 	free(t->order);
 	free(t->name_hash);
+	if (t->slots != t->full_slots)
+		free(t->slots);
 	free(t->full_slots);
-	free(t->slots);
 	free(t->surv_slots);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
@@ -304,12 +305,14 @@ static int apply_overlay(struct hashlb_table *t)
 		uint32_t m = t->params.maglev_m;
 		uint32_t *w;
 
-		t->slots = malloc((size_t)m * sizeof(*t->slots));
-		if (!t->slots)
-			return -ENOMEM;
 		if (t->n_up == t->n) {
-			memcpy(t->slots, t->full_slots, (size_t)m * sizeof(*t->slots));
+			/* the full table itself, not a copy: 128 KiB a service
+			 * at the default size (the ring borrows so too) */
+			t->slots = t->full_slots;
 		} else {
+			t->slots = malloc((size_t)m * sizeof(*t->slots));
+			if (!t->slots)
+				return -ENOMEM;
 			/* The survivors' own table, for the slots of down backends
 			 * (hashlb_table_rebuild() may have carried it over). */
 			if (!t->surv_slots) {
@@ -360,8 +363,8 @@ static int apply_overlay(struct hashlb_table *t)
 
 	fingerprint(t);
 	t->bytes = table_bytes(&t->params, t->n, 0, 0);
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && !t->surv_slots)
-		t->bytes -= (size_t)t->params.maglev_m * sizeof(uint16_t);
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && t->slots == t->full_slots)
+		t->bytes -= 2 * (size_t)t->params.maglev_m * sizeof(uint16_t);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
 		t->bytes +=
 			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
