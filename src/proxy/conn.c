@@ -1120,20 +1120,69 @@ static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t
 	prefs[1] = r;
 }
 
-/* Position of table index <b> in <raw> (<n> entries), or 32 (no bit of c->tried) if absent. */
+/*
+ * Whether the last connect to table index <b> of <snap> failed (refused or
+ * timed out, by any worker): consecutive_fail, set by the worker that saw
+ * the failure as it completes, where the tables only learn of it at the
+ * control plane's next tick and build. Cleared by the next connect to the
+ * backend that succeeds, so a backend that refused briefly is failing only
+ * until its own clients get through again.
+ */
+static bool backend_failing(const struct hlb_snapshot *snap, uint32_t b)
+{
+	return atomic_load_explicit(&snap->backends[b]->consecutive_fail, memory_order_relaxed) !=
+	       0;
+}
+
+/* Whether one of the <n> table indices of <prefs> but <except> is failing (backend_failing()). */
+static bool other_failing(const struct hlb_snapshot *snap, const uint32_t *prefs, size_t n,
+			  const struct hlb_backend *except)
+{
+	for (size_t i = 0; i < n; i++)
+		if (snap->backends[prefs[i]] != except && backend_failing(snap, prefs[i]))
+			return true;
+	return false;
+}
+
+/*
+ * A retry: the failing backends of <prefs> (<n> table indices) go after the
+ * others, each part in its order, so that a retry takes a backend that is
+ * not known to fail while one is left, and one that is only if none is (it
+ * may be back: it is never left out).
+ */
+static void failing_last(const struct hlb_snapshot *snap, uint32_t *prefs, size_t n)
+{
+	uint32_t failing[HLB_PREFERENCE_MAX];
+	size_t i, kept = 0, n_fail = 0;
+
+	for (i = 0; i < n; i++) {
+		if (backend_failing(snap, prefs[i]))
+			failing[n_fail++] = prefs[i];
+		else
+			prefs[kept++] = prefs[i];
+	}
+	memcpy(prefs + kept, failing, n_fail * sizeof(*prefs));
+}
+
+/* Places of the table's list that c->tried tells apart, one bit each. */
+#define CONN_TRIED_MAX 32u
+
+/* Position of table index <b> in <raw> (<n> entries), or CONN_TRIED_MAX (no bit of c->tried) if absent. */
 static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
 {
-	for (size_t i = 0; i < n && i < 32; i++)
+	for (size_t i = 0; i < n && i < CONN_TRIED_MAX; i++)
 		if (raw[i] == b)
 			return (unsigned)i;
-	return 32;
+	return CONN_TRIED_MAX;
 }
 
 /*
  * Connect to the first backend of the client's preference list in <snap>
  * (reordered by bounded load and slow start) that it has not tried or
  * passed over for being full (c->tried); on a retry (<failed>: the backend
- * that just failed) after that one. Returns false if no candidate is left.
+ * that just failed) after that one, those known to fail last
+ * (failing_last()), the list lengthened past them if it has any. Returns
+ * false if no candidate is left.
  */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
@@ -1150,6 +1199,15 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		max = HLB_PREFERENCE_MAX;
 	w->first_full = NULL;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	/* A retry whose list holds other backends known to fail than the one
+	 * that just did (a rack gone, its backends not down in the table yet):
+	 * the list goes on past them, as far as c->tried tells places apart,
+	 * so that the retries left go to backends not known to fail
+	 * (failing_last() below). The attempts stay 1 + connect_retries. */
+	if (failed && n == max && max < CONN_TRIED_MAX && other_failing(snap, prefs, n, failed)) {
+		max = CONN_TRIED_MAX;
+		n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	}
 	n_raw = n; /* retry_first() may add one that has no place there */
 	memcpy(raw, prefs, n * sizeof(*prefs));
 	/* Bounded load and slow start may move backends down the list. */
@@ -1174,15 +1232,16 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		if (k == 0 && snap->retry_table &&
 		    hashlb_table_backend_down(snap->retry_table, prefs[0]))
 			retry_first(snap, c->hash, prefs, &n, max);
+		failing_last(snap, prefs, n);
 	}
 	for (i = 0;; i++) {
 		if (i >= n)
 			return false;
 		be = snap->backends[prefs[i]];
 		pos = raw_position(raw, n_raw, prefs[i]);
-		if (be == failed || (pos < 32 && (c->tried & (1u << pos))))
+		if (be == failed || (pos < CONN_TRIED_MAX && (c->tried & (1u << pos))))
 			continue;
-		if (pos < 32)
+		if (pos < CONN_TRIED_MAX)
 			c->tried |= 1u << pos;
 		/* a backend at its max_connections: as if it refused */
 		cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);

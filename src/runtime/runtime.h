@@ -51,7 +51,9 @@
  * every timed-out connect into connect_timeout, and into the backend's
  * consecutive_fail (reset to 0 by the next successful connect). The control
  * plane reads consecutive_fail (or the deltas of the counters) to apply its
- * 'fall' rule, then publishes a snapshot with the backend down.
+ * 'fall' rule, then publishes a snapshot with the backend down. The workers
+ * read it too, on a retry only: backends whose last connect failed are
+ * tried after the others, at once, not a tick and a build later.
  */
 #ifndef HASHLB_RUNTIME_H
 #define HASHLB_RUNTIME_H

@@ -457,7 +457,93 @@ def flaps_never_go_back():
     b.stop()
 
 
+def half_a_maglev_pool_dies_at_once():
+    """Three of six Maglev backends are killed together while new clients keep coming, and
+    hashlb's checks and passive failures take the three down. Every other client has the
+    three first in its preference list (connect_retries 2: its three attempts all theirs),
+    the others each an address of its own. Once each dead backend has refused a connect
+    (hashlb knows them failing: every client after that moment), every client is served:
+    one whose own backend is dead is retried on a live one, never on another backend
+    already seen failing. Before, a retry took the preference list's next, or the retry
+    table's choice, which only learns of a failing backend at the control plane's next tick
+    and build: clients went on being reset after all three had been seen failing, 16 to
+    224 a run here."""
+    import itertools
+    import threading
+    from collections import Counter
+
+    bs = [Backend(n) for n in "abcdef"]
+    lb = Lb(config([(b.name, b.addr) for b in bs], extra="log_connections: true"))
+    dead = [bs[1], bs[3], bs[5]]
+    candidates = [client_ip(50000 + i) for i in range(20000)]
+    pref = lookup(lb.path, candidates)
+    worst = [c for c in candidates if set(pref[c]) == {b.name for b in dead}]
+    check(len(worst) > 100, f"clients with the three dead backends first ({len(worst)})")
+    seq = itertools.count()
+    got = {}  # client number -> (address, what it read first: the backend's name, or "")
+    stop = threading.Event()
+
+    def client():
+        while not stop.is_set():
+            i = next(seq)
+            ip = worst[i // 2 % len(worst)] if i % 2 else client_ip(100000 + i)
+            try:
+                s = connect(lb.addr, ip, timeout=30)
+                try:
+                    got[i] = (ip, read_line(s))
+                finally:
+                    s.close()
+            except (OSError, socket.timeout):
+                got[i] = (ip, "")
+
+    def served_since(n):
+        return sum(1 for i, (ip, name) in list(got.items()) if i >= n and name)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    known = gone = None
+    try:
+        check(lb.wait(lambda: served_since(0) >= 300, timeout=60) is not None,
+              f"clients are served before the kill ({served_since(0)})")
+        for b in dead:
+            b.proc.kill()
+        for b in dead:
+            b.proc.wait()
+
+        def seen_failing():
+            nonlocal known
+            st = {b["name"]: b for b in lb.service()["backends"]}
+            if all(st[b.name]["connect_fail"] >= 1 for b in dead):
+                known = next(seq)  # every client numbered after it comes later
+            return known is not None
+        check(lb.wait(seen_failing, timeout=60, step=0.005) is not None,
+              "hashlb sees each dead backend refuse a connect")
+        check(lb.wait(lambda: not any(lb.backend(b.name)["in_table"] for b in dead),
+                      timeout=60) is not None, "the three dead backends go down")
+        gone = next(seq)
+        check(lb.wait(lambda: served_since(gone) >= 600, timeout=120) is not None,
+              f"clients are served after they went down ({served_since(gone)})")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    lost = sorted(i for i, (ip, name) in got.items() if not name)
+    late = [i for i in lost if known is not None and i > known]
+    print(f"    {len(got)} clients; not served: {len(lost)}, of which {len(late)} came after "
+          f"every dead backend had refused a connect (client {known}; down from client "
+          f"{gone} on)")
+    ends = Counter(re.search(r" end=(\S+)", l).group(1) for l in lb.log
+                   if "msg=connection" in l and "end=done" not in l)
+    print(f"    hashlb's ends other than done: {dict(ends)}")
+    check(not late, f"{len(late)} clients reset after hashlb had seen every dead backend "
+                    f"fail, e.g. {[got[i][0] for i in late[:5]]}")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps, payload_checks,
-           health_port])
+           health_port, half_a_maglev_pool_dies_at_once])

@@ -127,6 +127,38 @@ def retries_walk_the_whole_list():
     check(served["a"] + served["c"] == len(clients), f"every client served: {dict(served)}")
     lb.stop()
 
+
+def retry_passes_over_failing_backends_until_they_serve():
+    """A retry goes to a backend not known to fail before one whose last connect failed,
+    looking past the list's 1 + connect_retries places for it, and only until a connect to
+    the failing one succeeds: x, down for a while, is passed over then, and taken again as
+    soon as one of its own clients got through (a brief refusal costs it no more). With
+    connect_retries 1 a client whose list is z (dead), x, y used to be retried on x and
+    reset with x refusing, though x had just refused another client and y was there."""
+    y = Backend("y")
+    x = Backend("x")
+    z = ("z", f"127.0.0.1:{dead_port()}")
+    lb = Hashlb(config([("x", x.addr), ("y", y.addr), z], scheme="ring",
+                       extra="connect_retries: 1"))
+    clients = [client_ip(i * 7919) for i in range(600)]
+    p = subprocess.run([HASHLB, "lookup", "-c", lb.path, "-n", "3", ",".join(clients)],
+                       capture_output=True, text=True, timeout=60)
+    pref = {f[0]: f[2].split(",") for f in map(str.split, p.stdout.splitlines())}
+    of_x = [c for c in clients if pref[c][:2] == ["x", "y"]][:2]
+    zxy = [c for c in clients if pref[c] == ["z", "x", "y"]][:2]
+    check(len(of_x) == 2 and len(zxy) == 2, f"clients x, y first and z, x, y: {of_x} {zxy}")
+    x.stop()
+    check(who(lb.addr, of_x[0]) == "y", "x refuses its own client, y serves it")
+    check(who(lb.addr, zxy[0]) == "y",
+          "z refuses, x failed last: the retry passes x over for y, past the list's 2 places")
+    x = Backend("x", x.port)
+    check(who(lb.addr, of_x[1]) == "x", "x is back and serves its own client")
+    check(who(lb.addr, zxy[1]) == "x", "then z's retry goes to x again, the list's next")
+    lb.stop()
+    x.stop()
+    y.stop()
+
+
 def retry_after_slow_start_admits():
     """A client that slow start sent past its own backend (a, just added) to the next one (b,
     which does not answer) is retried on a when b's connect times out: a has admitted it by
@@ -665,7 +697,8 @@ def queued_clients_of_a_removed_service():
 
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
-           retries_walk_the_whole_list, retry_after_slow_start_admits,
+           retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
+           retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
            client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave,
