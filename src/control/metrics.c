@@ -473,6 +473,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_buffer_waits_total", "counter",
 		  "Times a direction found every buffer in use and waited for one: over 0, "
 		  "consider more --buffers." },
+		{ "hashlb_worker_buffer_wakeups_total", "counter",
+		  "Times a direction waiting for a buffer was woken to read again, a buffer having "
+		  "come back; one that finds none again waits again (counted in the waits)." },
 		{ "hashlb_worker_splice_pipes", "gauge",
 		  "Directions moving by splice now (a pipe each), as of the last 100 ms." },
 		{ "hashlb_worker_splice_pipes_max", "gauge",
@@ -506,11 +509,11 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 	for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
 		family(o, fams[f].name, fams[f].type, fams[f].help);
 		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
-			const uint64_t v[] = { s.connections,	 s.buffers,	   s.buffers_in_use,
-					       s.buffer_waiters, s.buffer_waits,   s.pipes,
-					       s.pipes_max,	 s.splice_refused, s.accept_errors,
-					       s.spilled,	 s.spill_max,	   s.spills,
-					       s.fd_limit,	 s.cap_pauses };
+			const uint64_t v[] = { s.connections,	 s.buffers,	 s.buffers_in_use,
+					       s.buffer_waiters, s.buffer_waits, s.buffer_wakeups,
+					       s.pipes,		 s.pipes_max,	 s.splice_refused,
+					       s.accept_errors,	 s.spilled,	 s.spill_max,
+					       s.spills,	 s.fd_limit,	 s.cap_pauses };
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
 				       "a value per family");

@@ -232,6 +232,8 @@ static void half_uncork(struct conn *c, int i)
 
 void conn_wake_starved(struct worker *w)
 {
+	uint64_t woken = 0;
+
 	while (w->starved_head && w->bufs_out < w->buf_count) {
 		struct half *h = w->starved_head;
 		struct conn *c = conn_of_half(h);
@@ -242,12 +244,15 @@ void conn_wake_starved(struct worker *w)
 		w->n_starved--;
 		h->starved = false;
 		h->starved_next = NULL;
-		if (c->state == CONN_OPEN)
+		if (c->state == CONN_OPEN) {
 			half_recv(w, c, h->idx, false);
+			woken++;
+		}
 		/* a recv uses a buffer only when data arrives: wake one per free buffer, roughly */
 		if (w->buf_count - w->bufs_out <= 1)
 			break;
 	}
+	hlb_stat_add(&w->pub.buffer_wakeups, woken);
 }
 
 static const char *const conn_end_names[CONN_END_MAX] = {

@@ -863,6 +863,8 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.buffers_in_use = atomic_load_explicit(&w->pub.bufs_out, memory_order_relaxed),
 		.buffer_waiters = atomic_load_explicit(&w->pub.starved, memory_order_relaxed),
 		.buffer_waits = atomic_load_explicit(&w->pub.buffer_waits, memory_order_relaxed),
+		.buffer_wakeups =
+			atomic_load_explicit(&w->pub.buffer_wakeups, memory_order_relaxed),
 		.pipes = atomic_load_explicit(&w->pub.pipes, memory_order_relaxed),
 		.pipes_max = w->splice_after ? w->pipes_max : 0,
 		.splice_refused =

@@ -253,7 +253,8 @@ struct worker {
 	struct {
 		_Atomic uint32_t bufs_out, starved, pipes;
 		_Atomic uint64_t spilled;
-		_Atomic uint64_t buffer_waits, splice_refused, accept_errors, fd_limit, spills;
+		_Atomic uint64_t buffer_waits, buffer_wakeups, splice_refused, accept_errors,
+			fd_limit, spills;
 		_Atomic uint64_t cap_pauses;
 	} pub;
 	/* connections */
