@@ -641,11 +641,12 @@ static void *worker_main(void *arg)
 		}
 		if (w->draining && !w->n_conns && !w->listeners)
 			w->exiting = true;
-		/* Recvs waiting for a buffer while some are free: an ENOBUFS
-		 * handled after the completions that gave buffers back, a recv
-		 * that found the ring empty with buffers in the stash, or a
-		 * woken one that stays quiet (it holds none and passes the turn
-		 * to no one). Nothing else would wake them. */
+		/* Recvs waiting for a buffer while some are free: buffers came
+		 * back this turn, a recv found the ring empty with buffers in the
+		 * stash, or one woken last turn took none (a FIN, an error, or no
+		 * data yet: it waits in the kernel, holding none). Woken here
+		 * only, once the turn's completions are counted, as many as there
+		 * are buffers free. */
 		if (w->starved_head && w->bufs_out < w->buf_count)
 			conn_wake_starved(w);
 		bufring_turn_end(w);
@@ -762,7 +763,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->pipes_max = p->opts.splice_pipes / p->n_workers +
 			       (i < p->opts.splice_pipes % p->n_workers);
 		w->conns.next = w->conns.prev = &w->conns;
-		w->starved_tail = &w->starved_head;
+		w->starved_tail = w->starved_back = &w->starved_head;
 		w->cmd_tail = &w->cmd_head;
 		w->min_idle_ms = UINT32_MAX;
 		w->queue_tail = &w->queue_head;

@@ -115,6 +115,7 @@ struct half {
 	/* the OP_POLL in flight waits for room on the destination; an OP_OUT
 	 * multishot poll is armed on it; the half waits for its next report */
 	bool poll_out : 1, out_armed : 1, out_wait : 1;
+	bool woken : 1; /* its recv was armed by conn_wake_starved(), not yet completed */
 	bool splice_refused : 1; /* counted in splice_refused: once per direction */
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
 	uint32_t pipe_len; /* bytes in the pipe */
@@ -245,7 +246,9 @@ struct worker {
 	uint32_t splice_after; /* 0 = never */
 	uint32_t pipes, pipes_max; /* spliced directions now, and the cap (2 fds each) */
 	uint32_t pipe_size; /* 0: leave the kernel's */
-	struct half *starved_head, **starved_tail;
+	/* halves waiting for a buffer, in the order they are to be woken; a woken
+	 * one that found none again goes back at <starved_back> (conn.c) */
+	struct half *starved_head, **starved_tail, **starved_back;
 	uint32_t n_starved; /* halves in that list */
 	uint64_t spilled, spill_max; /* bytes moved out of the pool (BUF_PRIV), and the cap */
 	/* for hlb_proxy_worker_stats(): counters as they happen, gauges at each

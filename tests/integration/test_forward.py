@@ -846,6 +846,20 @@ def no_buffer_held_at_rest(lb, what):
           f"{what}, no buffer held ({in_use:.0f}) and no one waits ({waiters:.0f})")
 
 
+def echo_through(lb, i, payload, start=None):
+    """Send <payload> and a FIN through <lb> from client_ip(<i>) to an echo backend, once
+    connected and past <start> (a barrier) if given: whether it all came back."""
+    s = connect(lb.addr, src=client_ip(i), timeout=30)
+    if start:
+        start.wait(30)
+    t = threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)))
+    t.start()
+    data = read_to_eof(s)
+    t.join()
+    s.close()
+    return data.partition(b"\n")[2] == payload
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
     wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
@@ -854,20 +868,45 @@ def buffers_exhausted():
     results = [None] * 40
 
     def one(i):
-        payload = random.Random(i).randbytes(256 * 1024 + i)
-        s = connect(lb.addr, src=client_ip(i), timeout=30)
-        t = threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)))
-        t.start()
-        data = read_to_eof(s)
-        t.join()
-        s.close()
-        results[i] = data.partition(b"\n")[2] == payload
+        results[i] = echo_through(lb, i, random.Random(i).randbytes(256 * 1024 + i))
 
     run_threads(one, 40)
     check(all(results), f"all 40 connections intact: {results.count(True)} were")
     waits = metric_sum(lb, "hashlb_worker_buffer_waits_total")
     check(waits > 0 and metric_sum(lb, "hashlb_worker_buffers") == 4,
           f"the metrics show the 4 buffers and the waits for them ({waits:.0f})")
+    no_buffer_held_at_rest(lb, "with the connections gone")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+def buffer_wakeups_follow_buffers_used():
+    """300 connections echoing 50-150 KB each at once through 4 shared buffers: most wait for
+    one at any time. A buffer coming back used to wake every waiter while two or more were
+    free; all but a few found none and waited again, 40-120 wake-ups per buffer used. Now as
+    many are woken as buffers are free, first come first, and one woken for nothing keeps its
+    place: about one wake-up per buffer used, and every connection is served."""
+    lb = Lb(config(BACKENDS, workers=1), args=("--buffers", "4", "--buffer-size", "4096",
+                                               "--splice-after", "off", "--admin", "127.0.0.1:0"))
+    n = 300
+    sizes = [random.Random(i).randint(50_000, 150_000) for i in range(n)]
+    results = [None] * n
+    start = threading.Barrier(n)
+
+    def one(i):
+        try:
+            results[i] = echo_through(lb, i, random.Random(i).randbytes(sizes[i]), start)
+        except (OSError, threading.BrokenBarrierError) as e:
+            results[i] = repr(e)
+
+    run_threads(one, n)
+    check(results.count(True) == n, f"all {n} connections intact: {results.count(True)} were")
+    # every byte through a buffer each way: at least this many buffers handed out
+    used = 2 * sum(sizes) / 4096
+    waits = metric_sum(lb, "hashlb_worker_buffer_waits_total")
+    wakeups = metric_sum(lb, "hashlb_worker_buffer_wakeups_total")
+    check(waits > n and wakeups <= 4 * used,
+          f"{waits:.0f} waits, {wakeups:.0f} wake-ups for at most {used:.0f} buffers used: "
+          f"{wakeups / used:.2f} a buffer, at most 4")
     no_buffer_held_at_rest(lb, "with the connections gone")
     check(lb.stop() == 0, "hashlb exits 0")
 
@@ -1571,6 +1610,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted,
+           buffer_wakeups_follow_buffers_used,
            burst_past_the_ring_window, pool_resident_follows_use,
            fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
