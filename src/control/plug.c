@@ -166,6 +166,18 @@ static void plug_handover(struct hlb_daemon *d, void *arg, FILE *f)
 	hlb_buf_free(&o);
 }
 
+static void plug_resync(struct hlb_daemon *d, void *arg, const char *text)
+{
+	struct hlb_control_plug *plug = arg;
+	uint32_t n;
+
+	(void)d;
+	if (!plug->ctl)
+		return;
+	n = hlb_pool_resync(plug->ctl->pool, text);
+	hlb_log(HLB_LOG_INFO, "health from the old hashlb as this one got ready", "changed=%u", n);
+}
+
 static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
 		      struct hashlb_error *err)
 {
@@ -249,6 +261,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.stopping = plug_stopping,
 		.stopped = plug_stopped,
 		.handover = plug_handover,
+		.resync = plug_resync,
 	};
 
 	if (!plug)

@@ -778,6 +778,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		/* as the old one last saw it, until <rise> checks pass here */
 		hlb_health_init(&b->health, false, hlb_now_ms());
 		atomic_store(&b->rt->healthy, false);
+		b->carried_down = true;
 		carried = true;
 	}
 	if (h->penalty > 0 && backend_checked(b)) {
@@ -794,6 +795,42 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 			 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
 			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
 			 b->health.suppressed ? " held=flapping" : "");
+}
+
+uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
+{
+	uint64_t now = hlb_now_ms();
+	uint32_t n = 0;
+
+	handover_free(p);
+	handover_parse(p, text);
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		struct hlb_pool_service *s = p->svcs[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			struct hlb_pool_backend *b = s->backends[j];
+			struct handover key = { .svc = (char *)s->cfg->name, .name = b->rt->name };
+			struct handover *h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho),
+							       handover_cmp)
+						     : NULL;
+			bool down = h && h->down;
+
+			/* unchanged there since this one started, or decided here since */
+			if (!backend_checked(b) || down == b->carried_down || b->health.changes)
+				continue;
+			backend_health_restart(b, !down, now);
+			if (h && h->penalty > 0) {
+				b->health.penalty = h->penalty;
+				b->health.penalty_ms = now;
+				b->health.suppressed = h->held && down;
+			}
+			b->carried_down = down;
+			backend_health_changed(b, now, "old_hashlb");
+			n++;
+		}
+	}
+	handover_free(p);
+	return n;
 }
 
 /* A new service with its first snapshot published; checks not started. */

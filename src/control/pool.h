@@ -64,6 +64,7 @@ struct hlb_pool_backend {
 	/* went down under health.close_on_down: its connections are closed once
 	 * a table without it is published */
 	bool close_pending;
+	bool carried_down; /* an upgrade's old process handed it over down */
 };
 
 struct hlb_pool_service {
@@ -151,6 +152,14 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
 /* An HLB_HANDOVER_LINE for each backend with a setting made at run time, onto <o>: what an
  * upgrade's new process carries on (hlb_pool_env.handover). */
 void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);
+/*
+ * <text>: the old process's HLB_HANDOVER_LINE lines again, as they were once this one got
+ * ready (HLB_FDPASS_RESYNC). A backend that its checks found down, or up again, since the
+ * lines this one started from, and on which this one's own checks have not decided yet, takes
+ * that health (and its flap damping) at once rather than after <fall> or <rise> checks here.
+ * Returns how many changed.
+ */
+uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text);
 /*
  * Close <b>'s connections, established or connecting now (hashlb ctl
  * close): the workers close them within about 100 ms, end=closed; the

@@ -181,7 +181,19 @@ static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *a
 	return NULL;
 }
 
-/* Keep <fd> as a socket taken over (closed if it is not a listening TCP socket). */
+static bool unix_stream(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX)
+		return false;
+	len = sizeof(v);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
+}
+
+/* Keep <fd> as a socket taken over (closed if it is not a listening TCP socket, unless it is
+ * the old process's resync socket: HLB_FDPASS_RESYNC). */
 static void take_fd(struct hlb_proxy *p, int fd)
 {
 	struct inherited *in, *inh;
@@ -195,7 +207,10 @@ static void take_fd(struct hlb_proxy *p, int fd)
 	in = &p->inh[p->n_inh];
 	*in = (struct inherited){ .fd = fd, .taken = true };
 	if (!listening_tcp(fd, &in->addr)) {
-		close(fd);
+		if (p->from_parent && p->resync_fd < 0 && unix_stream(fd))
+			p->resync_fd = fd; /* HLB_FDPASS_RESYNC */
+		else
+			close(fd);
 		return;
 	}
 	p->n_inh++;
@@ -397,6 +412,9 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 		take_undo(p);
 		if (pidfd >= 0)
 			close(pidfd);
+		if (p->resync_fd >= 0) /* nothing carried over: nothing to correct */
+			close(p->resync_fd);
+		p->resync_fd = -1;
 		p->taken_from = 0;
 		return r;
 	}
@@ -447,9 +465,14 @@ int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_si
 {
 	struct timeval tv = { .tv_sec = 10 };
 
+	int r;
+
 	*why = '\0';
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return take_answer(p, fd, AF_UNIX, why, why_size);
+	p->from_parent = true;
+	r = take_answer(p, fd, AF_UNIX, why, why_size);
+	p->from_parent = false;
+	return r;
 }
 
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
@@ -460,6 +483,14 @@ pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
 const char *hlb_proxy_handover(const struct hlb_proxy *p)
 {
 	return p->taken_from ? p->handover : NULL;
+}
+
+int hlb_proxy_take_resync_fd(struct hlb_proxy *p)
+{
+	int fd = p->resync_fd;
+
+	p->resync_fd = -1;
+	return fd;
 }
 
 int hlb_proxy_take_pidfd(struct hlb_proxy *p)

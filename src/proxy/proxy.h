@@ -141,6 +141,9 @@ pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
 /* The lines "set SERVICE BACKEND ..." of its answer (HLB_HANDOVER_LINE): what was set there at
  * run time, for this process to carry on. NULL if none (or no sockets were taken). */
 const char *hlb_proxy_handover(const struct hlb_proxy *p);
+/* An upgrade in place: the socket on which the old process sends its health again once this
+ * one is ready (HLB_FDPASS_RESYNC), now the caller's; -1 if none came (an older hashlb). */
+int hlb_proxy_take_resync_fd(struct hlb_proxy *p);
 /* Its pidfd, opened when the sockets were taken, now the caller's; -1 if none (or taken before). */
 int hlb_proxy_take_pidfd(struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */

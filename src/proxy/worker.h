@@ -329,6 +329,10 @@ struct hlb_proxy {
 	pid_t taken_from; /* the hashlb that handed them over */
 	char *handover; /* its "set ..." lines (hlb_proxy_handover()), NULL if none */
 	int taken_pidfd; /* its pidfd until hlb_proxy_take_pidfd(); -1 if none */
+	/* an upgrade in place: where the old process sends its health again once this one is
+	 * ready, until hlb_proxy_take_resync_fd(); -1 if none */
+	int resync_fd;
+	bool from_parent; /* hlb_proxy_take_over_fd() reads its answer */
 	atomic_uint takeover; /* TAKEOVER_*: whether workers watch the sockets taken over */
 	struct hlb_rcu *rcu;
 	struct worker *workers;

@@ -52,6 +52,7 @@ struct upgrade {
 	pid_t pid;
 	int pidfd;
 	int sock; /* our end of the pair: the new one writes "READY" on it */
+	int resync; /* our end of HLB_FDPASS_RESYNC's socket, -1: none */
 	struct hlb_daemon_timer *timer;
 	char in[32];
 	size_t in_len;
@@ -64,6 +65,9 @@ struct upgrade {
  * nothing, not being ready. */
 #define UPGRADE_KILL_MS 10000
 #define UPGRADE_FD 3 /* where the new process finds its end of the pair */
+/* the old one's HLB_FDPASS_RESYNC lines: a bound against a runaway peer (20,000 backends
+ * down: 1.5 MB) */
+#define RESYNC_TEXT_MAX (256u << 20)
 /* Time to exit after the drain deadline, asked of the service manager with the drain's */
 #define DRAIN_EXIT_MARGIN_MS 10000
 
@@ -127,6 +131,10 @@ struct hlb_daemon {
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
 	char up_failed_how[64];
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
+	/* started so: the old one's health once this one is ready (HLB_FDPASS_RESYNC) */
+	int resync_fd;
+	char *resync_text;
+	size_t resync_len, resync_cap;
 };
 
 static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
@@ -785,7 +793,8 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->sigfd = -1;
 	d->ready_fd = -1;
 	d->taker_pidfd = -1;
-	d->up.pidfd = d->up.sock = -1;
+	d->up.pidfd = d->up.sock = d->up.resync = -1;
+	d->resync_fd = -1;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
@@ -1186,7 +1195,9 @@ static void upgrade_end(struct hlb_daemon *d)
 		hlb_daemon_unwatch(d, up->pidfd);
 		close(up->pidfd);
 	}
-	*up = (struct upgrade){ .pidfd = -1, .sock = -1 };
+	if (up->resync >= 0)
+		close(up->resync);
+	*up = (struct upgrade){ .pidfd = -1, .sock = -1, .resync = -1 };
 }
 
 /* The new process has exited before it was ready: this one goes on serving. */
@@ -1231,6 +1242,34 @@ static void upgrade_timeout(struct hlb_daemon *d, void *arg)
 	upgrade_stop_child(d);
 }
 
+/*
+ * The new process is ready: write the HLB_HANDOVER_LINE lines again on the resync socket
+ * (HLB_FDPASS_RESYNC), as they are now, for it to correct what changed since it was started,
+ * and close it. Waits up to 1 s each time the socket is full; a process of before closed its
+ * end (EPIPE), and nothing is sent.
+ */
+static void upgrade_resync(struct hlb_daemon *d)
+{
+	struct upgrade *up = &d->up;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (up->resync < 0 || !d->hooks.handover)
+		return;
+	f = open_memstream(&text, &len);
+	if (f) {
+		d->hooks.handover(d, d->hooks.arg, f);
+		if (fclose(f) == 0 && len) {
+			fcntl(up->resync, F_SETFL, O_NONBLOCK);
+			hlb_fdpass_send(up->resync, text, len, 0, NULL, 0);
+		}
+	}
+	free(text);
+	close(up->resync);
+	up->resync = -1;
+}
+
 /* The new process writes "READY PID\n" once it accepts: hand over and drain. */
 static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
@@ -1264,6 +1303,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 		return;
 	}
 	reload = up->reloaded;
+	upgrade_resync(d);
 	upgrade_end(d); /* it is the service's process now; it is not waited for */
 	hlb_log(HLB_LOG_INFO, "upgraded: the new hashlb is ready, this one drains", "pid=%d",
 		(int)pid);
@@ -1284,7 +1324,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 {
 	char qe[512];
-	static int fds[4096];
+	static int fds[4096 + 1]; /* the listening sockets, then the resync socket */
 	static const char *addrs[4096];
 	struct upgrade *up = &d->up;
 	posix_spawn_file_actions_t fa;
@@ -1296,7 +1336,7 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	sigset_t none;
 	char **env = NULL;
 	uint32_t n;
-	int sv[2], r;
+	int sv[2], rs[2], r;
 	bool sent;
 
 	if (d->stopping || up->pid) {
@@ -1316,7 +1356,9 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	}
 	/* the answer GET /sockets would give, with every listening socket, the
 	 * service manager's too (it does not start this child) */
-	n = listen_fds(d, true, fds, addrs, sizeof(fds) / sizeof(fds[0]));
+	n = listen_fds(d, true, fds, addrs, sizeof(addrs) / sizeof(addrs[0]));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs) < 0)
+		rs[0] = rs[1] = -1; /* no resync: the health as it is now only */
 	f = open_memstream(&text, &text_len);
 	if (f) {
 		fputs(head, f);
@@ -1324,6 +1366,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 			fprintf(f, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
 		if (d->hooks.handover)
 			d->hooks.handover(d, d->hooks.arg, f);
+		if (rs[1] >= 0)
+			fputs(HLB_FDPASS_RESYNC, f);
 		if (fclose(f) != 0) {
 			free(text);
 			text = NULL;
@@ -1353,12 +1397,21 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 			 strerrorname_np(r));
 		up->pid = 0;
 		close(sv[0]);
+		if (rs[0] >= 0) {
+			close(rs[0]);
+			close(rs[1]);
+		}
 		free(text);
 		return -r;
 	}
 	up->sock = sv[0];
 	up->pidfd = (int)syscall(SYS_pidfd_open, up->pid, 0);
-	sent = hlb_fdpass_send(up->sock, text, text_len, sizeof(head) - 1, fds, n);
+	if (rs[1] >= 0)
+		fds[n] = rs[1]; /* after the listening sockets, with no line of its own */
+	sent = hlb_fdpass_send(up->sock, text, text_len, sizeof(head) - 1, fds, n + (rs[1] >= 0));
+	if (rs[1] >= 0)
+		close(rs[1]);
+	up->resync = rs[0];
 	free(text);
 	shutdown(up->sock, SHUT_WR);
 	fcntl(up->sock, F_SETFL, O_NONBLOCK);
@@ -1413,6 +1466,66 @@ static void upgrade_ready(struct hlb_daemon *d)
 			strerrorname_np(errno));
 	close(d->ready_fd);
 	d->ready_fd = -1;
+}
+
+static void resync_end(struct hlb_daemon *d)
+{
+	hlb_daemon_unwatch(d, d->resync_fd);
+	close(d->resync_fd);
+	d->resync_fd = -1;
+	free(d->resync_text);
+	d->resync_text = NULL;
+	d->resync_len = d->resync_cap = 0;
+}
+
+/* The old process's health as it was when this one got ready (HLB_FDPASS_RESYNC), read to
+ * its end, then given to hooks.resync. */
+static void resync_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	ssize_t n;
+
+	(void)events;
+	(void)arg;
+	for (;;) {
+		if (d->resync_cap - d->resync_len < 4096) {
+			size_t cap = d->resync_cap ? 2 * d->resync_cap : 65536;
+			char *more = cap <= RESYNC_TEXT_MAX ? realloc(d->resync_text, cap) : NULL;
+
+			if (!more) {
+				hlb_log(HLB_LOG_WARN, "the old hashlb's health not taken",
+					"err=ENOMEM bytes=%zu", d->resync_len);
+				resync_end(d);
+				return;
+			}
+			d->resync_text = more;
+			d->resync_cap = cap;
+		}
+		n = read(fd, d->resync_text + d->resync_len, d->resync_cap - 1 - d->resync_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0)
+			break;
+		d->resync_len += (size_t)n;
+	}
+	d->resync_text[d->resync_len] = '\0';
+	if (n == 0 && d->hooks.resync && !d->stopping)
+		d->hooks.resync(d, d->hooks.arg, d->resync_text);
+	resync_end(d);
+}
+
+/* Follow the resync socket an upgrade in place came with, if any. */
+static void resync_watch(struct hlb_daemon *d)
+{
+	d->resync_fd = hlb_proxy_take_resync_fd(d->proxy);
+	if (d->resync_fd < 0)
+		return;
+	fcntl(d->resync_fd, F_SETFL, O_NONBLOCK);
+	if (hlb_daemon_watch(d, d->resync_fd, EPOLLIN, resync_readable, NULL) < 0) {
+		close(d->resync_fd);
+		d->resync_fd = -1;
+	}
 }
 
 /* RELOADING=1 with the clock systemd's Type=notify-reload (253+) matches it by. */
@@ -1514,9 +1627,10 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		hlb_log_quote(d->config_path, qp, sizeof(qp)), (int)getpid());
 	/* every listener is bound and every worker accepting */
-	if (d->ready_fd >= 0)
+	if (d->ready_fd >= 0) {
+		resync_watch(d); /* before READY, which the old one answers on it */
 		upgrade_ready(d); /* the old process tells the service manager */
-	else
+	} else
 		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
 			   listener_count(d));
 
@@ -1592,6 +1706,9 @@ void hlb_daemon_free(struct hlb_daemon *d)
 	}
 	if (d->ready_fd >= 0)
 		close(d->ready_fd);
+	if (d->resync_fd >= 0)
+		close(d->resync_fd);
+	free(d->resync_text);
 	if (d->taker_pidfd >= 0)
 		close(d->taker_pidfd);
 	hashlb_config_free(d->cfg);

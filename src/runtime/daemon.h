@@ -95,6 +95,9 @@ struct hlb_daemon_hooks {
 	/* An upgrade in place: write the HLB_HANDOVER_LINE lines (runtime/fdpass.h) of what was
 	 * set at run time onto <f>, for the new process. */
 	void (*handover)(struct hlb_daemon *d, void *arg, FILE *f);
+	/* Started by an upgrade in place, and ready: <text> is what hooks.handover of the old
+	 * process writes now (HLB_FDPASS_RESYNC), for the health its checks found since. */
+	void (*resync)(struct hlb_daemon *d, void *arg, const char *text);
 };
 
 /*

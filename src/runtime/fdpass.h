@@ -30,6 +30,16 @@
 	"held=%s\n"
 
 /*
+ * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor
+ * after the listening sockets: a Unix stream socket on which the old process writes its
+ * HLB_HANDOVER_LINE lines again once the new one is ready, then closes it. Its checks may have
+ * found a backend down or up again while the new one started (a slow start: names to resolve,
+ * a big config), which the first lines could not say. A hashlb of before closes the socket
+ * as it closes anything that is not a listening TCP socket, and ignores the line.
+ */
+#define HLB_FDPASS_RESYNC "resync\n"
+
+/*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)
  * HLB_FDPASS_PER_MSG at a time: each batch rides on the first byte of the
  * lines that name it, the first of which starts at <lines_off>. Waits up to

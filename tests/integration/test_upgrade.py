@@ -31,7 +31,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, read_line, run_tests, tmpfile, tmppath, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, run_tests, tmpfile, tmppath, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -596,6 +596,68 @@ def set_during_an_upgrade_is_not_lost():
         kill(new_pid)
 
 
+def held_until(exe, path):
+    """Replace the hashlb installed at <exe> by one that waits until <path> exists before it
+    runs (a new process slow to come up, for as long as the test needs)."""
+    with open(exe + ".new", "w") as f:
+        f.write(f"#!/bin/sh\nwhile [ ! -e {path} ]; do sleep 0.02; done\nexec {HASHLB} \"$@\"\n")
+    os.chmod(exe + ".new", 0o755)
+    os.rename(exe + ".new", exe)
+
+
+def health_found_while_the_new_process_starts():
+    """The old process's checks find a backend up again (c) and another dead (d) after it
+    handed its run-time settings over and before the new process is ready (a slow start:
+    names to resolve, a big config). Once ready, the new process takes that health from the
+    old one at once: it used to start from the first lines, c down and d up, until <rise>
+    checks of its own passed on c (its clients sent elsewhere meanwhile, and back: 22 of 60
+    clients moved twice, 2.7 s with the default checks) and <fall> failed on d (its clients
+    tried there first)."""
+    exe = tmppath("hashlb-resync")
+    install(HASHLB, exe)
+    cport = dead_port(hold=False)
+    d = Backend("d")
+    rise_fall = 5
+    health = f"interval: 200ms\ntimeout: 100ms\nrise: {rise_fall}\nfall: {rise_fall}"
+    old = Lb(config(BACKENDS[:2] + [("c", f"127.0.0.1:{cport}"), ("d", d.addr)],
+                    admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}", health=health),
+             fname="resync.yaml", binary=exe)
+    go = tmppath("resync-go")
+    c, new_pid = None, None
+    try:
+        check(old.wait(lambda: old.backend("c")["health"] == "down" and
+                       old.backend("d")["health"] == "up") is not None, "c down, d up")
+        held_until(exe, go)
+        old.proc.send_signal(signal.SIGUSR2)
+        new_pid = upgrade_started(old)
+        check(new_pid, "the upgrade is under way")
+        c = Backend("c", port=cport)
+        d.stop()
+        check(old.wait(lambda: old.backend("c")["health"] == "up" and
+                       old.backend("d")["health"] == "down", 30) is not None,
+              "the old one finds c up and d down while the new one starts")
+        open(go, "w").close()
+        check(exit_status(old.proc, 30) == 0, "the old one handed over and exited 0")
+        st = None
+
+        def settled():
+            nonlocal st
+            st = {b["name"]: b for b in old.service()["backends"]}
+            return st["c"]["health"] == "up" and st["d"]["health"] == "down"
+        check(old.status()["pid"] == new_pid and old.wait(settled, 30) is not None,
+              "the new process has c up and d down")
+        check(st["c"]["checks_ok"] < rise_fall and st["d"]["checks_failed"] < rise_fall,
+              f"from the old one, not after {rise_fall} checks of its own: c up after "
+              f"{st['c']['checks_ok']} passed, d down after {st['d']['checks_failed']} failed")
+        check(old.wait_log(r'msg="backend up" service=t backend=c cause=old_hashlb') and
+              old.wait_log(r'msg="backend down" service=t backend=d cause=old_hashlb'),
+              "it says where the health came from")
+    finally:
+        kill(new_pid)
+        if c:
+            c.stop()
+
+
 class SlowDns:
     """A DNS server on 127.0.0.53:53 (this test's network namespace) that answers every A
     query with 127.0.0.1, and every other with no address, after .delay seconds; .queries
@@ -958,6 +1020,7 @@ def queued_connections_outlive_the_old():
 
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
+           health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,
            set_after_a_side_by_side_takeover_is_not_lost,
