@@ -888,9 +888,85 @@ out:
 	free(old_weights);
 }
 
+uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const char *name)
+{
+	struct hlb_pool_service *s = hlb_pool_service_find(ctl->pool, svc);
+	struct hlb_pool_backend *b, **bs;
+	uint64_t n = 0;
+	uint32_t members;
+
+	if (!s || s->cfg->steering == HASHLB_STEERING_KERNEL)
+		return 0;
+	b = hlb_pool_backend_find(s, name);
+	if (b)
+		n += hlb_pool_close_connections(b);
+	for (uint32_t j = 0; j < s->n_removed; j++)
+		if (!strcmp(s->removed[j]->rt->name, name)) {
+			n += hlb_pool_close_connections(s->removed[j]);
+			b = s->removed[j];
+		}
+	if (b || !(bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs))))
+		return n;
+	members = group_members(s, name, bs);
+	for (uint32_t i = 0; i < members; i++)
+		n += hlb_pool_close_connections(bs[i]);
+	free(bs);
+	return n;
+}
+
+/*
+ * After a close here: the same asked of the hashlb this one took the sockets over from, if it
+ * still runs (it drains), and said in <resp> (the text's line goes on, unended; JSON: an "old"
+ * member, null when none runs, and "new", the pid of a hashlb that took over from this one and
+ * runs, whose connections are not closed here). Their connections are not this one's to count
+ * as closed.
+ */
+static void close_old(struct hlb_control *ctl, struct hlb_pool_service *s, const char *name,
+		      struct hlb_http_resp *resp, bool text)
+{
+	int64_t n = -1;
+	pid_t pid = ctl->close_old ? ctl->close_old(ctl->daemon, s->cfg->name, name, &n) : 0;
+	pid_t succ = ctl->successor ? ctl->successor(ctl->daemon) : 0;
+
+	if (succ > 0 && text)
+		hlb_buf_printf(&resp->body,
+			       "; NOT those of the hashlb that took over from this one (pid %d), "
+			       "which serves this admin address too: ask again until it answers",
+			       (int)succ);
+	else if (!text && succ > 0)
+		hlb_buf_printf(&resp->body, ",\"new\":%d", (int)succ);
+	else if (!text)
+		hlb_buf_puts(&resp->body, ",\"new\":null");
+	if (!text) {
+		if (!pid)
+			hlb_buf_puts(&resp->body, ",\"old\":null");
+		else if (n < 0)
+			hlb_buf_printf(&resp->body, ",\"old\":{\"pid\":%d,\"closing\":null}",
+				       (int)pid);
+		else
+			hlb_buf_printf(&resp->body, ",\"old\":{\"pid\":%d,\"closing\":%" PRId64 "}",
+				       (int)pid, n);
+		return;
+	}
+	if (!pid)
+		return;
+	if (n >= 0)
+		hlb_buf_printf(&resp->body,
+			       "; and %" PRId64 " of the hashlb this one took over from (pid %d), "
+			       "which still runs",
+			       n, (int)pid);
+	else
+		hlb_buf_printf(&resp->body,
+			       "; NOT those of the hashlb this one took over from (pid %d), which "
+			       "still runs and could not be asked: they end by themselves, at its "
+			       "timeouts.drain once it stops, or all at once with a second SIGTERM "
+			       "to it",
+			       (int)pid);
+}
+
 /* POST /close on the name of an each_address entry: the connections of every backend it gave. */
-static void close_group(struct hlb_pool_service *s, const char *name, struct hlb_http_resp *resp,
-			bool text)
+static void close_group(struct hlb_control *ctl, struct hlb_pool_service *s, const char *name,
+			struct hlb_http_resp *resp, bool text)
 {
 	struct hlb_pool_backend **bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
 	uint64_t n = 0;
@@ -917,15 +993,19 @@ static void close_group(struct hlb_pool_service *s, const char *name, struct hlb
 		hlb_buf_printf(&resp->body,
 			       "%s/%s: closing the %" PRIu64
 			       " established connections (and those connecting) of its %u "
-			       "backends; their states are unchanged\n",
+			       "backends; their states are unchanged",
 			       s->cfg->name, name, n, members);
+		close_old(ctl, s, name, resp, text);
+		hlb_buf_puts(&resp->body, "\n");
 		return;
 	}
 	hlb_buf_puts(&resp->body, "{\"service\":");
 	hlb_buf_json_str(&resp->body, s->cfg->name);
 	hlb_buf_puts(&resp->body, ",\"each_address\":");
 	hlb_buf_json_str(&resp->body, name);
-	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64 "}\n", members, n);
+	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64, members, n);
+	close_old(ctl, s, name, resp, text);
+	hlb_buf_puts(&resp->body, "}\n");
 }
 
 /*
@@ -933,8 +1013,8 @@ static void close_group(struct hlb_pool_service *s, const char *name, struct hlb
  * as they go), those of the backend in the table and those of any backend of
  * that name a reload removed and that still drains (its old address).
  */
-static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req *req,
-			  struct hlb_http_resp *resp, bool text)
+static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
+			  const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
 	char name[HLB_HTTP_VALUE_MAX + 1];
 	struct hlb_pool_backend *b;
@@ -949,7 +1029,7 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 	for (uint32_t j = 0; j < s->n_removed; j++)
 		draining += !strcmp(s->removed[j]->rt->name, name);
 	if (!b && !draining) {
-		close_group(s, name, resp, text);
+		close_group(ctl, s, name, resp, text);
 		return;
 	}
 	if (kernel_steered(s, resp))
@@ -974,6 +1054,7 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 				       "%s closing the %" PRIu64
 				       " established connections of its draining (removed) address",
 				       b ? "; and" : ",", drained);
+		close_old(ctl, s, name, resp, text);
 		hlb_buf_puts(&resp->body, "\n");
 		return;
 	}
@@ -982,9 +1063,10 @@ static void close_backend(struct hlb_pool_service *s, const struct hlb_http_req 
 	hlb_buf_puts(&resp->body, ",\"backend\":");
 	hlb_buf_json_str(&resp->body, name);
 	hlb_buf_printf(&resp->body,
-		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64
-		       ",\"state\":\"%s\"}\n",
+		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64 ",\"state\":\"%s\"",
 		       n + drained, drained, b ? hashlb_admin_state_name(b->admin) : "removed");
+	close_old(ctl, s, name, resp, text);
+	hlb_buf_puts(&resp->body, "}\n");
 }
 
 static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
@@ -1155,7 +1237,7 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 			set_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(req->path, "/close") && post) {
 		if (params_known(req, resp, close_params) && (s = req_service(ctl, req, resp)))
-			close_backend(s, req, resp, text);
+			close_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(req->path, "/reload") && post) {
 		if (params_known(req, resp, plain_params))
 			reload(ctl, resp, text);

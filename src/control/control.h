@@ -74,6 +74,9 @@ struct hlb_control {
 	/* the hashlb that this one's sockets and run-time settings were handed
 	 * to and that still runs, 0: none (hlb_daemon_successor()) */
 	pid_t (*successor)(void *daemon);
+	/* hashlb ctl close: the same asked of the hashlb this one took over from, if it still
+	 * runs (hlb_daemon_close_old()): its pid, 0 if none; *ret_n its count, -1: not asked */
+	pid_t (*close_old)(void *daemon, const char *svc, const char *name, int64_t *ret_n);
 };
 
 /*
@@ -100,6 +103,10 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err);
  * admin address now.
  */
 void hlb_control_stop(struct hlb_control *ctl, bool close_admin);
+/* Close the connections to backend <name> of service <svc> (as POST /close does, the each_address
+ * entry of that name too), for the hashlb that took over from this one. Returns how many were
+ * established; 0 if there is no such service or backend. */
+uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const char *name);
 
 /* The admin endpoint's routes (admin.c). */
 void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);

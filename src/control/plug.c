@@ -141,6 +141,19 @@ static pid_t plug_successor(void *daemon)
 	return hlb_daemon_successor(daemon);
 }
 
+static pid_t plug_close_old(void *daemon, const char *svc, const char *name, int64_t *ret_n)
+{
+	return hlb_daemon_close_old(daemon, svc, name, ret_n);
+}
+
+static uint64_t plug_close(struct hlb_daemon *d, void *arg, const char *svc, const char *name)
+{
+	struct hlb_control_plug *plug = arg;
+
+	(void)d;
+	return plug->ctl ? hlb_control_close_named(plug->ctl, svc, name) : 0;
+}
+
 static void plug_teardown(struct hlb_control_plug *plug)
 {
 	hlb_control_free(plug->ctl);
@@ -218,6 +231,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	plug->ctl->upgrade_start = plug_upgrade_start;
 	plug->ctl->upgrade_state = plug_upgrade_state;
 	plug->ctl->successor = plug_successor;
+	plug->ctl->close_old = plug_close_old;
 	plug->ctl->reloaded = plug_reloaded;
 	plug->ctl->reloaded_arg = plug;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
@@ -262,6 +276,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.stopped = plug_stopped,
 		.handover = plug_handover,
 		.resync = plug_resync,
+		.close = plug_close,
 	};
 
 	if (!plug)

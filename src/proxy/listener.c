@@ -501,6 +501,11 @@ int hlb_proxy_take_pidfd(struct hlb_proxy *p)
 	return fd;
 }
 
+bool hlb_proxy_old_running(const struct hlb_proxy *p)
+{
+	return atomic_load_explicit(&p->takeover, memory_order_acquire) == TAKEOVER_OLD_ALIVE;
+}
+
 void hlb_proxy_old_gone(struct hlb_proxy *p)
 {
 	atomic_store_explicit(&p->takeover, TAKEOVER_OLD_GONE, memory_order_release);

@@ -146,6 +146,8 @@ const char *hlb_proxy_handover(const struct hlb_proxy *p);
 int hlb_proxy_take_resync_fd(struct hlb_proxy *p);
 /* Its pidfd, opened when the sockets were taken, now the caller's; -1 if none (or taken before). */
 int hlb_proxy_take_pidfd(struct hlb_proxy *p);
+/* Whether that process still runs (as far as hlb_proxy_old_gone() was told). */
+bool hlb_proxy_old_running(const struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */
 void hlb_proxy_old_gone(struct hlb_proxy *p);
 /* Close the sockets taken over that no listener uses (a service the old one had and this one

@@ -135,6 +135,12 @@ struct hlb_daemon {
 	int resync_fd;
 	char *resync_text;
 	size_t resync_len, resync_cap;
+	/* that socket once the health is in: requests to the old one (hlb_daemon_close_old()) */
+	int parent_fd;
+	/* an upgrade in place handed over: the new one's requests come on this socket */
+	int succ_fd;
+	char succ_in[2 * HASHLB_NAME_MAX + 32];
+	size_t succ_len;
 };
 
 static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
@@ -794,7 +800,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->ready_fd = -1;
 	d->taker_pidfd = -1;
 	d->up.pidfd = d->up.sock = d->up.resync = -1;
-	d->resync_fd = -1;
+	d->resync_fd = d->parent_fd = d->succ_fd = -1;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
@@ -1131,6 +1137,115 @@ static uint32_t listener_count(const struct hlb_daemon *d)
 	return n;
 }
 
+/* ---- the old and the new process of an upgrade in place, after it ---------- */
+
+/* How long a request to the old process waits for its answer. */
+#define PARENT_WAIT_MS 2000
+
+/* Ask the old process "<line>" on parent_fd; its one-line answer into <ret> (NUL-terminated,
+ * without the newline). Gives the socket up if that fails (the old one gone, or stuck). */
+static int parent_ask(struct hlb_daemon *d, const char *line, char *ret, size_t size)
+{
+	size_t len = strlen(line), got = 0;
+	struct pollfd p = { .fd = d->parent_fd, .events = POLLIN };
+	int r = -ETIMEDOUT;
+
+	if (send(d->parent_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
+		r = -errno;
+		goto err_close;
+	}
+	while (poll(&p, 1, PARENT_WAIT_MS) == 1) {
+		ssize_t n = read(d->parent_fd, ret + got, size - 1 - got);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EPIPE;
+			break;
+		}
+		got += (size_t)n;
+		ret[got] = '\0';
+		if (ret[got - 1] == '\n') {
+			ret[got - 1] = '\0';
+			return 0;
+		}
+		if (got == size - 1) {
+			r = -EPROTO;
+			break;
+		}
+	}
+err_close:
+	close(d->parent_fd);
+	d->parent_fd = -1;
+	return r;
+}
+
+pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name, int64_t *ret_n)
+{
+	pid_t pid = hlb_proxy_taken_from(d->proxy);
+	char line[2 * HASHLB_NAME_MAX + 32], answer[64];
+	unsigned long long n;
+
+	if (!pid || !hlb_proxy_old_running(d->proxy))
+		return 0;
+	/* not reached: no socket to it (a side-by-side takeover, a hashlb of before) */
+	*ret_n = -1;
+	snprintf(line, sizeof(line), "close %s %s\n", svc, name);
+	if (d->parent_fd >= 0 && parent_ask(d, line, answer, sizeof(answer)) == 0 &&
+	    sscanf(answer, "closed %llu", &n) == 1)
+		*ret_n = (int64_t)n;
+	return pid;
+}
+
+/* A request of the new process ("close SERVICE BACKEND"), answered on <fd> ("closed N"): this
+ * one's connections, and those of an older one that still drains (asked in turn). */
+static void succ_request(struct hlb_daemon *d, int fd, char *line)
+{
+	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], answer[48];
+	uint64_t n = 0;
+	int64_t older = -1;
+	int len;
+
+	if (sscanf(line, "close %255s %255s", svc, name) != 2)
+		return;
+	if (d->hooks.close)
+		n = d->hooks.close(d, d->hooks.arg, svc, name);
+	if (hlb_daemon_close_old(d, svc, name, &older) && older > 0)
+		n += (uint64_t)older;
+	len = snprintf(answer, sizeof(answer), "closed %" PRIu64 "\n", n);
+	if (send(fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
+		hlb_log(HLB_LOG_WARN, "cannot answer the new hashlb", "err=%s",
+			strerrorname_np(errno));
+}
+
+static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	char *nl;
+	ssize_t n;
+
+	(void)events;
+	(void)arg;
+	n = read(fd, d->succ_in + d->succ_len, sizeof(d->succ_in) - 1 - d->succ_len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0) {
+		d->succ_len += (size_t)n;
+		d->succ_in[d->succ_len] = '\0';
+		while ((nl = strchr(d->succ_in, '\n'))) {
+			*nl = '\0';
+			succ_request(d, fd, d->succ_in);
+			d->succ_len -= (size_t)(nl + 1 - d->succ_in);
+			memmove(d->succ_in, nl + 1, d->succ_len + 1);
+		}
+	}
+	if (n <= 0 || d->succ_len == sizeof(d->succ_in) - 1) {
+		/* it has exited (or says more than a request in a line) */
+		hlb_daemon_unwatch(d, fd);
+		close(fd);
+		d->succ_fd = -1;
+	}
+}
+
 /* ---- upgrade in place (SIGUSR2) -------------------------------------------- */
 
 /* The environment for the new process: ours, with HASHLB_UPGRADE_FD. */
@@ -1242,31 +1357,40 @@ static void upgrade_timeout(struct hlb_daemon *d, void *arg)
 	upgrade_stop_child(d);
 }
 
+static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg);
+
 /*
  * The new process is ready: write the HLB_HANDOVER_LINE lines again on the resync socket
  * (HLB_FDPASS_RESYNC), as they are now, for it to correct what changed since it was started,
- * and close it. Waits up to 1 s each time the socket is full; a process of before closed its
- * end (EPIPE), and nothing is sent.
+ * then HLB_FDPASS_RESYNC_END, and keep the socket for its requests (succ_readable()). Waits up
+ * to 1 s each time the socket is full; a process of before closed its end (EPIPE), and the
+ * socket is closed.
  */
 static void upgrade_resync(struct hlb_daemon *d)
 {
 	struct upgrade *up = &d->up;
 	char *text = NULL;
 	size_t len = 0;
+	bool sent = false;
 	FILE *f;
 
-	if (up->resync < 0 || !d->hooks.handover)
+	if (up->resync < 0)
 		return;
 	f = open_memstream(&text, &len);
 	if (f) {
-		d->hooks.handover(d, d->hooks.arg, f);
-		if (fclose(f) == 0 && len) {
+		if (d->hooks.handover)
+			d->hooks.handover(d, d->hooks.arg, f);
+		fputs(HLB_FDPASS_RESYNC_END, f);
+		if (fclose(f) == 0) {
 			fcntl(up->resync, F_SETFL, O_NONBLOCK);
-			hlb_fdpass_send(up->resync, text, len, 0, NULL, 0);
+			sent = hlb_fdpass_send(up->resync, text, len, 0, NULL, 0);
 		}
 	}
 	free(text);
-	close(up->resync);
+	if (sent && hlb_daemon_watch(d, up->resync, EPOLLIN, succ_readable, NULL) == 0)
+		d->succ_fd = up->resync;
+	else
+		close(up->resync);
 	up->resync = -1;
 }
 
@@ -1468,10 +1592,23 @@ static void upgrade_ready(struct hlb_daemon *d)
 	d->ready_fd = -1;
 }
 
-static void resync_end(struct hlb_daemon *d)
+/* Whether <text> (<len> bytes) ends with the line HLB_FDPASS_RESYNC_END. */
+static bool resync_done(const char *text, size_t len)
+{
+	size_t end_len = strlen(HLB_FDPASS_RESYNC_END);
+
+	return len >= end_len && !strcmp(text + len - end_len, HLB_FDPASS_RESYNC_END) &&
+	       (len == end_len || text[len - end_len - 1] == '\n');
+}
+
+/* <keep>: the socket stays, for requests to the old process (parent_fd). */
+static void resync_end(struct hlb_daemon *d, bool keep)
 {
 	hlb_daemon_unwatch(d, d->resync_fd);
-	close(d->resync_fd);
+	if (keep)
+		d->parent_fd = d->resync_fd;
+	else
+		close(d->resync_fd);
 	d->resync_fd = -1;
 	free(d->resync_text);
 	d->resync_text = NULL;
@@ -1479,7 +1616,7 @@ static void resync_end(struct hlb_daemon *d)
 }
 
 /* The old process's health as it was when this one got ready (HLB_FDPASS_RESYNC), read to
- * its end, then given to hooks.resync. */
+ * HLB_FDPASS_RESYNC_END, then given to hooks.resync. */
 static void resync_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
 	ssize_t n;
@@ -1494,7 +1631,7 @@ static void resync_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 			if (!more) {
 				hlb_log(HLB_LOG_WARN, "the old hashlb's health not taken",
 					"err=ENOMEM bytes=%zu", d->resync_len);
-				resync_end(d);
+				resync_end(d, false);
 				return;
 			}
 			d->resync_text = more;
@@ -1505,14 +1642,18 @@ static void resync_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
-		if (n <= 0)
-			break;
+		if (n <= 0) { /* the old one went away before the end: nothing is taken */
+			resync_end(d, false);
+			return;
+		}
 		d->resync_len += (size_t)n;
+		d->resync_text[d->resync_len] = '\0';
+		if (resync_done(d->resync_text, d->resync_len))
+			break;
 	}
-	d->resync_text[d->resync_len] = '\0';
-	if (n == 0 && d->hooks.resync && !d->stopping)
+	if (d->hooks.resync && !d->stopping)
 		d->hooks.resync(d, d->hooks.arg, d->resync_text);
-	resync_end(d);
+	resync_end(d, true);
 }
 
 /* Follow the resync socket an upgrade in place came with, if any. */
@@ -1708,6 +1849,10 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		close(d->ready_fd);
 	if (d->resync_fd >= 0)
 		close(d->resync_fd);
+	if (d->parent_fd >= 0)
+		close(d->parent_fd);
+	if (d->succ_fd >= 0)
+		close(d->succ_fd);
 	free(d->resync_text);
 	if (d->taker_pidfd >= 0)
 		close(d->taker_pidfd);

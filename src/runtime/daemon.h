@@ -98,6 +98,9 @@ struct hlb_daemon_hooks {
 	/* Started by an upgrade in place, and ready: <text> is what hooks.handover of the old
 	 * process writes now (HLB_FDPASS_RESYNC), for the health its checks found since. */
 	void (*resync)(struct hlb_daemon *d, void *arg, const char *text);
+	/* Handed over, draining: the new process asks to close the connections to backend <name>
+	 * of service <svc> (hashlb ctl close). Returns how many were established. */
+	uint64_t (*close)(struct hlb_daemon *d, void *arg, const char *svc, const char *name);
 };
 
 /*
@@ -171,6 +174,15 @@ void hlb_daemon_reloaded(struct hlb_daemon *d);
 /* The run-time settings the hashlb this one took over from handed over (HLB_HANDOVER_LINE
  * lines), NULL if none: for the control plane's first services. */
 const char *hlb_daemon_handover(const struct hlb_daemon *d);
+/*
+ * hashlb ctl close in a process that took the sockets over from one that still runs (and
+ * drains): ask that one to close its connections to backend <name> of service <svc> too, and
+ * those of an older one it took over from in turn. Returns that process's pid, 0 if none
+ * runs; *<ret_n> is then how many it closed, or -1 if it could not be asked (it came through
+ * GET /sockets, or is a hashlb of before, or did not answer within 2 s). Blocks until it
+ * answers.
+ */
+pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name, int64_t *ret_n);
 /* This process took its listening sockets over from the hashlb it replaces. */
 bool hlb_daemon_took_over(const struct hlb_daemon *d);
 /* It handed them to the hashlb that replaces it (SIGUSR2 and the new one became ready, or

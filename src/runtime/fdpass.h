@@ -32,12 +32,16 @@
 /*
  * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor
  * after the listening sockets: a Unix stream socket on which the old process writes its
- * HLB_HANDOVER_LINE lines again once the new one is ready, then closes it. Its checks may have
+ * HLB_HANDOVER_LINE lines again once the new one is ready. Its checks may have
  * found a backend down or up again while the new one started (a slow start: names to resolve,
  * a big config), which the first lines could not say. A hashlb of before closes the socket
  * as it closes anything that is not a listening TCP socket, and ignores the line.
  */
 #define HLB_FDPASS_RESYNC "resync\n"
+/* The last line the old process writes there. The socket stays open after it: the new one
+ * asks the old one on it to close its connections to a backend ("close SERVICE BACKEND\n",
+ * hashlb ctl close), which answers "closed N\n", N the connections that were established. */
+#define HLB_FDPASS_RESYNC_END "resynced\n"
 
 /*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)

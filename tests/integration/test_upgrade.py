@@ -782,6 +782,70 @@ def reload_sent_to_the_old_process_after_an_upgrade():
         kill(new_pid)
 
 
+def close_reaches_the_old_process():
+    """hashlb ctl close BACKEND after an upgrade in place: the admin address is the new
+    process's, and the old one still drains its own connections to that backend. They are
+    closed too (the new process asks the old one), and the answer counts them apart. It used
+    to answer with the new process's count alone, exit 0, while the old one's connections
+    went on until its drain ended. Through a side-by-side takeover (GET /sockets) nothing
+    can ask the old one: the answer says its connections are not closed."""
+    exe, old = installed("closeold", admin_addr())
+    new_pid = None
+    held = []
+    try:
+        for i in range(12):
+            s = connect(LISTEN, client_ip(i))
+            held.append((s, read_line(s)))
+        target = held[0][1]
+        on_target = [s for s, n in held if n == target]
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
+        new_pid = old.status()["pid"]
+        rc, so, se = old.ctl("close", target)
+        check(rc == 0 and f"and {len(on_target)} of the hashlb this one took over from "
+              f"(pid {old.proc.pid})" in so,
+              f"the answer counts the old process's {len(on_target)} apart: {rc} {so!r} {se!r}")
+        ends = []
+        for s in on_target:
+            s.settimeout(10)
+            try:
+                ends.append(s.recv(100))
+            except OSError as e:
+                ends.append(repr(e))
+        check(all(e in (b"",) or "Reset" in str(e) for e in ends),
+              f"the old process's connections to {target} are closed: {ends}")
+        others = [(s, n) for s, n in held if n != target]
+        for s, n in others:
+            s.sendall(b"still\n")
+        check(all(read_line(s) == "still" for s, _ in others),
+              "its other connections go on")
+        for s, _ in held:
+            s.close()
+        check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0")
+        rc, so, se = old.ctl("close", target)
+        check(rc == 0 and "took over from" not in so,
+              f"once it has exited, the answer is the new process's alone: {so!r}")
+    finally:
+        kill(new_pid)
+    # side by side: the new hashlb took the sockets through GET /sockets
+    # (on a Unix socket, which the new one takes over: over TCP both would answer)
+    text = config(BACKENDS, admin="unix:" + tmppath("close-side.sock"),
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    first = Lb(text, fname="close-side-old.yaml")
+    s = connect(LISTEN, client_ip(1))
+    name = read_line(s)
+    second = Lb(text, fname="close-side-new.yaml")
+    check(second.wait_log(r'msg="listening sockets taken over"'), "taken over side by side")
+    rc, so, se = second.ctl("close", name)
+    check(rc == 0 and f"NOT those of the hashlb this one took over from (pid {first.proc.pid})"
+          in so, f"the new one says it did not close the old one's: {so!r}")
+    status, body = second.http("POST", f"/close?service=t&backend={name}&format=json")
+    check(status == 200 and f'"old":{{"pid":{first.proc.pid},"closing":null}}' in body,
+          f"in JSON too: {body!r}")
+    s.close()
+    check(first.stop() == 0 and second.stop() == 0, "both exit 0")
+
+
 def set_after_a_side_by_side_takeover_is_not_lost():
     """A new hashlb run took the old one's sockets over through its TCP admin endpoint
     (GET /sockets), with its run-time settings; both serve that address (SO_REUSEPORT) until
@@ -1022,7 +1086,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
-           reload_sent_to_the_old_process_after_an_upgrade,
+           reload_sent_to_the_old_process_after_an_upgrade, close_reaches_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
