@@ -125,7 +125,10 @@ struct hlb_daemon {
 	char *exe; /* this executable's path when it started; NULL: unknown */
 	struct upgrade up; /* the new process, until it is ready or has failed */
 	bool handed_over; /* it is ready: the service manager follows it now */
-	pid_t successor; /* that process (our child, not reaped), 0: none */
+	/* that process (our child, not reaped), 0: none; then the one that it, or one after it,
+	 * handed over to in turn, as they tell this one ("successor PID" on succ_fd) */
+	pid_t successor;
+	int successor_pidfd; /* successor's, -1: none */
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t taker; /* its pid */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
@@ -800,7 +803,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->ready_fd = -1;
 	d->taker_pidfd = -1;
 	d->up.pidfd = d->up.sock = d->up.resync = -1;
-	d->resync_fd = d->parent_fd = d->succ_fd = -1;
+	d->resync_fd = d->parent_fd = d->succ_fd = d->successor_pidfd = -1;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
@@ -1197,15 +1200,56 @@ pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *na
 	return pid;
 }
 
-/* A request of the new process ("close SERVICE BACKEND"), answered on <fd> ("closed N"): this
- * one's connections, and those of an older one that still drains (asked in turn). */
+/* <pid> serves now: SIGHUP goes to it (handle_signals()). Told to the old process this one
+ * took over from in place, if it still runs, which tells an older one in turn. */
+static void successor_set(struct hlb_daemon *d, pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	char line[32];
+	int len;
+
+	if (fd < 0) /* gone already: SIGHUP goes to the last one known, which forwards it */
+		return;
+	if (d->successor_pidfd >= 0)
+		close(d->successor_pidfd);
+	d->successor_pidfd = fd;
+	d->successor = pid;
+	len = snprintf(line, sizeof(line), "successor %d\n", (int)pid);
+	if (d->parent_fd >= 0 &&
+	    send(d->parent_fd, line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
+		close(d->parent_fd); /* it has exited */
+		d->parent_fd = -1;
+	}
+}
+
+/* SIGHUP to the process that serves now, after a handover: 0, or -ESRCH if it has exited
+ * (and no process after it told this one of itself). */
+static int successor_reload(struct hlb_daemon *d)
+{
+	struct pollfd p = { .fd = d->successor_pidfd, .events = POLLIN };
+
+	/* a pidfd polls readable once its process has exited, reaped or not */
+	if (d->successor_pidfd < 0 || poll(&p, 1, 0) != 0)
+		return -ESRCH;
+	return syscall(SYS_pidfd_send_signal, d->successor_pidfd, SIGHUP, NULL, 0) < 0 ? -errno : 0;
+}
+
+/*
+ * A line of the new process: "close SERVICE BACKEND", answered on <fd> ("closed N"): this
+ * one's connections, and those of an older one that still drains (asked in turn); or
+ * "successor PID": it, or one after it, handed over to PID in turn.
+ */
 static void succ_request(struct hlb_daemon *d, int fd, char *line)
 {
 	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], answer[48];
 	uint64_t n = 0;
 	int64_t older = -1;
-	int len;
+	int len, pid;
 
+	if (sscanf(line, "successor %d", &pid) == 1 && pid > 0) {
+		successor_set(d, pid);
+		return;
+	}
 	if (sscanf(line, "close %255s %255s", svc, name) != 2)
 		return;
 	if (d->hooks.close)
@@ -1357,8 +1401,6 @@ static void upgrade_timeout(struct hlb_daemon *d, void *arg)
 	upgrade_stop_child(d);
 }
 
-static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg);
-
 /*
  * The new process is ready: write the HLB_HANDOVER_LINE lines again on the resync socket
  * (HLB_FDPASS_RESYNC), as they are now, for it to correct what changed since it was started,
@@ -1432,7 +1474,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 	hlb_log(HLB_LOG_INFO, "upgraded: the new hashlb is ready, this one drains", "pid=%d",
 		(int)pid);
 	d->handed_over = true;
-	d->successor = pid;
+	successor_set(d, pid);
 	hlb_notify("MAINPID=%d\nREADY=1\nSTATUS=upgraded, the new process listens", (int)pid);
 	/* It read the config as it started: a reload here since then is its own
 	 * too. After MAINPID=, so that the service manager takes its RELOADING=1.
@@ -1690,9 +1732,16 @@ static void handle_signals(struct hlb_daemon *d)
 			if (d->stopping && d->successor) {
 				/* sent to the pid that was the service's before the
 				 * upgrade: the config is the new process's now */
-				hlb_log(HLB_LOG_INFO, "SIGHUP: handed over, the new hashlb reloads",
-					"pid=%d", (int)d->successor);
-				kill(d->successor, SIGHUP);
+				if (successor_reload(d) == 0)
+					hlb_log(HLB_LOG_INFO,
+						"SIGHUP: handed over, the new hashlb reloads",
+						"pid=%d", (int)d->successor);
+				else
+					hlb_log(HLB_LOG_WARN,
+						"SIGHUP not passed on: the hashlb this one handed "
+						"over to has exited, and no process after it is known: "
+						"reload the one serving now",
+						"pid=%d", (int)d->successor);
 				break;
 			}
 			if (d->stopping) {
@@ -1853,6 +1902,8 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		close(d->parent_fd);
 	if (d->succ_fd >= 0)
 		close(d->succ_fd);
+	if (d->successor_pidfd >= 0)
+		close(d->successor_pidfd);
 	free(d->resync_text);
 	if (d->taker_pidfd >= 0)
 		close(d->taker_pidfd);

@@ -782,6 +782,52 @@ def reload_sent_to_the_old_process_after_an_upgrade():
         kill(new_pid)
 
 
+def reload_sent_to_the_first_process_after_two_upgrades():
+    """Two upgrades in place in a row (A -> B -> C), A still draining a connection and B,
+    with none, gone: a SIGHUP to A (a pid saved before the first upgrade) reaches C, which
+    serves. A used to pass it to B alone, which had exited (A's unreaped child): the reload
+    went nowhere, and A's log said the new hashlb reloads. B told A of C as it handed over.
+    Once C is gone too (killed), A says the SIGHUP went nowhere."""
+    admin = admin_addr()
+    listen = f"{LISTEN[0]}:{LISTEN[1]}"
+    extra = "timeouts:\n  drain: 60s\n"
+    exe = tmppath("hashlb-twice")
+    install(HASHLB, exe)
+    a = Lb(config(BACKENDS, admin=admin, listen=listen, extra=extra), fname="twice.yaml",
+           binary=exe)
+    b_pid = c_pid = None
+    try:
+        held = connect(LISTEN, client_ip(1))
+        check(read_line(held) in ("a", "b", "c"), "a connection held in A")
+        a.proc.send_signal(signal.SIGUSR2)
+        check(a.wait(lambda: a.status()["pid"] != a.proc.pid) is not None, "A -> B")
+        b_pid = a.status()["pid"]
+        os.kill(b_pid, signal.SIGUSR2)
+        check(a.wait(lambda: a.status()["pid"] not in (a.proc.pid, b_pid)) is not None, "B -> C")
+        c_pid = a.status()["pid"]
+        b = NotOurChild(b_pid)
+        check(b.wait(30) is not None, "B, with no connection, drained and exited")
+        a.rewrite(config(BACKENDS[:2] + [("c", BACKENDS[2][1], "weight: 5")], admin=admin,
+                         listen=listen, extra=extra))
+        a.proc.send_signal(signal.SIGHUP)
+        check(a.wait(lambda: a.backend("c")["weight"] == 5) is not None,
+              f"C reloads: c's weight {a.backend('c')['weight']}")
+        check(a.wait_log(rf'msg="SIGHUP: handed over, the new hashlb reloads" pid={c_pid}'),
+              "A says it passed it to C")
+        os.kill(c_pid, signal.SIGKILL)
+        check(NotOurChild(c_pid).wait(10) is not None, "C killed")
+        a.proc.send_signal(signal.SIGHUP)
+        check(a.wait_log(rf'msg="SIGHUP not passed on: .*" pid={c_pid}'),
+              "with C gone, A says the SIGHUP went nowhere")
+        held.sendall(b"still here\n")
+        check(read_line(held) == "still here", "A's connection still works")
+        held.close()
+        check(exit_status(a.proc, 30) == 0, "A exits 0 once it is drained")
+    finally:
+        kill(b_pid)
+        kill(c_pid)
+
+
 def close_reaches_the_old_process():
     """hashlb ctl close BACKEND after an upgrade in place: the admin address is the new
     process's, and the old one still drains its own connections to that backend. They are
@@ -1086,7 +1132,8 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
-           reload_sent_to_the_old_process_after_an_upgrade, close_reaches_the_old_process,
+           reload_sent_to_the_old_process_after_an_upgrade,
+           reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
