@@ -1015,8 +1015,9 @@ def sort_clients(socks):
 
 
 def wait_greeted(lb, socks, n):
-    """Sorts <socks> once <n> of them were greeted (or 5 s passed), and 0.3 s more."""
-    lb.wait(lambda: len(sort_clients(socks)[0]) >= n, timeout=5)
+    """Sorts <socks> once <n> of them were greeted (or 30 s passed: the backends are python
+    processes, slow on a loaded machine), and 0.3 s more."""
+    lb.wait(lambda: len(sort_clients(socks)[0]) >= n, timeout=30)
     time.sleep(0.3)
     return sort_clients(socks)
 
