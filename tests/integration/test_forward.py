@@ -1216,11 +1216,14 @@ def fd_limit_splice_pipes():
         bulk.append(s)
     check(lb.wait(lambda: metric_sum(lb, "hashlb_worker_splice_pipes") >= 30),
           "the bulk connections hold splice pipes")
+    # room left: the cap less the bulk connections and their pipes (one connection each)
+    room = int(metric_sum(lb, "hashlb_max_connections") - len(bulk)
+               - metric_sum(lb, "hashlb_worker_splice_pipes"))
     socks = clients_at_once(lb.addr, 300)
-    greeted, waiting, closed = wait_greeted(lb, socks, 50)
-    check(greeted and waiting and not closed,
-          f"clients served up to the cap, the others waiting, none closed: {len(greeted)} "
-          f"{len(waiting)} {len(closed)}")
+    greeted, waiting, closed = wait_greeted(lb, socks, room)
+    check(len(greeted) == room and waiting and not closed,
+          f"clients served up to the cap ({room} left), the others waiting, none closed: "
+          f"{len(greeted)} {len(waiting)} {len(closed)}")
     check(metric_sum(lb, "hashlb_worker_fd_limit_total") == 0, "no descriptor ran out")
     for s in socks + bulk:
         s.close()
