@@ -38,7 +38,7 @@ struct ydoc {
 	struct ynode *root; /* NULL for an empty stream */
 	struct ynode **all; /* every node, for freeing (aliases share nodes) */
 	size_t n_all, cap_all;
-	struct yanchor *anchors;
+	struct yanchor *anchors; /* a hash table of cap_anchors slots, a power of 2 */
 	size_t n_anchors, cap_anchors;
 };
 
