@@ -18,6 +18,14 @@ struct yanchor {
 };
 
 #define YDEPTH_MAX 64
+/*
+ * What aliases may add to the document, in nodes and scalar bytes: about
+ * what a config file holds at most (16 MiB). Aliases share nodes here, but
+ * the loader copies what it reads: a list of 1,000 backends named by 2,000
+ * services' aliases is 2,000,000 backends, and aliases of aliases ("billion
+ * laughs") grow tenfold with each line.
+ */
+#define YALIAS_MAX (16u << 20)
 
 struct ybuilder {
 	struct ydoc *doc;
@@ -26,6 +34,9 @@ struct ybuilder {
 	int documents;
 	struct hashlb_pos last_end; /* where the previous event ended; 0:0 if unknown */
 	struct hashlb_pos end; /* just past the text's last character */
+	/* The document so far with every alias expanded, and what aliases added
+	 * to it: in nodes and scalar bytes (struct ynode's size). */
+	size_t size, aliased;
 	const char *name;
 	const char *text; /* what is parsed, <len> bytes */
 	size_t len;
@@ -323,6 +334,7 @@ static int alias_attach(struct ybuilder *b, const struct ynode *target,
 	n->items = target->items;
 	n->n = target->n;
 	n->cap = target->cap;
+	n->size = target->size;
 	n->alias = true;
 	return attach(b, n);
 }
@@ -359,12 +371,15 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		r = attach(b, n);
 		if (r < 0)
 			return r;
+		n->size = b->size++; /* where it starts, until it ends */
 		b->stack[b->depth++] = n;
 		return anchor_add(b->doc, anchor, n);
 	case FYET_MAPPING_END:
 	case FYET_SEQUENCE_END:
-		if (b->depth > 0)
-			b->depth--;
+		if (b->depth > 0) {
+			n = b->stack[--b->depth];
+			n->size = b->size - n->size;
+		}
 		return 0;
 	case FYET_SCALAR:
 		r = no_tag(b, &pos, e->scalar.tag);
@@ -390,6 +405,8 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		memcpy(n->text, s, len);
 		n->text[len] = '\0';
 		n->len = len;
+		n->size = 1 + len;
+		b->size += n->size;
 		/* FYSS_ANY is the empty (null) value, a plain scalar for YAML. */
 		n->quoted = st > FYSS_PLAIN;
 		r = attach(b, n);
@@ -404,10 +421,20 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 				     (int)(s ? len : 0), s ? s : "");
 		/* An error about the value itself ("scheme: *pool", a list) is placed
 		 * at the alias, where the value is used, not at the anchor. A node still
-		 * open (an alias inside its own anchor) may grow yet: shared as is. */
+		 * open (an alias inside its own anchor) may grow yet: shared as is,
+		 * counted as one node (the loader refuses it where it stands). */
 		for (int i = 0; i < b->depth; i++)
-			if (b->stack[i] == n)
+			if (b->stack[i] == n) {
+				b->size++;
 				return attach(b, n);
+			}
+		b->size += n->size;
+		b->aliased += n->size;
+		if (b->aliased > YALIAS_MAX)
+			return yfail(b, &pos,
+				     "alias '*%.*s': with their anchors' values written out, the "
+				     "aliases would add more than a config file may hold (16 MiB)",
+				     (int)len, s);
 		return alias_attach(b, n, &pos);
 	default:
 		return 0;

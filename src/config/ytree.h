@@ -28,6 +28,8 @@ struct ynode {
 	/* Where an alias stands: a copy of its anchor's node that shares the
 	 * anchor's text and items (freed with the anchor's node). */
 	bool alias;
+	/* Its nodes and scalar bytes with every alias in it written out. */
+	size_t size;
 	/* Maps: n / 2 pairs of nodes, key then value; sequences: n nodes. */
 	struct ynode **items;
 	size_t n;

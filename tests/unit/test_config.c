@@ -1787,6 +1787,78 @@ static void test_anchors_cost_follows_their_number(void **state)
 			 large, small, large / small);
 }
 
+/*
+ * A config of a list of 1,000 backends, then <n> services besides the first
+ * that name it by an alias; in <ret_len> its length.
+ */
+static char *shared_backends_yaml(unsigned int n, size_t *ret_len)
+{
+	size_t cap = 64000 + (size_t)n * 80, len = 0;
+	char *yaml = malloc(cap);
+
+	assert_non_null(yaml);
+	len += (size_t)snprintf(yaml + len, cap - len,
+				"services:\n  - name: s0\n    listen: 127.0.0.1:0\n"
+				"    backends: &b\n");
+	for (unsigned int i = 0; i < 1000; i++)
+		len += (size_t)snprintf(yaml + len, cap - len,
+					"      - {name: b%04u, address: \"127.0.0.1:1\"}\n", i);
+	for (unsigned int i = 1; i <= n; i++)
+		len += (size_t)snprintf(
+			yaml + len, cap - len,
+			"  - {name: s%04u, listen: \"127.0.0.1:0\", backends: *b}\n", i);
+	*ret_len = len;
+	return yaml;
+}
+
+/*
+ * Aliases may share a value, not multiply the config past what a file may
+ * hold (16 MiB): the loader copies what it reads, and 2,000 services naming
+ * one list of 1,000 backends by an alias (a 130 kB file) were 2,000,000
+ * backends, and aliases of aliases grow tenfold a line ("billion laughs").
+ * Refused at the alias that goes past it; 100 services sharing the list load.
+ */
+static void test_aliases_cannot_multiply_the_config(void **state)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	size_t len;
+	char *yaml = shared_backends_yaml(100, &len);
+
+	assert_int_equal(hashlb_config_parse(yaml, len, "t.yaml", &c, &err), 0);
+	assert_int_equal(c->n_services, 101);
+	assert_int_equal(c->services[100].n_backends, 1000);
+	hashlb_config_free(c);
+	free(yaml);
+
+	yaml = shared_backends_yaml(2000, &len);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse(yaml, len, "t.yaml", &c, &err), -EINVAL);
+	assert_int_equal(err.reason, HASHLB_ERR_CONFIG);
+	if (!strstr(err.msg, "alias '*b'") || !strstr(err.msg, "16 MiB") || err.line < 1006 ||
+	    err.line > 3005 || err.column != 52)
+		fail_msg("expected an error at an alias '*b' (a line 1006..3005, column 52), got "
+			 "%d:%d: %s",
+			 err.line, err.column, err.msg);
+	free(yaml);
+
+	/* each list ten of the one before: 70 million addresses in the last */
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1000\n"
+		     "    backends: [{name: x, address: \"127.0.0.1:1\"}]\n"
+		     "    allow_clients:\n"
+		     "      - &a [\"::1\", \"::1\", \"::1\", \"::1\", \"::1\", \"::1\", \"::1\"]\n"
+		     "      - &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+		     "      - &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+		     "      - &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+		     "      - &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+		     "      - &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+		     "      - &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+		     "      - &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n",
+		     12, 29, "alias '*f'");
+}
+
 static void test_build_table(void **state)
 {
 	struct hashlb_config *c =
@@ -2089,6 +2161,7 @@ int main(void)
 		cmocka_unit_test(test_admin_off_and_v6),
 		cmocka_unit_test(test_anchors),
 		cmocka_unit_test(test_anchors_cost_follows_their_number),
+		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
 		cmocka_unit_test(test_build_table),
 		cmocka_unit_test(test_addr_parse),
 		cmocka_unit_test(test_admin_state_names),
