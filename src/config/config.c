@@ -1932,13 +1932,64 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 	return hashlb_config_load_flags(path, 0, ret_config, err);
 }
 
+/*
+ * All of <fd> to its end, at most CONFIG_FILE_MAX bytes (-EFBIG past them),
+ * into a buffer of <size_hint> bytes or more, NUL-terminated; the caller
+ * frees *<ret_buf>. To the end, not to the size fstat() gave: procfs and
+ * some FUSE files say 0 and have text, and a file written as it is read
+ * would be cut at the size it had.
+ */
+static int read_all(int fd, size_t size_hint, char **ret_buf, size_t *ret_len)
+{
+	size_t got = 0, cap = size_hint < 4096 ? 4096 : size_hint + 2; /* + EOF's 1 */
+	char *buf = malloc(cap), *nbuf;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (got + 1 == cap) {
+			if (got > CONFIG_FILE_MAX)
+				break;
+			cap = cap * 2 > CONFIG_FILE_MAX + 2 ? CONFIG_FILE_MAX + 2 : cap * 2;
+			nbuf = realloc(buf, cap);
+			if (!nbuf) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nbuf;
+		}
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			free(buf);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got > CONFIG_FILE_MAX) {
+		free(buf);
+		return -EFBIG;
+	}
+	buf[got] = '\0';
+	*ret_buf = buf;
+	*ret_len = got;
+	return 0;
+}
+
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err)
 {
 	struct hashlb_config *c;
 	struct stat st;
 	size_t got = 0;
-	char *buf;
+	char *buf = NULL;
 	int fd, r;
 
 	/* O_NONBLOCK: a FIFO (or a device) would block the open until a writer
@@ -1961,29 +2012,20 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 			err->file = path;
 		goto err_close;
 	}
-	if ((uint64_t)st.st_size > CONFIG_FILE_MAX) {
+	r = (uint64_t)st.st_size > CONFIG_FILE_MAX ? -EFBIG
+						   : read_all(fd, (size_t)st.st_size, &buf, &got);
+	if (r == -EFBIG) {
 		r = sys_fail(err, path, EFBIG, "the configuration is larger than 16 MiB");
 		goto err_close;
 	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
+	if (r == -ENOMEM) {
 		r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto err_close;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = sys_fail(err, path, errno, "cannot read the configuration");
-			goto err_buf;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
+	if (r < 0) {
+		r = sys_fail(err, path, -r, "cannot read the configuration");
+		goto err_close;
 	}
-	buf[got] = '\0';
 	close(fd);
 	r = hashlb_config_parse_flags(buf, got, path, flags, &c, err);
 	free(buf);
@@ -2000,8 +2042,6 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 	}
 	*ret_config = c;
 	return 0;
-err_buf:
-	free(buf);
 err_close:
 	close(fd);
 	return r;

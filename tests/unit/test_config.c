@@ -1938,6 +1938,11 @@ static void test_load_file_errors(void **state)
 		unlink(fifo);
 		rmdir(dir);
 	}
+	/* Read to its end, not to the size fstat() gives: procfs says 0 of a file
+	 * that has text, and it was read as an empty config. */
+	assert_int_equal(hashlb_config_load("/proc/self/status", &c, &err), -EINVAL);
+	assert_int_equal(err.reason, HASHLB_ERR_CONFIG);
+	assert_string_equal(err.msg, "unknown key 'Name' in the configuration");
 	/* A NULL error is allowed. */
 	assert_int_equal(hashlb_config_parse("", 0, "t.yaml", &c, NULL), -EINVAL);
 	hashlb_config_free(NULL);
