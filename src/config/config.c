@@ -64,20 +64,6 @@ struct loader {
 };
 
 /*
- * A character beyond ASCII that shows as nothing, or as a plain space: C1
- * controls, the Unicode spaces (no-break, en, em, ...), zero-width and
- * bidirectional formatting characters, the BOM. "a\u00a0" looks like "a",
- * and "scheme\u200b" like "scheme".
- */
-static bool invisible(int32_t c)
-{
-	return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x34f || c == 0x61c || c == 0x115f ||
-	       c == 0x1160 || c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200f) ||
-	       (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x206f) || c == 0x3000 ||
-	       c == 0x3164 || c == 0xfeff || c == 0xffa0 || (c >= 0xfff9 && c <= 0xfffb);
-}
-
-/*
  * Escape the control characters of <msg> in place (a value quoted back from
  * a block scalar, "127.0.0.1:80\n", as \n): an error is one line,
  * FILE:LINE:COLUMN: what, for a reader and for grep alike. Characters that
@@ -98,7 +84,7 @@ static void one_line(char *msg, size_t size)
 			out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
 		} else if (c < 0x20 || c == 0x7f || cp < 0) {
 			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
-		} else if (invisible(cp)) {
+		} else if (yinvisible(cp)) {
 			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\u%04x", (unsigned)cp);
 		} else {
 			memcpy(out + o, p, len);
@@ -796,7 +782,7 @@ static bool backend_name_ok(const char *s)
 		unsigned char c = (unsigned char)*s;
 		int32_t cp = yutf8_decode((const unsigned char *)s, SIZE_MAX, &len);
 
-		if (c <= ' ' || c == 0x7f || c == '"' || c == '=' || cp < 0 || invisible(cp))
+		if (c <= ' ' || c == 0x7f || c == '"' || c == '=' || cp < 0 || yinvisible(cp))
 			return false;
 	}
 	return true;

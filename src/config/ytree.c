@@ -469,11 +469,48 @@ static bool at_bracket_port(const struct ybuilder *b, struct hashlb_pos pos)
 	       t[i + 1] <= '9';
 }
 
+/*
+ * The first character of line <line> that shows as a space or as nothing
+ * (yinvisible()), outside quotes and comments: its code point, and its
+ * position in *<ret_pos>; -1 if none. The BOM that starts a text is not
+ * one: YAML reads it as such.
+ */
+static int32_t invisible_on_line(const struct ybuilder *b, int line, struct hashlb_pos *ret_pos)
+{
+	const unsigned char *t = (const unsigned char *)b->text;
+	size_t i = 0, n;
+	int l = 1, col = 1;
+	char quote = 0;
+
+	while (i < b->len && l < line)
+		l += t[i++] == '\n';
+	if (l != line)
+		return -1;
+	if (i == 0 && b->len >= 3 && memcmp(t, "\xef\xbb\xbf", 3) == 0)
+		i = 3; /* no column either, as libfyaml counts them */
+	for (; i < b->len && t[i] != '\n'; i += n, col++) {
+		int32_t c = yutf8_decode(t + i, b->len - i, &n);
+
+		if (quote) {
+			quote = t[i] == quote ? 0 : quote;
+		} else if (t[i] == '\'' || t[i] == '"') {
+			quote = (char)t[i];
+		} else if (t[i] == '#' && (col == 1 || t[i - 1] == ' ' || t[i - 1] == '\t')) {
+			break;
+		} else if (yinvisible(c)) {
+			*ret_pos = (struct hashlb_pos){ line, col };
+			return c;
+		}
+	}
+	return -1;
+}
+
 static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 {
-	struct hashlb_pos pos = { 1, 1 };
+	struct hashlb_pos pos = { 1, 1 }, at;
 	struct fy_diag_error *de;
 	void *it = NULL;
+	int32_t c;
 
 	de = diag ? fy_diag_errors_iterate(diag, &it) : NULL;
 	if (!de)
@@ -481,10 +518,30 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 	/* Collected errors carry 1-based positions already. */
 	pos.line = de->line > 0 ? de->line : 1;
 	pos.column = de->column > 0 ? de->column : 1;
+	/* A no-break space pasted as indentation, or a zero-width space after a
+	 * colon, reads as text to YAML: libfyaml's error ("invalid multiline
+	 * plain key", "could not find expected ':'") is about what it made of
+	 * it, often on another column, where nothing looks wrong. The
+	 * character is the likely culprit, on the error's line or the one
+	 * before (where a key that it made text runs on). */
+	if ((c = invisible_on_line(b, pos.line, &at)) >= 0 ||
+	    (c = invisible_on_line(b, pos.line - 1, &at)) >= 0)
+		return yfail(b, &at,
+			     "YAML syntax error at U+%04X, which shows as a space or as nothing "
+			     "but is none to YAML: retype it (the parser's error, at %d:%d: %s)",
+			     (unsigned)c, pos.line, pos.column, de->msg ? de->msg : "invalid YAML");
 	return yfail(b, &pos, "YAML syntax error: %s%s", de->msg ? de->msg : "invalid YAML",
 		     at_bracket_port(b, pos) ? " (an IPv6 address and port must be quoted: "
 					       "\"[::1]:80\")"
 					     : "");
+}
+
+bool yinvisible(int32_t c)
+{
+	return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x34f || c == 0x61c || c == 0x115f ||
+	       c == 0x1160 || c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200f) ||
+	       (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x206f) || c == 0x3000 ||
+	       c == 0x3164 || c == 0xfeff || c == 0xffa0 || (c >= 0xfff9 && c <= 0xfffb);
 }
 
 int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len)

@@ -62,6 +62,14 @@ void ydoc_free(struct ydoc *d);
  */
 int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len);
 
+/*
+ * Whether code point <c> beyond ASCII shows as nothing, or as a plain space:
+ * C1 controls, the Unicode spaces (no-break, en, em, ...), zero-width and
+ * bidirectional formatting characters, the BOM. "a\u00a0" looks like "a",
+ * and "scheme\u200b" like "scheme".
+ */
+bool yinvisible(int32_t c);
+
 /* "a string", "a mapping", "a list", "null"... for messages. */
 const char *ynode_kind(const struct ynode *n);
 /* A plain scalar that YAML reads as null: empty, "~", "null". */

@@ -107,6 +107,31 @@ static void test_yaml_syntax(void **state)
 }
 
 /*
+ * A character that shows as a space or as nothing is text to YAML: a syntax
+ * error it causes is placed at it, and says so. libfyaml's own error is
+ * about what it made of it, often elsewhere on the line ("could not find
+ * expected ':'" at the key for a zero-width space after its colon).
+ */
+static void test_invisible_character_in_syntax(void **state)
+{
+	expect_error("services:\n  - name: web\n  \xc2\xa0 listen: 127.0.0.1:80\n", 3, 3,
+		     "YAML syntax error at U+00A0, which shows as a space or as nothing");
+	expect_error("services:\n  - name: web\n    listen:\xe2\x80\x8b"
+		     "127.0.0.1:80\n",
+		     3, 12, "at U+200B");
+	/* on the line before the error: a key that it made text runs on */
+	expect_error("services:\xc2\xa0\n  - name: web\n", 1, 10, "at U+00A0");
+	/* the BOM that starts a text is one; the column is libfyaml's, without it */
+	expect_error("\xef\xbb\xbf"
+		     "admin:\xc2\xa0off\nservices: []\n",
+		     1, 7, "at U+00A0");
+	expect_error("\xef\xbb\xbfservices: 1\n", 1, 11, "'services' must be a list");
+	/* in quotes or a comment it is not the culprit */
+	expect_error("a: \"\xc2\xa0\" b: 1\n", 1, 8, "YAML syntax error: invalid trailing");
+	expect_error("a: b: c # \xc2\xa0\n", 1, 5, "YAML syntax error: invalid nested");
+}
+
+/*
  * A byte that is not UTF-8 is refused where it stands, before libfyaml sees
  * it: libfyaml 0.7.12 hung on one in a directive line. Found by
  * tests/fuzz/fuzz_config.
@@ -2117,6 +2142,7 @@ int main(void)
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_not_a_mapping),
 		cmocka_unit_test(test_yaml_syntax),
+		cmocka_unit_test(test_invisible_character_in_syntax),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
