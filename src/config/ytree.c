@@ -596,6 +596,8 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 	struct hashlb_pos pos = { 1, 1 };
 	size_t i = 0, n;
 
+	if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+		i = 3; /* a BOM, which libfyaml gives no column */
 	while (i < len) {
 		if (yutf8_decode(s + i, len - i, &n) < 0) {
 			*ret_why = "the configuration is not UTF-8 text";

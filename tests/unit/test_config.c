@@ -146,6 +146,10 @@ static void test_not_utf8(void **state)
 	expect_error("services:\n  - name: \xc3\xa9\xc3", 2, 12, "byte 0xc3"); /* cut short */
 	expect_error("a: \xed\xa0\x80\n", 1, 4, "byte 0xed"); /* a UTF-16 surrogate */
 	expect_error("a: \xc0\xaf\n", 1, 4, "byte 0xc0"); /* overlong '/' */
+	/* after a BOM, at libfyaml's column, which gives the BOM none */
+	expect_error("\xef\xbb\xbf"
+		     "a: \xff\n",
+		     1, 4, "byte 0xff");
 	/* UTF-8 itself is fine, in a value and in an error's column */
 	expect_error("sérvices: 1\n", 1, 1, "unknown key 'sérvices'");
 	expect_error("é: *x\n", 1, 4, "alias '*x'");
