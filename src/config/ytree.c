@@ -41,6 +41,7 @@ struct ybuilder {
 	const char *text; /* what is parsed, <len> bytes */
 	size_t len;
 	struct hashlb_error *err;
+	char diag_msg[128]; /* libfyaml's first error without a position */
 };
 
 /*
@@ -444,7 +445,18 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 static void diag_sink(struct fy_diag *diag, void *user, const char *buf, size_t len)
 {
 	/* libfyaml would print to stderr; library code never prints. The
-	 * errors themselves are collected and read back with their position. */
+	 * errors themselves are collected and read back with their position,
+	 * but not those it reports without one ("unsupport version number
+	 * 2.0" for "%YAML 2.0"): the first of those is kept for the message. */
+	struct ybuilder *b = user;
+	const char *nl = memchr(buf, '\n', len);
+
+	if (nl) /* one line, as every error is */
+		len = (size_t)(nl - buf);
+	while (len > 0 && buf[len - 1] == ' ')
+		len--;
+	if (!b->diag_msg[0] && len > 0)
+		snprintf(b->diag_msg, sizeof(b->diag_msg), "%.*s", (int)len, buf);
 }
 
 /*
@@ -514,7 +526,8 @@ static int syntax_error(struct ybuilder *b, struct fy_diag *diag)
 
 	de = diag ? fy_diag_errors_iterate(diag, &it) : NULL;
 	if (!de)
-		return yfail(b, &pos, "YAML syntax error");
+		return yfail(b, &pos, "YAML syntax error%s%s", b->diag_msg[0] ? ": " : "",
+			     b->diag_msg);
 	/* Collected errors carry 1-based positions already. */
 	pos.line = de->line > 0 ? de->line : 1;
 	pos.column = de->column > 0 ? de->column : 1;
@@ -650,6 +663,11 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 	fy_diag_cfg_default(&dcfg);
 	dcfg.fp = NULL;
 	dcfg.output_fn = diag_sink;
+	dcfg.user = &b;
+	dcfg.show_type = false;
+	dcfg.show_source = false;
+	dcfg.show_position = false;
+	dcfg.show_module = false;
 	dcfg.colorize = false;
 	diag = fy_diag_create(&dcfg);
 	if (!diag) {

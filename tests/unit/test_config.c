@@ -103,6 +103,9 @@ static void test_yaml_syntax(void **state)
 	/* A plain scalar that runs on into a key: libfyaml points at its start. */
 	expect_error("a: 1\n  b: 2\n", 1, 4, "YAML syntax error");
 	expect_error("a: 1\n---\nb: 2\n", 2, 1, "only one YAML document");
+	/* an error libfyaml reports with no position still says what it is */
+	expect_error("%YAML 2.0\n---\na: 1\n", 1, 1,
+		     "YAML syntax error: unsupport version number 2.0");
 	expect_error("services: *nothing\n", 1, 11, "alias '*nothing'");
 }
 
