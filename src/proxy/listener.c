@@ -464,7 +464,6 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size)
 {
 	struct timeval tv = { .tv_sec = 10 };
-
 	int r;
 
 	*why = '\0';

@@ -1820,9 +1820,10 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	if (d->ready_fd >= 0) {
 		resync_watch(d); /* before READY, which the old one answers on it */
 		upgrade_ready(d); /* the old process tells the service manager */
-	} else
+	} else {
 		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
 			   listener_count(d));
+	}
 
 	while (!hlb_proxy_done(d->proxy)) {
 		int n = epoll_wait(d->epfd, evs, 32, RCU_POLL_MS);
