@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -261,9 +262,34 @@ static void plug_stopping(struct hlb_daemon *d, void *arg)
 		plug->stopping(plug->stopping_arg, hlb_daemon_handed_over(d));
 }
 
+/*
+ * The drain is over: each service's counters as this process ends them. Once the admin
+ * address is the new process's (an upgrade) or gone (a stop), what this one counted after
+ * the last scrape of its /metrics is seen nowhere else: clients refused while the new one
+ * started, or while this one drained.
+ */
 static void plug_stopped(struct hlb_daemon *d, void *arg)
 {
-	plug_teardown(arg);
+	struct hlb_control_plug *plug = arg;
+	struct hlb_pool *pool = plug->ctl ? plug->ctl->pool : NULL;
+	char q[2 * HASHLB_NAME_MAX + 3];
+
+	(void)d;
+	for (uint32_t i = 0; pool && i < hlb_pool_service_count(pool); i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(pool, i);
+		struct hlb_service_counters c;
+
+		hlb_service_counters_read(s->rt, &c);
+		hlb_log(HLB_LOG_INFO, "service totals",
+			"service=%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
+			" no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64
+			" denied=%" PRIu64 " client_limited=%" PRIu64 " bad_headers=%" PRIu64
+			" untrusted=%" PRIu64,
+			hlb_log_quote(s->cfg->name, q, sizeof(q)), c.lookups, c.total, c.rejected,
+			c.no_backend, c.queue_timeouts, c.queue_aborts, c.denied, c.client_limited,
+			c.bad_header, c.untrusted);
+	}
+	plug_teardown(plug);
 }
 
 int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)

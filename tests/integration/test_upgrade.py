@@ -31,7 +31,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, run_tests, tmpfile, tmppath, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -892,6 +892,48 @@ def close_reaches_the_old_process():
     check(first.stop() == 0 and second.stop() == 0, "both exit 0")
 
 
+def old_process_logs_its_totals():
+    """After an upgrade in place the admin address, and so /metrics, is the new process's: a
+    client the old one refuses while it drains (here one that waited in its queue for a
+    backend at max_connections) was counted where nobody could read it. The old process logs
+    each service's totals as it exits, that refusal included."""
+    exe = tmppath("hashlb-totals")
+    install(HASHLB, exe)
+    old = Lb(config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                    extra="timeouts:\n  queue: 1s", admin=admin_addr(),
+                    listen=f"{LISTEN[0]}:{LISTEN[1]}"), fname="totals.yaml", binary=exe)
+    new_pid = None
+    try:
+        holder = connect(LISTEN, client_ip(1))
+        check(read_line(holder) == "a", "a holds its one connection")
+        waiting = connect(LISTEN, client_ip(2))
+        check(wait_until(lambda: 'hashlb_service_queued{service="t"} 1' in
+                         old.http("GET", "/metrics")[1]), "the second client waits in the queue")
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
+        new_pid = old.status()["pid"]
+        waiting.settimeout(30)
+        try:
+            end = waiting.recv(100)
+        except OSError as e:
+            end = repr(e)
+        check(end == b"" or "Reset" in str(end), f"the waiting client is refused: {end!r}")
+        holder.close()
+        check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0")
+        line = next((l for l in old.log if 'msg="service totals"' in l), "")  # the new one runs on
+        got = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        refused = sum(int(got.get(k, 0)) for k in ("queue_timeouts", "queue_aborts", "no_backend"))
+        check(got.get("service") == "t" and got.get("lookups") == "2" and
+              got.get("connections") == "1" and refused == 1,
+              f"the old process logs its totals, the refusal after the upgrade included: {line!r}")
+        metrics = old.http("GET", "/metrics")[1]
+        check('hashlb_service_queue_timeouts_total{service="t"} 0' in metrics and
+              'hashlb_service_queue_aborts_total{service="t"} 0' in metrics,
+              "the new process's /metrics has none of it")
+    finally:
+        kill(new_pid)
+
+
 def set_after_a_side_by_side_takeover_is_not_lost():
     """A new hashlb run took the old one's sockets over through its TCP admin endpoint
     (GET /sockets), with its run-time settings; both serve that address (SO_REUSEPORT) until
@@ -1134,6 +1176,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
+           old_process_logs_its_totals,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
