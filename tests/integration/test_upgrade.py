@@ -23,6 +23,7 @@ if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
 
 import random  # noqa: E402
 import re  # noqa: E402
+import select  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -814,8 +815,15 @@ def reload_sent_to_the_first_process_after_two_upgrades():
               f"C reloads: c's weight {a.backend('c')['weight']}")
         check(a.wait_log(rf'msg="SIGHUP: handed over, the new hashlb reloads" pid={c_pid}'),
               "A says it passed it to C")
+        # gone as A sees it: its pidfd readable once every thread has exited (the /proc
+        # state shows the leader a zombie while its workers may still be exiting; a SIGHUP
+        # sent then reaches the dying C, rightly)
+        cfd = os.pidfd_open(c_pid)
         os.kill(c_pid, signal.SIGKILL)
-        check(NotOurChild(c_pid).wait(10) is not None, "C killed")
+        gone = select.poll()
+        gone.register(cfd, select.POLLIN)
+        check(gone.poll(10000), "C killed")
+        os.close(cfd)
         a.proc.send_signal(signal.SIGHUP)
         check(a.wait_log(rf'msg="SIGHUP not passed on: .*" pid={c_pid}'),
               "with C gone, A says the SIGHUP went nowhere")
