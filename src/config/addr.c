@@ -345,10 +345,12 @@ bool hashlb_prefix_set_match(const struct hashlb_prefix_set *set, const struct s
 	if (sa->sa_family == AF_INET6) {
 		const struct in6_addr *in6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
 
-		/* a v4 client of a [::] listener is matched as the v4 address it is */
-		if (IN6_IS_ADDR_V4MAPPED(in6) &&
-		    ranges_find(set->r[SET_V4], set->n[SET_V4], load_be(in6->s6_addr + 12, 4)))
-			return true;
+		/* A v4 client of a [::] listener is matched as the v4 address it
+		 * is, by the v4 prefixes alone: through a 0.0.0.0 listener no v6
+		 * prefix (::/0) names it either, and the listener must not decide. */
+		if (IN6_IS_ADDR_V4MAPPED(in6))
+			return ranges_find(set->r[SET_V4], set->n[SET_V4],
+					   load_be(in6->s6_addr + 12, 4));
 		return ranges_find(set->r[SET_V6], set->n[SET_V6], load_be(in6->s6_addr, 16));
 	}
 	return false;

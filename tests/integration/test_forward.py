@@ -1410,6 +1410,29 @@ def allow_and_deny_clients():
     check(lb.stop() == 0, "exit 0")
 
 
+def v6_prefixes_and_v4_clients():
+    """An IPv6 prefix names IPv6 clients only, whichever listener an IPv4 client comes
+    through: ::/0 in deny_clients leaves 127.0.0.5 served through [::] as through 127.0.0.1,
+    and in allow_clients leaves it out through both; ::1 is denied, or allowed, by it. Before,
+    an IPv4 client of a [::] listener (::ffff:127.0.0.5) was matched against the IPv6
+    prefixes too: denied by ::/0 (or ::/64) through [::], served through 127.0.0.1."""
+    for lists, v4_served in (('deny_clients: ["::/0"]', True), ('deny_clients: ["::/64"]', True),
+                             ('allow_clients: ["::/0"]', False)):
+        for listen in ('"[::]:0"', "127.0.0.1:0"):
+            lb = Hashlb(config(BACKENDS[:1], listen=listen, extra=lists))
+            port = lb.addr[1]
+            got = who(("127.0.0.1", port), "127.0.0.5")
+            check((got == "a") == v4_served,
+                  f"{lists}, listen {listen}: the IPv4 client 127.0.0.5 is "
+                  f"{'served' if v4_served else 'refused'}: {got!r}")
+            if listen.startswith('"['):
+                got = who(("::1", port))
+                check((got == "a") != ("deny" in lists),
+                      f"{lists}: the IPv6 client ::1 is {'refused' if 'deny' in lists else 'served'}: "
+                      f"{got!r}")
+            check(lb.stop() == 0, "exit 0")
+
+
 def refused_clients_are_reset():
     """A client refused before any backend serves it is reset, not sent a FIN as if a backend
     had answered with nothing and closed: over max_connections, outside allow_clients, over
@@ -1620,6 +1643,6 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
-           allow_and_deny_clients,
+           allow_and_deny_clients, v6_prefixes_and_v4_clients,
            connections_per_client, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])

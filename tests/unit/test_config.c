@@ -1479,6 +1479,8 @@ static void test_prefix_match(void **state)
 		in_list("0.0.0.0/0 10.0.0.1", "10.0.0.2")); /* inside one that ends at the top */
 	assert_true(in_prefix("::/0", "2001:db8::1"));
 	assert_false(in_prefix("::/0", "10.0.0.1")); /* a v6 prefix: v6 clients only */
+	assert_false(in_prefix("::/0", "::ffff:10.0.0.1")); /* through a [::] listener too */
+	assert_false(in_prefix("::/80", "::ffff:10.0.0.1"));
 	assert_true(in_list("::/1 8000::/1", "ffff::1"));
 	assert_true(in_list("8000::/1 ffff::1", "ffff::2"));
 	assert_false(in_list("::2 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "::1"));
