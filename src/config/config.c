@@ -713,6 +713,26 @@ static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, 
 	return buf;
 }
 
+/*
+ * Refuse a link-local IPv6 address <a> (fe80::/10), written <v> for <key>:
+ * it means nothing without its zone, the interface, which no address here
+ * takes, and bind() and connect() refuse it (EINVAL): a listener would fail
+ * at start with no reason given, a backend stay down for ever.
+ */
+static int refuse_link_local(struct loader *ld, const struct ynode *v, const char *key,
+			     const struct sockaddr_storage *a)
+{
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
+
+	if (a->ss_family != AF_INET6 || !IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
+		return 0;
+	return fail(ld, v,
+		    "'%s': '%s' is a link-local address, usable only with a zone ('%%' and an "
+		    "interface), and zones are not supported: give a global or unique local "
+		    "address",
+		    key, v->text);
+}
+
 static int get_addr(struct loader *ld, const struct ynode *v, const char *key, bool allow_port0,
 		    char **ret_text, struct sockaddr_storage *ret_addr, socklen_t *ret_len)
 {
@@ -724,6 +744,9 @@ static int get_addr(struct loader *ld, const struct ynode *v, const char *key, b
 	if (hashlb_addr_parse(v->text, allow_port0, ret_addr, ret_len) < 0)
 		return fail(ld, v, "'%s': '%s' is not a valid address: %s", key, v->text,
 			    addr_explain(v->text, allow_port0, false, buf, sizeof(buf)));
+	r = refuse_link_local(ld, v, key, ret_addr);
+	if (r < 0)
+		return r;
 	return get_string(ld, v, key, ret_text);
 }
 
@@ -745,6 +768,9 @@ static int get_backend_addr(struct loader *ld, const struct ynode *v, struct has
 		memset(&b->addr, 0, sizeof(b->addr));
 		b->addr_len = 0;
 	}
+	r = refuse_link_local(ld, v, "address", &b->addr);
+	if (r < 0)
+		return r;
 	return get_string(ld, v, "address", &b->address);
 }
 
@@ -1190,6 +1216,7 @@ static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_se
 	} else if (inet_pton(AF_INET6, v->text, &in6->sin6_addr) == 1) {
 		in6->sin6_family = AF_INET6;
 		s->source_len = sizeof(*in6);
+		return refuse_link_local(ld, v, "source", &s->source);
 	} else {
 		return fail(ld, v,
 			    "'source' '%s' is not an IPv4 or IPv6 address (no port, no names) nor "

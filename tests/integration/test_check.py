@@ -104,6 +104,12 @@ broken = [
      "duplicate backend name 'a'"),
     (demo + "  - name: other\n    listen: [127.0.0.1:1\n", None, None, "YAML syntax error"),
     ("", 1, 1, "empty"),
+    # a link-local address without its zone: bind() and connect() refuse it (EINVAL), so
+    # the listener failed at start with "Invalid argument", the backend stayed down
+    (demo.replace("address: 127.0.0.1:18082", 'address: "[fe80::1]:18082"'), None, None,
+     "'[fe80::1]:18082' is a link-local address, usable only with a zone"),
+    (demo.replace("listen: 127.0.0.1:18080", 'listen: "[fe80::1]:18080"'), None, None,
+     "'listen': '[fe80::1]:18080' is a link-local address"),
 ]
 with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
     for i, (text, line, col, words) in enumerate(broken):

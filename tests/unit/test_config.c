@@ -724,6 +724,17 @@ static void test_addresses(void **state)
 		     "      - name: a\n        address: \"[fe80::1%eth0]:80\"\n",
 		     6, 18,
 		     "'fe80::1%eth0' has a zone ('%' and an interface): zones are not supported");
+	/* and without it, it is no address a socket takes (EINVAL): refused as well */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: \"[fe80::1]:80\"\n",
+		     6, 18, "'[fe80::1]:80' is a link-local address, usable only with a zone");
+	expect_error("services:\n  - name: web\n    listen: \"[febf::1]:80\"\n", 3, 13,
+		     "'listen': '[febf::1]:80' is a link-local address");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    source: fe80::2\n", 4,
+		     13, "'source': 'fe80::2' is a link-local address");
+	expect_error(
+		"admin: \"[fe80::1]:9901\"\nservices:\n  - name: web\n    listen: 127.0.0.1:80\n",
+		1, 8, "'admin': '[fe80::1]:9901' is a link-local address");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:65536\n", 3, 13,
 		     "port 65536 is out of range 0..65535");
 	expect_error("services:\n  - name: web\n    listen: 1.2.3:80\n", 3, 13,
