@@ -296,7 +296,7 @@ bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_servi
  * hashlb ctl set take. */
 #define HASHLB_MAX_CONNECTIONS_MAX (1u << 24)
 
-/* Whether <a> is the wildcard address of its family (0.0.0.0, [::]). */
+/* Whether <a> is the wildcard address of its family (0.0.0.0, [::]; [::ffff:0.0.0.0] too). */
 bool hashlb_addr_is_any(const struct sockaddr_storage *a);
 /* <a>'s port (host order); 0 if it is neither IPv4 nor IPv6. */
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a);

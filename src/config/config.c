@@ -1458,9 +1458,14 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 
 bool hashlb_addr_is_any(const struct sockaddr_storage *a)
 {
+	const struct in6_addr *in6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+
 	if (a->ss_family == AF_INET)
 		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
-	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	/* [::ffff:0.0.0.0] is 0.0.0.0 written IPv4-mapped: bound so, it takes
+	 * every IPv4 client, and no connection has it as its destination */
+	return IN6_IS_ADDR_UNSPECIFIED(in6) ||
+	       (IN6_IS_ADDR_V4MAPPED(in6) && !memcmp(in6->s6_addr + 12, "\0\0\0\0", 4));
 }
 
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a)

@@ -722,6 +722,44 @@ def metric(samples, name, **labels):
     return sum(matched)
 
 
+def lookup_on_a_mapped_wildcard():
+    """[::ffff:0.0.0.0]:P is 0.0.0.0:P written IPv4-mapped (the kernel binds it as IPv4's
+    wildcard; the clash checks take it so): with the 4-tuple key, ctl lookup and lookup -c
+    want --vip there as on 0.0.0.0, and with it name the backend client sockets reach.
+    Before, both hashed ::ffff:0.0.0.0 as the destination, which no connection has: wrong
+    for most clients, and said nothing."""
+    import socket
+    import subprocess
+    from lbtest import HASHLB, lookup, tmpfile
+    lb = Lb(config(BACKENDS, key="4-tuple", listen='"[::ffff:0.0.0.0]:0"'))
+    port = lb.addr[1]
+    rc, so, se = lb.ctl("lookup", "10.0.0.1:5")
+    check(rc == 1 and "wildcard" in se and "--vip" in se,
+          f"ctl lookup on [::ffff:0.0.0.0] wants --vip: {rc} {so}{se}")
+    # the config with the port it got: port 0 would want --vip for that reason alone
+    fixed = tmpfile("mapped-any.yaml", config(BACKENDS, key="4-tuple",
+                                              listen=f'"[::ffff:0.0.0.0]:{port}"'))
+    p = subprocess.run([HASHLB, "lookup", "-c", fixed, "10.0.0.1:5"], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 2 and "wildcard" in p.stderr and "--vip" in p.stderr,
+          f"lookup -c on [::ffff:0.0.0.0] wants --vip: {p.returncode} {p.stdout}{p.stderr}")
+    real = {}
+    for i in range(40):
+        s = socket.socket()
+        s.settimeout(5)
+        s.bind((client_ip(i * 7), 0))
+        s.connect(("127.0.0.1", port))
+        real["%s:%d" % s.getsockname()[:2]] = read_line(s)
+        s.close()
+    vip = ("--vip", f"127.0.0.1:{port}")
+    live = lb.lookup(list(real), vip)
+    offline = lookup(lb.path, list(real), args=vip)
+    bad = [c for c in real if live.get(c) != real[c] or offline[c][0] != real[c]]
+    check(not bad, f"with --vip both name the backend {len(bad)} of 40 client sockets did not "
+          f"reach, e.g. {bad[:3]}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def lookup_agrees_with_the_offline_lookup():
     """ctl lookup (the running table), hashlb lookup -c (the config) and the backend each
     client socket reaches agree, 4-tuple key too. With the 4-tuple on a port 0 listener,
@@ -1194,7 +1232,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_cost_does_not_follow_table_size,
            maglev_service_holds_one_table_while_all_are_up,
            ctl_asks_which_service_as_ctl_takes_it,
-           lookup_agrees_with_the_offline_lookup, admin_on_a_unix_socket, ctl_takes_a_host_name,
+           lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
+           admin_on_a_unix_socket, ctl_takes_a_host_name,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,

@@ -864,6 +864,12 @@ static void test_loop(void **state)
 	hashlb_config_free(
 		load_ok("services:\n  - name: web\n    listen: 0.0.0.0:80\n    backends:\n"
 			"      - {name: a, address: \"10.0.0.1:80\"}\n"));
+	/* written IPv4-mapped, the same wildcard (it was taken for one address, looping) */
+	hashlb_config_free(load_ok("services:\n  - name: web\n    listen: \"[::ffff:0.0.0.0]:80\"\n"
+				   "    backends:\n      - {name: a, address: \"10.0.0.1:80\"}\n"));
+	expect_error("services:\n  - name: web\n    listen: \"[::ffff:0.0.0.0]:80\"\n"
+		     "    backends:\n      - {name: a, address: \"127.0.0.1:80\"}\n",
+		     5, 28, "connections would loop");
 }
 
 static void test_other_scheme_params(void **state)
