@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,7 +381,7 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 {
 	struct hlb_http *h = calloc(1, sizeof(*h));
 	char where[128];
-	int one = 1, ret;
+	int one = 1, zero = 0, ret;
 
 	if (!h)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -420,6 +421,11 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		 * for an upgrade serves beside the old one until that one stops. */
 		setsockopt(h->io.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		setsockopt(h->io.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+		/* Dual-stack whatever net.ipv6.bindv6only says, as the service
+		 * listeners: the config's clash check takes [::]:P to cover
+		 * 127.0.0.1:P, and "ctl -a 127.0.0.1:P" must reach it. */
+		if (addr->sa_family == AF_INET6)
+			setsockopt(h->io.fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	}
 	if (bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0) {
 		ret = -errno;

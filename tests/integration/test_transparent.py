@@ -8,13 +8,14 @@ side delivers them locally, as for any transparent proxy). Bytes pass both ways;
 the setting the backend sees hashlb's address; an IPv6 client of an IPv4 backend is refused
 with EAFNOSUPPORT rather than sent from another address."""
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 
-from lbtest import (BACKEND, Hashlb, check, client_ip, config, connect, outcome, read_line,
-                    run_tests, spawn)
+from lbtest import (BACKEND, HASHLB, Hashlb, check, client_ip, config, connect, outcome,
+                    read_line, run_tests, spawn)
 
 def start_peer_server(host, prefix=()):
     """A backend that greets each connection with the address it sees, then echoes."""
@@ -175,7 +176,9 @@ def namespaces():
 def dual_stack_listener():
     """A listener on [::] takes IPv4 clients too, also where net.ipv6.bindv6only=1 makes
     new IPv6 sockets IPv6-only (the config's clash check and the docs count on it): in a
-    namespace of its own with that setting, an IPv4 client is served through [::]."""
+    namespace of its own with that setting, an IPv4 client is served through [::]. So does
+    an admin endpoint on [::]: hashlb ctl -a 127.0.0.1:PORT reaches it (it was refused: the
+    endpoint was IPv6-only there, while the clash check took it to cover 127.0.0.1:PORT)."""
     ns = f"hlbds{os.getpid() % 100000}"
     sh("ip", "netns", "add", ns)
     srv = None
@@ -183,8 +186,8 @@ def dual_stack_listener():
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("sysctl", "-q", "-w", "net.ipv6.bindv6only=1", ns=ns)
         srv, port = start_peer_server("127.0.0.1", prefix=("ip", "netns", "exec", ns))
-        lb = Hashlb(config([("b", f"127.0.0.1:{port}")], listen='"[::]:0"'),
-                    wrap=("ip", "netns", "exec", ns))
+        lb = Hashlb(config([("b", f"127.0.0.1:{port}")], listen='"[::]:0"').replace(
+                        "admin: off", 'admin: "[::]:0"'), wrap=("ip", "netns", "exec", ns))
         client = ("import socket\n"
                   f"s = socket.create_connection(('127.0.0.1', {lb.addr[1]}), timeout=5)\n"
                   "print(s.makefile('rb').readline().decode().strip())\n")
@@ -192,6 +195,15 @@ def dual_stack_listener():
         check(out.stdout.strip() == "127.0.0.1",
               f"an IPv4 client through [::] with bindv6only=1: {out.stdout!r} "
               f"{out.stderr.strip()[-200:]}")
+        admin = [m.group(1) for m in map(re.compile(r'msg="admin listening" addr=\[::\]:(\d+)')
+                                         .search, lb.log) if m]
+        check(len(admin) == 1, f"the admin endpoint listens on [::]: {lb.log}")
+        if admin:
+            out = sh(HASHLB, "ctl", "-a", f"127.0.0.1:{admin[0]}", "status", ns=ns,
+                     check_rc=False)
+            check(out.returncode == 0 and "service t" in out.stdout,
+                  f"an IPv4 client of the admin endpoint on [::] with bindv6only=1: "
+                  f"{out.returncode} {out.stdout[:100]!r} {out.stderr.strip()[-200:]}")
         check(lb.stop() == 0, "exit 0")
     finally:
         if srv:
