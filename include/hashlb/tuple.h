@@ -62,7 +62,8 @@ int hashlb_tuple_from_sockaddr(const struct sockaddr *src, const struct sockaddr
 
 /*
  * Parse "ADDR", "ADDR:PORT", "[V6]:PORT" or "V6" into the source half of a
- * tuple (destination zeroed). Returns 0 or -EINVAL.
+ * tuple (destination zeroed); an IPv6 address may carry a zone ("%eth0"),
+ * which is not hashed. Returns 0 or -EINVAL.
  */
 int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple);
 

@@ -145,7 +145,8 @@ static int parse_vip(const char *s, struct sockaddr_storage *ret)
 	struct sockaddr_storage ss;
 	uint16_t port;
 
-	if (!strrchr(s, ':') || hashlb_tuple_parse_src(s, &t) < 0)
+	/* no zone: a VIP is matched by its address alone, on every interface */
+	if (!strrchr(s, ':') || strchr(s, '%') || hashlb_tuple_parse_src(s, &t) < 0)
 		return -EINVAL;
 	port = (uint16_t)(t.sport[0] << 8 | t.sport[1]);
 	if (port == 0)

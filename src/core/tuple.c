@@ -2,6 +2,7 @@
 /* The canonical tuple layout and its seeded XXH64 (see include/hashlb/tuple.h). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -120,7 +121,7 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 	struct sockaddr_storage ss;
 	unsigned long port = 0;
 	bool bracketed = s[0] == '[';
-	const char *colon;
+	const char *colon, *zone;
 	size_t len;
 
 	memset(&ss, 0, sizeof(ss));
@@ -141,6 +142,17 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 		if (colon)
 			port_str = colon + 1;
 	}
+	/* An IPv6 zone (fe80::1%eth0, as ip and ss write a link-local peer)
+	 * is not hashed: the data path hashes the address alone. */
+	zone = memchr(s, '%', len);
+	if (zone) {
+		size_t zlen = len - (size_t)(zone - s) - 1;
+
+		if (zlen == 0 || zlen >= IF_NAMESIZE || memchr(zone + 1, ':', zlen) ||
+		    memchr(zone + 1, '%', zlen))
+			return -EINVAL;
+		len = (size_t)(zone - s);
+	}
 	if (len == 0 || len >= sizeof(host))
 		return -EINVAL;
 	memcpy(host, s, len);
@@ -160,7 +172,7 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 
 	/* brackets hold an IPv6 address only, as in a config */
-	if (!bracketed && inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+	if (!bracketed && !zone && inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons((uint16_t)port);
 	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {

@@ -33,6 +33,14 @@ def stop_proc(p):
         p.wait(5)
 
 
+def clean_up(procs, namespaces):
+    """Stop <procs> and delete <namespaces>, however the test ended."""
+    for p in procs:
+        stop_proc(p)
+    for ns in namespaces:
+        sh("ip", "netns", "del", ns, check_rc=False)
+
+
 def echo_roundtrip(s, data):
     s.sendall(data)
     got = b""
@@ -167,10 +175,7 @@ def namespaces():
                       f"intact: {rows} {out.stderr.strip()[-300:]}")
                 check(lb.stop() == 0, "exit 0")
     finally:
-        for p in procs:
-            stop_proc(p)
-        for ns in made:
-            sh("ip", "netns", "del", ns, check_rc=False)
+        clean_up(procs, made)
 
 
 def dual_stack_listener():
@@ -211,7 +216,69 @@ def dual_stack_listener():
         sh("ip", "netns", "del", ns, check_rc=False)
 
 
+def link_local_clients():
+    """Clients on a link of their own, from link-local addresses, through a [::] listener:
+    each reaches the backend hashlb lookup -c and hashlb ctl lookup name for it, its address
+    written with its zone as ip and ss write it (fe80::1%eth0, [fe80::1%eth0]:PORT) or
+    without; the zone is not hashed (hashlb run hashes the address alone). Before, both
+    lookups refused the zone: "not an address"."""
+    pre = f"hlbll{os.getpid() % 100000}-"
+    c, lbns = pre + "c", pre + "lb"
+    made, procs = [], []
+    try:
+        for ns in (c, lbns):
+            sh("ip", "netns", "add", ns)
+            made.append(ns)
+        sh("ip", "-n", lbns, "link", "add", "ethc", "type", "veth", "peer", "name", "eth0",
+           "netns", c)
+        clients = [f"fe80::{i + 10:x}" for i in range(12)]
+        for a in clients:
+            sh("ip", "-n", c, "addr", "add", a + "/64", "dev", "eth0", "nodad")
+        sh("ip", "-n", lbns, "addr", "add", "fe80::1/64", "dev", "ethc", "nodad")
+        for ns, dev in ((c, "eth0"), (lbns, "ethc")):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        backends = []
+        for name in ("a", "b", "c", "d"):
+            p = spawn(["ip", "netns", "exec", lbns, sys.executable, BACKEND, "--name", name,
+                       "--host", "::1"], stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            backends.append((name, f'"[::1]:{p.stdout.readline().split()[2].rsplit(":", 1)[1]}"'))
+        text = config(backends, key="src-ip-port", listen='"[::]:0"').replace(
+            "admin: off", 'admin: "[::1]:0"')
+        lb = Hashlb(text, wrap=("ip", "netns", "exec", lbns))
+        admin = [m.group(1) for m in map(re.compile(r'msg="admin listening" addr=(\S+)').search,
+                                         lb.log) if m]
+        client = ("import socket, sys\n"
+                  "for a in sys.argv[1:]:\n"
+                  "    s = socket.socket(socket.AF_INET6)\n"
+                  "    s.settimeout(5)\n"
+                  "    s.bind((a, 0, 0, socket.if_nametoindex('eth0')))\n"
+                  f"    s.connect(('fe80::1', {lb.addr[1]}, 0, socket.if_nametoindex('eth0')))\n"
+                  "    print(a, s.getsockname()[1], s.makefile('rb').readline().decode().strip())\n")
+        out = sh(sys.executable, "-c", client, *clients, ns=c, check_rc=False)
+        reached = {f"{a}:{port}": name for a, port, name in
+                   (l.split() for l in out.stdout.splitlines())}
+        check(len(reached) == len(clients) and set(reached.values()) <= {"a", "b", "c", "d"},
+              f"every link-local client is served: {out.stdout!r} {out.stderr[-300:]}")
+        bad = []
+        for cp, name in reached.items():
+            a, port = cp.rsplit(":", 1)
+            for form in (f"[{a}%ethc]:{port}", f"[{a}]:{port}"):
+                lk = sh(HASHLB, "lookup", "-c", lb.path, form, check_rc=False)
+                ctl = sh(HASHLB, "ctl", "-a", admin[0] if admin else "-", "lookup", form,
+                         ns=lbns, check_rc=False)
+                got = (lk.stdout.split()[1:2], ctl.stdout.split()[2:3])
+                if got != ([name], [name]):
+                    bad.append((form, name, got, lk.stderr.strip(), ctl.stderr.strip()))
+        check(not bad, f"lookup -c and ctl lookup name the backend each client reached, "
+              f"zone or not: {len(bad)} differ, e.g. {bad[:2]}")
+        check(lb.stop() == 0, "exit 0")
+    finally:
+        clean_up(procs, made)
+
+
 if os.geteuid() != 0 or not shutil.which("ip"):
     print("SKIP: needs root and iproute2 for IP_TRANSPARENT and network namespaces")
     sys.exit(77)
-run_tests([loopback, namespaces, dual_stack_listener])
+run_tests([loopback, namespaces, dual_stack_listener, link_local_clients])

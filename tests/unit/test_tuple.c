@@ -246,6 +246,15 @@ static void test_parse_src(void **state)
 		"192.0.2.1:000080",
 		"[192.0.2.1]:80",
 		"[192.0.2.1]",
+		/* a zone is an IPv6 address's only, one name of under IF_NAMESIZE */
+		"192.0.2.1%eth0",
+		"192.0.2.1%eth0:80",
+		"fe80::1%",
+		"[fe80::1%]:80",
+		"fe80::1%eth0:80",
+		"fe80::1%a%b",
+		"fe80::1%0123456789abcdef",
+		"%eth0",
 	};
 	struct hashlb_tuple t;
 
@@ -266,6 +275,17 @@ static void test_parse_src(void **state)
 	assert_int_equal(hashlb_tuple_parse_src("10.1.2.3:080", &t), 0); /* as a config reads it */
 	assert_int_equal(t.sport[1], 80);
 	assert_int_equal(hashlb_tuple_parse_src("[::1]", &t), 0);
+	{
+		/* a link-local client as ip and ss write it: its zone is not hashed */
+		struct hashlb_tuple z;
+
+		assert_int_equal(hashlb_tuple_parse_src("[fe80::1]:443", &t), 0);
+		assert_int_equal(hashlb_tuple_parse_src("[fe80::1%eth0]:443", &z), 0);
+		assert_memory_equal(&t, &z, sizeof(t));
+		assert_int_equal(hashlb_tuple_parse_src("fe80::1", &t), 0);
+		assert_int_equal(hashlb_tuple_parse_src("fe80::1%2", &z), 0);
+		assert_memory_equal(&t, &z, sizeof(t));
+	}
 }
 
 static void test_key_names(void **state)
