@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The canonical tuple layout and its seeded XXH64 (see include/hashlb/tuple.h). */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -148,9 +149,12 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple)
 	if (zone) {
 		size_t zlen = len - (size_t)(zone - s) - 1;
 
-		if (zlen == 0 || zlen >= IF_NAMESIZE || memchr(zone + 1, ':', zlen) ||
-		    memchr(zone + 1, '%', zlen))
+		if (zlen == 0 || zlen >= IF_NAMESIZE)
 			return -EINVAL;
+		/* a name as interfaces have them: no bracket, colon, space, ... */
+		for (size_t i = 1; i <= zlen; i++)
+			if (!isalnum((unsigned char)zone[i]) && !strchr("-_.@", zone[i]))
+				return -EINVAL;
 		len = (size_t)(zone - s);
 	}
 	if (len == 0 || len >= sizeof(host))

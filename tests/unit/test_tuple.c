@@ -255,6 +255,11 @@ static void test_parse_src(void **state)
 		"fe80::1%a%b",
 		"fe80::1%0123456789abcdef",
 		"%eth0",
+		/* and a name as interfaces have them: no bracket, space or control */
+		"::%0]",
+		"[::%0]]:80",
+		"fe80::1%eth 0",
+		"fe80::1%eth\t0",
 	};
 	struct hashlb_tuple t;
 
