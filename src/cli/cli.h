@@ -3,6 +3,7 @@
 #ifndef HASHLB_CLI_H
 #define HASHLB_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,15 @@ struct cli_command {
 	"  does, or a name (--down, --service...) that names nothing; the\n"     \
 	"  message names the option or argument.\n"
 
+/* The ERRORS section of every command's --help: a format, of its name twice. */
+#define CLI_ERRORS_HELP                                                           \
+	"ERRORS\n"                                                                \
+	"  One line on stderr: \"hashlb %s: WHAT\", an option named as typed\n"   \
+	"  (-S or --seed); a configuration's \"FILE:LINE:COL: error: WHAT\". A\n" \
+	"  usage error is followed by one line: \"Run 'hashlb %s --help' for\n"   \
+	"  the options.\"\n"                                                      \
+	"\n"
+
 int cmd_table(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
 int cmd_check(int argc, char **argv);
@@ -37,8 +47,29 @@ int cmd_run(int argc, char **argv);
 int cmd_steer(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 
-/* Print "hashlb: error: <msg>" (or "file:line:col: error: <msg>") to stderr. */
+/*
+ * Error lines, the same for every command: "hashlb CMD: WHAT" ("hashlb: WHAT"
+ * before the command is known), an option named as the user typed it; after a
+ * usage error (exit status 2) main() adds "Run 'hashlb CMD --help' for the
+ * options." A configuration's error stays "FILE:LINE:COL: error: WHAT".
+ */
+#define CLI_OPT_NAME_MAX 32
+
+/* The subcommand <cmd> runs from now on (NULL: none yet), for the prefix. */
+void cli_set_command(const char *cmd);
+/* Print "hashlb CMD: " then <fmt> (which ends with its "\n") to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print <err>: "FILE:LINE:COL: error: WHAT", "FILE: error: WHAT" or cli_error()'s "hashlb CMD: WHAT". */
 void cli_print_error(const struct hashlb_error *err);
+/*
+ * getopt_long() that says itself what it refuses, in cli_error()'s words:
+ * <optstring> starts with ':' (after a '+', if any). Returns the option, or
+ * -1 at the end, or '?' once the refusal is printed (a usage error). The
+ * option as typed ("--seed" or "-S") goes into <ret_name>
+ * (CLI_OPT_NAME_MAX bytes).
+ */
+int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
+	       char *ret_name);
 /* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */

@@ -41,10 +41,11 @@ static void usage(FILE *f)
 		   "EXIT STATUS\n"
 		   "  0 if the configuration is valid, 1 if it is not (or cannot be read),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "\n"
-		   "EXAMPLES\n"
-		   "  hashlb check -c configs/demo.yaml\n"
-		   "  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n");
+	fprintf(f,
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb check -c configs/demo.yaml\n"
+		"  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n",
+		"check", "check");
 }
 
 static void print_params(const struct hashlb_service_cfg *s)
@@ -240,10 +241,11 @@ int cmd_check(int argc, char **argv)
 	struct hashlb_config *c = NULL;
 	const char *path = NULL;
 	struct hashlb_error err;
+	char name[CLI_OPT_NAME_MAX];
 	bool quiet = false;
 	int opt, r = 0;
 
-	while ((opt = getopt_long(argc, argv, "c:qh", longopts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, ":c:qh", longopts, name)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
@@ -255,17 +257,14 @@ int cmd_check(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
 			return 2;
 		}
 	}
 	if (!path || optind != argc) {
 		if (path)
-			fprintf(stderr, "hashlb: error: unexpected argument '%s'\n\n",
-				argv[optind]);
+			cli_error("unexpected argument '%s'\n", argv[optind]);
 		else
-			fprintf(stderr, "hashlb: error: need -c FILE\n\n");
-		usage(stderr);
+			cli_error("need -c FILE\n");
 		return 2;
 	}
 	if (hashlb_config_load(path, &c, &err) < 0) {

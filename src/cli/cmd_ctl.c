@@ -90,18 +90,19 @@ static void usage(FILE *f)
 		   "  printed: the endpoint judges the values, a backend, a state, a\n"
 		   "  weight) or cannot be reached,\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  Among them: an option that the command does not take (--json with\n"
-		   "  metrics; --service with status, reload or upgrade; --vip but with\n"
-		   "  lookup).\n"
-		   "\n"
-		   "EXAMPLES\n"
-		   "  hashlb ctl status\n"
-		   "  hashlb ctl set web-2 drain\n"
-		   "  hashlb ctl close web-2           # an hour later: the rest of its clients\n"
-		   "  hashlb ctl upgrade               # after installing a new hashlb\n"
-		   "  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
-		   "  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
-		   "  curl -s 127.0.0.1:9901/metrics\n");
+	fprintf(f,
+		"  Among them: an option that the command does not take (--json with\n"
+		"  metrics; --service with status, reload or upgrade; --vip but with\n"
+		"  lookup).\n"
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb ctl status\n"
+		"  hashlb ctl set web-2 drain\n"
+		"  hashlb ctl close web-2           # an hour later: the rest of its clients\n"
+		"  hashlb ctl upgrade               # after installing a new hashlb\n"
+		"  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
+		"  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
+		"  curl -s 127.0.0.1:9901/metrics\n",
+		"ctl", "ctl");
 }
 
 /*
@@ -213,8 +214,8 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	if (fd < 0 || connect(fd, (const struct sockaddr *)ss, len) < 0) {
 		r = -errno;
 		if (!quiet)
-			fprintf(stderr, "hashlb ctl: cannot reach the admin endpoint at %s: %s\n",
-				admin_name(ss, name, sizeof(name)), strerror(-r));
+			cli_error("cannot reach the admin endpoint at %s: %s\n",
+				  admin_name(ss, name, sizeof(name)), strerror(-r));
 		if (fd >= 0)
 			close(fd);
 		return r;
@@ -227,7 +228,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
 		r = -errno;
 		if (!quiet)
-			fprintf(stderr, "hashlb ctl: write: %s\n", strerror(-r));
+			cli_error("write: %s\n", strerror(-r));
 		close(fd);
 		return r;
 	}
@@ -237,7 +238,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 
 		if (!buf) {
 			close(fd);
-			fprintf(stderr, "hashlb ctl: out of memory\n");
+			cli_error("out of memory\n");
 			return -ENOMEM;
 		}
 		if (got == cap) {
@@ -263,9 +264,8 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
 		if (!quiet)
-			fprintf(stderr,
-				"hashlb ctl: no valid answer from the admin endpoint at %s\n",
-				admin_name(ss, name, sizeof(name)));
+			cli_error("no valid answer from the admin endpoint at %s\n",
+				  admin_name(ss, name, sizeof(name)));
 		free(buf);
 		return -EPROTO;
 	}
@@ -276,8 +276,9 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 }
 
 /*
- * One request; prints the body to stdout on 2xx, to stderr otherwise.
- * Returns the exit status.
+ * One request; prints the body to stdout on 2xx, to stderr otherwise (the
+ * endpoint's "error: WHAT" as every error line of hashlb ctl). Returns the
+ * exit status.
  */
 static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		       const char *path, const char *query)
@@ -287,7 +288,12 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 
 	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
 		return 1;
-	fputs(body, status / 100 == 2 ? stdout : stderr);
+	if (status / 100 == 2)
+		fputs(body, stdout);
+	else if (strncmp(body, "error: ", 7) == 0)
+		cli_error("%s", body + 7);
+	else
+		fputs(body, stderr); /* JSON, or a reload's FILE:LINE:COL: error: WHAT */
 	free(buf);
 	return status / 100 == 2 ? 0 : 1;
 }
@@ -326,7 +332,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 
 		/* the reason as the other commands print it, unless --json */
 		if (e && end)
-			fprintf(stderr, "error: %.*s\n", (int)(end - e - 9), e + 9);
+			cli_error("%.*s\n", (int)(end - e - 9), e + 9);
 		else
 			fputs(body, stderr);
 		free(buf);
@@ -336,7 +342,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 	new_pid = json_int(body, "new_pid");
 	free(buf);
 	if (old_pid <= 0 || new_pid <= 0) {
-		fprintf(stderr, "hashlb ctl: the admin endpoint's answer names no processes\n");
+		cli_error("the admin endpoint's answer names no processes\n");
 		return 1;
 	}
 	for (int waited = 0, gone_since = -1; waited < UPGRADE_WAIT_MS; waited += 100) {
@@ -349,10 +355,9 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 			if (gone_since < 0)
 				gone_since = waited;
 			if (kill((pid_t)new_pid, 0) < 0 && errno == ESRCH) {
-				fprintf(stderr,
-					"hashlb ctl: upgrade failed: pid %ld exited and nothing "
-					"answers at the admin address: see hashlb's log\n",
-					new_pid);
+				cli_error("upgrade failed: pid %ld exited and nothing answers at "
+					  "the admin address: see hashlb's log\n",
+					  new_pid);
 				return 1;
 			}
 			if (waited - gone_since >= UPGRADE_GONE_MS) {
@@ -390,50 +395,58 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 			const char *e = strstr(p, "\"error\":\"");
 			const char *end = e ? strchr(e + 9, '"') : NULL;
 
-			fprintf(stderr,
-				"hashlb ctl: upgrade failed: the new hashlb (pid %ld) %.*s; pid %ld "
-				"goes on serving (its log, or journalctl, says why)\n",
-				new_pid, e && end ? (int)(end - e - 9) : 0, e ? e + 9 : "",
-				old_pid);
+			cli_error("upgrade failed: the new hashlb (pid %ld) %.*s; pid %ld goes on "
+				  "serving (its log, or journalctl, says why)\n",
+				  new_pid, e && end ? (int)(end - e - 9) : 0, e ? e + 9 : "",
+				  old_pid);
 			free(buf);
 			return 1;
 		}
 		free(buf);
 	}
-	fprintf(stderr, "hashlb ctl: no answer from pid %ld in %d s: see hashlb's log\n", new_pid,
-		UPGRADE_WAIT_MS / 1000);
+	cli_error("no answer from pid %ld in %d s: see hashlb's log\n", new_pid,
+		  UPGRADE_WAIT_MS / 1000);
 	return 1;
 }
 
-/* A command given the wrong arguments: say which, then the synopsis. */
-static int bad_args(const char *cmd)
-{
-	fprintf(stderr, "hashlb ctl %s: wrong arguments (the synopsis of each command below)\n\n",
-		cmd);
-	usage(stderr);
-	return 2;
-}
-
-/* The commands: how many arguments each takes, and which options apply to it. */
+/*
+ * The commands: how many arguments each takes, which options apply to it,
+ * and its synopsis for the line that says it was given the wrong arguments.
+ */
 static const struct ctl_command {
 	const char *name;
 	int min_args, max_args;
 	bool service, vip, json;
+	const char *synopsis;
 } ctl_commands[] = {
-	{ "status", 0, 0, false, false, true },	 { "metrics", 0, 0, false, false, false },
-	{ "table", 0, 1, true, false, true },	 { "lookup", 1, INT_MAX, true, true, true },
-	{ "clients", 0, 1, true, false, true },	 { "set", 2, 3, true, false, true },
-	{ "close", 1, 1, true, false, true },	 { "reload", 0, 0, false, false, true },
-	{ "upgrade", 0, 0, false, false, true },
+	{ "status", 0, 0, false, false, true, "status" },
+	{ "metrics", 0, 0, false, false, false, "metrics" },
+	{ "table", 0, 1, true, false, true, "table [SERVICE]" },
+	{ "lookup", 1, INT_MAX, true, true, true,
+	  "lookup [-s SERVICE] [--vip ADDR:PORT] CLIENT..." },
+	{ "clients", 0, 1, true, false, true, "clients [-s SERVICE] [N]" },
+	{ "set", 2, 3, true, false, true,
+	  "set [-s SERVICE] BACKEND ready|drain|maint|weight N|max_connections N" },
+	{ "close", 1, 1, true, false, true, "close [-s SERVICE] BACKEND" },
+	{ "reload", 0, 0, false, false, true, "reload" },
+	{ "upgrade", 0, 0, false, false, true, "upgrade" },
 };
+
+/* Command <c> given the wrong arguments: say so with its synopsis, a usage error. */
+static int bad_args(const struct ctl_command *c)
+{
+	cli_error("wrong arguments for %s: hashlb ctl %s\n", c->name, c->synopsis);
+	return 2;
+}
 
 /*
  * 0 if command <cmd> takes <n> arguments <args> and the options given
- * (<service>, <vip>, <json>), else 2 (printed): before the endpoint is
- * looked for, as every usage error. The values are the endpoint's to judge.
+ * (<service>, <vip>, <json>: each the option as typed, or NULL), else 2
+ * (printed): before the endpoint is looked for, as every usage error. The
+ * values are the endpoint's to judge.
  */
 static int ctl_check_usage(const char *cmd, char **args, int n, const char *service,
-			   const char *vip, bool json)
+			   const char *vip, const char *json)
 {
 	const struct ctl_command *c = NULL;
 
@@ -441,34 +454,32 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 		if (!strcmp(cmd, ctl_commands[i].name))
 			c = &ctl_commands[i];
 	if (!c) {
-		fprintf(stderr, "hashlb ctl: unknown command '%s'\n\n", cmd);
-		usage(stderr);
+		cli_error("unknown command '%s'\n", cmd);
 		return 2;
 	}
 	if (n < c->min_args || n > c->max_args)
-		return bad_args(cmd);
+		return bad_args(c);
 	if (!strcmp(cmd, "set")) {
 		bool valued = !strcmp(args[1], "weight") || !strcmp(args[1], "max_connections");
 
 		if (valued && n == 2) {
-			fprintf(stderr, "hashlb ctl set: %s needs a value\n\n", args[1]);
-			usage(stderr);
+			cli_error("set: %s needs a value\n", args[1]);
 			return 2;
 		}
 		if (valued != (n == 3))
-			return bad_args(cmd);
+			return bad_args(c);
 	}
 	if ((service && !c->service) || (vip && !c->vip) || (json && !c->json)) {
-		fprintf(stderr, "hashlb ctl: %s does not apply to %s\n",
-			service && !c->service ? "--service"
-			: vip && !c->vip       ? "--vip"
-					       : "--json",
-			cmd);
+		cli_error("%s does not apply to %s\n",
+			  service && !c->service ? service
+			  : vip && !c->vip	 ? vip
+						 : json,
+			  cmd);
 		return 2;
 	}
 	if (service && !strcmp(cmd, "table") && n == 1) {
-		fprintf(stderr, "hashlb ctl table: the service is given twice (--service and "
-				"SERVICE): give it once\n");
+		cli_error("table: the service is given twice (%s and SERVICE): give it once\n",
+			  service);
 		return 2;
 	}
 	return 0;
@@ -485,6 +496,10 @@ int cmd_ctl(int argc, char **argv)
 		{ 0 },
 	};
 	const char *admin = NULL, *config = NULL, *service = NULL, *vip = NULL, *cmd;
+	/* the options as typed, for the messages */
+	char name[CLI_OPT_NAME_MAX], admin_opt[CLI_OPT_NAME_MAX] = "",
+				     config_opt[CLI_OPT_NAME_MAX] = "";
+	const char *service_opt = NULL, *json_opt = NULL;
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
@@ -493,30 +508,33 @@ int cmd_ctl(int argc, char **argv)
 
 	optind = 1;
 	/* '+': options stop at the command, whose own -s is parsed below. */
-	while ((c = getopt_long(argc, argv, "+a:c:js:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "+:a:c:js:h", opts, name)) != -1) {
 		switch (c) {
 		case 'a':
 			admin = optarg;
+			snprintf(admin_opt, sizeof(admin_opt), "%s", name);
 			break;
 		case 'c':
 			config = optarg;
+			snprintf(config_opt, sizeof(config_opt), "%s", name);
 			break;
 		case 'j':
 			json = true;
+			json_opt = name[1] == '-' ? "--json" : "-j";
 			break;
 		case 's':
 			service = optarg;
+			service_opt = name[1] == '-' ? "--service" : "-s";
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
-		usage(stderr);
+		cli_error("no command given\n");
 		return 2;
 	}
 	cmd = argv[optind++];
@@ -531,27 +549,35 @@ int cmd_ctl(int argc, char **argv)
 		}
 		if (argv[i][0] != '-' || !argv[i][1] || (argv[i][1] >= '0' && argv[i][1] <= '9'))
 			argv[n++] = argv[i]; /* a negative number too: for the endpoint to refuse */
-		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) && i + 1 < argc)
+		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service") ||
+			  !strcmp(argv[i], "--vip")) &&
+			 i + 1 == argc) {
+			cli_error("option '%s' requires an argument\n", argv[i]);
+			return 2;
+		} else if (!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) {
+			service_opt = argv[i];
 			service = argv[++i];
-		else if (!strcmp(argv[i], "--vip") && i + 1 < argc)
+		} else if (!strcmp(argv[i], "--vip")) {
 			vip = argv[++i];
-		else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
+		} else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json")) {
 			json = true;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			json_opt = argv[i];
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			/* "hashlb ctl set --help", as every other command takes it */
 			usage(stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "hashlb ctl: unknown option '%s'\n", argv[i]);
+			cli_error("unrecognized option '%s'\n", argv[i]);
 			return 2;
 		}
 	}
 	argc = n;
-	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service, vip, json);
+	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? service_opt : NULL,
+			      vip ? "--vip" : NULL, json ? json_opt : NULL);
 	if (ret)
 		return ret;
 	if (config && admin) {
-		fprintf(stderr, "hashlb ctl: give --admin or --config, not both\n");
+		cli_error("give %s or %s, not both\n", admin_opt, config_opt);
 		return 2;
 	}
 	if (!admin)
@@ -565,7 +591,7 @@ int cmd_ctl(int argc, char **argv)
 			return 1;
 		}
 		if (!cfg->admin_addr_len) {
-			fprintf(stderr, "hashlb ctl: %s has the admin endpoint off\n", config);
+			cli_error("%s has the admin endpoint off\n", config);
 			hashlb_config_free(cfg);
 			return 1;
 		}
@@ -573,10 +599,9 @@ int cmd_ctl(int argc, char **argv)
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);
 	} else if (ctl_addr(admin ? admin : CTL_ADMIN_DEFAULT, &ss, &len) < 0) {
-		fprintf(stderr,
-			"hashlb ctl: bad admin address '%s': give HOST:PORT, [V6]:PORT or "
-			"unix:/PATH (a HOST name that resolves)\n",
-			admin);
+		cli_error("%s: bad admin address '%s': give HOST:PORT, [V6]:PORT or unix:/PATH (a "
+			  "HOST name that resolves)\n",
+			  admin_opt[0] ? admin_opt : "$HASHLB_ADMIN", admin);
 		return 2;
 	}
 	if (!json)

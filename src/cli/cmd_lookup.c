@@ -62,15 +62,16 @@ static void usage(FILE *f)
 		"  0 on success, 1 if the table cannot be built or the configuration is\n"
 		"  invalid (FILE:LINE:COL: error: ... on stderr),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  Among them: a CLIENT or --vip that is no address or lacks the port\n"
-		   "  that the key hashes, a --service or --down name that FILE does not\n"
-		   "  have.\n"
-		   "\n"
-		   "EXAMPLES\n"
-		   "  hashlb lookup 10.0.0.7 a b c\n"
-		   "  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
-		   "  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
-		   "  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n");
+	fprintf(f,
+		"  Among them: a CLIENT or --vip that is no address or lacks the port\n"
+		"  that the key hashes, a --service or --down name that FILE does not\n"
+		"  have.\n"
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb lookup 10.0.0.7 a b c\n"
+		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
+		"  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
+		"  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n",
+		"lookup", "lookup");
 }
 
 /*
@@ -84,28 +85,25 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 	struct hashlb_tuple tu, dst;
 
 	if (hashlb_tuple_parse_src(client, &tu) < 0) {
-		fprintf(stderr, "hashlb: error: invalid client address '%s'\n", client);
+		cli_error("invalid client address '%s'\n", client);
 		return -EINVAL;
 	}
 	if (key != HASHLB_KEY_SRC_IP && !tu.sport[0] && !tu.sport[1]) {
 		/* port 0 would answer for a client no socket can be */
-		fprintf(stderr,
-			"hashlb: error: client '%s' has no port, and the %s key hashes it: give "
-			"ADDR:PORT\n",
-			client, hashlb_key_name(key));
+		cli_error("client '%s' has no port, and the %s key hashes it: give ADDR:PORT\n",
+			  client, hashlb_key_name(key));
 		return -EINVAL;
 	}
 	if (vip) {
 		if (hashlb_tuple_parse_src(vip, &dst) < 0) {
-			fprintf(stderr, "hashlb: error: invalid --vip address '%s'\n", vip);
+			cli_error("invalid --vip address '%s'\n", vip);
 			return -EINVAL;
 		}
 		if (key == HASHLB_KEY_4TUPLE && !dst.sport[0] && !dst.sport[1]) {
 			/* port 0 is no connection's destination, as above */
-			fprintf(stderr,
-				"hashlb: error: --vip '%s' has no port, and the 4-tuple key hashes "
-				"it: give ADDR:PORT\n",
-				vip);
+			cli_error("--vip '%s' has no port, and the 4-tuple key hashes it: give "
+				  "ADDR:PORT\n",
+				  vip);
 			return -EINVAL;
 		}
 		memcpy(tu.dst, dst.src, sizeof(tu.dst));
@@ -213,12 +211,13 @@ static bool config_has_each_address(const struct hashlb_config *c)
 
 /*
  * The table of service <service> (NULL: the only one) of config <path>, as
- * the daemon builds it, with the backends of <down> marked down as well.
+ * the daemon builds it, with the backends of <down> (option <down_opt>, as
+ * typed) marked down as well.
  * Prints what is wrong and returns 1 (FILE does not load, the table cannot be
  * built) or 2 (usage: no such service, a --down name that is no backend).
  */
 static int config_table(const char *path, const char *service, const char *down,
-			struct hashlb_config **ret_config,
+			const char *down_opt, struct hashlb_config **ret_config,
 			const struct hashlb_service_cfg **ret_service,
 			struct hashlb_table **ret_table)
 {
@@ -240,9 +239,7 @@ static int config_table(const char *path, const char *service, const char *down,
 	if (service) {
 		s = hashlb_config_service(c, service);
 		if (!s) {
-			fprintf(stderr,
-				"hashlb: error: --service '%s': %s has no such service; it has:",
-				service, path);
+			cli_error("--service '%s': %s has no such service; it has:", service, path);
 			for (uint32_t i = 0; i < c->n_services; i++)
 				fprintf(stderr, " %s", c->services[i].name);
 			fprintf(stderr, "\n");
@@ -252,9 +249,8 @@ static int config_table(const char *path, const char *service, const char *down,
 	} else if (c->n_services == 1) {
 		s = &c->services[0];
 	} else {
-		fprintf(stderr,
-			"hashlb: error: %s has %u services: choose one with --service NAME:", path,
-			c->n_services);
+		cli_error("%s has %u services: choose one with --service NAME:", path,
+			  c->n_services);
 		for (uint32_t i = 0; i < c->n_services; i++)
 			fprintf(stderr, " %s", c->services[i].name);
 		fprintf(stderr, "\n");
@@ -271,9 +267,8 @@ static int config_table(const char *path, const char *service, const char *down,
 			found = strlen(s->backends[i].name) == n &&
 				strncmp(s->backends[i].name, p, n) == 0;
 		if (!found) {
-			fprintf(stderr,
-				"hashlb: error: --down names '%.*s', which is not a backend of service '%s'\n",
-				(int)n, p, s->name);
+			cli_error("%s names '%.*s', which is not a backend of service '%s'\n",
+				  down_opt, (int)n, p, s->name);
 			hashlb_config_free(c);
 			return 2;
 		}
@@ -318,7 +313,9 @@ int cmd_lookup(int argc, char **argv)
 	enum hashlb_key key = HASHLB_KEY_SRC_IP;
 	struct hashlb_table *t = NULL;
 	const char *vip = NULL;
-	const char *config_path = NULL, *service = NULL, *key_opt = NULL;
+	const char *config_path = NULL, *service = NULL;
+	char name[CLI_OPT_NAME_MAX], key_opt[CLI_OPT_NAME_MAX] = "",
+				     config_opt[CLI_OPT_NAME_MAX] = "";
 	const struct hashlb_service_cfg *svc = NULL;
 	struct hashlb_config *cfg = NULL;
 	struct table_args a;
@@ -327,9 +324,9 @@ int cmd_lookup(int argc, char **argv)
 	int opt, r, n_clients;
 
 	table_args_init(&a);
-	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts, NULL)) !=
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts, name)) !=
 	       -1) {
-		r = table_args_option(&a, opt, optarg);
+		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
 			return 2;
 		if (r > 0)
@@ -337,20 +334,24 @@ int cmd_lookup(int argc, char **argv)
 		switch (opt) {
 		case 'c':
 			config_path = optarg;
+			snprintf(config_opt, sizeof(config_opt), "%s", name);
 			break;
 		case 0x203:
 			service = optarg;
 			break;
 		case 'k':
-			key_opt = optarg;
+			snprintf(key_opt, sizeof(key_opt), "%s", name);
 			if (hashlb_key_parse(optarg, &key) < 0) {
-				fprintf(stderr, "hashlb: error: unknown hash key '%s'\n", optarg);
+				cli_error(
+					"invalid value '%s' for option %s (src-ip, src-ip-port or "
+					"4-tuple)\n",
+					optarg, name);
 				return 2;
 			}
 			break;
 		case 'n':
 			if (cli_parse_u64(optarg, 64, &k) < 0 || k == 0) {
-				fprintf(stderr, "hashlb: error: --pref takes 1..64\n");
+				cli_error("%s takes 1..64\n", name);
 				return 2;
 			}
 			break;
@@ -364,37 +365,35 @@ int cmd_lookup(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
 			return 2;
 		}
 	}
 	if (config_path) {
 		/* The config is the whole truth: a second source for the same
 		 * setting would answer for a table that hashlb run does not build. */
-		if (a.given || key_opt) {
-			fprintf(stderr,
-				"hashlb: error: %s cannot be combined with -c: the configuration sets the scheme, its parameters, the seed and the hash key\n",
-				a.given ? a.given : "--key");
+		if (a.given[0] || key_opt[0]) {
+			cli_error(
+				"%s cannot be combined with %s: the configuration sets the scheme, "
+				"its parameters, the seed and the hash key\n",
+				a.given[0] ? a.given : key_opt, config_opt);
 			table_args_free(&a);
 			return 2;
 		}
 		if (argc - optind < 1) {
-			fprintf(stderr, "hashlb: error: need a client address\n\n");
-			usage(stderr);
+			cli_error("need a client address\n");
 			table_args_free(&a);
 			return 2;
 		}
-		r = config_table(config_path, service, a.down, &cfg, &svc, &t);
+		r = config_table(config_path, service, a.down, a.down_opt, &cfg, &svc, &t);
 		if (r) {
 			table_args_free(&a);
 			return r;
 		}
 		key = svc->key;
 		if (!vip && hashlb_service_dest_unknown(svc, false)) {
-			fprintf(stderr,
-				"hashlb: error: service %s hashes the 4-tuple and %s: give --vip "
-				"ADDR:PORT, the address clients connect to\n",
-				svc->name, hashlb_service_dest_unknown(svc, false));
+			cli_error("service %s hashes the 4-tuple and %s: give --vip ADDR:PORT, the "
+				  "address clients connect to\n",
+				  svc->name, hashlb_service_dest_unknown(svc, false));
 			hashlb_table_free(t);
 			hashlb_config_free(cfg);
 			table_args_free(&a);
@@ -406,21 +405,20 @@ int cmd_lookup(int argc, char **argv)
 		r = lookup_all(NULL, argv + optind, n_clients, vip, key, (unsigned)k, json);
 	} else {
 		if (service) {
-			fprintf(stderr, "hashlb: error: --service needs -c FILE\n");
+			cli_error("--service needs -c FILE\n");
 			table_args_free(&a);
 			return 2;
 		}
 		if (argc - optind < 2) {
-			fprintf(stderr,
-				"hashlb: error: need a client address and at least one backend\n\n");
-			usage(stderr);
+			cli_error("need a client address and at least one backend\n");
 			table_args_free(&a);
 			return 2;
 		}
 		if (key == HASHLB_KEY_4TUPLE && !vip) {
 			/* a destination of 0.0.0.0:0 would answer for a connection none is */
-			fprintf(stderr, "hashlb: error: the 4-tuple key hashes the address clients "
-					"connect to: give --vip ADDR:PORT\n");
+			cli_error(
+				"the 4-tuple key hashes the address clients connect to: give --vip "
+				"ADDR:PORT\n");
 			table_args_free(&a);
 			return 2;
 		}

@@ -110,13 +110,14 @@ static void usage(FILE *f)
 		   "  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
 		   "  daemon cannot start (e.g. an address in use),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  But --splice-pipes or --pipe-size with --splice-after off, which size\n"
-		   "  nothing, only log a warning: a command line that started hashlb before\n"
-		   "  (a unit file, the upgrade in place re-running it) must start it again.\n"
-		   "\n"
-		   "EXAMPLES\n"
-		   "  hashlb run -c configs/demo.yaml\n"
-		   "  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n");
+	fprintf(f,
+		"  But --splice-pipes or --pipe-size with --splice-after off, which size\n"
+		"  nothing, only log a warning: a command line that started hashlb before\n"
+		"  (a unit file, the upgrade in place re-running it) must start it again.\n"
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb run -c configs/demo.yaml\n"
+		"  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n",
+		"run", "run");
 }
 
 /* --admin: "off" (length 0), ADDR:PORT or unix:/PATH, as the config's admin
@@ -214,20 +215,20 @@ static int run(int argc, char **argv, char *const *again)
 	struct sockaddr_storage admin_addr;
 	socklen_t admin_len = 0;
 	enum hlb_log_level level;
+	char name[CLI_OPT_NAME_MAX];
 	uint64_t v;
 	int c, r;
 
 	dopts.argv = again;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:w:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, ":c:w:h", opts, name)) != -1) {
 		switch (c) {
 		case 'c':
 			path = optarg;
 			break;
 		case 'w':
 			if (cli_parse_u64(optarg, HLB_WORKERS_MAX, &v) < 0 || v == 0) {
-				fprintf(stderr, "hashlb run: --workers takes 1..%u\n",
-					HLB_WORKERS_MAX);
+				cli_error("%s takes 1..%u\n", name, HLB_WORKERS_MAX);
 				return 2;
 			}
 			dopts.workers = (uint32_t)v;
@@ -238,24 +239,22 @@ static int run(int argc, char **argv, char *const *again)
 		case 'A':
 			admin = optarg;
 			if (parse_admin(admin, &admin_addr, &admin_len) < 0) {
-				fprintf(stderr,
-					"hashlb run: --admin takes ADDR:PORT, unix:/PATH (absolute, "
-					"under 108 bytes) or off, not '%s'\n",
-					admin);
+				cli_error("%s takes ADDR:PORT, unix:/PATH (absolute, under 108 "
+					  "bytes) or off, not '%s'\n",
+					  name, admin);
 				return 2;
 			}
 			break;
 		case 'B':
 			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {
-				fprintf(stderr,
-					"hashlb run: --buffers takes a power of two, 2..32768\n");
+				cli_error("%s takes a power of two, 2..32768\n", name);
 				return 2;
 			}
 			dopts.buf_count = (uint32_t)v;
 			break;
 		case 'S':
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 512) {
-				fprintf(stderr, "hashlb run: --buffer-size takes 512..1048576\n");
+				cli_error("%s takes 512..1048576\n", name);
 				return 2;
 			}
 			dopts.buf_size = (uint32_t)v;
@@ -266,8 +265,7 @@ static int run(int argc, char **argv, char *const *again)
 				break;
 			}
 			if (cli_parse_u64(optarg, UINT32_MAX - 1, &v) < 0 || v == 0) {
-				fprintf(stderr,
-					"hashlb run: --splice-after takes a byte count or off\n");
+				cli_error("%s takes a byte count or off\n", name);
 				return 2;
 			}
 			dopts.splice_after = (uint32_t)v;
@@ -275,7 +273,7 @@ static int run(int argc, char **argv, char *const *again)
 		case 'p':
 			splice_opt = "--splice-pipes";
 			if (cli_parse_u64(optarg, 8192, &v) < 0 || v == 0) {
-				fprintf(stderr, "hashlb run: --splice-pipes takes 1..8192\n");
+				cli_error("%s takes 1..8192\n", name);
 				return 2;
 			}
 			dopts.splice_pipes = (uint32_t)v;
@@ -283,30 +281,30 @@ static int run(int argc, char **argv, char *const *again)
 		case 'Z':
 			splice_opt = "--pipe-size";
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 4096) {
-				fprintf(stderr, "hashlb run: --pipe-size takes 4096..1048576\n");
+				cli_error("%s takes 4096..1048576\n", name);
 				return 2;
 			}
 			dopts.pipe_size = (uint32_t)v;
 			break;
 		case 'Y':
 			if (cli_parse_u64(optarg, 1000, &v) < 0) {
-				fprintf(stderr,
-					"hashlb run: --busy-poll takes 0..1000 (microseconds)\n");
+				cli_error("%s takes 0..1000 (microseconds)\n", name);
 				return 2;
 			}
 			dopts.busy_poll_us = (uint32_t)v;
 			break;
 		case 'M':
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				fprintf(stderr, "hashlb run: --max-connections takes 1..%u\n",
-					UINT32_MAX);
+				cli_error("%s takes 1..%u\n", name, UINT32_MAX);
 				return 2;
 			}
 			dopts.max_conns = v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {
-				fprintf(stderr, "hashlb run: unknown log level '%s'\n", optarg);
+				cli_error("invalid value '%s' for option %s (debug, info, warn "
+					  "or error)\n",
+					  optarg, name);
 				return 2;
 			}
 			hlb_log_set_level(level);
@@ -315,17 +313,14 @@ static int run(int argc, char **argv, char *const *again)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
 			return 2;
 		}
 	}
 	if (!path || optind != argc) {
 		if (path)
-			fprintf(stderr, "hashlb run: error: unexpected argument '%s'\n\n",
-				argv[optind]);
+			cli_error("unexpected argument '%s'\n", argv[optind]);
 		else
-			fprintf(stderr, "hashlb run: error: need -c FILE\n\n");
-		usage(stderr);
+			cli_error("need -c FILE\n");
 		return 2;
 	}
 	/* Not a usage error, unlike elsewhere: a command line that ran before
@@ -342,7 +337,7 @@ static int run(int argc, char **argv, char *const *again)
 	if (admin) {
 		r = override_admin(cfg, admin, &admin_addr, admin_len);
 		if (r < 0) {
-			fprintf(stderr, "hashlb run: out of memory\n");
+			cli_error("out of memory\n");
 			hashlb_config_free(cfg);
 			return 1;
 		}
@@ -360,14 +355,14 @@ static int run(int argc, char **argv, char *const *again)
 	/* The control plane: health checks, rebuilds, admin endpoint, reloads. */
 	r = hlb_control_plug(d, &plug);
 	if (r < 0) {
-		fprintf(stderr, "hashlb run: out of memory\n");
+		cli_error("out of memory\n");
 		hlb_daemon_free(d);
 		return 1;
 	}
 	/* Services with steering: kernel: the same tables, into the kernel. */
 	if (run_steer_new(cfg, d, hlb_daemon_took_over(d), &steer) < 0 ||
 	    hlb_control_plug_subscribe(plug, run_steer_publish, steer) < 0) {
-		fprintf(stderr, "hashlb run: out of memory\n");
+		cli_error("out of memory\n");
 		hlb_daemon_free(d);
 		hlb_control_plug_free(plug);
 		run_steer_free(steer);
@@ -403,7 +398,7 @@ int cmd_run(int argc, char **argv)
 	/* the command line an upgrade in place runs again (getopt reorders argv) */
 	again = calloc((size_t)argc + 2, sizeof(*again));
 	if (!again) {
-		fprintf(stderr, "hashlb run: out of memory\n");
+		cli_error("out of memory\n");
 		return 1;
 	}
 	again[0] = "hashlb";

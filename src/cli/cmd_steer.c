@@ -105,14 +105,15 @@ static void usage(FILE *f)
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
 		"  the kernel refuses, a backend has no MAC, no program is attached),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  Among them: a malformed -b SPEC, an option that the action does not\n"
-		   "  take (--json without --stats, --mode with --update, --vip with\n"
-		   "  --detach), two actions at once (--stats --update).\n"
-		   "\n"
-		   "EXAMPLES\n"
-		   "  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
-		   "      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
-		   "  hashlb steer -i eth0 --stats\n");
+	fprintf(f,
+		"  Among them: a malformed -b SPEC, an option that the action does not\n"
+		"  take (--json without --stats, --mode with --update, --vip with\n"
+		"  --detach), two actions at once (--stats --update).\n"
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
+		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
+		"  hashlb steer -i eth0 --stats\n",
+		"steer", "steer");
 }
 
 struct backend_arg {
@@ -180,15 +181,13 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 		return -ENOMEM;
 	eq = strchr(copy, '=');
 	if (!eq || eq == copy) {
-		fprintf(stderr,
-			"hashlb: error: backend '%s': expected NAME=IP[,mac=MAC][,weight=N]\n",
-			arg);
+		cli_error("backend '%s': expected NAME=IP[,mac=MAC][,weight=N]\n", arg);
 		goto out;
 	}
 	*eq = '\0';
 	ip = strtok_r(eq + 1, ",", &save);
 	if (!ip || parse_addr(ip, &b->addr) < 0) {
-		fprintf(stderr, "hashlb: error: backend '%s': invalid IP address\n", copy);
+		cli_error("backend '%s': invalid IP address\n", copy);
 		goto out;
 	}
 	while ((opt = strtok_r(NULL, ",", &save))) {
@@ -201,10 +200,9 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 			   strlen(opt + 4) < sizeof(b->dev)) {
 			strcpy(b->dev, opt + 4);
 		} else {
-			fprintf(stderr,
-				"hashlb: error: backend '%s': invalid option '%s' (mac=MAC, "
-				"weight=0..%u, dev=IFACE)\n",
-				copy, opt, HASHLB_WEIGHT_MAX);
+			cli_error("backend '%s': invalid option '%s' (mac=MAC, "
+				  "weight=0..%u, dev=IFACE)\n",
+				  copy, opt, HASHLB_WEIGHT_MAX);
 			goto out;
 		}
 	}
@@ -236,8 +234,7 @@ static int resolve_backend(struct backend_arg *b, const char *iface)
 		/* a name of the host's, not of the command line: as -i IFACE */
 		b->dest.ifindex = if_nametoindex(b->dev);
 		if (!b->dest.ifindex) {
-			fprintf(stderr, "hashlb: error: backend '%s': no interface '%s'\n", b->name,
-				b->dev);
+			cli_error("backend '%s': no interface '%s'\n", b->name, b->dev);
 			return -ENOENT;
 		}
 	}
@@ -246,10 +243,9 @@ static int resolve_backend(struct backend_arg *b, const char *iface)
 		b->have_mac = true;
 	if (!b->have_mac) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
-		fprintf(stderr,
-			"hashlb: error: backend '%s': no MAC address: give mac=..., or make the "
-			"neighbour entry exist first (e.g. ping %s once)\n",
-			b->name, ip);
+		cli_error("backend '%s': no MAC address: give mac=..., or make the "
+			  "neighbour entry exist first (e.g. ping %s once)\n",
+			  b->name, ip);
 		return -ENOENT;
 	}
 	return 0;
@@ -401,7 +397,7 @@ static int steer_stats(struct steer_args *a)
 	}
 	ret = hashlb_steer_stats(s, &st);
 	if (ret < 0) {
-		fprintf(stderr, "hashlb: error: reading the counters: %s\n", strerror(-ret));
+		cli_error("reading the counters: %s\n", strerror(-ret));
 	} else {
 		print_stats(a->iface, hashlb_steer_mode(s), &st, a->json);
 	}
@@ -421,23 +417,20 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 
 		if (name ? strcmp(svc->name, name) == 0 : svc->steering == HASHLB_STEERING_KERNEL) {
 			if (found) {
-				fprintf(stderr,
-					"hashlb: error: %s: several services have steering: "
-					"kernel; name one with --service\n",
-					c->path);
+				cli_error("%s: several services have steering: "
+					  "kernel; name one with --service\n",
+					  c->path);
 				return NULL;
 			}
 			found = svc;
 		}
 	}
 	if (!found && name)
-		fprintf(stderr, "hashlb: error: --service '%s': %s has no such service\n", name,
-			c->path);
+		cli_error("--service '%s': %s has no such service\n", name, c->path);
 	else if (!found)
-		fprintf(stderr,
-			"hashlb: error: %s: no service has steering: kernel; name one with "
-			"--service\n",
-			c->path);
+		cli_error("%s: no service has steering: kernel; name one with "
+			  "--service\n",
+			  c->path);
 	return found;
 }
 
@@ -461,8 +454,7 @@ static int from_config(struct steer_args *a)
 	if (!a->iface)
 		a->iface = svc->steer_interface;
 	if (!a->iface) {
-		fprintf(stderr, "hashlb: error: service '%s' has no 'interface': give -i IFACE\n",
-			svc->name);
+		cli_error("service '%s' has no 'interface': give -i IFACE\n", svc->name);
 		return -EINVAL;
 	}
 	if (a->action == ACT_STATS || a->action == ACT_DETACH)
@@ -504,8 +496,9 @@ static int from_config(struct steer_args *a)
 		backup[i] = bc->backup;
 		down[i] = b->dest.keep_flows || table_args_in_list(a->table.down, bc->name);
 	}
-	if (table_args_check_list(a->table.down, "down", a->table.specs, a->table.n_specs) < 0 ||
-	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0) {
+	if (table_args_check_list(a->table.down, a->table.down_opt, a->table.specs,
+				  a->table.n_specs) < 0 ||
+	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0) {
 		ret = -EINVAL;
 		goto out;
 	}
@@ -515,10 +508,9 @@ static int from_config(struct steer_args *a)
 		struct backend_arg *b = &a->backends[i];
 
 		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
-			fprintf(stderr,
-				"hashlb: error: backend '%s' (%s): no MAC address in the neighbour "
-				"table of %s: reach it once first\n",
-				bc->name, bc->address, a->iface);
+			cli_error("backend '%s' (%s): no MAC address in the neighbour "
+				  "table of %s: reach it once first\n",
+				  bc->name, bc->address, a->iface);
 			ret = -ENOENT;
 			goto out;
 		}
@@ -572,16 +564,19 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	static const char *const action_names[] = { NULL, "--update", "--stats", "--detach" };
 	char **backend_args = calloc((size_t)argc, sizeof(char *));
 	const char *attach_opt = NULL; /* the last option that only attaching takes */
-	bool key_opt = false;
+	/* options as typed ("" if not given), for the messages */
+	char name[CLI_OPT_NAME_MAX], key_opt[CLI_OPT_NAME_MAX] = "",
+				     backend_opt[CLI_OPT_NAME_MAX] = "",
+				     config_opt[CLI_OPT_NAME_MAX] = "";
 	uint32_t n_backend_args = 0;
 	uint64_t v;
 	int opt, r;
 
 	if (!backend_args)
 		return -ENOMEM;
-	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "i:b:k:c:h", longopts, NULL)) !=
-	       -1) {
-		r = table_args_option(&a->table, opt, optarg);
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "i:b:k:c:h", longopts,
+				 name)) != -1) {
+		r = table_args_option(&a->table, opt, name, optarg);
 		if (r < 0)
 			goto usage;
 		if (r > 0)
@@ -592,24 +587,27 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			break;
 		case 0x200:
 			if (a->n_vips == VIPS_MAX || parse_vip(optarg, &a->vips[a->n_vips]) < 0) {
-				fprintf(stderr,
-					"hashlb: error: invalid VIP '%s' (ADDR:PORT or "
-					"[V6]:PORT, at most %u)\n",
-					optarg, VIPS_MAX);
+				cli_error("invalid VIP '%s' (ADDR:PORT or "
+					  "[V6]:PORT, at most %u)\n",
+					  optarg, VIPS_MAX);
 				goto usage;
 			}
 			a->n_vips++;
 			break;
 		case 'b':
 			backend_args[n_backend_args++] = optarg;
+			snprintf(backend_opt, sizeof(backend_opt), "%s", name);
 			break;
 		case 0x201:
 			a->drain = optarg;
 			break;
 		case 'k':
-			key_opt = true;
+			snprintf(key_opt, sizeof(key_opt), "%s", name);
 			if (hashlb_key_parse(optarg, &a->key) < 0) {
-				fprintf(stderr, "hashlb: error: invalid key '%s'\n", optarg);
+				cli_error(
+					"invalid value '%s' for option %s (src-ip, src-ip-port or "
+					"4-tuple)\n",
+					optarg, name);
 				goto usage;
 			}
 			break;
@@ -617,7 +615,10 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			attach_opt = "--mode";
 			if (hashlb_steer_mode_parse(optarg, &a->opts.mode) < 0 ||
 			    a->opts.mode == HASHLB_STEER_LOAD_ONLY) {
-				fprintf(stderr, "hashlb: error: invalid mode '%s'\n", optarg);
+				cli_error(
+					"invalid value '%s' for option %s (auto, xdp, xdp-generic "
+					"or tc)\n",
+					optarg, name);
 				goto usage;
 			}
 			break;
@@ -630,8 +631,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				     : opt == 0x205 ? "--max-ring-points"
 						    : "--max-maglev-m";
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				fprintf(stderr, "hashlb: error: invalid value '%s' for option %s\n",
-					optarg, attach_opt);
+				cli_error("invalid value '%s' for option %s\n", optarg, attach_opt);
 				goto usage;
 			}
 			if (opt == 0x203)
@@ -655,8 +655,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 							 : ACT_DETACH;
 
 			if (a->action != ACT_RUN && a->action != act) {
-				fprintf(stderr, "hashlb: error: %s and %s exclude each other\n",
-					action_names[a->action], action_names[act]);
+				cli_error("%s and %s exclude each other\n", action_names[a->action],
+					  action_names[act]);
 				goto usage;
 			}
 			a->action = act;
@@ -667,6 +667,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			break;
 		case 'c':
 			a->config_path = optarg;
+			snprintf(config_opt, sizeof(config_opt), "%s", name);
 			break;
 		case 0x20b:
 			a->service = optarg;
@@ -680,66 +681,62 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "hashlb: error: unexpected argument '%s'\n", argv[optind]);
+		cli_error("unexpected argument '%s'\n", argv[optind]);
 		goto usage;
 	}
 	/* What an action does not use is a mistake to say, not to ignore. */
 	if (a->json && a->action != ACT_STATS) {
-		fprintf(stderr, "hashlb: error: --json applies only with --stats\n");
+		cli_error("--json applies only with --stats\n");
 		goto usage;
 	}
 	if (attach_opt && a->action != ACT_RUN) {
-		fprintf(stderr, "hashlb: error: %s does not apply with %s: it is for attaching\n",
-			attach_opt, action_names[a->action]);
+		cli_error("%s does not apply with %s: it is for attaching\n", attach_opt,
+			  action_names[a->action]);
 		goto usage;
 	}
 	if (a->action == ACT_STATS || a->action == ACT_DETACH) {
-		const char *o = a->n_vips	 ? "--vip"
-				: n_backend_args ? "--backend"
-				: a->table.given ? a->table.given
-				: a->table.down	 ? "--down"
-				: a->drain	 ? "--drain"
-				: key_opt	 ? "--key"
-						 : NULL;
+		const char *o = a->n_vips	    ? "--vip"
+				: n_backend_args    ? backend_opt
+				: a->table.given[0] ? a->table.given
+				: a->table.down	    ? a->table.down_opt
+				: a->drain	    ? "--drain"
+				: key_opt[0]	    ? key_opt
+						    : NULL;
 
 		if (o) {
-			fprintf(stderr, "hashlb: error: %s does not apply with %s\n", o,
-				action_names[a->action]);
+			cli_error("%s does not apply with %s\n", o, action_names[a->action]);
 			goto usage;
 		}
 	}
 	if (a->service && !a->config_path) {
-		fprintf(stderr, "hashlb: error: --service needs --config FILE\n");
+		cli_error("--service needs --config FILE\n");
 		goto usage;
 	}
 	if (a->config_path) {
 		if (n_backend_args || a->n_vips) {
-			fprintf(stderr,
-				"hashlb: error: --config takes the VIP and backends from the "
-				"file: no --vip or --backend with it\n");
+			cli_error("%s takes the VIP and backends from the file: no %s with it\n",
+				  config_opt, a->n_vips ? "--vip" : backend_opt);
 			goto usage;
 		}
 		/* The config is the whole truth, as for hashlb lookup -c: the
 		 * table must be the one hashlb run builds from it. */
-		if (a->table.given || key_opt) {
-			fprintf(stderr,
-				"hashlb: error: %s cannot be combined with --config: the "
-				"configuration sets the scheme, its parameters, the seed and the "
-				"hash key\n",
-				a->table.given ? a->table.given : "--key");
+		if (a->table.given[0] || key_opt[0]) {
+			cli_error(
+				"%s cannot be combined with %s: the configuration sets the scheme, "
+				"its parameters, the seed and the hash key\n",
+				a->table.given[0] ? a->table.given : key_opt, config_opt);
 			goto usage;
 		}
 		free(backend_args);
 		return from_config(a);
 	}
 	if (!a->iface) {
-		fprintf(stderr, "hashlb: error: --iface is required\n");
+		cli_error("--iface is required\n");
 		goto usage;
 	}
 	if (a->action == ACT_RUN || a->action == ACT_UPDATE) {
 		if (!a->n_vips || !n_backend_args) {
-			fprintf(stderr,
-				"hashlb: error: give at least one --vip and one --backend\n");
+			cli_error("give at least one --vip and one --backend\n");
 			goto usage;
 		}
 		a->backends = calloc(n_backend_args, sizeof(*a->backends));
@@ -766,7 +763,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	}
 	free(backend_args);
 	if (table_args_check(&a->table) < 0 ||
-	    table_args_check_list(a->drain, "drain", a->table.specs, a->table.n_specs) < 0)
+	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0)
 		return -EINVAL;
 	for (uint32_t i = 0; i < a->n_backends; i++)
 		if (resolve_backend(&a->backends[i], a->iface) < 0)
@@ -774,7 +771,6 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	return 0;
 usage:
 	free(backend_args);
-	fprintf(stderr, "Run 'hashlb steer --help' for the options.\n");
 	return -EINVAL;
 fail:
 	free(backend_args);

@@ -37,13 +37,14 @@ static void usage(FILE *f)
 		   "  a table size not prime, two backends of one name, --max-bytes too\n"
 		   "  small),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
-	fprintf(f, "  Among them: a WEIGHT that is no number 0..10000, --vnodes under\n"
-		   "  maglev, --json with --dump, a --down name that is no BACKEND.\n"
-		   "\n"
-		   "EXAMPLES\n"
-		   "  hashlb table a b c=2\n"
-		   "  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
-		   "  hashlb table --table-size 251 --dump a b c\n");
+	fprintf(f,
+		"  Among them: a WEIGHT that is no number 0..10000, --vnodes under\n"
+		"  maglev, --json with --dump, a --down name that is no BACKEND.\n"
+		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
+		"  hashlb table a b c=2\n"
+		"  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
+		"  hashlb table --table-size 251 --dump a b c\n",
+		"table", "table");
 }
 
 /* Every backend's share, in one pass over the table (NULL when out of memory). */
@@ -146,11 +147,12 @@ int cmd_table(int argc, char **argv)
 	struct table_args a;
 	bool dump = false, json = false;
 	double ms = 0;
+	char name[CLI_OPT_NAME_MAX];
 	int opt, r;
 
 	table_args_init(&a);
-	while ((opt = getopt_long(argc, argv, TABLE_ARGS_SHORTOPTS "h", longopts, NULL)) != -1) {
-		r = table_args_option(&a, opt, optarg);
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "h", longopts, name)) != -1) {
+		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
 			return 2;
 		if (r > 0)
@@ -166,17 +168,15 @@ int cmd_table(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "hashlb: error: no backends given\n\n");
-		usage(stderr);
+		cli_error("no backends given\n");
 		return 2;
 	}
 	if (dump && json) { /* --dump prints no summary */
-		fprintf(stderr, "hashlb: error: --json does not apply with --dump\n");
+		cli_error("--json does not apply with --dump\n");
 		return 2;
 	}
 	r = table_args_backends(&a, argv + optind, (size_t)(argc - optind));

@@ -40,17 +40,6 @@ static void usage(FILE *f)
 		   "Run 'hashlb COMMAND --help' for the options of a command.\n");
 }
 
-void cli_print_error(const struct hashlb_error *err)
-{
-	if (err->file && err->line > 0)
-		fprintf(stderr, "%s:%d:%d: error: %s\n", err->file, err->line, err->column,
-			err->msg);
-	else if (err->file)
-		fprintf(stderr, "%s: error: %s\n", err->file, err->msg);
-	else
-		fprintf(stderr, "hashlb: error: %s\n", err->msg);
-}
-
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
 	unsigned long long v;
@@ -106,14 +95,27 @@ static int output_status(int status)
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return status;
 	e = errno ? errno : EIO;
-	fprintf(stderr, "hashlb: error: cannot write the output: %s\n", strerror(e));
+	cli_error("cannot write the output: %s\n", strerror(e));
 	return status ? status : 1;
+}
+
+/*
+ * The exit status <status> of command <cmd>: after a usage error (2, its
+ * line printed) the hint where to look, one line, as GNU tools say it; not
+ * the whole manual, which would bury the line that says what is wrong.
+ */
+static int command_status(const char *cmd, int status)
+{
+	if (status == 2)
+		fprintf(stderr, "Run 'hashlb %s --help' for the options.\n", cmd);
+	return output_status(status);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
+		cli_error("no command given\n");
+		fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
@@ -125,10 +127,17 @@ int main(int argc, char **argv)
 		printf("hashlb %s\n", HASHLB_VERSION);
 		return output_status(0);
 	}
-	for (size_t i = 0; i < N_COMMANDS; i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return output_status(commands[i].run(argc - 1, argv + 1));
-	fprintf(stderr, "hashlb: unknown command '%s'\n\n", argv[1]);
-	usage(stderr);
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (strcmp(argv[1], commands[i].name) == 0) {
+			cli_set_command(commands[i].name);
+			return command_status(commands[i].name,
+					      commands[i].run(argc - 1, argv + 1));
+		}
+	}
+	if (argv[1][0] == '-')
+		cli_error("unrecognized option '%s'\n", argv[1]);
+	else
+		cli_error("unknown command '%s'\n", argv[1]);
+	fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 	return 2;
 }

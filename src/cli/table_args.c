@@ -15,17 +15,12 @@ void table_args_init(struct table_args *a)
 	hashlb_table_params_init(&a->params, HASHLB_SCHEME_MAGLEV);
 }
 
-int table_args_option(struct table_args *a, int opt, const char *arg)
+int table_args_option(struct table_args *a, int opt, const char *name, const char *arg)
 {
-	static const char *const names[] = {
-		['s'] = "--scheme", ['v'] = "--vnodes", ['m'] = "--table-size", ['S'] = "--seed"
-	};
 	uint64_t v;
 
-	if (opt == 0x100)
-		a->given = "--max-bytes";
-	else if (opt > 0 && (size_t)opt < sizeof(names) / sizeof(names[0]) && names[opt])
-		a->given = names[opt];
+	if (opt == 's' || opt == 'v' || opt == 'm' || opt == 'S' || opt == 0x100)
+		snprintf(a->given, sizeof(a->given), "%s", name);
 	switch (opt) {
 	case 's':
 		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
@@ -36,12 +31,14 @@ int table_args_option(struct table_args *a, int opt, const char *arg)
 			goto bad;
 		a->params.ring_v = (uint32_t)v;
 		a->v_given = true;
+		snprintf(a->v_opt, sizeof(a->v_opt), "%s", name);
 		return 1;
 	case 'm':
 		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.maglev_m = (uint32_t)v;
 		a->m_given = true;
+		snprintf(a->m_opt, sizeof(a->m_opt), "%s", name);
 		return 1;
 	case 'S':
 		if (cli_parse_u64(arg, UINT64_MAX, &v) < 0)
@@ -50,6 +47,7 @@ int table_args_option(struct table_args *a, int opt, const char *arg)
 		return 1;
 	case 'd':
 		a->down = arg;
+		snprintf(a->down_opt, sizeof(a->down_opt), "%s", name);
 		return 1;
 	case 0x100:
 		if (cli_parse_u64(arg, SIZE_MAX, &v) < 0 || v == 0)
@@ -60,10 +58,7 @@ int table_args_option(struct table_args *a, int opt, const char *arg)
 		return 0;
 	}
 bad:
-	if (opt == 0x100) /* no short form: the long name */
-		fprintf(stderr, "hashlb: error: invalid value '%s' for option --max-bytes\n", arg);
-	else
-		fprintf(stderr, "hashlb: error: invalid value '%s' for option -%c\n", arg, opt);
+	cli_error("invalid value '%s' for option %s\n", arg, name);
 	return -EINVAL;
 }
 
@@ -99,9 +94,8 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 		if (eq) {
 			*eq = '\0';
 			if (cli_parse_u64(eq + 1, HASHLB_WEIGHT_MAX, &w) < 0) {
-				fprintf(stderr,
-					"hashlb: error: backend '%s': invalid weight '%s' (0..%u)\n",
-					name, eq + 1, HASHLB_WEIGHT_MAX);
+				cli_error("backend '%s': invalid weight '%s' (0..%u)\n", name,
+					  eq + 1, HASHLB_WEIGHT_MAX);
 				return -EINVAL;
 			}
 		}
@@ -115,12 +109,12 @@ int table_args_check(const struct table_args *a)
 {
 	/* as the config refuses vnodes under maglev and table_size under ring */
 	if (a->params.scheme == HASHLB_SCHEME_MAGLEV ? a->v_given : a->m_given) {
-		fprintf(stderr, "hashlb: error: %s applies to scheme %s, but the scheme is %s\n",
-			a->v_given ? "--vnodes" : "--table-size", a->v_given ? "ring" : "maglev",
-			hashlb_scheme_name(a->params.scheme));
+		cli_error("%s applies to scheme %s, but the scheme is %s\n",
+			  a->v_given ? a->v_opt : a->m_opt, a->v_given ? "ring" : "maglev",
+			  hashlb_scheme_name(a->params.scheme));
 		return -EINVAL;
 	}
-	return table_args_check_list(a->down, "down", a->specs, a->n_specs);
+	return table_args_check_list(a->down, a->down_opt, a->specs, a->n_specs);
 }
 
 int table_args_check_list(const char *list, const char *opt,
@@ -135,9 +129,7 @@ int table_args_check_list(const char *list, const char *opt,
 		for (size_t i = 0; i < n && !found; i++)
 			found = strlen(specs[i].name) == l && memcmp(specs[i].name, p, l) == 0;
 		if (!found) {
-			fprintf(stderr,
-				"hashlb: error: --%s names '%.*s', which is not a backend\n", opt,
-				(int)l, p);
+			cli_error("%s names '%.*s', which is not a backend\n", opt, (int)l, p);
 			return -EINVAL;
 		}
 		p = end ? end + 1 : NULL;

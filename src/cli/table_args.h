@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cli.h"
 #include "hashlb/table.h"
 
 struct table_args {
@@ -14,7 +15,9 @@ struct table_args {
 	struct hashlb_backend_spec *specs;
 	size_t n_specs;
 	bool v_given, m_given; /* -v, -m: each applies to one scheme */
-	const char *given; /* the long name of the last table option given but --down, or NULL */
+	/* options as typed ("--seed" or "-S"), "" if not given: for the messages */
+	char given[CLI_OPT_NAME_MAX]; /* the last table option given but --down */
+	char v_opt[CLI_OPT_NAME_MAX], m_opt[CLI_OPT_NAME_MAX], down_opt[CLI_OPT_NAME_MAX];
 };
 
 #define TABLE_ARGS_USAGE                                                                       \
@@ -43,8 +46,11 @@ void table_args_init(struct table_args *a);
  * failures (exit status 1).
  */
 
-/* Handle one option; 1 if it was a table option, 0 if not, -EINVAL (printed) if its value is bad. */
-int table_args_option(struct table_args *a, int opt, const char *arg);
+/*
+ * Handle one option, <name> as the user typed it; 1 if it was a table option,
+ * 0 if not, -EINVAL (printed) if its value is bad.
+ */
+int table_args_option(struct table_args *a, int opt, const char *name, const char *arg);
 /* Backends "NAME[=WEIGHT]" into a->specs, then table_args_check(); -EINVAL (printed) on error. */
 int table_args_backends(struct table_args *a, char **args, size_t n);
 /* -EINVAL (printed) if an option does not apply to the scheme or --down names no backend of a->specs. */
@@ -54,7 +60,7 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 void table_args_free(struct table_args *a);
 /* Whether <name> is in the comma-separated <list> (which may be NULL). */
 bool table_args_in_list(const char *list, const char *name);
-/* -EINVAL (printed, naming --<opt>) unless every name of <list> is a backend of <specs>. */
+/* -EINVAL (printed, naming option <opt>) unless every name of <list> is a backend of <specs>. */
 int table_args_check_list(const char *list, const char *opt,
 			  const struct hashlb_backend_spec *specs, size_t n);
 

@@ -214,7 +214,7 @@ for args, status, msg in [
     (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), 2, "backend 'a': invalid IP address"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,weight=x"), 2, "invalid option 'weight=x'"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,mac=zz"), 2, "invalid option 'mac=zz'"),
-    (("steer", "-i", "lo", *VIP, *BACKEND, "-v", "5"), 2, "--vnodes applies to scheme ring"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "-v", "5"), 2, "hashlb steer: -v applies to scheme ring"),
     # steer: what the action does not take was ignored
     (("steer", "-i", "lo", *VIP, *BACKEND, "--json"), 2, "--json applies only with --stats"),
     (("steer", "-i", "lo", "--detach", "--json"), 2, "--json applies only with --stats"),
@@ -240,12 +240,13 @@ for args, status, msg in [
     (("run", "-c", NO_FILE, "--splice-after", "off", "--splice-pipes", "8"), 1,
      'msg="option ignored: nothing is spliced with --splice-after off" option=--splice-pipes'),
     # ctl: an option the command does not take was ignored; usage before the config is read
-    (("ctl", *ADMIN, "-s", "x", "status"), 2, "--service does not apply to status"),
-    (("ctl", *ADMIN, "-s", "x", "upgrade"), 2, "--service does not apply to upgrade"),
+    (("ctl", *ADMIN, "-s", "x", "status"), 2, "hashlb ctl: -s does not apply to status"),
+    (("ctl", *ADMIN, "--service", "x", "upgrade"), 2, "--service does not apply to upgrade"),
     (("ctl", *ADMIN, "--json", "metrics"), 2, "--json does not apply to metrics"),
     (("ctl", *ADMIN, "close", "a", "--vip", "10.0.0.1:80"), 2, "--vip does not apply to close"),
     (("ctl", *ADMIN, "-s", "x", "table", "y"), 2, "the service is given twice"),
-    (("ctl", "-c", NO_FILE, "status", "extra"), 2, "hashlb ctl status: wrong arguments"),
+    (("ctl", "-c", NO_FILE, "status", "extra"), 2,
+     "hashlb ctl: wrong arguments for status: hashlb ctl status\n"),
     (("table",), 2, "no backends"),
     (("table", "--scheme", "bogus", "a"), 2, "invalid value"),
     # a client that is no address is a malformed argument (it exited 1)
@@ -261,21 +262,26 @@ for args, status, msg in [
     (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
     (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
-    # a command given the wrong arguments says so before the synopsis, not the synopsis alone
-    (("ctl", "--admin", "127.0.0.1:1", "set", "a"), 2, "hashlb ctl set: wrong arguments"),
-    (("ctl", "--admin", "127.0.0.1:1", "status", "x"), 2, "hashlb ctl status: wrong arguments"),
+    # a command given the wrong arguments says so, with its own synopsis (not the whole manual)
+    (("ctl", "--admin", "127.0.0.1:1", "set", "a"), 2,
+     "hashlb ctl: wrong arguments for set: hashlb ctl set [-s SERVICE] BACKEND "),
+    (("ctl", "--admin", "127.0.0.1:1", "status", "x"), 2, "hashlb ctl: wrong arguments for status"),
     # a negative number is an argument (the endpoint refuses it), not an unknown option
     (("ctl", "--admin", "127.0.0.1:1", "set", "a", "weight", "-1"), 1, "admin endpoint at"),
-    (("ctl", "lookup", "1.2.3.4", "--bogus"), 2, "unknown option '--bogus'"),
+    (("ctl", "lookup", "1.2.3.4", "--bogus"), 2, "hashlb ctl: unrecognized option '--bogus'"),
     # the config refuses these; the command line did not (0 meant the default, the other
     # scheme's option was ignored)
     (("table", "--scheme", "ring", "-v", "0", "a"), 2, "invalid value '0'"),
     (("table", "-m", "0", "a"), 2, "invalid value '0'"),
     # an option without a short form is named by its long name (it read "option --")
     (("table", "--max-bytes", "0", "a"), 2, "invalid value '0' for option --max-bytes"),
-    (("table", "-v", "5", "a"), 2, "--vnodes applies to scheme ring"),
-    (("table", "--scheme", "ring", "-m", "7", "a"), 2, "--table-size applies to scheme maglev"),
-    (("lookup", "-v", "5", "10.0.0.1", "a"), 2, "--vnodes applies to scheme ring"),
+    # the option named as typed, short or long (it was always the long name)
+    (("table", "-v", "5", "a"), 2, "hashlb table: -v applies to scheme ring"),
+    (("table", "--vnodes", "5", "a"), 2, "hashlb table: --vnodes applies to scheme ring"),
+    (("table", "--scheme", "ring", "-m", "7", "a"), 2, "-m applies to scheme maglev"),
+    (("table", "--scheme", "ring", "--table-size", "7", "a"), 2,
+     "--table-size applies to scheme maglev"),
+    (("lookup", "-v", "5", "10.0.0.1", "a"), 2, "hashlb lookup: -v applies to scheme ring"),
     # an empty client is refused, not skipped
     (("lookup", "", "a", "b"), 2, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),
@@ -346,6 +352,73 @@ if os.path.exists("/dev/full"):
         p = subprocess.run([HASHLB, "check", "-q", "-c", os.path.join(SRC, "configs", "demo.yaml")],
                            stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     check(p.returncode == 0 and p.stderr == "", f"check -q > /dev/full: {p.returncode} {p.stderr!r}")
+
+# 11. One form for every usage error, whichever command and whoever finds it (getopt or the
+# command): "hashlb CMD: WHAT" naming the option as it was typed, then one line that says where
+# the options are, not the whole manual; exit 2. It was "hashlb run: ", "hashlb: error: ",
+# getopt's own "check: unrecognized option" with the manual after it, "-S" for --seed...
+HINT = "Run 'hashlb {} --help' for the options.\n"
+for args, line in [
+    (("run", "-c", "x.yaml", "-w", "0"), "hashlb run: -w takes 1..256"),
+    (("run", "-c", "x.yaml", "--log-level", "loud"),
+     "hashlb run: invalid value 'loud' for option --log-level (debug, info, warn or error)"),
+    (("check", "--bogus"), "hashlb check: unrecognized option '--bogus'"),
+    (("check", "-q", "-c"), "hashlb check: option '-c' requires an argument"),
+    (("check", "--config"), "hashlb check: option '--config' requires an argument"),
+    (("check", "-qz", "-c", "x.yaml"), "hashlb check: unrecognized option '-z'"),
+    (("check", "--quiet=yes", "-c", "x.yaml"), "hashlb check: option '--quiet' takes no argument"),
+    (("lookup", "--pref", "0", "10.0.0.1", "a"), "hashlb lookup: --pref takes 1..64"),
+    (("lookup", "-n", "0", "10.0.0.1", "a"), "hashlb lookup: -n takes 1..64"),
+    (("lookup", "-k", "bogus", "10.0.0.1", "a"),
+     "hashlb lookup: invalid value 'bogus' for option -k (src-ip, src-ip-port or 4-tuple)"),
+    (("lookup", "-c", DEMO, "-S", "1", "10.0.0.1"),
+     "hashlb lookup: -S cannot be combined with -c: the configuration sets the scheme, its "
+     "parameters, the seed and the hash key"),
+    (("lookup", "10.0.0.1"), "hashlb lookup: need a client address and at least one backend"),
+    (("table", "--seed", "x", "a"), "hashlb table: invalid value 'x' for option --seed"),
+    (("table", "--seed=x", "a"), "hashlb table: invalid value 'x' for option --seed"),
+    (("table", "-S", "x", "a"), "hashlb table: invalid value 'x' for option -S"),
+    (("table", "-d", "x", "a"), "hashlb table: -d names 'x', which is not a backend"),
+    (("table", "--s", "1", "a"),
+     "hashlb table: option '--s' is ambiguous; possibilities: '--scheme' '--seed'"),
+    (("table",), "hashlb table: no backends given"),
+    (("ctl", "--bogus"), "hashlb ctl: unrecognized option '--bogus'"),
+    (("ctl", "--admin"), "hashlb ctl: option '--admin' requires an argument"),
+    (("ctl",), "hashlb ctl: no command given"),
+    (("ctl", "frobnicate"), "hashlb ctl: unknown command 'frobnicate'"),
+    (("ctl", *ADMIN, "-j", "metrics"), "hashlb ctl: -j does not apply to metrics"),
+    (("ctl", *ADMIN, "lookup", "10.0.0.1", "-s"), "hashlb ctl: option '-s' requires an argument"),
+    (("ctl", "-a", "localhost", "status"),
+     "hashlb ctl: -a: bad admin address 'localhost': give HOST:PORT, [V6]:PORT or unix:/PATH "
+     "(a HOST name that resolves)"),
+    (("ctl", "set", "a", "weight"), "hashlb ctl: set: weight needs a value"),
+    (("steer", "--bogus"), "hashlb steer: unrecognized option '--bogus'"),
+    (("steer", "-i", "lo", "--stats", "-k", "4-tuple"), "hashlb steer: -k does not apply with --stats"),
+    (("steer", "-i", "lo", "--stats", "--key", "4-tuple"),
+     "hashlb steer: --key does not apply with --stats"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), "hashlb steer: backend 'a': invalid IP address"),
+]:
+    p = run(*args, ok=False)
+    want = f"{line}\n{HINT.format(args[0])}"
+    check(p.returncode == 2 and p.stderr == want and p.stdout == "",
+          f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+# before a command is known: "hashlb: ", and the commands are where to look
+for args, line in [((), "hashlb: no command given"),
+                   (("frobnicate",), "hashlb: unknown command 'frobnicate'"),
+                   (("--bogus",), "hashlb: unrecognized option '--bogus'")]:
+    p = run(*args, ok=False)
+    want = f"{line}\nRun 'hashlb --help' for the commands.\n"
+    check(p.returncode == 2 and p.stderr == want,
+          f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+# and each command's --help says so, with its own name
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    p = run(cmd, "--help")
+    check(f'"hashlb {cmd}: WHAT"' in p.stdout and f"\"Run 'hashlb {cmd} --help' for\n" in p.stdout,
+          f"hashlb {cmd} --help: no ERRORS section with its prefix and hint")
+# what fails as the command runs (exit 1) is said the same way, without the hint
+p = run("table", "--table-size", "1000", "a", ok=False)
+check(p.returncode == 1 and p.stderr.startswith("hashlb table: ") and "not prime" in p.stderr
+      and "--help" not in p.stderr, f"hashlb table --table-size 1000 a: {p.returncode} {p.stderr!r}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)

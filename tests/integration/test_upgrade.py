@@ -498,7 +498,7 @@ def missing_executable_is_reported():
           "could not be started, ENOENT" in so, f"hashlb ctl status says it: {so}{se}")
     # hashlb ctl upgrade says why as the other commands do: text, not the endpoint's JSON
     rc, so, se = old.ctl("upgrade")
-    check(rc == 1 and se.startswith("error: cannot upgrade") and "{" not in se,
+    check(rc == 1 and se.startswith("hashlb ctl: cannot upgrade") and "{" not in se,
           f"hashlb ctl upgrade: exit 1 and the reason in words: {rc} {se!r}")
     s = connect(LISTEN, client_ip(1))
     check(read_line(s) in ("a", "b", "c"), "and it still serves")

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/* How the hashlb command says what is wrong: one rule for every subcommand. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/*
+ * The subcommand that runs, for the prefix of every error line: a static,
+ * as error(3)'s program_invocation_name, rather than an argument threaded
+ * through every function that may print one (table_args, cli_print_error).
+ */
+static const char *cli_command;
+
+void cli_set_command(const char *cmd)
+{
+	cli_command = cmd;
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cli_command)
+		fprintf(stderr, "hashlb %s: ", cli_command);
+	else
+		fputs("hashlb: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+void cli_print_error(const struct hashlb_error *err)
+{
+	if (err->file && err->line > 0)
+		fprintf(stderr, "%s:%d:%d: error: %s\n", err->file, err->line, err->column,
+			err->msg);
+	else if (err->file)
+		fprintf(stderr, "%s: error: %s\n", err->file, err->msg);
+	else
+		cli_error("%s\n", err->msg);
+}
+
+/*
+ * What getopt_long() refused (it returned <c>, '?' or ':', with opterr 0
+ * and <optstring> starting with ':'), said as cli_error() says the rest,
+ * with the option as the user typed it. A long option always takes its
+ * argv element with it, so argv[optind - 1] is the one refused; a short one
+ * may be refused in the middle of a bundle ("-zq"), so it is named by optopt.
+ */
+static void bad_option(int c, char **argv, const char *optstring, const struct option *longopts)
+{
+	const char *arg = argv[optind - 1];
+	int len = (int)strcspn(arg, "=");
+	bool known = optopt > 0xff || (optopt > 0 && optopt != ':' && strchr(optstring, optopt));
+
+	if (c == ':') { /* a missing argument: at the end of argv, long or short */
+		if (strncmp(arg, "--", 2) == 0)
+			cli_error("option '%.*s' requires an argument\n", len, arg);
+		else
+			cli_error("option '-%c' requires an argument\n", optopt);
+	} else if (optopt && known) { /* "--json=x": an argument to a long option without */
+		cli_error("option '%.*s' takes no argument\n", len, arg);
+	} else if (optopt) {
+		cli_error("unrecognized option '-%c'\n", optopt);
+	} else {
+		int n = 0;
+
+		/* getopt_long takes a unique abbreviation: "--s" may be several */
+		for (const struct option *o = longopts; o->name; o++)
+			n += strncmp(o->name, arg + 2, (size_t)len - 2) == 0;
+		if (n < 2) {
+			cli_error("unrecognized option '%.*s'\n", len, arg);
+			return;
+		}
+		cli_error("option '%.*s' is ambiguous; possibilities:", len, arg);
+		for (const struct option *o = longopts; o->name; o++)
+			if (strncmp(o->name, arg + 2, (size_t)len - 2) == 0)
+				fprintf(stderr, " '--%s'", o->name);
+		fputc('\n', stderr);
+	}
+}
+
+int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
+	       char *ret_name)
+{
+	const char *s = optstring;
+	int li = -1, c;
+
+	opterr = 0;
+	c = getopt_long(argc, argv, optstring, longopts, &li);
+	if (c == -1)
+		return -1;
+	if (s[0] == '+' || s[0] == '-')
+		s++;
+	if (c == '?' || (c == ':' && s[0] == ':')) {
+		bad_option(c, argv, s, longopts);
+		return '?';
+	}
+	if (li >= 0)
+		snprintf(ret_name, CLI_OPT_NAME_MAX, "--%s", longopts[li].name);
+	else
+		snprintf(ret_name, CLI_OPT_NAME_MAX, "-%c", c);
+	return c;
+}
