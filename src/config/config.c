@@ -1544,6 +1544,8 @@ static bool addr_loops(const struct sockaddr_storage *listen,
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 				     const struct hashlb_backend_cfg *b, char *buf, size_t len)
 {
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&b->addr;
+
 	if (s->source_len && b->addr.ss_family != s->source.ss_family) {
 		snprintf(buf, len, "backend '%s' at %s is %s but the service's source is %s",
 			 b->name, b->address, b->addr.ss_family == AF_INET ? "IPv4" : "IPv6",
@@ -1555,6 +1557,15 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 			 "backend '%s' at %s is service '%s' itself (listen %s): connections "
 			 "would loop",
 			 b->name, b->address, s->name, s->listen);
+		return buf;
+	}
+	/* a name resolved so (a numeric one is refused as it is read) */
+	if (b->addr.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) &&
+	    !in6->sin6_scope_id) {
+		snprintf(buf, len,
+			 "backend '%s' at %s is a link-local address without a zone (an "
+			 "interface): no connect can reach it",
+			 b->name, b->address);
 		return buf;
 	}
 	return NULL;

@@ -335,6 +335,21 @@ def source_family_picks_the_address():
               f"source {source}: dual resolves to {want}: rc={rc} {so[-200:]} {se}")
 
 
+def link_local_name_is_refused():
+    """A name that resolves to a link-local address without a zone (fe80::1 in the hosts
+    file): no connect can reach it (EINVAL), so it is refused where the name is, as a
+    numeric one is, not taken and left down for ever with no reason given."""
+    need_unshare()
+    names = Names("ll", "fe80::1 ll\n")
+    path = tmpfile("ll.yaml", config([("a", "ll:7")], health="enabled: false",
+                                     listen='"[::1]:0"'))
+    rc, so, se = names.check(path)
+    print("   ", se.strip())
+    check(rc == 1 and f"{path}:" in se and "link-local address without a zone" in se and
+          "the name resolved to [fe80::1]:7" in se,
+          f"a name resolved to a zone-less link-local address is refused: rc={rc} {se}")
+
+
 def each_address_after_a_name():
     """An each_address entry after a backend written with a host name (not each_address) in
     the same service: its backends are its own name's addresses. The answers were taken in
@@ -438,4 +453,4 @@ def resolver_not_answering():
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others,
            each_address_follows_the_name, each_address_after_a_name,
-           source_family_picks_the_address, resolver_not_answering])
+           source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering])
