@@ -2,6 +2,7 @@
 /* hashlb run: the daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -138,6 +139,9 @@ static int parse_admin(const char *admin, struct sockaddr_storage *ret_addr, soc
 		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(p) + 1);
 	} else if (strcmp(admin, "off") != 0 && hashlb_addr_parse(admin, true, &addr, &len) < 0) {
 		return -EINVAL;
+	} else if (addr.ss_family == AF_INET6 &&
+		   IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&addr)->sin6_addr)) {
+		return -EADDRNOTAVAIL; /* as the config's admin: bind() would refuse it */
 	}
 	*ret_addr = addr;
 	*ret_len = len;
@@ -238,7 +242,14 @@ static int run(int argc, char **argv, char *const *again)
 			break;
 		case 'A':
 			admin = optarg;
-			if (parse_admin(admin, &admin_addr, &admin_len) < 0) {
+			r = parse_admin(admin, &admin_addr, &admin_len);
+			if (r == -EADDRNOTAVAIL) {
+				cli_error("%s: '%s' is a link-local address, usable only with a "
+					  "zone, and zones are not supported: give a global or "
+					  "unique local address\n",
+					  name, admin);
+				return 2;
+			} else if (r < 0) {
 				cli_error("%s takes ADDR:PORT, unix:/PATH (absolute, under 108 "
 					  "bytes) or off, not '%s'\n",
 					  name, admin);

@@ -233,6 +233,9 @@ for args, status, msg in [
      "invalid value '0' for option --flows"),
     # run: a usage error before the config is read (it was 1: the file's error first)
     (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "--admin takes"),
+    # a link-local admin address, refused as the config's admin is (it failed at bind: EINVAL)
+    (("run", "-c", NO_FILE, "--admin", "[fe80::1]:9901"), 2,
+     "hashlb run: --admin: '[fe80::1]:9901' is a link-local address, usable only with a zone"),
     # but an option that sizes nothing only warns: a command line that started hashlb (a unit
     # file, an upgrade in place re-running it) must start it again; here the file's error follows
     (("run", "-c", NO_FILE, "--splice-after", "off", "--pipe-size", "8192"), 1,
