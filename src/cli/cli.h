@@ -62,6 +62,11 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print <err>: "FILE:LINE:COL: error: WHAT", "FILE: error: WHAT" or cli_error()'s "hashlb CMD: WHAT". */
 void cli_print_error(const struct hashlb_error *err);
 /*
+ * Print "invalid value '<value>' for option <name> (<allowed>)": the one
+ * form of a refused option value; <allowed> (NULL: none) says what it takes.
+ */
+void cli_bad_value(const char *name, const char *value, const char *allowed);
+/*
  * getopt_long() that says itself what it refuses, in cli_error()'s words:
  * <optstring> starts with ':' (after a '+', if any). Returns the option, or
  * -1 at the end, or '?' once the refusal is printed (a usage error). The

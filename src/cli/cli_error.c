@@ -33,6 +33,14 @@ void cli_error(const char *fmt, ...)
 	va_end(ap);
 }
 
+void cli_bad_value(const char *name, const char *value, const char *allowed)
+{
+	if (allowed)
+		cli_error("invalid value '%s' for option %s (%s)\n", value, name, allowed);
+	else
+		cli_error("invalid value '%s' for option %s\n", value, name);
+}
+
 void cli_print_error(const struct hashlb_error *err)
 {
 	if (err->file && err->line > 0)

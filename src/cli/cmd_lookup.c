@@ -342,16 +342,13 @@ int cmd_lookup(int argc, char **argv)
 		case 'k':
 			snprintf(key_opt, sizeof(key_opt), "%s", name);
 			if (hashlb_key_parse(optarg, &key) < 0) {
-				cli_error(
-					"invalid value '%s' for option %s (src-ip, src-ip-port or "
-					"4-tuple)\n",
-					optarg, name);
+				cli_bad_value(name, optarg, "src-ip, src-ip-port or 4-tuple");
 				return 2;
 			}
 			break;
 		case 'n':
 			if (cli_parse_u64(optarg, 64, &k) < 0 || k == 0) {
-				cli_error("%s takes 1..64\n", name);
+				cli_bad_value(name, optarg, "1..64");
 				return 2;
 			}
 			break;

@@ -232,7 +232,8 @@ static int run(int argc, char **argv, char *const *again)
 			break;
 		case 'w':
 			if (cli_parse_u64(optarg, HLB_WORKERS_MAX, &v) < 0 || v == 0) {
-				cli_error("%s takes 1..%u\n", name, HLB_WORKERS_MAX);
+				_Static_assert(HLB_WORKERS_MAX == 256, "the message below");
+				cli_bad_value(name, optarg, "1..256");
 				return 2;
 			}
 			dopts.workers = (uint32_t)v;
@@ -250,22 +251,22 @@ static int run(int argc, char **argv, char *const *again)
 					  name, admin);
 				return 2;
 			} else if (r < 0) {
-				cli_error("%s takes ADDR:PORT, unix:/PATH (absolute, under 108 "
-					  "bytes) or off, not '%s'\n",
-					  name, admin);
+				cli_bad_value(name, admin,
+					      "ADDR:PORT, unix:/PATH (absolute, under 108 bytes) "
+					      "or off");
 				return 2;
 			}
 			break;
 		case 'B':
 			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {
-				cli_error("%s takes a power of two, 2..32768\n", name);
+				cli_bad_value(name, optarg, "a power of two, 2..32768");
 				return 2;
 			}
 			dopts.buf_count = (uint32_t)v;
 			break;
 		case 'S':
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 512) {
-				cli_error("%s takes 512..1048576\n", name);
+				cli_bad_value(name, optarg, "512..1048576");
 				return 2;
 			}
 			dopts.buf_size = (uint32_t)v;
@@ -276,7 +277,7 @@ static int run(int argc, char **argv, char *const *again)
 				break;
 			}
 			if (cli_parse_u64(optarg, UINT32_MAX - 1, &v) < 0 || v == 0) {
-				cli_error("%s takes a byte count or off\n", name);
+				cli_bad_value(name, optarg, "a byte count or off");
 				return 2;
 			}
 			dopts.splice_after = (uint32_t)v;
@@ -284,7 +285,7 @@ static int run(int argc, char **argv, char *const *again)
 		case 'p':
 			splice_opt = "--splice-pipes";
 			if (cli_parse_u64(optarg, 8192, &v) < 0 || v == 0) {
-				cli_error("%s takes 1..8192\n", name);
+				cli_bad_value(name, optarg, "1..8192");
 				return 2;
 			}
 			dopts.splice_pipes = (uint32_t)v;
@@ -292,30 +293,28 @@ static int run(int argc, char **argv, char *const *again)
 		case 'Z':
 			splice_opt = "--pipe-size";
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 4096) {
-				cli_error("%s takes 4096..1048576\n", name);
+				cli_bad_value(name, optarg, "4096..1048576");
 				return 2;
 			}
 			dopts.pipe_size = (uint32_t)v;
 			break;
 		case 'Y':
 			if (cli_parse_u64(optarg, 1000, &v) < 0) {
-				cli_error("%s takes 0..1000 (microseconds)\n", name);
+				cli_bad_value(name, optarg, "0..1000 microseconds");
 				return 2;
 			}
 			dopts.busy_poll_us = (uint32_t)v;
 			break;
 		case 'M':
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				cli_error("%s takes 1..%u\n", name, UINT32_MAX);
+				cli_bad_value(name, optarg, "1..4294967295");
 				return 2;
 			}
 			dopts.max_conns = v;
 			break;
 		case 'L':
 			if (hlb_log_level_parse(optarg, &level) < 0) {
-				cli_error("invalid value '%s' for option %s (debug, info, warn "
-					  "or error)\n",
-					  optarg, name);
+				cli_bad_value(name, optarg, "debug, info, warn or error");
 				return 2;
 			}
 			hlb_log_set_level(level);

@@ -604,10 +604,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		case 'k':
 			snprintf(key_opt, sizeof(key_opt), "%s", name);
 			if (hashlb_key_parse(optarg, &a->key) < 0) {
-				cli_error(
-					"invalid value '%s' for option %s (src-ip, src-ip-port or "
-					"4-tuple)\n",
-					optarg, name);
+				cli_bad_value(name, optarg, "src-ip, src-ip-port or 4-tuple");
 				goto usage;
 			}
 			break;
@@ -615,10 +612,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			attach_opt = "--mode";
 			if (hashlb_steer_mode_parse(optarg, &a->opts.mode) < 0 ||
 			    a->opts.mode == HASHLB_STEER_LOAD_ONLY) {
-				cli_error(
-					"invalid value '%s' for option %s (auto, xdp, xdp-generic "
-					"or tc)\n",
-					optarg, name);
+				cli_bad_value(name, optarg, "auto, xdp, xdp-generic or tc");
 				goto usage;
 			}
 			break;
@@ -631,7 +625,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				     : opt == 0x205 ? "--max-ring-points"
 						    : "--max-maglev-m";
 			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				cli_error("invalid value '%s' for option %s\n", optarg, attach_opt);
+				cli_bad_value(attach_opt, optarg, "1..4294967295");
 				goto usage;
 			}
 			if (opt == 0x203)

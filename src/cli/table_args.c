@@ -17,16 +17,19 @@ void table_args_init(struct table_args *a)
 
 int table_args_option(struct table_args *a, int opt, const char *name, const char *arg)
 {
+	const char *allowed = NULL;
 	uint64_t v;
 
 	if (opt == 's' || opt == 'v' || opt == 'm' || opt == 'S' || opt == 0x100)
 		snprintf(a->given, sizeof(a->given), "%s", name);
 	switch (opt) {
 	case 's':
+		allowed = "ring or maglev";
 		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
 			goto bad;
 		return 1;
 	case 'v': /* 0 would mean the default to the core: a typo, not a choice */
+		allowed = "1..100000";
 		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.ring_v = (uint32_t)v;
@@ -34,6 +37,7 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		snprintf(a->v_opt, sizeof(a->v_opt), "%s", name);
 		return 1;
 	case 'm':
+		allowed = "a prime, 3..16777259";
 		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.maglev_m = (uint32_t)v;
@@ -41,6 +45,7 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		snprintf(a->m_opt, sizeof(a->m_opt), "%s", name);
 		return 1;
 	case 'S':
+		allowed = "an integer below 2^64, decimal or 0x hex";
 		if (cli_parse_u64(arg, UINT64_MAX, &v) < 0)
 			goto bad;
 		a->params.seed = v;
@@ -50,6 +55,7 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		snprintf(a->down_opt, sizeof(a->down_opt), "%s", name);
 		return 1;
 	case 0x100:
+		allowed = "a positive byte count";
 		if (cli_parse_u64(arg, SIZE_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.max_bytes = (size_t)v;
@@ -58,7 +64,7 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		return 0;
 	}
 bad:
-	cli_error("invalid value '%s' for option %s\n", arg, name);
+	cli_bad_value(name, arg, allowed);
 	return -EINVAL;
 }
 

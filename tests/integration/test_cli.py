@@ -232,7 +232,7 @@ for args, status, msg in [
     (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "0"), 2,
      "invalid value '0' for option --flows"),
     # run: a usage error before the config is read (it was 1: the file's error first)
-    (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "--admin takes"),
+    (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "invalid value 'bogus' for option --admin (ADDR:PORT, unix:/PATH"),
     # a link-local admin address, refused as the config's admin is (it failed at bind: EINVAL)
     (("run", "-c", NO_FILE, "--admin", "[fe80::1]:9901"), 2,
      "hashlb run: --admin: '[fe80::1]:9901' is a link-local address, usable only with a zone"),
@@ -361,8 +361,9 @@ if os.path.exists("/dev/full"):
 # the options are, not the whole manual; exit 2. It was "hashlb run: ", "hashlb: error: ",
 # getopt's own "check: unrecognized option" with the manual after it, "-S" for --seed...
 HINT = "Run 'hashlb {} --help' for the options.\n"
+SEED = " (an integer below 2^64, decimal or 0x hex)"
 for args, line in [
-    (("run", "-c", "x.yaml", "-w", "0"), "hashlb run: -w takes 1..256"),
+    (("run", "-c", "x.yaml", "-w", "0"), "hashlb run: invalid value '0' for option -w (1..256)"),
     (("run", "-c", "x.yaml", "--log-level", "loud"),
      "hashlb run: invalid value 'loud' for option --log-level (debug, info, warn or error)"),
     (("check", "--bogus"), "hashlb check: unrecognized option '--bogus'"),
@@ -370,17 +371,17 @@ for args, line in [
     (("check", "--config"), "hashlb check: option '--config' requires an argument"),
     (("check", "-qz", "-c", "x.yaml"), "hashlb check: unrecognized option '-z'"),
     (("check", "--quiet=yes", "-c", "x.yaml"), "hashlb check: option '--quiet' takes no argument"),
-    (("lookup", "--pref", "0", "10.0.0.1", "a"), "hashlb lookup: --pref takes 1..64"),
-    (("lookup", "-n", "0", "10.0.0.1", "a"), "hashlb lookup: -n takes 1..64"),
+    (("lookup", "--pref", "0", "10.0.0.1", "a"), "hashlb lookup: invalid value '0' for option --pref (1..64)"),
+    (("lookup", "-n", "0", "10.0.0.1", "a"), "hashlb lookup: invalid value '0' for option -n (1..64)"),
     (("lookup", "-k", "bogus", "10.0.0.1", "a"),
      "hashlb lookup: invalid value 'bogus' for option -k (src-ip, src-ip-port or 4-tuple)"),
     (("lookup", "-c", DEMO, "-S", "1", "10.0.0.1"),
      "hashlb lookup: -S cannot be combined with -c: the configuration sets the scheme, its "
      "parameters, the seed and the hash key"),
     (("lookup", "10.0.0.1"), "hashlb lookup: need a client address and at least one backend"),
-    (("table", "--seed", "x", "a"), "hashlb table: invalid value 'x' for option --seed"),
-    (("table", "--seed=x", "a"), "hashlb table: invalid value 'x' for option --seed"),
-    (("table", "-S", "x", "a"), "hashlb table: invalid value 'x' for option -S"),
+    (("table", "--seed", "x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),
+    (("table", "--seed=x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),
+    (("table", "-S", "x", "a"), f"hashlb table: invalid value 'x' for option -S{SEED}"),
     (("table", "-d", "x", "a"), "hashlb table: -d names 'x', which is not a backend"),
     (("table", "--s", "1", "a"),
      "hashlb table: option '--s' is ambiguous; possibilities: '--scheme' '--seed'"),
