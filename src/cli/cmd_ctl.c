@@ -118,7 +118,10 @@ static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_
 	struct addrinfo *res, *ai;
 	char host[256];
 
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) || !colon[1])
+	/* "::1:9901": an IPv6 address without its brackets, which the config
+	 * refuses (its port is ambiguous) and getaddrinfo would take. */
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) || !colon[1] ||
+	    memchr(s, ':', (size_t)(colon - s)))
 		return -EINVAL;
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = '\0';

@@ -395,6 +395,10 @@ for args, line in [
     (("ctl", "-a", "localhost", "status"),
      "hashlb ctl: -a: bad admin address 'localhost': give HOST:PORT, [V6]:PORT or unix:/PATH "
      "(a HOST name that resolves)"),
+    # an IPv6 address without brackets, as the config refuses it (getaddrinfo took it)
+    (("ctl", "-a", "::1:9901", "status"),
+     "hashlb ctl: -a: bad admin address '::1:9901': give HOST:PORT, [V6]:PORT or unix:/PATH "
+     "(a HOST name that resolves)"),
     (("ctl", "set", "a", "weight"), "hashlb ctl: set: weight needs a value"),
     (("steer", "--bogus"), "hashlb steer: unrecognized option '--bogus'"),
     (("steer", "-i", "lo", "--stats", "-k", "4-tuple"), "hashlb steer: -k does not apply with --stats"),
