@@ -672,6 +672,15 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
+/* Whether the each_address entry <name> gave the <i>th backend of <s>. */
+static bool group_gave(const struct hlb_pool_service *s, uint32_t i, const char *name)
+{
+	/* the pool's backends are in the config's order */
+	const char *from = i < s->cfg->n_backends ? s->cfg->backends[i].from_name : NULL;
+
+	return from && !strcmp(from, name);
+}
+
 /* The backends of <s> that the each_address entry <name> gave, into <out> (room for all of
  * s's backends); how many. */
 static uint32_t group_members(struct hlb_pool_service *s, const char *name,
@@ -679,13 +688,9 @@ static uint32_t group_members(struct hlb_pool_service *s, const char *name,
 {
 	uint32_t n = 0;
 
-	/* the pool's backends are in the config's order */
-	for (uint32_t i = 0; i < s->n_backends && i < s->cfg->n_backends; i++) {
-		const char *from = s->cfg->backends[i].from_name;
-
-		if (from && !strcmp(from, name))
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		if (group_gave(s, i, name))
 			out[n++] = s->backends[i];
-	}
 	return n;
 }
 
@@ -888,30 +893,56 @@ out:
 	free(old_weights);
 }
 
+/* What a close of one name reaches in a service, counted apart (see close_reach()). */
+struct close_reach {
+	struct hlb_pool_backend *backend; /* of that name in the table, or NULL */
+	uint32_t draining; /* of that name, removed by a reload and still draining */
+	uint32_t members; /* neither: the backends the each_address entry of that name gave */
+	uint64_t closing; /* connections closed of <backend> or of the members */
+	uint64_t drained; /* connections closed of the draining ones */
+};
+
+/*
+ * What a close of <name> in <s> reaches, into <r>: the backend of that name in the table and
+ * those of that name a reload removed and that still drain, or, when there is none of these,
+ * every backend the each_address entry <name> gave. With <close_now> their connections are
+ * closed and counted; without, only the parts are counted, so that a caller can refuse before
+ * closing anything. Returns whether it reaches any backend (false: no such name).
+ */
+static bool close_reach(struct hlb_pool_service *s, const char *name, bool close_now,
+			struct close_reach *r)
+{
+	*r = (struct close_reach){ .backend = hlb_pool_backend_find(s, name) };
+	if (r->backend && close_now)
+		r->closing = hlb_pool_close_connections(r->backend);
+	for (uint32_t j = 0; j < s->n_removed; j++) {
+		if (strcmp(s->removed[j]->rt->name, name))
+			continue;
+		r->draining++;
+		if (close_now)
+			r->drained += hlb_pool_close_connections(s->removed[j]);
+	}
+	if (r->backend || r->draining)
+		return true;
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		if (!group_gave(s, i, name))
+			continue;
+		r->members++;
+		if (close_now)
+			r->closing += hlb_pool_close_connections(s->backends[i]);
+	}
+	return r->members != 0;
+}
+
 uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const char *name)
 {
 	struct hlb_pool_service *s = hlb_pool_service_find(ctl->pool, svc);
-	struct hlb_pool_backend *b, **bs;
-	uint64_t n = 0;
-	uint32_t members;
+	struct close_reach r;
 
 	if (!s || s->cfg->steering == HASHLB_STEERING_KERNEL)
 		return 0;
-	b = hlb_pool_backend_find(s, name);
-	if (b)
-		n += hlb_pool_close_connections(b);
-	for (uint32_t j = 0; j < s->n_removed; j++)
-		if (!strcmp(s->removed[j]->rt->name, name)) {
-			n += hlb_pool_close_connections(s->removed[j]);
-			b = s->removed[j];
-		}
-	if (b || !(bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs))))
-		return n;
-	members = group_members(s, name, bs);
-	for (uint32_t i = 0; i < members; i++)
-		n += hlb_pool_close_connections(bs[i]);
-	free(bs);
-	return n;
+	close_reach(s, name, true, &r);
+	return r.closing + r.drained;
 }
 
 /*
@@ -964,37 +995,17 @@ static void close_old(struct hlb_control *ctl, struct hlb_pool_service *s, const
 			       (int)pid);
 }
 
-/* POST /close on the name of an each_address entry: the connections of every backend it gave. */
-static void close_group(struct hlb_control *ctl, struct hlb_pool_service *s, const char *name,
-			struct hlb_http_resp *resp, bool text)
+/* The answer to a POST /close on the name of an each_address entry, <r> its backends. */
+static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service *s,
+			       const char *name, const struct close_reach *r,
+			       struct hlb_http_resp *resp, bool text)
 {
-	struct hlb_pool_backend **bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
-	uint64_t n = 0;
-	uint32_t members;
-
-	if (!bs) {
-		resp_error(resp, 500, "out of memory");
-		return;
-	}
-	members = group_members(s, name, bs);
-	if (!members) {
-		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
-		free(bs);
-		return;
-	}
-	if (kernel_steered(s, resp)) {
-		free(bs);
-		return;
-	}
-	for (uint32_t i = 0; i < members; i++)
-		n += hlb_pool_close_connections(bs[i]);
-	free(bs);
 	if (text) {
 		hlb_buf_printf(&resp->body,
 			       "%s/%s: closing the %" PRIu64
 			       " established connections (and those connecting) of its %u "
 			       "backends; their states are unchanged",
-			       s->cfg->name, name, n, members);
+			       s->cfg->name, name, r->closing, r->members);
 		close_old(ctl, s, name, resp, text);
 		hlb_buf_puts(&resp->body, "\n");
 		return;
@@ -1003,7 +1014,8 @@ static void close_group(struct hlb_control *ctl, struct hlb_pool_service *s, con
 	hlb_buf_json_str(&resp->body, s->cfg->name);
 	hlb_buf_puts(&resp->body, ",\"each_address\":");
 	hlb_buf_json_str(&resp->body, name);
-	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64, members, n);
+	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64, r->members,
+		       r->closing);
 	close_old(ctl, s, name, resp, text);
 	hlb_buf_puts(&resp->body, "}\n");
 }
@@ -1011,49 +1023,49 @@ static void close_group(struct hlb_control *ctl, struct hlb_pool_service *s, con
 /*
  * POST /close?backend=B: close its connections (they are counted in /metrics
  * as they go), those of the backend in the table and those of any backend of
- * that name a reload removed and that still drains (its old address).
+ * that name a reload removed and that still drains (its old address); when
+ * B is none of these but the name of an each_address entry, those of every
+ * backend it gave.
  */
 static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			  const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
 	char name[HLB_HTTP_VALUE_MAX + 1];
+	struct close_reach r;
 	struct hlb_pool_backend *b;
-	uint64_t n = 0, drained = 0;
-	uint32_t draining = 0;
 
 	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
 		resp_error(resp, 400, "give backend=NAME");
 		return;
 	}
-	b = hlb_pool_backend_find(s, name);
-	for (uint32_t j = 0; j < s->n_removed; j++)
-		draining += !strcmp(s->removed[j]->rt->name, name);
-	if (!b && !draining) {
-		close_group(ctl, s, name, resp, text);
+	if (!close_reach(s, name, false, &r)) {
+		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
 		return;
 	}
 	if (kernel_steered(s, resp))
 		return;
-	if (b)
-		n = hlb_pool_close_connections(b);
-	for (uint32_t j = 0; j < s->n_removed; j++)
-		if (!strcmp(s->removed[j]->rt->name, name))
-			drained += hlb_pool_close_connections(s->removed[j]);
+	close_reach(s, name, true, &r);
+	if (r.members) {
+		close_answer_group(ctl, s, name, &r, resp, text);
+		return;
+	}
+	b = r.backend;
 	if (text) {
 		if (b)
 			hlb_buf_printf(&resp->body,
 				       "%s/%s: closing its %" PRIu64
 				       " established connections (and those connecting); "
 				       "its state (%s) is unchanged",
-				       s->cfg->name, name, n, hashlb_admin_state_name(b->admin));
+				       s->cfg->name, name, r.closing,
+				       hashlb_admin_state_name(b->admin));
 		else
 			hlb_buf_printf(&resp->body, "%s/%s: removed by a reload", s->cfg->name,
 				       name);
-		if (draining)
+		if (r.draining)
 			hlb_buf_printf(&resp->body,
 				       "%s closing the %" PRIu64
 				       " established connections of its draining (removed) address",
-				       b ? "; and" : ",", drained);
+				       b ? "; and" : ",", r.drained);
 		close_old(ctl, s, name, resp, text);
 		hlb_buf_puts(&resp->body, "\n");
 		return;
@@ -1064,7 +1076,8 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	hlb_buf_json_str(&resp->body, name);
 	hlb_buf_printf(&resp->body,
 		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64 ",\"state\":\"%s\"",
-		       n + drained, drained, b ? hashlb_admin_state_name(b->admin) : "removed");
+		       r.closing + r.drained, r.drained,
+		       b ? hashlb_admin_state_name(b->admin) : "removed");
 	close_old(ctl, s, name, resp, text);
 	hlb_buf_puts(&resp->body, "}\n");
 }
