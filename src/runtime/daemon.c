@@ -1142,6 +1142,27 @@ static uint32_t listener_count(const struct hlb_daemon *d)
 
 /* ---- the old and the new process of an upgrade in place, after it ---------- */
 
+/*
+ * For a line protocol on the non-blocking socket <fd>: what it has, read after the <*len> bytes
+ * <buf> (<size> bytes) holds, kept NUL-terminated. Returns 1 when <buf> holds a complete line, 0
+ * to wait for more, -EPIPE when the peer has closed its end, -errno when the read failed, or
+ * -EPROTO when the peer sent a line longer than <buf> holds.
+ */
+static int line_read(int fd, char *buf, size_t size, size_t *len)
+{
+	ssize_t n = read(fd, buf + *len, size - 1 - *len);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return n < 0 ? -errno : -EPIPE;
+	*len += (size_t)n;
+	buf[*len] = '\0';
+	if (strchr(buf, '\n'))
+		return 1;
+	return *len == size - 1 ? -EPROTO : 0;
+}
+
 /* How long a request to the old process waits for its answer. */
 #define PARENT_WAIT_MS 2000
 
@@ -1265,24 +1286,18 @@ static void succ_request(struct hlb_daemon *d, int fd, char *line)
 static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
 	char *nl;
-	ssize_t n;
+	int r;
 
 	(void)events;
 	(void)arg;
-	n = read(fd, d->succ_in + d->succ_len, sizeof(d->succ_in) - 1 - d->succ_len);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n > 0) {
-		d->succ_len += (size_t)n;
-		d->succ_in[d->succ_len] = '\0';
-		while ((nl = strchr(d->succ_in, '\n'))) {
-			*nl = '\0';
-			succ_request(d, fd, d->succ_in);
-			d->succ_len -= (size_t)(nl + 1 - d->succ_in);
-			memmove(d->succ_in, nl + 1, d->succ_len + 1);
-		}
+	r = line_read(fd, d->succ_in, sizeof(d->succ_in), &d->succ_len);
+	while (r > 0 && (nl = strchr(d->succ_in, '\n'))) {
+		*nl = '\0';
+		succ_request(d, fd, d->succ_in);
+		d->succ_len -= (size_t)(nl + 1 - d->succ_in);
+		memmove(d->succ_in, nl + 1, d->succ_len + 1);
 	}
-	if (n <= 0 || d->succ_len == sizeof(d->succ_in) - 1) {
+	if (r < 0) {
 		/* it has exited (or says more than a request in a line) */
 		hlb_daemon_unwatch(d, fd);
 		close(fd);
@@ -1442,23 +1457,21 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 	struct upgrade *up = &d->up;
 	pid_t pid = up->pid;
 	bool reload;
-	ssize_t n;
+	int r;
 
 	(void)events;
 	(void)arg;
-	n = read(fd, up->in + up->in_len, sizeof(up->in) - 1 - up->in_len);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	r = line_read(fd, up->in, sizeof(up->in), &up->in_len);
+	if (!r)
 		return;
-	if (n <= 0) { /* it closed its end without a word: upgrade_exited() follows */
+	/* it closed its end without a word (upgrade_exited() follows), or said more than a line
+	 * here holds (upgrade_timeout() follows) */
+	if (r < 0) {
 		hlb_daemon_unwatch(d, fd);
 		close(fd);
 		up->sock = -1;
 		return;
 	}
-	up->in_len += (size_t)n;
-	up->in[up->in_len] = '\0';
-	if (!strchr(up->in, '\n'))
-		return;
 	if (strncmp(up->in, "READY ", 6) != 0) {
 		hlb_log(HLB_LOG_ERROR, "upgrade: the new hashlb said something else, killing it",
 			"pid=%d", (int)pid);
