@@ -1143,10 +1143,10 @@ static uint32_t listener_count(const struct hlb_daemon *d)
 /* ---- the old and the new process of an upgrade in place, after it ---------- */
 
 /*
- * For a line protocol on the non-blocking socket <fd>: what it has, read after the <*len> bytes
- * <buf> (<size> bytes) holds, kept NUL-terminated. Returns 1 when <buf> holds a complete line, 0
- * to wait for more, -EPIPE when the peer has closed its end, -errno when the read failed, or
- * -EPROTO when the peer sent a line longer than <buf> holds.
+ * For a line protocol on the socket <fd>, readable or non-blocking: what it has, read after
+ * the <*len> bytes <buf> (<size> bytes) holds, kept NUL-terminated. Returns 1 when <buf> holds
+ * a complete line, 0 to wait for more, -EPIPE when the peer has closed its end, -errno when
+ * the read failed, or -EPROTO when the peer sent a line longer than <buf> holds.
  */
 static int line_read(int fd, char *buf, size_t size, size_t *len)
 {
@@ -1172,32 +1172,22 @@ static int parent_ask(struct hlb_daemon *d, const char *line, char *ret, size_t 
 {
 	size_t len = strlen(line), got = 0;
 	struct pollfd p = { .fd = d->parent_fd, .events = POLLIN };
-	int r = -ETIMEDOUT;
+	int r;
 
 	if (send(d->parent_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
 		r = -errno;
 		goto err_close;
 	}
 	while (poll(&p, 1, PARENT_WAIT_MS) == 1) {
-		ssize_t n = read(d->parent_fd, ret + got, size - 1 - got);
-
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EPIPE;
-			break;
-		}
-		got += (size_t)n;
-		ret[got] = '\0';
-		if (ret[got - 1] == '\n') {
-			ret[got - 1] = '\0';
+		r = line_read(d->parent_fd, ret, size, &got);
+		if (r > 0) {
+			*strchr(ret, '\n') = '\0';
 			return 0;
 		}
-		if (got == size - 1) {
-			r = -EPROTO;
-			break;
-		}
+		if (r < 0)
+			goto err_close;
 	}
+	r = -ETIMEDOUT;
 err_close:
 	close(d->parent_fd);
 	d->parent_fd = -1;
