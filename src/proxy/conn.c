@@ -260,12 +260,14 @@ static void starve_add(struct worker *w, struct half *h, bool woken)
  * 40-120 wake-ups per buffer used, 300 connections on 4 buffers). The next
  * turn's end wakes more if buffers are still free: the woken recvs that took
  * one are counted in <bufs_out> by then (they complete at the submit), and
- * one that found no data holds none and waits for it in the kernel.
+ * one that found no data holds none and waits for it in the kernel. Returns
+ * how many were woken: the caller's next turn must not wait for a completion
+ * (one that found no data gives none).
  */
-void conn_wake_starved(struct worker *w)
+uint32_t conn_wake_starved(struct worker *w)
 {
 	uint32_t avail = w->buf_count - w->bufs_out;
-	uint64_t woken = 0;
+	uint32_t woken = 0;
 
 	while (w->starved_head && woken < avail) {
 		struct half *h = w->starved_head;
@@ -285,6 +287,7 @@ void conn_wake_starved(struct worker *w)
 	}
 	w->starved_back = &w->starved_head;
 	hlb_stat_add(&w->pub.buffer_wakeups, woken);
+	return woken;
 }
 
 static const char *const conn_end_names[CONN_END_MAX] = {

@@ -595,6 +595,7 @@ static void *worker_main(void *arg)
 	struct io_uring_cqe *cqe;
 	uint64_t one = 1;
 	unsigned head, n = 0;
+	bool wait = true;
 	int r;
 
 	w->now_ms = clock_ms();
@@ -617,10 +618,13 @@ static void *worker_main(void *arg)
 			else if (w->log_poll)
 				log_poll_stop(w);
 		}
-		if (p->opts.busy_poll_us && n)
+		if (p->opts.busy_poll_us && n && wait)
 			busy_poll(w, p->opts.busy_poll_us);
 		hlb_rcu_offline(p->rcu, w->id);
-		r = io_uring_submit_and_wait(&w->ring, 1);
+		if (wait)
+			r = io_uring_submit_and_wait(&w->ring, 1);
+		else /* the recvs woken: see the turn's end */
+			r = io_uring_submit_and_get_events(&w->ring);
 		hlb_rcu_online(p->rcu, w->id);
 		if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY && r != -EAGAIN) {
 			hlb_log(HLB_LOG_ERROR, "io_uring_enter failed", "worker=%u err=%s", w->id,
@@ -646,9 +650,14 @@ static void *worker_main(void *arg)
 		 * stash, or one woken last turn took none (a FIN, an error, or no
 		 * data yet: it waits in the kernel, holding none). Woken here
 		 * only, once the turn's completions are counted, as many as there
-		 * are buffers free. */
+		 * are buffers free. The next turn does not wait: a woken recv
+		 * with data (or a FIN, or ENOBUFS) completes at the submit, one
+		 * with none does not complete, and nothing else might end the
+		 * wait before the tick while the next waiters' buffers are free.
+		 * Not waiting, that turn's end passes them on at once. */
+		wait = true;
 		if (w->starved_head && w->bufs_out < w->buf_count)
-			conn_wake_starved(w);
+			wait = !conn_wake_starved(w);
 		bufring_turn_end(w);
 	}
 	/* The closes of the last connection's sockets (worker_close_fd()) are

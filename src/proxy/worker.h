@@ -425,7 +425,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
-void conn_wake_starved(struct worker *w);
+uint32_t conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);
 
 #endif

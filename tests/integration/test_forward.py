@@ -911,6 +911,121 @@ def buffer_wakeups_follow_buffers_used():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def upload_ignoring_errors(s, data):
+    """Send <data> on <s> until it is all sent or the connection fails (reset, closed)."""
+    try:
+        s.sendall(data)
+    except OSError:
+        pass
+
+
+def quiet_waiters_pass_the_turn_on():
+    """A connection that waits for a buffer with no data to read (its recv was armed while the
+    pool was empty: a new connection whose client has not spoken yet) takes none when woken.
+    The next waiter used to be woken only at the worker's next turn's end, on an otherwise
+    idle worker the 100 ms tick's: behind 400 such waiters, on 4 buffers, a client with data
+    waited 100 ticks, 10 s, with the pool free (behind 1,200 here: 30 s). A woken one that
+    stays quiet now passes the turn on at once, and each waiter is woken once."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1024)
+    accepted = []  # hashlb's connections to the backend, in the order it made them
+
+    def accept_loop():
+        while True:
+            try:
+                accepted.append(srv.accept()[0])
+            except OSError:
+                return
+
+    acceptor = threading.Thread(target=accept_loop, daemon=True)
+    acceptor.start()
+    lb = Lb(config([("q", "127.0.0.1:%d" % srv.getsockname()[1])], workers=1),
+            args=("--buffers", "4", "--buffer-size", "4096", "--splice-after", "off",
+                  "--admin", "127.0.0.1:0"))
+    n_hogs, n_quiet, size = 16, 1200, 1000
+    clients = []
+    try:
+        # Uploads to a backend that does not read: past the spill cap (64 KiB) their sends
+        # wait in the kernel, each holding its buffers, and the pool is empty.
+        big = b"h" * (8 * MiB)
+        for i in range(n_hogs):
+            s = connect(lb.addr, timeout=30)
+            clients.append(s)
+            threading.Thread(target=upload_ignoring_errors, args=(s, big), daemon=True).start()
+
+        def settled():
+            """The uploads are stuck, holding the 4 buffers: no byte moved for a second (while
+            they move, the buffers they use come and go, and a recv may find one)."""
+            moved = [metric_sum(lb, m) for m in ("hashlb_backend_sent_bytes_total",
+                                                 "hashlb_backend_received_bytes_total")]
+            time.sleep(1)
+            return (metric_sum(lb, "hashlb_worker_buffers_in_use") == 4 and
+                    moved == [metric_sum(lb, m) for m in ("hashlb_backend_sent_bytes_total",
+                                                          "hashlb_backend_received_bytes_total")])
+
+        check(lb.wait(settled, timeout=60, step=0) is not None, "the uploads hold the 4 "
+              f"buffers: {metric_sum(lb, 'hashlb_worker_buffers_in_use'):.0f} in use")
+        # Then connections whose clients say nothing: each one's first recv finds the ring
+        # empty and waits in line, with no data; one with data last.
+        for i in range(n_quiet):
+            clients.append(connect(lb.addr, timeout=30))
+        lb.wait(lambda: len(accepted) == n_hogs + n_quiet and
+                metric_sum(lb, "hashlb_worker_buffer_waiters") >= n_quiet, timeout=30)
+        d = connect(lb.addr, timeout=30)
+        clients.append(d)
+        lb.wait(lambda: len(accepted) == n_hogs + n_quiet + 1 and
+                metric_sum(lb, "hashlb_worker_buffer_waiters") >= n_quiet + 1, timeout=30)
+        waiters = metric_sum(lb, "hashlb_worker_buffer_waiters")
+        if not check(len(accepted) == n_hogs + n_quiet + 1 and waiters >= n_quiet + 1,
+                     f"{n_quiet + 1} connections wait for a buffer: {waiters:.0f} wait, "
+                     f"{len(accepted)} of {n_hogs + n_quiet + 1} reached the backend"):
+            lb.stop()
+            return  # nothing to measure
+        payload = random.Random(5).randbytes(size)
+        d.sendall(payload)
+        d.shutdown(socket.SHUT_WR)  # the backend reads to the FIN
+        wakeups0 = metric_sum(lb, "hashlb_worker_buffer_wakeups_total")
+        # The backend resets the uploads while hashlb is stopped: it finds them all at once,
+        # and every buffer comes back within a turn or two.
+        os.kill(lb.proc.pid, signal.SIGSTOP)
+        try:
+            for b in accepted[:n_hogs]:
+                rst_close(b)
+        finally:
+            t0 = time.monotonic()
+            os.kill(lb.proc.pid, signal.SIGCONT)
+        b = accepted[n_hogs + n_quiet]
+        b.settimeout(60)
+        got = read_to_eof(b)
+        waited = time.monotonic() - t0
+        wakeups = metric_sum(lb, "hashlb_worker_buffer_wakeups_total") - wakeups0
+        # Woken at the tick, 4 a tick, the ones ahead of it would take n_quiet / 4 ticks of
+        # 100 ms (less the few turns the resets make): 30 s. Passed on at once, they take
+        # n_quiet / 4 turns with nothing to wait for, a few ms (2-23 ms seen, under load too).
+        # Not a speed check: half the ticks' time is a bound on a hang, as every wait here
+        # has one, which the build before cannot pass (nothing but the tick ends its turns)
+        # and which leaves a slow machine 15 s for a few ms' work.
+        ticks = n_quiet / 4 * 0.1
+        check(got == payload and waited < ticks / 2,
+              f"the connection with data, behind {n_quiet} quiet ones, served in {waited:.3f} s "
+              f"({len(got)} of {size} bytes; woken at the tick: {ticks:.0f} s, "
+              f"at most {ticks / 2:.1f} allowed)")
+        check(n_quiet + 1 <= wakeups <= 2 * (n_quiet + n_hogs + 1),
+              f"each waiter woken about once: {wakeups:.0f} wake-ups for {n_quiet + 1} waiters")
+    finally:
+        for s in clients:
+            s.close()
+        srv.shutdown(socket.SHUT_RDWR)
+        acceptor.join(5)
+        srv.close()
+        for b in accepted:
+            b.close()
+    no_buffer_held_at_rest(lb, "with the connections gone")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def burst_past_the_ring_window():
     """200 idle connections that all send at once, on one worker with 64 buffers: the ring holds
     only some of the free buffers (32 at first), the others wait outside it for the turn's end
@@ -1637,7 +1752,7 @@ run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, spl
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted,
-           buffer_wakeups_follow_buffers_used,
+           buffer_wakeups_follow_buffers_used, quiet_waiters_pass_the_turn_on,
            burst_past_the_ring_window, pool_resident_follows_use,
            fd_limit, max_connections_flag,
            max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
