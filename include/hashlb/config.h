@@ -177,9 +177,19 @@ struct hashlb_config {
 	/* admin set by hashlb run --admin, not by the file: a reload keeps it */
 	bool admin_override;
 	struct hashlb_pos admin_pos; /* where admin is written (line 0: the default) */
+	/* table_memory: the bytes all services' tables may hold together, each
+	 * counted at hashlb_service_cfg_table_bytes_max(); 0 = no cap; default
+	 * HASHLB_TABLE_MEMORY_DEFAULT */
+	uint64_t table_memory;
+	struct hashlb_pos table_memory_pos; /* where it is written (line 0: the default) */
+	uint64_t table_bytes; /* what they may hold: the services' counts summed */
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
 };
+
+#define HASHLB_TABLE_MEMORY_DEFAULT (1ull << 30) /* table_memory: 1 GiB */
+#define HASHLB_TABLE_MEMORY_MIN (1ull << 20) /* table_memory other than 0: 1 MiB.. */
+#define HASHLB_TABLE_MEMORY_MAX (1ull << 40) /* ..1 TiB */
 
 /*
  * Load and validate <path>. On error returns a negative errno and fills
@@ -376,5 +386,13 @@ int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const boo
 /* 0 if hashlb_service_cfg_build_table(<s>, NULL) would build, else its error
  * (hashlb_table_check(): nothing built). */
 int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err);
+
+/*
+ * The most bytes <s>'s table holds in the daemon, whichever backends are
+ * down (hashlb_table_bytes_max() of its backends and weights): what
+ * table_memory counts it at. <s> is one hashlb_service_cfg_check_table()
+ * accepts; nothing is built. UINT64_MAX short of memory (so refused).
+ */
+uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s);
 
 #endif

@@ -168,6 +168,19 @@ double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
 void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares);
 /* Bytes of memory the table holds. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
+/*
+ * The most bytes a table of <p> over <backends> (<n>, which
+ * hashlb_table_check() accepts) holds once built, whichever of them are
+ * down: never less than hashlb_table_bytes() of it, plus the backends'
+ * names, which that leaves out. For Maglev, a table with a backend down:
+ * three arrays of M slots, where one with all up holds one; for the ring,
+ * two rings and their indexes. A build's scratch, freed before it returns,
+ * is not counted (the max_bytes cap counts it). Computed from the
+ * parameters, nothing built; UINT64_MAX when the ring would have 2^31
+ * points or more.
+ */
+uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
+				const struct hashlb_backend_spec *backends, size_t n);
 
 /*
  * A read-only view of the effective table's arrays, for exporting it (the

@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		   "  instance that routes the same way) and its backends with their weight,\n"
 		   "  admin state and share of the clients (next to the ideal share, the\n"
 		   "  weight over the total). Backends in drain or maint take no share.\n"
+		   "  Each table's memory is shown as built and at most (with backends\n"
+		   "  down), and the sum of the latter against table_memory.\n"
 		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr.\n"
 		   "  It binds no socket and attaches nothing: what only the host can\n"
 		   "  refuse (a listen address in use or not local, a source address not\n"
@@ -196,7 +198,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 		printf("  source       %s\n", host);
 	}
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
-	printf("  table        %zu bytes\n", hashlb_table_bytes(t));
+	printf("  table        %zu bytes (up to %" PRIu64 " with backends down)\n",
+	       hashlb_table_bytes(t), hashlb_service_cfg_table_bytes_max(s));
 	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,
 	       hashlb_table_up_count(t));
 	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "STATE",
@@ -283,6 +286,12 @@ int cmd_check(int argc, char **argv)
 			printf(", host names resolved again every %" PRIu32 " ms",
 			       c->resolve_every_ms);
 		printf("\n");
+		printf("tables: up to %.1f MiB with backends down",
+		       (double)c->table_bytes / (1 << 20));
+		if (c->table_memory)
+			printf(", of table_memory %.1f MiB\n", (double)c->table_memory / (1 << 20));
+		else
+			printf(" (table_memory 0: no cap)\n");
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
 			printf("\n");
 			r = print_service(&c->services[i]);

@@ -201,7 +201,9 @@ static void underscore_variant(const char *key, char *buf, size_t len)
 	}
 }
 
-static const char *const top_keys[] = { "workers", "admin", "resolve_every", "services", NULL };
+static const char *const top_keys[] = {
+	"workers", "admin", "resolve_every", "table_memory", "services", NULL,
+};
 
 static const char *const service_keys[] = {
 	"name",
@@ -547,24 +549,128 @@ static int get_userspace_bool(struct loader *ld, const struct ynode *m,
 	return *ret ? userspace_only(ld, v, s, key, why_not) : 0;
 }
 
-/* <ms> in the largest unit that writes it exactly, as a config would. */
-struct duration_text {
-	char s[24];
+/* How a number with a unit is written: a duration, a size. */
+struct unit_kind {
+	const char *what; /* "a duration" */
+	const char *plain; /* what a number without a unit counts: "milliseconds" */
+	const char *plain_unit; /* its unit as a config writes it, "ms"; "" for none */
+	const char *units_text; /* "a unit ms, s, m or h (\"500ms\", \"2s\")" */
+	const char *whole; /* "(\"1500ms\", not \"1.5s\")" */
+	const char *hint[2]; /* units suggested for a quoted number without one */
+	uint64_t number_max; /* a number past it is too large, whatever its unit */
+	struct {
+		const char *name;
+		uint64_t mult;
+	} units[4]; /* the largest first */
 };
 
-static struct duration_text duration_text(uint32_t ms)
-{
-	struct duration_text t;
+static const struct unit_kind duration_kind = {
+	.what = "a duration",
+	.plain = "milliseconds",
+	.plain_unit = "ms",
+	.units_text = "a unit ms, s, m or h (\"500ms\", \"2s\")",
+	.whole = "(\"1500ms\", not \"1.5s\")",
+	.hint = { "ms", "s" },
+	.number_max = UINT64_MAX / 3600000,
+	.units = { { "h", 3600000 }, { "m", 60000 }, { "s", 1000 }, { "ms", 1 } },
+};
 
-	if (ms && ms % 3600000 == 0)
-		snprintf(t.s, sizeof(t.s), "%uh", ms / 3600000);
-	else if (ms && ms % 60000 == 0)
-		snprintf(t.s, sizeof(t.s), "%um", ms / 60000);
-	else if (ms && ms % 1000 == 0)
-		snprintf(t.s, sizeof(t.s), "%us", ms / 1000);
-	else
-		snprintf(t.s, sizeof(t.s), "%ums", ms);
+static const struct unit_kind size_kind = {
+	.what = "a size",
+	.plain = "bytes",
+	.plain_unit = "",
+	.units_text = "a unit KiB, MiB, GiB or TiB (\"512MiB\", powers of 1024)",
+	.whole = "(\"1536MiB\", not \"1.5GiB\")",
+	.hint = { "MiB", "GiB" },
+	.number_max = UINT64_MAX,
+	.units = { { "TiB", 1ull << 40 },
+		   { "GiB", 1ull << 30 },
+		   { "MiB", 1ull << 20 },
+		   { "KiB", 1ull << 10 } },
+};
+
+#define UNITS_MAX (sizeof(duration_kind.units) / sizeof(duration_kind.units[0]))
+
+/* <val> in the largest unit of <k> that writes it exactly, as a config would. */
+struct unit_text {
+	char s[32];
+};
+
+static struct unit_text unit_text(const struct unit_kind *k, uint64_t val)
+{
+	struct unit_text t;
+
+	for (size_t i = 0; i < UNITS_MAX; i++) {
+		if (val && val % k->units[i].mult == 0) {
+			snprintf(t.s, sizeof(t.s), "%" PRIu64 "%s", val / k->units[i].mult,
+				 k->units[i].name);
+			return t;
+		}
+	}
+	snprintf(t.s, sizeof(t.s), "%" PRIu64 "%s", val, k->plain_unit);
 	return t;
+}
+
+static struct unit_text duration_text(uint32_t ms)
+{
+	return unit_text(&duration_kind, ms);
+}
+
+/*
+ * An integer alone (<k>'s plain unit) or with one of <k>'s units ("250ms",
+ * "2s", "512MiB"), in <lo>..<hi>; or 0 when <zero> says what 0 is ("no
+ * cap").
+ */
+static int get_unit_number(struct loader *ld, const struct ynode *v, const char *key,
+			   const struct unit_kind *k, uint64_t lo, uint64_t hi, const char *zero,
+			   uint64_t *ret)
+{
+	const char *s = v->text;
+	uint64_t val = 0, mult = 1;
+	int r = want_scalar(ld, v, key, k->what);
+
+	if (r < 0)
+		return r;
+	if (*s == '-')
+		return fail(ld, v, "'%s' must not be negative, found %s", key, s);
+	if (*s < '0' || *s > '9')
+		goto bad;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (val > (k->number_max - 9) / 10)
+			return fail(ld, v, "'%s' %s is too large", key, v->text);
+		val = val * 10 + (uint64_t)(*s - '0');
+	}
+	if (*s == '.' || *s == ',')
+		return fail(ld, v, "'%s' %s: %s is a whole number of its unit %s", key, v->text,
+			    k->what, k->whole);
+	if (*s == '\0' && v->quoted)
+		return fail(ld, v,
+			    "'%s' \"%s\" has no unit: write %s%s, %s%s, or the number without "
+			    "quotes (%s)",
+			    key, v->text, v->text, k->hint[0], v->text, k->hint[1], k->plain);
+	if (*s != '\0') {
+		size_t i;
+
+		for (i = 0; i < UNITS_MAX; i++) {
+			if (strcmp(s, k->units[i].name) == 0)
+				break;
+		}
+		if (i == UNITS_MAX)
+			goto bad;
+		mult = k->units[i].mult;
+		if (val > UINT64_MAX / mult)
+			return fail(ld, v, "'%s' %s is too large", key, v->text);
+	}
+	val *= mult;
+	if ((val || !zero) && (val < lo || val > hi))
+		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s", key, v->text,
+			    unit_text(k, lo).s, unit_text(k, hi).s, zero ? " (0 = " : "",
+			    zero ? zero : "", zero ? ")" : "");
+	*ret = val;
+	return 0;
+bad:
+	return fail(ld, v, "'%s' must be %s: %s as an integer, or an integer with %s; found '%s'",
+		    key, k->what, k->plain, k->units_text, v->text);
 }
 
 /*
@@ -574,58 +680,13 @@ static struct duration_text duration_text(uint32_t ms)
 static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
 			uint32_t hi, uint32_t *ret)
 {
-	static const struct {
-		const char *unit;
-		uint64_t ms;
-	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 } };
-	const char *s = v->text;
-	uint64_t val = 0, ms = 0;
-	int r = want_scalar(ld, v, key, "a duration");
+	uint64_t ms;
+	int r = get_unit_number(ld, v, key, &duration_kind, lo, hi, NULL, &ms);
 
 	if (r < 0)
 		return r;
-	if (*s == '-')
-		return fail(ld, v, "'%s' must not be negative, found %s", key, s);
-	if (*s < '0' || *s > '9')
-		goto bad;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (val > (UINT64_MAX / 3600000 - 9) / 10)
-			return fail(ld, v, "'%s' %s is too large", key, v->text);
-		val = val * 10 + (uint64_t)(*s - '0');
-	}
-	if (*s == '.' || *s == ',')
-		return fail(ld, v,
-			    "'%s' %s: a duration is a whole number of its unit (\"1500ms\", not "
-			    "\"1.5s\")",
-			    key, v->text);
-	if (*s == '\0') {
-		if (v->quoted)
-			return fail(
-				ld, v,
-				"'%s' \"%s\" has no unit: write %sms, %ss, or the number without quotes (milliseconds)",
-				key, v->text, v->text, v->text);
-		ms = val;
-	} else {
-		size_t i;
-
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-			if (strcmp(s, units[i].unit) == 0)
-				break;
-		}
-		if (i == sizeof(units) / sizeof(units[0]))
-			goto bad;
-		ms = val * units[i].ms;
-	}
-	if (ms < lo || ms > hi)
-		return fail(ld, v, "'%s' %s is out of range %s..%s", key, v->text,
-			    duration_text(lo).s, duration_text(hi).s);
 	*ret = (uint32_t)ms;
 	return 0;
-bad:
-	return fail(
-		ld, v,
-		"'%s' must be a duration: milliseconds as an integer, or an integer with a unit ms, s, m or h (\"500ms\", \"2s\"); found '%s'",
-		key, v->text);
 }
 
 static int get_double(struct loader *ld, const struct ynode *v, const char *key, double *ret)
@@ -1805,6 +1866,16 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 				    v->text);
 	}
 
+	c->table_memory = HASHLB_TABLE_MEMORY_DEFAULT;
+	v = map_get(root, "table_memory");
+	if (v) {
+		c->table_memory_pos = v->pos;
+		r = get_unit_number(ld, v, "table_memory", &size_kind, HASHLB_TABLE_MEMORY_MIN,
+				    HASHLB_TABLE_MEMORY_MAX, "no cap", &c->table_memory);
+		if (r < 0)
+			return r;
+	}
+
 	v = map_get(root, "admin");
 	if (v) {
 		c->admin_pos = v->pos;
@@ -1848,6 +1919,7 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 static int load_services(struct loader *ld, const struct ynode *root, const struct ynode *services,
 			 struct hashlb_config *c, struct service_seen *seen)
 {
+	char msg[sizeof(ld->err->msg)];
 	int r;
 
 	for (size_t i = 0; i < services->n; i++) {
@@ -1858,6 +1930,8 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		r = load_service(ld, sm, s);
 		if (r < 0)
 			return r;
+		if (hlb_table_memory_add(c, s, msg, sizeof(msg)) < 0)
+			return fail(ld, sm, "service '%s': %s", s->name, msg);
 		service_seen_set(&seen[i], s);
 		for (size_t j = 0; j < i; j++) {
 			const struct hashlb_service_cfg *o = &c->services[j];
@@ -2186,4 +2260,38 @@ int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const boo
 int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err)
 {
 	return service_table(s, NULL, NULL, err);
+}
+
+uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)
+{
+	struct hashlb_backend_spec *specs =
+		calloc(s->n_backends ? s->n_backends : 1, sizeof(*specs));
+	uint64_t bytes;
+
+	if (!specs)
+		return UINT64_MAX;
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		specs[i].name = s->backends[i].name;
+		specs[i].weight = s->backends[i].weight;
+	}
+	bytes = hashlb_table_bytes_max(&s->table, specs, s->n_backends);
+	free(specs);
+	return bytes;
+}
+
+int hlb_table_memory_add(struct hashlb_config *c, const struct hashlb_service_cfg *s, char *msg,
+			 size_t len)
+{
+	uint64_t own = hashlb_service_cfg_table_bytes_max(s);
+
+	c->table_bytes = own > UINT64_MAX - c->table_bytes ? UINT64_MAX : c->table_bytes + own;
+	if (!c->table_memory || c->table_bytes <= c->table_memory)
+		return 0;
+	snprintf(msg, len,
+		 "with its table (%" PRIu64 " bytes at most) the services' tables up to it may "
+		 "take %" PRIu64 " bytes, over table_memory %s (%" PRIu64 "%s): raise it (0 = "
+		 "no cap)",
+		 own, c->table_bytes, unit_text(&size_kind, c->table_memory).s, c->table_memory,
+		 c->table_memory_pos.line ? "" : ", the default");
+	return -E2BIG;
 }

@@ -539,6 +539,34 @@ static int keep_last(const struct hashlb_config *last, const struct hashlb_servi
 }
 
 /*
+ * table_memory counted again over <c>'s backends as resolved: an
+ * each_address entry is as many backends as its name has addresses, and
+ * a ring's table as many times the points.
+ */
+static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
+{
+	char msg[sizeof(err->msg)];
+	int r;
+
+	c->table_bytes = 0;
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		const struct hashlb_service_cfg *s = &c->services[i];
+
+		if (hlb_table_memory_add(c, s, msg, sizeof(msg)) == 0)
+			continue;
+		r = hashlb_err(err, -EINVAL, HASHLB_ERR_CONFIG,
+			       "service '%s', its names resolved: %s", s->name, msg);
+		if (err) {
+			err->file = c->path;
+			err->line = s->pos.line;
+			err->column = s->pos.column;
+		}
+		return r;
+	}
+	return 0;
+}
+
+/*
  * hashlb_config_resolve_finish(); with <last>, _finish_keep(): a name that
  * failed keeps what <last> has for it (its first failure into <failed>).
  */
@@ -607,6 +635,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 	}
 	pthread_mutex_unlock(&job->lock);
 	job_put(job);
+	if (r == 0)
+		r = table_memory_again(c, err);
 	return r;
 }
 

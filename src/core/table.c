@@ -119,13 +119,20 @@ static struct hashlb_table_params params_with_defaults(const struct hashlb_table
 	return prm;
 }
 
+/* Bytes of a table of <n> backends besides its slots or points. */
+static uint64_t table_base_bytes(uint32_t n, uint64_t names_len)
+{
+	uint64_t per_backend = sizeof(char *) + 4 + 1 + 4 + 8 + 32;
+
+	return sizeof(struct hashlb_table) + names_len + n * per_backend;
+}
+
 /* Bytes the table will hold, for the memory cap; UINT64_MAX on overflow. */
 static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uint64_t names_len,
 			    uint64_t weight_sum)
 {
-	uint64_t per_backend = sizeof(char *) + 4 + 1 + 4 + 8 + 32, bytes;
+	uint64_t bytes = table_base_bytes(n, names_len);
 
-	bytes = sizeof(struct hashlb_table) + names_len + n * per_backend;
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
 		/* full, effective and (with backends down) survivors' slots */
 		bytes += 3ull * p->maglev_m * sizeof(uint16_t);
@@ -141,6 +148,30 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 		bytes += pts * 2 * sizeof(uint64_t) * 2; /* build scratch: two point arrays */
 	}
 	return bytes;
+}
+
+uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
+				const struct hashlb_backend_spec *backends, size_t n)
+{
+	struct hashlb_table_params prm = params_with_defaults(p);
+	uint64_t names_len = 0, pts = 0, bytes;
+
+	for (size_t i = 0; i < n; i++) {
+		names_len += strlen(backends[i].name) + 1;
+		pts += backends[i].weight;
+	}
+	bytes = table_base_bytes((uint32_t)n, names_len);
+	if (prm.scheme == HASHLB_SCHEME_MAGLEV)
+		/* apply_overlay(): the full, effective and survivors' slots */
+		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t);
+	pts *= prm.ring_v;
+	if (pts >= (1ull << 31))
+		return UINT64_MAX;
+	/* The full ring and the effective one, 10 bytes a point and a
+	 * sentinel each; ring_index()'s exported index, at most one entry a
+	 * point and one more (4 bytes), and its lookup index, fewer than two
+	 * a point or two (4 bytes): 32 bytes a point, and a point more. */
+	return bytes + (pts + 1) * (2 * (8 + 2) + 4 + 2 * 4);
 }
 
 static int validate(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,

@@ -44,6 +44,12 @@ tfp = re.search(r"fingerprint\s+([0-9a-f]{16})", t.stdout)
 check(fp and tfp and fp.group(1) == tfp.group(1),
       f"check and table agree on the fingerprint: {fp and fp.group(1)} vs {tfp and tfp.group(1)}")
 
+# the tables' memory at most, against table_memory (1 GiB by default)
+check(re.search(r"^tables: up to 0\.4 MiB with backends down, of table_memory 1024\.0 MiB$",
+                p.stdout, re.M) and
+      re.search(r"^  table        \d+ bytes \(up to \d+ with backends down\)$", p.stdout, re.M),
+      f"check prints the tables' memory and table_memory: {p.stdout}")
+
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
 
@@ -110,6 +116,11 @@ broken = [
      "'[fe80::1]:18082' is a link-local address, usable only with a zone"),
     (demo.replace("listen: 127.0.0.1:18080", 'listen: "[fe80::1]:18080"'), None, None,
      "'listen': '[fe80::1]:18080' is a link-local address"),
+    # the services' tables together past table_memory (three arrays of 174,763 slots > 1 MiB):
+    # refused at the service that passes it, before any table is built
+    (demo.replace("workers: auto", "table_memory: 1MiB\nworkers: auto")
+     .replace("    scheme: maglev ", "    table_size: 174763\n    scheme: maglev ", 1),
+     14, 5, "service 'demo': with its table"),
 ]
 with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
     for i, (text, line, col, words) in enumerate(broken):

@@ -2162,6 +2162,175 @@ static void test_example_configs(void **state)
 	assert_true(n >= 4); /* demo, ring, ipv6, full */
 }
 
+/*
+ * <top> then three Maglev services of 131071 slots (768 KiB each with a
+ * backend down), a, b, c (lines 3, 9, 15; c's backend each_address of
+ * localhost when <each>).
+ */
+static void three_maglev(char *yaml, size_t len, const char *top, bool each)
+{
+	snprintf(yaml, len,
+		 "%s\nservices:\n"
+		 "  - name: a\n    listen: 127.0.0.1:81\n    table_size: 131071\n    backends:\n"
+		 "      - name: x\n        address: 127.0.0.2:9\n"
+		 "  - name: b\n    listen: 127.0.0.1:82\n    table_size: 131071\n    backends:\n"
+		 "      - name: x\n        address: 127.0.0.2:9\n"
+		 "  - name: c\n    listen: 127.0.0.1:83\n    table_size: 131071\n    backends:\n"
+		 "      - name: x\n        address: %s\n",
+		 top, each ? "localhost:9\n        each_address: true" : "127.0.0.2:9");
+}
+
+/*
+ * table_memory caps what all services' tables may hold together, each
+ * counted at its size with a backend down (a default Maglev table: 384 KiB,
+ * three arrays of 65537 slots), nothing built: the service that passes it
+ * is refused, at its line, with the sum, the cap and the key to raise. A
+ * 16 MiB file could name ~180,000 services and run the daemon out of
+ * memory rather than be refused. At the cap loads; 0 is no cap; 1 GiB by
+ * default; a size in bytes or KiB..TiB, 0 or 1MiB..1TiB.
+ */
+static void test_table_memory(void **state)
+{
+	struct hashlb_config *c;
+	struct hashlb_error err;
+	char yaml[2048], top[64];
+	uint64_t two, three, one_table;
+	size_t len, cap;
+	char *big;
+
+	(void)state;
+	c = load_ok(MINIMAL);
+	assert_true(c->table_memory == HASHLB_TABLE_MEMORY_DEFAULT);
+	assert_int_equal(c->table_memory_pos.line, 0);
+	one_table = hashlb_service_cfg_table_bytes_max(&c->services[0]);
+	/* three arrays of the default table size, and a little for the backend */
+	assert_true(one_table >= 3ull * 2 * HASHLB_MAGLEV_M_DEFAULT &&
+		    one_table < 3ull * 2 * HASHLB_MAGLEV_M_DEFAULT + 4096);
+	assert_true(c->table_bytes == one_table);
+	hashlb_config_free(c);
+
+	three_maglev(yaml, sizeof(yaml), "table_memory: 0", false);
+	c = load_ok(yaml);
+	assert_true(c->table_memory == 0);
+	three = c->table_bytes;
+	two = three - hashlb_service_cfg_table_bytes_max(&c->services[2]);
+	assert_true(three == 3 * hashlb_service_cfg_table_bytes_max(&c->services[0]));
+	hashlb_config_free(c);
+
+	/* the third passes 2 MiB; refused at its mapping */
+	three_maglev(yaml, sizeof(yaml), "table_memory: 2MiB", false);
+	expect_error(yaml, 15, 5, "service 'c': with its table");
+	snprintf(top, sizeof(top), "over table_memory 2MiB (2097152): raise it (0 = no cap)");
+	expect_error(yaml, 15, 5, top);
+	snprintf(top, sizeof(top), "may take %llu bytes", (unsigned long long)three);
+	expect_error(yaml, 15, 5, top);
+	/* exactly at the cap loads; a byte less, refused at the third */
+	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)three);
+	three_maglev(yaml, sizeof(yaml), top, false);
+	c = load_ok(yaml);
+	assert_true(c->table_memory == three && c->table_bytes == three);
+	hashlb_config_free(c);
+	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)three - 1);
+	three_maglev(yaml, sizeof(yaml), top, false);
+	expect_error(yaml, 15, 5, "service 'c'");
+	/* at the second's sum, refused at the third too; a byte less, at the second */
+	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)two);
+	three_maglev(yaml, sizeof(yaml), top, false);
+	expect_error(yaml, 15, 5, "service 'c'");
+	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)two - 1);
+	three_maglev(yaml, sizeof(yaml), top, false);
+	expect_error(yaml, 9, 5, "service 'b'");
+
+	/* Counted again once names resolve: an each_address entry is as many
+	 * backends as addresses, here one whose name grew by "@127.0.0.1". */
+	snprintf(top, sizeof(top), "table_memory: %llu", (unsigned long long)three);
+	three_maglev(yaml, sizeof(yaml), top, true);
+	memset(&err, 0, sizeof(err));
+	c = NULL;
+	assert_int_equal(resolve_text(yaml, &c, &err), -EINVAL);
+	assert_int_equal(err.line, 15);
+	assert_int_equal(err.column, 5);
+	if (!strstr(err.msg, "service 'c', its names resolved: with its table") ||
+	    !strstr(err.msg, "over table_memory"))
+		fail_msg("got: %s", err.msg);
+	hashlb_config_free(c);
+
+	/* the default: 1 GiB, which 3,000 default Maglev services pass; 0 lifts it */
+	cap = 3000 * 96 + 64;
+	big = malloc(cap);
+	assert_non_null(big);
+	for (int off = 0; off < 2; off++) {
+		len = (size_t)snprintf(big, cap, "%sservices:\n", off ? "table_memory: 0\n" : "");
+		for (unsigned int i = 0; i < 3000; i++)
+			len += (size_t)snprintf(big + len, cap - len,
+						"  - {name: s%u, listen: \"127.0.%u.%u:80\", "
+						"backends: [{name: x, address: \"10.0.0.1:1\"}]}\n",
+						i, i / 256, i % 256);
+		c = NULL;
+		memset(&err, 0, sizeof(err));
+		if (off) {
+			assert_int_equal(hashlb_config_parse(big, len, "t.yaml", &c, &err), 0);
+			assert_int_equal(c->n_services, 3000);
+			assert_true(c->table_bytes == 3000 * one_table);
+			hashlb_config_free(c);
+			continue;
+		}
+		assert_int_equal(hashlb_config_parse(big, len, "t.yaml", &c, &err), -EINVAL);
+		/* the first service whose table passes 1 GiB, on its own line */
+		snprintf(top, sizeof(top), "service 's%llu'",
+			 (unsigned long long)(HASHLB_TABLE_MEMORY_DEFAULT / one_table));
+		assert_int_equal(err.line, (int)(HASHLB_TABLE_MEMORY_DEFAULT / one_table) + 2);
+		if (!strstr(err.msg, top) ||
+		    !strstr(err.msg, "over table_memory 1GiB (1073741824, the default)"))
+			fail_msg("got: %s", err.msg);
+	}
+	free(big);
+
+	/* sizes */
+	static const struct {
+		const char *v;
+		uint64_t want;
+	} ok[] = { { "1048576", 1ull << 20 },
+		   { "512MiB", 512ull << 20 },
+		   { "2GiB", 2ull << 30 },
+		   { "1TiB", 1ull << 40 },
+		   { "2048KiB", 2ull << 20 },
+		   { "0", 0 },
+		   { "0GiB", 0 },
+		   { "\"3GiB\"", 3ull << 30 } };
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(yaml, sizeof(yaml), "table_memory: %s\n" MINIMAL, ok[i].v);
+		c = load_ok(yaml);
+		if (c->table_memory != ok[i].want)
+			fail_msg("table_memory: %s gave %llu", ok[i].v,
+				 (unsigned long long)c->table_memory);
+		assert_int_equal(c->table_memory_pos.line, 1);
+		hashlb_config_free(c);
+	}
+	static const struct {
+		const char *v, *what;
+	} bad[] = {
+		{ "512", "'table_memory' 512 is out of range 1MiB..1TiB (0 = no cap)" },
+		{ "1023KiB", "out of range 1MiB..1TiB" },
+		{ "1025GiB", "'table_memory' 1025GiB is out of range 1MiB..1TiB" },
+		{ "512MB", "'table_memory' must be a size: bytes as an integer, or an integer "
+			   "with a unit KiB, MiB, GiB or TiB" },
+		{ "512 MiB", "found '512 MiB'" },
+		{ "1.5GiB", "a size is a whole number of its unit (\"1536MiB\", not \"1.5GiB\")" },
+		{ "-1", "'table_memory' must not be negative" },
+		{ "\"512\"",
+		  "'table_memory' \"512\" has no unit: write 512MiB, 512GiB, or the number without quotes (bytes)" },
+		{ "99999999999999999999", "'table_memory' 99999999999999999999 is too large" },
+		{ "20000000000TiB", "is too large" },
+		{ "[1]", "'table_memory' must be a size, found a list" },
+		{ "", "'table_memory' must be a size, found nothing" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(yaml, sizeof(yaml), "table_memory: %s\n" MINIMAL, bad[i].v);
+		expect_error(yaml, 1, bad[i].v[0] ? 15 : 13, bad[i].what);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2189,6 +2358,7 @@ int main(void)
 		cmocka_unit_test(test_named_backend_parsed),
 		cmocka_unit_test(test_resolve_localhost),
 		cmocka_unit_test(test_each_address),
+		cmocka_unit_test(test_table_memory),
 		cmocka_unit_test(test_addr_format),
 		cmocka_unit_test(test_resolve_every),
 		cmocka_unit_test(test_client_lists),

@@ -413,6 +413,72 @@ static void test_accessors(void **state)
 }
 
 /*
+ * hashlb_table_bytes_max() bounds what a table holds whichever backends
+ * are down (a config's tables are counted so against table_memory), and
+ * for Maglev is what one with a backend down holds (three arrays), not the
+ * one array of a table with all up.
+ */
+static void test_bytes_max_bounds_the_table(void **state)
+{
+	static const struct {
+		size_t n;
+		uint32_t weight, param;
+	} shapes[] = { { 1, 1, 1 }, { 2, 1, 1 }, { 3, 7, 0 }, { 10, 1, 0 }, { 100, 3, 40 } };
+	struct test_backends b;
+
+	for (int s = 0; s < 2; s++) {
+		for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+			struct hashlb_table_params p;
+			uint64_t max;
+			size_t n = shapes[k].n;
+
+			test_backends_init(&b, n, "bytes-");
+			for (size_t i = 0; i < n; i++)
+				b.spec[i].weight = shapes[k].weight + (uint32_t)i % 3;
+			hashlb_table_params_init(&p, schemes[s]);
+			if (schemes[s] == HASHLB_SCHEME_RING && shapes[k].param)
+				p.ring_v = shapes[k].param;
+			max = hashlb_table_bytes_max(&p, b.spec, n);
+			/* none down, the first, all but the last, all */
+			for (size_t down = 0; down < 4; down++) {
+				struct hashlb_table *t = NULL;
+
+				for (size_t i = 0; i < n; i++)
+					b.spec[i].down = down == 3 || (down == 1 && i == 0) ||
+							 (down == 2 && i + 1 < n);
+				assert_int_equal(hashlb_table_build(&p, b.spec, n, &t, NULL), 0);
+				if (hashlb_table_bytes(t) > max)
+					fail_msg("%s, %zu backends, down set %zu: %zu bytes, "
+						 "above the %llu of hashlb_table_bytes_max()",
+						 hashlb_scheme_name(schemes[s]), n, down,
+						 hashlb_table_bytes(t), (unsigned long long)max);
+				/* Maglev with one down: its three arrays, and the names */
+				if (schemes[s] == HASHLB_SCHEME_MAGLEV && down == 1)
+					assert_true(max - hashlb_table_bytes(t) < 256 * n);
+				hashlb_table_free(t);
+			}
+			test_backends_free(&b);
+		}
+	}
+	/* the ring's 2^31 points, as the build refuses them */
+	{
+		struct hashlb_table_params p;
+
+		test_backends_init(&b, 2, "big-");
+		hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
+		p.ring_v = HASHLB_RING_V_MAX;
+		b.spec[0].weight = b.spec[1].weight = HASHLB_WEIGHT_MAX;
+		assert_true(hashlb_table_bytes_max(&p, b.spec, 2) < UINT64_MAX);
+		test_backends_free(&b);
+		test_backends_init(&b, 2200, "big-");
+		for (size_t i = 0; i < b.n; i++)
+			b.spec[i].weight = HASHLB_WEIGHT_MAX;
+		assert_true(hashlb_table_bytes_max(&p, b.spec, b.n) == UINT64_MAX);
+		test_backends_free(&b);
+	}
+}
+
+/*
  * hashlb_table_shares(), every backend's share in one pass (what the admin endpoint, check
  * and table print for a service of 1,000s of backends: a share per backend was a pass over
  * the table each), gives each backend exactly hashlb_table_share()'s answer: weights, down
@@ -477,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_preference_spread),
 		cmocka_unit_test(test_accessors),
 		cmocka_unit_test(test_shares_in_one_pass),
+		cmocka_unit_test(test_bytes_max_bounds_the_table),
 	};
 
 	return cmocka_run_group_tests_name("table", tests, NULL, NULL);
