@@ -5,17 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "ytree.h"
-
-/* An anchor's name and the node it stands for, in ydoc's hash table. */
-struct yanchor {
-	char *name; /* NULL: a free slot */
-	size_t len;
-	uint64_t hash;
-	struct ynode *node;
-};
 
 #define YDEPTH_MAX 64
 /*
@@ -117,47 +108,9 @@ static int node_append(struct ynode *parent, struct ynode *child)
 	return 0;
 }
 
-static struct yanchor *anchor_slot(const struct ydoc *d, const char *s, size_t len, uint64_t hash)
-{
-	size_t mask = d->cap_anchors - 1;
-
-	for (size_t i = hash & mask;; i = (i + 1) & mask) {
-		struct yanchor *a = &d->anchors[i];
-
-		if (!a->name || (a->hash == hash && a->len == len && memcmp(a->name, s, len) == 0))
-			return a;
-	}
-}
-
-/*
- * Anchors by name in a hash table (open addressing, at most half full): a
- * list searched at each alias made 40,000 anchors and as many aliases, a
- * 550 kB file, take 6.6 CPU s to parse, and the largest file hours.
- */
-static int anchors_grow(struct ydoc *d)
-{
-	size_t cap = d->cap_anchors ? d->cap_anchors * 2 : 16;
-	struct yanchor *old = d->anchors;
-	size_t old_cap = d->cap_anchors;
-
-	d->anchors = calloc(cap, sizeof(*d->anchors));
-	if (!d->anchors) {
-		d->anchors = old;
-		return -ENOMEM;
-	}
-	d->cap_anchors = cap;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].name)
-			*anchor_slot(d, old[i].name, old[i].len, old[i].hash) = old[i];
-	free(old);
-	return 0;
-}
-
 /* A redefined anchor stands for its latest node from there on, as YAML says. */
 static int anchor_add(struct ydoc *d, struct fy_token *tok, struct ynode *n)
 {
-	struct yanchor *a;
-	uint64_t hash;
 	size_t len;
 	const char *s;
 
@@ -166,30 +119,12 @@ static int anchor_add(struct ydoc *d, struct fy_token *tok, struct ynode *n)
 	s = fy_token_get_text(tok, &len);
 	if (!s)
 		return 0;
-	if ((d->n_anchors + 1) * 2 > d->cap_anchors && anchors_grow(d) < 0)
-		return -ENOMEM;
-	hash = XXH3_64bits(s, len);
-	a = anchor_slot(d, s, len, hash);
-	if (!a->name) {
-		a->name = strndup(s, len);
-		if (!a->name)
-			return -ENOMEM;
-		a->len = len;
-		a->hash = hash;
-		d->n_anchors++;
-	}
-	a->node = n;
-	return 0;
+	return keymap_put(&d->anchors, s, len, n, true) < 0 ? -ENOMEM : 0;
 }
 
 static struct ynode *anchor_find(const struct ydoc *d, const char *s, size_t len)
 {
-	struct yanchor *a;
-
-	if (!d->n_anchors)
-		return NULL;
-	a = anchor_slot(d, s, len, XXH3_64bits(s, len));
-	return a->name ? a->node : NULL;
+	return keymap_get(&d->anchors, s, len);
 }
 
 /*
@@ -721,9 +656,7 @@ void ydoc_free(struct ydoc *d)
 		}
 		free(d->all[i]);
 	}
-	for (size_t i = 0; i < d->cap_anchors; i++)
-		free(d->anchors[i].name);
-	free(d->anchors);
+	keymap_free(&d->anchors);
 	free(d->all);
 	free(d);
 }
