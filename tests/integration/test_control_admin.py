@@ -639,8 +639,8 @@ def reload_cost_grows_with_services_not_their_square():
               f"{n} services: every listener kept across the reloads")
         check(lb.stop() == 0, "exit 0")
     ratio = cost[8000] / max(cost[1000], 0.01)
-    # measured 8.7 here, 12.4 under ASan (the loader's check of each pair of services is
-    # still there, a few integer compares each); 34 before: 24 leaves room for both
+    # measured 8.7 here, 12.4 under ASan (with the loader's check of each pair of services,
+    # a few integer compares each, since replaced by maps); 34 before: 24 leaves room for both
     check(ratio < 24, f"5 reloads of 8,000 services cost {cost[8000]:.2f} CPU s, of 1,000 "
           f"{cost[1000]:.2f} s: {ratio:.1f} times (linear: 8, quadratic: 64)")
 
