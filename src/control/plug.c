@@ -266,7 +266,8 @@ static void plug_stopping(struct hlb_daemon *d, void *arg)
  * The drain is over: each service's counters as this process ends them. Once the admin
  * address is the new process's (an upgrade) or gone (a stop), what this one counted after
  * the last scrape of its /metrics is seen nowhere else: clients refused while the new one
- * started, or while this one drained.
+ * started, or while this one drained, and the bytes its connections forwarded meanwhile
+ * (those of backends a reload removed included).
  */
 static void plug_stopped(struct hlb_daemon *d, void *arg)
 {
@@ -278,16 +279,18 @@ static void plug_stopped(struct hlb_daemon *d, void *arg)
 	for (uint32_t i = 0; pool && i < hlb_pool_service_count(pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(pool, i);
 		struct hlb_service_counters c;
+		uint64_t sent, received;
 
 		hlb_service_counters_read(s->rt, &c);
+		hlb_pool_service_bytes(s, &sent, &received);
 		hlb_log(HLB_LOG_INFO, "service totals",
 			"service=%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
 			" no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64
 			" denied=%" PRIu64 " client_limited=%" PRIu64 " bad_headers=%" PRIu64
-			" untrusted=%" PRIu64,
+			" untrusted=%" PRIu64 " sent_bytes=%" PRIu64 " received_bytes=%" PRIu64,
 			hlb_log_quote(s->cfg->name, q, sizeof(q)), c.lookups, c.total, c.rejected,
 			c.no_backend, c.queue_timeouts, c.queue_aborts, c.denied, c.client_limited,
-			c.bad_header, c.untrusted);
+			c.bad_header, c.untrusted, sent, received);
 	}
 	plug_teardown(plug);
 }

@@ -519,13 +519,49 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 }
 
 /*
+ * Free removed backend <b> of <s> (NULL: of a service a reload removed),
+ * its bytes kept in <s>'s (hlb_pool_service_bytes()): the operator bills
+ * on them, and the process's last word on a service (its totals at exit)
+ * must not lose those of a backend removed before.
+ */
+static void service_forget_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b)
+{
+	struct hlb_backend_counters c;
+
+	if (s) {
+		hlb_backend_counters_read(b->rt, &c);
+		s->gone_bytes_in += c.bytes_in;
+		s->gone_bytes_out += c.bytes_out;
+	}
+	backend_free(b);
+}
+
+void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out)
+{
+	uint64_t in = s->gone_bytes_in, out = s->gone_bytes_out;
+	struct hlb_backend_counters c;
+
+	for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+		hlb_backend_counters_read(j < s->n_backends ? s->backends[j]->rt
+							    : s->removed[j - s->n_backends]->rt,
+					  &c);
+		in += c.bytes_in;
+		out += c.bytes_out;
+	}
+	*ret_in = in;
+	*ret_out = out;
+}
+
+/*
  * Drop the draining backends of <v> whose connections ended, closing them
- * past their deadline. A connection counts from its connect on (claimed),
+ * past their deadline; <s>: their service, NULL for the orphans of a
+ * service a reload removed. A connection counts from its connect on (claimed),
  * not once established (active): one still connecting when the reload
  * removed its backend is established to it later, and must be in its
  * series and closed at its deadline like the others.
  */
-static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
+static void reap_drained(struct hlb_pool_service *s, struct hlb_pool_backend **v, uint32_t *n,
+			 uint64_t now)
 {
 	uint32_t i = 0;
 
@@ -536,7 +572,7 @@ static void reap_drained(struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 		if (held == 0 || now >= b->drain_deadline_ms) {
 			if (held)
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
-			backend_free(b);
+			service_forget_backend(s, b);
 			v[i] = v[--*n];
 		} else {
 			i++;
@@ -579,9 +615,9 @@ static void pool_tick(void *arg)
 			backend_tick(s->backends[j], now);
 			retry_watch(s, j);
 		}
-		reap_drained(s->removed, &s->n_removed, now);
+		reap_drained(s, s->removed, &s->n_removed, now);
 	}
-	reap_drained(p->orphans, &p->n_orphans, now);
+	reap_drained(NULL, p->orphans, &p->n_orphans, now);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
@@ -1283,7 +1319,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			continue;
 		full = true;
 		if (service_retire_backend(s, s->backends[j], now) < 0)
-			backend_free(s->backends[j]);
+			service_forget_backend(s, s->backends[j]);
 	}
 	free(taken);
 	free(sorted);

@@ -75,6 +75,9 @@ struct hlb_pool_service {
 	uint32_t n_backends;
 	struct hlb_pool_backend **removed; /* draining after a reload */
 	uint32_t n_removed;
+	/* Bytes each way of the removed backends that drained and were freed,
+	 * their counters with them: hlb_pool_service_bytes() still counts them. */
+	uint64_t gone_bytes_in, gone_bytes_out;
 	struct hlb_health_params hp;
 	bool dirty, need_full;
 	struct hlb_timer build_timer;
@@ -143,6 +146,12 @@ void hlb_pool_stop_checks(struct hlb_pool *p);
 
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i);
+/*
+ * The bytes <s> forwarded, client to backend in *<ret_in> and back in
+ * *<ret_out>: its backends', those a reload removed that drain, and those
+ * that drained and are gone (the per-backend counters go with a backend).
+ */
+void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out);
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name);
 struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const char *name);
 

@@ -942,6 +942,59 @@ def old_process_logs_its_totals():
         kill(new_pid)
 
 
+def old_process_totals_count_its_bytes():
+    """An operator bills on bytes. A connection the old process keeps after an upgrade in place
+    goes on forwarding there, where no scrape reads it (/metrics is the new one's); and a
+    backend a reload removed takes its byte counters with it once it has drained. The old
+    process's totals line counts both: its bytes each way are every byte its clients sent and
+    received through it. Before, the line had no bytes at all."""
+    exe = tmppath("hashlb-bytes")
+    install(HASHLB, exe)
+    two = BACKENDS[:2]
+    text = config(two, health="enabled: false", admin=admin_addr(),
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="bytes.yaml", binary=exe)
+    new_pid = None
+    try:
+        table = old.lookup([client_ip(i) for i in range(40)])
+        src = {name: next(c for c, b in table.items() if b == name) for name, _ in two}
+        sent = received = 0
+
+        def echo(s, n):
+            nonlocal sent, received
+            s.sendall(b"x" * (n - 1) + b"\n")
+            check(read_line(s) == "x" * (n - 1), f"{n} bytes echoed")
+            sent += n
+            received += n
+
+        conns = {}
+        for name, c in src.items():
+            conns[name] = connect(LISTEN, c)
+            check(read_line(conns[name]) == name, f"the client reaches {name}")
+            received += len(name) + 1
+            echo(conns[name], 1000)
+        # b removed by a reload: its connection drains there, then b is gone with its counters
+        old.rewrite(config(two[:1], health="enabled: false", admin=old.admin,
+                           listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+        check(old.reload()[0] == 0, "reloaded without b")
+        echo(conns["b"], 3000)
+        conns["b"].close()
+        check(wait_until(lambda: 'backend="b"' not in old.http("GET", "/metrics")[1]),
+              "b is gone from /metrics once drained")
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
+        new_pid = old.status()["pid"]
+        echo(conns["a"], 20000)  # forwarded by the old process, after the upgrade
+        conns["a"].close()
+        check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0")
+        line = next((l for l in old.log if 'msg="service totals"' in l), "")  # the new one runs on
+        got = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        check(got.get("sent_bytes") == str(sent) and got.get("received_bytes") == str(received),
+              f"the old process's totals count {sent} bytes sent and {received} received: {line!r}")
+    finally:
+        kill(new_pid)
+
+
 def set_after_a_side_by_side_takeover_is_not_lost():
     """A new hashlb run took the old one's sockets over through its TCP admin endpoint
     (GET /sockets), with its run-time settings; both serve that address (SO_REUSEPORT) until
@@ -1184,7 +1237,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
-           old_process_logs_its_totals,
+           old_process_logs_its_totals, old_process_totals_count_its_bytes,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
