@@ -102,16 +102,16 @@ static void labels2(struct hlb_buf *o, const char *name, const char *svc, const 
 
 /*
  * Backend <j> of <s>'s configured backends then of those a reload removed
- * that still drain (0 .. n_backends + n_removed - 1): a draining one keeps
- * its series until it is gone, so that the backends' connections add up
- * to the service's during the drain.
+ * (hlb_pool_service_series_at()): a removed one keeps its series while it
+ * drains, so that the backends' connections add up to the service's, and
+ * its counters' a while after, so that a scrape reads its last counts.
  */
 static const struct hlb_pool_backend *backend_at(const struct hlb_pool_service *s, uint32_t j)
 {
-	return j < s->n_backends ? s->backends[j] : s->removed[j - s->n_backends];
+	return hlb_pool_service_series_at(s, j);
 }
 
-/* labels2() for backend <b> of <s>; a draining one also by the address it drains
+/* labels2() for backend <b> of <s>; a removed one also by the address it drains
  * from (the same name may be back at another meanwhile): draining="ADDR". */
 static void blabels(struct hlb_buf *o, const char *name, const struct hlb_pool_service *s,
 		    const struct hlb_pool_backend *b)
@@ -191,7 +191,7 @@ static void connect_histogram(struct hlb_control *ctl, struct hlb_buf *o)
 	for (uint32_t i = 0; i < n_svcs; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
 			const struct hlb_pool_backend *b = backend_at(s, j);
 			struct hlb_backend_counters c;
 			uint64_t cum = 0;
@@ -224,10 +224,14 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
 		for (uint32_t i = 0; i < n_svcs; i++) {
 			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-			for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+			for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
 				const struct hlb_pool_backend *b = backend_at(s, j);
 				struct hlb_backend_counters c;
 
+				/* drained, kept for its counts: a gauge of it (its last
+				 * health, say) would only keep an alert firing */
+				if (b->drained_ms && !strcmp(bfamilies[f].type, "gauge"))
+					continue;
 				hlb_backend_counters_read(b->rt, &c);
 				blabels(o, bfamilies[f].name, s, b);
 				hlb_buf_printf(o, " %.17g\n", bvalue(s, j, b, &c, f));
@@ -275,7 +279,7 @@ static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
 	for (uint32_t i = 0; i < n_svcs; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 
-		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
+		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
 			const struct hlb_pool_backend *b = backend_at(s, j);
 			struct hlb_backend_counters c;
 

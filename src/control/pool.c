@@ -541,10 +541,8 @@ void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, 
 	uint64_t in = s->gone_bytes_in, out = s->gone_bytes_out;
 	struct hlb_backend_counters c;
 
-	for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
-		hlb_backend_counters_read(j < s->n_backends ? s->backends[j]->rt
-							    : s->removed[j - s->n_backends]->rt,
-					  &c);
+	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
+		hlb_backend_counters_read(hlb_pool_service_series_at(s, j)->rt, &c);
 		in += c.bytes_in;
 		out += c.bytes_out;
 	}
@@ -552,13 +550,66 @@ void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, 
 	*ret_out = out;
 }
 
+uint32_t hlb_pool_service_series(const struct hlb_pool_service *s)
+{
+	return s->n_backends + s->n_removed + s->n_drained;
+}
+
+const struct hlb_pool_backend *hlb_pool_service_series_at(const struct hlb_pool_service *s,
+							  uint32_t j)
+{
+	if (j < s->n_backends)
+		return s->backends[j];
+	j -= s->n_backends;
+	return j < s->n_removed ? s->removed[j] : s->drained[j - s->n_removed];
+}
+
+/*
+ * Removed backend <b> of <s> has drained: its series stay in /metrics for
+ * HLB_POOL_DRAINED_KEEP_MS, so that a scrape reads what it counted since
+ * the last one (the bytes and closes of its last connections). Freed at
+ * once when out of memory.
+ */
+static void service_keep_drained(struct hlb_pool_service *s, struct hlb_pool_backend *b,
+				 uint64_t now)
+{
+	struct hlb_pool_backend **v = realloc(s->drained, (s->n_drained + 1) * sizeof(*v));
+
+	if (!v) {
+		service_forget_backend(s, b);
+		return;
+	}
+	s->drained = v;
+	b->drained_ms = now;
+	s->drained[s->n_drained++] = b;
+}
+
+/* Free the drained backends of <s> kept long enough. */
+static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
+{
+	uint32_t i = 0;
+
+	while (i < s->n_drained) {
+		struct hlb_pool_backend *b = s->drained[i];
+
+		if (now - b->drained_ms >= HLB_POOL_DRAINED_KEEP_MS) {
+			service_forget_backend(s, b);
+			s->drained[i] = s->drained[--s->n_drained];
+		} else {
+			i++;
+		}
+	}
+}
+
 /*
  * Drop the draining backends of <v> whose connections ended, closing them
- * past their deadline; <s>: their service, NULL for the orphans of a
- * service a reload removed. A connection counts from its connect on (claimed),
- * not once established (active): one still connecting when the reload
- * removed its backend is established to it later, and must be in its
- * series and closed at its deadline like the others.
+ * past their deadline; <s>: their service, which keeps them a while for
+ * their series (service_keep_drained()), NULL for the orphans of a service
+ * a reload removed. A connection counts from its connect on (claimed), not
+ * once established (active): one still connecting when the reload removed
+ * its backend is established to it later, and must be in its series and
+ * closed at its deadline like the others. Those closed at the deadline are
+ * still counted in its series as they end, moments later.
  */
 static void reap_drained(struct hlb_pool_service *s, struct hlb_pool_backend **v, uint32_t *n,
 			 uint64_t now)
@@ -572,7 +623,10 @@ static void reap_drained(struct hlb_pool_service *s, struct hlb_pool_backend **v
 		if (held == 0 || now >= b->drain_deadline_ms) {
 			if (held)
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
-			service_forget_backend(s, b);
+			if (s)
+				service_keep_drained(s, b, now);
+			else
+				backend_free(b);
 			v[i] = v[--*n];
 		} else {
 			i++;
@@ -616,6 +670,7 @@ static void pool_tick(void *arg)
 			retry_watch(s, j);
 		}
 		reap_drained(s, s->removed, &s->n_removed, now);
+		service_drop_drained(s, now);
 	}
 	reap_drained(NULL, p->orphans, &p->n_orphans, now);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
@@ -653,9 +708,12 @@ static void service_free(struct hlb_pool_service *s)
 		backend_free(s->backends[i]);
 	for (uint32_t i = 0; i < s->n_removed; i++)
 		backend_free(s->removed[i]);
+	for (uint32_t i = 0; i < s->n_drained; i++)
+		backend_free(s->drained[i]);
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
 	free(s->backends);
 	free(s->removed);
+	free(s->drained);
 	hlb_service_unref(s->rt);
 	free(s);
 }
@@ -1151,6 +1209,18 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 	if (!v)
 		return -ENOMEM;
 	s->removed = v;
+	/* the same name and address drained before, its series kept: this
+	 * one's draining series takes their place (one series a label set) */
+	for (uint32_t i = 0; i < s->n_drained; i++) {
+		struct hlb_pool_backend *d = s->drained[i];
+
+		if (!strcmp(d->rt->name, b->rt->name) &&
+		    addr_equal(&d->rt->addr, d->rt->addr_len, &b->rt->addr, b->rt->addr_len)) {
+			service_forget_backend(s, d);
+			s->drained[i] = s->drained[--s->n_drained];
+			break;
+		}
+	}
 	hlb_check_stop(&b->check);
 	b->drain_deadline_ms = now + s->cfg->drain_timeout_ms;
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);

@@ -43,6 +43,9 @@
 #define HLB_POOL_MIN_GAP_MS 20
 #define HLB_POOL_MAX_GAP_MS 100
 #define HLB_POOL_TICK_MS 50 /* passive failures, flap decay, slow start */
+/* A removed backend's series stay this long after it drained: longer than
+ * any scrape interval, so that a scrape reads its last counts. */
+#define HLB_POOL_DRAINED_KEEP_MS (5 * 60 * 1000)
 
 struct hlb_pool;
 struct hlb_pool_service;
@@ -61,6 +64,8 @@ struct hlb_pool_backend {
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */
+	uint64_t
+		drained_ms; /* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */
 	/* went down under health.close_on_down: its connections are closed once
 	 * a table without it is published */
 	bool close_pending;
@@ -75,6 +80,10 @@ struct hlb_pool_service {
 	uint32_t n_backends;
 	struct hlb_pool_backend **removed; /* draining after a reload */
 	uint32_t n_removed;
+	/* Removed and drained: kept for their counters' series in /metrics
+	 * (HLB_POOL_DRAINED_KEEP_MS), nothing else. */
+	struct hlb_pool_backend **drained;
+	uint32_t n_drained;
 	/* Bytes each way of the removed backends that drained and were freed,
 	 * their counters with them: hlb_pool_service_bytes() still counts them. */
 	uint64_t gone_bytes_in, gone_bytes_out;
@@ -147,9 +156,17 @@ void hlb_pool_stop_checks(struct hlb_pool *p);
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i);
 /*
+ * The backends of <s> that have series in /metrics: its backends (0 ..
+ * n_backends - 1), then those a reload removed that drain, then those
+ * drained and kept a while (HLB_POOL_DRAINED_KEEP_MS).
+ */
+uint32_t hlb_pool_service_series(const struct hlb_pool_service *s);
+const struct hlb_pool_backend *hlb_pool_service_series_at(const struct hlb_pool_service *s,
+							  uint32_t j);
+/*
  * The bytes <s> forwarded, client to backend in *<ret_in> and back in
- * *<ret_out>: its backends', those a reload removed that drain, and those
- * that drained and are gone (the per-backend counters go with a backend).
+ * *<ret_out>: its backends', those a reload removed that drain or drained,
+ * and those gone (the per-backend counters go with a backend).
  */
 void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out);
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name);

@@ -271,5 +271,52 @@ def close_draining():
         x.stop()
 
 
+def removed_backend_counts_outlive_its_drain():
+    """hashlb ctl close of a backend a reload removed: its closes are counted (reason admin) in
+    its draining series, and that series stays after its last connection closed, long enough
+    for a scrape to read them and the bytes its connections forwarded since the last one.
+    Before, the series went with the backend at the pool's next tick (50 ms), and with it
+    every count since the last scrape: no scrape saw the closes."""
+    a, c = Backend("a"), Backend("c")
+    lb = Lb(config([("a", a.addr), ("c", c.addr)], extra="timeouts: {drain: 60s}",
+                   health=HEALTH))
+    conns = open_clients(lb, 30)
+    on_c = [s for _, n, s in conns if n == "c"]
+    check(len(on_c) >= 3, f"clients spread: {len(on_c)} on c")
+    lb.rewrite(config([("a", a.addr)], extra="timeouts: {drain: 60s}", health=HEALTH))
+    check(lb.ctl("reload")[0] == 0, "c removed by a reload")
+    check(all(echo_ok(s) for s in on_c), "c's connections forward while it drains")
+    rc, so, se = lb.ctl("close", "c")
+    check(rc == 0 and f"closing the {len(on_c)} established" in so, f"ctl close c: {so!r} {se!r}")
+    check(all(ended(s) for s in on_c), "the removed c's connections ended")
+    check(lb.wait(lambda: not lb.service()["draining"]) is not None,
+          "c drains no more: /status lists it no longer")
+    time.sleep(0.3)  # several of the pool's ticks, each of which could drop the series
+    status, body = lb.http("GET", "/metrics")
+
+    def c_sample(name, extra=""):
+        m = re.search(r'^%s\{service="t",backend="c",draining="%s"%s\} (\S+)$'
+                      % (name, re.escape(c.addr), extra), body, re.M)
+        return float(m.group(1)) if m else None
+
+    n = len(on_c)
+    got = (c_sample("hashlb_backend_closed_connections_total", ',reason="admin"'),
+           c_sample("hashlb_backend_sent_bytes_total"),
+           c_sample("hashlb_backend_received_bytes_total"))
+    check(got == (n, n, 3 * n),
+          f"c's draining series, after its drain: {n} closed (admin), {n} bytes sent and "
+          f"{3 * n} received (greeting and echo): {got}")
+    gauges = (c_sample("hashlb_backend_active_connections"), c_sample("hashlb_backend_healthy"))
+    check(gauges == (None, None), f"but not its gauges (a last health verdict would keep an "
+          f"alert firing): {gauges}")
+    check(metric_sum(lb, "hashlb_service_draining_backends") == 0,
+          "hashlb_service_draining_backends counts c no more")
+    for _, _, s in conns:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    a.stop()
+    c.stop()
+
+
 run_tests([ctl_close, close_on_down, down_keeps_by_default, backup_close_on_return,
-           close_draining])
+           close_draining, removed_backend_counts_outlive_its_drain])
