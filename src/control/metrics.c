@@ -322,7 +322,8 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_service_rejected_total", "counter",
 		  "Connections closed at once: over max_connections." },
 		{ "hashlb_service_no_backend_total", "counter",
-		  "Connections closed: no backend up or every connect failed." },
+		  "Connections closed without a backend: none to try (all down, drained, in maint, "
+		  "or at max_connections with no timeouts.queue), or every connect tried failed." },
 		{ "hashlb_service_draining_backends", "gauge",
 		  "Backends removed by a reload that still hold connections." },
 		{ "hashlb_service_bad_headers_total", "counter",

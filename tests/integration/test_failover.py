@@ -473,6 +473,10 @@ def backend_max_connections():
           f"{got} after {el:.1f} s")
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_no_backend_total") == 1),
           "and counted as no backend")
+    help_line = next((l for l in lb.http("GET", "/metrics")[1].splitlines()
+                      if l.startswith("# HELP hashlb_service_no_backend_total ")), "")
+    check("max_connections" in help_line,
+          f"which the metric's HELP says it counts (every backend full, no queue): {help_line!r}")
     s.close()
     check(lb.stop() == 0, "exit 0")
 
