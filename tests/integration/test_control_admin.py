@@ -104,7 +104,11 @@ def removed_backend_drains_until_timeout():
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
     # its series stay while it drains (they used to go with the reload), so that the
-    # backends' connections add up to the service's
+    # backends' connections add up to the service's: once the clients who() opened have
+    # closed (a scrape reads the backends' gauges before the service's, and a connection that
+    # ends in between is counted in the one and not the other)
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 1) is not None,
+          "only the connection to c left open")
     m = parse_prometheus(lb.http("GET", "/metrics")[1])
     c_addr = dict(BACKENDS)["c"]
     check(metric(m, "hashlb_backend_active_connections", backend="c", draining=c_addr) == 1
