@@ -131,6 +131,22 @@ static void sock_reset_on_close(int fd)
 }
 
 /*
+ * Why socket <fd>, found gone (its address or a read of it failed), is gone:
+ * the error its peer's reset left on it (ECONNRESET, EPIPE after a FIN), as
+ * every other reset is logged, not the ENOTCONN of the call that found it
+ * so; ENOTCONN if it holds none.
+ */
+static int sock_gone_error(int fd)
+{
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || !err)
+		return ENOTCONN;
+	return err;
+}
+
+/*
  * Close client socket <fd> that hashlb gives up on before any backend
  * served it: with a reset (SO_LINGER 0), never a FIN, which would tell the
  * client that a backend answered with nothing and closed. A plain close
@@ -1505,7 +1521,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 			w->min_idle_ms = c->idle_ms;
 		conn_header_poll(w, c);
 	} else if (client_addrs(fd, addr, snap->key == HASHLB_KEY_4TUPLE) < 0) {
-		conn_reset(w, c, 0, ENOTCONN); /* the client is gone already */
+		conn_reset(w, c, 0, sock_gone_error(fd)); /* the client is gone already */
 	} else {
 		conn_route(w, c, snap, addr);
 	}
@@ -1593,7 +1609,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 		return;
 	}
 	if (recv(c->fd[0], buf, (size_t)r, MSG_DONTWAIT) != r) {
-		conn_reset(w, c, 0, ENOTCONN);
+		conn_reset(w, c, 0, sock_gone_error(c->fd[0]));
 		return;
 	}
 	if (c->lowat) {
@@ -1603,7 +1619,7 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 	}
 	if (addr[0].ss_family == AF_UNSPEC) {
 		if (client_addrs(c->fd[0], addr, true) < 0) {
-			conn_reset(w, c, 0, ENOTCONN);
+			conn_reset(w, c, 0, sock_gone_error(c->fd[0]));
 			return;
 		}
 	} else if (c->proxy) {

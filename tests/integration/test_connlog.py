@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -560,7 +561,30 @@ def stalled_stderr_stream_socket():
     stalled_stderr("socket")
 
 
+def reset_before_routed():
+    """Clients that reset before hashlb reads their address (connect, then close with
+    SO_LINGER 0 at once: a TCP check that ends with RST) are logged client=- end=client_reset
+    err=ECONNRESET, as the log's description says: the error their reset left on the socket.
+    Before, err named the failure of hashlb's own getpeername() on it, ENOTCONN (19 of 20)."""
+    b = Backend("a")
+    lb = Lb(config([("a", b.addr)], workers=1, health=NO_HEALTH, extra="log_connections: true"))
+    for _ in range(20):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.connect(lb.addr)
+        s.close()
+    lines = wait_lines(lb, 20)
+    gone = [l for l in lines if l.get("client") == "-"]
+    check(len(lines) == 20 and all(l.get("end") == "client_reset" for l in lines),
+          f"20 lines, end=client_reset: {[(l.get('end'), l.get('err')) for l in lines]}")
+    check(gone, f"some were gone before their address was read (client=-): {len(gone)} of 20")
+    wrong = [l.get("err") for l in gone if l.get("err") != "ECONNRESET"]
+    check(not wrong, f"each says err=ECONNRESET: {len(wrong)} of {len(gone)} do not ({wrong[:3]})")
+    finish(lb)
+    b.stop()
+
+
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
-           stalled_journal_stream_no_spin])
+           stalled_journal_stream_no_spin, reset_before_routed])
