@@ -78,7 +78,8 @@
 #include "worker.h"
 
 #define CONN_CHUNK 64
-/* A read this large counts towards splice_after: small messages never do. */
+/* A read this large, or of a whole buffer (smaller ones: --buffer-size), counts
+ * towards splice_after: small messages never do. */
 #define SPLICE_READ_MIN 16384
 /* Bytes asked of one splice() from a socket; the pipe's slots bound it. */
 #define SPLICE_LEN (1u << 20)
@@ -852,7 +853,7 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 /* After a recv of <n> bytes on half <i>: whether the direction should move to splice. */
 static bool half_splice_due(struct worker *w, struct half *h, uint32_t n)
 {
-	if (!w->splice_after || n < SPLICE_READ_MIN)
+	if (!w->splice_after || (n < SPLICE_READ_MIN && n < w->buf_size))
 		return false;
 	h->bulk += n;
 	if (h->bulk < w->splice_after)

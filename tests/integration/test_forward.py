@@ -77,18 +77,29 @@ def bytes_intact():
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
 
 
-def bytes_intact_spliced():
-    """The same 100 MiB each way with splice on (the default): both directions move to
-    splice after their first 256 KiB and carry nearly all the bytes, intact."""
-    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0"))
-    total = 100 * MiB
+def spliced_both_ways(args, total, what):
+    """<total> bytes each way through a hashlb run with <args>: both directions move to splice
+    after their first 256 KiB and carry nearly all the bytes, intact."""
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", *args))
     stream_both_ways(lb, total)
     splices = metric_sum(lb, "hashlb_backend_splices_total")
     spliced = metric_sum(lb, "hashlb_backend_spliced_bytes_total")
-    check(splices == 2, f"both directions spliced ({splices:.0f})")
+    check(splices == 2, f"both directions spliced{what} ({splices:.0f})")
     check(spliced >= 2 * total - 8 * MiB,
           f"the splice path carried the bytes: {spliced / MiB:.1f} of {2 * total / MiB:.0f} MiB")
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+
+
+def bytes_intact_spliced():
+    """The same 100 MiB each way with splice on (the default)."""
+    spliced_both_ways((), 100 * MiB, "")
+
+
+def spliced_with_small_buffers():
+    """With --buffer-size under 16 KiB a bulk stream still moves to splice: a full buffer
+    counts as a large read (only reads of 16 KiB counted: with 4 KiB buffers nothing was
+    ever spliced, and --splice-after said nothing of it)."""
+    spliced_both_ways(("--buffer-size", "4096"), 16 * MiB, " with 4 KiB buffers")
 
 
 def busy_poll():
@@ -110,7 +121,8 @@ def busy_poll():
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
     p = subprocess.run([HASHLB, "run", "-c", lb.path, "--busy-poll", "1001"],
                        capture_output=True, text=True, timeout=10)
-    check(p.returncode == 2 and "invalid value '1001' for option --busy-poll (0..1000 microseconds)" in p.stderr,
+    check(p.returncode == 2 and
+          "invalid value '1001' for option --busy-poll (0..1000 microseconds)" in p.stderr,
           f"--busy-poll 1001 refused: {p.returncode} {p.stderr!r}")
 
 
@@ -1745,7 +1757,7 @@ def connection_rate_raised():
     check(lb.stop() == 0, "exit 0")
 
 
-run_tests([bytes_intact, bytes_intact_spliced, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
+run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
            reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
