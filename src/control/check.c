@@ -268,9 +268,19 @@ static int check_read(struct hlb_check *c)
 	return 1;
 }
 
-/* The connect succeeded: send, then wait for the reply if one is expected. */
+/*
+ * The connect succeeded: send, then wait for the reply if one is expected.
+ * The timer armed at the start bounds the reply, unless the connect is seen
+ * only past that deadline: the control thread was busy (a reload, a large
+ * /metrics, more events than one epoll_wait() batch), and the payload goes
+ * out only now. The backend then had no time to answer, whether it was
+ * asked or speaks first, so the answer gets the timeout again from here:
+ * the loop's delay is not the backend's.
+ */
 static void check_connected(struct hlb_check *c)
 {
+	uint64_t now = hlb_now_ms();
+
 	c->connected = true;
 	if (!check_send(c)) {
 		check_finish(c, false);
@@ -280,9 +290,12 @@ static void check_connected(struct hlb_check *c)
 		check_finish(c, true);
 		return;
 	}
-	if (hlb_loop_mod(c->loop, &c->io, EPOLLIN | EPOLLRDHUP) < 0)
+	if (hlb_loop_mod(c->loop, &c->io, EPOLLIN | EPOLLRDHUP) < 0) {
 		check_finish(c, false);
-	/* else check_io() reads; the timer armed at the start still bounds it */
+		return;
+	}
+	if (now >= c->started_ns / 1000000 + c->timeout_ms)
+		hlb_timer_arm(c->loop, &c->timer, now + c->timeout_ms);
 }
 
 static void check_io(void *arg, uint32_t events)
@@ -375,11 +388,14 @@ static void check_open(struct hlb_check *c)
 static void check_deadline(struct hlb_check *c)
 {
 	struct pollfd p = { .fd = c->io.fd, .events = c->connected ? POLLIN | POLLRDHUP : POLLOUT };
+	bool connecting = !c->connected;
 
 	if (poll(&p, 1, 0) == 1 && p.revents) {
 		check_io(c, (uint32_t)p.revents); /* poll's bits are epoll's */
 		if (c->io.fd < 0)
 			return; /* decided: passed, or failed by what the socket says */
+		if (connecting && c->connected)
+			return; /* connected in time: the answer has its own deadline */
 	}
 	check_finish(c, false); /* timed out */
 }

@@ -6,7 +6,8 @@
  * payload (hlb_check_set_payload()), when its <send> bytes are written and
  * the reply starts with its <expect> bytes, all within the timeout (as
  * HAProxy's tcp-check send/expect: "PING\r\n" and "+PONG" for Redis, a
- * banner "220 " for SMTP). For a service that sends backends the PROXY
+ * banner "220 " for SMTP); a connect the loop sees only past that deadline
+ * gives the reply the timeout again (check_connected()). For a service that sends backends the PROXY
  * protocol, the protocol's header for a connection of the proxy's own goes
  * first, so that a backend which requires it does not log every check as a
  * broken one. Checks keep a fixed cadence from their first due time, so a
