@@ -97,6 +97,14 @@ static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
 	b->ramp_start_ms = now ? now : 1;
 }
 
+/* <b>'s verdict for the workers; connects started before it no longer count
+ * toward its passive health (health_since_ns). */
+static void backend_set_healthy(struct hlb_pool_backend *b, bool up)
+{
+	atomic_store(&b->rt->health_since_ns, hlb_now_ns());
+	atomic_store(&b->rt->healthy, up);
+}
+
 /* <cause>: what decided it, "checks", "passive" (the forwarder's connects) or "damping". */
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause)
 {
@@ -104,7 +112,7 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s", b->svc->cfg->name,
 		 b->rt->name, cause, b->health.flaps,
 		 b->health.suppressed ? " suppressed=flapping" : "");
-	atomic_store(&b->rt->healthy, b->health.up);
+	backend_set_healthy(b, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now);
 	b->close_pending = !b->health.up && b->svc->cfg->health.close_on_down;
@@ -216,7 +224,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 		/* Its health is unknown after maintenance: down until <rise> checks pass. */
 		if (backend_checked(b)) {
 			backend_health_restart(b, false, now);
-			atomic_store(&b->rt->healthy, false);
+			backend_set_healthy(b, false);
 			backend_check_start(b, now);
 		} else {
 			backend_ramp_start(b, now);
@@ -1379,7 +1387,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		if (!c->health.enabled && !b->health.up) {
 			/* Checks turned off: no verdict holds it down any more. */
 			backend_health_restart(b, true, now);
-			atomic_store(&b->rt->healthy, true);
+			backend_set_healthy(b, true);
 			service_schedule(s, false);
 		}
 		next[i] = b;

@@ -1692,6 +1692,23 @@ static int client_gone(int fd)
 	return err ? err : ECONNRESET;
 }
 
+/*
+ * Whether <c>'s connect to <be>, ending now, started before the control
+ * plane's last health verdict on <be>: it tells how the backend was then.
+ * A connect whose SYN a dead backend dropped fails at its timeout; with a
+ * timeout longer than rise x interval, that came after the checks had
+ * brought the backend back up, and took it, healthy, down again.
+ */
+static bool connect_predates_verdict(const struct conn *c, const struct hlb_backend *be)
+{
+	uint64_t since = atomic_load_explicit(&be->health_since_ns, memory_order_relaxed);
+	uint64_t now = worker_clock_ns();
+	/* connect_us holds its start while it connects (wrapping: a difference) */
+	uint64_t took = (uint64_t)(uint32_t)((uint32_t)(now / 1000u) - c->connect_us) * 1000u;
+
+	return since && now - took < since;
+}
+
 static void conn_connect_done(struct worker *w, struct conn *c, int res)
 {
 	struct hlb_backend *failed = c->be;
@@ -1738,9 +1755,10 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	}
 	/* Passive health: a failure of our own is not counted (it took every
 	 * backend down at once when the local ports ran out, and kept them
-	 * down: their checks, short of a port too, are skipped). The client is
-	 * still retried elsewhere. */
-	if (!hlb_local_error(-res))
+	 * down: their checks, short of a port too, are skipped), nor one that
+	 * predates the backend's health (connect_predates_verdict()). The
+	 * client is still retried elsewhere. */
+	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed))
 		atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;

@@ -13,8 +13,9 @@
  * stays valid, with its counters, until its last connection closes. A reload
  * that keeps a backend (same service, same name, same address) keeps the
  * same object, so its counters and health survive. The control plane may
- * write admin, healthy, admit, listed, close_* and its own <control> pointer; the
- * workers write the counters; nothing else changes after creation.
+ * write admin, healthy, health_since_ns, admit, listed, close_* and its own
+ * <control> pointer; the workers write the counters; nothing else changes
+ * after creation.
  *
  * Snapshots (struct hlb_snapshot). Immutable routing state of one service:
  * the core table (health overlay applied), the backend objects by table
@@ -49,7 +50,9 @@
  *
  * Passive health: a worker counts every refused connect into connect_fail,
  * every timed-out connect into connect_timeout, and into the backend's
- * consecutive_fail (reset to 0 by the next successful connect). The control
+ * consecutive_fail (reset to 0 by the next successful connect), unless the
+ * connect started before the control plane's last health verdict on the
+ * backend (health_since_ns): news of the backend as it was. The control
  * plane reads consecutive_fail (or the deltas of the counters) to apply its
  * 'fall' rule, then publishes a snapshot with the backend down. The workers
  * read it too, on a retry only: backends whose last connect failed are
@@ -180,6 +183,8 @@ struct hlb_backend {
 	atomic_bool healthy; /* last verdict of the health checker; starts true */
 	atomic_bool listed; /* takes clients in its service's last published table */
 	atomic_uint consecutive_fail; /* passive health, see above */
+	/* CLOCK_MONOTONIC ns when <healthy> last changed; 0: never */
+	atomic_uint_fast64_t health_since_ns;
 	atomic_uint_fast64_t active; /* established connections open now (shared) */
 	/* max_connections: 0 = none; else a cap on <claimed> */
 	atomic_uint max_conns;

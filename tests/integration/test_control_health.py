@@ -15,7 +15,7 @@ import time
 
 from ctltest import Lb, config, metric_sum_text
 from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
-                    serve_each, who)
+                    serve_each, syn_sent, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
@@ -388,18 +388,24 @@ def payload_checks():
     y.close()
 
 
+def health_endpoints():
+    """Health endpoints (App) of x on 127.0.0.2 and of y on 127.0.0.3, on one port, as
+    health.port has them."""
+    for _ in range(10):  # a port free on 127.0.0.2 may be taken on 127.0.0.3
+        hx = App("x-health", "127.0.0.2")
+        try:
+            return hx, App("y-health", "127.0.0.3", hx.port)
+        except OSError:
+            hx.close()
+    raise SystemExit("no port free on both 127.0.0.2 and 127.0.0.3 in 10 tries")
+
+
 def health_port():
     """health.port: the checks go to that port of each backend's host (a separate health
     endpoint, here answering PING with +PONG or -ERR), without the PROXY header the data port
     gets: a backend whose endpoint answers -ERR goes down though its data port serves, and
     comes back when it answers +PONG again."""
-    for _ in range(10):  # a port free on 127.0.0.2 may be taken on 127.0.0.3
-        hx = App("x-health", "127.0.0.2")
-        try:
-            hy = App("y-health", "127.0.0.3", hx.port)
-            break
-        except OSError:
-            hx.close()
+    hx, hy = health_endpoints()
     x, y = Backend("x", host="127.0.0.2"), Backend("y", host="127.0.0.3")
     health = ("interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 3\n"
               f'port: {hx.port}\nsend: "PING\\r\\n"\nexpect: "+PONG"')
@@ -543,7 +549,78 @@ def half_a_maglev_pool_dies_at_once():
         b.stop()
 
 
+def stale_failures_do_not_take_a_recovered_backend_down():
+    """Clients connect to x while its data port drops SYNs (an accept queue full), each
+    connect waiting out timeouts.connect (900 ms, before the SYN is sent again at 1 s);
+    meanwhile x's checks (on health.port) take it down, and bring it back up when it
+    recovers. The connects made before still wait and then fail, after x is up: they said
+    how x was then, not now, and took x, healthy, down again (cause=passive), and its
+    clients with it. A connect that started before the backend's health last changed now
+    counts toward nothing."""
+    import threading
+    hx, hy = health_endpoints()
+    srv = socket.socket()
+    srv.bind(("127.0.0.2", 0))
+    srv.listen(0)
+    xport = srv.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # fill the accept queue: later SYNs are dropped
+        f = socket.socket()
+        f.setblocking(False)
+        try:
+            f.connect(("127.0.0.2", xport))
+        except BlockingIOError:
+            pass
+        fillers.append(f)
+    y = Backend("y", host="127.0.0.3")
+    health = ("interval: 20ms\ntimeout: 20ms\nrise: 2\nfall: 2\n"
+              f'port: {hx.port}\nsend: "PING\\r\\n"\nexpect: "+PONG"')
+    lb = Lb(config([("x", f"127.0.0.2:{xport}"), ("y", y.addr)], health=health,
+                   extra="timeouts:\n  connect: 900ms\nconnect_retries: 1"))
+    clients = [client_ip(i * 7919) for i in range(400)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "x"][:6]
+    served = {}
+
+    def client(c):
+        try:
+            served[c] = who(lb.addr, c)
+        except OSError as e:
+            served[c] = repr(e)
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in mine]
+    for t in threads:
+        t.start()
+    check(lb.wait(lambda: syn_sent(xport, "127.0.0.2") >= len(mine)) is not None,
+          "x's clients wait on its data port")
+    hx.mode = "err"
+    check(lb.wait(lambda: lb.backend("x")["health"] == "down", step=0.005) is not None,
+          "x's endpoint answers -ERR: down")
+    srv.listen(64)
+    close_x = serve_each(srv, lambda c: (c.sendall(b"x\n"), time.sleep(1), c.close()))
+    hx.mode = "pong"
+    check(lb.wait(lambda: lb.backend("x")["health"] == "up", step=0.005) is not None,
+          "x answers again: up")
+    waiting = syn_sent(xport, "127.0.0.2")
+    check(waiting >= 2, f"premise: {waiting} connects made before it went down still wait")
+    check(lb.wait(lambda: lb.backend("x")["connect_timeout"] >= len(mine)) is not None,
+          f"they time out: {lb.backend('x')['connect_timeout']}")
+    for t in threads:
+        t.join(20)
+    check(all(served.get(c) == "y" for c in mine), f"their clients are served by y: {served}")
+    time.sleep(3 * 0.05)  # the control plane's ticks after the last of them
+    downs = [l for l in lb.log if 'msg="backend down"' in l and "backend=x" in l]
+    check(len(downs) == 1 and lb.backend("x")["health"] == "up",
+          f"x, up, stays up: {lb.backend('x')['health']}, {downs}")
+    check(lb.stop() == 0, "exit 0")
+    close_x()
+    for f in fillers:
+        f.close()
+    hx.close()
+    hy.close()
+    y.stop()
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps, payload_checks,
-           health_port, half_a_maglev_pool_dies_at_once])
+           health_port, half_a_maglev_pool_dies_at_once,
+           stale_failures_do_not_take_a_recovered_backend_down])
