@@ -516,6 +516,7 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 		queue_unlink(w, pp);
 		queue_release(c->be);
 		c->be = NULL;
+		hlb_backend_unref(c->retry_of);
 	}
 	c->state = CONN_CLOSING;
 	c->end = end;
@@ -989,8 +990,11 @@ static void conn_fail_no_backend(struct worker *w, struct conn *c)
  * (or none was called: w->first_full is NULL). If it passed over one for
  * being at its max_connections and the service has a queue, wait for room
  * on that one (up to timeouts.queue from the first wait); otherwise close.
+ * <failed>: the backend whose connect just failed, if that is what this
+ * follows (borrowed; the queue takes a reference of its own).
  */
-static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
+static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
+			    struct hlb_backend *failed)
 {
 	if (!w->first_full || !snap->queue_timeout_ms) {
 		conn_fail_no_backend(w, c);
@@ -1005,6 +1009,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 		worker_queue_started(w);
 	c->state = CONN_QUEUED;
 	c->be = hlb_backend_ref(w->first_full);
+	c->retry_of = failed ? hlb_backend_ref(failed) : NULL;
 	atomic_fetch_add_explicit(&c->be->waiting, 1, memory_order_relaxed);
 	c->qnext = NULL;
 	*w->queue_tail = c;
@@ -1455,7 +1460,7 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 	if (snap->max_per_client && !conn_claim_client(w, c, snap))
 		return;
 	if (!conn_connect(w, c, snap, NULL))
-		conn_no_backend(w, c, snap);
+		conn_no_backend(w, c, snap, NULL);
 }
 
 /*
@@ -1784,8 +1789,8 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 			client_watch(w, c, snap);
 		return;
 	}
+	conn_no_backend(w, c, snap, failed); /* may free c */
 	hlb_backend_unref(failed);
-	conn_no_backend(w, c, snap);
 }
 
 /* A report of room on half <i>'s destination: pump or flush what waits. May free <c>. */
@@ -2022,7 +2027,8 @@ void conn_idle_scan(struct worker *w)
  * Try the waiting connections again, oldest first, each from the start of
  * its preference list in the current table: those that find room connect,
  * those past their deadline are closed, those with no backend left at all
- * (all down now) are closed as without a queue.
+ * (all down now) are closed as without a queue. The connect that one
+ * waiting after a failed connect starts is counted as that failure's retry.
  */
 void conn_queue_run(struct worker *w)
 {
@@ -2034,6 +2040,7 @@ void conn_queue_run(struct worker *w)
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
 		struct hlb_backend *wanted = c->be; /* conn_connect() sets c->be */
+		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		bool connecting;
 
 		c->be = NULL;
@@ -2044,11 +2051,15 @@ void conn_queue_run(struct worker *w)
 			     conn_connect(w, c, snap, NULL);
 		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
+			c->retry_of = failed;
 			pp = &c->qnext; /* still no room */
 			continue;
 		}
 		queue_unlink(w, pp);
 		queue_release(wanted);
+		if (failed && connecting)
+			hlb_stat_add(&failed->wstats[w->id].retries, 1);
+		hlb_backend_unref(failed);
 		if (connecting)
 			continue;
 		if (w->first_full) {

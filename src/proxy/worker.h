@@ -210,7 +210,14 @@ struct conn {
 	struct half h[2];
 	struct conn *qnext; /* CONN_QUEUED: the next in w->queue; <be> is then the
 			     * backend it waits for (one reference, counted in its <waiting>) */
-	struct __kernel_timespec ts; /* connect timeout, read at submission */
+	union {
+		/* connect timeout, read at submission: free again once submitted */
+		struct __kernel_timespec ts;
+		/* CONN_QUEUED: the backend whose failed connect sent it there (one
+		 * reference), NULL if none: the connect the queue starts is that
+		 * failure's retry, counted under it */
+		struct hlb_backend *retry_of;
+	};
 } __attribute__((aligned(16)));
 
 _Static_assert(CONN_STATE_MAX <= 8 && CONN_END_MAX <= 32, "conn's state and end bit fields");

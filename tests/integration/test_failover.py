@@ -606,6 +606,54 @@ def backend_queue():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_after_a_refusal():
+    """A client whose own backend refuses and whose next one is full waits in the queue, and
+    the connect the queue starts for it is the retry of the refused connect: counted as one,
+    so that hashlb_backend_retries_total is the log's attempts less one per connection (x
+    refuses, a holds its max_connections 1, connect_retries 1). Before, that connect was not
+    counted (the connection no longer knew which backend had failed): 2 attempts logged, 0
+    retries counted."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+    import re
+
+    def retried(lb):
+        """(hashlb_backend_retries_total, the log's attempts less one per connection)"""
+        attempts = [int(m.group(1)) for l in lb.log if "msg=connection" in l
+                    for m in [re.search(r" attempts=(\d+)", l)] if m]
+        return metric_sum(lb, "hashlb_backend_retries_total"), sum(max(a - 1, 0) for a in attempts)
+
+    dead = ("x", f"127.0.0.1:{dead_port()}")
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), dead],
+                       health="enabled: false", workers=1,
+                       extra="connect_retries: 1\ntimeouts:\n  queue: 30s\n"
+                             "log_connections: true"))
+    clients = [client_ip(300 + i) for i in range(200)]
+    prefs = lookup(lb.path, clients)
+    holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
+    check(read_line(holder) == "a", "the holder within a's cap")
+    c = next(c for c in clients if prefs[c][:2] == ["x", "a"])
+    s = connect(lb.addr, c, timeout=30)
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 1),
+          f"{c}: x refused, a full: queued")
+    holder.close()
+    try:
+        got = read_line(s)
+    except ConnectionError:
+        got = "reset"
+    s.close()
+    lb.wait(lambda: any(f"client={c}:" in l for l in lb.log))
+    line = next((l for l in lb.log if f"client={c}:" in l), "")
+    check("attempts=2" in line, f"logged with 2 attempts (served by {got!r}): {line}")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 0),
+          "no connection left")
+    x = lb.backend("x")
+    got, log = retried(lb)
+    check(got == log == 1 and x["retries"] == log,
+          f"retries counted {got:.0f}, x's {x['retries']}, the log's attempts say {log}")
+    check(lb.stop() == 0, "exit 0")
+
 def queued_clients_that_leave():
     """A client that resets while it waits in the queue is dropped from it at once (counted,
     logged as client_reset) and never reaches the backend; one that only half-closes (FIN after
@@ -705,5 +753,6 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_acro
            retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
            client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
-           backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_clients_that_leave,
+           backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_after_a_refusal,
+           queued_clients_that_leave,
            queued_clients_of_a_removed_service, source_address])
