@@ -1168,17 +1168,22 @@ static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t
 }
 
 /*
- * Whether the last connect to table index <b> of <snap> failed (refused or
- * timed out, by any worker): consecutive_fail, set by the worker that saw
- * the failure as it completes, where the tables only learn of it at the
- * control plane's next tick and build. Cleared by the next connect to the
- * backend that succeeds, so a backend that refused briefly is failing only
- * until its own clients get through again.
+ * Whether the last connect to <be> failed (refused or timed out, by any
+ * worker): consecutive_fail, set by the worker that saw the failure as it
+ * completes, where the tables only learn of it at the control plane's next
+ * tick and build. Cleared by the next connect to the backend that
+ * succeeds, so a backend that refused briefly is failing only until its
+ * own clients get through again.
  */
+static bool failing(const struct hlb_backend *be)
+{
+	return atomic_load_explicit(&be->consecutive_fail, memory_order_relaxed) != 0;
+}
+
+/* failing() of table index <b> of <snap> */
 static bool backend_failing(const struct hlb_snapshot *snap, uint32_t b)
 {
-	return atomic_load_explicit(&snap->backends[b]->consecutive_fail, memory_order_relaxed) !=
-	       0;
+	return failing(snap->backends[b]);
 }
 
 /* Whether one of the <n> table indices of <prefs> but <except> is failing (backend_failing()). */
@@ -1195,9 +1200,9 @@ static bool other_failing(const struct hlb_snapshot *snap, const uint32_t *prefs
  * A retry: the failing backends of <prefs> (<n> table indices) go after the
  * others, each part in its order, so that a retry takes a backend that is
  * not known to fail while one is left, and one that is only if none is (it
- * may be back: it is never left out).
+ * may be back: it is never left out). Returns how many are not failing.
  */
-static void failing_last(const struct hlb_snapshot *snap, uint32_t *prefs, size_t n)
+static size_t failing_last(const struct hlb_snapshot *snap, uint32_t *prefs, size_t n)
 {
 	uint32_t failing[HLB_PREFERENCE_MAX];
 	size_t i, kept = 0, n_fail = 0;
@@ -1209,6 +1214,7 @@ static void failing_last(const struct hlb_snapshot *snap, uint32_t *prefs, size_
 			prefs[kept++] = prefs[i];
 	}
 	memcpy(prefs + kept, failing, n_fail * sizeof(*prefs));
+	return kept;
 }
 
 /* Places of the table's list that c->tried tells apart, one bit each. */
@@ -1227,15 +1233,17 @@ static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
  * Connect to the first backend of the client's preference list in <snap>
  * (reordered by bounded load and slow start) that it has not tried or
  * passed over for being full (c->tried); on a retry (<failed>: the backend
- * that just failed) after that one, those known to fail last
- * (failing_last()), the list lengthened past them if it has any. Returns
- * false if no candidate is left.
+ * whose connect failed, just now or before the client waited in the queue)
+ * never that one, and those known to fail last (failing_last()), the list
+ * lengthened past them if it has any. With timeouts.queue, a retry that
+ * passed over a full backend waits for room there (w->first_full) rather
+ * than try one known to fail. Returns false if no candidate is left.
  */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
 {
 	uint32_t prefs[HLB_PREFERENCE_MAX], raw[HLB_PREFERENCE_MAX];
-	size_t max = 1 + (size_t)snap->connect_retries, n, n_raw, i;
+	size_t max = 1 + (size_t)snap->connect_retries, n, n_raw, n_ok, i;
 	struct io_uring_sqe *sqe;
 	struct hlb_backend *be;
 	unsigned pos;
@@ -1260,6 +1268,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
 			  atomic_load_explicit(&c->svc->active, memory_order_relaxed), prefs, n);
+	n_ok = n;
 	if (!failed) {
 		c->tried = 0;
 	} else {
@@ -1279,10 +1288,14 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		if (k == 0 && snap->retry_table &&
 		    hashlb_table_backend_down(snap->retry_table, prefs[0]))
 			retry_first(snap, c->hash, prefs, &n, max);
-		failing_last(snap, prefs, n);
+		n_ok = failing_last(snap, prefs, n);
 	}
 	for (i = 0;; i++) {
 		if (i >= n)
+			return false;
+		/* the rest are known to fail: a client that may wait for room
+		 * waits, its tries kept for a backend that has some */
+		if (i == n_ok && w->first_full && snap->queue_timeout_ms)
 			return false;
 		be = snap->backends[prefs[i]];
 		pos = raw_position(raw, n_raw, prefs[i]);
@@ -2027,8 +2040,11 @@ void conn_idle_scan(struct worker *w)
  * Try the waiting connections again, oldest first, each from the start of
  * its preference list in the current table: those that find room connect,
  * those past their deadline are closed, those with no backend left at all
- * (all down now) are closed as without a queue. The connect that one
- * waiting after a failed connect starts is counted as that failure's retry.
+ * (all down now) are closed as without a queue. One that waits after a
+ * failed connect is retried as conn_connect_done() retries while the
+ * backend that failed still is failing(): not on that one, and rather
+ * waiting on than trying those known to fail; the connect it starts is
+ * counted as that failure's retry.
  */
 void conn_queue_run(struct worker *w)
 {
@@ -2044,11 +2060,12 @@ void conn_queue_run(struct worker *w)
 		bool connecting;
 
 		c->be = NULL;
+		c->tried = 0; /* the whole list again: its full backends may have room */
 		w->first_full = NULL;
 		/* A service a reload removed: its backends drain and take no new
 		 * client, so none is left for it (closed as no_backend below). */
 		connecting = !atomic_load_explicit(&c->svc->removed, memory_order_relaxed) &&
-			     conn_connect(w, c, snap, NULL);
+			     conn_connect(w, c, snap, failed && failing(failed) ? failed : NULL);
 		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
 			c->retry_of = failed;

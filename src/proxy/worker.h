@@ -215,7 +215,8 @@ struct conn {
 		struct __kernel_timespec ts;
 		/* CONN_QUEUED: the backend whose failed connect sent it there (one
 		 * reference), NULL if none: the connect the queue starts is that
-		 * failure's retry, counted under it */
+		 * failure's retry, counted under it, and goes elsewhere while
+		 * that backend is failing */
 		struct hlb_backend *retry_of;
 	};
 } __attribute__((aligned(16)));

@@ -607,12 +607,14 @@ def backend_queue():
 
 
 def queued_after_a_refusal():
-    """A client whose own backend refuses and whose next one is full waits in the queue, and
-    the connect the queue starts for it is the retry of the refused connect: counted as one,
-    so that hashlb_backend_retries_total is the log's attempts less one per connection (x
-    refuses, a holds its max_connections 1, connect_retries 1). Before, that connect was not
-    counted (the connection no longer knew which backend had failed): 2 attempts logged, 0
-    retries counted."""
+    """A client whose own backend refuses and whose next one is full waits in the queue for
+    room on the full one, up to timeouts.queue, and is not tried on the refusing one again
+    while that one is failing (x refuses, a holds its max_connections 1, connect_retries 1):
+    served by a once a has room, or reset as queue_timeout, x tried once. Once x serves
+    another client again, the waiting client goes back to x, its own. The connect the queue
+    starts is counted as the retry it is: hashlb_backend_retries_total is the log's attempts
+    less one per connection. Before, each retry of the queue started at x again: x refused,
+    and the client was closed as connect_failed at once (duration_ms=0), 2 attempts logged."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
@@ -624,35 +626,64 @@ def queued_after_a_refusal():
                     for m in [re.search(r" attempts=(\d+)", l)] if m]
         return metric_sum(lb, "hashlb_backend_retries_total"), sum(max(a - 1, 0) for a in attempts)
 
-    dead = ("x", f"127.0.0.1:{dead_port()}")
-    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), dead],
-                       health="enabled: false", workers=1,
-                       extra="connect_retries: 1\ntimeouts:\n  queue: 30s\n"
-                             "log_connections: true"))
-    clients = [client_ip(300 + i) for i in range(200)]
-    prefs = lookup(lb.path, clients)
-    holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
-    check(read_line(holder) == "a", "the holder within a's cap")
-    c = next(c for c in clients if prefs[c][:2] == ["x", "a"])
-    s = connect(lb.addr, c, timeout=30)
-    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 1),
-          f"{c}: x refused, a full: queued")
-    holder.close()
-    try:
-        got = read_line(s)
-    except ConnectionError:
-        got = "reset"
-    s.close()
-    lb.wait(lambda: any(f"client={c}:" in l for l in lb.log))
-    line = next((l for l in lb.log if f"client={c}:" in l), "")
-    check("attempts=2" in line, f"logged with 2 attempts (served by {got!r}): {line}")
-    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 0),
-          "no connection left")
-    x = lb.backend("x")
-    got, log = retried(lb)
-    check(got == log == 1 and x["retries"] == log,
-          f"retries counted {got:.0f}, x's {x['retries']}, the log's attempts say {log}")
-    check(lb.stop() == 0, "exit 0")
+    def ended(lb, c):
+        lb.wait(lambda: any(f"client={c}:" in l for l in lb.log))
+        return next((l for l in lb.log if f"client={c}:" in l), "")
+
+    def served(s):
+        try:
+            return read_line(s)
+        except ConnectionError:
+            return "reset"
+
+    x = Backend("x")
+    x.stop()
+    for case in ("room", "timeout", "x back"):
+        queue = "500ms" if case == "timeout" else "30s"
+        lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), ("x", x.addr)],
+                           health="enabled: false", workers=1,
+                           extra=f"connect_retries: 1\ntimeouts:\n  queue: {queue}\n"
+                                 "log_connections: true"))
+        clients = [client_ip(300 + i) for i in range(200)]
+        prefs = lookup(lb.path, clients)
+        holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
+        check(read_line(holder) == "a", "the holder within a's cap")
+        c, other = [c for c in clients if prefs[c][:2] == ["x", "a"]][:2]
+        s = connect(lb.addr, c, timeout=30)
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 1),
+              f"{case}: {c}: x refused, a full: queued")
+        if case == "timeout":
+            check(outcome(s) == (0, "RST"), "reset past its timeouts.queue")
+            want, attempts = "end=queue_timeout", 1
+        else:
+            time.sleep(0.3)  # 30 retries of the queue
+            check(metric_sum(lb, "hashlb_service_queued") == 1 and
+                  not any(f"client={c}:" in l for l in lb.log),
+                  "still waiting 300 ms later, not closed")
+            if case == "room":
+                holder.close()
+                got, want_got = served(s), "a"
+            else:
+                x = Backend("x", x.port)
+                check(who(lb.addr, other) == "x", "x is back and serves another of its clients")
+                got, want_got = served(s), "x"
+            check(got == want_got, f"served by {want_got}: {got!r}")
+            want, attempts = "end=done", 2
+        s.close()
+        holder.close()
+        line = ended(lb, c)
+        check(want in line and f"attempts={attempts} " in line,
+              f"{case}: logged {want}, attempts={attempts}: {line}")
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_active_connections") == 0),
+              "no connection left")
+        xs = lb.backend("x")
+        got, log = retried(lb)
+        check(got == log == attempts - 1 and xs["retries"] == log and
+              xs["connect_fail"] == 1,
+              f"retries counted {got:.0f}, x's {xs['retries']}, the log's attempts say {log}; "
+              f"x refused {xs['connect_fail']} connect (once)")
+        check(lb.stop() == 0, "exit 0")
+    x.stop()
 
 def queued_clients_that_leave():
     """A client that resets while it waits in the queue is dropped from it at once (counted,
