@@ -206,6 +206,26 @@ static void check_next(struct hlb_check *c)
 	hlb_timer_arm(c->loop, &c->timer, c->next_ms > now ? c->next_ms : now);
 }
 
+/* Not made, for a fault of ours: no result, the next one at its time; then say so. */
+static void check_skip(struct hlb_check *c, enum hlb_check_skip at, int err)
+{
+	check_next(c);
+	if (c->skipped)
+		c->skipped(c->arg, at, err);
+}
+
+const char *hlb_check_skip_name(enum hlb_check_skip at)
+{
+	static const char *const names[HLB_CHECK_SKIP_MAX] = {
+		[HLB_CHECK_SKIP_SOCKET] = "socket",
+		[HLB_CHECK_SKIP_SOURCE] = "source",
+		[HLB_CHECK_SKIP_CONNECT] = "connect",
+		[HLB_CHECK_SKIP_WATCH] = "watch",
+	};
+
+	return (unsigned)at < HLB_CHECK_SKIP_MAX ? names[at] : "?";
+}
+
 /* ... then report the result. */
 static void check_finish(struct hlb_check *c, bool ok)
 {
@@ -323,7 +343,7 @@ static void check_io(void *arg, uint32_t events)
 
 static void check_open(struct hlb_check *c)
 {
-	int fd;
+	int fd, r;
 
 	if (c->reserved) {
 		reservation_drop(c); /* its slot, kept for it since one closed */
@@ -335,7 +355,7 @@ static void check_open(struct hlb_check *c)
 	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		if (hlb_local_error(errno)) /* skipped, not failed */
-			check_next(c);
+			check_skip(c, HLB_CHECK_SKIP_SOCKET, errno);
 		else
 			check_finish(c, false);
 		return;
@@ -344,19 +364,15 @@ static void check_open(struct hlb_check *c)
 	slots.inflight++;
 	c->io.fn = check_io;
 	c->io.arg = c;
-	if (c->source_len) {
-		int r = hlb_bind_source(fd, &c->source, c->source_len);
-
-		if (r < 0) {
-			/* the source address is gone: ours to fix, not the backend's */
-			check_next(c);
-			return;
-		}
+	/* the source address is gone: ours to fix, not the backend's */
+	if (c->source_len && (r = hlb_bind_source(fd, &c->source, c->source_len)) < 0) {
+		check_skip(c, HLB_CHECK_SKIP_SOURCE, -r);
+		return;
 	}
 	if (connect(fd, (struct sockaddr *)&c->addr, c->addr_len) == 0) {
 		/* at once (loopback); the reply, if awaited, needs the loop */
-		if (c->expect_len && hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {
-			check_next(c);
+		if (c->expect_len && (r = hlb_loop_add(c->loop, &c->io, EPOLLOUT)) < 0) {
+			check_skip(c, HLB_CHECK_SKIP_WATCH, -r);
 			return;
 		}
 		hlb_timer_arm(c->loop, &c->timer, c->started_ns / 1000000 + c->timeout_ms);
@@ -365,13 +381,13 @@ static void check_open(struct hlb_check *c)
 	}
 	if (errno != EINPROGRESS) {
 		if (hlb_local_error(errno)) /* skipped, not failed */
-			check_next(c);
+			check_skip(c, HLB_CHECK_SKIP_CONNECT, errno);
 		else
 			check_finish(c, false);
 		return;
 	}
-	if (hlb_loop_add(c->loop, &c->io, EPOLLOUT) < 0) {
-		check_next(c);
+	if ((r = hlb_loop_add(c->loop, &c->io, EPOLLOUT)) < 0) {
+		check_skip(c, HLB_CHECK_SKIP_WATCH, -r);
 		return;
 	}
 	hlb_timer_arm(c->loop, &c->timer, c->started_ns / 1000000 + c->timeout_ms);

@@ -27,12 +27,32 @@
  * the connect, and with send/expect until the answer matched. */
 typedef void (*hlb_check_done_fn)(void *arg, bool ok, uint64_t latency_ns);
 
+/* Where a check was given up for a fault of ours (hlb_check_skip_fn). */
+enum hlb_check_skip {
+	HLB_CHECK_SKIP_SOCKET, /* no socket: out of fds or memory */
+	HLB_CHECK_SKIP_SOURCE, /* the service's source address cannot be bound (gone) */
+	HLB_CHECK_SKIP_CONNECT, /* no local port, no memory */
+	HLB_CHECK_SKIP_WATCH, /* the loop cannot watch the socket */
+	HLB_CHECK_SKIP_MAX
+};
+
+/*
+ * Called from the loop instead of <done> for a check not made for want of
+ * our own means (hlb_local_error(), or the source address unusable): it
+ * says nothing of the backend. <err>: the errno, <at>: where.
+ */
+typedef void (*hlb_check_skip_fn)(void *arg, enum hlb_check_skip at, int err);
+
+/* "socket", "source", "connect", "watch" */
+const char *hlb_check_skip_name(enum hlb_check_skip at);
+
 struct hlb_check {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint32_t interval_ms;
 	uint32_t timeout_ms;
 	hlb_check_done_fn done;
+	hlb_check_skip_fn skipped; /* NULL: skipped checks are not reported */
 	void *arg;
 	uint8_t proxy; /* enum hashlb_proxy_protocol: the header each check sends; 0 = none */
 	struct sockaddr_storage source; /* the service's source address */

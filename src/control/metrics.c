@@ -33,6 +33,7 @@ enum bfield {
 	B_SLOW_START,
 	B_CHECKS_OK,
 	B_CHECKS_FAILED,
+	B_CHECKS_SKIPPED,
 	B_CHECK_LATENCY,
 	B_FLAPS,
 	B_MAX
@@ -76,6 +77,9 @@ static const struct {
 			  "Active health checks that passed." },
 	[B_CHECKS_FAILED] = { "hashlb_backend_checks_failed_total", "counter",
 			      "Active health checks that failed." },
+	[B_CHECKS_SKIPPED] = { "hashlb_backend_checks_skipped_total", "counter",
+			       "Active health checks not made for a fault of hashlb's host (the "
+			       "source address gone, no fd, no local port): health kept." },
 	[B_CHECK_LATENCY] = { "hashlb_backend_check_latency_seconds", "gauge",
 			      "Time the last passed health check took: its connect, and with send/expect "
 			      "the answer too." },
@@ -167,6 +171,8 @@ static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct 
 		return (double)b->checks_ok;
 	case B_CHECKS_FAILED:
 		return (double)b->checks_failed;
+	case B_CHECKS_SKIPPED:
+		return (double)b->checks_skipped;
 	case B_CHECK_LATENCY:
 		return (double)b->check_latency_ns / 1e9;
 	case B_FLAPS:

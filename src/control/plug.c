@@ -98,12 +98,18 @@ static void plug_listen_abort(void *arg)
 	hlb_daemon_listen_abort(plug->d);
 }
 
-static void plug_log(void *arg, bool error, const char *msg, const char *kv)
+/* The pool's lines (pool.h: with their level) and the control plane's (control.h: error or not). */
+static void plug_pool_log(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
 {
 	if (kv && *kv)
-		hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, "%s", kv);
+		hlb_log(level, msg, "%s", kv);
 	else
-		hlb_log(error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, NULL);
+		hlb_log(level, msg, NULL);
+}
+
+static void plug_log(void *arg, bool error, const char *msg, const char *kv)
+{
+	plug_pool_log(arg, error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, kv);
 }
 
 static uint64_t plug_connections(void *daemon)
@@ -204,7 +210,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 		.listen = plug_listen,
 		.listen_commit = plug_listen_commit,
 		.listen_abort = plug_listen_abort,
-		.log = plug_log,
+		.log = plug_pool_log,
 		.handover = hlb_daemon_handover(d),
 	};
 	int ret;

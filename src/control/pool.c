@@ -42,10 +42,11 @@ struct hlb_pool {
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
 
-static void pool_log(struct hlb_pool *p, bool error, const char *msg, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
+		     ...) __attribute__((format(printf, 4, 5)));
 
-static void pool_log(struct hlb_pool *p, bool error, const char *msg, const char *fmt, ...)
+static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
+		     ...)
 {
 	char kv[512];
 	va_list ap;
@@ -55,7 +56,7 @@ static void pool_log(struct hlb_pool *p, bool error, const char *msg, const char
 	va_start(ap, fmt);
 	vsnprintf(kv, sizeof(kv), fmt, ap);
 	va_end(ap);
-	p->env.log(p->env.arg, error, msg, kv);
+	p->env.log(p->env.arg, level, msg, kv);
 }
 
 /* ---- backends ---- */
@@ -108,7 +109,8 @@ static void backend_set_healthy(struct hlb_pool_backend *b, bool up)
 /* <cause>: what decided it, "checks", "passive" (the forwarder's connects) or "damping". */
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause)
 {
-	pool_log(b->svc->pool, !b->health.up, b->health.up ? "backend up" : "backend down",
+	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
+		 b->health.up ? "backend up" : "backend down",
 		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s", b->svc->cfg->name,
 		 b->rt->name, cause, b->health.flaps,
 		 b->health.suppressed ? " suppressed=flapping" : "");
@@ -125,10 +127,51 @@ void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok)
 		backend_health_changed(b, hlb_now_ms(), "checks");
 }
 
+/*
+ * A check of <b> was not made for a fault of ours: the source address gone
+ * from the host (EADDRNOTAVAIL at its bind), no fd, no local port. The
+ * backend's health stays as it is: the fault says nothing of it, and the
+ * forwarder's connects, failing the same way, count against no backend
+ * either. Said once for the service as the first check is skipped (one
+ * line, not one per check of each of its backends), and again when checks
+ * are made with none skipped for an interval (service_checks_made()).
+ */
+static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
+{
+	struct hlb_pool_backend *b = arg;
+	struct hlb_pool_service *s = b->svc;
+	char src[INET6_ADDRSTRLEN] = "none";
+
+	b->checks_skipped++;
+	s->skips++;
+	s->skip_last_ms = hlb_now_ms();
+	if (s->skipping)
+		return;
+	s->skipping = true;
+	if (s->cfg->source_len)
+		getnameinfo((const struct sockaddr *)&s->cfg->source, s->cfg->source_len, src,
+			    sizeof(src), NULL, 0, NI_NUMERICHOST);
+	pool_log(s->pool, HLB_LOG_WARN, "health checks skipped, health kept",
+		 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name, b->rt->name,
+		 hlb_check_skip_name(at), src, strerrorname_np(err));
+}
+
+/* A check of <s> was made: the end of a run of skipped ones, if none was for an interval. */
+static void service_checks_made(struct hlb_pool_service *s)
+{
+	if (!s->skipping || hlb_now_ms() - s->skip_last_ms < s->cfg->health.interval_ms)
+		return;
+	pool_log(s->pool, HLB_LOG_INFO, "health checks made again", "service=%s skipped=%" PRIu64,
+		 s->cfg->name, s->skips);
+	s->skipping = false;
+	s->skips = 0;
+}
+
 static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
 {
 	struct hlb_pool_backend *b = arg;
 
+	service_checks_made(b->svc);
 	if (ok) {
 		b->checks_ok++;
 		b->check_latency_ns = latency_ns;
@@ -147,6 +190,7 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 		return;
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
+	b->check.skipped = backend_check_skipped;
 	if (h->port) {
 		/* the same host, its health endpoint: it expects no PROXY header */
 		if (b->check.addr.ss_family == AF_INET)
@@ -252,7 +296,7 @@ uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 	uint64_t n = atomic_load(&b->rt->active);
 
 	hlb_backend_close(b->rt, HLB_CLOSE_ADMIN);
-	pool_log(b->svc->pool, false, "closing a backend's connections",
+	pool_log(b->svc->pool, HLB_LOG_INFO, "closing a backend's connections",
 		 "service=%s backend=%s established=%" PRIu64 " by=admin", b->svc->cfg->name,
 		 b->rt->name, n);
 	return n;
@@ -344,7 +388,7 @@ static void service_clients_table(struct hlb_pool_service *s, const struct hlb_s
 	room = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 22) ? 1u << 21
 									: rl.rlim_cur / 2;
 	if (hlb_clients_new((uint32_t)room, &t) < 0) {
-		pool_log(s->pool, true,
+		pool_log(s->pool, HLB_LOG_ERROR,
 			 "out of memory for max_connections_per_client, not enforced", "service=%s",
 			 s->cfg->name);
 		return;
@@ -436,7 +480,8 @@ static int service_rebuild(struct hlb_pool_service *s)
 	ret = service_build(s, &snap, &s->last_error);
 	if (ret < 0) {
 		s->rebuilds_failed++;
-		pool_log(s->pool, true, "table build failed, the previous table keeps serving",
+		pool_log(s->pool, HLB_LOG_ERROR,
+			 "table build failed, the previous table keeps serving",
 			 "service=%s err=\"%s\"", s->cfg->name, s->last_error.msg);
 		return ret;
 	}
@@ -892,7 +937,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		carried = true;
 	}
 	if (carried)
-		pool_log(p, false, "run-time settings carried over from the old hashlb",
+		pool_log(p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
 			 "service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s",
 			 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
 			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",

@@ -32,6 +32,7 @@
 
 #include "hashlb/config.h"
 #include "hashlb/error.h"
+#include "runtime/log.h"
 #include "runtime/runtime.h"
 
 #include "buf.h"
@@ -60,6 +61,7 @@ struct hlb_pool_backend {
 	struct hlb_health health;
 	struct hlb_check check;
 	uint64_t checks_ok, checks_failed;
+	uint64_t checks_skipped; /* not made, for a fault of ours (hlb_check_skip_fn) */
 	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
@@ -88,6 +90,11 @@ struct hlb_pool_service {
 	 * their counters with them: hlb_pool_service_bytes() still counts them. */
 	uint64_t gone_bytes_in, gone_bytes_out;
 	struct hlb_health_params hp;
+	/* Checks skipped for a fault of ours (the source address gone, no fd):
+	 * logged when the first is, and when checks are made again with none
+	 * skipped for an interval; <skips> counts those of the episode. */
+	bool skipping;
+	uint64_t skip_last_ms, skips;
 	bool dirty, need_full;
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;
@@ -117,8 +124,8 @@ struct hlb_pool_env {
 		      struct hashlb_error *err);
 	void (*listen_commit)(void *arg);
 	void (*listen_abort)(void *arg);
-	/* Health changes and failed builds, as logfmt pairs in <kv>. */
-	void (*log)(void *arg, bool error, const char *msg, const char *kv);
+	/* Health changes, skipped checks and failed builds, as logfmt pairs in <kv>. */
+	void (*log)(void *arg, enum hlb_log_level level, const char *msg, const char *kv);
 	/* The HLB_HANDOVER_LINE lines of the hashlb this one replaces (an upgrade), applied to
 	 * the backends as they are created; NULL if none. Borrowed during hlb_pool_new(). */
 	const char *handover;

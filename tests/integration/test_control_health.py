@@ -224,6 +224,21 @@ raise SystemExit(1 if failures else 0)
 """
 
 
+def in_netns(script, tools=("unshare",)):
+    """Run the Python <script> in a network namespace of its own (it sets its loopback up):
+    it passes if it exits 0; its lines indented 4 are printed. Needs root and <tools>."""
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in tools):
+        print(f"    skipped: needs root and {', '.join(tools)} for a network namespace")
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run(["unshare", "--net", sys.executable, "-c", script], cwd=here,
+                       env=dict(os.environ, PYTHONPATH=here), capture_output=True, text=True,
+                       timeout=120)
+    print("\n".join("  " + l for l in p.stdout.splitlines() if l.startswith("    ")))
+    check(p.returncode == 0, "in its namespace: " + " / ".join(
+        l for l in p.stdout.splitlines() if "FAIL" in l or "Error" in l) + p.stderr[-300:])
+
+
 def no_local_port_is_not_a_backend_failure():
     """Connects the forwarder cannot make for want of a local port (EADDRNOTAVAIL: the
     ephemeral ports to a backend's address all taken) are not the backend's failures, as
@@ -231,15 +246,65 @@ def no_local_port_is_not_a_backend_failure():
     once when the ports ran out, the process at its busiest, and kept them down (their
     checks, short of a port too, are skipped). In a network namespace of its own, where
     ip_local_port_range is set for this test alone."""
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        print("    skipped: needs root and unshare(1) for a network namespace")
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    p = subprocess.run(["unshare", "--net", sys.executable, "-c", NO_PORT], cwd=here,
-                       env=dict(os.environ, PYTHONPATH=here), capture_output=True, text=True,
-                       timeout=120)
-    check(p.returncode == 0, "in its namespace: " + " / ".join(
-        l for l in p.stdout.splitlines() if "FAIL" in l or "Error" in l) + p.stderr[-300:])
+    in_netns(NO_PORT)
+
+
+def source_gone_skips_checks_and_says_so():
+    """The service's source address removed from the host after start: every check fails
+    to bind it (EADDRNOTAVAIL), a fault of hashlb's host, not of the backends. The checks
+    were skipped silently forever, the backends' health frozen with no log line and no
+    metric. Now the health is still kept (a backend that dies meanwhile stays up: nothing
+    can check it), but one warning names the service, the source and the error, however
+    many checks are skipped, each backend counts its skipped checks, and once the address
+    is back the checks are made again (the dead backend goes down) and that is logged too.
+    In a network namespace of its own, whose loopback holds the source address."""
+    in_netns(SOURCE_GONE, tools=("unshare", "ip"))
+
+
+SOURCE_GONE = r"""
+import re, subprocess, time
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+SRC = "192.0.2.5"
+subprocess.run(["ip", "addr", "add", SRC + "/32", "dev", "lo"], check=True)
+from ctltest import Lb, config, metric_sum
+from lbtest import Backend, check, failures
+bs = [Backend("a"), Backend("b")]
+lb = Lb(config([(b.name, b.addr) for b in bs], extra="source: " + SRC))
+
+def count(name, backend):
+    return metric_sum(lb, f'{name}{{service="t",backend="{backend}"}}')
+
+check(lb.wait(lambda: all(count("hashlb_backend_checks_passed_total", n) >= 3 for n in "ab"))
+      is not None, "checks pass from the source address")
+subprocess.run(["ip", "addr", "del", SRC + "/32", "dev", "lo"], check=True)
+bs[1].stop()  # dies while nothing can check it
+# 20 checks a backend at least (interval 100 ms): many skipped checks, one line
+check(lb.wait(lambda: all(count("hashlb_backend_checks_skipped_total", n) >= 20 for n in "ab"))
+      is not None, "hashlb_backend_checks_skipped_total counts the skipped checks")
+skipped = [l for l in lb.log if "health checks skipped" in l]
+print(f"    {count('hashlb_backend_checks_skipped_total', 'a'):.0f} + "
+      f"{count('hashlb_backend_checks_skipped_total', 'b'):.0f} checks skipped, "
+      f"{len(skipped)} line(s): {skipped[:1]}")
+check(len(skipped) == 1 and "level=warn" in skipped[0] and "service=t " in skipped[0]
+      and f"source={SRC} " in skipped[0] and "err=EADDRNOTAVAIL" in skipped[0]
+      and "at=source" in skipped[0],
+      f"one warning naming the service, the source and the error: {skipped}")
+st = {b["name"]: b for b in lb.service()["backends"]}
+check(all(st[n]["health"] == "up" for n in "ab"),
+      f"health kept: {[(n, st[n]['health']) for n in 'ab']}")
+failed = count("hashlb_backend_checks_failed_total", "b")
+check(failed == 0, f"no check failed: {failed}")
+subprocess.run(["ip", "addr", "add", SRC + "/32", "dev", "lo"], check=True)
+check(lb.wait(lambda: lb.backend("b")["health"] == "down") is not None,
+      "the address back: checks are made again, the dead backend goes down")
+check(lb.wait_log(r'msg="health checks made again" service=t skipped=\d+'),
+      "and that the checks are made again is logged")
+check(lb.backend("a")["health"] == "up", "the live one stays up")
+check(len([l for l in lb.log if "health checks skipped" in l]) == 1, "still one warning")
+check(lb.stop() == 0, "exit 0")
+bs[0].stop()
+raise SystemExit(1 if failures else 0)
+"""
 
 
 def flapping_does_not_rebuild_per_flap():
@@ -621,6 +686,7 @@ def stale_failures_do_not_take_a_recovered_backend_down():
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
+           source_gone_skips_checks_and_says_so,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps, payload_checks,
            health_port, half_a_maglev_pool_dies_at_once,
            stale_failures_do_not_take_a_recovered_backend_down])

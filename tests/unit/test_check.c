@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Active checks on a real loop: a listening port passes, a closed one fails
- * at once, a silent one times out, and running out of fds skips the check
- * rather than failing the backend; a loop late past the deadline fails no
+ * at once, a silent one times out, and running out of fds or a source
+ * address gone skips the check rather than failing the backend, and says
+ * where and why; a loop late past the deadline fails no
  * check that the backend answered in time; the checks in flight keep to
  * their share of the fds.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -26,6 +28,8 @@
 struct results {
 	int ok, failed, n; /* n: results reported */
 	uint64_t latency_ns;
+	int skipped, skip_err; /* checks not made, and the errno of the last */
+	enum hlb_check_skip skip_at;
 };
 
 static void done(void *arg, bool ok, uint64_t latency_ns)
@@ -38,6 +42,15 @@ static void done(void *arg, bool ok, uint64_t latency_ns)
 	else
 		r->failed++;
 	r->latency_ns = latency_ns;
+}
+
+static void skipped(void *arg, enum hlb_check_skip at, int err)
+{
+	struct results *r = arg;
+
+	r->skipped++;
+	r->skip_at = at;
+	r->skip_err = err;
 }
 
 static int listener_backlog(struct sockaddr_in *sin, int backlog)
@@ -201,14 +214,58 @@ static void test_out_of_fds_skips_the_check(void **state)
 	rl.rlim_cur = (rlim_t)probe;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
+	c.skipped = skipped;
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
 	run_for(l, 80);
 	setrlimit(RLIMIT_NOFILE, &old);
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.ok, 0);
+	assert_true(r.skipped >= 1);
+	assert_int_equal(r.skip_at, HLB_CHECK_SKIP_SOCKET);
+	assert_int_equal(r.skip_err, EMFILE);
 	/* And it resumes once fds are available again. */
 	run_until(l, &r.ok, 1, 10000);
 	assert_true(r.ok >= 1);
+	hlb_check_stop(&c);
+	close(fd);
+	hlb_loop_free(l);
+}
+
+/*
+ * The service's source address gone from the host (here one it never had,
+ * 192.0.2.77): the bind fails with EADDRNOTAVAIL, and the check was skipped
+ * without a word, the backend's health frozen with nothing to tell why. It
+ * is still skipped, neither passed nor failed, and reported with where and
+ * why, at each check's time.
+ */
+static void test_source_gone_skips_and_says_why(void **state)
+{
+	struct hlb_loop *l;
+	struct sockaddr_in sin, *src;
+	struct hlb_check c;
+	struct results r = { 0 };
+	int fd;
+
+	assert_int_equal(hlb_loop_new(&l), 0);
+	fd = listener(&sin);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
+	c.skipped = skipped;
+	src = (struct sockaddr_in *)&c.source;
+	src->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, "192.0.2.77", &src->sin_addr), 1);
+	c.source_len = sizeof(*src);
+	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
+	run_until(l, &r.skipped, 3, 10000);
+	assert_true(r.skipped >= 3);
+	assert_int_equal(r.skip_at, HLB_CHECK_SKIP_SOURCE);
+	assert_int_equal(r.skip_err, EADDRNOTAVAIL);
+	assert_int_equal(r.n, 0);
+
+	/* the address back (here: one the host has): checks are made again */
+	assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &src->sin_addr), 1);
+	run_until(l, &r.ok, 1, 10000);
+	assert_true(r.ok >= 1);
+	assert_int_equal(r.failed, 0);
 	hlb_check_stop(&c);
 	close(fd);
 	hlb_loop_free(l);
@@ -386,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_silent_port_times_out),
 		cmocka_unit_test(test_timeout_of_one_interval_keeps_the_cadence),
 		cmocka_unit_test(test_out_of_fds_skips_the_check),
+		cmocka_unit_test(test_source_gone_skips_and_says_why),
 		cmocka_unit_test(test_late_loop_is_not_a_timeout),
 		cmocka_unit_test(test_late_loop_is_not_a_timeout_for_a_banner),
 		cmocka_unit_test(test_late_loop_is_not_a_timeout_for_an_answer),
