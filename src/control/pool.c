@@ -207,6 +207,23 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 	hlb_check_start(&b->check, b->svc->pool->loop, first_ms);
 }
 
+/*
+ * Start <b>'s checks from <now> at its place in the spread of its service's
+ * pool over the interval (hlb_check_phase(): member b->idx of the config's
+ * n_backends), shifted by a hash of the service's name so that the pools of
+ * different services do not line up. At start, after a reload that restarts
+ * checks and leaving maint alike: 1,000 backends set ready at once check
+ * over an interval, never in a burst of 1,000 connects.
+ */
+static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
+{
+	const struct hashlb_service_cfg *c = b->svc->cfg;
+	uint64_t salt = XXH64(c->name, strlen(c->name), 0);
+
+	backend_check_start(
+		b, now + hlb_check_phase(c->health.interval_ms, b->idx, c->n_backends, salt));
+}
+
 static void backend_free(struct hlb_pool_backend *b)
 {
 	if (!b)
@@ -269,7 +286,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 		if (backend_checked(b)) {
 			backend_health_restart(b, false, now);
 			backend_set_healthy(b, false);
-			backend_check_start(b, now);
+			backend_check_spread(b, now);
 		} else {
 			backend_ramp_start(b, now);
 		}
@@ -744,12 +761,9 @@ static void service_health_params(struct hlb_pool_service *s)
 static void service_checks_start(struct hlb_pool_service *s)
 {
 	uint64_t now = hlb_now_ms();
-	uint64_t salt = XXH64(s->cfg->name, strlen(s->cfg->name), 0);
 
 	for (uint32_t i = 0; i < s->n_backends; i++)
-		backend_check_start(
-			s->backends[i],
-			now + hlb_check_phase(s->cfg->health.interval_ms, i, s->n_backends, salt));
+		backend_check_spread(s->backends[i], now);
 }
 
 /* Stops checks and timers, drops the backends and the runtime service. */
@@ -1010,6 +1024,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 			goto err_free;
 		}
+		s->backends[i]->idx = i;
 		s->n_backends++;
 		if (p->n_ho)
 			backend_handover(s->backends[i], c->name);
@@ -1382,6 +1397,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		if (b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len)) {
 			keep = b;
 			taken[j] = true;
+			keep->idx = i;
 			if (j != i)
 				full = true;
 		} else {
@@ -1394,6 +1410,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 					goto err_nomem;
 				backend_ramp_start(keep, now);
 			}
+			keep->idx = i;
 			/* The same name at a new address (a reload, or resolve_every
 			 * following DNS): what was set at run time (hashlb ctl set)
 			 * stays with the name, as when the address stays, unless the
@@ -1427,8 +1444,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			hlb_pool_set_admin(b, nb->admin);
 		}
 		if (start_checks)
-			backend_check_start(b, now + hlb_check_phase(c->health.interval_ms, i,
-								     c->n_backends, 0));
+			backend_check_spread(b, now);
 		if (!c->health.enabled && !b->health.up) {
 			/* Checks turned off: no verdict holds it down any more. */
 			backend_health_restart(b, true, now);
@@ -1454,7 +1470,9 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	return 0;
 
 err_nomem:
-	/* Undo: the new backends go, the old list stays. */
+	/* Undo: the new backends go, the old list stays, in its places. */
+	for (j = 0; j < s->n_backends; j++)
+		s->backends[j]->idx = j;
 	for (i = 0; i < c->n_backends; i++) {
 		bool is_old = false;
 

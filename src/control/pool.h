@@ -60,6 +60,7 @@ struct hlb_pool_backend {
 	enum hashlb_admin_state admin; /* current */
 	struct hlb_health health;
 	struct hlb_check check;
+	uint32_t idx; /* its place in the config's backends: that of its checks in their spread */
 	uint64_t checks_ok, checks_failed;
 	uint64_t checks_skipped; /* not made, for a fault of ours (hlb_check_skip_fn) */
 	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -601,6 +602,108 @@ static void checks_on(struct hashlb_config *c)
 	c->services[0].health.enabled = true;
 }
 
+/* Where in the interval (<iv> ms) <b>'s next check falls, from <t0>. */
+static uint64_t check_offset(const struct hlb_pool_backend *b, uint64_t t0, uint32_t iv)
+{
+	return (b->check.next_ms - t0) % iv;
+}
+
+/*
+ * 1,000 backends leave maint at once (hashlb ctl set POOL ready on an each_address name, or a
+ * reload): each started its first check at once, a burst of 1,000 connects, where the docs
+ * promise "never a burst". Their first checks now fall as at start, spread evenly over the
+ * interval: a tenth of the interval holds a tenth of them.
+ */
+static void test_leaving_maint_spreads_the_checks(void **state)
+{
+	enum { N = 1000, BUCKETS = 10 };
+	struct fixture f;
+	uint32_t count[BUCKETS] = { 0 }, iv;
+	uint64_t t0;
+
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, N, 0, checks_on);
+	iv = f.cfg->services[0].health.interval_ms;
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(hlb_pool_set_admin(f.svc->backends[i], HASHLB_ADMIN_MAINT), 0);
+	t0 = hlb_now_ms();
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(hlb_pool_set_admin(f.svc->backends[i], HASHLB_ADMIN_READY), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_true(hlb_check_running(&f.svc->backends[i]->check));
+		count[check_offset(f.svc->backends[i], t0, iv) * BUCKETS / iv]++;
+	}
+	for (int k = 0; k < BUCKETS; k++) {
+		print_message("    %u..%u ms: %u first checks\n", k * iv / BUCKETS,
+			      (k + 1) * iv / BUCKETS, count[k]);
+		assert_in_range(count[k], N / BUCKETS - 10, N / BUCKETS + 10);
+	}
+	fixture_teardown(&f);
+}
+
+/* A second service "api" with the same backends as "web". */
+static void add_api(struct hashlb_config *c)
+{
+	struct hashlb_config *other = config_new(HASHLB_SCHEME_RING, c->services[0].n_backends);
+
+	checks_on(c);
+	checks_on(other);
+	c->services = realloc(c->services, 2 * sizeof(*c->services));
+	c->services[1] = other->services[0];
+	c->n_services = 2;
+	free(c->services[1].name);
+	c->services[1].name = strdup("api");
+	free(other->services);
+	free(other);
+}
+
+/* How far apart (ms, either way round the interval) two offsets in the interval are. */
+static uint64_t apart(uint64_t a, uint64_t b, uint32_t iv)
+{
+	uint64_t d = (a + iv - b) % iv;
+
+	return d < iv - d ? d : iv - d;
+}
+
+/*
+ * Checks of two services with as many backends start each shifted by a hash of its name, so
+ * that their pools do not line up. A reload that restarts the checks (a health setting
+ * changed) spread them with no shift, and the two pools checked in step. They keep the shift
+ * they had at start.
+ */
+static void test_reload_spreads_the_checks_as_at_start(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	struct hlb_pool_service *api;
+	uint64_t t0, at_start, after;
+	uint32_t iv;
+
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, 100, 0, add_api);
+	api = hlb_pool_service_at(f.pool, 1);
+	iv = f.cfg->services[0].health.interval_ms;
+	t0 = hlb_now_ms();
+	at_start = apart(check_offset(f.svc->backends[0], t0, iv),
+			 check_offset(api->backends[0], t0, iv), iv);
+	assert_true(at_start > 20); /* a property of the names "web" and "api" */
+
+	next = config_new(HASHLB_SCHEME_RING, 100);
+	add_api(next);
+	next->services[0].health.timeout_ms = next->services[1].health.timeout_ms = 500;
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = next;
+	t0 = hlb_now_ms();
+	after = apart(check_offset(f.svc->backends[0], t0, iv),
+		      check_offset(api->backends[0], t0, iv), iv);
+	print_message("    web and api %" PRIu64 " ms apart at start, %" PRIu64
+		      " ms after the reload\n",
+		      at_start, after);
+	/* the reload's services are updated a few ms apart at the most */
+	assert_true(apart(at_start, after, iv) <= 10);
+	fixture_teardown(&f);
+}
+
 /* A new pool on a config with checks on, given the handover text <ho>; its backend b1. */
 static struct hlb_pool_backend *taker(struct fixture *f, const char *ho)
 {
@@ -844,6 +947,8 @@ int main(void)
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
+		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
+		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
