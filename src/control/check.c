@@ -172,13 +172,30 @@ int hlb_check_set_payload(struct hlb_check *c, const void *send, uint32_t send_l
 	return 0;
 }
 
+/*
+ * Closed with RST (SO_LINGER 0), not FIN: the side that closes first with
+ * FIN holds the connection in TIME_WAIT for 60 s, and a check is one
+ * connection an interval (6,000 a minute per backend at 10 ms, each
+ * holding a port of the 28,000 toward that backend). HAProxy's checks do
+ * the same, but close with FIN when they passed with the last word (the
+ * PROXY header or a <send> that no answer follows): a server that reads
+ * the connection's last bytes and then a reset logs every check as a
+ * broken connection (Postfix did, haproxy#187), which the header is sent
+ * to spare it. So do we. A connect-only check, one whose answer came and
+ * one that failed are over with nothing the backend still has to read.
+ */
 static void check_close(struct hlb_check *c)
 {
-	c->connected = false;
+	struct linger rst = { .l_onoff = 1, .l_linger = 0 };
+	bool fin = c->fin;
+
+	c->connected = c->spoke = c->fin = false;
 	c->got = 0;
 	if (c->io.fd < 0)
 		return;
 	hlb_loop_del(c->loop, &c->io);
+	if (!fin)
+		(void)setsockopt(c->io.fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
 	close(c->io.fd);
 	c->io.fd = -1;
 	slots.inflight--;
@@ -231,6 +248,7 @@ static void check_finish(struct hlb_check *c, bool ok)
 {
 	uint64_t lat = hlb_now_ns() - c->started_ns;
 
+	c->fin = ok && c->spoke && !c->expect_len;
 	check_next(c);
 	c->done(c->arg, ok, lat);
 }
@@ -250,8 +268,10 @@ static bool check_send(struct hlb_check *c)
 	/* a header that does not go out fails only a check that exchanges more */
 	if (n > 0 && send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n && payload)
 		return false;
+	c->spoke = n > 0;
 	if (!c->send_len)
 		return true;
+	c->spoke = true;
 	return send(c->io.fd, c->send, c->send_len, MSG_NOSIGNAL | MSG_DONTWAIT) ==
 	       (ssize_t)c->send_len;
 }

@@ -62,6 +62,8 @@ struct hlb_check {
 	uint32_t send_len, expect_len;
 	uint32_t got; /* bytes of <expect> matched so far */
 	bool connected; /* the check in flight is past its connect */
+	bool spoke; /* it sent bytes (header, <send>) */
+	bool fin; /* it passed with the last word (sent, no answer expected): closed with FIN */
 	struct hlb_loop *loop;
 	struct hlb_timer timer;
 	struct hlb_io io; /* fd of the check in flight, -1 if none */
