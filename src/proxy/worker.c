@@ -11,12 +11,14 @@
  * while it handles CQEs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,10 +143,30 @@ static void accept_arm(struct worker *w, struct wlistener *wl)
 	wl->paused = false;
 }
 
+/*
+ * A listener a reload removed (moved, say, from 127.0.0.1:P to 0.0.0.0:P):
+ * serve the clients waiting in its backlog, whom closing it would reset.
+ * Its socket is this worker's alone (SO_REUSEPORT), so a non-blocking
+ * accept empties it; not one the service manager passed, which stays open
+ * there with its backlog, shared by every worker.
+ */
+static void wlistener_serve_backlog(struct worker *w, struct wlistener *wl)
+{
+	int flags = fcntl(wl->fd, F_GETFL), fd;
+
+	if (wl->l->inherited || flags < 0 || fcntl(wl->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return;
+	while ((fd = accept4(wl->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		conn_accepted(w, wl, fd);
+}
+
 /* The worker is done with <wl>: close its socket, drop its reference. */
 static void wlistener_drop(struct worker *w, struct wlistener *wl)
 {
 	struct wlistener **pp;
+
+	if (wl->removed)
+		wlistener_serve_backlog(w, wl);
 
 	for (pp = &w->listeners; *pp; pp = &(*pp)->next)
 		if (*pp == wl) {
@@ -344,6 +366,9 @@ static void worker_commands(struct worker *w)
 		case CMD_REMOVE:
 			for (wl = w->listeners; wl; wl = wl->next)
 				if (wl->l == cmd->l) {
+					/* a stop leaves its backlog (an upgrade's
+					 * new process serves it) */
+					wl->removed = !w->draining && !wl->closing;
 					wlistener_close(w, wl);
 					break;
 				}

@@ -86,6 +86,7 @@ struct wlistener {
 	bool multishot; /* that accept is multishot */
 	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */
 	bool closing; /* removed or draining: close once the accept has ended */
+	bool removed; /* by a reload: its backlog is served before it closes */
 	bool paused; /* at the fd limit or the connection cap, or over max_connection_rate:
 		      * re-armed by the tick */
 	uint32_t paused_rate; /* the max_connection_rate that paused it, 0 for the others */

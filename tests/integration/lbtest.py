@@ -324,6 +324,17 @@ def syn_sent(port, host="127.0.0.1"):
     return len(out.splitlines())
 
 
+def port_free(port):
+    """Whether 0.0.0.0:<port> can be bound now (no listener, no connection on it)."""
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
 def wait_until(cond, timeout=10, step=0.02):
     """Poll <cond>() until true or <timeout> s: whether it came true."""
     end = time.time() + timeout

@@ -12,8 +12,8 @@ import threading
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, read_line,
-                    read_to_eof, run_tests, who)
+from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, port_free,
+                    read_line, read_to_eof, run_tests, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -421,19 +421,6 @@ def reload_that_cannot_listen_changes_nothing():
     rc, so_, se = lb.ctl("reload")
     check(rc == 0 and len(lb.status()["services"]) == 2, f"once the port is free it applies: {se}")
     check(lb.stop() == 0, "exit 0")
-
-
-def port_free(port):
-    """Whether 0.0.0.0:<port> can be bound now (no listener, no connection on it)."""
-    import socket as so
-    s = so.socket()
-    try:
-        s.bind(("0.0.0.0", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def reload_onto_another_processs_port_is_refused():

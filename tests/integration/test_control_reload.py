@@ -4,8 +4,11 @@ keep-alive connections, a prober opens fresh connections and a few keep-alive cl
 theirs from before the first reload to after the last: no request fails or goes unanswered,
 no connection is refused or closed, and every reload is counted."""
 import os
+import random
 import re
+import selectors
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -13,8 +16,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, check, client_ip, connect, lookup, run_tests, spawn, stop,
-                    tmpfile)
+from lbtest import (SRC, Backend, check, client_ip, connect, lookup, port_free, run_tests,
+                    spawn, stop, tmpfile)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -176,4 +179,60 @@ def reloads_under_traffic():
         stop(h.proc)
 
 
-run_tests([reloads_under_traffic])
+def greetings(socks, within=30):
+    """The first bytes each of <socks> (connecting, non-blocking) reads, b"" for one closed
+    or reset, in the order they answer; those that answer within <within> seconds."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    got, end = [], time.monotonic() + within
+    while len(got) < len(socks) and time.monotonic() < end:
+        for key, _ in sel.select(timeout=1):
+            try:
+                got.append(key.fileobj.recv(64))
+            except OSError:
+                got.append(b"")
+            sel.unregister(key.fileobj)
+    return got
+
+
+def moved_listener_serves_its_backlog():
+    """A reload moves a service from 127.0.0.1:P to 0.0.0.0:P while clients wait in the old
+    socket's listen backlog (held there by max_connection_rate; under load, those the workers
+    had not accepted yet): each is served, none reset when the old socket closes. Before,
+    closing it reset them: 8 of the 9 waiting here."""
+    n = 10
+    b = Backend("a")
+    # below the ephemeral range: on 0.0.0.0 it must not meet a client bound to another
+    # loopback address on that port (this test's or another's)
+    own = next(p for p in random.sample(range(21000, 27000), 6000) if port_free(p))
+    rate = "max_connection_rate: 1"
+    lb = Lb(config([("a", b.addr)], listen=f"127.0.0.1:{own}", extra=rate, workers=1))
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.bind((client_ip(8000 + i), 0))
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", own))
+        socks.append(s)
+    # the first is served at once (the burst), the others wait in the backlog at 1 a second
+    first = greetings(socks[:1])
+    check(first == [b"a\n"], f"the first client is served: {first}")
+    lb.rewrite(config([("a", b.addr)], listen=f"0.0.0.0:{own}", extra=rate, workers=1))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and any("msg=listening" in l and f"0.0.0.0:{own}" in l for l in logged),
+          f"the reload moves the listener: {se}{logged}")
+    got = greetings(socks[1:])
+    served = sum(g == b"a\n" for g in got)
+    check(served == n - 1, f"every client waiting in the old socket's backlog is served: "
+          f"{served} of {n - 1} ({len(got) - served} reset or closed, "
+          f"{n - 1 - len(got)} unanswered)")
+    c = connect(("127.0.0.1", own), src=client_ip(8100))
+    check(c.recv(64) == b"a\n", "and the new listener serves")
+    for s in socks + [c]:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    b.stop()
+
+
+run_tests([reloads_under_traffic, moved_listener_serves_its_backlog])
