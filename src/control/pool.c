@@ -673,7 +673,7 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 
 /*
  * Drop the draining backends of <v> whose connections ended, closing them
- * past their deadline; <s>: their service, which keeps them a while for
+ * past their deadline (logged: the reload that removed them said it would); <s>: their service, which keeps them a while for
  * their series (service_keep_drained()), NULL for the orphans of a service
  * a reload removed. A connection counts from its connect on (claimed), not
  * once established (active): one still connecting when the reload removed
@@ -681,8 +681,8 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
  * closed at its deadline like the others. Those closed at the deadline are
  * still counted in its series as they end, moments later.
  */
-static void reap_drained(struct hlb_pool_service *s, struct hlb_pool_backend **v, uint32_t *n,
-			 uint64_t now)
+static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
+			 struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
 	uint32_t i = 0;
 
@@ -691,8 +691,19 @@ static void reap_drained(struct hlb_pool_service *s, struct hlb_pool_backend **v
 		uint64_t held = atomic_load(&b->rt->claimed);
 
 		if (held == 0 || now >= b->drain_deadline_ms) {
-			if (held)
+			if (held) {
+				/* a removed service's backends (orphans) have none */
+				char svc[HASHLB_NAME_MAX + 16] = "";
+
+				if (b->svc)
+					snprintf(svc, sizeof(svc), "service=%s ",
+						 b->svc->cfg->name);
+				pool_log(p, HLB_LOG_WARN,
+					 "drain timeout: closing a removed backend's connections",
+					 "%sbackend=%s address=%s connections=%" PRIu64, svc,
+					 b->rt->name, b->rt->address, held);
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
+			}
 			if (s)
 				service_keep_drained(s, b, now);
 			else
@@ -739,10 +750,10 @@ static void pool_tick(void *arg)
 			backend_tick(s->backends[j], now);
 			retry_watch(s, j);
 		}
-		reap_drained(s, s->removed, &s->n_removed, now);
+		reap_drained(p, s, s->removed, &s->n_removed, now);
 		service_drop_drained(s, now);
 	}
-	reap_drained(NULL, p->orphans, &p->n_orphans, now);
+	reap_drained(p, NULL, p->orphans, &p->n_orphans, now);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
@@ -1293,6 +1304,14 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 	b->drain_deadline_ms = now + s->cfg->drain_timeout_ms;
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	s->removed[s->n_removed++] = b;
+	/* what a reload will close, and when (one without connections goes
+	 * at the next tick, unseen) */
+	if (atomic_load(&b->rt->claimed))
+		pool_log(s->pool, HLB_LOG_INFO, "backend removed or moved: its connections drain",
+			 "service=%s backend=%s address=%s connections=%" PRIu64
+			 " drain_timeout_ms=%u",
+			 s->cfg->name, b->rt->name, b->rt->address,
+			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
 	return 0;
 }
 
@@ -1537,8 +1556,16 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 {
 	uint32_t n = s->n_backends + s->n_removed;
 	struct hlb_pool_backend **v = realloc(p->orphans, (p->n_orphans + n + 1) * sizeof(*v));
-	uint64_t deadline = now + s->cfg->drain_timeout_ms;
+	uint64_t deadline = now + s->cfg->drain_timeout_ms, held = 0;
 
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		held += atomic_load(&s->backends[i]->rt->claimed);
+	for (uint32_t i = 0; i < s->n_removed; i++)
+		held += atomic_load(&s->removed[i]->rt->claimed);
+	if (held)
+		pool_log(p, HLB_LOG_INFO, "service removed: its connections drain",
+			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
+			 held, s->cfg->drain_timeout_ms);
 	atomic_store(&s->rt->removed, true);
 	if (v) {
 		p->orphans = v;

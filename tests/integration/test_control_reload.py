@@ -235,4 +235,48 @@ def moved_listener_serves_its_backlog():
     b.stop()
 
 
-run_tests([reloads_under_traffic, moved_listener_serves_its_backlog])
+def removals_say_what_they_will_close():
+    """A reload that removes a backend, or a whole service, holding connections says so, with
+    how many and the drain timeout after which they are closed; and the close at that timeout
+    is logged with how many it closed. Before, the reload logged "reloaded" alone, and the
+    connections were closed at the timeout without a line."""
+    bs = [Backend(n) for n in "abc"]
+    drain = "timeouts:\n  drain: 1s"
+    backends = [(b.name, b.addr) for b in bs]
+    prefs = lookup(tmpfile("drainlog.yaml", config(backends)),
+                   [client_ip(i) for i in range(9000, 9100)])
+    srcs = [c for c, p in sorted(prefs.items()) if p[0] == "c"][:3]
+    second = (f"  - name: u\n    listen: 127.0.0.1:0\n    timeouts: {{drain: 1s}}\n"
+              f"    backends:\n      - name: a\n        address: {bs[0].addr}\n")
+    lb = Lb(config(backends, extra=drain) + second)
+    bound = {s["name"]: s["bound"].rsplit(":", 1) for s in lb.status()["services"]}
+    t, u = ((h, int(p)) for h, p in (bound["t"], bound["u"]))
+    lb.addrs[0] = "%s:%d" % t  # rewrite() keeps t's port
+    held = [connect(t, src=c) for c in srcs]
+    held += [connect(u, src=client_ip(9200 + i)) for i in range(2)]
+    check([h.recv(64) for h in held] == [b"c\n"] * 3 + [b"a\n"] * 2,
+          "three clients on t's backend c, two on service u")
+    lb.rewrite(config(backends[:2], extra=drain))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0, f"reload: {se}")
+    said = [l for l in logged if "its connections drain" in l]
+    check(any('msg="backend removed or moved: its connections drain" service=t backend=c '
+              f'address={bs[2].addr} connections=3 drain_timeout_ms=1000' in l for l in said) and
+          any('msg="service removed: its connections drain" service=u connections=2 '
+              'drain_timeout_ms=1000' in l for l in said),
+          f"the reload says what drains, how many and for how long: {said}")
+    check(lb.wait_log(r'msg="drain timeout: closing a removed backend\'s connections" '
+                      rf'service=t backend=c address={re.escape(bs[2].addr)} connections=3') and
+          lb.wait_log(r'msg="drain timeout: closing a removed backend\'s connections" '
+                      rf'backend=a address={re.escape(bs[0].addr)} connections=2'),
+          "and the close at the timeout says how many it closed: "
+          f"{[l for l in lb.log if 'drain timeout' in l]}")
+    for h in held:
+        h.close()
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
+           removals_say_what_they_will_close])
