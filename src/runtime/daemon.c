@@ -507,8 +507,13 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 
 	while ((dl = *pp)) {
 		if (!dl->next_svc) {
-			hlb_log(HLB_LOG_INFO, "listener closed", "listen=%s",
-				hlb_listener_name(dl->l));
+			/* listen= is the service it was opened for; it may have
+			 * served another since (two services swapped addresses) */
+			struct hlb_service *was = hlb_listener_service(dl->l);
+
+			hlb_log(HLB_LOG_INFO, "listener closed", "listen=%s addr=%s service=%s",
+				hlb_listener_name(dl->l), hlb_listener_bound(dl->l),
+				was ? was->name : hlb_listener_name(dl->l));
 			*pp = dl->next;
 			hlb_listener_close(d->proxy, dl->l);
 			free(dl);

@@ -222,6 +222,8 @@ def moved_listener_serves_its_backlog():
     rc, so, se, logged = lb.reload()
     check(rc == 0 and any("msg=listening" in l and f"0.0.0.0:{own}" in l for l in logged),
           f"the reload moves the listener: {se}{logged}")
+    check(any(f'msg="listener closed" listen=t addr=127.0.0.1:{own} service=t' in l
+              for l in logged), f"and says which address it closed: {logged}")
     got = greetings(socks[1:])
     served = sum(g == b"a\n" for g in got)
     check(served == n - 1, f"every client waiting in the old socket's backlog is served: "
