@@ -606,15 +606,12 @@ def backend_queue():
     check(lb.stop() == 0, "exit 0")
 
 
-def queued_after_a_refusal():
-    """A client whose own backend refuses and whose next one is full waits in the queue for
-    room on the full one, up to timeouts.queue, and is not tried on the refusing one again
-    while that one is failing (x refuses, a holds its max_connections 1, connect_retries 1):
-    served by a once a has room, or reset as queue_timeout, x tried once. Once x serves
-    another client again, the waiting client goes back to x, its own. The connect the queue
-    starts is counted as the retry it is: hashlb_backend_retries_total is the log's attempts
-    less one per connection. Before, each retry of the queue started at x again: x refused,
-    and the client was closed as connect_failed at once (duration_ms=0), 2 attempts logged."""
+def refused_and_full(order):
+    """One client whose list is <order> ("x", "a" or "a", "x"; x refuses, a holds its
+    max_connections 1, connect_retries 1, timeouts.queue) in each case: it waits in the
+    queue, then is served by a once a has room ("room"), reset as queue_timeout when none
+    comes ("timeout"), or served by x once x serves another client again ("x back"); x
+    tried once, hashlb_backend_retries_total the log's attempts less one."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
@@ -636,6 +633,7 @@ def queued_after_a_refusal():
         except ConnectionError:
             return "reset"
 
+    what = "x refused, a full" if order[0] == "x" else "a full, x refused"
     x = Backend("x")
     x.stop()
     for case in ("room", "timeout", "x back"):
@@ -646,12 +644,13 @@ def queued_after_a_refusal():
                                  "log_connections: true"))
         clients = [client_ip(300 + i) for i in range(200)]
         prefs = lookup(lb.path, clients)
-        holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
+        c = next(c for c in clients if prefs[c][:2] == list(order))
+        other = next(o for o in clients if prefs[o][0] == "x" and o != c)
+        holder = connect(lb.addr, next(h for h in clients if prefs[h][0] == "a" and h != c))
         check(read_line(holder) == "a", "the holder within a's cap")
-        c, other = [c for c in clients if prefs[c][:2] == ["x", "a"]][:2]
         s = connect(lb.addr, c, timeout=30)
         check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued_total") == 1),
-              f"{case}: {c}: x refused, a full: queued")
+              f"{case}: {c}: {what}: queued")
         if case == "timeout":
             check(outcome(s) == (0, "RST"), "reset past its timeouts.queue")
             want, attempts = "end=queue_timeout", 1
@@ -684,6 +683,19 @@ def queued_after_a_refusal():
               f"x refused {xs['connect_fail']} connect (once)")
         check(lb.stop() == 0, "exit 0")
     x.stop()
+
+
+def queued_after_a_refusal():
+    """A client whose own backend refuses and whose next one is full waits in the queue for
+    room on the full one, up to timeouts.queue, and is not tried on the refusing one again
+    while that one is failing (x refuses, a holds its max_connections 1, connect_retries 1):
+    served by a once a has room, or reset as queue_timeout, x tried once. Once x serves
+    another client again, the waiting client goes back to x, its own. The connect the queue
+    starts is counted as the retry it is: hashlb_backend_retries_total is the log's attempts
+    less one per connection. Before, each retry of the queue started at x again: x refused,
+    and the client was closed as connect_failed at once (duration_ms=0), 2 attempts logged."""
+    refused_and_full(("x", "a"))
+
 
 def queued_clients_that_leave():
     """A client that resets while it waits in the queue is dropped from it at once (counted,
