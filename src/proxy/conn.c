@@ -1236,8 +1236,9 @@ static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
  * whose connect failed, just now or before the client waited in the queue)
  * never that one, and those known to fail last (failing_last()), the list
  * lengthened past them if it has any. With timeouts.queue, a retry that
- * passed over a full backend waits for room there (w->first_full) rather
- * than try one known to fail. Returns false if no candidate is left.
+ * passed over a full backend, now or before the failure, waits for room
+ * there (w->first_full) rather than try one known to fail. Returns false if
+ * no candidate is left.
  */
 static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			 const struct hlb_backend *failed)
@@ -1299,8 +1300,19 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 			return false;
 		be = snap->backends[prefs[i]];
 		pos = raw_position(raw, n_raw, prefs[i]);
-		if (be == failed || (pos < CONN_TRIED_MAX && (c->tried & (1u << pos))))
+		if (be == failed)
 			continue;
+		if (pos < CONN_TRIED_MAX && (c->tried & (1u << pos))) {
+			/* passed over for being full before this retry (one
+			 * tried and failed is failing, or serves again): with
+			 * a queue, still a place to wait for room, as one
+			 * found full now is */
+			if (failed && !w->first_full && snap->queue_timeout_ms &&
+			    atomic_load_explicit(&be->max_conns, memory_order_relaxed) &&
+			    !failing(be))
+				w->first_full = be;
+			continue;
+		}
 		if (pos < CONN_TRIED_MAX)
 			c->tried |= 1u << pos;
 		/* a backend at its max_connections: as if it refused */

@@ -587,11 +587,12 @@ def backend_queue():
     check(served == 20, f"each waiting client served as the one before it closed: {served}/20")
     check(lb.stop() == 0, "exit 0")
 
-    # a client whose own backend is full and whose next one refuses has used its one retry:
-    # closed as connect_failed, not queued for the full one (its tries are spent)
+    # without timeouts.queue, a client whose own backend is full and whose next one refuses
+    # has used its one retry: closed as connect_failed at once (with a queue it waits for
+    # room on its own: queued_when_full_then_refused)
     lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
                         ("x", f"127.0.0.1:{dead_port()}")], health="enabled: false",
-                       extra="connect_retries: 1\ntimeouts:\n  queue: 30s\nlog_connections: true"))
+                       extra="connect_retries: 1\nlog_connections: true"))
     clients = [client_ip(200 + i) for i in range(200)]
     prefs = lookup(lb.path, clients)
     holder = connect(lb.addr, next(c for c in clients if prefs[c][0] == "a"))
@@ -697,6 +698,17 @@ def queued_after_a_refusal():
     refused_and_full(("x", "a"))
 
 
+def queued_when_full_then_refused():
+    """The other order, as the same: a client whose own backend is full and whose next one
+    refuses (a holds its max_connections 1, x refuses, connect_retries 1) waits for room on
+    a up to timeouts.queue, its one retry kept for the connect that room allows: served by a
+    once its holder leaves, or reset as queue_timeout; once x serves another client again,
+    the waiting client's retries start from the top of its list (a still full: served by x).
+    Before, it was closed as connect_failed at once, never queued (every place of its list
+    tried or passed over), while the reverse order waited."""
+    refused_and_full(("a", "x"))
+
+
 def queued_clients_that_leave():
     """A client that resets while it waits in the queue is dropped from it at once (counted,
     logged as client_reset) and never reaches the backend; one that only half-closes (FIN after
@@ -797,5 +809,6 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_acro
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
            client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_after_a_refusal,
+           queued_when_full_then_refused,
            queued_clients_that_leave,
            queued_clients_of_a_removed_service, source_address])
