@@ -228,9 +228,11 @@ class Hashlb:
         return 0
 
 
-def serve_each(srv, handle):
-    """Accept on listening socket <srv>, each connection handled by <handle>(conn) in a thread
-    of its own, until the returned stop() closes it. stop() shuts the listener down first and
+def serve_each(srv, handle, with_addr=False):
+    """Accept on listening socket <srv>, each connection handled by <handle>(conn) (with
+    <with_addr>: <handle>(conn, peer address as accept() gave it, which getpeername() may not
+    once the peer reset, as health checks do)) in a thread of its own, until the returned
+    stop() closes it. stop() shuts the listener down first and
     waits for the accepting thread: a plain close() leaves a blocked accept() holding the
     listener, and the thread may then accept on whatever socket reuses the fd number (a later
     test's backend), handing that test's connection to this handler."""
@@ -239,10 +241,11 @@ def serve_each(srv, handle):
     def loop():
         while not done.is_set():
             try:
-                c, _ = srv.accept()
+                c, peer = srv.accept()
             except OSError:
                 return
-            threading.Thread(target=handle, args=(c,), daemon=True).start()
+            threading.Thread(target=handle, args=(c, peer) if with_addr else (c,),
+                             daemon=True).start()
 
     t = threading.Thread(target=loop, daemon=True)
     t.start()
