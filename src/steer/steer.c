@@ -265,6 +265,8 @@ static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 	return 0;
 }
 
+static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode);
+
 /*
  * An explicit mode tries that one only. AUTO tries native XDP (not on a
  * veth), then tc, and generic XDP only where tc cannot attach: generic XDP
@@ -278,8 +280,17 @@ static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
+	enum hashlb_steer_mode found;
+	uint32_t id;
 	int ret;
 
+	/* hashlb's program on the other hook would split the interface between
+	 * two tables: XDP takes every packet before tc sees it. */
+	if (attached_prog(s->ifindex, &id, &found) == 0)
+		return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
+				  "attaching failed: hashlb steers this interface already (%s, "
+				  "program %u): --update changes its table, --detach removes it",
+				  hashlb_steer_mode_name(found), id);
 	if (mode != HASHLB_STEER_AUTO && mode != HASHLB_STEER_TC)
 		return attach_xdp(s, mode, err);
 	if (mode == HASHLB_STEER_TC)

@@ -203,6 +203,44 @@ def foreign_program(topo):
     print("a foreign XDP program: never read nor detached" if not failures else "", flush=True)
 
 
+def hooks(topo):
+    """Which hooks of the LB's eth0 hold a hashlb program: {"xdp", "tc"}."""
+    link = T.sh("ip", "-d", "link", "show", "eth0", ns=topo.lb).stdout
+    tc = T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb, check=False).stdout
+    return {h for h, on in (("xdp", "hlb_xdp" in link), ("tc", "hlb_tc" in tc)) if on}
+
+
+def second_instance(topo):
+    """A second hashlb steer on an interface a live one steers is refused, on the other hook
+    too: hashlb's XDP program would take every packet from its tc filter (or the reverse
+    order: a new XDP program silently takes over from the foreground tc one). Before, it
+    attached beside the first, the foreground process's table no longer steered anything,
+    and the second stayed attached after the first exited."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    for first, second in [("tc", "xdp-generic"), ("xdp-generic", "tc"), ("tc", "auto")]:
+        tag = f"[{first}, then {second}]"
+        p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", first,
+                                  *steer_args(topo, 3, "maglev")],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p1.stdout.readline()  # "attached steering on ..."
+        want = {"tc" if first == "tc" else "xdp"}
+        p = steer("--keep", "--mode", second, *steer_args(topo, 2, "maglev"))
+        check(p.returncode == 1 and "steers this interface already" in p.stderr
+              and "libbpf" not in p.stderr and hooks(topo) == want,
+              f"{tag} the second is refused: {p.returncode} {p.stderr.strip()} "
+              f"hooks {sorted(hooks(topo))}")
+        p1.send_signal(signal.SIGTERM)
+        p1.wait(timeout=15)
+        check(not hooks(topo), f"{tag} attached after the first exited: {sorted(hooks(topo))}")
+        while steer("-i", "eth0", "--detach").returncode == 0:
+            pass
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("a second hashlb steer on the interface: refused" if not failures else "", flush=True)
+
+
 def connect_once(topo, vip=T.VIP):
     """CONNS new connections to <vip>: [[sport, backend name], ...]."""
     client = topo.spawn(topo.client, [sys.executable, PEER, "client", vip, str(T.VIP_PORT),
@@ -586,6 +624,7 @@ def body(topo):
         run_mode(topo, mode, scheme)
     keep_and_detach(topo)
     foreign_program(topo)
+    second_instance(topo)
     from_config(topo)
     from_config_as_run(topo)
     ipv6(topo)
