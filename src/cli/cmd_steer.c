@@ -221,9 +221,12 @@ out:
 /*
  * What the host says of backend <b>: its dev's index, its MAC from the
  * neighbour table of its dev (else <iface>) unless given; -ENOENT (printed)
- * if there is no such dev or no MAC. Once the command line is known right.
+ * if there is no such dev, or no MAC for a backend in the table. One <out> of
+ * it (--down, --drain) may have none: its host may be dead, its neighbour
+ * entry failed, and the table that takes it out must still go through.
+ * Once the command line is known right.
  */
-static int resolve_backend(struct backend_arg *b, const char *iface)
+static int resolve_backend(struct backend_arg *b, const char *iface, bool out)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 	const void *a = b->addr.ss_family == AF_INET
@@ -241,7 +244,7 @@ static int resolve_backend(struct backend_arg *b, const char *iface)
 	if (!b->have_mac &&
 	    hashlb_steer_neighbour_mac(&b->addr, b->dev[0] ? b->dev : iface, b->dest.mac) == 0)
 		b->have_mac = true;
-	if (!b->have_mac) {
+	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
 		cli_error("backend '%s': no MAC address: give mac=..., or make the "
 			  "neighbour entry exist first (e.g. ping %s once)\n",
@@ -502,19 +505,6 @@ static int from_config(struct steer_args *a)
 		ret = -EINVAL;
 		goto out;
 	}
-	/* the host, once the command line is known right */
-	for (uint32_t i = 0; i < svc->n_backends; i++) {
-		const struct hashlb_backend_cfg *bc = &svc->backends[i];
-		struct backend_arg *b = &a->backends[i];
-
-		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0) {
-			cli_error("backend '%s' (%s): no MAC address in the neighbour "
-				  "table of %s: reach it once first\n",
-				  bc->name, bc->address, a->iface);
-			ret = -ENOENT;
-			goto out;
-		}
-	}
 	/* As hashlb run builds it: backups only while no primary is up. One out
 	 * of the table that way keeps its flows, as the daemon keeps them,
 	 * unless close_on_return. */
@@ -528,6 +518,20 @@ static int from_config(struct steer_args *a)
 			b->dest.keep_flows = true;
 		a->table.specs[i].weight = weight[i];
 		a->table.specs[i].down = down[i];
+	}
+	/* the host, once the command line is known right: a backend out of the
+	 * table needs no MAC (resolve_backend) */
+	for (uint32_t i = 0; i < svc->n_backends; i++) {
+		const struct hashlb_backend_cfg *bc = &svc->backends[i];
+		struct backend_arg *b = &a->backends[i];
+
+		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0 && !down[i]) {
+			cli_error("backend '%s' (%s): no MAC address in the neighbour "
+				  "table of %s: reach it once first\n",
+				  bc->name, bc->address, a->iface);
+			ret = -ENOENT;
+			goto out;
+		}
 	}
 	ret = 0;
 out:
@@ -760,7 +764,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0)
 		return -EINVAL;
 	for (uint32_t i = 0; i < a->n_backends; i++)
-		if (resolve_backend(&a->backends[i], a->iface) < 0)
+		if (resolve_backend(&a->backends[i], a->iface, a->table.specs[i].down) < 0)
 			return -ENOENT;
 	return 0;
 usage:

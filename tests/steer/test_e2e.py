@@ -254,6 +254,41 @@ def connect_once(topo, vip=T.VIP):
     return got
 
 
+def dead_backend_down(topo):
+    """--update --down (or --drain) of a backend whose neighbour entry is gone (its host died,
+    the entry failed or expired) goes through: a backend out of the table needs no MAC. Before,
+    it was refused (`no MAC address`), and the kernel went on sending new clients to the dead
+    backend."""
+    backends = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
+
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                               "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple", *args,
+                               *backends],
+                              capture_output=True, text=True, timeout=30)
+
+    topo.resolve()
+    p = steer("--keep", "--mode", "tc")
+    check(p.returncode == 0, f"dead backend: attach: {p.stderr.strip()}")
+    T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=topo.lb, check=False)
+    for opt in ("--drain", "--down"):
+        p = steer("--update", opt, "b3")
+        check(p.returncode == 0, f"dead backend: --update {opt} b3 with no neighbour entry: "
+              f"{p.returncode} {p.stderr.strip()}")
+        got = connect_once(topo)
+        check(got and all(name != "b3" for _, name in got),
+              f"dead backend: new clients after {opt} b3: {sorted({n for _, n in got})}")
+    p = steer("--update")
+    check(p.returncode == 1 and "no MAC address" in p.stderr,
+          f"dead backend: back in the table with no MAC must be refused: {p.returncode} "
+          f"{p.stderr.strip()}")
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    topo.resolve()
+    print("--down/--drain of a backend with no neighbour entry: ok" if not failures else "",
+          flush=True)
+
+
 def config_lookup(path, sports, *extra):
     """{sport: backend} that hashlb lookup -c names for the client's ports."""
     clients = [f"{T.CLIENT_IP}:{sp}" for sp in sports]
@@ -625,6 +660,7 @@ def body(topo):
     keep_and_detach(topo)
     foreign_program(topo)
     second_instance(topo)
+    dead_backend_down(topo)
     from_config(topo)
     from_config_as_run(topo)
     ipv6(topo)
