@@ -7,7 +7,8 @@
  *
  * What is done with each packet (docs/DESIGN-steering.md has the why):
  *   - not IPv4/IPv6 (including VLAN-tagged), IPv4/IPv6 header truncated,
- *     not to a VIP address: passed to the stack;
+ *     not to a VIP address (IPv6 to an IPv4-mapped one included): passed to
+ *     the stack;
  *   - IP fragment to a VIP address: dropped (no port to hash, and the first
  *     fragment alone would split the datagram across backends);
  *   - IPv6: hop-by-hop, destination options and routing headers with no
@@ -394,6 +395,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		kw[1] = a[1];
 		kw[2] = a[2];
 		kw[3] = a[3];
+		/* An IPv4-mapped destination (::ffff:a.b.c.d) is no IPv4 VIP,
+		 * though the VIP table keys IPv4 addresses in that form. */
+		if (kw[2] == 0 && (__u32)kw[3] == 0xffff0000)
+			return pass(st);
 		proto = ip6->nexthdr;
 		l4 = ip6 + 1;
 #pragma unroll

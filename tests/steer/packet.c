@@ -196,6 +196,7 @@ static void test_ipv6_ext(void)
 
 static void test_hostile(void)
 {
+	static const uint8_t frag_hdr[] = { 44 };
 	uint8_t f[512];
 	struct test_pkt p;
 	size_t len;
@@ -252,6 +253,13 @@ static void test_hostile(void)
 	p.dport = 443;
 	len = test_build(&p, f);
 	check_verdict("tcp to the IPv6 VIP address, another port", f, len, XDP_PASS_);
+	/* The IPv4 VIP as an IPv4-mapped IPv6 address: another address. */
+	vip6(&p);
+	inet_pton(AF_INET6, "::ffff:10.0.0.10", p.dst);
+	len = test_build(&p, f);
+	check_verdict("ipv6 tcp to the ipv4 VIP, ipv4-mapped", f, len, XDP_PASS_);
+	len = add_v6_ext(f, test_build(&p, f), frag_hdr, 1, 0);
+	check_verdict("ipv6 fragment to the ipv4 VIP, ipv4-mapped", f, len, XDP_PASS_);
 
 	vip4(&p, 0xc0000206);
 	len = test_build(&p, f);
