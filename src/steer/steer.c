@@ -23,6 +23,9 @@
 
 #include <linux/ethtool.h>
 #include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 
 #include <bpf/bpf.h>
@@ -311,6 +314,70 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 	return attach_xdp(s, HASHLB_STEER_XDP_GENERIC, err);
 }
 
+/*
+ * Whether a filter other than hashlb's (detached already) is left on the
+ * clsact qdisc of <ifindex>, ingress or egress: one RTM_GETTFILTER dump each.
+ * Someone may have added theirs to the qdisc hashlb created; destroying it
+ * would take those too. When it cannot tell, it says yes: an empty qdisc
+ * left behind costs nothing, a filter lost does.
+ */
+static bool clsact_in_use(int ifindex)
+{
+	static const uint32_t parents[] = { TC_H_MIN_INGRESS, TC_H_MIN_EGRESS };
+	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	bool used = false;
+	int fd;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return true;
+	for (size_t i = 0; i < sizeof(parents) / sizeof(parents[0]) && !used; i++) {
+		struct {
+			struct nlmsghdr h;
+			struct tcmsg tc;
+		} req = {
+			.h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)),
+			       .nlmsg_type = RTM_GETTFILTER,
+			       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+			       .nlmsg_seq = (uint32_t)i + 1 },
+			.tc = { .tcm_family = AF_UNSPEC,
+				.tcm_ifindex = ifindex,
+				.tcm_parent = TC_H_MAKE(TC_H_CLSACT, parents[i]) },
+		};
+		bool done = false;
+
+		if (sendto(fd, &req, req.h.nlmsg_len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+			used = true;
+			break;
+		}
+		while (!done) {
+			ssize_t n = recv(fd, buf, sizeof(buf), 0);
+			const struct nlmsghdr *h = (const void *)buf;
+			int len = (int)n;
+
+			if (n <= 0) {
+				used = true;
+				break;
+			}
+			for (; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+
+				if (h->nlmsg_type == NLMSG_DONE) {
+					done = true;
+				} else if (h->nlmsg_type == NLMSG_ERROR) {
+					done = true;
+					used = used || e->error != 0;
+				} else if (h->nlmsg_type == RTM_NEWTFILTER) {
+					used = true;
+				}
+			}
+		}
+	}
+	close(fd);
+	return used;
+}
+
 static void detach(struct hashlb_steer *s)
 {
 	if (s->mode == HASHLB_STEER_XDP_NATIVE || s->mode == HASHLB_STEER_XDP_GENERIC) {
@@ -327,7 +394,7 @@ static void detach(struct hashlb_steer *s)
 		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
 
 		bpf_tc_detach(&hook, &opts);
-		if (s->tc_hook_created) {
+		if (s->tc_hook_created && !clsact_in_use(s->ifindex)) {
 			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 			bpf_tc_hook_destroy(&hook);
 		}

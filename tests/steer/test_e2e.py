@@ -254,6 +254,39 @@ def connect_once(topo, vip=T.VIP):
     return got
 
 
+def foreign_filters(topo):
+    """hashlb steer in tc mode removes the clsact qdisc it created when it exits, but not one
+    that someone has added filters to since (ingress or egress): they stay. Before, the qdisc
+    went, and every filter on it with it."""
+    def filters(direction):
+        return T.sh("tc", "filter", "show", "dev", "eth0", direction, ns=topo.lb,
+                    check=False).stdout.count("u32")
+
+    def qdisc():
+        return "clsact" in T.sh("tc", "qdisc", "show", "dev", "eth0", ns=topo.lb).stdout
+
+    for added in ([], ["ingress"], ["egress"]):
+        tag = f"[another filter on {added or 'nothing'}]"
+        p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc",
+                                  *steer_args(topo, 3, "maglev")],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p1.stdout.readline()  # "attached steering on ..."
+        for d in added:
+            T.sh("tc", "filter", "add", "dev", "eth0", d, "prio", "10", "u32", "match", "u32",
+                 "0", "0", "classid", "1:1", ns=topo.lb)
+        before = {d: filters(d) for d in added}
+        p1.send_signal(signal.SIGTERM)
+        p1.wait(timeout=15)
+        after = {d: filters(d) for d in added}
+        check(after == before and all(before.values()) and not hooks(topo)
+              and qdisc() == bool(added),
+              f"{tag} after hashlb exited: filters {before} -> {after}, hashlb's "
+              f"{sorted(hooks(topo))}, clsact qdisc {qdisc()}")
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("another filter on the clsact qdisc hashlb created: kept" if not failures else "",
+          flush=True)
+
+
 def dead_backend_down(topo):
     """--update --down (or --drain) of a backend whose neighbour entry is gone (its host died,
     the entry failed or expired) goes through: a backend out of the table needs no MAC. Before,
@@ -660,6 +693,7 @@ def body(topo):
     keep_and_detach(topo)
     foreign_program(topo)
     second_instance(topo)
+    foreign_filters(topo)
     dead_backend_down(topo)
     from_config(topo)
     from_config_as_run(topo)
