@@ -44,9 +44,9 @@ static void usage(FILE *f)
 		"  goes to the kernel's stack untouched. See docs/steering.md.\n"
 		"\n"
 		"  Without --keep, hashlb steer stays in the foreground and detaches the\n"
-		"  program when it receives SIGINT or SIGTERM. With --keep it attaches,\n"
-		"  fills the tables and exits, leaving the program attached; --update,\n"
-		"  --stats and --detach then act on it.\n"
+		"  program when it receives SIGINT, SIGTERM or SIGHUP (its terminal\n"
+		"  closed). With --keep it attaches, fills the tables and exits, leaving\n"
+		"  the program attached; --update, --stats and --detach then act on it.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -308,14 +308,23 @@ struct steer_args {
 	struct hashlb_config *config;
 };
 
+/* The signals that end a foreground hashlb steer, detaching: SIGHUP too, as
+ * when its terminal or ssh session closes (by default it would kill the
+ * process and leave the program steering with a table nobody drives). */
+static void stop_signals(sigset_t *ret_set)
+{
+	sigemptyset(ret_set);
+	sigaddset(ret_set, SIGINT);
+	sigaddset(ret_set, SIGTERM);
+	sigaddset(ret_set, SIGHUP);
+}
+
 static int wait_for_signal(void)
 {
 	sigset_t set;
 	int sig = 0;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
+	stop_signals(&set);
 	sigwait(&set, &sig);
 	return sig;
 }
@@ -344,9 +353,7 @@ static int steer_publish(struct steer_args *a)
 
 	/* Signals are taken by sigwait(): blocked before anything is attached
 	 * so that SIGINT during set-up still detaches on the way out. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
+	stop_signals(&set);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 
 	a->opts.iface = a->iface;

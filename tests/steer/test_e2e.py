@@ -287,6 +287,22 @@ def foreign_filters(topo):
           flush=True)
 
 
+def hangup(topo):
+    """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed), as on
+    SIGINT and SIGTERM. Before, SIGHUP killed it and left the program steering with a table
+    nobody drove."""
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    p1.send_signal(signal.SIGHUP)
+    p1.wait(timeout=15)
+    check(p1.returncode == 0 and not hooks(topo),
+          f"SIGHUP: exit {p1.returncode}, still attached: {sorted(hooks(topo))}")
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("SIGHUP: detached" if not failures else "", flush=True)
+
+
 def dead_backend_down(topo):
     """--update --down (or --drain) of a backend whose neighbour entry is gone (its host died,
     the entry failed or expired) goes through: a backend out of the table needs no MAC. Before,
@@ -694,6 +710,7 @@ def body(topo):
     foreign_program(topo)
     second_instance(topo)
     foreign_filters(topo)
+    hangup(topo)
     dead_backend_down(topo)
     from_config(topo)
     from_config_as_run(topo)
