@@ -111,6 +111,16 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
  */
 bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s);
 
+/*
+ * Mark <s> as driven by hashlb run (hashlb_steer_daemon() tells it to any
+ * process that finds the program): its tables are the daemon's to publish.
+ * Returns 0 or -errno.
+ */
+int hashlb_steer_set_daemon(struct hashlb_steer *s);
+
+/* Whether a hashlb run marked <s>'s program as its own (set_daemon). */
+bool hashlb_steer_daemon(struct hashlb_steer *s);
+
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
 

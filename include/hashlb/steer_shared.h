@@ -11,7 +11,9 @@
  *   hlb_vips     array  vhalf*256 + i -> vip    which (address, port) we serve,
  *                                               open addressed by hlb_steer_vip_hash
  *   hlb_active   array  0 -> u32                bit 0: the table half in use,
- *                                               bit 1: the VIP half in use
+ *                                               bit 1: the VIP half in use,
+ *                                               bit 2: a hashlb run drives it
+ *                                               (loader only)
  *   hlb_tables   array  half -> table           per-half scheme, seed, sizes
  *   hlb_backends array  half*cap + idx -> backend
  *   hlb_bslots   array  slot -> backend         what conntrack entries resolve
@@ -60,6 +62,11 @@
  * it hold keys of that home, so that an address that is no VIP costs one
  * lookup. An entry keeps its index for as long as it is served: conntrack
  * entries name it. */
+/* hlb_active bit 2, set by hashlb run on the program it drives: its tables
+ * come from its config and health checks, so hashlb steer --update must not
+ * replace them. The programs never read it. */
+#define HLB_STEER_ACTIVE_DAEMON 4u
+
 #define HLB_STEER_VIP_SLOTS 256
 #define HLB_STEER_VIP_PROBES 8
 /* Keys (VIP ports plus one address marker per VIP address) at most. */

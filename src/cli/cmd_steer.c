@@ -363,6 +363,16 @@ static int steer_publish(struct steer_args *a)
 		ret = hashlb_steer_open(&a->opts, t, &s, &err);
 	if (ret < 0)
 		goto out_err;
+	/* A live hashlb run publishes its own tables, from its config and health
+	 * checks, and would not know its table was replaced: a backend its checks
+	 * took out would get new clients again until its next publication. */
+	if (a->action == ACT_UPDATE && hashlb_steer_daemon(s) && hashlb_steer_driven_elsewhere(s)) {
+		ret = hashlb_err(&err, -EBUSY, HASHLB_ERR_SYSTEM,
+				 "the program on '%s' is driven by hashlb run: change its config "
+				 "(and reload) or use hashlb ctl",
+				 a->iface);
+		goto out_err;
+	}
 	/* Table before VIPs: a VIP is never served by an empty table. */
 	ret = hashlb_steer_set_table(s, t, a->key, dests, &err);
 	if (ret < 0)

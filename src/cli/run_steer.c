@@ -287,6 +287,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"service=%s interface=%s mode=%s", name, o.iface,
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 		}
+		/* hashlb steer --update leaves a daemon's tables alone. */
+		hashlb_steer_set_daemon(e->steer);
 	}
 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));

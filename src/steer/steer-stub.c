@@ -39,6 +39,16 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 	return false;
 }
 
+int hashlb_steer_set_daemon(struct hashlb_steer *s)
+{
+	return -EOPNOTSUPP;
+}
+
+bool hashlb_steer_daemon(struct hashlb_steer *s)
+{
+	return false;
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 }

@@ -804,6 +804,30 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 	return map_holder(mi.id) != 0;
 }
 
+int hashlb_steer_set_daemon(struct hashlb_steer *s)
+{
+	uint32_t zero = 0, active = 0;
+
+	/* Only this process flips the halves from now on: no race with the
+	 * read-modify-write. */
+	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
+		return -errno;
+	if (active & HLB_STEER_ACTIVE_DAEMON)
+		return 0;
+	active |= HLB_STEER_ACTIVE_DAEMON;
+	if (bpf_map_update_elem(s->fd[M_ACTIVE], &zero, &active, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+bool hashlb_steer_daemon(struct hashlb_steer *s)
+{
+	uint32_t zero = 0, active = 0;
+
+	return bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) == 0 &&
+	       (active & HLB_STEER_ACTIVE_DAEMON);
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 	if (!s)

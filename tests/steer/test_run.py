@@ -179,6 +179,36 @@ def dead_host(topo, servers):
         T.sh("ip", "link", "set", "eth0", "up", ns=topo.backends[2])
 
 
+def manual_update(topo, servers):
+    """hashlb steer --update on the program a live hashlb run drives is refused: the daemon
+    would not know its table was replaced, and a backend its health checks took out would get
+    new clients again until its next publication. --stats still reads it. Before, the update
+    went through: b3, down, got 7 of 20 new clients, refused."""
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "manual update: no table published at start")
+        servers[2].terminate()
+        servers[2].wait(timeout=10)
+        check(d.wait_log('msg="backend down" service=web backend=b3', 10) is not None and
+              d.wait_log("kernel steering table published", 10) is not None,
+              "manual update: b3 not taken down")
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--update", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                 "--key", "4-tuple",
+                 *[a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+                 ns=topo.lb, check=False)
+        check(p.returncode == 1 and "driven by hashlb run" in p.stderr,
+              f"manual update: --update of the daemon's program: {p.returncode} "
+              f"{p.stderr.strip()}")
+        check("new_flows" in steer_stats(topo), "manual update: --stats refused")
+        got = connect_count(topo, 20)
+        check(set(got) <= {"b1", "b2"} and sum(got.values()) == 20,
+              f"manual update: new clients with b3 down: {dict(got)}")
+        print(f"manual update: refused; 20 new clients: {dict(got)}", flush=True)
+    finally:
+        d.stop()
+
+
 def steer_stats(topo):
     p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb, check=False)
     return json.loads(p.stdout) if p.returncode == 0 else {}
@@ -505,7 +535,8 @@ def body(topo):
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
                      ("backup", backup), ("sigkill", sigkill),
-                     ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed)]:
+                     ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
+                     ("manual_update", manual_update)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
