@@ -148,8 +148,12 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 
 /* Empty the conntrack table (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);
-/* Number of conntrack entries (ways in use). */
+/* Number of conntrack entries (ways in use): a scan of the whole table, about
+ * 1 MiB at the default size (docs/steering.md has its cost). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+/* The conntrack entries the table holds at most (its buckets times their
+ * ways: --flows rounded up); 0 without BPF. */
+uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s);
 /* The conntrack map (hlb_ct: struct hlb_steer_ct_bucket by bucket index),
  * borrowed: tests read and age its entries. */
 int hashlb_steer_ct_fd(struct hashlb_steer *s);

@@ -483,6 +483,28 @@ void run_steer_handed_over(struct run_steer *rs)
 			svc_taken_over(&rs->svcs[i], false);
 }
 
+int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
+{
+	struct run_steer *rs = arg;
+	struct hlb_steer_sample v = { 0 };
+	struct run_steer_svc *e;
+	uint32_t flows;
+
+	if (i >= rs->n)
+		return -ENOENT;
+	e = &rs->svcs[i];
+	/* the same reader as hashlb steer --stats; the conntrack scan reads the
+	 * mapped table, no syscall (its cost: docs/steering.md) */
+	if (!e->steer || hashlb_steer_stats(e->steer, &v.st) < 0 ||
+	    hashlb_steer_flows_count(e->steer, &flows) < 0)
+		return -ENODEV;
+	v.service = e->name;
+	v.flows = flows;
+	v.flows_max = hashlb_steer_flows_max(e->steer);
+	*ret = v;
+	return 0;
+}
+
 void run_steer_free(struct run_steer *rs)
 {
 	if (!rs)

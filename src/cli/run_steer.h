@@ -25,6 +25,7 @@
 #ifndef HASHLB_CLI_RUN_STEER_H
 #define HASHLB_CLI_RUN_STEER_H
 
+#include "control/control.h"
 #include "hashlb/config.h"
 #include "runtime/daemon.h"
 #include "runtime/runtime.h"
@@ -47,6 +48,11 @@ void run_steer_stopping(void *arg, bool handed_over);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);
+/* The program of the <i>th steered service, for /metrics (hlb_control.steer_stats: <arg> is
+ * the struct run_steer): its counters summed over CPUs and its conntrack occupancy, read
+ * now. -ENODEV if it has none (or its maps cannot be read), -ENOENT past the last.
+ * Control thread only. */
+int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 /* Detach everything (unless handed over). Accepts NULL. */
 void run_steer_free(struct run_steer *rs);
 

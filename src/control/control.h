@@ -14,10 +14,19 @@
 
 #include "hashlb/config.h"
 #include "hashlb/error.h"
+#include "hashlb/steer_shared.h"
 
 #include "http.h"
 #include "loop.h"
 #include "pool.h"
+
+/* A kernel-steered service's program as /metrics shows it (hlb_control.steer_stats). */
+struct hlb_steer_sample {
+	const char *service; /* borrowed: valid until the control loop's next event */
+	struct hlb_steer_stats st; /* summed over CPUs (hashlb_steer_stats()) */
+	uint64_t flows; /* conntrack entries in use */
+	uint64_t flows_max; /* conntrack entries at most */
+};
 
 /*
  * The control plane's log; library code never prints itself. <kv> is
@@ -77,6 +86,11 @@ struct hlb_control {
 	/* hashlb ctl close: the same asked of the hashlb this one took over from, if it still
 	 * runs (hlb_daemon_close_old()): its pid, 0 if none; *ret_n its count, -1: not asked */
 	pid_t (*close_old)(void *daemon, const char *svc, const char *name, int64_t *ret_n);
+	/* kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled,
+	 * -ENODEV if it has no program now (attaching failed, or a build without BPF), -ENOENT
+	 * past the last one; NULL: nothing is steered by this process */
+	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
+	void *steer_stats_arg;
 };
 
 /*

@@ -8,8 +8,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+
+#include "hashlb/steer.h"
 
 #include "check.h"
 #include "control.h"
@@ -445,6 +448,90 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 	}
 }
 
+/* The kernel steering counters of one service's program, summed over CPUs (s.st). */
+static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
+{
+	const uint64_t v[] = { s->st.packets, s->st.bytes,	s->st.new_flows,
+			       s->st.ct_hits, s->st.ct_resched, s->st.ct_evicted,
+			       s->st.passed,  s->flows,		s->flows_max };
+
+	return v[f];
+}
+
+/*
+ * Per kernel-steered service (steering: kernel) with a program attached now: its program's
+ * counters, read once a scrape (each service: one per-CPU map lookup and a scan of the mapped
+ * conntrack table). Nothing when no service has one, or the build has no BPF. The program
+ * lives across reloads, and an upgrade takes it over: its counters go on.
+ */
+static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fams[] = {
+		{ "hashlb_service_steer_packets_total", "counter",
+		  "Kernel steering: TCP packets to the service's VIP forwarded to a backend." },
+		{ "hashlb_service_steer_bytes_total", "counter",
+		  "Kernel steering: the frame bytes of those packets." },
+		{ "hashlb_service_steer_new_flows_total", "counter",
+		  "Kernel steering: flows scheduled through the table." },
+		{ "hashlb_service_steer_conntrack_hits_total", "counter",
+		  "Kernel steering: packets forwarded by their flow's conntrack entry." },
+		{ "hashlb_service_steer_conntrack_rescheduled_total", "counter",
+		  "Kernel steering: flows whose backend went down or away, scheduled again." },
+		{ "hashlb_service_steer_conntrack_evictions_total", "counter",
+		  "Kernel steering: new flows that evicted a live conntrack entry, its set full "
+		  "(the evicted flow moves if the table changed since it began)." },
+		{ "hashlb_service_steer_passed_total", "counter",
+		  "Kernel steering: packets the program on the service's interface handed to the "
+		  "stack (not for its VIP, not TCP)." },
+		{ "hashlb_service_steer_conntrack_entries", "gauge",
+		  "Kernel steering: conntrack entries in use (flows seen, until evicted)." },
+		{ "hashlb_service_steer_conntrack_capacity", "gauge",
+		  "Kernel steering: conntrack entries at most." },
+	};
+	struct hlb_steer_sample *v = NULL, *w, one;
+	uint32_t n = 0, cap = 0;
+	int r;
+
+	if (!ctl->steer_stats)
+		return;
+	/* each program read once, all of them before the first family is written */
+	for (uint32_t i = 0; (r = ctl->steer_stats(ctl->steer_stats_arg, i, &one)) != -ENOENT;
+	     i++) {
+		if (r < 0)
+			continue; /* no program now: no series */
+		if (n == cap) {
+			w = realloc(v, (cap ? 2 * cap : 4) * sizeof(*v));
+			if (!w)
+				break;
+			v = w;
+			cap = cap ? 2 * cap : 4;
+		}
+		v[n++] = one;
+	}
+	for (unsigned f = 0; n && f < sizeof(fams) / sizeof(fams[0]); f++) {
+		family(o, fams[f].name, fams[f].type, fams[f].help);
+		for (uint32_t i = 0; i < n; i++) {
+			labels2(o, fams[f].name, v[i].service, NULL);
+			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));
+		}
+	}
+	if (n)
+		family(o, "hashlb_service_steer_dropped_total", "counter",
+		       "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP, "
+		       "header truncated or bad), fragment (IP fragments to the VIP's address), "
+		       "no-backend (every backend down), table (a bug), redirect (always 0).");
+	for (uint32_t i = 0; i < n; i++)
+		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {
+			labels2(o, "hashlb_service_steer_dropped_total", v[i].service, NULL);
+			o->len--; /* reopen the label set */
+			hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n",
+				       hashlb_steer_drop_name(d), (uint64_t)v[i].st.drops[d]);
+		}
+	free(v);
+}
+
 static unsigned open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -541,6 +628,7 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	backend_families(ctl, o);
 	closed_family(ctl, o);
 	service_families(ctl, o);
+	steer_families(ctl, o);
 	worker_families(ctl, o);
 	getrlimit(RLIMIT_NOFILE, &rl);
 	family(o, "hashlb_reloads_total", "counter", "Config reloads, by result.");

@@ -26,6 +26,8 @@ struct hlb_control_plug {
 	void *reloaded_arg;
 	hlb_control_stopping_fn stopping;
 	void *stopping_arg;
+	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
+	void *steer_stats_arg;
 };
 
 /* Every service's current snapshot to subscriber <i>. */
@@ -241,6 +243,8 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 	plug->ctl->close_old = plug_close_old;
 	plug->ctl->reloaded = plug_reloaded;
 	plug->ctl->reloaded_arg = plug;
+	plug->ctl->steer_stats = plug->steer_stats;
+	plug->ctl->steer_stats_arg = plug->steer_stats_arg;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
 		hlb_pool_subscribe(plug->ctl->pool, plug->subs[i].fn, plug->subs[i].arg);
 		publish_all(plug, i);
@@ -349,6 +353,14 @@ void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloa
 {
 	plug->reloaded = fn;
 	plug->reloaded_arg = arg;
+}
+
+void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
+				     int (*fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret),
+				     void *arg)
+{
+	plug->steer_stats = fn;
+	plug->steer_stats_arg = arg;
 }
 
 void hlb_control_plug_free(struct hlb_control_plug *plug)

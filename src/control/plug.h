@@ -13,6 +13,7 @@
 #include "pool.h"
 
 struct hlb_control_plug;
+struct hlb_steer_sample;
 
 /* Set <d>'s hooks; call before hlb_daemon_run(). Free the plug after hlb_daemon_free(). */
 int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug);
@@ -39,6 +40,11 @@ typedef void (*hlb_control_stopping_fn)(void *arg, bool handed_over);
  * time. Call before hlb_daemon_run(). */
 void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_stopping_fn fn,
 				  void *arg);
+/* Where /metrics reads the kernel steering counters (hlb_control.steer_stats): <fn>
+ * with <arg>, from the control thread. Call before hlb_daemon_run(). */
+void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
+				     int (*fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret),
+				     void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
 #endif

@@ -86,6 +86,11 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return -EOPNOTSUPP;
 }
 
+uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
+{
+	return 0;
+}
+
 int hashlb_steer_ct_fd(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

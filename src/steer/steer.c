@@ -1436,6 +1436,11 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return 0;
 }
 
+uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
+{
+	return (uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS;
+}
+
 int hashlb_steer_ct_fd(struct hashlb_steer *s)
 {
 	return s->fd[M_CT];

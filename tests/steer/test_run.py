@@ -4,7 +4,8 @@ namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's t
 backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
 yet is published once it is, with no other change; a backend in maint, and a backup when the others
 return, keep their established connections; a daemon restarted after SIGKILL takes its
-orphaned program over, never one a live daemon drives. Each scenario starts its own daemon; the
+orphaned program over, never one a live daemon drives; /metrics shows the kernel path's
+counters, exact and never lower across a reload. Each scenario starts its own daemon; the
 namespaces are removed even when it fails."""
 import collections
 import json
@@ -447,6 +448,104 @@ def mac_changed(topo, servers):
         T.sh("ip", "link", "set", "eth0", "address", old_mac, ns=b1)
 
 
+STEER_COUNTERS = ["packets", "bytes", "new_flows", "conntrack_hits", "conntrack_rescheduled",
+                  "conntrack_evictions", "passed"]
+
+
+def scrape(d):
+    """hashlb_service_steer_* samples of /metrics: {"family{labels}": value}."""
+    p = d.ctl("metrics")
+    out = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("hashlb_service_steer_"):
+            name, val = line.rsplit(" ", 1)
+            out[name] = int(float(val))
+    return out
+
+
+def web(m, what):
+    return m.get(f'hashlb_service_steer_{what}{{service="web"}}')
+
+
+def send_frames(f, sports, marker):
+    """One hand-made TCP frame to the VIP from each source port of <sports>: their bytes, and
+    the backends that received them."""
+    import test_frames as F
+    n = sum(f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, marker))) for sp in sports)
+    return n, f.received(marker, wait=1)
+
+
+def metrics(topo, servers):
+    """hashlb run's /metrics carries the kernel path's counters for the steered service (before:
+    none at all, only `hashlb steer --stats` read them): 10 hand-made frames of 10 new flows
+    count 10 packets, their bytes, 10 new flows and 10 conntrack entries exactly, the same
+    figures `hashlb steer --stats` reads; after a reload that changes the table every counter is
+    where it was or above, and 10 more frames of the same flows count 10 packets, 10 conntrack
+    hits and no new flow."""
+    import test_frames as F
+    # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
+    for key in ("iptables", "ip6tables"):
+        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
+             check=False)
+    d = Daemon(topo, service(topo)).start()
+    f = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "metrics: no table published at start")
+        f = F.Frames(topo)
+        m0 = scrape(d)
+        missing = [c for c in STEER_COUNTERS if web(m0, c + "_total") is None]
+        if not check(not missing and web(m0, "conntrack_capacity"),
+                     f"metrics: /metrics has no kernel steering counters for web: {missing}"):
+            return
+        sports = range(44000, 44010)
+        nbytes, got = send_frames(f, sports, b"METRICS-ONE")
+        m1 = scrape(d)
+        st = steer_stats(topo)
+        dp = web(m1, "packets_total") - web(m0, "packets_total")
+        db = web(m1, "bytes_total") - web(m0, "bytes_total")
+        dn = web(m1, "new_flows_total") - web(m0, "new_flows_total")
+        check((dp, db, dn) == (10, nbytes, 10) and got and got <= {"b1", "b2", "b3"},
+              f"metrics: 10 frames of {nbytes} bytes to {sorted(got)}: /metrics counted "
+              f"{dp} packets, {db} bytes, {dn} new flows")
+        check(web(m1, "conntrack_entries") == 10 and web(m1, "conntrack_capacity") == 98304,
+              f"metrics: conntrack entries {web(m1, 'conntrack_entries')} of "
+              f"{web(m1, 'conntrack_capacity')}, 10 flows seen")
+        same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
+                [("packets", "packets"), ("bytes", "bytes"), ("new_flows", "new_flows"),
+                 ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted")]}
+        check(all(a == b for a, b in same.values()),
+              f"metrics: /metrics and hashlb steer --stats disagree: {same}")
+        print(f"metrics: 10 frames, {nbytes} bytes: packets +{dp}, bytes +{db}, new flows +{dn}, "
+              f"conntrack {web(m1, 'conntrack_entries')}/{web(m1, 'conntrack_capacity')}",
+              flush=True)
+        # a reload that changes the table: the program, its counters with it, stays
+        with open(d.path) as fh:
+            text = fh.read()
+        with open(d.path, "w") as fh:
+            fh.write(text.replace("name: b3,", "name: b3, weight: 3,"))
+        d.skip_log()
+        d.proc.send_signal(signal.SIGHUP)
+        check(d.wait_log("kernel steering table published", 10) is not None,
+              "metrics: no table published after the reload")
+        m2 = scrape(d)
+        lower = {k: (m1[k], m2.get(k)) for k in m1
+                 if k.split("{")[0].endswith("_total") and not (m2.get(k, -1) >= m1[k])}
+        check(not lower, f"metrics: counters went down across a reload: {lower}")
+        nbytes, got = send_frames(f, sports, b"METRICS-TWO")
+        m3 = scrape(d)
+        d3 = {c: web(m3, c + "_total") - web(m2, c + "_total")
+              for c in ("packets", "bytes", "new_flows", "conntrack_hits")}
+        check(d3 == {"packets": 10, "bytes": nbytes, "new_flows": 0, "conntrack_hits": 10},
+              f"metrics: after the reload, 10 frames of known flows ({nbytes} bytes): {d3}")
+        print(f"metrics: reload: no counter lower; 10 more frames: {d3}", flush=True)
+    finally:
+        if f:
+            for sock in [f.out] + f.backends:
+                sock.close()
+        d.stop()
+
+
 def attached(topo):
     """Whether a hashlb program is on the LB's eth0 (XDP or tc)."""
     return ("xdp" in T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout or
@@ -536,7 +635,7 @@ def body(topo):
     for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
                      ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update)]:
+                     ("manual_update", manual_update), ("metrics", metrics)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
