@@ -168,6 +168,14 @@ enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s);
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m);
 int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
 
+/*
+ * Counter <i> of <st>, in the order and with the names hashlb steer --stats shows ("packets",
+ * "bytes", "new_flows", "ct_hits", "ct_resched", "ct_evicted", "passed", "drop_malformed", ...,
+ * "drop_redirect"): its name, its value in *ret_value; NULL past the last one.
+ */
+const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
+				     uint64_t *ret_value);
+
 /* The drop reason's stable name ("malformed", ...). */
 const char *hashlb_steer_drop_name(enum hlb_steer_drop d);
 

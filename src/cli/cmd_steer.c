@@ -257,36 +257,18 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out)
 static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			const struct hlb_steer_stats *st, bool json)
 {
-	const struct {
-		const char *name;
-		uint64_t v;
-	} rows[] = {
-		{ "packets", st->packets },
-		{ "bytes", st->bytes },
-		{ "new_flows", st->new_flows },
-		{ "ct_hits", st->ct_hits },
-		{ "ct_resched", st->ct_resched },
-		{ "ct_evicted", st->ct_evicted },
-		{ "passed", st->passed },
-		{ "drop_malformed", st->drops[HLB_STEER_DROP_MALFORMED] },
-		{ "drop_fragment", st->drops[HLB_STEER_DROP_FRAGMENT] },
-		{ "drop_no_backend", st->drops[HLB_STEER_DROP_NO_BACKEND] },
-		{ "drop_table", st->drops[HLB_STEER_DROP_TABLE] },
-		{ "drop_redirect", st->drops[HLB_STEER_DROP_REDIRECT] },
-	};
-	size_t n = sizeof(rows) / sizeof(rows[0]);
+	const char *name;
+	uint64_t v;
 
-	if (json) {
+	if (json)
 		printf("{\"interface\":\"%s\",\"mode\":\"%s\"", iface,
 		       hashlb_steer_mode_name(mode));
-		for (size_t i = 0; i < n; i++)
-			printf(",\"%s\":%" PRIu64, rows[i].name, rows[i].v);
+	else
+		printf("interface %s (%s)\n", iface, hashlb_steer_mode_name(mode));
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(st, i, &v)); i++)
+		printf(json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", name, v);
+	if (json)
 		printf("}\n");
-		return;
-	}
-	printf("interface %s (%s)\n", iface, hashlb_steer_mode_name(mode));
-	for (size_t i = 0; i < n; i++)
-		printf("%-16s %" PRIu64 "\n", rows[i].name, rows[i].v);
 }
 
 enum action { ACT_RUN, ACT_UPDATE, ACT_STATS, ACT_DETACH };

@@ -33,6 +33,37 @@ static const char *const drop_names[HLB_STEER_DROP_MAX] = {
 	[HLB_STEER_DROP_REDIRECT] = "redirect",
 };
 
+const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
+				     uint64_t *ret_value)
+{
+	static const char *const names[] = {
+		"packets",	 "bytes",	    "new_flows",  "ct_hits",
+		"ct_resched",	 "ct_evicted",	    "passed",	  "drop_malformed",
+		"drop_fragment", "drop_no_backend", "drop_table", "drop_redirect",
+	};
+	const uint64_t v[] = {
+		st->packets,
+		st->bytes,
+		st->new_flows,
+		st->ct_hits,
+		st->ct_resched,
+		st->ct_evicted,
+		st->passed,
+		st->drops[HLB_STEER_DROP_MALFORMED],
+		st->drops[HLB_STEER_DROP_FRAGMENT],
+		st->drops[HLB_STEER_DROP_NO_BACKEND],
+		st->drops[HLB_STEER_DROP_TABLE],
+		st->drops[HLB_STEER_DROP_REDIRECT],
+	};
+
+	_Static_assert(sizeof(names) / sizeof(names[0]) == 7 + HLB_STEER_DROP_MAX,
+		       "a name per counter");
+	if (i >= sizeof(names) / sizeof(names[0]))
+		return NULL;
+	*ret_value = v[i];
+	return names[i];
+}
+
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m)
 {
 	return (unsigned)m < HASHLB_STEER_MODE_MAX ? mode_names[m] : NULL;
