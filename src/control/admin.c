@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hashlb/steer.h"
 #include "hashlb/tuple.h"
 
 #include "control.h"
@@ -253,9 +254,29 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 		hlb_buf_puts(o, "]");
 }
 
+/* ,"steering":{...} of a service with steering: kernel: its program's counters as hashlb steer
+ * --stats --json names them, and its conntrack occupancy; null while it has no program. */
+static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
+{
+	const char *name;
+	uint64_t x;
+
+	if (!v) {
+		hlb_buf_puts(o, ",\"steering\":null");
+		return;
+	}
+	hlb_buf_puts(o, ",\"steering\":{");
+	for (unsigned i = 0; (name = hashlb_steer_stats_field(&v->st, i, &x)); i++)
+		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, i ? "," : "", name, x);
+	hlb_buf_printf(o, ",\"flows\":%" PRIu64 ",\"flows_max\":%" PRIu64 "}", v->flows,
+		       v->flows_max);
+}
+
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
+	struct hlb_steer_sample *steer = NULL;
+	uint32_t n_steer = 0;
 
 	hlb_buf_printf(
 		o, "{\"version\":\"%s\",\"pid\":%d,\"uptime_s\":%.3f,\"config\":", HASHLB_VERSION,
@@ -286,6 +307,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_puts(o, ",\"workers\":");
 	status_workers(ctl, o, false);
 	hlb_buf_puts(o, ",\"services\":[");
+	if (hlb_control_steer_samples(ctl, &steer, &n_steer) < 0)
+		n_steer = 0;
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -312,6 +335,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		json_prefixes(o, "accept_proxy_from", s->cfg->proxy_from, s->cfg->n_proxy_from);
 		json_prefixes(o, "allow_clients", s->cfg->allow_clients, s->cfg->n_allow_clients);
 		json_prefixes(o, "deny_clients", s->cfg->deny_clients, s->cfg->n_deny_clients);
+		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
+			steering_json(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
 		hlb_buf_printf(
 			o,
 			",\"scheme\":\"%s\",\"key\":\"%s\",\"max_connections_per_client\":%u"
@@ -356,11 +381,33 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_puts(o, "]}");
 	}
 	hlb_buf_puts(o, "]}\n");
+	free(steer);
+}
+
+/* A line of the kernel path's counters under a service with steering: kernel. */
+static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
+{
+	uint64_t dropped = 0;
+
+	if (!v) {
+		hlb_buf_puts(o, "  kernel steering: no program attached\n");
+		return;
+	}
+	for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
+		dropped += v->st.drops[d];
+	hlb_buf_printf(o,
+		       "  kernel steering: %" PRIu64 " packets, %" PRIu64 " new flows, %" PRIu64
+		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64
+		       " dropped; conntrack %" PRIu64 "/%" PRIu64 " entries\n",
+		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
+		       (uint64_t)v->st.ct_evicted, dropped, v->flows, v->flows_max);
 }
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	const struct hashlb_error *e = &ctl->last_reload_err;
+	struct hlb_steer_sample *steer = NULL;
+	uint32_t n_steer = 0;
 	char where[300];
 
 	hlb_buf_printf(o,
@@ -392,6 +439,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				       (int)pid);
 	}
 	status_workers(ctl, o, true);
+	if (hlb_control_steer_samples(ctl, &steer, &n_steer) < 0)
+		n_steer = 0;
 	for (uint32_t i = 0; i < hlb_pool_service_count(ctl->pool); i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -411,6 +460,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       hlb_pool_takes_clients_count(s), s->n_backends, s->rebuilds,
 			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
 			       sc.no_backend, sc.queued);
+		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
+			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
 			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
 			       "TOTAL", "FAILS", "CHECK", "CONNECT");
@@ -445,6 +496,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		}
 		free(shares);
 	}
+	free(steer);
 }
 
 /* ---- table ---- */

@@ -311,6 +311,43 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 		hlb_pool_stop_checks(ctl->pool);
 }
 
+int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
+			      uint32_t *ret_n)
+{
+	struct hlb_steer_sample *v = NULL, *w, one;
+	uint32_t n = 0, cap = 0;
+	int r;
+
+	for (uint32_t i = 0;
+	     ctl->steer_stats && (r = ctl->steer_stats(ctl->steer_stats_arg, i, &one)) != -ENOENT;
+	     i++) {
+		if (r < 0)
+			continue; /* no program now: nothing to show */
+		if (n == cap) {
+			w = realloc(v, (cap ? 2 * cap : 4) * sizeof(*v));
+			if (!w) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = w;
+			cap = cap ? 2 * cap : 4;
+		}
+		v[n++] = one;
+	}
+	*ret_v = v;
+	*ret_n = n;
+	return 0;
+}
+
+const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
+							   uint32_t n, const char *name)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(v[i].service, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
 void hlb_control_free(struct hlb_control *ctl)
 {
 	if (!ctl)

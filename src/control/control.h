@@ -122,6 +122,17 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin);
  * established; 0 if there is no such service or backend. */
 uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const char *name);
 
+/*
+ * Every kernel-steered service's program with its counters read now, each once
+ * (ctl->steer_stats), for /metrics and /status: stored in *<ret_v> (the caller frees it; NULL
+ * when there is none) and its length in *<ret_n>. -ENOMEM.
+ */
+int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
+			      uint32_t *ret_n);
+/* The sample of service <name> in <v> (<n> long), or NULL: it has no program now. */
+const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
+							   uint32_t n, const char *name);
+
 /* The admin endpoint's routes (admin.c). */
 void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
 /* Prometheus text exposition of everything (metrics.c). */

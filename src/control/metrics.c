@@ -490,26 +490,11 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_service_steer_conntrack_capacity", "gauge",
 		  "Kernel steering: conntrack entries at most." },
 	};
-	struct hlb_steer_sample *v = NULL, *w, one;
-	uint32_t n = 0, cap = 0;
-	int r;
+	struct hlb_steer_sample *v;
+	uint32_t n;
 
-	if (!ctl->steer_stats)
+	if (hlb_control_steer_samples(ctl, &v, &n) < 0)
 		return;
-	/* each program read once, all of them before the first family is written */
-	for (uint32_t i = 0; (r = ctl->steer_stats(ctl->steer_stats_arg, i, &one)) != -ENOENT;
-	     i++) {
-		if (r < 0)
-			continue; /* no program now: no series */
-		if (n == cap) {
-			w = realloc(v, (cap ? 2 * cap : 4) * sizeof(*v));
-			if (!w)
-				break;
-			v = w;
-			cap = cap ? 2 * cap : 4;
-		}
-		v[n++] = one;
-	}
 	for (unsigned f = 0; n && f < sizeof(fams) / sizeof(fams[0]); f++) {
 		family(o, fams[f].name, fams[f].type, fams[f].help);
 		for (uint32_t i = 0; i < n; i++) {

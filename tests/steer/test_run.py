@@ -479,9 +479,9 @@ def metrics(topo, servers):
     """hashlb run's /metrics carries the kernel path's counters for the steered service (before:
     none at all, only `hashlb steer --stats` read them): 10 hand-made frames of 10 new flows
     count 10 packets, their bytes, 10 new flows and 10 conntrack entries exactly, the same
-    figures `hashlb steer --stats` reads; after a reload that changes the table every counter is
-    where it was or above, and 10 more frames of the same flows count 10 packets, 10 conntrack
-    hits and no new flow."""
+    figures `hashlb steer --stats` reads, and `hashlb ctl status` (JSON and text) shows them;
+    after a reload that changes the table every counter is where it was or above, and 10 more
+    frames of the same flows count 10 packets, 10 conntrack hits and no new flow."""
     import test_frames as F
     # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
     for key in ("iptables", "ip6tables"):
@@ -516,6 +516,16 @@ def metrics(topo, servers):
                  ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted")]}
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
+        p = d.ctl("--json", "status")
+        steering = (json.loads(p.stdout)["services"][0].get("steering") or {}) \
+            if p.returncode == 0 else {}
+        check(steering.get("packets") == web(m1, "packets_total") and
+              steering.get("new_flows") == web(m1, "new_flows_total") and
+              steering.get("flows") == 10 and steering.get("flows_max") == 98304,
+              f"metrics: ctl status --json: steering {steering}")
+        text = d.ctl("status").stdout
+        check(f"kernel steering: {web(m1, 'packets_total')} packets" in text,
+              f"metrics: ctl status: no kernel steering line: {text}")
         print(f"metrics: 10 frames, {nbytes} bytes: packets +{dp}, bytes +{db}, new flows +{dn}, "
               f"conntrack {web(m1, 'conntrack_entries')}/{web(m1, 'conntrack_capacity')}",
               flush=True)
