@@ -18,6 +18,8 @@
 #include "hashlb/config.h"
 
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
+/* how long the endpoint may take to accept a connection, and then each read of its answer */
+#define CTL_TIMEOUT_S 30
 
 static void usage(FILE *f)
 {
@@ -106,6 +108,25 @@ static void usage(FILE *f)
 }
 
 /*
+ * Connect <fd> to <addr> within CTL_TIMEOUT_S, and give each read of it as
+ * long: 0 or -errno, -ETIMEDOUT when nothing accepted in time. An endpoint
+ * whose control thread is stuck leaves connections in its listen queue; once
+ * that is full, a connect to a Unix socket blocks until one is accepted
+ * (forever, without a timeout), and one over TCP until its SYNs give up.
+ */
+static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct timeval tv = { .tv_sec = CTL_TIMEOUT_S };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, addr, len) == 0)
+		return 0;
+	/* the timeout ran out: EAGAIN on a Unix socket, EINPROGRESS over TCP */
+	return errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT : -errno;
+}
+
+/*
  * HOST:PORT with a name (localhost:9901): the first of its addresses that
  * accepts a connection, else the first. A name may give ::1 before
  * 127.0.0.1 while hashlb listens on only one of them, as curl finds by
@@ -129,7 +150,7 @@ static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_
 		return -EINVAL;
 	for (ai = res; ai; ai = ai->ai_next) {
 		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool up = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+		bool up = fd >= 0 && ctl_connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
 
 		if (fd >= 0)
 			close(fd);
@@ -208,22 +229,25 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		     const char *path, const char *query, bool quiet, int *ret_status,
 		     char **ret_buf, char **ret_body)
 {
-	struct timeval tv = { .tv_sec = 30 };
 	size_t got = 0, cap = 65536;
 	char req[2048], name[160], *buf, *body;
 	int fd, status = 0, r;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (const struct sockaddr *)ss, len) < 0) {
-		r = -errno;
-		if (!quiet)
+	r = fd < 0 ? -errno : ctl_connect(fd, (const struct sockaddr *)ss, len);
+	if (r < 0) {
+		if (!quiet && r == -ETIMEDOUT)
+			cli_error(
+				"cannot reach the admin endpoint at %s: it accepted no connection "
+				"within %d s (is hashlb stuck, its listen queue full?)\n",
+				admin_name(ss, name, sizeof(name)), CTL_TIMEOUT_S);
+		else if (!quiet)
 			cli_error("cannot reach the admin endpoint at %s: %s\n",
 				  admin_name(ss, name, sizeof(name)), strerror(-r));
 		if (fd >= 0)
 			close(fd);
 		return r;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	snprintf(req, sizeof(req),
 		 "%s %s%s%s HTTP/1.1\r\nHost: hashlb\r\nUser-Agent: hashlb-ctl\r\n"
 		 "Content-Length: 0\r\nConnection: close\r\n\r\n",

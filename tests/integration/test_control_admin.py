@@ -1211,6 +1211,38 @@ def metrics_parse_and_match_traffic():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_gives_up_on_an_endpoint_that_accepts_nothing():
+    """hashlb ctl against an admin socket whose listen queue is full (a hashlb whose control
+    thread is stuck accepts nothing) says it could not reach it, exit 1, after 30 s. It used to
+    block in connect() for ever: on a Unix socket a connect waits for room in the queue."""
+    import subprocess
+    from lbtest import HASHLB, tmppath
+    path = tmppath("stuck.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(0)
+    queued = []
+    while True:  # fill the queue: the next connect would wait
+        c = socket.socket(socket.AF_UNIX)
+        c.setblocking(False)
+        try:
+            c.connect(path)
+        except BlockingIOError:
+            c.close()
+            break
+        queued.append(c)
+    try:
+        p = subprocess.run([HASHLB, "ctl", "--admin", f"unix:{path}", "status"],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 1 and "accepted no connection within 30 s" in p.stderr,
+              f"ctl gives up, saying why: exit {p.returncode} {p.stderr!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "ctl still waits after 120 s")
+    for c in queued:
+        c.close()
+    srv.close()
+
+
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections,
@@ -1231,6 +1263,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_busy_answer_waits_for_the_request,
            admin_http_says_what_it_cannot_serve,
+           ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:
     b.stop()
