@@ -1205,8 +1205,11 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
  * the lines, and the new process copies each with pidfd_getfd(2), which
  * the kernel allows only to who may ptrace this one. A hashlb asks with
  * ?taker=ITS_PID: while that process lives, this one counts as having
- * handed over (kernel steering is then left attached for it); a request by
- * hand, without it, hands nothing over.
+ * handed over (kernel steering is then left attached for it, and /set is
+ * refused). A request by hand, without it, hands nothing over; so does one
+ * naming a process other than the one that asks (a GET that anything able
+ * to make one, a page's <img> or a server fetching a URL, could send with
+ * taker=1 would otherwise refuse every /set for as long as pid 1 runs).
  */
 #define SOCKETS_MAX 4096
 static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
@@ -1217,11 +1220,16 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	char buf[HLB_HTTP_VALUE_MAX + 1], *end;
 	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
 	long taker = v ? strtol(v, &end, 10) : 0;
+	long claimed = 0;
 	uint32_t n;
 
 	if (v && (*end || taker <= 0 || taker > INT32_MAX)) {
 		resp_error(resp, 400, "taker must be a process id");
 		return;
+	}
+	if (taker && !hlb_fdpass_peer_is(req->fd, (pid_t)taker)) {
+		claimed = taker;
+		taker = 0;
 	}
 	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, (pid_t)taker, fds, addrs, SOCKETS_MAX)
 			    : 0;
@@ -1238,10 +1246,17 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		resp->n_fds = n;
 	}
 	if (ctl->log) {
-		char kv[64];
+		char kv[128];
 
-		snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
-			 req->local ? "unix" : "tcp", taker);
+		if (claimed)
+			snprintf(
+				kv, sizeof(kv),
+				"count=%u over=%s taker=0 claimed=%ld note=\"not the process asking: "
+				"not handed over\"",
+				n, req->local ? "unix" : "tcp", claimed);
+		else
+			snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
+				 req->local ? "unix" : "tcp", taker);
 		ctl->log(ctl->log_arg, false, "listening sockets handed over", kv);
 	}
 }

@@ -249,6 +249,7 @@ static void conn_io(void *arg, uint32_t events)
 	}
 	c->head = p.head;
 	p.req.local = c->h->unix_path[0] != '\0';
+	p.req.fd = c->io.fd;
 	c->h->fn(c->h->arg, &p.req, &resp);
 	conn_respond(c, &resp);
 }

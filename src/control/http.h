@@ -26,6 +26,7 @@ struct hlb_http_req {
 	const char *body; /* POST body, "" if none; NUL-terminated */
 	size_t body_len;
 	bool local; /* came over the Unix socket (the only one that can carry descriptors) */
+	int fd; /* the connection's socket (borrowed): who asks, for a handler that must know */
 };
 
 struct hlb_http_resp {

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "fdpass.h"
 
@@ -74,4 +80,101 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
 		off = end;
 	}
 	return true;
+}
+
+/* <a> as /proc/net/tcp{,6} writes an address: the 32-bit words of the address as they lie in
+ * memory, in hex, then the port; a v4-mapped IPv6 address as IPv4 (the socket of a client
+ * over IPv4 to a dual-stack listener is in /proc/net/tcp). */
+static bool proc_addr(const struct sockaddr_storage *a, char *buf, size_t size, bool *ret_v6)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+	uint32_t w[4];
+
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
+
+		memcpy(w, &s4->sin_addr, 4);
+		snprintf(buf, size, "%08" PRIX32 ":%04X", w[0], ntohs(s4->sin_port));
+		*ret_v6 = false;
+		return true;
+	}
+	if (a->ss_family != AF_INET6)
+		return false;
+	memcpy(w, &s6->sin6_addr, 16);
+	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		snprintf(buf, size, "%08" PRIX32 ":%04X", w[3], ntohs(s6->sin6_port));
+		*ret_v6 = false;
+	} else {
+		snprintf(buf, size, "%08" PRIX32 "%08" PRIX32 "%08" PRIX32 "%08" PRIX32 ":%04X",
+			 w[0], w[1], w[2], w[3], ntohs(s6->sin6_port));
+		*ret_v6 = true;
+	}
+	return true;
+}
+
+/* The inode of the TCP socket from <local> to <remote> (/proc/net/tcp's form), 0 if none. */
+static unsigned long tcp_inode(bool v6, const char *local, const char *remote)
+{
+	FILE *f = fopen(v6 ? "/proc/net/tcp6" : "/proc/net/tcp", "re");
+	char line[512], l[64], r[64];
+	unsigned long inode = 0, ino;
+
+	if (!f)
+		return 0;
+	while (!inode && fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", l, r, &ino) == 3 &&
+		    !strcmp(l, local) && !strcmp(r, remote))
+			inode = ino;
+	fclose(f);
+	return inode;
+}
+
+/* Whether process <pid> has socket <inode> among its descriptors. */
+static bool holds_socket(pid_t pid, unsigned long inode)
+{
+	char path[64], want[64], link[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "socket:[%lu]", inode);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!found && (e = readdir(dir))) {
+		ssize_t n = readlinkat(dirfd(dir), e->d_name, link, sizeof(link) - 1);
+
+		if (n > 0) {
+			link[n] = '\0';
+			found = !strcmp(link, want);
+		}
+	}
+	closedir(dir);
+	return found;
+}
+
+bool hlb_fdpass_peer_is(int fd, pid_t pid)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t me_len = sizeof(me), peer_len = sizeof(peer);
+	char local[64], remote[64];
+	unsigned long inode;
+	bool v6, v6_too;
+
+	if (pid <= 0 || getsockname(fd, (struct sockaddr *)&me, &me_len) < 0)
+		return false;
+	if (me.ss_family == AF_UNIX) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == pid;
+	}
+	/* the peer's socket has our addresses the other way round */
+	if (getpeername(fd, (struct sockaddr *)&peer, &peer_len) < 0 ||
+	    !proc_addr(&peer, local, sizeof(local), &v6) ||
+	    !proc_addr(&me, remote, sizeof(remote), &v6_too))
+		return false;
+	inode = tcp_inode(v6, local, remote);
+	return inode && holds_socket(pid, inode);
 }

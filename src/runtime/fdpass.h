@@ -10,6 +10,7 @@
 #define HASHLB_FDPASS_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* descriptors per message (the kernel's SCM_MAX_FD is 253) */
 #define HLB_FDPASS_PER_MSG 250
@@ -52,5 +53,15 @@
  */
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds);
+
+/*
+ * Whether process <pid> holds the other end of the connected socket <fd>:
+ * who asks for the sockets as their taker, not a number anyone may write.
+ * On a Unix socket, its SO_PEERCRED; over TCP (both ends in this network
+ * namespace: loopback), the socket of /proc/net/tcp or tcp6 with <fd>'s
+ * addresses reversed, among <pid>'s descriptors (which only who may ptrace
+ * <pid> can list, as the taker's own pidfd_getfd(2) needs of this process).
+ */
+bool hlb_fdpass_peer_is(int fd, pid_t pid);
 
 #endif

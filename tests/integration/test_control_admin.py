@@ -1243,6 +1243,28 @@ def ctl_gives_up_on_an_endpoint_that_accepts_nothing():
     srv.close()
 
 
+def only_the_taker_itself_takes_the_sockets_over():
+    """GET /sockets?taker=PID counts as handing over (and /set is refused from then on) only
+    when PID is the process asking: a GET that anything could send (a page's <img>, a server
+    made to fetch a URL) named pid 1 and refused every /set for as long as pid 1 ran."""
+    import os
+    from lbtest import _tmp
+    for admin in ("127.0.0.1:0", f"unix:{os.path.join(_tmp.name, 'taker.sock')}"):
+        lb = Lb(config(BACKENDS, admin=admin))
+        code, body = lb.http("GET", "/sockets?taker=1")
+        check(code == 200, f"{admin}: the sockets are listed: {code} {body[:80]!r}")
+        code, body = lb.http("POST", "/set?backend=a&state=drain")
+        check(code == 200 and lb.backend("a")["state"] == "drain",
+              f"{admin}: after a taker that did not ask, /set still applies: {code} {body!r}")
+        check(lb.wait_log(r"handed over.* taker=0 claimed=1 "), f"{admin}: logged as such")
+        code, body = lb.http("GET", f"/sockets?taker={os.getpid()}")
+        code, body = lb.http("POST", "/set?backend=a&state=ready")
+        check(code == 409 and f"(pid {os.getpid()}," in body and
+              lb.backend("a")["state"] == "drain",
+              f"{admin}: the process that asked as taker has them: /set refused: {code} {body!r}")
+        check(lb.stop() == 0, "exit 0")
+
+
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections,
@@ -1264,6 +1286,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_busy_answer_waits_for_the_request,
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
+           only_the_taker_itself_takes_the_sockets_over,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:
     b.stop()
