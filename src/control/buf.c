@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +59,49 @@ void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
+/*
+ * The length of the UTF-8 character at <s> (1 to 4), or 0 if the bytes there
+ * are not one: a stray continuation byte, a sequence cut short, an overlong
+ * form, a surrogate or a code point past U+10FFFF.
+ */
+static size_t utf8_len(const unsigned char *s)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80) /* a NUL ends it here too */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * <s> quoted and escaped, as a JSON string or a Prometheus label value.
+ * Both must be UTF-8; bytes that are not (a name in a request: ?service=%FF,
+ * echoed in the error) become U+FFFD, which a client's JSON parser takes
+ * rather than failing on the whole answer.
+ */
 static void buf_escaped(struct hlb_buf *b, const char *s, bool json)
 {
 	hlb_buf_put(b, "\"", 1);
-	for (; s && *s; s++) {
+	while (s && *s) {
 		unsigned char c = (unsigned char)*s;
+		size_t n = utf8_len((const unsigned char *)s);
 
 		if (c == '"' || c == '\\')
 			hlb_buf_printf(b, "\\%c", c);
@@ -70,8 +109,11 @@ static void buf_escaped(struct hlb_buf *b, const char *s, bool json)
 			hlb_buf_puts(b, "\\n");
 		else if (c < 0x20 && json)
 			hlb_buf_printf(b, "\\u%04x", c);
+		else if (!n)
+			hlb_buf_puts(b, json ? "\\ufffd" : "\xef\xbf\xbd");
 		else if (c >= 0x20)
-			hlb_buf_put(b, s, 1);
+			hlb_buf_put(b, s, n);
+		s += n ? n : 1;
 	}
 	hlb_buf_put(b, "\"", 1);
 }
