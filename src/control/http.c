@@ -24,6 +24,15 @@
 _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
 _Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
 	       "the Content-Length of http_accept()'s answer");
+/*
+ * The bytes of answers written but not yet read by their clients that the
+ * endpoint holds before it renders another GET: a /metrics of 1,000 services
+ * is ~10 MB, and 64 connections that ask for it and never read would
+ * otherwise make hashlb hold 64 of them (0.7 GB, more with more backends)
+ * until their timeouts, again and again. Requests that change something
+ * (POST) answer a few bytes and are always served.
+ */
+#define HTTP_UNREAD_MAX (64u << 20)
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
 
@@ -197,6 +206,17 @@ static void conn_busy(struct http_conn *c)
 	conn_error(c, 503, HTTP_BUSY_MSG);
 }
 
+/* The bytes of the answers that the clients of <h> have not read whole yet: each is held,
+ * whole, until its connection closes (the part in the socket's buffers as well). */
+static size_t unread_bytes(const struct hlb_http *h)
+{
+	size_t n = 0;
+
+	for (const struct http_conn *c = h->conns; c; c = c->next)
+		n += c->out.len;
+	return n;
+}
+
 static void conn_io(void *arg, uint32_t events)
 {
 	struct http_conn *c = arg;
@@ -248,6 +268,17 @@ static void conn_io(void *arg, uint32_t events)
 		return;
 	}
 	c->head = p.head;
+	if (!strcmp(p.req.method, "GET") && unread_bytes(c->h) >= HTTP_UNREAD_MAX) {
+		char why[160];
+
+		snprintf(
+			why, sizeof(why),
+			"answers not read yet by their clients hold %zu MiB (at most %u): try again "
+			"once they are",
+			unread_bytes(c->h) >> 20, HTTP_UNREAD_MAX >> 20);
+		conn_error(c, 503, why);
+		return;
+	}
 	p.req.local = c->h->unix_path[0] != '\0';
 	p.req.fd = c->io.fd;
 	c->h->fn(c->h->arg, &p.req, &resp);

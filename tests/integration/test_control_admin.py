@@ -1265,6 +1265,55 @@ def only_the_taker_itself_takes_the_sockets_over():
         check(lb.stop() == 0, "exit 0")
 
 
+def unread_answers_hold_bounded_memory():
+    """Clients that ask for a large /metrics (1,000 services: ~10 MB) and never read it make
+    hashlb hold at most 64 MiB of such answers: past that a GET is answered 503 saying why,
+    while a POST (a few bytes of answer) is still applied, and once they are read or closed
+    GETs are served again. Before, each of the 64 connections held its own copy until its
+    timeout: 0.7 GB here, the more the more backends, for any local user to ask again."""
+    from lbtest import Backend
+    b = Backend("m")
+    lines = ["workers: 1", "admin: 127.0.0.1:0", "services:"]
+    for i in range(1000):
+        lines += [f"  - name: s{i}", "    listen: 127.0.0.1:0", "    table_size: 257",
+                  "    health:", "      enabled: false", "    backends:"]
+        lines += [f"      - name: b{j}\n        address: {b.addr}" for j in range(3)]
+    lb = Lb("\n".join(lines) + "\n", start_within=120)
+    code, text = lb.http("GET", "/metrics")
+    size = len(text)
+    check(code == 200 and size > 5 << 20, f"a large /metrics: {code}, {size} bytes")
+    held = []
+    for _ in range(64):
+        s = lb.admin_socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        held.append(s)
+    heads = []
+    for s in held:  # each has its answer's first bytes, whatever it is
+        got = b""
+        while b"\r\n\r\n" not in got:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+        heads.append(got)
+    ok = sum(h.startswith(b"HTTP/1.1 200") for h in heads)
+    busy = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
+    check(ok + len(busy) == 64 and busy and b"not read yet" in busy[0],
+          f"past the bound a GET is refused, saying why: {ok} answered, {len(busy)} refused "
+          f"{busy[:1]!r}")
+    check(ok * size <= (64 << 20) + size,
+          f"{ok} answers of {size} bytes held: not more than 64 MiB and the one that crossed it")
+    code, body = lb.http("POST", "/set?service=s1&backend=b0&state=drain")
+    check(code == 200, f"a POST is still applied meanwhile: {code} {body!r}")
+    for s in held:
+        s.close()
+    check(lb.wait(lambda: lb.http("GET", "/metrics")[0] == 200, timeout=10) is not None,
+          "served again once they closed")
+    check(lb.stop() == 0, "exit 0")
+    b.stop()
+
+
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections,
@@ -1287,6 +1336,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            only_the_taker_itself_takes_the_sockets_over,
+           unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
 for b in bs:
     b.stop()
