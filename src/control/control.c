@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,37 @@ static void control_log(struct hlb_control *ctl, bool error, const char *msg, co
 	vsnprintf(kv, sizeof(kv), fmt, ap);
 	va_end(ap);
 	ctl->log(ctl->log_arg, error, msg, kv);
+}
+
+/* ---- the admin endpoint's refusals, logged ----------------------------- */
+
+/* at most one line per kind of refusal in this time, counting those since the last */
+#define REFUSED_LOG_MS 10000
+
+/*
+ * The admin endpoint refused a request (503): say so, or a scrape that fails
+ * and a hashlb ctl told "try again" leave nothing in the log to explain them
+ * (64 connections held open by a client, or answers it never reads).
+ */
+static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
+{
+	static const char *const reasons[HLB_HTTP_REFUSED_MAX] = {
+		[HLB_HTTP_REFUSED_CONNECTIONS] = "connections",
+		[HLB_HTTP_REFUSED_UNREAD] = "unread_answers",
+	};
+	struct hlb_control *ctl = arg;
+	uint64_t now = hlb_now_ms();
+
+	if (ctl->refused_logged_ms[why] && now - ctl->refused_logged_ms[why] < REFUSED_LOG_MS)
+		return;
+	control_log(
+		ctl, true, "admin requests refused", "reason=%s refused=%" PRIu64 " note=\"%s\"",
+		reasons[why], total - ctl->refused_logged[why],
+		why == HLB_HTTP_REFUSED_CONNECTIONS
+			? "64 admin connections open: a client holding them, or too many at once"
+			: "answers not read yet hold 64 MiB: clients asking and not reading");
+	ctl->refused_logged[why] = total;
+	ctl->refused_logged_ms[why] = now;
 }
 
 /* ---- resolve_every: names resolved again off the control loop ---------- */
@@ -287,6 +319,7 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 			}
 			goto err_free;
 		}
+		hlb_http_on_refused(ctl->http, admin_refused, ctl);
 		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
 	}
 	resolve_schedule(ctl);

@@ -64,6 +64,8 @@ struct hlb_control {
 	struct hashlb_resolve *resolve_job;
 	uint64_t resolve_deadline_ms;
 	uint64_t resolves_ok, resolves_failed, resolves_changed;
+	/* admin requests refused (503): the last logged count and when, per kind */
+	uint64_t refused_logged[HLB_HTTP_REFUSED_MAX], refused_logged_ms[HLB_HTTP_REFUSED_MAX];
 	char last_resolve_err[320]; /* "" when the last one succeeded */
 	/* the daemon, when plugged in (plug.c); opaque here */
 	void *daemon;

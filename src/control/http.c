@@ -72,7 +72,17 @@ struct hlb_http {
 	 */
 	int spare;
 	struct hlb_timer resume;
+	uint64_t refused[HLB_HTTP_REFUSED_MAX];
+	hlb_http_refused_fn refused_fn;
+	void *refused_arg;
 };
+
+static void http_refused(struct hlb_http *h, enum hlb_http_refusal why)
+{
+	h->refused[why]++;
+	if (h->refused_fn)
+		h->refused_fn(h->refused_arg, why, h->refused[why]);
+}
 
 static void spare_take(struct hlb_http *h)
 {
@@ -203,6 +213,7 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 
 static void conn_busy(struct http_conn *c)
 {
+	http_refused(c->h, HLB_HTTP_REFUSED_CONNECTIONS);
 	conn_error(c, 503, HTTP_BUSY_MSG);
 }
 
@@ -276,6 +287,7 @@ static void conn_io(void *arg, uint32_t events)
 			"answers not read yet by their clients hold %zu MiB (at most %u): try again "
 			"once they are",
 			unread_bytes(c->h) >> 20, HTTP_UNREAD_MAX >> 20);
+		http_refused(c->h, HLB_HTTP_REFUSED_UNREAD);
 		conn_error(c, 503, why);
 		return;
 	}
@@ -354,6 +366,7 @@ static void http_accept(void *arg, uint32_t events)
 
 			char drop[512];
 
+			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
 			/* what it sent already is read, so that the close is a FIN
 			 * behind the answer, not a reset that discards it */
 			if (write(fd, busy, sizeof(busy) - 1) > 0 &&
@@ -514,6 +527,17 @@ void hlb_http_free(struct hlb_http *h)
 			unlink(h->unix_path);
 	}
 	free(h);
+}
+
+void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg)
+{
+	h->refused_fn = fn;
+	h->refused_arg = arg;
+}
+
+uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why)
+{
+	return h->refused[why];
 }
 
 const char *hlb_http_address(const struct hlb_http *h)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "hashlb/error.h"
@@ -95,6 +96,16 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);
 #define HLB_HTTP_CONNS_MAX 64
 #define HLB_HTTP_BUSY_MAX 8
 
+/* Why a request was refused without being served (503), for the operator to see. */
+enum hlb_http_refusal {
+	HLB_HTTP_REFUSED_CONNECTIONS, /* over HLB_HTTP_CONNS_MAX connections open */
+	HLB_HTTP_REFUSED_UNREAD, /* a GET while answers not read yet held too much */
+	HLB_HTTP_REFUSED_MAX,
+};
+
+/* Called on the loop at each refusal, with the refusals of that kind so far. */
+typedef void (*hlb_http_refused_fn)(void *arg, enum hlb_http_refusal why, uint64_t total);
+
 /*
  * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file
  * is replaced) and serve with <fn> on <loop>.
@@ -102,6 +113,10 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);
 int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
 		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,
 		 struct hashlb_error *err);
+/* Have <fn>(<arg>, ...) called at each refusal (NULL: none). */
+void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg);
+/* The refusals of kind <why> since the endpoint started. */
+uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why);
 /* Closes the listener and every connection. Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */

@@ -631,6 +631,17 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	family(o, "hashlb_config_last_reload_successful", "gauge",
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);
+	if (ctl->http) {
+		family(o, "hashlb_admin_refused_total", "counter",
+		       "Admin requests answered 503 unserved: too many connections open, or answers "
+		       "not read yet holding too much.");
+		hlb_buf_printf(o,
+			       "hashlb_admin_refused_total{reason=\"connections\"} %" PRIu64 "\n",
+			       hlb_http_refused(ctl->http, HLB_HTTP_REFUSED_CONNECTIONS));
+		hlb_buf_printf(
+			o, "hashlb_admin_refused_total{reason=\"unread_answers\"} %" PRIu64 "\n",
+			hlb_http_refused(ctl->http, HLB_HTTP_REFUSED_UNREAD));
+	}
 	family(o, "hashlb_log_dropped_total", "counter",
 	       "Log lines dropped: stderr not read (a worker's buffer full, or 100 ms waited).");
 	hlb_buf_printf(o, "hashlb_log_dropped_total %" PRIu64 "\n", hlb_log_dropped());

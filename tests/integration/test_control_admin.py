@@ -1083,10 +1083,15 @@ def admin_busy_answer_waits_for_the_request():
     check(all(a.startswith(b"HTTP/1.1 503") for a in answers),
           f"a connection over the 64 that sends nothing is answered 503 and closed: "
           f"{[a[:40] for a in answers]}")
+    check(lb.wait_log(r'level=error msg="admin requests refused" reason=connections refused=\d'),
+          "the refusals are logged, for whoever wonders why a scrape failed")
     for x in idle:
         x.close()
     check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
           "served again once they closed")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    check(metric(m, "hashlb_admin_refused_total", reason="connections") >= 12,
+          f"and counted: {metric(m, 'hashlb_admin_refused_total', reason='connections')}")
     check(lb.stop() == 0, "exit 0")
 
 
@@ -1306,10 +1311,16 @@ def unread_answers_hold_bounded_memory():
           f"{ok} answers of {size} bytes held: not more than 64 MiB and the one that crossed it")
     code, body = lb.http("POST", "/set?service=s1&backend=b0&state=drain")
     check(code == 200, f"a POST is still applied meanwhile: {code} {body!r}")
+    check(lb.wait_log(r'msg="admin requests refused" reason=unread_answers refused=\d'),
+          "the refusals are logged")
     for s in held:
         s.close()
     check(lb.wait(lambda: lb.http("GET", "/metrics")[0] == 200, timeout=10) is not None,
           "served again once they closed")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    check(metric(m, "hashlb_admin_refused_total", reason="unread_answers") == len(busy),
+          f"and counted: {metric(m, 'hashlb_admin_refused_total', reason='unread_answers')} "
+          f"of {len(busy)}")
     check(lb.stop() == 0, "exit 0")
     b.stop()
 
