@@ -1336,10 +1336,14 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 			     " /upgrade\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
-		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/set") ||
-		   !strcmp(req->path, "/close") || !strcmp(req->path, "/reload") ||
-		   !strcmp(req->path, "/sockets") || !strcmp(req->path, "/upgrade")) {
-		resp_error(resp, 405, "%s not allowed on %s", req->method, req->path);
+		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/sockets") ||
+		   !strcmp(req->path, "/")) {
+		resp_error(resp, 405, "%s not allowed on %s: GET it", req->method, req->path);
+		resp->allow = "GET, HEAD"; /* as RFC 9110 asks of a 405 */
+	} else if (!strcmp(req->path, "/set") || !strcmp(req->path, "/close") ||
+		   !strcmp(req->path, "/reload") || !strcmp(req->path, "/upgrade")) {
+		resp_error(resp, 405, "%s not allowed on %s: POST it", req->method, req->path);
+		resp->allow = "POST";
 	} else {
 		resp_error(resp, 404, "no such endpoint: %s", req->path);
 	}

@@ -184,9 +184,11 @@ static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
 		hlb_buf_puts(&resp->body, "{\"error\":\"out of memory\"}\n");
 	}
 	hlb_buf_printf(&c->out,
-		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s"
 		       "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-		       resp->status, status_text(resp->status), resp->ctype, resp->body.len);
+		       resp->status, status_text(resp->status), resp->ctype, resp->body.len,
+		       resp->allow ? "Allow: " : "", resp->allow ? resp->allow : "",
+		       resp->allow ? "\r\n" : "");
 	body_off = c->out.len;
 	if (!c->head)
 		hlb_buf_put(&c->out, resp->body.p ? resp->body.p : "", resp->body.len);

@@ -33,6 +33,7 @@ struct hlb_http_req {
 struct hlb_http_resp {
 	int status; /* 200 if left alone */
 	const char *ctype; /* "application/json" if left alone */
+	const char *allow; /* a 405's Allow header: the methods the path takes */
 	struct hlb_buf body;
 	/* Descriptors sent with the response (SCM_RIGHTS: a local request
 	 * only), borrowed: sent as soon as the handler returns. The body has a

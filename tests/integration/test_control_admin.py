@@ -1097,7 +1097,8 @@ def admin_busy_answer_waits_for_the_request():
 
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
-    GET's headers and no body; a malformed request line 400, another HTTP version 505; a
+    GET's headers and no body; a method the path does not take 405 with Allow; a malformed
+    request line 400, another HTTP version 505; a
     parameter value too long to use, or a parameter the endpoint does not take, 400 naming
     it, applying nothing (not the rest of the request either); a request that never arrives whole 408 after 10 s."""
     lb = Lb(config(BACKENDS))
@@ -1110,6 +1111,14 @@ def admin_http_says_what_it_cannot_serve():
                          (b"GET  HTTP/1.1", b"400"), (b"GET /status", b"400")):
         got = lb.raw(line + b"\r\nHost: x\r\n\r\n")
         check(got.startswith(b"HTTP/1.1 " + status), f"{line!r}: {status!r} ({got[:60]!r})")
+    # a method the path does not take: 405 with the Allow header RFC 9110 requires of it
+    for req, allow in ((b"GET /set?backend=a&state=drain", b"POST"),
+                       (b"OPTIONS /reload", b"POST"), (b"POST /status", b"GET, HEAD"),
+                       (b"DELETE /metrics", b"GET, HEAD")):
+        got = lb.raw(req + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(got.startswith(b"HTTP/1.1 405") and b"\r\nAllow: " + allow + b"\r\n" in got,
+              f"{req!r}: 405 with Allow: {allow!r} ({got[:200]!r})")
+    check(lb.backend("a")["state"] == "ready", "a GET /set changed nothing")
     weight = lb.backend("a")["weight"]
     code, body = lb.http("POST", "/set?backend=a&state=drain&weight=" + "1" * 300)
     check(code == 400 and "parameter weight" in body and "255" in body,
