@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -232,6 +233,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	size_t got = 0, cap = 65536;
 	char req[2048], name[160], *buf, *body;
 	int fd, status = 0, r;
+	bool timed_out = false;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	r = fd < 0 ? -errno : ctl_connect(fd, (const struct sockaddr *)ss, len);
@@ -282,6 +284,8 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		n = read(fd, buf + got, cap - got);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN)
+			timed_out = true; /* SO_RCVTIMEO: the endpoint says nothing more */
 		if (n <= 0)
 			break;
 		got += (size_t)n;
@@ -290,11 +294,14 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	buf[got] = '\0';
 	body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
-		if (!quiet)
+		if (!quiet && timed_out)
+			cli_error("no answer from the admin endpoint at %s within %d s\n",
+				  admin_name(ss, name, sizeof(name)), CTL_TIMEOUT_S);
+		else if (!quiet)
 			cli_error("no valid answer from the admin endpoint at %s\n",
 				  admin_name(ss, name, sizeof(name)));
 		free(buf);
-		return -EPROTO;
+		return timed_out ? -ETIMEDOUT : -EPROTO;
 	}
 	*ret_status = status;
 	*ret_buf = buf;
@@ -337,6 +344,16 @@ static long json_int(const char *json, const char *key)
 }
 
 #define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */
+
+/* CLOCK_MONOTONIC in ms: the upgrade's wait is on the clock, not counted in polls, each
+ * of which may take up to CTL_TIMEOUT_S against an endpoint that does not answer */
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 /* the old endpoint gone, the new process still up this long: it took over */
 #define UPGRADE_GONE_MS 2000
 
@@ -349,7 +366,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 {
 	long old_pid, new_pid, pid, upgrade_pid;
 	char *buf, *body, *p;
-	int status;
+	int status, r;
 
 	if (ctl_fetch(ss, len, "POST", "/upgrade", "", false, &status, &buf, &body) < 0)
 		return 1;
@@ -372,9 +389,18 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 		cli_error("the admin endpoint's answer names no processes\n");
 		return 1;
 	}
-	for (int waited = 0, gone_since = -1; waited < UPGRADE_WAIT_MS; waited += 100) {
+	for (long start = now_ms(), waited = 0, gone_since = -1; waited < UPGRADE_WAIT_MS;
+	     waited = now_ms() - start) {
 		usleep(100 * 1000);
-		if (ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body) < 0) {
+		r = ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body);
+		if (r == -ETIMEDOUT) {
+			/* something is there and does not answer (a stuck control thread):
+			 * not gone, and not upgraded; the time it took counts */
+			gone_since = -1;
+			continue;
+		}
+		if (r < 0) {
+			waited = now_ms() - start;
 			/* Nobody answers here: the old process closed its endpoint as it
 			 * handed over, and the new one listens elsewhere (admin port 0, or
 			 * a new admin address in the config), or not yet. The new process

@@ -1334,6 +1334,46 @@ def unread_answers_hold_bounded_memory():
     b.stop()
 
 
+def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
+    """hashlb ctl upgrade follows GET /status for 70 s at most, on the clock: against an
+    endpoint that took the upgrade and then accepts but never answers (a stuck control
+    thread), it exits 1 saying it had no answer. It counted 100 ms a poll whatever the poll
+    took (30 s each here), and took a poll that timed out for nobody being there: it waited
+    10 minutes, then said "upgraded", exit 0."""
+    import subprocess
+    from lbtest import HASHLB
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    stuck = []
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            if c.recv(4096).startswith(b"POST /upgrade"):
+                body = b'{"pid":%d,"new_pid":%d}\n' % (os.getpid(), os.getpid())
+                c.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: %d\r\n"
+                          b"Connection: close\r\n\r\n%s" % (len(body), body))
+                c.close()
+            else:
+                stuck.append(c)
+    threading.Thread(target=serve, daemon=True).start()
+    port = srv.getsockname()[1]
+    try:
+        p = subprocess.run([HASHLB, "ctl", "--admin", f"127.0.0.1:{port}", "upgrade"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 1 and "no answer from pid" in p.stderr and not p.stdout,
+              f"ctl upgrade gives up: exit {p.returncode} {p.stdout!r} {p.stderr!r}")
+    except subprocess.TimeoutExpired:
+        check(False, f"ctl upgrade still waits after 300 s ({len(stuck)} polls)")
+    srv.close()
+    for c in stuck:
+        c.close()
+
+
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections,
@@ -1355,6 +1395,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_busy_answer_waits_for_the_request,
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
+           ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
