@@ -1263,8 +1263,9 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 
 /*
  * Whether every parameter of a request that changes something is one it
- * takes; if not, a 400 naming it: a mistyped one (wieght=3) must not leave
- * the rest (state=drain) applied without it.
+ * takes, once; if not, a 400 naming it: a mistyped one (wieght=3) must not
+ * leave the rest (state=drain) applied without it, nor one given twice
+ * (backend=a&backend=b) be applied to the first as if the other were not.
  */
 static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *resp,
 			 const char *const *known)
@@ -1272,13 +1273,21 @@ static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *r
 	char name[72], list[160] = "";
 	size_t o = 0;
 
-	if (!hlb_http_param_unknown(req, known, name, sizeof(name)))
-		return true;
-	for (size_t k = 0; known[k] && o < sizeof(list); k++)
-		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "", known[k]);
-	resp_error(resp, 400, "unknown parameter '%s': %s %s takes %s", name, req->method,
-		   req->path, list);
-	return false;
+	if (hlb_http_param_unknown(req, known, name, sizeof(name))) {
+		for (size_t k = 0; known[k] && o < sizeof(list); k++)
+			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "",
+					      known[k]);
+		resp_error(resp, 400, "unknown parameter '%s': %s %s takes %s", name, req->method,
+			   req->path, list);
+		return false;
+	}
+	/* after the unknown ones: the names left are the few known, so this pass over pairs
+	 * ends at once on 16 KiB of parameters */
+	if (hlb_http_param_repeated(req, name, sizeof(name))) {
+		resp_error(resp, 400, "parameter '%s' given twice: give it once", name);
+		return false;
+	}
+	return true;
 }
 
 static const char *const set_params[] = { "service",	     "backend", "state", "weight",

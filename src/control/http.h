@@ -65,6 +65,14 @@ const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char 
 const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
 				   char *buf, size_t size);
 
+/*
+ * The name of the first parameter given more than once, in the query string,
+ * the form body or both (at most 64 bytes of it, into <buf>); NULL if none
+ * is: hlb_http_param() takes the first, which a request that changes
+ * something must not do silently when the client meant another.
+ */
+const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, size_t size);
+
 /* The longest request (request line, headers and body) read. */
 #define HLB_HTTP_REQ_MAX 16384
 

@@ -131,6 +131,56 @@ const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *con
 	return n ? n : name_unknown(r->body, r->body_len, known, buf, size);
 }
 
+/* The name of the parameter at <s> (up to '=' or '&' or <end>): its length. */
+static size_t name_len(const char *s, const char *end)
+{
+	const char *amp = memchr(s, '&', (size_t)(end - s));
+	const char *pe = amp ? amp : end;
+	const char *eq = memchr(s, '=', (size_t)(pe - s));
+
+	return (size_t)((eq ? eq : pe) - s);
+}
+
+/* Whether the parameter named [name, name + nl) comes in "a=1&b=2" at <s> (<len> bytes). */
+static bool name_in(const char *s, size_t len, const char *name, size_t nl)
+{
+	const char *end = s + len;
+
+	while (s < end) {
+		const char *amp = memchr(s, '&', (size_t)(end - s));
+
+		if (name_len(s, end) == nl && !memcmp(s, name, nl))
+			return true;
+		s = amp ? amp + 1 : end;
+	}
+	return false;
+}
+
+const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, size_t size)
+{
+	const char *parts[2] = { r->query, r->body };
+	size_t lens[2] = { strlen(r->query), r->body_len };
+
+	for (int k = 0; k < 2; k++) {
+		const char *s = parts[k], *end = s + lens[k];
+
+		while (s < end) {
+			const char *amp = memchr(s, '&', (size_t)(end - s));
+			const char *next = amp ? amp + 1 : end;
+			size_t nl = name_len(s, end);
+
+			/* again later in this part, or in the body after the query */
+			if (nl && (name_in(next, (size_t)(end - next), s, nl) ||
+				   (k == 0 && name_in(r->body, r->body_len, s, nl)))) {
+				snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
+				return buf;
+			}
+			s = next;
+		}
+	}
+	return NULL;
+}
+
 /*
  * The value of header <name> in the header lines <hdrs> ("Name: value\r\n...",
  * NUL-terminated; NULL if none), spaces trimmed, copied into <buf>. NULL if

@@ -1131,6 +1131,11 @@ def admin_http_says_what_it_cannot_serve():
     check(code == 400 and "unknown parameter 'wieght'" in body and "weight" in body and
           lb.backend("a")["state"] == "ready",
           f"a mistyped parameter is named, nothing applied: {code} {body!r}")
+    # a parameter given twice: which one was meant is not known, nothing applied
+    for path in ("/set?backend=a&state=drain&backend=b", "/set?backend=a&state=maint&state=drain"):
+        code, body = lb.http("POST", path)
+        check(code == 400 and "given twice" in body and lb.backend("a")["state"] == "ready" and
+              lb.backend("b")["state"] == "ready", f"{path}: 400, nothing applied: {code} {body!r}")
     code, body = lb.http("POST", "/close?backend=a&reason=x")
     check(code == 400 and "unknown parameter 'reason'" in body, f"/close too: {code} {body!r}")
     code, body = lb.http("POST", "/close?backend=" + "x" * 300)

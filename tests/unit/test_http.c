@@ -170,6 +170,37 @@ static void test_json_strings_are_utf8(void **state)
 	}
 }
 
+static void test_param_given_twice_is_found(void **state)
+{
+	static const struct {
+		const char *query, *body, *twice;
+	} cases[] = {
+		{ "backend=a&state=drain", "", NULL },
+		{ "backend=a&state=drain&backend=b", "", "backend" },
+		{ "backend=a", "state=drain&backend=b", "backend" }, /* the query's, in the body */
+		{ "", "state=drain&state=ready", "state" },
+		{ "ab=1&a=2&b", "abc=3", NULL }, /* names alike are not the same */
+		{ "x&x", "", "x" },
+		{ "&&a=1&", "&", NULL },
+	};
+	char buf[72];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hlb_http_req r = { .method = "POST",
+					  .path = "/set",
+					  .query = cases[i].query,
+					  .body = cases[i].body,
+					  .body_len = strlen(cases[i].body) };
+		const char *got = hlb_http_param_repeated(&r, buf, sizeof(buf));
+
+		if (cases[i].twice)
+			assert_string_equal(got, cases[i].twice);
+		else
+			assert_null(got);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -179,6 +210,7 @@ int main(void)
 		cmocka_unit_test(test_request_line_is_the_first_line),
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_json_strings_are_utf8),
+		cmocka_unit_test(test_param_given_twice_is_found),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
