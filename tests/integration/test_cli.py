@@ -263,6 +263,11 @@ for args, status, msg in [
     (("ctl", "--admin", "unix:/nonexistent/hashlb.sock", "status"), 1,
      "admin endpoint at unix:/nonexistent/hashlb.sock:"),
     (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
+    # unix:PATH given, the path wrong: said as the config says it (it was told to give unix:/PATH)
+    (("ctl", "--admin", "unix:admin.sock", "status"), 2,
+     "hashlb ctl: --admin: bad admin address 'unix:admin.sock': a Unix socket path must be "
+     "absolute and shorter than 108 bytes\n"),
+    (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "absolute and shorter than 108"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
     (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
     # a command given the wrong arguments says so, with its own synopsis (not the whole manual)
