@@ -338,6 +338,11 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
 	hdr_end = strstr(in, "\r\n\r\n");
+	if (!hdr_end && memchr(in, '\0', len)) {
+		/* the search stopped at it: the request line and headers would never end
+		 * (closed unanswered at the client's FIN, 408 after 10 s without) */
+		return parsed_error(p, 400, "a NUL byte in the request line or headers");
+	}
 	if (!hdr_end) {
 		if (len == HLB_HTTP_REQ_MAX)
 			return parsed_error(p, 413, "request too large");

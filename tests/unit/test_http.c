@@ -201,6 +201,33 @@ static void test_param_given_twice_is_found(void **state)
 	}
 }
 
+static void test_nul_in_the_head_is_refused(void **state)
+{
+	static const char *const reqs[] = {
+		"GET /status\0 HTTP/1.1\r\n\r\n",
+		"GET /status HTTP/1.1\r\nX: a\0b\r\n\r\n",
+		"\0",
+	};
+	static const size_t lens[] = { 25, 32, 1 };
+	struct hlb_http_parsed p;
+	char in[64];
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		/* answered 400 at once, the client done or not (it was closed unanswered at
+		 * its FIN, or answered 408 after 10 s) */
+		for (int eof = 0; eof < 2; eof++) {
+			memcpy(in, reqs[i], lens[i]);
+			assert_int_equal(hlb_http_parse(in, lens[i], eof, &p), 400);
+			assert_non_null(strstr(p.msg, "NUL"));
+		}
+	}
+	/* after the head, in the body, it is a parameter's: refused as that one */
+	memcpy(in, "POST /set HTTP/1.1\r\nContent-Length: 3\r\n\r\na=\0", 44);
+	assert_int_equal(hlb_http_parse(in, 44, false, &p), 400);
+	assert_non_null(strstr(p.msg, "parameter a"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_json_strings_are_utf8),
 		cmocka_unit_test(test_param_given_twice_is_found),
+		cmocka_unit_test(test_nul_in_the_head_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
