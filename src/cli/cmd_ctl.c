@@ -310,14 +310,52 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 }
 
 /*
+ * The message of an answer {"error":"WHAT"...} into <buf> (<size> bytes), its
+ * string's escapes undone (a \\uXXXX beyond ASCII as '?'); NULL if <body> is
+ * not one.
+ */
+static const char *json_error(const char *body, char *buf, size_t size)
+{
+	size_t o = 0;
+	const char *s;
+
+	if (strncmp(body, "{\"error\":\"", 10))
+		return NULL;
+	for (s = body + 10; *s && *s != '"' && o + 1 < size; s++) {
+		char c = *s;
+
+		if (c == '\\' && s[1]) {
+			c = *++s;
+			if (c == 'n')
+				c = ' ';
+			else if (c == 'u') {
+				unsigned cp = 0;
+
+				if (sscanf(s + 1, "%4x", &cp) != 1 || strlen(s + 1) < 4)
+					return NULL;
+				s += 4;
+				c = cp >= 0x20 && cp < 0x7f ? (char)cp : '?';
+			}
+		}
+		buf[o++] = c;
+	}
+	if (*s != '"')
+		return NULL;
+	buf[o] = '\0';
+	return buf;
+}
+
+/*
  * One request; prints the body to stdout on 2xx, to stderr otherwise (the
- * endpoint's "error: WHAT" as every error line of hashlb ctl). Returns the
- * exit status.
+ * endpoint's "error: WHAT" as every error line of hashlb ctl; an error it
+ * answers in JSON whatever the format, as it does when it refuses a request
+ * before reading what it asks (busy, malformed), said the same way unless
+ * <json>). Returns the exit status.
  */
 static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
-		       const char *path, const char *query)
+		       const char *path, const char *query, bool json)
 {
-	char *buf, *body;
+	char *buf, *body, msg[1024];
 	int status;
 
 	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
@@ -326,6 +364,8 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 		fputs(body, stdout);
 	else if (strncmp(body, "error: ", 7) == 0)
 		cli_error("%s", body + 7);
+	else if (!json && json_error(body, msg, sizeof(msg)))
+		cli_error("%s\n", msg);
 	else
 		fputs(body, stderr); /* JSON, or a reload's FILE:LINE:COL: error: WHAT */
 	free(buf);
@@ -670,22 +710,22 @@ int cmd_ctl(int argc, char **argv)
 		return ctl_upgrade(&ss, len, json);
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
 		if (!strcmp(cmd, "metrics"))
-			return ctl_request(&ss, len, "GET", "/metrics", "");
+			return ctl_request(&ss, len, "GET", "/metrics", "", json);
 		if (!strcmp(cmd, "reload"))
-			return ctl_request(&ss, len, "POST", "/reload", q);
-		return ctl_request(&ss, len, "GET", "/status", q);
+			return ctl_request(&ss, len, "POST", "/reload", q, json);
+		return ctl_request(&ss, len, "GET", "/status", q, json);
 	}
 	if (!strcmp(cmd, "table")) {
 		if (optind < argc)
 			service = argv[optind++];
 		param(q, sizeof(q), "service", service);
-		return ctl_request(&ss, len, "GET", "/table", q);
+		return ctl_request(&ss, len, "GET", "/table", q, json);
 	}
 	if (!strcmp(cmd, "clients")) {
 		if (optind < argc)
 			param(q, sizeof(q), "top", argv[optind++]);
 		param(q, sizeof(q), "service", service);
-		return ctl_request(&ss, len, "GET", "/clients", q);
+		return ctl_request(&ss, len, "GET", "/clients", q, json);
 	}
 	if (!strcmp(cmd, "lookup")) {
 		size_t base;
@@ -696,7 +736,7 @@ int cmd_ctl(int argc, char **argv)
 		for (; optind < argc; optind++) {
 			q[base] = '\0';
 			param(q, sizeof(q), "client", argv[optind]);
-			ret |= ctl_request(&ss, len, "GET", "/lookup", q);
+			ret |= ctl_request(&ss, len, "GET", "/lookup", q, json);
 		}
 		return ret;
 	}
@@ -707,10 +747,10 @@ int cmd_ctl(int argc, char **argv)
 			param(q, sizeof(q), "state", argv[optind + 1]);
 		else
 			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
-		return ctl_request(&ss, len, "POST", "/set", q);
+		return ctl_request(&ss, len, "POST", "/set", q, json);
 	}
 	/* close */
 	param(q, sizeof(q), "service", service);
 	param(q, sizeof(q), "backend", argv[optind]);
-	return ctl_request(&ss, len, "POST", "/close", q);
+	return ctl_request(&ss, len, "POST", "/close", q, json);
 }

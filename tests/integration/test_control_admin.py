@@ -1027,6 +1027,14 @@ def admin_http_edges():
     code, body = busy_answer(lb)
     check(code == 503 and "too many admin connections" in body,
           f"the 65th connection is told why: {code} {body!r}")
+    # hashlb ctl says it as it says every error (the endpoint answers it in JSON, not
+    # knowing yet what was asked); with --json, the JSON
+    rc, so, se = lb.ctl("status")
+    check(rc == 1 and se == "hashlb ctl: too many admin connections open (64): try again\n",
+          f"ctl status while busy: exit {rc} {se!r}")
+    rc, so, se = lb.ctl("--json", "status")
+    check(rc == 1 and se.startswith('{"error":"too many admin connections'),
+          f"ctl --json status while busy: exit {rc} {se!r}")
     for x in idle:
         x.close()
     check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
