@@ -154,6 +154,28 @@ static bool holds_socket(pid_t pid, unsigned long inode)
 	return found;
 }
 
+/* Whether process <pid> runs as root or as this process's effective user: who may copy this
+ * one's descriptors with pidfd_getfd(2) (with Yama's ptrace_scope at 0 for the same user). */
+static bool may_take(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long real, eff;
+	bool ok = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Uid: %lu %lu", &real, &eff) == 2) {
+			ok = eff == 0 || eff == (unsigned long)geteuid();
+			break;
+		}
+	fclose(f);
+	return ok;
+}
+
 bool hlb_fdpass_peer_is(int fd, pid_t pid)
 {
 	struct sockaddr_storage me, peer;
@@ -176,5 +198,7 @@ bool hlb_fdpass_peer_is(int fd, pid_t pid)
 	    !proc_addr(&me, remote, sizeof(remote), &v6_too))
 		return false;
 	inode = tcp_inode(v6, local, remote);
-	return inode && holds_socket(pid, inode);
+	/* Over TCP it copies the sockets with pidfd_getfd(2): one that may not is no taker,
+	 * whatever connection it holds (a server of another user made to fetch a URL). */
+	return inode && holds_socket(pid, inode) && may_take(pid);
 }

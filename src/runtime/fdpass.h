@@ -60,7 +60,8 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
  * On a Unix socket, its SO_PEERCRED; over TCP (both ends in this network
  * namespace: loopback), the socket of /proc/net/tcp or tcp6 with <fd>'s
  * addresses reversed, among <pid>'s descriptors (which only who may ptrace
- * <pid> can list, as the taker's own pidfd_getfd(2) needs of this process).
+ * <pid> can list), <pid> running as root or as this process's user: what
+ * the taker's own pidfd_getfd(2) of the sockets needs of this process.
  */
 bool hlb_fdpass_peer_is(int fd, pid_t pid);
 
