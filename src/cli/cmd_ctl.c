@@ -21,77 +21,90 @@
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
 /* how long the endpoint may take to accept a connection, and then each read of its answer */
 #define CTL_TIMEOUT_S 30
+/* --timeout: seconds to wait for the endpoint, 0 = the defaults (CTL_TIMEOUT_S,
+ * and UPGRADE_WAIT_MS for the outcome of an upgrade) */
+static unsigned ctl_timeout_s;
+
+/* How long a connect or a read waits for the endpoint. */
+static unsigned ctl_wait_s(void)
+{
+	return ctl_timeout_s ? ctl_timeout_s : CTL_TIMEOUT_S;
+}
 
 static void usage(FILE *f)
 {
-	fprintf(f, "NAME\n"
-		   "  hashlb ctl - inspect and steer a running hashlb through its admin endpoint\n"
-		   "\n"
-		   "SYNOPSIS\n"
-		   "  hashlb ctl [--admin ADDR | -c FILE] [--json] COMMAND [ARGS...]\n"
-		   "\n"
-		   "COMMANDS\n"
-		   "  status                          services, tables and backends: state,\n"
-		   "                                  health, share, connections, failures;\n"
-		   "                                  each worker's buffers, spills, pipes\n"
-		   "  metrics                         the Prometheus metrics, as scraped\n"
-		   "  table [SERVICE]                 the table: scheme, size, generation,\n"
-		   "                                  fingerprint, each backend's share\n"
-		   "  lookup [-s SERVICE] [--vip ADDR:PORT] CLIENT...\n"
-		   "                                  the backend and preference list of each\n"
-		   "                                  client address (ADDR or ADDR:PORT); a\n"
-		   "                                  4-tuple key hashes the address clients\n"
-		   "                                  connect to: the service's, or --vip\n"
-		   "                                  (needed with a wildcard listen address\n"
-		   "                                  or accept_proxy)\n"
-		   "  clients [-s SERVICE] [N]        the N clients (default 10) with the most\n"
-		   "                                  connections open now\n"
-		   "                                  (max_connections_per_client counts them)\n"
-		   "  set [-s SERVICE] BACKEND STATE  admin state: ready, drain (no new\n"
-		   "                                  clients, connections stay) or maint (no\n"
-		   "                                  traffic, no health checks)\n"
-		   "  set [-s SERVICE] BACKEND weight N\n"
-		   "                                  change a weight (rebuilds the table)\n"
-		   "  set [-s SERVICE] BACKEND max_connections N\n"
-		   "                                  cap its connections (0 = no cap): clients\n"
-		   "                                  over it go to their next backend; no\n"
-		   "                                  table change, no connection closed\n"
-		   "                                  (set and close: BACKEND may be the name\n"
-		   "                                  of an each_address entry: all of its\n"
-		   "                                  backends)\n"
-		   "  close [-s SERVICE] BACKEND      close the backend's connections now (its\n"
-		   "                                  clients reconnect to the backend the table\n"
-		   "                                  gives them); its state does not change:\n"
-		   "                                  after 'set BACKEND drain', to empty it;\n"
-		   "                                  also a backend a reload removed (or moved)\n"
-		   "                                  that still drains\n"
-		   "  reload                          re-read the config file; on error the\n"
-		   "                                  running config stays and FILE:LINE:COL\n"
-		   "                                  says what is wrong\n"
-		   "  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
-		   "                                  runs the executable at its path again\n"
-		   "                                  (a new version installed there), hands\n"
-		   "                                  it the listening sockets and drains once\n"
-		   "                                  it serves. Waits for the outcome: exit 0\n"
-		   "                                  once the new process answers (or, its\n"
-		   "                                  admin address being another, runs on\n"
-		   "                                  2 s after the old one's closed), 1 if it\n"
-		   "                                  failed (the old one goes on serving)\n"
-		   "\n"
-		   "  SERVICE may be left out when hashlb runs a single service.\n"
-		   "\n"
-		   "OPTIONS\n"
-		   "  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
-		   "                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
-		   "  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
-		   "  -j, --json          print the endpoint's JSON instead of text\n"
-		   "  -s, --service NAME  the service (lookup, clients, set, close)\n"
-		   "  -h, --help          show this text\n"
-		   "\n"
-		   "EXIT STATUS\n"
-		   "  0 on success, 1 if the endpoint refused the command (the reason is\n"
-		   "  printed: the endpoint judges the values, a backend, a state, a\n"
-		   "  weight) or cannot be reached,\n");
+	fprintf(f,
+		"NAME\n"
+		"  hashlb ctl - inspect and steer a running hashlb through its admin endpoint\n"
+		"\n"
+		"SYNOPSIS\n"
+		"  hashlb ctl [--admin ADDR | -c FILE] [--json] [--timeout S] COMMAND [ARGS...]\n"
+		"\n"
+		"COMMANDS\n"
+		"  status                          services, tables and backends: state,\n"
+		"                                  health, share, connections, failures;\n"
+		"                                  each worker's buffers, spills, pipes\n"
+		"  metrics                         the Prometheus metrics, as scraped\n"
+		"  table [SERVICE]                 the table: scheme, size, generation,\n"
+		"                                  fingerprint, each backend's share\n"
+		"  lookup [-s SERVICE] [--vip ADDR:PORT] CLIENT...\n"
+		"                                  the backend and preference list of each\n"
+		"                                  client address (ADDR or ADDR:PORT); a\n"
+		"                                  4-tuple key hashes the address clients\n"
+		"                                  connect to: the service's, or --vip\n"
+		"                                  (needed with a wildcard listen address\n"
+		"                                  or accept_proxy)\n"
+		"  clients [-s SERVICE] [N]        the N clients (default 10) with the most\n"
+		"                                  connections open now\n"
+		"                                  (max_connections_per_client counts them)\n"
+		"  set [-s SERVICE] BACKEND STATE  admin state: ready, drain (no new\n"
+		"                                  clients, connections stay) or maint (no\n"
+		"                                  traffic, no health checks)\n"
+		"  set [-s SERVICE] BACKEND weight N\n"
+		"                                  change a weight (rebuilds the table)\n"
+		"  set [-s SERVICE] BACKEND max_connections N\n"
+		"                                  cap its connections (0 = no cap): clients\n"
+		"                                  over it go to their next backend; no\n"
+		"                                  table change, no connection closed\n"
+		"                                  (set and close: BACKEND may be the name\n"
+		"                                  of an each_address entry: all of its\n"
+		"                                  backends)\n"
+		"  close [-s SERVICE] BACKEND      close the backend's connections now (its\n"
+		"                                  clients reconnect to the backend the table\n"
+		"                                  gives them); its state does not change:\n"
+		"                                  after 'set BACKEND drain', to empty it;\n"
+		"                                  also a backend a reload removed (or moved)\n"
+		"                                  that still drains\n"
+		"  reload                          re-read the config file; on error the\n"
+		"                                  running config stays and FILE:LINE:COL\n"
+		"                                  says what is wrong\n"
+		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
+		"                                  runs the executable at its path again\n"
+		"                                  (a new version installed there), hands\n"
+		"                                  it the listening sockets and drains once\n"
+		"                                  it serves. Waits for the outcome: exit 0\n"
+		"                                  once the new process answers (or, its\n"
+		"                                  admin address being another, runs on\n"
+		"                                  2 s after the old one's closed), 1 if it\n"
+		"                                  failed (the old one goes on serving)\n"
+		"\n"
+		"  SERVICE may be left out when hashlb runs a single service.\n"
+		"\n"
+		"OPTIONS\n"
+		"  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
+		"                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
+		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
+		"  -j, --json          print the endpoint's JSON instead of text\n"
+		"  -s, --service NAME  the service (lookup, clients, set, close)\n"
+		"  -t, --timeout S     give up on an endpoint that accepts or answers\n"
+		"                      nothing for S seconds (default 30), exit 1; for\n"
+		"                      upgrade, the wait for its outcome (default 70)\n"
+		"  -h, --help          show this text\n"
+		"\n"
+		"EXIT STATUS\n"
+		"  0 on success, 1 if the endpoint refused the command (the reason is\n"
+		"  printed: the endpoint judges the values, a backend, a state, a\n"
+		"  weight) or cannot be reached,\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
@@ -117,7 +130,7 @@ static void usage(FILE *f)
  */
 static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct timeval tv = { .tv_sec = CTL_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = ctl_wait_s() };
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -241,8 +254,8 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		if (!quiet && r == -ETIMEDOUT)
 			cli_error(
 				"cannot reach the admin endpoint at %s: it accepted no connection "
-				"within %d s (is hashlb stuck, its listen queue full?)\n",
-				admin_name(ss, name, sizeof(name)), CTL_TIMEOUT_S);
+				"within %u s (is hashlb stuck, its listen queue full?)\n",
+				admin_name(ss, name, sizeof(name)), ctl_wait_s());
 		else if (!quiet)
 			cli_error("cannot reach the admin endpoint at %s: %s\n",
 				  admin_name(ss, name, sizeof(name)), strerror(-r));
@@ -295,8 +308,8 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	body = strstr(buf, "\r\n\r\n");
 	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
 		if (!quiet && timed_out)
-			cli_error("no answer from the admin endpoint at %s within %d s\n",
-				  admin_name(ss, name, sizeof(name)), CTL_TIMEOUT_S);
+			cli_error("no answer from the admin endpoint at %s within %u s\n",
+				  admin_name(ss, name, sizeof(name)), ctl_wait_s());
 		else if (!quiet)
 			cli_error("no valid answer from the admin endpoint at %s\n",
 				  admin_name(ss, name, sizeof(name)));
@@ -404,6 +417,7 @@ static long now_ms(void)
  */
 static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool json)
 {
+	long wait_ms = ctl_timeout_s ? ctl_timeout_s * 1000L : UPGRADE_WAIT_MS;
 	long old_pid, new_pid, pid, upgrade_pid;
 	char *buf, *body, *p;
 	int status, r;
@@ -429,7 +443,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 		cli_error("the admin endpoint's answer names no processes\n");
 		return 1;
 	}
-	for (long start = now_ms(), waited = 0, gone_since = -1; waited < UPGRADE_WAIT_MS;
+	for (long start = now_ms(), waited = 0, gone_since = -1; waited < wait_ms;
 	     waited = now_ms() - start) {
 		usleep(100 * 1000);
 		r = ctl_fetch(ss, len, "GET", "/status", "", true, &status, &buf, &body);
@@ -497,8 +511,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 		}
 		free(buf);
 	}
-	cli_error("no answer from pid %ld in %d s: see hashlb's log\n", new_pid,
-		  UPGRADE_WAIT_MS / 1000);
+	cli_error("no answer from pid %ld in %ld s: see hashlb's log\n", new_pid, wait_ms / 1000);
 	return 1;
 }
 
@@ -585,6 +598,7 @@ int cmd_ctl(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "service", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -597,11 +611,12 @@ int cmd_ctl(int argc, char **argv)
 	socklen_t len = 0;
 	char q[1024] = "";
 	bool json = false;
+	uint64_t v;
 	int c, n, ret = 0;
 
 	optind = 1;
 	/* '+': options stop at the command, whose own -s is parsed below. */
-	while ((c = cli_getopt(argc, argv, "+:a:c:js:h", opts, name)) != -1) {
+	while ((c = cli_getopt(argc, argv, "+:a:c:js:t:h", opts, name)) != -1) {
 		switch (c) {
 		case 'a':
 			admin = optarg;
@@ -618,6 +633,13 @@ int cmd_ctl(int argc, char **argv)
 		case 's':
 			service = optarg;
 			service_opt = name[1] == '-' ? "--service" : "-s";
+			break;
+		case 't':
+			if (cli_parse_u64(optarg, 3600, &v) < 0 || v == 0) {
+				cli_bad_value(name, optarg, "1..3600 seconds");
+				return 2;
+			}
+			ctl_timeout_s = (unsigned)v;
 			break;
 		case 'h':
 			usage(stdout);

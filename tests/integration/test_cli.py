@@ -393,6 +393,8 @@ for args, line in [
     (("table",), "hashlb table: no backends given"),
     (("ctl", "--bogus"), "hashlb ctl: unrecognized option '--bogus'"),
     (("ctl", "--admin"), "hashlb ctl: option '--admin' requires an argument"),
+    (("ctl", "--timeout", "0", "status"),
+     "hashlb ctl: invalid value '0' for option --timeout (1..3600 seconds)"),
     (("ctl",), "hashlb ctl: no command given"),
     (("ctl", "frobnicate"), "hashlb ctl: unknown command 'frobnicate'"),
     (("ctl", *ADMIN, "-j", "metrics"), "hashlb ctl: -j does not apply to metrics"),

@@ -1259,9 +1259,10 @@ def ctl_gives_up_on_an_endpoint_that_accepts_nothing():
             break
         queued.append(c)
     try:
-        p = subprocess.run([HASHLB, "ctl", "--admin", f"unix:{path}", "status"],
-                           capture_output=True, text=True, timeout=120)
-        check(p.returncode == 1 and "accepted no connection within 30 s" in p.stderr,
+        # --timeout 2 for the test's sake (the default, 30 s, is the same wait)
+        p = subprocess.run([HASHLB, "ctl", "--admin", f"unix:{path}", "--timeout", "2",
+                            "status"], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 1 and "accepted no connection within 2 s" in p.stderr,
               f"ctl gives up, saying why: exit {p.returncode} {p.stderr!r}")
     except subprocess.TimeoutExpired:
         check(False, "ctl still waits after 120 s")
@@ -1398,9 +1399,11 @@ def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
     threading.Thread(target=serve, daemon=True).start()
     port = srv.getsockname()[1]
     try:
-        p = subprocess.run([HASHLB, "ctl", "--admin", f"127.0.0.1:{port}", "upgrade"],
-                           capture_output=True, text=True, timeout=300)
-        check(p.returncode == 1 and "no answer from pid" in p.stderr and not p.stdout,
+        # --timeout 5: the wait for the outcome and each poll's (by default 70 and 30 s)
+        p = subprocess.run([HASHLB, "ctl", "--admin", f"127.0.0.1:{port}", "--timeout", "5",
+                            "upgrade"], capture_output=True, text=True, timeout=300)
+        check(p.returncode == 1 and "no answer from pid" in p.stderr and " in 5 s" in p.stderr
+              and not p.stdout,
               f"ctl upgrade gives up: exit {p.returncode} {p.stdout!r} {p.stderr!r}")
     except subprocess.TimeoutExpired:
         check(False, f"ctl upgrade still waits after 300 s ({len(stuck)} polls)")
