@@ -174,20 +174,22 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	hlb_buf_puts(o, ",\"resolved\":");
 	hlb_buf_json_str(o, addr);
 	hlb_buf_printf(o, ",\"backup\":%s", b->rt->backup ? "true" : "false");
-	hlb_buf_printf(
-		o,
-		",\"weight\":%u,\"state\":\"%s\",\"health\":\"%s\",\"in_table\":%s,"
-		"\"slow_start\":%.3f,\"share\":%.6f,\"active\":%" PRIu64 ",\"total\":%" PRIu64
-		",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"connect_fail\":%" PRIu64
-		",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
-		",\"checks_failed\":%" PRIu64 ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
-		",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
-		b->rt->weight, hashlb_admin_state_name(b->admin),
-		snap ? health_name(b) : "removed" /* no longer checked: draining */,
-		hlb_pool_takes_clients(snap, idx) ? "true" : "false", backend_ramp(b), share,
-		c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
-		c.retries, b->checks_ok, b->checks_failed, (double)b->check_latency_ns / 1e6,
-		b->health.flaps, atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
+	hlb_buf_printf(o,
+		       ",\"weight\":%u,\"state\":\"%s\",\"health\":\"%s\",\"in_table\":%s,"
+		       "\"slow_start\":%.3f,\"share\":%.6f,\"active\":%" PRIu64
+		       ",\"total\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
+		       ",\"connect_fail\":%" PRIu64 ",\"connect_timeout\":%" PRIu64
+		       ",\"retries\":%" PRIu64 ",\"checks_ok\":%" PRIu64
+		       ",\"checks_failed\":%" PRIu64 ",\"checks_skipped\":%" PRIu64
+		       ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
+		       ",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
+		       b->rt->weight, hashlb_admin_state_name(b->admin),
+		       snap ? health_name(b) : "removed" /* no longer checked: draining */,
+		       hlb_pool_takes_clients(snap, idx) ? "true" : "false", backend_ramp(b), share,
+		       c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail,
+		       c.connect_timeout, c.retries, b->checks_ok, b->checks_failed,
+		       b->checks_skipped, (double)b->check_latency_ns / 1e6, b->health.flaps,
+		       atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
@@ -472,19 +474,22 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				removed ? s->removed[j - s->n_backends] : s->backends[j];
 			struct hlb_backend_counters c;
 			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
-			char resolved[HASHLB_ADDR_STRLEN + 16] = "";
+			char resolved[HASHLB_ADDR_STRLEN + 16] = "", skipped[48] = "";
 
 			hlb_backend_counters_read(b->rt, &c);
 			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
 				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 				snprintf(resolved, sizeof(resolved), " resolved %s", addr);
 			}
+			if (b->checks_skipped) /* for a fault of this host: docs/control.md */
+				snprintf(skipped, sizeof(skipped), " checks-skipped %" PRIu64,
+					 b->checks_skipped);
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
 			hlb_buf_printf(o,
 				       "  %-16s %-22s %6u %-6s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
-				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s\n",
+				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s%s\n",
 				       b->rt->name, b->rt->address, b->rt->weight,
 				       hashlb_admin_state_name(b->admin),
 				       removed ? "removed" : health_name(b),
@@ -492,7 +497,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				       c.active, c.total, c.connect_fail + c.connect_timeout,
 				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
 				       removed ? " (draining)" : "", b->rt->backup ? " backup" : "",
-				       resolved);
+				       resolved, skipped);
 		}
 		free(shares);
 	}

@@ -292,6 +292,11 @@ check(len(skipped) == 1 and "level=warn" in skipped[0] and "service=t " in skipp
 st = {b["name"]: b for b in lb.service()["backends"]}
 check(all(st[n]["health"] == "up" for n in "ab"),
       f"health kept: {[(n, st[n]['health']) for n in 'ab']}")
+check(all(st[n].get("checks_skipped", 0) >= 20 for n in "ab"),
+      f"/status counts them too: {[(n, st[n].get('checks_skipped')) for n in 'ab']}")
+text = lb.ctl("status")[1]
+check(re.search(r"^  a .* checks-skipped \d+$", text, re.M) is not None,
+      f"and ctl status shows them: {text}")
 failed = count("hashlb_backend_checks_failed_total", "b")
 check(failed == 0, f"no check failed: {failed}")
 subprocess.run(["ip", "addr", "add", SRC + "/32", "dev", "lo"], check=True)
