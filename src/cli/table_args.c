@@ -30,15 +30,15 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		return 1;
 	case 'v': /* 0 would mean the default to the core: a typo, not a choice */
 		allowed = "1..100000";
-		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
+		if (cli_parse_u64(arg, HASHLB_RING_V_MAX, &v) < 0 || v == 0)
 			goto bad;
 		a->params.ring_v = (uint32_t)v;
 		a->v_given = true;
 		snprintf(a->v_opt, sizeof(a->v_opt), "%s", name);
 		return 1;
 	case 'm':
-		allowed = "a prime, 3..16777259";
-		if (cli_parse_u64(arg, UINT32_MAX, &v) < 0 || v == 0)
+		allowed = "a prime, 3..16777259"; /* not prime: the build says so, exit 1 */
+		if (cli_parse_u64(arg, HASHLB_MAGLEV_M_MAX, &v) < 0 || v < HASHLB_MAGLEV_M_MIN)
 			goto bad;
 		a->params.maglev_m = (uint32_t)v;
 		a->m_given = true;

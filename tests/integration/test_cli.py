@@ -391,6 +391,13 @@ for args, line in [
     (("table", "--s", "1", "a"),
      "hashlb table: option '--s' is ambiguous; possibilities: '--scheme' '--seed'"),
     (("table",), "hashlb table: no backends given"),
+    # a size out of the range the message gives is a usage error too, as --help says (exit 1,
+    # "Maglev table size 2 out of range 3..16777259" from the build, before)
+    (("table", "-m", "2", "a"), "hashlb table: invalid value '2' for option -m (a prime, 3..16777259)"),
+    (("lookup", "--table-size", "16777260", "10.0.0.1", "a"),
+     "hashlb lookup: invalid value '16777260' for option --table-size (a prime, 3..16777259)"),
+    (("table", "-s", "ring", "-v", "100001", "a"),
+     "hashlb table: invalid value '100001' for option -v (1..100000)"),
     (("ctl", "--bogus"), "hashlb ctl: unrecognized option '--bogus'"),
     (("ctl", "--admin"), "hashlb ctl: option '--admin' requires an argument"),
     (("ctl", "--timeout", "0", "status"),
