@@ -95,7 +95,7 @@ static void usage(FILE *f)
 		"                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
 		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
 		"  -j, --json          print the endpoint's JSON instead of text\n"
-		"  -s, --service NAME  the service (lookup, clients, set, close)\n"
+		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts or answers\n"
 		"                      nothing for S seconds (default 30), exit 1; for\n"
 		"                      upgrade, the wait for its outcome (default 70)\n"
@@ -103,8 +103,8 @@ static void usage(FILE *f)
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 if the endpoint refused the command (the reason is\n"
-		"  printed: the endpoint judges the values, a backend, a state, a\n"
-		"  weight) or cannot be reached,\n");
+		"  printed: the endpoint judges the names and values, a service, a\n"
+		"  backend, a state, a weight) or cannot be reached,\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
