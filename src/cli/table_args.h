@@ -26,7 +26,7 @@ struct table_args {
 	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"            \
 	"  -S, --seed N               64-bit seed (default 0)\n"                               \
 	"  -d, --down A,B,...         backends that are down (their keys move to survivors)\n" \
-	"      --max-bytes N          memory cap for the table (default 256 MiB)\n"
+	"      --max-bytes N          memory its build may take (default 256 MiB)\n"
 
 /* getopt_long entries for the options above; their codes are handled by table_args_option(). */
 #define TABLE_ARGS_LONGOPTS                                                                     \
