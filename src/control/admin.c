@@ -1262,7 +1262,7 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		else
 			snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
 				 req->local ? "unix" : "tcp", taker);
-		ctl->log(ctl->log_arg, false, "listening sockets handed over", kv);
+		ctl->log(ctl->log_arg, HLB_LOG_INFO, "listening sockets handed over", kv);
 	}
 }
 

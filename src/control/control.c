@@ -8,10 +8,11 @@
 #include "control.h"
 #include "runtime/log.h"
 
-static void control_log(struct hlb_control *ctl, bool error, const char *msg, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-static void control_log(struct hlb_control *ctl, bool error, const char *msg, const char *fmt, ...)
+static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
+			const char *fmt, ...)
 {
 	char kv[768];
 	va_list ap;
@@ -21,7 +22,7 @@ static void control_log(struct hlb_control *ctl, bool error, const char *msg, co
 	va_start(ap, fmt);
 	vsnprintf(kv, sizeof(kv), fmt, ap);
 	va_end(ap);
-	ctl->log(ctl->log_arg, error, msg, kv);
+	ctl->log(ctl->log_arg, level, msg, kv);
 }
 
 /* ---- the admin endpoint's refusals, logged ----------------------------- */
@@ -46,8 +47,9 @@ static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
 	if (ctl->refused_logged_ms[why] && now - ctl->refused_logged_ms[why] < REFUSED_LOG_MS)
 		return;
 	control_log(
-		ctl, true, "admin requests refused", "reason=%s refused=%" PRIu64 " note=\"%s\"",
-		reasons[why], total - ctl->refused_logged[why],
+		ctl, HLB_LOG_ERROR, "admin requests refused",
+		"reason=%s refused=%" PRIu64 " note=\"%s\"", reasons[why],
+		total - ctl->refused_logged[why],
 		why == HLB_HTTP_REFUSED_CONNECTIONS
 			? "64 admin connections open: a client holding them, or too many at once"
 			: "answers not read yet hold 64 MiB: clients asking and not reading");
@@ -105,8 +107,8 @@ static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *e
 	else
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
 			 ctl->config_path, err->msg);
-	control_log(ctl, true, "names not resolved, the backends keep their addresses", "%s",
-		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
+	control_log(ctl, HLB_LOG_ERROR, "names not resolved, the backends keep their addresses",
+		    "%s", hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
 }
 
 /* Backend <name> of service <s>, or NULL. Linear, and asked only for the
@@ -231,7 +233,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	ctl->cfg = fresh;
 	ctl->resolving = NULL;
 	ctl->resolves_changed++;
-	control_log(ctl, false, "names resolved to new addresses, applied",
+	control_log(ctl, HLB_LOG_INFO, "names resolved to new addresses, applied",
 		    "backends=%u changed=%s", n, changed);
 }
 
@@ -320,7 +322,8 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 			goto err_free;
 		}
 		hlb_http_on_refused(ctl->http, admin_refused, ctl);
-		control_log(ctl, false, "admin listening", "addr=%s", hlb_http_address(ctl->http));
+		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",
+			    hlb_http_address(ctl->http));
 	}
 	resolve_schedule(ctl);
 	*ret_ctl = ctl;
@@ -406,7 +409,7 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
-	control_log(ctl, true, "reload failed, keeping the running config", "%s",
+	control_log(ctl, HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
 		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
 }
 
@@ -474,11 +477,12 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	keep_admin_override(ctl->cfg, cfg);
 	if (ctl->run_admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
-		control_log(ctl, true, "reload: the admin address changes on restart only",
+		control_log(ctl, HLB_LOG_WARN, "reload: the admin address changes on restart only",
 			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
 			    hlb_log_quote(cfg->admin ? cfg->admin : "off", qp, sizeof(qp)));
 	if (ctl->run_workers != cfg->workers)
-		control_log(ctl, true, "reload: the number of workers changes on restart only",
+		control_log(ctl, HLB_LOG_WARN,
+			    "reload: the number of workers changes on restart only",
 			    "serving=%s config=%s", workers_name(ctl->run_workers, w0, sizeof(w0)),
 			    workers_name(cfg->workers, w1, sizeof(w1)));
 	/* Publish now: "reloaded" means the new tables are in use. */
@@ -490,7 +494,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->reloads_ok++;
 	ctl->last_reload_failed = false;
 	ctl->last_reload_time = time(NULL);
-	control_log(ctl, false, "reloaded", "config=%s services=%u",
+	control_log(ctl, HLB_LOG_INFO, "reloaded", "config=%s services=%u",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services);
 	resolve_schedule(ctl);
 	if (ctl->reloaded)

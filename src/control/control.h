@@ -32,7 +32,8 @@ struct hlb_steer_sample {
  * The control plane's log; library code never prints itself. <kv> is
  * logfmt pairs ("config=a.yaml services=2") or NULL.
  */
-typedef void (*hlb_control_log_fn)(void *arg, bool error, const char *msg, const char *kv);
+typedef void (*hlb_control_log_fn)(void *arg, enum hlb_log_level level, const char *msg,
+				   const char *kv);
 
 struct hlb_control {
 	struct hlb_loop *loop; /* borrowed */

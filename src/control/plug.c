@@ -109,11 +109,6 @@ static void plug_pool_log(void *arg, enum hlb_log_level level, const char *msg, 
 		hlb_log(level, msg, NULL);
 }
 
-static void plug_log(void *arg, bool error, const char *msg, const char *kv)
-{
-	plug_pool_log(arg, error ? HLB_LOG_ERROR : HLB_LOG_INFO, msg, kv);
-}
-
 static uint64_t plug_connections(void *daemon)
 {
 	return hlb_daemon_connections(daemon);
@@ -226,7 +221,7 @@ static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, voi
 		plug->loop = NULL;
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "control loop: %s", strerror(-ret));
 	}
-	ret = hlb_control_new(cfg, hlb_daemon_config_path(d), plug->loop, &env, plug_log, plug,
+	ret = hlb_control_new(cfg, hlb_daemon_config_path(d), plug->loop, &env, plug_pool_log, plug,
 			      &plug->ctl, err);
 	if (ret < 0) {
 		plug_teardown(plug);
