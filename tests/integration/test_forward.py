@@ -701,6 +701,12 @@ def slow_readers_hold_no_buffers():
     check(held <= 2 and 8 <= spilled <= 8 * 2 * 65536,
           f"they hold no buffer ({held:.0f} in use) but at most two buffers' worth each ({spilled:.0f} bytes)")
     worker = lb.status()["workers"][0]
+    # every hashlb_worker_* family of /metrics is a field of /status's workers, as
+    # docs/control.md says (hashlb_worker_X_total is X)
+    families = set(re.findall(r"^# TYPE hashlb_worker_(\w+?)(?:_total)? ",
+                              lb.http("GET", "/metrics")[1], re.M))
+    check(families and families <= set(worker),
+          f"/status's workers have every hashlb_worker_* metric: missing {families - set(worker)}")
     rc, so, se = lb.ctl("status")
     check(worker["spills"] >= 8 and worker["buffers"] == 8 and
           re.search(r"worker 0: 8 connections; buffers \d/8 in use, 0 waiting .*spilled [1-9]", so),
