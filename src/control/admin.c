@@ -623,14 +623,26 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 
 /* ---- lookup ---- */
 
+/* <d> as a destination into <dst>, with a port if <port>: what the 4-tuple
+ * key hashes; -1 when it is not one (answered 400), as hashlb lookup's --vip. */
+static int vip_parse(const char *d, bool port, struct hashlb_tuple *dst, struct hlb_http_resp *resp)
+{
+	if (hashlb_tuple_parse_src(d, dst) < 0 || (port && !dst->sport[0] && !dst->sport[1])) {
+		resp_error(resp, 400, "vip=%s is not an ADDR:PORT", d);
+		return -1;
+	}
+	return 0;
+}
+
 static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		   struct hlb_http_resp *resp, bool text)
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	struct hlb_buf *o = &resp->body;
-	struct hashlb_tuple tuple;
+	struct hashlb_tuple tuple, dst;
 	uint32_t pref[HLB_PREFERENCE_MAX];
-	char client[HLB_HTTP_VALUE_MAX + 1];
+	char client[HLB_HTTP_VALUE_MAX + 1], vip[HLB_HTTP_VALUE_MAX + 1];
+	const char *d;
 	uint64_t hash;
 	size_t n;
 
@@ -651,14 +663,15 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 			   client, hashlb_key_name(snap->key));
 		return;
 	}
+	/* The destination clients connect to, for the 4-tuple key: vip= if
+	 * given (checked whatever the key: a typo is said, not ignored), else
+	 * the address the service listens on (a port 0 as bound), unless that
+	 * says nothing (a wildcard, PROXY headers). */
+	d = hlb_http_param(req, "vip", vip, sizeof(vip));
+	if (d && vip_parse(d, snap->key == HASHLB_KEY_4TUPLE, &dst, resp) < 0)
+		return;
 	if (snap->key == HASHLB_KEY_4TUPLE) {
-		/* The destination clients connect to: vip= if given, else the
-		 * address the service listens on (a port 0 as bound), unless
-		 * that says nothing (a wildcard, PROXY headers). */
-		char vip[HLB_HTTP_VALUE_MAX + 1];
-		const char *d = hlb_http_param(req, "vip", vip, sizeof(vip));
 		const char *why = hashlb_service_dest_unknown(s->cfg, true);
-		struct hashlb_tuple dst;
 
 		if (!d && why) {
 			resp_error(resp, 400,
@@ -667,12 +680,9 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 				   s->cfg->name, why);
 			return;
 		}
-		if (!d)
-			d = *s->rt->bound ? s->rt->bound : s->cfg->listen;
-		if (hashlb_tuple_parse_src(d, &dst) < 0 || (!dst.sport[0] && !dst.sport[1])) {
-			resp_error(resp, 400, "vip=%s is not an ADDR:PORT", d);
+		if (!d &&
+		    vip_parse(*s->rt->bound ? s->rt->bound : s->cfg->listen, true, &dst, resp) < 0)
 			return;
-		}
 		memcpy(tuple.dst, dst.src, sizeof(tuple.dst));
 		memcpy(tuple.dport, dst.sport, sizeof(tuple.dport));
 	}

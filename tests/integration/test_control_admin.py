@@ -781,6 +781,14 @@ def lookup_agrees_with_the_offline_lookup():
         bad = [c for c in real if live[c] != real[c]]
         check(not bad, f"{key}: ctl lookup names another backend than the one {len(bad)} of "
               f"60 client sockets reached, e.g. {bad[:3]}")
+        if key == "src-ip":
+            # a vip that is no address is said whatever the key, as lookup -c does (it
+            # was ignored: the answer for a typo, exit 0)
+            rc, so, se = lb.ctl("lookup", "--vip", "bogus", "10.0.0.1:5")
+            check(rc == 1 and "vip=bogus is not an ADDR:PORT" in se,
+                  f"src-ip: ctl lookup --vip bogus is refused: {rc} {so}{se}")
+            rc, so, se = lb.ctl("lookup", "--vip", "127.0.0.1", "10.0.0.1:5")
+            check(rc == 0 and " -> " in so, f"src-ip: a vip without a port will do: {rc} {se}")
         if key == "4-tuple":
             p = subprocess.run([HASHLB, "lookup", "-c", lb.path, "10.0.0.1:5"],
                                capture_output=True, text=True, timeout=30)
