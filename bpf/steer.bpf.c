@@ -15,7 +15,11 @@
  *     segments left are walked (up to HLB_STEER_IPV6_EXT_MAX); a routing
  *     header with segments left, or more extension headers, are passed;
  *   - non-TCP, or TCP to a port that is no VIP: passed;
- *   - TCP to a VIP address with a truncated or bad header: dropped;
+ *   - IPv4 total length below the header length (IHL): passed;
+ *   - TCP to a VIP address with a truncated or bad header, its IP packet
+ *     longer than the frame (the IPv4 total length or IPv6 payload length
+ *     past the bytes present), or its header past the IP packet's end:
+ *     dropped;
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
  *     active table half (new flow or rescheduled).
  *
@@ -345,10 +349,13 @@ static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, str
 
 /*
  * Parse, match, schedule and rewrite the frame at <data> (<len> bytes in
- * all: in tc, more than the linear part <data>..<data_end>). On V_FORWARD,
- * *ret_ifindex is the egress interface (0 = the ingress one).
+ * all: in tc, more than the linear part <data>..<data_end>). <gso>: a GRO
+ * packet (tc only), whose IP length field may be 0 past 64 KiB (BIG TCP):
+ * then the frame's length stands for it. On V_FORWARD, *ret_ifindex is the
+ * egress interface (0 = the ingress one).
  */
-static __always_inline enum verdict steer(void *data, void *data_end, __u64 len, __u32 *ret_ifindex)
+static __always_inline enum verdict steer(void *data, void *data_end, __u64 len, int gso,
+					  __u32 *ret_ifindex)
 {
 	struct hlb_steer_stats *st = stats_get();
 	struct ethhdr *eth = data;
@@ -358,13 +365,16 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	__u8 proto;
 	int frag = 0;
 	void *l4;
+	/* Offsets in the frame: the L4 header, the IP packet's end (by its
+	 * length field, which may be short of the frame: Ethernet padding). */
+	__u64 l4_off, ip_end;
 
 	if ((void *)(eth + 1) > data_end)
 		return pass(st);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		__u32 ihl;
+		__u32 ihl, tot;
 
 		if ((void *)(ip + 1) > data_end)
 			return pass(st);
@@ -373,6 +383,12 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			return pass(st);
 		if ((void *)ip + ihl > data_end)
 			return pass(st);
+		tot = bpf_ntohs(ip->tot_len);
+		if (tot == 0 && gso)
+			tot = len - sizeof(*eth);
+		if (tot < ihl)
+			return pass(st); /* a bad header, like IHL < 5 */
+		ip_end = sizeof(*eth) + tot;
 		kw[0] = 0;
 		kw[1] = V4_MAPPED_HI(ip->saddr);
 		kw[2] = 0;
@@ -381,6 +397,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		/* MF set or a non-zero offset: a fragment. */
 		frag = (ip->frag_off & bpf_htons(0x3fff)) != 0;
 		l4 = (void *)ip + ihl;
+		l4_off = sizeof(*eth) + ihl;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		int i;
@@ -401,6 +418,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			return pass(st);
 		proto = ip6->nexthdr;
 		l4 = ip6 + 1;
+		l4_off = sizeof(*eth) + sizeof(*ip6);
+		ip_end = l4_off + bpf_ntohs(ip6->payload_len);
+		if (ip_end == l4_off && gso)
+			ip_end = len;
 #pragma unroll
 		for (i = 0; i < HLB_STEER_IPV6_EXT_MAX; i++) {
 			__u8 *ext = l4;
@@ -418,6 +439,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 				return pass(st);
 			proto = ext[0];
 			l4 = ext + (ext[1] + 1) * 8;
+			l4_off += (ext[1] + 1) * 8;
 		}
 		if (!frag && ipv6_walked(proto))
 			return pass(st); /* more extension headers than we walk */
@@ -433,10 +455,14 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (proto != IPPROTO_TCP)
 		return pass(st);
 
-	/* A short or bad TCP header is dropped if it is ours, passed if not:
-	 * only then is the VIP map asked (the port may be cut off too). */
+	/* A short or bad TCP header, or a packet cut short (its IP length
+	 * past the frame: a truncated frame's TCP header is usually cut too),
+	 * is dropped if it is ours, passed if not: only then is the VIP map
+	 * asked (the port may be cut off too). */
 	tcp = l4;
-	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 || (void *)tcp + tcp->doff * 4 > data_end)
+	if ((void *)(tcp + 1) > data_end || tcp->doff < 5 ||
+	    (void *)tcp + tcp->doff * 4 > data_end || ip_end > len ||
+	    l4_off + tcp->doff * 4 > ip_end)
 		return is_vip_addr(kw[2], kw[3]) ? drop(st, HLB_STEER_DROP_MALFORMED) : pass(st);
 
 	kw[4] = *(__u32 *)tcp; /* sport, dport as in the header; pad 0 */
@@ -575,7 +601,7 @@ int hlb_xdp(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 ifindex = 0;
 
-	switch (steer(data, data_end, data_end - data, &ifindex)) {
+	switch (steer(data, data_end, data_end - data, 0, &ifindex)) {
 	case V_PASS:
 		return XDP_PASS;
 	case V_DROP:
@@ -643,7 +669,7 @@ int hlb_tc(struct __sk_buff *skb)
 		data_end = (void *)(long)skb->data_end;
 	}
 
-	switch (steer(data, data_end, skb->len, &ifindex)) {
+	switch (steer(data, data_end, skb->len, skb->gso_size != 0, &ifindex)) {
 	case V_PASS:
 		return TC_ACT_OK;
 	case V_DROP:

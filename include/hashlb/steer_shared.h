@@ -219,7 +219,7 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
 }
 
 enum hlb_steer_drop {
-	HLB_STEER_DROP_MALFORMED = 0, /* to a VIP, TCP header truncated or bad */
+	HLB_STEER_DROP_MALFORMED = 0, /* to a VIP, TCP header or packet truncated, bad */
 	HLB_STEER_DROP_FRAGMENT, /* IP fragment to a VIP address */
 	HLB_STEER_DROP_NO_BACKEND, /* every backend is down */
 	HLB_STEER_DROP_TABLE, /* table inconsistent (a loader bug) */

@@ -505,7 +505,7 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 	if (n)
 		family(o, "hashlb_service_steer_dropped_total", "counter",
 		       "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP, "
-		       "header truncated or bad), fragment (IP fragments to the VIP's address), "
+		       "header truncated or bad, or packet cut short), fragment (IP fragments to the VIP's address), "
 		       "no-backend (every backend down), table (a bug), redirect (always 0).");
 	for (uint32_t i = 0; i < n; i++)
 		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {

@@ -4,9 +4,10 @@
  * BPF_PROG_TEST_RUN: a forwarded frame has the backend's and the load
  * balancer's MACs and is otherwise byte for byte the client's (IP and TCP
  * checksums valid, TTL untouched), for XDP and tc; hostile input (truncated
- * headers, IP options, IPv6 extension headers, fragments, non-TCP, other
- * addresses and ports) is passed or dropped as documented in
- * bpf/steer.bpf.c and never sent to a backend.
+ * headers, IP lengths that disagree with the frame, IP options, IPv6
+ * extension headers, fragments, non-TCP, other addresses and ports) is
+ * passed or dropped as documented in bpf/steer.bpf.c and never sent to a
+ * backend.
  */
 #include "helpers.h"
 
@@ -271,6 +272,116 @@ static void test_hostile(void)
 	check_verdict("vlan-tagged", f, len, XDP_PASS_);
 }
 
+/* Set the IPv4 total length or the IPv6 payload length of frame <f>. */
+static void set_ip_len(uint8_t *f, uint16_t v)
+{
+	size_t off = f[12] == 0x86 ? 14 + 4 : 14 + 2;
+
+	f[off] = (uint8_t)(v >> 8);
+	f[off + 1] = (uint8_t)v;
+}
+
+/* <p> built with IP length field <ip_len>, through both programs. */
+static void check_ip_len(const char *what, const struct test_pkt *p, uint16_t ip_len, int xdp_v)
+{
+	uint8_t f[512];
+	size_t len = test_build(p, f);
+
+	set_ip_len(f, ip_len);
+	check_verdict(what, f, len, xdp_v);
+}
+
+/* Run <frame> through tc as a GRO packet (gso_size set): tc's verdict. */
+static int tc_run_gso(const uint8_t *frame, size_t len, uint8_t *out)
+{
+	struct __sk_buff ctx = { .gso_segs = 2, .gso_size = 1000 };
+
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame, .data_size_in = (uint32_t)len,
+		    .data_out = out, .data_size_out = 512, .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx), .repeat = 1);
+	if (bpf_prog_test_run_opts(tc_fd, &o) < 0) {
+		fprintf(stderr, "BPF_PROG_TEST_RUN with gso_size: %s\n", strerror(errno));
+		exit(1);
+	}
+	return (int)o.retval;
+}
+
+/*
+ * The IP length fields against the frame: a total length below the IPv4
+ * header is a bad header (passed, like IHL < 5); an IP packet longer than
+ * the frame, or whose TCP header ends past the packet's length, is a
+ * truncated TCP packet (dropped if to a VIP address, passed if not). Before,
+ * all of these were forwarded to a backend. Ethernet padding (the frame
+ * longer than the IP packet) is forwarded, whole.
+ */
+static void test_ip_lengths(void)
+{
+	uint8_t f[512], out[512], mac[6];
+	struct test_pkt p;
+	uint32_t out_len;
+	size_t len;
+	int v;
+
+	vip4(&p, 0xc0000207);
+	check_ip_len("ipv4 total length 12, below the header", &p, 12, XDP_PASS_);
+	check_ip_len("ipv4 total length 0", &p, 0, XDP_PASS_);
+	p.ip_opt_len = 8;
+	check_ip_len("ipv4 total length 24, below its 28-byte header", &p, 24, XDP_PASS_);
+	p.ip_opt_len = 0;
+	check_ip_len("ipv4 total length 1 past the frame", &p, 20 + 20 + 1, XDP_DROP_);
+	p.payload_len = 100;
+	check_ip_len("ipv4 total length 1500, 160 bytes present", &p, 1500, XDP_DROP_);
+	p.payload_len = 0;
+	check_ip_len("ipv4 total length 30: tcp header past the packet's end", &p, 30, XDP_DROP_);
+	check_ip_len("ipv4 total length 20: no tcp header", &p, 20, XDP_DROP_);
+	test_v4(p.dst, 0x0a000063);
+	check_ip_len("ipv4 total length past the frame, another host", &p, 1500, XDP_PASS_);
+
+	vip6(&p);
+	check_ip_len("ipv6 payload length 1 past the frame", &p, 20 + 1, XDP_DROP_);
+	check_ip_len("ipv6 payload length 10: tcp header past the packet's end", &p, 10, XDP_DROP_);
+	check_ip_len("ipv6 payload length 0", &p, 0, XDP_DROP_);
+	static const uint8_t hop[] = { 0 };
+
+	len = add_v6_ext(f, test_build(&p, f), hop, 1, 0);
+	set_ip_len(f, 8 + 12);
+	check_verdict("ipv6 payload length 20 with an 8-byte hop-by-hop header", f, len, XDP_DROP_);
+	inet_pton(AF_INET6, "fd00::99", p.dst);
+	check_ip_len("ipv6 payload length past the frame, another host", &p, 1000, XDP_PASS_);
+
+	/* Ethernet padding: a 54-byte frame padded to 60 is forwarded whole. */
+	vip4(&p, 0xc0000208);
+	len = test_build(&p, f);
+	memset(f + len, 0, 6);
+	test_backend_mac(expected(&p), mac);
+	for (int prog = 0; prog < 2; prog++) {
+		v = test_run(prog ? tc_fd : xdp_fd, f, len + 6, out, &out_len);
+		CHECK(v == (prog ? TC_ACT_REDIRECT_ : XDP_TX_) && out_len == len + 6 &&
+			      memcmp(out, mac, 6) == 0,
+		      "padded frame (%s): verdict %d, %u bytes", prog ? "tc" : "xdp", v, out_len);
+	}
+
+	/* A GRO packet past 64 KiB (BIG TCP) has a length field of 0: tc
+	 * takes the frame's length for it. */
+	vip4(&p, 0xc0000209);
+	p.payload_len = 100;
+	len = test_build(&p, f);
+	set_ip_len(f, 0);
+	v = tc_run_gso(f, len, out);
+	CHECK(v == TC_ACT_REDIRECT_ && test_frame_backend(out) == (int)expected(&p),
+	      "ipv4 gro packet, total length 0: tc verdict %d", v);
+	set_ip_len(f, (uint16_t)(len - 14 + 1));
+	v = tc_run_gso(f, len, out);
+	CHECK(v == TC_ACT_SHOT_, "ipv4 gro packet, total length past it: tc verdict %d", v);
+	vip6(&p);
+	p.payload_len = 100;
+	len = test_build(&p, f);
+	set_ip_len(f, 0);
+	v = tc_run_gso(f, len, out);
+	CHECK(v == TC_ACT_REDIRECT_ && test_frame_backend(out) == (int)expected(&p),
+	      "ipv6 gro packet, payload length 0: tc verdict %d", v);
+}
+
 static void test_counters(struct hashlb_steer *s)
 {
 	struct hlb_steer_stats st;
@@ -299,6 +410,7 @@ int main(void)
 	test_forwarding();
 	test_ipv6_ext();
 	test_hostile();
+	test_ip_lengths();
 	test_counters(s);
 
 	hashlb_steer_free(s);
