@@ -125,7 +125,8 @@ bool hashlb_steer_daemon(struct hashlb_steer *s);
 void hashlb_steer_free(struct hashlb_steer *s);
 
 /* Detach hashlb's program from <iface> (told by name, as hashlb_steer_find()):
- * -ENOENT if none; someone else's is left attached. */
+ * -ENOENT if none; someone else's is left attached; -EBUSY if a live
+ * hashlb run drives it (hashlb_steer_set_daemon(), its maps held open). */
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err);
 
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */

@@ -793,15 +793,22 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 	s->keep = keep;
 }
 
-bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
+/* The process other than this one that holds <s>'s maps open, 0 if none,
+ * -1 if not known. */
+static pid_t steer_holder(struct hashlb_steer *s)
 {
 	struct bpf_map_info mi;
 	uint32_t len = sizeof(mi);
 
 	memset(&mi, 0, sizeof(mi));
 	if (bpf_obj_get_info_by_fd(s->fd[M_ACTIVE], &mi, &len) < 0)
-		return true; /* unknown: leave it as it is */
-	return map_holder(mi.id) != 0;
+		return -1;
+	return map_holder(mi.id);
+}
+
+bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
+{
+	return steer_holder(s) != 0; /* unknown: leave it as it is */
 }
 
 int hashlb_steer_set_daemon(struct hashlb_steer *s)
@@ -850,15 +857,42 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	free(s);
 }
 
+/* The live hashlb run that drives the program on <iface> (marked by
+ * hashlb_steer_set_daemon(), its maps held by another process), or 0: none,
+ * an orphan (its daemon killed), or not known. */
+static pid_t daemon_driver(const char *iface)
+{
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *s;
+	pid_t driver = 0;
+
+	if (hashlb_steer_find(iface, &s, &err) < 0)
+		return 0;
+	if (hashlb_steer_daemon(s))
+		driver = steer_holder(s);
+	hashlb_steer_free(s);
+	return driver > 0 ? driver : 0;
+}
+
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 {
 	enum hashlb_steer_mode mode;
 	uint32_t prog_id = 0;
 	int ifindex = 0, ret;
+	pid_t driver;
 
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
+	/* A live hashlb run would go on publishing into maps no program reads,
+	 * its service served by the daemon alone without its knowing. */
+	driver = daemon_driver(iface);
+	if (driver)
+		return hashlb_err(
+			err, -EBUSY, HASHLB_ERR_SYSTEM,
+			"the program on '%s' is driven by hashlb run (process %d): stop it, "
+			"or change its config (steering: userspace) and reload",
+			iface, (int)driver);
 	ret = detach_mode(ifindex, mode, prog_id);
 	if (ret < 0)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,

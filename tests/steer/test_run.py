@@ -184,7 +184,10 @@ def manual_update(topo, servers):
     """hashlb steer --update on the program a live hashlb run drives is refused: the daemon
     would not know its table was replaced, and a backend its health checks took out would get
     new clients again until its next publication. --stats still reads it. Before, the update
-    went through: b3, down, got 7 of 20 new clients, refused."""
+    went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too, naming
+    the daemon's pid (before, it detached the program and the daemon went on publishing into
+    maps no program read: every client through the daemon); once the daemon is killed
+    (SIGKILL: the program an orphan), --detach detaches it."""
     d = Daemon(topo, service(topo)).start()
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
@@ -202,12 +205,25 @@ def manual_update(topo, servers):
               f"manual update: --update of the daemon's program: {p.returncode} "
               f"{p.stderr.strip()}")
         check("new_flows" in steer_stats(topo), "manual update: --stats refused")
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        check(p.returncode == 1 and "driven by hashlb run" in p.stderr and
+              f"process {d.proc.pid}" in p.stderr and attached(topo),
+              f"manual update: --detach of the daemon's program: {p.returncode} "
+              f"{p.stderr.strip()}; attached after: {attached(topo)}")
         got = connect_count(topo, 20)
         check(set(got) <= {"b1", "b2"} and sum(got.values()) == 20,
               f"manual update: new clients with b3 down: {dict(got)}")
-        print(f"manual update: refused; 20 new clients: {dict(got)}", flush=True)
+        print(f"manual update: --update and --detach refused; 20 new clients: {dict(got)}",
+              flush=True)
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        check(p.returncode == 0 and not attached(topo),
+              f"manual update: --detach of the orphan (its daemon killed): {p.returncode} "
+              f"{p.stderr.strip()}; attached after: {attached(topo)}")
     finally:
         d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
 def steer_stats(topo):
