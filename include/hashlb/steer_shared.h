@@ -66,6 +66,11 @@
  * come from its config and health checks, so hashlb steer --update must not
  * replace them. The programs never read it. */
 #define HLB_STEER_ACTIVE_DAEMON 4u
+/* hlb_active bit 3: the loader created the clsact qdisc its tc filter is on,
+ * so whoever detaches the filter (hashlb steer --detach after --keep, a
+ * hashlb run that took the program over) removes the qdisc too, if nothing
+ * else is on it. The programs never read it. */
+#define HLB_STEER_ACTIVE_CLSACT 8u
 
 #define HLB_STEER_VIP_SLOTS 256
 #define HLB_STEER_VIP_PROBES 8

@@ -239,6 +239,31 @@ static void quiet_end(void)
 	quiet_netlink = false;
 }
 
+/* Set <bits> in the active word of <s>. The caller is the only writer
+ * (the loader before it publishes, or the one process that drives the
+ * program): no race with the read-modify-write. Returns 0 or -errno. */
+static int active_or(struct hashlb_steer *s, uint32_t bits)
+{
+	uint32_t zero = 0, active = 0;
+
+	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
+		return -errno;
+	if ((active & bits) == bits)
+		return 0;
+	active |= bits;
+	if (bpf_map_update_elem(s->fd[M_ACTIVE], &zero, &active, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Whether the active word of <s> has all of <bits>. */
+static bool active_has(struct hashlb_steer *s, uint32_t bits)
+{
+	uint32_t zero = 0, active = 0;
+
+	return bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) == 0 && (active & bits) == bits;
+}
+
 static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex, .attach_point = BPF_TC_INGRESS);
@@ -253,6 +278,11 @@ static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 				  "creating the clsact qdisc failed: %s", strerror(-ret));
 	s->tc_hook_created = ret == 0;
+	/* Recorded in the program's maps: after --keep, the process that
+	 * detaches is another one. Before the filter is attached: no program
+	 * reads the word yet. */
+	if (s->tc_hook_created)
+		active_or(s, HLB_STEER_ACTIVE_CLSACT);
 	ret = bpf_tc_attach(&hook, &opts);
 	if (ret < 0 && s->tc_hook_created) {
 		/* Leave the interface as it was: AUTO may go on to XDP. */
@@ -378,6 +408,17 @@ static bool clsact_in_use(int ifindex)
 	return used;
 }
 
+/* Remove the clsact qdisc of <ifindex> (ingress and egress), hashlb's
+ * filter detached, if no other filter is on it. */
+static void clsact_remove_unused(int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+
+	if (!clsact_in_use(ifindex))
+		bpf_tc_hook_destroy(&hook);
+}
+
 static void detach(struct hashlb_steer *s)
 {
 	if (s->mode == HASHLB_STEER_XDP_NATIVE || s->mode == HASHLB_STEER_XDP_GENERIC) {
@@ -394,10 +435,8 @@ static void detach(struct hashlb_steer *s)
 		LIBBPF_OPTS(bpf_tc_opts, opts, .handle = TC_HANDLE, .priority = TC_PRIORITY);
 
 		bpf_tc_detach(&hook, &opts);
-		if (s->tc_hook_created && !clsact_in_use(s->ifindex)) {
-			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
-			bpf_tc_hook_destroy(&hook);
-		}
+		if (s->tc_hook_created)
+			clsact_remove_unused(s->ifindex);
 	}
 	s->mode = HASHLB_STEER_LOAD_ONLY;
 }
@@ -777,6 +816,19 @@ static int detach_mode(int ifindex, enum hashlb_steer_mode mode, uint32_t id)
 	return ret;
 }
 
+/* Detach program <id> (found by attached_prog()) whose maps <s> holds (or
+ * NULL if they could not be found), and the clsact qdisc in tc mode if the
+ * loader created it (its active word says so) and nothing else is on it. */
+static int detach_prog(struct hashlb_steer *s, int ifindex, enum hashlb_steer_mode mode,
+		       uint32_t id)
+{
+	int ret = detach_mode(ifindex, mode, id);
+
+	if (ret == 0 && mode == HASHLB_STEER_TC && s && active_has(s, HLB_STEER_ACTIVE_CLSACT))
+		clsact_remove_unused(ifindex);
+	return ret;
+}
+
 /* A found handle told not to keep: detach the program found, if it still is
  * the one attached (not one another process attached since). */
 static void detach_found(struct hashlb_steer *s)
@@ -785,7 +837,7 @@ static void detach_found(struct hashlb_steer *s)
 	uint32_t id = 0;
 
 	if (attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id)
-		detach_mode(s->ifindex, mode, id);
+		detach_prog(s, s->ifindex, mode, id);
 }
 
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
@@ -813,26 +865,13 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 
 int hashlb_steer_set_daemon(struct hashlb_steer *s)
 {
-	uint32_t zero = 0, active = 0;
-
-	/* Only this process flips the halves from now on: no race with the
-	 * read-modify-write. */
-	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
-		return -errno;
-	if (active & HLB_STEER_ACTIVE_DAEMON)
-		return 0;
-	active |= HLB_STEER_ACTIVE_DAEMON;
-	if (bpf_map_update_elem(s->fd[M_ACTIVE], &zero, &active, BPF_ANY) < 0)
-		return -errno;
-	return 0;
+	/* Only this process flips the halves from now on. */
+	return active_or(s, HLB_STEER_ACTIVE_DAEMON);
 }
 
 bool hashlb_steer_daemon(struct hashlb_steer *s)
 {
-	uint32_t zero = 0, active = 0;
-
-	return bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) == 0 &&
-	       (active & HLB_STEER_ACTIVE_DAEMON);
+	return active_has(s, HLB_STEER_ACTIVE_DAEMON);
 }
 
 void hashlb_steer_free(struct hashlb_steer *s)
@@ -857,25 +896,10 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	free(s);
 }
 
-/* The live hashlb run that drives the program on <iface> (marked by
- * hashlb_steer_set_daemon(), its maps held by another process), or 0: none,
- * an orphan (its daemon killed), or not known. */
-static pid_t daemon_driver(const char *iface)
-{
-	struct hashlb_error err = { 0 };
-	struct hashlb_steer *s;
-	pid_t driver = 0;
-
-	if (hashlb_steer_find(iface, &s, &err) < 0)
-		return 0;
-	if (hashlb_steer_daemon(s))
-		driver = steer_holder(s);
-	hashlb_steer_free(s);
-	return driver > 0 ? driver : 0;
-}
-
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 {
+	struct hashlb_error find_err = { 0 };
+	struct hashlb_steer *s = NULL;
 	enum hashlb_steer_mode mode;
 	uint32_t prog_id = 0;
 	int ifindex = 0, ret;
@@ -884,20 +908,28 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
+	/* Its maps, kept (freeing the handle detaches nothing): NULL where they
+	 * cannot be found (another hashlb version), detached all the same. */
+	if (hashlb_steer_find(iface, &s, &find_err) < 0)
+		s = NULL;
 	/* A live hashlb run would go on publishing into maps no program reads,
 	 * its service served by the daemon alone without its knowing. */
-	driver = daemon_driver(iface);
-	if (driver)
-		return hashlb_err(
+	driver = s && hashlb_steer_daemon(s) ? steer_holder(s) : 0;
+	if (driver > 0) {
+		ret = hashlb_err(
 			err, -EBUSY, HASHLB_ERR_SYSTEM,
 			"the program on '%s' is driven by hashlb run (process %d): stop it, "
 			"or change its config (steering: userspace) and reload",
 			iface, (int)driver);
-	ret = detach_mode(ifindex, mode, prog_id);
+		goto out;
+	}
+	ret = detach_prog(s, ifindex, mode, prog_id);
 	if (ret < 0)
-		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
-				  strerror(-ret));
-	return 0;
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
+			   strerror(-ret));
+out:
+	hashlb_steer_free(s);
+	return ret;
 }
 
 /* The VIP entry of <ss> (valid, its port). */

@@ -157,13 +157,41 @@ def keep_and_detach(topo):
     check(p.returncode == 0 and "new_flows" in p.stdout, f"--stats after --keep: {p.stderr}")
     p = steer("-i", "eth0", "--detach")
     check(p.returncode == 0 and not xdp_attached(topo), f"--detach: {p.stderr}")
+    check("clsact" in T.sh("tc", "qdisc", "show", "dev", "eth0", ns=topo.lb).stdout,
+          "--detach removed the clsact qdisc that was there before hashlb")
     for qdisc in (True, False):
         p = steer("-i", "eth0", "--stats")
         check(p.returncode == 1 and "no hashlb program" in p.stderr and "libbpf" not in p.stderr,
               f"--stats with nothing attached ({'a' if qdisc else 'no'} clsact qdisc): "
               f"{p.returncode} {p.stderr}")
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    keep_and_detach_clsact(topo, steer)
     print("--keep, --stats, --detach: ok" if not failures else "", flush=True)
+
+
+def keep_and_detach_clsact(topo, steer):
+    """The clsact qdisc that hashlb steer --keep created in tc mode is removed by --detach when
+    nothing else is on it, as when a foreground hashlb steer exits; another tool's filter added
+    since keeps it (with the filter). Before, --detach left the empty qdisc behind: the process
+    that created it had exited, and --detach did not know."""
+    def qdisc():
+        return "clsact" in T.sh("tc", "qdisc", "show", "dev", "eth0", ns=topo.lb).stdout
+
+    for added in (None, "ingress", "egress"):
+        tag = f"[--keep, then --detach, another filter on {added or 'nothing'}]"
+        p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
+        check(p.returncode == 0 and qdisc(), f"{tag} --keep: {p.returncode} {p.stderr}")
+        if added:
+            T.sh("tc", "filter", "add", "dev", "eth0", added, "prio", "10", "u32", "match",
+                 "u32", "0", "0", "classid", "1:1", ns=topo.lb)
+        p = steer("-i", "eth0", "--detach")
+        left = T.sh("tc", "filter", "show", "dev", "eth0", added or "ingress", ns=topo.lb,
+                    check=False).stdout
+        check(p.returncode == 0 and not hooks(topo) and qdisc() == bool(added) and
+              ("u32" in left) == bool(added),
+              f"{tag} exit {p.returncode} {p.stderr.strip()}, hashlb's {sorted(hooks(topo))}, "
+              f"clsact qdisc {qdisc()}, another filter {'u32' in left}")
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
 def foreign_program(topo):

@@ -393,7 +393,8 @@ def sigkill(topo, servers):
     """hashlb run killed (SIGKILL: its program stays attached, nobody drives it); a plain
     restart takes that program over, with the established flows in its conntrack, and
     publishes its tables into it; a second daemon meanwhile does not take over the program a
-    live one drives; the restarted one detaches it when it stops."""
+    live one drives; the restarted one detaches it when it stops, and removes the clsact
+    qdisc the killed one created (before, it stayed)."""
     d1 = Daemon(topo, service(topo)).start()
     d2 = d3 = None
     try:
@@ -426,6 +427,8 @@ def sigkill(topo, servers):
               "hlb_tc" not in T.sh("tc", "filter", "show", "dev", "eth0", "ingress",
                                    ns=topo.lb, check=False).stdout,
               "sigkill: the restarted daemon left the program attached when it stopped")
+        check("clsact" not in T.sh("tc", "qdisc", "show", "dev", "eth0", ns=topo.lb).stdout,
+              "sigkill: the restarted daemon left the clsact qdisc the killed one created")
     finally:
         for d in (d1, d2, d3):
             if d:
