@@ -136,6 +136,9 @@ struct hashlb_service_cfg {
 	double balance_factor; /* bounded load, e.g. 1.25; 0 = off */
 	enum hashlb_steering steering;
 	char *steer_interface; /* steering: kernel */
+	/* steering: kernel: conntrack entries (hashlb steer --flows), default
+	 * HASHLB_STEER_FLOWS_DEFAULT, 1..HASHLB_STEER_FLOWS_MAX */
+	uint32_t steer_flows;
 	enum hashlb_proxy_protocol proxy_protocol; /* default off; userspace steering only */
 	bool accept_proxy; /* clients come through a proxy that sends the PROXY protocol */
 	struct hashlb_prefix *proxy_from; /* accept_proxy: who may connect; NULL = anyone */

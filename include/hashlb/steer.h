@@ -38,11 +38,16 @@ enum hashlb_steer_prog {
 	HASHLB_STEER_PROG_MAX
 };
 
+/* Conntrack entries (--flows, steering_flows): the default, and at most
+ * 2^26 buckets (of 64 bytes: 4 GiB). */
+#define HASHLB_STEER_FLOWS_DEFAULT 65536u
+#define HASHLB_STEER_FLOWS_MAX ((1u << 26) * HLB_STEER_CT_WAYS)
+
 struct hashlb_steer_opts {
 	const char *iface; /* NULL with HASHLB_STEER_LOAD_ONLY */
 	enum hashlb_steer_mode mode;
-	/* Conntrack entries; 0 = 65536. Rounded up to HLB_STEER_CT_WAYS times
-	 * a power of two. */
+	/* Conntrack entries, 1..HASHLB_STEER_FLOWS_MAX; 0 = the default.
+	 * Rounded up: hashlb_steer_flows_capacity(). */
 	uint32_t flows;
 	/* Capacity of one table half; 0 = sized from the first table with room
 	 * to grow (updates that do not fit are refused with -E2BIG). */
@@ -155,6 +160,10 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
 /* The conntrack entries the table holds at most (its buckets times their
  * ways: --flows rounded up); 0 without BPF. */
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s);
+
+/* The conntrack entries a program loaded with --flows <flows> (0: the
+ * default) holds: HLB_STEER_CT_WAYS times a power of two, at least <flows>. */
+uint64_t hashlb_steer_flows_capacity(uint32_t flows);
 /* The conntrack map (hlb_ct: struct hlb_steer_ct_bucket by bucket index),
  * borrowed: tests read and age its entries. */
 int hashlb_steer_ct_fd(struct hashlb_steer *s);

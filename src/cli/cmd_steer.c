@@ -58,16 +58,18 @@ static void usage(FILE *f)
 		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
 		"  -c, --config FILE          take the VIP (listen), scheme, seed, key, backends\n"
-		"                             (weights, admin state, backups) and interface from\n"
-		"                             the service of FILE that has steering: kernel, as\n"
+		"                             (weights, admin state, backups), interface and\n"
+		"                             steering_flows from the service of FILE that has\n"
+		"                             steering: kernel, as\n"
 		"                             hashlb run builds its table (--down and --drain\n"
 		"                             apply; table options and --key are refused)\n"
 		"      --service NAME         with --config: this service instead\n"
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
 		"                             generic; tc on a veth), xdp, xdp-generic or tc\n"
-		"      --flows N              connection-tracking entries (default 65536; sets\n"
-		"                             of 6, least recently seen evicted)\n"
+		"      --flows N              connection-tracking entries (default 65536, or\n"
+		"                             -c's steering_flows; sets of 6, least recently\n"
+		"                             seen evicted)\n"
 		"      --max-backends N       backends an --update may grow to (default\n"
 		"                             max(256, 2 x backends))\n"
 		"      --max-ring-points N    ring points an --update may grow to (default\n"
@@ -463,6 +465,8 @@ static int from_config(struct steer_args *a)
 	}
 	if (a->action == ACT_STATS || a->action == ACT_DETACH)
 		return 0;
+	if (!a->opts.flows)
+		a->opts.flows = svc->steer_flows;
 	a->vips[0] = svc->listen_addr;
 	a->n_vips = 1;
 	a->table.params = svc->table;

@@ -30,6 +30,7 @@ struct run_steer_svc {
 	char *name;
 	char *iface;
 	struct sockaddr_storage vip;
+	uint32_t flows; /* steering_flows: the conntrack size of a program attached */
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	bool published; /* <generation> is in the kernel with <vip> */
@@ -123,6 +124,29 @@ static bool same_iface(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
+/*
+ * The program of <e>, kept (a reload, a takeover), has the conntrack table
+ * it was made with: a map cannot grow in place, and a new program would
+ * lose every flow's entry (a draining backend's flows, rescheduled ones,
+ * would move). So a steering_flows it does not match is logged and applies
+ * when the program is made again: the interface changed, steering off and
+ * on, a restart that takes no program over.
+ */
+static void flows_kept(const struct run_steer_svc *e)
+{
+	uint64_t have;
+
+	if (!e->steer)
+		return;
+	have = hashlb_steer_flows_max(e->steer);
+	if (have == hashlb_steer_flows_capacity(e->flows))
+		return;
+	hlb_log(HLB_LOG_WARN, "kernel steering keeps its conntrack size",
+		"service=%s interface=%s flows_max=%llu steering_flows=%u "
+		"reason=\"applies when the program is attached again\"",
+		e->name, e->iface ? e->iface : "-", (unsigned long long)have, e->flows);
+}
+
 void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 {
 	struct run_steer *rs = arg;
@@ -143,6 +167,10 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 				e->published = false; /* the VIP goes with the next table */
 			}
 			e->failed = false;
+			if (c->steer_flows != e->flows) {
+				e->flows = c->steer_flows;
+				flows_kept(e);
+			}
 			if (svc_set_close_on_return(e, c) < 0)
 				hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
 			rs->svcs[n++] = *e;
@@ -176,6 +204,7 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		e->name = strdup(c->name);
 		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
 		e->vip = c->listen_addr;
+		e->flows = c->steer_flows;
 		if (!e->name || (c->steer_interface && !e->iface) ||
 		    svc_set_close_on_return(e, c) < 0) {
 			svc_clear(e);
@@ -253,7 +282,9 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	if (rs->stopping || e->failed || (e->published && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
-		struct hashlb_steer_opts o = { .iface = e->iface, .mode = HASHLB_STEER_AUTO };
+		struct hashlb_steer_opts o = { .iface = e->iface,
+					       .mode = HASHLB_STEER_AUTO,
+					       .flows = e->flows };
 
 		if (!o.iface) {
 			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
@@ -274,6 +305,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"service=%s interface=%s mode=%s from=%s", name, o.iface,
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
 				rs->upgrade ? "upgrade" : "orphan");
+			flows_kept(e);
 		} else if (!rs->upgrade && ret != -ENOENT) {
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "hashlb/config.h"
+#include "hashlb/steer.h"
 #include "config-internal.h"
 #include "keymap.h"
 #include "ytree.h"
@@ -222,6 +223,7 @@ static const char *const service_keys[] = {
 	"balance_factor",
 	"steering",
 	"interface",
+	"steering_flows",
 	"proxy_protocol",
 	"accept_proxy",
 	"accept_proxy_from",
@@ -1105,6 +1107,7 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->slow_start_ms = 0;
 	s->balance_factor = 0;
 	s->steering = HASHLB_STEERING_USERSPACE;
+	s->steer_flows = HASHLB_STEER_FLOWS_DEFAULT;
 	s->keepalive.idle_s = 60;
 	s->keepalive.interval_s = 10;
 	s->keepalive.count = 6;
@@ -1347,6 +1350,11 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 			return fail(ld, v, "'interface' '%s' is not a valid interface name",
 				    s->steer_interface);
 	}
+	/* Like interface, kept with steering: userspace for a reload to switch. */
+	if ((v = map_get(m, "steering_flows")) &&
+	    (r = get_u32_range(ld, v, "steering_flows", 1, HASHLB_STEER_FLOWS_MAX,
+			       &s->steer_flows)) < 0)
+		return r;
 	v = map_get(m, "source");
 	if (v) {
 		r = get_source(ld, v, s);

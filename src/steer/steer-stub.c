@@ -91,6 +91,11 @@ uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
 	return 0;
 }
 
+uint64_t hashlb_steer_flows_capacity(uint32_t flows)
+{
+	return 0;
+}
+
 int hashlb_steer_ct_fd(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

@@ -36,9 +36,6 @@
 
 #define TC_HANDLE 0x4c42 /* "LB" */
 #define TC_PRIORITY 1
-#define FLOWS_DEFAULT 65536u
-/* Conntrack entries at most: 2^26 buckets of 64 bytes, 4 GiB. */
-#define FLOWS_MAX ((1u << 26) * HLB_STEER_CT_WAYS)
 
 enum map_id {
 	M_VIPS,
@@ -446,16 +443,17 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 {
 	struct hashlb_table_view v = { 0 };
 	struct hashlb_steer *s;
-	uint32_t m_max, points, flows = o->flows ? o->flows : FLOWS_DEFAULT;
+	uint32_t m_max, points, flows = o->flows ? o->flows : HASHLB_STEER_FLOWS_DEFAULT;
 	int ret;
 
 	if ((unsigned)o->mode >= HASHLB_STEER_MODE_MAX)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid steering mode");
 	if (o->mode != HASHLB_STEER_LOAD_ONLY && !o->iface)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "no interface given");
-	if (flows > FLOWS_MAX)
+	if (flows > HASHLB_STEER_FLOWS_MAX)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-				  "%u conntrack entries exceed the maximum %u", flows, FLOWS_MAX);
+				  "%u conntrack entries exceed the maximum %u", flows,
+				  HASHLB_STEER_FLOWS_MAX);
 	if (first)
 		hashlb_table_view(first, &v);
 
@@ -489,10 +487,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->points_cap = points;
 	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index) */
 	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
-	/* Buckets: a power of two, at least <flows> entries in all. */
-	s->ct_buckets = 1;
-	while ((uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS < flows)
-		s->ct_buckets <<= 1;
+	s->ct_buckets = (uint32_t)(hashlb_steer_flows_capacity(flows) / HLB_STEER_CT_WAYS);
 
 	s->skel = hlb_steer_bpf__open();
 	if (!s->skel) {
@@ -1505,6 +1500,16 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
 {
 	return (uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS;
+}
+
+uint64_t hashlb_steer_flows_capacity(uint32_t flows)
+{
+	uint64_t buckets = 1;
+
+	/* Buckets: a power of two, at least <flows> entries in all. */
+	while (buckets * HLB_STEER_CT_WAYS < (flows ? flows : HASHLB_STEER_FLOWS_DEFAULT))
+		buckets <<= 1;
+	return buckets * HLB_STEER_CT_WAYS;
 }
 
 int hashlb_steer_ct_fd(struct hashlb_steer *s)

@@ -5,7 +5,8 @@ backend's host is gone (no neighbour entry); a table refused because a backend's
 yet is published once it is, with no other change; a backend in maint, and a backup when the others
 return, keep their established connections; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; /metrics shows the kernel path's
-counters, exact and never lower across a reload. Each scenario starts its own daemon; the
+counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
+a reload that changes it keeps the program and its flows. Each scenario starts its own daemon; the
 namespaces are removed even when it fails."""
 import collections
 import json
@@ -658,13 +659,62 @@ def upgrade_unsteered(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def flows(topo, servers):
+    """steering_flows sizes the conntrack table of the program hashlb run attaches (before:
+    no such key, always 98,304 entries, --flows 65,536's). A reload that changes it keeps the
+    program, its table and every established flow, and says so in the log; a daemon that
+    attaches the program anew (after a clean stop) uses the new size."""
+    def yaml(n):
+        return service(topo).replace("    interface: eth0\n",
+                                     f"    interface: eth0\n    steering_flows: {n}\n")
+
+    d = Daemon(topo, yaml(1000)).start()
+    client = None
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"flows: no table published at start: {d.lines[-1:]}"):
+            return
+        cap = web(scrape(d), "conntrack_capacity")
+        check(cap == 1536, f"flows: steering_flows 1000: capacity {cap}, want 1536 "
+              "(256 buckets of 6)")
+        client, held = hold(topo)
+        with open(d.path, "w") as fh:
+            fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n{yaml(5000)}")
+        d.skip_log()
+        d.proc.send_signal(signal.SIGHUP)
+        line = d.wait_log("kernel steering keeps its conntrack size", 10)
+        check(line is not None and "flows_max=1536" in line and "steering_flows=5000" in line,
+              f"flows: a reload to steering_flows 5000 not logged: {line}")
+        cap2 = web(scrape(d), "conntrack_capacity")
+        check(cap2 == 1536, f"flows: capacity after the reload {cap2}, want 1536 (kept)")
+        lost = still_held(client, held, "flows: reload")
+        client = None
+        d.stop()
+        d = Daemon(topo, yaml(5000)).start()
+        check(d.wait_log("kernel steering attached", 15) is not None and
+              d.wait_log("kernel steering table published", 15) is not None,
+              "flows: the restarted daemon attached no program")
+        cap3 = web(scrape(d), "conntrack_capacity")
+        check(cap3 == 6144, f"flows: steering_flows 5000 after a restart: capacity {cap3}, "
+              "want 6144 (1024 buckets of 6)")
+        print(f"flows: steering_flows 1000: {cap} entries; reload to 5000: {cap2}, "
+              f"{lost} of {len(held)} connections lost; restarted: {cap3}", flush=True)
+    finally:
+        if client:
+            client.kill()
+            client.wait()
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
     for name, fn in [("dead_host", dead_host), ("neighbour", neighbour), ("maint", maint),
                      ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update), ("metrics", metrics)]:
+                     ("manual_update", manual_update), ("metrics", metrics),
+                     ("flows", flows)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)

@@ -1006,6 +1006,7 @@ static void test_defaults(void **state)
 	assert_true(s->balance_factor == 0.0);
 	assert_int_equal(s->steering, HASHLB_STEERING_USERSPACE);
 	assert_null(s->steer_interface);
+	assert_int_equal(s->steer_flows, 65536);
 	assert_int_equal(s->proxy_protocol, HASHLB_PROXY_OFF);
 	assert_true(s->health.enabled);
 	assert_int_equal(s->health.interval_ms, 2000);
@@ -1343,6 +1344,32 @@ static void test_steering_interface(void **state)
 	expect_error(MINIMAL "    steering: kernel\n", 7, 15, "steering: kernel needs 'interface'");
 	/* kept while steering: userspace, so that a reload can switch back and forth */
 	hashlb_config_free(load_ok(MINIMAL "    interface: eth0\n"));
+}
+
+/* steering_flows: the conntrack entries of the kernel path (hashlb steer --flows), with
+ * --flows' range; before, no such key (always 65,536). */
+static uint32_t steer_flows_of(const char *yaml)
+{
+	struct hashlb_config *c = load_ok(yaml);
+	uint32_t flows = c->services[0].steer_flows;
+
+	hashlb_config_free(c);
+	return flows;
+}
+
+static void test_steering_flows(void **state)
+{
+	assert_int_equal(steer_flows_of(MINIMAL "    steering: kernel\n    interface: lo\n"
+						"    steering_flows: 1000000\n"),
+			 1000000);
+	assert_int_equal(steer_flows_of(MINIMAL "    steering_flows: 402653184\n"), 402653184);
+	assert_int_equal(steer_flows_of(MINIMAL), 65536);
+	expect_error(MINIMAL "    steering_flows: 0\n", 7, 21,
+		     "'steering_flows' 0 is out of range 1..402653184");
+	expect_error(MINIMAL "    steering_flows: 402653185\n", 7, 21,
+		     "'steering_flows' 402653185 is out of range 1..402653184");
+	expect_error(MINIMAL "    steering_flows: 64k\n", 7, 21, "'steering_flows' must be");
+	expect_error(MINIMAL "    steering_flows: -1\n", 7, 21, "'steering_flows'");
 }
 
 static void test_queue_timeout(void **state)
@@ -2436,6 +2463,7 @@ int main(void)
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
 		cmocka_unit_test(test_steering_interface),
+		cmocka_unit_test(test_steering_flows),
 		cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_block_scalar_position),
 		cmocka_unit_test(test_empty_block_scalar_last),
