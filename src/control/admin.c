@@ -124,6 +124,19 @@ static double connect_avg_ms(const struct hlb_backend_counters *c)
 	return n ? (double)c->connect_us_sum / 1e3 / (double)n : 0.0;
 }
 
+/* "<key>":[...]: the backends of <snap> up in its table and down in <t> (NULL: none). */
+static void json_table_for(struct hlb_buf *o, const char *key, const struct hlb_snapshot *snap,
+			   const struct hashlb_table *t)
+{
+	hlb_buf_printf(o, ",\"%s\":[", key);
+	for (uint32_t j = 0, k = 0; t && j < snap->n_backends; j++)
+		if (hashlb_table_backend_down(t, j) && !hashlb_table_backend_down(snap->table, j)) {
+			hlb_buf_puts(o, k++ ? "," : "");
+			hlb_buf_json_str(o, hashlb_table_backend_name(snap->table, j));
+		}
+	hlb_buf_puts(o, "]");
+}
+
 /* ,"KEY":["10.0.0.0/8",...] */
 static void json_prefixes(struct hlb_buf *o, const char *key, const struct hashlb_prefix *p,
 			  uint32_t n)
@@ -326,15 +339,11 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_puts(o, ",\"bound\":");
 		hlb_buf_json_str(o, s->rt->bound);
 		/* Maglev: the failing backends whose clients retries send where
-		 * they stay once they are down (hlb_snapshot_add_retry()) */
-		hlb_buf_puts(o, ",\"retry_table_for\":[");
-		for (uint32_t j = 0, k = 0; snap->retry_table && j < snap->n_backends; j++)
-			if (hashlb_table_backend_down(snap->retry_table, j) &&
-			    !hashlb_table_backend_down(snap->table, j)) {
-				hlb_buf_puts(o, k++ ? "," : "");
-				hlb_buf_json_str(o, hashlb_table_backend_name(snap->table, j));
-			}
-		hlb_buf_puts(o, "]");
+		 * they stay once they are down (hlb_snapshot_add_retry()), and the
+		 * ramping ones whose clients not admitted yet stay where they were
+		 * (hlb_snapshot_add_ramp()) */
+		json_table_for(o, "retry_table_for", snap, snap->retry_table);
+		json_table_for(o, "ramp_table_for", snap, snap->ramp_table);
 		json_prefixes(o, "accept_proxy_from", s->cfg->proxy_from, s->cfg->n_proxy_from);
 		json_prefixes(o, "allow_clients", s->cfg->allow_clients, s->cfg->n_allow_clients);
 		json_prefixes(o, "deny_clients", s->cfg->deny_clients, s->cfg->n_deny_clients);

@@ -17,7 +17,9 @@
  * Slow start: a backend that came up or was added admits only a fraction
  * (b->admit / HLB_ADMIT_ONE, raised by the control thread over slow_start_ms)
  * of the clients whose first choice it is; the others go to their next
- * backend. The fraction is taken over a mix of the client's hash, so the
+ * backend (on Maglev, the one the snapshot's ramp_table gives them, put
+ * second by the forwarder before this reorders: where they were while the
+ * backend was out). The fraction is taken over a mix of the client's hash, so the
  * admitted clients are always the same ones and stay as the ramp rises, and
  * two instances agree.
  *

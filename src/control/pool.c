@@ -355,6 +355,30 @@ static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *s
 	free(failing);
 }
 
+/*
+ * Maglev: the backends in slow start are down in <snap>'s ramp table, so
+ * that a client its own backend does not admit yet stays where it was while
+ * that backend was out (see conn_connect()). Every ramp starts with a build
+ * (the backend came up, left maint, or a reload added it); one that ended
+ * admits every client, and its place in the ramp table is never read.
+ */
+static void service_add_ramp(struct hlb_pool_service *s, struct hlb_snapshot *snap)
+{
+	bool *ramping, any = false;
+
+	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || snap->n_backends != s->n_backends)
+		return;
+	for (uint32_t j = 0; j < s->n_backends && !any; j++)
+		any = s->backends[j]->ramp_start_ms != 0;
+	if (!any || !(ramping = calloc(s->n_backends, sizeof(*ramping))))
+		return;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		ramping[j] = snap->backends[j] == s->backends[j]->rt &&
+			     s->backends[j]->ramp_start_ms != 0;
+	hlb_snapshot_add_ramp(snap, ramping);
+	free(ramping);
+}
+
 static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_snap,
 			 struct hashlb_error *err)
 {
@@ -366,8 +390,10 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	if (cur && !s->need_full) {
 		/* settings unchanged since <cur> (else need_full) */
 		ret = hlb_snapshot_refresh(cur, s->cfg, gen, ret_snap, err);
-		if (ret == 0)
+		if (ret == 0) {
 			service_add_retry(s, *ret_snap);
+			service_add_ramp(s, *ret_snap);
+		}
 		return ret;
 	}
 	rts = calloc(s->n_backends ? s->n_backends : 1, sizeof(*rts));
@@ -381,6 +407,7 @@ static int service_build(struct hlb_pool_service *s, struct hlb_snapshot **ret_s
 	if (ret == 0) {
 		s->need_full = false;
 		service_add_retry(s, *ret_snap);
+		service_add_ramp(s, *ret_snap);
 	}
 	return ret;
 }
@@ -582,6 +609,9 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 		if (!slow || el >= slow) {
 			atomic_store(&b->rt->admit, HLB_ADMIT_ONE);
 			b->ramp_start_ms = 0;
+			/* its ramp table (Maglev) is read no more: the next build drops it */
+			if (hlb_pool_snapshot(b->svc) && hlb_pool_snapshot(b->svc)->ramp_table)
+				service_schedule(b->svc, false);
 		} else {
 			atomic_store(&b->rt->admit, (uint32_t)(el * HLB_ADMIT_ONE / slow));
 		}

@@ -1143,16 +1143,14 @@ static int backend_socket(struct worker *w, const struct hlb_snapshot *snap,
 }
 
 /*
- * A client's own backend <prefs>[0] failed and is down in the snapshot's
- * retry table (Maglev, see hlb_snapshot_add_retry()): the backend that table
- * gives goes next, where the client stays once the failing backends are
- * marked down, instead of the list's next (which would move it a second
- * time then).
+ * The backend <table> gives <hash> goes second in <prefs> (<n> of at most
+ * <max> table indices), after the client's own backend, which <table> has
+ * down: where the client stays while that one is out.
  */
-static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
+static void second_from(const struct hashlb_table *table, uint64_t hash, uint32_t *prefs, size_t *n,
 			size_t max)
 {
-	uint32_t r = hashlb_table_lookup(snap->retry_table, hash);
+	uint32_t r = hashlb_table_lookup(table, hash);
 	size_t j = 1;
 
 	if (r == HASHLB_BACKEND_NONE || max < 2)
@@ -1165,6 +1163,37 @@ static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t
 		j--; /* the list is full: its last one gives way */
 	memmove(prefs + 2, prefs + 1, (j - 1) * sizeof(*prefs));
 	prefs[1] = r;
+}
+
+/*
+ * A client's own backend <prefs>[0] failed and is down in the snapshot's
+ * retry table (Maglev, see hlb_snapshot_add_retry()): the backend that table
+ * gives goes next, where the client stays once the failing backends are
+ * marked down, instead of the list's next (which would move it a second
+ * time then).
+ */
+static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
+			size_t max)
+{
+	second_from(snap->retry_table, hash, prefs, n, max);
+}
+
+/*
+ * A client's own backend <prefs>[0] is in slow start and does not admit it
+ * yet (Maglev, see hlb_snapshot_add_ramp()): the backend the ramp table
+ * gives goes next, where the client was while its own was out, instead of
+ * the list's next, a third backend for most of them, which it would leave
+ * again once admitted. hlb_balance_order() then puts the own one after it.
+ */
+static void ramp_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
+		       size_t max)
+{
+	const struct hlb_backend *own = snap->backends[prefs[0]];
+
+	if (!hashlb_table_backend_down(snap->ramp_table, prefs[0]) ||
+	    hlb_slow_start_ok(hash, atomic_load_explicit(&own->admit, memory_order_relaxed)))
+		return;
+	second_from(snap->ramp_table, hash, prefs, n, max);
 }
 
 /*
@@ -1264,8 +1293,10 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		max = CONN_TRIED_MAX;
 		n = hashlb_table_preference(snap->table, c->hash, prefs, max);
 	}
-	n_raw = n; /* retry_first() may add one that has no place there */
+	n_raw = n; /* ramp_first() and retry_first() may add one that has no place there */
 	memcpy(raw, prefs, n * sizeof(*prefs));
+	if (n && snap->ramp_table)
+		ramp_first(snap, c->hash, prefs, &n, max);
 	/* Bounded load and slow start may move backends down the list. */
 	hlb_balance_order(snap, c->hash,
 			  atomic_load_explicit(&c->svc->active, memory_order_relaxed), prefs, n);

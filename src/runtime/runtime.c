@@ -317,7 +317,9 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
-void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
+/* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up in it. */
+static void table_with_more_down(const struct hlb_snapshot *s, const bool *more,
+				 struct hashlb_table **ret_table)
 {
 	bool *down, any = false;
 
@@ -328,12 +330,22 @@ void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
 		return;
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		down[j] = hashlb_table_backend_down(s->table, j);
-		any |= failing[j] && !down[j];
-		down[j] |= failing[j];
+		any |= more[j] && !down[j];
+		down[j] |= more[j];
 	}
 	if (any)
-		hashlb_table_with_down(s->table, down, &s->retry_table, NULL);
+		hashlb_table_with_down(s->table, down, ret_table, NULL);
 	free(down);
+}
+
+void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
+{
+	table_with_more_down(s, failing, &s->retry_table);
+}
+
+void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping)
+{
+	table_with_more_down(s, ramping, &s->ramp_table);
 }
 
 void hlb_snapshot_free(struct hlb_snapshot *s)
@@ -345,6 +357,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	free(s->backends);
 	hashlb_table_free(s->table);
 	hashlb_table_free(s->retry_table);
+	hashlb_table_free(s->ramp_table);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

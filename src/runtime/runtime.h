@@ -380,6 +380,13 @@ struct hlb_snapshot {
 	 * retry takes the preference list's next).
 	 */
 	struct hashlb_table *retry_table; /* owned */
+	/*
+	 * Maglev, while a backend is in slow start: the table with the
+	 * ramping backends down too (hlb_snapshot_add_ramp()), where a client
+	 * whose own backend does not admit it yet goes: where it was while
+	 * that backend was out. NULL if none ramps.
+	 */
+	struct hashlb_table *ramp_table; /* owned */
 };
 
 /*
@@ -392,6 +399,16 @@ struct hlb_snapshot {
  * preference list's next backend, as without it).
  */
 void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing);
+
+/*
+ * Give <s> (not yet published) its ramp table: the table with the backends
+ * <ramping> says (in slow start) down as well. Only for Maglev: a client
+ * its own backend does not admit yet takes the next backend of its
+ * preference list, which on a ring is where it was while that backend was
+ * out, and on Maglev mostly another (it would move twice: there, then back).
+ * Nothing is changed if none of them is in the table or it cannot be built.
+ */
+void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping);
 
 /*
  * A snapshot for service config <cfg> over <backends> (cfg->n_backends of

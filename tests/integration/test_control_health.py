@@ -414,14 +414,17 @@ def flapping_does_not_rebuild_per_flap():
 
 
 def slow_start_ramps():
-    """A backend added by a reload takes its clients gradually over slow_start."""
+    """A backend added by a reload takes its clients gradually over slow_start; those it does
+    not admit yet stay where they were before the reload (on Maglev they went to their
+    preference list's next, another backend for most, and moved twice)."""
     bs = [Backend(n) for n in "abcd"]
     base = [(b.name, b.addr) for b in bs[:3]]
     extra = "slow_start: 4s"
     lb = Lb(config(base, extra=extra))
+    clients = [client_ip(i * 613) for i in range(1500)]
+    before = lookup(lb.path, clients)
     # d's clients in the new table, from the config (hashlb lookup -c), before it is live.
     lb.rewrite(config(base + [("d", bs[3].addr)], extra=extra))
-    clients = [client_ip(i * 613) for i in range(1500)]
     table = lookup(lb.path, clients)
     mine = [c for c in clients if table[c][0] == "d"][:120]
     check(len(mine) == 120, f"d owns a share of the table ({len(mine)})")
@@ -437,6 +440,12 @@ def slow_start_ramps():
         end = time.time() - t0
         samples.append((end, frac, {c for c in mine if got[c] == "d"}))
         print(f"    t={t1 - t0:.1f}..{end:.1f}s: {frac:.0%} of d's clients reach d")
+        if at < 4:
+            check(lb.service()["ramp_table_for"] == ["d"],
+                  f"t={at}s: a ramp table for d: {lb.service()['ramp_table_for']}")
+        moved = [c for c in mine if got[c] not in ("d", before[c][0])]
+        check(not moved, f"t={at}s: {len(moved)} of d's clients not admitted yet are neither on d "
+                         f"nor where they were: {[(c, got[c], before[c][0]) for c in moved[:3]]}")
     # The ramp admits t / slow_start of them; the probes of a sample take time, so compare
     # against the ramp at the sample's end, with a margin for the hash's granularity.
     early_end, early = samples[0][0], samples[0][1]
@@ -444,11 +453,58 @@ def slow_start_ramps():
           f"early on d takes only some of its clients ({early:.0%} by {early_end:.1f}s)")
     check(samples[0][1] < samples[1][1] < samples[2][1], "the share grows")
     check(samples[2][1] == 1.0, f"after slow_start d takes all its clients ({samples[2][1]:.0%})")
+    check(lb.wait(lambda: lb.service()["ramp_table_for"] == []) is not None,
+          "the ramp table is dropped once the ramp is over")
     check(samples[0][2] <= samples[1][2] <= samples[2][2],
           "a client admitted early stays with d as the ramp rises")
     check(lb.stop() == 0, "exit 0")
     for b in bs:
         b.stop()
+
+
+def slow_start_after_an_outage_moves_clients_once():
+    """A backend back up after an outage, in slow start, takes its clients back gradually;
+    those it does not admit yet stay where they were while it was down (hashlb lookup --down),
+    on a ring and on Maglev. On Maglev they went to their preference list's next instead,
+    another backend for most of them (about 80% with 5 equal backends), and moved back to
+    their own when admitted: twice, when once was needed."""
+    for scheme in ("maglev", "ring"):
+        bs = {n: Backend(n) for n in "abcde"}
+        lb = Lb(config([(n, b.addr) for n, b in bs.items()], scheme=scheme,
+                       extra="slow_start: 30s"))
+        clients = [client_ip(i * 613) for i in range(1000)]
+        pref = lookup(lb.path, clients)
+        down = lookup(lb.path, clients, args=("--down", "c"))
+        mine = [c for c in clients if pref[c][0] == "c"]
+        if scheme == "maglev":
+            differ = sum(down[c][0] != pref[c][1] for c in mine)
+            check(differ > len(mine) // 3,
+                  f"maglev: for most of c's clients the list's next is not where they go while "
+                  f"c is down ({differ} of {len(mine)})")
+        bs["c"].stop()
+        check(lb.wait(lambda: not lb.backend("c")["in_table"]) is not None, f"{scheme}: c down")
+        got = {c: who(lb.addr, c) for c in mine}
+        bad = [c for c in mine if got[c] != down[c][0]]
+        check(not bad, f"{scheme}: while c is down its clients are where lookup --down says "
+                       f"({len(bad)} of {len(mine)} are not)")
+        bs["c"] = Backend("c", port=bs["c"].port)
+        check(lb.wait(lambda: lb.backend("c")["in_table"]) is not None, f"{scheme}: c back up")
+        got = {c: who(lb.addr, c) for c in mine}
+        back = sum(got[c] == "c" for c in mine)
+        moved = [c for c in mine if got[c] not in ("c", down[c][0])]
+        print(f"    {scheme}: {back} of c's {len(mine)} clients admitted back, {len(moved)} on a "
+              f"third backend")
+        check(back < len(mine) // 2, f"{scheme}: slow start admits only some at first ({back})")
+        want = ["c"] if scheme == "maglev" else []
+        check(lb.service()["ramp_table_for"] == want,
+              f"{scheme}: ramp table for {want}: {lb.service()['ramp_table_for']}")
+        check(not moved, f"{scheme}: {len(moved)} of c's {len(mine)} clients not admitted yet "
+                         f"moved to a third backend: {[(c, got[c], down[c][0]) for c in moved[:3]]}")
+        others = [c for c in clients if pref[c][0] != "c"][:100]
+        check(all(who(lb.addr, c) == pref[c][0] for c in others), f"{scheme}: the others stay")
+        check(lb.stop() == 0, "exit 0")
+        for b in bs.values():
+            b.stop()
 
 
 class App:
@@ -758,6 +814,7 @@ def stale_failures_do_not_take_a_recovered_backend_down():
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
-           flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps, payload_checks,
+           flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps,
+           slow_start_after_an_outage_moves_clients_once, payload_checks,
            health_port, half_a_maglev_pool_dies_at_once,
            stale_failures_do_not_take_a_recovered_backend_down])
