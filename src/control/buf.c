@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,20 +44,59 @@ void hlb_buf_puts(struct hlb_buf *b, const char *s)
 	hlb_buf_put(b, s, strlen(s));
 }
 
+/* Formatted once into the room the buffer has, again only when it did not fit. */
 void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...)
 {
+	size_t room = b->cap > b->len ? b->cap - b->len : 0;
 	va_list ap;
 	int n;
 
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || !buf_reserve(b, (size_t)n))
+	if (b->oom)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
 	va_end(ap);
+	if (n < 0) {
+		if (room)
+			b->p[b->len] = '\0';
+		return;
+	}
+	if ((size_t)n >= room) {
+		if (!buf_reserve(b, (size_t)n)) {
+			if (room)
+				b->p[b->len] = '\0';
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
+}
+
+void hlb_buf_u64(struct hlb_buf *b, uint64_t v)
+{
+	char d[20], *p = d + sizeof(d);
+
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	hlb_buf_put(b, p, (size_t)(d + sizeof(d) - p));
+}
+
+void hlb_buf_g17(struct hlb_buf *b, double v)
+{
+	/* An integer below 1e17 has at most 17 digits: %.17g writes it whole,
+	 * without a point or an exponent. Any other number goes to printf. */
+	if (v > -1e17 && v < 1e17 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
+		if (v < 0) {
+			hlb_buf_put(b, "-", 1);
+			v = -v;
+		}
+		hlb_buf_u64(b, (uint64_t)v);
+		return;
+	}
+	hlb_buf_printf(b, "%.17g", v);
 }
 
 /*
@@ -101,8 +141,19 @@ static void buf_escaped(struct hlb_buf *b, const char *s, bool json)
 	hlb_buf_put(b, "\"", 1);
 	while (s && *s) {
 		unsigned char c = (unsigned char)*s;
-		size_t n = utf8_len((const unsigned char *)s);
+		size_t n;
 
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			/* a run of plain ASCII (most names are all of it): in one put */
+			const unsigned char *e = (const unsigned char *)s + 1;
+
+			while (*e >= 0x20 && *e < 0x80 && *e != '"' && *e != '\\')
+				e++;
+			hlb_buf_put(b, s, (size_t)((const char *)e - s));
+			s = (const char *)e;
+			continue;
+		}
+		n = utf8_len((const unsigned char *)s);
 		if (c == '"' || c == '\\')
 			hlb_buf_printf(b, "\\%c", c);
 		else if (c == '\n')

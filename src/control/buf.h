@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct hlb_buf {
 	char *p;
@@ -15,6 +16,10 @@ struct hlb_buf {
 void hlb_buf_put(struct hlb_buf *b, const void *data, size_t n);
 void hlb_buf_puts(struct hlb_buf *b, const char *s);
 void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* <v> in decimal, as printf's "%" PRIu64 writes it. */
+void hlb_buf_u64(struct hlb_buf *b, uint64_t v);
+/* <v> as printf's "%.17g" writes it (integers without printf). */
+void hlb_buf_g17(struct hlb_buf *b, double v);
 /* <s> as a JSON string, quotes included; NULL as null. */
 void hlb_buf_json_str(struct hlb_buf *b, const char *s);
 /* <s> as a Prometheus label value (quotes included). */

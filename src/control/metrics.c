@@ -108,31 +108,121 @@ static void labels2(struct hlb_buf *o, const char *name, const char *svc, const 
 }
 
 /*
- * Backend <j> of <s>'s configured backends then of those a reload removed
- * (hlb_pool_service_series_at()): a removed one keeps its series while it
- * drains, so that the backends' connections add up to the service's, and
- * its counters' a while after, so that a scrape reads its last counts.
+ * One series of the backend families: backend <j> of <s>'s configured
+ * backends then of those a reload removed (hlb_pool_service_series_at()): a
+ * removed one keeps its series while it drains, so that the backends'
+ * connections add up to the service's, and its counters' a while after, so
+ * that a scrape reads its last counts. Its counters are read once a scrape,
+ * its label set escaped once: the families repeat them, a line each.
  */
-static const struct hlb_pool_backend *backend_at(const struct hlb_pool_service *s, uint32_t j)
+struct series {
+	const struct hlb_pool_service *s;
+	const struct hlb_pool_backend *b;
+	uint32_t j;
+	/* in struct scrape's <labels>: '{service="S",backend="B"' at <lab>, <lab_len> bytes,
+	 * then for a removed one the address it drains from (the same name may be back at
+	 * another meanwhile), ',draining="ADDR"': <lab_drain> bytes in all */
+	size_t lab, lab_len, lab_drain;
+	struct hlb_backend_counters c;
+};
+
+/* One service of the service families, the same way. */
+struct svc_series {
+	const struct hlb_pool_service *s;
+	size_t lab, lab_len; /* '{service="S"' */
+	struct hlb_service_counters c;
+};
+
+struct scrape {
+	struct hlb_buf labels;
+	struct series *v;
+	size_t n;
+	struct svc_series *sv;
+	uint32_t n_svcs;
+};
+
+static void scrape_free(struct scrape *sc)
 {
-	return hlb_pool_service_series_at(s, j);
+	hlb_buf_free(&sc->labels);
+	free(sc->v);
+	free(sc->sv);
 }
 
-/* labels2() for backend <b> of <s>; a removed one also by the address it drains
- * from (the same name may be back at another meanwhile): draining="ADDR". */
-static void blabels(struct hlb_buf *o, const char *name, const struct hlb_pool_service *s,
-		    const struct hlb_pool_backend *b)
+/* Read every series' counters and escape its labels; -ENOMEM. */
+static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 {
 	char addr[HASHLB_ADDR_STRLEN];
+	size_t n = 0;
 
-	labels2(o, name, s->cfg->name, b->rt->name);
-	if (b->drain_deadline_ms) {
-		hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
-		o->len--; /* reopen the label set */
-		hlb_buf_puts(o, ",draining=");
-		hlb_buf_label(o, addr);
-		hlb_buf_puts(o, "}");
+	*sc = (struct scrape){ .n_svcs = hlb_pool_service_count(ctl->pool) };
+	for (uint32_t i = 0; i < sc->n_svcs; i++)
+		n += hlb_pool_service_series(hlb_pool_service_at(ctl->pool, i));
+	sc->v = calloc(n ? n : 1, sizeof(*sc->v));
+	sc->sv = calloc(sc->n_svcs ? sc->n_svcs : 1, sizeof(*sc->sv));
+	if (!sc->v || !sc->sv)
+		goto err_free;
+	for (uint32_t i = 0; i < sc->n_svcs; i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		struct svc_series *y = &sc->sv[i];
+
+		y->s = s;
+		y->lab = sc->labels.len;
+		hlb_buf_puts(&sc->labels, "{service=");
+		hlb_buf_label(&sc->labels, s->cfg->name);
+		y->lab_len = sc->labels.len - y->lab;
+		hlb_service_counters_read(s->rt, &y->c);
+		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
+			struct series *x = &sc->v[sc->n++];
+
+			x->s = s;
+			x->b = hlb_pool_service_series_at(s, j);
+			x->j = j;
+			x->lab = sc->labels.len;
+			hlb_buf_puts(&sc->labels, "{service=");
+			hlb_buf_label(&sc->labels, s->cfg->name);
+			hlb_buf_puts(&sc->labels, ",backend=");
+			hlb_buf_label(&sc->labels, x->b->rt->name);
+			x->lab_len = sc->labels.len - x->lab;
+			if (x->b->drain_deadline_ms) {
+				hashlb_addr_format(&x->b->rt->addr, addr, sizeof(addr));
+				hlb_buf_puts(&sc->labels, ",draining=");
+				hlb_buf_label(&sc->labels, addr);
+			}
+			x->lab_drain = sc->labels.len - x->lab;
+			hlb_backend_counters_read(x->b->rt, &x->c);
+		}
 	}
+	if (sc->labels.oom)
+		goto err_free;
+	return 0;
+
+err_free:
+	scrape_free(sc);
+	return -ENOMEM;
+}
+
+/* <name>{labels of <x> (draining="ADDR" too if <drain>), the set left open. */
+static void series_open(struct hlb_buf *o, const char *name, size_t name_len,
+			const struct scrape *sc, const struct series *x, bool drain)
+{
+	hlb_buf_put(o, name, name_len);
+	hlb_buf_put(o, sc->labels.p + x->lab, drain ? x->lab_drain : x->lab_len);
+}
+
+/* " <v>\n", <v> as " %.17g" writes it. */
+static void value_g17(struct hlb_buf *o, double v)
+{
+	hlb_buf_put(o, " ", 1);
+	hlb_buf_g17(o, v);
+	hlb_buf_put(o, "\n", 1);
+}
+
+/* " <v>\n", <v> as "%" PRIu64 writes it. */
+static void value_u64(struct hlb_buf *o, uint64_t v)
+{
+	hlb_buf_put(o, " ", 1);
+	hlb_buf_u64(o, v);
+	hlb_buf_put(o, "\n", 1);
 }
 
 /* Field <f> of backend <j> of <s> (past its backends: one a reload removed). */
@@ -191,78 +281,79 @@ static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct 
  * them: cumulative buckets, +Inf, then _sum and _count (the buckets' total,
  * so the two always agree).
  */
-static void connect_histogram(struct hlb_control *ctl, struct hlb_buf *o)
+static void connect_histogram(const struct scrape *sc, struct hlb_buf *o)
 {
-	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+	static const char bucket[] = "hashlb_backend_connect_seconds_bucket";
+	static const char sum[] = "hashlb_backend_connect_seconds_sum";
+	static const char count[] = "hashlb_backend_connect_seconds_count";
+	char le[HLB_CONNECT_BUCKETS + 1][32];
+	size_t le_len[HLB_CONNECT_BUCKETS + 1];
 
+	for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
+		int n = k < HLB_CONNECT_BUCKETS ? snprintf(le[k], sizeof(le[k]), ",le=\"%g\"}",
+							   hlb_connect_bucket_us[k] / 1e6)
+						: snprintf(le[k], sizeof(le[k]), ",le=\"+Inf\"}");
+
+		le_len[k] = n > 0 ? (size_t)n : 0;
+	}
 	family(o, "hashlb_backend_connect_seconds", "histogram",
 	       "Time the connects to the backend that succeeded took, as clients waited for them.");
-	for (uint32_t i = 0; i < n_svcs; i++) {
-		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct series *x = &sc->v[i];
+		uint64_t cum = 0;
 
-		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
-			const struct hlb_pool_backend *b = backend_at(s, j);
-			struct hlb_backend_counters c;
-			uint64_t cum = 0;
-
-			hlb_backend_counters_read(b->rt, &c);
-			for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
-				cum += c.connect_hist[k];
-				blabels(o, "hashlb_backend_connect_seconds_bucket", s, b);
-				o->len--; /* reopen the label set */
-				if (k < HLB_CONNECT_BUCKETS)
-					hlb_buf_printf(o, ",le=\"%g\"} %" PRIu64 "\n",
-						       hlb_connect_bucket_us[k] / 1e6, cum);
-				else
-					hlb_buf_printf(o, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
-			}
-			blabels(o, "hashlb_backend_connect_seconds_sum", s, b);
-			hlb_buf_printf(o, " %.17g\n", (double)c.connect_us_sum / 1e6);
-			blabels(o, "hashlb_backend_connect_seconds_count", s, b);
-			hlb_buf_printf(o, " %" PRIu64 "\n", cum);
+		for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++) {
+			cum += x->c.connect_hist[k];
+			series_open(o, bucket, sizeof(bucket) - 1, sc, x, true);
+			hlb_buf_put(o, le[k], le_len[k]);
+			value_u64(o, cum);
 		}
+		series_open(o, sum, sizeof(sum) - 1, sc, x, true);
+		hlb_buf_put(o, "}", 1);
+		value_g17(o, (double)x->c.connect_us_sum / 1e6);
+		series_open(o, count, sizeof(count) - 1, sc, x, true);
+		hlb_buf_put(o, "}", 1);
+		value_u64(o, cum);
 	}
 }
 
-static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
+static void backend_families(const struct scrape *sc, struct hlb_buf *o)
 {
-	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+	static const char admin_state[] = "hashlb_backend_admin_state";
 
 	for (int f = 0; f < B_MAX; f++) {
+		size_t name_len = strlen(bfamilies[f].name);
+		bool gauge = !strcmp(bfamilies[f].type, "gauge");
+
 		family(o, bfamilies[f].name, bfamilies[f].type, bfamilies[f].help);
-		for (uint32_t i = 0; i < n_svcs; i++) {
-			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		for (size_t i = 0; i < sc->n; i++) {
+			const struct series *x = &sc->v[i];
 
-			for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
-				const struct hlb_pool_backend *b = backend_at(s, j);
-				struct hlb_backend_counters c;
-
-				/* drained, kept for its counts: a gauge of it (its last
-				 * health, say) would only keep an alert firing */
-				if (b->drained_ms && !strcmp(bfamilies[f].type, "gauge"))
-					continue;
-				hlb_backend_counters_read(b->rt, &c);
-				blabels(o, bfamilies[f].name, s, b);
-				hlb_buf_printf(o, " %.17g\n", bvalue(s, j, b, &c, f));
-			}
+			/* drained, kept for its counts: a gauge of it (its last
+			 * health, say) would only keep an alert firing */
+			if (x->b->drained_ms && gauge)
+				continue;
+			series_open(o, bfamilies[f].name, name_len, sc, x, true);
+			hlb_buf_put(o, "}", 1);
+			value_g17(o, bvalue(x->s, x->j, x->b, &x->c, f));
 		}
 	}
-	connect_histogram(ctl, o);
+	connect_histogram(sc, o);
 	/* Admin state as one gauge per state, the usual shape for an enum. */
-	family(o, "hashlb_backend_admin_state", "gauge",
+	family(o, admin_state, "gauge",
 	       "1 for the backend's admin state (ready, drain, maint), 0 for the others.");
-	for (uint32_t i = 0; i < n_svcs; i++) {
-		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct series *x = &sc->v[i];
 
-		for (uint32_t j = 0; j < s->n_backends; j++)
-			for (int st = 0; st < HASHLB_ADMIN_MAX; st++) {
-				labels2(o, "hashlb_backend_admin_state", s->cfg->name,
-					s->backends[j]->rt->name);
-				o->len--; /* reopen the label set */
-				hlb_buf_printf(
-					o, ",state=\"%s\"} %d\n", hashlb_admin_state_name(st),
-					s->backends[j]->admin == (enum hashlb_admin_state)st);
-			}
+		if (x->j >= x->s->n_backends) /* removed by a reload: no admin state */
+			continue;
+		for (int st = 0; st < HASHLB_ADMIN_MAX; st++) {
+			series_open(o, admin_state, sizeof(admin_state) - 1, sc, x, false);
+			hlb_buf_puts(o, ",state=\"");
+			hlb_buf_puts(o, hashlb_admin_state_name(st));
+			hlb_buf_put(o, "\"}", 2);
+			value_u64(o, x->b->admin == (enum hashlb_admin_state)st);
+		}
 	}
 }
 
@@ -272,38 +363,28 @@ static void backend_families(struct hlb_control *ctl, struct hlb_buf *o)
  * close_on_return, another backend back). (Those of a backend
  * removed by a reload, past timeouts.drain, go with the backend.)
  */
-static void closed_family(struct hlb_control *ctl, struct hlb_buf *o)
+static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 {
 	static const struct {
 		enum hlb_close_why why;
-		const char *label;
-	} reasons[] = { { HLB_CLOSE_ADMIN, "admin" },
-			{ HLB_CLOSE_DOWN, "down" },
-			{ HLB_CLOSE_BACKUP, "backup" } };
-	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
+		const char *label; /* the label, closing the set */
+	} reasons[] = { { HLB_CLOSE_ADMIN, ",reason=\"admin\"}" },
+			{ HLB_CLOSE_DOWN, ",reason=\"down\"}" },
+			{ HLB_CLOSE_BACKUP, ",reason=\"backup\"}" } };
+	static const char name[] = "hashlb_backend_closed_connections_total";
 
-	family(o, "hashlb_backend_closed_connections_total", "counter",
+	family(o, name, "counter",
 	       "Connections hashlb closed because of their backend: reason admin (hashlb ctl "
 	       "close), down (health.close_on_down) or backup (close_on_return).");
-	for (uint32_t i = 0; i < n_svcs; i++) {
-		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
-
-		for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
-			const struct hlb_pool_backend *b = backend_at(s, j);
-			struct hlb_backend_counters c;
-
-			hlb_backend_counters_read(b->rt, &c);
-			for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
-				blabels(o, "hashlb_backend_closed_connections_total", s, b);
-				o->len--; /* reopen the label set */
-				hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n", reasons[k].label,
-					       c.closed[reasons[k].why]);
-			}
+	for (size_t i = 0; i < sc->n; i++)
+		for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
+			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
+			hlb_buf_puts(o, reasons[k].label);
+			value_u64(o, sc->v[i].c.closed[reasons[k].why]);
 		}
-	}
 }
 
-static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
+static void service_families(const struct scrape *sc, struct hlb_buf *o)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -356,27 +437,29 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "max_connection_rate: times a worker stopped accepting until the rate allowed "
 		  "(clients waited in the listen backlog)." },
 	};
-	uint32_t n_svcs = hlb_pool_service_count(ctl->pool);
 
 	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		size_t name_len = strlen(fam[f].name);
+
 		family(o, fam[f].name, fam[f].type, fam[f].help);
-		for (uint32_t i = 0; i < n_svcs; i++) {
-			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		for (uint32_t i = 0; i < sc->n_svcs; i++) {
+			const struct hlb_pool_service *s = sc->sv[i].s;
 			const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
-			struct hlb_service_counters c;
+			const struct hlb_service_counters *c = &sc->sv[i].c;
 			double v = 0;
 
-			hlb_service_counters_read(s->rt, &c);
-			labels2(o, fam[f].name, s->cfg->name, NULL);
+			hlb_buf_put(o, fam[f].name, name_len);
+			hlb_buf_put(o, sc->labels.p + sc->sv[i].lab, sc->sv[i].lab_len);
+			if (f == 1)
+				hlb_buf_printf(o, ",scheme=\"%s\",fingerprint=\"%016" PRIx64 "\"",
+					       hashlb_scheme_name(hashlb_table_scheme(snap->table)),
+					       snap->fingerprint);
+			hlb_buf_put(o, "}", 1);
 			switch (f) {
 			case 0:
 				v = (double)snap->generation;
 				break;
 			case 1:
-				o->len--;
-				hlb_buf_printf(o, ",scheme=\"%s\",fingerprint=\"%016" PRIx64 "\"}",
-					       hashlb_scheme_name(hashlb_table_scheme(snap->table)),
-					       snap->fingerprint);
 				v = 1;
 				break;
 			case 2:
@@ -398,52 +481,52 @@ static void service_families(struct hlb_control *ctl, struct hlb_buf *o)
 				v = s->n_backends;
 				break;
 			case 8:
-				v = (double)c.lookups;
+				v = (double)c->lookups;
 				break;
 			case 9:
-				v = (double)c.total;
+				v = (double)c->total;
 				break;
 			case 10:
-				v = (double)c.active;
+				v = (double)c->active;
 				break;
 			case 11:
-				v = (double)c.rejected;
+				v = (double)c->rejected;
 				break;
 			case 12:
-				v = (double)c.no_backend;
+				v = (double)c->no_backend;
 				break;
 			case 13:
 				v = s->n_removed;
 				break;
 			case 14:
-				v = (double)c.bad_header;
+				v = (double)c->bad_header;
 				break;
 			case 15:
-				v = (double)c.untrusted;
+				v = (double)c->untrusted;
 				break;
 			case 16:
-				v = (double)c.queued;
+				v = (double)c->queued;
 				break;
 			case 17:
-				v = (double)c.queued_total;
+				v = (double)c->queued_total;
 				break;
 			case 18:
-				v = (double)c.queue_timeouts;
+				v = (double)c->queue_timeouts;
 				break;
 			case 19:
-				v = (double)c.queue_aborts;
+				v = (double)c->queue_aborts;
 				break;
 			case 20:
-				v = (double)c.denied;
+				v = (double)c->denied;
 				break;
 			case 21:
-				v = (double)c.client_limited;
+				v = (double)c->client_limited;
 				break;
 			case 22:
-				v = (double)c.rate_pauses;
+				v = (double)c->rate_pauses;
 				break;
 			}
-			hlb_buf_printf(o, " %.17g\n", v);
+			value_g17(o, v);
 		}
 	}
 }
@@ -609,10 +692,16 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	struct rlimit rl = { 0 };
+	struct scrape sc;
 
-	backend_families(ctl, o);
-	closed_family(ctl, o);
-	service_families(ctl, o);
+	if (scrape_read(ctl, &sc) < 0) {
+		o->oom = true;
+		return;
+	}
+	backend_families(&sc, o);
+	closed_family(&sc, o);
+	service_families(&sc, o);
+	scrape_free(&sc);
 	steer_families(ctl, o);
 	worker_families(ctl, o);
 	getrlimit(RLIMIT_NOFILE, &rl);

@@ -2,9 +2,8 @@
 /*
  * The admin endpoint's request parser (src/control/http_request.c) on
  * buffers alone: a request is answered the same however TCP cut it, and its
- * body, a C string as http.h promises, ends at its Content-Length; and the
- * JSON strings of the answers (src/control/buf.c) are UTF-8 whatever bytes a
- * request held.
+ * body, a C string as http.h promises, ends at its Content-Length. (The
+ * JSON strings of the answers: test_buf.c.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,43 +132,6 @@ static void test_content_length_digits_once(void **state)
 	free(in);
 }
 
-/* hlb_buf_json_str(<s>) as a C string (freed by the caller). */
-static char *json_of(const char *s)
-{
-	struct hlb_buf b = { 0 };
-
-	hlb_buf_json_str(&b, s);
-	assert_false(b.oom);
-	return b.p;
-}
-
-static void test_json_strings_are_utf8(void **state)
-{
-	static const struct {
-		const char *in, *out;
-	} cases[] = {
-		{ "web-1", "\"web-1\"" },
-		{ "q\"b\\\n\x01", "\"q\\\"b\\\\\\n\\u0001\"" },
-		{ "\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80",
-		  "\"\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80\"" },
-		/* ?service=%FF%FE, echoed in "no service '...'" */
-		{ "\xff\xfe", "\"\\ufffd\\ufffd\"" },
-		{ "a\xc3(", "\"a\\ufffd(\"" }, /* a sequence cut by an ASCII byte */
-		{ "\xc0\xaf", "\"\\ufffd\\ufffd\"" }, /* overlong '/' */
-		{ "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"" }, /* a surrogate */
-		{ "\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"" }, /* past U+10FFFF */
-		{ "x\xe2\x82", "\"x\\ufffd\\ufffd\"" }, /* cut short by the end */
-	};
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *got = json_of(cases[i].in);
-
-		assert_string_equal(got, cases[i].out);
-		free(got);
-	}
-}
-
 static void test_param_given_twice_is_found(void **state)
 {
 	static const struct {
@@ -236,7 +198,6 @@ int main(void)
 		cmocka_unit_test(test_body_ends_at_its_length),
 		cmocka_unit_test(test_request_line_is_the_first_line),
 		cmocka_unit_test(test_content_length_digits_once),
-		cmocka_unit_test(test_json_strings_are_utf8),
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 	};

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The admin answers' buffer (src/control/buf.c): the numbers /metrics writes
+ * without printf read byte for byte as printf's "%.17g" and "%" PRIu64 would
+ * write them; JSON strings and label values are UTF-8 whatever bytes a
+ * request or a name held; a formatted append is whole whether or not it fits
+ * the room the buffer had.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "control/buf.h"
+
+static void assert_g17(double v)
+{
+	struct hlb_buf b = { 0 };
+	char want[64];
+
+	snprintf(want, sizeof(want), "%.17g", v);
+	hlb_buf_g17(&b, v);
+	assert_false(b.oom);
+	assert_string_equal(b.p, want);
+	assert_int_equal(b.len, strlen(want));
+	hlb_buf_free(&b);
+}
+
+static void assert_u64(uint64_t v)
+{
+	struct hlb_buf b = { 0 };
+	char want[32];
+
+	snprintf(want, sizeof(want), "%" PRIu64, v);
+	hlb_buf_u64(&b, v);
+	assert_string_equal(b.p, want);
+	hlb_buf_free(&b);
+}
+
+static void test_g17_reads_as_printf(void **state)
+{
+	static const double edges[] = {
+		0.0,
+		-0.0,
+		1.0,
+		-1.0,
+		0.5,
+		1.5,
+		65535.0 / 65536.0,
+		3.4913000000000003e-05,
+		1e16,
+		1e17 - 16, /* the last double below 1e17 */
+		1e17,
+		1e17 + 16,
+		-1e17,
+		-(1e17 - 16),
+		9007199254740992.0, /* 2^53 */
+		9007199254740993.0,
+		18446744073709551615.0, /* UINT64_MAX as a double: 2^64 */
+		9223372036854775807.0, /* 2^63 */
+		-9223372036854775808.0,
+		1e300,
+		-1e-300,
+		4.9e-324,
+		INFINITY,
+		-INFINITY,
+		NAN,
+	};
+	uint64_t x = 0x9e3779b97f4a7c15u;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		assert_g17(edges[i]);
+	for (int i = 0; i < 64; i++) {
+		assert_g17((double)(UINT64_C(1) << i));
+		assert_g17((double)((UINT64_C(1) << i) - 1));
+		assert_g17(ldexp(1.0, -i));
+	}
+	for (int i = 0; i < 200000; i++) {
+		/* xorshift: integers of every length, counters as doubles, fractions */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		assert_g17((double)(x >> (x % 64)));
+		assert_g17((double)(x >> 11) / 1e6);
+		assert_g17(-(double)(x >> (x % 64)));
+	}
+}
+
+static void test_u64_reads_as_printf(void **state)
+{
+	uint64_t x = 1;
+
+	(void)state;
+	assert_u64(0);
+	assert_u64(UINT64_MAX);
+	for (int i = 0; i < 20; i++, x *= 10) {
+		assert_u64(x - 1);
+		assert_u64(x);
+	}
+}
+
+/* JSON strings (hlb_buf_json_str()) and Prometheus label values (hlb_buf_label()). */
+static void test_strings_are_escaped_utf8(void **state)
+{
+	static const struct {
+		bool json;
+		const char *in, *out;
+	} cases[] = {
+		{ true, NULL, "null" },
+		{ true, "web-1", "\"web-1\"" },
+		{ true, "q\"b\\\n\x01", "\"q\\\"b\\\\\\n\\u0001\"" },
+		{ true, "\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80",
+		  "\"\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80\"" },
+		/* ?service=%FF%FE, echoed in "no service '...'" */
+		{ true, "\xff\xfe", "\"\\ufffd\\ufffd\"" },
+		{ true, "a\xc3(", "\"a\\ufffd(\"" }, /* a sequence cut by an ASCII byte */
+		{ true, "\xc0\xaf", "\"\\ufffd\\ufffd\"" }, /* overlong '/' */
+		{ true, "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"" }, /* a surrogate */
+		{ true, "\xf4\x90\x80\x80",
+		  "\"\\ufffd\\ufffd\\ufffd\\ufffd\"" }, /* past U+10FFFF */
+		{ true, "x\xe2\x82", "\"x\\ufffd\\ufffd\"" }, /* cut short by the end */
+		{ true, "plain ASCII run\x7f, then \"", "\"plain ASCII run\x7f, then \\\"\"" },
+		{ false, "web-1", "\"web-1\"" },
+		{ false, "", "\"\"" },
+		{ false, "a\\b\"c\nd", "\"a\\\\b\\\"c\\nd\"" },
+		{ false, "\\\\", "\"\\\\\\\\\"" },
+		{ false, "x\x01y\x1fz\x7f", "\"xyz\x7f\"" }, /* control bytes dropped, DEL kept */
+		{ false,
+		  "b\xc3\xa4"
+		  "ck \xe2\x82\xac",
+		  "\"b\xc3\xa4"
+		  "ck \xe2\x82\xac\"" },
+		{ false,
+		  "a\xff"
+		  "b",
+		  "\"a\xef\xbf\xbd"
+		  "b\"" }, /* not UTF-8: U+FFFD */
+		{ false, "x\xe2\x82", "\"x\xef\xbf\xbd\xef\xbf\xbd\"" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hlb_buf b = { 0 };
+
+		if (cases[i].json)
+			hlb_buf_json_str(&b, cases[i].in);
+		else
+			hlb_buf_label(&b, cases[i].in);
+		assert_false(b.oom);
+		assert_string_equal(b.p, cases[i].out);
+		hlb_buf_free(&b);
+	}
+}
+
+/* Appends that fit the room left, and that do not, by one byte and by much. */
+static void test_printf_whole_at_any_room(void **state)
+{
+	char want[4096];
+	size_t want_len = 0;
+
+	(void)state;
+	for (size_t first = 0; first < 1100; first += 7) {
+		struct hlb_buf b = { 0 };
+
+		want_len = 0;
+		for (size_t i = 0; i < first; i++)
+			hlb_buf_put(&b, "a", 1);
+		memset(want, 'a', first);
+		want_len = first;
+		for (int k = 0; k < 40; k++) {
+			int n = snprintf(want + want_len, sizeof(want) - want_len, "<%d:%0*d>", k,
+					 k * 3, k);
+
+			hlb_buf_printf(&b, "<%d:%0*d>", k, k * 3, k);
+			want_len += (size_t)n;
+		}
+		assert_false(b.oom);
+		assert_int_equal(b.len, want_len);
+		assert_memory_equal(b.p, want, want_len);
+		assert_int_equal(b.p[b.len], '\0');
+		hlb_buf_free(&b);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_g17_reads_as_printf),
+		cmocka_unit_test(test_u64_reads_as_printf),
+		cmocka_unit_test(test_strings_are_escaped_utf8),
+		cmocka_unit_test(test_printf_whole_at_any_room),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
