@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,8 +43,9 @@ struct http_conn {
 	struct hlb_timer timer;
 	char in[HLB_HTTP_REQ_MAX + 1];
 	size_t in_len;
-	struct hlb_buf out;
-	size_t out_off;
+	struct hlb_buf out; /* the head of the answer, or all of it */
+	struct hlb_buf body; /* the rest: the handler's body, taken as it was, not copied */
+	size_t out_off; /* bytes written of out then body */
 	bool head; /* a HEAD request: the answer has no body */
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
 	struct http_conn *prev, *next;
@@ -98,6 +100,7 @@ static void conn_close(struct http_conn *c)
 	close(c->io.fd);
 	hlb_timer_cancel(h->loop, &c->timer);
 	hlb_buf_free(&c->out);
+	hlb_buf_free(&c->body);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -148,8 +151,19 @@ static const char *status_text(int status)
 /* Write what is pending; close when done or on error. */
 static void conn_flush(struct http_conn *c)
 {
-	while (c->out_off < c->out.len) {
-		ssize_t n = write(c->io.fd, c->out.p + c->out_off, c->out.len - c->out_off);
+	while (c->out_off < c->out.len + c->body.len) {
+		size_t body_off = c->out_off > c->out.len ? c->out_off - c->out.len : 0;
+		struct iovec iov[2];
+		int n_iov = 0;
+		ssize_t n;
+
+		if (c->out_off < c->out.len)
+			iov[n_iov++] =
+				(struct iovec){ c->out.p + c->out_off, c->out.len - c->out_off };
+		if (body_off < c->body.len)
+			iov[n_iov++] =
+				(struct iovec){ c->body.p + body_off, c->body.len - body_off };
+		n = writev(c->io.fd, iov, n_iov);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -190,8 +204,14 @@ static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
 		       resp->allow ? "Allow: " : "", resp->allow ? resp->allow : "",
 		       resp->allow ? "\r\n" : "");
 	body_off = c->out.len;
-	if (!c->head)
+	if (!c->head && !resp->n_fds) {
+		/* taken, not copied: copying a 10 MB /metrics (its pages faulted in) took as
+		 * long as rendering it */
+		c->body = resp->body;
+		resp->body = (struct hlb_buf){ 0 };
+	} else if (!c->head) {
 		hlb_buf_put(&c->out, resp->body.p ? resp->body.p : "", resp->body.len);
+	}
 	hlb_buf_free(&resp->body);
 	if (c->out.oom) {
 		conn_close(c);
@@ -226,7 +246,7 @@ static size_t unread_bytes(const struct hlb_http *h)
 	size_t n = 0;
 
 	for (const struct http_conn *c = h->conns; c; c = c->next)
-		n += c->out.len;
+		n += c->out.len + c->body.len;
 	return n;
 }
 
