@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,8 +20,16 @@
 #include "hashlb/config.h"
 
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
-/* how long the endpoint may take to accept a connection, and then each read of its answer */
+/* how long the endpoint may take to accept a connection, and then to send its whole answer */
 #define CTL_TIMEOUT_S 30
+/*
+ * The longest answer read, headers and all: past it the endpoint is no hashlb (or a broken
+ * one), and the command fails rather than grow without bound. The largest real answer is the
+ * /metrics of the largest config: 45 series per backend, about 5.3 KB per backend with
+ * 30-byte names (42.5 MB for one service of 8,000), so about 350 MB for a service of 65,535
+ * backends, HASHLB_BACKENDS_MAX.
+ */
+#define CTL_ANSWER_MAX (1u << 30)
 /* --timeout: seconds to wait for the endpoint, 0 = the defaults (CTL_TIMEOUT_S,
  * and UPGRADE_WAIT_MS for the outcome of an upgrade) */
 static unsigned ctl_timeout_s;
@@ -96,9 +105,13 @@ static void usage(FILE *f)
 		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
 		"  -j, --json          print the endpoint's JSON instead of text\n"
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
-		"  -t, --timeout S     give up on an endpoint that accepts or answers\n"
-		"                      nothing for S seconds (default 30), exit 1; for\n"
-		"                      upgrade, the wait for its outcome (default 70)\n"
+		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
+		"                      within S seconds, or whose answer has not come\n"
+		"                      whole S seconds after the request (default 30),\n"
+		"                      exit 1; for upgrade, the wait for its outcome\n"
+		"                      (default 70). An answer over 1 GiB is given up\n"
+		"                      too (hashlb's largest, a /metrics of 65,535\n"
+		"                      backends, is about 350 MB)\n"
 		"  -h, --help          show this text\n"
 		"\n"
 		"EXIT STATUS\n"
@@ -121,19 +134,26 @@ static void usage(FILE *f)
 		"ctl", "ctl");
 }
 
+/* CLOCK_MONOTONIC in ms: the waits are on the clock, not counted per read or per poll */
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /*
- * Connect <fd> to <addr> within CTL_TIMEOUT_S, and give each read of it as
- * long: 0 or -errno, -ETIMEDOUT when nothing accepted in time. An endpoint
- * whose control thread is stuck leaves connections in its listen queue; once
- * that is full, a connect to a Unix socket blocks until one is accepted
- * (forever, without a timeout), and one over TCP until its SYNs give up.
+ * Connect <fd> to <addr> within ctl_wait_s() (a write to it waits as long): 0 or -errno,
+ * -ETIMEDOUT when nothing accepted in time. An endpoint whose control thread is stuck leaves
+ * connections in its listen queue; once that is full, a connect to a Unix socket blocks until
+ * one is accepted (forever, without a timeout), and one over TCP until its SYNs give up.
  */
 static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct timeval tv = { .tv_sec = ctl_wait_s() };
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, addr, len) == 0)
 		return 0;
 	/* the timeout ran out: EAGAIN on a Unix socket, EINPROGRESS over TCP */
@@ -246,7 +266,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	size_t got = 0, cap = 65536;
 	char req[2048], name[160], *buf, *body;
 	int fd, status = 0, r;
-	bool timed_out = false;
+	bool timed_out = false, too_long = false;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	r = fd < 0 ? -errno : ctl_connect(fd, (const struct sockaddr *)ss, len);
@@ -275,7 +295,9 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		return r;
 	}
 	buf = malloc(cap + 1);
-	for (;;) {
+	for (long end = now_ms() + ctl_wait_s() * 1000L;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = end - now_ms();
 		ssize_t n;
 
 		if (!buf) {
@@ -284,7 +306,10 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 			return -ENOMEM;
 		}
 		if (got == cap) {
-			char *nb = realloc(buf, cap * 2 + 1);
+			/* one byte past the cap tells an answer too long */
+			size_t more =
+				cap * 2 < CTL_ANSWER_MAX + 1ul ? cap * 2 : CTL_ANSWER_MAX + 1ul;
+			char *nb = realloc(buf, more + 1);
 
 			if (!nb) {
 				free(buf);
@@ -292,29 +317,43 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 				continue;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = more;
 		}
-		n = read(fd, buf + got, cap - got);
+		/* the whole answer within the time, not each read: a trickle ends too */
+		if (left <= 0 || (n = poll(&p, 1, (int)left)) == 0) {
+			timed_out = true;
+			break;
+		}
+		if (n > 0)
+			n = read(fd, buf + got, cap - got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN)
-			timed_out = true; /* SO_RCVTIMEO: the endpoint says nothing more */
 		if (n <= 0)
 			break;
 		got += (size_t)n;
+		if (got > CTL_ANSWER_MAX) {
+			too_long = true;
+			break;
+		}
 	}
 	close(fd);
 	buf[got] = '\0';
 	body = strstr(buf, "\r\n\r\n");
-	if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 8, " %d", &status) != 1) {
-		if (!quiet && timed_out)
-			cli_error("no answer from the admin endpoint at %s within %u s\n",
-				  admin_name(ss, name, sizeof(name)), ctl_wait_s());
+	if (timed_out || too_long || strncmp(buf, "HTTP/1.", 7) || !body ||
+	    sscanf(buf + 8, " %d", &status) != 1) {
+		if (!quiet && too_long)
+			cli_error("the admin endpoint at %s answers more than %u MiB, more than "
+				  "hashlb does: is it hashlb?\n",
+				  admin_name(ss, name, sizeof(name)), CTL_ANSWER_MAX >> 20);
+		else if (!quiet && timed_out)
+			cli_error("no %sanswer from the admin endpoint at %s within %u s\n",
+				  got ? "whole " : "", admin_name(ss, name, sizeof(name)),
+				  ctl_wait_s());
 		else if (!quiet)
 			cli_error("no valid answer from the admin endpoint at %s\n",
 				  admin_name(ss, name, sizeof(name)));
 		free(buf);
-		return timed_out ? -ETIMEDOUT : -EPROTO;
+		return timed_out ? -ETIMEDOUT : too_long ? -EMSGSIZE : -EPROTO;
 	}
 	*ret_status = status;
 	*ret_buf = buf;
@@ -398,15 +437,6 @@ static long json_int(const char *json, const char *key)
 
 #define UPGRADE_WAIT_MS 70000 /* the daemon gives the new process 60 s */
 
-/* CLOCK_MONOTONIC in ms: the upgrade's wait is on the clock, not counted in polls, each
- * of which may take up to CTL_TIMEOUT_S against an endpoint that does not answer */
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 /* the old endpoint gone, the new process still up this long: it took over */
 #define UPGRADE_GONE_MS 2000
 

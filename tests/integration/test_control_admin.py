@@ -1380,18 +1380,24 @@ def unread_answers_hold_bounded_memory():
     b.stop()
 
 
-def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
-    """hashlb ctl upgrade follows GET /status for 70 s at most, on the clock: against an
-    endpoint that took the upgrade and then accepts but never answers (a stuck control
-    thread), it exits 1 saying it had no answer. It counted 100 ms a poll whatever the poll
-    took (30 s each here), and took a poll that timed out for nobody being there: it waited
-    10 minutes, then said "upgraded", exit 0."""
+def ctl_ends(args, timeout, **kw):
+    """hashlb ctl ARGS run to its end: its subprocess.CompletedProcess (text), or None if it
+    still ran after <timeout> s (then killed)."""
     import subprocess
     from lbtest import HASHLB
+    try:
+        return subprocess.run([HASHLB, "ctl", *args], capture_output=True, text=True,
+                              timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def fake_endpoint(answer):
+    """A server on 127.0.0.1 that is not hashlb: <answer>(connection) on a thread of its own
+    for each connection it accepts. (its socket, to close; its address, "127.0.0.1:PORT")."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(64)
-    stuck = []
 
     def serve():
         while True:
@@ -1399,26 +1405,77 @@ def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
                 c, _ = srv.accept()
             except OSError:
                 return
-            if c.recv(4096).startswith(b"POST /upgrade"):
-                body = b'{"pid":%d,"new_pid":%d}\n' % (os.getpid(), os.getpid())
-                c.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: %d\r\n"
-                          b"Connection: close\r\n\r\n%s" % (len(body), body))
-                c.close()
-            else:
-                stuck.append(c)
+            threading.Thread(target=answer, args=(c,), daemon=True).start()
     threading.Thread(target=serve, daemon=True).start()
-    port = srv.getsockname()[1]
-    try:
-        # --timeout 5: the wait for the outcome and each poll's (by default 70 and 30 s)
-        p = subprocess.run([HASHLB, "ctl", "--admin", f"127.0.0.1:{port}", "--timeout", "5",
-                            "upgrade"], capture_output=True, text=True, timeout=300)
-        check(p.returncode == 1 and "no answer from pid" in p.stderr and " in 5 s" in p.stderr
-              and not p.stdout,
-              f"ctl upgrade gives up: exit {p.returncode} {p.stdout!r} {p.stderr!r}")
-    except subprocess.TimeoutExpired:
-        check(False, f"ctl upgrade still waits after 300 s ({len(stuck)} polls)")
+    return srv, f"127.0.0.1:{srv.getsockname()[1]}"
+
+
+def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
+    """hashlb ctl upgrade follows GET /status for 70 s at most, on the clock: against an
+    endpoint that took the upgrade and then accepts but never answers (a stuck control
+    thread), it exits 1 saying it had no answer. It counted 100 ms a poll whatever the poll
+    took (30 s each here), and took a poll that timed out for nobody being there: it waited
+    10 minutes, then said "upgraded", exit 0."""
+    stuck = []
+
+    def answer(c):
+        if c.recv(4096).startswith(b"POST /upgrade"):
+            body = b'{"pid":%d,"new_pid":%d}\n' % (os.getpid(), os.getpid())
+            c.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: %d\r\n"
+                      b"Connection: close\r\n\r\n%s" % (len(body), body))
+            c.close()
+        else:
+            stuck.append(c)
+    srv, admin = fake_endpoint(answer)
+    # --timeout 5: the wait for the outcome and each poll's (by default 70 and 30 s)
+    p = ctl_ends(["--admin", admin, "--timeout", "5", "upgrade"], 300)
+    check(p and p.returncode == 1 and "no answer from pid" in p.stderr and " in 5 s" in p.stderr
+          and not p.stdout, f"ctl upgrade gives up: {p} ({len(stuck)} polls)")
     srv.close()
     for c in stuck:
+        c.close()
+
+
+def ctl_bounds_an_answer_that_does_not_end():
+    """hashlb ctl pointed at a server that is not hashlb: one that answers a byte a second and
+    never ends is given up after --timeout in all (not --timeout per read: it waited for
+    ever), and one whose answer never ends is given up past 1 GiB, more than the /metrics of
+    a service of 65,535 backends (it grew until memory ran out: here, under a 3 GiB address
+    space limit, it said "out of memory"). Exit 1 either way, saying why."""
+    import resource
+    mode = {}
+    open_conns = []
+
+    def answer(c):
+        open_conns.append(c)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+        chunk = b"x" * (1 << 20)
+        try:
+            c.recv(4096)
+            c.sendall(head)
+            while True:
+                if mode["how"] == "trickle":
+                    c.sendall(b"x")
+                    time.sleep(1)
+                else:
+                    c.sendall(chunk)
+        except OSError:
+            pass
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    srv, admin = fake_endpoint(answer)
+    for how, args, says in (("trickle", ("--timeout", "2"), "no whole answer from the admin "
+                             f"endpoint at {admin} within 2 s"),
+                            ("endless", ("--timeout", "600"), f"the admin endpoint at {admin} "
+                             "answers more than 1024 MiB")):
+        mode["how"] = how
+        p = ctl_ends(["--admin", admin, *args, "status"], 120, preexec_fn=limit)
+        check(p and p.returncode == 1 and says in p.stderr and not p.stdout,
+              f"{how}: ctl gives up, saying why: {p}")
+    srv.close()
+    for c in open_conns:
         c.close()
 
 
@@ -1444,6 +1501,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
+           ctl_bounds_an_answer_that_does_not_end,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
