@@ -1022,19 +1022,60 @@ uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const
 	return r.closing + r.drained;
 }
 
+/* A POST /close whose answer waits for the old process's (close_old()). */
+struct hlb_close_wait {
+	struct hlb_close_wait *next;
+	struct hlb_control *ctl;
+	uint64_t id; /* the request's, for hlb_http_answer() */
+	struct hlb_http_resp resp; /* the answer so far */
+	pid_t pid; /* the old process's */
+	bool text;
+};
+
+/* The end of a close's answer: what the old process <pid> (0: none) closed, <n> (-1: it could
+ * not be asked), and the answer's end. */
+static void close_old_say(struct hlb_buf *o, pid_t pid, int64_t n, bool text)
+{
+	if (!text) {
+		if (!pid)
+			hlb_buf_puts(o, ",\"old\":null");
+		else if (n < 0)
+			hlb_buf_printf(o, ",\"old\":{\"pid\":%d,\"closing\":null}", (int)pid);
+		else
+			hlb_buf_printf(o, ",\"old\":{\"pid\":%d,\"closing\":%" PRId64 "}", (int)pid,
+				       n);
+		hlb_buf_puts(o, "}\n");
+		return;
+	}
+	if (pid && n >= 0)
+		hlb_buf_printf(o,
+			       "; and %" PRId64 " of the hashlb this one took over from (pid %d), "
+			       "which still runs",
+			       n, (int)pid);
+	else if (pid)
+		hlb_buf_printf(o,
+			       "; NOT those of the hashlb this one took over from (pid %d), which "
+			       "still runs and could not be asked: they end by themselves, at its "
+			       "timeouts.drain once it stops, or all at once with a second SIGTERM "
+			       "to it",
+			       (int)pid);
+	hlb_buf_puts(o, "\n");
+}
+
 /*
  * After a close here: the same asked of the hashlb this one took the sockets over from, if it
- * still runs (it drains), and said in <resp> (the text's line goes on, unended; JSON: an "old"
- * member, null when none runs, and "new", the pid of a hashlb that took over from this one and
- * runs, whose connections are not closed here). Their connections are not this one's to count
- * as closed.
+ * still runs (it drains), and said in <resp>, which it ends (the text's line goes on: JSON, an
+ * "old" member, null when none runs, and "new", the pid of a hashlb that took over from this
+ * one and runs, whose connections are not closed here). Their connections are not this one's
+ * to count as closed. The old one's answer is waited for on the loop: <resp> is then held
+ * (hlb_http_resp.hold) and sent once it comes, or once it could not (2 s).
  */
 static void close_old(struct hlb_control *ctl, struct hlb_pool_service *s, const char *name,
-		      struct hlb_http_resp *resp, bool text)
+		      const struct hlb_http_req *req, struct hlb_http_resp *resp, bool text)
 {
-	int64_t n = -1;
-	pid_t pid = ctl->close_old ? ctl->close_old(ctl->daemon, s->cfg->name, name, &n) : 0;
 	pid_t succ = ctl->successor ? ctl->successor(ctl->daemon) : 0;
+	struct hlb_close_wait *w = NULL;
+	pid_t pid = 0;
 
 	if (succ > 0 && text)
 		hlb_buf_printf(&resp->body,
@@ -1045,37 +1086,59 @@ static void close_old(struct hlb_control *ctl, struct hlb_pool_service *s, const
 		hlb_buf_printf(&resp->body, ",\"new\":%d", (int)succ);
 	else if (!text)
 		hlb_buf_puts(&resp->body, ",\"new\":null");
-	if (!text) {
-		if (!pid)
-			hlb_buf_puts(&resp->body, ",\"old\":null");
-		else if (n < 0)
-			hlb_buf_printf(&resp->body, ",\"old\":{\"pid\":%d,\"closing\":null}",
-				       (int)pid);
-		else
-			hlb_buf_printf(&resp->body, ",\"old\":{\"pid\":%d,\"closing\":%" PRId64 "}",
-				       (int)pid, n);
+	if (ctl->close_old && ctl->http) {
+		w = calloc(1, sizeof(*w));
+		pid = w ? ctl->close_old(ctl->daemon, s->cfg->name, name, w) : -ENOMEM;
+	}
+	if (pid <= 0) {
+		free(w);
+		resp->body.oom |= pid < 0; /* answered 500, out of memory */
+		close_old_say(&resp->body, 0, -1, text);
 		return;
 	}
-	if (!pid)
-		return;
-	if (n >= 0)
-		hlb_buf_printf(&resp->body,
-			       "; and %" PRId64 " of the hashlb this one took over from (pid %d), "
-			       "which still runs",
-			       n, (int)pid);
-	else
-		hlb_buf_printf(&resp->body,
-			       "; NOT those of the hashlb this one took over from (pid %d), which "
-			       "still runs and could not be asked: they end by themselves, at its "
-			       "timeouts.drain once it stops, or all at once with a second SIGTERM "
-			       "to it",
-			       (int)pid);
+	*w = (struct hlb_close_wait){ .next = ctl->close_waits,
+				      .ctl = ctl,
+				      .id = req->id,
+				      .resp = *resp,
+				      .pid = pid,
+				      .text = text };
+	ctl->close_waits = w;
+	resp->body = (struct hlb_buf){ 0 };
+	resp->hold = true;
+}
+
+void hlb_control_close_old_done(struct hlb_close_wait *w, int64_t n)
+{
+	struct hlb_control *ctl = w->ctl;
+	struct hlb_close_wait **pp = &ctl->close_waits;
+
+	while (*pp != w)
+		pp = &(*pp)->next;
+	*pp = w->next;
+	close_old_say(&w->resp.body, w->pid, n, w->text);
+	if (ctl->http)
+		hlb_http_answer(ctl->http, w->id, &w->resp);
+	else /* the endpoint closed (handed over): the client had its connection closed */
+		hlb_buf_free(&w->resp.body);
+	free(w);
+}
+
+void hlb_control_close_waits_free(struct hlb_control *ctl)
+{
+	while (ctl->close_waits) {
+		struct hlb_close_wait *w = ctl->close_waits;
+
+		ctl->close_waits = w->next;
+		hlb_buf_free(&w->resp.body);
+		free(w);
+	}
 }
 
 /* The answer to a POST /close on the name of an each_address entry, <r> its backends. */
 static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service *s,
 			       const char *name, const struct close_reach *r,
-			       struct hlb_http_resp *resp, bool text)
+			       const struct hlb_http_req *req, struct hlb_http_resp *resp,
+			       bool text)
 {
 	if (text) {
 		hlb_buf_printf(&resp->body,
@@ -1083,8 +1146,7 @@ static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service 
 			       " established connections (and those connecting) of its %u "
 			       "backends; their states are unchanged",
 			       s->cfg->name, name, r->closing, r->members);
-		close_old(ctl, s, name, resp, text);
-		hlb_buf_puts(&resp->body, "\n");
+		close_old(ctl, s, name, req, resp, text);
 		return;
 	}
 	hlb_buf_puts(&resp->body, "{\"service\":");
@@ -1093,8 +1155,7 @@ static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service 
 	hlb_buf_json_str(&resp->body, name);
 	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64, r->members,
 		       r->closing);
-	close_old(ctl, s, name, resp, text);
-	hlb_buf_puts(&resp->body, "}\n");
+	close_old(ctl, s, name, req, resp, text);
 }
 
 /*
@@ -1123,7 +1184,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		return;
 	close_reach(s, name, true, &r);
 	if (r.members) {
-		close_answer_group(ctl, s, name, &r, resp, text);
+		close_answer_group(ctl, s, name, &r, req, resp, text);
 		return;
 	}
 	b = r.backend;
@@ -1143,8 +1204,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				       "%s closing the %" PRIu64
 				       " established connections of its draining (removed) address",
 				       b ? "; and" : ",", r.drained);
-		close_old(ctl, s, name, resp, text);
-		hlb_buf_puts(&resp->body, "\n");
+		close_old(ctl, s, name, req, resp, text);
 		return;
 	}
 	hlb_buf_puts(&resp->body, "{\"service\":");
@@ -1155,8 +1215,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64 ",\"state\":\"%s\"",
 		       r.closing + r.drained, r.drained,
 		       b ? hashlb_admin_state_name(b->admin) : "removed");
-	close_old(ctl, s, name, resp, text);
-	hlb_buf_puts(&resp->body, "}\n");
+	close_old(ctl, s, name, req, resp, text);
 }
 
 static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)

@@ -389,6 +389,7 @@ void hlb_control_free(struct hlb_control *ctl)
 	if (!ctl)
 		return;
 	hlb_http_free(ctl->http);
+	hlb_control_close_waits_free(ctl);
 	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
 	resolve_drop(ctl);
 	hlb_pool_free(ctl->pool);

@@ -35,6 +35,8 @@ struct hlb_steer_sample {
 typedef void (*hlb_control_log_fn)(void *arg, enum hlb_log_level level, const char *msg,
 				   const char *kv);
 
+struct hlb_close_wait;
+
 struct hlb_control {
 	struct hlb_loop *loop; /* borrowed */
 	struct hlb_pool *pool;
@@ -87,8 +89,12 @@ struct hlb_control {
 	 * to and that still runs, 0: none (hlb_daemon_successor()) */
 	pid_t (*successor)(void *daemon);
 	/* hashlb ctl close: the same asked of the hashlb this one took over from, if it still
-	 * runs (hlb_daemon_close_old()): its pid, 0 if none; *ret_n its count, -1: not asked */
-	pid_t (*close_old)(void *daemon, const char *svc, const char *name, int64_t *ret_n);
+	 * runs (hlb_daemon_close_old()): its pid, 0 if none, -ENOMEM; with a pid,
+	 * hlb_control_close_old_done(<wait>, n) follows on the loop, n its count or -1: not
+	 * asked (never from within this call, nor once the daemon is freed) */
+	pid_t (*close_old)(void *daemon, const char *svc, const char *name,
+			   struct hlb_close_wait *wait);
+	struct hlb_close_wait *close_waits; /* the answers that wait so (admin.c) */
 	/* kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled,
 	 * -ENODEV if it has no program now (attaching failed, or a build without BPF), -ENOENT
 	 * past the last one; NULL: nothing is steered by this process */
@@ -138,6 +144,11 @@ const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_stee
 
 /* The admin endpoint's routes (admin.c). */
 void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
+/* The old process's answer to a close that waits for it (hlb_control.close_old): <n> its
+ * count, -1 if it could not be asked. The answer goes to the client; <wait> is freed. */
+void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);
+/* Free the closes that still wait (the client gets no answer). */
+void hlb_control_close_waits_free(struct hlb_control *ctl);
 /* Prometheus text exposition of everything (metrics.c). */
 void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *out);
 

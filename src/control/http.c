@@ -48,6 +48,8 @@ struct http_conn {
 	size_t out_off; /* bytes written of out then body */
 	bool head; /* a HEAD request: the answer has no body */
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
+	bool held; /* its request waits for hlb_http_answer() */
+	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
 
@@ -62,6 +64,7 @@ struct hlb_http {
 	ino_t unix_ino;
 	struct http_conn *conns;
 	unsigned n_conns;
+	uint64_t last_id; /* the last request's hlb_http_req.id */
 	/*
 	 * At the fd limit (the forwarder's clients can take every one) the
 	 * admin endpoint is what tells the operator so: a descriptor is kept
@@ -257,6 +260,12 @@ static void conn_io(void *arg, uint32_t events)
 	struct hlb_http_parsed p;
 	bool eof = false;
 
+	if (c->held) {
+		/* only an error or a hang-up is watched: the client has gone */
+		if (events & (EPOLLERR | EPOLLHUP))
+			conn_close(c);
+		return;
+	}
 	if (c->out.len) {
 		conn_flush(c);
 		return;
@@ -315,8 +324,35 @@ static void conn_io(void *arg, uint32_t events)
 	}
 	p.req.local = c->h->unix_path[0] != '\0';
 	p.req.fd = c->io.fd;
+	p.req.id = c->id = ++c->h->last_id;
 	c->h->fn(c->h->arg, &p.req, &resp);
+	if (resp.hold) {
+		/* what more the client sends is not read; a client that only shut down
+		 * writing after its request (printf ... | nc -N) still takes the answer */
+		hlb_buf_free(&resp.body);
+		c->held = true;
+		hlb_loop_mod(c->h->loop, &c->io, 0);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HLB_HTTP_HOLD_MS);
+		return;
+	}
 	conn_respond(c, &resp);
+}
+
+int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
+{
+	struct http_conn *c = h->conns;
+
+	while (c && !(c->held && c->id == id))
+		c = c->next;
+	if (!c) {
+		hlb_buf_free(&resp->body);
+		return -ENOENT;
+	}
+	c->held = false;
+	resp->n_fds = 0;
+	hlb_timer_arm(h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS); /* to be read */
+	conn_respond(c, resp);
+	return 0;
 }
 
 /* A request that has not arrived whole in time is answered 408 (and given as
@@ -326,6 +362,10 @@ static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;
 
+	if (c->held) { /* its handler did not answer in time */
+		conn_close(c);
+		return;
+	}
 	if (c->busy && !c->out.len) {
 		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS);
 		conn_busy(c);

@@ -28,6 +28,7 @@ struct hlb_http_req {
 	size_t body_len;
 	bool local; /* came over the Unix socket (the only one that can carry descriptors) */
 	int fd; /* the connection's socket (borrowed): who asks, for a handler that must know */
+	uint64_t id; /* this request's among the endpoint's, for hlb_http_answer() */
 };
 
 struct hlb_http_resp {
@@ -40,6 +41,10 @@ struct hlb_http_resp {
 	 * line per descriptor, and a batch of them rides with its lines. */
 	const int *fds;
 	unsigned n_fds;
+	/* Set by a handler that answers later, with hlb_http_answer(), having to wait for
+	 * something (another process): the rest of <resp> is not sent, and the connection
+	 * waits for that answer, HLB_HTTP_HOLD_MS at most (then it is closed unanswered). */
+	bool hold;
 };
 
 typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
@@ -126,7 +131,17 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg);
 /* The refusals of kind <why> since the endpoint started. */
 uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why);
-/* Closes the listener and every connection. Accepts NULL. */
+/* How long a request held (hlb_http_resp.hold) may wait for its answer. */
+#define HLB_HTTP_HOLD_MS 60000
+
+/*
+ * The answer <resp> to request <id>, held by its handler: sent as a handler's is (its
+ * descriptors are not: none may ride on a held answer). Its body is freed either way.
+ * Returns 0, or -ENOENT if that connection has closed since (its client went away, or it
+ * waited HLB_HTTP_HOLD_MS), or was never held.
+ */
+int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp);
+/* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
 const char *hlb_http_address(const struct hlb_http *h);

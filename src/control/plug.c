@@ -145,9 +145,17 @@ static pid_t plug_successor(void *daemon)
 	return hlb_daemon_successor(daemon);
 }
 
-static pid_t plug_close_old(void *daemon, const char *svc, const char *name, int64_t *ret_n)
+static void plug_close_old_done(struct hlb_daemon *d, void *arg, uint64_t own, int64_t n)
 {
-	return hlb_daemon_close_old(daemon, svc, name, ret_n);
+	(void)d;
+	(void)own;
+	hlb_control_close_old_done(arg, n);
+}
+
+static pid_t plug_close_old(void *daemon, const char *svc, const char *name,
+			    struct hlb_close_wait *wait)
+{
+	return hlb_daemon_close_old(daemon, svc, name, plug_close_old_done, wait, 0);
 }
 
 static uint64_t plug_close(struct hlb_daemon *d, void *arg, const char *svc, const char *name)

@@ -140,6 +140,13 @@ struct hlb_daemon {
 	size_t resync_len, resync_cap;
 	/* that socket once the health is in: requests to the old one (hlb_daemon_close_old()) */
 	int parent_fd;
+	char parent_in[64]; /* its answer being read */
+	size_t parent_len;
+	/* those requests in the order asked: the first sent and waiting for its answer until
+	 * ask_timer fires, the others behind it */
+	struct old_ask *asks, **asks_tail;
+	struct hlb_daemon_timer *ask_timer; /* for the first: NULL until a request is made */
+	uint64_t ask_due_ms; /* its time, CLOCK_MONOTONIC */
 	/* an upgrade in place handed over: the new one's requests come on this socket */
 	int succ_fd;
 	char succ_in[2 * HASHLB_NAME_MAX + 32];
@@ -809,6 +816,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->taker_pidfd = -1;
 	d->up.pidfd = d->up.sock = d->up.resync = -1;
 	d->resync_fd = d->parent_fd = d->succ_fd = d->successor_pidfd = -1;
+	d->asks_tail = &d->asks;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
 	d->config_path = strdup(config_path ? config_path : "");
@@ -1168,52 +1176,157 @@ static int line_read(int fd, char *buf, size_t size, size_t *len)
 	return *len == size - 1 ? -EPROTO : 0;
 }
 
-/* How long a request to the old process waits for its answer. */
+/* How long a request to the old process waits for its answer, once sent. */
 #define PARENT_WAIT_MS 2000
 
-/* Ask the old process "<line>" on parent_fd; its one-line answer into <ret> (NUL-terminated,
- * without the newline). Gives the socket up if that fails (the old one gone, or stuck). */
-static int parent_ask(struct hlb_daemon *d, const char *line, char *ret, size_t size)
-{
-	size_t len = strlen(line), got = 0;
-	struct pollfd p = { .fd = d->parent_fd, .events = POLLIN };
-	int r;
+/* A request to the old process (hlb_daemon_close_old()), in the line of them. */
+struct old_ask {
+	struct old_ask *next;
+	char line[2 * HASHLB_NAME_MAX + 32]; /* "": none to send (no socket), answered -1 */
+	bool sent; /* its answer is waited for, until ask_due_ms */
+	hlb_daemon_close_old_fn done;
+	void *arg;
+	uint64_t own;
+};
 
-	if (send(d->parent_fd, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
-		r = -errno;
-		goto err_close;
-	}
-	while (poll(&p, 1, PARENT_WAIT_MS) == 1) {
-		r = line_read(d->parent_fd, ret, size, &got);
-		if (r > 0) {
-			*strchr(ret, '\n') = '\0';
-			return 0;
-		}
-		if (r < 0)
-			goto err_close;
-	}
-	r = -ETIMEDOUT;
-err_close:
-	close(d->parent_fd);
-	d->parent_fd = -1;
-	return r;
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name, int64_t *ret_n)
+/* The socket to the old process closed (it has exited, or is stuck); nothing answered. */
+static void parent_fd_close(struct hlb_daemon *d)
+{
+	if (d->parent_fd < 0)
+		return;
+	hlb_daemon_unwatch(d, d->parent_fd);
+	close(d->parent_fd);
+	d->parent_fd = -1;
+}
+
+/* Send the first request in line if it is not yet, and set ask_timer for it: its answer is
+ * waited for PARENT_WAIT_MS; one with nothing to send is answered -1 at the timer's turn. */
+static void old_ask_next(struct hlb_daemon *d)
+{
+	struct old_ask *a = d->asks;
+	size_t len;
+
+	if (!a || a->sent)
+		return;
+	if (d->parent_fd < 0)
+		a->line[0] = '\0';
+	len = strlen(a->line);
+	if (len && send(d->parent_fd, a->line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
+		parent_fd_close(d); /* it has exited: answered -1, in turn */
+		len = 0;
+	}
+	a->sent = len != 0;
+	d->ask_due_ms = mono_ms() + (a->sent ? PARENT_WAIT_MS : 0);
+	hlb_daemon_timer_set(d->ask_timer, a->sent ? PARENT_WAIT_MS : 0, 0);
+}
+
+/* The first request in line is answered <n>: off the line, to its asker; the next one goes. */
+static void old_ask_done(struct hlb_daemon *d, int64_t n)
+{
+	struct old_ask *a = d->asks;
+
+	d->asks = a->next;
+	if (!d->asks)
+		d->asks_tail = &d->asks;
+	a->done(d, a->arg, a->own, n);
+	free(a);
+	old_ask_next(d);
+}
+
+/* ask_timer: the first request's answer is due (it was sent: the old process is given up, and
+ * every request waiting is answered -1), or it has nothing to send (answered -1). */
+static void old_ask_timeout(struct hlb_daemon *d, void *arg)
+{
+	uint64_t now = mono_ms();
+
+	(void)arg;
+	if (!d->asks)
+		return;
+	if (now < d->ask_due_ms) { /* set for a request answered since */
+		hlb_daemon_timer_set(d->ask_timer, d->ask_due_ms - now, 0);
+		return;
+	}
+	if (d->asks->sent) {
+		hlb_log(HLB_LOG_WARN, "the old hashlb did not answer: its socket is given up",
+			"pid=%d after_ms=%u", (int)hlb_proxy_taken_from(d->proxy), PARENT_WAIT_MS);
+		parent_fd_close(d);
+		d->asks->sent = false;
+	}
+	while (d->asks && !d->asks->sent)
+		old_ask_done(d, -1);
+}
+
+/* The old process's answers ("closed N"), to the first request in line each; or its end. */
+static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	unsigned long long n;
+	char *nl;
+	int r;
+
+	(void)events;
+	(void)arg;
+	r = line_read(fd, d->parent_in, sizeof(d->parent_in), &d->parent_len);
+	while (r > 0 && (nl = strchr(d->parent_in, '\n'))) {
+		*nl = '\0';
+		if (d->asks && d->asks->sent)
+			old_ask_done(d, sscanf(d->parent_in, "closed %llu", &n) == 1 ? (int64_t)n
+										     : -1);
+		d->parent_len -= (size_t)(nl + 1 - d->parent_in);
+		memmove(d->parent_in, nl + 1, d->parent_len + 1);
+	}
+	if (r < 0) {
+		/* it has exited: what waits is answered -1 in turn, at once */
+		parent_fd_close(d);
+		if (d->asks && d->asks->sent) {
+			d->asks->sent = false;
+			old_ask_done(d, -1);
+		}
+	}
+}
+
+/* Put a request in line: "close <svc> <name>", or, <svc> NULL, nothing to send (an answer
+ * that keeps its place among the others). 0 or -ENOMEM. */
+static int old_ask_add(struct hlb_daemon *d, const char *svc, const char *name,
+		       hlb_daemon_close_old_fn done, void *arg, uint64_t own)
+{
+	struct old_ask *a;
+
+	if (!d->ask_timer &&
+	    hlb_daemon_timer_add(d, 0, 0, old_ask_timeout, NULL, &d->ask_timer) < 0) {
+		d->ask_timer = NULL;
+		return -ENOMEM;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	/* with no socket to it (a side-by-side takeover, a hashlb of before), nothing is sent */
+	if (svc && d->parent_fd >= 0)
+		snprintf(a->line, sizeof(a->line), "close %s %s\n", svc, name);
+	a->done = done;
+	a->arg = arg;
+	a->own = own;
+	*d->asks_tail = a;
+	d->asks_tail = &a->next;
+	old_ask_next(d);
+	return 0;
+}
+
+pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name,
+			   hlb_daemon_close_old_fn done, void *arg, uint64_t own)
 {
 	pid_t pid = hlb_proxy_taken_from(d->proxy);
-	char line[2 * HASHLB_NAME_MAX + 32], answer[64];
-	unsigned long long n;
 
 	if (!pid || !hlb_proxy_old_running(d->proxy))
 		return 0;
-	/* not reached: no socket to it (a side-by-side takeover, a hashlb of before) */
-	*ret_n = -1;
-	snprintf(line, sizeof(line), "close %s %s\n", svc, name);
-	if (d->parent_fd >= 0 && parent_ask(d, line, answer, sizeof(answer)) == 0 &&
-	    sscanf(answer, "closed %llu", &n) == 1)
-		*ret_n = (int64_t)n;
-	return pid;
+	return old_ask_add(d, svc, name, done, arg, own) < 0 ? -ENOMEM : pid;
 }
 
 /* <pid> serves now: SIGHUP goes to it (handle_signals()). Told to the old process this one
@@ -1232,10 +1345,8 @@ static void successor_set(struct hlb_daemon *d, pid_t pid)
 	d->successor = pid;
 	len = snprintf(line, sizeof(line), "successor %d\n", (int)pid);
 	if (d->parent_fd >= 0 &&
-	    send(d->parent_fd, line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
-		close(d->parent_fd); /* it has exited */
-		d->parent_fd = -1;
-	}
+	    send(d->parent_fd, line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
+		parent_fd_close(d); /* it has exited: a request waiting is answered -1 in turn */
 }
 
 /* SIGHUP to the process that serves now, after a handover: 0, or -ESRCH if it has exited
@@ -1250,17 +1361,34 @@ static int successor_reload(struct hlb_daemon *d)
 	return syscall(SYS_pidfd_send_signal, d->successor_pidfd, SIGHUP, NULL, 0) < 0 ? -errno : 0;
 }
 
-/*
- * A line of the new process: "close SERVICE BACKEND", answered on <fd> ("closed N"): this
- * one's connections, and those of an older one that still drains (asked in turn); or
- * "successor PID": it, or one after it, handed over to PID in turn.
- */
-static void succ_request(struct hlb_daemon *d, int fd, char *line)
+/* Answer a "close" of the new process: <own> connections closed here, <older> by an older
+ * one (-1: not asked). */
+static void succ_closed(struct hlb_daemon *d, void *arg, uint64_t own, int64_t older)
 {
-	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], answer[48];
+	char answer[48];
+	int len;
+
+	(void)arg;
+	if (older > 0)
+		own += (uint64_t)older;
+	len = snprintf(answer, sizeof(answer), "closed %" PRIu64 "\n", own);
+	if (d->succ_fd >= 0 &&
+	    send(d->succ_fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
+		hlb_log(HLB_LOG_WARN, "cannot answer the new hashlb", "err=%s",
+			strerrorname_np(errno));
+}
+
+/*
+ * A line of the new process: "close SERVICE BACKEND", answered on succ_fd ("closed N"): this
+ * one's connections, closed at once, and those of an older one that still drains (asked in
+ * turn, the answer waiting for its; the answers go in the order asked); or "successor PID":
+ * it, or one after it, handed over to PID in turn.
+ */
+static void succ_request(struct hlb_daemon *d, char *line)
+{
+	char svc[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1];
 	uint64_t n = 0;
-	int64_t older = -1;
-	int len, pid;
+	int pid, r;
 
 	if (sscanf(line, "successor %d", &pid) == 1 && pid > 0) {
 		successor_set(d, pid);
@@ -1270,12 +1398,12 @@ static void succ_request(struct hlb_daemon *d, int fd, char *line)
 		return;
 	if (d->hooks.close)
 		n = d->hooks.close(d, d->hooks.arg, svc, name);
-	if (hlb_daemon_close_old(d, svc, name, &older) && older > 0)
-		n += (uint64_t)older;
-	len = snprintf(answer, sizeof(answer), "closed %" PRIu64 "\n", n);
-	if (send(fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
-		hlb_log(HLB_LOG_WARN, "cannot answer the new hashlb", "err=%s",
-			strerrorname_np(errno));
+	r = hlb_daemon_close_old(d, svc, name, succ_closed, NULL, n);
+	/* none older: answered at once, unless earlier answers wait (then behind them) */
+	if (r == 0 && d->asks)
+		r = old_ask_add(d, NULL, NULL, succ_closed, NULL, n);
+	if (r <= 0)
+		succ_closed(d, NULL, n, -1);
 }
 
 static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
@@ -1288,7 +1416,7 @@ static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *a
 	r = line_read(fd, d->succ_in, sizeof(d->succ_in), &d->succ_len);
 	while (r > 0 && (nl = strchr(d->succ_in, '\n'))) {
 		*nl = '\0';
-		succ_request(d, fd, d->succ_in);
+		succ_request(d, d->succ_in);
 		d->succ_len -= (size_t)(nl + 1 - d->succ_in);
 		memmove(d->succ_in, nl + 1, d->succ_len + 1);
 	}
@@ -1655,7 +1783,8 @@ static bool resync_done(const char *text, size_t len)
 static void resync_end(struct hlb_daemon *d, bool keep)
 {
 	hlb_daemon_unwatch(d, d->resync_fd);
-	if (keep)
+	/* its answers are read on the loop (parent_readable()): nothing waits for them */
+	if (keep && hlb_daemon_watch(d, d->resync_fd, EPOLLIN, parent_readable, NULL) == 0)
 		d->parent_fd = d->resync_fd;
 	else
 		close(d->resync_fd);
@@ -1909,6 +2038,12 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		close(d->resync_fd);
 	if (d->parent_fd >= 0)
 		close(d->parent_fd);
+	while (d->asks) { /* unanswered: their askers are freed too */
+		struct old_ask *a = d->asks;
+
+		d->asks = a->next;
+		free(a);
+	}
 	if (d->succ_fd >= 0)
 		close(d->succ_fd);
 	if (d->successor_pidfd >= 0)

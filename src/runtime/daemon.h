@@ -174,15 +174,20 @@ void hlb_daemon_reloaded(struct hlb_daemon *d);
 /* The run-time settings the hashlb this one took over from handed over (HLB_HANDOVER_LINE
  * lines), NULL if none: for the control plane's first services. */
 const char *hlb_daemon_handover(const struct hlb_daemon *d);
+/* The answer of hlb_daemon_close_old(): <own> as given, <n> as said there. */
+typedef void (*hlb_daemon_close_old_fn)(struct hlb_daemon *d, void *arg, uint64_t own, int64_t n);
 /*
  * hashlb ctl close in a process that took the sockets over from one that still runs (and
  * drains): ask that one to close its connections to backend <name> of service <svc> too, and
  * those of an older one it took over from in turn. Returns that process's pid, 0 if none
- * runs; *<ret_n> is then how many it closed, or -1 if it could not be asked (it came through
- * GET /sockets, or is a hashlb of before, or did not answer within 2 s). Blocks until it
- * answers.
+ * runs, or -ENOMEM. With a pid, <done>(d, <arg>, <own>, n) is called once, later, on the
+ * daemon's loop (never from within this call): n how many it closed, or -1 if it could not be
+ * asked (it came through GET /sockets, or is a hashlb of before, or did not answer within 2 s
+ * of the request). Nothing blocks: the requests go one at a time, each answered (<done>) in
+ * the order asked. Not called once the daemon is freed, which frees what waits.
  */
-pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name, int64_t *ret_n);
+pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name,
+			   hlb_daemon_close_old_fn done, void *arg, uint64_t own);
 /* This process took its listening sockets over from the hashlb it replaces. */
 bool hlb_daemon_took_over(const struct hlb_daemon *d);
 /* It handed them to the hashlb that replaces it (SIGUSR2 and the new one became ready, or

@@ -32,7 +32,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, read_to_eof, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -50,15 +50,20 @@ def listen_inodes(pid, where=None):
     out = subprocess.run(["ss", "-ltnHe", where or f"sport = :{LISTEN[1]}"], capture_output=True,
                          text=True, check=True).stdout
     listening = {f[4:] for f in out.split() if f.startswith("ino:")}
-    fds = set()
+    return socket_inodes(pid) & listening
+
+
+def socket_inodes(pid):
+    """The inodes of the sockets <pid> holds, as strings."""
+    inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             link = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        if link.startswith("socket:[") and link[8:-1] in listening:
-            fds.add(link[8:-1])
-    return fds
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    return inodes
 
 _picked = set()
 
@@ -900,6 +905,109 @@ def close_reaches_the_old_process():
     check(first.stop() == 0 and second.stop() == 0, "both exit 0")
 
 
+def unread_by(pid):
+    """The bytes waiting in the receive queues of <pid>'s Unix stream sockets (ss -x)."""
+    inodes = socket_inodes(pid)
+    out = subprocess.run(["ss", "-xH"], capture_output=True, text=True, check=True).stdout
+    return sum(int(f[2]) for f in (l.split() for l in out.splitlines())
+               if len(f) >= 6 and f[5] in inodes)
+
+
+def close_does_not_stall_the_new_process():
+    """hashlb ctl close after an upgrade in place, the old process stopped (SIGSTOP) while it
+    drains: the new one asks it, and waits 2 s for its answer on its loop, answering what
+    else comes meanwhile: a GET /status sent after the close (once the old one's socket holds
+    the request) is answered before the close is. The close then says that the old one could
+    not be asked. The new one used to wait in poll(), its control thread stalled (health
+    checks, reloads, every admin request) for those 2 s, a hop at a time."""
+    exe, old = installed("closestop", admin_addr())
+    new_pid = None
+    try:
+        held = connect(LISTEN, client_ip(1))
+        target = read_line(held)
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log(r'msg="upgraded: the new hashlb is ready'), "upgraded")
+        new_pid = old.status()["pid"]
+        check(stopped(old.proc), "the old process stopped")
+        closing = old.admin_socket()
+        closing.sendall(f"POST /close?service=t&backend={target}&format=json HTTP/1.1\r\n"
+                        "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
+        check(wait_until(lambda: unread_by(old.proc.pid) > 0),
+              "the close reached the old process's socket, unread")
+        asking = old.admin_socket()
+        asking.sendall(b"GET /status HTTP/1.1\r\nHost: t\r\n\r\n")
+        first, _, _ = select.select([closing, asking], [], [], 30)
+        check(first == [asking], f"GET /status is answered first: "
+              f"{['close' if s is closing else 'status' for s in first]}")
+        status, close = read_to_eof(asking), read_to_eof(closing)
+        check(status.startswith(b"HTTP/1.1 200") and b'"pid":%d' % new_pid in status,
+              f"by the new process: {status[:80]!r}")
+        check(close.startswith(b"HTTP/1.1 200") and
+              b'"old":{"pid":%d,"closing":null}' % old.proc.pid in close,
+              f"the close says the old one could not be asked: {close!r}")
+        closing.close()
+        asking.close()
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+    held.close()
+    check(exit_status(old.proc, 30) == 0, "the old one, continued, drains and exits 0")
+    kill(new_pid)
+
+
+def close_reaches_two_processes_back():
+    """Two upgrades in place in a row (A -> B -> C), A and B draining connections to the same
+    backend: hashlb ctl close against C closes B's and, through B, A's, counted together as the
+    old process's (B's). Two closes sent at once are both answered, the second finding none
+    left."""
+    exe, a = installed("closetwo", admin_addr())
+    b_pid = c_pid = None
+    held = []
+
+    def hold(first):
+        for i in range(first, first + 12):
+            s = connect(LISTEN, client_ip(i))
+            held.append((s, read_line(s)))
+    try:
+        hold(0)
+        target = held[0][1]
+        a.proc.send_signal(signal.SIGUSR2)
+        check(a.wait(lambda: a.status()["pid"] != a.proc.pid) is not None, "A -> B")
+        b_pid = a.status()["pid"]
+        hold(20)
+        on_target = sum(n == target for _, n in held)
+        os.kill(b_pid, signal.SIGUSR2)
+        check(a.wait(lambda: a.status()["pid"] not in (a.proc.pid, b_pid)) is not None, "B -> C")
+        c_pid = a.status()["pid"]
+        rc, so, se = a.ctl("close", target)
+        check(rc == 0 and f"and {on_target} of the hashlb this one took over from (pid {b_pid})"
+              in so, f"C counts B's and A's {on_target} as B's: {rc} {so!r} {se!r}")
+        ends = []
+        for s, n in held:
+            if n == target:
+                s.settimeout(10)
+                try:
+                    ends.append(s.recv(100))
+                except OSError as e:
+                    ends.append(repr(e))
+        check(all(e == b"" or "Reset" in str(e) for e in ends),
+              f"A's and B's connections to {target} are closed: {ends}")
+        socks = [a.admin_socket() for _ in range(2)]
+        for s in socks:
+            s.sendall(f"POST /close?service=t&backend={target}&format=json HTTP/1.1\r\n"
+                      "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
+        answers = [read_to_eof(s) for s in socks]
+        check(all(x.startswith(b"HTTP/1.1 200") and
+                  b'"old":{"pid":%d,"closing":0}' % b_pid in x for x in answers),
+              f"two closes at once, both answered: {answers}")
+        for s in socks:
+            s.close()
+    finally:
+        for s, _ in held:
+            s.close()
+        kill(b_pid)
+        kill(c_pid)
+
+
 def old_process_logs_its_totals():
     """After an upgrade in place the admin address, and so /metrics, is the new process's: a
     client the old one refuses while it drains (here one that waited in its queue for a
@@ -1236,6 +1344,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
+           close_does_not_stall_the_new_process, close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,

@@ -2,8 +2,10 @@
 /*
  * The admin endpoint's request parser (src/control/http_request.c) on
  * buffers alone: a request is answered the same however TCP cut it, and its
- * body, a C string as http.h promises, ends at its Content-Length. (The
- * JSON strings of the answers: test_buf.c.)
+ * body, a C string as http.h promises, ends at its Content-Length; and the
+ * server (src/control/http.c) answers other requests while one a handler
+ * held waits, then sends the held one's answer when given. (The JSON
+ * strings of the answers: test_buf.c.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "control/http.h"
 
@@ -190,6 +197,103 @@ static void test_nul_in_the_head_is_refused(void **state)
 	assert_non_null(strstr(p.msg, "parameter a"));
 }
 
+/* The handler of test_held_request_waits_alone(): GET /wait is held, the others answered. */
+static void hold_wait(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	uint64_t *held = arg;
+
+	if (!strcmp(req->path, "/wait")) {
+		*held = req->id;
+		resp->hold = true;
+		return;
+	}
+	resp->ctype = "text/plain";
+	hlb_buf_puts(&resp->body, "now\n");
+}
+
+/* A client of the endpoint at <sun>, its request <req> sent, then its writing shut down. */
+static int client_ask(const struct sockaddr_un *sun, const char *req)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (const struct sockaddr *)sun, sizeof(*sun)), 0);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	shutdown(fd, SHUT_WR);
+	return fd;
+}
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* Run <l> until <*flag> is set or <fd> (if >= 0) is readable; at most 1000 rounds. */
+static void pump(struct hlb_loop *l, const uint64_t *flag, int fd)
+{
+	for (int i = 0; i < 1000 && !(flag && *flag) && !(fd >= 0 && readable(fd)); i++)
+		assert_true(hlb_loop_run_once(l, 10) >= 0);
+}
+
+/* The answer on <fd> to its end, into <buf> (<size> bytes, NUL-terminated). */
+static const char *answer_of(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	return buf;
+}
+
+static void test_held_request_waits_alone(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hlb_http_resp later = { .status = 200, .ctype = "text/plain" };
+	struct hashlb_error err = { 0 };
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	uint64_t held = 0;
+	int waits, now;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/admin.sock", dir);
+	assert_int_equal(hlb_loop_new(&l), 0);
+	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), hold_wait,
+				      &held, &h, &err),
+			 0);
+	/* held, its client having shut down writing after it: the connection stays */
+	waits = client_ask(&sun, "GET /wait HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, &held, -1);
+	assert_int_not_equal(held, 0);
+	now = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, now);
+	assert_non_null(strstr(answer_of(now, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	assert_false(readable(waits));
+	/* its answer, given */
+	hlb_buf_puts(&later.body, "later\n");
+	assert_int_equal(hlb_http_answer(h, held, &later), 0);
+	pump(l, NULL, waits);
+	answer_of(waits, buf, sizeof(buf));
+	assert_true(!strncmp(buf, "HTTP/1.1 200 OK\r\n", 17));
+	assert_non_null(strstr(buf, "Content-Length: 6\r\n"));
+	assert_non_null(strstr(buf, "\r\n\r\nlater\n"));
+	/* answered already, or never held: no connection waits for it */
+	later = (struct hlb_http_resp){ .status = 200 };
+	hlb_buf_puts(&later.body, "again\n");
+	assert_int_equal(hlb_http_answer(h, held, &later), -ENOENT);
+	assert_null(later.body.p);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +304,7 @@ int main(void)
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
+		cmocka_unit_test(test_held_request_waits_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
