@@ -87,15 +87,19 @@ uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)
 	return n;
 }
 
-static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now)
+/* Start <b>'s slow start at <now>, <elapsed> ms into it (0 but for a ramp the hashlb this one
+ * replaces had under way: an upgrade changes no client's lot). */
+static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now, uint64_t elapsed)
 {
-	if (!b->svc->cfg->slow_start_ms) {
+	uint64_t slow = b->svc->cfg->slow_start_ms;
+
+	if (!slow || elapsed >= slow) {
 		atomic_store(&b->rt->admit, HLB_ADMIT_ONE);
 		b->ramp_start_ms = 0;
 		return;
 	}
-	atomic_store(&b->rt->admit, 0);
-	b->ramp_start_ms = now ? now : 1;
+	atomic_store(&b->rt->admit, (uint32_t)(elapsed * HLB_ADMIT_ONE / slow));
+	b->ramp_start_ms = now > elapsed ? now - elapsed : 1;
 }
 
 /* <b>'s verdict for the workers; connects started before it no longer count
@@ -116,7 +120,7 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 		 b->health.suppressed ? " suppressed=flapping" : "");
 	backend_set_healthy(b, b->health.up);
 	if (b->health.up)
-		backend_ramp_start(b, now);
+		backend_ramp_start(b, now, 0);
 	b->close_pending = !b->health.up && b->svc->cfg->health.close_on_down;
 	service_schedule(b->svc, false);
 }
@@ -288,7 +292,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 			backend_set_healthy(b, false);
 			backend_check_spread(b, now);
 		} else {
-			backend_ramp_start(b, now);
+			backend_ramp_start(b, now, 0);
 		}
 	} else if (st == HASHLB_ADMIN_MAINT) {
 		hlb_check_stop(&b->check);
@@ -841,16 +845,21 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
 			double pen = hlb_health_penalty(&b->health, &s->hp, now);
+			char ramp[24] = "-";
 
 			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
-			    max == b->cfg_max_conns && b->health.up && pen < HANDOVER_PENALTY_MIN)
+			    max == b->cfg_max_conns && b->health.up && pen < HANDOVER_PENALTY_MIN &&
+			    !b->ramp_start_ms)
 				continue;
+			if (b->ramp_start_ms)
+				snprintf(ramp, sizeof(ramp), "%" PRIu64,
+					 now > b->ramp_start_ms ? now - b->ramp_start_ms : 0);
 			hlb_buf_printf(o, HLB_HANDOVER_LINE, s->cfg->name, b->rt->name,
 				       hashlb_admin_state_name(b->admin),
 				       hashlb_admin_state_name(b->cfg_admin), b->rt->weight,
 				       b->cfg_weight, max, b->cfg_max_conns,
 				       b->health.up ? "up" : "down", pen,
-				       b->health.suppressed ? "yes" : "no");
+				       b->health.suppressed ? "yes" : "no", ramp);
 		}
 	}
 }
@@ -863,6 +872,8 @@ struct handover {
 	bool down;
 	double penalty; /* flap damping; 0 from a process that sent none */
 	bool held; /* the penalty held it down */
+	bool ramping; /* in slow start there, ramp_ms into it; false from a process that sent none */
+	uint64_t ramp_ms;
 };
 
 static int handover_cmp(const void *x, const void *y)
@@ -925,6 +936,9 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			h.held = !strcmp(held, "yes");
 		else
 			h.penalty = 0;
+		/* the slow start, after those (none, or "-": not ramping, or an older one) */
+		pf = strstr(line, " ramp=");
+		h.ramping = pf && sscanf(pf, " ramp=%" SCNu64, &h.ramp_ms) == 1;
 		if (p->n_ho == cap) {
 			size_t nc = cap ? 2 * cap : 64;
 			struct handover *more = realloc(p->ho, nc * sizeof(*more));
@@ -958,6 +972,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
 	bool carried = false;
+	char ramp[32] = "";
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
 	if (!h)
@@ -991,12 +1006,22 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->health.suppressed = h->held && !b->health.up;
 		carried = true;
 	}
+	if (h->ramping && b->health.up) {
+		/* its slow start goes on where it was: not started here, it would admit all its
+		 * clients at once (a backend starts up and not ramping) */
+		backend_ramp_start(b, hlb_now_ms(), h->ramp_ms);
+		if (b->ramp_start_ms)
+			snprintf(ramp, sizeof(ramp), " slow_start=%.3f",
+				 (double)atomic_load(&b->rt->admit) / HLB_ADMIT_ONE);
+		carried = true;
+	}
 	if (carried)
-		pool_log(p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
-			 "service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s",
-			 svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
-			 atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
-			 b->health.suppressed ? " held=flapping" : "");
+		pool_log(
+			p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
+			"service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s%s",
+			svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
+			atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
+			b->health.suppressed ? " held=flapping" : "", ramp);
 }
 
 uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
@@ -1028,6 +1053,9 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 			}
 			b->carried_down = down;
 			backend_health_changed(b, now, "old_hashlb");
+			/* back up there while this one started: its ramp began there, not now */
+			if (!down && h && h->ramping)
+				backend_ramp_start(b, now, h->ramp_ms);
 			n++;
 		}
 	}
@@ -1457,7 +1485,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			if (!(keep = service_reclaim(s, nb))) {
 				if (!(keep = backend_new(s, nb)))
 					goto err_nomem;
-				backend_ramp_start(keep, now);
+				backend_ramp_start(keep, now, 0);
 			}
 			keep->idx = i;
 			/* The same name at a new address (a reload, or resolve_every

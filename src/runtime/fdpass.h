@@ -21,14 +21,16 @@
 #define HLB_FDPASS_LINE "%d %d %s\n"
 
 /* After the sockets' lines, one per backend whose state, weight or cap was set at run time
- * (hashlb ctl set), that is down, or that flapped of late: service, backend, then each
- * setting as now/in the config, its health, and its flap damping (the penalty now, and
- * whether it holds the backend down). The new process carries each setting on unless its
- * own config changes it (as a reload does), and starts from that health and damping
- * (checks then go on). A process of before the damping's fields ignores them. */
+ * (hashlb ctl set), that is down, that flapped of late or that is in slow start: service,
+ * backend, then each setting as now/in the config, its health, its flap damping (the
+ * penalty now, and whether it holds the backend down) and how far its slow start is (ms
+ * since it began, "-" if none: elapsed, since two processes' monotonic clocks differ in
+ * origin). The new process carries each setting on unless its own config changes it (as a
+ * reload does), and starts from that health, damping and ramp (checks then go on). A
+ * process of before the damping's or the ramp's fields ignores them. */
 #define HLB_HANDOVER_LINE                                                                  \
 	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
-	"held=%s\n"
+	"held=%s ramp=%s\n"
 
 /*
  * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor

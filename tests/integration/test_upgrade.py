@@ -32,7 +32,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, read_line, read_to_eof, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -552,6 +552,71 @@ def upgrade_keeps_run_time_settings():
               f"none went to the drained b")
     finally:
         kill(new_pid)
+
+
+def upgrade_keeps_slow_start_going():
+    """Backends in slow start, one back up after its checks (d) and one a reload added (e),
+    a third of the way into a 20 s ramp, and an upgrade in place: the new process goes on
+    with each ramp where the old one was, so the share of their clients they admit is about
+    the same right after as right before, and no client admitted before is turned away. The
+    new process used to start them not ramping: each admitted all its clients at once."""
+    slow = 20.0
+    exe = tmppath("hashlb-ramp")
+    install(HASHLB, exe)
+    dport = dead_port(hold=False)
+    listen = f"{LISTEN[0]}:{LISTEN[1]}"
+    admin = admin_addr()
+    extra = f"slow_start: {slow:.0f}s"
+    e = Backend("e")
+    base = BACKENDS + [("d", f"127.0.0.1:{dport}")]
+    old = Lb(config(base, admin=admin, listen=listen, extra=extra), fname="ramp.yaml",
+             binary=exe)
+    d, new_pid = None, None
+    try:
+        check(old.wait(lambda: old.backend("d")["health"] == "down") is not None, "d down")
+        old.rewrite(config(base + [("e", e.addr)], admin=admin, listen=listen, extra=extra))
+        t0 = time.time()  # neither ramp began before this
+        d = Backend("d", port=dport)
+        rc, so, se = old.ctl("reload")
+        check(rc == 0, f"reload adds e: {se}")
+        clients = [client_ip(i * 613) for i in range(2000)]
+        first = lookup(old.path, clients)
+        mine = {n: [c for c in clients if first[c][0] == n][:150] for n in ("d", "e")}
+        check(all(len(m) == 150 for m in mine.values()), "d and e own a share of the table")
+        check(old.wait(lambda: all(old.backend(n)["slow_start"] >= 1 / 3 for n in ("d", "e")),
+                       slow) is not None, "d and e a third of the way into their ramps")
+
+        def sample():
+            got = {n: {c for c in m if who(LISTEN, c) == n} for n, m in mine.items()}
+            return got, time.time() - t0
+        before, _ = sample()
+        old.proc.send_signal(signal.SIGUSR2)
+        check(exit_status(old.proc, 30) == 0, "the old one handed over and exited 0")
+        new_pid = old.status()["pid"]
+        check(new_pid != old.proc.pid, "the new process answers")
+        after, at = sample()
+        for n in ("d", "e"):
+            fb, fa = len(before[n]) / 150, len(after[n]) / 150
+            # at most what <at> s of ramp admit, with a margin for the hash's granularity
+            most = at / slow + 0.15
+            print(f"    {n}: {fb:.0%} of its clients admitted before the upgrade, {fa:.0%} "
+                  f"after (at most {at:.1f}s into the ramp)")
+            check(before[n] <= after[n],
+                  f"{n}: every client admitted before is admitted after "
+                  f"({len(before[n] - after[n])} turned away)")
+            check(fa <= most, f"{n}: the ramp goes on: {fa:.0%} admitted, not all at once "
+                              f"(at most {most:.0%})")
+        ramps = {b["name"]: b["slow_start"] for b in old.service()["backends"]}
+        check(0 < ramps["d"] < 1 and 0 < ramps["e"] < 1 and
+              old.service()["ramp_table_for"] == ["d", "e"],
+              f"the new process says they ramp: {ramps}, {old.service()['ramp_table_for']}")
+        check(all(old.wait_log(f"carried over from the old hashlb.*backend={n} .*slow_start=0\\.")
+                  for n in ("d", "e")), "it says what it carried over")
+    finally:
+        kill(new_pid)
+        for b in (d, e):
+            if b:
+                b.stop()
 
 
 def slow_to_start(exe, seconds):
@@ -1339,7 +1404,7 @@ def queued_connections_outlive_the_old():
 
 
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
-           missing_executable_is_reported, upgrade_keeps_run_time_settings, set_during_an_upgrade_is_not_lost,
+           missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_sent_to_the_old_process_after_an_upgrade,

@@ -704,20 +704,28 @@ static void test_reload_spreads_the_checks_as_at_start(void **state)
 	fixture_teardown(&f);
 }
 
-/* A new pool on a config with checks on, given the handover text <ho>; its backend b1. */
-static struct hlb_pool_backend *taker(struct fixture *f, const char *ho)
+/* A new pool on a <scheme> config as <edit> makes it, given the handover text <ho>; its
+ * backend b1. */
+static struct hlb_pool_backend *taker_with(struct fixture *f, enum hashlb_scheme scheme,
+					   void (*edit)(struct hashlb_config *), const char *ho)
 {
 	struct hashlb_error err = { 0 };
 
 	memset(f, 0, sizeof(*f));
-	f->cfg = config_new(HASHLB_SCHEME_RING, 3);
-	checks_on(f->cfg);
+	f->cfg = config_new(scheme, 3);
+	edit(f->cfg);
 	assert_int_equal(hlb_loop_new(&f->loop), 0);
 	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
 	f->env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f->rcu, .handover = ho };
 	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, &err), 0);
 	f->svc = hlb_pool_service_at(f->pool, 0);
 	return hlb_pool_backend_find(f->svc, "b1");
+}
+
+/* The same with checks on, on a ring. */
+static struct hlb_pool_backend *taker(struct fixture *f, const char *ho)
+{
+	return taker_with(f, HASHLB_SCHEME_RING, checks_on, ho);
 }
 
 /*
@@ -745,7 +753,7 @@ static void test_handover_carries_flap_damping(void **state)
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	assert_non_null(strstr(o.p, "set web b1 "));
-	assert_non_null(strstr(o.p, " held=yes\n"));
+	assert_non_null(strstr(o.p, " held=yes ramp=-\n"));
 	fixture_teardown(&old);
 
 	b = taker(&f, o.p);
@@ -773,6 +781,83 @@ static void test_handover_carries_flap_damping(void **state)
 	assert_true(b->health.suppressed);
 	fixture_teardown(&f);
 	free(o.p);
+}
+
+static void checks_and_slow_start_on(struct hashlb_config *c)
+{
+	c->services[0].health.enabled = true;
+	c->services[0].slow_start_ms = 30000;
+}
+
+/*
+ * A backend in slow start, then an upgrade in place: the new process started it up and not
+ * ramping, admitting all its clients at once, the ramp that protected it forgotten. Its ramp
+ * goes on where it was now: the old process hands over how far into it (ms, since the two
+ * monotonic clocks differ in origin), and the first table of the new one has it ramping.
+ */
+static void test_handover_carries_slow_start(void **state)
+{
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+	const char *r;
+	uint32_t third = (uint32_t)(10000ull * HLB_ADMIT_ONE / 30000);
+
+	fixture_setup_readers(&old, HASHLB_SCHEME_MAGLEV, 3, 0, checks_and_slow_start_on);
+	b = hlb_pool_backend_find(old.svc, "b1");
+	backend_fail(b); /* back up after its checks: ramping */
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	assert_true(hlb_pool_backend_up(b) && b->ramp_start_ms);
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	r = strstr(o.p, "set web b1 ");
+	assert_non_null(r);
+	r = strstr(r, " ramp=");
+	assert_non_null(r);
+	assert_true(r[6] >= '0' && r[6] <= '9'); /* ms into it, not "-" */
+	fixture_teardown(&old);
+	b = taker_with(&f, HASHLB_SCHEME_MAGLEV, checks_and_slow_start_on, o.p);
+	assert_true(hlb_pool_backend_up(b) && b->ramp_start_ms);
+	assert_true(atomic_load(&b->rt->admit) < HLB_ADMIT_ONE / 10);
+	assert_non_null(hlb_pool_snapshot(f.svc)->ramp_table);
+	fixture_teardown(&f);
+	free(o.p);
+
+	/* a third of the way: it admits a third of its clients, and goes on from there */
+	b = taker_with(&f, HASHLB_SCHEME_MAGLEV, checks_and_slow_start_on,
+		       "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=up "
+		       "penalty=1.000 held=no ramp=10000\n");
+	assert_int_equal(atomic_load(&b->rt->admit), third);
+	assert_non_null(hlb_pool_snapshot(f.svc)->ramp_table);
+	fixture_teardown(&f);
+
+	/* ramp over there (not yet cleared by its tick), or none: all its clients */
+	b = taker_with(&f, HASHLB_SCHEME_MAGLEV, checks_and_slow_start_on,
+		       "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=up "
+		       "penalty=1.000 held=no ramp=30000\n");
+	assert_int_equal(atomic_load(&b->rt->admit), HLB_ADMIT_ONE);
+	assert_false(b->ramp_start_ms);
+	fixture_teardown(&f);
+	b = taker_with(&f, HASHLB_SCHEME_MAGLEV, checks_and_slow_start_on,
+		       "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=up "
+		       "penalty=1.000 held=no ramp=-\n");
+	assert_int_equal(atomic_load(&b->rt->admit), HLB_ADMIT_ONE);
+	fixture_teardown(&f);
+
+	/* handed over down, back up there while this one started (the resync): its ramp
+	 * began there, not at the resync */
+	b = taker_with(&f, HASHLB_SCHEME_MAGLEV, checks_and_slow_start_on,
+		       "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=down "
+		       "penalty=1.000 held=no ramp=-\n");
+	assert_false(hlb_pool_backend_up(b));
+	assert_int_equal(hlb_pool_resync(f.pool, "set web b1 admin=ready/ready weight=1/1 "
+						 "max_connections=0/0 health=up penalty=1.000 "
+						 "held=no ramp=10000\n"),
+			 1);
+	assert_true(hlb_pool_backend_up(b));
+	assert_int_equal(atomic_load(&b->rt->admit), third);
+	fixture_teardown(&f);
 }
 
 static void test_reload_turning_checks_off_revives_down_backends(void **state)
@@ -944,6 +1029,7 @@ int main(void)
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_handover_carries_flap_damping),
+		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
