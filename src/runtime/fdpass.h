@@ -24,8 +24,7 @@
  * (hashlb ctl set), that is down, that flapped of late or that is in slow start: service,
  * backend, then each setting as now/in the config, its health, its flap damping (the
  * penalty now, and whether it holds the backend down) and how far its slow start is (ms
- * since it began, "-" if none: elapsed, since two processes' monotonic clocks differ in
- * origin). The new process carries each setting on unless its own config changes it (as a
+ * since it began, "-" if none: a duration, not a time on either process's clock). The new process carries each setting on unless its own config changes it (as a
  * reload does), and starts from that health, damping and ramp (checks then go on). A
  * process of before the damping's or the ramp's fields ignores them. */
 #define HLB_HANDOVER_LINE                                                                  \
