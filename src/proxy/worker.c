@@ -55,10 +55,31 @@ struct io_uring_sqe *worker_sqe(struct worker *w)
 	return sqe;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define WORKER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WORKER_TSAN 1
+#endif
+#endif
+
+#ifdef WORKER_TSAN
+/* <sanitizer/linux_syscall_hooks.h>'s __sanitizer_syscall_pre_close(),
+ * declared here: GCC does not install that header. */
+void __sanitizer_syscall_pre_impl_close(long fd);
+#endif
+
 void worker_close_fd(struct worker *w, int fd)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
+#ifdef WORKER_TSAN
+	/* ThreadSanitizer tracks descriptors through the close() it
+	 * intercepts and never sees this one: the descriptor's next owner
+	 * (another worker's socket(), the control thread's open()) would read
+	 * as a race with this worker's socket(). Tell it the fd is closed. */
+	__sanitizer_syscall_pre_impl_close(fd);
+#endif
 	io_uring_prep_close(sqe, fd);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, 0);
