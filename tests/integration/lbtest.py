@@ -17,6 +17,18 @@ HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 SRC = os.environ.get("HASHLB_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 BACKEND = os.path.join(SRC, "tests", "tools", "echo-backend")
 
+
+
+def tsan_build():
+    """True when HASHLB was built with ThreadSanitizer (-Db_sanitize=thread), whose shadow
+    memory counts in the process's RSS at two to four times the memory it shadows."""
+    try:
+        with open(HASHLB, "rb") as f:
+            return b"ThreadSanitizer:" in f.read()
+    except OSError:
+        return False
+
+
 _procs = []
 _tmp = tempfile.TemporaryDirectory(prefix="hashlb-it-")
 failures = []
