@@ -19,14 +19,24 @@ BACKEND = os.path.join(SRC, "tests", "tools", "echo-backend")
 
 
 
+def _sanitizer_in(marker):
+    try:
+        with open(HASHLB, "rb") as f:
+            return marker in f.read()
+    except OSError:
+        return False
+
+
 def tsan_build():
     """True when HASHLB was built with ThreadSanitizer (-Db_sanitize=thread), whose shadow
     memory counts in the process's RSS at two to four times the memory it shadows."""
-    try:
-        with open(HASHLB, "rb") as f:
-            return b"ThreadSanitizer:" in f.read()
-    except OSError:
-        return False
+    return _sanitizer_in(b"ThreadSanitizer:")
+
+
+def asan_build():
+    """True when HASHLB was built with AddressSanitizer (-Dsanitize=true), which maps
+    terabytes of shadow address space at start: no RLIMIT_AS for it."""
+    return _sanitizer_in(b"libasan.so")
 
 
 _procs = []

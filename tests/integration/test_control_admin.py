@@ -1446,8 +1446,7 @@ def ctl_bounds_an_answer_that_does_not_end():
     a service of 65,535 backends (it grew until memory ran out: here, under a 3 GiB address
     space limit, it said "out of memory"). Exit 1 either way, saying why."""
     import resource
-    import subprocess
-    from lbtest import HASHLB
+    from lbtest import asan_build
     mode = {}
     open_conns = []
 
@@ -1469,7 +1468,7 @@ def ctl_bounds_an_answer_that_does_not_end():
 
     # ASan reserves terabytes of address space for its shadow: no RLIMIT_AS under it (the
     # guard is for a ctl that does not bound its answer; this one stops at 1 GiB)
-    asan = b"libasan" in subprocess.run(["ldd", HASHLB], capture_output=True).stdout
+    asan = asan_build()
 
     def limit():
         if not asan:
