@@ -2,6 +2,7 @@
 /* hashlb run: the daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <signal.h>
@@ -401,6 +402,13 @@ int cmd_run(int argc, char **argv)
 	char **again;
 	sigset_t mask;
 	int r;
+
+	/* Blocks of 128 KiB and more (a default Maglev table holds 128-384 KiB)
+	 * are mmap()ed, and unmapped when freed, always. glibc's default moves
+	 * that threshold up to the size of each such block freed, so after a
+	 * reload or two the tables came from the heap, and the heap kept the
+	 * peak of a reload, the old tables and the new, for good. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
 	/* SIGHUP and SIGUSR2 terminate a process by default: held from here on,
 	 * so one that arrives while the config loads (its names may take seconds
