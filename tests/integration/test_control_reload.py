@@ -16,8 +16,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, Backend, check, client_ip, connect, lookup, port_free, run_tests,
-                    spawn, stop, tmpfile)
+from lbtest import (SRC, Backend, asan_build, check, client_ip, connect, lookup, port_free,
+                    run_tests, spawn, stop, tmpfile, tsan_build)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -315,12 +315,17 @@ def reloads_give_the_old_tables_back():
         check(rc == 0, f"reload {k}: {se}")
         if k == 1:  # the peak of a reload: the old tables and the new
             table_kb = vm(pid, "VmHWM") - start
-    # the last old tables go once every worker has turned: wait for that, not a measure
-    lb.wait(lambda: vm(pid, "VmRSS") - start < table_kb / 2, timeout=30)
-    grown = vm(pid, "VmRSS") - start
-    check(table_kb > 4000 and grown < table_kb / 2,
-          f"6 reloads later the RSS is back: {start} kB at start, {grown:+} kB after "
-          f"(a reload's second set of tables: {table_kb} kB)")
+    if asan_build() or tsan_build():
+        # their allocators keep freed memory in quarantine and ignore mallopt(): the
+        # reloads ran under the sanitizer; the plain build's run checks the RSS
+        print("    (sanitizer build: RSS not checked, its allocator keeps what is freed)")
+    else:
+        # the last old tables go once every worker has turned: wait for that, not a measure
+        lb.wait(lambda: vm(pid, "VmRSS") - start < table_kb / 2, timeout=30)
+        grown = vm(pid, "VmRSS") - start
+        check(table_kb > 4000 and grown < table_kb / 2,
+              f"6 reloads later the RSS is back: {start} kB at start, {grown:+} kB after "
+              f"(a reload's second set of tables: {table_kb} kB)")
     check(lb.stop() == 0, "exit 0")
     for b in bs:
         b.stop()
