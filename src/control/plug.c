@@ -166,6 +166,15 @@ static uint64_t plug_close(struct hlb_daemon *d, void *arg, const char *svc, con
 	return plug->ctl ? hlb_control_close_named(plug->ctl, svc, name) : 0;
 }
 
+static void plug_failing(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	(void)d;
+	if (plug->ctl)
+		hlb_pool_failing(plug->ctl->pool);
+}
+
 static void plug_teardown(struct hlb_control_plug *plug)
 {
 	hlb_control_free(plug->ctl);
@@ -319,6 +328,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.handover = plug_handover,
 		.resync = plug_resync,
 		.close = plug_close,
+		.failing = plug_failing,
 	};
 
 	if (!plug)

@@ -41,6 +41,7 @@ struct hlb_pool {
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
+static void service_schedule_in(struct hlb_pool_service *s, bool full, uint64_t debounce_ms);
 
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...) __attribute__((format(printf, 4, 5)));
@@ -558,18 +559,23 @@ static void service_build_timer(void *arg)
 	service_rebuild(arg);
 }
 
-static void service_schedule(struct hlb_pool_service *s, bool full)
+/* A build <debounce_ms> from now, or at the gap's end; one scheduled earlier stays. */
+static void service_schedule_in(struct hlb_pool_service *s, bool full, uint64_t debounce_ms)
 {
-	uint64_t now = hlb_now_ms(), when;
+	uint64_t when = hlb_now_ms() + debounce_ms;
 
 	s->need_full |= full;
-	if (s->dirty)
-		return;
-	s->dirty = true;
-	when = now + HLB_POOL_DEBOUNCE_MS;
 	if (s->last_build_ms && when < s->last_build_ms + s->gap_ms)
 		when = s->last_build_ms + s->gap_ms;
+	if (s->dirty && s->build_timer.when_ms <= when)
+		return;
+	s->dirty = true;
 	hlb_timer_arm(s->pool->loop, &s->build_timer, when);
+}
+
+static void service_schedule(struct hlb_pool_service *s, bool full)
+{
+	service_schedule_in(s, full, HLB_POOL_DEBOUNCE_MS);
 }
 
 void hlb_pool_flush(struct hlb_pool *p)
@@ -756,9 +762,9 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
  * built from the survivors): they would move twice. So unless the current
  * retry table has it down already, the next build makes one with every
  * such backend down (a rebuild, one survivor build), and retries away from
- * them go there (conn_connect()).
+ * them go there (conn_connect()). <debounce_ms>: when, see service_schedule_in().
  */
-static void retry_watch(struct hlb_pool_service *s, uint32_t j)
+static void retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms)
 {
 	const struct hlb_snapshot *snap;
 
@@ -769,7 +775,21 @@ static void retry_watch(struct hlb_pool_service *s, uint32_t j)
 	    hashlb_table_backend_down(snap->table, j) ||
 	    (snap->retry_table && hashlb_table_backend_down(snap->retry_table, j)))
 		return;
-	service_schedule(s, false);
+	service_schedule_in(s, false, debounce_ms);
+}
+
+void hlb_pool_failing(struct hlb_pool *p)
+{
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		struct hlb_pool_service *s = p->svcs[i];
+
+		if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV)
+			continue;
+		/* no debounce: the worker's news is one per burst already, and
+		 * every connect retried meanwhile may land where it will not stay */
+		for (uint32_t j = 0; j < s->n_backends; j++)
+			retry_watch(s, j, 0);
+	}
 }
 
 static void pool_tick(void *arg)
@@ -782,7 +802,7 @@ static void pool_tick(void *arg)
 
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			backend_tick(s->backends[j], now);
-			retry_watch(s, j);
+			retry_watch(s, j, HLB_POOL_DEBOUNCE_MS);
 		}
 		reap_drained(p, s, s->removed, &s->n_removed, now);
 		service_drop_drained(s, now);

@@ -18,7 +18,9 @@
  * resets after a quiet second. So a lone failure is in the table within
  * milliseconds of its verdict, a burst seen at once costs one build, and a
  * stream of changes (checks finding a dead rack's backends one by one)
- * costs about ten builds a second, not one per backend.
+ * costs about ten builds a second, not one per backend. A Maglev retry
+ * table asked for by a worker (hlb_pool_failing()) is built without the
+ * debounce, within the same gap.
  *
  * A backend is "down" in the table when its health is down or its admin
  * state is drain or maint. Drain and maint differ in that maint also stops
@@ -215,6 +217,14 @@ static inline const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool
 {
 	return hlb_service_snapshot(s->rt);
 }
+
+/*
+ * A worker saw a backend start failing connects (hlb_daemon_hooks.failing):
+ * a Maglev service with a failing backend that its retry table does not
+ * have down yet builds one now (or at the end of its gap between builds),
+ * not at the next tick. One scan of the backends per call.
+ */
+void hlb_pool_failing(struct hlb_pool *p);
 
 /* Build and publish every dirty service now (tests, benchmarks). */
 void hlb_pool_flush(struct hlb_pool *p);

@@ -1818,15 +1818,19 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	 * backend down at once when the local ports ran out, and kept them
 	 * down: their checks, short of a port too, are skipped), nor one that
 	 * predates the backend's health (connect_predates_verdict()). The
-	 * client is still retried elsewhere. */
-	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed))
-		atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed);
+	 * client is still retried elsewhere. On Maglev, the first of a run
+	 * wakes the control plane, whose retry table says where the clients
+	 * retried away from it stay (worker_failing_seen()). */
+	snap = hlb_service_snapshot(c->svc);
+	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed) &&
+	    atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed) == 0 &&
+	    hashlb_table_scheme(snap->table) == HASHLB_SCHEME_MAGLEV)
+		worker_failing_seen(w);
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;
 	if (c->claimed)
 		conn_unclaim(w, c);
 	c->be = NULL;
-	snap = hlb_service_snapshot(c->svc);
 	if (c->tries > snap->connect_retries) {
 		w->first_full = NULL; /* its tries are used up: closed, not queued */
 	} else if ((err = client_gone(c->fd[0]))) {

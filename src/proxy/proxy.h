@@ -50,6 +50,16 @@ int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err);
 uint32_t hlb_proxy_workers(const struct hlb_proxy *p);
 /* An eventfd that becomes readable when a worker exits (after hlb_proxy_drain()). */
 int hlb_proxy_exit_fd(const struct hlb_proxy *p);
+/*
+ * An eventfd that becomes readable when a worker saw a backend of a Maglev
+ * service start failing connects (its consecutive_fail went 0 -> 1): the
+ * control plane builds the service's retry table at once rather than at its
+ * next tick (hlb_snapshot_add_retry()). Then call hlb_proxy_failing_take()
+ * before reading the backends' consecutive_fail: a burst of failures is one
+ * wake-up, and one after the call is another.
+ */
+int hlb_proxy_failing_fd(const struct hlb_proxy *p);
+void hlb_proxy_failing_take(struct hlb_proxy *p);
 /* Whether every worker has exited. */
 bool hlb_proxy_done(struct hlb_proxy *p);
 /* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */

@@ -746,6 +746,19 @@ void worker_kick_queues(struct worker *w)
 		}
 }
 
+void worker_failing_seen(struct worker *w)
+{
+	struct hlb_proxy *p = w->proxy;
+	uint64_t one = 1;
+
+	if (atomic_load_explicit(&p->failing_pending, memory_order_relaxed) ||
+	    atomic_exchange(&p->failing_pending, true))
+		return;
+	if (write(p->failing_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write fails only on overflow: the control thread is woken */
+	}
+}
+
 static void worker_push(struct worker *w, struct cmd *cmd)
 {
 	uint64_t one = 1;
@@ -793,10 +806,13 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	p->resync_fd = -1;
 	hlb_proxy_count_fds(p, NULL);
 	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->failing_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->workers = calloc(p->n_workers, sizeof(*p->workers));
-	if (p->exit_fd < 0 || !p->workers) {
+	if (p->exit_fd < 0 || p->failing_fd < 0 || !p->workers) {
 		if (p->exit_fd >= 0)
 			close(p->exit_fd);
+		if (p->failing_fd >= 0)
+			close(p->failing_fd);
 		free(p->workers);
 		free(p);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -868,6 +884,23 @@ uint32_t hlb_proxy_workers(const struct hlb_proxy *p)
 int hlb_proxy_exit_fd(const struct hlb_proxy *p)
 {
 	return p->exit_fd;
+}
+
+int hlb_proxy_failing_fd(const struct hlb_proxy *p)
+{
+	return p->failing_fd;
+}
+
+void hlb_proxy_failing_take(struct hlb_proxy *p)
+{
+	uint64_t v;
+
+	/* cleared first: a worker that finds it clear after the read writes
+	 * again, and its failure is seen at the next wake-up if not at this one */
+	atomic_store(&p->failing_pending, false);
+	if (read(p->failing_fd, &v, sizeof(v)) < 0) {
+		/* spurious: nonblocking, nothing to read */
+	}
 }
 
 bool hlb_proxy_done(struct hlb_proxy *p)
@@ -1005,6 +1038,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		pthread_mutex_destroy(&w->cmd_lock);
 	}
 	close(p->exit_fd);
+	close(p->failing_fd);
 	if (p->taken_pidfd >= 0)
 		close(p->taken_pidfd);
 	if (p->resync_fd >= 0)

@@ -352,6 +352,9 @@ struct hlb_proxy {
 	const _Atomic uint32_t *other_fds; /* hlb_proxy_count_fds(); never NULL */
 	int exit_fd;
 	_Atomic uint32_t n_exited;
+	/* hlb_proxy_failing_fd(): written once per burst (failing_pending) */
+	int failing_fd;
+	atomic_bool failing_pending;
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;
 	uint32_t n_ready;
@@ -398,6 +401,13 @@ struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
 /* A backend slot freed: every worker (this one included) retries its queue. */
 void worker_kick_queues(struct worker *w);
+/*
+ * A backend of a Maglev service started failing connects (its
+ * consecutive_fail went 0 -> 1): wake the control thread, which builds its
+ * retry table (hlb_proxy_failing_fd()). One eventfd write per burst: the
+ * first worker to say so writes, the others find it said.
+ */
+void worker_failing_seen(struct worker *w);
 /*
  * Stop accepting on <wl> for <ms> (max_connection_rate at <rate>): the
  * clients behind wait in its listen backlog; the tick accepts again after

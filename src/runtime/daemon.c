@@ -29,7 +29,14 @@
 
 #define RCU_POLL_MS 50
 
-enum watch_kind { WATCH_FD = 0, WATCH_TIMER, WATCH_SIGNAL, WATCH_EXIT, WATCH_KIND_MAX };
+enum watch_kind {
+	WATCH_FD = 0,
+	WATCH_TIMER,
+	WATCH_SIGNAL,
+	WATCH_EXIT,
+	WATCH_FAILING,
+	WATCH_KIND_MAX
+};
 
 struct watch {
 	struct watch *next;
@@ -874,6 +881,8 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 		hlb_log(HLB_LOG_INFO, "sockets from the service manager", "count=%d", r);
 	take_over(d);
 	r = watch_add(d, WATCH_EXIT, hlb_proxy_exit_fd(d->proxy), EPOLLIN, &w);
+	if (r == 0)
+		r = watch_add(d, WATCH_FAILING, hlb_proxy_failing_fd(d->proxy), EPOLLIN, &w);
 	if (r < 0) {
 		hashlb_err(err, r, HASHLB_ERR_SYSTEM, "epoll: %s", strerror(-r));
 		goto err_free;
@@ -1981,6 +1990,11 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 				if (read(w->fd, &v, sizeof(v)) < 0) {
 					/* spurious: nonblocking, nothing to read */
 				}
+				break;
+			case WATCH_FAILING:
+				hlb_proxy_failing_take(d->proxy);
+				if (d->hooks.failing)
+					d->hooks.failing(d, d->hooks.arg);
 				break;
 			case WATCH_TIMER:
 				if (read(w->fd, &v, sizeof(v)) == sizeof(v))
