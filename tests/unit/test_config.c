@@ -135,6 +135,24 @@ static void test_invisible_character_in_syntax(void **state)
 }
 
 /*
+ * A tab before a block indicator after a complex key's ':' is refused, and
+ * the refusal does not crash: libfyaml 0.7.12 frees a key twice there, and
+ * destroying its parser after that was a SIGSEGV in hashlb check and in a
+ * reload. Found by tests/fuzz/fuzz_config.
+ */
+static void test_tab_after_complex_key(void **state)
+{
+	expect_error("? T:\t|", 1, 5, "cannot use tab for indentation of block entry");
+	expect_error("? T:\t>\n", 1, 5, "cannot use tab for indentation");
+	expect_error("? [T]:\t- a\n", 1, 7, "cannot use tab for indentation");
+	expect_error("a:\n  ? b:\t? c\n", 2, 7, "cannot use tab for indentation");
+	/* the same tab elsewhere (no key recycled twice): refused as before */
+	expect_error("-\t- a\n", 1, 2, "cannot use tab for indentation");
+	expect_error("? a\n:\t|\n", 2, 2, "cannot use tab for indentation");
+	expect_error("services:\n  - ? a\n    :\t|\n", 3, 6, "cannot use tab for indentation");
+}
+
+/*
  * A byte that is not UTF-8 is refused where it stands, before libfyaml sees
  * it: libfyaml 0.7.12 hung on one in a directive line. Found by
  * tests/fuzz/fuzz_config.
@@ -2459,6 +2477,7 @@ int main(void)
 		cmocka_unit_test(test_not_a_mapping),
 		cmocka_unit_test(test_yaml_syntax),
 		cmocka_unit_test(test_invisible_character_in_syntax),
+		cmocka_unit_test(test_tab_after_complex_key),
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
