@@ -126,6 +126,17 @@ int hashlb_steer_set_daemon(struct hashlb_steer *s);
 /* Whether a hashlb run marked <s>'s program as its own (set_daemon). */
 bool hashlb_steer_daemon(struct hashlb_steer *s);
 
+/*
+ * -EBUSY if a live hashlb run drives <s>'s program on <iface>: marked by
+ * hashlb_steer_set_daemon(), its maps held by another process. <err> then
+ * says "the program on '<iface>' is driven by hashlb run (process PID):
+ * <remedy>". 0 if <s> is NULL, unmarked, an orphan (its daemon killed) or
+ * its holder cannot be read. Shared by hashlb steer --update and
+ * hashlb_steer_detach().
+ */
+int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
+			      struct hashlb_error *err);
+
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
 

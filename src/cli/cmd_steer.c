@@ -78,6 +78,7 @@ static void usage(FILE *f)
 		"                             max(65537, M))\n"
 		"      --keep                 leave the program attached and exit\n"
 		"      --update               replace the table of the program attached to IFACE\n"
+		"                             (not one a live hashlb run drives)\n"
 		"      --stats                print the program's counters\n"
 		"      --json                 with --stats: print JSON\n"
 		"      --detach               detach the program attached to IFACE (not one a\n"
@@ -352,12 +353,11 @@ static int steer_publish(struct steer_args *a)
 	/* A live hashlb run publishes its own tables, from its config and health
 	 * checks, and would not know its table was replaced: a backend its checks
 	 * took out would get new clients again until its next publication. */
-	if (a->action == ACT_UPDATE && hashlb_steer_daemon(s) && hashlb_steer_driven_elsewhere(s)) {
-		ret = hashlb_err(&err, -EBUSY, HASHLB_ERR_SYSTEM,
-				 "the program on '%s' is driven by hashlb run: change its config "
-				 "(and reload) or use hashlb ctl",
-				 a->iface);
-		goto out_err;
+	if (a->action == ACT_UPDATE) {
+		ret = hashlb_steer_check_driver(
+			s, a->iface, "change its config (and reload) or use hashlb ctl", &err);
+		if (ret < 0)
+			goto out_err;
 	}
 	/* Table before VIPs: a VIP is never served by an empty table. */
 	ret = hashlb_steer_set_table(s, t, a->key, dests, &err);

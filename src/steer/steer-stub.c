@@ -49,6 +49,12 @@ bool hashlb_steer_daemon(struct hashlb_steer *s)
 	return false;
 }
 
+int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
+			      struct hashlb_error *err)
+{
+	return 0;
+}
+
 void hashlb_steer_free(struct hashlb_steer *s)
 {
 }

@@ -891,6 +891,18 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	free(s);
 }
 
+int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
+			      struct hashlb_error *err)
+{
+	pid_t driver = s && hashlb_steer_daemon(s) ? steer_holder(s) : 0;
+
+	if (driver <= 0)
+		return 0;
+	return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
+			  "the program on '%s' is driven by hashlb run (process %d): %s", iface,
+			  (int)driver, remedy);
+}
+
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 {
 	struct hashlb_error find_err = { 0 };
@@ -898,7 +910,6 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 	enum hashlb_steer_mode mode;
 	uint32_t prog_id = 0;
 	int ifindex = 0, ret;
-	pid_t driver;
 
 	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
@@ -909,15 +920,10 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 		s = NULL;
 	/* A live hashlb run would go on publishing into maps no program reads,
 	 * its service served by the daemon alone without its knowing. */
-	driver = s && hashlb_steer_daemon(s) ? steer_holder(s) : 0;
-	if (driver > 0) {
-		ret = hashlb_err(
-			err, -EBUSY, HASHLB_ERR_SYSTEM,
-			"the program on '%s' is driven by hashlb run (process %d): stop it, "
-			"or change its config (steering: userspace) and reload",
-			iface, (int)driver);
+	ret = hashlb_steer_check_driver(
+		s, iface, "stop it, or change its config (steering: userspace) and reload", err);
+	if (ret < 0)
 		goto out;
-	}
 	ret = detach_prog(s, ifindex, mode, prog_id);
 	if (ret < 0)
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,

@@ -185,10 +185,10 @@ def manual_update(topo, servers):
     """hashlb steer --update on the program a live hashlb run drives is refused: the daemon
     would not know its table was replaced, and a backend its health checks took out would get
     new clients again until its next publication. --stats still reads it. Before, the update
-    went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too, naming
-    the daemon's pid (before, it detached the program and the daemon went on publishing into
-    maps no program read: every client through the daemon); once the daemon is killed
-    (SIGKILL: the program an orphan), --detach detaches it."""
+    went through: b3, down, got 7 of 20 new clients, refused. --detach is refused too (before,
+    it detached the program and the daemon went on publishing into maps no program read:
+    every client through the daemon); both refusals name the daemon's pid (before, --update's
+    did not). Once the daemon is killed (SIGKILL: the program an orphan), --detach detaches it."""
     d = Daemon(topo, service(topo)).start()
     try:
         check(d.wait_log("kernel steering table published", 15) is not None,
@@ -202,7 +202,8 @@ def manual_update(topo, servers):
                  "--key", "4-tuple",
                  *[a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
                  ns=topo.lb, check=False)
-        check(p.returncode == 1 and "driven by hashlb run" in p.stderr,
+        check(p.returncode == 1 and "driven by hashlb run" in p.stderr and
+              f"process {d.proc.pid}" in p.stderr,
               f"manual update: --update of the daemon's program: {p.returncode} "
               f"{p.stderr.strip()}")
         check("new_flows" in steer_stats(topo), "manual update: --stats refused")
