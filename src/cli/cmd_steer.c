@@ -19,6 +19,9 @@
 
 #define VIPS_MAX 16
 
+/* --help gives --flows' range as a number */
+_Static_assert(HASHLB_STEER_FLOWS_MAX == 402653184u, "--flows N in usage()");
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -67,9 +70,9 @@ static void usage(FILE *f)
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
 		"                             generic; tc on a veth), xdp, xdp-generic or tc\n"
-		"      --flows N              connection-tracking entries (default 65536, or\n"
-		"                             -c's steering_flows; sets of 6, least recently\n"
-		"                             seen evicted)\n"
+		"      --flows N              connection-tracking entries, 1..402653184 (default\n"
+		"                             65536, or -c's steering_flows; sets of 6, least\n"
+		"                             recently seen evicted)\n"
 		"      --max-backends N       backends an --update may grow to (default\n"
 		"                             max(256, 2 x backends))\n"
 		"      --max-ring-points N    ring points an --update may grow to (default\n"
@@ -628,13 +631,18 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		case 0x203:
 		case 0x204:
 		case 0x205:
-		case 0x20c:
+		case 0x20c: {
+			/* --flows as the config's steering_flows: the loader refuses more */
+			uint64_t max = opt == 0x203 ? HASHLB_STEER_FLOWS_MAX : UINT32_MAX;
+			char range[32];
+
 			attach_opt = opt == 0x203   ? "--flows"
 				     : opt == 0x204 ? "--max-backends"
 				     : opt == 0x205 ? "--max-ring-points"
 						    : "--max-maglev-m";
-			if (cli_parse_u64(optarg, UINT32_MAX, &v) < 0 || v == 0) {
-				cli_bad_value(attach_opt, optarg, "1..4294967295");
+			if (cli_parse_u64(optarg, max, &v) < 0 || v == 0) {
+				snprintf(range, sizeof(range), "1..%" PRIu64, max);
+				cli_bad_value(attach_opt, optarg, range);
 				goto usage;
 			}
 			if (opt == 0x203)
@@ -646,6 +654,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			else
 				a->opts.max_ring_points = (uint32_t)v;
 			break;
+		}
 		case 0x206:
 			attach_opt = "--keep";
 			a->opts.keep = true;

@@ -230,7 +230,15 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--stats", "--update"), 2, "--stats and --update exclude each other"),
     (("steer", "-i", "lo", "--stats", "--detach"), 2, "--stats and --detach exclude each other"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "0"), 2,
-     "invalid value '0' for option --flows"),
+     "invalid value '0' for option --flows (1..402653184)"),
+    # --flows past HASHLB_STEER_FLOWS_MAX, the config's steering_flows range: it was taken up
+    # to 4294967295 and refused only as the program loaded (1)
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "402653185"), 2,
+     "invalid value '402653185' for option --flows (1..402653184)"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--flows", "4294967295"), 2,
+     "invalid value '4294967295' for option --flows (1..402653184)"),
+    (("steer", "-c", STEER_CFG, "--flows", "402653185"), 2,
+     "invalid value '402653185' for option --flows (1..402653184)"),
     # run: a usage error before the config is read (it was 1: the file's error first)
     (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "invalid value 'bogus' for option --admin (ADDR:PORT, unix:/PATH"),
     # a link-local admin address, refused as the config's admin is (it failed at bind: EINVAL)
