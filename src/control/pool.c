@@ -342,10 +342,13 @@ static bool backend_failing(const struct hlb_pool_backend *b)
  * Maglev: the backends whose last connects failed (not yet down, or
  * already) are down in <snap>'s retry table, so that a client retried away
  * from one goes where it stays once they are down (see retry_watch()).
+ * While a backend is in slow start, the ramping ones are down too in a
+ * second table, for a client that table sends to one that does not admit
+ * it yet: it goes where it stays while the ramp lasts (see retry_first()).
  */
 static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *snap)
 {
-	bool *failing, any = false;
+	bool *failing, any = false, ramps = false;
 
 	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || snap->n_backends != s->n_backends)
 		return;
@@ -357,6 +360,12 @@ static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *s
 		failing[j] =
 			snap->backends[j] == s->backends[j]->rt && backend_failing(s->backends[j]);
 	hlb_snapshot_add_retry(snap, failing);
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		if (snap->backends[j] == s->backends[j]->rt && s->backends[j]->ramp_start_ms)
+			ramps = failing[j] = true;
+	}
+	if (ramps && snap->retry_table)
+		hlb_snapshot_add_retry_ramp(snap, failing);
 	free(failing);
 }
 

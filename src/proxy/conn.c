@@ -1170,12 +1170,22 @@ static void second_from(const struct hashlb_table *table, uint64_t hash, uint32_
  * retry table (Maglev, see hlb_snapshot_add_retry()): the backend that table
  * gives goes next, where the client stays once the failing backends are
  * marked down, instead of the list's next (which would move it a second
- * time then).
+ * time then). If that one is in slow start and does not admit the client
+ * yet, the backend the table with the ramping ones down too gives, where
+ * it stays while the ramp lasts (the one failing may be the stand-in
+ * ramp_first() chose: the retry table gives the client its own again).
  */
 static void retry_first(const struct hlb_snapshot *snap, uint64_t hash, uint32_t *prefs, size_t *n,
 			size_t max)
 {
-	second_from(snap->retry_table, hash, prefs, n, max);
+	const struct hashlb_table *table = snap->retry_table;
+	uint32_t r = hashlb_table_lookup(table, hash);
+
+	if (snap->retry_ramp_table && r != HASHLB_BACKEND_NONE &&
+	    !hlb_slow_start_ok(
+		    hash, atomic_load_explicit(&snap->backends[r]->admit, memory_order_relaxed)))
+		table = snap->retry_ramp_table;
+	second_from(table, hash, prefs, n, max);
 }
 
 /*

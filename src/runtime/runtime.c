@@ -343,6 +343,11 @@ void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing)
 	table_with_more_down(s, failing, &s->retry_table);
 }
 
+void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping)
+{
+	table_with_more_down(s, failing_or_ramping, &s->retry_ramp_table);
+}
+
 void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping)
 {
 	table_with_more_down(s, ramping, &s->ramp_table);
@@ -358,6 +363,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	hashlb_table_free(s->table);
 	hashlb_table_free(s->retry_table);
 	hashlb_table_free(s->ramp_table);
+	hashlb_table_free(s->retry_ramp_table);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

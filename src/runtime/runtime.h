@@ -390,6 +390,13 @@ struct hlb_snapshot {
 	 * that backend was out. NULL if none ramps.
 	 */
 	struct hashlb_table *ramp_table; /* owned */
+	/*
+	 * Maglev, while a backend fails and one is in slow start: the table
+	 * with both down too (hlb_snapshot_add_retry_ramp()), where a client
+	 * that <retry_table> sends to a ramping backend not admitting it yet
+	 * goes: where it stays while the ramp lasts. NULL if not both.
+	 */
+	struct hashlb_table *retry_ramp_table; /* owned */
 };
 
 /*
@@ -402,6 +409,15 @@ struct hlb_snapshot {
  * preference list's next backend, as without it).
  */
 void hlb_snapshot_add_retry(struct hlb_snapshot *s, const bool *failing);
+
+/*
+ * Give <s> (not yet published), which has a retry table, the table with the
+ * backends <failing_or_ramping> says down as well: those failing and those
+ * in slow start, for a retry that the retry table sends to a ramping
+ * backend not admitting the client yet. Only for Maglev; nothing is changed
+ * if it cannot be built (the retry then goes to the ramping backend).
+ */
+void hlb_snapshot_add_retry_ramp(struct hlb_snapshot *s, const bool *failing_or_ramping);
 
 /*
  * Give <s> (not yet published) its ramp table: the table with the backends

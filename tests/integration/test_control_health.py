@@ -507,6 +507,70 @@ def slow_start_after_an_outage_moves_clients_once():
             b.stop()
 
 
+def slow_start_stand_in_refuses():
+    """Maglev: a client that backend c, ramping, does not admit yet goes to the ramp table's
+    stand-in (where it was while c was out); when that stand-in, d, refuses (no checks here:
+    not marked down), the retry sends it where it stays while the ramp lasts once d is down
+    (`hashlb lookup --down c,d`), not to c; and a client of d's that goes to c once d is down
+    is retried to c if c admits it, else there too. The retry table, with only the failing
+    backends down, gave them all c: at 1% of the ramp, 171 of c's 171 clients with stand-in
+    d and 141 of d's 141 went to c, and 309 of them moved again once d was down; at 40%,
+    still all of them."""
+    bs = {n: Backend(n) for n in "abcde"}
+    lb = Lb(config([(n, b.addr) for n, b in bs.items()], health="enabled: false",
+                   extra="slow_start: 20s\nconnect_retries: 2"))
+    clients = [client_ip(i * 613) for i in range(3000)]
+    pref = lookup(lb.path, clients)
+    ramp = lookup(lb.path, clients, args=("--down", "c"))
+    both = lookup(lb.path, clients, args=("--down", "c,d"))
+    after = lookup(lb.path, clients, args=("--down", "d"))
+    mine = [c for c in clients if pref[c][0] == "c"]
+    stand_in = [c for c in mine if ramp[c][0] == "d"]
+    rest = [c for c in mine if ramp[c][0] != "d"]
+    of_d = [c for c in clients if pref[c][0] == "d" and after[c][0] == "c"]
+    check(len(stand_in) > 50 and len(of_d) > 50,
+          f"d stands in for {len(stand_in)} of c's clients, c for {len(of_d)} of d's")
+    check(all(after[c][0] == "c" for c in stand_in),
+          "once d is down and the ramp over, they are c's again")
+    for state in ("maint", "ready"):
+        rc, _, err = lb.ctl("set", "c", state)
+        check(rc == 0, f"c to {state}: {err}")
+        check(lb.wait(lambda: lb.backend("c")["in_table"] == (state == "ready")) is not None,
+              f"c {state}")
+    t0 = time.time()
+    check(lb.service()["ramp_table_for"] == ["c"], "c ramps")
+    time.sleep(max(0, t0 + 8 - time.time()))  # c admits about 40% of its clients
+    bs["d"].stop()  # refuses from now on
+    who(lb.addr, of_d[0])
+    check(lb.wait(lambda: lb.service()["retry_table_for"] == ["d"]) is not None,
+          f"a retry table for d: {lb.service()['retry_table_for']}")
+    # c's other clients probed before and after: the share the ramp admits, a bound each way
+    share = lambda g: sum(got[c] == "c" for c in g) / len(g)  # noqa: E731
+    got = {c: who(lb.addr, c) for c in rest}
+    low = share(rest)
+    got.update({c: who(lb.addr, c) for c in stand_in + of_d})
+    got.update({c: who(lb.addr, c) for c in rest})
+    high = share(rest)
+    print(f"    on c: {share(stand_in):.0%} of those d stands in for, {share(of_d):.0%} of d's, "
+          f"{low:.0%} to {high:.0%} of c's others (the ramp's share)")
+    bad = [c for c in stand_in + of_d if got[c] not in ("c", both[c][0])]
+    check(not bad, f"{len(bad)} are neither on c nor where they stay while c ramps and d is "
+                   f"down: {[(c, got[c], both[c][0]) for c in bad[:3]]}")
+    # the ramp's share, with a margin for the hash's granularity
+    for name, g in (("those d stands in for", stand_in), ("d's own", of_d)):
+        check(low - 0.15 <= share(g) <= high + 0.15,
+              f"c takes the ramp's share of {name}: {share(g):.0%}, not {low:.0%} to {high:.0%}")
+    rc, _, err = lb.ctl("set", "d", "maint")
+    check(rc == 0, f"d to maint: {err}")
+    # to c is to be admitted meanwhile: the ramp goes on
+    now = {c: who(lb.addr, c) for c in stand_in + of_d}
+    moved = [c for c in stand_in + of_d if now[c] not in (got[c], "c")]
+    check(not moved, f"{len(moved)} moved again once d was down, not to c: "
+                     f"{[(c, got[c], now[c]) for c in moved[:3]]}")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs.values():
+        b.stop()
+
 class App:
     """A server whose answer to each connection is set by .mode: "pong" answers b"+PONG" to a
     line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
@@ -887,7 +951,8 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps,
-           slow_start_after_an_outage_moves_clients_once, payload_checks,
+           slow_start_after_an_outage_moves_clients_once, slow_start_stand_in_refuses,
+           payload_checks,
            health_port, half_a_maglev_pool_dies_at_once,
            a_killed_maglev_backend_moves_its_clients_once,
            stale_failures_do_not_take_a_recovered_backend_down])
