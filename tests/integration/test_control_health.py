@@ -878,13 +878,15 @@ def a_killed_maglev_backend_moves_its_clients_once():
                               f"survivor")
 
 def stale_failures_do_not_take_a_recovered_backend_down():
-    """Clients connect to x while its data port drops SYNs (an accept queue full), each
-    connect waiting out timeouts.connect (900 ms, before the SYN is sent again at 1 s);
-    meanwhile x's checks (on health.port) take it down, and bring it back up when it
+    """Clients connect to x while its data port drops SYNs (an accept queue full, which
+    drops the SYNs sent again at 1 s and 3 s too), each connect waiting out timeouts.connect
+    (4 s); meanwhile x's checks (on health.port) take it down, and bring it back up when it
     recovers. The connects made before still wait and then fail, after x is up: they said
     how x was then, not now, and took x, healthy, down again (cause=passive), and its
     clients with it. A connect that started before the backend's health last changed now
-    counts toward nothing."""
+    counts toward nothing. The checks' timeout (250 ms) is far above what an endpoint
+    answers in, even a Python thread on a busy machine under ASan: with 20 ms, checks that
+    timed out took x down a second time (cause=checks) in 4 of 30 runs there."""
     import threading
     hx, hy = health_endpoints()
     srv = socket.socket()
@@ -901,10 +903,10 @@ def stale_failures_do_not_take_a_recovered_backend_down():
             pass
         fillers.append(f)
     y = Backend("y", host="127.0.0.3")
-    health = ("interval: 20ms\ntimeout: 20ms\nrise: 2\nfall: 2\n"
+    health = ("interval: 250ms\ntimeout: 250ms\nrise: 2\nfall: 2\n"
               f'port: {hx.port}\nsend: "PING\\r\\n"\nexpect: "+PONG"')
     lb = Lb(config([("x", f"127.0.0.2:{xport}"), ("y", y.addr)], health=health,
-                   extra="timeouts:\n  connect: 900ms\nconnect_retries: 1"))
+                   extra="timeouts:\n  connect: 4s\nconnect_retries: 1"))
     clients = [client_ip(i * 7919) for i in range(400)]
     table = lb.lookup(clients)
     mine = [c for c in clients if table[c] == "x"][:6]
@@ -923,8 +925,6 @@ def stale_failures_do_not_take_a_recovered_backend_down():
     hx.mode = "err"
     check(lb.wait(lambda: lb.backend("x")["health"] == "down", step=0.005) is not None,
           "x's endpoint answers -ERR: down")
-    srv.listen(64)
-    close_x = serve_each(srv, lambda c: (c.sendall(b"x\n"), time.sleep(1), c.close()))
     hx.mode = "pong"
     check(lb.wait(lambda: lb.backend("x")["health"] == "up", step=0.005) is not None,
           "x answers again: up")
@@ -935,6 +935,8 @@ def stale_failures_do_not_take_a_recovered_backend_down():
     for t in threads:
         t.join(20)
     check(all(served.get(c) == "y" for c in mine), f"their clients are served by y: {served}")
+    srv.listen(64)  # x's data port recovers too, only now: its SYNs were dropped till here
+    close_x = serve_each(srv, lambda c: (c.sendall(b"x\n"), time.sleep(1), c.close()))
     time.sleep(3 * 0.05)  # the control plane's ticks after the last of them
     downs = [l for l in lb.log if 'msg="backend down"' in l and "backend=x" in l]
     check(len(downs) == 1 and lb.backend("x")["health"] == "up",
