@@ -548,6 +548,23 @@ static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }
 
+/*
+ * The recv of half <i>, in flight when <c> was reset, ended with <res>. A
+ * socket the kernel gave up on (TCP_USER_TIMEOUT, keepalive, a reset) holds
+ * its error for one reader only: when that was this recv, run by io_uring
+ * before the send or splice into the same socket whose EPIPE (the socket
+ * shut, its error taken) reset <c>, the recv has the reason, and the log
+ * line (written when <c> is freed) gets it rather than EPIPE.
+ */
+static void conn_reset_why(struct conn *c, int i, int res)
+{
+	enum conn_end end = i ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET;
+
+	if (c->end == end && c->err == EPIPE && res < 0 && res != -ECANCELED && res != -EPIPE &&
+	    res != -ENOBUFS)
+		c->err = (uint8_t)-res;
+}
+
 /* Cancel the request <ud> of a connection; its own CQE says when it ended. */
 static void conn_cancel(struct worker *w, uint64_t ud)
 {
@@ -1904,6 +1921,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (c->state == CONN_CLOSING) {
 			if (bid != BUF_NONE)
 				bufring_put(w, bid);
+			conn_reset_why(c, i, res);
 			break;
 		}
 		if (res > 0) {
