@@ -67,12 +67,7 @@ def main():
                     s = socket.socket(socket.AF_UNIX)
                     s.connect(admin)
                     s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-                    b = b""
-                    while True:
-                        c = s.recv(65536)
-                        if not c:
-                            break
-                        b += c
+                    b = b"".join(iter(lambda: s.recv(65536), b""))  # to the endpoint's close
                     s.close()
                     return b
 

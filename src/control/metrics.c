@@ -42,9 +42,12 @@ enum bfield {
 	B_MAX
 };
 
-static const struct {
+/* A metric family: its name, Prometheus type and HELP text. */
+struct family_desc {
 	const char *name, *type, *help;
-} bfamilies[B_MAX] = {
+};
+
+static const struct family_desc bfamilies[B_MAX] = {
 	[B_ACTIVE] = { "hashlb_backend_active_connections", "gauge",
 		       "Connections to the backend open now." },
 	[B_TOTAL] = { "hashlb_backend_connections_total", "counter",
@@ -386,9 +389,7 @@ static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 
 static void service_families(const struct scrape *sc, struct hlb_buf *o)
 {
-	static const struct {
-		const char *name, *type, *help;
-	} fam[] = {
+	static const struct family_desc fam[] = {
 		{ "hashlb_service_table_generation", "gauge",
 		  "Generation of the service's published table." },
 		{ "hashlb_service_table_info", "gauge",
@@ -549,9 +550,7 @@ static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
  */
 static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
-	static const struct {
-		const char *name, *type, *help;
-	} fams[] = {
+	static const struct family_desc fams[] = {
 		{ "hashlb_service_steer_packets_total", "counter",
 		  "Kernel steering: TCP packets to the service's VIP forwarded to a backend." },
 		{ "hashlb_service_steer_bytes_total", "counter",
@@ -625,9 +624,7 @@ static unsigned open_fds(void)
 /* The forwarding workers' bounded resources, a sample per worker in each family. */
 static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
-	static const struct {
-		const char *name, *type, *help;
-	} fams[] = {
+	static const struct family_desc fams[] = {
 		{ "hashlb_worker_connections", "gauge", "Connections open now on this worker." },
 		{ "hashlb_worker_buffers", "gauge",
 		  "Receive buffers of this worker (--buffers), shared by its connections." },

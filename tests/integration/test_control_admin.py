@@ -1070,6 +1070,17 @@ def busy_answer(lb):
         time.sleep(0.05)
 
 
+def refusals_after_closing(lb, conns, reason):
+    """Close <conns> (holding the admin endpoint's room), check it serves again, and return
+    hashlb_admin_refused_total{reason=<reason>}."""
+    for c in conns:
+        c.close()
+    check(lb.wait(lambda: lb.http("GET", "/metrics")[0] == 200, timeout=10) is not None,
+          "served again once they closed")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    return metric(m, "hashlb_admin_refused_total", reason=reason)
+
+
 def admin_busy_answer_waits_for_the_request():
     """Over its 64 connections, the admin endpoint answers 503 once the request is in, or
     after 1 s without one: the answer is read, not lost to a reset. Before, it answered and
@@ -1106,13 +1117,8 @@ def admin_busy_answer_waits_for_the_request():
           f"{[a[:40] for a in answers]}")
     check(lb.wait_log(r'level=error msg="admin requests refused" reason=connections refused=\d'),
           "the refusals are logged, for whoever wonders why a scrape failed")
-    for x in idle:
-        x.close()
-    check(lb.wait(lambda: lb.http("GET", "/status")[0] == 200, timeout=5) is not None,
-          "served again once they closed")
-    m = parse_prometheus(lb.http("GET", "/metrics")[1])
-    check(metric(m, "hashlb_admin_refused_total", reason="connections") >= 12,
-          f"and counted: {metric(m, 'hashlb_admin_refused_total', reason='connections')}")
+    refused = refusals_after_closing(lb, idle, "connections")
+    check(refused >= 12, f"and counted: {refused}")
     check(lb.stop() == 0, "exit 0")
 
 
@@ -1186,12 +1192,7 @@ def metrics_parse_and_match_traffic():
         per[name] = per.get(name, 0) + 1
         s.sendall(payload)
         s.shutdown(1)
-        got = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
+        got = read_to_eof(s)
         s.close()
         check(got == payload, "echoed intact")
     lb.wait(lambda: lb.service()["connections"]["active"] == 0, timeout=5)
@@ -1371,14 +1372,8 @@ def unread_answers_hold_bounded_memory():
     check(code == 200, f"a POST is still applied meanwhile: {code} {body!r}")
     check(lb.wait_log(r'msg="admin requests refused" reason=unread_answers refused=\d'),
           "the refusals are logged")
-    for s in held:
-        s.close()
-    check(lb.wait(lambda: lb.http("GET", "/metrics")[0] == 200, timeout=10) is not None,
-          "served again once they closed")
-    m = parse_prometheus(lb.http("GET", "/metrics")[1])
-    check(metric(m, "hashlb_admin_refused_total", reason="unread_answers") == len(busy),
-          f"and counted: {metric(m, 'hashlb_admin_refused_total', reason='unread_answers')} "
-          f"of {len(busy)}")
+    refused = refusals_after_closing(lb, held, "unread_answers")
+    check(refused == len(busy), f"and counted: {refused} of {len(busy)}")
     check(lb.stop() == 0, "exit 0")
     b.stop()
 
