@@ -120,12 +120,22 @@ struct {
 	__type(value, struct hlb_steer_ct_bucket);
 } hlb_ct SEC(".maps");
 
+/* The counters before ct_lost: a size fixed for good (steer_shared.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, HLB_STEER_STATS_SIZE);
+} hlb_stats SEC(".maps");
+
+/* The counters added since: read only where they happen, off the
+ * established path. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct hlb_steer_stats);
-} hlb_stats SEC(".maps");
+	__type(value, struct hlb_steer_stats2);
+} hlb_stats2 SEC(".maps");
 
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
@@ -165,6 +175,16 @@ static __always_inline struct hlb_steer_stats *stats_get(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&hlb_stats, &zero);
+}
+
+/* A packet of a flow whose conntrack entry was lost (ct_lost). */
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	struct hlb_steer_stats2 *st2 = bpf_map_lookup_elem(&hlb_stats2, &zero);
+
+	if (st2)
+		st2->ct_lost++;
 }
 
 static __always_inline enum verdict drop(struct hlb_steer_stats *st, int reason)
@@ -589,6 +609,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		st->packets++;
 		st->bytes += len;
 	}
+	/* Past the handshake with no entry: the flow's entry was evicted while
+	 * it lived (docs/steering.md, sizing). A SYN is a new flow. */
+	if (!resched && !tcp->syn)
+		count_lost();
 	set_macs(eth, be);
 	*ret_ifindex = be->ifindex;
 	return V_FORWARD;

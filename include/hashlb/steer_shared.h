@@ -21,7 +21,8 @@
  *   hlb_points   array  half*cap + i -> ring_point   (ring, sorted)
  *   hlb_buckets  array  half*cap + b -> u32           (ring two-level index)
  *   hlb_ct       array  hash(flow) & mask -> ct_bucket   connection tracking
- *   hlb_stats    percpu array 0 -> stats
+ *   hlb_stats    percpu array 0 -> stats (up to ct_lost: its size is fixed)
+ *   hlb_stats2   percpu array 0 -> stats2       counters added since
  *
  * Every map the data path reads is an array: the verifier inlines array
  * lookups (a bounds check and an add), where a hash map lookup or update is
@@ -232,6 +233,15 @@ enum hlb_steer_drop {
 	HLB_STEER_DROP_MAX
 };
 
+/*
+ * The counters, summed over CPUs by the loader. hlb_stats holds the fields
+ * before ct_lost (HLB_STEER_STATS_SIZE bytes), a size fixed for good: a hashlb
+ * of another version reads a program this one loaded (an upgrade, a rollback),
+ * and those from before hlb_stats2 copy exactly that many bytes a CPU into
+ * their buffer (a larger value would overrun it). Counters added since are in
+ * hlb_stats2 (struct hlb_steer_stats2), read by its value size: a program
+ * without it (an older hashlb's) reads 0 there.
+ */
 struct hlb_steer_stats {
 	__u64 packets; /* TCP packets to a VIP, forwarded */
 	__u64 bytes; /* their frame bytes */
@@ -241,7 +251,20 @@ struct hlb_steer_stats {
 	__u64 ct_evicted; /* a new flow took a live way of its set (the set was full) */
 	__u64 passed; /* handed to the stack: not ours (other host, port, non-TCP) */
 	__u64 drops[HLB_STEER_DROP_MAX];
+	/* hlb_stats2 from here on */
+	/* A packet that is not a SYN found no conntrack entry for its flow: the
+	 * entry was evicted while the flow lived (or the flow began before the
+	 * program was attached). Scheduled again by the current table, which
+	 * moves the flow if the table changed since it began. */
+	__u64 ct_lost;
 };
+
+/* hlb_stats2's value: new counters go at its end. */
+struct hlb_steer_stats2 {
+	__u64 ct_lost;
+};
+
+#define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)
 
 _Static_assert(sizeof(struct hlb_steer_vip) == 24, "vip layout");
 _Static_assert(sizeof(struct hlb_steer_table) == 40, "table layout");
@@ -253,6 +276,10 @@ _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
 _Static_assert(sizeof(struct hlb_steer_ct_bucket) == 64, "ct bucket layout: one cache line");
-_Static_assert(sizeof(struct hlb_steer_stats) == (7 + HLB_STEER_DROP_MAX) * 8, "stats layout");
+_Static_assert(HLB_STEER_STATS_SIZE == (7 + HLB_STEER_DROP_MAX) * 8, "hlb_stats' layout: fixed");
+_Static_assert(HLB_STEER_STATS_SIZE == 96, "hlb_stats' size: fixed (older hashlb read it so)");
+_Static_assert(sizeof(struct hlb_steer_stats) ==
+		       HLB_STEER_STATS_SIZE + sizeof(struct hlb_steer_stats2),
+	       "stats: hlb_stats then hlb_stats2");
 
 #endif

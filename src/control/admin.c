@@ -409,10 +409,11 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		dropped += v->st.drops[d];
 	hlb_buf_printf(o,
 		       "  kernel steering: %" PRIu64 " packets, %" PRIu64 " new flows, %" PRIu64
-		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64
+		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64 " lost, %" PRIu64
 		       " dropped; conntrack %" PRIu64 "/%" PRIu64 " entries\n",
 		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
-		       (uint64_t)v->st.ct_evicted, dropped, v->flows, v->flows_max);
+		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped, v->flows,
+		       v->flows_max);
 }
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)

@@ -535,9 +535,9 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 /* The kernel steering counters of one service's program, summed over CPUs (s.st). */
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->st.packets, s->st.bytes,	s->st.new_flows,
-			       s->st.ct_hits, s->st.ct_resched, s->st.ct_evicted,
-			       s->st.passed,  s->flows,		s->flows_max };
+	const uint64_t v[] = { s->st.packets,	 s->st.bytes,	   s->st.new_flows, s->st.ct_hits,
+			       s->st.ct_resched, s->st.ct_evicted, s->st.ct_lost,   s->st.passed,
+			       s->flows,	 s->flows_max };
 
 	return v[f];
 }
@@ -562,8 +562,12 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_service_steer_conntrack_rescheduled_total", "counter",
 		  "Kernel steering: flows whose backend went down or away, scheduled again." },
 		{ "hashlb_service_steer_conntrack_evictions_total", "counter",
-		  "Kernel steering: new flows that evicted a live conntrack entry, its set full "
-		  "(the evicted flow moves if the table changed since it began)." },
+		  "Kernel steering: new flows that took the entry of another flow, its set full "
+		  "(a flow that ended, or a live one: see conntrack_lost)." },
+		{ "hashlb_service_steer_conntrack_lost_total", "counter",
+		  "Kernel steering: packets past a flow's SYN that found no conntrack entry: "
+		  "evicted while the flow lived (the table is too small), scheduled again (the "
+		  "flow moves if the table changed since it began)." },
 		{ "hashlb_service_steer_passed_total", "counter",
 		  "Kernel steering: packets the program on the service's interface handed to the "
 		  "stack (not for its VIP, not TCP)." },

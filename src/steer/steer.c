@@ -49,6 +49,7 @@ enum map_id {
 	M_CT,
 	M_STATS,
 	M_SYNC,
+	M_STATS2,
 	M_MAX
 };
 
@@ -57,7 +58,7 @@ static const char *const map_names[M_MAX] = {
 	[M_VIPS] = "hlb_vips",	       [M_ACTIVE] = "hlb_active",   [M_TABLES] = "hlb_tables",
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_CT] = "hlb_ct",
-	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",
+	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
 };
 
 struct hashlb_steer {
@@ -66,6 +67,9 @@ struct hashlb_steer {
 	int sync_inner_fd; /* the barrier's inner map */
 	uint32_t backends_cap, slots_cap, points_cap, buckets_cap;
 	uint32_t ct_buckets; /* hlb_ct's entries, a power of two */
+	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
+	 * loaded may have other ones (steer_shared.h), hlb_stats2 none (0) */
+	uint32_t stats_size, stats2_size;
 	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
@@ -526,6 +530,9 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_CT] = bpf_map__fd(s->skel->maps.hlb_ct);
 	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
 	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
+	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
+	s->stats_size = HLB_STEER_STATS_SIZE;
+	s->stats2_size = sizeof(struct hlb_steer_stats2);
 	ret = ct_map(s);
 	if (ret == 0)
 		ret = sync_inner_create(s);
@@ -673,6 +680,10 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 					s->buckets_cap = mi.max_entries / 2;
 				else if (m == M_CT)
 					s->ct_buckets = mi.max_entries;
+				else if (m == M_STATS)
+					s->stats_size = mi.value_size;
+				else if (m == M_STATS2)
+					s->stats2_size = mi.value_size;
 				break;
 			}
 		}
@@ -680,9 +691,10 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 			close(fd);
 	}
 	/* The barrier map is not referenced by the program: not in its list.
-	 * Without it, wait by time instead (see steer_wait_old_half). */
+	 * Without it, wait by time instead (see steer_wait_old_half). An older
+	 * hashlb's program has no hlb_stats2: its counters read 0. */
 	for (int m = 0; m < M_MAX; m++) {
-		if (m != M_SYNC && s->fd[m] < 0) {
+		if (m != M_SYNC && m != M_STATS2 && s->fd[m] < 0) {
 			ret = hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
 					 "the program on '%s' has no map '%s': another hashlb "
 					 "version?",
@@ -1446,36 +1458,48 @@ out:
 	return ret;
 }
 
-int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)
+/* Add to the <n> 64-bit counters of <sum> the first <n> of each CPU's value
+ * of per-CPU map <fd> (key 0), values <size> bytes. Returns 0 or -errno. */
+static int percpu_sum(int fd, uint32_t size, uint64_t *sum, size_t n)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct hlb_steer_stats *per, sum;
+	int ncpu = libbpf_num_possible_cpus(), ret = 0;
+	size_t stride = ((size_t)size + 7) / 8; /* the kernel's round_up(size, 8) */
 	uint32_t zero = 0;
+	uint64_t *per;
 
 	if (ncpu <= 0)
 		return ncpu < 0 ? ncpu : -EINVAL;
-	per = calloc((size_t)ncpu, sizeof(*per));
+	per = calloc((size_t)ncpu, stride * 8);
 	if (!per)
 		return -ENOMEM;
-	if (bpf_map_lookup_elem(s->fd[M_STATS], &zero, per) < 0) {
-		int ret = -errno;
-
-		free(per);
-		return ret;
+	if (bpf_map_lookup_elem(fd, &zero, per) < 0) {
+		ret = -errno;
+		goto out;
 	}
-	memset(&sum, 0, sizeof(sum));
-	for (int c = 0; c < ncpu; c++) {
-		sum.packets += per[c].packets;
-		sum.bytes += per[c].bytes;
-		sum.new_flows += per[c].new_flows;
-		sum.ct_hits += per[c].ct_hits;
-		sum.ct_resched += per[c].ct_resched;
-		sum.ct_evicted += per[c].ct_evicted;
-		sum.passed += per[c].passed;
-		for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
-			sum.drops[d] += per[c].drops[d];
-	}
+	if (n > size / 8)
+		n = size / 8;
+	for (int c = 0; c < ncpu; c++)
+		for (size_t i = 0; i < n; i++)
+			sum[i] += per[(size_t)c * stride + i];
+out:
 	free(per);
+	return ret;
+}
+
+int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)
+{
+	struct hlb_steer_stats sum;
+	uint64_t *u = (uint64_t *)&sum;
+	int ret;
+
+	_Static_assert(sizeof(sum) % 8 == 0, "the counters are 64-bit words");
+	memset(&sum, 0, sizeof(sum));
+	ret = percpu_sum(s->fd[M_STATS], s->stats_size, u, HLB_STEER_STATS_SIZE / 8);
+	if (ret == 0 && s->fd[M_STATS2] >= 0)
+		ret = percpu_sum(s->fd[M_STATS2], s->stats2_size, u + HLB_STEER_STATS_SIZE / 8,
+				 sizeof(struct hlb_steer_stats2) / 8);
+	if (ret < 0)
+		return ret;
 	*ret_stats = sum;
 	return 0;
 }

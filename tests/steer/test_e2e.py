@@ -269,6 +269,55 @@ def second_instance(topo):
     print("a second hashlb steer on the interface: refused" if not failures else "", flush=True)
 
 
+def conntrack_pressure(topo):
+    """More live flows than the conntrack table holds: ct_lost counts the packets past a flow's
+    SYN that found no entry (evicted while the flow lived), and stays 0 with a table large
+    enough for them. 200 connections through --flows 64 (96 entries) and through the default
+    (98,304); every connection answers on each packet, from the backend it started on (the
+    table did not change, so a flow scheduled again lands where it was). Before, nothing
+    told: ct_evicted counts every entry taken, a flow that ended too, and the occupancy
+    climbs to the capacity either way."""
+    n = 200
+    for flows in (None, 64):
+        tag = f"[--flows {flows or 'default'}, {n} live flows]"
+        extra = ["--flows", str(flows)] if flows else []
+        p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *extra,
+                                  *steer_args(topo, 3, "maglev")],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p1.stdout.readline()
+        check("attached" in line, f"{tag} hashlb steer did not attach: {line}")
+        if "attached" not in line:
+            p1.terminate()
+            p1.wait(timeout=15)
+            continue
+        client = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP,
+                                          str(T.VIP_PORT), str(n)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = dict(json.loads(client.stdout.readline()))
+        client.stdin.write("quit\n")  # a line on every connection: mid-flow packets
+        client.stdin.flush()
+        answers = dict(json.loads(client.stdout.readline()))
+        client.wait(timeout=30)
+        moved = [sp for sp in first if answers.get(sp) != first[sp]]
+        check(len(first) == n and not moved,
+              f"{tag} {len(moved)} connections broke or moved: "
+              f"{[(sp, first[sp], answers.get(sp)) for sp in moved[:3]]}")
+        st = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                             "--stats", "--json"], capture_output=True, text=True, timeout=30)
+        stats = json.loads(st.stdout) if st.returncode == 0 else {}
+        lost = stats.get("ct_lost")
+        if flows:
+            check(lost is not None and lost > 0,
+                  f"{tag} ct_lost {lost}: the entries lost to eviction not counted")
+        else:
+            check(lost == 0, f"{tag} ct_lost {lost} with a table large enough")
+        print(f"{tag} ct_lost {lost}, ct_evicted {stats.get('ct_evicted')}, new_flows "
+              f"{stats.get('new_flows')}, {n - len(moved)} of {n} connections kept their "
+              "backend", flush=True)
+        p1.send_signal(signal.SIGTERM)
+        p1.wait(timeout=15)
+
+
 def connect_once(topo, vip=T.VIP):
     """CONNS new connections to <vip>: [[sport, backend name], ...]."""
     client = topo.spawn(topo.client, [sys.executable, PEER, "client", vip, str(T.VIP_PORT),
@@ -739,6 +788,7 @@ def body(topo):
     second_instance(topo)
     foreign_filters(topo)
     hangup(topo)
+    conntrack_pressure(topo)
     dead_backend_down(topo)
     from_config(topo)
     from_config_as_run(topo)

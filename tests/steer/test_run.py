@@ -470,7 +470,7 @@ def mac_changed(topo, servers):
 
 
 STEER_COUNTERS = ["packets", "bytes", "new_flows", "conntrack_hits", "conntrack_rescheduled",
-                  "conntrack_evictions", "passed"]
+                  "conntrack_evictions", "conntrack_lost", "passed"]
 
 
 def scrape(d):
@@ -499,10 +499,11 @@ def send_frames(f, sports, marker):
 def metrics(topo, servers):
     """hashlb run's /metrics carries the kernel path's counters for the steered service (before:
     none at all, only `hashlb steer --stats` read them): 10 hand-made frames of 10 new flows
-    count 10 packets, their bytes, 10 new flows and 10 conntrack entries exactly, the same
+    count 10 packets, their bytes, 10 new flows, 10 lost (ACKs that found no conntrack entry)
+    and 10 conntrack entries exactly, the same
     figures `hashlb steer --stats` reads, and `hashlb ctl status` (JSON and text) shows them;
     after a reload that changes the table every counter is where it was or above, and 10 more
-    frames of the same flows count 10 packets, 10 conntrack hits and no new flow."""
+    frames of the same flows count 10 packets, 10 conntrack hits and no new flow, none lost."""
     import test_frames as F
     # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
     for key in ("iptables", "ip6tables"):
@@ -526,15 +527,17 @@ def metrics(topo, servers):
         dp = web(m1, "packets_total") - web(m0, "packets_total")
         db = web(m1, "bytes_total") - web(m0, "bytes_total")
         dn = web(m1, "new_flows_total") - web(m0, "new_flows_total")
-        check((dp, db, dn) == (10, nbytes, 10) and got and got <= {"b1", "b2", "b3"},
+        dl = web(m1, "conntrack_lost_total") - web(m0, "conntrack_lost_total")
+        check((dp, db, dn, dl) == (10, nbytes, 10, 10) and got and got <= {"b1", "b2", "b3"},
               f"metrics: 10 frames of {nbytes} bytes to {sorted(got)}: /metrics counted "
-              f"{dp} packets, {db} bytes, {dn} new flows")
+              f"{dp} packets, {db} bytes, {dn} new flows, {dl} lost (ACKs with no entry)")
         check(web(m1, "conntrack_entries") == 10 and web(m1, "conntrack_capacity") == 98304,
               f"metrics: conntrack entries {web(m1, 'conntrack_entries')} of "
               f"{web(m1, 'conntrack_capacity')}, 10 flows seen")
         same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
                 [("packets", "packets"), ("bytes", "bytes"), ("new_flows", "new_flows"),
-                 ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted")]}
+                 ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted"),
+                 ("conntrack_lost", "ct_lost")]}
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
         p = d.ctl("--json", "status")
@@ -566,8 +569,9 @@ def metrics(topo, servers):
         nbytes, got = send_frames(f, sports, b"METRICS-TWO")
         m3 = scrape(d)
         d3 = {c: web(m3, c + "_total") - web(m2, c + "_total")
-              for c in ("packets", "bytes", "new_flows", "conntrack_hits")}
-        check(d3 == {"packets": 10, "bytes": nbytes, "new_flows": 0, "conntrack_hits": 10},
+              for c in ("packets", "bytes", "new_flows", "conntrack_hits", "conntrack_lost")}
+        check(d3 == {"packets": 10, "bytes": nbytes, "new_flows": 0, "conntrack_hits": 10,
+                     "conntrack_lost": 0},
               f"metrics: after the reload, 10 frames of known flows ({nbytes} bytes): {d3}")
         print(f"metrics: reload: no counter lower; 10 more frames: {d3}", flush=True)
     finally:
