@@ -54,7 +54,10 @@ struct hashlb_steer_opts {
 	uint32_t max_backends;
 	uint32_t max_maglev_m;
 	uint32_t max_ring_points;
-	bool keep; /* leave the program attached when freed */
+	/* Leave the program attached when freed. Without it the program is
+	 * marked as this process's to detach: hashlb_steer_detach() refuses it
+	 * while the process lives. */
+	bool keep;
 	bool bench_new_flows; /* benchmarks only: every packet is a new flow */
 };
 
@@ -142,7 +145,9 @@ void hashlb_steer_free(struct hashlb_steer *s);
 
 /* Detach hashlb's program from <iface> (told by name, as hashlb_steer_find()):
  * -ENOENT if none; someone else's is left attached; -EBUSY if a live
- * hashlb run drives it (hashlb_steer_set_daemon(), its maps held open). */
+ * hashlb run drives it (hashlb_steer_set_daemon(), its maps held open), or
+ * the live process that attached it without keep (a foreground hashlb
+ * steer) will detach it itself. */
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err);
 
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */

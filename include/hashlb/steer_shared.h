@@ -12,8 +12,9 @@
  *                                               open addressed by hlb_steer_vip_hash
  *   hlb_active   array  0 -> u32                bit 0: the table half in use,
  *                                               bit 1: the VIP half in use,
- *                                               bit 2: a hashlb run drives it
- *                                               (loader only)
+ *                                               bit 2: a hashlb run drives it,
+ *                                               bit 3: clsact ours, bit 4: its
+ *                                               attacher detaches it (loader only)
  *   hlb_tables   array  half -> table           per-half scheme, seed, sizes
  *   hlb_backends array  half*cap + idx -> backend
  *   hlb_bslots   array  slot -> backend         what conntrack entries resolve
@@ -72,6 +73,11 @@
  * hashlb run that took the program over) removes the qdisc too, if nothing
  * else is on it. The programs never read it. */
 #define HLB_STEER_ACTIVE_CLSACT 8u
+/* hlb_active bit 4: the process that attached the program detaches it when
+ * it ends (opened without keep: a foreground hashlb steer; hashlb run sets
+ * bit 2 too), so hashlb steer --detach must not pull it from under that
+ * process while it lives. The programs never read it. */
+#define HLB_STEER_ACTIVE_OWNED 16u
 
 #define HLB_STEER_VIP_SLOTS 256
 #define HLB_STEER_VIP_PROBES 8

@@ -85,7 +85,7 @@ static void usage(FILE *f)
 		"      --stats                print the program's counters\n"
 		"      --json                 with --stats: print JSON\n"
 		"      --detach               detach the program attached to IFACE (not one a\n"
-		"                             live hashlb run drives)\n"
+		"                             live hashlb run or foreground hashlb steer drives)\n"
 		"  -h, --help                 show this text\n"
 		"\n"
 		"BACKENDS\n"

@@ -541,6 +541,10 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 		goto err_free;
 	}
 	if (o->mode != HASHLB_STEER_LOAD_ONLY) {
+		/* Before the attach, as the clsact bit: while this process
+		 * lives, --detach leaves its program to it. */
+		if (!o->keep)
+			active_or(s, HLB_STEER_ACTIVE_OWNED);
 		ret = attach(s, o->mode, err);
 		if (ret < 0)
 			goto err_free;
@@ -903,16 +907,24 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	free(s);
 }
 
-int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
-			      struct hashlb_error *err)
+/* -EBUSY, <err> naming <who> and its pid, if <s>'s program carries <mark> and
+ * a live process holds its maps; else 0. */
+static int check_mark(struct hashlb_steer *s, uint32_t mark, const char *who, const char *iface,
+		      const char *remedy, struct hashlb_error *err)
 {
-	pid_t driver = s && hashlb_steer_daemon(s) ? steer_holder(s) : 0;
+	pid_t driver = s && active_has(s, mark) ? steer_holder(s) : 0;
 
 	if (driver <= 0)
 		return 0;
 	return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
-			  "the program on '%s' is driven by hashlb run (process %d): %s", iface,
+			  "the program on '%s' is driven by %s (process %d): %s", iface, who,
 			  (int)driver, remedy);
+}
+
+int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
+			      struct hashlb_error *err)
+{
+	return check_mark(s, HLB_STEER_ACTIVE_DAEMON, "hashlb run", iface, remedy, err);
 }
 
 int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
@@ -934,6 +946,13 @@ int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
 	 * its service served by the daemon alone without its knowing. */
 	ret = hashlb_steer_check_driver(
 		s, iface, "stop it, or change its config (steering: userspace) and reload", err);
+	if (ret < 0)
+		goto out;
+	/* A foreground hashlb steer would go on running on nothing, to detach
+	 * nothing when it stops. Its --update stays allowed: it publishes
+	 * nothing after it attached. */
+	ret = check_mark(s, HLB_STEER_ACTIVE_OWNED, "a foreground hashlb steer", iface,
+			 "stop it (SIGINT, SIGTERM or SIGHUP) and it detaches the program", err);
 	if (ret < 0)
 		goto out;
 	ret = detach_prog(s, ifindex, mode, prog_id);

@@ -269,6 +269,39 @@ def second_instance(topo):
     print("a second hashlb steer on the interface: refused" if not failures else "", flush=True)
 
 
+def foreground_detach(topo):
+    """--detach refuses the program of a live foreground hashlb steer, naming its pid, as it
+    refuses a live hashlb run's: before, it detached it and left that process running on
+    nothing, to detach nothing at Ctrl-C. --update still replaces its table: the foreground
+    process publishes nothing after it attached, and --update is how its backends change
+    without losing a flow. Killed (SIGKILL: no detaching on its way out), it leaves an orphan,
+    which --detach removes."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    p = steer("-i", "eth0", "--detach")
+    check(p.returncode == 1 and f"driven by a foreground hashlb steer (process {p1.pid})"
+          in p.stderr and hooks(topo) == {"tc"} and p1.poll() is None,
+          f"--detach of a live foreground hashlb steer's program: {p.returncode} "
+          f"{p.stderr.strip()}, hooks {sorted(hooks(topo))}, the process "
+          f"{'running' if p1.poll() is None else 'gone'}")
+    p = steer("--update", *steer_args(topo, 2, "maglev"))
+    check(p.returncode == 0, f"--update of a foreground hashlb steer's table: {p.stderr}")
+    p1.kill()
+    p1.wait(timeout=15)
+    p = steer("-i", "eth0", "--detach")
+    check(p.returncode == 0 and not hooks(topo),
+          f"--detach of a killed foreground hashlb steer's orphan: {p.returncode} "
+          f"{p.stderr.strip()}, hooks {sorted(hooks(topo))}")
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("--detach: a live foreground hashlb steer's program refused, its orphan detached"
+          if not failures else "", flush=True)
+
+
 def conntrack_pressure(topo):
     """More live flows than the conntrack table holds: ct_lost counts the packets past a flow's
     SYN that found no entry (evicted while the flow lived), and stays 0 with a table large
@@ -788,6 +821,7 @@ def body(topo):
     second_instance(topo)
     foreign_filters(topo)
     hangup(topo)
+    foreground_detach(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)
     from_config(topo)
