@@ -318,7 +318,9 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		       ctl->cfg->resolve_every_ms, ctl->resolves_ok, ctl->resolves_failed,
 		       ctl->resolves_changed);
 	hlb_buf_json_str(o, ctl->last_resolve_err[0] ? ctl->last_resolve_err : NULL);
-	hlb_buf_puts(o, "},\"upgrade\":");
+	hlb_buf_printf(
+		o, "},\"table_memory\":{\"bytes\":%" PRIu64 ",\"limit\":%" PRIu64 "},\"upgrade\":",
+		hlb_snapshot_tables_bytes(), ctl->cfg->table_memory);
 	upgrade_json(ctl, o);
 	hlb_buf_puts(o, ",\"workers\":");
 	status_workers(ctl, o, false);
@@ -355,8 +357,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"max_connection_rate\":%u"
 			",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
 			",\"log_connections\":%s,\"generation\":%" PRIu64
-			",\"fingerprint\":\"%016" PRIx64 "\",\"rebuilds\":%" PRIu64
-			",\"rebuilds_failed\":%" PRIu64
+			",\"fingerprint\":\"%016" PRIx64 "\",\"table_bytes\":%" PRIu64
+			",\"rebuilds\":%" PRIu64 ",\"rebuilds_failed\":%" PRIu64
 			",\"rebuild_last_ms\":%.3f,\"rebuild_max_ms\":%.3f,\"up\":%u"
 			",\"connections\":{\"active\":%" PRIu64 ",\"total\":%" PRIu64
 			",\"lookups\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"no_backend\":%" PRIu64
@@ -369,7 +371,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
 			s->cfg->log_connections ? "true" : "false", snap->generation,
-			snap->fingerprint, s->rebuilds, s->rebuilds_failed,
+			snap->fingerprint, snap->tables_bytes, s->rebuilds, s->rebuilds_failed,
 			(double)s->rebuild_ns_last / 1e6, (double)s->rebuild_ns_max / 1e6,
 			hlb_pool_takes_clients_count(s), sc.active, sc.total, sc.lookups,
 			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
@@ -429,6 +431,11 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		       HASHLB_VERSION, (int)getpid(),
 		       (double)(hlb_now_ms() - ctl->start_ms) / 1000.0, ctl->config_path,
 		       ctl->reloads_ok, ctl->reloads_failed);
+	hlb_buf_printf(o, "tables: %" PRIu64 " bytes held", hlb_snapshot_tables_bytes());
+	if (ctl->cfg->table_memory)
+		hlb_buf_printf(o, ", table_memory %" PRIu64 "\n", ctl->cfg->table_memory);
+	else
+		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
 	if (ctl->last_reload_failed)
 		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: %s\n",
 			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);

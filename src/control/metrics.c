@@ -437,6 +437,8 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 		{ "hashlb_service_rate_pauses_total", "counter",
 		  "max_connection_rate: times a worker stopped accepting until the rate allowed "
 		  "(clients waited in the listen backlog)." },
+		{ "hashlb_service_table_bytes", "gauge",
+		  "Bytes of the published table and, on Maglev, its retry and ramp tables." },
 	};
 
 	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
@@ -525,6 +527,9 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 				break;
 			case 22:
 				v = (double)c->rate_pauses;
+				break;
+			case 23:
+				v = (double)snap->tables_bytes;
 				break;
 			}
 			value_g17(o, v);
@@ -718,6 +723,10 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 		       ctl->resolves_failed);
 	hlb_buf_printf(o, "hashlb_resolves_total{result=\"changed\"} %" PRIu64 "\n",
 		       ctl->resolves_changed);
+	family(o, "hashlb_table_memory_bytes", "gauge",
+	       "Bytes of every table the process holds: the services' published tables with "
+	       "their retry and ramp tables, and those replaced, until the workers leave them.");
+	hlb_buf_printf(o, "hashlb_table_memory_bytes %" PRIu64 "\n", hlb_snapshot_tables_bytes());
 	family(o, "hashlb_config_last_reload_successful", "gauge",
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);

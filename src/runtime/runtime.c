@@ -157,6 +157,25 @@ static int snapshot_prefixes(const struct hashlb_prefix *p, uint32_t n,
 	return hashlb_prefix_set_new(p, n, ret);
 }
 
+/* hlb_snapshot_tables_bytes(): snapshots are freed on the control thread
+ * (replaced, once the workers left them) and on a worker's (a removed
+ * service's, with its last connection) */
+static _Atomic uint64_t tables_bytes;
+
+uint64_t hlb_snapshot_tables_bytes(void)
+{
+	return atomic_load_explicit(&tables_bytes, memory_order_relaxed);
+}
+
+/* <t>, now one of <s>'s tables, counted until hlb_snapshot_free(<s>). */
+static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_table *t)
+{
+	uint64_t n = hashlb_table_bytes(t);
+
+	s->tables_bytes += n;
+	atomic_fetch_add_explicit(&tables_bytes, n, memory_order_relaxed);
+}
+
 static uint64_t snapshot_up_weight(const struct hlb_snapshot *s)
 {
 	uint64_t w = 0;
@@ -175,6 +194,7 @@ static int snapshot_finish(struct hlb_snapshot *s, const struct hashlb_service_c
 			   uint64_t generation, struct hlb_snapshot **ret_snap,
 			   struct hashlb_error *err)
 {
+	snapshot_count_table(s, s->table);
 	snapshot_settings(s, cfg);
 	if (snapshot_prefixes(cfg->proxy_from, cfg->n_proxy_from, &s->proxy_from) < 0 ||
 	    snapshot_prefixes(cfg->allow_clients, cfg->n_allow_clients, &s->allow_clients) < 0 ||
@@ -317,8 +337,9 @@ int hlb_snapshot_refresh(const struct hlb_snapshot *cur, const struct hashlb_ser
 	return snapshot_finish(s, cfg, generation, ret_snap, err);
 }
 
-/* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up in it. */
-static void table_with_more_down(const struct hlb_snapshot *s, const bool *more,
+/* <s>'s table with the backends <more> says down as well, in <ret_table>, if one of them is up
+ * in it: one of <s>'s own, counted as such. */
+static void table_with_more_down(struct hlb_snapshot *s, const bool *more,
 				 struct hashlb_table **ret_table)
 {
 	bool *down, any = false;
@@ -333,8 +354,8 @@ static void table_with_more_down(const struct hlb_snapshot *s, const bool *more,
 		any |= more[j] && !down[j];
 		down[j] |= more[j];
 	}
-	if (any)
-		hashlb_table_with_down(s->table, down, ret_table, NULL);
+	if (any && hashlb_table_with_down(s->table, down, ret_table, NULL) == 0)
+		snapshot_count_table(s, *ret_table);
 	free(down);
 }
 
@@ -364,6 +385,7 @@ void hlb_snapshot_free(struct hlb_snapshot *s)
 	hashlb_table_free(s->retry_table);
 	hashlb_table_free(s->ramp_table);
 	hashlb_table_free(s->retry_ramp_table);
+	atomic_fetch_sub_explicit(&tables_bytes, s->tables_bytes, memory_order_relaxed);
 	hashlb_prefix_set_free(s->proxy_from);
 	hashlb_prefix_set_free(s->allow_clients);
 	hashlb_prefix_set_free(s->deny_clients);

@@ -397,7 +397,19 @@ struct hlb_snapshot {
 	 * goes: where it stays while the ramp lasts. NULL if not both.
 	 */
 	struct hashlb_table *retry_ramp_table; /* owned */
+	/* hashlb_table_bytes() of the tables above, summed: counted in
+	 * hlb_snapshot_tables_bytes() from when each is built to the free */
+	uint64_t tables_bytes;
 };
+
+/*
+ * The bytes of every table the snapshots alive hold, process-wide: those
+ * published (with their retry and ramp tables), those replaced and not yet
+ * freed (until the workers have left them, hlb_service_publish()), those a
+ * removed service's connections still hold, and those being built. Each
+ * table counts once, from its build to its free. Any thread.
+ */
+uint64_t hlb_snapshot_tables_bytes(void);
 
 /*
  * Give <s> (not yet published) its retry table: the table with the backends

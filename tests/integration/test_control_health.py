@@ -5,6 +5,7 @@ real connections); connect failures seen by the forwarder count toward fall; a b
 flaps every 200 ms does not rebuild the table per flap; slow start ramps a new backend; a check
 with a payload (send/expect) takes down a backend that accepts but answers wrongly or not at
 all."""
+import json
 import os
 import re
 import shutil
@@ -571,6 +572,86 @@ def slow_start_stand_in_refuses():
     for b in bs.values():
         b.stop()
 
+def table_memory_counts_every_table():
+    """/status's table_memory and hashlb_table_memory_bytes count every table hashlb holds,
+    each once: on a Maglev service of 65,537 slots, the published table (2 bytes a slot with
+    every backend up, 6 with one down: full, effective and survivors' slots), the ramp table
+    while c is in slow start, and the retry table and the retry ramp table while b fails
+    connects; back to the one table once b answers again and the ramp is over. Before, the
+    process reported no such figure (the config's table_memory counts each table once, at
+    its size with a backend down)."""
+    m = 65537
+    bs = {n: Backend(n) for n in "abc"}
+    cfg = lambda slow: config([(n, b.addr) for n, b in bs.items()],  # noqa: E731
+                              health="enabled: false",
+                              extra=f"table_size: {m}\nslow_start: {slow}\nconnect_retries: 2")
+    lb = Lb(cfg("60s"))
+
+    def held():
+        st = lb.status()
+        return st["table_memory"]["bytes"], st["services"][0]["table_bytes"]
+
+    def settles(want, what):
+        got = [None]
+
+        def ok():
+            got[0] = held()
+            return got[0] == (want, want)
+        check(lb.wait(ok) is not None,
+              f"{what}: {want} bytes held, the process's and the service's: {got[0]}")
+
+    def table_bytes():
+        code, body = lb.http("GET", "/table")
+        check(code == 200, f"GET /table: {code}")
+        return json.loads(body)["bytes"]
+
+    up = table_bytes()  # the published table, every backend up: M slots and the rest
+    down = up + 2 * 2 * m  # one down: the effective and the survivors' slots as well
+    settles(up, "every backend up: the published table alone")
+    body = lb.http("GET", "/metrics")[1]
+    check(metric_sum_text(body, "hashlb_table_memory_bytes") == up and
+          metric_sum_text(body, 'hashlb_service_table_bytes{service="t"}') == up,
+          "/metrics says the same")
+    rc, so, se = lb.ctl("status")
+    check(f"tables: {up} bytes held, table_memory 1073741824" in so,
+          f"ctl status says it, with the cap: {so[:300]}")
+    check(lb.status()["table_memory"]["limit"] == 1 << 30, "/status: the cap too")
+
+    rc, _, err = lb.ctl("set", "c", "maint")
+    check(rc == 0 and lb.wait(lambda: not lb.backend("c")["in_table"]) is not None,
+          f"c in maint: {err}")
+    check(table_bytes() == down, f"the table with c down: {table_bytes()}, not {down}")
+    settles(down, "c down")
+    rc, _, err = lb.ctl("set", "c", "ready")
+    check(rc == 0 and lb.wait(lambda: lb.service()["ramp_table_for"] == ["c"]) is not None,
+          f"c ramps: {err}")
+    settles(up + down, "c in slow start: the ramp table on top")
+
+    clients = [client_ip(i * 613) for i in range(300)]
+    of_b = [c for c, b in lb.lookup(clients).items() if b == "b"]
+    port = bs["b"].port
+    bs["b"].stop()  # refuses from now on, not marked down (no checks)
+    who(lb.addr, of_b[0])
+    check(lb.wait(lambda: lb.service()["retry_table_for"] == ["b"]) is not None,
+          f"a retry table for b: {lb.service()['retry_table_for']}")
+    settles(up + 3 * down, "b failing too: the retry table and the retry ramp table on top")
+    body = lb.http("GET", "/metrics")[1]
+    check(metric_sum_text(body, "hashlb_table_memory_bytes") == up + 3 * down,
+          "/metrics counts them too")
+
+    bs["b"] = Backend("b", port)
+    check(who(lb.addr, of_b[0]) == "b", "b answers again")
+    # the ramp over (a slow_start it has run already), the next builds drop both tables
+    lb.rewrite(cfg("1s"))
+    rc, _, err, _ = lb.reload()
+    check(rc == 0, f"reloaded: {err}")
+    check(lb.wait(lambda: lb.service()["ramp_table_for"] == []) is not None, "the ramp ended")
+    settles(up, "b answers and c's ramp is over: the one table, the others freed")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs.values():
+        b.stop()
+
+
 class App:
     """A server whose answer to each connection is set by .mode: "pong" answers b"+PONG" to a
     line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
@@ -957,4 +1038,5 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            payload_checks,
            health_port, half_a_maglev_pool_dies_at_once,
            a_killed_maglev_backend_moves_its_clients_once,
-           stale_failures_do_not_take_a_recovered_backend_down])
+           stale_failures_do_not_take_a_recovered_backend_down,
+           table_memory_counts_every_table])

@@ -92,34 +92,44 @@ static void service_cfg(struct hashlb_service_cfg *s, struct hashlb_backend_cfg 
 	s->n_backends = n;
 }
 
-static void test_snapshot_refresh_and_publish(void **state)
-{
+/* Backends a, b and c of service <sc>, a service object and an RCU of one reader. */
+struct three {
 	struct hashlb_backend_cfg bc[3];
 	struct hashlb_service_cfg sc;
 	struct hlb_backend *b[3];
-	struct hlb_snapshot *s1, *s2;
 	struct hlb_service *svc;
 	struct hlb_rcu *rcu;
+};
+
+static void three_backends(struct three *f)
+{
+	backend_cfg(&f->bc[0], "a", 1);
+	backend_cfg(&f->bc[1], "b", 2);
+	backend_cfg(&f->bc[2], "c", 3);
+	service_cfg(&f->sc, f->bc, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(hlb_backend_new(&f->bc[i], 2, &f->b[i]), 0);
+	assert_int_equal(hlb_rcu_new(1, &f->rcu), 0);
+	assert_int_equal(hlb_service_new("svc", 2, &f->svc), 0);
+}
+
+static void test_snapshot_refresh_and_publish(void **state)
+{
+	struct hlb_snapshot *s1, *s2;
+	struct three f;
 	uint32_t up = 0;
 
-	backend_cfg(&bc[0], "a", 1);
-	backend_cfg(&bc[1], "b", 2);
-	backend_cfg(&bc[2], "c", 3);
-	service_cfg(&sc, bc, 3);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(hlb_backend_new(&bc[i], 2, &b[i]), 0);
-	assert_int_equal(hlb_rcu_new(1, &rcu), 0);
-	assert_int_equal(hlb_service_new("svc", 2, &svc), 0);
-	assert_int_equal(hlb_snapshot_build(&sc, b, 1, &s1, NULL), 0);
+	three_backends(&f);
+	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
 	assert_int_equal(s1->n_backends, 3);
 	assert_int_equal(s1->up_weight, 3);
 	assert_int_equal(s1->connect_retries, 2);
-	assert_int_equal(hlb_service_publish(svc, s1, rcu), 0);
-	assert_ptr_equal(hlb_service_snapshot(svc), s1);
+	assert_int_equal(hlb_service_publish(f.svc, s1, f.rcu), 0);
+	assert_ptr_equal(hlb_service_snapshot(f.svc), s1);
 
 	/* b fails its health check: the refresh has b down, a and c untouched. */
-	atomic_store(&b[1]->healthy, false);
-	assert_int_equal(hlb_snapshot_refresh(s1, &sc, 2, &s2, NULL), 0);
+	atomic_store(&f.b[1]->healthy, false);
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
 	assert_true(hashlb_table_backend_down(s2->table, 1));
 	assert_false(hashlb_table_backend_down(s2->table, 0));
 	assert_int_equal(s2->up_weight, 2);
@@ -135,20 +145,69 @@ static void test_snapshot_refresh_and_publish(void **state)
 	assert_int_equal(up, 1000);
 
 	/* A worker online since before the publish keeps s1 alive. */
-	hlb_rcu_online(rcu, 0);
-	assert_int_equal(hlb_service_publish(svc, s2, rcu), 0);
-	assert_int_equal(hlb_rcu_poll(rcu), 1);
+	hlb_rcu_online(f.rcu, 0);
+	assert_int_equal(hlb_service_publish(f.svc, s2, f.rcu), 0);
+	assert_int_equal(hlb_rcu_poll(f.rcu), 1);
 	/* A connection's reference keeps a backend whatever is published. */
-	hlb_backend_ref(b[1]);
-	hlb_rcu_quiescent(rcu, 0);
-	assert_int_equal(hlb_rcu_poll(rcu), 0);
+	hlb_backend_ref(f.b[1]);
+	hlb_rcu_quiescent(f.rcu, 0);
+	assert_int_equal(hlb_rcu_poll(f.rcu), 0);
 	/* refs of b: ours (creation), s2's, the connection's */
-	assert_int_equal(atomic_load(&b[1]->refs), 3);
-	hlb_backend_unref(b[1]); /* the connection closes */
+	assert_int_equal(atomic_load(&f.b[1]->refs), 3);
+	hlb_backend_unref(f.b[1]); /* the connection closes */
 	for (int i = 0; i < 3; i++)
-		hlb_backend_unref(b[i]);
-	hlb_service_unref(svc); /* frees s2 and, with it, the backends */
-	hlb_rcu_free(rcu);
+		hlb_backend_unref(f.b[i]);
+	hlb_service_unref(f.svc); /* frees s2 and, with it, the backends */
+	hlb_rcu_free(f.rcu);
+}
+
+/*
+ * hlb_snapshot_tables_bytes() counts every table of every snapshot alive once:
+ * a replaced snapshot's until the workers have left it and it is freed, and
+ * the retry and ramp tables a snapshot carries; it goes back to 0 when they
+ * are all freed.
+ */
+static void test_snapshot_tables_bytes(void **state)
+{
+	struct hlb_snapshot *s1, *s2;
+	struct three f;
+	uint64_t base = hlb_snapshot_tables_bytes(), t1, t2;
+	bool failing[3] = { false, false, true }, ramping[3] = { false, false, true };
+
+	three_backends(&f);
+	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
+	t1 = hashlb_table_bytes(s1->table);
+	assert_int_equal(s1->tables_bytes, t1);
+	assert_int_equal(hlb_snapshot_tables_bytes() - base, t1);
+	assert_int_equal(hlb_service_publish(f.svc, s1, f.rcu), 0);
+
+	/* b down, with a retry table (c failing) and a ramp table (c ramping) */
+	atomic_store(&f.b[1]->healthy, false);
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
+	hlb_snapshot_add_retry(s2, failing);
+	hlb_snapshot_add_ramp(s2, ramping);
+	assert_non_null(s2->retry_table);
+	assert_non_null(s2->ramp_table);
+	t2 = hashlb_table_bytes(s2->table) + hashlb_table_bytes(s2->retry_table) +
+	     hashlb_table_bytes(s2->ramp_table);
+	assert_int_equal(s2->tables_bytes, t2);
+	/* three tables with backends down, 6 bytes a slot each, against 2 a slot */
+	assert_true(t2 >= t1 + 3 * 2 * 2 * 251);
+	assert_int_equal(hlb_snapshot_tables_bytes() - base, t1 + t2);
+
+	/* a worker online since before the publish holds s1: still counted */
+	hlb_rcu_online(f.rcu, 0);
+	assert_int_equal(hlb_service_publish(f.svc, s2, f.rcu), 0);
+	assert_int_equal(hlb_rcu_poll(f.rcu), 1);
+	assert_int_equal(hlb_snapshot_tables_bytes() - base, t1 + t2);
+	hlb_rcu_quiescent(f.rcu, 0);
+	assert_int_equal(hlb_rcu_poll(f.rcu), 0);
+	assert_int_equal(hlb_snapshot_tables_bytes() - base, t2);
+	for (int i = 0; i < 3; i++)
+		hlb_backend_unref(f.b[i]);
+	hlb_service_unref(f.svc);
+	assert_int_equal(hlb_snapshot_tables_bytes(), base);
+	hlb_rcu_free(f.rcu);
 }
 
 static void test_counters_sum_over_workers(void **state)
@@ -414,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_rcu_waits_for_online_readers),
 		cmocka_unit_test(test_rcu_going_offline_is_quiescent),
 		cmocka_unit_test(test_snapshot_refresh_and_publish),
+		cmocka_unit_test(test_snapshot_tables_bytes),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_threads),
