@@ -243,6 +243,17 @@ const char *hlb_check_skip_name(enum hlb_check_skip at)
 	return (unsigned)at < HLB_CHECK_SKIP_MAX ? names[at] : "?";
 }
 
+const char *hlb_check_at_name(enum hlb_check_at at)
+{
+	static const char *const names[HLB_CHECK_AT_MAX] = {
+		[HLB_CHECK_AT_CONNECT] = "connect",
+		[HLB_CHECK_AT_SEND] = "send",
+		[HLB_CHECK_AT_REPLY] = "reply",
+	};
+
+	return (unsigned)at < HLB_CHECK_AT_MAX ? names[at] : "?";
+}
+
 /* ... then report the result. */
 static void check_finish(struct hlb_check *c, bool ok)
 {
@@ -253,27 +264,43 @@ static void check_finish(struct hlb_check *c, bool ok)
 	c->done(c->arg, ok, lat);
 }
 
+/* Failed at <at> with errno <err>: reported as check_finish() does. */
+static void check_fail(struct hlb_check *c, enum hlb_check_at at, int err)
+{
+	c->failed_at = at;
+	c->failed_err = err;
+	check_finish(c, false);
+}
+
+/* 0 if send() of <len> bytes wrote them all, else its errno (EAGAIN: a short write). */
+static int check_send_all(struct hlb_check *c, const void *buf, size_t len)
+{
+	ssize_t n = send(c->io.fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	return n == (ssize_t)len ? 0 : n < 0 ? errno : EAGAIN;
+}
+
 /*
  * Connected: the PROXY header (a courtesy to the backend when it is all
  * the check sends), then the payload. Both go into an empty socket buffer
- * (at most HLB_PROXY_HDR_MAX + 1 KiB): a short write is a failure.
+ * (at most HLB_PROXY_HDR_MAX + 1 KiB): a short write is a failure. 0, or
+ * the errno of the send that failed.
  */
-static bool check_send(struct hlb_check *c)
+static int check_send(struct hlb_check *c)
 {
 	uint8_t hdr[HLB_PROXY_HDR_MAX];
-	int n = c->proxy ? hlb_proxy_local_header(c->proxy, hdr) : 0;
+	int n = c->proxy ? hlb_proxy_local_header(c->proxy, hdr) : 0, err;
 
 	bool payload = c->send_len || c->expect_len;
 
 	/* a header that does not go out fails only a check that exchanges more */
-	if (n > 0 && send(c->io.fd, hdr, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n && payload)
-		return false;
+	if (n > 0 && (err = check_send_all(c, hdr, (size_t)n)) && payload)
+		return err;
 	c->spoke = n > 0;
 	if (!c->send_len)
-		return true;
+		return 0;
 	c->spoke = true;
-	return send(c->io.fd, c->send, c->send_len, MSG_NOSIGNAL | MSG_DONTWAIT) ==
-	       (ssize_t)c->send_len;
+	return check_send_all(c, c->send, c->send_len);
 }
 
 int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n)
@@ -288,7 +315,10 @@ int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n)
 	return c->got == c->expect_len ? 1 : 0;
 }
 
-/* The reply so far: 1 when it holds all of <expect>, 0 for more, -1 if it differs or ended. */
+/*
+ * The reply so far: 1 when it holds all of <expect>, 0 for more; -EBADMSG if
+ * it differs, -ENODATA if it ended short, -errno if the recv failed.
+ */
 static int check_read(struct hlb_check *c)
 {
 	uint8_t buf[1024];
@@ -300,9 +330,11 @@ static int check_read(struct hlb_check *c)
 
 		n = recv(c->io.fd, buf, want < sizeof(buf) ? want : sizeof(buf), MSG_DONTWAIT);
 		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 		r = hlb_check_reply(c, buf, (size_t)n);
-		if (r != 0)
+		if (r < 0)
+			return n ? -EBADMSG : -ENODATA;
+		if (r > 0)
 			return r;
 	}
 	return 1;
@@ -320,18 +352,19 @@ static int check_read(struct hlb_check *c)
 static void check_connected(struct hlb_check *c)
 {
 	uint64_t now = hlb_now_ms();
+	int err;
 
 	c->connected = true;
-	if (!check_send(c)) {
-		check_finish(c, false);
+	if ((err = check_send(c))) {
+		check_fail(c, HLB_CHECK_AT_SEND, err);
 		return;
 	}
 	if (!c->expect_len) {
 		check_finish(c, true);
 		return;
 	}
-	if (hlb_loop_mod(c->loop, &c->io, EPOLLIN | EPOLLRDHUP) < 0) {
-		check_finish(c, false);
+	if ((err = hlb_loop_mod(c->loop, &c->io, EPOLLIN | EPOLLRDHUP)) < 0) {
+		check_fail(c, HLB_CHECK_AT_REPLY, -err);
 		return;
 	}
 	if (now >= c->started_ns / 1000000 + c->timeout_ms)
@@ -346,8 +379,10 @@ static void check_io(void *arg, uint32_t events)
 
 	if (c->connected) {
 		r = check_read(c);
-		if (r != 0)
-			check_finish(c, r > 0);
+		if (r > 0)
+			check_finish(c, true);
+		else if (r < 0)
+			check_fail(c, HLB_CHECK_AT_REPLY, -r);
 		return;
 	}
 	if (getsockopt(c->io.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
@@ -355,7 +390,7 @@ static void check_io(void *arg, uint32_t events)
 	if (!err && (events & (EPOLLERR | EPOLLHUP)))
 		err = ECONNREFUSED;
 	if (err) {
-		check_finish(c, false);
+		check_fail(c, HLB_CHECK_AT_CONNECT, err);
 		return;
 	}
 	check_connected(c);
@@ -377,7 +412,7 @@ static void check_open(struct hlb_check *c)
 		if (hlb_local_error(errno)) /* skipped, not failed */
 			check_skip(c, HLB_CHECK_SKIP_SOCKET, errno);
 		else
-			check_finish(c, false);
+			check_fail(c, HLB_CHECK_AT_CONNECT, errno);
 		return;
 	}
 	c->io.fd = fd;
@@ -403,7 +438,7 @@ static void check_open(struct hlb_check *c)
 		if (hlb_local_error(errno)) /* skipped, not failed */
 			check_skip(c, HLB_CHECK_SKIP_CONNECT, errno);
 		else
-			check_finish(c, false);
+			check_fail(c, HLB_CHECK_AT_CONNECT, errno);
 		return;
 	}
 	if ((r = hlb_loop_add(c->loop, &c->io, EPOLLOUT)) < 0) {
@@ -433,7 +468,8 @@ static void check_deadline(struct hlb_check *c)
 		if (connecting && c->connected)
 			return; /* connected in time: the answer has its own deadline */
 	}
-	check_finish(c, false); /* timed out */
+	/* timed out: its connect, or the answer */
+	check_fail(c, c->connected ? HLB_CHECK_AT_REPLY : HLB_CHECK_AT_CONNECT, ETIMEDOUT);
 }
 
 /* Start the check due, or queue it for a slot. */

@@ -46,6 +46,19 @@ typedef void (*hlb_check_skip_fn)(void *arg, enum hlb_check_skip at, int err);
 /* "socket", "source", "connect", "watch" */
 const char *hlb_check_skip_name(enum hlb_check_skip at);
 
+/* Where a check failed (hlb_check.failed_at), for the log. */
+enum hlb_check_at {
+	HLB_CHECK_AT_CONNECT, /* refused, unreachable, or no answer to the SYN (ETIMEDOUT) */
+	HLB_CHECK_AT_SEND, /* the PROXY header or <send> not written whole */
+	/* no answer whole in time (ETIMEDOUT), one that differs from <expect>
+	 * (EBADMSG), the connection closed before it (ENODATA) or reset */
+	HLB_CHECK_AT_REPLY,
+	HLB_CHECK_AT_MAX
+};
+
+/* "connect", "send", "reply" */
+const char *hlb_check_at_name(enum hlb_check_at at);
+
 struct hlb_check {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
@@ -57,6 +70,9 @@ struct hlb_check {
 	uint8_t proxy; /* enum hashlb_proxy_protocol: the header each check sends; 0 = none */
 	struct sockaddr_storage source; /* the service's source address */
 	socklen_t source_len; /* 0 = none */
+	/* Why the check just reported failed, for <done> to read: where and the errno. */
+	enum hlb_check_at failed_at;
+	int failed_err;
 	/* private */
 	uint8_t *send, *expect; /* owned copies; NULL = none */
 	uint32_t send_len, expect_len;

@@ -113,3 +113,44 @@ bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, ui
 {
 	return health_settle(h, p, now_ms);
 }
+
+void hlb_check_errs_start(struct hlb_check_errs *e, uint32_t err, uint64_t now_ms)
+{
+	*e = (struct hlb_check_errs){ .logged = err, .seen = err, .logged_ms = now_ms };
+	if (err)
+		e->kinds[e->n_kinds++] = err;
+}
+
+static bool check_errs_logged(const struct hlb_check_errs *e, uint32_t err)
+{
+	for (uint32_t i = 0; i < e->n_kinds; i++)
+		if (e->kinds[i] == err)
+			return true;
+	return false;
+}
+
+bool hlb_check_errs_note(struct hlb_check_errs *e, uint32_t err, uint64_t now_ms, uint32_t *ret_was,
+			 uint32_t *ret_changes)
+{
+	bool fresh;
+
+	if (err != e->seen) {
+		e->seen = err;
+		e->changes++;
+	}
+	if (!e->changes)
+		return false; /* the log says it already */
+	fresh = !check_errs_logged(e, err);
+	if (!fresh && (err == e->logged || now_ms - e->logged_ms < HLB_CHECK_ERRS_GAP_MS))
+		return false;
+	if (fresh && e->n_kinds < HLB_CHECK_ERRS_KINDS)
+		e->kinds[e->n_kinds++] = err;
+	else if (fresh && now_ms - e->logged_ms < HLB_CHECK_ERRS_GAP_MS)
+		return false; /* kinds beyond those remembered: the gap bounds them too */
+	*ret_was = e->logged;
+	*ret_changes = e->changes;
+	e->logged = err;
+	e->logged_ms = now_ms;
+	e->changes = 0;
+	return true;
+}

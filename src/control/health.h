@@ -82,4 +82,38 @@ bool hlb_health_tick(struct hlb_health *h, const struct hlb_health_params *p, ui
 double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
 			  uint64_t now_ms);
 
+/*
+ * The errors of one episode of failed (or skipped) checks, for the log: a
+ * backend's while it is down, a service's while its checks are skipped. The
+ * first error is logged as the episode starts; then a check whose error is
+ * another is logged too, once per change and not once per check: at once
+ * for an error the episode has not logged yet (HLB_CHECK_ERRS_KINDS of
+ * them), else (an error flapping between kinds already logged) at most once
+ * per HLB_CHECK_ERRS_GAP_MS, with the changes since the last line. An error
+ * is a nonzero number (where << 16 | errno, say); 0 is none.
+ */
+#define HLB_CHECK_ERRS_KINDS 8
+#define HLB_CHECK_ERRS_GAP_MS 10000
+
+struct hlb_check_errs {
+	uint32_t logged; /* the error the log gave last; 0 = none yet */
+	uint32_t seen; /* the last check's */
+	uint32_t changes; /* of <seen>, since the last line */
+	uint64_t logged_ms;
+	uint32_t kinds[HLB_CHECK_ERRS_KINDS]; /* the errors logged this episode */
+	uint32_t n_kinds;
+};
+
+/* Start an episode at <now_ms> whose first error, <err>, the caller logs now; 0: none is. */
+void hlb_check_errs_start(struct hlb_check_errs *e, uint32_t err, uint64_t now_ms);
+
+/*
+ * A check of the episode failed with <err> at <now_ms>. True when the log
+ * must say so: the error it gave last in *<ret_was> (0: none), the changes of
+ * error since that line in *<ret_changes> (1 for a plain change; more when
+ * some went unlogged, flapping).
+ */
+bool hlb_check_errs_note(struct hlb_check_errs *e, uint32_t err, uint64_t now_ms, uint32_t *ret_was,
+			 uint32_t *ret_changes);
+
 #endif

@@ -111,14 +111,42 @@ static void backend_set_healthy(struct hlb_pool_backend *b, bool up)
 	atomic_store(&b->rt->healthy, up);
 }
 
-/* <cause>: what decided it, "checks", "passive" (the forwarder's connects) or "damping". */
-static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause)
+/* A check's error for hlb_check_errs: (1 + <where>, an hlb_check_at or _skip) << 16 | <err>. */
+static uint32_t err_code(unsigned where, int err)
 {
+	return (uint32_t)(where + 1) << 16 | ((uint32_t)err & 0xffff);
+}
+
+/* " at=WHERE err=ERRNO" of a failed check's err_code() <e>, or "" for 0; <buf> holds it. */
+static const char *check_err_text(uint32_t e, char *buf, size_t size)
+{
+	const char *name = strerrorname_np((int)(e & 0xffff));
+
+	if (!e)
+		return "";
+	snprintf(buf, size, " at=%s err=%s", hlb_check_at_name((enum hlb_check_at)((e >> 16) - 1)),
+		 name ? name : "unknown");
+	return buf;
+}
+
+/*
+ * <cause>: what decided it, "checks", "passive" (the forwarder's connects) or
+ * "damping"; <err>: the err_code() of the check that took it down (0: none),
+ * the first error of the episode its later checks' errors are logged against.
+ */
+static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause,
+				   uint32_t err)
+{
+	char why[64];
+
+	if (!b->health.up)
+		hlb_check_errs_start(&b->check_errs, err, now);
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
 		 b->health.up ? "backend up" : "backend down",
-		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s", b->svc->cfg->name,
+		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s", b->svc->cfg->name,
 		 b->rt->name, cause, b->health.flaps,
-		 b->health.suppressed ? " suppressed=flapping" : "");
+		 b->health.suppressed ? " suppressed=flapping" : "",
+		 check_err_text(b->health.up ? 0 : err, why, sizeof(why)));
 	backend_set_healthy(b, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now, 0);
@@ -126,10 +154,30 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	service_schedule(b->svc, false);
 }
 
+/* A check's result; <err>: a failed one's err_code(). */
+static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t err)
+{
+	uint64_t now = hlb_now_ms();
+	uint32_t was, changes;
+	char now_err[64], was_err[64];
+
+	if (hlb_health_check(&b->health, &b->svc->hp, ok, now)) {
+		backend_health_changed(b, now, "checks", ok ? 0 : err);
+		return;
+	}
+	/* still down: a check failing otherwise than the log last said says so */
+	if (ok || b->health.up || !hlb_check_errs_note(&b->check_errs, err, now, &was, &changes))
+		return;
+	pool_log(b->svc->pool, HLB_LOG_WARN, "health checks still failing, another error",
+		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32, b->svc->cfg->name,
+		 b->rt->name, check_err_text(err, now_err, sizeof(now_err)),
+		 was ? check_err_text(was, was_err, sizeof(was_err)) + 1 : "none", changes);
+}
+
+/* (a failure as a refused connect) */
 void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok)
 {
-	if (hlb_health_check(&b->health, &b->svc->hp, ok, hlb_now_ms()))
-		backend_health_changed(b, hlb_now_ms(), "checks");
+	backend_check_result(b, ok, ok ? 0 : err_code(HLB_CHECK_AT_CONNECT, ECONNREFUSED));
 }
 
 /*
@@ -146,19 +194,31 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 	struct hlb_pool_backend *b = arg;
 	struct hlb_pool_service *s = b->svc;
 	char src[INET6_ADDRSTRLEN] = "none";
+	uint32_t e = err_code(at, err), was, changes;
 
 	b->checks_skipped++;
 	s->skips++;
 	s->skip_last_ms = hlb_now_ms();
-	if (s->skipping)
-		return;
-	s->skipping = true;
 	if (s->cfg->source_len)
 		getnameinfo((const struct sockaddr *)&s->cfg->source, s->cfg->source_len, src,
 			    sizeof(src), NULL, 0, NI_NUMERICHOST);
-	pool_log(s->pool, HLB_LOG_WARN, "health checks skipped, health kept",
-		 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name, b->rt->name,
-		 hlb_check_skip_name(at), src, strerrorname_np(err));
+	if (!s->skipping) {
+		s->skipping = true;
+		hlb_check_errs_start(&s->skip_errs, e, s->skip_last_ms);
+		pool_log(s->pool, HLB_LOG_WARN, "health checks skipped, health kept",
+			 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name, b->rt->name,
+			 hlb_check_skip_name(at), src, strerrorname_np(err));
+		return;
+	}
+	/* the episode goes on for another fault: once per change, bounded */
+	if (!hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes))
+		return;
+	pool_log(s->pool, HLB_LOG_WARN, "health checks still skipped, another error",
+		 "service=%s backend=%s at=%s source=%s err=%s was=\"at=%s err=%s\" "
+		 "changes=%" PRIu32,
+		 s->cfg->name, b->rt->name, hlb_check_skip_name(at), src, strerrorname_np(err),
+		 hlb_check_skip_name((enum hlb_check_skip)((was >> 16) - 1)),
+		 strerrorname_np((int)(was & 0xffff)), changes);
 }
 
 /* A check of <s> was made: the end of a run of skipped ones, if none was for an interval. */
@@ -183,7 +243,7 @@ static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
 	} else {
 		b->checks_failed++;
 	}
-	hlb_pool_health_result(b, ok);
+	backend_check_result(b, ok, ok ? 0 : err_code(b->check.failed_at, b->check.failed_err));
 }
 
 static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
@@ -273,6 +333,7 @@ static void backend_health_restart(struct hlb_pool_backend *b, bool up, uint64_t
 
 	hlb_health_init(&b->health, up, now);
 	b->health.flaps = flaps;
+	hlb_check_errs_start(&b->check_errs, 0, now);
 }
 
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
@@ -620,7 +681,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 			cause = cause ? NULL : "damping"; /* two changes: back where it was */
 	}
 	if (cause)
-		backend_health_changed(b, now, cause);
+		backend_health_changed(b, now, cause, 0);
 	if (b->ramp_start_ms) {
 		uint64_t slow = b->svc->cfg->slow_start_ms;
 		uint64_t el = now - b->ramp_start_ms;
@@ -1081,7 +1142,7 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 				b->health.suppressed = h->held && down;
 			}
 			b->carried_down = down;
-			backend_health_changed(b, now, "old_hashlb");
+			backend_health_changed(b, now, "old_hashlb", 0);
 			/* back up there while this one started: its ramp began there, not now */
 			if (!down && h && h->ramping)
 				backend_ramp_start(b, now, h->ramp_ms);

@@ -66,6 +66,8 @@ struct hlb_pool_backend {
 	uint64_t checks_ok, checks_failed;
 	uint64_t checks_skipped; /* not made, for a fault of ours (hlb_check_skip_fn) */
 	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */
+	/* its checks' errors while it is down, for the log */
+	struct hlb_check_errs check_errs;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */
@@ -98,6 +100,7 @@ struct hlb_pool_service {
 	 * skipped for an interval; <skips> counts those of the episode. */
 	bool skipping;
 	uint64_t skip_last_ms, skips;
+	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;

@@ -129,11 +129,14 @@ def backends_on_one_port(specs, tries=10):
 
 class BlackHole:
     """A backend that never answers: its accept queue is full, so SYNs are dropped and a
-    connect to <addr> ("127.0.0.1:PORT") hangs until the connector's timeout."""
+    connect to <addr> ("127.0.0.1:PORT") hangs until the connector's timeout. <port>: on
+    that one (a backend's, stopped), else on one the kernel picks."""
 
-    def __init__(self):
+    def __init__(self, port=0):
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        if port:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(0)
         self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.fillers = []

@@ -15,8 +15,8 @@ import sys
 import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
-from lbtest import (Backend, check, client_ip, connect, dead_port, lookup, read_line, run_tests,
-                    serve_each, syn_sent, who)
+from lbtest import (Backend, BlackHole, check, client_ip, connect, dead_port, lookup, read_line,
+                    run_tests, serve_each, syn_sent, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
@@ -652,6 +652,40 @@ def table_memory_counts_every_table():
         b.stop()
 
 
+def check_errors_are_logged_as_they_change():
+    """A backend whose checks fail says why, and again when the error changes: refused
+    (x stopped), then timed out (its port taken by a listener that never answers). Before,
+    the log said `backend down` and never why. A flapping error is not logged per check: x
+    refusing and timing out by turns for 3 s (about 30 checks) logs nothing more, both
+    errors having been logged in this episode (one line per 10 s at most, then)."""
+    x, y = Backend("x"), Backend("y")
+    lb = Lb(config([("x", x.addr), ("y", y.addr)]))
+    port = x.port
+    x.stop()  # refused
+    check(lb.wait_log(r'level=error msg="backend down" service=t backend=x cause=checks '
+                      r'flaps=1 at=connect err=ECONNREFUSED'),
+          "the down line says the checks are refused")
+    hole = BlackHole(port)
+    changed = r'msg="health checks still failing, another error" service=t backend=x'
+    check(lb.wait_log(changed + r' at=connect err=ETIMEDOUT '
+                      r'was="at=connect err=ECONNREFUSED" changes=1'),
+          "a line says they time out now")
+    failed = lb.backend("x")["checks_failed"]
+    t0 = time.time()
+    while time.time() - t0 < 3:  # refused and timing out by turns
+        hole.close()
+        time.sleep(0.2)
+        hole = BlackHole(port)  # 0.2 s
+    hole.close()
+    made = lb.backend("x")["checks_failed"] - failed
+    lines = [l for l in lb.log if re.search(changed, l)]
+    print(f"    {made} checks failed while the error flapped; {len(lines)} line(s) in all")
+    check(made >= 10, f"checks went on failing meanwhile: {made}")
+    check(len(lines) == 1, f"the flapping error is not logged per check: {lines}")
+    check(lb.stop() == 0, "exit 0")
+    y.stop()
+
+
 class App:
     """A server whose answer to each connection is set by .mode: "pong" answers b"+PONG" to a
     line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
@@ -707,6 +741,11 @@ def payload_checks():
         x.mode = mode
         t = lb.wait(lambda: not up("x"), timeout=10, step=0.01)
         check(t is not None, f"x answers {mode}: down, though it accepts connections")
+        # mute reads the PING and closes without a word: ENODATA (ETIMEDOUT if that
+        # close comes after the check's timeout)
+        why = {"err": "EBADMSG", "mute": "(ENODATA|ETIMEDOUT)"}[mode]
+        check(lb.wait_log(r'msg="backend down" service=t backend=x cause=checks flaps=\d+ '
+                          rf'at=reply err={why}'), f"the down line says why: {why}")
         check(up("y"), "y stays up")
     x.mode = "pong"
     check(lb.wait(lambda: up("x")), "x answers +PONG again: back up")
@@ -1039,4 +1078,4 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            health_port, half_a_maglev_pool_dies_at_once,
            a_killed_maglev_backend_moves_its_clients_once,
            stale_failures_do_not_take_a_recovered_backend_down,
-           table_memory_counts_every_table])
+           table_memory_counts_every_table, check_errors_are_logged_as_they_change])

@@ -117,6 +117,8 @@ static void test_listening_port_passes_closed_port_fails(void **state)
 	run_until(l, &r.failed, 3, 10000);
 	assert_int_equal(r.ok, 0);
 	assert_true(r.failed >= 3);
+	assert_int_equal(c.failed_at, HLB_CHECK_AT_CONNECT); /* why, for the log */
+	assert_int_equal(c.failed_err, ECONNREFUSED);
 	hlb_check_stop(&c);
 	assert_false(hlb_check_running(&c));
 	hlb_loop_free(l);
@@ -162,6 +164,8 @@ static void test_silent_port_times_out(void **state)
 	assert_int_equal(r.ok, 0);
 	assert_int_equal(r.failed, 1);
 	assert_true(r.latency_ns >= 25000000ull); /* ms timer granularity */
+	assert_int_equal(c.failed_at, HLB_CHECK_AT_CONNECT);
+	assert_int_equal(c.failed_err, ETIMEDOUT);
 	hlb_check_stop(&c);
 	silent_port_close(&sp);
 	hlb_loop_free(l);

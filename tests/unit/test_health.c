@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Health verdicts: rise/fall, passive failures, flap damping, check spreading. */
+/* Health verdicts: rise/fall, passive failures, flap damping, check spreading, and which
+ * check errors the log says: each change once, a flapping one at most every 10 s. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,45 @@ static void test_checks_are_spread_over_the_interval(void **state)
 		assert_true(hlb_check_phase(2000, i, 1000, 12345) < 2000);
 }
 
+static void test_check_errors_logged_once_per_change(void **state)
+{
+	struct hlb_check_errs e;
+	uint32_t was = 0, changes = 0, lines = 0;
+	uint64_t t = 1000;
+
+	hlb_check_errs_start(&e, 1, t); /* the episode's first error, logged by the caller */
+	assert_false(hlb_check_errs_note(&e, 1, t += 100, &was, &changes));
+	/* another error: said at once */
+	assert_true(hlb_check_errs_note(&e, 2, t += 100, &was, &changes));
+	assert_int_equal(was, 1);
+	assert_int_equal(changes, 1);
+	assert_false(hlb_check_errs_note(&e, 2, t += 100, &was, &changes));
+	/* flapping between the two, every check for 9 s: nothing more */
+	for (int i = 0; i < 90; i++)
+		lines += hlb_check_errs_note(&e, i % 2 ? 2 : 1, t += 100, &was, &changes);
+	assert_int_equal(lines, 0);
+	/* a third error is new: said at once, with the changes since the last line */
+	assert_true(hlb_check_errs_note(&e, 3, t += 100, &was, &changes));
+	assert_int_equal(was, 2);
+	assert_int_equal(changes, 91);
+	/* flapping over errors said already: one line per HLB_CHECK_ERRS_GAP_MS at most */
+	for (int i = 0; i < 600; i++)
+		lines += hlb_check_errs_note(&e, 1 + i % 3, t += 100, &was, &changes);
+	assert_int_equal(lines, 600 * 100 / HLB_CHECK_ERRS_GAP_MS);
+	/* steady after a flap: the error the log says last is the one now, if the gap allows */
+	lines = 0;
+	for (int i = 0; i < 200; i++)
+		lines += hlb_check_errs_note(&e, 2, t += 100, &was, &changes);
+	assert_true(lines <= 1);
+	assert_true(lines == 0 || was != 2);
+	assert_false(hlb_check_errs_note(&e, 2, t += HLB_CHECK_ERRS_GAP_MS, &was, &changes));
+	/* an episode started without an error (down for another cause): the first one said */
+	hlb_check_errs_start(&e, 0, t);
+	assert_true(hlb_check_errs_note(&e, 5, t += 100, &was, &changes));
+	assert_int_equal(was, 0);
+	assert_int_equal(changes, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +229,7 @@ int main(void)
 		cmocka_unit_test(test_flapping_backend_is_held_down),
 		cmocka_unit_test(test_single_outage_is_not_damped),
 		cmocka_unit_test(test_checks_are_spread_over_the_interval),
+		cmocka_unit_test(test_check_errors_logged_once_per_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "control/balance.h"
+#include "control/check.h"
 #include "control/loop.h"
 #include "control/pool.h"
 
@@ -1011,6 +1012,82 @@ static void test_backup_close_on_return(void **state)
 	fixture_teardown(&f);
 }
 
+/* The log lines of a pool, for the tests that read them. */
+struct log_lines {
+	char text[16][256];
+	uint32_t n;
+};
+
+static void log_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	struct log_lines *l = arg;
+
+	(void)level;
+	if (l->n < 16)
+		snprintf(l->text[l->n], sizeof(l->text[0]), "msg=\"%s\" %s", msg, kv);
+	l->n++;
+}
+
+/*
+ * A backend's failing checks and a service's skipped ones say their error,
+ * and again each time it changes, not per check: the checker's callbacks
+ * fed as its checks would, an error flapping between two for 50 checks.
+ */
+static void test_check_errors_are_logged_once_per_change(void **state)
+{
+	struct hlb_check *c;
+	struct log_lines l = { 0 };
+	struct fixture f;
+	uint32_t before;
+
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 3);
+	checks_on(f.cfg);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = log_capture, .arg = &l
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
+	f.svc = hlb_pool_service_at(f.pool, 0);
+	c = &hlb_pool_backend_find(f.svc, "b1")->check;
+	for (int i = 0; i < 3; i++) { /* fall: 3 refused */
+		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+		c->done(c->arg, false, 0);
+	}
+	assert_int_equal(l.n, 1);
+	assert_non_null(strstr(l.text[0], "msg=\"backend down\" service=web backend=b1 "
+					  "cause=checks flaps=1 at=connect err=ECONNREFUSED"));
+	for (int i = 0; i < 50; i++) { /* no answer to the SYN, then flapping */
+		c->failed_at = HLB_CHECK_AT_CONNECT;
+		c->failed_err = i % 2 ? ECONNREFUSED : ETIMEDOUT;
+		c->done(c->arg, false, 0);
+	}
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.text[1], "msg=\"health checks still failing, another error\" "
+				       "service=web backend=b1 at=connect err=ETIMEDOUT "
+				       "was=\"at=connect err=ECONNREFUSED\" changes=1");
+	c->failed_at = HLB_CHECK_AT_REPLY, c->failed_err = EBADMSG; /* a new one: at once */
+	c->done(c->arg, false, 0);
+	assert_int_equal(l.n, 3);
+	assert_non_null(strstr(l.text[2], "at=reply err=EBADMSG was=\"at=connect err=ETIMEDOUT\" "
+					  "changes=50"));
+
+	before = l.n;
+	for (int i = 0; i < 50; i++) /* the source address gone, then no fd, by turns */
+		c->skipped(c->arg, i % 2 ? HLB_CHECK_SKIP_SOCKET : HLB_CHECK_SKIP_SOURCE,
+			   i % 2 ? EMFILE : EADDRNOTAVAIL);
+	assert_int_equal(l.n, before + 2);
+	assert_non_null(strstr(l.text[before], "msg=\"health checks skipped, health kept\" "
+					       "service=web backend=b1 at=source source=none "
+					       "err=EADDRNOTAVAIL"));
+	assert_non_null(strstr(l.text[before + 1],
+			       "msg=\"health checks still skipped, another error\" service=web "
+			       "backend=b1 at=socket source=none err=EMFILE "
+			       "was=\"at=source err=EADDRNOTAVAIL\" changes=1"));
+	fixture_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1035,6 +1112,7 @@ int main(void)
 		cmocka_unit_test(test_backup_close_on_return),
 		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
+		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
