@@ -71,11 +71,12 @@ def maint_closes_nothing_takes_no_traffic():
     check(lb.stop() == 0, "exit 0")
 
 
-def closed_at_drain(held, t0, what):
-    """Check that <held> is closed 1.5 s (a 1500ms timeouts.drain) after <t0>, taken before the
-    reload that began the drain: not before (1.3 s, for the coarse clock), and well before
-    the default drain (30 s) or the idle timeout (300 s), 5x the 6 s bound."""
-    held.settimeout(10)
+def closed_at_drain(held, t0, what, drain=1.5):
+    """Check that <held> is closed <drain> s (timeouts.drain, 1500ms unless said) after <t0>,
+    taken before the reload that began the drain: not before (0.2 s less, for the coarse
+    clock), and well before the default drain (30 s) or the idle timeout (300 s): within
+    4.5 s more."""
+    held.settimeout(drain + 8.5)
     try:
         closed = held.recv(100) == b""
     except ConnectionError:
@@ -83,8 +84,8 @@ def closed_at_drain(held, t0, what):
     except socket.timeout:  # not closed at all
         closed = False
     el = time.time() - t0
-    print(f"    closed after {el:.1f}s (drain timeout 1.5s)")
-    check(closed and 1.3 < el < 6, f"{what} ({el:.1f}s)")
+    print(f"    closed after {el:.1f}s (drain timeout {drain:g}s)")
+    check(closed and drain - 0.2 < el < drain + 4.5, f"{what} ({el:.1f}s)")
 
 
 def removed_backend_drains_until_timeout():
@@ -132,12 +133,14 @@ def removed_while_connecting_drains_too():
     the removed backend's draining series, the backends adding up to the service, and is closed
     at the drain timeout like the others. Before, the backend was let go at the reload (no
     established connection), its connection then ran on uncounted by any backend and past
-    timeouts.drain."""
+    timeouts.drain. The drain (3.5 s) outlasts the SYN sent again at 3 s, which the connect
+    waits for when this process makes room only after the one at 1 s (a busy machine): with
+    1.5 s, the drain could end first and close the connection as it was made."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(0)  # room for one connection not yet accepted
     slow = "127.0.0.1:%d" % ls.getsockname()[1]
-    extra = "timeouts:\n  connect: 5s\n  drain: 1500ms"
+    extra = "timeouts:\n  connect: 5s\n  drain: 3500ms"
     lb = Lb(config([("slow", slow), BACKENDS[0]], health="enabled: false", extra=extra))
     clients = [client_ip(i) for i in range(100)]
     table = lb.lookup(clients)
@@ -173,7 +176,7 @@ def removed_while_connecting_drains_too():
           f"/metrics: the connection under slow's draining series, the backends adding up "
           f"to the service ({active})")
     if "s" in got:
-        closed_at_drain(got["s"], t0, "closed at the drain timeout")
+        closed_at_drain(got["s"], t0, "closed at the drain timeout", drain=3.5)
         got["s"].close()
     check(lb.wait(lambda: lb.service()["connections"]["active"] == 0 and
                   not lb.service()["draining"], timeout=3) is not None,
