@@ -151,8 +151,13 @@ def passive_failures_then_a_success_do_not_count():
         return s
 
     x = listen()
+    # The checks go to a port of their own (health.port), listening throughout: made to x's
+    # port, the first (3.3 s after the start, x's place in the interval) could come while x
+    # listened for its client, and x.accept() took the check's connection, reset, instead.
+    checked = socket.create_server(("127.0.0.1", 0), backlog=64)
     lb = Lb(config([("x", f"127.0.0.1:{port}"), ("y", other.addr)],
-                   health="interval: 10s\ntimeout: 1s\nrise: 2\nfall: 3"))
+                   health="interval: 10s\ntimeout: 1s\nrise: 2\nfall: 3\n"
+                          f"port: {checked.getsockname()[1]}"))
     clients = [client_ip(i) for i in range(200)]
     table = lb.lookup(clients)
     mine = [c for c in clients if table[c] == "x"][:5]
@@ -184,6 +189,7 @@ def passive_failures_then_a_success_do_not_count():
     check(lb.stop() == 0, "exit 0")
     if x:
         x.close()
+    checked.close()
     other.stop()
 
 
