@@ -311,14 +311,16 @@ def reloads_give_the_old_tables_back():
                     f"      - name: {'bc'[alt]}\n        address: {bs[1 + alt].addr}\n")
         return out
 
-    lb = Lb(text(0))
+    # 4 tables of a million slots to build at start and at each reload: 3.6 s and up to 4 s
+    # under ASan at load 11 here, so 60 s for each, not the 10 s of a small config
+    lb = Lb(text(0), start_within=60)
     pid = lb.proc.pid
     ports = [a.rsplit(":", 1)[1] for a in lb.addrs]
     start = vm(pid, "VmRSS")
     for k in range(1, 7):  # each rebuilds every table (b and c take turns)
         with open(lb.path, "w") as f:
             f.write(text(k % 2, ports))
-        rc, so, se, _ = lb.reload()
+        rc, so, se, _ = lb.reload(timeout=60)
         check(rc == 0, f"reload {k}: {se}")
         if k == 1:  # the peak of a reload: the old tables and the new
             table_kb = vm(pid, "VmHWM") - start
