@@ -207,7 +207,8 @@ class Hashlb:
                           text=True, preexec_fn=limit, env=env)
         self._ready = threading.Event()
         self.addrs = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if wait and not self._ready.wait(start_within):
             raise SystemExit("hashlb did not start:\n" + "\n".join(self.log))
 
@@ -239,6 +240,12 @@ class Hashlb:
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         return stop(self.proc, sig, timeout)
+
+    def log_to_end(self, timeout=10):
+        """The whole log of a stopped hashlb: what it wrote last (a sanitizer's report at exit)
+        read too, not only what the reader had reached when stop() returned."""
+        self._reader.join(timeout)
+        return list(self.log)
 
     def cpu_seconds(self):
         with open(f"/proc/{self.proc.pid}/stat") as f:

@@ -379,7 +379,7 @@ class Chaos:
                                                    f"one at a time: {got}")
         rc = lb.stop()
         check(rc == 0, f"exit status 0 on SIGTERM ({rc})")
-        bad = [l for l in lb.log if "Sanitizer" in l or "runtime error" in l]
+        bad = [l for l in lb.log_to_end() if "Sanitizer" in l or "runtime error" in l]
         check(not bad, f"no sanitizer report: {bad[:5]}")
         # A connection that failed before the greeting: its backend, from hashlb's connection log.
         ended_on, lines = {}, {}

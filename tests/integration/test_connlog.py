@@ -56,7 +56,7 @@ def finish(lb):
     """Stop <lb>: a clean exit, and no sanitizer report (the ASan build runs this test too)."""
     rc = lb.stop()
     check(rc == 0, f"hashlb exited 0 (got {rc})")
-    bad = [l for l in list(lb.log) if "Sanitizer" in l or "runtime error" in l]
+    bad = [l for l in lb.log_to_end() if "Sanitizer" in l or "runtime error" in l]
     check(not bad, f"no sanitizer report: {bad[:3]}")
 
 
