@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,15 +100,20 @@ static void test_listening_port_passes_closed_port_fails(void **state)
 	struct sockaddr_in sin;
 	struct hlb_check c;
 	struct results r = { 0 };
+	uint64_t t0;
 	int fd;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
 	fd = listener(&sin);
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
-	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
-	/* Fixed cadence, one check per 20 ms: 5 take 4 intervals at least (less
-	 * 10 ms for the ms clock); no more than that, a loaded machine can add. */
-	assert_true(run_until(l, &r.ok, 5, 10000) >= 70);
+	t0 = hlb_now_ms();
+	assert_int_equal(hlb_check_start(&c, l, t0), 0);
+	/* Fixed cadence, one check per 20 ms from the first slot (t0): the fifth is
+	 * made 4 intervals after it at the earliest; no more than that, a loaded
+	 * machine can add. (Timed from run_until()'s own start, a preemption before
+	 * it took that time off the 80 ms: 1 run in 20 failed under load.) */
+	run_until(l, &r.ok, 5, 10000);
+	assert_true(hlb_now_ms() - t0 >= 80);
 	assert_int_equal(r.ok, 5);
 	assert_int_equal(r.failed, 0);
 	assert_true(r.latency_ns > 0);
@@ -171,29 +177,63 @@ static void test_silent_port_times_out(void **state)
 	hlb_loop_free(l);
 }
 
+/* The slots of a check <c> whose every check fails, followed from its done callback. */
+struct cadence {
+	struct hlb_check *c;
+	uint64_t slot; /* the slot of the check in flight */
+	int ok, failed; /* results */
+	int kept, skipped; /* next slots taken and passed over, not wholly past */
+};
+
+static void cadence_done(void *arg, bool ok, uint64_t latency_ns)
+{
+	struct cadence *k = arg;
+	uint32_t iv = k->c->interval_ms;
+
+	k->ok += ok;
+	k->failed += !ok;
+	/* The next slot had not wholly passed when check_next() ran (before this): the next
+	 * check is made in it. */
+	if (hlb_now_ms() < k->slot + 2 * iv) {
+		if (k->c->next_ms == k->slot + iv)
+			k->kept++;
+		else
+			k->skipped++;
+	}
+	k->slot = k->c->next_ms;
+}
+
 /*
  * A check that takes its whole timeout, equal to the interval (the default timeout for an
  * interval under 1 s), ended as its next slot began, a little after it, and that slot was
  * skipped: a silent backend was checked every other interval and went down after
- * 2 x fall x interval. The next check starts at once: one check per interval.
+ * 2 x fall x interval. The next check is made in the next slot, at once: one check per
+ * interval. Each check is looked at whose next slot had not wholly passed when it ended
+ * (a loop late by a whole interval skips it, rightly). Counting the checks made in 810 ms
+ * instead (14 of the 20 slots at least) failed 6 runs in 20 under ASan and load: each
+ * check starts where the one before timed out, late by the loop's delay, and the delays
+ * add up to whole slots.
  */
 static void test_timeout_of_one_interval_keeps_the_cadence(void **state)
 {
 	struct hlb_loop *l;
 	struct sockaddr_in sin;
 	struct hlb_check c;
-	struct results r = { 0 };
+	struct cadence k = { .c = &c };
 	struct silent_port sp;
+	uint64_t end;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
 	silent_port(l, &sin, &sp);
-	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 40, 40, done, &r);
-	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
-	run_for(l, 810);
-	/* 20 slots: every one checked (each a ms or two late; 14, for a loaded machine), not
-	 * every other one (10) */
-	assert_int_equal(r.ok, 0);
-	assert_true(r.failed >= 14);
+	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 100, 100, cadence_done, &k);
+	k.slot = hlb_now_ms();
+	assert_int_equal(hlb_check_start(&c, l, k.slot), 0);
+	end = hlb_now_ms() + 10000; /* a deadline that fails the test, not a measurement */
+	while (k.kept + k.skipped < 5 && hlb_now_ms() < end)
+		hlb_loop_run_once(l, 5);
+	assert_int_equal(k.skipped, 0);
+	assert_true(k.kept >= 5);
+	assert_int_equal(k.ok, 0);
 	hlb_check_stop(&c);
 	silent_port_close(&sp);
 	hlb_loop_free(l);
@@ -220,7 +260,7 @@ static void test_out_of_fds_skips_the_check(void **state)
 	hlb_check_init(&c, (struct sockaddr *)&sin, sizeof(sin), 20, 20, done, &r);
 	c.skipped = skipped;
 	assert_int_equal(hlb_check_start(&c, l, hlb_now_ms()), 0);
-	run_for(l, 80);
+	run_until(l, &r.skipped, 1, 10000);
 	setrlimit(RLIMIT_NOFILE, &old);
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.ok, 0);
@@ -276,12 +316,15 @@ static void test_source_gone_skips_and_says_why(void **state)
 }
 
 /* A backend on listener <fd> for <n> connections, answering at once: each is sent <greet>
- * (if not NULL) as it is accepted, and <answer> (if not NULL) once it sent <ask_len> bytes. */
+ * (if not NULL) as it is accepted, and <answer> (if not NULL) once it sent <ask_len> bytes.
+ * <accepted>: the connections accepted (and greeted) so far. Static in the tests: a failed
+ * assertion leaves the thread running, which must not read a frame gone. */
 struct prompt_backend {
 	pthread_t thread;
 	int fd, n, conns[128];
 	const char *greet, *answer;
 	size_t ask_len;
+	atomic_int accepted;
 };
 
 static void *prompt_backend_serve(void *arg)
@@ -293,6 +336,7 @@ static void *prompt_backend_serve(void *arg)
 		b->conns[i] = accept(b->fd, NULL, NULL);
 		if (b->conns[i] >= 0 && b->greet)
 			(void)!write(b->conns[i], b->greet, strlen(b->greet));
+		atomic_fetch_add(&b->accepted, 1);
 	}
 	for (int i = 0; i < b->n && b->answer; i++)
 		if (b->conns[i] >= 0 && recv(b->conns[i], buf, b->ask_len, MSG_WAITALL) > 0)
@@ -302,23 +346,29 @@ static void *prompt_backend_serve(void *arg)
 
 /*
  * 100 checks of <b> (sending <send>, expecting <expect>; NULL: none) connect, and the loop
- * is then held past their 20 ms deadline, as a busy control thread is, before it runs
- * again: every check passes, the backend having answered at once.
+ * is then held past their deadline, as a busy control thread is, before it runs again:
+ * every check passes, the backend having answered at once. The loop is held until the
+ * backend has accepted (and greeted) every connection, not for a fixed 60 ms past a 20 ms
+ * deadline: the backend's thread, not scheduled in those 60 ms on a loaded machine, had
+ * answered nothing, and all 100 checks failed (4 runs in 20 under ASan and load). An
+ * answer to a payload, which the loop sends only as it runs again, has the timeout again
+ * from then: 1 s, not 20 ms, for the backend's thread to be scheduled.
  */
 static void late_loop_passes(struct prompt_backend *b, const char *send, const char *expect)
 {
-	enum { N = 100 };
+	enum { N = 100, TIMEOUT_MS = 1000 };
 	static struct hlb_check c[N];
 	struct hlb_loop *l;
 	struct sockaddr_in sin;
 	struct results r = { 0 };
-	uint64_t now = hlb_now_ms();
+	uint64_t now = hlb_now_ms(), started, end;
 
 	assert_int_equal(hlb_loop_new(&l), 0);
 	b->fd = listener_backlog(&sin, 1024);
 	b->n = N;
 	for (int i = 0; i < N; i++) {
-		hlb_check_init(&c[i], (struct sockaddr *)&sin, sizeof(sin), 10000, 20, done, &r);
+		hlb_check_init(&c[i], (struct sockaddr *)&sin, sizeof(sin), 10000, TIMEOUT_MS, done,
+			       &r);
 		assert_int_equal(hlb_check_set_payload(&c[i], send, send ? strlen(send) : 0, expect,
 						       expect ? strlen(expect) : 0),
 				 0);
@@ -328,8 +378,15 @@ static void late_loop_passes(struct prompt_backend *b, const char *send, const c
 	while (hlb_now_ms() <= now)
 		usleep(1000);
 	hlb_loop_run_once(l, 0); /* the N checks connect (their timers were due) */
+	started = hlb_now_ms();
 	assert_int_equal(r.ok + r.failed, 0);
-	usleep(60000); /* the thread is busy past their 20 ms deadline */
+	/* the thread is busy until the backend has done what it does at once, and past the
+	 * checks' deadline (a deadline of 10 s for the backend fails the test) */
+	end = started + 10000;
+	while ((atomic_load(&b->accepted) < N || hlb_now_ms() <= started + TIMEOUT_MS) &&
+	       hlb_now_ms() < end)
+		usleep(1000);
+	assert_int_equal(atomic_load(&b->accepted), N);
 	run_until(l, &r.n, N, 10000);
 	assert_int_equal(r.failed, 0);
 	assert_int_equal(r.ok, N);
@@ -352,7 +409,7 @@ static void late_loop_passes(struct prompt_backend *b, const char *send, const c
  */
 static void test_late_loop_is_not_a_timeout(void **state)
 {
-	struct prompt_backend b = { 0 };
+	static struct prompt_backend b;
 
 	late_loop_passes(&b, NULL, NULL);
 }
@@ -366,7 +423,7 @@ static void test_late_loop_is_not_a_timeout(void **state)
  */
 static void test_late_loop_is_not_a_timeout_for_a_banner(void **state)
 {
-	struct prompt_backend b = { .greet = "220 ready\r\n" };
+	static struct prompt_backend b = { .greet = "220 ready\r\n" };
 
 	late_loop_passes(&b, NULL, "220 ");
 }
@@ -380,7 +437,7 @@ static void test_late_loop_is_not_a_timeout_for_a_banner(void **state)
  */
 static void test_late_loop_is_not_a_timeout_for_an_answer(void **state)
 {
-	struct prompt_backend b = { .answer = "+PONG\r\n", .ask_len = 6 };
+	static struct prompt_backend b = { .answer = "+PONG\r\n", .ask_len = 6 };
 
 	late_loop_passes(&b, "PING\r\n", "+PONG");
 }
