@@ -154,6 +154,8 @@ static const char *status_text(int status)
 /* Write what is pending; close when done or on error. */
 static void conn_flush(struct http_conn *c)
 {
+	size_t off = c->out_off;
+
 	while (c->out_off < c->out.len + c->body.len) {
 		size_t body_off = c->out_off > c->out.len ? c->out_off - c->out.len : 0;
 		struct iovec iov[2];
@@ -171,6 +173,11 @@ static void conn_flush(struct http_conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
+			/* HTTP_TIMEOUT_MS from the last byte the client took: one that reads a
+			 * large answer slowly gets it whole, one that stopped reading goes */
+			if (c->out_off != off)
+				hlb_timer_arm(c->h->loop, &c->timer,
+					      hlb_now_ms() + HTTP_TIMEOUT_MS);
 			hlb_loop_mod(c->h->loop, &c->io, EPOLLOUT);
 			return;
 		}
@@ -356,8 +363,8 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 }
 
 /* A request that has not arrived whole in time is answered 408 (and given as
- * long again to read it); a silent connection, or an answer not read, is
- * closed. */
+ * long again to read it); a silent connection, or an answer its client took
+ * nothing of for HTTP_TIMEOUT_MS, is closed. */
 static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;

@@ -294,6 +294,80 @@ static void test_held_request_waits_alone(void **state)
 	rmdir(dir);
 }
 
+/* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
+enum { BIG = 5 << 19 }; /* 2.5 MiB: 14 s at 160 KiB/s, past a unix socket's 208 KiB in flight */
+
+static void big_answer(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	(void)arg;
+	(void)req;
+	resp->ctype = "text/plain";
+	for (int i = 0; i < BIG / 4096; i++)
+		hlb_buf_printf(&resp->body, "%4095s\n", "");
+}
+
+/*
+ * A client that reads a large answer slowly, but reads (a scraper of a /metrics of 20,000
+ * backends, 64 MB, on a loaded machine), takes it whole. The answer was cut 10 s after the
+ * connection came, however it went: test_upgrade's reads of such a /metrics broke off with
+ * 54-58 of 64 MB under load. The 10 s are now counted from the last byte the client took:
+ * one that stops reading is still let go.
+ */
+static void test_slow_reader_gets_the_whole_answer(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", head[256];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hashlb_error err = { 0 };
+	static char chunk[64 << 10];
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	size_t got = 0, head_len = 0, want = 0;
+	uint64_t start, next, end;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/admin.sock", dir);
+	assert_int_equal(hlb_loop_new(&l), 0);
+	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), big_answer,
+				      NULL, &h, &err),
+			 0);
+	fd = client_ask(&sun, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
+	start = next = hlb_now_ms();
+	end = start + 60000; /* a deadline that fails the test, not a measurement */
+	/* 64 KiB every 400 ms, the endpoint's loop run meanwhile, until the answer ends */
+	for (n = 1; n > 0 && hlb_now_ms() < end;) {
+		assert_true(hlb_loop_run_once(l, 10) >= 0);
+		if (hlb_now_ms() < next || !readable(fd))
+			continue;
+		next = hlb_now_ms() + 400;
+		n = read(fd, chunk, sizeof(chunk));
+		if (n <= 0)
+			break;
+		if (head_len < sizeof(head) - 1) { /* the head, from the first read */
+			size_t k = (size_t)n < sizeof(head) - 1 - head_len
+					   ? (size_t)n
+					   : sizeof(head) - 1 - head_len;
+
+			memcpy(head + head_len, chunk, k);
+			head_len += k;
+			head[head_len] = '\0';
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	assert_non_null(strstr(head, "Content-Length: 2621440\r\n"));
+	want = BIG + (size_t)(strstr(head, "\r\n\r\n") + 4 - head);
+	print_message("    %zu of %zu bytes in %.1f s\n", got, want,
+		      (double)(hlb_now_ms() - start) / 1000);
+	assert_true(hlb_now_ms() - start > 10000); /* it did take longer than the 10 s */
+	assert_int_equal(got, want);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +379,7 @@ int main(void)
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 		cmocka_unit_test(test_held_request_waits_alone),
+		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
