@@ -493,8 +493,12 @@ def run_tests(tests):
     """Run each test. A test that failed while this process itself was kept from running
     for STALL seconds or more (the machine or its VM stalled, hashlb and the clients frozen
     together: timeouts fire on resume) runs once more, its first failures set aside and
-    printed; the second run decides."""
+    printed; the second run decides. What a test left running (one that raised before it
+    stopped its hashlb, a process that drains still) is stopped before the next one: left
+    there, it went on serving the next tests' address, or held a listening socket they
+    shared (SO_REUSEPORT), and one failure made many."""
     for t in tests:
+        n_start = len(_procs)
         for attempt in (1, 2):
             t0 = time.time()
             print(f"--- {t.__name__}" + (" (second run)" if attempt == 2 else ""), flush=True)
@@ -515,6 +519,7 @@ def run_tests(tests):
                   flush=True)
             del failures[n_failures:]
             _stop_since(n_procs)
+        _stop_since(n_start)
     _stop_since()
     if failures:
         print(f"{len(failures)} failure(s)")
