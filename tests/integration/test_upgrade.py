@@ -355,8 +355,9 @@ def upgrade_in_place():
             while time.time() < end and os.path.exists(f"/proc/{new_pid}") and \
                     open(f"/proc/{new_pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
                 time.sleep(0.05)
-            check(old.wait_log(r"msg=stopped", 1) and
-                  sum("msg=stopped" in l for l in old.log) == 2, "both stopped")
+            # the new one's line is read by this process's log reader in its own time
+            check(wait_until(lambda: sum("msg=stopped" in l for l in old.log) == 2),
+                  "both stopped")
     finally:
         kill(new_pid)
 
@@ -1133,7 +1134,10 @@ def old_process_logs_its_totals():
         check(end == b"" or "Reset" in str(end), f"the waiting client is refused: {end!r}")
         holder.close()
         check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0")
-        line = next((l for l in old.log if 'msg="service totals"' in l), "")  # the new one runs on
+        # logged as it exited, read by this process's log reader in its own time (the pipe
+        # stays open: the new one runs on); taken at once, it was not there yet (once in 9)
+        old.wait_log(r'msg="service totals"')
+        line = next((l for l in old.log if 'msg="service totals"' in l), "")
         got = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         refused = sum(int(got.get(k, 0)) for k in ("queue_timeouts", "queue_aborts", "no_backend"))
         check(got.get("service") == "t" and got.get("lookups") == "2" and
@@ -1191,7 +1195,10 @@ def old_process_totals_count_its_bytes():
         echo(conns["a"], 20000)  # forwarded by the old process, after the upgrade
         conns["a"].close()
         check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0")
-        line = next((l for l in old.log if 'msg="service totals"' in l), "")  # the new one runs on
+        # logged as it exited, read by this process's log reader in its own time (the pipe
+        # stays open: the new one runs on); taken at once, it was not there yet (once in 9)
+        old.wait_log(r'msg="service totals"')
+        line = next((l for l in old.log if 'msg="service totals"' in l), "")
         got = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
         check(got.get("sent_bytes") == str(sent) and got.get("received_bytes") == str(received),
               f"the old process's totals count {sent} bytes sent and {received} received: {line!r}")
