@@ -102,11 +102,11 @@ BACKENDS = [(b.name, b.addr) for b in backends]
 
 class Traffic:
     """Four threads opening connections from 200 client addresses, one after another, until
-    stopped (or 60 s); .got[client] = the set of backends it reached, .failed = failures."""
+    stopped (or 120 s); .got[client] = the set of backends it reached, .failed = failures."""
 
     def __init__(self):
         self.got, self.failed, self.n = {}, [], 0
-        self.stop_at = time.time() + 60
+        self.stop_at = time.time() + 120
         self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True)
                         for k in range(4)]
         for t in self.threads:
@@ -126,6 +126,11 @@ class Traffic:
                 self.failed.append(name)
             self.n += 1
             i += 4
+
+    def wait_for(self, n, timeout=30):
+        """Wait until <n> connections were made (a deadline that fails the test): a fixed
+        0.5 s made a number that depends on how fast a loaded machine runs them."""
+        wait_until(lambda: self.n >= n, timeout)
 
     def stop(self):
         self.stop_at = 0
@@ -168,7 +173,7 @@ def old_exits(old, traffic, before):
     rc = exit_status(old.proc, 30)
     check(rc == 0, f"the old hashlb drained and exited 0 ({rc}, {time.time() - t0:.1f}s)")
     during = traffic.n
-    time.sleep(0.5)
+    traffic.wait_for(during + 21)
     traffic.stop()
     check(before > 20 and during - before > 20 and traffic.n - during > 20,
           f"traffic before ({before}), during ({during - before}) and after the upgrade "
@@ -188,7 +193,7 @@ def upgrade(admin):
     start = Lb if admin else Hashlb
     old = start(text, fname="old.yaml")
     traffic = Traffic()
-    time.sleep(0.5)
+    traffic.wait_for(21)
     before = traffic.n
     new = start(text, fname="new.yaml")
     if admin:
@@ -206,7 +211,7 @@ def upgrade(admin):
         check(new.wait_log(r"msg=listening .*taken_over=0"), "nothing taken over")
         check(len(new_socks) == 2 and not new_socks & old_socks,
               f"the new hashlb listens on sockets of its own: {old_socks} {new_socks}")
-    time.sleep(0.5)
+    traffic.wait_for(before + 21)  # through both side by side
     old.proc.send_signal(signal.SIGTERM)
     old_exits(old, traffic, before)
     if admin:
@@ -329,8 +334,12 @@ def upgrade_in_place():
 
         inode = install(HASHLB, exe)
         socks = listen_inodes(old.proc.pid)
+        # held open: the old one drains until enough connections went through during the
+        # upgrade, however quickly the new one is ready
+        held = connect(LISTEN, client_ip(250))
+        check(read_line(held) in ("a", "b", "c"), "a connection held in the old hashlb")
         traffic = Traffic()
-        time.sleep(0.5)
+        traffic.wait_for(21)
         before = traffic.n
         old.proc.send_signal(signal.SIGUSR2)
         pid, msg = notify.until("MAINPID")
@@ -343,6 +352,8 @@ def upgrade_in_place():
               f"and listens on the old one's sockets: {socks}")
         check(old.wait_log(r"msg=listening .*taken_over=2"),
               "it says it took the two sockets over")
+        traffic.wait_for(before + 21)
+        held.close()
         old_exits(old, traffic, before)
         if new_pid:
             os.kill(new_pid, signal.SIGHUP)
