@@ -9,7 +9,6 @@ import random
 import re
 import select
 import selectors
-import signal
 import socket
 import struct
 import subprocess
@@ -18,7 +17,8 @@ import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, connect_outcome,
-                    outcome, read_line, read_to_eof, run_tests, serve_each, wait_until, who)
+                    frozen, outcome, read_line, read_to_eof, run_tests, serve_each, wait_until,
+                    who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -1007,13 +1007,10 @@ def quiet_waiters_pass_the_turn_on():
         wakeups0 = metric_sum(lb, "hashlb_worker_buffer_wakeups_total")
         # The backend resets the uploads while hashlb is stopped: it finds them all at once,
         # and every buffer comes back within a turn or two.
-        os.kill(lb.proc.pid, signal.SIGSTOP)
-        try:
+        with frozen(lb.proc):
             for b in accepted[:n_hogs]:
                 rst_close(b)
-        finally:
-            t0 = time.monotonic()
-            os.kill(lb.proc.pid, signal.SIGCONT)
+        t0 = time.monotonic()
         b = accepted[n_hogs + n_quiet]
         b.settimeout(60)
         got = read_to_eof(b)
@@ -1070,13 +1067,10 @@ def burst_past_the_ring_window():
         payloads = [random.Random(rnd * n + i).randbytes(16 * 1024 + i * 97) for i in range(n)]
         waits0 = metric_sum(lb, "hashlb_worker_buffer_waits_total")
         # hashlb stopped while every client sends: its worker finds all the data at once
-        os.kill(lb.proc.pid, signal.SIGSTOP)
-        try:
+        with frozen(lb.proc):
             for s, p in zip(socks, payloads):
                 s.sendall(p)  # fits in the sockets' buffers
                 s.shutdown(socket.SHUT_WR)
-        finally:
-            os.kill(lb.proc.pid, signal.SIGCONT)
         results = [None] * n
 
         def one(i):
@@ -1242,12 +1236,9 @@ def max_connections_burst():
     cap, n = 5000, 6000
     lb = Lb(config(BACKENDS, workers=2), args=("--admin", "127.0.0.1:0",
                                                "--max-connections", str(cap)))
-    os.kill(lb.proc.pid, signal.SIGSTOP)
-    try:
+    with frozen(lb.proc):
         socks = clients_at_once(lb.addr, n)
         time.sleep(0.5)  # the kernel completes their handshakes into the backlogs
-    finally:
-        os.kill(lb.proc.pid, signal.SIGCONT)
     check(lb.wait(lambda: metric_sum(lb, "hashlb_connections") >= cap, timeout=30),
           f"hashlb serves up to the cap: {metric_sum(lb, 'hashlb_connections')}")
     time.sleep(0.5)

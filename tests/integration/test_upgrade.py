@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof, run_tests, tmpfile, tmppath, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -1038,7 +1038,7 @@ def close_does_not_stall_the_new_process():
         old.proc.send_signal(signal.SIGUSR2)
         new_pid = handed_over(old)
         check(new_pid, "upgraded")
-        check(stopped(old.proc), "the old process stopped")
+        check(suspend(old.proc), "the old process stopped")
         closing = old.admin_socket()
         closing.sendall(f"POST /close?service=t&backend={target}&format=json HTTP/1.1\r\n"
                         "Host: t\r\nContent-Length: 0\r\n\r\n".encode())
@@ -1411,25 +1411,6 @@ def sockets_over_tcp_give_nothing_away():
     check(lb.stop() == 0, "exit 0")
 
 
-def stopped(proc):
-    """SIGSTOP <proc> and wait until each of its threads is stopped: a thread still running
-    could accept a connection first (the kernel completes the handshakes either way)."""
-    proc.send_signal(signal.SIGSTOP)
-    end = time.time() + 10
-    while time.time() < end:
-        states = []
-        for t in os.listdir(f"/proc/{proc.pid}/task"):
-            try:
-                with open(f"/proc/{proc.pid}/task/{t}/stat") as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-            except OSError:
-                pass
-        if states and all(st in "Tt" for st in states):
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def queued_connections_outlive_the_old():
     """Connections the kernel completed while nobody accepted are served by the new hashlb
     even when the old one dies with them in its queues: the sockets are the same. Both
@@ -1443,7 +1424,7 @@ def queued_connections_outlive_the_old():
     check(new.wait_log(r"msg=listening .*taken_over=2"), "the new hashlb took the sockets")
     clients = []
     try:
-        check(stopped(new.proc) and stopped(old.proc), "both processes stopped")
+        check(suspend(new.proc) and suspend(old.proc), "both processes stopped")
         for i in range(40):
             clients.append(connect(LISTEN, client_ip(i)))
         old.proc.kill()
