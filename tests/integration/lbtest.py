@@ -45,15 +45,49 @@ _tmp = tempfile.TemporaryDirectory(prefix="hashlb-it-")
 failures = []
 
 
+def listening_sockets(pid=None):
+    """The inodes (strings) of the listening TCP sockets of this network namespace, or of
+    those <pid> holds (from ss, over netlink: /proc/net/tcp can take seconds to read)."""
+    out = subprocess.run(["ss", "-ltnHe"], capture_output=True, text=True, timeout=30).stdout
+    inodes = {f[4:] for f in out.split() if f.startswith("ino:")}
+    if pid is None:
+        return inodes
+    held = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                held.add(link[8:-1])
+    except OSError:
+        pass  # gone
+    return held
+
+
+def wait_closed(inodes, timeout=10):
+    """Wait until none of the listening sockets <inodes> listens any more. A hashlb killed
+    (SIGKILL) has exited before its io_uring is torn down, which closes a socket a multishot
+    accept was armed on only then (15-40 ms later here): meanwhile it listens on beside the
+    next hashlb on its address (SO_REUSEPORT), and a client queued on it is reset."""
+    return wait_until(lambda: not inodes & listening_sockets(), timeout)
+
+
 def _stop_since(n=0):
-    """Kill the processes spawned after the first <n> (all: however the test ends)."""
+    """Kill the processes spawned after the first <n> (all: however the test ends), and wait
+    until the sockets they listened on are closed."""
+    held = set()
     for p in _procs[n:]:
         if p.poll() is None:
+            held |= listening_sockets(p.pid)
             try:
                 p.kill()
                 p.wait(5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
+    if held:
+        wait_closed(held)
 
 
 atexit.register(_stop_since)

@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, listening_sockets, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -263,26 +263,34 @@ def break_config(path):
     return good
 
 
-def kill(pid):
-    """SIGKILL <pid>, an upgrade's new process (not our child), if it is still there, and wait
-    until every thread of it has exited (its pidfd readable; 10 s at most). Its listening
-    sockets, the service's own since the handover, close only then: the next hashlb started on
-    the address binds beside them (SO_REUSEPORT), and a client the kernel gave the dying one
-    was reset (close_reaches_the_old_process, once in 9 runs under load, its processes then
-    left serving the next tests)."""
-    if not pid:
-        return
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return  # gone already
-    try:
-        signal.pidfd_send_signal(fd, signal.SIGKILL)
+def kill(*pids):
+    """SIGKILL each of <pids>, an upgrade's new processes (not our children), if it is still
+    there, and wait until every thread of each has exited (its pidfd readable) and the
+    sockets it listened on are closed (wait_closed(): its io_uring, torn down after it
+    exited, holds them a little longer), 10 s at most each. They are the service's own since
+    the handover: the next hashlb started on the address binds beside them (SO_REUSEPORT),
+    and a client the kernel queued on a dying one was reset (close_reaches_the_old_process's
+    side by side part, once in 9 runs under load, and the first test after
+    close_reaches_two_processes_back twice in 13)."""
+    held, fds = set(), []
+    for pid in pids:
+        if not pid:
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone already
+        held |= listening_sockets(pid)
+        try:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except OSError:
+            pass
+        fds.append(fd)
+    for fd in fds:
         select.select([fd], [], [], 10)
-    except OSError:
-        pass
-    finally:
         os.close(fd)
+    if held:
+        wait_closed(held)
 
 
 def install(binary, path):
@@ -947,8 +955,7 @@ def reload_sent_to_the_first_process_after_two_upgrades():
         held.close()
         check(exit_status(a.proc, 30) == 0, "A exits 0 once it is drained")
     finally:
-        kill(b_pid)
-        kill(c_pid)
+        kill(b_pid, c_pid)
 
 
 def close_reaches_the_old_process():
@@ -1114,8 +1121,7 @@ def close_reaches_two_processes_back():
     finally:
         for s, _ in held:
             s.close()
-        kill(b_pid)
-        kill(c_pid)
+        kill(b_pid, c_pid)
 
 
 def old_process_logs_its_totals():
