@@ -15,8 +15,9 @@ import threading
 import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
-from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, lookup,
-                    read_line, read_to_eof, run_tests, spawn, stop, syn_sent, tmpfile, wait_until)
+from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, frozen,
+                    lookup, read_line, read_to_eof, run_tests, spawn, stop, syn_sent, tmpfile,
+                    wait_until)
 
 PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 NO_HEALTH = "enabled: false"
@@ -561,20 +562,6 @@ def stalled_stderr_stream_socket():
     stalled_stderr("socket")
 
 
-def wait_stopped(pid):
-    """Wait until every thread of <pid> is stopped (state T): SIGSTOP takes a moment."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        if all(st == "T" for st in states):
-            return
-        time.sleep(0.001)
-    raise AssertionError(f"hashlb {pid} not stopped in 10 s")
-
-
 def reset_before_routed():
     """Clients that reset before hashlb reads their address (connect, then close with
     SO_LINGER 0 at once: a TCP check that ends with RST) are logged client=- end=client_reset
@@ -585,16 +572,12 @@ def reset_before_routed():
     # hashlb stopped while the clients come and go: the kernel completes each handshake into
     # the listener's queue and takes the reset, and hashlb reads every address after it. Left
     # running, it could read them first (0 of 20 gone in one CI run under ASan).
-    os.kill(lb.proc.pid, signal.SIGSTOP)
-    try:
-        wait_stopped(lb.proc.pid)
+    with frozen(lb.proc):
         for _ in range(20):
             s = socket.socket()
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.connect(lb.addr)
             s.close()
-    finally:
-        os.kill(lb.proc.pid, signal.SIGCONT)
     lines = wait_lines(lb, 20)
     gone = [l for l in lines if l.get("client") == "-"]
     check(len(lines) == 20 and all(l.get("end") == "client_reset" for l in lines),
