@@ -67,6 +67,8 @@ static void usage(FILE *f)
 		"  TCP, which needs the right to ptrace the old one) the new one takes\n"
 		"  the old one's listening sockets over and listens on the very same\n"
 		"  sockets: no connection is lost, not even one waiting to be accepted.\n"
+		"  It waits for an old one slow to answer until 10 s pass without a byte\n"
+		"  of the answer (stopped, stuck), then binds its own as without admin.\n"
 		"  With admin: off it binds its own beside them, and the old ones' queued\n"
 		"  connections move to it only with net.ipv4.tcp_migrate_req=1.\n"
 		"\n"

@@ -222,12 +222,35 @@ static void take_fd(struct hlb_proxy *p, int fd)
  * a service of 20,000 backends down failed with EMSGSIZE. A bound against a runaway peer. */
 #define TAKE_TEXT_MAX (256u << 20)
 
-/* Read what the admin endpoint answers on <fd> into *<ret> (NUL-terminated,
- * malloc'd), keeping the sockets that come with it (SCM_RIGHTS). */
+/*
+ * How long the old process may stay silent (not a byte of its answer) before this one gives up
+ * on it: it binds sockets of its own beside the old one's, carries none of its run-time
+ * settings over, and what waits in the old one's queues is reset when it stops. An old process
+ * that lives answers, if late: its control thread busy (health checks of 20,000 backends, a
+ * loaded machine). 2 s, as it was through the admin endpoint, failed so under load; 10 s as
+ * the upgrade in place always allowed, for both. Each part of the answer that arrives starts it
+ * anew, so a long answer is read to its end; a process stopped or stuck for good holds this one
+ * up 10 s. TAKE_STEP_S: how often this one says that it waits.
+ */
+#define TAKE_SILENCE_S 10
+#define TAKE_STEP_S 2
+
+static int64_t take_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read what the admin endpoint answers on <fd> (SO_RCVTIMEO: TAKE_STEP_S) into *<ret>
+ * (NUL-terminated, malloc'd), keeping the sockets that come with it (SCM_RIGHTS);
+ * -ETIMEDOUT after TAKE_SILENCE_S without a byte. */
 static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 {
 	size_t len = 0, cap = 8192;
 	char *buf = malloc(cap), *more;
+	int64_t heard = take_now_ms();
 
 	if (!buf)
 		return -ENOMEM;
@@ -255,6 +278,18 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int64_t silent = take_now_ms() - heard;
+
+			if (silent >= TAKE_SILENCE_S * 1000) {
+				free(buf);
+				return -ETIMEDOUT;
+			}
+			hlb_log(HLB_LOG_WARN, "the old hashlb has not answered yet, waiting",
+				"silent_for=%.1fs gives_up_after=%ds got=%zu",
+				(double)silent / 1000, TAKE_SILENCE_S, len);
+			continue;
+		}
 		if (n < 0) {
 			free(buf);
 			return -errno;
@@ -276,6 +311,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 		if (n == 0)
 			break;
 		len += (size_t)n;
+		heard = take_now_ms();
 	}
 	buf[len] = '\0';
 	*ret = buf;
@@ -423,10 +459,32 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 	return (int)p->n_taken;
 }
 
+/*
+ * Whether this process could listen on the TCP <admin> beside whoever does there, as its admin
+ * endpoint binds (SO_REUSEPORT): a hashlb of this user it can. Anything else (another
+ * program, another user's hashlb) makes this process's own admin bind fail as it starts: not
+ * worth waiting up to TAKE_SILENCE_S for, when the admin bind error can be said at once.
+ */
+static bool admin_joinable(const struct sockaddr *admin, socklen_t len)
+{
+	int fd = socket(admin->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, zero = 0;
+	bool ok;
+
+	if (fd < 0)
+		return true; /* cannot tell: ask */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (admin->sa_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	ok = bind(fd, admin, len) == 0 || errno != EADDRINUSE;
+	close(fd);
+	return ok;
+}
+
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size)
 {
-	struct timeval tv = { .tv_sec = 2 };
+	struct timeval step = { .tv_sec = TAKE_STEP_S }, bound = { .tv_sec = TAKE_SILENCE_S };
 	char req[128];
 	int req_len = snprintf(req, sizeof(req),
 			       "GET /sockets?taker=%d HTTP/1.1\r\nHost: hashlb\r\n"
@@ -440,14 +498,18 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 	if ((admin->sa_family == AF_INET && !in4->sin_port) ||
 	    (admin->sa_family == AF_INET6 && !in6->sin6_port))
 		return 0; /* any free port: the old one's is not known */
+	if (admin->sa_family != AF_UNIX && !admin_joinable(admin, len))
+		return 0; /* no hashlb to take over from: the admin bind says what is there */
 	fd = socket(admin->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* bounds the connect too (SO_SNDTIMEO), and the whole answer */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	/* SO_SNDTIMEO bounds the connect too (a backlog full: the old one accepts nothing) */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &step, sizeof(step));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound));
 	if (connect(fd, admin, len) < 0) {
-		r = errno == ENOENT || errno == ECONNREFUSED ? 0 : -errno;
+		r = errno == ENOENT || errno == ECONNREFUSED  ? 0
+		    : errno == EINPROGRESS || errno == EAGAIN ? -ETIMEDOUT /* SO_SNDTIMEO */
+							      : -errno;
 		close(fd);
 		return r; /* nobody there: nothing to take over */
 	}
@@ -463,11 +525,11 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 
 int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size)
 {
-	struct timeval tv = { .tv_sec = 10 };
+	struct timeval step = { .tv_sec = TAKE_STEP_S };
 	int r;
 
 	*why = '\0';
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &step, sizeof(step));
 	p->from_parent = true;
 	r = take_answer(p, fd, AF_UNIX, why, why_size);
 	p->from_parent = false;

@@ -137,14 +137,17 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
  * one per worker, binding more if this process has more workers. The same
  * sockets go on listening in this process when the old one stops, so not
  * even a connection in their accept queues is lost, whatever
- * net.ipv4.tcp_migrate_req says. Returns how many were taken (0 when no
+ * net.ipv4.tcp_migrate_req says. An old process slow to answer (its
+ * control thread busy) is waited for, and the wait logged every 2 s, until
+ * it has been silent for 10 s (stopped or stuck: -ETIMEDOUT); each part of
+ * its answer starts that anew. Returns how many were taken (0 when no
  * hashlb answers there, or it cannot hand over: <why> then says so when
  * something answered), or -errno.
  */
 int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, socklen_t len, char *why,
 			size_t why_size);
 /* The same from the Unix socket <fd> on which the old process writes that answer unasked (an
- * upgrade in place: it started this one with <fd>). <fd> stays the caller's. */
+ * upgrade in place: it started this one with <fd>), with the same wait. <fd> stays the caller's. */
 int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size);
 /* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);

@@ -736,7 +736,8 @@ static uint32_t cpu_count(void)
  * An upgrade: a hashlb already running on this config's admin address hands
  * its listening sockets over, and this one listens on the very same sockets
  * (hlb_proxy_take_over()). Without it (admin off or on port 0, nobody
- * there, an older hashlb) the listeners are bound beside the old ones.
+ * there, an older hashlb, one silent for 10 s: stopped or stuck) the
+ * listeners are bound beside the old ones.
  */
 static void take_over(struct hlb_daemon *d)
 {
@@ -767,6 +768,12 @@ static void take_over(struct hlb_daemon *d)
 	if (r > 0)
 		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=%s pid=%d", r,
 			from, (int)hlb_proxy_taken_from(d->proxy));
+	else if (r == -ETIMEDOUT) /* stopped or stuck: it answered nothing in 10 s */
+		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
+			"from=%s err=ETIMEDOUT note=\"the old hashlb did not answer: its run-time "
+			"settings are not carried over, and what waits in its queues is reset when it "
+			"stops\"",
+			from);
 	else if (r < 0)
 		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
 			"from=%s err=%s", from, strerrorname_np(-r));

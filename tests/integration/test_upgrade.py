@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, listening_sockets, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, listening_sockets, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -1337,9 +1337,10 @@ def many_down_backends_handed_over():
     port = dead_port()
     admin = admin_addr()
     # checked each second: every 200 ms, 100,000 checks a second kept the old one's control
-    # thread from answering the new one's GET /sockets within its 2 s under load (3 runs in
-    # 20, each with a stall of this process too: it bound sockets of its own, and took no
-    # down over)
+    # thread from answering the new one's GET /sockets within the 2 s it then allowed, under
+    # load (3 runs in 20, each with a stall of this process too: it bound sockets of its own,
+    # and took no down over); it waits for 10 s of silence now
+    # (takeover_waits_for_a_slow_old_process)
     lines = ["workers: 1", f"admin: {admin}", "services:", "  - name: t",
              f"    listen: {LISTEN[0]}:{LISTEN[1]}", "    health: {interval: 1s, rise: 1, fall: 1}",
              "    backends:", f"      - {{name: a, address: '{BACKENDS[0][1]}'}}"]
@@ -1368,6 +1369,85 @@ def many_down_backends_handed_over():
         check(new.wait_log(r"carried over from the old hashlb.*backend=d\d+ .*health=down"),
               "and the downs")
     finally:
+        old.stop()
+        if new:
+            new.stop()
+
+
+WAITING = r'msg="the old hashlb has not answered yet, waiting"'
+GAVE_UP = r'msg="cannot take over listening sockets, binding new ones"'
+
+
+def takeover_waits_for_a_slow_old_process():
+    """The old hashlb answers the new one's GET /sockets late (its control thread busy: 20,000
+    backends, a loaded machine; here stopped, SIGSTOP, until the new one has waited 4 s, twice
+    what it allowed before): the new one waits, saying so, and takes the sockets and run-time
+    settings over once the old one answers. It gave up after 2 s: bound sockets of its own,
+    carried no setting over (many_down_backends_handed_over failed so under load)."""
+    text = config(BACKENDS, admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="slow-old.yaml")
+    new = None
+    try:
+        rc, so, se = old.ctl("set", "a", "weight", "3")
+        check(rc == 0, f"ctl set a weight 3: {se}")
+        old_socks = listen_inodes(old.proc.pid)
+        with frozen(old.proc):
+            new = Hashlb(text, fname="slow-new.yaml", wait=False)
+            # the second wait line (4 s silent), or the old give-up (2 s), whichever comes
+            check(wait_until(lambda: sum(bool(re.search(WAITING, l)) for l in new.log) >= 2 or
+                             any(re.search(GAVE_UP, l) for l in new.log), 60),
+                  "the new one waited, or gave up")
+            check(not any(re.search(GAVE_UP, l) for l in new.log),
+                  "the new one did not give up on the old one after 2 s: " +
+                  "; ".join(l for l in new.log if "take over" in l))
+            print("    " + ([l for l in new.log if re.search(WAITING, l)] or ["no wait"])[-1])
+        check(new.wait_log(r'msg="listening sockets taken over" count=2', 30),
+              "once continued, the old one answered: the new one took its sockets over: " +
+              "; ".join(l for l in new.log if "take over" in l or "answer" in l))
+        check(new.wait_log(r"carried over from the old hashlb.*backend=a .*weight=3"),
+              "and the weight set at run time")
+        check(new.wait_log("msg=started", 30) and listen_inodes(new.proc.pid) == old_socks,
+              f"it listens on the old one's sockets: {old_socks} {listen_inodes(new.proc.pid)}")
+        check(old.stop() == 0, "the old one drains and exits 0")
+        check(who(LISTEN, client_ip(3)) in ("a", "b", "c"), "the new one serves")
+        check(new.stop() == 0, "exit 0")
+    finally:
+        old.stop()
+        if new:
+            new.stop()
+
+
+def takeover_gives_up_on_a_hung_old_process():
+    """An old hashlb that never answers (stopped for good, stuck): the new one does not wait
+    for it forever. After 10 s without a byte of an answer it says it gives up, binds sockets
+    of its own beside the old one's (SO_REUSEPORT) and serves."""
+    text = config(BACKENDS, admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="hung-old.yaml")
+    new, clients = None, []
+    try:
+        old_socks = listen_inodes(old.proc.pid)
+        with frozen(old.proc):
+            new = Hashlb(text, fname="hung-new.yaml", wait=False)
+            check(new.wait_log("msg=started", 120), "the new one started: " +
+                  "; ".join(new.log[-5:]))
+            check(new.wait_log(GAVE_UP + r" from=\S+ err=ETIMEDOUT note="),
+                  "saying it gave up on the old one, and what that costs")
+            waits = [l for l in new.log if re.search(WAITING, l)]
+            check(len(waits) >= 4, f"having said it waited: {len(waits)} lines")
+            print("    " + (waits or ["no wait"])[-1])
+            new_socks = listen_inodes(new.proc.pid)
+            check(len(new_socks) == 2 and not new_socks & old_socks,
+                  f"on sockets of its own: {old_socks} {new_socks}")
+            # both groups share the address: a client hashed to the old one's sockets waits
+            # there, so of 20 clients (each half and half) one at least reaches the new one
+            for i in range(20):
+                clients.append(connect(LISTEN, client_ip(100 + i), timeout=60))
+            ready, _, _ = select.select(clients, [], [], 60)
+            check(ready and read_line(ready[0]) in ("a", "b", "c"),
+                  f"the new one serves ({len(ready)} of 20 answered with the old one stopped)")
+    finally:
+        for c in clients:
+            c.close()
         old.stop()
         if new:
             new.stop()
@@ -1457,5 +1537,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            close_does_not_stall_the_new_process, close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
            set_after_a_side_by_side_takeover_is_not_lost,
-           port_zero_service_keeps_its_port, many_down_backends_handed_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           port_zero_service_keeps_its_port, many_down_backends_handed_over,
+           takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
