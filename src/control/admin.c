@@ -1312,14 +1312,19 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	char buf[HLB_HTTP_VALUE_MAX + 1], *end;
 	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
 	long taker = v ? strtol(v, &end, 10) : 0;
-	long claimed = 0;
+	long claimed = 0, gone = 0;
 	uint32_t n;
 
 	if (v && (*end || taker <= 0 || taker > INT32_MAX)) {
 		resp_error(resp, 400, "taker must be a process id");
 		return;
 	}
-	if (taker && !hlb_fdpass_peer_is(req->fd, (pid_t)taker)) {
+	if (taker && hlb_fdpass_peer_gone(req->fd)) {
+		/* it gave up waiting (this process stopped or busy for 10 s) and bound
+		 * sockets of its own: it reads nothing of this, and hands nothing back */
+		gone = taker;
+		taker = 0;
+	} else if (taker && !hlb_fdpass_peer_is(req->fd, (pid_t)taker)) {
 		claimed = taker;
 		taker = 0;
 	}
@@ -1340,7 +1345,13 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	if (ctl->log) {
 		char kv[128];
 
-		if (claimed)
+		if (gone)
+			snprintf(
+				kv, sizeof(kv),
+				"count=%u over=%s taker=0 gone=%ld note=\"the process asking gave up "
+				"waiting: not handed over\"",
+				n, req->local ? "unix" : "tcp", gone);
+		else if (claimed)
 			snprintf(
 				kv, sizeof(kv),
 				"count=%u over=%s taker=0 claimed=%ld note=\"not the process asking: "

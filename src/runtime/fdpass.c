@@ -176,6 +176,13 @@ static bool may_take(pid_t pid)
 	return ok;
 }
 
+bool hlb_fdpass_peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 bool hlb_fdpass_peer_is(int fd, pid_t pid)
 {
 	struct sockaddr_storage me, peer;

@@ -65,5 +65,11 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
  * the taker's own pidfd_getfd(2) of the sockets needs of this process.
  */
 bool hlb_fdpass_peer_is(int fd, pid_t pid);
+/*
+ * Whether the other end of the connected socket <fd> has closed (or shut down writing): a
+ * taker that gave up waiting for the answer (hlb_proxy_take_over()) reads none of it, though
+ * on a Unix socket its credentials still name it.
+ */
+bool hlb_fdpass_peer_gone(int fd);
 
 #endif

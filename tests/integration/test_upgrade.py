@@ -1453,6 +1453,37 @@ def takeover_gives_up_on_a_hung_old_process():
             new.stop()
 
 
+def old_process_given_up_on_hands_nothing_over():
+    """The new hashlb gave up on an old one stopped past 10 s, on the Unix admin socket
+    (takeover_gives_up_on_a_hung_old_process), and the old one continues: it reads the new
+    one's request, left in its queue, and answered it as a handover to that process (its
+    credentials name it, and it runs on), though nobody read the answer: it would then
+    refuse ctl set as having handed its settings over to a process that took nothing, and
+    close its admin endpoint at once as it stops. It hands nothing over to a taker that has
+    gone away, and says so."""
+    text = config(BACKENDS, admin="unix:" + tmppath("given-up.sock"),
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="given-up-old.yaml")
+    new = None
+    try:
+        with frozen(old.proc):
+            new = Hashlb(text, fname="given-up-new.yaml", wait=False)
+            check(new.wait_log("msg=started", 120) and new.wait_log(GAVE_UP + ".*ETIMEDOUT"),
+                  "the new one gave up on the old one and started")
+        check(old.wait_log(r'msg="listening sockets handed over"', 30),
+              "the old one, continued, answered the request left in its queue")
+        line = [l for l in old.log if "listening sockets handed over" in l][-1]
+        print("    " + line)
+        check(f"taker=0 gone={new.proc.pid} " in line,
+              "handing nothing over to the process that gave up, saying so")
+        check(old.stop() == 0, "the old one exits 0")
+        check(who(LISTEN, client_ip(5)) in ("a", "b", "c"), "the new one serves")
+    finally:
+        old.stop()
+        if new:
+            new.stop()
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -1538,5 +1569,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
-           takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
+           old_process_given_up_on_hands_nothing_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
