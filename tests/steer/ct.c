@@ -143,6 +143,7 @@ static void eviction(struct hashlb_steer *s)
 	struct hlb_steer_stats st0, st1;
 	uint64_t rng = 5;
 	uint32_t b = 3, count;
+	uint16_t base;
 	int be, w;
 
 	hashlb_steer_flows_clear(s);
@@ -167,11 +168,14 @@ static void eviction(struct hashlb_steer *s)
 	CHECK(count == HLB_STEER_CT_WAYS, "%u entries, want %d", count, HLB_STEER_CT_WAYS);
 
 	/* 2. Ages 1..6 ticks (flow i seen i+1 ticks ago; flow 4 the oldest):
-	 * a seventh flow takes flow 4's way, the others stay. */
+	 * a seventh flow takes flow 4's way, the others stay. The ages count
+	 * from one tick, the last hit's: the hits above may straddle a tick
+	 * (~1 s), and ages counted from each way's own tick could then tie. */
 	bucket_read(b, &bk);
+	base = bk.seen[way_of(&bk, &f[HLB_STEER_CT_WAYS - 1])];
 	for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
 		w = way_of(&bk, &f[i]);
-		bk.seen[w] = (uint16_t)(bk.seen[w] - (i == 4 ? 9 : i + 1));
+		bk.seen[w] = (uint16_t)(base - (i == 4 ? 9 : i + 1));
 	}
 	bucket_write(b, &bk);
 	st0 = stats(s);
