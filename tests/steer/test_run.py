@@ -253,7 +253,7 @@ def refused_then_published(topo, d, tag, why):
     check(d.wait_log("kernel steering table published", 0) is None,
           f"{tag}: a table published without the MAC")
     topo.resolve()
-    ok = check(d.wait_log("kernel steering table published", 5) is not None,
+    ok = check(d.wait_log("kernel steering table published", 30) is not None,
                f"{tag}: the table not published once the neighbour entries were there")
     got = steered(topo, tag)
     print(f"{tag}: refused, then resolved: {'published' if ok else 'NOT published'}; "
@@ -455,9 +455,9 @@ def mac_changed(topo, servers):
         T.sh("ip", "link", "set", "eth0", "address", new_mac, ns=b1)
         T.sh("ip", "neigh", "replace", topo.backend_ip(0), "lladdr", new_mac, "dev", "eth0",
              "nud", "reachable", ns=topo.lb)
-        changed = d.wait_log("backend MAC changed", 10)
+        changed = d.wait_log("backend MAC changed", 30)
         check(changed is not None and "backend=b1" in changed and
-              d.wait_log("kernel steering table published", 5) is not None,
+              d.wait_log("kernel steering table published", 15) is not None,
               f"mac: the table not published again with b1's new MAC: {changed}")
         got = steered(topo, "mac", 30)
         check(got.get("b1", 0) > 0 and set(got) <= {"b1", "b2", "b3"},
@@ -490,10 +490,13 @@ def web(m, what):
 
 def send_frames(f, sports, marker):
     """One hand-made TCP frame to the VIP from each source port of <sports>: their bytes, and
-    the backends that received them."""
+    the backends that received them, once every frame has arrived (the program counts a frame
+    before it leaves: its counters are complete then)."""
     import test_frames as F
-    n = sum(f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, marker))) for sp in sports)
-    return n, f.received(marker, wait=1)
+    markers = [marker + b"-%d;" % sp for sp in sports]
+    n = sum(f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, m)))
+            for sp, m in zip(sports, markers))
+    return n, f.forwarded(markers)
 
 
 def metrics(topo, servers):
@@ -589,10 +592,10 @@ def attached(topo):
 
 
 HOLD = """
-import socket, sys, time
+import signal, socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
 print("held", flush=True)
-time.sleep(60)
+signal.pause()  # until the test terminates it
 """
 
 
@@ -625,8 +628,8 @@ def upgrade_unsteered(topo, servers):
         if line is None:
             return
         new_pid = int(line.split("pid=")[1].split()[0])
-        gone = None
-        for _ in range(50):
+        gone, end = None, time.monotonic() + 30
+        while time.monotonic() < end:
             if not attached(topo):
                 gone = True
                 break
