@@ -92,14 +92,22 @@ class Topo:
         self.resolve()
         return self
 
-    def resolve(self):
-        """Fill the LB's neighbour table so backends can be given without mac=.
-        (A TCP connect to a closed port: resolves the address, no ping needed.)"""
-        for i, b in enumerate(self.backends):
-            for ip in (self.backend_ip(i), self.backend_ip6(i)):
+    def resolve(self, deadline=20):
+        """Fill the LB's neighbour table so backends can be given without mac=: until each
+        backend's entries hold its MAC, however slow the machine (<deadline> s: only a broken
+        network takes that long). (A TCP connect to a closed port asks for the address, no ping
+        needed; asked again every second while an entry has no MAC.)"""
+        ips = [ip for i in range(len(self.backends))
+               for ip in (self.backend_ip(i), self.backend_ip6(i))]
+        missing, end = ips, time.monotonic() + deadline
+        while missing and time.monotonic() < end:
+            for ip in missing:
                 sh(sys.executable, "-c", "import socket, sys; "
                    "s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET); "
-                   "s.settimeout(2); s.connect_ex((sys.argv[1], 9))", ip, ns=self.lb, check=False)
+                   "s.settimeout(1); s.connect_ex((sys.argv[1], 9))", ip, ns=self.lb, check=False)
+            out = sh("ip", "neigh", "show", "dev", "eth0", ns=self.lb).stdout
+            missing = [ip for ip in ips
+                       if not re.search(rf"^{re.escape(ip)} lladdr ", out, re.M)]
 
     def ethtool(self, ns, dev, cmd, value):
         """An ethtool set command by ioctl (ethtool itself may not be
