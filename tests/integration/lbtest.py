@@ -52,18 +52,25 @@ def listening_sockets(pid=None):
     inodes = {f[4:] for f in out.split() if f.startswith("ino:")}
     if pid is None:
         return inodes
-    held = set()
+    return inodes & socket_inodes(pid)
+
+
+def socket_inodes(pid):
+    """The inodes (strings) of the sockets <pid> holds: none if it is gone. A descriptor it
+    closes while they are read (a health check's, a client's) is left out, not an error."""
+    inodes = set()
     try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                held.add(link[8:-1])
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        pass  # gone
-    return held
+        return inodes  # gone
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    return inodes
 
 
 def wait_closed(inodes, timeout=10):

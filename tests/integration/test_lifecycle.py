@@ -14,7 +14,8 @@ import threading
 import time
 
 from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port, outcome,
-                    read_line, run_tests, spawn, syn_sent, tmpfile, tmppath, wait_until, who)
+                    read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
+                    who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -535,9 +536,9 @@ def socket_activation():
         check(any('msg="listening sockets taken over" count=2' in l for l in log),
               "the new one took the socket over (a descriptor per worker, as the old one "
               f"shared it): {[l for l in log if 'taken' in l]}")
-        ino = f"socket:[{os.fstat(lsock.fileno()).st_ino}]"
-        fds = [os.readlink(f"/proc/{new_pid}/fd/{fd}") for fd in os.listdir(f"/proc/{new_pid}/fd")]
-        check(ino in fds, f"the new one listens on the passed socket itself ({ino})")
+        ino = str(os.fstat(lsock.fileno()).st_ino)
+        check(ino in socket_inodes(new_pid),
+              f"the new one listens on the passed socket itself (socket:[{ino}])")
         check(who(("127.0.0.1", port)) in ("a", "b", "c"), "and serves on it")
     finally:
         if new_pid:

@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, listening_sockets, lookup, read_line, read_to_eof, run_tests, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, listening_sockets, lookup, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -53,18 +53,6 @@ def listen_inodes(pid, where=None):
     listening = {f[4:] for f in out.split() if f.startswith("ino:")}
     return socket_inodes(pid) & listening
 
-
-def socket_inodes(pid):
-    """The inodes of the sockets <pid> holds, as strings."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    return inodes
 
 _picked = set()
 
