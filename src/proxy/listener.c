@@ -318,11 +318,15 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 	return (ssize_t)len;
 }
 
-/* Give back whatever a failed takeover received: listeners bind their own. */
+/* Give back whatever a failed takeover received: listeners bind their own, and nothing carried
+ * over leaves nothing for the resync socket to correct. */
 static void take_undo(struct hlb_proxy *p)
 {
 	for (; p->n_taken; p->n_taken--)
 		close(p->inh[--p->n_inh].fd);
+	if (p->resync_fd >= 0)
+		close(p->resync_fd);
+	p->resync_fd = -1;
 }
 
 static const char *next_line(const char *l)
@@ -448,9 +452,6 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 		take_undo(p);
 		if (pidfd >= 0)
 			close(pidfd);
-		if (p->resync_fd >= 0) /* nothing carried over: nothing to correct */
-			close(p->resync_fd);
-		p->resync_fd = -1;
 		p->taken_from = 0;
 		return r;
 	}
