@@ -1420,8 +1420,10 @@ def takeover_gives_up_on_a_hung_old_process():
                   "; ".join(new.log[-5:]))
             check(new.wait_log(GAVE_UP + r" from=\S+ err=ETIMEDOUT note="),
                   "saying it gave up on the old one, and what that costs")
+            # one line every 2 s of silence at most (4 at 2, 4, 6, 8 s if it ran meanwhile; a
+            # loaded machine that holds it up past a step makes fewer): that it said so
             waits = [l for l in new.log if re.search(WAITING, l)]
-            check(len(waits) >= 4, f"having said it waited: {len(waits)} lines")
+            check(len(waits) >= 1, f"having said it waited: {len(waits)} lines")
             print("    " + (waits or ["no wait"])[-1])
             new_socks = listen_inodes(new.proc.pid)
             check(len(new_socks) == 2 and not new_socks & old_socks,
