@@ -117,15 +117,21 @@ static uint32_t err_code(unsigned where, int err)
 	return (uint32_t)(where + 1) << 16 | ((uint32_t)err & 0xffff);
 }
 
+/* errno <err>'s name ("ECONNREFUSED"), "unknown" for a number glibc has no name for */
+static const char *err_name(int err)
+{
+	const char *name = strerrorname_np(err);
+
+	return name ? name : "unknown";
+}
+
 /* " at=WHERE err=ERRNO" of a failed check's err_code() <e>, or "" for 0; <buf> holds it. */
 static const char *check_err_text(uint32_t e, char *buf, size_t size)
 {
-	const char *name = strerrorname_np((int)(e & 0xffff));
-
 	if (!e)
 		return "";
 	snprintf(buf, size, " at=%s err=%s", hlb_check_at_name((enum hlb_check_at)((e >> 16) - 1)),
-		 name ? name : "unknown");
+		 err_name((int)(e & 0xffff)));
 	return buf;
 }
 
@@ -199,6 +205,8 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 	b->checks_skipped++;
 	s->skips++;
 	s->skip_last_ms = hlb_now_ms();
+	if (s->skipping && !hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes))
+		return; /* the episode goes on: logged once per change of fault, bounded */
 	if (s->cfg->source_len)
 		getnameinfo((const struct sockaddr *)&s->cfg->source, s->cfg->source_len, src,
 			    sizeof(src), NULL, 0, NI_NUMERICHOST);
@@ -207,18 +215,15 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 		hlb_check_errs_start(&s->skip_errs, e, s->skip_last_ms);
 		pool_log(s->pool, HLB_LOG_WARN, "health checks skipped, health kept",
 			 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name, b->rt->name,
-			 hlb_check_skip_name(at), src, strerrorname_np(err));
+			 hlb_check_skip_name(at), src, err_name(err));
 		return;
 	}
-	/* the episode goes on for another fault: once per change, bounded */
-	if (!hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes))
-		return;
 	pool_log(s->pool, HLB_LOG_WARN, "health checks still skipped, another error",
 		 "service=%s backend=%s at=%s source=%s err=%s was=\"at=%s err=%s\" "
 		 "changes=%" PRIu32,
-		 s->cfg->name, b->rt->name, hlb_check_skip_name(at), src, strerrorname_np(err),
+		 s->cfg->name, b->rt->name, hlb_check_skip_name(at), src, err_name(err),
 		 hlb_check_skip_name((enum hlb_check_skip)((was >> 16) - 1)),
-		 strerrorname_np((int)(was & 0xffff)), changes);
+		 err_name((int)(was & 0xffff)), changes);
 }
 
 /* A check of <s> was made: the end of a run of skipped ones, if none was for an interval. */
