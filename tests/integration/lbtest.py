@@ -311,7 +311,11 @@ def suspend(proc):
     end = time.monotonic() + 10
     while time.monotonic() < end:
         states = []
-        for tid in os.listdir(f"/proc/{proc.pid}/task"):
+        try:
+            tids = os.listdir(f"/proc/{proc.pid}/task")
+        except OSError:
+            return False  # it exited
+        for tid in tids:
             try:
                 with open(f"/proc/{proc.pid}/task/{tid}/stat") as f:
                     states.append(f.read().rsplit(")", 1)[1].split()[0])
