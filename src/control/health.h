@@ -94,6 +94,9 @@ double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_pa
  */
 #define HLB_CHECK_ERRS_KINDS 8
 #define HLB_CHECK_ERRS_GAP_MS 10000
+/* and a pool logs at most this many such lines a second, all its backends and services
+ * together, the next one saying how many were not (unlogged=N) */
+#define HLB_CHECK_ERRS_PER_S 10
 
 struct hlb_check_errs {
 	uint32_t logged; /* the error the log gave last; 0 = none yet */

@@ -38,6 +38,11 @@ struct hlb_pool {
 	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
 	struct handover *ho;
 	size_t n_ho;
+	/* errs_budget(): the "another error" lines of this second, and those not logged since
+	 * the last one that was */
+	uint64_t errs_second_ms;
+	uint32_t errs_in_second;
+	uint64_t errs_unlogged;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -160,24 +165,58 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	service_schedule(b->svc, false);
 }
 
+/*
+ * Whether an "another error" line (a backend's failing checks, a service's skipped ones) may
+ * be logged now: each backend and service logs one per change of error, bounded, but
+ * thousands of backends down whose errors flap would still log thousands a second; the pool
+ * logs at most HLB_CHECK_ERRS_PER_S of them a second. *<ret_unlogged>: the lines not logged
+ * since the last one that was, for it to say.
+ */
+static bool errs_budget(struct hlb_pool *p, uint64_t now, uint64_t *ret_unlogged)
+{
+	if (now - p->errs_second_ms >= 1000) {
+		p->errs_second_ms = now;
+		p->errs_in_second = 0;
+	}
+	if (p->errs_in_second >= HLB_CHECK_ERRS_PER_S) {
+		p->errs_unlogged++;
+		return false;
+	}
+	p->errs_in_second++;
+	*ret_unlogged = p->errs_unlogged;
+	p->errs_unlogged = 0;
+	return true;
+}
+
+/* " unlogged=N" for errs_budget()'s <n>, "" for 0; <buf> holds it. */
+static const char *unlogged_text(uint64_t n, char *buf, size_t size)
+{
+	if (!n)
+		return "";
+	snprintf(buf, size, " unlogged=%" PRIu64, n);
+	return buf;
+}
+
 /* A check's result; <err>: a failed one's err_code(). */
 static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t err)
 {
-	uint64_t now = hlb_now_ms();
+	uint64_t now = hlb_now_ms(), unlogged;
 	uint32_t was, changes;
-	char now_err[64], was_err[64];
+	char now_err[64], was_err[64], more[32];
 
 	if (hlb_health_check(&b->health, &b->svc->hp, ok, now)) {
 		backend_health_changed(b, now, "checks", ok ? 0 : err);
 		return;
 	}
 	/* still down: a check failing otherwise than the log last said says so */
-	if (ok || b->health.up || !hlb_check_errs_note(&b->check_errs, err, now, &was, &changes))
+	if (ok || b->health.up || !hlb_check_errs_note(&b->check_errs, err, now, &was, &changes) ||
+	    !errs_budget(b->svc->pool, now, &unlogged))
 		return;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health checks still failing, another error",
-		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32, b->svc->cfg->name,
+		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32 "%s", b->svc->cfg->name,
 		 b->rt->name, check_err_text(err, now_err, sizeof(now_err)),
-		 was ? check_err_text(was, was_err, sizeof(was_err)) + 1 : "none", changes);
+		 was ? check_err_text(was, was_err, sizeof(was_err)) + 1 : "none", changes,
+		 unlogged_text(unlogged, more, sizeof(more)));
 }
 
 /* (a failure as a refused connect) */
@@ -199,13 +238,16 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 {
 	struct hlb_pool_backend *b = arg;
 	struct hlb_pool_service *s = b->svc;
-	char src[INET6_ADDRSTRLEN] = "none";
+	char src[INET6_ADDRSTRLEN] = "none", more[32];
 	uint32_t e = err_code(at, err), was, changes;
+	uint64_t unlogged = 0;
 
 	b->checks_skipped++;
 	s->skips++;
 	s->skip_last_ms = hlb_now_ms();
-	if (s->skipping && !hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes))
+	if (s->skipping &&
+	    (!hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes) ||
+	     !errs_budget(s->pool, s->skip_last_ms, &unlogged)))
 		return; /* the episode goes on: logged once per change of fault, bounded */
 	if (s->cfg->source_len)
 		getnameinfo((const struct sockaddr *)&s->cfg->source, s->cfg->source_len, src,
@@ -220,10 +262,11 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 	}
 	pool_log(s->pool, HLB_LOG_WARN, "health checks still skipped, another error",
 		 "service=%s backend=%s at=%s source=%s err=%s was=\"at=%s err=%s\" "
-		 "changes=%" PRIu32,
+		 "changes=%" PRIu32 "%s",
 		 s->cfg->name, b->rt->name, hlb_check_skip_name(at), src, err_name(err),
 		 hlb_check_skip_name((enum hlb_check_skip)((was >> 16) - 1)),
-		 err_name((int)(was & 0xffff)), changes);
+		 err_name((int)(was & 0xffff)), changes,
+		 unlogged_text(unlogged, more, sizeof(more)));
 }
 
 /* A check of <s> was made: the end of a run of skipped ones, if none was for an interval. */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1121,6 +1122,71 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 	fixture_teardown(&f);
 }
 
+/* Counts the "another error" lines; keeps the last. */
+struct err_lines {
+	uint32_t n;
+	char last[256];
+};
+
+static void err_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	struct err_lines *l = arg;
+
+	(void)level;
+	if (!strstr(msg, "another error"))
+		return;
+	l->n++;
+	snprintf(l->last, sizeof(l->last), "msg=\"%s\" %s", msg, kv);
+}
+
+/*
+ * 30 backends down (refused), whose errors all change at once (their host gone): each would
+ * log its change (the bound is per backend), thousands a second with thousands of backends.
+ * The pool logs HLB_CHECK_ERRS_PER_S of them a second; the next line, a second on, says how
+ * many were not.
+ */
+static void test_error_lines_are_bounded_for_the_pool(void **state)
+{
+	enum { N = 30 };
+	struct err_lines l = { 0 };
+	struct fixture f;
+	struct hlb_check *c[N];
+
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, N);
+	checks_on(f.cfg);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = err_capture, .arg = &l
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
+	f.svc = hlb_pool_service_at(f.pool, 0);
+	for (uint32_t i = 0; i < N; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%u", i);
+		c[i] = &hlb_pool_backend_find(f.svc, name)->check;
+		for (int k = 0; k < 3; k++) { /* fall: 3 refused */
+			c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ECONNREFUSED;
+			c[i]->done(c[i]->arg, false, 0);
+		}
+	}
+	assert_int_equal(l.n, 0);
+	for (uint32_t i = 0; i < N; i++) { /* each: no answer to the SYN now */
+		c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ETIMEDOUT;
+		c[i]->done(c[i]->arg, false, 0);
+	}
+	assert_int_equal(l.n, HLB_CHECK_ERRS_PER_S);
+	usleep(1100000); /* the next second */
+	c[0]->failed_at = HLB_CHECK_AT_REPLY, c[0]->failed_err = EBADMSG;
+	c[0]->done(c[0]->arg, false, 0);
+	assert_int_equal(l.n, HLB_CHECK_ERRS_PER_S + 1);
+	assert_non_null(strstr(l.last, "backend=b0 at=reply err=EBADMSG"));
+	assert_non_null(strstr(l.last, " unlogged=20"));
+	fixture_teardown(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1146,6 +1212,7 @@ int main(void)
 		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
+		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
