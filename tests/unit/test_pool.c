@@ -1062,6 +1062,21 @@ static void log_capture(void *arg, enum hlb_log_level level, const char *msg, co
 	l->n++;
 }
 
+/* <f>: a Maglev service of <n> backends with health checks on, its pool logging to <log>(<arg>). */
+static void checked_pool(struct fixture *f, uint32_t n,
+			 void (*log)(void *, enum hlb_log_level, const char *, const char *),
+			 void *arg)
+{
+	memset(f, 0, sizeof(*f));
+	f->cfg = config_new(HASHLB_SCHEME_MAGLEV, n);
+	checks_on(f->cfg);
+	assert_int_equal(hlb_loop_new(&f->loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	f->env = (struct hlb_pool_env){ .n_workers = 2, .rcu = f->rcu, .log = log, .arg = arg };
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, NULL), 0);
+	f->svc = hlb_pool_service_at(f->pool, 0);
+}
+
 /*
  * A backend's failing checks and a service's skipped ones say their error,
  * and again each time it changes, not per check: the checker's callbacks
@@ -1074,16 +1089,7 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 	struct fixture f;
 	uint32_t before;
 
-	memset(&f, 0, sizeof(f));
-	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 3);
-	checks_on(f.cfg);
-	assert_int_equal(hlb_loop_new(&f.loop), 0);
-	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
-	f.env = (struct hlb_pool_env){
-		.n_workers = 2, .rcu = f.rcu, .log = log_capture, .arg = &l
-	};
-	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
-	f.svc = hlb_pool_service_at(f.pool, 0);
+	checked_pool(&f, 3, log_capture, &l);
 	c = &hlb_pool_backend_find(f.svc, "b1")->check;
 	for (int i = 0; i < 3; i++) { /* fall: 3 refused */
 		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
@@ -1152,16 +1158,7 @@ static void test_error_lines_are_bounded_for_the_pool(void **state)
 	struct fixture f;
 	struct hlb_check *c[N];
 
-	memset(&f, 0, sizeof(f));
-	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, N);
-	checks_on(f.cfg);
-	assert_int_equal(hlb_loop_new(&f.loop), 0);
-	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
-	f.env = (struct hlb_pool_env){
-		.n_workers = 2, .rcu = f.rcu, .log = err_capture, .arg = &l
-	};
-	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
-	f.svc = hlb_pool_service_at(f.pool, 0);
+	checked_pool(&f, N, err_capture, &l);
 	for (uint32_t i = 0; i < N; i++) {
 		char name[16];
 
