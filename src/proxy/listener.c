@@ -235,14 +235,6 @@ static void take_fd(struct hlb_proxy *p, int fd)
 #define TAKE_SILENCE_S 10
 #define TAKE_STEP_S 2
 
-static int64_t take_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Read what the admin endpoint answers on <fd> (SO_RCVTIMEO: TAKE_STEP_S) into *<ret>
  * (NUL-terminated, malloc'd), keeping the sockets that come with it (SCM_RIGHTS);
  * -ETIMEDOUT after TAKE_SILENCE_S without a byte. */
@@ -250,7 +242,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 {
 	size_t len = 0, cap = 8192;
 	char *buf = malloc(cap), *more;
-	int64_t heard = take_now_ms();
+	uint64_t heard = worker_clock_ns() / 1000000u; /* ms */
 
 	if (!buf)
 		return -ENOMEM;
@@ -279,7 +271,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int64_t silent = take_now_ms() - heard;
+			uint64_t silent = worker_clock_ns() / 1000000u - heard;
 
 			if (silent >= TAKE_SILENCE_S * 1000) {
 				free(buf);
@@ -311,7 +303,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		heard = take_now_ms();
+		heard = worker_clock_ns() / 1000000u;
 	}
 	buf[len] = '\0';
 	*ret = buf;
