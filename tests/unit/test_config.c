@@ -2302,6 +2302,79 @@ static void test_example_configs(void **state)
 }
 
 /*
+ * configs/full.yaml says every key in it is set to its default: its service
+ * "web" loads to what the same service with only its required keys does.
+ */
+static void test_full_yaml_defaults(void **state)
+{
+	const char *dir = getenv("HASHLB_CONFIGS");
+	struct hashlb_config *f = NULL, *m;
+	const struct hashlb_service_cfg *fs, *ms;
+	struct hashlb_error err;
+	char path[4096];
+
+	if (!dir)
+		fail_msg("HASHLB_CONFIGS is not set (meson sets it to the source tree's configs/)");
+	snprintf(path, sizeof(path), "%s/full.yaml", dir);
+	if (hashlb_config_load(path, &f, &err) < 0)
+		fail_msg("%s:%d:%d: %s", path, err.line, err.column, err.msg);
+	m = load_ok("services:\n"
+		    "  - name: web\n"
+		    "    listen: 127.0.0.1:18380\n"
+		    "    backends:\n"
+		    "      - name: web-1\n"
+		    "        address: 127.0.0.1:18381\n");
+	assert_int_equal(f->workers, m->workers);
+	assert_string_equal(f->admin, m->admin);
+	assert_int_equal(f->resolve_every_ms, m->resolve_every_ms);
+	assert_true(f->table_memory == m->table_memory);
+	fs = &f->services[0];
+	ms = &m->services[0];
+	assert_string_equal(fs->name, "web");
+	assert_int_equal(fs->table.scheme, ms->table.scheme);
+	assert_int_equal(fs->table.maglev_m, ms->table.maglev_m);
+	assert_int_equal(f->services[1].table.ring_v, ms->table.ring_v); /* ring-example's */
+	assert_true(fs->table.seed == ms->table.seed);
+	assert_true(fs->table.max_bytes == ms->table.max_bytes);
+	assert_int_equal(fs->key, ms->key);
+	assert_int_equal(fs->connect_timeout_ms, ms->connect_timeout_ms);
+	assert_int_equal(fs->idle_timeout_ms, ms->idle_timeout_ms);
+	assert_int_equal(fs->drain_timeout_ms, ms->drain_timeout_ms);
+	assert_int_equal(fs->queue_timeout_ms, ms->queue_timeout_ms);
+	assert_int_equal(fs->abort_on_close, ms->abort_on_close);
+	assert_int_equal(fs->max_connections, ms->max_connections);
+	assert_int_equal(fs->max_connections_per_client, ms->max_connections_per_client);
+	assert_int_equal(fs->max_connection_rate, ms->max_connection_rate);
+	assert_int_equal(fs->connect_retries, ms->connect_retries);
+	assert_int_equal(fs->slow_start_ms, ms->slow_start_ms);
+	assert_true(fs->balance_factor == ms->balance_factor);
+	assert_int_equal(fs->steering, ms->steering);
+	assert_int_equal(fs->steer_flows, ms->steer_flows);
+	assert_int_equal(fs->proxy_protocol, ms->proxy_protocol);
+	assert_int_equal(fs->accept_proxy, ms->accept_proxy);
+	assert_int_equal(fs->keepalive.enabled, ms->keepalive.enabled);
+	assert_int_equal(fs->keepalive.idle_s, ms->keepalive.idle_s);
+	assert_int_equal(fs->keepalive.interval_s, ms->keepalive.interval_s);
+	assert_int_equal(fs->keepalive.count, ms->keepalive.count);
+	assert_int_equal(fs->keepalive.user_timeout_ms, ms->keepalive.user_timeout_ms);
+	assert_int_equal(fs->log_connections, ms->log_connections);
+	assert_int_equal(fs->health.enabled, ms->health.enabled);
+	assert_int_equal(fs->health.interval_ms, ms->health.interval_ms);
+	assert_int_equal(fs->health.timeout_ms, ms->health.timeout_ms);
+	assert_int_equal(fs->health.rise, ms->health.rise);
+	assert_int_equal(fs->health.fall, ms->health.fall);
+	assert_int_equal(fs->health.close_on_down, ms->health.close_on_down);
+	assert_int_equal(fs->backends[0].weight, ms->backends[0].weight);
+	assert_int_equal(fs->backends[0].max_connections, ms->backends[0].max_connections);
+	assert_int_equal(fs->backends[0].admin, ms->backends[0].admin);
+	assert_int_equal(fs->backends[0].backup, ms->backends[0].backup);
+	assert_int_equal(fs->backends[0].close_on_return, ms->backends[0].close_on_return);
+	assert_int_equal(fs->backends[0].each_address, ms->backends[0].each_address);
+	hashlb_config_free(f);
+	hashlb_config_free(m);
+}
+
+/*
  * <top> then three Maglev services of 131071 slots (768 KiB each with a
  * backend down), a, b, c (lines 3, 9, 15; c's backend each_address of
  * localhost when <each>).
@@ -2537,6 +2610,7 @@ int main(void)
 		cmocka_unit_test(test_load_file_errors),
 		cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_example_configs),
+		cmocka_unit_test(test_full_yaml_defaults),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The documentation names what the code has: each command's --help lists every option its
+parser accepts and no other (with the short form the parser gives it), every metric the docs
+and configs name is one hashlb writes, and every family it writes is in docs/control.md.
+Static: reads the sources and runs --help only, so it takes a second."""
+import os
+import re
+import subprocess
+import sys
+
+HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
+SRC = os.environ.get("HASHLB_SOURCE_ROOT",
+                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}")
+
+
+def read(*path):
+    with open(os.path.join(SRC, *path)) as f:
+        return f.read()
+
+
+# --- options: what each parser accepts against what its --help lists ---
+table_args = read("src", "cli", "table_args.h")
+macros = {
+    "TABLE_ARGS_LONGOPTS":
+        re.search(r"#define TABLE_ARGS_LONGOPTS(.*?)#define", table_args, re.S).group(1),
+    "TABLE_ARGS_SHORTOPTS": re.search(r'#define TABLE_ARGS_SHORTOPTS "([^"]*)"', table_args).group(1),
+}
+OPTION = re.compile(r'\{\s*"([a-z-]+)",\s*(?:no|required|optional)_argument,\s*NULL,\s*'
+                    r"(?:'(.)'|0x[0-9a-fA-F]+)\s*\}")
+
+
+def parser_options(path):
+    """{long name: short letter or None} that the getopt loop of <path> accepts."""
+    src = read("src", "cli", path)
+    longs = {}
+    for body in re.findall(r"static const struct option \w+\[\] = \{(.*?)\n\t\};", src, re.S):
+        body = body.replace("TABLE_ARGS_LONGOPTS", macros["TABLE_ARGS_LONGOPTS"])
+        for name, val in OPTION.findall(body.replace("\\\n", "\n")):
+            longs[name] = val or None
+    call = re.search(r'cli_getopt\(argc, argv,\s*((?:"[^"]*"\s*|TABLE_ARGS_SHORTOPTS\s*)+)', src)
+    optstring = "".join(macros["TABLE_ARGS_SHORTOPTS"] if part == "TABLE_ARGS_SHORTOPTS"
+                        else part.strip('"')
+                        for part in re.findall(r'"[^"]*"|TABLE_ARGS_SHORTOPTS', call.group(1)))
+    shorts = set(optstring.replace(":", "").replace("+", ""))
+    got = {name: (val if val in shorts else None) for name, val in longs.items()}
+    paired = {v for v in got.values() if v}
+    check(shorts <= paired, f"{path}: short options without a long one: {sorted(shorts - paired)}")
+    return got
+
+
+def help_options(cmd):
+    """{long name: short letter or None} that the OPTIONS section of 'hashlb <cmd> --help' lists."""
+    p = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"hashlb {cmd} --help: exit {p.returncode}")
+    section = re.search(r"^OPTIONS\n(.*?)\n\n", p.stdout, re.S | re.M)
+    listed = {}
+    for short, name in re.findall(r"^ {2}(?:-(\w), )? *--([a-z-]+)", section.group(1), re.M):
+        check(name not in listed, f"hashlb {cmd} --help lists --{name} twice")
+        listed[name] = short or None
+    return listed
+
+
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    parsed, listed = parser_options(f"cmd_{cmd}.c"), help_options(cmd)
+    check(len(parsed) >= 3, f"cmd_{cmd}.c: no options found: the pattern is out of date")
+    for name in sorted(set(parsed) | set(listed)):
+        where = f"hashlb {cmd}: --{name}"
+        if name not in listed:
+            check(False, f"{where} is accepted but not in --help's OPTIONS")
+        elif name not in parsed:
+            check(False, f"{where} is in --help's OPTIONS but not accepted")
+        else:
+            check(parsed[name] == listed[name],
+                  f"{where}: short form -{parsed[name]} accepted, -{listed[name]} in --help")
+# The ones a command reads itself, not through getopt (ctl's after the command): in use.
+p = subprocess.run([HASHLB, "ctl", "--help"], capture_output=True, text=True, timeout=60)
+check("[--vip ADDR:PORT]" in p.stdout and '"--vip"' in read("src", "cli", "cmd_ctl.c"),
+      "hashlb ctl lookup --vip: in the parser and in --help")
+
+# --- metrics: what the docs name against what metrics.c writes ---
+metrics_c = read("src", "control", "metrics.c")
+families = set(re.findall(r'"(hashlb_[a-z0-9_]+?)(?:_bucket|_sum|_count)?[" {]', metrics_c))
+samples = families | {f + s for f in families for s in ("_bucket", "_sum", "_count")}
+# names of C functions and types (hashlb_table_preference...), which the docs name too
+c_names = set()
+for root in ("include", "src"):
+    for d, _, files in os.walk(os.path.join(SRC, root)):
+        for name in files:
+            if name.endswith((".h", ".c")) and name != "metrics.c":
+                with open(os.path.join(d, name)) as f:
+                    c_names |= set(re.findall(r"\b(hashlb_[a-z0-9_]+)\b", f.read()))
+docs = ["README.md"] + [os.path.join("docs", n) for n in sorted(os.listdir(os.path.join(SRC, "docs")))
+                        if n.endswith(".md")]
+docs += [os.path.join("configs", n) for n in sorted(os.listdir(os.path.join(SRC, "configs")))]
+for doc in docs:
+    # a name ending in "_" or "_*" is a prefix (hashlb_worker_*): left alone
+    for name in sorted(set(re.findall(r"\b(hashlb_[a-z0-9_]*[a-z0-9])\b(?![_*])", read(doc)))):
+        check(name in samples or name in c_names,
+              f"{doc} names {name}, which is no metric hashlb writes (src/control/metrics.c)")
+control = read("docs", "control.md")
+undocumented = sorted(f for f in families if f"`{f}" not in control)
+check(len(families) > 60 and not undocumented,
+      f"{len(families)} families in metrics.c; not in docs/control.md: {undocumented}")
+
+print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
+sys.exit(1 if failures else 0)
