@@ -121,7 +121,6 @@ enum hlb_close_why {
 	HLB_CLOSE_MAX
 };
 
-/* One worker's counters for one backend (one cache line). */
 /*
  * The connect time histogram's buckets (hashlb_backend_connect_seconds):
  * upper bounds in microseconds, from loopback (~50 us) to a SYN
@@ -140,6 +139,7 @@ static inline unsigned hlb_connect_bucket(uint32_t us)
 	return i;
 }
 
+/* One worker's counters for one backend, on cache lines of its own. */
 struct hlb_backend_wstats {
 	_Atomic uint64_t established; /* connections established */
 	_Atomic uint64_t bytes_in; /* client -> backend */
