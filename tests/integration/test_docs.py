@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The documentation names what the code has: each command's --help lists every option its
 parser accepts and no other (with the short form the parser gives it), every metric the docs
-and configs name is one hashlb writes, and every family it writes is in docs/control.md.
+and configs name is one hashlb writes, and every family it writes is in docs/control.md; every
+log message (msg=) and connection end (end=) they quote is one hashlb writes, and the
+connection log's table has every end.
 Static: reads the sources and runs --help only, so it takes a second."""
 import os
 import re
@@ -108,6 +110,30 @@ control = read("docs", "control.md")
 undocumented = sorted(f for f in families if f"`{f}" not in control)
 check(len(families) > 60 and not undocumented,
       f"{len(families)} families in metrics.c; not in docs/control.md: {undocumented}")
+
+# --- log lines: each msg= the docs quote is one hashlb writes; each end= is a reason it gives ---
+sources = ""
+for d, _, files in os.walk(os.path.join(SRC, "src")):
+    for name in files:
+        if name.endswith(".c"):
+            with open(os.path.join(d, name)) as f:
+                sources += f.read()
+conn_c = read("src", "proxy", "conn.c")
+ends = set(re.findall(r'\[CONN_END_[A-Z_]+\] = "([a-z_]+)"',
+                      re.search(r"conn_end_names\[[A-Z_]+\] = \{(.*?)\};", conn_c, re.S).group(1)))
+check(len(ends) > 10, f"conn.c's end= names not found: {ends}")
+for doc in docs:
+    text = read(doc)
+    for quoted, word in sorted(set(re.findall(r'msg=(?:"([^"]*)"|([a-z_]+))', text))):
+        # "upgrade failed: ..." is a prefix; a message may be wrapped over lines
+        msg = re.sub(r"\s+", " ", (quoted or word).split("...")[0]).rstrip(": ")
+        check(msg and f'"{msg}' in sources, f"{doc} quotes msg={quoted or word}, which no source writes")
+    for end in sorted(set(re.findall(r"`end=([a-z_]+)`", text)) | set(re.findall(r"\bend=([a-z_]+)\b", text))):
+        check(end in ends, f"{doc} names end={end}, which is no reason conn.c gives")
+dataplane = read("docs", "dataplane.md")
+table = set(re.findall(r"^\s*\| `([a-z_]+)` \|", dataplane, re.M))
+check(table == ends, f"docs/dataplane.md's end= table: missing {sorted(ends - table)}, "
+      f"not in conn.c {sorted(table - ends)}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
