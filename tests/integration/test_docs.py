@@ -81,6 +81,15 @@ for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
         else:
             check(parsed[name] == listed[name],
                   f"{where}: short form -{parsed[name]} accepted, -{listed[name]} in --help")
+# A SYNOPSIS that spells its options out (not "[OPTIONS]") spells out every one.
+for cmd in ("run", "check", "ctl"):
+    out = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True).stdout
+    synopsis = re.search(r"^SYNOPSIS\n(.*?)\n\n(?:COMMANDS\n(.*?)\n\n)?", out, re.S | re.M)
+    text = synopsis.group(1) + (synopsis.group(2) or "")
+    for name, short in parser_options(f"cmd_{cmd}.c").items():
+        check(name == "help" or re.search(rf"--{name}\b", text) or
+              (short and re.search(rf"(?<![\w-])-{short}\b", text)),
+              f"hashlb {cmd} --help: --{name} is not in its SYNOPSIS")
 # The ones a command reads itself, not through getopt (ctl's after the command): in use.
 p = subprocess.run([HASHLB, "ctl", "--help"], capture_output=True, text=True, timeout=60)
 check("[--vip ADDR:PORT]" in p.stdout and '"--vip"' in read("src", "cli", "cmd_ctl.c"),
