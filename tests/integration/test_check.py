@@ -73,6 +73,27 @@ for table in re.findall(r"static const char \*const [a-z]+_keys\[\] = \{(.*?)\};
     keys |= set(re.findall(r'"([a-z_]+)"', table))
 absent = sorted(k for k in keys if not re.search(rf"^\s*(#\s*)?(- )?{k}:", full, re.M))
 check(len(keys) > 30 and not absent, f"{len(keys)} keys; not in configs/full.yaml: {absent}")
+# and each key that config.c refuses with kernel steering says so there ("Userspace steering
+# only", in the comment from its line to the next key's)
+only = set(re.findall(r'(?:userspace_only\(ld,|get_userspace_bool\(ld,)[^;]*?\bs,\s*"([a-z_.]+)"', src))
+only |= {"allow_clients", "deny_clients"}  # their loader passes the key it is given
+lines = full.split("\n")
+unsaid = []
+for key in sorted(only):
+    k = key.split(".")[-1]
+    at = [i for i, ln in enumerate(lines) if re.match(rf"^\s*(#\s*)?(- )?{k}:", ln)]
+    block = ""
+    for i in at[:1]:
+        block = lines[i]
+        for ln in lines[i + 1:]:
+            # a key, or a key commented out (at a key's indentation, not a comment's)
+            if not re.match(r"^\s+#", ln) or re.match(r"^\s{0,12}#\s*(- )?[a-z_]+:", ln):
+                break
+            block += " " + ln
+    if "userspace" not in block.lower():
+        unsaid.append(key)
+check(len(only) > 12 and not unsaid,
+      f"{len(only)} keys need steering: userspace; configs/full.yaml does not say so for {unsaid}")
 
 # --- what a service does beyond its table: health exchange, source, caps ---
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
