@@ -3,7 +3,8 @@
 parser accepts and no other (with the short form the parser gives it), every metric the docs
 and configs name is one hashlb writes, and every family it writes is in docs/control.md; every
 log message (msg=) and connection end (end=) they quote is one hashlb writes, and the
-connection log's table has every end.
+connection log's table has every end; every command line they show
+gives only options its command takes.
 Static: reads the sources and runs --help only, so it takes a second."""
 import os
 import re
@@ -94,6 +95,30 @@ for cmd in ("run", "check", "ctl"):
 p = subprocess.run([HASHLB, "ctl", "--help"], capture_output=True, text=True, timeout=60)
 check("[--vip ADDR:PORT]" in p.stdout and '"--vip"' in read("src", "cli", "cmd_ctl.c"),
       "hashlb ctl lookup --vip: in the parser and in --help")
+
+# Each command line the docs show (a `hashlb CMD ...` span, or a line of an example block that
+# runs one) gives only options CMD takes; --bogus is the README's example of a refused one.
+takes = {cmd: set(parser_options(f"cmd_{cmd}.c"))
+         for cmd in ("run", "check", "lookup", "table", "ctl", "steer")}
+takes["ctl"] |= {"vip"}  # a command's own, after it (lookup --vip)
+shown = 0
+for doc in ["README.md"] + [os.path.join("docs", n) for n in sorted(os.listdir(os.path.join(SRC, "docs")))
+                            if n.endswith(".md")] + [os.path.join("configs", n) for n in
+                                                     sorted(os.listdir(os.path.join(SRC, "configs")))]:
+    text = read(doc)
+    lines = re.findall(r"`(hashlb [a-z]+[^`]*)`", text)
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M):
+        lines += re.findall(r"^\$? ?(hashlb [a-z]+.*)$", block, re.M)
+    lines += re.findall(r"^#\s+(hashlb [a-z]+.*)$", text, re.M)  # a config's header
+    for line in lines:
+        cmd = line.split()[1]
+        if cmd not in takes:
+            continue
+        shown += 1
+        for opt in re.findall(r"(?<![\w-])--([a-z][a-z-]*)", line.split("#")[0]):
+            check(opt in takes[cmd] or opt == "bogus",
+                  f"{doc}: 'hashlb {cmd} ... --{opt}': hashlb {cmd} has no --{opt} ({line})")
+check(shown > 50, f"only {shown} command lines found in the docs: the pattern is out of date")
 
 # --- metrics: what the docs name against what metrics.c writes ---
 metrics_c = read("src", "control", "metrics.c")
