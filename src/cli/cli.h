@@ -27,18 +27,23 @@ struct cli_command {
 #define CLI_EXIT_USAGE_HELP                                                      \
 	"  2 on a usage error, before anything is done: an unknown option or\n"  \
 	"  command, an option value or argument that is missing, malformed or\n" \
-	"  out of range, an option that does not apply to what the command\n"    \
-	"  does, or a name (--down, --service...) that names nothing; the\n"     \
-	"  message names the option or argument.\n"
+	"  out of range, or an option that does not apply to what the command\n" \
+	"  does; the message names the option or argument.\n"
 
-/* The ERRORS section of every command's --help: a format, of its name twice. */
+/*
+ * The ERRORS section of every command's --help: a format of the command's
+ * name, one of its own options written both ways ("-c or --config"), what
+ * a configuration's error looks like (CLI_ERRORS_CONFIG, or "" for a
+ * command that reads none), and its name again.
+ */
 #define CLI_ERRORS_HELP                                                           \
 	"ERRORS\n"                                                                \
 	"  One line on stderr: \"hashlb %s: WHAT\", an option named as typed\n"   \
-	"  (-S or --seed); a configuration's \"FILE:LINE:COL: error: WHAT\". A\n" \
-	"  usage error is followed by one line: \"Run 'hashlb %s --help' for\n"   \
+	"  (%s)%s.\n"                                                             \
+	"  A usage error is followed by one line: \"Run 'hashlb %s --help' for\n" \
 	"  the options.\"\n"                                                      \
 	"\n"
+#define CLI_ERRORS_CONFIG "; a configuration's \"FILE:LINE:COL: error: WHAT\""
 
 int cmd_table(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);

@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb check -c configs/demo.yaml\n"
 		"  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n",
-		"check", "check");
+		"check", "-c or --config", CLI_ERRORS_CONFIG, "check");
 }
 
 static void print_params(const struct hashlb_service_cfg *s)

@@ -132,7 +132,7 @@ static void usage(FILE *f)
 		"  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
 		"  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
 		"  curl -s 127.0.0.1:9901/metrics\n",
-		"ctl", "ctl");
+		"ctl", "-t or --timeout", CLI_ERRORS_CONFIG, "ctl");
 }
 
 /* CLOCK_MONOTONIC in ms: the waits are on the clock, not counted per read or per poll */

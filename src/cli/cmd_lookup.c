@@ -71,7 +71,7 @@ static void usage(FILE *f)
 		"  hashlb lookup --scheme ring --down b 10.0.0.7,[2001:db8::1]:443 a b c\n"
 		"  hashlb lookup -c configs/demo.yaml 127.0.0.7 127.0.0.8\n"
 		"  hashlb lookup -c configs/demo.yaml --down b 127.0.0.7\n",
-		"lookup", "lookup");
+		"lookup", "-S or --seed", CLI_ERRORS_CONFIG, "lookup");
 }
 
 /*

@@ -125,7 +125,7 @@ static void usage(FILE *f)
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb run -c configs/demo.yaml\n"
 		"  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n",
-		"run", "run");
+		"run", "-w or --workers", CLI_ERRORS_CONFIG, "run");
 }
 
 /* --admin: "off" (length 0), ADDR:PORT or unix:/PATH, as the config's admin

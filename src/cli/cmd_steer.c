@@ -119,12 +119,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  Among them: a malformed -b SPEC, an option that the action does not\n"
 		"  take (--json without --stats, --mode with --update, --vip with\n"
-		"  --detach), two actions at once (--stats --update).\n"
+		"  --detach), two actions at once (--stats --update), a --down,\n"
+		"  --drain or --service name that names nothing.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
 		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
 		"  hashlb steer -i eth0 --stats\n",
-		"steer", "steer");
+		"steer", "-S or --seed", CLI_ERRORS_CONFIG, "steer");
 }
 
 struct backend_arg {

@@ -44,7 +44,7 @@ static void usage(FILE *f)
 		"  hashlb table a b c=2\n"
 		"  hashlb table --scheme ring --vnodes 100 --down b a b c\n"
 		"  hashlb table --table-size 251 --dump a b c\n",
-		"table", "table");
+		"table", "-S or --seed", "", "table");
 }
 
 /* Every backend's share, in one pass over the table (NULL when out of memory). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The documentation names what the code has: each command's --help lists every option its
-parser accepts and no other (with the short form the parser gives it), every metric the docs
+parser accepts and no other (with the short form the parser gives it) and names no option
+the command does not take, every metric the docs
 and configs name is one hashlb writes, and every family it writes is in docs/control.md; every
 log message (msg=) and connection end (end=) they quote is one hashlb writes, and the
 connection log's table has every end; every command line they show
@@ -82,6 +83,20 @@ for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
         else:
             check(parsed[name] == listed[name],
                   f"{where}: short form -{parsed[name]} accepted, -{listed[name]} in --help")
+# and names no option the command does not take: its --help text whole, but for the lines that
+# run another program (hashlb table's options in lookup's EXAMPLES, sysctl -w in steer's)
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    out = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True).stdout
+    own = parser_options(f"cmd_{cmd}.c")
+    if cmd == "ctl":
+        own["vip"] = None  # a command's own, after it (lookup --vip)
+    text = "\n".join(ln for ln in out.split("\n")
+                     if not re.search(rf"\b(hashlb (?!{cmd}\b)[a-z]+|sysctl|ip|curl) ", ln))
+    for name in sorted(set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", text)) - set(own)):
+        check(False, f"hashlb {cmd} --help names --{name}, which hashlb {cmd} does not take")
+    for short in sorted(set(re.findall(r"(?<![\w-])-([a-zA-Z])\b", text)) -
+                        {v for v in own.values() if v}):
+        check(False, f"hashlb {cmd} --help names -{short}, which hashlb {cmd} does not take")
 # A SYNOPSIS that spells its options out (not "[OPTIONS]") spells out every one.
 for cmd in ("run", "check", "ctl"):
     out = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True).stdout
