@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -2049,6 +2052,108 @@ static void test_aliases_cannot_multiply_the_config(void **state)
 		     12, 29, "alias '*f'");
 }
 
+/* The process's resident memory now, in MiB. */
+static long rss_mib(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%ld %ld", &pages, &resident), 2);
+	fclose(f);
+	return resident * sysconf(_SC_PAGESIZE) / (1024 * 1024);
+}
+
+/*
+ * What hashlb_config_parse() of <yaml> adds to the peak resident memory, in
+ * MiB: measured in a child, so that earlier tests' peaks do not hide it.
+ * The error it gives is written to *<ret_err>.
+ */
+static long parse_peak_mib(const char *yaml, size_t len, struct hashlb_error *ret_err)
+{
+	struct hashlb_error *shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
+					   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	long before = rss_mib();
+	struct rusage ru;
+	int status;
+	pid_t pid;
+
+	assert_true(shared != MAP_FAILED);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct hashlb_config *c = NULL;
+		struct hashlb_error err;
+
+		memset(&err, 0, sizeof(err));
+		if (hashlb_config_parse(yaml, len, "t.yaml", &c, &err) != -EINVAL)
+			_exit(1);
+		*shared = err;
+		_exit(0);
+	}
+	assert_int_equal(wait4(pid, &status, 0, &ru), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	*ret_err = *shared;
+	munmap(shared, sizeof(*shared));
+	return ru.ru_maxrss / 1024 - before;
+}
+
+/*
+ * Nesting deeper than 64 levels is refused at the 65th, in bounded memory:
+ * libfyaml turned a line of nested flow collections into tokens before its
+ * first event, and "x: [[[[..." with 1,000,000 '[' (2 MB) took 540 MB (a
+ * 16 MiB file 4.4 GB), in hashlb check and in a running daemon's reload.
+ */
+static void test_deep_flow_nesting_is_refused_in_bounded_memory(void **state)
+{
+	static const char *const opens[] = { "[", "{", "{a: [", "[&x " };
+	size_t n = 1000000;
+
+	for (size_t k = 0; k < sizeof(opens) / sizeof(opens[0]); k++) {
+		size_t w = strlen(opens[k]), len = 3 + n * w, col = 0;
+		char *yaml = malloc(len + 1);
+		struct hashlb_error err;
+		long rose;
+
+		assert_non_null(yaml);
+		memcpy(yaml, "x: ", 3);
+		for (size_t i = 0; i < n; i++)
+			memcpy(yaml + 3 + i * w, opens[k], w);
+		yaml[len] = '\0';
+		/* the 65th level: the mapping of x, then the 64th '[' or '{' */
+		for (int open = 0; open < 64; col++)
+			open += yaml[col] == '[' || yaml[col] == '{';
+		rose = parse_peak_mib(yaml, len, &err);
+		if (!strstr(err.msg, "nesting deeper than 64 levels") || err.line != 1 ||
+		    err.column != (int)col)
+			fail_msg("'%s' x %zu: expected 1:%zu nesting deeper, got %d:%d: %s",
+				 opens[k], n, col, err.line, err.column, err.msg);
+		if (rose > 64)
+			fail_msg("'%s' x %zu (%zu bytes): peak memory rose by %ld MiB", opens[k], n,
+				 len, rose);
+		free(yaml);
+	}
+}
+
+/*
+ * What looks like deep nesting and is not (a plain scalar's next line may
+ * start with '[') loads as before.
+ */
+static void test_brackets_in_a_plain_scalar_are_not_nesting(void **state)
+{
+	char yaml[1024], *p = yaml;
+	struct hashlb_config *c;
+
+	p += sprintf(p, MINIMAL "    health:\n      send: GET\n        ");
+	for (int i = 0; i < 200; i++)
+		*p++ = '[';
+	strcpy(p, "\n");
+	c = load_ok(yaml);
+	assert_int_equal(c->services[0].health.send_len, 204);
+	assert_memory_equal(c->services[0].health.send, "GET [[[", 7);
+	hashlb_config_free(c);
+}
+
 static void test_build_table(void **state)
 {
 	struct hashlb_config *c =
@@ -2604,6 +2709,8 @@ int main(void)
 		cmocka_unit_test(test_anchors_cost_follows_their_number),
 		cmocka_unit_test(test_services_cost_follows_their_number),
 		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
+		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
+		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
 		cmocka_unit_test(test_build_table),
 		cmocka_unit_test(test_addr_parse),
 		cmocka_unit_test(test_admin_state_names),
