@@ -429,10 +429,16 @@ static int get_bytes(struct loader *ld, const struct ynode *v, const char *key, 
 	return 0;
 }
 
-/* An unsigned YAML integer: decimal, 0x hex or 0o octal, no quotes. */
-static int get_u64(struct loader *ld, const struct ynode *v, const char *key, uint64_t *ret)
+/*
+ * A YAML integer in <lo>..<hi>: decimal, 0x hex or 0o octal, no quotes. One
+ * past the range either way, negative or past 64 bits, is refused with the
+ * range, as one just past it is.
+ */
+static int get_u64_range(struct loader *ld, const struct ynode *v, const char *key, uint64_t lo,
+			 uint64_t hi, uint64_t *ret)
 {
 	const char *s = v->text;
+	bool negative = false, over = false;
 	uint64_t val = 0;
 	unsigned base = 10;
 	int r = want_scalar(ld, v, key, "an integer");
@@ -442,10 +448,8 @@ static int get_u64(struct loader *ld, const struct ynode *v, const char *key, ui
 	if (v->quoted)
 		return fail(ld, v, "'%s' must be an integer, found the quoted string \"%s\"", key,
 			    v->text);
-	if (*s == '+')
-		s++;
-	if (*s == '-' && s[1] >= '0' && s[1] <= '9')
-		return fail(ld, v, "'%s' must not be negative, found %s", key, v->text);
+	if (*s == '+' || *s == '-')
+		negative = *s++ == '-';
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
 		base = 16;
 		s += 2;
@@ -469,9 +473,12 @@ static int get_u64(struct loader *ld, const struct ynode *v, const char *key, ui
 		if (d >= base)
 			goto bad;
 		if (val > (UINT64_MAX - d) / base)
-			return fail(ld, v, "'%s' value %s is too large", key, v->text);
+			over = true;
 		val = val * base + d;
 	}
+	if (over || (negative && val) || val < lo || val > hi)
+		return fail(ld, v, "'%s' %s is out of range %" PRIu64 "..%" PRIu64, key, v->text,
+			    lo, hi);
 	*ret = val;
 	return 0;
 bad:
@@ -482,12 +489,10 @@ static int get_u32_range(struct loader *ld, const struct ynode *v, const char *k
 			 uint32_t hi, uint32_t *ret)
 {
 	uint64_t val;
-	int r = get_u64(ld, v, key, &val);
+	int r = get_u64_range(ld, v, key, lo, hi, &val);
 
 	if (r < 0)
 		return r;
-	if (val < lo || val > hi)
-		return fail(ld, v, "'%s' %s is out of range %u..%u", key, v->text, lo, hi);
 	*ret = (uint32_t)val;
 	return 0;
 }
@@ -629,18 +634,20 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 {
 	const char *s = v->text;
 	uint64_t val = 0, mult = 1;
+	bool negative = false, over = false;
 	int r = want_scalar(ld, v, key, k->what);
 
 	if (r < 0)
 		return r;
 	if (*s == '-')
-		return fail(ld, v, "'%s' must not be negative, found %s", key, s);
+		negative = *s++ == '-';
 	if (*s < '0' || *s > '9')
 		goto bad;
 	for (; *s >= '0' && *s <= '9'; s++) {
 		if (val > (k->number_max - 9) / 10)
-			return fail(ld, v, "'%s' %s is too large", key, v->text);
-		val = val * 10 + (uint64_t)(*s - '0');
+			over = true;
+		else
+			val = val * 10 + (uint64_t)(*s - '0');
 	}
 	if (*s == '.' || *s == ',')
 		return fail(ld, v, "'%s' %s: %s is a whole number of its unit %s", key, v->text,
@@ -661,10 +668,10 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 			goto bad;
 		mult = k->units[i].mult;
 		if (val > UINT64_MAX / mult)
-			return fail(ld, v, "'%s' %s is too large", key, v->text);
+			over = true;
 	}
 	val *= mult;
-	if ((val || !zero) && (val < lo || val > hi))
+	if (over || (negative && val) || ((val || !zero) && (val < lo || val > hi)))
 		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s", key, v->text,
 			    unit_text(k, lo).s, unit_text(k, hi).s, zero ? " (0 = " : "",
 			    zero ? zero : "", zero ? ")" : "");
@@ -1169,7 +1176,7 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 	}
 	v = map_get(m, "seed");
 	if (v) {
-		r = get_u64(ld, v, "seed", &seed);
+		r = get_u64_range(ld, v, "seed", 0, UINT64_MAX, &seed);
 		if (r < 0)
 			return r;
 		s->table.seed = seed;

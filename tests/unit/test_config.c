@@ -322,7 +322,7 @@ static void test_wrong_types(void **state)
 		     "'weight' must be an integer, found 'heavy'");
 	expect_error(MINIMAL "        weight: [1]\n", 7, 17,
 		     "'weight' must be an integer, found a list");
-	expect_error(MINIMAL "        weight: -1\n", 7, 17, "must not be negative");
+	expect_error(MINIMAL "        weight: -1\n", 7, 17, "'weight' -1 is out of range 0..10000");
 	expect_error(MINIMAL "    timeouts: [1s]\n", 7, 15, "timeouts must be a mapping");
 	expect_error(MINIMAL "    health: true\n", 7, 13, "health must be a mapping");
 	expect_error(MINIMAL "    health: {enabled: maybe}\n", 7, 23,
@@ -374,7 +374,8 @@ static void test_ranges(void **state)
 	expect_error(MINIMAL "    timeouts:\n      idle: 169h\n", 8, 13,
 		     "'idle' 169h is out of range 0ms..168h");
 	expect_error(MINIMAL "    timeouts:\n      drain: \"30\"\n", 8, 14, "has no unit");
-	expect_error(MINIMAL "    timeouts:\n      drain: -1s\n", 8, 14, "must not be negative");
+	expect_error(MINIMAL "    timeouts:\n      drain: -1s\n", 8, 14,
+		     "'drain' -1s is out of range 0ms..1h");
 	expect_error(MINIMAL "    max_connections: 99999999\n", 7, 22, "out of range");
 	expect_error(MINIMAL "    connect_retries: 33\n", 7, 22,
 		     "'connect_retries' 33 is out of range 0..32");
@@ -386,7 +387,46 @@ static void test_ranges(void **state)
 		     "timeout 2s is longer than its interval 1s");
 	expect_error("workers: 0\n" MINIMAL, 1, 10, "'workers' 0 is out of range 1..256");
 	expect_error("workers: 257\n" MINIMAL, 1, 10, "out of range 1..256");
-	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11, "too large");
+	expect_error(MINIMAL "    seed: 18446744073709551616\n", 7, 11,
+		     "'seed' 18446744073709551616 is out of range 0..18446744073709551615");
+}
+
+/*
+ * A number past its range however far, negative or past 64 bits, is refused
+ * with the range, as one just past it is: it was "must not be negative" or
+ * "is too large", which said nothing of what the key takes.
+ */
+static void test_past_the_range_says_the_range(void **state)
+{
+	static const struct {
+		const char *line, *what;
+	} bad[] = {
+		{ "seed: -1", "'seed' -1 is out of range 0..18446744073709551615" },
+		{ "connect_retries: 18446744073709551616",
+		  "'connect_retries' 18446744073709551616 is out of range 0..32" },
+		{ "connect_retries: 0x10000000000000000",
+		  "'connect_retries' 0x10000000000000000 is out of range 0..32" },
+		{ "connect_retries: -5", "'connect_retries' -5 is out of range 0..32" },
+		{ "slow_start: 99999999999999999999999s",
+		  "'slow_start' 99999999999999999999999s is out of range 0ms..1h" },
+		{ "slow_start: 18446744073709551615ms",
+		  "'slow_start' 18446744073709551615ms is out of range 0ms..1h" },
+		{ "slow_start: -1", "'slow_start' -1 is out of range 0ms..1h" },
+		/* not numbers: said so, as before */
+		{ "connect_retries: -1x", "'connect_retries' must be an integer, found '-1x'" },
+		{ "slow_start: -s", "'slow_start' must be a duration" },
+	};
+	char yaml[512];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(yaml, sizeof(yaml), MINIMAL "    %s\n", bad[i].line);
+		expect_error(yaml, 7, (int)(strchr(bad[i].line, ' ') - bad[i].line) + 6,
+			     bad[i].what);
+	}
+	/* -0 is 0 */
+	hashlb_config_free(load_ok(MINIMAL "    connect_retries: -0\n    slow_start: -0\n"));
+	expect_error("workers: 18446744073709551616\n" MINIMAL, 1, 10,
+		     "'workers' 18446744073709551616 is out of range 1..256");
 }
 
 static void test_host_names(void **state)
@@ -2634,11 +2674,12 @@ static void test_table_memory(void **state)
 			   "with a unit KiB, MiB, GiB or TiB" },
 		{ "512 MiB", "found '512 MiB'" },
 		{ "1.5GiB", "a size is a whole number of its unit (\"1536MiB\", not \"1.5GiB\")" },
-		{ "-1", "'table_memory' must not be negative" },
+		{ "-1", "'table_memory' -1 is out of range 1MiB..1TiB (0 = no cap)" },
 		{ "\"512\"",
 		  "'table_memory' \"512\" has no unit: write 512MiB, 512GiB, or the number without quotes (bytes)" },
-		{ "99999999999999999999", "'table_memory' 99999999999999999999 is too large" },
-		{ "20000000000TiB", "is too large" },
+		{ "99999999999999999999",
+		  "'table_memory' 99999999999999999999 is out of range 1MiB..1TiB (0 = no cap)" },
+		{ "20000000000TiB", "'table_memory' 20000000000TiB is out of range 1MiB..1TiB" },
 		{ "[1]", "'table_memory' must be a size, found a list" },
 		{ "", "'table_memory' must be a size, found nothing" },
 	};
@@ -2710,6 +2751,7 @@ int main(void)
 		cmocka_unit_test(test_services_cost_follows_their_number),
 		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
 		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
+		cmocka_unit_test(test_past_the_range_says_the_range),
 		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
 		cmocka_unit_test(test_build_table),
 		cmocka_unit_test(test_addr_parse),
