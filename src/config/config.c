@@ -711,7 +711,9 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 			    v->text);
 	errno = 0;
 	d = strtod(v->text, &end);
-	if (end == v->text || *end || errno || !isfinite(d))
+	/* strtod() reads C's hex fractions ("0x1p3", "0x1.8"), which YAML does not */
+	if (end == v->text || *end || errno || !isfinite(d) ||
+	    (strpbrk(v->text, "xX") && strpbrk(v->text, ".pP")))
 		return fail(ld, v, "'%s' must be a number, found '%s'", key, v->text);
 	*ret = d;
 	return 0;

@@ -329,6 +329,11 @@ static void test_wrong_types(void **state)
 		     "'enabled' must be true or false, found 'maybe'");
 	expect_error(MINIMAL "    balance_factor: much\n", 7, 21,
 		     "'balance_factor' must be a number");
+	/* a C hex fraction is no YAML number (strtod() took it: 8 and 3) */
+	expect_error(MINIMAL "    balance_factor: 0x1p3\n", 7, 21,
+		     "'balance_factor' must be a number, found '0x1p3'");
+	expect_error(MINIMAL "    balance_factor: 0x1.8\n", 7, 21,
+		     "'balance_factor' must be a number, found '0x1.8'");
 	expect_error("services:\n  - name: {a: 1}\n", 2, 11,
 		     "'name' must be a string, found a mapping");
 	/* An empty value is placed at the end of its key. */
