@@ -62,6 +62,8 @@ struct loader {
 	const char *name; /* the file, as errors name it */
 	struct hashlb_error *err;
 	unsigned int flags; /* HASHLB_LOAD_* */
+	/* The alias whose value is being read, if any: via_begin(). */
+	const struct ynode *via;
 };
 
 /*
@@ -96,6 +98,24 @@ static void one_line(char *msg, size_t size)
 	snprintf(msg, size, "%s", out);
 }
 
+/* Append to <msg> where alias <via> is, cutting <msg> (at a character) if need be. */
+static void via_note(char *msg, size_t size, const struct ynode *via)
+{
+	char note[64];
+	int n = snprintf(note, sizeof(note), " (through the alias at line %d, column %d)",
+			 via->pos.line, via->pos.column);
+	size_t len = strlen(msg);
+
+	if (n < 0 || (size_t)n >= size)
+		return;
+	if (len > size - 1 - (size_t)n) {
+		len = size - 1 - (size_t)n;
+		while (len && ((unsigned char)msg[len] & 0xc0) == 0x80)
+			len--;
+	}
+	memcpy(msg + len, note, (size_t)n + 1);
+}
+
 __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const struct ynode *at,
 						      const char *fmt, ...)
 {
@@ -110,8 +130,27 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 		ld->err->file = ld->name;
 		ld->err->line = at ? at->pos.line : 1;
 		ld->err->column = at ? at->pos.column : 1;
+		if (ld->via && at && at != ld->via)
+			via_note(ld->err->msg, sizeof(ld->err->msg), ld->via);
 	}
 	return ret;
+}
+
+/*
+ * While the value of <v> is read, until ld->via is set back to what this
+ * returns (not needed after an error: loading ends there): if <v> is an alias (and no alias around it was), an error inside
+ * its value says where the alias is. The value's nodes are the anchor's and
+ * point there, where the text is, but the key that refused it is the alias's:
+ * "health: &h {interval: 100ms}" then "keepalive: *h" was "'interval' 100ms
+ * is out of range 1s..32767s" at the health line, and nothing else.
+ */
+static const struct ynode *via_begin(struct loader *ld, const struct ynode *v)
+{
+	const struct ynode *old = ld->via;
+
+	if (!old && v && v->alias)
+		ld->via = v;
+	return old;
 }
 
 static int nomem(struct loader *ld)
@@ -1255,12 +1294,17 @@ static int load_client_list(struct loader *ld, const struct ynode *m,
 	const struct ynode *v = map_get(m, key);
 	int r;
 
+	const struct ynode *via;
+
 	if (!v)
 		return 0;
 	r = userspace_only(ld, v, s, key, "does not filter the clients");
 	if (r < 0)
 		return r;
-	return load_prefixes(ld, v, key, ret, ret_n);
+	via = via_begin(ld, v);
+	r = load_prefixes(ld, v, key, ret, ret_n);
+	ld->via = via;
+	return r;
 }
 
 /*
@@ -1301,7 +1345,7 @@ static int get_source(struct loader *ld, const struct ynode *v, struct hashlb_se
 
 static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
-	const struct ynode *v;
+	const struct ynode *v, *via;
 	int r;
 
 	if ((v = map_get(m, "max_connections")) &&
@@ -1396,7 +1440,9 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 				ld, map_key(m, "accept_proxy_from"),
 				"'accept_proxy_from' needs accept_proxy: true (it lists who may "
 				"send a PROXY header)");
+		via = via_begin(ld, v);
 		r = load_prefixes(ld, v, "accept_proxy_from", &s->proxy_from, &s->n_proxy_from);
+		ld->via = via;
 		if (r < 0)
 			return r;
 	}
@@ -1652,7 +1698,7 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	char msg[HASHLB_NAME_MAX * 2 + 160];
-	const struct ynode *v, *backends;
+	const struct ynode *v, *backends, *via;
 	struct hashlb_error cerr;
 	uint32_t dup, first;
 	int r;
@@ -1688,7 +1734,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (r < 0)
 		return r;
 	v = map_get(m, "timeouts");
-	if (v && (r = load_timeouts(ld, v, s)) < 0)
+	via = via_begin(ld, v);
+	r = v ? load_timeouts(ld, v, s) : 0;
+	ld->via = via;
+	if (r < 0)
 		return r;
 	r = load_limits(ld, m, s);
 	if (r < 0)
@@ -1705,7 +1754,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			    "'abort_on_close' needs timeouts.queue (it applies to clients waiting "
 			    "in the queue)");
 	v = map_get(m, "health");
-	if (v && (r = load_health(ld, v, &s->health)) < 0)
+	via = via_begin(ld, v);
+	r = v ? load_health(ld, v, &s->health) : 0;
+	ld->via = via;
+	if (r < 0)
 		return r;
 	if (s->health.close_on_down &&
 	    (r = userspace_only(ld, map_get(v, "close_on_down"), s, "health.close_on_down",
@@ -1713,7 +1765,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 				"backend to their next backend")) < 0)
 		return r;
 	v = map_get(m, "keepalive");
-	if (v && (r = load_keepalive(ld, v, &s->keepalive)) < 0)
+	via = via_begin(ld, v);
+	r = v ? load_keepalive(ld, v, &s->keepalive) : 0;
+	ld->via = via;
+	if (r < 0)
 		return r;
 	if (s->keepalive.enabled && (r = userspace_only(ld, map_key(m, "keepalive"), s, "keepalive",
 							"holds no connection to probe")) < 0)
@@ -1747,7 +1802,10 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	s->backends = calloc(backends->n, sizeof(*s->backends));
 	if (!s->backends)
 		return nomem(ld);
+	via = via_begin(ld, backends);
 	for (size_t i = 0; i < backends->n; i++) {
+		const struct ynode *via_list = via_begin(ld, backends->items[i]);
+
 		r = load_backend(ld, backends->items[i], &s->backends[i]);
 		s->n_backends = (uint32_t)i + 1;
 		if (r < 0)
@@ -1764,15 +1822,20 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		if (s->backends[i].addr_len &&
 		    hlb_backend_addr_problem(s, &s->backends[i], msg, sizeof(msg)))
 			return fail(ld, map_get(backends->items[i], "address"), "%s", msg);
+		ld->via = via_list;
 	}
+	ld->via = via;
 
 	r = hlb_duplicate_backend(s, &dup, &first);
 	if (r < 0)
 		return nomem(ld);
-	if (r > 0)
+	if (r > 0) {
+		via_begin(ld, backends); /* "backends: [*a, *a]": the second alias */
+		via_begin(ld, backends->items[dup]);
 		return fail(ld, map_get(backends->items[dup], "name"),
 			    "duplicate backend name '%s' in service '%s' (first at line %d)",
 			    s->backends[dup].name, s->name, s->backends[first].pos.line);
+	}
 
 	/* A config that loads also builds: the daemon's table, checked (not
 	 * built: a reload of 1,000 Maglev services spent 0.6 s building them) */
@@ -2061,6 +2124,8 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		const struct ynode *sm = services->items[i];
 
 		c->n_services = (uint32_t)i + 1;
+		ld->via = NULL; /* a service given by an alias: its errors say so */
+		via_begin(ld, sm);
 		r = load_service(ld, sm, s);
 		if (r == 0 && hlb_table_memory_add(c, s, msg, sizeof(msg)) < 0)
 			r = fail(ld, sm, "service '%s': %s", s->name, msg);
@@ -2075,6 +2140,7 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 		if (r == 0 && service_index_add(&x, s) < 0)
 			r = nomem(ld);
 	}
+	ld->via = NULL;
 	keymap_free(&x.names);
 	keymap_free(&x.listens);
 	keymap_free(&x.interfaces);

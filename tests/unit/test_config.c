@@ -2199,6 +2199,82 @@ static void test_brackets_in_a_plain_scalar_are_not_nesting(void **state)
 	hashlb_config_free(c);
 }
 
+/*
+ * An error inside a value given by an alias points at the value, where its
+ * text is, and says where the alias is: the key that refused it is the
+ * alias's. Before, "keepalive: *h" with the health mapping anchored &h was
+ * refused at the health line alone, saying 'interval' 100ms is out of range
+ * 1s..32767s, which health's interval is not.
+ */
+static void test_an_error_through_an_alias_says_where_the_alias_is(void **state)
+{
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    health: &h {enabled: true, interval: 100ms}\n"
+		     "    backends: &b\n"
+		     "      - {name: a, address: \"127.0.0.1:9\"}\n"
+		     "  - name: web2\n"
+		     "    listen: 127.0.0.1:2\n"
+		     "    keepalive: *h\n"
+		     "    backends: *b\n",
+		     4, 42,
+		     "'interval' 100ms is out of range 1s..32767s (through the alias at line 9, "
+		     "column 16)");
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    timeouts: &t {connect: 1s}\n"
+		     "    backends: [{name: a, address: \"127.0.0.1:9\"}]\n"
+		     "  - name: web2\n"
+		     "    listen: 127.0.0.1:2\n"
+		     "    health: *t\n"
+		     "    backends: [{name: a, address: \"127.0.0.1:9\"}]\n",
+		     4, 19, "unknown key 'connect' in health");
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    backends:\n"
+		     "      - &a {name: a, address: \"127.0.0.1:9\", max_connections: 5}\n"
+		     "  - name: web2\n"
+		     "    listen: 127.0.0.1:2\n"
+		     "    steering: kernel\n"
+		     "    interface: lo\n"
+		     "    backends: [*a]\n",
+		     5, 63, "(through the alias at line 10, column 16)");
+	/* a whole service again by an alias: its name, with where the alias is */
+	expect_error("services:\n"
+		     "  - &s\n"
+		     "    name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    backends: [{name: a, address: \"127.0.0.1:9\"}]\n"
+		     "  - *s\n",
+		     3, 11,
+		     "duplicate service name 'web' (first at line 3) (through the alias at line 6, "
+		     "column 5)");
+	/* one backend twice by its alias */
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    backends:\n"
+		     "      - &a {name: a, address: \"127.0.0.1:9\"}\n"
+		     "  - name: web2\n"
+		     "    listen: 127.0.0.1:2\n"
+		     "    backends: [*a, *a]\n",
+		     5, 19,
+		     "duplicate backend name 'a' in service 'web2' (first at line 8) (through the "
+		     "alias at line 8, column 20)");
+	/* the alias itself refused: no note, it is where the error points */
+	expect_error("services:\n"
+		     "  - name: web\n"
+		     "    listen: 127.0.0.1:1\n"
+		     "    backends: &b [{name: a, address: \"127.0.0.1:9\"}]\n"
+		     "  - name: web2\n"
+		     "    listen: 127.0.0.1:2\n"
+		     "    backends: [*b]\n",
+		     7, 16, "backend must be a mapping of keys to values, found a list");
+}
+
 static void test_build_table(void **state)
 {
 	struct hashlb_config *c =
@@ -2757,6 +2833,7 @@ int main(void)
 		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
 		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
 		cmocka_unit_test(test_past_the_range_says_the_range),
+		cmocka_unit_test(test_an_error_through_an_alias_says_where_the_alias_is),
 		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
 		cmocka_unit_test(test_build_table),
 		cmocka_unit_test(test_addr_parse),
