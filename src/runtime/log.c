@@ -40,23 +40,76 @@ int hlb_log_level_parse(const char *s, enum hlb_log_level *ret_level)
 	return -EINVAL;
 }
 
+/* The length of the well-formed UTF-8 sequence at <p> (NUL-terminated), 0 if it is not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+	uint32_t cp, min;
+	size_t len;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2, cp = p[0] & 0x1f, min = 0x80;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3, cp = p[0] & 0x0f, min = 0x800;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4, cp = p[0] & 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80) /* the NUL too */
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * Plain printable ASCII without '"', '=' or '\' goes out as is; anything else
+ * is quoted, with \" \\ \n \r \t, and \xNN for the other control bytes and
+ * for bytes that are not UTF-8 (a file name may hold any): the line stays
+ * one line of valid UTF-8 and what the value held can be read back. Cut (at
+ * a character, never inside an escape) to fit <size>.
+ */
 const char *hlb_log_quote(const char *s, char *buf, size_t size)
 {
-	size_t o = 0;
-	bool plain = *s != '\0';
+	const unsigned char *p = (const unsigned char *)s;
+	bool plain = *p != '\0';
+	size_t o = 0, len;
 
-	for (const char *p = s; *p; p++)
-		if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f)
+	for (; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || *p == '"' || *p == '=' || *p == '\\')
 			plain = false;
 	if (plain)
 		return s;
 	if (size < 3)
 		return "\"\"";
 	buf[o++] = '"';
-	for (const char *p = s; *p && o + 3 < size; p++) {
+	for (p = (const unsigned char *)s; *p; p += len) {
+		char esc[5];
+		const char *out = esc;
+		size_t n = 2;
+
+		len = 1;
 		if (*p == '"' || *p == '\\')
-			buf[o++] = '\\';
-		buf[o++] = (*p == '\n' || *p == '\t') ? ' ' : *p;
+			esc[0] = '\\', esc[1] = (char)*p;
+		else if (*p == '\n')
+			memcpy(esc, "\\n", 2);
+		else if (*p == '\r')
+			memcpy(esc, "\\r", 2);
+		else if (*p == '\t')
+			memcpy(esc, "\\t", 2);
+		else if (*p < ' ' || *p == 0x7f || (len = utf8_len(p)) == 0)
+			len = 1, n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
+		else
+			out = (const char *)p, n = len;
+		if (o + n + 2 > size) /* and the closing quote, the NUL */
+			break;
+		memcpy(buf + o, out, n);
+		o += n;
 	}
 	buf[o++] = '"';
 	buf[o] = '\0';
@@ -66,14 +119,25 @@ const char *hlb_log_quote(const char *s, char *buf, size_t size)
 const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
 				 size_t size)
 {
-	char qp[512], q[400];
-	int n;
+	char q[512];
+	size_t n = 0, room;
+	int r;
 
-	n = snprintf(buf, size, "config=%s ", hlb_log_quote(path, qp, sizeof(qp)));
-	if (err->line > 0 && n >= 0 && (size_t)n < size)
-		n += snprintf(buf + n, size - n, "line=%d column=%d ", err->line, err->column);
-	if (n >= 0 && (size_t)n < size)
-		snprintf(buf + n, size - n, "err=%s", hlb_log_quote(err->msg, q, sizeof(q)));
+	/* each value quoted to fit what is left: one cut by snprintf would leave its quote open */
+	room = size > sizeof("config= ") ? size - sizeof("config= ") : 0;
+	r = snprintf(buf, size, "config=%s ",
+		     hlb_log_quote(path, q, room < sizeof(q) ? room + 1 : sizeof(q)));
+	if (r > 0)
+		n = (size_t)r < size ? (size_t)r : size - 1;
+	if (err->line > 0 && n < size) {
+		r = snprintf(buf + n, size - n, "line=%d column=%d ", err->line, err->column);
+		if (r > 0)
+			n = n + r < size ? n + r : size - 1;
+	}
+	room = size - n > sizeof("err=") ? size - n - sizeof("err=") : 0;
+	if (room >= 3)
+		snprintf(buf + n, size - n, "err=%s",
+			 hlb_log_quote(err->msg, q, room < sizeof(q) ? room + 1 : sizeof(q)));
 	return buf;
 }
 
@@ -88,29 +152,78 @@ static void format_ts(time_t sec, char *buf, size_t size)
 }
 
 /*
+ * The end of the last whole key=value pair of <p> (logfmt, <n> bytes, the
+ * start of a pair at <p>) that ends at or before <limit>; <p> if none does.
+ */
+static const char *last_pair_end(const char *p, size_t n, const char *limit)
+{
+	const char *end = p + n, *last = p;
+
+	while (p < end) {
+		while (p < end && *p != '=' && *p != ' ')
+			p++;
+		if (p < end && *p == '=' && p + 1 < end && p[1] == '"') {
+			for (p += 2; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			if (p >= end)
+				break; /* the closing quote is cut off */
+			p++;
+		} else {
+			while (p < end && *p != ' ')
+				p++;
+			if (p == end)
+				break; /* the value may be cut short */
+		}
+		if (p > limit)
+			break;
+		last = p;
+		while (p < end && *p == ' ')
+			p++;
+	}
+	return last;
+}
+
+#define CUT_MARK " truncated=true"
+
+/*
  * One line into <line> (<size> >= 3): the timestamp <ts> with <ms>, the
- * level, <msg> and the pairs of <fmt>, cut to at most <size> bytes, ending
- * with '\n' (no NUL). Returns its length.
+ * level, <msg> and the pairs of <fmt>, ending with '\n' (no NUL). A line
+ * that would be longer than <size> bytes keeps the pairs that fit whole and
+ * ends with truncated=true: a value cut short (a quote never closed) would
+ * make it no logfmt. Returns its length.
  */
 static size_t format_line(char *line, size_t size, const char *ts, long ms,
 			  enum hlb_log_level level, const char *msg, const char *fmt, va_list ap)
 {
 	char qbuf[512];
+	size_t start;
 	int n, m;
 
 	n = snprintf(line, size, "ts=%s.%03ldZ level=%s msg=%s", ts, ms, level_names[level],
 		     hlb_log_quote(msg, qbuf, sizeof(qbuf)));
 	if (n < 0)
 		n = 0;
-	if (fmt && (size_t)n < size - 2) {
-		line[n++] = ' ';
-		m = vsnprintf(line + n, size - n, fmt, ap);
-		if (m > 0)
-			n += m;
-	}
-	/* cut: the '\n' takes the place of the last character or the NUL */
 	if ((size_t)n > size - 1)
 		n = size - 1;
+	start = (size_t)n + 1;
+	if (fmt && start < size - 1) {
+		line[n] = ' ';
+		m = vsnprintf(line + start, size - start, fmt, ap);
+		if (m > 0 && start + (size_t)m <= size - 1) {
+			n = start + m;
+		} else if (m > 0 && size > sizeof(CUT_MARK) + start) {
+			/* cut: what vsnprintf wrote ends at size - 1 (its NUL) */
+			const char *end = last_pair_end(line + start, size - 1 - start,
+							line + size - sizeof(CUT_MARK));
+
+			n = end - line;
+			if (end == line + start)
+				n--; /* no pair fits: not two spaces */
+			memcpy(line + n, CUT_MARK, sizeof(CUT_MARK) - 1);
+			n += sizeof(CUT_MARK) - 1;
+		}
+	}
 	line[n++] = '\n';
 	return n;
 }

@@ -22,15 +22,21 @@ int hlb_log_level_parse(const char *s, enum hlb_log_level *ret_level);
 /*
  * Log <msg> (quoted for you) followed by the key=value pairs of <fmt>
  * (printf-style, may be NULL). Values that may hold spaces or quotes must
- * go through hlb_log_quote(). Waits at most 100 ms for a stalled reader
- * (the control plane logs from its event loop) before the line is dropped
- * and counted (hlb_log_dropped()); once part of it is written, up to 1 s
- * for each further part, as a line cut short joins the next.
+ * go through hlb_log_quote(). A line longer than HLB_LOG_LINE_MAX keeps
+ * the pairs that fit whole and ends with truncated=true. Waits at most
+ * 100 ms for a stalled reader (the control plane logs from its event loop)
+ * before the line is dropped and counted (hlb_log_dropped()); once part of
+ * it is written, up to 1 s for each further part, as a line cut short
+ * joins the next.
  */
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* <s> as a logfmt value: as is if safe, else double-quoted and escaped. */
+/*
+ * <s> as a logfmt value: as is if plain printable ASCII without '"', '=' or
+ * '\', else double-quoted with \" \\ \n \r \t and \xNN (other control
+ * bytes, bytes that are not UTF-8), cut at a character to fit <size>.
+ */
 const char *hlb_log_quote(const char *s, char *buf, size_t size);
 
 struct hashlb_error;
@@ -38,7 +44,8 @@ struct hashlb_error;
  * The key=value pairs of an error in config file <path>, into <buf>:
  * config=PATH line=N column=N err=MSG, without line and column when the
  * error has no position (the file cannot be read, an address cannot be
- * bound). Returns <buf>.
+ * bound). Each value is cut to fit <size>, never inside its quotes.
+ * Returns <buf>.
  */
 const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
 				 size_t size);
@@ -59,7 +66,7 @@ const char *hlb_log_config_error(const char *path, const struct hashlb_error *er
  * part of a line, the thread that left a line unfinished keeps the lock
  * until a later flush finishes it (other buffers wait meanwhile).
  */
-#define HLB_LOG_LINE_MAX 1024 /* longer lines are cut */
+#define HLB_LOG_LINE_MAX 1024 /* longer lines are cut between pairs, see hlb_log() */
 
 struct hlb_logbuf {
 	char *buf;

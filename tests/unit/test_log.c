@@ -3,7 +3,9 @@
  * The data plane's buffered log: lines come out whole and in order, in
  * writes of at most PIPE_BUF that end at a line's end; a reader that does
  * not read never blocks the writer (the lines wait for the next flush); a
- * full buffer or a broken output drops lines and counts them.
+ * full buffer or a broken output drops lines and counts them; a line too
+ * long is cut between pairs; values are quoted and escaped so that a line
+ * stays one line of logfmt.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -196,8 +198,9 @@ static void test_full_buffer_drops_and_counts(void **state)
 /* A line longer than HLB_LOG_LINE_MAX is cut, and still ends the line. */
 static void test_long_line_is_cut(void **state)
 {
-	char got[4 * HLB_LOG_LINE_MAX];
+	char got[4 * HLB_LOG_LINE_MAX], val[3000];
 	struct hlb_logbuf lb;
+	const char *nl;
 	size_t total;
 	int p[2];
 
@@ -205,13 +208,43 @@ static void test_long_line_is_cut(void **state)
 	assert_int_equal(hlb_logbuf_init(&lb, p[1], 8 * HLB_LOG_LINE_MAX), 0);
 	put_lines(&lb, 0, 1, 3000);
 	put_lines(&lb, 1, 2, 10);
+	/* a quoted value cut short would leave its quote open: the pair goes whole */
+	memset(val, 'v', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	hlb_logbuf_printf(&lb, HLB_LOG_INFO, "connection", "i=%d q=\"%.900s\" r=\"%s\"", 2, val,
+			  val);
 	assert_int_equal(hlb_logbuf_flush(&lb), 0);
 	total = drain(p[0], got, sizeof(got));
-	assert_int_equal((char *)memchr(got, '\n', total) - got, HLB_LOG_LINE_MAX - 1);
-	check_lines(got, total, 0, 2);
+	nl = memchr(got, '\n', total);
+	assert_memory_equal(nl - 19, " i=0 truncated=true", 19);
+	check_lines(got, total, 0, 3);
+	nl = memrchr(got, '\n', total - 1);
+	assert_true(total - (nl + 1 - got) <= HLB_LOG_LINE_MAX);
+	assert_memory_equal(got + total - 17, "\" truncated=true\n", 17);
 	hlb_logbuf_free(&lb);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* A value with what logfmt cannot hold bare is quoted with escapes that keep the line one
+ * line of UTF-8, and a value cut to fit is cut at a character, never inside an escape. */
+static void test_quote_escapes(void **state)
+{
+	char buf[64];
+
+	assert_string_equal(hlb_log_quote("plain-1.2:3", buf, sizeof(buf)), "plain-1.2:3");
+	assert_string_equal(hlb_log_quote("", buf, sizeof(buf)), "\"\"");
+	assert_string_equal(hlb_log_quote("a b=\"c\"\\", buf, sizeof(buf)),
+			    "\"a b=\\\"c\\\"\\\\\"");
+	assert_string_equal(hlb_log_quote("l\nm\r\t\x01\x1b\x7f", buf, sizeof(buf)),
+			    "\"l\\nm\\r\\t\\x01\\x1b\\x7f\"");
+	assert_string_equal(hlb_log_quote("\xc3\xa9\xe2\x82\xac", buf, sizeof(buf)),
+			    "\"\xc3\xa9\xe2\x82\xac\"");
+	/* not UTF-8: a stray byte, a sequence cut short, an overlong '/', a surrogate */
+	assert_string_equal(hlb_log_quote("\xff\xc3(\xc0\xaf\xed\xa0\x80", buf, sizeof(buf)),
+			    "\"\\xff\\xc3(\\xc0\\xaf\\xed\\xa0\\x80\"");
+	assert_string_equal(hlb_log_quote("ab\x01", buf, 6), "\"ab\"");
+	assert_string_equal(hlb_log_quote("a\xc3\xa9", buf, 5), "\"a\"");
 }
 
 /* An output that is gone (EPIPE): the lines are dropped and counted, not retried forever. */
@@ -283,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_partial_flushes_keep_order),
 		cmocka_unit_test(test_full_buffer_drops_and_counts),
 		cmocka_unit_test(test_long_line_is_cut),
+		cmocka_unit_test(test_quote_escapes),
 		cmocka_unit_test(test_broken_output_drops),
 		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
 	};
