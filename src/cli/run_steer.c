@@ -2,6 +2,7 @@
 /* Kernel steering for `hashlb run` (see run_steer.h). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,9 @@ struct run_steer {
 	 * more; after an upgrade the new process drives the programs. */
 	bool stopping;
 };
+
+/* an interface name as a logfmt value: it may hold '"', '=' or control bytes */
+#define LOG_IFACE_MAX (4 * IFNAMSIZ + 3)
 
 static void svc_clear_close_on_return(struct run_steer_svc *e)
 {
@@ -134,6 +138,7 @@ static bool same_iface(const char *a, const char *b)
  */
 static void flows_kept(const struct run_steer_svc *e)
 {
+	char qi[LOG_IFACE_MAX];
 	uint64_t have;
 
 	if (!e->steer)
@@ -144,13 +149,15 @@ static void flows_kept(const struct run_steer_svc *e)
 	hlb_log(HLB_LOG_WARN, "kernel steering keeps its conntrack size",
 		"service=%s interface=%s flows_max=%llu steering_flows=%u "
 		"reason=\"applies when the program is attached again\"",
-		e->name, e->iface ? e->iface : "-", (unsigned long long)have, e->flows);
+		e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
+		(unsigned long long)have, e->flows);
 }
 
 void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 {
 	struct run_steer *rs = arg;
 	struct run_steer_svc *v;
+	char qi[LOG_IFACE_MAX];
 	uint32_t n = 0;
 
 	rs->upgrade = false; /* a reload's new program is this process's own */
@@ -178,7 +185,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		}
 		if (e->steer)
 			hlb_log(HLB_LOG_INFO, "kernel steering detached",
-				"service=%s interface=%s%s", e->name, e->iface ? e->iface : "-",
+				"service=%s interface=%s%s", e->name,
+				hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
 				c ? " reason=\"interface changed\"" : "");
 		svc_clear(e);
 	}
@@ -278,6 +286,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer_dest *dests;
 	const char *name = e->name;
+	char qi[LOG_IFACE_MAX];
 
 	if (rs->stopping || e->failed || (e->published && e->generation == snap->generation))
 		return;
@@ -302,7 +311,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
-				"service=%s interface=%s mode=%s from=%s", name, o.iface,
+				"service=%s interface=%s mode=%s from=%s", name,
+				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
 				rs->upgrade ? "upgrade" : "orphan");
 			flows_kept(e);
@@ -316,7 +326,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			return;
 		} else {
 			hlb_log(HLB_LOG_INFO, "kernel steering attached",
-				"service=%s interface=%s mode=%s", name, o.iface,
+				"service=%s interface=%s mode=%s", name,
+				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 		}
 		/* hashlb steer --update leaves a daemon's tables alone. */
@@ -476,6 +487,8 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
  */
 static bool svc_taken_over(struct run_steer_svc *e, bool now)
 {
+	char qi[LOG_IFACE_MAX];
+
 	if (hashlb_steer_driven_elsewhere(e->steer)) {
 		hashlb_steer_set_keep(e->steer, true);
 		return true;
@@ -483,7 +496,7 @@ static bool svc_taken_over(struct run_steer_svc *e, bool now)
 	hashlb_steer_set_keep(e->steer, false);
 	hlb_log(HLB_LOG_INFO, "kernel steering detached",
 		"service=%s interface=%s reason=\"not taken over by the new process\"", e->name,
-		e->iface ? e->iface : "-");
+		hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)));
 	if (now) {
 		hashlb_steer_free(e->steer);
 		e->steer = NULL;

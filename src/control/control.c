@@ -14,7 +14,7 @@ static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const
 static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
 			const char *fmt, ...)
 {
-	char kv[768];
+	char kv[HLB_LOG_LINE_MAX];
 	va_list ap;
 
 	if (!ctl->log)
@@ -98,6 +98,7 @@ static void resolve_schedule(struct hlb_control *ctl)
 
 static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
+	/* with the start of the line, within HLB_LOG_LINE_MAX: the error cut to fit, not dropped */
 	char kv[768];
 
 	ctl->resolves_failed++;
@@ -322,8 +323,10 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 			goto err_free;
 		}
 		hlb_http_on_refused(ctl->http, admin_refused, ctl);
+		char qa[4 * sizeof("unix:") + 4 * 108 + 3];
+
 		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",
-			    hlb_http_address(ctl->http));
+			    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
 	}
 	resolve_schedule(ctl);
 	*ret_ctl = ctl;
@@ -400,7 +403,7 @@ void hlb_control_free(struct hlb_control *ctl)
 
 static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
-	char kv[768];
+	char kv[768]; /* see resolve_failed() */
 
 	ctl->reloads_failed++;
 	ctl->last_reload_failed = true;
@@ -452,7 +455,7 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
-	char qp[512];
+	char qp[512], qs[512];
 	struct hashlb_error local = { 0 };
 	char w0[16], w1[16];
 	struct hashlb_config *cfg;
@@ -479,7 +482,9 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	if (ctl->run_admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, HLB_LOG_WARN, "reload: the admin address changes on restart only",
-			    "serving=%s config=%s", ctl->http ? hlb_http_address(ctl->http) : "off",
+			    "serving=%s config=%s",
+			    hlb_log_quote(ctl->http ? hlb_http_address(ctl->http) : "off", qs,
+					  sizeof(qs)),
 			    hlb_log_quote(cfg->admin ? cfg->admin : "off", qp, sizeof(qp)));
 	if (ctl->run_workers != cfg->workers)
 		control_log(ctl, HLB_LOG_WARN,

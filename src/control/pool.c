@@ -15,6 +15,7 @@
 #include "pool.h"
 #include "runtime/clients.h"
 #include "runtime/fdpass.h"
+#include "runtime/log.h"
 
 struct subscriber {
 	hlb_publish_fn fn;
@@ -54,7 +55,8 @@ static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *m
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...)
 {
-	char kv[512];
+	/* a line's length: one longer is cut past its end, between pairs (hlb_log()) */
+	char kv[HLB_LOG_LINE_MAX];
 	va_list ap;
 
 	if (!p->env.log)
@@ -640,6 +642,7 @@ static int service_rebuild(struct hlb_pool_service *s)
 {
 	struct hlb_snapshot *snap;
 	uint64_t t0 = hlb_now_ns(), dt, now;
+	char q[512];
 	int ret;
 
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
@@ -649,7 +652,8 @@ static int service_rebuild(struct hlb_pool_service *s)
 		s->rebuilds_failed++;
 		pool_log(s->pool, HLB_LOG_ERROR,
 			 "table build failed, the previous table keeps serving",
-			 "service=%s err=\"%s\"", s->cfg->name, s->last_error.msg);
+			 "service=%s err=%s", s->cfg->name,
+			 hlb_log_quote(s->last_error.msg, q, sizeof(q)));
 		return ret;
 	}
 	service_publish(s, snap);
@@ -842,6 +846,7 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 			 struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
+	char q[512];
 	uint32_t i = 0;
 
 	while (i < *n) {
@@ -859,7 +864,8 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 				pool_log(p, HLB_LOG_WARN,
 					 "drain timeout: closing a removed backend's connections",
 					 "%sbackend=%s address=%s connections=%" PRIu64, svc,
-					 b->rt->name, b->rt->address, held);
+					 b->rt->name, hlb_log_quote(b->rt->address, q, sizeof(q)),
+					 held);
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
 			}
 			if (s)
@@ -1480,6 +1486,7 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 				  uint64_t now)
 {
 	struct hlb_pool_backend **v = realloc(s->removed, (s->n_removed + 1) * sizeof(*v));
+	char q[512];
 
 	if (!v)
 		return -ENOMEM;
@@ -1506,7 +1513,7 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 		pool_log(s->pool, HLB_LOG_INFO, "backend removed or moved: its connections drain",
 			 "service=%s backend=%s address=%s connections=%" PRIu64
 			 " drain_timeout_ms=%u",
-			 s->cfg->name, b->rt->name, b->rt->address,
+			 s->cfg->name, b->rt->name, hlb_log_quote(b->rt->address, q, sizeof(q)),
 			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
 	return 0;
 }

@@ -710,7 +710,7 @@ static void static_reload(struct hlb_daemon *d)
 			hashlb_config_free(cfg);
 	}
 	if (r < 0) {
-		char kv[1024];
+		char kv[768]; /* with the start of the line, within HLB_LOG_LINE_MAX */
 
 		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
 			hlb_log_config_error(d->config_path, &err, kv, sizeof(kv)));
@@ -741,14 +741,15 @@ static uint32_t cpu_count(void)
  */
 static void take_over(struct hlb_daemon *d)
 {
-	const char *from = d->cfg->admin ? d->cfg->admin : "?";
+	const char *from;
 	const char *fd_env = getenv("HASHLB_UPGRADE_FD");
-	char why[128];
+	char why[128], qf[512], qv[64], qw[4 * sizeof(why)];
 	int r;
 
+	from = hlb_log_quote(d->cfg->admin ? d->cfg->admin : "?", qf, sizeof(qf));
 	if (fd_env && atoi(fd_env) != UPGRADE_FD) {
 		hlb_log(HLB_LOG_WARN, "HASHLB_UPGRADE_FD ignored: not set by a hashlb", "value=%s",
-			fd_env);
+			hlb_log_quote(fd_env, qv, sizeof(qv)));
 		unsetenv("HASHLB_UPGRADE_FD");
 		fd_env = NULL;
 	}
@@ -779,7 +780,7 @@ static void take_over(struct hlb_daemon *d)
 			"from=%s err=%s", from, strerrorname_np(-r));
 	else if (why[0])
 		hlb_log(HLB_LOG_INFO, "no listening sockets taken over, binding new ones",
-			"from=%s answer=\"%s\"", from, why);
+			"from=%s answer=%s", from, hlb_log_quote(why, qw, sizeof(qw)));
 }
 
 static void old_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
