@@ -6,7 +6,19 @@ import socket
 import subprocess
 import time
 
-from lbtest import HASHLB, Hashlb, read_to_eof
+from lbtest import (HASHLB, Hashlb, check_format, json_strict, logfmt_fields, parse_prometheus,
+                    read_to_eof)
+
+
+def check_answer(what, head, body):
+    """The admin endpoint's answer to <what> in the format its Content-Type names: a
+    Prometheus exposition (text/plain; version=0.0.4) or strict JSON."""
+    ctype = re.search(rb"(?im)^content-type: *([^\r;]*)", head)
+    ctype = ctype.group(1).decode().strip() if ctype else ""
+    if ctype == "application/json":
+        check_format(json_strict, body, what)
+    elif re.search(rb"(?im)^content-type: *text/plain; *version=0\.0\.4", head):
+        check_format(parse_prometheus, body, what)
 
 
 def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=2,
@@ -35,9 +47,8 @@ class Lb(Hashlb):
         self.admin = None
         while time.time() < end and not self.admin:
             for line in self.log:
-                m = re.search(r'msg="admin listening" addr=(\S+)', line)
-                if m:
-                    self.admin = m.group(1)
+                if 'msg="admin listening" ' in line:
+                    self.admin = logfmt_fields(line)["addr"]
             time.sleep(0.02)
         if not self.admin:
             raise SystemExit(f"no admin endpoint (hashlb's exit status: {self.proc.poll()}):\n" +
@@ -71,7 +82,9 @@ class Lb(Hashlb):
         buf = self.raw(f"{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{headers}"
                        f"Content-Length: {len(body)}\r\n\r\n{body}".encode(), timeout=timeout)
         head, _, body = buf.partition(b"\r\n\r\n")
-        return int(head.split()[1]), body.decode()
+        status, body = int(head.split()[1]), body.decode()
+        check_answer(f"{method} {path}", head, body)
+        return status, body
 
     def rewrite(self, cfg_text):
         """Replace the config file (for a reload), keeping the bound listen port (admin: port 0 is left as is)."""
@@ -96,7 +109,11 @@ class Lb(Hashlb):
     def ctl(self, *args):
         """hashlb ctl --admin ADDR ARGS: (exit status, stdout, stderr)."""
         p = subprocess.run([HASHLB, "ctl", "--admin", self.admin, *args], capture_output=True,
-                           text=True, timeout=60)
+                           text=True, errors="surrogateescape", timeout=60)
+        if p.returncode == 0 and "--json" in args:
+            check_format(json_strict, p.stdout, f"hashlb ctl {' '.join(args)}")
+        elif p.returncode == 0 and "metrics" in args:
+            check_format(parse_prometheus, p.stdout, f"hashlb ctl {' '.join(args)}")
         return p.returncode, p.stdout, p.stderr
 
     def reload(self, timeout=10):

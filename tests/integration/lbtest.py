@@ -4,6 +4,7 @@ every process up (by PID) however the test ends."""
 import atexit
 import contextlib
 import errno
+import json
 import os
 import re
 import signal
@@ -41,6 +42,7 @@ def asan_build():
 
 
 _procs = []
+_lbs = []  # every Hashlb started: their logs are checked after each test
 _tmp = tempfile.TemporaryDirectory(prefix="hashlb-it-")
 failures = []
 
@@ -106,6 +108,177 @@ def check(cond, what):
         failures.append(what)
         print(f"FAIL: {what}", flush=True)
     return cond
+
+
+# --- the output formats hashlb promises, checked strictly wherever a test reads them ---
+
+LOGFMT_KEY = re.compile(r"[a-z_][a-z0-9_.]*")
+# a bare value: no space, quote, '=' nor control byte; a quoted one: the escapes
+# docs/operations.md lists (\" \\ \n \r \t \xNN), no raw control byte
+LOGFMT_PAIR = re.compile(r'([^=\s]*)=([^\s"=\x00-\x1f\x7f]+|"(?:[^"\\\x00-\x1f\x7f]|\\["\\nrt]|\\x[0-9a-f]{2})*")(?= |$)')
+# what hashlb run prints, not logged, when it refuses to start (docs: FILE:LINE:COL: error: ...)
+START_ERROR = re.compile(r"^(?!ts=)\S.*: error: ")
+
+
+def logfmt_error(line):
+    """Why <line> (without its newline) is not a strict logfmt line with ts, level and msg,
+    or None."""
+    if "\ufffd" in line or any("\udc80" <= c <= "\udcff" for c in line):
+        return "not UTF-8"
+    pos, keys = 0, []
+    while pos < len(line):
+        m = LOGFMT_PAIR.match(line, pos)
+        if not m:
+            return f"no key=value at byte {pos}: {line[pos:pos + 40]!r}"
+        if not LOGFMT_KEY.fullmatch(m.group(1)):
+            return f"bad key {m.group(1)!r}"
+        if m.group(1) in keys:
+            return f"key {m.group(1)} twice"
+        keys.append(m.group(1))
+        pos = m.end()
+        if pos < len(line):
+            if line[pos] != " " or pos + 1 == len(line):
+                return f"not one space between pairs at byte {pos}"
+            pos += 1
+    if keys[:3] != ["ts", "level", "msg"]:
+        return f"does not start ts= level= msg=: keys {keys[:3]}"
+    return None
+
+
+def logfmt_fields(line):
+    """{key: value} of a logfmt line, quoted values unescaped (\\xNN: the byte, as
+    os.fsdecode() has it)."""
+    def value(v):
+        if not v.startswith('"'):
+            return v
+        out, i, v = bytearray(), 0, v[1:-1]
+        while i < len(v):
+            if v[i] == "\\":
+                e = v[i + 1]
+                if e == "x":
+                    out.append(int(v[i + 2:i + 4], 16))
+                    i += 4
+                    continue
+                out += {"n": b"\n", "r": b"\r", "t": b"\t"}.get(e, e.encode())
+                i += 2
+            else:
+                out += v[i].encode("utf-8", "surrogateescape")
+                i += 1
+        return os.fsdecode(bytes(out))
+    return {m.group(1): value(m.group(2)) for m in LOGFMT_PAIR.finditer(line)}
+
+
+def check_logfmt(lines, who="hashlb"):
+    """Every line of <lines> strict logfmt (a refusal to start excepted): one failure for
+    the first bad line."""
+    for line in lines:
+        if START_ERROR.match(line):
+            continue
+        why = logfmt_error(line)
+        if why:
+            return check(False, f"{who} logged a line that is not strict logfmt ({why}): {line!r}")
+    return True
+
+
+PROM_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+PROM_LABEL = r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"'
+PROM_VALUE = r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|Inf)|NaN"
+PROM_SAMPLE = re.compile(rf"({PROM_NAME})(\{{(?:{PROM_LABEL}(?:,{PROM_LABEL})*,?)?\}})? "
+                         rf"(?P<value>{PROM_VALUE})(?: -?\d+)?")
+
+
+def parse_prometheus(text):
+    """{(name, labels): value} of a text exposition (0.0.4); raises ValueError, naming the
+    line, on anything the format does not allow: HELP and TYPE once per family and before
+    its samples, a family's samples together, valid names and label names, label values
+    escaped, no series twice, values that parse, counters named *_total."""
+    if text and not text.endswith("\n"):
+        raise ValueError("no final newline")
+    types, helps, samples, series, seen, current = {}, {}, {}, set(), set(), None
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith(("# TYPE ", "# HELP ")):
+            parts = line.split(" ", 3)
+            if len(parts) < 4 and line.startswith("# TYPE "):
+                raise ValueError(f"line {n}: bad TYPE: {line!r}")
+            name = parts[2]
+            if not re.fullmatch(PROM_NAME, name):
+                raise ValueError(f"line {n}: bad metric name: {line!r}")
+            if name in seen:
+                raise ValueError(f"line {n}: {parts[1]} of {name} after its samples")
+            if line.startswith("# TYPE "):
+                if parts[3] not in ("counter", "gauge", "histogram", "summary", "untyped"):
+                    raise ValueError(f"line {n}: bad TYPE: {line!r}")
+                if name in types:
+                    raise ValueError(f"line {n}: TYPE of {name} twice")
+                types[name] = parts[3]
+            else:
+                if name in helps:
+                    raise ValueError(f"line {n}: HELP of {name} twice")
+                if len(parts) == 4 and re.search(r"\\[^\\n]|\\$", parts[3]):
+                    raise ValueError(f"line {n}: HELP escapes only \\\\ and \\n: {line!r}")
+                helps[name] = True
+            if current is not None and name != current:
+                seen.add(current)  # a new family's metadata ends the one before
+            current = name
+            continue
+        if line.startswith("#"):
+            continue
+        m = PROM_SAMPLE.fullmatch(line)
+        if not m:
+            raise ValueError(f"line {n}: not a sample: {line!r}")
+        name, labels = m.group(1), m.group(2) or ""
+        names = re.findall(rf"(?:^|[{{,]){PROM_LABEL}", labels)
+        if len({k for k, _ in names}) != len(names):
+            raise ValueError(f"line {n}: a label twice: {line!r}")
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        fam = base if types.get(base) in ("histogram", "summary") else name
+        if fam != current:
+            if fam in seen:
+                raise ValueError(f"line {n}: samples of {fam} are not together")
+            if current is not None:
+                seen.add(current)
+            current = fam
+        if fam not in types:
+            raise ValueError(f"line {n}: {fam} has no TYPE before its samples")
+        if types[fam] == "counter" and not name.endswith("_total"):
+            raise ValueError(f"line {n}: counter {name} not named *_total")
+        key = (name, tuple(sorted(names)))
+        if key in series:
+            raise ValueError(f"line {n}: series twice: {line!r}")
+        series.add(key)
+        samples[(name, labels)] = float(m.group("value"))
+    for fam in types:
+        if fam not in helps:
+            raise ValueError(f"{fam} has no HELP")
+    return samples
+
+
+def _no_constant(c):
+    raise ValueError(f"{c} is not JSON")
+
+
+def _no_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError(f"key {k!r} twice in an object")
+        d[k] = v
+    return d
+
+
+def json_strict(text):
+    """json.loads() refusing what RFC 8259 does not allow (NaN, Infinity) and an object
+    with a key twice."""
+    return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
+
+
+def check_format(parse, text, who):
+    """<text>, the output of <who>, parses with <parse> (json_strict, parse_prometheus)."""
+    try:
+        parse(text)
+    except ValueError as e:
+        return check(False, f"{who}: not valid ({parse.__name__}: {e}): {text[:200]!r}")
+    return True
 
 
 def tmppath(name):
@@ -246,7 +419,8 @@ class Hashlb:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         self.proc = spawn([*wrap, binary, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
-                          text=True, preexec_fn=limit, env=env)
+                          text=True, errors="surrogateescape", preexec_fn=limit, env=env)
+        _lbs.append(self)
         self._ready = threading.Event()
         self.addrs = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -564,6 +738,15 @@ def lookup(cfg_path, clients, args=()):
     return out
 
 
+def _check_logs(n):
+    """Every line the hashlb processes started since the first <n> wrote (those they
+    started in turn, an upgrade's, share their stderr): strict logfmt."""
+    for lb in _lbs[n:]:
+        lines = lb.log_to_end(timeout=5) if lb.proc.poll() is not None else list(lb.log)
+        check_logfmt(lines, f"hashlb (pid {lb.proc.pid})")
+    del _lbs[n:]
+
+
 STALL = 1.0     # s: a test during which this process was kept from running this long is rerun
 
 
@@ -576,7 +759,7 @@ def run_tests(tests):
     there, it went on serving the next tests' address, or held a listening socket they
     shared (SO_REUSEPORT), and one failure made many."""
     for t in tests:
-        n_start = len(_procs)
+        n_start, n_lbs = len(_procs), len(_lbs)
         for attempt in (1, 2):
             t0 = time.time()
             print(f"--- {t.__name__}" + (" (second run)" if attempt == 2 else ""), flush=True)
@@ -598,6 +781,7 @@ def run_tests(tests):
             del failures[n_failures:]
             _stop_since(n_procs)
         _stop_since(n_start)
+        _check_logs(n_lbs)
     _stop_since()
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 
+from lbtest import json_strict
+
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 failures = []
 
@@ -24,6 +26,11 @@ def run(*args, ok=True):
     p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60)
     if ok and p.returncode != 0:
         raise SystemExit(f"hashlb {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    if p.returncode == 0 and "--json" in args:
+        try:
+            json_strict(p.stdout)
+        except ValueError as e:
+            check(False, f"hashlb {' '.join(args)}: not strict JSON ({e}): {p.stdout[:200]!r}")
     return p
 
 

@@ -3,6 +3,7 @@
 connections and sends no new clients; maint closes nothing, takes no traffic and stops the
 checks; bounded load caps a hot backend; a broken reload keeps the running config and reports
 FILE:LINE:COLUMN; /metrics parses as Prometheus text and its counters match the traffic."""
+import json
 import math
 import os
 import random
@@ -12,8 +13,9 @@ import threading
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, lookup, port_free,
-                    read_line, read_to_eof, run_tests, tsan_build, who)
+from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, logfmt_error, logfmt_fields,
+                    lookup, parse_prometheus, port_free, read_line, read_to_eof, run_tests,
+                    tmppath, tsan_build, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -662,56 +664,71 @@ def ctl_asks_which_service_as_ctl_takes_it():
     check(rc == 0 and "10.0.0.1 -> " in so_, f"ctl -s t1 lookup: {rc} {so_!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
-# --- a Prometheus text-format (0.0.4) parser, strict ---
-NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
-SAMPLE = re.compile(rf"^({NAME})(\{{(?:{LABEL}(?:,{LABEL})*)?\}})? (\S+)( -?\d+)?$")
+def odd_names_in_every_format():
+    """What each format must escape, everywhere the config, the command line or the
+    environment let it in: a config path with a space, quotes, '=', a backslash, a newline,
+    a control byte, UTF-8 and a byte that is not UTF-8, over 512 bytes long; a Unix admin
+    path with spaces, quotes and '='; backend names with backslashes and UTF-8; a bad
+    $HASHLB_UPGRADE_FD; a reload refused for a name full of control bytes. Every log line is
+    strict logfmt and reads back what it names (lbtest checks every line of every test),
+    /metrics a valid exposition and the JSON answers strict JSON (ctltest checks every
+    answer). Before: 'admin listening' wrote the Unix path bare (addr=unix:/t/a d"=...),
+    the variable's value bare (value=9 "x=), control bytes raw inside quotes, and the
+    refused reload's line was cut inside its err="..." (768 bytes), its quote left open."""
+    odd = 'd q"=\\\n\x01\u00e9\udcff'
+    long = "\u00e9" * 124 + " x"
+    d = tmppath(os.path.join(odd, long, long))
+    os.makedirs(d, exist_ok=True)
+    adm = tmppath('a d"=\\\u00e9')
+    os.makedirs(adm, exist_ok=True)
+    admin = "unix:" + os.path.join(adm, 's "k"=.sock')
+    names = ["b\\x\\\u00e9", "\u00fc\\n", "c\\"]
+    yq = json.dumps  # a YAML double-quoted scalar
+    bad = "x" + "\x01" * 60 + "\x1b[31my"
 
+    def text(extra_backend=None):
+        backends = [(yq(n), b.addr) for n, b in zip(names, bs)]
+        if extra_backend:
+            backends.append((yq(extra_backend), "127.0.0.1:9"))
+        return config(backends, name="s.1-_x", admin=yq(admin),
+                      extra="log_connections: true\nmax_connections_per_client: 100")
 
-def parse_prometheus(text):
-    """{(name, labels): value}; raises ValueError on anything the format does not allow."""
-    if not text.endswith("\n"):
-        raise ValueError("no final newline")
-    types, helps, samples, seen_families, current = {}, {}, {}, set(), None
-    for n, line in enumerate(text.split("\n")[:-1], 1):
-        if line.startswith("# TYPE "):
-            _, _, name, typ = line.split(" ", 3)
-            if not re.fullmatch(NAME, name) or typ not in ("counter", "gauge", "histogram", "summary", "untyped"):
-                raise ValueError(f"line {n}: bad TYPE: {line}")
-            if name in types or name in seen_families:
-                raise ValueError(f"line {n}: TYPE for {name} twice or after its samples")
-            types[name] = typ
-        elif line.startswith("# HELP "):
-            name = line.split(" ", 3)[2]
-            if name in helps:
-                raise ValueError(f"line {n}: HELP for {name} twice")
-            helps[name] = True
-        elif line.startswith("#") or not line.strip():
-            continue
-        else:
-            m = SAMPLE.match(line)
-            if not m:
-                raise ValueError(f"line {n}: not a sample: {line!r}")
-            name, labels, value = m.group(1), m.group(2) or "", m.group(3)
-            float(value)  # "NaN", "+Inf" parse too
-            base = re.sub(r"_(bucket|sum|count)$", "", name)
-            fam = base if types.get(base) == "histogram" else name  # a histogram's series
-            if fam != current:
-                if fam in seen_families:
-                    raise ValueError(f"line {n}: samples of {fam} are not together")
-                seen_families.add(fam)
-                current = fam
-            if fam != name and name.endswith("_bucket") and 'le="' not in labels:
-                raise ValueError(f"line {n}: a bucket without le: {line}")
-            if types.get(name) == "counter" and not name.endswith("_total"):
-                raise ValueError(f"line {n}: counter {name} without _total")
-            if (name, labels) in samples:
-                raise ValueError(f"line {n}: duplicate series {name}{labels}")
-            samples[(name, labels)] = float(value)
-    for (name, _) in samples:
-        if name not in types and types.get(re.sub(r"_(bucket|sum|count)$", "", name)) != "histogram":
-            raise ValueError(f"{name} has no TYPE")
-    return samples
+    env = dict(os.environ, HASHLB_UPGRADE_FD='9 "x=\n')
+    lb = Lb(text(), fname=os.path.join(d, "lb \"c\"=1.yaml"), env=env)
+    check(len(os.fsencode(lb.path)) > 512, "a path longer than a log value keeps")
+    fields = {}
+    for l in lb.log:
+        f = logfmt_fields(l)
+        fields.setdefault(f.get("msg"), f)
+    started = fields.get("started", {}).get("config", "")
+    check(len(started) > 200 and lb.path.startswith(started),
+          f"started: config= reads back the path (cut): {started!r}")
+    check(fields.get("HASHLB_UPGRADE_FD ignored: not set by a hashlb", {}).get("value") ==
+          '9 "x=\n', "the variable's value reads back")
+    check(who(lb.addr) in ("a", "b", "c"), "serving")
+    check(lb.wait_log("msg=connection "), "a connection line")
+    conn = logfmt_fields(next(l for l in lb.log if "msg=connection " in l))
+    check(conn.get("backend") in names, f"connection: backend= a name: {conn}")
+    for path in ("/metrics", "/status", "/table", "/clients", "/lookup?client=10.0.0.1"):
+        code, body = lb.http("GET", path)
+        check(code == 200, f"GET {path}: {code} {body[:200]!r}")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    check(all(any(f'backend="{n}"'.replace("\\", "\\\\") in ls for (_, ls) in m) for n in names),
+          "/metrics: each backend's label value escaped")
+    for args in (("--json", "status"), ("--json", "table"), ("metrics",), ("status",)):
+        rc, so, se = lb.ctl(*args)
+        check(rc == 0, f"ctl {' '.join(args)} over {admin!r}: {rc} {se!r}")
+    lb.rewrite(text(bad))
+    rc, so, se, logged = lb.reload()
+    failed = next((l for l in logged if 'msg="reload failed' in l), "")
+    check(rc == 1 and failed and logfmt_error(failed) is None and
+          "'x\\x01\\x01" in logfmt_fields(failed).get("err", ""),
+          f"a refused reload: one logfmt line, its err= read back: {logfmt_error(failed)} "
+          f"{failed!r}")
+    lb.rewrite(text())
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and any("msg=reloaded " in l for l in logged), f"reloaded: {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def metric(samples, name, **labels):
@@ -1499,7 +1516,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_keeps_a_port_0_listener, reload_cost_grows_with_services_not_their_square,
            reload_cost_does_not_follow_table_size,
            maglev_service_holds_one_table_while_all_are_up,
-           ctl_asks_which_service_as_ctl_takes_it,
+           ctl_asks_which_service_as_ctl_takes_it, odd_names_in_every_format,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,

@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 
-from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port, outcome,
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port,
+                    logfmt_error, logfmt_fields, outcome,
                     read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
                     who)
 
@@ -361,13 +362,10 @@ def odd_config_path_logged_as_logfmt():
     lb = Hashlb(config(BACKENDS), fname=os.path.join('dir with space="q"', "lb conf.yaml"))
     lb.proc.send_signal(signal.SIGHUP)
     check(lb.wait_log("msg=reloaded"), "reloaded")
-    pair = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s"=]+)')
     for tag in ("msg=started", "msg=reloaded"):
         line = next((l for l in lb.log if tag in l), "")
-        rest = pair.sub("", line).strip()
-        fields = dict(pair.findall(line))
-        check(line and not rest and fields.get("config", "").startswith('"') and
-              "lb conf.yaml" in fields["config"], f"{tag}: every field key=value: {line!r}")
+        check(line and logfmt_error(line) is None and
+              logfmt_fields(line).get("config") == lb.path, f"{tag}: every field key=value: {line!r}")
     check(lb.stop() == 0, "exit 0")
 
 def early_signals():
