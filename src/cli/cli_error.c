@@ -41,15 +41,30 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 		cli_error("invalid value '%s' for option %s\n", value, name);
 }
 
+/* <path> with its control bytes written \n or \xNN: the error stays one line. */
+static void put_path(const char *path)
+{
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if (*p == '\n')
+			fputs("\\n", stderr);
+		else if (*p < ' ' || *p == 0x7f)
+			fprintf(stderr, "\\x%02x", *p);
+		else
+			putc(*p, stderr);
+	}
+}
+
 void cli_print_error(const struct hashlb_error *err)
 {
-	if (err->file && err->line > 0)
-		fprintf(stderr, "%s:%d:%d: error: %s\n", err->file, err->line, err->column,
-			err->msg);
-	else if (err->file)
-		fprintf(stderr, "%s: error: %s\n", err->file, err->msg);
-	else
+	if (!err->file) {
 		cli_error("%s\n", err->msg);
+		return;
+	}
+	put_path(err->file);
+	if (err->line > 0)
+		fprintf(stderr, ":%d:%d: error: %s\n", err->line, err->column, err->msg);
+	else
+		fprintf(stderr, ": error: %s\n", err->msg);
 }
 
 /*

@@ -183,6 +183,17 @@ r = run("check", "-c", os.path.join(SRC, "configs"))
 check(r.returncode == 1 and r.stderr.endswith(": error: the configuration is a directory: "
                                                "give the file in it\n"),
       f"a directory: {r.returncode} {r.stderr!r}")
+# a path with a newline or a control byte: still one line, the bytes written \n and \xNN
+# (before: the newline went out as is, the error on two lines)
+with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
+    for name, shown in (("a\nb.yaml", "a\\nb.yaml"), ("c\x01\x1b.yaml", "c\\x01\\x1b.yaml")):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write("services: [\n")
+        for r in (run("check", "-c", path), run("check", "-c", path + ".missing")):
+            check(r.returncode == 1 and r.stderr.count("\n") == 1 and
+                  r.stderr.startswith(os.path.join(tmp, shown)),
+                  f"{name!r}: one line naming the file: {r.returncode} {r.stderr!r}")
 r = run("check")
 check(r.returncode == 2, f"check without -c: exit {r.returncode}, want 2")
 r = run("check", "--help")
