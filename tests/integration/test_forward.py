@@ -355,6 +355,49 @@ def idle_timeout():
     lb.stop()
 
 
+def half_closed_idle_timeout():
+    """Half-closed connections that then go quiet are closed at the idle timeout too, and
+    logged so: one whose client sent its FIN to a backend that never answers nor closes (the
+    backend then gets its FIN), and one whose backend sent its FIN to a client that stays."""
+    held = []
+
+    def silent(conn):  # reads the client's request and FIN, then holds the connection
+        conn.settimeout(30)
+        while conn.recv(1 << 16):
+            pass
+        # 30 s: hashlb closes it by then, or never; recv's timeout raises, failing the test
+        held.append(conn.recv(1) == b"")
+
+    def bye(conn):  # sends its FIN first, then holds the connection
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(30)
+        held.append(conn.recv(1) == b"")
+
+    addr1, stop1 = raw_backend(silent)
+    addr2, stop2 = raw_backend(bye)
+    extra = "timeouts:\n  idle: 1s\nlog_connections: true"
+    cfg = config([("s", addr1)], extra=extra)
+    cfg2 = config([("f", addr2)], name="u", extra=extra)
+    lb = Hashlb(cfg + cfg2[cfg2.index("  - name: u"):])
+    addr = {re.search(r" service=(\S+)", l)[1]: re.search(r" addr=(\S+)", l)[1].rsplit(":", 1)
+            for l in lb.log if "msg=listening " in l}
+    c1 = connect((addr["t"][0], int(addr["t"][1])), timeout=30)
+    c1.sendall(b"request")
+    c1.shutdown(socket.SHUT_WR)
+    c2 = connect((addr["u"][0], int(addr["u"][1])), timeout=30)
+    check(c2.recv(1) == b"", "the backend's FIN reaches the client")
+    check(c1.recv(1) == b"", "the client whose backend stays silent gets a FIN at the idle timeout")
+    check(wait_until(lambda: held.count(True) == 2), "both backends see hashlb close: the FIN")
+    me = ["%s:%d" % c.getsockname()[:2] for c in (c1, c2)]
+    for m in me:
+        check_idle_logged(lb, m, 1000)
+    c1.close()
+    c2.close()
+    lb.stop()
+    stop1()
+    stop2()
+
+
 def reset_midstream():
     """Clients that reset while a large response is in flight to them: hashlb closes the
     backend side, keeps running and serves the next clients."""
@@ -1763,7 +1806,7 @@ def connection_rate_raised():
 
 run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
-           reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
+           half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
