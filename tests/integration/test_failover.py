@@ -3,6 +3,7 @@
 keeps it across reconnects, moves to the next backend of its preference list when its own
 refuses or is at its max_connections, and is closed promptly (no hang) when every backend is
 down or full."""
+import os
 import select
 import socket
 import subprocess
@@ -74,6 +75,56 @@ def ipv6_listener():
         s.close()
         check(got.split("\n")[0] == want, f"[::1] reaches {want} as lookup says, got {got!r}")
     lb.stop()
+
+
+def ipv4_clients_to_ipv6_backends():
+    """An IPv4 listener forwards to an IPv6 backend ([::1]): 1 MiB intact both ways (past
+    the default --splice-after) and the half-close passed on, then the backend's FIN."""
+    b6 = Backend("six", host="::1")
+    lb = Hashlb(config([("six", f'"[::1]:{b6.port}"')]), fname="to-v6.yaml")
+    payload = os.urandom(1 << 20)
+    s = connect(lb.addr)
+    check(read_line(s) == "six", "the IPv6 backend greets the IPv4 client")
+    threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)),
+                     daemon=True).start()
+    s.settimeout(30)
+    got = read_to_eof(s)
+    check(got == payload, f"1 MiB echoed intact through [::1], then the FIN: {len(got)} bytes")
+    s.close()
+    lb.stop()
+    b6.stop()
+
+
+def early_request_goes_once_to_the_backend_that_answers():
+    """A client that sends its request and FIN at once, while its own backend does not answer
+    (a full accept queue: the connect times out) or refuses: the request, read only once a
+    backend is connected, reaches the next backend exactly once, whole, and its answer and FIN
+    come back."""
+    black = BlackHole()
+    dead = "127.0.0.1:%d" % dead_port()
+    # a ring: the next backend of a client's list is where its retry goes (see
+    # unresponsive_backend_times_out)
+    cfg = config([BACKENDS[0], ("x", black.addr), ("y", dead), BACKENDS[2]], scheme="ring",
+                 extra="connect_retries: 2\ntimeouts:\n  connect: 300ms")
+    lb = Hashlb(cfg)
+    clients = [client_ip(i * 7) for i in range(300)]
+    want = lookup(lb.path, clients)
+    for first in ("x", "y"):
+        victims = [c for c in clients if want[c][0] == first and {"a", "c"} & set(want[c])][:3]
+        check(len(victims) == 3, f"some clients have {first} first and a or c after it")
+        for i, c in enumerate(victims):
+            served = next(n for n in want[c] if n in ("a", "c"))
+            request = b"".join(b"%s-%d-%d\n" % (first.encode(), i, k) for k in range(2000))
+            s = connect(lb.addr, c, timeout=10)
+            s.sendall(request)
+            s.shutdown(socket.SHUT_WR)
+            got = read_to_eof(s)
+            s.close()
+            check(got == served.encode() + b"\n" + request,
+                  f"{c} ({first} first): {served} greets and echoes the {len(request)}-byte "
+                  f"request once: got {len(got)} bytes, {got[:12]!r}")
+    lb.stop()
+    black.close()
 
 
 def affinity_across_reconnects():
@@ -806,7 +857,8 @@ def queued_clients_of_a_removed_service():
     check(lb.stop() == 0, "exit 0")
 
 
-run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, affinity_across_reconnects, refused_backend_next_in_list,
+run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
+           early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
            retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, client_reset_while_connecting,
