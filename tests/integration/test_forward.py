@@ -914,13 +914,16 @@ def no_buffer_held_at_rest(lb, what):
           f"{what}, no buffer held ({in_use:.0f}) and no one waits ({waiters:.0f})")
 
 
-def echo_through(lb, i, payload, start=None):
+def echo_through(lb, i, payload, start=None, first=0):
     """Send <payload> and a FIN through <lb> from client_ip(<i>) to an echo backend, once
-    connected and past <start> (a barrier) if given: whether it all came back."""
+    connected and past <start> (a barrier) if given, its <first> bytes before that barrier:
+    whether it all came back."""
     s = connect(lb.addr, src=client_ip(i), timeout=30)
+    s.sendall(payload[:first])
     if start:
         start.wait(30)
-    t = threading.Thread(target=lambda: (s.sendall(payload), s.shutdown(socket.SHUT_WR)))
+    t = threading.Thread(target=lambda: (s.sendall(payload[first:]),
+                                         s.shutdown(socket.SHUT_WR)))
     t.start()
     data = read_to_eof(s)
     t.join()
@@ -928,17 +931,38 @@ def echo_through(lb, i, payload, start=None):
     return data.partition(b"\n")[2] == payload
 
 
+def unread_at(port, n, least):
+    """Whether <n> sockets on local port <port> (a listener's, accepted or not) hold at least
+    <least> bytes unread (ss, over netlink)."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", f"sport = :{port}"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return sum(int(line.split()[0]) >= least for line in out.splitlines()) >= n
+
+
 def buffers_exhausted():
     """With 4 shared buffers for 40 busy connections, every byte still arrives: connections
-    wait for a buffer instead of failing; the waits are counted, and every buffer comes back."""
+    wait for a buffer instead of failing; the waits are counted, and every buffer comes back.
+    Each client's first 16 KiB are sent while hashlb is stopped, so that the worker finds all
+    40 readable at once: on a loaded machine, clients started one after another could each be
+    served before the next came, and nothing waited (1 run in about 20 beside other tests)."""
     lb = Lb(config(BACKENDS), args=("--workers", "1", "--buffers", "4", "--buffer-size", "4096",
                                     "--admin", "127.0.0.1:0"))
     results = [None] * 40
+    start = threading.Barrier(41)
 
     def one(i):
-        results[i] = echo_through(lb, i, random.Random(i).randbytes(256 * 1024 + i))
+        results[i] = echo_through(lb, i, random.Random(i).randbytes(256 * 1024 + i), start,
+                                  first=16384)
 
-    run_threads(one, 40)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
+    with frozen(lb.proc):
+        for t in threads:
+            t.start()
+        start.wait(60)
+        check(wait_until(lambda: unread_at(lb.addr[1], 40, 16384), timeout=30),
+              "the 40 clients' first 16 KiB wait for hashlb")
+    for t in threads:
+        t.join(60)
     check(all(results), f"all 40 connections intact: {results.count(True)} were")
     waits = metric_sum(lb, "hashlb_worker_buffer_waits_total")
     check(waits > 0 and metric_sum(lb, "hashlb_worker_buffers") == 4,
