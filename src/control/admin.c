@@ -206,10 +206,13 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 	o->len--; /* reopen the object */
 	hlb_buf_printf(o,
 		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
-		       ",\"backup\":%" PRIu64 "},\"each_address\":",
+		       ",\"backup\":%" PRIu64 "},\"ends\":{",
 		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
-		       c.closed[HLB_CLOSE_ADMIN], c.closed[HLB_CLOSE_DOWN],
-		       c.closed[HLB_CLOSE_BACKUP]);
+		       c.ends[HLB_END_CLOSED], c.ends[HLB_END_BACKEND_DOWN],
+		       c.ends[HLB_END_PRIMARY_UP]);
+	for (int k = 0; k < HLB_END_MAX; k++)
+		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, k ? "," : "", hlb_end_names[k], c.ends[k]);
+	hlb_buf_puts(o, "},\"each_address\":");
 	/* the each_address entry it comes from (its name as written), for tools to group by */
 	hlb_buf_json_str(o, snap ? b->svc->cfg->backends[idx].from_name : NULL);
 	hlb_buf_puts(o, "}");

@@ -363,17 +363,17 @@ static void backend_families(const struct scrape *sc, struct hlb_buf *o)
 /*
  * Connections hashlb closed because of their backend, by reason: "admin"
  * (hashlb ctl close), "down" (health.close_on_down), "backup" (a backup's
- * close_on_return, another backend back). (Those of a backend
- * removed by a reload, past timeouts.drain, go with the backend.)
+ * close_on_return, another backend back): the ends closed, backend_down
+ * and primary_up of ends_family(), under the names this family had first.
  */
 static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 {
 	static const struct {
-		enum hlb_close_why why;
+		enum hlb_end end;
 		const char *label; /* the label, closing the set */
-	} reasons[] = { { HLB_CLOSE_ADMIN, ",reason=\"admin\"}" },
-			{ HLB_CLOSE_DOWN, ",reason=\"down\"}" },
-			{ HLB_CLOSE_BACKUP, ",reason=\"backup\"}" } };
+	} reasons[] = { { HLB_END_CLOSED, ",reason=\"admin\"}" },
+			{ HLB_END_BACKEND_DOWN, ",reason=\"down\"}" },
+			{ HLB_END_PRIMARY_UP, ",reason=\"backup\"}" } };
 	static const char name[] = "hashlb_backend_closed_connections_total";
 
 	family(o, name, "counter",
@@ -383,7 +383,26 @@ static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 		for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
 			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
 			hlb_buf_puts(o, reasons[k].label);
-			value_u64(o, sc->v[i].c.closed[reasons[k].why]);
+			value_u64(o, sc->v[i].c.ends[reasons[k].end]);
+		}
+}
+
+/* Established connections ended, by how: end="..." as the connection log's end=. */
+static void ends_family(const struct scrape *sc, struct hlb_buf *o)
+{
+	static const char name[] = "hashlb_backend_connection_ends_total";
+
+	family(o, name, "counter",
+	       "Connections established to the backend that ended, by end (the connection "
+	       "log's end=): done, client_reset, backend_reset, idle_timeout, error, "
+	       "drain_timeout, closed, backend_down, primary_up.");
+	for (size_t i = 0; i < sc->n; i++)
+		for (int k = 0; k < HLB_END_MAX; k++) {
+			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
+			hlb_buf_puts(o, ",end=\"");
+			hlb_buf_puts(o, hlb_end_names[k]);
+			hlb_buf_put(o, "\"}", 2);
+			value_u64(o, sc->v[i].c.ends[k]);
 		}
 }
 
@@ -706,6 +725,7 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	}
 	backend_families(&sc, o);
 	closed_family(&sc, o);
+	ends_family(&sc, o);
 	service_families(&sc, o);
 	scrape_free(&sc);
 	steer_families(ctl, o);

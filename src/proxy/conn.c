@@ -327,6 +327,31 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_ERROR] = "error",
 };
 
+/* How an established connection that ended as <end> is counted under its backend. */
+static enum hlb_end conn_backend_end(enum conn_end end)
+{
+	switch (end) {
+	case CONN_END_DONE:
+		return HLB_END_DONE;
+	case CONN_END_CLIENT_RESET:
+		return HLB_END_CLIENT_RESET;
+	case CONN_END_BACKEND_RESET:
+		return HLB_END_BACKEND_RESET;
+	case CONN_END_IDLE:
+		return HLB_END_IDLE;
+	case CONN_END_DRAIN:
+		return HLB_END_DRAIN;
+	case CONN_END_CLOSED:
+		return HLB_END_CLOSED;
+	case CONN_END_BACKEND_DOWN:
+		return HLB_END_BACKEND_DOWN;
+	case CONN_END_PRIMARY_UP:
+		return HLB_END_PRIMARY_UP;
+	default: /* the others end a connection before its backend is reached */
+		return HLB_END_ERROR;
+	}
+}
+
 /* "a.b.c.d:port" or "[v6]:port" of a canonical tuple's source (see tuple.h). */
 static void format_client(const uint8_t *src, char *buf, size_t size)
 {
@@ -421,8 +446,11 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 			worker_close_fd(w, c->fd[i]);
 	}
 	if (c->be) {
-		if (c->established)
+		if (c->established) {
 			atomic_fetch_sub_explicit(&c->be->active, 1, memory_order_relaxed);
+			/* with its log line: the two agree */
+			hlb_backend_count_end(c->be, w->id, conn_backend_end(c->end));
+		}
 		if (c->claimed)
 			conn_unclaim(w, c);
 		hlb_backend_unref(c->be);
@@ -2060,7 +2088,8 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 
 /*
  * Whether hlb_backend_close() closed <c>'s backend since <c> chose it; if
- * so, close <c> with that close's reason, counted under its backend.
+ * so, close <c> with that close's reason (counted under its backend when it
+ * is freed, as every end).
  */
 static bool conn_closed_by_control(struct worker *w, struct conn *c)
 {
@@ -2079,7 +2108,6 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 	why = atomic_load_explicit(&c->be->close_why, memory_order_relaxed);
 	if (why <= HLB_CLOSE_NONE || why >= HLB_CLOSE_MAX)
 		why = HLB_CLOSE_NONE;
-	hlb_stat_add(&c->be->wstats[w->id].closed[why], 1);
 	conn_abort(w, c, ends[why]);
 	return true;
 }

@@ -87,6 +87,18 @@ const uint32_t hlb_connect_bucket_us[HLB_CONNECT_BUCKETS] = {
 	50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
 };
 
+const char *const hlb_end_names[HLB_END_MAX] = {
+	[HLB_END_DONE] = "done",
+	[HLB_END_CLIENT_RESET] = "client_reset",
+	[HLB_END_BACKEND_RESET] = "backend_reset",
+	[HLB_END_IDLE] = "idle_timeout",
+	[HLB_END_ERROR] = "error",
+	[HLB_END_DRAIN] = "drain_timeout",
+	[HLB_END_CLOSED] = "closed",
+	[HLB_END_BACKEND_DOWN] = "backend_down",
+	[HLB_END_PRIMARY_UP] = "primary_up",
+};
+
 void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_counters *ret)
 {
 	struct hlb_backend_counters c = { 0 };
@@ -105,13 +117,16 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 		c.splices += atomic_load_explicit(&w->splices, memory_order_relaxed);
 		c.bytes_spliced += atomic_load_explicit(&w->bytes_spliced, memory_order_relaxed);
 		c.full += atomic_load_explicit(&w->full, memory_order_relaxed);
-		for (int k = 0; k < HLB_CLOSE_MAX; k++)
-			c.closed[k] += atomic_load_explicit(&w->closed[k], memory_order_relaxed);
+		for (int k = 0; k < HLB_END_WORKER_MAX; k++)
+			c.ends[k] += atomic_load_explicit(&w->ends[k], memory_order_relaxed);
 		for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
 			c.connect_hist[k] +=
 				atomic_load_explicit(&w->connect_hist[k], memory_order_relaxed);
 		c.connect_us_sum += atomic_load_explicit(&w->connect_us_sum, memory_order_relaxed);
 	}
+	for (int k = HLB_END_WORKER_MAX; k < HLB_END_MAX; k++)
+		c.ends[k] = atomic_load_explicit(&b->rare_ends[k - HLB_END_WORKER_MAX],
+						 memory_order_relaxed);
 	*ret = c;
 }
 

@@ -44,9 +44,10 @@
  * atomic read-modify-write per I/O); readers sum the lines with
  * hlb_backend_counters_read() / hlb_service_counters_read(). Exceptions,
  * shared atomics touched once per connection, never per I/O: a service's
- * and a backend's <active> (max_connections, bounded load) and a backend's
+ * and a backend's <active> (max_connections, bounded load), a backend's
  * <consecutive_fail> (written only on failures and on the first success
- * after one).
+ * after one) and its <rare_ends> (the ends the control plane or a shutdown
+ * causes, enum hlb_end).
  *
  * Passive health: a worker counts every refused connect into connect_fail,
  * every timed-out connect into connect_timeout, and into the backend's
@@ -122,6 +123,33 @@ enum hlb_close_why {
 };
 
 /*
+ * How a connection that reached its backend (established) ended, as its
+ * line in the connection log says it (end=, hlb_end_names[]): counted per
+ * backend when the connection is freed (hlb_backend_count_end()). Those
+ * before HLB_END_WORKER_MAX, which any connection may meet, go to the
+ * worker's own line; the others, only ever the doing of the control plane
+ * or of a shutdown (hlb_backend_close(), past timeouts.drain), to shared
+ * atomics of the backend: a worker line of their own would cost 64 bytes
+ * per backend per worker for counts most backends never move.
+ */
+enum hlb_end {
+	HLB_END_DONE = 0, /* both sides sent FIN and everything was forwarded */
+	HLB_END_CLIENT_RESET, /* the client's socket failed (reset, ...) */
+	HLB_END_BACKEND_RESET, /* the backend's socket failed */
+	HLB_END_IDLE, /* idle_timeout */
+	HLB_END_ERROR, /* anything else */
+	HLB_END_WORKER_MAX,
+	/* shutdown, or removed by a reload, past timeouts.drain */
+	HLB_END_DRAIN = HLB_END_WORKER_MAX,
+	HLB_END_CLOSED, /* hashlb ctl close */
+	HLB_END_BACKEND_DOWN, /* health.close_on_down */
+	HLB_END_PRIMARY_UP, /* close_on_return */
+	HLB_END_MAX
+};
+
+extern const char *const hlb_end_names[HLB_END_MAX];
+
+/*
  * The connect time histogram's buckets (hashlb_backend_connect_seconds):
  * upper bounds in microseconds, from loopback (~50 us) to a SYN
  * retransmitted twice (3 s) and beyond; a last bucket above them (+Inf).
@@ -150,11 +178,13 @@ struct hlb_backend_wstats {
 	_Atomic uint64_t splices; /* directions switched to splice (kernel-to-kernel) */
 	_Atomic uint64_t bytes_spliced; /* of bytes_in + bytes_out, those moved by splice */
 	_Atomic uint64_t full; /* clients passed to their next backend: at max_connections */
-	_Atomic uint64_t closed[HLB_CLOSE_MAX]; /* connections closed by hlb_backend_close() */
+	_Atomic uint64_t ends[HLB_END_WORKER_MAX]; /* established connections ended, by how */
 	/* connects that succeeded, by how long they took (hlb_connect_bucket()) */
 	_Atomic uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1];
 	_Atomic uint64_t connect_us_sum;
 } __attribute__((aligned(64)));
+/* four cache lines per backend per worker: 20,000 backends on 64 workers hold 328 MB of them */
+_Static_assert(sizeof(struct hlb_backend_wstats) == 256, "a backend's worker counters");
 
 /* Summed counters of one backend, as read by the control plane. */
 struct hlb_backend_counters {
@@ -168,7 +198,7 @@ struct hlb_backend_counters {
 	uint64_t splices;
 	uint64_t bytes_spliced;
 	uint64_t full;
-	uint64_t closed[HLB_CLOSE_MAX];
+	uint64_t ends[HLB_END_MAX]; /* established connections ended, by how */
 	uint64_t connect_hist[HLB_CONNECT_BUCKETS + 1]; /* per bucket, not cumulative */
 	uint64_t connect_us_sum;
 };
@@ -208,6 +238,8 @@ struct hlb_backend {
 	 * value is older, with <close_why> as the reason. */
 	atomic_uint close_gen;
 	_Atomic int close_why; /* enum hlb_close_why of the last close */
+	/* the ends from HLB_END_WORKER_MAX on (hlb_backend_count_end()) */
+	_Atomic uint64_t rare_ends[HLB_END_MAX - HLB_END_WORKER_MAX];
 	void *control; /* the control plane's own state; the runtime never reads it */
 	void (*control_free)(void *control); /* called when the backend is freed, may be NULL */
 	struct hlb_backend_wstats *wstats; /* n_workers lines */
@@ -286,7 +318,8 @@ static inline int hlb_bind_source(int fd, const struct sockaddr_storage *src, so
  * Close every connection to <b> established or connecting now; those that
  * choose it afterwards stay. Any thread; never blocks. The workers close
  * them within a tick (about 100 ms: each sees hlb_close_epoch move), each
- * counted in its closed[why] and logged with the reason.
+ * counted under its backend's ends (the end its <why> gives, see
+ * conn_closed_by_control()) and logged with it.
  */
 void hlb_backend_close(struct hlb_backend *b, enum hlb_close_why why);
 /* Moves with every hlb_backend_close() of the process: a worker that sees
@@ -341,6 +374,16 @@ static inline void hlb_stat_add(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
+}
+
+/* Count an established connection of <b> that ended as <end>, by worker <worker>. */
+static inline void hlb_backend_count_end(struct hlb_backend *b, uint32_t worker, enum hlb_end end)
+{
+	if (end < HLB_END_WORKER_MAX)
+		hlb_stat_add(&b->wstats[worker].ends[end], 1);
+	else /* rare, and once per connection (as the <active> it leaves) */
+		atomic_fetch_add_explicit(&b->rare_ends[end - HLB_END_WORKER_MAX], 1,
+					  memory_order_relaxed);
 }
 
 /* ---- snapshots ----------------------------------------------------------- */

@@ -4,7 +4,8 @@ exactly that backend's established connections (the others keep echoing), counts
 them, and leaves the backend serving new clients; health.close_on_down closes a backend's
 connections when its checks take it down, and its clients reconnect to their next backend,
 while without it (the default) they stay open; a backup's close_on_return closes its
-connections when the primary is back."""
+connections when the primary is back. Each is also counted under its end
+(hashlb_backend_connection_ends_total, /status "ends")."""
 import re
 import socket
 import time
@@ -50,6 +51,13 @@ def closed_metric(lb, backend, reason):
     status, body = lb.http("GET", "/metrics")
     m = re.search(r'^hashlb_backend_closed_connections_total\{service="t",backend="%s",'
                   r'reason="%s"\} (\S+)$' % (backend, reason), body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def ends_metric(lb, backend, end):
+    status, body = lb.http("GET", "/metrics")
+    m = re.search(r'^hashlb_backend_connection_ends_total\{service="t",backend="%s",'
+                  r'end="%s"\} (\S+)$' % (backend, end), body, re.M)
     return float(m.group(1)) if m else None
 
 
@@ -159,6 +167,9 @@ def down_closes(close_on_down):
                                   for l in lb.log) == len(on_x)),
               "one line end=backend_down per connection of x")
         check(lb.backend("x")["closed"]["down"] == len(on_x), "/status counts them")
+        check(ends_metric(lb, "x", "backend_down") == len(on_x) and
+              lb.backend("x")["ends"]["backend_down"] == len(on_x),
+              f"and as ends backend_down: {ends_metric(lb, 'x', 'backend_down')}")
         back = [read_line(connect(lb.addr, c)) for c, _, _ in on_x]
         check(all(b == "y" for b in back), f"x's clients reconnect to y: {back}")
     else:
@@ -216,6 +227,10 @@ def backup_close_on_return():
     check(lb.wait(lambda: closed_metric(lb, "d1", "backup") == len(on_d1)),
           f"counted under reason backup: {closed_metric(lb, 'd1', 'backup')}")
     check(closed_metric(lb, "d2", "backup") == 0, "nothing counted for d2")
+    check(ends_metric(lb, "d1", "primary_up") == len(on_d1) and
+          lb.backend("d1")["ends"]["primary_up"] == len(on_d1) and
+          ends_metric(lb, "d2", "primary_up") == 0,
+          f"and as ends primary_up: {ends_metric(lb, 'd1', 'primary_up')}")
     check(lb.wait(lambda: sum(bool(re.search(r"msg=connection .*backend=d1 .*end=primary_up", l))
                               for l in lb.log) == len(on_d1)),
           "one line end=primary_up per connection of d1")
