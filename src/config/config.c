@@ -138,11 +138,12 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const s
 
 /*
  * While the value of <v> is read, until ld->via is set back to what this
- * returns (not needed after an error: loading ends there): if <v> is an alias (and no alias around it was), an error inside
- * its value says where the alias is. The value's nodes are the anchor's and
- * point there, where the text is, but the key that refused it is the alias's:
- * "health: &h {interval: 100ms}" then "keepalive: *h" was "'interval' 100ms
- * is out of range 1s..32767s" at the health line, and nothing else.
+ * returns (not needed after an error: loading ends there): if <v> is an
+ * alias (and no alias around it was), an error inside its value says where
+ * the alias is. The value's nodes are the anchor's and point there, where
+ * the text is, but the key that refused it is the alias's: "health: &h
+ * {interval: 100ms}" then "keepalive: *h" was "'interval' 100ms is out of
+ * range 1s..32767s" at the health line, and nothing else.
  */
 static const struct ynode *via_begin(struct loader *ld, const struct ynode *v)
 {
@@ -1291,10 +1292,8 @@ static int load_client_list(struct loader *ld, const struct ynode *m,
 			    const struct hashlb_service_cfg *s, const char *key,
 			    struct hashlb_prefix **ret, uint32_t *ret_n)
 {
-	const struct ynode *v = map_get(m, key);
+	const struct ynode *v = map_get(m, key), *via;
 	int r;
-
-	const struct ynode *via;
 
 	if (!v)
 		return 0;
