@@ -27,6 +27,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -123,13 +124,15 @@ class Container:
                     self.pid = int(p)
             time.sleep(0.05)
         if self.pid is None:
+            self.kill()
             raise SystemExit(f"no systemd in the container:\n{self.console()}")
         # is-system-running --wait needs systemd's socket, there a moment after PID 1 is
         state = wait(lambda: self.sh("systemctl is-system-running --wait")[1].strip() in
                      ("running", "degraded"), timeout=60, step=0.1)
         if not state:
-            raise SystemExit(f"the container's systemd did not start: "
-                             f"{self.sh('systemctl is-system-running')}\n{self.console()}")
+            why = self.sh('systemctl is-system-running')
+            self.kill()
+            raise SystemExit(f"the container's systemd did not start: {why}\n{self.console()}")
 
     def console(self):
         with open(self.log_path) as f:
@@ -137,8 +140,10 @@ class Container:
 
     def enter(self, net_only=False):
         """The command prefix that runs what follows inside (net_only: its network only)."""
-        return ["nsenter", "-t", str(self.pid)] + (["-n"] if net_only else
-                                                   ["-m", "-u", "-i", "-n", "-p"]) + ["--"]
+        # -r -w: the container's root, which is not its mount namespace's root when this
+        # test runs in a chroot (there, without them, systemctl saw the chroot's host)
+        into = ["-n"] if net_only else ["-r", "-w", "-m", "-u", "-i", "-n", "-p"]
+        return ["nsenter", "-t", str(self.pid)] + into + ["--"]
 
     def sh(self, cmd, timeout=60):
         p = subprocess.run(self.enter() + ["/bin/sh", "-c", cmd], capture_output=True,
@@ -185,8 +190,18 @@ class Container:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                stop(self.proc)
+                self.kill()
         self.log.close()
+
+    def kill(self):
+        """The container at once: its PID 1 killed takes every process in it along (nspawn
+        killed alone would leave the container's systemd running, reparented)."""
+        if self.pid is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        stop(self.proc)
 
 
 # A client holding one connection: prints the greeting, then echoes what it is given line
