@@ -369,8 +369,10 @@ static void format_client(const uint8_t *src, char *buf, size_t size)
  */
 static void conn_log(struct worker *w, struct conn *c)
 {
-	char client[INET6_ADDRSTRLEN + 10] = "-", qs[160], qb[160], err[32] = "";
-	char connect[32] = "";
+	/* names quoted whole: valid UTF-8 without control bytes (the loader's
+	 * rule), so at most each byte doubled ("\\"), and the quotes */
+	char client[INET6_ADDRSTRLEN + 10] = "-", qs[160], qb[2 * HASHLB_NAME_MAX + 3];
+	char err[32] = "", connect[32] = "";
 	const char *be = "-", *be_addr = "-";
 
 	if (c->client_set) {

@@ -682,7 +682,8 @@ def odd_names_in_every_format():
     adm = tmppath('a d"=\\\u00e9')
     os.makedirs(adm, exist_ok=True)
     admin = "unix:" + os.path.join(adm, 's "k"=.sock')
-    names = ["b\\x\\\u00e9", "\u00fc\\n", "c\\"]
+    # each over 160 bytes quoted (a connection line cut backend names there), at most 255
+    names = ["b\\x\\\u00e9" + "\u00e9" * 120, "\u00fc\\n" + "\u00fc" * 120, "c\\" * 100]
     yq = json.dumps  # a YAML double-quoted scalar
     bad = "x" + "\x01" * 60 + "\x1b[31my"
 
