@@ -7,11 +7,13 @@ closed, long before the idle timeout; without keepalive such a connection stays.
 applies to new connections. In network namespaces this test creates, a client whose link goes
 down while a backend streams to it (its window full, then no ACK at all): the idle timeout
 ends the connection, on splice and on buffers, hashlb holds nothing for it afterwards and does
-not spin meanwhile; and a SIGTERM drain with such a client still connected exits at the drain
-deadline."""
+not spin meanwhile; a SIGTERM drain with such a client still connected exits at the drain
+deadline; and a backend whose link goes down while its connection is quiet is found by
+keepalive: ETIMEDOUT, its client reset, logged and counted once as backend_reset."""
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -370,7 +372,10 @@ def vanished_client_idle_timeout():
             n.close()
             check(lb.stop() == 0, f"{mode}: hashlb exits 0")
             be.close()
+            be = None
     finally:
+        if be:
+            be.close()
         hosts.close()
 
 
@@ -434,6 +439,108 @@ def drain_with_a_vanished_client():
         hosts.close()
 
 
+class EchoIn:
+    """In namespace <ns>, on <host>: echoes each connection until it ends; .ended[i] is set
+    when connection i ends."""
+
+    def __init__(self, ns, host):
+        with in_netns(ns):
+            self.srv = socket.create_server((host, 0))
+        self.addr = "%s:%d" % (host, self.srv.getsockname()[1])
+        self.ended = []
+        self.close = serve_each(self.srv, self._one)
+
+    def _one(self, c):
+        ended = threading.Event()
+        self.ended.append(ended)
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                c.sendall(d)
+        except OSError:
+            pass
+        ended.set()
+        c.close()
+
+
+def backend_ends(lb):
+    """{end: n} of backend "a" in hashlb_backend_connection_ends_total, those not 0."""
+    status, body = lb.http("GET", "/metrics")
+    check(status == 200, "GET /metrics")
+    return {m.group(1): int(float(m.group(2))) for m in re.finditer(
+        r'^hashlb_backend_connection_ends_total\{service="t",backend="a",end="(\w+)"\} (\S+)$',
+        body, re.M) if float(m.group(2))}
+
+
+def keepalive_finds_a_vanished_backend():
+    """A backend whose host vanishes (its link down: no FIN, no RST, no answer to anything)
+    while its connection is quiet: keepalive (1 s, 1 s, 1 probe) on hashlb's backend socket
+    gets no answer, and the kernel ends that socket with ETIMEDOUT. The client is told (reset,
+    as for any failure of the backend's socket), the connection is logged once,
+    end=backend_reset err=ETIMEDOUT (the backend's socket failed; err= tells a timeout from a
+    reset), and counted once under that end in hashlb_backend_connection_ends_total and
+    /status; nothing is held for it. On buffers, and on splice (both directions spliced)."""
+    hosts = Hosts(clients=2)  # the "clients" are the backends' hosts here, one per mode
+    be = None
+    try:
+        for i, mode, args, size in ((1, "buffers", ("--splice-after", "off"), 3),
+                                    (2, "splice", ("--splice-after", "16384"), 1 << 20)):
+            be = EchoIn(hosts.clients[i - 1], f"10.214.{i}.2")
+            lb = lb_in(hosts, be, "beka-" + mode, "timeouts: {idle: 10m, drain: 1s}\n"
+                       "keepalive: {idle: 1s, interval: 1s, count: 1}", args)
+            with in_netns(hosts.lb):
+                s = socket.create_connection(("127.0.0.1", lb.addr[1]), timeout=10)
+            sent = bytes(range(256)) * (size // 256) or b"hi\n"
+            threading.Thread(target=s.sendall, args=(sent,), daemon=True).start()
+            got = b""
+            while len(got) < len(sent):
+                d = s.recv(1 << 16)
+                if not d:
+                    break
+                got += d
+            check(got == sent, f"{mode}: {len(sent)} bytes echoed through hashlb: {len(got)}")
+            if mode == "splice":
+                pipes = metric_sum(lb, "hashlb_worker_splice_pipes")
+                check(pipes == 2, f"splice: both directions spliced: {pipes} pipes")
+            hosts.vanish(i)
+            s.settimeout(60)  # bounded: keepalive ends it in about 2 s
+            try:
+                how = "FIN" if s.recv(100) == b"" else "data"
+            except ConnectionResetError:
+                how = "RST"
+            except OSError as e:
+                how = repr(e)
+            check(how == "RST", f"{mode}: the client's connection is reset: {how}")
+            check(lb.wait_log(r" msg=connection "), f"{mode}: a connection line")
+            lines = [l for l in lb.log if " msg=connection " in l]
+            check(len(lines) == 1 and re.search(r"\bend=backend_reset err=ETIMEDOUT$", lines[0]),
+                  f"{mode}: logged once, end=backend_reset err=ETIMEDOUT: {lines}")
+            ends = {}
+
+            def counted():
+                nonlocal ends
+                ends = backend_ends(lb)
+                return ends == {"backend_reset": 1}
+
+            lb.wait(counted)
+            check(ends == {"backend_reset": 1}, f"{mode}: counted once, backend_reset: {ends}")
+            b = lb.backend("a")
+            st = b and {k: v for k, v in b["ends"].items() if v}
+            check(st == {"backend_reset": 1}, f"{mode}: /status ends agree: {st}")
+            check(lb.wait(lambda: not any(held(lb).values())),
+                  f"{mode}: nothing held for it any more: {held(lb)}")
+            s.close()
+            check(lb.stop() == 0, f"{mode}: hashlb exits 0")
+            be.close()
+            be = None
+    finally:
+        if be:
+            be.close()
+        hosts.close()
+
+
 if os.geteuid() != 0 or not shutil.which("ip"):
     # TCP_REPAIR needs CAP_NET_ADMIN; the vanishing clients, network namespaces
     print("SKIP: needs root (TCP_REPAIR, network namespaces) and iproute2")
@@ -444,4 +551,5 @@ except (RuntimeError, OSError) as e:
     print(f"SKIP: cannot create network namespaces: {e}")
     sys.exit(77)
 run_tests([settings_on_both_sockets, vanished_peers_found, vanished_client_idle_timeout,
-           user_timeout_finds_a_vanished_reader, drain_with_a_vanished_client])
+           user_timeout_finds_a_vanished_reader, drain_with_a_vanished_client,
+           keepalive_finds_a_vanished_backend])
