@@ -426,6 +426,12 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		return;
 	if (c->log)
 		conn_log(w, c);
+	if (w->draining) {
+		if (c->end == CONN_END_DRAIN)
+			w->drain_timed_out++;
+		else
+			w->drain_finished++;
+	}
 	for (int i = 0; i < 2; i++) {
 		struct half *h = &c->h[i];
 

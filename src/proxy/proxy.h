@@ -64,6 +64,13 @@ void hlb_proxy_failing_take(struct hlb_proxy *p);
 bool hlb_proxy_done(struct hlb_proxy *p);
 /* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */
 void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
+/*
+ * Once hlb_proxy_done(): the connections that ended while the workers drained,
+ * by themselves (<ret_finished>: any end but the deadline's) and closed at its
+ * deadline or by a drain of 0 ms (<ret_timed_out>: end=drain_timeout).
+ */
+void hlb_proxy_drain_ends(const struct hlb_proxy *p, uint64_t *ret_finished,
+			  uint64_t *ret_timed_out);
 /* Join the threads (after they exited, or a drain) and free. Accepts NULL. */
 void hlb_proxy_free(struct hlb_proxy *p);
 /* Connections open now, over all workers (relaxed reads). */

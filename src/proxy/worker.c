@@ -982,6 +982,21 @@ void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms)
 	}
 }
 
+void hlb_proxy_drain_ends(const struct hlb_proxy *p, uint64_t *ret_finished,
+			  uint64_t *ret_timed_out)
+{
+	uint64_t finished = 0, timed_out = 0;
+
+	/* each worker wrote them before its n_exited increment, which
+	 * hlb_proxy_done() read */
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		finished += p->workers[i].drain_finished;
+		timed_out += p->workers[i].drain_timed_out;
+	}
+	*ret_finished = finished;
+	*ret_timed_out = timed_out;
+}
+
 /* Queue <type> for <l> on every worker; each command holds a reference. */
 static void listener_broadcast(struct hlb_proxy *p, struct hlb_listener *l, int type)
 {

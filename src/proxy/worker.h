@@ -300,6 +300,10 @@ struct worker {
 	bool draining;
 	bool takeover_done; /* checked after the old hashlb exited */
 	uint64_t drain_deadline;
+	/* connections freed while draining: ended by themselves, and closed at
+	 * its deadline (end=drain_timeout); read once the worker has exited
+	 * (hlb_proxy_drain_ends()) */
+	uint64_t drain_finished, drain_timed_out;
 	bool exiting;
 	uint64_t last_fd_limit_log, last_cap_log;
 	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */

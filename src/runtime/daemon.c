@@ -124,6 +124,7 @@ struct hlb_daemon {
 	bool stopping;
 	bool stop_now;
 	bool stop_signalled; /* a SIGTERM/SIGINT came (not only an upgrade's handover) */
+	uint64_t drain_start_ms; /* CLOCK_MONOTONIC, when stopping began */
 	uint64_t generation;
 	/* the static pool */
 	struct hlb_service **services;
@@ -1052,6 +1053,7 @@ static uint32_t drain_ms(struct hlb_daemon *d)
 
 static void upgrade_end(struct hlb_daemon *d);
 static void upgrade_stop_child(struct hlb_daemon *d);
+static uint64_t mono_ms(void);
 
 void hlb_daemon_stop(struct hlb_daemon *d)
 {
@@ -1067,6 +1069,7 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		return;
 	}
 	d->stopping = true;
+	d->drain_start_ms = mono_ms();
 	if (d->up.pid) {
 		/* not ready yet: it would serve on alone; it drains what it took.
 		 * Its READY is no longer listened to; its exit still is (it is
@@ -2019,7 +2022,19 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		hlb_rcu_poll(d->rcu);
 	}
 	d->running = false;
-	hlb_log(HLB_LOG_INFO, "stopped", NULL);
+	if (d->stopping && hlb_proxy_done(d->proxy)) {
+		uint64_t finished, timed_out;
+
+		/* How the drain ended, after the workers' last connection lines
+		 * (flushed as they exit): those that ended by themselves, those
+		 * the deadline (or a second signal) closed, and how long it took. */
+		hlb_proxy_drain_ends(d->proxy, &finished, &timed_out);
+		hlb_log(HLB_LOG_INFO, "stopped", "finished=%llu drain_timeout=%llu drain_ms=%llu",
+			(unsigned long long)finished, (unsigned long long)timed_out,
+			(unsigned long long)(mono_ms() - d->drain_start_ms));
+	} else {
+		hlb_log(HLB_LOG_INFO, "stopped", NULL);
+	}
 	if (d->hooks.stopped)
 		d->hooks.stopped(d, d->hooks.arg);
 	return 0;

@@ -163,6 +163,52 @@ def drain_timeout():
     s.close()
 
 
+def drain_end_logged():
+    """The drain's end is one line as hashlb exits, after every connection line:
+    msg=stopped finished=N drain_timeout=N drain_ms=N, the connections that ended by
+    themselves during the drain and those closed at its deadline, which the connection log's
+    end= agrees with. Before, msg=stopped said nothing: whether the drain cut connections
+    (and how many) took counting end=drain_timeout lines, logged only with log_connections,
+    and the drain's length was nowhere. Then a second signal: the connections it closes count
+    as closed at the deadline too (it ends the drain at once)."""
+    lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 2s\nlog_connections: true"))
+    done, held = connect(lb.addr, timeout=5), connect(lb.addr, timeout=5)
+    read_line(done)
+    read_line(held)
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=2 "), f"draining 2: {lb.log[-3:]}")
+    done.close()
+    check(lb.wait_log(r"msg=connection .* end=done"), "the closed one ends by itself")
+    check(lb.proc.wait(30) == 0, "exit 0 at the drain deadline")
+    lines = [logfmt_fields(l) for l in lb.log_to_end()]
+    ends = sorted(f["end"] for f in lines if f["msg"] == "connection")
+    check(ends == ["done", "drain_timeout"], f"logged done and drain_timeout: {ends}")
+    last = [i for i, f in enumerate(lines) if f["msg"] in ("connection", "stopped")]
+    stopped = lines[last[-1]] if last else {}
+    check(stopped.get("msg") == "stopped", f"msg=stopped after the connections: {stopped}")
+    check(stopped.get("finished") == "1" and stopped.get("drain_timeout") == "1",
+          f"1 finished, 1 closed at the deadline: {stopped}")
+    # the workers' deadline is on their own clock, read once a turn in whole ms: 1999 seen
+    check(int(stopped.get("drain_ms", "0")) >= 1900, f"the drain lasted its 2 s: {stopped}")
+    done.close()
+    held.close()
+
+    lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 60s\nlog_connections: true"))
+    held = [connect(lb.addr, timeout=5) for _ in range(3)]
+    for s in held:
+        read_line(s)
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=3 "), f"draining 3: {lb.log[-3:]}")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.proc.wait(30) == 0, "exit 0 at the second signal")
+    stopped = [logfmt_fields(l) for l in lb.log_to_end() if " msg=stopped" in l]
+    check(len(stopped) == 1 and stopped[0].get("finished") == "0" and
+          stopped[0].get("drain_timeout") == "3",
+          f"second signal: 3 closed at the deadline: {stopped}")
+    for s in held:
+        s.close()
+
+
 def drain_deadline_resets_the_unserved():
     """At the drain deadline a client whose backend connect is still in flight, never
     answered, is reset, whether or not it sent its request: before, it got a FIN when it had
@@ -564,6 +610,7 @@ def socket_activation():
 
 run_tests([config_error_refused, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
+           drain_end_logged,
            drain_deadline_resets_the_unserved, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
