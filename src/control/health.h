@@ -94,8 +94,9 @@ double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_pa
  */
 #define HLB_CHECK_ERRS_KINDS 8
 #define HLB_CHECK_ERRS_GAP_MS 10000
-/* and a pool logs at most this many such lines a second, all its backends and services
- * together, the next one saying how many were not (unlogged=N) */
+/* and a pool logs at most this many such lines a second (with those of checks failing while
+ * their backend stays up), all its backends and services together, the next one saying how
+ * many were not (unlogged=N) */
 #define HLB_CHECK_ERRS_PER_S 10
 
 struct hlb_check_errs {

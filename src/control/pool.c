@@ -39,8 +39,8 @@ struct hlb_pool {
 	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
 	struct handover *ho;
 	size_t n_ho;
-	/* errs_budget(): the "another error" lines of this second, and those not logged since
-	 * the last one that was */
+	/* errs_budget(): the lines of this second on checks that change no health ("another
+	 * error", "backend still up"...), and those not logged since the last one that was */
 	uint64_t errs_second_ms;
 	uint32_t errs_in_second;
 	uint64_t errs_unlogged;
@@ -154,6 +154,8 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 
 	if (!b->health.up)
 		hlb_check_errs_start(&b->check_errs, err, now);
+	b->up_fails = 0; /* its "backend down" line ends their episode */
+	b->up_fails_logged = false;
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
 		 b->health.up ? "backend up" : "backend down",
 		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s", b->svc->cfg->name,
@@ -168,19 +170,22 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 }
 
 /*
- * Whether an "another error" line (a backend's failing checks, a service's skipped ones) may
- * be logged now: each backend and service logs one per change of error, bounded, but
- * thousands of backends down whose errors flap would still log thousands a second; the pool
- * logs at most HLB_CHECK_ERRS_PER_S of them a second. *<ret_unlogged>: the lines not logged
- * since the last one that was, for it to say.
+ * Whether a line on checks that change no health may be logged now: an "another error" one
+ * (a backend's failing checks, a service's skipped ones), or a backend's check failed or
+ * passed again while it stays up. Each backend and service logs one per change of error, or
+ * one per check at most, but thousands of backends whose errors flap, or whose checks fail
+ * now and then, would still log thousands a second; the pool logs at most
+ * HLB_CHECK_ERRS_PER_S of them a second. <must>: logged whatever the count, and counted (the
+ * end of a run whose start was logged: no run is left open in the log). *<ret_unlogged>:
+ * the lines not logged since the last one that was, for it to say.
  */
-static bool errs_budget(struct hlb_pool *p, uint64_t now, uint64_t *ret_unlogged)
+static bool errs_budget(struct hlb_pool *p, uint64_t now, bool must, uint64_t *ret_unlogged)
 {
 	if (now - p->errs_second_ms >= 1000) {
 		p->errs_second_ms = now;
 		p->errs_in_second = 0;
 	}
-	if (p->errs_in_second >= HLB_CHECK_ERRS_PER_S) {
+	if (p->errs_in_second >= HLB_CHECK_ERRS_PER_S && !must) {
 		p->errs_unlogged++;
 		return false;
 	}
@@ -199,20 +204,75 @@ static const char *unlogged_text(uint64_t n, char *buf, size_t size)
 	return buf;
 }
 
+/* " passive=N" for a run of failures <n> of which the forwarder's connects saw, "" for 0 */
+static const char *passive_text(uint32_t n, char *buf, size_t size)
+{
+	if (!n)
+		return "";
+	snprintf(buf, size, " passive=%" PRIu32, n);
+	return buf;
+}
+
+/*
+ * A check of <b>, up before it and after: a failed one is logged with the run of failures
+ * toward fall it makes (HAProxy's "option log-health-checks"), and a passed one that ends
+ * such a run says so, the episode over; <run>, <passive>: the run (and of it, the
+ * forwarder's failed connects) before this check. A backend failing one check in three
+ * would otherwise be seen in no line until it went down. All under errs_budget(), the end
+ * logged whenever a failure of its run was.
+ */
+static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t err, uint32_t run,
+				   uint32_t passive, uint64_t now)
+{
+	const struct hlb_health *h = &b->health;
+	char why[64], pas[32], more[32];
+	uint64_t unlogged;
+	bool logged;
+
+	if (!ok) {
+		b->up_fails++;
+		if (!errs_budget(b->svc->pool, now, false, &unlogged))
+			return;
+		b->up_fails_logged = true;
+		pool_log(b->svc->pool, HLB_LOG_WARN, "health check failed, backend still up",
+			 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
+			 b->svc->cfg->name, b->rt->name, check_err_text(err, why, sizeof(why)),
+			 h->fail_run, b->svc->hp.fall,
+			 passive_text(h->passive_run, pas, sizeof(pas)),
+			 unlogged_text(unlogged, more, sizeof(more)));
+		return;
+	}
+	if (!b->up_fails)
+		return; /* no failed check in its run: the forwarder's connects alone */
+	logged = b->up_fails_logged;
+	b->up_fails = 0;
+	b->up_fails_logged = false;
+	if (!errs_budget(b->svc->pool, now, logged, &unlogged))
+		return;
+	pool_log(b->svc->pool, HLB_LOG_INFO, "health check passed, backend stayed up",
+		 "service=%s backend=%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s", b->svc->cfg->name,
+		 b->rt->name, run, b->svc->hp.fall, passive_text(passive, pas, sizeof(pas)),
+		 unlogged_text(unlogged, more, sizeof(more)));
+}
+
 /* A check's result; <err>: a failed one's err_code(). */
 static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t err)
 {
 	uint64_t now = hlb_now_ms(), unlogged;
-	uint32_t was, changes;
+	uint32_t was, changes, run = b->health.fail_run, passive = b->health.passive_run;
 	char now_err[64], was_err[64], more[32];
 
 	if (hlb_health_check(&b->health, &b->svc->hp, ok, now)) {
 		backend_health_changed(b, now, "checks", ok ? 0 : err);
 		return;
 	}
+	if (b->health.up) {
+		backend_check_while_up(b, ok, err, run, passive, now);
+		return;
+	}
 	/* still down: a check failing otherwise than the log last said says so */
-	if (ok || b->health.up || !hlb_check_errs_note(&b->check_errs, err, now, &was, &changes) ||
-	    !errs_budget(b->svc->pool, now, &unlogged))
+	if (ok || !hlb_check_errs_note(&b->check_errs, err, now, &was, &changes) ||
+	    !errs_budget(b->svc->pool, now, false, &unlogged))
 		return;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health checks still failing, another error",
 		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32 "%s", b->svc->cfg->name,
@@ -249,7 +309,7 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 	s->skip_last_ms = hlb_now_ms();
 	if (s->skipping &&
 	    (!hlb_check_errs_note(&s->skip_errs, e, s->skip_last_ms, &was, &changes) ||
-	     !errs_budget(s->pool, s->skip_last_ms, &unlogged)))
+	     !errs_budget(s->pool, s->skip_last_ms, false, &unlogged)))
 		return; /* the episode goes on: logged once per change of fault, bounded */
 	if (s->cfg->source_len)
 		getnameinfo((const struct sockaddr *)&s->cfg->source, s->cfg->source_len, src,
@@ -384,6 +444,8 @@ static void backend_health_restart(struct hlb_pool_backend *b, bool up, uint64_t
 	hlb_health_init(&b->health, up, now);
 	b->health.flaps = flaps;
 	hlb_check_errs_start(&b->check_errs, 0, now);
+	b->up_fails = 0;
+	b->up_fails_logged = false;
 }
 
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)

@@ -68,6 +68,10 @@ struct hlb_pool_backend {
 	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */
 	/* its checks' errors while it is down, for the log */
 	struct hlb_check_errs check_errs;
+	/* its checks failed while it stays up (fewer than fall in a row, the run a passed check
+	 * ends), for the log: how many, and whether a line of them was logged */
+	uint32_t up_fails;
+	bool up_fails_logged;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */

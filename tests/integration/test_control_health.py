@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
@@ -698,10 +699,12 @@ def check_errors_are_logged_as_they_change():
 class App:
     """A server whose answer to each connection is set by .mode: "pong" answers b"+PONG" to a
     line, "err" answers b"-ERR", "mute" reads and never answers, "banner" greets with b"220 "
-    first. .got holds the bytes of the last connection that sent any."""
+    first. .got holds the bytes of the last connection that sent any. In "pong", the next
+    .errs lines (set under .lock) are answered b"-ERR" instead: that many checks fail."""
 
     def __init__(self, name, host="127.0.0.1", port=0):
         self.name, self.mode, self.got = name, "pong", b""
+        self.errs, self.lock = 0, threading.Lock()  # answer b"-ERR" to the next .errs PINGs
         self.srv = socket.create_server((host, port))
         self.port = self.srv.getsockname()[1]
         self.addr = "%s:%d" % (host, self.port)
@@ -722,6 +725,10 @@ class App:
                     got += d
                 if got:
                     self.got = got
+                    with self.lock:
+                        if mode == "pong" and self.errs:
+                            self.errs -= 1
+                            mode = "err"
                 if mode in ("pong", "err") and got:
                     c.sendall(b"+PONG\r\n" if mode == "pong" else b"-ERR\r\n")
                     c.recv(1)
@@ -771,6 +778,39 @@ def payload_checks():
     check(lb.stop() == 0, "exit 0")
     x.close()
     y.close()
+
+
+def checks_failing_while_up_are_logged():
+    """A backend failing 3 checks in a row, fewer than fall (4), stays up, and the log says so:
+    one warning per failed check with the run toward fall (failed=1, 2, 3), then a line as a
+    check passes again, the run over. Before, nothing was logged until it went down: a
+    backend failing now and then was seen only in hashlb_backend_checks_failed_total. Each
+    check gets a -ERR the server counts, so the run is 3 checks exactly, whatever the timing
+    (a 500 ms timeout: a loaded machine must not fail a good check)."""
+    k, fall = 3, 4
+    x = App("x")
+    health = (f"interval: 500ms\ntimeout: 500ms\nrise: 2\nfall: {fall}\n"
+              'send: "PING\\r\\n"\nexpect: "+PONG"')
+    lb = Lb(config([("x", x.addr)], health=health))
+    check(lb.wait(lambda: lb.backend("x")["checks_ok"] >= 1) is not None, "x passes its checks")
+    with x.lock:
+        x.errs = k
+    ended = r'level=info msg="health check passed, backend stayed up" service=t backend=x '
+    check(lb.wait_log(ended + rf"failed={k} fall={fall}$", timeout=30),
+          "a line says its checks pass again, after 3 failed")
+    lines = [l for l in lb.log if "backend=x" in l and "health check" in l]
+    failed = [l for l in lines if 'msg="health check failed, backend still up"' in l]
+    print(f"    {len(failed)} failed-check lines, then: {lines[len(failed):][:1]}")
+    want = [rf'level=warn msg="health check failed, backend still up" service=t backend=x '
+            rf"at=reply err=EBADMSG failed={i} fall={fall}$" for i in range(1, k + 1)]
+    check(len(lines) == k + 1 and all(re.search(w, l) for w, l in zip(want, lines)) and
+          re.search(ended, lines[k]),
+          f"one warning per failed check, failed=1..{k}, then the end of the run: {lines}")
+    check(not [l for l in lb.log if 'msg="backend down"' in l],
+          "x never went down: 3 failed, fewer than fall")
+    check(lb.backend("x")["health"] == "up" and lb.backend("x")["in_table"], "x is up")
+    check(lb.stop() == 0, "exit 0")
+    x.close()
 
 
 def health_endpoints():
@@ -1087,4 +1127,5 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            health_port, half_a_maglev_pool_dies_at_once,
            a_killed_maglev_backend_moves_its_clients_once,
            stale_failures_do_not_take_a_recovered_backend_down,
-           table_memory_counts_every_table, check_errors_are_logged_as_they_change])
+           table_memory_counts_every_table, check_errors_are_logged_as_they_change,
+           checks_failing_while_up_are_logged])

@@ -1095,22 +1095,22 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
 		c->done(c->arg, false, 0);
 	}
-	assert_int_equal(l.n, 1);
-	assert_non_null(strstr(l.text[0], "msg=\"backend down\" service=web backend=b1 "
+	assert_int_equal(l.n, 3); /* failed=1 and 2 while it stays up, then down */
+	assert_non_null(strstr(l.text[2], "msg=\"backend down\" service=web backend=b1 "
 					  "cause=checks flaps=1 at=connect err=ECONNREFUSED"));
 	for (int i = 0; i < 50; i++) { /* no answer to the SYN, then flapping */
 		c->failed_at = HLB_CHECK_AT_CONNECT;
 		c->failed_err = i % 2 ? ECONNREFUSED : ETIMEDOUT;
 		c->done(c->arg, false, 0);
 	}
-	assert_int_equal(l.n, 2);
-	assert_string_equal(l.text[1], "msg=\"health checks still failing, another error\" "
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.text[3], "msg=\"health checks still failing, another error\" "
 				       "service=web backend=b1 at=connect err=ETIMEDOUT "
 				       "was=\"at=connect err=ECONNREFUSED\" changes=1");
 	c->failed_at = HLB_CHECK_AT_REPLY, c->failed_err = EBADMSG; /* a new one: at once */
 	c->done(c->arg, false, 0);
-	assert_int_equal(l.n, 3);
-	assert_non_null(strstr(l.text[2], "at=reply err=EBADMSG was=\"at=connect err=ETIMEDOUT\" "
+	assert_int_equal(l.n, 5);
+	assert_non_null(strstr(l.text[4], "at=reply err=EBADMSG was=\"at=connect err=ETIMEDOUT\" "
 					  "changes=50"));
 
 	before = l.n;
@@ -1159,6 +1159,7 @@ static void test_error_lines_are_bounded_for_the_pool(void **state)
 	struct hlb_check *c[N];
 
 	checked_pool(&f, N, err_capture, &l);
+	f.svc->hp.fall = 1; /* no "backend still up" lines first: they spend the same budget */
 	for (uint32_t i = 0; i < N; i++) {
 		char name[16];
 
@@ -1181,6 +1182,87 @@ static void test_error_lines_are_bounded_for_the_pool(void **state)
 	assert_int_equal(l.n, HLB_CHECK_ERRS_PER_S + 1);
 	assert_non_null(strstr(l.last, "backend=b0 at=reply err=EBADMSG"));
 	assert_non_null(strstr(l.last, " unlogged=20"));
+	fixture_teardown(&f);
+}
+
+/*
+ * Checks failing while the backend stays up (fewer than fall in a row) are logged, each with
+ * the run toward fall, and the passed check that ends the run says so: before, nothing was,
+ * and a backend failing one check in three was seen in no line until it went down.
+ */
+static void test_checks_failing_while_up_are_logged(void **state)
+{
+	struct log_lines l = { 0 };
+	struct fixture f;
+	struct hlb_check *c;
+
+	checked_pool(&f, 3, log_capture, &l); /* fall 3 */
+	c = &hlb_pool_backend_find(f.svc, "b1")->check;
+	c->done(c->arg, true, 0); /* passes: nothing */
+	for (int i = 0; i < 2; i++) {
+		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+		c->done(c->arg, false, 0);
+	}
+	c->done(c->arg, true, 0);
+	c->done(c->arg, true, 0); /* the run ended: nothing more */
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.text[0], "msg=\"health check failed, backend still up\" service=web "
+				       "backend=b1 at=connect err=ECONNREFUSED failed=1 fall=3");
+	assert_string_equal(l.text[1], "msg=\"health check failed, backend still up\" service=web "
+				       "backend=b1 at=connect err=ECONNREFUSED failed=2 fall=3");
+	assert_string_equal(l.text[2], "msg=\"health check passed, backend stayed up\" service=web "
+				       "backend=b1 failed=2 fall=3");
+	assert_true(hlb_pool_backend_up(hlb_pool_backend_find(f.svc, "b1")));
+	fixture_teardown(&f);
+}
+
+/* Counts the lines of checks failing while up and of their runs' ends; keeps the first end. */
+struct up_lines {
+	uint32_t failed, passed;
+	char first_end[256];
+};
+
+static void up_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	struct up_lines *l = arg;
+
+	(void)level;
+	if (!strcmp(msg, "health check failed, backend still up"))
+		l->failed++;
+	if (strcmp(msg, "health check passed, backend stayed up"))
+		return;
+	if (!l->passed++)
+		snprintf(l->first_end, sizeof(l->first_end), "msg=\"%s\" %s", msg, kv);
+}
+
+/*
+ * 30 backends each failing one check at once (a switch hiccups): the pool logs
+ * HLB_CHECK_ERRS_PER_S of them, and as they pass again, the end of each run it logged, over
+ * the budget if it must (no run is left open in the log), the first saying how many lines
+ * were not logged; the runs it did not log end unlogged too.
+ */
+static void test_checks_failing_while_up_are_bounded_for_the_pool(void **state)
+{
+	enum { N = 30 };
+	struct up_lines l = { 0 };
+	struct fixture f;
+	struct hlb_check *c[N];
+
+	checked_pool(&f, N, up_capture, &l);
+	for (uint32_t i = 0; i < N; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%u", i);
+		c[i] = &hlb_pool_backend_find(f.svc, name)->check;
+		c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ETIMEDOUT;
+		c[i]->done(c[i]->arg, false, 0);
+	}
+	assert_int_equal(l.failed, HLB_CHECK_ERRS_PER_S);
+	for (uint32_t i = 0; i < N; i++)
+		c[i]->done(c[i]->arg, true, 0);
+	assert_int_equal(l.passed, HLB_CHECK_ERRS_PER_S);
+	assert_string_equal(l.first_end, "msg=\"health check passed, backend stayed up\" "
+					 "service=web backend=b0 failed=1 fall=3 unlogged=20");
 	fixture_teardown(&f);
 }
 
@@ -1210,6 +1292,8 @@ int main(void)
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
+		cmocka_unit_test(test_checks_failing_while_up_are_logged),
+		cmocka_unit_test(test_checks_failing_while_up_are_bounded_for_the_pool),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
