@@ -80,6 +80,11 @@ void cli_bad_value(const char *name, const char *value, const char *allowed);
  */
 int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
 	       char *ret_name);
+/*
+ * The commands that take "-c FILE" and no argument: 0 when <path> is given and
+ * argv[optind..] is empty; otherwise say which is wrong and return 2 (a usage error).
+ */
+int cli_config_only(const char *path, int argc, char **argv, int optind);
 /* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */

@@ -41,6 +41,17 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 		cli_error("invalid value '%s' for option %s\n", value, name);
 }
 
+int cli_config_only(const char *path, int argc, char **argv, int optind)
+{
+	if (path && optind == argc)
+		return 0;
+	if (path)
+		cli_error("unexpected argument '%s'\n", argv[optind]);
+	else
+		cli_error("need -c FILE\n");
+	return 2;
+}
+
 /* <path> with its control bytes written \n or \xNN: the error stays one line. */
 static void put_path(const char *path)
 {

@@ -264,13 +264,8 @@ int cmd_check(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!path || optind != argc) {
-		if (path)
-			cli_error("unexpected argument '%s'\n", argv[optind]);
-		else
-			cli_error("need -c FILE\n");
+	if (cli_config_only(path, argc, argv, optind))
 		return 2;
-	}
 	if (hashlb_config_load(path, &c, &err) < 0) {
 		cli_print_error(&err);
 		return 1;

@@ -333,13 +333,8 @@ static int run(int argc, char **argv, char *const *again)
 			return 2;
 		}
 	}
-	if (!path || optind != argc) {
-		if (path)
-			cli_error("unexpected argument '%s'\n", argv[optind]);
-		else
-			cli_error("need -c FILE\n");
+	if (cli_config_only(path, argc, argv, optind))
 		return 2;
-	}
 	/* Not a usage error, unlike elsewhere: a command line that ran before
 	 * (a unit file, an upgrade in place re-running it) must still start. */
 	if (splice_opt && dopts.splice_after == UINT32_MAX)
