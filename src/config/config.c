@@ -459,7 +459,7 @@ static int get_bytes(struct loader *ld, const struct ynode *v, const char *key, 
 	if (r < 0)
 		return r;
 	if (v->len == 0 || v->len > max)
-		return fail(ld, v, "'%s' must be 1..%u bytes, found %zu", key, max, v->len);
+		return fail(ld, v, "'%s' must be 1..%u bytes, found %" PRIu32, key, max, v->len);
 	s = malloc(v->len);
 	if (!s)
 		return nomem(ld);
@@ -1252,8 +1252,8 @@ static int load_prefixes(struct loader *ld, const struct ynode *v, const char *k
 			    "\"::1\"]), found %s",
 			    key, describe(v).s);
 	if (v->n == 0 || v->n > PREFIXES_MAX)
-		return fail(ld, v, "'%s' must list 1..%u addresses or prefixes, found %zu", key,
-			    PREFIXES_MAX, v->n);
+		return fail(ld, v, "'%s' must list 1..%u addresses or prefixes, found %u", key,
+			    PREFIXES_MAX, (unsigned)v->n);
 	p = calloc(v->n, sizeof(*p));
 	if (!p)
 		return nomem(ld);
@@ -1796,8 +1796,8 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (backends->n == 0)
 		return fail(ld, backends, "service '%s' has an empty list of backends", s->name);
 	if (backends->n > HASHLB_BACKENDS_MAX)
-		return fail(ld, backends, "service '%s' has %zu backends: at most %u", s->name,
-			    backends->n, HASHLB_BACKENDS_MAX);
+		return fail(ld, backends, "service '%s' has %u backends: at most %u", s->name,
+			    (unsigned)backends->n, HASHLB_BACKENDS_MAX);
 	s->backends = calloc(backends->n, sizeof(*s->backends));
 	if (!s->backends)
 		return nomem(ld);

@@ -29,15 +29,40 @@
  */
 #define YALIAS_MAX (16u << 20)
 
+/* A document's anchor: its node, and that node's size with every alias in
+ * it written out, in nodes and scalar bytes (set when the node ends). */
+struct yanchor {
+	struct ynode *node;
+	size_t size;
+};
+
+/* Where a document's nodes, texts and items are carved from, in turn. */
+struct ychunk {
+	struct ychunk *next;
+	size_t used, cap;
+	_Alignas(16) unsigned char data[];
+};
+
+#define YCHUNK_SIZE (64u << 10)
+
 struct ybuilder {
 	struct ydoc *doc;
 	struct ynode *stack[YDEPTH_MAX];
+	/* Of each open collection: where its items start in kids, the
+	 * document's size when it started, its anchor if it has one. */
+	size_t kids_from[YDEPTH_MAX], size_from[YDEPTH_MAX];
+	struct yanchor *anchor[YDEPTH_MAX];
 	int depth;
+	/* The items of every open collection, one after another: each is copied
+	 * to the arena, as one array, when its collection ends. */
+	struct ynode **kids;
+	size_t n_kids, cap_kids;
+	size_t nodes;
 	int documents;
 	struct hashlb_pos last_end; /* where the previous event ended; 0:0 if unknown */
 	struct hashlb_pos end; /* just past the text's last character */
 	/* The document so far with every alias expanded, and what aliases added
-	 * to it: in nodes and scalar bytes (struct ynode's size). */
+	 * to it: in nodes and scalar bytes. */
 	size_t size, aliased;
 	const char *name;
 	const char *text; /* what is parsed, <len> bytes */
@@ -86,7 +111,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 
 	if (need <= *cap)
 		return 0;
-	ncap = *cap ? *cap * 2 : 8;
+	ncap = *cap ? *cap * 2 : 64;
 	while (ncap < need)
 		ncap *= 2;
 	p = realloc(*v, ncap * size);
@@ -97,32 +122,88 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-static struct ynode *node_new(struct ydoc *d, enum ynode_type type, const struct hashlb_pos *pos)
+/*
+ * <size> bytes aligned to <align> (a power of 2, at most 16) from <d>'s
+ * arena, freed with it; NULL if out of memory. One larger than a quarter
+ * chunk gets a chunk of its own, and the chunk in use stays so.
+ */
+static void *yalloc(struct ydoc *d, size_t size, size_t align)
 {
-	struct ynode *n;
+	struct ychunk *c = d->chunks;
+	size_t off = c ? (c->used + align - 1) & ~(align - 1) : 0;
 
-	if (grow((void **)&d->all, &d->cap_all, d->n_all + 1, sizeof(*d->all)) < 0)
+	if (c && off <= c->cap && size <= c->cap - off) {
+		c->used = off + size;
+		return c->data + off;
+	}
+	if (size > YCHUNK_SIZE / 4) {
+		c = malloc(sizeof(*c) + size);
+		if (!c)
+			return NULL;
+		c->used = c->cap = size;
+		if (d->chunks) {
+			c->next = d->chunks->next;
+			d->chunks->next = c;
+		} else {
+			c->next = NULL;
+			d->chunks = c;
+		}
+		return c->data;
+	}
+	c = malloc(sizeof(*c) + YCHUNK_SIZE);
+	if (!c)
 		return NULL;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return NULL;
-	n->type = type;
-	n->pos = *pos;
-	d->all[d->n_all++] = n;
-	return n;
+	c->next = d->chunks;
+	c->cap = YCHUNK_SIZE;
+	c->used = size;
+	d->chunks = c;
+	return c->data;
 }
 
-static int node_append(struct ynode *parent, struct ynode *child)
+/*
+ * One more node at <pos>, or -EINVAL (b->err filled) past YNODES_MAX. A node
+ * takes 24 bytes and 8 in its collection's items (8 more on the way there
+ * while the collection is open), its text aside: a flat list past the cap
+ * ("[a,a,...]", 16 MiB) is refused with about 68 MB of tree.
+ */
+static int node_count(struct ybuilder *b, const struct hashlb_pos *pos)
 {
-	if (grow((void **)&parent->items, &parent->cap, parent->n + 1, sizeof(*parent->items)) < 0)
+	if (b->nodes >= YNODES_MAX)
+		return yfail(
+			b, pos,
+			"the configuration has more than %u YAML nodes (keys, values, lists "
+			"and mappings), the most hashlb reads (100,000 backends with every key "
+			"written are 1,700,000)",
+			YNODES_MAX);
+	b->nodes++;
+	return 0;
+}
+
+/*
+ * A node of <type> at <pos>, zeroed but for them; -EINVAL (b->err filled)
+ * past YNODES_MAX nodes, -ENOMEM.
+ */
+static int node_new(struct ybuilder *b, enum ynode_type type, const struct hashlb_pos *pos,
+		    struct ynode **ret)
+{
+	struct ynode *n;
+	int r = node_count(b, pos);
+
+	if (r < 0)
+		return r;
+	n = yalloc(b->doc, sizeof(*n), _Alignof(struct ynode));
+	if (!n)
 		return -ENOMEM;
-	parent->items[parent->n++] = child;
+	*n = (struct ynode){ .type = type, .pos = *pos };
+	*ret = n;
 	return 0;
 }
 
 /* A redefined anchor stands for its latest node from there on, as YAML says. */
-static int anchor_add(struct ydoc *d, struct fy_token *tok, struct ynode *n)
+static int anchor_add(struct ybuilder *b, struct fy_token *tok, struct ynode *n, size_t size,
+		      struct yanchor **ret)
 {
+	struct yanchor *a;
 	size_t len;
 	const char *s;
 
@@ -131,12 +212,13 @@ static int anchor_add(struct ydoc *d, struct fy_token *tok, struct ynode *n)
 	s = fy_token_get_text(tok, &len);
 	if (!s)
 		return 0;
-	return keymap_put(&d->anchors, s, len, n, true) < 0 ? -ENOMEM : 0;
-}
-
-static struct ynode *anchor_find(const struct ydoc *d, const char *s, size_t len)
-{
-	return keymap_get(&d->anchors, s, len);
+	a = yalloc(b->doc, sizeof(*a), _Alignof(struct yanchor));
+	if (!a)
+		return -ENOMEM;
+	*a = (struct yanchor){ n, size };
+	if (ret)
+		*ret = a;
+	return keymap_put(&b->doc->anchors, s, len, a, true) < 0 ? -ENOMEM : 0;
 }
 
 /*
@@ -237,7 +319,30 @@ static int attach(struct ybuilder *b, struct ynode *n)
 		b->doc->root = n;
 		return 0;
 	}
-	return node_append(b->stack[b->depth - 1], n);
+	if (grow((void **)&b->kids, &b->cap_kids, b->n_kids + 1, sizeof(*b->kids)) < 0)
+		return -ENOMEM;
+	b->kids[b->n_kids++] = n;
+	return 0;
+}
+
+/* Close the innermost open collection: its items to the arena. */
+static int collection_end(struct ybuilder *b)
+{
+	int i = --b->depth;
+	struct ynode *n = b->stack[i];
+	size_t k = b->n_kids - b->kids_from[i];
+
+	if (k) {
+		n->items = yalloc(b->doc, k * sizeof(*n->items), _Alignof(struct ynode *));
+		if (!n->items)
+			return -ENOMEM;
+		memcpy(n->items, b->kids + b->kids_from[i], k * sizeof(*n->items));
+	}
+	n->n = (uint32_t)k; /* at most YNODES_MAX */
+	b->n_kids = b->kids_from[i];
+	if (b->anchor[i])
+		b->anchor[i]->size = b->size - b->size_from[i];
+	return 0;
 }
 
 /*
@@ -272,17 +377,18 @@ static int no_tag(struct ybuilder *b, const struct hashlb_pos *pos, struct fy_to
 static int alias_attach(struct ybuilder *b, const struct ynode *target,
 			const struct hashlb_pos *pos)
 {
-	struct ynode *n = node_new(b->doc, target->type, pos);
+	struct ynode *n;
+	int r = node_new(b, target->type, pos, &n);
 
-	if (!n)
-		return -ENOMEM;
-	n->text = target->text;
+	if (r < 0)
+		return r;
+	if (target->type == YNODE_SCALAR)
+		n->text = target->text;
+	else
+		n->items = target->items;
 	n->len = target->len;
 	n->quoted = target->quoted;
-	n->items = target->items;
 	n->n = target->n;
-	n->cap = target->cap;
-	n->size = target->size;
 	n->alias = true;
 	return attach(b, n);
 }
@@ -293,6 +399,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 	struct fy_token *anchor = NULL;
 	enum fy_scalar_style st;
 	struct ynode *n = NULL;
+	struct yanchor *a;
 	const char *s;
 	size_t len;
 	int r;
@@ -308,9 +415,9 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 			b->too_deep = true;
 			return yfail(b, &pos, "nesting deeper than %d levels", YDEPTH_MAX);
 		}
-		n = node_new(b->doc, e->type == FYET_MAPPING_START ? YNODE_MAP : YNODE_SEQ, &pos);
-		if (!n)
-			return -ENOMEM;
+		r = node_new(b, e->type == FYET_MAPPING_START ? YNODE_MAP : YNODE_SEQ, &pos, &n);
+		if (r < 0)
+			return r;
 		anchor = e->type == FYET_MAPPING_START ? e->mapping_start.anchor
 						       : e->sequence_start.anchor;
 		r = no_tag(b, &pos,
@@ -321,23 +428,21 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		r = attach(b, n);
 		if (r < 0)
 			return r;
-		n->size = b->size++; /* where it starts, until it ends */
-		b->stack[b->depth++] = n;
-		return anchor_add(b->doc, anchor, n);
+		b->stack[b->depth] = n;
+		b->kids_from[b->depth] = b->n_kids;
+		b->size_from[b->depth] = b->size++; /* its size: from here until it ends */
+		b->anchor[b->depth] = NULL;
+		return anchor_add(b, anchor, n, 0, &b->anchor[b->depth++]);
 	case FYET_MAPPING_END:
 	case FYET_SEQUENCE_END:
-		if (b->depth > 0) {
-			n = b->stack[--b->depth];
-			n->size = b->size - n->size;
-		}
-		return 0;
+		return b->depth > 0 ? collection_end(b) : 0;
 	case FYET_SCALAR:
 		r = no_tag(b, &pos, e->scalar.tag);
 		if (r < 0)
 			return r;
-		n = node_new(b->doc, YNODE_SCALAR, &pos);
-		if (!n)
-			return -ENOMEM;
+		r = node_new(b, YNODE_SCALAR, &pos, &n);
+		if (r < 0)
+			return r;
 		s = fy_token_get_text(e->scalar.value, &len);
 		if (!s) {
 			s = "";
@@ -349,24 +454,23 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		st = fy_scalar_token_get_style(e->scalar.value);
 		if ((st == FYSS_LITERAL || st == FYSS_FOLDED) && len == 1 && s[0] == '\0')
 			len = 0;
-		n->text = malloc(len + 1);
+		n->text = yalloc(b->doc, len + 1, 1);
 		if (!n->text)
 			return -ENOMEM;
 		memcpy(n->text, s, len);
 		n->text[len] = '\0';
-		n->len = len;
-		n->size = 1 + len;
-		b->size += n->size;
+		n->len = (uint32_t)len; /* a text is at most 16 MiB */
+		b->size += 1 + len;
 		/* FYSS_ANY is the empty (null) value, a plain scalar for YAML. */
 		n->quoted = st > FYSS_PLAIN;
 		r = attach(b, n);
 		if (r < 0)
 			return r;
-		return anchor_add(b->doc, e->scalar.anchor, n);
+		return anchor_add(b, e->scalar.anchor, n, 1 + len, NULL);
 	case FYET_ALIAS:
 		s = fy_token_get_text(e->alias.anchor, &len);
-		n = s ? anchor_find(b->doc, s, len) : NULL;
-		if (!n)
+		a = s ? keymap_get(&b->doc->anchors, s, len) : NULL;
+		if (!a)
 			return yfail(b, &pos, "alias '*%.*s' refers to no anchor defined before it",
 				     (int)(s ? len : 0), s ? s : "");
 		/* An error about the value itself ("scheme: *pool", a list) is placed
@@ -374,18 +478,21 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		 * open (an alias inside its own anchor) may grow yet: shared as is,
 		 * counted as one node (the loader refuses it where it stands). */
 		for (int i = 0; i < b->depth; i++)
-			if (b->stack[i] == n) {
+			if (b->stack[i] == a->node) {
+				r = node_count(b, &pos);
+				if (r < 0)
+					return r;
 				b->size++;
-				return attach(b, n);
+				return attach(b, a->node);
 			}
-		b->size += n->size;
-		b->aliased += n->size;
+		b->size += a->size;
+		b->aliased += a->size;
 		if (b->aliased > YALIAS_MAX)
 			return yfail(b, &pos,
 				     "alias '*%.*s': with their anchors' values written out, the "
 				     "aliases would add more than a config file may hold (16 MiB)",
 				     (int)len, s);
-		return alias_attach(b, n, &pos);
+		return alias_attach(b, a->node, &pos);
 	default:
 		return 0;
 	}
@@ -753,6 +860,8 @@ err_parser:
 	fy_parser_destroy(fyp);
 err_diag:
 	fy_diag_destroy(diag);
+	free(b->kids);
+	b->kids = NULL;
 	return r;
 }
 
@@ -794,17 +903,15 @@ out:
 
 void ydoc_free(struct ydoc *d)
 {
+	struct ychunk *c, *next;
+
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n_all; i++) {
-		if (!d->all[i]->alias) {
-			free(d->all[i]->text);
-			free(d->all[i]->items);
-		}
-		free(d->all[i]);
+	for (c = d->chunks; c; c = next) {
+		next = c->next;
+		free(c);
 	}
 	keymap_free(&d->anchors);
-	free(d->all);
 	free(d);
 }
 

@@ -18,31 +18,37 @@
 
 enum ynode_type { YNODE_SCALAR = 0, YNODE_MAP, YNODE_SEQ, YNODE_MAX };
 
+/*
+ * 24 bytes: a config may hold YNODES_MAX of them (ytree.c), each with a
+ * pointer in its parent's items and its text, all in the document's arena.
+ */
 struct ynode {
-	enum ynode_type type;
 	struct hashlb_pos pos;
-	/* Scalars: the value (NUL-terminated, may contain NULs: see len) and
-	 * whether it was quoted (or block), i.e. a string whatever it reads. */
-	char *text;
-	size_t len;
-	bool quoted;
+	union {
+		/* Scalars: the value (NUL-terminated, may contain NULs: see len). */
+		char *text;
+		/* Maps: n / 2 pairs of nodes, key then value; sequences: n nodes. */
+		struct ynode **items;
+	};
+	uint32_t len; /* scalars; 0 for collections */
+	uint32_t n : 28; /* collections; 0 for scalars */
+	enum ynode_type type : 2;
+	/* A scalar quoted (or block), i.e. a string whatever it reads. */
+	bool quoted : 1;
 	/* Where an alias stands: a copy of its anchor's node that shares the
-	 * anchor's text and items (freed with the anchor's node). */
-	bool alias;
-	/* Its nodes and scalar bytes with every alias in it written out. */
-	size_t size;
-	/* Maps: n / 2 pairs of nodes, key then value; sequences: n nodes. */
-	struct ynode **items;
-	size_t n;
-	size_t cap;
+	 * anchor's text and items. */
+	bool alias : 1;
 };
+
+struct ychunk;
 
 struct ydoc {
 	struct ynode *root; /* NULL for an empty stream */
-	struct ynode **all; /* every node, for freeing (aliases share nodes) */
-	size_t n_all, cap_all;
-	/* Anchors by name: a list searched at each alias made 40,000 anchors
-	 * and as many aliases, a 550 kB file, take 6.6 CPU s to parse. */
+	/* Every node, text and items array, for freeing at once: one malloc
+	 * each took 130 bytes a node ("[a,a,...]": 1 GB for a 16 MiB file). */
+	struct ychunk *chunks;
+	/* Anchors (struct yanchor) by name: a list searched at each alias made
+	 * 40,000 anchors and as many aliases, a 550 kB file, take 6.6 CPU s. */
 	struct keymap anchors;
 };
 
@@ -50,8 +56,11 @@ struct ydoc {
  * Parse <len> bytes of <text> (borrowed for the call). On a YAML error
  * returns -EINVAL and fills <err> (reason HASHLB_ERR_CONFIG, file = <name>,
  * 1-based line and column as libfyaml reports them); nothing is printed.
- * A stream with more than one document is an error.
+ * A stream with more than one document is an error, and so is one of more
+ * than YNODES_MAX nodes (every key, value and collection; an alias is one).
  */
+#define YNODES_MAX 2000000u
+_Static_assert(YNODES_MAX < (1u << 28), "a collection's n holds it");
 int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
 	       struct hashlb_error *err);
 /* Accepts NULL. */

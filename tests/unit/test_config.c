@@ -1,6 +1,7 @@
 /* Proves a bad config is refused at its exact line:column with what is wrong, defaults fill every field, and every example config in configs/ loads. */
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -2118,10 +2119,14 @@ static long parse_peak_mib(const char *yaml, size_t len, struct hashlb_error *re
 {
 	struct hashlb_error *shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
 					   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	long before = rss_mib();
 	struct rusage ru;
+	long before;
 	int status;
 	pid_t pid;
+
+	/* what earlier tests freed and malloc kept would be reused unseen */
+	malloc_trim(0);
+	before = rss_mib();
 
 	assert_true(shared != MAP_FAILED);
 	pid = fork();
@@ -2178,6 +2183,73 @@ static void test_deep_flow_nesting_is_refused_in_bounded_memory(void **state)
 				 len, rose);
 		free(yaml);
 	}
+}
+
+/* "x: [a,a,...]" with <n> (> 0) items, in <ret_len> its length. */
+static char *flat_list_yaml(size_t n, size_t *ret_len)
+{
+	size_t len = 2 * n + 5;
+	char *yaml = malloc(len + 1);
+
+	assert_non_null(yaml);
+	memcpy(yaml, "x: [", 4);
+	for (size_t i = 0; i < n; i++)
+		memcpy(yaml + 4 + 2 * i, "a,", 2);
+	memcpy(yaml + 2 * n + 3, "]\n", 3); /* over the last ',' */
+	*ret_len = len;
+	return yaml;
+}
+
+/*
+ * A config of more than 2,000,000 YAML nodes (keys, values, collections) is
+ * refused at the first node past them, in bounded memory: the parser's tree
+ * took about 130 bytes a node, and a 16 MiB flat list ("x: [a,a,...]",
+ * 8,388,600 nodes, the most a file holds) peaked at 1.0 GB (1.6 GB under
+ * ASan), in hashlb check and in a running daemon's reload. Now under
+ * 128 MiB (about 62 MiB plain). A document of exactly 2,000,000 nodes is
+ * read whole (refused for its key, not its size): 100,000 backends with
+ * every key written are 1,700,000.
+ */
+static void test_long_flat_lists_are_refused_in_bounded_memory(void **state)
+{
+	/* the mapping, x and the list are 3 nodes: items 2,000,000 - 3 and on */
+	size_t n = 2000000 - 3, len;
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	char *yaml;
+	long rose;
+
+	(void)state;
+	/* a whole file of it, 16 MiB: first, before this process's heap holds a tree */
+	yaml = flat_list_yaml(((16u << 20) - 6) / 2, &len);
+	rose = parse_peak_mib(yaml, len, &err);
+	print_message("    16 MiB flat list: peak rose by %ld MiB\n", rose);
+	if (!strstr(err.msg, "more than 2000000 YAML nodes") || err.column != (int)(5 + 2 * n))
+		fail_msg("16 MiB flat list: expected 1:%zu more than 2000000 YAML nodes, got "
+			 "%d:%d: %s",
+			 5 + 2 * n, err.line, err.column, err.msg);
+	if (rose > 128)
+		fail_msg("16 MiB flat list: peak memory rose by %ld MiB", rose);
+	free(yaml);
+
+	yaml = flat_list_yaml(n, &len);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse(yaml, len, "t.yaml", &c, &err), -EINVAL);
+	if (!strstr(err.msg, "unknown key 'x'") || err.line != 1 || err.column != 1)
+		fail_msg("2,000,000 nodes: expected 1:1 unknown key 'x', got %d:%d: %s", err.line,
+			 err.column, err.msg);
+	free(yaml);
+
+	/* one more: refused at it, item n + 1, column 5 + 2 n */
+	yaml = flat_list_yaml(n + 1, &len);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse(yaml, len, "t.yaml", &c, &err), -EINVAL);
+	if (!strstr(err.msg, "more than 2000000 YAML nodes") || err.line != 1 ||
+	    err.column != (int)(5 + 2 * n))
+		fail_msg("2,000,001 nodes: expected 1:%zu more than 2000000 YAML nodes, got "
+			 "%d:%d: %s",
+			 5 + 2 * n, err.line, err.column, err.msg);
+	free(yaml);
 }
 
 /*
@@ -2832,6 +2904,7 @@ int main(void)
 		cmocka_unit_test(test_services_cost_follows_their_number),
 		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
 		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
+		cmocka_unit_test(test_long_flat_lists_are_refused_in_bounded_memory),
 		cmocka_unit_test(test_past_the_range_says_the_range),
 		cmocka_unit_test(test_an_error_through_an_alias_says_where_the_alias_is),
 		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
