@@ -470,8 +470,29 @@ static int get_bytes(struct loader *ld, const struct ynode *v, const char *key, 
 }
 
 /*
- * A YAML integer in <lo>..<hi>: decimal, 0x hex or 0o octal, no quotes. One
- * past the range either way, negative or past 64 bits, is refused with the
+ * Why <s>, no integer, is none for YAML 1.2 where it looks like one: "" if
+ * it does not.
+ */
+static const char *int_hint(const char *s)
+{
+	const char *d = s + (*s == '+' || *s == '-');
+
+	if (d[0] == '0' && (d[1] == 'X' || d[1] == 'O'))
+		return " (YAML writes hexadecimal and octal with a lowercase 0x and 0o)";
+	if (d != s && d[0] == '0' && (d[1] == 'x' || d[1] == 'o'))
+		return " (YAML's hexadecimal and octal take no sign)";
+	if (d[0] == '0' && (d[1] == 'b' || d[1] == 'B'))
+		return " (YAML 1.2 has no binary integers: write it in decimal or 0x hexadecimal)";
+	if (*d >= '0' && *d <= '9' && strchr(d, '_'))
+		return " (YAML 1.2 integers have no '_' between digits: write the digits alone)";
+	return "";
+}
+
+/*
+ * A YAML integer in <lo>..<hi>, no quotes, as YAML 1.2's core schema reads
+ * one: decimal with an optional sign ("010" is ten, not C's eight), or 0x
+ * hexadecimal or 0o octal without one, their prefix in lowercase. One past
+ * the range either way, negative or past 64 bits, is refused with the
  * range, as one just past it is.
  */
 static int get_u64_range(struct loader *ld, const struct ynode *v, const char *key, uint64_t lo,
@@ -488,14 +509,14 @@ static int get_u64_range(struct loader *ld, const struct ynode *v, const char *k
 	if (v->quoted)
 		return fail(ld, v, "'%s' must be an integer, found the quoted string \"%s\"", key,
 			    v->text);
-	if (*s == '+' || *s == '-')
-		negative = *s++ == '-';
-	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+	if (s[0] == '0' && s[1] == 'x') {
 		base = 16;
 		s += 2;
 	} else if (s[0] == '0' && s[1] == 'o') {
 		base = 8;
 		s += 2;
+	} else if (*s == '+' || *s == '-') {
+		negative = *s++ == '-';
 	}
 	if (!*s)
 		goto bad;
@@ -504,9 +525,9 @@ static int get_u64_range(struct loader *ld, const struct ynode *v, const char *k
 
 		if (*s >= '0' && *s <= '9')
 			d = (unsigned)(*s - '0');
-		else if (*s >= 'a' && *s <= 'f')
+		else if (base == 16 && *s >= 'a' && *s <= 'f')
 			d = (unsigned)(*s - 'a' + 10);
-		else if (*s >= 'A' && *s <= 'F')
+		else if (base == 16 && *s >= 'A' && *s <= 'F')
 			d = (unsigned)(*s - 'A' + 10);
 		else
 			goto bad;
@@ -522,7 +543,8 @@ static int get_u64_range(struct loader *ld, const struct ynode *v, const char *k
 	*ret = val;
 	return 0;
 bad:
-	return fail(ld, v, "'%s' must be an integer, found '%s'", key, v->text);
+	return fail(ld, v, "'%s' must be an integer, found '%s'%s", key, v->text,
+		    int_hint(v->text));
 }
 
 static int get_u32_range(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
@@ -679,7 +701,7 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 
 	if (r < 0)
 		return r;
-	if (*s == '-')
+	if (*s == '+' || *s == '-')
 		negative = *s++ == '-';
 	if (*s < '0' || *s > '9')
 		goto bad;
@@ -751,10 +773,13 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 			    v->text);
 	errno = 0;
 	d = strtod(v->text, &end);
-	/* strtod() reads C's hex fractions ("0x1p3", "0x1.8"), which YAML does not */
+	/* strtod() reads C's hex fractions ("0x1p3", "0x1.8"), "0X10" and "-0x10",
+	 * which YAML reads as strings; 0x10 is YAML's integer 16 */
 	if (end == v->text || *end || errno || !isfinite(d) ||
-	    (strpbrk(v->text, "xX") && strpbrk(v->text, ".pP")))
-		return fail(ld, v, "'%s' must be a number, found '%s'", key, v->text);
+	    (strpbrk(v->text, "xX") &&
+	     (strpbrk(v->text, ".pPX") || !isdigit((unsigned char)*v->text))))
+		return fail(ld, v, "'%s' must be a number, found '%s'%s", key, v->text,
+			    int_hint(v->text));
 	*ret = d;
 	return 0;
 }
@@ -2011,7 +2036,8 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 		if (v->type == YNODE_SCALAR && !v->quoted && strcmp(v->text, "auto") == 0) {
 			c->workers = 0;
 		} else if (v->type == YNODE_SCALAR && !ynode_is_null(v) && !v->quoted &&
-			   v->text[0] >= '0' && v->text[0] <= '9') {
+			   isdigit((unsigned char)
+					   v->text[v->text[0] == '+' || v->text[0] == '-'])) {
 			r = get_u32_range(ld, v, "workers", 1, WORKERS_MAX, &c->workers);
 			if (r < 0)
 				return r;

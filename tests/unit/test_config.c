@@ -1,9 +1,10 @@
 /* Proves a bad config is refused at its exact line:column with what is wrong, defaults fill every field, and every example config in configs/ loads. */
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
-#include <malloc.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -433,6 +434,87 @@ static void test_past_the_range_says_the_range(void **state)
 	hashlb_config_free(load_ok(MINIMAL "    connect_retries: -0\n    slow_start: -0\n"));
 	expect_error("workers: 18446744073709551616\n" MINIMAL, 1, 10,
 		     "'workers' 18446744073709551616 is out of range 1..256");
+}
+
+/*
+ * Integers read as YAML 1.2's core schema reads them: "010" is ten (not C's
+ * eight), "+5" five, "0o17" fifteen, "0x1F" thirty-one. "0X10" was read as
+ * 16, "+0x10" and "-0x0" were taken too, and "workers: +4" and
+ * "slow_start: +5" were refused: YAML reads the first three as strings, the
+ * others as 4 and 5. What YAML 1.2 does
+ * not read as an integer is refused, saying why where it looks like one
+ * (YAML 1.1's "1_000" and "0b101").
+ */
+static void test_integers_are_yaml_1_2s(void **state)
+{
+	static const struct {
+		const char *text;
+		uint64_t val;
+	} good[] = {
+		{ "010", 10 },
+		{ "007", 7 },
+		{ "+5", 5 },
+		{ "-0", 0 },
+		{ "+0", 0 },
+		{ "0o17", 15 },
+		{ "0o0", 0 },
+		{ "0x1F", 31 },
+		{ "0xff", 255 },
+		{ "0x0", 0 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ "0xffffffffffffffff", UINT64_MAX },
+	};
+	static const struct {
+		const char *text, *what;
+	} bad[] = {
+		{ "0X10", "found '0X10' (YAML writes hexadecimal and octal with a lowercase 0x and "
+			  "0o)" },
+		{ "0O17", "found '0O17' (YAML writes hexadecimal and octal with a lowercase" },
+		{ "+0x10", "found '+0x10' (YAML's hexadecimal and octal take no sign)" },
+		{ "-0x0", "found '-0x0' (YAML's hexadecimal and octal take no sign)" },
+		{ "-0o7", "found '-0o7' (YAML's hexadecimal and octal take no sign)" },
+		{ "1_000", "found '1_000' (YAML 1.2 integers have no '_' between digits" },
+		{ "0b101", "found '0b101' (YAML 1.2 has no binary integers" },
+		{ "0x", "must be an integer, found '0x'" },
+		{ "0o8", "must be an integer, found '0o8'" },
+		{ "0xfg", "must be an integer, found '0xfg'" },
+		{ "1f", "must be an integer, found '1f'" },
+		{ "++1", "must be an integer, found '++1'" },
+	};
+	struct hashlb_config *c;
+	char yaml[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(yaml, sizeof(yaml), MINIMAL "    seed: %s\n", good[i].text);
+		c = load_ok(yaml);
+		if (c->services[0].table.seed != good[i].val)
+			fail_msg("seed: %s read as %" PRIu64 ", not %" PRIu64, good[i].text,
+				 c->services[0].table.seed, good[i].val);
+		hashlb_config_free(c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(yaml, sizeof(yaml), MINIMAL "    seed: %s\n", bad[i].text);
+		expect_error(yaml, 7, 11, bad[i].what);
+	}
+	c = load_ok("workers: +4\n" MINIMAL);
+	assert_int_equal(c->workers, 4);
+	hashlb_config_free(c);
+	expect_error("workers: -1\n" MINIMAL, 1, 10, "'workers' -1 is out of range 1..256");
+	expect_error("workers: 0X4\n" MINIMAL, 1, 10, "lowercase 0x");
+	/* a duration or a size is a decimal integer, "+5" as YAML reads it too */
+	c = load_ok(MINIMAL "    slow_start: +5\n    timeouts: {idle: +2s}\ntable_memory: +2MiB\n");
+	assert_int_equal(c->services[0].slow_start_ms, 5);
+	assert_int_equal(c->services[0].idle_timeout_ms, 2000);
+	assert_int_equal(c->table_memory, 2u << 20);
+	hashlb_config_free(c);
+	/* a number that may be a fraction takes YAML's integers too, and only them */
+	c = load_ok(MINIMAL "    balance_factor: 0x10\n");
+	assert_true(c->services[0].balance_factor == 16.0);
+	hashlb_config_free(c);
+	expect_error(MINIMAL "    balance_factor: 0X10\n", 7, 21,
+		     "'balance_factor' must be a number, found '0X10' (YAML writes hexadecimal");
+	expect_error(MINIMAL "    balance_factor: +0x10\n", 7, 21, "take no sign");
 }
 
 static void test_host_names(void **state)
@@ -2906,6 +2988,7 @@ int main(void)
 		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
 		cmocka_unit_test(test_long_flat_lists_are_refused_in_bounded_memory),
 		cmocka_unit_test(test_past_the_range_says_the_range),
+		cmocka_unit_test(test_integers_are_yaml_1_2s),
 		cmocka_unit_test(test_an_error_through_an_alias_says_where_the_alias_is),
 		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
 		cmocka_unit_test(test_build_table),
