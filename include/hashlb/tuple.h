@@ -12,7 +12,8 @@
  *
  * The hash is XXH64 over a prefix of that layout, with the service's 64-bit
  * seed: 16 bytes for HASHLB_KEY_SRC_IP, 18 for HASHLB_KEY_SRC_IP_PORT, 36 for
- * HASHLB_KEY_4TUPLE. Mapping IPv4 into IPv6 makes a client reaching a
+ * HASHLB_KEY_4TUPLE; a service's hash_prefix zeroes the source address's bits
+ * past its prefix first (hashlb_tuple_mask_src()). Mapping IPv4 into IPv6 makes a client reaching a
  * dual-stack listener as ::ffff:a.b.c.d hash like one reaching an IPv4
  * listener. XXH64 was chosen over XXH3 because a BPF program computes it over
  * these fixed lengths with plain 64-bit arithmetic (no 128-bit multiply, no
@@ -70,6 +71,33 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple);
 /* A canonical 16-byte address as text: "a.b.c.d" when IPv4-mapped, else IPv6. */
 #define HASHLB_ADDR16_STRLEN 46
 void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size);
+
+/*
+ * How much of a client's address a service hashes (hash_prefix): the
+ * leading <v4> bits of an IPv4 address, <v6> of an IPv6 one; 0 = all of it
+ * (32, 128: the default, exactly the unmasked hash). Clients of one prefix
+ * then share a backend: IPv6 privacy addresses that rotate in their /64,
+ * carrier NAT pools. Applies to HASHLB_KEY_SRC_IP only (the config refuses
+ * it with the other keys: their port changes with every connection anyway).
+ */
+struct hashlb_src_prefix {
+	uint8_t v4; /* 0..32, 0 = 32 */
+	uint8_t v6; /* 0..128, 0 = 128 */
+};
+
+/* Whether <p> keeps whole addresses (NULL does). */
+static inline int hashlb_src_prefix_is_whole(const struct hashlb_src_prefix *p)
+{
+	return !p || ((p->v4 == 0 || p->v4 >= 32) && (p->v6 == 0 || p->v6 >= 128));
+}
+
+/*
+ * Zero the bits of <t>'s source address past <p>'s prefix: an IPv4-mapped
+ * address (::ffff:a.b.c.d) keeps 96 + p->v4 bits, so the mapping stays and
+ * only a.b.c.d is masked; another address keeps p->v6 bits. The source
+ * port and the destination are left as they are. NULL masks nothing.
+ */
+void hashlb_tuple_mask_src(struct hashlb_tuple *t, const struct hashlb_src_prefix *p);
 
 /* XXH64 of the key's prefix of <t> with <seed>. */
 uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, uint64_t seed);

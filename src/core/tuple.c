@@ -202,11 +202,33 @@ uint64_t hashlb_tuple_hash(const struct hashlb_tuple *t, enum hashlb_key key, ui
 	}
 }
 
-void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size)
+static int addr_is_v4mapped(const uint8_t addr[16])
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-	if (memcmp(addr, v4mapped, sizeof(v4mapped)) == 0)
+	return memcmp(addr, v4mapped, sizeof(v4mapped)) == 0;
+}
+
+void hashlb_tuple_mask_src(struct hashlb_tuple *t, const struct hashlb_src_prefix *p)
+{
+	unsigned keep;
+
+	if (hashlb_src_prefix_is_whole(p))
+		return;
+	if (addr_is_v4mapped(t->src))
+		keep = 96 + (p->v4 && p->v4 < 32 ? p->v4 : 32);
+	else
+		keep = p->v6 && p->v6 < 128 ? p->v6 : 128;
+	for (unsigned i = keep / 8; i < 16; i++) {
+		unsigned bits = i == keep / 8 ? keep % 8 : 0;
+
+		t->src[i] &= (uint8_t)(0xff00u >> bits);
+	}
+}
+
+void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size)
+{
+	if (addr_is_v4mapped(addr))
 		inet_ntop(AF_INET, addr + 12, buf, (socklen_t)size);
 	else
 		inet_ntop(AF_INET6, addr, buf, (socklen_t)size);

@@ -201,6 +201,82 @@ static void test_key_scope(void **state)
 			     hashlb_tuple_hash(&b, HASHLB_KEY_4TUPLE, 1));
 }
 
+static uint64_t src_ip_hash(const char *src, uint8_t v4, uint8_t v6)
+{
+	struct hashlb_src_prefix p = { v4, v6 };
+	struct hashlb_tuple t;
+
+	assert_int_equal(hashlb_tuple_parse_src(src, &t), 0);
+	hashlb_tuple_mask_src(&t, &p);
+	return hashlb_tuple_hash(&t, HASHLB_KEY_SRC_IP, 0x0123456789abcdefull);
+}
+
+/* hash_prefix: clients of one prefix share a key, others do not, and the default is today's hash. */
+static void test_src_prefix(void **state)
+{
+	static const struct hashlb_src_prefix whole[] = { { 0, 0 }, { 32, 128 }, { 0, 128 } };
+	struct hashlb_src_prefix v4_1 = { 1, 0 }, v6_8 = { 0, 8 }, both = { 24, 64 };
+	struct hashlb_tuple t, u;
+
+	/* whole addresses: the known answers, every key, byte for byte */
+	for (size_t i = 0; i < sizeof(tuple_vectors) / sizeof(tuple_vectors[0]); i++) {
+		memcpy(&t, tuple_vectors[i].bytes, sizeof(t));
+		hashlb_tuple_mask_src(&t, NULL);
+		for (size_t w = 0; w < sizeof(whole) / sizeof(whole[0]); w++)
+			hashlb_tuple_mask_src(&t, &whole[w]);
+		assert_memory_equal(&t, tuple_vectors[i].bytes, sizeof(t));
+		for (int k = 0; k < HASHLB_KEY_MAX; k++)
+			assert_int_equal(hashlb_tuple_hash(&t, k, tuple_vectors[i].seed),
+					 tuple_vectors[i].hash[k]);
+	}
+	assert_int_equal(src_ip_hash("192.0.2.1", 32, 128), 0xf24513edae98d004ull);
+
+	/* IPv6 privacy addresses of one /64 */
+	assert_int_equal(src_ip_hash("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 0, 64),
+			 src_ip_hash("2001:db8:1:2::7", 0, 64));
+	assert_int_not_equal(src_ip_hash("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 0, 0),
+			     src_ip_hash("2001:db8:1:2::7", 0, 0));
+	assert_int_not_equal(src_ip_hash("2001:db8:1:2::7", 0, 64),
+			     src_ip_hash("2001:db8:1:3::7", 0, 64));
+	/* the masked key is the prefix's own address's: zeros past it */
+	assert_int_equal(src_ip_hash("2001:db8:1:2:aaaa::1", 0, 64),
+			 src_ip_hash("2001:db8:1:2::", 0, 0));
+	assert_int_equal(src_ip_hash("2001:db8:1:2::1", 0, 61), src_ip_hash("2001:db8:1::", 0, 0));
+
+	/* an IPv4 /24 (a carrier NAT pool), and a prefix off a byte boundary */
+	assert_int_equal(src_ip_hash("198.51.100.7", 24, 0), src_ip_hash("198.51.100.200", 24, 0));
+	assert_int_not_equal(src_ip_hash("198.51.100.7", 0, 0),
+			     src_ip_hash("198.51.100.200", 0, 0));
+	assert_int_not_equal(src_ip_hash("198.51.100.7", 24, 0),
+			     src_ip_hash("198.51.101.7", 24, 0));
+	assert_int_equal(src_ip_hash("10.0.16.1", 20, 0), src_ip_hash("10.0.31.255", 20, 0));
+	assert_int_equal(src_ip_hash("10.0.31.255", 20, 0), src_ip_hash("10.0.16.0", 0, 0));
+	assert_int_not_equal(src_ip_hash("10.0.16.1", 20, 0), src_ip_hash("10.0.32.1", 20, 0));
+	/* through a dual-stack listener: the IPv4 prefix, not the IPv6 one */
+	assert_int_equal(src_ip_hash("::ffff:198.51.100.7", 24, 64),
+			 src_ip_hash("198.51.100.0", 0, 0));
+
+	/* the IPv4 prefix masks a.b.c.d only, never the ::ffff: mapping; the
+	 * IPv6 one never touches an IPv4 client; port and destination stay */
+	memcpy(&t, tuple_vectors[0].bytes, sizeof(t));
+	u = t;
+	hashlb_tuple_mask_src(&t, &v6_8);
+	assert_memory_equal(&t, &u, sizeof(t));
+	hashlb_tuple_mask_src(&t, &v4_1);
+	assert_int_equal(t.src[10], 0xff);
+	assert_int_equal(t.src[11], 0xff);
+	assert_int_equal(t.src[12], 128); /* 192 = 0b11000000, its first bit */
+	assert_int_equal(t.src[13] | t.src[14] | t.src[15], 0);
+	assert_memory_equal(t.sport, u.sport, sizeof(u) - sizeof(u.src));
+	memcpy(&t, tuple_vectors[2].bytes, sizeof(t));
+	u = t;
+	hashlb_tuple_mask_src(&t, &both);
+	assert_memory_equal(t.src, u.src, 8);
+	for (int i = 8; i < 16; i++)
+		assert_int_equal(t.src[i], 0);
+	assert_memory_equal(t.sport, u.sport, sizeof(u) - sizeof(u.src));
+}
+
 static void test_from_sockaddr_errors(void **state)
 {
 	struct sockaddr_un su = { .sun_family = AF_UNIX };
@@ -315,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_parse_gives_canonical_bytes),
 		cmocka_unit_test(test_ipv4_mapped_equivalence),
 		cmocka_unit_test(test_key_scope),
+		cmocka_unit_test(test_src_prefix),
 		cmocka_unit_test(test_from_sockaddr_errors),
 		cmocka_unit_test(test_parse_src),
 		cmocka_unit_test(test_key_names),
