@@ -116,6 +116,9 @@ struct hashlb_service_cfg {
 	socklen_t listen_addr_len;
 	struct hashlb_table_params table; /* scheme, seed, ring_v, maglev_m */
 	enum hashlb_key key; /* default src-ip */
+	/* hash_prefix: the client address's leading bits that a src-ip key
+	 * hashes; default 32 and 128 (0 means the same: whole addresses) */
+	struct hashlb_src_prefix hash_prefix;
 	uint32_t connect_timeout_ms; /* default 1000 */
 	uint32_t idle_timeout_ms; /* default 300000; 0 = none */
 	uint32_t drain_timeout_ms; /* default 30000: shutdown and removed backends */

@@ -10,6 +10,7 @@
 
 #include "hashlb/error.h"
 #include "hashlb/table.h"
+#include "hashlb/tuple.h"
 
 struct cli_command {
 	const char *name;
@@ -87,6 +88,12 @@ int cli_getopt(int argc, char **argv, const char *optstring, const struct option
 int cli_config_only(const char *path, int argc, char **argv, int optind);
 /* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
+/*
+ * The length <arg> of option <name>, --ipv4-prefix (1..32) or with <v6>
+ * --ipv6-prefix (1..128), as a config's hash_prefix, into <p>'s; -EINVAL,
+ * printed (cli_bad_value()), if it is no such length.
+ */
+int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hashlb_src_prefix *p);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
 void cli_print_json_string(const char *s);
 

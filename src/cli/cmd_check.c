@@ -149,7 +149,11 @@ static int print_service(const struct hashlb_service_cfg *s)
 	printf("service %s\n", s->name);
 	printf("  listen       %s\n", s->listen);
 	print_params(s);
-	printf("  hash_key     %s\n", hashlb_key_name(s->key));
+	printf("  hash_key     %s", hashlb_key_name(s->key));
+	if (!hashlb_src_prefix_is_whole(&s->hash_prefix))
+		printf(" of the client's prefix: IPv4 /%u, IPv6 /%u", s->hash_prefix.v4,
+		       s->hash_prefix.v6);
+	printf("\n");
 	printf("  timeouts     connect=%" PRIu32 "ms idle=%" PRIu32 "ms drain=%" PRIu32
 	       "ms queue=%" PRIu32 "ms%s\n",
 	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms, s->queue_timeout_ms,

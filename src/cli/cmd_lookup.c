@@ -32,13 +32,14 @@ static void usage(FILE *f)
 		"  address alone.\n"
 		"\n"
 		"  With -c, the table is the one hashlb run builds from FILE for the\n"
-		"  service: its backends, weights, scheme, seed and hash key, with the\n"
-		"  backends whose state is drain or maint taking no new clients, and the\n"
-		"  service's listen address as the destination (for the 4-tuple key;\n"
+		"  service: its backends, weights, scheme, seed, hash key and hash_prefix,\n"
+		"  with the backends whose state is drain or maint taking no new clients,\n"
+		"  and the service's listen address as the destination (for the 4-tuple key;\n"
 		"  --vip is needed when that address is a wildcard or port 0, or the\n"
 		"  service takes PROXY headers).\n"
-		"  The table and key options then come from FILE and may not be given;\n"
-		"  --down still marks further backends down (what happens if they fail).\n"
+		"  The table, key and prefix options then come from FILE and may not be\n"
+		"  given; --down still marks further backends down (what happens if they\n"
+		"  fail).\n"
 		"  Every argument is a client (or a comma-separated list of them).\n"
 		"  Host names in backend addresses are not resolved (their addresses do\n"
 		"  not change the table), except those of backends with each_address,\n"
@@ -49,6 +50,10 @@ static void usage(FILE *f)
 		"  -c, --config FILE          take the table from this configuration\n"
 		"      --service NAME         the service of FILE (needed if it has several)\n" TABLE_ARGS_USAGE
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
+		"      --ipv4-prefix LEN      src-ip: hash an IPv4 client's first LEN bits, 1..32\n"
+		"                             (default 32), as a config's hash_prefix.ipv4\n"
+		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
+		"                             1..128 (default 128), as hash_prefix.ipv6\n"
 		"      --vip ADDR:PORT        the service address (hashed by 4-tuple, which\n"
 		"                             needs it unless -c gives it)\n"
 		"  -n, --pref K               length of the preference list (default 3)\n"
@@ -114,7 +119,8 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 }
 
 static int lookup_one(const struct hashlb_table *t, const char *client, const char *vip,
-		      enum hashlb_key key, unsigned k, bool json, bool first)
+		      enum hashlb_key key, const struct hashlb_src_prefix *prefix, unsigned k,
+		      bool json, bool first)
 {
 	struct hashlb_tuple tu;
 	uint32_t pref[64];
@@ -125,6 +131,7 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 		return -EINVAL;
 	if (!t)
 		return 0;
+	hashlb_tuple_mask_src(&tu, prefix);
 	h = hashlb_tuple_hash(&tu, key, hashlb_table_params(t)->seed);
 	n = hashlb_table_preference(t, h, pref, k);
 	if (json) {
@@ -158,7 +165,8 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
  * ("", "a,,b") is refused, not skipped.
  */
 static int lookup_all(const struct hashlb_table *t, char **args, int n, const char *vip,
-		      enum hashlb_key key, unsigned k, bool json)
+		      enum hashlb_key key, const struct hashlb_src_prefix *prefix, unsigned k,
+		      bool json)
 {
 	bool first = true;
 	int r = 0;
@@ -171,7 +179,7 @@ static int lookup_all(const struct hashlb_table *t, char **args, int n, const ch
 		if (!clients)
 			return -ENOMEM;
 		while (r == 0 && (c = strsep(&rest, ",")) != NULL) {
-			r = lookup_one(t, c, vip, key, k, json, first);
+			r = lookup_one(t, c, vip, key, prefix, k, json, first);
 			first = false;
 		}
 		free(clients);
@@ -302,6 +310,8 @@ int cmd_lookup(int argc, char **argv)
 	static const struct option longopts[] = {
 		TABLE_ARGS_LONGOPTS,
 		{ "key", required_argument, NULL, 'k' },
+		{ "ipv4-prefix", required_argument, NULL, 0x204 },
+		{ "ipv6-prefix", required_argument, NULL, 0x205 },
 		{ "vip", required_argument, NULL, 0x202 },
 		{ "pref", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 0x201 },
@@ -311,10 +321,12 @@ int cmd_lookup(int argc, char **argv)
 		{},
 	};
 	enum hashlb_key key = HASHLB_KEY_SRC_IP;
+	struct hashlb_src_prefix prefix = { 32, 128 };
 	struct hashlb_table *t = NULL;
 	const char *vip = NULL;
 	const char *config_path = NULL, *service = NULL;
 	char name[CLI_OPT_NAME_MAX], key_opt[CLI_OPT_NAME_MAX] = "",
+				     prefix_opt[CLI_OPT_NAME_MAX] = "",
 				     config_opt[CLI_OPT_NAME_MAX] = "";
 	const struct hashlb_service_cfg *svc = NULL;
 	struct hashlb_config *cfg = NULL;
@@ -346,6 +358,12 @@ int cmd_lookup(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 0x204:
+		case 0x205:
+			snprintf(prefix_opt, sizeof(prefix_opt), "%s", name);
+			if (cli_parse_prefix_len(name, optarg, opt == 0x205, &prefix) < 0)
+				return 2;
+			break;
 		case 'n':
 			if (cli_parse_u64(optarg, 64, &k) < 0 || k == 0) {
 				cli_bad_value(name, optarg, "1..64");
@@ -368,11 +386,14 @@ int cmd_lookup(int argc, char **argv)
 	if (config_path) {
 		/* The config is the whole truth: a second source for the same
 		 * setting would answer for a table that hashlb run does not build. */
-		if (a.given[0] || key_opt[0]) {
+		if (a.given[0] || key_opt[0] || prefix_opt[0]) {
 			cli_error(
 				"%s cannot be combined with %s: the configuration sets the scheme, "
-				"its parameters, the seed and the hash key\n",
-				a.given[0] ? a.given : key_opt, config_opt);
+				"its parameters, the seed, the hash key and its prefix\n",
+				a.given[0]   ? a.given
+				: key_opt[0] ? key_opt
+					     : prefix_opt,
+				config_opt);
 			table_args_free(&a);
 			return 2;
 		}
@@ -387,6 +408,7 @@ int cmd_lookup(int argc, char **argv)
 			return r;
 		}
 		key = svc->key;
+		prefix = svc->hash_prefix;
 		if (!vip && hashlb_service_dest_unknown(svc, false)) {
 			cli_error("service %s hashes the 4-tuple and %s: give --vip ADDR:PORT, the "
 				  "address clients connect to\n",
@@ -399,7 +421,8 @@ int cmd_lookup(int argc, char **argv)
 		if (!vip)
 			vip = svc->listen;
 		n_clients = argc - optind;
-		r = lookup_all(NULL, argv + optind, n_clients, vip, key, (unsigned)k, json);
+		r = lookup_all(NULL, argv + optind, n_clients, vip, key, &prefix, (unsigned)k,
+			       json);
 	} else {
 		if (service) {
 			cli_error("--service needs -c FILE\n");
@@ -408,6 +431,13 @@ int cmd_lookup(int argc, char **argv)
 		}
 		if (argc - optind < 2) {
 			cli_error("need a client address and at least one backend\n");
+			table_args_free(&a);
+			return 2;
+		}
+		if (prefix_opt[0] && key != HASHLB_KEY_SRC_IP) {
+			/* as a config's hash_prefix: the other keys hash the port */
+			cli_error("%s applies to the src-ip key, not %s\n", prefix_opt,
+				  hashlb_key_name(key));
 			table_args_free(&a);
 			return 2;
 		}
@@ -420,14 +450,15 @@ int cmd_lookup(int argc, char **argv)
 			return 2;
 		}
 		n_clients = 1;
-		r = lookup_all(NULL, argv + optind, n_clients, vip, key, (unsigned)k, json);
+		r = lookup_all(NULL, argv + optind, n_clients, vip, key, &prefix, (unsigned)k,
+			       json);
 		if (r == 0)
 			r = table_args_backends(&a, argv + optind + 1, (size_t)(argc - optind - 1));
 		if (r == 0)
 			r = table_args_build(&a, &t, NULL) < 0 ? -EIO : 0;
 	}
 	if (r == 0)
-		r = lookup_all(t, argv + optind, n_clients, vip, key, (unsigned)k, json);
+		r = lookup_all(t, argv + optind, n_clients, vip, key, &prefix, (unsigned)k, json);
 	hashlb_table_free(t);
 	hashlb_config_free(cfg);
 	table_args_free(&a);

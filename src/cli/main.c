@@ -66,6 +66,21 @@ int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
 	return 0;
 }
 
+int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hashlb_src_prefix *p)
+{
+	uint64_t len;
+
+	if (cli_parse_u64(arg, v6 ? 128 : 32, &len) < 0 || len == 0) {
+		cli_bad_value(name, arg, v6 ? "1..128" : "1..32");
+		return -EINVAL;
+	}
+	if (v6)
+		p->v6 = (uint8_t)len;
+	else
+		p->v4 = (uint8_t)len;
+	return 0;
+}
+
 void cli_print_json_string(const char *s)
 {
 	putchar('"');

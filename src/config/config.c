@@ -253,6 +253,7 @@ static const char *const service_keys[] = {
 	"vnodes",
 	"table_size",
 	"hash_key",
+	"hash_prefix",
 	"seed",
 	"timeouts",
 	"max_connections",
@@ -278,6 +279,7 @@ static const char *const service_keys[] = {
 	NULL,
 };
 
+static const char *const hash_prefix_keys[] = { "ipv4", "ipv6", NULL };
 static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
 	"enabled", "interval", "timeout", "rise",	   "fall",
@@ -297,6 +299,7 @@ static const struct {
 } key_homes[] = {
 	{ top_keys, "at the top level" },
 	{ service_keys, "in a service" },
+	{ hash_prefix_keys, "in a service's 'hash_prefix'" },
 	{ timeout_keys, "in a service's 'timeouts'" },
 	{ health_keys, "in a service's 'health'" },
 	{ keepalive_keys, "in a service's 'keepalive'" },
@@ -1173,6 +1176,8 @@ static void service_defaults(struct hashlb_service_cfg *s)
 {
 	hashlb_table_params_init(&s->table, HASHLB_SCHEME_MAGLEV);
 	s->key = HASHLB_KEY_SRC_IP;
+	s->hash_prefix.v4 = 32;
+	s->hash_prefix.v6 = 128;
 	s->connect_timeout_ms = 1000;
 	s->idle_timeout_ms = 300000;
 	s->drain_timeout_ms = 30000;
@@ -1190,6 +1195,42 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->health.timeout_ms = 1000;
 	s->health.rise = 2;
 	s->health.fall = 3;
+}
+
+/*
+ * hash_prefix: {ipv4: 1..32, ipv6: 1..128}, the leading bits of a client's
+ * address that its src-ip key hashes (hashlb_tuple_mask_src()). Refused with
+ * the other keys: they hash the client's port too, which a new address from
+ * a pool or a privacy address comes with anyway.
+ */
+static int load_hash_prefix(struct loader *ld, const struct ynode *m, const struct ynode *v,
+			    struct hashlb_service_cfg *s)
+{
+	const struct ynode *x;
+	uint32_t len;
+	int r;
+
+	r = check_map(ld, v, hash_prefix_keys, "hash_prefix");
+	if (r < 0)
+		return r;
+	if (s->key != HASHLB_KEY_SRC_IP)
+		return fail(ld, map_key(m, "hash_prefix"),
+			    "'hash_prefix' applies to hash_key src-ip, but this service uses %s "
+			    "(its hash takes the client's port, which changes with the address)",
+			    hashlb_key_name(s->key));
+	if ((x = map_get(v, "ipv4"))) {
+		r = get_u32_range(ld, x, "ipv4", 1, 32, &len);
+		if (r < 0)
+			return r;
+		s->hash_prefix.v4 = (uint8_t)len;
+	}
+	if ((x = map_get(v, "ipv6"))) {
+		r = get_u32_range(ld, x, "ipv6", 1, 128, &len);
+		if (r < 0)
+			return r;
+		s->hash_prefix.v6 = (uint8_t)len;
+	}
+	return 0;
 }
 
 static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
@@ -1258,7 +1299,8 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 				    "'hash_key' must be src-ip, src-ip-port or 4-tuple, found '%s'",
 				    v->text);
 	}
-	return 0;
+	v = map_get(m, "hash_prefix");
+	return v ? load_hash_prefix(ld, m, v, s) : 0;
 }
 
 /*

@@ -125,6 +125,28 @@ static double connect_avg_ms(const struct hlb_backend_counters *c)
 }
 
 /* "<key>":[...]: the backends of <snap> up in its table and down in <t> (NULL: none). */
+/* A service's hash_prefix lengths, 0 (whole) said as the whole length. */
+static unsigned prefix_v4(const struct hashlb_src_prefix *p)
+{
+	return p->v4 && p->v4 < 32 ? p->v4 : 32;
+}
+
+static unsigned prefix_v6(const struct hashlb_src_prefix *p)
+{
+	return p->v6 && p->v6 < 128 ? p->v6 : 128;
+}
+
+/* What the text pages add to the key for a hash_prefix: nothing for whole
+ * addresses, else " of the client's prefix: IPv4 /24, IPv6 /64". */
+static const char *prefix_text(const struct hashlb_src_prefix *p, char *buf, size_t size)
+{
+	if (hashlb_src_prefix_is_whole(p))
+		return "";
+	snprintf(buf, size, " of the client's prefix: IPv4 /%u, IPv6 /%u", prefix_v4(p),
+		 prefix_v6(p));
+	return buf;
+}
+
 static void json_table_for(struct hlb_buf *o, const char *key, const struct hlb_snapshot *snap,
 			   const struct hashlb_table *t)
 {
@@ -356,7 +378,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			steering_json(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
 		hlb_buf_printf(
 			o,
-			",\"scheme\":\"%s\",\"key\":\"%s\",\"max_connections_per_client\":%u"
+			",\"scheme\":\"%s\",\"key\":\"%s\",\"hash_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
+			",\"max_connections_per_client\":%u"
 			",\"max_connection_rate\":%u"
 			",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
 			",\"log_connections\":%s,\"generation\":%" PRIu64
@@ -370,6 +393,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"queued_total\":%" PRIu64 ",\"queue_timeouts\":%" PRIu64
 			",\"queue_aborts\":%" PRIu64 ",\"rate_pauses\":%" PRIu64 "},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
+			prefix_v4(&s->cfg->hash_prefix), prefix_v6(&s->cfg->hash_prefix),
 			s->cfg->max_connections_per_client, s->cfg->max_connection_rate,
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
@@ -469,20 +493,22 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
 		double *shares = NULL;
+		char pbuf[64];
 
 		hlb_service_counters_read(s->rt, &sc);
 		hlb_buf_printf(o,
-			       "\nservice %s  listen %s  %s  key %s\n"
+			       "\nservice %s  listen %s  %s  key %s%s\n"
 			       "  table: generation %" PRIu64 ", fingerprint %016" PRIx64
 			       ", %u/%u backends up, %" PRIu64 " rebuilds (last %.2f ms)\n"
 			       "  connections: %" PRIu64 " active, %" PRIu64 " total, %" PRIu64
 			       " rejected, %" PRIu64 " without backend, %" PRIu64 " queued\n",
 			       s->cfg->name, *s->rt->bound ? s->rt->bound : s->cfg->listen,
 			       hashlb_scheme_name(s->cfg->table.scheme),
-			       hashlb_key_name(s->cfg->key), snap->generation, snap->fingerprint,
-			       hlb_pool_takes_clients_count(s), s->n_backends, s->rebuilds,
-			       (double)s->rebuild_ns_last / 1e6, sc.active, sc.total, sc.rejected,
-			       sc.no_backend, sc.queued);
+			       hashlb_key_name(s->cfg->key),
+			       prefix_text(&s->cfg->hash_prefix, pbuf, sizeof(pbuf)),
+			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
+			       s->n_backends, s->rebuilds, (double)s->rebuild_ns_last / 1e6,
+			       sc.active, sc.total, sc.rejected, sc.no_backend, sc.queued);
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
@@ -597,18 +623,21 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	const struct hashlb_table *t = snap->table;
 	double *shares = table_shares(t);
 	struct hashlb_table_view v;
+	char pbuf[64];
 
 	hashlb_table_view(t, &v);
 	if (text) {
 		hlb_buf_printf(o,
-			       "service %s: %s, %s %u, seed %" PRIu64 ", key %s\n"
+			       "service %s: %s, %s %u, seed %" PRIu64 ", key %s%s\n"
 			       "generation %" PRIu64 ", fingerprint %016" PRIx64
 			       ", %u/%u backends up, %zu bytes\n",
 			       s->cfg->name, hashlb_scheme_name(v.scheme),
 			       v.scheme == HASHLB_SCHEME_MAGLEV ? "slots" : "points",
 			       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
-			       hashlb_key_name(snap->key), snap->generation, snap->fingerprint,
-			       hashlb_table_up_count(t), v.n_backends, hashlb_table_bytes(t));
+			       hashlb_key_name(snap->key),
+			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
+			       snap->generation, snap->fingerprint, hashlb_table_up_count(t),
+			       v.n_backends, hashlb_table_bytes(t));
 		hlb_buf_printf(o, "  %-16s %6s %-5s %8s\n", "BACKEND", "WEIGHT", "DOWN", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
 			hlb_buf_printf(o, "  %-16s %6u %-5s %7.2f%%\n",
@@ -623,11 +652,13 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	hlb_buf_json_str(o, s->cfg->name);
 	hlb_buf_printf(o,
 		       ",\"scheme\":\"%s\",\"size\":%u,\"seed\":%" PRIu64
-		       ",\"key\":\"%s\",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
+		       ",\"key\":\"%s\",\"hash_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
+		       ",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
 		       "\",\"up\":%u,\"bytes\":%zu,\"backends\":[",
 		       hashlb_scheme_name(v.scheme),
 		       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
-		       hashlb_key_name(snap->key), snap->generation, snap->fingerprint,
+		       hashlb_key_name(snap->key), prefix_v4(&snap->hash_prefix),
+		       prefix_v6(&snap->hash_prefix), snap->generation, snap->fingerprint,
 		       hashlb_table_up_count(t), hashlb_table_bytes(t));
 	for (uint32_t i = 0; i < v.n_backends; i++) {
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
@@ -706,6 +737,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		memcpy(tuple.dst, dst.src, sizeof(tuple.dst));
 		memcpy(tuple.dport, dst.sport, sizeof(tuple.dport));
 	}
+	hashlb_tuple_mask_src(&tuple, &snap->hash_prefix);
 	hash = hashlb_tuple_hash(&tuple, snap->key, snap->seed);
 	n = hashlb_table_preference(snap->table, hash, pref,
 				    snap->connect_retries + 1 < HLB_PREFERENCE_MAX

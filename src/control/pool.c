@@ -1788,7 +1788,9 @@ static bool prefixes_equal(const struct hashlb_prefix *a, uint32_t na,
 static bool service_settings_equal(const struct hashlb_service_cfg *a,
 				   const struct hashlb_service_cfg *b)
 {
-	return a->key == b->key && a->connect_timeout_ms == b->connect_timeout_ms &&
+	return a->key == b->key && a->hash_prefix.v4 == b->hash_prefix.v4 &&
+	       a->hash_prefix.v6 == b->hash_prefix.v6 &&
+	       a->connect_timeout_ms == b->connect_timeout_ms &&
 	       a->idle_timeout_ms == b->idle_timeout_ms &&
 	       a->drain_timeout_ms == b->drain_timeout_ms &&
 	       a->queue_timeout_ms == b->queue_timeout_ms &&

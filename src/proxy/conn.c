@@ -1566,9 +1566,11 @@ static void conn_route(struct worker *w, struct conn *c, const struct hlb_snapsh
 		return;
 	}
 	hlb_stat_add(&c->svc->wstats[w->id].lookups, 1);
-	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
-	/* for the connection log: cheaper kept than a branch on it */
+	/* for the connection log: cheaper kept than a branch on it; the
+	 * client as it is, before hash_prefix masks it for the hash */
 	memcpy(c->client, &t, sizeof(c->client));
+	hashlb_tuple_mask_src(&t, &snap->hash_prefix);
+	c->hash = hashlb_tuple_hash(&t, snap->key, snap->seed);
 	c->client_set = true; /* before a refusal, so that its log line names the client */
 	if ((snap->allow_clients && !hashlb_prefix_set_match(snap->allow_clients, src)) ||
 	    (snap->deny_clients && hashlb_prefix_set_match(snap->deny_clients, src))) {

@@ -143,6 +143,7 @@ uint64_t hlb_backend_connect_failures(const struct hlb_backend *b)
 static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_service_cfg *cfg)
 {
 	s->key = cfg->key;
+	s->hash_prefix = cfg->hash_prefix;
 	s->seed = cfg->table.seed;
 	s->connect_timeout_ms = cfg->connect_timeout_ms;
 	s->idle_timeout_ms = cfg->idle_timeout_ms;

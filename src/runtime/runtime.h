@@ -393,6 +393,7 @@ struct hlb_snapshot {
 	uint64_t fingerprint; /* hashlb_table_fingerprint(table) */
 	struct hashlb_table *table; /* owned */
 	enum hashlb_key key;
+	struct hashlb_src_prefix hash_prefix; /* what of the client address key hashes */
 	uint64_t seed;
 	uint32_t n_backends; /* == hashlb_table_backend_count(table) */
 	struct hlb_backend **backends; /* table index -> backend, one reference each */

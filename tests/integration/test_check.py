@@ -142,6 +142,11 @@ broken = [
     (demo.replace("workers: auto", "table_memory: 1MiB\nworkers: auto")
      .replace("    scheme: maglev ", "    table_size: 174763\n    scheme: maglev ", 1),
      14, 5, "service 'demo': with its table"),
+    # hash_prefix: only with src-ip (the others hash the port), each length in its range
+    (demo.replace("    hash_key: src-ip ", "    hash_prefix: {ipv4: 24}\n    hash_key: 4-tuple "),
+     16, 5, "'hash_prefix' applies to hash_key src-ip, but this service uses 4-tuple"),
+    (demo.replace("    hash_key: src-ip ", "    hash_prefix:\n      ipv6: 129\n    hash_key: src-ip "),
+     17, 13, "'ipv6' 129 is out of range 1..128"),
 ]
 with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
     for i, (text, line, col, words) in enumerate(broken):

@@ -397,7 +397,16 @@ for args, line in [
      "hashlb lookup: invalid value 'bogus' for option -k (src-ip, src-ip-port or 4-tuple)"),
     (("lookup", "-c", DEMO, "-S", "1", "10.0.0.1"),
      "hashlb lookup: -S cannot be combined with -c: the configuration sets the scheme, its "
-     "parameters, the seed and the hash key"),
+     "parameters, the seed, the hash key and its prefix"),
+    (("lookup", "-c", DEMO, "--ipv6-prefix", "64", "10.0.0.1"),
+     "hashlb lookup: --ipv6-prefix cannot be combined with -c: the configuration sets the "
+     "scheme, its parameters, the seed, the hash key and its prefix"),
+    (("lookup", "--ipv4-prefix", "33", "10.0.0.1", "a"),
+     "hashlb lookup: invalid value '33' for option --ipv4-prefix (1..32)"),
+    (("lookup", "--ipv6-prefix", "0", "10.0.0.1", "a"),
+     "hashlb lookup: invalid value '0' for option --ipv6-prefix (1..128)"),
+    (("lookup", "-k", "src-ip-port", "--ipv4-prefix", "24", "10.0.0.1:5", "a"),
+     "hashlb lookup: --ipv4-prefix applies to the src-ip key, not src-ip-port"),
     (("lookup", "10.0.0.1"), "hashlb lookup: need a client address and at least one backend"),
     (("table", "--seed", "x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),
     (("table", "--seed=x", "a"), f"hashlb table: invalid value 'x' for option --seed{SEED}"),

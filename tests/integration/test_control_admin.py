@@ -779,6 +779,66 @@ def lookup_on_a_mapped_wildcard():
     check(lb.stop() == 0, "exit 0")
 
 
+def hash_prefix_keeps_a_prefix_on_one_backend():
+    """hash_prefix {ipv4: 24, ipv6: 64}: every client of a /24 reaches the backend that
+    hashlb lookup (-c, and without it given the prefix) and ctl lookup name for it, the one
+    of the /24's own address, and the /24s spread over the backends; IPv6 clients of one /64
+    look up alike (loopback has one IPv6 address: the unit tests and the kernel parity test
+    prove the hash). A reload back to whole addresses is a table change: the clients of a
+    /24 part again, each where the lookups say."""
+    import subprocess
+    from lbtest import HASHLB, lookup
+    lb = Lb(config(BACKENDS, extra="hash_prefix: {ipv4: 24, ipv6: 64}"))
+    groups = {n: [f"127.0.{n}.{h}" for h in (1, 2, 77, 200, 254)] for n in range(1, 13)}
+    clients = [c for g in groups.values() for c in g]
+    nets = [f"127.0.{n}.0" for n in groups]
+    offline = lookup(lb.path, clients + nets)
+    live = lb.lookup(clients)
+    real = {c: who(lb.addr, c) for c in clients}
+    for n, g in groups.items():
+        want = offline[f"127.0.{n}.0"][0]
+        bad = [(c, real[c], live[c], offline[c][0]) for c in g
+               if (real[c], live[c], offline[c][0]) != (want, want, want)]
+        check(not bad, f"127.0.{n}.0/24: every client at {want}, got {bad}")
+    spread = {offline[net][0] for net in nets}
+    check(len(spread) > 1, f"the /24s spread over the backends: {spread}")
+    p = subprocess.run([HASHLB, "lookup", "--ipv4-prefix", "24", ",".join(clients), "a", "b",
+                        "c"], capture_output=True, text=True, timeout=30)
+    args = {l.split()[0]: l.split()[1] for l in p.stdout.splitlines()}
+    check(p.returncode == 0 and all(args[c] == offline[c][0] for c in clients),
+          f"lookup --ipv4-prefix 24 without -c agrees: {p.returncode} {p.stderr}")
+    v6 = ["2001:db8:1:2::1", "2001:db8:1:2:aaaa:bbbb:cccc:dddd", "[2001:db8:1:2::ff]:443",
+          "2001:db8:1:2::"]
+    v6_off = lookup(lb.path, v6)
+    v6_live = lb.lookup(v6)
+    check(len({v6_off[c][0] for c in v6} | set(v6_live[c] for c in v6)) == 1,
+          f"the clients of a /64 look up alike: {v6_off} {v6_live}")
+    p = subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True, text=True,
+                       timeout=30)
+    check("hash_key     src-ip of the client's prefix: IPv4 /24, IPv6 /64\n" in p.stdout,
+          f"check shows the prefix: {p.stdout}")
+    check(lb.service()["hash_prefix"] == {"ipv4": 24, "ipv6": 64},
+          f"/status says it: {lb.service().get('hash_prefix')}")
+    rc, so, se = lb.ctl("table")
+    check(rc == 0 and "key src-ip of the client's prefix: IPv4 /24, IPv6 /64\n" in so,
+          f"ctl table says it: {so}{se}")
+
+    gen = lb.service()["generation"]
+    lb.rewrite(config(BACKENDS))  # whole addresses, on the port it has
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.service()["generation"] != gen and
+          lb.service()["hash_prefix"] == {"ipv4": 32, "ipv6": 128},
+          f"the reload publishes a table of whole addresses: {se} {lb.service()}")
+    whole = lookup(lb.path, clients)
+    live = lb.lookup(clients)
+    real = {c: who(lb.addr, c) for c in clients}
+    bad = [c for c in clients if not real[c] == live[c] == whole[c][0]]
+    check(not bad, f"after it each client reaches its own address's backend: {bad[:5]}")
+    check(any(len({real[c] for c in g}) > 1 for g in groups.values()),
+          "and the clients of a /24 part")
+    check(lb.stop() == 0, "exit 0")
+
+
 def lookup_agrees_with_the_offline_lookup():
     """ctl lookup (the running table), hashlb lookup -c (the config) and the backend each
     client socket reaches agree, 4-tuple key too. With the 4-tuple on a port 0 listener,
@@ -1519,6 +1579,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            maglev_service_holds_one_table_while_all_are_up,
            ctl_asks_which_service_as_ctl_takes_it, odd_names_in_every_format,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
+           hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,

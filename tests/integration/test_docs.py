@@ -36,7 +36,7 @@ macros = {
         re.search(r"#define TABLE_ARGS_LONGOPTS(.*?)#define", table_args, re.S).group(1),
     "TABLE_ARGS_SHORTOPTS": re.search(r'#define TABLE_ARGS_SHORTOPTS "([^"]*)"', table_args).group(1),
 }
-OPTION = re.compile(r'\{\s*"([a-z-]+)",\s*(?:no|required|optional)_argument,\s*NULL,\s*'
+OPTION = re.compile(r'\{\s*"([a-z][a-z0-9-]*)",\s*(?:no|required|optional)_argument,\s*NULL,\s*'
                     r"(?:'(.)'|0x[0-9a-fA-F]+)\s*\}")
 
 
@@ -65,7 +65,7 @@ def help_options(cmd):
     check(p.returncode == 0, f"hashlb {cmd} --help: exit {p.returncode}")
     section = re.search(r"^OPTIONS\n(.*?)\n\n", p.stdout, re.S | re.M)
     listed = {}
-    for short, name in re.findall(r"^ {2}(?:-(\w), )? *--([a-z-]+)", section.group(1), re.M):
+    for short, name in re.findall(r"^ {2}(?:-(\w), )? *--([a-z][a-z0-9-]*)", section.group(1), re.M):
         check(name not in listed, f"hashlb {cmd} --help lists --{name} twice")
         listed[name] = short or None
     return listed
@@ -92,7 +92,7 @@ for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
         own["vip"] = None  # a command's own, after it (lookup --vip)
     text = "\n".join(ln for ln in out.split("\n")
                      if not re.search(rf"\b(hashlb (?!{cmd}\b)[a-z]+|sysctl|ip|curl) ", ln))
-    for name in sorted(set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", text)) - set(own)):
+    for name in sorted(set(re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", text)) - set(own)):
         check(False, f"hashlb {cmd} --help names --{name}, which hashlb {cmd} does not take")
     for short in sorted(set(re.findall(r"(?<![\w-])-([a-zA-Z])\b", text)) -
                         {v for v in own.values() if v}):
@@ -130,7 +130,7 @@ for doc in ["README.md"] + [os.path.join("docs", n) for n in sorted(os.listdir(o
         if cmd not in takes:
             continue
         shown += 1
-        for opt in re.findall(r"(?<![\w-])--([a-z][a-z-]*)", line.split("#")[0]):
+        for opt in re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", line.split("#")[0]):
             check(opt in takes[cmd] or opt == "bogus",
                   f"{doc}: 'hashlb {cmd} ... --{opt}': hashlb {cmd} has no --{opt} ({line})")
 check(shown > 50, f"only {shown} command lines found in the docs: the pattern is out of date")

@@ -359,6 +359,37 @@ static void test_wrong_types(void **state)
 	expect_error(MINIMAL "    seed: 1.5\n", 7, 11, "'seed' must be an integer");
 }
 
+/* hash_prefix: the client prefix a src-ip key hashes; refused where it means nothing. */
+static void test_hash_prefix(void **state)
+{
+	struct hashlb_config *c;
+
+	c = load_ok(MINIMAL "    hash_prefix: {ipv6: 64}\n");
+	assert_int_equal(c->services[0].hash_prefix.v4, 32);
+	assert_int_equal(c->services[0].hash_prefix.v6, 64);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    hash_key: src-ip\n"
+			    "    hash_prefix:\n"
+			    "      ipv4: 24\n"
+			    "      ipv6: 56\n");
+	assert_int_equal(c->services[0].hash_prefix.v4, 24);
+	assert_int_equal(c->services[0].hash_prefix.v6, 56);
+	hashlb_config_free(c);
+
+	expect_error(MINIMAL "    hash_key: src-ip-port\n    hash_prefix: {ipv4: 24}\n", 8, 5,
+		     "'hash_prefix' applies to hash_key src-ip, but this service uses src-ip-port");
+	expect_error(MINIMAL "    hash_prefix: {ipv4: 24}\n    hash_key: 4-tuple\n", 7, 5,
+		     "'hash_prefix' applies to hash_key src-ip, but this service uses 4-tuple");
+	expect_error(MINIMAL "    hash_prefix: {ipv4: 33}\n", 7, 25,
+		     "'ipv4' 33 is out of range 1..32");
+	expect_error(MINIMAL "    hash_prefix: {ipv6: 0}\n", 7, 25,
+		     "'ipv6' 0 is out of range 1..128");
+	expect_error(MINIMAL "    hash_prefix: {ipv6: /64}\n", 7, 25, "'ipv6' must be an integer");
+	expect_error(MINIMAL "    hash_prefix: 64\n", 7, 18, "hash_prefix must be a mapping");
+	expect_error(MINIMAL "    hash_prefix: {v6: 64}\n", 7, 19, "v6");
+	expect_error(MINIMAL "    ipv6: 64\n", 7, 5, "in a service's 'hash_prefix'");
+}
+
 /* --- ranges -------------------------------------------------------------- */
 
 static void test_ranges(void **state)
@@ -2717,6 +2748,10 @@ static void test_full_yaml_defaults(void **state)
 	assert_true(fs->table.seed == ms->table.seed);
 	assert_true(fs->table.max_bytes == ms->table.max_bytes);
 	assert_int_equal(fs->key, ms->key);
+	assert_int_equal(fs->hash_prefix.v4, ms->hash_prefix.v4);
+	assert_int_equal(fs->hash_prefix.v6, ms->hash_prefix.v6);
+	assert_int_equal(ms->hash_prefix.v4, 32);
+	assert_int_equal(ms->hash_prefix.v6, 128);
 	assert_int_equal(fs->connect_timeout_ms, ms->connect_timeout_ms);
 	assert_int_equal(fs->idle_timeout_ms, ms->idle_timeout_ms);
 	assert_int_equal(fs->drain_timeout_ms, ms->drain_timeout_ms);
@@ -2998,6 +3033,7 @@ int main(void)
 		cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_example_configs),
 		cmocka_unit_test(test_full_yaml_defaults),
+		cmocka_unit_test(test_hash_prefix),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
