@@ -260,18 +260,22 @@ static __always_inline int is_vip_addr(__u64 d0, __u64 d1)
 /* The second half of an IPv4-mapped address: 00 00 ff ff a b c d. */
 #define V4_MAPPED_HI(a) (0xffff0000ULL | (__u64)(a) << 32)
 
-/* The table's hash of the canonical tuple (source address, source port,
- * destination address, destination port) over its first <key_len> bytes,
- * from the flow key words. */
-static __always_inline __u64 tuple_hash(const __u64 *kw, __u32 key_len, __u64 seed)
+/* Table <t>'s hash of the canonical tuple (source address cut to its
+ * hash_prefix, source port, destination address, destination port) over its
+ * first key_len bytes, from the flow key words. */
+static __always_inline __u64 tuple_hash(const __u64 *kw, const struct hlb_steer_table *t)
 {
 	__u64 sport = kw[4] & 0xffff, dport = (kw[4] >> 16) & 0xffff;
+	__u64 s0 = kw[0], s1 = kw[1], seed = t->seed;
+	__u32 key_len = t->key_len;
 
+	if (t->v4_prefix | t->v6_prefix)
+		hlb_steer_src_mask(&s0, &s1, t->v4_prefix, t->v6_prefix);
 	if (key_len == 16)
-		return hlb_xxh64_16w(kw[0], kw[1], seed);
+		return hlb_xxh64_16w(s0, s1, seed);
 	if (key_len == 18)
-		return hlb_xxh64_18w(kw[0], kw[1], (__u8)sport, (__u8)(sport >> 8), seed);
-	return hlb_xxh64_36w(kw[0], kw[1], sport | kw[2] << 16, kw[2] >> 48 | kw[3] << 16,
+		return hlb_xxh64_18w(s0, s1, (__u8)sport, (__u8)(sport >> 8), seed);
+	return hlb_xxh64_36w(s0, s1, sport | kw[2] << 16, kw[2] >> 48 | kw[3] << 16,
 			     (__u32)(kw[3] >> 48 | dport << 16), seed);
 }
 
@@ -556,7 +560,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	t = bpf_map_lookup_elem(&hlb_tables, &half);
 	if (!t)
 		return drop(st, HLB_STEER_DROP_TABLE);
-	idx = table_lookup(t, half, tuple_hash(kw, t->key_len, t->seed));
+	idx = table_lookup(t, half, tuple_hash(kw, t));
 	if (idx < 0)
 		return drop(st, HLB_STEER_DROP_TABLE);
 	if (idx == HLB_STEER_BACKEND_NONE)

@@ -156,14 +156,15 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 
 /*
  * Publish <t> (its effective table, health overlay included) hashed by
- * <key>, with dests[i] for backend i. Writes the inactive half, flips, waits
+ * <key> over the client address cut to <prefix> (NULL: whole addresses),
+ * with dests[i] for backend i. Writes the inactive half, flips, waits
  * until no program reads the old half, then updates per-backend state, so
  * established flows of backends that are down (and not keeping them) or gone
  * are rescheduled.
  */
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
-			   enum hashlb_key key, const struct hashlb_steer_dest *dests,
-			   struct hashlb_error *err);
+			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+			   const struct hashlb_steer_dest *dests, struct hashlb_error *err);
 
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);

@@ -121,8 +121,42 @@ struct hlb_steer_table {
 	__u32 bucket_bits; /* ring index: 1 << bucket_bits buckets */
 	__u32 max_scan;
 	__u32 n_backends;
-	__u32 pad;
+	/* hash_prefix (hlb_steer_src_mask): the source address bits hashed,
+	 * 0 = all. Once padding: a table an older hashlb wrote reads 0. */
+	__u8 v4_prefix; /* 0..32 */
+	__u8 v6_prefix; /* 0..128 */
+	__u16 pad;
 };
+
+/* An address's first <bits> bits (0..64) as a mask of the 64-bit word that
+ * a little-endian load of its 8 bytes gives (the BPF program's words). */
+HLB_STEER_INLINE __u64 hlb_steer_prefix_word(__u32 bits)
+{
+	if (bits >= 64)
+		return ~0ULL;
+	if (bits == 0)
+		return 0;
+	return __builtin_bswap64(~0ULL << (64 - bits));
+}
+
+/*
+ * The source address words <*w0>, <*w1> (its 16 canonical bytes loaded as
+ * two little-endian words) cut to a table's prefix, as the core's
+ * hashlb_tuple_mask_src(): an IPv4-mapped address (::ffff:a.b.c.d) keeps
+ * 96 + <v4> bits, another <v6>; 0 keeps all. Only the table's hash sees the
+ * masked address: conntrack keys the flow by its whole tuple.
+ */
+HLB_STEER_INLINE void hlb_steer_src_mask(__u64 *w0, __u64 *w1, __u32 v4, __u32 v6)
+{
+	__u32 keep;
+
+	if (*w0 == 0 && (__u32)*w1 == 0xffff0000u)
+		keep = 96 + (v4 && v4 < 32 ? v4 : 32);
+	else
+		keep = v6 && v6 < 128 ? v6 : 128;
+	*w0 &= hlb_steer_prefix_word(keep);
+	*w1 &= hlb_steer_prefix_word(keep > 64 ? keep - 64 : 0);
+}
 
 /* A backend as the data path needs it: where to send a frame. Each backend
  * also has a slot in hlb_bslots that stays its own for as long as it is

@@ -60,14 +60,20 @@ static void usage(FILE *f)
 		"                             is read from the neighbour (ARP) table when not\n"
 		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
-		"  -c, --config FILE          take the VIP (listen), scheme, seed, key, backends\n"
+		"  -c, --config FILE          take the VIP (listen), scheme, seed, key (and its\n"
+		"                             hash_prefix), backends\n"
 		"                             (weights, admin state, backups), interface and\n"
 		"                             steering_flows from the service of FILE that has\n"
 		"                             steering: kernel, as\n"
 		"                             hashlb run builds its table (--down and --drain\n"
-		"                             apply; table options and --key are refused)\n"
+		"                             apply; table options, --key and the prefix\n"
+		"                             options are refused)\n"
 		"      --service NAME         with --config: this service instead\n"
 		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
+		"      --ipv4-prefix LEN      src-ip: hash an IPv4 client's first LEN bits, 1..32\n"
+		"                             (default 32), as a config's hash_prefix.ipv4\n"
+		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
+		"                             1..128 (default 128), as hash_prefix.ipv6\n"
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
 		"                             generic; tc on a veth), xdp, xdp-generic or tc\n"
 		"      --flows N              connection-tracking entries, 1..402653184 (default\n"
@@ -290,6 +296,7 @@ struct steer_args {
 	const char *iface;
 	const char *drain;
 	enum hashlb_key key;
+	struct hashlb_src_prefix prefix; /* hash_prefix */
 	enum action action;
 	bool json;
 	struct hashlb_steer_opts opts;
@@ -367,18 +374,21 @@ static int steer_publish(struct steer_args *a)
 			goto out_err;
 	}
 	/* Table before VIPs: a VIP is never served by an empty table. */
-	ret = hashlb_steer_set_table(s, t, a->key, dests, &err);
+	ret = hashlb_steer_set_table(s, t, a->key, &a->prefix, dests, &err);
 	if (ret < 0)
 		goto out_err;
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);
 	if (ret < 0)
 		goto out_err;
 	printf("hashlb steer: %s %s on %s (%s), %u VIP(s), %u backends (%u up), %s, key %s, "
-	       "table %016" PRIx64 "\n",
+	       "table %016" PRIx64,
 	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,
 	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, a->n_backends,
 	       hashlb_table_up_count(t), hashlb_scheme_name(hashlb_table_scheme(t)),
 	       hashlb_key_name(a->key), hashlb_table_fingerprint(t));
+	if (!hashlb_src_prefix_is_whole(&a->prefix))
+		printf(", clients by prefix: IPv4 /%u, IPv6 /%u", a->prefix.v4, a->prefix.v6);
+	printf("\n");
 	fflush(stdout);
 	if (a->action == ACT_RUN && !a->opts.keep) {
 		int sig = wait_for_signal();
@@ -478,6 +488,7 @@ static int from_config(struct steer_args *a)
 	a->n_vips = 1;
 	a->table.params = svc->table;
 	a->key = svc->key;
+	a->prefix = svc->hash_prefix;
 	a->backends = calloc(svc->n_backends, sizeof(*a->backends));
 	a->table.specs = calloc(svc->n_backends, sizeof(*a->table.specs));
 	down = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*down));
@@ -562,6 +573,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "drain", required_argument, NULL, 0x201 },
 		{ "key", required_argument, NULL, 'k' },
+		{ "ipv4-prefix", required_argument, NULL, 0x20d },
+		{ "ipv6-prefix", required_argument, NULL, 0x20e },
 		{ "mode", required_argument, NULL, 0x202 },
 		{ "flows", required_argument, NULL, 0x203 },
 		{ "max-backends", required_argument, NULL, 0x204 },
@@ -581,9 +594,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	char **backend_args = calloc((size_t)argc, sizeof(char *));
 	const char *attach_opt = NULL; /* the last option that only attaching takes */
 	/* options as typed ("" if not given), for the messages */
-	char name[CLI_OPT_NAME_MAX], key_opt[CLI_OPT_NAME_MAX] = "",
-				     backend_opt[CLI_OPT_NAME_MAX] = "",
-				     config_opt[CLI_OPT_NAME_MAX] = "";
+	char name[CLI_OPT_NAME_MAX],
+		key_opt[CLI_OPT_NAME_MAX] = "", prefix_opt[CLI_OPT_NAME_MAX] = "",
+		backend_opt[CLI_OPT_NAME_MAX] = "", config_opt[CLI_OPT_NAME_MAX] = "";
 	uint32_t n_backend_args = 0;
 	uint64_t v;
 	int opt, r;
@@ -623,6 +636,12 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				cli_bad_value(name, optarg, "src-ip, src-ip-port or 4-tuple");
 				goto usage;
 			}
+			break;
+		case 0x20d:
+		case 0x20e:
+			snprintf(prefix_opt, sizeof(prefix_opt), "%s", name);
+			if (cli_parse_prefix_len(name, optarg, opt == 0x20e, &a->prefix) < 0)
+				goto usage;
 			break;
 		case 0x202:
 			attach_opt = "--mode";
@@ -717,6 +736,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				: a->table.down	    ? a->table.down_opt
 				: a->drain	    ? "--drain"
 				: key_opt[0]	    ? key_opt
+				: prefix_opt[0]	    ? prefix_opt
 						    : NULL;
 
 		if (o) {
@@ -736,15 +756,24 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		}
 		/* The config is the whole truth, as for hashlb lookup -c: the
 		 * table must be the one hashlb run builds from it. */
-		if (a->table.given[0] || key_opt[0]) {
+		if (a->table.given[0] || key_opt[0] || prefix_opt[0]) {
 			cli_error(
 				"%s cannot be combined with %s: the configuration sets the scheme, "
-				"its parameters, the seed and the hash key\n",
-				a->table.given[0] ? a->table.given : key_opt, config_opt);
+				"its parameters, the seed, the hash key and its prefix\n",
+				a->table.given[0] ? a->table.given
+				: key_opt[0]	  ? key_opt
+						  : prefix_opt,
+				config_opt);
 			goto usage;
 		}
 		free(backend_args);
 		return from_config(a);
+	}
+	if (prefix_opt[0] && a->key != HASHLB_KEY_SRC_IP) {
+		/* as a config's hash_prefix: the other keys hash the port */
+		cli_error("%s applies to the src-ip key, not %s\n", prefix_opt,
+			  hashlb_key_name(a->key));
+		goto usage;
 	}
 	if (!a->iface) {
 		cli_error("--iface is required\n");
@@ -801,6 +830,7 @@ int cmd_steer(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	table_args_init(&a.table);
 	a.key = HASHLB_KEY_SRC_IP;
+	a.prefix = (struct hashlb_src_prefix){ 32, 128 };
 	a.opts.mode = HASHLB_STEER_AUTO;
 	ret = parse_args(&a, argc, argv);
 	if (ret > 0) {

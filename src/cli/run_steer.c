@@ -358,7 +358,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		return;
 	}
 	e->published = false;
-	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, dests, &err) < 0 ||
+	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
+				   &err) < 0 ||
 	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		table_refused(rs, e, &err);
 	} else {

@@ -29,6 +29,7 @@
 #include <linux/sockios.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "hashlb/steer.h"
@@ -70,6 +71,9 @@ struct hashlb_steer {
 	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
 	 * loaded may have other ones (steer_shared.h), hlb_stats2 none (0) */
 	uint32_t stats_size, stats2_size;
+	/* the program reads hash_prefix (struct hlb_steer_table's v4_prefix,
+	 * v6_prefix); one an older hashlb loaded had padding there */
+	bool reads_prefix;
 	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
@@ -522,6 +526,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_VIPS] = bpf_map__fd(s->skel->maps.hlb_vips);
 	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
 	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
+	s->reads_prefix = true;
 	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
 	s->fd[M_BSLOTS] = bpf_map__fd(s->skel->maps.hlb_bslots);
 	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
@@ -626,6 +631,34 @@ static int find_attached(const char *iface, int *ret_ifindex, uint32_t *ret_id,
 	return 0;
 }
 
+/*
+ * Whether the program whose hlb_tables map <mi> describes reads hash_prefix:
+ * its table's BTF names the member v4_prefix. An older hashlb's program has
+ * padding there, never read: it would hash whole addresses whatever the
+ * table said.
+ */
+static bool table_has_prefix(const struct bpf_map_info *mi)
+{
+	const struct btf_member *m;
+	const struct btf_type *t;
+	struct btf *btf;
+	bool found = false;
+
+	if (!mi->btf_id || !mi->btf_value_type_id)
+		return false;
+	btf = btf__load_from_kernel_by_id(mi->btf_id);
+	if (!btf)
+		return false;
+	t = btf__type_by_id(btf, mi->btf_value_type_id);
+	if (t && btf_is_struct(t)) {
+		m = btf_members(t);
+		for (unsigned i = 0; i < btf_vlen(t) && !found; i++, m++)
+			found = strcmp(btf__name_by_offset(btf, m->name_off), "v4_prefix") == 0;
+	}
+	btf__free(btf);
+	return found;
+}
+
 int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	uint32_t map_ids[32], prog_id = 0;
@@ -688,6 +721,8 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 					s->stats_size = mi.value_size;
 				else if (m == M_STATS2)
 					s->stats2_size = mi.value_size;
+				else if (m == M_TABLES)
+					s->reads_prefix = table_has_prefix(&mi);
 				break;
 			}
 		}
@@ -1347,8 +1382,8 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 }
 
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
-			   enum hashlb_key key, const struct hashlb_steer_dest *dests,
-			   struct hashlb_error *err)
+			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)
 {
 	struct hashlb_table_view v;
 	struct hlb_steer_table meta;
@@ -1369,6 +1404,16 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 				  n, s->backends_cap);
 	if (hashlb_key_len(key) == 0)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid hash key");
+	if (!s->reads_prefix && !hashlb_src_prefix_is_whole(prefix)) {
+		char name[IF_NAMESIZE] = "?";
+
+		if_indextoname((unsigned)s->ifindex, name);
+		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
+				  "the program on %s, which an older hashlb attached, hashes "
+				  "whole client addresses: no hash_prefix until it is detached "
+				  "(hashlb steer -i %s --detach) and attached again",
+				  name, name);
+	}
 	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
 		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading the active half: %s",
 				  strerror(errno));
@@ -1419,6 +1464,11 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	memset(&meta, 0, sizeof(meta));
 	meta.seed = hashlb_table_params(t)->seed;
 	meta.key_len = (uint32_t)hashlb_key_len(key);
+	/* a whole address is 0, what a table written before hash_prefix holds */
+	if (prefix && prefix->v4 < 32)
+		meta.v4_prefix = prefix->v4;
+	if (prefix && prefix->v6 < 128)
+		meta.v6_prefix = prefix->v6;
 	meta.n_backends = n;
 	ret = write_half(s, half, &v, &meta, err);
 	if (ret < 0)

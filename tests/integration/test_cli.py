@@ -232,6 +232,15 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--stats", *VIP), 2, "--vip does not apply with --stats"),
     (("steer", "-i", "lo", "--stats", "--down", "a"), 2, "--down does not apply with --stats"),
     (("steer", "-i", "lo", "--stats", "--scheme", "ring"), 2, "--scheme does not apply with"),
+    # hash_prefix on the command line: in range, src-ip only, not with -c (which sets it)
+    (("steer", "-i", "lo", "--stats", "--ipv6-prefix", "64"), 2,
+     "--ipv6-prefix does not apply with --stats"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "--ipv4-prefix", "33"), 2,
+     "invalid value '33' for option --ipv4-prefix (1..32)"),
+    (("steer", "-i", "lo", *VIP, *BACKEND, "-k", "4-tuple", "--ipv4-prefix", "24"), 2,
+     "--ipv4-prefix applies to the src-ip key, not 4-tuple"),
+    (("steer", "-c", STEER_CFG, "--ipv6-prefix", "64"), 2,
+     "--ipv6-prefix cannot be combined with -c"),
     (("steer", "-i", "lo", "--service", "k", *VIP, *BACKEND), 2, "--service needs --config"),
     # two actions: the last one won
     (("steer", "-i", "lo", "--stats", "--update"), 2, "--stats and --update exclude each other"),

@@ -259,9 +259,11 @@ static inline const char *test_table_says(const struct hashlb_table *t, const st
 	return i == HASHLB_BACKEND_NONE ? NULL : hashlb_table_backend_name(t, i);
 }
 
-/* Publish <t> with backend i at test_backend_mac(i). */
-static inline void test_publish(struct hashlb_steer *s, const struct hashlb_table *t,
-				enum hashlb_key key, const bool *drain)
+/* Publish <t> hashed by <key> over addresses cut to <prefix> (NULL: whole),
+ * with backend i at test_backend_mac(i). */
+static inline void test_publish_prefix(struct hashlb_steer *s, const struct hashlb_table *t,
+				       enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+				       const bool *drain)
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	struct hashlb_steer_dest *d = calloc(n, sizeof(*d));
@@ -272,11 +274,18 @@ static inline void test_publish(struct hashlb_steer *s, const struct hashlb_tabl
 		memcpy(d[i].src_mac, test_lb_mac, 6);
 		d[i].keep_flows = drain && drain[i];
 	}
-	if (hashlb_steer_set_table(s, t, key, d, &err) < 0) {
+	if (hashlb_steer_set_table(s, t, key, prefix, d, &err) < 0) {
 		fprintf(stderr, "set_table: %s\n", err.msg);
 		exit(1);
 	}
 	free(d);
+}
+
+/* Publish <t> with backend i at test_backend_mac(i). */
+static inline void test_publish(struct hashlb_steer *s, const struct hashlb_table *t,
+				enum hashlb_key key, const bool *drain)
+{
+	test_publish_prefix(s, t, key, NULL, drain);
 }
 
 /* A table of <names> (<down> may be NULL): weights 1, 2, 3, 1, ... by

@@ -6,8 +6,9 @@ yet is published once it is, with no other change; a backend in maint, and a bac
 return, keep their established connections; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
-a reload that changes it keeps the program and its flows. Each scenario starts its own daemon; the
-namespaces are removed even when it fails."""
+a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
+IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them.
+Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
 import os
@@ -39,6 +40,24 @@ for _ in range(int(sys.argv[2])):
         res[type(e).__name__] += 1
     s.close()
 print(json.dumps(res))
+"""
+
+
+# A connection from each source address: {address: backend name or error}.
+CONNECT_FROM = """
+import json, socket, sys
+out = {}
+for src in sys.argv[3:]:
+    s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
+    s.settimeout(2)
+    try:
+        s.bind((src, 0))
+        s.connect((sys.argv[1], int(sys.argv[2])))
+        out[src] = s.makefile('rb').readline().decode().strip() or 'empty'
+    except OSError as e:
+        out[src] = type(e).__name__
+    s.close()
+print(json.dumps(out))
 """
 
 
@@ -670,6 +689,72 @@ def upgrade_unsteered(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def prefix(topo, servers):
+    """hash_prefix {ipv4: 24, ipv6: 64} through the kernel path: the client's addresses, all
+    in its /64 (then its /24), each reach the backend hashlb lookup -c names for them, one
+    backend for all; a reload back to whole addresses publishes a table that parts them,
+    each where lookup -c then says. (The program masks in its table's hash only: the parity
+    test proves the hash, this that hashlb run publishes the prefix and reloads it.)"""
+    v6 = [f"fd11::{0x100 + i:x}:{i * 7919 % 65536:x}" for i in range(12)]
+    v4 = [f"{T.SUBNET}.{100 + i}" for i in range(12)]
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb)
+    for a in v6:
+        T.sh("ip", "-6", "addr", "add", f"{a}/64", "dev", "eth0", "nodad", ns=topo.client)
+    for a in v4:
+        T.sh("ip", "addr", "add", f"{a}/24", "dev", "eth0", ns=topo.client)
+    d = None
+    try:
+        for vip, listen, srcs in ((T.VIP6, f"'[{T.VIP6}]:{T.VIP_PORT}'", v6),
+                                  (T.VIP, f"{T.VIP}:{T.VIP_PORT}", v4)):
+            def yaml(whole):
+                return (service(topo).replace("hash_key: 4-tuple", "hash_key: src-ip" + (
+                    "" if whole else "\n    hash_prefix: {ipv4: 24, ipv6: 64}"))
+                    .replace(f"listen: {T.VIP}:{T.VIP_PORT}", f"listen: {listen}"))
+
+            d = Daemon(topo, yaml(False)).start()
+            if not check(d.wait_log("kernel steering table published", 15) is not None,
+                         f"prefix: no table published at start: {d.lines[-3:]}"):
+                return
+            seen = []
+            for whole in (False, True):
+                if whole:
+                    with open(d.path, "w") as fh:
+                        fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n{yaml(True)}")
+                    d.skip_log()
+                    d.proc.send_signal(signal.SIGHUP)
+                    check(d.wait_log("kernel steering table published", 10) is not None,
+                          "prefix: a reload to whole addresses published no table")
+                before = steer_stats(topo).get("new_flows", 0)
+                got = json.loads(T.sh(sys.executable, "-c", CONNECT_FROM, vip, str(T.VIP_PORT),
+                                      *srcs, ns=topo.client, timeout=60).stdout)
+                flows = steer_stats(topo).get("new_flows", 0) - before
+                out = T.sh(HASHLB, "lookup", "-c", d.path, ",".join(srcs)).stdout
+                want = {f[0]: f[1] for f in (line.split() for line in out.splitlines())}
+                bad = {a: (got.get(a), want.get(a)) for a in srcs if got.get(a) != want.get(a)}
+                tag = "whole addresses" if whole else "by prefix"
+                check(not bad and flows >= len(srcs),
+                      f"prefix: {vip} {tag}: (reached, lookup -c) differ: {bad}; "
+                      f"{flows} new flows")
+                seen.append(collections.Counter(got.values()))
+            check(len(seen[0]) == 1 and len(seen[1]) > 1,
+                  f"prefix: {vip}: one backend for the prefix, several for whole addresses: "
+                  f"{seen}")
+            print(f"prefix: {len(srcs)} clients of one prefix to {vip}: {dict(seen[0])}; "
+                  f"whole addresses after a reload: {dict(seen[1])}", flush=True)
+            d.stop()
+            d = None
+    finally:
+        if d:
+            d.stop()
+        for a in v4:
+            T.sh("ip", "addr", "del", f"{a}/24", "dev", "eth0", ns=topo.client, check=False)
+        for a in v6:
+            T.sh("ip", "-6", "addr", "del", f"{a}/64", "dev", "eth0", ns=topo.client,
+                 check=False)
+        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def flows(topo, servers):
     """steering_flows sizes the conntrack table of the program hashlb run attaches (before:
     no such key, always 98,304 entries, --flows 65,536's). A reload that changes it keeps the
@@ -727,7 +812,7 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update), ("flows", flows)]:
+                     ("manual_update", manual_update), ("flows", flows), ("prefix", prefix)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
