@@ -692,6 +692,12 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_connection_cap_pauses_total", "counter",
 		  "Times a listener paused at the connection cap (--max-connections, else what "
 		  "the fd limit allows), its clients waiting in the backlog." },
+		{ "hashlb_worker_cq_overflows_total", "counter",
+		  "Times the worker found completions waiting in the kernel's overflow list: more "
+		  "completed between two of its turns than its completion queue holds." },
+		{ "hashlb_worker_cq_dropped_total", "counter",
+		  "Completions the kernel lost, short of memory for its overflow list (the ring's "
+		  "own count): any is a fault, the worker stops (docs/dataplane.md)." },
 	};
 	struct hlb_worker_stats s;
 
@@ -704,7 +710,8 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 					       s.buffer_waiters, s.buffer_waits, s.buffer_wakeups,
 					       s.pipes,		 s.pipes_max,	 s.splice_refused,
 					       s.accept_errors,	 s.spilled,	 s.spill_max,
-					       s.spills,	 s.fd_limit,	 s.cap_pauses };
+					       s.spills,	 s.fd_limit,	 s.cap_pauses,
+					       s.cq_overflows,	 s.cq_dropped };
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
 				       "a value per family");

@@ -40,9 +40,23 @@ static uint64_t clock_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * Completions the CQ had no room for (more completed between two reaps than
+ * it holds) wait in the kernel's overflow list (IORING_FEAT_NODROP), which
+ * the next io_uring_enter() flushes: count each time the worker is about to
+ * enter with some waiting. Completions lost for want of memory for that
+ * list are the ring's own count (cq_dropped, read at each tick).
+ */
+static void worker_cq_check(struct worker *w)
+{
+	if (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW)
+		hlb_stat_add(&w->pub.cq_overflows, 1);
+}
+
 void worker_submit_now(struct worker *w)
 {
 	bufring_refill(w); /* the submit may fill buffers */
+	worker_cq_check(w);
 	io_uring_submit(&w->ring);
 }
 
@@ -436,6 +450,8 @@ static void worker_tick(struct worker *w)
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.spilled, w->spilled, memory_order_relaxed);
+	atomic_store_explicit(&w->pub.cq_dropped, IO_URING_READ_ONCE(*w->ring.cq.koverflow),
+			      memory_order_relaxed);
 	if (takeover != TAKEOVER_NONE && !w->takeover_done) {
 		takeover_check(w);
 		w->takeover_done = takeover == TAKEOVER_OLD_GONE;
@@ -666,6 +682,7 @@ static void *worker_main(void *arg)
 		}
 		if (p->opts.busy_poll_us && n && wait)
 			busy_poll(w, p->opts.busy_poll_us);
+		worker_cq_check(w);
 		hlb_rcu_offline(p->rcu, w->id);
 		if (wait)
 			r = io_uring_submit_and_wait(&w->ring, 1);
@@ -712,6 +729,9 @@ static void *worker_main(void *arg)
 	 * sockets stay open until the process exits, which, while another
 	 * worker drains, leaves this client without its FIN. */
 	io_uring_submit(&w->ring);
+	/* a worker stopped by a loss (EBADR) has its count in the metrics */
+	atomic_store_explicit(&w->pub.cq_dropped, IO_URING_READ_ONCE(*w->ring.cq.koverflow),
+			      memory_order_relaxed);
 	hlb_rcu_offline(p->rcu, w->id);
 	io_uring_queue_exit(&w->ring);
 	bufring_free(w);
@@ -965,6 +985,8 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.spilled = atomic_load_explicit(&w->pub.spilled, memory_order_relaxed),
 		.spill_max = w->spill_max,
 		.spills = atomic_load_explicit(&w->pub.spills, memory_order_relaxed),
+		.cq_overflows = atomic_load_explicit(&w->pub.cq_overflows, memory_order_relaxed),
+		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),
 	};
 	return true;
 }

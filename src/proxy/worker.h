@@ -268,6 +268,8 @@ struct worker {
 		_Atomic uint64_t buffer_waits, buffer_wakeups, splice_refused, accept_errors,
 			fd_limit, spills;
 		_Atomic uint64_t cap_pauses;
+		_Atomic uint64_t cq_overflows; /* worker_cq_check() */
+		_Atomic uint32_t cq_dropped; /* the ring's own count, at each tick */
 	} pub;
 	/* connections */
 	struct conn conns; /* list head */

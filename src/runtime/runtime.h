@@ -367,6 +367,8 @@ struct hlb_worker_stats {
 	uint64_t cap_pauses; /* times a listener paused at the connection cap */
 	uint64_t spilled, spill_max; /* bytes of stopped readers held out of the pool; the cap */
 	uint64_t spills; /* times a direction's data moved out of the pool */
+	uint64_t cq_overflows; /* times completions waited in the kernel's CQ overflow list */
+	uint64_t cq_dropped; /* completions the kernel lost: no memory for that list */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
