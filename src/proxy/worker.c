@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -658,8 +659,12 @@ static void *worker_main(void *arg)
 	uint64_t one = 1;
 	unsigned head, n = 0;
 	bool wait = true;
+	char name[16];
 	int r;
 
+	/* for top -H, ps -L, /proc/PID/task/TID/comm, a debugger */
+	snprintf(name, sizeof(name), "hlb-worker%u", w->id);
+	pthread_setname_np(pthread_self(), name);
 	w->now_ms = clock_ms();
 	r = worker_setup(w);
 	pthread_mutex_lock(&p->start_lock);
