@@ -16,6 +16,8 @@ PACKAGES=(
 	python3 iproute2 procps util-linux curl libclang-rt-14-dev systemd
 	# tests: the shipped unit files under a real systemd, in a container
 	systemd-container
+	# tests: a worker's io_uring failure, injected from outside (test_worker_fail.py)
+	gdb
 	# benchmarks: peers and load generators
 	haproxy nginx-light libnginx-mod-stream wrk iperf3
 )

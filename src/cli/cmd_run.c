@@ -51,6 +51,7 @@ static void usage(FILE *f)
 		"                  up to timeouts.drain (the largest of the services),\n"
 		"                  then exit 0. A second signal closes the remaining\n"
 		"                  connections at once.\n"
+
 		"  SIGUSR2         upgrade in place: run the executable now at this one's\n"
 		"                  path again, with the same command line, hand it the\n"
 		"                  listening sockets, and once it accepts, drain and exit\n"
@@ -116,7 +117,9 @@ static void usage(FILE *f)
 		"\n"
 		"EXIT STATUS\n"
 		"  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
-		"  daemon cannot start (e.g. an address in use),\n");
+		"  daemon cannot start (e.g. an address in use), or after a worker\n"
+		"  failed (its io_uring did): it reset its connections and hashlb\n"
+		"  stopped as on SIGTERM, for a service manager to restart it,\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  But --splice-pipes or --pipe-size with --splice-after off, which size\n"
@@ -388,6 +391,9 @@ static int run(int argc, char **argv, char *const *again)
 		cli_print_error(&err);
 	if (hlb_daemon_handed_over(d))
 		run_steer_handed_over(steer);
+	/* a worker failed: a restart (systemd's Restart=on-failure) brings it back */
+	if (r == 0 && hlb_daemon_failed(d))
+		r = -EIO;
 	hlb_daemon_free(d);
 	hlb_control_plug_free(plug);
 	run_steer_free(steer);

@@ -426,7 +426,7 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		return;
 	if (c->log)
 		conn_log(w, c);
-	if (w->draining) {
+	if (w->draining && !w->ring_gone) { /* those conn_reset_all() resets are logged there */
 		if (c->end == CONN_END_DRAIN)
 			w->drain_timed_out++;
 		else
@@ -609,6 +609,38 @@ static void conn_cancel(struct worker *w, uint64_t ud)
 	io_uring_prep_cancel64(sqe, ud, 0);
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, 0);
+}
+
+/*
+ * The worker's ring is gone (io_uring_enter() failed with <err>, see
+ * worker_main()): every request in flight went with it, so no connection
+ * can be served further. Reset each one, client and backend (SO_LINGER 0:
+ * a FIN would tell either end the stream ended complete), and free it now:
+ * w->ring_gone makes worker_close_fd() close at once. One that was closing
+ * already keeps the end it had (a reset, or both FINs forwarded). Returns
+ * how many there were.
+ */
+uint64_t conn_reset_all(struct worker *w, int err)
+{
+	uint64_t n = 0;
+
+	while (w->conns.next != &w->conns) {
+		struct conn *c = w->conns.next;
+
+		/* their CQEs will never come: nothing holds the connection now */
+		c->inflight = 0;
+		if (c->state == CONN_CLOSING) {
+			conn_maybe_free(w, c);
+		} else {
+			for (int i = 0; i < 2; i++)
+				if (c->fd[i] >= 0)
+					sock_reset_on_close(c->fd[i]);
+			c->err = (uint8_t)err;
+			conn_abort(w, c, CONN_END_ERROR);
+		}
+		n++;
+	}
+	return n;
 }
 
 /*

@@ -48,7 +48,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 /* Start the worker threads; each sets up its ring and buffers first. */
 int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err);
 uint32_t hlb_proxy_workers(const struct hlb_proxy *p);
-/* An eventfd that becomes readable when a worker exits (after hlb_proxy_drain()). */
+/* An eventfd that becomes readable when a worker exits (after hlb_proxy_drain(), or failed). */
 int hlb_proxy_exit_fd(const struct hlb_proxy *p);
 /*
  * An eventfd that becomes readable when a worker saw a backend of a Maglev
@@ -60,6 +60,12 @@ int hlb_proxy_exit_fd(const struct hlb_proxy *p);
  */
 int hlb_proxy_failing_fd(const struct hlb_proxy *p);
 void hlb_proxy_failing_take(struct hlb_proxy *p);
+/*
+ * How many workers have failed: io_uring_enter() failed (EBADR: the kernel
+ * lost a completion), and the worker reset its connections, closed its
+ * listener sockets and exited (exit fd written), without hlb_proxy_drain().
+ */
+uint32_t hlb_proxy_failed(const struct hlb_proxy *p);
 /* Whether every worker has exited. */
 bool hlb_proxy_done(struct hlb_proxy *p);
 /* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */

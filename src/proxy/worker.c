@@ -86,7 +86,13 @@ void __sanitizer_syscall_pre_impl_close(long fd);
 
 void worker_close_fd(struct worker *w, int fd)
 {
-	struct io_uring_sqe *sqe = worker_sqe(w);
+	struct io_uring_sqe *sqe;
+
+	if (w->ring_gone) {
+		close(fd);
+		return;
+	}
+	sqe = worker_sqe(w);
 
 #ifdef WORKER_TSAN
 	/* ThreadSanitizer tracks descriptors through the close() it
@@ -211,8 +217,10 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 		}
 	w->n_listeners--;
 	atomic_fetch_sub_explicit(&w->proxy->n_wlisteners, 1, memory_order_relaxed);
+	/* -1 before the close: the control thread reads fds[] to hand the
+	 * sockets over (hlb_listener_fds()), and must not pass on a closed one */
+	__atomic_store_n(&wl->l->fds[w->id], -1, __ATOMIC_RELEASE);
 	close(wl->fd);
-	wl->l->fds[w->id] = -1;
 	hlb_listener_unref(wl->l);
 	free(wl);
 }
@@ -372,6 +380,7 @@ static void worker_commands(struct worker *w)
 {
 	struct cmd *cmd, *next;
 	struct wlistener *wl, *wnext;
+	int fd;
 
 	pthread_mutex_lock(&w->cmd_lock);
 	cmd = w->cmd_head;
@@ -387,8 +396,9 @@ static void worker_commands(struct worker *w)
 			if (!wl || w->draining) {
 				/* cannot serve it: give its socket and reference back */
 				free(wl);
-				close(cmd->l->fds[w->id]);
-				cmd->l->fds[w->id] = -1;
+				fd = cmd->l->fds[w->id];
+				__atomic_store_n(&cmd->l->fds[w->id], -1, __ATOMIC_RELEASE);
+				close(fd);
 				hlb_listener_unref(cmd->l);
 				break;
 			}
@@ -651,6 +661,49 @@ static void busy_poll(struct worker *w, uint32_t us)
 	} while (worker_clock_us() - start < us);
 }
 
+/*
+ * io_uring_enter() failed with <err>, other than for a signal or a full CQ:
+ * EBADR, say (the kernel lost a completion for want of memory for its
+ * overflow list). The request whose completion was lost is stuck for good,
+ * a connection never served again or a client accepted and never seen, and
+ * which one cannot be told. The worker cannot go on: tear the
+ * ring down (cancelling everything in flight), then give up what the ring
+ * served, without it. Its listener sockets close at once, so that the kernel
+ * sends new clients to the other workers' (the clients in their backlogs
+ * are reset); its connections are reset, client and backend, rather than
+ * left open and never served again; and the connections the ring accepted
+ * whose completions were not handled yet are reset too. The control thread
+ * sees hlb_proxy_failed() and stops the process.
+ */
+static void worker_fail(struct worker *w, int err)
+{
+	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+	struct io_uring_cqe *cqe;
+	uint64_t n = 0;
+	unsigned head;
+	uint32_t nl = w->n_listeners;
+
+	io_uring_for_each_cqe (&w->ring, head, cqe) {
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+
+		if ((ud & OP_MASK) == OP_ACCEPT && cqe->res >= 0) {
+			setsockopt(cqe->res, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+			close(cqe->res);
+			n++;
+		}
+	}
+	io_uring_queue_exit(&w->ring);
+	w->ring_gone = true;
+	while (w->listeners) {
+		w->listeners->removed = false; /* no backlog served: that needs the ring */
+		wlistener_drop(w, w->listeners);
+	}
+	n += conn_reset_all(w, -err);
+	hlb_log(HLB_LOG_ERROR, "worker failed: its connections reset",
+		"worker=%u connections=%" PRIu64 " listeners=%u err=%s", w->id, n, nl,
+		strerrorname_np(-err));
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -660,7 +713,7 @@ static void *worker_main(void *arg)
 	unsigned head, n = 0;
 	bool wait = true;
 	char name[16];
-	int r;
+	int r, failed = 0;
 
 	/* for top -H, ps -L, /proc/PID/task/TID/comm, a debugger */
 	snprintf(name, sizeof(name), "hlb-worker%u", w->id);
@@ -697,6 +750,7 @@ static void *worker_main(void *arg)
 		if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY && r != -EAGAIN) {
 			hlb_log(HLB_LOG_ERROR, "io_uring_enter failed", "worker=%u err=%s", w->id,
 				strerrorname_np(-r));
+			failed = r;
 			break;
 		}
 		w->now_ms = clock_ms();
@@ -738,12 +792,17 @@ static void *worker_main(void *arg)
 	atomic_store_explicit(&w->pub.cq_dropped, IO_URING_READ_ONCE(*w->ring.cq.koverflow),
 			      memory_order_relaxed);
 	hlb_rcu_offline(p->rcu, w->id);
-	io_uring_queue_exit(&w->ring);
+	if (failed)
+		worker_fail(w, failed);
+	else
+		io_uring_queue_exit(&w->ring);
 	bufring_free(w);
 	conn_cache_free(w);
 	/* the lines of the connections closed by the drain */
 	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);
 	hlb_logbuf_free(&w->log);
+	if (failed)
+		atomic_fetch_add(&p->n_failed, 1);
 	atomic_fetch_add(&p->n_exited, 1);
 	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
 		/* the counter cannot overflow with N writes: nothing to do */
@@ -926,6 +985,11 @@ void hlb_proxy_failing_take(struct hlb_proxy *p)
 	if (read(p->failing_fd, &v, sizeof(v)) < 0) {
 		/* spurious: nonblocking, nothing to read */
 	}
+}
+
+uint32_t hlb_proxy_failed(const struct hlb_proxy *p)
+{
+	return atomic_load(&p->n_failed);
 }
 
 bool hlb_proxy_done(struct hlb_proxy *p)

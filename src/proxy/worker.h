@@ -307,6 +307,8 @@ struct worker {
 	 * (hlb_proxy_drain_ends()) */
 	uint64_t drain_finished, drain_timed_out;
 	bool exiting;
+	/* io_uring_enter() failed: the ring is torn down, worker_close_fd() closes at once */
+	bool ring_gone;
 	uint64_t last_fd_limit_log, last_cap_log;
 	struct hlb_logbuf log; /* connection log lines, flushed once per loop turn */
 	bool log_poll; /* the UD_LOG multishot poll is armed (until its last CQE) */
@@ -358,6 +360,8 @@ struct hlb_proxy {
 	const _Atomic uint32_t *other_fds; /* hlb_proxy_count_fds(); never NULL */
 	int exit_fd;
 	_Atomic uint32_t n_exited;
+	/* of those, the workers whose ring failed (hlb_proxy_failed()) */
+	_Atomic uint32_t n_failed;
 	/* hlb_proxy_failing_fd(): written once per burst (failing_pending) */
 	int failing_fd;
 	atomic_bool failing_pending;
@@ -452,5 +456,6 @@ void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
 uint32_t conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);
+uint64_t conn_reset_all(struct worker *w, int err);
 
 #endif

@@ -124,6 +124,7 @@ struct hlb_daemon {
 	bool stopping;
 	bool stop_now;
 	bool stop_signalled; /* a SIGTERM/SIGINT came (not only an upgrade's handover) */
+	uint32_t failed; /* workers seen failed (hlb_proxy_failed()): the run failed */
 	uint64_t drain_start_ms; /* CLOCK_MONOTONIC, when stopping began */
 	uint64_t generation;
 	/* the static pool */
@@ -1944,6 +1945,34 @@ static void handle_signals(struct hlb_daemon *d)
 	}
 }
 
+/*
+ * A worker exited: if it failed (its ring did, see hlb_proxy_failed()), the
+ * process serves on with fewer workers, the hashed spread and the capacity
+ * the config asked for gone, and the clients the kernel sends to that
+ * worker's sockets reset: stop as on SIGTERM (the other workers drain), and
+ * hashlb run then exits 1, for the service manager to start it again. A
+ * worker that fails while the process drains (a stop, an upgrade's handover)
+ * only has its connections reset earlier; the exit status says so too.
+ */
+static void worker_failed_check(struct hlb_daemon *d)
+{
+	uint32_t failed = hlb_proxy_failed(d->proxy);
+
+	if (failed == d->failed)
+		return;
+	d->failed = failed;
+	hlb_log(HLB_LOG_ERROR,
+		d->stopping ? "a worker failed while draining" : "a worker failed, stopping",
+		"failed=%u workers=%u", failed, d->n_workers);
+	if (!d->stopping)
+		hlb_daemon_stop(d);
+}
+
+bool hlb_daemon_failed(const struct hlb_daemon *d)
+{
+	return d->failed != 0;
+}
+
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 {
 	char qp[512];
@@ -2001,6 +2030,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 				if (read(w->fd, &v, sizeof(v)) < 0) {
 					/* spurious: nonblocking, nothing to read */
 				}
+				worker_failed_check(d);
 				break;
 			case WATCH_FAILING:
 				hlb_proxy_failing_take(d->proxy);
@@ -2021,6 +2051,8 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		watch_reap(d);
 		hlb_rcu_poll(d->rcu);
 	}
+	/* the last worker's failure ends the loop before its exit is read */
+	worker_failed_check(d);
 	d->running = false;
 	if (d->stopping && hlb_proxy_done(d->proxy)) {
 		uint64_t finished, timed_out;

@@ -33,7 +33,9 @@
  * every listener closes (new connections are refused), established
  * connections drain for up to the largest drain_timeout_ms of the services,
  * then the remaining ones are closed and hlb_daemon_run() returns 0. A
- * second signal ends the drain at once.
+ * second signal ends the drain at once. A worker that fails (its io_uring
+ * does: hlb_proxy_failed()) starts the same shutdown, and
+ * hlb_daemon_failed() says so.
  *
  * Upgrade in place. SIGUSR2: the executable (the file at the path this
  * process started from, so a new version installed there) runs again with
@@ -122,6 +124,12 @@ void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *h
  * it could not start.
  */
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err);
+/*
+ * Once hlb_daemon_run() returned: whether a worker failed (its io_uring did)
+ * while it ran. The daemon then stopped as on SIGTERM, and the run should
+ * count as failed (hashlb run exits 1), for the service manager to restart it.
+ */
+bool hlb_daemon_failed(const struct hlb_daemon *d);
 /* Begin the shutdown as on SIGTERM (from a callback of the loop). */
 void hlb_daemon_stop(struct hlb_daemon *d);
 void hlb_daemon_free(struct hlb_daemon *d); /* accepts NULL */

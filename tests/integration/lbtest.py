@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import selectors
 import signal
 import socket
 import subprocess
@@ -700,6 +701,33 @@ def outcome(s, timeout=10):
             n += len(d)
     except ConnectionResetError:
         return n, "RST"
+
+def read_each(socks, want, sel):
+    """Read each of <socks> until it holds <want[s]> bytes, or its end (b"" then read), or a
+    reset: {sock: bytes}, the resets as None. A hang guard only: 30 s without a byte for any."""
+    got = {s: b"" for s in socks}
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    left = len(socks)
+    while left:
+        ready = sel.select(30)
+        if not ready:
+            break
+        for key, _ in ready:
+            s = key.fileobj
+            try:
+                d = s.recv(65536)
+            except ConnectionResetError:
+                got[s], d = None, b""
+            if d:
+                got[s] += d
+            if not d or len(got[s]) >= want[s]:
+                sel.unregister(s)
+                left -= 1
+    for s in list(sel.get_map().values()):
+        sel.unregister(s.fileobj)
+    return got
+
 
 def connect_outcome(addr, src=None):
     """A client from <src> that sends nothing, read to its end: outcome()."""

@@ -8,7 +8,7 @@ import socket
 import struct
 
 from ctltest import Lb, metric_sum
-from lbtest import Backend, check, config, frozen, logfmt_fields, run_tests
+from lbtest import Backend, check, config, frozen, logfmt_fields, read_each, run_tests
 
 # A worker's CQ holds 4 x 2048 completions. Three listeners, 3,000 clients each waiting in their
 # backlogs while the worker is stopped: when it runs again, the kernel's three multishot accepts
@@ -32,33 +32,6 @@ def services_config(backends):
         svc.replace("name: t", f"name: t{i}", 1).replace(backends[0].addr, b.addr)
            .replace("name: b0", f"name: b{i}")
         for i, b in enumerate(backends))
-
-
-def read_each(socks, want, sel):
-    """Read each of <socks> until it holds <want[s]> bytes, or its end (b"" then read), or a
-    reset: {sock: bytes}, the resets as None. A hang guard only: 30 s without a byte for any."""
-    got = {s: b"" for s in socks}
-    for s in socks:
-        sel.register(s, selectors.EVENT_READ)
-    left = len(socks)
-    while left:
-        ready = sel.select(30)
-        if not ready:
-            break
-        for key, _ in ready:
-            s = key.fileobj
-            try:
-                d = s.recv(65536)
-            except ConnectionResetError:
-                got[s], d = None, b""
-            if d:
-                got[s] += d
-            if not d or len(got[s]) >= want[s]:
-                sel.unregister(s)
-                left -= 1
-    for s in list(sel.get_map().values()):
-        sel.unregister(s.fileobj)
-    return got
 
 
 def payload(i, rnd):
