@@ -51,7 +51,6 @@ static void usage(FILE *f)
 		"                  up to timeouts.drain (the largest of the services),\n"
 		"                  then exit 0. A second signal closes the remaining\n"
 		"                  connections at once.\n"
-
 		"  SIGUSR2         upgrade in place: run the executable now at this one's\n"
 		"                  path again, with the same command line, hand it the\n"
 		"                  listening sockets, and once it accepts, drain and exit\n"
