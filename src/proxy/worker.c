@@ -668,9 +668,9 @@ static void busy_poll(struct worker *w, uint32_t us)
  * a connection never served again or a client accepted and never seen, and
  * which one cannot be told. The worker cannot go on: tear the
  * ring down (cancelling everything in flight), then give up what the ring
- * served, without it. Its listener sockets close at once, so that the kernel
- * sends new clients to the other workers' (the clients in their backlogs
- * are reset); its connections are reset, client and backend, rather than
+ * served, without it. Its listener sockets stop listening at once, so that
+ * the kernel sends new clients to the other workers' (the clients in their
+ * backlogs are reset); its connections are reset, client and backend, rather than
  * left open and never served again; and the connections the ring accepted
  * whose completions were not handled yet are reset too. The control thread
  * sees hlb_proxy_failed() and stops the process.
@@ -679,28 +679,43 @@ static void worker_fail(struct worker *w, int err)
 {
 	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
 	struct io_uring_cqe *cqe;
+	struct wlistener *wl;
 	uint64_t n = 0;
-	unsigned head;
-	uint32_t nl = w->n_listeners;
+	unsigned head, seen;
 
-	io_uring_for_each_cqe (&w->ring, head, cqe) {
-		uint64_t ud = io_uring_cqe_get_data64(cqe);
+	/* Out of their SO_REUSEPORT group at once, their backlogs reset: a
+	 * listening socket shut down stops listening. Not closed: the control
+	 * thread may be reading l->fds[] to hand the sockets over, and a closed
+	 * number could be another socket by then; hlb_proxy_free() closes them
+	 * once this thread is joined. */
+	for (wl = w->listeners; wl; wl = wl->next)
+		shutdown(wl->fd, SHUT_RDWR);
+	/* Accepts completed but not handled: in the CQ, and in the kernel's
+	 * overflow list, which an enter with GETEVENTS flushes into it (the
+	 * loss itself was reported: the enter works again). Bounded: every
+	 * pass runs completions of the requests still in flight too. */
+	for (int pass = 0; pass < 8; pass++) {
+		io_uring_get_events(&w->ring);
+		seen = 0;
+		io_uring_for_each_cqe (&w->ring, head, cqe) {
+			uint64_t ud = io_uring_cqe_get_data64(cqe);
 
-		if ((ud & OP_MASK) == OP_ACCEPT && cqe->res >= 0) {
-			setsockopt(cqe->res, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-			close(cqe->res);
-			n++;
+			if ((ud & OP_MASK) == OP_ACCEPT && cqe->res >= 0) {
+				setsockopt(cqe->res, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+				close(cqe->res);
+				n++;
+			}
+			seen++;
 		}
+		if (!seen)
+			break;
+		io_uring_cq_advance(&w->ring, seen);
 	}
 	io_uring_queue_exit(&w->ring);
 	w->ring_gone = true;
-	while (w->listeners) {
-		w->listeners->removed = false; /* no backlog served: that needs the ring */
-		wlistener_drop(w, w->listeners);
-	}
 	n += conn_reset_all(w, -err);
 	hlb_log(HLB_LOG_ERROR, "worker failed: its connections reset",
-		"worker=%u connections=%" PRIu64 " listeners=%u err=%s", w->id, n, nl,
+		"worker=%u connections=%" PRIu64 " listeners=%u err=%s", w->id, n, w->n_listeners,
 		strerrorname_np(-err));
 }
 
@@ -1127,6 +1142,11 @@ void hlb_proxy_free(struct hlb_proxy *p)
 
 		if (w->started)
 			pthread_join(w->thread, NULL);
+		/* A failed worker's listeners, shut down but kept open (worker_fail()) */
+		while (w->listeners) {
+			w->listeners->removed = false;
+			wlistener_drop(w, w->listeners);
+		}
 		/* Commands the worker exited before reading: their references. */
 		for (cmd = w->cmd_head; cmd; cmd = next) {
 			next = cmd->next;
