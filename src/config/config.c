@@ -2220,6 +2220,15 @@ bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_servi
 	       hashlb_listen_clash(&c->admin_addr, &s->listen_addr);
 }
 
+static int sys_fail(struct hashlb_error *err, const char *path, int e, const char *what)
+{
+	int r = hashlb_err(err, -e, HASHLB_ERR_SYSTEM, "%s: %s", what, strerror(e));
+
+	if (err)
+		err->file = path;
+	return r;
+}
+
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err)
 {
@@ -2234,6 +2243,9 @@ int hashlb_config_parse_flags(const char *text, size_t len, const char *name, un
 	struct ydoc *doc = NULL;
 	int r;
 
+	/* as from a file (hashlb_config_load()): the tree's lengths are 32-bit */
+	if (len > CONFIG_FILE_MAX)
+		return sys_fail(err, ld.name, EFBIG, "the configuration is larger than 16 MiB");
 	r = ydoc_parse(text, len, ld.name, &doc, err);
 	if (r < 0)
 		return r;
@@ -2260,15 +2272,6 @@ int hashlb_config_parse_flags(const char *text, size_t len, const char *name, un
 err_free:
 	hashlb_config_free(c);
 	ydoc_free(doc);
-	return r;
-}
-
-static int sys_fail(struct hashlb_error *err, const char *path, int e, const char *what)
-{
-	int r = hashlb_err(err, -e, HASHLB_ERR_SYSTEM, "%s: %s", what, strerror(e));
-
-	if (err)
-		err->file = path;
 	return r;
 }
 

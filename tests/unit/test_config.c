@@ -2323,6 +2323,36 @@ static char *flat_list_yaml(size_t n, size_t *ret_len)
  * read whole (refused for its key, not its size): 100,000 backends with
  * every key written are 1,700,000.
  */
+/*
+ * A text handed to hashlb_config_parse() has the file's cap too (the tree
+ * keeps lengths in 32 bits): 16 MiB loads, a byte more is refused as a file
+ * is. Before, the string API parsed any length.
+ */
+static void test_parse_takes_what_a_file_may_hold(void **state)
+{
+	size_t cap = 16u << 20, head = strlen(MINIMAL "#");
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	char *yaml = malloc(cap + 2);
+
+	(void)state;
+	assert_non_null(yaml);
+	memcpy(yaml, MINIMAL "#", head);
+	memset(yaml + head, 'x', cap + 1 - head); /* one comment to the end */
+	yaml[cap] = '\n';
+	yaml[cap + 1] = '\0';
+	assert_int_equal(hashlb_config_parse(yaml, cap, "t.yaml", &c, &err), 0);
+	hashlb_config_free(c);
+	c = NULL;
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse(yaml, cap + 1, "t.yaml", &c, &err), -EFBIG);
+	if (!strstr(err.msg, "larger than 16 MiB") || !err.file || strcmp(err.file, "t.yaml"))
+		fail_msg("16 MiB + 1: expected t.yaml: larger than 16 MiB, got %s: %s",
+			 err.file ? err.file : "(none)", err.msg);
+	assert_null(c);
+	free(yaml);
+}
+
 static void test_long_flat_lists_are_refused_in_bounded_memory(void **state)
 {
 	/* the mapping, x and the list are 3 nodes: items 2,000,000 - 3 and on */
@@ -3022,6 +3052,7 @@ int main(void)
 		cmocka_unit_test(test_aliases_cannot_multiply_the_config),
 		cmocka_unit_test(test_deep_flow_nesting_is_refused_in_bounded_memory),
 		cmocka_unit_test(test_long_flat_lists_are_refused_in_bounded_memory),
+		cmocka_unit_test(test_parse_takes_what_a_file_may_hold),
 		cmocka_unit_test(test_past_the_range_says_the_range),
 		cmocka_unit_test(test_integers_are_yaml_1_2s),
 		cmocka_unit_test(test_an_error_through_an_alias_says_where_the_alias_is),
