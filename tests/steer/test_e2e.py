@@ -135,6 +135,7 @@ def run_mode(topo, mode, scheme):
         print(f"{tag} stats: packets {stats['packets']} new_flows {stats['new_flows']} "
               f"ct_hits {stats['ct_hits']} passed {stats['passed']}", flush=True)
 
+    topo.wait_closed()  # before the program goes (topo.py)
     steer.terminate()
     steer.wait(timeout=10)
     check(steer.returncode == 0, f"{tag} hashlb steer exited {steer.returncode}")
@@ -347,6 +348,7 @@ def conntrack_pressure(topo):
         print(f"{tag} ct_lost {lost}, ct_evicted {stats.get('ct_evicted')}, new_flows "
               f"{stats.get('new_flows')}, {n - len(moved)} of {n} connections kept their "
               "backend", flush=True)
+        topo.wait_closed()
         p1.send_signal(signal.SIGTERM)
         p1.wait(timeout=15)
 

@@ -131,8 +131,12 @@ class Daemon:
         return T.sh(HASHLB, "ctl", "-a", f"unix:{self.admin}", *args, ns=self.topo.lb,
                     check=False)
 
-    def stop(self):
+    def stop(self, steering=True):
+        """Stop it; first, if it drives the program (<steering>), which detaches, wait until
+        the connections through the VIP have ended (topo.py, wait_closed)."""
         if self.proc and self.proc.poll() is None:
+            if steering:
+                self.topo.wait_closed()
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
@@ -239,6 +243,7 @@ def manual_update(topo, servers):
               f"manual update: new clients with b3 down: {dict(got)}")
         print(f"manual update: --update and --detach refused; 20 new clients: {dict(got)}",
               flush=True)
+        topo.wait_closed()
         d.proc.kill()
         d.proc.wait(timeout=10)
         p = T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
@@ -309,6 +314,7 @@ def neighbour(topo, servers):
             text = f.read()
         with open(d.path, "w") as f:
             f.write(text.replace("steering: kernel", "steering: userspace"))
+        topo.wait_closed()
         d.proc.send_signal(signal.SIGHUP)
         check(d.wait_log("kernel steering detached", 10) is not None,
               "neighbour: a reload to steering: userspace did not detach")
@@ -439,7 +445,7 @@ def sigkill(topo, servers):
               d3.wait_log("kernel steering taken over", 0.5) is None,
               f"sigkill: a second daemon took over the program a live one drives: "
               f"{[l for l in d3.lines if 'steering' in l][:2]}")
-        d3.stop()
+        d3.stop(steering=False)  # the held connections are still open
         p = d2.ctl("set", "b1", "drain")
         check(p.returncode == 0, f"sigkill: ctl set b1 drain: {p.stdout} {p.stderr}")
         got, lost = followed(topo, d2, client, held, "sigkill", "b1")
@@ -806,9 +812,9 @@ def flows(topo, servers):
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
-    # metrics first: it counts every packet to the VIP exactly, and a scenario before it left
-    # one now and then (a 54-byte segment without options, a reset most likely, of one of its
-    # connections: 1 run in 14), counted among its 10 frames
+    # metrics first: it counts every packet to the VIP exactly, in a topology where no
+    # connection went through the VIP yet. (After the others it once counted a client's bare
+    # RST of a connection still closing when a program was detached: topo.wait_closed().)
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),

@@ -132,6 +132,43 @@ class Topo:
            "hlb_xdp_pass", ns=self.sw)
         self.ethtool(self.client, "eth0", 0x17, 0)
 
+    def closing(self):
+        """The backends' connections on a VIP's port that are not closed yet: [(backend, state,
+        peer)]. LISTEN and TIME-WAIT (which sends nothing by itself) do not count; a health
+        check's connection, to the backend's own address, neither."""
+        vips = (f"{VIP}:{VIP_PORT}", f"[::ffff:{VIP}]:{VIP_PORT}", f"[{VIP6}]:{VIP_PORT}")
+        out = []
+        for b in self.backends:
+            for line in sh("ss", "-Htan", ns=b).stdout.splitlines():
+                f = line.split()
+                if len(f) >= 5 and f[0] not in ("LISTEN", "TIME-WAIT") and f[3] in vips:
+                    out.append((b[len(self.prefix):], f[0], f[4]))
+        return out
+
+    def wait_closed(self, deadline=20):
+        """Wait until every connection through the VIP has ended on its backend (<deadline> s
+        at most, for a client still holding one: a failing test); what is left, [] normally.
+        Call it before the program is detached after connections through it. Otherwise a
+        connection still closing then (its backend's FIN sent a moment late) ends badly: the
+        client's last ACK reaches the LB's own stack, which answers with a RST that ends the
+        client's TIME-WAIT; the backend, its FIN never acknowledged, sends it again and again
+        (for about 100 s: tcp_orphan_retries), and the client, with no socket left, answers
+        each with a bare RST to the VIP (54 bytes, no options). The next program attached
+        counts one (packets, bytes, new_flows, ct_lost) and steers it by its table: to the
+        flow's backend, which it ends, or to another, which ignores it, and the FIN comes
+        again. steer-run's metrics scenario, which counts every packet, saw one in 1 run of
+        14 (sessions 25, 26); with each backend's close delayed 0.3 s, 1,168 such RSTs in a
+        steer-run, 20 of them counted by metrics run last."""
+        end = time.monotonic() + deadline
+        left = self.closing()
+        while left and time.monotonic() < end:
+            time.sleep(0.05)
+            left = self.closing()
+        if left:
+            print(f"connections through the VIP still open after {deadline} s: {left[:3]}",
+                  flush=True)
+        return left
+
     def serve(self, peer, n=None):
         """`peer.py serve bN 80` in each backend (the first <n>), ready: the processes."""
         servers = []
