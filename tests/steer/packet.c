@@ -193,6 +193,9 @@ static void test_ipv6_ext(void)
 	len = add_v6_ext(f, test_build(&p, f), hop_dst, 1, 0);
 	f[14 + 40 + 1] = 200;
 	check_verdict("ipv6 extension header longer than the frame", f, len, XDP_DROP_);
+	/* Extension header cut by the frame's end: a truncated IPv6 header. */
+	len = add_v6_ext(f, test_build(&p, f), hop_dst, 1, 0);
+	check_verdict("ipv6 extension header cut by the frame's end", f, 14 + 40 + 4, XDP_PASS_);
 }
 
 static void test_hostile(void)

@@ -4,8 +4,9 @@ linear skb): in network namespaces (tests/steer/topo.py, MTU 9000), hand-made fr
 packet socket from the client to hashlb steer in tc mode. A non-linear frame (PACKET_VNET_HDR:
 only the first 60 bytes linear) is counted whole in the bytes counter, and one whose IPv6
 extension headers end past the 256 bytes tc pulls first is forwarded; a VLAN-tagged one is
-passed. The namespaces are
-removed even when it fails."""
+passed; malformed and unusual frames (IP headers cut short, which BPF_PROG_TEST_RUN cannot
+give tc, bad lengths, fragments, IP options, UDP) are passed, dropped or forwarded as the
+design's table says. The namespaces are removed even when it fails."""
 import ctypes
 import json
 import os
@@ -84,7 +85,8 @@ class Frames:
         its length."""
         tag = struct.pack("!HH", 0x8100, vlan) if vlan is not None else b""
         frame = self.dst + self.src + tag + struct.pack("!H", ethertype) + payload
-        self.out.send(struct.pack("=BBHHHH", 0, 0, 60, 0, 0, 0) + frame)
+        # (a frame shorter than 60 bytes is all linear: hdr_len may not exceed it)
+        self.out.send(struct.pack("=BBHHHH", 0, 0, min(60, len(frame)), 0, 0, 0) + frame)
         return len(frame)
 
     def watch(self, markers, until, done=lambda got: False):
@@ -188,6 +190,111 @@ def vlan(topo, f):
           f"untagged one behind it {sorted(got[fence])}, counters {d}", flush=True)
 
 
+def tcp_opts(sport, payload, opt_len):
+    """tcp() with <opt_len> bytes of options (NOPs)."""
+    return struct.pack("!HHIIBBHHH", sport, T.VIP_PORT, 1, 1, (5 + opt_len // 4) << 4, 0x10,
+                       65535, 0, 0) + b"\x01" * opt_len + payload
+
+
+def ipv6(src, dst, nh, l4):
+    return struct.pack("!IHBB", 6 << 28, len(l4), nh, 64) + \
+        socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, dst) + l4
+
+
+def malformed(topo, f):
+    """Malformed and unusual frames to the VIP, each as the design's table ("What each packet
+    gets") says: passed to the LB's stack, dropped under its counter, or forwarded; never sent to
+    a backend unless forwarded. steer-packet runs such frames through BPF_PROG_TEST_RUN, which
+    refuses to build an skb for tc whose IP header is cut short: here real frames through the
+    veths reach tc as they come. A frame to the VIP behind them, from the same CPU, tells when
+    they have all been judged (as in vlan)."""
+    v4 = ipv4("10.213.0.10", T.VIP, tcp(44100, b"x"))
+    v6 = ipv6("fd13::10", T.VIP6, 6, tcp(44101, b"x"))
+    frag6 = bytes([6, 0, 0, 0, 0, 0, 0, 1])  # fragment header: offset 0, M 0, id 1
+    opt6 = bytes([6, 0, 1, 4, 0, 0, 0, 0])  # destination options: one PadN
+
+    def v4_with(byte, value):
+        b = bytearray(v4)
+        b[byte] = value
+        return bytes(b)
+
+    def v4_len(n):
+        return v4[:2] + struct.pack("!H", n) + v4[4:]
+
+    opts = ipv4("10.213.0.11", T.VIP, tcp_opts(44102, b"MALFORMED-OPTIONS", 40))
+    opts = bytes([0x4f]) + opts[1:2] + struct.pack("!H", len(opts) + 40) + opts[4:20] + \
+        b"\x01" * 40 + opts[20:]  # IHL 15: 40 bytes of IP options (NOPs), TCP 40 bytes of its own
+    # (what, ethertype, payload, the counter of its verdict, or the marker of a forwarded one)
+    cases = [
+        ("ipv4 header cut at 12 bytes", 0x0800, v4[:12], "passed"),
+        ("ipv6 header cut at 30 bytes", 0x86DD, v6[:30], "passed"),
+        ("ipv4 ihl 4", 0x0800, v4_with(0, 0x44), "passed"),
+        ("ipv4 ihl 15 past the frame", 0x0800, v4_with(0, 0x4f)[:40], "passed"),
+        ("ipv4 total length below ihl", 0x0800, v4_len(12), "passed"),
+        ("ipv4 total length past the frame", 0x0800, v4_len(len(v4) + 20), "drop_malformed"),
+        ("tcp header cut at 12 bytes", 0x0800, v4_len(32)[:32], "drop_malformed"),
+        ("tcp data offset 4", 0x0800, v4_with(32, 0x40), "drop_malformed"),
+        ("ipv4 first fragment (MF)", 0x0800, v4_with(6, 0x20), "drop_fragment"),
+        ("ipv4 later fragment (offset 8)", 0x0800, v4_with(7, 0x01), "drop_fragment"),
+        ("ipv6 fragment header", 0x86DD,
+         ipv6("fd13::10", T.VIP6, 44, frag6 + tcp(44101, b"x")), "drop_fragment"),
+        ("ipv6 extension header cut by the frame's end", 0x86DD,
+         ipv6("fd13::10", T.VIP6, 60, opt6 + tcp(44101, b"x"))[:40 + 4], "passed"),
+        ("ipv6 extension header longer than the frame", 0x86DD,
+         ipv6("fd13::10", T.VIP6, 60, bytes([6, 30]) + opt6[2:] + tcp(44101, b"x")),
+         "drop_malformed"),
+        ("udp to the VIP", 0x0800, v4_with(9, 17), "passed"),
+        ("ipv6 tcp to the ipv4 VIP, ipv4-mapped", 0x86DD,
+         ipv6("fd13::10", "::ffff:" + T.VIP, 6, tcp(44101, b"x")), "passed"),
+        ("ipv4 40 bytes of options, tcp 40, non-linear", 0x0800, opts, "MALFORMED-OPTIONS"),
+    ]
+    fence = b"MALFORMED-FENCE"
+    s0 = stats(topo)
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        for _, ethertype, payload, _ in cases:
+            f.send(ethertype, payload)
+        f.send(0x0800, ipv4("10.213.0.12", T.VIP, tcp(44103, fence)))
+    finally:
+        os.sched_setaffinity(0, cpus)
+    # every frame the backends receive until the fence's, and LINGER s more
+    frames, end, seen = [], time.monotonic() + ARRIVE, False
+    while time.monotonic() < end:
+        r, _, _ = select.select(f.backends, [], [], max(0, end - time.monotonic()))
+        for s in r:
+            try:
+                while True:
+                    frames.append(s.recv(65535))
+            except BlockingIOError:
+                pass
+        if not seen and any(fence in fr for fr in frames):
+            seen, end = True, time.monotonic() + LINGER
+    d = delta(s0, stats(topo))
+    want = {"drop_malformed": 0, "drop_fragment": 0, "passed": 0}
+    wrong = []
+    for name, _, payload, what in cases:
+        # forwarded: the backend's MAC for the LB's (the bridge floods frames to a MAC it
+        # has not learnt with the LB's MAC kept)
+        got = sum(1 for fr in frames if fr[:6] != f.dst and fr[14:] == payload)
+        if what in want:
+            want[what] += 1
+            if got:
+                wrong.append(f"{name}: sent to a backend")
+        elif got != 1:
+            wrong.append(f"{name}: reached {got} backends, want 1")
+    forwarded = len(cases) + 1 - sum(want.values())
+    check(seen and not wrong and d.get("packets") == forwarded and
+          d.get("drop_malformed", 0) == want["drop_malformed"] and
+          d.get("drop_fragment", 0) == want["drop_fragment"] and
+          d.get("passed", 0) >= want["passed"],
+          f"malformed: {wrong or 'verdicts'}: counters {d}, want packets {forwarded}, {want} "
+          f"(passed at least); the frame behind them {'arrived' if seen else 'did not arrive'}")
+    print(f"malformed: {len(cases)} frames: {want['passed']} passed, {want['drop_malformed']} "
+          f"dropped malformed, {want['drop_fragment']} as fragments, "
+          f"{len(cases) - sum(want.values())} forwarded; counters {d}", flush=True)
+
+
 def body(topo):
     for ns, dev in [(n, "eth0") for n in [topo.client, topo.lb] + topo.backends] + \
             [(topo.sw, f"p{k}") for k in range(2 + len(topo.backends))]:
@@ -206,7 +313,7 @@ def body(topo):
     try:
         f = Frames(topo)
         for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
-                         ("vlan", vlan)]:
+                         ("vlan", vlan), ("malformed", malformed)]:
             if len(sys.argv) == 1 or name in sys.argv[1:]:
                 fn(topo, f)
     finally:
