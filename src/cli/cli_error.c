@@ -91,6 +91,17 @@ static void bad_option(int c, char **argv, const char *optstring, const struct o
 	int len = (int)strcspn(arg, "=");
 	bool known = optopt > 0xff || (optopt > 0 && optopt != ':' && strchr(optstring, optopt));
 
+	/*
+	 * A long option without a short form may still return a letter (run's
+	 * --pin is 'P'): "--pin=1" is that option given an argument, not an
+	 * unknown "-P". Only a "--NAME=" argv element can be one, and NAME (or
+	 * its abbreviation) must be the option whose value getopt put in optopt.
+	 */
+	if (!known && optopt > 0 && strncmp(arg, "--", 2) == 0 && arg[len] == '=')
+		for (const struct option *o = longopts; o->name && !known; o++)
+			known = o->val == optopt && o->has_arg == no_argument &&
+				strncmp(o->name, arg + 2, (size_t)len - 2) == 0;
+
 	if (c == ':') { /* a missing argument: at the end of argv, long or short */
 		if (strncmp(arg, "--", 2) == 0)
 			cli_error("option '%.*s' requires an argument\n", len, arg);

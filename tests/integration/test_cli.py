@@ -6,6 +6,7 @@ exit status 2 and the option's name, what fails as it runs with 1."""
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -457,6 +458,22 @@ for args, line in [
     want = f"{line}\n{HINT.format(args[0])}"
     check(p.returncode == 2 and p.stderr == want and p.stdout == "",
           f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+# getopt's two refusals of a known option, for every long option each --help lists: one that
+# takes no argument given one ("--pin=1"), one that takes one given none (the last word). A long
+# option with no short form but a letter of its own was "unrecognized option '-P'" (run --pin).
+refusals = 0
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    options = re.search(r"^OPTIONS\n(.*?)\n\n", run(cmd, "--help").stdout, re.S | re.M).group(1)
+    for name, gap in re.findall(r"^ {2}(?:-\w, )? *--([a-z][a-z0-9-]*)((?: (?=\S))?)", options, re.M):
+        # "--vnodes V": one space, then what it takes; "--pin      pin worker": none
+        args, line = ((f"--{name}",), f"option '--{name}' requires an argument") if gap else \
+            ((f"--{name}=1",), f"option '--{name}' takes no argument")
+        p = run(cmd, *args, ok=False)
+        want = f"hashlb {cmd}: {line}\n{HINT.format(cmd)}"
+        check(p.returncode == 2 and p.stderr == want,
+              f"hashlb {cmd} {args[0]}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+        refusals += 1
+check(refusals > 60, f"only {refusals} long options found in the --help texts: the pattern is out of date")
 # before a command is known: "hashlb: ", and the commands are where to look
 for args, line in [((), "hashlb: no command given"),
                    (("frobnicate",), "hashlb: unknown command 'frobnicate'"),
