@@ -5,10 +5,13 @@ the command does not take, every metric the docs
 and configs name is one hashlb writes, and every family it writes is in docs/control.md; every
 log message (msg=) and connection end (end=) they quote is one hashlb writes, and the
 connection log's table has every end; every command line they show
-gives only options its command takes.
-Static: reads the sources and runs --help only, so it takes a second."""
+gives only options its command takes; the examples that need no running hashlb (table,
+lookup, check in a console block, an EXAMPLES section, a config's header) run, and those in
+a console block print what it shows.
+Reads the sources, runs --help and those examples: it takes a second."""
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -183,6 +186,53 @@ dataplane = read("docs", "dataplane.md")
 table = set(re.findall(r"^\s*\| `([a-z_]+)` \|", dataplane, re.M))
 check(table == ends, f"docs/dataplane.md's end= table: missing {sorted(ends - table)}, "
       f"not in conn.c {sorted(table - ends)}")
+
+# --- examples that run offline: they run, and print what the docs show ---
+# A console block's "$ hashlb table|lookup|check ..." prints what follows it (the build time
+# aside); each --help's EXAMPLES and each config's header give lines that exit 0. Run from the
+# source root, where configs/ is. A file that is not there (broken.yaml) is the reader's.
+OFFLINE = ("table", "lookup", "check")
+
+
+def run_shown(line):
+    if line.split()[1] not in OFFLINE:
+        return None
+    argv = shlex.split(line.split("#")[0].split("&&")[0])
+    files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-c", "--config")]
+    if not all(os.path.exists(os.path.join(SRC, f)) for f in files):
+        return None
+    return subprocess.run([os.path.abspath(HASHLB)] + argv[1:], capture_output=True, text=True,
+                          timeout=60, cwd=SRC)
+
+
+ran = 0
+for doc in docs:
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```\n", read(doc), re.S | re.M):
+        for part in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            line, _, shown = part.partition("\n")
+            p = run_shown(line) if line.startswith("hashlb ") else None
+            if p is None:
+                continue
+            ran += 1
+            got = re.sub(r"^(build +)[0-9.]+ ms$", r"\1N ms", p.stdout + p.stderr, flags=re.M)
+            want = re.sub(r"^(build +)[0-9.]+ ms$", r"\1N ms", shown, flags=re.M)
+            check(got == want, f"{doc}: '$ {line}' prints {got!r}, the doc shows {want!r}")
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    out = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True).stdout
+    for line in re.findall(r"^  (hashlb .*)$", out.split("\nEXAMPLES\n")[1], re.M):
+        p = run_shown(line)
+        if p is not None:
+            ran += 1
+            check(p.returncode == 0, f"hashlb {cmd} --help's example '{line}': exit {p.returncode}, "
+                  f"{p.stderr.strip()}")
+for name in sorted(os.listdir(os.path.join(SRC, "configs"))):
+    for line in re.findall(r"^#.*?(hashlb [a-z]+ -.*)$", read("configs", name), re.M):
+        p = run_shown(line)
+        if p is not None:
+            ran += 1
+            check(p.returncode == 0, f"configs/{name}: '{line}': exit {p.returncode}, {p.stderr.strip()}")
+check(ran >= 15, f"only {ran} examples run: the patterns are out of date")
+print(f"{ran} examples run")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
