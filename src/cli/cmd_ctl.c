@@ -122,8 +122,8 @@ static void usage(FILE *f)
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
-		"  metrics; --service with status, reload or upgrade; --vip but with\n"
-		"  lookup).\n"
+		"  metrics; --service with status, metrics, reload or upgrade; --vip\n"
+		"  but with lookup).\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb ctl status\n"
 		"  hashlb ctl set web-2 drain\n"

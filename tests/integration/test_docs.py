@@ -187,6 +187,56 @@ table = set(re.findall(r"^\s*\| `([a-z_]+)` \|", dataplane, re.M))
 check(table == ends, f"docs/dataplane.md's end= table: missing {sorted(ends - table)}, "
       f"not in conn.c {sorted(table - ends)}")
 
+# --- hashlb ctl's commands: what cmd_ctl.c's table says of each, its --help, control.md and
+# README say alike (--service with metrics was refused but not said to be, in both texts) ---
+ctl_c = read("src", "cli", "cmd_ctl.c")
+ctl_cmds = {name: {"service": sv == "true", "vip": vp == "true", "json": js == "true"}
+            for name, sv, vp, js in re.findall(
+                r'\{ "([a-z]+)", \w+, \w+, (true|false), (true|false), (true|false),',
+                re.search(r"ctl_commands\[\] = \{(.*?)\n\};", ctl_c, re.S).group(1))}
+check(len(ctl_cmds) >= 9, f"cmd_ctl.c's ctl_commands not found: {sorted(ctl_cmds)}")
+ctl_help = subprocess.run([HASHLB, "ctl", "--help"], capture_output=True, text=True).stdout
+flat_help = re.sub(r"\s+", " ", ctl_help)
+flat_control = re.sub(r"\s+", " ", control)
+
+
+def named(text):
+    """The command names of "a, b or c" (backquoted or not)."""
+    return set(re.findall(r"[a-z]+", text)) - {"or", "and"}
+
+
+def with_none(flag):
+    return {c for c, f in ctl_cmds.items() if not f[flag]}
+
+
+listed = set(re.findall(r"^  ([a-z]+)\b", re.search(r"^COMMANDS\n(.*?)\n\n", ctl_help, re.S | re.M).group(1),
+                        re.M))
+check(listed == set(ctl_cmds), f"hashlb ctl --help's COMMANDS: {sorted(listed)}, cmd_ctl.c: {sorted(ctl_cmds)}")
+m = re.search(r"--service NAME the service \(([a-z, ]+)\)", flat_help)
+check(m and named(m.group(1)) == set(ctl_cmds) - with_none("service"),
+      f"hashlb ctl --help: --service applies to {m and m.group(1)}")
+for where, text, pattern in (
+        ("hashlb ctl --help", flat_help, r"--service with ([a-z, ]+);"),
+        ("docs/control.md", flat_control, r"`--service` with ((?:`[a-z]+`,? (?:or )?)+)")):
+    m = re.search(pattern, text)
+    check(m and named(m.group(1)) == with_none("service"),
+          f"{where}: --service is refused with {m and m.group(1)}; cmd_ctl.c: {sorted(with_none('service'))}")
+check(with_none("json") == {"metrics"} and "(--json with metrics;" in flat_help and
+      "`--json metrics`" in control, f"--json does not apply to {sorted(with_none('json'))}")
+check(set(ctl_cmds) - with_none("vip") == {"lookup"} and "--vip but with lookup" in flat_help,
+      f"--vip applies to {sorted(set(ctl_cmds) - with_none('vip'))}")
+for cmd in sorted(with_none("service")):
+    p = subprocess.run([HASHLB, "ctl", "--admin", "127.0.0.1:1", "-s", "x", cmd], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 2 and f"-s does not apply to {cmd}" in p.stderr,
+          f"hashlb ctl -s x {cmd}: exit {p.returncode}, {p.stderr!r}")
+synopsis = re.search(r"^```\n(hashlb ctl \[.*?)^```", control, re.S | re.M).group(1)
+check(set(re.findall(r"^hashlb ctl (?:\[[^]]*\] )*([a-z|]+)", synopsis, re.M)) and
+      {c for line in re.findall(r"^hashlb ctl (?:\[[^]]*\] )*([a-z|]+)", synopsis, re.M)
+       for c in line.split("|")} == set(ctl_cmds), f"docs/control.md's hashlb ctl synopsis: {synopsis!r}")
+m = re.search(r"`hashlb ctl ([a-z\\|]+)`", read("README.md"))
+check(m and set(m.group(1).split("\\|")) == set(ctl_cmds), f"README's hashlb ctl commands: {m and m.group(1)}")
+
 # --- examples that run offline: they run, and print what the docs show ---
 # A console block's "$ hashlb table|lookup|check ..." prints what follows it (the build time
 # aside); each --help's EXAMPLES and each config's header give lines that exit 0. Run from the
