@@ -3,7 +3,8 @@
 parser accepts and no other (with the short form the parser gives it) and names no option
 the command does not take, every metric the docs
 and configs name is one hashlb writes, and every family it writes is in docs/control.md; every
-log message (msg=) and connection end (end=) they quote is one hashlb writes, and the
+log message (msg=) and connection end (end=) they quote is one hashlb writes, with the keys
+they show after it, and the
 connection log's table has every end; every command line they show
 gives only options its command takes; the examples that need no running hashlb (table,
 lookup, check in a console block, an EXAMPLES section, a config's header) run, and those in
@@ -182,6 +183,30 @@ for doc in docs:
         check(msg and f'"{msg}' in sources, f"{doc} quotes msg={quoted or word}, which no source writes")
     for end in sorted(set(re.findall(r"`end=([a-z_]+)`", text)) | set(re.findall(r"\bend=([a-z_]+)\b", text))):
         check(end in ends, f"{doc} names end={end}, which is no reason conn.c gives")
+# and the keys a quoted line gives after its msg= (`msg="backend down" ... at=connect err=...`)
+# are ones the code writes with that message: in the call, or in what the function that makes
+# it wrote before (a kv buffer filled beforehand)
+c_files = []
+for d, _, files in os.walk(os.path.join(SRC, "src")):
+    c_files += [open(os.path.join(d, n)).read() for n in files if n.endswith(".c")]
+quoted_keys = 0
+for doc in docs:
+    text = re.sub(r"\s+", " ", read(doc))
+    for m in re.finditer(r'`msg=(?:"([^"]*)"|([a-z_]+))((?: (?:\.\.\.|[a-z_]+=(?:"[^"]*"|[^ `]*)))*)`',
+                         text):
+        msg, keys = m.group(1) or m.group(2), re.findall(r" ([a-z_]+)=", m.group(3))
+        if "..." in msg or not keys:
+            continue
+        around = ""
+        for src in c_files:
+            for at in re.finditer(re.escape(f'"{msg}"'), src):
+                start = src.rfind("\n}\n", 0, at.start())  # the function it is in
+                around += src[start:src.find(");", at.end())]
+        quoted_keys += 1
+        missing = [k for k in keys if f"{k}=" not in around]
+        check(around and not missing, f"{doc} quotes msg=\"{msg}\" with {missing}, which no "
+              f"line of that message writes")
+check(quoted_keys > 20, f"only {quoted_keys} quoted log lines with keys: the pattern is out of date")
 dataplane = read("docs", "dataplane.md")
 table = set(re.findall(r"^\s*\| `([a-z_]+)` \|", dataplane, re.M))
 check(table == ends, f"docs/dataplane.md's end= table: missing {sorted(ends - table)}, "
