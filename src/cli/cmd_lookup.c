@@ -55,7 +55,8 @@ static void usage(FILE *f)
 		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
 		"                             1..128 (default 128), as hash_prefix.ipv6\n"
 		"      --vip ADDR:PORT        the service address (hashed by 4-tuple, which\n"
-		"                             needs it unless -c gives it)\n"
+		"                             needs it unless -c gives it; without -c,\n"
+		"                             another key refuses it)\n"
 		"  -n, --pref K               length of the preference list (default 3)\n"
 		"      --json                 print JSON\n"
 		"  -h, --help                 show this text\n"
@@ -437,6 +438,13 @@ int cmd_lookup(int argc, char **argv)
 		if (prefix_opt[0] && key != HASHLB_KEY_SRC_IP) {
 			/* as a config's hash_prefix: the other keys hash the port */
 			cli_error("%s applies to the src-ip key, not %s\n", prefix_opt,
+				  hashlb_key_name(key));
+			table_args_free(&a);
+			return 2;
+		}
+		if (vip && key != HASHLB_KEY_4TUPLE) {
+			/* the other keys hash no destination: it would change nothing */
+			cli_error("--vip applies to the 4-tuple key, not %s\n",
 				  hashlb_key_name(key));
 			table_args_free(&a);
 			return 2;

@@ -418,6 +418,11 @@ for args, line in [
      "hashlb lookup: invalid value '33' for option --ipv4-prefix (1..32)"),
     (("lookup", "--ipv6-prefix", "0", "10.0.0.1", "a"),
      "hashlb lookup: invalid value '0' for option --ipv6-prefix (1..128)"),
+    # a destination the key does not hash: it was taken and changed nothing (exit 0)
+    (("lookup", "--vip", "10.0.0.9:80", "10.0.0.1", "a"),
+     "hashlb lookup: --vip applies to the 4-tuple key, not src-ip"),
+    (("lookup", "-k", "src-ip-port", "--vip", "10.0.0.9:80", "10.0.0.1:5", "a"),
+     "hashlb lookup: --vip applies to the 4-tuple key, not src-ip-port"),
     (("lookup", "-k", "src-ip-port", "--ipv4-prefix", "24", "10.0.0.1:5", "a"),
      "hashlb lookup: --ipv4-prefix applies to the src-ip key, not src-ip-port"),
     (("lookup", "10.0.0.1"), "hashlb lookup: need a client address and at least one backend"),
