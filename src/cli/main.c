@@ -128,6 +128,16 @@ static int command_status(const char *cmd, int status)
 
 int main(int argc, char **argv)
 {
+	/*
+	 * stderr line-buffered: each line in one write(). Unbuffered, as stdio
+	 * leaves it, an error line went out in pieces (a config error's path a
+	 * byte a write), and a daemon's stderr is often shared: during an
+	 * upgrade in place, the new process's config error and the old one's
+	 * log lines (written whole by log.c) interleaved within a line.
+	 */
+	static char errbuf[16384];
+
+	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
 	if (argc < 2) {
 		cli_error("no command given\n");
 		fprintf(stderr, "Run 'hashlb --help' for the commands.\n");

@@ -500,5 +500,38 @@ p = run("table", "--table-size", "1000", "a", ok=False)
 check(p.returncode == 1 and p.stderr.startswith("hashlb table: ") and "not prime" in p.stderr
       and "--help" not in p.stderr, f"hashlb table --table-size 1000 a: {p.returncode} {p.stderr!r}")
 
+# Every write() of the command to stderr is whole lines: a daemon's stderr is often shared (an
+# upgrade in place: the new process's config error and the old one's log lines, in one pipe),
+# and a line written in pieces interleaves with another writer's. stderr as a SOCK_SEQPACKET
+# socket keeps each write() a message of its own. (A config error's path went out a byte a
+# write, the rest in three more: the old process's log line landed after its first "/".)
+def stderr_writes(*args):
+    import socket
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with mine:
+        with theirs:
+            p = subprocess.Popen([HASHLB, *args], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=theirs)
+        writes = []
+        while (m := mine.recv(1 << 20)):
+            writes.append(m.decode())
+    return p.wait(timeout=60), writes
+
+
+with tempfile.TemporaryDirectory() as d:
+    bad = os.path.join(d, "a-config-dir", "bad.yaml")
+    os.mkdir(os.path.dirname(bad))
+    with open(bad, "w") as f:
+        f.write("services:\n  - name: web\n    listen: 127.0.0.1:1\n    bogus: 1\n")
+    for args in (("check", "-c", bad), ("run", "-c", bad), ("run", "--s"), ("frobnicate",)):
+        rc, writes = stderr_writes(*args)
+        cut = [w for w in writes if not w.endswith("\n")]
+        check(rc != 0 and writes and not cut,
+              f"hashlb {' '.join(args)}: stderr in {len(writes)} writes, {len(cut)} of them "
+              f"not whole lines: {writes[:6]!r}")
+        if args[0] in ("check", "run") and args[1] == "-c":
+            check(len(writes) == 1 and writes[0].startswith(f"{bad}:4:5: error: "),
+                  f"hashlb {' '.join(args)}: the config error in one write: {writes[:6]!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
