@@ -73,6 +73,14 @@ int hashlb_tuple_parse_src(const char *s, struct hashlb_tuple *ret_tuple);
 void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size);
 
 /*
+ * A canonical address cut to its first <keep> bits (hashlb_addr16_cut()) as
+ * text: the address alone when <keep> is 128, else with its length in its
+ * own family: "198.51.100.0/24" (keep 120), "2001:db8:1:2::/64".
+ */
+#define HASHLB_ADDR16_PREFIX_STRLEN (HASHLB_ADDR16_STRLEN + 4)
+void hashlb_addr16_format_prefix(const uint8_t addr[16], unsigned keep, char *buf, size_t size);
+
+/*
  * How much of a client's address a service hashes (hash_prefix): the
  * leading <v4> bits of an IPv4 address, <v6> of an IPv6 one; 0 = all of it
  * (32, 128: the default, exactly the unmasked hash). Clients of one prefix
@@ -92,10 +100,19 @@ static inline int hashlb_src_prefix_is_whole(const struct hashlb_src_prefix *p)
 }
 
 /*
- * Zero the bits of <t>'s source address past <p>'s prefix: an IPv4-mapped
- * address (::ffff:a.b.c.d) keeps 96 + p->v4 bits, so the mapping stays and
- * only a.b.c.d is masked; another address keeps p->v6 bits. The source
- * port and the destination are left as they are. NULL masks nothing.
+ * How many leading bits of canonical address <addr> <p> keeps: 96 + p->v4
+ * for an IPv4-mapped address (::ffff:a.b.c.d), so the mapping stays and only
+ * a.b.c.d is cut; p->v6 for another; 128 when whole (NULL: 128).
+ */
+unsigned hashlb_src_prefix_keep(const struct hashlb_src_prefix *p, const uint8_t addr[16]);
+
+/* Zero the bits of canonical address <addr> past its first <keep> (0..128). */
+void hashlb_addr16_cut(uint8_t addr[16], unsigned keep);
+
+/*
+ * Zero the bits of <t>'s source address past <p>'s prefix
+ * (hashlb_src_prefix_keep()). The source port and the destination are left
+ * as they are. NULL masks nothing.
  */
 void hashlb_tuple_mask_src(struct hashlb_tuple *t, const struct hashlb_src_prefix *p);
 

@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -209,21 +210,27 @@ static int addr_is_v4mapped(const uint8_t addr[16])
 	return memcmp(addr, v4mapped, sizeof(v4mapped)) == 0;
 }
 
-void hashlb_tuple_mask_src(struct hashlb_tuple *t, const struct hashlb_src_prefix *p)
+unsigned hashlb_src_prefix_keep(const struct hashlb_src_prefix *p, const uint8_t addr[16])
 {
-	unsigned keep;
-
 	if (hashlb_src_prefix_is_whole(p))
-		return;
-	if (addr_is_v4mapped(t->src))
-		keep = 96 + (p->v4 && p->v4 < 32 ? p->v4 : 32);
-	else
-		keep = p->v6 && p->v6 < 128 ? p->v6 : 128;
+		return 128;
+	if (addr_is_v4mapped(addr))
+		return 96 + (p->v4 && p->v4 < 32 ? p->v4 : 32);
+	return p->v6 && p->v6 < 128 ? p->v6 : 128;
+}
+
+void hashlb_addr16_cut(uint8_t addr[16], unsigned keep)
+{
 	for (unsigned i = keep / 8; i < 16; i++) {
 		unsigned bits = i == keep / 8 ? keep % 8 : 0;
 
-		t->src[i] &= (uint8_t)(0xff00u >> bits);
+		addr[i] &= (uint8_t)(0xff00u >> bits);
 	}
+}
+
+void hashlb_tuple_mask_src(struct hashlb_tuple *t, const struct hashlb_src_prefix *p)
+{
+	hashlb_addr16_cut(t->src, hashlb_src_prefix_keep(p, t->src));
 }
 
 void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size)
@@ -232,4 +239,15 @@ void hashlb_addr16_format(const uint8_t addr[16], char *buf, size_t size)
 		inet_ntop(AF_INET, addr + 12, buf, (socklen_t)size);
 	else
 		inet_ntop(AF_INET6, addr, buf, (socklen_t)size);
+}
+
+void hashlb_addr16_format_prefix(const uint8_t addr[16], unsigned keep, char *buf, size_t size)
+{
+	size_t n;
+
+	hashlb_addr16_format(addr, buf, size);
+	if (keep >= 128)
+		return;
+	n = strlen(buf);
+	snprintf(buf + n, size - n, "/%u", addr_is_v4mapped(addr) ? keep - 96 : keep);
 }

@@ -277,6 +277,38 @@ static void test_src_prefix(void **state)
 	assert_memory_equal(t.sport, u.sport, sizeof(u) - sizeof(u.src));
 }
 
+/* <src> cut by {v4, v6} as client_prefix names a client (/clients): its text. */
+static const char *prefix_name(const char *src, uint8_t v4, uint8_t v6)
+{
+	static char buf[HASHLB_ADDR16_PREFIX_STRLEN];
+	struct hashlb_src_prefix p = { v4, v6 };
+	struct hashlb_tuple t;
+	unsigned keep;
+
+	assert_int_equal(hashlb_tuple_parse_src(src, &t), 0);
+	keep = hashlb_src_prefix_keep(&p, t.src);
+	hashlb_addr16_cut(t.src, keep);
+	hashlb_addr16_format_prefix(t.src, keep, buf, sizeof(buf));
+	return buf;
+}
+
+/* client_prefix: a client's prefix in its own family's length, the whole address as it is. */
+static void test_prefix_names(void **state)
+{
+	(void)state;
+	assert_string_equal(prefix_name("198.51.100.7", 24, 64), "198.51.100.0/24");
+	assert_string_equal(prefix_name("::ffff:198.51.100.7", 24, 64), "198.51.100.0/24");
+	assert_string_equal(prefix_name("198.51.100.7", 32, 64), "198.51.100.7");
+	assert_string_equal(prefix_name("198.51.100.7", 0, 0), "198.51.100.7");
+	assert_string_equal(prefix_name("10.0.31.255", 20, 128), "10.0.16.0/20");
+	assert_string_equal(prefix_name("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 24, 64),
+			    "2001:db8:1:2::/64");
+	assert_string_equal(prefix_name("2001:db8:1:2::7", 24, 128), "2001:db8:1:2::7");
+	assert_string_equal(prefix_name("2001:db8:1:ffff::1", 32, 49), "2001:db8:1:8000::/49");
+	assert_string_equal(prefix_name("2001:db8::1", 32, 1), "::/1");
+	assert_int_equal(hashlb_src_prefix_keep(NULL, (const uint8_t[16]){ 0x20 }), 128);
+}
+
 static void test_from_sockaddr_errors(void **state)
 {
 	struct sockaddr_un su = { .sun_family = AF_UNIX };
@@ -392,6 +424,7 @@ int main(void)
 		cmocka_unit_test(test_ipv4_mapped_equivalence),
 		cmocka_unit_test(test_key_scope),
 		cmocka_unit_test(test_src_prefix),
+		cmocka_unit_test(test_prefix_names),
 		cmocka_unit_test(test_from_sockaddr_errors),
 		cmocka_unit_test(test_parse_src),
 		cmocka_unit_test(test_key_names),
