@@ -30,8 +30,11 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void client_addr(uint32_t k, uint8_t addr[16])
+static void client_addr(uint32_t k, struct hlb_client_key *key)
 {
+	uint8_t *addr = key->addr;
+
+	key->keep = 128;
 	memset(addr, 0, 16);
 	addr[10] = addr[11] = 0xff;
 	addr[12] = 10;
@@ -50,17 +53,17 @@ struct run {
 static void *churn(void *arg)
 {
 	struct run *r = arg;
-	uint8_t addr[16];
+	struct hlb_client_key addr;
 
 	r->ns = 1e18;
 	for (int round = 0; round < ROUNDS; round++) {
 		uint64_t t0 = cpu_ns();
 
 		for (uint32_t i = 0; i < OPS; i++) {
-			client_addr(r->base + i % r->live, addr);
-			if (hlb_clients_claim(r->t, addr, 1000) != 1)
+			client_addr(r->base + i % r->live, &addr);
+			if (hlb_clients_claim(r->t, &addr, 1000) != 1)
 				r->bad++;
-			hlb_clients_release(r->t, addr);
+			hlb_clients_release(r->t, &addr);
 		}
 		double ns = (double)(cpu_ns() - t0) / OPS;
 
@@ -111,14 +114,14 @@ int main(void)
 		struct run one = { 0 }, two[2] = { { 0 } };
 		struct hlb_clients *t;
 		pthread_t th[2];
-		uint8_t addr[16];
+		struct hlb_client_key addr;
 
 		if (hlb_clients_new(2 * live + 1000, &t) < 0)
 			return 1;
 		/* the others: one connection each, held throughout */
 		for (uint32_t k = 0; k < live; k++) {
-			client_addr(1000000 + k, addr);
-			if (hlb_clients_claim(t, addr, 1000) != 1)
+			client_addr(1000000 + k, &addr);
+			if (hlb_clients_claim(t, &addr, 1000) != 1)
 				bad++;
 		}
 		one = (struct run){ .t = t, .live = 64, .base = 0 };

@@ -130,6 +130,9 @@ struct hashlb_service_cfg {
 	/* open connections one client address may hold; more are closed at
 	 * once. 0 = no limit (default); userspace steering only */
 	uint32_t max_connections_per_client;
+	/* client_prefix: the leading bits of the address that name a client
+	 * for max_connections_per_client (and /clients); default 32 and 128 */
+	struct hashlb_src_prefix client_prefix;
 	/* New connections accepted per second, 0 = no limit (default); a burst of
 	 * one second's worth. Over it, accepting pauses: clients wait in the
 	 * listen backlog (HAProxy's rate-limit sessions), none is refused. */

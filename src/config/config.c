@@ -258,6 +258,7 @@ static const char *const service_keys[] = {
 	"timeouts",
 	"max_connections",
 	"max_connections_per_client",
+	"client_prefix",
 	"max_connection_rate",
 	"connect_retries",
 	"slow_start",
@@ -279,7 +280,7 @@ static const char *const service_keys[] = {
 	NULL,
 };
 
-static const char *const hash_prefix_keys[] = { "ipv4", "ipv6", NULL };
+static const char *const src_prefix_keys[] = { "ipv4", "ipv6", NULL };
 static const char *const timeout_keys[] = { "connect", "idle", "drain", "queue", NULL };
 static const char *const health_keys[] = {
 	"enabled", "interval", "timeout", "rise",	   "fall",
@@ -299,7 +300,7 @@ static const struct {
 } key_homes[] = {
 	{ top_keys, "at the top level" },
 	{ service_keys, "in a service" },
-	{ hash_prefix_keys, "in a service's 'hash_prefix'" },
+	{ src_prefix_keys, "in a service's 'hash_prefix' or 'client_prefix'" },
 	{ timeout_keys, "in a service's 'timeouts'" },
 	{ health_keys, "in a service's 'health'" },
 	{ keepalive_keys, "in a service's 'keepalive'" },
@@ -1178,6 +1179,7 @@ static void service_defaults(struct hashlb_service_cfg *s)
 	s->key = HASHLB_KEY_SRC_IP;
 	s->hash_prefix.v4 = 32;
 	s->hash_prefix.v6 = 128;
+	s->client_prefix = s->hash_prefix;
 	s->connect_timeout_ms = 1000;
 	s->idle_timeout_ms = 300000;
 	s->drain_timeout_ms = 30000;
@@ -1198,19 +1200,46 @@ static void service_defaults(struct hashlb_service_cfg *s)
 }
 
 /*
- * hash_prefix: {ipv4: 1..32, ipv6: 1..128}, the leading bits of a client's
- * address that its src-ip key hashes (hashlb_tuple_mask_src()). Refused with
- * the other keys: they hash the client's port too, which a new address from
- * a pool or a privacy address comes with anyway.
+ * A client prefix mapping <v> of key <name>, {ipv4: 1..32, ipv6: 1..128},
+ * into <p> (its lengths not written are left as they are): hash_prefix and
+ * client_prefix (hashlb_src_prefix_keep() applies both).
  */
-static int load_hash_prefix(struct loader *ld, const struct ynode *m, const struct ynode *v,
-			    struct hashlb_service_cfg *s)
+static int load_src_prefix(struct loader *ld, const struct ynode *v, const char *name,
+			   struct hashlb_src_prefix *p)
 {
 	const struct ynode *x;
 	uint32_t len;
 	int r;
 
-	r = check_map(ld, v, hash_prefix_keys, "hash_prefix");
+	r = check_map(ld, v, src_prefix_keys, name);
+	if (r < 0)
+		return r;
+	if ((x = map_get(v, "ipv4"))) {
+		r = get_u32_range(ld, x, "ipv4", 1, 32, &len);
+		if (r < 0)
+			return r;
+		p->v4 = (uint8_t)len;
+	}
+	if ((x = map_get(v, "ipv6"))) {
+		r = get_u32_range(ld, x, "ipv6", 1, 128, &len);
+		if (r < 0)
+			return r;
+		p->v6 = (uint8_t)len;
+	}
+	return 0;
+}
+
+/*
+ * hash_prefix: the leading bits of a client's address that its src-ip key
+ * hashes (hashlb_tuple_mask_src()). Refused with the other keys: they hash
+ * the client's port too, which a new address from a pool or a privacy
+ * address comes with anyway.
+ */
+static int load_hash_prefix(struct loader *ld, const struct ynode *m, const struct ynode *v,
+			    struct hashlb_service_cfg *s)
+{
+	int r = load_src_prefix(ld, v, "hash_prefix", &s->hash_prefix);
+
 	if (r < 0)
 		return r;
 	if (s->key != HASHLB_KEY_SRC_IP)
@@ -1218,18 +1247,6 @@ static int load_hash_prefix(struct loader *ld, const struct ynode *m, const stru
 			    "'hash_prefix' applies to hash_key src-ip, but this service uses %s "
 			    "(its hash takes the client's port, which changes with the address)",
 			    hashlb_key_name(s->key));
-	if ((x = map_get(v, "ipv4"))) {
-		r = get_u32_range(ld, x, "ipv4", 1, 32, &len);
-		if (r < 0)
-			return r;
-		s->hash_prefix.v4 = (uint8_t)len;
-	}
-	if ((x = map_get(v, "ipv6"))) {
-		r = get_u32_range(ld, x, "ipv6", 1, 128, &len);
-		if (r < 0)
-			return r;
-		s->hash_prefix.v6 = (uint8_t)len;
-	}
 	return 0;
 }
 
@@ -1423,6 +1440,17 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 				  &s->max_connections_per_client);
 		if (r < 0)
 			return r;
+	}
+	/* client_prefix names a client for the limit alone: nothing else
+	 * counts clients, so without it the key would do nothing */
+	if ((v = map_get(m, "client_prefix"))) {
+		r = load_src_prefix(ld, v, "client_prefix", &s->client_prefix);
+		if (r < 0)
+			return r;
+		if (!s->max_connections_per_client)
+			return fail(ld, map_key(m, "client_prefix"),
+				    "'client_prefix' applies to max_connections_per_client, which "
+				    "this service does not set (nothing else counts clients)");
 	}
 	if ((v = map_get(m, "max_connection_rate")) &&
 	    (r = get_u32_range(ld, v, "max_connection_rate", 0, CONNECTION_RATE_MAX,

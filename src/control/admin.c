@@ -125,7 +125,7 @@ static double connect_avg_ms(const struct hlb_backend_counters *c)
 }
 
 /* "<key>":[...]: the backends of <snap> up in its table and down in <t> (NULL: none). */
-/* A service's hash_prefix lengths, 0 (whole) said as the whole length. */
+/* A service's hash_prefix or client_prefix lengths, 0 (whole) said as the whole length. */
 static unsigned prefix_v4(const struct hashlb_src_prefix *p)
 {
 	return p->v4 && p->v4 < 32 ? p->v4 : 32;
@@ -136,15 +136,27 @@ static unsigned prefix_v6(const struct hashlb_src_prefix *p)
 	return p->v6 && p->v6 < 128 ? p->v6 : 128;
 }
 
-/* What the text pages add to the key for a hash_prefix: nothing for whole
- * addresses, else " of the client's prefix: IPv4 /24, IPv6 /64". */
-static const char *prefix_text(const struct hashlb_src_prefix *p, char *buf, size_t size)
+/* What the text pages add for a client prefix: nothing for whole addresses,
+ * else <lead> and ": IPv4 /24, IPv6 /64". */
+static const char *src_prefix_text(const struct hashlb_src_prefix *p, const char *lead, char *buf,
+				   size_t size)
 {
 	if (hashlb_src_prefix_is_whole(p))
 		return "";
-	snprintf(buf, size, " of the client's prefix: IPv4 /%u, IPv6 /%u", prefix_v4(p),
-		 prefix_v6(p));
+	snprintf(buf, size, "%s: IPv4 /%u, IPv6 /%u", lead, prefix_v4(p), prefix_v6(p));
 	return buf;
+}
+
+/* ... to the key for a hash_prefix: " of the client's prefix: IPv4 /24, IPv6 /64". */
+static const char *prefix_text(const struct hashlb_src_prefix *p, char *buf, size_t size)
+{
+	return src_prefix_text(p, " of the client's prefix", buf, size);
+}
+
+/* ... for a client_prefix: " per client prefix: IPv4 /24, IPv6 /64". */
+static const char *client_prefix_text(const struct hashlb_src_prefix *p, char *buf, size_t size)
+{
+	return src_prefix_text(p, " per client prefix", buf, size);
 }
 
 static void json_table_for(struct hlb_buf *o, const char *key, const struct hlb_snapshot *snap,
@@ -382,6 +394,7 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			o,
 			",\"scheme\":\"%s\",\"key\":\"%s\",\"hash_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
 			",\"max_connections_per_client\":%u"
+			",\"client_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
 			",\"max_connection_rate\":%u"
 			",\"proxy_protocol\":\"%s\",\"accept_proxy\":%s"
 			",\"log_connections\":%s,\"generation\":%" PRIu64
@@ -396,7 +409,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			",\"queue_aborts\":%" PRIu64 ",\"rate_pauses\":%" PRIu64 "},\"backends\":[",
 			hashlb_scheme_name(s->cfg->table.scheme), hashlb_key_name(s->cfg->key),
 			prefix_v4(&s->cfg->hash_prefix), prefix_v6(&s->cfg->hash_prefix),
-			s->cfg->max_connections_per_client, s->cfg->max_connection_rate,
+			s->cfg->max_connections_per_client, prefix_v4(&s->cfg->client_prefix),
+			prefix_v6(&s->cfg->client_prefix), s->cfg->max_connection_rate,
 			hashlb_proxy_protocol_name(s->cfg->proxy_protocol),
 			s->cfg->accept_proxy ? "true" : "false",
 			s->cfg->log_connections ? "true" : "false", snap->generation,
@@ -511,6 +525,11 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
 			       s->n_backends, s->rebuilds, (double)s->rebuild_ns_last / 1e6,
 			       sc.active, sc.total, sc.rejected, sc.no_backend, sc.queued);
+		if (!hashlb_src_prefix_is_whole(&s->cfg->client_prefix))
+			hlb_buf_printf(
+				o, "  clients: at most %u connections%s\n",
+				s->cfg->max_connections_per_client,
+				client_prefix_text(&s->cfg->client_prefix, pbuf, sizeof(pbuf)));
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
@@ -567,7 +586,7 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	struct hlb_client_count *top;
 	struct hlb_buf *o = &resp->body;
-	char v[HLB_HTTP_VALUE_MAX + 1], addr[HASHLB_ADDR16_STRLEN];
+	char v[HLB_HTTP_VALUE_MAX + 1], addr[HASHLB_ADDR16_PREFIX_STRLEN], pbuf[64];
 	unsigned long n = 10;
 	uint32_t got;
 
@@ -594,18 +613,23 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	}
 	got = hlb_clients_top(t, (uint32_t)n, top);
 	if (text) {
-		hlb_buf_printf(o, "service %s: %" PRIu64 " clients, at most %u connections each\n",
-			       s->cfg->name, hlb_clients_size(t), snap->max_per_client);
+		hlb_buf_printf(o,
+			       "service %s: %" PRIu64 " clients, at most %u connections each%s\n",
+			       s->cfg->name, hlb_clients_size(t), snap->max_per_client,
+			       client_prefix_text(&snap->client_prefix, pbuf, sizeof(pbuf)));
 		hlb_buf_printf(o, "  %-40s %11s\n", "CLIENT", "CONNECTIONS");
 	} else {
 		hlb_buf_puts(o, "{\"service\":");
 		hlb_buf_json_str(o, s->cfg->name);
-		hlb_buf_printf(
-			o, ",\"max_connections_per_client\":%u,\"clients\":%" PRIu64 ",\"top\":[",
-			snap->max_per_client, hlb_clients_size(t));
+		hlb_buf_printf(o,
+			       ",\"max_connections_per_client\":%u"
+			       ",\"client_prefix\":{\"ipv4\":%u,\"ipv6\":%u},\"clients\":%" PRIu64
+			       ",\"top\":[",
+			       snap->max_per_client, prefix_v4(&snap->client_prefix),
+			       prefix_v6(&snap->client_prefix), hlb_clients_size(t));
 	}
 	for (uint32_t i = 0; i < got; i++) {
-		hashlb_addr16_format(top[i].addr, addr, sizeof(addr));
+		hashlb_addr16_format_prefix(top[i].key.addr, top[i].key.keep, addr, sizeof(addr));
 		if (text) {
 			hlb_buf_printf(o, "  %-40s %11u\n", addr, top[i].count);
 		} else {

@@ -1796,6 +1796,8 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 	       a->queue_timeout_ms == b->queue_timeout_ms &&
 	       a->abort_on_close == b->abort_on_close && a->max_connections == b->max_connections &&
 	       a->max_connections_per_client == b->max_connections_per_client &&
+	       a->client_prefix.v4 == b->client_prefix.v4 &&
+	       a->client_prefix.v6 == b->client_prefix.v6 &&
 	       a->max_connection_rate == b->max_connection_rate &&
 	       a->connect_retries == b->connect_retries && a->balance_factor == b->balance_factor &&
 	       a->proxy_protocol == b->proxy_protocol && a->accept_proxy == b->accept_proxy &&

@@ -403,6 +403,14 @@ static void conn_log(struct worker *w, struct conn *c)
 			  c->h[1].bytes, conn_end_names[c->end], err);
 }
 
+/* <c>'s client in the service's clients table: its address cut to <keep> bits. */
+static void conn_client_key(const struct conn *c, unsigned keep, struct hlb_client_key *ret_key)
+{
+	memcpy(ret_key->addr, c->client, sizeof(ret_key->addr));
+	hashlb_addr16_cut(ret_key->addr, keep);
+	ret_key->keep = (uint8_t)keep;
+}
+
 /*
  * Give back the slot <c> holds under c->be's max_connections. Connections of
  * the service waiting for one (on any worker) are told to look again.
@@ -463,9 +471,12 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 			conn_unclaim(w, c);
 		hlb_backend_unref(c->be);
 	}
-	if (c->per_client)
-		hlb_clients_release(atomic_load_explicit(&svc->clients, memory_order_relaxed),
-				    c->client);
+	if (c->per_client) {
+		struct hlb_client_key k;
+
+		conn_client_key(c, c->client_keep, &k);
+		hlb_clients_release(atomic_load_explicit(&svc->clients, memory_order_relaxed), &k);
+	}
 	atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 	hlb_service_unref(svc);
 	free(c->orig);
@@ -1566,16 +1577,21 @@ static int client_addrs(int fd, struct sockaddr_storage addr[2], bool want_dst)
 }
 
 /*
- * Count <c> among its client's open connections (max_connections_per_client,
- * the address in c->client); false if the client holds the limit already:
+ * Count <c> among its client's open connections (max_connections_per_client:
+ * the address in c->client cut to the snapshot's client_prefix, the length
+ * kept in <c> for the release); false if the client holds the limit already:
  * then <c> is closed and counted. A table with no room for a new client
  * lets it through uncounted rather than refuse it.
  */
 static bool conn_claim_client(struct worker *w, struct conn *c, const struct hlb_snapshot *snap)
 {
 	struct hlb_clients *t = atomic_load_explicit(&c->svc->clients, memory_order_acquire);
-	int r = t ? hlb_clients_claim(t, c->client, snap->max_per_client) : -ENOSPC;
+	struct hlb_client_key k;
+	int r;
 
+	c->client_keep = (uint8_t)hashlb_src_prefix_keep(&snap->client_prefix, c->client);
+	conn_client_key(c, c->client_keep, &k);
+	r = t ? hlb_clients_claim(t, &k, snap->max_per_client) : -ENOSPC;
 	if (r == 0) {
 		hlb_stat_add(&c->svc->wstats[w->id].client_limited, 1);
 		conn_abort(w, c, CONN_END_CLIENT_LIMIT);

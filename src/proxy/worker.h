@@ -199,12 +199,15 @@ struct conn {
 	uint32_t connect_us;
 	uint32_t start_ms; /* accepted, worker_clock_fine_ms() */
 	uint8_t client[18]; /* canonical tuple's source address and port (tuple.h) */
-	uint8_t proxy; /* enum hashlb_proxy_protocol: header for the backend, from accept */
+	uint8_t proxy : 2; /* enum hashlb_proxy_protocol: header for the backend, from accept */
 	bool watch : 1; /* an OP_CLIENT_WATCH poll is in flight on the client */
 	/* that watch ended at the client's FIN: not armed again (it would fire at once) */
 	bool watch_fin : 1;
-	bool per_client : 1; /* counted in svc->clients under the <client> address */
+	bool per_client : 1; /* counted in svc->clients: <client> cut to <client_keep> bits */
 	bool local_fail : 1; /* the last connect failed for want of our own socket */
+	/* per_client: the bits of <client> its key kept, from the client_prefix
+	 * it was claimed under (a reload may change the service's since) */
+	uint8_t client_keep;
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
@@ -222,7 +225,8 @@ struct conn {
 	};
 } __attribute__((aligned(16)));
 
-_Static_assert(CONN_STATE_MAX <= 8 && CONN_END_MAX <= 32, "conn's state and end bit fields");
+_Static_assert(CONN_STATE_MAX <= 8 && CONN_END_MAX <= 32 && HASHLB_PROXY_MAX <= 4,
+	       "conn's state, end and proxy bit fields");
 
 struct cmd {
 	struct cmd *next;

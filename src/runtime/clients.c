@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Open connections per client address (clients.h). Written here: the
+ * Open connections per client (clients.h). Written here: the
  * libraries Debian packages for hash maps (glib's GHashTable, uthash) are
  * neither shared between threads nor bounded in memory; this is one
  * table per shard under a mutex held for a few dozen instructions. A shard
@@ -18,7 +18,7 @@
 #include "clients.h"
 
 struct slot {
-	uint8_t addr[16];
+	struct hlb_client_key key;
 	uint32_t count; /* 0 = empty */
 };
 
@@ -36,13 +36,13 @@ struct hlb_clients {
 
 #define SHARD_MIN_SLOTS 16u
 
-static uint64_t addr_hash(const uint8_t addr[16])
+static uint64_t key_hash(const struct hlb_client_key *k)
 {
 	uint64_t a, b, h;
 
-	memcpy(&a, addr, 8);
-	memcpy(&b, addr + 8, 8);
-	h = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full;
+	memcpy(&a, k->addr, 8);
+	memcpy(&b, k->addr + 8, 8);
+	h = a * 0x9e3779b97f4a7c15ull ^ (b ^ k->keep) * 0xc2b2ae3d27d4eb4full;
 	h ^= h >> 31;
 	h *= 0xff51afd7ed558ccdull;
 	return h ^ (h >> 29);
@@ -58,12 +58,17 @@ static uint32_t home_of(const struct shard *s, uint64_t h)
 	return (uint32_t)(h / HLB_CLIENTS_SHARDS) & s->mask;
 }
 
-/* The slot holding <addr>, or the empty one ending its probe run. Locked. */
-static uint32_t slot_find(const struct shard *s, const uint8_t addr[16], uint64_t h)
+static bool key_equal(const struct hlb_client_key *a, const struct hlb_client_key *b)
+{
+	return a->keep == b->keep && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+/* The slot holding <k>, or the empty one ending its probe run. Locked. */
+static uint32_t slot_find(const struct shard *s, const struct hlb_client_key *k, uint64_t h)
 {
 	uint32_t i = home_of(s, h);
 
-	while (s->slots[i].count && memcmp(s->slots[i].addr, addr, 16) != 0)
+	while (s->slots[i].count && !key_equal(&s->slots[i].key, k))
 		i = (i + 1) & s->mask;
 	return i;
 }
@@ -109,7 +114,7 @@ static int shard_grow(struct shard *s)
 	s->mask = n - 1;
 	for (uint32_t j = 0; j < old_n; j++) {
 		if (old[j].count)
-			v[slot_find(s, old[j].addr, addr_hash(old[j].addr))] = old[j];
+			v[slot_find(s, &old[j].key, key_hash(&old[j].key))] = old[j];
 	}
 	free(old);
 	return 0;
@@ -126,16 +131,16 @@ void hlb_clients_free(struct hlb_clients *t)
 	free(t);
 }
 
-int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t limit)
+int hlb_clients_claim(struct hlb_clients *t, const struct hlb_client_key *k, uint32_t limit)
 {
-	uint64_t h = addr_hash(addr);
+	uint64_t h = key_hash(k);
 	struct shard *s = shard_of(t, h);
 	struct slot *e;
 	bool full;
 	int r = 1;
 
 	pthread_mutex_lock(&s->lock);
-	e = &s->slots[slot_find(s, addr, h)];
+	e = &s->slots[slot_find(s, k, h)];
 	full = !e->count && (uint64_t)(s->used + 1) * 4 > (uint64_t)(s->mask + 1) * 3;
 	if (e->count >= limit) {
 		r = 0;
@@ -145,8 +150,8 @@ int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t li
 		r = -ENOSPC; /* kept under 3/4 full: probe runs stay short */
 	} else {
 		if (full) /* grown: its place moved */
-			e = &s->slots[slot_find(s, addr, h)];
-		memcpy(e->addr, addr, 16);
+			e = &s->slots[slot_find(s, k, h)];
+		e->key = *k;
 		e->count = 1;
 		s->used++;
 	}
@@ -154,14 +159,14 @@ int hlb_clients_claim(struct hlb_clients *t, const uint8_t addr[16], uint32_t li
 	return r;
 }
 
-void hlb_clients_release(struct hlb_clients *t, const uint8_t addr[16])
+void hlb_clients_release(struct hlb_clients *t, const struct hlb_client_key *k)
 {
-	uint64_t h = addr_hash(addr);
+	uint64_t h = key_hash(k);
 	struct shard *s = shard_of(t, h);
 	uint32_t i, j;
 
 	pthread_mutex_lock(&s->lock);
-	i = slot_find(s, addr, h);
+	i = slot_find(s, k, h);
 	if (!s->slots[i].count || --s->slots[i].count) {
 		pthread_mutex_unlock(&s->lock);
 		return;
@@ -170,13 +175,13 @@ void hlb_clients_release(struct hlb_clients *t, const uint8_t addr[16])
 	 * home is not in (i, j] into the hole, so no probe stops short. */
 	s->used--;
 	for (j = i;;) {
-		uint32_t k;
+		uint32_t home;
 
 		j = (j + 1) & s->mask;
 		if (!s->slots[j].count)
 			break;
-		k = home_of(s, addr_hash(s->slots[j].addr));
-		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+		home = home_of(s, key_hash(&s->slots[j].key));
+		if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
 			continue;
 		s->slots[i] = s->slots[j];
 		i = j;
@@ -185,14 +190,14 @@ void hlb_clients_release(struct hlb_clients *t, const uint8_t addr[16])
 	pthread_mutex_unlock(&s->lock);
 }
 
-uint32_t hlb_clients_count(struct hlb_clients *t, const uint8_t addr[16])
+uint32_t hlb_clients_count(struct hlb_clients *t, const struct hlb_client_key *k)
 {
-	uint64_t h = addr_hash(addr);
+	uint64_t h = key_hash(k);
 	struct shard *s = shard_of(t, h);
 	uint32_t n;
 
 	pthread_mutex_lock(&s->lock);
-	n = s->slots[slot_find(s, addr, h)].count;
+	n = s->slots[slot_find(s, k, h)].count;
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
@@ -229,7 +234,7 @@ uint32_t hlb_clients_top(struct hlb_clients *t, uint32_t n, struct hlb_client_co
 				out[k] = out[k - 1];
 				k--;
 			}
-			memcpy(out[k].addr, e->addr, 16);
+			out[k].key = e->key;
 			out[k].count = e->count;
 		}
 		pthread_mutex_unlock(&s->lock);

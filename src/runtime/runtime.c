@@ -152,6 +152,7 @@ static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_servic
 	s->abort_on_close = cfg->abort_on_close;
 	s->max_connections = cfg->max_connections;
 	s->max_per_client = cfg->max_connections_per_client;
+	s->client_prefix = cfg->client_prefix;
 	s->max_conn_rate = cfg->max_connection_rate;
 	s->connect_retries = cfg->connect_retries;
 	s->balance_factor = cfg->balance_factor;

@@ -407,6 +407,7 @@ struct hlb_snapshot {
 	bool abort_on_close; /* a client's FIN takes it out of the queue */
 	uint32_t max_connections; /* 0 = unlimited */
 	uint32_t max_per_client; /* max_connections_per_client, 0 = none */
+	struct hashlb_src_prefix client_prefix; /* what of its address names a client there */
 	uint32_t max_conn_rate; /* max_connection_rate: accepts per second, 0 = none */
 	uint32_t connect_retries;
 	double balance_factor; /* 0 = off */
@@ -572,8 +573,8 @@ struct hlb_service {
 	/* Removed by a reload (set by the control plane): its connections
 	 * drain, and no new one is made to its backends, which drain too. */
 	atomic_bool removed;
-	/* max_connections_per_client: open connections per client address,
-	 * made by the control plane before the first snapshot that sets the
+	/* max_connections_per_client: open connections per client (its
+	 * address cut to client_prefix), made by the control plane before the first snapshot that sets the
 	 * limit is published, then kept for the service's life */
 	_Atomic(struct hlb_clients *) clients;
 	/* max_connection_rate: the theoretical arrival time of the next

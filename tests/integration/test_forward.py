@@ -1712,6 +1712,76 @@ def connections_per_client():
     check(lb.stop() == 0, "exit 0")
 
 
+def client_prefix_limit():
+    """client_prefix: max_connections_per_client counts a client by its prefix (an IPv6 host's
+    /64 whose addresses rotate, a NAT pool's /24), here 127.0.66.0/24: two connections from
+    two of its addresses are served and one from a third is closed (end=client_limit), one
+    from another /24 is served, and /clients lists the /24 with its count. A reload to /16
+    while the two stay open: they stay counted under the /24 they were claimed under, new
+    ones by /16; once all close, nothing is left counted, and none is refused. An IPv4
+    client through a [::] listener (::ffff:a.b.c.d) is cut by the ipv4 length too. Before:
+    "unknown key 'client_prefix'"; a release under the prefix of the moment instead of the
+    one claimed with leaves 2 counted."""
+    def cfg(prefix):
+        return config(BACKENDS[:1], extra="log_connections: true\nmax_connections_per_client: 2\n"
+                      f"client_prefix: {prefix}")
+
+    def clients():
+        code, body = lb.http("GET", "/clients?service=t")
+        check(code == 200, f"GET /clients: {code} {body}")
+        return json.loads(body)
+
+    lb = Lb(cfg("{ipv4: 24, ipv6: 64}"), args=("--admin", "127.0.0.1:0"))
+    held = [connect(lb.addr, "127.0.66.1"), connect(lb.addr, "127.0.66.2")]
+    check(all(read_line(s) == "a" for s in held), "two addresses of 127.0.66.0/24: served")
+    check(who(lb.addr, "127.0.66.3") == "", "a third address of the /24 is closed at once")
+    check(lb.wait_log(r"msg=connection .*client=127\.0\.66\.3:\d+ .*end=client_limit"),
+          "logged end=client_limit")
+    check(who(lb.addr, "127.0.67.1") == "a", "a client of another /24 is served")
+    lb.wait(lambda: clients()["clients"] == 1)  # that one closed
+    got = clients()
+    check(got["client_prefix"] == {"ipv4": 24, "ipv6": 64} and got["clients"] == 1 and
+          got["top"] == [{"client": "127.0.66.0/24", "connections": 2}],
+          f"/clients lists the prefix with its count: {got}")
+    rc, so, se = lb.ctl("clients")
+    check(rc == 0 and so.splitlines()[0] == "service t: 1 clients, at most 2 connections each "
+          "per client prefix: IPv4 /24, IPv6 /64" and so.split()[-2:] == ["127.0.66.0/24", "2"],
+          f"hashlb ctl clients too: {so} {se}")
+    check(lb.service()["client_prefix"] == {"ipv4": 24, "ipv6": 64}, "and /status")
+
+    lb.rewrite(cfg("{ipv4: 16}"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to ipv4 /16 with two connections open: {se}")
+    more = [connect(lb.addr, "127.0.66.3"), connect(lb.addr, "127.0.68.1")]
+    check(all(read_line(s) == "a" for s in more), "two of 127.0.0.0/16 are served, counted anew")
+    check(who(lb.addr, "127.0.69.1") == "", "a third of the /16 is closed")
+    got = clients()
+    check(got["client_prefix"] == {"ipv4": 16, "ipv6": 128} and
+          sorted((c["client"], c["connections"]) for c in got["top"]) ==
+          [("127.0.0.0/16", 2), ("127.0.66.0/24", 2)],
+          f"the two from before the reload stay counted under their /24: {got}")
+    for s in held + more:
+        s.close()
+    check(lb.wait(lambda: clients()["clients"] == 0) is not None,
+          f"all closed: nothing is left counted: {clients()}")
+    again = [connect(lb.addr, f"127.0.66.{i}") for i in (1, 2)]
+    check(all(read_line(s) == "a" for s in again), "and the /16's two places are free again")
+    for s in again:
+        s.close()
+    check(lb.wait(lambda: clients()["clients"] == 0) is not None, "closed, none counted")
+    check(lb.stop() == 0, "exit 0")
+
+    lb = Hashlb(config(BACKENDS[:1], listen='"[::]:0"',
+                       extra="max_connections_per_client: 2\nclient_prefix: {ipv4: 24}"))
+    addr = ("127.0.0.1", lb.addr[1])
+    held = [connect(addr, "127.0.66.1"), connect(addr, "127.0.66.2")]
+    check(all(read_line(s) == "a" for s in held), "[::] listener: two of a /24 served")
+    check(who(addr, "127.0.66.3") == "", "and a third refused: ::ffff:a.b.c.d cut by ipv4 24")
+    for s in held:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def client_limit_after_a_raise():
     """max_connections_per_client holds for every client after a reload raises the service's
     max_connections from 10 to 2,000: 600 clients with a connection each are served, and a
@@ -1842,5 +1912,5 @@ run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients, v6_prefixes_and_v4_clients,
-           connections_per_client, client_limit_after_a_raise, connection_rate,
+           connections_per_client, client_prefix_limit, client_limit_after_a_raise, connection_rate,
            connection_rate_raised])

@@ -359,21 +359,26 @@ static void test_wrong_types(void **state)
 	expect_error(MINIMAL "    seed: 1.5\n", 7, 11, "'seed' must be an integer");
 }
 
+/* <p> holds the lengths <v4> and <v6>. */
+static void assert_prefix(const struct hashlb_src_prefix *p, unsigned v4, unsigned v6)
+{
+	assert_int_equal(p->v4, v4);
+	assert_int_equal(p->v6, v6);
+}
+
 /* hash_prefix: the client prefix a src-ip key hashes; refused where it means nothing. */
 static void test_hash_prefix(void **state)
 {
 	struct hashlb_config *c;
 
 	c = load_ok(MINIMAL "    hash_prefix: {ipv6: 64}\n");
-	assert_int_equal(c->services[0].hash_prefix.v4, 32);
-	assert_int_equal(c->services[0].hash_prefix.v6, 64);
+	assert_prefix(&c->services[0].hash_prefix, 32, 64);
 	hashlb_config_free(c);
 	c = load_ok(MINIMAL "    hash_key: src-ip\n"
 			    "    hash_prefix:\n"
 			    "      ipv4: 24\n"
 			    "      ipv6: 56\n");
-	assert_int_equal(c->services[0].hash_prefix.v4, 24);
-	assert_int_equal(c->services[0].hash_prefix.v6, 56);
+	assert_prefix(&c->services[0].hash_prefix, 24, 56);
 	hashlb_config_free(c);
 
 	expect_error(MINIMAL "    hash_key: src-ip-port\n    hash_prefix: {ipv4: 24}\n", 8, 5,
@@ -388,6 +393,53 @@ static void test_hash_prefix(void **state)
 	expect_error(MINIMAL "    hash_prefix: 64\n", 7, 18, "hash_prefix must be a mapping");
 	expect_error(MINIMAL "    hash_prefix: {v6: 64}\n", 7, 19, "v6");
 	expect_error(MINIMAL "    ipv6: 64\n", 7, 5, "in a service's 'hash_prefix'");
+}
+
+/*
+ * client_prefix: the client prefix max_connections_per_client counts by;
+ * whole addresses by default, refused without the limit it applies to.
+ */
+static void test_client_prefix(void **state)
+{
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok(MINIMAL);
+	assert_prefix(&c->services[0].client_prefix, 32, 128);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    max_connections_per_client: 2\n"
+			    "    client_prefix: {ipv6: 64}\n");
+	assert_prefix(&c->services[0].client_prefix, 32, 64);
+	/* each prefix its own: hash_prefix stays whole */
+	assert_int_equal(c->services[0].hash_prefix.v6, 128);
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "    client_prefix:\n"
+			    "      ipv4: 24\n"
+			    "      ipv6: 56\n"
+			    "    hash_key: 4-tuple\n" /* unlike hash_prefix: any key */
+			    "    max_connections_per_client: 10\n");
+	assert_prefix(&c->services[0].client_prefix, 24, 56);
+	hashlb_config_free(c);
+
+	expect_error(MINIMAL "    client_prefix: {ipv6: 64}\n", 7, 5,
+		     "'client_prefix' applies to max_connections_per_client, which this service "
+		     "does not set");
+	expect_error(MINIMAL "    max_connections_per_client: 0\n    client_prefix: {ipv4: 24}\n",
+		     8, 5, "'client_prefix' applies to max_connections_per_client");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {ipv4: 33}\n",
+		     8, 27, "'ipv4' 33 is out of range 1..32");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {ipv6: 0}\n", 8,
+		     27, "'ipv6' 0 is out of range 1..128");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {ipv6: 129}\n",
+		     8, 27, "'ipv6' 129 is out of range 1..128");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: 64\n", 8, 20,
+		     "client_prefix must be a mapping");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {v6: 64}\n", 8,
+		     21, "v6");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n"
+			     "    steering: kernel\n    interface: lo\n"
+			     "    client_prefix: {ipv6: 64}\n",
+		     7, 33, "max_connections_per_client");
 }
 
 /* --- ranges -------------------------------------------------------------- */
@@ -2782,6 +2834,10 @@ static void test_full_yaml_defaults(void **state)
 	assert_int_equal(fs->hash_prefix.v6, ms->hash_prefix.v6);
 	assert_int_equal(ms->hash_prefix.v4, 32);
 	assert_int_equal(ms->hash_prefix.v6, 128);
+	assert_int_equal(fs->client_prefix.v4, ms->client_prefix.v4);
+	assert_int_equal(fs->client_prefix.v6, ms->client_prefix.v6);
+	assert_int_equal(ms->client_prefix.v4, 32);
+	assert_int_equal(ms->client_prefix.v6, 128);
 	assert_int_equal(fs->connect_timeout_ms, ms->connect_timeout_ms);
 	assert_int_equal(fs->idle_timeout_ms, ms->idle_timeout_ms);
 	assert_int_equal(fs->drain_timeout_ms, ms->drain_timeout_ms);
@@ -3065,6 +3121,7 @@ int main(void)
 		cmocka_unit_test(test_example_configs),
 		cmocka_unit_test(test_full_yaml_defaults),
 		cmocka_unit_test(test_hash_prefix),
+		cmocka_unit_test(test_client_prefix),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

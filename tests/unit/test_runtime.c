@@ -236,15 +236,18 @@ static void test_counters_sum_over_workers(void **state)
 	hlb_backend_unref(b);
 }
 
-/* Client <k> of a small universe, as a canonical address: ::ffff:10.x.y.z. */
-static void client_addr(uint32_t k, uint8_t addr[16])
+/* Client <k> of a small universe, a whole canonical address: ::ffff:10.x.y.z. */
+static void client_addr(uint32_t k, struct hlb_client_key *key)
 {
+	uint8_t *addr = key->addr;
+
 	memset(addr, 0, 16);
 	addr[10] = addr[11] = 0xff;
 	addr[12] = 10;
 	addr[13] = (uint8_t)(k >> 16);
 	addr[14] = (uint8_t)(k >> 8);
 	addr[15] = (uint8_t)k;
+	key->keep = 128;
 }
 
 /*
@@ -260,7 +263,7 @@ static void test_clients_match_a_reference(void **state)
 	static uint32_t ref[1000];
 	struct hlb_clients *t;
 	uint64_t x = 0x2545f4914f6cdd1dull, live = 0, full = 0;
-	uint8_t addr[16];
+	struct hlb_client_key addr;
 
 	(void)state;
 	memset(ref, 0, sizeof(ref));
@@ -273,12 +276,12 @@ static void test_clients_match_a_reference(void **state)
 		x ^= x >> 7;
 		x ^= x << 17;
 		k = (uint32_t)(x % N);
-		client_addr(k, addr);
+		client_addr(k, &addr);
 		if (x & (1ull << 40) && ref[k]) {
-			hlb_clients_release(t, addr);
+			hlb_clients_release(t, &addr);
 			live -= --ref[k] == 0;
 		} else {
-			r = hlb_clients_claim(t, addr, LIMIT);
+			r = hlb_clients_claim(t, &addr, LIMIT);
 			if (ref[k] >= LIMIT) {
 				assert_int_equal(r, 0);
 			} else if (ref[k] > 0) {
@@ -292,11 +295,11 @@ static void test_clients_match_a_reference(void **state)
 				live++;
 			}
 		}
-		assert_int_equal(hlb_clients_count(t, addr), ref[k]);
+		assert_int_equal(hlb_clients_count(t, &addr), ref[k]);
 		if (op % 1000 == 0) {
 			for (uint32_t j = 0; j < N; j++) {
-				client_addr(j, addr);
-				assert_int_equal(hlb_clients_count(t, addr), ref[j]);
+				client_addr(j, &addr);
+				assert_int_equal(hlb_clients_count(t, &addr), ref[j]);
 			}
 			assert_int_equal(hlb_clients_size(t), live);
 		}
@@ -319,13 +322,40 @@ static void test_clients_match_a_reference(void **state)
 				}
 		assert_int_equal(got, 10);
 		for (uint32_t i = 0; i < got; i++) {
-			uint32_t k = (uint32_t)top[i].addr[13] << 16 |
-				     (uint32_t)top[i].addr[14] << 8 | top[i].addr[15];
+			const uint8_t *a = top[i].key.addr;
+			uint32_t k = (uint32_t)a[13] << 16 | (uint32_t)a[14] << 8 | a[15];
 
 			assert_int_equal(top[i].count, ref[k]);
 			assert_int_equal(top[i].count, sorted[i]);
 		}
 	}
+	hlb_clients_free(t);
+}
+
+/*
+ * client_prefix: a key is an address and the bits kept of it, so the same
+ * bytes under two lengths (a reload changed the prefix while connections of
+ * the first stayed open) are two clients, each released under its own.
+ */
+static void test_clients_key_length(void **state)
+{
+	struct hlb_client_key whole, cut;
+	struct hlb_clients *t;
+
+	(void)state;
+	assert_int_equal(hlb_clients_new(16, &t), 0);
+	client_addr(0x000100, &whole); /* 10.0.1.0 */
+	cut = whole;
+	cut.keep = 120; /* 10.0.1.0/24 */
+	assert_int_equal(hlb_clients_claim(t, &whole, 1), 1);
+	assert_int_equal(hlb_clients_claim(t, &whole, 1), 0);
+	assert_int_equal(hlb_clients_claim(t, &cut, 1), 1);
+	assert_int_equal(hlb_clients_size(t), 2);
+	hlb_clients_release(t, &whole);
+	assert_int_equal(hlb_clients_count(t, &whole), 0);
+	assert_int_equal(hlb_clients_count(t, &cut), 1);
+	hlb_clients_release(t, &cut);
+	assert_int_equal(hlb_clients_size(t), 0);
 	hlb_clients_free(t);
 }
 
@@ -337,12 +367,12 @@ struct clients_thread {
 static void *clients_worker(void *arg)
 {
 	struct clients_thread *ct = arg;
-	uint8_t addr[16];
+	struct hlb_client_key addr;
 
 	for (uint32_t i = 0; i < 100000; i++) {
-		client_addr((i * 7 + ct->id) % 50, addr);
-		if (hlb_clients_claim(ct->t, addr, 1000) == 1)
-			hlb_clients_release(ct->t, addr);
+		client_addr((i * 7 + ct->id) % 50, &addr);
+		if (hlb_clients_claim(ct->t, &addr, 1000) == 1)
+			hlb_clients_release(ct->t, &addr);
 	}
 	return NULL;
 }
@@ -476,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_tables_bytes),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
+		cmocka_unit_test(test_clients_key_length),
 		cmocka_unit_test(test_clients_threads),
 		cmocka_unit_test(test_rate_take),
 		cmocka_unit_test(test_rate_take_rate_changed),
