@@ -21,7 +21,8 @@
  *     past the bytes present), or its header past the IP packet's end:
  *     dropped;
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
- *     active table half (new flow or rescheduled).
+ *     active table half (new flow or rescheduled); a RST that finds no entry
+ *     of its own by the table, making none.
  *
  * Every map read here is an array, inlined by the verifier: the programs
  * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
@@ -177,14 +178,12 @@ static __always_inline struct hlb_steer_stats *stats_get(void)
 	return bpf_map_lookup_elem(&hlb_stats, &zero);
 }
 
-/* A packet of a flow whose conntrack entry was lost (ct_lost). */
-static __always_inline void count_lost(void)
+/* The counters of hlb_stats2, off the established path. */
+static __always_inline struct hlb_steer_stats2 *stats2_get(void)
 {
 	__u32 zero = 0;
-	struct hlb_steer_stats2 *st2 = bpf_map_lookup_elem(&hlb_stats2, &zero);
 
-	if (st2)
-		st2->ct_lost++;
+	return bpf_map_lookup_elem(&hlb_stats2, &zero);
 }
 
 static __always_inline enum verdict drop(struct hlb_steer_stats *st, int reason)
@@ -574,6 +573,27 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		return drop(st, HLB_STEER_DROP_TABLE);
 
 	/*
+	 * A RST with no entry of its own ends a flow that conntrack does not
+	 * hold (evicted, begun before the program, or none at all: a stray
+	 * RST answering a backend's retransmitted FIN). Steered by the table,
+	 * but no entry made: it would only take a live flow's way, since no
+	 * packet of the flow follows. Not a new flow, nor lost: rst_untracked.
+	 */
+	if (tcp->rst && !resched) {
+		struct hlb_steer_stats2 *st2 = stats2_get();
+
+		if (st) {
+			st->packets++;
+			st->bytes += len;
+		}
+		if (st2)
+			st2->rst_untracked++;
+		set_macs(eth, be);
+		*ret_ifindex = be->ifindex;
+		return V_FORWARD;
+	}
+
+	/*
 	 * The way: the one with this tag (a reschedule, or a tag shared with
 	 * another flow of the set), else an empty one, else the one seen
 	 * longest ago (ages wrap at 16 bits: an entry idle for longer than
@@ -615,8 +635,12 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	}
 	/* Past the handshake with no entry: the flow's entry was evicted while
 	 * it lived (docs/steering.md, sizing). A SYN is a new flow. */
-	if (!resched && !tcp->syn)
-		count_lost();
+	if (!resched && !tcp->syn) {
+		struct hlb_steer_stats2 *st2 = stats2_get();
+
+		if (st2)
+			st2->ct_lost++;
+	}
 	set_macs(eth, be);
 	*ret_ifindex = be->ifindex;
 	return V_FORWARD;

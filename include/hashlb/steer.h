@@ -197,9 +197,8 @@ int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);
 
 /*
  * Counter <i> of <st>, in the order and with the names hashlb steer --stats shows ("packets",
- * "bytes", "new_flows", "ct_hits", "ct_resched", "ct_evicted", "ct_lost", "passed",
- * "drop_malformed", ...,
- * "drop_redirect"): its name, its value in *ret_value; NULL past the last one.
+ * "bytes", "new_flows", "ct_hits", "ct_resched", "ct_evicted", "ct_lost", "rst_untracked",
+ * "passed", "drop_malformed", ..., "drop_redirect"): its name, its value in *ret_value; NULL past the last one.
  */
 const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned i,
 				     uint64_t *ret_value);

@@ -297,11 +297,16 @@ struct hlb_steer_stats {
 	 * program was attached). Scheduled again by the current table, which
 	 * moves the flow if the table changed since it began. */
 	__u64 ct_lost;
+	/* A RST that found no conntrack entry of its own: forwarded by the
+	 * table (in packets, bytes), no entry made; neither a new flow nor
+	 * lost (docs/DESIGN-steering.md). */
+	__u64 rst_untracked;
 };
 
 /* hlb_stats2's value: new counters go at its end. */
 struct hlb_steer_stats2 {
 	__u64 ct_lost;
+	__u64 rst_untracked;
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

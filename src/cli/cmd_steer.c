@@ -109,6 +109,8 @@ static void usage(FILE *f)
 		"                    ended, or a live one: see ct_lost)\n"
 		"  ct_lost           packets past a flow's SYN that found no entry: evicted\n"
 		"                    while the flow lived; over 0, raise --flows\n"
+		"  rst_untracked     RSTs that found no entry: forwarded by the table (in\n"
+		"                    packets), no entry made; not in new_flows nor ct_lost\n"
 		"  passed            packets handed to the stack (not for a VIP, not TCP)\n"
 		"  drop_malformed    TCP to a VIP with a truncated or invalid header, or\n"
 		"                    cut short (its IP length past the frame)\n"

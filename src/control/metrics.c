@@ -559,9 +559,10 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 /* The kernel steering counters of one service's program, summed over CPUs (s.st). */
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->st.packets,	 s->st.bytes,	   s->st.new_flows, s->st.ct_hits,
-			       s->st.ct_resched, s->st.ct_evicted, s->st.ct_lost,   s->st.passed,
-			       s->flows,	 s->flows_max };
+	const uint64_t v[] = { s->st.packets, s->st.bytes,	   s->st.new_flows,
+			       s->st.ct_hits, s->st.ct_resched,	   s->st.ct_evicted,
+			       s->st.ct_lost, s->st.rst_untracked, s->st.passed,
+			       s->flows,      s->flows_max };
 
 	return v[f];
 }
@@ -592,6 +593,9 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Kernel steering: packets past a flow's SYN that found no conntrack entry: "
 		  "evicted while the flow lived (the table is too small), scheduled again (the "
 		  "flow moves if the table changed since it began)." },
+		{ "hashlb_service_steer_untracked_resets_total", "counter",
+		  "Kernel steering: RSTs that found no conntrack entry, forwarded by the table "
+		  "(in packets_total) with no entry made: not new flows, not conntrack_lost." },
 		{ "hashlb_service_steer_passed_total", "counter",
 		  "Kernel steering: packets the program on the service's interface handed to the "
 		  "stack (not for its VIP, not TCP)." },

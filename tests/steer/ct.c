@@ -4,7 +4,8 @@
  * through BPF_PROG_TEST_RUN on a table of a few buckets: a set fills its
  * empty ways before it evicts; a full set evicts the way seen longest ago,
  * an entry idle for hours before any recent one, and a hit makes its way
- * recent again; a slot that another backend takes (a new incarnation) does
+ * recent again; a RST with no entry is steered by the table and takes no
+ * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
  * not inherit the old backend's flows; a tag that matches by chance never
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
@@ -210,6 +211,67 @@ static void eviction(struct hashlb_steer *s)
 	st1 = stats(s);
 	CHECK(st1.new_flows - st0.new_flows == 1, "an evicted flow was not scheduled anew");
 	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
+}
+
+/*
+ * 1b. A RST that finds no entry ends a flow conntrack does not hold: the
+ * table steers it, and it takes no way (a full set keeps every live flow),
+ * counted as rst_untracked, not as a new flow nor as lost. A RST of a
+ * tracked flow goes by its entry, which stays.
+ */
+static void reset(struct hashlb_steer *s, const struct hashlb_table *t)
+{
+	struct test_pkt f[2 * HLB_STEER_CT_WAYS];
+	struct hlb_steer_ct_bucket bk;
+	struct hlb_steer_stats st0, st1;
+	uint64_t rng = 29;
+	uint32_t b = 6, count;
+	int be, bad = 0;
+
+	hashlb_steer_flows_clear(s);
+	flows_in_bucket(b, f, 2 * HLB_STEER_CT_WAYS, &rng);
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		send_pkt(&f[i], &be);
+	st0 = stats(s);
+	for (int i = HLB_STEER_CT_WAYS; i < 2 * HLB_STEER_CT_WAYS; i++) {
+		f[i].tcp_flags = 0x04; /* RST */
+		bad += !same(send_name(t, &f[i]), table_says(t, &f[i]));
+	}
+	st1 = stats(s);
+	CHECK(bad == 0, "%d of %d RSTs not sent to the table's backend", bad, HLB_STEER_CT_WAYS);
+	bucket_read(b, &bk);
+	for (int i = 0; i < 2 * HLB_STEER_CT_WAYS; i++)
+		CHECK((way_of(&bk, &f[i]) >= 0) == (i < HLB_STEER_CT_WAYS),
+		      i < HLB_STEER_CT_WAYS ? "live flow %d evicted by a RST" : "RST %d has a way",
+		      i);
+	hashlb_steer_flows_count(s, &count);
+	CHECK(count == HLB_STEER_CT_WAYS, "%u entries after the RSTs, want %d", count,
+	      HLB_STEER_CT_WAYS);
+	CHECK(st1.rst_untracked - st0.rst_untracked == HLB_STEER_CT_WAYS &&
+		      st1.packets - st0.packets == HLB_STEER_CT_WAYS &&
+		      st1.new_flows == st0.new_flows && st1.ct_lost == st0.ct_lost &&
+		      st1.ct_evicted == st0.ct_evicted,
+	      "%d RSTs with no entry: rst_untracked %llu, packets %llu, new_flows %llu, ct_lost "
+	      "%llu, ct_evicted %llu",
+	      HLB_STEER_CT_WAYS, (unsigned long long)(st1.rst_untracked - st0.rst_untracked),
+	      (unsigned long long)(st1.packets - st0.packets),
+	      (unsigned long long)(st1.new_flows - st0.new_flows),
+	      (unsigned long long)(st1.ct_lost - st0.ct_lost),
+	      (unsigned long long)(st1.ct_evicted - st0.ct_evicted));
+
+	/* A RST of a tracked flow: by its entry, kept. */
+	st0 = stats(s);
+	f[0].tcp_flags = 0x04;
+	CHECK(send_pkt(&f[0], &be) == XDP_TX_, "a tracked flow's RST not forwarded");
+	st1 = stats(s);
+	bucket_read(b, &bk);
+	CHECK(st1.ct_hits - st0.ct_hits == 1 && way_of(&bk, &f[0]) >= 0,
+	      "a tracked flow's RST: hits %llu, its entry %s",
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits),
+	      way_of(&bk, &f[0]) >= 0 ? "kept" : "gone");
+	printf("reset: %d RSTs with no entry to a full set: steered by the table, no way taken, "
+	       "rst_untracked %llu\n",
+	       HLB_STEER_CT_WAYS, (unsigned long long)(st1.rst_untracked));
 }
 
 /* 4. A backend removed, its slot given to a newcomer: the old backend's
@@ -594,6 +656,7 @@ int main(void)
 	s = load(FLOWS_SMALL, t);
 	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
 	eviction(s);
+	reset(s, t);
 	overload(s);
 	hashlb_steer_free(s);
 

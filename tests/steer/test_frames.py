@@ -6,7 +6,8 @@ only the first 60 bytes linear) is counted whole in the bytes counter, and one w
 extension headers end past the 256 bytes tc pulls first is forwarded; a VLAN-tagged one is
 passed; malformed and unusual frames (IP headers cut short, which BPF_PROG_TEST_RUN cannot
 give tc, bad lengths, fragments, IP options, UDP) are passed, dropped or forwarded as the
-design's table says. The namespaces are removed even when it fails."""
+design's table says; a bare RST that finds no conntrack entry is steered by the table and
+makes none. The namespaces are removed even when it fails."""
 import ctypes
 import json
 import os
@@ -295,6 +296,37 @@ def malformed(topo, f):
           f"{len(cases) - sum(want.values())} forwarded; counters {d}", flush=True)
 
 
+def tcp_flags(sport, flags, seq=1):
+    """A bare TCP segment (no payload, no options) to the VIP port with <flags>."""
+    return struct.pack("!HHIIBBHHH", sport, T.VIP_PORT, seq, 0, 5 << 4, flags, 0, 0, 0)
+
+
+def reset(topo, f):
+    """A bare RST to the VIP from a flow conntrack does not hold (as a client sends when a
+    backend repeats the FIN of a connection the client no longer has) is steered by the table
+    and makes no entry: counted in packets and rst_untracked, not in new_flows nor ct_lost. An
+    ACK of the same flow behind it then finds no entry (a new flow, lost) and reaches the same
+    backend: the table's. A RST of that now tracked flow goes by its entry, which stays: the
+    next ACK is a conntrack hit. Each frame is waited for before the next is sent."""
+    src, sport = "10.213.0.20", 45000
+    frames = [("untracked rst", tcp_flags(sport, 0x04)), ("ack", tcp_flags(sport, 0x10)),
+              ("tracked rst", tcp_flags(sport, 0x14, 2)), ("ack again", tcp_flags(sport, 0x10, 3))]
+    want = [{"rst_untracked": 1}, {"new_flows": 1, "ct_lost": 1}, {"ct_hits": 1},
+            {"ct_hits": 1}]
+    where = set()
+    for (name, l4), w in zip(frames, want):
+        packet = ipv4(src, T.VIP, l4)
+        s0 = stats(topo)
+        w.update(packets=1, bytes=f.send(0x0800, packet))
+        got = f.watch([packet], time.monotonic() + ARRIVE, lambda got: got[packet])[packet]
+        d = delta(s0, stats(topo))
+        check(len(got) == 1 and d == w, f"reset: {name}: reached {sorted(got)}, counters {d}, "
+              f"want {w}")
+        where |= got
+        print(f"reset: {name}: reached {sorted(got)}, counters {d}", flush=True)
+    check(len(where) == 1, f"reset: the flow's frames reached {sorted(where)}, want one backend")
+
+
 def body(topo):
     for ns, dev in [(n, "eth0") for n in [topo.client, topo.lb] + topo.backends] + \
             [(topo.sw, f"p{k}") for k in range(2 + len(topo.backends))]:
@@ -313,7 +345,7 @@ def body(topo):
     try:
         f = Frames(topo)
         for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
-                         ("vlan", vlan), ("malformed", malformed)]:
+                         ("vlan", vlan), ("malformed", malformed), ("reset", reset)]:
             if len(sys.argv) == 1 or name in sys.argv[1:]:
                 fn(topo, f)
     finally:

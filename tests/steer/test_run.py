@@ -498,7 +498,7 @@ def mac_changed(topo, servers):
 
 
 STEER_COUNTERS = ["packets", "bytes", "new_flows", "conntrack_hits", "conntrack_rescheduled",
-                  "conntrack_evictions", "conntrack_lost", "passed"]
+                  "conntrack_evictions", "conntrack_lost", "untracked_resets", "passed"]
 
 
 def scrape(d):
@@ -568,7 +568,7 @@ def metrics(topo, servers):
         same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
                 [("packets", "packets"), ("bytes", "bytes"), ("new_flows", "new_flows"),
                  ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted"),
-                 ("conntrack_lost", "ct_lost")]}
+                 ("conntrack_lost", "ct_lost"), ("untracked_resets", "rst_untracked")]}
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
         p = d.ctl("--json", "status")
