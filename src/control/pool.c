@@ -214,6 +214,43 @@ static const char *passive_text(uint32_t n, char *buf, size_t size)
 }
 
 /*
+ * The end of <b>'s run of checks failed while up, if it has one: <reason> NULL for a check
+ * that passed ("health check passed, backend stayed up"), else why its checks stop without a
+ * verdict ("health check run ended", reason= "maint", "reload" or "stop"); <run>, <passive>:
+ * the run (and of it, the forwarder's failed connects). Logged whenever a failure of the run
+ * was (errs_budget()'s <must>), so that no run is left open in the log; a run that reaches
+ * fall ends in the "backend down" line instead (backend_health_changed()).
+ */
+static void backend_up_run_end(struct hlb_pool_backend *b, const char *reason, uint32_t run,
+			       uint32_t passive, uint64_t now)
+{
+	char why[32] = "", pas[32], more[32];
+	bool logged = b->up_fails_logged;
+	uint64_t unlogged;
+
+	if (!b->up_fails)
+		return; /* no failed check in its run: the forwarder's connects alone */
+	b->up_fails = 0;
+	b->up_fails_logged = false;
+	if (!errs_budget(b->svc->pool, now, logged, &unlogged))
+		return;
+	if (reason)
+		snprintf(why, sizeof(why), " reason=%s", reason);
+	pool_log(b->svc->pool, HLB_LOG_INFO,
+		 reason ? "health check run ended" : "health check passed, backend stayed up",
+		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
+		 b->svc->cfg->name, b->rt->name, why, run, b->svc->hp.fall,
+		 passive_text(passive, pas, sizeof(pas)),
+		 unlogged_text(unlogged, more, sizeof(more)));
+}
+
+/* <b>'s checks stop, for <reason> (backend_up_run_end()): its run of failures ends with them. */
+static void backend_up_run_stop(struct hlb_pool_backend *b, const char *reason, uint64_t now)
+{
+	backend_up_run_end(b, reason, b->health.fail_run, b->health.passive_run, now);
+}
+
+/*
  * A check of <b>, up before it and after: a failed one is logged with the run of failures
  * toward fall it makes (HAProxy's "option log-health-checks"), and a passed one that ends
  * such a run says so, the episode over; <run>, <passive>: the run (and of it, the
@@ -227,31 +264,19 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 	const struct hlb_health *h = &b->health;
 	char why[64], pas[32], more[32];
 	uint64_t unlogged;
-	bool logged;
 
-	if (!ok) {
-		b->up_fails++;
-		if (!errs_budget(b->svc->pool, now, false, &unlogged))
-			return;
-		b->up_fails_logged = true;
-		pool_log(b->svc->pool, HLB_LOG_WARN, "health check failed, backend still up",
-			 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
-			 b->svc->cfg->name, b->rt->name, check_err_text(err, why, sizeof(why)),
-			 h->fail_run, b->svc->hp.fall,
-			 passive_text(h->passive_run, pas, sizeof(pas)),
-			 unlogged_text(unlogged, more, sizeof(more)));
+	if (ok) {
+		backend_up_run_end(b, NULL, run, passive, now);
 		return;
 	}
-	if (!b->up_fails)
-		return; /* no failed check in its run: the forwarder's connects alone */
-	logged = b->up_fails_logged;
-	b->up_fails = 0;
-	b->up_fails_logged = false;
-	if (!errs_budget(b->svc->pool, now, logged, &unlogged))
+	b->up_fails++;
+	if (!errs_budget(b->svc->pool, now, false, &unlogged))
 		return;
-	pool_log(b->svc->pool, HLB_LOG_INFO, "health check passed, backend stayed up",
-		 "service=%s backend=%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s", b->svc->cfg->name,
-		 b->rt->name, run, b->svc->hp.fall, passive_text(passive, pas, sizeof(pas)),
+	b->up_fails_logged = true;
+	pool_log(b->svc->pool, HLB_LOG_WARN, "health check failed, backend still up",
+		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
+		 b->svc->cfg->name, b->rt->name, check_err_text(err, why, sizeof(why)), h->fail_run,
+		 b->svc->hp.fall, passive_text(h->passive_run, pas, sizeof(pas)),
 		 unlogged_text(unlogged, more, sizeof(more)));
 }
 
@@ -436,6 +461,9 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
  * Start <b>'s health over in state <up> (no penalty, no runs), keeping its
  * flap count: hashlb_backend_flaps_total is a counter, and a series that
  * goes back to 0 within one process reads as a reset that lost the flaps.
+ * A run of checks failed while up is dropped unlogged: the caller ends it in
+ * the log (a backend leaving maint has none; a backend checked no more ended
+ * it with backend_up_run_stop(); an upgrade's verdict logs its up or down line).
  */
 static void backend_health_restart(struct hlb_pool_backend *b, bool up, uint64_t now)
 {
@@ -469,6 +497,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 			backend_ramp_start(b, now, 0);
 		}
 	} else if (st == HASHLB_ADMIN_MAINT) {
+		backend_up_run_stop(b, "maint", now);
 		hlb_check_stop(&b->check);
 	}
 	service_schedule(b->svc, false);
@@ -1455,9 +1484,14 @@ err_free:
 
 void hlb_pool_stop_checks(struct hlb_pool *p)
 {
-	for (uint32_t i = 0; i < p->n_svcs; i++)
-		for (uint32_t j = 0; j < p->svcs[i]->n_backends; j++)
+	uint64_t now = hlb_now_ms();
+
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		for (uint32_t j = 0; j < p->svcs[i]->n_backends; j++) {
+			backend_up_run_stop(p->svcs[i]->backends[j], "stop", now);
 			hlb_check_stop(&p->svcs[i]->backends[j]->check);
+		}
+	}
 	hlb_timer_cancel(p->loop, &p->tick);
 }
 
@@ -1565,6 +1599,7 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 			break;
 		}
 	}
+	backend_up_run_stop(b, "reload", now);
 	hlb_check_stop(&b->check);
 	b->drain_deadline_ms = now + s->cfg->drain_timeout_ms;
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
@@ -1727,6 +1762,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			b->cfg_admin = nb->admin;
 			hlb_pool_set_admin(b, nb->admin);
 		}
+		if (start_checks && !backend_checked(b))
+			backend_up_run_stop(b, "reload", now); /* checks turned off */
 		if (start_checks)
 			backend_check_spread(b, now);
 		if (!c->health.enabled && !b->health.up) {
@@ -1827,8 +1864,10 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	struct hlb_pool_backend **v = realloc(p->orphans, (p->n_orphans + n + 1) * sizeof(*v));
 	uint64_t deadline = now + s->cfg->drain_timeout_ms, held = 0;
 
-	for (uint32_t i = 0; i < s->n_backends; i++)
+	for (uint32_t i = 0; i < s->n_backends; i++) {
 		held += atomic_load(&s->backends[i]->rt->claimed);
+		backend_up_run_stop(s->backends[i], "reload", now);
+	}
 	for (uint32_t i = 0; i < s->n_removed; i++)
 		held += atomic_load(&s->removed[i]->rt->claimed);
 	if (held)

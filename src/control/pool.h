@@ -167,7 +167,7 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
  */
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err);
 
-/* Stop every health check (shutdown). */
+/* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);
 
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);

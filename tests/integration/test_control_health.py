@@ -813,6 +813,80 @@ def checks_failing_while_up_are_logged():
     x.close()
 
 
+UP_RUN = r'msg="health check failed, backend still up" service=t backend=x '
+UP_RUN_ENDS = r'msg="(health check passed, backend stayed up|health check run ended)" service=t backend=x '
+
+
+def up_run_lines(lb):
+    """x's lines of runs of checks failed while up: (failures, ends)."""
+    log = lb.log_to_end() if lb.proc.poll() is not None else list(lb.log)
+    return ([l for l in log if re.search(UP_RUN, l)], [l for l in log if re.search(UP_RUN_ENDS, l)])
+
+
+def a_run_ended_by_maint_is_logged():
+    """A backend failing its checks while up (fewer than fall) put in maint by hashlb ctl: its
+    checks stop, and the run of failures the log opened ends in one line, reason=maint. Before,
+    no line ended it: the log said the backend was failing, forever."""
+    fall = 100  # 50 s of failed checks before down: the run is ended by maint, not by fall
+    x = App("x")
+    x.mode = "err"
+    lb = Lb(config([("x", x.addr)], health=f"interval: 500ms\ntimeout: 500ms\nrise: 2\n"
+                   f'fall: {fall}\nsend: "PING\\r\\n"\nexpect: "+PONG"'))
+    check(lb.wait_log(UP_RUN + r"at=reply err=EBADMSG failed=1 "), "x fails a check: a run starts")
+    rc, so, se = lb.ctl("set", "-s", "t", "x", "maint")
+    check(rc == 0, f"hashlb ctl set x maint: {se}")
+    ended = lb.wait_log(r'level=info msg="health check run ended" service=t backend=x '
+                        rf"reason=maint failed=\d+ fall={fall}$")
+    check(ended, "maint ends the run in a line, reason=maint")
+    check(lb.stop() == 0, "exit 0")
+    failed, ends = up_run_lines(lb)
+    print(f"    {len(failed)} failure line(s), then {ends}")
+    check(len(ends) == 1 and "reason=maint" in ends[0] and lb.log_to_end().index(ends[0]) >
+          lb.log_to_end().index(failed[-1]), f"one end line, after the failures: {ends}")
+    x.close()
+
+
+def a_run_ended_by_reload_is_logged():
+    """A run of checks failed while x stays up: a reload that restarts its checks with new
+    settings (interval) does not end it (the failures before still count toward fall, and the
+    run goes on: failed=2 after it); a reload moving x to another address restarts its checks
+    there, a new backend, and ends the run, reason=reload; a run open at exit ends too,
+    reason=stop. Exactly one end line for each run. Before, the move and the exit left the
+    run open in the log."""
+    fall = 100
+    x, x2 = App("x"), App("x2")
+    x.mode = "err"
+    health = (f"interval: 500ms\ntimeout: 500ms\nrise: 2\nfall: {fall}\n"
+              'send: "PING\\r\\n"\nexpect: "+PONG"')
+    lb = Lb(config([("x", x.addr)], health=health))
+    check(lb.wait_log(UP_RUN + r"at=reply err=EBADMSG failed=1 "), "x fails a check: a run starts")
+    lb.rewrite(config([("x", x.addr)], health=health.replace("interval: 500ms", "interval: 600ms")))
+    rc, so, se, lines = lb.reload()
+    check(rc == 0, f"reload, new interval: {se}")
+    at = len(lb.log)
+    check(lb.wait(lambda: [l for l in lb.log[at:] if re.search(UP_RUN + r".*failed=[2-9]", l)])
+          is not None, "the run goes on past the reload that restarted the checks")
+    check(not up_run_lines(lb)[1], f"not ended by it: {up_run_lines(lb)[1]}")
+    lb.rewrite(config([("x", x2.addr)], health=health))
+    rc, so, se, lines = lb.reload()
+    check(rc == 0, f"reload, x moved: {se}")
+    check(lb.wait_log(r'level=info msg="health check run ended" service=t backend=x '
+                      rf"reason=reload failed=\d+ fall={fall}$"), "the move ends the run, reason=reload")
+    check(lb.wait(lambda: lb.backend("x")["checks_ok"] >= 1) is not None, "x (x2) passes its checks")
+    x2.mode = "err"
+    at = len(lb.log)
+    check(lb.wait(lambda: [l for l in lb.log[at:] if re.search(UP_RUN + r".*failed=1 ", l)])
+          is not None, "x (x2) fails a check: a new run")
+    check(lb.stop() == 0, "exit 0")
+    failed, ends = up_run_lines(lb)
+    print(f"    {len(failed)} failure line(s); ends: {ends}")
+    check(len(ends) == 2 and "reason=reload" in ends[0] and
+          re.search(r'msg="health check run ended" .* reason=stop failed=\d+ ', ends[1]),
+          f"one end line per run: the reload's, then at exit reason=stop: {ends}")
+    x.close()
+    x2.close()
+
+
 def health_endpoints():
     """Health endpoints (App) of x on 127.0.0.2 and of y on 127.0.0.3, on one port, as
     health.port has them."""
@@ -1128,4 +1202,5 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            a_killed_maglev_backend_moves_its_clients_once,
            stale_failures_do_not_take_a_recovered_backend_down,
            table_memory_counts_every_table, check_errors_are_logged_as_they_change,
-           checks_failing_while_up_are_logged])
+           checks_failing_while_up_are_logged,
+           a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged])

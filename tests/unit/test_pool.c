@@ -1216,6 +1216,67 @@ static void test_checks_failing_while_up_are_logged(void **state)
 	fixture_teardown(&f);
 }
 
+/* Swap <f>'s config for <next> (a reload), which must succeed. */
+static void fixture_reload(struct fixture *f, struct hashlb_config *next)
+{
+	struct hashlb_error err = { 0 };
+
+	assert_int_equal(hlb_pool_apply(f->pool, next, &err), 0);
+	hashlb_config_free(f->cfg);
+	f->cfg = next;
+}
+
+/*
+ * A run of checks failed while up that its checks stop before ending (no verdict) ends in one
+ * line saying why: a reload removing the backend or turning checks off (reason=reload), maint
+ * (reason=maint). A reload that only restarts the checks (a new interval) does not end it:
+ * its failures still count toward fall. Before, none of these ended in the log: the runs
+ * stayed open there for good.
+ */
+static void test_a_run_its_checks_stop_is_ended_in_the_log(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct fixture f;
+
+	checked_pool(&f, 4, log_capture, &l); /* fall 3 */
+	for (uint32_t i = 0; i < 4; i++) {
+		char name[16];
+		struct hlb_check *c;
+
+		snprintf(name, sizeof(name), "b%u", i);
+		c = &hlb_pool_backend_find(f.svc, name)->check;
+		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+		c->done(c->arg, false, 0);
+	}
+	assert_int_equal(l.n, 4);
+	next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	checks_on(next);
+	next->services[0].health.interval_ms = 3000; /* the checks restart: the runs go on */
+	fixture_reload(&f, next);
+	assert_int_equal(l.n, 4);
+	next = config_new(HASHLB_SCHEME_MAGLEV, 3); /* b3 removed */
+	checks_on(next);
+	fixture_reload(&f, next);
+	assert_int_equal(l.n, 5);
+	assert_string_equal(l.text[4], "msg=\"health check run ended\" service=web backend=b3 "
+				       "reason=reload failed=1 fall=3");
+	assert_int_equal(hlb_pool_set_admin(hlb_pool_backend_find(f.svc, "b2"), HASHLB_ADMIN_MAINT),
+			 0);
+	assert_int_equal(l.n, 6);
+	assert_string_equal(l.text[5], "msg=\"health check run ended\" service=web backend=b2 "
+				       "reason=maint failed=1 fall=3");
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* checks off */
+	assert_int_equal(l.n, 8);
+	assert_string_equal(l.text[6], "msg=\"health check run ended\" service=web backend=b0 "
+				       "reason=reload failed=1 fall=3");
+	assert_string_equal(l.text[7], "msg=\"health check run ended\" service=web backend=b1 "
+				       "reason=reload failed=1 fall=3");
+	hlb_pool_stop_checks(f.pool); /* every run ended already: nothing more */
+	assert_int_equal(l.n, 8);
+	fixture_teardown(&f);
+}
+
 /* Counts the lines of checks failing while up and of their runs' ends; keeps the first end. */
 struct up_lines {
 	uint32_t failed, passed;
@@ -1294,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
 		cmocka_unit_test(test_checks_failing_while_up_are_logged),
 		cmocka_unit_test(test_checks_failing_while_up_are_bounded_for_the_pool),
+		cmocka_unit_test(test_a_run_its_checks_stop_is_ended_in_the_log),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
