@@ -2170,6 +2170,14 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 	return true;
 }
 
+/*
+ * Closes the connections idle past their timeout, and the rest the scan does. Idle is timed on
+ * w->now_ms, CLOCK_MONOTONIC read after the completions it stamps were posted: a stamp
+ * (last_ms) is never earlier than its activity, and the scan's now never later than the
+ * scan. So a connection is closed after more than its idle_ms (both ms truncated: "> idle_ms"
+ * between them is more than idle_ms between the true times), never before, late by up to
+ * the time between two scans.
+ */
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
@@ -2187,10 +2195,10 @@ void conn_idle_scan(struct worker *w)
 		    now_us - c->connect_us >= CONNECT_WATCH_US) /* a connect that takes long */
 			client_watch(w, c, hlb_service_snapshot(c->svc));
 		else if (c->state == CONN_HEADER &&
-			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms) /* no header in time */
+			 (uint32_t)w->now_ms - c->last_ms > c->idle_ms) /* no header in time */
 			conn_bad_header(w, c);
 		else if (c->state == CONN_OPEN && c->idle_ms &&
-			 (uint32_t)w->now_ms - c->last_ms >= c->idle_ms)
+			 (uint32_t)w->now_ms - c->last_ms > c->idle_ms)
 			conn_abort(w, c, CONN_END_IDLE);
 		else if (c->state == CONN_OPEN && !conn_closed_by_control(w, c))
 			conn_watch_after_fin(w, c);

@@ -33,11 +33,17 @@
 /* At exit, how long the last lines may wait for stderr's reader. */
 #define LOG_EXIT_WAIT_MS 1000
 
+/*
+ * The worker's clock, w->now_ms: CLOCK_MONOTONIC, read once a turn (a vDSO read, some 20 ns).
+ * It was CLOCK_MONOTONIC_COARSE, up to a jiffy behind (4 ms at HZ=250) by the time it was
+ * read, and by a different lag at each read: an activity stamped by a lagging read and a
+ * scan by a fresh one closed connections up to a jiffy before their idle timeout.
+ */
 static uint64_t clock_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -725,7 +731,7 @@ static void *worker_main(void *arg)
 	struct hlb_proxy *p = w->proxy;
 	struct io_uring_cqe *cqe;
 	uint64_t one = 1;
-	unsigned head, n = 0;
+	unsigned head, n = 0, ready;
 	bool wait = true;
 	char name[16];
 	int r, failed = 0;
@@ -768,9 +774,17 @@ static void *worker_main(void *arg)
 			failed = r;
 			break;
 		}
+		/* Every completion handled on w->now_ms was posted before it was read, so that an
+		 * activity's stamp (a connection's last_ms) is never earlier than the activity: those
+		 * posted during the turn (at a submit made in it) read the clock again. */
+		ready = io_uring_cq_ready(&w->ring);
 		w->now_ms = clock_ms();
 		n = 0;
 		io_uring_for_each_cqe (&w->ring, head, cqe) {
+			if (n == ready) {
+				ready = io_uring_cq_ready(&w->ring);
+				w->now_ms = clock_ms();
+			}
 			worker_cqe(w, cqe);
 			n++;
 		}

@@ -300,7 +300,8 @@ struct worker {
 	struct cmd *cmd_head, **cmd_tail;
 	int wake_fd;
 	uint64_t wake_val;
-	/* clock, read once per loop turn */
+	/* CLOCK_MONOTONIC in ms, read once per loop turn (and again for the
+	 * completions posted during it): never later than a completion handled */
 	uint64_t now_ms;
 	struct __kernel_timespec tick_ts;
 	bool draining;
@@ -397,10 +398,10 @@ static inline uint32_t worker_clock_us(void)
 }
 
 /*
- * Milliseconds of CLOCK_MONOTONIC itself, wrapping at 2^32, for a
- * connection's logged duration: w->now_ms is CLOCK_MONOTONIC_COARSE, a
- * jiffy behind at times, and a duration from it could come out shorter
- * than the connect_ms inside it. Read twice per connection.
+ * Milliseconds of CLOCK_MONOTONIC now, wrapping at 2^32, for a
+ * connection's logged duration: w->now_ms is the same clock read at the
+ * turn's start, and a duration from it could come out shorter than the
+ * connect_ms inside it. Read twice per connection.
  */
 static inline uint32_t worker_clock_fine_ms(void)
 {

@@ -320,12 +320,12 @@ def max_connections():
 def check_idle_logged(lb, client, idle_ms):
     """Check that <lb> logged the connection of <client> ("addr:port") as closed at the idle
     timeout, <idle_ms> after it started: by hashlb's own account, not by this process's clock.
-    The idle clock is CLOCK_MONOTONIC_COARSE (a jiffy, 4 ms, behind at times), duration_ms
-    CLOCK_MONOTONIC truncated to the ms: 1 connection in 300 logged 1999 with idle: 2s."""
+    Idle and duration_ms are both timed on CLOCK_MONOTONIC: never less than <idle_ms> (it was
+    the coarse clock, a jiffy behind at times: 1 connection in 300 logged 1999 with idle: 2s)."""
     lb.wait_log(rf"msg=connection .*client={re.escape(client)} ")
     line = next((l for l in lb.log if f"client={client} " in l), "")
     took = re.search(r"duration_ms=(\d+)", line)
-    check("end=idle_timeout" in line and took and int(took.group(1)) >= idle_ms - 10,
+    check("end=idle_timeout" in line and took and int(took.group(1)) >= idle_ms,
           f"logged end=idle_timeout, after the {idle_ms} ms: {line}")
 
 
@@ -353,6 +353,58 @@ def idle_timeout():
     busy.close()
     idle.close()
     lb.stop()
+
+
+def idle_timeout_is_never_early():
+    """No connection is closed before its idle timeout, by this process's CLOCK_MONOTONIC: 500
+    silent clients, one every 0.5 to 4 ms (about 90 open at a time), each timed from before
+    its connect to its close, under idle: 100ms (a scan each 100 ms tick). Late is allowed (by
+    the time between scans); early is not. Before, idleness was timed on the coarse clock, a
+    jiffy (4 ms here) behind at times: 2, 5 and 7 of 500 in three runs, up to 1.7 ms early."""
+    n, idle_ms = 500, 100
+    srv = socket.create_server(("127.0.0.1", 0), backlog=1024)
+
+    def silent(c):  # holds the connection, silent, until hashlb closes it
+        with c:
+            c.settimeout(30)
+            try:
+                while c.recv(1 << 16):
+                    pass
+            except OSError:
+                pass
+
+    stop_srv = serve_each(srv, silent)
+    lb = Hashlb(config([("s", "127.0.0.1:%d" % srv.getsockname()[1])],
+                       extra=f"timeouts:\n  idle: {idle_ms}ms"))
+    rng, sel, took, opened = random.Random(11), selectors.DefaultSelector(), [], 0
+    next_open = time.monotonic()
+    while len(took) < n:
+        if opened < n and time.monotonic() >= next_open:
+            t0 = time.monotonic()  # before the connect: the silence starts at the latest here
+            s = socket.create_connection(lb.addr, timeout=30)
+            sel.register(s, selectors.EVENT_READ, t0)
+            opened += 1
+            next_open = time.monotonic() + rng.uniform(0.0005, 0.004)
+        wait = max(0, next_open - time.monotonic()) if opened < n else 30
+        ready = sel.select(wait)
+        if not check(ready or opened < n, "every connection is closed by its idle timeout"):
+            break
+        for key, _ in ready:
+            t1 = time.monotonic()
+            try:
+                d = key.fileobj.recv(1)
+            except OSError:
+                d = b""
+            check(d == b"", f"closed, not sent anything: {d!r}")
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+            took.append((t1 - key.data) * 1000)
+    early = sorted(t for t in took if t < idle_ms)
+    print(f"    {len(took)} closed after {min(took):.3f} to {max(took):.3f} ms; {len(early)} before "
+          f"{idle_ms} ms: {[round(t, 3) for t in early[:10]]}")
+    check(took and not early, f"none closed before its idle timeout: {len(early)} were")
+    lb.stop()
+    stop_srv()
 
 
 def half_closed_idle_timeout():
@@ -1900,6 +1952,7 @@ def connection_rate_raised():
 
 run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
+           idle_timeout_is_never_early,
            half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
