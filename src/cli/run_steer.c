@@ -253,7 +253,7 @@ static bool keeps_flows(const struct run_steer_svc *e, const struct hlb_backend 
 
 static void log_error(const char *msg, const char *service, const struct hashlb_error *err)
 {
-	char q[sizeof(err->msg) + 8];
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))];
 
 	hlb_log(HLB_LOG_ERROR, msg, "service=%s error=%s", service,
 		hlb_log_quote(err->msg, q, sizeof(q)));

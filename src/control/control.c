@@ -14,15 +14,17 @@ static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const
 static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
 			const char *fmt, ...)
 {
-	char kv[HLB_LOG_LINE_MAX];
+	char buf[HLB_LOG_LINE_MAX], *kv;
 	va_list ap;
 
 	if (!ctl->log)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(kv, sizeof(kv), fmt, ap);
+	kv = hlb_log_vpairs(buf, sizeof(buf), fmt, ap); /* whole: a config path is long */
 	va_end(ap);
 	ctl->log(ctl->log_arg, level, msg, kv);
+	if (kv != buf)
+		free(kv);
 }
 
 /* ---- the admin endpoint's refusals, logged ----------------------------- */
@@ -98,8 +100,7 @@ static void resolve_schedule(struct hlb_control *ctl)
 
 static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
-	/* with the start of the line, within HLB_LOG_LINE_MAX: the error cut to fit, not dropped */
-	char kv[768];
+	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 
 	ctl->resolves_failed++;
 	if (err->line > 0)
@@ -403,7 +404,7 @@ void hlb_control_free(struct hlb_control *ctl)
 
 static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
-	char kv[768]; /* see resolve_failed() */
+	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 
 	ctl->reloads_failed++;
 	ctl->last_reload_failed = true;
@@ -455,7 +456,8 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
-	char qp[512], qs[512];
+	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
+	char qp[HLB_LOG_PATH_MAX], qs[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
 	struct hashlb_error local = { 0 };
 	char w0[16], w1[16];
 	struct hashlb_config *cfg;

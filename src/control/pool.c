@@ -17,6 +17,9 @@
 #include "runtime/fdpass.h"
 #include "runtime/log.h"
 
+/* A backend's address quoted whole: "[host]:port", the host a name of HASHLB_HOST_MAX bytes at most */
+#define POOL_ADDRESS_QUOTED HLB_LOG_QUOTED_MAX(HASHLB_HOST_MAX + sizeof("[]:65535"))
+
 struct subscriber {
 	hlb_publish_fn fn;
 	void *arg;
@@ -55,16 +58,17 @@ static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *m
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...)
 {
-	/* a line's length: one longer is cut past its end, between pairs (hlb_log()) */
-	char kv[HLB_LOG_LINE_MAX];
+	char buf[HLB_LOG_LINE_MAX], *kv;
 	va_list ap;
 
 	if (!p->env.log)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(kv, sizeof(kv), fmt, ap);
+	kv = hlb_log_vpairs(buf, sizeof(buf), fmt, ap); /* whole, however long */
 	va_end(ap);
 	p->env.log(p->env.arg, level, msg, kv);
+	if (kv != buf)
+		free(kv);
 }
 
 /* ---- backends ---- */
@@ -733,7 +737,7 @@ static int service_rebuild(struct hlb_pool_service *s)
 {
 	struct hlb_snapshot *snap;
 	uint64_t t0 = hlb_now_ns(), dt, now;
-	char q[512];
+	char q[HLB_LOG_QUOTED_MAX(sizeof(s->last_error.msg))];
 	int ret;
 
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
@@ -937,7 +941,7 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 			 struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
-	char q[512];
+	char q[POOL_ADDRESS_QUOTED];
 	uint32_t i = 0;
 
 	while (i < *n) {
@@ -1582,7 +1586,7 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 				  uint64_t now)
 {
 	struct hlb_pool_backend **v = realloc(s->removed, (s->n_removed + 1) * sizeof(*v));
-	char q[512];
+	char q[POOL_ADDRESS_QUOTED];
 
 	if (!v)
 		return -ENOMEM;

@@ -375,6 +375,17 @@ static void conn_log(struct worker *w, struct conn *c)
 	char err[32] = "", connect[32] = "";
 	const char *be = "-", *be_addr = "-";
 
+	/* the line whole, its values at their longest: the address a host name's, the end's name
+	 * 15 bytes ("connect_failed") */
+	_Static_assert(sizeof("ts=2026-11-30T17:00:00.123Z level=info msg=connection service= "
+			      "client= backend= backend_addr= attempts=4294967295 "
+			      "duration_ms=4294967295 bytes_in=18446744073709551615 "
+			      "bytes_out=18446744073709551615 end=\n") +
+				       sizeof(qs) + sizeof(client) + sizeof(qb) + HASHLB_HOST_MAX +
+				       sizeof("[]:65535") + sizeof(connect) + sizeof(err) + 15 <=
+			       HLB_LOG_LINE_MAX,
+		       "a connection line fits a data plane line");
+
 	if (c->client_set) {
 		format_client(c->client, client, sizeof(client));
 	} else {

@@ -700,7 +700,7 @@ err_undo:
 
 static void static_reload(struct hlb_daemon *d)
 {
-	char qp[512];
+	char qp[HLB_LOG_PATH_MAX];
 	struct hashlb_config *cfg;
 	struct hashlb_error err = { 0 };
 	int r;
@@ -712,7 +712,7 @@ static void static_reload(struct hlb_daemon *d)
 			hashlb_config_free(cfg);
 	}
 	if (r < 0) {
-		char kv[768]; /* with the start of the line, within HLB_LOG_LINE_MAX */
+		char kv[HLB_LOG_CONFIG_ERROR_MAX];
 
 		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
 			hlb_log_config_error(d->config_path, &err, kv, sizeof(kv)));
@@ -1646,7 +1646,7 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 
 int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 {
-	char qe[512];
+	char qe[HLB_LOG_PATH_MAX];
 	static int fds[4096 + 1]; /* the listening sockets, then the resync socket */
 	static const char *addrs[4096];
 	struct upgrade *up = &d->up;
@@ -1975,7 +1975,7 @@ bool hlb_daemon_failed(const struct hlb_daemon *d)
 
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 {
-	char qp[512];
+	char qp[HLB_LOG_PATH_MAX];
 	struct epoll_event evs[32];
 	uint32_t unused;
 	int r;

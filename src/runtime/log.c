@@ -116,28 +116,48 @@ const char *hlb_log_quote(const char *s, char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * Append " <key>=<s>" (no space first when <n> is 0) to <buf> of <size> bytes holding <n>,
+ * <s> as a logfmt value (hlb_log_quote()) cut to fit, never inside its quotes. The new length.
+ */
+static size_t put_value(char *buf, size_t size, size_t n, const char *key, const char *s)
+{
+	size_t k = strlen(key) + (n ? 2 : 1), len;
+	const char *v;
+
+	if (n + k + 3 > size) /* the pair, with at least "" as its value, and the NUL */
+		return n;
+	snprintf(buf + n, size - n, "%s%s=", n ? " " : "", key);
+	n += k;
+	v = hlb_log_quote(s, buf + n, size - n);
+	len = strlen(v);
+	if (v != buf + n) { /* plain: as is, cut to fit */
+		if (len > size - n - 1)
+			len = size - n - 1;
+		memcpy(buf + n, v, len);
+		buf[n + len] = '\0';
+	}
+	return n + len;
+}
+
 const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
 				 size_t size)
 {
-	char q[512];
-	size_t n = 0, room;
+	size_t n;
 	int r;
 
-	/* each value quoted to fit what is left: one cut by snprintf would leave its quote open */
-	room = size > sizeof("config= ") ? size - sizeof("config= ") : 0;
-	r = snprintf(buf, size, "config=%s ",
-		     hlb_log_quote(path, q, room < sizeof(q) ? room + 1 : sizeof(q)));
-	if (r > 0)
-		n = (size_t)r < size ? (size_t)r : size - 1;
-	if (err->line > 0 && n < size) {
-		r = snprintf(buf + n, size - n, "line=%d column=%d ", err->line, err->column);
+	if (!size)
+		return buf;
+	buf[0] = '\0';
+	/* "err=" keeps room for a message however long the path: what went wrong is the point */
+	n = put_value(buf, size > 64 ? size - 64 : size, 0, "config", path);
+	if (err->line > 0) {
+		r = snprintf(buf + n, size - n, " line=%d column=%d", err->line, err->column);
 		if (r > 0)
-			n = n + r < size ? n + r : size - 1;
+			n = n + (size_t)r < size ? n + (size_t)r : n;
+		buf[n] = '\0';
 	}
-	room = size - n > sizeof("err=") ? size - n - sizeof("err=") : 0;
-	if (room >= 3)
-		snprintf(buf + n, size - n, "err=%s",
-			 hlb_log_quote(err->msg, q, room < sizeof(q) ? room + 1 : sizeof(q)));
+	put_value(buf, size, n, "err", err->msg);
 	return buf;
 }
 
@@ -334,11 +354,21 @@ static bool out_lock_within(void)
 	return pthread_mutex_timedlock(&out_lock, &t) == 0;
 }
 
+/* The bytes a line of <msg> and the pairs of <fmt> takes, its '\n' and a NUL included. */
+static size_t line_size(const char *msg, const char *fmt, va_list ap)
+{
+	char qbuf[512];
+	int m = fmt ? vsnprintf(NULL, 0, fmt, ap) : 0;
+
+	return sizeof("ts=2026-11-30T17:00:00.123Z level=debug msg= \n") +
+	       strlen(hlb_log_quote(msg, qbuf, sizeof(qbuf))) + (m > 0 ? (size_t)m : 0);
+}
+
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
-	char line[HLB_LOG_LINE_MAX], ts[24];
+	char stack[HLB_LOG_LINE_MAX], ts[24], *line = stack;
+	size_t size = sizeof(stack), n, written;
 	struct timespec now;
-	size_t n, written;
 	va_list ap;
 
 	if (level < min_level)
@@ -346,7 +376,15 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &now);
 	format_ts(now.tv_sec, ts, sizeof(ts));
 	va_start(ap, fmt);
-	n = format_line(line, sizeof(line), ts, now.tv_nsec / 1000000, level, msg, fmt, ap);
+	n = line_size(msg, fmt, ap);
+	va_end(ap);
+	/* not the data plane's hot path (hlb_logbuf_printf()): a long line is logged whole */
+	if (n > size && (line = malloc(n)))
+		size = n;
+	else if (!line)
+		line = stack;
+	va_start(ap, fmt);
+	n = format_line(line, size, ts, now.tv_nsec / 1000000, level, msg, fmt, ap);
 	va_end(ap);
 	if (held) { /* this thread's buffer left a line unfinished: end it first */
 		finish_line(held);
@@ -366,6 +404,35 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 		out_release(held);
 	else
 		pthread_mutex_unlock(&out_lock);
+	if (line != stack)
+		free(line);
+}
+
+char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	char *big;
+	va_list aq;
+	int m;
+
+	va_copy(aq, ap);
+	m = vsnprintf(buf, size, fmt, aq);
+	va_end(aq);
+	if (m < 0 || (size_t)m < size)
+		return buf;
+	big = malloc((size_t)m + 1);
+	if (big) {
+		vsnprintf(big, (size_t)m + 1, fmt, ap);
+		return big;
+	}
+	if (size > sizeof(CUT_MARK)) { /* cut between pairs, as a line is (format_line()) */
+		char *end = (char *)last_pair_end(buf, size - 1, buf + size - sizeof(CUT_MARK));
+
+		if (end == buf)
+			memcpy(buf, CUT_MARK + 1, sizeof(CUT_MARK) - 1);
+		else
+			memcpy(end, CUT_MARK, sizeof(CUT_MARK));
+	}
+	return buf;
 }
 
 /* ---- buffered, for the data plane ---------------------------------------- */

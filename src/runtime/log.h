@@ -9,9 +9,13 @@
 #ifndef HASHLB_RUNTIME_LOG_H
 #define HASHLB_RUNTIME_LOG_H
 
+#include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <hashlb/error.h>
 
 enum hlb_log_level { HLB_LOG_DEBUG = 0, HLB_LOG_INFO, HLB_LOG_WARN, HLB_LOG_ERROR, HLB_LOG_MAX };
 
@@ -22,8 +26,10 @@ int hlb_log_level_parse(const char *s, enum hlb_log_level *ret_level);
 /*
  * Log <msg> (quoted for you) followed by the key=value pairs of <fmt>
  * (printf-style, may be NULL). Values that may hold spaces or quotes must
- * go through hlb_log_quote(). A line longer than HLB_LOG_LINE_MAX keeps
- * the pairs that fit whole and ends with truncated=true. Waits at most
+ * go through hlb_log_quote(). A line is written whole, however long (one
+ * longer than HLB_LOG_LINE_MAX is formatted in memory allocated for it);
+ * short of that memory, it keeps the pairs that fit in HLB_LOG_LINE_MAX
+ * whole and ends with truncated=true. Waits at most
  * 100 ms for a stalled reader (the control plane logs from its event loop)
  * before the line is dropped and counted (hlb_log_dropped()); once part of
  * it is written, up to 1 s for each further part, as a line cut short
@@ -35,20 +41,38 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 /*
  * <s> as a logfmt value: as is if plain printable ASCII without '"', '=' or
  * '\', else double-quoted with \" \\ \n \r \t and \xNN (other control
- * bytes, bytes that are not UTF-8), cut at a character to fit <size>.
+ * bytes, bytes that are not UTF-8), cut at a character to fit <size>:
+ * HLB_LOG_QUOTED_MAX(strlen(s)) bytes always hold it whole.
  */
 const char *hlb_log_quote(const char *s, char *buf, size_t size);
 
-struct hashlb_error;
+/* The bytes hlb_log_quote() needs for any value of <n> bytes: each one \xNN at most, the
+ * quotes and the NUL. */
+#define HLB_LOG_QUOTED_MAX(n) (4 * (size_t)(n) + 3)
+/* A file's path quoted whole (open() refuses a longer one: ENAMETOOLONG). */
+#define HLB_LOG_PATH_MAX HLB_LOG_QUOTED_MAX(PATH_MAX)
+
+/*
+ * The pairs of <fmt> formatted whole: into <buf> (<size> bytes) if they fit, else into memory
+ * allocated for them, to free() when it is not <buf>. Short of that memory, the pairs that fit
+ * in <buf> whole, ending with truncated=true. For the lines of the control plane, never of
+ * the data plane's hot path (hlb_logbuf_printf() allocates nothing).
+ */
+char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap);
+
 /*
  * The key=value pairs of an error in config file <path>, into <buf>:
  * config=PATH line=N column=N err=MSG, without line and column when the
  * error has no position (the file cannot be read, an address cannot be
- * bound). Each value is cut to fit <size>, never inside its quotes.
- * Returns <buf>.
+ * bound). Whole in HLB_LOG_CONFIG_ERROR_MAX bytes (a path open() takes, an
+ * error's whole message); in fewer, each value is cut to fit <size>, never
+ * inside its quotes. Returns <buf>.
  */
 const char *hlb_log_config_error(const char *path, const struct hashlb_error *err, char *buf,
 				 size_t size);
+/* "config= line=-2147483648 column=-2147483648 err=": 48 bytes, and the values quoted */
+#define HLB_LOG_CONFIG_ERROR_MAX \
+	(HLB_LOG_PATH_MAX + HLB_LOG_QUOTED_MAX(sizeof(((struct hashlb_error *)0)->msg)) + 64)
 
 /*
  * A thread's buffered log, for lines the data plane writes (one per
@@ -66,7 +90,9 @@ const char *hlb_log_config_error(const char *path, const struct hashlb_error *er
  * part of a line, the thread that left a line unfinished keeps the lock
  * until a later flush finishes it (other buffers wait meanwhile).
  */
-#define HLB_LOG_LINE_MAX 1024 /* longer lines are cut between pairs, see hlb_log() */
+/* A line of the data plane at most (longer ones are cut between pairs): every connection line
+ * whole (conn_log()); hlb_log() formats longer ones in memory of their own. Under PIPE_BUF. */
+#define HLB_LOG_LINE_MAX 2048
 
 struct hlb_logbuf {
 	char *buf;

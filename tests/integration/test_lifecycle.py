@@ -414,6 +414,38 @@ def odd_config_path_logged_as_logfmt():
               logfmt_fields(line).get("config") == lb.path, f"{tag}: every field key=value: {line!r}")
     check(lb.stop() == 0, "exit 0")
 
+def long_config_path_logged_whole():
+    """A config path of some 1,200 bytes (nested dirs, with spaces and quotes: quoted, and
+    some 1,300 bytes so) is logged whole in the lines that name it: started, a reload refused
+    (config=PATH ... err=...) and reloaded, each strict logfmt. Before, a quoted value was cut
+    at 511 bytes (the path lost its end), and the refused reload's line at 768 bytes."""
+    parts = [f'd{i:02} "q"=' + "x" * 90 for i in range(12)]
+    d = tmppath(os.path.join(*parts))
+    os.makedirs(d, exist_ok=True)
+    text = config(BACKENDS)
+    lb = Hashlb(text, fname=os.path.join(*parts, "lb.yaml"))
+    check(len(os.fsencode(lb.path)) > 1200, f"premise: a path of {len(os.fsencode(lb.path))} bytes")
+    with open(lb.path, "w") as f:
+        f.write(text.replace("scheme:", "schema:"))
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log('msg="reload failed'), "a broken config is refused on reload")
+    with open(lb.path, "w") as f:
+        f.write(text)
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log("msg=reloaded "), "the fixed one reloads")
+    for tag in ("msg=started ", 'msg="reload failed', "msg=reloaded "):
+        line = next((l for l in lb.log if tag in l), "")
+        f = logfmt_fields(line)
+        print(f"    {tag.strip()}: {len(line)} bytes, config= {len(f.get('config', ''))} of "
+              f"{len(lb.path)} characters")
+        check(line and logfmt_error(line) is None and f.get("config") == lb.path,
+              f"{tag.strip()}: strict logfmt, config= the whole path: {line!r}")
+        if "failed" in tag:
+            check("schema" in f.get("err", "") and f.get("line") == "6",
+                  f"and the error whole after it: {f.get('err')!r} line={f.get('line')}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
     hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
@@ -614,4 +646,5 @@ run_tests([config_error_refused, admin_option_clash_refused,
            drain_deadline_resets_the_unserved, second_signal,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
-           socket_activation, odd_config_path_logged_as_logfmt])
+           socket_activation, odd_config_path_logged_as_logfmt,
+           long_config_path_logged_whole])

@@ -62,6 +62,17 @@ static void put_lines(struct hlb_logbuf *lb, int from, int to, int pad)
 		hlb_logbuf_printf(lb, HLB_LOG_INFO, "connection", "i=%d pad=%0*d", k, pad, 0);
 }
 
+static char *hlb_log_vpairs_test(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	char *kv;
+
+	va_start(ap, fmt);
+	kv = hlb_log_vpairs(buf, size, fmt, ap);
+	va_end(ap);
+	return kv;
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -308,6 +319,64 @@ static void test_daemon_line_does_not_wait_on_stalled_reader(void **state)
 	close(sv[1]);
 }
 
+/*
+ * A daemon line naming a config path as long as open() takes (PATH_MAX - 1 bytes), all of it
+ * escaped (\xNN: the most a value grows), and an error message as long as one gets: the line
+ * holds both whole, no truncated=true, the path's value read back byte for byte. Before, a
+ * quoted value was cut at 511 bytes and the pairs at 768.
+ */
+static void test_config_error_line_is_whole(void **state)
+{
+	static char path[PATH_MAX], want[HLB_LOG_PATH_MAX], kv[HLB_LOG_CONFIG_ERROR_MAX],
+		got[1 << 16];
+	struct hashlb_error err = { .line = 12, .column = 3 };
+	int p[2], saved = dup(STDERR_FILENO);
+	const char *q, *at;
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(path) - 1; i++)
+		path[i] = i % 64 ? '\x01' : '/';
+	memset(err.msg, '"', sizeof(err.msg) - 1);
+	hlb_log_config_error(path, &err, kv, sizeof(kv));
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_true(fcntl(p[1], F_SETPIPE_SZ, 1 << 16) >= (int)sizeof(kv) + 128);
+	assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s", kv);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	n = drain(p[0], got, sizeof(got) - 1);
+	got[n] = '\0';
+	assert_true(n > 0 && got[n - 1] == '\n' && !memchr(got, '\n', n - 1));
+	assert_null(strstr(got, "truncated"));
+	q = hlb_log_quote(path, want, sizeof(want));
+	at = strstr(got, " config=");
+	assert_non_null(at);
+	assert_memory_equal(at + 8, q, strlen(q));
+	at += 8 + strlen(q);
+	assert_memory_equal(at, " line=12 column=3 err=\"\\\"", 25);
+	assert_int_equal(strlen(at), strlen(" line=12 column=3 err=") + 2 + 2 * 255 + 1);
+	close(saved);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* The control plane's pairs (hlb_log_vpairs()) whole however long, in memory of their own
+ * past the caller's buffer; in it when they fit. */
+static void test_pairs_are_whole(void **state)
+{
+	char buf[64], *kv, val[3000];
+
+	memset(val, 'v', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	kv = hlb_log_vpairs_test(buf, sizeof(buf), "a=%d", 1);
+	assert_ptr_equal(kv, buf);
+	assert_string_equal(kv, "a=1");
+	kv = hlb_log_vpairs_test(buf, sizeof(buf), "a=1 v=\"%s\" z=2", val);
+	assert_ptr_not_equal(kv, buf);
+	assert_int_equal(strlen(kv), 4 + 3 + sizeof(val) - 1 + 1 + 4);
+	assert_string_equal(kv + strlen(kv) - 4, " z=2");
+	free(kv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +388,8 @@ int main(void)
 		cmocka_unit_test(test_quote_escapes),
 		cmocka_unit_test(test_broken_output_drops),
 		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
+		cmocka_unit_test(test_config_error_line_is_whole),
+		cmocka_unit_test(test_pairs_are_whole),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
