@@ -60,6 +60,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/sockios.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1918,6 +1919,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		c->established = true;
 		c->err = 0;
 		c->last_ms = (uint32_t)w->now_ms;
+		c->quiet.at_ms = c->last_ms; /* none noted yet */
 		hlb_stat_add(&bs->established, 1);
 		hlb_stat_add(&bs->connect_hist[hlb_connect_bucket(c->connect_us)], 1);
 		hlb_stat_add(&bs->connect_us_sum, c->connect_us);
@@ -2181,6 +2183,52 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 	return true;
 }
 
+/* Bytes <c>'s two sockets hold that their peers have not acknowledged yet. */
+static uint32_t conn_outq(const struct conn *c)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; i < 2; i++) {
+		int n;
+
+		if (ioctl(c->fd[i], SIOCOUTQ, &n) == 0 && n > 0)
+			sum += (uint32_t)n;
+	}
+	return sum;
+}
+
+/*
+ * Whether open connection <c> is past its idle timeout: nothing forwarded
+ * either way for that long, nor any byte that hashlb's sockets already held
+ * taken by the peer meanwhile. A client that reads a long response slowly
+ * takes bytes all along while hashlb's socket to it, full, takes none: its
+ * kernel wakes a writer only once a third of the send buffer is free, which
+ * a reader of a few KB/s reaches after minutes. So a connection quiet for
+ * half its idle timeout has its sockets' unacknowledged bytes noted, and at
+ * its idle time fewer of them is progress: the wait starts again from now.
+ * A peer that stopped reading (zero window) or vanished acknowledges
+ * nothing, and is closed as before. Two ioctl()s per quiet period of a
+ * connection; none on a busy one.
+ */
+static bool conn_idle(struct worker *w, struct conn *c)
+{
+	uint32_t now = (uint32_t)w->now_ms, quiet = now - c->last_ms;
+	bool noted = (int32_t)(c->quiet.at_ms - c->last_ms) > 0;
+	uint32_t outq;
+
+	if (!c->idle_ms || quiet < c->idle_ms / 2 || (quiet <= c->idle_ms && noted))
+		return false;
+	outq = conn_outq(c);
+	if (quiet > c->idle_ms && (!noted || outq >= c->quiet.outq))
+		return true;
+	if (quiet > c->idle_ms) /* the peers took bytes since the note */
+		c->last_ms =
+			now - 1; /* before the note, which is then compared at the next idle time */
+	c->quiet.outq = outq;
+	c->quiet.at_ms = now;
+	return false;
+}
+
 /*
  * Closes the connections idle past their timeout, and the rest the scan does. Idle is timed on
  * w->now_ms, CLOCK_MONOTONIC read after the completions it stamps were posted: a stamp
@@ -2208,8 +2256,7 @@ void conn_idle_scan(struct worker *w)
 		else if (c->state == CONN_HEADER &&
 			 (uint32_t)w->now_ms - c->last_ms > c->idle_ms) /* no header in time */
 			conn_bad_header(w, c);
-		else if (c->state == CONN_OPEN && c->idle_ms &&
-			 (uint32_t)w->now_ms - c->last_ms > c->idle_ms)
+		else if (c->state == CONN_OPEN && conn_idle(w, c))
 			conn_abort(w, c, CONN_END_IDLE);
 		else if (c->state == CONN_OPEN && !conn_closed_by_control(w, c))
 			conn_watch_after_fin(w, c);

@@ -222,6 +222,13 @@ struct conn {
 		 * failure's retry, counted under it, and goes elsewhere while
 		 * that backend is failing */
 		struct hlb_backend *retry_of;
+		/* CONN_OPEN: the bytes waiting in its two sockets for their peers'
+		 * ACK (SIOCOUTQ, added up) when the idle scan found it quiet, at
+		 * <at_ms>; taken before the last activity when <at_ms> is not
+		 * after <last_ms> (conn_idle()) */
+		struct {
+			uint32_t outq, at_ms;
+		} quiet;
 	};
 } __attribute__((aligned(16)));
 

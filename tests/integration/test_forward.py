@@ -407,6 +407,72 @@ def idle_timeout_is_never_early():
     stop_srv()
 
 
+def slow_reader_is_not_idle():
+    """A client that reads a long response slowly (32 KiB every 0.1 s) is not idle, on buffers
+    and through splice: hashlb's socket to it, full, takes no byte for seconds (its kernel
+    wakes a writer only once a third of its send buffer is free), but the client acknowledges
+    bytes all along. Before, it was closed at the idle timeout as if silent: the backend reset,
+    the client sent a FIN after the 4 MB its sockets held, a 200 MiB download cut short as if
+    complete, even for a reader taking 320 KB/s with idle: 2s. A client that stops reading (zero window) is
+    still closed at the idle timeout."""
+
+    def one(args, tag):
+        ends = []  # per backend connection, in accept order: how its stream ended
+
+        def stream(conn):
+            i = len(ends)
+            ends.append(None)
+            block = b"r" * (1 << 16)
+            try:
+                for _ in range(3200):  # 200 MiB, more than the reader takes meanwhile
+                    conn.sendall(block)
+                ends[i] = "sent"
+            except OSError as e:
+                ends[i] = type(e).__name__
+
+        addr, stop_be = raw_backend(stream)
+        lb = Hashlb(config([("s", addr)], extra="timeouts:\n  idle: 2s\nlog_connections: true"),
+                    args=args, fname=f"slow-{tag}.yaml")
+        socks = []
+        for n in (1, 2):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+            s.settimeout(30)
+            s.connect(lb.addr)
+            socks.append(s)
+            check(wait_until(lambda: len(ends) == n), f"{tag}: the backend gets connection {n}")
+        slow, stopped = socks
+        t0 = time.monotonic()
+        got = 0
+        while time.monotonic() - t0 < 6:  # three idle timeouts
+            try:
+                d = slow.recv(1 << 15)
+            except OSError as e:
+                d = repr(e).encode()
+            if not check(len(d) and d.strip(b"r") == b"",
+                         f"{tag}: the slow reader still receives the response after {got} "
+                         f"bytes, {time.monotonic() - t0:.1f} s: {d[:60]!r}, backend {ends[0]}"):
+                break
+            got += len(d)
+            time.sleep(0.1)
+        check(ends[0] is None, f"{tag}: the slow reader's backend is still sending: {ends[0]}")
+        check(wait_until(lambda: ends[1] is not None, 30) and ends[1] == "ConnectionResetError",
+              f"{tag}: the client that stopped reading is closed at the idle timeout, its "
+              f"backend reset: {ends[1]}")
+        check_idle_logged(lb, "%s:%d" % stopped.getsockname()[:2], 2000)
+        for s in socks:
+            s.close()
+        lb.stop()
+        stop_be()
+
+    threads = [threading.Thread(target=one, args=a)
+               for a in ((("--splice-after", "off"), "buffers"), ((), "splice"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def half_closed_idle_timeout():
     """Half-closed connections that then go quiet are closed at the idle timeout too, and
     logged so: one whose client sent its FIN to a backend that never answers nor closes (the
@@ -1952,7 +2018,7 @@ def connection_rate_raised():
 
 run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
-           idle_timeout_is_never_early,
+           idle_timeout_is_never_early, slow_reader_is_not_idle,
            half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
