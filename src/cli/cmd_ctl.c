@@ -2,6 +2,7 @@
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
@@ -30,6 +31,8 @@
  * backends, HASHLB_BACKENDS_MAX.
  */
 #define CTL_ANSWER_MAX (1u << 30)
+/* clients N: at most the endpoint's /clients?top= */
+#define CTL_CLIENTS_MAX 1000
 /* --timeout: seconds to wait for the endpoint, 0 = the defaults (CTL_TIMEOUT_S,
  * and UPGRADE_WAIT_MS for the outcome of an upgrade) */
 static unsigned ctl_timeout_s;
@@ -64,8 +67,8 @@ static void usage(FILE *f)
 		"                                  connect to: the service's, or --vip\n"
 		"                                  (needed with a wildcard listen address\n"
 		"                                  or accept_proxy)\n"
-		"  clients [-s SERVICE] [N]        the N clients (default 10) with the most\n"
-		"                                  connections open now\n"
+		"  clients [-s SERVICE] [N]        the N clients (default 10, 1..1000) with\n"
+		"                                  the most connections open now\n"
 		"                                  (max_connections_per_client counts them,\n"
 		"                                  each cut to the service's client_prefix)\n"
 		"  set [-s SERVICE] BACKEND STATE  admin state: ready, drain (no new\n"
@@ -124,7 +127,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
 		"  metrics; --service with status, metrics, reload or upgrade; --vip\n"
-		"  but with lookup).\n"
+		"  but with lookup), a clients N that is no number 1..1000.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb ctl status\n"
 		"  hashlb ctl set web-2 drain\n"
@@ -581,12 +584,15 @@ static int bad_args(const struct ctl_command *c)
  * 0 if command <cmd> takes <n> arguments <args> and the options given
  * (<service>, <vip>, <json>: each the option as typed, or NULL), else 2
  * (printed): before the endpoint is looked for, as every usage error. The
- * values are the endpoint's to judge.
+ * names and values are the endpoint's to judge, but for clients' N: a count,
+ * not a name of the running config, whose range (CTL_CLIENTS_MAX) is the
+ * endpoint's "top" parameter's, which the user did not type.
  */
 static int ctl_check_usage(const char *cmd, char **args, int n, const char *service,
 			   const char *vip, const char *json)
 {
 	const struct ctl_command *c = NULL;
+	uint64_t v;
 
 	for (size_t i = 0; i < sizeof(ctl_commands) / sizeof(ctl_commands[0]) && !c; i++)
 		if (!strcmp(cmd, ctl_commands[i].name))
@@ -606,6 +612,11 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 		}
 		if (valued != (n == 3))
 			return bad_args(c);
+	}
+	if (!strcmp(cmd, "clients") && n == 1 &&
+	    (cli_parse_u64(args[0], CTL_CLIENTS_MAX, &v) < 0 || v == 0)) {
+		cli_error("clients: invalid value '%s' for N (1..%u)\n", args[0], CTL_CLIENTS_MAX);
+		return 2;
 	}
 	if ((service && !c->service) || (vip && !c->vip) || (json && !c->json)) {
 		cli_error("%s does not apply to %s\n",
@@ -776,8 +787,13 @@ int cmd_ctl(int argc, char **argv)
 		return ctl_request(&ss, len, "GET", "/table", q, json);
 	}
 	if (!strcmp(cmd, "clients")) {
-		if (optind < argc)
-			param(q, sizeof(q), "top", argv[optind++]);
+		char top[24];
+
+		/* as parsed (0x hex too, as every number of the command line) */
+		if (optind < argc && cli_parse_u64(argv[optind++], CTL_CLIENTS_MAX, &v) == 0) {
+			snprintf(top, sizeof(top), "%" PRIu64, v);
+			param(q, sizeof(q), "top", top);
+		}
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/clients", q, json);
 	}

@@ -456,6 +456,12 @@ for args, line in [
      "hashlb ctl: -a: bad admin address '::1:9901': give HOST:PORT, [V6]:PORT or unix:/PATH "
      "(a HOST name that resolves)"),
     (("ctl", "set", "a", "weight"), "hashlb ctl: set: weight needs a value"),
+    # clients' N, a count whose range ctl knows: a usage error naming N (it was exit 1, the
+    # endpoint's "top must be 1..1000", a query parameter the user never typed)
+    (("ctl", *ADMIN, "clients", "x"), "hashlb ctl: clients: invalid value 'x' for N (1..1000)"),
+    (("ctl", *ADMIN, "clients", "0"), "hashlb ctl: clients: invalid value '0' for N (1..1000)"),
+    (("ctl", *ADMIN, "-s", "web", "clients", "1001"),
+     "hashlb ctl: clients: invalid value '1001' for N (1..1000)"),
     (("steer", "--bogus"), "hashlb steer: unrecognized option '--bogus'"),
     (("steer", "-i", "lo", "--stats", "-k", "4-tuple"), "hashlb steer: -k does not apply with --stats"),
     (("steer", "-i", "lo", "--stats", "--key", "4-tuple"),

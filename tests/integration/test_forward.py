@@ -1803,6 +1803,11 @@ def connections_per_client():
     check(code == 200 and json.loads(body)["top"] == [{"client": busy, "connections": 3},
                                                       {"client": other, "connections": 2}],
           f"GET /clients?top=2: {body}")
+    # N read as every number of the command line (0x hex too), sent as the endpoint reads it
+    # (it sent "0x2", which the endpoint refused: exit 1)
+    rc, so, se = lb.ctl("clients", "0x2")
+    check(rc == 0 and [l.split() for l in so.splitlines()[2:]] == [[busy, "3"], [other, "2"]],
+          f"hashlb ctl clients 0x2: {rc} {so} {se}")
     for s in two + [one]:
         s.close()
 
