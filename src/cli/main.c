@@ -2,6 +2,7 @@
 /* hashlb: the command and its subcommands. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,7 @@ int main(int argc, char **argv)
 	 * log lines (written whole by log.c) interleaved within a line.
 	 */
 	static char errbuf[16384];
+	bool version;
 
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
 	if (argc < 2) {
@@ -143,13 +145,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 		return 2;
 	}
-	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	version = strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0;
+	if (version || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
-		usage(stdout);
-		return output_status(0);
-	}
-	if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
-		printf("hashlb %s\n", HASHLB_VERSION);
+		/* they take nothing: "hashlb --version x" is refused, as every
+		 * command refuses an argument it does not take */
+		if (argc > 2) {
+			cli_error("unexpected argument '%s'\n", argv[2]);
+			fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
+			return 2;
+		}
+		if (version)
+			printf("hashlb %s\n", HASHLB_VERSION);
+		else
+			usage(stdout);
 		return output_status(0);
 	}
 	for (size_t i = 0; i < N_COMMANDS; i++) {

@@ -491,10 +491,15 @@ check(refusals > 60, f"only {refusals} long options found in the --help texts: t
 # before a command is known: "hashlb: ", and the commands are where to look
 for args, line in [((), "hashlb: no command given"),
                    (("frobnicate",), "hashlb: unknown command 'frobnicate'"),
-                   (("--bogus",), "hashlb: unrecognized option '--bogus'")]:
+                   (("--bogus",), "hashlb: unrecognized option '--bogus'"),
+                   # --version and --help take nothing (they printed and exited 0, the rest ignored)
+                   (("--version", "x"), "hashlb: unexpected argument 'x'"),
+                   (("-V", "x"), "hashlb: unexpected argument 'x'"),
+                   (("--help", "x"), "hashlb: unexpected argument 'x'"),
+                   (("help", "lookup"), "hashlb: unexpected argument 'lookup'")]:
     p = run(*args, ok=False)
     want = f"{line}\nRun 'hashlb --help' for the commands.\n"
-    check(p.returncode == 2 and p.stderr == want,
+    check(p.returncode == 2 and p.stderr == want and p.stdout == "",
           f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
 # and each command's --help says so, with its own name
 for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
