@@ -621,7 +621,7 @@ async def stickiness_check(tag):
         clients = random.sample(CLIENT_POOL, 40)
         rc, out, e = await ctl("--json", "lookup", "-s", svc, *clients)
         try:
-            res = [json.loads(l) for l in out.splitlines() if l.strip()]
+            res = json.loads(out)  # one array, an object per client
         except Exception:
             log("lookup json?", out[:300], e)
             continue

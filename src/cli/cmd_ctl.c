@@ -108,7 +108,8 @@ static void usage(FILE *f)
 		"  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
 		"                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
 		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
-		"  -j, --json          print the endpoint's JSON instead of text\n"
+		"  -j, --json          print the endpoint's JSON instead of text (lookup:\n"
+		"                      one array, an object per CLIENT, as hashlb lookup)\n"
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
 		"                      within S seconds, or whose answer has not come\n"
@@ -403,20 +404,16 @@ static const char *json_error(const char *body, char *buf, size_t size)
 }
 
 /*
- * One request; prints the body to stdout on 2xx, to stderr otherwise (the
+ * An answer <status> <body>: the body to stdout on 2xx, to stderr otherwise (the
  * endpoint's "error: WHAT" as every error line of hashlb ctl; an error it
  * answers in JSON whatever the format, as it does when it refuses a request
  * before reading what it asks (busy, malformed), said the same way unless
  * <json>). Returns the exit status.
  */
-static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
-		       const char *path, const char *query, bool json)
+static int ctl_answer(int status, const char *body, bool json)
 {
-	char *buf, *body, msg[1024];
-	int status;
+	char msg[1024];
 
-	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
-		return 1;
 	if (status / 100 == 2)
 		fputs(body, stdout);
 	else if (strncmp(body, "error: ", 7) == 0)
@@ -425,8 +422,62 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 		cli_error("%s\n", msg);
 	else
 		fputs(body, stderr); /* JSON, or a reload's FILE:LINE:COL: error: WHAT */
-	free(buf);
 	return status / 100 == 2 ? 0 : 1;
+}
+
+/* One request, its answer printed by ctl_answer(): the exit status. */
+static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const char *method,
+		       const char *path, const char *query, bool json)
+{
+	char *buf, *body;
+	int status, ret;
+
+	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
+		return 1;
+	ret = ctl_answer(status, body, json);
+	free(buf);
+	return ret;
+}
+
+/*
+ * ctl lookup: GET /lookup?<query>&client=C for each client of <clients> (<n>),
+ * each answer printed as ctl_request() prints it; with <json>, the answers
+ * (objects) in one array, as hashlb lookup --json prints them: one JSON
+ * document, not one per line. A refused client is said on stderr (exit 1),
+ * and the array holds the others' answers.
+ */
+static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
+		      char **clients, int n, bool json)
+{
+	size_t base = strlen(q);
+	bool any = false;
+	int ret = 0;
+
+	for (int i = 0; i < n; i++) {
+		char *buf, *body;
+		int status;
+
+		q[base] = '\0';
+		param(q, size, "client", clients[i]);
+		if (ctl_fetch(ss, len, "GET", "/lookup", q, false, &status, &buf, &body) < 0) {
+			ret = 1;
+			continue;
+		}
+		if (json && status / 100 == 2) {
+			size_t end = strlen(body);
+
+			while (end && body[end - 1] == '\n')
+				end--;
+			printf("%s%.*s", any ? "," : "[", (int)end, body);
+			any = true;
+		} else {
+			ret |= ctl_answer(status, body, json);
+		}
+		free(buf);
+	}
+	if (any)
+		printf("]\n");
+	return ret;
 }
 
 /* The integer after "<key>": in <json>, or -1. */
@@ -798,17 +849,9 @@ int cmd_ctl(int argc, char **argv)
 		return ctl_request(&ss, len, "GET", "/clients", q, json);
 	}
 	if (!strcmp(cmd, "lookup")) {
-		size_t base;
-
 		param(q, sizeof(q), "service", service);
 		param(q, sizeof(q), "vip", vip);
-		base = strlen(q);
-		for (; optind < argc; optind++) {
-			q[base] = '\0';
-			param(q, sizeof(q), "client", argv[optind]);
-			ret |= ctl_request(&ss, len, "GET", "/lookup", q, json);
-		}
-		return ret;
+		return ctl_lookup(&ss, len, q, sizeof(q), argv + optind, argc - optind, json);
 	}
 	if (!strcmp(cmd, "set")) { /* BACKEND STATE, or BACKEND weight|max_connections N */
 		param(q, sizeof(q), "service", service);

@@ -664,6 +664,38 @@ def ctl_asks_which_service_as_ctl_takes_it():
     check(rc == 0 and "10.0.0.1 -> " in so_, f"ctl -s t1 lookup: {rc} {so_!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
+def ctl_json_is_one_document():
+    """Every hashlb ctl --json output is one strict JSON document (Lb.ctl parses it), lookup
+    of several clients too: one array, an object per client in their order, as hashlb lookup
+    --json prints it (it printed one object a line, which no JSON parser reads whole); a client
+    the endpoint refuses is said on stderr, exit 1, and the array holds the others."""
+    from lbtest import json_strict
+    lb = Lb(config(BACKENDS, extra="max_connections_per_client: 10"))
+    for args in (("status",), ("table",), ("clients",), ("clients", "3"), ("set", "a", "drain"),
+                 ("set", "a", "weight", "2"), ("set", "a", "max_connections", "0"),
+                 ("set", "a", "ready"), ("close", "a"), ("reload",), ("lookup", "10.0.0.1")):
+        rc, so, se = lb.ctl("--json", *args)
+        check(rc == 0 and so.endswith(("}\n", "]\n")),
+              f"ctl --json {' '.join(args)}: {rc} {so!r} {se!r}")
+    clients = ["10.0.0.1", "10.0.0.2:5", "[2001:db8::1]:7"]
+    rc, so, se = lb.ctl("--json", "lookup", *clients)
+    got = json_strict(so) if rc == 0 else None
+    check(isinstance(got, list) and [e["client"] for e in got] == clients and
+          all(e["backend"] in "abc" for e in got), f"ctl --json lookup {clients}: {rc} {so!r} {se!r}")
+    # the one-client answer is an array too: the same shape whatever the number of clients
+    rc, so, se = lb.ctl("--json", "lookup", "10.0.0.1")
+    check(rc == 0 and isinstance(json_strict(so), list) and len(json_strict(so)) == 1,
+          f"ctl --json lookup 10.0.0.1: {rc} {so!r}")
+    rc, so, se = lb.ctl("--json", "lookup", "10.0.0.1", "bogus", "10.0.0.2")
+    try:
+        got = json_strict(so)
+    except ValueError as e:
+        got = e
+    check(rc == 1 and isinstance(got, list) and [e["client"] for e in got] == ["10.0.0.1", "10.0.0.2"]
+          and "bogus" in se, f"ctl --json lookup with a refused client: {rc} {so!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def odd_names_in_every_format():
     """What each format must escape, everywhere the config, the command line or the
     environment let it in: a config path with a space, quotes, '=', a backslash, a newline,
@@ -1576,7 +1608,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            reload_keeps_a_port_0_listener, reload_cost_grows_with_services_not_their_square,
            reload_cost_does_not_follow_table_size,
            maglev_service_holds_one_table_while_all_are_up,
-           ctl_asks_which_service_as_ctl_takes_it, odd_names_in_every_format,
+           ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
+           odd_names_in_every_format,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
