@@ -122,7 +122,9 @@ static void usage(FILE *f)
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
-		"  the kernel refuses, a backend has no MAC, no program is attached),\n");
+		"  hashlb was built without kernel steering (said before a MAC is looked\n"
+		"  for), the kernel refuses, a backend has no MAC, no program is\n"
+		"  attached),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  Among them: a malformed -b SPEC, an option that the action does not\n"
@@ -309,6 +311,7 @@ struct steer_args {
 	const char *config_path;
 	const char *service;
 	struct hashlb_config *config;
+	const struct hashlb_service_cfg *svc; /* of config, with -c */
 };
 
 /* The signals that end a foreground hashlb steer, detaching: SIGHUP too, as
@@ -544,26 +547,39 @@ static int from_config(struct steer_args *a)
 		a->table.specs[i].weight = weight[i];
 		a->table.specs[i].down = down[i];
 	}
-	/* the host, once the command line is known right: a backend out of the
-	 * table needs no MAC (resolve_backend) */
-	for (uint32_t i = 0; i < svc->n_backends; i++) {
-		const struct hashlb_backend_cfg *bc = &svc->backends[i];
-		struct backend_arg *b = &a->backends[i];
-
-		if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0 && !down[i]) {
-			cli_error("backend '%s' (%s): no MAC address in the neighbour "
-				  "table of %s: reach it once first\n",
-				  bc->name, bc->address, a->iface);
-			ret = -ENOENT;
-			goto out;
-		}
-	}
+	a->svc = svc;
 	ret = 0;
 out:
 	free(down);
 	free(backup);
 	free(weight);
 	return ret;
+}
+
+/*
+ * What the host says of each backend to steer to: its MAC (and dev=), from
+ * the command line or the neighbour table; -ENOENT (printed) if one in the
+ * table has none (one out of it needs none). After the command line is known
+ * right and the build known to steer: neither is the host's to say.
+ */
+static int resolve_host(struct steer_args *a)
+{
+	for (uint32_t i = 0; i < a->n_backends; i++) {
+		struct backend_arg *b = &a->backends[i];
+		bool out = a->table.specs[i].down;
+
+		if (!a->svc) {
+			if (resolve_backend(b, a->iface, out) < 0)
+				return -ENOENT;
+		} else if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0 &&
+			   !out) {
+			cli_error("backend '%s' (%s): no MAC address in the neighbour "
+				  "table of %s: reach it once first\n",
+				  b->name, a->svc->backends[i].address, a->iface);
+			return -ENOENT;
+		}
+	}
+	return 0;
 }
 
 static int parse_args(struct steer_args *a, int argc, char **argv)
@@ -812,9 +828,6 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	if (table_args_check(&a->table) < 0 ||
 	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0)
 		return -EINVAL;
-	for (uint32_t i = 0; i < a->n_backends; i++)
-		if (resolve_backend(&a->backends[i], a->iface, a->table.specs[i].down) < 0)
-			return -ENOENT;
 	return 0;
 usage:
 	free(backend_args);
@@ -848,6 +861,10 @@ int cmd_steer(int argc, char **argv)
 
 		hashlb_steer_open(&a.opts, NULL, NULL, &err);
 		cli_print_error(&err);
+		ret = 1;
+		goto out;
+	}
+	if (resolve_host(&a) < 0) {
 		ret = 1;
 		goto out;
 	}

@@ -342,6 +342,18 @@ for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.
     p = run(*args, ok=False)
     check(p.returncode == 2 and p.stdout == "",
           f"hashlb {' '.join(args)}: exit {p.returncode}, stdout {p.stdout!r}")
+# A build without kernel steering says so once the command line is known right, before it asks
+# the host for a MAC: it said "backend 'a': no MAC address" (or the config's "no MAC address in
+# the neighbour table"), and only once that was given, that it cannot steer at all.
+NO_BPF = "hashlb steer: hashlb was built without kernel steering"
+if NO_BPF in run("steer", "-i", "lo", "--stats", ok=False).stderr:
+    for args in (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2"),
+                 ("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,dev=hlb-no-such0"),
+                 ("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2"),
+                 ("steer", "-c", STEER_CFG)):
+        p = run(*args, ok=False)
+        check(p.returncode == 1 and p.stderr.startswith(NO_BPF) and p.stderr.count("\n") == 1,
+              f"hashlb {' '.join(args)} without BPF: exit {p.returncode}, stderr {p.stderr!r}")
 os.unlink(STEER_CFG)
 os.rmdir(tmp)
 
