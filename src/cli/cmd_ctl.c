@@ -444,7 +444,8 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
  * each answer printed as ctl_request() prints it; with <json>, the answers
  * (objects) in one array, as hashlb lookup --json prints them: one JSON
  * document, not one per line. A refused client is said on stderr (exit 1),
- * and the array holds the others' answers.
+ * and the array holds the others' answers; an endpoint that cannot be
+ * reached or does not answer ends it there.
  */
 static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
 		      char **clients, int n, bool json)
@@ -459,9 +460,11 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 
 		q[base] = '\0';
 		param(q, size, "client", clients[i]);
+		/* not reached, or no answer: the next clients' requests would fail
+		 * alike, each said again, each after its own timeout */
 		if (ctl_fetch(ss, len, "GET", "/lookup", q, false, &status, &buf, &body) < 0) {
 			ret = 1;
-			continue;
+			break;
 		}
 		if (json && status / 100 == 2) {
 			size_t end = strlen(body);

@@ -335,6 +335,13 @@ for args, status, msg in [
     check(p.returncode == status, f"hashlb {' '.join(args)}: exit {p.returncode}, want {status}")
     check(msg in p.stderr, f"hashlb {' '.join(args)}: stderr {p.stderr!r} lacks {msg!r}")
 
+# An endpoint that cannot be reached is said once, not once per client of ctl lookup (each of
+# which could wait --timeout for an endpoint that does not answer): it was said 3 times.
+p = run("ctl", *ADMIN, "lookup", "10.0.0.1", "10.0.0.2", "10.0.0.3", ok=False)
+check(p.returncode == 1 and p.stdout == "" and p.stderr ==
+      "hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:1: Connection refused\n",
+      f"hashlb ctl lookup of 3 clients, no endpoint: exit {p.returncode}, stderr {p.stderr!r}")
+
 # A usage error is found before anything is done: a bad client after a good one printed the
 # good one's line first (and exited 1).
 for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.0.0.1", "bogus"),
