@@ -815,3 +815,20 @@ def run_tests(tests):
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
     print("all passed")
+
+
+def greetings(socks, within=30):
+    """The first bytes each of <socks> (connecting, non-blocking) reads, b"" for one closed
+    or reset, in the order they answer; those that answer within <within> seconds."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    got, end = [], time.monotonic() + within
+    while len(got) < len(socks) and time.monotonic() < end:
+        for key, _ in sel.select(timeout=1):
+            try:
+                got.append(key.fileobj.recv(64))
+            except OSError:
+                got.append(b"")
+            sel.unregister(key.fileobj)
+    return got

@@ -6,7 +6,6 @@ no connection is refused or closed, and every reload is counted."""
 import os
 import random
 import re
-import selectors
 import shutil
 import socket
 import signal
@@ -16,8 +15,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, Backend, asan_build, check, client_ip, connect, logfmt_fields, lookup,
-                    port_free, run_tests, spawn, stop, tmpfile, tsan_build, who)
+from lbtest import (SRC, Backend, asan_build, check, client_ip, connect, greetings, logfmt_fields,
+                    lookup, port_free, run_tests, spawn, stop, tmpfile, tsan_build, who)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -184,23 +183,6 @@ def reloads_under_traffic():
     check(r["exit"] == 0, "exit 0")
     for h in hs.values():
         stop(h.proc)
-
-
-def greetings(socks, within=30):
-    """The first bytes each of <socks> (connecting, non-blocking) reads, b"" for one closed
-    or reset, in the order they answer; those that answer within <within> seconds."""
-    sel = selectors.DefaultSelector()
-    for s in socks:
-        sel.register(s, selectors.EVENT_READ)
-    got, end = [], time.monotonic() + within
-    while len(got) < len(socks) and time.monotonic() < end:
-        for key, _ in sel.select(timeout=1):
-            try:
-                got.append(key.fileobj.recv(64))
-            except OSError:
-                got.append(b"")
-            sel.unregister(key.fileobj)
-    return got
 
 
 def moved_listener_serves_its_backlog():
