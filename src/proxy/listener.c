@@ -565,17 +565,85 @@ void hlb_proxy_old_gone(struct hlb_proxy *p)
 	atomic_store_explicit(&p->takeover, TAKEOVER_OLD_GONE, memory_order_release);
 }
 
-uint32_t hlb_proxy_release_taken(struct hlb_proxy *p)
+/*
+ * A listener of <svc> on the socket <in> taken over, for every worker (a
+ * descriptor each, as for a socket the service manager passed), or NULL if
+ * one cannot be made. Takes <in>'s descriptor on success.
+ */
+static struct hlb_listener *listener_on_taken(struct hlb_proxy *p, struct inherited *in,
+					      struct hlb_service *svc)
 {
-	uint32_t n = 0;
+	struct hlb_listener *l = calloc(1, sizeof(*l));
 
-	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (p->inh[i].taken && p->inh[i].fd >= 0) {
-			close(p->inh[i].fd);
-			p->inh[i].fd = -1;
-			p->inh[i].used = true;
-			n++;
+	if (!l)
+		return NULL;
+	l->fds = malloc(sizeof(*l->fds) * p->n_workers);
+	l->name = strdup(svc->name);
+	if (!l->fds || !l->name) {
+		free(l->fds);
+		free(l->name);
+		free(l);
+		return NULL;
+	}
+	atomic_init(&l->refs, 1);
+	atomic_init(&l->svc, hlb_service_ref(svc));
+	l->n_workers = p->n_workers;
+	l->addr = l->bound = in->addr;
+	l->addr_len = in->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						     : sizeof(struct sockaddr_in);
+	l->n_taken = 1;
+	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
+	l->fds[0] = in->fd;
+	for (uint32_t i = 1; i < p->n_workers; i++) {
+		l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
+		if (l->fds[i] < 0) {
+			while (--i > 0)
+				close(l->fds[i]);
+			hlb_service_unref(svc);
+			free(l->fds);
+			free(l->name);
+			free(l);
+			return NULL;
 		}
+	}
+	in->fd = -1;
+	return l;
+}
+
+uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
+				 struct hlb_service *(*find)(void *arg, const char *name),
+				 void *arg, uint32_t *ret_served)
+{
+	uint32_t n = 0, served = 0;
+
+	for (uint32_t i = 0; i < p->n_inh; i++) {
+		struct inherited *in = &p->inh[i];
+		struct hlb_service *svc = NULL;
+		struct hlb_listener *l = NULL;
+
+		if (!in->taken || in->fd < 0)
+			continue;
+		/* The old process may have closed its own copy already (a reload
+		 * of it moved the address while this one started), and the kernel
+		 * queues clients on it until the last copy closes: serve them first,
+		 * as a reload that moves an address does. */
+		if (in->svc[0] && find)
+			svc = find(arg, in->svc);
+		if (svc)
+			l = listener_on_taken(p, in, svc);
+		if (l) {
+			/* the workers accept what waits, then close it (CMD_REMOVE) */
+			hlb_listener_start(p, l);
+			hlb_listener_close(p, l);
+			served++;
+		} else {
+			close(in->fd);
+			in->fd = -1;
+		}
+		in->used = true;
+		n++;
+	}
+	*ret_served = served;
 	return n;
 }
 

@@ -177,8 +177,13 @@ bool hlb_proxy_old_running(const struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */
 void hlb_proxy_old_gone(struct hlb_proxy *p);
 /* Close the sockets taken over that no listener uses (a service the old one had and this one
- * lacks, or the old one had more workers); returns how many. Their owner still listens on them. */
-uint32_t hlb_proxy_release_taken(struct hlb_proxy *p);
+ * lacks, the old one had more workers, or a reload of the old one moved the address while this
+ * one started); returns how many. The old one may have closed its copy already: for each whose
+ * service <find>(<arg>, NAME) returns (NULL: none), the workers first serve the clients queued
+ * there, as a reload that moves an address does; how many such in <ret_served>. */
+uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
+				 struct hlb_service *(*find)(void *arg, const char *name),
+				 void *arg, uint32_t *ret_served);
 /* The listening sockets of <l>, for a hashlb that takes over; those from the service manager
  * only if <inherited> (it passes them to a process it starts itself). */
 uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds, uint32_t max);

@@ -1973,11 +1973,25 @@ bool hlb_daemon_failed(const struct hlb_daemon *d)
 	return d->failed != 0;
 }
 
+/* The service named <name> that one of our listeners serves, or NULL. */
+static struct hlb_service *listening_service(void *arg, const char *name)
+{
+	struct hlb_daemon *d = arg;
+
+	for (struct dlistener *dl = d->listeners; dl; dl = dl->next) {
+		struct hlb_service *svc = hlb_listener_service(dl->l);
+
+		if (svc && strcmp(svc->name, name) == 0)
+			return svc;
+	}
+	return NULL;
+}
+
 int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 {
 	char qp[HLB_LOG_PATH_MAX];
 	struct epoll_event evs[32];
-	uint32_t unused;
+	uint32_t unused, served;
 	int r;
 
 	set_fd_limit(d);
@@ -1995,10 +2009,14 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	log_cap(d);
 	log_unused_sockets(d);
 	watch_old(d);
-	unused = hlb_proxy_release_taken(d->proxy);
-	if (unused)
+	unused = hlb_proxy_release_taken(d->proxy, listening_service, d, &served);
+	if (served)
+		hlb_log(HLB_LOG_INFO,
+			"sockets taken over and not used: their queued clients served", "count=%u",
+			served);
+	if (unused > served)
 		hlb_log(HLB_LOG_INFO, "sockets taken over and not used, left to the old hashlb",
-			"count=%u", unused);
+			"count=%u", unused - served);
 	d->running = true;
 	hlb_log(HLB_LOG_INFO, "started", "workers=%u config=%s pid=%d", d->n_workers,
 		hlb_log_quote(d->config_path, qp, sizeof(qp)), (int)getpid());
