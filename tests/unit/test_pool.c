@@ -227,6 +227,40 @@ static void test_burst_coalesces_into_one_build(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * Maglev: a worker's word that a backend fails connects (hlb_pool_failing()) schedules the
+ * retry table's build at once, not after a debounce or at the 50 ms tick: the clients
+ * retried until it is published take their list's next and move twice. The build has the
+ * backend down in the retry table only, and a second word schedules nothing.
+ */
+static void test_failing_word_builds_the_retry_table_at_once(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b1;
+	const struct hlb_snapshot *snap;
+	uint64_t now;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 3);
+	b1 = hlb_pool_backend_find(f.svc, "b1");
+	f.svc->last_build_ms = 0; /* no build within the gap: the start's is long ago */
+	atomic_store(&b1->rt->consecutive_fail, 1);
+	now = hlb_now_ms();
+	hlb_pool_failing(f.pool);
+	assert_true(f.svc->dirty);
+	assert_true(f.svc->build_timer.when_ms <= now + 1);
+	while (f.svc->dirty)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(f.published, 1);
+	snap = hlb_pool_snapshot(f.svc);
+	assert_false(hashlb_table_backend_down(snap->table, 1));
+	assert_non_null(snap->retry_table);
+	assert_true(hashlb_table_backend_down(snap->retry_table, 1));
+	assert_false(hashlb_table_backend_down(snap->retry_table, 0));
+	hlb_pool_failing(f.pool);
+	assert_false(f.svc->dirty);
+	fixture_teardown(&f);
+}
+
 /* 40 backends going down one every 10 ms (checks finding a dead rack one by one). */
 static void test_a_stream_of_changes_is_spaced_out(void **state)
 {
@@ -1333,6 +1367,7 @@ int main(void)
 		cmocka_unit_test(test_down_moves_only_its_clients_maglev),
 		cmocka_unit_test(test_down_moves_only_its_clients_ring),
 		cmocka_unit_test(test_burst_coalesces_into_one_build),
+		cmocka_unit_test(test_failing_word_builds_the_retry_table_at_once),
 		cmocka_unit_test(test_a_stream_of_changes_is_spaced_out),
 		cmocka_unit_test(test_drain_and_maint_take_no_new_clients),
 		cmocka_unit_test(test_weight_change_rebuilds_in_full),
