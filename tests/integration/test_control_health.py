@@ -1050,24 +1050,25 @@ def half_a_maglev_pool_dies_at_once():
 
 def a_killed_maglev_backend_moves_its_clients_once():
     """A Maglev backend is killed while 2,000 clients connect back to back, and each of its
-    clients after the kill is served where `hashlb lookup --down NAME` says it stays, not
-    on its preference list's next backend (another for most of them on Maglev), from which
-    it would move again once the backend is down. The retry table that says where they
-    stay is built once the control plane knows the backend fails: it learned that at its
-    next tick (50 ms) and built 5 ms later, and the clients retried meanwhile landed on the
-    wrong survivor; now the first failed connect wakes it at once, and the table follows
-    within about a millisecond. Two kills (b, then c, each in a hashlb of its own) add up
-    to 1 to 5 a run here (0 to 4 each), where they were 55 to 132 (b alone 6 to 46, c 36
-    to 94) at the default table size; with the 1,021 slots used here, 0 to 3 (ASan too)
-    against 33 to 58. That takes one build more, not one per failed connect."""
+    clients retried once the retry table is out is served where `hashlb lookup --down NAME`
+    says it stays, not on its preference list's next backend (another for most of them on
+    Maglev), from which it would move again once the backend is down. The table is built
+    once the control plane knows the backend fails: the first failed connect wakes it (the
+    wake is at once: test_failing_word_builds_the_retry_table_at_once in test_pool.c), and
+    only the clients retried before it is out take the list's next (documented). How many
+    that is follows the control thread's latency, not hashlb: 0 to 4 a kill on a quiet
+    machine, 4 to 5 with it 2.6 ms late, 90 to 144 with it ~100 ms late (a hog at nice -19
+    on its CPU); a bound on that count (16) failed with 20 in a full run at load 4. So that
+    count is printed, and what is checked has no clock in it: once /status shows the table,
+    every one of the backend's clients goes where it stays, all of them (checks off: the
+    backend stays failing, not down, and its clients go through the retry table alone), and
+    the burst of failures cost one build, not one per failed connect."""
     import threading
-    MAX_WRONG = 16  # 14 once (one kill 12) under ASan at load 20; 33 to 58 before
-    total = 0
     for victim in ("b", "c"):
         bs = {n: Backend(n) for n in "abc"}
         # a small table: the window left is its build (~1 ms at the default size, ten times
-        # that under ASan); what is tested is that the first failure starts it at once
-        lb = Lb(config([(n, b.addr) for n, b in bs.items()],
+        # that under ASan)
+        lb = Lb(config([(n, b.addr) for n, b in bs.items()], health="enabled: false",
                        extra="connect_retries: 2\ntable_size: 1021"))
         clients = [client_ip(70000 + i * 17) for i in range(2000)]
         pref = lookup(lb.path, clients)
@@ -1100,25 +1101,33 @@ def a_killed_maglev_backend_moves_its_clients_once():
             t.join(120)
         check(len(got) == len(clients), f"every client ran ({len(got)} of {len(clients)})")
         after = [c for c in mine if got.get(c) != victim]
-        wrong = [c for c in after if got[c] and got[c] != down[c][0]]
+        early = [c for c in after if got[c] and got[c] != down[c][0]]
         lost = [c for c in after if not got[c]]
-        total += len(wrong)
-        print(f"    {len(mine)} clients of {victim}, {len(after)} after the kill: {len(wrong)} "
-              f"on the survivor lookup --down {victim} does not name, e.g. "
-              f"{[(c, got[c], down[c][0]) for c in wrong[:2]]}; {len(lost)} not served "
-              f"(connected as it died: reset)")
-        check(lb.wait(lambda: not lb.backend(victim)["in_table"]) is not None,
-              f"{victim} goes down")
+        print(f"    {len(mine)} clients of {victim}, {len(after)} after the kill: {len(early)} "
+              f"retried before the retry table was out, on their list's next; {len(lost)} "
+              f"not served (connected as it died: reset)")
+        check(lb.wait(lambda: victim in lb.service()["retry_table_for"], timeout=60)
+              is not None, f"the retry table has {victim} down: {lb.service()['retry_table_for']}")
+        # its clients again, with the table out: each where it stays, none lost
+        todo = iter(mine)
+        again = got = {}
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        wrong = [c for c in mine if again.get(c) != down[c][0]]
+        check(not wrong, f"{len(wrong)} of {victim}'s {len(mine)} clients, retried with the "
+                         f"retry table out, not where lookup --down {victim} says, e.g. "
+                         f"{[(c, again.get(c), down[c][0]) for c in wrong[:3]]}")
+        check(lb.backend(victim)["in_table"], f"{victim}, checks off, stays in the table")
         builds = lb.service()["rebuilds"] - builds
         fails = lb.backend(victim)["connect_fail"]
         print(f"    {builds} builds for {fails} failed connects to {victim}")
-        check(builds <= 3, f"the retry table, then {victim} down: {builds} builds for {fails} "
-                           f"failures")
+        check(builds <= 2, f"the retry table: {builds} builds for {fails} failures")
         check(lb.stop() == 0, "exit 0")
         for b in bs.values():
             b.stop()
-    check(total <= MAX_WRONG, f"{total} clients of the killed backends landed on the other "
-                              f"survivor")
 
 def stale_failures_do_not_take_a_recovered_backend_down():
     """Clients connect to x while its data port drops SYNs (an accept queue full, which
