@@ -2184,8 +2184,9 @@ static bool conn_closed_by_control(struct worker *w, struct conn *c)
 }
 
 /* Bytes <c>'s two sockets hold that their peers have not acknowledged yet. */
-static uint32_t conn_outq(const struct conn *c)
+static uint32_t conn_outq(const void *arg)
 {
+	const struct conn *c = arg;
 	uint32_t sum = 0;
 
 	for (int i = 0; i < 2; i++) {
@@ -2205,28 +2206,15 @@ static uint32_t conn_outq(const struct conn *c)
  * kernel wakes a writer only once a third of the send buffer is free, which
  * a reader of a few KB/s reaches after minutes. So a connection quiet for
  * half its idle timeout has its sockets' unacknowledged bytes noted, and at
- * its idle time fewer of them is progress: the wait starts again from now.
- * A peer that stopped reading (zero window) or vanished acknowledges
- * nothing, and is closed as before. Two ioctl()s per quiet period of a
- * connection; none on a busy one.
+ * its idle time fewer of them is progress: the wait starts again from now
+ * (idle_due()). A peer that stopped reading (zero window) or vanished
+ * acknowledges nothing, and is closed as before. Two ioctl()s per quiet
+ * period of a connection; none on a busy one.
  */
 static bool conn_idle(struct worker *w, struct conn *c)
 {
-	uint32_t now = (uint32_t)w->now_ms, quiet = now - c->last_ms;
-	bool noted = (int32_t)(c->quiet.at_ms - c->last_ms) > 0;
-	uint32_t outq;
-
-	if (!c->idle_ms || quiet < c->idle_ms / 2 || (quiet <= c->idle_ms && noted))
-		return false;
-	outq = conn_outq(c);
-	if (quiet > c->idle_ms && (!noted || outq >= c->quiet.outq))
-		return true;
-	if (quiet > c->idle_ms) /* the peers took bytes since the note */
-		c->last_ms =
-			now - 1; /* before the note, which is then compared at the next idle time */
-	c->quiet.outq = outq;
-	c->quiet.at_ms = now;
-	return false;
+	return c->idle_ms &&
+	       idle_due((uint32_t)w->now_ms, c->idle_ms, &c->last_ms, &c->quiet, conn_outq, c);
 }
 
 /*

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "idle.h"
 #include "log.h"
 #include "proxy.h"
 #include "runtime.h"
@@ -225,10 +226,8 @@ struct conn {
 		/* CONN_OPEN: the bytes waiting in its two sockets for their peers'
 		 * ACK (SIOCOUTQ, added up) when the idle scan found it quiet, at
 		 * <at_ms>; taken before the last activity when <at_ms> is not
-		 * after <last_ms> (conn_idle()) */
-		struct {
-			uint32_t outq, at_ms;
-		} quiet;
+		 * after <last_ms> (idle_due()) */
+		struct idle_note quiet;
 	};
 } __attribute__((aligned(16)));
 
