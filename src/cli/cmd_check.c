@@ -163,7 +163,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	if (s->max_connections_per_client)
 		printf(" max_connections_per_client=%" PRIu32, s->max_connections_per_client);
 	if (!hashlb_src_prefix_is_whole(&s->client_prefix))
-		printf(" per client prefix: IPv4 /%u, IPv6 /%u", s->client_prefix.v4,
+		printf(" (per client prefix: IPv4 /%u, IPv6 /%u)", s->client_prefix.v4,
 		       s->client_prefix.v6);
 	if (s->max_connection_rate)
 		printf(" max_connection_rate=%" PRIu32 "/s", s->max_connection_rate);

@@ -116,6 +116,22 @@ check(r.returncode == 0 and
       re.search(r"^\s+d\s.*  backup$", r.stdout, re.M),
       f"check shows the health exchange, the source, the caps, the rate and the backups: {r.stdout}")
 
+# max_connections_per_client's client_prefix said beside it, in parentheses as
+# (abort_on_close) is: said bare, "per client prefix: IPv4 /24, IPv6 /128" ran into the
+# next key ("... IPv6 /128 max_connection_rate=300/s")
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+            "    max_connections_per_client: 2\n    client_prefix: {ipv4: 24}\n"
+            "    max_connection_rate: 300\n"
+            "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+r = run("check", "-c", f.name)
+os.unlink(f.name)
+limits = re.search(r"^  limits +(.*)$", r.stdout, re.M)
+check(r.returncode == 0 and limits and limits.group(1) ==
+      "max_connections=10000 connect_retries=2 max_connections_per_client=2 "
+      "(per client prefix: IPv4 /24, IPv6 /128) max_connection_rate=300/s",
+      f"check shows client_prefix beside max_connections_per_client: {limits and limits.group(0)}")
+
 # --- broken configs: exit 1, one line FILE:LINE:COL: error: ..., nothing on stdout ---
 with open(DEMO) as f:
     demo = f.read()
