@@ -408,13 +408,15 @@ def idle_timeout_is_never_early():
 
 
 def slow_reader_is_not_idle():
-    """A client that reads a long response slowly (32 KiB every 0.1 s) is not idle, on buffers
+    """A client that reads a long response slowly (16 KiB every 0.1 s) is not idle, on buffers
     and through splice: hashlb's socket to it, full, takes no byte for seconds (its kernel
     wakes a writer only once a third of its send buffer is free), but the client acknowledges
     bytes all along. Before, it was closed at the idle timeout as if silent: the backend reset,
     the client sent a FIN after the 4 MB its sockets held, a 200 MiB download cut short as if
     complete, even for a reader taking 320 KB/s with idle: 2s. A client that stops reading (zero window) is
-    still closed at the idle timeout."""
+    still closed at the idle timeout. idle: 4s, so that the reader, a Python thread, may stall
+    for a second on a loaded machine (the scan notes a quiet connection's bytes at 2-3 s, and
+    any byte taken before 4-5 s is progress) and still read at its pace."""
 
     def one(args, tag):
         ends = []  # per backend connection, in accept order: how its stream ended
@@ -431,7 +433,7 @@ def slow_reader_is_not_idle():
                 ends[i] = type(e).__name__
 
         addr, stop_be = raw_backend(stream)
-        lb = Hashlb(config([("s", addr)], extra="timeouts:\n  idle: 2s\nlog_connections: true"),
+        lb = Hashlb(config([("s", addr)], extra="timeouts:\n  idle: 4s\nlog_connections: true"),
                     args=args, fname=f"slow-{tag}.yaml")
         socks = []
         for n in (1, 2):
@@ -444,9 +446,9 @@ def slow_reader_is_not_idle():
         slow, stopped = socks
         t0 = time.monotonic()
         got = 0
-        while time.monotonic() - t0 < 6:  # three idle timeouts
+        while time.monotonic() - t0 < 9:  # past two idle timeouts
             try:
-                d = slow.recv(1 << 15)
+                d = slow.recv(1 << 14)
             except OSError as e:
                 d = repr(e).encode()
             if not check(len(d) and d.strip(b"r") == b"",
@@ -459,7 +461,7 @@ def slow_reader_is_not_idle():
         check(wait_until(lambda: ends[1] is not None, 30) and ends[1] == "ConnectionResetError",
               f"{tag}: the client that stopped reading is closed at the idle timeout, its "
               f"backend reset: {ends[1]}")
-        check_idle_logged(lb, "%s:%d" % stopped.getsockname()[:2], 2000)
+        check_idle_logged(lb, "%s:%d" % stopped.getsockname()[:2], 4000)
         for s in socks:
             s.close()
         lb.stop()
