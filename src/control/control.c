@@ -14,17 +14,13 @@ static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const
 static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
 			const char *fmt, ...)
 {
-	char buf[HLB_LOG_LINE_MAX], *kv;
 	va_list ap;
 
 	if (!ctl->log)
 		return;
 	va_start(ap, fmt);
-	kv = hlb_log_vpairs(buf, sizeof(buf), fmt, ap); /* whole: a config path is long */
+	hlb_log_vto(ctl->log, ctl->log_arg, level, msg, fmt, ap);
 	va_end(ap);
-	ctl->log(ctl->log_arg, level, msg, kv);
-	if (kv != buf)
-		free(kv);
 }
 
 /* ---- the admin endpoint's refusals, logged ----------------------------- */

@@ -58,17 +58,13 @@ static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *m
 static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *msg, const char *fmt,
 		     ...)
 {
-	char buf[HLB_LOG_LINE_MAX], *kv;
 	va_list ap;
 
 	if (!p->env.log)
 		return;
 	va_start(ap, fmt);
-	kv = hlb_log_vpairs(buf, sizeof(buf), fmt, ap); /* whole, however long */
+	hlb_log_vto(p->env.log, p->env.arg, level, msg, fmt, ap);
 	va_end(ap);
-	p->env.log(p->env.arg, level, msg, kv);
-	if (kv != buf)
-		free(kv);
 }
 
 /* ---- backends ---- */

@@ -214,7 +214,8 @@ static const char *last_pair_end(const char *p, size_t n, const char *limit)
  * make it no logfmt. Returns its length.
  */
 static size_t format_line(char *line, size_t size, const char *ts, long ms,
-			  enum hlb_log_level level, const char *msg, const char *fmt, va_list ap)
+			  enum hlb_log_level level, const char *msg, const char *fmt, va_list ap,
+			  size_t *ret_need)
 {
 	char qbuf[512];
 	size_t start;
@@ -233,6 +234,8 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 		if (m > 0 && start + (size_t)m <= size - 1) {
 			n = start + m;
 		} else if (m > 0 && size > sizeof(CUT_MARK) + start) {
+			if (ret_need) /* the line whole, its '\n' and vsnprintf's NUL */
+				*ret_need = start + (size_t)m + 2;
 			/* cut: what vsnprintf wrote ends at size - 1 (its NUL) */
 			const char *end = last_pair_end(line + start, size - 1 - start,
 							line + size - sizeof(CUT_MARK));
@@ -354,43 +357,35 @@ static bool out_lock_within(void)
 	return pthread_mutex_timedlock(&out_lock, &t) == 0;
 }
 
-/* The bytes a line of <msg> and the pairs of <fmt> takes, its '\n' and a NUL included. */
-static size_t line_size(const char *msg, const char *fmt, va_list ap)
-{
-	char qbuf[512];
-	int m = fmt ? vsnprintf(NULL, 0, fmt, ap) : 0;
-
-	return sizeof("ts=2026-11-30T17:00:00.123Z level=debug msg= \n") +
-	       strlen(hlb_log_quote(msg, qbuf, sizeof(qbuf))) + (m > 0 ? (size_t)m : 0);
-}
-
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
-	char stack[HLB_LOG_LINE_MAX], ts[24], *line = stack;
-	size_t size = sizeof(stack), n, written;
+	char stack[HLB_LOG_LINE_MAX], ts[24], *line = stack, *big;
+	size_t n, need = 0, written;
 	struct timespec now;
+	long ms;
 	va_list ap;
 
 	if (level < min_level)
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
 	format_ts(now.tv_sec, ts, sizeof(ts));
+	ms = now.tv_nsec / 1000000;
 	va_start(ap, fmt);
-	n = line_size(msg, fmt, ap);
+	n = format_line(line, sizeof(stack), ts, ms, level, msg, fmt, ap, &need);
 	va_end(ap);
-	/* not the data plane's hot path (hlb_logbuf_printf()): a long line is logged whole */
-	if (n > size && (line = malloc(n)))
-		size = n;
-	else if (!line)
-		line = stack;
-	va_start(ap, fmt);
-	n = format_line(line, size, ts, now.tv_nsec / 1000000, level, msg, fmt, ap);
-	va_end(ap);
+	/* not the data plane's hot path (hlb_logbuf_printf()): a long line is formatted again,
+	 * whole, in memory of its own; short of it, the line cut stands */
+	if (need && (big = malloc(need))) {
+		line = big;
+		va_start(ap, fmt);
+		n = format_line(line, need, ts, ms, level, msg, fmt, ap, NULL);
+		va_end(ap);
+	}
 	if (held) { /* this thread's buffer left a line unfinished: end it first */
 		finish_line(held);
 	} else if (!out_lock_within()) {
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-		return;
+		goto out;
 	}
 	written = write_bounded(STDERR_FILENO, fd_nowait(STDERR_FILENO), line, n,
 				atomic_load_explicit(&stalled, memory_order_relaxed) ? 0
@@ -404,6 +399,7 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 		out_release(held);
 	else
 		pthread_mutex_unlock(&out_lock);
+out:
 	if (line != stack)
 		free(line);
 }
@@ -433,6 +429,16 @@ char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap)
 			memcpy(end, CUT_MARK, sizeof(CUT_MARK));
 	}
 	return buf;
+}
+
+void hlb_log_vto(hlb_log_sink_fn sink, void *arg, enum hlb_log_level level, const char *msg,
+		 const char *fmt, va_list ap)
+{
+	char buf[HLB_LOG_LINE_MAX], *kv = hlb_log_vpairs(buf, sizeof(buf), fmt, ap);
+
+	sink(arg, level, msg, kv);
+	if (kv != buf)
+		free(kv);
 }
 
 /* ---- buffered, for the data plane ---------------------------------------- */
@@ -498,7 +504,7 @@ void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const ch
 	}
 	va_start(ap, fmt);
 	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, lb->ts, now.tv_nsec / 1000000,
-				level, msg, fmt, ap);
+				level, msg, fmt, ap, NULL);
 	va_end(ap);
 }
 

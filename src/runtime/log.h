@@ -60,6 +60,13 @@ const char *hlb_log_quote(const char *s, char *buf, size_t size);
  */
 char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap);
 
+/* A line's sink: the control plane's and the pool's log callbacks (<kv>: the pairs). */
+typedef void (*hlb_log_sink_fn)(void *arg, enum hlb_log_level level, const char *msg,
+				const char *kv);
+/* <msg> and the pairs of <fmt>, whole (hlb_log_vpairs()), to <sink>. */
+void hlb_log_vto(hlb_log_sink_fn sink, void *arg, enum hlb_log_level level, const char *msg,
+		 const char *fmt, va_list ap);
+
 /*
  * The key=value pairs of an error in config file <path>, into <buf>:
  * config=PATH line=N column=N err=MSG, without line and column when the
