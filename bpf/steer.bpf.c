@@ -355,19 +355,28 @@ static __always_inline struct hlb_steer_backend *kept_backend(__u64 e)
 	return NULL;
 }
 
-/* An established flow's packet, to the backend its conntrack entry names. */
-static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, struct ethhdr *eth,
-						 const struct hlb_steer_backend *be, __u64 len,
-						 __u32 *ret_ifindex)
+/* The packet, counted, to backend <be>: what every forwarded packet ends with. */
+static __always_inline enum verdict forward(struct hlb_steer_stats *st, struct ethhdr *eth,
+					    const struct hlb_steer_backend *be, __u64 len,
+					    __u32 *ret_ifindex)
 {
 	if (st) {
-		st->ct_hits++;
 		st->packets++;
 		st->bytes += len;
 	}
 	set_macs(eth, be);
 	*ret_ifindex = be->ifindex;
 	return V_FORWARD;
+}
+
+/* An established flow's packet, to the backend its conntrack entry names. */
+static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, struct ethhdr *eth,
+						 const struct hlb_steer_backend *be, __u64 len,
+						 __u32 *ret_ifindex)
+{
+	if (st)
+		st->ct_hits++;
+	return forward(st, eth, be, len, ret_ifindex);
 }
 
 /*
@@ -582,15 +591,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (tcp->rst && !resched) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
 
-		if (st) {
-			st->packets++;
-			st->bytes += len;
-		}
 		if (st2)
 			st2->rst_untracked++;
-		set_macs(eth, be);
-		*ret_ifindex = be->ifindex;
-		return V_FORWARD;
+		return forward(st, eth, be, len, ret_ifindex);
 	}
 
 	/*
@@ -630,8 +633,6 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		st->new_flows++;
 		st->ct_resched += resched;
 		st->ct_evicted += evicted;
-		st->packets++;
-		st->bytes += len;
 	}
 	/* Past the handshake with no entry: the flow's entry was evicted while
 	 * it lived (docs/steering.md, sizing). A SYN is a new flow. */
@@ -641,9 +642,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		if (st2)
 			st2->ct_lost++;
 	}
-	set_macs(eth, be);
-	*ret_ifindex = be->ifindex;
-	return V_FORWARD;
+	return forward(st, eth, be, len, ret_ifindex);
 }
 
 SEC("xdp")
