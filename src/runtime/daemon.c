@@ -64,6 +64,9 @@ struct upgrade {
 	char in[32];
 	size_t in_len;
 	bool reloaded; /* a reload here since it started: it reloads too once ready */
+	/* the ports of the sockets handed to it: it holds them, so a reload here that
+	 * re-adds an address it removed meanwhile finds them taken, by this service */
+	uint64_t ports[65536 / 64];
 };
 
 #define UPGRADE_TIMEOUT_MS 60000
@@ -451,6 +454,15 @@ static bool own_port(const struct hlb_daemon *d, const struct sockaddr *addr)
 	return false;
 }
 
+/* Whether <addr>'s port is one of those an upgrade in place under way was handed (a
+ * reload re-adding an address it removed since: the new process still holds the socket). */
+static bool handed_port(const struct hlb_daemon *d, const struct sockaddr *addr)
+{
+	uint16_t port = hashlb_addr_port((const struct sockaddr_storage *)addr);
+
+	return d->up.pid && d->up.ports[port / 64] >> (port % 64) & 1;
+}
+
 void hlb_daemon_listen_begin(struct hlb_daemon *d)
 {
 	d->in_txn = true;
@@ -487,7 +499,7 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	 * on purpose, nor on a port one of our own listeners holds (a service
 	 * moving from 127.0.0.1:P to 0.0.0.0:P). */
 	if (d->running && hashlb_addr_port((const struct sockaddr_storage *)addr) &&
-	    !own_port(d, addr)) {
+	    !own_port(d, addr) && !handed_port(d, addr)) {
 		r = hlb_listener_probe(d->proxy, addr, addr_len);
 		if (r < 0) {
 			char where[HASHLB_ADDR_STRLEN];
@@ -1680,6 +1692,17 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	/* the answer GET /sockets would give, with every listening socket, the
 	 * service manager's too (it does not start this child) */
 	n = listen_fds(d, true, fds, addrs, sizeof(addrs) / sizeof(addrs[0]));
+	memset(up->ports, 0, sizeof(up->ports));
+	for (uint32_t i = 0; i < n; i++) {
+		struct sockaddr_storage a;
+		socklen_t alen = sizeof(a);
+
+		if (getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0) {
+			uint16_t port = hashlb_addr_port(&a);
+
+			up->ports[port / 64] |= 1ULL << (port % 64);
+		}
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs) < 0)
 		rs[0] = rs[1] = -1; /* no resync: the health as it is now only */
 	f = open_memstream(&text, &text_len);

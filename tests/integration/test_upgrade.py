@@ -914,6 +914,44 @@ def reload_moving_the_address_during_an_upgrade_resets_no_one():
         kill(new_pid)
 
 
+def reload_re_adding_a_service_during_an_upgrade():
+    """During one upgrade in place, a reload that removes a service and a next one that adds
+    it back: the new process, still starting, holds the socket handed over for it, so the
+    port is taken, by this service's own socket. The second reload used to be refused
+    ("cannot listen on 127.0.0.1:P: ... another process listens there"), though the new
+    process, once ready, served the address as the config says."""
+    exe = tmppath("hashlb-readd")
+    install(HASHLB, exe)
+    gate = tmppath("readd-open")
+    port = free_port()
+    admin = admin_addr()
+    base = config(BACKENDS[:1], admin=admin, listen=f"127.0.0.1:{port}")
+    u_addr = ("127.0.0.1", free_port())
+    second = (f"  - name: u\n    listen: 127.0.0.1:{u_addr[1]}\n    backends:\n"
+              f"      - name: b\n        address: {BACKENDS[1][1]}\n")
+    lb = Lb(base + second, fname="readd.yaml", binary=exe)
+    new_pid = None
+    try:
+        held_until(exe, gate)
+        lb.proc.send_signal(signal.SIGUSR2)
+        new_pid = upgrade_started(lb)
+        check(new_pid, "the upgrade is under way")
+        lb.rewrite(base)
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"a reload removing u: {rc} {so}{se}")
+        lb.rewrite(base + second)
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"a reload adding u back, while the new process holds its socket: "
+              f"{rc} {so}{se}")
+        open(gate, "w").close()
+        rc = exit_status(lb.proc, 30)
+        check(rc == 0, f"the old one handed over and exited 0 ({rc})")
+        check(lb.wait(lambda: lb.status()["pid"] == new_pid) is not None and
+              who(u_addr, client_ip(9)) == "b", "the new process serves u")
+    finally:
+        kill(new_pid)
+
+
 def reload_sent_to_the_old_process_after_an_upgrade():
     """SIGHUP to the process that was the service's before an upgrade in place, while it
     still drains (a pid saved before the upgrade, a service manager that had not yet taken
@@ -1604,6 +1642,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_moving_the_address_during_an_upgrade_resets_no_one,
+           reload_re_adding_a_service_during_an_upgrade,
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
            close_does_not_stall_the_new_process, close_reaches_two_processes_back,
