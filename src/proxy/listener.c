@@ -23,7 +23,7 @@
 
 static void listener_free(struct hlb_listener *l)
 {
-	for (uint32_t i = 0; i < l->n_workers; i++)
+	for (uint32_t i = 0; i < l->n_fds; i++)
 		if (l->fds[i] >= 0)
 			close(l->fds[i]);
 	hlb_service_unref(atomic_load_explicit(&l->svc, memory_order_relaxed));
@@ -587,7 +587,7 @@ static struct hlb_listener *listener_on_taken(struct hlb_proxy *p, struct inheri
 	}
 	atomic_init(&l->refs, 1);
 	atomic_init(&l->svc, hlb_service_ref(svc));
-	l->n_workers = p->n_workers;
+	l->n_workers = l->n_fds = p->n_workers;
 	l->addr = l->bound = in->addr;
 	l->addr_len = in->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 						     : sizeof(struct sockaddr_in);
@@ -653,7 +653,7 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 
 	if (l->inherited && !inherited)
 		return 0; /* the service manager passes it to the next process itself */
-	for (uint32_t i = 0; i < l->n_workers && n < max; i++) {
+	for (uint32_t i = 0; i < l->n_fds && n < max; i++) {
 		int fd = __atomic_load_n(&l->fds[i], __ATOMIC_ACQUIRE);
 
 		if (fd >= 0)
@@ -684,6 +684,31 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 	return r;
 }
 
+/*
+ * The sockets taken over for <addr> beyond one per worker (the old hashlb had more workers):
+ * <l> keeps them too, its workers accepting on them in turn. The kernel hashes clients onto
+ * each (SO_REUSEPORT) until its last copy closes, the old process's or ours, and those it
+ * queued on it at that instant, or whose handshake was under way there, would be reset
+ * (unless net.ipv4.tcp_migrate_req=1): kept, they never are. Before the listener starts.
+ */
+static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct sockaddr *addr,
+		       const char *name)
+{
+	struct inherited *t;
+	int *fds;
+
+	while ((t = taken_for(p, addr, name))) {
+		fds = realloc(l->fds, sizeof(*l->fds) * (l->n_fds + 1));
+		if (!fds)
+			return; /* hlb_proxy_release_taken() serves what waits there */
+		l->fds = fds;
+		l->fds[l->n_fds++] = t->fd;
+		t->fd = -1;
+		t->used = true;
+		l->n_taken++;
+	}
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err)
@@ -705,7 +730,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	}
 	atomic_init(&l->refs, 1);
 	atomic_init(&l->svc, hlb_service_ref(svc));
-	l->n_workers = p->n_workers;
+	l->n_workers = l->n_fds = p->n_workers;
 	memcpy(&l->addr, addr, addr_len);
 	l->addr_len = addr_len;
 	for (uint32_t i = 0; i < p->n_workers; i++)
@@ -757,6 +782,8 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		if (i == 0)
 			getsockname(fd, (struct sockaddr *)&l->bound, &len);
 	}
+	if (!in)
+		take_extra(p, l, addr, name);
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;

@@ -147,7 +147,8 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
  * socket they come with SCM_RIGHTS; over TCP each line names the process
  * and descriptor, copied with pidfd_getfd(2)). Called before
  * any listener opens: hlb_listener_open() on their address then uses them,
- * one per worker, binding more if this process has more workers. The same
+ * one per worker, binding more if this process has more workers, keeping
+ * the rest if it has fewer (its workers accept on them in turn). The same
  * sockets go on listening in this process when the old one stops, so not
  * even a connection in their accept queues is lost, whatever
  * net.ipv4.tcp_migrate_req says. An old process slow to answer (its
@@ -177,8 +178,8 @@ bool hlb_proxy_old_running(const struct hlb_proxy *p);
 /* That process has exited: the workers look at the sockets' queues a last time. */
 void hlb_proxy_old_gone(struct hlb_proxy *p);
 /* Close the sockets taken over that no listener uses (a service the old one had and this one
- * lacks, the old one had more workers, or a reload of the old one moved the address while this
- * one started); returns how many. The old one may have closed its copy already: for each whose
+ * lacks, or a reload of the old one moved the address while this one started); returns how
+ * many. The old one may have closed its copy already: for each whose
  * service <find>(<arg>, NAME) returns (NULL: none), the workers first serve the clients queued
  * there, as a reload that moves an address does; how many such in <ret_served>. */
 uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,

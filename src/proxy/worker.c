@@ -225,7 +225,7 @@ static void wlistener_drop(struct worker *w, struct wlistener *wl)
 	atomic_fetch_sub_explicit(&w->proxy->n_wlisteners, 1, memory_order_relaxed);
 	/* -1 before the close: the control thread reads fds[] to hand the
 	 * sockets over (hlb_listener_fds()), and must not pass on a closed one */
-	__atomic_store_n(&wl->l->fds[w->id], -1, __ATOMIC_RELEASE);
+	__atomic_store_n(&wl->l->fds[wl->idx], -1, __ATOMIC_RELEASE);
 	close(wl->fd);
 	hlb_listener_unref(wl->l);
 	free(wl);
@@ -398,32 +398,42 @@ static void worker_commands(struct worker *w)
 		next = cmd->next;
 		switch (cmd->type) {
 		case CMD_ADD:
-			wl = aligned_alloc(16, sizeof(*wl));
-			if (!wl || w->draining) {
-				/* cannot serve it: give its socket and reference back */
-				free(wl);
-				fd = cmd->l->fds[w->id];
-				__atomic_store_n(&cmd->l->fds[w->id], -1, __ATOMIC_RELEASE);
-				close(fd);
-				hlb_listener_unref(cmd->l);
-				break;
+			/* its socket, and any extra one it holds in turn (a reference each:
+			 * the command's for the first) */
+			for (uint32_t i = w->id; i < cmd->l->n_fds; i += cmd->l->n_workers) {
+				if (i != w->id)
+					atomic_fetch_add(&cmd->l->refs, 1);
+				wl = aligned_alloc(16, sizeof(*wl));
+				if (!wl || w->draining) {
+					/* cannot serve it: give its socket and reference back */
+					free(wl);
+					fd = cmd->l->fds[i];
+					__atomic_store_n(&cmd->l->fds[i], -1, __ATOMIC_RELEASE);
+					close(fd);
+					hlb_listener_unref(cmd->l);
+					continue;
+				}
+				*wl = (struct wlistener){ .l = cmd->l,
+							  .fd = cmd->l->fds[i],
+							  .idx = i };
+				wl->next = w->listeners;
+				w->listeners = wl;
+				w->n_listeners++;
+				atomic_fetch_add_explicit(&w->proxy->n_wlisteners, 1,
+							  memory_order_relaxed);
+				accept_arm(w, wl);
 			}
-			*wl = (struct wlistener){ .l = cmd->l, .fd = cmd->l->fds[w->id] };
-			wl->next = w->listeners;
-			w->listeners = wl;
-			w->n_listeners++;
-			atomic_fetch_add_explicit(&w->proxy->n_wlisteners, 1, memory_order_relaxed);
-			accept_arm(w, wl);
 			break;
 		case CMD_REMOVE:
-			for (wl = w->listeners; wl; wl = wl->next)
+			for (wl = w->listeners; wl; wl = wnext) {
+				wnext = wl->next;
 				if (wl->l == cmd->l) {
 					/* a stop leaves its backlog (an upgrade's
 					 * new process serves it) */
 					wl->removed = !w->draining && !wl->closing;
 					wlistener_close(w, wl);
-					break;
 				}
+			}
 			hlb_listener_unref(cmd->l);
 			break;
 		case CMD_DRAIN:
@@ -1165,10 +1175,12 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		for (cmd = w->cmd_head; cmd; cmd = next) {
 			next = cmd->next;
 			if (cmd->l) {
-				if (cmd->type == CMD_ADD && cmd->l->fds[i] >= 0) {
-					close(cmd->l->fds[i]);
-					cmd->l->fds[i] = -1;
-				}
+				for (uint32_t j = i; cmd->type == CMD_ADD && j < cmd->l->n_fds;
+				     j += cmd->l->n_workers)
+					if (cmd->l->fds[j] >= 0) {
+						close(cmd->l->fds[j]);
+						cmd->l->fds[j] = -1;
+					}
 				hlb_listener_unref(cmd->l);
 			}
 			free(cmd);

@@ -73,7 +73,10 @@ struct hlb_listener {
 	char handover_name[64 + HLB_SERVICE_NAME_SIZE]; /* hlb_listener_handover_name() */
 	char *name;
 	_Atomic(struct hlb_service *) svc; /* one reference */
-	int *fds; /* one per worker; -1 once that worker closed it */
+	/* n_workers, then the extra sockets a hashlb of more workers handed over: worker
+	 * i % n_workers accepts on fds[i]; -1 once that worker closed it */
+	int *fds;
+	uint32_t n_fds;
 };
 
 void hlb_listener_unref(struct hlb_listener *l);
@@ -83,6 +86,7 @@ struct wlistener {
 	struct wlistener *next;
 	struct hlb_listener *l; /* one reference */
 	int fd;
+	uint32_t idx; /* fd is l->fds[idx] */
 	bool armed; /* an accept is in flight (multishot, or one at a time: max_connection_rate) */
 	bool multishot; /* that accept is multishot */
 	bool cancelled; /* it is being cancelled: its -ECANCELED is ours */

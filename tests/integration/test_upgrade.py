@@ -914,6 +914,89 @@ def reload_moving_the_address_during_an_upgrade_resets_no_one():
         kill(new_pid)
 
 
+class Bursts:
+    """A thread opening <width> connections at once (non-blocking, from as many client
+    addresses), reading each one's greeting, then the next <width>, until stopped (or 120 s):
+    many clients in the accept queues at any instant. .n connections, .reset those that got
+    no greeting (closed or reset)."""
+
+    def __init__(self, width=64):
+        self.n, self.reset, self.width = 0, 0, width
+        self.stop_at = time.time() + 120
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        k = 0
+        while time.time() < self.stop_at:
+            socks = []
+            for _ in range(self.width):
+                s = socket.socket()
+                s.bind((client_ip(k % 200), 0))
+                s.setblocking(False)
+                s.connect_ex(LISTEN)
+                socks.append(s)
+                k += 1
+            got = greetings(socks)
+            self.reset += sum(g not in (b"a\n", b"b\n", b"c\n") for g in got) + \
+                len(socks) - len(got)
+            self.n += len(socks)
+            for s in socks:
+                s.close()
+
+    def wait_for(self, n, timeout=30):
+        wait_until(lambda: self.n >= n, timeout)
+
+    def stop(self):
+        self.stop_at = 0
+        self.thread.join()
+
+
+def fewer_workers_after_an_upgrade_reset_no_one():
+    """Upgrades in place to fewer workers (3 to 1, the config's workers: changed before
+    SIGUSR2), and back: the new process takes one of the old one's 3 sockets per address for
+    its worker, and the kernel goes on hashing new clients (SO_REUSEPORT) onto the other 2 for
+    as long as any process holds them. Under many clients connecting at once through each
+    upgrade and after it, until the old process has exited, none is reset."""
+    migrate_req(0)
+    exe = tmppath("hashlb-fewer")
+    install(HASHLB, exe)
+    listen = f"{LISTEN[0]}:{LISTEN[1]}"
+    old = Hashlb(plain_config(BACKENDS, listen=listen, workers=3), fname="fewer.yaml",
+                 binary=exe)
+    pids = []
+    bursts = None
+    try:
+        socks = listen_inodes(old.proc.pid)
+        check(len(socks) == 3, "the old hashlb listens on 3 sockets")
+        bursts = Bursts()
+        proc = old.proc
+        for k, workers in enumerate((1, 3) * 4 + (1,), 1):
+            bursts.wait_for(bursts.n + 64)
+            with open(old.path, "w") as f:
+                f.write(plain_config(BACKENDS, listen=listen, workers=workers))
+            proc.send_signal(signal.SIGUSR2)
+            new_pid = handed_over(old, k)
+            check(new_pid, f"upgrade {k} to {workers} worker(s): the new process took over")
+            if not new_pid:
+                break
+            pids.append(new_pid)
+            rc = exit_status(proc, 30)
+            check(rc == 0, f"upgrade {k}: the old hashlb drained and exited 0 ({rc})")
+            # the same 3 sockets throughout: none closed while the kernel queued on it
+            check(listen_inodes(new_pid) == socks,
+                  f"upgrade {k}: the new process listens on the 3 sockets, with {workers} "
+                  f"worker(s): {listen_inodes(new_pid)} {socks}")
+            proc = NotOurChild(new_pid)
+        bursts.wait_for(bursts.n + 64)
+        bursts.stop()
+        check(bursts.reset == 0, f"no client reset: {bursts.reset} of {bursts.n}")
+    finally:
+        if bursts:
+            bursts.stop()
+        kill(*pids)
+
+
 def reload_re_adding_a_service_during_an_upgrade():
     """During one upgrade in place, a reload that removes a service and a next one that adds
     it back: the new process, still starting, holds the socket handed over for it, so the
@@ -1642,6 +1725,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_moving_the_address_during_an_upgrade_resets_no_one,
+           fewer_workers_after_an_upgrade_reset_no_one,
            reload_re_adding_a_service_during_an_upgrade,
            reload_sent_to_the_old_process_after_an_upgrade,
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
