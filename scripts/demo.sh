@@ -46,14 +46,20 @@ for b in a:18081 b:18082 c:18083; do
 	pids+=($!)
 	backend_pid[$name]=$!
 done
+# the backends first: hashlb checks them as it starts, and one not listening yet
+# would show in its log as a failed check
+for _ in $(seq 100); do
+	ready=$(cat "$work"/?.out 2>/dev/null | grep -c '^ready' || true)
+	[ "$ready" -eq 3 ] && break
+	sleep 0.1
+done
 # --admin off: the demo needs no admin endpoint, and its port may be taken
 "$hashlb" run -c "$config" --admin off 2>"$work/hashlb.log" &
 pids+=($!)
 hashlb_pid=$!
 
 for _ in $(seq 100); do
-	ready=$(cat "$work"/?.out 2>/dev/null | grep -c '^ready' || true)
-	if [ "$ready" -eq 3 ] && grep -q 'msg=started' "$work/hashlb.log"; then
+	if grep -q 'msg=started' "$work/hashlb.log"; then
 		break
 	fi
 	if ! kill -0 "$hashlb_pid" 2>/dev/null; then
