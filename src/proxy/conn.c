@@ -124,14 +124,6 @@ void conn_cache_free(struct worker *w)
 	w->free_conns = NULL;
 }
 
-/* SO_LINGER 0: the close of <fd> sends RST, not FIN. */
-static void sock_reset_on_close(int fd)
-{
-	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
-
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_linger, sizeof(abort_linger));
-}
-
 /*
  * Why socket <fd>, found gone (its address or a read of it failed), is gone:
  * the error its peer's reset left on it (ECONNRESET, EPIPE after a FIN), as

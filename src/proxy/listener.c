@@ -32,6 +32,37 @@ static void listener_free(struct hlb_listener *l)
 	free(l);
 }
 
+/*
+ * A listener of <svc> named <name> on <addr>, a socket per worker to open (-1 each), with a
+ * reference to <svc>; NULL out of memory.
+ */
+static struct hlb_listener *listener_new(struct hlb_proxy *p, const struct sockaddr *addr,
+					 socklen_t addr_len, const char *name,
+					 struct hlb_service *svc)
+{
+	struct hlb_listener *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->fds = malloc(sizeof(*l->fds) * p->n_workers);
+	l->name = strdup(name);
+	if (!l->fds || !l->name) {
+		free(l->fds);
+		free(l->name);
+		free(l);
+		return NULL;
+	}
+	atomic_init(&l->refs, 1);
+	atomic_init(&l->svc, hlb_service_ref(svc));
+	l->n_workers = l->n_fds = p->n_workers;
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		l->fds[i] = -1;
+	memcpy(&l->addr, addr, addr_len);
+	memcpy(&l->bound, addr, addr_len);
+	l->addr_len = addr_len;
+	return l;
+}
+
 void hlb_listener_unref(struct hlb_listener *l)
 {
 	if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
@@ -573,39 +604,23 @@ void hlb_proxy_old_gone(struct hlb_proxy *p)
 static struct hlb_listener *listener_on_taken(struct hlb_proxy *p, struct inherited *in,
 					      struct hlb_service *svc)
 {
-	struct hlb_listener *l = calloc(1, sizeof(*l));
+	socklen_t len = in->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						       : sizeof(struct sockaddr_in);
+	struct hlb_listener *l =
+		listener_new(p, (const struct sockaddr *)&in->addr, len, svc->name, svc);
 
 	if (!l)
 		return NULL;
-	l->fds = malloc(sizeof(*l->fds) * p->n_workers);
-	l->name = strdup(svc->name);
-	if (!l->fds || !l->name) {
-		free(l->fds);
-		free(l->name);
-		free(l);
-		return NULL;
-	}
-	atomic_init(&l->refs, 1);
-	atomic_init(&l->svc, hlb_service_ref(svc));
-	l->n_workers = l->n_fds = p->n_workers;
-	l->addr = l->bound = in->addr;
-	l->addr_len = in->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						     : sizeof(struct sockaddr_in);
 	l->n_taken = 1;
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
-	l->fds[0] = in->fd;
 	for (uint32_t i = 1; i < p->n_workers; i++) {
 		l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
 		if (l->fds[i] < 0) {
-			while (--i > 0)
-				close(l->fds[i]);
-			hlb_service_unref(svc);
-			free(l->fds);
-			free(l->name);
-			free(l);
+			listener_free(l); /* the copies; <in> keeps its own */
 			return NULL;
 		}
 	}
+	l->fds[0] = in->fd;
 	in->fd = -1;
 	return l;
 }
@@ -717,25 +732,9 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	struct hlb_listener *l;
 	int fd, one = 1;
 
-	l = calloc(1, sizeof(*l));
+	l = listener_new(p, addr, addr_len, name, svc);
 	if (!l)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	l->fds = malloc(sizeof(*l->fds) * p->n_workers);
-	l->name = strdup(name);
-	if (!l->fds || !l->name) {
-		free(l->fds);
-		free(l->name);
-		free(l);
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
-	atomic_init(&l->refs, 1);
-	atomic_init(&l->svc, hlb_service_ref(svc));
-	l->n_workers = l->n_fds = p->n_workers;
-	memcpy(&l->addr, addr, addr_len);
-	l->addr_len = addr_len;
-	for (uint32_t i = 0; i < p->n_workers; i++)
-		l->fds[i] = -1;
-	memcpy(&l->bound, addr, addr_len);
 	if (in) {
 		/* every worker accepts on the one socket (a descriptor each, so
 		 * closing works as for our own); it outlives us in the manager */

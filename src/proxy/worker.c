@@ -209,6 +209,18 @@ static void wlistener_serve_backlog(struct worker *w, struct wlistener *wl)
 }
 
 /* The worker is done with <wl>: close its socket, drop its reference. */
+/* Close listener <l>'s socket <i>, one a worker never took (or gives back untaken): -1 first,
+ * as wlistener_drop() does. */
+static void listener_fd_close(struct hlb_listener *l, uint32_t i)
+{
+	int fd = l->fds[i];
+
+	if (fd < 0)
+		return;
+	__atomic_store_n(&l->fds[i], -1, __ATOMIC_RELEASE);
+	close(fd);
+}
+
 static void wlistener_drop(struct worker *w, struct wlistener *wl)
 {
 	struct wlistener **pp;
@@ -386,7 +398,6 @@ static void worker_commands(struct worker *w)
 {
 	struct cmd *cmd, *next;
 	struct wlistener *wl, *wnext;
-	int fd;
 
 	pthread_mutex_lock(&w->cmd_lock);
 	cmd = w->cmd_head;
@@ -407,9 +418,7 @@ static void worker_commands(struct worker *w)
 				if (!wl || w->draining) {
 					/* cannot serve it: give its socket and reference back */
 					free(wl);
-					fd = cmd->l->fds[i];
-					__atomic_store_n(&cmd->l->fds[i], -1, __ATOMIC_RELEASE);
-					close(fd);
+					listener_fd_close(cmd->l, i);
 					hlb_listener_unref(cmd->l);
 					continue;
 				}
@@ -693,7 +702,6 @@ static void busy_poll(struct worker *w, uint32_t us)
  */
 static void worker_fail(struct worker *w, int err)
 {
-	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
 	struct io_uring_cqe *cqe;
 	struct wlistener *wl;
 	uint64_t n = 0;
@@ -717,7 +725,7 @@ static void worker_fail(struct worker *w, int err)
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
 
 			if ((ud & OP_MASK) == OP_ACCEPT && cqe->res >= 0) {
-				setsockopt(cqe->res, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+				sock_reset_on_close(cqe->res);
 				close(cqe->res);
 				n++;
 			}
@@ -1177,10 +1185,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 			if (cmd->l) {
 				for (uint32_t j = i; cmd->type == CMD_ADD && j < cmd->l->n_fds;
 				     j += cmd->l->n_workers)
-					if (cmd->l->fds[j] >= 0) {
-						close(cmd->l->fds[j]);
-						cmd->l->fds[j] = -1;
-					}
+					listener_fd_close(cmd->l, j);
 				hlb_listener_unref(cmd->l);
 			}
 			free(cmd);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "idle.h"
@@ -384,6 +385,14 @@ struct hlb_proxy {
 	pthread_cond_t start_cond;
 	uint32_t n_ready;
 };
+
+/* SO_LINGER 0: the close of <fd> sends RST, not FIN. */
+static inline void sock_reset_on_close(int fd)
+{
+	static const struct linger abort_linger = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_linger, sizeof(abort_linger));
+}
 
 static inline uint64_t ud_make(void *p, enum op op)
 {
