@@ -23,6 +23,15 @@ static const struct cli_command commands[] = {
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* The command named <name>, or NULL. */
+static const struct cli_command *command_find(const char *name)
+{
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: hashlb COMMAND [OPTIONS...]\n"
@@ -38,7 +47,8 @@ static void usage(FILE *f)
 		   "  -h, --help     show this text\n"
 		   "  -V, --version  show the version\n"
 		   "\n"
-		   "Run 'hashlb COMMAND --help' for the options of a command.\n");
+		   "Run 'hashlb COMMAND --help' (or 'hashlb help COMMAND') for the options of\n"
+		   "a command.\n");
 }
 
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret)
@@ -137,6 +147,7 @@ int main(int argc, char **argv)
 	 * log lines (written whole by log.c) interleaved within a line.
 	 */
 	static char errbuf[16384];
+	const struct cli_command *cmd;
 	bool version;
 
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
@@ -144,6 +155,22 @@ int main(int argc, char **argv)
 		cli_error("no command given\n");
 		fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 		return 2;
+	}
+	if (strcmp(argv[1], "help") == 0 && argc >= 3) {
+		/* "hashlb help COMMAND": COMMAND's manual, as "hashlb COMMAND --help" */
+		char *help_argv[] = { argv[2], "--help", NULL };
+
+		cmd = command_find(argv[2]);
+		if (!cmd || argc > 3) {
+			if (cmd)
+				cli_error("unexpected argument '%s'\n", argv[3]);
+			else
+				cli_error("unknown command '%s'\n", argv[2]);
+			fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
+			return 2;
+		}
+		cli_set_command(cmd->name);
+		return command_status(cmd->name, cmd->run(2, help_argv));
 	}
 	version = strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0;
 	if (version || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
@@ -161,12 +188,10 @@ int main(int argc, char **argv)
 			usage(stdout);
 		return output_status(0);
 	}
-	for (size_t i = 0; i < N_COMMANDS; i++) {
-		if (strcmp(argv[1], commands[i].name) == 0) {
-			cli_set_command(commands[i].name);
-			return command_status(commands[i].name,
-					      commands[i].run(argc - 1, argv + 1));
-		}
+	cmd = command_find(argv[1]);
+	if (cmd) {
+		cli_set_command(cmd->name);
+		return command_status(cmd->name, cmd->run(argc - 1, argv + 1));
 	}
 	if (argv[1][0] == '-')
 		cli_error("unrecognized option '%s'\n", argv[1]);

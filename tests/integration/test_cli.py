@@ -515,11 +515,22 @@ for args, line in [((), "hashlb: no command given"),
                    (("--version", "x"), "hashlb: unexpected argument 'x'"),
                    (("-V", "x"), "hashlb: unexpected argument 'x'"),
                    (("--help", "x"), "hashlb: unexpected argument 'x'"),
-                   (("help", "lookup"), "hashlb: unexpected argument 'lookup'")]:
+                   (("help", "frobnicate"), "hashlb: unknown command 'frobnicate'"),
+                   (("help", "lookup", "x"), "hashlb: unexpected argument 'x'")]:
     p = run(*args, ok=False)
     want = f"{line}\nRun 'hashlb --help' for the commands.\n"
     check(p.returncode == 2 and p.stderr == want and p.stdout == "",
           f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+# "hashlb help COMMAND" is "hashlb COMMAND --help", for every command the commands list names
+# (it was refused: "unexpected argument 'lookup'")
+listed = re.findall(r"^  ([a-z]+) ", run("--help").stdout.split("Commands:\n")[1], re.M)
+check(len(listed) >= 6, f"hashlb --help lists {listed}: the pattern is out of date")
+for cmd in listed:
+    p, want = run("help", cmd, ok=False), run(cmd, "--help", ok=False)
+    check((p.returncode, p.stdout, p.stderr) == (want.returncode, want.stdout, want.stderr)
+          and p.returncode == 0 and p.stdout.startswith(f"NAME\n  hashlb {cmd} - "),
+          f"hashlb help {cmd}: exit {p.returncode}, stdout {p.stdout[:60]!r}, stderr "
+          f"{p.stderr!r}; hashlb {cmd} --help: exit {want.returncode}")
 # and each command's --help says so, with its own name
 for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
     p = run(cmd, "--help")
