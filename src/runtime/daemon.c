@@ -762,8 +762,15 @@ static void take_over(struct hlb_daemon *d)
 
 	from = hlb_log_quote(d->cfg->admin ? d->cfg->admin : "?", qf, sizeof(qf));
 	if (fd_env && atoi(fd_env) != UPGRADE_FD) {
+		/* the value whole, however long (the environment's are up to 128 KiB); short of
+		 * memory, cut to qv */
+		size_t qsize = HLB_LOG_QUOTED_MAX(strlen(fd_env));
+		char *q = malloc(qsize);
+
 		hlb_log(HLB_LOG_WARN, "HASHLB_UPGRADE_FD ignored: not set by a hashlb", "value=%s",
-			hlb_log_quote(fd_env, qv, sizeof(qv)));
+			q ? hlb_log_quote(fd_env, q, qsize)
+			  : hlb_log_quote(fd_env, qv, sizeof(qv)));
+		free(q);
 		unsetenv("HASHLB_UPGRADE_FD");
 		fd_env = NULL;
 	}
