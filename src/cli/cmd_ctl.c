@@ -640,13 +640,15 @@ static int bad_args(const struct ctl_command *c)
  * (printed): before the endpoint is looked for, as every usage error. The
  * names and values are the endpoint's to judge, but for clients' N: a count,
  * not a name of the running config, whose range (CTL_CLIENTS_MAX) is the
- * endpoint's "top" parameter's, which the user did not type.
+ * endpoint's "top" parameter's, which the user did not type. On 0, *<ret_top>
+ * is clients' N as parsed (0x hex too, as every number of the command line),
+ * 0 when not given.
  */
 static int ctl_check_usage(const char *cmd, char **args, int n, const char *service,
-			   const char *vip, const char *json)
+			   const char *vip, const char *json, uint64_t *ret_top)
 {
 	const struct ctl_command *c = NULL;
-	uint64_t v;
+	uint64_t v = 0;
 
 	for (size_t i = 0; i < sizeof(ctl_commands) / sizeof(ctl_commands[0]) && !c; i++)
 		if (!strcmp(cmd, ctl_commands[i].name))
@@ -685,6 +687,7 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 			  service);
 		return 2;
 	}
+	*ret_top = v;
 	return 0;
 }
 
@@ -708,7 +711,7 @@ int cmd_ctl(int argc, char **argv)
 	socklen_t len = 0;
 	char q[1024] = "";
 	bool json = false;
-	uint64_t v;
+	uint64_t v, top;
 	int c, n, ret = 0;
 
 	optind = 1;
@@ -785,7 +788,7 @@ int cmd_ctl(int argc, char **argv)
 	}
 	argc = n;
 	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? service_opt : NULL,
-			      vip ? "--vip" : NULL, json ? json_opt : NULL);
+			      vip ? "--vip" : NULL, json ? json_opt : NULL, &top);
 	if (ret)
 		return ret;
 	if (config && admin) {
@@ -841,12 +844,11 @@ int cmd_ctl(int argc, char **argv)
 		return ctl_request(&ss, len, "GET", "/table", q, json);
 	}
 	if (!strcmp(cmd, "clients")) {
-		char top[24];
+		char n_top[24];
 
-		/* as parsed (0x hex too, as every number of the command line) */
-		if (optind < argc && cli_parse_u64(argv[optind++], CTL_CLIENTS_MAX, &v) == 0) {
-			snprintf(top, sizeof(top), "%" PRIu64, v);
-			param(q, sizeof(q), "top", top);
+		if (top) {
+			snprintf(n_top, sizeof(n_top), "%" PRIu64, top);
+			param(q, sizeof(q), "top", n_top);
 		}
 		param(q, sizeof(q), "service", service);
 		return ctl_request(&ss, len, "GET", "/clients", q, json);
