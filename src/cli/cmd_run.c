@@ -225,7 +225,8 @@ static int run(int argc, char **argv, char *const *again)
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
 	const char *path = NULL, *admin = NULL;
-	bool pipes_given = false, pipe_size_given = false;
+	/* --splice-pipes and --pipe-size, once given: they size the splice pipes */
+	const char *pipe_opts[2] = { NULL, NULL };
 	struct sockaddr_storage admin_addr;
 	socklen_t admin_len = 0;
 	enum hlb_log_level level;
@@ -293,7 +294,7 @@ static int run(int argc, char **argv, char *const *again)
 			dopts.splice_after = (uint32_t)v;
 			break;
 		case 'p':
-			pipes_given = true;
+			pipe_opts[0] = "--splice-pipes";
 			if (cli_parse_u64(optarg, 8192, &v) < 0 || v == 0) {
 				cli_bad_value(name, optarg, "1..8192");
 				return 2;
@@ -301,7 +302,7 @@ static int run(int argc, char **argv, char *const *again)
 			dopts.splice_pipes = (uint32_t)v;
 			break;
 		case 'Z':
-			pipe_size_given = true;
+			pipe_opts[1] = "--pipe-size";
 			if (cli_parse_u64(optarg, 1u << 20, &v) < 0 || v < 4096) {
 				cli_bad_value(name, optarg, "4096..1048576");
 				return 2;
@@ -340,12 +341,11 @@ static int run(int argc, char **argv, char *const *again)
 		return 2;
 	/* Not a usage error, unlike elsewhere: a command line that ran before
 	 * (a unit file, an upgrade in place re-running it) must still start. */
-	if (pipes_given && dopts.splice_after == UINT32_MAX)
-		hlb_log(HLB_LOG_WARN, "option ignored: nothing is spliced with --splice-after off",
-			"option=--splice-pipes");
-	if (pipe_size_given && dopts.splice_after == UINT32_MAX)
-		hlb_log(HLB_LOG_WARN, "option ignored: nothing is spliced with --splice-after off",
-			"option=--pipe-size");
+	for (size_t i = 0; i < 2 && dopts.splice_after == UINT32_MAX; i++)
+		if (pipe_opts[i])
+			hlb_log(HLB_LOG_WARN,
+				"option ignored: nothing is spliced with --splice-after off",
+				"option=%s", pipe_opts[i]);
 	/* with --admin the file's admin address is not the one to check */
 	r = hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &cfg, &err);
 	if (r < 0) {
