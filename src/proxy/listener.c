@@ -681,9 +681,12 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 {
 	int fd, one = 1, zero = 0, r = 0;
 
+	/* a socket we hold (the service manager's, one taken over not yet used) where the bind
+	 * collides: ours, not another process's (not any of the port: 127.0.0.1:P is none of
+	 * 127.0.0.2:P's business) */
 	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (hashlb_addr_port(&p->inh[i].addr) ==
-		    hashlb_addr_port((const struct sockaddr_storage *)addr))
+		if (p->inh[i].fd >= 0 &&
+		    hashlb_listen_clash(&p->inh[i].addr, (const struct sockaddr_storage *)addr))
 			return 0;
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)

@@ -64,9 +64,11 @@ struct upgrade {
 	char in[32];
 	size_t in_len;
 	bool reloaded; /* a reload here since it started: it reloads too once ready */
-	/* the ports of the sockets handed to it: it holds them, so a reload here that
-	 * re-adds an address it removed meanwhile finds them taken, by this service */
-	uint64_t ports[65536 / 64];
+	/* the addresses of the sockets handed to it, sorted (addr_cmp()): it holds them, so a
+	 * reload here that re-adds an address it removed meanwhile finds them taken, by this
+	 * service; NULL if none, or short of memory */
+	struct sockaddr_storage *handed;
+	uint32_t n_handed;
 };
 
 #define UPGRADE_TIMEOUT_MS 60000
@@ -438,29 +440,119 @@ static struct dlistener *index_find(const struct listener_index *x, const struct
 	return NULL;
 }
 
-/* Whether one of our listeners is bound to <addr>'s port (any address). */
-static bool own_port(const struct hlb_daemon *d, const struct sockaddr *addr)
+/*
+ * The addresses a socket may be bound to (as getsockname() gives them) for a bind of <a>,
+ * not a wildcard, to collide with it (hashlb_listen_clash(): the kernel's rule, SO_REUSEPORT
+ * aside): <a>, the wildcards of its port that cover it and, for IPv4, both ways of writing
+ * each (a.b.c.d and [::ffff:a.b.c.d]). In <ret>; their count, -1 if <a> is a wildcard (it
+ * collides with every address of its port its family takes: look at each).
+ */
+static int clash_addrs(const struct sockaddr_storage *a, struct sockaddr_storage ret[5])
 {
-	uint16_t port = hashlb_addr_port((const struct sockaddr_storage *)addr);
-	socklen_t len;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	in_port_t port =
+		a->ss_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port : a6->sin6_port;
+	struct in_addr v4;
+	int n = 0;
 
-	if (d->index.slot)
-		return d->index.ports[port / 64] >> (port % 64) & 1;
+	if (hashlb_addr_is_any(a))
+		return -1;
+	memset(ret, 0, 5 * sizeof(*ret));
+	if (a->ss_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+		ret[n++] = *a;
+	} else {
+		if (a->ss_family == AF_INET)
+			v4 = ((const struct sockaddr_in *)a)->sin_addr;
+		else
+			memcpy(&v4, &a6->sin6_addr.s6_addr[12], 4);
+		for (int any = 0; any < 2; any++) {
+			struct sockaddr_in *s = (struct sockaddr_in *)&ret[n++];
+			struct sockaddr_in6 *m = (struct sockaddr_in6 *)&ret[n++];
+
+			s->sin_family = AF_INET;
+			s->sin_port = port;
+			s->sin_addr.s_addr = any ? INADDR_ANY : v4.s_addr;
+			m->sin6_family = AF_INET6;
+			m->sin6_port = port;
+			m->sin6_addr.s6_addr[10] = m->sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&m->sin6_addr.s6_addr[12], &s->sin_addr, 4);
+		}
+	}
+	/* [::]: hashlb's IPv6 listeners are dual-stack */
+	((struct sockaddr_in6 *)&ret[n])->sin6_family = AF_INET6;
+	((struct sockaddr_in6 *)&ret[n++])->sin6_port = port;
+	return n;
+}
+
+/*
+ * Whether one of our listeners is bound where a bind of <addr> collides: <addr>, a wildcard
+ * covering it, or an address it covers (a service moving from 127.0.0.1:P to 0.0.0.0:P). Not
+ * any address of the port: a listener of ours on 127.0.0.1:P is no reason for a bind of
+ * 127.0.0.2:P to fail.
+ */
+static bool own_clash(const struct hlb_daemon *d, const struct sockaddr *addr)
+{
+	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
+	uint16_t port = hashlb_addr_port(a);
+	struct sockaddr_storage near[5];
+	socklen_t len;
+	int n;
+
+	if (d->index.slot) {
+		if (!(d->index.ports[port / 64] >> (port % 64) & 1))
+			return false;
+		n = clash_addrs(a, near);
+		for (int i = 0; i < n; i++)
+			if (index_find(&d->index, (const struct sockaddr *)&near[i]))
+				return true;
+		if (n >= 0)
+			return false;
+	}
 	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
-		if (hashlb_addr_port(
-			    (const struct sockaddr_storage *)hlb_listener_addr(dl->l, &len)) ==
-		    hashlb_addr_port((const struct sockaddr_storage *)addr))
+		if (hashlb_listen_clash(
+			    (const struct sockaddr_storage *)hlb_listener_addr(dl->l, &len), a))
 			return true;
 	return false;
 }
 
-/* Whether <addr>'s port is one of those an upgrade in place under way was handed (a
- * reload re-adding an address it removed since: the new process still holds the socket). */
-static bool handed_port(const struct hlb_daemon *d, const struct sockaddr *addr)
+/* Socket addresses in an order: family, port, address (what hlb_sockaddr_same() compares, the
+ * scope aside). */
+static int addr_cmp(const void *x, const void *y)
 {
-	uint16_t port = hashlb_addr_port((const struct sockaddr_storage *)addr);
+	const struct sockaddr_storage *a = x, *b = y;
+	const struct sockaddr_in *a4 = x, *b4 = y;
+	const struct sockaddr_in6 *a6 = x, *b6 = y;
+	uint16_t pa = hashlb_addr_port(a), pb = hashlb_addr_port(b);
 
-	return d->up.pid && d->up.ports[port / 64] >> (port % 64) & 1;
+	if (a->ss_family != b->ss_family)
+		return a->ss_family < b->ss_family ? -1 : 1;
+	if (pa != pb)
+		return pa < pb ? -1 : 1;
+	if (a->ss_family == AF_INET)
+		return memcmp(&a4->sin_addr, &b4->sin_addr, sizeof(a4->sin_addr));
+	return memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
+}
+
+/* Whether a socket an upgrade in place under way was handed is bound where a bind of <addr>
+ * collides (a reload re-adding an address it removed since: the new process still holds the
+ * socket), as own_clash() for our listeners. */
+static bool handed_clash(const struct hlb_daemon *d, const struct sockaddr *addr)
+{
+	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
+	const struct upgrade *up = &d->up;
+	struct sockaddr_storage near[5];
+	int n;
+
+	if (!up->pid || !up->handed)
+		return false;
+	n = clash_addrs(a, near);
+	for (int i = 0; i < n; i++)
+		if (bsearch(&near[i], up->handed, up->n_handed, sizeof(*up->handed), addr_cmp))
+			return true;
+	for (uint32_t i = 0; n < 0 && i < up->n_handed; i++)
+		if (hashlb_listen_clash(&up->handed[i], a))
+			return true;
+	return false;
 }
 
 void hlb_daemon_listen_begin(struct hlb_daemon *d)
@@ -496,10 +588,11 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	/* A reload's new address: refused if another process listens there
 	 * (our SO_REUSEPORT bind would succeed beside it and take part of its
 	 * clients). Not at start, where an upgrade binds beside the old hashlb
-	 * on purpose, nor on a port one of our own listeners holds (a service
-	 * moving from 127.0.0.1:P to 0.0.0.0:P). */
+	 * on purpose, nor where the bind would collide with a socket of ours (a
+	 * service moving from 127.0.0.1:P to 0.0.0.0:P), or one handed to an
+	 * upgrade under way: the probe cannot tell theirs from ours. */
 	if (d->running && hashlb_addr_port((const struct sockaddr_storage *)addr) &&
-	    !own_port(d, addr) && !handed_port(d, addr)) {
+	    !own_clash(d, addr) && !handed_clash(d, addr)) {
 		r = hlb_listener_probe(d->proxy, addr, addr_len);
 		if (r < 0) {
 			char where[HASHLB_ADDR_STRLEN];
@@ -1534,6 +1627,7 @@ static void upgrade_end(struct hlb_daemon *d)
 	}
 	if (up->resync >= 0)
 		close(up->resync);
+	free(up->handed);
 	*up = (struct upgrade){ .pidfd = -1, .sock = -1, .resync = -1 };
 }
 
@@ -1699,17 +1793,6 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	/* the answer GET /sockets would give, with every listening socket, the
 	 * service manager's too (it does not start this child) */
 	n = listen_fds(d, true, fds, addrs, sizeof(addrs) / sizeof(addrs[0]));
-	memset(up->ports, 0, sizeof(up->ports));
-	for (uint32_t i = 0; i < n; i++) {
-		struct sockaddr_storage a;
-		socklen_t alen = sizeof(a);
-
-		if (getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0) {
-			uint16_t port = hashlb_addr_port(&a);
-
-			up->ports[port / 64] |= 1ULL << (port % 64);
-		}
-	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs) < 0)
 		rs[0] = rs[1] = -1; /* no resync: the health as it is now only */
 	f = open_memstream(&text, &text_len);
@@ -1759,6 +1842,15 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	}
 	up->sock = sv[0];
 	up->pidfd = (int)syscall(SYS_pidfd_open, up->pid, 0);
+	up->handed = calloc(n ? n : 1, sizeof(*up->handed));
+	for (uint32_t i = 0; up->handed && i < n; i++) {
+		socklen_t alen = sizeof(up->handed[0]);
+
+		if (getsockname(fds[i], (struct sockaddr *)&up->handed[up->n_handed], &alen) == 0)
+			up->n_handed++;
+	}
+	if (up->handed)
+		qsort(up->handed, up->n_handed, sizeof(*up->handed), addr_cmp);
 	if (rs[1] >= 0)
 		fds[n] = rs[1]; /* after the listening sockets, with no line of its own */
 	sent = hlb_fdpass_send(up->sock, text, text_len, sizeof(head) - 1, fds, n + (rs[1] >= 0));
@@ -2149,6 +2241,7 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		if (d->stopping)
 			waitpid(d->up.pid, NULL, 0);
 	}
+	free(d->up.handed);
 	if (d->ready_fd >= 0)
 		close(d->ready_fd);
 	if (d->resync_fd >= 0)

@@ -463,6 +463,20 @@ def reload_onto_another_processs_port_is_refused():
         except OSError:
             break
     check(taken == 20, f"the other process keeps every client of its port ({taken} of 20)")
+    # hashlb's own port, by address: another process on 127.0.0.2 there is as much in use (it
+    # was no conflict, hashlb listening on that port, and t3 split its clients with it)
+    beside = so.socket()
+    beside.setsockopt(so.SOL_SOCKET, so.SO_REUSEADDR, 1)
+    beside.setsockopt(so.SOL_SOCKET, so.SO_REUSEPORT, 1)
+    beside.bind(("127.0.0.2", own))
+    beside.listen(8)
+    lb.rewrite(config(BACKENDS, listen=f"127.0.0.1:{own}") +
+               f"  - name: t3\n    listen: 127.0.0.2:{own}\n    backends:\n"
+               f"      - name: x\n        address: {BACKENDS[0][1]}\n")
+    rc, so_, se = lb.ctl("reload")
+    beside.close()
+    check(rc == 1 and "t3" in se and "another process listens there" in se,
+          f"127.0.0.2 on hashlb's own port, another process there: refused: rc={rc} {se!r}")
     # a service moving between addresses of one of its own ports is no conflict
     lb.rewrite(config(BACKENDS, listen=f"0.0.0.0:{lb.addr[1]}"))
     rc, so_, se = lb.ctl("reload")

@@ -628,6 +628,22 @@ def socket_activation():
     check(wait_for(log, "socket from the service manager matches no service") and
           any(f"addr=127.0.0.1:{port}" in l for l in log if "matches no service" in l),
           f"a passed socket no service uses is reported: {log}")
+    # it is hashlb's own on 127.0.0.1:P, not on 127.0.0.2:P: a reload adding a service there,
+    # where another process listens, is refused (it was allowed, the port being the passed
+    # socket's, and the service split that process's clients)
+    beside = socket.socket()
+    beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    beside.bind(("127.0.0.2", port))
+    beside.listen(8)
+    with open(other, "a") as f:
+        f.write(f"  - name: u\n    listen: 127.0.0.2:{port}\n    backends:\n"
+                f"      - name: a\n        address: {BACKENDS[0][1]}\n")
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(log, "msg=\"reload failed") and
+          any("127.0.0.2" in l and "another process listens there" in l for l in log),
+          f"a reload onto another process's 127.0.0.2:P is refused: {log[-3:]}")
+    beside.close()
     p.send_signal(signal.SIGTERM)
     check(p.wait(20) == 0, "exit 0")
 

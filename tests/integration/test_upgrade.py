@@ -1002,7 +1002,10 @@ def reload_re_adding_a_service_during_an_upgrade():
     it back: the new process, still starting, holds the socket handed over for it, so the
     port is taken, by this service's own socket. The second reload used to be refused
     ("cannot listen on 127.0.0.1:P: ... another process listens there"), though the new
-    process, once ready, served the address as the config says."""
+    process, once ready, served the address as the config says. The sockets handed over count
+    by address, as the kernel matches a bind: another process's on 127.0.0.2:P was no
+    conflict (the port was handed over), and u split its clients with it; 0.0.0.0:P, which
+    covers the socket handed over, is."""
     exe = tmppath("hashlb-readd")
     install(HASHLB, exe)
     gate = tmppath("readd-open")
@@ -1022,6 +1025,21 @@ def reload_re_adding_a_service_during_an_upgrade():
         lb.rewrite(base)
         rc, so, se = lb.ctl("reload")
         check(rc == 0, f"a reload removing u: {rc} {so}{se}")
+        other = socket.socket()
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.2", u_addr[1]))
+        other.listen(8)
+        lb.rewrite(base + second.replace("127.0.0.1:", "127.0.0.2:"))
+        rc, so, se = lb.ctl("reload")
+        other.close()
+        check(rc == 1 and "127.0.0.2" in se and "another process listens there" in se,
+              f"a reload adding u on 127.0.0.2:P, where another process listens: refused "
+              f"({rc} {so}{se})")
+        lb.rewrite(base + second.replace("127.0.0.1:", "0.0.0.0:"))
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"a reload adding u on 0.0.0.0:P, over the socket handed over: "
+              f"{rc} {so}{se}")
         lb.rewrite(base + second)
         rc, so, se = lb.ctl("reload")
         check(rc == 0, f"a reload adding u back, while the new process holds its socket: "
