@@ -306,12 +306,6 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
 		 unlogged_text(unlogged, more, sizeof(more)));
 }
 
-/* (a failure as a refused connect) */
-void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok)
-{
-	backend_check_result(b, ok, ok ? 0 : err_code(HLB_CHECK_AT_CONNECT, ECONNREFUSED));
-}
-
 /*
  * A check of <b> was not made for a fault of ours: the source address gone
  * from the host (EADDRNOTAVAIL at its bind), no fd, no local port. The
@@ -379,6 +373,14 @@ static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
 		b->checks_failed++;
 	}
 	backend_check_result(b, ok, ok ? 0 : err_code(b->check.failed_at, b->check.failed_err));
+}
+
+/* Through the checker's callback, as a check reports (a failure as a refused connect). */
+void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok)
+{
+	b->check.failed_at = HLB_CHECK_AT_CONNECT;
+	b->check.failed_err = ECONNREFUSED;
+	backend_check_done(b, ok, 0);
 }
 
 static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)

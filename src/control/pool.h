@@ -236,7 +236,8 @@ void hlb_pool_failing(struct hlb_pool *p);
 /* Build and publish every dirty service now (tests, benchmarks). */
 void hlb_pool_flush(struct hlb_pool *p);
 
-/* Feed a health result as the checker would (tests). */
+/* Feed a health result as the checker does, through its callback: the verdict, counters
+ * (checks_ok, checks_failed) and log of a check's (tests, benchmarks). */
 void hlb_pool_health_result(struct hlb_pool_backend *b, bool ok);
 
 #endif

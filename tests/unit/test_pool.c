@@ -175,6 +175,8 @@ static void down_moves_only_its_clients(enum hashlb_scheme scheme)
 	b3 = hlb_pool_backend_find(f.svc, "b3");
 	backend_fail(b3);
 	assert_false(hlb_pool_backend_up(b3));
+	/* counted as the checker's results are (/status, /metrics): the same path */
+	assert_int_equal(b3->checks_failed, 3);
 	hlb_pool_flush(f.pool);
 	assert_int_equal(f.published, 1);
 	assert_ptr_equal(f.last, hlb_pool_snapshot(f.svc));
@@ -189,6 +191,7 @@ static void down_moves_only_its_clients(enum hashlb_scheme scheme)
 	/* Back up: exactly its clients return. */
 	hlb_pool_health_result(b3, true);
 	hlb_pool_health_result(b3, true);
+	assert_int_equal(b3->checks_ok, 2);
 	hlb_pool_flush(f.pool);
 	assert_int_equal(hlb_pool_snapshot(f.svc)->fingerprint, fp0);
 	free(before);
