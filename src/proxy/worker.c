@@ -704,6 +704,7 @@ static void worker_fail(struct worker *w, int err)
 {
 	struct io_uring_cqe *cqe;
 	struct wlistener *wl;
+	struct cmd *cmd;
 	uint64_t n = 0;
 	unsigned head, seen;
 
@@ -714,6 +715,16 @@ static void worker_fail(struct worker *w, int err)
 	 * once this thread is joined. */
 	for (wl = w->listeners; wl; wl = wl->next)
 		shutdown(wl->fd, SHUT_RDWR);
+	/* So are the sockets of the listeners a reload added that this worker
+	 * will not read now (left queued for hlb_proxy_free()); those added
+	 * later worker_push() closes. */
+	pthread_mutex_lock(&w->cmd_lock);
+	w->failed = true;
+	for (cmd = w->cmd_head; cmd; cmd = cmd->next)
+		for (uint32_t i = w->id; cmd->type == CMD_ADD && i < cmd->l->n_fds;
+		     i += cmd->l->n_workers)
+			shutdown(cmd->l->fds[i], SHUT_RDWR);
+	pthread_mutex_unlock(&w->cmd_lock);
 	/* Accepts completed but not handled: in the CQ, and in the kernel's
 	 * overflow list, which an enter with GETEVENTS flushes into it (the
 	 * loss itself was reported: the enter works again). Bounded: every
@@ -890,15 +901,37 @@ void worker_failing_seen(struct worker *w)
 	}
 }
 
+/* Free <cmd>, which worker <w> will never read: close the sockets a CMD_ADD
+ * gave it, drop the command's reference. Control thread. */
+static void cmd_free_unread(struct worker *w, struct cmd *cmd)
+{
+	if (cmd->l) {
+		for (uint32_t i = w->id; cmd->type == CMD_ADD && i < cmd->l->n_fds;
+		     i += cmd->l->n_workers)
+			listener_fd_close(cmd->l, i);
+		hlb_listener_unref(cmd->l);
+	}
+	free(cmd);
+}
+
 static void worker_push(struct worker *w, struct cmd *cmd)
 {
 	uint64_t one = 1;
+	bool failed;
 
 	cmd->next = NULL;
 	pthread_mutex_lock(&w->cmd_lock);
-	*w->cmd_tail = cmd;
-	w->cmd_tail = &cmd->next;
+	failed = w->failed;
+	if (!failed) {
+		*w->cmd_tail = cmd;
+		w->cmd_tail = &cmd->next;
+	}
 	pthread_mutex_unlock(&w->cmd_lock);
+	if (failed) {
+		/* its ring is gone: a socket added would take clients nobody accepts */
+		cmd_free_unread(w, cmd);
+		return;
+	}
 	if (write(w->wake_fd, &one, sizeof(one)) < 0) {
 		/* an eventfd write fails only on overflow: the worker is awake */
 	}
@@ -1182,13 +1215,7 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		/* Commands the worker exited before reading: their references. */
 		for (cmd = w->cmd_head; cmd; cmd = next) {
 			next = cmd->next;
-			if (cmd->l) {
-				for (uint32_t j = i; cmd->type == CMD_ADD && j < cmd->l->n_fds;
-				     j += cmd->l->n_workers)
-					listener_fd_close(cmd->l, j);
-				hlb_listener_unref(cmd->l);
-			}
-			free(cmd);
+			cmd_free_unread(w, cmd);
 		}
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);

@@ -309,6 +309,8 @@ struct worker {
 	/* commands from the control thread */
 	pthread_mutex_t cmd_lock;
 	struct cmd *cmd_head, **cmd_tail;
+	/* under cmd_lock: the ring failed (worker_fail()), commands are read no more */
+	bool failed;
 	int wake_fd;
 	uint64_t wake_val;
 	/* CLOCK_MONOTONIC in ms, read once per loop turn (and again for the

@@ -56,6 +56,56 @@ gdb.execute("detach")
 end
 """
 
+# Run by gdb in non-stop mode (the other threads run on) attached to hashlb: as GDB_SCRIPT,
+# then thread HLB_FAIL_LWP is held, at that return ("enter": the failure not yet seen) or, with
+# HLB_HOLD=exit, once it has torn its ring down (bufring_free(), after worker_fail()), until
+# gdb reads "detach" on its stdin.
+GDB_HOLD_SCRIPT = """\
+python
+import gdb, os
+lwp = int(os.environ["HLB_FAIL_LWP"])
+err = int(os.environ["HLB_FAIL_ERRNO"])
+hold = os.environ["HLB_HOLD"]
+inf = gdb.selected_inferior()
+num = [t.num for t in inf.threads() if t.ptid[1] == lwp][0]
+gdb.execute("set confirm off")
+gdb.execute("catch syscall io_uring_enter")
+gdb.execute("condition 1 $_thread == %d && $rax != -38" % num)
+
+def resume_others():
+    for t in inf.threads():
+        if t.num != num and t.is_valid() and t.is_stopped():
+            t.switch()
+            gdb.execute("continue &")
+
+def resume_target():
+    [t for t in inf.threads() if t.num == num][0].switch()
+    gdb.execute("continue &")
+
+def on_stop(ev):
+    t = gdb.selected_thread()
+    if t is None or t.num != num:
+        gdb.post_event(resume_others)  # stopped as the catchpoint went: on its way
+        return
+    if int(gdb.parse_and_eval("$rax")) != -38 and gdb.breakpoints():
+        if gdb.breakpoints()[0].type == gdb.BP_CATCHPOINT:
+            gdb.execute("set var $rax = %d" % -err)
+            gdb.execute("delete")
+            print("injected: io_uring_enter returns %d in LWP %d" % (-err, lwp), flush=True)
+            if hold == "exit":
+                gdb.execute("break bufring_free thread %d" % num)
+                gdb.post_event(resume_target)
+                return
+        else:
+            gdb.execute("delete")
+    gdb.post_event(resume_others)
+    print("held: LWP %d" % lwp, flush=True)
+
+gdb.events.stop.connect(on_stop)
+gdb.execute("continue -a &")
+end
+"""
+
 backend = Backend("a")
 
 
@@ -84,6 +134,36 @@ def fail_worker(lb, i):
     return check("injected:" in p.stdout,
                  f"gdb changed worker {i}'s io_uring_enter() return: {p.stdout[-500:]}"
                  f"{p.stderr[-500:]}")
+
+
+def hold_failed_worker(lb, i, hold):
+    """Make worker <i>'s next io_uring_enter() return -EBADR and hold the worker there
+    (<hold>="enter") or once it has handled the failure ("exit"), the other threads running:
+    the gdb process, which lets it go on when told "detach" (release()), or None."""
+    tid = worker_tid(lb.proc.pid, i)
+    if not check(tid is not None, f"hashlb has a thread named hlb-worker{i}"):
+        return None
+    script = tmpfile("hold-worker.gdb", GDB_HOLD_SCRIPT)
+    env = dict(os.environ, HLB_FAIL_LWP=str(tid), HLB_FAIL_ERRNO=str(EBADR), HLB_HOLD=hold)
+    g = subprocess.Popen(["gdb", "-q", "-nx", "-iex", "set non-stop on", "-p",
+                          str(lb.proc.pid), "-x", script], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    out = []
+    for line in g.stdout:  # ends if gdb exits: a hang guard is its own failure
+        out.append(line)
+        if line.startswith("held:"):
+            return g
+    g.wait()
+    check(False, f"gdb held worker {i}: {''.join(out)[-1000:]}")
+    return None
+
+
+def release(g):
+    """Let the worker held by hold_failed_worker() go on."""
+    g.stdin.write("detach\nquit\n")
+    g.stdin.close()
+    g.stdout.read()
+    g.wait(120)  # a hang guard only
 
 
 def worker_conns(lb):
@@ -224,6 +304,60 @@ def only_worker_fails():
     fail_and_check(drain=False, workers=1)
 
 
+def reload_adds_listener(hold):
+    """A reload adds a listener while worker 0's ring fails (the failure not yet seen, or
+    handled already): once hashlb stops for it, clients to the new address are refused, as
+    to the old one, while a client of worker 1 keeps it draining. Before the fix, the socket
+    the reload gave the failed worker stayed in the address's SO_REUSEPORT group, no one
+    accepting on it, until hashlb exited: the kernel queued clients there, unserved."""
+    lb = Lb(config([("a", backend.addr)], health="enabled: false",
+                   extra="timeouts:\n  drain: 60s"))
+    addr = lb.addrs[0].rsplit(":", 1)
+    addr = (addr[0], int(addr[1]))
+    clients, per = held_clients(lb, addr, 2, at_least=1)
+    g = None
+    try:
+        g = hold_failed_worker(lb, 0, hold)
+        if not g:
+            return
+        lb.rewrite(config([("a", backend.addr)], health="enabled: false",
+                          extra="timeouts:\n  drain: 60s") +
+                   "  - name: u\n    listen: 127.0.0.1:0\n    scheme: maglev\n"
+                   "    hash_key: src-ip\n    health:\n      enabled: false\n"
+                   f"    backends:\n      - name: a\n        address: {backend.addr}\n")
+        rc, so, se, lines = lb.reload()
+        check(rc == 0 and any("msg=reloaded " in l for l in lines),
+              f"the reload adds service u ({rc} {se!r} {lines})")
+        check(lb.wait(lambda: len(lb.addrs) > 1), "u listens")
+        new = lb.addrs[-1].rsplit(":", 1)
+        new = (new[0], int(new[1]))
+        release(g)
+        g = None
+        check(lb.wait_log(r"msg=draining"), "hashlb stops for the failure")
+        check(wait_until(lambda: refused(addr), timeout=30), "clients to t are refused")
+        check(wait_until(lambda: refused(new), timeout=30),
+              "clients to the address the reload added are refused (no socket left "
+              "listening there)")
+        check(lb.proc.poll() is None, "hashlb drains worker 1's client meanwhile")
+    finally:
+        if g:
+            release(g)
+        for s in clients:
+            s.close()
+        lb.stop()
+
+
+def reload_adds_listener_as_worker_fails():
+    reload_adds_listener("enter")
+
+
+def reload_adds_listener_after_worker_failed():
+    reload_adds_listener("exit")
+
+
+reload_adds_listener_as_worker_fails.__doc__ = reload_adds_listener.__doc__
+reload_adds_listener_after_worker_failed.__doc__ = reload_adds_listener.__doc__
 worker_fails_while_serving.__doc__ = fail_and_check.__doc__
 worker_fails_while_draining.__doc__ = fail_and_check.__doc__
-run_tests([worker_fails_while_serving, worker_fails_while_draining, only_worker_fails])
+run_tests([worker_fails_while_serving, worker_fails_while_draining, only_worker_fails,
+           reload_adds_listener_as_worker_fails, reload_adds_listener_after_worker_failed])
