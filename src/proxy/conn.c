@@ -627,6 +627,20 @@ static void conn_cancel(struct worker *w, uint64_t ud)
 }
 
 /*
+ * io_uring failed a request of <c> with errno <err> (a poll), or the ring
+ * itself: the streams cannot go on. Reset both ends, client and backend
+ * (SO_LINGER 0): a FIN would tell either the stream ended complete.
+ */
+static void conn_fail(struct worker *w, struct conn *c, int err)
+{
+	for (int i = 0; i < 2; i++)
+		if (c->fd[i] >= 0)
+			sock_reset_on_close(c->fd[i]);
+	c->err = (uint8_t)err;
+	conn_abort(w, c, CONN_END_ERROR);
+}
+
+/*
  * The worker's ring is gone (io_uring_enter() failed with <err>, see
  * worker_main()): every request in flight went with it, so no connection
  * can be served further. Reset each one, client and backend (SO_LINGER 0:
@@ -647,11 +661,7 @@ uint64_t conn_reset_all(struct worker *w, int err)
 		if (c->state == CONN_CLOSING) {
 			conn_maybe_free(w, c);
 		} else {
-			for (int i = 0; i < 2; i++)
-				if (c->fd[i] >= 0)
-					sock_reset_on_close(c->fd[i]);
-			c->err = (uint8_t)err;
-			conn_abort(w, c, CONN_END_ERROR);
+			conn_fail(w, c, err);
 		}
 		n++;
 	}
@@ -2110,8 +2120,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (c->state == CONN_CLOSING)
 			break;
 		if (res < 0) {
-			c->err = (uint8_t)-res;
-			conn_abort(w, c, CONN_END_ERROR);
+			conn_fail(w, c, -res);
 			return;
 		}
 		i = op - OP_POLL;
@@ -2131,8 +2140,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (!h->out_wait)
 			return; /* room it does not wait for now */
 		if (res < 0) { /* ended, and not by us */
-			c->err = (uint8_t)-res;
-			conn_abort(w, c, CONN_END_ERROR);
+			conn_fail(w, c, -res);
 			return;
 		}
 		if (res & (POLLOUT | POLLERR | POLLHUP)) {

@@ -3,9 +3,12 @@
 completion for want of memory): that worker resets its clients and closes its listener sockets,
 the process stops as on SIGTERM (the other worker's clients are served until they close, new
 clients are refused), logs why, and exits 1, for the service manager to restart it. The
-failure is made from outside: gdb attaches and changes one io_uring_enter()'s return value."""
+failure is made from outside: gdb attaches and changes one io_uring_enter()'s return value.
+A reload racing the failure leaves no socket listening; a connection whose poll fails (the
+CQE's res changed by gdb) ends end=error, its client reset."""
 import os
 import platform
+import re
 import selectors
 import shutil
 import signal
@@ -13,9 +16,9 @@ import socket
 import subprocess
 import sys
 
-from ctltest import Lb, config
-from lbtest import (Backend, check, logfmt_fields, read_each, read_line, run_tests, tmpfile,
-                    wait_until)
+from ctltest import Lb, config, metric_sum
+from lbtest import (Backend, check, logfmt_fields, outcome, read_each, read_line, run_tests,
+                    tmpfile, wait_until)
 
 EBADR = 53  # x86_64 Linux; the test runs there only
 
@@ -105,6 +108,25 @@ gdb.events.stop.connect(on_stop)
 gdb.execute("continue -a &")
 end
 """
+
+# Run by gdb attached to hashlb: at the next conn_cqe() (x86_64: op in rdx, the CQE in rcx) of
+# op HLB_POLL_OP, the CQE's res (after its 64-bit user_data) becomes -HLB_POLL_ERRNO, as a
+# poll that failed would post it; then gdb detaches.
+GDB_POLL_SCRIPT = """\
+python
+import gdb, os
+op = int(os.environ["HLB_POLL_OP"])
+err = int(os.environ["HLB_POLL_ERRNO"])
+gdb.execute("break *conn_cqe if $rdx == %d" % op)
+print("armed", flush=True)
+gdb.execute("continue")
+gdb.execute("set var *(int *)($rcx + 8) = %d" % -err)
+print("injected: a poll CQE with res %d" % -err, flush=True)
+gdb.execute("delete")
+gdb.execute("detach")
+end
+"""
+ENOMEM = 12
 
 backend = Backend("a")
 
@@ -357,7 +379,73 @@ def reload_adds_listener_after_worker_failed():
 
 reload_adds_listener_as_worker_fails.__doc__ = reload_adds_listener.__doc__
 reload_adds_listener_after_worker_failed.__doc__ = reload_adds_listener.__doc__
+def op_value(name):
+    """The value of enum op's <name> (src/proxy/worker.h)."""
+    with open(os.path.join(os.environ["HASHLB_SOURCE_ROOT"], "src/proxy/worker.h")) as f:
+        body = f.read().split("enum op {", 1)[1].split("};", 1)[0]
+    names = [l.split(",")[0].split("=")[0].strip() for l in body.splitlines()]
+    return [n for n in names if n.startswith("OP_")].index(name)
+
+
+def ends_error(lb):
+    status, body = lb.http("GET", "/metrics")
+    m = re.search(r'^hashlb_backend_connection_ends_total\{service="t",backend="a",'
+                  r'end="error"\} (\S+)$', body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def poll_fails_on_open_connection():
+    """A poll of an established connection fails (its CQE carries -ENOMEM: injected with
+    gdb): the connection ends end=error err=ENOMEM (its log line, the ends metric) and the
+    client is reset, not sent a FIN that would tell it the stream ended complete (before the
+    fix: it read an end of stream)."""
+    lb = Lb(config([("a", backend.addr)], workers=1, health="enabled: false",
+                   extra="log_connections: true"), args=("--splice-after", "1"))
+    host, port = lb.addrs[0].rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=30)  # hang guard only
+    g = None
+    try:
+        check(read_line(s) == "a", "the client is greeted by the backend")
+        data = b"y" * 65535 + b"\n"
+        s.sendall(data)
+        with s.makefile("rb") as f:
+            check(f.readline() == data, "64 KiB echoed: both directions move to splice")
+        # spliced and drained, each direction polls its source: the backend's, OP_POLL_B
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_worker_splice_pipes") == 2),
+              "both directions spliced")
+        env = dict(os.environ, HLB_POLL_OP=str(op_value("OP_POLL_B")),
+                   HLB_POLL_ERRNO=str(ENOMEM))
+        g = subprocess.Popen(["gdb", "-p", str(lb.proc.pid), "-batch", "-nx", "-x",
+                              tmpfile("poll-fail.gdb", GDB_POLL_SCRIPT)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env)
+        out = []
+        for line in g.stdout:
+            out.append(line)
+            if line.startswith("armed"):
+                break
+        s.sendall(b"x\n")  # echoed by the backend: its socket readable, the poll ends
+        out += g.stdout.readlines()
+        g.wait(120)  # a hang guard only
+        g = None
+        if not check(any(l.startswith("injected:") for l in out),
+                     f"gdb made the poll fail: {''.join(out)[-1000:]}"):
+            return
+        n, end = outcome(s)
+        check(end == "RST", f"the client is reset, got {n} bytes and a {end}")
+        check(lb.wait_log(r"msg=connection .*end=error err=ENOMEM"),
+              "its log line says end=error err=ENOMEM")
+        check(ends_error(lb) == 1, f"ends_total{{end=error}} is 1: {ends_error(lb)}")
+    finally:
+        if g:
+            g.kill()
+            g.wait()
+        s.close()
+        lb.stop()
+
+
 worker_fails_while_serving.__doc__ = fail_and_check.__doc__
 worker_fails_while_draining.__doc__ = fail_and_check.__doc__
 run_tests([worker_fails_while_serving, worker_fails_while_draining, only_worker_fails,
-           reload_adds_listener_as_worker_fails, reload_adds_listener_after_worker_failed])
+           reload_adds_listener_as_worker_fails, reload_adds_listener_after_worker_failed,
+           poll_fails_on_open_connection])
