@@ -686,6 +686,26 @@ static void busy_poll(struct worker *w, uint32_t us)
 	} while (worker_clock_us() - start < us);
 }
 
+/* Whether an accept of <w>'s may still post a completion. */
+static bool accepts_armed(const struct worker *w)
+{
+	for (const struct wlistener *wl = w->listeners; wl; wl = wl->next)
+		if (wl->armed)
+			return true;
+	return false;
+}
+
+/*
+ * Shut down listener <l>'s socket <fd>, unless the service manager passed
+ * it (inherited): the other workers share that one, and the manager keeps
+ * it listening for the next hashlb.
+ */
+static void listener_shutdown(const struct hlb_listener *l, int fd)
+{
+	if (!l->inherited)
+		shutdown(fd, SHUT_RDWR);
+}
+
 /*
  * io_uring_enter() failed with <err>, other than for a signal or a full CQ:
  * EBADR, say (the kernel lost a completion for want of memory for its
@@ -695,13 +715,14 @@ static void busy_poll(struct worker *w, uint32_t us)
  * ring down (cancelling everything in flight), then give up what the ring
  * served, without it. Its listener sockets stop listening at once, so that
  * the kernel sends new clients to the other workers' (the clients in their
- * backlogs are reset); its connections are reset, client and backend, rather than
+ * backlogs are reset), the service manager's excepted; its connections are reset, client and backend, rather than
  * left open and never served again; and the connections the ring accepted
  * whose completions were not handled yet are reset too. The control thread
  * sees hlb_proxy_failed() and stops the process.
  */
 static void worker_fail(struct worker *w, int err)
 {
+	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 	struct wlistener *wl;
 	struct cmd *cmd;
@@ -714,7 +735,7 @@ static void worker_fail(struct worker *w, int err)
 	 * number could be another socket by then; hlb_proxy_free() closes them
 	 * once this thread is joined. */
 	for (wl = w->listeners; wl; wl = wl->next)
-		shutdown(wl->fd, SHUT_RDWR);
+		listener_shutdown(wl->l, wl->fd);
 	/* So are the sockets of the listeners a reload added that this worker
 	 * will not read now (left queued for hlb_proxy_free()); those added
 	 * later worker_push() closes. */
@@ -723,29 +744,45 @@ static void worker_fail(struct worker *w, int err)
 	for (cmd = w->cmd_head; cmd; cmd = cmd->next)
 		for (uint32_t i = w->id; cmd->type == CMD_ADD && i < cmd->l->n_fds;
 		     i += cmd->l->n_workers)
-			shutdown(cmd->l->fds[i], SHUT_RDWR);
+			listener_shutdown(cmd->l, cmd->l->fds[i]);
 	pthread_mutex_unlock(&w->cmd_lock);
-	/* Accepts completed but not handled: in the CQ, and in the kernel's
-	 * overflow list, which an enter with GETEVENTS flushes into it (the
-	 * loss itself was reported: the enter works again). Bounded: every
-	 * pass runs completions of the requests still in flight too. */
-	for (int pass = 0; pass < 8; pass++) {
-		io_uring_get_events(&w->ring);
+	/* Every request cancelled (a poll's pending task work sees the cancel
+	 * first), each accept ends with a completion that says so (no
+	 * IORING_CQE_F_MORE): reap until all have, resetting the clients
+	 * accepted meanwhile, in the CQ or in the kernel's overflow list, which
+	 * an enter with GETEVENTS flushes into it (the loss itself was
+	 * reported: the enter works again). An accept runs in this thread's
+	 * enters only (task work): once all have ended, none is left for the
+	 * ring's close to run, which, on a socket still listening (the service
+	 * manager's), would install a client's fd nobody knows of (kernels
+	 * before 6.17 and the stable updates of September 2025 run it rather
+	 * than cancel it). Ends too once an enter brings nothing: the enter
+	 * fails, or the completion lost was an accept's last. */
+	sqe = worker_sqe(w);
+	io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY);
+	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, 0);
+	do {
+		io_uring_submit_and_get_events(&w->ring);
 		seen = 0;
 		io_uring_for_each_cqe (&w->ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
 
-			if ((ud & OP_MASK) == OP_ACCEPT && cqe->res >= 0) {
-				sock_reset_on_close(cqe->res);
-				close(cqe->res);
-				n++;
+			if ((ud & OP_MASK) == OP_ACCEPT) {
+				wl = (struct wlistener *)(uintptr_t)(ud & ~OP_MASK);
+				if (!(cqe->flags & IORING_CQE_F_MORE))
+					wl->armed = false;
+				if (cqe->res >= 0) {
+					sock_reset_on_close(cqe->res);
+					close(cqe->res);
+					n++;
+				}
 			}
 			seen++;
 		}
-		if (!seen)
-			break;
 		io_uring_cq_advance(&w->ring, seen);
-	}
+	} while (accepts_armed(w) &&
+		 (seen || (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW)));
 	io_uring_queue_exit(&w->ring);
 	w->ring_gone = true;
 	n += conn_reset_all(w, -err);

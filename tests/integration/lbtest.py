@@ -407,10 +407,11 @@ class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
     def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=(),
-                 binary=HASHLB, env=None, start_within=10):
+                 binary=HASHLB, env=None, start_within=10, pass_fds=()):
         """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace;
         <binary>: the hashlb to run; <env>: its environment (default: ours); <start_within>:
-        seconds it may take to start (a test's failure past it, not a measurement)."""
+        seconds it may take to start (a test's failure past it, not a measurement);
+        <pass_fds>: descriptors it inherits (for <wrap>)."""
         self.path = tmpfile(fname, cfg_text)
         self.log = []
 
@@ -420,7 +421,8 @@ class Hashlb:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         self.proc = spawn([*wrap, binary, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
-                          text=True, errors="surrogateescape", preexec_fn=limit, env=env)
+                          text=True, errors="surrogateescape", preexec_fn=limit, env=env,
+                          pass_fds=pass_fds)
         _lbs.append(self)
         self._ready = threading.Event()
         self.addrs = []

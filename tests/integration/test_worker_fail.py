@@ -379,6 +379,46 @@ def reload_adds_listener_after_worker_failed():
 
 reload_adds_listener_as_worker_fails.__doc__ = reload_adds_listener.__doc__
 reload_adds_listener_after_worker_failed.__doc__ = reload_adds_listener.__doc__
+def inherited_listener_outlives_failure():
+    """The listening socket the service manager passed (systemd socket activation: shared by
+    the workers, and held by the manager for the next hashlb) still listens once worker 0's
+    ring has failed and hashlb has exited 1: a client connecting then waits in its backlog
+    for the restart. Before the fix, the failed worker shut the shared socket down: the
+    manager's socket stopped listening, and the restarted hashlb inherited a dead one."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+    port = lsock.getsockname()[1]
+    fd = lsock.fileno()
+    # the socket as fd 3, LISTEN_FDS=1, LISTEN_PID its own (the exec'er's, hashlb's)
+    launcher = ("import os, sys; fd = int(sys.argv[1]); fd != 3 and (os.dup2(fd, 3), "
+                "os.close(fd)); os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+                "os.execv(sys.argv[2], sys.argv[2:])")
+    lb = Lb(config([("a", backend.addr)], health="enabled: false", listen=f"127.0.0.1:{port}"),
+            wrap=(sys.executable, "-c", launcher, str(fd)), pass_fds=(fd,))
+    waiting = None
+    try:
+        check(any("socket=inherited" in l for l in lb.log), "hashlb serves the passed socket")
+        if not fail_worker(lb, 0):
+            return
+        try:
+            rc = lb.proc.wait(60)  # a hang guard only
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 1, f"hashlb run exits 1, got {rc}")
+        try:
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+        except ConnectionRefusedError:
+            pass
+        check(waiting is not None, "the manager's socket still listens: a client waits in its "
+              "backlog for the next hashlb")
+    finally:
+        if waiting:
+            waiting.close()
+        lb.stop()
+        lsock.close()
+
+
 def op_value(name):
     """The value of enum op's <name> (src/proxy/worker.h)."""
     with open(os.path.join(os.environ["HASHLB_SOURCE_ROOT"], "src/proxy/worker.h")) as f:
@@ -448,4 +488,4 @@ worker_fails_while_serving.__doc__ = fail_and_check.__doc__
 worker_fails_while_draining.__doc__ = fail_and_check.__doc__
 run_tests([worker_fails_while_serving, worker_fails_while_draining, only_worker_fails,
            reload_adds_listener_as_worker_fails, reload_adds_listener_after_worker_failed,
-           poll_fails_on_open_connection])
+           poll_fails_on_open_connection, inherited_listener_outlives_failure])
