@@ -295,25 +295,10 @@ static void plug_stopped(struct hlb_daemon *d, void *arg)
 {
 	struct hlb_control_plug *plug = arg;
 	struct hlb_pool *pool = plug->ctl ? plug->ctl->pool : NULL;
-	char q[2 * HASHLB_NAME_MAX + 3];
 
 	(void)d;
-	for (uint32_t i = 0; pool && i < hlb_pool_service_count(pool); i++) {
-		struct hlb_pool_service *s = hlb_pool_service_at(pool, i);
-		struct hlb_service_counters c;
-		uint64_t sent, received;
-
-		hlb_service_counters_read(s->rt, &c);
-		hlb_pool_service_bytes(s, &sent, &received);
-		hlb_log(HLB_LOG_INFO, "service totals",
-			"service=%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
-			" no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64
-			" denied=%" PRIu64 " client_limited=%" PRIu64 " bad_headers=%" PRIu64
-			" untrusted=%" PRIu64 " sent_bytes=%" PRIu64 " received_bytes=%" PRIu64,
-			hlb_log_quote(s->cfg->name, q, sizeof(q)), c.lookups, c.total, c.rejected,
-			c.no_backend, c.queue_timeouts, c.queue_aborts, c.denied, c.client_limited,
-			c.bad_header, c.untrusted, sent, received);
-	}
+	if (pool)
+		hlb_pool_log_totals(pool);
 	plug_teardown(plug);
 }
 

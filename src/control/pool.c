@@ -25,6 +25,19 @@ struct subscriber {
 	void *arg;
 };
 
+/*
+ * A service a reload removed, until its last connection is gone: its counters (<rt>) and
+ * its backends' (<bes>), one reference each, and the bytes of its backends freed before,
+ * for the totals it logs then (pool_reap_retired()).
+ */
+struct retired {
+	char *name;
+	struct hlb_service *rt;
+	struct hlb_backend **bes;
+	uint32_t n_bes;
+	uint64_t gone_in, gone_out;
+};
+
 struct hlb_pool {
 	const struct hashlb_config *cfg;
 	struct hlb_loop *loop;
@@ -39,6 +52,8 @@ struct hlb_pool {
 	 * until their service's timeouts.drain as a removed backend does */
 	struct hlb_pool_backend **orphans;
 	uint32_t n_orphans;
+	struct retired *retired; /* those services, until their totals are logged */
+	uint32_t n_retired;
 	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
 	struct handover *ho;
 	size_t n_ho;
@@ -875,6 +890,102 @@ void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, 
 	*ret_out = out;
 }
 
+/* A service's last word: its counters as this process ends them. <removed>: a reload
+ * removed it, and its last connection is gone. */
+static void log_totals(struct hlb_pool *p, const char *name, const struct hlb_service *rt,
+		       uint64_t sent, uint64_t received, bool removed)
+{
+	char q[2 * HASHLB_NAME_MAX + 3];
+	struct hlb_service_counters c;
+
+	hlb_service_counters_read(rt, &c);
+	pool_log(p, HLB_LOG_INFO, "service totals",
+		 "service=%s%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
+		 " no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64
+		 " denied=%" PRIu64 " client_limited=%" PRIu64 " bad_headers=%" PRIu64
+		 " untrusted=%" PRIu64 " sent_bytes=%" PRIu64 " received_bytes=%" PRIu64,
+		 hlb_log_quote(name, q, sizeof(q)), removed ? " removed=1" : "", c.lookups, c.total,
+		 c.rejected, c.no_backend, c.queue_timeouts, c.queue_aborts, c.denied,
+		 c.client_limited, c.bad_header, c.untrusted, sent, received);
+}
+
+static void retired_free(struct retired *r)
+{
+	for (uint32_t i = 0; i < r->n_bes; i++)
+		hlb_backend_unref(r->bes[i]);
+	free(r->bes);
+	hlb_service_unref(r->rt);
+	free(r->name);
+}
+
+/*
+ * <s>, which a reload removes, is kept as a retired service: a reload removing it takes its
+ * series out of /metrics, and the bytes its connections go on forwarding as they drain
+ * would be counted nowhere an operator sees; it logs its totals once they are gone. Short
+ * of memory, it logs them now.
+ */
+static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s)
+{
+	uint32_t n = hlb_pool_service_series(s);
+	struct retired *v = realloc(p->retired, (p->n_retired + 1) * sizeof(*v));
+	struct retired r = { .name = strdup(s->cfg->name),
+			     .bes = calloc(n ? n : 1, sizeof(*r.bes)),
+			     .gone_in = s->gone_bytes_in,
+			     .gone_out = s->gone_bytes_out };
+	uint64_t in, out;
+
+	if (v)
+		p->retired = v;
+	if (!v || !r.name || !r.bes) {
+		free(r.name);
+		free(r.bes);
+		hlb_pool_service_bytes(s, &in, &out);
+		log_totals(p, s->cfg->name, s->rt, in, out, true);
+		return;
+	}
+	for (uint32_t j = 0; j < n; j++)
+		r.bes[r.n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
+	r.rt = hlb_service_ref(s->rt);
+	v[p->n_retired++] = r;
+}
+
+/* Log the totals of the retired services whose last connection is gone (<all>: every one,
+ * the process ending), and let them go. */
+static void pool_reap_retired(struct hlb_pool *p, bool all)
+{
+	uint32_t i = 0;
+
+	while (i < p->n_retired) {
+		struct retired *r = &p->retired[i];
+		uint64_t in = r->gone_in, out = r->gone_out;
+		struct hlb_backend_counters c;
+
+		if (!all && atomic_load(&r->rt->active)) {
+			i++;
+			continue;
+		}
+		for (uint32_t j = 0; j < r->n_bes; j++) {
+			hlb_backend_counters_read(r->bes[j], &c);
+			in += c.bytes_in;
+			out += c.bytes_out;
+		}
+		log_totals(p, r->name, r->rt, in, out, true);
+		retired_free(r);
+		p->retired[i] = p->retired[--p->n_retired];
+	}
+}
+
+void hlb_pool_log_totals(struct hlb_pool *p)
+{
+	uint64_t in, out;
+
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		hlb_pool_service_bytes(p->svcs[i], &in, &out);
+		log_totals(p, p->svcs[i]->cfg->name, p->svcs[i]->rt, in, out, false);
+	}
+	pool_reap_retired(p, true);
+}
+
 uint32_t hlb_pool_service_series(const struct hlb_pool_service *s)
 {
 	return s->n_backends + s->n_removed + s->n_drained;
@@ -1025,6 +1136,7 @@ static void pool_tick(void *arg)
 		service_drop_drained(s, now);
 	}
 	reap_drained(p, NULL, p->orphans, &p->n_orphans, now);
+	pool_reap_retired(p, false);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
@@ -1507,6 +1619,9 @@ void hlb_pool_free(struct hlb_pool *p)
 	for (uint32_t i = 0; i < p->n_orphans; i++)
 		backend_free(p->orphans[i]);
 	free(p->orphans);
+	for (uint32_t i = 0; i < p->n_retired; i++)
+		retired_free(&p->retired[i]);
+	free(p->retired);
 	free(p->svcs);
 	free(p->subs);
 	handover_free(p);
@@ -1877,6 +1992,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
 			 held, s->cfg->drain_timeout_ms);
 	atomic_store(&s->rt->removed, true);
+	retire_keep(p, s);
 	if (v) {
 		p->orphans = v;
 		for (uint32_t i = 0; i < s->n_backends; i++) {

@@ -186,6 +186,13 @@ const struct hlb_pool_backend *hlb_pool_service_series_at(const struct hlb_pool_
  * and those gone (the per-backend counters go with a backend).
  */
 void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out);
+
+/*
+ * Log each service's counters as this process ends them (`msg="service totals"`), and
+ * those of the services a reload removed whose totals are not logged yet (each logs them,
+ * `removed=1`, once its last connection is gone).
+ */
+void hlb_pool_log_totals(struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name);
 struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const char *name);
 

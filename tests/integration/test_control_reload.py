@@ -269,6 +269,43 @@ def removals_say_what_they_will_close():
         b.stop()
 
 
+def a_removed_service_logs_its_totals():
+    """A service a reload removes logs its totals (`msg="service totals" ... removed=1`) once
+    its last connection is gone, the bytes they forwarded after the reload included: the
+    reload takes its series out of /metrics, and the totals at exit name only the services
+    of the last config. Before, the 3,000 bytes its two connections forwarded after the
+    reload (and the 6 before) were counted in no line and no scrape."""
+    b = Backend("a")
+    second = (f"  - name: u\n    listen: 127.0.0.1:0\n"
+              f"    backends:\n      - name: a\n        address: {b.addr}\n")
+    lb = Lb(config([("a", b.addr)], health="enabled: false") + second)
+    host, port = next(s["bound"] for s in lb.status()["services"] if s["name"] == "u").rsplit(":", 1)
+    held = [connect((host, int(port)), src=client_ip(9300 + i)) for i in range(2)]
+    check([h.recv(64) for h in held] == [b"a\n"] * 2, "two clients on service u")
+    lb.rewrite(config([("a", b.addr)], health="enabled: false"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0, f"reload: {se}")
+    for h in held:
+        h.sendall(b"x" * 1500)
+        h.shutdown(socket.SHUT_WR)
+        got = b""
+        while len(got) < 1500:
+            d = h.recv(65536)
+            if not d:
+                break
+            got += d
+        check(got == b"x" * 1500, "u's connections go on after the reload")
+        h.close()
+    check(lb.wait_log(r'msg="service totals" service=u removed=1 lookups=2 connections=2 .* '
+                      r'sent_bytes=3000 received_bytes=3004$'),
+          "u's totals are logged once its connections are gone: "
+          f"{[l for l in lb.log if 'service totals' in l]}")
+    check(lb.stop() == 0, "exit 0")
+    check(sum('msg="service totals" service=u' in l for l in lb.log) == 1,
+          "once: not again at exit")
+    b.stop()
+
+
 def vm(pid, key):
     """/proc/PID/status's <key> (VmRSS, VmHWM) in kB."""
     with open(f"/proc/{pid}/status") as f:
@@ -355,5 +392,6 @@ def a_huge_flat_list_is_refused_in_bounded_memory():
 
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
-           removals_say_what_they_will_close, reloads_give_the_old_tables_back,
+           removals_say_what_they_will_close, a_removed_service_logs_its_totals,
+           reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory])
