@@ -2071,8 +2071,14 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 	case OP_SEND_B: {
 		i = op - OP_SEND;
 		h = &c->h[i];
-		if (c->state == CONN_CLOSING)
+		if (c->state == CONN_CLOSING) {
+			/* taken by the destination before the abort (the other
+			 * side's reset, in the same batch of completions): the
+			 * client has those bytes, so they count as forwarded */
+			if (res > 0)
+				half_count(w, c, i, (uint32_t)res);
 			break;
+		}
 		/* 0 cannot happen for a non-empty TCP send; never resend forever.
 		 * EAGAIN: MSG_DONTWAIT found the destination full (see Spill). */
 		if (res == 0 || (res < 0 && res != -EAGAIN)) {

@@ -16,8 +16,8 @@ import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, frozen,
-                    lookup, read_line, read_to_eof, run_tests, spawn, stop, syn_sent, tmpfile,
-                    wait_until)
+                    lookup, read_line, read_to_eof, run_tests, serve_each, spawn, stop, syn_sent,
+                    tmpfile, wait_until)
 
 PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 NO_HEALTH = "enabled: false"
@@ -589,7 +589,71 @@ def reset_before_routed():
     b.stop()
 
 
+def bytes_taken_as_the_backend_resets():
+    """A backend that answers and resets at once (a close with the upload unread), while its
+    client uploads and reads: every byte the client received is in its line's bytes_out, and
+    the lines add up to hashlb_backend_received_bytes_total. The send to the client and the
+    backend's reset complete in one turn; the send's count was dropped when the reset came
+    first (6 to 15 of 200 connections logged bytes_out=0 for a client that got the whole
+    7,736-byte answer)."""
+    answer = b"B" * 7736
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(128)
+
+    def handle(c):
+        try:
+            c.recv(1)
+            c.sendall(answer)
+        finally:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+
+    stop_backend = serve_each(srv, handle)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+    lb = Lb(config([("a", addr)], workers=1, health=NO_HEALTH, extra="log_connections: true"))
+    got = {}
+    for i in range(200):
+        s = connect(lb.addr, client_ip(i))
+        me = "%s:%d" % s.getsockname()[:2]
+        done = threading.Event()
+
+        def upload():
+            try:
+                while not done.is_set():
+                    s.sendall(b"u" * 65536)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=upload)
+        t.start()
+        n = 0
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                n += len(d)
+        except OSError:
+            pass
+        done.set()
+        s.close()
+        t.join()
+        got[me] = n
+    lines = wait_lines(lb, 200)
+    short = [(l["client"], got.get(l["client"]), l["bytes_out"]) for l in lines
+             if got.get(l["client"], 0) > int(l["bytes_out"])]
+    check(len(lines) == 200 and not short,
+          f"no line counts fewer bytes than its client received: {len(short)} of {len(lines)} "
+          f"do ({short[:3]})")
+    total = metric_sum(lb, "hashlb_backend_received_bytes_total")
+    check(total == sum(int(l["bytes_out"]) for l in lines),
+          f"the lines add up to received_bytes_total ({total})")
+    finish(lb)
+    stop_backend()
+
+
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
-           stalled_journal_stream_no_spin, reset_before_routed])
+           stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets])
