@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,7 +453,22 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 	return buf;
 }
 
-int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
+/*
+ * The heap's free pages back to the system, after a reload, applied or not.
+ * What it keeps (the new config's strings and arrays) lies among what it
+ * used for a moment (the file, the YAML tree, libfyaml's tokens), and glibc
+ * gives back only the top of the heap: the RSS grew 48 MB over 20 reloads
+ * of 100,000 backends (the memory in use did not), 6 MB at 20,000.
+ * madvise()s the free pages, a few milliseconds at 100,000 backends.
+ */
+static void reload_trim(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
 	char qp[HLB_LOG_PATH_MAX], qs[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
@@ -504,4 +522,12 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 	if (ctl->reloaded)
 		ctl->reloaded(ctl->reloaded_arg, cfg);
 	return 0;
+}
+
+int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
+{
+	int ret = reload(ctl, err);
+
+	reload_trim();
+	return ret;
 }
