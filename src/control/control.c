@@ -280,7 +280,7 @@ static void resolve_tick(void *arg)
 	resolve_again_in(ctl, every);
 }
 
-int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
+int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
 		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
 		    struct hlb_control **ret_ctl, struct hashlb_error *err)
 {
@@ -328,6 +328,7 @@ int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, st
 		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",
 			    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
 	}
+	ctl->owned_cfg = cfg;
 	resolve_schedule(ctl);
 	*ret_ctl = ctl;
 	return 0;

@@ -42,7 +42,7 @@ struct hlb_control {
 	struct hlb_pool *pool;
 	struct hlb_http *http; /* NULL when admin is off */
 	const struct hashlb_config *cfg; /* current */
-	struct hashlb_config *owned_cfg; /* what a reload loaded (the first one is the caller's) */
+	struct hashlb_config *owned_cfg; /* <cfg>, freed with the control */
 	char *config_path;
 	/* what runs, as started: a reload changes neither (restart only), so
 	 * the config it loads is compared with these, not with the last one */
@@ -103,11 +103,12 @@ struct hlb_control {
 };
 
 /*
- * Create the pool for <cfg> (borrowed; the caller keeps it alive until
- * hlb_control_free()) loaded from <config_path>, then open the admin
- * endpoint at cfg->admin_addr (if any).
+ * Create the pool for <cfg> loaded from <config_path>, then open the admin
+ * endpoint at cfg->admin_addr (if any). <cfg> is the control's on success,
+ * freed when a reload replaces it; on failure it stays the caller's (<err>
+ * may point into it).
  */
-int hlb_control_new(const struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
+int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
 		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
 		    struct hlb_control **ret_ctl, struct hashlb_error *err);
 void hlb_control_free(struct hlb_control *ctl); /* accepts NULL */

@@ -212,7 +212,7 @@ static void plug_resync(struct hlb_daemon *d, void *arg, const char *text)
 	hlb_log(HLB_LOG_INFO, "health from the old hashlb as this one got ready", "changed=%u", n);
 }
 
-static int plug_start(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
+static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg,
 		      struct hashlb_error *err)
 {
 	struct hlb_control_plug *plug = arg;

@@ -107,7 +107,8 @@ struct listener_index {
 };
 
 struct hlb_daemon {
-	struct hashlb_config *cfg; /* the initial (or, static pool, current) config */
+	/* the initial config until hooks.start takes it; the static pool's current */
+	struct hashlb_config *cfg;
 	char *config_path;
 	struct hlb_daemon_opts opts;
 	struct hlb_daemon_hooks hooks;
@@ -2121,10 +2122,13 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	r = hlb_proxy_start(d->proxy, err);
 	if (r < 0)
 		return r;
-	if (d->hooks.start)
+	if (d->hooks.start) {
 		r = d->hooks.start(d, d->cfg, d->hooks.arg, err);
-	else
+		if (r == 0)
+			d->cfg = NULL; /* the hook's */
+	} else {
 		r = static_apply(d, d->cfg, err);
+	}
 	if (r < 0)
 		return r;
 	warn_max_conns(d);

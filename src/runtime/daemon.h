@@ -82,11 +82,14 @@ struct hlb_daemon_opts {
 struct hlb_daemon_hooks {
 	void *arg;
 	/*
-	 * Before the workers accept: create the services from <cfg> (borrowed,
-	 * valid until hlb_daemon_free()), publish their first snapshots, and
-	 * open their listeners (listen transaction). NULL: the static pool.
+	 * Before the workers accept: create the services from <cfg>, publish
+	 * their first snapshots, and open their listeners (listen transaction).
+	 * On success <cfg> is the hook's to free (the daemon reads it no more):
+	 * kept to hlb_daemon_free(), the config a process started with stayed
+	 * beside each one a reload loaded, 31 MB at 100,000 backends. On
+	 * failure the daemon keeps it. NULL: the static pool.
 	 */
-	int (*start)(struct hlb_daemon *d, const struct hashlb_config *cfg, void *arg,
+	int (*start)(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg,
 		     struct hashlb_error *err);
 	/* SIGHUP. NULL: the static pool reloads hlb_daemon_config_path(). */
 	void (*reload)(struct hlb_daemon *d, void *arg);
