@@ -174,7 +174,9 @@ struct hashlb_service_cfg {
 
 struct hashlb_config {
 	char *path;
-	char *text; /* what was parsed (NUL-terminated), to parse again (resolve_every) */
+	/* what was parsed (NUL-terminated), to parse again: kept with resolve_every
+	 * and a backend that names a host (hashlb_config_names_hosts()), else NULL */
+	char *text;
 	size_t text_len;
 	/* resolve the backends' names again this often, 0 = at start and reload only
 	 * (default); between 1s and 1 day */
@@ -275,6 +277,8 @@ int hashlb_config_parse_flags(const char *text, size_t len, const char *name, un
 			      struct hashlb_config **ret_config, struct hashlb_error *err);
 /* Accepts NULL. */
 void hashlb_config_free(struct hashlb_config *c);
+/* Whether a backend of <c> is written with a host name, not an address. */
+bool hashlb_config_names_hosts(const struct hashlb_config *c);
 
 /* "ready", "drain", "maint"; NULL if invalid. */
 const char *hashlb_admin_state_name(enum hashlb_admin_state s);

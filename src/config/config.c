@@ -2263,8 +2263,40 @@ int hashlb_config_parse(const char *text, size_t len, const char *name,
 	return hashlb_config_parse_flags(text, len, name, 0, ret_config, err);
 }
 
-int hashlb_config_parse_flags(const char *text, size_t len, const char *name, unsigned int flags,
-			      struct hashlb_config **ret_config, struct hashlb_error *err)
+bool hashlb_config_names_hosts(const struct hashlb_config *c)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		for (uint32_t j = 0; j < c->services[i].n_backends; j++) {
+			if (hashlb_addr_is_name(c->services[i].backends[j].address))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Whether <root> has a key resolve_every (unchecked: check_map() comes later). */
+static bool writes_resolve_every(const struct ynode *root)
+{
+	for (size_t i = 0; root && root->type == YNODE_MAP && i < ynode_pairs(root); i++) {
+		const struct ynode *k = ynode_key(root, i);
+
+		if (k->type == YNODE_SCALAR && strcmp(k->text, "resolve_every") == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * hashlb_config_parse_flags() of <text>, which is <owned> if that is not
+ * NULL: a buffer of <len> + 1 bytes, NUL-terminated, freed here (kept as
+ * the config's text if it needs one), as soon as the tree is built unless
+ * resolve_every is written. A copy of the text kept in every config (and
+ * made while the tree was alive, the file beside it) took as much memory
+ * again as the file, 16 MiB at most, for resolve_every alone.
+ */
+static int config_parse(const char *text, char *owned, size_t len, const char *name,
+			unsigned int flags, struct hashlb_config **ret_config,
+			struct hashlb_error *err)
 {
 	struct loader ld = { .name = name ? name : "<config>", .err = err, .flags = flags };
 	struct hashlb_config *c;
@@ -2272,35 +2304,55 @@ int hashlb_config_parse_flags(const char *text, size_t len, const char *name, un
 	int r;
 
 	/* as from a file (hashlb_config_load()): the tree's lengths are 32-bit */
-	if (len > CONFIG_FILE_MAX)
+	if (len > CONFIG_FILE_MAX) {
+		free(owned);
 		return sys_fail(err, ld.name, EFBIG, "the configuration is larger than 16 MiB");
+	}
 	r = ydoc_parse(text, len, ld.name, &doc, err);
-	if (r < 0)
+	if (r < 0) {
+		free(owned);
 		return r;
+	}
+	/* the tree holds every value: the text is for resolve_every alone */
+	if (owned && !writes_resolve_every(doc->root)) {
+		free(owned);
+		owned = NULL;
+		text = NULL;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
+		free(owned);
 		ydoc_free(doc);
 		return nomem(&ld);
 	}
 	c->path = strdup(ld.name);
-	c->text = malloc(len + 1);
-	if (!c->path || !c->text) {
-		r = nomem(&ld);
-		goto err_free;
-	}
-	memcpy(c->text, text, len);
-	c->text[len] = '\0';
-	c->text_len = len;
-	r = load_root(&ld, doc->root, c);
-	if (r < 0)
-		goto err_free;
+	r = c->path ? load_root(&ld, doc->root, c) : nomem(&ld);
 	ydoc_free(doc);
+	if (r == 0 && text && c->resolve_every_ms && hashlb_config_names_hosts(c)) {
+		c->text = owned ? owned : malloc(len + 1);
+		owned = NULL;
+		if (c->text) {
+			if (c->text != text)
+				memcpy(c->text, text, len);
+			c->text[len] = '\0';
+			c->text_len = len;
+		} else {
+			r = nomem(&ld);
+		}
+	}
+	free(owned);
+	if (r < 0) {
+		hashlb_config_free(c);
+		return r;
+	}
 	*ret_config = c;
 	return 0;
-err_free:
-	hashlb_config_free(c);
-	ydoc_free(doc);
-	return r;
+}
+
+int hashlb_config_parse_flags(const char *text, size_t len, const char *name, unsigned int flags,
+			      struct hashlb_config **ret_config, struct hashlb_error *err)
+{
+	return config_parse(text, NULL, len, name, flags, ret_config, err);
 }
 
 int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
@@ -2404,8 +2456,7 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 		goto err_close;
 	}
 	close(fd);
-	r = hashlb_config_parse_flags(buf, got, path, flags, &c, err);
-	free(buf);
+	r = config_parse(buf, buf, got, path, flags, &c, err);
 	if (r < 0)
 		return r;
 	if (!(flags & HASHLB_LOAD_NO_RESOLVE)) {

@@ -62,17 +62,6 @@ static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
 
 #define RESOLVE_POLL_MS 20
 
-static bool config_names_hosts(const struct hashlb_config *c)
-{
-	for (uint32_t i = 0; i < c->n_services; i++) {
-		for (uint32_t j = 0; j < c->services[i].n_backends; j++) {
-			if (hashlb_addr_is_name(c->services[i].backends[j].address))
-				return true;
-		}
-	}
-	return false;
-}
-
 /* Give up the resolution in flight, if any (its threads finish on their own). */
 static void resolve_drop(struct hlb_control *ctl)
 {
@@ -93,7 +82,7 @@ static void resolve_schedule(struct hlb_control *ctl)
 {
 	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
 	resolve_drop(ctl);
-	if (ctl->cfg->resolve_every_ms && ctl->cfg->text && config_names_hosts(ctl->cfg))
+	if (ctl->cfg->resolve_every_ms && ctl->cfg->text) /* text: a backend names a host */
 		resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
 }
 

@@ -907,15 +907,22 @@ static void test_backup(void **state)
 
 static void test_resolve_every(void **state)
 {
+	static const char named[] = "resolve_every: 30s\n" MINIMAL "      - name: b\n"
+				    "        address: db:9002\n";
 	struct hashlb_config *c = load_ok(MINIMAL);
 
 	(void)state;
 	assert_int_equal(c->resolve_every_ms, 0); /* off unless asked */
-	assert_int_equal(c->text_len, strlen(MINIMAL));
-	assert_string_equal(c->text, MINIMAL); /* kept, to be parsed again */
+	assert_null(c->text); /* nothing to parse again */
 	hashlb_config_free(c);
 	c = load_ok("resolve_every: 30s\n" MINIMAL);
 	assert_int_equal(c->resolve_every_ms, 30000);
+	assert_null(c->text); /* no host name to resolve again */
+	hashlb_config_free(c);
+	c = load_ok(named);
+	assert_true(hashlb_config_names_hosts(c));
+	assert_int_equal(c->text_len, strlen(named));
+	assert_string_equal(c->text, named); /* kept, to be parsed again */
 	hashlb_config_free(c);
 	expect_error("resolve_every: 500ms\n" MINIMAL, 1, 16,
 		     "'resolve_every' 500ms is shorter than 1s (0 = off)");
