@@ -293,6 +293,7 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 		free(ctl);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	ctl->rcu = env->rcu;
 	ret = hlb_pool_new(cfg, loop, env, &ctl->pool, err);
 	if (ret < 0) {
 		if (err->line && !err->file)
@@ -451,8 +452,9 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
  * of 100,000 backends (the memory in use did not), 6 MB at 20,000.
  * madvise()s the free pages, a few milliseconds at 100,000 backends.
  */
-static void reload_trim(void)
+static void reload_trim(void *unused)
 {
+	(void)unused;
 #ifdef __GLIBC__
 	malloc_trim(0);
 #endif
@@ -518,6 +520,11 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	int ret = reload(ctl, err);
 
-	reload_trim();
+	/* Once what the reload replaced is freed too, the workers done with it:
+	 * the tables, also those that fill the heap's holes (a block of 128 KiB
+	 * or more is mmap()ed only when no free one fits). Trimmed before that,
+	 * a reload that rebuilt every table of 100,000 backends left 16 MB. */
+	if (!ctl->rcu || hlb_rcu_defer(ctl->rcu, reload_trim, NULL) < 0)
+		reload_trim(NULL);
 	return ret;
 }

@@ -40,6 +40,7 @@ struct hlb_close_wait;
 struct hlb_control {
 	struct hlb_loop *loop; /* borrowed */
 	struct hlb_pool *pool;
+	struct hlb_rcu *rcu; /* the pool's (may be NULL): frees what a reload replaced */
 	struct hlb_http *http; /* NULL when admin is off */
 	const struct hashlb_config *cfg; /* current */
 	struct hashlb_config *owned_cfg; /* <cfg>, freed with the control */
