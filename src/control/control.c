@@ -227,6 +227,35 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		    "backends=%u changed=%s", n, changed);
 }
 
+/*
+ * The heap's free pages back to the system, after a reload (applied or
+ * not) or a resolve_every round. What they keep (the new config's strings
+ * and arrays) lies among what they used for a moment (the file, the YAML
+ * tree, libfyaml's tokens), and glibc gives back only the top of the heap:
+ * the RSS grew 48 MB over 20 reloads of 100,000 backends (the memory in use
+ * did not), 6 MB at 20,000. madvise()s the free pages, a few milliseconds
+ * at 100,000 backends.
+ */
+static void heap_trim(void *unused)
+{
+	(void)unused;
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+/*
+ * heap_trim() once what was just replaced is freed too, the workers done
+ * with it: the tables, also those that fill the heap's holes (a block of
+ * 128 KiB or more is mmap()ed only when no free one fits). Trimmed before
+ * that, a reload that rebuilt every table of 100,000 backends left 16 MB.
+ */
+static void heap_trim_later(struct hlb_control *ctl)
+{
+	if (!ctl->rcu || hlb_rcu_defer(ctl->rcu, heap_trim, NULL) < 0)
+		heap_trim(NULL);
+}
+
 static void resolve_tick(void *arg)
 {
 	struct hlb_control *ctl = arg;
@@ -266,6 +295,7 @@ static void resolve_tick(void *arg)
 			resolve_failed(ctl, &failed);
 		resolve_apply(ctl, failed.reason == HASHLB_ERR_NONE);
 	}
+	heap_trim_later(ctl);
 	resolve_again_in(ctl, every);
 }
 
@@ -444,22 +474,6 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 	return buf;
 }
 
-/*
- * The heap's free pages back to the system, after a reload, applied or not.
- * What it keeps (the new config's strings and arrays) lies among what it
- * used for a moment (the file, the YAML tree, libfyaml's tokens), and glibc
- * gives back only the top of the heap: the RSS grew 48 MB over 20 reloads
- * of 100,000 backends (the memory in use did not), 6 MB at 20,000.
- * madvise()s the free pages, a few milliseconds at 100,000 backends.
- */
-static void reload_trim(void *unused)
-{
-	(void)unused;
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
-}
-
 static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
@@ -520,11 +534,6 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
 	int ret = reload(ctl, err);
 
-	/* Once what the reload replaced is freed too, the workers done with it:
-	 * the tables, also those that fill the heap's holes (a block of 128 KiB
-	 * or more is mmap()ed only when no free one fits). Trimmed before that,
-	 * a reload that rebuilt every table of 100,000 backends left 16 MB. */
-	if (!ctl->rcu || hlb_rcu_defer(ctl->rcu, reload_trim, NULL) < 0)
-		reload_trim(NULL);
+	heap_trim_later(ctl);
 	return ret;
 }
