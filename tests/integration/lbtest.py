@@ -780,15 +780,28 @@ def _check_logs(n):
 STALL = 1.0     # s: a test during which this process was kept from running this long is rerun
 
 
+def part_of(tests, argv=None):
+    """The tests of this run: all of them, or with "--part K/N" on the command line every Nth
+    from the Kth (1-based), so that meson runs one long file as N tests side by side
+    (tests/integration/meson.build): a test added to the file falls into a part by itself."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--part" not in argv:
+        return tests
+    k, n = map(int, argv[argv.index("--part") + 1].split("/"))
+    if not 1 <= k <= n:
+        raise SystemExit(f"--part {k}/{n}: K must be 1 to N")
+    return tests[k - 1::n]
+
+
 def run_tests(tests):
-    """Run each test. A test that failed while this process itself was kept from running
+    """Run each test of this part (part_of()). A test that failed while this process itself was kept from running
     for STALL seconds or more (the machine or its VM stalled, hashlb and the clients frozen
     together: timeouts fire on resume) runs once more, its first failures set aside and
     printed; the second run decides. What a test left running (one that raised before it
     stopped its hashlb, a process that drains still) is stopped before the next one: left
     there, it went on serving the next tests' address, or held a listening socket they
     shared (SO_REUSEPORT), and one failure made many."""
-    for t in tests:
+    for t in part_of(tests):
         n_start, n_lbs = len(_procs), len(_lbs)
         for attempt in (1, 2):
             t0 = time.time()

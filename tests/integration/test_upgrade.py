@@ -18,7 +18,8 @@ import sys
 
 if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
     env = dict(os.environ, HASHLB_TEST_NETNS="upgrade")
-    sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__)],
+    sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
+                             *sys.argv[1:]],
                             env=env).returncode)
 
 import json  # noqa: E402
