@@ -26,7 +26,7 @@ struct subscriber {
 };
 
 /*
- * A service a reload removed, until its last connection is gone: its counters (<rt>) and
+ * A service a reload removed, until nothing else holds it: its counters (<rt>) and
  * its backends' (<bes>), one reference each, and the bytes of its backends freed before,
  * for the totals it logs then (pool_reap_retired()).
  */
@@ -949,8 +949,10 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s)
 	v[p->n_retired++] = r;
 }
 
-/* Log the totals of the retired services whose last connection is gone (<all>: every one,
- * the process ending), and let them go. */
+/* Log the totals of the retired services nothing else holds any more, their last connection
+ * gone and their listener closed in every worker (<all>: every one, the process ending), and
+ * let them go. The reference a worker drops last (release) orders what it counted before
+ * our read of it (acquire). */
 static void pool_reap_retired(struct hlb_pool *p, bool all)
 {
 	uint32_t i = 0;
@@ -960,7 +962,9 @@ static void pool_reap_retired(struct hlb_pool *p, bool all)
 		uint64_t in = r->gone_in, out = r->gone_out;
 		struct hlb_backend_counters c;
 
-		if (!all && atomic_load(&r->rt->active)) {
+		/* held by more than us: a connection, or a worker's listener (whose backlog
+		 * that worker serves as it reads the removal, after the reload) */
+		if (!all && atomic_load_explicit(&r->rt->refs, memory_order_acquire) > 1) {
 			i++;
 			continue;
 		}

@@ -1263,6 +1263,60 @@ static void fixture_reload(struct fixture *f, struct hashlb_config *next)
 	f->cfg = next;
 }
 
+/* The "service totals" lines of a pool, for the tests that read them. */
+static void totals_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	if (strcmp(msg, "service totals") == 0)
+		log_capture(arg, level, msg, kv);
+}
+
+/*
+ * A service a reload removes logs its totals once nothing can count for it any more: not while
+ * a worker still holds it (its listener, whose backlog the worker serves when it reads the
+ * removal, after the reload), though no connection of it is open. "api", held by nothing, logs
+ * at the next tick; "web", held as a worker's listener holds it, logs once let go, with the
+ * client that worker served from the backlog meanwhile. Before, "web" logged at that tick too,
+ * lookups=0 connections=0, and the client it served after was counted nowhere.
+ */
+static void test_a_removed_service_logs_its_totals_once_let_go(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_service *web;
+	struct fixture f;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 3);
+	add_api(f.cfg);
+	for (uint32_t i = 0; i < f.cfg->n_services; i++)
+		f.cfg->services[i].health.enabled = false;
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = totals_capture, .arg = &l
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
+	web = hlb_service_ref(hlb_pool_service_find(f.pool, "web")->rt); /* a worker's listener */
+	next = config_new(HASHLB_SCHEME_MAGLEV, 3);
+	free(next->services[0].name);
+	next->services[0].name = strdup("new");
+	fixture_reload(&f, next);
+	while (l.n == 0)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(l.n, 1);
+	assert_non_null(strstr(l.text[0], "service=api removed=1 lookups=0 connections=0"));
+	/* the worker reads the removal: a client from the backlog served, the listener let go */
+	atomic_fetch_add(&web->wstats[1].lookups, 1);
+	atomic_fetch_add(&web->wstats[1].total, 1);
+	hlb_service_unref(web);
+	while (l.n == 1)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(l.n, 2);
+	assert_non_null(strstr(l.text[1], "service=web removed=1 lookups=1 connections=1"));
+	fixture_teardown(&f);
+}
+
 /*
  * A run of checks failed while up that its checks stop before ending (no verdict) ends in one
  * line saying why: a reload removing the backend or turning checks off (reason=reload), maint
@@ -1394,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_checks_failing_while_up_are_logged),
 		cmocka_unit_test(test_checks_failing_while_up_are_bounded_for_the_pool),
 		cmocka_unit_test(test_a_run_its_checks_stop_is_ended_in_the_log),
+		cmocka_unit_test(test_a_removed_service_logs_its_totals_once_let_go),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
