@@ -156,6 +156,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "help") == 0 && argc == 3 &&
+	    (strcmp(argv[2], "help") == 0 || strcmp(argv[2], "--help") == 0 ||
+	     strcmp(argv[2], "-h") == 0)) {
+		/* help's own manual is hashlb's */
+		usage(stdout);
+		return output_status(0);
+	}
 	if (strcmp(argv[1], "help") == 0 && argc >= 3) {
 		/* "hashlb help COMMAND": COMMAND's manual, as "hashlb COMMAND --help" */
 		char *help_argv[] = { argv[2], "--help", NULL };

@@ -531,6 +531,11 @@ for cmd in listed:
           and p.returncode == 0 and p.stdout.startswith(f"NAME\n  hashlb {cmd} - "),
           f"hashlb help {cmd}: exit {p.returncode}, stdout {p.stdout[:60]!r}, stderr "
           f"{p.stderr!r}; hashlb {cmd} --help: exit {want.returncode}")
+# help's own help is hashlb's ("unknown command 'help'" before)
+for args in (("help", "help"), ("help", "--help"), ("help", "-h")):
+    p = run(*args, ok=False)
+    check(p.returncode == 0 and p.stdout == run("--help").stdout and p.stderr == "",
+          f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
 # and each command's --help says so, with its own name
 for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
     p = run(cmd, "--help")
