@@ -411,7 +411,7 @@ static void worker_commands(struct worker *w)
 		case CMD_ADD:
 			/* its socket, and any extra one it holds in turn (a reference each:
 			 * the command's for the first) */
-			for (uint32_t i = w->id; i < cmd->l->n_fds; i += cmd->l->n_workers) {
+			listener_for_each_fd (cmd->l, w->id, i) {
 				if (i != w->id)
 					atomic_fetch_add(&cmd->l->refs, 1);
 				wl = aligned_alloc(16, sizeof(*wl));
@@ -742,9 +742,9 @@ static void worker_fail(struct worker *w, int err)
 	pthread_mutex_lock(&w->cmd_lock);
 	w->failed = true;
 	for (cmd = w->cmd_head; cmd; cmd = cmd->next)
-		for (uint32_t i = w->id; cmd->type == CMD_ADD && i < cmd->l->n_fds;
-		     i += cmd->l->n_workers)
-			listener_shutdown(cmd->l, cmd->l->fds[i]);
+		if (cmd->type == CMD_ADD)
+			listener_for_each_fd (cmd->l, w->id, i)
+				listener_shutdown(cmd->l, cmd->l->fds[i]);
 	pthread_mutex_unlock(&w->cmd_lock);
 	/* Every request cancelled (a poll's pending task work sees the cancel
 	 * first), each accept ends with a completion that says so (no
@@ -943,9 +943,9 @@ void worker_failing_seen(struct worker *w)
 static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 {
 	if (cmd->l) {
-		for (uint32_t i = w->id; cmd->type == CMD_ADD && i < cmd->l->n_fds;
-		     i += cmd->l->n_workers)
-			listener_fd_close(cmd->l, i);
+		if (cmd->type == CMD_ADD)
+			listener_for_each_fd (cmd->l, w->id, i)
+				listener_fd_close(cmd->l, i);
 		hlb_listener_unref(cmd->l);
 	}
 	free(cmd);

@@ -82,6 +82,9 @@ struct hlb_listener {
 
 void hlb_listener_unref(struct hlb_listener *l);
 
+/* For each of <l>'s sockets that worker <id> accepts on: index <i> of l->fds. */
+#define listener_for_each_fd(l, id, i) for (uint32_t i = (id); i < (l)->n_fds; i += (l)->n_workers)
+
 /* One worker's use of a listener. */
 struct wlistener {
 	struct wlistener *next;
