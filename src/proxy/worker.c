@@ -726,8 +726,10 @@ static void worker_fail(struct worker *w, int err)
 	struct io_uring_cqe *cqe;
 	struct wlistener *wl;
 	struct cmd *cmd;
+	enum { IDLE_PASSES = 8, MAX_PASSES = 256 };
 	uint64_t n = 0;
-	unsigned head, seen;
+	unsigned head, seen, idle = 0, passes = 0;
+	int entered;
 
 	/* Out of their SO_REUSEPORT group at once, their backlogs reset: a
 	 * listening socket shut down stops listening. Not closed: the control
@@ -757,13 +759,22 @@ static void worker_fail(struct worker *w, int err)
 	 * manager's), would install a client's fd nobody knows of (kernels
 	 * before 6.17 and the stable updates of September 2025 run it rather
 	 * than cancel it). Ends too once an enter brings nothing: the enter
-	 * fails, or the completion lost was an accept's last. */
-	sqe = worker_sqe(w);
-	io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY);
-	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, 0);
+	 * fails, or the completion lost was an accept's last.
+	 * A full SQ that a submit cannot empty (worker_sqe() would try for
+	 * ever) leaves the accepts uncancelled: reaped as they come. Bounded:
+	 * a pass that brings nothing ends it unless the overflow list still
+	 * holds completions, IDLE_PASSES such passes at most, and MAX_PASSES in
+	 * all (clients arriving without end on an uncancelled accept). */
+	sqe = io_uring_get_sqe(&w->ring);
+	if (!sqe && io_uring_submit(&w->ring) >= 0)
+		sqe = io_uring_get_sqe(&w->ring);
+	if (sqe) {
+		io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY);
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, 0);
+	}
 	do {
-		io_uring_submit_and_get_events(&w->ring);
+		entered = io_uring_submit_and_get_events(&w->ring);
 		seen = 0;
 		io_uring_for_each_cqe (&w->ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -781,8 +792,10 @@ static void worker_fail(struct worker *w, int err)
 			seen++;
 		}
 		io_uring_cq_advance(&w->ring, seen);
-	} while (accepts_armed(w) &&
-		 (seen || (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW)));
+		idle = seen ? 0 : idle + 1;
+	} while (accepts_armed(w) && ++passes < MAX_PASSES &&
+		 (seen || (entered >= 0 && idle < IDLE_PASSES &&
+			   (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW))));
 	io_uring_queue_exit(&w->ring);
 	w->ring_gone = true;
 	n += conn_reset_all(w, -err);
