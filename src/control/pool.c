@@ -1996,6 +1996,9 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
 			 held, s->cfg->drain_timeout_ms);
 	atomic_store(&s->rt->removed, true);
+	/* its config is freed with the one this reload replaces, while the
+	 * workers may hold <rt> longer: nothing publishes it again to read it */
+	s->rt->cfg = NULL;
 	retire_keep(p, s);
 	if (v) {
 		p->orphans = v;
