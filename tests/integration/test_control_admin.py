@@ -1591,9 +1591,9 @@ def ctl_bounds_an_answer_that_does_not_end():
         except OSError:
             pass
 
-    # ASan reserves terabytes of address space for its shadow: no RLIMIT_AS under it (the
-    # guard is for a ctl that does not bound its answer; this one stops at 1 GiB)
-    asan = asan_build()
+    # ASan and TSan reserve terabytes of address space for their shadow: no RLIMIT_AS under
+    # them (the guard is for a ctl that does not bound its answer; this one stops at 1 GiB)
+    asan = asan_build() or tsan_build()
 
     def limit():
         if not asan:
