@@ -407,32 +407,57 @@ class Hashlb:
     """hashlb run on a config; .addr is the (first) service's bound address."""
 
     def __init__(self, cfg_text, args=(), fname="hashlb.yaml", wait=True, nofile=None, wrap=(),
-                 binary=HASHLB, env=None, start_within=10, pass_fds=()):
+                 binary=HASHLB, env=None, start_within=10, pass_fds=(), log_file=False):
         """<wrap>: a command prefix that execs hashlb (same PID), e.g. into a namespace;
         <binary>: the hashlb to run; <env>: its environment (default: ours); <start_within>:
         seconds it may take to start (a test's failure past it, not a measurement);
-        <pass_fds>: descriptors it inherits (for <wrap>)."""
+        <pass_fds>: descriptors it inherits (for <wrap>); <log_file>: stderr to a file,
+        followed, rather than a pipe: hashlb drops the connection log lines a pipe's reader
+        does not take in time (hashlb_log_dropped_total), and this reader, a thread of a
+        test busy with thousands of sockets on a loaded machine, can fall that far behind;
+        a file takes every line."""
         self.path = tmpfile(fname, cfg_text)
         self.log = []
+        log_path = tmppath(fname + ".log") if log_file else None
 
         def limit():
             if nofile:
                 import resource
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = spawn([*wrap, binary, "run", "-c", self.path, *args], stderr=subprocess.PIPE,
-                          text=True, errors="surrogateescape", preexec_fn=limit, env=env,
-                          pass_fds=pass_fds)
+        with open(log_path, "w") if log_path else contextlib.nullcontext(subprocess.PIPE) as err:
+            self.proc = spawn([*wrap, binary, "run", "-c", self.path, *args], stderr=err,
+                              text=True, errors="surrogateescape", preexec_fn=limit, env=env,
+                              pass_fds=pass_fds)
         _lbs.append(self)
         self._ready = threading.Event()
         self.addrs = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(log_path,), daemon=True)
         self._reader.start()
         if wait and not self._ready.wait(start_within):
             raise SystemExit("hashlb did not start:\n" + "\n".join(self.log))
 
-    def _read(self):
-        for line in self.proc.stderr:
+    def _lines(self, log_path):
+        """hashlb's stderr, line by line, to its end: the pipe's, or the file's as it grows."""
+        if not log_path:
+            yield from self.proc.stderr
+            return
+        with open(log_path, errors="surrogateescape") as f:
+            part = ""
+            while True:
+                running = self.proc.poll() is None
+                part += f.read()
+                *lines, part = part.split("\n")
+                yield from lines
+                if not running:
+                    break
+                if not lines:
+                    time.sleep(0.02)
+            if part:
+                yield part
+
+    def _read(self, log_path=None):
+        for line in self._lines(log_path):
             line = line.rstrip("\n")
             self.log.append(line)
             if os.environ.get("HASHLB_TEST_VERBOSE"):
