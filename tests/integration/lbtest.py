@@ -311,9 +311,38 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
     return p.returncode
 
 
+# Ports of stopped backends, each held by a socket bound there, not listening (connects are
+# refused, as to nothing), until a backend or BlackHole is started there again: with tests run
+# side by side, a freed port could go to another test's port-0 listener, and this test's
+# "refusing" backend would answer as that one (once in about 4 CI runs: test_failover served
+# by another test's server on x's port). A port-0 bind skips a port any socket is bound to,
+# SO_REUSEADDR or not.
+_reserved = {}
+
+
+def _reserve(host, port):
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host, port))
+    except OSError:
+        s.close()  # taken already: nothing to hold
+        return
+    _reserved[(host, port)] = s
+
+
+def _unreserve(host, port):
+    s = _reserved.pop((host, port), None)
+    if s:
+        s.close()
+
+
 class Backend:
     def __init__(self, name, port=0, host="127.0.0.1"):
         self.name = name
+        self.host = host
+        if port:
+            _unreserve(host, port)
         self.proc = spawn([sys.executable, BACKEND, "--name", name, "--port", str(port),
                            "--host", host],
                           stdout=subprocess.PIPE, text=True)
@@ -325,6 +354,8 @@ class Backend:
 
     def stop(self):
         stop(self.proc)
+        if self.host in ("127.0.0.1", "::1") or self.host.startswith("127."):
+            _reserve(self.host, self.port)
 
 
 def backends_on_one_port(specs, tries=10):
@@ -351,6 +382,7 @@ class BlackHole:
     def __init__(self, port=0):
         self.sock = socket.socket()
         if port:
+            _unreserve("127.0.0.1", port)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
         self.sock.listen(0)
