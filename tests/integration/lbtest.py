@@ -354,7 +354,7 @@ class Backend:
 
     def stop(self):
         stop(self.proc)
-        if self.host in ("127.0.0.1", "::1") or self.host.startswith("127."):
+        if self.host == "::1" or self.host.startswith("127."):
             _reserve(self.host, self.port)
 
 
