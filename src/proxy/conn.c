@@ -1835,7 +1835,8 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
  * client's address and the one it connected to. A plain send(): the
  * connection is fresh, its empty send buffer takes the header whole, and
  * no recv of the client is armed yet, so nothing can overtake it. -EIO if
- * the backend did not take it, another error if the client is gone.
+ * the backend did not take it, -errno of the client's reset if it is gone
+ * (sock_gone_error()).
  */
 static int conn_send_proxy_header(struct conn *c)
 {
@@ -1845,9 +1846,9 @@ static int conn_send_proxy_header(struct conn *c)
 	int n;
 
 	if (!addr) {
-		n = client_addrs(c->fd[0], own, true);
-		if (n < 0)
-			return n;
+		/* a client gone (reset while its connect was in flight): its reset's error */
+		if (client_addrs(c->fd[0], own, true) < 0)
+			return -sock_gone_error(c->fd[0]);
 		addr = own;
 	}
 	n = hlb_proxy_header(c->proxy, (const struct sockaddr *)&addr[0],

@@ -13,8 +13,8 @@ import subprocess
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (HASHLB, check, client_ip, connect, frozen, lookup, outcome, read_to_eof,
-                    run_tests, serve_each, tmpfile)
+from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, lookup, outcome,
+                    read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
 
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 NO_CHECKS = "enabled: false"
@@ -504,7 +504,38 @@ def header_refused_then_retried():
         b.close()
 
 
+def client_reset_while_connecting():
+    """proxy_protocol: a client that resets while its backend connect is in flight, and
+    before hashlb watches it (a connect under 100 ms), is found as hashlb reads its address
+    for the header once the connect completes: the backend is reset and the line says
+    end=client_reset err=ECONNRESET, as every client reset is logged. Before, it said
+    err=ENOTCONN, the error of the getpeername() that found the client gone."""
+    bh = BlackHole()  # the connect waits (its SYN dropped) until the queue is emptied below
+    bport = int(bh.addr.rsplit(":", 1)[1])
+    lb = Lb(config([("bh", bh.addr)], workers=1, health=NO_CHECKS,
+                   extra="proxy_protocol: v1\nlog_connections: true\ntimeouts:\n  connect: 20s"))
+    fillers = syn_sent(bport)  # the BlackHole's own connects whose SYN it drops
+    s = connect(lb.addr, client_ip(1))
+    check(wait_until(lambda: syn_sent(bport) == fillers + 1), "hashlb connects to the backend")
+    with frozen(lb.proc):
+        # gone before hashlb sees anything of it: no scan has watched it yet (a connect
+        # 100 ms old), and it is stopped now
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        for f in bh.fillers:  # room in the backend's queue: the SYN sent again gets through
+            f.close()
+        bh.sock.accept()[0].close()
+        check(wait_until(lambda: syn_sent(bport) == 0, timeout=15),
+              "the connect completes while hashlb is stopped")
+    check(lb.wait_log("msg=connection "), "the connection is logged")
+    line = next((l for l in lb.log if "msg=connection " in l), "")
+    check(" backend=- " in line and "end=client_reset err=ECONNRESET" in line,
+          f"logged as the client's reset: {line}")
+    check(lb.stop() == 0, "exit 0")
+    bh.close()
+
+
 run_tests([headers_v4, headers_v6, reload_switches_it_on, accept_proxy_hashes_the_client,
            accept_proxy_refuses_the_rest, accept_proxy_from_only_the_listed,
            listed_proxy_resetting_is_not_untrusted, deny_clients_by_the_header,
-           header_refused_then_retried, urgent_byte_in_a_header])
+           header_refused_then_retried, urgent_byte_in_a_header, client_reset_while_connecting])
