@@ -917,6 +917,24 @@ static int get_backend_addr(struct loader *ld, const struct ynode *v, struct has
 
 /* --- services and backends -------------------------------------------- */
 
+/*
+ * Whether the <n> bytes at <s> may name a network interface, as the kernel's
+ * dev_valid_name() has it: 1..15 bytes, not "." or "..", no '/', ':' or
+ * white space. The kernel reads "eth0:1", an address label, as eth0 where
+ * it looks an interface up by name (SIOCGIFINDEX): taken, "lo" and "lo:1"
+ * were two interfaces to the one-service-per-interface check, and one
+ * program on lo, the second service taking it from the first.
+ */
+static bool ifname_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= 16 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '/' || s[i] == ':' || isspace((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
 static bool service_name_ok(const char *s)
 {
 	size_t n = strlen(s);
@@ -1492,10 +1510,20 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		r = get_string(ld, v, "interface", &s->steer_interface);
 		if (r < 0)
 			return r;
-		if (!*s->steer_interface || strlen(s->steer_interface) >= 16 ||
-		    strpbrk(s->steer_interface, "/ \t"))
+		if (!ifname_ok(s->steer_interface, strlen(s->steer_interface))) {
+			const char *colon = strchr(s->steer_interface, ':');
+
+			if (colon &&
+			    ifname_ok(s->steer_interface, (size_t)(colon - s->steer_interface)))
+				return fail(
+					ld, v,
+					"'interface' '%s' is not a valid interface name: ':' "
+					"names an address label, not an interface (give '%.*s')",
+					s->steer_interface, (int)(colon - s->steer_interface),
+					s->steer_interface);
 			return fail(ld, v, "'interface' '%s' is not a valid interface name",
 				    s->steer_interface);
+		}
 	}
 	/* Like interface, kept with steering: userspace for a reload to switch. */
 	if ((v = map_get(m, "steering_flows")) &&

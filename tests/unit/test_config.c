@@ -1583,6 +1583,24 @@ static void test_steering_interface(void **state)
 	expect_error(MINIMAL "    steering: kernel\n", 7, 15, "steering: kernel needs 'interface'");
 	/* kept while steering: userspace, so that a reload can switch back and forth */
 	hashlb_config_free(load_ok(MINIMAL "    interface: eth0\n"));
+	hashlb_config_free(load_ok(MINIMAL "    interface: br-1.100_x@y\n"));
+	/* What no interface can be called (the kernel's dev_valid_name()). "lo:1" was taken,
+	 * and the kernel's SIOCGIFINDEX reads it as lo (an address label's name): a service
+	 * with "lo" and one with "lo:1" passed the one-service-per-interface check, and the
+	 * second took the first's program over at start ("taken over ... from=orphan"). */
+	expect_error(MINIMAL "    steering: kernel\n    interface: \"lo:1\"\n", 8, 16,
+		     "'interface' 'lo:1' is not a valid interface name: ':' names an address "
+		     "label, not an interface (give 'lo')");
+	expect_error(MINIMAL "    interface: eth0:0\n", 7, 16, "(give 'eth0')");
+	static const char *const bad[] = { ".",		"..",  "\"lo\\n\"", "\"a\\vb\"",
+					   "\"a\\fb\"", "a/b", "\"\"",	    "0123456789abcdef" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char yaml[256];
+
+		snprintf(yaml, sizeof(yaml), MINIMAL "    interface: %s\n", bad[i]);
+		expect_error(yaml, 7, 16, "is not a valid interface name");
+	}
+	hashlb_config_free(load_ok(MINIMAL "    interface: 0123456789abcde\n"));
 }
 
 /* steering_flows: the conntrack entries of the kernel path (hashlb steer --flows), with
