@@ -182,6 +182,8 @@ struct hashlb_config {
 	 * (default); between 1s and 1 day */
 	uint32_t resolve_every_ms;
 	uint32_t workers; /* 0 = auto: one per CPU */
+	/* workers set by hashlb run --workers, not by the file: a reload keeps it */
+	bool workers_override;
 	char *admin; /* "127.0.0.1:9090", "unix:/path" or NULL = off; default 127.0.0.1:9901 */
 	struct sockaddr_storage admin_addr; /* admin parsed: AF_INET, AF_INET6 or AF_UNIX */
 	socklen_t admin_addr_len; /* 0 when admin is off */

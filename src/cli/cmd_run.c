@@ -352,6 +352,10 @@ static int run(int argc, char **argv, char *const *again)
 		cli_print_error(&err);
 		return 1;
 	}
+	if (dopts.workers) {
+		cfg->workers = dopts.workers;
+		cfg->workers_override = true;
+	}
 	if (admin) {
 		r = override_admin(cfg, admin, &admin_addr, admin_len);
 		if (r < 0) {

@@ -143,14 +143,19 @@ static unsigned int load_flags(const struct hlb_control *ctl)
 }
 
 /*
- * hashlb run --admin set the running config's admin, not its file: a config
- * read again (a reload, resolve_every) keeps the command line's, so that it
- * is not taken for an edit that waits for a restart.
+ * hashlb run --admin and --workers set the running config's admin and
+ * workers, not its file: a config read again (a reload, resolve_every)
+ * keeps the command line's, so that it is not taken for an edit that waits
+ * for a restart (the restart runs the same command line).
  */
-static void keep_admin_override(const struct hashlb_config *was, struct hashlb_config *cfg)
+static void keep_overrides(const struct hashlb_config *was, struct hashlb_config *cfg)
 {
 	char *copy = NULL;
 
+	if (was->workers_override) {
+		cfg->workers = was->workers;
+		cfg->workers_override = true;
+	}
 	if (!was->admin_override)
 		return;
 	if (was->admin && !(copy = strdup(was->admin)))
@@ -217,7 +222,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		return;
 	}
 	hlb_pool_flush(ctl->pool);
-	keep_admin_override(ctl->cfg, fresh);
+	keep_overrides(ctl->cfg, fresh);
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = fresh;
 	ctl->cfg = fresh;
@@ -500,7 +505,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 		reload_failed(ctl, err);
 		return ret;
 	}
-	keep_admin_override(ctl->cfg, cfg);
+	keep_overrides(ctl->cfg, cfg);
 	if (ctl->run_admin_addr_len != cfg->admin_addr_len ||
 	    memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
 		control_log(ctl, HLB_LOG_WARN, "reload: the admin address changes on restart only",

@@ -511,6 +511,18 @@ def reload_says_what_changes_on_restart_only():
               f"reload {i} (admin {adm}): the admin line "
               f"{'logged, serving=' + admin if says_admin else 'not logged'}: {a}")
     check(lb.stop() == 0, "exit 0")
+    # hashlb run --workers N: the file's workers is not in force, nor after a restart (the
+    # same command line), as the file's admin with --admin: no edit to warn of. It was
+    # "serving=2 config=3", then "serving=2 config=1", with 1 worker running throughout.
+    lb = Lb(config(BACKENDS, workers=2), args=("--workers", "1"))
+    for workers in (3, 1, 2):
+        lb.rewrite(config(BACKENDS, workers=workers))
+        rc, so_, se, logged = lb.reload()
+        new = [l for l in logged if "restart only" in l]
+        check(rc == 0 and not new, f"--workers 1, the file's workers {workers}: reloaded, "
+              f"nothing said to change on restart: {rc} {se} {new}")
+    check(len(lb.status()["workers"]) == 1, "and 1 worker runs")
+    check(lb.stop() == 0, "exit 0")
 
 
 def reload_onto_the_admin_address_is_refused():
