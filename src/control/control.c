@@ -464,8 +464,8 @@ static int admin_clash(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			   "service '%s': listen address %s clashes with the admin endpoint this "
 			   "process serves at %s (the admin address changes on restart only)",
 			   s->name, s->listen, hlb_http_address(ctl->http));
-		err->line = s->pos.line;
-		err->column = s->pos.column;
+		err->line = s->listen_pos.line;
+		err->column = s->listen_pos.column;
 		return -EADDRINUSE;
 	}
 	return 0;

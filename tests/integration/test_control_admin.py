@@ -537,6 +537,9 @@ def reload_onto_the_admin_address_is_refused():
     rc, so, se = lb.ctl("reload")
     check(rc == 1 and f"service 't2': listen address {lb.admin} clashes with the admin "
           f"endpoint this process serves at {lb.admin}" in se, f"refused, saying why: {se!r}")
+    # at the listen address, as the loader's clashes are (it was the service's "- name")
+    at = text.split("\n").index(f"    listen: {lb.admin}") + 1
+    check(se.startswith(f"{lb.path}:{at}:13: error: "), f"at the listen address, {at}:13: {se!r}")
     check(len(lb.status()["services"]) == 1, "nothing changed")
     rc, so, se = lb.ctl("status")
     check(rc == 0 and "last reload FAILED (old config still serving): " + lb.path + ":" in so
