@@ -167,6 +167,17 @@ struct found {
 	char s[80];
 };
 
+/* The bytes of <s> that hold its characters of the first <max> bytes. */
+static size_t char_cut(const char *s, size_t max)
+{
+	size_t n = 0, len;
+
+	while (s[n] && yutf8_decode((const unsigned char *)s + n, SIZE_MAX, &len) >= 0 &&
+	       n + len <= max)
+		n += len;
+	return n;
+}
+
 static struct found describe(const struct ynode *n)
 {
 	struct found f;
@@ -174,8 +185,8 @@ static struct found describe(const struct ynode *n)
 	if (n->type != YNODE_SCALAR || ynode_is_null(n))
 		snprintf(f.s, sizeof(f.s), "%s", ynode_kind(n));
 	else if (n->len > 40)
-		snprintf(f.s, sizeof(f.s), "%s '%.37s...'", n->quoted ? "the string" : "the value",
-			 n->text);
+		snprintf(f.s, sizeof(f.s), "%s '%.*s...'", n->quoted ? "the string" : "the value",
+			 (int)char_cut(n->text, 37), n->text);
 	else
 		snprintf(f.s, sizeof(f.s), "%s '%s'", n->quoted ? "the string" : "the value",
 			 n->text);

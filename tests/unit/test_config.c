@@ -1532,6 +1532,24 @@ static void test_one_line_errors(void **state)
 }
 
 /*
+ * A long value quoted back is cut at a character, not inside one: cut at its 37th byte,
+ * "workers: " and 30 'é' showed "...\xc3...", a byte the file does not hold.
+ */
+static void test_a_long_value_is_cut_at_a_character(void **state)
+{
+	char yaml[512] = "workers: ";
+
+	(void)state;
+	for (int i = 0; i < 30; i++)
+		strcat(yaml, "\xc3\xa9");
+	strcat(yaml, "\n" MINIMAL);
+	expect_error(yaml, 1, 10,
+		     "found the value '\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+		     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+		     "\xc3\xa9\xc3\xa9...'");
+}
+
+/*
  * A block scalar is placed at its '|' or '>', where the reader sees it start:
  * it was placed at column 1 of the line after, whatever that line held.
  */
@@ -3087,6 +3105,7 @@ int main(void)
 		cmocka_unit_test(test_block_scalar_position),
 		cmocka_unit_test(test_empty_block_scalar_last),
 		cmocka_unit_test(test_one_line_errors),
+		cmocka_unit_test(test_a_long_value_is_cut_at_a_character),
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
