@@ -574,25 +574,33 @@ static int get_u32_range(struct loader *ld, const struct ynode *v, const char *k
 	return 0;
 }
 
-static int get_bool(struct loader *ld, const struct ynode *v, const char *key, bool *ret)
+/* What plain scalar <v> reads as: 1 true, 0 false, -1 neither. */
+static int bool_of(const struct ynode *v)
 {
 	static const char *const yes[] = { "true", "yes", "on" };
 	static const char *const no[] = { "false", "no", "off" };
+
+	if (v->type != YNODE_SCALAR || v->quoted)
+		return -1;
+	for (size_t i = 0; i < 3; i++) {
+		if (strcasecmp(v->text, yes[i]) == 0)
+			return 1;
+		if (strcasecmp(v->text, no[i]) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int get_bool(struct loader *ld, const struct ynode *v, const char *key, bool *ret)
+{
 	int r = want_scalar(ld, v, key, "true or false");
 
 	if (r < 0)
 		return r;
-	if (!v->quoted) {
-		for (size_t i = 0; i < 3; i++) {
-			if (strcasecmp(v->text, yes[i]) == 0) {
-				*ret = true;
-				return 0;
-			}
-			if (strcasecmp(v->text, no[i]) == 0) {
-				*ret = false;
-				return 0;
-			}
-		}
+	r = bool_of(v);
+	if (r >= 0) {
+		*ret = r;
+		return 0;
 	}
 	if (v->quoted) /* not "found 'true'": the quotes are what is wrong */
 		return fail(ld, v, "'%s' must be true or false, found the quoted string \"%s\"",
@@ -1165,6 +1173,12 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 	const struct ynode *x;
 	int r;
 
+	if (v->type != YNODE_MAP && (v->type != YNODE_SCALAR || bool_of(v) < 0))
+		return fail(
+			ld, v,
+			"'keepalive' must be true, false or a mapping of its settings (enabled, "
+			"idle, interval, count, user_timeout), found %s",
+			describe(v).s);
 	if (v->type == YNODE_SCALAR)
 		return get_bool(ld, v, "keepalive", &k->enabled);
 	r = check_map(ld, v, keepalive_keys, "keepalive");

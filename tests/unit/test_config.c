@@ -1414,9 +1414,16 @@ static void test_keepalive(void **state)
 	assert_false(c->services[0].keepalive.enabled);
 	hashlb_config_free(c);
 
-	expect_error(MINIMAL "    keepalive: sometimes\n", 7, 16,
-		     "'keepalive' must be true or false, found 'sometimes'");
-	expect_error(MINIMAL "    keepalive: [1s]\n", 7, 16, "keepalive must be a mapping");
+	/* Either form said, whichever is wrong: "keepalive: 60s" (meant as idle) was told
+	 * "must be true or false", and "keepalive: [1s]" "must be a mapping". */
+	expect_error(MINIMAL "    keepalive: 60s\n", 7, 16,
+		     "'keepalive' must be true, false or a mapping of its settings (enabled, idle, "
+		     "interval, count, user_timeout), found the value '60s'");
+	expect_error(MINIMAL "    keepalive: [1s]\n", 7, 16,
+		     "'keepalive' must be true, false or a mapping of its settings (enabled, idle, "
+		     "interval, count, user_timeout), found a list");
+	expect_error(MINIMAL "    keepalive:\n", 7, 14, "found nothing (null)");
+	expect_error(MINIMAL "    keepalive: \"true\"\n", 7, 16, "found the string 'true'");
 	expect_error(MINIMAL "    keepalive: {idle: 1500ms}\n", 7, 23,
 		     "keepalive 'idle' 1500ms is not whole seconds");
 	expect_error(MINIMAL "    keepalive: {interval: 500}\n", 7, 27, "'interval'");
