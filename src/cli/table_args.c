@@ -97,8 +97,14 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 		a->specs[i].name = name;
 		a->n_specs = i + 1;
 		eq = strchr(name, '=');
-		if (eq) {
+		if (eq)
 			*eq = '\0';
+		if (!*name) { /* malformed, as an empty weight is: not a table that fails */
+			cli_error("backend %zu has an empty name: give NAME or NAME=WEIGHT\n",
+				  i + 1);
+			return -EINVAL;
+		}
+		if (eq) {
 			if (cli_parse_u64(eq + 1, HASHLB_WEIGHT_MAX, &w) < 0) {
 				cli_error("backend '%s': invalid weight '%s' (0..%u)\n", name,
 					  eq + 1, HASHLB_WEIGHT_MAX);

@@ -318,6 +318,12 @@ for args, status, msg in [
     (("table", "--scheme", "ring", "--table-size", "7", "a"), 2,
      "--table-size applies to scheme maglev"),
     (("lookup", "-v", "5", "10.0.0.1", "a"), 2, "hashlb lookup: -v applies to scheme ring"),
+    # an empty backend name is a malformed argument, as an empty weight is (it was exit 1,
+    # "backend 0: name must be 1 to 255 bytes", as if the table could not be built)
+    (("table", "", "a"), 2, "hashlb table: backend 1 has an empty name: give NAME or "
+     "NAME=WEIGHT\n"),
+    (("table", "a", "=2"), 2, "hashlb table: backend 2 has an empty name"),
+    (("lookup", "10.0.0.1", "a", ""), 2, "hashlb lookup: backend 2 has an empty name"),
     # an empty client is refused, not skipped
     (("lookup", "", "a", "b"), 2, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),
