@@ -128,6 +128,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
 	uint64_t total = 0;
+	uint32_t taking = 0; /* a weight of 0 takes no client, up or not */
 	double *shares;
 	int w = 4, aw = 7;
 
@@ -143,8 +144,10 @@ static int print_service(const struct hashlb_service_cfg *s)
 		len = (int)strlen(s->backends[i].address);
 		if (len > aw)
 			aw = len;
-		if (!hashlb_table_backend_down(t, i)) /* ready, and not a backup idle */
+		if (!hashlb_table_backend_down(t, i)) { /* ready, and not a backup idle */
 			total += s->backends[i].weight;
+			taking += s->backends[i].weight > 0;
+		}
 	}
 	printf("service %s\n", s->name);
 	printf("  listen       %s\n", s->listen);
@@ -208,8 +211,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes (up to %" PRIu64 " with backends down)\n",
 	       hashlb_table_bytes(t), hashlb_service_cfg_table_bytes_max(s));
-	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends,
-	       hashlb_table_up_count(t));
+	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends, taking);
 	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "STATE",
 	       "SHARE", "IDEAL");
 	shares = calloc(s->n_backends + 1, sizeof(*shares));

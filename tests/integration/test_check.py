@@ -116,6 +116,21 @@ check(r.returncode == 0 and
       re.search(r"^\s+d\s.*  backup$", r.stdout, re.M),
       f"check shows the health exchange, the source, the caps, the rate and the backups: {r.stdout}")
 
+# "taking clients" counts the backends that take a share: not one of weight 0 (it said "3
+# taking clients" for a in maint, b of weight 0 and the backups c and d, which take them all;
+# "2" for a ready, which takes them all)
+for state, taking in (("maint", 2), ("ready", 1)):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    backends:\n"
+                f"      - {{name: a, address: 127.0.0.1:18381, state: {state}}}\n"
+                "      - {name: b, address: 127.0.0.1:18382, weight: 0}\n"
+                "      - {name: c, address: 127.0.0.1:18383, backup: true}\n"
+                "      - {name: d, address: 127.0.0.1:18384, backup: true, weight: 3}\n")
+    r = run("check", "-c", f.name)
+    os.unlink(f.name)
+    check(r.returncode == 0 and f"  backends     4 ({taking} taking clients)\n" in r.stdout,
+          f"a {state}: check counts {taking} backends taking clients: {r.stdout[-400:]}")
+
 # max_connections_per_client's client_prefix said beside it, in parentheses as
 # (abort_on_close) is: said bare, "per client prefix: IPv4 /24, IPv6 /128" ran into the
 # next key ("... IPv6 /128 max_connection_rate=300/s")
