@@ -312,13 +312,24 @@ static void event_end(struct ybuilder *b, struct fy_event *e)
 		b->last_end = (struct hashlb_pos){ m->line + 1, m->column + 1 };
 }
 
-/* Attach <n> to the open container, or make it the root. */
+/*
+ * Attach <n> to the open container, or make it the root. A mapping's first
+ * key that stands before it is where it starts: libfyaml marks a pair in a
+ * flow list ("[name: a]", a mapping without braces) at its ':'.
+ */
 static int attach(struct ybuilder *b, struct ynode *n)
 {
+	struct ynode *parent;
+
 	if (b->depth == 0) {
 		b->doc->root = n;
 		return 0;
 	}
+	parent = b->stack[b->depth - 1];
+	if (parent->type == YNODE_MAP && b->n_kids == b->kids_from[b->depth - 1] &&
+	    (n->pos.line < parent->pos.line ||
+	     (n->pos.line == parent->pos.line && n->pos.column < parent->pos.column)))
+		parent->pos = n->pos;
 	if (grow((void **)&b->kids, &b->cap_kids, b->n_kids + 1, sizeof(*b->kids)) < 0)
 		return -ENOMEM;
 	b->kids[b->n_kids++] = n;

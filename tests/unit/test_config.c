@@ -1575,6 +1575,31 @@ static void test_block_scalar_position(void **state)
 }
 
 /*
+ * A mapping of one pair in a flow list ("[name: a]", a key and its value without braces)
+ * starts at its key, where the reader sees it: libfyaml marks it at its ':', so an error about
+ * the mapping pointed past the key ("backends: [name: a, address: ...]" is two backends, the
+ * first with no address, placed at the ':' after name).
+ */
+static void test_flow_pair_position(void **state)
+{
+	(void)state;
+	expect_error(MINIMAL "  - name: b\n    listen: 127.0.0.1:81\n"
+			     "    backends: [name: a, address: \"127.0.0.1:1\"]\n",
+		     9, 16, "backend 'a' has no 'address'");
+	expect_error(MINIMAL "  - name: b\n    listen: 127.0.0.1:81\n"
+			     "    backends: [ \"name\" : a ]\n",
+		     9, 17, "backend 'a' has no 'address'");
+	/* the others as they were: at '{', at '?', at the key */
+	expect_error(MINIMAL "  - name: b\n    listen: 127.0.0.1:81\n    backends: [{name: a}]\n",
+		     9, 16, "backend 'a' has no 'address'");
+	expect_error(MINIMAL "  - name: b\n    listen: 127.0.0.1:81\n    backends: [? name : a]\n",
+		     9, 16, "backend 'a' has no 'address'");
+	expect_error(MINIMAL
+		     "  - name: b\n    listen: 127.0.0.1:81\n    backends:\n      - name: a\n",
+		     10, 9, "backend 'a' has no 'address'");
+}
+
+/*
  * An empty block scalar that ends the text is empty: libfyaml gave it as one NUL
  * byte, which a health check then sent as its payload ("\0"), and other keys
  * refused as "must not contain NUL characters", a NUL nobody wrote.
@@ -3110,6 +3135,7 @@ int main(void)
 		cmocka_unit_test(test_steering_flows),
 		cmocka_unit_test(test_tags),
 		cmocka_unit_test(test_block_scalar_position),
+		cmocka_unit_test(test_flow_pair_position),
 		cmocka_unit_test(test_empty_block_scalar_last),
 		cmocka_unit_test(test_one_line_errors),
 		cmocka_unit_test(test_a_long_value_is_cut_at_a_character),
