@@ -1797,6 +1797,23 @@ static bool addr_is_loopback(const struct sockaddr_storage *a)
 }
 
 /*
+ * Whether <a> is a multicast address (IPv4's, IPv6's, IPv4's mapped) or
+ * IPv4's broadcast: the kernel refuses a TCP connect to it (ENETUNREACH).
+ */
+static bool addr_is_group(const struct sockaddr_storage *a)
+{
+	struct sockaddr_storage c = addr_canon(a);
+
+	if (c.ss_family == AF_INET) {
+		uint32_t v4 = ntohl(((const struct sockaddr_in *)&c)->sin_addr.s_addr);
+
+		return IN_MULTICAST(v4) || v4 == INADDR_BROADCAST;
+	}
+	return c.ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)&c)->sin6_addr);
+}
+
+/*
  * Whether a service listening on <listen> would forward to itself through
  * <backend>: the same address, or its wildcard and a loopback address, on
  * the same port. (Another local address of the host cannot be known
@@ -1828,6 +1845,13 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 			 "backend '%s' at %s is service '%s' itself (listen %s): connections "
 			 "would loop",
 			 b->name, b->address, s->name, s->listen);
+		return buf;
+	}
+	if (addr_is_group(&b->addr)) {
+		snprintf(buf, len,
+			 "backend '%s' at %s is a multicast or broadcast address: no TCP connect "
+			 "reaches it",
+			 b->name, b->address);
 		return buf;
 	}
 	/* a name resolved so (a numeric one is refused as it is read) */

@@ -967,6 +967,20 @@ static void test_addresses(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - name: a\n        address: \"[fe80::1]:80\"\n",
 		     6, 18, "'[fe80::1]:80' is a link-local address, usable only with a zone");
+	/* nor does a multicast or broadcast address: every connect fails (ENETUNREACH), the
+	 * backend down for good, and check said nothing */
+	static const char *const group[] = { "224.0.0.1:80", "239.1.2.3:80", "255.255.255.255:80",
+					     "\"[ff02::1]:80\"", "\"[::ffff:224.0.0.1]:80\"" };
+	for (size_t i = 0; i < sizeof(group) / sizeof(group[0]); i++) {
+		char yaml[256];
+
+		snprintf(yaml, sizeof(yaml),
+			 "services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+			 "      - name: a\n        address: %s\n",
+			 group[i]);
+		expect_error(yaml, 6, 18,
+			     "is a multicast or broadcast address: no TCP connect reaches it");
+	}
 	expect_error("services:\n  - name: web\n    listen: \"[febf::1]:80\"\n", 3, 13,
 		     "'listen': '[febf::1]:80' is a link-local address");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    source: fe80::2\n", 4,
