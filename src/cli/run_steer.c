@@ -280,6 +280,27 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 	}
 }
 
+/*
+ * The service of <rs>, other than <e>, whose program is on <e>'s interface,
+ * or NULL. By index, not name: the config refuses two services on one name,
+ * but an interface has others (altnames: eth0 and enp0s3), and a program of
+ * this process looks like an orphan to hashlb_steer_adopt(), which the second
+ * service took over, its tables replacing the first's.
+ */
+static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
+					       const struct run_steer_svc *e)
+{
+	unsigned int ifindex = if_nametoindex(e->iface);
+
+	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
+		const struct run_steer_svc *o = &rs->svcs[i];
+
+		if (o != e && o->steer && o->iface && if_nametoindex(o->iface) == ifindex)
+			return o;
+	}
+	return NULL;
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -298,6 +319,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		if (!o.iface) {
 			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
 				   "steering: kernel needs 'interface'");
+			e->failed = true;
+			log_error("kernel steering not started", name, &err);
+			return;
+		}
+		const struct run_steer_svc *other = iface_taken(rs, e);
+
+		if (other) {
+			hashlb_err(&err, -EBUSY, HASHLB_ERR_CONFIG,
+				   "interface '%s' is the one service '%s' steers (as '%s'): one "
+				   "service with steering: kernel per interface",
+				   o.iface, other->name, other->iface);
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
 			return;

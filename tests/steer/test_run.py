@@ -7,7 +7,8 @@ return, keep their established connections; a daemon restarted after SIGKILL tak
 orphaned program over, never one a live daemon drives; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
-IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them.
+IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
+of two services on one interface under two names (an altname), the second is not started.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -809,6 +810,39 @@ def flows(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def altname(topo, servers):
+    """Two services steered on one interface under two of its names, eth0 and an altname (the
+    config's one-service-per-interface check compares names): the one that comes second is not
+    started, naming the service that steers there; the first keeps its program and its table
+    steers. Before, the second took the first's program over as an orphan ("kernel steering
+    taken over ... from=orphan": this process's own program, held by no other) and published
+    its tables into it."""
+    T.sh("ip", "link", "property", "add", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb)
+    api = (service(topo).replace("name: web", "name: api")
+           .replace("interface: eth0", "interface: hlbalt0")
+           .replace(f"{T.VIP}:{T.VIP_PORT}", f"{T.VIP}:{T.VIP_PORT + 1}"))
+    d = Daemon(topo, service(topo) + api).start()
+    try:
+        refused = d.wait_log("kernel steering not started", 15)
+        check(refused is not None and
+              (("service=api" in refused and "service 'web' steers" in refused) or
+               ("service=web" in refused and "service 'api' steers" in refused)),
+              f"altname: the second service on eth0 was not refused: {refused}")
+        check(not any("kernel steering taken over" in l for l in d.lines),
+              f"altname: a service took the other's program over: "
+              f"{[l for l in d.lines if 'steering' in l]}")
+        got = connect_count(topo, 20) if refused and "service=api" in refused else None
+        check(got is None or sum(got[f"b{i + 1}"] for i in range(3)) == 20,
+              f"altname: web's table no longer steers its clients: {got}")
+        print(f"altname: {refused and refused.split('msg=')[1].strip()}; web's clients {got}",
+              flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("ip", "link", "property", "del", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb,
+             check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -818,7 +852,8 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update), ("flows", flows), ("prefix", prefix)]:
+                     ("manual_update", manual_update), ("flows", flows), ("prefix", prefix),
+                     ("altname", altname)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
