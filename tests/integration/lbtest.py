@@ -320,7 +320,9 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
 _reserved = {}
 
 
-def _reserve(host, port):
+def hold_port(host, port):
+    """Hold <host>:<port>, a backend's port that it stopped listening on, until a backend
+    listens there again (listen_on(), Backend, BlackHole): see _reserved."""
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -331,10 +333,31 @@ def _reserve(host, port):
     _reserved[(host, port)] = s
 
 
-def _unreserve(host, port):
+def release_port(host, port):
+    """Stop holding <host>:<port> (hold_port(), dead_port()), for a backend to listen there."""
     s = _reserved.pop((host, port), None)
     if s:
         s.close()
+
+
+def listen_on(port=0, host="127.0.0.1", backlog=64):
+    """A socket listening on <host>:<port>: a port held for a backend (hold_port(), dead_port())
+    is released to it; 0: one the kernel picks."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    if port:
+        release_port(host, port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(backlog)
+    return s
+
+
+def close_listening(s):
+    """Close <s>, a backend's listening socket, its port held as a stopped Backend's is: the
+    backend refuses connects, and no other test's port-0 listener is given its port."""
+    host, port = s.getsockname()[:2]
+    s.close()
+    hold_port(host, port)
 
 
 class Backend:
@@ -342,7 +365,7 @@ class Backend:
         self.name = name
         self.host = host
         if port:
-            _unreserve(host, port)
+            release_port(host, port)
         self.proc = spawn([sys.executable, BACKEND, "--name", name, "--port", str(port),
                            "--host", host],
                           stdout=subprocess.PIPE, text=True)
@@ -355,7 +378,7 @@ class Backend:
     def stop(self):
         stop(self.proc)
         if self.host == "::1" or self.host.startswith("127."):
-            _reserve(self.host, self.port)
+            hold_port(self.host, self.port)
 
 
 def backends_on_one_port(specs, tries=10):
@@ -380,12 +403,7 @@ class BlackHole:
     that one (a backend's, stopped), else on one the kernel picks."""
 
     def __init__(self, port=0):
-        self.sock = socket.socket()
-        if port:
-            _unreserve("127.0.0.1", port)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(0)
+        self.sock = listen_on(port, backlog=0)
         self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.fillers = []
         for _ in range(3):  # fill the accept queue; later SYNs are dropped
@@ -404,20 +422,18 @@ class BlackHole:
         self.sock.close()
 
 
-_held_ports = []  # dead ports' sockets, bound for the whole run
-
-
 def dead_port(hold=True):
-    """A loopback port nobody listens on (connects are refused). Held: its socket stays bound,
-    not listening, for the rest of the run, so that no port 0 bind (a hashlb listener or
-    admin endpoint, another test's) is given it meanwhile: a hashlb whose port-0 listener
-    got one of its own dead backends' ports would forward to itself, connection after
-    connection, until the fd limit. hold=False: only free now, for a caller to bind."""
+    """A loopback port nobody listens on (connects are refused). Held (hold_port()): its socket
+    stays bound, not listening, until a backend listens there (listen_on(), Backend,
+    BlackHole), so that no port 0 bind (a hashlb listener or admin endpoint, another test's) is
+    given it meanwhile: a hashlb whose port-0 listener got one of its own dead backends' ports
+    would forward to itself, connection after connection, until the fd limit. hold=False: only
+    free now, for a caller to bind."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     if hold:
-        _held_ports.append(s)
+        _reserved[("127.0.0.1", port)] = s
     else:
         s.close()
     return port
@@ -576,10 +592,11 @@ def serve_each(srv, handle, with_addr=False):
     """Accept on listening socket <srv>, each connection handled by <handle>(conn) (with
     <with_addr>: <handle>(conn, peer address as accept() gave it, which getpeername() may not
     once the peer reset, as health checks do)) in a thread of its own, until the returned
-    stop() closes it. stop() shuts the listener down first and
-    waits for the accepting thread: a plain close() leaves a blocked accept() holding the
-    listener, and the thread may then accept on whatever socket reuses the fd number (a later
-    test's backend), handing that test's connection to this handler."""
+    stop() closes it (stop(hold=True): its port then held, close_listening()). stop() shuts
+    the listener down first and waits for the accepting thread: a plain close() leaves a
+    blocked accept() holding the listener, and the thread may then accept on whatever socket
+    reuses the fd number (a later test's backend), handing that test's connection to this
+    handler."""
     done = threading.Event()
 
     def loop():
@@ -594,14 +611,17 @@ def serve_each(srv, handle, with_addr=False):
     t = threading.Thread(target=loop, daemon=True)
     t.start()
 
-    def stop():
+    def stop(hold=False):
         done.set()
         try:
             srv.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         except OSError:
             pass
         t.join(5)
-        srv.close()
+        if hold:
+            close_listening(srv)
+        else:
+            srv.close()
 
     return stop
 

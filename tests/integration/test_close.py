@@ -126,7 +126,10 @@ class Steady:
         self.name = name
         self.srv = socket.create_server(("127.0.0.1", 0))
         self.addr = "127.0.0.1:%d" % self.srv.getsockname()[1]
-        self.stop_listening = serve_each(self.srv, self._one)
+        self._stop = serve_each(self.srv, self._one)
+
+    def stop_listening(self):
+        self._stop(hold=True)  # refused from then on, its port given to no other test
 
     def _one(self, c):
         with c:

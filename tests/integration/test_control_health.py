@@ -16,8 +16,8 @@ import threading
 import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
-from lbtest import (Backend, BlackHole, check, client_ip, connect, dead_port, lookup, read_line,
-                    run_tests, serve_each, syn_sent, who)
+from lbtest import (Backend, BlackHole, check, client_ip, close_listening, connect, dead_port,
+                    listen_on, lookup, read_line, run_tests, serve_each, syn_sent, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
@@ -141,13 +141,10 @@ def passive_failures_then_a_success_do_not_count():
     failed, and it went down after about fall refusals, however many connects succeeded
     between them."""
     other = Backend("y")
-    port = dead_port(hold=False)
+    port = dead_port()  # held while x refuses: no other test's listener is given it
 
     def listen():
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))
-        s.listen(16)
+        s = listen_on(port, backlog=16)
         s.settimeout(1)  # x down (the bug): nothing comes
         return s
 
@@ -166,7 +163,7 @@ def passive_failures_then_a_success_do_not_count():
     for i in range(24):
         refuse = i % 2 == 1
         if refuse and x:
-            x.close()
+            close_listening(x)
             x = None
         elif not refuse and not x:
             x = listen()
@@ -392,22 +389,16 @@ def checks_leave_no_time_wait():
 def flapping_does_not_rebuild_per_flap():
     """A backend up 200 ms, down 200 ms, for 4 s: a handful of rebuilds, not one per flap."""
     bs = [Backend(n) for n in "ab"]
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = dead_port()  # held while f is down: no other test's listener is given it
     lb = Lb(config([(b.name, b.addr) for b in bs] + [("f", f"127.0.0.1:{port}")],
                    health="interval: 50ms\ntimeout: 50ms\nrise: 2\nfall: 3"))
     r0 = lb.service()["rebuilds"]
     stop = time.time() + 4.0
     flaps = 0
     while time.time() < stop:
-        ls = socket.socket()
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ls.bind(("127.0.0.1", port))
-        ls.listen(64)
+        ls = listen_on(port)
         time.sleep(0.2)
-        ls.close()
+        close_listening(ls)
         time.sleep(0.2)
         flaps += 1
     svc = lb.service()

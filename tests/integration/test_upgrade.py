@@ -605,7 +605,7 @@ def upgrade_keeps_slow_start_going():
     slow = 20.0
     exe = tmppath("hashlb-ramp")
     install(HASHLB, exe)
-    dport = dead_port(hold=False)
+    dport = dead_port()  # held until d starts there
     listen = f"{LISTEN[0]}:{LISTEN[1]}"
     admin = admin_addr()
     extra = f"slow_start: {slow:.0f}s"
@@ -728,7 +728,7 @@ def health_found_while_the_new_process_starts():
     tried there first)."""
     exe = tmppath("hashlb-resync")
     install(HASHLB, exe)
-    cport = dead_port(hold=False)
+    cport = dead_port()  # held until c starts there
     d = Backend("d")
     rise_fall = 5
     health = f"interval: 200ms\ntimeout: 100ms\nrise: {rise_fall}\nfall: {rise_fall}"
