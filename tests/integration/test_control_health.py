@@ -20,11 +20,14 @@ from lbtest import (Backend, BlackHole, check, client_ip, close_listening, conne
                     listen_on, lookup, read_line, run_tests, serve_each, syn_sent, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
-SLACK = 0.4  # scheduling on a loaded CI machine; the bound itself is fall x interval
 
 
 def killed_backend_down_then_up():
-    """Stop a backend: down within fall x interval; only its clients move; restart: up again."""
+    """Stop a backend: down at its fall-th failed check (the log says each one before); only
+    its clients move; restart: up again. The checks' cadence (one each interval, none
+    skipped) is test_check's (unit). Timed here (down 0.16-0.24 s, against a bound of fall x
+    interval + 0.4 s), the bound failed whenever hashlb alone was kept from running for a
+    second (this process was not: no second run), as on a loaded machine."""
     bs = [Backend(n) for n in "abcd"]
     lb = Lb(config([(b.name, b.addr) for b in bs]))
     clients = [client_ip(i * 7919) for i in range(2000)]
@@ -34,11 +37,16 @@ def killed_backend_down_then_up():
 
     victim.stop()
     # Down in the published table, i.e. in use by the forwarder.
-    t_down = lb.wait(lambda: not lb.backend("b")["in_table"], timeout=5, step=0.01)
+    t_down = lb.wait(lambda: not lb.backend("b")["in_table"], step=0.01)
     print(f"    down after {t_down and t_down * 1000:.0f} ms (fall x interval = "
           f"{FALL * INTERVAL * 1000:.0f} ms)")
-    check(t_down is not None and t_down <= FALL * INTERVAL + SLACK,
-          f"marked down within fall x interval (+{SLACK}s): {t_down}")
+    check(t_down is not None and lb.wait_log(r'msg="backend down" service=t backend=b '),
+          "b goes down")
+    runs = [l for l in lb.log if "backend=b " in l and
+            re.search(r'msg="(health check failed, backend still up|backend down)"', l)]
+    want = [rf"failed={k} fall={FALL}$" for k in range(1, FALL)] + [r"cause=checks "]
+    check(len(runs) == FALL and all(re.search(w, l) for w, l in zip(want, runs)),
+          f"down at its {FALL}th failed check, after {FALL - 1} logged: {runs}")
     check(lb.service()["generation"] > gen0, "a new table was published")
 
     after = lb.lookup(clients)
@@ -51,10 +59,9 @@ def killed_backend_down_then_up():
           f"real connections follow the table: {[(c, real[c], after[c]) for c in sample if real[c] != after[c]][:3]}")
 
     bs[1] = Backend("b", victim.port)
-    t_up = lb.wait(lambda: lb.backend("b")["in_table"], timeout=5, step=0.01)
+    t_up = lb.wait(lambda: lb.backend("b")["in_table"], step=0.01)
     print(f"    up after {t_up and t_up * 1000:.0f} ms (rise x interval = {RISE * INTERVAL * 1000:.0f} ms)")
-    check(t_up is not None and t_up <= RISE * INTERVAL + SLACK,
-          f"up again within rise x interval (+{SLACK}s): {t_up}")
+    check(t_up is not None and lb.backend("b")["flaps"] == 1, "up again, once")
     check(lb.lookup(clients) == before, "when it is back exactly its clients return")
     check(lb.stop() == 0, "exit 0")
     for b in bs:
