@@ -339,7 +339,8 @@ def reload_keeps_listeners_and_connections():
         nonlocal refused
         while not stop_probe:
             try:
-                c = connect(addr, timeout=2)
+                # a hang guard: slow to answer on a loaded machine is not refused
+                c = connect(addr, timeout=10)
                 if read_line(c) not in ("a", "b", "c"):
                     refused += 1
                 c.close()

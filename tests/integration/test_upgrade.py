@@ -521,10 +521,17 @@ def stuck_new_process_is_killed():
         rc = exit_status(old.proc, 20)
         check(rc == 0 and old.wait_log("stopping during an upgrade"),
               f"the old one stops, saying the new one stops too ({rc})")
-        time.sleep(0.2)
-        alive = bool(new_pid) and os.path.exists(f"/proc/{new_pid}") and \
-            open(f"/proc/{new_pid}/stat").read().split()[2] != "Z"
-        check(not alive, f"the stuck new process ({new_pid}) is not left running")
+
+        def alive():
+            try:
+                with open(f"/proc/{new_pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False  # gone, reaped
+
+        # killed (SIGKILL) as the old one exits: it dies a moment later, not at once
+        check(new_pid and wait_until(lambda: not alive()),
+              f"the stuck new process ({new_pid}) is not left running")
     finally:
         kill(new_pid)
 
