@@ -206,6 +206,38 @@ static double share_of(const double *v, const struct hashlb_table *t, uint32_t i
 	return v && idx < hashlb_table_backend_count(t) ? v[idx] : 0.0;
 }
 
+/* ,"closed":{...},"ends":{...} of a backend's counters <c>. */
+static void json_closed_ends(struct hlb_buf *o, const struct hlb_backend_counters *c)
+{
+	hlb_buf_printf(o,
+		       ",\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64 ",\"backup\":%" PRIu64
+		       "},\"ends\":{",
+		       c->ends[HLB_END_CLOSED], c->ends[HLB_END_BACKEND_DOWN],
+		       c->ends[HLB_END_PRIMARY_UP]);
+	for (int k = 0; k < HLB_END_MAX; k++)
+		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, k ? "," : "", hlb_end_names[k], c->ends[k]);
+	hlb_buf_puts(o, "}");
+}
+
+/*
+ * ,"drained":{...}: the counts of the backends of <s> a reload removed that drained, whose
+ * rows have left "draining", so that the rows and it add up to the service's totals.
+ */
+static void json_drained(struct hlb_buf *o, const struct hlb_pool_service *s)
+{
+	struct hlb_backend_counters c;
+	uint32_t n = hlb_pool_service_drained(s, &c);
+
+	hlb_buf_printf(o,
+		       ",\"drained\":{\"backends\":%u,\"total\":%" PRIu64 ",\"bytes_in\":%" PRIu64
+		       ",\"bytes_out\":%" PRIu64 ",\"connect_fail\":%" PRIu64
+		       ",\"connect_timeout\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"full\":%" PRIu64,
+		       n, c.total, c.bytes_in, c.bytes_out, c.connect_fail, c.connect_timeout,
+		       c.retries, c.full);
+	json_closed_ends(o, &c);
+	hlb_buf_puts(o, "}");
+}
+
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
 				const struct hlb_snapshot *snap, uint32_t idx, double share)
 {
@@ -238,15 +270,10 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		       b->checks_skipped, (double)b->check_latency_ns / 1e6, b->health.flaps,
 		       atomic_load(&b->rt->max_conns), c.full, connect_avg_ms(&c));
 	o->len--; /* reopen the object */
-	hlb_buf_printf(o,
-		       ",\"close_on_return\":%s,\"closed\":{\"admin\":%" PRIu64 ",\"down\":%" PRIu64
-		       ",\"backup\":%" PRIu64 "},\"ends\":{",
-		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false",
-		       c.ends[HLB_END_CLOSED], c.ends[HLB_END_BACKEND_DOWN],
-		       c.ends[HLB_END_PRIMARY_UP]);
-	for (int k = 0; k < HLB_END_MAX; k++)
-		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, k ? "," : "", hlb_end_names[k], c.ends[k]);
-	hlb_buf_puts(o, "},\"each_address\":");
+	hlb_buf_printf(o, ",\"close_on_return\":%s",
+		       snap && b->svc->cfg->backends[idx].close_on_return ? "true" : "false");
+	json_closed_ends(o, &c);
+	hlb_buf_puts(o, ",\"each_address\":");
 	/* the each_address entry it comes from (its name as written), for tools to group by */
 	hlb_buf_json_str(o, snap ? b->svc->cfg->backends[idx].from_name : NULL);
 	hlb_buf_puts(o, "}");
@@ -435,7 +462,9 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 				hlb_buf_puts(o, ",");
 			status_json_backend(o, s->removed[j], NULL, 0, 0.0);
 		}
-		hlb_buf_puts(o, "]}");
+		hlb_buf_puts(o, "]");
+		json_drained(o, s);
+		hlb_buf_puts(o, "}");
 	}
 	hlb_buf_puts(o, "]}\n");
 	free(steer);
@@ -459,6 +488,19 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
 		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped, v->flows,
 		       v->flows_max);
+}
+
+/* The line of the backends a reload removed that drained (json_drained()), if any. */
+static void drained_text(struct hlb_buf *o, const struct hlb_pool_service *s)
+{
+	struct hlb_backend_counters c;
+	uint32_t n = hlb_pool_service_drained(s, &c);
+
+	if (n)
+		hlb_buf_printf(o,
+			       "  drained (removed by reloads): %u backend%s, %" PRIu64
+			       " total, %" PRIu64 " fails\n",
+			       n, n == 1 ? "" : "s", c.total, c.connect_fail + c.connect_timeout);
 }
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
@@ -568,6 +610,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				       resolved, skipped);
 		}
 		free(shares);
+		drained_text(o, s);
 	}
 	free(steer);
 }

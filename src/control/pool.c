@@ -870,15 +870,28 @@ static void service_forget_backend(struct hlb_pool_service *s, struct hlb_pool_b
 
 	if (s) {
 		hlb_backend_counters_read(b->rt, &c);
-		s->gone_bytes_in += c.bytes_in;
-		s->gone_bytes_out += c.bytes_out;
+		hlb_backend_counters_add(&s->gone, &c);
+		s->n_gone++;
 	}
 	backend_free(b);
 }
 
+uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
+				  struct hlb_backend_counters *ret)
+{
+	struct hlb_backend_counters sum = s->gone, c;
+
+	for (uint32_t i = 0; i < s->n_drained; i++) {
+		hlb_backend_counters_read(s->drained[i]->rt, &c);
+		hlb_backend_counters_add(&sum, &c);
+	}
+	*ret = sum;
+	return s->n_gone + s->n_drained;
+}
+
 void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out)
 {
-	uint64_t in = s->gone_bytes_in, out = s->gone_bytes_out;
+	uint64_t in = s->gone.bytes_in, out = s->gone.bytes_out;
 	struct hlb_backend_counters c;
 
 	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
@@ -930,8 +943,8 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s)
 	struct retired *v = realloc(p->retired, (p->n_retired + 1) * sizeof(*v));
 	struct retired r = { .name = strdup(s->cfg->name),
 			     .bes = calloc(n ? n : 1, sizeof(*r.bes)),
-			     .gone_in = s->gone_bytes_in,
-			     .gone_out = s->gone_bytes_out };
+			     .gone_in = s->gone.bytes_in,
+			     .gone_out = s->gone.bytes_out };
 	uint64_t in, out;
 
 	if (v)

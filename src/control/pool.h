@@ -95,9 +95,11 @@ struct hlb_pool_service {
 	 * (HLB_POOL_DRAINED_KEEP_MS), nothing else. */
 	struct hlb_pool_backend **drained;
 	uint32_t n_drained;
-	/* Bytes each way of the removed backends that drained and were freed,
-	 * their counters with them: hlb_pool_service_bytes() still counts them. */
-	uint64_t gone_bytes_in, gone_bytes_out;
+	/* The counters of the removed backends that drained and were freed, and
+	 * how many: hlb_pool_service_bytes() and hlb_pool_service_drained() still
+	 * count them. */
+	struct hlb_backend_counters gone;
+	uint32_t n_gone;
 	struct hlb_health_params hp;
 	/* Checks skipped for a fault of ours (the source address gone, no fd):
 	 * logged when the first is, and when checks are made again with none
@@ -186,6 +188,13 @@ const struct hlb_pool_backend *hlb_pool_service_series_at(const struct hlb_pool_
  * and those gone (the per-backend counters go with a backend).
  */
 void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out);
+/*
+ * The counters of the backends of <s> that a reload removed and that drained (those kept a
+ * while for their series, and those gone since), summed into *<ret>, and how many they are:
+ * with its backends' and those draining, they add up to the service's.
+ */
+uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
+				  struct hlb_backend_counters *ret);
 
 /*
  * Log each service's counters as this process ends them (`msg="service totals"`), and

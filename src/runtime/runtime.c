@@ -130,6 +130,26 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 	*ret = c;
 }
 
+void hlb_backend_counters_add(struct hlb_backend_counters *sum,
+			      const struct hlb_backend_counters *c)
+{
+	sum->active += c->active;
+	sum->total += c->total;
+	sum->bytes_in += c->bytes_in;
+	sum->bytes_out += c->bytes_out;
+	sum->connect_fail += c->connect_fail;
+	sum->connect_timeout += c->connect_timeout;
+	sum->retries += c->retries;
+	sum->splices += c->splices;
+	sum->bytes_spliced += c->bytes_spliced;
+	sum->full += c->full;
+	for (int k = 0; k < HLB_END_MAX; k++)
+		sum->ends[k] += c->ends[k];
+	for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
+		sum->connect_hist[k] += c->connect_hist[k];
+	sum->connect_us_sum += c->connect_us_sum;
+}
+
 uint64_t hlb_backend_connect_failures(const struct hlb_backend *b)
 {
 	uint64_t n = 0;

@@ -216,6 +216,62 @@ def removed_backend_added_back_keeps_its_connections():
     check(lb.stop() == 0, "exit 0")
 
 
+def drained_backends_still_add_up():
+    """Once a backend a reload removed has drained, its row leaves /status's `draining`; its
+    counts stay in the service's `drained` aggregate, so that the backends' totals (and ends,
+    bytes, failures) still add up to the service's, after two removals as after one, and ctl
+    status says so. Before, the drained backend's counts went with its row: the backends'
+    totals fell short of the service's."""
+    lb = Lb(config(BACKENDS))
+    clients = {n: clients_of(lb, n, 3) for n in "abc"}
+    for n, mine in clients.items():
+        check(all(who(lb.addr, c) == n for c in mine), f"{n}'s clients reach {n}")
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 0) is not None,
+          "every client's connection closed")
+    before = {b["name"]: b for b in lb.service()["backends"]}
+
+    def adds_up(what, gone, n):
+        svc = lb.service()
+        rows = svc["backends"] + svc["draining"]
+        drained = svc.get("drained") or {}
+        total = sum(b["total"] for b in rows) + drained.get("total", 0)
+        ends = sum(sum(b["ends"].values()) for b in rows) + sum(drained.get("ends", {}).values())
+        check(total == svc["connections"]["total"] == n and ends == n,
+              f"{what}: the backends' totals add up to the service's: {total} (ends {ends}) of "
+              f"{svc['connections']['total']}, drained {drained}")
+        for k in ("total", "bytes_in", "bytes_out", "connect_fail"):
+            want = sum(before[n][k] for n in gone)
+            check(drained.get(k) == want, f"{what}: drained {k} {drained.get(k)}, was {want}")
+        check(drained.get("backends") == len(gone), f"{what}: {len(gone)} drained: {drained}")
+
+    for keep, gone in ((BACKENDS[:2], "c"), (BACKENDS[:1], "bc")):
+        lb.rewrite(config(keep))
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"reload: {se}")
+        check(lb.wait(lambda: not lb.service()["draining"], timeout=5) is not None,
+              f"{gone[-1]} drained at once: no connection")
+        adds_up(f"{' and '.join(gone)} removed", gone, 9)
+    # c added back at its address (a new backend, counting from 0) and removed again: its new
+    # draining series takes the place of the one kept, whose counts stay in the aggregate
+    lb.rewrite(config(BACKENDS[:1] + BACKENDS[2:]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.wait(lambda: lb.backend("c")["in_table"]) is not None,
+          f"c added back: {se}")
+    check(all(who(lb.addr, c) == "c" for c in clients["c"]), "c's clients reach c again")
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 0) is not None,
+          "every client's connection closed")
+    before["c2"] = lb.backend("c")
+    lb.rewrite(config(BACKENDS[:1]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and lb.wait(lambda: not lb.service()["draining"], timeout=5) is not None,
+          f"c removed again and drained: {se}")
+    adds_up("c removed twice", ["b", "c", "c2"], 12)
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and re.search(r"^  drained \(removed by reloads\): 3 backends, 9 total\b", so,
+                                re.M), f"ctl status says so:\n{so}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def removed_service_drains_until_timeout():
     """A reload removes a whole service: its connections keep working, then are closed at its
     drain timeout, as a removed backend's are (before, they ran on untracked until their
@@ -1630,7 +1686,7 @@ def ctl_bounds_an_answer_that_does_not_end():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
-           removed_backend_added_back_keeps_its_connections,
+           removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,

@@ -562,6 +562,50 @@ static void test_reload_applies_the_difference(void **state)
 	fixture_teardown(&f);
 }
 
+/* The counts of a backend a reload removed stay in its service's drained aggregate
+ * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
+ * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
+static void test_drained_backends_keep_their_counts(void **state)
+{
+	struct hlb_backend_counters c;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	struct fixture f;
+	uint64_t t0;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
+	atomic_store(&hlb_pool_backend_find(f.svc, "b2")->rt->wstats[0].established, 7);
+	atomic_store(&hlb_pool_backend_find(f.svc, "b2")->rt->wstats[1].bytes_out, 100);
+	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 0);
+	assert_int_equal(c.total, 0);
+
+	next = config_new(HASHLB_SCHEME_RING, 2);
+	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = next;
+	t0 = hlb_now_ms();
+	while (f.svc->n_removed && hlb_now_ms() < t0 + 1000)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(f.svc->n_removed, 0);
+	assert_int_equal(f.svc->n_drained, 1); /* kept for its series */
+	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 1);
+	assert_int_equal(c.total, 7);
+	assert_int_equal(c.bytes_out, 100);
+
+	/* its series kept long enough: freed at the next tick, its counts kept */
+	/* (modulo 2^64, as the tick's now - drained_ms: minutes after boot too) */
+	f.svc->drained[0]->drained_ms = hlb_now_ms() - HLB_POOL_DRAINED_KEEP_MS;
+	t0 = hlb_now_ms();
+	while (f.svc->n_drained && hlb_now_ms() < t0 + 1000)
+		hlb_loop_run_once(f.loop, 10);
+	assert_int_equal(f.svc->n_drained, 0);
+	assert_int_equal(hlb_pool_service_drained(f.svc, &c), 1);
+	assert_int_equal(c.total, 7);
+	assert_int_equal(c.bytes_out, 100);
+	fixture_teardown(&f);
+}
+
 /* A service of the most backends a service may have (65,535) reloaded with its backends in
  * the reverse order: every backend is matched by its name and kept, with what was set at run
  * time. The match was a scan of the old list for each new backend, n^2 / 2 name compares (45 s
@@ -1433,6 +1477,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_load_cap),
 		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
 		cmocka_unit_test(test_reload_applies_the_difference),
+		cmocka_unit_test(test_drained_backends_keep_their_counts),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
