@@ -329,16 +329,35 @@ static bool content_length(const char *v, size_t *ret)
 	return true;
 }
 
+/*
+ * Whether the first <len> bytes of <in> (the request line and headers) hold a line ended
+ * by a LF alone (printf 'GET /status HTTP/1.0\n\n'): its head would never end in CRLF CRLF,
+ * and the request would wait for its 408 (or be closed unanswered at the client's FIN).
+ * No prefix of a good request holds one, so it is refused as soon as it comes.
+ */
+static bool bare_lf(const char *in, size_t len)
+{
+	for (const char *lf = memchr(in, '\n', len); lf;
+	     lf = memchr(lf + 1, '\n', len - (size_t)(lf + 1 - in)))
+		if (lf == in || lf[-1] != '\r')
+			return true;
+	return false;
+}
+
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 {
-	char *hdr_end, *cl;
+	char *hdr_end, *cl, *nul;
 	size_t body_len = 0;
 	bool te, cl_ok;
 
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
 	hdr_end = strstr(in, "\r\n\r\n");
-	if (!hdr_end && memchr(in, '\0', len)) {
+	nul = hdr_end ? NULL : memchr(in, '\0', len);
+	/* whichever of a bare LF and a NUL comes first: the error of a request cut short there */
+	if (bare_lf(in, hdr_end ? (size_t)(hdr_end - in) : nul ? (size_t)(nul - in) : len))
+		return parsed_error(p, 400, "end each line with CRLF (\\r\\n), not a bare LF");
+	if (nul) {
 		/* the search stopped at it: the request line and headers would never end
 		 * (closed unanswered at the client's FIN, 408 after 10 s without) */
 		return parsed_error(p, 400, "a NUL byte in the request line or headers");

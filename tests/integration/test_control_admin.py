@@ -1326,7 +1326,7 @@ def admin_busy_answer_waits_for_the_request():
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a method the path does not take 405 with Allow; a malformed
-    request line 400, another HTTP version 505; a
+    request line 400, a line ended by a bare LF 400, another HTTP version 505; a
     parameter value too long to use, or a parameter the endpoint does not take, 400 naming
     it, applying nothing (not the rest of the request either); a request that never arrives whole 408 after 10 s."""
     lb = Lb(config(BACKENDS))
@@ -1339,6 +1339,10 @@ def admin_http_says_what_it_cannot_serve():
                          (b"GET  HTTP/1.1", b"400"), (b"GET /status", b"400")):
         got = lb.raw(line + b"\r\nHost: x\r\n\r\n")
         check(got.startswith(b"HTTP/1.1 " + status), f"{line!r}: {status!r} ({got[:60]!r})")
+    # lines ended by a bare LF (printf 'GET /status HTTP/1.0\n\n' | nc -N): 400 saying so, not
+    # a close without a word (or a 408 after 10 s) as the head's CRLF CRLF never comes
+    got = lb.raw(b"GET /status HTTP/1.0\n\n", shut=True)
+    check(got.startswith(b"HTTP/1.1 400") and b"CRLF" in got, f"bare LF: 400 ({got[:200]!r})")
     # a method the path does not take: 405 with the Allow header RFC 9110 requires of it
     for req, allow in ((b"GET /set?backend=a&state=drain", b"POST"),
                        (b"OPTIONS /reload", b"POST"), (b"POST /status", b"GET, HEAD"),

@@ -197,6 +197,43 @@ static void test_nul_in_the_head_is_refused(void **state)
 	assert_non_null(strstr(p.msg, "parameter a"));
 }
 
+/* A line ended by a bare LF (printf 'GET /status HTTP/1.0\n\n' | nc) is refused at once, saying
+ * so: before, the request waited for a CRLF CRLF that never came (closed unanswered at the
+ * client's FIN, or answered 408 "did not arrive whole" after 10 s). A body may hold one. */
+static void test_bare_lf_is_refused(void **state)
+{
+	static const char *const reqs[] = {
+		"GET /status HTTP/1.0\n\n",
+		"GET /status HTTP/1.1\n",
+		"GET /status HTTP/1.1\r\nHost: x\n\n",
+		"GET /status HTTP/1.1\r\nHost: x\nAccept: */*\r\n\r\n",
+		"\n",
+	};
+	struct hlb_http_parsed p;
+	char *in, nul[19];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		for (int eof = 0; eof < 2; eof++) {
+			assert_int_equal(parse(reqs[i], eof, &in, &p), 400);
+			assert_non_null(strstr(p.msg, "CRLF"));
+			free(in);
+		}
+	}
+	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: 11\r\n\r\nbackend=a\n\n",
+			       false, &in, &p),
+			 200);
+	free(in);
+	/* with a NUL too, the first of them is refused, as the request cut before the other
+	 * would be (fuzz_http: the same error however the request was cut) */
+	memcpy(nul, "GET /\0 HTTP/1.1\n\n", 18);
+	assert_int_equal(hlb_http_parse(nul, 18, false, &p), 400);
+	assert_non_null(strstr(p.msg, "NUL"));
+	memcpy(nul, "GET / HTTP/1.1\n\0\n", 18);
+	assert_int_equal(hlb_http_parse(nul, 18, false, &p), 400);
+	assert_non_null(strstr(p.msg, "CRLF"));
+}
+
 /* The handler of test_held_request_waits_alone(): GET /wait is held, the others answered. */
 static void hold_wait(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
@@ -378,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
+		cmocka_unit_test(test_bare_lf_is_refused),
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
