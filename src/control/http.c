@@ -266,6 +266,7 @@ static void conn_io(void *arg, uint32_t events)
 	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
 	struct hlb_http_parsed p;
 	bool eof = false;
+	int status;
 
 	if (c->held) {
 		/* only an error or a hang-up is watched: the client has gone */
@@ -298,7 +299,9 @@ static void conn_io(void *arg, uint32_t events)
 		if (c->in_len == HLB_HTTP_REQ_MAX)
 			break;
 	}
-	switch (hlb_http_parse(c->in, c->in_len, eof, &p)) {
+	status = hlb_http_parse(c->in, c->in_len, eof, &p);
+	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
+	switch (status) {
 	case HLB_HTTP_MORE:
 		return;
 	case HLB_HTTP_CLOSE:
@@ -306,17 +309,14 @@ static void conn_io(void *arg, uint32_t events)
 		return;
 	case 200:
 		if (c->busy) {
-			c->head = p.head;
 			conn_busy(c);
 			return;
 		}
 		break;
 	default:
-		c->head = p.head;
 		conn_error(c, p.status, p.msg);
 		return;
 	}
-	c->head = p.head;
 	if (!strcmp(p.req.method, "GET") && unread_bytes(c->h) >= HTTP_UNREAD_MAX) {
 		char why[160];
 

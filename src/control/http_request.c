@@ -259,7 +259,6 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 	size_t vlen;
 
 	*hdr_end = '\0';
-	p->head = !strncmp(in, "HEAD ", 5);
 	/* the request line alone: METHOD, PATH and version are in it, not in a header */
 	hdrs = strstr(in, "\r\n");
 	if (hdrs)
@@ -352,6 +351,8 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
+	/* known from the start: an error answered to a HEAD has no body either */
+	p->head = !strncmp(in, "HEAD ", 5);
 	hdr_end = strstr(in, "\r\n\r\n");
 	nul = hdr_end ? NULL : memchr(in, '\0', len);
 	/* whichever of a bare LF and a NUL comes first: the error of a request cut short there */

@@ -1343,6 +1343,13 @@ def admin_http_says_what_it_cannot_serve():
     # a close without a word (or a 408 after 10 s) as the head's CRLF CRLF never comes
     got = lb.raw(b"GET /status HTTP/1.0\n\n", shut=True)
     check(got.startswith(b"HTTP/1.1 400") and b"CRLF" in got, f"bare LF: 400 ({got[:200]!r})")
+    # an error answered to a HEAD has no body either, whatever the error
+    for req in (b"HEAD /status HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                b"HEAD /status HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"):
+        got = lb.raw(req)
+        head, sep, body = got.partition(b"\r\n\r\n")
+        check(re.match(rb"HTTP/1.1 4(00|11) ", head) and sep and body == b"",
+              f"{req!r}: an error, no body ({got[:200]!r})")
     # a method the path does not take: 405 with the Allow header RFC 9110 requires of it
     for req, allow in ((b"GET /set?backend=a&state=drain", b"POST"),
                        (b"OPTIONS /reload", b"POST"), (b"POST /status", b"GET, HEAD"),

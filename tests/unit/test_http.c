@@ -234,6 +234,35 @@ static void test_bare_lf_is_refused(void **state)
 	assert_non_null(strstr(p.msg, "CRLF"));
 }
 
+/* An error answered to a HEAD has no body, as its GET's answer (RFC 9110 9.3.2): the
+ * parser says HEAD whatever it refuses, not only once the request line is read. Before,
+ * only a request as far as its line knew it, and the errors found before (a Content-Length
+ * not digits, Transfer-Encoding, too large, a NUL or bare LF in the head) came with a body. */
+static void test_head_is_known_whatever_the_error(void **state)
+{
+	static const char *const reqs[] = {
+		"HEAD /status HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+		"HEAD /status HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HEAD /status HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
+		"HEAD /status HTTP/1.1\nHost: x\n\n",
+		"HEAD /status HTTP/2.0\r\n\r\n",
+		"HEAD /status?a=%00 HTTP/1.1\r\n\r\n",
+	};
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		assert_true(parse(reqs[i], false, &in, &p) >= 400);
+		assert_true(p.head);
+		free(in);
+	}
+	assert_int_equal(parse("GET /status HTTP/1.1\r\nContent-Length: x\r\n\r\n", false, &in, &p),
+			 400);
+	assert_false(p.head);
+	free(in);
+}
+
 /* The handler of test_held_request_waits_alone(): GET /wait is held, the others answered. */
 static void hold_wait(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
@@ -416,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 		cmocka_unit_test(test_bare_lf_is_refused),
+		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
