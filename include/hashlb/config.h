@@ -334,6 +334,10 @@ uint16_t hashlb_addr_port(const struct sockaddr_storage *a);
  */
 const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool bound_known);
 
+/* A port as written after an address's colon: digits alone, 1..65535 (0 too if <allow_port0>).
+ * -EINVAL otherwise; <ret_port> is written only on success. */
+int hashlb_port_parse(const char *s, bool allow_port0, uint16_t *ret_port);
+
 /* Whether a backend's <address>, as written, names a host (resolved when loaded). */
 bool hashlb_addr_is_name(const char *address);
 

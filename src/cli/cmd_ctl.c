@@ -178,11 +178,14 @@ static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_
 	const char *colon = strrchr(s, ':');
 	struct addrinfo *res, *ai;
 	char host[256];
+	uint16_t port;
 
 	/* "::1:9901": an IPv6 address without its brackets, which the config
-	 * refuses (its port is ambiguous) and getaddrinfo would take. */
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) || !colon[1] ||
-	    memchr(s, ':', (size_t)(colon - s)))
+	 * refuses (its port is ambiguous) and getaddrinfo would take; a port as
+	 * the config takes it, 1..65535: getaddrinfo takes "99999" as 34463 (a
+	 * port where another server may listen) and "0" as 0. */
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) ||
+	    hashlb_port_parse(colon + 1, false, &port) < 0 || memchr(s, ':', (size_t)(colon - s)))
 		return -EINVAL;
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = '\0';

@@ -13,7 +13,7 @@
 
 #include "hashlb/config.h"
 
-static int port_parse(const char *s, bool allow_port0, uint16_t *ret_port)
+int hashlb_port_parse(const char *s, bool allow_port0, uint16_t *ret_port)
 {
 	unsigned long v = 0;
 
@@ -53,7 +53,7 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
 		host[hlen] = '\0';
 		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
 			return -EINVAL;
-		if (port_parse(close + 2, allow_port0, &p) < 0)
+		if (hashlb_port_parse(close + 2, allow_port0, &p) < 0)
 			return -EINVAL;
 		sin6->sin6_family = AF_INET6;
 		sin6->sin6_port = htons(p);
@@ -76,7 +76,7 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
 		/* inet_pton, unlike inet_aton, takes only the dotted quad. */
 		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
 			return -EINVAL;
-		if (port_parse(port, allow_port0, &p) < 0)
+		if (hashlb_port_parse(port, allow_port0, &p) < 0)
 			return -EINVAL;
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons(p);
@@ -132,7 +132,7 @@ int hashlb_name_addr_parse(const char *s, char ret_host[HASHLB_HOST_MAX + 1], ui
 
 	if (!colon || strchr(s, ':') != colon || !host_name_ok(s, (size_t)(colon - s)))
 		return -EINVAL;
-	if (port_parse(colon + 1, false, &p) < 0)
+	if (hashlb_port_parse(colon + 1, false, &p) < 0)
 		return -EINVAL;
 	memcpy(ret_host, s, (size_t)(colon - s));
 	ret_host[colon - s] = '\0';

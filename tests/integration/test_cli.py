@@ -480,6 +480,13 @@ for args, line in [
     (("ctl", "-a", "::1:9901", "status"),
      "hashlb ctl: -a: bad admin address '::1:9901': give HOST:PORT, [V6]:PORT or unix:/PATH "
      "(a HOST name that resolves)"),
+    # a port out of 1..65535, or not digits alone, as the config refuses it: getaddrinfo took
+    # 99999 as 34463 (99999 - 65536) and 0 as 0, and ctl asked whatever listened there (exit 1,
+    # "cannot reach the admin endpoint at 127.0.0.1:34463", when nothing did)
+    *((("ctl", "-a", a, "status"),
+       f"hashlb ctl: -a: bad admin address '{a}': give HOST:PORT, [V6]:PORT or unix:/PATH "
+       "(a HOST name that resolves)")
+      for a in ("127.0.0.1:99999", "localhost:99999", "localhost:-1", "127.0.0.1:0")),
     (("ctl", "set", "a", "weight"), "hashlb ctl: set: weight needs a value"),
     # clients' N, a count whose range ctl knows: a usage error naming N (it was exit 1, the
     # endpoint's "top must be 1..1000", a query parameter the user never typed)
