@@ -1646,6 +1646,25 @@ def ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer():
         c.close()
 
 
+def ctl_refuses_an_answer_cut_short():
+    """An answer that ends before its Content-Length (the endpoint closed it: hashlb killed,
+    or stopping, as it wrote a large /metrics) is not printed as if it were whole: exit 1,
+    saying so. Before, ctl printed the part it got, a /metrics cut in the middle of a line,
+    and exited 0."""
+    def answer(c):
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                  b"Content-Length: 1000\r\nConnection: close\r\n\r\n# HELP hashlb_backend_up Tak")
+        c.close()
+    srv, admin = fake_endpoint(answer)
+    for args in (["metrics"], ["status"], ["--json", "status"]):
+        p = ctl_ends(["--admin", admin, *args], 60)
+        check(p and p.returncode == 1 and not p.stdout and
+              "closed its answer after 28 of its 1000 bytes" in p.stderr,
+              f"ctl {' '.join(args)}: an answer cut short, exit 1 ({p})")
+    srv.close()
+
+
 def ctl_bounds_an_answer_that_does_not_end():
     """hashlb ctl pointed at a server that is not hashlb: one that answers a byte a second and
     never ends is given up after --timeout in all (not --timeout per read: it waited for
@@ -1719,7 +1738,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
-           ctl_bounds_an_answer_that_does_not_end,
+           ctl_bounds_an_answer_that_does_not_end, ctl_refuses_an_answer_cut_short,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
