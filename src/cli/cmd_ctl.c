@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "hashlb/config.h"
+#include "runtime/answer.h"
 
 #define CTL_ADMIN_DEFAULT "127.0.0.1:9901"
 /* how long the endpoint may take to accept a connection, and then to send its whole answer */
@@ -268,24 +269,6 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
 	return buf;
 }
 
-/*
- * Whether the answer in <buf> (<got> bytes, its head ending at <body>) is cut short: fewer
- * bytes after its head than its Content-Length says, the endpoint having closed before the
- * end (hashlb killed, or stopping, as it wrote it). hashlb gives every answer its length; one
- * without is taken as it is. *<ret_have> and *<ret_want>: the bytes there and said.
- */
-static bool answer_cut(const char *buf, const char *body, size_t got, size_t *ret_have,
-		       unsigned long long *ret_want)
-{
-	const char *h = strcasestr(buf, "\r\ncontent-length:");
-
-	if (!h || h > body)
-		return false;
-	*ret_have = got - (size_t)(body + 4 - buf);
-	*ret_want = strtoull(h + 17, NULL, 10);
-	return *ret_have < *ret_want;
-}
-
 static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		     const char *path, const char *query, bool quiet, int *ret_status,
 		     char **ret_buf, char **ret_body)
@@ -383,7 +366,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		free(buf);
 		return timed_out ? -ETIMEDOUT : too_long ? -EMSGSIZE : -EPROTO;
 	}
-	if (answer_cut(buf, body, got, &have, &want)) {
+	if (hlb_answer_cut(buf, body, got, &have, &want)) {
 		if (!quiet)
 			cli_error(
 				"the admin endpoint at %s closed its answer after %zu of its %llu "

@@ -18,6 +18,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "runtime/answer.h"
 #include "runtime/fdpass.h"
 #include "worker.h"
 
@@ -267,11 +268,11 @@ static void take_fd(struct hlb_proxy *p, int fd)
 #define TAKE_STEP_S 2
 
 /* Read what the admin endpoint answers on <fd> (SO_RCVTIMEO: TAKE_STEP_S) into *<ret>
- * (NUL-terminated, malloc'd), keeping the sockets that come with it (SCM_RIGHTS);
- * -ETIMEDOUT after TAKE_SILENCE_S without a byte. */
-static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
+ * (NUL-terminated, malloc'd), keeping the sockets that come with it (SCM_RIGHTS), how many
+ * came in *<ret_fds>; -ETIMEDOUT after TAKE_SILENCE_S without a byte. */
+static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret, size_t *ret_fds)
 {
-	size_t len = 0, cap = 8192;
+	size_t len = 0, cap = 8192, n_fds = 0;
 	char *buf = malloc(cap), *more;
 	uint64_t heard = worker_clock_ns() / 1000000u; /* ms */
 
@@ -325,6 +326,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 
 				memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 				take_fd(p, got);
+				n_fds++;
 			}
 		}
 		if (msg.msg_flags & MSG_CTRUNC) {
@@ -338,6 +340,7 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret)
 	}
 	buf[len] = '\0';
 	*ret = buf;
+	*ret_fds = n_fds;
 	return (ssize_t)len;
 }
 
@@ -428,20 +431,58 @@ static void take_handover(struct hlb_proxy *p, const char *body)
 }
 
 /*
+ * Whether the answer <text> (<len> bytes, its body at <body>; <n_fds> descriptors came with
+ * it, over a Unix socket when <unix_socket>) is whole: no shorter than its Content-Length, and
+ * a descriptor for each socket's line ("PID FD ..."), and one for the resync socket
+ * (HLB_FDPASS_RESYNC). An old process that stops, or whose hlb_fdpass_send() gives up, as it
+ * answers leaves a list cut short: taking it, this process would listen on some of the old
+ * one's sockets only, and carry on a part of its run-time settings. If not, <why> says what
+ * is wrong.
+ */
+static bool take_whole(const char *text, size_t len, const char *body, size_t n_fds,
+		       bool unix_socket, char *why, size_t why_size)
+{
+	unsigned long long want;
+	size_t have, lines = 0;
+	int pid, fd;
+
+	if (hlb_answer_cut(text, body - 4, len, &have, &want)) {
+		snprintf(why, why_size,
+			 "the old hashlb closed its answer after %zu of its %llu bytes", have,
+			 want);
+		return false;
+	}
+	if (!unix_socket)
+		return true; /* copied by pidfd_getfd(2): none comes with it */
+	for (const char *l = body; *l; l = next_line(l))
+		lines += sscanf(l, "%d %d", &pid, &fd) == 2 ||
+			 !strncmp(l, HLB_FDPASS_RESYNC, strlen(HLB_FDPASS_RESYNC));
+	if (lines != n_fds) {
+		snprintf(why, why_size,
+			 "the old hashlb's answer lists %zu sockets, and %zu came with it", lines,
+			 n_fds);
+		return false;
+	}
+	return true;
+}
+
+/*
  * Read the answer to GET /sockets on <fd> (connected, of <family>) and keep
- * the sockets it hands over. <why> says why none were, if it answered.
+ * the sockets it hands over. <why> says why none were, if it answered; -EPROTO with <why>
+ * saying so if its answer was not whole (take_whole()).
  */
 static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_t why_size)
 {
 	struct ucred cred = { 0 };
 	socklen_t cred_len = sizeof(cred);
 	char *text = NULL, *body;
+	size_t n_fds = 0;
 	ssize_t n;
 	int r, pidfd = -1;
 
 	if (family == AF_UNIX && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0)
 		cred.pid = 0;
-	n = take_read(p, fd, &text);
+	n = take_read(p, fd, &text, &n_fds);
 	if (n < 0) {
 		take_undo(p);
 		return (int)n;
@@ -459,7 +500,15 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 	 * line says over TCP. Its pidfd copies the sockets over TCP, and then
 	 * follows it until it exits (hlb_proxy_take_pidfd()). */
 	body = strstr(text, "\r\n\r\n");
-	body = body ? body + 4 : "";
+	if (!body)
+		snprintf(why, why_size, "the old hashlb closed its answer in its head");
+	if (!body ||
+	    !take_whole(text, (size_t)n, body + 4, n_fds, family == AF_UNIX, why, why_size)) {
+		take_undo(p);
+		free(text);
+		return -EPROTO;
+	}
+	body += 4;
 	p->taken_from = cred.pid;
 	if (family != AF_UNIX && sscanf(body, "%d", &r) == 1)
 		p->taken_from = r;

@@ -890,6 +890,10 @@ static void take_over(struct hlb_daemon *d)
 			"settings are not carried over, and what waits in its queues is reset when it "
 			"stops\"",
 			from);
+	else if (r < 0 && why[0]) /* an answer not whole: what was wrong with it */
+		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
+			"from=%s err=%s answer=%s", from, strerrorname_np(-r),
+			hlb_log_quote(why, qw, sizeof(qw)));
 	else if (r < 0)
 		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
 			"from=%s err=%s", from, strerrorname_np(-r));

@@ -1671,6 +1671,78 @@ def old_process_given_up_on_hands_nothing_over():
             new.stop()
 
 
+def fake_old_process(path, answer):
+    """A Unix admin socket at <path> that is not hashlb: <answer>(connection) on a thread for
+    the one connection it accepts (the new hashlb's GET /sockets). Its socket, to close."""
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(4)
+
+    def serve():
+        try:
+            c, _ = srv.accept()
+        except OSError:
+            return
+        with c:
+            c.recv(4096)
+            answer(c)
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def takeover_refuses_an_answer_cut_short():
+    """The old hashlb's answer to GET /sockets that is not whole (it stopped, or was killed,
+    as it answered) is not taken as the list of its sockets: the new one says what is wrong
+    with it and binds sockets of its own, as when the old one does not answer. It read the
+    answer to its end whatever its length said: a Content-Length of 400 with one line there,
+    or two sockets listed and one handed over, and it listened on the sockets that had come,
+    taking the part of the run-time settings that had come as the whole of them."""
+    old_sock = socket.socket()
+    old_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    old_sock.bind(LISTEN)
+    old_sock.listen(16)
+    addr = f"{LISTEN[0]}:{LISTEN[1]}"
+    line = f"{os.getpid()} {old_sock.fileno()} {addr} t\n".encode()
+
+    def cut(c):  # the head, the socket's line with its socket, then nothing
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  b"Content-Length: 400\r\nConnection: close\r\n\r\n")
+        socket.send_fds(c, [line], [old_sock.fileno()])
+
+    def fewer_fds(c):  # whole by its length, but one socket of the two it lists
+        body = line + line.replace(b" t\n", b" u\n")
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+                  f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+        socket.send_fds(c, [body], [old_sock.fileno()])
+
+    try:
+        for k, (answer, why) in enumerate(((cut, f"closed its answer after {len(line)} of its 400 bytes"),
+                                           (fewer_fds, "lists 2 sockets, and 1 came with it"))):
+            path = tmppath(f"cut-{k}.sock")
+            srv = fake_old_process(path, answer)
+            new = None
+            try:
+                new = Hashlb(config(BACKENDS, admin="unix:" + path, listen=addr),
+                             fname=f"cut-{k}.yaml", wait=False)
+                check(new.wait_log("msg=started", 60), "the new one started: " +
+                      "; ".join(new.log[-5:]))
+                gave_up = [l for l in new.log if re.search(GAVE_UP, l)]
+                check(gave_up and "err=EPROTO" in gave_up[0] and why in gave_up[0],
+                      f"{answer.__name__}: the new one says the answer was not whole: " +
+                      "; ".join(l for l in new.log if "take" in l))
+                print("    " + gave_up[0])
+                own = listen_inodes(new.proc.pid)
+                check(len(own) == 2 and str(os.fstat(old_sock.fileno()).st_ino) not in own,
+                      f"on sockets of its own, one per worker: {own}")
+                check(new.stop() == 0, "exit 0")
+            finally:
+                srv.close()
+                if new:
+                    new.stop()
+    finally:
+        old_sock.close()
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -1760,5 +1832,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            set_after_a_side_by_side_takeover_is_not_lost,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
-           old_process_given_up_on_hands_nothing_over, upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
+           old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
+           upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
