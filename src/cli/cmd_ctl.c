@@ -458,14 +458,14 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
  * each answer printed as ctl_request() prints it; with <json>, the answers
  * (objects) in one array, as hashlb lookup --json prints them: one JSON
  * document, not one per line. A refused client is said on stderr (exit 1),
- * and the array holds the others' answers; an endpoint that cannot be
- * reached or does not answer ends it there.
+ * and the array holds the others' answers (empty if every one was refused); an
+ * endpoint that cannot be reached or does not answer ends it there.
  */
 static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
 		      char **clients, int n, bool json)
 {
 	size_t base = strlen(q);
-	bool any = false;
+	bool any = false, answered = false;
 	int ret = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -480,6 +480,7 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 			ret = 1;
 			break;
 		}
+		answered = true;
 		if (json && status / 100 == 2) {
 			size_t end = strlen(body);
 
@@ -494,6 +495,8 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 	}
 	if (any)
 		printf("]\n");
+	else if (json && answered)
+		printf("[]\n"); /* every client refused: still one JSON document */
 	return ret;
 }
 

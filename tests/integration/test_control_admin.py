@@ -778,6 +778,14 @@ def ctl_json_is_one_document():
         got = e
     check(rc == 1 and isinstance(got, list) and [e["client"] for e in got] == ["10.0.0.1", "10.0.0.2"]
           and "bogus" in se, f"ctl --json lookup with a refused client: {rc} {so!r} {se!r}")
+    # every client refused: an empty array, not nothing (which no JSON parser reads)
+    rc, so, se = lb.ctl("--json", "lookup", "bogus", "10.0.0.1:99999")
+    try:
+        got = json_strict(so)
+    except ValueError as e:
+        got = e
+    check(rc == 1 and got == [] and "bogus" in se,
+          f"ctl --json lookup with every client refused: {rc} {so!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
 
