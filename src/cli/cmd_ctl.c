@@ -107,7 +107,8 @@ static void usage(FILE *f)
 		"\n"
 		"OPTIONS\n"
 		"  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
-		"                      (default: $HASHLB_ADMIN, else " CTL_ADMIN_DEFAULT ")\n"
+		"                      (default: $HASHLB_ADMIN if not empty, else\n"
+		"                      " CTL_ADMIN_DEFAULT ")\n"
 		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
 		"  -j, --json          print the endpoint's JSON instead of text (lookup:\n"
 		"                      one array, an object per CLIENT, as hashlb lookup)\n"
@@ -812,8 +813,11 @@ int cmd_ctl(int argc, char **argv)
 		cli_error("give %s or %s, not both\n", admin_opt, config_opt);
 		return 2;
 	}
-	if (!admin)
+	if (!admin) {
 		admin = getenv("HASHLB_ADMIN");
+		if (admin && !*admin)
+			admin = NULL; /* "export HASHLB_ADMIN=": unset, as most tools take it */
+	}
 	if (config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };

@@ -348,6 +348,15 @@ check(p.returncode == 1 and p.stdout == "" and p.stderr ==
       "hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:1: Connection refused\n",
       f"hashlb ctl lookup of 3 clients, no endpoint: exit {p.returncode}, stderr {p.stderr!r}")
 
+# An empty $HASHLB_ADMIN (a shell's "export HASHLB_ADMIN=", or one set from an empty variable)
+# is no address given: the default is asked, as most tools take an empty variable for unset.
+# It was a usage error, exit 2: "$HASHLB_ADMIN: bad admin address ''". In a network namespace
+# of its own, where nothing listens at the default address whatever runs beside this test.
+p = subprocess.run(["unshare", "--net", HASHLB, "ctl", "status"], capture_output=True,
+                   text=True, timeout=60, env=dict(os.environ, HASHLB_ADMIN=""))
+check(p.returncode == 1 and "hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901:"
+      in p.stderr, f"ctl status with HASHLB_ADMIN='': exit {p.returncode}, stderr {p.stderr!r}")
+
 # A usage error is found before anything is done: a bad client after a good one printed the
 # good one's line first (and exited 1).
 for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.0.0.1", "bogus"),
