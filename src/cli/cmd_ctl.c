@@ -419,16 +419,34 @@ static const char *json_error(const char *body, char *buf, size_t size)
 }
 
 /*
- * An answer <status> <body>: the body to stdout on 2xx, to stderr otherwise (the
- * endpoint's "error: WHAT" as every error line of hashlb ctl; an error it
+ * Whether the refusal <buf> (the answer, its body at <body>) has nothing to say but its status
+ * (a proxy in front of hashlb, a server that is not hashlb): if so, its status line is said on
+ * stderr, as nothing else would tell why ctl failed.
+ */
+static bool ctl_say_status(const char *buf, const char *body)
+{
+	const char *code = strchr(buf, ' '), *eol = strchr(buf, '\r');
+
+	if (body[strspn(body, " \t\r\n")] || !code || !eol || code > eol)
+		return false;
+	code++;
+	cli_error("the admin endpoint answered %.*s, with no reason\n", (int)(eol - code), code);
+	return true;
+}
+
+/*
+ * An answer <status> <body> (in <buf>, whole): the body to stdout on 2xx, to stderr otherwise
+ * (the endpoint's "error: WHAT" as every error line of hashlb ctl; an error it
  * answers in JSON whatever the format, as it does when it refuses a request
  * before reading what it asks (busy, malformed), said the same way unless
- * <json>). Returns the exit status.
+ * <json>; a refusal with no body, its status line). Returns the exit status.
  */
-static int ctl_answer(int status, const char *body, bool json)
+static int ctl_answer(int status, const char *buf, const char *body, bool json)
 {
 	char msg[1024];
 
+	if (status / 100 != 2 && ctl_say_status(buf, body))
+		return 1;
 	if (status / 100 == 2)
 		fputs(body, stdout);
 	else if (strncmp(body, "error: ", 7) == 0)
@@ -449,7 +467,7 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 
 	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
 		return 1;
-	ret = ctl_answer(status, body, json);
+	ret = ctl_answer(status, buf, body, json);
 	free(buf);
 	return ret;
 }
@@ -490,7 +508,7 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 			printf("%s%.*s", any ? "," : "[", (int)end, body);
 			any = true;
 		} else {
-			ret |= ctl_answer(status, body, json);
+			ret |= ctl_answer(status, buf, body, json);
 		}
 		free(buf);
 	}
@@ -538,7 +556,7 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 		/* the reason as the other commands print it, unless --json */
 		if (e && end)
 			cli_error("%.*s\n", (int)(end - e - 9), e + 9);
-		else
+		else if (!ctl_say_status(buf, body))
 			fputs(body, stderr);
 		free(buf);
 		return 1;

@@ -1673,6 +1673,24 @@ def ctl_refuses_an_answer_cut_short():
     srv.close()
 
 
+def ctl_says_a_refusal_without_a_reason():
+    """A refusal with an empty body (a proxy in front of hashlb that is down, a server that is
+    not hashlb) is said by its status line on stderr, exit 1. ctl printed the body, nothing,
+    and exited 1 without a word: a script's log said it failed, not why."""
+    def answer(c):
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                  b"Connection: close\r\n\r\n")
+        c.close()
+    srv, admin = fake_endpoint(answer)
+    for args in (["status"], ["--json", "status"], ["lookup", "10.0.0.1"],
+                 ["--json", "lookup", "10.0.0.1"], ["set", "a", "drain"], ["upgrade"]):
+        p = ctl_ends(["--admin", admin, *args], 60)
+        check(p and p.returncode == 1 and "answered 503 Service Unavailable" in p.stderr,
+              f"ctl {' '.join(args)}: a 503 without a body said ({p})")
+    srv.close()
+
+
 def ctl_bounds_an_answer_that_does_not_end():
     """hashlb ctl pointed at a server that is not hashlb: one that answers a byte a second and
     never ends is given up after --timeout in all (not --timeout per read: it waited for
@@ -1747,6 +1765,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
            ctl_bounds_an_answer_that_does_not_end, ctl_refuses_an_answer_cut_short,
+           ctl_says_a_refusal_without_a_reason,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
