@@ -618,6 +618,25 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 /* ---- table ---- */
 
 /*
+ * A decimal 0..<max>, digits only (no sign, no space: as the config's integers, YAML 1.2's,
+ * and hashlb ctl's). 0 or -EINVAL.
+ */
+static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+/*
  * GET /clients?service=S&top=N: the clients with the most connections open
  * now (max_connections_per_client counts them; without it nothing is
  * counted, 409).
@@ -630,8 +649,7 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	struct hlb_client_count *top;
 	struct hlb_buf *o = &resp->body;
 	char v[HLB_HTTP_VALUE_MAX + 1], addr[HASHLB_ADDR16_PREFIX_STRLEN], pbuf[64];
-	unsigned long n = 10;
-	uint32_t got;
+	uint32_t n = 10, got;
 
 	if (!t || !snap->max_per_client) {
 		resp_error(resp, 409,
@@ -641,11 +659,8 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 		return;
 	}
 	if (hlb_http_param(req, "top", v, sizeof(v))) {
-		char *end;
-
-		n = strtoul(v, &end, 10);
-		if (*end || n == 0 || n > 1000) {
-			resp_error(resp, 400, "top must be 1..1000");
+		if (parse_u32(v, 1000, &n) < 0 || n == 0) {
+			resp_error(resp, 400, "top must be 1..1000, in digits: not '%s'", v);
 			return;
 		}
 	}
@@ -654,7 +669,7 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 		resp_error(resp, 500, "out of memory");
 		return;
 	}
-	got = hlb_clients_top(t, (uint32_t)n, top);
+	got = hlb_clients_top(t, n, top);
 	if (text) {
 		hlb_buf_printf(o,
 			       "service %s: %" PRIu64 " clients, at most %u connections each%s\n",
@@ -844,22 +859,6 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 }
 
 /* ---- commands ---- */
-
-/* A decimal 0..<max>, digits only. 0 or -EINVAL. */
-static int parse_u32(const char *s, uint32_t max, uint32_t *ret)
-{
-	unsigned long long v;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*ret = (uint32_t)v;
-	return 0;
-}
 
 /* Whether the each_address entry <name> gave the <i>th backend of <s>. */
 static bool group_gave(const struct hlb_pool_service *s, uint32_t i, const char *name)
@@ -1413,16 +1412,16 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 {
 	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
 	static const char *addrs[SOCKETS_MAX];
-	char buf[HLB_HTTP_VALUE_MAX + 1], *end;
+	char buf[HLB_HTTP_VALUE_MAX + 1];
 	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
-	long taker = v ? strtol(v, &end, 10) : 0;
-	long claimed = 0, gone = 0;
-	uint32_t n;
+	uint32_t pid = 0, n;
+	long taker, claimed = 0, gone = 0;
 
-	if (v && (*end || taker <= 0 || taker > INT32_MAX)) {
-		resp_error(resp, 400, "taker must be a process id");
+	if (v && (parse_u32(v, INT32_MAX, &pid) < 0 || pid == 0)) {
+		resp_error(resp, 400, "taker must be a process id, in digits: not '%s'", v);
 		return;
 	}
+	taker = pid;
 	if (taker && hlb_fdpass_peer_gone(req->fd)) {
 		/* it gave up waiting (this process stopped or busy for 10 s) and bound
 		 * sockets of its own: it reads nothing of this, and hands nothing back */

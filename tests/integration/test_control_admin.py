@@ -1515,6 +1515,9 @@ def only_the_taker_itself_takes_the_sockets_over():
         lb = Lb(config(BACKENDS, admin=admin))
         code, body = lb.http("GET", "/sockets?taker=1")
         check(code == 200, f"{admin}: the sockets are listed: {code} {body[:80]!r}")
+        code, body = lb.http("GET", "/sockets?taker=%2B1")
+        check(code == 400 and "taker must be a process id, in digits" in body,
+              f"{admin}: a taker with a sign is no process id: {code} {body[:80]!r}")
         code, body = lb.http("POST", "/set?backend=a&state=drain")
         check(code == 200 and lb.backend("a")["state"] == "drain",
               f"{admin}: after a taker that did not ask, /set still applies: {code} {body!r}")

@@ -1842,6 +1842,12 @@ def connections_per_client():
     check(code == 200 and json.loads(body)["top"] == [{"client": busy, "connections": 3},
                                                       {"client": other, "connections": 2}],
           f"GET /clients?top=2: {body}")
+    # a sign or a space is refused, as hashlb ctl clients +3 and the config's integers refuse
+    # it, saying what is wrong: the endpoint took top=+3 (a space, decoded) and top=%2B3
+    for bad in ("+3", "%2B3", "%203"):
+        code, body = lb.http("GET", f"/clients?service=t&top={bad}")
+        check(code == 400 and "top must be 1..1000, in digits" in body,
+              f"GET /clients?top={bad}: {code} {body}")
     # N read as every number of the command line (0x hex too), sent as the endpoint reads it
     # (it sent "0x2", which the endpoint refused: exit 1)
     rc, so, se = lb.ctl("clients", "0x2")
