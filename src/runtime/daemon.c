@@ -1770,9 +1770,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	struct upgrade *up = &d->up;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	static const char head[] = "HTTP/1.1 200 OK\r\n\r\n";
-	char *text = NULL;
-	size_t text_len = 0;
+	char *text = NULL, *lines = NULL;
+	size_t text_len = 0, lines_len = 0;
 	FILE *f;
 	sigset_t none;
 	char **env = NULL;
@@ -1800,9 +1799,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	n = listen_fds(d, true, fds, addrs, sizeof(addrs) / sizeof(addrs[0]));
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs) < 0)
 		rs[0] = rs[1] = -1; /* no resync: the health as it is now only */
-	f = open_memstream(&text, &text_len);
+	f = open_memstream(&lines, &lines_len);
 	if (f) {
-		fputs(head, f);
 		for (uint32_t i = 0; i < n; i++)
 			fprintf(f, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
 		if (d->hooks.handover)
@@ -1810,10 +1808,17 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 		if (rs[1] >= 0)
 			fputs(HLB_FDPASS_RESYNC, f);
 		if (fclose(f) != 0) {
-			free(text);
-			text = NULL;
+			free(lines);
+			lines = NULL;
 		}
 	}
+	/* with its length, as GET /sockets answers: the new process can tell an answer cut short
+	 * (this one killed as it writes it) from a whole one, however the descriptors fall */
+	if (lines && asprintf(&text, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", lines_len,
+			      lines) < 0)
+		text = NULL;
+	text_len = text ? strlen(text) : 0;
+	free(lines);
 
 	env = upgrade_env();
 	posix_spawn_file_actions_init(&fa);
@@ -1858,7 +1863,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 		qsort(up->handed, up->n_handed, sizeof(*up->handed), addr_cmp);
 	if (rs[1] >= 0)
 		fds[n] = rs[1]; /* after the listening sockets, with no line of its own */
-	sent = hlb_fdpass_send(up->sock, text, text_len, sizeof(head) - 1, fds, n + (rs[1] >= 0));
+	sent = hlb_fdpass_send(up->sock, text, text_len, text_len - lines_len, fds,
+			       n + (rs[1] >= 0));
 	if (rs[1] >= 0)
 		close(rs[1]);
 	up->resync = rs[0];

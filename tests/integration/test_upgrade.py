@@ -1743,6 +1743,32 @@ def takeover_refuses_an_answer_cut_short():
         old_sock.close()
 
 
+def upgrade_in_place_answer_gives_its_length():
+    """The upgrade in place hands the sockets over on its socket pair as GET /sockets answers,
+    with the answer's length, so that the new process can tell an answer cut short (the old
+    one killed as it writes it) from a whole one, whichever descriptors came. It gave none:
+    an answer cut after a batch of descriptors and their lines looked whole."""
+    exe, old = installed("length", "127.0.0.1:0")
+    got = tmppath("length-answer")
+    try:
+        with open(exe + ".new", "w") as f:  # a "new hashlb" that keeps what it is handed
+            f.write(f"#!/bin/sh\ncat <&3 > {got}\n")
+        os.chmod(exe + ".new", 0o755)
+        os.rename(exe + ".new", exe)
+        old.proc.send_signal(signal.SIGUSR2)
+        old.wait(lambda: (old.status().get("upgrade") or {}).get("state") == "failed")
+        with open(got, "rb") as f:
+            answer = f.read()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        m = re.search(rb"\r\nContent-Length: (\d+)$", head)
+        check(head.startswith(b"HTTP/1.1 200 OK\r\n") and m and int(m[1]) == len(body) and
+              body.endswith(b"resync\n") and len(body.splitlines()) >= 3,
+              f"the answer gives its length, that of its body: {answer!r}")
+        check(old.stop() == 0, "the old one, still serving, exits 0")
+    finally:
+        old.stop()
+
+
 def upgrade_tcp_admin():
     """The new hashlb copies the old one's sockets (pidfd_getfd). No help from the kernel."""
     migrate_req(0)
@@ -1833,5 +1859,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
+           upgrade_in_place_answer_gives_its_length,
            upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
