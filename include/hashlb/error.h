@@ -7,6 +7,7 @@
 #define HASHLB_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum hashlb_err_reason {
 	HASHLB_ERR_NONE = 0,
@@ -44,6 +45,13 @@ int hashlb_err(struct hashlb_error *err, int ret, enum hashlb_err_reason reason,
 	       ...) __attribute__((format(printf, 4, 5)));
 int hashlb_verr(struct hashlb_error *err, int ret, enum hashlb_err_reason reason, const char *fmt,
 		va_list ap);
+
+/*
+ * <src> into <dst> (<size> bytes): whole if it fits, else its start and its
+ * end joined by "..." (cut at UTF-8 characters), so that what a message says
+ * after a long quoted value is kept.
+ */
+void hashlb_err_fit(char *dst, size_t size, const char *src);
 
 /* A short stable identifier for <reason>, e.g. "duplicate-name". */
 const char *hashlb_err_reason_name(enum hashlb_err_reason reason);

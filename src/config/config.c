@@ -67,18 +67,18 @@ struct loader {
 };
 
 /*
- * Escape the control characters of <msg> in place (a value quoted back from
- * a block scalar, "127.0.0.1:80\n", as \n): an error is one line,
- * FILE:LINE:COLUMN: what, for a reader and for grep alike. Characters that
- * show as nothing or as a space (\u200b, \u00a0) are written as \uXXXX, so
- * that "unknown key 'scheme\u200b'" does not read "unknown key 'scheme'".
+ * <msg> into <out> (4 * strlen(<msg>) + 1 bytes hold it whole) with its
+ * control characters escaped (a value quoted back from a block scalar,
+ * "127.0.0.1:80\n", as \n): an error is one line, FILE:LINE:COLUMN: what,
+ * for a reader and for grep alike. Characters that show as nothing or as a
+ * space (\u200b, \u00a0) are written as \uXXXX, so that "unknown key
+ * 'scheme\u200b'" does not read "unknown key 'scheme'".
  */
-static void one_line(char *msg, size_t size)
+static void one_line(const char *msg, char *out)
 {
-	char out[sizeof(((struct hashlb_error *)0)->msg)];
 	size_t o = 0, len;
 
-	for (const char *p = msg; *p && o + 7 < sizeof(out); p += len) {
+	for (const char *p = msg; *p; p += len) {
 		unsigned char c = (unsigned char)*p;
 		int32_t cp = yutf8_decode((const unsigned char *)p, SIZE_MAX, &len);
 
@@ -86,53 +86,57 @@ static void one_line(char *msg, size_t size)
 			out[o++] = '\\';
 			out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
 		} else if (c < 0x20 || c == 0x7f || cp < 0) {
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+			o += (size_t)sprintf(out + o, "\\x%02x", c);
 		} else if (yinvisible(cp)) {
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\u%04x", (unsigned)cp);
+			o += (size_t)sprintf(out + o, "\\u%04x", (unsigned)cp);
 		} else {
 			memcpy(out + o, p, len);
 			o += len;
 		}
 	}
 	out[o] = '\0';
-	snprintf(msg, size, "%s", out);
 }
 
-/* Append to <msg> where alias <via> is, cutting <msg> (at a character) if need be. */
-static void via_note(char *msg, size_t size, const struct ynode *via)
-{
-	char note[64];
-	int n = snprintf(note, sizeof(note), " (through the alias at line %d, column %d)",
-			 via->pos.line, via->pos.column);
-	size_t len = strlen(msg);
-
-	if (n < 0 || (size_t)n >= size)
-		return;
-	if (len > size - 1 - (size_t)n) {
-		len = size - 1 - (size_t)n;
-		while (len && ((unsigned char)msg[len] & 0xc0) == 0x80)
-			len--;
-	}
-	memcpy(msg + len, note, (size_t)n + 1);
-}
-
+/*
+ * The error <fmt> at <at>, one line (one_line()), and where alias ld->via
+ * is; cut in its middle if it is longer than the error holds
+ * (hashlb_err_fit()): a key or value quoted whole (a valid backend name has
+ * 255 bytes) must not push out what is wrong with it.
+ */
 __attribute__((format(printf, 3, 4))) static int fail(struct loader *ld, const struct ynode *at,
 						      const char *fmt, ...)
 {
+	char *full = NULL, *out = NULL;
 	va_list ap;
-	int ret;
+	int ret, n;
 
 	va_start(ap, fmt);
 	ret = hashlb_verr(ld->err, -EINVAL, HASHLB_ERR_CONFIG, fmt, ap);
 	va_end(ap);
-	if (ld->err) {
-		one_line(ld->err->msg, sizeof(ld->err->msg));
-		ld->err->file = ld->name;
-		ld->err->line = at ? at->pos.line : 1;
-		ld->err->column = at ? at->pos.column : 1;
+	if (!ld->err)
+		return ret;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n >= 0)
+		full = malloc((size_t)n + 1);
+	if (full)
+		out = malloc(4 * (size_t)n + 64);
+	if (out) {
+		va_start(ap, fmt);
+		vsnprintf(full, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		one_line(full, out);
 		if (ld->via && at && at != ld->via)
-			via_note(ld->err->msg, sizeof(ld->err->msg), ld->via);
+			sprintf(out + strlen(out), " (through the alias at line %d, column %d)",
+				ld->via->pos.line, ld->via->pos.column);
+		hashlb_err_fit(ld->err->msg, sizeof(ld->err->msg), out);
 	}
+	free(full);
+	free(out);
+	ld->err->file = ld->name;
+	ld->err->line = at ? at->pos.line : 1;
+	ld->err->column = at ? at->pos.column : 1;
 	return ret;
 }
 

@@ -292,6 +292,45 @@ static void test_unknown_keys(void **state)
 	}
 }
 
+/*
+ * An error quoting a long key or name still says, at its end, what is wrong:
+ * the message is cut in its middle, not at the end of the 256-byte buffer
+ * ("unknown key 'kkk...kkk" and nothing more, before).
+ */
+static void test_long_quote_keeps_the_end(void **state)
+{
+	char yaml[2048], key[512], name[HASHLB_NAME_MAX + 1];
+
+	memset(key, 'k', 300);
+	key[300] = '\0';
+	snprintf(yaml, sizeof(yaml), MINIMAL "    %s: 1\n", key);
+	expect_error(yaml, 7, 5, "kkk' in service");
+
+	/* escaped control characters: each \x01 is 4 bytes written */
+	key[0] = '\0';
+	for (int i = 0; i < 100; i++)
+		strcat(key, "\\x01");
+	snprintf(yaml, sizeof(yaml), MINIMAL "    \"%s\": 1\n", key);
+	expect_error(yaml, 7, 5, "\\x01\\x01' in service");
+	/* a valid backend name of 255 bytes, twice */
+	memset(name, 'b', HASHLB_NAME_MAX);
+	name[HASHLB_NAME_MAX] = '\0';
+	snprintf(yaml, sizeof(yaml),
+		 "services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends:\n"
+		 "      - {name: %s, address: 127.0.0.1:9001}\n"
+		 "      - {name: %s, address: 127.0.0.1:9002}\n",
+		 name, name);
+	expect_error(yaml, 6, 16, "bbb' in service 'web' (first at line 5)");
+	/* through an alias: the note is kept with the end of the message */
+	snprintf(yaml, sizeof(yaml),
+		 MINIMAL "      - &b {name: %s, address: 127.0.0.1:9002}\n"
+			 "  - name: api\n    listen: 127.0.0.1:8081\n    backends: [*b, *b]\n",
+		 name);
+	expect_error(yaml, 7, 19,
+		     "bbb' in service 'api' (first at line 10) (through the alias at line 10, "
+		     "column 20)");
+}
+
 static void test_duplicate_key(void **state)
 {
 	expect_error(MINIMAL "    listen: 127.0.0.1:8081\n", 7, 5,
@@ -3156,6 +3195,7 @@ int main(void)
 		cmocka_unit_test(test_nul_refused),
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
+		cmocka_unit_test(test_long_quote_keeps_the_end),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_wrong_types),
