@@ -225,9 +225,15 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
  * (hashlb run --admin), so the file's, written or the default, is not
  * checked against the services' listen addresses: the caller checks the
  * one in force.
+ * HASHLB_LOAD_ADMIN_ONLY: only the admin key is read (the default if it is
+ * not written), the rest of the file left unchecked, and the config has no
+ * services: for ctl, which needs the address of a hashlb that runs while
+ * the file has an error a reload refused. A file that is no YAML mapping
+ * is still an error.
  */
 #define HASHLB_LOAD_NO_RESOLVE 1u
 #define HASHLB_LOAD_ADMIN_GIVEN 2u
+#define HASHLB_LOAD_ADMIN_ONLY 4u
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err);
 /*

@@ -841,8 +841,26 @@ int cmd_ctl(int argc, char **argv)
 		struct hashlb_error err = { 0 };
 
 		if (hashlb_config_load_flags(config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
+			struct hashlb_error admin_err = { 0 };
+
+			/*
+			 * An error elsewhere in the file (one a reload refused, the
+			 * running hashlb still on the file it had): ctl is how the
+			 * operator reaches it, and needs only the admin address.
+			 * Said, and the command runs. An admin key that cannot be
+			 * read, or a file that cannot, stops it.
+			 */
+			if (err.reason == HASHLB_ERR_SYSTEM || err.reason == HASHLB_ERR_NOMEM ||
+			    hashlb_config_load_flags(
+				    config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY, &cfg,
+				    &admin_err) < 0) {
+				cli_print_error(admin_err.msg[0] ? &admin_err : &err);
+				return 1;
+			}
 			cli_print_error(&err);
-			return 1;
+			cli_error("%s has errors (above), a reload would refuse it: its admin "
+				  "address is used all the same\n",
+				  config);
 		}
 		if (!cfg->admin_addr_len) {
 			cli_error("%s has the admin endpoint off\n", config);

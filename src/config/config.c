@@ -2167,6 +2167,39 @@ static int service_index_add(struct service_index *x, const struct hashlb_servic
 static int load_services(struct loader *ld, const struct ynode *root, const struct ynode *services,
 			 struct hashlb_config *c);
 
+/*
+ * The admin key of mapping <root> into <c>, or the default if it is not
+ * written. With HASHLB_LOAD_ADMIN_ONLY, the keys are not checked before:
+ * those that are no scalar are skipped, and a second admin is refused here.
+ */
+static int load_root_admin(struct loader *ld, const struct ynode *root, struct hashlb_config *c)
+{
+	const struct ynode *v = NULL, *first = NULL;
+
+	for (size_t i = 0; i < ynode_pairs(root); i++) {
+		const struct ynode *k = ynode_key(root, i);
+
+		if (k->type != YNODE_SCALAR || strcmp(k->text, "admin") != 0)
+			continue;
+		if (first)
+			return fail(ld, k,
+				    "duplicate key 'admin' in the configuration (first at "
+				    "line %d)",
+				    first->pos.line);
+		first = k;
+		v = ynode_value(root, i);
+	}
+	if (v) {
+		c->admin_pos = v->pos;
+		return load_admin(ld, v, c);
+	}
+	c->admin = strdup(ADMIN_DEFAULT);
+	if (!c->admin)
+		return nomem(ld);
+	hashlb_addr_parse(ADMIN_DEFAULT, false, &c->admin_addr, &c->admin_addr_len);
+	return 0;
+}
+
 static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_config *c)
 {
 	const struct ynode *v, *services;
@@ -2178,6 +2211,8 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 		return fail(ld, root,
 			    "the configuration must be a mapping with a 'services' list, found %s",
 			    describe(root).s);
+	if (ld->flags & HASHLB_LOAD_ADMIN_ONLY)
+		return load_root_admin(ld, root, c);
 	r = check_map(ld, root, top_keys, "the configuration");
 	if (r < 0)
 		return r;
@@ -2219,18 +2254,9 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 			return r;
 	}
 
-	v = map_get(root, "admin");
-	if (v) {
-		c->admin_pos = v->pos;
-		r = load_admin(ld, v, c);
-		if (r < 0)
-			return r;
-	} else {
-		c->admin = strdup(ADMIN_DEFAULT);
-		if (!c->admin)
-			return nomem(ld);
-		hashlb_addr_parse(ADMIN_DEFAULT, false, &c->admin_addr, &c->admin_addr_len);
-	}
+	r = load_root_admin(ld, root, c);
+	if (r < 0)
+		return r;
 
 	services = map_get(root, "services");
 	if (!services)

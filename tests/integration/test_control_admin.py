@@ -1180,6 +1180,41 @@ def ctl_takes_a_host_name():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_c_reaches_hashlb_while_the_file_has_errors():
+    """hashlb ctl -c FILE needs only FILE's admin address: when the rest of FILE has an error
+    (the operator's edit, which a reload refused, the old config still serving), ctl says so,
+    FILE:LINE:COL, and runs the command (before: exit 1 with the error, and no way to the
+    running hashlb by its file). An admin key that cannot be read still stops it."""
+    import os
+    import subprocess
+    from lbtest import HASHLB, _tmp
+    path = os.path.join(_tmp.name, "ctl-c-admin.sock")
+    lb = Lb(config(BACKENDS, admin=f"unix:{path}"))
+    good = open(lb.path).read()
+    with open(lb.path, "w") as f:
+        f.write(good.replace("scheme: maglev", "scheme: rung"))
+    line = good.splitlines().index("    scheme: maglev") + 1
+    rc, so, se, logged = lb.reload()
+    check(rc == 1 and f":{line}:13:" in se, f"the reload is refused: {rc} {se}")
+    for cmd in (("status",), ("set", "b", "drain"), ("lookup", "127.0.0.9")):
+        p = subprocess.run([HASHLB, "ctl", "-c", lb.path, *cmd], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout.strip() != "",
+              f"ctl -c FILE {' '.join(cmd)} runs: exit {p.returncode} {p.stdout}{p.stderr}")
+        check(f"{lb.path}:{line}:13: error: 'scheme' must be ring or maglev" in p.stderr and
+              "has errors" in p.stderr, f"and says where the file is wrong: {p.stderr}")
+    check(lb.backend("b")["state"] == "drain", "the set reached the running hashlb")
+    with open(lb.path, "w") as f:
+        f.write(good.replace(f"admin: unix:{path}", "admin: [x]")
+                .replace("scheme: maglev", "scheme: rung"))
+    p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "status"], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 1 and p.stdout == "" and
+          f"{lb.path}:2:8: error: 'admin' must be" in p.stderr,
+          f"a broken admin key stops it, as before: exit {p.returncode} {p.stdout}{p.stderr}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def web_pages_cannot_drive_the_admin_endpoint():
     """A page in a browser on the LB's host can make the browser send requests to
     127.0.0.1:9901: a form that POSTs to /set (cross-site request forgery), or script that
@@ -1759,6 +1794,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
+           ctl_c_reaches_hashlb_while_the_file_has_errors,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,

@@ -331,6 +331,44 @@ static void test_long_quote_keeps_the_end(void **state)
 		     "column 20)");
 }
 
+/*
+ * HASHLB_LOAD_ADMIN_ONLY (hashlb ctl -c) reads the admin key of a file whose
+ * other keys have errors, and refuses an admin key it cannot read.
+ */
+static void test_admin_only(void **state)
+{
+	static const char broken[] = "? [a]\n: 1\nadmin: unix:/run/h.sock\nservices: 3\n";
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err = { 0 };
+
+	expect_error(broken, 1, 3, "a key in the configuration must be a plain name");
+	assert_int_equal(hashlb_config_parse_flags(broken, strlen(broken), "t.yaml",
+						   HASHLB_LOAD_ADMIN_ONLY, &c, &err),
+			 0);
+	assert_string_equal(c->admin, "unix:/run/h.sock");
+	assert_int_equal(c->admin_addr.ss_family, AF_UNIX);
+	assert_int_equal(c->n_services, 0);
+	hashlb_config_free(c);
+	c = NULL;
+	assert_int_equal(hashlb_config_parse_flags("foo: 1\n", 7, "t.yaml", HASHLB_LOAD_ADMIN_ONLY,
+						   &c, &err),
+			 0);
+	assert_string_equal(c->admin, "127.0.0.1:9901");
+	hashlb_config_free(c);
+	c = NULL;
+	assert_int_equal(hashlb_config_parse_flags("admin: [x]\nfoo: 1\n", 18, "t.yaml",
+						   HASHLB_LOAD_ADMIN_ONLY, &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 1);
+	assert_non_null(strstr(err.msg, "'admin' must be"));
+	assert_int_equal(hashlb_config_parse_flags("admin: off\nadmin: off\n", 22, "t.yaml",
+						   HASHLB_LOAD_ADMIN_ONLY, &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 2);
+	assert_non_null(strstr(err.msg, "duplicate key 'admin'"));
+	assert_null(c);
+}
+
 static void test_duplicate_key(void **state)
 {
 	expect_error(MINIMAL "    listen: 127.0.0.1:8081\n", 7, 5,
@@ -3196,6 +3234,7 @@ int main(void)
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_long_quote_keeps_the_end),
+		cmocka_unit_test(test_admin_only),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_wrong_types),
