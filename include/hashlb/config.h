@@ -288,6 +288,15 @@ void hashlb_config_free(struct hashlb_config *c);
 /* Whether a backend of <c> is written with a host name, not an address. */
 bool hashlb_config_names_hosts(const struct hashlb_config *c);
 
+/*
+ * Whether <name> may name a backend: HASHLB_BACKEND_NAME_RULE, which every
+ * message refusing one says (the config, hashlb table and lookup).
+ */
+bool hashlb_backend_name_ok(const char *name);
+#define HASHLB_BACKEND_NAME_RULE                                                \
+	"1 to 255 bytes without spaces, '=' or '\"' (nor control or invisible " \
+	"characters)"
+
 /* "ready", "drain", "maint"; NULL if invalid. */
 const char *hashlb_admin_state_name(enum hashlb_admin_state s);
 /* Also accepts "maintenance", "draining", "up". -EINVAL if unknown. */

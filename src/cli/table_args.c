@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "hashlb/config.h"
 #include "table_args.h"
 
 void table_args_init(struct table_args *a)
@@ -101,6 +102,12 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 			*eq = '\0';
 		if (!*name) { /* malformed, as an empty weight is: not a table that fails */
 			cli_error("backend %zu has an empty name: give NAME or NAME=WEIGHT\n",
+				  i + 1);
+			return -EINVAL;
+		}
+		/* as the config's: a space or a newline breaks the columns printed */
+		if (!hashlb_backend_name_ok(name)) {
+			cli_error("backend %zu: a name must be " HASHLB_BACKEND_NAME_RULE "\n",
 				  i + 1);
 			return -EINVAL;
 		}

@@ -980,7 +980,9 @@ static bool service_name_ok(const char *s)
  * space: "a\u00a0" and "a" would be two backends that read alike in every
  * status, log line and metric.
  */
-static bool backend_name_ok(const char *s)
+_Static_assert(HASHLB_NAME_MAX == 255, "HASHLB_BACKEND_NAME_RULE says 255 bytes");
+
+bool hashlb_backend_name_ok(const char *s)
 {
 	size_t n = strlen(s), len;
 
@@ -1014,11 +1016,8 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	r = get_string(ld, v, "name", &b->name);
 	if (r < 0)
 		return r;
-	if (!backend_name_ok(b->name))
-		return fail(ld, v,
-			    "backend name '%s' must be 1 to %u bytes without spaces, '=' or '\"' "
-			    "(nor control or invisible characters)",
-			    b->name, HASHLB_NAME_MAX);
+	if (!hashlb_backend_name_ok(b->name))
+		return fail(ld, v, "backend name '%s' must be " HASHLB_BACKEND_NAME_RULE, b->name);
 
 	v = map_get(m, "address");
 	if (!v)
@@ -1710,7 +1709,7 @@ static const struct ynode *core_error_node(const struct ynode *m, const struct y
 		break;
 	case HASHLB_ERR_BAD_NAME:
 		for (uint32_t i = 0; i < s->n_backends; i++) {
-			if (!backend_name_ok(s->backends[i].name))
+			if (!hashlb_backend_name_ok(s->backends[i].name))
 				return map_get(backends->items[i], "name");
 		}
 		break;
