@@ -1857,6 +1857,16 @@ const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 			 b->name, b->address);
 		return buf;
 	}
+	/* Linux connects to the unspecified address as to loopback: this host,
+	 * whatever the config meant (a listen address copied as a backend's) */
+	if (hashlb_addr_is_any(&b->addr)) {
+		snprintf(buf, len,
+			 "backend '%s' at %s is the unspecified address, which a connect takes for "
+			 "this host: write %s for this host, or the backend's own address",
+			 b->name, b->address,
+			 addr_canon(&b->addr).ss_family == AF_INET ? "127.0.0.1" : "[::1]");
+		return buf;
+	}
 	/* a name resolved so (a numeric one is refused as it is read) */
 	if (b->addr.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) &&
 	    !in6->sin6_scope_id) {

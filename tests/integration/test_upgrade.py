@@ -1038,13 +1038,13 @@ def reload_re_adding_a_service_during_an_upgrade():
         other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         other.bind(("127.0.0.2", u_addr[1]))
         other.listen(8)
-        lb.rewrite(base + second.replace("127.0.0.1:", "127.0.0.2:"))
+        lb.rewrite(base + second.replace("listen: 127.0.0.1:", "listen: 127.0.0.2:"))
         rc, so, se = lb.ctl("reload")
         other.close()
         check(rc == 1 and "127.0.0.2" in se and "another process listens there" in se,
               f"a reload adding u on 127.0.0.2:P, where another process listens: refused "
               f"({rc} {so}{se})")
-        lb.rewrite(base + second.replace("127.0.0.1:", "0.0.0.0:"))
+        lb.rewrite(base + second.replace("listen: 127.0.0.1:", "listen: 0.0.0.0:"))
         rc, so, se = lb.ctl("reload")
         check(rc == 0, f"a reload adding u on 0.0.0.0:P, over the socket handed over: "
               f"{rc} {so}{se}")

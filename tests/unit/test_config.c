@@ -871,6 +871,22 @@ static void test_resolve_localhost(void **state)
 			     "127.0.0.1:80)"))
 		fail_msg("message: %s", err.msg);
 	hashlb_config_free(c);
+
+	/* Resolved to the unspecified address (0x0 is a name getaddrinfo() reads as
+	 * 0.0.0.0): refused as 0.0.0.0 written is. */
+	c = NULL;
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(resolve_text("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+				      "    backends:\n      - name: a\n"
+				      "        address: 0x0:81\n",
+				      &c, &err),
+			 -EINVAL);
+	assert_int_equal(err.line, 6);
+	if (!strstr(err.msg, "backend 'a' at 0x0:81 is the unspecified address, which a connect "
+			     "takes for this host: write 127.0.0.1 for this host, or the backend's "
+			     "own address (the name resolved to 0.0.0.0:81)"))
+		fail_msg("message: %s", err.msg);
+	hashlb_config_free(c);
 }
 
 static void test_client_lists(void **state)
@@ -1045,18 +1061,35 @@ static void test_addresses(void **state)
 		     "      - name: a\n        address: \"[fe80::1]:80\"\n",
 		     6, 18, "'[fe80::1]:80' is a link-local address, usable only with a zone");
 	/* nor does a multicast or broadcast address: every connect fails (ENETUNREACH), the
-	 * backend down for good, and check said nothing */
-	static const char *const group[] = { "224.0.0.1:80", "239.1.2.3:80", "255.255.255.255:80",
-					     "\"[ff02::1]:80\"", "\"[::ffff:224.0.0.1]:80\"" };
-	for (size_t i = 0; i < sizeof(group) / sizeof(group[0]); i++) {
+	 * backend down for good, and check said nothing; nor the unspecified address, which
+	 * a connect takes for this host, as a backend is almost never meant (a listen
+	 * address copied): it was accepted */
+	static const char group_msg[] =
+		"is a multicast or broadcast address: no TCP connect reaches it";
+	static const char any_msg[] = "is the unspecified address, which a connect takes for "
+				      "this host: write 127.0.0.1 for this host, or the backend's "
+				      "own address";
+	static const struct {
+		const char *addr, *want;
+	} unreachable[] = {
+		{ "224.0.0.1:80", group_msg },
+		{ "239.1.2.3:80", group_msg },
+		{ "255.255.255.255:80", group_msg },
+		{ "\"[ff02::1]:80\"", group_msg },
+		{ "\"[::ffff:224.0.0.1]:80\"", group_msg },
+		{ "0.0.0.0:80", any_msg },
+		{ "\"[::ffff:0.0.0.0]:80\"", any_msg },
+		{ "\"[::]:80\"", "is the unspecified address, which a connect takes for this host: "
+				 "write [::1] for this host" },
+	};
+	for (size_t i = 0; i < sizeof(unreachable) / sizeof(unreachable[0]); i++) {
 		char yaml[256];
 
 		snprintf(yaml, sizeof(yaml),
-			 "services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+			 "services:\n  - name: web\n    listen: 127.0.0.1:81\n    backends:\n"
 			 "      - name: a\n        address: %s\n",
-			 group[i]);
-		expect_error(yaml, 6, 18,
-			     "is a multicast or broadcast address: no TCP connect reaches it");
+			 unreachable[i].addr);
+		expect_error(yaml, 6, 18, unreachable[i].want);
 	}
 	expect_error("services:\n  - name: web\n    listen: \"[febf::1]:80\"\n", 3, 13,
 		     "'listen': '[febf::1]:80' is a link-local address");
