@@ -161,6 +161,10 @@ static const char *check_err_text(uint32_t e, char *buf, size_t size)
  * <cause>: what decided it, "checks", "passive" (the forwarder's connects) or
  * "damping"; <err>: the err_code() of the check that took it down (0: none),
  * the first error of the episode its later checks' errors are logged against.
+ * Taken down otherwise than by a check, the episode starts from the last
+ * failed check of the run before it, if any: the line "health check failed,
+ * backend still up" said that error, and the next check failing the same
+ * way is no "another error".
  */
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause,
 				   uint32_t err)
@@ -168,7 +172,8 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	char why[64];
 
 	if (!b->health.up)
-		hlb_check_errs_start(&b->check_errs, err, now);
+		hlb_check_errs_start(&b->check_errs, err || !b->up_fails ? err : b->up_fails_err,
+				     now);
 	b->up_fails = 0; /* its "backend down" line ends their episode */
 	b->up_fails_logged = false;
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
@@ -285,6 +290,7 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 		return;
 	}
 	b->up_fails++;
+	b->up_fails_err = err;
 	if (!errs_budget(b->svc->pool, now, false, &unlogged))
 		return;
 	b->up_fails_logged = true;

@@ -69,9 +69,11 @@ struct hlb_pool_backend {
 	/* its checks' errors while it is down, for the log */
 	struct hlb_check_errs check_errs;
 	/* its checks failed while it stays up (fewer than fall in a row, the run a passed check
-	 * ends), for the log: how many, and whether a line of them was logged */
+	 * ends), for the log: how many, whether a line of them was logged, and the last one's
+	 * error (the one a passive down's episode starts from) */
 	uint32_t up_fails;
 	bool up_fails_logged;
+	uint32_t up_fails_err;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
 	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */

@@ -1209,6 +1209,50 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * A backend whose checks were failing (ECONNREFUSED) while it stayed up, taken down by the
+ * forwarder's failed connects (cause=passive): its next check failing the same way is no
+ * "another error" (it was, was="none"), and one failing otherwise names ECONNREFUSED as the
+ * error before it. The "backend down" line itself names no check's error.
+ */
+static void test_passive_down_keeps_the_checks_error(void **state)
+{
+	struct hlb_pool_backend *b;
+	struct log_lines l = { 0 };
+	struct fixture f;
+	struct hlb_check *c;
+
+	checked_pool(&f, 3, log_capture, &l);
+	for (uint32_t i = 0; i < f.svc->n_backends; i++) /* the test makes the checks */
+		hlb_check_stop(&f.svc->backends[i]->check);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	c = &b->check;
+	for (int i = 0; i < 2; i++) { /* fall is 3: still up */
+		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+		c->done(c->arg, false, 0);
+	}
+	assert_int_equal(l.n, 2);
+	assert_non_null(strstr(l.text[1], "msg=\"health check failed, backend still up\" "
+					  "service=web backend=b1 at=connect err=ECONNREFUSED "
+					  "failed=2 fall=3"));
+	atomic_store(&b->rt->consecutive_fail, 1); /* a connect of the forwarder failed */
+	for (int i = 0; i < 100 && l.n == 2; i++)
+		hlb_loop_run_once(f.loop, 20); /* the pool's tick reads it */
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.text[2], "msg=\"backend down\" service=web backend=b1 "
+				       "cause=passive flaps=1");
+	c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+	c->done(c->arg, false, 0);
+	assert_int_equal(l.n, 3);
+	c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ETIMEDOUT;
+	c->done(c->arg, false, 0);
+	assert_int_equal(l.n, 4);
+	assert_string_equal(l.text[3], "msg=\"health checks still failing, another error\" "
+				       "service=web backend=b1 at=connect err=ETIMEDOUT "
+				       "was=\"at=connect err=ECONNREFUSED\" changes=1");
+	fixture_teardown(&f);
+}
+
 /* Counts the "another error" lines; keeps the last. */
 struct err_lines {
 	uint32_t n;
@@ -1489,6 +1533,7 @@ int main(void)
 		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
+		cmocka_unit_test(test_passive_down_keeps_the_checks_error),
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
 		cmocka_unit_test(test_checks_failing_while_up_are_logged),
 		cmocka_unit_test(test_checks_failing_while_up_are_bounded_for_the_pool),
