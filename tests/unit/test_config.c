@@ -1631,6 +1631,11 @@ static void test_log_connections(void **state)
 	c = load_ok(MINIMAL "    log_connections: off\n");
 	assert_false(c->services[0].log_connections);
 	hashlb_config_free(c);
+	/* any letter case, as configs/full.yaml says */
+	c = load_ok(MINIMAL "    log_connections: YES\n    health: {enabled: Off}\n");
+	assert_true(c->services[0].log_connections);
+	assert_false(c->services[0].health.enabled);
+	hashlb_config_free(c);
 	c = load_ok(MINIMAL);
 	assert_false(c->services[0].log_connections);
 	hashlb_config_free(c);
@@ -2790,6 +2795,13 @@ static void test_admin_state_names(void **state)
 		assert_int_equal(s, i);
 	}
 	assert_int_equal(hashlb_admin_state_parse("maintenance", &s), 0);
+	assert_int_equal(s, HASHLB_ADMIN_MAINT);
+	/* the other spellings configs/full.yaml and docs/control.md give, any case */
+	assert_int_equal(hashlb_admin_state_parse("Up", &s), 0);
+	assert_int_equal(s, HASHLB_ADMIN_READY);
+	assert_int_equal(hashlb_admin_state_parse("DRAINING", &s), 0);
+	assert_int_equal(s, HASHLB_ADMIN_DRAIN);
+	assert_int_equal(hashlb_admin_state_parse("Maint", &s), 0);
 	assert_int_equal(s, HASHLB_ADMIN_MAINT);
 	assert_int_equal(hashlb_admin_state_parse("bogus", &s), -EINVAL);
 	assert_null(hashlb_admin_state_name(HASHLB_ADMIN_MAX));
