@@ -184,8 +184,9 @@ for doc in docs:
     for end in sorted(set(re.findall(r"`end=([a-z_]+)`", text)) | set(re.findall(r"\bend=([a-z_]+)\b", text))):
         check(end in ends, f"{doc} names end={end}, which is no reason conn.c gives")
 # and the keys a quoted line gives after its msg= (`msg="backend down" ... at=connect err=...`)
-# are ones the code writes with that message: in the call, or in what the function that makes
-# it wrote before (a kv buffer filled beforehand)
+# are ones the code writes with that message: in the call, in what the function that makes
+# it wrote before (a kv buffer filled beforehand), or in the file's own function the message
+# is passed to (log_error("kernel steering not started", ...) writes service= and error=)
 c_files = []
 for d, _, files in os.walk(os.path.join(SRC, "src")):
     c_files += [open(os.path.join(d, n)).read() for n in files if n.endswith(".c")]
@@ -202,6 +203,11 @@ for doc in docs:
             for at in re.finditer(re.escape(f'"{msg}"'), src):
                 start = src.rfind("\n}\n", 0, at.start())  # the function it is in
                 around += src[start:src.find(");", at.end())]
+                callee = re.search(r"\b(\w+)\(\s*$", src[max(0, at.start() - 80):at.start()])
+                body = callee and re.search(rf"^\w[^\n;]*\b{callee.group(1)}\([^;{{]*\)\n\{{\n"
+                                            r"(.*?)^\}", src, re.S | re.M)
+                if body:  # passed to a function of this file, which logs it
+                    around += body.group(1)
         quoted_keys += 1
         missing = [k for k in keys if f"{k}=" not in around]
         check(around and not missing, f"{doc} quotes msg=\"{msg}\" with {missing}, which no "
