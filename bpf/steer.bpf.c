@@ -9,8 +9,9 @@
  *   - not IPv4/IPv6 (including VLAN-tagged), IPv4/IPv6 header truncated,
  *     not to a VIP address (IPv6 to an IPv4-mapped one included): passed to
  *     the stack;
- *   - IP fragment to a VIP address: dropped (no port to hash, and the first
- *     fragment alone would split the datagram across backends);
+ *   - IP fragment of TCP to a VIP address: dropped (no port to hash, and
+ *     the first fragment alone would split the datagram across backends);
+ *     of another protocol: passed, as when whole;
  *   - IPv6: hop-by-hop, destination options and routing headers with no
  *     segments left are walked (up to HLB_STEER_IPV6_EXT_MAX); a routing
  *     header with segments left, or more extension headers, are passed;
@@ -460,6 +461,10 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 
 			if (proto == IPV6_EXTHDR_FRAGMENT) {
 				frag = 1;
+				/* The first header of the fragmented part, named
+				 * in every fragment (cut short: unknown). */
+				if ((void *)(ext + 8) <= data_end)
+					proto = ext[0];
 				break;
 			}
 			if (!ipv6_walked(proto))
@@ -479,8 +484,11 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		return pass(st);
 	}
 
+	/* A fragment that is, or may be, TCP to a VIP address is dropped; one
+	 * that is not TCP goes to the stack, as it would whole. */
 	if (frag) {
-		if (is_vip_addr(kw[2], kw[3]))
+		if ((proto == IPPROTO_TCP || proto == IPV6_EXTHDR_FRAGMENT || ipv6_walked(proto)) &&
+		    is_vip_addr(kw[2], kw[3]))
 			return drop(st, HLB_STEER_DROP_FRAGMENT);
 		return pass(st);
 	}

@@ -114,7 +114,7 @@ static void usage(FILE *f)
 		"  passed            packets handed to the stack (not for a VIP, not TCP)\n"
 		"  drop_malformed    TCP to a VIP with a truncated or invalid header, or\n"
 		"                    cut short (its IP length past the frame)\n"
-		"  drop_fragment     IP fragments to a VIP address\n"
+		"  drop_fragment     IP fragments of TCP to a VIP address\n"
 		"  drop_no_backend   every backend is down\n"
 		"  drop_table        inconsistent table (a bug: please report)\n"
 		"  drop_redirect     always 0: a redirect fails, if it does, after the\n"

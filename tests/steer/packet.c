@@ -187,6 +187,18 @@ static void test_ipv6_ext(void)
 	check_verdict("ipv6 routing header with segments left", f, len, XDP_PASS_);
 	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
 	check_verdict("ipv6 fragment to the VIP", f, len, XDP_DROP_);
+	/* The fragment header names the fragmented part's first header, in
+	 * every fragment: not TCP, nor a header TCP may follow, is passed
+	 * (before, dropped); a destination options header may hide TCP. */
+	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
+	f[14 + 40] = 58; /* ICMPv6 */
+	check_verdict("ipv6 icmpv6 fragment to the VIP", f, len, XDP_PASS_);
+	f[14 + 40] = 17; /* UDP */
+	check_verdict("ipv6 udp fragment to the VIP", f, len, XDP_PASS_);
+	f[14 + 40] = 60; /* destination options, then maybe TCP */
+	check_verdict("ipv6 fragment of dstopts to the VIP", f, len, XDP_DROP_);
+	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
+	check_verdict("ipv6 fragment header cut short, to the VIP", f, 14 + 40 + 4, XDP_DROP_);
 	len = add_v6_ext(f, test_build(&p, f), five, 5, 0);
 	check_verdict("ipv6 with 5 extension headers", f, len, XDP_PASS_);
 	/* Extension header running past the end of the frame. */
@@ -235,6 +247,17 @@ static void test_hostile(void)
 	f[14 + 6] = 0x00;
 	f[14 + 7] = 0x10; /* offset 128 */
 	check_verdict("ipv4 later fragment to the VIP", f, len, XDP_DROP_);
+	/* Not TCP (every IPv4 fragment names its protocol): the LB's stack
+	 * reassembles it, as it takes the unfragmented packet (a large ping
+	 * to the VIP address). Before, dropped as fragments. */
+	len = test_build(&p, f);
+	f[14 + 6] = 0x20;
+	f[14 + 9] = 17; /* UDP */
+	check_verdict("ipv4 udp first fragment to the VIP", f, len, XDP_PASS_);
+	len = test_build(&p, f);
+	f[14 + 7] = 0x10;
+	f[14 + 9] = 1; /* ICMP */
+	check_verdict("ipv4 icmp later fragment to the VIP", f, len, XDP_PASS_);
 	test_v4(p.dst, 0x0a000063);
 	len = test_build(&p, f);
 	f[14 + 6] = 0x20;
