@@ -22,8 +22,9 @@
  *     past the bytes present), or its header past the IP packet's end:
  *     dropped;
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
- *     active table half (new flow or rescheduled); a RST that finds no entry
- *     of its own by the table, making none.
+ *     active table half (new flow or rescheduled; a SYN whose entry names
+ *     a backend that takes no new flow too); a RST that finds no entry of
+ *     its own by the table, making none.
  *
  * Every map read here is an array, inlined by the verifier: the programs
  * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
@@ -549,14 +550,20 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		    vip_eq(v, dst[0], dst[1], (__be16)(kw[4] >> 16))) {
 			vip = (int)((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
 			be = kept_backend(e);
-			if (be) {
+			/* A SYN (no ACK) opens a connection: one whose tuple's
+			 * entry names a backend that takes no new flow
+			 * (draining, maint, weight 0: a client reused a source
+			 * port) is a new flow, scheduled by the table into
+			 * this way. */
+			if (be &&
+			    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack)) {
 				/* Written only when it changed: once a tick, not
 				 * once a packet, so the line stays shared. */
 				if (way < HLB_STEER_CT_WAYS && b->seen[way] != now)
 					b->seen[way] = now;
 				return forward_kept(st, eth, be, len, ret_ifindex);
 			}
-			resched = 1;
+			resched = !be; /* its backend down or gone */
 		}
 	}
 	if (vip < 0) {

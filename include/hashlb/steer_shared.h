@@ -178,6 +178,12 @@ struct hlb_steer_backend {
 /* Established flows stay on this backend (up or draining). Without it the
  * backend is down or removed and its flows are rescheduled. */
 #define HLB_STEER_BACKEND_F_KEEP 1u
+/* Takes no new flow: out of the table (draining, maint, a backup the others
+ * replaced, or down) or in it at weight 0. A SYN whose conntrack entry names it, a client's new
+ * connection from the tuple of one that ended, is scheduled by the table;
+ * the flow's other packets keep it while it has KEEP. A loader that does not
+ * set it (an older hashlb's) leaves such SYNs on the entry's backend. */
+#define HLB_STEER_BACKEND_F_OUT 2u
 
 struct hlb_steer_ring_point {
 	__u64 pos;

@@ -1321,6 +1321,9 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 	be.incarnation = incarnation;
 	if (!hashlb_table_backend_down(t, i) || d->keep_flows)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
+	/* Takes no new flow: out of the table, or in it at weight 0. */
+	if (hashlb_table_backend_down(t, i) || hashlb_table_backend_weight(t, i) == 0)
+		be.flags |= HLB_STEER_BACKEND_F_OUT;
 	*ret_be = be;
 }
 

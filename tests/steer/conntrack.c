@@ -57,6 +57,74 @@ static struct hashlb_table *equal_weights(enum hashlb_scheme scheme, const char 
 	return test_table_w(scheme, SEED, names, n, NULL, true);
 }
 
+/* <t> with every backend of <names> at weight 1 but <zero>, at 0. */
+static struct hashlb_table *weight0(enum hashlb_scheme scheme, const char *const *names, uint32_t n,
+				    const char *zero)
+{
+	struct hashlb_backend_spec spec[8] = { 0 };
+	struct hashlb_table_params p;
+	struct hashlb_error err = { 0 };
+	struct hashlb_table *t;
+
+	hashlb_table_params_init(&p, scheme);
+	p.seed = SEED;
+	for (uint32_t i = 0; i < n; i++) {
+		spec[i].name = names[i];
+		spec[i].weight = strcmp(names[i], zero) != 0;
+	}
+	CHECK(hashlb_table_build(&p, spec, n, &t, &err) == 0, "weight 0 table: %s", err.msg);
+	return t;
+}
+
+/*
+ * A new connection from the tuple of one that ended (its client reused the
+ * source port; entries are never freed), <t> published, <out> in it taking
+ * no new flow (<why>): if the tuple's entry names <out>, its SYN goes where
+ * the table says and the rest of it follows; on another backend it stays (a
+ * tag that matched by chance must not move a live flow). Before, every one
+ * went by the old entry: a client cycling through its ports kept such a
+ * backend busy for good. <first>: each flow's backend, updated.
+ */
+static void reuse(struct hashlb_steer *s, const struct hashlb_table *t, const char *out,
+		  const char *why, const char **first, const char *sn)
+{
+	struct hlb_steer_stats sy0, sy1;
+	uint32_t reused = 0, to_out = 0, off_table = 0, astray = 0, moved_up = 0;
+
+	hashlb_steer_stats(s, &sy0);
+	for (int i = 0; i < FLOWS; i++) {
+		struct test_pkt p = flows[i];
+		bool on_out = same(first[i], out);
+		const char *want = on_out ? table_says(t, &p) : first[i], *got;
+
+		p.tcp_flags = 0x02; /* SYN */
+		got = send_pkt(t, &p);
+		reused += on_out;
+		to_out += same(got, out);
+		off_table += on_out && !same(got, want);
+		moved_up += !on_out && !same(got, want);
+		p.tcp_flags = 0x10; /* its ACK */
+		astray += !same(send_pkt(t, &p), want);
+		for (int k = 0; k < 6; k++) /* a name <t>, freed after, does not hold */
+			if (same(six[k], want))
+				first[i] = six[k];
+	}
+	hashlb_steer_stats(s, &sy1);
+	CHECK(reused > 0, "%s: no flow on %s: the test proves nothing", sn, out);
+	CHECK(to_out == 0 && off_table == 0 && astray == 0 && moved_up == 0,
+	      "%s: SYNs reusing %u tuples (%u of %s's, %s): %u to it, %u of its off the table, "
+	      "%u others moved, %u ACKs after them astray",
+	      sn, FLOWS, reused, out, why, to_out, off_table, moved_up, astray);
+	CHECK(sy1.new_flows - sy0.new_flows == reused && sy1.ct_resched == sy0.ct_resched &&
+		      sy1.ct_hits - sy0.ct_hits == 2 * FLOWS - reused,
+	      "%s: %llu new flows (want %u), %llu rescheduled (want 0), %llu hits (want %u)", sn,
+	      (unsigned long long)(sy1.new_flows - sy0.new_flows), reused,
+	      (unsigned long long)(sy1.ct_resched - sy0.ct_resched),
+	      (unsigned long long)(sy1.ct_hits - sy0.ct_hits), 2 * FLOWS - reused);
+	printf("%s: %u reused tuples of the flows of %s, %s: new connections by the table\n", sn,
+	       reused, out, why);
+}
+
 static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 {
 	struct hashlb_table *t5 = equal_weights(scheme, five, 5);
@@ -134,7 +202,15 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 		CHECK(!same(send_pkt(td, &p), "bravo"), "%s: new flow sent to a draining backend",
 		      sn);
 	}
+	reuse(s, td, "bravo", "draining", first, sn);
 	hashlb_table_free(td);
+
+	/* 3b. "charlie" at weight 0: in the table, taking no new flow. */
+	struct hashlb_table *tw = weight0(scheme, six, 6, "charlie");
+
+	test_publish(s, tw, HASHLB_KEY_4TUPLE, NULL);
+	reuse(s, tw, "charlie", "at weight 0", first, sn);
+	hashlb_table_free(tw);
 
 	/* 4. "alpha" down: its flows go where the table says, others stay. */
 	bool down[6] = { false, true, false, false, false, false };

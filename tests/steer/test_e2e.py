@@ -450,6 +450,67 @@ def dead_backend_down(topo):
           flush=True)
 
 
+# Connects from each source port given (argv), reads the backend's name, ends with a RST
+# (SO_LINGER 0: no TIME-WAIT, so the port is free again at once); prints [[port, name], ...].
+REUSE_CLIENT = """
+import json, socket, struct, sys
+out = []
+for port in map(int, sys.argv[2:]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.settimeout(5)
+    s.bind((sys.argv[1].split(":")[0], port))
+    s.connect((sys.argv[1].split(":")[1], 80))
+    out.append([port, s.makefile().readline().strip()])
+    s.close()
+print(json.dumps(out))
+"""
+
+
+def reused_ports(topo):
+    """New connections from the source ports of ended ones (a client cycling through its
+    ports, a NAT) while the backend they had drains: none reaches it, each the backend
+    `hashlb lookup` names. Entries are never freed, and before, a SYN went by the ended
+    connection's entry: every one of those connections went back to the draining backend."""
+    names = ["b1", "b2", "b3"]
+    backends = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
+    # Below the ephemeral range (32768-60999): no earlier scenario's connection holds one.
+    ports = list(range(20100, 20100 + CONNS))
+
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                               "--vip", f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev",
+                               "--key", "4-tuple", *args, *backends],
+                              capture_output=True, text=True, timeout=30)
+
+    def connect():
+        p = T.sh(sys.executable, "-c", REUSE_CLIENT, f"{T.CLIENT_IP}:{T.VIP}",
+                 *map(str, ports), ns=topo.client)
+        return dict(json.loads(p.stdout))
+
+    topo.resolve()
+    p = steer("--keep", "--mode", "tc")
+    check(p.returncode == 0, f"reused ports: attach: {p.stderr.strip()}")
+    first = connect()
+    want = lookup(names, ports, "maglev")
+    check(first == want, f"reused ports: first connections off the table: {first} {want}")
+    drained = max(names, key=lambda n: sum(1 for v in first.values() if v == n))
+    p = steer("--update", "--drain", drained)
+    check(p.returncode == 0, f"reused ports: --update --drain {drained}: {p.stderr.strip()}")
+    again = connect()
+    back = [sp for sp, name in again.items() if name == drained]
+    had = sum(1 for v in first.values() if v == drained)
+    check(not back, f"reused ports: {len(back)} of {had} new connections from ports whose "
+          f"ended connection was on the draining {drained} went back to it")
+    off = [sp for sp in ports if again.get(sp) != first[sp] and first[sp] != drained]
+    check(not off, f"reused ports: {len(off)} connections of other backends moved")
+    topo.wait_closed()
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    print(f"reused ports: {had} of {CONNS} connections on {drained}; drained, the same ports' "
+          f"new connections: {len(back)} to it", flush=True)
+
+
 def config_lookup(path, sports, *extra):
     """{sport: backend} that hashlb lookup -c names for the client's ports."""
     clients = [f"{T.CLIENT_IP}:{sp}" for sp in sports]
@@ -826,6 +887,7 @@ def body(topo):
     foreground_detach(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)
+    reused_ports(topo)
     from_config(topo)
     from_config_as_run(topo)
     ipv6(topo)
