@@ -66,8 +66,18 @@ static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, 
 	hlb_buf_reset(&resp->body);
 	resp->status = status;
 	if (resp->ctype && !strncmp(resp->ctype, "text/plain", 10)) {
-		/* ?format=text (hashlb ctl): a line for a person, not JSON */
-		hlb_buf_printf(&resp->body, "error: %s\n", msg);
+		/* ?format=text (hashlb ctl): a line for a person, not JSON; one line whatever a
+		 * request's parameter quoted in it holds (?service=a%0Ab, a terminal's escapes) */
+		hlb_buf_puts(&resp->body, "error: ");
+		for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+			if (*p == '\n')
+				hlb_buf_puts(&resp->body, "\\n");
+			else if (*p < ' ' || *p == 0x7f)
+				hlb_buf_printf(&resp->body, "\\x%02x", *p);
+			else
+				hlb_buf_put(&resp->body, p, 1);
+		}
+		hlb_buf_puts(&resp->body, "\n");
 		return;
 	}
 	resp->ctype = "application/json";

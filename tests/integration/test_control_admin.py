@@ -845,6 +845,11 @@ def odd_names_in_every_format():
     for args in (("--json", "status"), ("--json", "table"), ("metrics",), ("status",)):
         rc, so, se = lb.ctl(*args)
         check(rc == 0, f"ctl {' '.join(args)} over {admin!r}: {rc} {se!r}")
+    # a text error quotes a request's parameter on one line, its control bytes escaped
+    # (before: "error: no service 'x" + "\n" + "y\x1b[31m'", a line added, a terminal's escape)
+    code, body = lb.http("GET", "/table?service=x%0Ay%1b%5b31m&format=text")
+    check(code == 404 and body == "error: no service 'x\\ny\\x1b[31m'\n",
+          f"a text error, one line: {code} {body!r}")
     lb.rewrite(text(bad))
     rc, so, se, logged = lb.reload()
     failed = next((l for l in logged if 'msg="reload failed' in l), "")
