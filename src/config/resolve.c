@@ -264,12 +264,30 @@ static int resolve_fail(struct hashlb_config *c, const struct hashlb_backend_cfg
 	return ret;
 }
 
+/*
+ * -EINVAL, with its reason, if backend <b> of service <s> has an address
+ * (a name's answer) that no connect can use: 0.0.0.0, the service's own,
+ * a zone-less link-local one, one of the other family than the source.
+ */
+static int address_refused(struct hashlb_config *c, const struct hashlb_service_cfg *s,
+			   const struct hashlb_backend_cfg *b, struct hashlb_error *err)
+{
+	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 32];
+	char addr[HASHLB_ADDR_STRLEN];
+
+	if (!hlb_backend_addr_problem(s, b, problem, sizeof(problem)))
+		return 0;
+	hashlb_addr_format(&b->addr, addr, sizeof(addr));
+	snprintf(msg, sizeof(msg), "%s (the name resolved to %s)", problem, addr);
+	return resolve_fail(c, b, err, -EINVAL, msg);
+}
+
 /* The outcome of request <q> for backend <b> of service <s>; <job> locked. */
 static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg *s,
 		       struct hashlb_backend_cfg *b, const struct name_req *q, uint32_t timeout_ms,
 		       struct hashlb_error *err)
 {
-	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 32];
+	char msg[HASHLB_NAME_MAX * 2 + 160 + HASHLB_ADDR_STRLEN + 32];
 	const char *family = !s->source_len		      ? ""
 			     : s->source.ss_family == AF_INET ? " (as IPv4, the service's source)"
 							      : " (as IPv6, the service's source)";
@@ -291,16 +309,20 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 			 q->gai == EAI_SYSTEM ? strerror(q->sys_errno) : gai_strerror(q->gai));
 		return resolve_fail(c, b, err, -EAGAIN, msg);
 	}
-	if (b->each_address)
-		return 0; /* expand() takes every address */
-	b->addr = q->addr;
-	b->addr_len = q->addr_len;
-	if (hlb_backend_addr_problem(s, b, problem, sizeof(problem))) {
-		char addr[HASHLB_ADDR_STRLEN];
+	if (!b->each_address) {
+		b->addr = q->addr;
+		b->addr_len = q->addr_len;
+		return address_refused(c, s, b, err);
+	}
+	/* every address, before expand() takes them: one no connect can use
+	 * fails the name as a whole, as a name that does not resolve does */
+	for (uint32_t i = 0; i < q->n_addrs; i++) {
+		struct hashlb_backend_cfg e = *b;
 
-		hashlb_addr_format(&b->addr, addr, sizeof(addr));
-		snprintf(msg, sizeof(msg), "%s (the name resolved to %s)", problem, addr);
-		return resolve_fail(c, b, err, -EINVAL, msg);
+		e.addr = q->addrs[i];
+		e.addr_len = sockaddr_len(&q->addrs[i]);
+		if (address_refused(c, s, &e, err) < 0)
+			return -EINVAL;
 	}
 	return 0;
 }
@@ -350,7 +372,7 @@ static void backends_free(struct hashlb_backend_cfg *v, uint32_t n)
 static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 		  const struct name_req *const *q_of, struct hashlb_error *err)
 {
-	char problem[HASHLB_NAME_MAX * 2 + 160], msg[sizeof(problem) + HASHLB_ADDR_STRLEN + 64];
+	char msg[HASHLB_NAME_MAX * 2 + 160 + HASHLB_ADDR_STRLEN + 64];
 	struct hashlb_error cerr = { 0 };
 	struct hashlb_backend_cfg *v;
 	uint64_t n = 0;
@@ -390,17 +412,6 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	s->backends = v;
 	s->n_backends = (uint32_t)n;
 
-	for (uint32_t j = 0; j < s->n_backends; j++) {
-		const struct hashlb_backend_cfg *b = &s->backends[j];
-		char addr[HASHLB_ADDR_STRLEN];
-
-		if (!b->from_name || !hlb_backend_addr_problem(s, b, problem, sizeof(problem)))
-			continue;
-		hashlb_addr_format(&b->addr, addr, sizeof(addr));
-		snprintf(msg, sizeof(msg), "%s (the name resolved to %s, backend '%s')", problem,
-			 addr, b->name);
-		return resolve_fail(c, b, err, -EINVAL, msg);
-	}
 	r = hlb_duplicate_backend(s, &dup, &first);
 	if (r < 0)
 		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
@@ -607,7 +618,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 			q_of[j] = &job->reqs[k++];
 			each |= b->each_address;
 			r = take_answer(c, s, b, q_of[j], timeout_ms, &e);
-			if (r < 0 && last && name_failed(q_of[j])) {
+			/* no answer, or one no connect can use (-EINVAL) */
+			if (r < 0 && last && (name_failed(q_of[j]) || r == -EINVAL)) {
 				int kr = keep_last(last, s, b, &kept[j]);
 
 				if (kr == 0) {

@@ -187,39 +187,56 @@ def names_followed_every():
         x.stop()
 
 
-def one_name_failing_does_not_stop_the_others():
-    """resolve_every: a name that stops resolving keeps its last address, and the other names
-    are still followed: one host gone from DNS (decommissioned, a typo in a zone) held every
-    other backend of the config at its old address, as the whole resolution failed. The same
-    for an each_address name: its backends stay as they were."""
+def others_followed(tag, hosts, why):
+    """resolve_every, alpha, beta and an each_address pool resolved, then <hosts> in the hosts
+    file: alpha moved, beta and the pool failing (the last error says <why>)."""
     need_unshare()
     a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])
     b = Backend("b")
-    names = Names("partial", "127.0.0.1 alpha\n127.0.0.1 beta\n127.0.0.41 pool\n"
-                             "127.0.0.42 pool\n")
+    names = Names(tag, "127.0.0.1 alpha\n127.0.0.1 beta\n127.0.0.41 pool\n127.0.0.42 pool\n")
     cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{b.port}"),
                                           ("p", "pool:7", "each_address: true")],
                                          health="enabled: false")
     lb = Lb(cfg, wrap=names.wrap())
-    names.set_hosts("127.0.0.3 alpha\n")  # alpha moves; beta and pool resolve no more
+    names.set_hosts(hosts)
     took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.3:{a.port}", timeout=15)
-    check(took is not None, f"alpha is followed though beta fails: {backend_of(lb, 'a')}")
+    check(took is not None, f"alpha is followed though beta fails: {backend_of(lb, 'a')} "
+          f"{lb.status()['resolve']}")
     st = lb.status()
     check(st["resolve"]["changed"] == 1 and st["resolve"]["failed"] >= 1 and
-          "beta" in (st["resolve"]["last_error"] or ""),
-          f"counted as changed and as failed, beta named: {st['resolve']}")
+          why in (st["resolve"]["last_error"] or ""),
+          f"counted as changed and as failed, with why: {st['resolve']}")
     got = sorted((x["name"], x["resolved"]) for x in st["services"][0]["backends"])
     check(got == [("a", f"127.0.0.3:{a.port}"), ("b", f"127.0.0.1:{b.port}"),
                   ("p@127.0.0.41", "127.0.0.41:7"), ("p@127.0.0.42", "127.0.0.42:7")],
           f"beta and the pool keep their addresses: {got}")
     check(lb.wait_log(r"msg=\"names not resolved, the backends keep their addresses\""),
           "the failure is logged")
-    check(who(lb.addr, next(c for c in (client_ip(i) for i in range(200))
-                            if lb.lookup([c])[c] == "a")) == "a2",
+    on = {c: lb.lookup([c])[c] for c in (client_ip(i) for i in range(60))}
+    check(all(who(lb.addr, c) == "a2" for c in on if on[c] == "a"),
           "a's clients reach alpha's new address")
+    check(all(who(lb.addr, c) == "b" for c in on if on[c] == "b"), "beta's still reach b")
     check(lb.stop() == 0, "exit 0")
     for x in (a, a2, b):
         x.stop()
+
+
+def one_name_failing_does_not_stop_the_others():
+    """resolve_every: a name that stops resolving keeps its last address, and the other names
+    are still followed: one host gone from DNS (decommissioned, a typo in a zone) held every
+    other backend of the config at its old address, as the whole resolution failed. The same
+    for an each_address name: its backends stay as they were."""
+    others_followed("partial", "127.0.0.3 alpha\n", "beta")
+
+
+def unusable_answer_does_not_stop_the_others():
+    """resolve_every: a name whose answer is an address no connect can use (0.0.0.0, the
+    answer DNS sinkholes give a name they block) is a name that failed: it keeps its last
+    address, says why, and the other names are still followed (before: every round failed
+    as a whole, alpha's move never applied). The same for one address of an each_address
+    name's answer: its backends stay as they were."""
+    others_followed("unusable", "127.0.0.3 alpha\n0.0.0.0 beta\n127.0.0.41 pool\n"
+                                "0.0.0.0 pool\n", "is the unspecified address")
 
 
 def lookup_in(names, cfg_path, clients):
@@ -453,6 +470,6 @@ def resolver_not_answering():
 
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
-           one_name_failing_does_not_stop_the_others,
+           one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering])
