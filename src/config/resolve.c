@@ -45,7 +45,8 @@ struct name_req {
 	int sys_errno; /* with EAI_SYSTEM */
 	struct sockaddr_storage addr; /* the answer's first address */
 	socklen_t addr_len;
-	/* with <all>: the answer's distinct addresses, sorted (owned) */
+	/* the answer's distinct addresses, sorted (owned): with <all>, the
+	 * backends; else what tells whether a backend's last one is still in it */
 	struct sockaddr_storage *addrs;
 	uint32_t n_addrs;
 };
@@ -101,14 +102,16 @@ static int sockaddr_cmp(const void *pa, const void *pb)
  */
 static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **ret)
 {
-	struct sockaddr_storage *v = calloc(HASHLB_EACH_ADDRESS_MAX, sizeof(*v));
-	uint32_t n = 0;
+	struct sockaddr_storage *v;
+	uint32_t n = 0, max = 0;
 	int kept = 0;
 
 	*ret = NULL;
-	if (!v)
-		return -ENOMEM;
-	for (; res && n < HASHLB_EACH_ADDRESS_MAX; res = res->ai_next) {
+	for (const struct addrinfo *r = res; r && max < HASHLB_EACH_ADDRESS_MAX; r = r->ai_next)
+		max++;
+	if (!max || !(v = calloc(max, sizeof(*v))))
+		return max ? -ENOMEM : 0;
+	for (; res && n < max; res = res->ai_next) {
 		if ((res->ai_family == AF_INET && res->ai_addrlen == sizeof(struct sockaddr_in)) ||
 		    (res->ai_family == AF_INET6 && res->ai_addrlen == sizeof(struct sockaddr_in6)))
 			memcpy(&v[n++], res->ai_addr, res->ai_addrlen);
@@ -152,7 +155,7 @@ static void *resolve_thread(void *arg)
 		hints.ai_protocol = IPPROTO_TCP;
 		hints.ai_flags = AI_NUMERICSERV;
 		e = getaddrinfo(q->host, q->port, &hints, &res);
-		if (e == 0 && want_all)
+		if (e == 0)
 			n_all = answer_addrs(res, &all);
 
 		pthread_mutex_lock(&job->lock);
@@ -166,8 +169,11 @@ static void *resolve_thread(void *arg)
 		} else if (e == 0 && res && res->ai_addrlen <= sizeof(q->addr)) {
 			memcpy(&q->addr, res->ai_addr, res->ai_addrlen);
 			q->addr_len = res->ai_addrlen;
+			q->addrs = all; /* NULL if out of memory: the first address, then */
+			q->n_addrs = n_all > 0 ? (uint32_t)n_all : 0;
 		} else if (e == 0) {
 			q->gai = EAI_NODATA;
+			free(all);
 		}
 		q->done = true;
 		job->left--;
@@ -499,6 +505,51 @@ static bool name_failed(const struct name_req *q)
 	return !q->done || q->gai != 0;
 }
 
+/* Service <s>'s backend <b> (not each_address) in <last>, resolved; or NULL. */
+static const struct hashlb_backend_cfg *last_backend(const struct hashlb_config *last,
+						     const struct hashlb_service_cfg *s,
+						     const struct hashlb_backend_cfg *b)
+{
+	for (uint32_t i = 0; i < last->n_services; i++) {
+		const struct hashlb_service_cfg *ls = &last->services[i];
+
+		if (strcmp(ls->name, s->name))
+			continue;
+		for (uint32_t j = 0; j < ls->n_backends; j++) {
+			const struct hashlb_backend_cfg *lb = &ls->backends[j];
+
+			if (lb->addr_len && lb->address && !lb->from_name &&
+			    !strcmp(lb->address, b->address) && !strcmp(lb->name, b->name))
+				return lb;
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * Backend <b> of service <s> resolved by <q>: if the address <last> has for
+ * it is still in the answer, it stays there. A name of several addresses is
+ * answered in an order that DNS servers rotate (BIND's rrset-order cyclic):
+ * taking the first each time moved the backend each round, a new backend
+ * with its slow start and health verdict begun again.
+ */
+static void stay_put(const struct hashlb_config *last, const struct hashlb_service_cfg *s,
+		     struct hashlb_backend_cfg *b, const struct name_req *q)
+{
+	const struct hashlb_backend_cfg *lb = last_backend(last, s, b);
+
+	if (!lb || lb->addr_len != b->addr_len)
+		return;
+	for (uint32_t i = 0; i < q->n_addrs; i++) {
+		if (sockaddr_len(&q->addrs[i]) == lb->addr_len &&
+		    !memcmp(&q->addrs[i], &lb->addr, lb->addr_len)) {
+			b->addr = lb->addr;
+			return;
+		}
+	}
+}
+
 /*
  * The name of backend <b> of service <s> did not resolve: what <last> (the
  * config running, of the same text) has for it, into <b> (a backend's
@@ -509,23 +560,25 @@ static int keep_last(const struct hashlb_config *last, const struct hashlb_servi
 		     struct hashlb_backend_cfg *b, struct name_req **ret_q)
 {
 	const struct hashlb_service_cfg *ls = NULL;
+	const struct hashlb_backend_cfg *kept;
 	struct name_req *q;
 	uint32_t n = 0;
 
+	if (!b->each_address) {
+		if (!(kept = last_backend(last, s, b)))
+			return -ENOENT;
+		b->addr = kept->addr;
+		b->addr_len = kept->addr_len;
+		return 0;
+	}
 	for (uint32_t i = 0; i < last->n_services && !ls; i++)
 		if (!strcmp(last->services[i].name, s->name))
 			ls = &last->services[i];
 	for (uint32_t j = 0; ls && j < ls->n_backends; j++) {
 		const struct hashlb_backend_cfg *lb = &ls->backends[j];
 
-		if (!lb->addr_len || !lb->address || strcmp(lb->address, b->address))
-			continue;
-		if (!b->each_address && !lb->from_name && !strcmp(lb->name, b->name)) {
-			b->addr = lb->addr;
-			b->addr_len = lb->addr_len;
-			return 0;
-		}
-		n += b->each_address && lb->from_name && !strcmp(lb->from_name, b->name);
+		n += lb->addr_len && lb->address && !strcmp(lb->address, b->address) &&
+		     lb->from_name && !strcmp(lb->from_name, b->name);
 	}
 	if (!n)
 		return -ENOENT;
@@ -618,6 +671,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 			q_of[j] = &job->reqs[k++];
 			each |= b->each_address;
 			r = take_answer(c, s, b, q_of[j], timeout_ms, &e);
+			if (r == 0 && last && !b->each_address)
+				stay_put(last, s, b, q_of[j]);
 			/* no answer, or one no connect can use (-EINVAL) */
 			if (r < 0 && last && (name_failed(q_of[j]) || r == -EINVAL)) {
 				int kr = keep_last(last, s, b, &kept[j]);

@@ -239,6 +239,38 @@ def unusable_answer_does_not_stop_the_others():
                                 "0.0.0.0 pool\n", "is the unspecified address")
 
 
+def answer_in_another_order_moves_nothing():
+    """resolve_every: a name of several addresses answered in another order (DNS servers
+    rotate a record set's order by default, BIND's rrset-order cyclic) keeps the backend at
+    the address it has while that address is still in the answer, as HAProxy's resolvers do:
+    before, the backend moved to the answer's new first address each round (a new backend,
+    its slow start and health verdict begun again, its connections draining). A name whose
+    answer no longer has the address takes the new first one."""
+    need_unshare()
+    a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
+    names = Names("order", "127.0.0.5 alpha\n127.0.0.6 alpha\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}")], health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "the answer's first address")
+    names.set_hosts("127.0.0.6 alpha\n127.0.0.5 alpha\n")
+    ok0 = lb.status()["resolve"]["ok"]
+    check(lb.wait(lambda: lb.status()["resolve"]["ok"] >= ok0 + 3, timeout=30) is not None,
+          "three rounds resolve the name in its new order")
+    st = lb.status()
+    check(st["resolve"]["changed"] == 0 and
+          backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}",
+          f"the backend stays at its address, still in the answer: {st['resolve']} "
+          f"{backend_of(lb, 'a')['resolved']}")
+    check(who(lb.addr, client_ip(1)) == "a", "its clients still reach it")
+    names.set_hosts("127.0.0.6 alpha\n127.0.0.7 alpha\n")
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.6:{a.port}", timeout=15)
+    check(took is not None, "once its address leaves the answer, the new first one")
+    check(who(lb.addr, client_ip(1)) == "a2", "its clients reach the new address")
+    check(lb.stop() == 0, "exit 0")
+    a.stop()
+    a2.stop()
+
+
 def lookup_in(names, cfg_path, clients):
     """hashlb lookup -c in the namespace: {client: backend name}."""
     p = subprocess.run([*names.wrap(), HASHLB, "lookup", "-c", cfg_path, ",".join(clients)],
@@ -471,5 +503,6 @@ def resolver_not_answering():
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
+           answer_in_another_order_moves_nothing,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering])
