@@ -113,13 +113,25 @@ static const struct hashlb_backend_cfg *backend_named(const struct hashlb_servic
 	return NULL;
 }
 
-/* Append "svc/backend:was->now" to <buf> (at *o, up to <size>), or
- * ":+now" for a backend that came, ":-was" for one that went. */
+/* Room kept at the end of the list for ",...": changes left out. */
+#define CHANGES_MORE ",..."
+
+/*
+ * Append "svc/backend:was->now" to <buf> (at *o, up to <size>), or
+ * ":+now" for a backend that came, ":-was" for one that went. A change
+ * that does not fit whole is left out, it and those after it, and the list
+ * ends with ",...": cut, its last one read as another address (127.0.0.1
+ * of 127.0.0.117). The log's backends= counts them all.
+ */
 static void note_change(char *buf, size_t size, size_t *o, const char *svc, const char *name,
 			const struct hashlb_backend_cfg *was, const struct hashlb_backend_cfg *now)
 {
 	char a[HASHLB_ADDR_STRLEN], b[HASHLB_ADDR_STRLEN], what[2 * HASHLB_ADDR_STRLEN + 4];
+	char entry[3 * HASHLB_NAME_MAX + sizeof(what) + 8]; /* svc/NAME@ADDR:what */
+	int n;
 
+	if (*o >= size)
+		return; /* one left out already */
 	if (was)
 		hashlb_addr_format(&was->addr, a, sizeof(a));
 	if (now)
@@ -128,9 +140,14 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 		snprintf(what, sizeof(what), "%s->%s", a, b);
 	else
 		snprintf(what, sizeof(what), "%c%s", now ? '+' : '-', now ? b : a);
-	if (*o < size)
-		*o += (size_t)snprintf(buf + *o, size - *o, "%s%s/%s:%s", *o ? "," : "", svc, name,
-				       what);
+	n = snprintf(entry, sizeof(entry), "%s%s/%s:%s", *o ? "," : "", svc, name, what);
+	if (n > 0 && (size_t)n < sizeof(entry) && *o + (size_t)n + sizeof(CHANGES_MORE) <= size) {
+		memcpy(buf + *o, entry, (size_t)n + 1);
+		*o += (size_t)n;
+		return;
+	}
+	snprintf(buf + *o, size - *o, "%s", *o ? CHANGES_MORE : CHANGES_MORE + 1);
+	*o = size;
 }
 
 /*

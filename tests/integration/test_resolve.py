@@ -11,6 +11,7 @@ query leaves the machine: the only DNS server is a socket of this test on loopba
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -271,6 +272,26 @@ def answer_in_another_order_moves_nothing():
     a2.stop()
 
 
+def many_changes_logged_whole():
+    """resolve_every: a round that changes more backends than one log line lists (a pool
+    behind one name scaled out by 30) lists whole changes and ends with ",..." (backends=
+    counts them all): before, the list was cut at 511 bytes, mid-address, its last change
+    read as another address (127.0.0.1 for 127.0.0.117)."""
+    need_unshare()
+    names = Names("many", "127.0.0.41 pool\n")
+    cfg = "resolve_every: 1s\n" + config([("p", "pool:7", "each_address: true")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    names.set_hosts("127.0.0.41 pool\n" + "".join(f"127.0.0.{100 + i} pool\n" for i in range(30)))
+    check(lb.wait_log(r"names resolved to new addresses, applied", timeout=15), "applied")
+    line = next(l for l in lb.log if "names resolved to new addresses, applied" in l)
+    listed = re.search(r"changed=(\S+)", line).group(1).split(",")
+    whole = [c for c in listed if re.fullmatch(r"t/p@(127\.0\.0\.\d+):\+\1:7", c)]
+    check("backends=30 " in line and listed[-1] == "..." and whole == listed[:-1] and
+          len(whole) >= 10, f"whole changes, then ...: {line}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def lookup_in(names, cfg_path, clients):
     """hashlb lookup -c in the namespace: {client: backend name}."""
     p = subprocess.run([*names.wrap(), HASHLB, "lookup", "-c", cfg_path, ",".join(clients)],
@@ -503,6 +524,6 @@ def resolver_not_answering():
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
-           answer_in_another_order_moves_nothing,
+           answer_in_another_order_moves_nothing, many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering])
