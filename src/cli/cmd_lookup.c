@@ -191,22 +191,6 @@ static int lookup_all(const struct hashlb_table *t, char **args, int n, const ch
 	return r;
 }
 
-/* Whether <name> is in the comma-separated <list>. */
-static bool name_in_list(const char *list, const char *name)
-{
-	size_t len = strlen(name);
-
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		if (n == len && strncmp(p, name, n) == 0)
-			return true;
-		p = end ? end + 1 : p + n;
-	}
-	return false;
-}
-
 /* Whether a backend of <c> is one backend per address of its name. */
 static bool config_has_each_address(const struct hashlb_config *c)
 {
@@ -267,33 +251,33 @@ static int config_table(const char *path, const char *service, const char *down,
 		hashlb_config_free(c);
 		return 2;
 	}
-	/* Every name in the down list must be a backend: a typo must not pass silently. */
-	for (const char *p = down; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-		bool found = false;
-
-		for (uint32_t i = 0; i < s->n_backends && !found; i++)
-			found = strlen(s->backends[i].name) == n &&
-				strncmp(s->backends[i].name, p, n) == 0;
-		if (!found) {
-			cli_error("%s names '%.*s', which is not a backend of service '%s'\n",
-				  down_opt, (int)n, p, s->name);
-			hashlb_config_free(c);
-			return 2;
-		}
-		p = end ? end + 1 : p + n;
-	}
 	{
 		/* the --down set with the config's states, then the backup rule over
 		 * both: every primary down puts the backups in, as at run time */
+		struct hashlb_backend_spec *names =
+			calloc(s->n_backends ? s->n_backends : 1, sizeof(*names));
 		bool *is_down = calloc(s->n_backends ? s->n_backends : 1, sizeof(*is_down));
+		const char *bad = NULL;
+		size_t l = 0;
 
-		r = is_down ? 0 : hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		r = names && is_down ? 0
+				     : hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		for (uint32_t i = 0; r == 0 && i < s->n_backends; i++)
-			is_down[i] = name_in_list(down, s->backends[i].name);
+			names[i].name = s->backends[i].name;
+		/* Every name in the down list must be a backend: a typo must not pass silently. */
+		if (r == 0)
+			bad = table_args_mark(down, names, s->n_backends, is_down, &l);
+		if (bad) {
+			cli_error("%s names '%.*s', which is not a backend of service '%s'\n",
+				  down_opt, (int)l, bad, s->name);
+			free(names);
+			free(is_down);
+			hashlb_config_free(c);
+			return 2;
+		}
 		if (r == 0)
 			r = hashlb_service_cfg_build_table(s, is_down, &t, &err);
+		free(names);
 		free(is_down);
 	}
 	if (r < 0) {

@@ -468,8 +468,9 @@ static int from_config(struct steer_args *a)
 {
 	const struct hashlb_service_cfg *svc;
 	struct hashlb_error err = { 0 };
-	bool *down = NULL, *backup = NULL;
+	bool *down = NULL, *backup = NULL, *listed = NULL;
 	uint32_t *weight = NULL;
+	size_t l;
 	int ret;
 
 	if (hashlb_config_load(a->config_path, &a->config, &err) < 0) {
@@ -499,7 +500,8 @@ static int from_config(struct steer_args *a)
 	down = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*down));
 	backup = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*backup));
 	weight = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*weight));
-	if (!a->backends || !a->table.specs || !down || !backup || !weight) {
+	listed = calloc(svc->n_backends ? svc->n_backends : 1, sizeof(*listed));
+	if (!a->backends || !a->table.specs || !down || !backup || !weight || !listed) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -514,9 +516,6 @@ static int from_config(struct steer_args *a)
 		}
 		a->n_backends = i + 1;
 		b->addr = bc->addr;
-		/* drain, maint (the config's or --drain): no new flows, established kept */
-		b->dest.keep_flows =
-			bc->admin != HASHLB_ADMIN_READY || table_args_in_list(a->drain, bc->name);
 		a->table.specs[i].name = strdup(bc->name);
 		a->table.n_specs = i + 1;
 		if (!a->table.specs[i].name) {
@@ -525,8 +524,16 @@ static int from_config(struct steer_args *a)
 		}
 		weight[i] = bc->weight;
 		backup[i] = bc->backup;
-		down[i] = b->dest.keep_flows || table_args_in_list(a->table.down, bc->name);
 	}
+	/* once every name is known ("x,y" may be one): drain, maint (the
+	 * config's or --drain) take no new flows and keep the established */
+	table_args_mark(a->drain, a->table.specs, svc->n_backends, listed, &l);
+	for (uint32_t i = 0; i < svc->n_backends; i++)
+		a->backends[i].dest.keep_flows =
+			svc->backends[i].admin != HASHLB_ADMIN_READY || listed[i];
+	table_args_mark(a->table.down, a->table.specs, svc->n_backends, listed, &l);
+	for (uint32_t i = 0; i < svc->n_backends; i++)
+		down[i] = a->backends[i].dest.keep_flows || listed[i];
 	if (table_args_check_list(a->table.down, a->table.down_opt, a->table.specs,
 				  a->table.n_specs) < 0 ||
 	    table_args_check_list(a->drain, "--drain", a->table.specs, a->table.n_specs) < 0) {
@@ -539,8 +546,7 @@ static int from_config(struct steer_args *a)
 	hashlb_backup_rule(down, backup, weight, svc->n_backends);
 	for (uint32_t i = 0; i < svc->n_backends; i++) {
 		struct backend_arg *b = &a->backends[i];
-		bool by_rule = down[i] && !b->dest.keep_flows &&
-			       !table_args_in_list(a->table.down, svc->backends[i].name);
+		bool by_rule = down[i] && !b->dest.keep_flows && !listed[i];
 
 		if (by_rule && !svc->backends[i].close_on_return)
 			b->dest.keep_flows = true;
@@ -550,6 +556,7 @@ static int from_config(struct steer_args *a)
 	a->svc = svc;
 	ret = 0;
 out:
+	free(listed);
 	free(down);
 	free(backup);
 	free(weight);
@@ -819,10 +826,16 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->table.n_specs = i + 1;
 			if (!sp->name)
 				goto fail;
-			a->backends[i].dest.keep_flows = table_args_in_list(a->drain, sp->name);
-			sp->down = table_args_in_list(a->table.down, sp->name) ||
-				   a->backends[i].dest.keep_flows;
 		}
+		/* once every name is known: --drain's, then --down's */
+		if (table_args_mark_down(a->drain, a->table.specs, n_backend_args) < 0)
+			goto fail;
+		for (uint32_t i = 0; i < n_backend_args; i++)
+			a->backends[i].dest.keep_flows = a->table.specs[i].down;
+		if (table_args_mark_down(a->table.down, a->table.specs, n_backend_args) < 0)
+			goto fail;
+		for (uint32_t i = 0; i < n_backend_args; i++)
+			a->table.specs[i].down |= a->backends[i].dest.keep_flows;
 	}
 	free(backend_args);
 	if (table_args_check(&a->table) < 0 ||

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "cli.h"
@@ -69,19 +70,50 @@ bad:
 	return -EINVAL;
 }
 
-bool table_args_in_list(const char *list, const char *name)
+/*
+ * The backend of <specs> (<n>) that <list> names at <p>, the whole name up
+ * to a comma or the list's end: the longest that fits there, so that a name
+ * with a comma in it is one name. Its length in <ret_len>; -1 if none, the
+ * length then that of the part up to the next comma.
+ */
+static ssize_t list_match(const char *p, const struct hashlb_backend_spec *specs, size_t n,
+			  size_t *ret_len)
 {
-	size_t len = strlen(name);
+	ssize_t best = -1;
+	size_t best_len = 0;
 
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t l = end ? (size_t)(end - p) : strlen(p);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(specs[i].name);
 
-		if (l == len && memcmp(p, name, len) == 0)
-			return true;
-		p = end ? end + 1 : NULL;
+		if (l > best_len && strncmp(p, specs[i].name, l) == 0 &&
+		    (p[l] == ',' || p[l] == '\0')) {
+			best = (ssize_t)i;
+			best_len = l;
+		}
 	}
-	return false;
+	*ret_len = best < 0 ? strcspn(p, ",") : best_len;
+	return best;
+}
+
+const char *table_args_mark(const char *list, const struct hashlb_backend_spec *specs, size_t n,
+			    bool *ret_in, size_t *ret_len)
+{
+	const char *bad = NULL;
+	size_t l;
+
+	for (size_t i = 0; i < n && ret_in; i++)
+		ret_in[i] = false;
+	for (const char *p = list; p && *p; p += l + (p[l] == ',')) {
+		ssize_t k = list_match(p, specs, n, &l);
+
+		if (k < 0 && !bad) {
+			bad = p;
+			*ret_len = l;
+		}
+		if (k >= 0 && ret_in)
+			ret_in[k] = true;
+	}
+	return bad;
 }
 
 int table_args_backends(struct table_args *a, char **args, size_t n)
@@ -119,9 +151,8 @@ int table_args_backends(struct table_args *a, char **args, size_t n)
 			}
 		}
 		a->specs[i].weight = (uint32_t)w;
-		a->specs[i].down = table_args_in_list(a->down, name);
 	}
-	return table_args_check(a);
+	return table_args_check(a) < 0 ? -EINVAL : table_args_mark_down(a->down, a->specs, n);
 }
 
 int table_args_check(const struct table_args *a)
@@ -136,22 +167,30 @@ int table_args_check(const struct table_args *a)
 	return table_args_check_list(a->down, a->down_opt, a->specs, a->n_specs);
 }
 
+int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, size_t n)
+{
+	bool *in = calloc(n ? n : 1, sizeof(*in));
+	size_t l;
+
+	if (!in)
+		return -ENOMEM;
+	table_args_mark(list, specs, n, in, &l);
+	for (size_t i = 0; i < n; i++)
+		specs[i].down = in[i];
+	free(in);
+	return 0;
+}
+
 int table_args_check_list(const char *list, const char *opt,
 			  const struct hashlb_backend_spec *specs, size_t n)
 {
 	/* Every name in the list must be a backend: a typo must not pass silently. */
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t l = end ? (size_t)(end - p) : strlen(p);
-		bool found = false;
+	size_t l;
+	const char *bad = table_args_mark(list, specs, n, NULL, &l);
 
-		for (size_t i = 0; i < n && !found; i++)
-			found = strlen(specs[i].name) == l && memcmp(specs[i].name, p, l) == 0;
-		if (!found) {
-			cli_error("%s names '%.*s', which is not a backend\n", opt, (int)l, p);
-			return -EINVAL;
-		}
-		p = end ? end + 1 : NULL;
+	if (bad) {
+		cli_error("%s names '%.*s', which is not a backend\n", opt, (int)l, bad);
+		return -EINVAL;
 	}
 	return 0;
 }

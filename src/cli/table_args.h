@@ -58,8 +58,17 @@ int table_args_check(const struct table_args *a);
 /* Build the table; prints the error and returns it on failure. */
 int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms);
 void table_args_free(struct table_args *a);
-/* Whether <name> is in the comma-separated <list> (which may be NULL). */
-bool table_args_in_list(const char *list, const char *name);
+/*
+ * Mark in <ret_in> (may be NULL) the backends of <specs> (<n>) that the
+ * comma-separated <list> (may be NULL) names. A name may hold a comma: at
+ * each place the list names the longest name that it holds whole there.
+ * Returns the first part of the list that names no backend (its length in
+ * <ret_len>), NULL if there is none.
+ */
+const char *table_args_mark(const char *list, const struct hashlb_backend_spec *specs, size_t n,
+			    bool *ret_in, size_t *ret_len);
+/* specs[i].down = whether <list> names backend i (as above); -ENOMEM. */
+int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, size_t n);
 /* -EINVAL (printed, naming option <opt>) unless every name of <list> is a backend of <specs>. */
 int table_args_check_list(const char *list, const char *opt,
 			  const struct hashlb_backend_spec *specs, size_t n);

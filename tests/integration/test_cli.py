@@ -609,5 +609,35 @@ with tempfile.TemporaryDirectory() as d:
             check(len(writes) == 1 and writes[0].startswith(f"{bad}:4:5: error: "),
                   f"hashlb {' '.join(args)}: the config error in one write: {writes[:6]!r}")
 
+# 12. --down names any backend, one whose name holds a comma too (a config and the command line
+# take "x,y" as a name): it was split into "x" and "y", refused as no backend, so what happens
+# when x,y fails could not be asked; each name of the list is matched whole, the longest first.
+CS_DIR = tempfile.mkdtemp(prefix="hlb-cli-")
+CS = os.path.join(CS_DIR, "comma.yaml")
+with open(CS, "w") as f:
+    f.write("services:\n  - name: s\n    listen: 127.0.0.1:18080\n    backends:\n"
+            + "".join(f"      - {{name: '{n}', address: '127.0.0.1:{18081 + i}'}}\n"
+                      for i, n in enumerate(("x,y", "x", "z"))))
+for down, out in (("x,y", {"x,y"}), ("z,x,y", {"x,y", "z"}), ("x,y,x", {"x,y", "x"}),
+                  ("x", {"x"})):
+    p = run("table", "--json", "--down", down, "x,y", "x", "z", ok=False)
+    got = ({b["name"] for b in json.loads(p.stdout)["backends"] if not b["up"]}
+           if p.returncode == 0 else p.stderr.strip())
+    check(got == out, f"table --down {down!r} with a backend 'x,y': down {got!r}, want {out}")
+    for cmd in (("lookup", "--json", "-n", "3", "--down", down, "10.0.0.1", "x,y", "x", "z"),
+                ("lookup", "--json", "-n", "3", "-c", CS, "--down", down, "10.0.0.1")):
+        p = run(*cmd, ok=False)
+        names = ("x,y", "x", "z")
+        got = (set(names) - set(json.loads(p.stdout)[0]["preference"])
+               if p.returncode == 0 else p.stderr.strip())
+        check(got == out, f"{' '.join(cmd[:5])}: out of the list {got!r}, want {out}")
+for args in (("table", "--down", "x,q", "x,y", "x"), ("lookup", "-c", CS, "--down", "y", "10.0.0.1")):
+    p = run(*args, ok=False)
+    bad = args[args.index("--down") + 1].split(",")[-1]
+    check(p.returncode == 2 and f"names '{bad}'" in p.stderr,
+          f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr!r}")
+os.unlink(CS)
+os.rmdir(CS_DIR)
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
