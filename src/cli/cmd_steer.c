@@ -60,6 +60,7 @@ static void usage(FILE *f)
 		"                             is read from the neighbour (ARP) table when not\n"
 		"                             given; dev is the egress interface (default IFACE)\n" TABLE_ARGS_USAGE
 		"      --drain A,B,...        backends draining: no new flows, established kept\n"
+		"                             (given again, it adds to them)\n"
 		"  -c, --config FILE          take the VIP (listen), scheme, seed, key (and its\n"
 		"                             hash_prefix), backends\n"
 		"                             (weights, admin state, backups), interface and\n"
@@ -298,7 +299,7 @@ enum action { ACT_RUN, ACT_UPDATE, ACT_STATS, ACT_DETACH };
 struct steer_args {
 	struct table_args table;
 	const char *iface;
-	const char *drain;
+	char *drain; /* every --drain's names, comma-separated */
 	enum hashlb_key key;
 	struct hashlb_src_prefix prefix; /* hash_prefix */
 	enum action action;
@@ -652,8 +653,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			backend_args[n_backend_args++] = optarg;
 			snprintf(backend_opt, sizeof(backend_opt), "%s", name);
 			break;
-		case 0x201:
-			a->drain = optarg;
+		case 0x201: /* given again, it adds to the list, as --down */
+			if (table_args_list_add(&a->drain, optarg) < 0)
+				goto fail;
 			break;
 		case 'k':
 			snprintf(key_opt, sizeof(key_opt), "%s", name);
@@ -903,6 +905,7 @@ out:
 	for (uint32_t i = 0; i < a.n_backends; i++)
 		free(a.backends[i].name);
 	free(a.backends);
+	free(a.drain);
 	table_args_free(&a.table);
 	hashlb_config_free(a.config);
 	return ret;

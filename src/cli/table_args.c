@@ -52,8 +52,9 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 			goto bad;
 		a->params.seed = v;
 		return 1;
-	case 'd':
-		a->down = arg;
+	case 'd': /* given again, it adds to the list: "-d a -d b" is "-d a,b" */
+		if (table_args_list_add(&a->down, arg) < 0)
+			return -ENOMEM;
 		snprintf(a->down_opt, sizeof(a->down_opt), "%s", name);
 		return 1;
 	case 0x100:
@@ -68,6 +69,20 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 bad:
 	cli_bad_value(name, arg, allowed);
 	return -EINVAL;
+}
+
+int table_args_list_add(char **list, const char *arg)
+{
+	size_t old = *list ? strlen(*list) : 0, len = strlen(arg);
+	char *l = realloc(*list, old + len + 2);
+
+	if (!l)
+		return -ENOMEM;
+	if (old)
+		l[old++] = ',';
+	memcpy(l + old, arg, len + 1);
+	*list = l;
+	return 0;
 }
 
 /*
@@ -216,6 +231,8 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 
 void table_args_free(struct table_args *a)
 {
+	free(a->down);
+	a->down = NULL;
 	for (size_t i = 0; i < a->n_specs; i++)
 		free((char *)a->specs[i].name);
 	free(a->specs);

@@ -11,7 +11,7 @@
 
 struct table_args {
 	struct hashlb_table_params params;
-	const char *down; /* comma-separated backend names, or NULL */
+	char *down; /* comma-separated backend names (every --down's), or NULL */
 	struct hashlb_backend_spec *specs;
 	size_t n_specs;
 	bool v_given, m_given; /* -v, -m: each applies to one scheme */
@@ -20,12 +20,13 @@ struct table_args {
 	char v_opt[CLI_OPT_NAME_MAX], m_opt[CLI_OPT_NAME_MAX], down_opt[CLI_OPT_NAME_MAX];
 };
 
-#define TABLE_ARGS_USAGE                                                                       \
-	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                       \
-	"  -v, --vnodes V             ring points per weight unit (default 160)\n"             \
-	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"            \
-	"  -S, --seed N               64-bit seed (default 0)\n"                               \
-	"  -d, --down A,B,...         backends that are down (their keys move to survivors)\n" \
+#define TABLE_ARGS_USAGE                                                                        \
+	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                        \
+	"  -v, --vnodes V             ring points per weight unit (default 160)\n"              \
+	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"             \
+	"  -S, --seed N               64-bit seed (default 0)\n"                                \
+	"  -d, --down A,B,...         backends that are down (their keys move to survivors);\n" \
+	"                             given again, it adds to them\n"                           \
 	"      --max-bytes N          memory its build may take (default 256 MiB)\n"
 
 /* getopt_long entries for the options above; their codes are handled by table_args_option(). */
@@ -48,7 +49,7 @@ void table_args_init(struct table_args *a);
 
 /*
  * Handle one option, <name> as the user typed it; 1 if it was a table option,
- * 0 if not, -EINVAL (printed) if its value is bad.
+ * 0 if not, -EINVAL (printed) if its value is bad, -ENOMEM.
  */
 int table_args_option(struct table_args *a, int opt, const char *name, const char *arg);
 /* Backends "NAME[=WEIGHT]" into a->specs, then table_args_check(); -EINVAL (printed) on error. */
@@ -58,6 +59,9 @@ int table_args_check(const struct table_args *a);
 /* Build the table; prints the error and returns it on failure. */
 int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms);
 void table_args_free(struct table_args *a);
+/* Append <arg> to the comma-separated <*list> (NULL: none yet), which is
+ * reallocated (free it); -ENOMEM. */
+int table_args_list_add(char **list, const char *arg);
 /*
  * Mark in <ret_in> (may be NULL) the backends of <specs> (<n>) that the
  * comma-separated <list> (may be NULL) names. A name may hold a comma: at
