@@ -323,6 +323,8 @@ _reserved = {}
 def hold_port(host, port):
     """Hold <host>:<port>, a backend's port that it stopped listening on, until a backend
     listens there again (listen_on(), Backend, BlackHole): see _reserved."""
+    if (host, port) in _reserved:
+        return  # held already (a backend killed, then stopped)
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -377,6 +379,15 @@ class Backend:
 
     def stop(self):
         stop(self.proc)
+        self._hold()
+
+    def kill(self):
+        """SIGKILL it (it dies at once, nothing closed in order), its port held as stop()'s."""
+        self.proc.kill()
+        self.proc.wait()
+        self._hold()
+
+    def _hold(self):
         if self.host == "::1" or self.host.startswith("127."):
             hold_port(self.host, self.port)
 

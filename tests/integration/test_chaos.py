@@ -271,8 +271,7 @@ class Chaos:
             b4 = self.bs["b4"]
             if b4.proc.poll() is None:
                 self.killed.add("b4")
-                os.kill(b4.proc.pid, signal.SIGKILL)
-                b4.proc.wait()
+                b4.kill()
             else:
                 self.bs["b4"] = Backend("b4", b4.port)
         elif kind == "b5":

@@ -1010,9 +1010,7 @@ def half_a_maglev_pool_dies_at_once():
         check(lb.wait(lambda: served_since(0) >= 300, timeout=60) is not None,
               f"clients are served before the kill ({served_since(0)})")
         for b in dead:
-            b.proc.kill()
-        for b in dead:
-            b.proc.wait()
+            b.kill()
 
         def seen_failing():
             nonlocal known
@@ -1093,8 +1091,7 @@ def a_killed_maglev_backend_moves_its_clients_once():
             t.start()
         check(lb.wait(lambda: len(got) >= 300, timeout=60) is not None, "clients are served")
         builds = lb.service()["rebuilds"]
-        bs[victim].proc.kill()
-        bs[victim].proc.wait()
+        bs[victim].kill()
         for t in threads:
             t.join(120)
         check(len(got) == len(clients), f"every client ran ({len(got)} of {len(clients)})")
