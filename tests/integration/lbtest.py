@@ -428,9 +428,11 @@ class BlackHole:
         time.sleep(0.2)
 
     def close(self):
+        """Refuse from now on, its port held (close_listening()): a test that opens it again
+        there (test_control_health's flapping error) is not beaten to it by another test."""
         for f in self.fillers:
             f.close()
-        self.sock.close()
+        close_listening(self.sock)
 
 
 def dead_port(hold=True):
