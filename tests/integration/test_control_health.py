@@ -351,24 +351,28 @@ def checks_leave_no_time_wait():
         srv.bind(("127.0.0.1", 0))
         srv.listen(256)
         port = srv.getsockname()[1]
-        asked, ends = [], {"eof": 0, "reset": 0}
+        asked, ends, lock = [], {"eof": 0, "reset": 0}, threading.Lock()
 
-        def handle(c):
+        def handle(c, asked=asked, ends=ends, lock=lock):  # this case's, not a later one's
+            end = None
             try:
                 c.settimeout(5)
                 while True:
                     data = c.recv(64)
                     if not data:
-                        ends["eof"] += 1
+                        end = "eof"
                         break
                     if b"PING" in data:
                         asked.append(1)
                         c.sendall(b"+PONG")  # all of it read: no data left to reset for
             except ConnectionResetError:
-                ends["reset"] += 1
+                end = "reset"
             except OSError:
                 pass
             c.close()
+            if end:
+                with lock:  # a handler thread each: += is no atomic step
+                    ends[end] += 1
 
         stop_srv = serve_each(srv, handle)
         # TIME_WAITs toward this port from before its listener (connections to an earlier
@@ -386,7 +390,10 @@ def checks_leave_no_time_wait():
         if rst:
             check(tw == 0, f"{name}: no TIME_WAIT left by the checks: {tw} after {n:.0f}")
         else:
-            check(ends["reset"] == 0 and ends["eof"] >= 100,
+            # the backend's handler threads see each check's end after hashlb counted it
+            # passed, each in its own time on a loaded machine (96 of 101 seen once)
+            check(lb.wait(lambda: ends["eof"] + ends["reset"] >= 100, timeout=30) is not None
+                  and ends["reset"] == 0,
                   f"{name}: the checks with the last word end with FIN: {ends}")
         check(not health or len(asked) >= 100, f"{name}: the backend read the PINGs")
         check(lb.stop() == 0, "exit 0")
