@@ -397,7 +397,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	__u64 kw[5];
 	struct tcphdr *tcp;
 	__u8 proto;
-	int frag = 0;
+	int frag = 0, frag_tcp = 0; /* a fragment; of TCP, or maybe (IPv6) */
 	void *l4;
 	/* Offsets in the frame: the L4 header, the IP packet's end (by its
 	 * length field, which may be short of the frame: Ethernet padding). */
@@ -462,10 +462,16 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 
 			if (proto == IPV6_EXTHDR_FRAGMENT) {
 				frag = 1;
+				frag_tcp = 1; /* cut short: unknown, maybe TCP */
 				/* The first header of the fragmented part, named
-				 * in every fragment (cut short: unknown). */
-				if ((void *)(ext + 8) <= data_end)
+				 * in every fragment: TCP, or a header TCP may
+				 * follow (options, routing, AH, a fragment). */
+				if ((void *)(ext + 8) <= data_end) {
 					proto = ext[0];
+					frag_tcp = proto == IPPROTO_TCP || ipv6_walked(proto) ||
+						   proto == IPPROTO_AH ||
+						   proto == IPV6_EXTHDR_FRAGMENT;
+				}
 				break;
 			}
 			if (!ipv6_walked(proto))
@@ -488,8 +494,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	/* A fragment that is, or may be, TCP to a VIP address is dropped; one
 	 * that is not TCP goes to the stack, as it would whole. */
 	if (frag) {
-		if ((proto == IPPROTO_TCP || proto == IPV6_EXTHDR_FRAGMENT || ipv6_walked(proto)) &&
-		    is_vip_addr(kw[2], kw[3]))
+		if ((proto == IPPROTO_TCP || frag_tcp) && is_vip_addr(kw[2], kw[3]))
 			return drop(st, HLB_STEER_DROP_FRAGMENT);
 		return pass(st);
 	}

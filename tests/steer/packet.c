@@ -197,6 +197,8 @@ static void test_ipv6_ext(void)
 	check_verdict("ipv6 udp fragment to the VIP", f, len, XDP_PASS_);
 	f[14 + 40] = 60; /* destination options, then maybe TCP */
 	check_verdict("ipv6 fragment of dstopts to the VIP", f, len, XDP_DROP_);
+	f[14 + 40] = 51; /* AH, then maybe TCP (before: passed) */
+	check_verdict("ipv6 fragment of AH to the VIP", f, len, XDP_DROP_);
 	len = add_v6_ext(f, test_build(&p, f), frag, 1, 0);
 	check_verdict("ipv6 fragment header cut short, to the VIP", f, 14 + 40 + 4, XDP_DROP_);
 	len = add_v6_ext(f, test_build(&p, f), five, 5, 0);
@@ -258,6 +260,10 @@ static void test_hostile(void)
 	f[14 + 7] = 0x10;
 	f[14 + 9] = 1; /* ICMP */
 	check_verdict("ipv4 icmp later fragment to the VIP", f, len, XDP_PASS_);
+	/* IPv6's extension header numbers are protocols like others in IPv4
+	 * (before: an IPv4 fragment of protocol 0, 43, 44 or 60 was dropped) */
+	f[14 + 9] = 60;
+	check_verdict("ipv4 fragment of protocol 60 to the VIP", f, len, XDP_PASS_);
 	test_v4(p.dst, 0x0a000063);
 	len = test_build(&p, f);
 	f[14 + 6] = 0x20;
