@@ -2037,10 +2037,7 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 {
 	int r;
 
-	if (ynode_is_null(v) ||
-	    (v->type == YNODE_SCALAR && !v->quoted &&
-	     (strcasecmp(v->text, "off") == 0 || strcasecmp(v->text, "false") == 0 ||
-	      strcasecmp(v->text, "no") == 0)))
+	if (ynode_is_null(v) || bool_of(v) == 0) /* off, false, no: as a boolean's */
 		return 0;
 	r = want_scalar(ld, v, "admin", "an address, unix:/PATH or off");
 	if (r < 0)
