@@ -1862,7 +1862,7 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (up->handed)
 		qsort(up->handed, up->n_handed, sizeof(*up->handed), addr_cmp);
 	if (rs[1] >= 0)
-		fds[n] = rs[1]; /* after the listening sockets, with no line of its own */
+		fds[n] = rs[1]; /* after the listening sockets: its line, HLB_FDPASS_RESYNC, last */
 	sent = hlb_fdpass_send(up->sock, text, text_len, text_len - lines_len, fds,
 			       n + (rs[1] >= 0));
 	if (rs[1] >= 0)
