@@ -263,6 +263,14 @@ struct hashlb_resolve;
 int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
 				struct hashlb_error *err);
 bool hashlb_resolve_done(struct hashlb_resolve *job);
+/*
+ * Lookup threads alive in the process (at most 16 per _start()), those of
+ * a job finished before its names were answered included: a getaddrinfo()
+ * cannot be interrupted, so they run on until the resolver's own timeout.
+ * resolve_every starts no round while any is alive, so that a resolver that
+ * never answers does not pile up 16 more threads each round.
+ */
+uint32_t hashlb_resolve_threads_alive(void);
 int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
 				 uint32_t timeout_ms, struct hashlb_error *err);
 /*

@@ -24,6 +24,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,9 @@
 #include "hashlb/table.h"
 
 #define RESOLVE_THREADS 16u
+
+/* Lookup threads alive in the process, those of jobs given up included. */
+static atomic_uint threads_alive;
 
 struct name_req {
 	char host[HASHLB_HOST_MAX + 1];
@@ -183,6 +187,7 @@ static void *resolve_thread(void *arg)
 			freeaddrinfo(res);
 	}
 	job_put(job);
+	atomic_fetch_sub(&threads_alive, 1);
 	return NULL;
 }
 
@@ -207,7 +212,9 @@ static int job_start(struct hashlb_resolve *job)
 		pthread_mutex_lock(&job->lock);
 		job->refs++;
 		pthread_mutex_unlock(&job->lock);
+		atomic_fetch_add(&threads_alive, 1);
 		if (pthread_create(&t, &attr, resolve_thread, job) != 0) {
+			atomic_fetch_sub(&threads_alive, 1);
 			job_put(job); /* never the last: the caller holds one */
 			break;
 		}
@@ -487,6 +494,11 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 	}
 	*ret_job = job;
 	return 0;
+}
+
+uint32_t hashlb_resolve_threads_alive(void)
+{
+	return atomic_load(&threads_alive);
 }
 
 bool hashlb_resolve_done(struct hashlb_resolve *job)

@@ -286,6 +286,20 @@ static void resolve_tick(void *arg)
 	int r;
 
 	if (!ctl->resolve_job) {
+		uint32_t alive = hashlb_resolve_threads_alive();
+
+		/* A resolver that never answers: the lookups of a round given up
+		 * run on to its own timeout, and new ones each round piled up
+		 * (80 threads behind resolv.conf's default, every 1 s). */
+		if (alive > 0) {
+			hashlb_err(&err, -EBUSY, HASHLB_ERR_SYSTEM,
+				   "round skipped: %u lookups of an earlier one still wait on the "
+				   "resolver",
+				   alive);
+			resolve_failed(ctl, &err);
+			resolve_again_in(ctl, every);
+			return;
+		}
 		r = hashlb_config_parse_flags(ctl->cfg->text, ctl->cfg->text_len, ctl->config_path,
 					      load_flags(ctl), &ctl->resolving, &err);
 		if (r == 0)

@@ -522,8 +522,79 @@ def resolver_not_answering():
         x.stop()
 
 
+def threads_of(pid):
+    """How many threads process <pid> has now (0 once it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def silent_resolver_does_not_pile_up_threads():
+    """resolve_every behind a DNS server that never answers: a round gives up on its lookups
+    after 5 s, but a getaddrinfo() cannot be interrupted and runs on to the resolver's own
+    timeout (10 s here). Each round started 16 more lookup threads while those of the rounds
+    before still waited: 32 at once here, 80 behind resolv.conf's defaults with
+    resolve_every: 1s. Now a round waits for them, skipped and counted as failed with why,
+    so at most 16 run at once; once they are done the names are followed again."""
+    need_unshare()
+    dns = SilentDns()
+    a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])
+    silent = [(f"s{i}", f"silent{i}.example.test:{a.port}") for i in range(20)]
+    names = Names("pileup", "127.0.0.1 alpha\n" +
+                  "".join(f"127.0.0.{10 + i} silent{i}.example.test\n" for i in range(20)),
+                  nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:10 attempts:1\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}")] + silent,
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    pid = lb.proc.pid
+    # a round with every name in the hosts file: its threads come and go
+    check(lb.wait(lambda: lb.status()["resolve"]["ok"] >= 1, timeout=15) is not None,
+          "a round resolves every name from the hosts file")
+    base = threads_of(pid)
+    failed0 = lb.status()["resolve"]["failed"]
+    names.set_hosts("127.0.0.1 alpha\n")  # the silentN names now ask DNS, never answered
+    most = 0
+
+    def rounds_failed(n):
+        nonlocal most
+        most = max(most, threads_of(pid) - base)
+        return lb.status()["resolve"]["failed"] >= failed0 + n
+
+    # (before the fix: a round of 16 threads every 6 s, each alive 10 s)
+    check(lb.wait(lambda: rounds_failed(4), timeout=60) is not None,
+          f"rounds fail while DNS is silent: {lb.status()['resolve']}")
+    for _ in range(20):  # and a while longer
+        rounds_failed(0)
+        time.sleep(0.1)
+    print(f"    at most {most} threads above the {base} before DNS went silent; "
+          f"{dns.queries} queries reached the test's DNS server")
+    check(most <= 16, f"at most 16 lookup threads alive at once: {most}")
+    st = lb.status()
+    check("round skipped" in (st["resolve"]["last_error"] or "") and
+          "still wait on the resolver" in st["resolve"]["last_error"],
+          f"a round skipped says why: {st['resolve']}")
+    check(lb.wait_log(r"msg=\"names not resolved, the backends keep their addresses\".*"
+                      r"round skipped: \d+ lookups of an earlier one still wait"),
+          "and is logged as a round that failed")
+    check(backend_of(lb, "s0")["resolved"] == f"127.0.0.10:{a.port}",
+          "the silent names keep their addresses")
+    # the stuck lookups end at the resolver's timeout; the next round follows the names again
+    names.set_hosts("127.0.0.3 alpha\n")
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.3:{a.port}",
+                   timeout=90)
+    check(took is not None, f"once the stuck lookups are done, alpha is followed again: "
+          f"{lb.status()['resolve']}")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+    for x in (a, a2):
+        x.stop()
+
+
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
-           source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering])
+           source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
+           silent_resolver_does_not_pile_up_threads])
