@@ -264,13 +264,17 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 				struct hashlb_error *err);
 bool hashlb_resolve_done(struct hashlb_resolve *job);
 /*
- * Lookup threads alive in the process (at most 16 per _start()), those of
- * a job finished before its names were answered included: a getaddrinfo()
- * cannot be interrupted, so they run on until the resolver's own timeout.
- * resolve_every starts no round while any is alive, so that a resolver that
- * never answers does not pile up 16 more threads each round.
+ * _start() for a round of resolve_every. A getaddrinfo() cannot be
+ * interrupted: the lookups of a job finished before they were answered run
+ * on until the resolver's own timeout. A name whose lookup (of any job)
+ * still runs is not asked again, it fails ("was not asked again: its
+ * lookup of an earlier round still waits on the resolver", -EBUSY, kept
+ * by _finish_keep()), and the others are asked by at most 16 threads
+ * alive in the process, those left running included: -EBUSY ("round
+ * skipped: ...") if all 16 still run and a name is to be asked.
  */
-uint32_t hashlb_resolve_threads_alive(void);
+int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
+				struct hashlb_error *err);
 int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
 				 uint32_t timeout_ms, struct hashlb_error *err);
 /*

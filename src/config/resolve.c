@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "config-internal.h"
@@ -39,12 +40,17 @@
 /* Lookup threads alive in the process, those of jobs given up included. */
 static atomic_uint threads_alive;
 
+/* The requests whose getaddrinfo() runs now, of any job (linked by in_next). */
+static pthread_mutex_t in_flight_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct name_req *in_flight;
+
 struct name_req {
 	char host[HASHLB_HOST_MAX + 1];
 	char port[6];
 	int family; /* AF_UNSPEC, or the service's source family */
 	bool all; /* each_address: every address, not the first */
 	bool done;
+	bool busy; /* not asked: a lookup of the name from before still runs */
 	int gai; /* getaddrinfo()'s result */
 	int sys_errno; /* with EAI_SYSTEM */
 	struct sockaddr_storage addr; /* the answer's first address */
@@ -53,6 +59,7 @@ struct name_req {
 	 * backends; else what tells whether a backend's last one is still in it */
 	struct sockaddr_storage *addrs;
 	uint32_t n_addrs;
+	struct name_req *in_next; /* in in_flight, while asked */
 };
 
 struct hashlb_resolve {
@@ -146,12 +153,19 @@ static void *resolve_thread(void *arg)
 		int e;
 
 		pthread_mutex_lock(&job->lock);
+		while (job->next < job->n && job->reqs[job->next].busy)
+			job->next++;
 		if (job->abandoned || job->next == job->n) {
 			pthread_mutex_unlock(&job->lock);
 			break;
 		}
 		q = &job->reqs[job->next++];
 		want_all = q->all;
+		/* in flight before the job can be given up: a round started then sees it */
+		pthread_mutex_lock(&in_flight_lock);
+		q->in_next = in_flight;
+		in_flight = q;
+		pthread_mutex_unlock(&in_flight_lock);
 		pthread_mutex_unlock(&job->lock);
 
 		hints.ai_family = q->family;
@@ -161,6 +175,14 @@ static void *resolve_thread(void *arg)
 		e = getaddrinfo(q->host, q->port, &hints, &res);
 		if (e == 0)
 			n_all = answer_addrs(res, &all);
+		pthread_mutex_lock(&in_flight_lock);
+		for (struct name_req **p = &in_flight; *p; p = &(*p)->in_next) {
+			if (*p == q) {
+				*p = q->in_next;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&in_flight_lock);
 
 		pthread_mutex_lock(&job->lock);
 		q->gai = e;
@@ -191,10 +213,13 @@ static void *resolve_thread(void *arg)
 	return NULL;
 }
 
-/* Start up to RESOLVE_THREADS threads on <job>; 0 if at least one runs. */
-static int job_start(struct hashlb_resolve *job)
+/*
+ * Start up to <max> threads on <job>, one per name to ask at most; 0 if at
+ * least one runs (or none is needed: every name busy).
+ */
+static int job_start(struct hashlb_resolve *job, uint32_t max)
 {
-	uint32_t want = job->n < RESOLVE_THREADS ? job->n : RESOLVE_THREADS, started = 0;
+	uint32_t want = job->left < max ? job->left : max, started = 0;
 	sigset_t all, old;
 	pthread_attr_t attr;
 
@@ -222,7 +247,7 @@ static int job_start(struct hashlb_resolve *job)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
-	return started ? 0 : -EAGAIN;
+	return started || !want ? 0 : -EAGAIN;
 }
 
 /* Wait until every name of <job> is answered or <timeout_ms> passes. */
@@ -305,6 +330,13 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 			     : s->source.ss_family == AF_INET ? " (as IPv4, the service's source)"
 							      : " (as IPv6, the service's source)";
 
+	if (q->busy) {
+		snprintf(msg, sizeof(msg),
+			 "backend '%s': the name in '%s' was not asked again: its lookup of an "
+			 "earlier round still waits on the resolver",
+			 b->name, b->address);
+		return resolve_fail(c, b, err, -EBUSY, msg);
+	}
 	if (!q->done) {
 		snprintf(msg, sizeof(msg),
 			 "backend '%s': the name in '%s' did not resolve: no answer within %u ms",
@@ -447,11 +479,50 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	return 0;
 }
 
-int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
-				struct hashlb_error *err)
+/* Whether a lookup of <host> runs now (of a job given up, or of a reload). */
+static bool host_in_flight(const char *host)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&in_flight_lock);
+	for (const struct name_req *q = in_flight; q && !found; q = q->in_next)
+		found = !strcasecmp(q->host, host);
+	pthread_mutex_unlock(&in_flight_lock);
+	return found;
+}
+
+/*
+ * Mark <job>'s names whose lookup from before still runs as not asked
+ * (busy, answered as failed); how many threads it may start then, of
+ * RESOLVE_THREADS in the process; -EBUSY if none and a name is to be asked.
+ */
+static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_error *err)
+{
+	uint32_t alive = atomic_load(&threads_alive);
+
+	for (uint32_t i = 0; i < job->n; i++) {
+		struct name_req *q = &job->reqs[i];
+
+		if (!host_in_flight(q->host))
+			continue;
+		q->busy = q->done = true;
+		q->gai = EAI_AGAIN;
+		job->left--;
+	}
+	*max = alive < RESOLVE_THREADS ? RESOLVE_THREADS - alive : 0;
+	if (*max == 0 && job->left > 0)
+		return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
+				  "round skipped: %u lookups of an earlier one still wait on the "
+				  "resolver",
+				  alive);
+	return 0;
+}
+
+static int start(const struct hashlb_config *c, bool again, struct hashlb_resolve **ret_job,
+		 struct hashlb_error *err)
 {
 	struct hashlb_resolve *job;
-	uint32_t n = 0, k = 0;
+	uint32_t n = 0, k = 0, max = RESOLVE_THREADS;
 	uint16_t port;
 	int r;
 
@@ -486,7 +557,11 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 			q->all = s->backends[j].each_address;
 		}
 	}
-	r = job_start(job);
+	if (again && (r = job_again(job, &max, err)) < 0) {
+		job_put(job);
+		return r;
+	}
+	r = job_start(job, max);
 	if (r < 0) {
 		job_put(job);
 		return hashlb_err(err, r, HASHLB_ERR_SYSTEM,
@@ -496,9 +571,16 @@ int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_res
 	return 0;
 }
 
-uint32_t hashlb_resolve_threads_alive(void)
+int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
+				struct hashlb_error *err)
 {
-	return atomic_load(&threads_alive);
+	return start(c, false, ret_job, err);
+}
+
+int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
+				struct hashlb_error *err)
+{
+	return start(c, true, ret_job, err);
 }
 
 bool hashlb_resolve_done(struct hashlb_resolve *job)

@@ -286,24 +286,15 @@ static void resolve_tick(void *arg)
 	int r;
 
 	if (!ctl->resolve_job) {
-		uint32_t alive = hashlb_resolve_threads_alive();
-
-		/* A resolver that never answers: the lookups of a round given up
-		 * run on to its own timeout, and new ones each round piled up
-		 * (80 threads behind resolv.conf's default, every 1 s). */
-		if (alive > 0) {
-			hashlb_err(&err, -EBUSY, HASHLB_ERR_SYSTEM,
-				   "round skipped: %u lookups of an earlier one still wait on the "
-				   "resolver",
-				   alive);
-			resolve_failed(ctl, &err);
-			resolve_again_in(ctl, every);
-			return;
-		}
 		r = hashlb_config_parse_flags(ctl->cfg->text, ctl->cfg->text_len, ctl->config_path,
 					      load_flags(ctl), &ctl->resolving, &err);
+		/* A resolver that never answers: the lookups of a round given up
+		 * run on to its own timeout. A name still asked is not asked again
+		 * (new lookups each round piled up, 80 threads behind resolv.conf's
+		 * default every 1 s), the others are: one zone's dead servers held
+		 * every name of the config when a round waited for them all. */
 		if (r == 0)
-			r = hashlb_config_resolve_start(ctl->resolving, &ctl->resolve_job, &err);
+			r = hashlb_config_resolve_again(ctl->resolving, &ctl->resolve_job, &err);
 		if (r < 0)
 			resolve_failed(ctl, &err);
 		if (r < 0 || !ctl->resolve_job) {

@@ -123,19 +123,26 @@ def names_resolved_and_followed_on_reload():
         x.stop()
 
 
-def names_followed_every():
-    """resolve_every: a name that moves is followed without a reload (new clients to the new
-    address, a held connection stays); a name that stops resolving keeps its last address
-    and says so; the admin endpoint answers while a resolution waits on a silent DNS server."""
+def alpha_and_other(tag, other, options):
+    """resolve_every: 1s, backend a at alpha and b at the name <other>, both 127.0.0.1 in the
+    hosts file; a name not in it asks a SilentDns (resolv.conf's <options>). Backends a
+    (127.0.0.1) and a2 (127.0.0.3, where alpha moves) share a port. (dns, a, a2, b, names, lb)"""
     need_unshare()
     dns = SilentDns()
     a, a2 = backends_on_one_port([("a", "127.0.0.1"), ("a2", "127.0.0.3")])
     b = Backend("b")
-    names = Names("every", "127.0.0.1 alpha\n127.0.0.1 beta\n", nss="files dns",
-                  resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
-    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{b.port}")],
+    names = Names(tag, f"127.0.0.1 alpha\n127.0.0.1 {other}\n", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions {options}\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"{other}:{b.port}")],
                                          health="enabled: false")
-    lb = Lb(cfg, wrap=names.wrap())
+    return dns, a, a2, b, names, Lb(cfg, wrap=names.wrap())
+
+
+def names_followed_every():
+    """resolve_every: a name that moves is followed without a reload (new clients to the new
+    address, a held connection stays); a name that stops resolving keeps its last address
+    and says so; the admin endpoint answers while a resolution waits on a silent DNS server."""
+    dns, a, a2, b, names, lb = alpha_and_other("every", "beta", "timeout:20 attempts:1")
     addr = lb.addr
     clients = [client_ip(i) for i in range(60)]
     got = {c: who(addr, c) for c in clients}
@@ -592,9 +599,59 @@ def silent_resolver_does_not_pile_up_threads():
         x.stop()
 
 
+def stuck_name_does_not_hold_the_others():
+    """resolve_every, one name whose lookup hangs (its zone's DNS server never answers; the
+    resolver's own timeout 30 s, twice) and another that moves: the moved one is followed
+    within a round or two while the stuck lookup still runs, the stuck name not asked again
+    (it keeps its address, and the round says why). A round waited while any lookup of an
+    earlier one ran, so one dead zone held every name of the config at its old address."""
+    dns, a, a2, b, names, lb = alpha_and_other("stuck", "stuck.example.test",
+                                                "timeout:30 attempts:2")
+    pid = lb.proc.pid
+    check(lb.wait(lambda: lb.status()["resolve"]["ok"] >= 1, timeout=15) is not None,
+          "a round resolves both names from the hosts file")
+    base = threads_of(pid)
+    names.set_hosts("127.0.0.1 alpha\n")  # stuck.example.test now asks DNS, never answered
+    check(lb.wait(lambda: dns.queries > 0, timeout=15) is not None,
+          "the stuck name's lookup reaches the silent DNS server")
+    failed0 = lb.status()["resolve"]["failed"]
+    # the round that asked it gives up after 5 s; the lookup runs on (60 s)
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + 2, timeout=30)
+          is not None, f"rounds fail while the lookup hangs: {lb.status()['resolve']}")
+    asked = dns.queries
+    names.set_hosts("127.0.0.3 alpha\n")
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.3:{a.port}",
+                   timeout=25)
+    res = lb.status()["resolve"]
+    check(took is not None, f"alpha is followed while the stuck lookup still runs: {res}")
+    err = res["last_error"] or ""
+    check(f"{lb.path}:15:18" in err and "was not asked again" in err and
+          "still waits on the resolver" in err,
+          f"the round says the stuck name was not asked again, and where: {err}")
+    check(lb.wait_log(r"msg=\"names not resolved, the backends keep their addresses\".*"
+                      r"stuck.example.test.*was not asked again"),
+          "and logs it")
+    check(backend_of(lb, "b")["resolved"] == f"127.0.0.1:{b.port}",
+          "the stuck name keeps its address")
+    extra = threads_of(pid) - base
+    print(f"    {dns.queries} queries reached the silent DNS server ({asked} before alpha "
+          f"moved); {extra} threads above the {base} before")
+    check(dns.queries <= 4, f"one lookup's queries (A and AAAA, tried twice at most), not "
+          f"one lookup per round: {dns.queries}")
+    check(extra <= 1, f"one lookup thread left waiting, not one per round: {extra}")
+    on = {c: lb.lookup([c])[c] for c in (client_ip(i) for i in range(40))}
+    check(all(who(lb.addr, c) == "a2" for c in on if on[c] == "a"),
+          "a's clients reach alpha's new address")
+    check(all(who(lb.addr, c) == "b" for c in on if on[c] == "b"), "b's still reach b")
+    check(lb.stop() == 0, "exit 0 (with the stuck lookup still running)")
+    dns.close()
+    for x in (a, a2, b):
+        x.stop()
+
+
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
-           silent_resolver_does_not_pile_up_threads])
+           silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others])
