@@ -2480,6 +2480,25 @@ static long rss_mib(void)
 }
 
 /*
+ * Whether the peak memory of a parse can be bounded in this build: not under
+ * a sanitizer, whose allocator keeps what earlier tests freed resident and
+ * whose shadow grows with what the process touched, not with what the parser
+ * holds. Under ASan the 16 MiB flat list "rose" by -1 MiB (the child reused
+ * its parent's resident memory); under TSan by 86 MiB in one run and 131 MiB
+ * in another, same code. The plain build bounds it; sanitizer builds print it.
+ */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PEAK_BOUNDED 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define PEAK_BOUNDED 0
+#endif
+#endif
+#ifndef PEAK_BOUNDED
+#define PEAK_BOUNDED 1
+#endif
+
+/*
  * What hashlb_config_parse() of <yaml> adds to the peak resident memory, in
  * MiB: measured in a child, so that earlier tests' peaks do not hide it.
  * The error it gives is written to *<ret_err>.
@@ -2547,7 +2566,7 @@ static void test_deep_flow_nesting_is_refused_in_bounded_memory(void **state)
 		    err.column != (int)col)
 			fail_msg("'%s' x %zu: expected 1:%zu nesting deeper, got %d:%d: %s",
 				 opens[k], n, col, err.line, err.column, err.msg);
-		if (rose > 64)
+		if (PEAK_BOUNDED && rose > 64)
 			fail_msg("'%s' x %zu (%zu bytes): peak memory rose by %ld MiB", opens[k], n,
 				 len, rose);
 		free(yaml);
@@ -2575,9 +2594,9 @@ static char *flat_list_yaml(size_t n, size_t *ret_len)
  * took about 130 bytes a node, and a 16 MiB flat list ("x: [a,a,...]",
  * 8,388,600 nodes, the most a file holds) peaked at 1.0 GB (1.6 GB under
  * ASan), in hashlb check and in a running daemon's reload. Now under
- * 128 MiB (about 62 MiB plain). A document of exactly 2,000,000 nodes is
- * read whole (refused for its key, not its size): 100,000 backends with
- * every key written are 1,700,000.
+ * 128 MiB (62-76 MiB; bounded in the plain build, see PEAK_BOUNDED). A
+ * document of exactly 2,000,000 nodes is read whole (refused for its key,
+ * not its size): 100,000 backends with every key written are 1,700,000.
  */
 /*
  * A text handed to hashlb_config_parse() has the file's cap too (the tree
@@ -2627,7 +2646,7 @@ static void test_long_flat_lists_are_refused_in_bounded_memory(void **state)
 		fail_msg("16 MiB flat list: expected 1:%zu more than 2000000 YAML nodes, got "
 			 "%d:%d: %s",
 			 5 + 2 * n, err.line, err.column, err.msg);
-	if (rose > 128)
+	if (PEAK_BOUNDED && rose > 128)
 		fail_msg("16 MiB flat list: peak memory rose by %ld MiB", rose);
 	free(yaml);
 
