@@ -820,6 +820,29 @@ static void conn_watch_after_fin(struct worker *w, struct conn *c)
 			half_watch(w, c, i);
 }
 
+/*
+ * Half <i>'s source read its end (a recv or a splice of 0 bytes): whether
+ * that was a reset, not a FIN. A reset leaves its error on the socket for
+ * one reader only, and the other half's send to the same socket, waiting
+ * in the kernel (past the spill cap) or spilled, may take it first: io_uring
+ * then completes that send with the error, or with the bytes it had sent
+ * (the error lost), and reading the socket, shut both ways, gives its end.
+ * Passed on as a FIN, it would tell the other side the stream ended
+ * complete. Such a socket is closed (POLLHUP) with no error left (no
+ * POLLERR); one that sent its FIN is not closed, and one reset after its
+ * FIN still holds the error, which its watch passes on after the FIN
+ * (half_watch()). Only asked while that send is pending: nothing else
+ * takes a socket's error unseen.
+ */
+static bool half_reset_taken(const struct conn *c, int i)
+{
+	struct pollfd p = { .fd = c->fd[i] };
+
+	if (c->h[1 - i].send_bid == BUF_NONE)
+		return false;
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) == POLLHUP;
+}
+
 /* <n> bytes of half <i> delivered to its destination (buffers or splice). */
 static void half_count(struct worker *w, struct conn *c, int i, uint32_t n)
 {
@@ -907,6 +930,10 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 			h->pipe_len = n;
 			drained = n < SPLICE_READ_MIN;
 		} else if (n == 0) {
+			if (half_reset_taken(c, i)) {
+				conn_reset(w, c, i, ECONNRESET);
+				return;
+			}
 			h->eof = true;
 		} else if (errno == EAGAIN) {
 			half_poll(w, c, i, c->fd[i], POLLIN);
@@ -2053,6 +2080,10 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (bid != BUF_NONE)
 			bufring_put(w, bid);
 		if (res == 0) {
+			if (half_reset_taken(c, i)) {
+				conn_reset(w, c, i, ECONNRESET); /* may free c */
+				return;
+			}
 			h->eof = true;
 			if (h->send_bid == BUF_NONE)
 				half_finish(w, c, i);

@@ -725,6 +725,84 @@ def resets_after_a_fin_reach_the_other_side():
     stop_backend()
 
 
+def stalled_uploads(socks, quiet=0.5):
+    """Each of <socks> sends all it can, non-blocking, until none has sent a byte for
+    <quiet> s (their destination does not read): the bytes each sent."""
+    sent = {s: 0 for s in socks}
+    for s in socks:
+        s.setblocking(False)
+    last = time.time()
+    while time.time() - last < quiet:
+        for s in socks:
+            try:
+                sent[s] += s.send(b"u" * 65536)
+                last = time.time()
+            except BlockingIOError:
+                pass
+        time.sleep(0.01)
+    for s in socks:
+        s.setblocking(True)
+    return sent
+
+
+def resets_taken_by_a_waiting_send():
+    """A backend's reset reaches the client as a reset when hashlb's send to that backend
+    waits in the kernel (past the spill cap) while the other direction is spliced. The
+    reset's error is the socket's for one reader only: the waiting send took it, the
+    splice then read the socket's end, and the client got a FIN (a response that looks
+    complete) with the reset only after it."""
+    # the uploads stay on buffers: they stop before splice_after (hashlb's send buffer to
+    # the backend at its largest, and the backend's small receive buffer, are all they fill)
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        after = int(f.read().split()[2]) + MiB
+    down = after + MiB  # the downloads are spliced
+    more, reset = threading.Event(), threading.Event()
+
+    def handle(conn):
+        conn.recv(1)
+        conn.sendall(b"d" * down)
+        if more.wait(30):
+            # read by the client, so that the splice waits for the backend again: its poll
+            # is armed after the sends that wait
+            conn.sendall(b"m" * 65536)
+        reset.wait(30)
+        rst_close(conn)  # with the upload unread
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    stop_backend = serve_each(srv, handle)
+    # one worker, two 4 KiB buffers: a spill cap of 32 KiB, which 4 of 8 uploads fill
+    lb = Lb(config([("r", "127.0.0.1:%d" % srv.getsockname()[1])], workers=1,
+                   extra="log_connections: true"),
+            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", str(after),
+                  "--admin", "127.0.0.1:0"))
+    socks, got = [], []
+    for _ in range(8):  # one at a time: eight at once would fill the spill cap on buffers
+        s = connect(lb.addr, timeout=30)
+        s.sendall(b"V")
+        got.append(read_count(s, down))
+        socks.append(s)
+    check(got == [down] * 8, f"the downloads arrive whole: {got}")
+    stalled_uploads(socks)
+    waiting = metric_sum(lb, "hashlb_worker_buffers_in_use")  # a send waiting holds its buffer
+    check(waiting >= 1, f"sends wait in the kernel past the spill cap: {waiting} buffers held")
+    more.set()
+    got = [read_count(s, 65536) for s in socks]
+    time.sleep(0.2)  # the splices poll the backends again
+    reset.set()
+    ends = [outcome(s)[1] for s in socks]
+    check(ends == ["RST"] * 8, f"every client sees its backend's reset: {ends}")
+    check(wait_until(lambda: sum("end=backend_reset" in l for l in lb.log) == 8),
+          f"logged as backend resets: {[l for l in lb.log if 'msg=connection' in l]}")
+    for s in socks:
+        s.close()
+    reset.set()
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
 def read_count(s, n=None):
     """Read <s> until <n> bytes (None: its FIN): how many came."""
     got = 0
@@ -2070,7 +2148,8 @@ run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
            idle_timeout_is_never_early, slow_reader_is_not_idle,
            half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
-           resets_after_a_fin_reach_the_other_side, half_closed_slow_reader_no_spin,
+           resets_after_a_fin_reach_the_other_side, resets_taken_by_a_waiting_send,
+           half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
            slow_readers_hold_no_buffers, slow_readers_past_the_spill_cap,
            buffer_waiters_woken_while_buffers_are_free, buffers_exhausted,
