@@ -551,6 +551,23 @@ static void queue_release(struct hlb_backend *be)
 	hlb_backend_unref(be);
 }
 
+/*
+ * Whether half <i> of established <c> owes its destination bytes: read from
+ * its source and not delivered yet (a send in flight or waiting, a buffer
+ * parked, a spill, a pipe not empty), or taken by hashlb's socket there and
+ * not read yet (their sender counts them as sent: its kernel acknowledged
+ * them). One ioctl when it holds none: at an end, never per I/O.
+ */
+static bool half_owes(const struct conn *c, int i)
+{
+	const struct half *h = &c->h[i];
+	int unread = 0;
+
+	if (h->send_bid != BUF_NONE || h->pend_bid != BUF_NONE || (h->spliced && h->pipe_len))
+		return true;
+	return !h->eof && ioctl(c->fd[i], SIOCINQ, &unread) == 0 && unread > 0;
+}
+
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	if (c->state == CONN_CLOSING)
@@ -559,6 +576,15 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 	 * whatever the end, the client is reset (client_refuse()). */
 	if (c->state != CONN_OPEN)
 		sock_reset_on_close(c->fd[0]);
+	/* Established, closed by hashlb (a timeout, a drain, ctl close): a
+	 * side whose stream it cuts short is reset, as a reset would have it;
+	 * a FIN would pass what it got off as the whole stream. A side owed
+	 * nothing gets a FIN. (A reset's ends reset the other side already.) */
+	else if (end != CONN_END_CLIENT_RESET && end != CONN_END_BACKEND_RESET &&
+		 end != CONN_END_ERROR)
+		for (int i = 0; i < 2; i++)
+			if (half_owes(c, i))
+				sock_reset_on_close(c->fd[1 - i]);
 	if (c->state == CONN_QUEUED) { /* rare (shutdown past the drain): a scan will do */
 		struct conn **pp = &w->queue_head;
 
