@@ -125,6 +125,7 @@ struct half {
 	/* the OP_POLL in flight waits for room on the destination; an OP_OUT
 	 * multishot poll is armed on it; the half waits for its next report */
 	bool poll_out : 1, out_armed : 1, out_wait : 1;
+	bool poll_armed : 1; /* an OP_POLL is in flight (half_poll()) */
 	bool woken : 1; /* its recv was armed by conn_wake_starved(), not yet completed */
 	bool splice_refused : 1; /* counted in splice_refused: once per direction */
 	uint32_t bulk; /* bytes forwarded in large reads, until the switch */
