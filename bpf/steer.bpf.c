@@ -525,6 +525,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
 	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4]);
 	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
+	__u32 ext = (__u32)(h >> HLB_STEER_CT_EXT_SHIFT) & HLB_STEER_CT_EXT_MASK;
 	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;
 	const __u64 *dst = &kw[2];
 	struct hlb_steer_ct_bucket *b = bpf_map_lookup_elem(&hlb_ct, &bi);
@@ -559,9 +560,13 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			 * entry names a backend that takes no new flow
 			 * (draining, maint, weight 0: a client reused a source
 			 * port) is a new flow, scheduled by the table into
-			 * this way. */
+			 * this way. Unless the hash's ext bits differ: then
+			 * the tag matched by chance, the entry is a live
+			 * flow's, and the SYN follows it like its ACKs will. */
 			if (be &&
-			    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack)) {
+			    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack &&
+			      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
+				      ext)) {
 				/* Written only when it changed: once a tick, not
 				 * once a packet, so the line stays shared. */
 				if (way < HLB_STEER_CT_WAYS && b->seen[way] != now)
@@ -645,9 +650,15 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	}
 	if (way < HLB_STEER_CT_WAYS) {
 		/* One aligned 64-bit store: readers see the old entry or this. */
+		__u32 sh = way * HLB_STEER_CT_EXT_BITS;
+
 		*(volatile __u64 *)&b->way[way] =
 			hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
 		b->seen[way] = now;
+		/* Not atomic with the entry: two CPUs inserting into one set at
+		 * once may leave a way's ext wrong, and a reused tuple's SYN
+		 * then goes by its entry, as before ext was kept. */
+		b->ext = (b->ext & ~(HLB_STEER_CT_EXT_MASK << sh)) | ext << sh;
 	}
 	if (st) {
 		st->new_flows++;

@@ -219,18 +219,24 @@ struct hlb_steer_flow_key {
  * 0 is an empty way (incarnations start at 1). seen[w] is the coarse time
  * (jiffies >> HLB_STEER_CT_TICK_SHIFT, 16 bits, wrapping) way w was last
  * used: an insert takes the way with the flow's tag, else an empty one, else
- * the one seen longest ago.
+ * the one seen longest ago. ext holds, in its bits 5w..5w+4, bits 26..30 of
+ * the hash of way w's flow (in neither the bucket index, at most 2^26
+ * buckets, nor the tag): read only by a SYN whose entry names a backend that
+ * takes no new flow, to tell a reused tuple from a tag matched by chance.
  */
 #define HLB_STEER_CT_WAYS 6
 #define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
 #define HLB_STEER_CT_TAG_SHIFT 32
 #define HLB_STEER_CT_VIP_SHIFT 24
 #define HLB_STEER_CT_INC_SHIFT 16
+#define HLB_STEER_CT_EXT_SHIFT 26 /* the hash's bits kept in ext */
+#define HLB_STEER_CT_EXT_BITS 5
+#define HLB_STEER_CT_EXT_MASK ((1u << HLB_STEER_CT_EXT_BITS) - 1)
 
 struct hlb_steer_ct_bucket {
 	__u64 way[HLB_STEER_CT_WAYS];
 	__u16 seen[HLB_STEER_CT_WAYS];
-	__u32 pad;
+	__u32 ext; /* an older hashlb's program: 0, never read */
 };
 
 HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnation, __u32 slot)
@@ -327,6 +333,7 @@ _Static_assert(sizeof(struct hlb_steer_ring_point) == 16, "ring point layout");
 _Static_assert(sizeof(struct hlb_steer_slots) == 8, "slots layout");
 _Static_assert(sizeof(struct hlb_steer_flow_key) == 40, "flow key layout");
 _Static_assert(sizeof(struct hlb_steer_ct_bucket) == 64, "ct bucket layout: one cache line");
+_Static_assert((HLB_STEER_CT_WAYS * HLB_STEER_CT_EXT_BITS) <= 32, "ct ext bits fit");
 _Static_assert(HLB_STEER_STATS_SIZE == (7 + HLB_STEER_DROP_MAX) * 8, "hlb_stats' layout: fixed");
 _Static_assert(HLB_STEER_STATS_SIZE == 96, "hlb_stats' size: fixed (older hashlb read it so)");
 _Static_assert(sizeof(struct hlb_steer_stats) ==

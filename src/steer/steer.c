@@ -1604,6 +1604,10 @@ uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
 	return (uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS;
 }
 
+/* ext's bits are never bucket bits (steer_shared.h). */
+_Static_assert(HASHLB_STEER_FLOWS_MAX / HLB_STEER_CT_WAYS <= 1u << HLB_STEER_CT_EXT_SHIFT,
+	       "ct ext bits above the bucket index");
+
 uint64_t hashlb_steer_flows_capacity(uint32_t flows)
 {
 	uint64_t buckets = 1;

@@ -6,7 +6,9 @@
  * an entry idle for hours before any recent one, and a hit makes its way
  * recent again; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
- * not inherit the old backend's flows; a tag that matches by chance never
+ * not inherit the old backend's flows; a SYN that shares by chance a live
+ * flow's bucket and tag (a real pair, found by a birthday search) does not
+ * move it off its draining backend; a tag that matches by chance never
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
  * the VIP table holds 16 VIPs (32 keys), and a VIP keeps its slot while the
@@ -363,6 +365,103 @@ static void tag_collision(struct hashlb_steer *s, const struct hashlb_table *t)
 	printf("tag collision: another address passed, the same VIP on the entry's backend\n");
 }
 
+/* Bits 26..30 of the conntrack hash: in neither the bucket index (at most
+ * 2^26 buckets) nor the tag. */
+static uint32_t ext_of(const struct test_pkt *p)
+{
+	return (uint32_t)(flow_hash(p) >> 26) & 0x1f;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The i-th flow of the collision search: 10.128.x.y, ports 1024.. */
+static void search_flow(uint32_t i, struct test_pkt *p)
+{
+	memset(p, 0, sizeof(*p));
+	test_v4(p->src, 0x0a800000u | (i >> 10));
+	test_v4(p->dst, 0x0a00000a);
+	p->sport = (uint16_t)(1024 + (i & 1023));
+	p->dport = 80;
+}
+
+/*
+ * Two real flows that share a bucket and a tag (a birthday search: 2^21
+ * tuples into 16 buckets x 2^32 tags) but differ in the hash's other bits:
+ * false when none is found.
+ */
+static bool colliding_pair(struct test_pkt *a, struct test_pkt *b)
+{
+	enum { N = 1 << 21 };
+	uint64_t *k = malloc(N * sizeof(*k));
+	bool found = false;
+
+	if (!k)
+		exit(1);
+	for (uint32_t i = 0; i < N; i++) {
+		struct test_pkt p;
+
+		search_flow(i, &p);
+		k[i] = ((uint64_t)tag_of(&p) << 4 | bucket_of(&p)) << 21 | i;
+	}
+	qsort(k, N, sizeof(*k), key_cmp);
+	for (uint32_t i = 1; i < N && !found; i++) {
+		if (k[i] >> 21 != k[i - 1] >> 21)
+			continue;
+		search_flow((uint32_t)(k[i - 1] & (N - 1)), a);
+		search_flow((uint32_t)(k[i] & (N - 1)), b);
+		found = ext_of(a) != ext_of(b);
+	}
+	free(k);
+	return found;
+}
+
+/*
+ * 5b. A SYN that shares by chance the bucket and tag of a live flow on a
+ * draining backend is no reused tuple: the live flow keeps its entry and
+ * its backend (the SYN follows the entry, consistently with its ACKs).
+ * Before, the SYN was scheduled by the table into that way, and the live
+ * flow's next packet went to the SYN's backend.
+ */
+static void syn_collision(struct hashlb_steer *s)
+{
+	static const char *const names[] = { "a", "b", "c", "d", "e" };
+	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, names, 5, NULL), *td;
+	bool down[5] = { false }, drain[5] = { false };
+	struct test_pkt live, syn;
+	int x, got_syn, got_live;
+
+	CHECK(colliding_pair(&live, &syn), "no colliding pair found: the test proves nothing");
+	CHECK(bucket_of(&live) == bucket_of(&syn) && tag_of(&live) == tag_of(&syn) &&
+		      memcmp(live.src, syn.src, 16) != 0,
+	      "the pair does not collide");
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	live.tcp_flags = 0x02;
+	CHECK(send_pkt(&live, &x) == XDP_TX_ && x >= 0, "the live flow's SYN not forwarded");
+	live.tcp_flags = 0x10;
+	send_pkt(&live, &x);
+	/* Its backend drains: out of the table, its flows kept. */
+	down[x] = drain[x] = true;
+	td = build(HASHLB_SCHEME_MAGLEV, names, 5, down);
+	test_publish(s, td, HASHLB_KEY_4TUPLE, drain);
+	syn.tcp_flags = 0x02;
+	send_pkt(&syn, &got_syn);
+	CHECK(send_pkt(&live, &got_live) == XDP_TX_ && got_live == x,
+	      "a colliding SYN moved the live flow of draining %s to %d", names[x], got_live);
+	syn.tcp_flags = 0x10;
+	CHECK(send_pkt(&syn, &x) == XDP_TX_ && x == got_syn,
+	      "the colliding flow's ACK went to %d, its SYN to %d", x, got_syn);
+	printf("SYN collision: a SYN sharing a draining flow's bucket and tag left it on its "
+	       "backend\n");
+	hashlb_table_free(t);
+	hashlb_table_free(td);
+}
+
 /* 6. Two VIPs; one removed: its flows are passed, the other's keep their
  * backend across a table change (conntrack hits, not the new table). */
 static void vip_removal(struct hashlb_steer *s)
@@ -657,6 +756,7 @@ int main(void)
 	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
 	eviction(s);
 	reset(s, t);
+	syn_collision(s);
 	overload(s);
 	hashlb_steer_free(s);
 
