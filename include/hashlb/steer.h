@@ -110,6 +110,18 @@ int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer,
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 
 /*
+ * Whether <s>'s program tells a client's SYN from a reused tuple (its entry
+ * naming a backend that takes no new flow: scheduled by the table) from one
+ * whose conntrack tag matched a live flow's by chance (left on its entry).
+ * Always, for a program this hashlb loaded. One an older hashlb loaded and
+ * this one took over does not, and may even send every such SYN back to the
+ * draining backend, until it is attached again: attaching it again here
+ * would start an empty conntrack table and move every flow the table has
+ * moved since it began.
+ */
+bool hashlb_steer_reads_ext(const struct hashlb_steer *s);
+
+/*
  * Whether another process holds <s>'s maps open: it drives the program (a
  * hashlb that took it over, a hashlb steer in the foreground). A hashlb that
  * handed its sockets over keeps the program attached only then: one the new

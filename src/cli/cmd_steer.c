@@ -379,6 +379,12 @@ static int steer_publish(struct steer_args *a)
 		if (ret < 0)
 			goto out_err;
 	}
+	if (a->action == ACT_UPDATE && !hashlb_steer_reads_ext(s))
+		cli_error("note: the program on %s, which an older hashlb attached, may send a "
+			  "client's new connection from a reused port back to a backend that takes "
+			  "no new connection (draining, maint, weight 0): detach it and attach "
+			  "again (its flows start with no conntrack entry) for that\n",
+			  a->iface);
 	/* Table before VIPs: a VIP is never served by an empty table. */
 	ret = hashlb_steer_set_table(s, t, a->key, &a->prefix, dests, &err);
 	if (ret < 0)

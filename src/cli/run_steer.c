@@ -347,6 +347,13 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
 				rs->upgrade ? "upgrade" : "orphan");
+			/* Attached again, its flows would start with no entry. */
+			if (!hashlb_steer_reads_ext(e->steer))
+				hlb_log(HLB_LOG_WARN, "kernel steering: an older hashlb's program",
+					"service=%s interface=%s reason=\"a reused client port's SYN may "
+					"go back to a backend that takes no new connection, until "
+					"the program is attached again\"",
+					name, hlb_log_quote(o.iface, qi, sizeof(qi)));
 			flows_kept(e);
 		} else if (!rs->upgrade && ret != -ENOENT) {
 			e->failed = true;

@@ -112,6 +112,11 @@ int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
 	return -EOPNOTSUPP;
 }
 
+bool hashlb_steer_reads_ext(const struct hashlb_steer *s)
+{
+	return false;
+}
+
 enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
 {
 	return HASHLB_STEER_LOAD_ONLY;

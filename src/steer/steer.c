@@ -74,6 +74,11 @@ struct hashlb_steer {
 	/* the program reads hash_prefix (struct hlb_steer_table's v4_prefix,
 	 * v6_prefix); one an older hashlb loaded had padding there */
 	bool reads_prefix;
+	/* the program keeps a conntrack hash's ext bits (struct hlb_steer_ct_bucket):
+	 * it tells a reused tuple's SYN from a tag matched by chance. One an
+	 * older hashlb loaded has padding there, and may not even read
+	 * HLB_STEER_BACKEND_F_OUT */
+	bool reads_ext;
 	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
@@ -527,6 +532,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
 	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
 	s->reads_prefix = true;
+	s->reads_ext = true;
 	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
 	s->fd[M_BSLOTS] = bpf_map__fd(s->skel->maps.hlb_bslots);
 	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
@@ -632,12 +638,12 @@ static int find_attached(const char *iface, int *ret_ifindex, uint32_t *ret_id,
 }
 
 /*
- * Whether the program whose hlb_tables map <mi> describes reads hash_prefix:
- * its table's BTF names the member v4_prefix. An older hashlb's program has
- * padding there, never read: it would hash whole addresses whatever the
- * table said.
+ * Whether the value of the map <mi> describes has a member <name> in its BTF:
+ * what tells a program of this hashlb from an older one's, which has padding
+ * where a member was added (v4_prefix in hlb_tables: an older program would
+ * hash whole addresses whatever the table said; ext in hlb_ct).
  */
-static bool table_has_prefix(const struct bpf_map_info *mi)
+static bool value_has_member(const struct bpf_map_info *mi, const char *name)
 {
 	const struct btf_member *m;
 	const struct btf_type *t;
@@ -653,7 +659,7 @@ static bool table_has_prefix(const struct bpf_map_info *mi)
 	if (t && btf_is_struct(t)) {
 		m = btf_members(t);
 		for (unsigned i = 0; i < btf_vlen(t) && !found; i++, m++)
-			found = strcmp(btf__name_by_offset(btf, m->name_off), "v4_prefix") == 0;
+			found = strcmp(btf__name_by_offset(btf, m->name_off), name) == 0;
 	}
 	btf__free(btf);
 	return found;
@@ -715,14 +721,15 @@ int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct
 					s->points_cap = mi.max_entries / 2;
 				else if (m == M_BUCKETS)
 					s->buckets_cap = mi.max_entries / 2;
-				else if (m == M_CT)
+				else if (m == M_CT) {
 					s->ct_buckets = mi.max_entries;
-				else if (m == M_STATS)
+					s->reads_ext = value_has_member(&mi, "ext");
+				} else if (m == M_STATS)
 					s->stats_size = mi.value_size;
 				else if (m == M_STATS2)
 					s->stats2_size = mi.value_size;
 				else if (m == M_TABLES)
-					s->reads_prefix = table_has_prefix(&mi);
+					s->reads_prefix = value_has_member(&mi, "v4_prefix");
 				break;
 			}
 		}
@@ -1637,6 +1644,11 @@ int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
 	default:
 		return -EINVAL;
 	}
+}
+
+bool hashlb_steer_reads_ext(const struct hashlb_steer *s)
+{
+	return s->reads_ext;
 }
 
 enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
