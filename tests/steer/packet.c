@@ -195,6 +195,8 @@ static void test_ipv6_ext(void)
 	check_verdict("ipv6 icmpv6 fragment to the VIP", f, len, XDP_PASS_);
 	f[14 + 40] = 17; /* UDP */
 	check_verdict("ipv6 udp fragment to the VIP", f, len, XDP_PASS_);
+	f[14 + 40] = 50; /* ESP: encrypted, no TCP to read (the stack drops it) */
+	check_verdict("ipv6 esp fragment to the VIP", f, len, XDP_PASS_);
 	f[14 + 40] = 60; /* destination options, then maybe TCP */
 	check_verdict("ipv6 fragment of dstopts to the VIP", f, len, XDP_DROP_);
 	f[14 + 40] = 51; /* AH, then maybe TCP (before: passed) */
@@ -264,6 +266,8 @@ static void test_hostile(void)
 	 * (before: an IPv4 fragment of protocol 0, 43, 44 or 60 was dropped) */
 	f[14 + 9] = 60;
 	check_verdict("ipv4 fragment of protocol 60 to the VIP", f, len, XDP_PASS_);
+	f[14 + 9] = 50; /* ESP */
+	check_verdict("ipv4 esp fragment to the VIP", f, len, XDP_PASS_);
 	test_v4(p.dst, 0x0a000063);
 	len = test_build(&p, f);
 	f[14 + 6] = 0x20;
