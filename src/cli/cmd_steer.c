@@ -193,6 +193,16 @@ static int parse_vip(const char *s, struct sockaddr_storage *ret)
 	return 0;
 }
 
+/* Whether <mac> can name a backend: not all zero (which the loader reads as
+ * "none given"), nor the broadcast address (every host on the segment, each
+ * backend holding the VIP, would take the flow's packets). */
+static bool mac_names_one(const uint8_t mac[6])
+{
+	static const uint8_t zero[6], bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+	return memcmp(mac, zero, 6) != 0 && memcmp(mac, bcast, 6) != 0;
+}
+
 /* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed, a usage error. */
 static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_weight)
 {
@@ -215,7 +225,8 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 	}
 	while ((opt = strtok_r(NULL, ",", &save))) {
 		if (strncmp(opt, "mac=", 4) == 0 &&
-		    hashlb_steer_mac_parse(opt + 4, b->dest.mac) == 0) {
+		    hashlb_steer_mac_parse(opt + 4, b->dest.mac) == 0 &&
+		    mac_names_one(b->dest.mac)) {
 			b->have_mac = true;
 		} else if (strncmp(opt, "weight=", 7) == 0 &&
 			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
@@ -223,7 +234,7 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 			   strlen(opt + 4) < sizeof(b->dev)) {
 			strcpy(b->dev, opt + 4);
 		} else {
-			cli_error("backend '%s': invalid option '%s' (mac=MAC, "
+			cli_error("backend '%s': invalid option '%s' (mac=MAC of one host, "
 				  "weight=0..%u, dev=IFACE)\n",
 				  copy, opt, HASHLB_WEIGHT_MAX);
 			goto out;
@@ -647,6 +658,15 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->iface = optarg;
 			break;
 		case 0x200:
+			if (a->n_vips < VIPS_MAX && parse_vip(optarg, &a->vips[a->n_vips]) == 0 &&
+			    hashlb_addr_is_any(&a->vips[a->n_vips])) {
+				/* as the config refuses it with steering: kernel */
+				cli_error("VIP '%s' is a wildcard address: the kernel path "
+					  "matches packets by their destination, the address "
+					  "clients connect to\n",
+					  optarg);
+				goto usage;
+			}
 			if (a->n_vips == VIPS_MAX || parse_vip(optarg, &a->vips[a->n_vips]) < 0) {
 				cli_error("invalid VIP '%s' (ADDR:PORT or "
 					  "[V6]:PORT, at most %u)\n",

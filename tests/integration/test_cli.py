@@ -222,6 +222,17 @@ for args, status, msg in [
     (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), 2, "backend 'a': invalid IP address"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,weight=x"), 2, "invalid option 'weight=x'"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,mac=zz"), 2, "invalid option 'mac=zz'"),
+    # a VIP or a MAC that steers nothing (they were taken: the program matched no packet to
+    # 0.0.0.0, sent the backend's to 00:00:00:00:00:00 or flooded them to every host). With
+    # --update, so that a hashlb that takes them attaches nothing to the host's lo
+    (("steer", "-i", "lo", "--update", "--vip", "0.0.0.0:80", *BACKEND), 2,
+     "VIP '0.0.0.0:80' is a wildcard address"),
+    (("steer", "-i", "lo", "--update", "--vip", "[::]:443", *BACKEND), 2,
+     "VIP '[::]:443' is a wildcard address"),
+    (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=00:00:00:00:00:00"), 2,
+     "invalid option 'mac=00:00:00:00:00:00' (mac=MAC of one host"),
+    (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=FF:ff:ff:ff:ff:ff"), 2,
+     "invalid option 'mac=FF:ff:ff:ff:ff:ff'"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "-v", "5"), 2, "hashlb steer: -v applies to scheme ring"),
     # steer: what the action does not take was ignored
     (("steer", "-i", "lo", *VIP, *BACKEND, "--json"), 2, "--json applies only with --stats"),
