@@ -110,6 +110,14 @@ int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer,
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 
 /*
+ * Whether <s>'s program is still the one attached to the interface it was
+ * attached to (opened) or found on: false once that interface is gone (a
+ * program leaves with its interface; one created again under the name is
+ * another, with no program) or another program took its place.
+ */
+bool hashlb_steer_attached(struct hashlb_steer *s);
+
+/*
  * Whether <s>'s program tells a client's SYN from a reused tuple (its entry
  * naming a backend that takes no new flow: scheduled by the table) from one
  * whose conntrack tag matched a live flow's by chance (left on its entry).

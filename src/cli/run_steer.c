@@ -34,6 +34,9 @@ struct run_steer_svc {
 	uint32_t flows; /* steering_flows: the conntrack size of a program attached */
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
+	/* Its program went away with its interface (or was replaced): attached
+	 * again by refresh_tick() once the interface is there. */
+	bool lost;
 	bool published; /* <generation> is in the kernel with <vip> */
 	uint64_t generation;
 	/* The service its tables come from (a reference), for the retries: its
@@ -453,6 +456,41 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
 }
 
 /*
+ * Whether <e>'s program is gone: a program leaves with its interface, and one
+ * created again under the name (a bond, a VLAN set up anew) has none. The
+ * daemon went on publishing into maps no program read, its status showing
+ * the program attached, and the VIP's clients went to its own listener. Now
+ * the loss is logged, and the service's latest table attached again once the
+ * interface is there (a new program, with no conntrack entry: the flows
+ * through the old interface ended with it).
+ */
+static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
+{
+	char qi[LOG_IFACE_MAX];
+
+	if (e->steer && !hashlb_steer_attached(e->steer)) {
+		hlb_log(HLB_LOG_WARN, "kernel steering lost",
+			"service=%s interface=%s reason=\"its program is no longer attached: the "
+			"interface went away, or another program took its place\"",
+			e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)));
+		/* Kept: nothing of ours to detach, and what is there is not ours. */
+		hashlb_steer_set_keep(e->steer, true);
+		hashlb_steer_free(e->steer);
+		e->steer = NULL;
+		e->published = false;
+		e->lost = true;
+	}
+	if (!e->lost)
+		return false;
+	if (!e->svc || !e->iface || !if_nametoindex(e->iface))
+		return true;
+	e->lost = false;
+	e->failed = false;
+	publish(rs, e, atomic_load(&e->svc->snap));
+	return true;
+}
+
+/*
  * The published tables whose backends' MACs the neighbour table no longer
  * has: published again. Only the table's own backends matter: each table
  * carries the MAC of every backend, read when it was published, and none
@@ -471,6 +509,8 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hlb_snapshot *snap;
 
+		if (!rs->stopping && attach_lost(rs, e))
+			continue;
 		if (!e->published || e->retry || !e->svc || !e->steer)
 			continue;
 		snap = atomic_load(&e->svc->snap);

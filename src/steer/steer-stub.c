@@ -112,6 +112,11 @@ int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
 	return -EOPNOTSUPP;
 }
 
+bool hashlb_steer_attached(struct hashlb_steer *s)
+{
+	return false;
+}
+
 bool hashlb_steer_reads_ext(const struct hashlb_steer *s)
 {
 	return false;

@@ -84,7 +84,7 @@ struct hashlb_steer {
 	int ifindex;
 	bool tc_hook_created;
 	bool keep;
-	uint32_t prog_id; /* found: the program that was attached */
+	uint32_t prog_id; /* the program attached (found, or attached here) */
 	uint8_t if_mac[6];
 };
 
@@ -451,6 +451,16 @@ static void detach(struct hashlb_steer *s)
 	s->mode = HASHLB_STEER_LOAD_ONLY;
 }
 
+/* The id of program <fd>, 0 if unknown. */
+static uint32_t prog_id_of(int fd)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
+}
+
 int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_table *first,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
@@ -559,6 +569,9 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 		ret = attach(s, o->mode, err);
 		if (ret < 0)
 			goto err_free;
+		s->prog_id = prog_id_of(bpf_program__fd(s->mode == HASHLB_STEER_TC
+								? s->skel->progs.hlb_tc
+								: s->skel->progs.hlb_xdp));
 	}
 	*ret_steer = s;
 	return 0;
@@ -891,6 +904,14 @@ static void detach_found(struct hashlb_steer *s)
 
 	if (attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id)
 		detach_prog(s, s->ifindex, mode, id);
+}
+
+bool hashlb_steer_attached(struct hashlb_steer *s)
+{
+	enum hashlb_steer_mode mode;
+	uint32_t id = 0;
+
+	return s->prog_id && attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id;
 }
 
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)

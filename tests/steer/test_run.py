@@ -8,7 +8,8 @@ orphaned program over, never one a live daemon drives; /metrics shows the kernel
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
-of two services on one interface under two names (an altname), the second is not started.
+of two services on one interface under two names (an altname), the second is not started; an
+interface deleted and created again gets its program back.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -843,6 +844,36 @@ def altname(topo, servers):
              check=False)
 
 
+def iface_recreated(topo, servers):
+    """The LB's eth0 deleted and created again under its name (a bond or a VLAN interface set
+    up anew): its program went with it. The daemon logs the loss, attaches the service's latest
+    table to the new eth0, and new clients go through the kernel path again. Before, it went on
+    publishing into maps no program read, its status showing the program attached: no new flow
+    in the kernel path, every client through the daemon's own listener, for good."""
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "recreated: no table published at start")
+        steered(topo, "recreated: before", 10)
+        topo.wait_closed()
+        d.skip_log()
+        topo.rewire_lb()
+        topo.resolve()
+        lost = d.wait_log("kernel steering lost", 15)
+        again = d.wait_log("kernel steering attached", 15) if lost else None
+        check(lost is not None and again is not None and "interface=eth0" in again,
+              f"recreated: the program lost with eth0 not attached again: lost {lost}, "
+              f"attached {again}")
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "recreated: no table published to the new program")
+        got = steered(topo, "recreated: after", 20)
+        print(f"recreated: eth0 created again, program {'attached again' if again else 'LOST'}; "
+              f"20 new clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -853,7 +884,7 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("prefix", prefix),
-                     ("altname", altname)]:
+                     ("altname", altname), ("iface_recreated", iface_recreated)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)

@@ -70,14 +70,7 @@ class Topo:
         nodes = [(self.client, CLIENT_IP, CLIENT_IP6), (self.lb, LB_IP, LB_IP6)] + [
             (b, self.backend_ip(i), self.backend_ip6(i)) for i, b in enumerate(self.backends)]
         for k, (ns, ip, ip6) in enumerate(nodes):
-            port = f"p{k}"
-            sh("ip", "-n", self.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-               "netns", ns)
-            sh("ip", "-n", self.sw, "link", "set", port, "master", "br0", "up")
-            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
-            sh("ip", "-n", ns, "-6", "addr", "add", f"{ip6}/64", "dev", "eth0", "nodad")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            self.wire(k, ns, ip, ip6)
         sh("ip", "-n", self.client, "route", "add", f"{VIP}/32", "via", LB_IP)
         sh("ip", "-n", self.client, "-6", "route", "add", f"{VIP6}/128", "via", LB_IP6)
         for b in self.backends:
@@ -91,6 +84,24 @@ class Topo:
             sh("sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=0", ns=ns)
         self.resolve()
         return self
+
+    def wire(self, k, ns, ip, ip6):
+        """Node <ns>'s eth0, with <ip> and <ip6>, on the switch's port p<k>."""
+        port = f"p{k}"
+        sh("ip", "-n", self.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
+           "netns", ns)
+        sh("ip", "-n", self.sw, "link", "set", port, "master", "br0", "up")
+        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "-6", "addr", "add", f"{ip6}/64", "dev", "eth0", "nodad")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=0", ns=ns)
+
+    def rewire_lb(self):
+        """The LB's eth0 deleted and created again under its name (a bond or a VLAN
+        interface set up anew): whatever was attached to it goes with it."""
+        sh("ip", "link", "del", "eth0", ns=self.lb)
+        self.wire(1, self.lb, LB_IP, LB_IP6)
 
     def resolve(self, deadline=20):
         """Fill the LB's neighbour table so backends can be given without mac=: until each
