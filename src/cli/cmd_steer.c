@@ -337,13 +337,23 @@ static void stop_signals(sigset_t *ret_set)
 	sigaddset(ret_set, SIGHUP);
 }
 
-static int wait_for_signal(void)
+/*
+ * A stop signal, or 0 once <s>'s program is no longer attached: it went with
+ * its interface (deleted, or created again under the name: a new one has no
+ * program), or another took its place. Before, the process went on waiting,
+ * steering nothing; exiting lets a supervisor start it again. Asked every
+ * 2 s.
+ */
+static int wait_for_signal(struct hashlb_steer *s)
 {
+	const struct timespec tick = { .tv_sec = 2 };
 	sigset_t set;
-	int sig = 0;
+	int sig;
 
 	stop_signals(&set);
-	sigwait(&set, &sig);
+	while ((sig = sigtimedwait(&set, NULL, &tick)) < 0)
+		if (errno == EAGAIN && !hashlb_steer_attached(s))
+			return 0;
 	return sig;
 }
 
@@ -414,8 +424,15 @@ static int steer_publish(struct steer_args *a)
 	printf("\n");
 	fflush(stdout);
 	if (a->action == ACT_RUN && !a->opts.keep) {
-		int sig = wait_for_signal();
+		int sig = wait_for_signal(s);
 
+		if (sig == 0) {
+			cli_error("the program on %s is gone: the interface went away, or another "
+				  "program took its place\n",
+				  a->iface);
+			ret = -ENODEV;
+			goto out;
+		}
 		printf("hashlb steer: %s, detaching from %s\n", strsignal(sig), a->iface);
 	}
 	ret = 0;

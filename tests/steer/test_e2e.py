@@ -415,6 +415,27 @@ def hangup(topo):
     print("SIGHUP: detached" if not failures else "", flush=True)
 
 
+def iface_gone(topo):
+    """A foreground hashlb steer whose interface is deleted (and created again under its name:
+    a new interface, with no program) exits 1 saying so, within its 2 s check, so that a
+    supervisor can start it again. Before, it went on waiting, steering nothing."""
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    topo.rewire_lb()
+    topo.resolve()
+    try:
+        _, err = p1.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p1.terminate()
+        _, err = p1.communicate(timeout=15)
+        err = f"still running after 15 s: {err}"
+    check(p1.returncode == 1 and "the program on eth0 is gone" in err and not hooks(topo),
+          f"interface gone: exit {p1.returncode}, {err.strip()}, hooks {sorted(hooks(topo))}")
+    print("interface gone: the foreground hashlb steer exited" if not failures else "",
+          flush=True)
+
+
 def dead_backend_down(topo):
     """--update --down (or --drain) of a backend whose neighbour entry is gone (its host died,
     the entry failed or expired) goes through: a backend out of the table needs no MAC. Before,
@@ -884,6 +905,7 @@ def body(topo):
     second_instance(topo)
     foreign_filters(topo)
     hangup(topo)
+    iface_gone(topo)
     foreground_detach(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)

@@ -85,11 +85,13 @@ class Topo:
         self.resolve()
         return self
 
-    def wire(self, k, ns, ip, ip6):
-        """Node <ns>'s eth0, with <ip> and <ip6>, on the switch's port p<k>."""
+    def wire(self, k, ns, ip, ip6, mac=None):
+        """Node <ns>'s eth0, with <ip> and <ip6> (and <mac>), on the switch's port p<k>."""
         port = f"p{k}"
         sh("ip", "-n", self.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
            "netns", ns)
+        if mac:
+            sh("ip", "-n", ns, "link", "set", "eth0", "address", mac)
         sh("ip", "-n", self.sw, "link", "set", port, "master", "br0", "up")
         sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
         sh("ip", "-n", ns, "-6", "addr", "add", f"{ip6}/64", "dev", "eth0", "nodad")
@@ -99,9 +101,12 @@ class Topo:
 
     def rewire_lb(self):
         """The LB's eth0 deleted and created again under its name (a bond or a VLAN
-        interface set up anew): whatever was attached to it goes with it."""
+        interface set up anew): whatever was attached to it goes with it. Its MAC stays, as
+        the other nodes' neighbour entries have it (a bond keeps its own too); its neighbour
+        table starts empty (resolve() fills it)."""
+        mac = self.mac(self.lb)
         sh("ip", "link", "del", "eth0", ns=self.lb)
-        self.wire(1, self.lb, LB_IP, LB_IP6)
+        self.wire(1, self.lb, LB_IP, LB_IP6, mac)
 
     def resolve(self, deadline=20):
         """Fill the LB's neighbour table so backends can be given without mac=: until each
