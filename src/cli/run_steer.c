@@ -304,6 +304,19 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 	return NULL;
 }
 
+/* The MAC refresh (and lost program) timer, if not armed yet. */
+static void refresh_arm(struct run_steer *rs, const char *name)
+{
+	if (rs->refresh_timer || !rs->d)
+		return;
+	if (hlb_daemon_timer_add(rs->d, REFRESH_MS, REFRESH_MS, refresh_tick, rs,
+				 &rs->refresh_timer) < 0) {
+		rs->refresh_timer = NULL;
+		hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the MAC refresh timer",
+			"service=%s", name);
+	}
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -312,7 +325,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	const char *name = e->name;
 	char qi[LOG_IFACE_MAX];
 
-	if (rs->stopping || e->failed || (e->published && e->generation == snap->generation))
+	if (rs->stopping || e->failed || e->lost ||
+	    (e->published && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface,
@@ -324,6 +338,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				   "steering: kernel needs 'interface'");
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
+			return;
+		}
+		/* Not there yet (a bond or VLAN made after hashlb started, at
+		 * boot): attached once it is (attach_lost()). Before, never,
+		 * until a reload. */
+		if (!if_nametoindex(o.iface)) {
+			hashlb_err(&err, -ENODEV, HASHLB_ERR_SYSTEM,
+				   "no interface '%s': attached once it exists", o.iface);
+			e->lost = true;
+			log_error("kernel steering not started", name, &err);
+			refresh_arm(rs, name);
 			return;
 		}
 		const struct run_steer_svc *other = iface_taken(rs, e);
@@ -419,13 +444,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		} else {
 			e->n_macs = 0;
 		}
-		if (!rs->refresh_timer && rs->d &&
-		    hlb_daemon_timer_add(rs->d, REFRESH_MS, REFRESH_MS, refresh_tick, rs,
-					 &rs->refresh_timer) < 0) {
-			rs->refresh_timer = NULL;
-			hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the MAC refresh timer",
-				"service=%s", name);
-		}
+		refresh_arm(rs, name);
 		hlb_log(HLB_LOG_INFO, "kernel steering table published",
 			"service=%s generation=%llu fingerprint=%016llx", name,
 			(unsigned long long)snap->generation,

@@ -9,7 +9,8 @@ counters, exact and never lower across a reload; steering_flows sizes the conntr
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 of two services on one interface under two names (an altname), the second is not started; an
-interface deleted and created again gets its program back.
+interface deleted and created again gets its program back, and one missing at the start gets it
+when it appears.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -874,6 +875,43 @@ def iface_recreated(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def iface_later(topo, servers):
+    """The daemon starts before its interface exists (a bond or a VLAN made later at boot):
+    the service is not started, saying it is attached once the interface exists, and it is,
+    its latest table steering new clients, with no reload. Before, it stayed unsteered until a
+    reload. (The LB's eth0 is renamed away, then back: renaming takes the link down.)"""
+    def rename(old, new):
+        T.sh("ip", "link", "set", old, "down", ns=topo.lb)
+        T.sh("ip", "link", "set", old, "name", new, ns=topo.lb)
+        T.sh("ip", "link", "set", new, "up", ns=topo.lb)
+
+    rename("eth0", "hlbaway0")
+    d = Daemon(topo, service(topo)).start()
+    try:
+        refused = d.wait_log("kernel steering not started", 15)
+        check(refused is not None and "attached once it exists" in refused,
+              f"later: no eth0, yet not said so: {refused}")
+        rename("hlbaway0", "eth0")
+        # A link taken down loses its IPv6 addresses and neighbour entries.
+        T.sh("ip", "-6", "addr", "replace", f"{T.LB_IP6}/64", "dev", "eth0", "nodad",
+             ns=topo.lb)
+        topo.resolve()
+        again = d.wait_log("kernel steering attached", 15)
+        check(again is not None and d.wait_log("kernel steering table published", 15),
+              f"later: eth0 created, the program not attached: {again}")
+        got = steered(topo, "later", 20)
+        print(f"later: eth0 created after the start, program "
+              f"{'attached' if again else 'NOT attached'}; 20 new clients {dict(got)}",
+              flush=True)
+    finally:
+        d.stop()
+        if "hlbaway0" in T.sh("ip", "link", "show", ns=topo.lb).stdout:
+            rename("hlbaway0", "eth0")
+            T.sh("ip", "-6", "addr", "replace", f"{T.LB_IP6}/64", "dev", "eth0", "nodad",
+                 ns=topo.lb)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -884,7 +922,8 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("prefix", prefix),
-                     ("altname", altname), ("iface_recreated", iface_recreated)]:
+                     ("altname", altname), ("iface_recreated", iface_recreated),
+                     ("iface_later", iface_later)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
