@@ -52,6 +52,9 @@ const volatile __u32 points_cap = 1;
 const volatile __u32 buckets_cap = 1;
 /* Conntrack buckets - 1 (a power of two less one), set by the loader. */
 const volatile __u32 ct_mask = 0;
+/* The conntrack hash's seed (hlb_steer_ct_hash_words), random, set by the
+ * loader: no client can compute which flows share a bucket or a tag. */
+const volatile __u64 ct_seed = 0;
 /* Benchmarks only: make every packet a new flow (its source address XORed
  * with a counter), so that BPF_PROG_TEST_RUN's repeat measures the new-flow
  * path warm. Zero in production: the verifier removes the code. */
@@ -523,7 +526,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	 * VIP no longer served are passed without the loader touching them.
 	 */
 	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
-	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4]);
+	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4], ct_seed);
 	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
 	__u32 ext = (__u32)(h >> HLB_STEER_CT_EXT_SHIFT) & HLB_STEER_CT_EXT_MASK;
 	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;

@@ -117,6 +117,10 @@ void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
  */
 bool hashlb_steer_attached(struct hashlb_steer *s);
 
+/* The conntrack hash's seed of <s>'s program (hlb_steer_ct_hash), random
+ * at each load: for tests that compute a flow's bucket. 0 for a found one. */
+uint64_t hashlb_steer_ct_seed(const struct hashlb_steer *s);
+
 /*
  * Whether <s>'s program tells a client's SYN from a reused tuple (its entry
  * naming a backend that takes no new flow: scheduled by the table) from one

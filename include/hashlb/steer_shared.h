@@ -250,14 +250,19 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnatio
  * The flow's conntrack hash, of the key's five 64-bit words: not the table's seeded hash (which may cover
  * fewer fields: a source-address key would put all of a client's flows in
  * one bucket with one tag), a cheap one of every field. Five independent
- * multiplies (the key's 64-bit words), then murmur3's finaliser so that
- * every bit of the key reaches the bucket bits and the tag.
+ * multiplies (the key's 64-bit words, each XORed with <seed> first), then
+ * murmur3's finaliser so that every bit of the key reaches the bucket bits
+ * and the tag. <seed> is the program's own, random (its ct_seed): without it
+ * the sum of products is linear enough that a client who knows another
+ * flow's tuple computes at once an IPv6 source whose hash is that flow's
+ * (bucket, tag and all), and takes or evicts its entry at will.
  */
-HLB_STEER_INLINE __u64 hlb_steer_ct_hash_words(__u64 w0, __u64 w1, __u64 w2, __u64 w3, __u64 w4)
+HLB_STEER_INLINE __u64 hlb_steer_ct_hash_words(__u64 w0, __u64 w1, __u64 w2, __u64 w3, __u64 w4,
+					       __u64 seed)
 {
-	__u64 h = (w0 * 0x9e3779b97f4a7c15ULL) ^ (w1 * 0xc2b2ae3d27d4eb4fULL) ^
-		  (w2 * 0x165667b19e3779f9ULL) ^ (w3 * 0xd6e8feb86659fd93ULL) ^
-		  (w4 * 0x27d4eb2f165667c5ULL);
+	__u64 h = ((w0 ^ seed) * 0x9e3779b97f4a7c15ULL) ^ ((w1 ^ seed) * 0xc2b2ae3d27d4eb4fULL) ^
+		  ((w2 ^ seed) * 0x165667b19e3779f9ULL) ^ ((w3 ^ seed) * 0xd6e8feb86659fd93ULL) ^
+		  ((w4 ^ seed) * 0x27d4eb2f165667c5ULL);
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;
@@ -268,12 +273,12 @@ HLB_STEER_INLINE __u64 hlb_steer_ct_hash_words(__u64 w0, __u64 w1, __u64 w2, __u
 }
 
 /* The same of a key in memory (its five 64-bit words as loaded). */
-HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k)
+HLB_STEER_INLINE __u64 hlb_steer_ct_hash(const struct hlb_steer_flow_key *k, __u64 seed)
 {
 	__u64 w[5];
 
 	__builtin_memcpy(w, k, sizeof(w));
-	return hlb_steer_ct_hash_words(w[0], w[1], w[2], w[3], w[4]);
+	return hlb_steer_ct_hash_words(w[0], w[1], w[2], w[3], w[4], seed);
 }
 
 enum hlb_steer_drop {

@@ -117,6 +117,11 @@ bool hashlb_steer_attached(struct hashlb_steer *s)
 	return false;
 }
 
+uint64_t hashlb_steer_ct_seed(const struct hashlb_steer *s)
+{
+	return 0;
+}
+
 bool hashlb_steer_reads_ext(const struct hashlb_steer *s)
 {
 	return false;

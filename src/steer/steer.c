@@ -18,7 +18,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/ethtool.h>
@@ -79,6 +81,7 @@ struct hashlb_steer {
 	 * older hashlb loaded has padding there, and may not even read
 	 * HLB_STEER_BACKEND_F_OUT */
 	bool reads_ext;
+	uint64_t ct_seed; /* the conntrack hash's seed: opened handles only */
 	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
@@ -523,6 +526,16 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->skel->rodata->points_cap = s->points_cap;
 	s->skel->rodata->buckets_cap = s->buckets_cap;
 	s->skel->rodata->bench_new_flows = o->bench_new_flows;
+	/* A seed nobody outside knows: urandom's, else the clock's (no worse
+	 * than the fixed one it replaces). */
+	if (getrandom(&s->ct_seed, sizeof(s->ct_seed), GRND_NONBLOCK) != sizeof(s->ct_seed)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s->ct_seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)ts.tv_sec ^
+			     (uint64_t)getpid() << 32;
+	}
+	s->skel->rodata->ct_seed = s->ct_seed;
 	s->skel->rodata->ct_mask = s->ct_buckets - 1;
 	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->backends_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->backends_cap);
@@ -1665,6 +1678,11 @@ int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog)
 	default:
 		return -EINVAL;
 	}
+}
+
+uint64_t hashlb_steer_ct_seed(const struct hashlb_steer *s)
+{
+	return s->ct_seed;
 }
 
 bool hashlb_steer_reads_ext(const struct hashlb_steer *s)

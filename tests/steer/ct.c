@@ -8,7 +8,8 @@
  * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
  * not inherit the old backend's flows; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
- * move it off its draining backend; a tag that matches by chance never
+ * move it off its draining backend, nor does one whose IPv6 source was
+ * computed to share its hash without the program's seed; a tag that matches by chance never
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
  * the VIP table holds 16 VIPs (32 keys), and a VIP keeps its slot while the
@@ -23,6 +24,7 @@
 
 static int fd, ct_fd;
 static uint32_t n_buckets;
+static uint64_t ct_seed; /* the loaded program's */
 
 static struct hashlb_table *build(enum hashlb_scheme scheme, const char *const *names, uint32_t n,
 				  const bool *down)
@@ -40,7 +42,7 @@ static uint64_t flow_hash(const struct test_pkt *p)
 	memcpy(k.dst, p->dst, 16);
 	k.sport = htons(p->sport);
 	k.dport = htons(p->dport);
-	return hlb_steer_ct_hash(&k);
+	return hlb_steer_ct_hash(&k, ct_seed);
 }
 
 static uint32_t bucket_of(const struct test_pkt *p)
@@ -420,6 +422,43 @@ static bool colliding_pair(struct test_pkt *a, struct test_pkt *b)
 	return found;
 }
 
+static const char *const abcde[] = { "a", "b", "c", "d", "e" };
+
+/*
+ * <live> opens (SYN, then ACK) on the backend a Maglev table of abcde[] gives
+ * it; that backend drains (out of the table, its flows kept); <syn>'s SYN
+ * follows. Returns <live>'s backend, -1 if it was not forwarded; in
+ * *ret_after the backend <live>'s next ACK reaches, in *ret_syn the SYN's.
+ */
+static int drain_then_syn(struct hashlb_steer *s, struct test_pkt *live, struct test_pkt *syn,
+			  int *ret_after, int *ret_syn)
+{
+	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, abcde, 5, NULL), *td;
+	bool down[5] = { false }, drain[5] = { false };
+	int x;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	live->tcp_flags = 0x02;
+	if (send_pkt(live, &x) != XDP_TX_ || x < 0 || x >= 5) {
+		hashlb_table_free(t);
+		return -1;
+	}
+	live->tcp_flags = 0x10;
+	send_pkt(live, &x);
+	down[x] = drain[x] = true;
+	td = build(HASHLB_SCHEME_MAGLEV, abcde, 5, down);
+	test_publish(s, td, HASHLB_KEY_4TUPLE, drain);
+	syn->tcp_flags = 0x02;
+	send_pkt(syn, ret_syn);
+	if (send_pkt(live, ret_after) != XDP_TX_)
+		*ret_after = -1;
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	hashlb_table_free(t);
+	hashlb_table_free(td);
+	return x;
+}
+
 /*
  * 5b. A SYN that shares by chance the bucket and tag of a live flow on a
  * draining backend is no reused tuple: the live flow keeps its entry and
@@ -429,9 +468,6 @@ static bool colliding_pair(struct test_pkt *a, struct test_pkt *b)
  */
 static void syn_collision(struct hashlb_steer *s)
 {
-	static const char *const names[] = { "a", "b", "c", "d", "e" };
-	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, names, 5, NULL), *td;
-	bool down[5] = { false }, drain[5] = { false };
 	struct test_pkt live, syn;
 	int x, got_syn, got_live;
 
@@ -439,27 +475,81 @@ static void syn_collision(struct hashlb_steer *s)
 	CHECK(bucket_of(&live) == bucket_of(&syn) && tag_of(&live) == tag_of(&syn) &&
 		      memcmp(live.src, syn.src, 16) != 0,
 	      "the pair does not collide");
-	hashlb_steer_flows_clear(s);
-	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
-	live.tcp_flags = 0x02;
-	CHECK(send_pkt(&live, &x) == XDP_TX_ && x >= 0, "the live flow's SYN not forwarded");
-	live.tcp_flags = 0x10;
-	send_pkt(&live, &x);
-	/* Its backend drains: out of the table, its flows kept. */
-	down[x] = drain[x] = true;
-	td = build(HASHLB_SCHEME_MAGLEV, names, 5, down);
-	test_publish(s, td, HASHLB_KEY_4TUPLE, drain);
-	syn.tcp_flags = 0x02;
-	send_pkt(&syn, &got_syn);
-	CHECK(send_pkt(&live, &got_live) == XDP_TX_ && got_live == x,
-	      "a colliding SYN moved the live flow of draining %s to %d", names[x], got_live);
+	x = drain_then_syn(s, &live, &syn, &got_live, &got_syn);
+	CHECK(x >= 0 && got_live == x, "a colliding SYN moved the live flow of draining %s to %d",
+	      x >= 0 ? abcde[x] : "?", got_live);
 	syn.tcp_flags = 0x10;
 	CHECK(send_pkt(&syn, &x) == XDP_TX_ && x == got_syn,
 	      "the colliding flow's ACK went to %d, its SYN to %d", x, got_syn);
 	printf("SYN collision: a SYN sharing a draining flow's bucket and tag left it on its "
 	       "backend\n");
-	hashlb_table_free(t);
-	hashlb_table_free(td);
+}
+
+/* The inverse of odd <c> modulo 2^64 (Newton's iteration). */
+static uint64_t inverse(uint64_t c)
+{
+	uint64_t x = c;
+
+	for (int i = 0; i < 5; i++)
+		x *= 2 - c * x;
+	return x;
+}
+
+/*
+ * 5c. What a client who knows another flow's tuple could do with a public
+ * conntrack hash: compute (no search) an IPv6 source, in the same /64, whose
+ * flow hashes exactly as the victim's under the hash without a seed, and
+ * send its SYN once the victim's backend drains. The program's own random
+ * seed makes the crafted flow collide no more than any other; before (no
+ * seed) it shared bucket, tag and ext bits, its SYN was taken for the
+ * victim's reused tuple, and the victim moved.
+ */
+static void crafted_collision(struct hashlb_steer *s)
+{
+	static const char *const vips[] = { "10.0.0.10:80", "[fd00::10]:80" };
+	static const uint64_t c[5] = { 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
+				       0x165667b19e3779f9ULL, 0xd6e8feb86659fd93ULL,
+				       0x27d4eb2f165667c5ULL };
+	struct hlb_steer_flow_key kv, ka;
+	struct test_pkt victim, attacker;
+	uint64_t wv[5], wa[5], x = 0;
+	int be, got, got_syn;
+
+	memset(&victim, 0, sizeof(victim));
+	victim.v6 = true;
+	inet_pton(AF_INET6, "fd01::1:2:3:4", victim.src);
+	inet_pton(AF_INET6, "fd00::10", victim.dst);
+	victim.sport = 40000;
+	victim.dport = 80;
+	attacker = victim;
+	attacker.sport = 40001;
+	memset(&kv, 0, sizeof(kv));
+	memcpy(kv.src, victim.src, 16);
+	memcpy(kv.dst, victim.dst, 16);
+	kv.sport = htons(victim.sport);
+	kv.dport = htons(victim.dport);
+	ka = kv;
+	ka.sport = htons(attacker.sport);
+	memcpy(wv, &kv, sizeof(wv));
+	memcpy(wa, &ka, sizeof(wa));
+	/* w1 (the source's interface id) such that the products' XOR is the victim's */
+	for (int i = 0; i < 5; i++)
+		x ^= wv[i] * c[i] ^ (i == 1 ? 0 : wa[i] * c[i]);
+	wa[1] = x * inverse(c[1]);
+	memcpy(attacker.src + 8, &wa[1], 8);
+	memcpy(ka.src + 8, &wa[1], 8);
+	CHECK(hlb_steer_ct_hash(&ka, 0) == hlb_steer_ct_hash(&kv, 0) &&
+		      memcmp(&ka, &kv, sizeof(ka)) != 0,
+	      "the crafted flow does not collide under the unseeded hash");
+
+	test_set_vips(s, vips, 2);
+	be = drain_then_syn(s, &victim, &attacker, &got, &got_syn);
+	CHECK(be >= 0 && got == be,
+	      "a SYN crafted to collide moved the victim off draining %s to %d",
+	      be >= 0 ? abcde[be] : "?", got);
+	printf("crafted collision: an IPv6 source computed to share the victim's unseeded hash "
+	       "left it on its backend\n");
+	test_set_vips(s, vips, 1);
 }
 
 /* 6. Two VIPs; one removed: its flows are passed, the other's keep their
@@ -740,6 +830,7 @@ static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
 	if (bpf_obj_get_info_by_fd(ct_fd, &mi, &mlen) < 0)
 		exit(1);
 	n_buckets = mi.max_entries;
+	ct_seed = hashlb_steer_ct_seed(s);
 	test_set_vips(s, vips, 1);
 	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
 	return s;
@@ -764,6 +855,7 @@ int main(void)
 	s = load(0, t);
 	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
 	tag_collision(s, t);
+	crafted_collision(s);
 	incarnation(s);
 	vip_removal(s);
 	vip_table(s);
