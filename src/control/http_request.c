@@ -182,17 +182,34 @@ const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, siz
 }
 
 /*
+ * The line at <p>, up to <end>: where its text ends (at its CRLF, at its LF alone, or at
+ * <end>), and into *ret_next where the next line begins (NULL if there is none). Every
+ * reader of the head splits it here, so that none of them sees other lines than another.
+ */
+static char *line_end(char *p, const char *end, char **ret_next)
+{
+	char *lf = memchr(p, '\n', (size_t)(end - p));
+
+	if (!lf) {
+		*ret_next = NULL;
+		return (char *)end;
+	}
+	*ret_next = lf + 1;
+	return lf > p && lf[-1] == '\r' ? lf - 1 : lf;
+}
+
+/*
  * The value of header <name> in the header lines <hdrs> ("Name: value\r\n...",
  * NUL-terminated; NULL if none), spaces trimmed, copied into <buf>. NULL if
  * absent.
  */
-static const char *header(const char *hdrs, const char *name, char *buf, size_t size)
+static const char *header(char *hdrs, const char *name, char *buf, size_t size)
 {
 	size_t nl = strlen(name);
+	const char *hend = hdrs ? hdrs + strlen(hdrs) : NULL; /* once: not at each line */
 
-	for (const char *p = hdrs; p && *p;) {
-		const char *eol = strstr(p, "\r\n");
-		const char *end = eol ? eol : p + strlen(p);
+	for (char *p = hdrs, *next; p && *p; p = next) {
+		const char *end = line_end(p, hend, &next);
 
 		if ((size_t)(end - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
 			const char *v = p + nl + 1;
@@ -207,7 +224,6 @@ static const char *header(const char *hdrs, const char *name, char *buf, size_t 
 			buf[n] = '\0';
 			return buf;
 		}
-		p = eol ? eol + 2 : NULL;
 	}
 	return NULL;
 }
@@ -222,7 +238,7 @@ static const char *header(const char *hdrs, const char *name, char *buf, size_t 
  * mark every request a page makes with Sec-Fetch-Site (all but "none", a
  * URL the user typed), and every POST with Origin.
  */
-static const char *browser_refusal(const char *hdrs, bool get, char *why, size_t size)
+static const char *browser_refusal(char *hdrs, bool get, char *why, size_t size)
 {
 	char v[64];
 
@@ -252,25 +268,25 @@ static int parsed_error(struct hlb_http_parsed *p, int status, const char *msg)
 }
 
 /* The request in <in> is whole: its request line and headers end at <hdr_end>, its body of
- * <body_len> bytes follows. Parse it in place into <p>. */
-static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_http_parsed *p)
+ * <body_len> bytes begins at <body>. Parse it in place into <p>. */
+static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
+			 struct hlb_http_parsed *p)
 {
-	char *sp1, *sp2, *q, *hdrs, *version;
+	char *sp1, *sp2, *q, *hdrs, *version, *eol, saved;
 	size_t vlen;
 
 	*hdr_end = '\0';
 	/* the request line alone: METHOD, PATH and version are in it, not in a header */
-	hdrs = strstr(in, "\r\n");
-	if (hdrs)
-		*hdrs = '\0';
+	eol = line_end(in, hdr_end, &hdrs);
+	saved = *eol;
+	*eol = '\0';
 	sp1 = strchr(in, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (hdrs)
-		*hdrs = '\r';
+	*eol = saved;
 	if (!sp1 || !sp2 || sp1 == in || sp2 == sp1 + 1)
 		return parsed_error(p, 400, "bad request line: give METHOD PATH HTTP/1.1");
 	version = sp2 + 1;
-	vlen = hdrs ? (size_t)(hdrs - version) : strlen(version);
+	vlen = (size_t)(eol - version);
 	if (vlen != 8 || (memcmp(version, "HTTP/1.1", 8) && memcmp(version, "HTTP/1.0", 8))) {
 		/* HTTP/x.y of another version: 505; anything else: 400 */
 		bool other = vlen == 8 && !memcmp(version, "HTTP/", 5) &&
@@ -282,8 +298,8 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 					  : "bad request line: give METHOD PATH HTTP/1.1");
 	}
 	*sp1 = *sp2 = '\0';
-	if (browser_refusal(hdrs ? hdrs + 2 : NULL, !strcmp(in, "GET") || !strcmp(in, "HEAD"),
-			    p->why, sizeof(p->why)))
+	if (browser_refusal(hdrs, !strcmp(in, "GET") || !strcmp(in, "HEAD"), p->why,
+			    sizeof(p->why)))
 		return parsed_error(p, 403, p->why);
 	p->req.method = p->head ? "GET" : in; /* HEAD: the GET's answer, without its body */
 	p->req.path = sp1 + 1;
@@ -292,10 +308,10 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 		*q = '\0';
 	p->req.query = q ? q + 1 : "";
 	p->req.body_len = body_len;
-	p->req.body = body_len ? hdr_end + 4 : "";
+	p->req.body = body_len ? body : "";
 	/* a string of its own: what follows it (a second request, or more than
 	 * Content-Length said) is not the body */
-	hdr_end[4 + body_len] = '\0';
+	body[body_len] = '\0';
 	if (params_refusal(p->req.query, strlen(p->req.query), p->why, sizeof(p->why)) ||
 	    params_refusal(p->req.body, p->req.body_len, p->why, sizeof(p->why)))
 		return parsed_error(p, 400, p->why);
@@ -304,78 +320,136 @@ static int request_parse(char *in, char *hdr_end, size_t body_len, struct hlb_ht
 }
 
 /*
- * The value of a Content-Length header at <v> (after its colon, up to its
- * line's end): digits alone, with blanks around them. Anything else ("5x",
- * "-1", "+5", "5, 5", empty) is not read as some number, which would take
- * the body to be another length than the client meant.
+ * The value of a Content-Length header, [v, end): digits alone, with blanks
+ * around them. Anything else ("5x", "-1", "+5", "5, 5", empty) is not read as
+ * some number, which would take the body to be another length than the
+ * client meant.
  */
-static bool content_length(const char *v, size_t *ret)
+static bool content_length(const char *v, const char *end, size_t *ret)
 {
 	size_t n = 0, digits = 0;
 
-	while (*v == ' ' || *v == '\t')
+	while (v < end && (*v == ' ' || *v == '\t'))
 		v++;
-	for (; isdigit((unsigned char)*v); v++, digits++) {
+	for (; v < end && isdigit((unsigned char)*v); v++, digits++) {
 		if (n > HLB_HTTP_REQ_MAX) /* too large either way: no overflow */
 			continue;
 		n = n * 10 + (size_t)(*v - '0');
 	}
-	while (*v == ' ' || *v == '\t')
+	while (v < end && (*v == ' ' || *v == '\t'))
 		v++;
-	if (!digits || (*v && strncmp(v, "\r\n", 2)))
+	if (!digits || v != end)
 		return false;
 	*ret = n;
 	return true;
 }
 
 /*
- * Whether the first <len> bytes of <in> (the request line and headers) hold a line ended
- * by a LF alone (printf 'GET /status HTTP/1.0\n\n'): its head would never end in CRLF CRLF,
- * and the request would wait for its 408 (or be closed unanswered at the client's FIN).
- * No prefix of a good request holds one, so it is refused as soon as it comes.
+ * Where the head (the request line and the header lines) of the <len> bytes at <in> ends:
+ * at its first empty line, each line ended by CRLF or by a LF alone (RFC 9112 2.2 lets a
+ * recipient take one: printf 'GET /status HTTP/1.0\n\n' | nc). Into *ret_end where the
+ * text of its last line ends, into *ret_body where the body begins; *ret_end NULL while
+ * the head is not whole. Returns why it is refused, or NULL: a NUL byte or a CR alone
+ * (not before a LF: RFC 9112 2.2) met first, in the bytes' order, so that however TCP cut
+ * the request its error is the same and comes as soon as it does.
  */
-static bool bare_lf(const char *in, size_t len)
+static const char *head_find(char *in, size_t len, char **ret_end, char **ret_body)
 {
-	for (const char *lf = memchr(in, '\n', len); lf;
-	     lf = memchr(lf + 1, '\n', len - (size_t)(lf + 1 - in)))
-		if (lf == in || lf[-1] != '\r')
-			return true;
-	return false;
+	char *line = in, *last = in;
+
+	*ret_end = NULL;
+	for (size_t i = 0; i < len; i++) {
+		char *eol;
+
+		if (in[i] == '\0') {
+			/* the request line and headers would never end (closed unanswered at the
+			 * client's FIN, 408 after 10 s without) */
+			return "a NUL byte in the request line or headers";
+		}
+		if (in[i] == '\r' && i + 1 < len && in[i + 1] != '\n')
+			return "a CR alone in the request line or headers: end each line with CRLF";
+		if (in[i] != '\n')
+			continue;
+		eol = i && in[i - 1] == '\r' ? in + i - 1 : in + i;
+		if (eol == line) {
+			*ret_end = last;
+			*ret_body = in + i + 1;
+			return NULL;
+		}
+		last = eol;
+		line = in + i + 1;
+	}
+	return NULL;
+}
+
+/* A byte of a header's name (a token: RFC 9110 5.6.2). */
+static bool tchar(int c)
+{
+	return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/*
+ * The header lines <hdrs> (NUL-terminated; NULL if none), each "Name: value": the body's
+ * length into *ret_body_len (0 without a Content-Length), and whether one line names
+ * Transfer-Encoding into *ret_te. Returns why they are refused, or NULL: a line that is
+ * not a name of its own then a colon ("Content-Length : 5", a line folded onto the one
+ * before, one without a colon: RFC 9112 5.1 and 5.2) would be read as no header by one
+ * reader and another by another, and a Content-Length not digits alone, or given twice,
+ * would take the body to be another length than the client meant.
+ */
+static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te)
+{
+	size_t body_len = 0;
+	bool cl = false, te = false;
+	const char *hend = hdrs ? hdrs + strlen(hdrs) : NULL; /* once: not at each line */
+
+	for (char *p = hdrs, *next; p && *p; p = next) {
+		const char *end = line_end(p, hend, &next), *n = p;
+
+		while (n < end && tchar((unsigned char)*n))
+			n++;
+		if (n == p || n == end || *n != ':')
+			return "a header line is not Name: value (no space before the colon, "
+			       "none folded)";
+		if (n - p == 14 && !strncasecmp(p, "content-length", 14)) {
+			if (cl || !content_length(n + 1, end, &body_len))
+				return "give one Content-Length, of digits alone";
+			cl = true;
+		}
+		te |= n - p == 17 && !strncasecmp(p, "transfer-encoding", 17);
+	}
+	*ret_body_len = body_len;
+	*ret_te = te;
+	return NULL;
 }
 
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 {
-	char *hdr_end, *cl, *nul;
+	char *hdr_end, *body, *hdrs, saved;
+	const char *msg;
 	size_t body_len = 0;
-	bool te, cl_ok;
+	bool te = false;
 
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
 	/* known from the start: an error answered to a HEAD has no body either */
 	p->head = !strncmp(in, "HEAD ", 5);
-	hdr_end = strstr(in, "\r\n\r\n");
-	nul = hdr_end ? NULL : memchr(in, '\0', len);
-	/* whichever of a bare LF and a NUL comes first: the error of a request cut short there */
-	if (bare_lf(in, hdr_end ? (size_t)(hdr_end - in) : nul ? (size_t)(nul - in) : len))
-		return parsed_error(p, 400, "end each line with CRLF (\\r\\n), not a bare LF");
-	if (nul) {
-		/* the search stopped at it: the request line and headers would never end
-		 * (closed unanswered at the client's FIN, 408 after 10 s without) */
-		return parsed_error(p, 400, "a NUL byte in the request line or headers");
-	}
+	msg = head_find(in, len, &hdr_end, &body);
+	if (msg)
+		return parsed_error(p, 400, msg);
 	if (!hdr_end) {
 		if (len == HLB_HTTP_REQ_MAX)
 			return parsed_error(p, 413, "request too large");
 		return parsed_error(p, eof ? HLB_HTTP_CLOSE : HLB_HTTP_MORE, NULL);
 	}
-	*hdr_end = '\0'; /* for strcasestr; request_parse sets it again */
-	cl = strcasestr(in, "\r\ncontent-length:");
-	cl_ok = !cl ||
-		(content_length(cl + 17, &body_len) && !strcasestr(cl + 17, "\r\ncontent-length:"));
-	te = strcasestr(in, "\r\ntransfer-encoding:") != NULL;
-	*hdr_end = '\r';
-	if (!cl_ok)
-		return parsed_error(p, 400, "give one Content-Length, of digits alone");
+	/* the head a string of its own while its headers are read, as it was after */
+	saved = *hdr_end;
+	*hdr_end = '\0';
+	line_end(in, hdr_end, &hdrs);
+	msg = fields_read(hdrs, &body_len, &te);
+	*hdr_end = saved;
+	if (msg)
+		return parsed_error(p, 400, msg);
 	if (te) {
 		/* a chunked body is not read: its parameters would go unseen, and the
 		 * request be answered as if it had given none */
@@ -383,13 +457,13 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 			p, 411,
 			"send the body with a Content-Length (Transfer-Encoding is not read)");
 	}
-	if (body_len > HLB_HTTP_REQ_MAX - (size_t)(hdr_end + 4 - in))
+	if (body_len > HLB_HTTP_REQ_MAX - (size_t)(body - in))
 		return parsed_error(p, 413, "request too large");
-	if ((size_t)(hdr_end + 4 - in) + body_len > len) {
+	if ((size_t)(body - in) + body_len > len) {
 		if (eof)
 			return parsed_error(p, 400, "the body is shorter than its Content-Length");
 		return parsed_error(p, HLB_HTTP_MORE,
 				    NULL); /* the rest of the body is on its way */
 	}
-	return request_parse(in, hdr_end, body_len, p);
+	return request_parse(in, hdr_end, body, body_len, p);
 }

@@ -1374,7 +1374,7 @@ def admin_busy_answer_waits_for_the_request():
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a method the path does not take 405 with Allow; a malformed
-    request line 400, a line ended by a bare LF 400, another HTTP version 505; a
+    request line 400, a line ended by a bare LF answered, a bare CR 400, another HTTP version 505; a
     parameter value too long to use, or a parameter the endpoint does not take, 400 naming
     it, applying nothing (not the rest of the request either); a request that never arrives whole 408 after 10 s."""
     lb = Lb(config(BACKENDS))
@@ -1387,10 +1387,12 @@ def admin_http_says_what_it_cannot_serve():
                          (b"GET  HTTP/1.1", b"400"), (b"GET /status", b"400")):
         got = lb.raw(line + b"\r\nHost: x\r\n\r\n")
         check(got.startswith(b"HTTP/1.1 " + status), f"{line!r}: {status!r} ({got[:60]!r})")
-    # lines ended by a bare LF (printf 'GET /status HTTP/1.0\n\n' | nc -N): 400 saying so, not
-    # a close without a word (or a 408 after 10 s) as the head's CRLF CRLF never comes
+    # lines ended by a LF alone (printf 'GET /status HTTP/1.0\n\n' | nc -N) are lines (RFC 9112
+    # 2.2): answered, not a 400 "end each line with CRLF"; a CR alone is refused, saying so
     got = lb.raw(b"GET /status HTTP/1.0\n\n", shut=True)
-    check(got.startswith(b"HTTP/1.1 400") and b"CRLF" in got, f"bare LF: 400 ({got[:200]!r})")
+    check(got.startswith(b"HTTP/1.1 200") and b'"services"' in got, f"bare LF: 200 ({got[:200]!r})")
+    got = lb.raw(b"GET /status HTTP/1.0\rHost: x\r\n\r\n", shut=True)
+    check(got.startswith(b"HTTP/1.1 400") and b"CR alone" in got, f"bare CR: 400 ({got[:200]!r})")
     # an error answered to a HEAD has no body either, whatever the error
     for req in (b"HEAD /status HTTP/1.1\r\nContent-Length: x\r\n\r\n",
                 b"HEAD /status HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"):

@@ -197,54 +197,110 @@ static void test_nul_in_the_head_is_refused(void **state)
 	assert_non_null(strstr(p.msg, "parameter a"));
 }
 
-/* A line ended by a bare LF (printf 'GET /status HTTP/1.0\n\n' | nc) is refused at once, saying
- * so: before, the request waited for a CRLF CRLF that never came (closed unanswered at the
- * client's FIN, or answered 408 "did not arrive whole" after 10 s). A body may hold one. */
-static void test_bare_lf_is_refused(void **state)
+/* A line may end with a LF alone (RFC 9112 2.2: printf 'GET /status HTTP/1.0\n\n' | nc), the
+ * request line and the headers alike, mixed with CRLF: before, the request was refused 400
+ * "end each line with CRLF". Every reader of the head splits its lines there: the
+ * Content-Length after a line ended by a LF alone is read as the body's length. */
+static void test_bare_lf_ends_a_line(void **state)
 {
 	static const char *const reqs[] = {
 		"GET /status HTTP/1.0\n\n",
-		"GET /status HTTP/1.1\n",
 		"GET /status HTTP/1.1\r\nHost: x\n\n",
 		"GET /status HTTP/1.1\r\nHost: x\nAccept: */*\r\n\r\n",
-		"\n",
+		"GET /status HTTP/1.1\nHost: x\r\n\n",
+		"GET /status HTTP/1.1\n\r\n",
 	};
+	static const char post[] = "POST /set HTTP/1.1\nHost: x\nContent-Length: 11\n\n"
+				   "state=drainGET / HTTP/1.1\n\n";
 	struct hlb_http_parsed p;
-	char *in, nul[19];
+	char buf[HLB_HTTP_VALUE_MAX + 1], *in;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		assert_int_equal(parse(reqs[i], false, &in, &p), 200);
+		assert_string_equal(p.req.method, "GET");
+		assert_string_equal(p.req.path, "/status");
+		assert_int_equal(p.req.body_len, 0);
+		free(in);
+	}
+	/* a head not ended yet waits, as one in CRLF does */
+	assert_int_equal(parse("GET /status HTTP/1.1\nHost: x\n", false, &in, &p), HLB_HTTP_MORE);
+	free(in);
+	assert_int_equal(parse("GET /status HTTP/1.1\n\r", false, &in, &p), HLB_HTTP_MORE);
+	free(in);
+	assert_int_equal(parse(post, false, &in, &p), 200);
+	assert_int_equal(p.req.body_len, 11);
+	assert_string_equal(p.req.body, "state=drain");
+	assert_string_equal(hlb_http_param(&p.req, "state", buf, sizeof(buf)), "drain");
+	free(in);
+	/* the headers after a LF alone are read as headers: a web page's is refused */
+	assert_int_equal(parse("POST /set HTTP/1.1\nOrigin: http://x\n\n", false, &in, &p), 403);
+	free(in);
+	assert_int_equal(
+		parse("POST /set HTTP/1.1\nTransfer-Encoding: chunked\n\n", false, &in, &p), 411);
+	free(in);
+}
+
+/* A CR alone (not before a LF) in the head is refused at once, whoever reads it (RFC 9112
+ * 2.2), and so is a header line that one reader could take for a header and another not:
+ * a space before its colon, one folded onto the line before, one without a colon. Before,
+ * "Content-Length : 11" was no Content-Length: the body was left unread, and the request
+ * answered as if it gave no parameter. A body may hold a CR or a LF. */
+static void test_bare_cr_and_bad_header_lines_are_refused(void **state)
+{
+	static const char *const cr[] = {
+		"GET /status HTTP/1.1\rHost: x\r\n\r\n",
+		"GET /status HTTP/1.1\r\nHost: x\ry\r\n\r\n",
+		"GET /status HTTP/1.1\r\n\r\r\n",
+		"\r\r",
+	};
+	static const char *const bad[] = {
+		"POST /set HTTP/1.1\r\nContent-Length : 11\r\n\r\nstate=drain",
+		"POST /set HTTP/1.1\r\nX: a\r\n Content-Length: 11\r\n\r\nstate=drain",
+		"POST /set HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n",
+		"GET /status HTTP/1.1\r\nHost\r\n\r\n",
+		"GET /status HTTP/1.1\r\n: x\r\n\r\n",
+		"GET /status HTTP/1.1\nHost x: y\n\n",
+	};
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cr) / sizeof(cr[0]); i++) {
 		for (int eof = 0; eof < 2; eof++) {
-			assert_int_equal(parse(reqs[i], eof, &in, &p), 400);
-			assert_non_null(strstr(p.msg, "CRLF"));
+			assert_int_equal(parse(cr[i], eof, &in, &p), 400);
+			assert_non_null(strstr(p.msg, "CR alone"));
 			free(in);
 		}
 	}
-	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: 11\r\n\r\nbackend=a\n\n",
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(bad[i], false, &in, &p), 400);
+		assert_non_null(strstr(p.msg, "Name: value"));
+		free(in);
+	}
+	assert_int_equal(parse("POST /set HTTP/1.1\r\nContent-Length: 13\r\n\r\nbackend=a\r\r\n\n",
 			       false, &in, &p),
 			 200);
 	free(in);
 	/* with a NUL too, the first of them is refused, as the request cut before the other
 	 * would be (fuzz_http: the same error however the request was cut) */
-	memcpy(nul, "GET /\0 HTTP/1.1\n\n", 18);
-	assert_int_equal(hlb_http_parse(nul, 18, false, &p), 400);
+	assert_int_equal(hlb_http_parse((char[]){ "GET /\0 HTTP/1.1\r\r\n" }, 18, false, &p), 400);
 	assert_non_null(strstr(p.msg, "NUL"));
-	memcpy(nul, "GET / HTTP/1.1\n\0\n", 18);
-	assert_int_equal(hlb_http_parse(nul, 18, false, &p), 400);
-	assert_non_null(strstr(p.msg, "CRLF"));
+	assert_int_equal(hlb_http_parse((char[]){ "GET / HTTP/1.1\rx\0\n" }, 18, false, &p), 400);
+	assert_non_null(strstr(p.msg, "CR alone"));
 }
 
 /* An error answered to a HEAD has no body, as its GET's answer (RFC 9110 9.3.2): the
  * parser says HEAD whatever it refuses, not only once the request line is read. Before,
  * only a request as far as its line knew it, and the errors found before (a Content-Length
- * not digits, Transfer-Encoding, too large, a NUL or bare LF in the head) came with a body. */
+ * not digits, Transfer-Encoding, too large, a NUL or bare CR in the head) came with a body. */
 static void test_head_is_known_whatever_the_error(void **state)
 {
 	static const char *const reqs[] = {
 		"HEAD /status HTTP/1.1\r\nContent-Length: x\r\n\r\n",
 		"HEAD /status HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"HEAD /status HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
-		"HEAD /status HTTP/1.1\nHost: x\n\n",
+		"HEAD /status HTTP/1.1\rHost: x\r\n\r\n",
 		"HEAD /status HTTP/2.0\r\n\r\n",
 		"HEAD /status?a=%00 HTTP/1.1\r\n\r\n",
 	};
@@ -444,7 +500,8 @@ int main(void)
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
-		cmocka_unit_test(test_bare_lf_is_refused),
+		cmocka_unit_test(test_bare_lf_ends_a_line),
+		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
