@@ -248,6 +248,16 @@ static void json_drained(struct hlb_buf *o, const struct hlb_pool_service *s)
 	hlb_buf_puts(o, "}");
 }
 
+/*
+ * The state /status shows for backend <b>: its admin state, or "draining" for one a reload
+ * removed (<removed>), whose admin state no longer says anything (it was "ready" while the
+ * backend took no new client and only drained; and set cannot change it).
+ */
+static const char *backend_state_name(const struct hlb_pool_backend *b, bool removed)
+{
+	return removed ? "draining" : hashlb_admin_state_name(b->admin);
+}
+
 static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend *b,
 				const struct hlb_snapshot *snap, uint32_t idx, double share)
 {
@@ -272,8 +282,8 @@ static void status_json_backend(struct hlb_buf *o, const struct hlb_pool_backend
 		       ",\"checks_failed\":%" PRIu64 ",\"checks_skipped\":%" PRIu64
 		       ",\"check_latency_ms\":%.3f,\"flaps\":%" PRIu64
 		       ",\"max_connections\":%u,\"full\":%" PRIu64 ",\"connect_avg_ms\":%.3f}",
-		       b->rt->weight, hashlb_admin_state_name(b->admin),
-		       snap ? health_name(b) : "removed" /* no longer checked: draining */,
+		       b->rt->weight, backend_state_name(b, !snap),
+		       snap ? health_name(b) : "removed" /* no longer checked */,
 		       hlb_pool_takes_clients(snap, idx) ? "true" : "false", backend_ramp(b), share,
 		       c.active, c.total, c.bytes_in, c.bytes_out, c.connect_fail,
 		       c.connect_timeout, c.retries, b->checks_ok, b->checks_failed,
@@ -584,7 +594,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				client_prefix_text(&s->cfg->client_prefix, pbuf, sizeof(pbuf)));
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
-		hlb_buf_printf(o, "  %-16s %-22s %6s %-6s %-9s %6s %8s %6s %6s %6s %8s\n",
+		hlb_buf_printf(o, "  %-16s %-22s %6s %-8s %-9s %6s %8s %6s %6s %6s %8s\n",
 			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
 			       "TOTAL", "FAILS", "CHECK", "CONNECT");
 		shares = table_shares(snap->table);
@@ -608,16 +618,15 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
 			hlb_buf_printf(o,
-				       "  %-16s %-22s %6u %-6s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
-				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s%s\n",
+				       "  %-16s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
+				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s\n",
 				       b->rt->name, b->rt->address, b->rt->weight,
-				       hashlb_admin_state_name(b->admin),
+				       backend_state_name(b, removed),
 				       removed ? "removed" : health_name(b),
 				       removed ? 0.0 : 100.0 * share_of(shares, snap->table, j),
 				       c.active, c.total, c.connect_fail + c.connect_timeout,
 				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
-				       removed ? " (draining)" : "", b->rt->backup ? " backup" : "",
-				       resolved, skipped);
+				       b->rt->backup ? " backup" : "", resolved, skipped);
 		}
 		free(shares);
 		drained_text(o, s);

@@ -100,9 +100,15 @@ def removed_backend_drains_until_timeout():
     t0 = time.time()
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload: {se}")
-    draining = [(b["name"], b["health"], b["in_table"]) for b in lb.service()["draining"]]
-    check(draining == [("c", "removed", False)],
+    draining = [(b["name"], b["state"], b["health"], b["in_table"])
+                for b in lb.service()["draining"]]
+    # its state draining (it said its last admin state, ready, while it took no new client)
+    check(draining == [("c", "draining", "removed", False)],
           f"status lists c as draining, removed, out of the table: {draining}")
+    rc, so, se = lb.ctl("status")
+    row = [ln.split() for ln in so.splitlines() if ln.split()[:1] == ["c"]]
+    check(rc == 0 and len(row) == 1 and row[0][3:5] == ["draining", "removed"],
+          f"ctl status: c's row says draining, removed: {row} {se!r}")
     check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
