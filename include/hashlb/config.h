@@ -229,7 +229,9 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
  * not written), the rest of the file left unchecked, and the config has no
  * services: for ctl, which needs the address of a hashlb that runs while
  * the file has an error a reload refused. A file that is no YAML mapping
- * is still an error.
+ * is still an error. With a YAML syntax error, the admin key is read if it
+ * comes, whole, before the error; if not, -ENOENT with that error in <err>
+ * (the key, or the default, may be after it).
  */
 #define HASHLB_LOAD_NO_RESOLVE 1u
 #define HASHLB_LOAD_ADMIN_GIVEN 2u

@@ -842,6 +842,7 @@ int cmd_ctl(int argc, char **argv)
 
 		if (hashlb_config_load_flags(config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
 			struct hashlb_error admin_err = { 0 };
+			int r = -EIO;
 
 			/*
 			 * An error elsewhere in the file (one a reload refused, the
@@ -850,11 +851,16 @@ int cmd_ctl(int argc, char **argv)
 			 * Said, and the command runs. An admin key that cannot be
 			 * read, or a file that cannot, stops it.
 			 */
-			if (err.reason == HASHLB_ERR_SYSTEM || err.reason == HASHLB_ERR_NOMEM ||
-			    hashlb_config_load_flags(
-				    config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY, &cfg,
-				    &admin_err) < 0) {
+			if (err.reason != HASHLB_ERR_SYSTEM && err.reason != HASHLB_ERR_NOMEM)
+				r = hashlb_config_load_flags(
+					config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY,
+					&cfg, &admin_err);
+			if (r < 0) {
 				cli_print_error(admin_err.msg[0] ? &admin_err : &err);
+				if (r == -ENOENT) /* a YAML error, and no admin key before it */
+					cli_error("%s: no admin key before that error (what comes "
+						  "after it cannot be read): give --admin ADDR\n",
+						  config);
 				return 1;
 			}
 			cli_print_error(&err);

@@ -64,6 +64,9 @@ struct loader {
 	unsigned int flags; /* HASHLB_LOAD_* */
 	/* The alias whose value is being read, if any: via_begin(). */
 	const struct ynode *via;
+	/* HASHLB_LOAD_ADMIN_ONLY of a text with a YAML error (in <err>): the tree is
+	 * what came before it (ydoc_parse_prefix()) */
+	bool prefix;
 };
 
 /*
@@ -2195,6 +2198,10 @@ static int load_root_admin(struct loader *ld, const struct ynode *root, struct h
 		first = k;
 		v = ynode_value(root, i);
 	}
+	/* Before a YAML error, an admin key not written may come after it, and a value
+	 * not a scalar may be cut there: the error is the answer (still in ld->err). */
+	if (ld->prefix && (!v || v->type != YNODE_SCALAR))
+		return -ENOENT;
 	if (v) {
 		c->admin_pos = v->pos;
 		return load_admin(ld, v, c);
@@ -2421,10 +2428,15 @@ static int config_parse(const char *text, char *owned, size_t len, const char *n
 		free(owned);
 		return sys_fail(err, ld.name, EFBIG, "the configuration is larger than 16 MiB");
 	}
-	r = ydoc_parse(text, len, ld.name, &doc, err);
-	if (r < 0) {
+	if (flags & HASHLB_LOAD_ADMIN_ONLY)
+		r = ydoc_parse_prefix(text, len, ld.name, &doc, err);
+	else
+		r = ydoc_parse(text, len, ld.name, &doc, err);
+	ld.prefix = r == 1;
+	if (r < 0 || (ld.prefix && (!doc->root || doc->root->type != YNODE_MAP))) {
 		free(owned);
-		return r;
+		ydoc_free(r < 0 ? NULL : doc);
+		return r < 0 ? r : -ENOENT; /* no admin key before the YAML error, in <err> */
 	}
 	/* the tree holds every value: the text is for resolve_every alone */
 	if (owned && !writes_resolve_every(doc->root)) {

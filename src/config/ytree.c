@@ -70,6 +70,7 @@ struct ybuilder {
 	struct hashlb_error *err;
 	char diag_msg[128]; /* libfyaml's first error without a position */
 	bool too_deep; /* the error is YDEPTH_MAX's */
+	bool prefix; /* on a YAML error, keep the tree of the events before it */
 };
 
 /*
@@ -871,15 +872,21 @@ err_parser:
 	fy_parser_destroy(fyp);
 err_diag:
 	fy_diag_destroy(diag);
+	/* what came before the error, its open collections ended there */
+	while (r == -EINVAL && b->prefix && b->depth > 0)
+		if (collection_end(b) < 0)
+			r = -ENOMEM;
 	free(b->kids);
 	b->kids = NULL;
 	return r;
 }
 
-int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
-	       struct hashlb_error *err)
+static int doc_parse(const char *text, size_t len, const char *name, bool prefix,
+		     struct ydoc **ret_doc, struct hashlb_error *err)
 {
-	struct ybuilder b = { .name = name, .text = text, .len = len, .err = err };
+	struct ybuilder b = {
+		.name = name, .text = text, .len = len, .err = err, .prefix = prefix
+	};
 	struct hashlb_pos pos;
 	const char *why = NULL;
 	size_t bad, cut;
@@ -896,20 +903,39 @@ int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret
 			goto out;
 		/* the scan was wrong: all of it, as if it had not been cut */
 		ydoc_free(b.doc);
-		b = (struct ybuilder){
-			.name = name, .text = text, .len = len, .err = err, .end = pos
-		};
+		b = (struct ybuilder){ .name = name,
+				       .text = text,
+				       .len = len,
+				       .err = err,
+				       .end = pos,
+				       .prefix = prefix };
 	}
 	r = parse(&b, len);
 out:
 	if (r == -ENOMEM)
 		hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+	if (r == -EINVAL && prefix && b.doc) {
+		*ret_doc = b.doc;
+		return 1;
+	}
 	if (r < 0) {
 		ydoc_free(b.doc);
 		return r;
 	}
 	*ret_doc = b.doc;
 	return 0;
+}
+
+int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
+	       struct hashlb_error *err)
+{
+	return doc_parse(text, len, name, false, ret_doc, err);
+}
+
+int ydoc_parse_prefix(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
+		      struct hashlb_error *err)
+{
+	return doc_parse(text, len, name, true, ret_doc, err);
 }
 
 void ydoc_free(struct ydoc *d)

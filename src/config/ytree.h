@@ -63,6 +63,17 @@ struct ydoc {
 _Static_assert(YNODES_MAX < (1u << 28), "a collection's n holds it");
 int ydoc_parse(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
 	       struct hashlb_error *err);
+/*
+ * The same, but on a YAML error in the text (-EINVAL, <err> filled) returns 1, and the
+ * tree of the events libfyaml gave before the error into *<ret_doc>: every node in it
+ * whole as the text has it, but for the collections still open at the error, ended
+ * there (a mapping's last key may then have no value: ynode_pairs() leaves it out).
+ * For a reader that needs one key of a file being edited (hashlb ctl -c): what comes
+ * after the error is unknown, a key there included. A text refused before it is parsed
+ * (a byte that is no text) has no tree.
+ */
+int ydoc_parse_prefix(const char *text, size_t len, const char *name, struct ydoc **ret_doc,
+		      struct hashlb_error *err);
 /* Accepts NULL. */
 void ydoc_free(struct ydoc *d);
 /*

@@ -1215,6 +1215,24 @@ def ctl_c_reaches_hashlb_while_the_file_has_errors():
         check(f"{lb.path}:{line}:13: error: 'scheme' must be ring or maglev" in p.stderr and
               "has errors" in p.stderr, f"and says where the file is wrong: {p.stderr}")
     check(lb.backend("b")["state"] == "drain", "the set reached the running hashlb")
+    # a YAML syntax error, mid-edit, after the admin key: ctl reads the key before it
+    # (before: exit 1 with the error alone); one before the key: the error, and why
+    with open(lb.path, "w") as f:
+        f.write(good.replace("scheme: maglev", "scheme: [maglev"))
+    p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "set", "b", "ready"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "YAML syntax error" in p.stderr and "has errors" in p.stderr,
+          f"ctl -c FILE with a YAML error after the admin key: exit {p.returncode} "
+          f"{p.stdout}{p.stderr}")
+    check(lb.backend("b")["state"] == "ready", "the set reached the running hashlb")
+    with open(lb.path, "w") as f:
+        f.write("services: [\n" + good)
+    p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "status"], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 1 and p.stdout == "" and "YAML syntax error" in p.stderr and
+          "no admin key before that error" in p.stderr,
+          f"a YAML error before the admin key stops it: exit {p.returncode} "
+          f"{p.stdout}{p.stderr}")
     with open(lb.path, "w") as f:
         f.write(good.replace(f"admin: unix:{path}", "admin: [x]")
                 .replace("scheme: maglev", "scheme: rung"))

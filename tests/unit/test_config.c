@@ -369,6 +369,60 @@ static void test_admin_only(void **state)
 	assert_null(c);
 }
 
+/*
+ * HASHLB_LOAD_ADMIN_ONLY of a file with a YAML syntax error (an edit half done): the admin
+ * key is read if it comes whole before the error, so that hashlb ctl -c FILE still reaches
+ * the hashlb that runs; otherwise the error, as before, since the key (or the default) may
+ * be after it. Before, every such file was the error alone.
+ */
+static void test_admin_only_before_a_syntax_error(void **state)
+{
+	static const struct {
+		const char *yaml;
+		const char *admin; /* NULL: the YAML error */
+	} cases[] = {
+		{ "admin: unix:/run/h.sock\nservices:\n  - name: [a\n  - b\n", "unix:/run/h.sock" },
+		{ "workers: 2\nadmin: '127.0.0.1:9902'\nservices: {\n", "127.0.0.1:9902" },
+		{ "admin: off\nservices: \"a\n  - b\n", "off" },
+		{ "services: [a\nadmin: unix:/run/h.sock\n", NULL }, /* after the error */
+		{ "workers: 2\nservices: [a\n", NULL }, /* none before: the default may not be it */
+		{ "admin: \"127.0.0.1:9902\nservices: []\n", NULL }, /* the value cut */
+		{ "admin: [127.0.0.1:9902,\n", NULL }, /* not a whole scalar */
+		{ "- admin: 127.0.0.1:9902\n- [\n", NULL }, /* no mapping */
+	};
+	struct hashlb_config *c;
+	struct hashlb_error err, whole;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *y = cases[i].yaml;
+		int r;
+
+		memset(&whole, 0, sizeof(whole));
+		memset(&err, 0, sizeof(err));
+		c = NULL;
+		assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &whole), -EINVAL);
+		assert_non_null(strstr(whole.msg, "YAML syntax error"));
+		r = hashlb_config_parse_flags(y, strlen(y), "t.yaml", HASHLB_LOAD_ADMIN_ONLY, &c,
+					      &err);
+		if (!cases[i].admin) {
+			if (r != -ENOENT || strcmp(err.msg, whole.msg) || err.line != whole.line)
+				fail_msg("case %zu: expected the YAML error '%s', got %d '%s'", i,
+					 whole.msg, r, err.msg);
+			assert_null(c);
+			continue;
+		}
+		if (r != 0)
+			fail_msg("case %zu: expected admin %s, got %d '%s'", i, cases[i].admin, r,
+				 err.msg);
+		if (strcmp(cases[i].admin, "off"))
+			assert_string_equal(c->admin, cases[i].admin);
+		assert_int_equal(c->admin_addr_len == 0, !strcmp(cases[i].admin, "off"));
+		assert_int_equal(c->n_services, 0);
+		hashlb_config_free(c);
+	}
+}
+
 static void test_duplicate_key(void **state)
 {
 	expect_error(MINIMAL "    listen: 127.0.0.1:8081\n", 7, 5,
@@ -3299,6 +3353,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_long_quote_keeps_the_end),
 		cmocka_unit_test(test_admin_only),
+		cmocka_unit_test(test_admin_only_before_a_syntax_error),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_wrong_types),
