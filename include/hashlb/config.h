@@ -303,6 +303,16 @@ void hashlb_config_free(struct hashlb_config *c);
 bool hashlb_config_names_hosts(const struct hashlb_config *c);
 
 /*
+ * Why <name> may not name a network interface (into <buf>, <size> bytes: 256 hold it,
+ * the name quoted up to its 64th byte), or NULL if it may, as the kernel's
+ * dev_valid_name() has it. The kernel reads "eth0:1", an address label, as eth0 where it
+ * looks an interface up by name (if_nametoindex()): taken, "lo" and "lo:1" were two
+ * interfaces to the one-service-per-interface check, and one program on lo, the second
+ * service taking it from the first; hashlb steer -i lo:1 attached to lo.
+ */
+const char *hashlb_ifname_refusal(const char *name, char *buf, size_t size);
+
+/*
  * Whether <name> may name a backend: HASHLB_BACKEND_NAME_RULE, which every
  * message refusing one says (the config, hashlb table and lookup).
  */

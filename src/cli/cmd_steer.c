@@ -206,7 +206,7 @@ static bool mac_names_one(const uint8_t mac[6])
 /* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed, a usage error. */
 static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_weight)
 {
-	char *copy = strdup(arg), *eq, *ip, *opt, *save = NULL;
+	char *copy = strdup(arg), *eq, *ip, *opt, *save = NULL, why[256];
 	uint64_t w = 1;
 	int ret = -EINVAL;
 
@@ -230,8 +230,12 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 			b->have_mac = true;
 		} else if (strncmp(opt, "weight=", 7) == 0 &&
 			   cli_parse_u64(opt + 7, HASHLB_WEIGHT_MAX, &w) == 0) {
-		} else if (strncmp(opt, "dev=", 4) == 0 && opt[4] &&
-			   strlen(opt + 4) < sizeof(b->dev)) {
+		} else if (strncmp(opt, "dev=", 4) == 0) {
+			/* as -i IFACE: "lo:1" would be lo to the kernel */
+			if (hashlb_ifname_refusal(opt + 4, why, sizeof(why))) {
+				cli_error("backend '%s': dev %s\n", copy, why);
+				goto out;
+			}
 			strcpy(b->dev, opt + 4);
 		} else {
 			cli_error("backend '%s': invalid option '%s' (mac=MAC of one host, "
@@ -656,7 +660,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	/* options as typed ("" if not given), for the messages */
 	char name[CLI_OPT_NAME_MAX],
 		key_opt[CLI_OPT_NAME_MAX] = "", prefix_opt[CLI_OPT_NAME_MAX] = "",
-		backend_opt[CLI_OPT_NAME_MAX] = "", config_opt[CLI_OPT_NAME_MAX] = "";
+		backend_opt[CLI_OPT_NAME_MAX] = "", config_opt[CLI_OPT_NAME_MAX] = "",
+		iface_opt[CLI_OPT_NAME_MAX] = "", why[256];
 	uint32_t n_backend_args = 0;
 	uint64_t v;
 	int opt, r;
@@ -673,6 +678,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		switch (opt) {
 		case 'i':
 			a->iface = optarg;
+			snprintf(iface_opt, sizeof(iface_opt), "%s", name);
 			break;
 		case 0x200:
 			if (a->n_vips < VIPS_MAX && parse_vip(optarg, &a->vips[a->n_vips]) == 0 &&
@@ -816,6 +822,11 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	}
 	if (a->service && !a->config_path) {
 		cli_error("--service needs --config FILE\n");
+		goto usage;
+	}
+	if (a->iface && hashlb_ifname_refusal(a->iface, why, sizeof(why))) {
+		/* as the config refuses it: "lo:1" would be lo to the kernel */
+		cli_error("%s: %s\n", iface_opt, why);
 		goto usage;
 	}
 	if (a->config_path) {

@@ -946,10 +946,7 @@ static int get_backend_addr(struct loader *ld, const struct ynode *v, struct has
 /*
  * Whether the <n> bytes at <s> may name a network interface, as the kernel's
  * dev_valid_name() has it: 1..15 bytes, not "." or "..", no '/', ':' or
- * white space. The kernel reads "eth0:1", an address label, as eth0 where
- * it looks an interface up by name (SIOCGIFINDEX): taken, "lo" and "lo:1"
- * were two interfaces to the one-service-per-interface check, and one
- * program on lo, the second service taking it from the first.
+ * white space.
  */
 static bool ifname_ok(const char *s, size_t n)
 {
@@ -959,6 +956,24 @@ static bool ifname_ok(const char *s, size_t n)
 		if (s[i] == '/' || s[i] == ':' || isspace((unsigned char)s[i]))
 			return false;
 	return true;
+}
+
+const char *hashlb_ifname_refusal(const char *name, char *buf, size_t size)
+{
+	const char *colon = strchr(name, ':');
+	size_t n = strlen(name);
+	const char *more = n > 64 ? "..." : ""; /* the reason must fit, whatever was given */
+
+	if (ifname_ok(name, n))
+		return NULL;
+	if (colon && ifname_ok(name, (size_t)(colon - name)))
+		snprintf(buf, size,
+			 "'%.64s%s' is not a valid interface name: ':' names an address label, "
+			 "not an interface (give '%.*s')",
+			 name, more, (int)(colon - name), name);
+	else
+		snprintf(buf, size, "'%.64s%s' is not a valid interface name", name, more);
+	return buf;
 }
 
 static bool service_name_ok(const char *s)
@@ -1538,23 +1553,13 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	}
 	v = map_get(m, "interface");
 	if (v) {
+		char why[256];
+
 		r = get_string(ld, v, "interface", &s->steer_interface);
 		if (r < 0)
 			return r;
-		if (!ifname_ok(s->steer_interface, strlen(s->steer_interface))) {
-			const char *colon = strchr(s->steer_interface, ':');
-
-			if (colon &&
-			    ifname_ok(s->steer_interface, (size_t)(colon - s->steer_interface)))
-				return fail(
-					ld, v,
-					"'interface' '%s' is not a valid interface name: ':' "
-					"names an address label, not an interface (give '%.*s')",
-					s->steer_interface, (int)(colon - s->steer_interface),
-					s->steer_interface);
-			return fail(ld, v, "'interface' '%s' is not a valid interface name",
-				    s->steer_interface);
-		}
+		if (hashlb_ifname_refusal(s->steer_interface, why, sizeof(why)))
+			return fail(ld, v, "'interface' %s", why);
 	}
 	/* Like interface, kept with steering: userspace for a reload to switch. */
 	if ((v = map_get(m, "steering_flows")) &&

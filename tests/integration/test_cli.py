@@ -234,6 +234,16 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=FF:ff:ff:ff:ff:ff"), 2,
      "invalid option 'mac=FF:ff:ff:ff:ff:ff'"),
     (("steer", "-i", "lo", *VIP, *BACKEND, "-v", "5"), 2, "hashlb steer: -v applies to scheme ring"),
+    # steer: an interface name the kernel reads as another, as the config refuses it (-i lo:1
+    # attached to lo, --detach -i lo:1 detached lo's program, dev=lo:1 sent through lo)
+    (("steer", "-i", "lo:1", *VIP, *BACKEND), 2,
+     "-i: 'lo:1' is not a valid interface name: ':' names an address label, not an "
+     "interface (give 'lo')"),
+    (("steer", "--iface", "lo:1", "--detach"), 2, "--iface: 'lo:1' is not a valid interface"),
+    (("steer", "-c", STEER_CFG, "-i", "lo:1"), 2, "-i: 'lo:1' is not a valid interface"),
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,dev=lo:1"), 2,
+     "backend 'a': dev 'lo:1' is not a valid interface name"),
+    (("steer", "-i", "a/b", "--stats"), 2, "-i: 'a/b' is not a valid interface name"),
     # steer: what the action does not take was ignored
     (("steer", "-i", "lo", *VIP, *BACKEND, "--json"), 2, "--json applies only with --stats"),
     (("steer", "-i", "lo", "--detach", "--json"), 2, "--json applies only with --stats"),
