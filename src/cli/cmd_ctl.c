@@ -873,6 +873,16 @@ int cmd_ctl(int argc, char **argv)
 			hashlb_config_free(cfg);
 			return 1;
 		}
+		if (cfg->admin_addr.ss_family != AF_UNIX &&
+		    hashlb_addr_port(&cfg->admin_addr) == 0) {
+			/* connecting there is refused, which would say nothing is listening */
+			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
+				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
+				  "give --admin ADDR\n",
+				  config, cfg->admin);
+			hashlb_config_free(cfg);
+			return 1;
+		}
 		ss = cfg->admin_addr;
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);

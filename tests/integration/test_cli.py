@@ -189,6 +189,10 @@ with open(STEER_CFG, "w") as f:
     f.write("services:\n  - name: k\n    listen: 127.0.0.1:18080\n    steering: kernel\n"
             "    interface: lo\n    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
 NO_FILE = os.path.join(tmp, "none.yaml")
+ADMIN_PORT_0 = os.path.join(tmp, "port0.yaml")  # admin on a port the kernel picks
+with open(ADMIN_PORT_0, "w") as f:
+    f.write("admin: 127.0.0.1:0\nservices:\n  - name: w\n    listen: 127.0.0.1:0\n"
+            "    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
 VIP, BACKEND = ("--vip", "10.0.0.1:80"), ("-b", "a=10.0.0.2,mac=02:00:00:00:00:01")
 ADMIN = ("--admin", "127.0.0.1:1")
 for args, status, msg in [
@@ -318,6 +322,10 @@ for args, status, msg in [
      "absolute and shorter than 108 bytes\n"),
     (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "absolute and shorter than 108"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
+    # -c FILE with admin on port 0: where the running hashlb listens is in its log, not the
+    # file (ctl said "cannot reach the admin endpoint at 127.0.0.1:0: Connection refused")
+    (("ctl", "-c", ADMIN_PORT_0, "status"), 1,
+     "admin 127.0.0.1:0 has port 0, which the kernel picks for the running hashlb"),
     (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
     # a command given the wrong arguments says so, with its own synopsis (not the whole manual)
     (("ctl", "--admin", "127.0.0.1:1", "set", "a"), 2,
@@ -406,6 +414,7 @@ if NO_BPF in run("steer", "-i", "lo", "--stats", ok=False).stderr:
         check(p.returncode == 1 and p.stderr.startswith(NO_BPF) and p.stderr.count("\n") == 1,
               f"hashlb {' '.join(args)} without BPF: exit {p.returncode}, stderr {p.stderr!r}")
 os.unlink(STEER_CFG)
+os.unlink(ADMIN_PORT_0)
 os.rmdir(tmp)
 
 # 7. A number reads as the config reads it: "010" is ten (YAML 1.2), not octal eight, so a
