@@ -1018,7 +1018,15 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	else
 		n = group_members(s, name, bs);
 	if (!n) {
-		resp_error(resp, 404, "service %s has no backend '%s'", s->cfg->name, name);
+		/* its draining row in /status names it: say why set does not take it */
+		bool removed = false;
+
+		for (uint32_t j = 0; j < s->n_removed && !removed; j++)
+			removed = !strcmp(s->removed[j]->rt->name, name);
+		resp_error(resp, 404, "service %s has no backend '%s'%s", s->cfg->name, name,
+			   removed ? " (a reload removed it: it drains, and set does not apply; "
+				     "hashlb ctl close ends its connections)"
+				   : "");
 		goto out;
 	}
 	/* Every backend at weight 0 makes no table: refused here, so that an

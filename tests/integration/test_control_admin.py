@@ -109,6 +109,10 @@ def removed_backend_drains_until_timeout():
     row = [ln.split() for ln in so.splitlines() if ln.split()[:1] == ["c"]]
     check(rc == 0 and len(row) == 1 and row[0][3:5] == ["draining", "removed"],
           f"ctl status: c's row says draining, removed: {row} {se!r}")
+    # set, on the name of that row, says why it does not apply (it said "no backend 'c'")
+    rc, so, se = lb.ctl("set", "c", "drain")
+    check(rc == 1 and "has no backend 'c' (a reload removed it: it drains" in se,
+          f"ctl set c drain: {rc} {se!r}")
     check(all(who(lb.addr, c) in ("a", "b") for c in mine), "c takes no new client")
     held.sendall(b"during drain\n")
     check(read_line(held) == "during drain", "the connection to c carries on while draining")
