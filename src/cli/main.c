@@ -2,10 +2,12 @@
 /* hashlb: the command and its subcommands. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -137,6 +139,27 @@ static int command_status(const char *cmd, int status)
 	return output_status(status);
 }
 
+/*
+ * A standard descriptor closed by whoever started hashlb (`2>&-`, a
+ * supervisor that closes them) is opened on /dev/null: the next descriptor
+ * hashlb opened took its number, and the log went there (stderr was a
+ * signalfd, an eventfd, and could be a socket to a client or a backend).
+ */
+static void std_fds_open(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		int null;
+
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		null = open("/dev/null", O_RDWR);
+		if (null >= 0 && null != fd) { /* not the lowest free number: cannot be */
+			dup2(null, fd);
+			close(null);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	/*
@@ -150,6 +173,7 @@ int main(int argc, char **argv)
 	const struct cli_command *cmd;
 	bool version;
 
+	std_fds_open();
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
 	if (argc < 2) {
 		cli_error("no command given\n");

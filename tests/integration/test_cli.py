@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from lbtest import json_strict
+from lbtest import json_strict, listening_sockets, wait_until
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 failures = []
@@ -691,6 +691,27 @@ for opt in ("--down", "--drain"):
     p = run(*args, ok=False)
     check(p.returncode == 2 and f"{opt} names 'x'" in p.stderr,
           f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr!r}")
+
+# 14. Standard descriptors closed by whoever starts hashlb run (`2>&-`, a supervisor) are
+# /dev/null in it: the next descriptor hashlb opened took the number, and its log lines went
+# there (stderr was a signalfd or an eventfd; it could have been a client's socket).
+with tempfile.TemporaryDirectory() as d:
+    cfg = os.path.join(d, "closed.yaml")
+    with open(cfg, "w") as f:
+        f.write("services:\n  - name: s\n    listen: 127.0.0.1:0\n    backends:\n"
+                "      - {name: a, address: '127.0.0.1:9'}\nadmin: off\n")
+    for closed in ((0, 1, 2), (2,), (1,)):
+        p = subprocess.Popen([HASHLB, "run", "-c", cfg, "--workers", "1"],
+                             preexec_fn=lambda closed=closed: [os.close(fd) for fd in closed])
+        try:
+            listening = wait_until(lambda: listening_sockets(p.pid), 30)
+            links = {fd: os.readlink(f"/proc/{p.pid}/fd/{fd}") for fd in closed}
+            check(listening and all(v == "/dev/null" for v in links.values()),
+                  f"hashlb run with {closed} closed: listening {bool(listening)}, they are {links}")
+        finally:
+            p.terminate()
+            rc = p.wait(timeout=30)
+        check(rc == 0, f"hashlb run with {closed} closed: exit {rc}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
