@@ -239,6 +239,12 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err);
 /*
+ * The same for a config that replaces <last> (a reload; NULL: none runs):
+ * hashlb_config_resolve_after() with <last>.
+ */
+int hashlb_config_load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
+			     struct hashlb_config **ret_config, struct hashlb_error *err);
+/*
  * Resolve every backend address written as "name:port" with the system
  * resolver (getaddrinfo: /etc/hosts, DNS, as nsswitch.conf says), all
  * names at once, giving up on those not answered within <timeout_ms>.
@@ -253,6 +259,17 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 #define HASHLB_RESOLVE_TIMEOUT_MS 5000
 #define HASHLB_EACH_ADDRESS_MAX 1024u
 int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err);
+/*
+ * The same for <c>, which replaces <last> (a reload; NULL: none runs): a
+ * backend <last> has, of the same service, name and address as written,
+ * stays at the address <last> gives it while its name's answer still has
+ * it, in whatever order (DNS servers rotate a record set's order): only an
+ * answer without it moves the backend, to the answer's first address. A
+ * reload that does not change a backend does not move its clients. A name
+ * that fails fails <c> as in hashlb_config_resolve().
+ */
+int hashlb_config_resolve_after(struct hashlb_config *c, uint32_t timeout_ms,
+				const struct hashlb_config *last, struct hashlb_error *err);
 /*
  * The same without waiting, for an event loop: _start() asks every name of
  * <c> (which must stay as it is until _finish()); *ret_job is NULL when

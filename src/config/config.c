@@ -2545,6 +2545,12 @@ static int read_all(int fd, size_t size_hint, char **ret_buf, size_t *ret_len)
 int hashlb_config_load_flags(const char *path, unsigned int flags,
 			     struct hashlb_config **ret_config, struct hashlb_error *err)
 {
+	return hashlb_config_load_after(path, flags, NULL, ret_config, err);
+}
+
+int hashlb_config_load_after(const char *path, unsigned int flags, const struct hashlb_config *last,
+			     struct hashlb_config **ret_config, struct hashlb_error *err)
+{
 	struct hashlb_config *c;
 	struct stat st;
 	size_t got = 0;
@@ -2590,7 +2596,7 @@ int hashlb_config_load_flags(const char *path, unsigned int flags,
 	if (r < 0)
 		return r;
 	if (!(flags & HASHLB_LOAD_NO_RESOLVE)) {
-		r = hashlb_config_resolve(c, HASHLB_RESOLVE_TIMEOUT_MS, err);
+		r = hashlb_config_resolve_after(c, HASHLB_RESOLVE_TIMEOUT_MS, last, err);
 		if (r < 0) {
 			if (err && err->file)
 				err->file = path; /* not c's copy, freed here */

@@ -725,11 +725,13 @@ static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 }
 
 /*
- * hashlb_config_resolve_finish(); with <last>, _finish_keep(): a name that
- * failed keeps what <last> has for it (its first failure into <failed>).
+ * hashlb_config_resolve_finish(); with <last>, a backend stays at the address
+ * <last> has for it while the answer still has it (stay_put()), and with
+ * <keep> too, _finish_keep(): a name that failed keeps what <last> has for
+ * it (its first failure into <failed>).
  */
 static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t timeout_ms,
-		  const struct hashlb_config *last, struct hashlb_error *failed,
+		  const struct hashlb_config *last, bool keep, struct hashlb_error *failed,
 		  struct hashlb_error *err)
 {
 	uint32_t k = 0;
@@ -768,7 +770,7 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 			if (r == 0 && last && !b->each_address)
 				stay_put(last, s, b, q_of[j]);
 			/* no answer, or one no connect can use (-EINVAL) */
-			if (r < 0 && last && (name_failed(q_of[j]) || r == -EINVAL)) {
+			if (r < 0 && last && keep && (name_failed(q_of[j]) || r == -EINVAL)) {
 				int kr = keep_last(last, s, b, &kept[j]);
 
 				if (kr == 0) {
@@ -804,17 +806,18 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
 				 uint32_t timeout_ms, struct hashlb_error *err)
 {
-	return finish(c, job, timeout_ms, NULL, NULL, err);
+	return finish(c, job, timeout_ms, NULL, false, NULL, err);
 }
 
 int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_resolve *job,
 				      uint32_t timeout_ms, const struct hashlb_config *last,
 				      struct hashlb_error *failed, struct hashlb_error *err)
 {
-	return finish(c, job, timeout_ms, last, failed, err);
+	return finish(c, job, timeout_ms, last, true, failed, err);
 }
 
-int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err)
+int hashlb_config_resolve_after(struct hashlb_config *c, uint32_t timeout_ms,
+				const struct hashlb_config *last, struct hashlb_error *err)
 {
 	struct hashlb_resolve *job;
 	int r = hashlb_config_resolve_start(c, &job, err);
@@ -822,5 +825,10 @@ int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct h
 	if (r < 0 || !job)
 		return r;
 	job_wait(job, timeout_ms);
-	return hashlb_config_resolve_finish(c, job, timeout_ms, err);
+	return finish(c, job, timeout_ms, last, false, NULL, err);
+}
+
+int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct hashlb_error *err)
+{
+	return hashlb_config_resolve_after(c, timeout_ms, NULL, err);
 }

@@ -512,7 +512,9 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 
 	if (!err)
 		err = &local;
-	ret = hashlb_config_load_flags(ctl->config_path, load_flags(ctl), &cfg, err);
+	/* with the running config: a backend stays where it is while its name
+	 * still has that address, though the answer rotated */
+	ret = hashlb_config_load_after(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err);
 	if (ret < 0) {
 		reload_failed(ctl, err);
 		return ret;

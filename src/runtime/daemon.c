@@ -811,7 +811,7 @@ static void static_reload(struct hlb_daemon *d)
 	struct hashlb_error err = { 0 };
 	int r;
 
-	r = hashlb_config_load(d->config_path, &cfg, &err);
+	r = hashlb_config_load_after(d->config_path, 0, d->cfg, &cfg, &err);
 	if (r == 0) {
 		r = static_apply(d, cfg, &err);
 		if (r < 0)

@@ -281,6 +281,41 @@ def answer_in_another_order_moves_nothing():
     a2.stop()
 
 
+def reload_keeps_a_rotated_name_in_place():
+    """A reload that leaves a backend as written keeps it at its address while its name's
+    answer still has it, in whatever order, as resolve_every's rounds do: before, a reload
+    resolved without the running config and took the answer's first address, so a DNS
+    server's rotation (BIND's rrset-order cyclic) moved the backend at any reload (its
+    clients and connections to a new backend, slow start and health verdict begun again).
+    An answer without the address moves it, to the answer's first one."""
+    need_unshare()
+    a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
+    c = Backend("c")
+    names = Names("rotated", "127.0.0.5 alpha\n127.0.0.6 alpha\n")
+    base = [("a", f"alpha:{a.port}")]
+    lb = Lb(config(base, health="enabled: false"), wrap=names.wrap())
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "the answer's first address")
+    names.set_hosts("127.0.0.6 alpha\n127.0.0.5 alpha\n")
+    for what, cfg in (("as it is", base),
+                      ("with a backend added", base + [("c", f"127.0.0.1:{c.port}")])):
+        lb.rewrite(config(cfg, health="enabled: false"))
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0 and backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}",
+              f"a reload of the config {what} keeps a at its address, still in the answer: "
+              f"rc={rc} {se.strip()} {backend_of(lb, 'a')['resolved']}")
+    on = lb.lookup([client_ip(i) for i in range(40)])
+    check("a" in on.values() and all(who(lb.addr, x) == "a" for x in on if on[x] == "a"),
+          "a's clients still reach its address")
+    names.set_hosts("127.0.0.6 alpha\n127.0.0.7 alpha\n")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and backend_of(lb, "a")["resolved"] == f"127.0.0.6:{a.port}",
+          f"once its address leaves the answer, a reload takes the new first one: "
+          f"{backend_of(lb, 'a')['resolved']}")
+    check(lb.stop() == 0, "exit 0")
+    for x in (a, a2, c):
+        x.stop()
+
+
 def many_changes_logged_whole():
     """resolve_every: a round that changes more backends than one log line lists (a pool
     behind one name scaled out by 30) lists whole changes and ends with ",..." (backends=
@@ -656,7 +691,8 @@ def stuck_name_does_not_hold_the_others():
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
-           answer_in_another_order_moves_nothing, many_changes_logged_whole,
+           answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place,
+           many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others])

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Names resolved against answers this test gives (getaddrinfo() is wrapped at
+ * link time): what a name's backends are does not depend on the order of its
+ * answer, which DNS servers rotate.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hashlb/config.h"
+
+#define ANSWER_MAX 2048
+
+/* The answer every name gets, in this order (set before resolving: the
+ * resolver's threads only read it). */
+static struct sockaddr_storage answer[ANSWER_MAX];
+static size_t answer_n;
+
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		       struct addrinfo **res);
+void __wrap_freeaddrinfo(struct addrinfo *res);
+
+int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		       struct addrinfo **res)
+{
+	struct addrinfo *head = NULL, **tail = &head;
+	uint16_t port = htons((uint16_t)atoi(service));
+
+	(void)node;
+	for (size_t i = 0; i < answer_n; i++) {
+		const struct sockaddr_storage *a = &answer[i];
+		struct addrinfo *r;
+
+		if (hints->ai_family != AF_UNSPEC && hints->ai_family != a->ss_family)
+			continue;
+		r = calloc(1, sizeof(*r) + sizeof(*a));
+		if (!r)
+			break;
+		r->ai_family = a->ss_family;
+		r->ai_socktype = SOCK_STREAM;
+		r->ai_protocol = IPPROTO_TCP;
+		r->ai_addr = (struct sockaddr *)(r + 1);
+		r->ai_addrlen = a->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+							: sizeof(struct sockaddr_in6);
+		memcpy(r->ai_addr, a, r->ai_addrlen);
+		if (a->ss_family == AF_INET)
+			((struct sockaddr_in *)r->ai_addr)->sin_port = port;
+		else
+			((struct sockaddr_in6 *)r->ai_addr)->sin6_port = port;
+		*tail = r;
+		tail = &r->ai_next;
+	}
+	*res = head;
+	return head ? 0 : EAI_NONAME;
+}
+
+void __wrap_freeaddrinfo(struct addrinfo *res)
+{
+	while (res) {
+		struct addrinfo *next = res->ai_next;
+
+		free(res);
+		res = next;
+	}
+}
+
+static void answer_v4(size_t i, uint32_t host)
+{
+	struct sockaddr_in *a = (struct sockaddr_in *)&answer[i];
+
+	memset(&answer[i], 0, sizeof(answer[i]));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(host);
+}
+
+/* The answer turned by <by>: its <by>-th address first. */
+static void answer_rotate(size_t by)
+{
+	struct sockaddr_storage *v = calloc(answer_n, sizeof(*v));
+
+	assert_non_null(v);
+	for (size_t i = 0; i < answer_n; i++)
+		v[i] = answer[(i + by) % answer_n];
+	memcpy(answer, v, answer_n * sizeof(*v));
+	free(v);
+}
+
+static struct hashlb_config *resolved(const char *yaml, const struct hashlb_config *last)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err = { 0 };
+
+	if (hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err) < 0 ||
+	    hashlb_config_resolve_after(c, HASHLB_RESOLVE_TIMEOUT_MS, last, &err) < 0)
+		fail_msg("%d:%d: %s", err.line, err.column, err.msg);
+	return c;
+}
+
+static const char three[] = "services:\n"
+			    "  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+			    "      - name: a\n        address: alpha.test:9\n"
+			    "  - name: y\n    listen: 127.0.0.1:81\n    backends:\n"
+			    "      - name: a\n        address: alpha.test:9\n"
+			    "      - name: b\n        address: alpha.test:9\n"
+			    "  - name: z\n    listen: 127.0.0.1:82\n    backends:\n"
+			    "      - name: a\n        address: alpha.test:10\n";
+
+/* The same services, written in another order, z/a at the same address as written. */
+static const char three_moved[] = "services:\n"
+				  "  - name: z\n    listen: 127.0.0.1:82\n    backends:\n"
+				  "      - name: a\n        address: alpha.test:9\n"
+				  "  - name: y\n    listen: 127.0.0.1:81\n    backends:\n"
+				  "      - name: b\n        address: alpha.test:9\n"
+				  "      - name: a\n        address: alpha.test:9\n"
+				  "  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+				  "      - name: a\n        address: alpha.test:9\n";
+
+static uint32_t addr_v4(const struct hashlb_config *c, const char *svc, const char *name)
+{
+	const struct hashlb_service_cfg *s = hashlb_config_service(c, svc);
+
+	assert_non_null(s);
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		if (!strcmp(s->backends[j].name, name))
+			return ntohl(((const struct sockaddr_in *)&s->backends[j].addr)
+					     ->sin_addr.s_addr);
+	}
+	fail_msg("no backend %s/%s", svc, name);
+	return 0;
+}
+
+/*
+ * A config resolved after another (a reload): each backend of the same
+ * service, name and address as written stays at the address it had while
+ * the answer still has it, whatever the order of the answer or of the
+ * config; one written otherwise (z/a, another port) takes the answer's
+ * first address, and one whose address left the answer its new first one.
+ */
+static void test_resolved_after(void **state)
+{
+	struct hashlb_config *last, *c;
+	struct hashlb_service_cfg *y;
+
+	(void)state;
+	answer_n = 3;
+	for (size_t i = 0; i < answer_n; i++)
+		answer_v4(i, 0x0a000001u + (uint32_t)i); /* 10.0.0.1 .2 .3 */
+	last = resolved(three, NULL);
+	assert_int_equal(addr_v4(last, "y", "b"), 0x0a000001u);
+	/* as resolve_every's rounds leave them: y/b at .3, y/a at .2 */
+	y = (struct hashlb_service_cfg *)hashlb_config_service(last, "y");
+	((struct sockaddr_in *)&y->backends[0].addr)->sin_addr.s_addr = htonl(0x0a000002u);
+	((struct sockaddr_in *)&y->backends[1].addr)->sin_addr.s_addr = htonl(0x0a000003u);
+
+	answer_rotate(1); /* .2 .3 .1 */
+	c = resolved(three_moved, last);
+	assert_int_equal(addr_v4(c, "x", "a"), 0x0a000001u);
+	assert_int_equal(addr_v4(c, "y", "a"), 0x0a000002u);
+	assert_int_equal(addr_v4(c, "y", "b"), 0x0a000003u);
+	assert_int_equal(addr_v4(c, "z", "a"), 0x0a000002u); /* alpha.test:10 before */
+	hashlb_config_free(c);
+
+	answer_n = 2; /* .2 .3: x/a's .1 is gone */
+	c = resolved(three, last);
+	assert_int_equal(addr_v4(c, "x", "a"), 0x0a000002u);
+	assert_int_equal(addr_v4(c, "y", "a"), 0x0a000002u);
+	assert_int_equal(addr_v4(c, "y", "b"), 0x0a000003u);
+	hashlb_config_free(c);
+	hashlb_config_free(last);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_resolved_after),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
