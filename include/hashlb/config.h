@@ -251,7 +251,7 @@ int hashlb_config_load_after(const char *path, unsigned int flags, const struct 
  * A backend takes the first address of the answer (the order /etc/gai.conf
  * sets), of its service's source family when the service has a source; one
  * with each_address becomes one backend per distinct address of the answer
- * (at most HASHLB_EACH_ADDRESS_MAX). Numeric addresses are left as written. On error (a name that does not
+ * (the lowest HASHLB_EACH_ADDRESS_MAX, whatever the answer's order). Numeric addresses are left as written. On error (a name that does not
  * resolve or not in time, or resolves to the service's own listen address)
  * returns a negative errno, <err> names the file:line:column of the address
  * and what failed, and <c> is fit only for hashlb_config_free().

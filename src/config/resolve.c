@@ -92,7 +92,7 @@ static socklen_t sockaddr_len(const struct sockaddr_storage *a)
 	return a->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 }
 
-/* IPv4 before IPv6, then by address: the order of an each_address name's backends. */
+/* IPv4 before IPv6, then by address (an IPv6 one's zone aside). */
 static int sockaddr_cmp(const void *pa, const void *pb)
 {
 	const struct sockaddr_storage *a = pa, *b = pb;
@@ -106,10 +106,21 @@ static int sockaddr_cmp(const void *pa, const void *pb)
 		      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
 }
 
+/* sockaddr_cmp(), then by zone (a link-local address's interface): the order of
+ * an answer's addresses, and of an each_address name's backends. */
+static int sockaddr_order(const void *pa, const void *pb)
+{
+	const struct sockaddr_in6 *a = pa, *b = pb;
+	int d = sockaddr_cmp(pa, pb);
+
+	if (d || a->sin6_family != AF_INET6 || a->sin6_scope_id == b->sin6_scope_id)
+		return d;
+	return a->sin6_scope_id < b->sin6_scope_id ? -1 : 1;
+}
+
 /*
- * The distinct IPv4 and IPv6 addresses of <res>, sorted, at most
- * HASHLB_EACH_ADDRESS_MAX (the first ones of the answer): how many, 0
- * if none (*ret NULL), or -ENOMEM.
+ * The distinct IPv4 and IPv6 addresses of <res>, sorted (sockaddr_order()),
+ * all of them: how many, 0 if none (*ret NULL), or -ENOMEM.
  */
 static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **ret)
 {
@@ -118,7 +129,7 @@ static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **re
 	int kept = 0;
 
 	*ret = NULL;
-	for (const struct addrinfo *r = res; r && max < HASHLB_EACH_ADDRESS_MAX; r = r->ai_next)
+	for (const struct addrinfo *r = res; r && max < INT32_MAX; r = r->ai_next)
 		max++;
 	if (!max || !(v = calloc(max, sizeof(*v))))
 		return max ? -ENOMEM : 0;
@@ -127,9 +138,9 @@ static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **re
 		    (res->ai_family == AF_INET6 && res->ai_addrlen == sizeof(struct sockaddr_in6)))
 			memcpy(&v[n++], res->ai_addr, res->ai_addrlen);
 	}
-	qsort(v, n, sizeof(*v), sockaddr_cmp);
+	qsort(v, n, sizeof(*v), sockaddr_order);
 	for (uint32_t i = 0; i < n; i++) {
-		if (kept == 0 || sockaddr_cmp(&v[kept - 1], &v[i]) != 0)
+		if (kept == 0 || sockaddr_order(&v[kept - 1], &v[i]) != 0)
 			v[kept++] = v[i];
 	}
 	if (kept == 0) {
@@ -137,6 +148,24 @@ static int answer_addrs(const struct addrinfo *res, struct sockaddr_storage **re
 		return 0;
 	}
 	*ret = v;
+	return kept;
+}
+
+/*
+ * An each_address name's members of the <n> addresses <v> (answer_addrs()'s):
+ * one per address, at its lowest zone (the backends are named by address, so
+ * fe80::1 on two interfaces is one), the first HASHLB_EACH_ADDRESS_MAX. Cut
+ * after sorting, they do not depend on the answer's order: cut before, a
+ * rotated answer of more gave other members each time.
+ */
+static uint32_t each_address_members(struct sockaddr_storage *v, uint32_t n)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < n && kept < HASHLB_EACH_ADDRESS_MAX; i++) {
+		if (kept == 0 || sockaddr_cmp(&v[kept - 1], &v[i]) != 0)
+			v[kept++] = v[i];
+	}
 	return kept;
 }
 
@@ -189,7 +218,7 @@ static void *resolve_thread(void *arg)
 		q->sys_errno = e == EAI_SYSTEM ? errno : 0;
 		if (e == 0 && want_all) {
 			q->addrs = all;
-			q->n_addrs = n_all > 0 ? (uint32_t)n_all : 0;
+			q->n_addrs = n_all > 0 ? each_address_members(all, (uint32_t)n_all) : 0;
 			if (n_all <= 0)
 				q->gai = n_all < 0 ? EAI_MEMORY : EAI_NODATA;
 		} else if (e == 0 && res && res->ai_addrlen <= sizeof(q->addr)) {
@@ -690,7 +719,7 @@ static int keep_last(const struct hashlb_config *last, const struct hashlb_servi
 		    lb->from_name && !strcmp(lb->from_name, b->name))
 			q->addrs[q->n_addrs++] = lb->addr;
 	}
-	qsort(q->addrs, q->n_addrs, sizeof(*q->addrs), sockaddr_cmp);
+	qsort(q->addrs, q->n_addrs, sizeof(*q->addrs), sockaddr_order);
 	q->done = true;
 	*ret_q = q;
 	return 0;

@@ -84,6 +84,16 @@ static void answer_v4(size_t i, uint32_t host)
 	a->sin_addr.s_addr = htonl(host);
 }
 
+static void answer_v6(size_t i, const char *text, uint32_t scope)
+{
+	struct sockaddr_in6 *a = (struct sockaddr_in6 *)&answer[i];
+
+	memset(&answer[i], 0, sizeof(answer[i]));
+	a->sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, text, &a->sin6_addr), 1);
+	a->sin6_scope_id = scope;
+}
+
 /* The answer turned by <by>: its <by>-th address first. */
 static void answer_rotate(size_t by)
 {
@@ -105,6 +115,94 @@ static struct hashlb_config *resolved(const char *yaml, const struct hashlb_conf
 	    hashlb_config_resolve_after(c, HASHLB_RESOLVE_TIMEOUT_MS, last, &err) < 0)
 		fail_msg("%d:%d: %s", err.line, err.column, err.msg);
 	return c;
+}
+
+/* Service <s>'s backends, "name=address" each, in order, one string. */
+static char *backends_text(const struct hashlb_service_cfg *s)
+{
+	size_t size = 64 * (s->n_backends + 1), o = 0;
+	char *out = calloc(1, size), addr[HASHLB_ADDR_STRLEN];
+
+	assert_non_null(out);
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		hashlb_addr_format(&s->backends[j].addr, addr, sizeof(addr));
+		o += (size_t)snprintf(
+			out + o, size - o, "%s=%s%%%u ", s->backends[j].name, addr,
+			s->backends[j].addr.ss_family == AF_INET6
+				? ((const struct sockaddr_in6 *)&s->backends[j].addr)->sin6_scope_id
+				: 0);
+	}
+	return out;
+}
+
+static const char pool[] = "services:\n  - name: web\n    listen: \"[::1]:80\"\n"
+			   "    backends:\n      - name: pool\n        address: pool.test:9\n"
+			   "        each_address: true\n";
+
+/*
+ * A name of more addresses than each_address takes (1,100 here, 1,024
+ * taken): the same backends whatever the answer's order, the lowest
+ * addresses. The answer was cut before it was sorted, so a rotated answer
+ * gave other members each time it was asked: backends came and went at each
+ * resolve_every round.
+ */
+static void test_each_address_cut_after_sorting(void **state)
+{
+	struct hashlb_config *c1, *c2;
+	char *t1, *t2, first[HASHLB_ADDR_STRLEN], last[HASHLB_ADDR_STRLEN];
+	const struct hashlb_service_cfg *s;
+
+	(void)state;
+	answer_n = 1100;
+	for (size_t i = 0; i < answer_n; i++)
+		answer_v4(i, 0x0a000000u + 1 + (uint32_t)i); /* 10.0.0.1 ... */
+	answer_rotate(600);
+	c1 = resolved(pool, NULL);
+	answer_rotate(300);
+	c2 = resolved(pool, NULL);
+	s = &c1->services[0];
+	assert_int_equal(s->n_backends, HASHLB_EACH_ADDRESS_MAX);
+	assert_int_equal(c2->services[0].n_backends, HASHLB_EACH_ADDRESS_MAX);
+	hashlb_addr_format(&s->backends[0].addr, first, sizeof(first));
+	hashlb_addr_format(&s->backends[s->n_backends - 1].addr, last, sizeof(last));
+	assert_string_equal(first, "10.0.0.1:9");
+	assert_string_equal(last, "10.0.4.0:9"); /* the 1,024th */
+	t1 = backends_text(&c1->services[0]);
+	t2 = backends_text(&c2->services[0]);
+	assert_string_equal(t1, t2);
+	free(t1);
+	free(t2);
+	hashlb_config_free(c1);
+	hashlb_config_free(c2);
+}
+
+/*
+ * One link-local address answered on two interfaces (only NSS modules that
+ * give zones do: nss-mdns, nss-resolve, nss-myhostname): one backend, at the
+ * same interface whatever the answer's order. The two compared equal and the
+ * one kept was the one the sort happened to put first.
+ */
+static void test_each_address_zones(void **state)
+{
+	struct hashlb_config *c1, *c2;
+	char *t1, *t2;
+
+	(void)state;
+	answer_n = 3;
+	answer_v6(0, "fe80::1", 3);
+	answer_v6(1, "fe80::1", 2);
+	answer_v6(2, "2001:db8::1", 0);
+	c1 = resolved(pool, NULL);
+	answer_rotate(1);
+	c2 = resolved(pool, NULL);
+	t1 = backends_text(&c1->services[0]);
+	t2 = backends_text(&c2->services[0]);
+	assert_string_equal(t1, "pool@2001:db8::1=[2001:db8::1]:9%0 pool@fe80::1=[fe80::1]:9%2 ");
+	assert_string_equal(t1, t2);
+	free(t1);
+	free(t2);
+	hashlb_config_free(c1);
+	hashlb_config_free(c2);
 }
 
 static const char three[] = "services:\n"
@@ -183,6 +281,8 @@ static void test_resolved_after(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_each_address_cut_after_sorting),
+		cmocka_unit_test(test_each_address_zones),
 		cmocka_unit_test(test_resolved_after),
 	};
 
