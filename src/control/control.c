@@ -101,16 +101,45 @@ static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *e
 		    "%s", hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
 }
 
-/* Backend <name> of service <s>, or NULL. Linear, and asked only for the
- * backends written with a host name: few, once per resolve_every. */
-static const struct hashlb_backend_cfg *backend_named(const struct hashlb_service_cfg *s,
-						      const char *name)
+/* A service's backends written with a host name, sorted by name: a round's
+ * comparison in n log n (a linear search per name was a third of the 274 ms
+ * a round of 5,000 named backends cost the control thread: resolve.c). */
+struct named {
+	const struct hashlb_backend_cfg **v;
+	uint32_t n;
+};
+
+static int backend_cmp(const void *pa, const void *pb)
 {
+	const struct hashlb_backend_cfg *const *a = pa, *const *b = pb;
+
+	return strcmp((*a)->name, (*b)->name);
+}
+
+/* <s>'s backends written with a host name, into <ix> (free ix->v): 0, or -ENOMEM. */
+static int named_index(const struct hashlb_service_cfg *s, struct named *ix)
+{
+	*ix = (struct named){ 0 };
+	if (s->n_backends && !(ix->v = calloc(s->n_backends, sizeof(*ix->v))))
+		return -ENOMEM;
 	for (uint32_t j = 0; j < s->n_backends; j++) {
-		if (strcmp(s->backends[j].name, name) == 0)
-			return &s->backends[j];
+		if (hashlb_addr_is_name(s->backends[j].address))
+			ix->v[ix->n++] = &s->backends[j];
 	}
-	return NULL;
+	qsort(ix->v, ix->n, sizeof(*ix->v), backend_cmp);
+	return 0;
+}
+
+/* The backend of <ix> named <name>, or NULL. */
+static const struct hashlb_backend_cfg *backend_named(const struct named *ix, const char *name)
+{
+	struct hashlb_backend_cfg key = { .name = (char *)name };
+	const struct hashlb_backend_cfg *k = &key, *const * found;
+
+	if (!ix->n)
+		return NULL;
+	found = bsearch(&k, ix->v, ix->n, sizeof(*ix->v), backend_cmp);
+	return found ? *found : NULL;
 }
 
 /* Room kept at the end of the list for ",...": changes left out. */
@@ -207,13 +236,21 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
 		const struct hashlb_service_cfg *was = &ctl->cfg->services[i];
 		const struct hashlb_service_cfg *now = &fresh->services[i];
+		struct named was_ix, now_ix;
 
+		if (named_index(was, &was_ix) < 0 || named_index(now, &now_ix) < 0) {
+			free(was_ix.v);
+			hashlb_err(&err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+			resolve_failed(ctl, &err);
+			resolve_drop(ctl);
+			return;
+		}
 		for (uint32_t j = 0; j < now->n_backends; j++) {
 			const struct hashlb_backend_cfg *b = &now->backends[j], *a;
 
 			if (!hashlb_addr_is_name(b->address))
 				continue; /* as written, in both */
-			a = backend_named(was, b->name);
+			a = backend_named(&was_ix, b->name);
 			if (a && a->addr_len == b->addr_len &&
 			    !memcmp(&a->addr, &b->addr, a->addr_len))
 				continue;
@@ -223,11 +260,13 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		for (uint32_t j = 0; j < was->n_backends; j++) {
 			const struct hashlb_backend_cfg *a = &was->backends[j];
 
-			if (!hashlb_addr_is_name(a->address) || backend_named(now, a->name))
+			if (!hashlb_addr_is_name(a->address) || backend_named(&now_ix, a->name))
 				continue;
 			n++;
 			note_change(changed, sizeof(changed), &o, now->name, a->name, a, NULL);
 		}
+		free(was_ix.v);
+		free(now_ix.v);
 	}
 	if (n == 0) {
 		resolve_drop(ctl);
