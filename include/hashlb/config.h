@@ -285,8 +285,8 @@ bool hashlb_resolve_done(struct hashlb_resolve *job);
 /*
  * _start() for a round of resolve_every. A getaddrinfo() cannot be
  * interrupted: the lookups of a job finished before they were answered run
- * on until the resolver's own timeout. A name whose lookup (of any job)
- * still runs is not asked again, it fails ("was not asked again: its
+ * on until the resolver's own timeout. A name whose lookup (of any job,
+ * for the same family) still runs is not asked again, it fails ("was not asked again: its
  * lookup of an earlier round still waits on the resolver", -EBUSY, kept
  * by _finish_keep()), and the others are asked by at most 16 threads
  * alive in the process, those left running included: -EBUSY ("round

@@ -508,14 +508,20 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
 	return 0;
 }
 
-/* Whether a lookup of <host> runs now (of a job given up, or of a reload). */
-static bool host_in_flight(const char *host)
+/*
+ * Whether a lookup of <q>'s question runs now (of a job given up, or of a
+ * reload): the same host and family, the port aside (it asks nothing). A
+ * lookup of both families does not hold one of IPv4 only: a DNS server that
+ * drops AAAA queries (some middleboxes do) holds the first to its timeout
+ * and answers the second at once.
+ */
+static bool host_in_flight(const struct name_req *q)
 {
 	bool found = false;
 
 	pthread_mutex_lock(&in_flight_lock);
-	for (const struct name_req *q = in_flight; q && !found; q = q->in_next)
-		found = !strcasecmp(q->host, host);
+	for (const struct name_req *f = in_flight; f && !found; f = f->in_next)
+		found = f->family == q->family && !strcasecmp(f->host, q->host);
 	pthread_mutex_unlock(&in_flight_lock);
 	return found;
 }
@@ -532,7 +538,7 @@ static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_er
 	for (uint32_t i = 0; i < job->n; i++) {
 		struct name_req *q = &job->reqs[i];
 
-		if (!host_in_flight(q->host))
+		if (!host_in_flight(q))
 			continue;
 		q->busy = q->done = true;
 		q->gai = EAI_AGAIN;

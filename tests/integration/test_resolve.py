@@ -512,15 +512,79 @@ class SilentDns:
     def _run(self):
         while not self.done.is_set():
             try:
-                self.sock.recv(4096)
-                self.queries += 1
+                q, peer = self.sock.recvfrom(4096)
             except socket.timeout:
-                pass
+                continue
+            self.queries += 1
+            self.query(q, peer)
+
+    def query(self, q, peer):
+        """What it does with query <q> from <peer>: nothing."""
 
     def close(self):
         self.done.set()
         self.thread.join()
         self.sock.close()
+
+
+class AOnlyDns(SilentDns):
+    """A DNS server that answers each A query with .answer (an IPv4 address, TTL 0) and drops
+    every other query (AAAA ones: as some middleboxes and broken DNS servers do); .dropped
+    counts those."""
+
+    def __init__(self, answer):
+        self.answer, self.dropped = answer, 0
+        super().__init__()
+
+    def query(self, q, peer):
+        i = 12  # the question's name: labels up to a zero length, then type and class
+        while i < len(q) and q[i]:
+            i += 1 + q[i]
+        if q[i + 1:i + 3] != b"\x00\x01":
+            self.dropped += 1
+            return
+        head = q[:2] + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"
+        rr = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x00\x00\x04"
+        self.sock.sendto(head + q[12:i + 5] + rr + socket.inet_aton(self.answer), peer)
+
+
+def ipv4_lookup_not_held_by_a_dual_one():
+    """resolve_every, one name asked for IPv4 only (service v4, whose source is IPv4) and for
+    both families (service any), from a DNS server that answers A queries and drops AAAA
+    ones: the lookup of both families waits for the resolver's timeout (30 s), the IPv4 one
+    is still asked each round and followed. A name still asked was matched by host alone:
+    the IPv4 one was not asked again while the other waited, its backend held at its old
+    address for the resolver's timeout."""
+    need_unshare()
+    dns = AOnlyDns("127.0.0.5")
+    a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
+    b = Backend("b")
+    names = Names("aonly", "127.0.0.5 dual.example.test\n", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:30 attempts:1\n")
+    svc = ("  - name: {0}\n    listen: 127.0.0.1:0\n{1}    health:\n      enabled: false\n"
+           "    backends:\n      - name: {2}\n        address: dual.example.test:{3}\n")
+    cfg = ("resolve_every: 1s\nworkers: 1\nadmin: 127.0.0.1:0\nservices:\n" +
+           svc.format("v4", "    source: 127.0.0.1\n", "a", a.port) +
+           svc.format("any", "", "b", b.port))
+    lb = Lb(cfg, wrap=names.wrap())
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "a at the hosts file's")
+    names.set_hosts("")  # DNS is asked now
+    check(lb.wait(lambda: dns.dropped > 0, timeout=15) is not None,
+          "the lookup of both families asks AAAA, never answered")
+    failed0 = lb.status()["resolve"]["failed"]
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] > failed0, timeout=15) is not None,
+          f"a round fails the name of both families: {lb.status()['resolve']}")
+    dns.answer = "127.0.0.6"
+    took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"127.0.0.6:{a.port}", timeout=15)
+    res = lb.status()["resolve"]
+    check(took is not None, f"the IPv4 name is followed while the other's lookup waits: "
+          f"{backend_of(lb, 'a')['resolved']} {res}")
+    check(lb.service(1)["backends"][0]["resolved"] == f"127.0.0.5:{b.port}",
+          "the name of both families keeps its address")
+    check(lb.stop() == 0, "exit 0 (with the lookup still waiting)")
+    dns.close()
+    for x in (a, a2, b):
+        x.stop()
 
 
 def resolver_not_answering():
@@ -695,4 +759,5 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
-           silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others])
+           silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
+           ipv4_lookup_not_held_by_a_dual_one])
