@@ -266,7 +266,12 @@ int hashlb_config_resolve(struct hashlb_config *c, uint32_t timeout_ms, struct h
  * it, in whatever order (DNS servers rotate a record set's order): only an
  * answer without it moves the backend, to the answer's first address. A
  * reload that does not change a backend does not move its clients. A name
- * that fails fails <c> as in hashlb_config_resolve().
+ * that fails fails <c> as in hashlb_config_resolve(). With <last>, the
+ * lookups still running count: it waits, up to <timeout_ms>, until none of
+ * its names is still asked (by a round or a reload) and one of the reloads'
+ * 16 threads is free, then asks them as hashlb_config_resolve_again() does
+ * (a name still asked fails <c>, "names not asked: ..." if the 16 threads of
+ * earlier reloads still run). The rounds have 16 threads of their own.
  */
 int hashlb_config_resolve_after(struct hashlb_config *c, uint32_t timeout_ms,
 				const struct hashlb_config *last, struct hashlb_error *err);
@@ -287,9 +292,9 @@ bool hashlb_resolve_done(struct hashlb_resolve *job);
  * interrupted: the lookups of a job finished before they were answered run
  * on until the resolver's own timeout. A name whose lookup (of any job,
  * for the same family) still runs is not asked again, it fails ("was not asked again: its
- * lookup of an earlier round still waits on the resolver", -EBUSY, kept
- * by _finish_keep()), and the others are asked by at most 16 threads
- * alive in the process, those left running included: -EBUSY ("round
+ * lookup of an earlier round or reload still waits on the resolver", -EBUSY, kept
+ * by _finish_keep()), and the others are asked by at most 16 threads of
+ * rounds alive in the process, those left running included: -EBUSY ("round
  * skipped: ...") if all 16 still run and a name is to be asked.
  */
 int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_resolve **ret_job,

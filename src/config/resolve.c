@@ -37,12 +37,31 @@
 
 #define RESOLVE_THREADS 16u
 
-/* Lookup threads alive in the process, those of jobs given up included. */
-static atomic_uint threads_alive;
+/*
+ * Lookup threads alive in the process, those of jobs given up included: [0]
+ * of the rounds (and of a start, a check), [1] of the reloads. Each has its
+ * RESOLVE_THREADS: a reload that drops the names of a dead zone is not held
+ * by the rounds' lookups stuck on them.
+ */
+static atomic_uint threads_alive[2];
 
 /* The requests whose getaddrinfo() runs now, of any job (linked by in_next). */
 static pthread_mutex_t in_flight_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct name_req *in_flight;
+/* Broadcast, under in_flight_lock, when a lookup ends and when a thread does
+ * (CLOCK_MONOTONIC: set up by in_flight_init(), once). */
+static pthread_cond_t in_flight_ended;
+static pthread_once_t in_flight_once = PTHREAD_ONCE_INIT;
+
+static void in_flight_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&in_flight_ended, &ca);
+	pthread_condattr_destroy(&ca);
+}
 
 struct name_req {
 	char host[HASHLB_HOST_MAX + 1];
@@ -67,6 +86,7 @@ struct hashlb_resolve {
 	pthread_cond_t answered;
 	uint32_t n, next, left; /* names; the next to take; not answered yet */
 	uint32_t refs; /* the caller and each thread still running */
+	bool reload; /* its threads count in threads_alive[1] */
 	bool abandoned; /* the caller has given up: take no further names */
 	struct name_req reqs[];
 };
@@ -172,6 +192,7 @@ static uint32_t each_address_members(struct sockaddr_storage *v, uint32_t n)
 static void *resolve_thread(void *arg)
 {
 	struct hashlb_resolve *job = arg;
+	atomic_uint *alive = &threads_alive[job->reload]; /* the job may be gone at the end */
 
 	for (;;) {
 		struct addrinfo hints = { 0 }, *res = NULL;
@@ -211,6 +232,7 @@ static void *resolve_thread(void *arg)
 				break;
 			}
 		}
+		pthread_cond_broadcast(&in_flight_ended);
 		pthread_mutex_unlock(&in_flight_lock);
 
 		pthread_mutex_lock(&job->lock);
@@ -238,7 +260,10 @@ static void *resolve_thread(void *arg)
 			freeaddrinfo(res);
 	}
 	job_put(job);
-	atomic_fetch_sub(&threads_alive, 1);
+	pthread_mutex_lock(&in_flight_lock);
+	atomic_fetch_sub(alive, 1);
+	pthread_cond_broadcast(&in_flight_ended);
+	pthread_mutex_unlock(&in_flight_lock);
 	return NULL;
 }
 
@@ -266,9 +291,9 @@ static int job_start(struct hashlb_resolve *job, uint32_t max)
 		pthread_mutex_lock(&job->lock);
 		job->refs++;
 		pthread_mutex_unlock(&job->lock);
-		atomic_fetch_add(&threads_alive, 1);
+		atomic_fetch_add(&threads_alive[job->reload], 1);
 		if (pthread_create(&t, &attr, resolve_thread, job) != 0) {
-			atomic_fetch_sub(&threads_alive, 1);
+			atomic_fetch_sub(&threads_alive[job->reload], 1);
 			job_put(job); /* never the last: the caller holds one */
 			break;
 		}
@@ -279,21 +304,27 @@ static int job_start(struct hashlb_resolve *job, uint32_t max)
 	return started || !want ? 0 : -EAGAIN;
 }
 
-/* Wait until every name of <job> is answered or <timeout_ms> passes. */
-static void job_wait(struct hashlb_resolve *job, uint32_t timeout_ms)
+/* The CLOCK_MONOTONIC time <ms> from now. */
+static struct timespec deadline_in(uint32_t ms)
 {
-	struct timespec deadline;
+	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
 	}
+	return t;
+}
+
+/* Wait until every name of <job> is answered or <deadline> passes. */
+static void job_wait(struct hashlb_resolve *job, const struct timespec *deadline)
+{
 	pthread_mutex_lock(&job->lock);
 	while (job->left > 0) {
-		if (pthread_cond_timedwait(&job->answered, &job->lock, &deadline) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&job->answered, &job->lock, deadline) == ETIMEDOUT)
 			break;
 	}
 	pthread_mutex_unlock(&job->lock);
@@ -362,7 +393,7 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 	if (q->busy) {
 		snprintf(msg, sizeof(msg),
 			 "backend '%s': the name in '%s' was not asked again: its lookup of an "
-			 "earlier round still waits on the resolver",
+			 "earlier round or reload still waits on the resolver",
 			 b->name, b->address);
 		return resolve_fail(c, b, err, -EBUSY, msg);
 	}
@@ -515,25 +546,56 @@ static int expand(struct hashlb_config *c, struct hashlb_service_cfg *s,
  * drops AAAA queries (some middleboxes do) holds the first to its timeout
  * and answers the second at once.
  */
+static bool in_flight_locked(const struct name_req *q)
+{
+	for (const struct name_req *f = in_flight; f; f = f->in_next) {
+		if (f->family == q->family && !strcasecmp(f->host, q->host))
+			return true;
+	}
+	return false;
+}
+
 static bool host_in_flight(const struct name_req *q)
 {
-	bool found = false;
+	bool found;
 
 	pthread_mutex_lock(&in_flight_lock);
-	for (const struct name_req *f = in_flight; f && !found; f = f->in_next)
-		found = f->family == q->family && !strcasecmp(f->host, q->host);
+	found = in_flight_locked(q);
 	pthread_mutex_unlock(&in_flight_lock);
 	return found;
 }
 
 /*
+ * For a reload: wait, up to <deadline>, until no lookup of <job>'s names
+ * runs and a thread of the reloads' RESOLVE_THREADS is free. The lookups of a round
+ * given up as the reload began end in milliseconds, a dead resolver's at its
+ * timeout: the reload failed when a round was under way ("was not asked
+ * again"), and fails after its deadline behind a dead resolver, as before.
+ */
+static void job_wait_free(const struct hashlb_resolve *job, const struct timespec *deadline)
+{
+	pthread_mutex_lock(&in_flight_lock);
+	for (;;) {
+		bool busy = atomic_load(&threads_alive[1]) >= RESOLVE_THREADS;
+
+		for (uint32_t i = 0; i < job->n && !busy; i++)
+			busy = in_flight_locked(&job->reqs[i]);
+		if (!busy || pthread_cond_timedwait(&in_flight_ended, &in_flight_lock, deadline) ==
+				     ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&in_flight_lock);
+}
+
+/*
  * Mark <job>'s names whose lookup from before still runs as not asked
- * (busy, answered as failed); how many threads it may start then, of
- * RESOLVE_THREADS in the process; -EBUSY if none and a name is to be asked.
+ * (busy, answered as failed); how many threads it may start then, of the
+ * RESOLVE_THREADS of its kind (a round's, a reload's) in the process;
+ * -EBUSY if none and a name is to be asked.
  */
 static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_error *err)
 {
-	uint32_t alive = atomic_load(&threads_alive);
+	uint32_t alive = atomic_load(&threads_alive[job->reload]);
 
 	for (uint32_t i = 0; i < job->n; i++) {
 		struct name_req *q = &job->reqs[i];
@@ -545,6 +607,12 @@ static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_er
 		job->left--;
 	}
 	*max = alive < RESOLVE_THREADS ? RESOLVE_THREADS - alive : 0;
+	if (*max == 0 && job->left > 0 && job->reload)
+		return hashlb_err(
+			err, -EBUSY, HASHLB_ERR_SYSTEM,
+			"names not asked: %u lookups of earlier reloads still wait on the "
+			"resolver (at most %u at once)",
+			alive, RESOLVE_THREADS);
 	if (*max == 0 && job->left > 0)
 		return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
 				  "round skipped: %u lookups of an earlier one still wait on the "
@@ -553,8 +621,12 @@ static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_er
 	return 0;
 }
 
-static int start(const struct hashlb_config *c, bool again, struct hashlb_resolve **ret_job,
-		 struct hashlb_error *err)
+/* How start() asks: every name (at start, by check), or as job_again() says. */
+enum ask { ASK_ALL, ASK_ROUND, ASK_RELOAD, ASK_MAX };
+
+/* <deadline>: with ASK_RELOAD, how long to wait for the lookups still running. */
+static int start(const struct hashlb_config *c, enum ask ask, const struct timespec *deadline,
+		 struct hashlb_resolve **ret_job, struct hashlb_error *err)
 {
 	struct hashlb_resolve *job;
 	uint32_t n = 0, k = 0, max = RESOLVE_THREADS;
@@ -572,6 +644,7 @@ static int start(const struct hashlb_config *c, bool again, struct hashlb_resolv
 	job = job_new(n);
 	if (!job)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	job->reload = ask == ASK_RELOAD;
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		const struct hashlb_service_cfg *s = &c->services[i];
 
@@ -592,7 +665,10 @@ static int start(const struct hashlb_config *c, bool again, struct hashlb_resolv
 			q->all = s->backends[j].each_address;
 		}
 	}
-	if (again && (r = job_again(job, &max, err)) < 0) {
+	pthread_once(&in_flight_once, in_flight_init);
+	if (ask == ASK_RELOAD)
+		job_wait_free(job, deadline);
+	if (ask != ASK_ALL && (r = job_again(job, &max, err)) < 0) {
 		job_put(job);
 		return r;
 	}
@@ -609,13 +685,13 @@ static int start(const struct hashlb_config *c, bool again, struct hashlb_resolv
 int hashlb_config_resolve_start(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
 				struct hashlb_error *err)
 {
-	return start(c, false, ret_job, err);
+	return start(c, ASK_ALL, NULL, ret_job, err);
 }
 
 int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
 				struct hashlb_error *err)
 {
-	return start(c, true, ret_job, err);
+	return start(c, ASK_ROUND, NULL, ret_job, err);
 }
 
 bool hashlb_resolve_done(struct hashlb_resolve *job)
@@ -927,12 +1003,14 @@ int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_res
 int hashlb_config_resolve_after(struct hashlb_config *c, uint32_t timeout_ms,
 				const struct hashlb_config *last, struct hashlb_error *err)
 {
+	struct timespec deadline = deadline_in(timeout_ms);
 	struct hashlb_resolve *job;
-	int r = hashlb_config_resolve_start(c, &job, err);
+	/* a reload: lookups of earlier rounds and reloads may still run */
+	int r = start(c, last ? ASK_RELOAD : ASK_ALL, &deadline, &job, err);
 
 	if (r < 0 || !job)
 		return r;
-	job_wait(job, timeout_ms);
+	job_wait(job, &deadline);
 	return finish(c, job, timeout_ms, last, false, NULL, err);
 }
 

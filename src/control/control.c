@@ -551,6 +551,12 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 
 	if (!err)
 		err = &local;
+	/* A round under way is given up: the reload replaces its config, and
+	 * its lookups, of the same names, would hold the reload's. */
+	if (ctl->resolve_job) {
+		resolve_drop(ctl);
+		resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
+	}
 	/* with the running config: a backend stays where it is while its name
 	 * still has that address, though the answer rotated */
 	ret = hashlb_config_load_after(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err);

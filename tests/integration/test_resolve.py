@@ -528,15 +528,21 @@ class SilentDns:
 
 
 class AOnlyDns(SilentDns):
-    """A DNS server that answers each A query with .answer (an IPv4 address, TTL 0) and drops
-    every other query (AAAA ones: as some middleboxes and broken DNS servers do); .dropped
-    counts those."""
+    """A DNS server that answers each A query with .answer (an IPv4 address, TTL 0), after
+    .delay seconds, and drops every other query (AAAA ones: as some middleboxes and broken DNS
+    servers do); .dropped counts those."""
 
-    def __init__(self, answer):
-        self.answer, self.dropped = answer, 0
+    def __init__(self, answer, delay=0):
+        self.answer, self.dropped, self.delay = answer, 0, delay
         super().__init__()
 
     def query(self, q, peer):
+        if self.delay:
+            threading.Timer(self.delay, self.answer_now, (q, peer)).start()
+        else:
+            self.answer_now(q, peer)
+
+    def answer_now(self, q, peer):
         i = 12  # the question's name: labels up to a zero length, then type and class
         while i < len(q) and q[i]:
             i += 1 + q[i]
@@ -584,6 +590,36 @@ def ipv4_lookup_not_held_by_a_dual_one():
     check(lb.stop() == 0, "exit 0 (with the lookup still waiting)")
     dns.close()
     for x in (a, a2, b):
+        x.stop()
+
+
+def reload_during_a_round():
+    """A reload while a resolve_every round waits for its lookups (a DNS server answering
+    after 1 s): the round is given up, the reload waits for its lookups of the same names to
+    end and asks them again, and applies the new answer. The reload failed when it came
+    while the round's lookup ran ("was not asked again"), once reloads counted against the
+    lookups still running."""
+    need_unshare()
+    dns = AOnlyDns("127.0.0.5", delay=1)
+    a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
+    names = Names("during", "", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"slow.example.test:{a.port}")],
+                                         health="enabled: false", extra="source: 127.0.0.1")
+    lb = Lb(cfg, wrap=names.wrap())
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "a at the DNS answer")
+    for answer in ("127.0.0.6", "127.0.0.5"):
+        asked = dns.queries
+        check(lb.wait(lambda: dns.queries > asked, timeout=15) is not None,
+              "a round asks the name (answered 1 s later)")
+        dns.answer = answer
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0 and backend_of(lb, "a")["resolved"] == f"{answer}:{a.port}",
+              f"the reload during the round succeeds, a at {answer}: rc={rc} {se.strip()} "
+              f"{backend_of(lb, 'a')['resolved']}")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+    for x in (a, a2):
         x.stop()
 
 
@@ -703,6 +739,77 @@ def silent_resolver_does_not_pile_up_threads():
         x.stop()
 
 
+def reloads_behind_a_silent_resolver_do_not_pile_up_threads():
+    """Reloads behind a DNS server that never answers (timeout 30 s): each gives up on its
+    lookups after 5 s, which run on to the resolver's timeout. A reload started 16 lookups
+    of its own whatever still ran, and asked again the names still asked: two reloads, 32
+    threads waiting on the resolver (three, 48). Now reloads have 16 threads, as the rounds
+    do: a reload waits up to its 5 s for one, asks no name still asked, and says why."""
+    need_unshare()
+    dns = SilentDns()
+    a = Backend("a")
+    names = Names("reloads", "127.0.0.1 alpha\n", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:30 attempts:1\n")
+    base = [("a", f"alpha:{a.port}")]
+    lb = Lb(config(base, health="enabled: false"), wrap=names.wrap())
+    pid = lb.proc.pid
+    base_threads = threads_of(pid)
+    silent = [(f"s{i}", f"silent{i}.example.test:{a.port}") for i in range(20)]
+    lb.rewrite(config(base + silent, health="enabled: false"))
+    errors, most = [], 0
+    for _ in range(2):
+        rc, so, se = lb.ctl("reload")
+        errors.append(se.strip())
+        most = max(most, threads_of(pid) - base_threads)
+        check(rc != 0, f"the reload fails: the names do not resolve: {se.strip()}")
+    print(f"    at most {most} threads above the {base_threads} before; {dns.queries} queries "
+          f"reached the test's DNS server")
+    check(most <= 16, f"at most 16 lookup threads alive at once: {most}")
+    check("no answer within 5000 ms" in errors[0], f"the first gives up after 5 s: {errors[0]}")
+    check(all("lookups of earlier reloads still wait on the resolver" in e or
+              "was not asked again" in e for e in errors[1:]),
+          f"the next one says the lookups still wait: {errors[1:]}")
+    check(who(lb.addr, client_ip(1)) == "a", "the running config still serves")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+    a.stop()
+
+
+def reload_not_held_by_stuck_rounds():
+    """resolve_every behind a DNS server that never answers for 20 names: the rounds' 16
+    lookup threads wait on it. A reload that drops those names (and adds one from the hosts
+    file) is applied: the rounds' stuck lookups do not hold it, reloads have 16 threads of
+    their own. Counted against the rounds' 16, it failed ("names not asked")."""
+    need_unshare()
+    dns = SilentDns()
+    a = Backend("a")
+    names = Names("unheld", "127.0.0.1 alpha\n127.0.0.1 beta\n", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:30 attempts:1\n")
+    silent = [(f"s{i}", f"silent{i}.example.test:{a.port}") for i in range(20)]
+    hosts = "127.0.0.1 alpha\n" + "".join(f"127.0.0.1 silent{i}.example.test\n"
+                                          for i in range(20))
+    names.set_hosts(hosts)
+    lb = Lb("resolve_every: 1s\n" + config([("a", f"alpha:{a.port}")] + silent,
+                                           health="enabled: false"), wrap=names.wrap())
+    pid = lb.proc.pid
+    base = threads_of(pid)
+    failed0 = lb.status()["resolve"]["failed"]
+    names.set_hosts("127.0.0.1 alpha\n127.0.0.1 beta\n")  # the silent names ask DNS now
+    check(lb.wait(lambda: lb.status()["resolve"]["failed"] > failed0, timeout=20) is not None,
+          "a round fails on the silent names")
+    stuck = threads_of(pid) - base
+    lb.rewrite("resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{a.port}")],
+                                              health="enabled: false"))
+    rc, so, se = lb.ctl("reload")
+    print(f"    {stuck} lookup threads stuck when the reload came")
+    check(stuck >= 16, f"the rounds' 16 lookups are stuck: {stuck}")
+    check(rc == 0 and backend_of(lb, "b")["resolved"] == f"127.0.0.1:{a.port}",
+          f"the reload without the silent names is applied: rc={rc} {se.strip()}")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+    a.stop()
+
+
 def stuck_name_does_not_hold_the_others():
     """resolve_every, one name whose lookup hangs (its zone's DNS server never answers; the
     resolver's own timeout 30 s, twice) and another that moves: the moved one is followed
@@ -760,4 +867,6 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
-           ipv4_lookup_not_held_by_a_dual_one])
+           ipv4_lookup_not_held_by_a_dual_one,
+           reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
+           reload_not_held_by_stuck_rounds])
