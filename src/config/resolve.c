@@ -70,6 +70,9 @@ struct name_req {
 	bool all; /* each_address: every address, not the first */
 	bool done;
 	bool busy; /* not asked: a lookup of the name from before still runs */
+	bool dup; /* not asked: the answer of reqs[same_as], the same question */
+	uint32_t same_as;
+	uint16_t port_num;
 	int gai; /* getaddrinfo()'s result */
 	int sys_errno; /* with EAI_SYSTEM */
 	struct sockaddr_storage addr; /* the answer's first address */
@@ -203,7 +206,8 @@ static void *resolve_thread(void *arg)
 		int e;
 
 		pthread_mutex_lock(&job->lock);
-		while (job->next < job->n && job->reqs[job->next].busy)
+		while (job->next < job->n &&
+		       (job->reqs[job->next].busy || job->reqs[job->next].dup))
 			job->next++;
 		if (job->abandoned || job->next == job->n) {
 			pthread_mutex_unlock(&job->lock);
@@ -600,7 +604,7 @@ static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_er
 	for (uint32_t i = 0; i < job->n; i++) {
 		struct name_req *q = &job->reqs[i];
 
-		if (!host_in_flight(q))
+		if (q->dup || !host_in_flight(q))
 			continue;
 		q->busy = q->done = true;
 		q->gai = EAI_AGAIN;
@@ -619,6 +623,87 @@ static int job_again(struct hashlb_resolve *job, uint32_t *max, struct hashlb_er
 				  "resolver",
 				  alive);
 	return 0;
+}
+
+/* The same question: host (case aside), family, and every address or not. */
+static int req_cmp(const void *pa, const void *pb)
+{
+	const struct name_req *a = *(const struct name_req *const *)pa;
+	const struct name_req *b = *(const struct name_req *const *)pb;
+	int d = strcasecmp(a->host, b->host);
+
+	if (d)
+		return d;
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	if (a->all != b->all)
+		return a->all ? 1 : -1;
+	return a < b ? -1 : a > b; /* the first written asks */
+}
+
+/*
+ * Mark each of <job>'s requests that asks what an earlier one does (the same
+ * host on other ports, in another service) as its dup, not asked: each
+ * backend asked for itself, as many lookups and DNS queries per round as
+ * backends of one host. 0, or -ENOMEM.
+ */
+static int job_dedupe(struct hashlb_resolve *job)
+{
+	struct name_req **v = calloc(job->n, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < job->n; i++)
+		v[i] = &job->reqs[i];
+	qsort(v, job->n, sizeof(*v), req_cmp);
+	for (uint32_t i = 1, first = 0; i < job->n; i++) {
+		const struct name_req *o = v[first];
+
+		if (strcasecmp(o->host, v[i]->host) || o->family != v[i]->family ||
+		    o->all != v[i]->all) {
+			first = i;
+			continue;
+		}
+		v[i]->dup = true;
+		v[i]->same_as = (uint32_t)(o - job->reqs);
+		job->left--;
+	}
+	free(v);
+	return 0;
+}
+
+static void set_port(struct sockaddr_storage *a, uint16_t port)
+{
+	if (a->ss_family == AF_INET)
+		((struct sockaddr_in *)a)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
+}
+
+/* Dup <q> answered as <o> was, at its own port; <job> locked. */
+static void req_copy(struct name_req *q, const struct name_req *o)
+{
+	q->done = o->done;
+	q->busy = o->busy;
+	q->gai = o->gai;
+	q->sys_errno = o->sys_errno;
+	q->addr = o->addr;
+	q->addr_len = o->addr_len;
+	if (q->addr_len)
+		set_port(&q->addr, q->port_num);
+	if (!o->n_addrs)
+		return;
+	q->addrs = calloc(o->n_addrs, sizeof(*q->addrs));
+	if (!q->addrs) {
+		if (q->all)
+			q->gai = EAI_MEMORY;
+		return;
+	}
+	q->n_addrs = o->n_addrs;
+	for (uint32_t i = 0; i < q->n_addrs; i++) {
+		q->addrs[i] = o->addrs[i];
+		set_port(&q->addrs[i], q->port_num);
+	}
 }
 
 /* How start() asks: every name (at start, by check), or as job_again() says. */
@@ -661,9 +746,15 @@ static int start(const struct hashlb_config *c, enum ask ask, const struct times
 						  "'%s' is no name:port", s->backends[j].address);
 			}
 			snprintf(q->port, sizeof(q->port), "%u", port);
+			q->port_num = port;
 			q->family = s->source_len ? s->source.ss_family : AF_UNSPEC;
 			q->all = s->backends[j].each_address;
 		}
+	}
+	r = job_dedupe(job);
+	if (r < 0) {
+		job_put(job);
+		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	pthread_once(&in_flight_once, in_flight_init);
 	if (ask == ASK_RELOAD)
@@ -947,6 +1038,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 
 			if (b->addr_len)
 				continue;
+			if (job->reqs[k].dup)
+				req_copy(&job->reqs[k], &job->reqs[job->reqs[k].same_as]);
 			q_of[j] = &job->reqs[k++];
 			each |= b->each_address;
 			r = take_answer(c, s, b, q_of[j], timeout_ms, &e);

@@ -623,6 +623,35 @@ def reload_during_a_round():
         x.stop()
 
 
+def one_lookup_per_name():
+    """Backends of one host on several ports (processes of one machine): the name is asked
+    once at start and once per resolve_every round, and each backend takes the answer at its
+    own port. Each backend asked for itself: as many lookups, DNS queries, per round as
+    backends of the name."""
+    need_unshare()
+    dns = AOnlyDns("127.0.0.5")
+    names = Names("once", "", nss="files dns",
+                  resolv=f"nameserver {dns.addr}\noptions timeout:5 attempts:1\n")
+    bs = [(f"m{i}", f"many.example.test:{7000 + i}") for i in range(12)]
+    cfg = "resolve_every: 1s\n" + config(bs, health="enabled: false", extra="source: 127.0.0.1")
+    lb = Lb(cfg, wrap=names.wrap())
+    check(dns.queries == 1, f"start asks the name once: {dns.queries} queries")
+    ports = [7000 + i for i in range(12)]
+    got = sorted(b["resolved"] for b in lb.service()["backends"])
+    check(got == sorted(f"127.0.0.5:{p}" for p in ports), f"each backend at its port: {got}")
+    ok0, asked0 = lb.status()["resolve"]["ok"], dns.queries
+    dns.answer = "127.0.0.6"
+    check(lb.wait(lambda: lb.status()["resolve"]["changed"] >= 1 and
+                  lb.status()["resolve"]["ok"] >= ok0 + 3, timeout=20) is not None,
+          f"rounds follow the name: {lb.status()['resolve']}")
+    rounds, asked = lb.status()["resolve"]["ok"] - ok0, dns.queries - asked0
+    got = sorted(b["resolved"] for b in lb.service()["backends"])
+    check(got == sorted(f"127.0.0.6:{p}" for p in ports), f"each at its port: {got}")
+    check(asked <= rounds + 1, f"one query per round: {asked} in {rounds} rounds")
+    check(lb.stop() == 0, "exit 0")
+    dns.close()
+
+
 def resolver_not_answering():
     """A name DNS must answer, a DNS server that never does (its resolver timeout 20 s):
     start-up checks and reloads give up after hashlb's own deadline and say so; the running
@@ -869,4 +898,4 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
            ipv4_lookup_not_held_by_a_dual_one,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
-           reload_not_held_by_stuck_rounds])
+           reload_not_held_by_stuck_rounds, one_lookup_per_name])

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
  * resolver's threads only read it). */
 static struct sockaddr_storage answer[ANSWER_MAX];
 static size_t answer_n;
+static atomic_uint asked; /* getaddrinfo() calls */
 
 int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		       struct addrinfo **res);
@@ -38,6 +40,7 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
 	uint16_t port = htons((uint16_t)atoi(service));
 
 	(void)node;
+	atomic_fetch_add(&asked, 1);
 	for (size_t i = 0; i < answer_n; i++) {
 		const struct sockaddr_storage *a = &answer[i];
 		struct addrinfo *r;
@@ -278,12 +281,67 @@ static void test_resolved_after(void **state)
 	hashlb_config_free(last);
 }
 
+/* Service <svc>'s backend <name>, formatted. */
+static void expect_backend(const struct hashlb_config *c, const char *svc, const char *name,
+			   const char *want)
+{
+	const struct hashlb_service_cfg *s = hashlb_config_service(c, svc);
+	char addr[HASHLB_ADDR_STRLEN];
+
+	assert_non_null(s);
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		if (strcmp(s->backends[j].name, name))
+			continue;
+		hashlb_addr_format(&s->backends[j].addr, addr, sizeof(addr));
+		assert_string_equal(addr, want);
+		return;
+	}
+	fail_msg("no backend %s/%s", svc, name);
+}
+
+/*
+ * One question asked once: backends of one host on several ports, the name
+ * written in another case, each take the answer at their own port; an
+ * each_address entry of it and a service of another family ask their own.
+ * Each backend asked for itself (5 lookups here, one per backend).
+ */
+static void test_one_lookup_per_question(void **state)
+{
+	static const char yaml[] =
+		"services:\n"
+		"  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+		"      - name: a\n        address: pool.test:9\n"
+		"      - name: b\n        address: POOL.test:10\n"
+		"      - name: d\n        address: pool.test:13\n"
+		"      - name: p\n        address: pool.test:12\n"
+		"        each_address: true\n"
+		"  - name: y\n    listen: 127.0.0.1:81\n    source: 127.0.0.1\n"
+		"    backends:\n      - name: c\n        address: pool.test:11\n";
+	struct hashlb_config *c;
+
+	(void)state;
+	answer_n = 2;
+	answer_v4(0, 0x0a000002u);
+	answer_v4(1, 0x0a000001u);
+	atomic_store(&asked, 0);
+	c = resolved(yaml, NULL);
+	assert_int_equal(atomic_load(&asked), 3);
+	expect_backend(c, "x", "a", "10.0.0.2:9");
+	expect_backend(c, "x", "b", "10.0.0.2:10");
+	expect_backend(c, "x", "d", "10.0.0.2:13");
+	expect_backend(c, "x", "p@10.0.0.1", "10.0.0.1:12");
+	expect_backend(c, "x", "p@10.0.0.2", "10.0.0.2:12");
+	expect_backend(c, "y", "c", "10.0.0.2:11");
+	hashlb_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_address_cut_after_sorting),
 		cmocka_unit_test(test_each_address_zones),
 		cmocka_unit_test(test_resolved_after),
+		cmocka_unit_test(test_one_lookup_per_question),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
