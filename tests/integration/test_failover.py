@@ -583,9 +583,15 @@ def backend_queue():
     from ctltest import config as ctl_config
     from ctltest import metric_sum
 
-    # one worker: the waiting clients are served in the order they came
-    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
-                       extra="timeouts:\n  queue: 2s\nlog_connections: true", workers=1))
+    # one worker: the waiting clients are served in the order they came. The clients served
+    # wait 30 s at most, a hang guard: with 2 s, the first one's queue timeout ran on while the
+    # test looked at both waiting, and a loaded machine could see it closed before room came.
+    def cfg(queue):
+        return ctl_config([("a", BACKENDS[0][1], "max_connections: 1")],
+                          health="enabled: false",
+                          extra=f"timeouts:\n  queue: {queue}\nlog_connections: true", workers=1)
+
+    lb = Lb(cfg("30s"))
     holder = connect(lb.addr, client_ip(1))
     check(read_line(holder) == "a", "the first client within the cap")
     waiting = []
@@ -607,20 +613,28 @@ def backend_queue():
     check(read_line(waiting[0]) == "a" and read_line(waiting[0]) == "early",
           "the first waiting client is served once the holder left, its bytes intact")
     check(metric_sum(lb, "hashlb_service_queued") == 1, "the second one still waits")
+    # a client that comes after a reload to a queue timeout of 500 ms, while the first
+    # holds a, is reset once its timeout passes; the second still waits
+    lb.rewrite(cfg("500ms"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload to timeouts.queue 500ms: {se}")
     t0 = time.time()
-    check(outcome(waiting[1]) == (0, "RST"),
-          "the second one is reset when its queue timeout passes")
-    check(metric_sum(lb, "hashlb_service_queue_timeouts_total") == 1 and
-          metric_sum(lb, "hashlb_service_queued_total") == 2 and
-          metric_sum(lb, "hashlb_service_queued") == 0,
-          "counted: 2 queued, 1 timed out, none waiting")
-    full = metric_sum(lb, "hashlb_backend_full_total")
-    check(full == 2, f"a found full once per waiting client, not at each retry: {full:.0f}")
+    late = connect(lb.addr, client_ip(4))
+    check(outcome(late) == (0, "RST"), "a client waiting past its queue timeout is reset")
+    print(f"    reset {time.time() - t0:.2f}s after it came (timeout 500 ms)")
     check(lb.wait(lambda: any("end=queue_timeout" in l for l in lb.log)), "logged")
+    check(metric_sum(lb, "hashlb_service_queued") == 1, "the second one still waits")
     waiting[0].close()
+    check(read_line(waiting[1]) == "a", "the second waiting client is served once the first left")
+    check(metric_sum(lb, "hashlb_service_queue_timeouts_total") == 1 and
+          metric_sum(lb, "hashlb_service_queued_total") == 3 and
+          metric_sum(lb, "hashlb_service_queued") == 0,
+          "counted: 3 queued, 1 timed out, none waiting")
+    full = metric_sum(lb, "hashlb_backend_full_total")
+    check(full == 3, f"a found full once per waiting client, not at each retry: {full:.0f}")
+    late.close()
     waiting[1].close()
     check(lb.stop() == 0, "exit 0")
-    print(f"    closed {time.time() - t0:.2f}s after the first was served (timeout 2 s)")
 
     # a slot freed on one worker serves a client waiting on the other: 20 waiting clients
     # from many addresses (both workers), each served in turn as one before it closes
