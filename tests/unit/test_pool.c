@@ -1292,32 +1292,47 @@ static void err_capture(void *arg, enum hlb_log_level level, const char *msg, co
  * 30 backends down (refused), whose errors all change at once (their host gone): each would
  * log its change (the bound is per backend), thousands a second with thousands of backends.
  * The pool logs HLB_CHECK_ERRS_PER_S of them a second; the next line, a second on, says how
- * many were not.
+ * many were not. The pool's second begins at its first such line: changes made within one
+ * second of the first check's result all fall in it. A machine that did not schedule the
+ * test for a second of those spread them over two, in which more are logged, rightly: the
+ * pool is set up again for another try, up to 10.
  */
 static void test_error_lines_are_bounded_for_the_pool(void **state)
 {
 	enum { N = 30 };
-	struct err_lines l = { 0 };
+	struct err_lines l;
 	struct fixture f;
 	struct hlb_check *c[N];
+	uint64_t t0 = 0;
 
-	checked_pool(&f, N, err_capture, &l);
-	f.svc->hp.fall = 1; /* no "backend still up" lines first: they spend the same budget */
-	for (uint32_t i = 0; i < N; i++) {
-		char name[16];
+	for (int try = 0; try < 10; try++) {
+		if (try)
+			fixture_teardown(&f);
+		l = (struct err_lines){ 0 };
+		checked_pool(&f, N, err_capture, &l);
+		f.svc->hp.fall =
+			1; /* no "backend still up" lines first: they spend the same budget */
+		t0 = hlb_now_ms();
+		for (uint32_t i = 0; i < N; i++) {
+			char name[16];
 
-		snprintf(name, sizeof(name), "b%u", i);
-		c[i] = &hlb_pool_backend_find(f.svc, name)->check;
-		for (int k = 0; k < 3; k++) { /* fall: 3 refused */
-			c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ECONNREFUSED;
+			snprintf(name, sizeof(name), "b%u", i);
+			c[i] = &hlb_pool_backend_find(f.svc, name)->check;
+			for (int k = 0; k < 3; k++) { /* fall: 3 refused */
+				c[i]->failed_at = HLB_CHECK_AT_CONNECT,
+				c[i]->failed_err = ECONNREFUSED;
+				c[i]->done(c[i]->arg, false, 0);
+			}
+		}
+		assert_int_equal(l.n, 0);
+		for (uint32_t i = 0; i < N; i++) { /* each: no answer to the SYN now */
+			c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ETIMEDOUT;
 			c[i]->done(c[i]->arg, false, 0);
 		}
+		if (hlb_now_ms() - t0 < 1000)
+			break;
 	}
-	assert_int_equal(l.n, 0);
-	for (uint32_t i = 0; i < N; i++) { /* each: no answer to the SYN now */
-		c[i]->failed_at = HLB_CHECK_AT_CONNECT, c[i]->failed_err = ETIMEDOUT;
-		c[i]->done(c[i]->arg, false, 0);
-	}
+	assert_true(hlb_now_ms() - t0 < 1000);
 	assert_int_equal(l.n, HLB_CHECK_ERRS_PER_S);
 	usleep(1100000); /* the next second */
 	c[0]->failed_at = HLB_CHECK_AT_REPLY, c[0]->failed_err = EBADMSG;
