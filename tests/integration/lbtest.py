@@ -4,8 +4,10 @@ every process up (by PID) however the test ends."""
 import atexit
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import random
 import re
 import selectors
 import signal
@@ -704,16 +706,51 @@ def syn_sent(port, host="127.0.0.1"):
     return len(out.splitlines())
 
 
-def port_free(port):
-    """Whether 0.0.0.0:<port> can be bound now (no listener, no connection on it)."""
+def port_free(port, host="0.0.0.0"):
+    """Whether <host>:<port> can be bound now (no listener, no connection on it)."""
     s = socket.socket()
     try:
-        s.bind(("0.0.0.0", port))
+        s.bind((host, port))
         return True
     except OSError:
         return False
     finally:
         s.close()
+
+
+PORT_LOCKS = "/tmp/hashlb-test-ports"
+_picked_ports = {}  # port: the descriptor holding its lock, for as long as this process lives
+
+
+def pick_port(host="127.0.0.1"):
+    """A port that <host>:PORT can be bound on now, for a config that must name its port (an
+    upgrade's new process reads the same config and takes the same address over, a test frees
+    a port for hashlb to bind: port 0 gives neither). Below the ephemeral range: a connection
+    or a port-0 socket cannot take it meanwhile. Picked by no other test process running, nor
+    by this one before: each pick holds a lock (flock) on PORT_LOCKS/PORT while this process
+    lives. (Picks remembered by each process alone: two parts of a file side by side could
+    pick the same port at once.)"""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    if not os.path.isdir(PORT_LOCKS):
+        os.makedirs(PORT_LOCKS, exist_ok=True)
+        os.chmod(PORT_LOCKS, 0o1777)  # any user's tests: /tmp's own mode
+    start = random.randrange(1024, low - 1000)
+    for port in [*range(start, low), *range(1024, start)]:
+        if port in _picked_ports:
+            continue
+        fd = os.open(f"{PORT_LOCKS}/{port}", os.O_RDONLY | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another process's pick
+            os.close(fd)
+            continue
+        if not port_free(port, host):
+            os.close(fd)
+            continue
+        _picked_ports[port] = fd
+        return port
+    raise SystemExit(f"no free port below {low} on {host}")
 
 def wait_until(cond, timeout=10, step=0.02):
     """Poll <cond>() until true or <timeout> s: whether it came true."""

@@ -6,7 +6,6 @@ FILE:LINE:COLUMN; /metrics parses as Prometheus text and its counters match the 
 import json
 import math
 import os
-import random
 import re
 import socket
 import threading
@@ -14,7 +13,7 @@ import time
 
 from ctltest import Lb, config, metric_sum
 from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, logfmt_error, logfmt_fields,
-                    lookup, parse_prometheus, port_free, read_line, read_to_eof, run_tests,
+                    lookup, parse_prometheus, pick_port, read_line, read_to_eof, run_tests,
                     tmppath, tsan_build, who)
 
 bs = [Backend(n) for n in "abc"]
@@ -473,10 +472,12 @@ def broken_reload_keeps_serving_and_says_where():
 def reload_that_cannot_listen_changes_nothing():
     """A reload adding a service on a port in use fails whole: nothing changes, nothing closes."""
     import socket as so
+    # below the ephemeral range: once this test frees it for hashlb, no port-0 socket or
+    # connection of another test can take it first
+    port = pick_port()
     busy = so.socket()
-    busy.bind(("127.0.0.1", 0))
+    busy.bind(("127.0.0.1", port))
     busy.listen(1)
-    port = busy.getsockname()[1]
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
     text = config(BACKENDS[:2])  # b... and c removed, and a second service that cannot listen
@@ -512,7 +513,7 @@ def reload_onto_another_processs_port_is_refused():
     port = other.getsockname()[1]
     # hashlb's own port below the ephemeral range: moved to 0.0.0.0 below, it must not meet
     # another test's client bound to 127.0.0.1 on that port (a port-0 listener can)
-    own = next(p for p in random.sample(range(28000, 29000), 1000) if port_free(p))
+    own = pick_port("0.0.0.0")
     lb = Lb(config(BACKENDS, listen=f"127.0.0.1:{own}"))
     text = config(BACKENDS, listen=f"127.0.0.1:{own}")
     text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
@@ -671,11 +672,9 @@ def many_services_config(n, port, table_size=257):
 
 
 def free_port(ip):
-    s = socket.socket()
-    s.bind((ip, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port for <ip> below the ephemeral range (lbtest.pick_port()): no port-0 socket or
+    connection can take it between the hashlb that binds it and the next."""
+    return pick_port(ip)
 
 
 def reload_cost_does_not_follow_table_size():

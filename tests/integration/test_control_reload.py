@@ -4,7 +4,6 @@ keep-alive connections, a prober opens fresh connections and a few keep-alive cl
 theirs from before the first reload to after the last: no request fails or goes unanswered,
 no connection is refused or closed, and every reload is counted."""
 import os
-import random
 import re
 import shutil
 import socket
@@ -16,7 +15,7 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (SRC, Backend, asan_build, check, client_ip, connect, greetings, logfmt_fields,
-                    lookup, port_free, run_tests, spawn, stop, tmpfile, tsan_build, who)
+                    lookup, pick_port, run_tests, spawn, stop, tmpfile, tsan_build, who)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -194,7 +193,7 @@ def moved_listener_serves_its_backlog():
     b = Backend("a")
     # below the ephemeral range: on 0.0.0.0 it must not meet a client bound to another
     # loopback address on that port (this test's or another's)
-    own = next(p for p in random.sample(range(21000, 27000), 6000) if port_free(p))
+    own = pick_port("0.0.0.0")
     rate = "max_connection_rate: 1"
     lb = Lb(config([("a", b.addr)], listen=f"127.0.0.1:{own}", extra=rate, workers=1))
     socks = []

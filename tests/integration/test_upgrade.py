@@ -23,7 +23,6 @@ if os.environ.get("HASHLB_TEST_NETNS") != "upgrade":
                             env=env).returncode)
 
 import json  # noqa: E402
-import random  # noqa: E402
 import re  # noqa: E402
 import select  # noqa: E402
 import shutil  # noqa: E402
@@ -34,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -55,30 +54,11 @@ def listen_inodes(pid, where=None):
     return socket_inodes(pid) & listening
 
 
-_picked = set()
-
-
 def free_port():
-    """A loopback port free now and not picked before, for a config that must name its port
-    (an upgrade's new process reads the same config and takes the same address over, which
-    port 0 would not give). Below the ephemeral range: a connection made while no hashlb
-    listens on it (between two tests) cannot take it as its own local port."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        low = int(f.read().split()[0])
-    start = random.randrange(1024, low - 1000)
-    for port in range(start, low):
-        if port in _picked:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            s.close()
-        _picked.add(port)
-        return port
-    raise SystemExit(f"no free loopback port in {start}..{low}")
+    """A loopback port for a config that must name its port (an upgrade's new process reads
+    the same config and takes the same address over, which port 0 would not give): lbtest's
+    pick_port(), below the ephemeral range and picked by no other test process running."""
+    return pick_port()
 
 
 def admin_addr():
