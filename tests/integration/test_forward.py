@@ -17,8 +17,8 @@ import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, connect_outcome,
-                    frozen, outcome, read_line, read_to_eof, run_tests, serve_each, wait_until,
-                    who)
+                    frozen, outcome, parse_prometheus, read_line, read_to_eof, run_tests,
+                    serve_each, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -2130,6 +2130,28 @@ def first_answers(socks, t0, within):
     return got
 
 
+def each_worker_took_one(lb, src):
+    """Connections from client_ip(<src>), client_ip(<src> + 1) and on, each served and held,
+    until every worker holds one (its hashlb_worker_connections), the others closed first: a
+    worker under a max_connection_rate a reload set accepts one at a time from its first
+    accept on (or its next tick, 100 ms): a multishot accept still armed would take a burst of
+    clients at once. The event itself, not a sleep of 0.5 s for the tick. The connections,
+    which count toward the rate as any."""
+    def per_worker():
+        m = parse_prometheus(lb.http("GET", "/metrics")[1])
+        return [v for (n, _), v in m.items() if n == "hashlb_worker_connections"]
+
+    check(lb.wait(lambda: sum(per_worker()) == 0) is not None,
+          f"no connection left on the workers: {per_worker()}")
+    held = []
+    while not all(per_worker()) and len(held) < 40:
+        s = connect(lb.addr, client_ip(src + len(held)))
+        check(read_line(s) != "", "a connection to hold is served")
+        held.append(s)
+    check(all(per_worker()), f"each worker took a connection: {per_worker()}")
+    return held
+
+
 def connection_rate():
     """max_connection_rate: 20, set by a reload: 100 clients connecting at once are all
     served, none refused, the first 20 at once (the burst) and the others no faster than 20
@@ -2141,7 +2163,7 @@ def connection_rate():
     lb.rewrite(config(BACKENDS, extra=f"max_connection_rate: {rate}"))
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload to a rate of {rate}: {se}")
-    time.sleep(0.5)  # a tick of each worker (100 ms): the rate is theirs
+    probes = each_worker_took_one(lb, 6500)
     t0 = time.monotonic()
     socks = []
     for i in range(n):
@@ -2165,7 +2187,7 @@ def connection_rate():
           lb.service()["connections"]["rate_pauses"] > 0,
           f"the admin API shows the rate and the pauses: {lb.service()['connections']}")
     check(metric_sum(lb, "hashlb_service_rate_pauses_total") > 0, "the pauses are counted")
-    for s in socks:
+    for s in socks + probes:
         s.close()
     check(lb.stop() == 0, "exit 0")
 
