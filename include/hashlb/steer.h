@@ -190,6 +190,20 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err);
 
+/*
+ * Whether every table of <p>'s scheme over backends <names> at <weights>, <backup>
+ * or not (<n> each), fits the maps <s>'s program was loaded with, which cannot
+ * grow, whichever are up: 0, else -E2BIG with <err> saying what the largest
+ * needs and what the program has (the ring's points: V x the weights of the
+ * backends in the table, at most every primary or every backup; Maglev's M; the
+ * backends, with those of the table in the kernel now that it does not keep,
+ * which hold their slots until it is replaced). hashlb_steer_set_table()
+ * refuses a table that does not fit.
+ */
+int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
+			    const char *const *names, const uint32_t *weights, const bool *backup,
+			    uint32_t n, struct hashlb_error *err);
+
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 

@@ -627,6 +627,36 @@ void run_steer_handed_over(struct run_steer *rs)
 			svc_taken_over(&rs->svcs[i], false);
 }
 
+int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
+		   const uint32_t *weights, const bool *backup, uint32_t n,
+		   struct hashlb_error *err)
+{
+	struct run_steer *rs = arg;
+	struct hashlb_error why = { 0 };
+
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		/* no program yet, or a new one (another interface): sized for its first table */
+		if (strcmp(e->name, c->name) != 0 || !e->steer ||
+		    c->steering != HASHLB_STEERING_KERNEL ||
+		    !same_iface(c->steer_interface, e->iface))
+			continue;
+		int ret = hashlb_steer_table_fits(e->steer, &c->table, names, weights, backup, n,
+						  &why);
+
+		if (ret == 0)
+			return 0;
+		if (ret == -ENOMEM)
+			return hashlb_err(err, ret, why.reason, "%s", why.msg);
+		return hashlb_err(err, ret, why.reason,
+				  "service %s, steered in the kernel on %s: %s; nothing changed: "
+				  "restart hashlb (not an upgrade) to load a larger program",
+				  c->name, e->iface, why.msg);
+	}
+	return 0;
+}
+
 int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 {
 	struct run_steer *rs = arg;

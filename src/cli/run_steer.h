@@ -21,6 +21,11 @@
  * previous one: the service's latest table is tried again every second, on
  * a timer of the daemon, until it is in the kernel. Logged once when
  * refused, once when published.
+ *
+ * A program's maps keep the sizes they were loaded with: a reload, a resolve
+ * or ctl set weight whose table would not fit them is refused before it
+ * changes anything (run_steer_fits()), or its table and every later one
+ * (health changes) would stay out of the kernel.
  */
 #ifndef HASHLB_CLI_RUN_STEER_H
 #define HASHLB_CLI_RUN_STEER_H
@@ -48,6 +53,13 @@ void run_steer_stopping(void *arg, bool handed_over);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);
+/* An hlb_control.steer_fits (<arg> is the struct run_steer): whether service <c>'s table over
+ * <names> at <weights> fits the program it has (a reload, a resolve, ctl set weight ask
+ * before they change anything), else -E2BIG and <err> names the service, the capacity
+ * needed and the one loaded, and how to get a larger one. Control thread only. */
+int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
+		   const uint32_t *weights, const bool *backup, uint32_t n,
+		   struct hashlb_error *err);
 /* The program of the <i>th steered service, for /metrics (hlb_control.steer_stats: <arg> is
  * the struct run_steer): its counters summed over CPUs and its conntrack occupancy, read
  * now. -ENODEV if it has none (or its maps cannot be read), -ENOENT past the last.

@@ -1051,6 +1051,37 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			goto out;
 		}
 	}
+	/* A table the service's kernel steering program cannot hold would stay
+	 * out of the kernel, and every later one with it (health changes). */
+	if (has_weight && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits) {
+		const char **names = calloc(s->n_backends ? s->n_backends : 1, sizeof(*names));
+		uint32_t *ws = calloc(s->n_backends ? s->n_backends : 1, sizeof(*ws));
+		bool *backup = calloc(s->n_backends ? s->n_backends : 1, sizeof(*backup));
+		struct hashlb_error e = { 0 };
+		int r = -ENOMEM;
+
+		if (names && ws && backup) {
+			for (uint32_t j = 0; j < s->n_backends; j++) {
+				uint32_t k = 0;
+
+				while (k < n && bs[k] != s->backends[j])
+					k++;
+				names[j] = s->backends[j]->rt->name;
+				ws[j] = k < n ? w : s->backends[j]->rt->weight;
+				backup[j] = s->backends[j]->rt->backup;
+			}
+			r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, names, ws, backup,
+					    s->n_backends, &e);
+		}
+		free(names);
+		free(ws);
+		free(backup);
+		if (r < 0) {
+			resp_error(resp, r == -ENOMEM ? 500 : 409, "%s",
+				   r == -ENOMEM ? "out of memory" : e.msg);
+			goto out;
+		}
+	}
 	/* The weights first, built at once: a table they cannot make (every
 	 * weight 0) refuses the whole request before anything else changes.
 	 * Undoing a state afterwards would not restore it (leaving maint

@@ -272,7 +272,8 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		resolve_drop(ctl);
 		return;
 	}
-	if (hlb_pool_apply(ctl->pool, fresh, &err) < 0) {
+	if (hlb_control_steer_fits(ctl, fresh, &err) < 0 ||
+	    hlb_pool_apply(ctl->pool, fresh, &err) < 0) {
 		resolve_failed(ctl, &err);
 		resolve_drop(ctl);
 		return;
@@ -437,6 +438,38 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 		hlb_pool_stop_checks(ctl->pool);
 }
 
+int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *cfg,
+			   struct hashlb_error *err)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; ctl->steer_fits && i < cfg->n_services && ret == 0; i++) {
+		const struct hashlb_service_cfg *c = &cfg->services[i];
+		uint32_t n = c->n_backends, *w;
+		const char **names;
+		bool *backup;
+
+		if (c->steering != HASHLB_STEERING_KERNEL)
+			continue;
+		w = calloc(n ? n : 1, sizeof(*w));
+		names = calloc(n ? n : 1, sizeof(*names));
+		backup = calloc(n ? n : 1, sizeof(*backup));
+		if (!w || !names || !backup || hlb_pool_weights_after(ctl->pool, c, w) < 0) {
+			ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		} else {
+			for (uint32_t j = 0; j < n; j++) {
+				names[j] = c->backends[j].name;
+				backup[j] = c->backends[j].backup;
+			}
+			ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n, err);
+		}
+		free(w);
+		free(names);
+		free(backup);
+	}
+	return ret;
+}
+
 int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
 			      uint32_t *ret_n)
 {
@@ -565,6 +598,8 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 		return ret;
 	}
 	ret = admin_clash(ctl, cfg, err);
+	if (ret == 0)
+		ret = hlb_control_steer_fits(ctl, cfg, err);
 	if (ret == 0)
 		ret = hlb_pool_apply(ctl->pool, cfg, err);
 	if (ret < 0) {

@@ -101,6 +101,14 @@ struct hlb_control {
 	 * past the last one; NULL: nothing is steered by this process */
 	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 	void *steer_stats_arg;
+	/* kernel steering: 0 if the table of service <c> over backends <names> at <weights>
+	 * (<n>) fits the program the service has (none yet, or a new one to come: fits), else
+	 * -E2BIG with <err> naming the service, what it needs and has, and how to make it
+	 * fit; NULL: nothing is steered by this process */
+	int (*steer_fits)(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
+			  const uint32_t *weights, const bool *backup, uint32_t n,
+			  struct hashlb_error *err);
+	void *steer_fits_arg;
 };
 
 /*
@@ -140,6 +148,14 @@ uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const
  */
 int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
 			      uint32_t *ret_n);
+/*
+ * Whether every kernel-steered service of <cfg>, with the weights applying it would give
+ * (hlb_pool_weights_after()), fits its program (ctl->steer_fits): 0, else -E2BIG (or
+ * -ENOMEM) with <err> saying why. A config that does not fit is refused whole: applied, its
+ * tables would stay out of the kernel, and every later one (health changes) with them.
+ */
+int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *cfg,
+			   struct hashlb_error *err);
 /* The sample of service <name> in <v> (<n> long), or NULL: it has no program now. */
 const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
 							   uint32_t n, const char *name);

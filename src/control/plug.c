@@ -28,6 +28,10 @@ struct hlb_control_plug {
 	void *stopping_arg;
 	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 	void *steer_stats_arg;
+	int (*steer_fits)(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
+			  const uint32_t *weights, const bool *backup, uint32_t n,
+			  struct hashlb_error *err);
+	void *steer_fits_arg;
 };
 
 /* Every service's current snapshot to subscriber <i>. */
@@ -257,6 +261,8 @@ static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg
 	plug->ctl->reloaded_arg = plug;
 	plug->ctl->steer_stats = plug->steer_stats;
 	plug->ctl->steer_stats_arg = plug->steer_stats_arg;
+	plug->ctl->steer_fits = plug->steer_fits;
+	plug->ctl->steer_fits_arg = plug->steer_fits_arg;
 	for (uint32_t i = 0; i < plug->n_subs; i++) {
 		hlb_pool_subscribe(plug->ctl->pool, plug->subs[i].fn, plug->subs[i].arg);
 		publish_all(plug, i);
@@ -359,6 +365,17 @@ void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
 {
 	plug->steer_stats = fn;
 	plug->steer_stats_arg = arg;
+}
+
+void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug,
+				    int (*fn)(void *arg, const struct hashlb_service_cfg *c,
+					      const char *const *names, const uint32_t *weights,
+					      const bool *backup, uint32_t n,
+					      struct hashlb_error *err),
+				    void *arg)
+{
+	plug->steer_fits = fn;
+	plug->steer_fits_arg = arg;
 }
 
 void hlb_control_plug_free(struct hlb_control_plug *plug)

@@ -45,6 +45,15 @@ void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_sto
 void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
 				     int (*fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret),
 				     void *arg);
+/* Where a reload, a resolve and hashlb ctl set weight ask whether a service's table fits its
+ * kernel steering program (hlb_control.steer_fits): <fn> with <arg>, from the control
+ * thread. Call before hlb_daemon_run(). */
+void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug,
+				    int (*fn)(void *arg, const struct hashlb_service_cfg *c,
+					      const char *const *names, const uint32_t *weights,
+					      const bool *backup, uint32_t n,
+					      struct hashlb_error *err),
+				    void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
 #endif

@@ -1800,6 +1800,39 @@ static int name_idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
 }
 
+int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
+			   uint32_t *ret_weights)
+{
+	struct hlb_pool_service *s = hlb_pool_service_find(p, c->name);
+	struct name_idx *sorted, key, *hit;
+
+	for (uint32_t i = 0; i < c->n_backends; i++)
+		ret_weights[i] = c->backends[i].weight;
+	if (!s || !s->n_backends)
+		return 0;
+	sorted = calloc(s->n_backends, sizeof(*sorted));
+	if (!sorted)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		sorted[j] = (struct name_idx){ s->backends[j]->rt->name, j };
+	qsort(sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		const struct hlb_pool_backend *b;
+
+		key.name = c->backends[i].name;
+		hit = bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
+		if (!hit)
+			continue;
+		/* a setting made at run time stays with the name unless the
+		 * config changes it (service_update()) */
+		b = s->backends[hit->j];
+		if (c->backends[i].weight == b->cfg_weight)
+			ret_weights[i] = b->rt->weight;
+	}
+	free(sorted);
+	return 0;
+}
+
 /*
  * The index in <s>'s backends of the one named <name> not yet <taken>, or
  * <s>->n_backends. Tries position <i> first (a config reloaded with its

@@ -171,6 +171,14 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
  */
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err);
 
+/*
+ * The weight hlb_pool_apply(<cfg>) would give each backend of service <c> of <cfg> (its
+ * c->n_backends, in order, into <ret_weights>): the config's, or one set at run time
+ * that the config does not change. -ENOMEM.
+ */
+int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
+			   uint32_t *ret_weights);
+
 /* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);
 

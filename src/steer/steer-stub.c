@@ -102,6 +102,13 @@ uint64_t hashlb_steer_flows_capacity(uint32_t flows)
 	return 0;
 }
 
+int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
+			    const char *const *names, const uint32_t *weights, const bool *backup,
+			    uint32_t n, struct hashlb_error *err)
+{
+	return 0;
+}
+
 int hashlb_steer_ct_fd(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

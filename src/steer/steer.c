@@ -1425,6 +1425,59 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 	return 0;
 }
 
+int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
+			    const char *const *names, const uint32_t *weights, const bool *backup,
+			    uint32_t n, struct hashlb_error *err)
+{
+	struct hlb_steer_backend be;
+	uint64_t *ids, need = n;
+
+	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
+		uint32_t m = p->maglev_m ? p->maglev_m : HASHLB_MAGLEV_M_DEFAULT;
+
+		if ((m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE > s->slots_cap)
+			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+					  "Maglev M=%u, its program has %u", m,
+					  s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
+	} else {
+		uint64_t v = p->ring_v ? p->ring_v : HASHLB_RING_V_DEFAULT, sum[2] = { 0, 0 };
+
+		/* the backups are in the table only while no primary is */
+		for (uint32_t i = 0; i < n; i++)
+			sum[backup[i]] += weights[i];
+		if (sum[1] > sum[0])
+			sum[0] = sum[1];
+		if (v * sum[0] > s->points_cap)
+			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+					  "the ring needs %llu points (vnodes %llu x weights "
+					  "%llu), its program has %u",
+					  (unsigned long long)(v * sum[0]), (unsigned long long)v,
+					  (unsigned long long)sum[0], s->points_cap);
+	}
+	/* as assign_slots() counts: these backends, and the slots others hold */
+	ids = calloc(n ? n : 1, sizeof(*ids));
+	if (!ids)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = hashlb_steer_backend_id(names[i]);
+	for (uint32_t j = 0; j < s->backends_cap && need <= s->backends_cap; j++) {
+		bool ours = false;
+
+		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &j, &be) < 0)
+			continue;
+		for (uint32_t i = 0; be.id && i < n && !ours; i++)
+			ours = ids[i] == be.id;
+		need += be.id && !ours;
+	}
+	free(ids);
+	if (need > s->backends_cap)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
+				  "%llu backend slots (%u in the table, the rest the "
+				  "kernel's table holds), its program has %u",
+				  (unsigned long long)need, n, s->backends_cap);
+	return 0;
+}
+
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)

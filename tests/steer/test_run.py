@@ -812,6 +812,55 @@ def flows(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def outgrown(topo, servers):
+    """A reload whose table outgrows the maps the program was loaded with (a ring of 480
+    points, 3 backends at vnodes 160, in a program sized for 65,536; then vnodes 40,000: 120,000
+    points, 80,000 with one down) is refused, naming the service and both sizes, and the old
+    config keeps serving in full: when b3 dies afterwards its table (b3 down) reaches the
+    kernel, and new clients steered there avoid it. ctl set weight past the size is refused likewise (409). Before,
+    the reload applied, its table was refused by the kernel path and retried forever, and so
+    was every later one: the kernel kept the table with b3 up and sent it new clients."""
+    def yaml(extra):
+        return service(topo).replace("    interface: eth0\n",
+                                     f"    interface: eth0\n    scheme: ring\n{extra}")
+
+    d = Daemon(topo, yaml("")).start()
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     f"outgrown: no table published at start: {d.lines[-1:]}"):
+            return
+        with open(d.path, "w") as fh:
+            fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n"
+                     f"{yaml('    vnodes: 40000' + chr(10))}")
+        d.skip_log()
+        d.proc.send_signal(signal.SIGHUP)
+        line = d.wait_log('msg="reload', 10)  # "reloaded" or "reload failed, ..."
+        check(line is not None and "reload failed" in line and "service web" in line and
+              "120000" in line and "65536" in line and "restart" in line,
+              f"outgrown: the reload to vnodes 40000 was not refused: {line}")
+        stale = [x for x in d.lines if "kernel steering table not updated" in x]
+        check(not stale, f"outgrown: a table refused by the kernel path: {stale[-1:]}")
+        p = d.ctl("set", "b1", "weight", "1000")
+        check(p.returncode != 0 and "service web" in p.stderr + p.stdout and
+              "160320" in p.stderr + p.stdout,
+              f"outgrown: ctl set b1 weight 1000 (160,320 points) not refused: "
+              f"{p.returncode} {p.stdout.strip()} {p.stderr.strip()}")
+        d.skip_log()
+        servers[2].terminate()
+        servers[2].wait(timeout=10)
+        check(d.wait_log('msg="backend down" service=web backend=b3', 10) is not None and
+              d.wait_log("kernel steering table published", 10) is not None,
+              f"outgrown: b3's death did not reach the kernel: "
+              f"{[x for x in d.lines if 'steering' in x][-1:]}")
+        got = steered(topo, "outgrown", 20)
+        check(set(got) <= {"b1", "b2"}, f"outgrown: new clients with b3 down: {dict(got)}")
+        print(f"outgrown: reload refused: {line and line.split('err=')[-1].strip()}; "
+              f"ctl set weight: {(p.stderr or p.stdout).strip()}; b3 down: 20 new clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def altname(topo, servers):
     """Two services steered on one interface under two of its names, eth0 and an altname (the
     config's one-service-per-interface check compares names): the one that comes second is not
@@ -921,7 +970,8 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update), ("flows", flows), ("prefix", prefix),
+                     ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
+                     ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
                      ("iface_later", iface_later)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
