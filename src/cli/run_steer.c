@@ -46,6 +46,7 @@ struct run_steer_svc {
 	 * as logged (once, until it is published or the reason changes). */
 	bool retry;
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
+	uint64_t n_refused; /* tables refused, for /metrics */
 	char **close_on_return; /* names of the backups configured so */
 	uint32_t n_close_on_return;
 	/* The MACs published with <generation>, by table index (zero: none). */
@@ -273,6 +274,7 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 	if (!e->retry || strcmp(e->refused, err->msg) != 0)
 		log_error("kernel steering table not updated", e->name, err);
 	e->retry = true;
+	e->n_refused++;
 	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
 	if (rs->retry_timer || !rs->d)
 		return;
@@ -675,6 +677,8 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	v.service = e->name;
 	v.flows = flows;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
+	v.table_stale = e->retry;
+	v.tables_refused = e->n_refused;
 	*ret = v;
 	return 0;
 }

@@ -20,7 +20,7 @@
  * (a fresh boot, an expired entry) is refused, the kernel path keeping its
  * previous one: the service's latest table is tried again every second, on
  * a timer of the daemon, until it is in the kernel. Logged once when
- * refused, once when published.
+ * refused, once when published, and in /metrics (table_stale) meanwhile.
  *
  * A program's maps keep the sizes they were loaded with: a reload, a resolve
  * or ctl set weight whose table would not fit them is refused before it

@@ -26,6 +26,10 @@ struct hlb_steer_sample {
 	struct hlb_steer_stats st; /* summed over CPUs (hashlb_steer_stats()) */
 	uint64_t flows; /* conntrack entries in use */
 	uint64_t flows_max; /* conntrack entries at most */
+	/* the service's latest table is not in the kernel (refused, retried): the kernel path
+	 * steers by an older one */
+	bool table_stale;
+	uint64_t tables_refused; /* tables the kernel path refused, since start */
 };
 
 /*

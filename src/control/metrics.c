@@ -559,10 +559,11 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 /* The kernel steering counters of one service's program, summed over CPUs (s.st). */
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->st.packets, s->st.bytes,	   s->st.new_flows,
-			       s->st.ct_hits, s->st.ct_resched,	   s->st.ct_evicted,
-			       s->st.ct_lost, s->st.rst_untracked, s->st.passed,
-			       s->flows,      s->flows_max };
+	const uint64_t v[] = { s->st.packets,	 s->st.bytes,	      s->st.new_flows,
+			       s->st.ct_hits,	 s->st.ct_resched,    s->st.ct_evicted,
+			       s->st.ct_lost,	 s->st.rst_untracked, s->st.passed,
+			       s->flows,	 s->flows_max,	      s->table_stale,
+			       s->tables_refused };
 
 	return v[f];
 }
@@ -603,6 +604,12 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Kernel steering: conntrack entries in use (flows seen, until evicted)." },
 		{ "hashlb_service_steer_conntrack_capacity", "gauge",
 		  "Kernel steering: conntrack entries at most." },
+		{ "hashlb_service_steer_table_stale", "gauge",
+		  "Kernel steering: 1 while the service's latest table is not in the kernel (refused, "
+		  "tried again every second): the kernel path steers by an older one." },
+		{ "hashlb_service_steer_tables_refused_total", "counter",
+		  "Kernel steering: tables the program refused (a backend's MAC unknown, a table "
+		  "larger than its maps)." },
 	};
 	struct hlb_steer_sample *v;
 	uint32_t n;

@@ -273,18 +273,27 @@ def steered(topo, tag, n=20):
     return got
 
 
-def refused_then_published(topo, d, tag, why):
+def refused_then_published(topo, d, tag, why, stale=False):
     """The daemon's table refused for <why> (a backend's missing neighbour entry), still
     after a few retries; the test then resolves the backends: the table is published without
-    any other change, and new clients are steered by it. Their backends."""
+    any other change, and new clients are steered by it; with <stale>, /metrics said the
+    kernel path's table was stale meanwhile (before the test resolved them: the first time
+    only, when nothing else has reached the backends to resolve them first). Their backends."""
     refused = d.wait_log("kernel steering table not updated", 10)
     check(refused is not None and why in refused, f"{tag}: table not refused: {refused}")
     time.sleep(2.5)  # a few retries, all refused
     check(d.wait_log("kernel steering table published", 0) is None,
           f"{tag}: a table published without the MAC")
+    # the kernel path on an older table is in /metrics (before: only in the log, once)
+    m = scrape(d)
+    old, refusals = web(m, "table_stale"), web(m, "tables_refused_total")
+    check(not stale or (old == 1 and refusals and refusals >= 2),
+          f"{tag}: while refused: table_stale {old}, tables_refused_total {refusals}")
     topo.resolve()
     ok = check(d.wait_log("kernel steering table published", 30) is not None,
                f"{tag}: the table not published once the neighbour entries were there")
+    old = web(scrape(d), "table_stale")
+    check(old == 0, f"{tag}: published, yet table_stale {old}")
     got = steered(topo, tag)
     print(f"{tag}: refused, then resolved: {'published' if ok else 'NOT published'}; "
           f"20 new clients {dict(got)}", flush=True)
@@ -301,7 +310,8 @@ def neighbour(topo, servers):
     T.sh("ip", "neigh", "flush", "dev", "eth0", ns=lb)
     d = Daemon(topo, service(topo, health="{enabled: false}")).start()
     try:
-        refused_then_published(topo, d, "neighbour: MACs unknown at start", "neighbour table")
+        refused_then_published(topo, d, "neighbour: MACs unknown at start", "neighbour table",
+                               stale=True)
         T.sh("ip", "neigh", "del", topo.backend_ip(2), "dev", "eth0", ns=lb)
         p = d.ctl("set", "b1", "maint")
         check(p.returncode == 0, f"neighbour: ctl set b1 maint: {p.stdout} {p.stderr}")
@@ -854,6 +864,10 @@ def outgrown(topo, servers):
               f"{[x for x in d.lines if 'steering' in x][-1:]}")
         got = steered(topo, "outgrown", 20)
         check(set(got) <= {"b1", "b2"}, f"outgrown: new clients with b3 down: {dict(got)}")
+        m = scrape(d)
+        check(web(m, "table_stale") == 0 and web(m, "tables_refused_total") == 0,
+              f"outgrown: table_stale {web(m, 'table_stale')}, tables_refused_total "
+              f"{web(m, 'tables_refused_total')}, want 0 and 0")
         print(f"outgrown: reload refused: {line and line.split('err=')[-1].strip()}; "
               f"ctl set weight: {(p.stderr or p.stdout).strip()}; b3 down: 20 new clients {dict(got)}", flush=True)
     finally:
