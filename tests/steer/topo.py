@@ -121,9 +121,12 @@ class Topo:
                 sh(sys.executable, "-c", "import socket, sys; "
                    "s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET); "
                    "s.settimeout(1); s.connect_ex((sys.argv[1], 9))", ip, ns=self.lb, check=False)
-            out = sh("ip", "neigh", "show", "dev", "eth0", ns=self.lb).stdout
-            missing = [ip for ip in ips
-                       if not re.search(rf"^{re.escape(ip)} lladdr ", out, re.M)]
+            missing = self.unresolved(ips)
+
+    def unresolved(self, ips):
+        """Those of <ips> whose entry in the LB's neighbour table holds no MAC."""
+        out = sh("ip", "neigh", "show", "dev", "eth0", ns=self.lb).stdout
+        return [ip for ip in ips if not re.search(rf"^{re.escape(ip)} lladdr ", out, re.M)]
 
     def ethtool(self, ns, dev, cmd, value):
         """An ethtool set command by ioctl (ethtool itself may not be
