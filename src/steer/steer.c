@@ -1303,7 +1303,8 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 	if (v->n_points > s->points_cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 				  "the ring's %u points exceed the loaded capacity %u: restart "
-				  "steering with a larger --max-ring-points",
+				  "hashlb run (not an upgrade), or hashlb steer with a larger "
+				  "--max-ring-points",
 				  v->n_points, s->points_cap);
 	ret = ring_index(v, s->buckets_cap, &bits, &max_scan, &bucket);
 	if (ret < 0)
