@@ -908,18 +908,25 @@ static const struct hashlb_backend_cfg *last_backend(const struct last_index *ix
  * several addresses is answered in an order that DNS servers rotate (BIND's
  * rrset-order cyclic): taking the first each time moved the backend each
  * round, a new backend with its slow start and health verdict begun again.
+ * Unless <s> refuses that address now (a reload moved its listen address
+ * there): the backend takes the answer's first, checked already.
  */
 static void stay_put(const struct last_index *ix, const struct hashlb_service_cfg *s,
 		     struct hashlb_backend_cfg *b, const struct name_req *q)
 {
 	const struct hashlb_backend_cfg *lb = last_backend(ix, s, b);
+	char problem[HASHLB_NAME_MAX * 2 + 160];
+	struct hashlb_backend_cfg e;
 
 	if (!lb || lb->addr_len != b->addr_len)
 		return;
 	for (uint32_t i = 0; i < q->n_addrs; i++) {
 		if (sockaddr_len(&q->addrs[i]) == lb->addr_len &&
 		    !memcmp(&q->addrs[i], &lb->addr, lb->addr_len)) {
-			b->addr = lb->addr;
+			e = *b;
+			e.addr = lb->addr;
+			if (!hlb_backend_addr_problem(s, &e, problem, sizeof(problem)))
+				b->addr = lb->addr;
 			return;
 		}
 	}

@@ -281,6 +281,37 @@ static void test_resolved_after(void **state)
 	hashlb_config_free(last);
 }
 
+/*
+ * A reload whose service now listens where a backend of it was (its name still answering
+ * that address): the backend does not stay there, a connect to itself, but takes the
+ * answer's first address that the config accepts, as a backend not in the config running
+ * does. It stayed, past the check that refuses a name's address that is the service's own.
+ */
+static void test_resolved_after_not_onto_itself(void **state)
+{
+	static const char before[] = "services:\n"
+				     "  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+				     "      - name: a\n        address: alpha.test:9\n";
+	static const char after[] = "services:\n"
+				    "  - name: x\n    listen: 10.0.0.2:9\n    backends:\n"
+				    "      - name: a\n        address: alpha.test:9\n";
+	struct hashlb_config *last, *c;
+	struct hashlb_service_cfg *x;
+
+	(void)state;
+	answer_n = 2;
+	answer_v4(0, 0x0a000001u); /* 10.0.0.1 */
+	answer_v4(1, 0x0a000002u); /* 10.0.0.2 */
+	last = resolved(before, NULL);
+	/* as a round left it: at .2 */
+	x = (struct hashlb_service_cfg *)hashlb_config_service(last, "x");
+	((struct sockaddr_in *)&x->backends[0].addr)->sin_addr.s_addr = htonl(0x0a000002u);
+	c = resolved(after, last);
+	assert_int_equal(addr_v4(c, "x", "a"), 0x0a000001u);
+	hashlb_config_free(c);
+	hashlb_config_free(last);
+}
+
 /* Service <svc>'s backend <name>, formatted. */
 static void expect_backend(const struct hashlb_config *c, const char *svc, const char *name,
 			   const char *want)
@@ -341,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_each_address_cut_after_sorting),
 		cmocka_unit_test(test_each_address_zones),
 		cmocka_unit_test(test_resolved_after),
+		cmocka_unit_test(test_resolved_after_not_onto_itself),
 		cmocka_unit_test(test_one_lookup_per_question),
 	};
 
