@@ -71,6 +71,9 @@ struct name_req {
 	bool done;
 	bool busy; /* not asked: a lookup of the name from before still runs */
 	bool dup; /* not asked: the answer of reqs[same_as], the same question */
+	/* a reload's, asked only once its time had gone waiting for the lookups of
+	 * its names still running (job_wait_free()): not answered, it had none */
+	bool late;
 	uint32_t same_as;
 	uint16_t port_num;
 	int gai; /* getaddrinfo()'s result */
@@ -401,6 +404,15 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 			 b->name, b->address);
 		return resolve_fail(c, b, err, -EBUSY, msg);
 	}
+	if (!q->done && q->late) {
+		/* not the name's doing: say whose (it may come first in the file) */
+		snprintf(msg, sizeof(msg),
+			 "backend '%s': the name in '%s' was not asked in time: the %u ms went "
+			 "waiting for lookups of the config's names still running (an earlier "
+			 "round's or reload's, the resolver not answering)",
+			 b->name, b->address, timeout_ms);
+		return resolve_fail(c, b, err, -ETIMEDOUT, msg);
+	}
 	if (!q->done) {
 		snprintf(msg, sizeof(msg),
 			 "backend '%s': the name in '%s' did not resolve: no answer within %u ms",
@@ -576,12 +588,13 @@ static bool host_in_flight(const struct name_req *q)
  * timeout: the reload failed when a round was under way ("was not asked
  * again"), and fails after its deadline behind a dead resolver, as before.
  */
-static void job_wait_free(const struct hashlb_resolve *job, const struct timespec *deadline)
+static bool job_wait_free(const struct hashlb_resolve *job, const struct timespec *deadline)
 {
+	bool busy;
+
 	pthread_mutex_lock(&in_flight_lock);
 	for (;;) {
-		bool busy = atomic_load(&threads_alive[1]) >= RESOLVE_THREADS;
-
+		busy = atomic_load(&threads_alive[1]) >= RESOLVE_THREADS;
 		for (uint32_t i = 0; i < job->n && !busy; i++)
 			busy = in_flight_locked(&job->reqs[i]);
 		if (!busy || pthread_cond_timedwait(&in_flight_ended, &in_flight_lock, deadline) ==
@@ -589,6 +602,7 @@ static void job_wait_free(const struct hashlb_resolve *job, const struct timespe
 			break;
 	}
 	pthread_mutex_unlock(&in_flight_lock);
+	return busy;
 }
 
 /*
@@ -716,6 +730,7 @@ static int start(const struct hashlb_config *c, enum ask ask, const struct times
 	struct hashlb_resolve *job;
 	uint32_t n = 0, k = 0, max = RESOLVE_THREADS;
 	uint16_t port;
+	bool late;
 	int r;
 
 	for (uint32_t i = 0; i < c->n_services; i++) {
@@ -757,12 +772,13 @@ static int start(const struct hashlb_config *c, enum ask ask, const struct times
 		return hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	pthread_once(&in_flight_once, in_flight_init);
-	if (ask == ASK_RELOAD)
-		job_wait_free(job, deadline);
+	late = ask == ASK_RELOAD && job_wait_free(job, deadline);
 	if (ask != ASK_ALL && (r = job_again(job, &max, err)) < 0) {
 		job_put(job);
 		return r;
 	}
+	for (uint32_t i = 0; i < job->n && late; i++)
+		job->reqs[i].late = true;
 	r = job_start(job, max);
 	if (r < 0) {
 		job_put(job);

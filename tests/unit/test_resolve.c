@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,11 @@
 static struct sockaddr_storage answer[ANSWER_MAX];
 static size_t answer_n;
 static atomic_uint asked; /* getaddrinfo() calls */
+/* A lookup of stuck.test waits until released, as one of a resolver that does not answer. */
+static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
+static unsigned stuck_in;
+static bool stuck_released;
 
 int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		       struct addrinfo **res);
@@ -39,8 +45,15 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
 	struct addrinfo *head = NULL, **tail = &head;
 	uint16_t port = htons((uint16_t)atoi(service));
 
-	(void)node;
 	atomic_fetch_add(&asked, 1);
+	if (!strcmp(node, "stuck.test")) {
+		pthread_mutex_lock(&stuck_lock);
+		stuck_in++;
+		pthread_cond_broadcast(&stuck_cond);
+		while (!stuck_released)
+			pthread_cond_wait(&stuck_cond, &stuck_lock);
+		pthread_mutex_unlock(&stuck_lock);
+	}
 	for (size_t i = 0; i < answer_n; i++) {
 		const struct sockaddr_storage *a = &answer[i];
 		struct addrinfo *r;
@@ -312,6 +325,51 @@ static void test_resolved_after_not_onto_itself(void **state)
 	hashlb_config_free(last);
 }
 
+/*
+ * A reload whose time goes waiting for a lookup of one of its names that a round left
+ * running (a resolver that does not answer): it fails, and says so, not that a name asked
+ * only once that time was up (first in the file here) got no answer in time: an operator
+ * was sent to a name that resolves.
+ */
+static void test_reload_behind_a_stuck_lookup(void **state)
+{
+	static const char stuck[] = "services:\n"
+				    "  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+				    "      - name: s\n        address: stuck.test:9\n";
+	static const char both[] = "services:\n"
+				   "  - name: x\n    listen: 127.0.0.1:80\n    backends:\n"
+				   "      - name: a\n        address: alpha.test:9\n"
+				   "      - name: s\n        address: stuck.test:9\n";
+	struct hashlb_config *last, *round, *c;
+	struct hashlb_resolve *job;
+	struct hashlb_error err = { 0 };
+
+	(void)state;
+	answer_n = 1;
+	answer_v4(0, 0x0a000001u);
+	last = resolved(three, NULL);
+	assert_int_equal(hashlb_config_parse(stuck, strlen(stuck), "t.yaml", &round, &err), 0);
+	assert_int_equal(hashlb_config_resolve_again(round, &job, &err), 0);
+	pthread_mutex_lock(&stuck_lock);
+	while (!stuck_in)
+		pthread_cond_wait(&stuck_cond, &stuck_lock);
+	pthread_mutex_unlock(&stuck_lock);
+	/* the round given up (as a reload does), its lookup still running */
+	assert_true(hashlb_config_resolve_finish(round, job, 0, &err) < 0);
+	hashlb_config_free(round);
+
+	assert_int_equal(hashlb_config_parse(both, strlen(both), "t.yaml", &c, &err), 0);
+	assert_true(hashlb_config_resolve_after(c, 200, last, &err) < 0);
+	assert_null(strstr(err.msg, "no answer within"));
+	assert_true(strstr(err.msg, "stuck.test") || strstr(err.msg, "still running"));
+	hashlb_config_free(c);
+	hashlb_config_free(last);
+	pthread_mutex_lock(&stuck_lock);
+	stuck_released = true;
+	pthread_cond_broadcast(&stuck_cond);
+	pthread_mutex_unlock(&stuck_lock);
+}
+
 /* Service <svc>'s backend <name>, formatted. */
 static void expect_backend(const struct hashlb_config *c, const char *svc, const char *name,
 			   const char *want)
@@ -374,6 +432,7 @@ int main(void)
 		cmocka_unit_test(test_resolved_after),
 		cmocka_unit_test(test_resolved_after_not_onto_itself),
 		cmocka_unit_test(test_one_lookup_per_question),
+		cmocka_unit_test(test_reload_behind_a_stuck_lookup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
