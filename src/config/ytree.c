@@ -71,6 +71,9 @@ struct ybuilder {
 	char diag_msg[128]; /* libfyaml's first error without a position */
 	bool too_deep; /* the error is YDEPTH_MAX's */
 	bool prefix; /* on a YAML error, keep the tree of the events before it */
+	/* The last event, if a plain scalar over more than one line: with
+	 * <prefix>, a YAML error after it may lie in its continuation. */
+	struct ynode *plain_lines;
 };
 
 /*
@@ -410,6 +413,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 	struct hashlb_pos pos = event_pos(b, e);
 	struct fy_token *anchor = NULL;
 	enum fy_scalar_style st;
+	const struct fy_mark *m, *m0;
 	struct ynode *n = NULL;
 	struct yanchor *a;
 	const char *s;
@@ -475,6 +479,9 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 		b->size += 1 + len;
 		/* FYSS_ANY is the empty (null) value, a plain scalar for YAML. */
 		n->quoted = st > FYSS_PLAIN;
+		m0 = fy_event_start_mark(e);
+		m = fy_event_end_mark(e);
+		b->plain_lines = st == FYSS_PLAIN && m0 && m && m->line > m0->line ? n : NULL;
 		r = attach(b, n);
 		if (r < 0)
 			return r;
@@ -853,6 +860,7 @@ static int parse(struct ybuilder *b, size_t n)
 		goto err_parser;
 	}
 	while ((e = fy_parser_parse(fyp)) != NULL) {
+		b->plain_lines = NULL;
 		r = on_event(b, e);
 		event_end(b, e);
 		fy_parser_event_free(fyp, e);
@@ -872,7 +880,13 @@ err_parser:
 	fy_parser_destroy(fyp);
 err_diag:
 	fy_diag_destroy(diag);
-	/* what came before the error, its open collections ended there */
+	/* What came before the error, its open collections ended there. A plain
+	 * scalar over several lines just before it is left out: its lines may run
+	 * into what the error is about ("admin: 127.0.0.1:9" and a line "\tbad"
+	 * is the value "127.0.0.1:9 bad"), so it is not known whole. */
+	if (r == -EINVAL && b->prefix && b->plain_lines && b->depth > 0 &&
+	    b->n_kids > b->kids_from[b->depth - 1] && b->kids[b->n_kids - 1] == b->plain_lines)
+		b->n_kids--;
 	while (r == -EINVAL && b->prefix && b->depth > 0)
 		if (collection_end(b) < 0)
 			r = -ENOMEM;

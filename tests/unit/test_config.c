@@ -389,6 +389,12 @@ static void test_admin_only_before_a_syntax_error(void **state)
 		{ "admin: \"127.0.0.1:9902\nservices: []\n", NULL }, /* the value cut */
 		{ "admin: [127.0.0.1:9902,\n", NULL }, /* not a whole scalar */
 		{ "- admin: 127.0.0.1:9902\n- [\n", NULL }, /* no mapping */
+		/* a plain value over lines, the error right after: its lines may run
+		 * into what the error is about, not whole (was '127.0.0.1:9902 bad') */
+		{ "admin: 127.0.0.1:9902\n  bad\n]\n", NULL },
+		{ "admin: unix:/run/h.sock\n  more\n]\n", NULL },
+		/* one that ends on its line is whole, the error right after it too */
+		{ "admin: 127.0.0.1:9902\n]\n", "127.0.0.1:9902" },
 	};
 	struct hashlb_config *c;
 	struct hashlb_error err, whole;
