@@ -53,14 +53,23 @@ static struct name_req *in_flight;
 static pthread_cond_t in_flight_ended;
 static pthread_once_t in_flight_once = PTHREAD_ONCE_INIT;
 
-static void in_flight_init(void)
+/* <cond>, whose timed waits read CLOCK_MONOTONIC (deadline_in()): 0, or an errno. */
+static int cond_init_monotonic(pthread_cond_t *cond)
 {
 	pthread_condattr_t ca;
+	int r = pthread_condattr_init(&ca);
 
-	pthread_condattr_init(&ca);
+	if (r != 0)
+		return r;
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&in_flight_ended, &ca);
+	r = pthread_cond_init(cond, &ca);
 	pthread_condattr_destroy(&ca);
+	return r;
+}
+
+static void in_flight_init(void)
+{
+	cond_init_monotonic(&in_flight_ended);
 }
 
 struct name_req {
@@ -340,17 +349,13 @@ static void job_wait(struct hashlb_resolve *job, const struct timespec *deadline
 static struct hashlb_resolve *job_new(uint32_t n)
 {
 	struct hashlb_resolve *job = calloc(1, sizeof(*job) + n * sizeof(job->reqs[0]));
-	pthread_condattr_t ca;
 
 	if (!job)
 		return NULL;
-	if (pthread_condattr_init(&ca) != 0) {
+	if (cond_init_monotonic(&job->answered) != 0) {
 		free(job);
 		return NULL;
 	}
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&job->answered, &ca);
-	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&job->lock, NULL);
 	job->n = job->left = n;
 	job->refs = 1;
