@@ -1800,39 +1800,6 @@ static int name_idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
 }
 
-int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
-			   uint32_t *ret_weights)
-{
-	struct hlb_pool_service *s = hlb_pool_service_find(p, c->name);
-	struct name_idx *sorted, key, *hit;
-
-	for (uint32_t i = 0; i < c->n_backends; i++)
-		ret_weights[i] = c->backends[i].weight;
-	if (!s || !s->n_backends)
-		return 0;
-	sorted = calloc(s->n_backends, sizeof(*sorted));
-	if (!sorted)
-		return -ENOMEM;
-	for (uint32_t j = 0; j < s->n_backends; j++)
-		sorted[j] = (struct name_idx){ s->backends[j]->rt->name, j };
-	qsort(sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
-	for (uint32_t i = 0; i < c->n_backends; i++) {
-		const struct hlb_pool_backend *b;
-
-		key.name = c->backends[i].name;
-		hit = bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
-		if (!hit)
-			continue;
-		/* a setting made at run time stays with the name unless the
-		 * config changes it (service_update()) */
-		b = s->backends[hit->j];
-		if (c->backends[i].weight == b->cfg_weight)
-			ret_weights[i] = b->rt->weight;
-	}
-	free(sorted);
-	return 0;
-}
-
 /*
  * The index in <s>'s backends of the one named <name> not yet <taken>, or
  * <s>->n_backends. Tries position <i> first (a config reloaded with its
@@ -1844,11 +1811,48 @@ static uint32_t backend_by_name(const struct hlb_pool_service *s, const struct n
 {
 	struct name_idx key = { .name = name }, *hit;
 
-	if (i < s->n_backends && !taken[i] && !strcmp(s->backends[i]->rt->name, name))
+	if (i < s->n_backends && !(taken && taken[i]) && !strcmp(s->backends[i]->rt->name, name))
 		return i;
 	hit = s->n_backends ? bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp)
 			    : NULL;
-	return hit && !taken[hit->j] ? hit->j : s->n_backends;
+	return hit && !(taken && taken[hit->j]) ? hit->j : s->n_backends;
+}
+
+/* <s>'s backend names, sorted, for backend_by_name() (free it); NULL: out of memory. */
+static struct name_idx *backends_sorted(const struct hlb_pool_service *s)
+{
+	struct name_idx *sorted = calloc(s->n_backends ? s->n_backends : 1, sizeof(*sorted));
+
+	if (!sorted)
+		return NULL;
+	for (uint32_t j = 0; j < s->n_backends; j++)
+		sorted[j] = (struct name_idx){ s->backends[j]->rt->name, j };
+	qsort(sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
+	return sorted;
+}
+
+int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
+			   uint32_t *ret_weights)
+{
+	struct hlb_pool_service *s = hlb_pool_service_find(p, c->name);
+	struct name_idx *sorted;
+
+	for (uint32_t i = 0; i < c->n_backends; i++)
+		ret_weights[i] = c->backends[i].weight;
+	if (!s || !s->n_backends)
+		return 0;
+	if (!(sorted = backends_sorted(s)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		uint32_t j = backend_by_name(s, sorted, NULL, i, c->backends[i].name);
+
+		/* a setting made at run time stays with the name unless the
+		 * config changes it (service_update()) */
+		if (j < s->n_backends && c->backends[i].weight == s->backends[j]->cfg_weight)
+			ret_weights[i] = s->backends[j]->rt->weight;
+	}
+	free(sorted);
+	return 0;
 }
 
 /* Match <s>'s backends against <c> by name and switch <s> to <c>. */
@@ -1863,7 +1867,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	bool recheck = !health_cfg_equal(&old->health, &c->health) ||
 		       old->proxy_protocol != c->proxy_protocol || !source_equal(old, c);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
-	struct name_idx *sorted = calloc(s->n_backends ? s->n_backends : 1, sizeof(*sorted));
+	struct name_idx *sorted = backends_sorted(s);
 	uint32_t i, j;
 
 	if (!next || !taken || !sorted) {
@@ -1872,9 +1876,6 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		free(sorted);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
-	for (j = 0; j < s->n_backends; j++)
-		sorted[j] = (struct name_idx){ s->backends[j]->rt->name, j };
-	qsort(sorted, s->n_backends, sizeof(*sorted), name_idx_cmp);
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	service_health_params(s);
