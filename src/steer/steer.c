@@ -1426,6 +1426,13 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 	return 0;
 }
 
+static int id_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
 int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
 			    const char *const *names, const uint32_t *weights, const bool *backup,
 			    uint32_t n, struct hashlb_error *err)
@@ -1461,14 +1468,13 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < n; i++)
 		ids[i] = hashlb_steer_backend_id(names[i]);
+	/* sorted: a slot's owner found in log n (n x slots compares: seconds on
+	 * the control thread for thousands of backends) */
+	qsort(ids, n, sizeof(*ids), id_cmp);
 	for (uint32_t j = 0; j < s->backends_cap && need <= s->backends_cap; j++) {
-		bool ours = false;
-
 		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &j, &be) < 0)
 			continue;
-		for (uint32_t i = 0; be.id && i < n && !ours; i++)
-			ours = ids[i] == be.id;
-		need += be.id && !ours;
+		need += be.id && !(n && bsearch(&be.id, ids, n, sizeof(*ids), id_cmp));
 	}
 	free(ids);
 	if (need > s->backends_cap)
