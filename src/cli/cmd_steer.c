@@ -696,6 +696,16 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 					  optarg, VIPS_MAX);
 				goto usage;
 			}
+			/* Equal (an IPv4-mapped address as the IPv4 one): the kernel
+			 * keys it once, but it was counted twice (a place of VIPS_MAX,
+			 * the summary's count). Neither is a wildcard, so a clash is
+			 * equality. */
+			for (uint32_t i = 0; i < a->n_vips; i++) {
+				if (hashlb_listen_clash(&a->vips[i], &a->vips[a->n_vips])) {
+					cli_error("VIP '%s' given twice\n", optarg);
+					goto usage;
+				}
+			}
 			a->n_vips++;
 			break;
 		case 'b':
