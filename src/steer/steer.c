@@ -612,37 +612,46 @@ static bool prog_named(uint32_t id, const char *name)
 }
 
 /*
- * The id of hashlb's program attached to <ifindex>: hlb_xdp (native, then
- * generic), else the hlb_tc filter at hashlb's handle. A program of another
- * name is someone else's, never reported: nothing here reads, updates or
- * detaches it.
+ * The id of hashlb's program attached to <ifindex> in <mode> (native or
+ * generic XDP, tc): hlb_xdp, or the hlb_tc filter at hashlb's handle; 0 if
+ * none. A program of another name is someone else's, never reported:
+ * nothing here reads, updates or detaches it.
  */
-static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode)
+static uint32_t prog_at(int ifindex, enum hashlb_steer_mode mode)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, tq, .handle = TC_HANDLE, .priority = TC_PRIORITY);
+	uint32_t id;
 	int ret;
 
-	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
-		if (xq.drv_prog_id && prog_named(xq.drv_prog_id, "hlb_xdp")) {
-			*ret_id = xq.drv_prog_id;
-			*ret_mode = HASHLB_STEER_XDP_NATIVE;
-			return 0;
-		}
-		if (xq.skb_prog_id && prog_named(xq.skb_prog_id, "hlb_xdp")) {
-			*ret_id = xq.skb_prog_id;
-			*ret_mode = HASHLB_STEER_XDP_GENERIC;
-			return 0;
-		}
+	if (mode == HASHLB_STEER_TC) {
+		quiet_begin(); /* failing: no qdisc or no filter at our handle */
+		ret = bpf_tc_query(&hook, &tq);
+		quiet_end();
+		return ret == 0 && tq.prog_id && prog_named(tq.prog_id, "hlb_tc") ? tq.prog_id : 0;
 	}
-	quiet_begin(); /* failing: no qdisc or no filter at our handle, not hashlb's */
-	ret = bpf_tc_query(&hook, &tq);
-	quiet_end();
-	if (ret == 0 && tq.prog_id && prog_named(tq.prog_id, "hlb_tc")) {
-		*ret_id = tq.prog_id;
-		*ret_mode = HASHLB_STEER_TC;
+	if (bpf_xdp_query(ifindex, 0, &xq) < 0)
 		return 0;
+	id = mode == HASHLB_STEER_XDP_NATIVE ? xq.drv_prog_id : xq.skb_prog_id;
+	return id && prog_named(id, "hlb_xdp") ? id : 0;
+}
+
+/* The id and mode of hashlb's program attached to <ifindex>: XDP (native,
+ * then generic), else tc; -ENOENT if none. */
+static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode)
+{
+	static const enum hashlb_steer_mode modes[] = { HASHLB_STEER_XDP_NATIVE,
+							HASHLB_STEER_XDP_GENERIC, HASHLB_STEER_TC };
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		uint32_t id = prog_at(ifindex, modes[i]);
+
+		if (id) {
+			*ret_id = id;
+			*ret_mode = modes[i];
+			return 0;
+		}
 	}
 	return -ENOENT;
 }
@@ -912,19 +921,15 @@ static int detach_prog(struct hashlb_steer *s, int ifindex, enum hashlb_steer_mo
  * the one attached (not one another process attached since). */
 static void detach_found(struct hashlb_steer *s)
 {
-	enum hashlb_steer_mode mode;
-	uint32_t id = 0;
-
-	if (attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id)
-		detach_prog(s, s->ifindex, mode, id);
+	if (hashlb_steer_attached(s))
+		detach_prog(s, s->ifindex, s->mode, s->prog_id);
 }
 
+/* Asked at its own hook: another hashlb program on the other one (XDP sees
+ * packets first) made a tc program look gone. */
 bool hashlb_steer_attached(struct hashlb_steer *s)
 {
-	enum hashlb_steer_mode mode;
-	uint32_t id = 0;
-
-	return s->prog_id && attached_prog(s->ifindex, &id, &mode) == 0 && id == s->prog_id;
+	return s->prog_id && prog_at(s->ifindex, s->mode) == s->prog_id;
 }
 
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)

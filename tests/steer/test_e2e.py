@@ -303,6 +303,38 @@ def foreground_detach(topo):
           if not failures else "", flush=True)
 
 
+def xdp_beside_tc(topo):
+    """A foreground hashlb steer in tc mode goes on while another hashlb XDP program is on the
+    interface (attached by hand here, as an older hashlb that did not refuse it might have),
+    and detaches its own filter when stopped. Before, its check looked at XDP first, found
+    hlb_xdp, and took its own program for lost: it exited 1 ('the program on eth0 is gone')
+    within its 2 s check, detaching its filter (hashlb run logged 'kernel steering lost' and
+    dropped it, its flows' state with it)."""
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "object", BPF_OBJ, "program",
+         "hlb_xdp", ns=topo.lb)
+    try:
+        try:
+            p1.wait(timeout=7)  # three of its checks
+        except subprocess.TimeoutExpired:
+            pass
+        running = p1.poll() is None
+    finally:
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+    if running:
+        p1.terminate()
+    _, err = p1.communicate(timeout=15)
+    check(running and p1.returncode == 0 and not hooks(topo),
+          f"tc mode beside another hashlb XDP program: {'running' if running else 'exited'}, "
+          f"exit {p1.returncode} {err.strip()}, hooks left {sorted(hooks(topo))}")
+    T.sh("tc", "filter", "del", "dev", "eth0", "ingress", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("tc mode beside another hashlb XDP program: kept, detached when stopped"
+          if not failures else "", flush=True)
+
+
 def conntrack_pressure(topo):
     """More live flows than the conntrack table holds: ct_lost counts the packets past a flow's
     SYN that found no entry (evicted while the flow lived), and stays 0 with a table large
@@ -907,6 +939,7 @@ def body(topo):
     hangup(topo)
     iface_gone(topo)
     foreground_detach(topo)
+    xdp_beside_tc(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)
     reused_ports(topo)
