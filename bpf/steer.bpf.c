@@ -519,74 +519,67 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		kw[1] ^= V4_MAPPED_HI((__u32)st->packets) & ~V4_MAPPED_HI(0);
 
 	/*
-	 * Conntrack first (docs/DESIGN-steering.md): the flow's bucket, a way
-	 * with its tag. A hit is honoured only if the VIP the entry names is
-	 * still served and is this packet's destination, so a tag that matches
-	 * by chance never forwards traffic that is not ours, and the flows of a
-	 * VIP no longer served are passed without the loader touching them.
+	 * The VIP, then conntrack (docs/DESIGN-steering.md): the flow's bucket,
+	 * the way with its tag and its VIP's index. An entry of another VIP
+	 * never matches, whatever its tag: a flow of one VIP whose bucket and
+	 * tag another VIP's flow shares by chance takes a way of its own, and
+	 * the flows of a VIP no longer served are passed without the loader
+	 * touching them (its index is nobody's, or another VIP's).
 	 */
 	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
+	__be16 dport = (__be16)(kw[4] >> 16);
+	const __u64 *dst = &kw[2];
+	__u32 active, vh, w, way = HLB_STEER_CT_WAYS;
+	int resched = 0, vip;
+	__u64 e = 0;
+
+	if (!activep)
+		return drop(st, HLB_STEER_DROP_TABLE);
+	active = *activep;
+	vh = vip_half(active);
+	if (dport == 0)
+		return pass(st);
+	vip = vip_find(vh, dst[0], dst[1], dport);
+	if (vip < 0)
+		return pass(st);
+
 	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4], ct_seed);
 	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
 	__u32 ext = (__u32)(h >> HLB_STEER_CT_EXT_SHIFT) & HLB_STEER_CT_EXT_MASK;
 	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;
-	const __u64 *dst = &kw[2];
+	/* The entry's bits above the incarnation: tag, VIP. */
+	__u64 key = (__u64)tag << (HLB_STEER_CT_TAG_SHIFT - HLB_STEER_CT_VIP_SHIFT) | (__u32)vip;
 	struct hlb_steer_ct_bucket *b = bpf_map_lookup_elem(&hlb_ct, &bi);
 	struct hlb_steer_backend *be;
-	__u32 active, vh, w, way = HLB_STEER_CT_WAYS;
-	int resched = 0, vip = -1;
-	__u64 e = 0;
 
-	if (!activep || !b)
+	if (!b)
 		return drop(st, HLB_STEER_DROP_TABLE);
-	active = *activep;
-	vh = vip_half(active);
 #pragma unroll
 	for (w = 0; w < HLB_STEER_CT_WAYS; w++) {
 		e = b->way[w];
-		if (e && (__u32)(e >> HLB_STEER_CT_TAG_SHIFT) == tag) {
+		if (e && e >> HLB_STEER_CT_VIP_SHIFT == key) {
 			way = w;
 			break;
 		}
 	}
 	if (way < HLB_STEER_CT_WAYS) {
-		__u32 vk = vh * HLB_STEER_VIP_SLOTS + ((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
-		struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &vk);
-
-		/* A VIP port, never an address marker: a stale index that a
-		 * marker took must not forward a port-0 packet. */
-		if (v && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY) &&
-		    vip_eq(v, dst[0], dst[1], (__be16)(kw[4] >> 16))) {
-			vip = (int)((e >> HLB_STEER_CT_VIP_SHIFT) & 0xff);
-			be = kept_backend(e);
-			/* A SYN (no ACK) opens a connection: one whose tuple's
-			 * entry names a backend that takes no new flow
-			 * (draining, maint, weight 0: a client reused a source
-			 * port) is a new flow, scheduled by the table into
-			 * this way. Unless the hash's ext bits differ: then
-			 * the tag matched by chance, the entry is a live
-			 * flow's, and the SYN follows it like its ACKs will. */
-			if (be &&
-			    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack &&
-			      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
-				      ext)) {
-				/* Written only when it changed: once a tick, not
-				 * once a packet, so the line stays shared. */
-				if (way < HLB_STEER_CT_WAYS && b->seen[way] != now)
-					b->seen[way] = now;
-				return forward_kept(st, eth, be, len, ret_ifindex);
-			}
-			resched = !be; /* its backend down or gone */
+		be = kept_backend(e);
+		/* A SYN (no ACK) opens a connection: one whose tuple's entry
+		 * names a backend that takes no new flow (draining, maint,
+		 * weight 0: a client reused a source port) is a new flow,
+		 * scheduled by the table into this way. Unless the hash's ext
+		 * bits differ: then the tag matched by chance, the entry is a
+		 * live flow's, and the SYN follows it like its ACKs will. */
+		if (be &&
+		    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack &&
+		      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) == ext)) {
+			/* Written only when it changed: once a tick, not once
+			 * a packet, so the line stays shared. */
+			if (b->seen[way] != now)
+				b->seen[way] = now;
+			return forward_kept(st, eth, be, len, ret_ifindex);
 		}
-	}
-	if (vip < 0) {
-		__be16 dport = (__be16)(kw[4] >> 16);
-
-		if (dport == 0)
-			return pass(st);
-		vip = vip_find(vh, dst[0], dst[1], dport);
-		if (vip < 0)
-			return pass(st);
+		resched = !be; /* its backend down or gone */
 	}
 
 	__u32 half = active & 1;

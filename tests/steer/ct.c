@@ -9,7 +9,8 @@
  * not inherit the old backend's flows; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
  * move it off its draining backend, nor does one whose IPv6 source was
- * computed to share its hash without the program's seed; a tag that matches by chance never
+ * computed to share its hash without the program's seed; flows of two VIPs
+ * that share a bucket and a tag keep an entry each; a tag that matches by chance never
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
  * the VIP table holds 16 VIPs (32 keys), and a VIP keeps its slot while the
@@ -381,22 +382,23 @@ static int key_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The i-th flow of the collision search: 10.128.x.y, ports 1024.. */
-static void search_flow(uint32_t i, struct test_pkt *p)
+/* The i-th flow of the collision search: 10.128.x.y, ports 1024.., to
+ * 10.0.0.10:80, or with <two_vips> every odd one to 10.0.0.20:80. */
+static void search_flow(uint32_t i, struct test_pkt *p, bool two_vips)
 {
 	memset(p, 0, sizeof(*p));
 	test_v4(p->src, 0x0a800000u | (i >> 10));
-	test_v4(p->dst, 0x0a00000a);
+	test_v4(p->dst, two_vips && (i & 1) ? 0x0a000014 : 0x0a00000a);
 	p->sport = (uint16_t)(1024 + (i & 1023));
 	p->dport = 80;
 }
 
 /*
  * Two real flows that share a bucket and a tag (a birthday search: 2^21
- * tuples into 16 buckets x 2^32 tags) but differ in the hash's other bits:
- * false when none is found.
+ * tuples into 16 buckets x 2^32 tags) but differ in the hash's other bits,
+ * or with <two_vips> in their VIP: false when none is found.
  */
-static bool colliding_pair(struct test_pkt *a, struct test_pkt *b)
+static bool colliding_pair(struct test_pkt *a, struct test_pkt *b, bool two_vips)
 {
 	enum { N = 1 << 21 };
 	uint64_t *k = malloc(N * sizeof(*k));
@@ -407,16 +409,16 @@ static bool colliding_pair(struct test_pkt *a, struct test_pkt *b)
 	for (uint32_t i = 0; i < N; i++) {
 		struct test_pkt p;
 
-		search_flow(i, &p);
+		search_flow(i, &p, two_vips);
 		k[i] = ((uint64_t)tag_of(&p) << 4 | bucket_of(&p)) << 21 | i;
 	}
 	qsort(k, N, sizeof(*k), key_cmp);
 	for (uint32_t i = 1; i < N && !found; i++) {
 		if (k[i] >> 21 != k[i - 1] >> 21)
 			continue;
-		search_flow((uint32_t)(k[i - 1] & (N - 1)), a);
-		search_flow((uint32_t)(k[i] & (N - 1)), b);
-		found = ext_of(a) != ext_of(b);
+		search_flow((uint32_t)(k[i - 1] & (N - 1)), a, two_vips);
+		search_flow((uint32_t)(k[i] & (N - 1)), b, two_vips);
+		found = two_vips ? memcmp(a->dst, b->dst, 16) != 0 : ext_of(a) != ext_of(b);
 	}
 	free(k);
 	return found;
@@ -471,7 +473,8 @@ static void syn_collision(struct hashlb_steer *s)
 	struct test_pkt live, syn;
 	int x, got_syn, got_live;
 
-	CHECK(colliding_pair(&live, &syn), "no colliding pair found: the test proves nothing");
+	CHECK(colliding_pair(&live, &syn, false),
+	      "no colliding pair found: the test proves nothing");
 	CHECK(bucket_of(&live) == bucket_of(&syn) && tag_of(&live) == tag_of(&syn) &&
 		      memcmp(live.src, syn.src, 16) != 0,
 	      "the pair does not collide");
@@ -483,6 +486,49 @@ static void syn_collision(struct hashlb_steer *s)
 	      "the colliding flow's ACK went to %d, its SYN to %d", x, got_syn);
 	printf("SYN collision: a SYN sharing a draining flow's bucket and tag left it on its "
 	       "backend\n");
+}
+
+/*
+ * 5c. Flows of two VIPs that share by chance a bucket and a tag (a real pair)
+ * each keep an entry of their own: the second VIP's SYN leaves the first's
+ * live flow on its draining backend, and both go on by their entries. Before,
+ * an entry of another VIP counted as the flow's way: the SYN was scheduled
+ * into it, and the live flow's next packet, finding the other VIP's entry,
+ * was scheduled again by the table (off its draining backend), each flow
+ * taking the way back from the other on its every packet.
+ */
+static void vip_collision(struct hashlb_steer *s)
+{
+	static const char *const two[] = { "10.0.0.10:80", "10.0.0.20:80" }, *const one[] = {
+		"10.0.0.10:80"
+	};
+	struct test_pkt live, syn;
+	struct hlb_steer_stats st0, st1;
+	int x, got_syn, got_live, again;
+
+	CHECK(colliding_pair(&live, &syn, true),
+	      "no colliding pair of two VIPs found: the test proves nothing");
+	CHECK(bucket_of(&live) == bucket_of(&syn) && tag_of(&live) == tag_of(&syn) &&
+		      memcmp(live.dst, syn.dst, 16) != 0,
+	      "the pair does not collide across VIPs");
+	test_set_vips(s, two, 2);
+	x = drain_then_syn(s, &live, &syn, &got_live, &got_syn);
+	CHECK(x >= 0 && got_live == x,
+	      "another VIP's colliding SYN moved the live flow of draining %s to %d",
+	      x >= 0 ? abcde[x] : "?", got_live);
+	st0 = stats(s);
+	syn.tcp_flags = 0x10;
+	CHECK(send_pkt(&syn, &again) == XDP_TX_ && again == got_syn,
+	      "the other VIP's flow's ACK went to %d, its SYN to %d", again, got_syn);
+	CHECK(send_pkt(&live, &again) == XDP_TX_ && again == got_live,
+	      "the live flow's next ACK went to %d, before to %d", again, got_live);
+	st1 = stats(s);
+	CHECK(st1.ct_hits - st0.ct_hits == 2 && st1.new_flows == st0.new_flows,
+	      "two ACKs of two tracked flows: hits %llu, new flows %llu",
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits),
+	      (unsigned long long)(st1.new_flows - st0.new_flows));
+	test_set_vips(s, one, 1);
+	printf("VIP collision: flows of two VIPs sharing a bucket and a tag kept an entry each\n");
 }
 
 /* The inverse of odd <c> modulo 2^64 (Newton's iteration). */
@@ -848,6 +894,7 @@ int main(void)
 	eviction(s);
 	reset(s, t);
 	syn_collision(s);
+	vip_collision(s);
 	overload(s);
 	hashlb_steer_free(s);
 
