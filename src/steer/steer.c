@@ -1398,6 +1398,28 @@ static struct hashlb_steer_dest dest_effective(const struct hashlb_table *t, uin
 }
 
 /*
+ * Clear the conntrack entries of each slot j with <half>[j] set whose
+ * incarnation lies in that half of the range (1: 1..127, 2: 128..255). An
+ * entry is compared and cleared in one step: a program may rewrite the way
+ * meanwhile, for another flow.
+ */
+static void ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
+{
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
+			uint32_t slot = (uint32_t)e & 0xffff;
+			uint32_t inc = (uint32_t)(e >> HLB_STEER_CT_INC_SHIFT) & 0xff;
+
+			if (e && slot < s->backends_cap && half[slot] &&
+			    half[slot] == (inc < 128 ? 1 : 2))
+				__atomic_compare_exchange_n(&s->ct[b].way[w], &e, 0, false,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+/*
  * Give each backend of <t> a slot: the one its id holds already, else a free
  * one (id 0). <slot_id> holds the ids in the slots now. Returns 0 or -E2BIG.
  */
@@ -1499,9 +1521,9 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	struct hlb_steer_backend be;
 	uint32_t zero = 0, active = 0, half, n, *slot = NULL;
 	uint64_t *slot_id = NULL;
-	uint8_t *slot_inc = NULL, *inc = NULL;
+	uint8_t *slot_inc = NULL, *inc = NULL, *wrap = NULL;
 	struct hashlb_steer_dest *eff = NULL;
-	bool *used = NULL;
+	bool *used = NULL, any_wrap = false;
 	int ret;
 
 	hashlb_table_view(t, &v);
@@ -1535,8 +1557,9 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	slot_id = calloc(s->backends_cap, sizeof(*slot_id));
 	slot_inc = calloc(s->backends_cap, sizeof(*slot_inc));
 	used = calloc(s->backends_cap, sizeof(*used));
+	wrap = calloc(s->backends_cap, sizeof(*wrap));
 	eff = calloc(n ? n : 1, sizeof(*eff));
-	if (!slot || !inc || !slot_id || !slot_inc || !used || !eff) {
+	if (!slot || !inc || !slot_id || !slot_inc || !used || !wrap || !eff) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -1555,20 +1578,36 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 				 s->backends_cap);
 		goto out;
 	}
-	/* A slot that gets another backend gets the next incarnation (never
-	 * 0, which no entry holds): its old backend's entries stop matching. */
+	/*
+	 * A slot that gets another backend gets the next incarnation (never
+	 * 0, which no entry holds): its old backend's entries stop matching.
+	 * Eight bits wrap: an entry left from 255 changes of hands before
+	 * would match again, and send its flow, idle all that time, to the
+	 * slot's backend now. So a slot whose incarnation enters a half of
+	 * the range (128, or 1 after 255) first loses its entries from that
+	 * half: the flows of earlier backends, none of them current (the
+	 * programs write the incarnation before, in the other half, until
+	 * the flip). One scan of hlb_ct every 127 changes of a slot's hands;
+	 * nothing on the packet's path.
+	 */
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
 
 		inc[i] = slot_inc[slot[i]];
-		if (slot_id[slot[i]] != id || inc[i] == 0)
+		if (slot_id[slot[i]] != id || inc[i] == 0) {
+			if (inc[i] == 127 || inc[i] == 255)
+				wrap[slot[i]] = inc[i] == 127 ? 2 : 1;
+			any_wrap |= inc[i] == 127 || inc[i] == 255;
 			inc[i] = inc[i] == 255 ? 1 : inc[i] + 1;
+		}
 		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &slot[i], &be) < 0) {
 			ret = -errno;
 			goto err_sys;
 		}
 		eff[i] = dest_effective(t, i, &dests[i], &be);
 	}
+	if (any_wrap)
+		ct_clear_incarnations(s, wrap);
 
 	memset(&meta, 0, sizeof(meta));
 	meta.seed = hashlb_table_params(t)->seed;
@@ -1632,6 +1671,7 @@ out:
 	free(slot_id);
 	free(slot_inc);
 	free(used);
+	free(wrap);
 	free(eff);
 	return ret;
 }

@@ -6,7 +6,7 @@
  * an entry idle for hours before any recent one, and a hit makes its way
  * recent again; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
- * not inherit the old backend's flows; a SYN that shares by chance a live
+ * not inherit the old backend's flows, even when its 8-bit incarnation wraps; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
  * move it off its draining backend, nor does one whose IPv6 source was
  * computed to share its hash without the program's seed; flows of two VIPs
@@ -18,12 +18,14 @@
  * more flows than entries, through table changes and a backend going down,
  * no packet is ever sent to a down backend.
  */
+#include <unistd.h>
+
 #include "helpers.h"
 
 #define SEED 11u
 #define FLOWS_SMALL (HLB_STEER_CT_WAYS * 16) /* 16 buckets */
 
-static int fd, ct_fd;
+static int fd, ct_fd, bslots_fd;
 static uint32_t n_buckets;
 static uint64_t ct_seed; /* the loaded program's */
 
@@ -319,6 +321,108 @@ static void incarnation(struct hashlb_steer *s)
 	hashlb_table_free(t1);
 	hashlb_table_free(t2);
 	hashlb_table_free(t3);
+}
+
+/* The table of "a" and "r<k>", then "r0" if <r0>, equal weights. */
+static struct hashlb_table *a_and_r(uint32_t k, bool r0)
+{
+	char name[16];
+	const char *names[3] = { "a", name, "r0" };
+
+	snprintf(name, sizeof(name), "r%u", k);
+	return build(HASHLB_SCHEME_MAGLEV, names, r0 ? 3 : 2, NULL);
+}
+
+/*
+ * 4b. A slot given to another backend 255 times (its 8-bit incarnation back
+ * where it was) while a flow of its first backend, r0, is idle; r0 is then
+ * configured again (in another slot): the flow goes back to r0, as the
+ * table says, not to the backend in its old slot now. Before, its entry
+ * matched again, and the flow went to that backend (a reset). The
+ * slot is fast-forwarded (its incarnation written as ~240 reassignments
+ * would leave it, short of the half of the range the flow's entry is in:
+ * 510 real publications take half a minute); the rest are real.
+ */
+static void incarnation_wrap(struct hashlb_steer *s)
+{
+	static const char *const a_only[] = { "a" };
+	struct hashlb_table *ta = build(HASHLB_SCHEME_MAGLEV, a_only, 1, NULL);
+	struct hashlb_table *t0 = a_and_r(0, false), *tk;
+	struct hlb_steer_stats st0, st1;
+	struct hlb_steer_ct_bucket bk;
+	struct hlb_steer_backend sb;
+	struct test_pkt f, g;
+	uint64_t rng = 41;
+	uint32_t k, k_last, slot, inc0;
+	int be, w;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, ta, HASHLB_KEY_4TUPLE, NULL); /* every slot but a's free */
+	test_publish(s, t0, HASHLB_KEY_4TUPLE, NULL);
+	for (slot = 0; bpf_map_lookup_elem(bslots_fd, &slot, &sb) == 0; slot++)
+		if (sb.id == hashlb_steer_backend_id("r0"))
+			break;
+	CHECK(sb.id == hashlb_steer_backend_id("r0"), "r0 has no slot");
+	inc0 = sb.incarnation;
+	/* The r<k> that will hold the slot at incarnation inc0 again, after
+	 * the fast-forward below; a flow on r0 that the table with r<k> and r0
+	 * sends to r0 again, and a flow of a (whose slot stays a's). */
+	k_last = inc0 < 128 ? 5 + inc0 : inc0 - 123;
+	tk = a_and_r(k_last, true);
+	do
+		flow_init(&f, &rng, 0x0a00000a);
+	while (!same(table_says(t0, &f), "r0") || !same(table_says(tk, &f), "r0"));
+	do
+		flow_init(&g, &rng, 0x0a00000a);
+	while (!same(table_says(t0, &g), "a"));
+	hashlb_table_free(tk);
+	tk = NULL;
+	f.tcp_flags = 0x02;
+	CHECK(send_pkt(&f, &be) == XDP_TX_ && be == 1, "the flow did not open on r0 (%d)", be);
+	f.tcp_flags = 0x10;
+	CHECK(send_pkt(&g, &be) == XDP_TX_ && be == 0, "a's flow did not open on a (%d)", be);
+	bucket_read(bucket_of(&f), &bk);
+	w = way_of(&bk, &f);
+	CHECK(w >= 0 && ((uint32_t)bk.way[w] & 0xffffff) == (slot | inc0 << HLB_STEER_CT_INC_SHIFT),
+	      "the flow's entry does not name r0's slot %u, incarnation %u", slot, inc0);
+
+	test_publish(s, ta, HASHLB_KEY_4TUPLE, NULL); /* r0's slot freed */
+	CHECK(bpf_map_lookup_elem(bslots_fd, &slot, &sb) == 0 && sb.id == 0, "slot %u not freed",
+	      slot);
+	sb.incarnation = inc0 < 128 ? 250 : 123;
+	CHECK(bpf_map_update_elem(bslots_fd, &slot, &sb, BPF_ANY) == 0, "fast-forward");
+	/* Each r<k> takes the slot r<k-1> left (the lowest free one); r0
+	 * comes back with the last, in another. */
+	for (k = 1; k <= k_last; k++) {
+		hashlb_table_free(tk);
+		tk = a_and_r(k, k == k_last);
+		test_publish(s, tk, HASHLB_KEY_4TUPLE, NULL);
+		if (k < k_last)
+			test_publish(s, ta, HASHLB_KEY_4TUPLE, NULL);
+	}
+	CHECK(bpf_map_lookup_elem(bslots_fd, &slot, &sb) == 0 && sb.incarnation == inc0 &&
+		      sb.id == hashlb_steer_backend_id(hashlb_table_backend_name(tk, 1)),
+	      "slot %u: incarnation %u, want %u", slot, sb.incarnation, inc0);
+
+	st0 = stats(s);
+	CHECK(send_pkt(&g, &be) == XDP_TX_ && be == 0, "a's flow went to %d", be);
+	st1 = stats(s);
+	CHECK(st1.ct_hits - st0.ct_hits == 1, "a's flow lost its entry as r0's slot wrapped");
+	st0 = st1;
+	CHECK(send_pkt(&f, &be) == XDP_TX_ && be == 2,
+	      "the idle flow of r0 went to %s by its stale entry after its slot changed hands "
+	      "255 times, not to r0, configured again",
+	      be == 1	? hashlb_table_backend_name(tk, 1)
+	      : be == 0 ? "a"
+			: "nowhere");
+	st1 = stats(s);
+	CHECK(st1.ct_hits == st0.ct_hits, "the stale entry was taken for a hit");
+	printf("incarnation wrap: a flow idle while its slot changed hands 255 times went back to "
+	       "its backend, not to r%u in its old slot; a's flow kept its entry\n",
+	       k_last);
+	hashlb_table_free(tk);
+	hashlb_table_free(t0);
+	hashlb_table_free(ta);
 }
 
 /* 5. Tags that match by chance: an entry whose tag equals that of a flow
@@ -863,6 +967,34 @@ static void overload(struct hashlb_steer *s)
 
 /* Load the programs with <flows> conntrack entries, serving 10.0.0.10:80
  * with <t>; make them the ones the tests run. */
+/* A file descriptor of program <prog_fd>'s map <name>. */
+static int map_of(int prog_fd, const char *name)
+{
+	uint32_t ids[32], len;
+	struct bpf_prog_info pi;
+	struct bpf_map_info mi;
+
+	memset(&pi, 0, sizeof(pi));
+	pi.nr_map_ids = 32;
+	pi.map_ids = (uint64_t)(uintptr_t)ids;
+	len = sizeof(pi);
+	if (bpf_obj_get_info_by_fd(prog_fd, &pi, &len) < 0)
+		exit(1);
+	for (uint32_t i = 0; i < pi.nr_map_ids && i < 32; i++) {
+		int m = bpf_map_get_fd_by_id(ids[i]);
+
+		memset(&mi, 0, sizeof(mi));
+		len = sizeof(mi);
+		if (m >= 0 && bpf_obj_get_info_by_fd(m, &mi, &len) == 0 &&
+		    strcmp(mi.name, name) == 0)
+			return m;
+		if (m >= 0)
+			close(m);
+	}
+	fprintf(stderr, "no map %s\n", name);
+	exit(1);
+}
+
 static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -877,6 +1009,7 @@ static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
 		exit(1);
 	n_buckets = mi.max_entries;
 	ct_seed = hashlb_steer_ct_seed(s);
+	bslots_fd = map_of(fd, "hlb_bslots");
 	test_set_vips(s, vips, 1);
 	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
 	return s;
@@ -904,6 +1037,7 @@ int main(void)
 	tag_collision(s, t);
 	crafted_collision(s);
 	incarnation(s);
+	incarnation_wrap(s);
 	vip_removal(s);
 	vip_table(s);
 	vip_probing(s);
