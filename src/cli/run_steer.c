@@ -45,6 +45,9 @@ struct run_steer_svc {
 	/* The latest table was refused: retried by the timer. <refused> is why,
 	 * as logged (once, until it is published or the reason changes). */
 	bool retry;
+	/* The latest table was refused as larger than its program: not
+	 * retried (table_too_small()). */
+	bool too_small;
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
 	uint64_t n_refused; /* tables refused, for /metrics */
 	char **close_on_return; /* names of the backups configured so */
@@ -274,6 +277,7 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 	if (!e->retry || strcmp(e->refused, err->msg) != 0)
 		log_error("kernel steering table not updated", e->name, err);
 	e->retry = true;
+	e->too_small = false;
 	e->n_refused++;
 	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
 	if (rs->retry_timer || !rs->d)
@@ -283,6 +287,35 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 		hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the retry timer", "service=%s",
 			e->name);
 	}
+}
+
+/*
+ * The latest table of <e> is larger than its program (-E2BIG for <err>),
+ * whose maps cannot grow: one taken over (an upgrade, an orphan) that was
+ * loaded for another config (a reload or a ctl set that outgrows the
+ * program is refused before it applies). Retrying it every RETRY_MS cannot
+ * help (before, it did, silently, the only trace tables_refused_total), and
+ * a new program would lose the flows' conntrack entries: logged once (again
+ * if the reason changes), with what the operator can do; the program keeps
+ * the table it has. A later table that fits is published as any.
+ */
+static void table_too_small(struct run_steer_svc *e, const struct hashlb_error *err)
+{
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
+
+	if (!e->too_small || strcmp(e->refused, err->msg) != 0)
+		hlb_log(HLB_LOG_ERROR, "kernel steering table not updated",
+			"service=%s interface=%s error=%s reason=\"its program is too small for "
+			"this config: one taken over (an upgrade, an orphan) keeps the size it "
+			"was loaded with; it steers by the table it has until hashlb is stopped "
+			"(which detaches it) and started again, to load one sized for the config, "
+			"its flows starting with no conntrack entry\"",
+			e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
+			hlb_log_quote(err->msg, q, sizeof(q)));
+	e->too_small = true;
+	e->retry = false;
+	e->n_refused++;
+	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
 }
 
 /*
@@ -326,6 +359,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	struct hashlb_steer_dest *dests;
 	const char *name = e->name;
 	char qi[LOG_IFACE_MAX];
+	int ret;
 
 	if (rs->stopping || e->failed || e->lost ||
 	    (e->published && e->generation == snap->generation))
@@ -367,8 +401,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* The replaced hashlb's program (an upgrade), or one whose
 		 * process is gone (killed, crashed): taken over, its flows stay
 		 * where they are. Never one a live process drives. */
-		int ret = rs->upgrade ? hashlb_steer_find(o.iface, &e->steer, &err)
-				      : hashlb_steer_adopt(o.iface, &e->steer, &err);
+		ret = rs->upgrade ? hashlb_steer_find(o.iface, &e->steer, &err)
+				  : hashlb_steer_adopt(o.iface, &e->steer, &err);
 
 		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);
@@ -427,9 +461,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		return;
 	}
 	e->published = false;
-	if (hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
-				   &err) < 0 ||
-	    hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
+	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
+				     &err);
+	if (ret == -E2BIG) {
+		table_too_small(e, &err);
+	} else if (ret < 0 || hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		table_refused(rs, e, &err);
 	} else {
 		uint8_t(*macs)[6] =
@@ -437,6 +473,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 
 		e->published = true;
 		e->retry = false;
+		e->too_small = false;
 		e->generation = snap->generation;
 		if (macs) {
 			e->macs = macs;
@@ -677,7 +714,7 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	v.service = e->name;
 	v.flows = flows;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
-	v.table_stale = e->retry;
+	v.table_stale = e->retry || e->too_small;
 	v.tables_refused = e->n_refused;
 	*ret = v;
 	return 0;

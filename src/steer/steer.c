@@ -1283,8 +1283,9 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 
 		if (nv > s->slots_cap)
 			return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-					  "Maglev M=%u exceeds the loaded capacity %u: restart "
-					  "steering with a larger --max-maglev-m",
+					  "Maglev M=%u exceeds the loaded capacity %u (sized at "
+					  "attach: hashlb steer --max-maglev-m, hashlb run by its "
+					  "config)",
 					  v->m, s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
 		for (uint32_t i = 0; i < nv; i++) {
 			struct hlb_steer_slots sl;
@@ -1307,9 +1308,9 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 
 	if (v->n_points > s->points_cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-				  "the ring's %u points exceed the loaded capacity %u: restart "
-				  "hashlb run (not an upgrade), or hashlb steer with a larger "
-				  "--max-ring-points",
+				  "the ring's %u points exceed the loaded capacity %u (sized at "
+				  "attach: hashlb steer --max-ring-points, hashlb run by its "
+				  "config)",
 				  v->n_points, s->points_cap);
 	ret = ring_index(v, s->buckets_cap, &bits, &max_scan, &bucket);
 	if (ret < 0)
@@ -1530,8 +1531,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	n = v.n_backends;
 	if (n > s->backends_cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
-				  "%u backends exceed the loaded capacity %u: restart steering "
-				  "with a larger --max-backends",
+				  "%u backends exceed the loaded capacity %u (sized at attach: "
+				  "hashlb steer --max-backends, hashlb run by its config)",
 				  n, s->backends_cap);
 	if (hashlb_key_len(key) == 0)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM, "invalid hash key");
@@ -1574,7 +1575,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (assign_slots(s, t, slot_id, slot) < 0) {
 		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
 				 "the backends before and after this change exceed the loaded "
-				 "capacity %u: restart steering with a larger --max-backends",
+				 "capacity %u (sized at attach: hashlb steer --max-backends, "
+				 "hashlb run by its config)",
 				 s->backends_cap);
 		goto out;
 	}

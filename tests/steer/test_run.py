@@ -886,6 +886,49 @@ def outgrown(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def too_small(topo, servers):
+    """A program too small for the config's table, taken over (here an orphan that hashlb
+    steer --keep sized for 2 backends; an upgrade's program sized for an older config alike):
+    kept, with its conntrack state, and the table it has keeps steering; the refusal is logged
+    once, saying what is too small and what to do (stop hashlb, which detaches the program, and
+    start it again), and not retried every second: no later table of this config fits either.
+    Stopped and started again, hashlb loads a program sized for the config and publishes.
+    Before, the line said only 'restart steering with a larger --max-backends' (hashlb steer's
+    option), and the table was tried again every second (tables_refused_total 4 in 3 s)."""
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc", "--max-backends", "2",
+             "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+             *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+             ns=topo.lb, check=False)
+    check(p.returncode == 0, f"too small: the orphan: {p.returncode} {p.stderr.strip()}")
+    # no health checks: no state change makes a new table, so one refusal in all
+    d = Daemon(topo, service(topo, health="{enabled: false}")).start()
+    try:
+        taken = d.wait_log("kernel steering taken over", 15)
+        refused = d.wait_log("kernel steering", 10)
+        time.sleep(3)  # a retry timer would have tried three times
+        tried = [x for x in d.lines if "kernel steering" in x]
+        m = scrape(d)
+        check(taken is not None and refused is not None and "too small" in refused and
+              "3 backends exceed the loaded capacity 2" in refused and
+              "stopped (which detaches it) and started again" in refused,
+              f"too small: the refusal's log line: {refused}")
+        check(web(m, "tables_refused_total") == 1 and web(m, "table_stale") == 1,
+              f"too small: tables_refused_total {web(m, 'tables_refused_total')} (want 1: "
+              f"no retry), table_stale {web(m, 'table_stale')}; log: {tried}")
+        got = steered(topo, "too small")
+        check(set(got) <= {"b1", "b2"}, f"too small: the program's own table: {dict(got)}")
+        d.stop()
+        d = Daemon(topo, service(topo)).start()
+        check(d.wait_log("kernel steering attached", 15) is not None and
+              d.wait_log("kernel steering table published", 10) is not None,
+              f"too small: started again: {[x for x in d.lines if 'steering' in x][:3]}")
+        print(f"too small: {refused and refused.strip()}", flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def altname(topo, servers):
     """Two services steered on one interface under two of its names, eth0 and an altname (the
     config's one-service-per-interface check compares names): the one that comes second is not
@@ -996,6 +1039,7 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
+                     ("too_small", too_small),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
                      ("iface_later", iface_later)]:
