@@ -212,13 +212,17 @@ struct hlb_steer_flow_key {
  * single store, so a reader on another CPU sees a whole entry or none:
  *
  *   bits 63..32  tag          high half of the flow's hash
- *   bits 31..24  vip          its index in hlb_vips (checked on every hit)
+ *   bits 31..24  vip          its index in hlb_vips (a way matches a flow by
+ *                             tag and vip: one VIP's flows never take
+ *                             another's entries)
  *   bits 23..16  incarnation  the backend slot's, when the entry was made
+ *                             (the loader clears a slot's stale entries
+ *                             before its incarnation wraps onto theirs)
  *   bits 15..0   slot         the backend's slot in hlb_bslots
  *
  * 0 is an empty way (incarnations start at 1). seen[w] is the coarse time
  * (jiffies >> HLB_STEER_CT_TICK_SHIFT, 16 bits, wrapping) way w was last
- * used: an insert takes the way with the flow's tag, else an empty one, else
+ * used: an insert takes the way with the flow's tag and vip, else an empty one, else
  * the one seen longest ago. ext holds, in its bits 5w..5w+4, bits 26..30 of
  * the hash of way w's flow (in neither the bucket index, at most 2^26
  * buckets, nor the tag): read only by a SYN whose entry names a backend that
