@@ -537,7 +537,9 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 	struct conn *c = *pp;
 
 	*pp = c->qnext;
-	if (w->queue_tail == &c->qnext)
+	if (c->qnext)
+		c->qnext->qprev = pp;
+	else
 		w->queue_tail = pp;
 	c->qnext = NULL;
 	c->state = CONN_CONNECTING;
@@ -637,12 +639,8 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 		for (int i = 0; i < 2; i++)
 			if (half_owes(c, i))
 				sock_reset_on_close(c->fd[1 - i]);
-	if (c->state == CONN_QUEUED) { /* rare (shutdown past the drain): a scan will do */
-		struct conn **pp = &w->queue_head;
-
-		while (*pp != c)
-			pp = &(*pp)->qnext;
-		queue_unlink(w, pp);
+	if (c->state == CONN_QUEUED) {
+		queue_unlink(w, c->qprev);
 		queue_release(c->be);
 		c->be = NULL;
 		hlb_backend_unref(c->retry_of);
@@ -1219,6 +1217,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	c->retry_of = failed ? hlb_backend_ref(failed) : NULL;
 	atomic_fetch_add_explicit(&c->be->waiting, 1, memory_order_relaxed);
 	c->qnext = NULL;
+	c->qprev = w->queue_tail;
 	*w->queue_tail = c;
 	w->queue_tail = &c->qnext;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
@@ -2393,6 +2392,7 @@ void conn_queue_run(struct worker *w)
 		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
 			c->retry_of = failed;
+			c->qprev = pp; /* with retry_of, where conn_connect() may write */
 			pp = &c->qnext; /* still no room */
 			continue;
 		}

@@ -227,11 +227,17 @@ struct conn {
 	union {
 		/* connect timeout, read at submission: free again once submitted */
 		struct __kernel_timespec ts;
-		/* CONN_QUEUED: the backend whose failed connect sent it there (one
-		 * reference), NULL if none: the connect the queue starts is that
-		 * failure's retry, counted under it, and goes elsewhere while
-		 * that backend is failing */
-		struct hlb_backend *retry_of;
+		struct {
+			/* CONN_QUEUED: the backend whose failed connect sent it
+			 * there (one reference), NULL if none: the connect the
+			 * queue starts is that failure's retry, counted under
+			 * it, and goes elsewhere while that backend is failing */
+			struct hlb_backend *retry_of;
+			/* CONN_QUEUED: what points to it in w->queue (the
+			 * previous one's <qnext>, or w->queue_head), so that an
+			 * abort unlinks it without a walk of the queue */
+			struct conn **qprev;
+		};
 		/* CONN_OPEN: the bytes waiting in its two sockets for their peers'
 		 * ACK (SIOCOUTQ, added up) when the idle scan found it quiet, at
 		 * <at_ms>; taken before the last activity when <at_ms> is not
