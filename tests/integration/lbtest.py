@@ -798,6 +798,17 @@ def connect(addr, src=None, timeout=5):
     return s
 
 
+
+def clients_at_once(addr, n):
+    """<n> clients connecting to <addr> at once (non-blocking sockets, no wait)."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(addr)
+        socks.append(s)
+    return socks
+
 def read_line(s):
     buf = b""
     while not buf.endswith(b"\n"):

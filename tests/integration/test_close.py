@@ -11,7 +11,7 @@ import socket
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (Backend, check, client_ip, connect, read_line, run_tests, serve_each,
+from lbtest import (Backend, check, client_ip, connect, clients_at_once, read_line, run_tests, serve_each,
                     wait_until)
 
 HEALTH = "interval: 100ms\ntimeout: 100ms\nrise: 2\nfall: 3"
@@ -350,13 +350,8 @@ def closing_many_at_once():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
     a = Backend("a")
     lb = Lb(config([("a", a.addr)], workers=1, health="enabled: false"))
-    socks = []
     cpu = lb.cpu_seconds()
-    for _ in range(n):
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(lb.addr)
-        socks.append(s)
+    socks = clients_at_once(lb.addr, n)
     check(wait_until(lambda: metric_sum(lb, "hashlb_service_active_connections") == n, 60),
           f"{n} connections established")
     # the reference, in this run and this build: what taking them cost (accept, connect,

@@ -13,9 +13,9 @@ import threading
 import time
 from collections import Counter
 
-from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, config, connect, connect_outcome,
-                    dead_port, lookup, outcome, read_line, read_to_eof, run_tests, syn_sent, wait_until,
-                    who)
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, clients_at_once, config,
+                    connect, connect_outcome, dead_port, lookup, outcome, read_line, read_to_eof,
+                    run_tests, syn_sent, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -859,12 +859,7 @@ def queued_clients_leaving_newest_first():
     check(read_line(holder) == "a", "the first client within the cap")
 
     def wait_for():
-        socks = []
-        for _ in range(n):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex(lb.addr)
-            socks.append(s)
+        socks = clients_at_once(lb.addr, n)
         # a scrape reads /proc/self/fd, thousands of entries: not too often
         check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n, 60, step=0.2),
               f"{n} clients wait")

@@ -16,8 +16,8 @@ import threading
 import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
-from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, config, connect, connect_outcome,
-                    frozen, outcome, parse_prometheus, read_line, read_to_eof, run_tests,
+from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
+                    connect_outcome, frozen, outcome, parse_prometheus, read_line, read_to_eof, run_tests,
                     serve_each, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
@@ -1516,17 +1516,6 @@ def wait_greeted(lb, socks, n):
     lb.wait(lambda: len(sort_clients(socks)[0]) >= n, timeout=30)
     time.sleep(0.3)
     return sort_clients(socks)
-
-
-def clients_at_once(addr, n):
-    """<n> clients connecting to <addr> at once (non-blocking sockets, no wait)."""
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.setblocking(False)
-        s.connect_ex(addr)
-        socks.append(s)
-    return socks
 
 
 def fd_limit():
