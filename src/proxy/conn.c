@@ -581,17 +581,23 @@ static void conn_cancel(struct worker *w, uint64_t ud)
 }
 
 /*
- * Cancel each request established <c> has in flight, by its user data: a
- * lookup in one bucket of the ring's table of polls. A cancel by descriptor
- * walks the whole table, every poll of every connection of the worker: a
- * mass close (a drain's deadline, ctl close, a backend down) cost the square
- * of the connections (6,000 at a drain's deadline: 1.7 CPU seconds, the
- * workers stalled). False, with nothing sent, if <c> has a request in
- * flight that its flags do not tell (the caller cancels by descriptor).
+ * Cancel each request <c> has in flight, by its user data: a lookup in one
+ * bucket of the ring's table of polls. A cancel by descriptor walks the
+ * whole table, every poll of every connection of the worker: a mass close
+ * (a drain's deadline, ctl close, a backend down) cost the square of the
+ * connections (6,000 at a drain's deadline: 1.7 CPU seconds, the workers
+ * stalled), and so did thousands of connects to a backend that drops SYNs
+ * timing out together (7,000: 3.9 CPU seconds). Not served yet, <c> has at
+ * most its connect (its backend socket open while connecting), its PROXY
+ * header's poll and its client watch. False, with nothing sent, if <c> has
+ * a request in flight that its state and flags do not tell (the caller
+ * cancels by descriptor).
  */
 static bool conn_cancel_each(struct worker *w, struct conn *c)
 {
-	uint32_t n = c->watch;
+	bool connect = c->state == CONN_CONNECTING && c->fd[1] >= 0;
+	bool header = c->state == CONN_HEADER;
+	uint32_t n = c->watch + connect + header;
 
 	for (int i = 0; i < 2; i++) {
 		const struct half *h = &c->h[i];
@@ -615,6 +621,10 @@ static bool conn_cancel_each(struct worker *w, struct conn *c)
 		if (h->out_armed)
 			conn_cancel(w, ud_make(c, OP_OUT + i));
 	}
+	if (connect)
+		conn_cancel(w, ud_make(c, OP_CONNECT));
+	if (header)
+		conn_cancel(w, ud_make(c, OP_HEADER));
 	if (c->watch)
 		conn_cancel(w, ud_make(c, OP_CLIENT_WATCH));
 	return true;
@@ -645,7 +655,7 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 		c->be = NULL;
 		hlb_backend_unref(c->retry_of);
 	}
-	cancelled = c->state == CONN_OPEN && conn_cancel_each(w, c);
+	cancelled = conn_cancel_each(w, c);
 	c->state = CONN_CLOSING;
 	c->end = end;
 	for (int i = 0; i < 2; i++) {
