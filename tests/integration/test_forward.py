@@ -755,6 +755,24 @@ def stalled_uploads(socks, quiet=0.5):
     return sent
 
 
+def spill_capped(handle, after, backend_rcvbuf=0):
+    """A backend whose connections <handle>(conn) serves, each in a thread (its receive
+    buffer <backend_rcvbuf> bytes if not 0), behind a hashlb of one worker with two 4 KiB
+    buffers, a spill cap of 32 KiB, splicing a direction after <after> bytes, its log and
+    admin on: (the Lb, the backend's stop())."""
+    srv = socket.socket()
+    if backend_rcvbuf:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, backend_rcvbuf)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    stop_backend = serve_each(srv, handle)
+    lb = Lb(config([("r", "127.0.0.1:%d" % srv.getsockname()[1])], workers=1,
+                   extra="log_connections: true"),
+            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", str(after),
+                  "--admin", "127.0.0.1:0"))
+    return lb, stop_backend
+
+
 def resets_taken_by_a_waiting_send():
     """A backend's reset reaches the client as a reset when hashlb's send to that backend
     waits in the kernel (past the spill cap) while the other direction is spliced. The
@@ -778,16 +796,8 @@ def resets_taken_by_a_waiting_send():
         reset.wait(30)
         rst_close(conn)  # with the upload unread
 
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    stop_backend = serve_each(srv, handle)
-    # one worker, two 4 KiB buffers: a spill cap of 32 KiB, which 4 of 8 uploads fill
-    lb = Lb(config([("r", "127.0.0.1:%d" % srv.getsockname()[1])], workers=1,
-                   extra="log_connections: true"),
-            args=("--buffers", "2", "--buffer-size", "4096", "--splice-after", str(after),
-                  "--admin", "127.0.0.1:0"))
+    # 4 of 8 uploads fill the spill cap
+    lb, stop_backend = spill_capped(handle, after, backend_rcvbuf=4096)
     socks, got = [], []
     for _ in range(8):  # one at a time: eight at once would fill the spill cap on buffers
         s = connect(lb.addr, timeout=30)
@@ -809,6 +819,60 @@ def resets_taken_by_a_waiting_send():
     for s in socks:
         s.close()
     reset.set()
+    check(lb.stop() == 0, "hashlb exits 0")
+    stop_backend()
+
+
+def client_resets_taken_by_a_waiting_send():
+    """The mirror of resets_taken_by_a_waiting_send: a client's reset reaches the backend as
+    a reset when hashlb's send to that client waits in the kernel (past the spill cap) while
+    the upload is spliced."""
+    # the downloads stay on buffers: they stop before splice_after (hashlb's send buffer to
+    # the client at its largest, and the client's small receive buffer, are all they fill)
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        after = int(f.read().split()[2]) + MiB
+    up = after + MiB  # the uploads are spliced
+    uploaded, stalled = threading.Semaphore(0), threading.Semaphore(0)
+    more, ends = threading.Event(), []
+
+    def handle(conn):
+        conn.settimeout(30)
+        read_count(conn, up)
+        uploaded.release()
+        stalled_uploads([conn])  # a download that the client does not read
+        stalled.release()
+        if more.wait(30):
+            # sent by the client, so that the splice waits for the client again: its poll
+            # is armed after the sends that wait
+            read_count(conn, 65536)
+        ends.append(outcome(conn, 30)[1])  # with the download unread
+        conn.close()
+
+    lb, stop_backend = spill_capped(handle, after)  # the downloads fill the spill cap
+    socks = []
+    for _ in range(8):  # one at a time: eight at once would fill the spill cap on buffers
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(30)
+        s.connect(lb.addr)
+        s.sendall(b"u" * up)
+        check(uploaded.acquire(timeout=30), "the upload arrives whole")
+        socks.append(s)
+    check(all(stalled.acquire(timeout=60) for _ in socks), "the downloads stall")
+    waiting = metric_sum(lb, "hashlb_worker_buffers_in_use")  # a send waiting holds its buffer
+    check(waiting >= 1, f"sends wait in the kernel past the spill cap: {waiting} buffers held")
+    spliced = metric_sum(lb, "hashlb_backend_splices_total")
+    check(spliced == 8, f"the uploads are spliced: {spliced}")
+    more.set()
+    for s in socks:
+        s.sendall(b"m" * 65536)
+    time.sleep(0.2)  # the splices poll the clients again
+    for s in socks:
+        rst_close(s)
+    check(wait_until(lambda: len(ends) == 8, 30), f"every backend sees its end: {ends}")
+    check(ends == ["RST"] * 8, f"every backend sees its client's reset: {ends}")
+    check(wait_until(lambda: sum("end=client_reset" in l for l in lb.log) == 8),
+          f"logged as client resets: {[l for l in lb.log if 'msg=connection' in l]}")
     check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
 
@@ -2222,6 +2286,7 @@ run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_
            idle_timeout_is_never_early, slow_reader_is_not_idle,
            half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
            resets_after_a_fin_reach_the_other_side, resets_taken_by_a_waiting_send,
+           client_resets_taken_by_a_waiting_send,
            timeouts_reset_a_side_owed_bytes,
            half_closed_slow_reader_no_spin,
            urgent_byte_on_a_spliced_stream,
