@@ -66,6 +66,14 @@ void hlb_proxy_failing_take(struct hlb_proxy *p);
  * listener sockets and exited (exit fd written), without hlb_proxy_drain().
  */
 uint32_t hlb_proxy_failed(const struct hlb_proxy *p);
+/*
+ * Close the listener sockets of the workers that have failed (they only shut
+ * them down, as this thread may be reading their numbers to hand them over),
+ * and those of the reloads they left unread: their ports are free again, not
+ * held until the process exits. Control thread, once hlb_proxy_failed() has
+ * counted them.
+ */
+void hlb_proxy_close_failed(struct hlb_proxy *p);
 /* Whether every worker has exited. */
 bool hlb_proxy_done(struct hlb_proxy *p);
 /* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */

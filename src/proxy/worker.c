@@ -394,18 +394,25 @@ static void tick_arm(struct worker *w)
 	io_uring_sqe_set_data64(sqe, UD_TICK);
 }
 
-static void worker_commands(struct worker *w)
+/* The commands queued for <w>, taken off its queue (the caller's now). */
+static struct cmd *cmd_take_all(struct worker *w)
 {
-	struct cmd *cmd, *next;
-	struct wlistener *wl, *wnext;
+	struct cmd *cmd;
 
 	pthread_mutex_lock(&w->cmd_lock);
 	cmd = w->cmd_head;
 	w->cmd_head = NULL;
 	w->cmd_tail = &w->cmd_head;
 	pthread_mutex_unlock(&w->cmd_lock);
+	return cmd;
+}
 
-	for (; cmd; cmd = next) {
+static void worker_commands(struct worker *w)
+{
+	struct cmd *cmd, *next;
+	struct wlistener *wl, *wnext;
+
+	for (cmd = cmd_take_all(w); cmd; cmd = next) {
 		next = cmd->next;
 		switch (cmd->type) {
 		case CMD_ADD:
@@ -732,14 +739,14 @@ static void worker_fail(struct worker *w, int err)
 	int entered;
 
 	/* Out of their SO_REUSEPORT group at once, their backlogs reset: a
-	 * listening socket shut down stops listening. Not closed: the control
-	 * thread may be reading l->fds[] to hand the sockets over, and a closed
-	 * number could be another socket by then; hlb_proxy_free() closes them
-	 * once this thread is joined. */
+	 * listening socket shut down stops listening. Not closed here: the
+	 * control thread may be reading l->fds[] to hand the sockets over, and a
+	 * closed number could be another socket by then; it closes them itself
+	 * once this thread is done (hlb_proxy_close_failed()). */
 	for (wl = w->listeners; wl; wl = wl->next)
 		listener_shutdown(wl->l, wl->fd);
 	/* So are the sockets of the listeners a reload added that this worker
-	 * will not read now (left queued for hlb_proxy_free()); those added
+	 * will not read now (left queued, closed the same way); those added
 	 * later worker_push() closes. */
 	pthread_mutex_lock(&w->cmd_lock);
 	w->failed = true;
@@ -909,8 +916,10 @@ static void *worker_main(void *arg)
 	/* the lines of the connections closed by the drain */
 	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);
 	hlb_logbuf_free(&w->log);
-	if (failed)
+	if (failed) {
+		atomic_store_explicit(&w->failed_done, true, memory_order_release);
 		atomic_fetch_add(&p->n_failed, 1);
+	}
 	atomic_fetch_add(&p->n_exited, 1);
 	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
 		/* the counter cannot overflow with N writes: nothing to do */
@@ -1244,6 +1253,32 @@ void hlb_listener_close(struct hlb_proxy *p, struct hlb_listener *l)
 	hlb_listener_unref(l);
 }
 
+/*
+ * The listeners of worker <w>, which has exited, or failed (worker_fail():
+ * shut down but kept open), closed and their references dropped; so are those
+ * of the commands it did not read.
+ */
+static void worker_listeners_free(struct worker *w)
+{
+	struct cmd *cmd, *next;
+
+	while (w->listeners) {
+		w->listeners->removed = false;
+		wlistener_drop(w, w->listeners);
+	}
+	for (cmd = cmd_take_all(w); cmd; cmd = next) {
+		next = cmd->next;
+		cmd_free_unread(w, cmd);
+	}
+}
+
+void hlb_proxy_close_failed(struct hlb_proxy *p)
+{
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		if (atomic_load_explicit(&p->workers[i].failed_done, memory_order_acquire))
+			worker_listeners_free(&p->workers[i]);
+}
+
 void hlb_proxy_free(struct hlb_proxy *p)
 {
 	if (!p)
@@ -1253,20 +1288,9 @@ void hlb_proxy_free(struct hlb_proxy *p)
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct worker *w = &p->workers[i];
 
-		struct cmd *cmd, *next;
-
 		if (w->started)
 			pthread_join(w->thread, NULL);
-		/* A failed worker's listeners, shut down but kept open (worker_fail()) */
-		while (w->listeners) {
-			w->listeners->removed = false;
-			wlistener_drop(w, w->listeners);
-		}
-		/* Commands the worker exited before reading: their references. */
-		for (cmd = w->cmd_head; cmd; cmd = next) {
-			next = cmd->next;
-			cmd_free_unread(w, cmd);
-		}
+		worker_listeners_free(w);
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);
 		pthread_mutex_destroy(&w->cmd_lock);

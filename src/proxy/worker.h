@@ -321,6 +321,9 @@ struct worker {
 	struct cmd *cmd_head, **cmd_tail;
 	/* under cmd_lock: the ring failed (worker_fail()), commands are read no more */
 	bool failed;
+	/* set last by a worker that failed, before it counts itself in n_failed: its listeners
+	 * and unread commands are the control thread's now (hlb_proxy_close_failed()) */
+	atomic_bool failed_done;
 	int wake_fd;
 	uint64_t wake_val;
 	/* CLOCK_MONOTONIC in ms, read once per loop turn (and again for the

@@ -2094,6 +2094,7 @@ static void worker_failed_check(struct hlb_daemon *d)
 	if (failed == d->failed)
 		return;
 	d->failed = failed;
+	hlb_proxy_close_failed(d->proxy);
 	hlb_log(HLB_LOG_ERROR,
 		d->stopping ? "a worker failed while draining" : "a worker failed, stopping",
 		"failed=%u workers=%u", failed, d->n_workers);

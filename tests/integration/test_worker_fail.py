@@ -18,7 +18,7 @@ import sys
 
 from ctltest import Lb, config, metric_sum
 from lbtest import (Backend, check, logfmt_fields, outcome, read_each, read_line, run_tests,
-                    tmpfile, wait_until)
+                    socket_inodes, tmpfile, wait_until)
 
 EBADR = 53  # x86_64 Linux; the test runs there only
 
@@ -265,6 +265,13 @@ def check_failure_logged(lb, k0, drain):
           f"{len(ends)} connection lines say end=error err=EBADR, of {k0} reset")
 
 
+def listening_on(pid, port):
+    """The inodes (strings) of the sockets listening on <port> that <pid> holds."""
+    out = subprocess.run(["ss", "-ltnHe", f"sport = :{port}"], capture_output=True, text=True,
+                         timeout=30).stdout
+    return {f[4:] for f in out.split() if f.startswith("ino:")} & socket_inodes(pid)
+
+
 def fail_and_check(drain, workers=2):
     """Clients held on both workers; worker 0's io_uring fails (while serving, or while the
     process drains after a SIGTERM). Worker 0's clients are reset, worker 1's go on being
@@ -283,6 +290,8 @@ def fail_and_check(drain, workers=2):
                      f"clients held on each worker ({per})"):
             return
         k0, k1 = per[0], per.get(1, 0)
+        listeners = listening_on(lb.proc.pid, addr[1])
+        check(len(listeners) == workers, f"a listening socket per worker: {listeners}")
         if drain:
             lb.proc.send_signal(signal.SIGTERM)
             check(lb.wait_log(r"msg=draining"), "hashlb drains on SIGTERM")
@@ -296,6 +305,10 @@ def fail_and_check(drain, workers=2):
               "new clients are refused once hashlb stops (every listener closed)")
         if k1:
             check(lb.proc.poll() is None, "hashlb runs on while worker 1's clients are open")
+            held = lambda: listeners & socket_inodes(lb.proc.pid)
+            check(wait_until(lambda: not held(), timeout=10),
+                  f"hashlb holds none of its listening sockets while it drains, the failed "
+                  f"worker's closed too (its port bound no more): {held()}")
         for s in echoed:  # they close: worker 1 has drained, hashlb exits
             s.shutdown(socket.SHUT_WR)
             check(s.recv(16) == b"", "a client of worker 1 gets its FIN after its own")
