@@ -110,6 +110,52 @@ void cli_print_json_string(const char *s)
 	putchar('"');
 }
 
+/* The errno of the first write(2) to stdout that failed, 0 if none did. */
+static int out_errno;
+
+/*
+ * stdout's writes: write(2) to descriptor 1, the first failure's errno kept.
+ * stdio drops it: a write past its buffer (a ctl answer, a long check
+ * report) went straight out and failed, the buffer was left empty, and
+ * the fflush() at exit succeeded with errno 0; "No space left on device"
+ * came out "Input/output error".
+ */
+static ssize_t out_write(void *cookie, const char *buf, size_t size)
+{
+	size_t done = 0;
+
+	(void)cookie;
+	while (done < size) {
+		ssize_t n = write(STDOUT_FILENO, buf + done, size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (!out_errno)
+				out_errno = n < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	return (ssize_t)done; /* short: the stream's error flag set */
+}
+
+/*
+ * stdout through out_write(), line-buffered on a terminal as stdio's own;
+ * left as it is if that stream cannot be made (glibc's stdout is a
+ * variable that may be set, as its manual says).
+ */
+static void stdout_open(void)
+{
+	static char buf[BUFSIZ];
+	FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){ .write = out_write });
+
+	if (!f)
+		return;
+	setvbuf(f, buf, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, sizeof(buf));
+	stdout = f;
+}
+
 /*
  * <status>, or 1 if what was printed to stdout did not all reach it (a full
  * disk, a closed pipe's reader gone): "hashlb lookup ... > out" must not
@@ -122,7 +168,7 @@ static int output_status(int status)
 	errno = 0;
 	if (fflush(stdout) == 0 && !ferror(stdout))
 		return status;
-	e = errno ? errno : EIO;
+	e = out_errno ? out_errno : errno ? errno : EIO;
 	cli_error("cannot write the output: %s\n", strerror(e));
 	return status ? status : 1;
 }
@@ -174,6 +220,7 @@ int main(int argc, char **argv)
 	bool version;
 
 	std_fds_open();
+	stdout_open();
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
 	if (argc < 2) {
 		cli_error("no command given\n");

@@ -458,7 +458,7 @@ if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:
             p = subprocess.run([HASHLB, *args], stdout=full, stderr=subprocess.PIPE, text=True,
                                timeout=60)
-        check(p.returncode == 1 and "cannot write the output" in p.stderr,
+        check(p.returncode == 1 and "cannot write the output: No space left on device" in p.stderr,
               f"hashlb {' '.join(args)} > /dev/full: exit {p.returncode}, {p.stderr!r}")
     # -q prints nothing: nothing is lost
     with open("/dev/full", "w") as full:

@@ -8,13 +8,14 @@ import math
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (SRC, Backend, check, client_ip, connect, dead_port, logfmt_error, logfmt_fields,
-                    lookup, parse_prometheus, pick_port, read_line, read_to_eof, run_tests,
-                    tmppath, tsan_build, who)
+from lbtest import (HASHLB, SRC, Backend, check, client_ip, connect, dead_port, logfmt_error,
+                    logfmt_fields, lookup, parse_prometheus, pick_port, read_line, read_to_eof,
+                    run_tests, tmppath, tsan_build, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -799,6 +800,15 @@ def ctl_json_is_one_document():
         got = e
     check(rc == 1 and got == [] and "bogus" in se,
           f"ctl --json lookup with every client refused: {rc} {so!r} {se!r}")
+    # an answer that cannot be written says why: it said "Input/output error" for a full disk
+    # (an answer longer than stdio's buffer went out past it, and the errno was lost)
+    for args in (("metrics",), ("status",), ("--json", "status")):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([HASHLB, "ctl", "--admin", lb.admin, *args], stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+        check(p.returncode == 1 and p.stderr ==
+              "hashlb ctl: cannot write the output: No space left on device\n",
+              f"ctl {' '.join(args)} > /dev/full: {p.returncode} {p.stderr!r}")
     check(lb.stop() == 0, "exit 0")
 
 
