@@ -675,18 +675,49 @@ int32_t yutf8_decode(const unsigned char *s, size_t n, size_t *ret_len)
  *   its positions do not, so every error after it would point elsewhere;
  * - a control character other than tab, LF and CR, which YAML does not
  *   allow: at a NUL libfyaml stops reading, and the rest of the file (a
- *   zero-filled tail after a crash, say) would be silently left out.
+ *   zero-filled tail after a crash, say) would be silently left out;
+ * - more than YBLANK_RUN_MAX spaces or tabs in a row after the first
+ *   character of a line that is not one, outside a comment (at the run's
+ *   first): libfyaml 0.7.12 peeks at each blank after a flow collection's
+ *   end, an anchor, a tag, a quoted scalar, a '-' or a '?' from the start
+ *   of the run again, a time that grows with the run's square:
+ *   "{name: a}" and 20,000 spaces took 2.7 s, 200,000 (a line of a
+ *   generated file padded with blanks) 4 minutes, and a reload took that
+ *   in the running daemon. Leading blanks (indentation) and a comment's
+ *   are read once each, and stay unbounded.
  */
+#define YBLANK_RUN_MAX 256 /* as the error says */
+
 static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_pos,
 			 const char **ret_why)
 {
 	const unsigned char *s = (const unsigned char *)text;
-	struct hashlb_pos pos = { 1, 1 };
-	size_t i = 0, n;
+	struct hashlb_pos pos = { 1, 1 }, run_pos = pos;
+	size_t i = 0, n, run = 0, run_at = 0;
+	bool indent = true, comment = false; /* of the line, so far */
 
 	if (len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
 		i = 3; /* a BOM, which libfyaml gives no column */
 	while (i < len) {
+		if ((s[i] == ' ' || s[i] == '\t') && !indent && !comment) {
+			if (!run++) {
+				run_at = i;
+				run_pos = pos;
+			}
+			if (run > YBLANK_RUN_MAX) {
+				/* 256: YBLANK_RUN_MAX */
+				*ret_why = "over 256 spaces or tabs in a row after a line's "
+					   "start (the YAML parser's time grows with their "
+					   "square): remove the blanks";
+				*ret_pos = run_pos;
+				return run_at;
+			}
+		} else if (s[i] != ' ' && s[i] != '\t') {
+			/* a '#' after a blank, or first on its line, starts a comment */
+			comment = comment || (s[i] == '#' && (indent || run));
+			indent = false;
+			run = 0;
+		}
 		if (yutf8_decode(s + i, len - i, &n) < 0) {
 			*ret_why = "the configuration is not UTF-8 text";
 			break;
@@ -703,10 +734,14 @@ static size_t text_check(const char *text, size_t len, struct hashlb_pos *ret_po
 				"a carriage return without a line feed (line breaks are LF or CRLF)";
 			break;
 		}
-		if (s[i] == '\n')
+		if (s[i] == '\n') {
 			pos = (struct hashlb_pos){ pos.line + 1, 1 };
-		else
+			indent = true;
+			comment = false;
+			run = 0;
+		} else {
 			pos.column++;
+		}
 		i += n;
 	}
 	*ret_pos = pos;
@@ -908,7 +943,9 @@ static int doc_parse(const char *text, size_t len, const char *name, bool prefix
 
 	bad = text_check(text, len, &pos, &why);
 	if (bad < len)
-		return yfail(&b, &pos, "%s: byte 0x%02x", why, (unsigned char)text[bad]);
+		return text[bad] == ' ' || text[bad] == '\t'
+			       ? yfail(&b, &pos, "%s", why)
+			       : yfail(&b, &pos, "%s: byte 0x%02x", why, (unsigned char)text[bad]);
 	b.end = pos;
 	cut = flow_cut(text, len);
 	if (cut < len) {

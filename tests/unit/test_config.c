@@ -216,6 +216,61 @@ static void test_control_chars(void **state)
 	expect_error("a:\t1\n", 1, 1, "unknown key 'a'");
 }
 
+/* <yaml>, its "%s" replaced by <n> spaces (with <tab>, one tab among them), in a new string. */
+static char *with_blanks(const char *yaml, size_t n, bool tab)
+{
+	const char *at = strstr(yaml, "%s");
+	size_t len = strlen(yaml) - 2 + n;
+	char *t = malloc(len + 1);
+
+	assert_non_null(t);
+	memcpy(t, yaml, (size_t)(at - yaml));
+	memset(t + (at - yaml), ' ', n);
+	if (tab && n > 1)
+		t[at - yaml + n / 2] = '\t';
+	strcpy(t + (at - yaml) + n, at + 2);
+	return t;
+}
+
+/*
+ * A long run of blanks inside a line is refused where it starts: libfyaml
+ * 0.7.12 peeks at each blank after a flow collection's end (a quoted scalar,
+ * an anchor, ...) from the run's start again, and "{name: a}" followed by
+ * 200,000 spaces took 4 minutes to load, in a reload too. Up to 256 load, and
+ * indentation and comments are not bounded (read once each).
+ */
+static void test_blank_runs(void **state)
+{
+	static const char *const bad[] = {
+		"services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends:\n"
+		"      - {name: a, address: 127.0.0.1:9001}%s\n",
+		"services:\n  - name: web%s\n",
+		"services:\n  - name: \"web\"%s# c\n",
+	};
+	const int cols[] = { 43, 14, 16 };
+	char *t;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t = with_blanks(bad[i], 257, true);
+		expect_error(t, i ? 2 : 5, cols[i], "over 256 spaces or tabs in a row");
+		free(t);
+		t = with_blanks(bad[i], 200000, true);
+		expect_error(t, i ? 2 : 5, cols[i], "over 256 spaces or tabs in a row");
+		free(t);
+	}
+	t = with_blanks("services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends:\n"
+			"      - {name: a, address: 127.0.0.1:9001}%s\n",
+			256, true);
+	hashlb_config_free(load_ok(t));
+	free(t);
+	t = with_blanks(MINIMAL "%s\n        weight: 2 # a comment\n", 100000, false);
+	hashlb_config_free(load_ok(t));
+	free(t);
+	t = with_blanks(MINIMAL "        weight: 2 #%s\n", 100000, true);
+	hashlb_config_free(load_ok(t));
+	free(t);
+}
+
 static void test_no_services(void **state)
 {
 	expect_error("workers: 2\n", 1, 1, "no 'services'");
@@ -3346,6 +3401,7 @@ int main(void)
 		cmocka_unit_test(test_not_utf8),
 		cmocka_unit_test(test_lone_cr),
 		cmocka_unit_test(test_control_chars),
+		cmocka_unit_test(test_blank_runs),
 		cmocka_unit_test(test_steering_interface),
 		cmocka_unit_test(test_steering_flows),
 		cmocka_unit_test(test_tags),
