@@ -231,7 +231,8 @@ int hashlb_config_load(const char *path, struct hashlb_config **ret_config,
  * the file has an error a reload refused. A file that is no YAML mapping
  * is still an error. With a YAML syntax error, the admin key is read if it
  * comes, whole, before the error; if not, -ENOENT with that error in <err>
- * (the key, or the default, may be after it).
+ * (the key, or the default, may be after it). The same with a byte refused
+ * before the YAML is read, the top-level entry that holds it left out whole.
  */
 #define HASHLB_LOAD_NO_RESOLVE 1u
 #define HASHLB_LOAD_ADMIN_GIVEN 2u

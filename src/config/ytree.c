@@ -930,6 +930,48 @@ err_diag:
 	return r;
 }
 
+static bool yline_continues(char c)
+{
+	return c == ' ' || c == '\t' || c == '#' || c == '\r' || c == '\n';
+}
+
+/*
+ * For ydoc_parse_prefix(), once text_check() refused the byte at <bad>
+ * (line <line>; its error in b->err, which stays): the text before the
+ * top-level entry that holds it, parsed into b->doc, as a YAML syntax
+ * error's prefix is (hashlb ctl -c reads the admin key there). The entry
+ * itself is left out whole, from its first line (one that starts with
+ * neither a blank nor a comment): a value of it may run on into the refused
+ * line ("admin: a" then "  b\x01"). 0, or -errno with b->doc NULL.
+ */
+static int text_prefix(struct ybuilder *b, size_t bad, int line)
+{
+	struct hashlb_error first = { 0 };
+	size_t cut = bad;
+	int r;
+
+	if (b->err)
+		first = *b->err;
+	for (;;) {
+		while (cut > 0 && b->text[cut - 1] != '\n')
+			cut--;
+		if (cut == 0 || !yline_continues(b->text[cut])) /* the refused byte too */
+			break;
+		cut--; /* the line before: this one may go on with what it holds */
+		line--;
+	}
+	b->end = (struct hashlb_pos){ line, 1 };
+	r = parse(b, cut);
+	if (b->err && r != -ENOMEM)
+		*b->err = first; /* what comes first, and what hashlb check says */
+	if (r == -ENOMEM || !b->doc) {
+		ydoc_free(b->doc);
+		b->doc = NULL;
+		return r < 0 ? r : -EINVAL;
+	}
+	return 0;
+}
+
 static int doc_parse(const char *text, size_t len, const char *name, bool prefix,
 		     struct ydoc **ret_doc, struct hashlb_error *err)
 {
@@ -942,10 +984,20 @@ static int doc_parse(const char *text, size_t len, const char *name, bool prefix
 	int r;
 
 	bad = text_check(text, len, &pos, &why);
-	if (bad < len)
-		return text[bad] == ' ' || text[bad] == '\t'
-			       ? yfail(&b, &pos, "%s", why)
-			       : yfail(&b, &pos, "%s: byte 0x%02x", why, (unsigned char)text[bad]);
+	if (bad < len) {
+		r = text[bad] == ' ' || text[bad] == '\t'
+			    ? yfail(&b, &pos, "%s", why)
+			    : yfail(&b, &pos, "%s: byte 0x%02x", why, (unsigned char)text[bad]);
+		if (!prefix)
+			return r;
+		r = text_prefix(&b, bad, pos.line);
+		if (r == -ENOMEM)
+			hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
+		if (r < 0)
+			return r;
+		*ret_doc = b.doc;
+		return 1;
+	}
 	b.end = pos;
 	cut = flow_cut(text, len);
 	if (cut < len) {

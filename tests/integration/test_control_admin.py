@@ -1242,6 +1242,17 @@ def ctl_c_reaches_hashlb_while_the_file_has_errors():
           f"ctl -c FILE with a YAML error after the admin key: exit {p.returncode} "
           f"{p.stdout}{p.stderr}")
     check(lb.backend("b")["state"] == "ready", "the set reached the running hashlb")
+    # a byte refused before YAML is read (a control character), after the admin key: the
+    # same (before: exit 1 with the error alone)
+    with open(lb.path, "w") as f:
+        f.write(good.replace("scheme: maglev", "scheme: maglev\x01"))
+    p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "set", "b", "drain"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and f"{lb.path}:{line}:19: error: a control character" in p.stderr
+          and "has errors" in p.stderr,
+          f"ctl -c FILE with a control byte after the admin key: exit {p.returncode} "
+          f"{p.stdout}{p.stderr}")
+    check(lb.backend("b")["state"] == "drain", "the set reached the running hashlb")
     with open(lb.path, "w") as f:
         f.write("services: [\n" + good)
     p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "status"], capture_output=True,

@@ -425,6 +425,38 @@ static void test_admin_only(void **state)
 }
 
 /*
+ * Case <i>: <y>, which a whole load refuses (that error returned), read with
+ * HASHLB_LOAD_ADMIN_ONLY gives the admin address <admin>, or (NULL) is refused
+ * with the same error, -ENOENT.
+ */
+static struct hashlb_error expect_admin_only(size_t i, const char *y, const char *admin)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err, whole;
+	int r;
+
+	memset(&whole, 0, sizeof(whole));
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &whole), -EINVAL);
+	r = hashlb_config_parse_flags(y, strlen(y), "t.yaml", HASHLB_LOAD_ADMIN_ONLY, &c, &err);
+	if (!admin) {
+		if (r != -ENOENT || strcmp(err.msg, whole.msg) || err.line != whole.line)
+			fail_msg("case %zu: expected the error '%s', got %d '%s'", i, whole.msg, r,
+				 err.msg);
+		assert_null(c);
+		return whole;
+	}
+	if (r != 0)
+		fail_msg("case %zu: expected admin %s, got %d '%s'", i, admin, r, err.msg);
+	if (strcmp(admin, "off"))
+		assert_string_equal(c->admin, admin);
+	assert_int_equal(c->admin_addr_len == 0, !strcmp(admin, "off"));
+	assert_int_equal(c->n_services, 0);
+	hashlb_config_free(c);
+	return whole;
+}
+
+/*
  * HASHLB_LOAD_ADMIN_ONLY of a file with a YAML syntax error (an edit half done): the admin
  * key is read if it comes whole before the error, so that hashlb ctl -c FILE still reaches
  * the hashlb that runs; otherwise the error, as before, since the key (or the default) may
@@ -451,36 +483,51 @@ static void test_admin_only_before_a_syntax_error(void **state)
 		/* one that ends on its line is whole, the error right after it too */
 		{ "admin: 127.0.0.1:9902\n]\n", "127.0.0.1:9902" },
 	};
-	struct hashlb_config *c;
-	struct hashlb_error err, whole;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *y = cases[i].yaml;
-		int r;
+		struct hashlb_error whole = expect_admin_only(i, cases[i].yaml, cases[i].admin);
 
-		memset(&whole, 0, sizeof(whole));
-		memset(&err, 0, sizeof(err));
-		c = NULL;
-		assert_int_equal(hashlb_config_parse(y, strlen(y), "t.yaml", &c, &whole), -EINVAL);
 		assert_non_null(strstr(whole.msg, "YAML syntax error"));
-		r = hashlb_config_parse_flags(y, strlen(y), "t.yaml", HASHLB_LOAD_ADMIN_ONLY, &c,
-					      &err);
-		if (!cases[i].admin) {
-			if (r != -ENOENT || strcmp(err.msg, whole.msg) || err.line != whole.line)
-				fail_msg("case %zu: expected the YAML error '%s', got %d '%s'", i,
-					 whole.msg, r, err.msg);
-			assert_null(c);
-			continue;
-		}
-		if (r != 0)
-			fail_msg("case %zu: expected admin %s, got %d '%s'", i, cases[i].admin, r,
-				 err.msg);
-		if (strcmp(cases[i].admin, "off"))
-			assert_string_equal(c->admin, cases[i].admin);
-		assert_int_equal(c->admin_addr_len == 0, !strcmp(cases[i].admin, "off"));
-		assert_int_equal(c->n_services, 0);
-		hashlb_config_free(c);
+	}
+}
+
+/*
+ * HASHLB_LOAD_ADMIN_ONLY of a file with a byte the loader refuses before YAML is read (a
+ * control character, one that is not UTF-8, a CR alone, a long run of blanks): the admin
+ * key is read if the top-level entry that holds it ends before the refused line, as before
+ * a YAML syntax error; the error stays the one hashlb check gives. Before, hashlb ctl -c
+ * FILE stopped at the error whatever came before it.
+ */
+static void test_admin_only_before_a_bad_byte(void **state)
+{
+	static const struct {
+		const char *yaml;
+		int line, column;
+		const char *admin; /* NULL: the error */
+	} cases[] = {
+		{ "admin: unix:/run/h.sock\nservices:\n  - name: a\x01\n", 3, 12,
+		  "unix:/run/h.sock" },
+		{ "workers: 2\nadmin: '127.0.0.1:9902'\n\x01\n", 3, 1, "127.0.0.1:9902" },
+		{ "admin: off\n# c\n\nservices: \xff\n", 4, 11, "off" },
+		{ "admin: 127.0.0.1:9902\nservices: a\rb\n", 2, 12, "127.0.0.1:9902" },
+		/* the refused byte's entry is left out whole: its value may run on there */
+		{ "admin: 127.0.0.1:9902\n  b\x01\n", 2, 4, NULL },
+		{ "admin: 127.0.0.1:9902\n\n  # c\n  \x01\n", 4, 3, NULL },
+		{ "admin: |\n  x\n  \x01\n", 3, 3, NULL },
+		{ "admin: 127.0.0.1:9902\x01\n", 1, 22, NULL },
+		{ "services: [a\nadmin: off\x01\n", 2, 11, NULL }, /* after a YAML error */
+		{ "workers: 2\x01\nadmin: off\n", 1, 11, NULL }, /* after the byte */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hashlb_error whole = expect_admin_only(i, cases[i].yaml, cases[i].admin);
+
+		if (whole.line != cases[i].line || whole.column != cases[i].column)
+			fail_msg("case %zu: expected the error at %d:%d, got %d:%d '%s'", i,
+				 cases[i].line, cases[i].column, whole.line, whole.column,
+				 whole.msg);
 	}
 }
 
@@ -3416,6 +3463,7 @@ int main(void)
 		cmocka_unit_test(test_long_quote_keeps_the_end),
 		cmocka_unit_test(test_admin_only),
 		cmocka_unit_test(test_admin_only_before_a_syntax_error),
+		cmocka_unit_test(test_admin_only_before_a_bad_byte),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_wrong_types),
