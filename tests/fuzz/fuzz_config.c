@@ -86,6 +86,29 @@ static void check_loaded(const struct hashlb_config *c, const struct hashlb_erro
 	}
 }
 
+/*
+ * A refused config read for its admin key alone (hashlb ctl -c): the key, and
+ * no service, or refused; nothing written on failure.
+ */
+static void admin_only(const uint8_t *data, size_t size)
+{
+	struct hashlb_config *c = NULL;
+	struct hashlb_error err;
+	int r;
+
+	memset(&err, 0, sizeof(err));
+	r = hashlb_config_parse_flags((const char *)data, size, name, HASHLB_LOAD_ADMIN_ONLY, &c,
+				      &err);
+	if (r == 0) {
+		check(c != NULL && c->n_services == 0, "admin only: no service", &err);
+		hashlb_config_free(c);
+		return;
+	}
+	check(c == NULL, "admin only: ret_config written only on success", &err);
+	check(r == -EINVAL || r == -ENOENT || r == -ENOMEM, "admin only: -EINVAL or -ENOENT", &err);
+	check(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "admin only: says what", &err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct hashlb_config *c = NULL;
@@ -102,6 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	check(c == NULL, "ret_config written only on success", &err);
 	check(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "an error says what", &err);
+	admin_only(data, size);
 	if (r == -ENOMEM) {
 		check(err.reason == HASHLB_ERR_NOMEM, "out of memory says so", &err);
 		return 0;
