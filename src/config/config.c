@@ -801,6 +801,13 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 	if (v->quoted)
 		return fail(ld, v, "'%s' must be a number, found the quoted string \"%s\"", key,
 			    v->text);
+	if (v->text[0] == '0' && v->text[1] == 'o') { /* YAML's octal integer: strtod() has none */
+		uint64_t u;
+
+		r = get_u64_range(ld, v, key, 0, UINT64_MAX, &u);
+		*ret = (double)u;
+		return r;
+	}
 	errno = 0;
 	d = strtod(v->text, &end);
 	/* strtod() reads C's hex fractions ("0x1p3", "0x1.8"), "0X10" and "-0x10",

@@ -557,6 +557,9 @@ static void test_missing_keys(void **state)
 
 static void test_wrong_types(void **state)
 {
+	struct hashlb_config *c;
+
+	(void)state;
 	expect_error(MINIMAL "        weight: \"3\"\n", 7, 17,
 		     "'weight' must be an integer, found the quoted string \"3\"");
 	expect_error(MINIMAL "        weight: heavy\n", 7, 17,
@@ -575,6 +578,17 @@ static void test_wrong_types(void **state)
 		     "'balance_factor' must be a number, found '0x1p3'");
 	expect_error(MINIMAL "    balance_factor: 0x1.8\n", 7, 21,
 		     "'balance_factor' must be a number, found '0x1.8'");
+	/* YAML's integers are numbers, octal as hexadecimal (0o2 was refused, 0x2 taken) */
+	for (const char *const *t = (const char *const[]){ "0o2", "0x2", NULL }; *t; t++) {
+		char yaml[256];
+
+		snprintf(yaml, sizeof(yaml), MINIMAL "    balance_factor: %s\n", *t);
+		c = load_ok(yaml);
+		assert_true(c->services[0].balance_factor == 2.0);
+		hashlb_config_free(c);
+	}
+	expect_error(MINIMAL "    balance_factor: 0o8\n", 7, 21,
+		     "'balance_factor' must be an integer, found '0o8'");
 	expect_error("services:\n  - name: {a: 1}\n", 2, 11,
 		     "'name' must be a string, found a mapping");
 	/* An empty value is placed at the end of its key. */
