@@ -25,6 +25,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import topo as T  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from promtext import parse_prometheus  # noqa: E402
+
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
 failures = []
@@ -526,14 +529,12 @@ STEER_COUNTERS = ["packets", "bytes", "new_flows", "conntrack_hits", "conntrack_
 
 
 def scrape(d):
-    """hashlb_service_steer_* samples of /metrics: {"family{labels}": value}."""
+    """hashlb_service_steer_* samples of /metrics: {"family{labels}": value}; the whole
+    exposition must be valid (promtext.parse_prometheus(), which raises on anything the text
+    format does not allow)."""
     p = d.ctl("metrics")
-    out = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("hashlb_service_steer_"):
-            name, val = line.rsplit(" ", 1)
-            out[name] = int(float(val))
-    return out
+    return {name + labels: int(val) for (name, labels), val in parse_prometheus(p.stdout).items()
+            if name.startswith("hashlb_service_steer_")}
 
 
 def web(m, what):
