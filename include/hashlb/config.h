@@ -344,6 +344,13 @@ bool hashlb_backend_name_ok(const char *name);
 	"1 to 255 bytes without spaces, '=' or '\"' (nor control or invisible " \
 	"characters)"
 
+/*
+ * The bytes of UTF-8 text <s> past one per character: added to a printf
+ * field's width ("%-*s"), a name beyond ASCII pads to its characters, and the
+ * columns after it stay aligned (each character one column).
+ */
+int hashlb_text_extra_bytes(const char *s);
+
 /* "ready", "drain", "maint"; NULL if invalid. */
 const char *hashlb_admin_state_name(enum hashlb_admin_state s);
 /* Also accepts "maintenance", "draining", "up". -EINVAL if unknown. */

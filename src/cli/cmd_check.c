@@ -137,7 +137,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 		return -1;
 	}
 	for (uint32_t i = 0; i < s->n_backends; i++) {
-		int len = (int)strlen(s->backends[i].name);
+		int len = (int)strlen(s->backends[i].name) -
+			  hashlb_text_extra_bytes(s->backends[i].name);
 
 		if (len > w)
 			w = len;
@@ -223,8 +224,9 @@ static int print_service(const struct hashlb_service_cfg *s)
 				       ? 100.0 * b->weight / (double)total
 				       : 0.0;
 
-		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%", w, b->name, aw,
-		       b->address, b->weight, hashlb_admin_state_name(b->admin),
+		printf("    %-*s  %-*s %6" PRIu32 " %-5s %7.3f%% %7.3f%%",
+		       w + hashlb_text_extra_bytes(b->name), b->name, aw, b->address, b->weight,
+		       hashlb_admin_state_name(b->admin),
 		       100.0 * (shares ? shares[i] : hashlb_table_share(t, i)), ideal);
 		if (b->backup)
 			printf(b->close_on_return ? "  backup (close_on_return)" : "  backup");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hashlb/config.h"
 #include "table_args.h"
 
 static void usage(FILE *f)
@@ -75,7 +76,8 @@ static void print_summary(const struct hashlb_table *t, double ms)
 	printf("memory       %.1f KiB\n", (double)hashlb_table_bytes(t) / 1024.0);
 	printf("\n");
 	for (uint32_t i = 0; i < n; i++) {
-		int l = (int)strlen(hashlb_table_backend_name(t, i));
+		const char *name = hashlb_table_backend_name(t, i);
+		int l = (int)strlen(name) - hashlb_text_extra_bytes(name);
 
 		if (l > w)
 			w = l;
@@ -83,8 +85,9 @@ static void print_summary(const struct hashlb_table *t, double ms)
 	printf("%-*s  %6s  %-5s  %8s\n", w, "NAME", "WEIGHT", "STATE", "SHARE");
 	shares = shares_of(t);
 	for (uint32_t i = 0; i < n; i++)
-		printf("%-*s  %6u  %-5s  %7.3f%%\n", w, hashlb_table_backend_name(t, i),
-		       hashlb_table_backend_weight(t, i),
+		printf("%-*s  %6u  %-5s  %7.3f%%\n",
+		       w + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
+		       hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
 		       hashlb_table_backend_down(t, i) ? "down" : "up",
 		       100.0 * (shares ? shares[i] : hashlb_table_share(t, i)));
 	free(shares);

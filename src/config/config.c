@@ -1023,6 +1023,15 @@ bool hashlb_backend_name_ok(const char *s)
 	return true;
 }
 
+int hashlb_text_extra_bytes(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) == 0x80; /* a continuation byte */
+	return n;
+}
+
 static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_backend_cfg *b)
 {
 	const struct ynode *v;

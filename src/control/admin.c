@@ -618,9 +618,10 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
 			hlb_buf_printf(o,
-				       "  %-16s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
+				       "  %-*s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
 				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s\n",
-				       b->rt->name, b->rt->address, b->rt->weight,
+				       16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
+				       b->rt->address, b->rt->weight,
 				       backend_state_name(b, removed),
 				       removed ? "removed" : health_name(b),
 				       removed ? 0.0 : 100.0 * share_of(shares, snap->table, j),
@@ -743,11 +744,12 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 			       v.n_backends, hashlb_table_bytes(t));
 		hlb_buf_printf(o, "  %-16s %6s %-5s %8s\n", "BACKEND", "WEIGHT", "DOWN", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
-			hlb_buf_printf(o, "  %-16s %6u %-5s %7.2f%%\n",
-				       hashlb_table_backend_name(t, i),
-				       hashlb_table_backend_weight(t, i),
-				       hashlb_table_backend_down(t, i) ? "down" : "",
-				       100.0 * share_of(shares, t, i));
+			hlb_buf_printf(
+				o, "  %-*s %6u %-5s %7.2f%%\n",
+				16 + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
+				hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
+				hashlb_table_backend_down(t, i) ? "down" : "",
+				100.0 * share_of(shares, t, i));
 		free(shares);
 		return;
 	}

@@ -718,5 +718,23 @@ with tempfile.TemporaryDirectory() as d:
             rc = p.wait(timeout=30)
         check(rc == 0, f"hashlb run with {closed} closed: exit {rc}")
 
+# 15. Names beyond ASCII pad to their characters, not their bytes: the columns after them stay
+# aligned (each row as long as the header, in characters). "ünïcödé" (10 bytes, 7 characters)
+# was padded as 10, its row 3 characters short.
+rows = run("table", "é1=1", "bb=2", "ünïcödé=1").stdout.splitlines()
+table = rows[rows.index(next(r for r in rows if r.startswith("NAME"))):]
+check(len(table) == 4 and len({len(r) for r in table}) == 1,
+      f"hashlb table: rows of UTF-8 names aligned with the header: {table}")
+with tempfile.TemporaryDirectory() as d:
+    cfg = os.path.join(d, "utf8.yaml")
+    with open(cfg, "w") as f:
+        f.write("services:\n  - name: s\n    listen: 127.0.0.1:7000\n    backends:\n"
+                "      - {name: ünïcödé, address: '127.0.0.1:7001'}\n"
+                "      - {name: a, address: '127.0.0.1:7002'}\nadmin: off\n")
+    rows = run("check", "-c", cfg).stdout.splitlines()
+    table = [r for r in rows if r.startswith("    ")]
+    check(len(table) == 3 and len({len(r) for r in table}) == 1,
+          f"hashlb check: rows of UTF-8 names aligned with the header: {table}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
