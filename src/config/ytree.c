@@ -408,6 +408,38 @@ static int alias_attach(struct ybuilder *b, const struct ynode *target,
 	return attach(b, n);
 }
 
+/*
+ * A "%YAML 1.1" directive: refused, since the config is read by YAML 1.2's
+ * rules whatever a directive says ("010" ten, not 1.1's eight); before, the
+ * directive was taken and ignored. libfyaml itself refuses 2.0 and up.
+ */
+static int version_directive(struct ybuilder *b, struct fy_document_state *ds)
+{
+	const struct fy_version *v = ds ? fy_document_state_version(ds) : NULL;
+	struct hashlb_pos pos = { 1, 1 };
+	int line;
+	size_t i;
+
+	if (!v || !fy_document_state_version_explicit(ds) || (v->major == 1 && v->minor == 2))
+		return 0;
+	/* at the directive's line (the document state's mark is its "---"), a
+	 * directive being a line of its own before it, the first past a BOM */
+	i = b->len >= 3 && memcmp(b->text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	for (line = 1; i + 5 <= b->len && memcmp(b->text + i, "%YAML", 5) != 0; line++) {
+		const char *nl = memchr(b->text + i, '\n', b->len - i);
+
+		if (!nl)
+			break;
+		i = (size_t)(nl - b->text) + 1;
+	}
+	if (i + 5 <= b->len && memcmp(b->text + i, "%YAML", 5) == 0)
+		pos.line = line;
+	return yfail(b, &pos,
+		     "%%YAML %d.%d: hashlb reads its config as YAML 1.2 (\"010\" is ten, not "
+		     "eight): write %%YAML 1.2 or no directive",
+		     v->major, v->minor);
+}
+
 static int on_event(struct ybuilder *b, struct fy_event *e)
 {
 	struct hashlb_pos pos = event_pos(b, e);
@@ -424,7 +456,7 @@ static int on_event(struct ybuilder *b, struct fy_event *e)
 	case FYET_DOCUMENT_START:
 		if (++b->documents > 1)
 			return yfail(b, &pos, "only one YAML document is allowed in a config file");
-		return 0;
+		return version_directive(b, e->document_start.document_state);
 	case FYET_MAPPING_START:
 	case FYET_SEQUENCE_START:
 		if (b->depth >= YDEPTH_MAX) {

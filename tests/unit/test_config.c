@@ -111,6 +111,10 @@ static void test_yaml_syntax(void **state)
 	/* an error libfyaml reports with no position still says what it is */
 	expect_error("%YAML 2.0\n---\na: 1\n", 1, 1,
 		     "YAML syntax error: unsupport version number 2.0");
+	/* YAML 1.1's rules are not hashlb's: its directive was taken, 010 still read as ten */
+	expect_error("# a comment first\n%YAML 1.1\n---\na: 1\n", 2, 1,
+		     "%YAML 1.1: hashlb reads its config as YAML 1.2");
+	hashlb_config_free(load_ok("%YAML 1.2\n---\n" MINIMAL));
 	expect_error("services: *nothing\n", 1, 11, "alias '*nothing'");
 }
 
