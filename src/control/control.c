@@ -86,19 +86,68 @@ static void resolve_schedule(struct hlb_control *ctl)
 		resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
 }
 
+/* A name that keeps failing is said again at most this often, with the count. */
+#define RESOLVE_REMIND_MS (10 * 60 * 1000)
+
+/*
+ * Whether <err> is the failure logged last, <was>: the same message at the
+ * same place, or the same name not asked again (its lookup that failed
+ * still waits on the resolver: a dead zone's name fails "no answer" and
+ * "not asked again" by turns), or a round skipped again (with another
+ * count of lookups).
+ */
+static bool same_failure(const struct hashlb_error *was, const struct hashlb_error *err)
+{
+	static const char skipped[] = "round skipped:";
+
+	if (was->line != err->line || was->column != err->column)
+		return false;
+	if (!strcmp(was->msg, err->msg) || strstr(err->msg, " was not asked again: "))
+		return true;
+	return !strncmp(was->msg, skipped, sizeof(skipped) - 1) &&
+	       !strncmp(err->msg, skipped, sizeof(skipped) - 1);
+}
+
+/*
+ * A round failed (a name, or all of them). Logged once, and again only when
+ * the failure changes or RESOLVE_REMIND_MS after the last line, with the
+ * rounds failed in a row: with resolve_every: 1s, a name gone from DNS
+ * logged the same line every second.
+ */
 static void resolve_failed(struct hlb_control *ctl, const struct hashlb_error *err)
 {
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
+	uint64_t now = hlb_now_ms();
 
 	ctl->resolves_failed++;
+	ctl->resolve_fail_rounds++;
 	if (err->line > 0)
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s:%d:%d: %s",
 			 ctl->config_path, err->line, err->column, err->msg);
 	else
 		snprintf(ctl->last_resolve_err, sizeof(ctl->last_resolve_err), "%s: %s",
 			 ctl->config_path, err->msg);
+	if (ctl->resolve_fail_rounds > 1 && same_failure(&ctl->resolve_logged, err) &&
+	    now - ctl->resolve_logged_ms < RESOLVE_REMIND_MS)
+		return;
 	control_log(ctl, HLB_LOG_ERROR, "names not resolved, the backends keep their addresses",
-		    "%s", hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
+		    "%s rounds_failed=%" PRIu64,
+		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)),
+		    ctl->resolve_fail_rounds);
+	if (ctl->resolve_fail_rounds == 1 || !same_failure(&ctl->resolve_logged, err))
+		ctl->resolve_logged = *err;
+	ctl->resolve_logged.file = NULL; /* the config's, freed with it */
+	ctl->resolve_logged_ms = now;
+}
+
+/* Every name resolved (a round, or a reload): say so if they had failed. */
+static void resolve_recovered(struct hlb_control *ctl)
+{
+	if (!ctl->resolve_fail_rounds)
+		return;
+	control_log(ctl, HLB_LOG_INFO, "names resolve again", "rounds_failed=%" PRIu64,
+		    ctl->resolve_fail_rounds);
+	ctl->resolve_fail_rounds = 0;
 }
 
 /* A service's backends written with a host name, sorted by name: a round's
@@ -231,6 +280,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	if (ok) {
 		ctl->resolves_ok++;
 		ctl->last_resolve_err[0] = '\0';
+		resolve_recovered(ctl);
 	}
 	/* The same text parsed again: the services are the same, in the same order. */
 	for (uint32_t i = 0; i < fresh->n_services; i++) {
@@ -633,6 +683,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->last_reload_time = time(NULL);
 	control_log(ctl, HLB_LOG_INFO, "reloaded", "config=%s services=%u",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services);
+	resolve_recovered(ctl); /* the reload resolved every name */
 	resolve_schedule(ctl);
 	if (ctl->reloaded)
 		ctl->reloaded(ctl->reloaded_arg, cfg);

@@ -868,9 +868,10 @@ def stuck_name_does_not_hold_the_others():
     check(f"{lb.path}:15:18" in err and "was not asked again" in err and
           "still waits on the resolver" in err,
           f"the round says the stuck name was not asked again, and where: {err}")
-    check(lb.wait_log(r"msg=\"names not resolved, the backends keep their addresses\".*"
-                      r"stuck.example.test.*was not asked again"),
-          "and logs it")
+    logged = [l for l in lb.log if "names not resolved" in l and "stuck.example.test" in l]
+    check(len(logged) == 1 and "no answer within 5000 ms" in logged[0],
+          "the log says it once, as the round that asked it found it: the rounds that did not "
+          f"ask it again fail as the same failure: {logged}")
     check(backend_of(lb, "b")["resolved"] == f"127.0.0.1:{b.port}",
           "the stuck name keeps its address")
     extra = threads_of(pid) - base
@@ -889,6 +890,54 @@ def stuck_name_does_not_hold_the_others():
         x.stop()
 
 
+def failing_name_logged_once():
+    """resolve_every: 1s, a name gone from the hosts file: the failure is logged once, not
+    once a round; again when it changes (the name answers an address no connect can use), with
+    the rounds failed in a row; and a line when the name resolves again. Every round logged
+    the same line: an operator's log filled with it, one a second."""
+    need_unshare()
+    a, b = Backend("a"), Backend("b")
+    names = Names("logonce", "127.0.0.1 alpha\n127.0.0.1 beta\n")
+    cfg = "resolve_every: 1s\n" + config([("a", f"alpha:{a.port}"), ("b", f"beta:{b.port}")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+
+    def lines(what):
+        return [l for l in lb.log if f'msg="{what}' in l]
+
+    def rounds_after(n):
+        failed0 = lb.status()["resolve"]["failed"]
+        check(lb.wait(lambda: lb.status()["resolve"]["failed"] >= failed0 + n, timeout=30)
+              is not None, f"{n} more rounds fail: {lb.status()['resolve']}")
+
+    names.set_hosts("127.0.0.1 alpha\n")
+    rounds_after(4)
+    got = lines("names not resolved")
+    check(len(got) == 1 and "line=15 column=18" in got[0] and "does not resolve" in got[0]
+          and "rounds_failed=1" in got[0],
+          f"4 rounds failing on beta log it once, where it is written: {got}")
+    names.set_hosts("127.0.0.1 alpha\n0.0.0.0 beta\n")
+    rounds_after(4)
+    got = lines("names not resolved")
+    check(len(got) == 2 and "unspecified address" in got[1] and
+          re.search(r"rounds_failed=([2-9]|\d\d)", got[1]),
+          "the failure that changed is logged once more, with the rounds failed in a row: " +
+          " | ".join(got))
+    names.set_hosts("127.0.0.1 alpha\n127.0.0.1 beta\n")
+    check(lb.wait(lambda: lines("names resolve again"), timeout=15) is not None,
+          "a line says the names resolve again")
+    back = (lines("names resolve again") or [""])[0]
+    check(re.search(r"rounds_failed=([89]|\d\d)", back), f"with how many rounds failed: {back}")
+    names.set_hosts("127.0.0.1 alpha\n")
+    rounds_after(2)
+    got = lines("names not resolved")
+    check(len(got) == 3 and "rounds_failed=1" in got[2],
+          f"a failure after that is logged again, once: {got[2:]}")
+    check(lb.stop() == 0, "exit 0")
+    a.stop()
+    b.stop()
+
+
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place,
@@ -898,4 +947,4 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
            ipv4_lookup_not_held_by_a_dual_one,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
-           reload_not_held_by_stuck_rounds, one_lookup_per_name])
+           reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once])
