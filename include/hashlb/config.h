@@ -300,6 +300,17 @@ bool hashlb_resolve_done(struct hashlb_resolve *job);
  */
 int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_resolve **ret_job,
 				struct hashlb_error *err);
+/*
+ * A round held while a reload runs (its lookups would hold the reload's,
+ * of the same names): _pause() has <job>'s threads take no further name
+ * (a lookup under way goes on, its answer kept); _resume(), after a reload
+ * that failed, asks the names not asked yet, as _again() would (a name
+ * whose lookup still runs fails as not asked again): a failed reload does
+ * not cost the round its answers, nor the names a period. -EAGAIN if no
+ * thread could be started.
+ */
+void hashlb_resolve_pause(struct hashlb_resolve *job);
+int hashlb_resolve_resume(struct hashlb_resolve *job, struct hashlb_error *err);
 int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve *job,
 				 uint32_t timeout_ms, struct hashlb_error *err);
 /*

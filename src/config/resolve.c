@@ -103,6 +103,7 @@ struct hashlb_resolve {
 	uint32_t refs; /* the caller and each thread still running */
 	bool reload; /* its threads count in threads_alive[1] */
 	bool abandoned; /* the caller has given up: take no further names */
+	bool paused; /* a reload runs: take no further names until resumed */
 	struct name_req reqs[];
 };
 
@@ -221,7 +222,7 @@ static void *resolve_thread(void *arg)
 		while (job->next < job->n &&
 		       (job->reqs[job->next].busy || job->reqs[job->next].dup))
 			job->next++;
-		if (job->abandoned || job->next == job->n) {
+		if (job->abandoned || job->paused || job->next == job->n) {
 			pthread_mutex_unlock(&job->lock);
 			break;
 		}
@@ -804,6 +805,61 @@ int hashlb_config_resolve_again(const struct hashlb_config *c, struct hashlb_res
 				struct hashlb_error *err)
 {
 	return start(c, ASK_ROUND, NULL, ret_job, err);
+}
+
+void hashlb_resolve_pause(struct hashlb_resolve *job)
+{
+	pthread_mutex_lock(&job->lock);
+	job->paused = true;
+	pthread_mutex_unlock(&job->lock);
+}
+
+/* Whether a lookup of another job asks <q>'s question now; in_flight_lock held. */
+static bool in_flight_elsewhere(const struct hashlb_resolve *job, const struct name_req *q)
+{
+	for (const struct name_req *f = in_flight; f; f = f->in_next) {
+		if (f >= job->reqs && f < job->reqs + job->n)
+			continue; /* its own: another question (deduplicated) */
+		if (f->family == q->family && !strcasecmp(f->host, q->host))
+			return true;
+	}
+	return false;
+}
+
+int hashlb_resolve_resume(struct hashlb_resolve *job, struct hashlb_error *err)
+{
+	uint32_t alive, max, todo = 0;
+
+	pthread_mutex_lock(&job->lock);
+	job->paused = false;
+	/* the names not taken yet whose lookup (a reload's, given up at its
+	 * deadline) still runs: not asked again, as job_again() has it */
+	pthread_mutex_lock(&in_flight_lock);
+	for (uint32_t i = job->next; i < job->n; i++) {
+		struct name_req *q = &job->reqs[i];
+
+		if (q->dup || q->busy)
+			continue;
+		if (!in_flight_elsewhere(job, q)) {
+			todo++;
+			continue;
+		}
+		q->busy = q->done = true;
+		q->gai = EAI_AGAIN;
+		job->left--;
+	}
+	pthread_mutex_unlock(&in_flight_lock);
+	pthread_mutex_unlock(&job->lock);
+	/* its threads that still run (a lookup begun before the pause) go on
+	 * too: counted among those alive */
+	alive = atomic_load(&threads_alive[job->reload]);
+	max = alive < RESOLVE_THREADS ? RESOLVE_THREADS - alive : 0;
+	if (max > todo)
+		max = todo;
+	if (max && job_start(job, max) < 0)
+		return hashlb_err(err, -EAGAIN, HASHLB_ERR_SYSTEM,
+				  "cannot start a thread to resolve names");
+	return 0;
 }
 
 bool hashlb_resolve_done(struct hashlb_resolve *job)

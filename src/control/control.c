@@ -634,12 +634,6 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 
 	if (!err)
 		err = &local;
-	/* A round under way is given up: the reload replaces its config, and
-	 * its lookups, of the same names, would hold the reload's. */
-	if (ctl->resolve_job) {
-		resolve_drop(ctl);
-		resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
-	}
 	/* with the running config: a backend stays where it is while its name
 	 * still has that address, though the answer rotated */
 	ret = hashlb_config_load_after(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err);
@@ -690,10 +684,30 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	return 0;
 }
 
+/*
+ * A round under way is held while the reload runs (its lookups, of the
+ * same names, would hold the reload's), given up by a reload applied (it
+ * replaces the round's config), and goes on after one that failed, its
+ * deadline moved by the time the reload took: a failed reload changes
+ * nothing. Given up, the names were asked again only a period later.
+ */
 int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 {
-	int ret = reload(ctl, err);
+	struct hashlb_error rerr = { 0 };
+	uint64_t began = hlb_now_ms();
+	int ret;
 
+	if (ctl->resolve_job)
+		hashlb_resolve_pause(ctl->resolve_job);
+	ret = reload(ctl, err);
+	if (ctl->resolve_job) { /* the reload failed */
+		ctl->resolve_deadline_ms += hlb_now_ms() - began;
+		if (hashlb_resolve_resume(ctl->resolve_job, &rerr) < 0) {
+			resolve_failed(ctl, &rerr);
+			resolve_drop(ctl);
+			resolve_again_in(ctl, ctl->cfg->resolve_every_ms);
+		}
+	}
 	heap_trim_later(ctl);
 	return ret;
 }

@@ -593,34 +593,53 @@ def ipv4_lookup_not_held_by_a_dual_one():
         x.stop()
 
 
-def reload_during_a_round():
-    """A reload while a resolve_every round waits for its lookups (a DNS server answering
-    after 1 s): the round is given up, the reload waits for its lookups of the same names to
-    end and asks them again, and applies the new answer. The reload failed when it came
-    while the round's lookup ran ("was not asked again"), once reloads counted against the
-    lookups still running."""
+def slow_name(tag, every, delay):
+    """resolve_every: <every>, backend a at slow.example.test, which an AOnlyDns answers
+    127.0.0.5 after <delay> s; backends a (127.0.0.5) and a2 (127.0.0.6) share a port.
+    (dns, a, a2, cfg, lb)"""
     need_unshare()
-    dns = AOnlyDns("127.0.0.5", delay=1)
+    dns = AOnlyDns("127.0.0.5", delay=delay)
     a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
-    names = Names("during", "", nss="files dns",
+    names = Names(tag, "", nss="files dns",
                   resolv=f"nameserver {dns.addr}\noptions timeout:20 attempts:1\n")
-    cfg = "resolve_every: 1s\n" + config([("a", f"slow.example.test:{a.port}")],
-                                         health="enabled: false", extra="source: 127.0.0.1")
-    lb = Lb(cfg, wrap=names.wrap())
-    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "a at the DNS answer")
-    for answer in ("127.0.0.6", "127.0.0.5"):
-        asked = dns.queries
-        check(lb.wait(lambda: dns.queries > asked, timeout=15) is not None,
-              "a round asks the name (answered 1 s later)")
-        dns.answer = answer
-        rc, so, se = lb.ctl("reload")
-        check(rc == 0 and backend_of(lb, "a")["resolved"] == f"{answer}:{a.port}",
-              f"the reload during the round succeeds, a at {answer}: rc={rc} {se.strip()} "
-              f"{backend_of(lb, 'a')['resolved']}")
+    cfg = f"resolve_every: {every}\n" + config([("a", f"slow.example.test:{a.port}")],
+                                               health="enabled: false",
+                                               extra="source: 127.0.0.1")
+    return dns, a, a2, cfg, Lb(cfg, wrap=names.wrap())
+
+
+def in_a_round(lb, dns, answer):
+    """Once a round has asked the DNS server (which answers later), have it answer <answer>;
+    how many queries it had before."""
+    asked = dns.queries
+    check(lb.wait(lambda: dns.queries > asked, timeout=30) is not None,
+          "a round asks the name (answered later)")
+    dns.answer = answer
+    return asked
+
+
+def slow_name_stop(lb, dns, a, a2):
     check(lb.stop() == 0, "exit 0")
     dns.close()
     for x in (a, a2):
         x.stop()
+
+
+def reload_during_a_round():
+    """A reload while a resolve_every round waits for its lookups (a DNS server answering
+    after 1 s): the round is held, the reload waits for its lookups of the same names to
+    end and asks them again, and applies the new answer. The reload failed when it came
+    while the round's lookup ran ("was not asked again"), once reloads counted against the
+    lookups still running."""
+    dns, a, a2, cfg, lb = slow_name("during", "1s", 1)
+    check(backend_of(lb, "a")["resolved"] == f"127.0.0.5:{a.port}", "a at the DNS answer")
+    for answer in ("127.0.0.6", "127.0.0.5"):
+        in_a_round(lb, dns, answer)
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0 and backend_of(lb, "a")["resolved"] == f"{answer}:{a.port}",
+              f"the reload during the round succeeds, a at {answer}: rc={rc} {se.strip()} "
+              f"{backend_of(lb, 'a')['resolved']}")
+    slow_name_stop(lb, dns, a, a2)
 
 
 def one_lookup_per_name():
@@ -938,6 +957,34 @@ def failing_name_logged_once():
     b.stop()
 
 
+def failed_reload_keeps_the_round():
+    """A reload that fails while a resolve_every round waits for its lookup (a DNS server
+    answering after 2 s): the round goes on and applies its answer, the name not asked again
+    by a round. The reload gave the round up and the next came a period later: a reload
+    refused, even for a syntax error, held a moved name at its old address a whole period.
+    Refused for a syntax error, then after its names were resolved (a service listening
+    where the admin endpoint does)."""
+    dns, a, a2, cfg, lb = slow_name("failreload", "6s", 2)
+    admin_port = lb.admin.rsplit(":", 1)[1]
+    refused = (("syntax error", cfg + "  - name: [\n", 0),
+               ("admin clash", cfg.replace("listen: 127.0.0.1:0", f"listen: 127.0.0.1:{admin_port}"),
+                1))  # the reload asks the name itself
+    for (why, text, own), answer in zip(refused, ("127.0.0.6", "127.0.0.5")):
+        asked = in_a_round(lb, dns, answer)
+        with open(lb.path, "w") as f:
+            f.write(text)
+        rc, so, se = lb.ctl("reload")
+        check(rc != 0, f"the reload is refused ({why}): {se.strip()}")
+        took = lb.wait(lambda: backend_of(lb, "a")["resolved"] == f"{answer}:{a.port}",
+                       timeout=30)
+        n = dns.queries - asked
+        check(took is not None and n == 1 + own,
+              f"after a reload refused ({why}) the round under way applies its answer, "
+              f"the name asked {n} times (the round's{' and the reload' if own else ''}): "
+              f"{backend_of(lb, 'a')['resolved']} {lb.status()['resolve']}")
+    slow_name_stop(lb, dns, a, a2)
+
+
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place,
@@ -947,4 +994,5 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
            ipv4_lookup_not_held_by_a_dual_one,
            reloads_behind_a_silent_resolver_do_not_pile_up_threads, reload_during_a_round,
-           reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once])
+           reload_not_held_by_stuck_rounds, one_lookup_per_name, failing_name_logged_once,
+           failed_reload_keeps_the_round])

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -34,6 +35,9 @@ static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
 static unsigned stuck_in;
 static bool stuck_released;
+/* The same for each heldN.test, released on their own (held_released). */
+static unsigned held_in;
+static bool held_released;
 
 int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		       struct addrinfo **res);
@@ -51,6 +55,14 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
 		stuck_in++;
 		pthread_cond_broadcast(&stuck_cond);
 		while (!stuck_released)
+			pthread_cond_wait(&stuck_cond, &stuck_lock);
+		pthread_mutex_unlock(&stuck_lock);
+	}
+	if (!strncmp(node, "held", 4)) {
+		pthread_mutex_lock(&stuck_lock);
+		held_in++;
+		pthread_cond_broadcast(&stuck_cond);
+		while (!held_released)
 			pthread_cond_wait(&stuck_cond, &stuck_lock);
 		pthread_mutex_unlock(&stuck_lock);
 	}
@@ -424,6 +436,65 @@ static void test_one_lookup_per_question(void **state)
 	hashlb_config_free(c);
 }
 
+/*
+ * A round paused (as while a reload runs) takes no further name, its lookups under way
+ * ending with their answers kept; resumed (the reload failed), it asks the names left, and
+ * every one is answered: the round goes on as if no reload had come.
+ */
+static void test_round_paused_and_resumed(void **state)
+{
+	char yaml[4096];
+	struct hashlb_config *round;
+	struct hashlb_resolve *job;
+	struct hashlb_error err = { 0 };
+	unsigned in = 0;
+	int o;
+
+	(void)state;
+	/* the answer as set before: the lookup of the test before may still read it */
+	o = snprintf(yaml, sizeof(yaml),
+		     "services:\n  - name: x\n    listen: 127.0.0.1:80\n"
+		     "    backends:\n");
+	for (int i = 0; i < 20; i++) /* more than the round's 16 threads */
+		o += snprintf(yaml + o, sizeof(yaml) - (size_t)o,
+			      "      - name: b%d\n        address: held%d.test:9\n", i, i);
+	assert_int_equal(hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &round, &err), 0);
+	atomic_store(&asked, 0);
+	assert_int_equal(hashlb_config_resolve_again(round, &job, &err), 0);
+	/* each thread it started (16, less those of an earlier test still ending) held in
+	 * its first lookup */
+	for (int i = 0; i < 500 && !in; i++) { /* a hang guard */
+		usleep(10 * 1000);
+		pthread_mutex_lock(&stuck_lock);
+		in = held_in;
+		pthread_mutex_unlock(&stuck_lock);
+	}
+	assert_true(in > 0);
+	usleep(200 * 1000);
+	pthread_mutex_lock(&stuck_lock);
+	in = held_in;
+	pthread_mutex_unlock(&stuck_lock);
+	assert_true(in <= 16);
+	hashlb_resolve_pause(job);
+	pthread_mutex_lock(&stuck_lock);
+	held_released = true;
+	pthread_cond_broadcast(&stuck_cond);
+	pthread_mutex_unlock(&stuck_lock);
+	usleep(100 * 1000); /* room to ask more, were it not paused */
+	assert_int_equal(atomic_load(&asked), in);
+	assert_false(hashlb_resolve_done(job));
+
+	assert_int_equal(hashlb_resolve_resume(job, &err), 0);
+	for (int i = 0; i < 1000 && !hashlb_resolve_done(job); i++) /* a hang guard */
+		usleep(10 * 1000);
+	assert_true(hashlb_resolve_done(job));
+	assert_int_equal(atomic_load(&asked), 20);
+	assert_int_equal(hashlb_config_resolve_finish(round, job, 5000, &err), 0);
+	for (uint32_t j = 0; j < round->services[0].n_backends; j++)
+		assert_true(round->services[0].backends[j].addr_len > 0);
+	hashlb_config_free(round);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -433,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_resolved_after_not_onto_itself),
 		cmocka_unit_test(test_one_lookup_per_question),
 		cmocka_unit_test(test_reload_behind_a_stuck_lookup),
+		cmocka_unit_test(test_round_paused_and_resumed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
