@@ -110,6 +110,11 @@ struct hlb_pool_service {
 	uint64_t skip_last_ms, skips;
 	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
+	/* Whether the tick visits every backend (pool_tick()): checks on, a
+	 * ramp begun, a connect failed on Maglev (hlb_pool_failing()), a
+	 * reload; cleared by a tick that finds none of these. <seen_stale>:
+	 * ticks skipped the backends, their seen_run is old. */
+	bool tick_all, seen_stale;
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;
 	uint64_t gap_ms; /* current minimum between two builds */
