@@ -75,6 +75,12 @@ struct hashlb_backend_cfg {
 	bool each_address;
 	char *from_name; /* expanded from an each_address entry: its name; else NULL */
 	struct hashlb_pos pos; /* where the backend's entry starts */
+	/* the answer its name resolved to (an entry without each_address): its
+	 * distinct addresses, sorted, at the backend's port (owned; NULL for an
+	 * address written as numbers, or a name that kept its address from
+	 * before): hashlb_config_keep_addresses() */
+	struct sockaddr_storage *answer;
+	uint32_t n_answer;
 };
 
 struct hashlb_health_cfg {
@@ -325,6 +331,20 @@ int hashlb_config_resolve_finish(struct hashlb_config *c, struct hashlb_resolve 
 int hashlb_config_resolve_finish_keep(struct hashlb_config *c, struct hashlb_resolve *job,
 				      uint32_t timeout_ms, const struct hashlb_config *last,
 				      struct hashlb_error *failed, struct hashlb_error *err);
+/*
+ * An upgrade in place: the address that the hashlb this one takes over from
+ * connects to, for a backend written with a host name (<svc>, <name> and
+ * <address> as written). A backend of <c> of the same service, name and
+ * address as written whose name's answer has that address too stays there,
+ * as at a reload: a DNS server's rotation moved it to the answer's first
+ * address (its clients to another server). Sorts <v>; how many moved.
+ */
+struct hashlb_addr_kept {
+	const char *svc, *name, *address;
+	struct sockaddr_storage addr;
+};
+uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_addr_kept *v,
+				      uint32_t n);
 /* The same from a string; <name> stands for the file in error positions. */
 int hashlb_config_parse(const char *text, size_t len, const char *name,
 			struct hashlb_config **ret_config, struct hashlb_error *err);

@@ -2638,6 +2638,7 @@ void hashlb_config_free(struct hashlb_config *c)
 			free(s->backends[j].name);
 			free(s->backends[j].address);
 			free(s->backends[j].from_name);
+			free(s->backends[j].answer);
 		}
 		free(s->backends);
 		free(s->name);

@@ -469,6 +469,8 @@ static int expanded(const struct hashlb_backend_cfg *b, const struct sockaddr_st
 	e->addr_len = sockaddr_len(a);
 	inet_ntop(a->ss_family, raw, ip, sizeof(ip));
 	e->name = e->address = NULL;
+	e->answer = NULL;
+	e->n_answer = 0;
 	if (asprintf(&e->name, "%s@%s", b->name, ip) < 0) {
 		e->name = NULL;
 		return -ENOMEM;
@@ -484,6 +486,7 @@ static void backends_free(struct hashlb_backend_cfg *v, uint32_t n)
 		free(v[i].name);
 		free(v[i].address);
 		free(v[i].from_name);
+		free(v[i].answer);
 	}
 	free(v);
 }
@@ -1079,6 +1082,69 @@ static int table_memory_again(struct hashlb_config *c, struct hashlb_error *err)
 	return 0;
 }
 
+/* <b>'s answer, <q>'s addresses, kept with it (out of memory: none kept). */
+static void answer_keep(struct hashlb_backend_cfg *b, const struct name_req *q)
+{
+	free(b->answer);
+	b->answer = NULL;
+	b->n_answer = 0;
+	if (!q->n_addrs || !(b->answer = calloc(q->n_addrs, sizeof(*b->answer))))
+		return;
+	memcpy(b->answer, q->addrs, q->n_addrs * sizeof(*b->answer));
+	b->n_answer = q->n_addrs;
+}
+
+static int kept_cmp(const void *pa, const void *pb)
+{
+	const struct hashlb_addr_kept *a = pa, *b = pb;
+	int d = strcmp(a->svc, b->svc);
+
+	return d ? d : strcmp(a->name, b->name);
+}
+
+uint32_t hashlb_config_keep_addresses(struct hashlb_config *c, struct hashlb_addr_kept *v,
+				      uint32_t n)
+{
+	char problem[HASHLB_NAME_MAX * 2 + 160];
+	uint32_t moved = 0;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), kept_cmp);
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		struct hashlb_service_cfg *s = &c->services[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			struct hashlb_backend_cfg *b = &s->backends[j], e;
+			struct hashlb_addr_kept key = { .svc = s->name, .name = b->name };
+			const struct hashlb_addr_kept *k;
+			socklen_t len;
+
+			if (!b->n_answer || !(k = bsearch(&key, v, n, sizeof(*v), kept_cmp)) ||
+			    strcmp(k->address, b->address))
+				continue;
+			len = sockaddr_len(&k->addr);
+			if (len == b->addr_len && !memcmp(&k->addr, &b->addr, len))
+				continue; /* there already */
+			for (uint32_t a = 0; a < b->n_answer; a++) {
+				if (sockaddr_len(&b->answer[a]) != len ||
+				    memcmp(&b->answer[a], &k->addr, len))
+					continue;
+				e = *b;
+				e.addr = k->addr;
+				e.addr_len = len;
+				if (!hlb_backend_addr_problem(s, &e, problem, sizeof(problem))) {
+					b->addr = k->addr;
+					b->addr_len = len;
+					moved++;
+				}
+				break;
+			}
+		}
+	}
+	return moved;
+}
+
 /*
  * hashlb_config_resolve_finish(); with <last>, a backend stays at the address
  * <last> has for it while the answer still has it (stay_put()), and with
@@ -1127,6 +1193,8 @@ static int finish(struct hashlb_config *c, struct hashlb_resolve *job, uint32_t 
 			q_of[j] = &job->reqs[k++];
 			each |= b->each_address;
 			r = take_answer(c, s, b, q_of[j], timeout_ms, &e);
+			if (r == 0 && !b->each_address)
+				answer_keep(b, q_of[j]);
 			if (r == 0 && last && !b->each_address)
 				stay_put(&ix, s, b, q_of[j]);
 			/* no answer, or one no connect can use (-EINVAL) */

@@ -216,6 +216,50 @@ static void plug_resync(struct hlb_daemon *d, void *arg, const char *text)
 	hlb_log(HLB_LOG_INFO, "health from the old hashlb as this one got ready", "changed=%u", n);
 }
 
+/*
+ * An upgrade: each backend written with a host name stays at the address the old hashlb has
+ * for it (its HLB_HANDOVER_RESOLVED lines in <text>) while this one's answer has it too.
+ */
+static void keep_resolved(struct hashlb_config *cfg, const char *text)
+{
+	static const char tag[] = "resolved ";
+	struct hashlb_addr_kept *v = NULL, *w;
+	uint32_t n = 0, cap = 0, moved;
+	char *copy, *line, *save = NULL;
+
+	if (!text || !strstr(text, tag) || !(copy = strdup(text)))
+		return;
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[4], *fs = NULL;
+		socklen_t len;
+		int k = 0;
+
+		if (strncmp(line, tag, sizeof(tag) - 1))
+			continue;
+		for (char *t = strtok_r(line + sizeof(tag) - 1, " ", &fs); t && k < 4;
+		     t = strtok_r(NULL, " ", &fs))
+			f[k++] = t;
+		if (k < 4)
+			continue;
+		if (n == cap) {
+			w = realloc(v, (cap ? 2 * cap : 64) * sizeof(*v));
+			if (!w)
+				break;
+			v = w;
+			cap = cap ? 2 * cap : 64;
+		}
+		v[n] = (struct hashlb_addr_kept){ .svc = f[0], .name = f[1], .address = f[2] };
+		if (hashlb_addr_parse(f[3], false, &v[n].addr, &len) == 0)
+			n++;
+	}
+	moved = hashlb_config_keep_addresses(cfg, v, n);
+	if (moved)
+		hlb_log(HLB_LOG_INFO, "backends kept at the old hashlb's addresses of their names",
+			"backends=%u", moved);
+	free(v);
+	free(copy);
+}
+
 static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg,
 		      struct hashlb_error *err)
 {
@@ -242,6 +286,7 @@ static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg
 		plug->loop = NULL;
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "control loop: %s", strerror(-ret));
 	}
+	keep_resolved(cfg, env.handover);
 	ret = hlb_control_new(cfg, hlb_daemon_config_path(d), plug->loop, &env, plug_pool_log, plug,
 			      &plug->ctl, err);
 	if (ret < 0) {

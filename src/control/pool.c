@@ -1245,8 +1245,13 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
 			double pen = hlb_health_penalty(&b->health, &s->hp, now);
-			char ramp[24] = "-";
+			char ramp[24] = "-", addr[HASHLB_ADDR_STRLEN];
 
+			if (hashlb_addr_is_name(b->rt->address) && !strchr(b->rt->name, '@')) {
+				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
+				hlb_buf_printf(o, HLB_HANDOVER_RESOLVED, s->cfg->name, b->rt->name,
+					       b->rt->address, addr);
+			}
 			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
 			    max == b->cfg_max_conns && b->health.up && pen < HANDOVER_PENALTY_MIN &&
 			    !b->ramp_start_ms)

@@ -406,8 +406,16 @@ static void take_services(struct hlb_proxy *p, const char *body)
 	}
 }
 
-/* Keep the answer's "set ..." lines: what the old process's operator set at
- * run time (HLB_HANDOVER_LINE), for the control plane to carry on. */
+/* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_RESOLVED. */
+static bool handover_line(const char *l)
+{
+	return !strncmp(l, "set ", 4) || !strncmp(l, "resolved ", 9);
+}
+
+/* Keep the answer's "set ..." lines, what the old process's operator set at
+ * run time (HLB_HANDOVER_LINE), and its "resolved ..." ones, where its names
+ * took their backends (HLB_HANDOVER_RESOLVED), for the control plane to
+ * carry on. */
 static void take_handover(struct hlb_proxy *p, const char *body)
 {
 	size_t n = 0;
@@ -415,12 +423,12 @@ static void take_handover(struct hlb_proxy *p, const char *body)
 	free(p->handover);
 	p->handover = NULL;
 	for (const char *l = body; *l; l = next_line(l))
-		n += strncmp(l, "set ", 4) ? 0 : (size_t)(next_line(l) - l);
+		n += handover_line(l) ? (size_t)(next_line(l) - l) : 0;
 	if (!n || !(p->handover = malloc(n + 2)))
 		return;
 	n = 0;
 	for (const char *l = body; *l; l = next_line(l)) {
-		if (strncmp(l, "set ", 4))
+		if (!handover_line(l))
 			continue;
 		memcpy(p->handover + n, l, (size_t)(next_line(l) - l));
 		n += (size_t)(next_line(l) - l);

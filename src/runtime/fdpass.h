@@ -31,6 +31,12 @@
 	"set %s %s admin=%s/%s weight=%u/%u max_connections=%u/%u health=%s penalty=%.3f " \
 	"held=%s ramp=%s\n"
 
+/* With them, one per backend written with a host name: service, backend, its address as
+ * written and the address it connects to. The new process keeps a backend there while its
+ * own answer for the name still has that address, as a reload does (DNS servers rotate a
+ * record set's order: it took the answer's first). A process of before ignores the line. */
+#define HLB_HANDOVER_RESOLVED "resolved %s %s %s %s\n"
+
 /*
  * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor
  * after the listening sockets: a Unix stream socket on which the old process writes its

@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -1824,6 +1824,47 @@ def queued_connections_outlive_the_old():
     check(new.stop() == 0, "exit 0")
 
 
+def upgrade_keeps_a_rotated_name_in_place():
+    """A backend written with a host name of two addresses, the answer rotated since the old
+    process resolved it (DNS servers rotate a record set's order): the new process of an
+    upgrade in place connects where the old one does while its own answer still has that
+    address, as a reload does. It took the answer's first address: an upgrade moved the
+    backend's clients to another server. (Names of the test's own: a mount namespace of its
+    own, as test_resolve.py's, which the new process inherits.)"""
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        print("needs root and unshare(1) for a mount namespace of its own")
+        raise SystemExit(77)
+    a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
+    names = Names("uprot", "127.0.0.5 alpha\n127.0.0.6 alpha\n")
+    old = Lb(config([("a", f"alpha:{a.port}")], health="enabled: false", admin=admin_addr(),
+                    listen=f"127.0.0.1:{free_port()}"), wrap=names.wrap())
+    new_pid = None
+
+    def resolved():
+        return old.service()["backends"][0]["resolved"]
+
+    try:
+        check(resolved() == f"127.0.0.5:{a.port}", f"the answer's first: {resolved()}")
+        names.set_hosts("127.0.0.6 alpha\n127.0.0.5 alpha\n")
+        rc, out, err = old.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+)", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
+        check(exit_status(old.proc, 30) == 0, "the old one drained and exited 0")
+        st = old.status()
+        check(st["pid"] == new_pid and resolved() == f"127.0.0.5:{a.port}",
+              f"the new process connects where the old one did: {st['pid']} {resolved()}")
+        check(who(old.addr, client_ip(1)) == "a", "its clients still reach the same server")
+        names.set_hosts("127.0.0.6 alpha\n")
+        rc, out, err = old.ctl("reload")
+        check(rc == 0 and resolved() == f"127.0.0.6:{a.port}",
+              f"an answer without it moves it, as before: {resolved()} {err.strip()}")
+    finally:
+        kill(new_pid)
+        a.stop()
+        a2.stop()
+
+
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
@@ -1841,4 +1882,5 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
            upgrade_in_place_answer_gives_its_length,
            upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
-           queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away])
+           queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away,
+           upgrade_keeps_a_rotated_name_in_place])
