@@ -546,6 +546,25 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
 }
 
+/* <svc> has clients in the worker's queue: one of w->queue_svcs (a reference taken). */
+static void queue_svc_note(struct worker *w, struct hlb_service *svc)
+{
+	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++)
+		if (w->queue_svcs[i] == svc)
+			return;
+	if (w->n_queue_svcs < QUEUE_SVCS)
+		w->queue_svcs[w->n_queue_svcs] = hlb_service_ref(svc);
+	if (w->n_queue_svcs <= QUEUE_SVCS)
+		w->n_queue_svcs++; /* past QUEUE_SVCS: too many to tell */
+}
+
+void conn_queue_svcs_free(struct worker *w)
+{
+	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++)
+		hlb_service_unref(w->queue_svcs[i]);
+	w->n_queue_svcs = 0;
+}
+
 /* <c> no longer waits for backend <be> (its c->be while it was queued). */
 static void queue_release(struct hlb_backend *be)
 {
@@ -1220,8 +1239,17 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 		c->queued_until = (uint32_t)w->now_ms + snap->queue_timeout_ms;
 		hlb_stat_add(&c->svc->wstats[w->id].queued, 1);
 	}
-	if (!w->queue_head)
+	if (!w->queue_head) {
 		worker_queue_started(w);
+		w->queue_first_until = c->queued_until;
+		/* Walked at its first tick whatever changed: a slot that freed on
+		 * another worker as this queue started may have found queue_busy
+		 * (or the service's <queued>) not set yet, and kicked none. */
+		w->queue_next_ms = w->queue_walk_by = w->now_ms + QUEUE_RETRY_MS;
+	} else if ((int32_t)(c->queued_until - w->queue_first_until) < 0) {
+		w->queue_first_until = c->queued_until;
+	}
+	queue_svc_note(w, c->svc);
 	c->state = CONN_QUEUED;
 	c->be = hlb_backend_ref(w->first_full);
 	c->retry_of = failed ? hlb_backend_ref(failed) : NULL;
@@ -1485,6 +1513,20 @@ static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
 }
 
 /*
+ * A claim on <be> (max_connections <cap>) for <c> was given back at once:
+ * over the cap, or its connect not started. Counted meanwhile, it may have
+ * made a slot that freed then look taken to the queue the slot's kick sent
+ * to look (worker_kick_queues()): if there is room now, kick again.
+ */
+static void claim_undone(struct worker *w, const struct conn *c, struct hlb_backend *be,
+			 uint32_t cap)
+{
+	if (cap && atomic_load_explicit(&c->svc->queued, memory_order_relaxed) &&
+	    atomic_load_explicit(&be->claimed, memory_order_relaxed) < cap)
+		worker_kick_queues(w);
+}
+
+/*
  * Connect to the first backend of the client's preference list in <snap>
  * (reordered by bounded load and slow start) that it has not tried or
  * passed over for being full (c->tried); on a retry (<failed>: the backend
@@ -1575,10 +1617,12 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		/* a backend at its max_connections: as if it refused */
 		cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
 		/* clients waiting for it come before a newcomer */
-		if ((!cap || c->was_queued ||
-		     !atomic_load_explicit(&be->waiting, memory_order_relaxed)) &&
-		    hlb_backend_claim(be, cap))
-			break;
+		if (!cap || c->was_queued ||
+		    !atomic_load_explicit(&be->waiting, memory_order_relaxed)) {
+			if (hlb_backend_claim(be, cap))
+				break;
+			claim_undone(w, c, be, cap);
+		}
 		/* counted once per client: not again at each retry of the queue */
 		if (!c->was_queued)
 			hlb_stat_add(&be->wstats[w->id].full, 1);
@@ -1592,6 +1636,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		c->local_fail = true;
 		w->first_full = NULL; /* not a wait for room that would end this */
 		hlb_backend_unclaim(be);
+		claim_undone(w, c, be, cap);
 		return false;
 	}
 	c->be = hlb_backend_ref(be);
@@ -2369,6 +2414,46 @@ void conn_idle_scan(struct worker *w)
 	}
 }
 
+static uint64_t fp_mix(uint64_t h, uint64_t v)
+{
+	h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+/*
+ * What the conn_connect() of a client waiting in the worker's queue reads,
+ * but the backends' claims (a slot that frees kicks the queue, see
+ * worker_kick_queues()) and loads (bounded load reorders a list tried in
+ * full): for each service of the queue (w->queue_svcs) its snapshot (by
+ * generation, each publication's own) and whether a reload removed it, and
+ * for each backend of the snapshot its max_connections, its slow start
+ * admission (ramp_first(), retry_first()) and whether it is failing(). One
+ * value, mixed: while it stays, a walk would find the clients as the last.
+ */
+static uint64_t queue_fingerprint(const struct worker *w)
+{
+	uint64_t h = 0;
+
+	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++) {
+		struct hlb_service *svc = w->queue_svcs[i];
+		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
+
+		h = fp_mix(h, snap->generation << 1 |
+				      atomic_load_explicit(&svc->removed, memory_order_relaxed));
+		for (uint32_t b = 0; b < snap->n_backends; b++) {
+			const struct hlb_backend *be = snap->backends[b];
+
+			h = fp_mix(
+				h,
+				(uint64_t)atomic_load_explicit(&be->max_conns, memory_order_relaxed)
+						<< 32 |
+					atomic_load_explicit(&be->admit, memory_order_relaxed));
+			h = fp_mix(h, failing(be));
+		}
+	}
+	return h;
+}
+
 /*
  * Try the waiting connections again, oldest first, each from the start of
  * its preference list in the current table: those that find room connect,
@@ -2377,14 +2462,30 @@ void conn_idle_scan(struct worker *w)
  * failed connect is retried as conn_connect_done() retries while the
  * backend that failed still is failing(): not on that one, and rather
  * waiting on than trying those known to fail; the connect it starts is
- * counted as that failure's retry.
+ * counted as that failure's retry. Skipped unless kicked (w->queue_kick),
+ * a deadline came, queue_fingerprint() changed, or QUEUE_SAFETY_MS passed
+ * since the last walk (for what this misses: a kick's relaxed reads, a
+ * fingerprint's collision).
  */
 void conn_queue_run(struct worker *w)
 {
 	struct conn **pp = &w->queue_head, *c;
+	struct hlb_service *svcs[QUEUE_SVCS];
+	uint32_t n_svcs = w->n_queue_svcs;
+	uint64_t fp = queue_fingerprint(w);
 
-	w->queue_kick = false;
 	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
+	/* Nothing that could give a waiting client room changed, and none is
+	 * due: no walk, whatever the clients waiting. */
+	if (!w->queue_kick && fp == w->queue_fp && w->n_queue_svcs <= QUEUE_SVCS &&
+	    (int32_t)((uint32_t)w->now_ms - w->queue_first_until) < 0 &&
+	    w->now_ms < w->queue_walk_by)
+		return;
+	w->queue_kick = false;
+	w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
+	w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
+	memcpy(svcs, w->queue_svcs, sizeof(svcs));
+	w->n_queue_svcs = 0; /* those of the clients left waiting, below */
 	while ((c = *pp)) {
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
@@ -2404,6 +2505,10 @@ void conn_queue_run(struct worker *w)
 			c->retry_of = failed;
 			c->qprev = pp; /* with retry_of, where conn_connect() may write */
 			pp = &c->qnext; /* still no room */
+			if (w->n_queue_svcs == 0 ||
+			    (int32_t)(c->queued_until - w->queue_first_until) < 0)
+				w->queue_first_until = c->queued_until;
+			queue_svc_note(w, c->svc);
 			continue;
 		}
 		queue_unlink(w, pp);
@@ -2420,4 +2525,6 @@ void conn_queue_run(struct worker *w)
 			conn_fail_no_backend(w, c);
 		}
 	}
+	for (uint32_t i = 0; i < n_svcs && i < QUEUE_SVCS; i++)
+		hlb_service_unref(svcs[i]);
 }

@@ -880,6 +880,8 @@ static void *worker_main(void *arg)
 			if (!w->queue_head)
 				atomic_store_explicit(&w->queue_busy, false, memory_order_relaxed);
 		}
+		if (!w->queue_head && w->n_queue_svcs) /* its last clients left */
+			conn_queue_svcs_free(w);
 		if (w->draining && !w->n_conns && !w->listeners)
 			w->exiting = true;
 		/* Recvs waiting for a buffer while some are free: buffers came
@@ -912,6 +914,7 @@ static void *worker_main(void *arg)
 	else
 		io_uring_queue_exit(&w->ring);
 	bufring_free(w);
+	conn_queue_svcs_free(w);
 	conn_cache_free(w);
 	/* the lines of the connections closed by the drain */
 	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);

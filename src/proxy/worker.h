@@ -54,9 +54,12 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 /* send_bid of a half whose destination stopped reading: its data was moved
  * out of the pool into <priv> (see conn.c, "Spill") */
 #define BUF_PRIV 0xfffeu
-/* Connections waiting for room under a max_connections are tried again at
- * least this often (and at once when a slot frees on any worker). */
+/* Connections waiting for room under a max_connections: their queue is
+ * looked at this often, and tried again if something changed (and at once
+ * when a slot frees on any worker), see conn_queue_run(). */
 #define QUEUE_RETRY_MS 10
+#define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
+#define QUEUE_SVCS 8 /* services told apart in a worker's queue (struct worker) */
 /* a service's name and its NUL (the config allows 64 bytes) */
 #define HLB_SERVICE_NAME_SIZE 65
 /* listen(2)'s backlog of a service's sockets */
@@ -309,7 +312,18 @@ struct worker {
 	 * max_connections, NULL if none; read by conn_no_backend() right after */
 	struct hlb_backend *first_full;
 	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
-	uint64_t queue_next_ms; /* retry the queue by then anyway */
+	uint64_t queue_next_ms; /* look at the queue by then (conn_queue_run()) */
+	/* What the last walk of the queue saw, so that the next one is skipped
+	 * while nothing changed (conn_queue_run()): the services of the
+	 * clients waiting (a reference each; n_queue_svcs > QUEUE_SVCS: too
+	 * many to tell, walked every time), the fingerprint of their routing
+	 * state (queue_fingerprint()), the earliest deadline (worker clock,
+	 * queued_until) and the walk due anyway (QUEUE_SAFETY_MS). */
+	struct hlb_service *queue_svcs[QUEUE_SVCS];
+	uint32_t n_queue_svcs;
+	uint64_t queue_fp;
+	uint32_t queue_first_until;
+	uint64_t queue_walk_by;
 	uint32_t min_idle_ms;
 	uint64_t next_idle_scan;
 	unsigned close_epoch; /* hlb_close_epoch at the last scan */
@@ -493,6 +507,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
+void conn_queue_svcs_free(struct worker *w);
 uint32_t conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);
 uint64_t conn_reset_all(struct worker *w, int err);
