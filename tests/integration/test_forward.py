@@ -2275,10 +2275,13 @@ def connection_rate_raised():
         check(lb.wait(lambda: lb.service()["connections"]["rate_pauses"] >= workers // 2,
                       step=0.01) is not None,
               f"workers paused for the rate: {lb.service()['connections']}")
-        # the clients answered so far: each accepted at 1 a second, owed from t_start on
-        ready, _, _ = select.select(socks, [], [], 0)
-        answered = [s.recv(64) for s in ready]
-        waiting = [s for s in socks if s not in ready]
+        # the clients answered so far (their greetings in by the first twelve, or 3 s):
+        # each accepted at 1 a second, owed from t_start on
+        answered, waiting, end = [], list(socks), time.monotonic() + 3
+        while len(answered) < 12 and time.monotonic() < end:
+            ready, _, _ = select.select(waiting, [], [], 0.1)
+            answered += [s.recv(64) for s in ready]
+            waiting = [s for s in waiting if s not in ready]
         lb.rewrite(config(BACKENDS, workers=workers, extra="max_connection_rate: 1000"))
         rc, so, se = lb.ctl("reload")
         t0 = time.monotonic()
