@@ -744,15 +744,19 @@ def connect(addr, src=None, timeout=5):
 
 
 
-def clients_at_once(addr, n):
-    """<n> clients connecting to <addr> at once (non-blocking sockets, no wait)."""
+def clients_at_once(addr, n, first_ip=None):
+    """<n> clients connecting to <addr> at once (non-blocking sockets, no wait); with
+    <first_ip>, each from its own address, client_ip(first_ip + i)."""
     socks = []
-    for _ in range(n):
+    for i in range(n):
         s = socket.socket()
+        if first_ip is not None:
+            s.bind((client_ip(first_ip + i), 0))
         s.setblocking(False)
         s.connect_ex(addr)
         socks.append(s)
     return socks
+
 
 def read_line(s):
     buf = b""

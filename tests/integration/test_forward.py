@@ -2221,13 +2221,7 @@ def connection_rate():
     check(rc == 0, f"reload to a rate of {rate}: {se}")
     probes = each_worker_took_one(lb, 6500)
     t0 = time.monotonic()
-    socks = []
-    for i in range(n):
-        s = socket.socket()
-        s.bind((client_ip(7000 + i), 0))
-        s.setblocking(False)
-        s.connect_ex(lb.addr)
-        socks.append(s)
+    socks = clients_at_once(lb.addr, n, first_ip=7000)
     got = first_answers(socks, t0, 30)
     times = sorted(t for t, _ in got)
     check(len(got) == n and all(line.endswith(b"\n") for _, line in got),
@@ -2265,13 +2259,7 @@ def connection_rate_raised():
         lb = Lb(config(BACKENDS, workers=workers, extra="max_connection_rate: 1"),
                 args=("--admin", "127.0.0.1:0"))
         t_start = time.monotonic()
-        socks = []
-        for i in range(n):
-            s = socket.socket()
-            s.bind((client_ip(7200 + i), 0))
-            s.setblocking(False)
-            s.connect_ex(lb.addr)
-            socks.append(s)
+        socks = clients_at_once(lb.addr, n, first_ip=7200)
         check(lb.wait(lambda: lb.service()["connections"]["rate_pauses"] >= workers // 2,
                       step=0.01) is not None,
               f"workers paused for the rate: {lb.service()['connections']}")
