@@ -974,6 +974,44 @@ def queued_clients_cost_nothing_while_waiting():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_handed_on_at_once():
+    """Clients waiting in the queue for a backend at its max_connections: each one served and
+    gone, the next is served at once, not at the queue's next walk due anyway: 16 handed on in
+    a row all get the backend within a queue timeout of 10 s (each hand-on taking
+    milliseconds). The queue is walked only when something could give a client room: a slot
+    that frees kicks it (conn_unclaim()). Without that kick each one waited for the walk due
+    every second (QUEUE_SAFETY_MS), the later ones past their timeout."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    n = 16
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="timeouts:\n  queue: 10s", workers=1))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "the first client within the cap")
+    waiting = [connect(lb.addr, client_ip(2 + i)) for i in range(n)]
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == n), f"{n} clients wait")
+    holder.close()
+    served = 0
+    for s in waiting:  # one worker: served in the order they came
+        s.settimeout(30)  # a hang guard: their queue timeout ends them long before
+        try:
+            got = read_line(s)
+        except OSError as e:
+            got = repr(e)
+        if got != "a":
+            break
+        served += 1
+        s.close()  # its slot frees: the next one's turn
+    check(served == n, f"each of {n} waiting clients served as the one before left: {served} "
+          f"were, the next got {got!r} (queue timeouts: "
+          f"{metric_sum(lb, 'hashlb_service_queue_timeouts_total'):.0f})")
+    for s in waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_clients_of_a_removed_service():
     """Clients waiting in the queue of a service that a reload removes (here renamed) are
     closed at once as no_backend, so that they reconnect to the new service: the removed
@@ -1018,5 +1056,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_after_a_refusal,
            queued_when_full_then_refused,
            queued_clients_that_leave, queued_clients_leaving_newest_first,
-           queued_clients_cost_nothing_while_waiting,
+           queued_clients_cost_nothing_while_waiting, queued_clients_handed_on_at_once,
            queued_clients_of_a_removed_service, source_address])
