@@ -60,6 +60,10 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 #define QUEUE_RETRY_MS 10
 #define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
 #define QUEUE_SVCS 8 /* services told apart in a worker's queue (struct worker) */
+/* A client's walk tries up to this many backends (CONN_TRIED_MAX): a queue
+ * whose services have more backends than that per client waiting is walked,
+ * not fingerprinted (conn_queue_run()) */
+#define QUEUE_FP_PER_CLIENT 32
 /* a service's name and its NUL (the config allows 64 bytes) */
 #define HLB_SERVICE_NAME_SIZE 65
 /* listen(2)'s backlog of a service's sockets */
@@ -322,6 +326,7 @@ struct worker {
 	struct hlb_service *queue_svcs[QUEUE_SVCS];
 	uint32_t n_queue_svcs;
 	uint64_t queue_fp;
+	uint32_t queue_n; /* the clients in the queue */
 	uint32_t queue_first_until;
 	uint64_t queue_walk_by;
 	uint32_t min_idle_ms;
