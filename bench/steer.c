@@ -5,6 +5,9 @@
  * the same process on the same packets:
  *
  *   established: one flow's packet repeated (a conntrack hit each time);
+ *   established, far VIP: the same, to a VIP stored HLB_STEER_VIP_PROBES - 1
+ *                slots past its home slot, behind 7 VIPs of the same home
+ *                (the most the VIP table allows): the VIP match's worst case;
  *   new flow:    the program loaded with bench_new_flows, which XORs a
  *                counter into the source address so that every repeat is a
  *                flow never seen (conntrack miss, VIP lookup, table hash and
@@ -69,9 +72,41 @@ static void line(const char *what, double ns, double ref, double target, double 
 	       what, ns, lo, hi, ns / ref, ns - ref, target, ns <= target ? "met" : "NOT met");
 }
 
-static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct hashlb_table *t)
+/*
+ * <vips> (ADDR:PORT strings, buffers of 24) set to 10.0.0.10:80 behind
+ * HLB_STEER_VIP_PROBES - 1 other ports of that address with the same home
+ * slot, so that the loader, placing keys in order, puts port 80 the farthest
+ * from its home a key may be. The address's port-0 marker must not land in
+ * that window. Returns how many VIPs.
+ */
+static uint32_t far_vips(char (*vips)[24])
 {
-	static const char *const vips[] = { "10.0.0.10:80" };
+	uint8_t addr[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 10 };
+	uint64_t a0, a1;
+	uint32_t home, marker, n = 0;
+
+	memcpy(&a0, addr, 8);
+	memcpy(&a1, addr + 8, 8);
+	home = hlb_steer_vip_hash(a0, a1, htons(80));
+	marker = hlb_steer_vip_hash(a0, a1, 0);
+	if ((marker - home) % HLB_STEER_VIP_SLOTS < HLB_STEER_VIP_PROBES) {
+		fprintf(stderr, "far VIP: the marker lands in the window\n");
+		exit(1);
+	}
+	for (uint32_t port = 81; port < 65536 && n < HLB_STEER_VIP_PROBES - 1; port++)
+		if (hlb_steer_vip_hash(a0, a1, htons((uint16_t)port)) == home)
+			snprintf(vips[n++], 24, "10.0.0.10:%u", port);
+	snprintf(vips[n++], 24, "10.0.0.10:80");
+	return n;
+}
+
+static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct hashlb_table *t,
+				 bool far)
+{
+	static const char *const one[] = { "10.0.0.10:80" };
+	char buf[HLB_STEER_VIP_PROBES][24];
+	const char *vips[HLB_STEER_VIP_PROBES];
+	uint32_t n = 1;
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
 				       .flows = flows,
 				       .bench_new_flows = new_flows };
@@ -82,7 +117,13 @@ static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct ha
 		fprintf(stderr, "loading: %s\n", err.msg);
 		exit(err.reason == HASHLB_ERR_SYSTEM && geteuid() ? 77 : 1);
 	}
-	test_set_vips(s, vips, 1);
+	vips[0] = one[0];
+	if (far) {
+		n = far_vips(buf);
+		for (uint32_t i = 0; i < n; i++)
+			vips[i] = buf[i];
+	}
+	test_set_vips(s, vips, n);
 	test_publish(s, t, HASHLB_KEY_SRC_IP, NULL);
 	return s;
 }
@@ -101,7 +142,7 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-enum path { P_REF, P_EST, P_MAG, P_RING, P_MAX };
+enum path { P_REF, P_EST, P_FAR, P_MAG, P_RING, P_MAX };
 
 int main(int argc, char **argv)
 {
@@ -110,12 +151,13 @@ int main(int argc, char **argv)
 	static const char *const what[P_MAX] = {
 		[P_REF] = "reference: XDP_PASS",
 		[P_EST] = "established flow (conntrack hit)",
+		[P_FAR] = "established, VIP 7 slots past home",
 		[P_MAG] = "new flow, Maglev M=65537",
 		[P_RING] = "new flow, ring 10 x 160 points",
 	};
 	double ns[P_MAX][ROUNDS], med[P_MAX], lo[P_MAX], hi[P_MAX];
 	struct hashlb_table *mag, *ring;
-	struct hashlb_steer *est, *fresh_mag, *fresh_ring;
+	struct hashlb_steer *est, *far, *fresh_mag, *fresh_ring;
 	struct test_pkt p = { 0 };
 	int fd[P_MAX];
 	uint8_t frame[256];
@@ -124,9 +166,10 @@ int main(int argc, char **argv)
 
 	mag = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 10, NULL);
 	ring = test_table(HASHLB_SCHEME_RING, 1, names, 10, NULL);
-	est = load(false, flows, mag);
-	fresh_mag = load(true, flows, mag);
-	fresh_ring = load(true, flows, ring);
+	est = load(false, flows, mag, false);
+	far = load(false, flows, mag, true);
+	fresh_mag = load(true, flows, mag, false);
+	fresh_ring = load(true, flows, ring, false);
 
 	test_v4(p.src, 0xc0000201);
 	test_v4(p.dst, 0x0a00000a);
@@ -137,10 +180,12 @@ int main(int argc, char **argv)
 	len = test_build(&p, frame);
 	fd[P_REF] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_PASS);
 	fd[P_EST] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_XDP);
+	fd[P_FAR] = hashlb_steer_prog_fd(far, HASHLB_STEER_PROG_XDP);
 	fd[P_MAG] = hashlb_steer_prog_fd(fresh_mag, HASHLB_STEER_PROG_XDP);
 	fd[P_RING] = hashlb_steer_prog_fd(fresh_ring, HASHLB_STEER_PROG_XDP);
 
 	ns_repeat(fd[P_EST], frame, len, 1); /* the flow's first packet */
+	ns_repeat(fd[P_FAR], frame, len, 1);
 	/* Fill the conntrack tables first (twice their size in new flows):
 	 * every insert measured then evicts, as a busy balancer's do. */
 	ns_repeat(fd[P_MAG], frame, len, 2 * ct_entries(fresh_mag));
@@ -160,11 +205,19 @@ int main(int argc, char **argv)
 		med[k] = median(ns[k], ROUNDS);
 	}
 
+	/* every repeat to the far VIP steered, none passed: it was matched */
+	struct hlb_steer_stats st;
+
+	if (hashlb_steer_stats(far, &st) < 0 || st.passed || st.packets != per_round * ROUNDS + 1) {
+		fprintf(stderr, "far VIP: its packets were not steered\n");
+		return 1;
+	}
 	printf("kernel steering, ns per packet measured by BPF_PROG_TEST_RUN: %d interleaved rounds\n"
 	       "of repeat=%u each, median (range); 10 backends, key src-ip, 64-byte payload\n",
 	       ROUNDS, per_round);
 	printf("  %-34s %7.1f ns (%.0f-%.0f)\n", what[P_REF], med[P_REF], lo[P_REF], hi[P_REF]);
 	line(what[P_EST], med[P_EST], med[P_REF], 50, lo[P_EST], hi[P_EST]);
+	line(what[P_FAR], med[P_FAR], med[P_REF], 50, lo[P_FAR], hi[P_FAR]);
 	line(what[P_MAG], med[P_MAG], med[P_REF], 150, lo[P_MAG], hi[P_MAG]);
 	line(what[P_RING], med[P_RING], med[P_REF], 150, lo[P_RING], hi[P_RING]);
 	printf("  new flow = conntrack miss + VIP match + table hash and lookup + conntrack insert\n"
@@ -175,6 +228,7 @@ int main(int argc, char **argv)
 	       "       or: build/bench/hashlb-bench-steer %u %u\n",
 	       runs, flows);
 	hashlb_steer_free(est);
+	hashlb_steer_free(far);
 	hashlb_steer_free(fresh_mag);
 	hashlb_steer_free(fresh_ring);
 	hashlb_table_free(mag);

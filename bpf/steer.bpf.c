@@ -218,19 +218,15 @@ static __always_inline int vip_eq(const struct hlb_steer_vip *v, __u64 a0, __u64
 	return (v->flags & HLB_STEER_VIP_F_VALID) && v->port == port && va[0] == a0 && va[1] == a1;
 }
 
-/* The index in hlb_vips (half <vh>) of (<a0><a1>, <port>), or -1. */
-static __always_inline int vip_find(__u32 vh, __u64 a0, __u64 a1, __be16 port)
+/* The index in hlb_vips (half <vh>) of (<a0><a1>, <port>) among the slots
+ * after its home <home>, the first <n> - 1 of them (<n>: the home's probe
+ * count), or -1. */
+static __always_inline int vip_probe(__u32 vh, __u32 home, __u32 n, __u64 a0, __u64 a1, __be16 port)
 {
-	__u32 home = hlb_steer_vip_hash(a0, a1, port), k = vh * HLB_STEER_VIP_SLOTS + home;
-	struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &k);
-	__u32 n;
+	struct hlb_steer_vip *v;
+	__u32 k;
 	int i;
 
-	if (!v)
-		return -1;
-	n = v->probes;
-	if (n && vip_eq(v, a0, a1, port))
-		return (int)home;
 #pragma unroll
 	for (i = 1; i < HLB_STEER_VIP_PROBES; i++) {
 		__u32 idx = (home + i) & (HLB_STEER_VIP_SLOTS - 1);
@@ -243,6 +239,37 @@ static __always_inline int vip_find(__u32 vh, __u64 a0, __u64 a1, __be16 port)
 			return (int)idx;
 	}
 	return -1;
+}
+
+/* The index in hlb_vips (half <vh>) of (<a0><a1>, <port>), or -1. */
+static __always_inline int vip_find(__u32 vh, __u64 a0, __u64 a1, __be16 port)
+{
+	__u32 home = hlb_steer_vip_hash(a0, a1, port), k = vh * HLB_STEER_VIP_SLOTS + home;
+	struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &k);
+	__u32 n;
+
+	if (!v)
+		return -1;
+	n = v->probes;
+	if (n && vip_eq(v, a0, a1, port))
+		return (int)home;
+	return vip_probe(vh, home, n, a0, a1, port);
+}
+
+/* Whether slot <idx> of hlb_vips (half <vh>), one of the <n> - 1 after home
+ * slot <home>, holds (<a0><a1>, <port>): one lookup, where vip_probe()
+ * makes up to HLB_STEER_VIP_PROBES - 1. */
+static __always_inline int vip_at(__u32 vh, __u32 home, __u32 n, __u32 idx, __u64 a0, __u64 a1,
+				  __be16 port)
+{
+	__u32 d = (idx - home) & (HLB_STEER_VIP_SLOTS - 1), k;
+	struct hlb_steer_vip *v;
+
+	if (d == 0 || d >= n)
+		return 0;
+	k = vh * HLB_STEER_VIP_SLOTS + idx;
+	v = bpf_map_lookup_elem(&hlb_vips, &k);
+	return v && vip_eq(v, a0, a1, port);
 }
 
 /* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
@@ -525,12 +552,21 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	 * tag another VIP's flow shares by chance takes a way of its own, and
 	 * the flows of a VIP no longer served are passed without the loader
 	 * touching them (its index is nobody's, or another VIP's).
+	 *
+	 * The home slot first: nothing there (no key of that home) is no VIP,
+	 * the key there is the VIP. A VIP stored past its home (keys of one
+	 * home in a row, up to HLB_STEER_VIP_PROBES) is not probed for on
+	 * every packet: an established flow's entry names its slot, which
+	 * one lookup confirms (vip_at), where the probe cost up to 7 more
+	 * (docs/steering.md, figures). Only a packet whose tag no way holds
+	 * probes: a new flow, or one that is no VIP's.
 	 */
 	__u32 zero = 0, *activep = bpf_map_lookup_elem(&hlb_active, &zero);
 	__be16 dport = (__be16)(kw[4] >> 16);
 	const __u64 *dst = &kw[2];
-	__u32 active, vh, w, way = HLB_STEER_CT_WAYS;
+	__u32 active, vh, w, way = HLB_STEER_CT_WAYS, home, probes, k;
 	int resched = 0, vip;
+	struct hlb_steer_vip *hv;
 	__u64 e = 0;
 
 	if (!activep)
@@ -539,16 +575,20 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	vh = vip_half(active);
 	if (dport == 0)
 		return pass(st);
-	vip = vip_find(vh, dst[0], dst[1], dport);
-	if (vip < 0)
+	home = hlb_steer_vip_hash(dst[0], dst[1], dport);
+	k = vh * HLB_STEER_VIP_SLOTS + home;
+	hv = bpf_map_lookup_elem(&hlb_vips, &k);
+	probes = hv ? hv->probes : 0;
+	if (!probes)
+		return pass(st);
+	vip = vip_eq(hv, dst[0], dst[1], dport) ? (int)home : -1;
+	if (vip < 0 && probes < 2)
 		return pass(st);
 
 	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4], ct_seed);
 	__u32 bi = (__u32)h & ct_mask, tag = (__u32)(h >> HLB_STEER_CT_TAG_SHIFT);
 	__u32 ext = (__u32)(h >> HLB_STEER_CT_EXT_SHIFT) & HLB_STEER_CT_EXT_MASK;
 	__u32 now = (__u32)(bpf_jiffies64() >> HLB_STEER_CT_TICK_SHIFT) & 0xffff;
-	/* The entry's bits above the incarnation: tag, VIP. */
-	__u64 key = (__u64)tag << (HLB_STEER_CT_TAG_SHIFT - HLB_STEER_CT_VIP_SHIFT) | (__u32)vip;
 	struct hlb_steer_ct_bucket *b = bpf_map_lookup_elem(&hlb_ct, &bi);
 	struct hlb_steer_backend *be;
 
@@ -556,11 +596,23 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		return drop(st, HLB_STEER_DROP_TABLE);
 #pragma unroll
 	for (w = 0; w < HLB_STEER_CT_WAYS; w++) {
+		__u32 ev;
+
 		e = b->way[w];
-		if (e && e >> HLB_STEER_CT_VIP_SHIFT == key) {
+		if (!e || (__u32)(e >> HLB_STEER_CT_TAG_SHIFT) != tag)
+			continue;
+		ev = (__u32)(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff;
+		if (vip >= 0 ? ev == (__u32)vip
+			     : vip_at(vh, home, probes, ev, dst[0], dst[1], dport)) {
+			vip = (int)ev;
 			way = w;
 			break;
 		}
+	}
+	if (vip < 0) {
+		vip = vip_probe(vh, home, probes, dst[0], dst[1], dport);
+		if (vip < 0)
+			return pass(st);
 	}
 	if (way < HLB_STEER_CT_WAYS) {
 		be = kept_backend(e);

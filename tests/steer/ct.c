@@ -14,7 +14,8 @@
  * forwards a packet that is not for the VIP the entry names; removing one
  * VIP passes its flows and leaves another VIP's flows on their backends;
  * the VIP table holds 16 VIPs (32 keys), and a VIP keeps its slot while the
- * set around it changes, even one placed past its home slot; and with far
+ * set around it changes, even one placed past its home slot, whose flows go by
+ * their entry's VIP index; and with far
  * more flows than entries, through table changes and a backend going down,
  * no packet is ever sent to a down backend.
  */
@@ -861,6 +862,26 @@ static uint32_t vip_home(const struct test_pkt *p)
 	return hlb_steer_vip_hash(a0, a1, htons(p->dport));
 }
 
+/* <port>[0] and the next two ports after it of address <addr> with the same
+ * home slot in <port>[1..2]; that home. */
+static uint32_t ports_of_home(uint32_t addr, uint16_t port[3])
+{
+	struct test_pkt p = { 0 };
+	uint32_t home;
+	int found = 1;
+
+	test_v4(p.dst, addr);
+	p.dport = port[0];
+	home = vip_home(&p);
+	for (uint32_t q = port[0] + 1u; q < 65535 && found < 3; q++) {
+		p.dport = (uint16_t)q;
+		if (vip_home(&p) == home)
+			port[found++] = (uint16_t)q;
+	}
+	CHECK(found == 3, "no three ports with one home slot");
+	return home;
+}
+
 /* 8. Three ports of one address with the same home slot: the second is
  * placed past the first. The first removed and the third added, the second
  * keeps its slot (a layout made anew from the list, which names it first,
@@ -876,21 +897,12 @@ static void vip_probing(struct hashlb_steer *s)
 	struct hashlb_table *t6 = build(HASHLB_SCHEME_MAGLEV, six, 6, NULL);
 	uint16_t port[3] = { 1000, 0, 0 };
 	char n[3][32];
-	struct test_pkt p = { 0 }, f[PER];
+	struct test_pkt f[PER];
 	const char *first[PER];
-	uint32_t bad = 0, moved = 0, home;
+	uint32_t bad = 0, moved = 0;
 	uint64_t rng = 59;
-	int found = 1;
 
-	test_v4(p.dst, 0x0a030001);
-	p.dport = port[0];
-	home = vip_home(&p);
-	for (uint32_t q = 1001; q < 65535 && found < 3; q++) {
-		p.dport = (uint16_t)q;
-		if (vip_home(&p) == home)
-			port[found++] = (uint16_t)q;
-	}
-	CHECK(found == 3, "no three ports with one home slot");
+	ports_of_home(0x0a030001, port);
 	for (int i = 0; i < 3; i++)
 		snprintf(n[i], sizeof(n[i]), "10.3.0.1:%u", port[i]);
 	const char *set_a[] = { n[0], n[1] }, *set_b[] = { n[1], n[2] };
@@ -922,6 +934,96 @@ static void vip_probing(struct hashlb_steer *s)
 	       moved);
 	hashlb_table_free(t5);
 	hashlb_table_free(t6);
+}
+
+/*
+ * 8b. A VIP stored past its home slot: its established flows are matched by
+ * the entry's VIP index, which one lookup confirms (the program no longer
+ * probes for the VIP on every packet). The entry of a flow to it goes by
+ * that entry; one with its tag that names the VIP at the home slot (another
+ * port) does not, the flow is scheduled by the table; and a packet to a port
+ * of the same home that is no VIP, an entry with its tag naming the far
+ * VIP's index, is passed.
+ */
+static void vip_far_entry(struct hashlb_steer *s)
+{
+	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, abcde, 5, NULL);
+	struct test_pkt f, g, nv;
+	struct hlb_steer_ct_bucket bk;
+	struct hlb_steer_stats st0, st1;
+	uint16_t port[3] = { 2000, 0, 0 };
+	uint32_t home, vfar, bf;
+	uint64_t rng = 61, ef = 0, eg = 0;
+	char n[2][32];
+	int x, y, got, w;
+
+	home = ports_of_home(0x0a030002, port);
+	snprintf(n[0], sizeof(n[0]), "10.3.0.2:%u", port[0]);
+	snprintf(n[1], sizeof(n[1]), "10.3.0.2:%u", port[1]);
+	const char *vips[] = { n[0], n[1] };
+
+	test_set_vips(s, vips, 2);
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	/* f and g to the far VIP, on two backends */
+	flow_init(&f, &rng, 0x0a030002);
+	f.dport = port[1];
+	CHECK(send_pkt(&f, &x) == XDP_TX_, "a new flow of the VIP past its home not forwarded");
+	do {
+		flow_init(&g, &rng, 0x0a030002);
+		g.dport = port[1];
+		CHECK(send_pkt(&g, &y) == XDP_TX_,
+		      "a new flow of the VIP past its home not forwarded");
+	} while (y == x);
+	bf = bucket_of(&f);
+	bucket_read(bf, &bk);
+	w = way_of(&bk, &f);
+	CHECK(w >= 0, "no entry for the far VIP's flow");
+	ef = w >= 0 ? bk.way[w] : 0;
+	vfar = (uint32_t)(ef >> HLB_STEER_CT_VIP_SHIFT) & 0xff;
+	CHECK(vfar != home, "the second VIP of one home is at its home slot: the test proves "
+			    "nothing");
+	bucket_read(bucket_of(&g), &bk);
+	if (way_of(&bk, &g) >= 0)
+		eg = bk.way[way_of(&bk, &g)];
+	st0 = stats(s);
+	CHECK(send_pkt(&f, &got) == XDP_TX_ && got == x, "the far VIP's flow moved: %d, was %d",
+	      got, x);
+	st1 = stats(s);
+	CHECK(st1.ct_hits - st0.ct_hits == 1 && st1.new_flows == st0.new_flows,
+	      "the far VIP's established flow was not a conntrack hit");
+
+	/* f's way names g's backend: by its VIP's index, it goes there */
+	bucket_read(bf, &bk);
+	bk.way[w] = (ef & ~0xffffffffull) | (eg & 0x00ffffffull) |
+		    (uint64_t)vfar << HLB_STEER_CT_VIP_SHIFT;
+	bucket_write(bf, &bk);
+	CHECK(send_pkt(&f, &got) == XDP_TX_ && got == y,
+	      "an entry naming the far VIP's index was not followed: %d, want %d", got, y);
+	/* ... by the index of the VIP at the home slot: not f's, scheduled */
+	bucket_read(bf, &bk);
+	bk.way[w] = (ef & ~0xffffffffull) | (eg & 0x00ffffffull) |
+		    (uint64_t)home << HLB_STEER_CT_VIP_SHIFT;
+	bucket_write(bf, &bk);
+	st0 = stats(s);
+	CHECK(send_pkt(&f, &got) == XDP_TX_ && got == x,
+	      "an entry naming the home slot's VIP sent the far VIP's flow to %d, want %d", got, x);
+	st1 = stats(s);
+	CHECK(st1.new_flows - st0.new_flows == 1, "that flow was not scheduled anew");
+
+	/* a port of that home that is no VIP, its tag in a way naming the far VIP */
+	flow_init(&nv, &rng, 0x0a030002);
+	nv.dport = port[2];
+	bucket_read(bucket_of(&nv), &bk);
+	bk.way[0] = (uint64_t)tag_of(&nv) << HLB_STEER_CT_TAG_SHIFT | (eg & 0x00ffffffull) |
+		    (uint64_t)vfar << HLB_STEER_CT_VIP_SHIFT;
+	bucket_write(bucket_of(&nv), &bk);
+	CHECK(send_pkt(&nv, &got) == XDP_PASS_,
+	      "a packet to a port that is no VIP was forwarded by an entry naming a VIP");
+	printf("VIP past its home: its flows go by their entry's VIP index (slot %u, home %u); "
+	       "an entry naming another VIP, or a port that is none, not followed\n",
+	       vfar, home);
+	hashlb_table_free(t);
 }
 
 /* 7. Far more flows than entries, rounds of all of them, a table change and
@@ -1041,6 +1143,7 @@ int main(void)
 	vip_removal(s);
 	vip_table(s);
 	vip_probing(s);
+	vip_far_entry(s);
 	hashlb_steer_free(s);
 	hashlb_table_free(t);
 	return test_failures ? 1 : 0;
