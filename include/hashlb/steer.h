@@ -86,20 +86,25 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 
 /*
  * Open the maps of the hashlb program attached to <iface> (by another
- * process) to read its counters or update its table. Freeing the handle
- * detaches nothing, unless told not to keep (hashlb_steer_set_keep()).
- * -ENOENT if none is attached.
+ * process) in <mode> to read its counters or update its table: AUTO takes
+ * the one at whichever hook holds one, HASHLB_STEER_XDP_NATIVE the one at
+ * the XDP hook (native or generic), another mode that one only. Freeing the
+ * handle detaches nothing, unless told not to keep (hashlb_steer_set_keep()).
+ * -ENOENT if none is attached (in <mode>); -ENOTUNIQ with AUTO if one is at
+ * the XDP hook and one at tc, <err> naming both.
  */
-int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err);
+int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err);
 
 /*
  * hashlb_steer_find(), for a program that no process drives any more: one
  * whose hashlb was killed (SIGKILL, a crash) or a hashlb steer --keep that
  * exited. -EBUSY if another process holds its maps open (a live hashlb
- * drives it), -ENOENT if no hashlb program is attached to <iface>.
+ * drives it), -ENOENT if no hashlb program is attached to <iface> (in
+ * <mode>), -ENOTUNIQ if two are (AUTO).
  */
-int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer,
-		       struct hashlb_error *err);
+int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
+		       struct hashlb_steer **ret_steer, struct hashlb_error *err);
 
 /*
  * Whether hashlb_steer_free() leaves the program attached. Opened handles
@@ -167,12 +172,13 @@ int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const c
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
 
-/* Detach hashlb's program from <iface> (told by name, as hashlb_steer_find()):
+/* Detach hashlb's program from <iface> in <mode> (told as hashlb_steer_find()
+ * tells it: -ENOTUNIQ with AUTO if there are two, and neither is detached):
  * -ENOENT if none; someone else's is left attached; -EBUSY if a live
  * hashlb run drives it (hashlb_steer_set_daemon(), its maps held open), or
  * the live process that attached it without keep (a foreground hashlb
  * steer) will detach it itself. */
-int hashlb_steer_detach(const char *iface, struct hashlb_error *err);
+int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct hashlb_error *err);
 
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,

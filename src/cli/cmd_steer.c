@@ -30,10 +30,11 @@ static void usage(FILE *f)
 		"\n"
 		"SYNOPSIS\n"
 		"  hashlb steer -i IFACE --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
-		"  hashlb steer -i IFACE --update --vip ADDR:PORT... -b BACKEND... [OPTIONS]\n"
+		"  hashlb steer -i IFACE --update [--mode MODE] --vip ADDR:PORT... -b BACKEND...\n"
+		"               [OPTIONS]\n"
 		"  hashlb steer -c FILE [--service NAME] [-i IFACE] [--update] [OPTIONS]\n"
-		"  hashlb steer -i IFACE --stats [--json]\n"
-		"  hashlb steer -i IFACE --detach\n"
+		"  hashlb steer -i IFACE --stats [--mode MODE] [--json]\n"
+		"  hashlb steer -i IFACE --detach [--mode MODE]\n"
 		"\n"
 		"DESCRIPTION\n"
 		"  Attaches hashlb's BPF program to IFACE. TCP packets arriving there for a\n"
@@ -76,7 +77,10 @@ static void usage(FILE *f)
 		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
 		"                             1..128 (default 128), as hash_prefix.ipv6\n"
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
-		"                             generic; tc on a veth), xdp, xdp-generic or tc\n"
+		"                             generic; tc on a veth), xdp, xdp-generic or tc;\n"
+		"                             with --update, --stats, --detach: the program at\n"
+		"                             that hook (xdp: native or generic), needed when\n"
+		"                             one is at the XDP hook and one at tc\n"
 		"      --flows N              connection-tracking entries, 1..402653184 (default\n"
 		"                             65536, or -c's steering_flows; sets of 6, least\n"
 		"                             recently seen evicted)\n"
@@ -125,11 +129,11 @@ static void usage(FILE *f)
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
 		"  hashlb was built without kernel steering (said before a MAC is looked\n"
 		"  for), the kernel refuses, a backend has no MAC, no program is\n"
-		"  attached),\n");
+		"  attached, or two are and --mode names neither),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  Among them: a malformed -b SPEC, an option that the action does not\n"
-		"  take (--json without --stats, --mode with --update, --vip with\n"
+		"  take (--json without --stats, --keep with --update, --vip with\n"
 		"  --detach), two actions at once (--stats --update), a --down,\n"
 		"  --drain or --service name that names nothing.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
@@ -390,7 +394,7 @@ static int steer_publish(struct steer_args *a)
 
 	a->opts.iface = a->iface;
 	if (a->action == ACT_UPDATE)
-		ret = hashlb_steer_find(a->iface, &s, &err);
+		ret = hashlb_steer_find(a->iface, a->opts.mode, &s, &err);
 	else
 		ret = hashlb_steer_open(&a->opts, t, &s, &err);
 	if (ret < 0)
@@ -457,7 +461,7 @@ static int steer_stats(struct steer_args *a)
 	struct hlb_steer_stats st;
 	int ret;
 
-	ret = hashlb_steer_find(a->iface, &s, &err);
+	ret = hashlb_steer_find(a->iface, a->opts.mode, &s, &err);
 	if (ret < 0) {
 		cli_print_error(&err);
 		return 1;
@@ -729,8 +733,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			if (cli_parse_prefix_len(name, optarg, opt == 0x20e, &a->prefix) < 0)
 				goto usage;
 			break;
-		case 0x202:
-			attach_opt = "--mode";
+		case 0x202: /* attaching: how; the others: which program */
 			if (hashlb_steer_mode_parse(optarg, &a->opts.mode) < 0 ||
 			    a->opts.mode == HASHLB_STEER_LOAD_ONLY) {
 				cli_bad_value(name, optarg, "auto, xdp, xdp-generic or tc");
@@ -954,7 +957,7 @@ int cmd_steer(int argc, char **argv)
 	case ACT_DETACH: {
 		struct hashlb_error err = { 0 };
 
-		ret = hashlb_steer_detach(a.iface, &err) < 0 ? 1 : 0;
+		ret = hashlb_steer_detach(a.iface, a.opts.mode, &err) < 0 ? 1 : 0;
 		if (ret)
 			cli_print_error(&err);
 		else

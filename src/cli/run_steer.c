@@ -352,6 +352,39 @@ static void refresh_arm(struct run_steer *rs, const char *name)
 	}
 }
 
+/*
+ * Into <e>->steer, the program on <iface> to take over: the replaced
+ * hashlb's (an upgrade), or one no process drives (adopt). Of two, one at
+ * the XDP hook and one at tc (another process attached one by hand, or an
+ * older hashlb did not refuse it), the XDP one, which sees every packet
+ * first: the tc one is logged, for the operator to detach (before, it was
+ * taken without a word, as hashlb steer took it). Refused, neither would
+ * be driven, and both would go on steering with their last tables.
+ * Returns 0 or -errno as hashlb_steer_find() and hashlb_steer_adopt().
+ */
+static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *iface,
+		     struct hashlb_error *err)
+{
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
+	enum hashlb_steer_mode mode = HASHLB_STEER_AUTO;
+	int ret;
+
+	for (int i = 0; i < 2; i++) {
+		ret = rs->upgrade ? hashlb_steer_find(iface, mode, &e->steer, err)
+				  : hashlb_steer_adopt(iface, mode, &e->steer, err);
+		if (ret != -ENOTUNIQ || mode != HASHLB_STEER_AUTO)
+			return ret;
+		hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
+			"service=%s interface=%s error=%s reason=\"the one at the XDP hook, which "
+			"sees every packet first, is taken over; the tc one sees what it passes: "
+			"hashlb steer -i IFACE --mode tc --detach removes it\"",
+			e->name, hlb_log_quote(iface, qi, sizeof(qi)),
+			hlb_log_quote(err->msg, q, sizeof(q)));
+		mode = HASHLB_STEER_XDP_NATIVE;
+	}
+	return ret;
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -401,8 +434,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* The replaced hashlb's program (an upgrade), or one whose
 		 * process is gone (killed, crashed): taken over, its flows stay
 		 * where they are. Never one a live process drives. */
-		ret = rs->upgrade ? hashlb_steer_find(o.iface, &e->steer, &err)
-				  : hashlb_steer_adopt(o.iface, &e->steer, &err);
+		ret = take_over(rs, e, o.iface, &err);
 
 		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);

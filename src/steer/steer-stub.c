@@ -20,12 +20,14 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
-int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
-int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
+		       struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
@@ -59,7 +61,7 @@ void hashlb_steer_free(struct hashlb_steer *s)
 {
 }
 
-int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
+int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }

@@ -311,7 +311,8 @@ static int attach_tc(struct hashlb_steer *s, struct hashlb_error *err)
 	return 0;
 }
 
-static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode);
+static uint32_t attached_progs(int ifindex, enum hashlb_steer_mode want, uint32_t ret_id[2],
+			       enum hashlb_steer_mode ret_mode[2]);
 
 /*
  * An explicit mode tries that one only. AUTO tries native XDP (not on a
@@ -326,17 +327,17 @@ static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *
 static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
-	enum hashlb_steer_mode found;
-	uint32_t id;
+	enum hashlb_steer_mode found[2];
+	uint32_t id[2];
 	int ret;
 
 	/* hashlb's program on the other hook would split the interface between
 	 * two tables: XDP takes every packet before tc sees it. */
-	if (attached_prog(s->ifindex, &id, &found) == 0)
+	if (attached_progs(s->ifindex, HASHLB_STEER_AUTO, id, found))
 		return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
 				  "attaching failed: hashlb steers this interface already (%s, "
 				  "program %u): --update changes its table, --detach removes it",
-				  hashlb_steer_mode_name(found), id);
+				  hashlb_steer_mode_name(found[0]), id[0]);
 	if (mode != HASHLB_STEER_AUTO && mode != HASHLB_STEER_TC)
 		return attach_xdp(s, mode, err);
 	if (mode == HASHLB_STEER_TC)
@@ -637,38 +638,70 @@ static uint32_t prog_at(int ifindex, enum hashlb_steer_mode mode)
 	return id && prog_named(id, "hlb_xdp") ? id : 0;
 }
 
-/* The id and mode of hashlb's program attached to <ifindex>: XDP (native,
- * then generic), else tc; -ENOENT if none. */
-static int attached_prog(int ifindex, uint32_t *ret_id, enum hashlb_steer_mode *ret_mode)
+/* Whether a program found in <found> answers <want>: AUTO any, xdp either
+ * XDP flavour (the kernel holds one at a time), else that mode. */
+static bool mode_answers(enum hashlb_steer_mode want, enum hashlb_steer_mode found)
+{
+	return want == HASHLB_STEER_AUTO || want == found ||
+	       (want == HASHLB_STEER_XDP_NATIVE && found == HASHLB_STEER_XDP_GENERIC);
+}
+
+/* The ids and modes of hashlb's programs attached to <ifindex> that answer
+ * <want>: XDP (native, then generic), then tc; how many (0..2). */
+static uint32_t attached_progs(int ifindex, enum hashlb_steer_mode want, uint32_t ret_id[2],
+			       enum hashlb_steer_mode ret_mode[2])
 {
 	static const enum hashlb_steer_mode modes[] = { HASHLB_STEER_XDP_NATIVE,
 							HASHLB_STEER_XDP_GENERIC, HASHLB_STEER_TC };
+	uint32_t n = 0;
 
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		uint32_t id = prog_at(ifindex, modes[i]);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]) && n < 2; i++) {
+		uint32_t id = mode_answers(want, modes[i]) ? prog_at(ifindex, modes[i]) : 0;
 
 		if (id) {
-			*ret_id = id;
-			*ret_mode = modes[i];
-			return 0;
+			ret_id[n] = id;
+			ret_mode[n++] = modes[i];
 		}
 	}
-	return -ENOENT;
+	return n;
 }
 
-/* <iface>'s index and the program attached to it, with an error message. */
-static int find_attached(const char *iface, int *ret_ifindex, uint32_t *ret_id,
-			 enum hashlb_steer_mode *ret_mode, struct hashlb_error *err)
+/*
+ * <iface>'s index and hashlb's program attached to it in <mode> (AUTO: at
+ * whichever hook holds one), with an error message. Two, one at the XDP hook
+ * and one at tc (attached by two processes, or a hashlb that did not refuse
+ * the second), are -ENOTUNIQ with AUTO, both named: before, the XDP one was
+ * taken, and --stats, --update and --detach acted on it without a word,
+ * the tc one out of reach.
+ */
+static int find_attached(const char *iface, enum hashlb_steer_mode mode, int *ret_ifindex,
+			 uint32_t *ret_id, enum hashlb_steer_mode *ret_mode,
+			 struct hashlb_error *err)
 {
-	int ifindex = (int)if_nametoindex(iface), ret;
+	int ifindex = (int)if_nametoindex(iface);
+	enum hashlb_steer_mode found[2];
+	uint32_t ids[2], n;
 
 	if (!ifindex)
 		return hashlb_err(err, -ENODEV, HASHLB_ERR_SYSTEM, "no interface '%s'", iface);
-	ret = attached_prog(ifindex, ret_id, ret_mode);
-	if (ret < 0)
-		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+	n = attached_progs(ifindex, mode, ids, found);
+	if (n == 0 && mode == HASHLB_STEER_AUTO)
+		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
 				  "no hashlb program is attached to '%s'", iface);
+	if (n == 0)
+		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
+				  "no hashlb program is attached to '%s' in %s mode", iface,
+				  hashlb_steer_mode_name(mode));
+	if (n == 2)
+		return hashlb_err(
+			err, -ENOTUNIQ, HASHLB_ERR_SYSTEM,
+			"two hashlb programs are attached to '%s', %s (program %u) and %s "
+			"(program %u): name one (hashlb steer --mode %s or --mode tc)",
+			iface, hashlb_steer_mode_name(found[0]), ids[0],
+			hashlb_steer_mode_name(found[1]), ids[1], hashlb_steer_mode_name(found[0]));
 	*ret_ifindex = ifindex;
+	*ret_id = ids[0];
+	*ret_mode = found[0];
 	return 0;
 }
 
@@ -700,16 +733,16 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
 	return found;
 }
 
-int hashlb_steer_find(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
+		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	uint32_t map_ids[32], prog_id = 0;
 	struct bpf_prog_info info;
 	uint32_t len = sizeof(info);
-	enum hashlb_steer_mode mode;
 	struct hashlb_steer *s;
 	int ifindex = 0, prog_fd, ret;
 
-	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
+	ret = find_attached(iface, mode, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
 	prog_fd = bpf_prog_get_fd_by_id(prog_id);
@@ -847,7 +880,8 @@ static pid_t map_holder(uint32_t map_id)
 	return holder;
 }
 
-int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struct hashlb_error *err)
+int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
+		       struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
 	struct bpf_map_info mi;
 	uint32_t len = sizeof(mi);
@@ -855,7 +889,7 @@ int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struc
 	pid_t holder;
 	int ret;
 
-	ret = hashlb_steer_find(iface, &s, err);
+	ret = hashlb_steer_find(iface, mode, &s, err);
 	if (ret < 0)
 		return ret;
 	memset(&mi, 0, sizeof(mi));
@@ -879,7 +913,7 @@ int hashlb_steer_adopt(const char *iface, struct hashlb_steer **ret_steer, struc
 }
 
 /* Detach program <id>, attached to <ifindex> in <mode> (found by
- * attached_prog()). An XDP program is replaced by nothing only if it still
+ * attached_progs()). An XDP program is replaced by nothing only if it still
  * is <id>: one attached meanwhile by someone else stays. */
 static int detach_mode(int ifindex, enum hashlb_steer_mode mode, uint32_t id)
 {
@@ -904,7 +938,7 @@ static int detach_mode(int ifindex, enum hashlb_steer_mode mode, uint32_t id)
 	return ret;
 }
 
-/* Detach program <id> (found by attached_prog()) whose maps <s> holds (or
+/* Detach program <id> (found by attached_progs()) whose maps <s> holds (or
  * NULL if they could not be found), and the clsact qdisc in tc mode if the
  * loader created it (its active word says so) and nothing else is on it. */
 static int detach_prog(struct hashlb_steer *s, int ifindex, enum hashlb_steer_mode mode,
@@ -1008,20 +1042,19 @@ int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const c
 	return check_mark(s, HLB_STEER_ACTIVE_DAEMON, "hashlb run", iface, remedy, err);
 }
 
-int hashlb_steer_detach(const char *iface, struct hashlb_error *err)
+int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	struct hashlb_error find_err = { 0 };
 	struct hashlb_steer *s = NULL;
-	enum hashlb_steer_mode mode;
 	uint32_t prog_id = 0;
 	int ifindex = 0, ret;
 
-	ret = find_attached(iface, &ifindex, &prog_id, &mode, err);
+	ret = find_attached(iface, mode, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
 	/* Its maps, kept (freeing the handle detaches nothing): NULL where they
 	 * cannot be found (another hashlb version), detached all the same. */
-	if (hashlb_steer_find(iface, &s, &find_err) < 0)
+	if (hashlb_steer_find(iface, mode, &s, &find_err) < 0)
 		s = NULL;
 	/* A live hashlb run would go on publishing into maps no program reads,
 	 * its service served by the daemon alone without its knowing. */

@@ -24,7 +24,7 @@ static bool found_reads_ext(void)
 	struct hashlb_steer *s;
 	bool reads;
 
-	if (hashlb_steer_find(IFACE, &s, &err) < 0) {
+	if (hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &s, &err) < 0) {
 		fprintf(stderr, "finding the program: %s\n", err.msg);
 		exit(1);
 	}

@@ -335,6 +335,60 @@ def xdp_beside_tc(topo):
           if not failures else "", flush=True)
 
 
+def both_hooks(topo):
+    """Two hashlb programs on eth0, one at the XDP hook (attached by hand here, as another
+    process or a hashlb that did not refuse it might have) and one at tc (hashlb steer --keep):
+    --stats, --update and --detach without --mode refuse, naming both, and touch neither;
+    --mode tc and --mode xdp reach each. Before, all three took the XDP one without a word
+    (--stats printed its counters as the interface's, --update replaced its table, --detach
+    removed it), the tc one out of reach, and --mode was refused with them."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
+    check(p.returncode == 0, f"both hooks: tc attached: {p.stderr}")
+    T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "object", BPF_OBJ, "program",
+         "hlb_xdp", ns=topo.lb)
+    seen = []
+    try:
+        for args in (["--stats"], ["--update", *steer_args(topo, 2, "maglev")[2:]],
+                     ["--detach"]):
+            p = steer("-i", "eth0", *args)
+            seen.append(f"{args[0]}: {p.returncode} {(p.stderr or p.stdout).strip()}")
+            check(p.returncode == 1 and "two hashlb programs are attached to 'eth0'" in p.stderr
+                  and "xdp-generic (program" in p.stderr and "tc (program" in p.stderr
+                  and "--mode" in p.stderr and hooks(topo) == {"xdp", "tc"},
+                  f"both hooks: {args[0]} without --mode: {p.returncode} "
+                  f"{(p.stderr or p.stdout).strip()}, hooks {sorted(hooks(topo))}")
+        p = steer("-i", "eth0", "--stats", "--mode", "tc", "--json")
+        st = json.loads(p.stdout) if p.returncode == 0 else {}
+        check(st.get("mode") == "tc", f"both hooks: --stats --mode tc: {p.returncode} "
+              f"{(p.stderr or p.stdout).strip()}")
+        p = steer("--update", "--mode", "tc", *steer_args(topo, 2, "maglev"))
+        check(p.returncode == 0 and "updated steering on eth0 (tc)" in p.stdout,
+              f"both hooks: --update --mode tc: {p.returncode} {(p.stderr or p.stdout).strip()}")
+        p = steer("-i", "eth0", "--stats", "--mode", "xdp")
+        check(p.returncode == 0 and "(xdp-generic)" in p.stdout,
+              f"both hooks: --stats --mode xdp: {p.returncode} {(p.stderr or p.stdout).strip()}")
+        p = steer("-i", "eth0", "--detach", "--mode", "xdp")
+        check(p.returncode == 0 and hooks(topo) == {"tc"},
+              f"both hooks: --detach --mode xdp: {p.returncode} {p.stderr.strip()}, hooks "
+              f"{sorted(hooks(topo))}")
+        p = steer("-i", "eth0", "--detach", "--mode", "xdp")
+        check(p.returncode == 1 and "no hashlb program is attached to 'eth0' in xdp mode"
+              in p.stderr and hooks(topo) == {"tc"},
+              f"both hooks: --detach --mode xdp again: {p.returncode} {p.stderr.strip()}")
+        p = steer("-i", "eth0", "--detach")
+        check(p.returncode == 0 and not hooks(topo),
+              f"both hooks: --detach of the one left: {p.returncode} {p.stderr.strip()}")
+    finally:
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        steer("-i", "eth0", "--detach", "--mode", "tc")
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("both hooks: " + "; ".join(seen[:1]) if not failures else "", flush=True)
+
+
 def conntrack_pressure(topo):
     """More live flows than the conntrack table holds: ct_lost counts the packets past a flow's
     SYN that found no entry (evicted while the flow lived), and stays 0 with a table large
@@ -940,6 +994,7 @@ def body(topo):
     iface_gone(topo)
     foreground_detach(topo)
     xdp_beside_tc(topo)
+    both_hooks(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)
     reused_ports(topo)

@@ -263,16 +263,19 @@ def manual_update(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
-def steer_stats(topo):
-    p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb, check=False)
+def steer_stats(topo, mode="auto"):
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json",
+             *(["--mode", mode] if mode != "auto" else []),
+             ns=topo.lb, check=False)
     return json.loads(p.stdout) if p.returncode == 0 else {}
 
 
-def steered(topo, tag, n=20):
-    """<n> new clients through the kernel path (its new_flows count them): their backends."""
-    before = steer_stats(topo).get("new_flows", 0)
+def steered(topo, tag, n=20, mode="auto"):
+    """<n> new clients through the kernel path (its new_flows count them, at the hook <mode>
+    names): their backends."""
+    before = steer_stats(topo, mode).get("new_flows", 0)
     got = connect_count(topo, n)
-    flows = steer_stats(topo).get("new_flows", 0) - before
+    flows = steer_stats(topo, mode).get("new_flows", 0) - before
     check(flows >= n and sum(got.values()) == n and set(got) <= {"b1", "b2", "b3"},
           f"{tag}: {n} new clients not steered by the kernel path: {flows} new flows, {dict(got)}")
     return got
@@ -930,6 +933,42 @@ def too_small(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def two_hooks(topo, servers):
+    """Two hashlb programs on eth0, neither driven: an orphan at the XDP hook (hashlb steer
+    --keep) and one at tc (attached by hand here, as another process or an older hashlb that
+    did not refuse it might have). The daemon takes the XDP one over, which sees every packet
+    first, and says so, naming both and how to detach the other; its table steers. Before, it
+    took the XDP one without a word, the tc one left behind unseen."""
+    BPF_OBJ = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "bpf", "steer.bpf.o")
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "xdp-generic",
+             "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+             *[a for i in range(2) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")],
+             ns=topo.lb, check=False)
+    check(p.returncode == 0, f"two hooks: the XDP orphan: {p.returncode} {p.stderr.strip()}")
+    T.sh("tc", "qdisc", "add", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    T.sh("tc", "filter", "add", "dev", "eth0", "ingress", "handle", "0x4c42", "pref", "1",
+         "bpf", "da", "obj", BPF_OBJ, "sec", "tc", ns=topo.lb)
+    d = Daemon(topo, service(topo)).start()
+    try:
+        taken = d.wait_log("kernel steering taken over", 15)
+        warned = [x for x in d.lines if "two hashlb programs" in x]
+        check(taken is not None and "mode=xdp-generic" in taken and warned and
+              "xdp-generic (program" in warned[0] and "tc (program" in warned[0] and
+              "--mode tc --detach" in warned[0],
+              f"two hooks: taken {taken}, warned {warned}")
+        check(d.wait_log("kernel steering table published", 10) is not None,
+              "two hooks: no table published")
+        got = steered(topo, "two hooks", 20, mode="xdp")
+        print(f"two hooks: {warned and warned[0].strip()}; 20 new clients {dict(got)}",
+              flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", "--mode", "tc", ns=topo.lb,
+             check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def altname(topo, servers):
     """Two services steered on one interface under two of its names, eth0 and an altname (the
     config's one-service-per-interface check compares names): the one that comes second is not
@@ -1040,7 +1079,7 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
-                     ("too_small", too_small),
+                     ("too_small", too_small), ("two_hooks", two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
                      ("iface_later", iface_later)]:
