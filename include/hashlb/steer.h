@@ -190,7 +190,11 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
  * with dests[i] for backend i. Writes the inactive half, flips, waits
  * until no program reads the old half, then updates per-backend state, so
  * established flows of backends that are down (and not keeping them) or gone
- * are rescheduled.
+ * are rescheduled. -E2BIG if <t> is larger than the program's maps, which
+ * cannot grow (its backends, ring points, Maglev M); -ENOSPC if it fits,
+ * but not with the backends of the table in force that it drops, which hold
+ * their slots until it is in force: a change that drops them first (or
+ * adds fewer) goes through. Nothing changes in either case.
  */
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,

@@ -46,7 +46,7 @@ struct run_steer_svc {
 	 * as logged (once, until it is published or the reason changes). */
 	bool retry;
 	/* The latest table was refused as larger than its program: not
-	 * retried (table_too_small()). */
+	 * retried (table_unfit()). */
 	bool too_small;
 	char refused[sizeof(((struct hashlb_error *)0)->msg)];
 	uint64_t n_refused; /* tables refused, for /metrics */
@@ -290,28 +290,43 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 }
 
 /*
- * The latest table of <e> is larger than its program (-E2BIG for <err>),
- * whose maps cannot grow: one taken over (an upgrade, an orphan) that was
- * loaded for another config (a reload or a ctl set that outgrows the
- * program is refused before it applies). Retrying it every RETRY_MS cannot
- * help (before, it did, silently, the only trace tables_refused_total), and
- * a new program would lose the flows' conntrack entries: logged once (again
- * if the reason changes), with what the operator can do; the program keeps
- * the table it has. A later table that fits is published as any.
+ * The latest table of <e> does not fit its program, whose maps cannot grow:
+ * one taken over (an upgrade, an orphan) that was loaded for another config
+ * (a reload or a ctl set that outgrows the program is refused before it
+ * applies). Retrying it every RETRY_MS cannot help (before, it did,
+ * silently, the only trace tables_refused_total), and a new program would
+ * lose the flows' conntrack entries: logged once (again if the reason
+ * changes), with what the operator can do; the program keeps the table it
+ * has. A later table that fits is published as any.
+ *
+ * -E2BIG (<err>): the table is larger than the program. -ENOSPC: it fits,
+ * but the backends of the program's table that it drops (names another
+ * config had) hold their slots until a table without them is in force, and
+ * no table of this config is (before, both said "too small for this
+ * config", which the table was not).
  */
-static void table_too_small(struct run_steer_svc *e, const struct hashlb_error *err)
+static void table_unfit(struct run_steer_svc *e, int ret, const struct hashlb_error *err)
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
 
 	if (!e->too_small || strcmp(e->refused, err->msg) != 0)
 		hlb_log(HLB_LOG_ERROR, "kernel steering table not updated",
-			"service=%s interface=%s error=%s reason=\"its program is too small for "
-			"this config: one taken over (an upgrade, an orphan) keeps the size it "
-			"was loaded with; it steers by the table it has until hashlb is stopped "
-			"(which detaches it) and started again, to load one sized for the config, "
-			"its flows starting with no conntrack entry\"",
-			e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
-			hlb_log_quote(err->msg, q, sizeof(q)));
+			"service=%s interface=%s error=%s reason=\"%s\"", e->name,
+			hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
+			hlb_log_quote(err->msg, q, sizeof(q)),
+			ret == -ENOSPC
+				? "the program taken over (an upgrade, an orphan) still holds "
+				  "backends of its table that this config does not have: it "
+				  "steers by the table it has until a table without them is "
+				  "published; reload with fewer of the new backends first (their "
+				  "slots are then freed), then with all of them, or stop hashlb "
+				  "(which detaches it) and start it again, its flows starting with "
+				  "no conntrack entry"
+				: "its program is too small for this config: one taken over (an "
+				  "upgrade, an orphan) keeps the size it was loaded with; it steers "
+				  "by the table it has until hashlb is stopped (which detaches it) "
+				  "and started again, to load one sized for the config, its flows "
+				  "starting with no conntrack entry");
 	e->too_small = true;
 	e->retry = false;
 	e->n_refused++;
@@ -495,8 +510,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
 				     &err);
-	if (ret == -E2BIG) {
-		table_too_small(e, &err);
+	if (ret == -E2BIG || ret == -ENOSPC) {
+		table_unfit(e, ret, &err);
 	} else if (ret < 0 || hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		table_refused(rs, e, &err);
 	} else {

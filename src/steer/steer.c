@@ -1606,11 +1606,26 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		slot_inc[j] = be.incarnation;
 	}
 	if (assign_slots(s, t, slot_id, slot) < 0) {
-		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
-				 "the backends before and after this change exceed the loaded "
-				 "capacity %u (sized at attach: hashlb steer --max-backends, "
-				 "hashlb run by its config)",
-				 s->backends_cap);
+		/* The table fits (n <= backends_cap), not with the backends
+		 * the table in force has and this one drops: theirs are freed
+		 * once this table is in force, and hold their slots until
+		 * then. Not "too small": a smaller change goes through. */
+		uint32_t held = 0;
+
+		for (uint32_t j = 0; j < s->backends_cap; j++) {
+			bool kept = false;
+
+			for (uint32_t i = 0; i < n && slot_id[j] && !kept; i++)
+				kept = hashlb_steer_backend_id(hashlb_table_backend_name(t, i)) ==
+				       slot_id[j];
+			held += slot_id[j] && !kept;
+		}
+		ret = hashlb_err(err, -ENOSPC, HASHLB_ERR_TOO_MANY_BACKENDS,
+				 "this table's %u backends and the %u it drops from the table in "
+				 "force need %u backend slots together, the program has %u: a "
+				 "backend dropped holds its slot until a table without it is in "
+				 "force",
+				 n, held, n + held, s->backends_cap);
 		goto out;
 	}
 	/*

@@ -389,6 +389,40 @@ def both_hooks(topo):
     print("both hooks: " + "; ".join(seen[:1]) if not failures else "", flush=True)
 
 
+def slots_held(topo):
+    """--update of a program of 3 backend slots holding b1, b2 to b1, x3, x4: the table fits,
+    not with b2, which keeps its slot until a table without it is in force. The refusal says
+    so and what to do, and doing it works: b2 dropped with one --update, x3 and x4 added with
+    the next. Before, it said 'the backends before and after this change exceed the loaded
+    capacity 3 (sized at attach: hashlb steer --max-backends ...)', as if the table did not
+    fit."""
+    def steer(*args):
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    def backends(*names):
+        return [a for n in names for a in ("-b", f"{n}={topo.backend_ip(0)},mac=02:00:00:00:00:11")]
+
+    vip = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}"]
+    p = steer("--keep", "--mode", "tc", "--max-backends", "3", *vip, *backends("b1", "b2"))
+    check(p.returncode == 0, f"slots held: attached: {p.stderr}")
+    try:
+        p = steer("--update", *vip, *backends("b1", "x3", "x4"))
+        check(p.returncode == 1 and "this table's 3 backends and the 1 it drops from the table "
+              "in force need 4 backend slots together, the program has 3" in p.stderr and
+              "drop those backends with one --update, then add the new ones" in p.stderr,
+              f"slots held: --update to b1, x3, x4: {p.returncode} {p.stderr.strip()}")
+        first = p.stderr.strip()
+        p = steer("--update", *vip, *backends("b1"))
+        check(p.returncode == 0, f"slots held: --update dropping b2: {p.stderr.strip()}")
+        p = steer("--update", *vip, *backends("b1", "x3", "x4"))
+        check(p.returncode == 0, f"slots held: --update adding x3, x4: {p.stderr.strip()}")
+    finally:
+        steer("-i", "eth0", "--detach")
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print(f"slots held: {first}" if not failures else "", flush=True)
+
+
 def conntrack_pressure(topo):
     """More live flows than the conntrack table holds: ct_lost counts the packets past a flow's
     SYN that found no entry (evicted while the flow lived), and stays 0 with a table large
@@ -995,6 +1029,7 @@ def body(topo):
     foreground_detach(topo)
     xdp_beside_tc(topo)
     both_hooks(topo)
+    slots_held(topo)
     conntrack_pressure(topo)
     dead_backend_down(topo)
     reused_ports(topo)

@@ -933,6 +933,53 @@ def too_small(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def slots_held(topo, servers):
+    """A program taken over (an orphan hashlb steer --keep, 3 backend slots) whose table holds
+    a backend this config does not have ('old'): the config's table of 3 fits the program, not
+    with 'old' still in its slot, held until a table without it is in force. The refusal says
+    that, with what to do, not that the program is too small; and doing it works: a reload
+    with fewer new backends (b1, b2) is published, freeing the slot, then one with all three.
+    Before, the line said 'its program is too small for this config', with no way out but a
+    restart, and 'the backends before and after this change exceed the loaded capacity 3'."""
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc", "--max-backends", "3",
+             "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+             "-b", f"b1={topo.backend_ip(0)}", "-b", f"old={topo.backend_ip(2)}",
+             ns=topo.lb, check=False)
+    check(p.returncode == 0, f"slots held: the orphan: {p.returncode} {p.stderr.strip()}")
+
+    def config(n):
+        keep = "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
+                       for i in range(n))
+        return service(topo, health="{enabled: false}").split("    backends:\n")[0] + \
+            "    backends:\n" + keep
+
+    d = Daemon(topo, config(3)).start()
+    try:
+        refused = d.wait_log("kernel steering table not updated", 15)
+        check(refused is not None and
+              "this table's 3 backends and the 1 it drops from the table in force need 4 "
+              "backend slots together, the program has 3" in refused and
+              "reload with fewer of the new backends first" in refused and
+              "too small" not in refused,
+              f"slots held: the refusal's log line: {refused}")
+        for n in (2, 3):
+            with open(d.path, "w") as fh:
+                fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n{config(n)}")
+            d.skip_log()
+            d.proc.send_signal(signal.SIGHUP)
+            pub = d.wait_log("kernel steering table published", 10)
+            check(pub is not None, f"slots held: the reload to {n} backends not published: "
+                  f"{[x for x in d.lines if 'reload' in x or 'steering' in x][-2:]}")
+        got = steered(topo, "slots held", 30)
+        check(set(got) == {"b1", "b2", "b3"}, f"slots held: after both reloads: {dict(got)}")
+        print(f"slots held: {refused and refused.split('error=')[1].strip()}; after the two "
+              f"reloads, 30 new clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def two_hooks(topo, servers):
     """Two hashlb programs on eth0, neither driven: an orphan at the XDP hook (hashlb steer
     --keep) and one at tc (attached by hand here, as another process or an older hashlb that
@@ -1079,7 +1126,8 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
-                     ("too_small", too_small), ("two_hooks", two_hooks),
+                     ("too_small", too_small), ("slots_held", slots_held),
+                     ("two_hooks", two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
                      ("iface_later", iface_later)]:
