@@ -239,6 +239,10 @@ int hashlb_steer_prog_fd(struct hashlb_steer *s, enum hashlb_steer_prog prog);
 /* The mode actually attached (never AUTO). */
 enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s);
 
+/* The index of the interface <s>'s program is attached to (or was found
+ * on), which a rename keeps; 0 if loaded only. */
+int hashlb_steer_ifindex(const struct hashlb_steer *s);
+
 /* "auto", "xdp", "xdp-generic", "tc", "none"; NULL if invalid. */
 const char *hashlb_steer_mode_name(enum hashlb_steer_mode m);
 int hashlb_steer_mode_parse(const char *s, enum hashlb_steer_mode *ret_mode);

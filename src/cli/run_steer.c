@@ -354,6 +354,24 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 	return NULL;
 }
 
+/*
+ * The name, now, of the interface <e>'s program is on: the one the backends'
+ * MACs are read from, for its frames leave through it. A rename keeps the
+ * program (attached by index) but not the config's name, which no interface
+ * may have any more, or another may have taken: before, every table after
+ * a rename was refused ("no entry in the neighbour table of eth0") and
+ * retried every second, the kernel path steering by the last one until a
+ * reload, which attached a new program with an empty conntrack table.
+ * <e>'s configured name if it has no program, or the index has none (gone:
+ * attach_lost() tells).
+ */
+static const char *steer_dev(const struct run_steer_svc *e, char buf[IF_NAMESIZE])
+{
+	int ifindex = e->steer ? hashlb_steer_ifindex(e->steer) : 0;
+
+	return ifindex > 0 && if_indextoname((unsigned int)ifindex, buf) ? buf : e->iface;
+}
+
 /* The MAC refresh (and lost program) timer, if not armed yet. */
 static void refresh_arm(struct run_steer *rs, const char *name)
 {
@@ -405,8 +423,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer_dest *dests;
-	const char *name = e->name;
-	char qi[LOG_IFACE_MAX];
+	const char *name = e->name, *dev;
+	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
 	int ret;
 
 	if (rs->stopping || e->failed || e->lost ||
@@ -487,6 +505,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
 	if (!dests)
 		return;
+	dev = steer_dev(e, devbuf);
 	for (uint32_t i = 0; i < snap->n_backends; i++) {
 		const struct hlb_backend *b = snap->backends[i];
 		bool listed = !hashlb_table_backend_down(snap->table, i);
@@ -495,14 +514,14 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* Only a backend in the table needs its MAC: one down gets no
 		 * new flow, and one that keeps its flows keeps the MAC it had
 		 * (its host may be gone, and its neighbour entry with it). */
-		if (hashlb_steer_neighbour_mac(&b->addr, e->iface, dests[i].mac) == 0 || !listed)
+		if (hashlb_steer_neighbour_mac(&b->addr, dev, dests[i].mac) == 0 || !listed)
 			continue;
 		/* Keep the table in force: a frame to an unknown MAC would
 		 * reach nobody. */
 		hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
 			   "backend '%s' (%s) has no entry in the neighbour table of %s: "
 			   "the kernel path keeps its previous table until it has one",
-			   b->name, b->address, e->iface);
+			   b->name, b->address, dev);
 		table_refused(rs, e, &err);
 		free(dests);
 		return;
@@ -608,6 +627,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
 	static const uint8_t none[6];
 	struct run_steer *rs = arg;
+	char devbuf[IF_NAMESIZE];
 
 	(void)d;
 	for (uint32_t i = 0; i < rs->n; i++) {
@@ -631,7 +651,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 			/* none published (out of the table, its host gone): nothing
 			 * to go stale; its return to the table publishes it */
 			if (!memcmp(e->macs[j], none, 6) ||
-			    hashlb_steer_neighbour_mac(&b->addr, e->iface, mac) < 0 ||
+			    hashlb_steer_neighbour_mac(&b->addr, steer_dev(e, devbuf), mac) < 0 ||
 			    memcmp(mac, e->macs[j], 6) == 0)
 				continue;
 			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",

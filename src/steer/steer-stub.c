@@ -140,3 +140,8 @@ enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
 {
 	return HASHLB_STEER_LOAD_ONLY;
 }
+
+int hashlb_steer_ifindex(const struct hashlb_steer *s)
+{
+	return 0;
+}

@@ -1849,3 +1849,8 @@ enum hashlb_steer_mode hashlb_steer_mode(const struct hashlb_steer *s)
 {
 	return s->mode;
 }
+
+int hashlb_steer_ifindex(const struct hashlb_steer *s)
+{
+	return s->ifindex;
+}

@@ -263,19 +263,19 @@ def manual_update(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
-def steer_stats(topo, mode="auto"):
-    p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json",
+def steer_stats(topo, mode="auto", iface="eth0"):
+    p = T.sh(HASHLB, "steer", "-i", iface, "--stats", "--json",
              *(["--mode", mode] if mode != "auto" else []),
              ns=topo.lb, check=False)
     return json.loads(p.stdout) if p.returncode == 0 else {}
 
 
-def steered(topo, tag, n=20, mode="auto"):
+def steered(topo, tag, n=20, mode="auto", iface="eth0"):
     """<n> new clients through the kernel path (its new_flows count them, at the hook <mode>
-    names): their backends."""
-    before = steer_stats(topo, mode).get("new_flows", 0)
+    names on <iface>): their backends."""
+    before = steer_stats(topo, mode, iface).get("new_flows", 0)
     got = connect_count(topo, n)
-    flows = steer_stats(topo, mode).get("new_flows", 0) - before
+    flows = steer_stats(topo, mode, iface).get("new_flows", 0) - before
     check(flows >= n and sum(got.values()) == n and set(got) <= {"b1", "b2", "b3"},
           f"{tag}: {n} new clients not steered by the kernel path: {flows} new flows, {dict(got)}")
     return got
@@ -1116,6 +1116,58 @@ def iface_later(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def rename_lb(topo, old, new):
+    """The LB's <old> renamed <new> (renaming takes a link down, which loses its IPv6 address
+    and neighbour entries: given back, and the backends resolved again)."""
+    T.sh("ip", "link", "set", old, "down", ns=topo.lb)
+    T.sh("ip", "link", "set", old, "name", new, ns=topo.lb)
+    T.sh("ip", "link", "set", new, "up", ns=topo.lb)
+    T.sh("ip", "-6", "addr", "replace", f"{T.LB_IP6}/64", "dev", new, "nodad", ns=topo.lb)
+    ips = [topo.backend_ip(i) for i in range(len(topo.backends))]
+    for _ in range(40):
+        out = T.sh("ip", "neigh", "show", "dev", new, ns=topo.lb).stdout
+        missing = [ip for ip in ips if f"{ip} lladdr " not in out]
+        if not missing:
+            return
+        for ip in missing:
+            T.sh(sys.executable, "-c", "import socket, sys; s = socket.socket(); s.settimeout(1); "
+                 "s.connect_ex((sys.argv[1], 9))", ip, ns=topo.lb, check=False)
+        time.sleep(0.5)
+
+
+def renamed(topo, servers):
+    """The steered interface renamed under the daemon (eth0 to hlbren0): its program stays
+    (attached by index), and the tables that follow reach it: the backends' MACs are read from
+    the neighbour table of the interface the program is on, whatever its name now. Here ctl set
+    b1 maint: published, and 20 new clients through the kernel path avoid b1. Before, they were
+    read under the config's name, which no interface had any more: every later table was
+    refused ('no entry in the neighbour table of eth0') and retried every second, and the
+    kernel path kept sending b1 new clients until a reload naming hlbren0, which detached the
+    program and attached a new one, its conntrack table empty."""
+    d = Daemon(topo, service(topo)).start()
+    renamed_to = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "renamed: no table published at start")
+        rename_lb(topo, "eth0", "hlbren0")
+        renamed_to = "hlbren0"
+        d.skip_log()
+        p = d.ctl("set", "b1", "maint")
+        check(p.returncode == 0, f"renamed: ctl set b1 maint: {p.stdout} {p.stderr}")
+        line = d.wait_log("kernel steering table", 10)
+        check(line is not None and "table published" in line,
+              f"renamed: the table with b1 in maint: {line}")
+        got = steered(topo, "renamed", 20, iface="hlbren0")
+        check("b1" not in got, f"renamed: new clients with b1 in maint: {dict(got)}")
+        print(f"renamed: eth0 renamed hlbren0, b1 in maint: {line and line.split('msg=')[1].strip()}; "
+              f"20 new clients {dict(got)}", flush=True)
+    finally:
+        d.stop()
+        if renamed_to:
+            rename_lb(topo, renamed_to, "eth0")
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -1130,7 +1182,7 @@ def body(topo):
                      ("two_hooks", two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
-                     ("iface_later", iface_later)]:
+                     ("iface_later", iface_later), ("renamed", renamed)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)
