@@ -1115,19 +1115,25 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
  * retry table has it down already, the next build makes one with every
  * such backend down (a rebuild, one survivor build), and retries away from
  * them go there (conn_connect()). <debounce_ms>: when, see service_schedule_in().
+ * Whether the ticks must still watch it: failing, and the published tables
+ * do not have it down yet (no snapshot of these backends, or a build to come).
+ * Once they do, nothing is left to do while it fails, and a new run of
+ * failures after it recovers is the worker's word again (hlb_pool_failing()).
  */
-static void retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms)
+static bool retry_watch(struct hlb_pool_service *s, uint32_t j, uint64_t debounce_ms)
 {
 	const struct hlb_snapshot *snap;
 
 	if (s->cfg->table.scheme != HASHLB_SCHEME_MAGLEV || !backend_failing(s->backends[j]))
-		return;
+		return false;
 	snap = hlb_service_snapshot(s->rt);
-	if (!snap || j >= snap->n_backends || snap->backends[j] != s->backends[j]->rt ||
-	    hashlb_table_backend_down(snap->table, j) ||
+	if (!snap || j >= snap->n_backends || snap->backends[j] != s->backends[j]->rt)
+		return true;
+	if (hashlb_table_backend_down(snap->table, j) ||
 	    (snap->retry_table && hashlb_table_backend_down(snap->retry_table, j)))
-		return;
+		return false;
 	service_schedule_in(s, false, debounce_ms);
+	return true;
 }
 
 void hlb_pool_failing(struct hlb_pool *p)
@@ -1141,7 +1147,7 @@ void hlb_pool_failing(struct hlb_pool *p)
 		 * every connect retried meanwhile may land where it will not stay */
 		for (uint32_t j = 0; j < s->n_backends; j++)
 			retry_watch(s, j, 0);
-		s->tick_all = true; /* watched by the ticks while it fails */
+		s->tick_all = true; /* watched by the ticks until its tables have it down */
 	}
 }
 
@@ -1155,7 +1161,7 @@ void hlb_pool_failing(struct hlb_pool *p)
  */
 static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 {
-	bool maglev = s->cfg->table.scheme == HASHLB_SCHEME_MAGLEV, again = s->cfg->health.enabled;
+	bool again = s->cfg->health.enabled;
 
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		struct hlb_pool_backend *b = s->backends[j];
@@ -1164,8 +1170,7 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 			b->seen_run = atomic_load_explicit(&b->rt->consecutive_fail,
 							   memory_order_relaxed);
 		backend_tick(b, now);
-		retry_watch(s, j, HLB_POOL_DEBOUNCE_MS);
-		again |= b->ramp_start_ms || (maglev && backend_failing(b));
+		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
 	}
 	s->seen_stale = false;
 	return again;

@@ -111,9 +111,10 @@ struct hlb_pool_service {
 	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
 	/* Whether the tick visits every backend (pool_tick()): checks on, a
-	 * ramp begun, a connect failed on Maglev (hlb_pool_failing()), a
-	 * reload; cleared by a tick that finds none of these. <seen_stale>:
-	 * ticks skipped the backends, their seen_run is old. */
+	 * ramp begun, a connect failing on Maglev (hlb_pool_failing()) that
+	 * the retry table does not have down yet, a reload; cleared by a tick
+	 * that finds none of these. <seen_stale>: ticks skipped the backends,
+	 * their seen_run is old. */
 	bool tick_all, seen_stale;
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;

@@ -272,6 +272,51 @@ static void test_idle_tick_visits_no_backend(void **state)
 	fixture_teardown(&small);
 }
 
+/*
+ * Maglev, checks off: a backend that keeps failing connects, once the retry table has it down,
+ * leaves the ticks nothing to do; at 5,000 backends they cost what they do at 5 (side by side in
+ * this run). Each tick visited every backend while it failed, until it recovered.
+ */
+static void big_maglev_table(struct hashlb_config *c)
+{
+	c->services[0].table.maglev_m = 65537;
+}
+
+static void test_failing_backend_tick_visits_no_backend(void **state)
+{
+	struct fixture big, small;
+	uint64_t c_big = 0, c_small = 0;
+
+	(void)state;
+	fixture_setup_readers(&big, HASHLB_SCHEME_MAGLEV, 5000, 0, big_maglev_table);
+	fixture_setup_readers(&small, HASHLB_SCHEME_MAGLEV, 5, 0, big_maglev_table);
+	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 1);
+	atomic_store(&small.svc->backends[2]->rt->consecutive_fail, 1);
+	hlb_pool_failing(big.pool);
+	hlb_pool_failing(small.pool);
+	loop_cpu_ns(&big, 300); /* the retry table is built and published */
+	loop_cpu_ns(&small, 300);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(big.svc)->retry_table, 7));
+	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 40); /* still failing */
+	atomic_store(&small.svc->backends[2]->rt->consecutive_fail, 40);
+	for (int i = 0; i < 4; i++) {
+		c_big += loop_cpu_ns(&big, 250);
+		c_small += loop_cpu_ns(&small, 250);
+	}
+	print_message("loop CPU over 1 s, one backend failing: %" PRIu64
+		      " us at 5,000 backends, %" PRIu64 " us at 5\n",
+		      c_big / 1000, c_small / 1000);
+	assert_true(c_big < 2 * c_small);
+	/* it recovers and fails again: the worker's word is acted on as before */
+	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 0);
+	atomic_store(&big.svc->backends[9]->rt->consecutive_fail, 1);
+	hlb_pool_failing(big.pool);
+	loop_cpu_ns(&big, 300);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(big.svc)->retry_table, 9));
+	fixture_teardown(&big);
+	fixture_teardown(&small);
+}
+
 /* Run <f>'s loop for <ms>. */
 static void loop_for(struct fixture *f, uint64_t ms)
 {
@@ -1659,6 +1704,7 @@ int main(void)
 		cmocka_unit_test(test_a_run_its_checks_stop_is_ended_in_the_log),
 		cmocka_unit_test(test_a_removed_service_logs_its_totals_once_let_go),
 		cmocka_unit_test(test_idle_tick_visits_no_backend),
+		cmocka_unit_test(test_failing_backend_tick_visits_no_backend),
 		cmocka_unit_test(test_checks_turned_on_count_no_failure_from_before),
 	};
 
