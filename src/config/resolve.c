@@ -83,6 +83,7 @@ struct name_req {
 	/* a reload's, asked only once its time had gone waiting for the lookups of
 	 * its names still running (job_wait_free()): not answered, it had none */
 	bool late;
+	bool asked; /* taken by a thread: not, if every thread was held until the deadline */
 	uint32_t same_as;
 	uint16_t port_num;
 	int gai; /* getaddrinfo()'s result */
@@ -223,10 +224,15 @@ static void *resolve_thread(void *arg)
 		       (job->reqs[job->next].busy || job->reqs[job->next].dup))
 			job->next++;
 		if (job->abandoned || job->paused || job->next == job->n) {
+			/* no longer counted before the job is unlocked: a resume
+			 * that finds it still alive starts no thread in its place,
+			 * and the names left were never asked */
+			atomic_fetch_sub(alive, 1);
 			pthread_mutex_unlock(&job->lock);
 			break;
 		}
 		q = &job->reqs[job->next++];
+		q->asked = true;
 		want_all = q->all;
 		/* in flight before the job can be given up: a round started then sees it */
 		pthread_mutex_lock(&in_flight_lock);
@@ -278,7 +284,6 @@ static void *resolve_thread(void *arg)
 	}
 	job_put(job);
 	pthread_mutex_lock(&in_flight_lock);
-	atomic_fetch_sub(alive, 1);
 	pthread_cond_broadcast(&in_flight_ended);
 	pthread_mutex_unlock(&in_flight_lock);
 	return NULL;
@@ -417,6 +422,15 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 			 "waiting for lookups of the config's names still running (an earlier "
 			 "round's or reload's, the resolver not answering)",
 			 b->name, b->address, timeout_ms);
+		return resolve_fail(c, b, err, -ETIMEDOUT, msg);
+	}
+	if (!q->done && !q->asked) {
+		/* not the resolver's answer to it: it had none to give */
+		snprintf(msg, sizeof(msg),
+			 "backend '%s': the name in '%s' was not asked: the %u ms went with "
+			 "every lookup thread (%u at most) held by lookups still waiting on the "
+			 "resolver",
+			 b->name, b->address, timeout_ms, RESOLVE_THREADS);
 		return resolve_fail(c, b, err, -ETIMEDOUT, msg);
 	}
 	if (!q->done) {
@@ -708,6 +722,7 @@ static void req_copy(struct name_req *q, const struct name_req *o)
 {
 	q->done = o->done;
 	q->busy = o->busy;
+	q->asked = o->asked;
 	q->gai = o->gai;
 	q->sys_errno = o->sys_errno;
 	q->addr = o->addr;

@@ -38,6 +38,13 @@ static bool stuck_released;
 /* The same for each heldN.test, released on their own (held_released). */
 static unsigned held_in;
 static bool held_released;
+/* Two more such gates: "waitN.test" and "holdN.test" (test_name_not_asked_says_so()). */
+struct gate {
+	const char *prefix;
+	unsigned in;
+	bool released;
+};
+static struct gate gates[] = { { "wait", 0, false }, { "hold", 0, false } };
 
 int __wrap_getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		       struct addrinfo **res);
@@ -63,6 +70,16 @@ int __wrap_getaddrinfo(const char *node, const char *service, const struct addri
 		held_in++;
 		pthread_cond_broadcast(&stuck_cond);
 		while (!held_released)
+			pthread_cond_wait(&stuck_cond, &stuck_lock);
+		pthread_mutex_unlock(&stuck_lock);
+	}
+	for (size_t g = 0; g < sizeof(gates) / sizeof(gates[0]); g++) {
+		if (strncmp(node, gates[g].prefix, 4))
+			continue;
+		pthread_mutex_lock(&stuck_lock);
+		gates[g].in++;
+		pthread_cond_broadcast(&stuck_cond);
+		while (!gates[g].released)
 			pthread_cond_wait(&stuck_cond, &stuck_lock);
 		pthread_mutex_unlock(&stuck_lock);
 	}
@@ -495,6 +512,82 @@ static void test_round_paused_and_resumed(void **state)
 	hashlb_config_free(round);
 }
 
+/* Wait (a hang guard of 5 s) until <n> lookups are held at gate <g>. */
+static void gate_wait(struct gate *g, unsigned n)
+{
+	unsigned in = 0;
+
+	for (int i = 0; i < 500 && in < n; i++) {
+		usleep(10 * 1000);
+		pthread_mutex_lock(&stuck_lock);
+		in = g->in;
+		pthread_mutex_unlock(&stuck_lock);
+	}
+	assert_true(in >= n);
+}
+
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&stuck_lock);
+	g->released = true;
+	pthread_cond_broadcast(&stuck_cond);
+	pthread_mutex_unlock(&stuck_lock);
+}
+
+/* A config of one service, its backends at <n> names "<prefix>N.test". */
+static struct hashlb_config *gated_config(const char *prefix, int n)
+{
+	char yaml[4096];
+	struct hashlb_config *c;
+	struct hashlb_error err = { 0 };
+	int o = snprintf(yaml, sizeof(yaml),
+			 "services:\n  - name: x\n    listen: 127.0.0.1:80\n    backends:\n");
+
+	for (int i = 0; i < n; i++)
+		o += snprintf(yaml + o, sizeof(yaml) - (size_t)o,
+			      "      - name: %s%d\n        address: %s%d.test:9\n", prefix, i,
+			      prefix, i);
+	assert_int_equal(hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err), 0);
+	return c;
+}
+
+/*
+ * A round resumed while every lookup thread of its kind is held by lookups still waiting on
+ * the resolver (here another job's, standing for those a round's threads still counted as
+ * they left) starts none: a name it had not taken yet is never asked. It fails at the
+ * deadline saying so, not "no answer within": the resolver was never asked for it, and an
+ * operator was sent to a DNS server that had nothing to answer.
+ */
+static void test_name_not_asked_says_so(void **state)
+{
+	struct hashlb_config *round = gated_config("wait", 40), *other = gated_config("hold", 16);
+	struct hashlb_resolve *job, *held;
+	struct hashlb_error err = { 0 };
+
+	(void)state;
+	/* the answer as set before: the lookups of the tests before may still read it */
+	assert_int_equal(hashlb_config_resolve_again(round, &job, &err), 0);
+	gate_wait(&gates[0], 1); /* its threads (16 at most) wait, most names not taken */
+	hashlb_resolve_pause(job);
+	gate_open(&gates[0]); /* answered: its threads leave, paused */
+	usleep(200 * 1000);
+	assert_int_equal(hashlb_config_resolve_start(other, &held, &err), 0);
+	gate_wait(&gates[1], 16); /* the other job's 16 lookups hold every thread */
+	assert_int_equal(hashlb_resolve_resume(job, &err), 0);
+	usleep(100 * 1000);
+	assert_false(hashlb_resolve_done(job)); /* the names left not asked */
+	assert_true(hashlb_config_resolve_finish(round, job, 100, &err) < 0);
+	print_message("%s\n", err.msg);
+	assert_null(strstr(err.msg, "no answer within"));
+	assert_non_null(strstr(err.msg, "was not asked"));
+	gate_open(&gates[1]);
+	for (int i = 0; i < 500 && !hashlb_resolve_done(held); i++) /* a hang guard */
+		usleep(10 * 1000);
+	assert_int_equal(hashlb_config_resolve_finish(other, held, 5000, &err), 0);
+	hashlb_config_free(round);
+	hashlb_config_free(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_one_lookup_per_question),
 		cmocka_unit_test(test_reload_behind_a_stuck_lookup),
 		cmocka_unit_test(test_round_paused_and_resumed),
+		cmocka_unit_test(test_name_not_asked_says_so),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
