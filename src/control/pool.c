@@ -454,6 +454,7 @@ static void backend_free(struct hlb_pool_backend *b)
 		return;
 	hlb_check_stop(&b->check);
 	hlb_backend_unref(b->rt);
+	free(b->orphan_of);
 	free(b);
 }
 
@@ -1196,6 +1197,123 @@ static void pool_tick(void *arg)
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
+/* ---- orphans: the backends of services a reload removed ---- */
+
+static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
+		       const struct sockaddr_storage *b, socklen_t bl)
+{
+	return al == bl && !memcmp(a, b, al);
+}
+
+/*
+ * The orphan of service <svc> named and addressed as <nb>, taken out of the
+ * orphans with its connections: a reload adds back the service an earlier one
+ * removed (a config written in two steps, a removal undone) before it drained,
+ * and its connections must not be cut at the drain deadline while it serves
+ * again, as a backend's are not (service_reclaim()). NULL if none. It stays
+ * orphan_of its service until the reload is applied (orphans_adopted()): one
+ * that fails gives it back (service_free()).
+ */
+static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, const char *svc,
+					    const struct hashlb_backend_cfg *nb)
+{
+	for (uint32_t k = 0; k < p->n_orphans; k++) {
+		struct hlb_pool_backend *o = p->orphans[k];
+
+		if (o->orphan_of && !strcmp(o->orphan_of, svc) && !strcmp(o->rt->name, nb->name) &&
+		    addr_equal(&o->rt->addr, o->rt->addr_len, &nb->addr, nb->addr_len)) {
+			p->orphans[k] = p->orphans[--p->n_orphans];
+			return o;
+		}
+	}
+	return NULL;
+}
+
+/* Orphan <b> taken back by orphan_take() for a reload that failed: an orphan
+ * again, at its deadline (the array has its place: taking it out kept it). */
+static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b)
+{
+	hlb_check_stop(&b->check);
+	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
+	b->svc = NULL;
+	p->orphans[p->n_orphans++] = b;
+}
+
+/*
+ * The reload that took <s>'s orphans back is applied: they serve again, no
+ * deadline. The service retired with them leaves their counters out of the
+ * totals it logs once its last connection ends: <s> counts them now, the
+ * bytes of their whole life with the rest (counted once).
+ */
+static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
+{
+	for (uint32_t j = 0; j < s->n_backends; j++) {
+		struct hlb_pool_backend *b = s->backends[j];
+
+		if (!b->orphan_of)
+			continue;
+		for (uint32_t i = 0; i < p->n_retired; i++) {
+			struct retired *r = &p->retired[i];
+
+			for (uint32_t k = 0; k < r->n_bes && !strcmp(r->name, b->orphan_of); k++) {
+				if (r->bes[k] != b->rt)
+					continue;
+				hlb_backend_unref(r->bes[k]);
+				r->bes[k] = r->bes[--r->n_bes];
+				break;
+			}
+		}
+		free(b->orphan_of);
+		b->orphan_of = NULL;
+		b->drain_deadline_ms = 0;
+	}
+}
+
+/*
+ * <b> (kept by a reload: the same name and address) takes the config's
+ * settings <nb> of service <c>, those set at run time staying unless the
+ * config changes them; whether the table changes.
+ */
+static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_backend_cfg *nb,
+			      const struct hashlb_service_cfg *c)
+{
+	bool full = false;
+
+	if (nb->weight != b->cfg_weight) {
+		b->cfg_weight = nb->weight;
+		b->rt->weight = nb->weight;
+		full = true;
+	}
+	if (nb->backup != b->rt->backup) {
+		b->rt->backup = nb->backup;
+		full = true;
+	}
+	/* a cap the config changes applies to new connections at
+	 * once (none is closed); one set at runtime stays otherwise,
+	 * but not into kernel steering, which counts no connection
+	 * (its config refuses a cap, and so does /set) */
+	if (nb->max_connections != b->cfg_max_conns || c->steering == HASHLB_STEERING_KERNEL) {
+		b->cfg_max_conns = nb->max_connections;
+		atomic_store(&b->rt->max_conns, nb->max_connections);
+	}
+	if (nb->admin != b->cfg_admin) {
+		b->cfg_admin = nb->admin;
+		hlb_pool_set_admin(b, nb->admin);
+	}
+	return full;
+}
+
+/* Checks off in <c>: no verdict holds <b> down any more. Whether it was. */
+static bool backend_unchecked_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
+				 uint64_t now)
+{
+	if (c->health.enabled || b->health.up)
+		return false;
+	backend_health_restart(b, true, now);
+	backend_set_healthy(b, true);
+	return true;
+}
+
 /* ---- services ---- */
 
 static void service_health_params(struct hlb_pool_service *s)
@@ -1221,8 +1339,14 @@ static void service_free(struct hlb_pool_service *s)
 {
 	if (!s)
 		return;
-	for (uint32_t i = 0; i < s->n_backends; i++)
-		backend_free(s->backends[i]);
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		struct hlb_pool_backend *b = s->backends[i];
+
+		if (b->orphan_of) /* taken back by a reload that failed: an orphan again */
+			orphan_give_back(s->pool, b);
+		else
+			backend_free(b);
+	}
 	for (uint32_t i = 0; i < s->n_removed; i++)
 		backend_free(s->removed[i]);
 	for (uint32_t i = 0; i < s->n_drained; i++)
@@ -1499,6 +1623,17 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	}
 	s->rt->cfg = (struct hashlb_service_cfg *)c; /* subscribers read it */
 	for (uint32_t i = 0; i < c->n_backends; i++) {
+		struct hlb_pool_backend *b = orphan_take(p, c->name, &c->backends[i]);
+
+		if (b) {
+			b->svc = s;
+			b->idx = i;
+			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
+			backend_cfg_apply(b, &c->backends[i], c);
+			backend_unchecked_up(b, c, hlb_now_ms());
+			s->backends[s->n_backends++] = b;
+			continue;
+		}
 		s->backends[i] = backend_new(s, &c->backends[i]);
 		if (!s->backends[i]) {
 			ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -1729,12 +1864,6 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 
 /* ---- reload ---- */
 
-static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
-		       const struct sockaddr_storage *b, socklen_t bl)
-{
-	return al == bl && !memcmp(a, b, al);
-}
-
 static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)
 {
 	return a->source_client == b->source_client && a->source_len == b->source_len &&
@@ -1954,38 +2083,13 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 				backend_adopt(keep, b);
 		}
 		b = keep;
-		if (nb->weight != b->cfg_weight) {
-			b->cfg_weight = nb->weight;
-			b->rt->weight = nb->weight;
-			full = true;
-		}
-		if (nb->backup != b->rt->backup) {
-			b->rt->backup = nb->backup;
-			full = true;
-		}
-		/* a cap the config changes applies to new connections at
-		 * once (none is closed); one set at runtime stays otherwise,
-		 * but not into kernel steering, which counts no connection
-		 * (its config refuses a cap, and so does /set) */
-		if (nb->max_connections != b->cfg_max_conns ||
-		    c->steering == HASHLB_STEERING_KERNEL) {
-			b->cfg_max_conns = nb->max_connections;
-			atomic_store(&b->rt->max_conns, nb->max_connections);
-		}
-		if (nb->admin != b->cfg_admin) {
-			b->cfg_admin = nb->admin;
-			hlb_pool_set_admin(b, nb->admin);
-		}
+		full |= backend_cfg_apply(b, nb, c);
 		if (start_checks && !backend_checked(b))
 			backend_up_run_stop(b, "reload", now); /* checks turned off */
 		if (start_checks)
 			backend_check_spread(b, now);
-		if (!c->health.enabled && !b->health.up) {
-			/* Checks turned off: no verdict holds it down any more. */
-			backend_health_restart(b, true, now);
-			backend_set_healthy(b, true);
+		if (backend_unchecked_up(b, c, now))
 			service_schedule(s, false);
-		}
 		next[i] = b;
 	}
 	for (j = 0; j < s->n_backends; j++) {
@@ -2102,10 +2206,12 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			b->drain_deadline_ms = deadline;
 			atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 			b->svc = NULL;
+			b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */
 			v[p->n_orphans++] = b;
 		}
 		for (uint32_t i = 0; i < s->n_removed; i++) { /* already draining: their deadline */
 			s->removed[i]->svc = NULL;
+			s->removed[i]->orphan_of = strdup(s->cfg->name);
 			v[p->n_orphans++] = s->removed[i];
 		}
 		s->n_backends = s->n_removed = 0;
@@ -2166,6 +2272,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 
 		if (fresh[i]) {
+			orphans_adopted(p, next[i]);
 			service_checks_start(next[i]);
 			continue;
 		}

@@ -83,6 +83,9 @@ struct hlb_pool_backend {
 	 * a table without it is published */
 	bool close_pending;
 	bool carried_down; /* an upgrade's old process handed it over down */
+	/* An orphan: the service a reload removed it with (NULL if none, or short of memory), for
+	 * the reload that adds that service back before it drained (pool.c, orphan_take()). */
+	char *orphan_of;
 };
 
 struct hlb_pool_service {

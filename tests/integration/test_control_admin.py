@@ -338,6 +338,60 @@ def removed_service_drains_until_timeout():
     check(lb.stop() == 0, "exit 0")
 
 
+def removed_service_added_back_keeps_its_connections():
+    """A reload removes a whole service and the next one adds it back (a config written in
+    two steps, a removal undone) before its drain ends: its backends take their draining
+    connections back, as a backend removed and added back within a service does, instead of
+    cutting them at the drain deadline while the service serves again. They were closed
+    there: 10 of 10 here."""
+    two = ("workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
+           "  - name: keep\n    listen: {keep}\n    health:\n      enabled: false\n"
+           "    backends:\n      - name: a\n        address: {a}\n")
+    back = ("  - name: back\n    listen: {back}\n    timeouts:\n      drain: 1500ms\n"
+            "    health:\n      enabled: false\n"
+            "    backends:\n      - name: b\n        address: {b}\n"
+            "      - name: c\n        address: {c}\n")
+    both = two + back
+    lb = Lb(both.format(keep="127.0.0.1:0", a=BACKENDS[0][1], back="127.0.0.1:0",
+                        b=BACKENDS[1][1], c=BACKENDS[2][1]))
+    bound = {x["name"]: x["bound"] for x in lb.status()["services"]}
+    host, port = bound["back"].rsplit(":", 1)
+    held = [connect((host, int(port)), client_ip(i), timeout=10) for i in range(10)]
+    names = [read_line(h) for h in held]
+    check(sorted(set(names)) == ["b", "c"], f"the clients reach b and c: {names}")
+    with open(lb.path, "w") as f:
+        f.write(two.format(keep=bound["keep"], a=BACKENDS[0][1]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep"],
+          f"reloaded without the service: {so}{se}")
+    with open(lb.path, "w") as f:
+        f.write(both.format(keep=bound["keep"], a=BACKENDS[0][1], back=bound["back"],
+                            b=BACKENDS[1][1], c=BACKENDS[2][1]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep", "back"],
+          f"the service added back: {so}{se}")
+    time.sleep(2.5)  # past the drain deadline
+    alive = 0
+    for h, n in zip(held, names):
+        try:
+            h.sendall(b"still here\n")
+            alive += read_line(h) == "still here"
+        except OSError:
+            pass
+    check(alive == len(held), f"its connections outlive the drain deadline: {alive} of "
+          f"{len(held)}")
+    svc = lb.service(1)
+    active = {b["name"]: b["active"] for b in svc["backends"]}
+    check(active == {"b": names.count("b"), "c": names.count("c")} and not svc["draining"],
+          f"its backends count them, nothing draining: {active} {svc['draining']}")
+    check(not [l for l in lb.log if "drain timeout" in l], "no drain timeout logged")
+    for h in held:
+        h.close()
+    check(lb.wait(lambda: lb.service(1)["connections"]["active"] == 0) is not None,
+          "they end as their clients leave")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metric_sum_plain(lb, name):
     """An unlabelled metric's value from GET /metrics."""
     status, body = lb.http("GET", "/metrics")
@@ -1893,7 +1947,7 @@ def ctl_bounds_an_answer_that_does_not_end():
 run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
-           removed_service_drains_until_timeout,
+           removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
            weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
