@@ -443,9 +443,20 @@ static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
 {
 	const struct hashlb_service_cfg *c = b->svc->cfg;
 	uint64_t salt = XXH64(c->name, strlen(c->name), 0);
+	uint64_t first = now + hlb_check_phase(c->health.interval_ms, b->idx, c->n_backends, salt);
 
-	backend_check_start(
-		b, now + hlb_check_phase(c->health.interval_ms, b->idx, c->n_backends, salt));
+	/* Checks already made (a reload that changes them): the next at its time if sooner, the
+	 * slot after one in flight (which the restart aborts: a burst of those at once would
+	 * spread no more). Put off to their place from each reload, reloads every 50 ms checked
+	 * a backend of a 300 ms interval never. */
+	if (b->check.loop) {
+		uint64_t next = b->check.next_ms > now ? b->check.next_ms
+						       : b->check.next_ms + b->check.interval_ms;
+
+		if (next < first)
+			first = next > now ? next : now;
+	}
+	backend_check_start(b, first);
 }
 
 static void backend_free(struct hlb_pool_backend *b)
@@ -1870,11 +1881,13 @@ static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb
 	       (!a->source_len || memcmp(&a->source, &b->source, a->source_len) == 0);
 }
 
-static bool health_cfg_equal(const struct hashlb_health_cfg *a, const struct hashlb_health_cfg *b)
+/* Whether the checks <a> and <b> make are the same: rise and fall count their results (the
+ * service's health params), and a reload changing only those restarts no check. */
+static bool checks_cfg_equal(const struct hashlb_health_cfg *a, const struct hashlb_health_cfg *b)
 {
 	return a->enabled == b->enabled && a->interval_ms == b->interval_ms &&
-	       a->timeout_ms == b->timeout_ms && a->rise == b->rise && a->fall == b->fall &&
-	       a->port == b->port && a->send_len == b->send_len && a->expect_len == b->expect_len &&
+	       a->timeout_ms == b->timeout_ms && a->port == b->port && a->send_len == b->send_len &&
+	       a->expect_len == b->expect_len &&
 	       (!a->send_len || memcmp(a->send, b->send, a->send_len) == 0) &&
 	       (!a->expect_len || memcmp(a->expect, b->expect, a->expect_len) == 0);
 }
@@ -2032,7 +2045,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	uint64_t now = hlb_now_ms();
 	bool full =
 		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
-	bool recheck = !health_cfg_equal(&old->health, &c->health) ||
+	bool recheck = !checks_cfg_equal(&old->health, &c->health) ||
 		       old->proxy_protocol != c->proxy_protocol || !source_equal(old, c);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	struct name_idx *sorted = backends_sorted(s);

@@ -1221,6 +1221,48 @@ def stale_failures_do_not_take_a_recovered_backend_down():
     hy.close()
     y.stop()
 
+def down_through_a_reload_storm(victim, health):
+    """Reloads one after another (every 50 ms or so) while backend "dead" at <victim> (an
+    address) does not answer, <health>(k) the health settings of the k-th: the seconds until
+    it is down (None: not within 10 s) and how many reloads went meanwhile."""
+    bs = [Backend(n) for n in "abc"]
+    cfg = lambda k: config([(b.name, b.addr) for b in bs] + [("dead", victim)], health=health(k))
+    lb = Lb(cfg(0))
+    t0, k, took = time.time(), 0, None
+    while time.time() - t0 < 10 and took is None:
+        k += 1
+        lb.rewrite(cfg(k))
+        code, body = lb.http("POST", "/reload")
+        check(code == 200, f"reload {k} applied: {body}")
+        if lb.backend("dead")["health"] == "down":
+            took = time.time() - t0
+        time.sleep(0.05)
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+    return took, k
+
+
+def reload_storm_does_not_put_checks_off():
+    """Reloads that change health settings, one every 50 ms or so, a backend not answering:
+    it still goes down. Each restarted every backend's checks at its place in the interval
+    (300 ms) from the reload on, and aborted the one in flight: no check of it was ever made,
+    and it stayed up (10 s here, as long as they came). Now a reload that changes only rise
+    or fall (counts, not checks) restarts none, and one that changes the checks keeps their
+    cadence when its next check is sooner."""
+    base = "interval: 300ms\nrise: {rise}\nfall: 2\ntimeout: {timeout}ms"
+    took, k = down_through_a_reload_storm(
+        f"127.0.0.1:{dead_port()}", lambda k: base.format(rise=2, timeout=100 + k % 2 * 10))
+    print(f"    refused, the timeout changed by each reload: down after {took} s, {k} reloads")
+    check(took is not None, "a backend refusing goes down while reloads change the timeout")
+    hole = BlackHole()
+    took, k = down_through_a_reload_storm(
+        hole.addr, lambda k: base.format(rise=2 + k % 2, timeout=250))
+    hole.close()
+    print(f"    silent, rise changed by each reload: down after {took} s, {k} reloads")
+    check(took is not None, "a silent backend goes down while reloads change rise")
+
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
@@ -1232,4 +1274,5 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            stale_failures_do_not_take_a_recovered_backend_down,
            table_memory_counts_every_table, check_errors_are_logged_as_they_change,
            checks_failing_while_up_are_logged,
-           a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged])
+           a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged,
+           reload_storm_does_not_put_checks_off])
