@@ -955,7 +955,11 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
 	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
 	struct hlb_pool_backend *one, **bs;
-	uint32_t w = 0, max = 0, n = 0, *old_weights;
+	struct {
+		enum hashlb_admin_state state;
+		uint32_t weight, max;
+	} * was;
+	uint32_t w = 0, max = 0, n = 0;
 	uint64_t failed;
 	const char *how = NULL;
 	pid_t up = ctl->upgrade_state ? ctl->upgrade_state(ctl->daemon, &how) : 0;
@@ -1008,10 +1012,10 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	}
 	one = hlb_pool_backend_find(s, name);
 	bs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*bs));
-	old_weights = calloc(s->n_backends ? s->n_backends : 1, sizeof(*old_weights));
-	if (!bs || !old_weights) {
+	was = calloc(s->n_backends ? s->n_backends : 1, sizeof(*was));
+	if (!bs || !was) {
 		free(bs);
-		free(old_weights);
+		free(was);
 		resp_error(resp, 500, "out of memory");
 		return;
 	}
@@ -1089,17 +1093,20 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	 * Undoing a state afterwards would not restore it (leaving maint
 	 * resets the health). */
 	failed = s->rebuilds_failed;
-	for (uint32_t i = 0; i < n && has_weight; i++) {
-		old_weights[i] = bs[i]->rt->weight;
-		hlb_pool_set_weight(bs[i], w);
+	for (uint32_t i = 0; i < n; i++) {
+		was[i].state = bs[i]->admin;
+		was[i].weight = bs[i]->rt->weight;
+		was[i].max = atomic_load(&bs[i]->rt->max_conns);
 	}
+	for (uint32_t i = 0; i < n && has_weight; i++)
+		hlb_pool_set_weight(bs[i], w);
 	if (has_weight)
 		hlb_pool_flush(ctl->pool);
 	if (s->rebuilds_failed != failed) {
 		/* undo, the old table keeps serving */
 		resp_error(resp, 409, "%s", s->last_error.msg);
 		for (uint32_t i = 0; i < n; i++)
-			hlb_pool_set_weight(bs[i], old_weights[i]);
+			hlb_pool_set_weight(bs[i], was[i].weight);
 		hlb_pool_flush(ctl->pool);
 		goto out;
 	}
@@ -1116,6 +1123,9 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		resp_error(resp, 500, "%s (the previous table keeps serving)", s->last_error.msg);
 		goto out;
 	}
+	for (uint32_t i = 0; i < n; i++)
+		hlb_pool_log_set(bs[i], has_state ? &was[i].state : NULL,
+				 has_weight ? &was[i].weight : NULL, has_max ? &was[i].max : NULL);
 	if (one) {
 		set_answer_one(s, one, text, &resp->body);
 		if (!text)
@@ -1138,7 +1148,7 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		hlb_buf_puts(&resp->body, "]}\n");
 out:
 	free(bs);
-	free(old_weights);
+	free(was);
 }
 
 /* What a close of one name reaches in a service, counted apart (see close_reach()). */

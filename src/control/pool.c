@@ -551,6 +551,24 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 	return 0;
 }
 
+void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
+		      const uint32_t *was_weight, const uint32_t *was_max)
+{
+	char state[64] = "", weight[64] = "", max[96] = "";
+
+	if (was_state)
+		snprintf(state, sizeof(state), " state=%s state_was=%s",
+			 hashlb_admin_state_name(b->admin), hashlb_admin_state_name(*was_state));
+	if (was_weight)
+		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->rt->weight,
+			 *was_weight);
+	if (was_max)
+		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
+			 atomic_load(&b->rt->max_conns), *was_max);
+	pool_log(b->svc->pool, HLB_LOG_INFO, "backend set", "service=%s backend=%s by=admin%s%s%s",
+		 b->svc->cfg->name, b->rt->name, state, weight, max);
+}
+
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 {
 	uint64_t n = atomic_load(&b->rt->active);

@@ -227,6 +227,12 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 /* Admin commands. -EINVAL for a bad value. Take effect with the next build. */
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st);
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
+/*
+ * Log what an admin request (POST /set) applied to <b>: each setting it gave, as <b> has it
+ * now, with the value it had before (<was_*>; NULL: not given).
+ */
+void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
+		      const uint32_t *was_weight, const uint32_t *was_max);
 /* An HLB_HANDOVER_LINE for each backend with a setting made at run time, onto <o>: what an
  * upgrade's new process carries on (hlb_pool_env.handover). */
 void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);

@@ -424,6 +424,32 @@ def refused_set_changes_nothing():
     check(lb.stop() == 0, "exit 0")
 
 
+def set_is_logged():
+    """Each change made with hashlb ctl set is logged, as a close is: which backend, what was
+    asked and what it was before, so that the log tells who drained a backend and when. A
+    refused set changes nothing and logs no such line."""
+    lb = Lb(config(BACKENDS))
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 0, f"ctl set b drain: {se}")
+    rc, so, se = lb.ctl("set", "c", "weight", "3")
+    check(rc == 0, f"ctl set c weight 3: {se}")
+    code, body = lb.http("POST", "/set?backend=a&state=maint&max_connections=7")
+    check(code == 200, f"POST /set a maint, cap 7: {code} {body}")
+    rc, so, se = lb.ctl("set", "a", "weight", "x")
+    check(rc == 1, f"a bad weight is refused: {se}")
+    rc, so, se, logged = lb.reload()  # its last line read: every earlier one is too
+    want = ['service=t backend=b by=admin state=drain state_was=ready',
+            'service=t backend=c by=admin weight=3 weight_was=1',
+            'service=t backend=a by=admin state=maint state_was=ready max_connections=7 '
+            'max_connections_was=0']
+    for w in want:
+        check(any(l.endswith(f'msg="backend set" {w}') for l in lb.log),
+              f"logged: {w}; set lines: {[l for l in lb.log if 'backend set' in l]}")
+    sets = [l for l in lb.log if 'msg="backend set"' in l]
+    check(len(sets) == 3, f"one line per set applied, none for the refused one: {sets}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def weight_change_rebuilds():
     lb = Lb(config(BACKENDS))
     gen = lb.service()["generation"]
@@ -1948,7 +1974,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, maint_closes_nothing_ta
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
-           weight_change_rebuilds, refused_set_changes_nothing, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
