@@ -970,6 +970,10 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
+	/* taken only to be ignored: its default action would kill the process at once,
+	 * every connection reset, and nginx (reopen the logs) and HAProxy (soft stop)
+	 * teach operators and logrotate scripts to send it */
+	sigaddset(&mask, SIGUSR1);
 	/* blocked before any worker starts, so every thread inherits the mask */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -2048,6 +2052,11 @@ static void handle_signals(struct hlb_daemon *d)
 			/* a failed reload keeps the old config serving: ready either way */
 			hlb_notify("READY=1\nSTATUS=listening on %u address(es)",
 				   listener_count(d));
+			break;
+		case SIGUSR1:
+			hlb_log(HLB_LOG_WARN, "SIGUSR1 ignored",
+				"note=\"hashlb logs to stderr, it has no file to reopen: SIGTERM "
+				"stops (draining), SIGHUP reloads, SIGUSR2 upgrades\"");
 			break;
 		case SIGUSR2:
 			hlb_log(HLB_LOG_INFO, "SIGUSR2, upgrading in place", NULL);

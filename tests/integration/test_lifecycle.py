@@ -283,6 +283,26 @@ def second_signal():
     s.close()
 
 
+def sigusr1_cuts_nothing():
+    """SIGUSR1, which nginx takes to reopen its log files and HAProxy to stop softly (a
+    logrotate script or a habit may send it), is logged and ignored: the established
+    connection goes on and hashlb serves on. Before, its default action killed hashlb at
+    once, every connection reset, without a line."""
+    lb = Hashlb(config(BACKENDS))
+    s = connect(lb.addr, timeout=5)
+    read_line(s)
+    lb.proc.send_signal(signal.SIGUSR1)
+    logged = lb.wait_log("SIGUSR1 ignored", timeout=5)
+    check(logged and lb.proc.poll() is None,
+          f"SIGUSR1 is logged and hashlb runs on: exit {lb.proc.poll()}")
+    if lb.proc.poll() is None:
+        s.sendall(b"after USR1\n")
+        check(read_line(s) == "after USR1", "the established connection keeps flowing")
+        check(who(lb.addr) in ("a", "b", "c"), "new clients are served")
+    s.close()
+    check(lb.stop() == 0, "SIGTERM: exit 0")
+
+
 def second_signal_after_an_upgrade():
     """After an upgrade in place hands over, the old process drains; that was no stop signal,
     so a first SIGTERM to it (a service manager's stop reaching every process of the unit)
@@ -670,7 +690,7 @@ def socket_activation():
 run_tests([config_error_refused, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
-           drain_deadline_resets_the_unserved, second_signal,
+           drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt,
