@@ -303,14 +303,31 @@ static int check_send(struct hlb_check *c)
 	return check_send_all(c, c->send, c->send_len);
 }
 
+/* c->reply: the <got> bytes of <expect> that matched, then <buf>'s <n>, as a C string. */
+static void check_reply_keep(struct hlb_check *c, const uint8_t *buf, size_t n)
+{
+	size_t o = 0;
+
+	for (; o < c->got + n && o < HLB_CHECK_REPLY_MAX; o++) {
+		uint8_t b = o < c->got ? c->expect[o] : buf[o - c->got];
+
+		if (!b)
+			break;
+		c->reply[o] = (char)b;
+	}
+	c->reply[o] = '\0';
+}
+
 int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n)
 {
 	size_t want = c->expect_len - c->got;
 
 	if (n > want)
 		n = want; /* what follows <expect> is the backend's own */
-	if (want && (n == 0 || memcmp(buf, c->expect + c->got, n) != 0))
+	if (want && (n == 0 || memcmp(buf, c->expect + c->got, n) != 0)) {
+		check_reply_keep(c, buf, n);
 		return -1;
+	}
 	c->got += (uint32_t)n;
 	return c->got == c->expect_len ? 1 : 0;
 }

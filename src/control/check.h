@@ -59,6 +59,9 @@ enum hlb_check_at {
 /* "connect", "send", "reply" */
 const char *hlb_check_at_name(enum hlb_check_at at);
 
+/* The bytes of a reply that differs from <expect> kept for the log (hlb_check.reply). */
+#define HLB_CHECK_REPLY_MAX 64u
+
 struct hlb_check {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
@@ -73,6 +76,9 @@ struct hlb_check {
 	/* Why the check just reported failed, for <done> to read: where and the errno. */
 	enum hlb_check_at failed_at;
 	int failed_err;
+	/* With EBADMSG: how the reply began, what came of it in place of <expect> (at most
+	 * HLB_CHECK_REPLY_MAX bytes, cut at a NUL byte), for the log to say. */
+	char reply[HLB_CHECK_REPLY_MAX + 1];
 	/* private */
 	uint8_t *send, *expect; /* owned copies; NULL = none */
 	uint32_t send_len, expect_len;

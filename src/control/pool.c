@@ -148,6 +148,9 @@ static const char *err_name(int err)
 	return name ? name : "unknown";
 }
 
+/* Room for check_reply_text()'s " reply=..." */
+#define CHECK_REPLY_TEXT_MAX (8 + HLB_LOG_QUOTED_MAX(HLB_CHECK_REPLY_MAX))
+
 /* " at=WHERE err=ERRNO" of a failed check's err_code() <e>, or "" for 0; <buf> holds it. */
 static const char *check_err_text(uint32_t e, char *buf, size_t size)
 {
@@ -155,6 +158,21 @@ static const char *check_err_text(uint32_t e, char *buf, size_t size)
 		return "";
 	snprintf(buf, size, " at=%s err=%s", hlb_check_at_name((enum hlb_check_at)((e >> 16) - 1)),
 		 err_name((int)(e & 0xffff)));
+	return buf;
+}
+
+/*
+ * " reply=..." when <b>'s last check failed as err_code() <e> says, on an answer that differs
+ * from expect: how it began instead (hlb_check.reply); else "". <buf> holds it.
+ */
+static const char *check_reply_text(const struct hlb_pool_backend *b, uint32_t e, char *buf,
+				    size_t size)
+{
+	char q[HLB_LOG_QUOTED_MAX(HLB_CHECK_REPLY_MAX)];
+
+	if ((e & 0xffff) != EBADMSG || b->check.failed_err != EBADMSG)
+		return "";
+	snprintf(buf, size, " reply=%s", hlb_log_quote(b->check.reply, q, sizeof(q)));
 	return buf;
 }
 
@@ -170,7 +188,7 @@ static const char *check_err_text(uint32_t e, char *buf, size_t size)
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause,
 				   uint32_t err)
 {
-	char why[64];
+	char why[64], reply[CHECK_REPLY_TEXT_MAX];
 
 	if (!b->health.up)
 		hlb_check_errs_start(&b->check_errs, err || !b->up_fails ? err : b->up_fails_err,
@@ -179,10 +197,11 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	b->up_fails_logged = false;
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
 		 b->health.up ? "backend up" : "backend down",
-		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s", b->svc->cfg->name,
+		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s%s", b->svc->cfg->name,
 		 b->rt->name, cause, b->health.flaps,
 		 b->health.suppressed ? " suppressed=flapping" : "",
-		 check_err_text(b->health.up ? 0 : err, why, sizeof(why)));
+		 check_err_text(b->health.up ? 0 : err, why, sizeof(why)),
+		 b->health.up ? "" : check_reply_text(b, err, reply, sizeof(reply)));
 	backend_set_healthy(b, b->health.up);
 	if (b->health.up)
 		backend_ramp_start(b, now, 0);
@@ -283,7 +302,7 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 				   uint32_t passive, uint64_t now)
 {
 	const struct hlb_health *h = &b->health;
-	char why[64], pas[32], more[32];
+	char why[64], pas[32], more[32], reply[CHECK_REPLY_TEXT_MAX];
 	uint64_t unlogged;
 
 	if (ok) {
@@ -296,10 +315,11 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 		return;
 	b->up_fails_logged = true;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health check failed, backend still up",
-		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
+		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s%s",
 		 b->svc->cfg->name, b->rt->name, check_err_text(err, why, sizeof(why)), h->fail_run,
 		 b->svc->hp.fall, passive_text(h->passive_run, pas, sizeof(pas)),
-		 unlogged_text(unlogged, more, sizeof(more)));
+		 unlogged_text(unlogged, more, sizeof(more)),
+		 check_reply_text(b, err, reply, sizeof(reply)));
 }
 
 /* A check's result; <err>: a failed one's err_code(). */
@@ -307,7 +327,7 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
 {
 	uint64_t now = hlb_now_ms(), unlogged;
 	uint32_t was, changes, run = b->health.fail_run, passive = b->health.passive_run;
-	char now_err[64], was_err[64], more[32];
+	char now_err[64], was_err[64], more[32], reply[CHECK_REPLY_TEXT_MAX];
 
 	if (hlb_health_check(&b->health, &b->svc->hp, ok, now)) {
 		backend_health_changed(b, now, "checks", ok ? 0 : err);
@@ -322,10 +342,11 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
 	    !errs_budget(b->svc->pool, now, false, &unlogged))
 		return;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health checks still failing, another error",
-		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32 "%s", b->svc->cfg->name,
+		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32 "%s%s", b->svc->cfg->name,
 		 b->rt->name, check_err_text(err, now_err, sizeof(now_err)),
 		 was ? check_err_text(was, was_err, sizeof(was_err)) + 1 : "none", changes,
-		 unlogged_text(unlogged, more, sizeof(more)));
+		 unlogged_text(unlogged, more, sizeof(more)),
+		 check_reply_text(b, err, reply, sizeof(reply)));
 }
 
 /*

@@ -785,6 +785,46 @@ def payload_checks():
     y.close()
 
 
+def a_wrong_answer_is_logged():
+    """A check whose answer differs from expect says what came instead, as many bytes as
+    expect has (reply=), on its warning while the backend is up and on its down line: an
+    HTTP check that gets a 503, a Redis one an error. Before, the lines said err=EBADMSG
+    and nothing of the answer (one had to capture the traffic to learn it was a 503)."""
+    def http_503(c):
+        with c:
+            c.settimeout(2)
+            try:
+                c.recv(1024)
+                c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+                c.recv(1)
+            except OSError:
+                pass
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = serve_each(srv, http_503)
+    x = App("x")
+    x.mode = "err"
+    health = ('interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 2\n'
+              'send: "GET /health HTTP/1.0\\r\\n\\r\\n"\nexpect: "HTTP/1.1 200"')
+    lb = Lb(config([("web", "127.0.0.1:%d" % srv.getsockname()[1])], health=health))
+    check(lb.wait_log(r'msg="health check failed, backend still up" service=t backend=web '
+                      r'at=reply err=EBADMSG failed=1 fall=2 reply="HTTP/1.1 503"$'),
+          "the warning says the answer began HTTP/1.1 503")
+    check(lb.wait_log(r'msg="backend down" service=t backend=web cause=checks flaps=1 '
+                      r'at=reply err=EBADMSG reply="HTTP/1.1 503"$'), "and so does the down line")
+    lb.rewrite(config([("x", x.addr)], health=health.replace(
+        'send: "GET /health HTTP/1.0\\r\\n\\r\\n"\nexpect: "HTTP/1.1 200"',
+        'send: "PING\\r\\n"\nexpect: "+PONG"')))
+    rc, so, se, lines = lb.reload()
+    check(rc == 0, f"reload: {se}")
+    check(lb.wait_log(r'msg="backend down" service=t backend=x cause=checks flaps=1 '
+                      r'at=reply err=EBADMSG reply="-ERR\\r"$'),
+          "a Redis error: reply=\"-ERR\\r\", the bytes expect has")
+    check(lb.stop() == 0, "exit 0")
+    stop()
+    x.close()
+
+
 def checks_failing_while_up_are_logged():
     """A backend failing 3 checks in a row, fewer than fall (4), stays up, and the log says so:
     one warning per failed check with the run toward fall (failed=1, 2, 3), then a line as a
@@ -807,7 +847,7 @@ def checks_failing_while_up_are_logged():
     failed = [l for l in lines if 'msg="health check failed, backend still up"' in l]
     print(f"    {len(failed)} failed-check lines, then: {lines[len(failed):][:1]}")
     want = [rf'level=warn msg="health check failed, backend still up" service=t backend=x '
-            rf"at=reply err=EBADMSG failed={i} fall={fall}$" for i in range(1, k + 1)]
+            rf'at=reply err=EBADMSG failed={i} fall={fall} reply="-ERR\\r"$' for i in range(1, k + 1)]
     check(len(lines) == k + 1 and all(re.search(w, l) for w, l in zip(want, lines)) and
           re.search(ended, lines[k]),
           f"one warning per failed check, failed=1..{k}, then the end of the run: {lines}")
@@ -1273,6 +1313,6 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            a_killed_maglev_backend_moves_its_clients_once,
            stale_failures_do_not_take_a_recovered_backend_down,
            table_memory_counts_every_table, check_errors_are_logged_as_they_change,
-           checks_failing_while_up_are_logged,
+           checks_failing_while_up_are_logged, a_wrong_answer_is_logged,
            a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged,
            reload_storm_does_not_put_checks_off])
