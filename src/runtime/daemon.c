@@ -129,7 +129,7 @@ struct hlb_daemon {
 	bool running;
 	bool stopping;
 	bool stop_now;
-	bool stop_signalled; /* a SIGTERM/SIGINT came (not only an upgrade's handover) */
+	bool stop_signalled; /* a SIGTERM/SIGINT/SIGQUIT came (not only an upgrade's handover) */
 	uint32_t failed; /* workers seen failed (hlb_proxy_failed()): the run failed */
 	uint64_t drain_start_ms; /* CLOCK_MONOTONIC, when stopping began */
 	uint64_t generation;
@@ -968,6 +968,9 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	/* a stop as SIGTERM, not a core dump cutting every connection: nginx's
+	 * graceful stop, its Docker image's STOPSIGNAL */
+	sigaddset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
 	/* taken only to be ignored: its default action would kill the process at once,
@@ -2064,8 +2067,9 @@ static void handle_signals(struct hlb_daemon *d)
 			break;
 		case SIGTERM:
 		case SIGINT:
-			hlb_log(HLB_LOG_INFO, "signal, shutting down", "signal=%s",
-				si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		case SIGQUIT:
+			hlb_log(HLB_LOG_INFO, "signal, shutting down", "signal=SIG%s",
+				sigabbrev_np((int)si.ssi_signo));
 			if (d->stopping && !d->stop_signalled) {
 				/* Draining since an upgrade handed over: that was no stop
 				 * signal, so this one asks for the drain under way (a

@@ -303,6 +303,25 @@ def sigusr1_cuts_nothing():
     check(lb.stop() == 0, "SIGTERM: exit 0")
 
 
+def sigquit_drains():
+    """SIGQUIT stops hashlb as SIGTERM does: the established connection goes on until it
+    ends, then exit 0. nginx takes it for its graceful stop (its Docker image's STOPSIGNAL,
+    which a container built from that template keeps). Before, its default action ended
+    hashlb at once with a core dump, every connection reset."""
+    lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 60s"))
+    s = connect(lb.addr, timeout=5)
+    read_line(s)
+    lb.proc.send_signal(signal.SIGQUIT)
+    check(lb.wait_log(r'msg="signal, shutting down" signal=SIGQUIT', timeout=5) and
+          lb.wait_log("msg=draining", timeout=5), f"SIGQUIT starts the drain: exit {lb.proc.poll()}")
+    if lb.proc.poll() is None:
+        s.sendall(b"during drain\n")
+        check(read_line(s) == "during drain", "the established connection keeps flowing")
+    s.close()
+    wait_until(lambda: lb.proc.poll() is not None, timeout=12)
+    check(lb.proc.poll() == 0, f"exit 0 once the last connection closed, got {lb.proc.poll()}")
+
+
 def second_signal_after_an_upgrade():
     """After an upgrade in place hands over, the old process drains; that was no stop signal,
     so a first SIGTERM to it (a service manager's stop reaching every process of the unit)
@@ -690,7 +709,7 @@ def socket_activation():
 run_tests([config_error_refused, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
-           drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing,
+           drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt,
