@@ -94,6 +94,9 @@ def backup_takes_over():
     check(up == {"a": 1, "b": 1, "c": 0} and svc_up == 2,
           f"/metrics: the standby backup takes no new client (hashlb_backend_up 0), the "
           f"backends' values add up to the service's: {up}, {svc_up}")
+    help_up = re.search(r"^# HELP hashlb_backend_up (.*)$", lb.http("GET", "/metrics")[1], re.M)
+    check(help_up and "0 for a standby backup" in help_up.group(1),
+          f"and its help text says a standby backup is 0: {help_up and help_up.group(1)!r}")
 
     for b in bs[:2]:
         b.stop()
