@@ -48,9 +48,10 @@ static void usage(FILE *f)
 		"  goes to the kernel's stack untouched. See docs/steering.md.\n"
 		"\n"
 		"  Without --keep, hashlb steer stays in the foreground and detaches the\n"
-		"  program when it receives SIGINT, SIGTERM or SIGHUP (its terminal\n"
-		"  closed). With --keep it attaches, fills the tables and exits, leaving\n"
-		"  the program attached; --update, --stats and --detach then act on it.\n"
+		"  program when it receives SIGINT, SIGTERM, SIGQUIT or SIGHUP (its\n"
+		"  terminal closed). With --keep it attaches, fills the tables and\n"
+		"  exits, leaving the program attached; --update, --stats and --detach\n"
+		"  then act on it.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -335,14 +336,16 @@ struct steer_args {
 };
 
 /* The signals that end a foreground hashlb steer, detaching: SIGHUP too, as
- * when its terminal or ssh session closes (by default it would kill the
- * process and leave the program steering with a table nobody drives). */
+ * when its terminal or ssh session closes, and SIGQUIT (Ctrl-\ at it): by
+ * default either would kill the process and leave the program steering with
+ * a table nobody drives. */
 static void stop_signals(sigset_t *ret_set)
 {
 	sigemptyset(ret_set);
 	sigaddset(ret_set, SIGINT);
 	sigaddset(ret_set, SIGTERM);
 	sigaddset(ret_set, SIGHUP);
+	sigaddset(ret_set, SIGQUIT);
 }
 
 /*

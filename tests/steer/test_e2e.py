@@ -520,19 +520,20 @@ def foreign_filters(topo):
 
 
 def hangup(topo):
-    """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed), as on
-    SIGINT and SIGTERM. Before, SIGHUP killed it and left the program steering with a table
-    nobody drove."""
-    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    p1.stdout.readline()  # "attached steering on ..."
-    p1.send_signal(signal.SIGHUP)
-    p1.wait(timeout=15)
-    check(p1.returncode == 0 and not hooks(topo),
-          f"SIGHUP: exit {p1.returncode}, still attached: {sorted(hooks(topo))}")
-    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
-    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
-    print("SIGHUP: detached" if not failures else "", flush=True)
+    """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed) and
+    on SIGQUIT (Ctrl-\\ at its terminal), as on SIGINT and SIGTERM. Before, either killed it
+    and left the program steering with a table nobody drove."""
+    for sig in (signal.SIGHUP, signal.SIGQUIT):
+        p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p1.stdout.readline()  # "attached steering on ..."
+        p1.send_signal(sig)
+        p1.wait(timeout=15)
+        check(p1.returncode == 0 and not hooks(topo),
+              f"{sig.name}: exit {p1.returncode}, still attached: {sorted(hooks(topo))}")
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    print("SIGHUP, SIGQUIT: detached" if not failures else "", flush=True)
 
 
 def iface_gone(topo):
