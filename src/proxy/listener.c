@@ -622,6 +622,27 @@ pid_t hlb_proxy_taken_from(const struct hlb_proxy *p)
 	return p->taken_from;
 }
 
+bool hlb_proxy_taken_any(const struct hlb_proxy *p,
+			 bool (*match)(void *arg, const struct sockaddr_storage *addr,
+				       const char *svc),
+			 void *arg)
+{
+	for (uint32_t i = p->n_inh - p->n_taken; i < p->n_inh; i++)
+		if (match(arg, &p->inh[i].addr, p->inh[i].svc))
+			return true;
+	return false;
+}
+
+void hlb_proxy_take_drop(struct hlb_proxy *p)
+{
+	take_undo(p);
+	if (p->taken_pidfd >= 0)
+		close(p->taken_pidfd);
+	p->taken_pidfd = -1;
+	p->taken_from = 0;
+	atomic_store(&p->takeover, TAKEOVER_NONE);
+}
+
 const char *hlb_proxy_handover(const struct hlb_proxy *p)
 {
 	return p->taken_from ? p->handover : NULL;

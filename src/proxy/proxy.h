@@ -175,6 +175,17 @@ int hlb_proxy_take_over(struct hlb_proxy *p, const struct sockaddr *admin, sockl
 int hlb_proxy_take_over_fd(struct hlb_proxy *p, int fd, char *why, size_t why_size);
 /* The process that handed the sockets over (SO_PEERCRED, or its answer), 0 if none were taken. */
 pid_t hlb_proxy_taken_from(const struct hlb_proxy *p);
+/*
+ * Whether <match> says yes to one of the sockets taken over: its address and the service
+ * it listened for there ("" unknown).
+ */
+bool hlb_proxy_taken_any(const struct hlb_proxy *p,
+			 bool (*match)(void *arg, const struct sockaddr_storage *addr,
+				       const char *svc),
+			 void *arg);
+/* Give the sockets taken over back (closed here, the old process keeps its own), as if none
+ * had been: the old process counts this one as its taker only while it runs. */
+void hlb_proxy_take_drop(struct hlb_proxy *p);
 /* The lines "set SERVICE BACKEND ..." of its answer (HLB_HANDOVER_LINE): what was set there at
  * run time, for this process to carry on. NULL if none (or no sockets were taken). */
 const char *hlb_proxy_handover(const struct hlb_proxy *p);

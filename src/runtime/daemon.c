@@ -840,14 +840,36 @@ static uint32_t cpu_count(void)
 	return n > 0 ? (uint32_t)n : 1;
 }
 
+/* Whether a socket taken over at <addr>, for service <svc>, is one <arg> (a config) has use
+ * for: a service whose listen address is that one or overlaps it, or, listening on port 0
+ * (the port the old one got), one of that name. A name alone does not tell: two instances
+ * may well both call a service "web". */
+static bool config_listens_there(void *arg, const struct sockaddr_storage *addr, const char *svc)
+{
+	const struct hashlb_config *cfg = arg;
+
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (hashlb_addr_port(&s->listen_addr) ? hashlb_listen_clash(&s->listen_addr, addr)
+						      : !strcmp(s->name, svc))
+			return true;
+	}
+	return false;
+}
+
 /*
  * An upgrade: a hashlb already running on this config's admin address hands
  * its listening sockets over, and this one listens on the very same sockets
  * (hlb_proxy_take_over()). Without it (admin off or on port 0, nobody
  * there, an older hashlb, one silent for 10 s: stopped or stuck) the
- * listeners are bound beside the old ones.
+ * listeners are bound beside the old ones. A hashlb there that listens on
+ * none of this config's addresses (config_listens_there()) is another
+ * instance, not one to replace: sharing its admin address, each would answer
+ * half of the requests meant for the other (and it would refuse every set,
+ * handed over): refused, -EADDRINUSE.
  */
-static void take_over(struct hlb_daemon *d)
+static int take_over(struct hlb_daemon *d, struct hashlb_error *err)
 {
 	const char *from;
 	const char *fd_env = getenv("HASHLB_UPGRADE_FD");
@@ -879,7 +901,23 @@ static void take_over(struct hlb_daemon *d)
 		r = hlb_proxy_take_over(d->proxy, (const struct sockaddr *)&d->cfg->admin_addr,
 					d->cfg->admin_addr_len, why, sizeof(why));
 	} else {
-		return;
+		return 0;
+	}
+	if (r > 0 && !fd_env && !hlb_proxy_taken_any(d->proxy, config_listens_there, d->cfg)) {
+		pid_t other = hlb_proxy_taken_from(d->proxy);
+
+		hlb_proxy_take_drop(d->proxy);
+		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
+			   "admin: %s is the admin endpoint of another hashlb (pid %d), which "
+			   "listens on none of this config's addresses: not one to take over "
+			   "from; give each its own admin address",
+			   d->cfg->admin, (int)other);
+		if (!d->cfg->admin_override && d->cfg->admin_pos.line) {
+			err->line =
+				d->cfg->admin_pos.line; /* the file: the caller's (d->cfg goes) */
+			err->column = d->cfg->admin_pos.column;
+		}
+		return -EADDRINUSE;
 	}
 	if (r > 0)
 		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=%s pid=%d", r,
@@ -900,6 +938,7 @@ static void take_over(struct hlb_daemon *d)
 	else if (why[0])
 		hlb_log(HLB_LOG_INFO, "no listening sockets taken over, binding new ones",
 			"from=%s answer=%s", from, hlb_log_quote(why, qw, sizeof(qw)));
+	return 0;
 }
 
 static void old_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
@@ -1013,7 +1052,12 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 		goto err_free;
 	if (r > 0)
 		hlb_log(HLB_LOG_INFO, "sockets from the service manager", "count=%d", r);
-	take_over(d);
+	r = take_over(d, err);
+	if (r < 0) {
+		if (err->line)
+			err->file = config_path;
+		goto err_free;
+	}
 	r = watch_add(d, WATCH_EXIT, hlb_proxy_exit_fd(d->proxy), EPOLLIN, &w);
 	if (r == 0)
 		r = watch_add(d, WATCH_FAILING, hlb_proxy_failing_fd(d->proxy), EPOLLIN, &w);

@@ -1425,6 +1425,46 @@ def set_after_a_side_by_side_takeover_is_not_lost():
     check(new.stop() == 0, "exit 0")
 
 
+def another_instance_keeps_its_admin_address():
+    """A second hashlb started on another config (another service, or one of the same name on
+    another address) with the admin address of one that runs (two instances of one host left
+    at the default 127.0.0.1:9901) is no upgrade of it: it is refused at start, naming its
+    'admin' key, and the first one goes on answering alone, taking sets. Before, the second
+    took the first's sockets over, left them unused, and shared the admin address with it:
+    each answered about half of the requests, a set of the second's backends landed there,
+    and the first refused every set ("handed over") for as long as the second ran."""
+    admin = admin_addr()
+    first = Lb(config(BACKENDS, name="web", admin=admin), fname="first.yaml")
+    for k, text in enumerate([config(BACKENDS, name="db", admin=admin),
+                              config(BACKENDS, name="web", admin=admin,
+                                     listen=f"127.0.0.1:{free_port()}")]):
+        line = text.splitlines().index(f"admin: {admin}") + 1
+        path = tmpfile(f"second{k}.yaml", text)
+        errf = tmppath(f"second{k}.err")
+        with open(errf, "w") as f:
+            p = subprocess.Popen([HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
+                                 stderr=f)
+        try:
+            # refused as it starts; (before) started beside the first in well under 15 s
+            wait_until(lambda: p.poll() is not None or "msg=started" in open(errf).read(),
+                       timeout=15)
+            err = open(errf).read()
+            check(p.poll() == 1, f"second{k}: refused, exit 1: {p.poll()}")
+            check(re.search(rf"second{k}\.yaml:{line}:8: error: admin: {re.escape(admin)} is "
+                            rf"the admin endpoint of another hashlb \(pid {first.proc.pid}\)",
+                            err), f"second{k}: says why, at its admin key: {err.strip()[-300:]!r}")
+            for i in range(6):
+                rc, so, se = first.ctl("set", "a", "weight", str(2 + i % 2))
+                check(rc == 0 and so.startswith("web/a: ") and first.proc.pid == first.status()["pid"],
+                      f"second{k}: the first one takes set {i}: {so}{se}")
+            check(who(first.addr, client_ip(1)) in ("a", "b", "c"), "and serves")
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    check(first.stop() == 0, "exit 0")
+
+
 def port_zero_service_keeps_its_port():
     """A service listening on port 0 ("any free port": where another program reads the port
     from /status, or a test) keeps the port it got across an upgrade in place, as it does
@@ -1876,7 +1916,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
            close_does_not_stall_the_new_process, close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
-           set_after_a_side_by_side_takeover_is_not_lost,
+           set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
