@@ -9,9 +9,16 @@
 #include "hashlb/config.h"
 
 /*
+ * The family every backend of <s> must have, AF_UNSPEC for either: its source's; with
+ * source: client, its clients' (each connection leaves from its client's own address), when
+ * its listener takes one family only and no PROXY header names them.
+ */
+int hlb_service_backend_family(const struct hashlb_service_cfg *s);
+
+/*
  * What is wrong with backend <b>'s (resolved) address in service <s>: not
- * of the source's family, or the service itself (a loop). NULL if nothing;
- * else the explanation, written in <buf>.
+ * of the family its connections leave from (hlb_service_backend_family()), or the service
+ * itself (a loop). NULL if nothing; else the explanation, written in <buf>.
  */
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 				     const struct hashlb_backend_cfg *b, char *buf, size_t len);

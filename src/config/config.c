@@ -1856,15 +1856,39 @@ static bool addr_loops(const struct sockaddr_storage *listen,
 	return !hashlb_addr_is_any(listen) || addr_is_loopback(&b);
 }
 
+int hlb_service_backend_family(const struct hashlb_service_cfg *s)
+{
+	struct sockaddr_storage l;
+
+	if (s->source_len)
+		return s->source.ss_family;
+	if (!s->source_client || s->accept_proxy || !s->listen_addr_len)
+		return AF_UNSPEC;
+	l = addr_canon(&s->listen_addr);
+	/* [::] takes IPv4 clients too (the listener clears IPV6_V6ONLY) */
+	return l.ss_family == AF_INET6 && hashlb_addr_is_any(&l) ? AF_UNSPEC : l.ss_family;
+}
+
 const char *hlb_backend_addr_problem(const struct hashlb_service_cfg *s,
 				     const struct hashlb_backend_cfg *b, char *buf, size_t len)
 {
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&b->addr;
+	int family = hlb_service_backend_family(s);
 
-	if (s->source_len && b->addr.ss_family != s->source.ss_family) {
-		snprintf(buf, len, "backend '%s' at %s is %s but the service's source is %s",
-			 b->name, b->address, b->addr.ss_family == AF_INET ? "IPv4" : "IPv6",
-			 s->source.ss_family == AF_INET ? "IPv4" : "IPv6");
+	if (family != AF_UNSPEC && b->addr.ss_family != family) {
+		const char *fam = family == AF_INET ? "IPv4" : "IPv6";
+
+		if (s->source_len)
+			snprintf(buf, len,
+				 "backend '%s' at %s is %s but the service's source is %s", b->name,
+				 b->address, b->addr.ss_family == AF_INET ? "IPv4" : "IPv6", fam);
+		else
+			snprintf(buf, len,
+				 "backend '%s' at %s is %s but the service's clients are %s "
+				 "(listen %s), and source: client connects from each one's own "
+				 "address",
+				 b->name, b->address,
+				 b->addr.ss_family == AF_INET ? "IPv4" : "IPv6", fam, s->listen);
 		return buf;
 	}
 	if (addr_loops(&s->listen_addr, &b->addr)) {

@@ -404,9 +404,12 @@ static int take_answer(struct hashlb_config *c, const struct hashlb_service_cfg 
 		       struct hashlb_error *err)
 {
 	char msg[HASHLB_NAME_MAX * 2 + 160 + HASHLB_ADDR_STRLEN + 32];
-	const char *family = !s->source_len		      ? ""
-			     : s->source.ss_family == AF_INET ? " (as IPv4, the service's source)"
-							      : " (as IPv6, the service's source)";
+	int fam = hlb_service_backend_family(s);
+	const char *family = fam == AF_UNSPEC ? ""
+			     : s->source_len  ? fam == AF_INET ? " (as IPv4, the service's source)"
+							       : " (as IPv6, the service's source)"
+			     : fam == AF_INET ? " (as IPv4, the service's clients: source: client)"
+					      : " (as IPv6, the service's clients: source: client)";
 
 	if (q->busy) {
 		snprintf(msg, sizeof(msg),
@@ -786,7 +789,7 @@ static int start(const struct hashlb_config *c, enum ask ask, const struct times
 			}
 			snprintf(q->port, sizeof(q->port), "%u", port);
 			q->port_num = port;
-			q->family = s->source_len ? s->source.ss_family : AF_UNSPEC;
+			q->family = hlb_service_backend_family(s);
 			q->all = s->backends[j].each_address;
 		}
 	}

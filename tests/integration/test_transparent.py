@@ -77,9 +77,10 @@ def loopback():
     check(got == "127.0.0.1", f"without source: client the backend sees hashlb: {got}")
     check(plain.stop() == 0, "exit 0")
 
-    # An IPv6 client of an IPv4 backend: no address of its own there. Refused, logged.
+    # An IPv6 client of an IPv4 backend: no address of its own there. Refused, logged. (A
+    # dual-stack listener: one of IPv6 alone would refuse the IPv4 backend as it loads.)
     six = Hashlb(config(backends, extra="source: client\nlog_connections: true",
-                        listen='"[::1]:0"'))
+                        listen='"[::]:0"'))
     s = connect(("::1", six.addr[1]))
     got = outcome(s)
     s.close()

@@ -1644,6 +1644,24 @@ static void test_source(void **state)
 	assert_false(c->services[0].source_client);
 	hashlb_config_free(c);
 	expect_error(MINIMAL "    source: clients\n", 7, 13, "nor client");
+	/* client: each backend connection leaves from its client's address, of the listener's
+	 * family: a backend of the other family could serve no client (EAFNOSUPPORT each) */
+	expect_error(MINIMAL "      - {name: b, address: \"[::1]:9002\"}\n    source: client\n", 7,
+		     28,
+		     "backend 'b' at [::1]:9002 is IPv6 but the service's clients are IPv4 (listen "
+		     "127.0.0.1:8080), and source: client connects from each one's own address");
+	expect_error("services:\n  - name: web\n    listen: \"[::1]:8080\"\n    source: client\n"
+		     "    backends:\n      - {name: a, address: 127.0.0.1:9001}\n",
+		     6, 28,
+		     "backend 'a' at 127.0.0.1:9001 is IPv4 but the service's clients are IPv6");
+	/* a dual-stack listener takes both families, and PROXY headers may name either */
+	c = load_ok("services:\n  - name: web\n    listen: \"[::]:8080\"\n    source: client\n"
+		    "    backends:\n      - {name: a, address: 127.0.0.1:9001}\n"
+		    "      - {name: b, address: \"[::1]:9002\"}\n");
+	hashlb_config_free(c);
+	c = load_ok(MINIMAL "      - {name: b, address: \"[::1]:9002\"}\n    source: client\n"
+			    "    accept_proxy: true\n");
+	hashlb_config_free(c);
 	expect_error(MINIMAL "    steering: kernel\n    source: client\n", 8, 13,
 		     "'source' needs steering: userspace");
 }
