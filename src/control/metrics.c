@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "hashlb/steer.h"
 
@@ -638,13 +639,21 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 	free(v);
 }
 
+/* The descriptors open now. The kernel gives their count as the size of /proc/self/fd
+ * (since Linux 6.2): a walk of its fd bitmap, no descriptor taken. Listing the directory
+ * instead cost the control thread 12 ms a scrape at 18,000 descriptors (90 us at 14), and
+ * a descriptor of its own; it is kept for kernels whose size is 0. */
 static unsigned open_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
+	struct stat st;
 	struct dirent *e;
 	struct rlimit rl;
 	unsigned n = 0;
+	DIR *d;
 
+	if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0)
+		return (unsigned)st.st_size;
+	d = opendir("/proc/self/fd");
 	if (!d) {
 		/* no descriptor left to read the directory with: every one is
 		 * open, which is when this gauge matters most (not 0) */
