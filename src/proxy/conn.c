@@ -692,6 +692,34 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 }
 
 /*
+ * The errno to log for socket <fd>, found gone with EPIPE: ECONNRESET if
+ * its peer reset it. The kernel names a reset EPIPE when it comes after the
+ * peer's FIN (a client that sent its request and half-closed, then closed
+ * with the answer unread: a common end), and a send finds EPIPE on a socket
+ * reset whose error another reader took, or that io_uring swallowed in a
+ * send that had sent a part. Either way the socket is closed (TCP_CLOSE)
+ * without hashlb having shut it. Only a timeout closes one so too, and
+ * every timeout leaves its retransmissions or probes counted (none is
+ * counted before the first, and the peer's ACKs zero the probes), but one:
+ * user_timeout on a peer whose window stays closed, that ACKs each probe.
+ * So with a user_timeout set, or when the socket cannot tell, EPIPE stays.
+ */
+static int sock_epipe_why(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int ut = 0;
+	socklen_t ut_len = sizeof(ut);
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_backoff) || ti.tcpi_state != TCP_CLOSE ||
+	    ti.tcpi_retransmits || ti.tcpi_probes ||
+	    getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, &ut_len) < 0 || ut)
+		return EPIPE;
+	return ECONNRESET;
+}
+
+/*
  * Socket <side> (0 client, 1 backend) failed with errno <err>: abort. The
  * other side is reset too (SO_LINGER 0: its close sends RST, not FIN), as it
  * would be without hashlb between them: a FIN would tell it the stream ended
@@ -702,6 +730,8 @@ static void conn_reset(struct worker *w, struct conn *c, int side, int err)
 {
 	if (c->fd[1 - side] >= 0)
 		sock_reset_on_close(c->fd[1 - side]);
+	if (err == EPIPE && c->fd[side] >= 0)
+		err = sock_epipe_why(c->fd[side]);
 	c->err = (uint8_t)err;
 	conn_abort(w, c, side ? CONN_END_BACKEND_RESET : CONN_END_CLIENT_RESET);
 }

@@ -598,6 +598,23 @@ def reset_before_routed():
     b.stop()
 
 
+def uploading(s):
+    """<s> uploads from a thread until it fails or the Event returned is set: (that Event,
+    the thread)."""
+    done = threading.Event()
+
+    def upload():
+        try:
+            while not done.is_set():
+                s.sendall(b"u" * 65536)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=upload)
+    t.start()
+    return done, t
+
+
 def bytes_taken_as_the_backend_resets():
     """A backend that answers and resets at once (a close with the upload unread), while its
     client uploads and reads: every byte the client received is in its line's bytes_out, and
@@ -625,17 +642,7 @@ def bytes_taken_as_the_backend_resets():
     for i in range(200):
         s = connect(lb.addr, client_ip(i))
         me = "%s:%d" % s.getsockname()[:2]
-        done = threading.Event()
-
-        def upload():
-            try:
-                while not done.is_set():
-                    s.sendall(b"u" * 65536)
-            except OSError:
-                pass
-
-        t = threading.Thread(target=upload)
-        t.start()
+        done, t = uploading(s)
         n = 0
         try:
             while True:
@@ -662,7 +669,57 @@ def bytes_taken_as_the_backend_resets():
     stop_backend()
 
 
+def resets_after_a_fin_say_econnreset():
+    """A peer that half-closes and then resets (a client that sends its request and its FIN,
+    then closes with the answer unread; a backend that answers, closes its side, then closes
+    with the upload unread) is logged err=ECONNRESET, with splice and without: the kernel
+    names a reset after the peer's FIN EPIPE, which was logged as it was, "broken pipe" for
+    what the peer did, a reset (err=EPIPE on all four before)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+
+    def handle(c):
+        try:
+            if c.recv(1) == b"d":  # a download: more than the client reads
+                while True:
+                    c.sendall(b"d" * 65536)
+            c.sendall(b"answer")  # an upload: answered, then closed with the rest unread
+            c.shutdown(socket.SHUT_WR)
+            time.sleep(0.3)
+        except OSError:
+            pass
+        c.close()
+
+    stop_backend = serve_each(srv, handle)
+    addr = "127.0.0.1:%d" % srv.getsockname()[1]
+    ends = []
+    for splice in ("65536", "off"):
+        lb = Lb(config([("a", addr)], workers=1, health=NO_HEALTH, extra="log_connections: true"),
+                args=("--splice-after", splice))
+        s = connect(lb.addr, timeout=10)
+        s.sendall(b"d")
+        s.shutdown(socket.SHUT_WR)
+        got = 0
+        while got < 4 * 65536:
+            got += len(s.recv(65536))
+        s.close()  # the answer's rest unread: a reset
+        s = connect(lb.addr, timeout=10)
+        stop, t = uploading(s)
+        lines = wait_lines(lb, 2)
+        stop.set()
+        t.join()
+        s.close()
+        ends += [(f"splice {splice}", l.get("end"), l.get("err")) for l in lines]
+        finish(lb)
+    want = [(f"splice {sp}", end, "ECONNRESET") for sp in ("65536", "off")
+            for end in ("client_reset", "backend_reset")]
+    check(ends == want, f"each reset after a FIN says ECONNRESET: {ends}")
+    stop_backend()
+
+
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
-           stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets])
+           stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
+           resets_after_a_fin_say_econnreset])
