@@ -736,6 +736,7 @@ def stalled_uploads(socks, quiet=0.5):
     <quiet> s (their destination does not read), or it is reset: the bytes each sent, None
     for one reset."""
     sent = {s: 0 for s in socks}
+    chunk = b"u" * MiB  # as much as a socket may take at a time: less waits the sleep more
     for s in socks:
         s.setblocking(False)
     last = time.time()
@@ -743,7 +744,7 @@ def stalled_uploads(socks, quiet=0.5):
         for s in socks:
             try:
                 if sent[s] is not None:
-                    sent[s] += s.send(b"u" * 65536)
+                    sent[s] += s.send(chunk)
                     last = time.time()
             except BlockingIOError:
                 pass
@@ -773,47 +774,78 @@ def spill_capped(handle, after, backend_rcvbuf=0):
     return lb, stop_backend
 
 
+def first_the_last(socks):
+    """<socks> (connections stalled one after another) in the order to reset them, hashlb
+    stopped, for the last ones' waiting sends and polls to run in one batch: a worker woken
+    in its wait runs only the task work its one awaited completion needs, and the rest in
+    a batch (20 at most, Linux 6.18) at its next io_uring_enter(). So the first reset is a
+    socket that does not wait (the first one, spilled: it takes its own error), then come
+    the last ones, whose sends wait."""
+    return [socks[0]] + socks[:0:-1]
+
+
 def resets_taken_by_a_waiting_send():
     """A backend's reset reaches the client as a reset when hashlb's send to that backend
     waits in the kernel (past the spill cap) while the other direction is spliced. The
     reset's error is the socket's for one reader only: the waiting send took it, the
     splice then read the socket's end, and the client got a FIN (a response that looks
-    complete) with the reset only after it. Which of the two takes the error is the
-    kernel's wake-up order: on kernel 6.18 here the splice's poll completes with POLLERR
-    first, and this passes with half_reset_taken() forced false (session 33); it still
-    checks that every reset reaches its client, not that the taken case ran."""
+    complete) with the reset only after it. For the send to take the error first and the
+    splice to read after it, three things are arranged (each checked, on kernel 6.18, by
+    forcing half_reset_taken() false: a client then gets a FIN, 4 runs in 4; leave one
+    out and none does):
+    - the uploads stall one after another, so that the first ones fill the spill cap and
+      the later ones' sends wait in the kernel (stalled together, each spills a part and
+      none waits);
+    - the splice's poll of the backend is armed after the send that waits (a last 64 KiB
+      read by the client): a socket wakes its waiters newest first, so the poll's task
+      work runs first, seeing POLLERR, and the send's next, taking the error;
+    - hashlb is stopped while the backends reset, so that the two run in one batch before
+      the worker splices (running, it is woken by the first and splices at once, taking
+      the error itself)."""
     # the uploads stay on buffers: they stop before splice_after (hashlb's send buffer to
     # the backend at its largest, and the backend's small receive buffer, are all they fill)
     with open("/proc/sys/net/ipv4/tcp_wmem") as f:
         after = int(f.read().split()[2]) + MiB
     down = after + MiB  # the downloads are spliced
-    more, reset = threading.Event(), threading.Event()
+    more, reset, sent_more = threading.Event(), threading.Event(), threading.Semaphore(0)
+    conns = []
 
     def handle(conn):
         conn.recv(1)
+        conns.append(conn)  # in the clients' order: one at a time
         conn.sendall(b"d" * down)
         if more.wait(30):
             # read by the client, so that the splice waits for the backend again: its poll
             # is armed after the sends that wait
             conn.sendall(b"m" * 65536)
-        reset.wait(30)
-        rst_close(conn)  # with the upload unread
+            sent_more.release()
+        reset.wait(30)  # reset by the test, with the upload unread
 
-    # 4 of 8 uploads fill the spill cap
-    lb, stop_backend = spill_capped(handle, after, backend_rcvbuf=4096)
+    # the backends' receive buffer the smallest there is: the kernel's pruning of a receive
+    # queue opens a window now and then, and a send that waits ends sooner the more it opens
+    # (its buffer then parked elsewhere, with 4096: no send waiting at the reset, 4 runs in 5)
+    lb, stop_backend = spill_capped(handle, after, backend_rcvbuf=1)
     socks, got = [], []
     for _ in range(8):  # one at a time: eight at once would fill the spill cap on buffers
-        s = connect(lb.addr, timeout=30)
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)  # quicker to fill
+        s.settimeout(30)
+        s.connect(lb.addr)
         s.sendall(b"V")
         got.append(read_count(s, down))
         socks.append(s)
     check(got == [down] * 8, f"the downloads arrive whole: {got}")
-    stalled_uploads(socks)
+    for s in socks:
+        stalled_uploads([s], quiet=0.3)
     waiting = metric_sum(lb, "hashlb_worker_buffers_in_use")  # a send waiting holds its buffer
     check(waiting >= 1, f"sends wait in the kernel past the spill cap: {waiting} buffers held")
     more.set()
     got = [read_count(s, 65536) for s in socks]
+    check(all(sent_more.acquire(timeout=30) for _ in conns), "every backend sent its last part")
     time.sleep(0.2)  # the splices poll the backends again
+    with frozen(lb.proc):
+        for conn in first_the_last(conns):
+            rst_close(conn)
     reset.set()
     ends = [outcome(s)[1] for s in socks]
     check(ends == ["RST"] * 8, f"every client sees its backend's reset: {ends}")
@@ -821,7 +853,6 @@ def resets_taken_by_a_waiting_send():
           f"logged as backend resets: {[l for l in lb.log if 'msg=connection' in l]}")
     for s in socks:
         s.close()
-    reset.set()
     check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
 
@@ -829,20 +860,25 @@ def resets_taken_by_a_waiting_send():
 def client_resets_taken_by_a_waiting_send():
     """The mirror of resets_taken_by_a_waiting_send: a client's reset reaches the backend as
     a reset when hashlb's send to that client waits in the kernel (past the spill cap) while
-    the upload is spliced."""
+    the upload is spliced. Arranged as there (forcing half_reset_taken() false, a backend
+    then gets a FIN): every upload first (a download that waits holds one of the two
+    buffers, and an upload, on buffers before its splice, would wait for one), then the
+    downloads stall one after another, the splice's poll is armed after them, and hashlb is
+    stopped while the clients reset."""
     # the downloads stay on buffers: they stop before splice_after (hashlb's send buffer to
     # the client at its largest, and the client's small receive buffer, are all they fill)
     with open("/proc/sys/net/ipv4/tcp_wmem") as f:
         after = int(f.read().split()[2]) + MiB
     up = after + MiB  # the uploads are spliced
     uploaded, stalled = threading.Semaphore(0), threading.Semaphore(0)
-    more, ends = threading.Event(), []
+    stall, more, ends = threading.Semaphore(0), threading.Event(), []
 
     def handle(conn):
         conn.settimeout(30)
         read_count(conn, up)
         uploaded.release()
-        stalled_uploads([conn])  # a download that the client does not read
+        if stall.acquire(timeout=30):
+            stalled_uploads([conn], quiet=0.3)  # a download that the client does not read
         stalled.release()
         if more.wait(30):
             # sent by the client, so that the splice waits for the client again: its poll
@@ -861,7 +897,9 @@ def client_resets_taken_by_a_waiting_send():
         s.sendall(b"u" * up)
         check(uploaded.acquire(timeout=30), "the upload arrives whole")
         socks.append(s)
-    check(all(stalled.acquire(timeout=60) for _ in socks), "the downloads stall")
+    for _ in socks:
+        stall.release()
+        check(stalled.acquire(timeout=30), "the download stalls")
     waiting = metric_sum(lb, "hashlb_worker_buffers_in_use")  # a send waiting holds its buffer
     check(waiting >= 1, f"sends wait in the kernel past the spill cap: {waiting} buffers held")
     spliced = metric_sum(lb, "hashlb_backend_splices_total")
@@ -870,8 +908,9 @@ def client_resets_taken_by_a_waiting_send():
     for s in socks:
         s.sendall(b"m" * 65536)
     time.sleep(0.2)  # the splices poll the clients again
-    for s in socks:
-        rst_close(s)
+    with frozen(lb.proc):
+        for s in first_the_last(socks):
+            rst_close(s)
     check(wait_until(lambda: len(ends) == 8, 30), f"every backend sees its end: {ends}")
     check(ends == ["RST"] * 8, f"every backend sees its client's reset: {ends}")
     check(wait_until(lambda: sum("end=client_reset" in l for l in lb.log) == 8),
