@@ -547,23 +547,41 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
 }
 
-/* <svc> has clients in the worker's queue: one of w->queue_svcs (a reference taken). */
+/*
+ * <svc> has clients in the worker's queue: one of w->queue_svcs (a reference
+ * taken), found by its mark in O(1) whatever the number of services. The
+ * array grows as services first wait here and is kept (freed at exit): no
+ * memory for it leaves the queue walked every time (queue_svcs_lost).
+ */
 static void queue_svc_note(struct worker *w, struct hlb_service *svc)
 {
-	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++)
-		if (w->queue_svcs[i] == svc)
+	struct hlb_service_wstats *ws = &svc->wstats[w->id];
+
+	if (ws->queue_mark == w->queue_svc_mark)
+		return;
+	if (w->n_queue_svcs == w->queue_svcs_cap) {
+		uint32_t cap = w->queue_svcs_cap ? 2 * w->queue_svcs_cap : 8;
+		struct hlb_service **a = realloc(w->queue_svcs, cap * sizeof(*a));
+
+		if (!a) {
+			w->queue_svcs_lost = true;
 			return;
-	if (w->n_queue_svcs < QUEUE_SVCS)
-		w->queue_svcs[w->n_queue_svcs] = hlb_service_ref(svc);
-	if (w->n_queue_svcs <= QUEUE_SVCS)
-		w->n_queue_svcs++; /* past QUEUE_SVCS: too many to tell */
+		}
+		w->queue_svcs = a;
+		w->queue_svcs_cap = cap;
+	}
+	ws->queue_mark = w->queue_svc_mark;
+	w->queue_svcs[w->n_queue_svcs++] = hlb_service_ref(svc);
 }
 
+/* The queue is empty: its services' references given back, their marks no longer count. */
 void conn_queue_svcs_free(struct worker *w)
 {
-	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++)
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
 		hlb_service_unref(w->queue_svcs[i]);
 	w->n_queue_svcs = 0;
+	w->queue_svcs_lost = false;
+	w->queue_svc_mark++;
 }
 
 /* <c> no longer waits for backend <be> (its c->be while it was queued). */
@@ -2466,7 +2484,7 @@ static uint64_t queue_fingerprint(const struct worker *w)
 {
 	uint64_t h = 0;
 
-	for (uint32_t i = 0; i < w->n_queue_svcs && i < QUEUE_SVCS; i++) {
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
 		struct hlb_service *svc = w->queue_svcs[i];
 		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
 
@@ -2497,8 +2515,8 @@ static bool queue_fp_cheaper(const struct worker *w)
 {
 	uint64_t n = 0;
 
-	if (w->n_queue_svcs > QUEUE_SVCS)
-		return false; /* too many to tell: walked every time */
+	if (w->queue_svcs_lost)
+		return false; /* not all known: walked every time */
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
 		n += hlb_service_snapshot(w->queue_svcs[i])->n_backends;
 	return n <= (uint64_t)w->queue_n * QUEUE_FP_PER_CLIENT;
@@ -2521,9 +2539,8 @@ static bool queue_fp_cheaper(const struct worker *w)
 void conn_queue_run(struct worker *w)
 {
 	struct conn **pp = &w->queue_head, *c;
-	struct hlb_service *svcs[QUEUE_SVCS];
-	uint32_t n_svcs = w->n_queue_svcs;
-	bool gated = queue_fp_cheaper(w);
+	uint32_t n_old = w->n_queue_svcs;
+	bool gated = queue_fp_cheaper(w), any = false;
 	uint64_t fp = gated ? queue_fingerprint(w) : 0;
 
 	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
@@ -2536,8 +2553,10 @@ void conn_queue_run(struct worker *w)
 	w->queue_kick = false;
 	w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
 	w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
-	memcpy(svcs, w->queue_svcs, sizeof(svcs));
-	w->n_queue_svcs = 0; /* those of the clients left waiting, below */
+	/* The services of the clients left waiting, noted after the old ones
+	 * (given back after the walk, which may free connections). */
+	w->queue_svcs_lost = false;
+	w->queue_svc_mark++;
 	while ((c = *pp)) {
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
@@ -2557,9 +2576,9 @@ void conn_queue_run(struct worker *w)
 			c->retry_of = failed;
 			c->qprev = pp; /* with retry_of, where conn_connect() may write */
 			pp = &c->qnext; /* still no room */
-			if (w->n_queue_svcs == 0 ||
-			    (int32_t)(c->queued_until - w->queue_first_until) < 0)
+			if (!any || (int32_t)(c->queued_until - w->queue_first_until) < 0)
 				w->queue_first_until = c->queued_until;
+			any = true;
 			queue_svc_note(w, c->svc);
 			continue;
 		}
@@ -2577,6 +2596,9 @@ void conn_queue_run(struct worker *w)
 			conn_fail_no_backend(w, c);
 		}
 	}
-	for (uint32_t i = 0; i < n_svcs && i < QUEUE_SVCS; i++)
-		hlb_service_unref(svcs[i]);
+	for (uint32_t i = 0; i < n_old; i++)
+		hlb_service_unref(w->queue_svcs[i]);
+	memmove(w->queue_svcs, w->queue_svcs + n_old,
+		(w->n_queue_svcs - n_old) * sizeof(*w->queue_svcs));
+	w->n_queue_svcs -= n_old;
 }

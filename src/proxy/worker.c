@@ -915,6 +915,7 @@ static void *worker_main(void *arg)
 		io_uring_queue_exit(&w->ring);
 	bufring_free(w);
 	conn_queue_svcs_free(w);
+	free(w->queue_svcs);
 	conn_cache_free(w);
 	/* the lines of the connections closed by the drain */
 	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);
@@ -1065,6 +1066,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->cmd_tail = &w->cmd_head;
 		w->min_idle_ms = UINT32_MAX;
 		w->queue_tail = &w->queue_head;
+		w->queue_svc_mark = 1;
 		w->wake_fd = -1;
 		pthread_mutex_init(&w->cmd_lock, NULL);
 	}

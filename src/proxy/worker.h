@@ -59,7 +59,6 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * when a slot frees on any worker), see conn_queue_run(). */
 #define QUEUE_RETRY_MS 10
 #define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
-#define QUEUE_SVCS 8 /* services told apart in a worker's queue (struct worker) */
 /* A client's walk tries up to this many backends (CONN_TRIED_MAX): a queue
  * whose services have more backends than that per client waiting is walked,
  * not fingerprinted (conn_queue_run()) */
@@ -319,12 +318,16 @@ struct worker {
 	uint64_t queue_next_ms; /* look at the queue by then (conn_queue_run()) */
 	/* What the last walk of the queue saw, so that the next one is skipped
 	 * while nothing changed (conn_queue_run()): the services of the
-	 * clients waiting (a reference each; n_queue_svcs > QUEUE_SVCS: too
-	 * many to tell, walked every time), the fingerprint of their routing
-	 * state (queue_fingerprint()), the earliest deadline (worker clock,
-	 * queued_until) and the walk due anyway (QUEUE_SAFETY_MS). */
-	struct hlb_service *queue_svcs[QUEUE_SVCS];
-	uint32_t n_queue_svcs;
+	 * clients waiting (a reference each, each marked with queue_svc_mark
+	 * in its wstats line; queue_svcs_lost: one could not be kept, no
+	 * memory, and the queue is walked every time until it empties), the
+	 * fingerprint of their routing state (queue_fingerprint()), the
+	 * earliest deadline (worker clock, queued_until) and the walk due
+	 * anyway (QUEUE_SAFETY_MS). */
+	struct hlb_service **queue_svcs;
+	uint32_t n_queue_svcs, queue_svcs_cap;
+	uint64_t queue_svc_mark;
+	bool queue_svcs_lost;
 	uint64_t queue_fp;
 	uint32_t queue_n; /* the clients in the queue */
 	uint32_t queue_first_until;

@@ -539,7 +539,11 @@ struct hlb_service_wstats {
 	_Atomic uint64_t queue_timeouts; /* closed: no backend had room within timeouts.queue */
 	_Atomic uint64_t queue_aborts; /* closed: the client left while waiting in the queue */
 	_Atomic uint64_t rate_pauses; /* max_connection_rate: accepting paused */
+	/* Not a counter: its worker's own mark while its queue holds clients
+	 * of the service (proxy/conn.c, queue_svc_note()); 0 never is. */
+	uint64_t queue_mark;
 } __attribute__((aligned(64)));
+_Static_assert(sizeof(struct hlb_service_wstats) == 128, "a service's worker counters");
 
 struct hlb_service_counters {
 	uint64_t active;

@@ -876,10 +876,11 @@ def queued_clients_that_leave():
         check(lb.stop() == 0, "exit 0")
 
 
-def queue_of_waiting_clients():
-    """hashlb with one worker, one backend at its max_connections (held by the client
-    returned), and a queue: (lb, holder, n, wait_for), wait_for() connecting n clients that
-    wait there and returning their sockets once they all do."""
+def queue_of_waiting_clients(services=1):
+    """hashlb with one worker, <services> services of one backend each at its max_connections
+    (held by the clients returned), and a queue: (lb, holders, n, wait_for), wait_for()
+    connecting n clients, as many to each service, that wait there and returning their
+    sockets once they all do."""
     import resource
     from ctltest import Lb
     from ctltest import config as ctl_config
@@ -889,20 +890,29 @@ def queue_of_waiting_clients():
     nofile = min(hard, 20000)
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
     # hashlb holds a descriptor per waiting client, under a cap of half its limit
-    n = min(9000, nofile // 2 - 500)
-    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
-                       extra="timeouts:\n  queue: 120s", workers=1), nofile=nofile)
-    holder = connect(lb.addr, client_ip(1))
-    check(read_line(holder) == "a", "the first client within the cap")
+    n = min(9000, nofile // 2 - 500) // services * services
+    opts = "timeouts:\n  queue: 120s"
+    cfg = ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], name="s0",
+                     health="enabled: false", extra=opts, workers=1)
+    for i in range(1, services):
+        more = ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], name=f"s{i}",
+                          health="enabled: false", extra=opts)
+        cfg += more[more.index(f"  - name: s{i}"):]
+    lb = Lb(cfg, nofile=nofile)
+    listening = {logfmt_fields(l)["service"]: logfmt_fields(l)["addr"].rsplit(":", 1)
+                 for l in lb.log if "msg=listening" in l}
+    addrs = [(listening[f"s{i}"][0], int(listening[f"s{i}"][1])) for i in range(services)]
+    holders = [connect(a, client_ip(1)) for a in addrs]
+    check(all(read_line(h) == "a" for h in holders), "the first client of each within the cap")
 
     def wait_for():
-        socks = clients_at_once(lb.addr, n)
+        socks = [s for a in addrs for s in clients_at_once(a, n // services)]
         # a scrape reads /proc/self/fd, thousands of entries: not too often
         check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n, 60, step=0.2),
               f"{n} clients wait")
         return socks
 
-    return lb, holder, n, wait_for
+    return lb, holders, n, wait_for
 
 
 def queued_clients_leaving_newest_first():
@@ -912,7 +922,7 @@ def queued_clients_leaving_newest_first():
     client: 9,000 clients leaving newest first took 0.43-0.63 CPU seconds, oldest first 0.07."""
     from ctltest import metric_sum
 
-    lb, holder, n, wait_for = queue_of_waiting_clients()
+    lb, holders, n, wait_for = queue_of_waiting_clients()
 
     def leave(socks):
         """The CPU seconds hashlb took to drop <socks>, reset in that order."""
@@ -940,38 +950,43 @@ def queued_clients_leaving_newest_first():
           f"{oldest:.2f}")
     check(metric_sum(lb, "hashlb_service_queue_aborts_total") == 3 * n,
           "each counted as an abort")
-    holder.close()
+    holders[0].close()
     check(lb.stop() == 0, "exit 0")
 
 
 def queued_clients_cost_nothing_while_waiting():
     """Thousands of clients waiting in one worker's queue while nothing changes (the backend
     stays full, no table, no reload) cost hashlb next to no CPU: the queue is retried when
-    something that could give them room happens, not walked in full every 10 ms. Before, each
-    walk tried every client's whole preference list: 9,000 waiting cost the worker 0.14 CPU
-    seconds in 3 s against 0.04 to take them (ASan 0.59 against 0.14), now 0.01."""
+    something that could give them room happens, not walked in full every 10 ms; so too
+    when they wait for 20 services (one backend each). Before, each walk tried every
+    client's whole preference list: 9,000 waiting cost the worker 0.14 CPU seconds in 3 s
+    against 0.04 to take them (ASan 0.59 against 0.14), now 0.01; with more than 8 services
+    in the queue it was still walked every 10 ms (0.21-0.22 against 0.06 at 20), now 0.00-0.01."""
     from ctltest import metric_sum
 
-    lb, holder, n, wait_for = queue_of_waiting_clients()
-    cpu = lb.worker_cpu_seconds()
-    socks = wait_for()
-    taken = lb.worker_cpu_seconds() - cpu  # the reference: accepting and queueing them
-    cpu = lb.worker_cpu_seconds()
-    time.sleep(3)  # no scrape meanwhile: it reads /proc/self/fd, thousands of entries
-    waited = lb.worker_cpu_seconds() - cpu
-    print(f"    {n} waiting clients: {taken:.2f} worker CPU seconds to take them, "
-          f"{waited:.2f} while they waited 3 s")
-    # after: 0.00-0.01 (ASan 0.02-0.03); before 0.11-0.18 (ASan 0.46-0.66)
-    check(waited <= max(taken, 0.1) * 2 / 3,
-          f"{n} waiting clients cost {waited:.2f} CPU seconds in 3 s, taking them {taken:.2f}")
-    holder.close()  # room for one: it is noticed at once
-    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n - 1, 60, step=0.2),
-          "one served once the slot freed")
-    for s in socks:
-        s.close()
-    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
-          "every one gone from the queue")
-    check(lb.stop() == 0, "exit 0")
+    for services in (1, 20):
+        lb, holders, n, wait_for = queue_of_waiting_clients(services)
+        cpu = lb.worker_cpu_seconds()
+        socks = wait_for()
+        taken = lb.worker_cpu_seconds() - cpu  # the reference: accepting and queueing them
+        cpu = lb.worker_cpu_seconds()
+        time.sleep(3)  # no scrape meanwhile: it reads /proc/self/fd, thousands of entries
+        waited = lb.worker_cpu_seconds() - cpu
+        print(f"    {n} waiting clients of {services} services: {taken:.2f} worker CPU seconds "
+              f"to take them, {waited:.2f} while they waited 3 s")
+        # after: 0.00-0.01 (ASan 0.02-0.03); before 0.11-0.18 (ASan 0.46-0.66), and
+        # 0.21-0.22 at 20 services once 1 was fixed
+        check(waited <= max(taken, 0.1) * 2 / 3,
+              f"{n} clients of {services} services waiting cost {waited:.2f} CPU seconds in 3 s, "
+              f"taking them {taken:.2f}")
+        holders[0].close()  # room for one: it is noticed at once
+        check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n - 1, 60, step=0.2),
+              "one served once the slot freed")
+        for s in socks + holders:
+            s.close()
+        check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
+              "every one gone from the queue")
+        check(lb.stop() == 0, "exit 0")
 
 
 def queued_clients_handed_on_at_once():
