@@ -592,6 +592,43 @@ static void queue_release(struct hlb_backend *be)
 }
 
 /*
+ * A client in the worker's queue found <be> at its max_connections: a walk
+ * looks for room there (queue_fingerprint()). Only this worker writes its
+ * bit, and only it reads it.
+ */
+static void queue_want(const struct worker *w, struct hlb_backend *be)
+{
+	atomic_uint_fast64_t *word = &be->queue_wanted[w->id / 64];
+	uint64_t bit = 1ull << (w->id % 64);
+
+	if (!(atomic_load_explicit(word, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(word, bit, memory_order_relaxed);
+}
+
+/* No client in the worker's queue is known to want <be> any more. */
+static void queue_unwant(const struct worker *w, struct hlb_backend *be)
+{
+	atomic_uint_fast64_t *word = &be->queue_wanted[w->id / 64];
+	uint64_t bit = 1ull << (w->id % 64);
+
+	if (atomic_load_explicit(word, memory_order_relaxed) & bit)
+		atomic_fetch_and_explicit(word, ~bit, memory_order_relaxed);
+}
+
+static bool queue_wants(const struct worker *w, const struct hlb_backend *be)
+{
+	return atomic_load_explicit(&be->queue_wanted[w->id / 64], memory_order_relaxed) &
+	       (1ull << (w->id % 64));
+}
+
+/* A client that stays in the queue, or just entered it, wants what conn_connect() found full. */
+static void queue_want_seen(const struct worker *w)
+{
+	for (uint32_t i = 0; i < w->n_full_seen; i++)
+		queue_want(w, w->full_seen[i]);
+}
+
+/*
  * Whether half <i> of established <c> owes its destination bytes: read from
  * its source and not delivered yet (a send in flight or waiting, a buffer
  * parked, a spill, a pipe not empty), or taken by hashlb's socket there and
@@ -1309,6 +1346,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	w->queue_tail = &c->qnext;
 	w->queue_n++;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
+	queue_want_seen(w);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */
 }
 
@@ -1601,6 +1639,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	if (max > HLB_PREFERENCE_MAX)
 		max = HLB_PREFERENCE_MAX;
 	w->first_full = NULL;
+	w->n_full_seen = 0;
 	n = hashlb_table_preference(snap->table, c->hash, prefs, max);
 	/* A retry whose list holds other backends known to fail than the one
 	 * that just did (a rack gone, its backends not down in the table yet):
@@ -1656,10 +1695,13 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 			 * tried and failed is failing, or serves again): with
 			 * a queue, still a place to wait for room, as one
 			 * found full now is */
-			if (failed && !w->first_full && snap->queue_timeout_ms &&
+			if (failed && snap->queue_timeout_ms &&
 			    atomic_load_explicit(&be->max_conns, memory_order_relaxed) &&
-			    !failing(be))
-				w->first_full = be;
+			    !failing(be)) {
+				if (!w->first_full)
+					w->first_full = be;
+				w->full_seen[w->n_full_seen++] = be;
+			}
 			continue;
 		}
 		if (pos < CONN_TRIED_MAX)
@@ -1678,6 +1720,7 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 			hlb_stat_add(&be->wstats[w->id].full, 1);
 		if (!w->first_full)
 			w->first_full = be;
+		w->full_seen[w->n_full_seen++] = be;
 	}
 	fd = backend_socket(w, snap, be, c);
 	if (fd < 0) {
@@ -2470,6 +2513,29 @@ static uint64_t fp_mix(uint64_t h, uint64_t v)
 	return h ^ (h >> 29);
 }
 
+/* Free slots on backends that waiting clients want, as a walk of the queue hands them on. */
+#define QUEUE_ROOMS 16
+struct queue_rooms {
+	struct hlb_backend *be[QUEUE_ROOMS]; /* borrowed from the snapshots */
+	uint32_t left[QUEUE_ROOMS]; /* the slots of be[i] no client of the walk took yet */
+	uint32_t n;
+	uint64_t total; /* of left[] */
+	bool many; /* more backends than that had room: not counted */
+};
+
+/* A client of the walk took a slot of <be>, or (<gone>) found it full: all taken. */
+static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool gone)
+{
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (r->be[i] != be || !r->left[i])
+			continue;
+		uint32_t took = gone ? r->left[i] : 1;
+
+		r->left[i] -= took;
+		r->total -= took;
+	}
+}
+
 /*
  * What the conn_connect() of a client waiting in the worker's queue reads,
  * but the backends' claims (a slot that frees kicks the queue, see
@@ -2479,11 +2545,16 @@ static uint64_t fp_mix(uint64_t h, uint64_t v)
  * for each backend of the snapshot its max_connections, its slow start
  * admission (ramp_first(), retry_first()) and whether it is failing(). One
  * value, mixed: while it stays, a walk would find the clients as the last.
+ * Into <rooms>, the free slots of the backends a waiting client found full
+ * (queue_wants()): while it stays and none has room, no client can be served.
  */
-static uint64_t queue_fingerprint(const struct worker *w)
+static uint64_t queue_fingerprint(const struct worker *w, struct queue_rooms *rooms)
 {
 	uint64_t h = 0;
 
+	rooms->n = 0;
+	rooms->total = 0;
+	rooms->many = false;
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
 		struct hlb_service *svc = w->queue_svcs[i];
 		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
@@ -2491,14 +2562,26 @@ static uint64_t queue_fingerprint(const struct worker *w)
 		h = fp_mix(h, snap->generation << 1 |
 				      atomic_load_explicit(&svc->removed, memory_order_relaxed));
 		for (uint32_t b = 0; b < snap->n_backends; b++) {
-			const struct hlb_backend *be = snap->backends[b];
+			struct hlb_backend *be = snap->backends[b];
+			uint32_t cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
+			uint64_t claimed;
 
-			h = fp_mix(
-				h,
-				(uint64_t)atomic_load_explicit(&be->max_conns, memory_order_relaxed)
-						<< 32 |
-					atomic_load_explicit(&be->admit, memory_order_relaxed));
+			h = fp_mix(h,
+				   (uint64_t)cap << 32 |
+					   atomic_load_explicit(&be->admit, memory_order_relaxed));
 			h = fp_mix(h, failing(be));
+			if (!cap || !queue_wants(w, be))
+				continue;
+			claimed = atomic_load_explicit(&be->claimed, memory_order_relaxed);
+			if (claimed >= cap)
+				continue;
+			if (rooms->n == QUEUE_ROOMS) {
+				rooms->many = true;
+				continue;
+			}
+			rooms->be[rooms->n] = be;
+			rooms->left[rooms->n++] = cap - (uint32_t)claimed;
+			rooms->total += cap - claimed;
 		}
 	}
 	return h;
@@ -2522,6 +2605,25 @@ static bool queue_fp_cheaper(const struct worker *w)
 	return n <= (uint64_t)w->queue_n * QUEUE_FP_PER_CLIENT;
 }
 
+/* <c> stays in the queue: *<until> the earliest deadline of those that stay (*<any>: one did). */
+static void queue_stays(const struct conn *c, uint32_t *until, bool *any)
+{
+	if (!*any || (int32_t)(c->queued_until - *until) < 0)
+		*until = c->queued_until;
+	*any = true;
+}
+
+/* A walk of the whole queue will tell again which backends its clients want (queue_want()). */
+static void queue_unwant_all(struct worker *w)
+{
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
+		const struct hlb_snapshot *snap = hlb_service_snapshot(w->queue_svcs[i]);
+
+		for (uint32_t b = 0; b < snap->n_backends; b++)
+			queue_unwant(w, snap->backends[b]);
+	}
+}
+
 /*
  * Try the waiting connections again, oldest first, each from the start of
  * its preference list in the current table: those that find room connect,
@@ -2530,33 +2632,48 @@ static bool queue_fp_cheaper(const struct worker *w)
  * failed connect is retried as conn_connect_done() retries while the
  * backend that failed still is failing(): not on that one, and rather
  * waiting on than trying those known to fail; the connect it starts is
- * counted as that failure's retry. Skipped unless kicked (w->queue_kick),
- * a deadline came, queue_fingerprint() changed, or QUEUE_SAFETY_MS passed
- * since the last walk (for what this misses: a kick's relaxed reads, a
- * fingerprint's collision); never skipped while the fingerprint would cost
- * more than the walk (queue_fp_cheaper()).
+ * counted as that failure's retry.
+ *
+ * The whole queue is tried when queue_fingerprint() changed (a client's
+ * list may be another), when QUEUE_SAFETY_MS passed since the last such
+ * walk (for what the rest misses: a fingerprint's collision), and always
+ * while the fingerprint would cost more than the walk (queue_fp_cheaper()).
+ * Otherwise a waiting client can be served only by a slot that freed on a
+ * backend it found full: the clients are tried, in order, only while such
+ * a slot is left (queue_rooms), and the rest of the queue only looked at
+ * for the deadlines that came. A slot that frees costs the clients it is
+ * handed to, not the queue. Run when kicked (w->queue_kick: a slot freed on
+ * any worker, a command) and at each tick while clients wait, when it walks
+ * only for a deadline that came or for the whole queue.
  */
 void conn_queue_run(struct worker *w)
 {
 	struct conn **pp = &w->queue_head, *c;
-	uint32_t n_old = w->n_queue_svcs;
-	bool gated = queue_fp_cheaper(w), any = false;
-	uint64_t fp = gated ? queue_fingerprint(w) : 0;
+	uint32_t n_old = w->n_queue_svcs, until = 0;
+	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole, due, any = false;
+	struct queue_rooms rooms = { 0 };
+	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
 
 	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
-	/* Nothing that could give a waiting client room changed, and none is
-	 * due: no walk, whatever the clients waiting. */
-	if (gated && !w->queue_kick && fp == w->queue_fp &&
-	    (int32_t)((uint32_t)w->now_ms - w->queue_first_until) < 0 &&
-	    w->now_ms < w->queue_walk_by)
-		return;
 	w->queue_kick = false;
-	w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
-	w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
-	/* The services of the clients left waiting, noted after the old ones
-	 * (given back after the walk, which may free connections). */
-	w->queue_svcs_lost = false;
-	w->queue_svc_mark++;
+	due = (int32_t)((uint32_t)w->now_ms - w->queue_first_until) >= 0;
+	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
+		(kicked && rooms.many);
+	/* Not kicked and no deadline came, or kicked but no slot is free that
+	 * a waiting client may take: nothing to do. */
+	if (!whole && !due && (!kicked || !rooms.total))
+		return;
+	if (whole) {
+		w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
+		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
+		/* The services of the clients left waiting, noted after the old
+		 * ones (given back after the walk, which may free connections),
+		 * and the backends they want. */
+		w->queue_svcs_lost = false;
+		w->queue_svc_mark++;
+		if (gated)
+			queue_unwant_all(w);
+	}
 	while ((c = *pp)) {
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
@@ -2564,22 +2681,36 @@ void conn_queue_run(struct worker *w)
 		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		bool connecting;
 
+		if (!whole && !rooms.total) {
+			if (!due)
+				break; /* the rest cannot be served: w->queue_first_until holds */
+			if (expired) { /* and no backend it wants has room */
+				hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
+				conn_abort(w, c, CONN_END_QUEUE_TIMEOUT); /* *pp is the next one */
+				continue;
+			}
+			queue_stays(c, &until, &any);
+			pp = &c->qnext;
+			continue;
+		}
 		c->be = NULL;
 		c->tried = 0; /* the whole list again: its full backends may have room */
 		w->first_full = NULL;
+		w->n_full_seen = 0;
 		/* A service a reload removed: its backends drain and take no new
 		 * client, so none is left for it (closed as no_backend below). */
 		connecting = !atomic_load_explicit(&c->svc->removed, memory_order_relaxed) &&
 			     conn_connect(w, c, snap, failed && failing(failed) ? failed : NULL);
+		for (uint32_t i = 0; i < w->n_full_seen; i++)
+			rooms_take(&rooms, w->full_seen[i], true);
 		if (!connecting && w->first_full && !expired) {
 			c->be = wanted;
 			c->retry_of = failed;
 			c->qprev = pp; /* with retry_of, where conn_connect() may write */
-			pp = &c->qnext; /* still no room */
-			if (!any || (int32_t)(c->queued_until - w->queue_first_until) < 0)
-				w->queue_first_until = c->queued_until;
-			any = true;
+			queue_want_seen(w);
 			queue_svc_note(w, c->svc);
+			queue_stays(c, &until, &any);
+			pp = &c->qnext; /* still no room */
 			continue;
 		}
 		queue_unlink(w, pp);
@@ -2587,8 +2718,10 @@ void conn_queue_run(struct worker *w)
 		if (failed && connecting)
 			hlb_stat_add(&failed->wstats[w->id].retries, 1);
 		hlb_backend_unref(failed);
-		if (connecting)
+		if (connecting) {
+			rooms_take(&rooms, c->be, false);
 			continue;
+		}
 		if (w->first_full) {
 			hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
 			conn_abort(w, c, CONN_END_QUEUE_TIMEOUT);
@@ -2596,6 +2729,16 @@ void conn_queue_run(struct worker *w)
 			conn_fail_no_backend(w, c);
 		}
 	}
+	/* Every client seen: the earliest deadline is known. A slot still free
+	 * was tried by every client that waits: none wants its backend. */
+	if (!c) {
+		w->queue_first_until = until;
+		for (uint32_t i = 0; i < rooms.n; i++)
+			if (rooms.left[i])
+				queue_unwant(w, rooms.be[i]);
+	}
+	if (!whole)
+		return;
 	for (uint32_t i = 0; i < n_old; i++)
 		hlb_service_unref(w->queue_svcs[i]);
 	memmove(w->queue_svcs, w->queue_svcs + n_old,

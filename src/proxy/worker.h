@@ -314,6 +314,10 @@ struct worker {
 	/* set by conn_connect(): the first candidate it found at its
 	 * max_connections, NULL if none; read by conn_no_backend() right after */
 	struct hlb_backend *first_full;
+	/* and every candidate it found at its max_connections, or passed over
+	 * as such (one per place of its list at most) */
+	struct hlb_backend *full_seen[HLB_PREFERENCE_MAX];
+	uint32_t n_full_seen;
 	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
 	uint64_t queue_next_ms; /* look at the queue by then (conn_queue_run()) */
 	/* What the last walk of the queue saw, so that the next one is skipped

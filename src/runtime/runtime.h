@@ -225,6 +225,10 @@ struct hlb_backend {
 	 * choice): while any wait, a newcomer finds it full, so a slot that
 	 * frees goes to one that waited. */
 	atomic_uint waiting;
+	/* The workers whose queue holds a client that found it at its cap (a
+	 * bit each, set and cleared by that worker: proxy/conn.c,
+	 * queue_want()), for a walk of that queue to look for room there. */
+	atomic_uint_fast64_t queue_wanted[HLB_WORKERS_MAX / 64];
 	/* Connections connecting or open, each claimed before its connect
 	 * (hlb_backend_claim()) so that no two workers overshoot max_conns
 	 * between them; counted without a cap too, so that a cap set later
