@@ -425,8 +425,13 @@ static void conn_unclaim(struct worker *w, struct conn *c)
 	c->claimed = false;
 	/* a slot of a capped backend freed: clients may be waiting for it (a
 	 * backend without a cap frees none, every connection claiming now) */
-	if (atomic_load_explicit(&c->be->max_conns, memory_order_relaxed) &&
-	    atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
+	if (!atomic_load_explicit(&c->be->max_conns, memory_order_relaxed))
+		return;
+	/* Pairs with the one of queue_recheck(): either this sees the client
+	 * another worker just queued counted and kicks it, or that worker
+	 * sees this slot free. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
 		worker_kick_queues(w);
 }
 
@@ -626,6 +631,25 @@ static void queue_want_seen(const struct worker *w)
 {
 	for (uint32_t i = 0; i < w->n_full_seen; i++)
 		queue_want(w, w->full_seen[i]);
+}
+
+/*
+ * A client that just entered the queue, counted now (the service's
+ * <queued>, queue_busy): a slot that frees on another worker from now on
+ * kicks this one (conn_unclaim()). One that freed between the client's
+ * failed claim and that count found it not counted, and kicked none: it is
+ * looked for here, and the queue walked this turn if one is free.
+ */
+static void queue_recheck(struct worker *w)
+{
+	atomic_thread_fence(memory_order_seq_cst); /* pairs with conn_unclaim()'s */
+	for (uint32_t i = 0; i < w->n_full_seen; i++) {
+		const struct hlb_backend *be = w->full_seen[i];
+		uint32_t cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
+
+		if (cap && atomic_load_explicit(&be->claimed, memory_order_relaxed) < cap)
+			w->queue_kick = true;
+	}
 }
 
 /*
@@ -1347,6 +1371,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	w->queue_n++;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
 	queue_want_seen(w);
+	queue_recheck(w);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */
 }
 
