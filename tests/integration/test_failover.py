@@ -1027,6 +1027,74 @@ def queued_clients_handed_on_at_once():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_handed_on_across_workers():
+    """With two workers, a slot that frees on one wakes the clients waiting in the other's
+    queue (eventfd): 20 clients waiting on one worker, the 20 slots of a max_connections 20
+    held by connections of the other, closed one at a time, each once the one before was
+    handed on: all 20 served within a queue timeout of 8 s, each hand-on taking
+    milliseconds. Without that wake-up, the worker whose clients wait found each slot only
+    at its walk due anyway, once a second (QUEUE_SAFETY_MS): 11-12 served, then a reset at the
+    queue timeout."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    n = 20
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], f"max_connections: {n}")], health="enabled: false",
+                       extra="timeouts:\n  queue: 8s", workers=2))
+
+    def counts():
+        return [w["connections"] for w in lb.status()["workers"]]
+
+    def worker_of(s, before):
+        """The worker that took connection <s>, made after the counts were <before>."""
+        check(lb.wait(lambda: sum(counts()) == sum(before) + 1), "the connection taken")
+        after = counts()
+        return next(k for k in range(2) if after[k] > before[k])
+
+    def let_go(s, before):
+        """Close <s> with a reset (dropped at once, if it waits) and wait until it is gone."""
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        check(lb.wait(lambda: counts() == before), "the connection gone")
+
+    # the kernel spreads clients over the two workers' sockets: those of the worker that
+    # took the first hold the slots, those of the other wait; the others are let go
+    holders, waiting, i, held_by = [], [], 10, None
+    while len(waiting) < n and i < 400:
+        before = counts()
+        s = connect(lb.addr, client_ip(i), timeout=30)
+        i += 1
+        k = worker_of(s, before)
+        held_by = k if held_by is None else held_by
+        if len(holders) < n and k == held_by:
+            check(read_line(s) == "a", "a holder within the cap")
+            holders.append(s)
+        elif len(holders) == n and k != held_by:
+            waiting.append(s)  # in the queue of the other worker, in this order
+        else:
+            let_go(s, before)
+    check(len(waiting) == n, f"{n} clients wait on worker {1 - held_by}, {len(holders)} "
+          f"holders on worker {held_by} ({i - 10} connections made)")
+    print(f"    {n} clients waiting on worker {1 - held_by}, the slots held on worker {held_by} "
+          f"({i - 10} connections made)")
+    served, t0 = 0, time.time()
+    for h, s in zip(holders, waiting):
+        h.close()  # a slot frees on the holders' worker
+        try:
+            got = read_line(s)  # the hang guard: its queue timeout ends it before that
+        except OSError as e:
+            got = repr(e)
+        if got != "a":
+            break
+        served += 1  # kept open: a close would free a slot on the waiting clients' worker
+    print(f"    {served} handed on in {time.time() - t0:.2f} s")
+    check(served == n, f"each of {n} clients waiting on one worker served as a slot freed on "
+          f"the other: {served} were, the next got {got!r}")
+    for s in holders + waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_clients_handed_on_at_their_own_cost():
     """A slot that frees costs what handing it to the next waiting client costs, not a walk
     of the whole queue: 500 clients handed the slot of a max_connections 1 in turn (each
@@ -1179,6 +1247,6 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_when_full_then_refused,
            queued_clients_that_leave, queued_clients_leaving_newest_first,
            queued_clients_cost_nothing_while_waiting, queued_clients_handed_on_at_once,
-           queued_clients_handed_on_at_their_own_cost,
+           queued_clients_handed_on_across_workers, queued_clients_handed_on_at_their_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
            queued_clients_of_a_removed_service, source_address])
