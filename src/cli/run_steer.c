@@ -627,7 +627,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
 	static const uint8_t none[6];
 	struct run_steer *rs = arg;
-	char devbuf[IF_NAMESIZE];
+	char devbuf[IF_NAMESIZE], qn[HLB_LOG_QUOTED_MAX(HASHLB_NAME_MAX)];
 
 	(void)d;
 	for (uint32_t i = 0; i < rs->n; i++) {
@@ -657,9 +657,9 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",
 				"service=%s backend=%s was=%02x:%02x:%02x:%02x:%02x:%02x "
 				"now=%02x:%02x:%02x:%02x:%02x:%02x",
-				e->name, b->name, e->macs[j][0], e->macs[j][1], e->macs[j][2],
-				e->macs[j][3], e->macs[j][4], e->macs[j][5], mac[0], mac[1], mac[2],
-				mac[3], mac[4], mac[5]);
+				e->name, hlb_log_quote(b->name, qn, sizeof(qn)), e->macs[j][0],
+				e->macs[j][1], e->macs[j][2], e->macs[j][3], e->macs[j][4],
+				e->macs[j][5], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
 			e->published = false;
 			publish(rs, e, snap);
 			break;

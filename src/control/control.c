@@ -273,7 +273,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 {
 	struct hashlb_config *fresh = ctl->resolving;
 	struct hashlb_error err = { 0 };
-	char changed[512] = "";
+	char changed[512] = "", qc[HLB_LOG_QUOTED_MAX(sizeof(changed))];
 	size_t o = 0;
 	uint32_t n = 0;
 
@@ -336,7 +336,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 	ctl->resolving = NULL;
 	ctl->resolves_changed++;
 	control_log(ctl, HLB_LOG_INFO, "names resolved to new addresses, applied",
-		    "backends=%u changed=%s", n, changed);
+		    "backends=%u changed=%s", n, hlb_log_quote(changed, qc, sizeof(qc)));
 }
 
 /*

@@ -19,6 +19,8 @@
 
 /* A backend's address quoted whole: "[host]:port", the host a name of HASHLB_HOST_MAX bytes at most */
 #define POOL_ADDRESS_QUOTED HLB_LOG_QUOTED_MAX(HASHLB_HOST_MAX + sizeof("[]:65535"))
+/* a backend's name as a log value: it may hold a backslash and UTF-8, which logfmt quotes */
+#define POOL_NAME_QUOTED HLB_LOG_QUOTED_MAX(HASHLB_NAME_MAX)
 
 struct subscriber {
 	hlb_publish_fn fn;
@@ -80,6 +82,12 @@ static void pool_log(struct hlb_pool *p, enum hlb_log_level level, const char *m
 	va_start(ap, fmt);
 	hlb_log_vto(p->env.log, p->env.arg, level, msg, fmt, ap);
 	va_end(ap);
+}
+
+/* <b>'s name for a log line's backend=, in <q> (POOL_NAME_QUOTED bytes) */
+static const char *backend_qname(const struct hlb_pool_backend *b, char *q)
+{
+	return hlb_log_quote(b->rt->name, q, POOL_NAME_QUOTED);
 }
 
 /* ---- backends ---- */
@@ -188,6 +196,7 @@ static const char *check_reply_text(const struct hlb_pool_backend *b, uint32_t e
 static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, const char *cause,
 				   uint32_t err)
 {
+	char qn[POOL_NAME_QUOTED];
 	char why[64], reply[CHECK_REPLY_TEXT_MAX];
 
 	if (!b->health.up)
@@ -198,7 +207,7 @@ static void backend_health_changed(struct hlb_pool_backend *b, uint64_t now, con
 	pool_log(b->svc->pool, b->health.up ? HLB_LOG_INFO : HLB_LOG_ERROR,
 		 b->health.up ? "backend up" : "backend down",
 		 "service=%s backend=%s cause=%s flaps=%" PRIu64 "%s%s%s", b->svc->cfg->name,
-		 b->rt->name, cause, b->health.flaps,
+		 backend_qname(b, qn), cause, b->health.flaps,
 		 b->health.suppressed ? " suppressed=flapping" : "",
 		 check_err_text(b->health.up ? 0 : err, why, sizeof(why)),
 		 b->health.up ? "" : check_reply_text(b, err, reply, sizeof(reply)));
@@ -264,6 +273,7 @@ static const char *passive_text(uint32_t n, char *buf, size_t size)
 static void backend_up_run_end(struct hlb_pool_backend *b, const char *reason, uint32_t run,
 			       uint32_t passive, uint64_t now)
 {
+	char qn[POOL_NAME_QUOTED];
 	char why[32] = "", pas[32], more[32];
 	bool logged = b->up_fails_logged;
 	uint64_t unlogged;
@@ -279,7 +289,7 @@ static void backend_up_run_end(struct hlb_pool_backend *b, const char *reason, u
 	pool_log(b->svc->pool, HLB_LOG_INFO,
 		 reason ? "health check run ended" : "health check passed, backend stayed up",
 		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s",
-		 b->svc->cfg->name, b->rt->name, why, run, b->svc->hp.fall,
+		 b->svc->cfg->name, backend_qname(b, qn), why, run, b->svc->hp.fall,
 		 passive_text(passive, pas, sizeof(pas)),
 		 unlogged_text(unlogged, more, sizeof(more)));
 }
@@ -301,6 +311,7 @@ static void backend_up_run_stop(struct hlb_pool_backend *b, const char *reason, 
 static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t err, uint32_t run,
 				   uint32_t passive, uint64_t now)
 {
+	char qn[POOL_NAME_QUOTED];
 	const struct hlb_health *h = &b->health;
 	char why[64], pas[32], more[32], reply[CHECK_REPLY_TEXT_MAX];
 	uint64_t unlogged;
@@ -316,8 +327,8 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 	b->up_fails_logged = true;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health check failed, backend still up",
 		 "service=%s backend=%s%s failed=%" PRIu32 " fall=%" PRIu32 "%s%s%s",
-		 b->svc->cfg->name, b->rt->name, check_err_text(err, why, sizeof(why)), h->fail_run,
-		 b->svc->hp.fall, passive_text(h->passive_run, pas, sizeof(pas)),
+		 b->svc->cfg->name, backend_qname(b, qn), check_err_text(err, why, sizeof(why)),
+		 h->fail_run, b->svc->hp.fall, passive_text(h->passive_run, pas, sizeof(pas)),
 		 unlogged_text(unlogged, more, sizeof(more)),
 		 check_reply_text(b, err, reply, sizeof(reply)));
 }
@@ -325,6 +336,7 @@ static void backend_check_while_up(struct hlb_pool_backend *b, bool ok, uint32_t
 /* A check's result; <err>: a failed one's err_code(). */
 static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t err)
 {
+	char qn[POOL_NAME_QUOTED];
 	uint64_t now = hlb_now_ms(), unlogged;
 	uint32_t was, changes, run = b->health.fail_run, passive = b->health.passive_run;
 	char now_err[64], was_err[64], more[32], reply[CHECK_REPLY_TEXT_MAX];
@@ -343,7 +355,7 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
 		return;
 	pool_log(b->svc->pool, HLB_LOG_WARN, "health checks still failing, another error",
 		 "service=%s backend=%s%s was=\"%s\" changes=%" PRIu32 "%s%s", b->svc->cfg->name,
-		 b->rt->name, check_err_text(err, now_err, sizeof(now_err)),
+		 backend_qname(b, qn), check_err_text(err, now_err, sizeof(now_err)),
 		 was ? check_err_text(was, was_err, sizeof(was_err)) + 1 : "none", changes,
 		 unlogged_text(unlogged, more, sizeof(more)),
 		 check_reply_text(b, err, reply, sizeof(reply)));
@@ -360,6 +372,7 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
  */
 static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 {
+	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool_backend *b = arg;
 	struct hlb_pool_service *s = b->svc;
 	char src[INET6_ADDRSTRLEN] = "none", more[32];
@@ -380,14 +393,14 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 		s->skipping = true;
 		hlb_check_errs_start(&s->skip_errs, e, s->skip_last_ms);
 		pool_log(s->pool, HLB_LOG_WARN, "health checks skipped, health kept",
-			 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name, b->rt->name,
-			 hlb_check_skip_name(at), src, err_name(err));
+			 "service=%s backend=%s at=%s source=%s err=%s", s->cfg->name,
+			 backend_qname(b, qn), hlb_check_skip_name(at), src, err_name(err));
 		return;
 	}
 	pool_log(s->pool, HLB_LOG_WARN, "health checks still skipped, another error",
 		 "service=%s backend=%s at=%s source=%s err=%s was=\"at=%s err=%s\" "
 		 "changes=%" PRIu32 "%s",
-		 s->cfg->name, b->rt->name, hlb_check_skip_name(at), src, err_name(err),
+		 s->cfg->name, backend_qname(b, qn), hlb_check_skip_name(at), src, err_name(err),
 		 hlb_check_skip_name((enum hlb_check_skip)((was >> 16) - 1)),
 		 err_name((int)(was & 0xffff)), changes,
 		 unlogged_text(unlogged, more, sizeof(more)));
@@ -575,6 +588,7 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
 		      const uint32_t *was_weight, const uint32_t *was_max)
 {
+	char qn[POOL_NAME_QUOTED];
 	char state[64] = "", weight[64] = "", max[96] = "";
 
 	if (was_state)
@@ -587,17 +601,18 @@ void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_
 		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
 			 atomic_load(&b->rt->max_conns), *was_max);
 	pool_log(b->svc->pool, HLB_LOG_INFO, "backend set", "service=%s backend=%s by=admin%s%s%s",
-		 b->svc->cfg->name, b->rt->name, state, weight, max);
+		 b->svc->cfg->name, backend_qname(b, qn), state, weight, max);
 }
 
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 {
+	char qn[POOL_NAME_QUOTED];
 	uint64_t n = atomic_load(&b->rt->active);
 
 	hlb_backend_close(b->rt, HLB_CLOSE_ADMIN);
 	pool_log(b->svc->pool, HLB_LOG_INFO, "closing a backend's connections",
 		 "service=%s backend=%s established=%" PRIu64 " by=admin", b->svc->cfg->name,
-		 b->rt->name, n);
+		 backend_qname(b, qn), n);
 	return n;
 }
 
@@ -1125,6 +1140,7 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 			 struct hlb_pool_backend **v, uint32_t *n, uint64_t now)
 {
+	char qn[POOL_NAME_QUOTED];
 	char q[POOL_ADDRESS_QUOTED];
 	uint32_t i = 0;
 
@@ -1143,8 +1159,8 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 				pool_log(p, HLB_LOG_WARN,
 					 "drain timeout: closing a removed backend's connections",
 					 "%sbackend=%s address=%s connections=%" PRIu64, svc,
-					 b->rt->name, hlb_log_quote(b->rt->address, q, sizeof(q)),
-					 held);
+					 backend_qname(b, qn),
+					 hlb_log_quote(b->rt->address, q, sizeof(q)), held);
 				hlb_backend_close(b->rt, HLB_CLOSE_REMOVED);
 			}
 			if (s)
@@ -1553,6 +1569,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
  */
 static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 {
+	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
 	bool carried = false;
@@ -1603,7 +1620,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		pool_log(
 			p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
 			"service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s%s",
-			svc, b->rt->name, hashlb_admin_state_name(b->admin), b->rt->weight,
+			svc, backend_qname(b, qn), hashlb_admin_state_name(b->admin), b->rt->weight,
 			atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
 			b->health.suppressed ? " held=flapping" : "", ramp);
 }
@@ -1941,6 +1958,7 @@ static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct has
 static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b,
 				  uint64_t now)
 {
+	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool_backend **v = realloc(s->removed, (s->n_removed + 1) * sizeof(*v));
 	char q[POOL_ADDRESS_QUOTED];
 
@@ -1970,7 +1988,8 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 		pool_log(s->pool, HLB_LOG_INFO, "backend removed or moved: its connections drain",
 			 "service=%s backend=%s address=%s connections=%" PRIu64
 			 " drain_timeout_ms=%u",
-			 s->cfg->name, b->rt->name, hlb_log_quote(b->rt->address, q, sizeof(q)),
+			 s->cfg->name, backend_qname(b, qn),
+			 hlb_log_quote(b->rt->address, q, sizeof(q)),
 			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
 	return 0;
 }

@@ -118,9 +118,10 @@ def check(cond, what):
 # --- the output formats hashlb promises, checked strictly wherever a test reads them ---
 
 LOGFMT_KEY = re.compile(r"[a-z_][a-z0-9_.]*")
-# a bare value: no space, quote, '=' nor control byte; a quoted one: the escapes
-# docs/operations.md lists (\" \\ \n \r \t \xNN), no raw control byte
-LOGFMT_PAIR = re.compile(r'([^=\s]*)=([^\s"=\x00-\x1f\x7f]+|"(?:[^"\\\x00-\x1f\x7f]|\\["\\nrt]|\\x[0-9a-f]{2})*")(?= |$)')
+# a bare value: plain printable ASCII without space, '"', '=' or '\\' (docs/operations.md:
+# any other is quoted); a quoted one: the escapes it lists (\" \\ \n \r \t \xNN), no raw
+# control byte
+LOGFMT_PAIR = re.compile(r'([^=\s]*)=([!#-<>-\[\]-~]+|"(?:[^"\\\x00-\x1f\x7f]|\\["\\nrt]|\\x[0-9a-f]{2})*")(?= |$)')
 # what hashlb run prints, not logged, when it refuses to start (docs: FILE:LINE:COL: error: ...)
 START_ERROR = re.compile(r"^(?!ts=)\S.*: error: ")
 

@@ -988,6 +988,44 @@ def odd_names_in_every_format():
     check(lb.stop() == 0, "exit 0")
 
 
+def control_plane_lines_quote_backend_names():
+    """A backend name that is not plain ASCII (a backslash, UTF-8) is quoted in the control
+    plane's lines as in the connection lines (docs/operations.md: such a value is
+    double-quoted): a backend going down, set, closed, removed while it holds a connection.
+    Before, those lines wrote it bare (backend=c\\c\u00e9) and a reader took the backslash
+    for an escape."""
+    odd, dead = "c\\c\u00e9", "d\\\u00fc"
+    yq = json.dumps
+    text = config([(yq(odd), bs[0].addr), (yq(dead), f"127.0.0.1:{dead_port()}")])
+    lb = Lb(text)
+    check(lb.wait_log('msg="backend down" '), "the dead backend goes down")
+    held = connect(lb.addr)
+    check(read_line(held) == "a", "a client reaches the odd backend")
+    rc, so, se = lb.ctl("set", odd, "drain")
+    check(rc == 0, f"ctl set {odd!r} drain: {se}")
+    rc, so, se = lb.ctl("close", odd)
+    check(rc == 0, f"ctl close {odd!r}: {se}")
+    held.close()
+    rc, so, se = lb.ctl("set", odd, "ready")
+    check(rc == 0, f"ctl set {odd!r} ready: {se}")
+    held = connect(lb.addr)
+    check(read_line(held) == "a", "connected again")
+    lb.rewrite(config([(yq(dead), f"127.0.0.1:{dead_port()}")]))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0, f"reloaded without {odd!r}: {se}")
+    held.close()
+    lines = [l for l in lb.log if " backend=" in l]
+    msgs = {logfmt_fields(l).get("msg") for l in lines}
+    for m in ("backend down", "backend set", "closing a backend's connections"):
+        check(m in msgs, f"a {m!r} line: {msgs}")
+    for l in lines:
+        name = logfmt_fields(l).get("backend")
+        quoted = '"' + (name or "").replace("\\", "\\\\") + '"'
+        check(name in (odd, dead) and f"backend={quoted}" in l,
+              f"backend= quoted, read back whole: {l!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2009,7 +2047,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            reload_cost_does_not_follow_table_size,
            maglev_service_holds_one_table_while_all_are_up,
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
-           odd_names_in_every_format,
+           odd_names_in_every_format, control_plane_lines_quote_backend_names,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
