@@ -49,9 +49,9 @@ static void usage(FILE *f)
 		"\n"
 		"  Without --keep, hashlb steer stays in the foreground and detaches the\n"
 		"  program when it receives SIGINT, SIGTERM, SIGQUIT or SIGHUP (its\n"
-		"  terminal closed). With --keep it attaches, fills the tables and\n"
-		"  exits, leaving the program attached; --update, --stats and --detach\n"
-		"  then act on it.\n"
+		"  terminal closed); it says and ignores SIGUSR1 and SIGUSR2. With --keep\n"
+		"  it attaches, fills the tables and exits, leaving the program attached;\n"
+		"  --update, --stats and --detach then act on it.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -338,7 +338,9 @@ struct steer_args {
 /* The signals that end a foreground hashlb steer, detaching: SIGHUP too, as
  * when its terminal or ssh session closes, and SIGQUIT (Ctrl-\ at it): by
  * default either would kill the process and leave the program steering with
- * a table nobody drives. */
+ * a table nobody drives. SIGUSR1 and SIGUSR2 are taken too, said and
+ * ignored, as hashlb run says and ignores SIGUSR1 (a log rotation's): by
+ * default they kill it the same way. */
 static void stop_signals(sigset_t *ret_set)
 {
 	sigemptyset(ret_set);
@@ -346,6 +348,8 @@ static void stop_signals(sigset_t *ret_set)
 	sigaddset(ret_set, SIGTERM);
 	sigaddset(ret_set, SIGHUP);
 	sigaddset(ret_set, SIGQUIT);
+	sigaddset(ret_set, SIGUSR1);
+	sigaddset(ret_set, SIGUSR2);
 }
 
 /*
@@ -362,10 +366,16 @@ static int wait_for_signal(struct hashlb_steer *s)
 	int sig;
 
 	stop_signals(&set);
-	while ((sig = sigtimedwait(&set, NULL, &tick)) < 0)
-		if (errno == EAGAIN && !hashlb_steer_attached(s))
+	for (;;) {
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGUSR1 || sig == SIGUSR2)
+			cli_error("SIG%s ignored: SIGINT, SIGTERM, SIGQUIT or SIGHUP detach\n",
+				  sigabbrev_np(sig));
+		else if (sig > 0)
+			return sig;
+		else if (errno == EAGAIN && !hashlb_steer_attached(s))
 			return 0;
-	return sig;
+	}
 }
 
 /* Build the table, then attach (run) or find (update) and publish. */

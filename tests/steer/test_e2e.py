@@ -519,21 +519,50 @@ def foreign_filters(topo):
           flush=True)
 
 
+def foreground_tc(topo):
+    """A foreground hashlb steer in tc mode, attached (its first line read)."""
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    return p1
+
+
+def stop_detaches(topo, p1, sig, what):
+    """<sig> to foreground_tc()'s <p1>: it exits 0, its program detached (a leftover removed)."""
+    p1.send_signal(sig)
+    p1.wait(timeout=15)
+    check(p1.returncode == 0 and not hooks(topo),
+          f"{what}: exit {p1.returncode}, still attached: {sorted(hooks(topo))}")
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def hangup(topo):
     """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed) and
     on SIGQUIT (Ctrl-\\ at its terminal), as on SIGINT and SIGTERM. Before, either killed it
     and left the program steering with a table nobody drove."""
     for sig in (signal.SIGHUP, signal.SIGQUIT):
-        p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        p1.stdout.readline()  # "attached steering on ..."
-        p1.send_signal(sig)
-        p1.wait(timeout=15)
-        check(p1.returncode == 0 and not hooks(topo),
-              f"{sig.name}: exit {p1.returncode}, still attached: {sorted(hooks(topo))}")
-        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
-        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+        stop_detaches(topo, foreground_tc(topo), sig, sig.name)
     print("SIGHUP, SIGQUIT: detached" if not failures else "", flush=True)
+
+
+def user_signals(topo):
+    """A foreground hashlb steer takes SIGUSR1 and SIGUSR2 as hashlb run does SIGUSR1: it says
+    it ignores them and steers on, and a stop signal still detaches. Before, either killed it
+    (their default action) and left the program steering with a table nobody drove."""
+    p1 = foreground_tc(topo)
+    err = follow(p1.stderr)
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
+        p1.send_signal(sig)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and p1.poll() is None and \
+                not any(f"{sig.name} ignored" in l for l in err):
+            time.sleep(0.05)
+        said = any(f"{sig.name} ignored" in l for l in err)
+        check(said and p1.poll() is None and hooks(topo) == {"tc"},
+              f"{sig.name}: exit {p1.poll()}, said {err}, attached: {sorted(hooks(topo))}")
+    stop_detaches(topo, p1, signal.SIGTERM, "SIGTERM after them")
+    print("SIGUSR1, SIGUSR2: ignored, still steering" if not failures else "", flush=True)
 
 
 def iface_gone(topo):
@@ -1026,6 +1055,7 @@ def body(topo):
     second_instance(topo)
     foreign_filters(topo)
     hangup(topo)
+    user_signals(topo)
     iface_gone(topo)
     foreground_detach(topo)
     xdp_beside_tc(topo)
