@@ -721,6 +721,29 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	free(top);
 }
 
+/*
+ * Why the backend at <idx> of <s>'s table <t> is out of it, as ctl status tells it: "maint",
+ * "drain", "down" (its checks), "backup" (a standby while primaries are up); NULL if in.
+ * A table a reload has not yet replaced may list other backends: "down" then.
+ */
+static const char *table_out_name(const struct hlb_pool_service *s, const struct hashlb_table *t,
+				  uint32_t idx)
+{
+	const struct hlb_pool_backend *b;
+
+	if (!hashlb_table_backend_down(t, idx))
+		return NULL;
+	if (idx >= s->n_backends ||
+	    strcmp(s->backends[idx]->rt->name, hashlb_table_backend_name(t, idx)))
+		return "down";
+	b = s->backends[idx];
+	if (b->admin != HASHLB_ADMIN_READY)
+		return hashlb_admin_state_name(b->admin);
+	if (strcmp(health_name(b), "up"))
+		return "down";
+	return b->rt->backup ? "backup" : "down";
+}
+
 static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *o)
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -742,14 +765,13 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
 			       snap->generation, snap->fingerprint, hashlb_table_up_count(t),
 			       v.n_backends, hashlb_table_bytes(t));
-		hlb_buf_printf(o, "  %-16s %6s %-5s %8s\n", "BACKEND", "WEIGHT", "DOWN", "SHARE");
+		hlb_buf_printf(o, "  %-16s %6s %-6s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
 			hlb_buf_printf(
-				o, "  %-*s %6u %-5s %7.2f%%\n",
+				o, "  %-*s %6u %-6s %7.2f%%\n",
 				16 + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
 				hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
-				hashlb_table_backend_down(t, i) ? "down" : "",
-				100.0 * share_of(shares, t, i));
+				table_out_name(s, t, i) ?: "", 100.0 * share_of(shares, t, i));
 		free(shares);
 		return;
 	}
@@ -768,10 +790,11 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	for (uint32_t i = 0; i < v.n_backends; i++) {
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
 		hlb_buf_json_str(o, hashlb_table_backend_name(t, i));
-		hlb_buf_printf(o, ",\"weight\":%u,\"down\":%s,\"share\":%.6f}",
-			       hashlb_table_backend_weight(t, i),
-			       hashlb_table_backend_down(t, i) ? "true" : "false",
-			       share_of(shares, t, i));
+		hlb_buf_printf(
+			o, ",\"weight\":%u,\"down\":%s,\"out\":", hashlb_table_backend_weight(t, i),
+			hashlb_table_backend_down(t, i) ? "true" : "false");
+		hlb_buf_json_str(o, table_out_name(s, t, i));
+		hlb_buf_printf(o, ",\"share\":%.6f}", share_of(shares, t, i));
 	}
 	hlb_buf_puts(o, "]}\n");
 	free(shares);

@@ -1026,6 +1026,27 @@ def control_plane_lines_quote_backend_names():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_table_says_why_a_backend_is_out():
+    """hashlb ctl table labels each backend out of the table by what it is, as ctl status
+    tells it: drain, maint, down (its checks failed), backup (a standby while primaries are
+    up). Before, each was "down", a drained or standby backend read as a failed one."""
+    lb = Lb(config([("a", bs[0].addr), ("b", bs[1].addr), ("c", bs[2].addr),
+                    ("d", f"127.0.0.1:{dead_port()}"), ("e", bs[0].addr, "backup: true")]))
+    check(lb.wait_log('msg="backend down" service=t backend=d '), "d goes down")
+    for name, state in (("b", "drain"), ("c", "maint")):
+        rc, so, se = lb.ctl("set", name, state)
+        check(rc == 0, f"ctl set {name} {state}: {se}")
+    want = {"a": "", "b": "drain", "c": "maint", "d": "down", "e": "backup"}
+    rc, so, se = lb.ctl("table")
+    rows = {l.split()[0]: l.split()[2:-1] for l in so.splitlines()[3:]}
+    check(rc == 0 and rows == {n: [w] if w else [] for n, w in want.items()},
+          f"ctl table labels: {rows}\n{so}{se}")
+    rc, so, se = lb.ctl("--json", "table")
+    got = {b["name"]: b.get("out") for b in json.loads(so)["backends"]} if rc == 0 else se
+    check(got == {n: w or None for n, w in want.items()}, f"ctl --json table: out {got}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2048,6 +2069,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            maglev_service_holds_one_table_while_all_are_up,
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
+           ctl_table_says_why_a_backend_is_out,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
