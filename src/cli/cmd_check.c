@@ -245,6 +245,18 @@ static int print_service(const struct hashlb_service_cfg *s)
 	return 0;
 }
 
+/* <bytes> in a unit that shows them: bytes under 1 KiB, KiB under 1 MiB, else MiB */
+static const char *size_text(uint64_t bytes, char *buf, size_t size)
+{
+	if (bytes < 1024)
+		snprintf(buf, size, "%" PRIu64 " bytes", bytes);
+	else if (bytes < 1 << 20)
+		snprintf(buf, size, "%.1f KiB", (double)bytes / 1024);
+	else
+		snprintf(buf, size, "%.1f MiB", (double)bytes / (1 << 20));
+	return buf;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -256,7 +268,7 @@ int cmd_check(int argc, char **argv)
 	struct hashlb_config *c = NULL;
 	const char *path = NULL;
 	struct hashlb_error err;
-	char name[CLI_OPT_NAME_MAX];
+	char name[CLI_OPT_NAME_MAX], tb[32], tm[32];
 	bool quiet = false;
 	int opt, r = 0;
 
@@ -293,10 +305,11 @@ int cmd_check(int argc, char **argv)
 			printf(", host names resolved again every %" PRIu32 " ms",
 			       c->resolve_every_ms);
 		printf("\n");
-		printf("tables: up to %.1f MiB with backends down",
-		       (double)c->table_bytes / (1 << 20));
+		printf("tables: up to %s with backends down",
+		       size_text(c->table_bytes, tb, sizeof(tb)));
 		if (c->table_memory)
-			printf(", of table_memory %.1f MiB\n", (double)c->table_memory / (1 << 20));
+			printf(", of table_memory %s\n",
+			       size_text(c->table_memory, tm, sizeof(tm)));
 		else
 			printf(" (table_memory 0: no cap)\n");
 		for (uint32_t i = 0; i < c->n_services && r == 0; i++) {

@@ -45,10 +45,23 @@ check(fp and tfp and fp.group(1) == tfp.group(1),
       f"check and table agree on the fingerprint: {fp and fp.group(1)} vs {tfp and tfp.group(1)}")
 
 # the tables' memory at most, against table_memory (1 GiB by default)
-check(re.search(r"^tables: up to 0\.4 MiB with backends down, of table_memory 1024\.0 MiB$",
+check(re.search(r"^tables: up to 38\d\.\d KiB with backends down, of table_memory 1024\.0 MiB$",
                 p.stdout, re.M) and
       re.search(r"^  table        \d+ bytes \(up to \d+ with backends down\)$", p.stdout, re.M),
       f"check prints the tables' memory and table_memory: {p.stdout}")
+
+# a small table in a unit that shows it (before: "up to 0.0 MiB")
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+            "    table_size: 251\n    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+r = run("check", "-c", f.name)
+os.unlink(f.name)
+small = re.search(r"^tables: up to (\d+\.\d) KiB with backends down, of table_memory 1024\.0 MiB$",
+                  r.stdout, re.M)
+total = re.search(r"^  table        \d+ bytes \(up to (\d+) with backends down\)$", r.stdout, re.M)
+check(r.returncode == 0 and small and total and
+      small.group(1) == f"{int(total.group(1)) / 1024:.1f}" != "0.0",
+      f"check prints a small table's size in KiB: {r.stdout}")
 
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
