@@ -484,19 +484,30 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 		      char **clients, int n, bool json)
 {
 	size_t base = strlen(q);
-	bool any = false, answered = false;
+	bool any = false, answered = false, refused = false;
 	int ret = 0;
 
 	for (int i = 0; i < n; i++) {
 		char *buf, *body;
 		int status;
 
+		/* a list in one argument: said here, as the endpoint says a short one, before
+		 * a long one is refused for its length alone */
+		if (strchr(clients[i], ',')) {
+			cli_error("client '%.64s%s' is not an address: give ADDR, ADDR:PORT or "
+				  "[IPV6]:PORT (one client per argument)\n",
+				  clients[i], strlen(clients[i]) > 64 ? "..." : "");
+			ret = 1;
+			refused = true;
+			continue;
+		}
 		q[base] = '\0';
 		param(q, size, "client", clients[i]);
 		/* not reached, or no answer: the next clients' requests would fail
 		 * alike, each said again, each after its own timeout */
 		if (ctl_fetch(ss, len, "GET", "/lookup", q, false, &status, &buf, &body) < 0) {
 			ret = 1;
+			refused = false; /* no answer: no document */
 			break;
 		}
 		answered = true;
@@ -514,7 +525,7 @@ static int ctl_lookup(const struct sockaddr_storage *ss, socklen_t len, char *q,
 	}
 	if (any)
 		printf("]\n");
-	else if (json && answered)
+	else if (json && (answered || refused))
 		printf("[]\n"); /* every client refused: still one JSON document */
 	return ret;
 }

@@ -1589,6 +1589,25 @@ static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *r
 	return true;
 }
 
+/*
+ * Whether format=, if given, is one the endpoint has: json (the default) or text. Before, any
+ * other (format=xml) was answered in JSON as if it were not there.
+ */
+static bool format_known(const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	char v[HLB_HTTP_VALUE_MAX + 1];
+
+	if (!hlb_http_param(req, "format", v, sizeof(v)) || !strcmp(v, "json") ||
+	    !strcmp(v, "text"))
+		return true;
+	resp_error(resp, 400,
+		   "format '%s' is not one it has: give format=json (the default) or "
+		   "format=text",
+		   v);
+	return false;
+}
+
+static const char *const lookup_params[] = { "service", "client", "vip", "format", NULL };
 static const char *const set_params[] = { "service",	     "backend", "state", "weight",
 					  "max_connections", "format",	NULL };
 static const char *const close_params[] = { "service", "backend", "format", NULL };
@@ -1603,6 +1622,8 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 
 	if (text)
 		resp->ctype = "text/plain; charset=utf-8";
+	if (strcmp(req->path, "/metrics") && !format_known(req, resp))
+		return;
 	if (!strcmp(req->path, "/metrics") && get) {
 		resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
 		hlb_metrics_render(ctl, &resp->body);
@@ -1615,7 +1636,7 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		if ((s = req_service(ctl, req, resp)))
 			table_render(s, text, &resp->body);
 	} else if (!strcmp(req->path, "/lookup") && get) {
-		if ((s = req_service(ctl, req, resp)))
+		if (params_known(req, resp, lookup_params) && (s = req_service(ctl, req, resp)))
 			lookup(s, req, resp, text);
 	} else if (!strcmp(req->path, "/clients") && get) {
 		if ((s = req_service(ctl, req, resp)))

@@ -1047,6 +1047,31 @@ def ctl_table_says_why_a_backend_is_out():
     check(lb.stop() == 0, "exit 0")
 
 
+def lookup_refuses_what_it_cannot_take():
+    """GET /lookup refuses what it would answer wrong, as POST /set does: a client given twice
+    (before: answered for the first alone), a format it has not (format=xml, before: taken as
+    JSON), with a 400 naming it. hashlb ctl lookup given a long comma-separated list says to
+    give one client per argument, as it does for a short one (before: "the value is longer
+    than 255 bytes")."""
+    lb = Lb(config(BACKENDS))
+    for query, says in (("client=10.0.0.1&client=10.0.0.2", "parameter 'client' given twice"),
+                        ("client=10.0.0.1&format=xml", "format"),
+                        ("client=10.0.0.1&format=text&format=json",
+                         "parameter 'format' given twice")):
+        code, body = lb.http("GET", f"/lookup?{query}")
+        check(code == 400 and says in body, f"GET /lookup?{query}: {code} {body!r}")
+    for query in ("client=10.0.0.1", "client=10.0.0.1&format=json",
+                  "client=10.0.0.1&format=text"):
+        code, body = lb.http("GET", f"/lookup?{query}")
+        check(code == 200, f"GET /lookup?{query}: {code} {body!r}")
+    for listed in (",".join(client_ip(i) for i in range(3)),
+                   ",".join(client_ip(i) for i in range(40))):
+        rc, so, se = lb.ctl("lookup", listed)
+        check(rc == 1 and "one client per argument" in se and "255" not in se,
+              f"ctl lookup with {len(listed)} bytes of a list: {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2069,7 +2094,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            maglev_service_holds_one_table_while_all_are_up,
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
-           ctl_table_says_why_a_backend_is_out,
+           ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
