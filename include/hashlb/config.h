@@ -423,6 +423,9 @@ bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_servi
 
 /* Whether <a> is the wildcard address of its family (0.0.0.0, [::]; [::ffff:0.0.0.0] too). */
 bool hashlb_addr_is_any(const struct sockaddr_storage *a);
+/* Whether <a> is a loopback address (127.0.0.0/8, [::1], [::ffff:127.x.y.z]); not a Unix
+ * socket's. */
+bool hashlb_addr_is_loopback(const struct sockaddr_storage *a);
 /* <a>'s port (host order); 0 if it is neither IPv4 nor IPv6. */
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a);
 

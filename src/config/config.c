@@ -1816,11 +1816,14 @@ bool hashlb_listen_clash(const struct sockaddr_storage *x, const struct sockaddr
 		      &((const struct sockaddr_in6 *)&b)->sin6_addr, sizeof(struct in6_addr)) == 0;
 }
 
-static bool addr_is_loopback(const struct sockaddr_storage *a)
+bool hashlb_addr_is_loopback(const struct sockaddr_storage *a)
 {
-	if (a->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
-	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	struct sockaddr_storage c = addr_canon(a);
+
+	if (c.ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)&c)->sin_addr.s_addr) >> 24) == 127;
+	return c.ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&c)->sin6_addr);
 }
 
 /*
@@ -1853,7 +1856,7 @@ static bool addr_loops(const struct sockaddr_storage *listen,
 
 	if (!hashlb_listen_clash(listen, &b))
 		return false;
-	return !hashlb_addr_is_any(listen) || addr_is_loopback(&b);
+	return !hashlb_addr_is_any(listen) || hashlb_addr_is_loopback(&b);
 }
 
 int hlb_service_backend_family(const struct hashlb_service_cfg *s)

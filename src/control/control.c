@@ -36,6 +36,25 @@ static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const
  * and a hashlb ctl told "try again" leave nothing in the log to explain them
  * (64 connections held open by a client, or answers it never reads).
  */
+/*
+ * The admin endpoint takes no authentication: on an address beyond loopback (a wildcard, a
+ * host's address) whoever reaches it can drain, close, reload and upgrade. Said at start and
+ * at each reload (the address is the one in force: it changes on restart only).
+ */
+static void admin_exposed_warn(struct hlb_control *ctl)
+{
+	const struct sockaddr_storage *a = &ctl->run_admin_addr;
+	char qa[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
+
+	if (!ctl->http || (a->ss_family != AF_INET && a->ss_family != AF_INET6) ||
+	    hashlb_addr_is_loopback(a))
+		return;
+	control_log(ctl, HLB_LOG_WARN, "admin endpoint beyond loopback, without authentication",
+		    "addr=%s note=\"whoever reaches it can drain backends, reload and upgrade: "
+		    "keep it on loopback or a Unix socket, or firewall it\"",
+		    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
+}
+
 static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
 {
 	static const char *const reasons[HLB_HTTP_REFUSED_MAX] = {
@@ -464,6 +483,7 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 
 		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",
 			    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
+		admin_exposed_warn(ctl);
 	}
 	ctl->owned_cfg = cfg;
 	resolve_schedule(ctl);
@@ -677,6 +697,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->last_reload_time = time(NULL);
 	control_log(ctl, HLB_LOG_INFO, "reloaded", "config=%s services=%u",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services);
+	admin_exposed_warn(ctl);
 	resolve_recovered(ctl); /* the reload resolved every name */
 	resolve_schedule(ctl);
 	if (ctl->reloaded)

@@ -7,15 +7,16 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
 import time
 
 from ctltest import Lb, config, metric_sum
-from lbtest import (HASHLB, SRC, Backend, check, client_ip, connect, dead_port, logfmt_error,
-                    logfmt_fields, lookup, parse_prometheus, pick_port, read_line, read_to_eof,
-                    run_tests, tmppath, tsan_build, who)
+from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
+                    logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
+                    read_to_eof, run_tests, tmppath, tsan_build, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -1072,6 +1073,25 @@ def lookup_refuses_what_it_cannot_take():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_off_loopback_is_warned():
+    """An admin endpoint listening beyond loopback (a wildcard here) takes no authentication:
+    anyone who reaches it can drain, reload or upgrade. hashlb warns at start and at each
+    reload; on loopback or a Unix socket it says nothing. Before, no line said so."""
+    warn = 'msg="admin endpoint beyond loopback'
+    for admin, warned in (("0.0.0.0:0", True), ("127.0.0.1:0", False), ("[::1]:0", False),
+                          ("unix:" + tmppath("adm-lo.sock"), False)):
+        lb = Hashlb(config(BACKENDS, admin=json.dumps(admin)))
+        check(lb.wait_log('msg="admin listening"'), f"admin {admin}: listening")
+        lb.proc.send_signal(signal.SIGHUP)
+        check(lb.wait_log("msg=reloaded "), f"admin {admin}: reloaded")
+        lines = [l for l in lb.log if warn in l]
+        check(len(lines) == (2 if warned else 0) and
+              all(logfmt_fields(l).get("level") == "warn" for l in lines),
+              f"admin {admin}: {len(lines)} warnings (at start and reload: "
+              f"{2 if warned else 0}): {lines}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2095,6 +2115,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
+           admin_off_loopback_is_warned,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
