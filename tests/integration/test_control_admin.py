@@ -1092,6 +1092,59 @@ def admin_off_loopback_is_warned():
         check(lb.stop() == 0, "exit 0")
 
 
+def unit_exec_reload(pid, config_path):
+    """The shipped unit's ExecReload= commands (contrib/systemd/hashlb.service.in) run as
+    systemd runs them, without systemd: @BINDIR@ filled in, $$ a dollar sign, ${VAR} and $VAR
+    from the unit's environment, one after the other until one fails. (exit status, stderr)."""
+    import shlex
+    with open(os.path.join(SRC, "contrib", "systemd", "hashlb.service.in")) as f:
+        lines = [l.split("=", 1)[1] for l in f.read().splitlines() if l.startswith("ExecReload=")]
+    env = {"MAINPID": str(pid), "HASHLB_CONFIG": config_path}
+    err = ""
+    for line in lines:
+        line = line.replace("@BINDIR@", os.path.dirname(os.path.abspath(HASHLB)))
+        line = line.replace("$$", "\0")
+        line = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: env[m.group(1) or m.group(2)], line)
+        argv = [a.replace("\0", "$") for a in shlex.split(line)]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, **env))
+        err += p.stderr
+        if p.returncode:
+            return p.returncode, err
+    return 0, err
+
+
+def unit_reload_fails_with_the_reload():
+    """systemctl reload (the unit's ExecReload) fails when the reload does, here a service
+    whose address is in use: the unit reloads through hashlb ctl reload, which waits for the
+    outcome. Before, it sent SIGHUP (kill -HUP succeeds at once) and reported success for a
+    reload hashlb then refused. With the admin endpoint off it still reloads by SIGHUP."""
+    import socket as so
+    admin = f"127.0.0.1:{pick_port()}"
+    port = pick_port()
+    busy = so.socket()
+    busy.bind(("127.0.0.1", port))
+    busy.listen(1)
+    lb = Lb(config(BACKENDS, admin=admin))
+    text = config(BACKENDS, admin=admin)
+    text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
+    text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
+    lb.rewrite(text)
+    rc, err = unit_exec_reload(lb.proc.pid, lb.path)
+    check(rc != 0 and "t2" in err, f"a reload that cannot listen fails ExecReload: {rc} {err!r}")
+    check(len(lb.status()["services"]) == 1, "nothing changed")
+    busy.close()
+    rc, err = unit_exec_reload(lb.proc.pid, lb.path)
+    check(rc == 0 and len(lb.status()["services"]) == 2,
+          f"once the port is free ExecReload applies it: {rc} {err!r}")
+    check(lb.stop() == 0, "exit 0")
+    off = Hashlb(config(BACKENDS, admin="off"))
+    rc, err = unit_exec_reload(off.proc.pid, off.path)
+    check(rc == 0 and off.wait_log("msg=reloaded "),
+          f"admin off: ExecReload reloads by SIGHUP: {rc} {err!r}")
+    check(off.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2115,7 +2168,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
-           admin_off_loopback_is_warned,
+           admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
