@@ -61,8 +61,8 @@ static void usage(FILE *f)
 		"  SIGUSR1         logged and ignored: hashlb has no log file to reopen\n"
 		"                  (nginx's meaning), nor a soft stop (HAProxy's):\n"
 		"                  SIGTERM is that.\n"
-		"  A SIGHUP or SIGUSR2 that arrives while hashlb starts waits until it\n"
-		"  runs.\n"
+		"  A SIGHUP, SIGUSR2 or SIGUSR1 that arrives while hashlb starts waits\n"
+		"  until it runs.\n"
 		"\n"
 		"UPGRADES\n"
 		"  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
@@ -427,10 +427,14 @@ int cmd_run(int argc, char **argv)
 
 	/* SIGHUP and SIGUSR2 terminate a process by default: held from here on,
 	 * so one that arrives while the config loads (its names may take seconds
-	 * to resolve) reloads or upgrades once the daemon runs instead */
+	 * to resolve) reloads or upgrades once the daemon runs instead. SIGUSR1
+	 * too, which the daemon logs and ignores: a logrotate script's (nginx's
+	 * reopen) killed a hashlb still loading, such as the new process of an
+	 * upgrade in place, failing the upgrade. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
+	sigaddset(&mask, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	/* the command line an upgrade in place runs again (getopt reorders argv) */

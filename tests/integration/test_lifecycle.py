@@ -500,7 +500,9 @@ def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
     hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
     once the daemon runs, instead of killing it (the build before died of a SIGHUP 10-80 ms
-    into its start here)."""
+    into its start here). SIGUSR1 (logrotate's signal for nginx) is held too, and logged and
+    ignored once it runs: before, it killed a hashlb still loading, such as the new process of
+    an upgrade in place resolving its names, and the upgrade failed."""
     lines = ["workers: 1", "admin: off", "services:"]
     for k in range(20):
         lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
@@ -513,6 +515,7 @@ def early_signals():
     # it blocked all of them at once, after the load.) Timing alone will not do: a sanitized
     # build spends tens of ms before main(), where any signal still kills.
     hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
+    usr1 = 1 << (signal.SIGUSR1 - 1)
     loading, end = False, time.time() + 30
     while not loading and time.time() < end and lb.proc.poll() is None:
         try:
@@ -522,12 +525,15 @@ def early_signals():
             continue
         if blocked & term:
             break  # the daemon is up: the window is gone
-        loading = blocked & hup and blocked & usr2
-    check(loading, "SIGHUP and SIGUSR2 are held while the config loads")
+        loading = blocked & hup and blocked & usr2 and blocked & usr1
+    check(loading, "SIGHUP, SIGUSR2 and SIGUSR1 are held while the config loads")
+    lb.proc.send_signal(signal.SIGUSR1)
     lb.proc.send_signal(signal.SIGHUP)
     check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
           f"a SIGHUP during start-up: reloaded once running ({lb.proc.poll()}, "
           f"{[l for l in lb.log if 'reload' in l or 'error' in l][:3]})")
+    check(lb.wait_log('msg="SIGUSR1 ignored"', 10),
+          f"a SIGUSR1 during start-up: logged and ignored once running ({lb.proc.poll()})")
     check(lb.stop(timeout=30) == 0, "exit 0")
 
 
