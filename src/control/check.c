@@ -520,6 +520,17 @@ int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms)
 	return hlb_timer_arm(l, &c->timer, first_ms);
 }
 
+void hlb_check_retime(struct hlb_check *c, uint32_t interval_ms, uint32_t timeout_ms,
+		      uint64_t first_ms)
+{
+	c->interval_ms = interval_ms ? interval_ms : 1;
+	c->timeout_ms = timeout_ms ? timeout_ms : 1;
+	if (!c->loop || c->io.fd >= 0 || c->waiting || c->reserved)
+		return;
+	c->next_ms = first_ms;
+	hlb_timer_arm(c->loop, &c->timer, first_ms);
+}
+
 void hlb_check_stop(struct hlb_check *c)
 {
 	free(c->send);

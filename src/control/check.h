@@ -116,6 +116,15 @@ int hlb_check_set_payload(struct hlb_check *c, const void *send, uint32_t send_l
 int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n);
 /* First check at <first_ms>, then every interval. Returns 0 or -errno. */
 int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms);
+/*
+ * Checks of <c> started (hlb_check_start()) every <interval_ms> from now on, each given
+ * <timeout_ms>; the next at <first_ms> unless one is in flight (or waits for a slot): that
+ * one ends as it began, and the next comes one new interval after it. A reload that changes
+ * only the checks' timing: restarted, a check in flight was aborted, and reloads quicker
+ * than a silent backend's timeout had none ever finish.
+ */
+void hlb_check_retime(struct hlb_check *c, uint32_t interval_ms, uint32_t timeout_ms,
+		      uint64_t first_ms);
 /* Cancel the timer, close a check in flight (no result reported), free the payload. */
 void hlb_check_stop(struct hlb_check *c);
 static inline bool hlb_check_running(const struct hlb_check *c)

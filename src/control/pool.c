@@ -473,7 +473,7 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
  * checks and leaving maint alike: 1,000 backends set ready at once check
  * over an interval, never in a burst of 1,000 connects.
  */
-static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
+static uint64_t backend_check_first(struct hlb_pool_backend *b, uint64_t now)
 {
 	const struct hashlb_service_cfg *c = b->svc->cfg;
 	uint64_t salt = XXH64(c->name, strlen(c->name), 0);
@@ -490,7 +490,21 @@ static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
 		if (next < first)
 			first = next > now ? next : now;
 	}
-	backend_check_start(b, first);
+	return first;
+}
+
+static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
+{
+	backend_check_start(b, backend_check_first(b, now));
+}
+
+/* A reload changed only the timing of <b>'s checks (interval, timeout): a check in flight
+ * finishes (hlb_check_retime()), the next at backend_check_first()'s time. */
+static void backend_check_retime(struct hlb_pool_backend *b, uint64_t now)
+{
+	const struct hashlb_health_cfg *h = &b->svc->cfg->health;
+
+	hlb_check_retime(&b->check, h->interval_ms, h->timeout_ms, backend_check_first(b, now));
 }
 
 static void backend_free(struct hlb_pool_backend *b)
@@ -1937,15 +1951,23 @@ static bool source_equal(const struct hashlb_service_cfg *a, const struct hashlb
 	       (!a->source_len || memcmp(&a->source, &b->source, a->source_len) == 0);
 }
 
+/* Whether the checks <a> and <b> make the same exchange (their timing aside): a reload
+ * changing only the timing lets a check in flight finish (backend_check_retime()). */
+static bool checks_exchange_equal(const struct hashlb_health_cfg *a,
+				  const struct hashlb_health_cfg *b)
+{
+	return a->enabled == b->enabled && a->port == b->port && a->send_len == b->send_len &&
+	       a->expect_len == b->expect_len &&
+	       (!a->send_len || memcmp(a->send, b->send, a->send_len) == 0) &&
+	       (!a->expect_len || memcmp(a->expect, b->expect, a->expect_len) == 0);
+}
+
 /* Whether the checks <a> and <b> make are the same: rise and fall count their results (the
  * service's health params), and a reload changing only those restarts no check. */
 static bool checks_cfg_equal(const struct hashlb_health_cfg *a, const struct hashlb_health_cfg *b)
 {
-	return a->enabled == b->enabled && a->interval_ms == b->interval_ms &&
-	       a->timeout_ms == b->timeout_ms && a->port == b->port && a->send_len == b->send_len &&
-	       a->expect_len == b->expect_len &&
-	       (!a->send_len || memcmp(a->send, b->send, a->send_len) == 0) &&
-	       (!a->expect_len || memcmp(a->expect, b->expect, a->expect_len) == 0);
+	return checks_exchange_equal(a, b) && a->interval_ms == b->interval_ms &&
+	       a->timeout_ms == b->timeout_ms;
 }
 
 static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b)
@@ -2103,8 +2125,9 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	uint64_t now = hlb_now_ms();
 	bool full =
 		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
-	bool recheck = !checks_cfg_equal(&old->health, &c->health) ||
-		       old->proxy_protocol != c->proxy_protocol || !source_equal(old, c);
+	bool same_exchange = checks_exchange_equal(&old->health, &c->health) &&
+			     old->proxy_protocol == c->proxy_protocol && source_equal(old, c);
+	bool recheck = !same_exchange || !checks_cfg_equal(&old->health, &c->health);
 	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	struct name_idx *sorted = backends_sorted(s);
 	uint32_t i, j;
@@ -2122,12 +2145,14 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	for (i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		struct hlb_pool_backend *b = NULL, *keep = NULL;
-		bool start_checks = recheck;
+		bool start_checks = recheck, same_address;
 
 		j = backend_by_name(s, sorted, taken, i, nb->name);
 		if (j < s->n_backends)
 			b = s->backends[j];
-		if (b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len)) {
+		same_address =
+			b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len);
+		if (same_address) {
 			keep = b;
 			taken[j] = true;
 			keep->idx = i;
@@ -2155,10 +2180,13 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		}
 		b = keep;
 		full |= backend_cfg_apply(b, nb, c);
-		if (start_checks && !backend_checked(b))
-			backend_up_run_stop(b, "reload", now); /* checks turned off */
-		if (start_checks)
+		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
+			backend_check_retime(b, now); /* the same checks, at another pace */
+		} else if (start_checks) {
+			if (!backend_checked(b))
+				backend_up_run_stop(b, "reload", now); /* checks turned off */
 			backend_check_spread(b, now);
+		}
 		if (backend_unchecked_up(b, c, now))
 			service_schedule(s, false);
 		next[i] = b;

@@ -1291,8 +1291,9 @@ def reload_storm_does_not_put_checks_off():
     it still goes down. Each restarted every backend's checks at its place in the interval
     (300 ms) from the reload on, and aborted the one in flight: no check of it was ever made,
     and it stayed up (10 s here, as long as they came). Now a reload that changes only rise
-    or fall (counts, not checks) restarts none, and one that changes the checks keeps their
-    cadence when its next check is sooner."""
+    or fall (counts, not checks) restarts none, one that changes the checks keeps their
+    cadence when its next check is sooner, and one that changes only their timing (interval,
+    timeout) lets a check in flight finish."""
     base = "interval: 300ms\nrise: {rise}\nfall: 2\ntimeout: {timeout}ms"
     took, k = down_through_a_reload_storm(
         f"127.0.0.1:{dead_port()}", lambda k: base.format(rise=2, timeout=100 + k % 2 * 10))
@@ -1301,9 +1302,15 @@ def reload_storm_does_not_put_checks_off():
     hole = BlackHole()
     took, k = down_through_a_reload_storm(
         hole.addr, lambda k: base.format(rise=2 + k % 2, timeout=250))
-    hole.close()
     print(f"    silent, rise changed by each reload: down after {took} s, {k} reloads")
     check(took is not None, "a silent backend goes down while reloads change rise")
+    # a check in flight (250 ms to its timeout) outlives a reload that changes only the
+    # timing: each one aborted it, and the backend never had a check finish
+    took, k = down_through_a_reload_storm(
+        hole.addr, lambda k: base.format(rise=2, timeout=250 + k % 2 * 10))
+    hole.close()
+    print(f"    silent, the timeout changed by each reload: down after {took} s, {k} reloads")
+    check(took is not None, "a silent backend goes down while reloads change the timeout")
 
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
