@@ -910,7 +910,9 @@ static int take_over(struct hlb_daemon *d, struct hashlb_error *err)
 		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
 			   "admin: %s is the admin endpoint of another hashlb (pid %d), which "
 			   "listens on none of this config's addresses: not one to take over "
-			   "from; give each its own admin address",
+			   "from (an upgrade keeps a listen address); give each its own admin "
+			   "address, or, to move every address of the one there, reload it or "
+			   "upgrade it in place (SIGUSR2)",
 			   d->cfg->admin, (int)other);
 		if (!d->cfg->admin_override && d->cfg->admin_pos.line) {
 			err->line =
