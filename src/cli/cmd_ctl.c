@@ -90,9 +90,16 @@ static void usage(FILE *f)
 		"                                  after 'set BACKEND drain', to empty it;\n"
 		"                                  also a backend a reload removed (or moved)\n"
 		"                                  that still drains\n"
-		"  reload                          re-read the config file; on error the\n"
+		"  reload [--pid PID]              re-read the config file; on error the\n"
 		"                                  running config stays and FILE:LINE:COL\n"
-		"                                  says what is wrong\n"
+		"                                  says what is wrong (exit 1). With --pid,\n"
+		"                                  reload process PID (a unit's $MAINPID):\n"
+		"                                  through the endpoint if it is PID's,\n"
+		"                                  as without; else (admin off or port 0,\n"
+		"                                  nothing answers, or another process's\n"
+		"                                  endpoint) by SIGHUP to PID, said on\n"
+		"                                  stderr: exit 0, the outcome only in\n"
+		"                                  PID's log; 1 if it cannot be sent\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -113,6 +120,7 @@ static void usage(FILE *f)
 		"  -j, --json          print the endpoint's JSON instead of text (lookup:\n"
 		"                      one array, an object per CLIENT, as hashlb lookup)\n"
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
+		"  --pid PID           reload: the process to reload (see reload)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
 		"                      within S seconds, or whose answer has not come\n"
 		"                      whole S seconds after the request (default 30),\n"
@@ -130,12 +138,15 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
 		"  metrics; --service with status, metrics, reload or upgrade; --vip\n"
-		"  but with lookup), a clients N that is no number 1..1000.\n"
+		"  but with lookup; --pid but with reload), a clients N that is no\n"
+		"  number 1..1000.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb ctl status\n"
 		"  hashlb ctl set web-2 drain\n"
 		"  hashlb ctl close web-2           # an hour later: the rest of its clients\n"
 		"  hashlb ctl upgrade               # after installing a new hashlb\n"
+		"  hashlb ctl -c /etc/hashlb/hashlb.yaml reload --pid $MAINPID\n"
+		"                                   # a unit's ExecReload=\n"
 		"  hashlb ctl lookup 203.0.113.7 198.51.100.20:4242\n"
 		"  hashlb ctl --admin unix:/run/hashlb.sock --json table web\n"
 		"  curl -s 127.0.0.1:9901/metrics\n",
@@ -652,26 +663,97 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 }
 
 /*
+ * ctl reload --pid: the reload of pid <pid> by SIGHUP, <why> (one line, no newline) it is not
+ * through the admin endpoint; said on stderr, as the outcome is then only in pid <pid>'s log.
+ * The exit status: 0 once sent, 1 if it cannot be.
+ */
+static int ctl_sighup(pid_t pid, const char *why, bool json)
+{
+	if (kill(pid, SIGHUP) < 0) {
+		cli_error("%s; cannot send SIGHUP to pid %d: %s\n", why, (int)pid, strerror(errno));
+		return 1;
+	}
+	cli_error("%s; sent SIGHUP to pid %d instead: only its log says how the reload went\n", why,
+		  (int)pid);
+	if (json)
+		printf("{\"signal\":\"SIGHUP\",\"pid\":%d}\n", (int)pid);
+	return 0;
+}
+
+/*
+ * ctl reload --pid: POST /reload?pid=<pid> (<q>, <size>: the query so far), which only pid
+ * <pid>'s endpoint applies, and its outcome as ctl reload says it; SIGHUP to <pid> where no
+ * endpoint of its answers: nothing listens at <ss>, or another process does (412 from
+ * another hashlb, any other refusal from an older one, which takes no pid=, or from a server
+ * that is no hashlb). A refusal by pid <pid> itself (422: the reload failed; 409: it is
+ * stopping) fails, as does an endpoint that accepts and does not answer (the reload may be
+ * under way: another would only hide it). The exit status.
+ */
+static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
+			  pid_t pid, bool json)
+{
+	char n[16], name[160], why[1024], msg[512], *buf, *body;
+	const char *reason = "";
+	int status, r, ret;
+
+	snprintf(n, sizeof(n), "%d", (int)pid);
+	param(q, size, "pid", n);
+	admin_name(ss, name, sizeof(name));
+	r = ctl_fetch(ss, len, "POST", "/reload", q, true, &status, &buf, &body);
+	if (r == -ETIMEDOUT) {
+		cli_error("no answer from the admin endpoint at %s within %u s: whether pid %d "
+			  "reloaded, its log says\n",
+			  name, ctl_wait_s(), (int)pid);
+		return 1;
+	}
+	if (r == -EPROTO || r == -EMSGSIZE) {
+		snprintf(why, sizeof(why), "%s does not answer as a hashlb's admin endpoint", name);
+		return ctl_sighup(pid, why, json);
+	}
+	if (r < 0) {
+		snprintf(why, sizeof(why), "no admin endpoint answers at %s (%s)", name,
+			 strerror(-r));
+		return ctl_sighup(pid, why, json);
+	}
+	if (status / 100 == 2 || status == 422 || status == 409) {
+		ret = ctl_answer(status, buf, body, json);
+		free(buf);
+		return ret;
+	}
+	if (!strncmp(body, "error: ", 7))
+		reason = body + 7;
+	else if (json_error(body, msg, sizeof(msg)))
+		reason = msg;
+	if (status == 412)
+		snprintf(why, sizeof(why), "%s: %.*s", name, (int)strcspn(reason, "\n"), reason);
+	else
+		snprintf(why, sizeof(why), "the admin endpoint at %s answered %d%s%.*s", name,
+			 status, *reason ? ": " : "", (int)strcspn(reason, "\n"), reason);
+	free(buf);
+	return ctl_sighup(pid, why, json);
+}
+
+/*
  * The commands: how many arguments each takes, which options apply to it,
  * and its synopsis for the line that says it was given the wrong arguments.
  */
 static const struct ctl_command {
 	const char *name;
 	int min_args, max_args;
-	bool service, vip, json;
+	bool service, vip, json, pid;
 	const char *synopsis;
 } ctl_commands[] = {
-	{ "status", 0, 0, false, false, true, "status" },
-	{ "metrics", 0, 0, false, false, false, "metrics" },
-	{ "table", 0, 1, true, false, true, "table [SERVICE]" },
-	{ "lookup", 1, INT_MAX, true, true, true,
+	{ "status", 0, 0, false, false, true, false, "status" },
+	{ "metrics", 0, 0, false, false, false, false, "metrics" },
+	{ "table", 0, 1, true, false, true, false, "table [SERVICE]" },
+	{ "lookup", 1, INT_MAX, true, true, true, false,
 	  "lookup [-s SERVICE] [--vip ADDR:PORT] CLIENT..." },
-	{ "clients", 0, 1, true, false, true, "clients [-s SERVICE] [N]" },
-	{ "set", 2, 3, true, false, true,
+	{ "clients", 0, 1, true, false, true, false, "clients [-s SERVICE] [N]" },
+	{ "set", 2, 3, true, false, true, false,
 	  "set [-s SERVICE] BACKEND ready|drain|maint|weight N|max_connections N" },
-	{ "close", 1, 1, true, false, true, "close [-s SERVICE] BACKEND" },
-	{ "reload", 0, 0, false, false, true, "reload" },
-	{ "upgrade", 0, 0, false, false, true, "upgrade" },
+	{ "close", 1, 1, true, false, true, false, "close [-s SERVICE] BACKEND" },
+	{ "reload", 0, 0, false, false, true, true, "reload [--pid PID]" },
+	{ "upgrade", 0, 0, false, false, true, false, "upgrade" },
 };
 
 /* Command <c> given the wrong arguments: say so with its synopsis, a usage error. */
@@ -683,7 +765,7 @@ static int bad_args(const struct ctl_command *c)
 
 /*
  * 0 if command <cmd> takes <n> arguments <args> and the options given
- * (<service>, <vip>, <json>: each the option as typed, or NULL), else 2
+ * (<service>, <vip>, <json>, <pid>: each the option as typed, or NULL), else 2
  * (printed): before the endpoint is looked for, as every usage error. The
  * names and values are the endpoint's to judge, but for clients' N: a count,
  * not a name of the running config, whose range (CTL_CLIENTS_MAX) is the
@@ -692,7 +774,7 @@ static int bad_args(const struct ctl_command *c)
  * 0 when not given.
  */
 static int ctl_check_usage(const char *cmd, char **args, int n, const char *service,
-			   const char *vip, const char *json, uint64_t *ret_top)
+			   const char *vip, const char *json, const char *pid, uint64_t *ret_top)
 {
 	const struct ctl_command *c = NULL;
 	uint64_t v = 0;
@@ -721,10 +803,12 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 		cli_error("clients: invalid value '%s' for N (1..%u)\n", args[0], CTL_CLIENTS_MAX);
 		return 2;
 	}
-	if ((service && !c->service) || (vip && !c->vip) || (json && !c->json)) {
+	if ((service && !c->service) || (vip && !c->vip) || (json && !c->json) ||
+	    (pid && !c->pid)) {
 		cli_error("%s does not apply to %s\n",
 			  service && !c->service ? service
 			  : vip && !c->vip	 ? vip
+			  : pid && !c->pid	 ? pid
 						 : json,
 			  cmd);
 		return 2;
@@ -746,6 +830,7 @@ int cmd_ctl(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "service", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "pid", required_argument, NULL, 0x200 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -753,12 +838,13 @@ int cmd_ctl(int argc, char **argv)
 	/* the options as typed, for the messages */
 	char name[CLI_OPT_NAME_MAX], admin_opt[CLI_OPT_NAME_MAX] = "",
 				     config_opt[CLI_OPT_NAME_MAX] = "";
-	const char *service_opt = NULL, *json_opt = NULL;
+	const char *service_opt = NULL, *json_opt = NULL, *pid_arg = NULL;
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
 	bool json = false;
 	uint64_t v, top;
+	pid_t pid;
 	int c, n, ret = 0;
 
 	optind = 1;
@@ -788,6 +874,9 @@ int cmd_ctl(int argc, char **argv)
 			}
 			ctl_timeout_s = (unsigned)v;
 			break;
+		case 0x200:
+			pid_arg = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -812,7 +901,7 @@ int cmd_ctl(int argc, char **argv)
 		if (argv[i][0] != '-' || !argv[i][1] || (argv[i][1] >= '0' && argv[i][1] <= '9'))
 			argv[n++] = argv[i]; /* a negative number too: for the endpoint to refuse */
 		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service") ||
-			  !strcmp(argv[i], "--vip")) &&
+			  !strcmp(argv[i], "--vip") || !strcmp(argv[i], "--pid")) &&
 			 i + 1 == argc) {
 			cli_error("option '%s' requires an argument\n", argv[i]);
 			return 2;
@@ -821,6 +910,8 @@ int cmd_ctl(int argc, char **argv)
 			service = argv[++i];
 		} else if (!strcmp(argv[i], "--vip")) {
 			vip = argv[++i];
+		} else if (!strcmp(argv[i], "--pid")) {
+			pid_arg = argv[++i];
 		} else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json")) {
 			json = true;
 			json_opt = argv[i];
@@ -835,9 +926,16 @@ int cmd_ctl(int argc, char **argv)
 	}
 	argc = n;
 	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? service_opt : NULL,
-			      vip ? "--vip" : NULL, json ? json_opt : NULL, &top);
+			      vip ? "--vip" : NULL, json ? json_opt : NULL,
+			      pid_arg ? "--pid" : NULL, &top);
 	if (ret)
 		return ret;
+	/* a process id, not 0 or negative, which kill(2) takes as a group or every process */
+	if (pid_arg && (cli_parse_u64(pid_arg, INT32_MAX, &v) < 0 || v == 0)) {
+		cli_bad_value("--pid", pid_arg, "a process id, 1..2147483647");
+		return 2;
+	}
+	pid = pid_arg ? (pid_t)v : 0;
 	if (config && admin) {
 		cli_error("give %s or %s, not both\n", admin_opt, config_opt);
 		return 2;
@@ -880,9 +978,21 @@ int cmd_ctl(int argc, char **argv)
 				  config);
 		}
 		if (!cfg->admin_addr_len) {
-			cli_error("%s has the admin endpoint off\n", config);
 			hashlb_config_free(cfg);
+			if (pid) {
+				snprintf(q, sizeof(q), "%s has the admin endpoint off", config);
+				return ctl_sighup(pid, q, json);
+			}
+			cli_error("%s has the admin endpoint off\n", config);
 			return 1;
+		}
+		if (cfg->admin_addr.ss_family != AF_UNIX &&
+		    hashlb_addr_port(&cfg->admin_addr) == 0 && pid) {
+			snprintf(q, sizeof(q),
+				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
+				 config, cfg->admin);
+			hashlb_config_free(cfg);
+			return ctl_sighup(pid, q, json);
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0) {
@@ -917,6 +1027,8 @@ int cmd_ctl(int argc, char **argv)
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
 		if (!strcmp(cmd, "metrics"))
 			return ctl_request(&ss, len, "GET", "/metrics", "", json);
+		if (!strcmp(cmd, "reload") && pid)
+			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, json);
 		if (!strcmp(cmd, "reload"))
 			return ctl_request(&ss, len, "POST", "/reload", q, json);
 		return ctl_request(&ss, len, "GET", "/status", q, json);

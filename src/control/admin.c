@@ -9,7 +9,7 @@
  *   GET  /table?service=S                           table summary
  *   GET  /lookup?service=S&client=ADDR[:PORT]       backend and preference list
  *   POST /set?service=S&backend=B[&state=X][&weight=N][&max_connections=N]
- *   POST /reload
+ *   POST /reload[?pid=N]                            N: only if this process is pid N
  *
  * service= may be left out when there is only one service.
  */
@@ -1422,11 +1422,31 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	close_old(ctl, s, name, req, resp, text);
 }
 
-static void reload(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
+/*
+ * POST /reload. With ?pid=N, only if this process is pid N: another answers 412, reloading
+ * nothing, for its caller to reload pid N another way (hashlb ctl reload --pid sends it
+ * SIGHUP). The unit's ExecReload asks so for its MAINPID: the config's admin address may
+ * since its start be another hashlb's. 412, not 409, which a stopping hashlb answers: that
+ * one is pid N, and SIGHUP would not reload it either.
+ */
+static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
+		   struct hlb_http_resp *resp, bool text)
 {
+	char v[HLB_HTTP_VALUE_MAX + 1];
+	const char *pid_s = hlb_http_param(req, "pid", v, sizeof(v));
 	struct hashlb_error err = { 0 };
+	uint32_t pid;
 	int ret;
 
+	if (pid_s && (parse_u32(pid_s, INT32_MAX, &pid) < 0 || pid == 0)) {
+		resp_error(resp, 400, "pid must be a process id, in digits: not '%s'", pid_s);
+		return;
+	}
+	if (pid_s && pid != (uint32_t)getpid()) {
+		resp_error(resp, 412, "pid %d answers here, not pid %u: not reloaded",
+			   (int)getpid(), pid);
+		return;
+	}
 	if (ctl->stopping) {
 		resp_error(resp, 409, "hashlb is stopping (draining): no reload");
 		return;
@@ -1611,6 +1631,7 @@ static const char *const lookup_params[] = { "service", "client", "vip", "format
 static const char *const set_params[] = { "service",	     "backend", "state", "weight",
 					  "max_connections", "format",	NULL };
 static const char *const close_params[] = { "service", "backend", "format", NULL };
+static const char *const reload_params[] = { "pid", "format", NULL };
 static const char *const plain_params[] = { "format", NULL };
 
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
@@ -1648,8 +1669,8 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		if (params_known(req, resp, close_params) && (s = req_service(ctl, req, resp)))
 			close_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(req->path, "/reload") && post) {
-		if (params_known(req, resp, plain_params))
-			reload(ctl, resp, text);
+		if (params_known(req, resp, reload_params))
+			reload(ctl, req, resp, text);
 	} else if (!strcmp(req->path, "/sockets") && get) {
 		sockets(ctl, req, resp);
 	} else if (!strcmp(req->path, "/upgrade") && post) {
@@ -1657,12 +1678,13 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 			upgrade(ctl, resp, text);
 	} else if (!strcmp(req->path, "/") && get) {
 		resp->ctype = "text/plain; charset=utf-8";
-		hlb_buf_puts(&resp->body,
-			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
-			     " /clients?top=N,"
-			     " /sockets (the listening sockets, for a new hashlb to take over),"
-			     " POST /set?backend=B&state=S&weight=W /close?backend=B /reload"
-			     " /upgrade\n");
+		hlb_buf_puts(
+			&resp->body,
+			"hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
+			" /clients?top=N,"
+			" /sockets (the listening sockets, for a new hashlb to take over),"
+			" POST /set?backend=B&state=S&weight=W /close?backend=B /reload[?pid=N]"
+			" /upgrade\n");
 	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
 		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
 		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/sockets") ||

@@ -136,6 +136,8 @@ static const char *status_text(int status)
 		return "Conflict";
 	case 411:
 		return "Length Required";
+	case 412:
+		return "Precondition Failed";
 	case 413:
 		return "Payload Too Large";
 	case 422:

@@ -306,6 +306,12 @@ for args, status, msg in [
     (("ctl", *ADMIN, "--json", "metrics"), 2, "--json does not apply to metrics"),
     (("ctl", *ADMIN, "close", "a", "--vip", "10.0.0.1:80"), 2, "--vip does not apply to close"),
     (("ctl", *ADMIN, "-s", "x", "table", "y"), 2, "the service is given twice"),
+    # reload --pid: kill(2) takes 0 and -1 as a process group and every process
+    (("ctl", *ADMIN, "status", "--pid", "1"), 2, "--pid does not apply to status"),
+    (("ctl", "-c", NO_FILE, "reload", "--pid", "0"), 2,
+     "invalid value '0' for option --pid (a process id, 1..2147483647)"),
+    (("ctl", "-c", NO_FILE, "reload", "--pid", "-1"), 2, "invalid value '-1' for option --pid"),
+    (("ctl", "-c", NO_FILE, "reload", "--pid"), 2, "option '--pid' requires an argument"),
     (("ctl", "-c", NO_FILE, "status", "extra"), 2,
      "hashlb ctl: wrong arguments for status: hashlb ctl status\n"),
     (("table",), 2, "no backends"),

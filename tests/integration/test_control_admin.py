@@ -16,7 +16,7 @@ import time
 from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
                     logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
-                    read_to_eof, run_tests, tmppath, tsan_build, who)
+                    read_to_eof, run_tests, tmppath, tsan_build, wait_until, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -1116,9 +1116,11 @@ def unit_exec_reload(pid, config_path):
 
 def unit_reload_fails_with_the_reload():
     """systemctl reload (the unit's ExecReload) fails when the reload does, here a service
-    whose address is in use: the unit reloads through hashlb ctl reload, which waits for the
-    outcome. Before, it sent SIGHUP (kill -HUP succeeds at once) and reported success for a
-    reload hashlb then refused. With the admin endpoint off it still reloads by SIGHUP."""
+    whose address is in use: the unit reloads through hashlb ctl reload --pid $MAINPID, which
+    waits for the outcome. Before, it sent SIGHUP (kill -HUP succeeds at once) and reported
+    success for a reload hashlb then refused. Where the main process's endpoint does not
+    answer, with the admin endpoint off or another hashlb at the config's admin address, it
+    reloads the main process by SIGHUP, and the other hashlb not at all."""
     import socket as so
     admin = f"127.0.0.1:{pick_port()}"
     port = pick_port()
@@ -1131,18 +1133,38 @@ def unit_reload_fails_with_the_reload():
     text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
     lb.rewrite(text)
     rc, err = unit_exec_reload(lb.proc.pid, lb.path)
-    check(rc != 0 and "t2" in err, f"a reload that cannot listen fails ExecReload: {rc} {err!r}")
+    check(rc == 1 and "t2" in err, f"a reload that cannot listen fails ExecReload: {rc} {err!r}")
     check(len(lb.status()["services"]) == 1, "nothing changed")
     busy.close()
     rc, err = unit_exec_reload(lb.proc.pid, lb.path)
-    check(rc == 0 and len(lb.status()["services"]) == 2,
-          f"once the port is free ExecReload applies it: {rc} {err!r}")
-    check(lb.stop() == 0, "exit 0")
+    check(rc == 0 and len(lb.status()["services"]) == 2 and "SIGHUP" not in err,
+          f"once the port is free ExecReload applies it, through the endpoint: {rc} {err!r}")
     off = Hashlb(config(BACKENDS, admin="off"))
     rc, err = unit_exec_reload(off.proc.pid, off.path)
-    check(rc == 0 and off.wait_log("msg=reloaded "),
-          f"admin off: ExecReload reloads by SIGHUP: {rc} {err!r}")
-    check(off.stop() == 0, "exit 0")
+    check(rc == 0 and off.wait_log("msg=reloaded ") and
+          f"sent SIGHUP to pid {off.proc.pid}" in err,
+          f"admin off: ExecReload reloads by SIGHUP, and says so: {rc} {err!r}")
+    zero = Lb(config(BACKENDS))  # admin on port 0: where, only its log says
+    rc, err = unit_exec_reload(zero.proc.pid, zero.path)
+    check(rc == 0 and zero.wait_log("msg=reloaded ") and "has port 0" in err and
+          f"sent SIGHUP to pid {zero.proc.pid}" in err,
+          f"admin port 0: ExecReload reloads by SIGHUP, and says so: {rc} {err!r}")
+    check(zero.stop() == 0, "exit 0")
+    # The main process's file names lb's admin address (admin changes only on restart): lb
+    # answers there, and is not the unit's to reload.
+    with open(off.path, "w") as f:
+        f.write(config(BACKENDS, admin=admin).replace("127.0.0.1:0", off.addrs[0], 1))
+    reloads = lb.status()["reloads"]
+    reloads = (reloads["ok"], reloads["failed"])
+    rc, err = unit_exec_reload(off.proc.pid, off.path)
+    check(rc == 0 and f"pid {lb.proc.pid} answers here, not pid {off.proc.pid}" in err and
+          f"sent SIGHUP to pid {off.proc.pid}" in err,
+          f"another hashlb at the admin address: SIGHUP to the main process: {rc} {err!r}")
+    check(wait_until(lambda: sum("msg=reloaded " in l for l in off.log) == 2),
+          f"the main process reloads: {off.log[-3:]}")
+    check((lb.status()["reloads"]["ok"], lb.status()["reloads"]["failed"]) == reloads,
+          "and the other hashlb not at all")
+    check(off.stop() == 0 and lb.stop() == 0, "exit 0")
 
 
 def metric(samples, name, **labels):

@@ -11,7 +11,9 @@ namespace (nsenter -n); systemctl runs inside.
 What a unit file cannot show by reading it, and these cases check with systemd 252:
 - Type=notify: `systemctl start` returns once hashlb is ready, with its STATUS= shown;
 - ExecReload: `systemctl reload` applies an edited config, and a broken one fails the
-  reload with the file's line and column while the running config serves on;
+  reload with the file's line and column while the running config serves on; so does one
+  that passes the check but that hashlb refuses (an address in use), through the admin
+  endpoint (hashlb ctl reload --pid $MAINPID);
 - the upgrade in place: `systemctl kill --kill-whom=main -s USR2` after installing a new
   binary makes the new process the unit's main process (MAINPID=), under a stream of new
   connections none of which fails; the unit stays active; the next reload reaches the new
@@ -313,7 +315,23 @@ def service_start_reload_upgrade_stop():
           f"{st}")
     check({ct.who(addr, f"127.0.1.{i}") for i in range(1, 41)} == {"a", "b"},
           "and the running config still serves both")
+    # a config that passes hashlb check but that hashlb refuses: a second service on the
+    # address backend a listens on; the unit reloads through the admin endpoint (the default,
+    # 127.0.0.1:9901) with --pid $MAINPID, which waits for that outcome
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]) +
+          hashlb_config([("b", port_b)], listen=f"127.0.0.1:{port_a}").split("services:\n")[1]
+          .replace("name: web", "name: web2"))
+    rc, out, err = ct.sh("systemctl reload hashlb")
+    st = ct.show("hashlb", "ActiveState", "MainPID")
+    check(rc != 0 and re.search(r"web2.*cannot listen on 127\.0\.0\.1:\d+: Address already in "
+                                r"use", ct.journal("hashlb")) and
+          st == {"ActiveState": "active", "MainPID": pid0},
+          f"a reload hashlb refuses (an address in use) fails systemctl reload, the unit runs "
+          f"on: rc={rc} {st}\n{ct.journal('hashlb')[-1500:]}")
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
+    rc, out, err = ct.sh("systemctl reload hashlb")
+    check(rc == 0 and "reloaded /opt/hashlb/hashlb.yaml (2 reloads ok)" in ct.journal("hashlb"),
+          f"the file fixed, systemctl reload succeeds, through the endpoint: rc={rc} {err}")
 
     # upgrade in place under a stream of new connections
     loop = ct.client_loop(addr, 4)
