@@ -1140,15 +1140,17 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		if (has_state)
 			hlb_pool_set_admin(bs[i], st);
 	}
+	/* Logged before the build: what was set stays set even when the build
+	 * fails (the previous table serving until the next one). */
+	for (uint32_t i = 0; i < n; i++)
+		hlb_pool_log_set(bs[i], has_state ? &was[i].state : NULL,
+				 has_weight ? &was[i].weight : NULL, has_max ? &was[i].max : NULL);
 	/* Build now, so the answer (and the next lookup) shows the new table. */
 	hlb_pool_flush(ctl->pool);
 	if (s->rebuilds_failed != failed) {
 		resp_error(resp, 500, "%s (the previous table keeps serving)", s->last_error.msg);
 		goto out;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		hlb_pool_log_set(bs[i], has_state ? &was[i].state : NULL,
-				 has_weight ? &was[i].weight : NULL, has_max ? &was[i].max : NULL);
 	if (one) {
 		set_answer_one(s, one, text, &resp->body);
 		if (!text)
