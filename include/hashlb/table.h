@@ -139,7 +139,11 @@ uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash);
  * being hashlb_table_lookup()'s answer, the next ones the backends to try
  * when a connect fails (ring: the next distinct owners clockwise; Maglev:
  * the next distinct owners of the following slots). Stable for a given
- * table. Returns how many were written to <ret_idx>.
+ * table. Returns how many were written to <ret_idx>. Weights far apart
+ * (10,000:1) cost a few hundred entries read, not the thousands between a
+ * small backend's entries: when they are more than 16 times apart, the
+ * table keeps which backends own each block of 64 and of 4096 entries, and
+ * a block of backends listed already is stepped over whole.
  */
 size_t hashlb_table_preference(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
 			       size_t k);
@@ -174,10 +178,11 @@ size_t hashlb_table_bytes(const struct hashlb_table *t);
  * down: never less than hashlb_table_bytes() of it, plus the backends'
  * names, which that leaves out. For Maglev, a table with a backend down:
  * three arrays of M slots, where one with all up holds one; for the ring,
- * two rings and their indexes. A build's scratch, freed before it returns,
- * is not counted (the max_bytes cap counts it). Computed from the
- * parameters, nothing built; UINT64_MAX when the ring would have 2^31
- * points or more.
+ * two rings and their indexes; with weights more than 16 times apart, the
+ * owner blocks of the preference lists (1/8 byte a slot or point). A
+ * build's scratch, freed before it returns, is not counted (the max_bytes
+ * cap counts it). Computed from the parameters, nothing built; UINT64_MAX
+ * when the ring would have 2^31 points or more.
  */
 uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 				const struct hashlb_backend_spec *backends, size_t n);

@@ -25,11 +25,25 @@ struct ring {
 /* A hot entry with this bit set starts a bucket of more than two points. */
 #define RING_HOT_LONG 0x80000000u
 
+/*
+ * The owners of the effective table's entries (Maglev slots, ring points)
+ * by block, for the preference walk (table.c): a block whose owners are all
+ * in the list already is stepped over whole. Kept when the weights are
+ * skewed (OWNER_BLOCKS_SKEW), where the walk would otherwise read the
+ * entries of the large backends by the thousand to reach a small one.
+ */
+#define OWNER_BLOCKS_SKEW 16u /* kept when the largest weight > 16 x the smallest (not 0) */
+#define OWNER_SET 4u /* owners a block's summary names */
+#define OWNER_MANY 0xffffu /* first owner of a summary: more than OWNER_SET of them */
+#define OWNER_SMALL_BITS 6u /* 64 entries a small block */
+#define OWNER_LARGE_BITS 12u /* 4096 a large one */
+
 struct hashlb_table {
 	struct hashlb_table_params params;
 	uint32_t n; /* backends */
 	uint32_t n_up; /* backends not down */
 	uint32_t n_present; /* distinct backends that own slots/points in the effective table */
+	bool skewed; /* the weights call for owner blocks */
 	char **names; /* caller's order; one allocation holds the strings */
 	uint32_t *weights;
 	bool *down;
@@ -46,9 +60,20 @@ struct hashlb_table {
 	struct ring full_ring;
 	struct ring ring;
 
+	/* The owner blocks over slots or ring.owner: (n >> OWNER_SMALL_BITS) + 1
+	 * small ones, then the large ones; NULL when not kept. */
+	uint16_t (*blocks)[OWNER_SET];
+
 	uint64_t fingerprint;
 	size_t bytes;
 };
+
+/*
+ * hashlb_table_preference(), also saying in <ret_reads> (may be NULL) how
+ * many entries and block summaries it read: what the walk costs.
+ */
+size_t table_preference_walk(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
+			     size_t k, uint64_t *ret_reads);
 
 /* Fill <slots> (M entries) by Maglev population over the backends in <order>
  * with <weights> (0 = takes no turn). Returns 0 or -ENOMEM. */

@@ -74,6 +74,7 @@ void hashlb_table_free(struct hashlb_table *t)
 		free(t->slots);
 	free(t->full_slots);
 	free(t->surv_slots);
+	free(t->blocks);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
 	free(t);
@@ -119,6 +120,28 @@ static struct hashlb_table_params params_with_defaults(const struct hashlb_table
 	return prm;
 }
 
+/* Whether <b>'s weights call for owner blocks (table-internal.h): the
+ * largest above OWNER_BLOCKS_SKEW times the smallest that is not 0. */
+static bool weights_skewed(const struct hashlb_backend_spec *b, size_t n)
+{
+	uint32_t lo = UINT32_MAX, hi = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!b[i].weight)
+			continue;
+		lo = b[i].weight < lo ? b[i].weight : lo;
+		hi = b[i].weight > hi ? b[i].weight : hi;
+	}
+	return hi > (uint64_t)OWNER_BLOCKS_SKEW * lo;
+}
+
+/* Bytes of the owner blocks over <entries>: one more small and large block than whole ones. */
+static uint64_t owner_blocks_bytes(uint64_t entries)
+{
+	return ((entries >> OWNER_SMALL_BITS) + 1 + (entries >> OWNER_LARGE_BITS) + 1) * OWNER_SET *
+	       sizeof(uint16_t);
+}
+
 /* Bytes of a table of <n> backends besides its slots or points. */
 static uint64_t table_base_bytes(uint32_t n, uint64_t names_len)
 {
@@ -129,13 +152,15 @@ static uint64_t table_base_bytes(uint32_t n, uint64_t names_len)
 
 /* Bytes the table will hold, for the memory cap; UINT64_MAX on overflow. */
 static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uint64_t names_len,
-			    uint64_t weight_sum)
+			    uint64_t weight_sum, bool skewed)
 {
 	uint64_t bytes = table_base_bytes(n, names_len);
 
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
 		/* full, effective and (with backends down) survivors' slots */
 		bytes += 3ull * p->maglev_m * sizeof(uint16_t);
+		if (skewed)
+			bytes += owner_blocks_bytes(p->maglev_m);
 	} else {
 		uint64_t pts = (uint64_t)p->ring_v * weight_sum;
 
@@ -146,6 +171,8 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 		 * exported index (<= 4) and the lookup index (<= 16) */
 		bytes += pts * (2 * (8 + 2) + 4 + 16);
 		bytes += pts * 2 * sizeof(uint64_t) * 2; /* build scratch: two point arrays */
+		if (skewed)
+			bytes += owner_blocks_bytes(pts);
 	}
 	return bytes;
 }
@@ -155,6 +182,7 @@ uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 {
 	struct hashlb_table_params prm = params_with_defaults(p);
 	uint64_t names_len = 0, pts = 0, bytes;
+	bool skewed = weights_skewed(backends, n);
 
 	for (size_t i = 0; i < n; i++) {
 		names_len += strlen(backends[i].name) + 1;
@@ -162,16 +190,20 @@ uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 	}
 	bytes = table_base_bytes((uint32_t)n, names_len);
 	if (prm.scheme == HASHLB_SCHEME_MAGLEV)
-		/* apply_overlay(): the full, effective and survivors' slots */
-		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t);
+		/* apply_overlay(): the full, effective and survivors' slots, and
+		 * the owner blocks over the effective ones */
+		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t) +
+		       (skewed ? owner_blocks_bytes(prm.maglev_m) : 0);
 	pts *= prm.ring_v;
 	if (pts >= (1ull << 31))
 		return UINT64_MAX;
 	/* The full ring and the effective one, 10 bytes a point and a
 	 * sentinel each; ring_index()'s exported index, at most one entry a
 	 * point and one more (4 bytes), and its lookup index, fewer than two
-	 * a point or two (4 bytes): 32 bytes a point, and a point more. */
-	return bytes + (pts + 1) * (2 * (8 + 2) + 4 + 2 * 4);
+	 * a point or two (4 bytes): 32 bytes a point, and a point more; and
+	 * the owner blocks over the effective ring's points. */
+	return bytes + (pts + 1) * (2 * (8 + 2) + 4 + 2 * 4) +
+	       (skewed ? owner_blocks_bytes(pts) : 0);
 }
 
 static int validate(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
@@ -222,7 +254,7 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 					  "Maglev table size %u is smaller than the %zu backends",
 					  p->maglev_m, n);
 	}
-	uint64_t need = table_bytes(p, (uint32_t)n, names_len, weight_sum);
+	uint64_t need = table_bytes(p, (uint32_t)n, names_len, weight_sum, weights_skewed(b, n));
 	size_t cap = p->max_bytes ? p->max_bytes : HASHLB_TABLE_MEM_DEFAULT;
 
 	/* Checked apart from the cap: with max_bytes = SIZE_MAX the overflow
@@ -255,6 +287,7 @@ static int table_alloc(const struct hashlb_table_params *p, const struct hashlb_
 	if (!t->params.max_bytes)
 		t->params.max_bytes = HASHLB_TABLE_MEM_DEFAULT;
 	t->n = n;
+	t->skewed = weights_skewed(b, n);
 	for (uint32_t i = 0; i < n; i++)
 		names_len += strlen(b[i].name) + 1;
 	t->names = calloc(n, sizeof(*t->names));
@@ -320,6 +353,59 @@ static void fingerprint(struct hashlb_table *t)
 #undef PUT
 	XXH64_update(&st, buf, k * sizeof(buf[0]));
 	t->fingerprint = XXH64_digest(&st);
+}
+
+/* Add owner <o> to the set <set> of <*n>; past OWNER_SET owners (or for
+ * HASHLB_BACKEND_NONE) the set is "many": *n = OWNER_SET + 1. */
+static void owner_set_add(uint16_t *set, uint32_t *n, uint16_t o)
+{
+	if (*n > OWNER_SET)
+		return;
+	for (uint32_t i = 0; i < *n; i++)
+		if (set[i] == o)
+			return;
+	if (o == HASHLB_BACKEND_NONE || *n == OWNER_SET)
+		*n = OWNER_SET + 1;
+	else
+		set[(*n)++] = o;
+}
+
+/* A block's summary: its owners, the first repeated to fill it; or OWNER_MANY first. */
+static void owner_set_store(uint16_t *dst, const uint16_t *set, uint32_t n)
+{
+	for (uint32_t i = 0; i < OWNER_SET; i++)
+		dst[i] = n == 0 || n > OWNER_SET ? OWNER_MANY : set[i < n ? i : 0];
+}
+
+/* The owner blocks over the <n> owners <own> into <ret_blocks>. -ENOMEM. */
+static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_blocks)[OWNER_SET])
+{
+	uint32_t n_small = (n >> OWNER_SMALL_BITS) + 1, n_large = (n >> OWNER_LARGE_BITS) + 1;
+	uint16_t(*small)[OWNER_SET] = malloc((size_t)(n_small + n_large) * sizeof(*small));
+	const uint32_t per_large = 1u << (OWNER_LARGE_BITS - OWNER_SMALL_BITS);
+
+	if (!small)
+		return -ENOMEM;
+	for (uint32_t q = 0; q < n_large; q++) {
+		uint16_t lset[OWNER_SET];
+		uint32_t ln = 0;
+
+		for (uint32_t r = q * per_large; r < n_small && r < (q + 1) * per_large; r++) {
+			uint16_t set[OWNER_SET];
+			uint32_t sn = 0, end = (r + 1) << OWNER_SMALL_BITS;
+
+			for (uint32_t j = r << OWNER_SMALL_BITS; j < end && j < n; j++)
+				owner_set_add(set, &sn, own[j]);
+			owner_set_store(small[r], set, sn);
+			if (sn > OWNER_SET)
+				ln = OWNER_SET + 1;
+			for (uint32_t i = 0; i < sn && i < OWNER_SET; i++)
+				owner_set_add(lset, &ln, set[i]);
+		}
+		owner_set_store(small[n_small + q], lset, ln);
+	}
+	*ret_blocks = small;
+	return 0;
 }
 
 /* Build the effective table from the full one and t->down. */
@@ -392,8 +478,19 @@ static int apply_overlay(struct hashlb_table *t)
 		t->n_present += present[i];
 	free(present);
 
+	if (t->skewed) {
+		bool maglev = t->params.scheme == HASHLB_SCHEME_MAGLEV;
+
+		ret = owner_blocks_build(maglev ? t->slots : t->ring.owner,
+					 maglev ? t->params.maglev_m : t->ring.n, &t->blocks);
+		if (ret < 0)
+			return ret;
+	}
 	fingerprint(t);
-	t->bytes = table_bytes(&t->params, t->n, 0, 0);
+	t->bytes = table_bytes(&t->params, t->n, 0, 0, false);
+	if (t->blocks)
+		t->bytes += owner_blocks_bytes(
+			t->params.scheme == HASHLB_SCHEME_MAGLEV ? t->params.maglev_m : t->ring.n);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && t->slots == t->full_slots)
 		t->bytes -= 2 * (size_t)t->params.maglev_m * sizeof(uint16_t);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
@@ -664,39 +761,78 @@ static bool seen(const uint32_t *idx, size_t k, uint32_t b)
 	return false;
 }
 
-size_t hashlb_table_preference(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
-			       size_t k)
+/* Whether every owner of the block summary <set> is among <idx> (<k>). */
+static bool block_seen(const uint16_t *set, const uint32_t *idx, size_t k)
 {
+	if (set[0] == OWNER_MANY)
+		return false;
+	for (uint32_t i = 0; i < OWNER_SET; i++)
+		if (!seen(idx, k, set[i]))
+			return false;
+	return true;
+}
+
+size_t table_preference_walk(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
+			     size_t k, uint64_t *ret_reads)
+{
+	const uint16_t(*small)[OWNER_SET] = t->blocks, (*large)[OWNER_SET];
+	const uint16_t *own;
+	uint32_t n, j, left;
+	uint64_t reads = 0;
 	size_t got = 0;
 
 	if (k > t->n_present)
 		k = t->n_present;
-	if (!k)
-		return 0;
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		uint32_t m = t->params.maglev_m, j = maglev_slot(hash, m);
+		own = t->slots;
+		n = t->params.maglev_m;
+		j = maglev_slot(hash, n);
+	} else {
+		own = t->ring.owner;
+		n = t->ring.n;
+		j = k ? ring_find(&t->ring, hash) : 0;
+	}
+	large = small ? small + (n >> OWNER_SMALL_BITS) + 1 : NULL;
+	/* The next entries from the hash's, wrapping around, each new owner
+	 * taken; a block whose owners are all taken already is stepped over. */
+	for (left = k ? n : 0; left && got < k;) {
+		uint32_t len = 0, b;
 
-		for (uint32_t step = 0; step < m && got < k; step++) {
-			uint32_t b = t->slots[j];
-
+		if (small && !(j & ((1u << OWNER_SMALL_BITS) - 1))) {
+			if (!(j & ((1u << OWNER_LARGE_BITS) - 1))) {
+				reads++;
+				if (block_seen(large[j >> OWNER_LARGE_BITS], ret_idx, got))
+					len = 1u << OWNER_LARGE_BITS;
+			}
+			if (!len) {
+				reads++;
+				if (block_seen(small[j >> OWNER_SMALL_BITS], ret_idx, got))
+					len = 1u << OWNER_SMALL_BITS;
+			}
+		}
+		if (len) {
+			len = len < n - j ? len : n - j;
+			left = left > len ? left - len : 0;
+			j += len;
+		} else {
+			b = own[j++];
+			reads++;
+			left--;
 			if (b != HASHLB_BACKEND_NONE && !seen(ret_idx, got, b))
 				ret_idx[got++] = b;
-			if (++j == m)
-				j = 0;
 		}
-	} else {
-		uint32_t j = ring_find(&t->ring, hash);
-
-		for (uint32_t step = 0; step < t->ring.n && got < k; step++) {
-			uint32_t b = t->ring.owner[j];
-
-			if (!seen(ret_idx, got, b))
-				ret_idx[got++] = b;
-			if (++j == t->ring.n)
-				j = 0;
-		}
+		if (j == n)
+			j = 0;
 	}
+	if (ret_reads)
+		*ret_reads = reads;
 	return got;
+}
+
+size_t hashlb_table_preference(const struct hashlb_table *t, uint64_t hash, uint32_t *ret_idx,
+			       size_t k)
+{
+	return table_preference_walk(t, hash, ret_idx, k, NULL);
 }
 
 uint64_t hashlb_table_fingerprint(const struct hashlb_table *t)

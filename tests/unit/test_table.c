@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "table-internal.h"
 
 static const enum hashlb_scheme schemes[2] = { HASHLB_SCHEME_RING, HASHLB_SCHEME_MAGLEV };
 
@@ -312,6 +313,110 @@ static void test_preference(void **state)
 	}
 }
 
+/*
+ * The list a plain walk gives: the owners of the entries from the hash's
+ * on (Maglev slots, ring points), wrapping around, each new one taken.
+ */
+static size_t plain_preference(const struct hashlb_table *t, uint64_t h, uint32_t *ret_idx,
+			       size_t k)
+{
+	struct hashlb_table_view v;
+	const uint16_t *own;
+	uint32_t n, j = 0, lo, hi;
+	size_t got = 0;
+
+	hashlb_table_view(t, &v);
+	if (v.scheme == HASHLB_SCHEME_MAGLEV) {
+		own = v.slots;
+		n = v.m;
+		j = (uint32_t)(((h >> 32) * (uint64_t)n) >> 32);
+	} else {
+		own = v.owner;
+		n = v.n_points;
+		for (lo = 0, hi = n; lo < hi;) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (v.pos[mid] < h)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		j = lo == n ? 0 : lo;
+	}
+	for (uint32_t step = 0; step < n && got < k; step++, j = j + 1 == n ? 0 : j + 1) {
+		bool dup = own[j] == HASHLB_BACKEND_NONE;
+
+		for (size_t i = 0; i < got && !dup; i++)
+			dup = ret_idx[i] == own[j];
+		if (!dup)
+			ret_idx[got++] = own[j];
+	}
+	return got;
+}
+
+/*
+ * Weights far apart (10,000 to 1 is a valid config) put long runs of the
+ * large backends' entries between a small one's: a list reaching the small
+ * one walked them all, for every connection (20 us a call at 10,000:1 in
+ * Maglev, 180 us for a ring of 10,000:10,000:1, against 35-60 ns with equal
+ * weights). The lists stay what the plain walk gives, and the entries read
+ * for them stay a few hundred whatever the ratio.
+ */
+static void test_preference_skewed(void **state)
+{
+	static const struct {
+		size_t n;
+		uint32_t w[6];
+		bool down[6];
+	} shapes[] = {
+		{ 2, { 10000, 1 }, { 0 } },
+		{ 3, { 10000, 10000, 1 }, { 0 } },
+		{ 5, { 10000, 1, 1, 5000, 9000 }, { 0 } },
+		{ 6,
+		  { 10000, 20, 1, 9000, 10000, 3 },
+		  { false, false, false, true, false, false } },
+		{ 4, { 17, 1, 1, 1 }, { 0 } },
+	};
+
+	for (int s = 0; s < 2; s++) {
+		for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+			struct test_backends b;
+			struct hashlb_table *t;
+			uint32_t got[8], want[8];
+			uint64_t ks = 11 + k, reads = 0, calls = 0;
+
+			test_backends_init(&b, shapes[k].n, "skew-");
+			for (size_t i = 0; i < b.n; i++) {
+				b.spec[i].weight = shapes[k].w[i];
+				b.spec[i].down = shapes[k].down[i];
+			}
+			/* a ring of 16 points a weight unit: under the memory cap */
+			t = test_build(schemes[s], s == 0 ? 16 : 0, 0, b.spec, b.n);
+			for (int q = 0; q < 3000; q++) {
+				uint64_t h = test_next_key(&ks), r;
+				size_t len = 1 + (size_t)q % 7, n;
+
+				if (q < 4) /* the ends of the hash space and of the table */
+					h = q == 0   ? 0
+					    : q == 1 ? UINT64_MAX
+					    : q == 2 ? 1ull << 63
+						     : h;
+				n = table_preference_walk(t, h, got, len, &r);
+				assert_int_equal(n, plain_preference(t, h, want, len));
+				assert_memory_equal(got, want, n * sizeof(got[0]));
+				reads += r;
+				calls++;
+			}
+			if (reads / calls > 400)
+				fail_msg("%s, weights %u:%u:...: %llu entries read a list",
+					 schemes[s] ? "maglev" : "ring", shapes[k].w[0],
+					 shapes[k].w[1], (unsigned long long)(reads / calls));
+			hashlb_table_free(t);
+			test_backends_free(&b);
+		}
+	}
+}
+
 /* The second choice spreads: a backend's retries do not all land on one neighbour. */
 static void test_preference_spread(void **state)
 {
@@ -424,8 +529,10 @@ static void test_bytes_max_bounds_the_table(void **state)
 {
 	static const struct {
 		size_t n;
-		uint32_t weight, param;
-	} shapes[] = { { 1, 1, 1 }, { 2, 1, 1 }, { 3, 7, 0 }, { 10, 1, 0 }, { 100, 3, 40 } };
+		uint32_t weight, param, first; /* first: backend 0's weight, if not 0 */
+	} shapes[] = { { 1, 1, 1, 0 },	 { 2, 1, 1, 0 },    { 3, 7, 0, 0 },
+		       { 10, 1, 0, 0 },	 { 100, 3, 40, 0 }, { 3, 1, 4, HASHLB_WEIGHT_MAX },
+		       { 40, 2, 4, 100 } };
 	struct test_backends b;
 
 	for (int s = 0; s < 2; s++) {
@@ -437,6 +544,8 @@ static void test_bytes_max_bounds_the_table(void **state)
 			test_backends_init(&b, n, "bytes-");
 			for (size_t i = 0; i < n; i++)
 				b.spec[i].weight = shapes[k].weight + (uint32_t)i % 3;
+			if (shapes[k].first) /* skewed: the preference lists' owner blocks */
+				b.spec[0].weight = shapes[k].first;
 			hashlb_table_params_init(&p, schemes[s]);
 			if (schemes[s] == HASHLB_SCHEME_RING && shapes[k].param)
 				p.ring_v = shapes[k].param;
@@ -543,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_fingerprint_sensitivity),
 		cmocka_unit_test(test_preference),
 		cmocka_unit_test(test_preference_spread),
+		cmocka_unit_test(test_preference_skewed),
 		cmocka_unit_test(test_accessors),
 		cmocka_unit_test(test_shares_in_one_pass),
 		cmocka_unit_test(test_bytes_max_bounds_the_table),
