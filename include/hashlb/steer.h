@@ -191,10 +191,11 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
  * until no program reads the old half, then updates per-backend state, so
  * established flows of backends that are down (and not keeping them) or gone
  * are rescheduled. -E2BIG if <t> is larger than the program's maps, which
- * cannot grow (its backends, ring points, Maglev M); -ENOSPC if it fits,
- * but not with the backends of the table in force that it drops, which hold
- * their slots until it is in force: a change that drops them first (or
- * adds fewer) goes through. Nothing changes in either case.
+ * cannot grow (its backends, ring points, Maglev M); nothing changes then.
+ * A table that fits goes in even if only the slots of backends it drops are
+ * left for its new ones: each such slot passes to its new backend once <t>
+ * is in force, with the next incarnation, so until then the dropped
+ * backend's flows keep it and none goes to the other.
  */
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
@@ -206,9 +207,9 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
  * grow, whichever are up: 0, else -E2BIG with <err> saying what the largest
  * needs and what the program has (the ring's points: V x the weights of the
  * backends in the table, at most every primary or every backup; Maglev's M; the
- * backends, with those of the table in the kernel now that it does not keep,
- * which hold their slots until it is replaced). hashlb_steer_set_table()
- * refuses a table that does not fit.
+ * backends, however many of them are new: those of the table in the kernel
+ * that it drops give their slots up). hashlb_steer_set_table() refuses a
+ * table that does not fit.
  */
 int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
 			    const char *const *names, const uint32_t *weights, const bool *backup,

@@ -429,13 +429,6 @@ static int steer_publish(struct steer_args *a)
 			  a->iface);
 	/* Table before VIPs: a VIP is never served by an empty table. */
 	ret = hashlb_steer_set_table(s, t, a->key, &a->prefix, dests, &err);
-	if (ret == -ENOSPC) {
-		cli_print_error(&err);
-		cli_error("nothing changed: drop those backends with one --update, then add the "
-			  "new ones with the next (or --detach and attach again, with a larger "
-			  "--max-backends)\n");
-		goto out;
-	}
 	if (ret < 0)
 		goto out_err;
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);

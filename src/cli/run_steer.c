@@ -298,14 +298,11 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
  * lose the flows' conntrack entries: logged once (again if the reason
  * changes), with what the operator can do; the program keeps the table it
  * has. A later table that fits is published as any.
- *
- * -E2BIG (<err>): the table is larger than the program. -ENOSPC: it fits,
- * but the backends of the program's table that it drops (names another
- * config had) hold their slots until a table without them is in force, and
- * no table of this config is (before, both said "too small for this
- * config", which the table was not).
+ * (A table that fits, but only in the slots of backends the program's
+ * table has and it drops, is published: hashlb_steer_set_table() hands
+ * them over. Before, it was refused too, -ENOSPC.)
  */
-static void table_unfit(struct run_steer_svc *e, int ret, const struct hashlb_error *err)
+static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
 
@@ -314,19 +311,11 @@ static void table_unfit(struct run_steer_svc *e, int ret, const struct hashlb_er
 			"service=%s interface=%s error=%s reason=\"%s\"", e->name,
 			hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
 			hlb_log_quote(err->msg, q, sizeof(q)),
-			ret == -ENOSPC
-				? "the program taken over (an upgrade, an orphan) still holds "
-				  "backends of its table that this config does not have: it "
-				  "steers by the table it has until a table without them is "
-				  "published; reload with fewer of the new backends first (their "
-				  "slots are then freed), then with all of them, or stop hashlb "
-				  "(which detaches it) and start it again, its flows starting with "
-				  "no conntrack entry"
-				: "its program is too small for this config: one taken over (an "
-				  "upgrade, an orphan) keeps the size it was loaded with; it steers "
-				  "by the table it has until hashlb is stopped (which detaches it) "
-				  "and started again, to load one sized for the config, its flows "
-				  "starting with no conntrack entry");
+			"its program is too small for this config: one taken over (an upgrade, "
+			"an orphan) keeps the size it was loaded with; it steers by the table it "
+			"has until hashlb is stopped (which detaches it) and started again, to "
+			"load one sized for the config, its flows starting with no conntrack "
+			"entry");
 	e->too_small = true;
 	e->retry = false;
 	e->n_refused++;
@@ -529,8 +518,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
 				     &err);
-	if (ret == -E2BIG || ret == -ENOSPC) {
-		table_unfit(e, ret, &err);
+	if (ret == -E2BIG) {
+		table_unfit(e, &err);
 	} else if (ret < 0 || hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
 		table_refused(rs, e, &err);
 	} else {

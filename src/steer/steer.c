@@ -1455,52 +1455,60 @@ static void ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
 
 /*
  * Give each backend of <t> a slot: the one its id holds already, else a free
- * one (id 0). <slot_id> holds the ids in the slots now. Returns 0 or -E2BIG.
+ * one (id 0), else one held by a backend of the table in force that <t>
+ * drops (<ret_deferred>[slot] set: its new holder's value goes into the slot
+ * only once <t> is in force, hashlb_steer_set_table()). <slot_id> holds the
+ * ids in the slots now. Every backend gets one when <t> has no more backends
+ * than slots: each slot is one of <t>'s, free, or a dropped backend's.
+ * Returns 0 or -ENOMEM.
  */
 static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
-			const uint64_t *slot_id, uint32_t *ret_slot)
+			const uint64_t *slot_id, uint32_t *ret_slot, bool *ret_deferred)
 {
-	uint32_t n = hashlb_table_backend_count(t), next_free = 0;
+	uint32_t n = hashlb_table_backend_count(t);
+	bool *claimed = calloc(s->backends_cap, sizeof(*claimed));
 
+	if (!claimed)
+		return -ENOMEM;
+	/* Each backend's own slot first: a later one must not take it. */
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
 		uint32_t j;
 
 		for (j = 0; j < s->backends_cap && slot_id[j] != id; j++)
 			;
-		if (j == s->backends_cap) {
-			/* Free and not handed out in this round. */
-			for (j = next_free; j < s->backends_cap; j++) {
-				bool taken = slot_id[j] != 0;
-
-				for (uint32_t k = 0; k < i && !taken; k++)
-					taken = ret_slot[k] == j;
-				if (!taken)
-					break;
-			}
-			if (j == s->backends_cap)
-				return -E2BIG;
-			next_free = j + 1;
-		}
 		ret_slot[i] = j;
+		if (j < s->backends_cap)
+			claimed[j] = true;
 	}
+	/* Then a free slot (pass 0), else a dropped backend's (pass 1). */
+	for (int pass = 0; pass < 2; pass++) {
+		/* the slots before <from> are claimed or not of this pass */
+		for (uint32_t i = 0, from = 0; i < n; i++) {
+			uint32_t j;
+
+			if (ret_slot[i] < s->backends_cap)
+				continue;
+			for (j = from; j < s->backends_cap &&
+				       (claimed[j] || (slot_id[j] != 0) != (pass == 1));
+			     j++)
+				;
+			if (j == s->backends_cap)
+				continue;
+			claimed[j] = true;
+			ret_slot[i] = j;
+			ret_deferred[j] = pass == 1;
+			from = j + 1;
+		}
+	}
+	free(claimed);
 	return 0;
-}
-
-static int id_cmp(const void *pa, const void *pb)
-{
-	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
-
-	return (a > b) - (a < b);
 }
 
 int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_params *p,
 			    const char *const *names, const uint32_t *weights, const bool *backup,
 			    uint32_t n, struct hashlb_error *err)
 {
-	struct hlb_steer_backend be;
-	uint64_t *ids, need = n;
-
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
 		uint32_t m = p->maglev_m ? p->maglev_m : HASHLB_MAGLEV_M_DEFAULT;
 
@@ -1523,26 +1531,11 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 					  (unsigned long long)(v * sum[0]), (unsigned long long)v,
 					  (unsigned long long)sum[0], s->points_cap);
 	}
-	/* as assign_slots() counts: these backends, and the slots others hold */
-	ids = calloc(n ? n : 1, sizeof(*ids));
-	if (!ids)
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	for (uint32_t i = 0; i < n; i++)
-		ids[i] = hashlb_steer_backend_id(names[i]);
-	/* sorted: a slot's owner found in log n (n x slots compares: seconds on
-	 * the control thread for thousands of backends) */
-	qsort(ids, n, sizeof(*ids), id_cmp);
-	for (uint32_t j = 0; j < s->backends_cap && need <= s->backends_cap; j++) {
-		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &j, &be) < 0)
-			continue;
-		need += be.id && !(n && bsearch(&be.id, ids, n, sizeof(*ids), id_cmp));
-	}
-	free(ids);
-	if (need > s->backends_cap)
+	/* A backend the kernel's table has and these drop gives its slot up
+	 * (assign_slots()): only these count. */
+	if (n > s->backends_cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_TOO_MANY_BACKENDS,
-				  "%llu backend slots (%u in the table, the rest the "
-				  "kernel's table holds), its program has %u",
-				  (unsigned long long)need, n, s->backends_cap);
+				  "%u backends, its program has %u", n, s->backends_cap);
 	return 0;
 }
 
@@ -1557,7 +1550,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	uint64_t *slot_id = NULL;
 	uint8_t *slot_inc = NULL, *inc = NULL, *wrap = NULL;
 	struct hashlb_steer_dest *eff = NULL;
-	bool *used = NULL, any_wrap = false;
+	bool *used = NULL, *deferred = NULL, any_wrap = false;
 	int ret;
 
 	hashlb_table_view(t, &v);
@@ -1591,9 +1584,10 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	slot_id = calloc(s->backends_cap, sizeof(*slot_id));
 	slot_inc = calloc(s->backends_cap, sizeof(*slot_inc));
 	used = calloc(s->backends_cap, sizeof(*used));
+	deferred = calloc(s->backends_cap, sizeof(*deferred));
 	wrap = calloc(s->backends_cap, sizeof(*wrap));
 	eff = calloc(n ? n : 1, sizeof(*eff));
-	if (!slot || !inc || !slot_id || !slot_inc || !used || !wrap || !eff) {
+	if (!slot || !inc || !slot_id || !slot_inc || !used || !deferred || !wrap || !eff) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -1605,27 +1599,12 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		slot_id[j] = be.id;
 		slot_inc[j] = be.incarnation;
 	}
-	if (assign_slots(s, t, slot_id, slot) < 0) {
-		/* The table fits (n <= backends_cap), not with the backends
-		 * the table in force has and this one drops: theirs are freed
-		 * once this table is in force, and hold their slots until
-		 * then. Not "too small": a smaller change goes through. */
-		uint32_t held = 0;
-
-		for (uint32_t j = 0; j < s->backends_cap; j++) {
-			bool kept = false;
-
-			for (uint32_t i = 0; i < n && slot_id[j] && !kept; i++)
-				kept = hashlb_steer_backend_id(hashlb_table_backend_name(t, i)) ==
-				       slot_id[j];
-			held += slot_id[j] && !kept;
-		}
-		ret = hashlb_err(err, -ENOSPC, HASHLB_ERR_TOO_MANY_BACKENDS,
-				 "this table's %u backends and the %u it drops from the table in "
-				 "force need %u backend slots together, the program has %u: a "
-				 "backend dropped holds its slot until a table without it is in "
-				 "force",
-				 n, held, n + held, s->backends_cap);
+	/* n <= backends_cap: every backend gets a slot (before, a table
+	 * that fitted only in the slots of backends it drops was refused,
+	 * -ENOSPC: the operator had to drop them with one update, then add
+	 * the new ones with the next). */
+	if (assign_slots(s, t, slot_id, slot, deferred) < 0) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	/*
@@ -1676,9 +1655,14 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
 		if (ret < 0)
 			goto err_sys;
-		/* A new backend's slot is filled before any flow can name it;
-		 * existing ones change state only after the flip. */
-		if (slot_id[slot[i]] != be.id) {
+		/* A new backend's free slot is filled before any flow can name
+		 * it; existing ones change state only after the flip, and so
+		 * does a slot a dropped backend holds (deferred): until then,
+		 * the table in force may send it new flows, and its flows'
+		 * entries are followed. Its newcomer's flows, until then, find
+		 * another incarnation in the slot and are scheduled again by
+		 * this table, to it: no flow goes to a holder not its own. */
+		if (slot_id[slot[i]] != be.id && !deferred[slot[i]]) {
 			ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
 			if (ret < 0)
 				goto err_sys;
@@ -1721,6 +1705,7 @@ out:
 	free(slot_id);
 	free(slot_inc);
 	free(used);
+	free(deferred);
 	free(wrap);
 	free(eff);
 	return ret;

@@ -283,18 +283,24 @@ static void reset(struct hashlb_steer *s, const struct hashlb_table *t)
 }
 
 /* 4. A backend removed, its slot given to a newcomer: the old backend's
- * flows go where the table says, not to the newcomer by the slot. */
-static void incarnation(struct hashlb_steer *s)
+ * flows go where the table says, not to the newcomer by the slot. <direct>:
+ * in one publication, from a,b,c to a,b,e in a program of 3 backend slots,
+ * where e's only slot is the one c holds until that table is in force (before,
+ * refused: "this table's 3 backends and the 1 it drops from the table in
+ * force need 4 backend slots together, the program has 3"); else with a,b
+ * published between, which frees c's slot first. */
+static void incarnation(struct hashlb_steer *s, bool direct)
 {
 	static const char *const abc[] = { "a", "b", "c" }, *const ab[] = { "a", "b" },
 				 *const abe[] = { "a", "b", "e" };
 	struct hashlb_table *t1 = build(HASHLB_SCHEME_MAGLEV, abc, 3, NULL);
 	struct hashlb_table *t2 = build(HASHLB_SCHEME_MAGLEV, ab, 2, NULL);
 	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, abe, 3, NULL);
+	struct hlb_steer_stats st0, st1;
 	struct test_pkt f[60];
 	const char *first[60];
 	uint64_t rng = 17;
-	uint32_t n_c = 0, bad = 0;
+	uint32_t n_c = 0, n_e = 0, bad = 0;
 
 	hashlb_steer_flows_clear(s);
 	test_publish(s, t1, HASHLB_KEY_4TUPLE, NULL);
@@ -302,8 +308,10 @@ static void incarnation(struct hashlb_steer *s)
 		flow_init(&f[i], &rng, 0x0a00000a);
 		first[i] = send_name(t1, &f[i]);
 	}
-	test_publish(s, t2, HASHLB_KEY_4TUPLE, NULL); /* c's slot freed */
+	if (!direct)
+		test_publish(s, t2, HASHLB_KEY_4TUPLE, NULL); /* c's slot freed */
 	test_publish(s, t3, HASHLB_KEY_4TUPLE, NULL); /* e takes it */
+	st0 = stats(s);
 	for (int i = 0; i < 60; i++) {
 		const char *got = send_name(t3, &f[i]);
 
@@ -314,11 +322,27 @@ static void incarnation(struct hashlb_steer *s)
 			bad += !same(got, first[i]);
 		}
 	}
+	st1 = stats(s);
 	CHECK(n_c > 0, "no flow on c: the test proves nothing");
 	CHECK(bad == 0, "%u flows wrong after c's slot went to e", bad);
-	printf("incarnation: %u flows of a removed backend rescheduled by the table, not sent "
-	       "to the backend that took its slot\n",
-	       n_c);
+	CHECK(st1.ct_resched - st0.ct_resched == n_c && st1.ct_hits - st0.ct_hits == 60 - n_c,
+	      "c's %u flows: %llu rescheduled, %llu hits of 60", n_c,
+	      (unsigned long long)(st1.ct_resched - st0.ct_resched),
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits));
+	/* and then by their new entries, e's (the slot is e's now) included */
+	for (int i = 0; i < 60; i++) {
+		if (!same(first[i], "c"))
+			continue;
+		n_e += same(table_says(t3, &f[i]), "e");
+		bad += !same(send_name(t3, &f[i]), table_says(t3, &f[i]));
+	}
+	CHECK(n_e > 0 && bad == 0 && stats(s).ct_hits - st1.ct_hits == n_c,
+	      "c's %u flows, %u of them on e: %u elsewhere, %llu hits", n_c, n_e, bad,
+	      (unsigned long long)(stats(s).ct_hits - st1.ct_hits));
+	printf("incarnation%s: %u flows of a removed backend rescheduled by the table, not sent "
+	       "to the backend that took its slot (%u of them to it by the table, then by their "
+	       "entries)\n",
+	       direct ? " (one publication, 3 slots)" : "", n_c, n_e);
 	hashlb_table_free(t1);
 	hashlb_table_free(t2);
 	hashlb_table_free(t3);
@@ -1097,10 +1121,14 @@ static int map_of(int prog_fd, const char *name)
 	exit(1);
 }
 
-static struct hashlb_steer *load(uint32_t flows, const struct hashlb_table *t)
+/* <max_backends>: 0 for the default */
+static struct hashlb_steer *load(uint32_t flows, uint32_t max_backends,
+				 const struct hashlb_table *t)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
-	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .flows = flows };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .flows = flows,
+				       .max_backends = max_backends };
 	struct bpf_map_info mi;
 	uint32_t mlen = sizeof(mi);
 	struct hashlb_steer *s = test_steer_load_opts(&o, NULL);
@@ -1121,10 +1149,11 @@ int main(void)
 {
 	static const char *const names[] = { "a", "b", "c", "d", "e" };
 	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, names, 5, NULL);
+	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, names, 3, NULL);
 	struct hashlb_steer *s;
 
 	/* A few buckets: sets fill with a handful of flows. */
-	s = load(FLOWS_SMALL, t);
+	s = load(FLOWS_SMALL, 0, t);
 	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
 	eviction(s);
 	reset(s, t);
@@ -1134,17 +1163,24 @@ int main(void)
 	hashlb_steer_free(s);
 
 	/* The default size: no eviction gets in the way. */
-	s = load(0, t);
+	s = load(0, 0, t);
 	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
 	tag_collision(s, t);
 	crafted_collision(s);
-	incarnation(s);
+	incarnation(s, false);
 	incarnation_wrap(s);
 	vip_removal(s);
 	vip_table(s);
 	vip_probing(s);
 	vip_far_entry(s);
 	hashlb_steer_free(s);
+
+	/* 3 backend slots: a table's new backends take the slots of those it
+	 * drops */
+	s = load(0, 3, t3);
+	incarnation(s, true);
+	hashlb_steer_free(s);
+	hashlb_table_free(t3);
 	hashlb_table_free(t);
 	return test_failures ? 1 : 0;
 }

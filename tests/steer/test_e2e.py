@@ -390,37 +390,77 @@ def both_hooks(topo):
 
 
 def slots_held(topo):
-    """--update of a program of 3 backend slots holding b1, b2 to b1, x3, x4: the table fits,
-    not with b2, which keeps its slot until a table without it is in force. The refusal says
-    so and what to do, and doing it works: b2 dropped with one --update, x3 and x4 added with
-    the next. Before, it said 'the backends before and after this change exceed the loaded
-    capacity 3 (sized at attach: hashlb steer --max-backends ...)', as if the table did not
-    fit."""
-    def steer(*args):
-        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
+    """--update of a program of 2 backend slots, b1 and b2 in them, to b1 and b3: the table
+    fits, but b3's only slot is the one b2 holds until the table without it is in force. It
+    goes through: b3 takes the slot once the table is in force, with the next incarnation.
+    Established connections on b1 keep it; those on the dropped b2 are scheduled again by the
+    new table (ct_resched, never followed to b3, the slot's new holder), which resets them, as
+    after any update that drops a backend; new clients follow the new table, b3 included.
+    Before, it was refused (exit 1, 'this table's 2 backends and the 1 it drops from the table
+    in force need 3 backend slots together, the program has 2'), the operator told to drop b2
+    with one --update, then add b3 with the next."""
+    def steer(*args, names=("b1", "b2")):
+        backends = [a for n in names for a in ("-b", f"{n}={topo.backend_ip(int(n[1]) - 1)}")]
+        return subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", "-i", "eth0",
+                               "--vip", f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev",
+                               "--key", "4-tuple", *args, *backends],
                               capture_output=True, text=True, timeout=30)
 
-    def backends(*names):
-        return [a for n in names for a in ("-b", f"{n}={topo.backend_ip(0)},mac=02:00:00:00:00:11")]
+    def stats():
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb, check=False)
+        check(p.returncode == 0, f"slots held: --stats: {p.stderr.strip()}")
+        return json.loads(p.stdout) if p.returncode == 0 else {}
 
-    vip = ["-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}"]
-    p = steer("--keep", "--mode", "tc", "--max-backends", "3", *vip, *backends("b1", "b2"))
-    check(p.returncode == 0, f"slots held: attached: {p.stderr}")
+    topo.resolve()
+    p = steer("--keep", "--mode", "tc", "--max-backends", "2")
+    check(p.returncode == 0, f"slots held: attached: {p.stderr.strip()}")
+    client = None
     try:
-        p = steer("--update", *vip, *backends("b1", "x3", "x4"))
-        check(p.returncode == 1 and "this table's 3 backends and the 1 it drops from the table "
-              "in force need 4 backend slots together, the program has 3" in p.stderr and
-              "drop those backends with one --update, then add the new ones" in p.stderr,
-              f"slots held: --update to b1, x3, x4: {p.returncode} {p.stderr.strip()}")
-        first = p.stderr.strip()
-        p = steer("--update", *vip, *backends("b1"))
-        check(p.returncode == 0, f"slots held: --update dropping b2: {p.stderr.strip()}")
-        p = steer("--update", *vip, *backends("b1", "x3", "x4"))
-        check(p.returncode == 0, f"slots held: --update adding x3, x4: {p.stderr.strip()}")
+        client, held = held_connections(topo)
+        want = lookup(["b1", "b2"], [sp for sp, _ in held], "maglev")
+        check(dict(held) == want, f"slots held: held connections off the table: {held}")
+        before = stats()
+        p = steer("--update", names=("b1", "b3"))
+        check(p.returncode == 0, f"slots held: --update to b1, b3: {p.returncode} "
+              f"{p.stderr.strip()}")
+        client.stdin.write("again\n")
+        client.stdin.flush()
+        again = dict(json.loads(client.stdout.readline()))
+        fresh = json.loads(client.stdout.readline())
+        client.stdin.write("quit\n")
+        client.stdin.flush()
+        client.stdout.readline()
+        client.wait(timeout=10)
+        after = stats()
+        on = {n: [sp for sp, b in held if b == n] for n in ("b1", "b2")}
+        kept = [sp for sp in on["b1"] if again.get(sp) != "b1"]
+        check(not kept, f"slots held: {len(kept)} of {len(on['b1'])} connections on b1 lost "
+              f"or moved: {[(sp, again.get(sp)) for sp in kept[:3]]}")
+        live = [sp for sp in on["b2"] if not again.get(sp, "").startswith("error")]
+        check(not live, f"slots held: connections on the dropped b2 answered: "
+              f"{[(sp, again.get(sp)) for sp in live[:3]]}")
+        resched = after.get("ct_resched", 0) - before.get("ct_resched", 0)
+        check(resched >= len(on["b2"]), f"slots held: {len(on['b2'])} connections on b2, "
+              f"ct_resched {resched}: followed to the slot's new holder?")
+        want = lookup(["b1", "b3"], [sp for sp, _ in fresh], "maglev")
+        off = [(sp, b, want[sp]) for sp, b in fresh if b != want[sp]]
+        check(not off and any(b == "b3" for _, b in fresh),
+              f"slots held: new clients off the new table: {off[:3]} "
+              f"{sorted({b for _, b in fresh})}")
+        print(f"slots held: --update from b1, b2 to b1, b3 in 2 slots: {len(on['b1'])} "
+              f"connections on b1 kept, {len(on['b2'])} on b2 rescheduled "
+              f"(ct_resched {resched}), {CONNS} new ones by the new table "
+              f"({sum(1 for _, b in fresh if b == 'b3')} to b3)", flush=True)
     finally:
-        steer("-i", "eth0", "--detach")
+        if client and client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
+        # b2 never saw its connections end (their packets went to b1 and b3 since): a real
+        # server's keepalive would close them, here they are killed.
+        T.sh("ss", "-K", "-tn", "dst", T.CLIENT_IP, ns=topo.backends[1], check=False)
+        topo.wait_closed()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
-    print(f"slots held: {first}" if not failures else "", flush=True)
 
 
 def conntrack_pressure(topo):

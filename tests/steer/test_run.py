@@ -935,47 +935,62 @@ def too_small(topo, servers):
 
 def slots_held(topo, servers):
     """A program taken over (an orphan hashlb steer --keep, 3 backend slots) whose table holds
-    a backend this config does not have ('old'): the config's table of 3 fits the program, not
-    with 'old' still in its slot, held until a table without it is in force. The refusal says
-    that, with what to do, not that the program is too small; and doing it works: a reload
-    with fewer new backends (b1, b2) is published, freeing the slot, then one with all three.
-    Before, the line said 'its program is too small for this config', with no way out but a
-    restart, and 'the backends before and after this change exceed the loaded capacity 3'."""
+    a backend this config does not have ('old', at b3's address): the config's table of b1,
+    b2, b3 fits the program, but its new backends have one free slot, and 'old' holds the
+    other until the table without it is in force. It is published at once: the slot passes
+    to the new backend with the table, with the next incarnation. Established connections on
+    b1 keep it; those on 'old' are scheduled again by the new table (ct_resched), as after
+    any table that drops a backend; 30 new clients reach b1, b2 and b3. Before, it was
+    refused, logged once ('this table's 3 backends and the 1 it drops from the table in force
+    need 4 backend slots together, the program has 3'), the operator told to reload with
+    fewer new backends first, then with all of them; 0 new clients reached b2."""
+    topo.resolve()
     p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc", "--max-backends", "3",
              "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
              "-b", f"b1={topo.backend_ip(0)}", "-b", f"old={topo.backend_ip(2)}",
              ns=topo.lb, check=False)
     check(p.returncode == 0, f"slots held: the orphan: {p.returncode} {p.stderr.strip()}")
-
-    def config(n):
-        keep = "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
-                       for i in range(n))
-        return service(topo, health="{enabled: false}").split("    backends:\n")[0] + \
-            "    backends:\n" + keep
-
-    d = Daemon(topo, config(3)).start()
+    yaml = service(topo, health="{enabled: false}")
+    client = d = None
     try:
-        refused = d.wait_log("kernel steering table not updated", 15)
-        check(refused is not None and
-              "this table's 3 backends and the 1 it drops from the table in force need 4 "
-              "backend slots together, the program has 3" in refused and
-              "reload with fewer of the new backends first" in refused and
-              "too small" not in refused,
-              f"slots held: the refusal's log line: {refused}")
-        for n in (2, 3):
-            with open(d.path, "w") as fh:
-                fh.write(f"admin: unix:{d.admin}\nworkers: 1\nservices:\n{config(n)}")
-            d.skip_log()
-            d.proc.send_signal(signal.SIGHUP)
-            pub = d.wait_log("kernel steering table published", 10)
-            check(pub is not None, f"slots held: the reload to {n} backends not published: "
-                  f"{[x for x in d.lines if 'reload' in x or 'steering' in x][-2:]}")
+        client, held = hold(topo)
+        # 'old' is b3's server: a connection there answers "b3"
+        on_b1 = [sp for sp, n in held.items() if n == "b1"]
+        on_old = [sp for sp, n in held.items() if n == "b3"]
+        check(on_b1 and on_old, f"slots held: connections on b1 and 'old' both, or the test "
+              f"proves nothing: {held}")
+        before = steer_stats(topo).get("ct_resched", 0)
+        d = Daemon(topo, yaml).start()
+        pub = d.wait_log("kernel steering table published", 15)
+        refused = d.wait_log("kernel steering table not updated", 0)
+        check(pub is not None and refused is None,
+              f"slots held: the config's table not published: "
+              f"{[x for x in d.lines if 'steering' in x][-2:]}")
         got = steered(topo, "slots held", 30)
-        check(set(got) == {"b1", "b2", "b3"}, f"slots held: after both reloads: {dict(got)}")
-        print(f"slots held: {refused and refused.split('error=')[1].strip()}; after the two "
-              f"reloads, 30 new clients {dict(got)}", flush=True)
+        check(set(got) == {"b1", "b2", "b3"}, f"slots held: 30 new clients: {dict(got)}")
+        client.stdin.write("quit\n")
+        client.stdin.flush()
+        answers = dict(json.loads(client.stdout.readline()))
+        client.wait(timeout=10)
+        lost = [(sp, answers.get(sp)) for sp in on_b1 if answers.get(sp) != "b1"]
+        check(not lost, f"slots held: {len(lost)} of {len(on_b1)} connections on b1 lost or "
+              f"moved: {lost[:3]}")
+        resched = steer_stats(topo).get("ct_resched", 0) - before
+        check(resched >= len(on_old), f"slots held: {len(on_old)} connections on 'old', "
+              f"ct_resched {resched}")
+        print(f"slots held: the config's table published at once; {len(on_b1)} connections on "
+              f"b1 kept, {len(on_old)} on 'old' rescheduled (ct_resched {resched}); 30 new "
+              f"clients {dict(got)}", flush=True)
     finally:
-        d.stop()
+        if client and client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
+        # those of 'old's connections that the new table sent to b1 or b2 (which reset them)
+        # never ended on b3's server: a real server's keepalive would close them
+        T.sh("ss", "-K", "-tn", "state", "established", "dst", T.CLIENT_IP,
+             ns=topo.backends[2], check=False)
+        if d:
+            d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
