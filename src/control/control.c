@@ -342,7 +342,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		return;
 	}
 	if (hlb_control_steer_fits(ctl, fresh, &err) < 0 ||
-	    hlb_pool_apply(ctl->pool, fresh, &err) < 0) {
+	    hlb_pool_apply(ctl->pool, fresh, NULL, &err) < 0) {
 		resolve_failed(ctl, &err);
 		resolve_drop(ctl);
 		return;
@@ -648,6 +648,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
 	char qp[HLB_LOG_PATH_MAX], qs[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
 	struct hashlb_error local = { 0 };
+	struct hlb_pool_changes changes = { 0 };
 	char w0[16], w1[16];
 	struct hashlb_config *cfg;
 	int ret;
@@ -665,7 +666,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	if (ret == 0)
 		ret = hlb_control_steer_fits(ctl, cfg, err);
 	if (ret == 0)
-		ret = hlb_pool_apply(ctl->pool, cfg, err);
+		ret = hlb_pool_apply(ctl->pool, cfg, &changes, err);
 	if (ret < 0) {
 		if (err->line && !err->file)
 			err->file = ctl->config_path;
@@ -695,8 +696,12 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->reloads_ok++;
 	ctl->last_reload_failed = false;
 	ctl->last_reload_time = time(NULL);
-	control_log(ctl, HLB_LOG_INFO, "reloaded", "config=%s services=%u",
-		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services);
+	control_log(ctl, HLB_LOG_INFO, "reloaded",
+		    "config=%s services=%u services_added=%u services_removed=%u "
+		    "services_changed=%u backends_added=%u backends_removed=%u backends_changed=%u",
+		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services,
+		    changes.services_added, changes.services_removed, changes.services_changed,
+		    changes.backends_added, changes.backends_removed, changes.backends_changed);
 	admin_exposed_warn(ctl);
 	resolve_recovered(ctl); /* the reload resolved every name */
 	resolve_schedule(ctl);

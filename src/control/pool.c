@@ -64,6 +64,10 @@ struct hlb_pool {
 	uint64_t errs_second_ms;
 	uint32_t errs_in_second;
 	uint64_t errs_unlogged;
+	/* during hlb_pool_apply(): what it changed, if its caller asks (else NULL), and the
+	 * lines it wrote about it and left out (HLB_POOL_CHANGE_LINES) */
+	struct hlb_pool_changes *changes;
+	uint32_t change_lines, changes_unlogged;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -1349,22 +1353,119 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 	}
 }
 
+/* What a reload changed of a kept backend: its settings as they were (backend_cfg_apply()). */
+struct backend_change {
+	unsigned what; /* BACKEND_CHANGED_* */
+	uint32_t weight, max_conns;
+	bool backup;
+	enum hashlb_admin_state admin;
+	const char *address; /* BACKEND_CHANGED_ADDRESS: the one it leaves */
+};
+
+enum {
+	BACKEND_CHANGED_WEIGHT = 1u << 0,
+	BACKEND_CHANGED_BACKUP = 1u << 1,
+	BACKEND_CHANGED_MAX_CONNS = 1u << 2,
+	BACKEND_CHANGED_STATE = 1u << 3,
+	BACKEND_CHANGED_ADDRESS = 1u << 4,
+};
+
+/*
+ * Whether the reload under way may write one more line on what it changed: at
+ * most HLB_POOL_CHANGE_LINES (a reload of 5,000 new backends writes no 5,000
+ * lines), those left out counted for hlb_pool_apply() to say. False too when
+ * its caller asked for no such line (a re-resolution, which writes its own).
+ */
+static bool change_line(struct hlb_pool *p)
+{
+	if (!p->changes)
+		return false;
+	if (p->change_lines < HLB_POOL_CHANGE_LINES) {
+		p->change_lines++;
+		return true;
+	}
+	p->changes_unlogged++;
+	return false;
+}
+
+/* A backend of <s> added or removed by the reload under way: counted, and logged. */
+static void change_backend(struct hlb_pool_service *s, const struct hlb_pool_backend *b, bool added)
+{
+	char qn[POOL_NAME_QUOTED], qa[POOL_ADDRESS_QUOTED];
+	struct hlb_pool *p = s->pool;
+
+	if (!p->changes)
+		return;
+	if (added)
+		p->changes->backends_added++;
+	else
+		p->changes->backends_removed++;
+	if (change_line(p))
+		pool_log(p, HLB_LOG_INFO,
+			 added ? "reload: backend added" : "reload: backend removed",
+			 "service=%s backend=%s address=%s weight=%u", s->cfg->name,
+			 backend_qname(b, qn), hlb_log_quote(b->rt->address, qa, sizeof(qa)),
+			 b->cfg_weight);
+}
+
+/* Backend <b> of <s> the reload under way changed as <chg> says (its settings before). */
+static void change_backend_settings(struct hlb_pool_service *s, const struct hlb_pool_backend *b,
+				    const struct backend_change *chg)
+{
+	char qn[POOL_NAME_QUOTED], qa[POOL_ADDRESS_QUOTED], qw[POOL_ADDRESS_QUOTED];
+	char address[sizeof(" address_was=") + POOL_ADDRESS_QUOTED] = "";
+	char weight[48] = "", backup[48] = "", max[80] = "", state[64] = "";
+	struct hlb_pool *p = s->pool;
+
+	if (!p->changes || !chg->what)
+		return;
+	p->changes->backends_changed++;
+	if (!change_line(p))
+		return;
+	if (chg->what & BACKEND_CHANGED_WEIGHT)
+		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->cfg_weight,
+			 chg->weight);
+	if (chg->what & BACKEND_CHANGED_BACKUP)
+		snprintf(backup, sizeof(backup), " backup=%s backup_was=%s",
+			 b->rt->backup ? "true" : "false", chg->backup ? "true" : "false");
+	if (chg->what & BACKEND_CHANGED_MAX_CONNS)
+		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
+			 b->cfg_max_conns, chg->max_conns);
+	if (chg->what & BACKEND_CHANGED_STATE)
+		snprintf(state, sizeof(state), " state=%s state_was=%s",
+			 hashlb_admin_state_name(b->cfg_admin),
+			 hashlb_admin_state_name(chg->admin));
+	if (chg->what & BACKEND_CHANGED_ADDRESS)
+		snprintf(address, sizeof(address), " address_was=%s",
+			 hlb_log_quote(chg->address, qw, sizeof(qw)));
+	pool_log(p, HLB_LOG_INFO, "reload: backend changed",
+		 "service=%s backend=%s address=%s%s%s%s%s%s", s->cfg->name, backend_qname(b, qn),
+		 hlb_log_quote(b->rt->address, qa, sizeof(qa)), address, weight, backup, max,
+		 state);
+}
+
 /*
  * <b> (kept by a reload: the same name and address) takes the config's
  * settings <nb> of service <c>, those set at run time staying unless the
- * config changes them; whether the table changes.
+ * config changes them; whether the table changes. <chg> (or NULL) gets
+ * the config's settings it changed, as they were.
  */
 static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_backend_cfg *nb,
-			      const struct hashlb_service_cfg *c)
+			      const struct hashlb_service_cfg *c, struct backend_change *chg)
 {
+	struct backend_change was = { 0 };
 	bool full = false;
 
 	if (nb->weight != b->cfg_weight) {
+		was.what |= BACKEND_CHANGED_WEIGHT;
+		was.weight = b->cfg_weight;
 		b->cfg_weight = nb->weight;
 		b->rt->weight = nb->weight;
 		full = true;
 	}
 	if (nb->backup != b->rt->backup) {
+		was.what |= BACKEND_CHANGED_BACKUP;
+		was.backup = b->rt->backup;
 		b->rt->backup = nb->backup;
 		full = true;
 	}
@@ -1373,12 +1474,25 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 	 * but not into kernel steering, which counts no connection
 	 * (its config refuses a cap, and so does /set) */
 	if (nb->max_connections != b->cfg_max_conns || c->steering == HASHLB_STEERING_KERNEL) {
+		if (nb->max_connections != b->cfg_max_conns) {
+			was.what |= BACKEND_CHANGED_MAX_CONNS;
+			was.max_conns = b->cfg_max_conns;
+		}
 		b->cfg_max_conns = nb->max_connections;
 		atomic_store(&b->rt->max_conns, nb->max_connections);
 	}
 	if (nb->admin != b->cfg_admin) {
+		was.what |= BACKEND_CHANGED_STATE;
+		was.admin = b->cfg_admin;
 		b->cfg_admin = nb->admin;
 		hlb_pool_set_admin(b, nb->admin);
+	}
+	if (chg) {
+		chg->what |= was.what;
+		chg->weight = was.weight;
+		chg->backup = was.backup;
+		chg->max_conns = was.max_conns;
+		chg->admin = was.admin;
 	}
 	return full;
 }
@@ -1710,7 +1824,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			b->svc = s;
 			b->idx = i;
 			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
-			backend_cfg_apply(b, &c->backends[i], c);
+			backend_cfg_apply(b, &c->backends[i], c, NULL);
 			backend_unchecked_up(b, c, hlb_now_ms());
 			s->backends[s->n_backends++] = b;
 			continue;
@@ -1977,6 +2091,61 @@ static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct has
 	       a->table.max_bytes == b->table.max_bytes;
 }
 
+/*
+ * Service <s>, kept by the reload under way, goes from <old> to <c>: what of its own
+ * changed (its backends aside) counted, and logged. <settings_changed>: those of
+ * service_settings_equal().
+ */
+static void change_service(struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
+			   const struct hashlb_service_cfg *c, bool settings_changed)
+{
+	const struct hashlb_health_cfg *oh = &old->health, *h = &c->health;
+	struct hlb_pool *p = s->pool;
+	bool table = !table_cfg_equal(old, c), listen = strcmp(old->listen, c->listen) != 0;
+	/* what the comparisons that decide what the reload redoes leave out: read as they
+	 * go (rise, fall, slow start, close_on_down), or kernel steering's (run_steer) */
+	bool checks = !checks_cfg_equal(oh, h) || oh->rise != h->rise || oh->fall != h->fall ||
+		      oh->close_on_down != h->close_on_down;
+	bool steering = old->steering != c->steering || old->steer_flows != c->steer_flows ||
+			!old->steer_interface != !c->steer_interface ||
+			(c->steer_interface && strcmp(old->steer_interface, c->steer_interface));
+	char what[80];
+
+	settings_changed |= old->slow_start_ms != c->slow_start_ms;
+	if (!p->changes || !(settings_changed || table || checks || listen || steering))
+		return;
+	p->changes->services_changed++;
+	if (!change_line(p))
+		return;
+	snprintf(what, sizeof(what), "%s%s%s%s%s", listen ? ",listen" : "",
+		 settings_changed ? ",settings" : "", table ? ",table" : "",
+		 checks ? ",checks" : "", steering ? ",steering" : "");
+	pool_log(p, HLB_LOG_INFO, "reload: service changed", "service=%s changed=%s", c->name,
+		 what + 1);
+}
+
+/* Service <c> added (or <s> removed) by the reload under way: counted with its backends, and
+ * logged (one line: not one a backend). */
+static void change_service_added(struct hlb_pool *p, const struct hashlb_service_cfg *c, bool added)
+{
+	char ql[POOL_ADDRESS_QUOTED];
+
+	if (!p->changes)
+		return;
+	if (added) {
+		p->changes->services_added++;
+		p->changes->backends_added += c->n_backends;
+	} else {
+		p->changes->services_removed++;
+		p->changes->backends_removed += c->n_backends;
+	}
+	if (change_line(p))
+		pool_log(p, HLB_LOG_INFO,
+			 added ? "reload: service added" : "reload: service removed",
+			 "service=%s listen=%s backends=%u", c->name,
+			 hlb_log_quote(c->listen, ql, sizeof(ql)), c->n_backends);
+}
+
 static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b,
 				  uint64_t now)
 {
@@ -2061,6 +2230,9 @@ static int name_idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
 }
 
+/* What a reload does with a backend it finds running (service_update()). */
+enum { BACKEND_RETIRED, BACKEND_KEPT, BACKEND_MOVED /* its name at another address */ };
+
 /*
  * The index in <s>'s backends of the one named <name> not yet <taken>, or
  * <s>->n_backends. Tries position <i> first (a config reloaded with its
@@ -2068,15 +2240,16 @@ static int name_idx_cmp(const void *a, const void *b)
  * a reload of a service of 65,535 backends costs O(n log n), not n^2 / 2.
  */
 static uint32_t backend_by_name(const struct hlb_pool_service *s, const struct name_idx *sorted,
-				const bool *taken, uint32_t i, const char *name)
+				const uint8_t *taken, uint32_t i, const char *name)
 {
 	struct name_idx key = { .name = name }, *hit;
 
-	if (i < s->n_backends && !(taken && taken[i]) && !strcmp(s->backends[i]->rt->name, name))
+	if (i < s->n_backends && !(taken && taken[i] == BACKEND_KEPT) &&
+	    !strcmp(s->backends[i]->rt->name, name))
 		return i;
 	hit = s->n_backends ? bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp)
 			    : NULL;
-	return hit && !(taken && taken[hit->j]) ? hit->j : s->n_backends;
+	return hit && !(taken && taken[hit->j] == BACKEND_KEPT) ? hit->j : s->n_backends;
 }
 
 /* <s>'s backend names, sorted, for backend_by_name() (free it); NULL: out of memory. */
@@ -2128,7 +2301,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 	bool same_exchange = checks_exchange_equal(&old->health, &c->health) &&
 			     old->proxy_protocol == c->proxy_protocol && source_equal(old, c);
 	bool recheck = !same_exchange || !checks_cfg_equal(&old->health, &c->health);
-	bool *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
+	uint8_t *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
 	struct name_idx *sorted = backends_sorted(s);
 	uint32_t i, j;
 
@@ -2138,6 +2311,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		free(sorted);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	change_service(s, old, c, settings_changed);
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	s->tick_all = true; /* checks on, backends that fail, come or ramp: seen at the next tick */
@@ -2146,6 +2320,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		struct hlb_pool_backend *b = NULL, *keep = NULL;
 		bool start_checks = recheck, same_address;
+		struct backend_change chg = { 0 };
 
 		j = backend_by_name(s, sorted, taken, i, nb->name);
 		if (j < s->n_backends)
@@ -2154,7 +2329,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len);
 		if (same_address) {
 			keep = b;
-			taken[j] = true;
+			taken[j] = BACKEND_KEPT;
 			keep->idx = i;
 			if (j != i)
 				full = true;
@@ -2175,11 +2350,19 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			 * config changes that setting (below). A draining one taken
 			 * back (the name moved back) takes them too: they are newer
 			 * than its own. */
-			if (b)
+			if (b) {
 				backend_adopt(keep, b);
+				taken[j] = BACKEND_MOVED;
+				chg.what = BACKEND_CHANGED_ADDRESS;
+				chg.address = b->rt->address;
+			}
 		}
+		full |= backend_cfg_apply(keep, nb, c, &chg);
+		if (b)
+			change_backend_settings(s, keep, &chg);
+		else
+			change_backend(s, keep, true);
 		b = keep;
-		full |= backend_cfg_apply(b, nb, c);
 		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
 			backend_check_retime(b, now); /* the same checks, at another pace */
 		} else if (start_checks) {
@@ -2192,9 +2375,11 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		next[i] = b;
 	}
 	for (j = 0; j < s->n_backends; j++) {
-		if (taken[j])
+		if (taken[j] == BACKEND_KEPT)
 			continue;
 		full = true;
+		if (taken[j] == BACKEND_RETIRED)
+			change_backend(s, s->backends[j], false);
 		if (service_retire_backend(s, s->backends[j], now) < 0)
 			service_forget_backend(s, s->backends[j]);
 	}
@@ -2318,8 +2503,10 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	service_free(s);
 }
 
-int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err)
+int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
+		   struct hlb_pool_changes *ret_changes, struct hashlb_error *err)
 {
+	struct hlb_pool_changes changes = { 0 };
 	struct hlb_pool_service **next =
 		calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*next));
 	bool *kept = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*kept));
@@ -2367,10 +2554,13 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 				service_free(next[i]);
 		goto out;
 	}
+	p->changes = ret_changes ? &changes : NULL;
+	p->change_lines = p->changes_unlogged = 0;
 	for (i = 0; i < cfg->n_services; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 
 		if (fresh[i]) {
+			change_service_added(p, c, true);
 			orphans_adopted(p, next[i]);
 			service_checks_start(next[i]);
 			continue;
@@ -2379,9 +2569,18 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct h
 		 * pool already points into <cfg>, so the reload still counts. */
 		service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), err);
 	}
-	for (j = 0; j < p->n_svcs; j++)
-		if (!kept[j])
-			pool_retire_service(p, p->svcs[j], hlb_now_ms());
+	for (j = 0; j < p->n_svcs; j++) {
+		if (kept[j])
+			continue;
+		change_service_added(p, p->svcs[j]->cfg, false);
+		pool_retire_service(p, p->svcs[j], hlb_now_ms());
+	}
+	if (p->changes_unlogged)
+		pool_log(p, HLB_LOG_INFO, "reload: more changes, not logged one by one", "more=%u",
+			 p->changes_unlogged);
+	p->changes = NULL;
+	if (ret_changes)
+		*ret_changes = changes;
 	free(p->svcs);
 	p->svcs = next;
 	p->n_svcs = cfg->n_services;

@@ -167,6 +167,16 @@ void hlb_pool_free(struct hlb_pool *p);
 
 int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
 
+/* What a reload changed (hlb_pool_apply()). A service added or removed counts its backends
+ * as added or removed; a backend whose name stays at a new address is changed. */
+struct hlb_pool_changes {
+	uint32_t services_added, services_removed, services_changed;
+	uint32_t backends_added, backends_removed, backends_changed;
+};
+
+/* The lines a reload writes at most on what it changed: the others are counted in one. */
+#define HLB_POOL_CHANGE_LINES 32
+
 /*
  * Apply a new, validated config: services and backends are matched by name
  * (a backend whose address changed is a new backend); new services are
@@ -177,8 +187,12 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
  * on success the previous one may be freed (snapshots copy what workers
  * read). Out of memory after the listen step leaves a service on its old
  * backends, and still returns 0: the pool then points into <cfg>.
+ * With <ret_changes>, what changed is logged, one line a service or backend
+ * (HLB_POOL_CHANGE_LINES at most, then one line counting the others), and
+ * counted into <ret_changes>; NULL: neither (a caller that logs its own).
  */
-int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg, struct hashlb_error *err);
+int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
+		   struct hlb_pool_changes *ret_changes, struct hashlb_error *err);
 
 /*
  * The weight hlb_pool_apply(<cfg>) would give each backend of service <c> of <cfg> (its

@@ -14,8 +14,8 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, Backend, asan_build, check, client_ip, connect, greetings, logfmt_fields,
-                    lookup, pick_port, run_tests, spawn, stop, tmpfile, tsan_build, who)
+from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, greetings,
+                    logfmt_fields, lookup, pick_port, run_tests, spawn, stop, tmpfile, tsan_build, who)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -305,6 +305,66 @@ def a_removed_service_logs_its_totals():
     b.stop()
 
 
+def reloads_say_what_they_changed():
+    """A reload logs what it changed: on its `reloaded` line how many services and backends
+    it added, removed and changed, and one line each (`msg="reload: backend changed"
+    service=t backend=a ... weight=3 weight_was=1`...), at most 32, then one line counting
+    the others (a reload adding 40 backends writes no 40 lines); a reload that changes
+    nothing writes none of them. Before, `reloaded` said the config and how many services,
+    and nothing told what a reload had changed."""
+    def addr(k):
+        return f"127.0.{k >> 8 & 255}.{k & 255}:80"  # never dialled: checks off, no client
+
+    off = "enabled: false"
+    t = [("a", addr(1)), ("b", addr(2)), ("c", addr(3))]
+    lb = Lb(config(t, health=off))
+    second = f"  - name: u\n    listen: 127.0.0.1:0\n    backends:\n"
+    second += "".join(f"      - name: u{i}\n        address: {addr(100 + i)}\n"
+                      for i in range(2))
+
+    def reload(text):
+        lb.rewrite(text)
+        rc, so, se, logged = lb.reload()
+        check(rc == 0 and check_logfmt(logged), f"reload: {se}")
+        said = [l for l in logged if 'msg="reload: ' in l]
+        counts = logfmt_fields(logged[-1])
+        return said, {k: int(v) for k, v in counts.items()
+                      if k.startswith(("services_", "backends_"))}
+
+    reload(config(t, health=off))  # t's listen: from port 0 to the one bound, as rewrite() writes
+    said, counts = reload(config(t, health=off))
+    check(not said and set(counts.values()) == {0},
+          f"a reload that changes nothing logs no change, counts 0: {said} {counts}")
+
+    t2 = [("a", addr(1), "weight: 3"), ("b", addr(12), "max_connections: 7"), ("d", addr(4))]
+    said, counts = reload(config(t2, health=off, extra="timeouts:\n  idle: 7s") + second)
+    want = ['msg="reload: service changed" service=t changed=settings',
+            f'msg="reload: backend changed" service=t backend=a address={addr(1)} weight=3 '
+            'weight_was=1',
+            f'msg="reload: backend changed" service=t backend=b address={addr(12)} '
+            f'address_was={addr(2)} max_connections=7 max_connections_was=0',
+            f'msg="reload: backend added" service=t backend=d address={addr(4)} weight=1',
+            f'msg="reload: backend removed" service=t backend=c address={addr(3)} weight=1',
+            'msg="reload: service added" service=u listen=127.0.0.1:0 backends=2']
+    check([l.split(" ", 2)[2] for l in said] == want,
+          f"one line for each change, what it changed:\n{said}")
+    check(counts == {"services_added": 1, "services_removed": 0, "services_changed": 1,
+                     "backends_added": 3, "backends_removed": 1, "backends_changed": 2},
+          f"counted on the reloaded line (u's 2 backends added with it): {counts}")
+
+    many = t2 + [(f"n{i}", addr(200 + i)) for i in range(40)]
+    said, counts = reload(config(many, health=off + "\nrise: 5", extra="timeouts:\n  idle: 7s"))
+    check(said[:1] and said[0].endswith('msg="reload: service changed" service=t changed=checks'),
+          f"rise, read as checks come, changed: {said[:1]}")
+    check(len(said) == 33 and said[-1].endswith('msg="reload: more changes, not logged one by '
+                                               'one" more=10'),
+          f"t changed, 40 backends added, u removed: 32 lines, then one counting the 10 others: "
+          f"{len(said)} lines, the last {said[-1:]}")
+    check(counts["backends_added"] == 40 and counts["services_removed"] == 1 and
+          counts["backends_removed"] == 2, f"all counted: {counts}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def vm(pid, key):
     """/proc/PID/status's <key> (VmRSS, VmHWM) in kB."""
     with open(f"/proc/{pid}/status") as f:
@@ -437,6 +497,6 @@ def reloads_of_many_backends_keep_the_rss():
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
-           reloads_give_the_old_tables_back,
+           reloads_say_what_they_changed, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss])

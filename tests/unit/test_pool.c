@@ -348,7 +348,7 @@ static void test_checks_turned_on_count_no_failure_from_before(void **state)
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	next->services[0].health.enabled = true;
 	next->services[0].health.interval_ms = 600000; /* no check of b1 meanwhile */
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	loop_for(&f, 200);
@@ -656,7 +656,7 @@ static void test_reload_applies_the_difference(void **state)
 	free(s->backends[5].name);
 	s->backends[5].name = strdup("b6");
 	s->backends[1].weight = 2;
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
@@ -697,7 +697,7 @@ static void test_reload_applies_the_difference(void **state)
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	free(next->services[0].name);
 	next->services[0].name = strdup("api");
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	assert_int_equal(hlb_pool_service_count(f.pool), 1);
@@ -726,7 +726,7 @@ static void test_drained_backends_keep_their_counts(void **state)
 	assert_int_equal(c.total, 0);
 
 	next = config_new(HASHLB_SCHEME_RING, 2);
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	t0 = hlb_now_ms();
@@ -795,7 +795,7 @@ static void test_reload_matches_many_backends_by_name(void **state)
 		one_point(next);
 		if (k % 2)
 			reverse_backends(next);
-		assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+		assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 		hashlb_config_free(f.cfg);
 		f.cfg = next;
 		hlb_pool_flush(f.pool);
@@ -953,7 +953,7 @@ static void test_reload_spreads_the_checks_as_at_start(void **state)
 	add_api(next);
 	next->services[0].health.timeout_ms = next->services[1].health.timeout_ms = 500;
 	t0 = hlb_now_ms();
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	reload = hlb_now_ms() - t0;
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
@@ -1139,7 +1139,7 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 	hlb_pool_flush(f.pool);
 	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 2);
 	next = config_new(HASHLB_SCHEME_RING, 3); /* health: enabled false */
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
@@ -1161,7 +1161,7 @@ static void test_reload_switches_log_connections(void **state)
 	gen = hlb_pool_snapshot(f.svc)->generation;
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	next->services[0].log_connections = true;
-	assert_int_equal(hlb_pool_apply(f.pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
 	hashlb_config_free(f.cfg);
 	f.cfg = next;
 	hlb_pool_flush(f.pool);
@@ -1510,7 +1510,7 @@ static void fixture_reload(struct fixture *f, struct hashlb_config *next)
 {
 	struct hashlb_error err = { 0 };
 
-	assert_int_equal(hlb_pool_apply(f->pool, next, &err), 0);
+	assert_int_equal(hlb_pool_apply(f->pool, next, NULL, &err), 0);
 	hashlb_config_free(f->cfg);
 	f->cfg = next;
 }
