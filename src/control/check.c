@@ -303,19 +303,14 @@ static int check_send(struct hlb_check *c)
 	return check_send_all(c, c->send, c->send_len);
 }
 
-/* c->reply: the <got> bytes of <expect> that matched, then <buf>'s <n>, as a C string. */
+/* c->reply: the <got> bytes of <expect> that matched, then <buf>'s <n>. */
 static void check_reply_keep(struct hlb_check *c, const uint8_t *buf, size_t n)
 {
 	size_t o = 0;
 
-	for (; o < c->got + n && o < HLB_CHECK_REPLY_MAX; o++) {
-		uint8_t b = o < c->got ? c->expect[o] : buf[o - c->got];
-
-		if (!b)
-			break;
-		c->reply[o] = (char)b;
-	}
-	c->reply[o] = '\0';
+	for (; o < c->got + n && o < HLB_CHECK_REPLY_MAX; o++)
+		c->reply[o] = o < c->got ? c->expect[o] : buf[o - c->got];
+	c->reply_len = (uint32_t)o;
 }
 
 int hlb_check_reply(struct hlb_check *c, const void *buf, size_t n)

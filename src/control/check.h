@@ -76,9 +76,11 @@ struct hlb_check {
 	/* Why the check just reported failed, for <done> to read: where and the errno. */
 	enum hlb_check_at failed_at;
 	int failed_err;
-	/* With EBADMSG: how the reply began, what came of it in place of <expect> (at most
-	 * HLB_CHECK_REPLY_MAX bytes, cut at a NUL byte), for the log to say. */
-	char reply[HLB_CHECK_REPLY_MAX + 1];
+	/* With EBADMSG: how the reply began, what came of it in place of <expect> (its
+	 * <reply_len> bytes, HLB_CHECK_REPLY_MAX at most, NUL bytes too: a binary protocol's),
+	 * for the log to say. */
+	uint8_t reply[HLB_CHECK_REPLY_MAX];
+	uint32_t reply_len;
 	/* private */
 	uint8_t *send, *expect; /* owned copies; NULL = none */
 	uint32_t send_len, expect_len;

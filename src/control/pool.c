@@ -184,7 +184,8 @@ static const char *check_reply_text(const struct hlb_pool_backend *b, uint32_t e
 
 	if ((e & 0xffff) != EBADMSG || b->check.failed_err != EBADMSG)
 		return "";
-	snprintf(buf, size, " reply=%s", hlb_log_quote(b->check.reply, q, sizeof(q)));
+	snprintf(buf, size, " reply=%s",
+		 hlb_log_quote_n(b->check.reply, b->check.reply_len, q, sizeof(q)));
 	return buf;
 }
 

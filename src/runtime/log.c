@@ -40,8 +40,8 @@ int hlb_log_level_parse(const char *s, enum hlb_log_level *ret_level)
 	return -EINVAL;
 }
 
-/* The length of the well-formed UTF-8 sequence at <p> (NUL-terminated), 0 if it is not one. */
-static size_t utf8_len(const unsigned char *p)
+/* The length of the well-formed UTF-8 sequence at <p> (<n> bytes), 0 if it is not one. */
+static size_t utf8_len(const unsigned char *p, size_t n)
 {
 	uint32_t cp, min;
 	size_t len;
@@ -57,14 +57,62 @@ static size_t utf8_len(const unsigned char *p)
 	} else {
 		return 0;
 	}
+	if (len > n)
+		return 0;
 	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80) /* the NUL too */
+		if ((p[i] & 0xc0) != 0x80)
 			return 0;
 		cp = cp << 6 | (p[i] & 0x3f);
 	}
 	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
+}
+
+/* Whether the <n> bytes at <p> make a logfmt value as they are. */
+static bool quote_plain(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] <= ' ' || p[i] >= 0x7f || p[i] == '"' || p[i] == '=' || p[i] == '\\')
+			return false;
+	return n > 0;
+}
+
+/* The <n> bytes at <s>, no plain value, quoted into <buf> (hlb_log_quote()). */
+static const char *quote_into(const unsigned char *p, size_t n, char *buf, size_t size)
+{
+	const unsigned char *end = p + n;
+	size_t o = 0, len;
+
+	if (size < 3)
+		return "\"\"";
+	buf[o++] = '"';
+	for (; p < end; p += len) {
+		char esc[5];
+		const char *out = esc;
+		size_t w = 2; /* the bytes written for the one at <p> */
+
+		len = 1;
+		if (*p == '"' || *p == '\\')
+			esc[0] = '\\', esc[1] = (char)*p;
+		else if (*p == '\n')
+			memcpy(esc, "\\n", 2);
+		else if (*p == '\r')
+			memcpy(esc, "\\r", 2);
+		else if (*p == '\t')
+			memcpy(esc, "\\t", 2);
+		else if (*p < ' ' || *p == 0x7f || (len = utf8_len(p, (size_t)(end - p))) == 0)
+			len = 1, w = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
+		else
+			out = (const char *)p, w = len;
+		if (o + w + 2 > size) /* and the closing quote, the NUL */
+			break;
+		memcpy(buf + o, out, w);
+		o += w;
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return buf;
 }
 
 /*
@@ -76,42 +124,19 @@ static size_t utf8_len(const unsigned char *p)
  */
 const char *hlb_log_quote(const char *s, char *buf, size_t size)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	bool plain = *p != '\0';
-	size_t o = 0, len;
+	size_t n = strlen(s);
 
-	for (; *p; p++)
-		if (*p <= ' ' || *p >= 0x7f || *p == '"' || *p == '=' || *p == '\\')
-			plain = false;
-	if (plain)
-		return s;
-	if (size < 3)
-		return "\"\"";
-	buf[o++] = '"';
-	for (p = (const unsigned char *)s; *p; p += len) {
-		char esc[5];
-		const char *out = esc;
-		size_t n = 2;
+	return quote_plain((const unsigned char *)s, n) ? s
+							: quote_into((const void *)s, n, buf, size);
+}
 
-		len = 1;
-		if (*p == '"' || *p == '\\')
-			esc[0] = '\\', esc[1] = (char)*p;
-		else if (*p == '\n')
-			memcpy(esc, "\\n", 2);
-		else if (*p == '\r')
-			memcpy(esc, "\\r", 2);
-		else if (*p == '\t')
-			memcpy(esc, "\\t", 2);
-		else if (*p < ' ' || *p == 0x7f || (len = utf8_len(p)) == 0)
-			len = 1, n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
-		else
-			out = (const char *)p, n = len;
-		if (o + n + 2 > size) /* and the closing quote, the NUL */
-			break;
-		memcpy(buf + o, out, n);
-		o += n;
-	}
-	buf[o++] = '"';
+const char *hlb_log_quote_n(const void *s, size_t n, char *buf, size_t size)
+{
+	size_t o = n < size ? n : size - 1;
+
+	if (!size || !quote_plain(s, n))
+		return quote_into(s, n, buf, size);
+	memcpy(buf, s, o);
 	buf[o] = '\0';
 	return buf;
 }

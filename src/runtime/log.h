@@ -45,6 +45,12 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
  * HLB_LOG_QUOTED_MAX(strlen(s)) bytes always hold it whole.
  */
 const char *hlb_log_quote(const char *s, char *buf, size_t size);
+/*
+ * The <n> bytes at <s> (a NUL among them too: \x00) as a logfmt value, as hlb_log_quote()
+ * does, always into <buf> (a plain one copied, cut to fit): HLB_LOG_QUOTED_MAX(<n>) bytes
+ * always hold it whole.
+ */
+const char *hlb_log_quote_n(const void *s, size_t n, char *buf, size_t size);
 
 /* The bytes hlb_log_quote() needs for any value of <n> bytes: each one \xNN at most, the
  * quotes and the NUL. */

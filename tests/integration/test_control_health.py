@@ -788,23 +788,28 @@ def payload_checks():
     y.close()
 
 
+def answers_with(data):
+    """A serve_each() handler: reads the check's request, answers <data>, waits for the close."""
+    def answer(c):
+        with c:
+            c.settimeout(2)
+            try:
+                c.recv(1024)
+                c.sendall(data)
+                c.recv(1)
+            except OSError:
+                pass
+    return answer
+
+
 def a_wrong_answer_is_logged():
     """A check whose answer differs from expect says what came instead, as many bytes as
     expect has (reply=), on its warning while the backend is up and on its down line: an
     HTTP check that gets a 503, a Redis one an error. Before, the lines said err=EBADMSG
     and nothing of the answer (one had to capture the traffic to learn it was a 503)."""
-    def http_503(c):
-        with c:
-            c.settimeout(2)
-            try:
-                c.recv(1024)
-                c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
-                c.recv(1)
-            except OSError:
-                pass
-
     srv = socket.create_server(("127.0.0.1", 0))
-    stop = serve_each(srv, http_503)
+    stop = serve_each(srv, answers_with(b"HTTP/1.1 503 Service Unavailable\r\n"
+                                        b"Content-Length: 0\r\n\r\n"))
     x = App("x")
     x.mode = "err"
     health = ('interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 2\n'
@@ -826,6 +831,25 @@ def a_wrong_answer_is_logged():
     check(lb.stop() == 0, "exit 0")
     stop()
     x.close()
+
+
+def a_binary_wrong_answer_is_logged_whole():
+    """A binary protocol's wrong answer is logged as the bytes compared with expect, NUL bytes
+    and all, each byte that is no printable text written \\xNN: expect "\\0\\0\\0\\x04OK\\x01\\x02"
+    (a length-prefixed answer) answered with "\\0\\0\\0\\x04NO\\x01\\xfe" logs
+    reply="\\x00\\x00\\x00\\x04NO\\x01\\xfe". Before, the reply was cut at its first NUL
+    byte: reply="", nothing of the answer."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = serve_each(srv, answers_with(b"\0\0\0\x04NO\x01\xfe and more"))
+    health = ('interval: 300ms\ntimeout: 300ms\nrise: 2\nfall: 1\n'
+              'send: "\\0\\x01"\nexpect: "\\0\\0\\0\\x04OK\\x01\\x02"')
+    lb = Lb(config([("bin", "127.0.0.1:%d" % srv.getsockname()[1])], health=health))
+    want = r'reply="\\x00\\x00\\x00\\x04NO\\x01\\xfe"'
+    check(lb.wait_log(r'msg="backend down" service=t backend=bin cause=checks flaps=1 '
+                      r'at=reply err=EBADMSG ' + want + '$'),
+          f"the down line says the 8 bytes compared: {[l for l in lb.log if 'reply=' in l]}")
+    check(lb.stop() == 0, "exit 0")
+    stop()
 
 
 def checks_failing_while_up_are_logged():
@@ -1324,5 +1348,6 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            stale_failures_do_not_take_a_recovered_backend_down,
            table_memory_counts_every_table, check_errors_are_logged_as_they_change,
            checks_failing_while_up_are_logged, a_wrong_answer_is_logged,
+           a_binary_wrong_answer_is_logged_whole,
            a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged,
            reload_storm_does_not_put_checks_off])

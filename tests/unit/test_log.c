@@ -258,6 +258,22 @@ static void test_quote_escapes(void **state)
 	assert_string_equal(hlb_log_quote("a\xc3\xa9", buf, 5), "\"a\"");
 }
 
+/* Bytes of a given length (a binary health check reply) are quoted whole, a NUL as \x00, and
+ * a UTF-8 sequence cut by the length is no character: nothing past the length is read. */
+static void test_quote_bytes(void **state)
+{
+	char buf[64];
+
+	assert_string_equal(hlb_log_quote_n("\0\0\x04OK\x01\xfe", 7, buf, sizeof(buf)),
+			    "\"\\x00\\x00\\x04OK\\x01\\xfe\"");
+	assert_string_equal(hlb_log_quote_n("abc-and-more", 3, buf, sizeof(buf)), "abc");
+	assert_string_equal(hlb_log_quote_n("a\xc3\xa9", 2, buf, sizeof(buf)), "\"a\\xc3\"");
+	assert_string_equal(hlb_log_quote_n("a\xc3\xa9", 3, buf, sizeof(buf)), "\"a\xc3\xa9\"");
+	assert_string_equal(hlb_log_quote_n("", 0, buf, sizeof(buf)), "\"\"");
+	assert_string_equal(hlb_log_quote_n("abcdef", 6, buf, 4), "abc");
+	assert_string_equal(hlb_log_quote_n("\0\0", 2, buf, 6), "\"\"");
+}
+
 /* An output that is gone (EPIPE): the lines are dropped and counted, not retried forever. */
 static void test_broken_output_drops(void **state)
 {
@@ -386,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_full_buffer_drops_and_counts),
 		cmocka_unit_test(test_long_line_is_cut),
 		cmocka_unit_test(test_quote_escapes),
+		cmocka_unit_test(test_quote_bytes),
 		cmocka_unit_test(test_broken_output_drops),
 		cmocka_unit_test(test_daemon_line_does_not_wait_on_stalled_reader),
 		cmocka_unit_test(test_config_error_line_is_whole),
