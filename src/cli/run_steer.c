@@ -136,6 +136,61 @@ static bool same_iface(const char *a, const char *b)
 }
 
 /*
+ * The name, now, of the interface <e>'s program is on: the one the backends'
+ * MACs are read from, for its frames leave through it. A rename keeps the
+ * program (attached by index) but not the config's name, which no interface
+ * may have any more, or another may have taken: before, every table after
+ * a rename was refused ("no entry in the neighbour table of eth0") and
+ * retried every second, the kernel path steering by the last one until a
+ * reload, which attached a new program with an empty conntrack table.
+ * <e>'s configured name if it has no program, or the index has none (gone:
+ * attach_lost() tells).
+ */
+static const char *steer_dev(const struct run_steer_svc *e, char buf[IF_NAMESIZE])
+{
+	int ifindex = e->steer ? hashlb_steer_ifindex(e->steer) : 0;
+
+	return ifindex > 0 && if_indextoname((unsigned int)ifindex, buf) ? buf : e->iface;
+}
+
+/*
+ * Whether <iface> of a config names the interface <e>'s program is on: the
+ * name <e> was attached under, or another name of that interface now (it was
+ * renamed, an altname). A reload naming it keeps the program and its
+ * conntrack table (before, a config following a rename detached it and
+ * attached a new one, every flow's entry lost).
+ */
+static bool steers_on(const struct run_steer_svc *e, const char *iface)
+{
+	int ifindex = e->steer ? hashlb_steer_ifindex(e->steer) : 0;
+
+	return same_iface(iface, e->iface) ||
+	       (iface && ifindex > 0 && if_nametoindex(iface) == (unsigned int)ifindex);
+}
+
+/* " interface=..." and " config_interface=...": 2 interface names quoted */
+#define LOG_IFACE_KV_MAX (2 * LOG_IFACE_MAX + sizeof("interface= config_interface="))
+
+/*
+ * "interface=NAME" of <e> for a log line, in <buf>: the name now of the
+ * interface its program is on (steer_dev()), then "config_interface=" the
+ * config's when they differ (a rename since it was attached). Before, a
+ * line after a rename named an interface the program was not on any more.
+ */
+static const char *iface_kv(const struct run_steer_svc *e, char buf[LOG_IFACE_KV_MAX])
+{
+	char dev[IF_NAMESIZE], q[LOG_IFACE_MAX], qc[LOG_IFACE_MAX];
+	const char *cfg = e->iface ? e->iface : "-", *now = steer_dev(e, dev);
+
+	if (!now || !strcmp(now, cfg))
+		snprintf(buf, LOG_IFACE_KV_MAX, "interface=%s", hlb_log_quote(cfg, q, sizeof(q)));
+	else
+		snprintf(buf, LOG_IFACE_KV_MAX, "interface=%s config_interface=%s",
+			 hlb_log_quote(now, q, sizeof(q)), hlb_log_quote(cfg, qc, sizeof(qc)));
+	return buf;
+}
+
+/*
  * The program of <e>, kept (a reload, a takeover), has the conntrack table
  * it was made with: a map cannot grow in place, and a new program would
  * lose every flow's entry (a draining backend's flows, rescheduled ones,
@@ -145,7 +200,7 @@ static bool same_iface(const char *a, const char *b)
  */
 static void flows_kept(const struct run_steer_svc *e)
 {
-	char qi[LOG_IFACE_MAX];
+	char qi[LOG_IFACE_KV_MAX];
 	uint64_t have;
 
 	if (!e->steer)
@@ -154,17 +209,16 @@ static void flows_kept(const struct run_steer_svc *e)
 	if (have == hashlb_steer_flows_capacity(e->flows))
 		return;
 	hlb_log(HLB_LOG_WARN, "kernel steering keeps its conntrack size",
-		"service=%s interface=%s flows_max=%llu steering_flows=%u "
+		"service=%s %s flows_max=%llu steering_flows=%u "
 		"reason=\"applies when the program is attached again\"",
-		e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
-		(unsigned long long)have, e->flows);
+		e->name, iface_kv(e, qi), (unsigned long long)have, e->flows);
 }
 
 void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 {
 	struct run_steer *rs = arg;
 	struct run_steer_svc *v;
-	char qi[LOG_IFACE_MAX];
+	char qi[LOG_IFACE_KV_MAX];
 	uint32_t n = 0;
 
 	rs->upgrade = false; /* a reload's new program is this process's own */
@@ -175,7 +229,15 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hashlb_service_cfg *c = steered(cfg, e->name);
 
-		if (c && same_iface(c->steer_interface, e->iface)) {
+		if (c && steers_on(e, c->steer_interface)) {
+			if (!same_iface(c->steer_interface, e->iface)) {
+				char *name = strdup(c->steer_interface);
+
+				if (name) { /* else the name it had: attached again under it */
+					free(e->iface);
+					e->iface = name;
+				}
+			}
 			if (memcmp(&c->listen_addr, &e->vip, sizeof(e->vip)) != 0) {
 				e->vip = c->listen_addr;
 				e->published = false; /* the VIP goes with the next table */
@@ -191,10 +253,8 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 			continue;
 		}
 		if (e->steer)
-			hlb_log(HLB_LOG_INFO, "kernel steering detached",
-				"service=%s interface=%s%s", e->name,
-				hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
-				c ? " reason=\"interface changed\"" : "");
+			hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s%s",
+				e->name, iface_kv(e, qi), c ? " reason=\"interface changed\"" : "");
 		svc_clear(e);
 	}
 	rs->n = n;
@@ -304,12 +364,11 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
  */
 static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
 {
-	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_KV_MAX];
 
 	if (!e->too_small || strcmp(e->refused, err->msg) != 0)
 		hlb_log(HLB_LOG_ERROR, "kernel steering table not updated",
-			"service=%s interface=%s error=%s reason=\"%s\"", e->name,
-			hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)),
+			"service=%s %s error=%s reason=\"%s\"", e->name, iface_kv(e, qi),
 			hlb_log_quote(err->msg, q, sizeof(q)),
 			"its program is too small for this config: one taken over (an upgrade, "
 			"an orphan) keeps the size it was loaded with; it steers by the table it "
@@ -341,24 +400,6 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 			return o;
 	}
 	return NULL;
-}
-
-/*
- * The name, now, of the interface <e>'s program is on: the one the backends'
- * MACs are read from, for its frames leave through it. A rename keeps the
- * program (attached by index) but not the config's name, which no interface
- * may have any more, or another may have taken: before, every table after
- * a rename was refused ("no entry in the neighbour table of eth0") and
- * retried every second, the kernel path steering by the last one until a
- * reload, which attached a new program with an empty conntrack table.
- * <e>'s configured name if it has no program, or the index has none (gone:
- * attach_lost() tells).
- */
-static const char *steer_dev(const struct run_steer_svc *e, char buf[IF_NAMESIZE])
-{
-	int ifindex = e->steer ? hashlb_steer_ifindex(e->steer) : 0;
-
-	return ifindex > 0 && if_indextoname((unsigned int)ifindex, buf) ? buf : e->iface;
 }
 
 /* The MAC refresh (and lost program) timer, if not armed yet. */
@@ -579,13 +620,13 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
  */
 static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
 {
-	char qi[LOG_IFACE_MAX];
+	char qi[LOG_IFACE_KV_MAX];
 
 	if (e->steer && !hashlb_steer_attached(e->steer)) {
 		hlb_log(HLB_LOG_WARN, "kernel steering lost",
-			"service=%s interface=%s reason=\"its program is no longer attached: the "
+			"service=%s %s reason=\"its program is no longer attached: the "
 			"interface went away, or another program took its place\"",
-			e->name, hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)));
+			e->name, iface_kv(e, qi));
 		/* Kept: nothing of ours to detach, and what is there is not ours. */
 		hashlb_steer_set_keep(e->steer, true);
 		hashlb_steer_free(e->steer);
@@ -681,7 +722,7 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
  */
 static bool svc_taken_over(struct run_steer_svc *e, bool now)
 {
-	char qi[LOG_IFACE_MAX];
+	char qi[LOG_IFACE_KV_MAX];
 
 	if (hashlb_steer_driven_elsewhere(e->steer)) {
 		hashlb_steer_set_keep(e->steer, true);
@@ -689,8 +730,8 @@ static bool svc_taken_over(struct run_steer_svc *e, bool now)
 	}
 	hashlb_steer_set_keep(e->steer, false);
 	hlb_log(HLB_LOG_INFO, "kernel steering detached",
-		"service=%s interface=%s reason=\"not taken over by the new process\"", e->name,
-		hlb_log_quote(e->iface ? e->iface : "-", qi, sizeof(qi)));
+		"service=%s %s reason=\"not taken over by the new process\"", e->name,
+		iface_kv(e, qi));
 	if (now) {
 		hashlb_steer_free(e->steer);
 		e->steer = NULL;
@@ -728,14 +769,14 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 {
 	struct run_steer *rs = arg;
 	struct hashlb_error why = { 0 };
+	char dev[IF_NAMESIZE];
 
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 
 		/* no program yet, or a new one (another interface): sized for its first table */
 		if (strcmp(e->name, c->name) != 0 || !e->steer ||
-		    c->steering != HASHLB_STEERING_KERNEL ||
-		    !same_iface(c->steer_interface, e->iface))
+		    c->steering != HASHLB_STEERING_KERNEL || !steers_on(e, c->steer_interface))
 			continue;
 		int ret = hashlb_steer_table_fits(e->steer, &c->table, names, weights, backup, n,
 						  &why);
@@ -747,7 +788,7 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 		return hashlb_err(err, ret, why.reason,
 				  "service %s, steered in the kernel on %s: %s; nothing changed: "
 				  "restart hashlb (not an upgrade) to load a larger program",
-				  c->name, e->iface, why.msg);
+				  c->name, steer_dev(e, dev), why.msg);
 	}
 	return 0;
 }

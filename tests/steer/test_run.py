@@ -1176,6 +1176,33 @@ def renamed(topo, servers):
         check("b1" not in got, f"renamed: new clients with b1 in maint: {dict(got)}")
         print(f"renamed: eth0 renamed hlbren0, b1 in maint: {line and line.split('msg=')[1].strip()}; "
               f"20 new clients {dict(got)}", flush=True)
+        # Its lines name the interface the program is on, and the config's name beside it.
+        cfg = open(d.path).read()
+
+        def reload(text):
+            with open(d.path, "w") as f:
+                f.write(text)
+            d.skip_log()
+            p = d.ctl("reload")
+            check(p.returncode == 0, f"renamed: reload: {p.stdout} {p.stderr}")
+            return d.wait_log("msg=reloaded", 10)
+
+        reload(cfg.replace("    interface: eth0\n", "    interface: eth0\n    steering_flows: 1000\n"))
+        kept = d.wait_log("keeps its conntrack size", 10)
+        check(kept is not None and " interface=hlbren0 config_interface=eth0 " in kept,
+              f"renamed: a line after the rename names the interface now: {kept}")
+        # A config following the rename keeps the program (and its conntrack table).
+        reload(cfg.replace("    interface: eth0\n", "    interface: hlbren0\n"))
+        start = d.pos
+        p = d.ctl("set", "b1", "ready")
+        line = d.wait_log("kernel steering table", 10)
+        moved = [l for l in d.lines[start:d.pos] if "kernel steering detached" in l or
+                 "kernel steering attached" in l]
+        check(line is not None and "table published" in line,
+              f"renamed: after the reload naming hlbren0, a table: {line} {p.stderr}")
+        check(not moved, f"renamed: a reload naming hlbren0 detached the program: {moved}")
+        print(f"renamed: reload naming hlbren0: {'program kept' if not moved else moved}",
+              flush=True)
     finally:
         d.stop()
         if renamed_to:
