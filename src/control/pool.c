@@ -2209,11 +2209,17 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 	return NULL;
 }
 
-/* <to> takes <from>'s settings: the config's, and those set at run time. */
+/*
+ * <to> takes <from>'s settings: the config's, and those set at run time; backup
+ * too, so that backend_cfg_apply() then tells what the reload changed of them
+ * all (before, a backend moved and made a backup in one reload said only its
+ * new address).
+ */
 static void backend_adopt(struct hlb_pool_backend *to, const struct hlb_pool_backend *from)
 {
 	to->cfg_weight = from->cfg_weight;
 	to->rt->weight = from->rt->weight;
+	to->rt->backup = from->rt->backup;
 	to->cfg_max_conns = from->cfg_max_conns;
 	atomic_store(&to->rt->max_conns, atomic_load(&from->rt->max_conns));
 	to->cfg_admin = from->cfg_admin;

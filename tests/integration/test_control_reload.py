@@ -362,6 +362,16 @@ def reloads_say_what_they_changed():
           f"{len(said)} lines, the last {said[-1:]}")
     check(counts["backends_added"] == 40 and counts["services_removed"] == 1 and
           counts["backends_removed"] == 2, f"all counted: {counts}")
+
+    # d at a new address and made a backup in one reload: both said (before, the backup
+    # went unsaid, the new address's object taking the config's backup before the compare)
+    moved = [("d", addr(5), "backup: true") if b[0] == "d" else b for b in many]
+    said, counts = reload(config(moved, health=off + "\nrise: 5", extra="timeouts:\n  idle: 7s"))
+    check([l.split(" ", 2)[2] for l in said] ==
+          [f'msg="reload: backend changed" service=t backend=d address={addr(5)} '
+           f'address_was={addr(4)} backup=true backup_was=false'],
+          f"a backend moved and made a backup: both said: {said}")
+    check(counts["backends_changed"] == 1, f"counted once: {counts}")
     check(lb.stop() == 0, "exit 0")
 
 
