@@ -26,16 +26,6 @@ static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const
 	va_end(ap);
 }
 
-/* ---- the admin endpoint's refusals, logged ----------------------------- */
-
-/* at most one line per kind of refusal in this time, counting those since the last */
-#define REFUSED_LOG_MS 10000
-
-/*
- * The admin endpoint refused a request (503): say so, or a scrape that fails
- * and a hashlb ctl told "try again" leave nothing in the log to explain them
- * (64 connections held open by a client, or answers it never reads).
- */
 /*
  * The admin endpoint takes no authentication: on an address beyond loopback (a wildcard, a
  * host's address) whoever reaches it can drain, close, reload and upgrade. Said at start and
@@ -55,6 +45,16 @@ static void admin_exposed_warn(struct hlb_control *ctl)
 		    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
 }
 
+/* ---- the admin endpoint's refusals, logged ----------------------------- */
+
+/* at most one line per kind of refusal in this time, counting those since the last */
+#define REFUSED_LOG_MS 10000
+
+/*
+ * The admin endpoint refused a request (503): say so, or a scrape that fails
+ * and a hashlb ctl told "try again" leave nothing in the log to explain them
+ * (64 connections held open by a client, or answers it never reads).
+ */
 static void admin_refused(void *arg, enum hlb_http_refusal why, uint64_t total)
 {
 	static const char *const reasons[HLB_HTTP_REFUSED_MAX] = {
