@@ -386,7 +386,10 @@ static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
  * or NULL. By index, not name: the config refuses two services on one name,
  * but an interface has others (altnames: eth0 and enp0s3), and a program of
  * this process looks like an orphan to hashlb_steer_adopt(), which the second
- * service took over, its tables replacing the first's.
+ * service took over, its tables replacing the first's. The index is that of
+ * the other's program, not of its config's name: after a rename (eth0 to
+ * hlbren0) that name is no interface's, and a service added on hlbren0 took
+ * the first's program over so.
  */
 static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 					       const struct run_steer_svc *e)
@@ -396,7 +399,7 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
 		const struct run_steer_svc *o = &rs->svcs[i];
 
-		if (o != e && o->steer && o->iface && if_nametoindex(o->iface) == ifindex)
+		if (o != e && o->steer && hashlb_steer_ifindex(o->steer) == (int)ifindex)
 			return o;
 	}
 	return NULL;
@@ -489,7 +492,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			hashlb_err(&err, -EBUSY, HASHLB_ERR_CONFIG,
 				   "interface '%s' is the one service '%s' steers (as '%s'): one "
 				   "service with steering: kernel per interface",
-				   o.iface, other->name, other->iface);
+				   o.iface, other->name, steer_dev(other, devbuf));
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
 			return;

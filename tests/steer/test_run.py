@@ -1191,6 +1191,27 @@ def renamed(topo, servers):
         kept = d.wait_log("keeps its conntrack size", 10)
         check(kept is not None and " interface=hlbren0 config_interface=eth0 " in kept,
               f"renamed: a line after the rename names the interface now: {kept}")
+        # A second service on the interface under its new name, the first still naming eth0:
+        # not started, as under an altname (before, the interface was looked for by the first
+        # one's config name, which none had any more: the second took the first's program
+        # over as an orphan and published its tables into it).
+        api = (service(topo).replace("name: web", "name: api")
+               .replace("interface: eth0", "interface: hlbren0")
+               .replace(f"{T.VIP}:{T.VIP_PORT}", f"{T.VIP}:{T.VIP_PORT + 1}"))
+        flows = cfg.replace("    interface: eth0\n", "    interface: eth0\n    steering_flows: 1000\n")
+        start = d.pos
+        reload(flows + api)
+        refused = d.wait_log("kernel steering not started", 10)
+        check(refused is not None and "service=api" in refused and
+              "service 'web' steers" in refused,
+              f"renamed: a second service on hlbren0 was not refused: {refused}")
+        check(not any("kernel steering taken over" in l for l in d.lines[start:]),
+              f"renamed: a service took the other's program over: "
+              f"{[l for l in d.lines[start:] if 'steering' in l]}")
+        got = steered(topo, "renamed", 20, iface="hlbren0")
+        check("b1" not in got, f"renamed: web's table (b1 in maint) no longer steers: {dict(got)}")
+        print(f"renamed: a second service on hlbren0: {refused and refused.split('msg=')[1].strip()}; "
+              f"20 new clients {dict(got)}", flush=True)
         # A config following the rename keeps the program (and its conntrack table).
         reload(cfg.replace("    interface: eth0\n", "    interface: hlbren0\n"))
         start = d.pos
