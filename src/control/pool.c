@@ -1358,7 +1358,7 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 struct backend_change {
 	unsigned what; /* BACKEND_CHANGED_* */
 	uint32_t weight, max_conns;
-	bool backup;
+	bool backup, close_on_return;
 	enum hashlb_admin_state admin;
 	const char *address; /* BACKEND_CHANGED_ADDRESS: the one it leaves */
 };
@@ -1369,6 +1369,7 @@ enum {
 	BACKEND_CHANGED_MAX_CONNS = 1u << 2,
 	BACKEND_CHANGED_STATE = 1u << 3,
 	BACKEND_CHANGED_ADDRESS = 1u << 4,
+	BACKEND_CHANGED_CLOSE_ON_RETURN = 1u << 5,
 };
 
 /*
@@ -1415,7 +1416,7 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 {
 	char qn[POOL_NAME_QUOTED], qa[POOL_ADDRESS_QUOTED], qw[POOL_ADDRESS_QUOTED];
 	char address[sizeof(" address_was=") + POOL_ADDRESS_QUOTED] = "";
-	char weight[48] = "", backup[48] = "", max[80] = "", state[64] = "";
+	char weight[48] = "", backup[48] = "", max[80] = "", state[64] = "", cor[64] = "";
 	struct hlb_pool *p = s->pool;
 
 	if (!p->changes || !chg->what)
@@ -1429,6 +1430,10 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 	if (chg->what & BACKEND_CHANGED_BACKUP)
 		snprintf(backup, sizeof(backup), " backup=%s backup_was=%s",
 			 b->rt->backup ? "true" : "false", chg->backup ? "true" : "false");
+	if (chg->what & BACKEND_CHANGED_CLOSE_ON_RETURN)
+		snprintf(cor, sizeof(cor), " close_on_return=%s close_on_return_was=%s",
+			 s->cfg->backends[b->idx].close_on_return ? "true" : "false",
+			 chg->close_on_return ? "true" : "false");
 	if (chg->what & BACKEND_CHANGED_MAX_CONNS)
 		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
 			 b->cfg_max_conns, chg->max_conns);
@@ -1440,8 +1445,8 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 		snprintf(address, sizeof(address), " address_was=%s",
 			 hlb_log_quote(chg->address, qw, sizeof(qw)));
 	pool_log(p, HLB_LOG_INFO, "reload: backend changed",
-		 "service=%s backend=%s address=%s%s%s%s%s%s", s->cfg->name, backend_qname(b, qn),
-		 hlb_log_quote(b->rt->address, qa, sizeof(qa)), address, weight, backup, max,
+		 "service=%s backend=%s address=%s%s%s%s%s%s%s", s->cfg->name, backend_qname(b, qn),
+		 hlb_log_quote(b->rt->address, qa, sizeof(qa)), address, weight, backup, cor, max,
 		 state);
 }
 
@@ -2332,6 +2337,12 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		j = backend_by_name(s, sorted, taken, i, nb->name);
 		if (j < s->n_backends)
 			b = s->backends[j];
+		/* read from the config as it goes (service_rebuild()): nothing to apply, only to say */
+		if (b && j < old->n_backends &&
+		    old->backends[j].close_on_return != nb->close_on_return) {
+			chg.what = BACKEND_CHANGED_CLOSE_ON_RETURN;
+			chg.close_on_return = old->backends[j].close_on_return;
+		}
 		same_address =
 			b && addr_equal(&b->rt->addr, b->rt->addr_len, &nb->addr, nb->addr_len);
 		if (same_address) {
@@ -2360,7 +2371,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			if (b) {
 				backend_adopt(keep, b);
 				taken[j] = BACKEND_MOVED;
-				chg.what = BACKEND_CHANGED_ADDRESS;
+				chg.what |= BACKEND_CHANGED_ADDRESS;
 				chg.address = b->rt->address;
 			}
 		}

@@ -372,6 +372,15 @@ def reloads_say_what_they_changed():
            f'address_was={addr(4)} backup=true backup_was=false'],
           f"a backend moved and made a backup: both said: {said}")
     check(counts["backends_changed"] == 1, f"counted once: {counts}")
+    # close_on_return, read from the config as it goes, changed alone: said and counted
+    # (before, no line and backends_changed=0, as for a reload that changes nothing)
+    closing = [b + ("close_on_return: true",) if b[0] == "d" else b for b in moved]
+    said, counts = reload(config(closing, health=off + "\nrise: 5", extra="timeouts:\n  idle: 7s"))
+    check([l.split(" ", 2)[2] for l in said] ==
+          [f'msg="reload: backend changed" service=t backend=d address={addr(5)} '
+           'close_on_return=true close_on_return_was=false'],
+          f"close_on_return changed: said: {said}")
+    check(counts["backends_changed"] == 1, f"counted: {counts}")
     check(lb.stop() == 0, "exit 0")
 
 
