@@ -62,7 +62,10 @@ static void usage(FILE *f)
 		"                  (nginx's meaning), nor a soft stop (HAProxy's):\n"
 		"                  SIGTERM is that.\n"
 		"  A SIGHUP, SIGUSR2 or SIGUSR1 that arrives while hashlb starts waits\n"
-		"  until it runs.\n"
+		"  until it runs. A SIGTERM, SIGINT or SIGQUIT that arrives while FILE\n"
+		"  still loads ends it at once, with nothing to drain yet (SIGQUIT as\n"
+		"  SIGTERM does: no core dump); one that arrives later in the start (an\n"
+		"  old hashlb's sockets being taken over) stops it once it runs.\n"
 		"\n"
 		"UPGRADES\n"
 		"  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
@@ -412,8 +415,16 @@ static int run(int argc, char **argv, char *const *again)
 	return r < 0 ? 1 : 0;
 }
 
+/* SIGQUIT before the daemon takes it: end the process as SIGTERM does then */
+static void quit_as_term(int sig)
+{
+	(void)sig;
+	raise(SIGTERM);
+}
+
 int cmd_run(int argc, char **argv)
 {
+	struct sigaction quit = { .sa_handler = quit_as_term }, was;
 	char **again;
 	sigset_t mask;
 	int r;
@@ -436,6 +447,16 @@ int cmd_run(int argc, char **argv)
 	sigaddset(&mask, SIGUSR2);
 	sigaddset(&mask, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
+
+	/* SIGTERM, SIGINT and SIGQUIT, which the daemon drains on, end a hashlb
+	 * still loading at once: it has no connection yet. But SIGQUIT's default
+	 * action is a core dump, which a service manager counts as a failure
+	 * (systemd: code=dumped, a restart with Restart=on-failure) and which
+	 * writes a core of the whole process, where the SIGTERM it stands for
+	 * (nginx's graceful stop) is a clean stop. Left ignored if it was (a
+	 * shell's background job), as SIGINT is. */
+	if (sigaction(SIGQUIT, NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+		sigaction(SIGQUIT, &quit, NULL);
 
 	/* the command line an upgrade in place runs again (getopt reorders argv) */
 	again = calloc((size_t)argc + 2, sizeof(*again));

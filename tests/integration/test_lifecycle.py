@@ -496,6 +496,39 @@ def long_config_path_logged_whole():
     check(lb.stop() == 0, "exit 0")
 
 
+def _large_config():
+    """A config that takes a while to load (20 services of 500 backends), at no listen port
+    of its own."""
+    lines = ["workers: 1", "admin: off", "services:"]
+    for k in range(20):
+        lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
+                  "    health: {enabled: false}", "    backends:"]
+        lines += [f"      - {{name: b{i}, address: '127.0.{i // 250}.{i % 250 + 1}:80'}}"
+                  for i in range(500)]
+    return "\n".join(lines) + "\n"
+
+
+def _loading(lb):
+    """Wait until hashlb run holds SIGHUP, SIGUSR2 and SIGUSR1 but not yet SIGTERM, which the
+    daemon blocks once the config has loaded: the config is loading. False if that moment
+    was missed. Timing alone will not do: a sanitized build spends tens of ms before main(),
+    where any signal still kills."""
+    hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
+    usr1 = 1 << (signal.SIGUSR1 - 1)
+    end = time.time() + 30
+    while time.time() < end and lb.proc.poll() is None:
+        try:
+            with open(f"/proc/{lb.proc.pid}/status") as f:
+                blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", f.read()).group(1), 16)
+        except (OSError, AttributeError):
+            continue
+        if blocked & term:
+            return False  # the daemon is up: the window is gone
+        if blocked & hup and blocked & usr2 and blocked & usr1:
+            return True
+    return False
+
+
 def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
     hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
@@ -503,30 +536,9 @@ def early_signals():
     into its start here). SIGUSR1 (logrotate's signal for nginx) is held too, and logged and
     ignored once it runs: before, it killed a hashlb still loading, such as the new process of
     an upgrade in place resolving its names, and the upgrade failed."""
-    lines = ["workers: 1", "admin: off", "services:"]
-    for k in range(20):
-        lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
-                  "    health: {enabled: false}", "    backends:"]
-        lines += [f"      - {{name: b{i}, address: '127.0.{i // 250}.{i % 250 + 1}:80'}}"
-                  for i in range(500)]
-    lb = Hashlb("\n".join(lines) + "\n", fname="large.yaml", wait=False)
-    # The moment to signal: the main thread holds SIGHUP and SIGUSR2 but not yet SIGTERM,
-    # which the daemon blocks once the config has loaded. (No such moment on the build before:
-    # it blocked all of them at once, after the load.) Timing alone will not do: a sanitized
-    # build spends tens of ms before main(), where any signal still kills.
-    hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
-    usr1 = 1 << (signal.SIGUSR1 - 1)
-    loading, end = False, time.time() + 30
-    while not loading and time.time() < end and lb.proc.poll() is None:
-        try:
-            with open(f"/proc/{lb.proc.pid}/status") as f:
-                blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", f.read()).group(1), 16)
-        except (OSError, AttributeError):
-            continue
-        if blocked & term:
-            break  # the daemon is up: the window is gone
-        loading = blocked & hup and blocked & usr2 and blocked & usr1
-    check(loading, "SIGHUP, SIGUSR2 and SIGUSR1 are held while the config loads")
+    lb = Hashlb(_large_config(), fname="large.yaml", wait=False)
+    # (No such moment on the build before: it blocked all of them at once, after the load.)
+    check(_loading(lb), "SIGHUP, SIGUSR2 and SIGUSR1 are held while the config loads")
     lb.proc.send_signal(signal.SIGUSR1)
     lb.proc.send_signal(signal.SIGHUP)
     check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
@@ -535,6 +547,27 @@ def early_signals():
     check(lb.wait_log('msg="SIGUSR1 ignored"', 10),
           f"a SIGUSR1 during start-up: logged and ignored once running ({lb.proc.poll()})")
     check(lb.stop(timeout=30) == 0, "exit 0")
+
+
+def early_sigquit_stops_as_sigterm():
+    """SIGQUIT is a stop as SIGTERM (nginx's graceful stop, "not a core dump", hashlb run
+    --help). While the config still loads, SIGTERM ends hashlb at once (nothing to drain
+    yet); SIGQUIT kept its default action there, a core dump: the process killed by signal 3
+    with a core of it written, which systemd takes for a failure (code=dumped, and a restart
+    under Restart=on-failure) where a SIGTERM is a clean stop. Now it ends as SIGTERM does
+    (or, had the daemon taken it already, drains and exits 0). prlimit: no core file is left
+    by the build before."""
+    lb = Hashlb(_large_config(), fname="large.yaml", wait=False, wrap=("prlimit", "--core=0", "--"))
+    check(_loading(lb), "caught while the config loads")
+    lb.proc.send_signal(signal.SIGQUIT)
+    try:
+        rc = lb.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    print(f"    SIGQUIT while loading: exit status {rc}")
+    check(rc == -signal.SIGTERM or (rc == 0 and lb.wait_log("msg=stopped ")),
+          f"ended as by SIGTERM ({-signal.SIGTERM}), not killed by SIGQUIT ({-signal.SIGQUIT}), "
+          f"a core dump: {rc}")
 
 
 def systemd_notify():
@@ -717,6 +750,7 @@ run_tests([config_error_refused, admin_option_clash_refused,
            drain_end_logged,
            drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
            second_signal_after_an_upgrade,
-           reload_keeps_listeners_and_connections, early_signals, systemd_notify, systemd_unit_verifies,
+           reload_keeps_listeners_and_connections, early_signals,
+           early_sigquit_stops_as_sigterm, systemd_notify, systemd_unit_verifies,
            socket_activation, odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
