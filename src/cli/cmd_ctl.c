@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -734,6 +735,32 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 }
 
 /*
+ * Command <cmd> is none of ctl's: said, and when it is what 'set' sets (a
+ * state, "weight", "max_connections": 'hashlb ctl drain web-2', as other
+ * balancers' tools spell it), the 'set' that does it.
+ */
+static void ctl_unknown_command(const char *cmd)
+{
+	static const char *const states[] = { "ready", "drain",	   "maint",
+					      "up",    "draining", "maintenance" };
+
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		if (!strcasecmp(cmd, states[i])) {
+			cli_error("unknown command '%s': a backend's state is set with "
+				  "'hashlb ctl set [-s SERVICE] BACKEND %s'\n",
+				  cmd, cmd);
+			return;
+		}
+	if (!strcmp(cmd, "weight") || !strcmp(cmd, "max_connections")) {
+		cli_error("unknown command '%s': it is set with 'hashlb ctl set [-s SERVICE] "
+			  "BACKEND %s N'\n",
+			  cmd, cmd);
+		return;
+	}
+	cli_error("unknown command '%s'\n", cmd);
+}
+
+/*
  * The commands: how many arguments each takes, which options apply to it,
  * and its synopsis for the line that says it was given the wrong arguments.
  */
@@ -783,7 +810,7 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 		if (!strcmp(cmd, ctl_commands[i].name))
 			c = &ctl_commands[i];
 	if (!c) {
-		cli_error("unknown command '%s'\n", cmd);
+		ctl_unknown_command(cmd);
 		return 2;
 	}
 	if (n < c->min_args || n > c->max_args)

@@ -529,6 +529,14 @@ for args, line in [
      "hashlb ctl: invalid value '0' for option --timeout (1..3600 seconds)"),
     (("ctl",), "hashlb ctl: no command given"),
     (("ctl", "frobnicate"), "hashlb ctl: unknown command 'frobnicate'"),
+    # what 'set' sets, typed as a command (other balancers' tools drain so): the message says
+    # the 'set' that does it (it said "unknown command 'drain'" and no more)
+    (("ctl", "drain", "web-2"), "hashlb ctl: unknown command 'drain': a backend's state is set "
+     "with 'hashlb ctl set [-s SERVICE] BACKEND drain'"),
+    (("ctl", "Maint", "web-2"), "hashlb ctl: unknown command 'Maint': a backend's state is set "
+     "with 'hashlb ctl set [-s SERVICE] BACKEND Maint'"),
+    (("ctl", "weight", "web-2", "3"), "hashlb ctl: unknown command 'weight': it is set with "
+     "'hashlb ctl set [-s SERVICE] BACKEND weight N'"),
     (("ctl", *ADMIN, "-j", "metrics"), "hashlb ctl: -j does not apply to metrics"),
     (("ctl", *ADMIN, "lookup", "10.0.0.1", "-s"), "hashlb ctl: option '-s' requires an argument"),
     (("ctl", "-a", "localhost", "status"),
