@@ -100,7 +100,9 @@ static void usage(FILE *f)
 		"                                  nothing answers, or another process's\n"
 		"                                  endpoint) by SIGHUP to PID, said on\n"
 		"                                  stderr: exit 0, the outcome only in\n"
-		"                                  PID's log; 1 if it cannot be sent\n"
+		"                                  PID's log; 1 if it cannot be sent, and\n"
+		"                                  1, nothing sent, when -c FILE or its\n"
+		"                                  admin key cannot be read\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -992,11 +994,24 @@ int cmd_ctl(int argc, char **argv)
 					config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY,
 					&cfg, &admin_err);
 			if (r < 0) {
+				/* --pid: no SIGHUP either, as ctl knows no endpoint
+				 * that is not pid's; said, as the fallback to it is */
+				char none[96] = "";
+
+				if (pid)
+					snprintf(
+						none, sizeof(none),
+						"; nothing was sent to pid %d (no reload, no SIGHUP)",
+						(int)pid);
 				cli_print_error(admin_err.msg[0] ? &admin_err : &err);
 				if (r == -ENOENT) /* a YAML error, and no admin key before it */
 					cli_error("%s: no admin key before that error (what comes "
-						  "after it cannot be read): give --admin ADDR\n",
-						  config);
+						  "after it cannot be read): give --admin ADDR%s\n",
+						  config, none);
+				else if (pid)
+					cli_error("%s: its admin address cannot be read: give "
+						  "--admin ADDR%s\n",
+						  config, none);
 				return 1;
 			}
 			cli_print_error(&err);

@@ -405,6 +405,27 @@ p = subprocess.run(["unshare", "--net", HASHLB, "ctl", "status"], capture_output
 check(p.returncode == 1 and "hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901:"
       in p.stderr, f"ctl status with HASHLB_ADMIN='': exit {p.returncode}, stderr {p.stderr!r}")
 
+# ctl -c FILE reload --pid PID (a unit's ExecReload=) where FILE, or its admin key, cannot be
+# read: exit 1 and PID sent nothing, no reload asked and no SIGHUP, as control.md says; and the
+# message says so, where ctl's SIGHUP fallback says what it sent. It said only FILE's error, and
+# an operator who knows the fallback could not tell whether PID had been sent a SIGHUP.
+with open(os.path.join(tmp, "admin-later.yaml"), "w") as f:
+    f.write("services: [\nadmin: 127.0.0.1:9901\n")
+idle = subprocess.Popen(["sleep", "60"])
+for path, why in ((NO_FILE, f"hashlb ctl: {NO_FILE}: its admin address cannot be read: give "
+                  "--admin ADDR"),
+                  (f.name, f"hashlb ctl: {f.name}: no admin key before that error (what comes "
+                  "after it cannot be read): give --admin ADDR")):
+    p = run("ctl", "-c", path, "reload", "--pid", str(idle.pid), ok=False)
+    want = f"{why}; nothing was sent to pid {idle.pid} (no reload, no SIGHUP)\n"
+    check(p.returncode == 1 and p.stdout == "" and p.stderr.endswith(want) and
+          idle.poll() is None,
+          f"ctl -c {os.path.basename(path)} reload --pid: exit {p.returncode}, {idle.poll()}, "
+          f"stderr {p.stderr!r}, want it to end {want!r}")
+idle.kill()
+idle.wait()
+os.unlink(f.name)
+
 # A usage error is found before anything is done: a bad client after a good one printed the
 # good one's line first (and exited 1).
 for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.0.0.1", "bogus"),
