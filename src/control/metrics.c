@@ -74,7 +74,7 @@ static const struct family_desc bfamilies[B_MAX] = {
 			  "The backend's max_connections; 0 = unlimited." },
 	[B_UP] = { "hashlb_backend_up", "gauge",
 		   "1 if the backend takes new clients, as the published table says: 0 for a "
-		   "standby backup, weight 0, down, drain or maint." },
+		   "standby backup, weight 0, down, drain or maint, and one a reload removed." },
 	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
 			"1 if the health checks say up (flap damping included)." },
 	[B_WEIGHT] = { "hashlb_backend_weight", "gauge", "The backend's weight." },
