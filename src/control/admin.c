@@ -691,10 +691,11 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	}
 	got = hlb_clients_top(t, n, top);
 	if (text) {
-		hlb_buf_printf(o,
-			       "service %s: %" PRIu64 " clients, at most %u connections each%s\n",
-			       s->cfg->name, hlb_clients_size(t), snap->max_per_client,
-			       client_prefix_text(&snap->client_prefix, pbuf, sizeof(pbuf)));
+		hlb_buf_printf(
+			o, "service %s: %" PRIu64 " client%s, at most %u connection%s each%s\n",
+			s->cfg->name, hlb_clients_size(t), hlb_clients_size(t) == 1 ? "" : "s",
+			snap->max_per_client, snap->max_per_client == 1 ? "" : "s",
+			client_prefix_text(&snap->client_prefix, pbuf, sizeof(pbuf)));
 		hlb_buf_printf(o, "  %-40s %11s\n", "CLIENT", "CONNECTIONS");
 	} else {
 		hlb_buf_puts(o, "{\"service\":");

@@ -2147,7 +2147,7 @@ def client_prefix_limit():
           got["top"] == [{"client": "127.0.66.0/24", "connections": 2}],
           f"/clients lists the prefix with its count: {got}")
     rc, so, se = lb.ctl("clients")
-    check(rc == 0 and so.splitlines()[0] == "service t: 1 clients, at most 2 connections each "
+    check(rc == 0 and so.splitlines()[0] == "service t: 1 client, at most 2 connections each "
           "per client prefix: IPv4 /24, IPv6 /64" and so.split()[-2:] == ["127.0.66.0/24", "2"],
           f"hashlb ctl clients too: {so} {se}")
     check(lb.service()["client_prefix"] == {"ipv4": 24, "ipv6": 64}, "and /status")
