@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "hashlb/error.h"
 #include "hashlb/steer_shared.h"
@@ -105,6 +106,20 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
  */
 int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
 		       struct hashlb_steer **ret_steer, struct hashlb_error *err);
+
+/*
+ * hashlb_steer_find(), for an upgrade: the program on <iface> that process
+ * <pid> (the hashlb this one replaces, still running) drives, at whichever
+ * hook, with its conntrack table and so its established flows. Of two, one
+ * at the XDP hook and one at tc, the XDP one may be another's (attached by
+ * hand, an orphan): taking it would leave <pid>'s to be detached when <pid>
+ * exits, its flows' entries with it. Returns 0; 1 if another hashlb program
+ * is at the other hook, <err> naming both (left as it is); -ENOENT if <pid>
+ * drives none there (then, as for any start, one no process drives:
+ * hashlb_steer_adopt()).
+ */
+int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer **ret_steer,
+			     struct hashlb_error *err);
 
 /*
  * Whether hashlb_steer_free() leaves the program attached. Opened handles

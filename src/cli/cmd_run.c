@@ -389,7 +389,7 @@ static int run(int argc, char **argv, char *const *again)
 		return 1;
 	}
 	/* Services with steering: kernel: the same tables, into the kernel. */
-	if (run_steer_new(cfg, d, hlb_daemon_took_over(d), &steer) < 0 ||
+	if (run_steer_new(cfg, d, hlb_daemon_taken_from(d), &steer) < 0 ||
 	    hlb_control_plug_subscribe(plug, run_steer_publish, steer) < 0) {
 		cli_error("out of memory\n");
 		hlb_daemon_free(d);

@@ -61,7 +61,9 @@ struct run_steer_svc {
 struct run_steer {
 	struct run_steer_svc *svcs;
 	uint32_t n;
-	bool upgrade; /* took the sockets over: take an attached program over too */
+	/* The hashlb this one took the sockets over from (0: none): the
+	 * program it drives is taken over too. */
+	pid_t from;
 	struct hlb_daemon *d;
 	/* Every RETRY_MS while a service's latest table is refused; deleted when none is. */
 	struct hlb_daemon_timer *retry_timer;
@@ -221,7 +223,7 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 	char qi[LOG_IFACE_KV_MAX];
 	uint32_t n = 0;
 
-	rs->upgrade = false; /* a reload's new program is this process's own */
+	rs->from = 0; /* a reload's new program is this process's own */
 
 	/* services no longer steered (removed, or steering: userspace now), or
 	 * steered on another interface: detached; the rest keep their program */
@@ -290,7 +292,7 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 	}
 }
 
-int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool upgrade,
+int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, pid_t from,
 		  struct run_steer **ret_rs)
 {
 	struct run_steer *rs = calloc(1, sizeof(*rs));
@@ -299,7 +301,7 @@ int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool up
 		return -ENOMEM;
 	rs->d = d;
 	run_steer_sync(rs, cfg);
-	rs->upgrade = upgrade;
+	rs->from = from;
 	*ret_rs = rs;
 	return 0;
 }
@@ -419,25 +421,44 @@ static void refresh_arm(struct run_steer *rs, const char *name)
 }
 
 /*
- * Into <e>->steer, the program on <iface> to take over: the replaced
- * hashlb's (an upgrade), or one no process drives (adopt). Of two, one at
- * the XDP hook and one at tc (another process attached one by hand, or an
- * older hashlb did not refuse it), the XDP one, which sees every packet
- * first: the tc one is logged, for the operator to detach (before, it was
- * taken without a word, as hashlb steer took it). Refused, neither would
- * be driven, and both would go on steering with their last tables.
- * Returns 0 or -errno as hashlb_steer_find() and hashlb_steer_adopt().
+ * Into <e>->steer, the program on <iface> to take over, and *<ret_from> how
+ * it was found: the one the replaced hashlb drives (an upgrade), else one no
+ * process drives (adopt: an orphan). Of two, one at the XDP hook and one at
+ * tc (another process attached one by hand, or an older hashlb did not
+ * refuse it), the replaced hashlb's: the other is logged, for the operator
+ * to detach. Before, an upgrade took the XDP one, and the old process,
+ * its tc program taken over by nobody, detached it at the handover, its
+ * flows' entries with it: every connection it carried was reset. Of two
+ * orphans, the XDP one, which sees every packet first, logged likewise
+ * (before, it was taken without a word, as hashlb steer took it).
+ * Refused, neither would be driven, and both would go on steering with
+ * their last tables. Returns 0 or -errno as hashlb_steer_adopt().
  */
 static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *iface,
-		     struct hashlb_error *err)
+		     const char **ret_from, struct hashlb_error *err)
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
 	enum hashlb_steer_mode mode = HASHLB_STEER_AUTO;
 	int ret;
 
+	if (rs->from > 0) {
+		ret = hashlb_steer_find_driven(iface, rs->from, &e->steer, err);
+		if (ret == 1)
+			hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
+				"service=%s interface=%s error=%s reason=\"the one the replaced "
+				"hashlb drove is taken over, with its established flows; the other "
+				"is left as it is: hashlb steer -i IFACE --mode %s --detach removes "
+				"it\"",
+				e->name, hlb_log_quote(iface, qi, sizeof(qi)),
+				hlb_log_quote(err->msg, q, sizeof(q)),
+				hashlb_steer_mode(e->steer) == HASHLB_STEER_TC ? "xdp" : "tc");
+		*ret_from = "upgrade";
+		if (ret != -ENOENT)
+			return ret < 0 ? ret : 0;
+	}
+	*ret_from = "orphan";
 	for (int i = 0; i < 2; i++) {
-		ret = rs->upgrade ? hashlb_steer_find(iface, mode, &e->steer, err)
-				  : hashlb_steer_adopt(iface, mode, &e->steer, err);
+		ret = hashlb_steer_adopt(iface, mode, &e->steer, err);
 		if (ret != -ENOTUNIQ || mode != HASHLB_STEER_AUTO)
 			return ret;
 		hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
@@ -456,7 +477,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer_dest *dests;
-	const char *name = e->name, *dev;
+	const char *name = e->name, *dev, *from;
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
 	int ret;
 
@@ -499,16 +520,15 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 		/* The replaced hashlb's program (an upgrade), or one whose
 		 * process is gone (killed, crashed): taken over, its flows stay
-		 * where they are. Never one a live process drives. */
-		ret = take_over(rs, e, o.iface, &err);
+		 * where they are. Never one another live process drives. */
+		ret = take_over(rs, e, o.iface, &from, &err);
 
 		if (ret == 0) {
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
 				"service=%s interface=%s mode=%s from=%s", name,
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
-				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-				rs->upgrade ? "upgrade" : "orphan");
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)), from);
 			/* Attached again, its flows would start with no entry. */
 			if (!hashlb_steer_reads_ext(e->steer))
 				hlb_log(HLB_LOG_WARN, "kernel steering: an older hashlb's program",
@@ -517,7 +537,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 					"the program is attached again\"",
 					name, hlb_log_quote(o.iface, qi, sizeof(qi)));
 			flows_kept(e);
-		} else if (!rs->upgrade && ret != -ENOENT) {
+		} else if (ret != -ENOENT) {
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);
 			return;

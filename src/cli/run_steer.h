@@ -9,9 +9,10 @@
  * becomes the VIP with the next table (run_steer_sync()).
  *
  * Upgrades. A hashlb that took its listening sockets over from the one it
- * replaces (<upgrade>) takes that one's program over too, when one is
- * attached to the interface: the same program, its conntrack with the
- * established flows, fed this process's tables. The one that hands over
+ * replaces (<from>, its pid) takes that one's program over too, when it
+ * drives one on the interface: the same program, its conntrack with the
+ * established flows, fed this process's tables (else one no process drives,
+ * as any start does; never one another live process drives). The one that hands over
  * (run_steer_handed_over()) leaves it attached when it exits, if the new one
  * took it over (holds its maps); one the new config no longer steers there is
  * detached, or it would steer with its last table, driven by nobody.
@@ -39,7 +40,7 @@ struct run_steer;
 
 /* The services of <cfg> with steering: kernel (their interface and VIP are copied); refused
  * tables are retried on a timer of <d>. Free it after hlb_daemon_free(<d>). */
-int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, bool upgrade,
+int run_steer_new(const struct hashlb_config *cfg, struct hlb_daemon *d, pid_t from,
 		  struct run_steer **ret_rs);
 /* A hlb_control_reloaded_fn: <arg> is the struct run_steer, <cfg> the config now in force.
  * The republish that follows attaches what is new. Control thread only. */

@@ -1315,9 +1315,9 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
 	return n;
 }
 
-bool hlb_daemon_took_over(const struct hlb_daemon *d)
+pid_t hlb_daemon_taken_from(const struct hlb_daemon *d)
 {
-	return hlb_proxy_taken_from(d->proxy) != 0;
+	return hlb_proxy_taken_from(d->proxy);
 }
 
 pid_t hlb_daemon_successor(const struct hlb_daemon *d)

@@ -202,8 +202,9 @@ typedef void (*hlb_daemon_close_old_fn)(struct hlb_daemon *d, void *arg, uint64_
  */
 pid_t hlb_daemon_close_old(struct hlb_daemon *d, const char *svc, const char *name,
 			   hlb_daemon_close_old_fn done, void *arg, uint64_t own);
-/* This process took its listening sockets over from the hashlb it replaces. */
-bool hlb_daemon_took_over(const struct hlb_daemon *d);
+/* The hashlb this process took its listening sockets over from, the one it replaces (its
+ * pid: it still runs while this one starts), or 0. */
+pid_t hlb_daemon_taken_from(const struct hlb_daemon *d);
 /* It handed them to the hashlb that replaces it (SIGUSR2 and the new one became ready, or
  * GET /sockets from a hashlb that still runs): what outlives it (kernel steering) is left to
  * that one. */

@@ -32,6 +32,12 @@ int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer **ret_steer,
+			     struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 {
 }

@@ -846,12 +846,37 @@ static bool fd_is_map(const char *pid, const char *fd, uint32_t map_id)
 	return is;
 }
 
+/* Whether process <pid> (its /proc name) holds map <map_id> open. */
+static bool pid_holds_map(const char *pid, uint32_t map_id)
+{
+	char path[16 + NAME_MAX], target[32];
+	struct dirent *d;
+	bool holds = false;
+	DIR *fds;
+
+	snprintf(path, sizeof(path), "/proc/%s/fd", pid);
+	fds = opendir(path);
+	if (!fds)
+		return false;
+	while (!holds && (d = readdir(fds))) {
+		ssize_t n = readlinkat(dirfd(fds), d->d_name, target, sizeof(target) - 1);
+
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		holds = strcmp(target, "anon_inode:bpf-map") == 0 &&
+			fd_is_map(pid, d->d_name, map_id);
+	}
+	closedir(fds);
+	return holds;
+}
+
 /* A process other than this one that holds map <map_id> open, or 0. */
 static pid_t map_holder(uint32_t map_id)
 {
-	char self[16], path[16 + NAME_MAX], target[32];
-	DIR *proc = opendir("/proc"), *fds;
-	struct dirent *p, *d;
+	char self[16];
+	DIR *proc = opendir("/proc");
+	struct dirent *p;
 	pid_t holder = 0;
 
 	if (!proc)
@@ -860,24 +885,65 @@ static pid_t map_holder(uint32_t map_id)
 	while (!holder && (p = readdir(proc))) {
 		if (p->d_name[0] < '1' || p->d_name[0] > '9' || strcmp(p->d_name, self) == 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/fd", p->d_name);
-		fds = opendir(path);
-		if (!fds)
-			continue;
-		while (!holder && (d = readdir(fds))) {
-			ssize_t n = readlinkat(dirfd(fds), d->d_name, target, sizeof(target) - 1);
-
-			if (n <= 0)
-				continue;
-			target[n] = 0;
-			if (strcmp(target, "anon_inode:bpf-map") == 0 &&
-			    fd_is_map(p->d_name, d->d_name, map_id))
-				holder = (pid_t)atoi(p->d_name);
-		}
-		closedir(fds);
+		if (pid_holds_map(p->d_name, map_id))
+			holder = (pid_t)atoi(p->d_name);
 	}
 	closedir(proc);
 	return holder;
+}
+
+/* The id of <s>'s map hlb_active (what tells who drives its program), 0 if
+ * it cannot be read (errno says why). */
+static uint32_t active_map_id(struct hashlb_steer *s)
+{
+	struct bpf_map_info mi;
+	uint32_t len = sizeof(mi);
+
+	memset(&mi, 0, sizeof(mi));
+	return bpf_obj_get_info_by_fd(s->fd[M_ACTIVE], &mi, &len) < 0 ? 0 : mi.id;
+}
+
+int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer **ret_steer,
+			     struct hashlb_error *err)
+{
+	enum hashlb_steer_mode modes[2];
+	struct hashlb_steer *s = NULL;
+	uint32_t ids[2], n, taken = 0;
+	char name[16];
+	int ifindex = (int)if_nametoindex(iface);
+
+	if (!ifindex)
+		return hashlb_err(err, -ENODEV, HASHLB_ERR_SYSTEM, "no interface '%s'", iface);
+	snprintf(name, sizeof(name), "%d", (int)pid);
+	n = attached_progs(ifindex, HASHLB_STEER_AUTO, ids, modes);
+	for (uint32_t i = 0; i < n && !s; i++) {
+		/* at the XDP hook: either flavour, the kernel holds one; one
+		 * whose maps cannot be read (another version's) is not <pid>'s */
+		if (hashlb_steer_find(iface,
+				      modes[i] == HASHLB_STEER_TC ? HASHLB_STEER_TC
+								  : HASHLB_STEER_XDP_NATIVE,
+				      &s, err) < 0)
+			continue;
+		if (pid > 0 && pid_holds_map(name, active_map_id(s))) {
+			taken = i;
+			break;
+		}
+		hashlb_steer_free(s); /* found, so kept */
+		s = NULL;
+	}
+	if (!s)
+		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
+				  "process %d drives no hashlb program on '%s'", (int)pid, iface);
+	*ret_steer = s;
+	if (n < 2)
+		return 0;
+	hashlb_err(err, 0, HASHLB_ERR_SYSTEM,
+		   "two hashlb programs are attached to '%s', %s (program %u) and %s "
+		   "(program %u): the %s one is process %d's",
+		   iface, hashlb_steer_mode_name(modes[0]), ids[0],
+		   hashlb_steer_mode_name(modes[1]), ids[1], hashlb_steer_mode_name(modes[taken]),
+		   (int)pid);
+	return 1;
 }
 
 int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,

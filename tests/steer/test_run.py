@@ -4,7 +4,8 @@ namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's t
 backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
 yet is published once it is, with no other change; a backend in maint, and a backup when the others
 return, keep their established connections; a daemon restarted after SIGKILL takes its
-orphaned program over, never one a live daemon drives; /metrics shows the kernel path's
+orphaned program over, never one a live daemon drives; an upgrade takes over the program the
+old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
@@ -15,6 +16,7 @@ Each scenario starts its own daemon; the namespaces are removed even when it fai
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -400,6 +402,13 @@ def followed(topo, d, client, held, tag, out):
     return got, still_held(client, held, tag)
 
 
+def drain_followed(topo, d, client, held, tag):
+    """ctl set b1 drain, then followed(): (new clients, connections lost)."""
+    p = d.ctl("set", "b1", "drain")
+    check(p.returncode == 0, f"{tag}: ctl set b1 drain: {p.stdout} {p.stderr}")
+    return followed(topo, d, client, held, tag, "b1")
+
+
 def maint(topo, servers):
     """ctl set b1 maint: b1 gets no new client, and its established connections through the
     kernel path stay (docs/control.md: maint closes nothing)."""
@@ -476,9 +485,7 @@ def sigkill(topo, servers):
               f"sigkill: a second daemon took over the program a live one drives: "
               f"{[l for l in d3.lines if 'steering' in l][:2]}")
         d3.stop(steering=False)  # the held connections are still open
-        p = d2.ctl("set", "b1", "drain")
-        check(p.returncode == 0, f"sigkill: ctl set b1 drain: {p.stdout} {p.stderr}")
-        got, lost = followed(topo, d2, client, held, "sigkill", "b1")
+        got, lost = drain_followed(topo, d2, client, held, "sigkill")
         print(f"sigkill: restarted: {'took the program over' if taken else 'NOT taken over'}; "
               f"{lost} of {len(held)} connections lost; b1 drained: new clients {dict(got)}",
               flush=True)
@@ -655,6 +662,27 @@ signal.pause()  # until the test terminates it
 """
 
 
+def upgrade(d, tag):
+    """An upgrade in place of <d> (SIGUSR2): the new process's pid once it is ready, or None."""
+    d.proc.send_signal(signal.SIGUSR2)
+    line = d.wait_log("upgraded: the new hashlb is ready", 15)
+    check(line is not None, f"{tag}: no upgrade in place")
+    return line and int(line.split("pid=")[1].split()[0])
+
+
+def stop_pid(pid):
+    """SIGTERM to the process an upgrade started (<pid>, or None), and wait until it exits."""
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(150):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    except ProcessLookupError:
+        pass
+
+
 def upgrade_unsteered(topo, servers):
     """An upgrade in place (SIGUSR2) whose config no longer steers the service in the kernel:
     the new process does not take the program over, so the old one detaches it at the
@@ -678,12 +706,9 @@ def upgrade_unsteered(topo, servers):
             text = f.read()
         with open(d.path, "w") as f:
             f.write(text.replace("steering: kernel", "steering: userspace"))
-        d.proc.send_signal(signal.SIGUSR2)
-        line = d.wait_log("upgraded: the new hashlb is ready", 15)
-        check(line is not None, "upgrade: no upgrade in place")
-        if line is None:
+        new_pid = upgrade(d, "upgrade")
+        if new_pid is None:
             return
-        new_pid = int(line.split("pid=")[1].split()[0])
         gone, end = None, time.monotonic() + 30
         while time.monotonic() < end:
             if not attached(topo):
@@ -711,14 +736,7 @@ def upgrade_unsteered(topo, servers):
         if holder and holder.poll() is None:
             holder.terminate()
             holder.wait(timeout=10)
-        if new_pid:
-            try:
-                os.kill(new_pid, signal.SIGTERM)
-                for _ in range(150):
-                    os.kill(new_pid, 0)
-                    time.sleep(0.1)
-            except ProcessLookupError:
-                pass
+        stop_pid(new_pid)
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
@@ -1031,6 +1049,69 @@ def two_hooks(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def tc_prog(topo):
+    """The id of the hlb_tc program on the LB's eth0, or None."""
+    out = T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb, check=False).stdout
+    m = re.search(r"hlb_tc.* id (\d+)", out)
+    return m and int(m.group(1))
+
+
+def upgrade_two_hooks(topo, servers):
+    """An upgrade in place (SIGUSR2) of a daemon whose program is at tc, while another hashlb
+    program is at the XDP hook (attached by hand here; it steers nothing, its VIP table empty):
+    the new process takes over the program the old one drove, the tc one, with its conntrack
+    table, so the old process leaves it attached; the XDP one stays as it was, and the warning
+    names it. 24 connections held across the upgrade stay on their backends when b1 is then
+    drained. Before, the new process took the XDP one over (it sees every packet first), the old
+    one detached its tc program at the handover as taken over by nobody, and the established
+    flows went to the LB's stack, which reset them."""
+    BPF_OBJ = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "bpf", "steer.bpf.o")
+    d = Daemon(topo, service(topo)).start()
+    new_pid, client = None, None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "upgrade two hooks: no table published at start")
+        tc_id = tc_prog(topo)
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "obj", BPF_OBJ, "sec", "xdp",
+             ns=topo.lb)
+        client, held = hold(topo)
+        on_b1 = sum(1 for n in held.values() if n == "b1")
+        check(on_b1 > 0, f"upgrade two hooks: no connection on b1, the test proves nothing: "
+              f"{held}")
+        new_pid = upgrade(d, "upgrade two hooks")
+        if new_pid is None:
+            return
+        d.proc.wait(timeout=30)
+        taken = [x for x in d.lines if "kernel steering taken over" in x]
+        warned = [x for x in d.lines if "two hashlb programs" in x]
+        check(taken and "mode=tc" in taken[-1] and "from=upgrade" in taken[-1],
+              f"upgrade two hooks: the new process took over {taken[-1:]}")
+        check(warned and "xdp-generic (program" in warned[-1] and
+              "--mode xdp --detach" in warned[-1],
+              f"upgrade two hooks: the other program not named: {warned}")
+        tc_now = tc_prog(topo)
+        check(tc_now is not None and tc_now == tc_id and
+              "xdpgeneric" in T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout,
+              f"upgrade two hooks: after the old process exited, tc program {tc_now} "
+              f"(before: {tc_id}), XDP: "
+              f"{'xdpgeneric' in T.sh('ip', 'link', 'show', 'eth0', ns=topo.lb).stdout}")
+        got, lost = drain_followed(topo, d, client, held, "upgrade two hooks")
+        print(f"upgrade two hooks: taken over {taken and taken[-1].split('msg=')[1].strip()}; "
+              f"{lost} of {len(held)} connections lost; b1 drained: new clients {dict(got)}",
+              flush=True)
+    finally:
+        if client and client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
+        if new_pid:
+            topo.wait_closed()
+        stop_pid(new_pid)
+        d.stop()
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def altname(topo, servers):
     """Two services steered on one interface under two of its names, eth0 and an altname (the
     config's one-service-per-interface check compares names): the one that comes second is not
@@ -1242,7 +1323,7 @@ def body(topo):
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
                      ("too_small", too_small), ("slots_held", slots_held),
-                     ("two_hooks", two_hooks),
+                     ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
                      ("iface_later", iface_later), ("renamed", renamed)]:
