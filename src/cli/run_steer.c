@@ -686,6 +686,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hlb_snapshot *snap;
+		const char *dev;
 
 		if (!rs->stopping && attach_lost(rs, e))
 			continue;
@@ -694,6 +695,9 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		snap = atomic_load(&e->svc->snap);
 		if (snap->generation != e->generation)
 			continue; /* a newer table is on its way */
+		/* once a turn, not once a backend: a syscall each (before, up
+		 * to REFRESH_BATCH of them every REFRESH_MS) */
+		dev = steer_dev(e, devbuf);
 		for (uint32_t k = 0,
 			      n = snap->n_backends < e->n_macs ? snap->n_backends : e->n_macs;
 		     k < n && k < REFRESH_BATCH; k++) {
@@ -704,7 +708,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 			/* none published (out of the table, its host gone): nothing
 			 * to go stale; its return to the table publishes it */
 			if (!memcmp(e->macs[j], none, 6) ||
-			    hashlb_steer_neighbour_mac(&b->addr, steer_dev(e, devbuf), mac) < 0 ||
+			    hashlb_steer_neighbour_mac(&b->addr, dev, mac) < 0 ||
 			    memcmp(mac, e->macs[j], 6) == 0)
 				continue;
 			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",
