@@ -655,6 +655,23 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		return drop(st, HLB_STEER_DROP_TABLE);
 
 	/*
+	 * Its entry names the backend the table picks, slot and incarnation,
+	 * and only the slot says otherwise: the wait after a flip, before the
+	 * loader writes the slots of the table now in force (a newcomer in
+	 * the slot of a backend it drops, a backend back in the table). The
+	 * flow is where its entry says, a hit, as once the slot is written.
+	 * Before, each of its packets until then counted as a new flow again
+	 * and as rescheduled, though it never moved.
+	 */
+	if (resched && way < HLB_STEER_CT_WAYS &&
+	    ((__u32)e & 0xffffff) ==
+		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
+		if (b->seen[way] != now)
+			b->seen[way] = now;
+		return forward_kept(st, eth, be, len, ret_ifindex);
+	}
+
+	/*
 	 * A RST with no entry of its own ends a flow that conntrack does not
 	 * hold (evicted, begun before the program, or none at all: a stray
 	 * RST answering a backend's retransmitted FIN). Steered by the table,

@@ -6,7 +6,8 @@
  * an entry idle for hours before any recent one, and a hit makes its way
  * recent again; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
- * not inherit the old backend's flows, even when its 8-bit incarnation wraps; a SYN that shares by chance a live
+ * not inherit the old backend's flows, even when its 8-bit incarnation wraps, and the flows the
+ * newcomer gets in the wait before it is written into the slot count once; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
  * move it off its draining backend, nor does one whose IPv6 source was
  * computed to share its hash without the program's seed; flows of two VIPs
@@ -345,6 +346,78 @@ static void incarnation(struct hashlb_steer *s, bool direct)
 	       direct ? " (one publication, 3 slots)" : "", n_c, n_e);
 	hashlb_table_free(t1);
 	hashlb_table_free(t2);
+	hashlb_table_free(t3);
+}
+
+/*
+ * 4a. The wait after the flip to a table whose newcomer e takes the slot of
+ * c, which it drops (3 slots): the slot holds c until the loader writes e
+ * in, after the barrier. A flow the table sends to e meanwhile makes an
+ * entry naming e's incarnation, and its next packet finds c's in the slot:
+ * scheduled again by the table, to e, its own entry. Counted once, as a new
+ * flow with a conntrack hit after it; before, twice in new_flows and once
+ * in ct_resched, though it never moved. Simulated: c's value written back
+ * into the slot after the publication, as it was during the wait.
+ */
+static void newcomer_wait(struct hashlb_steer *s)
+{
+	static const char *const abc[] = { "a", "b", "c" }, *const abe[] = { "a", "b", "e" };
+	struct hashlb_table *t1 = build(HASHLB_SCHEME_MAGLEV, abc, 3, NULL);
+	struct hashlb_table *t3 = build(HASHLB_SCHEME_MAGLEV, abe, 3, NULL);
+	struct hlb_steer_backend c_be, e_be;
+	struct hlb_steer_stats st0, st1;
+	uint32_t slot, n = 0, bad = 0;
+	uint64_t nf, nr;
+	struct test_pkt f[8];
+	uint64_t rng = 23;
+	int be;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t1, HASHLB_KEY_4TUPLE, NULL);
+	for (slot = 0; bpf_map_lookup_elem(bslots_fd, &slot, &c_be) == 0; slot++)
+		if (c_be.id == hashlb_steer_backend_id("c"))
+			break;
+	CHECK(c_be.id == hashlb_steer_backend_id("c"), "c has no slot");
+	test_publish(s, t3, HASHLB_KEY_4TUPLE, NULL);
+	CHECK(bpf_map_lookup_elem(bslots_fd, &slot, &e_be) == 0 &&
+		      e_be.id == hashlb_steer_backend_id("e"),
+	      "e did not take c's slot %u", slot);
+	CHECK(bpf_map_update_elem(bslots_fd, &slot, &c_be, BPF_ANY) == 0, "c's slot back");
+	while (n < 8) {
+		flow_init(&f[n], &rng, 0x0a00000a);
+		n += same(table_says(t3, &f[n]), "e");
+	}
+	st0 = stats(s);
+	for (uint32_t i = 0; i < n; i++) {
+		f[i].tcp_flags = 0x02;
+		bad += send_pkt(&f[i], &be) != XDP_TX_ || be != 2;
+		f[i].tcp_flags = 0x10;
+		bad += send_pkt(&f[i], &be) != XDP_TX_ || be != 2;
+	}
+	st1 = stats(s);
+	nf = st1.new_flows - st0.new_flows;
+	nr = st1.ct_resched - st0.ct_resched;
+	CHECK(bad == 0, "%u of %u packets of e's new flows not sent to e", bad, 2 * n);
+	CHECK(st1.new_flows - st0.new_flows == n && st1.ct_resched == st0.ct_resched &&
+		      st1.ct_hits - st0.ct_hits == n,
+	      "%u new flows on e, a SYN and an ACK each, during the wait: new_flows %llu, "
+	      "ct_resched %llu, ct_hits %llu",
+	      n, (unsigned long long)(st1.new_flows - st0.new_flows),
+	      (unsigned long long)(st1.ct_resched - st0.ct_resched),
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits));
+	/* the wait over: e in its slot, the flows by their entries */
+	CHECK(bpf_map_update_elem(bslots_fd, &slot, &e_be, BPF_ANY) == 0, "e's slot");
+	st0 = stats(s);
+	for (uint32_t i = 0; i < n; i++)
+		bad += send_pkt(&f[i], &be) != XDP_TX_ || be != 2;
+	st1 = stats(s);
+	CHECK(bad == 0 && st1.ct_hits - st0.ct_hits == n && st1.new_flows == st0.new_flows,
+	      "after the wait: %u not on e, %llu hits of %u", bad,
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits), n);
+	printf("newcomer wait: %u flows begun on e while c's slot was still c's, a SYN and an ACK "
+	       "each: new_flows %llu, ct_resched %llu\n",
+	       n, (unsigned long long)nf, (unsigned long long)nr);
+	hashlb_table_free(t1);
 	hashlb_table_free(t3);
 }
 
@@ -1179,6 +1252,7 @@ int main(void)
 	 * drops */
 	s = load(0, 3, t3);
 	incarnation(s, true);
+	newcomer_wait(s);
 	hashlb_steer_free(s);
 	hashlb_table_free(t3);
 	hashlb_table_free(t);
