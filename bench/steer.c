@@ -8,6 +8,11 @@
  *   established, far VIP: the same, to a VIP stored HLB_STEER_VIP_PROBES - 1
  *                slots past its home slot, behind 7 VIPs of the same home
  *                (the most the VIP table allows): the VIP match's worst case;
+ *   no VIP, 8 keys at its home: a packet to a port of that address that is
+ *                no VIP, whose home slot is the one of those 8 VIPs: passed,
+ *                at once if its bit is absent from the home's (8 bits, those
+ *                of the 7 keys past it set), else after the conntrack lookup
+ *                and the probe;
  *   new flow:    the program loaded with bench_new_flows, which XORs a
  *                counter into the source address so that every repeat is a
  *                flow never seen (conntrack miss, VIP lookup, table hash and
@@ -77,13 +82,17 @@ static void line(const char *what, double ns, double ref, double target, double 
  * HLB_STEER_VIP_PROBES - 1 other ports of that address with the same home
  * slot, so that the loader, placing keys in order, puts port 80 the farthest
  * from its home a key may be. The address's port-0 marker must not land in
- * that window. Returns how many VIPs.
+ * that window. Returns how many VIPs; <ret_other> (if not NULL) two ports of
+ * the same home that are none of them: [0] one whose bit in the home's absent
+ * the keys past it leave clear (passed at once), [1] one whose bit one of
+ * them has (looked up in conntrack and probed for, then passed).
  */
-static uint32_t far_vips(char (*vips)[24])
+static uint32_t far_vips(char (*vips)[24], uint16_t ret_other[2])
 {
 	uint8_t addr[16] = { [10] = 0xff, [11] = 0xff, 10, 0, 0, 10 };
 	uint64_t a0, a1;
-	uint32_t home, marker, n = 0;
+	uint32_t home, marker, n = 0, present;
+	uint16_t other[2] = { 0, 0 };
 
 	memcpy(&a0, addr, 8);
 	memcpy(&a1, addr + 8, 8);
@@ -93,10 +102,24 @@ static uint32_t far_vips(char (*vips)[24])
 		fprintf(stderr, "far VIP: the marker lands in the window\n");
 		exit(1);
 	}
-	for (uint32_t port = 81; port < 65536 && n < HLB_STEER_VIP_PROBES - 1; port++)
-		if (hlb_steer_vip_hash(a0, a1, htons((uint16_t)port)) == home)
+	/* port 80, then the keys after the first (at home) */
+	present = 1u << hlb_steer_vip_bit(hlb_steer_vip_mix(a0, a1, htons(80)));
+	for (uint32_t port = 81; port < 65536 && (!other[0] || !other[1]); port++) {
+		uint64_t mix = hlb_steer_vip_mix(a0, a1, htons((uint16_t)port));
+		uint32_t bit = 1u << hlb_steer_vip_bit(mix);
+
+		if ((uint32_t)(mix >> 56) != home)
+			continue;
+		if (n < HLB_STEER_VIP_PROBES - 1) {
+			present |= n ? bit : 0;
 			snprintf(vips[n++], 24, "10.0.0.10:%u", port);
+		} else if (!other[(present & bit) != 0]) {
+			other[(present & bit) != 0] = (uint16_t)port;
+		}
+	}
 	snprintf(vips[n++], 24, "10.0.0.10:80");
+	if (ret_other)
+		memcpy(ret_other, other, sizeof(other));
 	return n;
 }
 
@@ -119,7 +142,7 @@ static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct ha
 	}
 	vips[0] = one[0];
 	if (far) {
-		n = far_vips(buf);
+		n = far_vips(buf, NULL);
 		for (uint32_t i = 0; i < n; i++)
 			vips[i] = buf[i];
 	}
@@ -142,7 +165,7 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-enum path { P_REF, P_EST, P_FAR, P_MAG, P_RING, P_MAX };
+enum path { P_REF, P_EST, P_FAR, P_NOVIP, P_NOVIP_SHARED, P_MAG, P_RING, P_MAX };
 
 int main(int argc, char **argv)
 {
@@ -152,22 +175,29 @@ int main(int argc, char **argv)
 		[P_REF] = "reference: XDP_PASS",
 		[P_EST] = "established flow (conntrack hit)",
 		[P_FAR] = "established, VIP 7 slots past home",
+		[P_NOVIP] = "no VIP, 8 keys at home, bit absent",
+		[P_NOVIP_SHARED] = "no VIP, 8 keys at home, bit shared",
 		[P_MAG] = "new flow, Maglev M=65537",
 		[P_RING] = "new flow, ring 10 x 160 points",
 	};
 	double ns[P_MAX][ROUNDS], med[P_MAX], lo[P_MAX], hi[P_MAX];
 	struct hashlb_table *mag, *ring;
-	struct hashlb_steer *est, *far, *fresh_mag, *fresh_ring;
+	struct hashlb_steer *est, *far, *novip, *fresh_mag, *fresh_ring;
+	uint8_t frame_shared[256];
 	struct test_pkt p = { 0 };
 	int fd[P_MAX];
-	uint8_t frame[256];
+	uint8_t frame[256], frame_novip[256];
+	const uint8_t *frames[P_MAX];
+	char buf[HLB_STEER_VIP_PROBES][24];
 	uint32_t per_round;
-	size_t len;
+	uint16_t other[2] = { 0, 0 };
+	size_t len, lens[P_MAX];
 
 	mag = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 10, NULL);
 	ring = test_table(HASHLB_SCHEME_RING, 1, names, 10, NULL);
 	est = load(false, flows, mag, false);
 	far = load(false, flows, mag, true);
+	novip = load(false, flows, mag, true);
 	fresh_mag = load(true, flows, mag, false);
 	fresh_ring = load(true, flows, ring, false);
 
@@ -178,9 +208,22 @@ int main(int argc, char **argv)
 	p.tcp_flags = 0x10;
 	p.payload_len = 64;
 	len = test_build(&p, frame);
+	far_vips(buf, other);
+	for (int k = 0; k < P_MAX; k++) {
+		frames[k] = frame;
+		lens[k] = len;
+	}
+	p.dport = other[0];
+	lens[P_NOVIP] = test_build(&p, frame_novip);
+	frames[P_NOVIP] = frame_novip;
+	p.dport = other[1];
+	lens[P_NOVIP_SHARED] = test_build(&p, frame_shared);
+	frames[P_NOVIP_SHARED] = frame_shared;
 	fd[P_REF] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_PASS);
 	fd[P_EST] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_XDP);
 	fd[P_FAR] = hashlb_steer_prog_fd(far, HASHLB_STEER_PROG_XDP);
+	fd[P_NOVIP] = hashlb_steer_prog_fd(novip, HASHLB_STEER_PROG_XDP);
+	fd[P_NOVIP_SHARED] = fd[P_NOVIP];
 	fd[P_MAG] = hashlb_steer_prog_fd(fresh_mag, HASHLB_STEER_PROG_XDP);
 	fd[P_RING] = hashlb_steer_prog_fd(fresh_ring, HASHLB_STEER_PROG_XDP);
 
@@ -195,7 +238,7 @@ int main(int argc, char **argv)
 	per_round = runs / ROUNDS ? runs / ROUNDS : 1;
 	for (int r = 0; r < ROUNDS; r++)
 		for (int k = 0; k < P_MAX; k++)
-			ns[k][r] = ns_repeat(fd[k], frame, len, per_round);
+			ns[k][r] = ns_repeat(fd[k], frames[k], lens[k], per_round);
 	for (int k = 0; k < P_MAX; k++) {
 		lo[k] = hi[k] = ns[k][0];
 		for (int r = 1; r < ROUNDS; r++) {
@@ -212,12 +255,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "far VIP: its packets were not steered\n");
 		return 1;
 	}
+	/* and every one to the port that is no VIP passed */
+	if (hashlb_steer_stats(novip, &st) < 0 || st.packets ||
+	    st.passed != 2 * per_round * ROUNDS) {
+		fprintf(stderr, "no VIP: its packets were not all passed\n");
+		return 1;
+	}
 	printf("kernel steering, ns per packet measured by BPF_PROG_TEST_RUN: %d interleaved rounds\n"
 	       "of repeat=%u each, median (range); 10 backends, key src-ip, 64-byte payload\n",
 	       ROUNDS, per_round);
 	printf("  %-34s %7.1f ns (%.0f-%.0f)\n", what[P_REF], med[P_REF], lo[P_REF], hi[P_REF]);
 	line(what[P_EST], med[P_EST], med[P_REF], 50, lo[P_EST], hi[P_EST]);
 	line(what[P_FAR], med[P_FAR], med[P_REF], 50, lo[P_FAR], hi[P_FAR]);
+	line(what[P_NOVIP], med[P_NOVIP], med[P_REF], 50, lo[P_NOVIP], hi[P_NOVIP]);
+	line(what[P_NOVIP_SHARED], med[P_NOVIP_SHARED], med[P_REF], 50, lo[P_NOVIP_SHARED],
+	     hi[P_NOVIP_SHARED]);
 	line(what[P_MAG], med[P_MAG], med[P_REF], 150, lo[P_MAG], hi[P_MAG]);
 	line(what[P_RING], med[P_RING], med[P_REF], 150, lo[P_RING], hi[P_RING]);
 	printf("  new flow = conntrack miss + VIP match + table hash and lookup + conntrack insert\n"
@@ -229,6 +281,7 @@ int main(int argc, char **argv)
 	       runs, flows);
 	hashlb_steer_free(est);
 	hashlb_steer_free(far);
+	hashlb_steer_free(novip);
 	hashlb_steer_free(fresh_mag);
 	hashlb_steer_free(fresh_ring);
 	hashlb_table_free(mag);

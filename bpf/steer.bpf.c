@@ -567,7 +567,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	__u32 active, vh, w, way = HLB_STEER_CT_WAYS, home, probes, k;
 	int resched = 0, vip;
 	struct hlb_steer_vip *hv;
-	__u64 e = 0;
+	__u64 e = 0, vmix;
 
 	if (!activep)
 		return drop(st, HLB_STEER_DROP_TABLE);
@@ -575,14 +575,19 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	vh = vip_half(active);
 	if (dport == 0)
 		return pass(st);
-	home = hlb_steer_vip_hash(dst[0], dst[1], dport);
+	vmix = hlb_steer_vip_mix(dst[0], dst[1], dport);
+	home = (__u32)(vmix >> 56);
 	k = vh * HLB_STEER_VIP_SLOTS + home;
 	hv = bpf_map_lookup_elem(&hlb_vips, &k);
 	probes = hv ? hv->probes : 0;
 	if (!probes)
 		return pass(st);
 	vip = vip_eq(hv, dst[0], dst[1], dport) ? (int)home : -1;
-	if (vip < 0 && probes < 2)
+	/* Not the key at home, and none past it has this packet's bit: no
+	 * VIP, passed before the conntrack hash and lookup it paid before
+	 * (a bucket that is no flow's, in a table of megabytes: a cache
+	 * miss), and the probe. */
+	if (vip < 0 && (probes < 2 || (hv->absent >> hlb_steer_vip_bit(vmix)) & 1))
 		return pass(st);
 
 	__u64 h = hlb_steer_ct_hash_words(kw[0], kw[1], kw[2], kw[3], kw[4], ct_seed);

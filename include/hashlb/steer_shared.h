@@ -91,23 +91,41 @@ struct hlb_steer_vip {
 	__u8 addr[16]; /* IPv4 as IPv4-mapped IPv6, like the canonical tuple */
 	__be16 port;
 	__u8 probes; /* slots from this one that hold keys whose home it is */
-	__u8 pad;
+	/* Of a home slot whose probes is 2 or more: bit i set if no key of
+	 * this home stored past it has hlb_steer_vip_bit() i, so that a
+	 * packet whose bit it is, to no VIP (or to the key here, matched
+	 * first), is passed without a conntrack lookup. 0: not known (an
+	 * older hashlb's loader wrote padding here): every packet is looked
+	 * up, as before. */
+	__u8 absent;
 	__u32 flags; /* HLB_STEER_VIP_F_* */
 } __attribute__((aligned(8)));
 
 #define HLB_STEER_VIP_F_VALID 1u /* the slot holds a key */
 #define HLB_STEER_VIP_F_ADDR_ONLY 2u /* the port-0 marker entry */
 
-/* The home slot of (address, port): <a0>, <a1> the address's two 64-bit
- * halves as loaded from memory (both sides run on the same CPU). */
-HLB_STEER_INLINE __u32 hlb_steer_vip_hash(__u64 a0, __u64 a1, __be16 port)
+/* The VIP table's hash of (address, port): <a0>, <a1> the address's two
+ * 64-bit halves as loaded from memory (both sides run on the same CPU). Its
+ * top 8 bits are the home slot, the 3 below them the key's bit in absent. */
+HLB_STEER_INLINE __u64 hlb_steer_vip_mix(__u64 a0, __u64 a1, __be16 port)
 {
 	__u64 h = (a0 * 0x9e3779b97f4a7c15ULL) ^ (a1 * 0xc2b2ae3d27d4eb4fULL) ^
 		  ((__u64)port * 0x165667b19e3779f9ULL);
 
 	h ^= h >> 32;
-	h *= 0x9e3779b97f4a7c15ULL;
-	return (__u32)(h >> 56); /* 8 bits: HLB_STEER_VIP_SLOTS */
+	return h * 0x9e3779b97f4a7c15ULL;
+}
+
+/* The home slot of (address, port) (hlb_steer_vip_mix). */
+HLB_STEER_INLINE __u32 hlb_steer_vip_hash(__u64 a0, __u64 a1, __be16 port)
+{
+	return (__u32)(hlb_steer_vip_mix(a0, a1, port) >> 56); /* 8 bits: HLB_STEER_VIP_SLOTS */
+}
+
+/* The bit of absent that stands for a key of hlb_steer_vip_mix() <mix>. */
+HLB_STEER_INLINE __u32 hlb_steer_vip_bit(__u64 mix)
+{
+	return (__u32)(mix >> 48) & 7;
 }
 
 /* One table half: everything needed to turn a tuple into a backend index.

@@ -1172,13 +1172,18 @@ static int sockaddr_vip(const struct sockaddr_storage *ss, struct hlb_steer_vip 
 	return 0;
 }
 
-static uint32_t vip_home(const struct hlb_steer_vip *v)
+static uint64_t vip_mix(const struct hlb_steer_vip *v)
 {
 	uint64_t a0, a1;
 
 	memcpy(&a0, v->addr, 8);
 	memcpy(&a1, v->addr + 8, 8);
-	return hlb_steer_vip_hash(a0, a1, v->port);
+	return hlb_steer_vip_mix(a0, a1, v->port);
+}
+
+static uint32_t vip_home(const struct hlb_steer_vip *v)
+{
+	return (uint32_t)(vip_mix(v) >> 56);
 }
 
 static bool vip_same(const struct hlb_steer_vip *a, const struct hlb_steer_vip *b)
@@ -1202,7 +1207,8 @@ static int vip_want(struct hlb_steer_vip *want, uint32_t *n, const struct hlb_st
  * Lay out <want> (<nw> keys) in <next>, keeping every key of <cur> that is
  * still wanted at its index (conntrack entries name it), the others at the
  * first free slot within HLB_STEER_VIP_PROBES of their home; then each home
- * slot's probe count. -E2BIG if a key finds no slot.
+ * slot's probe count, and the bits its keys stored past it do not have
+ * (absent). -E2BIG if a key finds no slot.
  */
 static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *want, uint32_t nw,
 		      struct hlb_steer_vip *next)
@@ -1237,16 +1243,25 @@ static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *wan
 		if (d == HLB_STEER_VIP_PROBES)
 			return -E2BIG;
 	}
+	uint8_t present[HLB_STEER_VIP_SLOTS] = { 0 };
+
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
+		uint64_t mix;
 		uint32_t home, d;
 
 		if (!(next[i].flags & HLB_STEER_VIP_F_VALID))
 			continue;
-		home = vip_home(&next[i]);
+		mix = vip_mix(&next[i]);
+		home = (uint32_t)(mix >> 56);
 		d = (i + HLB_STEER_VIP_SLOTS - home) % HLB_STEER_VIP_SLOTS;
 		if (next[home].probes < d + 1)
 			next[home].probes = (uint8_t)(d + 1);
+		if (d)
+			present[home] |= (uint8_t)(1u << hlb_steer_vip_bit(mix));
 	}
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
+		if (next[i].probes >= 2)
+			next[i].absent = (uint8_t)~present[i];
 	return 0;
 }
 

@@ -950,13 +950,19 @@ static void vip_table(struct hashlb_steer *s)
 	hashlb_table_free(t6);
 }
 
-static uint32_t vip_home(const struct test_pkt *p)
+/* The VIP mix (hlb_steer_vip_mix) of <p>'s destination. */
+static uint64_t vip_mix_of(const struct test_pkt *p)
 {
 	uint64_t a0, a1;
 
 	memcpy(&a0, p->dst, 8);
 	memcpy(&a1, p->dst + 8, 8);
-	return hlb_steer_vip_hash(a0, a1, htons(p->dport));
+	return hlb_steer_vip_mix(a0, a1, htons(p->dport));
+}
+
+static uint32_t vip_home(const struct test_pkt *p)
+{
+	return (uint32_t)(vip_mix_of(p) >> 56);
 }
 
 /* <port>[0] and the next two ports after it of address <addr> with the same
@@ -1123,6 +1129,115 @@ static void vip_far_entry(struct hashlb_steer *s)
 	hashlb_table_free(t);
 }
 
+static int map_of(int prog_fd, const char *name);
+
+/*
+ * 8c. Eight VIPs of one home slot (the most a home holds: seven stored past
+ * it), and 40 ports of that home that are none: each VIP's new flows are
+ * forwarded and their next packets are conntrack hits, each other port is
+ * passed; the home slot's absent names the bits no key past it has, so that
+ * the others whose bit it is are passed before the conntrack lookup (before,
+ * it was padding, 0, and every one was looked up). Then absent cleared, as
+ * an older hashlb's loader leaves it: the same, every packet looked up. And
+ * the program reads it: all set, the VIPs past home are passed.
+ */
+static void vip_absent(struct hashlb_steer *s)
+{
+	enum { OTHERS = 40 };
+	struct hashlb_table *t = build(HASHLB_SCHEME_MAGLEV, abcde, 5, NULL);
+	struct test_pkt p = { 0 }, f;
+	struct hlb_steer_stats st0, st1;
+	struct hlb_steer_vip hv;
+	uint16_t vport[HLB_STEER_VIP_PROBES], oport[OTHERS];
+	char n[HLB_STEER_VIP_PROBES][32];
+	const char *vips[HLB_STEER_VIP_PROBES];
+	uint32_t nv = 0, no = 0, home, key, active = 0, zero = 0, present = 0, cut = 0;
+	uint64_t rng = 67;
+	int vips_fd = map_of(fd, "hlb_vips"), active_fd = map_of(fd, "hlb_active"), got;
+
+	test_v4(p.dst, 0x0a030003);
+	p.dport = 3000;
+	home = vip_home(&p);
+	for (uint32_t q = 3000; q < 65535 && no < OTHERS; q++) {
+		p.dport = (uint16_t)q;
+		if (vip_home(&p) != home)
+			continue;
+		if (nv < HLB_STEER_VIP_PROBES) {
+			/* stored in order: the first at home, the rest past it */
+			present |= nv ? 1u << hlb_steer_vip_bit(vip_mix_of(&p)) : 0;
+			vport[nv] = (uint16_t)q;
+			snprintf(n[nv], sizeof(n[nv]), "10.3.0.3:%u", q);
+			vips[nv] = n[nv];
+			nv++;
+		} else {
+			oport[no++] = (uint16_t)q;
+		}
+	}
+	CHECK(no == OTHERS, "no %d ports of one home", HLB_STEER_VIP_PROBES + OTHERS);
+	test_set_vips(s, vips, nv);
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	bpf_map_lookup_elem(active_fd, &zero, &active);
+	key = ((active >> 1) & 1) * HLB_STEER_VIP_SLOTS + home;
+	CHECK(bpf_map_lookup_elem(vips_fd, &key, &hv) == 0 && hv.probes == HLB_STEER_VIP_PROBES &&
+		      hv.absent == (uint8_t)~present,
+	      "the home slot: probes %u, absent %02x, want %u and %02x", hv.probes, hv.absent,
+	      HLB_STEER_VIP_PROBES, (uint8_t)~present);
+	for (uint32_t i = 0; i < no; i++) {
+		p.dport = oport[i];
+		cut += (hv.absent >> hlb_steer_vip_bit(vip_mix_of(&p))) & 1;
+	}
+	CHECK(cut > 0 && cut < no, "%u of %u other ports cut by absent: the test proves nothing",
+	      cut, no);
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t bad = 0;
+
+		st0 = stats(s);
+		for (uint32_t i = 0; i < nv; i++) {
+			flow_init(&f, &rng, 0x0a030003);
+			f.dport = vport[i];
+			f.tcp_flags = 0x02;
+			bad += send_pkt(&f, &got) != XDP_TX_;
+			f.tcp_flags = 0x10;
+			bad += send_pkt(&f, &got) != XDP_TX_;
+		}
+		for (uint32_t i = 0; i < no; i++) {
+			flow_init(&f, &rng, 0x0a030003);
+			f.dport = oport[i];
+			bad += send_pkt(&f, &got) != XDP_PASS_;
+		}
+		st1 = stats(s);
+		CHECK(bad == 0 && st1.new_flows - st0.new_flows == nv &&
+			      st1.ct_hits - st0.ct_hits == nv && st1.passed - st0.passed == no,
+		      "%s: %u packets wrong; of %u VIPs, new flows %llu, hits %llu; of %u others, "
+		      "passed %llu",
+		      pass ? "absent cleared" : "absent set", bad, nv,
+		      (unsigned long long)(st1.new_flows - st0.new_flows),
+		      (unsigned long long)(st1.ct_hits - st0.ct_hits), no,
+		      (unsigned long long)(st1.passed - st0.passed));
+		/* as an older hashlb's loader writes it */
+		hv.absent = 0;
+		CHECK(bpf_map_update_elem(vips_fd, &key, &hv, BPF_ANY) == 0, "absent cleared");
+	}
+	/* The program reads it: absent saying every bit is clear (wrongly),
+	 * the VIPs past home are taken for none and passed; the one at home
+	 * is still matched first. */
+	hv.absent = 0xff;
+	CHECK(bpf_map_update_elem(vips_fd, &key, &hv, BPF_ANY) == 0, "absent all set");
+	flow_init(&f, &rng, 0x0a030003);
+	f.dport = vport[HLB_STEER_VIP_PROBES - 1];
+	CHECK(send_pkt(&f, &got) == XDP_PASS_, "absent 0xff: a VIP past its home not passed");
+	f.dport = vport[0];
+	CHECK(send_pkt(&f, &got) == XDP_TX_, "absent 0xff: the VIP at home not forwarded");
+	printf("VIP absent bits: 8 VIPs of one home served, 40 other ports of that home passed, "
+	       "%u of them before the conntrack lookup; the same with absent 0 (an older "
+	       "loader's)\n",
+	       cut);
+	close(vips_fd);
+	close(active_fd);
+	hashlb_table_free(t);
+}
+
 /* 7. Far more flows than entries, rounds of all of them, a table change and
  * a backend down between rounds: every packet forwarded, none to a down
  * backend, the evicted flows rescheduled by the table. */
@@ -1246,6 +1361,7 @@ int main(void)
 	vip_table(s);
 	vip_probing(s);
 	vip_far_entry(s);
+	vip_absent(s);
 	hashlb_steer_free(s);
 
 	/* 3 backend slots: a table's new backends take the slots of those it
