@@ -605,6 +605,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			struct hlb_backend_counters c;
 			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
 			char resolved[HASHLB_ADDR_STRLEN + 16] = "", skipped[48] = "";
+			char check[16] = "-", connect[16] = "-";
+			double connect_ms;
 
 			hlb_backend_counters_read(b->rt, &c);
 			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
@@ -617,17 +619,23 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
-			hlb_buf_printf(o,
-				       "  %-*s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
-				       " %6" PRIu64 " %4.1fms %6.2fms%s%s%s%s\n",
-				       16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
-				       b->rt->address, b->rt->weight,
-				       backend_state_name(b, removed),
-				       removed ? "removed" : health_name(b),
-				       removed ? 0.0 : 100.0 * share_of(shares, snap->table, j),
-				       c.active, c.total, c.connect_fail + c.connect_timeout,
-				       (double)b->check_latency_ns / 1e6, connect_avg_ms(&c), ramp,
-				       b->rt->backup ? " backup" : "", resolved, skipped);
+			/* "-" where there is no figure yet (no check passed, no connect). */
+			if (b->check_latency_ns)
+				snprintf(check, sizeof(check), "%.1fms",
+					 (double)b->check_latency_ns / 1e6);
+			connect_ms = connect_avg_ms(&c);
+			if (connect_ms > 0.0)
+				snprintf(connect, sizeof(connect), "%.2fms", connect_ms);
+			hlb_buf_printf(
+				o,
+				"  %-*s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
+				" %6" PRIu64 " %6s %8s%s%s%s%s\n",
+				16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
+				b->rt->address, b->rt->weight, backend_state_name(b, removed),
+				removed ? "removed" : health_name(b),
+				removed ? 0.0 : 100.0 * share_of(shares, snap->table, j), c.active,
+				c.total, c.connect_fail + c.connect_timeout, check, connect, ramp,
+				b->rt->backup ? " backup" : "", resolved, skipped);
 		}
 		free(shares);
 		drained_text(o, s);

@@ -2178,7 +2178,34 @@ def open_fds_tracks_connections():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
-run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections, maint_closes_nothing_takes_no_traffic,
+def status_says_dash_where_there_is_no_figure():
+    """ctl status's CHECK and CONNECT columns say "-" for a backend with no passed check or no
+    connect yet (they said 0.0ms and 0.00ms, a figure no check or connect had measured), and
+    the time once there is one."""
+    d = ("d", f"127.0.0.1:{dead_port()}")
+    lb = Lb(config(BACKENDS[:1] + [d]))
+    check(lb.wait(lambda: lb.backend("a")["checks_ok"] >= 1), "a passes a check")
+
+    def row(name):
+        rc, so, se = lb.ctl("status")
+        got = [ln.split() for ln in so.splitlines() if ln.split()[:1] == [name]]
+        check(rc == 0 and len(got) == 1, f"ctl status has one row for {name}: {so}{se}")
+        return got[0][9:11]
+
+    a, dead = row("a"), row("d")
+    check(re.fullmatch(r"\d+\.\dms", a[0]) and a[1] == "-",
+          f"a: a check time, no connect yet: {a}")
+    check(dead == ["-", "-"], f"d (refuses every check): no figure: {dead}")
+    c = connect(lb.addr)
+    check(read_line(c) == "a", "a client reaches a")
+    c.close()
+    a = row("a")
+    check(re.fullmatch(r"\d+\.\d\dms", a[1]), f"a: a connect time once one connected: {a}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
+run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
+           status_says_dash_where_there_is_no_figure, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
