@@ -520,7 +520,7 @@ void hlb_check_retime(struct hlb_check *c, uint32_t interval_ms, uint32_t timeou
 {
 	c->interval_ms = interval_ms ? interval_ms : 1;
 	c->timeout_ms = timeout_ms ? timeout_ms : 1;
-	if (!c->loop || c->io.fd >= 0 || c->waiting || c->reserved)
+	if (!c->loop || hlb_check_busy(c))
 		return;
 	c->next_ms = first_ms;
 	hlb_timer_arm(c->loop, &c->timer, first_ms);

@@ -127,6 +127,11 @@ int hlb_check_start(struct hlb_check *c, struct hlb_loop *l, uint64_t first_ms);
  */
 void hlb_check_retime(struct hlb_check *c, uint32_t interval_ms, uint32_t timeout_ms,
 		      uint64_t first_ms);
+/* Whether a check of <c> is under way: in flight, or waiting for a slot to start. */
+static inline bool hlb_check_busy(const struct hlb_check *c)
+{
+	return c->io.fd >= 0 || c->waiting || c->reserved;
+}
 /* Cancel the timer, close a check in flight (no result reported), free the payload. */
 void hlb_check_stop(struct hlb_check *c);
 static inline bool hlb_check_running(const struct hlb_check *c)

@@ -375,6 +375,8 @@ static void backend_check_result(struct hlb_pool_backend *b, bool ok, uint32_t e
  * line, not one per check of each of its backends), and again when checks
  * are made with none skipped for an interval (service_checks_made()).
  */
+static void backend_check_renew(struct hlb_pool_backend *b);
+
 static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 {
 	char qn[POOL_NAME_QUOTED];
@@ -384,6 +386,7 @@ static void backend_check_skipped(void *arg, enum hlb_check_skip at, int err)
 	uint32_t e = err_code(at, err), was, changes;
 	uint64_t unlogged = 0;
 
+	backend_check_renew(b);
 	b->checks_skipped++;
 	s->skips++;
 	s->skip_last_ms = hlb_now_ms();
@@ -434,6 +437,7 @@ static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
 		b->checks_failed++;
 	}
 	backend_check_result(b, ok, ok ? 0 : err_code(b->check.failed_at, b->check.failed_err));
+	backend_check_renew(b);
 }
 
 /* Through the checker's callback, as a check reports (a failure as a refused connect). */
@@ -449,6 +453,7 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 	const struct hashlb_health_cfg *h = &b->svc->cfg->health;
 
 	hlb_check_stop(&b->check);
+	b->check_renew = false;
 	if (!backend_checked(b))
 		return;
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
@@ -501,6 +506,14 @@ static uint64_t backend_check_first(struct hlb_pool_backend *b, uint64_t now)
 static void backend_check_spread(struct hlb_pool_backend *b, uint64_t now)
 {
 	backend_check_start(b, backend_check_first(b, now));
+}
+
+/* The check under way when a reload changed the exchange has reported (or was skipped): the
+ * checks go on with the config's exchange, the next at the slot it was given. */
+static void backend_check_renew(struct hlb_pool_backend *b)
+{
+	if (b->check_renew && hlb_check_running(&b->check) && !hlb_check_busy(&b->check))
+		backend_check_start(b, b->check.next_ms);
 }
 
 /* A reload changed only the timing of <b>'s checks (interval, timeout): a check in flight
@@ -2383,6 +2396,14 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		b = keep;
 		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
 			backend_check_retime(b, now); /* the same checks, at another pace */
+		} else if (start_checks && same_address && backend_checked(b) &&
+			   hlb_check_running(&b->check) && hlb_check_busy(&b->check)) {
+			/* Another exchange, a check under way: aborted, and each of a storm of
+			 * reloads quicker than a check aborting the next, no check ended, and a
+			 * silent backend never went down (nor a slow one up). It ends as it
+			 * began, counted; the new exchange from the next check on. */
+			backend_check_retime(b, now);
+			b->check_renew = true;
 		} else if (start_checks) {
 			if (!backend_checked(b))
 				backend_up_run_stop(b, "reload", now); /* checks turned off */

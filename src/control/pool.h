@@ -62,6 +62,10 @@ struct hlb_pool_backend {
 	enum hashlb_admin_state admin; /* current */
 	struct hlb_health health;
 	struct hlb_check check;
+	/* A reload changed the exchange its checks make while one was under way: that one ends
+	 * as it began, its verdict counted, and the checks restart with the new exchange then
+	 * (backend_check_renew()). */
+	bool check_renew;
 	uint32_t idx; /* its place in the config's backends: that of its checks in their spread */
 	uint64_t checks_ok, checks_failed;
 	uint64_t checks_skipped; /* not made, for a fault of ours (hlb_check_skip_fn) */

@@ -1288,20 +1288,23 @@ def stale_failures_do_not_take_a_recovered_backend_down():
     hy.close()
     y.stop()
 
-def down_through_a_reload_storm(victim, health):
+def down_through_a_reload_storm(victim, health, want="down", before=None):
     """Reloads one after another (every 50 ms or so) while backend "dead" at <victim> (an
     address) does not answer, <health>(k) the health settings of the k-th: the seconds until
-    it is down (None: not within 10 s) and how many reloads went meanwhile."""
+    it is down (None: not within 10 s) and how many reloads went meanwhile. <want>: the
+    health waited for instead ("up"); <before>(lb): called before the first reload."""
     bs = [Backend(n) for n in "abc"]
     cfg = lambda k: config([(b.name, b.addr) for b in bs] + [("dead", victim)], health=health(k))
     lb = Lb(cfg(0))
+    if before:
+        before(lb)
     t0, k, took = time.time(), 0, None
     while time.time() - t0 < 10 and took is None:
         k += 1
         lb.rewrite(cfg(k))
         code, body = lb.http("POST", "/reload")
         check(code == 200, f"reload {k} applied: {body}")
-        if lb.backend("dead")["health"] == "down":
+        if lb.backend("dead")["health"] == want:
             took = time.time() - t0
         time.sleep(0.05)
     check(lb.stop() == 0, "exit 0")
@@ -1337,6 +1340,44 @@ def reload_storm_does_not_put_checks_off():
     check(took is not None, "a silent backend goes down while reloads change the timeout")
 
 
+def reload_storm_changing_the_checks_lets_them_end():
+    """Reloads that change what the checks send (or expect, their port, the PROXY header:
+    another exchange), one every 50 ms or so, faster than a check takes: a backend not
+    answering still goes down, and one answering slowly still comes up. Each reload aborted
+    the check in flight and started one of the new exchange at the next slot, which the
+    next reload aborted in turn: no check ever ended, and the silent backend stayed up, the
+    slow one down, as long as the reloads came (10 s here). Now the check in flight ends as
+    it began, its verdict counted, and the next one makes the new exchange."""
+    health = ('interval: 300ms\ntimeout: 250ms\nrise: 2\nfall: 2\n'
+              'send: "PING{k}\\r\\n"\nexpect: "+PONG"')
+    hole = BlackHole()
+    took, k = down_through_a_reload_storm(
+        hole.addr, lambda k: health.format(k=k % 2))
+    hole.close()
+    print(f"    silent, send changed by each reload: down after {took} s, {k} reloads")
+    check(took is not None, "a silent backend goes down while reloads change what is sent")
+
+    # a backend answering in 150 ms, down (leaving maint): each check takes 150 ms
+    def pong_late(c):
+        time.sleep(0.15)
+        answers_with(b"+PONG\r\n")(c)
+
+    def set_ready(lb):
+        for st in ("maint", "ready"):
+            rc, so, se = lb.ctl("set", "dead", st)
+            check(rc == 0, f"set {st}: {se}")
+        check(lb.backend("dead")["health"] == "down", "down as it leaves maint")
+
+    srv = listen_on()
+    slow = serve_each(srv, pong_late)
+    took, k = down_through_a_reload_storm(
+        "127.0.0.1:%d" % srv.getsockname()[1], lambda k: health.format(k=k % 2), want="up",
+        before=set_ready)
+    slow()
+    print(f"    slow to answer, down, send changed by each reload: up after {took} s, {k} reloads")
+    check(took is not None, "a backend slow to answer comes up while reloads change what is sent")
+
+
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
@@ -1350,4 +1391,4 @@ run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_coun
            checks_failing_while_up_are_logged, a_wrong_answer_is_logged,
            a_binary_wrong_answer_is_logged_whole,
            a_run_ended_by_maint_is_logged, a_run_ended_by_reload_is_logged,
-           reload_storm_does_not_put_checks_off])
+           reload_storm_does_not_put_checks_off, reload_storm_changing_the_checks_lets_them_end])
