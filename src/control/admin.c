@@ -985,6 +985,7 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	bool has_state = hlb_http_param(req, "state", state, sizeof(state)) != NULL;
 	bool has_weight = hlb_http_param(req, "weight", weight, sizeof(weight)) != NULL;
 	bool has_max = hlb_http_param(req, "max_connections", maxc, sizeof(maxc)) != NULL;
+	bool changed = false;
 	enum hashlb_admin_state st = HASHLB_ADMIN_READY;
 	struct hlb_pool_backend *one, **bs;
 	struct {
@@ -1150,10 +1151,14 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			hlb_pool_set_admin(bs[i], st);
 	}
 	/* Logged before the build: what was set stays set even when the build
-	 * fails (the previous table serving until the next one). */
+	 * fails (the previous table serving until the next one). A line per
+	 * backend changed; one for the request when none was. */
 	for (uint32_t i = 0; i < n; i++)
-		hlb_pool_log_set(bs[i], has_state ? &was[i].state : NULL,
-				 has_weight ? &was[i].weight : NULL, has_max ? &was[i].max : NULL);
+		changed |= hlb_pool_log_set(bs[i], has_state ? &was[i].state : NULL,
+					    has_weight ? &was[i].weight : NULL,
+					    has_max ? &was[i].max : NULL);
+	if (!changed)
+		hlb_pool_log_set_unchanged(s, name, n);
 	/* Build now, so the answer (and the next lookup) shows the new table. */
 	hlb_pool_flush(ctl->pool);
 	if (s->rebuilds_failed != failed) {

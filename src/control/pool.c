@@ -617,23 +617,36 @@ int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 	return 0;
 }
 
-void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
+bool hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
 		      const uint32_t *was_weight, const uint32_t *was_max)
 {
 	char qn[POOL_NAME_QUOTED];
 	char state[64] = "", weight[64] = "", max[96] = "";
+	uint32_t cap = atomic_load(&b->rt->max_conns);
 
-	if (was_state)
+	if (was_state && *was_state != b->admin)
 		snprintf(state, sizeof(state), " state=%s state_was=%s",
 			 hashlb_admin_state_name(b->admin), hashlb_admin_state_name(*was_state));
-	if (was_weight)
+	if (was_weight && *was_weight != b->rt->weight)
 		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->rt->weight,
 			 *was_weight);
-	if (was_max)
-		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
-			 atomic_load(&b->rt->max_conns), *was_max);
+	if (was_max && *was_max != cap)
+		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u", cap,
+			 *was_max);
+	if (!state[0] && !weight[0] && !max[0])
+		return false;
 	pool_log(b->svc->pool, HLB_LOG_INFO, "backend set", "service=%s backend=%s by=admin%s%s%s",
 		 b->svc->cfg->name, backend_qname(b, qn), state, weight, max);
+	return true;
+}
+
+void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *name, uint32_t n)
+{
+	char qn[POOL_NAME_QUOTED];
+
+	pool_log(s->pool, HLB_LOG_INFO, "backend set: nothing changed",
+		 "service=%s backend=%s by=admin backends=%u", s->cfg->name,
+		 hlb_log_quote(name, qn, sizeof(qn)), n);
 }
 
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)

@@ -246,11 +246,15 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st);
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
 /*
- * Log what an admin request (POST /set) applied to <b>: each setting it gave, as <b> has it
- * now, with the value it had before (<was_*>; NULL: not given).
+ * Log what an admin request (POST /set) changed of <b>: each setting it gave that differs
+ * from the value it had before (<was_*>; NULL: not given), as <b> has it now with that
+ * value. Whether it logged (false: nothing of <b> changed).
  */
-void hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
+bool hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_state *was_state,
 		      const uint32_t *was_weight, const uint32_t *was_max);
+/* Log that an admin request (POST /set) of <name> in <s>, applied to its <n> backends, changed
+ * none of them: each had the settings it gave already. */
+void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *name, uint32_t n);
 /* An HLB_HANDOVER_LINE for each backend with a setting made at run time, onto <o>: what an
  * upgrade's new process carries on (hlb_pool_env.handover). */
 void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);

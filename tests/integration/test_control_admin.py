@@ -427,8 +427,10 @@ def refused_set_changes_nothing():
 
 def set_is_logged():
     """Each change made with hashlb ctl set is logged, as a close is: which backend, what was
-    asked and what it was before, so that the log tells who drained a backend and when. A
-    refused set changes nothing and logs no such line."""
+    asked and what it was before, so that the log tells who drained a backend and when. Only
+    what changed: a set that gives a backend the state it has logs no state=ready
+    state_was=ready, and one that changes nothing says so in one line. A refused set changes
+    nothing and logs no such line."""
     lb = Lb(config(BACKENDS))
     rc, so, se = lb.ctl("set", "b", "drain")
     check(rc == 0, f"ctl set b drain: {se}")
@@ -438,16 +440,23 @@ def set_is_logged():
     check(code == 200, f"POST /set a maint, cap 7: {code} {body}")
     rc, so, se = lb.ctl("set", "a", "weight", "x")
     check(rc == 1, f"a bad weight is refused: {se}")
+    # only what changes is logged: c's weight 3 again and its state ready as it was, b
+    # drained again and its weight set to what it had
+    code, body = lb.http("POST", "/set?backend=c&weight=3&state=ready&max_connections=2")
+    check(code == 200, f"POST /set c weight 3 (again), ready (as it was), cap 2: {code} {body}")
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 0, f"ctl set b drain again: {se}")
     rc, so, se, logged = lb.reload()  # its last line read: every earlier one is too
-    want = ['service=t backend=b by=admin state=drain state_was=ready',
-            'service=t backend=c by=admin weight=3 weight_was=1',
-            'service=t backend=a by=admin state=maint state_was=ready max_connections=7 '
-            'max_connections_was=0']
-    for w in want:
-        check(any(l.endswith(f'msg="backend set" {w}') for l in lb.log),
-              f"logged: {w}; set lines: {[l for l in lb.log if 'backend set' in l]}")
-    sets = [l for l in lb.log if 'msg="backend set"' in l]
-    check(len(sets) == 3, f"one line per set applied, none for the refused one: {sets}")
+    want = ['msg="backend set" service=t backend=b by=admin state=drain state_was=ready',
+            'msg="backend set" service=t backend=c by=admin weight=3 weight_was=1',
+            'msg="backend set" service=t backend=a by=admin state=maint state_was=ready '
+            'max_connections=7 max_connections_was=0',
+            'msg="backend set" service=t backend=c by=admin max_connections=2 '
+            'max_connections_was=0',
+            'msg="backend set: nothing changed" service=t backend=b by=admin backends=1']
+    sets = [l.split(" ", 2)[2] for l in lb.log if 'msg="backend set' in l]
+    check(sets == want, "a line per set applied, with only what it changed (one saying "
+          f"nothing changed when nothing did), none for the refused one: {sets}")
     check(lb.stop() == 0, "exit 0")
 
 
