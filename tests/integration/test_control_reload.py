@@ -310,7 +310,9 @@ def reloads_say_what_they_changed():
     it added, removed and changed, and one line each (`msg="reload: backend changed"
     service=t backend=a ... weight=3 weight_was=1`...), at most 32, then one line counting
     the others (a reload adding 40 backends writes no 40 lines); a reload that changes
-    nothing writes none of them. Before, `reloaded` said the config and how many services,
+    nothing writes none of them, nor one that names the port a service's port 0 got, or
+    goes back to port 0 from it (it listens there already: before, each logged
+    changed=listen). Before, `reloaded` said the config and how many services,
     and nothing told what a reload had changed."""
     def addr(k):
         return f"127.0.{k >> 8 & 255}.{k & 255}:80"  # never dialled: checks off, no client
@@ -331,10 +333,19 @@ def reloads_say_what_they_changed():
         return said, {k: int(v) for k, v in counts.items()
                       if k.startswith(("services_", "backends_"))}
 
-    reload(config(t, health=off))  # t's listen: from port 0 to the one bound, as rewrite() writes
+    # rewrite() writes t's listen with the port its port 0 got: where it listens already
+    said, counts = reload(config(t, health=off))
+    check(not said and set(counts.values()) == {0},
+          f"a reload naming the port t got changes nothing, logs no change: {said} {counts}")
     said, counts = reload(config(t, health=off))
     check(not said and set(counts.values()) == {0},
           f"a reload that changes nothing logs no change, counts 0: {said} {counts}")
+    with open(lb.path, "w") as f:
+        f.write(config(t, health=off))  # port 0 again: t keeps its listener, and its port
+    rc, so, se, logged = lb.reload()
+    said = [l for l in logged if 'msg="reload: ' in l]
+    check(rc == 0 and not said and lb.service()["bound"] == "%s:%d" % lb.addr,
+          f"port 0 again keeps t's port and logs no change: {said} {lb.service()['bound']}")
 
     t2 = [("a", addr(1), "weight: 3"), ("b", addr(12), "max_connections: 7"), ("d", addr(4))]
     said, counts = reload(config(t2, health=off, extra="timeouts:\n  idle: 7s") + second)
