@@ -38,6 +38,37 @@ def config(backends, name="t", scheme="maglev", key="src-ip", extra="", workers=
     return "\n".join(lines) + "\n"
 
 
+def _key_column(line):
+    """The column where the key of a YAML block line starts, past its indent and "- " item
+    marks; None for a blank or comment line."""
+    m = re.match(r"((?:\s*-\s+)*\s*)(\S)", line)
+    return None if not m or m.group(2) == "#" else len(m.group(1))
+
+
+def service_name(lines, i, col):
+    """The name: of the block mapping that holds line <i> at key column <col> (a service's,
+    for its listen: line), or None."""
+    def item_start(line):  # "- " puts this line's key where the mapping's keys are
+        return re.match(r"(?:\s*-\s+)*\s*", line).group(0).rstrip().endswith("-")
+
+    j = i
+    while j > 0 and not item_start(lines[j]):  # back to the line that starts the item
+        k = _key_column(lines[j - 1])
+        if k is not None and k < col:
+            break
+        j -= 1
+    for k in range(j, len(lines)):
+        c = _key_column(lines[k])
+        if c is None:
+            continue
+        if k > j and (c < col or (c == col and item_start(lines[k]))):
+            break
+        m = re.match(r"(?:\s*-\s+)*\s*name:\s*(\S+)\s*$", lines[k])
+        if m and c == col:
+            return m.group(1).strip("\"'")
+    return None
+
+
 class Lb(Hashlb):
     """hashlb run plus its admin endpoint."""
 
@@ -87,10 +118,26 @@ class Lb(Hashlb):
         return status, body
 
     def rewrite(self, cfg_text):
-        """Replace the config file (for a reload), keeping the bound listen port (admin: port 0 is left as is)."""
-        cfg_text = cfg_text.replace("listen: 127.0.0.1:0", f"listen: {self.addrs[0]}", 1)
+        """Replace the config file (for a reload), each service listening on port 0 that runs
+        now written with the port it got, so that the reload keeps its listener where it is
+        (a service new to <cfg_text> gets a port of its own; the admin endpoint's port 0 is
+        left as is). Before, only the first port-0 listen address of the text was rewritten,
+        with the port the first "listening" line of the log named, whichever service's that
+        was."""
+        try:
+            bound = {s["name"]: s["bound"] for s in self.status()["services"] if s["bound"]}
+        except (OSError, AssertionError):  # no answer (stopped, frozen): as its log says
+            bound = {f["service"]: f["addr"] for f in map(logfmt_fields, list(self.log))
+                     if f.get("msg") == "listening"}
+        lines = cfg_text.split("\n")
+        for i, line in enumerate(lines):
+            m = re.fullmatch(r"(\s*(?:-\s+)?)listen:(\s*)(\S+):0(\s*)", line)
+            name = m and service_name(lines, i, len(m.group(1)))
+            if name in bound:
+                port = bound[name].rsplit(":", 1)[1]
+                lines[i] = f"{m.group(1)}listen:{m.group(2)}{m.group(3)}:{port}{m.group(4)}"
         with open(self.path, "w") as f:
-            f.write(cfg_text)
+            f.write("\n".join(lines))
 
     def status(self):
         code, body = self.http("GET", "/status")

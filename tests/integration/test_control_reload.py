@@ -241,7 +241,6 @@ def removals_say_what_they_will_close():
     lb = Lb(config(backends, extra=drain) + second)
     bound = {s["name"]: s["bound"].rsplit(":", 1) for s in lb.status()["services"]}
     t, u = ((h, int(p)) for h, p in (bound["t"], bound["u"]))
-    lb.addrs[0] = "%s:%d" % t  # rewrite() keeps t's port
     held = [connect(t, src=c) for c in srcs]
     held += [connect(u, src=client_ip(9200 + i)) for i in range(2)]
     check([h.recv(64) for h in held] == [b"c\n"] * 3 + [b"a\n"] * 2,
@@ -302,6 +301,39 @@ def a_removed_service_logs_its_totals():
     check(lb.stop() == 0, "exit 0")
     check(sum('msg="service totals" service=u' in l for l in lb.log) == 1,
           "once: not again at exit")
+    b.stop()
+
+
+def services_keep_their_ports_through_reloads():
+    """Services listening on port 0 keep the ports they got through reloads that remove one
+    of them or reorder them (as rewrite() writes them: each its own port): the clients of
+    the one kept stay served where they connect. Before, the helper wrote the first
+    listen address of the text with the port of the first "listening" line of the log,
+    whichever service's it was (u's, here): the same config reloaded moved t onto u's port,
+    taking u's clients, and u to a new port."""
+    b = Backend("a")
+    svc = lambda n: (f"  - name: {n}\n    listen: 127.0.0.1:0\n    health: {{enabled: false}}\n"
+                     f"    backends:\n      - name: a\n        address: {b.addr}\n")  # noqa: E731
+    head = "workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
+    lb = Lb(head + svc("t") + svc("u"))
+    ports = lambda: {s["name"]: s["bound"] for s in lb.status()["services"]}  # noqa: E731
+    was = ports()
+    opened = lambda: [l for l in lb.log if "msg=listening" in l]  # noqa: E731
+    for order in ("tu", "ut"):  # the same, then reordered
+        lb.rewrite(head + "".join(svc(n) for n in order))
+        rc, so, se, logged = lb.reload()
+        check(rc == 0 and ports() == was and len(opened()) == 2,
+              f"{order}: each keeps its port, no listener opened: {ports()} (was {was}) {se} "
+              f"{opened()}")
+    host, port = was["u"].rsplit(":", 1)
+    held = connect((host, int(port)))
+    check(held.recv(64) == b"a\n", "a client of u")
+    lb.rewrite(head + svc("u"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and ports() == {"u": was["u"]}, f"t removed: u keeps its port: {ports()} {se}")
+    check(connect((host, int(port))).recv(64) == b"a\n", "and serves its new clients there")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
     b.stop()
 
 
@@ -527,6 +559,6 @@ def reloads_of_many_backends_keep_the_rss():
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
-           reloads_say_what_they_changed, reloads_give_the_old_tables_back,
+           services_keep_their_ports_through_reloads, reloads_say_what_they_changed, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss])

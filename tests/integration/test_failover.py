@@ -1212,16 +1212,15 @@ def queued_clients_of_a_removed_service():
     from ctltest import config as ctl_config
     from ctltest import metric_sum
 
-    cfg = lambda name: ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], name=name,
-                                  health="enabled: false",
-                                  extra="timeouts:\n  queue: 30s\n  drain: 30s\n"
-                                        "log_connections: true")
+    cfg = lambda name, listen="127.0.0.1:0": ctl_config(  # noqa: E731
+        [("a", BACKENDS[0][1], "max_connections: 1")], name=name, health="enabled: false",
+        extra="timeouts:\n  queue: 30s\n  drain: 30s\nlog_connections: true", listen=listen)
     lb = Lb(cfg("t"))
     holder = connect(lb.addr, client_ip(1))
     check(read_line(holder) == "a", "the first client within the cap")
     waiting = [connect(lb.addr, client_ip(2 + i), timeout=10) for i in range(2)]
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 2), "two clients wait")
-    lb.rewrite(cfg("u"))
+    lb.rewrite(cfg("u", listen="%s:%d" % lb.addr))  # at t's address: it takes t's listener
     rc, so, se = lb.ctl("reload")
     check(rc == 0, f"reload: service t renamed u: {se}")
     holder.close()  # room on the removed service's backend
