@@ -2362,28 +2362,82 @@ int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *
 	return 0;
 }
 
-/* Match <s>'s backends against <c> by name and switch <s> to <c>. */
-static int service_update(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
-			  bool settings_changed, struct hashlb_error *err)
+/*
+ * What service_update() allocates, made before a reload changes anything (service_prepare()):
+ * memory that runs out then fails the reload whole, the running config kept, rather than
+ * half-way through a service, its change lines written and the reload applied with that
+ * service left on the config the reload frees.
+ */
+struct service_prep {
+	struct hlb_pool_backend **next; /* the backends of the new config, in its order */
+	uint8_t *taken; /* what becomes of each running one (BACKEND_KEPT...) */
+	struct name_idx *sorted; /* the running ones' names (backends_sorted()) */
+	/* [i]: a new backend for the config's <i>th, made for each that is not kept at its
+	 * address (one taken back from those draining instead is freed) */
+	struct hlb_pool_backend **fresh;
+	uint32_t n_fresh; /* the config's backends, <fresh>'s length */
+};
+
+static void service_prep_free(struct service_prep *pr)
+{
+	for (uint32_t i = 0; pr->fresh && i < pr->n_fresh; i++)
+		backend_free(pr->fresh[i]);
+	free(pr->fresh);
+	free(pr->next);
+	free(pr->taken);
+	free(pr->sorted);
+	*pr = (struct service_prep){ 0 };
+}
+
+/* Allocate into <ret_pr> what switching <s> to <c> takes; -ENOMEM (nothing held). */
+static int service_prepare(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
+			   struct service_prep *ret_pr)
+{
+	struct service_prep pr = {
+		.next = calloc(c->n_backends ? c->n_backends : 1, sizeof(*pr.next)),
+		.taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*pr.taken)),
+		.sorted = backends_sorted(s),
+		.fresh = calloc(c->n_backends ? c->n_backends : 1, sizeof(*pr.fresh)),
+		.n_fresh = c->n_backends,
+	};
+
+	if (!pr.next || !pr.taken || !pr.sorted || !pr.fresh)
+		goto err_free;
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		const struct hashlb_backend_cfg *nb = &c->backends[i];
+		uint32_t j = backend_by_name(s, pr.sorted, NULL, i, nb->name);
+
+		if (j < s->n_backends &&
+		    addr_equal(&s->backends[j]->rt->addr, s->backends[j]->rt->addr_len, &nb->addr,
+			       nb->addr_len))
+			continue;
+		if (!(pr.fresh[i] = backend_new(s, nb)))
+			goto err_free;
+	}
+	*ret_pr = pr;
+	return 0;
+
+err_free:
+	service_prep_free(&pr);
+	return -ENOMEM;
+}
+
+/* Match <s>'s backends against <c> by name and switch <s> to <c>, with what <pr> holds
+ * (taken over: freed). */
+static void service_update(struct hlb_pool_service *s, const struct hashlb_service_cfg *c,
+			   bool settings_changed, struct service_prep *pr)
 {
 	const struct hashlb_service_cfg *old = s->cfg;
-	struct hlb_pool_backend **next = calloc(c->n_backends ? c->n_backends : 1, sizeof(*next));
+	struct hlb_pool_backend **next = pr->next;
 	uint64_t now = hlb_now_ms();
 	bool full =
 		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
 	bool same_exchange = checks_exchange_equal(&old->health, &c->health) &&
 			     old->proxy_protocol == c->proxy_protocol && source_equal(old, c);
 	bool recheck = !same_exchange || !checks_cfg_equal(&old->health, &c->health);
-	uint8_t *taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*taken));
-	struct name_idx *sorted = backends_sorted(s);
+	uint8_t *taken = pr->taken;
 	uint32_t i, j;
 
-	if (!next || !taken || !sorted) {
-		free(next);
-		free(taken);
-		free(sorted);
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
 	change_service(s, old, c, settings_changed);
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
@@ -2395,7 +2449,7 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		bool start_checks = recheck, same_address;
 		struct backend_change chg = { 0 };
 
-		j = backend_by_name(s, sorted, taken, i, nb->name);
+		j = backend_by_name(s, pr->sorted, taken, i, nb->name);
 		if (j < s->n_backends)
 			b = s->backends[j];
 		/* read from the config as it goes (service_rebuild()): nothing to apply, only to say */
@@ -2418,8 +2472,8 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 			/* one drained after an earlier reload taken back, else a new one
 			 * (new, or a new address: the old object drains below) */
 			if (!(keep = service_reclaim(s, nb))) {
-				if (!(keep = backend_new(s, nb)))
-					goto err_nomem;
+				keep = pr->fresh[i];
+				pr->fresh[i] = NULL;
 				backend_ramp_start(keep, now, 0);
 			}
 			keep->idx = i;
@@ -2470,33 +2524,13 @@ static int service_update(struct hlb_pool_service *s, const struct hashlb_servic
 		if (service_retire_backend(s, s->backends[j], now) < 0)
 			service_forget_backend(s, s->backends[j]);
 	}
-	free(taken);
-	free(sorted);
 	free(s->backends);
 	s->backends = next;
 	s->n_backends = c->n_backends;
+	pr->next = NULL; /* s->backends now */
+	service_prep_free(pr);
 	if (full)
 		service_schedule(s, true);
-	return 0;
-
-err_nomem:
-	/* Undo: the new backends go, the old list stays, in its places. */
-	for (j = 0; j < s->n_backends; j++)
-		s->backends[j]->idx = j;
-	for (i = 0; i < c->n_backends; i++) {
-		bool is_old = false;
-
-		for (j = 0; next[i] && j < s->n_backends; j++)
-			is_old |= next[i] == s->backends[j];
-		if (next[i] && !is_old)
-			backend_free(next[i]);
-	}
-	s->cfg = old;
-	s->rt->cfg = (struct hashlb_service_cfg *)old;
-	free(next);
-	free(taken);
-	free(sorted);
-	return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 }
 
 static bool prefixes_equal(const struct hashlb_prefix *a, uint32_t na,
@@ -2601,6 +2635,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	/* the running services by name: a scan of them for each service of
 	 * <cfg> made a reload quadratic in services */
 	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted)), *hit;
+	struct service_prep *prep = NULL;
 	int ret = 0;
 	uint32_t i, j;
 
@@ -2635,6 +2670,15 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		if (ret == 0)
 			ret = pool_listen(p, next[i], c, err);
 	}
+	/* What the running services' updates allocate, before any changes: short of memory,
+	 * the reload fails whole (its listeners undone), no line of its changes written. */
+	if (ret == 0 && !(prep = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*prep))))
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (i = 0; i < cfg->n_services && ret == 0; i++)
+		if (!fresh[i] && service_prepare(next[i], &cfg->services[i], &prep[i]) < 0)
+			ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM,
+					 "out of memory to update service '%s'",
+					 cfg->services[i].name);
 	pool_listen_end(p, ret == 0);
 	if (ret < 0) {
 		for (i = 0; i < cfg->n_services; i++)
@@ -2653,9 +2697,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 			service_checks_start(next[i]);
 			continue;
 		}
-		/* Out of memory here leaves this service on its old backends: the
-		 * pool already points into <cfg>, so the reload still counts. */
-		service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), err);
+		service_update(next[i], c, !service_settings_equal(next[i]->cfg, c), &prep[i]);
 	}
 	for (j = 0; j < p->n_svcs; j++) {
 		if (kept[j])
@@ -2675,6 +2717,9 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	p->cfg = cfg;
 	next = NULL;
 out:
+	for (i = 0; prep && i < cfg->n_services; i++)
+		service_prep_free(&prep[i]);
+	free(prep);
 	free(next);
 	free(kept);
 	free(fresh);

@@ -187,13 +187,13 @@ struct hlb_pool_changes {
 /*
  * Apply a new, validated config: services and backends are matched by name
  * (a backend whose address changed is a new backend); new services are
- * created and every service is listened for first, and if that fails
- * nothing changed. Then new backends come with slow start, removed ones
- * drain (until their last connection or the drain timeout), changed
- * weights and settings rebuild the table. <cfg> is borrowed from now on;
- * on success the previous one may be freed (snapshots copy what workers
- * read). Out of memory after the listen step leaves a service on its old
- * backends, and still returns 0: the pool then points into <cfg>.
+ * created, every service is listened for and what the running ones' updates
+ * allocate is allocated first, and if that fails (-errno, <err> says why)
+ * nothing changed, no line of it logged. Then new backends come with slow
+ * start, removed ones drain (until their last connection or the drain
+ * timeout), changed weights and settings rebuild the table. <cfg> is
+ * borrowed from now on; on success the previous one may be freed
+ * (snapshots copy what workers read).
  * With <ret_changes>, what changed is logged, one line a service or backend
  * (HLB_POOL_CHANGE_LINES at most, then one line counting the others), and
  * counted into <ret_changes>; NULL: neither (a caller that logs its own).

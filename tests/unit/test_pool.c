@@ -3,7 +3,7 @@
  * The pool: health and admin changes rebuild with only the changed
  * backend's clients moving, bursts coalesce into one build, weights rebuild
  * fully, slow start ramps, bounded load skips a hot backend, and a reload
- * applies the difference (settings too).
+ * applies the difference (settings too), or, short of memory, nothing.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -629,6 +629,90 @@ static void test_balance_order_skips_a_hot_backend(void **state)
 	atomic_store(&s->backends[second]->active, 40);
 	assert_int_equal(hlb_balance_order(s, mix(7), 100, pref, n), 3);
 	assert_int_equal(pref[0], first);
+	fixture_teardown(&f);
+}
+
+/* calloc() (linked with --wrap=calloc), failing once for <fail_calloc_size> bytes when set. */
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static size_t fail_calloc_size;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	if (fail_calloc_size && n * size == fail_calloc_size) {
+		fail_calloc_size = 0;
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __real_calloc(n, size);
+}
+
+static void count_line(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	(void)level;
+	(void)msg;
+	(void)kv;
+	(*(uint32_t *)arg)++;
+}
+
+/* The reload of b0's weight 2 and b3 renamed b9, onto <f>'s pool: its result. */
+static int reload_weight_and_rename(struct fixture *f, struct hashlb_config **ret_next)
+{
+	struct hashlb_config *next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	struct hlb_pool_changes changes = { 0 };
+	struct hashlb_error err = { 0 };
+
+	next->services[0].backends[0].weight = 2;
+	free(next->services[0].backends[3].name);
+	next->services[0].backends[3].name = strdup("b9");
+	*ret_next = next;
+	return hlb_pool_apply(f->pool, next, &changes, &err);
+}
+
+/*
+ * A reload that runs out of memory changing a service fails whole: the service stays on the
+ * running config, and no line says it changed. Before, the backend it could not make (b9)
+ * left the service on its old backends and config, the change lines written before it (b0's
+ * weight) stayed in the log, and the reload was applied: its caller freed the old config,
+ * which the service still read.
+ */
+static void test_reload_short_of_memory_changes_nothing(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	uint32_t lines = 0;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = count_line, .arg = &lines
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err), 0);
+	f.svc = hlb_pool_service_at(f.pool, 0);
+	lines = 0;
+
+	fail_calloc_size = sizeof(struct hlb_pool_backend); /* b9's */
+	assert_int_equal(reload_weight_and_rename(&f, &next), -ENOMEM);
+	assert_int_equal(fail_calloc_size, 0); /* it was b9's that failed */
+	hashlb_config_free(next);
+	assert_int_equal(lines, 0);
+	assert_ptr_equal(f.svc->cfg, &f.cfg->services[0]);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 1);
+	assert_non_null(hlb_pool_backend_find(f.svc, "b3"));
+	assert_null(hlb_pool_backend_find(f.svc, "b9"));
+
+	/* with the memory: applied, and logged */
+	assert_int_equal(reload_weight_and_rename(&f, &next), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = next;
+	assert_true(lines >= 3); /* b0 changed, b9 added, b3 removed */
+	assert_ptr_equal(f.svc->cfg, &next->services[0]);
+	assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 2);
+	assert_non_null(hlb_pool_backend_find(f.svc, "b9"));
 	fixture_teardown(&f);
 }
 
@@ -1706,6 +1790,7 @@ int main(void)
 		cmocka_unit_test(test_idle_tick_visits_no_backend),
 		cmocka_unit_test(test_failing_backend_tick_visits_no_backend),
 		cmocka_unit_test(test_checks_turned_on_count_no_failure_from_before),
+		cmocka_unit_test(test_reload_short_of_memory_changes_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
