@@ -718,6 +718,10 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_cq_dropped_total", "counter",
 		  "Completions the kernel lost, short of memory for its overflow list (the ring's "
 		  "own count): any is a fault, the worker stops (docs/dataplane.md)." },
+		{ "hashlb_worker_queue_deadline_looks_total", "counter",
+		  "Clients waiting in the queue (timeouts.queue) looked at for their deadline "
+		  "alone, not tried for a backend: about one per client that timed out "
+		  "(docs/dataplane.md, \"Queue\")." },
 	};
 	struct hlb_worker_stats s;
 
@@ -726,12 +730,14 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 	for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
 		family(o, fams[f].name, fams[f].type, fams[f].help);
 		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
-			const uint64_t v[] = { s.connections,	 s.buffers,	 s.buffers_in_use,
-					       s.buffer_waiters, s.buffer_waits, s.buffer_wakeups,
-					       s.pipes,		 s.pipes_max,	 s.splice_refused,
-					       s.accept_errors,	 s.spilled,	 s.spill_max,
-					       s.spills,	 s.fd_limit,	 s.cap_pauses,
-					       s.cq_overflows,	 s.cq_dropped };
+			const uint64_t v[] = {
+				s.connections,	  s.buffers,	  s.buffers_in_use,
+				s.buffer_waiters, s.buffer_waits, s.buffer_wakeups,
+				s.pipes,	  s.pipes_max,	  s.splice_refused,
+				s.accept_errors,  s.spilled,	  s.spill_max,
+				s.spills,	  s.fd_limit,	  s.cap_pauses,
+				s.cq_overflows,	  s.cq_dropped,	  s.queue_deadline_looks
+			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
 				       "a value per family");

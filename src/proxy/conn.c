@@ -2709,6 +2709,7 @@ void conn_queue_run(struct worker *w)
 		if (!whole && !rooms.total) {
 			if (!due)
 				break; /* the rest cannot be served: w->queue_first_until holds */
+			hlb_stat_add(&w->queue_deadline_looks, 1);
 			if (expired) { /* and no backend it wants has room */
 				hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
 				conn_abort(w, c, CONN_END_QUEUE_TIMEOUT); /* *pp is the next one */

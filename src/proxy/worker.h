@@ -371,6 +371,10 @@ struct worker {
 	bool log_poll; /* the UD_LOG multishot poll is armed (until its last CQE) */
 	bool log_poll_cancelled; /* the backlog is out: it is being cancelled */
 	int setup_ret;
+	/* Last, so that the fields above, read per I/O, keep their places. */
+	/* for hlb_proxy_worker_stats(), as <pub>: clients waiting looked at
+	 * for their deadline alone (conn_queue_run()) */
+	_Atomic uint64_t queue_deadline_looks;
 };
 
 /*

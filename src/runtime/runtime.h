@@ -376,6 +376,7 @@ struct hlb_worker_stats {
 	uint64_t spills; /* times a direction's data moved out of the pool */
 	uint64_t cq_overflows; /* times completions waited in the kernel's CQ overflow list */
 	uint64_t cq_dropped; /* completions the kernel lost: no memory for that list */
+	uint64_t queue_deadline_looks; /* waiting clients looked at for their deadline alone */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
