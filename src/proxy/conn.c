@@ -652,6 +652,103 @@ static void queue_recheck(struct worker *w)
 	}
 }
 
+/* Whether deadline <a> comes before <b> (worker clock, wrapping). */
+static bool due_before(const struct queue_due *a, const struct queue_due *b)
+{
+	return (int32_t)(a->until - b->until) < 0;
+}
+
+/* Heap <h> of <n> entries: entry <i> moved down to its place. */
+static void dues_sift_down(struct queue_due *h, uint32_t n, uint32_t i)
+{
+	struct queue_due d = h[i];
+
+	for (uint32_t k; (k = 2 * i + 1) < n; i = k) {
+		if (k + 1 < n && due_before(&h[k + 1], &h[k]))
+			k++;
+		if (!due_before(&h[k], &d))
+			break;
+		h[i] = h[k];
+	}
+	h[i] = d;
+}
+
+/* Whether <d> is the deadline of a client still waiting. */
+static bool due_waits(const struct queue_due *d)
+{
+	return d->c->state == CONN_QUEUED && d->c->queued_until == d->until;
+}
+
+/*
+ * Room in w->queue_dues for one more deadline: false if no memory. The
+ * entries of clients that left are dropped as their deadlines come, and
+ * all at once when they could be as many as those that wait: once the heap
+ * holds twice what it kept at the last clean-up (so that a clean-up, a
+ * look at each entry, costs each wait two looks at most).
+ */
+static bool queue_due_room(struct worker *w)
+{
+	struct queue_due *h = w->queue_dues;
+
+	if (w->n_queue_dues >= 2 * w->queue_dues_kept + 64) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < w->n_queue_dues; i++)
+			if (due_waits(&h[i]))
+				h[n++] = h[i];
+		for (uint32_t i = n / 2; i-- > 0;)
+			dues_sift_down(h, n, i);
+		w->n_queue_dues = w->queue_dues_kept = n;
+	}
+	if (w->n_queue_dues == w->queue_dues_cap) {
+		uint32_t cap = w->queue_dues_cap ? 2 * w->queue_dues_cap : 64;
+
+		if (!(h = realloc(h, cap * sizeof(*h))))
+			return false;
+		w->queue_dues = h;
+		w->queue_dues_cap = cap;
+	}
+	return true;
+}
+
+/* <c> waits until c->queued_until: noted (after queue_due_room()). */
+static void queue_due_add(struct worker *w, struct conn *c)
+{
+	struct queue_due *h = w->queue_dues, d = { .until = c->queued_until, .c = c };
+	uint32_t i = w->n_queue_dues++;
+
+	for (uint32_t p; i && due_before(&d, &h[p = (i - 1) / 2]); i = p)
+		h[i] = h[p];
+	h[i] = d;
+}
+
+/* Whether the earliest deadline in w->queue_dues has come (its client may have left). */
+static bool queue_due(const struct worker *w)
+{
+	return w->n_queue_dues && (int32_t)((uint32_t)w->now_ms - w->queue_dues[0].until) >= 0;
+}
+
+/*
+ * Close the clients whose deadline came, that no walk of the queue could
+ * serve (conn_queue_run()), the earliest first: each costs the look at its
+ * own entry, and that of a client that left before its deadline, not a
+ * look at the clients that still wait.
+ */
+static void queue_expire(struct worker *w)
+{
+	while (queue_due(w)) {
+		struct queue_due d = w->queue_dues[0];
+
+		w->queue_dues[0] = w->queue_dues[--w->n_queue_dues];
+		dues_sift_down(w->queue_dues, w->n_queue_dues, 0);
+		hlb_stat_add(&w->queue_deadline_looks, 1);
+		if (!due_waits(&d))
+			continue; /* left, or waits again under a deadline of its own (noted) */
+		hlb_stat_add(&d.c->svc->wstats[w->id].queue_timeouts, 1);
+		conn_abort(w, d.c, CONN_END_QUEUE_TIMEOUT);
+	}
+}
+
 /*
  * Whether half <i> of established <c> owes its destination bytes: read from
  * its source and not delivered yet (a send in flight or waiting, a buffer
@@ -1344,6 +1441,12 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 		conn_fail_no_backend(w, c);
 		return;
 	}
+	if (!w->queue_head) /* the deadlines noted are all of clients that left */
+		w->n_queue_dues = w->queue_dues_kept = 0;
+	if (!queue_due_room(w)) {
+		conn_abort(w, c, CONN_END_ERROR); /* no memory to note its deadline */
+		return;
+	}
 	if (!c->was_queued) {
 		c->was_queued = true;
 		c->queued_until = (uint32_t)w->now_ms + snap->queue_timeout_ms;
@@ -1351,13 +1454,10 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	}
 	if (!w->queue_head) {
 		worker_queue_started(w);
-		w->queue_first_until = c->queued_until;
 		/* Walked at its first tick whatever changed: a slot that freed on
 		 * another worker as this queue started may have found queue_busy
 		 * (or the service's <queued>) not set yet, and kicked none. */
 		w->queue_next_ms = w->queue_walk_by = w->now_ms + QUEUE_RETRY_MS;
-	} else if ((int32_t)(c->queued_until - w->queue_first_until) < 0) {
-		w->queue_first_until = c->queued_until;
 	}
 	queue_svc_note(w, c->svc);
 	c->state = CONN_QUEUED;
@@ -1370,6 +1470,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	w->queue_tail = &c->qnext;
 	w->queue_n++;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
+	queue_due_add(w, c); /* after CONN_QUEUED: a second wait is noted again */
 	queue_want_seen(w);
 	queue_recheck(w);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */
@@ -2630,14 +2731,6 @@ static bool queue_fp_cheaper(const struct worker *w)
 	return n <= (uint64_t)w->queue_n * QUEUE_FP_PER_CLIENT;
 }
 
-/* <c> stays in the queue: *<until> the earliest deadline of those that stay (*<any>: one did). */
-static void queue_stays(const struct conn *c, uint32_t *until, bool *any)
-{
-	if (!*any || (int32_t)(c->queued_until - *until) < 0)
-		*until = c->queued_until;
-	*any = true;
-}
-
 /* A walk of the whole queue will tell again which backends its clients want (queue_want()). */
 static void queue_unwant_all(struct worker *w)
 {
@@ -2665,29 +2758,31 @@ static void queue_unwant_all(struct worker *w)
  * while the fingerprint would cost more than the walk (queue_fp_cheaper()).
  * Otherwise a waiting client can be served only by a slot that freed on a
  * backend it found full: the clients are tried, in order, only while such
- * a slot is left (queue_rooms), and the rest of the queue only looked at
- * for the deadlines that came. A slot that frees costs the clients it is
- * handed to, not the queue. Run when kicked (w->queue_kick: a slot freed on
- * any worker, a command) and at each tick while clients wait, when it walks
- * only for a deadline that came or for the whole queue.
+ * a slot is left (queue_rooms). A slot that frees costs the clients it is
+ * handed to, not the queue. The deadlines that came and that no walk
+ * served are found in w->queue_dues (queue_expire()): each costs its own
+ * client, not the queue. Run when kicked (w->queue_kick: a slot freed on
+ * any worker, a command) and at each tick while clients wait, when it
+ * walks only for the whole queue.
  */
 void conn_queue_run(struct worker *w)
 {
 	struct conn **pp = &w->queue_head, *c;
-	uint32_t n_old = w->n_queue_svcs, until = 0;
-	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole, due, any = false;
+	uint32_t n_old = w->n_queue_svcs;
+	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole;
 	struct queue_rooms rooms = { 0 };
 	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
 
 	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
 	w->queue_kick = false;
-	due = (int32_t)((uint32_t)w->now_ms - w->queue_first_until) >= 0;
 	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
 		(kicked && rooms.many);
-	/* Not kicked and no deadline came, or kicked but no slot is free that
-	 * a waiting client may take: nothing to do. */
-	if (!whole && !due && (!kicked || !rooms.total))
+	/* Not kicked, or kicked but no slot is free that a waiting client may
+	 * take: no client to try, only the deadlines that came. */
+	if (!whole && (!kicked || !rooms.total)) {
+		queue_expire(w);
 		return;
+	}
 	if (whole) {
 		w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
 		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
@@ -2706,19 +2801,8 @@ void conn_queue_run(struct worker *w)
 		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		bool connecting;
 
-		if (!whole && !rooms.total) {
-			if (!due)
-				break; /* the rest cannot be served: w->queue_first_until holds */
-			hlb_stat_add(&w->queue_deadline_looks, 1);
-			if (expired) { /* and no backend it wants has room */
-				hlb_stat_add(&c->svc->wstats[w->id].queue_timeouts, 1);
-				conn_abort(w, c, CONN_END_QUEUE_TIMEOUT); /* *pp is the next one */
-				continue;
-			}
-			queue_stays(c, &until, &any);
-			pp = &c->qnext;
-			continue;
-		}
+		if (!whole && !rooms.total)
+			break; /* the rest cannot be served; their deadlines: below */
 		c->be = NULL;
 		c->tried = 0; /* the whole list again: its full backends may have room */
 		w->first_full = NULL;
@@ -2735,7 +2819,6 @@ void conn_queue_run(struct worker *w)
 			c->qprev = pp; /* with retry_of, where conn_connect() may write */
 			queue_want_seen(w);
 			queue_svc_note(w, c->svc);
-			queue_stays(c, &until, &any);
 			pp = &c->qnext; /* still no room */
 			continue;
 		}
@@ -2755,14 +2838,13 @@ void conn_queue_run(struct worker *w)
 			conn_fail_no_backend(w, c);
 		}
 	}
-	/* Every client seen: the earliest deadline is known. A slot still free
-	 * was tried by every client that waits: none wants its backend. */
-	if (!c) {
-		w->queue_first_until = until;
+	/* Every client tried: a slot still free was tried by every client
+	 * that waits, none wants its backend. */
+	if (!c)
 		for (uint32_t i = 0; i < rooms.n; i++)
 			if (rooms.left[i])
 				queue_unwant(w, rooms.be[i]);
-	}
+	queue_expire(w);
 	if (!whole)
 		return;
 	for (uint32_t i = 0; i < n_old; i++)

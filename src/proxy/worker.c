@@ -916,6 +916,7 @@ static void *worker_main(void *arg)
 	bufring_free(w);
 	conn_queue_svcs_free(w);
 	free(w->queue_svcs);
+	free(w->queue_dues);
 	conn_cache_free(w);
 	/* the lines of the connections closed by the drain */
 	hlb_logbuf_flush_wait(&w->log, LOG_EXIT_WAIT_MS);

@@ -255,6 +255,14 @@ struct conn {
 _Static_assert(CONN_STATE_MAX <= 8 && CONN_END_MAX <= 32 && HASHLB_PROXY_MAX <= 4,
 	       "conn's state, end and proxy bit fields");
 
+/* A client's deadline in the worker's w->queue_dues: it is due at <until>
+ * if <c> still waits then under that deadline (the connection is not
+ * freed, only reused: see queue_expire()). */
+struct queue_due {
+	uint32_t until; /* worker clock, as c->queued_until */
+	struct conn *c;
+};
+
 struct cmd {
 	struct cmd *next;
 	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN } type;
@@ -325,16 +333,15 @@ struct worker {
 	 * clients waiting (a reference each, each marked with queue_svc_mark
 	 * in its wstats line; queue_svcs_lost: one could not be kept, no
 	 * memory, and the queue is walked every time until it empties), the
-	 * fingerprint of their routing state (queue_fingerprint()), the
-	 * earliest deadline (worker clock, queued_until) and the walk due
-	 * anyway (QUEUE_SAFETY_MS). */
+	 * fingerprint of their routing state (queue_fingerprint()) and the
+	 * walk due anyway (QUEUE_SAFETY_MS). */
 	struct hlb_service **queue_svcs;
 	uint32_t n_queue_svcs, queue_svcs_cap;
 	uint64_t queue_svc_mark;
 	bool queue_svcs_lost;
 	uint64_t queue_fp;
 	uint32_t queue_n; /* the clients in the queue */
-	uint32_t queue_first_until;
+	uint32_t queue_dues_kept; /* in queue_dues after its last clean-up (queue_due_room()) */
 	uint64_t queue_walk_by;
 	uint32_t min_idle_ms;
 	uint64_t next_idle_scan;
@@ -372,8 +379,13 @@ struct worker {
 	bool log_poll_cancelled; /* the backlog is out: it is being cancelled */
 	int setup_ret;
 	/* Last, so that the fields above, read per I/O, keep their places. */
+	/* The deadlines of the clients waiting, the earliest first: a binary
+	 * min-heap, an entry for each wait, whose client may have left since
+	 * (queue_expire()). Kept (freed at exit); emptied with the queue. */
+	struct queue_due *queue_dues;
+	uint32_t n_queue_dues, queue_dues_cap;
 	/* for hlb_proxy_worker_stats(), as <pub>: clients waiting looked at
-	 * for their deadline alone (conn_queue_run()) */
+	 * for their deadline alone (queue_expire()) */
 	_Atomic uint64_t queue_deadline_looks;
 };
 

@@ -1154,6 +1154,49 @@ def queued_clients_handed_on_at_their_own_cost():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_client_times_out_at_its_own_cost():
+    """A client whose queue deadline comes while thousands wait with later ones is closed at
+    its own cost: 2,000 clients wait under timeouts.queue 120 s, a reload shortens it to 1.5 s,
+    and one more client comes. That one alone times out (reset, queue_timeout), the 2,000 keep
+    waiting under the deadline they came with, and the worker looks at a handful of waiting
+    clients for deadlines, not at every one. Before, a deadline that came made a pass over the
+    whole queue, a step per waiting client: 2,001 looks for the one timeout."""
+    from ctltest import metric_sum
+
+    lb, holders, n, wait_for = queue_of_waiting_clients()
+    m = 2000
+    socks = wait_for(m)
+    with open(lb.path) as f:
+        cfg = f.read()
+    check("queue: 120s" in cfg, "the config's queue timeout")
+    lb.rewrite(cfg.replace("queue: 120s", "queue: 1500ms"))
+    rc, _, err, _ = lb.reload()
+    check(rc == 0, f"reload: {err}")
+    looks = metric_sum(lb, "hashlb_worker_queue_deadline_looks_total")
+    late = connect(lb.addr, client_ip(7))
+    late.settimeout(30)  # a hang guard: its deadline is 1 s away
+    try:
+        got = read_line(late)
+    except OSError as e:
+        got = repr(e)
+    check(got in ("", repr(ConnectionResetError(104, "Connection reset by peer"))),
+          f"the client that came after the reload closed at its deadline: got {got!r}")
+    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queue_timeouts_total") == 1, 30,
+                     step=0.2), "counted as a queue timeout")
+    looks = metric_sum(lb, "hashlb_worker_queue_deadline_looks_total") - looks
+    queued = metric_sum(lb, "hashlb_service_queued")
+    print(f"    one timeout among {m} waiting: {looks:.0f} clients looked at for deadlines")
+    check(queued == m, f"the {m} that came before the reload still wait: {queued:.0f}")
+    # after: 1; before: 2,001 (a pass over the queue)
+    check(looks <= 50, f"one client's deadline looked at {looks:.0f} waiting clients")
+    late.close()
+    for s in socks + holders:
+        s.close()
+    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
+          "every one gone from the queue")
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_client_of_many_backends_costs_what_the_walk_does():
     """One client waiting in the queue of a service of 10,000 backends costs the worker what
     one waiting for a service of one backend does: a walk of the queue tries that client's
@@ -1247,5 +1290,6 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_clients_that_leave, queued_clients_leaving_newest_first,
            queued_clients_cost_nothing_while_waiting, queued_clients_handed_on_at_once,
            queued_clients_handed_on_across_workers, queued_clients_handed_on_at_their_own_cost,
+           queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
            queued_clients_of_a_removed_service, source_address])
