@@ -728,6 +728,19 @@ static bool queue_due(const struct worker *w)
 	return w->n_queue_dues && (int32_t)((uint32_t)w->now_ms - w->queue_dues[0].until) >= 0;
 }
 
+/* When the queue is due next: its earliest deadline, or the walk due anyway. */
+static void queue_next(struct worker *w)
+{
+	w->queue_next_ms = w->queue_walk_by;
+	if (w->n_queue_dues) {
+		int32_t in = (int32_t)(w->queue_dues[0].until - (uint32_t)w->now_ms);
+		uint64_t at = w->now_ms + (uint64_t)(in > 0 ? in : 0);
+
+		if (at < w->queue_next_ms)
+			w->queue_next_ms = at;
+	}
+}
+
 /*
  * Close the clients whose deadline came, that no walk of the queue could
  * serve (conn_queue_run()), the earliest first: each costs the look at its
@@ -1471,6 +1484,8 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	w->queue_n++;
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
 	queue_due_add(w, c); /* after CONN_QUEUED: a second wait is noted again */
+	queue_next(w);
+	worker_tick_by(w, w->queue_next_ms);
 	queue_want_seen(w);
 	queue_recheck(w);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */
@@ -2773,14 +2788,14 @@ void conn_queue_run(struct worker *w)
 	struct queue_rooms rooms = { 0 };
 	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
 
-	w->queue_next_ms = w->now_ms + QUEUE_RETRY_MS;
-	w->queue_kick = false;
+	w->queue_kick = w->queue_tick = false;
 	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
 		(kicked && rooms.many);
 	/* Not kicked, or kicked but no slot is free that a waiting client may
 	 * take: no client to try, only the deadlines that came. */
 	if (!whole && (!kicked || !rooms.total)) {
 		queue_expire(w);
+		queue_next(w);
 		return;
 	}
 	if (whole) {
@@ -2845,6 +2860,7 @@ void conn_queue_run(struct worker *w)
 			if (rooms.left[i])
 				queue_unwant(w, rooms.be[i]);
 	queue_expire(w);
+	queue_next(w);
 	if (!whole)
 		return;
 	for (uint32_t i = 0; i < n_old; i++)

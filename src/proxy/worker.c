@@ -268,15 +268,34 @@ static void wlistener_close(struct worker *w, struct wlistener *wl)
 		accept_cancel(w, wl);
 }
 
-/* The pending tick fires in QUEUE_RETRY_MS rather than TICK_MS. */
-static void tick_soon(struct worker *w)
+/* Set the tick's timespec (read at the submission) to <ms> from now. */
+static void tick_set(struct worker *w, uint64_t ms)
+{
+	w->tick_ts.tv_sec = (long long)(ms / 1000);
+	w->tick_ts.tv_nsec = (long long)(ms % 1000) * 1000000LL;
+	w->tick_at = w->now_ms + ms;
+}
+
+/* The pending tick fires in <ms> (if it did not fire already: tick_arm() then looks). */
+static void tick_update(struct worker *w, uint64_t ms)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
 
-	w->tick_ts.tv_sec = 0;
-	w->tick_ts.tv_nsec = QUEUE_RETRY_MS * 1000000LL;
+	tick_set(w, ms);
 	io_uring_prep_timeout_update(sqe, &w->tick_ts, UD_TICK, 0);
 	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
+}
+
+/* The pending tick fires in QUEUE_RETRY_MS rather than TICK_MS. */
+static void tick_soon(struct worker *w)
+{
+	tick_update(w, QUEUE_RETRY_MS);
+}
+
+void worker_tick_by(struct worker *w, uint64_t at_ms)
+{
+	if (at_ms < w->tick_at)
+		tick_update(w, at_ms > w->now_ms ? at_ms - w->now_ms : 1);
 }
 
 bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, uint32_t rate)
@@ -386,10 +405,9 @@ static void tick_arm(struct worker *w)
 
 	for (struct wlistener *wl = w->listeners; wl && !paused; wl = wl->next)
 		paused = wl->paused && !wl->closing;
-	w->tick_ts.tv_sec = 0;
-	/* faster while connections wait in the queue, for their deadlines, or
-	 * in a paused listener's backlog, for its rate */
-	w->tick_ts.tv_nsec = (w->queue_head || paused ? QUEUE_RETRY_MS : TICK_MS) * 1000000LL;
+	/* faster while connections wait in a paused listener's backlog, for
+	 * its rate; the queue's deadlines bring it forward (worker_tick_by()) */
+	tick_set(w, paused ? QUEUE_RETRY_MS : TICK_MS);
 	io_uring_prep_timeout(sqe, &w->tick_ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, UD_TICK);
 }
@@ -542,6 +560,7 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 		break;
 	case OP_WORKER:
 		if (ud == UD_TICK) {
+			w->queue_tick = w->queue_head != NULL; /* cleared by conn_queue_run() */
 			worker_tick(w);
 			if (!w->exiting)
 				tick_arm(w);
@@ -875,10 +894,13 @@ static void *worker_main(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&w->ring, n);
-		if (w->queue_head && (w->queue_kick || w->now_ms >= w->queue_next_ms)) {
+		if (w->queue_head &&
+		    (w->queue_kick || w->queue_tick || w->now_ms >= w->queue_next_ms)) {
 			conn_queue_run(w);
 			if (!w->queue_head)
 				atomic_store_explicit(&w->queue_busy, false, memory_order_relaxed);
+			else
+				worker_tick_by(w, w->queue_next_ms);
 		}
 		if (!w->queue_head && w->n_queue_svcs) /* its last clients left */
 			conn_queue_svcs_free(w);

@@ -55,8 +55,10 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * out of the pool into <priv> (see conn.c, "Spill") */
 #define BUF_PRIV 0xfffeu
 /* Connections waiting for room under a max_connections: their queue is
- * looked at this often, and tried again if something changed (and at once
- * when a slot frees on any worker), see conn_queue_run(). */
+ * tried at once when a slot frees on any worker, at their deadlines, and
+ * looked at each tick (TICK_MS) for a change that could give them room,
+ * see conn_queue_run(). The first tick after the queue starts, and the
+ * tick of a paused listener, come after this. */
 #define QUEUE_RETRY_MS 10
 #define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
 /* A client's walk tries up to this many backends (CONN_TRIED_MAX): a queue
@@ -327,7 +329,9 @@ struct worker {
 	struct hlb_backend *full_seen[HLB_PREFERENCE_MAX];
 	uint32_t n_full_seen;
 	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
-	uint64_t queue_next_ms; /* look at the queue by then (conn_queue_run()) */
+	bool queue_tick; /* the tick fired: look at the queue for what changed */
+	/* look at the queue by then: a deadline, the walk due anyway (conn_queue_run()) */
+	uint64_t queue_next_ms;
 	/* What the last walk of the queue saw, so that the next one is skipped
 	 * while nothing changed (conn_queue_run()): the services of the
 	 * clients waiting (a reference each, each marked with queue_svc_mark
@@ -379,6 +383,7 @@ struct worker {
 	bool log_poll_cancelled; /* the backlog is out: it is being cancelled */
 	int setup_ret;
 	/* Last, so that the fields above, read per I/O, keep their places. */
+	uint64_t tick_at; /* when the tick armed last fires (worker clock) */
 	/* The deadlines of the clients waiting, the earliest first: a binary
 	 * min-heap, an entry for each wait, whose client may have left since
 	 * (queue_expire()). Kept (freed at exit); emptied with the queue. */
@@ -515,6 +520,8 @@ bool worker_pipe_room(const struct worker *w);
 
 /* The queue was empty and has a connection now: tick at QUEUE_RETRY_MS. */
 void worker_queue_started(struct worker *w);
+/* The queue is due at <at_ms> (worker clock): the tick fires then at the latest. */
+void worker_tick_by(struct worker *w, uint64_t at_ms);
 
 /* bufring.c */
 int bufring_setup(struct worker *w);
