@@ -353,6 +353,18 @@ int hashlb_config_parse_flags(const char *text, size_t len, const char *name, un
 			      struct hashlb_config **ret_config, struct hashlb_error *err);
 /* Accepts NULL. */
 void hashlb_config_free(struct hashlb_config *c);
+/*
+ * What <c> accepts but is likely a mistake, for hashlb check to print and the daemon to log at
+ * start and at each reload: two backends of a service at one address (resolved; an
+ * IPv4-mapped IPv6 address as the IPv4 address it is). Valid, so not refused: each name takes
+ * its own share of the table, so that host takes the shares of both, a weight written twice
+ * (and two names of a DNS answer may well meet at one address for a while, which must not
+ * fail a reload). Fills the first <max> of <ret_warnings> (file, line and column of the later
+ * backend's address, reason HASHLB_ERR_CONFIG, and what, naming both) and returns how many
+ * there are in all, or -ENOMEM.
+ */
+int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
+			   size_t max);
 /* Whether a backend of <c> is written with a host name, not an address. */
 bool hashlb_config_names_hosts(const struct hashlb_config *c);
 

@@ -67,6 +67,8 @@ void cli_set_command(const char *cmd);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print <err>: "FILE:LINE:COL: error: WHAT", "FILE: error: WHAT" or cli_error()'s "hashlb CMD: WHAT". */
 void cli_print_error(const struct hashlb_error *err);
+/* The same for what a config accepts but warns of (hashlb_config_warnings()): "warning:". */
+void cli_print_warning(const struct hashlb_error *warning);
 /*
  * Print "invalid value '<value>' for option <name> (<allowed>)": the one
  * form of a refused option value; <allowed> (NULL: none) says what it takes.

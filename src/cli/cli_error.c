@@ -65,7 +65,8 @@ static void put_path(const char *path)
 	}
 }
 
-void cli_print_error(const struct hashlb_error *err)
+/* <err> as "FILE:LINE:COL: <kind>: WHAT", "FILE: <kind>: WHAT" or cli_error()'s line. */
+static void print_diagnostic(const struct hashlb_error *err, const char *kind)
 {
 	if (!err->file) {
 		cli_error("%s\n", err->msg);
@@ -73,9 +74,19 @@ void cli_print_error(const struct hashlb_error *err)
 	}
 	put_path(err->file);
 	if (err->line > 0)
-		fprintf(stderr, ":%d:%d: error: %s\n", err->line, err->column, err->msg);
+		fprintf(stderr, ":%d:%d: %s: %s\n", err->line, err->column, kind, err->msg);
 	else
-		fprintf(stderr, ": error: %s\n", err->msg);
+		fprintf(stderr, ": %s: %s\n", kind, err->msg);
+}
+
+void cli_print_error(const struct hashlb_error *err)
+{
+	print_diagnostic(err, "error");
+}
+
+void cli_print_warning(const struct hashlb_error *warning)
+{
+	print_diagnostic(warning, "warning");
 }
 
 /*

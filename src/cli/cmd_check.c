@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* hashlb check: validate a config as `hashlb run` would load it, and show its tables. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -30,6 +31,10 @@ static void usage(FILE *f)
 		   "  down), and the sum of the latter against table_memory.\n"
 		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr\n"
 		   "  (a newline or control byte in FILE written \\n or \\xNN).\n"
+		   "  What is valid but likely a mistake (two backends of a service at\n"
+		   "  one address) prints FILE:LINE:COLUMN: warning: WHAT to stderr, with\n"
+		   "  -q too, and leaves the exit status 0; hashlb run logs the same at\n"
+		   "  start and at each reload.\n"
 		   "  It binds no socket and attaches nothing: what only the host can\n"
 		   "  refuse (a listen address in use or not local, a source address not\n"
 		   "  local, source: client without CAP_NET_ADMIN, an admin socket's\n"
@@ -257,6 +262,25 @@ static const char *size_text(uint64_t bytes, char *buf, size_t size)
 	return buf;
 }
 
+/* What <c> accepts but warns of, to stderr (with -q too: a script's check that passes still
+ * shows them); 0 or -ENOMEM. */
+static int print_warnings(const struct hashlb_config *c)
+{
+	struct hashlb_error *w;
+	int n = hashlb_config_warnings(c, NULL, 0);
+
+	if (n <= 0)
+		return n;
+	w = calloc((size_t)n, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	n = hashlb_config_warnings(c, w, (size_t)n);
+	for (int i = 0; i < n; i++)
+		cli_print_warning(&w[i]);
+	free(w);
+	return n < 0 ? n : 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -291,6 +315,12 @@ int cmd_check(int argc, char **argv)
 		return 2;
 	if (hashlb_config_load(path, &c, &err) < 0) {
 		cli_print_error(&err);
+		return 1;
+	}
+	r = print_warnings(c);
+	if (r < 0) {
+		cli_error("out of memory\n");
+		hashlb_config_free(c);
 		return 1;
 	}
 	if (!quiet) {

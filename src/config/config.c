@@ -2442,6 +2442,114 @@ bool hashlb_config_names_hosts(const struct hashlb_config *c)
 	return false;
 }
 
+/* A backend's resolved address as bytes that compare equal for one address: family, port,
+ * address and scope (addr_canon(): IPv4-mapped as IPv4), then its index in the service. */
+struct addr_ref {
+	uint8_t key[1 + 2 + 16 + 4];
+	uint32_t idx;
+};
+
+static int addr_ref_cmp(const void *a, const void *b)
+{
+	const struct addr_ref *x = a, *y = b;
+	int c = memcmp(x->key, y->key, sizeof(x->key));
+
+	if (c)
+		return c;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void addr_ref_set(struct addr_ref *r, const struct sockaddr_storage *addr, uint32_t idx)
+{
+	struct sockaddr_storage a = addr_canon(addr);
+
+	memset(r, 0, sizeof(*r));
+	r->idx = idx;
+	r->key[0] = a.ss_family == AF_INET ? 4 : 6;
+	if (a.ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)&a;
+
+		memcpy(r->key + 1, &s4->sin_port, 2);
+		memcpy(r->key + 3, &s4->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&a;
+
+		memcpy(r->key + 1, &s6->sin6_port, 2);
+		memcpy(r->key + 3, &s6->sin6_addr, 16);
+		memcpy(r->key + 19, &s6->sin6_scope_id, 4);
+	}
+}
+
+/* Service <s>'s backends at an address an earlier one has, into <w> from <*n> on (while
+ * below <max>), each one counted in <*n>. -ENOMEM. */
+static int service_shared_addresses(const struct hashlb_config *c,
+				    const struct hashlb_service_cfg *s, struct hashlb_error *w,
+				    size_t max, size_t *n)
+{
+	struct addr_ref *refs = calloc(s->n_backends ? s->n_backends : 1, sizeof(*refs));
+	uint32_t *first = malloc((s->n_backends ? s->n_backends : 1) * sizeof(*first));
+	uint32_t nr = 0;
+
+	if (!refs || !first) {
+		free(refs);
+		free(first);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		first[i] = UINT32_MAX;
+		if (s->backends[i].addr_len) /* a name not resolved: no address yet */
+			addr_ref_set(&refs[nr++], &s->backends[i].addr, i);
+	}
+	qsort(refs, nr, sizeof(*refs), addr_ref_cmp);
+	for (uint32_t k = 1, group = 0; k < nr; k++) {
+		if (memcmp(refs[k].key, refs[group].key, sizeof(refs[k].key)) != 0)
+			group = k;
+		else
+			first[refs[k].idx] = refs[group].idx; /* the group's first in file order */
+	}
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		const struct hashlb_backend_cfg *b = &s->backends[i], *f;
+		char at[INET6_ADDRSTRLEN + 16], msg[1024];
+
+		if (first[i] == UINT32_MAX)
+			continue;
+		if (*n < max) {
+			f = &s->backends[first[i]];
+			hashlb_addr_format(&f->addr, at, sizeof(at));
+			memset(&w[*n], 0, sizeof(w[*n]));
+			w[*n].reason = HASHLB_ERR_CONFIG;
+			w[*n].file = c->path;
+			w[*n].line = b->address_pos.line;
+			w[*n].column = b->address_pos.column;
+			snprintf(msg, sizeof(msg),
+				 "service '%s': backend '%s' has the address of backend '%s' "
+				 "(line %d, column %d), %s: that host takes both names' shares; "
+				 "to give it more, write it once with a weight",
+				 s->name, b->name, f->name, f->address_pos.line,
+				 f->address_pos.column, at);
+			hashlb_err_fit(w[*n].msg, sizeof(w[*n].msg), msg);
+		}
+		(*n)++;
+	}
+	free(refs);
+	free(first);
+	return 0;
+}
+
+int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
+			   size_t max)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		int r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
+
+		if (r < 0)
+			return r;
+	}
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 /* Whether <root> has a key resolve_every (unchecked: check_map() comes later). */
 static bool writes_resolve_every(const struct ynode *root)
 {

@@ -45,6 +45,28 @@ static void admin_exposed_warn(struct hlb_control *ctl)
 		    hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
 }
 
+/* What <cfg> accepts but warns of (hashlb_config_warnings(), what hashlb check prints), at
+ * start and at each reload: one line each, with the file's line and column. */
+static void config_warnings_log(struct hlb_control *ctl, const struct hashlb_config *cfg)
+{
+	char qp[HLB_LOG_PATH_MAX], qm[HLB_LOG_QUOTED_MAX(sizeof(((struct hashlb_error *)0)->msg))];
+	struct hashlb_error *w;
+	int n = hashlb_config_warnings(cfg, NULL, 0);
+
+	if (n <= 0)
+		return;
+	w = calloc((size_t)n, sizeof(*w));
+	if (!w)
+		return;
+	n = hashlb_config_warnings(cfg, w, (size_t)n);
+	for (int i = 0; i < n; i++)
+		control_log(ctl, HLB_LOG_WARN, "config warning",
+			    "config=%s line=%d column=%d warning=%s",
+			    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), w[i].line, w[i].column,
+			    hlb_log_quote(w[i].msg, qm, sizeof(qm)));
+	free(w);
+}
+
 /* ---- the admin endpoint's refusals, logged ----------------------------- */
 
 /* at most one line per kind of refusal in this time, counting those since the last */
@@ -486,6 +508,7 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 		admin_exposed_warn(ctl);
 	}
 	ctl->owned_cfg = cfg;
+	config_warnings_log(ctl, cfg);
 	resolve_schedule(ctl);
 	*ret_ctl = ctl;
 	return 0;
@@ -687,6 +710,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 			    "reload: the number of workers changes on restart only",
 			    "serving=%s config=%s", workers_name(ctl->run_workers, w0, sizeof(w0)),
 			    workers_name(cfg->workers, w1, sizeof(w1)));
+	config_warnings_log(ctl, cfg);
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */

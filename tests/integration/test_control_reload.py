@@ -427,6 +427,38 @@ def reloads_say_what_they_changed():
     check(lb.stop() == 0, "exit 0")
 
 
+def two_names_at_one_address_are_warned():
+    """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
+    load, as each name takes its own share (a weight written twice, or two names of a DNS
+    answer meeting), but hashlb says so, as hashlb check does: `msg="config warning"` with the
+    file's line and column of the later one and both names, at start and at each reload that
+    still has them, and not once they are gone. Before, nothing was said, anywhere."""
+    off = "enabled: false"
+    dup = [("a", "127.0.0.1:80"), ("b", "127.0.0.1:81"), ("c", '"[::ffff:127.0.0.1]:80"')]
+    warned = (r'level=warn msg="config warning" config=\S+ line=(\d+) column=18 '
+              r'warning="service \'t\': backend \'c\' has the address of backend \'a\' '
+              r'\(line 12, column 18\), 127.0.0.1:80: ')
+    lb = Lb(config(dup, health=off))
+    m = [re.search(warned, l) for l in lb.log]
+    m = [x for x in m if x]
+    check(len(m) == 1 and m[0].group(1) == "16", f"warned at start, at line 16: "
+          f"{[l for l in lb.log if 'config warning' in l]}")
+    ck = subprocess.run([os.environ.get("HASHLB", "build/src/cli/hashlb"), "check", "-q", "-c",
+                         lb.path], capture_output=True, text=True, timeout=60)
+    check(ck.returncode == 0 and ck.stderr == f"{lb.path}:16:18: warning: service 't': backend "
+          "'c' has the address of backend 'a' (line 12, column 18), 127.0.0.1:80: that host "
+          "takes both names' shares; to give it more, write it once with a weight\n",
+          f"hashlb check says the same, exit 0: {ck.returncode} {ck.stderr!r}")
+    for cfg, n in ((config(dup[:2], health=off), 0), (config(dup, health=off), 1)):
+        lb.rewrite(cfg)
+        seen = len(lb.log)  # the first reload's lines start at the log's first
+        rc, so, se, logged = lb.reload()
+        check(rc == 0, f"reload: {se}")
+        got = [l for l in lb.log[seen:] if re.search(warned, l)]
+        check(len(got) == n, f"a reload {'with' if n else 'without'} them: {n} warning: {got}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def vm(pid, key):
     """/proc/PID/status's <key> (VmRSS, VmHWM) in kB."""
     with open(f"/proc/{pid}/status") as f:
@@ -559,6 +591,7 @@ def reloads_of_many_backends_keep_the_rss():
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
-           services_keep_their_ports_through_reloads, reloads_say_what_they_changed, reloads_give_the_old_tables_back,
+           services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
+           two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss])

@@ -1316,6 +1316,48 @@ static void test_addresses(void **state)
 
 /* --- duplicates and the core build --------------------------------------- */
 
+/*
+ * Two backends of a service at one address load (a weight written twice, two names of a DNS
+ * answer meeting) but are said, at the later one's address, naming both; an IPv4-mapped
+ * address is the IPv4 address it maps. Another port, or another service, is another backend.
+ */
+static void test_shared_address_warned(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		    "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		    "      - {name: b, address: \"127.0.0.1:2\"}\n"
+		    "      - {name: c, address: \"[::ffff:127.0.0.1]:1\"}\n"
+		    "      - {name: d, address: \"127.0.0.1:1\"}\n"
+		    "  - name: api\n    listen: 127.0.0.1:81\n    backends:\n"
+		    "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		    "      - {name: b, address: \"[::1]:2\"}\n"
+		    "      - {name: c, address: \"[0::1]:2\"}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 3);
+	assert_string_equal(w[0].file, "t.yaml");
+	assert_int_equal(w[0].line, 7);
+	assert_int_equal(w[0].column, 28);
+	assert_string_equal(w[0].msg,
+			    "service 'web': backend 'c' has the address of backend 'a' (line 5, "
+			    "column 28), 127.0.0.1:1: that host takes both names' shares; to give "
+			    "it more, write it once with a weight");
+	assert_int_equal(w[1].line, 8);
+	assert_non_null(strstr(w[1].msg, "backend 'd' has the address of backend 'a' (line 5"));
+	assert_int_equal(w[2].line, 14);
+	assert_non_null(strstr(w[2].msg, "service 'api': backend 'c' has the address of "
+					 "backend 'b' (line 13, column 28), [::1]:2"));
+	/* <max> bounds what is filled, not what is counted */
+	assert_int_equal(hashlb_config_warnings(c, w, 1), 3);
+	hashlb_config_free(c);
+
+	c = load_ok(MINIMAL "      - name: b\n        address: 127.0.0.1:9002\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
+	hashlb_config_free(c);
+}
+
 static void test_duplicates(void **state)
 {
 	expect_error(MINIMAL "      - name: a\n        address: 127.0.0.1:9002\n", 7, 15,
@@ -3200,6 +3242,9 @@ static void test_example_configs(void **state)
 		if (hashlb_config_load(path, &c, &err) < 0)
 			fail_msg("%s:%d:%d: %s", path, err.line, err.column, err.msg);
 		assert_true(c->n_services >= 1);
+		/* an example says nothing hashlb check would warn of */
+		if (hashlb_config_warnings(c, &err, 1) != 0)
+			fail_msg("%s:%d:%d: warning: %s", path, err.line, err.column, err.msg);
 		if (strcmp(de->d_name, "demo.yaml") == 0) {
 			const struct hashlb_service_cfg *s = &c->services[0];
 
@@ -3515,6 +3560,7 @@ int main(void)
 		cmocka_unit_test(test_client_lists),
 		cmocka_unit_test(test_backup),
 		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_shared_address_warned),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
