@@ -17,6 +17,7 @@ struct bench_opts {
 
 int bench_schemes(const struct bench_opts *o);
 int bench_lookup(const struct bench_opts *o);
+int bench_health(const struct bench_opts *o);
 
 /*
  * Nanoseconds of CPU time of the calling thread. Timings use it rather

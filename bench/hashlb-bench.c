@@ -3,6 +3,7 @@
  * hashlb-bench: hashlb's microbenchmarks.
  *   schemes  the hashing-scheme comparison (modulo, ring, Maglev, rendezvous, jump, slots)
  *   lookup   lookup and build cost of hashlb's tables against the targets
+ *   health   a Maglev backend down and up against the full build, and where its clients go
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,14 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: hashlb-bench schemes|lookup [--quick] [--format md|csv|json]\n"
+	fputs("usage: hashlb-bench schemes|lookup|health [--quick] [--format md|csv|json]\n"
 	      "  schemes  compare hash %% N, ring (V=1..1000), Maglev (M=65537, 655373),\n"
 	      "           rendezvous, jump and hash slots on 1,000,000 keys\n"
 	      "  lookup   ns per lookup (tuple hash included) and build ms of hashlb's tables\n"
-	      "  --quick  fewer keys and repetitions (seconds, for demos and smoke runs)\n",
+	      "  health   ms of a Maglev backend going down and back against the full build\n"
+	      "           (M=65537 and 16777259, N=2, 10, 1000), and where its clients land\n"
+	      "  --quick  fewer keys and repetitions (seconds, for demos and smoke runs;\n"
+	      "           health: M=65537 only)\n",
 	      f);
 }
 
@@ -35,6 +39,8 @@ int main(int argc, char **argv)
 		run = bench_schemes;
 	} else if (strcmp(argv[1], "lookup") == 0) {
 		run = bench_lookup;
+	} else if (strcmp(argv[1], "health") == 0) {
+		run = bench_health;
 	} else if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		usage(stdout);
 		return 0;

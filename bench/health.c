@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `hashlb-bench health`: what a health change costs the control thread on a
+ * Maglev service, a backend going down (hashlb_table_with_down() from the
+ * table with all up) and coming back, each against the full build of the
+ * same table measured in the same run, at the default M and the largest;
+ * and where the clients of the backend that goes down land: on the table's
+ * answer, against the preference list's next (where a connect retried
+ * before the verdict goes) and a table built without that backend.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "hashlb/table.h"
+
+#define HEALTH_KEYS 1000000u
+
+struct health_case {
+	uint32_t m, n;
+};
+
+/* Median ms of <reps> runs of with_down(<base>, <down>) (or the build when <base> is NULL). */
+static double health_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
+			uint32_t n, const struct hashlb_table *base, const bool *down, int reps)
+{
+	double t[16];
+
+	for (int i = 0; i < reps; i++) {
+		struct hashlb_table *tab;
+		uint64_t t0 = bench_now_ns();
+		int r = base ? hashlb_table_with_down(base, down, &tab, NULL)
+			     : hashlb_table_build(p, b, n, &tab, NULL);
+
+		if (r < 0)
+			abort();
+		t[i] = (double)(bench_now_ns() - t0) / 1e6;
+		hashlb_table_free(tab);
+	}
+	return bench_median(t, (size_t)reps);
+}
+
+int bench_health(const struct bench_opts *o)
+{
+	static const char *const cols[] = { "M",
+					    "N",
+					    "full build ms",
+					    "one down ms",
+					    "one down / build",
+					    "back up ms",
+					    "back up / build",
+					    "its clients: on the list's next %",
+					    "its clients: as without it %",
+					    "others a build without it moves %",
+					    NULL };
+	static const struct health_case cases[] = {
+		{ 65537, 2 },	 { 65537, 10 },	   { 65537, 1000 },
+		{ 16777259, 2 }, { 16777259, 10 }, { 16777259, 1000 },
+	};
+	size_t n_cases = o->quick ? 3 : sizeof(cases) / sizeof(cases[0]);
+	struct hashlb_backend_spec *b = calloc(1000, sizeof(*b));
+	char(*names)[16] = calloc(1000, sizeof(*names));
+	uint64_t *keys = bench_client_keys(HEALTH_KEYS, 0x5eed);
+	struct report r;
+
+	if (!b || !names || !keys)
+		return -1;
+	for (int i = 0; i < 1000; i++) {
+		snprintf(names[i], sizeof(names[i]), "backend-%d", i);
+		b[i].name = names[i];
+		b[i].weight = 1;
+	}
+	report_begin(&r, o->format, stdout, o->command);
+	report_note(&r,
+		    "A Maglev service of N equal backends: the control thread's CPU ms (median "
+		    "of runs) for the full build (hashlb_table_build), a backend going down "
+		    "(hashlb_table_with_down from the table with all up) and coming back "
+		    "(from that one). Then, over %u client keys (src-ip) of the backend that "
+		    "goes down: how many land on the preference list's next of the table "
+		    "with all up (where a connect retried before the verdict goes), and on "
+		    "the backend a table built without it gives; and the keys of the others "
+		    "that such a build would move (the overlay moves none).",
+		    HEALTH_KEYS);
+	report_table(&r, "health", "Maglev: a health change against the full build", cols);
+	for (size_t c = 0; c < n_cases; c++) {
+		uint32_t m = cases[c].m, n = cases[c].n, mine = 0, next = 0, same = 0, others = 0;
+		int reps = m > 1000000 ? 3 : 11;
+		struct hashlb_table_params p;
+		struct hashlb_table *full, *eff, *without;
+		bool *down = calloc(n, sizeof(*down));
+		double build, gone, back;
+
+		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
+		p.maglev_m = m;
+		p.max_bytes = (size_t)1 << 32;
+		if (!down || hashlb_table_build(&p, b, n, &full, NULL) < 0)
+			abort();
+		build = health_ms(&p, b, n, NULL, NULL, reps);
+		down[0] = true;
+		gone = health_ms(&p, b, n, full, down, reps);
+		if (hashlb_table_with_down(full, down, &eff, NULL) < 0)
+			abort();
+		down[0] = false;
+		back = health_ms(&p, b, n, eff, down, reps);
+		/* backend-0 removed: the others keep their indices less one */
+		if (hashlb_table_build(&p, b + 1, n - 1, &without, NULL) < 0)
+			abort();
+		for (uint32_t k = 0; k < HEALTH_KEYS; k++) {
+			uint32_t own = hashlb_table_lookup(full, keys[k]), list[2];
+			uint32_t w = hashlb_table_lookup(without, keys[k]) + 1;
+
+			if (own != 0) {
+				others += w != own;
+				continue;
+			}
+			mine++;
+			next += hashlb_table_preference(full, keys[k], list, 2) == 2 &&
+				list[1] == hashlb_table_lookup(eff, keys[k]);
+			same += w == hashlb_table_lookup(eff, keys[k]);
+		}
+		report_num(&r, "%.0f", m);
+		report_num(&r, "%.0f", n);
+		report_num(&r, "%.2f", build);
+		report_num(&r, "%.2f", gone);
+		report_num(&r, "%.3f", gone / build);
+		report_num(&r, "%.2f", back);
+		report_num(&r, "%.3f", back / build);
+		report_num(&r, "%.1f", 100.0 * next / (mine ? mine : 1));
+		report_num(&r, "%.1f", 100.0 * same / (mine ? mine : 1));
+		report_num(&r, "%.2f", 100.0 * others / (HEALTH_KEYS - mine));
+		report_end_row(&r);
+		hashlb_table_free(full);
+		hashlb_table_free(eff);
+		hashlb_table_free(without);
+		free(down);
+	}
+	report_end_table(&r);
+	report_end(&r);
+	free(keys);
+	free(names);
+	free(b);
+	return 0;
+}
