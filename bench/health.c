@@ -48,6 +48,8 @@ int bench_health(const struct bench_opts *o)
 					    "full build ms",
 					    "one down ms",
 					    "one down / build",
+					    "again ms",
+					    "again / build",
 					    "back up ms",
 					    "back up / build",
 					    "its clients: on the list's next %",
@@ -75,7 +77,9 @@ int bench_health(const struct bench_opts *o)
 	report_note(&r,
 		    "A Maglev service of N equal backends: the control thread's CPU ms (median "
 		    "of runs) for the full build (hashlb_table_build), a backend going down "
-		    "(hashlb_table_with_down from the table with all up) and coming back "
+		    "(hashlb_table_with_down from the table with all up), the same from a "
+		    "table with that backend down already (again: a retry table's, when the "
+		    "backend is declared down), and coming back "
 		    "(from that one). Then, over %u client keys (src-ip) of the backend that "
 		    "goes down: how many land on the preference list's next of the table "
 		    "with all up (where a connect retried before the verdict goes), and on "
@@ -89,7 +93,7 @@ int bench_health(const struct bench_opts *o)
 		struct hashlb_table_params p;
 		struct hashlb_table *full, *eff, *without;
 		bool *down = calloc(n, sizeof(*down));
-		double build, gone, back;
+		double build, gone, again, back;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
@@ -101,6 +105,7 @@ int bench_health(const struct bench_opts *o)
 		gone = health_ms(&p, b, n, full, down, reps);
 		if (hashlb_table_with_down(full, down, &eff, NULL) < 0)
 			abort();
+		again = health_ms(&p, b, n, eff, down, reps);
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
 		/* backend-0 removed: the others keep their indices less one */
@@ -124,6 +129,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.2f", build);
 		report_num(&r, "%.2f", gone);
 		report_num(&r, "%.3f", gone / build);
+		report_num(&r, "%.2f", again);
+		report_num(&r, "%.3f", again / build);
 		report_num(&r, "%.2f", back);
 		report_num(&r, "%.3f", back / build);
 		report_num(&r, "%.1f", 100.0 * next / (mine ? mine : 1));

@@ -107,8 +107,10 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 /*
  * A table with the same backends, weights and parameters as <base> but the
  * down set <down> (n = hashlb_table_backend_count(base) booleans). Reuses
- * base's full table, so it costs one survivor build plus a copy: this is the
- * rebuild for health changes. Same return convention as hashlb_table_build().
+ * base's full table, so it costs one survivor build (a fill when one
+ * backend is left) plus a copy, or copies alone when <base> has a
+ * survivors' table of the same backends up at the same weights: this is
+ * the rebuild for health changes. Same return convention as hashlb_table_build().
  */
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err);

@@ -572,6 +572,16 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 	return ret;
 }
 
+/* Whether <a> and <b> (the same backends) have the same ones taking turns in a survivors'
+ * table: up, at the same weight above 0. */
+static bool same_survivors(const struct hashlb_table *a, const struct hashlb_table *b)
+{
+	for (uint32_t i = 0; i < a->n; i++)
+		if ((a->down[i] ? 0 : a->weights[i]) != (b->down[i] ? 0 : b->weights[i]))
+			return false;
+	return true;
+}
+
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err)
 {
@@ -599,6 +609,13 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		ret = t->full_slots ? 0 : -ENOMEM;
 		if (!ret)
 			memcpy(t->full_slots, base->full_slots, sz);
+		if (!ret && base->surv_slots && same_survivors(base, t)) {
+			/* a copy, not a population: about 1 s at the largest M */
+			t->surv_slots = malloc(sz);
+			ret = t->surv_slots ? 0 : -ENOMEM;
+			if (!ret)
+				memcpy(t->surv_slots, base->surv_slots, sz);
+		}
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);
 	}
