@@ -281,13 +281,28 @@ uint64_t hashlb_steer_backend_id(const char *name);
 int hashlb_steer_mac_parse(const char *s, uint8_t ret_mac[6]);
 
 /*
- * The MAC of IPv4 or IPv6 address <addr> in the kernel's neighbour table
- * (ARP, NDP), on interface <dev> if not NULL. -ENOENT if there is no
- * complete entry (reach the address once first), -ENODEV if <dev> does not
- * exist, -EAFNOSUPPORT for another family.
+ * The kernel's neighbour table (ARP, NDP), read once a family, on the first
+ * lookup of an address of it, and never again: a new one for each table
+ * published (before, the whole table was read for each backend: quadratic
+ * work in the number of backends). Not thread-safe.
  */
-int hashlb_steer_neighbour_mac(const struct sockaddr_storage *addr, const char *dev,
-			       uint8_t ret_mac[6]);
+struct hashlb_steer_neigh;
+
+/* An empty one, nothing read yet; NULL if out of memory. */
+struct hashlb_steer_neigh *hashlb_steer_neigh_new(void);
+void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n);
+
+/*
+ * The MAC of IPv4 or IPv6 address <addr> in <n>, on interface <dev> if not
+ * NULL. -ENOENT if there is no complete entry (reach the address once first),
+ * -ENODEV if <dev> does not exist, -EAFNOSUPPORT for another family, or the
+ * error of reading the table.
+ */
+int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
+			   const char *dev, uint8_t ret_mac[6]);
+
+/* How many times <n> read a table (at most one a family). */
+unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n);
 
 /* Whether this build has kernel steering. */
 bool hashlb_steer_supported(void);

@@ -262,14 +262,15 @@ out:
 }
 
 /*
- * What the host says of backend <b>: its dev's index, its MAC from the
+ * What the host says of backend <b>: its dev's index, its MAC from <neigh>, the
  * neighbour table of its dev (else <iface>) unless given; -ENOENT (printed)
  * if there is no such dev, or no MAC for a backend in the table. One <out> of
  * it (--down, --drain) may have none: its host may be dead, its neighbour
  * entry failed, and the table that takes it out must still go through.
  * Once the command line is known right.
  */
-static int resolve_backend(struct backend_arg *b, const char *iface, bool out)
+static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
+			   struct hashlb_steer_neigh *neigh)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 	const void *a = b->addr.ss_family == AF_INET
@@ -285,7 +286,7 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out)
 		}
 	}
 	if (!b->have_mac &&
-	    hashlb_steer_neighbour_mac(&b->addr, b->dev[0] ? b->dev : iface, b->dest.mac) == 0)
+	    hashlb_steer_neigh_mac(neigh, &b->addr, b->dev[0] ? b->dev : iface, b->dest.mac) == 0)
 		b->have_mac = true;
 	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
@@ -627,22 +628,30 @@ out:
  */
 static int resolve_host(struct steer_args *a)
 {
-	for (uint32_t i = 0; i < a->n_backends; i++) {
+	/* read once for all of them (before, once a backend) */
+	struct hashlb_steer_neigh *neigh = hashlb_steer_neigh_new();
+	int ret = 0;
+
+	if (!neigh) {
+		cli_error("out of memory\n");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < a->n_backends && ret == 0; i++) {
 		struct backend_arg *b = &a->backends[i];
 		bool out = a->table.specs[i].down;
 
 		if (!a->svc) {
-			if (resolve_backend(b, a->iface, out) < 0)
-				return -ENOENT;
-		} else if (hashlb_steer_neighbour_mac(&b->addr, a->iface, b->dest.mac) < 0 &&
+			ret = resolve_backend(b, a->iface, out, neigh);
+		} else if (hashlb_steer_neigh_mac(neigh, &b->addr, a->iface, b->dest.mac) < 0 &&
 			   !out) {
 			cli_error("backend '%s' (%s): no MAC address in the neighbour "
 				  "table of %s: reach it once first\n",
 				  b->name, a->svc->backends[i].address, a->iface);
-			return -ENOENT;
+			ret = -ENOENT;
 		}
 	}
-	return 0;
+	hashlb_steer_neigh_free(neigh);
+	return ret < 0 ? -ENOENT : 0;
 }
 
 static int parse_args(struct steer_args *a, int argc, char **argv)

@@ -16,14 +16,12 @@
 /* A table refused (a backend's MAC unknown) is tried again this often. */
 #define RETRY_MS 1000
 /* The published backends' MACs are compared with the neighbour table this
- * often: a backend whose MAC changed (its host replaced under the same
- * address, an address moved to a standby) gets the latest table again. */
+ * often, all of them, the table read once (a family) for every service: a
+ * backend whose MAC changed (its host replaced under the same address, an
+ * address moved to a standby) gets the latest table again. Before, each
+ * backend's look-up read the whole table, so 32 backends were compared a
+ * turn: a pool of 1,000 took about a minute. */
 #define REFRESH_MS 2000
-/* ... at most this many backends a service each time, in turn: each read
- * goes through the whole neighbour table (/proc/net/arp, or a netlink dump),
- * and a thousand backends read at once would hold the control loop (its
- * health checks with it) for a good part of a second. */
-#define REFRESH_BATCH 32
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -55,7 +53,6 @@ struct run_steer_svc {
 	/* The MACs published with <generation>, by table index (zero: none). */
 	uint8_t (*macs)[6];
 	uint32_t n_macs;
-	uint32_t refresh_next; /* the backend the next refresh_tick() starts at */
 };
 
 struct run_steer {
@@ -477,6 +474,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer_dest *dests;
+	struct hashlb_steer_neigh *neigh;
 	const char *name = e->name, *dev, *from;
 	char qi[LOG_IFACE_MAX], devbuf[IF_NAMESIZE];
 	int ret;
@@ -556,8 +554,15 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	}
 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
-	if (!dests)
+	/* Read once for the whole table (before, once a backend: a table of
+	 * 1,000 read the neighbour table 1,000 times, each read as long as the
+	 * table, on the control loop). */
+	neigh = hashlb_steer_neigh_new();
+	if (!dests || !neigh) {
+		free(dests);
+		hashlb_steer_neigh_free(neigh);
 		return;
+	}
 	dev = steer_dev(e, devbuf);
 	for (uint32_t i = 0; i < snap->n_backends; i++) {
 		const struct hlb_backend *b = snap->backends[i];
@@ -567,7 +572,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* Only a backend in the table needs its MAC: one down gets no
 		 * new flow, and one that keeps its flows keeps the MAC it had
 		 * (its host may be gone, and its neighbour entry with it). */
-		if (hashlb_steer_neighbour_mac(&b->addr, dev, dests[i].mac) == 0 || !listed)
+		if (hashlb_steer_neigh_mac(neigh, &b->addr, dev, dests[i].mac) == 0 || !listed)
 			continue;
 		/* Keep the table in force: a frame to an unknown MAC would
 		 * reach nobody. */
@@ -576,8 +581,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			   "the kernel path keeps its previous table until it has one",
 			   b->name, b->address, dev);
 		table_refused(rs, e, &err);
-		free(dests);
-		return;
+		goto out;
 	}
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
@@ -608,6 +612,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			(unsigned long long)snap->generation,
 			(unsigned long long)snap->fingerprint);
 	}
+out:
+	hashlb_steer_neigh_free(neigh);
 	free(dests);
 }
 
@@ -680,6 +686,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
 	static const uint8_t none[6];
 	struct run_steer *rs = arg;
+	struct hashlb_steer_neigh *neigh = NULL;
 	char devbuf[IF_NAMESIZE], qn[HLB_LOG_QUOTED_MAX(HASHLB_NAME_MAX)];
 
 	(void)d;
@@ -695,20 +702,21 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 		snap = atomic_load(&e->svc->snap);
 		if (snap->generation != e->generation)
 			continue; /* a newer table is on its way */
-		/* once a turn, not once a backend: a syscall each (before, up
-		 * to REFRESH_BATCH of them every REFRESH_MS) */
 		dev = steer_dev(e, devbuf);
-		for (uint32_t k = 0,
+		if (!neigh)
+			neigh = hashlb_steer_neigh_new();
+		if (!neigh)
+			return;
+		for (uint32_t j = 0,
 			      n = snap->n_backends < e->n_macs ? snap->n_backends : e->n_macs;
-		     k < n && k < REFRESH_BATCH; k++) {
-			uint32_t j = e->refresh_next++ % n;
+		     j < n; j++) {
 			const struct hlb_backend *b = snap->backends[j];
 			uint8_t mac[6];
 
 			/* none published (out of the table, its host gone): nothing
 			 * to go stale; its return to the table publishes it */
 			if (!memcmp(e->macs[j], none, 6) ||
-			    hashlb_steer_neighbour_mac(&b->addr, dev, mac) < 0 ||
+			    hashlb_steer_neigh_mac(neigh, &b->addr, dev, mac) < 0 ||
 			    memcmp(mac, e->macs[j], 6) == 0)
 				continue;
 			hlb_log(HLB_LOG_INFO, "kernel steering: backend MAC changed",
@@ -722,6 +730,7 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 			break;
 		}
 	}
+	hashlb_steer_neigh_free(neigh);
 }
 
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap)

@@ -577,6 +577,37 @@ def stop_detaches(topo, p1, sig, what):
     T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def many_backends(topo, n=1000):
+    """hashlb steer with <n> backends, their MACs from the LB's neighbour table (static entries
+    beside b1..b3's): attached with all of them in the table, the neighbour table read once,
+    not once a backend. /proc/PID/io's syscr (read syscalls) of the foreground process once it
+    has attached: before, each backend's look-up read the whole of /proc/net/arp (a read a
+    4 KiB of it: about 38,000 reads for 1,000 backends, and 4 s of the command's time); now
+    fewer reads than backends."""
+    batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
+                    f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
+                    for i in range(n - 3))
+    subprocess.run(["ip", "-n", topo.lb, "-batch", "-"], input=batch, text=True, check=True,
+                   timeout=60)
+    args = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
+    args += [a for i in range(n - 3) for a in ("-b", f"p{i}=10.213.{i // 250}.{i % 250 + 1}")]
+    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", "-i", "eth0", "--vip",
+                              f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", *args],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p1.stdout.readline()
+    try:
+        with open(f"/proc/{p1.pid}/io") as f:
+            reads = int(re.search(r"syscr:\s*(\d+)", f.read()).group(1))
+    except (OSError, AttributeError):
+        reads = None
+    print(f"    {n} backends: {line.strip()[:80]}...; {reads} read syscalls", flush=True)
+    check(f"{n} backends ({n} up)" in line, f"{n} backends: not attached: {line!r}")
+    check(reads is not None and reads < n,
+          f"{n} backends: {reads} read syscalls, the neighbour table read once a backend")
+    stop_detaches(topo, p1, signal.SIGTERM, f"{n} backends, SIGTERM")
+    T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
+
+
 def hangup(topo):
     """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed) and
     on SIGQUIT (Ctrl-\\ at its terminal), as on SIGINT and SIGTERM. Before, either killed it
@@ -1095,6 +1126,7 @@ def body(topo):
     second_instance(topo)
     foreign_filters(topo)
     hangup(topo)
+    many_backends(topo)
     user_signals(topo)
     iface_gone(topo)
     foreground_detach(topo)

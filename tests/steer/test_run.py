@@ -1312,6 +1312,48 @@ def renamed(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def syscr(pid):
+    """Read syscalls process <pid> has made (/proc/PID/io), or None."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return int(re.search(r"syscr:\s*(\d+)", f.read()).group(1))
+    except (OSError, AttributeError):
+        return None
+
+
+def many_backends(topo, servers, n=1000):
+    """A table of <n> backends (b1..b3 and others with static neighbour entries) published
+    after ctl set: the neighbour table read once for it, not once a backend. The daemon's
+    read syscalls (/proc/PID/io) across the publication and the next MAC check: before,
+    each backend's look-up read the whole of /proc/net/arp (about 38 reads for 1,000
+    entries: 38,000 for one publication, on the control loop); now fewer than backends."""
+    batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
+                    f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
+                    for i in range(n - 3))
+    subprocess.run(["ip", "-n", topo.lb, "-batch", "-"], input=batch, text=True, check=True,
+                   timeout=60)
+    others = "".join(f"      - {{name: p{i}, address: '10.213.{i // 250}.{i % 250 + 1}:80'}}\n"
+                     for i in range(n - 3))
+    d = Daemon(topo, service(topo, health="{enabled: false}") + others).start()
+    try:
+        check(d.wait_log("kernel steering table published", 30) is not None,
+              f"{n} backends: no table published at start")
+        before = syscr(d.proc.pid)
+        p = d.ctl("set", "p0", "maint")
+        check(p.returncode == 0, f"{n} backends: ctl set p0 maint: {p.stdout} {p.stderr}")
+        published = d.wait_log("kernel steering table published", 15) is not None
+        time.sleep(2.5)  # a MAC check (REFRESH_MS) too
+        after = syscr(d.proc.pid)
+        reads = after - before if before is not None and after is not None else None
+        print(f"{n} backends: a table published, {reads} read syscalls", flush=True)
+        check(published and reads is not None and reads < n,
+              f"{n} backends: published {published}, {reads} read syscalls across a "
+              f"publication: the neighbour table read once a backend")
+    finally:
+        d.stop()
+        T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -1326,7 +1368,8 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
-                     ("iface_later", iface_later), ("renamed", renamed)]:
+                     ("iface_later", iface_later), ("renamed", renamed),
+                     ("many_backends", many_backends)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue
         servers = topo.serve(PEER)

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The kernel's neighbour table (ARP, NDP), read once a family and looked up
+ * by address: the MACs of a table's backends. Shared by the loader and the
+ * stub built without BPF.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+#include "hashlb/steer.h"
+
+/* A complete entry: IPv4 ones name their interface (/proc/net/arp), IPv6
+ * ones give its index (rtnetlink). */
+struct neigh_entry {
+	uint8_t addr[16];
+	uint32_t seq; /* its place in the kernel's listing: the first match wins */
+	int ifindex;
+	char ifname[IF_NAMESIZE];
+	uint8_t mac[6];
+};
+
+struct neigh_family {
+	bool read;
+	int error; /* of the read: every lookup returns it */
+	struct neigh_entry *entries; /* sorted by address, then seq */
+	uint32_t n, cap;
+};
+
+struct hashlb_steer_neigh {
+	struct neigh_family v4, v6;
+	/* the index of the last <dev> an IPv6 lookup named */
+	char dev[IF_NAMESIZE];
+	int dev_ifindex;
+	unsigned reads;
+};
+
+struct hashlb_steer_neigh *hashlb_steer_neigh_new(void)
+{
+	return calloc(1, sizeof(struct hashlb_steer_neigh));
+}
+
+void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n)
+{
+	if (!n)
+		return;
+	free(n->v4.entries);
+	free(n->v6.entries);
+	free(n);
+}
+
+unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n)
+{
+	return n->reads;
+}
+
+static struct neigh_entry *neigh_add(struct neigh_family *f)
+{
+	if (f->n == f->cap) {
+		uint32_t cap = f->cap ? 2 * f->cap : 64;
+		struct neigh_entry *e = realloc(f->entries, cap * sizeof(*e));
+
+		if (!e)
+			return NULL;
+		f->entries = e;
+		f->cap = cap;
+	}
+	memset(&f->entries[f->n], 0, sizeof(f->entries[0]));
+	f->entries[f->n].seq = f->n;
+	return &f->entries[f->n++];
+}
+
+static int neigh_cmp(const void *a, const void *b)
+{
+	const struct neigh_entry *x = a, *y = b;
+	int c = memcmp(x->addr, y->addr, sizeof(x->addr));
+
+	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* /proc/net/arp's complete entries. */
+static int neigh4_read(struct neigh_family *f)
+{
+	char line[256], ip[64], hw[64], ifn[64];
+	unsigned int flags;
+	FILE *fp = fopen("/proc/net/arp", "re");
+
+	if (!fp)
+		return -errno;
+	while (fgets(line, sizeof(line), fp)) {
+		struct neigh_entry *e;
+		struct in_addr a;
+		uint8_t mac[6];
+
+		if (sscanf(line, "%63s %*s %x %63s %*s %63s", ip, &flags, hw, ifn) != 4)
+			continue;
+		/* ATF_COM: the entry is complete. */
+		if (!(flags & 0x2) || inet_pton(AF_INET, ip, &a) != 1 ||
+		    hashlb_steer_mac_parse(hw, mac) < 0 || strlen(ifn) >= IF_NAMESIZE)
+			continue;
+		e = neigh_add(f);
+		if (!e) {
+			fclose(fp);
+			return -ENOMEM;
+		}
+		memcpy(e->addr, &a, sizeof(a));
+		memcpy(e->mac, mac, 6);
+		strcpy(e->ifname, ifn);
+	}
+	fclose(fp);
+	return 0;
+}
+
+/* Neighbour message <h>, if a complete IPv6 entry, added to <f>. */
+static int neigh6_add(struct neigh_family *f, const struct nlmsghdr *h)
+{
+	const struct ndmsg *nd = NLMSG_DATA(h);
+	const struct rtattr *a = (const void *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
+	int len = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd));
+	const void *dst = NULL, *ll = NULL;
+	struct neigh_entry *e;
+
+	if (h->nlmsg_type != RTM_NEWNEIGH || len < 0 || nd->ndm_family != AF_INET6 ||
+	    !(nd->ndm_state &
+	      (NUD_PERMANENT | NUD_NOARP | NUD_REACHABLE | NUD_PROBE | NUD_STALE | NUD_DELAY)))
+		return 0;
+	for (; RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+		if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == sizeof(struct in6_addr))
+			dst = RTA_DATA(a);
+		else if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6)
+			ll = RTA_DATA(a);
+	}
+	if (!dst || !ll)
+		return 0;
+	e = neigh_add(f);
+	if (!e)
+		return -ENOMEM;
+	memcpy(e->addr, dst, sizeof(struct in6_addr));
+	memcpy(e->mac, ll, 6);
+	e->ifindex = nd->ndm_ifindex;
+	return 0;
+}
+
+/*
+ * The IPv6 neighbour table: one RTM_GETNEIGH dump over rtnetlink. Written by
+ * hand rather than with libmnl: one request and one reply loop, and no
+ * library to add to the build (libmnl-dev is not in the build image; only
+ * the runtime is).
+ */
+static int neigh6_read(struct neigh_family *f)
+{
+	struct {
+		struct nlmsghdr h;
+		struct ndmsg nd;
+	} req = {
+		.h = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ndmsg)),
+		       .nlmsg_type = RTM_GETNEIGH,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		       .nlmsg_seq = 1 },
+		.nd = { .ndm_family = AF_INET6 },
+	};
+	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
+	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int fd, ret = 0, done = 0;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (sendto(fd, &req, req.h.nlmsg_len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	/* A dump ends with NLMSG_DONE; a table of any size takes finitely many
+	 * reads, the bound only guards against a kernel that never says so. */
+	for (int reads = 0; !done && ret == 0 && reads < 100000; reads++) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		const struct nlmsghdr *h = (const void *)buf;
+		int len = (int)n;
+
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		for (; ret == 0 && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				done = 1;
+				break;
+			}
+			ret = neigh6_add(f, h);
+		}
+		if (n == 0)
+			break;
+	}
+out:
+	close(fd);
+	return ret;
+}
+
+/* <fam>'s entries, read on first use. */
+static struct neigh_family *neigh_family(struct hashlb_steer_neigh *n, int fam)
+{
+	struct neigh_family *f = fam == AF_INET ? &n->v4 : &n->v6;
+
+	if (!f->read) {
+		f->read = true;
+		n->reads++;
+		f->error = fam == AF_INET ? neigh4_read(f) : neigh6_read(f);
+		if (f->n > 1)
+			qsort(f->entries, f->n, sizeof(f->entries[0]), neigh_cmp);
+	}
+	return f;
+}
+
+int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
+			   const char *dev, uint8_t ret_mac[6])
+{
+	struct neigh_entry want = { 0 };
+	const struct neigh_family *f;
+	uint32_t lo = 0, hi;
+	int ifindex = 0;
+
+	if (addr->ss_family == AF_INET6) {
+		if (dev && (strcmp(dev, n->dev) != 0 || !n->dev_ifindex)) {
+			snprintf(n->dev, sizeof(n->dev), "%s", dev);
+			n->dev_ifindex = (int)if_nametoindex(dev);
+		}
+		ifindex = dev ? n->dev_ifindex : 0;
+		if (dev && !ifindex)
+			return -ENODEV;
+		memcpy(want.addr, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+	} else if (addr->ss_family == AF_INET) {
+		memcpy(want.addr, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	f = neigh_family(n, addr->ss_family);
+	if (f->error < 0)
+		return f->error;
+	/* the first entry of the address, then the first of those on <dev> */
+	for (hi = f->n; lo < hi;) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (memcmp(f->entries[mid].addr, want.addr, sizeof(want.addr)) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < f->n && !memcmp(f->entries[lo].addr, want.addr, sizeof(want.addr)); lo++) {
+		const struct neigh_entry *e = &f->entries[lo];
+
+		if (addr->ss_family == AF_INET ? dev && strcmp(dev, e->ifname) != 0
+					       : ifindex && e->ifindex != ifindex)
+			continue;
+		memcpy(ret_mac, e->mac, 6);
+		return 0;
+	}
+	return -ENOENT;
+}
