@@ -96,6 +96,14 @@ int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
  * printed (cli_bad_value()), if it is no such length.
  */
 int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hashlb_src_prefix *p);
+/*
+ * From now until the command takes SIGQUIT itself (blocked, read by
+ * sigwait() or a signalfd), a SIGQUIT ends the process as SIGTERM does, not
+ * by its default action, a core dump: hashlb run and hashlb steer make it a
+ * stop as SIGTERM. Left ignored if it was inherited ignored (a shell's
+ * background job), as SIGINT is.
+ */
+void cli_quit_as_term(void);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
 void cli_print_json_string(const char *s);
 

@@ -415,16 +415,8 @@ static int run(int argc, char **argv, char *const *again)
 	return r < 0 ? 1 : 0;
 }
 
-/* SIGQUIT before the daemon takes it: end the process as SIGTERM does then */
-static void quit_as_term(int sig)
-{
-	(void)sig;
-	raise(SIGTERM);
-}
-
 int cmd_run(int argc, char **argv)
 {
-	struct sigaction quit = { .sa_handler = quit_as_term }, was;
 	char **again;
 	sigset_t mask;
 	int r;
@@ -453,10 +445,8 @@ int cmd_run(int argc, char **argv)
 	 * action is a core dump, which a service manager counts as a failure
 	 * (systemd: code=dumped, a restart with Restart=on-failure) and which
 	 * writes a core of the whole process, where the SIGTERM it stands for
-	 * (nginx's graceful stop) is a clean stop. Left ignored if it was (a
-	 * shell's background job), as SIGINT is. */
-	if (sigaction(SIGQUIT, NULL, &was) == 0 && was.sa_handler != SIG_IGN)
-		sigaction(SIGQUIT, &quit, NULL);
+	 * (nginx's graceful stop) is a clean stop. */
+	cli_quit_as_term();
 
 	/* the command line an upgrade in place runs again (getopt reorders argv) */
 	again = calloc((size_t)argc + 2, sizeof(*again));

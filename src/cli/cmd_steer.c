@@ -51,7 +51,9 @@ static void usage(FILE *f)
 		"  program when it receives SIGINT, SIGTERM, SIGQUIT or SIGHUP (its\n"
 		"  terminal closed); it says and ignores SIGUSR1 and SIGUSR2. With --keep\n"
 		"  it attaches, fills the tables and exits, leaving the program attached;\n"
-		"  --update, --stats and --detach then act on it.\n"
+		"  --update, --stats and --detach then act on it. One of those four\n"
+		"  signals before it has attached ends it with nothing attached (SIGQUIT\n"
+		"  as SIGTERM does: no core dump), --keep or not.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -379,6 +381,23 @@ static int wait_for_signal(struct hashlb_steer *s)
 	}
 }
 
+/*
+ * A stop signal (SIGINT, SIGTERM, SIGQUIT, SIGHUP) pending, taken; 0 if none.
+ * While they are blocked.
+ */
+static int stop_pending(void)
+{
+	const struct timespec now = { 0 };
+	sigset_t set;
+	int sig;
+
+	stop_signals(&set);
+	sigdelset(&set, SIGUSR1);
+	sigdelset(&set, SIGUSR2);
+	sig = sigtimedwait(&set, NULL, &now);
+	return sig > 0 ? sig : 0;
+}
+
 /* Build the table, then attach (run) or find (update) and publish. */
 static int steer_publish(struct steer_args *a)
 {
@@ -387,7 +406,7 @@ static int steer_publish(struct steer_args *a)
 	struct hashlb_steer *s = NULL;
 	struct hashlb_error err = { 0 };
 	sigset_t set;
-	int ret;
+	int ret, sig;
 
 	ret = table_args_build(&a->table, &t, NULL);
 	if (ret < 0)
@@ -445,9 +464,15 @@ static int steer_publish(struct steer_args *a)
 		printf(", clients by prefix: IPv4 /%u, IPv6 /%u", a->prefix.v4, a->prefix.v6);
 	printf("\n");
 	fflush(stdout);
-	if (a->action == ACT_RUN && !a->opts.keep) {
-		int sig = wait_for_signal(s);
-
+	if (a->action == ACT_RUN && a->opts.keep) {
+		/* told to stop while it attached: not left attached */
+		sig = stop_pending();
+		if (sig) {
+			hashlb_steer_set_keep(s, false);
+			printf("hashlb steer: %s, detaching from %s\n", strsignal(sig), a->iface);
+		}
+	} else if (a->action == ACT_RUN) {
+		sig = wait_for_signal(s);
 		if (sig == 0) {
 			cli_error("the program on %s is gone: the interface went away, or another "
 				  "program took its place\n",
@@ -946,6 +971,11 @@ int cmd_steer(int argc, char **argv)
 	struct steer_args a;
 	int ret;
 
+	/* Until steer_publish() blocks it: SIGQUIT, a stop as SIGTERM once
+	 * attached, ends a hashlb steer still starting as SIGTERM does, not by a
+	 * core dump (SIGINT, SIGTERM and SIGHUP end it by their default action;
+	 * nothing is attached yet). */
+	cli_quit_as_term();
 	memset(&a, 0, sizeof(a));
 	table_args_init(&a.table);
 	a.key = HASHLB_KEY_SRC_IP;

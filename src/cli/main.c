@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,20 @@ static int out_errno;
  * the fflush() at exit succeeded with errno 0; "No space left on device"
  * came out "Input/output error".
  */
+static void quit_as_term(int sig)
+{
+	(void)sig;
+	raise(SIGTERM);
+}
+
+void cli_quit_as_term(void)
+{
+	struct sigaction quit = { .sa_handler = quit_as_term }, was;
+
+	if (sigaction(SIGQUIT, NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+		sigaction(SIGQUIT, &quit, NULL);
+}
+
 static ssize_t out_write(void *cookie, const char *buf, size_t size)
 {
 	size_t done = 0;

@@ -577,6 +577,43 @@ def stop_detaches(topo, p1, sig, what):
     T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def many_args(topo, n):
+    """-b arguments of <n> backends, b1..b3 and others whose static neighbour entries on the
+    LB's eth0 this adds (many_flush() removes them). b1..b3's are made anew (re_resolve())."""
+    batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
+                    f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
+                    for i in range(n - 3))
+    subprocess.run(["ip", "-n", topo.lb, "-batch", "-"], input=batch, text=True, check=True,
+                   timeout=60)
+    re_resolve(topo)
+    args = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
+    return args + [a for i in range(n - 3)
+                   for a in ("-b", f"p{i}=10.213.{i // 250}.{i % 250 + 1}")]
+
+
+def re_resolve(topo):
+    """b1..b3's neighbour entries on the LB made anew, for the next minute: the kernel's
+    neighbour table, shared by every namespace, holds more than gc_thresh1 (128) entries
+    while many_args()'s are there, so its periodic collection removes an entry that no
+    packet used for 60 s (where, below it, the entry stays), and the earlier scenarios used
+    b1's longer ago than that: it went, and the scenarios after needed it."""
+    T.sh("ip", "neigh", "flush", "to", f"{T.SUBNET}.0/24", "dev", "eth0", ns=topo.lb,
+         check=False)
+    topo.resolve()
+
+
+def many_flush(topo):
+    """many_args()'s entries removed, b1..b3's made anew (re_resolve())."""
+    T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
+    re_resolve(topo)
+
+
+def many_steer(topo, args, wrap=()):
+    return topo.spawn(topo.lb, [*wrap, HASHLB, "steer", "--mode", "tc", "-i", "eth0", "--vip",
+                                f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", *args],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def many_backends(topo, n=1000):
     """hashlb steer with <n> backends, their MACs from the LB's neighbour table (static entries
     beside b1..b3's): attached with all of them in the table, the neighbour table read once,
@@ -584,16 +621,7 @@ def many_backends(topo, n=1000):
     has attached: before, each backend's look-up read the whole of /proc/net/arp (a read a
     4 KiB of it: about 38,000 reads for 1,000 backends, and 4 s of the command's time); now
     fewer reads than backends."""
-    batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
-                    f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
-                    for i in range(n - 3))
-    subprocess.run(["ip", "-n", topo.lb, "-batch", "-"], input=batch, text=True, check=True,
-                   timeout=60)
-    args = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
-    args += [a for i in range(n - 3) for a in ("-b", f"p{i}=10.213.{i // 250}.{i % 250 + 1}")]
-    p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", "tc", "-i", "eth0", "--vip",
-                              f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", *args],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1 = many_steer(topo, many_args(topo, n))
     line = p1.stdout.readline()
     try:
         with open(f"/proc/{p1.pid}/io") as f:
@@ -605,7 +633,61 @@ def many_backends(topo, n=1000):
     check(reads is not None and reads < n,
           f"{n} backends: {reads} read syscalls, the neighbour table read once a backend")
     stop_detaches(topo, p1, signal.SIGTERM, f"{n} backends, SIGTERM")
-    T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
+    many_flush(topo)
+
+
+def starting(pid):
+    """Wait until hashlb steer <pid> runs its main() and has not blocked SIGTERM yet (it does
+    just before it attaches): SIGQUIT caught (from the start of hashlb steer), or (a build
+    that catches nothing) /proc/net/arp open, which it reads for its backends' MACs. False if
+    that moment was missed."""
+    quit, term = 1 << (signal.SIGQUIT - 1), 1 << (signal.SIGTERM - 1)
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                st = f.read()
+            arp = any(os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/net/arp")
+                      for fd in os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            if not os.path.exists(f"/proc/{pid}"):
+                return False
+            continue
+        blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", st).group(1), 16)
+        caught = int(re.search(r"SigCgt:\s*([0-9a-f]+)", st).group(1), 16)
+        if blocked & term:
+            return False
+        if caught & quit or arp:
+            return True
+    return False
+
+
+def early_stop(topo, n=1000):
+    """SIGQUIT, SIGTERM or SIGINT to a foreground hashlb steer still starting (its 1,000
+    backends' MACs read, its table built), before it attached: it ends, nothing left attached.
+    SIGQUIT is a stop as SIGTERM once it runs (hangup()); before, while it started, SIGQUIT
+    kept its default action, a core dump (killed by signal 3, a core of the process written)
+    where SIGTERM is a clean stop. prlimit: no core file left by the build before."""
+    args = many_args(topo, n)
+    for sig in (signal.SIGQUIT, signal.SIGTERM, signal.SIGINT):
+        p1 = many_steer(topo, args, wrap=("prlimit", "--core=0", "--"))
+        caught = starting(p1.pid)
+        p1.send_signal(sig)
+        try:
+            out, err = p1.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p1.kill()
+            out, err = p1.communicate(timeout=30)
+        print(f"    {sig.name} while starting (caught before the block: {caught}): exit status "
+              f"{p1.returncode} {out.strip()[-60:]!r}", flush=True)
+        check(caught, f"{sig.name}: the moment before hashlb steer attaches missed")
+        check(p1.returncode in (0, -signal.SIGTERM, -sig) and p1.returncode != -signal.SIGQUIT
+              and not hooks(topo),
+              f"{sig.name} while starting: exit status {p1.returncode} (killed by SIGQUIT: "
+              f"{-signal.SIGQUIT}), {err.strip()[-200:]!r}, attached: {sorted(hooks(topo))}")
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    many_flush(topo)
 
 
 def hangup(topo):
@@ -1127,6 +1209,7 @@ def body(topo):
     foreign_filters(topo)
     hangup(topo)
     many_backends(topo)
+    early_stop(topo)
     user_signals(topo)
     iface_gone(topo)
     foreground_detach(topo)
