@@ -610,7 +610,8 @@ def many_flush(topo):
 
 def many_steer(topo, args, wrap=()):
     return topo.spawn(topo.lb, [*wrap, HASHLB, "steer", "--mode", "tc", "-i", "eth0", "--vip",
-                                f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", *args],
+                                f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", "--key",
+                                "4-tuple", *args],
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -620,7 +621,8 @@ def many_backends(topo, n=1000):
     not once a backend. /proc/PID/io's syscr (read syscalls) of the foreground process once it
     has attached: before, each backend's look-up read the whole of /proc/net/arp (a read a
     4 KiB of it: about 38,000 reads for 1,000 backends, and 4 s of the command's time); now
-    fewer reads than backends."""
+    fewer reads than backends. And the clients `hashlb lookup` gives b1..b3 in that table
+    (client ports 21000-24999 tried: about 12) reach them through the kernel path."""
     p1 = many_steer(topo, many_args(topo, n))
     line = p1.stdout.readline()
     try:
@@ -632,6 +634,20 @@ def many_backends(topo, n=1000):
     check(f"{n} backends ({n} up)" in line, f"{n} backends: not attached: {line!r}")
     check(reads is not None and reads < n,
           f"{n} backends: {reads} read syscalls, the neighbour table read once a backend")
+    names = ["b1", "b2", "b3"] + [f"p{i}" for i in range(n - 3)]
+    want = {sp: b for sp, b in lookup(names, range(21000, 25000), "maglev").items()
+            if b in names[:3]}
+    p = T.sh(sys.executable, "-c", T.REUSE_CLIENT, f"{T.CLIENT_IP}:{T.VIP}",
+             *map(str, want), ns=topo.client, check=False, timeout=120)
+    got = dict(json.loads(p.stdout)) if p.returncode == 0 else p.stderr.strip()[-200:]
+    st = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", "--json", ns=topo.lb, check=False)
+    stats = json.loads(st.stdout) if st.returncode == 0 else {}
+    print(f"    {n} backends: {len(want)} clients of b1..b3 by the table, "
+          f"{sum(1 for sp in want if got.get(sp) == want[sp]) if isinstance(got, dict) else 0} "
+          f"reached them; new_flows {stats.get('new_flows')}", flush=True)
+    check(want and got == want and stats.get("new_flows", 0) >= len(want),
+          f"{n} backends: clients off the table's backend: {got} {want} {stats}")
+    topo.wait_closed()
     stop_detaches(topo, p1, signal.SIGTERM, f"{n} backends, SIGTERM")
     many_flush(topo)
 
@@ -774,24 +790,6 @@ def dead_backend_down(topo):
           flush=True)
 
 
-# Connects from each source port given (argv), reads the backend's name, ends with a RST
-# (SO_LINGER 0: no TIME-WAIT, so the port is free again at once); prints [[port, name], ...].
-REUSE_CLIENT = """
-import json, socket, struct, sys
-out = []
-for port in map(int, sys.argv[2:]):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.settimeout(5)
-    s.bind((sys.argv[1].split(":")[0], port))
-    s.connect((sys.argv[1].split(":")[1], 80))
-    out.append([port, s.makefile().readline().strip()])
-    s.close()
-print(json.dumps(out))
-"""
-
-
 def reused_ports(topo):
     """New connections from the source ports of ended ones (a client cycling through its
     ports, a NAT) while the backend they had drains: none reaches it, each the backend
@@ -809,7 +807,7 @@ def reused_ports(topo):
                               capture_output=True, text=True, timeout=30)
 
     def connect():
-        p = T.sh(sys.executable, "-c", REUSE_CLIENT, f"{T.CLIENT_IP}:{T.VIP}",
+        p = T.sh(sys.executable, "-c", T.REUSE_CLIENT, f"{T.CLIENT_IP}:{T.VIP}",
                  *map(str, ports), ns=topo.client)
         return dict(json.loads(p.stdout))
 

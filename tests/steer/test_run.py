@@ -1326,7 +1326,9 @@ def many_backends(topo, servers, n=1000):
     after ctl set: the neighbour table read once for it, not once a backend. The daemon's
     read syscalls (/proc/PID/io) across the publication and the next MAC check: before,
     each backend's look-up read the whole of /proc/net/arp (about 38 reads for 1,000
-    entries: 38,000 for one publication, on the control loop); now fewer than backends."""
+    entries: 38,000 for one publication, on the control loop); now fewer than backends. And
+    the clients `hashlb lookup -c` gives b1..b3 by that table (client ports 21000-24999
+    tried: about 12) reach them through the kernel path."""
     batch = "".join(f"neigh replace 10.213.{i // 250}.{i % 250 + 1} lladdr "
                     f"02:00:00:00:{i // 256:02x}:{i % 256:02x} dev eth0 nud permanent\n"
                     for i in range(n - 3))
@@ -1349,6 +1351,19 @@ def many_backends(topo, servers, n=1000):
         check(published and reads is not None and reads < n,
               f"{n} backends: published {published}, {reads} read syscalls across a "
               f"publication: the neighbour table read once a backend")
+        out = T.sh(HASHLB, "lookup", "-c", d.path, "--down", "p0",
+                   ",".join(f"{T.CLIENT_IP}:{sp}" for sp in range(21000, 25000))).stdout
+        want = {int(f[0].rsplit(":", 1)[1]): f[1] for f in map(str.split, out.splitlines())
+                if f[1] in ("b1", "b2", "b3")}
+        flows = steer_stats(topo).get("new_flows", 0)
+        p = T.sh(sys.executable, "-c", T.REUSE_CLIENT, f"{T.CLIENT_IP}:{T.VIP}",
+                 *map(str, want), ns=topo.client, check=False, timeout=120)
+        got = dict(json.loads(p.stdout)) if p.returncode == 0 else p.stderr.strip()[-200:]
+        flows = steer_stats(topo).get("new_flows", 0) - flows
+        print(f"{n} backends: {len(want)} clients of b1..b3 by the table, {flows} new flows "
+              f"in the kernel path", flush=True)
+        check(want and got == want and flows >= len(want),
+              f"{n} backends: clients off the table's backend: {got} {want}, {flows} new flows")
     finally:
         d.stop()
         T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)

@@ -30,6 +30,25 @@ CLIENT_IP = f"{SUBNET}.2"
 LB_IP = f"{SUBNET}.3"
 
 
+# Connects from each source port given (argv[2:], of argv[1] "CLIENT_IP:VIP"), reads the
+# backend's name, ends with a RST (SO_LINGER 0: no TIME-WAIT, so the port is free again at
+# once); prints [[port, name], ...]. Used by test_e2e.py and test_run.py.
+REUSE_CLIENT = """
+import json, socket, struct, sys
+out = []
+for port in map(int, sys.argv[2:]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.settimeout(5)
+    s.bind((sys.argv[1].split(":")[0], port))
+    s.connect((sys.argv[1].split(":")[1], 80))
+    out.append([port, s.makefile().readline().strip()])
+    s.close()
+print(json.dumps(out))
+"""
+
+
 def sh(*args, check=True, ns=None, timeout=30):
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(args)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
