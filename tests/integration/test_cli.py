@@ -197,6 +197,11 @@ VIP, BACKEND = ("--vip", "10.0.0.1:80"), ("-b", "a=10.0.0.2,mac=02:00:00:00:00:0
 ADMIN = ("--admin", "127.0.0.1:1")
 for args, status, msg in [
     (("table", "a", "a"), 1, "same name"),
+    # backends counted from 1, as "backend 1 has an empty name" counts them (it said
+    # "backends 0 and 2": the core's indexes)
+    (("table", "a", "b", "a"), 1, "hashlb table: backends 1 and 3 have the same name 'a'"),
+    (("lookup", "10.0.0.1", "b", "a", "a"), 1,
+     "hashlb lookup: backends 2 and 3 have the same name 'a'"),
     (("table", "--table-size", "1000", "a"), 1, "not prime"),
     (("table", "a=0", "b=0"), 1, "weight 0"),
     (("table", "--table-size", "3", "a", "b", "c", "d"), 1, "smaller than"),
