@@ -86,6 +86,15 @@ for table in re.findall(r"static const char \*const [a-z]+_keys\[\] = \{(.*?)\};
     keys |= set(re.findall(r'"([a-z_]+)"', table))
 absent = sorted(k for k in keys if not re.search(rf"^\s*(#\s*)?(- )?{k}:", full, re.M))
 check(len(keys) > 30 and not absent, f"{len(keys)} keys; not in configs/full.yaml: {absent}")
+# and what a backend's name may be, as the service's is given there (it said nothing: a user
+# learned the rule from an error)
+with open(os.path.join(SRC, "include", "hashlb", "config.h")) as f:
+    rule = re.search(r"#define HASHLB_BACKEND_NAME_RULE((?:.*\\\n)*.*)", f.read()).group(1)
+rule = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', rule)).replace('\\"', '"')
+entry = re.search(r"^( +)- name: web-1 +#(.*?)\n\1  address:", full, re.M | re.S)
+said = " ".join(re.sub(r"^\s*#", "", ln).strip() for ln in entry.group(2).split("\n"))
+check(all(part in said.replace("of UTF-8 ", "") for part in rule.split(" (")),
+      f"configs/full.yaml's backend name does not say {rule!r}: {said!r}")
 # and each key that config.c refuses with kernel steering says so there ("Userspace steering
 # only", in the comment from its line to the next key's)
 only = set(re.findall(r'(?:userspace_only\(ld,|get_userspace_bool\(ld,)[^;]*?\bs,\s*"([a-z_.]+)"', src))
