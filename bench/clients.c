@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "hashlb/tuple.h"
 #include "runtime/clients.h"
 
@@ -97,11 +98,16 @@ static double hash_ns(void)
 	return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const uint32_t lives[] = { 100, 5000, 100000 };
-	double ref = hash_ns();
+	double ref;
 	int bad = 0;
+
+	bench_args(argc, argv, 0,
+		   "usage: hashlb-bench-clients\n"
+		   "  max_connections_per_client: claim and release against the tuple hash\n");
+	ref = hash_ns();
 
 	printf("max_connections_per_client bookkeeping, %d claim+release pairs x %d rounds, CPU ns "
 	       "per connection (best round)\n\n",

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "control/loop.h"
 #include "control/pool.h"
 
@@ -245,10 +246,19 @@ static void bench_death(int trials)
 	free(lat);
 }
 
+static const char usage[] = "usage: hashlb-bench-control [--quick]\n"
+			    "  --quick  fewer repetitions and trials (a smoke run)\n";
+
 int main(int argc, char **argv)
 {
-	int quick = argc > 1 && !strcmp(argv[1], "--quick");
-	int reps = quick ? 5 : 21;
+	int quick, reps;
+
+	/* any other word was the full run, "--help" included */
+	bench_args(argc, argv, 1, usage);
+	if (argc > 1 && strcmp(argv[1], "--quick"))
+		bench_args_refuse(argv[0], argv[1], usage);
+	quick = argc > 1;
+	reps = quick ? 5 : 21;
 
 	printf("hashlb control plane benchmark (CPU time of the control thread, medians)\n");
 	bench_rebuild("maglev M=65537 n=1000", "scheme: maglev\n    table_size: 65537", reps);

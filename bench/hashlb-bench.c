@@ -14,7 +14,7 @@
 static void usage(FILE *f)
 {
 	fputs("usage: hashlb-bench schemes|lookup|health [--quick] [--format md|csv|json]\n"
-	      "  schemes  compare hash %% N, ring (V=1..1000), Maglev (M=65537, 655373),\n"
+	      "  schemes  compare hash % N, ring (V=1..1000), Maglev (M=65537, 655373),\n"
 	      "           rendezvous, jump and hash slots on 1,000,000 keys\n"
 	      "  lookup   ns per lookup (tuple hash included) and build ms of hashlb's tables\n"
 	      "  health   ms of a Maglev backend going down and back against the full build\n"

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "hashlb/config.h"
 
 #define LOOKUPS 200000
@@ -110,14 +111,19 @@ static void make_sources(struct sockaddr_storage *ss, const struct hashlb_prefix
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const uint32_t sizes[] = { 16, 256, 4096 };
-	struct sockaddr_storage *ss = calloc(LOOKUPS, sizeof(*ss));
-	struct hashlb_prefix *p = calloc(4096, sizeof(*p));
+	struct sockaddr_storage *ss;
+	struct hashlb_prefix *p;
 	unsigned seed = 1;
 	int bad = 0;
 
+	bench_args(argc, argv, 0,
+		   "usage: hashlb-bench-prefix\n"
+		   "  accept_proxy_from: the compiled prefix set against a scan of the list\n");
+	ss = calloc(LOOKUPS, sizeof(*ss));
+	p = calloc(4096, sizeof(*p));
 	if (!ss || !p)
 		return 1;
 	printf("accept_proxy_from lookups, %d sources x %d rounds, CPU ns per lookup (best round)\n\n",

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "../tests/steer/helpers.h"
+#include "args.h"
 
 /* Rounds of each path, interleaved; the figure is their median. */
 #define ROUNDS 5
@@ -167,10 +168,14 @@ static double median(double *v, int n)
 
 enum path { P_REF, P_EST, P_FAR, P_NOVIP, P_NOVIP_SHARED, P_MAG, P_RING, P_MAX };
 
+static const char usage[] =
+	"usage: hashlb-bench-steer [RUNS [CONNTRACK_ENTRIES]]\n"
+	"  RUNS               repeats of each path in all, 1..1000000000 (default 2000000)\n"
+	"  CONNTRACK_ENTRIES  as hashlb steer --flows, 1..402653184 (default 65536)\n";
+
 int main(int argc, char **argv)
 {
-	uint32_t runs = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 2000000;
-	uint32_t flows = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 65536;
+	uint32_t runs = 2000000, flows = 65536;
 	static const char *const what[P_MAX] = {
 		[P_REF] = "reference: XDP_PASS",
 		[P_EST] = "established flow (conntrack hit)",
@@ -193,6 +198,12 @@ int main(int argc, char **argv)
 	uint16_t other[2] = { 0, 0 };
 	size_t len, lens[P_MAX];
 
+	/* "--help" was RUNS 0, a run of one repeat a round printed as the figures */
+	bench_args(argc, argv, 2, usage);
+	if (argc > 1)
+		runs = bench_args_u32(argv[0], argv[1], 1000000000, usage);
+	if (argc > 2)
+		flows = bench_args_u32(argv[0], argv[2], 402653184, usage);
 	mag = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 10, NULL);
 	ring = test_table(HASHLB_SCHEME_RING, 1, names, 10, NULL);
 	est = load(false, flows, mag, false);

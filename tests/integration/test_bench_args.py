@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The benchmarks of bench/ check their command line before they measure anything: --help
+prints the usage on stdout and exits 0, a word they do not take is refused on stderr with the
+usage and exit 2. Before, hashlb-bench-steer read --help (or any word) as RUNS 0 and printed a
+run of one repeat a round as its figures ("repeat=1", "reproduce: ... 0 65536"), and
+hashlb-bench-control, -prefix and -clients ran their whole measurement, whatever they were
+given. hashlb-bench's usage said "hash %% N". Nothing here measures: it takes a second."""
+import os
+import subprocess
+import sys
+
+from lbtest import check, failures
+
+BUILD = os.environ.get("HASHLB_BUILD_ROOT", "build")
+
+
+def run(exe, *args):
+    """(exit status, stdout, stderr) of <exe> <args>; a run that measures takes longer than
+    the bound and is stopped, a failure (None)."""
+    try:
+        p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return None, "", "still running after 30 s: it measures"
+    return p.returncode, p.stdout, p.stderr
+
+
+benches = {  # binary: words it takes that must be refused
+    "hashlb-bench-control": [("--quik",), ("--quick", "x")],
+    "hashlb-bench-prefix": [("x",)],
+    "hashlb-bench-clients": [("--quick",)],
+    # RUNS and CONNTRACK_ENTRIES: whole numbers from 1 (the flows as hashlb steer --flows)
+    "hashlb-bench-steer": [("x",), ("0",), ("10k",), ("-5",), ("10", "402653185"),
+                           ("10", "10", "10"), ("1000000001",)],
+}
+for name, refused in benches.items():
+    exe = os.path.join(BUILD, "bench", name)
+    if name == "hashlb-bench-steer" and not os.path.exists(exe):
+        continue  # built only with -Dbpf=enabled; the others are always built
+    for flag in ("--help", "-h"):
+        st, out, err = run(exe, flag)
+        check(st == 0 and out.startswith(f"usage: {name}") and err == "",
+              f"{name} {flag}: exit {st}, stdout {out[:200]!r}, stderr {err[:200]!r}")
+    for args in refused:
+        st, out, err = run(exe, *args)
+        check(st == 2 and out == "" and "unexpected argument '" in err
+              and f"usage: {name}" in err,
+              f"{name} {' '.join(args)}: exit {st}, stdout {out[:200]!r}, stderr {err[:200]!r}")
+
+st, out, err = run(os.path.join(BUILD, "bench", "hashlb-bench"), "--help")
+check(st == 0 and "hash % N" in out and "%%" not in out, f"hashlb-bench --help: {out!r}")
+
+print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
+sys.exit(1 if failures else 0)
