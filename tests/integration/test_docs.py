@@ -6,7 +6,7 @@ and configs name is one hashlb writes, and every family it writes is in docs/con
 log message (msg=) and connection end (end=) they quote is one hashlb writes, with the keys
 they show after it, and the
 connection log's table has every end; every command line they show
-gives only options its command takes; the examples that need no running hashlb (table,
+gives only options its command takes, from a build directory they set up; the examples that need no running hashlb (table,
 lookup, check in a console block, an EXAMPLES section, a config's header) run, and those in
 a console block print what it shows.
 Reads the sources, runs --help and those examples: it takes a second."""
@@ -138,6 +138,22 @@ for doc in ["README.md"] + [os.path.join("docs", n) for n in sorted(os.listdir(o
             check(opt in takes[cmd] or opt == "bogus",
                   f"{doc}: 'hashlb {cmd} ... --{opt}': hashlb {cmd} has no --{opt} ({line})")
 check(shown > 50, f"only {shown} command lines found in the docs: the pattern is out of date")
+
+# --- build directories: each one a command in the docs runs from is one they set up ---
+# (`meson setup DIR`, `HASHLB_BUILD=DIR scripts/setup.sh`, or ./build, which setup.sh makes):
+# docs/steering.md sent a reader reproducing its scrape figures to build-bpf/, which nothing
+# makes ("Directory does not exist").
+md_files = ["README.md"] + [os.path.join(d, f) for d in ("docs", "bench", "bench/peers")
+                            for f in sorted(os.listdir(os.path.join(SRC, d))) if f.endswith(".md")]
+md_text = {f: read(f) for f in md_files}
+made = {"build"}
+for text in md_text.values():
+    made |= set(re.findall(r"meson setup (build[\w-]*)", text))
+    made |= set(re.findall(r"HASHLB_BUILD=(build[\w-]*)", text))
+for f, text in md_text.items():
+    for d in re.findall(r"-C (build[\w-]*)|(?<![\w/.-])(build[\w-]*)/(?:src|bench|bpf|tests)/", text):
+        d = d[0] or d[1]
+        check(d in made, f"{f}: a command runs from {d}/, which no doc sets up ({sorted(made)})")
 
 # --- metrics: what the docs name against what metrics.c writes ---
 metrics_c = read("src", "control", "metrics.c")
