@@ -950,7 +950,8 @@ def main():
     ap.add_argument("--idle-conns", type=int, default=5000,
                     help="idle connections for the RSS measurement (0 = skip; default 5000)")
     ap.add_argument("--port-base", type=int, default=25000,
-                    help="first of the ~20 loopback ports used (default 25000)")
+                    help="loopback ports base+1 .. base+40 are used: backends, LBs, "
+                    "admin endpoints, variants (default 25000)")
     ap.add_argument("--nice", type=int, default=0,
                     help="run LBs, backends and wrk at this niceness, e.g. -10 on a machine "
                     "shared with builds (default 0)")
