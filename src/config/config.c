@@ -581,21 +581,27 @@ static int get_u32_range(struct loader *ld, const struct ynode *v, const char *k
 	return 0;
 }
 
-/* What plain scalar <v> reads as: 1 true, 0 false, -1 neither. */
-static int bool_of(const struct ynode *v)
+/* What <text> would read as unquoted: 1 true, 0 false, -1 neither. */
+static int bool_text(const char *text)
 {
 	static const char *const yes[] = { "true", "yes", "on" };
 	static const char *const no[] = { "false", "no", "off" };
 
-	if (v->type != YNODE_SCALAR || v->quoted)
-		return -1;
 	for (size_t i = 0; i < 3; i++) {
-		if (strcasecmp(v->text, yes[i]) == 0)
+		if (strcasecmp(text, yes[i]) == 0)
 			return 1;
-		if (strcasecmp(v->text, no[i]) == 0)
+		if (strcasecmp(text, no[i]) == 0)
 			return 0;
 	}
 	return -1;
+}
+
+/* What plain scalar <v> reads as: 1 true, 0 false, -1 neither. */
+static int bool_of(const struct ynode *v)
+{
+	if (v->type != YNODE_SCALAR || v->quoted)
+		return -1;
+	return bool_text(v->text);
 }
 
 static int get_bool(struct loader *ld, const struct ynode *v, const char *key, bool *ret)
@@ -2093,6 +2099,11 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 	r = want_scalar(ld, v, "admin", "an address, unix:/PATH or off");
 	if (r < 0)
 		return r;
+	if (v->quoted && bool_text(v->text) == 0) /* it said "missing ':PORT'" */
+		return fail(ld, v,
+			    "'admin' must be an address, unix:/PATH or off, found the quoted "
+			    "string \"%s\": write %s unquoted to turn the endpoint off",
+			    v->text, v->text);
 	if (strncmp(v->text, "unix:", 5) == 0) {
 		struct sockaddr_un *sun = (struct sockaddr_un *)&c->admin_addr;
 		const char *path = v->text + 5;

@@ -2473,6 +2473,10 @@ static void test_admin_off_and_v6(void **state)
 	c = load_ok("admin: ~\n" MINIMAL);
 	assert_null(c->admin);
 	hashlb_config_free(c);
+	/* a quoted off is a string, not off (full.yaml): said so, not "missing ':PORT'" */
+	expect_error("admin: \"off\"\n" MINIMAL, 1, 8,
+		     "found the quoted string \"off\": write off unquoted to turn the endpoint off");
+	expect_error("admin: 'False'\n" MINIMAL, 1, 8, "the quoted string \"False\": write False");
 }
 
 static void test_anchors(void **state)
