@@ -851,6 +851,10 @@ static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, 
 		else
 			snprintf(buf, len, "'%.*s' is not a numeric IPv6 address",
 				 (int)(close - s - 1), s + 1);
+	} else if (!colon && s[0] && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 5) {
+		/* a port alone, as nginx's "listen 8080": it said "missing ':PORT'" */
+		snprintf(buf, len, "a port alone: write ADDR:%s, as 127.0.0.1:%s", s, s);
+		return buf;
 	} else if (!colon) {
 		return "missing ':PORT'";
 	} else if (strchr(s, ':') != colon) {

@@ -1225,6 +1225,15 @@ static void test_addresses(void **state)
 	expect_error("services:\n  - name: web\n    listen: localhost:80\n", 3, 13,
 		     "'localhost' is not a numeric IPv4 address (host names are not resolved here");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1\n", 3, 13, "missing ':PORT'");
+	/* a port alone, as nginx's "listen 8080": the address is what is missing (it said
+	 * "missing ':PORT'" of a port) */
+	expect_error("services:\n  - name: web\n    listen: 8080\n", 3, 13,
+		     "'8080' is not a valid address: a port alone: write ADDR:8080, as "
+		     "127.0.0.1:8080");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:1\n    backends:\n"
+		     "      - {name: a, address: 80}\n",
+		     5, 28,
+		     "'80' is not a valid address: a port alone: write ADDR:80, as 127.0.0.1:80");
 	expect_error("services:\n  - name: web\n    listen: \"::1:80\"\n", 3, 13,
 		     "an IPv6 address must be written in brackets");
 	expect_error("services:\n  - name: web\n    listen: \"[::1]\"\n", 3, 13,
@@ -2474,8 +2483,9 @@ static void test_admin_off_and_v6(void **state)
 	assert_null(c->admin);
 	hashlb_config_free(c);
 	/* a quoted off is a string, not off (full.yaml): said so, not "missing ':PORT'" */
-	expect_error("admin: \"off\"\n" MINIMAL, 1, 8,
-		     "found the quoted string \"off\": write off unquoted to turn the endpoint off");
+	expect_error(
+		"admin: \"off\"\n" MINIMAL, 1, 8,
+		"found the quoted string \"off\": write off unquoted to turn the endpoint off");
 	expect_error("admin: 'False'\n" MINIMAL, 1, 8, "the quoted string \"False\": write False");
 }
 
