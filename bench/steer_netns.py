@@ -119,7 +119,10 @@ def main():
             print(f"  {name:28s} {statistics.median(vals):6.2f} Gbit/s")
         for name, vals in ratios.items():
             print(f"  ratio {name:22s} {statistics.median(vals):5.2f}x direct")
-        print("reproduce: meson test -C build --benchmark --suite bench steer-netns -v")
+        # the run made, its options too (it named the meson benchmark, whose defaults are
+        # another run than --reps 9 --seconds 4, README's)
+        print(f"reproduce: python3 bench/steer_netns.py --hashlb {a.hashlb} --bpf-obj "
+              f"{a.bpf_obj} --reps {a.reps} --seconds {a.seconds:g} --conns {a.conns}")
 
     T.with_topo(3, body)
     return 0
