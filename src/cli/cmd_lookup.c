@@ -57,7 +57,7 @@ static void usage(FILE *f)
 		"      --vip ADDR:PORT        the service address (hashed by 4-tuple, which\n"
 		"                             needs it unless -c gives it; without -c,\n"
 		"                             another key refuses it)\n"
-		"  -n, --pref K               length of the preference list (default 3)\n"
+		"  -n, --pref K               length of the preference list, 1..64 (default 3)\n"
 		"      --json                 print JSON\n"
 		"  -h, --help                 show this text\n"
 		"\n"

@@ -22,8 +22,9 @@ struct table_args {
 
 #define TABLE_ARGS_USAGE                                                                        \
 	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                        \
-	"  -v, --vnodes V             ring points per weight unit (default 160)\n"              \
-	"  -m, --table-size M         Maglev table size, a prime (default 65537)\n"             \
+	"  -v, --vnodes V             ring points per weight unit, 1..100000 (default 160)\n"   \
+	"  -m, --table-size M         Maglev table size, a prime, 3..16777259\n"                \
+	"                             (default 65537)\n"                                        \
 	"  -S, --seed N               64-bit seed (default 0)\n"                                \
 	"  -d, --down A,B,...         backends that are down (their keys move to survivors);\n" \
 	"                             given again, it adds to them\n"                           \
