@@ -636,9 +636,14 @@ static void test_balance_order_skips_a_hot_backend(void **state)
 void *__real_calloc(size_t n, size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 static size_t fail_calloc_size;
+static uint32_t fail_calloc_nth; /* the nth calloc() from now fails, once (0: none) */
 
 void *__wrap_calloc(size_t n, size_t size)
 {
+	if (fail_calloc_nth && --fail_calloc_nth == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (fail_calloc_size && n * size == fail_calloc_size) {
 		fail_calloc_size = 0;
 		errno = ENOMEM;
@@ -653,6 +658,23 @@ static void count_line(void *arg, enum hlb_log_level level, const char *msg, con
 	(void)msg;
 	(void)kv;
 	(*(uint32_t *)arg)++;
+}
+
+/* <f> on a service of 4 backends whose pool's log lines count into *<lines> (0 from here). */
+static void fixture_setup_counted(struct fixture *f, uint32_t *lines)
+{
+	struct hashlb_error err = { 0 };
+
+	memset(f, 0, sizeof(*f));
+	f->cfg = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	assert_int_equal(hlb_loop_new(&f->loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f->rcu), 0);
+	f->env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f->rcu, .log = count_line, .arg = lines
+	};
+	assert_int_equal(hlb_pool_new(f->cfg, f->loop, &f->env, &f->pool, &err), 0);
+	f->svc = hlb_pool_service_at(f->pool, 0);
+	*lines = 0;
 }
 
 /* The reload of b0's weight 2 and b3 renamed b9, onto <f>'s pool: its result. */
@@ -680,20 +702,10 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 {
 	struct fixture f;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	uint32_t lines = 0;
 
 	(void)state;
-	memset(&f, 0, sizeof(f));
-	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 4);
-	assert_int_equal(hlb_loop_new(&f.loop), 0);
-	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
-	f.env = (struct hlb_pool_env){
-		.n_workers = 2, .rcu = f.rcu, .log = count_line, .arg = &lines
-	};
-	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err), 0);
-	f.svc = hlb_pool_service_at(f.pool, 0);
-	lines = 0;
+	fixture_setup_counted(&f, &lines);
 
 	fail_calloc_size = sizeof(struct hlb_pool_backend); /* b9's */
 	assert_int_equal(reload_weight_and_rename(&f, &next), -ENOMEM);
@@ -714,6 +726,73 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 2);
 	assert_non_null(hlb_pool_backend_find(f.svc, "b9"));
 	fixture_teardown(&f);
+}
+
+/*
+ * Each allocation of a reload, made to fail in turn (the 1st, the 2nd, ... until the reload
+ * makes no more): it fails whole every time, the service on the running config and backends,
+ * no line logged; then, with the memory, it applies. The reload changes b0's weight, renames
+ * b2 b8 (a new backend) and takes b3 back from those an earlier reload left draining. An
+ * allocation added to service_update(), after the reload has begun to change things, fails
+ * this (test_reload_short_of_memory_changes_nothing fails only b9's).
+ */
+static void test_reload_short_of_any_allocation_changes_nothing(void **state)
+{
+	uint32_t k;
+
+	(void)state;
+	for (k = 1;; k++) {
+		struct fixture f;
+		struct hashlb_config *mid, *next;
+		struct hlb_pool_changes changes = { 0 };
+		struct hashlb_error err = { 0 };
+		struct hlb_pool_backend *b3;
+		uint32_t lines = 0;
+		bool reached;
+		int r;
+
+		fixture_setup_counted(&f, &lines);
+		b3 = hlb_pool_backend_find(f.svc, "b3");
+		mid = config_new(HASHLB_SCHEME_MAGLEV, 3); /* b3 removed: it drains */
+		assert_int_equal(hlb_pool_apply(f.pool, mid, NULL, &err), 0);
+		hashlb_config_free(f.cfg);
+		f.cfg = mid;
+		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		next->services[0].backends[0].weight = 2;
+		free(next->services[0].backends[2].name);
+		next->services[0].backends[2].name = strdup("b8");
+		lines = 0;
+
+		fail_calloc_nth = k;
+		r = hlb_pool_apply(f.pool, next, &changes, &err);
+		reached = fail_calloc_nth == 0;
+		fail_calloc_nth = 0;
+		if (reached) {
+			assert_int_equal(r, -ENOMEM);
+			hashlb_config_free(next);
+			assert_int_equal(lines, 0);
+			assert_ptr_equal(f.svc->cfg, &f.cfg->services[0]);
+			assert_int_equal(f.svc->n_backends, 3);
+			assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 1);
+			assert_non_null(hlb_pool_backend_find(f.svc, "b2"));
+			assert_null(hlb_pool_backend_find(f.svc, "b8"));
+			assert_null(hlb_pool_backend_find(f.svc, "b3"));
+		} else { /* every allocation made: applied */
+			assert_int_equal(r, 0);
+			hashlb_config_free(f.cfg);
+			f.cfg = next;
+			assert_true(lines >= 4); /* b0 changed, b8 and b3 added, b2 removed */
+			assert_ptr_equal(f.svc->cfg, &next->services[0]);
+			assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 2);
+			assert_non_null(hlb_pool_backend_find(f.svc, "b8"));
+			assert_ptr_equal(hlb_pool_backend_find(f.svc, "b3"), b3); /* taken back */
+		}
+		hlb_pool_flush(f.pool);
+		fixture_teardown(&f);
+		if (!reached)
+			break;
+	}
+	assert_true(k > 8); /* the lists, the backends, the service's: each failed once */
 }
 
 static void test_reload_applies_the_difference(void **state)
@@ -1791,6 +1870,7 @@ int main(void)
 		cmocka_unit_test(test_failing_backend_tick_visits_no_backend),
 		cmocka_unit_test(test_checks_turned_on_count_no_failure_from_before),
 		cmocka_unit_test(test_reload_short_of_memory_changes_nothing),
+		cmocka_unit_test(test_reload_short_of_any_allocation_changes_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
