@@ -1285,6 +1285,7 @@ static bool service_tick_backends(struct hlb_pool_service *s, uint64_t now)
 		again |= retry_watch(s, j, HLB_POOL_DEBOUNCE_MS) || b->ramp_start_ms;
 	}
 	s->seen_stale = false;
+	s->tick_visits += s->n_backends;
 	return again;
 }
 
@@ -1296,6 +1297,7 @@ static void pool_tick(void *arg)
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		struct hlb_pool_service *s = p->svcs[i];
 
+		s->ticks++;
 		if (s->tick_all)
 			s->tick_all = service_tick_backends(s, now);
 		else

@@ -126,6 +126,7 @@ struct hlb_pool_service {
 	 * that finds none of these. <seen_stale>: ticks skipped the backends,
 	 * their seen_run is old. */
 	bool tick_all, seen_stale;
+	uint64_t ticks, tick_visits; /* the pool's ticks, and the backends they visited */
 	struct hlb_timer build_timer;
 	uint64_t last_build_ms;
 	uint64_t gap_ms; /* current minimum between two builds */

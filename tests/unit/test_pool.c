@@ -231,51 +231,43 @@ static void test_burst_coalesces_into_one_build(void **state)
 	fixture_teardown(&f);
 }
 
-/* The thread's CPU time, in ns, while <f>'s loop runs for <ms> (its ticks among it). */
-static uint64_t loop_cpu_ns(struct fixture *f, uint64_t ms)
+/*
+ * The backends <f>'s service's ticks visit while its loop runs through 10 more of them (at
+ * most 10 s, that no tick came failing it).
+ */
+static uint64_t tick_visits_over_ten_ticks(struct fixture *f)
 {
-	uint64_t end = hlb_now_ms() + ms;
-	struct timespec a, b;
+	uint64_t ticks = f->svc->ticks, visits = f->svc->tick_visits;
+	uint64_t end = hlb_now_ms() + 10000;
 
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-	while (hlb_now_ms() < end)
+	while (f->svc->ticks < ticks + 10 && hlb_now_ms() < end)
 		hlb_loop_run_once(f->loop, 100); /* woken by its timers: the tick's */
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-	return (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec -
-	       (uint64_t)a.tv_nsec;
+	assert_true(f->svc->ticks >= ticks + 10);
+	return f->svc->tick_visits - visits;
 }
 
 /*
- * Checks off, no ramp, no connect failing: a tick at 5,000 backends costs what it does at 5
- * (measured side by side in this run, each loop's wake-ups counted alike). Each tick (50 ms)
- * read every backend's passive-health counter for nothing, two cache lines each: 80 % of the
- * idle control thread's time at 5,000 backends.
+ * Checks off, no ramp, no connect failing: a tick visits no backend, at 5,000 as at 5. Each
+ * tick (50 ms) read every backend's passive-health counter for nothing, two cache lines each:
+ * 80 % of the idle control thread's time at 5,000 backends. (This compared the loop's CPU time
+ * at 5,000 backends with that at 5, which a loaded machine made fail 1 run in 16: the visits
+ * are what cost, and they are counted.)
  */
 static void test_idle_tick_visits_no_backend(void **state)
 {
-	struct fixture big, small;
-	uint64_t c_big = 0, c_small = 0;
+	struct fixture big;
 
 	(void)state;
 	fixture_setup(&big, HASHLB_SCHEME_RING, 5000);
-	fixture_setup(&small, HASHLB_SCHEME_RING, 5);
-	loop_cpu_ns(&big, 120); /* the first ticks see every backend */
-	loop_cpu_ns(&small, 120);
-	for (int i = 0; i < 4; i++) {
-		c_big += loop_cpu_ns(&big, 250);
-		c_small += loop_cpu_ns(&small, 250);
-	}
-	print_message("loop CPU over 1 s: %" PRIu64 " us at 5,000 backends, %" PRIu64 " us at 5\n",
-		      c_big / 1000, c_small / 1000);
-	assert_true(c_big < 2 * c_small);
+	tick_visits_over_ten_ticks(&big); /* the first ticks see every backend */
+	assert_int_equal(tick_visits_over_ten_ticks(&big), 0);
 	fixture_teardown(&big);
-	fixture_teardown(&small);
 }
 
 /*
  * Maglev, checks off: a backend that keeps failing connects, once the retry table has it down,
- * leaves the ticks nothing to do; at 5,000 backends they cost what they do at 5 (side by side in
- * this run). Each tick visited every backend while it failed, until it recovered.
+ * leaves the ticks nothing to do: they visit no backend. Each tick visited every backend while
+ * it failed, until it recovered.
  */
 static void big_maglev_table(struct hashlb_config *c)
 {
@@ -284,37 +276,23 @@ static void big_maglev_table(struct hashlb_config *c)
 
 static void test_failing_backend_tick_visits_no_backend(void **state)
 {
-	struct fixture big, small;
-	uint64_t c_big = 0, c_small = 0;
+	struct fixture big;
 
 	(void)state;
 	fixture_setup_readers(&big, HASHLB_SCHEME_MAGLEV, 5000, 0, big_maglev_table);
-	fixture_setup_readers(&small, HASHLB_SCHEME_MAGLEV, 5, 0, big_maglev_table);
 	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 1);
-	atomic_store(&small.svc->backends[2]->rt->consecutive_fail, 1);
 	hlb_pool_failing(big.pool);
-	hlb_pool_failing(small.pool);
-	loop_cpu_ns(&big, 300); /* the retry table is built and published */
-	loop_cpu_ns(&small, 300);
+	tick_visits_over_ten_ticks(&big); /* the retry table is built and published */
 	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(big.svc)->retry_table, 7));
 	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 40); /* still failing */
-	atomic_store(&small.svc->backends[2]->rt->consecutive_fail, 40);
-	for (int i = 0; i < 4; i++) {
-		c_big += loop_cpu_ns(&big, 250);
-		c_small += loop_cpu_ns(&small, 250);
-	}
-	print_message("loop CPU over 1 s, one backend failing: %" PRIu64
-		      " us at 5,000 backends, %" PRIu64 " us at 5\n",
-		      c_big / 1000, c_small / 1000);
-	assert_true(c_big < 2 * c_small);
+	assert_int_equal(tick_visits_over_ten_ticks(&big), 0);
 	/* it recovers and fails again: the worker's word is acted on as before */
 	atomic_store(&big.svc->backends[7]->rt->consecutive_fail, 0);
 	atomic_store(&big.svc->backends[9]->rt->consecutive_fail, 1);
 	hlb_pool_failing(big.pool);
-	loop_cpu_ns(&big, 300);
+	tick_visits_over_ten_ticks(&big);
 	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(big.svc)->retry_table, 9));
 	fixture_teardown(&big);
-	fixture_teardown(&small);
 }
 
 /* Run <f>'s loop for <ms>. */
