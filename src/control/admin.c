@@ -125,12 +125,20 @@ static double backend_ramp(const struct hlb_pool_backend *b)
 /* ---- status ---- */
 
 /* The mean time of the backend's successful connects, 0 if none yet. */
-static double connect_avg_ms(const struct hlb_backend_counters *c)
+/* The connects that succeeded, as the histogram counts them. */
+static uint64_t connect_count(const struct hlb_backend_counters *c)
 {
 	uint64_t n = 0;
 
 	for (int k = 0; k <= HLB_CONNECT_BUCKETS; k++)
 		n += c->connect_hist[k];
+	return n;
+}
+
+static double connect_avg_ms(const struct hlb_backend_counters *c)
+{
+	uint64_t n = connect_count(c);
+
 	return n ? (double)c->connect_us_sum / 1e3 / (double)n : 0.0;
 }
 
@@ -606,7 +614,6 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			char ramp[32] = "", addr[HASHLB_ADDR_STRLEN];
 			char resolved[HASHLB_ADDR_STRLEN + 16] = "", skipped[48] = "";
 			char check[16] = "-", connect[16] = "-";
-			double connect_ms;
 
 			hlb_backend_counters_read(b->rt, &c);
 			if (hashlb_addr_is_name(b->rt->address)) { /* where the name points now */
@@ -623,9 +630,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			if (b->check_latency_ns)
 				snprintf(check, sizeof(check), "%.1fms",
 					 (double)b->check_latency_ns / 1e6);
-			connect_ms = connect_avg_ms(&c);
-			if (connect_ms > 0.0)
-				snprintf(connect, sizeof(connect), "%.2fms", connect_ms);
+			if (connect_count(&c))
+				snprintf(connect, sizeof(connect), "%.2fms", connect_avg_ms(&c));
 			hlb_buf_printf(
 				o,
 				"  %-*s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
