@@ -1265,11 +1265,91 @@ static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *wan
 	return 0;
 }
 
+/* Elements a map_batch sends, or map_read() reads, in one bpf() call. */
+#define MAP_BATCH_MAX 4096u
+
+/*
+ * Writes into one array map gathered and sent MAP_BATCH_MAX at a time
+ * (BPF_MAP_UPDATE_BATCH). The kernel applies a batch's elements in order,
+ * one by one, as as many bpf_map_update_elem() would: only the syscalls go
+ * (a publication of 1,000 backends made about 22,000, one an element).
+ * Whatever must be in the map before another write is flushed first.
+ */
+struct map_batch {
+	int fd;
+	uint32_t size, n;
+	uint32_t keys[MAP_BATCH_MAX];
+	unsigned char values[]; /* MAP_BATCH_MAX values of <size> bytes */
+};
+
+static struct map_batch *batch_new(int fd, uint32_t size)
+{
+	struct map_batch *b = malloc(sizeof(*b) + (size_t)MAP_BATCH_MAX * size);
+
+	if (b) {
+		b->fd = fd;
+		b->size = size;
+		b->n = 0;
+	}
+	return b;
+}
+
+/* Send the writes gathered. Returns 0 or -errno. */
+static int batch_flush(struct map_batch *b)
+{
+	uint32_t count = b->n;
+
+	b->n = 0;
+	if (count == 0)
+		return 0;
+	return bpf_map_update_batch(b->fd, b->keys, b->values, &count, NULL) < 0 ? -errno : 0;
+}
+
+/* Write <value> at <key>, with the writes gathered before it. 0 or -errno. */
+static int batch_add(struct map_batch *b, uint32_t key, const void *value)
+{
+	b->keys[b->n] = key;
+	memcpy(b->values + (size_t)b->n * b->size, value, b->size);
+	return ++b->n == MAP_BATCH_MAX ? batch_flush(b) : 0;
+}
+
+/*
+ * Read elements [first, first + n) of array map <fd>, values of <size>
+ * bytes, into <values>, MAP_BATCH_MAX a call (BPF_MAP_LOOKUP_BATCH, which
+ * starts after the key it is given). Returns 0 or -errno.
+ */
+static int map_read(int fd, uint32_t first, uint32_t n, void *values, uint32_t size)
+{
+	uint32_t *keys = malloc(MAP_BATCH_MAX * sizeof(*keys)), prev = first - 1, next;
+	int ret = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t done = 0; done < n && ret == 0;) {
+		uint32_t count = n - done < MAP_BATCH_MAX ? n - done : MAP_BATCH_MAX;
+
+		/* -ENOENT: the map ended, after <count> elements */
+		if (bpf_map_lookup_batch(fd, first + done ? &prev : NULL, &next, keys,
+					 (unsigned char *)values + (size_t)done * size, &count,
+					 NULL) < 0 &&
+		    errno != ENOENT)
+			ret = -errno;
+		else if (count == 0 || keys[0] != first + done ||
+			 keys[count - 1] != first + done + count - 1)
+			ret = -ENOENT;
+		done += count;
+		prev = next;
+	}
+	free(keys);
+	return ret;
+}
+
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err)
 {
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
 	uint32_t nw = 0, zero = 0, active = 0, vh;
+	struct map_batch *b;
 	int ret = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -1295,11 +1375,11 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
 		goto err_sys;
 	vh = (active >> 1) & 1;
-	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
-		uint32_t k = vh * HLB_STEER_VIP_SLOTS + i;
-
-		if (bpf_map_lookup_elem(s->fd[M_VIPS], &k, &cur[i]) < 0)
-			goto err_sys;
+	ret = map_read(s->fd[M_VIPS], vh * HLB_STEER_VIP_SLOTS, HLB_STEER_VIP_SLOTS, cur,
+		       sizeof(*cur));
+	if (ret < 0) {
+		errno = -ret;
+		goto err_sys;
 	}
 	if (vip_layout(cur, want, nw, next) < 0) {
 		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
@@ -1311,13 +1391,18 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 	 * longer served stay in hlb_ct until evicted: the program checks an
 	 * entry's VIP on every hit, so they are passed from the flip on. */
 	vh ^= 1;
-	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++) {
-		uint32_t k = vh * HLB_STEER_VIP_SLOTS + i;
-
-		if (bpf_map_update_elem(s->fd[M_VIPS], &k, &next[i], BPF_ANY) < 0)
-			goto err_sys;
+	b = batch_new(s->fd[M_VIPS], sizeof(*next));
+	if (!b) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
 	}
-	ret = steer_flip(s, (active & ~2u) | vh << 1);
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == 0; i++)
+		ret = batch_add(b, vh * HLB_STEER_VIP_SLOTS + i, &next[i]);
+	if (ret == 0)
+		ret = batch_flush(b);
+	free(b);
+	if (ret == 0)
+		ret = steer_flip(s, (active & ~2u) | vh << 1);
 	if (ret < 0) {
 		errno = -ret;
 		goto err_sys;
@@ -1390,7 +1475,8 @@ static int ring_index(const struct hashlb_table_view *v, uint32_t cap, uint32_t 
 static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb_table_view *v,
 		      struct hlb_steer_table *meta, struct hashlb_error *err)
 {
-	int ret;
+	struct map_batch *b;
+	int ret = 0;
 
 	if (v->scheme == HASHLB_SCHEME_MAGLEV) {
 		uint32_t nv = (v->m + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
@@ -1401,7 +1487,10 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 					  "attach: hashlb steer --max-maglev-m, hashlb run by its "
 					  "config)",
 					  v->m, s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
-		for (uint32_t i = 0; i < nv; i++) {
+		b = batch_new(s->fd[M_SLOTS], sizeof(struct hlb_steer_slots));
+		if (!b)
+			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		for (uint32_t i = 0; i < nv && ret == 0; i++) {
 			struct hlb_steer_slots sl;
 
 			for (uint32_t j = 0; j < HLB_STEER_SLOTS_PER_VALUE; j++) {
@@ -1409,10 +1498,13 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 
 				sl.b[j] = slot < v->m ? v->slots[slot] : HLB_STEER_BACKEND_NONE;
 			}
-			ret = map_write(s->fd[M_SLOTS], half * s->slots_cap + i, &sl);
-			if (ret < 0)
-				goto err_sys;
+			ret = batch_add(b, half * s->slots_cap + i, &sl);
 		}
+		if (ret == 0)
+			ret = batch_flush(b);
+		free(b);
+		if (ret < 0)
+			goto err_sys;
 		meta->scheme = HLB_STEER_SCHEME_MAGLEV;
 		meta->m = v->m;
 		return 0;
@@ -1436,21 +1528,30 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 			"ring index bucket of %u points exceeds the kernel's scan bound %u",
 			max_scan, HLB_STEER_RING_SCAN_MAX);
 	}
-	for (uint32_t b = 0; b < (1u << bits); b++) {
-		ret = map_write(s->fd[M_BUCKETS], half * s->buckets_cap + b, &bucket[b]);
-		if (ret < 0)
-			break;
+	b = batch_new(s->fd[M_BUCKETS], sizeof(*bucket));
+	if (!b) {
+		free(bucket);
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	for (uint32_t k = 0; k < (1u << bits) && ret == 0; k++)
+		ret = batch_add(b, half * s->buckets_cap + k, &bucket[k]);
 	free(bucket);
-	if (ret < 0)
-		goto err_sys;
-	for (uint32_t i = 0; i < v->n_points; i++) {
+	if (ret == 0)
+		ret = batch_flush(b);
+	free(b);
+	b = ret == 0 ? batch_new(s->fd[M_POINTS], sizeof(struct hlb_steer_ring_point)) : NULL;
+	if (ret == 0 && !b)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < v->n_points && ret == 0; i++) {
 		struct hlb_steer_ring_point p = { .pos = v->pos[i], .owner = v->owner[i] };
 
-		ret = map_write(s->fd[M_POINTS], half * s->points_cap + i, &p);
-		if (ret < 0)
-			goto err_sys;
+		ret = batch_add(b, half * s->points_cap + i, &p);
 	}
+	if (ret == 0)
+		ret = batch_flush(b);
+	free(b); /* NULL after an error */
+	if (ret < 0)
+		goto err_sys;
 	meta->scheme = HLB_STEER_SCHEME_RING;
 	meta->n_points = v->n_points;
 	meta->bucket_bits = bits;
@@ -1631,6 +1732,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	uint64_t *slot_id = NULL;
 	uint8_t *slot_inc = NULL, *inc = NULL, *wrap = NULL;
 	struct hashlb_steer_dest *eff = NULL;
+	struct hlb_steer_backend *slot_be = NULL;
+	struct map_batch *bb = NULL, *sb = NULL;
 	bool *used = NULL, *deferred = NULL, any_wrap = false;
 	int ret;
 
@@ -1668,17 +1771,20 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	deferred = calloc(s->backends_cap, sizeof(*deferred));
 	wrap = calloc(s->backends_cap, sizeof(*wrap));
 	eff = calloc(n ? n : 1, sizeof(*eff));
-	if (!slot || !inc || !slot_id || !slot_inc || !used || !deferred || !wrap || !eff) {
+	slot_be = calloc(s->backends_cap, sizeof(*slot_be));
+	bb = batch_new(s->fd[M_BACKENDS], sizeof(be));
+	sb = batch_new(s->fd[M_BSLOTS], sizeof(be));
+	if (!slot || !inc || !slot_id || !slot_inc || !used || !deferred || !wrap || !eff ||
+	    !slot_be || !bb || !sb) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	ret = map_read(s->fd[M_BSLOTS], 0, s->backends_cap, slot_be, sizeof(*slot_be));
+	if (ret < 0)
+		goto err_sys;
 	for (uint32_t j = 0; j < s->backends_cap; j++) {
-		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &j, &be) < 0) {
-			ret = -errno;
-			goto err_sys;
-		}
-		slot_id[j] = be.id;
-		slot_inc[j] = be.incarnation;
+		slot_id[j] = slot_be[j].id;
+		slot_inc[j] = slot_be[j].incarnation;
 	}
 	/* n <= backends_cap: every backend gets a slot (before, a table
 	 * that fitted only in the slots of backends it drops was refused,
@@ -1710,11 +1816,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			any_wrap |= inc[i] == 127 || inc[i] == 255;
 			inc[i] = inc[i] == 255 ? 1 : inc[i] + 1;
 		}
-		if (bpf_map_lookup_elem(s->fd[M_BSLOTS], &slot[i], &be) < 0) {
-			ret = -errno;
-			goto err_sys;
-		}
-		eff[i] = dest_effective(t, i, &dests[i], &be);
+		eff[i] = dest_effective(t, i, &dests[i], &slot_be[slot[i]]);
 	}
 	if (any_wrap)
 		ct_clear_incarnations(s, wrap);
@@ -1733,7 +1835,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
 		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);
-		ret = map_write(s->fd[M_BACKENDS], half * s->backends_cap + i, &be);
+		ret = batch_add(bb, half * s->backends_cap + i, &be);
 		if (ret < 0)
 			goto err_sys;
 		/* A new backend's free slot is filled before any flow can name
@@ -1744,12 +1846,17 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		 * another incarnation in the slot and are scheduled again by
 		 * this table, to it: no flow goes to a holder not its own. */
 		if (slot_id[slot[i]] != be.id && !deferred[slot[i]]) {
-			ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
+			ret = batch_add(sb, slot[i], &be);
 			if (ret < 0)
 				goto err_sys;
 		}
 	}
-	ret = map_write(s->fd[M_TABLES], half, &meta);
+	/* all of the half and the new slots in the maps before its header */
+	ret = batch_flush(bb);
+	if (ret == 0)
+		ret = batch_flush(sb);
+	if (ret == 0)
+		ret = map_write(s->fd[M_TABLES], half, &meta);
 	if (ret < 0)
 		goto err_sys;
 
@@ -1760,7 +1867,7 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	for (uint32_t i = 0; i < n; i++) {
 		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);
 		used[slot[i]] = true;
-		ret = map_write(s->fd[M_BSLOTS], slot[i], &be);
+		ret = batch_add(sb, slot[i], &be);
 		if (ret < 0)
 			goto err_sys;
 	}
@@ -1771,11 +1878,13 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			continue;
 		memset(&be, 0, sizeof(be));
 		be.incarnation = slot_inc[j];
-		ret = map_write(s->fd[M_BSLOTS], j, &be);
+		ret = batch_add(sb, j, &be);
 		if (ret < 0)
 			goto err_sys;
 	}
-	ret = 0;
+	ret = batch_flush(sb);
+	if (ret < 0)
+		goto err_sys;
 	goto out;
 err_sys:
 	ret = hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the steering maps: %s",
@@ -1789,6 +1898,9 @@ out:
 	free(deferred);
 	free(wrap);
 	free(eff);
+	free(slot_be);
+	free(bb);
+	free(sb);
 	return ret;
 }
 

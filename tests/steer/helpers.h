@@ -329,6 +329,34 @@ static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_
 	return test_table_w(scheme, seed, names, n, down, false);
 }
 
+/* Of <n> new flows to 10.0.0.10:80 from random clients (<rng>) through
+ * program <fd>, how many are not sent to the backend <t> names for them
+ * hashed by the 4-tuple and <seed>. */
+static inline uint32_t test_off_table(int fd, const struct hashlb_table *t, uint64_t seed,
+				      uint64_t *rng, uint32_t n)
+{
+	uint32_t wrong = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct test_pkt p = { 0 };
+		struct hashlb_tuple tu;
+		uint8_t frame[256], out[512];
+		uint64_t r = test_rand(rng);
+		uint32_t want;
+		int v;
+
+		test_v4(p.src, (uint32_t)r);
+		test_v4(p.dst, 0x0a00000a);
+		p.sport = (uint16_t)(r >> 32);
+		p.dport = 80;
+		v = test_run(fd, frame, test_build(&p, frame), out, NULL);
+		test_tuple(&p, &tu);
+		want = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, seed));
+		wrong += v != XDP_TX_ || (uint32_t)test_frame_backend(out) != want;
+	}
+	return wrong;
+}
+
 static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
 {
 	struct sockaddr_storage ss[HLB_STEER_VIPS_MAX];

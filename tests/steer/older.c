@@ -5,12 +5,16 @@
  * is true for the program this hashlb attaches, false for steer-older.bpf.o
  * (the same source built with struct hlb_steer_ct_bucket's ext named pad,
  * as before it was kept), both attached in generic XDP to a veth
- * in a network namespace of this process's own.
+ * in a network namespace of this process's own. And that the older one's
+ * maps, which another loader created, take this hashlb's publication
+ * (batched map writes, BPF_MAP_UPDATE_BATCH): its VIP's new flows go where
+ * the table says.
  */
 #include <net/if.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
 
@@ -18,19 +22,68 @@
 
 #define IFACE "hlbold0"
 
-static bool found_reads_ext(void)
+/* The program on IFACE, as an --update or a takeover finds it. */
+static struct hashlb_steer *found(void)
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
-	bool reads;
 
 	if (hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &s, &err) < 0) {
 		fprintf(stderr, "finding the program: %s\n", err.msg);
 		exit(1);
 	}
+	return s;
+}
+
+static bool found_reads_ext(void)
+{
+	struct hashlb_steer *s = found();
+	bool reads;
+
 	reads = hashlb_steer_reads_ext(s);
 	hashlb_steer_free(s);
 	return reads;
+}
+
+/* Set the program's constant <name> (a __u32 in .rodata) before its load. */
+static void set_rodata(struct bpf_object *obj, const char *name, uint32_t value)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, ".rodata");
+	struct btf *btf = bpf_object__btf(obj);
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *sec;
+	size_t size = 0;
+	char *data = map ? (char *)bpf_map__initial_value(map, &size) : NULL;
+	int id = btf ? btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC) : -1;
+
+	sec = id > 0 ? btf__type_by_id(btf, (uint32_t)id) : NULL;
+	for (unsigned i = 0; data && sec && i < btf_vlen(sec); i++) {
+		vs = btf_var_secinfos(sec) + i;
+		if (strcmp(btf__name_by_offset(btf, btf__type_by_id(btf, vs->type)->name_off),
+			   name) == 0 &&
+		    vs->offset + sizeof(value) <= size) {
+			memcpy(data + vs->offset, &value, sizeof(value));
+			return;
+		}
+	}
+	fprintf(stderr, "no constant %s in the older program\n", name);
+	exit(1);
+}
+
+/* Publish <t> (seed 1) into the program on IFACE as found, and send new
+ * flows through <prog_fd>: each must go where <t> says. */
+static void publish_found(const struct hashlb_table *t, int prog_fd)
+{
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_steer *s = found();
+	uint64_t rng = 3;
+	uint32_t wrong;
+
+	test_set_vips(s, vips, 1);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	hashlb_steer_free(s);
+	wrong = test_off_table(prog_fd, t, 1, &rng, 1000);
+	CHECK(wrong == 0, "an older hashlb's program: %u of 1000 new flows off the table", wrong);
 }
 
 int main(int argc, char **argv)
@@ -69,6 +122,16 @@ int main(int argc, char **argv)
 
 	/* An older hashlb's. */
 	obj = bpf_object__open_file(argv[1], NULL);
+	/* sized for t as a loader sizes it: two halves of each table array */
+	if (obj) {
+		uint32_t nv = (HASHLB_MAGLEV_M_DEFAULT + 3) / 4;
+
+		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_backends"), 4);
+		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_bslots"), 2);
+		bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "hlb_slots"), 2 * nv);
+		set_rodata(obj, "backends_cap", 2);
+		set_rodata(obj, "slots_cap", nv);
+	}
 	if (!obj || bpf_object__load(obj) < 0) {
 		fprintf(stderr, "loading %s failed\n", argv[1]);
 		return 1;
@@ -79,9 +142,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	CHECK(!found_reads_ext(), "an older hashlb's program, found, taken for this one's");
+	publish_found(t, prog_fd);
 	bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, NULL);
 	bpf_object__close(obj);
 	hashlb_table_free(t);
-	printf("older: this hashlb's program reads ext, an older one's does not\n");
+	printf("older: this hashlb's program reads ext, an older one's does not; a table "
+	       "published into the older one steers by it\n");
 	return test_failures ? 1 : 0;
 }

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What a publication costs in bpf() calls: the loader reads the backend
+ * slots and writes the table's arrays a batch of elements a call
+ * (BPF_MAP_LOOKUP_BATCH, BPF_MAP_UPDATE_BATCH), not one call an element.
+ * 5,000 backends (more than one batch) in a program of 10,000 slots: a
+ * Maglev table (M 65,537: 16,385 values), then a ring of 2,500 of them and
+ * 2,500 others (20,000 points); each steers random new flows as the table
+ * says, so the batches wrote what they had to. The calls are counted
+ * through syscall(), which libbpf makes each one with: deterministic.
+ */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define N_BACKENDS 5000
+#define MAX_BACKENDS 10000
+/* A few dozen calls: one a batch of 4,096 elements, and the flips. Before,
+ * one an element: 46,389 for the Maglev table, 115,540 for the ring, 515
+ * for the VIPs (two halves of 256 slots). */
+#define MAX_CALLS 100
+
+static unsigned long bpf_calls;
+
+/* Count the bpf() calls, then make each call with glibc's syscall(), passed
+ * six arguments as the kernel takes them (the unused ones ignored). */
+long syscall(long nr, ...)
+{
+	static long (*real)(long, ...);
+	long a[6];
+	va_list ap;
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+	if (nr == __NR_bpf)
+		bpf_calls++;
+	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* Backends b<first>..b<first + N_BACKENDS - 1>, weight 1. */
+static struct hashlb_table *big_table(enum hashlb_scheme scheme, uint64_t seed, uint32_t first)
+{
+	static char names[N_BACKENDS][16];
+	static struct hashlb_backend_spec spec[N_BACKENDS];
+	struct hashlb_table_params p;
+	struct hashlb_table *t;
+	struct hashlb_error err = { 0 };
+
+	hashlb_table_params_init(&p, scheme);
+	p.seed = seed;
+	p.ring_v = 4;
+	for (uint32_t i = 0; i < N_BACKENDS; i++) {
+		snprintf(names[i], sizeof(names[i]), "b%u", first + i);
+		spec[i] = (struct hashlb_backend_spec){ .name = names[i], .weight = 1 };
+	}
+	if (hashlb_table_build(&p, spec, N_BACKENDS, &t, &err) < 0) {
+		fprintf(stderr, "table build: %s\n", err.msg);
+		exit(1);
+	}
+	return t;
+}
+
+/* Publish <t>, count its calls, and send new flows through it. */
+static void check_publish(struct hashlb_steer *s, struct hashlb_table *t, uint64_t seed)
+{
+	int fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
+	const char *scheme = hashlb_scheme_name(hashlb_table_params(t)->scheme);
+	uint64_t rng = seed;
+	unsigned long calls;
+	uint32_t wrong;
+
+	bpf_calls = 0;
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	calls = bpf_calls;
+	hashlb_steer_flows_clear(s);
+	wrong = test_off_table(fd, t, seed, &rng, 20000);
+	printf("%s, %u backends: %lu bpf() calls to publish; %u of 20000 new flows off the "
+	       "table\n",
+	       scheme, N_BACKENDS, calls, wrong);
+	CHECK(calls > 0, "%s: no bpf() call counted: libbpf no longer makes them by syscall()",
+	      scheme);
+	CHECK(calls < MAX_CALLS, "%s: %lu bpf() calls, one an element", scheme, calls);
+	CHECK(wrong == 0, "%s: %u new flows not where the table sends them", scheme, wrong);
+}
+
+int main(void)
+{
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .max_backends = MAX_BACKENDS,
+				       .max_ring_points = 4 * N_BACKENDS };
+	struct hashlb_steer *s = test_steer_load_opts(&o, NULL);
+	struct hashlb_table *t;
+
+	bpf_calls = 0;
+	test_set_vips(s, vips, 1);
+	printf("VIPs: %lu bpf() calls\n", bpf_calls);
+	CHECK(bpf_calls < 10, "VIPs: %lu bpf() calls, one a slot", bpf_calls);
+	t = big_table(HASHLB_SCHEME_MAGLEV, 11, 0);
+	check_publish(s, t, 11);
+	hashlb_table_free(t);
+	/* half of the backends replaced: new slots filled, old ones cleared */
+	t = big_table(HASHLB_SCHEME_RING, 22, N_BACKENDS / 2);
+	check_publish(s, t, 22);
+	hashlb_table_free(t);
+	hashlb_steer_free(s);
+	return test_failures ? 1 : 0;
+}
