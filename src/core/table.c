@@ -572,14 +572,22 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 	return ret;
 }
 
-/* Whether <a> and <b> (the same backends) have the same ones taking turns in a survivors'
- * table: up, at the same weight above 0. */
+/* Whether <b> needs a survivors' table (a backend down) and <a> (the same backends) has one
+ * with the same ones taking turns in it: up, at the same weight above 0. */
 static bool same_survivors(const struct hashlb_table *a, const struct hashlb_table *b)
 {
-	for (uint32_t i = 0; i < a->n; i++)
+	bool any_down = false;
+
+	if (!a->surv_slots)
+		return false;
+	for (uint32_t i = 0; i < a->n; i++) {
 		if ((a->down[i] ? 0 : a->weights[i]) != (b->down[i] ? 0 : b->weights[i]))
 			return false;
-	return true;
+		any_down |= b->down[i];
+	}
+	/* none down (only weight-0 backends were): the full table is its own, and a copy would be
+	 * held unused and uncounted (hashlb_table_bytes()) */
+	return any_down;
 }
 
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
@@ -609,7 +617,7 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		ret = t->full_slots ? 0 : -ENOMEM;
 		if (!ret)
 			memcpy(t->full_slots, base->full_slots, sz);
-		if (!ret && base->surv_slots && same_survivors(base, t)) {
+		if (!ret && same_survivors(base, t)) {
 			/* a copy, not a population: about 1 s at the largest M */
 			t->surv_slots = malloc(sz);
 			ret = t->surv_slots ? 0 : -ENOMEM;

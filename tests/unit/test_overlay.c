@@ -1,8 +1,21 @@
 /* Proves the health overlay: a down backend moves only its own keys, spread over all survivors, and they all come back. */
 // SPDX-License-Identifier: MIT
+#include <malloc.h>
 #include <math.h>
 
 #include "helpers.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+/* the sanitizer runtime's (sanitizer/allocator_interface.h, not always installed) */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #define KEYS 50000
 #define N 10
@@ -351,6 +364,57 @@ static void test_all_down(void **state)
 	}
 }
 
+/* Bytes the process holds allocated now (its sanitizer's allocator's count under ASan). */
+static size_t heap_in_use(void)
+{
+#ifdef TEST_ASAN
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+/*
+ * A Maglev table whose only down backend weighs 0 has a survivors' table; the one with it
+ * back up needs none (its full table is its own) and holds none: what hashlb_table_bytes()
+ * counts for it. Before, with_down() copied the base's (M slots, 32 MiB at the largest M)
+ * because the backends taking turns were the same, and kept it unused and uncounted.
+ */
+static void test_all_up_holds_no_survivors(void **state)
+{
+	struct test_backends b;
+	struct hashlb_table *base, *up, *t, *ref;
+	bool down[4] = { false };
+	size_t before, used, ref_used;
+
+	test_backends_init(&b, 4, "srv-");
+	b.spec[3].weight = 0;
+	up = test_build(HASHLB_SCHEME_MAGLEV, 0, 5, b.spec, 4);
+	b.spec[3].down = true;
+	base = test_build(HASHLB_SCHEME_MAGLEV, 0, 5, b.spec, 4);
+	before = heap_in_use();
+	ref = with_down(up, down);
+	ref_used = heap_in_use() - before;
+	before = heap_in_use();
+	t = with_down(base, down); /* srv-3 back up */
+	used = heap_in_use() - before;
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(ref));
+	assert_int_equal(hashlb_table_bytes(t), hashlb_table_bytes(ref));
+	/* before: ref_used + 2 * 65537 (a survivors' table) */
+	if (used != ref_used)
+		fail_msg(
+			"all up from a table with a survivors' table: %zu bytes held, %zu from one "
+			"without",
+			used, ref_used);
+	hashlb_table_free(t);
+	hashlb_table_free(ref);
+	hashlb_table_free(base);
+	hashlb_table_free(up);
+	test_backends_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_spread_follows_weights),
 		cmocka_unit_test(test_all_down),
 		cmocka_unit_test(test_down_is_as_without),
+		cmocka_unit_test(test_all_up_holds_no_survivors),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
