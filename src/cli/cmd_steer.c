@@ -470,6 +470,7 @@ static int steer_publish(struct steer_args *a)
 		if (sig) {
 			hashlb_steer_set_keep(s, false);
 			printf("hashlb steer: %s, detaching from %s\n", strsignal(sig), a->iface);
+			fflush(stdout); /* before the netlink calls of the detach */
 		}
 	} else if (a->action == ACT_RUN) {
 		sig = wait_for_signal(s);
@@ -481,6 +482,7 @@ static int steer_publish(struct steer_args *a)
 			goto out;
 		}
 		printf("hashlb steer: %s, detaching from %s\n", strsignal(sig), a->iface);
+		fflush(stdout); /* before the netlink calls of the detach */
 	}
 	ret = 0;
 	goto out;

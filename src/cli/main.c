@@ -111,16 +111,6 @@ void cli_print_json_string(const char *s)
 	putchar('"');
 }
 
-/* The errno of the first write(2) to stdout that failed, 0 if none did. */
-static int out_errno;
-
-/*
- * stdout's writes: write(2) to descriptor 1, the first failure's errno kept.
- * stdio drops it: a write past its buffer (a ctl answer, a long check
- * report) went straight out and failed, the buffer was left empty, and
- * the fflush() at exit succeeded with errno 0; "No space left on device"
- * came out "Input/output error".
- */
 static void quit_as_term(int sig)
 {
 	(void)sig;
@@ -135,6 +125,16 @@ void cli_quit_as_term(void)
 		sigaction(SIGQUIT, &quit, NULL);
 }
 
+/* The errno of the first write(2) to stdout that failed, 0 if none did. */
+static int out_errno;
+
+/*
+ * stdout's writes: write(2) to descriptor 1, the first failure's errno kept.
+ * stdio drops it: a write past its buffer (a ctl answer, a long check
+ * report) went straight out and failed, the buffer was left empty, and
+ * the fflush() at exit succeeded with errno 0; "No space left on device"
+ * came out "Input/output error".
+ */
 static ssize_t out_write(void *cookie, const char *buf, size_t size)
 {
 	size_t done = 0;

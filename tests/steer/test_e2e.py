@@ -689,8 +689,9 @@ def early_stop(topo, n=1000):
         p1 = many_steer(topo, args, wrap=("prlimit", "--core=0", "--"))
         caught = starting(p1.pid)
         p1.send_signal(sig)
-        try:
-            out, err = p1.communicate(timeout=30)
+        try:  # 60 s: its detach's netlink calls wait for RTNL, which other tests' namespaces
+            # being deleted can hold for long on a loaded machine
+            out, err = p1.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             p1.kill()
             out, err = p1.communicate(timeout=30)
