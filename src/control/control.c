@@ -46,24 +46,27 @@ static void admin_exposed_warn(struct hlb_control *ctl)
 }
 
 /* What <cfg> accepts but warns of (hashlb_config_warnings(), what hashlb check prints), at
- * start and at each reload: one line each, with the file's line and column. */
+ * start and at each reload: one line each, with the file's line and column, at most
+ * HLB_POOL_CHANGE_LINES of them and a line counting the rest (a config of 5,000 backends
+ * at one address wrote 5,000 lines at each reload). */
 static void config_warnings_log(struct hlb_control *ctl, const struct hashlb_config *cfg)
 {
 	char qp[HLB_LOG_PATH_MAX], qm[HLB_LOG_QUOTED_MAX(sizeof(((struct hashlb_error *)0)->msg))];
-	struct hashlb_error *w;
-	int n = hashlb_config_warnings(cfg, NULL, 0);
+	struct hashlb_error *w = calloc(HLB_POOL_CHANGE_LINES, sizeof(*w));
+	int n;
 
-	if (n <= 0)
-		return;
-	w = calloc((size_t)n, sizeof(*w));
 	if (!w)
 		return;
-	n = hashlb_config_warnings(cfg, w, (size_t)n);
-	for (int i = 0; i < n; i++)
+	n = hashlb_config_warnings(cfg, w, HLB_POOL_CHANGE_LINES);
+	for (int i = 0; i < n && i < HLB_POOL_CHANGE_LINES; i++)
 		control_log(ctl, HLB_LOG_WARN, "config warning",
 			    "config=%s line=%d column=%d warning=%s",
 			    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), w[i].line, w[i].column,
 			    hlb_log_quote(w[i].msg, qm, sizeof(qm)));
+	if (n > HLB_POOL_CHANGE_LINES)
+		control_log(ctl, HLB_LOG_WARN, "config warnings not logged", "config=%s more=%d",
+			    hlb_log_quote(ctl->config_path, qp, sizeof(qp)),
+			    n - HLB_POOL_CHANGE_LINES);
 	free(w);
 }
 

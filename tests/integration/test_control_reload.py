@@ -456,6 +456,15 @@ def two_names_at_one_address_are_warned():
         check(rc == 0, f"reload: {se}")
         got = [l for l in lb.log[seen:] if re.search(warned, l)]
         check(len(got) == n, f"a reload {'with' if n else 'without'} them: {n} warning: {got}")
+    # 40 backends at one address: 39 warnings, 32 logged and one line counting the rest
+    # (before, a line each, at each reload: a config of 5,000 wrote 5,000 lines each time)
+    lb.rewrite(config([(f"n{i}", "127.0.0.1:80") for i in range(40)], health=off))
+    seen = len(lb.log)
+    rc, so, se, logged = lb.reload()
+    got = [l for l in lb.log[seen:] if 'msg="config warning' in l]
+    check(rc == 0 and len(got) == 33 and
+          re.search(r'msg="config warnings not logged" config=\S+ more=7$', got[-1]),
+          f"39 warnings: 32 lines and one counting 7 more: {len(got)} {got[-2:]}")
     check(lb.stop() == 0, "exit 0")
 
 
