@@ -91,8 +91,13 @@ static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struc
 {
 	char name[HLB_HTTP_VALUE_MAX + 1];
 	struct hlb_pool_service *s;
+	bool given = hlb_http_param(req, "service", name, sizeof(name)) != NULL;
 
-	if (!hlb_http_param(req, "service", name, sizeof(name))) {
+	if (given && !name[0]) { /* it said "no service ''" */
+		resp_error(resp, 400, "service= is empty: give service=NAME");
+		return NULL;
+	}
+	if (!given) {
 		if (hlb_pool_service_count(ctl->pool) == 1)
 			return hlb_pool_service_at(ctl->pool, 0);
 		resp_error(resp, 400,
@@ -1020,7 +1025,7 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			   (int)getpid(), (int)up);
 		return;
 	}
-	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+	if (!hlb_http_param(req, "backend", name, sizeof(name)) || !name[0]) {
 		resp_error(resp, 400, "give backend=NAME");
 		return;
 	}
@@ -1398,7 +1403,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 	struct close_reach r;
 	struct hlb_pool_backend *b;
 
-	if (!hlb_http_param(req, "backend", name, sizeof(name))) {
+	if (!hlb_http_param(req, "backend", name, sizeof(name)) || !name[0]) {
 		resp_error(resp, 400, "give backend=NAME");
 		return;
 	}

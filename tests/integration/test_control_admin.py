@@ -2213,8 +2213,23 @@ def status_says_dash_where_there_is_no_figure():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def empty_names_are_refused_as_such():
+    """backend= or service= given empty is a request without the name (400, saying to give
+    it), not a name no backend or service has: it was a 404 "no backend ''", which reads
+    as a backend of that name gone. Nothing applied."""
+    lb = Lb(config(BACKENDS))
+    for method, path, want in (("POST", "/set?backend=&state=drain", "give backend=NAME"),
+                               ("POST", "/close?backend=", "give backend=NAME"),
+                               ("POST", "/set?service=&backend=a&state=drain",
+                                "service= is empty")):
+        code, body = lb.http(method, path)
+        check(code == 400 and want in body, f"{method} {path}: 400 {want!r}: {code} {body!r}")
+    check(all(lb.backend(n)["state"] == "ready" for n in "abc"), "nothing drained")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
-           status_says_dash_where_there_is_no_figure, maint_closes_nothing_takes_no_traffic,
+           status_says_dash_where_there_is_no_figure, empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
