@@ -84,6 +84,15 @@ struct hashlb_table;
 void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme scheme);
 
 /*
+ * The first of <names> (<n>, in their order) that an earlier one repeats: 1
+ * with its index in <ret_dup> and the earlier one's in <ret_first>, 0 if
+ * none, -ENOMEM. O(n log n) (a service may have 65535 backends): what the
+ * config and the CLI name in a duplicate-name error, by their own counting.
+ */
+int hashlb_names_duplicate(const char *const *names, uint32_t n, uint32_t *ret_dup,
+			   uint32_t *ret_first);
+
+/*
  * Build a table over <n> backends. On success stores a new table in
  * <ret_table> (free it with hashlb_table_free()) and returns 0; on failure
  * returns a negative errno (-EINVAL for bad input, -E2BIG for the memory cap,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,43 +211,27 @@ int table_args_check_list(const char *list, const char *opt,
 	return 0;
 }
 
-static int cmp_spec_name(const void *a, const void *b)
-{
-	const struct hashlb_backend_spec *x = *(const struct hashlb_backend_spec *const *)a;
-	const struct hashlb_backend_spec *y = *(const struct hashlb_backend_spec *const *)b;
-	int c = strcmp(x->name, y->name);
-
-	return c ? c : (x > y) - (x < y);
-}
-
 /* The first argument that repeats an earlier one's name, both counted from
  * 1 as every message of these commands counts them ("backend 1 has an empty
  * name"); the core's message gives its array indexes, which read one less:
  * hashlb table a b a said "backends 0 and 2". 0 if none (or no memory). */
 static int print_duplicate(const struct table_args *a)
 {
-	const struct hashlb_backend_spec **by = calloc(a->n_specs, sizeof(*by));
-	size_t first = 0, second = 0;
+	const char **names = calloc(a->n_specs ? a->n_specs : 1, sizeof(*names));
+	uint32_t dup, first;
+	int r;
 
-	if (!by)
+	if (!names)
 		return 0;
 	for (size_t i = 0; i < a->n_specs; i++)
-		by[i] = &a->specs[i];
-	qsort(by, a->n_specs, sizeof(*by), cmp_spec_name);
-	/* runs of one name, in argument order within each: its first two */
-	for (size_t k = 0, e; k < a->n_specs; k = e) {
-		for (e = k + 1; e < a->n_specs && !strcmp(by[e]->name, by[k]->name); e++)
-			;
-		if (e - k > 1 && (!second || (size_t)(by[k + 1] - a->specs) + 1 < second)) {
-			first = (size_t)(by[k] - a->specs) + 1;
-			second = (size_t)(by[k + 1] - a->specs) + 1;
-		}
-	}
-	if (second)
-		cli_error("backends %zu and %zu have the same name '%s'\n", first, second,
-			  a->specs[first - 1].name);
-	free(by);
-	return second != 0;
+		names[i] = a->specs[i].name;
+	r = hashlb_names_duplicate(names, (uint32_t)a->n_specs, &dup, &first);
+	free(names);
+	if (r <= 0)
+		return 0;
+	cli_error("backends %" PRIu32 " and %" PRIu32 " have the same name '%s'\n", first + 1,
+		  dup + 1, a->specs[dup].name);
+	return 1;
 }
 
 int table_args_build(struct table_args *a, struct hashlb_table **ret_table, double *ret_ms)

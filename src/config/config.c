@@ -1667,56 +1667,27 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 				  &s->log_connections);
 }
 
-struct name_ref {
-	const char *name;
-	uint32_t idx;
-};
-
-static int name_ref_cmp(const void *a, const void *b)
-{
-	const struct name_ref *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
-
-	if (c)
-		return c;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 /*
  * The first backend of <s>, in file order, whose name an earlier one has:
  * 1 with its index in <ret_dup> and the earlier one's in <ret_first>, 0 if
- * none, -ENOMEM. Sorting keeps this O(n log n): a service may have 65535.
+ * none, -ENOMEM (hashlb_names_duplicate()).
  */
 int hlb_duplicate_backend(const struct hashlb_service_cfg *s, uint32_t *ret_dup,
 			  uint32_t *ret_first)
 {
-	uint32_t dup = UINT32_MAX, first = 0, group = 0;
-	struct name_ref *refs;
+	const char **names;
+	int r;
 
 	if (s->n_backends < 2)
 		return 0;
-	refs = calloc(s->n_backends, sizeof(*refs));
-	if (!refs)
+	names = calloc(s->n_backends, sizeof(*names));
+	if (!names)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->n_backends; i++)
-		refs[i] = (struct name_ref){ s->backends[i].name, i };
-	qsort(refs, s->n_backends, sizeof(*refs), name_ref_cmp);
-	for (uint32_t k = 1; k < s->n_backends; k++) {
-		if (strcmp(refs[k].name, refs[k - 1].name) != 0) {
-			group = k;
-			continue;
-		}
-		if (refs[k].idx < dup) {
-			dup = refs[k].idx;
-			first = refs[group].idx;
-		}
-	}
-	free(refs);
-	if (dup == UINT32_MAX)
-		return 0;
-	*ret_dup = dup;
-	*ret_first = first;
-	return 1;
+		names[i] = s->backends[i].name;
+	r = hashlb_names_duplicate(names, s->n_backends, ret_dup, ret_first);
+	free(names);
+	return r;
 }
 
 /*

@@ -106,6 +106,53 @@ static int name_order(const char *const *names, uint32_t *order, uint32_t n,
 	return 0;
 }
 
+struct name_ref {
+	const char *name;
+	uint32_t idx;
+};
+
+static int name_ref_cmp(const void *a, const void *b)
+{
+	const struct name_ref *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+int hashlb_names_duplicate(const char *const *names, uint32_t n, uint32_t *ret_dup,
+			   uint32_t *ret_first)
+{
+	uint32_t dup = UINT32_MAX, first = 0, group = 0;
+	struct name_ref *refs;
+
+	if (n < 2)
+		return 0;
+	refs = calloc(n, sizeof(*refs));
+	if (!refs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		refs[i] = (struct name_ref){ names[i], i };
+	qsort(refs, n, sizeof(*refs), name_ref_cmp);
+	for (uint32_t k = 1; k < n; k++) {
+		if (strcmp(refs[k].name, refs[k - 1].name) != 0) {
+			group = k;
+			continue;
+		}
+		if (refs[k].idx < dup) {
+			dup = refs[k].idx;
+			first = refs[group].idx;
+		}
+	}
+	free(refs);
+	if (dup == UINT32_MAX)
+		return 0;
+	*ret_dup = dup;
+	*ret_first = first;
+	return 1;
+}
+
 /* <p> with hashlb_table_build()'s defaults for what it leaves at 0. */
 static struct hashlb_table_params params_with_defaults(const struct hashlb_table_params *p)
 {
