@@ -1050,34 +1050,40 @@ static void retired_free(struct retired *r)
 }
 
 /*
- * <s>, which a reload removes, is kept as a retired service: a reload removing it takes its
- * series out of /metrics, and the bytes its connections go on forwarding as they drain
- * would be counted nowhere an operator sees; it logs its totals once they are gone. Short
- * of memory, it logs them now.
+ * What keeping <s> as a retired service takes (retire_keep()), into <ret_r>, made before
+ * the reload that removes it changes anything; -ENOMEM (nothing held). <p>'s retired have
+ * their room (retiring_prepare()).
  */
-static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s)
+static int retire_prepare(struct hlb_pool_service *s, struct retired *ret_r)
 {
 	uint32_t n = hlb_pool_service_series(s);
-	struct retired *v = realloc(p->retired, (p->n_retired + 1) * sizeof(*v));
 	struct retired r = { .name = strdup(s->cfg->name),
-			     .bes = calloc(n ? n : 1, sizeof(*r.bes)),
-			     .gone_in = s->gone.bytes_in,
-			     .gone_out = s->gone.bytes_out };
-	uint64_t in, out;
+			     .bes = calloc(n ? n : 1, sizeof(*r.bes)) };
 
-	if (v)
-		p->retired = v;
-	if (!v || !r.name || !r.bes) {
+	if (!r.name || !r.bes) {
 		free(r.name);
 		free(r.bes);
-		hlb_pool_service_bytes(s, &in, &out);
-		log_totals(p, s->cfg->name, s->rt, in, out, true);
-		return;
+		return -ENOMEM;
 	}
-	for (uint32_t j = 0; j < n; j++)
-		r.bes[r.n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
-	r.rt = hlb_service_ref(s->rt);
-	v[p->n_retired++] = r;
+	*ret_r = r;
+	return 0;
+}
+
+/*
+ * <s>, which a reload removes, is kept as a retired service, with what <r> holds
+ * (retire_prepare(), taken over): a reload removing it takes its series out of /metrics,
+ * and the bytes its connections go on forwarding as they drain would be counted nowhere
+ * an operator sees; it logs its totals once they are gone.
+ */
+static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct retired *r)
+{
+	r->gone_in = s->gone.bytes_in;
+	r->gone_out = s->gone.bytes_out;
+	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++)
+		r->bes[r->n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
+	r->rt = hlb_service_ref(s->rt);
+	p->retired[p->n_retired++] = *r;
+	*r = (struct retired){ 0 };
 }
 
 /* Log the totals of the retired services nothing else holds any more, their last connection
@@ -2215,16 +2221,14 @@ static void change_service_added(struct hlb_pool *p, const struct hashlb_service
 			 hlb_log_quote(c->listen, ql, sizeof(ql)), c->n_backends);
 }
 
-static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b,
-				  uint64_t now)
+/* Backend <b>, which the reload under way removes from <s>, drains among <s>'s removed (their
+ * array has its room: service_prepare()). */
+static void service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b,
+				   uint64_t now)
 {
 	char qn[POOL_NAME_QUOTED];
-	struct hlb_pool_backend **v = realloc(s->removed, (s->n_removed + 1) * sizeof(*v));
 	char q[POOL_ADDRESS_QUOTED];
 
-	if (!v)
-		return -ENOMEM;
-	s->removed = v;
 	/* the same name and address drained before, its series kept: this
 	 * one's draining series takes their place (one series a label set) */
 	for (uint32_t i = 0; i < s->n_drained; i++) {
@@ -2251,7 +2255,6 @@ static int service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_ba
 			 s->cfg->name, backend_qname(b, qn),
 			 hlb_log_quote(b->rt->address, q, sizeof(q)),
 			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
-	return 0;
 }
 
 /*
@@ -2403,8 +2406,17 @@ static int service_prepare(struct hlb_pool_service *s, const struct hashlb_servi
 		.n_fresh = c->n_backends,
 	};
 
+	struct hlb_pool_backend **removed;
+
 	if (!pr.next || !pr.taken || !pr.sorted || !pr.fresh)
 		goto err_free;
+	/* room for each running backend among those draining, should the reload remove it
+	 * (service_retire_backend()): short of it, one removed was dropped, its connections
+	 * never closed at the drain deadline */
+	removed = realloc(s->removed, (s->n_removed + s->n_backends + 1) * sizeof(*removed));
+	if (!removed)
+		goto err_free;
+	s->removed = removed;
 	for (uint32_t i = 0; i < c->n_backends; i++) {
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		uint32_t j = backend_by_name(s, pr.sorted, NULL, i, nb->name);
@@ -2523,8 +2535,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		full = true;
 		if (taken[j] == BACKEND_RETIRED)
 			change_backend(s, s->backends[j], false);
-		if (service_retire_backend(s, s->backends[j], now) < 0)
-			service_forget_backend(s, s->backends[j]);
+		service_retire_backend(s, s->backends[j], now);
 	}
 	free(s->backends);
 	s->backends = next;
@@ -2580,13 +2591,12 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
  * A service a reload removed, or renamed: its listener is closed already;
  * its connections drain like a removed backend's, until the service's
  * timeouts.drain, then are closed (their backends, which they reference,
- * wait among the pool's orphans). The service itself goes now. Short of
- * memory, its backends are dropped as before: their connections run on.
+ * wait among the pool's orphans, whose array has their room: retiring_prepare()).
+ * The service itself goes now.
  */
-static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, uint64_t now)
+static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, struct retired *r,
+				uint64_t now)
 {
-	uint32_t n = s->n_backends + s->n_removed;
-	struct hlb_pool_backend **v = realloc(p->orphans, (p->n_orphans + n + 1) * sizeof(*v));
 	uint64_t deadline = now + s->cfg->drain_timeout_ms, held = 0;
 
 	for (uint32_t i = 0; i < s->n_backends; i++) {
@@ -2603,27 +2613,63 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	/* its config is freed with the one this reload replaces, while the
 	 * workers may hold <rt> longer: nothing publishes it again to read it */
 	s->rt->cfg = NULL;
-	retire_keep(p, s);
-	if (v) {
-		p->orphans = v;
-		for (uint32_t i = 0; i < s->n_backends; i++) {
-			struct hlb_pool_backend *b = s->backends[i];
+	retire_keep(p, s, r);
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		struct hlb_pool_backend *b = s->backends[i];
 
-			hlb_check_stop(&b->check);
-			b->drain_deadline_ms = deadline;
-			atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
-			b->svc = NULL;
-			b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */
-			v[p->n_orphans++] = b;
-		}
-		for (uint32_t i = 0; i < s->n_removed; i++) { /* already draining: their deadline */
-			s->removed[i]->svc = NULL;
-			s->removed[i]->orphan_of = strdup(s->cfg->name);
-			v[p->n_orphans++] = s->removed[i];
-		}
-		s->n_backends = s->n_removed = 0;
+		hlb_check_stop(&b->check);
+		b->drain_deadline_ms = deadline;
+		atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
+		b->svc = NULL;
+		b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */
+		p->orphans[p->n_orphans++] = b;
 	}
+	for (uint32_t i = 0; i < s->n_removed; i++) { /* already draining: their deadline */
+		s->removed[i]->svc = NULL;
+		s->removed[i]->orphan_of = strdup(s->cfg->name);
+		p->orphans[p->n_orphans++] = s->removed[i];
+	}
+	s->n_backends = s->n_removed = 0;
 	service_free(s);
+}
+
+/*
+ * What removing each running service that <kept> does not mark takes, made before a reload
+ * changes anything: room among <p>'s orphans for its backends (pool_retire_service()) and
+ * among its retired services for it, and what keeping it retired holds, into <retiring>
+ * (retire_prepare(); [j]: the running service j's). -ENOMEM, what was made into <retiring>
+ * freed by retiring_free().
+ */
+static int retiring_prepare(struct hlb_pool *p, const bool *kept, struct retired *retiring)
+{
+	size_t n = p->n_orphans + 1, n_retired = p->n_retired + 1;
+	struct hlb_pool_backend **v;
+	struct retired *rv;
+
+	for (uint32_t j = 0; j < p->n_svcs; j++) {
+		if (kept[j])
+			continue;
+		n += p->svcs[j]->n_backends + p->svcs[j]->n_removed;
+		n_retired++;
+		if (retire_prepare(p->svcs[j], &retiring[j]) < 0)
+			return -ENOMEM;
+	}
+	if (!(v = realloc(p->orphans, n * sizeof(*v))))
+		return -ENOMEM;
+	p->orphans = v;
+	if (!(rv = realloc(p->retired, n_retired * sizeof(*rv))))
+		return -ENOMEM;
+	p->retired = rv;
+	return 0;
+}
+
+static void retiring_free(struct retired *retiring, uint32_t n)
+{
+	for (uint32_t j = 0; retiring && j < n; j++) {
+		free(retiring[j].name);
+		free(retiring[j].bes);
+	}
+	free(retiring);
 }
 
 int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
@@ -2638,10 +2684,13 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	 * <cfg> made a reload quadratic in services */
 	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted)), *hit;
 	struct service_prep *prep = NULL;
+	/* [j]: what retiring the running service j takes, if the reload removes it */
+	struct retired *retiring = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*retiring));
+	uint32_t n_running = p->n_svcs;
 	int ret = 0;
 	uint32_t i, j;
 
-	if (!next || !kept || !fresh || !sorted) {
+	if (!next || !kept || !fresh || !sorted || !retiring) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -2681,6 +2730,8 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 			ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM,
 					 "out of memory to update service '%s'",
 					 cfg->services[i].name);
+	if (ret == 0 && retiring_prepare(p, kept, retiring) < 0)
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	pool_listen_end(p, ret == 0);
 	if (ret < 0) {
 		for (i = 0; i < cfg->n_services; i++)
@@ -2705,7 +2756,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		if (kept[j])
 			continue;
 		change_service_added(p, p->svcs[j]->cfg, false);
-		pool_retire_service(p, p->svcs[j], hlb_now_ms());
+		pool_retire_service(p, p->svcs[j], &retiring[j], hlb_now_ms());
 	}
 	if (p->changes_unlogged)
 		pool_log(p, HLB_LOG_INFO, "reload: more changes, not logged one by one", "more=%u",
@@ -2722,6 +2773,7 @@ out:
 	for (i = 0; prep && i < cfg->n_services; i++)
 		service_prep_free(&prep[i]);
 	free(prep);
+	retiring_free(retiring, n_running);
 	free(next);
 	free(kept);
 	free(fresh);

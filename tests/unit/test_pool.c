@@ -610,11 +610,23 @@ static void test_balance_order_skips_a_hot_backend(void **state)
 	fixture_teardown(&f);
 }
 
-/* calloc() (linked with --wrap=calloc), failing once for <fail_calloc_size> bytes when set. */
+/* calloc() and realloc() (linked with --wrap), failing once for <fail_calloc_size> bytes
+ * (calloc()) when set. */
 void *__real_calloc(size_t n, size_t size);
 void *__wrap_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_realloc(void *p, size_t size);
 static size_t fail_calloc_size;
-static uint32_t fail_calloc_nth; /* the nth calloc() from now fails, once (0: none) */
+static uint32_t fail_calloc_nth; /* the nth calloc() or realloc() from now fails, once (0: none) */
+
+void *__wrap_realloc(void *p, size_t size)
+{
+	if (fail_calloc_nth && --fail_calloc_nth == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __real_realloc(p, size);
+}
 
 void *__wrap_calloc(size_t n, size_t size)
 {
@@ -707,6 +719,35 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 }
 
 /*
+ * <next> applied onto <f>'s pool with the <k>th allocation from now failing: true if the reload
+ * made that many, and failed whole (-ENOMEM, no line logged into *<lines>; <next> freed),
+ * false if it made fewer and applied (<next> now <f>'s config).
+ */
+static bool apply_short_of_nth(struct fixture *f, struct hashlb_config *next, uint32_t k,
+			       const uint32_t *lines)
+{
+	struct hlb_pool_changes changes = { 0 };
+	struct hashlb_error err = { 0 };
+	bool reached;
+	int r;
+
+	fail_calloc_nth = k;
+	r = hlb_pool_apply(f->pool, next, &changes, &err);
+	reached = fail_calloc_nth == 0;
+	fail_calloc_nth = 0;
+	if (reached) {
+		assert_int_equal(r, -ENOMEM);
+		hashlb_config_free(next);
+		assert_int_equal(*lines, 0);
+	} else {
+		assert_int_equal(r, 0);
+		hashlb_config_free(f->cfg);
+		f->cfg = next;
+	}
+	return reached;
+}
+
+/*
  * Each allocation of a reload, made to fail in turn (the 1st, the 2nd, ... until the reload
  * makes no more): it fails whole every time, the service on the running config and backends,
  * no line logged; then, with the memory, it applies. The reload changes b0's weight, renames
@@ -722,12 +763,10 @@ static void test_reload_short_of_any_allocation_changes_nothing(void **state)
 	for (k = 1;; k++) {
 		struct fixture f;
 		struct hashlb_config *mid, *next;
-		struct hlb_pool_changes changes = { 0 };
 		struct hashlb_error err = { 0 };
 		struct hlb_pool_backend *b3;
 		uint32_t lines = 0;
 		bool reached;
-		int r;
 
 		fixture_setup_counted(&f, &lines);
 		b3 = hlb_pool_backend_find(f.svc, "b3");
@@ -741,14 +780,8 @@ static void test_reload_short_of_any_allocation_changes_nothing(void **state)
 		next->services[0].backends[2].name = strdup("b8");
 		lines = 0;
 
-		fail_calloc_nth = k;
-		r = hlb_pool_apply(f.pool, next, &changes, &err);
-		reached = fail_calloc_nth == 0;
-		fail_calloc_nth = 0;
+		reached = apply_short_of_nth(&f, next, k, &lines);
 		if (reached) {
-			assert_int_equal(r, -ENOMEM);
-			hashlb_config_free(next);
-			assert_int_equal(lines, 0);
 			assert_ptr_equal(f.svc->cfg, &f.cfg->services[0]);
 			assert_int_equal(f.svc->n_backends, 3);
 			assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 1);
@@ -756,9 +789,6 @@ static void test_reload_short_of_any_allocation_changes_nothing(void **state)
 			assert_null(hlb_pool_backend_find(f.svc, "b8"));
 			assert_null(hlb_pool_backend_find(f.svc, "b3"));
 		} else { /* every allocation made: applied */
-			assert_int_equal(r, 0);
-			hashlb_config_free(f.cfg);
-			f.cfg = next;
 			assert_true(lines >= 4); /* b0 changed, b8 and b3 added, b2 removed */
 			assert_ptr_equal(f.svc->cfg, &next->services[0]);
 			assert_int_equal(hlb_pool_backend_find(f.svc, "b0")->rt->weight, 2);
@@ -771,6 +801,47 @@ static void test_reload_short_of_any_allocation_changes_nothing(void **state)
 			break;
 	}
 	assert_true(k > 8); /* the lists, the backends, the service's: each failed once */
+}
+
+/*
+ * The same for a reload that removes a service (web, renamed api): each allocation failed in
+ * turn fails it whole, web serving on, no line logged; then it applies. Before, room for
+ * web's backends among the orphans and web's retired entry were made after the changes had
+ * begun: short of them, its backends were dropped (their connections never closed at the
+ * drain deadline) or its totals logged at once, the reload counted as applied.
+ */
+static void test_reload_removing_a_service_short_of_any_allocation_changes_nothing(void **state)
+{
+	uint32_t k;
+
+	(void)state;
+	for (k = 1;; k++) {
+		struct fixture f;
+		struct hashlb_config *next;
+		uint32_t lines = 0;
+		bool reached;
+
+		fixture_setup_counted(&f, &lines);
+		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		free(next->services[0].name);
+		next->services[0].name = strdup("api");
+
+		reached = apply_short_of_nth(&f, next, k, &lines);
+		if (reached) {
+			assert_ptr_equal(hlb_pool_service_find(f.pool, "web"), f.svc);
+			assert_null(hlb_pool_service_find(f.pool, "api"));
+			assert_int_equal(f.svc->n_backends, 4);
+		} else { /* every allocation made: applied */
+			assert_true(lines >= 2); /* web removed, api added */
+			assert_null(hlb_pool_service_find(f.pool, "web"));
+			assert_non_null(hlb_pool_service_find(f.pool, "api"));
+		}
+		hlb_pool_flush(f.pool);
+		fixture_teardown(&f);
+		if (!reached)
+			break;
+	}
+	assert_true(k > 4); /* the lists, api, the room and web's retired entry: each failed once */
 }
 
 static void test_reload_applies_the_difference(void **state)
@@ -1849,6 +1920,8 @@ int main(void)
 		cmocka_unit_test(test_checks_turned_on_count_no_failure_from_before),
 		cmocka_unit_test(test_reload_short_of_memory_changes_nothing),
 		cmocka_unit_test(test_reload_short_of_any_allocation_changes_nothing),
+		cmocka_unit_test(
+			test_reload_removing_a_service_short_of_any_allocation_changes_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
