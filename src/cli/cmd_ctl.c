@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
@@ -102,7 +103,9 @@ static void usage(FILE *f)
 		"                                  stderr: exit 0, the outcome only in\n"
 		"                                  PID's log; 1 if it cannot be sent, and\n"
 		"                                  1, nothing sent, when -c FILE or its\n"
-		"                                  admin key cannot be read\n"
+		"                                  admin key cannot be read, or PID is no\n"
+		"                                  hashlb run (a mistyped pid: what it\n"
+		"                                  runs is said)\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -666,13 +669,99 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 }
 
 /*
+ * What process <pid> runs, for ctl_sighup(), which must not signal a pid mistyped: 1 if it is
+ * a hashlb run, 0 if not, -errno if its /proc entry cannot be read (-ENOENT: no such process).
+ * A hashlb run is a process whose command line's command (its second word) is "run", and whose
+ * executable is named hashlb* (an executable replaced on disk since it started, by an
+ * upgrade, reads "PATH (deleted)": still its name; if it cannot be read, a process of another
+ * user, its argv[0]'s). hashlb steer, which a SIGHUP stops, is not one. On 0, <what> (<size>
+ * bytes) says what it runs: "EXE: ARGV..." as ps prints it, "[COMM]" without a command line
+ * (a kernel thread, a process that exited).
+ */
+static int ctl_pid_what(pid_t pid, char *what, size_t size)
+{
+	char path[64], exe[PATH_MAX] = "", cmdline[512], *name, *cmd;
+	ssize_t n, e;
+	size_t o;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	n = (ssize_t)fread(cmdline, 1, sizeof(cmdline) - 1, f);
+	fclose(f);
+	cmdline[n] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	e = readlink(path, exe, sizeof(exe) - 1);
+	exe[e > 0 ? e : 0] = '\0';
+	cmd = cmdline + strlen(cmdline) + 1;
+	name = strrchr(exe[0] ? exe : cmdline, '/');
+	name = name ? name + 1 : exe[0] ? exe : cmdline;
+	if (n > 0 && cmd < cmdline + n && !strcmp(cmd, "run") && !strncmp(name, "hashlb", 6))
+		return 1;
+	if (n == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		f = fopen(path, "re");
+		n = f ? (ssize_t)fread(cmdline, 1, sizeof(cmdline) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		cmdline[n] = '\0';
+		snprintf(what, size, "[%.*s]", (int)strcspn(cmdline, "\n"), cmdline);
+		return 0;
+	}
+	snprintf(what, size, "%s%s", exe, exe[0] ? ": " : "");
+	/* the arguments, a space between them, a control character as '?' */
+	for (ssize_t i = 0; i < n && (o = strlen(what)) + 1 < size; i++) {
+		unsigned char c = (unsigned char)cmdline[i];
+
+		what[o] = !c ? (i + 1 < n ? ' ' : '\0') : c < 0x20 || c == 0x7f ? '?' : (char)c;
+		what[o + 1] = '\0';
+	}
+	return 0;
+}
+
+/*
  * ctl reload --pid: the reload of pid <pid> by SIGHUP, <why> (one line, no newline) it is not
  * through the admin endpoint; said on stderr, as the outcome is then only in pid <pid>'s log.
- * The exit status: 0 once sent, 1 if it cannot be.
+ * Only if <pid> is a hashlb run (ctl_pid_what()): a mistyped pid would have SIGHUP end or
+ * reload whatever else runs there. Signalled through a pidfd, opened before that is looked
+ * at, so that a pid reused in between gets nothing. The exit status: 0 once sent, 1 if it
+ * cannot be, or if <pid> is not a hashlb run (said, nothing sent).
  */
 static int ctl_sighup(pid_t pid, const char *why, bool json)
 {
-	if (kill(pid, SIGHUP) < 0) {
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+	char what[256];
+
+	if (pidfd < 0 && errno == ESRCH) {
+		cli_error("%s; cannot send SIGHUP to pid %d: %s\n", why, (int)pid, strerror(ESRCH));
+		return 1;
+	}
+	r = ctl_pid_what(pid, what, sizeof(what));
+	if (r == -ENOENT)
+		r = -ESRCH; /* it exited: no /proc entry */
+	if (r <= 0) {
+		if (r == 0)
+			cli_error("%s; pid %d is not a hashlb run: it runs %s; nothing was sent to "
+				  "it (no SIGHUP): is the pid mistyped?\n",
+				  why, (int)pid, what);
+		else
+			cli_error("%s; cannot tell what pid %d runs (/proc/%d: %s): nothing was "
+				  "sent to it (no SIGHUP)\n",
+				  why, (int)pid, (int)pid, strerror(-r));
+		if (pidfd >= 0)
+			close(pidfd);
+		return 1;
+	}
+	/* no pidfd (a thread's id, a kernel before 5.3): kill(2), after the same look */
+	if (pidfd >= 0) {
+		r = (int)syscall(SYS_pidfd_send_signal, pidfd, SIGHUP, NULL, 0);
+		close(pidfd);
+	} else {
+		r = kill(pid, SIGHUP);
+	}
+	if (r < 0) {
 		cli_error("%s; cannot send SIGHUP to pid %d: %s\n", why, (int)pid, strerror(errno));
 		return 1;
 	}

@@ -1176,6 +1176,40 @@ def unit_reload_fails_with_the_reload():
     check(off.stop() == 0 and lb.stop() == 0, "exit 0")
 
 
+def ctl_reload_pid(admin, pid):
+    """hashlb ctl --admin ADMIN reload --pid PID: (exit status, stderr)."""
+    p = subprocess.run([HASHLB, "ctl", "--admin", admin, "reload", "--pid", str(pid)],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stderr
+
+
+def reload_pid_signals_only_hashlb_run():
+    """ctl reload --pid N, with no endpoint of N's to ask, sends SIGHUP only if N is a hashlb
+    run: a mistyped pid (here a sleep's) is sent nothing, exit 1, the line naming the pid and
+    what it runs. Before, it was sent SIGHUP (which ends a sleep, or a hashlb steer) and ctl
+    exited 0. A hashlb run whose executable was replaced on disk since it started (as an
+    upgrade installs a new one: /proc/N/exe reads "PATH (deleted)") is still one: it
+    reloads."""
+    import shutil
+    admin = f"127.0.0.1:{dead_port()}"
+    idle = subprocess.Popen(["sleep", "60"])
+    rc, err = ctl_reload_pid(admin, idle.pid)
+    check(rc == 1 and f"pid {idle.pid} is not a hashlb run: it runs " in err and
+          "sleep 60" in err and "nothing was sent" in err and idle.poll() is None,
+          f"a pid that is no hashlb: exit {rc}, {idle.poll()}, {err!r}")
+    idle.kill()
+    idle.wait()
+    exe = tmppath("hashlb-replaced")
+    shutil.copy2(HASHLB, exe)
+    lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
+    os.unlink(exe)
+    rc, err = ctl_reload_pid(admin, lb.proc.pid)
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          lb.wait_log("msg=reloaded "),
+          f"a hashlb run whose executable is gone from disk reloads: exit {rc}, {err!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2244,6 +2278,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
+           reload_pid_signals_only_hashlb_run,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
