@@ -105,7 +105,12 @@ static void usage(FILE *f)
 		"                                  1, nothing sent, when -c FILE or its\n"
 		"                                  admin key cannot be read, or PID is no\n"
 		"                                  hashlb run (a mistyped pid: what it\n"
-		"                                  runs is said)\n"
+		"                                  runs is said). Once the request is\n"
+		"                                  sent, an answer that does not come\n"
+		"                                  whole (the connection closed or reset,\n"
+		"                                  or no answer in time): exit 1, no\n"
+		"                                  SIGHUP (it could reload twice), the\n"
+		"                                  outcome unknown: PID's log says\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -271,12 +276,6 @@ static void param(char *q, size_t size, const char *name, const char *value)
 	urlenc(q, size, value);
 }
 
-/*
- * One request: its status in *<ret_status> and its body in *<ret_buf> (the
- * whole answer, malloc'd; *<ret_body> points into it). Returns 0, or -errno
- * if the endpoint cannot be reached (said on stderr unless <quiet>) or its
- * answer is not HTTP.
- */
 /* The admin address <ss> as written: ADDR:PORT, [ADDR]:PORT or unix:PATH. */
 static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size_t size)
 {
@@ -287,6 +286,17 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
 	return buf;
 }
 
+/*
+ * One request: its status in *<ret_status> and its body in *<ret_buf> (the
+ * whole answer, malloc'd; *<ret_body> points into it). Returns 0, or -errno
+ * (said on stderr unless <quiet>): that of the connect or the write when the
+ * endpoint cannot be reached or the request not sent whole (nothing was asked);
+ * once it was sent, -ETIMEDOUT when the answer is not whole in time, -EMSGSIZE
+ * when it is too long, -EPROTO when it is not HTTP (no hashlb answers there),
+ * and -ENODATA when it ended before it was whole (nothing, or a part of an HTTP
+ * answer: the connection closed or reset): whether the request was acted on is
+ * then unknown.
+ */
 static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		     const char *path, const char *query, bool quiet, int *ret_status,
 		     char **ret_buf, char **ret_body)
@@ -316,8 +326,9 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		 "%s %s%s%s HTTP/1.1\r\nHost: hashlb\r\nUser-Agent: hashlb-ctl\r\n"
 		 "Content-Length: 0\r\nConnection: close\r\n\r\n",
 		 method, path, *query ? "?" : "", query);
+	errno = 0;
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-		r = -errno;
+		r = errno ? -errno : -EIO; /* a short write sets none */
 		if (!quiet)
 			cli_error("write: %s\n", strerror(-r));
 		close(fd);
@@ -381,8 +392,13 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		else if (!quiet)
 			cli_error("no valid answer from the admin endpoint at %s\n",
 				  admin_name(ss, name, sizeof(name)));
+		/* what came is the start of an HTTP answer, or nothing: cut short */
+		r = timed_out					  ? -ETIMEDOUT
+		    : too_long					  ? -EMSGSIZE
+		    : !strncmp(buf, "HTTP/1.", got < 7 ? got : 7) ? -ENODATA
+								  : -EPROTO;
 		free(buf);
-		return timed_out ? -ETIMEDOUT : too_long ? -EMSGSIZE : -EPROTO;
+		return r;
 	}
 	if (hlb_answer_cut(buf, body, got, &have, &want)) {
 		if (!quiet)
@@ -391,7 +407,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 				"bytes (did hashlb stop?)\n",
 				admin_name(ss, name, sizeof(name)), have, want);
 		free(buf);
-		return -EPROTO;
+		return -ENODATA;
 	}
 	*ret_status = status;
 	*ret_buf = buf;
@@ -778,8 +794,9 @@ static int ctl_sighup(pid_t pid, const char *why, bool json)
  * endpoint of its answers: nothing listens at <ss>, or another process does (412 from
  * another hashlb, any other refusal from an older one, which takes no pid=, or from a server
  * that is no hashlb). A refusal by pid <pid> itself (422: the reload failed; 409: it is
- * stopping) fails, as does an endpoint that accepts and does not answer (the reload may be
- * under way: another would only hide it). The exit status.
+ * stopping) fails, as does an endpoint that accepts and does not answer, or closes the
+ * connection before its whole answer (the reload may be under way or done: another would
+ * only hide how it went). The exit status.
  */
 static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
 			  pid_t pid, bool json)
@@ -796,6 +813,16 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 		cli_error("no answer from the admin endpoint at %s within %u s: whether pid %d "
 			  "reloaded, its log says\n",
 			  name, ctl_wait_s(), (int)pid);
+		return 1;
+	}
+	/* the request sent, the endpoint may have reloaded as it closed (or reset) the
+	 * connection: a SIGHUP could reload it twice, or hide how the first went */
+	if (r == -ENODATA) {
+		cli_error("the admin endpoint at %s closed the connection before its whole "
+			  "answer: whether pid %d reloaded is unknown, its log says (or hashlb "
+			  "ctl status, its reloads); no SIGHUP sent, which could reload it "
+			  "twice\n",
+			  name, (int)pid);
 		return 1;
 	}
 	if (r == -EPROTO || r == -EMSGSIZE) {

@@ -2125,6 +2125,40 @@ def ctl_refuses_an_answer_cut_short():
     srv.close()
 
 
+def ctl_reload_pid_does_not_guess_after_a_cut_answer():
+    """ctl reload --pid N whose request was sent, the connection then reset by the endpoint with
+    a part of an HTTP answer or none: the reload may have run, so ctl sends no SIGHUP (which
+    could run it twice), exit 1, saying the outcome is unknown. Before, it took the endpoint
+    for no hashlb's, sent SIGHUP and exited 0: N reloaded a second time. A server that answers
+    something else than HTTP is still no hashlb's: N reloads by SIGHUP."""
+    import struct
+    lb = Hashlb(config(BACKENDS, admin="off"))
+
+    def reset(what):
+        def answer(c):
+            c.recv(4096)
+            c.sendall(what)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+        return answer
+    for what in (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nrel", b"HTTP/1.1 2", b""):
+        srv, admin = fake_endpoint(reset(what))
+        p = ctl_ends(["--admin", admin, "reload", "--pid", str(lb.proc.pid)], 60)
+        check(p and p.returncode == 1 and
+              f"whether pid {lb.proc.pid} reloaded is unknown" in p.stderr and
+              "no SIGHUP sent" in p.stderr and "sent SIGHUP" not in p.stderr,
+              f"reset after {what!r}: exit 1, outcome unknown, no SIGHUP ({p})")
+        srv.close()
+    srv, admin = fake_endpoint(reset(b"SSH-2.0-OpenSSH_9.6\r\n"))
+    p = ctl_ends(["--admin", admin, "reload", "--pid", str(lb.proc.pid)], 60)
+    check(p and p.returncode == 0 and "does not answer as a hashlb's admin endpoint" in p.stderr
+          and f"sent SIGHUP to pid {lb.proc.pid}" in p.stderr and lb.wait_log("msg=reloaded "),
+          f"a server that is no HTTP: SIGHUP to pid {lb.proc.pid} ({p})")
+    srv.close()
+    check(sum("msg=reloaded " in l for l in lb.log) == 1, "pid N reloaded once in all")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_says_a_refusal_without_a_reason():
     """A refusal with an empty body (a proxy in front of hashlb that is down, a server that is
     not hashlb) is said by its status line on stderr, exit 1. ctl printed the body, nothing,
@@ -2292,6 +2326,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
            ctl_bounds_an_answer_that_does_not_end, ctl_refuses_an_answer_cut_short,
+           ctl_reload_pid_does_not_guess_after_a_cut_answer,
            ctl_says_a_refusal_without_a_reason,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
