@@ -110,7 +110,9 @@ static void usage(FILE *f)
 		"                                  whole (the connection closed or reset,\n"
 		"                                  or no answer in time): exit 1, no\n"
 		"                                  SIGHUP (it could reload twice), the\n"
-		"                                  outcome unknown: PID's log says\n"
+		"                                  outcome unknown: PID's log says; and\n"
+		"                                  where -c FILE has errors, 1 with them,\n"
+		"                                  no SIGHUP sent (a reload would fail)\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -743,12 +745,21 @@ static int ctl_pid_what(pid_t pid, char *what, size_t size)
  * Only if <pid> is a hashlb run (ctl_pid_what()): a mistyped pid would have SIGHUP end or
  * reload whatever else runs there. Signalled through a pidfd, opened before that is looked
  * at, so that a pid reused in between gets nothing. The exit status: 0 once sent, 1 if it
- * cannot be, or if <pid> is not a hashlb run (said, nothing sent).
+ * cannot be, or if <pid> is not a hashlb run, or if <broken> (-c FILE, when it has errors: a
+ * reload of it would fail, and ctl could not say so) is not NULL (said, nothing sent).
  */
-static int ctl_sighup(pid_t pid, const char *why, bool json)
+static int ctl_sighup(pid_t pid, const char *why, const char *broken, bool json)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+	int pidfd, r;
 	char what[256];
+
+	if (broken) {
+		cli_error("%s; %s has errors (above), which a reload would refuse: nothing was "
+			  "sent to pid %d (no SIGHUP, whose outcome only its log would say)\n",
+			  why, broken, (int)pid);
+		return 1;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
 	if (pidfd < 0 && errno == ESRCH) {
 		cli_error("%s; cannot send SIGHUP to pid %d: %s\n", why, (int)pid, strerror(ESRCH));
@@ -796,10 +807,10 @@ static int ctl_sighup(pid_t pid, const char *why, bool json)
  * that is no hashlb). A refusal by pid <pid> itself (422: the reload failed; 409: it is
  * stopping) fails, as does an endpoint that accepts and does not answer, or closes the
  * connection before its whole answer (the reload may be under way or done: another would
- * only hide how it went). The exit status.
+ * only hide how it went). No SIGHUP either when <broken> (ctl_sighup()). The exit status.
  */
 static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
-			  pid_t pid, bool json)
+			  pid_t pid, const char *broken, bool json)
 {
 	char n[16], name[160], why[1024], msg[512], *buf, *body;
 	const char *reason = "";
@@ -827,12 +838,12 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 	}
 	if (r == -EPROTO || r == -EMSGSIZE) {
 		snprintf(why, sizeof(why), "%s does not answer as a hashlb's admin endpoint", name);
-		return ctl_sighup(pid, why, json);
+		return ctl_sighup(pid, why, broken, json);
 	}
 	if (r < 0) {
 		snprintf(why, sizeof(why), "no admin endpoint answers at %s (%s)", name,
 			 strerror(-r));
-		return ctl_sighup(pid, why, json);
+		return ctl_sighup(pid, why, broken, json);
 	}
 	if (status / 100 == 2 || status == 422 || status == 409) {
 		ret = ctl_answer(status, buf, body, json);
@@ -849,7 +860,7 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 		snprintf(why, sizeof(why), "the admin endpoint at %s answered %d%s%.*s", name,
 			 status, *reason ? ": " : "", (int)strcspn(reason, "\n"), reason);
 	free(buf);
-	return ctl_sighup(pid, why, json);
+	return ctl_sighup(pid, why, broken, json);
 }
 
 /*
@@ -984,6 +995,7 @@ int cmd_ctl(int argc, char **argv)
 	char name[CLI_OPT_NAME_MAX], admin_opt[CLI_OPT_NAME_MAX] = "",
 				     config_opt[CLI_OPT_NAME_MAX] = "";
 	const char *service_opt = NULL, *json_opt = NULL, *pid_arg = NULL;
+	const char *broken = NULL; /* -c FILE, when it has errors */
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
@@ -1130,16 +1142,20 @@ int cmd_ctl(int argc, char **argv)
 						  config, none);
 				return 1;
 			}
+			/* reload --pid: said with what it does (the endpoint's 422, or
+			 * no SIGHUP sent) */
 			cli_print_error(&err);
-			cli_error("%s has errors (above), a reload would refuse it: its admin "
-				  "address is used all the same\n",
-				  config);
+			if (!pid)
+				cli_error("%s has errors (above), a reload would refuse it: its "
+					  "admin address is used all the same\n",
+					  config);
+			broken = config;
 		}
 		if (!cfg->admin_addr_len) {
 			hashlb_config_free(cfg);
 			if (pid) {
 				snprintf(q, sizeof(q), "%s has the admin endpoint off", config);
-				return ctl_sighup(pid, q, json);
+				return ctl_sighup(pid, q, broken, json);
 			}
 			cli_error("%s has the admin endpoint off\n", config);
 			return 1;
@@ -1150,7 +1166,7 @@ int cmd_ctl(int argc, char **argv)
 				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
 				 config, cfg->admin);
 			hashlb_config_free(cfg);
-			return ctl_sighup(pid, q, json);
+			return ctl_sighup(pid, q, broken, json);
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0) {
@@ -1186,7 +1202,7 @@ int cmd_ctl(int argc, char **argv)
 		if (!strcmp(cmd, "metrics"))
 			return ctl_request(&ss, len, "GET", "/metrics", "", json);
 		if (!strcmp(cmd, "reload") && pid)
-			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, json);
+			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, broken, json);
 		if (!strcmp(cmd, "reload"))
 			return ctl_request(&ss, len, "POST", "/reload", q, json);
 		return ctl_request(&ss, len, "GET", "/status", q, json);

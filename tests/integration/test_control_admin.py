@@ -1210,6 +1210,30 @@ def reload_pid_signals_only_hashlb_run():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_pid_sends_no_sighup_for_a_file_with_errors():
+    """ctl -c FILE reload --pid N where FILE has errors and names no endpoint to ask (admin off,
+    or on port 0): N is sent nothing, exit 1, FILE:LINE:COL saying what is wrong. Before, N was
+    sent SIGHUP and ctl exited 0, for a reload that N then refused (only its log said so)."""
+    broken = [BACKENDS[0] + ("weight: nope",)] + BACKENDS[1:]
+    for admin in ("off", "127.0.0.1:0"):
+        lb = Hashlb(config(BACKENDS, admin=admin))
+        with open(lb.path, "w") as f:
+            f.write(config(broken, admin=admin))
+        p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "reload", "--pid", str(lb.proc.pid)],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 1 and re.search(re.escape(lb.path) + r":\d+:\d+: error: ", p.stderr)
+              and f"nothing was sent to pid {lb.proc.pid} (no SIGHUP" in p.stderr,
+              f"admin {admin}, a file with errors: exit {p.returncode}, {p.stderr!r}")
+        with open(lb.path, "w") as f:
+            f.write(config(BACKENDS, admin=admin))
+        p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "reload", "--pid", str(lb.proc.pid)],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in p.stderr and
+              lb.wait_log("msg=reloaded ") and not any("reload failed" in l for l in lb.log),
+              f"admin {admin}, the file fixed: SIGHUP, one reload that passes: {p.stderr!r}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def metric(samples, name, **labels):
     """The sum of the samples of name with these labels; none at all fails the check."""
     matched = [v for (n, ls), v in samples.items()
@@ -2312,7 +2336,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
-           reload_pid_signals_only_hashlb_run,
+           reload_pid_signals_only_hashlb_run, reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
