@@ -1608,10 +1608,12 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 }
 
 /*
- * Whether every parameter of a request that changes something is one it
- * takes, once; if not, a 400 naming it: a mistyped one (wieght=3) must not
- * leave the rest (state=drain) applied without it, nor one given twice
- * (backend=a&backend=b) be applied to the first as if the other were not.
+ * Whether every parameter of a request is one it takes, once; if not, a 400
+ * naming it: a mistyped one (wieght=3) must not leave the rest (state=drain)
+ * applied without it, nor one given twice (backend=a&backend=b) be applied to
+ * the first as if the other were not; nor a GET be answered as if it were not
+ * there (/table?servce=web, the table of another service, or a refusal that
+ * says to give a service=).
  */
 static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *resp,
 			 const char *const *known)
@@ -1623,6 +1625,8 @@ static bool params_known(const struct hlb_http_req *req, struct hlb_http_resp *r
 		for (size_t k = 0; known[k] && o < sizeof(list); k++)
 			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "",
 					      known[k]);
+		if (!known[0])
+			snprintf(list, sizeof(list), "none");
 		resp_error(resp, 400, "unknown parameter '%s': %s %s takes %s", name, req->method,
 			   req->path, list);
 		return false;
@@ -1654,56 +1658,93 @@ static bool format_known(const struct hlb_http_req *req, struct hlb_http_resp *r
 	return false;
 }
 
+static const char *const no_params[] = { NULL };
+static const char *const plain_params[] = { "format", NULL };
+static const char *const table_params[] = { "service", "format", NULL };
 static const char *const lookup_params[] = { "service", "client", "vip", "format", NULL };
+static const char *const clients_params[] = { "service", "top", "format", NULL };
+static const char *const sockets_params[] = { "taker", "format", NULL };
 static const char *const set_params[] = { "service",	     "backend", "state", "weight",
 					  "max_connections", "format",	NULL };
 static const char *const close_params[] = { "service", "backend", "format", NULL };
 static const char *const reload_params[] = { "pid", "format", NULL };
-static const char *const plain_params[] = { "format", NULL };
+
+/*
+ * The endpoint's paths, the method each takes (GET, and HEAD as GET, for those that change
+ * nothing; POST for the others) and the parameters it takes: a GET refuses one it does not
+ * take as a POST does (/status?servce=web, a mistyped name, was answered as if it were not
+ * there). /metrics takes none: it has one format.
+ */
+static const struct admin_route {
+	const char *path;
+	bool post;
+	const char *const *params;
+} admin_routes[] = {
+	{ "/metrics", false, no_params },      { "/status", false, plain_params },
+	{ "/table", false, table_params },     { "/lookup", false, lookup_params },
+	{ "/clients", false, clients_params }, { "/sockets", false, sockets_params },
+	{ "/", false, plain_params },	       { "/set", true, set_params },
+	{ "/close", true, close_params },      { "/reload", true, reload_params },
+	{ "/upgrade", true, plain_params },
+};
 
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
-	bool get = !strcmp(req->method, "GET"), post = !strcmp(req->method, "POST");
+	const struct admin_route *route = NULL;
 	bool text = want_text(req);
 	struct hlb_pool_service *s;
+	const char *path = req->path;
 
+	for (size_t i = 0; i < sizeof(admin_routes) / sizeof(admin_routes[0]) && !route; i++)
+		if (!strcmp(path, admin_routes[i].path))
+			route = &admin_routes[i];
 	if (text)
 		resp->ctype = "text/plain; charset=utf-8";
-	if (strcmp(req->path, "/metrics") && !format_known(req, resp))
+	/* the path first: format=xml on a path it does not have is a 404, not a 400 */
+	if (!route) {
+		resp_error(resp, 404, "no such endpoint: %s", path);
 		return;
-	if (!strcmp(req->path, "/metrics") && get) {
+	}
+	if (strcmp(req->method, route->post ? "POST" : "GET")) {
+		resp_error(resp, 405, "%s not allowed on %s: %s it", req->method, path,
+			   route->post ? "POST" : "GET");
+		resp->allow = route->post ? "POST" : "GET, HEAD"; /* as RFC 9110 asks of a 405 */
+		return;
+	}
+	if (!params_known(req, resp, route->params) ||
+	    (strcmp(path, "/metrics") && !format_known(req, resp)))
+		return;
+	if (!strcmp(path, "/metrics")) {
 		resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
 		hlb_metrics_render(ctl, &resp->body);
-	} else if (!strcmp(req->path, "/status") && get) {
+	} else if (!strcmp(path, "/status")) {
 		if (text)
 			status_text(ctl, &resp->body);
 		else
 			status_json(ctl, &resp->body);
-	} else if (!strcmp(req->path, "/table") && get) {
+	} else if (!strcmp(path, "/table")) {
 		if ((s = req_service(ctl, req, resp)))
 			table_render(s, text, &resp->body);
-	} else if (!strcmp(req->path, "/lookup") && get) {
-		if (params_known(req, resp, lookup_params) && (s = req_service(ctl, req, resp)))
+	} else if (!strcmp(path, "/lookup")) {
+		if ((s = req_service(ctl, req, resp)))
 			lookup(s, req, resp, text);
-	} else if (!strcmp(req->path, "/clients") && get) {
+	} else if (!strcmp(path, "/clients")) {
 		if ((s = req_service(ctl, req, resp)))
 			clients_top(s, req, resp, text);
-	} else if (!strcmp(req->path, "/set") && post) {
-		if (params_known(req, resp, set_params) && (s = req_service(ctl, req, resp)))
+	} else if (!strcmp(path, "/set")) {
+		if ((s = req_service(ctl, req, resp)))
 			set_backend(ctl, s, req, resp, text);
-	} else if (!strcmp(req->path, "/close") && post) {
-		if (params_known(req, resp, close_params) && (s = req_service(ctl, req, resp)))
+	} else if (!strcmp(path, "/close")) {
+		if ((s = req_service(ctl, req, resp)))
 			close_backend(ctl, s, req, resp, text);
-	} else if (!strcmp(req->path, "/reload") && post) {
-		if (params_known(req, resp, reload_params))
-			reload(ctl, req, resp, text);
-	} else if (!strcmp(req->path, "/sockets") && get) {
+	} else if (!strcmp(path, "/reload")) {
+		reload(ctl, req, resp, text);
+	} else if (!strcmp(path, "/sockets")) {
 		sockets(ctl, req, resp);
-	} else if (!strcmp(req->path, "/upgrade") && post) {
-		if (params_known(req, resp, plain_params))
-			upgrade(ctl, resp, text);
-	} else if (!strcmp(req->path, "/") && get) {
+	} else if (!strcmp(path, "/upgrade")) {
+		upgrade(ctl, resp, text);
+	} else { /* "/" */
 		resp->ctype = "text/plain; charset=utf-8";
 		hlb_buf_puts(
 			&resp->body,
@@ -1712,17 +1753,5 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 			" /sockets (the listening sockets, for a new hashlb to take over),"
 			" POST /set?backend=B&state=S&weight=W /close?backend=B /reload[?pid=N]"
 			" /upgrade\n");
-	} else if (!strcmp(req->path, "/metrics") || !strcmp(req->path, "/status") ||
-		   !strcmp(req->path, "/table") || !strcmp(req->path, "/lookup") ||
-		   !strcmp(req->path, "/clients") || !strcmp(req->path, "/sockets") ||
-		   !strcmp(req->path, "/")) {
-		resp_error(resp, 405, "%s not allowed on %s: GET it", req->method, req->path);
-		resp->allow = "GET, HEAD"; /* as RFC 9110 asks of a 405 */
-	} else if (!strcmp(req->path, "/set") || !strcmp(req->path, "/close") ||
-		   !strcmp(req->path, "/reload") || !strcmp(req->path, "/upgrade")) {
-		resp_error(resp, 405, "%s not allowed on %s: POST it", req->method, req->path);
-		resp->allow = "POST";
-	} else {
-		resp_error(resp, 404, "no such endpoint: %s", req->path);
 	}
 }

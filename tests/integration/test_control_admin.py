@@ -1082,6 +1082,39 @@ def lookup_refuses_what_it_cannot_take():
     check(lb.stop() == 0, "exit 0")
 
 
+def gets_refuse_parameters_they_do_not_take():
+    """A GET refuses a parameter it does not take, as a POST does: 400 naming it and what the
+    path takes (/metrics none), HEAD alike; the parameters it takes still answer. Before, GET
+    /status?x=1 and /table?servce=t (a mistyped service=) were answered as if the parameter
+    were not there. A path the endpoint does not have is a 404 whatever its parameters:
+    format=xml there answered 400 (the format), as if the path existed."""
+    lb = Lb(config(BACKENDS))
+    for path, name, takes in (("/status?x=1", "x", "format"),
+                              ("/table?servce=t", "servce", "service, format"),
+                              ("/clients?top=3&service=t&sort=desc", "sort", "service, top, format"),
+                              ("/metrics?format=text", "format", "none"),
+                              ("/sockets?taker=1&x=1", "x", "taker, format"),
+                              ("/?x=", "x", "format"),
+                              ("/status?format=text&format=text", None, None)):
+        code, body = lb.http("GET", path)
+        says = (f"unknown parameter '{name}': GET {path.split('?')[0]} takes {takes}" if name
+                else "parameter 'format' given twice")
+        check(code == 400 and says in body, f"GET {path}: {code} {body!r}, want 400 {says!r}")
+    got = lb.raw(b"HEAD /status?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 400"), f"HEAD /status?x=1: {got[:40]!r}")
+    for path in ("/status?format=text", "/status?format=json", "/table?service=t&format=text",
+                 "/lookup?service=t&client=10.0.0.1&format=json", "/metrics", "/?format=text"):
+        code, body = lb.http("GET", path)
+        check(code == 200, f"GET {path}: {code} {body!r}")
+    code, body = lb.http("GET", "/clients?service=t&top=3&format=text")
+    check(code == 409 and "max_connections_per_client" in body,
+          f"GET /clients?service=t&top=3&format=text: its parameters taken: {code} {body!r}")
+    for path in ("/nope?format=xml", "/nope?x=1", "/statu?format=text"):
+        code, body = lb.http("GET", path)
+        check(code == 404 and "no such endpoint" in body, f"GET {path}: {code} {body!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_off_loopback_is_warned():
     """An admin endpoint listening beyond loopback (a wildcard here) takes no authentication:
     anyone who reaches it can drain, reload or upgrade. hashlb warns at start and at each
@@ -2335,6 +2368,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
+           gets_refuse_parameters_they_do_not_take,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            reload_pid_signals_only_hashlb_run, reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
