@@ -2380,13 +2380,20 @@ struct service_prep {
 	/* [i]: a new backend for the config's <i>th, made for each that is not kept at its
 	 * address (one taken back from those draining instead is freed) */
 	struct hlb_pool_backend **fresh;
-	uint32_t n_fresh; /* the config's backends, <fresh>'s length */
+	/* [i], NULL if none needs one: the address as written for the config's <i>th kept at its
+	 * address, when that is written otherwise (a host name that became another of the same
+	 * address); NULL when no backend needs one */
+	char **written;
+	uint32_t n_fresh; /* the config's backends, <fresh>'s and <written>'s length */
 };
 
 static void service_prep_free(struct service_prep *pr)
 {
 	for (uint32_t i = 0; pr->fresh && i < pr->n_fresh; i++)
 		backend_free(pr->fresh[i]);
+	for (uint32_t i = 0; pr->written && i < pr->n_fresh; i++)
+		free(pr->written[i]);
+	free(pr->written);
 	free(pr->fresh);
 	free(pr->next);
 	free(pr->taken);
@@ -2421,10 +2428,20 @@ static int service_prepare(struct hlb_pool_service *s, const struct hashlb_servi
 		const struct hashlb_backend_cfg *nb = &c->backends[i];
 		uint32_t j = backend_by_name(s, pr.sorted, NULL, i, nb->name);
 
+		const char *written = nb->address ? nb->address : "";
+
 		if (j < s->n_backends &&
 		    addr_equal(&s->backends[j]->rt->addr, s->backends[j]->rt->addr_len, &nb->addr,
-			       nb->addr_len))
+			       nb->addr_len)) {
+			if (!strcmp(s->backends[j]->rt->address, written))
+				continue;
+			if (!pr.written &&
+			    !(pr.written = calloc(c->n_backends, sizeof(*pr.written))))
+				goto err_free;
+			if (!(pr.written[i] = strdup(written)))
+				goto err_free;
 			continue;
+		}
 		if (!(pr.fresh[i] = backend_new(s, nb)))
 			goto err_free;
 	}
@@ -2462,6 +2479,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		struct hlb_pool_backend *b = NULL, *keep = NULL;
 		bool start_checks = recheck, same_address;
 		struct backend_change chg = { 0 };
+		char *was_written = NULL;
 
 		j = backend_by_name(s, pr->sorted, taken, i, nb->name);
 		if (j < s->n_backends)
@@ -2480,6 +2498,16 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			keep->idx = i;
 			if (j != i)
 				full = true;
+			/* its address written otherwise (another host name of that address):
+			 * kept, its clients where they are, but the change said as an address's,
+			 * and /status and the handover to an upgrade given the name written now */
+			if (pr->written && pr->written[i]) {
+				was_written = keep->rt->address;
+				keep->rt->address = pr->written[i];
+				pr->written[i] = NULL;
+				chg.what |= BACKEND_CHANGED_ADDRESS;
+				chg.address = was_written;
+			}
 		} else {
 			full = true;
 			start_checks = true;
@@ -2509,6 +2537,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			change_backend_settings(s, keep, &chg);
 		else
 			change_backend(s, keep, true);
+		free(was_written);
 		b = keep;
 		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
 			backend_check_retime(b, now); /* the same checks, at another pace */

@@ -20,7 +20,7 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (HASHLB, Backend, Names, backends_on_one_port, check, client_ip, connect,
-                    read_line, run_tests, tmpfile, who)
+                    read_line, run_tests, tmpfile, wait_until, who)
 
 
 
@@ -314,6 +314,40 @@ def reload_keeps_a_rotated_name_in_place():
     check(lb.stop() == 0, "exit 0")
     for x in (a, a2, c):
         x.stop()
+
+
+def renamed_host_of_the_same_address_is_logged():
+    """A reload that writes a backend's address as another host name of the same address (or
+    as that address in numbers) keeps the backend where it is, and says what it changed: a
+    `reload: backend changed` line, address= the name now written, address_was= the one
+    before; /status's address is the new one. Before, the backend kept the old name, logged
+    nothing, and /status (and an upgrade's handover) went on naming the old host."""
+    need_unshare()
+    a = Backend("a")
+    names = Names("renamed", "127.0.0.1 alpha\n127.0.0.1 beta\n")
+    lb = Lb(config([("a", f"alpha:{a.port}")], health="enabled: false"), wrap=names.wrap())
+    was = f"alpha:{a.port}"
+    for now in (f"beta:{a.port}", f"127.0.0.1:{a.port}"):
+        n = len(lb.log)
+        lb.rewrite(config([("a", now)], health="enabled: false"))
+        rc, so, se = lb.ctl("reload")
+        want = f"backend=a address={now} address_was={was}"
+        check(rc == 0 and lb.wait_log(re.escape(want)),
+              f"{was} to {now}: logged ({want!r}): rc={rc} {se.strip()} {lb.log[n:]}")
+        got = backend_of(lb, "a")
+        check(got["address"] == now and got["resolved"] == f"127.0.0.1:{a.port}",
+              f"/status: address {got['address']}, resolved {got['resolved']}")
+        check(wait_until(lambda: any("msg=reloaded " in l for l in lb.log[n:])) and
+              not any("backend added" in l or "backend removed" in l for l in lb.log[n:]),
+              f"the backend kept, not replaced: {lb.log[n:]}")
+        was = now
+    n = len(lb.log)
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and wait_until(lambda: any("msg=reloaded " in l for l in lb.log[n:])) and
+          not any("backend changed" in l for l in lb.log[n:]),
+          f"a reload that changes nothing logs no change: {lb.log[n:]}")
+    check(lb.stop() == 0, "exit 0")
+    a.stop()
 
 
 def many_changes_logged_whole():
@@ -991,7 +1025,7 @@ def failed_reload_keeps_the_round():
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
-           answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place,
+           answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place, renamed_host_of_the_same_address_is_logged,
            many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
