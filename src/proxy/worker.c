@@ -276,7 +276,9 @@ static void tick_set(struct worker *w, uint64_t ms)
 	w->tick_at = w->now_ms + ms;
 }
 
-/* The pending tick fires in <ms> (if it did not fire already: tick_arm() then looks). */
+/* The pending tick fires in <ms>. If it fired already (its completion not handled yet), the
+ * update finds none; then the completion arms the next (tick_arm(): a paused listener's
+ * pace) and sets queue_tick, whose look at the queue brings it forward (worker_tick_by()). */
 static void tick_update(struct worker *w, uint64_t ms)
 {
 	struct io_uring_sqe *sqe = worker_sqe(w);
@@ -957,7 +959,7 @@ static void *worker_main(void *arg)
 void worker_queue_started(struct worker *w)
 {
 	atomic_store_explicit(&w->queue_busy, true, memory_order_relaxed);
-	tick_soon(w); /* if the tick fired already, tick_arm() sees the queue */
+	tick_soon(w); /* if the tick fired already, its completion sets queue_tick */
 }
 
 void worker_kick_queues(struct worker *w)
