@@ -294,9 +294,11 @@ void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n);
 
 /*
  * The MAC of IPv4 or IPv6 address <addr> in <n>, on interface <dev> if not
- * NULL. -ENOENT if there is no complete entry (reach the address once first),
- * -ENODEV if <dev> does not exist, -EAFNOSUPPORT for another family, or the
- * error of reading the table.
+ * NULL. -ENOENT if there is no complete entry (reach the address once first;
+ * for an IPv4 address, also when <dev> does not exist: /proc/net/arp names
+ * interfaces, and none has that name), -ENODEV if <dev> does not exist for an
+ * IPv6 address (rtnetlink gives indexes), -EAFNOSUPPORT for another family,
+ * or the error of reading the table.
  */
 int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
 			   const char *dev, uint8_t ret_mac[6]);
