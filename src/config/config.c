@@ -2429,9 +2429,10 @@ bool hashlb_config_names_hosts(const struct hashlb_config *c)
 }
 
 /* A backend's resolved address as bytes that compare equal for one address: family, port,
- * address and scope (addr_canon(): IPv4-mapped as IPv4), then its index in the service. */
+ * address and scope (addr_canon(): IPv4-mapped as IPv4), then whether it is a backup, then
+ * its index in the service. */
 struct addr_ref {
-	uint8_t key[1 + 2 + 16 + 4];
+	uint8_t key[1 + 2 + 16 + 4 + 1];
 	uint32_t idx;
 };
 
@@ -2445,9 +2446,9 @@ static int addr_ref_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static void addr_ref_set(struct addr_ref *r, const struct sockaddr_storage *addr, uint32_t idx)
+static void addr_ref_set(struct addr_ref *r, const struct hashlb_backend_cfg *b, uint32_t idx)
 {
-	struct sockaddr_storage a = addr_canon(addr);
+	struct sockaddr_storage a = addr_canon(&b->addr);
 
 	memset(r, 0, sizeof(*r));
 	r->idx = idx;
@@ -2464,10 +2465,13 @@ static void addr_ref_set(struct addr_ref *r, const struct sockaddr_storage *addr
 		memcpy(r->key + 3, &s6->sin6_addr, 16);
 		memcpy(r->key + 19, &s6->sin6_scope_id, 4);
 	}
+	r->key[23] = b->backup;
 }
 
 /* Service <s>'s backends at an address an earlier one has, into <w> from <*n> on (while
- * below <max>), each one counted in <*n>. -ENOMEM. */
+ * below <max>), each one counted in <*n>; -ENOMEM. Only those that take shares at once: not
+ * one of weight 0 (a backend renamed by adding the new name and weighing the old one 0), not
+ * a backup and a backend that is none (one serves while the other cannot). */
 static int service_shared_addresses(const struct hashlb_config *c,
 				    const struct hashlb_service_cfg *s, struct hashlb_error *w,
 				    size_t max, size_t *n)
@@ -2483,8 +2487,9 @@ static int service_shared_addresses(const struct hashlb_config *c,
 	}
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		first[i] = UINT32_MAX;
-		if (s->backends[i].addr_len) /* a name not resolved: no address yet */
-			addr_ref_set(&refs[nr++], &s->backends[i].addr, i);
+		/* a name not resolved: no address yet */
+		if (s->backends[i].addr_len && s->backends[i].weight)
+			addr_ref_set(&refs[nr++], &s->backends[i], i);
 	}
 	qsort(refs, nr, sizeof(*refs), addr_ref_cmp);
 	for (uint32_t k = 1, group = 0; k < nr; k++) {

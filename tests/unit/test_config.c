@@ -1365,6 +1365,18 @@ static void test_shared_address_warned(void **state)
 	c = load_ok(MINIMAL "      - name: b\n        address: 127.0.0.1:9002\n");
 	assert_int_equal(hashlb_config_warnings(c, w, 4), 0);
 	hashlb_config_free(c);
+
+	/* Not a backend of weight 0 (a rename: the new name added, the old one weighed 0), nor a
+	 * backup beside one that is none (it serves only while the other cannot); two backups
+	 * do share. */
+	c = load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		    "      - {name: a, address: \"127.0.0.1:1\", weight: 0}\n"
+		    "      - {name: b, address: \"127.0.0.1:1\"}\n"
+		    "      - {name: c, address: \"127.0.0.1:1\", backup: true}\n"
+		    "      - {name: d, address: \"127.0.0.1:1\", backup: true}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 1);
+	assert_non_null(strstr(w[0].msg, "backend 'd' has the address of backend 'c' (line 7"));
+	hashlb_config_free(c);
 }
 
 static void test_duplicates(void **state)
