@@ -271,6 +271,18 @@ out:
  * entry failed, and the table that takes it out must still go through.
  * Once the command line is known right.
  */
+/* <b>'s MAC into b->dest.mac from <neigh>, on <dev>: 0 or -errno, an error
+ * of reading the table (not an entry missing) said. */
+static int neigh_lookup(struct backend_arg *b, const char *dev, struct hashlb_steer_neigh *neigh)
+{
+	int ret = hashlb_steer_neigh_mac(neigh, &b->addr, dev, b->dest.mac);
+
+	if (ret < 0 && ret != -ENOENT && ret != -ENODEV)
+		cli_error("backend '%s': reading the neighbour table: %s\n", b->name,
+			  strerror(-ret));
+	return ret;
+}
+
 static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 			   struct hashlb_steer_neigh *neigh)
 {
@@ -287,8 +299,7 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 			return -ENOENT;
 		}
 	}
-	if (!b->have_mac &&
-	    hashlb_steer_neigh_mac(neigh, &b->addr, b->dev[0] ? b->dev : iface, b->dest.mac) == 0)
+	if (!b->have_mac && neigh_lookup(b, b->dev[0] ? b->dev : iface, neigh) == 0)
 		b->have_mac = true;
 	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
@@ -669,8 +680,7 @@ static int resolve_host(struct steer_args *a)
 
 		if (!a->svc) {
 			ret = resolve_backend(b, a->iface, out, neigh);
-		} else if (hashlb_steer_neigh_mac(neigh, &b->addr, a->iface, b->dest.mac) < 0 &&
-			   !out) {
+		} else if (neigh_lookup(b, a->iface, neigh) < 0 && !out) {
 			cli_error("backend '%s' (%s): no MAC address in the neighbour "
 				  "table of %s: reach it once first\n",
 				  b->name, a->svc->backends[i].address, a->iface);

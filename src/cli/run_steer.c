@@ -572,14 +572,21 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* Only a backend in the table needs its MAC: one down gets no
 		 * new flow, and one that keeps its flows keeps the MAC it had
 		 * (its host may be gone, and its neighbour entry with it). */
-		if (hashlb_steer_neigh_mac(neigh, &b->addr, dev, dests[i].mac) == 0 || !listed)
+		ret = hashlb_steer_neigh_mac(neigh, &b->addr, dev, dests[i].mac);
+		if (ret == 0 || !listed)
 			continue;
 		/* Keep the table in force: a frame to an unknown MAC would
 		 * reach nobody. */
-		hashlb_err(&err, -ENOENT, HASHLB_ERR_SYSTEM,
-			   "backend '%s' (%s) has no entry in the neighbour table of %s: "
-			   "the kernel path keeps its previous table until it has one",
-			   b->name, b->address, dev);
+		if (ret == -ENOENT)
+			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
+				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
+				   "the kernel path keeps its previous table until it has one",
+				   b->name, b->address, dev);
+		else
+			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
+				   "backend '%s' (%s): reading the neighbour table of %s: %s: the "
+				   "kernel path keeps its previous table until it is read",
+				   b->name, b->address, dev, strerror(-ret));
 		table_refused(rs, e, &err);
 		goto out;
 	}

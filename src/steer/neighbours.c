@@ -152,12 +152,16 @@ static int neigh6_add(struct neigh_family *f, const struct nlmsghdr *h)
 }
 
 /*
- * The IPv6 neighbour table: one RTM_GETNEIGH dump over rtnetlink. Written by
- * hand rather than with libmnl: one request and one reply loop, and no
- * library to add to the build (libmnl-dev is not in the build image; only
- * the runtime is).
+ * One RTM_GETNEIGH dump of the IPv6 neighbour table into <f>. Complete only
+ * if it ends with NLMSG_DONE carrying no error: a dump the kernel ends with
+ * an error (NLMSG_ERROR, or NLMSG_DONE's negative payload), or one that
+ * stops short (end of file, the read bound) is -errno, -EIO if none is
+ * given. -EAGAIN if a message says NLM_F_DUMP_INTR (the table changed under
+ * the dump: entries may be missing). Before, such a dump was taken as the
+ * whole table: a backend it missed read as having no entry, and its error
+ * was never seen.
  */
-static int neigh6_read(struct neigh_family *f)
+static int neigh6_dump(struct neigh_family *f)
 {
 	struct {
 		struct nlmsghdr h;
@@ -171,7 +175,7 @@ static int neigh6_read(struct neigh_family *f)
 	};
 	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
 	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int fd, ret = 0, done = 0;
+	int fd, ret = -EIO, done = 0, intr = 0;
 
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (fd < 0)
@@ -182,27 +186,63 @@ static int neigh6_read(struct neigh_family *f)
 	}
 	/* A dump ends with NLMSG_DONE; a table of any size takes finitely many
 	 * reads, the bound only guards against a kernel that never says so. */
-	for (int reads = 0; !done && ret == 0 && reads < 100000; reads++) {
+	for (int reads = 0; !done && reads < 100000; reads++) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
 		const struct nlmsghdr *h = (const void *)buf;
-		int len = (int)n;
+		int len = (int)n, add = 0;
 
 		if (n < 0) {
 			ret = -errno;
-			break;
-		}
-		for (; ret == 0 && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
-				done = 1;
-				break;
-			}
-			ret = neigh6_add(f, h);
+			goto out;
 		}
 		if (n == 0)
 			break;
+		for (; !done && add == 0 && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			intr |= h->nlmsg_flags & NLM_F_DUMP_INTR;
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				/* NLMSG_DONE's payload is the dump's error (0 if none),
+				 * NLMSG_ERROR's starts with it */
+				int e = h->nlmsg_len >= NLMSG_LENGTH(sizeof(int))
+						? *(const int *)NLMSG_DATA(h)
+						: -EIO;
+
+				done = 1;
+				ret = e < 0 ? e : h->nlmsg_type == NLMSG_DONE ? 0 : -EIO;
+			} else {
+				add = neigh6_add(f, h);
+			}
+		}
+		if (add < 0) {
+			ret = add;
+			goto out;
+		}
 	}
+	if (ret == 0 && intr)
+		ret = -EAGAIN;
 out:
 	close(fd);
+	return ret;
+}
+
+/*
+ * The IPv6 neighbour table: one RTM_GETNEIGH dump over rtnetlink, another
+ * if the table changed under it (a few at most: then its -EAGAIN). Written
+ * by hand rather than with libmnl: one request and one reply loop, and no
+ * library to add to the build (libmnl-dev is not in the build image; only
+ * the runtime is).
+ */
+static int neigh6_read(struct neigh_family *f)
+{
+	int ret;
+
+	for (int tries = 0; tries < 3; tries++) {
+		f->n = 0;
+		ret = neigh6_dump(f);
+		if (ret != -EAGAIN)
+			break;
+	}
+	if (ret < 0)
+		f->n = 0;
 	return ret;
 }
 

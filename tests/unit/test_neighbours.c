@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The IPv6 neighbour table as rtnetlink's dump gives it (recv() is wrapped at
+ * link time and answers what each test scripts): a dump that ends in an error
+ * or stops short is an error, not a table; one the kernel marks inconsistent
+ * (NLM_F_DUMP_INTR) is read again.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+#include <cmocka.h>
+
+#include "hashlb/steer.h"
+
+#define REPLY_MAX 8
+
+/* What recv() answers, one reply a call: a buffer, or -errno, or 0 (end). */
+struct reply {
+	char buf[512] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int len; /* < 0: -errno */
+};
+static struct reply replies[REPLY_MAX];
+static unsigned n_replies, next_reply, recvs;
+
+ssize_t __wrap_recv(int fd, void *buf, size_t len, int flags);
+
+ssize_t __wrap_recv(int fd, void *buf, size_t len, int flags)
+{
+	const struct reply *r;
+
+	(void)fd;
+	(void)flags;
+	recvs++;
+	if (next_reply == n_replies)
+		return 0;
+	r = &replies[next_reply++];
+	if (r->len < 0) {
+		errno = -r->len;
+		return -1;
+	}
+	assert_true((size_t)r->len <= len);
+	memcpy(buf, r->buf, (size_t)r->len);
+	return r->len;
+}
+
+static void script_reset(void)
+{
+	memset(replies, 0, sizeof(replies));
+	n_replies = next_reply = recvs = 0;
+}
+
+static struct reply *reply_new(void)
+{
+	assert_true(n_replies < REPLY_MAX);
+	return &replies[n_replies++];
+}
+
+/* Append a message of <type>, <flags>, <payload> of <size> bytes to <r>. */
+static void *msg_add(struct reply *r, uint16_t type, uint16_t flags, size_t size)
+{
+	struct nlmsghdr *h = (struct nlmsghdr *)(r->buf + r->len);
+
+	assert_true(r->len + NLMSG_SPACE(size) <= sizeof(r->buf));
+	memset(h, 0, NLMSG_SPACE(size));
+	h->nlmsg_len = NLMSG_LENGTH(size);
+	h->nlmsg_type = type;
+	h->nlmsg_flags = flags | NLM_F_MULTI;
+	h->nlmsg_seq = 1;
+	r->len += (int)NLMSG_SPACE(size);
+	return NLMSG_DATA(h);
+}
+
+/* A complete (REACHABLE) entry of 2001:db8::<last> with MAC 02:..:<last>. */
+static void entry_add(struct reply *r, uint8_t last, uint16_t flags)
+{
+	size_t size = NLMSG_ALIGN(sizeof(struct ndmsg)) + RTA_SPACE(16) + RTA_SPACE(6);
+	struct ndmsg *nd = msg_add(r, RTM_NEWNEIGH, flags, size);
+	struct rtattr *a = (struct rtattr *)((char *)nd + NLMSG_ALIGN(sizeof(*nd)));
+	uint8_t addr[16] = { 0x20, 0x01, 0x0d, 0xb8 }, mac[6] = { 2, 0, 0, 0, 0 };
+
+	nd->ndm_family = AF_INET6;
+	nd->ndm_state = NUD_REACHABLE;
+	nd->ndm_ifindex = 1;
+	addr[15] = mac[5] = last;
+	a->rta_type = NDA_DST;
+	a->rta_len = RTA_LENGTH(16);
+	memcpy(RTA_DATA(a), addr, 16);
+	a = (struct rtattr *)((char *)a + RTA_SPACE(16));
+	a->rta_type = NDA_LLADDR;
+	a->rta_len = RTA_LENGTH(6);
+	memcpy(RTA_DATA(a), mac, 6);
+}
+
+static void done_add(struct reply *r, int error)
+{
+	*(int *)msg_add(r, NLMSG_DONE, 0, sizeof(int)) = error;
+}
+
+static void error_add(struct reply *r, int error)
+{
+	struct nlmsgerr *e = msg_add(r, NLMSG_ERROR, 0, sizeof(struct nlmsgerr));
+
+	e->error = error;
+}
+
+/* The MAC of 2001:db8::<last> in a table read afresh: 0 or -errno. */
+static int lookup(uint8_t last, uint8_t ret_mac[6])
+{
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	struct hashlb_steer_neigh *n = hashlb_steer_neigh_new();
+	int ret;
+
+	assert_non_null(n);
+	sin6->sin6_family = AF_INET6;
+	inet_pton(AF_INET6, "2001:db8::", &sin6->sin6_addr);
+	sin6->sin6_addr.s6_addr[15] = last;
+	ret = hashlb_steer_neigh_mac(n, &ss, NULL, ret_mac);
+	hashlb_steer_neigh_free(n);
+	return ret;
+}
+
+/* The control: entries over two replies, then NLMSG_DONE 0: a table. */
+static void test_complete_dump(void **state)
+{
+	uint8_t mac[6];
+	struct reply *r;
+
+	(void)state;
+	script_reset();
+	entry_add(reply_new(), 1, 0);
+	r = reply_new();
+	entry_add(r, 2, 0);
+	done_add(r, 0);
+	assert_int_equal(lookup(2, mac), 0);
+	assert_int_equal(mac[5], 2);
+	assert_int_equal(recvs, 2);
+}
+
+/* The kernel ends the dump with an error: the error, not the entries before it
+ * (before: 2001:db8::1 found, the table taken as complete). */
+static void test_dump_ends_in_error(void **state)
+{
+	uint8_t mac[6];
+	struct reply *r;
+
+	(void)state;
+	script_reset();
+	r = reply_new();
+	entry_add(r, 1, 0);
+	done_add(r, -EMSGSIZE);
+	assert_int_equal(lookup(1, mac), -EMSGSIZE);
+
+	script_reset();
+	r = reply_new();
+	entry_add(r, 1, 0);
+	error_add(r, -ENOBUFS);
+	assert_int_equal(lookup(1, mac), -ENOBUFS);
+}
+
+/* A dump that stops short (end of stream, or recv() fails, with no NLMSG_DONE):
+ * an error (before: the end of stream was a complete table). */
+static void test_dump_cut_short(void **state)
+{
+	uint8_t mac[6];
+
+	(void)state;
+	script_reset();
+	entry_add(reply_new(), 1, 0);
+	assert_int_equal(lookup(1, mac), -EIO);
+
+	script_reset();
+	entry_add(reply_new(), 1, 0);
+	reply_new()->len = -ENOBUFS;
+	assert_int_equal(lookup(1, mac), -ENOBUFS);
+}
+
+/* The table changed under the dump (NLM_F_DUMP_INTR): read again, and the
+ * second dump's table used; one that stays inconsistent is -EAGAIN. */
+static void test_dump_interrupted(void **state)
+{
+	uint8_t mac[6];
+	struct reply *r;
+
+	(void)state;
+	script_reset();
+	r = reply_new();
+	entry_add(r, 1, NLM_F_DUMP_INTR);
+	done_add(r, 0);
+	r = reply_new();
+	entry_add(r, 3, 0);
+	done_add(r, 0);
+	assert_int_equal(lookup(1, mac), -ENOENT); /* the first dump's entry is not kept */
+	assert_int_equal(next_reply, 2);
+	next_reply = 0;
+	assert_int_equal(lookup(3, mac), 0);
+	assert_int_equal(mac[5], 3);
+
+	script_reset();
+	for (int i = 0; i < 4; i++) {
+		r = reply_new();
+		entry_add(r, 1, NLM_F_DUMP_INTR);
+		done_add(r, 0);
+	}
+	assert_int_equal(lookup(1, mac), -EAGAIN);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_complete_dump),
+		cmocka_unit_test(test_dump_ends_in_error),
+		cmocka_unit_test(test_dump_cut_short),
+		cmocka_unit_test(test_dump_interrupted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
