@@ -130,6 +130,13 @@ int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer *
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep);
 
 /*
+ * <abort>(<arg>), asked by hashlb_steer_set_table() once the table is
+ * written and before it is put in force: true, and the table in force stays,
+ * -ECANCELED. NULL (the default): never asked.
+ */
+void hashlb_steer_set_abort(struct hashlb_steer *s, bool (*abort)(void *arg), void *arg);
+
+/*
  * Whether <s>'s program is still the one attached to the interface it was
  * attached to (opened) or found on: false once that interface is gone (a
  * program leaves with its interface; one created again under the name is

@@ -409,6 +409,16 @@ static int stop_pending(void)
 	return sig > 0 ? sig : 0;
 }
 
+/* hashlb_steer_set_abort()'s question for an --update: told to stop (the
+ * signal taken into *<arg>)? */
+static bool update_stopped(void *arg)
+{
+	int *sig = arg;
+
+	*sig = stop_pending();
+	return *sig != 0;
+}
+
 /* Build the table, then attach (run) or find (update) and publish. */
 static int steer_publish(struct steer_args *a)
 {
@@ -417,7 +427,7 @@ static int steer_publish(struct steer_args *a)
 	struct hashlb_steer *s = NULL;
 	struct hashlb_error err = { 0 };
 	sigset_t set;
-	int ret, sig;
+	int ret, sig = 0;
 
 	ret = table_args_build(&a->table, &t, NULL);
 	if (ret < 0)
@@ -458,8 +468,18 @@ static int steer_publish(struct steer_args *a)
 			  "no new connection (draining, maint, weight 0): detach it and attach "
 			  "again (its flows start with no conntrack entry) for that\n",
 			  a->iface);
+	/* Told to stop before the table is in force: the old one stays, and
+	 * the exit says so. Before, the stop waited, blocked, until the table
+	 * had been applied, and the command exited 0. */
+	if (a->action == ACT_UPDATE)
+		hashlb_steer_set_abort(s, update_stopped, &sig);
 	/* Table before VIPs: a VIP is never served by an empty table. */
 	ret = hashlb_steer_set_table(s, t, a->key, &a->prefix, dests, &err);
+	if (ret == -ECANCELED && sig) {
+		cli_error("%s before the table was applied: the program on %s keeps its table\n",
+			  strsignal(sig), a->iface);
+		goto out;
+	}
 	if (ret < 0)
 		goto out_err;
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);

@@ -38,6 +38,10 @@ int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer *
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+void hashlb_steer_set_abort(struct hashlb_steer *s, bool (*abort)(void *arg), void *arg)
+{
+}
+
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 {
 }

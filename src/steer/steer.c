@@ -89,6 +89,9 @@ struct hashlb_steer {
 	bool keep;
 	uint32_t prog_id; /* the program attached (found, or attached here) */
 	uint8_t if_mac[6];
+	/* asked before a table is put in force (hashlb_steer_set_abort()) */
+	bool (*abort)(void *arg);
+	void *abort_arg;
 };
 
 bool hashlb_steer_supported(void)
@@ -1032,6 +1035,12 @@ bool hashlb_steer_attached(struct hashlb_steer *s)
 	return s->prog_id && prog_at(s->ifindex, s->mode) == s->prog_id;
 }
 
+void hashlb_steer_set_abort(struct hashlb_steer *s, bool (*abort)(void *arg), void *arg)
+{
+	s->abort = abort;
+	s->abort_arg = arg;
+}
+
 void hashlb_steer_set_keep(struct hashlb_steer *s, bool keep)
 {
 	s->keep = keep;
@@ -1860,6 +1869,14 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (ret < 0)
 		goto err_sys;
 
+	/* Told to stop while the half was written: the table in force stays.
+	 * The new backends' free slots written stay too, unnamed by it. */
+	if (s->abort && s->abort(s->abort_arg)) {
+		ret = hashlb_err(
+			err, -ECANCELED, HASHLB_ERR_SYSTEM,
+			"stopped before the table was put in force: the one in force stays");
+		goto out;
+	}
 	ret = steer_flip(s, (active & ~1u) | half);
 	if (ret < 0)
 		goto err_sys;

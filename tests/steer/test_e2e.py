@@ -11,6 +11,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -735,6 +736,34 @@ def user_signals(topo):
     print("SIGUSR1, SIGUSR2: ignored, still steering" if not failures else "", flush=True)
 
 
+def update_stopped(topo):
+    """SIGTERM to hashlb steer --update while it writes the table (gdb stops it as it starts
+    to, sends it the signal and lets it go on: blocked, it waits): the update is not applied,
+    the program keeps the table it had (20 new clients all on b1, the only backend up in it),
+    and the command exits 1 saying so. Before, the signal waited until the new table (b2 the
+    only one up) was in force, and the command exited 0: every new client went to b2."""
+    check(shutil.which("gdb"), "gdb is not installed (scripts/setup.sh installs it)")
+    args = [*steer_args(topo, 3, "maglev"), "--mode", "tc"]
+    T.sh(HASHLB, "steer", "--keep", *args, "--down", "b2", "--down", "b3", ns=topo.lb)
+    gdb = ["gdb", "-q", "-batch", "-nx", "-ex", "set startup-with-shell off",
+           "-ex", "break hashlb_steer_set_table", "-ex", "run",
+           "-ex", "python import os, signal; os.kill(gdb.selected_inferior().pid, "
+           "signal.SIGTERM)", "-ex", "continue", "--args", HASHLB, "steer", "--update", *args,
+           "--down", "b1", "--down", "b3"]
+    p = T.sh(*gdb, ns=topo.lb, check=False, timeout=120)
+    m = re.search(r"exited (normally|with code (\d+))", p.stdout)
+    code = None if not m else int(m.group(2) or 0)
+    got = {name for _, name in connect_once(topo)}
+    print(f"    SIGTERM while --update writes its table: exit {code}, new clients on "
+          f"{sorted(got)}, said {p.stderr.strip()[-120:]!r}", flush=True)
+    check(code == 1 and "before the table was applied" in p.stderr and got == {"b1"},
+          f"SIGTERM during --update: exit {code} (gdb: {p.stdout.strip()[-300:]!r}), "
+          f"{p.stderr.strip()[-300:]!r}, new clients on {sorted(got)} (the old table: b1)")
+    topo.wait_closed()
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def iface_gone(topo):
     """A foreground hashlb steer whose interface is deleted (and created again under its name:
     a new interface, with no program) exits 1 saying so, within its 2 s check, so that a
@@ -1198,30 +1227,25 @@ def side_by_side(topo, path, old_pid):
 
 
 def body(topo):
+    """Every scenario, or those named on the command line (test_e2e.py NAME...)."""
     servers = topo.serve(PEER)
-    for mode, scheme in [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev"),
-                         ("auto", "ring")]:
-        run_mode(topo, mode, scheme)
-    keep_and_detach(topo)
-    foreign_program(topo)
-    second_instance(topo)
-    foreign_filters(topo)
-    hangup(topo)
-    many_backends(topo)
-    early_stop(topo)
-    user_signals(topo)
-    iface_gone(topo)
-    foreground_detach(topo)
-    xdp_beside_tc(topo)
-    both_hooks(topo)
-    slots_held(topo)
-    conntrack_pressure(topo)
-    dead_backend_down(topo)
-    reused_ports(topo)
-    from_config(topo)
-    from_config_as_run(topo)
-    ipv6(topo)
-    daemon_steering(topo, servers)  # last: it stops b3's server
+    modes = [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev"), ("auto", "ring")]
+    for name, fn in [("run_mode", lambda t: [run_mode(t, m, s) for m, s in modes]),
+                     ("keep_and_detach", keep_and_detach), ("foreign_program", foreign_program),
+                     ("second_instance", second_instance), ("foreign_filters", foreign_filters),
+                     ("hangup", hangup), ("many_backends", many_backends),
+                     ("early_stop", early_stop), ("user_signals", user_signals),
+                     ("update_stopped", update_stopped), ("iface_gone", iface_gone),
+                     ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
+                     ("both_hooks", both_hooks), ("slots_held", slots_held),
+                     ("conntrack_pressure", conntrack_pressure),
+                     ("dead_backend_down", dead_backend_down), ("reused_ports", reused_ports),
+                     ("from_config", from_config), ("from_config_as_run", from_config_as_run),
+                     ("ipv6", ipv6),
+                     # last: it stops b3's server
+                     ("daemon_steering", lambda t: daemon_steering(t, servers))]:
+        if len(sys.argv) == 1 or name in sys.argv[1:]:
+            fn(topo)
 
 
 def main():
