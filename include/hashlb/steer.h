@@ -122,6 +122,16 @@ int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer *
 			     struct hashlb_error *err);
 
 /*
+ * The other hashlb program on <iface>, at the hook <s>'s is not at (one at
+ * the XDP hook and one at tc): its mode, id, and the process other than this
+ * one that drives it (holds its maps: it refuses a --detach), 0 if none, -1
+ * if not known (its maps unreadable, another version's). -ENOENT if there is
+ * none.
+ */
+int hashlb_steer_other(struct hashlb_steer *s, const char *iface, enum hashlb_steer_mode *ret_mode,
+		       uint32_t *ret_id, pid_t *ret_holder);
+
+/*
  * Whether hashlb_steer_free() leaves the program attached. Opened handles
  * start as hashlb_steer_opts.keep says, found ones kept. A found handle not
  * kept detaches the program it found, if that one is still attached: a

@@ -418,6 +418,33 @@ static void refresh_arm(struct run_steer *rs, const char *name)
 }
 
 /*
+ * How the operator removes the other hashlb program on <iface> (<e>->steer's
+ * taken over), into <buf>: a --detach of its mode, or, when a live process
+ * drives it (a foreground hashlb steer, another hashlb run), that process,
+ * which refuses the --detach naming its pid. Before, the warnings gave the
+ * --detach whoever drove it, and the two orphans' said --mode tc whatever
+ * the hook.
+ */
+static const char *other_remedy(struct run_steer_svc *e, const char *iface, char *buf, size_t size)
+{
+	enum hashlb_steer_mode mode;
+	uint32_t id;
+	pid_t holder;
+
+	if (hashlb_steer_other(e->steer, iface, &mode, &id, &holder) < 0)
+		snprintf(buf, size, "it is gone since");
+	else if (holder > 0)
+		snprintf(buf, size,
+			 "it (%s, program %u) is process %d's, which refuses a --detach: "
+			 "stopping that process detaches it",
+			 hashlb_steer_mode_name(mode), id, (int)holder);
+	else
+		snprintf(buf, size, "hashlb steer -i IFACE --mode %s --detach removes it",
+			 hashlb_steer_mode_name(mode));
+	return buf;
+}
+
+/*
  * Into <e>->steer, the program on <iface> to take over, and *<ret_from> how
  * it was found: the one the replaced hashlb drives (an upgrade), else one no
  * process drives (adopt: an orphan). Of two, one at the XDP hook and one at
@@ -434,8 +461,8 @@ static void refresh_arm(struct run_steer *rs, const char *name)
 static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *iface,
 		     const char **ret_from, struct hashlb_error *err)
 {
-	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX];
-	enum hashlb_steer_mode mode = HASHLB_STEER_AUTO;
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX], remedy[160];
+	char both[sizeof(err->msg)];
 	int ret;
 
 	if (rs->from > 0) {
@@ -444,29 +471,29 @@ static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *
 			hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
 				"service=%s interface=%s error=%s reason=\"the one the replaced "
 				"hashlb drove is taken over, with its established flows; the other "
-				"is left as it is: hashlb steer -i IFACE --mode %s --detach removes "
-				"it\"",
+				"is left as it is: %s\"",
 				e->name, hlb_log_quote(iface, qi, sizeof(qi)),
 				hlb_log_quote(err->msg, q, sizeof(q)),
-				hashlb_steer_mode(e->steer) == HASHLB_STEER_TC ? "xdp" : "tc");
+				other_remedy(e, iface, remedy, sizeof(remedy)));
 		*ret_from = "upgrade";
 		if (ret != -ENOENT)
 			return ret < 0 ? ret : 0;
 	}
 	*ret_from = "orphan";
-	for (int i = 0; i < 2; i++) {
-		ret = hashlb_steer_adopt(iface, mode, &e->steer, err);
-		if (ret != -ENOTUNIQ || mode != HASHLB_STEER_AUTO)
-			return ret;
-		hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
-			"service=%s interface=%s error=%s reason=\"the one at the XDP hook, which "
-			"sees every packet first, is taken over; the tc one sees what it passes: "
-			"hashlb steer -i IFACE --mode tc --detach removes it\"",
-			e->name, hlb_log_quote(iface, qi, sizeof(qi)),
-			hlb_log_quote(err->msg, q, sizeof(q)));
-		mode = HASHLB_STEER_XDP_NATIVE;
-	}
-	return ret;
+	ret = hashlb_steer_adopt(iface, HASHLB_STEER_AUTO, &e->steer, err);
+	if (ret != -ENOTUNIQ)
+		return ret;
+	snprintf(both, sizeof(both), "%s", err->msg); /* both named */
+	ret = hashlb_steer_adopt(iface, HASHLB_STEER_XDP_NATIVE, &e->steer, err);
+	if (ret < 0)
+		return ret;
+	hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
+		"service=%s interface=%s error=%s reason=\"the one at the XDP hook, which "
+		"sees every packet first, is taken over; the tc one sees what it passes: "
+		"%s\"",
+		e->name, hlb_log_quote(iface, qi, sizeof(qi)), hlb_log_quote(both, q, sizeof(q)),
+		other_remedy(e, iface, remedy, sizeof(remedy)));
+	return 0;
 }
 
 /* <snap>, the latest table of <e>'s service, into the kernel. */

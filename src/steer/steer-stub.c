@@ -38,6 +38,12 @@ int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer *
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_other(struct hashlb_steer *s, const char *iface, enum hashlb_steer_mode *ret_mode,
+		       uint32_t *ret_id, pid_t *ret_holder)
+{
+	return -ENOENT;
+}
+
 void hashlb_steer_set_abort(struct hashlb_steer *s, bool (*abort)(void *arg), void *arg)
 {
 }

@@ -895,6 +895,8 @@ static pid_t map_holder(uint32_t map_id)
 	return holder;
 }
 
+static pid_t steer_holder(struct hashlb_steer *s);
+
 /* The id of <s>'s map hlb_active (what tells who drives its program), 0 if
  * it cannot be read (errno says why). */
 static uint32_t active_map_id(struct hashlb_steer *s)
@@ -947,6 +949,35 @@ int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer *
 		   hashlb_steer_mode_name(modes[1]), ids[1], hashlb_steer_mode_name(modes[taken]),
 		   (int)pid);
 	return 1;
+}
+
+int hashlb_steer_other(struct hashlb_steer *s, const char *iface, enum hashlb_steer_mode *ret_mode,
+		       uint32_t *ret_id, pid_t *ret_holder)
+{
+	struct hashlb_error err = { 0 };
+	enum hashlb_steer_mode modes[2];
+	struct hashlb_steer *o = NULL;
+	uint32_t ids[2], n;
+	pid_t holder = -1;
+
+	n = attached_progs(s->ifindex, HASHLB_STEER_AUTO, ids, modes);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ids[i] == s->prog_id)
+			continue;
+		/* at the XDP hook: either flavour, the kernel holds one */
+		if (hashlb_steer_find(iface,
+				      modes[i] == HASHLB_STEER_TC ? HASHLB_STEER_TC
+								  : HASHLB_STEER_XDP_NATIVE,
+				      &o, &err) == 0 &&
+		    o->prog_id == ids[i])
+			holder = steer_holder(o);
+		hashlb_steer_free(o); /* found, so kept */
+		*ret_mode = modes[i];
+		*ret_id = ids[i];
+		*ret_holder = holder;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,

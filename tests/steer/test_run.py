@@ -1047,6 +1047,45 @@ def two_hooks(topo, servers):
              check=False)
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    two_hooks_driven(topo, BPF_OBJ)
+
+
+def two_hooks_driven(topo, BPF_OBJ):
+    """The same, the tc one driven by a live foreground hashlb steer, the XDP one an orphan
+    (attached by hand): the daemon takes the XDP one over, and its warning names the process
+    that drives the tc one, which refuses a --detach naming its pid. Before, the warning said
+    `hashlb steer -i IFACE --mode tc --detach removes it`: refused."""
+    fg = topo.spawn(topo.lb, [HASHLB, "steer", "-i", "eth0", "--mode", "tc", "--vip",
+                              f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+                              *[a for i in range(2)
+                                for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    d = None
+    try:
+        line = fg.stdout.readline()
+        check("attached" in line, f"two hooks, tc driven: hashlb steer did not attach: {line}")
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "obj", BPF_OBJ, "sec", "xdp",
+             ns=topo.lb)
+        d = Daemon(topo, service(topo)).start()
+        taken = d.wait_log("kernel steering taken over", 15)
+        warned = [x for x in d.lines if "two hashlb programs" in x]
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--mode", "tc", "--detach", ns=topo.lb,
+                 check=False)
+        print(f"two hooks, tc driven by {fg.pid}: {warned and warned[0].strip()}; its "
+              f"--detach: {p.stderr.strip()}", flush=True)
+        check(taken is not None and "mode=xdp-generic" in taken and warned and
+              f"is process {fg.pid}'s" in warned[0] and "--detach removes" not in warned[0],
+              f"two hooks, tc driven: taken {taken}, warned {warned}")
+        check(p.returncode != 0 and f"process {fg.pid}" in p.stderr,
+              f"two hooks, tc driven: --detach of the driven one: {p.returncode} {p.stderr}")
+    finally:
+        if d:
+            d.stop()
+        fg.terminate()
+        fg.wait(timeout=15)
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
 def tc_prog(topo):
@@ -1087,7 +1126,7 @@ def upgrade_two_hooks(topo, servers):
         check(taken and "mode=tc" in taken[-1] and "from=upgrade" in taken[-1],
               f"upgrade two hooks: the new process took over {taken[-1:]}")
         check(warned and "xdp-generic (program" in warned[-1] and
-              "--mode xdp --detach" in warned[-1],
+              "--mode xdp-generic --detach" in warned[-1],
               f"upgrade two hooks: the other program not named: {warned}")
         tc_now = tc_prog(topo)
         check(tc_now is not None and tc_now == tc_id and
