@@ -234,6 +234,15 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err);
 
 /*
+ * Forget what <s>'s table halves hold: hashlb_steer_set_table() keeps a copy
+ * of each half's arrays and writes only the elements that differ (a
+ * program found starts unknown, one loaded all zero); after this, the next
+ * table into each half is written whole, as every one was before. What the
+ * benchmark measures against (bench/steer_publish.c).
+ */
+void hashlb_steer_tables_unknown(struct hashlb_steer *s);
+
+/*
  * Whether every table of <p>'s scheme over backends <names> at <weights>, <backup>
  * or not (<n> each), fits the maps <s>'s program was loaded with, which cannot
  * grow, whichever are up: 0, else -E2BIG with <err> saying what the largest

@@ -44,6 +44,10 @@ int hashlb_steer_other(struct hashlb_steer *s, const char *iface, enum hashlb_st
 	return -ENOENT;
 }
 
+void hashlb_steer_tables_unknown(struct hashlb_steer *s)
+{
+}
+
 void hashlb_steer_set_abort(struct hashlb_steer *s, bool (*abort)(void *arg), void *arg)
 {
 }

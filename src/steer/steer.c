@@ -64,6 +64,8 @@ static const char *const map_names[M_MAX] = {
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
 };
 
+enum { SHADOW_SLOTS, SHADOW_POINTS, SHADOW_BUCKETS, SHADOW_MAX };
+
 struct hashlb_steer {
 	struct hlb_steer_bpf *skel; /* NULL for a found handle */
 	int fd[M_MAX]; /* borrowed from skel, or owned when found */
@@ -89,6 +91,14 @@ struct hashlb_steer {
 	bool keep;
 	uint32_t prog_id; /* the program attached (found, or attached here) */
 	uint8_t if_mac[6];
+	/* What the table arrays' halves hold, as this handle wrote them
+	 * (shadow_add()): a publication sends only the elements that differ.
+	 * For hlb_slots, hlb_points, hlb_buckets. */
+	struct shadow {
+		unsigned char *v; /* two halves of <cap> values of <size> bytes */
+		uint32_t size, cap;
+		uint32_t known[2]; /* each half's first elements it mirrors */
+	} shadow[SHADOW_MAX];
 	/* asked before a table is put in force (hashlb_steer_set_abort()) */
 	bool (*abort)(void *arg);
 	void *abort_arg;
@@ -1125,6 +1135,8 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	}
 	if (s->sync_inner_fd >= 0)
 		close(s->sync_inner_fd);
+	for (int i = 0; i < SHADOW_MAX; i++)
+		free(s->shadow[i].v);
 	free(s);
 }
 
@@ -1345,12 +1357,19 @@ static int batch_flush(struct map_batch *b)
 	return bpf_map_update_batch(b->fd, b->keys, b->values, &count, NULL) < 0 ? -errno : 0;
 }
 
+/* Write <value> of <size> bytes (<b>'s) at <key>, with the writes gathered
+ * before it. 0 or -errno. Inlined with a constant <size>: the copy too. */
+static inline int batch_add_sized(struct map_batch *b, uint32_t key, const void *value, size_t size)
+{
+	b->keys[b->n] = key;
+	memcpy(b->values + (size_t)b->n * size, value, size);
+	return ++b->n == MAP_BATCH_MAX ? batch_flush(b) : 0;
+}
+
 /* Write <value> at <key>, with the writes gathered before it. 0 or -errno. */
 static int batch_add(struct map_batch *b, uint32_t key, const void *value)
 {
-	b->keys[b->n] = key;
-	memcpy(b->values + (size_t)b->n * b->size, value, b->size);
-	return ++b->n == MAP_BATCH_MAX ? batch_flush(b) : 0;
+	return batch_add_sized(b, key, value, b->size);
 }
 
 /*
@@ -1457,6 +1476,57 @@ out:
 	return ret;
 }
 
+/*
+ * <s>'s shadow <which> of a table array of <cap> values of <size> bytes a
+ * half, allocated on first use: a program this handle loaded starts with its
+ * maps all zero, one found holds what another process wrote. NULL if out of
+ * memory: then every element is written.
+ */
+static struct shadow *shadow_get(struct hashlb_steer *s, int which, uint32_t size, uint32_t cap)
+{
+	struct shadow *sh = &s->shadow[which];
+
+	if (!sh->v) {
+		sh->v = calloc(2 * (size_t)cap, size);
+		if (!sh->v)
+			return NULL;
+		sh->size = size;
+		sh->cap = cap;
+		sh->known[0] = sh->known[1] = s->skel ? cap : 0;
+	}
+	return sh;
+}
+
+/* batch_add() of <value> (<size> bytes, <b>'s and <sh>'s) into element <i>
+ * of half <half> (<cap> a half) of <b>'s map, unless <sh> (NULL: none) says
+ * the half holds it already. 0 or -errno. */
+static inline int shadow_add(struct map_batch *b, struct shadow *sh, uint32_t half, uint32_t cap,
+			     uint32_t i, const void *value, size_t size)
+{
+	if (sh) {
+		unsigned char *cur = sh->v + ((size_t)half * cap + i) * size;
+
+		if (i < sh->known[half] && memcmp(cur, value, size) == 0)
+			return 0;
+		memcpy(cur, value, size);
+	}
+	return batch_add_sized(b, half * cap + i, value, size);
+}
+
+/* After elements [0, <n>) of half <half> were sent (<ret> 0) or not. */
+static int shadow_done(struct shadow *sh, uint32_t half, uint32_t n, int ret)
+{
+	if (sh)
+		sh->known[half] = ret < 0 ? 0 : sh->known[half] > n ? sh->known[half] : n;
+	return ret;
+}
+
+void hashlb_steer_tables_unknown(struct hashlb_steer *s)
+{
+	for (int i = 0; i < SHADOW_MAX; i++)
+		s->shadow[i].known[0] = s->shadow[i].known[1] = 0;
+}
+
 static int map_write(int fd, uint32_t key, const void *value)
 {
 	return bpf_map_update_elem(fd, &key, value, BPF_ANY) < 0 ? -errno : 0;
@@ -1515,6 +1585,7 @@ static int ring_index(const struct hashlb_table_view *v, uint32_t cap, uint32_t 
 static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb_table_view *v,
 		      struct hlb_steer_table *meta, struct hashlb_error *err)
 {
+	struct shadow *sh;
 	struct map_batch *b;
 	int ret = 0;
 
@@ -1527,6 +1598,7 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 					  "attach: hashlb steer --max-maglev-m, hashlb run by its "
 					  "config)",
 					  v->m, s->slots_cap * HLB_STEER_SLOTS_PER_VALUE);
+		sh = shadow_get(s, SHADOW_SLOTS, sizeof(struct hlb_steer_slots), s->slots_cap);
 		b = batch_new(s->fd[M_SLOTS], sizeof(struct hlb_steer_slots));
 		if (!b)
 			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -1538,10 +1610,11 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 
 				sl.b[j] = slot < v->m ? v->slots[slot] : HLB_STEER_BACKEND_NONE;
 			}
-			ret = batch_add(b, half * s->slots_cap + i, &sl);
+			ret = shadow_add(b, sh, half, s->slots_cap, i, &sl, sizeof(sl));
 		}
 		if (ret == 0)
 			ret = batch_flush(b);
+		ret = shadow_done(sh, half, nv, ret);
 		free(b);
 		if (ret < 0)
 			goto err_sys;
@@ -1568,27 +1641,31 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 			"ring index bucket of %u points exceeds the kernel's scan bound %u",
 			max_scan, HLB_STEER_RING_SCAN_MAX);
 	}
+	sh = shadow_get(s, SHADOW_BUCKETS, sizeof(*bucket), s->buckets_cap);
 	b = batch_new(s->fd[M_BUCKETS], sizeof(*bucket));
 	if (!b) {
 		free(bucket);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	for (uint32_t k = 0; k < (1u << bits) && ret == 0; k++)
-		ret = batch_add(b, half * s->buckets_cap + k, &bucket[k]);
+		ret = shadow_add(b, sh, half, s->buckets_cap, k, &bucket[k], sizeof(*bucket));
 	free(bucket);
 	if (ret == 0)
 		ret = batch_flush(b);
+	ret = shadow_done(sh, half, 1u << bits, ret);
 	free(b);
+	sh = shadow_get(s, SHADOW_POINTS, sizeof(struct hlb_steer_ring_point), s->points_cap);
 	b = ret == 0 ? batch_new(s->fd[M_POINTS], sizeof(struct hlb_steer_ring_point)) : NULL;
 	if (ret == 0 && !b)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < v->n_points && ret == 0; i++) {
 		struct hlb_steer_ring_point p = { .pos = v->pos[i], .owner = v->owner[i] };
 
-		ret = batch_add(b, half * s->points_cap + i, &p);
+		ret = shadow_add(b, sh, half, s->points_cap, i, &p, sizeof(p));
 	}
 	if (ret == 0)
 		ret = batch_flush(b);
+	ret = shadow_done(sh, half, v->n_points, ret);
 	free(b); /* NULL after an error */
 	if (ret < 0)
 		goto err_sys;

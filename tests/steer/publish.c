@@ -8,6 +8,10 @@
  * 2,500 others (20,000 points); each steers random new flows as the table
  * says, so the batches wrote what they had to. The calls are counted
  * through syscall(), which libbpf makes each one with: deterministic.
+ * Then tables that take one backend out, the next one each time, as health
+ * checks do: each publication writes only the elements that differ from
+ * what the half it goes into holds (the table before the last), far fewer
+ * than the whole half, and steers as its table says.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -23,7 +27,7 @@
  * for the VIPs (two halves of 256 slots). */
 #define MAX_CALLS 100
 
-static unsigned long bpf_calls;
+static unsigned long bpf_calls, bpf_elements; /* BPF_MAP_UPDATE_BATCH's */
 
 /* Count the bpf() calls, then make each call with glibc's syscall(), passed
  * six arguments as the kernel takes them (the unused ones ignored). */
@@ -41,11 +45,15 @@ long syscall(long nr, ...)
 		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 	if (nr == __NR_bpf)
 		bpf_calls++;
+	if (nr == __NR_bpf && a[0] == BPF_MAP_UPDATE_BATCH)
+		bpf_elements += ((const union bpf_attr *)a[1])->batch.count;
 	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* Backends b<first>..b<first + N_BACKENDS - 1>, weight 1. */
-static struct hashlb_table *big_table(enum hashlb_scheme scheme, uint64_t seed, uint32_t first)
+/* Backends b<first>..b<first + N_BACKENDS - 1>, weight 1, the <down>th out
+ * of the table (none if N_BACKENDS or more). */
+static struct hashlb_table *big_table_down(enum hashlb_scheme scheme, uint64_t seed, uint32_t first,
+					   uint32_t down)
 {
 	static char names[N_BACKENDS][16];
 	static struct hashlb_backend_spec spec[N_BACKENDS];
@@ -58,13 +66,20 @@ static struct hashlb_table *big_table(enum hashlb_scheme scheme, uint64_t seed, 
 	p.ring_v = 4;
 	for (uint32_t i = 0; i < N_BACKENDS; i++) {
 		snprintf(names[i], sizeof(names[i]), "b%u", first + i);
-		spec[i] = (struct hashlb_backend_spec){ .name = names[i], .weight = 1 };
+		spec[i] = (struct hashlb_backend_spec){ .name = names[i],
+							.weight = 1,
+							.down = i == down };
 	}
 	if (hashlb_table_build(&p, spec, N_BACKENDS, &t, &err) < 0) {
 		fprintf(stderr, "table build: %s\n", err.msg);
 		exit(1);
 	}
 	return t;
+}
+
+static struct hashlb_table *big_table(enum hashlb_scheme scheme, uint64_t seed, uint32_t first)
+{
+	return big_table_down(scheme, seed, first, N_BACKENDS);
 }
 
 /* Publish <t>, count its calls, and send new flows through it. */
@@ -90,6 +105,55 @@ static void check_publish(struct hashlb_steer *s, struct hashlb_table *t, uint64
 	CHECK(wrong == 0, "%s: %u new flows not where the table sends them", scheme, wrong);
 }
 
+/* Publish <t> into <s>, as a program whose halves' contents it does not know
+ * (<whole>) or as one that does; the elements written; every new flow checked. */
+static unsigned long publish_counted(struct hashlb_steer *s, struct hashlb_table *t, uint64_t seed,
+				     bool whole)
+{
+	int fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP);
+	uint64_t rng = seed;
+	uint32_t wrong;
+
+	if (whole)
+		hashlb_steer_tables_unknown(s);
+	bpf_elements = 0;
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	hashlb_steer_flows_clear(s);
+	wrong = test_off_table(fd, t, seed, &rng, 5000);
+	CHECK(wrong == 0, "%s: %u new flows not where the table sends them",
+	      hashlb_scheme_name(hashlb_table_params(t)->scheme), wrong);
+	return bpf_elements;
+}
+
+/* Each publication writes every backend's value twice (its half's, then its
+ * slot's): the table's arrays are the rest. */
+#define BACKEND_WRITES (2ul * N_BACKENDS)
+
+/* Backend k out of the table, k = 0..5: each publication after the first two
+ * writes less than <most> of the table's arrays that the whole half takes (the
+ * same table written whole, into a program that knows nothing of its
+ * halves). */
+static void check_one_down(struct hashlb_steer *s, enum hashlb_scheme scheme, double most)
+{
+	const char *name = hashlb_scheme_name(scheme);
+	unsigned long kept[6], whole = 0;
+
+	for (uint32_t k = 0; k < 6; k++) {
+		struct hashlb_table *t = big_table_down(scheme, 33, 0, k);
+
+		kept[k] = publish_counted(s, t, 33, false) - BACKEND_WRITES;
+		if (k == 5)
+			whole = publish_counted(s, t, 33, true) - BACKEND_WRITES;
+		hashlb_table_free(t);
+	}
+	printf("%s, one backend out, the next each time: %lu, %lu, %lu, %lu table elements "
+	       "written; the whole half %lu\n",
+	       name, kept[2], kept[3], kept[4], kept[5], whole);
+	for (uint32_t k = 2; k < 6; k++)
+		CHECK(kept[k] < most * (double)whole,
+		      "%s: %lu elements written of %lu, the whole half", name, kept[k], whole);
+}
+
 int main(void)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -110,6 +174,8 @@ int main(void)
 	t = big_table(HASHLB_SCHEME_RING, 22, N_BACKENDS / 2);
 	check_publish(s, t, 22);
 	hashlb_table_free(t);
+	check_one_down(s, HASHLB_SCHEME_MAGLEV, 0.05);
+	check_one_down(s, HASHLB_SCHEME_RING, 0.5);
 	hashlb_steer_free(s);
 	return test_failures ? 1 : 0;
 }
