@@ -1752,6 +1752,21 @@ static void ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
 	}
 }
 
+/* A backend slot and the id it holds, ordered by id, then slot. */
+struct slot_key {
+	uint64_t id;
+	uint32_t slot;
+};
+
+static int slot_key_cmp(const void *a, const void *b)
+{
+	const struct slot_key *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
 /*
  * Give each backend of <t> a slot: the one its id holds already, else a free
  * one (id 0), else one held by a backend of the table in force that <t>
@@ -1766,20 +1781,38 @@ static int assign_slots(struct hashlb_steer *s, const struct hashlb_table *t,
 {
 	uint32_t n = hashlb_table_backend_count(t);
 	bool *claimed = calloc(s->backends_cap, sizeof(*claimed));
+	struct slot_key *by_id = malloc(s->backends_cap * sizeof(*by_id));
 
-	if (!claimed)
+	if (!claimed || !by_id) {
+		free(claimed);
+		free(by_id);
 		return -ENOMEM;
-	/* Each backend's own slot first: a later one must not take it. */
+	}
+	/* Each backend's own slot first: a later one must not take it. Found
+	 * among the slots sorted by id (before, a scan of every slot for each
+	 * backend: 50,000,000 steps for 5,000 backends in 10,000 slots). */
+	for (uint32_t j = 0; j < s->backends_cap; j++)
+		by_id[j] = (struct slot_key){ .id = slot_id[j], .slot = j };
+	qsort(by_id, s->backends_cap, sizeof(*by_id), slot_key_cmp);
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t id = hashlb_steer_backend_id(hashlb_table_backend_name(t, i));
-		uint32_t j;
+		uint32_t lo = 0, hi = s->backends_cap;
 
-		for (j = 0; j < s->backends_cap && slot_id[j] != id; j++)
-			;
-		ret_slot[i] = j;
-		if (j < s->backends_cap)
-			claimed[j] = true;
+		/* the first slot of <id>, as the scan found it */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (by_id[mid].id < id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		ret_slot[i] = lo < s->backends_cap && by_id[lo].id == id ? by_id[lo].slot
+									 : s->backends_cap;
+		if (ret_slot[i] < s->backends_cap)
+			claimed[ret_slot[i]] = true;
 	}
+	free(by_id);
 	/* Then a free slot (pass 0), else a dropped backend's (pass 1). */
 	for (int pass = 0; pass < 2; pass++) {
 		/* the slots before <from> are claimed or not of this pass */
