@@ -1604,7 +1604,16 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 		r = want_scalar(ld, v, "proxy_protocol", "off, v1 or v2");
 		if (r < 0)
 			return r;
-		if (hashlb_proxy_protocol_parse(v->text, &s->proxy_protocol) < 0)
+		/* false and no as well, as admin: takes them: a boolean's off */
+		if (bool_of(v) == 0)
+			s->proxy_protocol = HASHLB_PROXY_OFF;
+		else if (v->quoted && bool_text(v->text) == 0 && strcmp(v->text, "off") != 0)
+			return fail(
+				ld, v,
+				"'proxy_protocol' must be off, v1 or v2, found the quoted string "
+				"\"%s\": write %s unquoted, or off",
+				v->text, v->text);
+		else if (hashlb_proxy_protocol_parse(v->text, &s->proxy_protocol) < 0)
 			return fail(ld, v, "'proxy_protocol' must be off, v1 or v2, found '%s'",
 				    v->text);
 		if (s->proxy_protocol &&

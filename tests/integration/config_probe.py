@@ -359,6 +359,9 @@ RANGES = {
               ("unix:", 0), ("unix:relative", None), ("127.0.0.1", 0), ("yes", 0),
               ("unix:/" + "a" * 200, 0)],
     "workers": [("auto", 1), ('"auto"', None), ("Auto", 0), ("AUTO", 0)],
+    # off as admin's: a boolean's off too (false was refused); a quoted one is a string
+    "proxy_protocol": [("off", 1), ('"off"', 1), ("false", 1), ("no", 1), ("Off", 1),
+                       ('"false"', 0), ("true", 0), ("v3", 0), ("V1", 0)],
 }
 
 

@@ -1632,15 +1632,17 @@ static void test_defaults(void **state)
 	hashlb_config_free(c);
 }
 
-/* proxy_protocol: off, v1 or v2; only where hashlb opens the backend connection. */
+/* proxy_protocol: off, v1 or v2; only where hashlb opens the backend connection. Off as a
+ * boolean's off too (false, no), as admin: takes it: "proxy_protocol: false" was refused. */
 static void test_proxy_protocol(void **state)
 {
 	static const struct {
 		const char *text;
 		enum hashlb_proxy_protocol want;
-	} ok[] = { { "off", HASHLB_PROXY_OFF },
-		   { "v1", HASHLB_PROXY_V1 },
-		   { "v2", HASHLB_PROXY_V2 } };
+	} ok[] = { { "off", HASHLB_PROXY_OFF }, { "v1", HASHLB_PROXY_V1 },
+		   { "v2", HASHLB_PROXY_V2 },	{ "false", HASHLB_PROXY_OFF },
+		   { "no", HASHLB_PROXY_OFF },	{ "False", HASHLB_PROXY_OFF },
+		   { "OFF", HASHLB_PROXY_OFF }, { "\"off\"", HASHLB_PROXY_OFF } };
 	char yaml[512];
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -1655,6 +1657,11 @@ static void test_proxy_protocol(void **state)
 		     "'proxy_protocol' must be off, v1 or v2, found 'v3'");
 	expect_error(MINIMAL "    proxy_protocol: true\n", 7, 21,
 		     "'proxy_protocol' must be off, v1 or v2, found 'true'");
+	expect_error(MINIMAL "    proxy_protocol: \"false\"\n", 7, 21,
+		     "'proxy_protocol' must be off, v1 or v2, found the quoted string \"false\": "
+		     "write false unquoted, or off");
+	expect_error(MINIMAL "    proxy_protocol: ~\n", 7, 21,
+		     "'proxy_protocol' must be off, v1 or v2, found nothing (null)");
 	expect_error(MINIMAL "    proxy_protocol: [v1]\n", 7, 21,
 		     "'proxy_protocol' must be off, v1 or v2, found a list");
 	expect_error(MINIMAL "    steering: kernel\n    proxy_protocol: v2\n", 8, 21,
