@@ -62,8 +62,9 @@ static void usage(FILE *f)
 		"  -h, --help                 show this text\n"
 		"\n"
 		"OUTPUT\n"
-		"  One line per client: CLIENT BACKEND PREFERENCE,LIST HASH; with --json,\n"
-		"  one array, an object per client (as hashlb ctl --json lookup)\n"
+		"  One line per client: CLIENT BACKEND PREFERENCE,LIST HASH (a name with a\n"
+		"  comma in the list in double quotes, as CSV quotes it: \"a,b\",c); with\n"
+		"  --json, one array, an object per client (as hashlb ctl --json lookup)\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 if the table cannot be built or the configuration is\n"
@@ -154,8 +155,14 @@ static int lookup_one(const struct hashlb_table *t, const char *client, const ch
 		return 0;
 	}
 	printf("%s %s ", client, n ? hashlb_table_backend_name(t, pref[0]) : "-");
-	for (size_t i = 0; i < n; i++)
-		printf("%s%s", i ? "," : "", hashlb_table_backend_name(t, pref[i]));
+	for (size_t i = 0; i < n; i++) {
+		const char *name = hashlb_table_backend_name(t, pref[i]);
+		/* a name may hold a comma (never a '"'): quoted, as CSV quotes a field, so
+		 * that "a,b" and "c" are not read as a, b and c */
+		const char *q = strchr(name, ',') ? "\"" : "";
+
+		printf("%s%s%s%s", i ? "," : "", q, name, q);
+	}
 	printf("%s %016" PRIx64 "\n", n ? "" : "-", h);
 	return 0;
 }

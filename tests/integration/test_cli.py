@@ -3,6 +3,7 @@
 independent XXH64 of the canonical tuple, keep healthy clients on their backend when
 another goes down; every command refuses a malformed or inapplicable command line with
 exit status 2 and the option's name, what fails as it runs with 1."""
+import csv
 import ipaddress
 import json
 import os
@@ -473,6 +474,19 @@ for names in (['a\\b', "c\\d"], ["c\\d"]):
               f"lookup --json names {got['preference']}, want {names}")
     except ValueError as e:
         check(False, f"lookup --json with names {names}: not JSON ({e}): {out!r}")
+
+# 8b. lookup's preference list names each backend once, whatever the names: one with a comma
+# in it (a config may have "a,b") is in double quotes, as CSV quotes a field (names hold no
+# '"'). It was printed bare: a,b,c read as three backends where there were two.
+names = ["a,b", "c", "d,e,f", "g"]
+for client in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+    line = run("lookup", "-n", "4", client, *names).stdout.split()
+    want = json.loads(run("lookup", "-n", "4", "--json", client, *names).stdout)[0]
+    got = next(csv.reader([line[2]])) if len(line) == 4 else None
+    check(got == want["preference"] and line[1] == want["backend"],
+          f"lookup {client} {names}: the list reads as {got}, want {want['preference']}")
+line = run("lookup", "-n", "3", "10.0.0.1", "a", "b", "c").stdout.split()
+check(sorted(line[2].split(",")) == ["a", "b", "c"], f"lookup a b c: plain names bare: {line}")
 
 # 9. --help after a ctl command is the manual, as before it (it was "unknown option")
 for args in (("ctl", "set", "--help"), ("ctl", "status", "-h"), ("ctl", "--help")):
