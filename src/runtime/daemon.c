@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The daemon: control-thread loop, listeners by address, static pool. */
+/* The daemon: control-thread loop, listeners by address. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -107,7 +107,7 @@ struct listener_index {
 };
 
 struct hlb_daemon {
-	/* the initial config until hooks.start takes it; the static pool's current */
+	/* the initial config until hooks.start takes it */
 	struct hashlb_config *cfg;
 	char *config_path;
 	struct hlb_daemon_opts opts;
@@ -133,9 +133,6 @@ struct hlb_daemon {
 	uint32_t failed; /* workers seen failed (hlb_proxy_failed()): the run failed */
 	uint64_t drain_start_ms; /* CLOCK_MONOTONIC, when stopping began */
 	uint64_t generation;
-	/* the static pool */
-	struct hlb_service **services;
-	uint32_t n_services;
 	/* upgrade in place (SIGUSR2) */
 	char *exe; /* this executable's path when it started; NULL: unknown */
 	struct upgrade up; /* the new process, until it is ready or has failed */
@@ -678,154 +675,6 @@ void hlb_daemon_listen_abort(struct hlb_daemon *d)
 	}
 	index_off(&d->index);
 	d->in_txn = false;
-}
-
-/* ---- the static pool ------------------------------------------------------ */
-
-static struct hlb_service *static_find(struct hlb_daemon *d, const char *name)
-{
-	for (uint32_t i = 0; i < d->n_services; i++)
-		if (strcmp(d->services[i]->name, name) == 0)
-			return d->services[i];
-	return NULL;
-}
-
-static struct hlb_backend *static_find_backend(struct hlb_service *svc,
-					       const struct hashlb_backend_cfg *bc)
-{
-	struct hlb_snapshot *s = svc ? hlb_service_snapshot(svc) : NULL;
-
-	if (!s)
-		return NULL;
-	for (uint32_t i = 0; i < s->n_backends; i++) {
-		struct hlb_backend *b = s->backends[i];
-
-		if (strcmp(b->name, bc->name) == 0 &&
-		    hlb_sockaddr_same((const struct sockaddr *)&b->addr,
-				      (const struct sockaddr *)&bc->addr))
-			return b;
-	}
-	return NULL;
-}
-
-/* Build every service of <cfg>, open its listeners, and swap them all in. */
-static int static_apply(struct hlb_daemon *d, struct hashlb_config *cfg, struct hashlb_error *err)
-{
-	struct hlb_service **svcs;
-	struct hlb_snapshot **snaps;
-	uint32_t n = cfg->n_services, i;
-	int r = 0;
-
-	svcs = calloc(n ? n : 1, sizeof(*svcs));
-	snaps = calloc(n ? n : 1, sizeof(*snaps));
-	if (!svcs || !snaps) {
-		free(svcs);
-		free(snaps);
-		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	}
-	hlb_daemon_listen_begin(d);
-	for (i = 0; i < n; i++) {
-		const struct hashlb_service_cfg *sc = &cfg->services[i];
-		struct hlb_service *old = static_find(d, sc->name);
-		struct hlb_backend **bes;
-
-		if (old) {
-			svcs[i] = hlb_service_ref(old);
-		} else {
-			r = hlb_service_new(sc->name, d->n_workers, &svcs[i]);
-			if (r < 0) {
-				hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
-				goto err_undo;
-			}
-		}
-		bes = calloc(sc->n_backends ? sc->n_backends : 1, sizeof(*bes));
-		if (!bes) {
-			r = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-			goto err_undo;
-		}
-		for (uint32_t j = 0; j < sc->n_backends && r == 0; j++) {
-			struct hlb_backend *b = static_find_backend(old, &sc->backends[j]);
-
-			if (b)
-				bes[j] = hlb_backend_ref(b);
-			else
-				r = hlb_backend_new(&sc->backends[j], d->n_workers, &bes[j]);
-		}
-		if (r == 0)
-			r = hlb_snapshot_build(sc, bes, hlb_daemon_next_generation(d), &snaps[i],
-					       err);
-		for (uint32_t j = 0; j < sc->n_backends; j++)
-			hlb_backend_unref(bes[j]);
-		free(bes);
-		if (r < 0) {
-			if (r == -ENOMEM)
-				hashlb_err(err, r, HASHLB_ERR_NOMEM, "out of memory");
-			goto err_undo;
-		}
-		r = hlb_daemon_listen(d, (const struct sockaddr *)&sc->listen_addr,
-				      sc->listen_addr_len, sc->listen, svcs[i], err);
-		if (r < 0)
-			goto err_undo;
-	}
-
-	/* Commit: nothing below fails. */
-	for (i = 0; i < n; i++) {
-		hlb_service_publish(svcs[i], snaps[i], d->rcu);
-		hlb_log(HLB_LOG_INFO, "service ready",
-			"service=%s listen=%s scheme=%s key=%s backends=%u fingerprint=%016llx "
-			"generation=%llu",
-			svcs[i]->name, cfg->services[i].listen,
-			hashlb_scheme_name(hashlb_table_scheme(snaps[i]->table)),
-			hashlb_key_name(snaps[i]->key), snaps[i]->n_backends,
-			(unsigned long long)snaps[i]->fingerprint,
-			(unsigned long long)snaps[i]->generation);
-	}
-	hlb_daemon_listen_commit(d);
-	for (i = 0; i < d->n_services; i++)
-		hlb_service_unref(d->services[i]);
-	free(d->services);
-	d->services = svcs;
-	d->n_services = n;
-	free(snaps);
-	if (d->cfg != cfg) {
-		hashlb_config_free(d->cfg);
-		d->cfg = cfg;
-	}
-	return 0;
-
-err_undo:
-	hlb_daemon_listen_abort(d);
-	for (i = 0; i < n; i++) {
-		hlb_snapshot_free(snaps[i]);
-		hlb_service_unref(svcs[i]);
-	}
-	free(svcs);
-	free(snaps);
-	return r;
-}
-
-static void static_reload(struct hlb_daemon *d)
-{
-	char qp[HLB_LOG_PATH_MAX];
-	struct hashlb_config *cfg;
-	struct hashlb_error err = { 0 };
-	int r;
-
-	r = hashlb_config_load_after(d->config_path, 0, d->cfg, &cfg, &err);
-	if (r == 0) {
-		r = static_apply(d, cfg, &err);
-		if (r < 0)
-			hashlb_config_free(cfg);
-	}
-	if (r < 0) {
-		char kv[HLB_LOG_CONFIG_ERROR_MAX];
-
-		hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
-			hlb_log_config_error(d->config_path, &err, kv, sizeof(kv)));
-		return;
-	}
-	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s services=%u",
-		hlb_log_quote(d->config_path, qp, sizeof(qp)), d->n_services);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -2094,10 +1943,7 @@ static void handle_signals(struct hlb_daemon *d)
 			}
 			hlb_log(HLB_LOG_INFO, "SIGHUP, reloading", NULL);
 			notify_reloading();
-			if (d->hooks.reload)
-				d->hooks.reload(d, d->hooks.arg);
-			else
-				static_reload(d);
+			d->hooks.reload(d, d->hooks.arg);
 			/* a failed reload keeps the old config serving: ready either way */
 			hlb_notify("READY=1\nSTATUS=listening on %u address(es)",
 				   listener_count(d));
@@ -2192,15 +2038,10 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	r = hlb_proxy_start(d->proxy, err);
 	if (r < 0)
 		return r;
-	if (d->hooks.start) {
-		r = d->hooks.start(d, d->cfg, d->hooks.arg, err);
-		if (r == 0)
-			d->cfg = NULL; /* the hook's */
-	} else {
-		r = static_apply(d, d->cfg, err);
-	}
+	r = d->hooks.start(d, d->cfg, d->hooks.arg, err);
 	if (r < 0)
 		return r;
+	d->cfg = NULL; /* the hook's */
 	warn_max_conns(d);
 	log_cap(d);
 	log_unused_sockets(d);
@@ -2299,9 +2140,6 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		free(dl);
 	}
 	index_off(&d->index);
-	for (uint32_t i = 0; i < d->n_services; i++)
-		hlb_service_unref(d->services[i]);
-	free(d->services);
 	hlb_rcu_free(d->rcu);
 	for (struct watch *w = d->watches; w; w = w->next)
 		w->dead = true;

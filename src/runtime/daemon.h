@@ -10,13 +10,10 @@
  * and the RCU reclamation of retired snapshots. Nothing here is thread-safe
  * unless said: call it from the control thread (from a callback or a hook).
  *
- * Services. Without a control plane (no hooks.start), the daemon runs a
- * static pool: one snapshot per service built from the config, every backend
- * up; SIGHUP reloads the config file (a service keeps its object if its name
- * is unchanged, a backend if its name and address are). With a control
- * plane, hooks.start creates the services, publishes their snapshots
- * (hlb_service_publish() with hlb_daemon_rcu()) and opens their listeners
- * with the listen transaction below; hooks.reload does the same for SIGHUP.
+ * Services. The control plane (hlb_control_plug()) has them: hooks.start
+ * creates the services, publishes their snapshots (hlb_service_publish()
+ * with hlb_daemon_rcu()) and opens their listeners with the listen
+ * transaction below; hooks.reload does the same for SIGHUP.
  *
  * Listeners are kept per address across config generations. A reload runs
  *   hlb_daemon_listen_begin(d);
@@ -78,7 +75,7 @@ struct hlb_daemon_opts {
 	char *const *argv;
 };
 
-/* The control plane's plug. Every member may be NULL. */
+/* The control plane's plug. Every member but start and reload may be NULL. */
 struct hlb_daemon_hooks {
 	void *arg;
 	/*
@@ -87,11 +84,11 @@ struct hlb_daemon_hooks {
 	 * On success <cfg> is the hook's to free (the daemon reads it no more):
 	 * kept to hlb_daemon_free(), the config a process started with stayed
 	 * beside each one a reload loaded, 31 MB at 100,000 backends. On
-	 * failure the daemon keeps it. NULL: the static pool.
+	 * failure the daemon keeps it.
 	 */
 	int (*start)(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg,
 		     struct hashlb_error *err);
-	/* SIGHUP. NULL: the static pool reloads hlb_daemon_config_path(). */
+	/* SIGHUP: read hlb_daemon_config_path() again. */
 	void (*reload)(struct hlb_daemon *d, void *arg);
 	/* Shutdown begins: stop health checks, close the admin endpoint. */
 	void (*stopping)(struct hlb_daemon *d, void *arg);
