@@ -241,6 +241,103 @@ static void test_extreme_weights_build(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * The paper's population, plainly: turns in rounds over the backends in name order (their
+ * names sort as their indices here), one of weight w taking a turn each time its credit reaches
+ * the largest weight, each turn probing the slot array from its permutation's next slot. What
+ * the core's bitmap, heap and arithmetic tail must give, slot for slot.
+ */
+static void plain_population(uint16_t *slots, uint32_t m, uint64_t seed,
+			     const struct hashlb_backend_spec *b, uint32_t n)
+{
+	uint32_t *next = calloc(n, sizeof(*next)), *skip = calloc(n, sizeof(*skip));
+	uint32_t *credit = calloc(n, sizeof(*credit)), w_max = 0, filled = 0;
+
+	assert_non_null(next);
+	assert_non_null(skip);
+	assert_non_null(credit);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = strlen(b[i].name);
+
+		next[i] = (uint32_t)(XXH64(b[i].name, len, seed) % m);
+		skip[i] = (uint32_t)(XXH64(b[i].name, len, ~seed) % (m - 1)) + 1;
+		if (b[i].weight > w_max)
+			w_max = b[i].weight;
+	}
+	memset(slots, 0xff, (size_t)m * sizeof(*slots));
+	while (filled < m) {
+		for (uint32_t i = 0; i < n && filled < m; i++) {
+			if (!b[i].weight || (credit[i] += b[i].weight) < w_max)
+				continue;
+			credit[i] -= w_max;
+			while (slots[next[i]] != HASHLB_BACKEND_NONE)
+				next[i] = (next[i] + skip[i]) % m;
+			slots[next[i]] = (uint16_t)i;
+			next[i] = (next[i] + skip[i]) % m;
+			filled++;
+		}
+	}
+	free(next);
+	free(skip);
+	free(credit);
+}
+
+/*
+ * The table with all up, and with the first backend down (its slots to the survivors' own
+ * population: what a first down builds), equal to the plain population's slot for slot, at
+ * sizes where the bitmap, the arithmetic tail (the last 128 free slots) and the weighted
+ * rounds all take part. The golden fingerprints pin a few tables; this pins the algorithm.
+ */
+static void test_population_plain(void **state)
+{
+	static const struct {
+		uint32_t m, n, weight_mod;
+	} cases[] = { { 1000003, 1000, 1 }, { 65537, 10, 3 }, { 251, 7, 2 } };
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint32_t m = cases[c].m, n = cases[c].n;
+		struct hashlb_backend_spec *b = calloc(n, sizeof(*b));
+		char(*names)[16] = calloc(n, sizeof(*names));
+		uint16_t *full = malloc((size_t)m * sizeof(*full));
+		uint16_t *surv = malloc((size_t)m * sizeof(*surv));
+		struct hashlb_table_params p;
+		struct hashlb_table_view v;
+		struct hashlb_table *t;
+
+		assert_true(b && names && full && surv);
+		for (uint32_t i = 0; i < n; i++) {
+			snprintf(names[i], sizeof(names[i]), "p-%05u", i);
+			b[i].name = names[i];
+			b[i].weight = 1 + i % cases[c].weight_mod;
+		}
+		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
+		p.maglev_m = m;
+		p.seed = 0x5eed + c;
+		plain_population(full, m, p.seed, b, n);
+		b[0].weight = 0;
+		plain_population(surv, m, p.seed, b, n);
+		b[0].weight = 1;
+		for (int down = 0; down < 2; down++) {
+			b[0].down = down;
+			assert_int_equal(hashlb_table_build(&p, b, n, &t, NULL), 0);
+			hashlb_table_view(t, &v);
+			for (uint32_t j = 0; j < m; j++) {
+				uint16_t want = down && full[j] == 0 ? surv[j] : full[j];
+
+				if (v.slots[j] != want)
+					fail_msg(
+						"M=%u N=%u down=%d: slot %u is %u, the plain population's %u",
+						m, n, down, j, v.slots[j], want);
+			}
+			hashlb_table_free(t);
+		}
+		free(surv);
+		free(full);
+		free(names);
+		free(b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_weights),
 		cmocka_unit_test(test_slot_size),
 		cmocka_unit_test(test_extreme_weights_build),
+		cmocka_unit_test(test_population_plain),
 	};
 
 	return cmocka_run_group_tests_name("maglev", tests, NULL, NULL);
