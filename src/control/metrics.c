@@ -722,6 +722,12 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Clients waiting in the queue (timeouts.queue) looked at for their deadline "
 		  "alone, not tried for a backend: about one per client that timed out "
 		  "(docs/dataplane.md, \"Queue\")." },
+		{ "hashlb_worker_queue_served_woken_total", "counter",
+		  "Clients waiting in the queue sent to a connect when the worker was woken for "
+		  "it: a slot freed, or the control plane changed what gives them room." },
+		{ "hashlb_worker_queue_served_tick_total", "counter",
+		  "Clients waiting in the queue sent to a connect at a look of the worker's own "
+		  "(its 100 ms tick, the 1 s walk): room it was not woken for." },
 	};
 	struct hlb_worker_stats s;
 
@@ -731,12 +737,26 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		family(o, fams[f].name, fams[f].type, fams[f].help);
 		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
 			const uint64_t v[] = {
-				s.connections,	  s.buffers,	  s.buffers_in_use,
-				s.buffer_waiters, s.buffer_waits, s.buffer_wakeups,
-				s.pipes,	  s.pipes_max,	  s.splice_refused,
-				s.accept_errors,  s.spilled,	  s.spill_max,
-				s.spills,	  s.fd_limit,	  s.cap_pauses,
-				s.cq_overflows,	  s.cq_dropped,	  s.queue_deadline_looks
+				s.connections,
+				s.buffers,
+				s.buffers_in_use,
+				s.buffer_waiters,
+				s.buffer_waits,
+				s.buffer_wakeups,
+				s.pipes,
+				s.pipes_max,
+				s.splice_refused,
+				s.accept_errors,
+				s.spilled,
+				s.spill_max,
+				s.spills,
+				s.fd_limit,
+				s.cap_pauses,
+				s.cq_overflows,
+				s.cq_dropped,
+				s.queue_deadline_looks,
+				s.queue_served_woken,
+				s.queue_served_tick,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

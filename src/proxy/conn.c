@@ -2843,6 +2843,7 @@ void conn_queue_run(struct worker *w)
 			hlb_stat_add(&failed->wstats[w->id].retries, 1);
 		hlb_backend_unref(failed);
 		if (connecting) {
+			hlb_stat_add(kicked ? &w->queue_served_woken : &w->queue_served_tick, 1);
 			rooms_take(&rooms, c->be, false);
 			continue;
 		}

@@ -1226,6 +1226,10 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.cq_overflows = atomic_load_explicit(&w->pub.cq_overflows, memory_order_relaxed),
 		.queue_deadline_looks =
 			atomic_load_explicit(&w->queue_deadline_looks, memory_order_relaxed),
+		.queue_served_woken =
+			atomic_load_explicit(&w->queue_served_woken, memory_order_relaxed),
+		.queue_served_tick =
+			atomic_load_explicit(&w->queue_served_tick, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),
 	};
 	return true;

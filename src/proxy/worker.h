@@ -392,6 +392,9 @@ struct worker {
 	/* for hlb_proxy_worker_stats(), as <pub>: clients waiting looked at
 	 * for their deadline alone (queue_expire()) */
 	_Atomic uint64_t queue_deadline_looks;
+	/* waiting clients sent to a connect (conn_queue_run()): at a look it was woken for,
+	 * and at one of its own (the tick, a deadline, the walk due anyway) */
+	_Atomic uint64_t queue_served_woken, queue_served_tick;
 };
 
 /*

@@ -377,6 +377,9 @@ struct hlb_worker_stats {
 	uint64_t cq_overflows; /* times completions waited in the kernel's CQ overflow list */
 	uint64_t cq_dropped; /* completions the kernel lost: no memory for that list */
 	uint64_t queue_deadline_looks; /* waiting clients looked at for their deadline alone */
+	/* waiting clients sent to a connect by a look at the queue it was woken for (a slot
+	 * freed, a change of the control plane's, ...), and by one of its own (the tick) */
+	uint64_t queue_served_woken, queue_served_tick;
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
