@@ -1158,9 +1158,8 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		/* the cap needs no rebuild: workers read it at each connect */
 		if (has_max)
-			atomic_store(&bs[i]->rt->max_conns, max);
+			hlb_pool_set_max_connections(bs[i], max);
 		if (has_state)
 			hlb_pool_set_admin(bs[i], st);
 	}

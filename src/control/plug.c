@@ -104,6 +104,13 @@ static void plug_listen_abort(void *arg)
 	hlb_daemon_listen_abort(plug->d);
 }
 
+static void plug_queue_kick(void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	hlb_daemon_kick_queues(plug->d);
+}
+
 /* The pool's lines (pool.h: with their level) and the control plane's (control.h: error or not). */
 static void plug_pool_log(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
 {
@@ -272,6 +279,7 @@ static int plug_start(struct hlb_daemon *d, struct hashlb_config *cfg, void *arg
 		.listen = plug_listen,
 		.listen_commit = plug_listen_commit,
 		.listen_abort = plug_listen_abort,
+		.queue_kick = plug_queue_kick,
 		.log = plug_pool_log,
 		.handover = hlb_daemon_handover(d),
 	};

@@ -122,6 +122,13 @@ uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)
 	return n;
 }
 
+/* What clients waiting in the workers' queues are retried on changed (hlb_pool_env.queue_kick). */
+static void pool_queue_kick(struct hlb_pool *p)
+{
+	if (p->env.queue_kick)
+		p->env.queue_kick(p->env.arg);
+}
+
 /* Start <b>'s slow start at <now>, <elapsed> ms into it (0 but for a ramp the hashlb this one
  * replaces had under way: an upgrade changes no client's lot). */
 static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now, uint64_t elapsed)
@@ -606,6 +613,12 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 	return 0;
 }
 
+void hlb_pool_set_max_connections(struct hlb_pool_backend *b, uint32_t max)
+{
+	atomic_store(&b->rt->max_conns, max);
+	pool_queue_kick(b->svc->pool);
+}
+
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 {
 	if (weight > HASHLB_WEIGHT_MAX)
@@ -843,6 +856,7 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
+	pool_queue_kick(p);
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		struct hlb_pool_backend *b = s->backends[i];
 		/* the snapshot's backends are s->backends' objects, in that order */
@@ -973,6 +987,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 		} else {
 			atomic_store(&b->rt->admit, (uint32_t)(el * HLB_ADMIT_ONE / slow));
 		}
+		pool_queue_kick(b->svc->pool); /* it admits more clients */
 	}
 }
 
@@ -1519,7 +1534,7 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 			was.max_conns = b->cfg_max_conns;
 		}
 		b->cfg_max_conns = nb->max_connections;
-		atomic_store(&b->rt->max_conns, nb->max_connections);
+		hlb_pool_set_max_connections(b, nb->max_connections);
 	}
 	if (nb->admin != b->cfg_admin) {
 		was.what |= BACKEND_CHANGED_STATE;
@@ -2639,6 +2654,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
 			 held, s->cfg->drain_timeout_ms);
 	atomic_store(&s->rt->removed, true);
+	pool_queue_kick(p); /* its waiting clients are closed: they reconnect to a service */
 	/* its config is freed with the one this reload replaces, while the
 	 * workers may hold <rt> longer: nothing publishes it again to read it */
 	s->rt->cfg = NULL;

@@ -155,6 +155,11 @@ struct hlb_pool_env {
 		      struct hashlb_error *err);
 	void (*listen_commit)(void *arg);
 	void (*listen_abort)(void *arg);
+	/* What a client waiting for room under a max_connections is retried on changed, but
+	 * a slot (the workers see those): a snapshot published, a backend's max_connections
+	 * or slow start admission, a service removed. The workers whose clients wait look at
+	 * them again at once, not at their next tick (hlb_proxy_kick_queues()). */
+	void (*queue_kick)(void *arg);
 	/* Health changes, skipped checks and failed builds, as logfmt pairs in <kv>. */
 	void (*log)(void *arg, enum hlb_log_level level, const char *msg, const char *kv);
 	/* The HLB_HANDOVER_LINE lines of the hashlb this one replaces (an upgrade), applied to
@@ -249,6 +254,8 @@ struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const
 /* Admin commands. -EINVAL for a bad value. Take effect with the next build. */
 int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st);
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight);
+/* A cap needs no build: workers read it at each connect, and clients waiting are told now. */
+void hlb_pool_set_max_connections(struct hlb_pool_backend *b, uint32_t max);
 /*
  * Log what an admin request (POST /set) changed of <b>: each setting it gave that differs
  * from the value it had before (<was_*>; NULL: not given), as <b> has it now with that

@@ -2313,8 +2313,11 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		hlb_stat_add(&bs->connect_us_sum, c->connect_us);
 		atomic_fetch_add_explicit(&failed->active, 1, memory_order_relaxed);
 		hlb_stat_add(&c->svc->wstats[w->id].total, 1);
-		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed))
+		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed)) {
 			atomic_store_explicit(&failed->consecutive_fail, 0, memory_order_relaxed);
+			/* it serves again: clients waiting that passed over it as failing */
+			worker_kick_queues(w);
+		}
 		/* the client may have sent already; a backend rarely speaks first */
 		half_recv(w, c, 0, false);
 		half_recv(w, c, 1, true);
@@ -2777,8 +2780,9 @@ static void queue_unwant_all(struct worker *w)
  * handed to, not the queue. The deadlines that came and that no walk
  * served are found in w->queue_dues (queue_expire()): each costs its own
  * client, not the queue. Run when kicked (w->queue_kick: a slot freed on
- * any worker, a command) and at each tick while clients wait, when it
- * walks only for the whole queue.
+ * any worker, a change of the control plane's, a failing backend serving
+ * again, a command) and at each tick while clients wait, when it walks only
+ * for the whole queue.
  */
 void conn_queue_run(struct worker *w)
 {

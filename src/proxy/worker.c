@@ -571,7 +571,10 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 			if (!(cqe->flags & IORING_CQE_F_MORE))
 				w->log_poll = w->log_poll_cancelled = false;
 		} else if (ud == UD_WAKE) {
-			w->queue_kick = true; /* commands, or another worker's kick */
+			/* Acquire: what the kick that found it set was written before
+			 * (queue_wake()), and is read by the look at the queue below. */
+			atomic_exchange_explicit(&w->kick_pending, false, memory_order_acq_rel);
+			w->queue_kick = true; /* commands, or a kick */
 			worker_commands(w);
 			wake_arm(w);
 		}
@@ -962,18 +965,38 @@ void worker_queue_started(struct worker *w)
 	tick_soon(w); /* if the tick fired already, its completion sets queue_tick */
 }
 
+/*
+ * Wake <to> to look at its queue again, if clients wait there. One eventfd
+ * write until it has read it: a kick that finds one pending rides on it,
+ * since <to> clears kick_pending (acquiring this release) before its look,
+ * which so sees what was changed before the kick. Any thread.
+ */
+static void queue_wake(struct worker *to)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load_explicit(&to->queue_busy, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&to->kick_pending, true, memory_order_acq_rel))
+		return;
+	if (write(to->wake_fd, &one, sizeof(one)) < 0) {
+		/* the eventfd counter cannot overflow: nothing to do */
+	}
+}
+
 void worker_kick_queues(struct worker *w)
 {
 	struct hlb_proxy *p = w->proxy;
-	uint64_t one = 1;
 
 	w->queue_kick = true;
 	for (uint32_t i = 0; i < p->n_workers; i++)
-		if (&p->workers[i] != w &&
-		    atomic_load_explicit(&p->workers[i].queue_busy, memory_order_relaxed) &&
-		    write(p->workers[i].wake_fd, &one, sizeof(one)) < 0) {
-			/* the eventfd counter cannot overflow: nothing to do */
-		}
+		if (&p->workers[i] != w)
+			queue_wake(&p->workers[i]);
+}
+
+void hlb_proxy_kick_queues(struct hlb_proxy *p)
+{
+	for (uint32_t i = 0; i < p->n_workers; i++)
+		queue_wake(&p->workers[i]);
 }
 
 void worker_failing_seen(struct worker *w)

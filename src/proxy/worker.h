@@ -55,9 +55,10 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * out of the pool into <priv> (see conn.c, "Spill") */
 #define BUF_PRIV 0xfffeu
 /* Connections waiting for room under a max_connections: their queue is
- * tried at once when a slot frees on any worker, at their deadlines, and
- * looked at each tick (TICK_MS) for a change that could give them room,
- * see conn_queue_run(). The first tick after the queue starts, and the
+ * tried at once when a slot frees on any worker, looked at once when the
+ * control plane changes what could give them room (hlb_proxy_kick_queues())
+ * or a failing backend serves again, at their deadlines, and at each tick
+ * (TICK_MS), see conn_queue_run(). The first tick after the queue starts, and the
  * tick of a paused listener, come after this. */
 #define QUEUE_RETRY_MS 10
 #define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
@@ -395,6 +396,9 @@ struct worker {
 	/* waiting clients sent to a connect (conn_queue_run()): at a look it was woken for,
 	 * and at one of its own (the tick, a deadline, the walk due anyway) */
 	_Atomic uint64_t queue_served_woken, queue_served_tick;
+	/* a wake-up for the queue is written to wake_fd and not read yet: another kick
+	 * writes none (queue_wake()) */
+	atomic_bool kick_pending;
 };
 
 /*
@@ -498,7 +502,8 @@ void worker_submit_now(struct worker *w);
 /* An SQE, submitting first if the SQ is full. Never NULL. */
 struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
-/* A backend slot freed: every worker (this one included) retries its queue. */
+/* A backend slot freed, or a backend serves again: every worker (this one
+ * included) retries its queue. */
 void worker_kick_queues(struct worker *w);
 /*
  * A backend of a Maglev service started failing connects (its

@@ -339,6 +339,12 @@ bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_
 	return hlb_proxy_worker_stats(d->proxy, i, ret);
 }
 
+void hlb_daemon_kick_queues(struct hlb_daemon *d)
+{
+	if (d->proxy)
+		hlb_proxy_kick_queues(d->proxy);
+}
+
 bool hlb_daemon_stopping(const struct hlb_daemon *d)
 {
 	return d->stopping;

@@ -719,7 +719,9 @@ def refused_and_full(order):
     max_connections 1, connect_retries 1, timeouts.queue) in each case: it waits in the
     queue, then is served by a once a has room ("room"), reset as queue_timeout when none
     comes ("timeout"), or served by x once x serves another client again ("x back"); x
-    tried once, hashlb_backend_retries_total the log's attempts less one."""
+    tried once, hashlb_backend_retries_total the log's attempts less one. Served, it was woken
+    for it: by the slot, or by x's connect that succeeded (before, x's return was found at the
+    worker's next tick)."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
@@ -775,6 +777,12 @@ def refused_and_full(order):
                 check(who(lb.addr, other) == "x", "x is back and serves another of its clients")
                 got, want_got = served(s), "x"
             check(got == want_got, f"served by {want_got}: {got!r}")
+            # a slot that frees, or x serving again (its connect that succeeds), wakes the
+            # queue: before, x's return was found at the worker's tick
+            woken, tick = (metric_sum(lb, f"hashlb_worker_queue_served_{k}_total")
+                           for k in ("woken", "tick"))
+            check((woken, tick) == (1, 0), f"served once woken for it: {woken:.0f} woken, "
+                  f"{tick:.0f} at the tick")
             want, attempts = "end=done", 2
         s.close()
         holder.close()
@@ -1278,6 +1286,63 @@ def queued_clients_of_a_removed_service():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_served_at_a_change():
+    """A change that gives a waiting client room without freeing a slot (a max_connections
+    raised by hashlb ctl set or by a reload, a backend that takes clients again: a new table)
+    wakes the workers whose clients wait, which are then served at once: counted in
+    hashlb_worker_queue_served_woken_total, not at the worker's own look
+    (hashlb_worker_queue_served_tick_total). Before, such a change reached the waiting clients
+    only at the worker's next tick (100 ms), every one of them counted there."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    cfg = lambda cap: ctl_config(  # noqa: E731
+        [("a", BACKENDS[0][1], f"max_connections: {cap}"), ("b", BACKENDS[1][1], "state: maint")],
+        health="enabled: false", extra="timeouts:\n  queue: 30s")
+    lb = Lb(cfg(1))
+
+    def served(label):
+        return metric_sum(lb, f"hashlb_worker_queue_served_{label}_total")
+
+    def around(change, want, ip):
+        """A client waits for a (max_connections 1, held), <change>() is made: the backend it
+        is served by."""
+        holder = connect(lb.addr, client_ip(ip))
+        check(read_line(holder) == "a", f"{want}: the first client within a's cap")
+        waiting = connect(lb.addr, client_ip(ip + 1), timeout=30)  # a hang guard
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), f"{want}: one waits")
+        change()
+        got = read_line(waiting)
+        check(got == want, f"{want}: the waiting client served by {want}: {got!r}")
+        for s in (holder, waiting):
+            s.close()
+        check(lb.wait(lambda: lb.backend("a")["active"] == 0 and
+                      (lb.backend("b") or {}).get("active", 0) == 0), "both gone")
+
+    def ctl(*args):
+        rc, so, se = lb.ctl(*args)
+        check(rc == 0, f"hashlb ctl {' '.join(args)}: {se}")
+
+    def reload(cap):
+        lb.rewrite(cfg(cap))
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"reload to max_connections {cap}: {se}")
+
+    woken, tick = served("woken"), served("tick")
+    around(lambda: ctl("set", "a", "max_connections", "2"), "a", 10)
+    ctl("set", "a", "max_connections", "1")
+    around(lambda: reload(2), "a", 20)
+    reload(1)
+    around(lambda: ctl("set", "b", "ready"), "b", 30)
+    woken, tick = served("woken") - woken, served("tick") - tick
+    print(f"    3 waiting clients served: {woken:.0f} woken for it, {tick:.0f} at the tick")
+    # the tick may come between a change and its wake-up (microseconds of 100 ms): 2 of 3;
+    # before, 0 woken, 3 at the tick
+    check(woken + tick == 3 and woken >= 2, f"served once woken for the change: {woken:.0f} of 3")
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
@@ -1292,4 +1357,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_clients_handed_on_across_workers, queued_clients_handed_on_at_their_own_cost,
            queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
-           queued_clients_of_a_removed_service, source_address])
+           queued_clients_of_a_removed_service, queued_clients_served_at_a_change,
+           source_address])
