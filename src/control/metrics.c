@@ -728,6 +728,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_queue_served_tick_total", "counter",
 		  "Clients waiting in the queue sent to a connect at a look of the worker's own "
 		  "(its 100 ms tick, the 1 s walk): room it was not woken for." },
+		{ "hashlb_worker_queue_tries_total", "counter",
+		  "Clients waiting in the queue tried for a backend again: what the queue's walks "
+		  "cost, next to the clients they served." },
 	};
 	struct hlb_worker_stats s;
 
@@ -757,6 +760,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.queue_deadline_looks,
 				s.queue_served_woken,
 				s.queue_served_tick,
+				s.queue_tries,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

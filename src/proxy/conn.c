@@ -2822,6 +2822,7 @@ void conn_queue_run(struct worker *w)
 
 		if (!whole && !rooms.total)
 			break; /* the rest cannot be served; their deadlines: below */
+		hlb_stat_add(&w->queue_tries, 1);
 		c->be = NULL;
 		c->tried = 0; /* the whole list again: its full backends may have room */
 		w->first_full = NULL;

@@ -1253,6 +1253,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 			atomic_load_explicit(&w->queue_served_woken, memory_order_relaxed),
 		.queue_served_tick =
 			atomic_load_explicit(&w->queue_served_tick, memory_order_relaxed),
+		.queue_tries = atomic_load_explicit(&w->queue_tries, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),
 	};
 	return true;

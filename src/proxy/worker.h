@@ -396,6 +396,7 @@ struct worker {
 	/* waiting clients sent to a connect (conn_queue_run()): at a look it was woken for,
 	 * and at one of its own (the tick, a deadline, the walk due anyway) */
 	_Atomic uint64_t queue_served_woken, queue_served_tick;
+	_Atomic uint64_t queue_tries; /* waiting clients tried for a backend (conn_queue_run()) */
 	/* a wake-up for the queue is written to wake_fd and not read yet: another kick
 	 * writes none (queue_wake()) */
 	atomic_bool kick_pending;

@@ -380,6 +380,7 @@ struct hlb_worker_stats {
 	/* waiting clients sent to a connect by a look at the queue it was woken for (a slot
 	 * freed, a change of the control plane's, ...), and by one of its own (the tick) */
 	uint64_t queue_served_woken, queue_served_tick;
+	uint64_t queue_tries; /* waiting clients tried for a backend by a look at the queue */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
