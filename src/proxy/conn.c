@@ -728,7 +728,7 @@ static bool queue_due(const struct worker *w)
 	return w->n_queue_dues && (int32_t)((uint32_t)w->now_ms - w->queue_dues[0].until) >= 0;
 }
 
-/* When the queue is due next: its earliest deadline, or the walk due anyway. */
+/* When the queue is due next: its earliest deadline, or the walk due anyway (if any). */
 static void queue_next(struct worker *w)
 {
 	w->queue_next_ms = w->queue_walk_by;
@@ -2771,9 +2771,11 @@ static void queue_unwant_all(struct worker *w)
  * counted as that failure's retry.
  *
  * The whole queue is tried when queue_fingerprint() changed (a client's
- * list may be another), when QUEUE_SAFETY_MS passed since the last such
- * walk (for what the rest misses: a fingerprint's collision), and always
- * while the fingerprint would cost more than the walk (queue_fp_cheaper()).
+ * list may be another), QUEUE_SAFETY_MS after the first kick since the
+ * last such walk (for what the rest misses: a fingerprint's collision,
+ * which takes a change, and every change that gives room kicks; with no
+ * kick nothing is walked however long the clients wait), and always while
+ * the fingerprint would cost more than the walk (queue_fp_cheaper()).
  * Otherwise a waiting client can be served only by a slot that freed on a
  * backend it found full: the clients are tried, in order, only while such
  * a slot is left (queue_rooms). A slot that frees costs the clients it is
@@ -2793,6 +2795,8 @@ void conn_queue_run(struct worker *w)
 	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
 
 	w->queue_kick = w->queue_tick = false;
+	if (kicked && w->queue_walk_by == QUEUE_WALK_NONE)
+		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
 	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
 		(kicked && rooms.many);
 	/* Not kicked, or kicked but no slot is free that a waiting client may
@@ -2804,7 +2808,7 @@ void conn_queue_run(struct worker *w)
 	}
 	if (whole) {
 		w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
-		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
+		w->queue_walk_by = QUEUE_WALK_NONE; /* until the next kick */
 		/* The services of the clients left waiting, noted after the old
 		 * ones (given back after the walk, which may free connections),
 		 * and the backends they want. */

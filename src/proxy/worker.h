@@ -61,7 +61,9 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * (TICK_MS), see conn_queue_run(). The first tick after the queue starts, and the
  * tick of a paused listener, come after this. */
 #define QUEUE_RETRY_MS 10
-#define QUEUE_SAFETY_MS 1000 /* the queue walked at least that often (conn_queue_run()) */
+/* the queue walked that long after the first kick since its last walk (conn_queue_run()) */
+#define QUEUE_SAFETY_MS 1000
+#define QUEUE_WALK_NONE UINT64_MAX /* queue_walk_by: no walk due */
 /* A client's walk tries up to this many backends (CONN_TRIED_MAX): a queue
  * whose services have more backends than that per client waiting is walked,
  * not fingerprinted (conn_queue_run()) */
@@ -339,7 +341,7 @@ struct worker {
 	 * in its wstats line; queue_svcs_lost: one could not be kept, no
 	 * memory, and the queue is walked every time until it empties), the
 	 * fingerprint of their routing state (queue_fingerprint()) and the
-	 * walk due anyway (QUEUE_SAFETY_MS). */
+	 * walk due anyway (QUEUE_SAFETY_MS after a kick; QUEUE_WALK_NONE). */
 	struct hlb_service **queue_svcs;
 	uint32_t n_queue_svcs, queue_svcs_cap;
 	uint64_t queue_svc_mark;

@@ -969,19 +969,36 @@ def queued_clients_cost_nothing_while_waiting():
     when they wait for 20 services (one backend each). Before, each walk tried every
     client's whole preference list: 9,000 waiting cost the worker 0.14 CPU seconds in 3 s
     against 0.04 to take them (ASan 0.59 against 0.14), now 0.01; with more than 8 services
-    in the queue it was still walked every 10 ms (0.21-0.22 against 0.06 at 20), now 0.00-0.01."""
+    in the queue it was still walked every 10 ms (0.21-0.22 against 0.06 at 20), now 0.00-0.01.
+    No client is tried again while nothing changes: before, the queue was walked whole once a
+    second whatever changed, each client tried (2-3 times n in 3 s)."""
     from ctltest import metric_sum
+
+    def tries():
+        return metric_sum(lb, "hashlb_worker_queue_tries_total")
 
     for services in (1, 20):
         lb, holders, n, wait_for = queue_of_waiting_clients(services)
         cpu = lb.worker_cpu_seconds()
         socks = wait_for()
         taken = lb.worker_cpu_seconds() - cpu  # the reference: accepting and queueing them
+        # the walks their coming caused (a new service, a kick's walk 1 s later) are over
+        # once a look of 1.5 s sees none (a scrape every 1.5 s: it reads /proc/self/fd)
+        before = tries()
+        for _ in range(8):
+            time.sleep(1.5)
+            settled, before = before, tries()
+            if settled == before:
+                break
         cpu = lb.worker_cpu_seconds()
         time.sleep(3)  # no scrape meanwhile: it reads /proc/self/fd, thousands of entries
         waited = lb.worker_cpu_seconds() - cpu
+        tried = tries() - before
         print(f"    {n} waiting clients of {services} services: {taken:.2f} worker CPU seconds "
-              f"to take them, {waited:.2f} while they waited 3 s")
+              f"to take them, {waited:.2f} while they waited 3 s, {tried:.0f} tried again")
+        # after: none; before, the walk due every second whatever changed: 2-3 times n
+        check(tried == 0, f"{n} clients waiting while nothing changed tried {tried:.0f} times "
+              f"in 3 s")
         # after: 0.00-0.01 (ASan 0.02-0.03); before 0.11-0.18 (ASan 0.46-0.66), and
         # 0.21-0.22 at 20 services once 1 was fixed
         check(waited <= max(taken, 0.1) * 2 / 3,
