@@ -11,6 +11,8 @@
 
 #include "keymap.h"
 
+_Thread_local uint64_t keymap_looks;
+
 static struct keymap_slot *keymap_slot(const struct keymap *m, const void *key, size_t len,
 				       uint64_t hash)
 {
@@ -19,6 +21,7 @@ static struct keymap_slot *keymap_slot(const struct keymap *m, const void *key, 
 	for (size_t i = hash & mask;; i = (i + 1) & mask) {
 		struct keymap_slot *e = &m->slots[i];
 
+		keymap_looks++;
 		if (!e->val || (e->hash == hash && e->len == len &&
 				(!len || memcmp(m->keys + e->off, key, len) == 0)))
 			return e;

@@ -36,5 +36,11 @@ void *keymap_get(const struct keymap *m, const void *key, size_t len);
 int keymap_put(struct keymap *m, const void *key, size_t len, void *val, bool replace);
 /* Frees what <m> holds (not the values) and leaves it empty. */
 void keymap_free(struct keymap *m);
+/*
+ * The slots looked at by this thread's keymaps, ever: what the loader's
+ * lookups cost, counted for tests/unit/test_config.c, as a CPU time is not
+ * the same from one run to the next.
+ */
+extern _Thread_local uint64_t keymap_looks;
 
 #endif
