@@ -731,6 +731,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_queue_tries_total", "counter",
 		  "Clients waiting in the queue tried for a backend again: what the queue's walks "
 		  "cost, next to the clients they served." },
+		{ "hashlb_worker_resets_taken_total", "counter",
+		  "Resets whose error a send of hashlb's waiting to the same socket took (its "
+		  "reader saw an end, not the reset), found and passed on as resets." },
 	};
 	struct hlb_worker_stats s;
 
@@ -761,6 +764,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.queue_served_woken,
 				s.queue_served_tick,
 				s.queue_tries,
+				s.resets_taken,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

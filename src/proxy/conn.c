@@ -1149,15 +1149,19 @@ static void conn_watch_after_fin(struct worker *w, struct conn *c)
  * POLLERR); one that sent its FIN is not closed, and one reset after its
  * FIN still holds the error, which its watch passes on after the FIN
  * (half_watch()). Only asked while that send is pending: nothing else
- * takes a socket's error unseen.
+ * takes a socket's error unseen. Counted (resets_taken): a test can tell
+ * that the race it arranged happened.
  */
-static bool half_reset_taken(const struct conn *c, int i)
+static bool half_reset_taken(struct worker *w, const struct conn *c, int i)
 {
 	struct pollfd p = { .fd = c->fd[i] };
 
 	if (c->h[1 - i].send_bid == BUF_NONE)
 		return false;
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) == POLLHUP;
+	if (poll(&p, 1, 0) != 1 || (p.revents & (POLLHUP | POLLERR)) != POLLHUP)
+		return false;
+	hlb_stat_add(&w->pub.resets_taken, 1);
+	return true;
 }
 
 /* <n> bytes of half <i> delivered to its destination (buffers or splice). */
@@ -1247,7 +1251,7 @@ static void half_splice_pump(struct worker *w, struct conn *c, int i)
 			h->pipe_len = n;
 			drained = n < SPLICE_READ_MIN;
 		} else if (n == 0) {
-			if (half_reset_taken(c, i)) {
+			if (half_reset_taken(w, c, i)) {
 				conn_reset(w, c, i, ECONNRESET);
 				return;
 			}
@@ -2441,7 +2445,7 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 		if (bid != BUF_NONE)
 			bufring_put(w, bid);
 		if (res == 0) {
-			if (half_reset_taken(c, i)) {
+			if (half_reset_taken(w, c, i)) {
 				conn_reset(w, c, i, ECONNRESET); /* may free c */
 				return;
 			}

@@ -313,6 +313,7 @@ struct worker {
 			fd_limit, spills;
 		_Atomic uint64_t cap_pauses;
 		_Atomic uint64_t cq_overflows; /* worker_cq_check() */
+		_Atomic uint64_t resets_taken; /* half_reset_taken() */
 		_Atomic uint32_t cq_dropped; /* the ring's own count, at each tick */
 	} pub;
 	/* connections */

@@ -381,6 +381,7 @@ struct hlb_worker_stats {
 	 * freed, a change of the control plane's, ...), and by one of its own (the tick) */
 	uint64_t queue_served_woken, queue_served_tick;
 	uint64_t queue_tries; /* waiting clients tried for a backend by a look at the queue */
+	uint64_t resets_taken; /* resets found taken by a send waiting to their socket */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
