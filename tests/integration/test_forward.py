@@ -17,8 +17,8 @@ import time
 
 from ctltest import Lb, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
-                    connect_outcome, frozen, outcome, parse_prometheus, read_line, read_to_eof, run_tests,
-                    serve_each, wait_until, who)
+                    connect_outcome, failures, frozen, outcome, parse_prometheus, read_line,
+                    read_to_eof, run_tests, serve_each, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -784,7 +784,38 @@ def first_the_last(socks):
     return [socks[0]] + socks[:0:-1]
 
 
+def until_a_reset_is_taken(run):
+    """Call <run>(), which arranges for hashlb's sends waiting in the kernel to take resets'
+    errors and checks that each reset is passed on as one, until hashlb found one so taken
+    (the count of hashlb_worker_resets_taken_total it returns): the race it arranges comes
+    in some runs only (its reset's error read by the splice itself in the others, which
+    tests nothing): 10 runs in 17 and 10 in 15 for the two, 4 in 10 at times. So a run that
+    let a FIN through fails the test (no more runs), and so do 15 runs with no reset found
+    taken: with half_reset_taken() forced false, which counts them, every time (10 runs in
+    10 each; a single run caught it 8 and 9 times in 10, 4 and 9 at times)."""
+    counts, failed = [], len(failures)
+    while len(counts) < 15 and not sum(counts) and len(failures) == failed:
+        counts.append(run())
+    print(f"    resets found taken, run by run: {counts}")
+    check(sum(counts) > 0 or len(failures) > failed, f"no reset found taken by a waiting send "
+          f"in {len(counts)} runs: the race never came, or hashlb does not look for it")
+
+
 def resets_taken_by_a_waiting_send():
+    """A backend's reset reaches the client as a reset when hashlb's send to that backend
+    waits in the kernel while the other direction is spliced: until_a_reset_is_taken() of
+    backend_resets_taken_run()."""
+    until_a_reset_is_taken(backend_resets_taken_run)
+
+
+def client_resets_taken_by_a_waiting_send():
+    """A client's reset reaches the backend as a reset when hashlb's send to that client
+    waits in the kernel while the upload is spliced: until_a_reset_is_taken() of
+    client_resets_taken_run()."""
+    until_a_reset_is_taken(client_resets_taken_run)
+
+
+def backend_resets_taken_run():
     """A backend's reset reaches the client as a reset when hashlb's send to that backend
     waits in the kernel (past the spill cap) while the other direction is spliced. The
     reset's error is the socket's for one reader only: the waiting send took it, the
@@ -851,14 +882,16 @@ def resets_taken_by_a_waiting_send():
     check(ends == ["RST"] * 8, f"every client sees its backend's reset: {ends}")
     check(wait_until(lambda: sum("end=backend_reset" in l for l in lb.log) == 8),
           f"logged as backend resets: {[l for l in lb.log if 'msg=connection' in l]}")
+    taken = metric_sum(lb, "hashlb_worker_resets_taken_total")
     for s in socks:
         s.close()
     check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
+    return taken
 
 
-def client_resets_taken_by_a_waiting_send():
-    """The mirror of resets_taken_by_a_waiting_send: a client's reset reaches the backend as
+def client_resets_taken_run():
+    """The mirror of backend_resets_taken_run(): a client's reset reaches the backend as
     a reset when hashlb's send to that client waits in the kernel (past the spill cap) while
     the upload is spliced. Arranged as there (forcing half_reset_taken() false, a backend
     then gets a FIN): every upload first (a download that waits holds one of the two
@@ -915,8 +948,10 @@ def client_resets_taken_by_a_waiting_send():
     check(ends == ["RST"] * 8, f"every backend sees its client's reset: {ends}")
     check(wait_until(lambda: sum("end=client_reset" in l for l in lb.log) == 8),
           f"logged as client resets: {[l for l in lb.log if 'msg=connection' in l]}")
+    taken = metric_sum(lb, "hashlb_worker_resets_taken_total")
     check(lb.stop() == 0, "hashlb exits 0")
     stop_backend()
+    return taken
 
 
 def timeouts_reset_a_side_owed_bytes():
