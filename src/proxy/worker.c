@@ -288,16 +288,18 @@ static void tick_update(struct worker *w, uint64_t ms)
 	io_uring_sqe_set_data64(sqe, ud_make(NULL, OP_IGNORE));
 }
 
-/* The pending tick fires in QUEUE_RETRY_MS rather than TICK_MS. */
-static void tick_soon(struct worker *w)
-{
-	tick_update(w, QUEUE_RETRY_MS);
-}
-
+/* The pending tick fires by <at_ms>: brought forward, never put back. */
 void worker_tick_by(struct worker *w, uint64_t at_ms)
 {
 	if (at_ms < w->tick_at)
 		tick_update(w, at_ms > w->now_ms ? at_ms - w->now_ms : 1);
+}
+
+/* The pending tick fires within QUEUE_RETRY_MS rather than TICK_MS (a queued client's
+ * deadline nearer than that keeps it: each accept pause put it back 10 ms). */
+static void tick_soon(struct worker *w)
+{
+	worker_tick_by(w, w->now_ms + QUEUE_RETRY_MS);
 }
 
 bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, uint32_t rate)
