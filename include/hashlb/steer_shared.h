@@ -143,8 +143,14 @@ struct hlb_steer_table {
 	 * 0 = all. Once padding: a table an older hashlb wrote reads 0. */
 	__u8 v4_prefix; /* 0..32 */
 	__u8 v6_prefix; /* 0..128 */
-	__u16 pad;
+	/* Loader only (the programs never read it): which publication wrote the
+	 * half, so that a loader that keeps a copy of what it wrote (steer.c,
+	 * struct shadow) sees that another loader wrote the half since (the two
+	 * processes of an upgrade). 0: an older loader's (it was padding);
+	 * HLB_STEER_STAMP_WRITING: being written. */
+	__u16 stamp;
 };
+#define HLB_STEER_STAMP_WRITING 0xffffu
 
 /* An address's first <bits> bits (0..64) as a mask of the 64-bit word that
  * a little-endian load of its 8 bytes gives (the BPF program's words). */

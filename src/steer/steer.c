@@ -99,6 +99,16 @@ struct hashlb_steer {
 		uint32_t size, cap;
 		uint32_t known[2]; /* each half's first elements it mirrors */
 	} shadow[SHADOW_MAX];
+	/* Each half's hlb_tables entry as this handle last wrote it (a loaded
+	 * program's: all zero), <wrote> if it did. Another loader's
+	 * publication into the half since (an upgrade's new process, while the
+	 * old one still publishes; an older hashlb) leaves another entry: the
+	 * copies of that half are stale then (shadow_check()). */
+	struct hlb_steer_table written[2];
+	bool wrote[2];
+	/* a shadow allocated now may take each half for all zero, as loaded */
+	bool pristine[2];
+	uint16_t stamp; /* the last publication's, 1..HLB_STEER_STAMP_WRITING - 1 */
 	/* asked before a table is put in force (hashlb_steer_set_abort()) */
 	bool (*abort)(void *arg);
 	void *abort_arg;
@@ -158,6 +168,9 @@ static struct hashlb_steer *steer_new(void)
 	for (int i = 0; i < M_MAX; i++)
 		s->fd[i] = -1;
 	s->sync_inner_fd = -1;
+	/* its publications' stamps start where another loader's are unlikely */
+	if (getrandom(&s->stamp, sizeof(s->stamp), GRND_NONBLOCK) != sizeof(s->stamp))
+		s->stamp = (uint16_t)(getpid() ^ time(NULL));
 	return s;
 }
 
@@ -565,6 +578,8 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 			   strerror(-ret));
 		goto err_free;
 	}
+	/* its maps all zero, hlb_tables' entries too (s->written) */
+	s->wrote[0] = s->wrote[1] = s->pristine[0] = s->pristine[1] = true;
 	s->fd[M_VIPS] = bpf_map__fd(s->skel->maps.hlb_vips);
 	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
 	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
@@ -1476,6 +1491,11 @@ out:
 	return ret;
 }
 
+static int map_write(int fd, uint32_t key, const void *value)
+{
+	return bpf_map_update_elem(fd, &key, value, BPF_ANY) < 0 ? -errno : 0;
+}
+
 /*
  * <s>'s shadow <which> of a table array of <cap> values of <size> bytes a
  * half, allocated on first use: a program this handle loaded starts with its
@@ -1488,11 +1508,15 @@ static struct shadow *shadow_get(struct hashlb_steer *s, int which, uint32_t siz
 
 	if (!sh->v) {
 		sh->v = calloc(2 * (size_t)cap, size);
-		if (!sh->v)
+		if (!sh->v) {
+			/* what is written now, one allocated later cannot know */
+			s->pristine[0] = s->pristine[1] = false;
 			return NULL;
+		}
 		sh->size = size;
 		sh->cap = cap;
-		sh->known[0] = sh->known[1] = s->skel ? cap : 0;
+		sh->known[0] = s->pristine[0] ? cap : 0;
+		sh->known[1] = s->pristine[1] ? cap : 0;
 	}
 	return sh;
 }
@@ -1521,15 +1545,41 @@ static int shadow_done(struct shadow *sh, uint32_t half, uint32_t n, int ret)
 	return ret;
 }
 
-void hashlb_steer_tables_unknown(struct hashlb_steer *s)
+/* Forget what half <half> of the table arrays holds. */
+static void shadow_forget(struct hashlb_steer *s, uint32_t half)
 {
 	for (int i = 0; i < SHADOW_MAX; i++)
-		s->shadow[i].known[0] = s->shadow[i].known[1] = 0;
+		s->shadow[i].known[half] = 0;
+	s->pristine[half] = false;
 }
 
-static int map_write(int fd, uint32_t key, const void *value)
+void hashlb_steer_tables_unknown(struct hashlb_steer *s)
 {
-	return bpf_map_update_elem(fd, &key, value, BPF_ANY) < 0 ? -errno : 0;
+	shadow_forget(s, 0);
+	shadow_forget(s, 1);
+}
+
+/*
+ * Before half <half> is written: if its hlb_tables entry is not the one <s>
+ * wrote last, another loader wrote the half since, and <s>'s copies of it
+ * are forgotten (before, the elements the copies held already were not
+ * written, and the half became a mix of two tables). Then the entry says
+ * the half is being written, for a loader that finds it so later: this
+ * publication may end before its entry is written. 0 or -errno.
+ */
+static int shadow_check(struct hashlb_steer *s, uint32_t half)
+{
+	struct hlb_steer_table cur;
+
+	if (bpf_map_lookup_elem(s->fd[M_TABLES], &half, &cur) < 0)
+		return -errno;
+	if (!s->wrote[half] || memcmp(&cur, &s->written[half], sizeof(cur)) != 0)
+		shadow_forget(s, half);
+	s->wrote[half] = false;
+	if (cur.stamp == HLB_STEER_STAMP_WRITING)
+		return 0;
+	cur.stamp = HLB_STEER_STAMP_WRITING;
+	return map_write(s->fd[M_TABLES], half, &cur);
 }
 
 /*
@@ -1912,6 +1962,10 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	/* The first table goes into half 1: half 0 is the all-zero table
 	 * (no points: every lookup says "no backend") until then. */
 	half = (active & 1) ^ 1;
+	ret = shadow_check(s, half);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the table map: %s",
+				  strerror(-ret));
 
 	slot = calloc(n ? n : 1, sizeof(*slot));
 	inc = calloc(n ? n : 1, sizeof(*inc));
@@ -1980,6 +2034,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 	if (prefix && prefix->v6 < 128)
 		meta.v6_prefix = prefix->v6;
 	meta.n_backends = n;
+	s->stamp = s->stamp % (HLB_STEER_STAMP_WRITING - 1) + 1;
+	meta.stamp = s->stamp;
 	ret = write_half(s, half, &v, &meta, err);
 	if (ret < 0)
 		goto out;
@@ -2009,6 +2065,8 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 		ret = map_write(s->fd[M_TABLES], half, &meta);
 	if (ret < 0)
 		goto err_sys;
+	s->written[half] = meta;
+	s->wrote[half] = true;
 
 	/* Told to stop while the half was written: the table in force stays.
 	 * The new backends' free slots written stay too, unnamed by it. */

@@ -12,8 +12,14 @@
  * checks do: each publication writes only the elements that differ from
  * what the half it goes into holds (the table before the last), far fewer
  * than the whole half, and steers as its table says.
+ * Then two loaders of one program, as across an upgrade (the old process
+ * publishes until the new one, which found the program and published, says
+ * it is ready): each one's tables steer as they say, though the other wrote
+ * the half it writes since it last did.
  */
 #include <dlfcn.h>
+#include <net/if.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -154,6 +160,123 @@ static void check_one_down(struct hashlb_steer *s, enum hashlb_scheme scheme, do
 		      "%s: %lu elements written of %lu, the whole half", name, kept[k], whole);
 }
 
+#define IFACE "hlbpub0"
+
+/* Publish <t> (seed <seed>) with <s>, and the number of 5,000 new flows, run
+ * through <prog_fd>, that do not go where <t> says. */
+static uint32_t publish_off(struct hashlb_steer *s, int prog_fd, struct hashlb_table *t,
+			    uint64_t seed)
+{
+	uint64_t rng = seed;
+
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	hashlb_steer_flows_clear(s);
+	return test_off_table(prog_fd, t, seed, &rng, 5000);
+}
+
+/*
+ * <a> attached the program on IFACE, <b> found it (the new process of an
+ * upgrade). a: t0 (half 1, then 0), t1 (half 1); b: u (half 0, whole: it
+ * knows nothing of it); a: t2 (half 1, as a wrote it), t0 (half 0, which
+ * holds u, not the t0 a wrote there); b: u (half 1), t1 (half 0, which holds
+ * t0, not the u b wrote there). Each steers 5,000 new flows as it says.
+ */
+static void check_two_loaders(void)
+{
+	struct hashlb_steer_opts o = { .iface = IFACE,
+				       .mode = HASHLB_STEER_XDP_GENERIC,
+				       .max_backends = 16 };
+	static const char *const names[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+	static const char *const vips[] = { "10.0.0.10:80" };
+	static const bool down1[8] = { [1] = true }, down2[8] = { [2] = true };
+	struct hashlb_table *t0 = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 8, NULL);
+	struct hashlb_table *t1 = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 8, down1);
+	struct hashlb_table *t2 = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 8, down2);
+	struct hashlb_table *u = test_table(HASHLB_SCHEME_MAGLEV, 7, names, 8, NULL);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *a, *b;
+	uint32_t off[6];
+	int fd;
+
+	if (unshare(CLONE_NEWNET) < 0 ||
+	    system("ip link add " IFACE " type veth peer name hlbpub1 && ip link set " IFACE
+		   " up") != 0) {
+		perror("a network namespace with a veth");
+		exit(1);
+	}
+	a = test_steer_load_opts(&o, t0);
+	fd = hashlb_steer_prog_fd(a, HASHLB_STEER_PROG_XDP);
+	test_publish(a, t0, HASHLB_KEY_4TUPLE, NULL); /* a table before the VIP */
+	test_set_vips(a, vips, 1);
+	off[0] = publish_off(a, fd, t0, 1);
+	off[1] = publish_off(a, fd, t1, 1);
+	if (hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &b, &err) < 0) {
+		fprintf(stderr, "finding the program: %s\n", err.msg);
+		exit(1);
+	}
+	off[2] = publish_off(b, fd, u, 7);
+	off[3] = publish_off(a, fd, t2, 1);
+	off[4] = publish_off(a, fd, t0, 1);
+	publish_off(b, fd, u, 7);
+	off[5] = publish_off(b, fd, t1, 1);
+	printf("two loaders: %u, %u, %u, %u, %u, %u of 5000 new flows off the table\n", off[0],
+	       off[1], off[2], off[3], off[4], off[5]);
+	for (int i = 0; i < 6; i++)
+		CHECK(off[i] == 0,
+		      "two loaders, publication %d: %u of 5000 new flows off the table", i, off[i]);
+	hashlb_steer_free(b);
+	hashlb_steer_free(a);
+	hashlb_table_free(t0);
+	hashlb_table_free(t1);
+	hashlb_table_free(t2);
+	hashlb_table_free(u);
+}
+
+/*
+ * A copy made after another loader wrote: <a> attached the program on IFACE
+ * and published rings only (no copy of hlb_slots yet), <b> found it and
+ * published a Maglev table into each half; then a's first Maglev table,
+ * whose copy of the slots it makes now, must not take the half for the
+ * all-zero one it loaded: every value that holds backend 0 four times would
+ * be left as b wrote it.
+ */
+static void check_copy_made_late(void)
+{
+	struct hashlb_steer_opts o = { .iface = IFACE,
+				       .mode = HASHLB_STEER_XDP_GENERIC,
+				       .max_backends = 16 };
+	static const char *const names[] = { "a", "b" };
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_table *r = test_table(HASHLB_SCHEME_RING, 1, names, 2, NULL);
+	struct hashlb_table *t = test_table_w(HASHLB_SCHEME_MAGLEV, 1, names, 2, NULL, true);
+	struct hashlb_table *u = test_table_w(HASHLB_SCHEME_MAGLEV, 7, names, 2, NULL, true);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *a, *b;
+	uint32_t off;
+	int fd;
+
+	a = test_steer_load_opts(&o, t);
+	fd = hashlb_steer_prog_fd(a, HASHLB_STEER_PROG_XDP);
+	test_publish(a, r, HASHLB_KEY_4TUPLE, NULL);
+	test_set_vips(a, vips, 1);
+	publish_off(a, fd, r, 1);
+	if (hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &b, &err) < 0) {
+		fprintf(stderr, "finding the program: %s\n", err.msg);
+		exit(1);
+	}
+	publish_off(b, fd, u, 7);
+	publish_off(b, fd, u, 7);
+	off = publish_off(a, fd, t, 1);
+	printf("a copy made after another loader wrote: %u of 5000 new flows off the table\n", off);
+	CHECK(off == 0,
+	      "a copy made after another loader wrote: %u of 5000 new flows off the table", off);
+	hashlb_steer_free(b);
+	hashlb_steer_free(a);
+	hashlb_table_free(r);
+	hashlb_table_free(t);
+	hashlb_table_free(u);
+}
+
 int main(void)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -177,5 +300,7 @@ int main(void)
 	check_one_down(s, HASHLB_SCHEME_MAGLEV, 0.05);
 	check_one_down(s, HASHLB_SCHEME_RING, 0.5);
 	hashlb_steer_free(s);
+	check_two_loaders();
+	check_copy_made_late();
 	return test_failures ? 1 : 0;
 }
