@@ -2518,7 +2518,10 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			 * and /status and the handover to an upgrade given the name written now */
 			if (pr->written && pr->written[i]) {
 				was_written = keep->rt->address;
-				keep->rt->address = pr->written[i];
+				/* a worker may be reading the one before (its connection
+				 * line): freed after a grace period, below */
+				__atomic_store_n(&keep->rt->address, pr->written[i],
+						 __ATOMIC_RELEASE);
 				pr->written[i] = NULL;
 				chg.what |= BACKEND_CHANGED_ADDRESS;
 				chg.address = was_written;
@@ -2552,7 +2555,11 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			change_backend_settings(s, keep, &chg);
 		else
 			change_backend(s, keep, true);
-		free(was_written);
+		/* no workers: now; out of memory: kept, as an old snapshot is, not freed early */
+		if (!s->pool->env.rcu)
+			free(was_written);
+		else if (was_written)
+			hlb_rcu_defer(s->pool->env.rcu, free, was_written);
 		b = keep;
 		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
 			backend_check_retime(b, now); /* the same checks, at another pace */

@@ -393,7 +393,8 @@ static void conn_log(struct worker *w, struct conn *c)
 	}
 	if (c->be && c->established) {
 		be = hlb_log_quote(c->be->name, qb, sizeof(qb));
-		be_addr = c->be->address;
+		/* a reload may write another name of its address (control/pool.c) */
+		be_addr = __atomic_load_n(&c->be->address, __ATOMIC_ACQUIRE);
 		snprintf(connect, sizeof(connect), " connect_ms=%u.%03u", c->connect_us / 1000,
 			 c->connect_us % 1000);
 	}

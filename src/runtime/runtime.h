@@ -13,7 +13,8 @@
  * stays valid, with its counters, until its last connection closes. A reload
  * that keeps a backend (same service, same name, same address) keeps the
  * same object, so its counters and health survive. The control plane may
- * write admin, healthy, health_since_ns, admit, listed, close_* and its own
+ * write admin, healthy, health_since_ns, admit, listed, close_*, address (a
+ * name written otherwise, the old one freed after a grace period) and its own
  * <control> pointer; the workers write the counters; nothing else changes
  * after creation.
  *
@@ -207,7 +208,10 @@ struct hlb_backend {
 	atomic_uint refs;
 	uint32_t n_workers;
 	char *name;
-	char *address; /* as configured, "host:port" */
+	/* as configured, "host:port"; a reload that writes it as another name of
+	 * the same address replaces it (release), the one before freed after a
+	 * grace period: workers load it with acquire */
+	char *address;
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	uint32_t weight; /* configured */

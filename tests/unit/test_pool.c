@@ -1440,6 +1440,39 @@ static void test_close_on_down_after_a_grace_period(void **state)
 	fixture_teardown(&f);
 }
 
+/* A reload that writes a kept backend's address otherwise (another name of that address)
+ * gives it the name written; the one before, which a worker may be reading as it logs a
+ * connection of it (proxy/conn.c), stays readable until every worker has passed a
+ * quiescent point. Before, it was freed at once: "127.0.0.1:9" read back clobbered by the
+ * allocator, a heap-use-after-free under ASan. */
+static void test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hashlb_error err = { 0 };
+	struct hlb_backend *rt;
+	const char *was;
+
+	(void)state;
+	fixture_setup_readers(&f, HASHLB_SCHEME_MAGLEV, 2, 1, NULL);
+	rt = hlb_pool_backend_find(f.svc, "b0")->rt;
+	hlb_rcu_online(f.rcu, 0);
+	was = rt->address; /* a worker's read, in its turn */
+	next = config_new(HASHLB_SCHEME_MAGLEV, 2);
+	free(next->services[0].backends[0].address);
+	next->services[0].backends[0].address = strdup("localhost:9");
+	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = next;
+	hlb_pool_flush(f.pool);
+	hlb_rcu_poll(f.rcu);
+	assert_ptr_equal(hlb_pool_backend_find(f.svc, "b0")->rt, rt);
+	assert_string_equal(rt->address, "localhost:9");
+	assert_string_equal(was, "127.0.0.1:9");
+	hlb_rcu_offline(f.rcu, 0);
+	fixture_teardown(&f); /* the old name freed (ASan: no leak) */
+}
+
 /* close_on_return: the backup's connections are closed when a primary is back, unless
  * every primary is gone again by the end of the grace period. */
 static void test_backup_close_on_return(void **state)
@@ -1905,6 +1938,8 @@ int main(void)
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
+		cmocka_unit_test(
+			test_reload_renaming_an_address_frees_the_old_name_after_a_grace_period),
 		cmocka_unit_test(test_backup_close_on_return),
 		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
