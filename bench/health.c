@@ -2,8 +2,9 @@
 /*
  * `hashlb-bench health`: what a health change costs the control thread on a
  * Maglev service, a backend going down (hashlb_table_with_down() from the
- * table with all up) and coming back, each against the full build of the
- * same table measured in the same run, at the default M and the largest;
+ * table with all up), coming back, and going down again (a flap: from the
+ * table it came back in), each against the full build of the same table
+ * measured in the same run, at the default M and the largest;
  * and where the clients of the backend that goes down land: on the table's
  * answer, against the preference list's next (where a connect retried
  * before the verdict goes) and a table built without that backend.
@@ -52,6 +53,8 @@ int bench_health(const struct bench_opts *o)
 					    "again / build",
 					    "back up ms",
 					    "back up / build",
+					    "down again ms",
+					    "down again / build",
 					    "its clients: on the list's next %",
 					    "its clients: as without it %",
 					    "others a build without it moves %",
@@ -79,21 +82,22 @@ int bench_health(const struct bench_opts *o)
 		    "of runs) for the full build (hashlb_table_build), a backend going down "
 		    "(hashlb_table_with_down from the table with all up), the same from a "
 		    "table with that backend down already (again: a retry table's, when the "
-		    "backend is declared down), and coming back "
-		    "(from that one). Then, over %u client keys (src-ip) of the backend that "
-		    "goes down: how many land on the preference list's next of the table "
-		    "with all up (where a connect retried before the verdict goes), and on "
-		    "the backend a table built without it gives; and the keys of the others "
-		    "that such a build would move (the overlay moves none).",
+		    "backend is declared down), coming back (from that one), and going down "
+		    "again (from the table it came back in: a flap). Then, over %u client "
+		    "keys (src-ip) of the backend that goes down: how many land on the "
+		    "preference list's next of the table with all up (where a connect retried "
+		    "before the verdict goes), and on the backend a table built without it "
+		    "gives; and the keys of the others that such a build would move (the "
+		    "overlay moves none).",
 		    HEALTH_KEYS);
 	report_table(&r, "health", "Maglev: a health change against the full build", cols);
 	for (size_t c = 0; c < n_cases; c++) {
 		uint32_t m = cases[c].m, n = cases[c].n, mine = 0, next = 0, same = 0, others = 0;
 		int reps = m > 1000000 ? 3 : 11;
 		struct hashlb_table_params p;
-		struct hashlb_table *full, *eff, *without;
+		struct hashlb_table *full, *eff, *up, *without;
 		bool *down = calloc(n, sizeof(*down));
-		double build, gone, again, back;
+		double build, gone, again, back, flap;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
@@ -108,6 +112,11 @@ int bench_health(const struct bench_opts *o)
 		again = health_ms(&p, b, n, eff, down, reps);
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
+		if (hashlb_table_with_down(eff, down, &up, NULL) < 0)
+			abort();
+		down[0] = true;
+		flap = health_ms(&p, b, n, up, down, reps);
+		down[0] = false;
 		/* backend-0 removed: the others keep their indices less one */
 		if (hashlb_table_build(&p, b + 1, n - 1, &without, NULL) < 0)
 			abort();
@@ -133,12 +142,15 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.3f", again / build);
 		report_num(&r, "%.2f", back);
 		report_num(&r, "%.3f", back / build);
+		report_num(&r, "%.2f", flap);
+		report_num(&r, "%.3f", flap / build);
 		report_num(&r, "%.1f", 100.0 * next / (mine ? mine : 1));
 		report_num(&r, "%.1f", 100.0 * same / (mine ? mine : 1));
 		report_num(&r, "%.2f", 100.0 * others / (HEALTH_KEYS - mine));
 		report_end_row(&r);
 		hashlb_table_free(full);
 		hashlb_table_free(eff);
+		hashlb_table_free(up);
 		hashlb_table_free(without);
 		free(down);
 	}
