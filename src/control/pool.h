@@ -5,7 +5,8 @@
  *
  * A change of health or admin state rebuilds with hlb_snapshot_refresh(),
  * which reuses the current table's full build (hashlb_table_with_down(): one
- * survivor build and a copy; only the changed backend's clients move); a
+ * survivor build and a copy, or copies alone for a flapping backend; only
+ * the changed backend's clients move); a
  * change of weights, membership or settings rebuilds from the current
  * table (hlb_snapshot_rebuild(): the ring keeps the points of the backends
  * whose name and weight are unchanged; Maglev repopulates), and a change of

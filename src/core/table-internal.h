@@ -56,6 +56,13 @@ struct hashlb_table {
 	/* The survivors' own table (down backends at weight 0), kept when some
 	 * are down: a rebuild that does not change the survivors reuses it. */
 	uint16_t *surv_slots;
+	/* With every backend up: the survivors' table of the last outage and
+	 * its down set, kept from the table built while it lasted, so that the
+	 * same backends going down again (a flap, a ramp's table, a retry
+	 * table) cost a copy, not a population (hashlb_table_with_down()).
+	 * NULL otherwise: two slot arrays held, within the three counted. */
+	uint16_t *spare_slots;
+	bool *spare_down;
 	/* Ring: the full ring (all backends) and the effective one (up only). */
 	struct ring full_ring;
 	struct ring ring;

@@ -74,6 +74,8 @@ void hashlb_table_free(struct hashlb_table *t)
 		free(t->slots);
 	free(t->full_slots);
 	free(t->surv_slots);
+	free(t->spare_slots);
+	free(t->spare_down);
 	free(t->blocks);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
@@ -540,6 +542,9 @@ static int apply_overlay(struct hashlb_table *t)
 			t->params.scheme == HASHLB_SCHEME_MAGLEV ? t->params.maglev_m : t->ring.n);
 	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && t->slots == t->full_slots)
 		t->bytes -= 2 * (size_t)t->params.maglev_m * sizeof(uint16_t);
+	if (t->spare_slots) /* one of those two back: a slot array, and its down set */
+		t->bytes += (size_t)t->params.maglev_m * sizeof(uint16_t) +
+			    t->n * sizeof(*t->spare_down);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
 		t->bytes +=
 			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
@@ -619,22 +624,64 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 	return ret;
 }
 
-/* Whether <b> needs a survivors' table (a backend down) and <a> (the same backends) has one
- * with the same ones taking turns in it: up, at the same weight above 0. */
-static bool same_survivors(const struct hashlb_table *a, const struct hashlb_table *b)
+/* Whether a population with the backends <key> says down at weight 0 (NULL: none) takes the
+ * same turns, so fills the same slots, as one with those <down> says down: <t>'s weights. */
+static bool same_turns(const struct hashlb_table *t, const bool *key, const bool *down)
 {
+	for (uint32_t i = 0; i < t->n; i++)
+		if ((key && key[i]) != (down && down[i]) && t->weights[i])
+			return false;
+	return true;
+}
+
+/*
+ * The survivors' tables <t> (hashlb_table_with_down() from <base>: the same backends and
+ * weights) takes from <base>, copies where a population costs about 1 s at the largest M.
+ * With a backend down: its survivors' table, when base has one of the same turns (its own,
+ * its spare, or its full table when those down weigh 0). With every backend up: a spare,
+ * base's survivors' table (unless it is the full one's turns) or base's spare, so that the
+ * same backends going down again (a flap, a ramp's or a retry table) cost a copy too.
+ */
+static int maglev_carry_survivors(struct hashlb_table *t, const struct hashlb_table *base)
+{
+	size_t sz = (size_t)t->params.maglev_m * sizeof(uint16_t);
+	const uint16_t *src = NULL;
+	const bool *key = NULL;
 	bool any_down = false;
 
-	if (!a->surv_slots)
-		return false;
-	for (uint32_t i = 0; i < a->n; i++) {
-		if ((a->down[i] ? 0 : a->weights[i]) != (b->down[i] ? 0 : b->weights[i]))
-			return false;
-		any_down |= b->down[i];
+	for (uint32_t i = 0; i < t->n; i++)
+		any_down |= t->down[i];
+	if (any_down) {
+		if (base->surv_slots && same_turns(t, base->down, t->down))
+			src = base->surv_slots;
+		else if (base->spare_slots && same_turns(t, base->spare_down, t->down))
+			src = base->spare_slots;
+		else if (same_turns(t, NULL, t->down))
+			src = base->full_slots;
+		if (!src)
+			return 0; /* apply_overlay() populates it */
+		t->surv_slots = malloc(sz);
+		if (!t->surv_slots)
+			return -ENOMEM;
+		memcpy(t->surv_slots, src, sz);
+		return 0;
 	}
-	/* none down (only weight-0 backends were): the full table is its own, and a copy would be
-	 * held unused and uncounted (hashlb_table_bytes()) */
-	return any_down;
+	if (base->surv_slots && !same_turns(t, base->down, NULL)) {
+		src = base->surv_slots;
+		key = base->down;
+	} else if (base->spare_slots) {
+		src = base->spare_slots;
+		key = base->spare_down;
+	}
+	if (!src)
+		return 0;
+	t->spare_slots = malloc(sz);
+	t->spare_down = malloc(t->n * sizeof(*t->spare_down));
+	if (!t->spare_slots || !t->spare_down)
+		return -ENOMEM;
+	memcpy(t->spare_slots, src, sz);
+	memcpy(t->spare_down, key, t->n * sizeof(*t->spare_down));
+	return 0;
 }
 
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
@@ -662,14 +709,9 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 
 		t->full_slots = malloc(sz);
 		ret = t->full_slots ? 0 : -ENOMEM;
-		if (!ret)
+		if (!ret) {
 			memcpy(t->full_slots, base->full_slots, sz);
-		if (!ret && same_survivors(base, t)) {
-			/* a copy, not a population: about 1 s at the largest M */
-			t->surv_slots = malloc(sz);
-			ret = t->surv_slots ? 0 : -ENOMEM;
-			if (!ret)
-				memcpy(t->surv_slots, base->surv_slots, sz);
+			ret = maglev_carry_survivors(t, base);
 		}
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);

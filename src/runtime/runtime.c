@@ -353,7 +353,8 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
  * The table of <cur> to build the one with <down> from: one of its Maglev retry and ramp
  * tables whose down set is <down> already (a backend declared down after failing connects: the
  * retry table built then), whose survivors' table hashlb_table_with_down() copies rather than
- * populates again (about 1 s at the largest table size); else its own.
+ * populates again (about 1 s at the largest table size); else its own (which, with every
+ * backend up, keeps the survivors' table of the last outage for the same ones down again).
  */
 static const struct hashlb_table *refresh_base(const struct hlb_snapshot *cur, const bool *down)
 {

@@ -528,7 +528,10 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 /*
  * A snapshot like <cur> (same backends, full table) with the down set
  * recomputed from the backends' current admin and health state: the
- * rebuild for a health or admin change. Costs one survivor build. Its
+ * rebuild for a health or admin change. Costs one survivor build, or a
+ * copy when a table of <cur> has one for the same backends down (its
+ * retry table's, or the one kept from the outage of the backends that go
+ * down again: hashlb_table_with_down()). Its
  * settings come from <cfg>, the config <cur> was built from (or one with
  * the same settings).
  */

@@ -593,8 +593,9 @@ def slow_start_stand_in_refuses():
 def table_memory_counts_every_table():
     """/status's table_memory and hashlb_table_memory_bytes count every table hashlb holds,
     each once: on a Maglev service of 65,537 slots, the published table (2 bytes a slot with
-    every backend up, 6 with one down: full, effective and survivors' slots), the ramp table
-    while c is in slow start, and the retry table and the retry ramp table while b fails
+    every backend up, 6 with one down: full, effective and survivors' slots; back up, the
+    survivors' table of c's outage kept, 2 bytes a slot and a byte a backend more), the ramp
+    table while c is in slow start, and the retry table and the retry ramp table while b fails
     connects; back to the one table once b answers again and the ramp is over. Before, the
     process reported no such figure (the config's table_memory counts each table once, at
     its size with a backend down)."""
@@ -625,6 +626,7 @@ def table_memory_counts_every_table():
 
     up = table_bytes()  # the published table, every backend up: M slots and the rest
     down = up + 2 * 2 * m  # one down: the effective and the survivors' slots as well
+    spare = 2 * m + 3  # back up: the survivors' table of the outage and its down set, kept
     settles(up, "every backend up: the published table alone")
     body = lb.http("GET", "/metrics")[1]
     check(metric_sum_text(body, "hashlb_table_memory_bytes") == up and
@@ -643,7 +645,8 @@ def table_memory_counts_every_table():
     rc, _, err = lb.ctl("set", "c", "ready")
     check(rc == 0 and lb.wait(lambda: lb.service()["ramp_table_for"] == ["c"]) is not None,
           f"c ramps: {err}")
-    settles(up + down, "c in slow start: the ramp table on top")
+    check(table_bytes() == up + spare, f"c back up: {table_bytes()}, not {up + spare}")
+    settles(up + spare + down, "c in slow start: the ramp table on top")
 
     clients = [client_ip(i * 613) for i in range(300)]
     of_b = [c for c, b in lb.lookup(clients).items() if b == "b"]
@@ -652,9 +655,10 @@ def table_memory_counts_every_table():
     who(lb.addr, of_b[0])
     check(lb.wait(lambda: lb.service()["retry_table_for"] == ["b"]) is not None,
           f"a retry table for b: {lb.service()['retry_table_for']}")
-    settles(up + 3 * down, "b failing too: the retry table and the retry ramp table on top")
+    settles(up + spare + 3 * down,
+            "b failing too: the retry table and the retry ramp table on top")
     body = lb.http("GET", "/metrics")[1]
-    check(metric_sum_text(body, "hashlb_table_memory_bytes") == up + 3 * down,
+    check(metric_sum_text(body, "hashlb_table_memory_bytes") == up + spare + 3 * down,
           "/metrics counts them too")
 
     bs["b"] = Backend("b", port)
@@ -664,7 +668,7 @@ def table_memory_counts_every_table():
     rc, _, err, _ = lb.reload()
     check(rc == 0, f"reloaded: {err}")
     check(lb.wait(lambda: lb.service()["ramp_table_for"] == []) is not None, "the ramp ended")
-    settles(up, "b answers and c's ramp is over: the one table, the others freed")
+    settles(up + spare, "b answers and c's ramp is over: the one table, the others freed")
     check(lb.stop() == 0, "exit 0")
     for b in bs.values():
         b.stop()

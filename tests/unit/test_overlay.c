@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "helpers.h"
+#include "populations.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1
@@ -415,6 +416,95 @@ static void test_all_up_holds_no_survivors(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * A Maglev backend that flaps, down, up, down again: the table it comes back in keeps the
+ * survivors' table of its outage (counted in hashlb_table_bytes(): two slot arrays of the
+ * three a table may hold), so that it going down again, and the ramp or retry table with it
+ * down, take a copy, not a population (about 1 s at the largest M). Each table is the full
+ * build's for its down set, slot for slot, whichever tables it came from: a spare kept for
+ * another down set is not used. Before, the table back up dropped it, and every down
+ * populated again.
+ */
+static void test_flap_down_again_copies(void **state)
+{
+	/* down sets, each built from the table before (-1 ends one), the populations it may
+	 * run, and whether it holds a spare (all up) */
+	static const struct {
+		int down[3];
+		unsigned pops;
+		bool spare;
+	} steps[] = {
+		{ { 3, -1 }, 1, false }, /* the first down: a population */
+		{ { -1 }, 0, true }, /* back up */
+		{ { 3, -1 }, 0, false }, /* down again: the spare */
+		{ { -1 }, 0, true },
+		{ { 3, -1 }, 0, false },
+		{ { -1 }, 0, true },
+		{ { 3, 9, -1 }, 0, false }, /* with the weight-0 one down too: the same turns */
+		{ { -1 }, 0, true },
+		{ { 9, -1 }, 0, false }, /* only the weight-0 one: the full table's turns */
+		{ { -1 }, 0, false }, /* and no spare: that table had none to keep */
+		{ { 5, -1 }, 1, false },
+		{ { -1 }, 0, true },
+		{ { 3, -1 }, 1, false }, /* another backend: the spare of 5 is not its */
+		{ { -1 }, 0, true },
+		{ { 5, -1 }, 1, false }, /* the spare is the last outage's only */
+		{ { 3, 5, -1 }, 1, false },
+		{ { 3, -1 }, 1, false }, /* that table held no spare of one of them */
+		{ { 3, -1 }, 0, false },
+		{ { -1 }, 0, true },
+		{ { -1 }, 0, true }, /* kept on */
+		{ { 3, -1 }, 0, false },
+	};
+	const uint32_t m = 65537;
+	struct test_backends b;
+	struct hashlb_table *t, *fresh_up;
+	size_t up_bytes;
+
+	test_backends_init(&b, N, "flap-");
+	for (int i = 0; i < N; i++)
+		b.spec[i].weight = 1 + i % 4;
+	b.spec[9].weight = 0;
+	t = test_build(HASHLB_SCHEME_MAGLEV, m, 3, b.spec, N);
+	up_bytes = hashlb_table_bytes(t);
+	fresh_up = t;
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		struct hashlb_table_view v, w;
+		struct hashlb_table *next, *fresh;
+		bool down[N] = { false }, any = false;
+		unsigned pops;
+
+		for (int d = 0; steps[k].down[d] >= 0; d++)
+			down[steps[k].down[d]] = any = true;
+		populations = 0;
+		next = with_down(t, down);
+		pops = populations;
+		for (int i = 0; i < N; i++)
+			b.spec[i].down = down[i];
+		fresh = test_build(HASHLB_SCHEME_MAGLEV, m, 3, b.spec, N);
+		hashlb_table_view(next, &v);
+		hashlb_table_view(fresh, &w);
+		if (memcmp(v.slots, w.slots, (size_t)m * sizeof(*v.slots)) != 0)
+			fail_msg("step %zu: not the full build's table", k);
+		assert_int_equal(hashlb_table_fingerprint(next), hashlb_table_fingerprint(fresh));
+		if (pops != steps[k].pops)
+			fail_msg("step %zu: %u populations, want %u", k, pops, steps[k].pops);
+		/* the spare: its array (2 bytes a slot) and its down set (a byte a backend) */
+		if (!any && hashlb_table_bytes(next) != up_bytes + steps[k].spare * (2 * m + N))
+			fail_msg("step %zu: all up, %zu bytes held, want %zu", k,
+				 hashlb_table_bytes(next), up_bytes + steps[k].spare * (2 * m + N));
+		if (any)
+			assert_int_equal(hashlb_table_bytes(next), hashlb_table_bytes(fresh));
+		hashlb_table_free(fresh);
+		if (t != fresh_up)
+			hashlb_table_free(t);
+		t = next;
+	}
+	hashlb_table_free(t);
+	hashlb_table_free(fresh_up);
+	test_backends_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_all_down),
 		cmocka_unit_test(test_down_is_as_without),
 		cmocka_unit_test(test_all_up_holds_no_survivors),
+		cmocka_unit_test(test_flap_down_again_copies),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);

@@ -15,6 +15,7 @@
 
 #include "runtime/clients.h"
 #include "runtime/runtime.h"
+#include "populations.h"
 
 static int freed;
 
@@ -207,6 +208,54 @@ static void test_snapshot_tables_bytes(void **state)
 		hlb_backend_unref(f.b[i]);
 	hlb_service_unref(f.svc);
 	assert_int_equal(hlb_snapshot_tables_bytes(), base);
+	hlb_rcu_free(f.rcu);
+}
+
+/*
+ * A Maglev backend back from an outage, in slow start: its ramp table (it down) is the table
+ * of its outage, and so is the table when it goes down again once the ramp is over (a flap);
+ * neither costs a population (about 1 s each at the largest table size), the table it came
+ * back in keeping the survivors' table of its outage. Before, both did.
+ */
+static void test_return_keeps_the_outage_table(void **state)
+{
+	struct hlb_snapshot *s1, *s2, *s3, *s4, *s5;
+	struct three f;
+	bool ramping[3] = { false, true, false };
+
+	three_backends(&f);
+	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
+	atomic_store(&f.b[1]->healthy, false);
+	populations = 0;
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
+	assert_int_equal(populations, 1); /* the first down: the survivors' population */
+
+	atomic_store(&f.b[1]->healthy, true); /* back, ramping */
+	populations = 0;
+	assert_int_equal(hlb_snapshot_refresh(s2, &f.sc, 3, &s3, NULL), 0);
+	hlb_snapshot_add_ramp(s3, ramping);
+	assert_non_null(s3->ramp_table);
+	assert_int_equal(hashlb_table_fingerprint(s3->ramp_table), s2->fingerprint);
+	if (populations)
+		fail_msg("back up in slow start: %u populations for the ramp table", populations);
+
+	populations = 0; /* the ramp over: the next build has no ramp table */
+	assert_int_equal(hlb_snapshot_refresh(s3, &f.sc, 4, &s4, NULL), 0);
+	assert_null(s4->ramp_table);
+	atomic_store(&f.b[1]->healthy, false); /* and b down again */
+	assert_int_equal(hlb_snapshot_refresh(s4, &f.sc, 5, &s5, NULL), 0);
+	assert_int_equal(s5->fingerprint, s2->fingerprint);
+	if (populations)
+		fail_msg("down again after the ramp: %u populations", populations);
+
+	hlb_snapshot_free(s1);
+	hlb_snapshot_free(s2);
+	hlb_snapshot_free(s3);
+	hlb_snapshot_free(s4);
+	hlb_snapshot_free(s5);
+	for (int i = 0; i < 3; i++)
+		hlb_backend_unref(f.b[i]);
+	hlb_service_unref(f.svc);
 	hlb_rcu_free(f.rcu);
 }
 
@@ -504,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_rcu_going_offline_is_quiescent),
 		cmocka_unit_test(test_snapshot_refresh_and_publish),
 		cmocka_unit_test(test_snapshot_tables_bytes),
+		cmocka_unit_test(test_return_keeps_the_outage_table),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_key_length),
