@@ -698,7 +698,9 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
  */
 static int ctl_pid_what(pid_t pid, char *what, size_t size)
 {
-	char path[64], exe[PATH_MAX] = "", cmdline[512], *name, *cmd;
+	/* the command line's first two words: its argv[0] may be a path as long as the kernel
+	 * takes (a 512-byte buffer cut one of 700 before "run": a hashlb run refused) */
+	char path[64], exe[PATH_MAX] = "", cmdline[PATH_MAX + 16], *name, *cmd;
 	ssize_t n, e;
 	size_t o;
 	FILE *f;

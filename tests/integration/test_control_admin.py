@@ -1241,6 +1241,17 @@ def reload_pid_signals_only_hashlb_run():
           lb.wait_log("msg=reloaded "),
           f"a hashlb run whose executable is gone from disk reloads: exit {rc}, {err!r}")
     check(lb.stop() == 0, "exit 0")
+    # one run from a long path (its argv[0] of 700 bytes, before "run"): still a hashlb run
+    deep = os.path.join(tmppath("deep"), "d" * 230, "e" * 230, "f" * 230)
+    os.makedirs(deep)
+    exe = os.path.join(deep, "hashlb")
+    shutil.copy2(HASHLB, exe)
+    lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
+    rc, err = ctl_reload_pid(admin, lb.proc.pid)
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          lb.wait_log("msg=reloaded "),
+          f"a hashlb run from a path of {len(exe)} bytes reloads: exit {rc}, {err!r}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def reload_pid_sends_no_sighup_for_a_file_with_errors():
