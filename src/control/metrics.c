@@ -734,6 +734,14 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_resets_taken_total", "counter",
 		  "Resets whose error a send of hashlb's waiting to the same socket took (its "
 		  "reader saw an end, not the reset), found and passed on as resets." },
+		{ "hashlb_worker_cancels_by_fd_total", "counter",
+		  "Cancels by descriptor a closing connection sent for requests its state did "
+		  "not tell: each one the kernel matches against every request of the worker." },
+		{ "hashlb_worker_queue_looks_total", "counter",
+		  "Looks at the queue: when woken for it, at the tick, at a deadline." },
+		{ "hashlb_worker_queue_fingerprint_reads_total", "counter",
+		  "Backends read by those looks to tell whether anything changed for the clients "
+		  "waiting: what a look costs besides the clients it tries." },
 	};
 	struct hlb_worker_stats s;
 
@@ -765,6 +773,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.queue_served_tick,
 				s.queue_tries,
 				s.resets_taken,
+				s.cancels_by_fd,
+				s.queue_looks,
+				s.queue_fp_reads,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

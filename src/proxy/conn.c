@@ -876,6 +876,7 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 			io_uring_prep_cancel_fd(sqe, c->fd[i], IORING_ASYNC_CANCEL_ALL);
 			sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 			io_uring_sqe_set_data64(sqe, 0);
+			hlb_stat_add(&w->cancels_by_fd, 1);
 		}
 	}
 	conn_maybe_free(w, c);
@@ -2696,8 +2697,9 @@ static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool
  * value, mixed: while it stays, a walk would find the clients as the last.
  * Into <rooms>, the free slots of the backends a waiting client found full
  * (queue_wants()): while it stays and none has room, no client can be served.
+ * The backends read are counted (queue_fp_reads): what the look costs.
  */
-static uint64_t queue_fingerprint(const struct worker *w, struct queue_rooms *rooms)
+static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms)
 {
 	uint64_t h = 0;
 
@@ -2710,6 +2712,7 @@ static uint64_t queue_fingerprint(const struct worker *w, struct queue_rooms *ro
 
 		h = fp_mix(h, snap->generation << 1 |
 				      atomic_load_explicit(&svc->removed, memory_order_relaxed));
+		hlb_stat_add(&w->queue_fp_reads, snap->n_backends);
 		for (uint32_t b = 0; b < snap->n_backends; b++) {
 			struct hlb_backend *be = snap->backends[b];
 			uint32_t cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
@@ -2799,6 +2802,7 @@ void conn_queue_run(struct worker *w)
 	struct queue_rooms rooms = { 0 };
 	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
 
+	hlb_stat_add(&w->queue_looks, 1);
 	w->queue_kick = w->queue_tick = false;
 	if (kicked && w->queue_walk_by == QUEUE_WALK_NONE)
 		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;

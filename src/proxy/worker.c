@@ -1257,6 +1257,9 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 			atomic_load_explicit(&w->queue_served_tick, memory_order_relaxed),
 		.queue_tries = atomic_load_explicit(&w->queue_tries, memory_order_relaxed),
 		.resets_taken = atomic_load_explicit(&w->pub.resets_taken, memory_order_relaxed),
+		.cancels_by_fd = atomic_load_explicit(&w->cancels_by_fd, memory_order_relaxed),
+		.queue_looks = atomic_load_explicit(&w->queue_looks, memory_order_relaxed),
+		.queue_fp_reads = atomic_load_explicit(&w->queue_fp_reads, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),
 	};
 	return true;

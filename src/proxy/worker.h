@@ -400,6 +400,9 @@ struct worker {
 	 * and at one of its own (the tick, a deadline, the walk due anyway) */
 	_Atomic uint64_t queue_served_woken, queue_served_tick;
 	_Atomic uint64_t queue_tries; /* waiting clients tried for a backend (conn_queue_run()) */
+	/* looks at the queue (conn_queue_run()), and the backends their fingerprints read */
+	_Atomic uint64_t queue_looks, queue_fp_reads;
+	_Atomic uint64_t cancels_by_fd; /* conn_abort(): cancels by descriptor sent */
 	/* a wake-up for the queue is written to wake_fd and not read yet: another kick
 	 * writes none (queue_wake()) */
 	atomic_bool kick_pending;

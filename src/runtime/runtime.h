@@ -386,6 +386,9 @@ struct hlb_worker_stats {
 	uint64_t queue_served_woken, queue_served_tick;
 	uint64_t queue_tries; /* waiting clients tried for a backend by a look at the queue */
 	uint64_t resets_taken; /* resets found taken by a send waiting to their socket */
+	uint64_t cancels_by_fd; /* a closing connection's requests cancelled by descriptor */
+	uint64_t queue_looks; /* looks at the queue (conn_queue_run()) */
+	uint64_t queue_fp_reads; /* backends read by those looks' fingerprints */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
