@@ -742,6 +742,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_queue_fingerprint_reads_total", "counter",
 		  "Backends read by those looks to tell whether anything changed for the clients "
 		  "waiting: what a look costs besides the clients it tries." },
+		{ "hashlb_worker_log_wakeups_total", "counter",
+		  "Times the poll on stderr woke the worker while connection log lines waited for "
+		  "room: about one per time the reader took bytes." },
 	};
 	struct hlb_worker_stats s;
 
@@ -776,6 +779,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.cancels_by_fd,
 				s.queue_looks,
 				s.queue_fp_reads,
+				s.log_wakeups,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

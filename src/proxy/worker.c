@@ -570,6 +570,7 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 				tick_arm(w);
 		} else if (ud == UD_LOG) {
 			/* a wake-up: the loop's next turn flushes (see log_poll_arm()) */
+			hlb_stat_add(&w->pub.log_wakeups, 1);
 			if (!(cqe->flags & IORING_CQE_F_MORE))
 				w->log_poll = w->log_poll_cancelled = false;
 		} else if (ud == UD_WAKE) {
@@ -1258,6 +1259,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.queue_tries = atomic_load_explicit(&w->queue_tries, memory_order_relaxed),
 		.resets_taken = atomic_load_explicit(&w->pub.resets_taken, memory_order_relaxed),
 		.cancels_by_fd = atomic_load_explicit(&w->cancels_by_fd, memory_order_relaxed),
+		.log_wakeups = atomic_load_explicit(&w->pub.log_wakeups, memory_order_relaxed),
 		.queue_looks = atomic_load_explicit(&w->queue_looks, memory_order_relaxed),
 		.queue_fp_reads = atomic_load_explicit(&w->queue_fp_reads, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),

@@ -389,6 +389,7 @@ struct hlb_worker_stats {
 	uint64_t cancels_by_fd; /* a closing connection's requests cancelled by descriptor */
 	uint64_t queue_looks; /* looks at the queue (conn_queue_run()) */
 	uint64_t queue_fp_reads; /* backends read by those looks' fingerprints */
+	uint64_t log_wakeups; /* wake-ups by stderr's poll for room for connection log lines */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
