@@ -148,6 +148,13 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 /* Accepts NULL. */
 void hashlb_table_free(struct hashlb_table *t);
 
+/*
+ * The tables this process built so far (hashlb_table_build(), _rebuild(),
+ * _with_down(), counted as each succeeds): what loads and reloads cost in
+ * table builds, hashlb_table_check() building none.
+ */
+uint64_t hashlb_table_builds(void);
+
 /* The backend index for <hash>, or HASHLB_BACKEND_NONE if all are down. */
 uint32_t hashlb_table_lookup(const struct hashlb_table *t, uint64_t hash);
 

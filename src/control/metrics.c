@@ -823,6 +823,10 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	       "Bytes of every table the process holds: the services' published tables with "
 	       "their retry and ramp tables, and those replaced, until the workers leave them.");
 	hlb_buf_printf(o, "hashlb_table_memory_bytes %" PRIu64 "\n", hlb_snapshot_tables_bytes());
+	family(o, "hashlb_tables_built_total", "counter",
+	       "Tables built (a service's published, retry and ramp tables): a reload builds "
+	       "those of the services it changes, none for a config's validation.");
+	hlb_buf_printf(o, "hashlb_tables_built_total %" PRIu64 "\n", hashlb_table_builds());
 	family(o, "hashlb_config_last_reload_successful", "gauge",
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);

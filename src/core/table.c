@@ -5,6 +5,7 @@
  * of the overlay is documented in include/hashlb/table.h.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -553,8 +554,15 @@ static int apply_overlay(struct hashlb_table *t)
 	return 0;
 }
 
+static _Atomic uint64_t builds; /* tables built: hashlb_table_builds() */
+
+uint64_t hashlb_table_builds(void)
+{
+	return atomic_load_explicit(&builds, memory_order_relaxed);
+}
+
 /* The last step of every build: the overlay over <t>'s full table if <ret>
- * is 0, then <t> in <ret_table>; or <t> freed and the error. */
+ * is 0, then <t> in <ret_table> (counted); or <t> freed and the error. */
 static int table_finish(struct hashlb_table *t, int ret, struct hashlb_table **ret_table,
 			struct hashlb_error *err)
 {
@@ -565,6 +573,7 @@ static int table_finish(struct hashlb_table *t, int ret, struct hashlb_table **r
 		return hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	*ret_table = t;
+	atomic_fetch_add_explicit(&builds, 1, memory_order_relaxed);
 	return 0;
 }
 
