@@ -69,6 +69,7 @@ static inline struct hashlb_table *test_build(enum hashlb_scheme scheme, uint32_
 	struct hashlb_table_params p;
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
+	uint64_t builds = hashlb_table_builds();
 	int r;
 
 	hashlb_table_params_init(&p, scheme);
@@ -82,8 +83,10 @@ static inline struct hashlb_table *test_build(enum hashlb_scheme scheme, uint32_
 		print_error("build failed: %d %s\n", r, err.msg);
 	assert_int_equal(r, 0);
 	assert_non_null(t);
+	assert_int_equal(hashlb_table_builds(), builds + 1); /* counted */
 	/* what a config's validation asks: the same answer, nothing built */
 	assert_int_equal(hashlb_table_check(&p, b, n, NULL), 0);
+	assert_int_equal(hashlb_table_builds(), builds + 1);
 	return t;
 }
 
