@@ -123,7 +123,9 @@ static void usage(FILE *f)
 		"                                  2 s after the old one's closed), 1 if it\n"
 		"                                  failed (the old one goes on serving)\n"
 		"\n"
-		"  SERVICE may be left out when hashlb runs a single service.\n"
+		"  SERVICE may be left out when hashlb runs a single service. Options\n"
+		"  may come before COMMAND or among its ARGS (reload --pid=PID,\n"
+		"  status --timeout 5); after \"--\", none is read.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
@@ -134,6 +136,7 @@ static void usage(FILE *f)
 		"                      one array, an object per CLIENT, as hashlb lookup)\n"
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
 		"  --pid PID           reload: the process to reload (see reload)\n"
+		"  --vip ADDR:PORT     lookup: the address clients connect to (see lookup)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
 		"                      within S seconds, or whose answer has not come\n"
 		"                      whole S seconds after the request (default 30),\n"
@@ -980,6 +983,102 @@ static int ctl_check_usage(const char *cmd, char **args, int n, const char *serv
 	return 0;
 }
 
+/* ctl's options, wherever they are given: before the command or after it. */
+struct ctl_opts {
+	const char *admin, *config, *service, *vip, *pid;
+	/* each option as typed, for the messages: -s or --service */
+	char admin_opt[CLI_OPT_NAME_MAX], config_opt[CLI_OPT_NAME_MAX],
+		service_opt[CLI_OPT_NAME_MAX], json_opt[CLI_OPT_NAME_MAX];
+	bool json;
+};
+
+/*
+ * Option <c> that cli_getopt() returned, named <name> as typed, into <o>:
+ * 0, or 2 on a usage error (printed), or -1 for --help (printed).
+ */
+static int ctl_option(int c, const char *arg, const char *name, struct ctl_opts *o)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'a':
+		o->admin = arg;
+		snprintf(o->admin_opt, sizeof(o->admin_opt), "%s", name);
+		return 0;
+	case 'c':
+		o->config = arg;
+		snprintf(o->config_opt, sizeof(o->config_opt), "%s", name);
+		return 0;
+	case 'j':
+		o->json = true;
+		snprintf(o->json_opt, sizeof(o->json_opt), "%s", name);
+		return 0;
+	case 's':
+		o->service = arg;
+		snprintf(o->service_opt, sizeof(o->service_opt), "%s", name);
+		return 0;
+	case 't':
+		if (cli_parse_u64(arg, 3600, &v) < 0 || v == 0) {
+			cli_bad_value(name, arg, "1..3600 seconds");
+			return 2;
+		}
+		ctl_timeout_s = (unsigned)v;
+		return 0;
+	case 0x200:
+		o->pid = arg;
+		return 0;
+	case 0x201:
+		o->vip = arg;
+		return 0;
+	case 'h':
+		usage(stdout);
+		return -1;
+	default:
+		return 2;
+	}
+}
+
+/*
+ * The options among the command's arguments <argv>[<from>..<argc>), parsed
+ * by getopt (<optstring>, <opts>) as those before the command are, in every
+ * form it takes (--pid=N, -sweb, --serv), one element (and its value) at a
+ * time; the arguments moved to <argv>[<from>...]. "--" ends the options, and
+ * a negative number is an argument (for the endpoint to refuse). The new argc; or -1
+ * for --help (printed), -2 on a usage error (printed).
+ */
+static int ctl_options_after(int argc, char **argv, int from, const char *optstring,
+			     const struct option *opts, struct ctl_opts *o)
+{
+	char name[CLI_OPT_NAME_MAX];
+	int n = from, c, r;
+
+	for (int i = from; i < argc; i++) {
+		const char *a = argv[i];
+		char *one[4] = { argv[0], argv[i], i + 1 < argc ? argv[i + 1] : NULL, NULL };
+
+		if (!strcmp(a, "--")) {
+			while (++i < argc)
+				argv[n++] = argv[i];
+			break;
+		}
+		if (a[0] != '-' || !a[1] || (a[1] >= '0' && a[1] <= '9')) {
+			argv[n++] = argv[i];
+			continue;
+		}
+		/* this element, and the next as its value if it takes one */
+		optind = 0;
+		do {
+			c = cli_getopt(one[2] ? 3 : 2, one, optstring, opts, name);
+			r = c == -1 ? 0 : ctl_option(c, optarg, name, o);
+			if (r)
+				return r < 0 ? -1 : -r;
+		} while (c != -1 && optind < 2);
+		i += optind > 2;
+	}
+	optind = from; /* getopt's, for the caller: where the arguments start */
+	return n;
+}
+
 int cmd_ctl(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -989,114 +1088,58 @@ int cmd_ctl(int argc, char **argv)
 		{ "service", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "pid", required_argument, NULL, 0x200 },
+		{ "vip", required_argument, NULL, 0x201 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *admin = NULL, *config = NULL, *service = NULL, *vip = NULL, *cmd;
-	/* the options as typed, for the messages */
-	char name[CLI_OPT_NAME_MAX], admin_opt[CLI_OPT_NAME_MAX] = "",
-				     config_opt[CLI_OPT_NAME_MAX] = "";
-	const char *service_opt = NULL, *json_opt = NULL, *pid_arg = NULL;
+	struct ctl_opts o = { 0 };
+	const char *admin, *config, *service, *vip, *cmd;
+	char name[CLI_OPT_NAME_MAX];
 	const char *broken = NULL; /* -c FILE, when it has errors */
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
-	bool json = false;
+	bool json;
 	uint64_t v, top;
 	pid_t pid;
 	int c, n, ret = 0;
 
 	optind = 1;
-	/* '+': options stop at the command, whose own -s is parsed below. */
+	/* '+': options stop at the command; those after it are parsed below. */
 	while ((c = cli_getopt(argc, argv, "+:a:c:js:t:h", opts, name)) != -1) {
-		switch (c) {
-		case 'a':
-			admin = optarg;
-			snprintf(admin_opt, sizeof(admin_opt), "%s", name);
-			break;
-		case 'c':
-			config = optarg;
-			snprintf(config_opt, sizeof(config_opt), "%s", name);
-			break;
-		case 'j':
-			json = true;
-			json_opt = name[1] == '-' ? "--json" : "-j";
-			break;
-		case 's':
-			service = optarg;
-			service_opt = name[1] == '-' ? "--service" : "-s";
-			break;
-		case 't':
-			if (cli_parse_u64(optarg, 3600, &v) < 0 || v == 0) {
-				cli_bad_value(name, optarg, "1..3600 seconds");
-				return 2;
-			}
-			ctl_timeout_s = (unsigned)v;
-			break;
-		case 0x200:
-			pid_arg = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return 2;
-		}
+		ret = ctl_option(c, optarg, name, &o);
+		if (ret)
+			return ret < 0 ? 0 : ret;
 	}
 	if (optind >= argc) {
 		cli_error("no command given\n");
 		return 2;
 	}
 	cmd = argv[optind++];
-	/* Options after the command, before or among its arguments: -s, --json;
-	 * "--" ends them. The arguments are gathered at argv[optind...]. */
-	n = optind;
-	for (int i = optind; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			while (++i < argc)
-				argv[n++] = argv[i];
-			break;
-		}
-		if (argv[i][0] != '-' || !argv[i][1] || (argv[i][1] >= '0' && argv[i][1] <= '9'))
-			argv[n++] = argv[i]; /* a negative number too: for the endpoint to refuse */
-		else if ((!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service") ||
-			  !strcmp(argv[i], "--vip") || !strcmp(argv[i], "--pid")) &&
-			 i + 1 == argc) {
-			cli_error("option '%s' requires an argument\n", argv[i]);
-			return 2;
-		} else if (!strcmp(argv[i], "-s") || !strcmp(argv[i], "--service")) {
-			service_opt = argv[i];
-			service = argv[++i];
-		} else if (!strcmp(argv[i], "--vip")) {
-			vip = argv[++i];
-		} else if (!strcmp(argv[i], "--pid")) {
-			pid_arg = argv[++i];
-		} else if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json")) {
-			json = true;
-			json_opt = argv[i];
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			/* "hashlb ctl set --help", as every other command takes it */
-			usage(stdout);
-			return 0;
-		} else {
-			cli_error("unrecognized option '%s'\n", argv[i]);
-			return 2;
-		}
-	}
+	/* Options after the command, before or among its arguments, as before it:
+	 * "hashlb ctl reload --pid=$MAINPID", "ctl status --timeout 5". */
+	n = ctl_options_after(argc, argv, optind, "+:a:c:js:t:h", opts, &o);
+	if (n < 0)
+		return n == -1 ? 0 : -n;
 	argc = n;
-	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? service_opt : NULL,
-			      vip ? "--vip" : NULL, json ? json_opt : NULL,
-			      pid_arg ? "--pid" : NULL, &top);
+	admin = o.admin;
+	config = o.config;
+	service = o.service;
+	vip = o.vip;
+	json = o.json;
+	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? o.service_opt : NULL,
+			      vip ? "--vip" : NULL, json ? o.json_opt : NULL,
+			      o.pid ? "--pid" : NULL, &top);
 	if (ret)
 		return ret;
 	/* a process id, not 0 or negative, which kill(2) takes as a group or every process */
-	if (pid_arg && (cli_parse_u64(pid_arg, INT32_MAX, &v) < 0 || v == 0)) {
-		cli_bad_value("--pid", pid_arg, "a process id, 1..2147483647");
+	if (o.pid && (cli_parse_u64(o.pid, INT32_MAX, &v) < 0 || v == 0)) {
+		cli_bad_value("--pid", o.pid, "a process id, 1..2147483647");
 		return 2;
 	}
-	pid = pid_arg ? (pid_t)v : 0;
+	pid = o.pid ? (pid_t)v : 0;
 	if (config && admin) {
-		cli_error("give %s or %s, not both\n", admin_opt, config_opt);
+		cli_error("give %s or %s, not both\n", o.admin_opt, o.config_opt);
 		return 2;
 	}
 	if (!admin) {
@@ -1188,11 +1231,11 @@ int cmd_ctl(int argc, char **argv)
 			/* unix:/PATH was given: what is wrong is the path, as the config says */
 			cli_error("%s: bad admin address '%s': a Unix socket path must be absolute "
 				  "and shorter than 108 bytes\n",
-				  admin_opt[0] ? admin_opt : "$HASHLB_ADMIN", admin);
+				  o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin);
 		else
 			cli_error("%s: bad admin address '%s': give HOST:PORT, [V6]:PORT or "
 				  "unix:/PATH (a HOST name that resolves)\n",
-				  admin_opt[0] ? admin_opt : "$HASHLB_ADMIN", admin);
+				  o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin);
 		return 2;
 	}
 	if (!json)

@@ -351,6 +351,22 @@ for args, status, msg in [
     # a negative number is an argument (the endpoint refuses it), not an unknown option
     (("ctl", "--admin", "127.0.0.1:1", "set", "a", "weight", "-1"), 1, "admin endpoint at"),
     (("ctl", "lookup", "1.2.3.4", "--bogus"), 2, "hashlb ctl: unrecognized option '--bogus'"),
+    # ctl's options after the command are read as before it, in getopt's every form: a unit's
+    # "reload --pid=$MAINPID" was "unrecognized option '--pid=0'", as were -sNAME, --service=NAME,
+    # --vip=ADDR:PORT, and --admin or --timeout after the command, or --vip before it
+    (("ctl", *ADMIN, "reload", "--pid=0"), 2, "invalid value '0' for option --pid"),
+    (("ctl", *ADMIN, "table", "--service=web"), 1, "admin endpoint at 127.0.0.1:1:"),
+    (("ctl", *ADMIN, "table", "-sweb"), 1, "admin endpoint at 127.0.0.1:1:"),
+    (("ctl", *ADMIN, "lookup", "--vip=10.0.0.1:80", "10.0.0.2"), 1, "admin endpoint at"),
+    (("ctl", *ADMIN, "--vip", "10.0.0.1:80", "lookup", "10.0.0.2"), 1, "admin endpoint at"),
+    (("ctl", *ADMIN, "--vip", "10.0.0.1:80", "close", "a"), 2, "--vip does not apply to close"),
+    (("ctl", "status", *ADMIN), 1, "admin endpoint at 127.0.0.1:1:"),
+    (("ctl", *ADMIN, "status", "--timeout", "0"), 2, "invalid value '0' for option --timeout"),
+    (("ctl", *ADMIN, "status", "--timeout=0"), 2, "invalid value '0' for option --timeout"),
+    (("ctl", *ADMIN, "status", "--json=1"), 2, "option '--json' takes no argument"),
+    (("ctl", *ADMIN, "close", "a", "-s"), 2, "option '-s' requires an argument"),
+    # after "--" nothing is an option: a backend named "-s" is the endpoint's to judge
+    (("ctl", *ADMIN, "close", "--", "-s"), 1, "admin endpoint at"),
     # the config refuses these; the command line did not (0 meant the default, the other
     # scheme's option was ignored)
     (("table", "--scheme", "ring", "-v", "0", "a"), 2, "invalid value '0'"),
