@@ -840,6 +840,37 @@ static int vip_parse(const char *d, bool port, struct hashlb_tuple *dst, struct 
 	return 0;
 }
 
+/*
+ * "<client> -> no backend (...)": why <s>'s table <t> has none, each backend counted by what
+ * keeps it out, as ctl table's OUT column says it (down, drain, maint; backup, by a table a
+ * reload has not yet replaced) or of weight 0. It said "all down" whatever kept them out: a
+ * pool drained by hand read as a failed one.
+ */
+static void lookup_none(const struct hlb_pool_service *s, const struct hashlb_table *t,
+			const char *client, struct hlb_buf *o)
+{
+	static const char *const whys[] = { "down", "drain", "maint", "backup", "weight 0" };
+	uint32_t count[sizeof(whys) / sizeof(whys[0])] = { 0 };
+	struct hashlb_table_view v;
+	const char *sep = "";
+
+	hashlb_table_view(t, &v);
+	for (uint32_t i = 0; i < v.n_backends; i++) {
+		const char *why = table_out_name(s, t, i) ?: "weight 0";
+
+		for (size_t k = 0; k < sizeof(whys) / sizeof(whys[0]); k++)
+			count[k] += !strcmp(why, whys[k]);
+	}
+	hlb_buf_printf(o, "%s -> no backend (", client);
+	for (size_t k = 0; k < sizeof(whys) / sizeof(whys[0]); k++) {
+		if (!count[k])
+			continue;
+		hlb_buf_printf(o, "%s%u %s", sep, count[k], whys[k]);
+		sep = ", ";
+	}
+	hlb_buf_puts(o, ")\n");
+}
+
 static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		   struct hlb_http_resp *resp, bool text)
 {
@@ -900,7 +931,7 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 					    : HLB_PREFERENCE_MAX);
 	if (text) {
 		if (!n) {
-			hlb_buf_printf(o, "%s -> no backend (all down)\n", client);
+			lookup_none(s, snap->table, client, o);
 			return;
 		}
 		hlb_buf_printf(o, "%s -> %s (%s)", client, snap->backends[pref[0]]->name,

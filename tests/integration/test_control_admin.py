@@ -1054,6 +1054,14 @@ def ctl_table_says_why_a_backend_is_out():
     rc, so, se = lb.ctl("--json", "table")
     got = {b["name"]: b.get("out") for b in json.loads(so)["backends"]} if rc == 0 else se
     check(got == {n: w or None for n, w in want.items()}, f"ctl --json table: out {got}")
+    # a client with no backend at all is told why, in those words: it said "all down" for a
+    # pool drained, in maint or of weight 0 by hand, none of it down
+    for args in (("a", "weight", "0"), ("e", "maint")):
+        rc, so, se = lb.ctl("set", *args)
+        check(rc == 0, f"ctl set {args}: {se}")
+    rc, so, se = lb.ctl("lookup", "10.0.0.1")
+    check(rc == 0 and so == "10.0.0.1 -> no backend (1 down, 1 drain, 2 maint, 1 weight 0)\n",
+          f"ctl lookup with no backend: {rc} {so!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
 
