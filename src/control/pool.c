@@ -1381,11 +1381,14 @@ static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b)
  */
 static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 {
+	uint64_t held = 0;
+
 	for (uint32_t j = 0; j < s->n_backends; j++) {
 		struct hlb_pool_backend *b = s->backends[j];
 
 		if (!b->orphan_of)
 			continue;
+		held += atomic_load(&b->rt->claimed);
 		for (uint32_t i = 0; i < p->n_retired; i++) {
 			struct retired *r = &p->retired[i];
 
@@ -1401,6 +1404,10 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 		b->orphan_of = NULL;
 		b->drain_deadline_ms = 0;
 	}
+	/* the drain its removal logged ends here, none closed */
+	if (held)
+		pool_log(p, HLB_LOG_INFO, "service added back: its draining connections stay",
+			 "service=%s connections=%" PRIu64, s->cfg->name, held);
 }
 
 /* What a reload changed of a kept backend: its settings as they were (backend_cfg_apply()). */
@@ -2286,9 +2293,19 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 
 		if (!strcmp(r->rt->name, nb->name) &&
 		    addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len)) {
+			uint64_t held = atomic_load(&r->rt->claimed);
+			char qn[POOL_NAME_QUOTED], q[POOL_ADDRESS_QUOTED];
+
 			s->removed[k] = s->removed[--s->n_removed];
 			r->drain_deadline_ms = 0;
 			atomic_store(&r->rt->admin, (int)r->admin); /* retiring forced drain */
+			/* the drain its removal logged ends here, none closed */
+			if (held)
+				pool_log(s->pool, HLB_LOG_INFO,
+					 "backend added back: its draining connections stay",
+					 "service=%s backend=%s address=%s connections=%" PRIu64,
+					 s->cfg->name, backend_qname(r, qn),
+					 hlb_log_quote(r->rt->address, q, sizeof(q)), held);
 			return r;
 		}
 	}

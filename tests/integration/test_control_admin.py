@@ -241,6 +241,10 @@ def removed_backend_added_back_keeps_its_connections():
     lb.rewrite(config(BACKENDS, extra="timeouts:\n  drain: 1500ms"))
     rc, so, se = lb.ctl("reload")
     check(rc == 0 and not lb.service()["draining"], f"c added back, nothing draining: {so}{se}")
+    # the log ends the drain it began ("its connections drain ... connections=1"): it said
+    # nothing, and a reader waited for a drain timeout line that never came
+    check(lb.wait_log(r'msg="backend added back: its draining connections stay" service=t '
+                      r'backend=c address=\S+ connections=1$'), "the log says c keeps them")
     time.sleep(2.5)  # past the drain deadline
     held.sendall(b"still here\n")
     check(read_line(held) == "still here", "the connection to c outlives the drain deadline")
@@ -371,6 +375,8 @@ def removed_service_added_back_keeps_its_connections():
     rc, so, se = lb.ctl("reload")
     check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep", "back"],
           f"the service added back: {so}{se}")
+    check(lb.wait_log(r'msg="service added back: its draining connections stay" service=back '
+                      r'connections=10$'), "the log says the service keeps them")
     time.sleep(2.5)  # past the drain deadline
     alive = 0
     for h, n in zip(held, names):
