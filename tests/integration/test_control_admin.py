@@ -423,6 +423,13 @@ def refused_set_changes_nothing():
     check((a["weight"], a["state"], a["max_connections"]) == (1, "ready", 0),
           f"a unchanged: weight {a['weight']}, {a['state']}, max_connections {a['max_connections']}")
     check(all(who(lb.addr, client_ip(i)) == "a" for i in range(5)), "and a serves every client")
+    # a value refused for its form is named: "weight must be 0..10000" answered 1.5 and 0x10,
+    # both within that range, and an empty one, as if each were out of it
+    for what, value in (("weight", "1.5"), ("weight", "0x10"), ("weight", ""), ("weight", "-1"),
+                        ("max_connections", "2.0")):
+        rc, so, se = lb.ctl("set", "a", what, value)
+        check(rc == 1 and f"hashlb ctl: {what} '{value}' is not a whole number 0" in se,
+              f"ctl set a {what} {value!r}: {rc} {se!r}")
     # hashlb logs before it answers, but this process reads the log on another thread:
     # once a later reload's last line is read, every line the refusal logged is too
     rc, so, se, logged = lb.reload()
@@ -505,7 +512,8 @@ def max_connections_at_run_time():
     rc, so, se = lb.ctl("set", "a", "max_connections", "0")
     check(rc == 0 and who(lb.addr, mine[2]) == "a", "0: no cap, a takes its client again")
     rc, so, se = lb.ctl("set", "a", "max_connections", "+5")
-    check(rc != 0 and "max_connections must be" in se, f"digits only: {se.strip()}")
+    check(rc != 0 and "max_connections '+5' is not a whole number" in se,
+          f"digits only: {se.strip()}")
     rc, so, se = lb.ctl("set", "a", "max_connections", str(2**24 + 1))
     check(rc != 0 and "16777216" in se, f"the config's range: {se.strip()}")
     held.close()
