@@ -1520,13 +1520,21 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 	}
 	ret = hlb_control_reload(ctl, &err);
 
+	if (ret == 0 && text) {
+		hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reloads ok)\n",
+			       ctl->config_path, ctl->reloads_ok);
+		if (ctl->restart_only[0])
+			hlb_buf_printf(&resp->body, "not applied until a restart: %s\n",
+				       ctl->restart_only);
+		return;
+	}
 	if (ret == 0) {
-		if (text)
-			hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reloads ok)\n",
-				       ctl->config_path, ctl->reloads_ok);
-		else
-			hlb_buf_printf(&resp->body, "{\"ok\":true,\"reloads_ok\":%" PRIu64 "}\n",
-				       ctl->reloads_ok);
+		hlb_buf_printf(&resp->body,
+			       "{\"ok\":true,\"reloads_ok\":%" PRIu64
+			       ",\"restart_only\":[%s%s%s]}\n",
+			       ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
+			       ctl->restart_admin && ctl->restart_workers ? "," : "",
+			       ctl->restart_workers ? "\"workers\"" : "");
 		return;
 	}
 	resp->status = 422;

@@ -701,18 +701,33 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 		return ret;
 	}
 	keep_overrides(ctl->cfg, cfg);
-	if (ctl->run_admin_addr_len != cfg->admin_addr_len ||
-	    memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len))
+	/* said in the log and in the reload's answer, where "reloaded" alone
+	 * read as every edit applied */
+	ctl->restart_admin = ctl->run_admin_addr_len != cfg->admin_addr_len ||
+			     memcmp(&ctl->run_admin_addr, &cfg->admin_addr, cfg->admin_addr_len);
+	ctl->restart_workers = ctl->run_workers != cfg->workers;
+	ctl->restart_only[0] = '\0';
+	if (ctl->restart_admin) {
+		const char *serving = ctl->http ? hlb_http_address(ctl->http) : "off";
+		const char *config = cfg->admin ? cfg->admin : "off";
+
 		control_log(ctl, HLB_LOG_WARN, "reload: the admin address changes on restart only",
-			    "serving=%s config=%s",
-			    hlb_log_quote(ctl->http ? hlb_http_address(ctl->http) : "off", qs,
-					  sizeof(qs)),
-			    hlb_log_quote(cfg->admin ? cfg->admin : "off", qp, sizeof(qp)));
-	if (ctl->run_workers != cfg->workers)
+			    "serving=%s config=%s", hlb_log_quote(serving, qs, sizeof(qs)),
+			    hlb_log_quote(config, qp, sizeof(qp)));
+		snprintf(ctl->restart_only, sizeof(ctl->restart_only),
+			 "admin (serving %s, config %s)", serving, config);
+	}
+	if (ctl->restart_workers) {
+		const char *serving = workers_name(ctl->run_workers, w0, sizeof(w0));
+		const char *config = workers_name(cfg->workers, w1, sizeof(w1));
+		size_t n = strlen(ctl->restart_only);
+
 		control_log(ctl, HLB_LOG_WARN,
 			    "reload: the number of workers changes on restart only",
-			    "serving=%s config=%s", workers_name(ctl->run_workers, w0, sizeof(w0)),
-			    workers_name(cfg->workers, w1, sizeof(w1)));
+			    "serving=%s config=%s", serving, config);
+		snprintf(ctl->restart_only + n, sizeof(ctl->restart_only) - n,
+			 "%sworkers (serving %s, config %s)", n ? ", " : "", serving, config);
+	}
 	config_warnings_log(ctl, cfg);
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);

@@ -54,6 +54,10 @@ struct hlb_control {
 	uint32_t run_workers; /* as configured: 0 = auto */
 	struct sockaddr_storage run_admin_addr;
 	socklen_t run_admin_addr_len;
+	/* the last reload applied: what of its config waits for a restart
+	 * ("workers (serving 1, config 4)"), "" for nothing; for its answer */
+	bool restart_workers, restart_admin;
+	char restart_only[384];
 	hlb_control_log_fn log;
 	void *log_arg;
 	/* process-level counters for /metrics and /status */

@@ -708,6 +708,15 @@ def reload_says_what_changes_on_restart_only():
         check(bool(a) == says_admin and all(f"serving={admin} " in l for l in a),
               f"reload {i} (admin {adm}): the admin line "
               f"{'logged, serving=' + admin if says_admin else 'not logged'}: {a}")
+        # and the reload's answer says it, where "reloaded" alone read as every edit applied
+        want = ", ".join([f"admin (serving {admin}, config {adm})"] * says_admin +
+                         [f"workers (serving 2, config {workers})"] * says_workers)
+        check(so_.endswith(f"not applied until a restart: {want}\n") if want else
+              "restart" not in so_, f"reload {i}: ctl reload says {want or 'nothing more'}: {so_!r}")
+    lb.rewrite(config(BACKENDS, workers=1, admin="127.0.0.1:1"))
+    rc, so_, se = lb.ctl("--json", "reload")
+    check(rc == 0 and json.loads(so_)["restart_only"] == ["admin", "workers"],
+          f"ctl --json reload lists them: {rc} {so_!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
     # hashlb run --workers N: the file's workers is not in force, nor after a restart (the
     # same command line), as the file's admin with --admin: no edit to warn of. It was
@@ -717,8 +726,9 @@ def reload_says_what_changes_on_restart_only():
         lb.rewrite(config(BACKENDS, workers=workers))
         rc, so_, se, logged = lb.reload()
         new = [l for l in logged if "restart only" in l]
-        check(rc == 0 and not new, f"--workers 1, the file's workers {workers}: reloaded, "
-              f"nothing said to change on restart: {rc} {se} {new}")
+        check(rc == 0 and not new and "restart" not in so_,
+              f"--workers 1, the file's workers {workers}: reloaded, nothing said to change "
+              f"on restart: {rc} {so_!r} {se} {new}")
     check(len(lb.status()["workers"]) == 1, "and 1 worker runs")
     check(lb.stop() == 0, "exit 0")
 
