@@ -75,6 +75,13 @@ void cli_print_warning(const struct hashlb_error *warning);
  */
 void cli_bad_value(const char *name, const char *value, const char *allowed);
 /*
+ * 0 if <path>, the value of a config option (-c or --config, <name> as
+ * typed), names a file; else 2, printed as cli_bad_value(): an empty one
+ * (a unit's -c ${HASHLB_CONFIG} with the variable unset) names none, and
+ * was read as "FILE: error: cannot open", exit 1, with no file named.
+ */
+int cli_config_path(const char *name, const char *path);
+/*
  * getopt_long() that says itself what it refuses, in cli_error()'s words:
  * <optstring> starts with ':' (after a '+', if any). Returns the option, or
  * -1 at the end, or '?' once the refusal is printed (a usage error). The

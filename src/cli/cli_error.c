@@ -41,6 +41,14 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 		cli_error("invalid value '%s' for option %s\n", value, name);
 }
 
+int cli_config_path(const char *name, const char *path)
+{
+	if (*path)
+		return 0;
+	cli_bad_value(name, path, "a file name: an empty one names none");
+	return 2;
+}
+
 int cli_config_only(const char *path, int argc, char **argv, int optind)
 {
 	if (path && optind == argc)

@@ -246,6 +246,8 @@ static int run(int argc, char **argv, char *const *again)
 	while ((c = cli_getopt(argc, argv, ":c:w:h", opts, name)) != -1) {
 		switch (c) {
 		case 'c':
+			if (cli_config_path(name, optarg))
+				return 2;
 			path = optarg;
 			break;
 		case 'w':

@@ -398,6 +398,15 @@ for args, status, msg in [
     (("lookup", "", "a", "b"), 2, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),
     (("run",), 2, "need -c FILE"),
+    # an empty FILE (a unit's "-c ${HASHLB_CONFIG}" with the variable unset is one empty
+    # argument) names no file: it was exit 1, ": error: cannot open the configuration"
+    *((("check", "-c", ""), 2, "hashlb check: invalid value '' for option -c (a file name"),
+      (("run", "--config", ""), 2, "hashlb run: invalid value '' for option --config"),
+      (("lookup", "-c", "", "10.0.0.1"), 2, "hashlb lookup: invalid value '' for option -c"),
+      (("steer", "-c", ""), 2, "hashlb steer: invalid value '' for option -c"),
+      (("ctl", "-c", "", "status"), 2, "hashlb ctl: invalid value '' for option -c"),
+      (("ctl", "reload", "--pid", "1", "--config="), 2,
+       "hashlb ctl: invalid value '' for option --config")),
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 2, "has no port"),
