@@ -1563,10 +1563,16 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 static bool backend_unchecked_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
 				 uint64_t now)
 {
+	char qn[POOL_NAME_QUOTED];
+
 	if (c->health.enabled || b->health.up)
 		return false;
 	backend_health_restart(b, true, now);
 	backend_set_healthy(b, true);
+	/* its "backend down" line had no end: it took clients again unsaid */
+	pool_log(b->svc->pool, HLB_LOG_INFO, "backend up",
+		 "service=%s backend=%s cause=unchecked flaps=%" PRIu64, c->name,
+		 backend_qname(b, qn), b->health.flaps);
 	return true;
 }
 

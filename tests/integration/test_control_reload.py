@@ -14,8 +14,9 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, greetings,
-                    logfmt_fields, lookup, pick_port, run_tests, spawn, stop, tmpfile, tsan_build, who)
+from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, dead_port,
+                    greetings, logfmt_fields, lookup, pick_port, run_tests, spawn, stop, tmpfile,
+                    tsan_build, who)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -598,9 +599,29 @@ def reloads_of_many_backends_keep_the_rss():
     check(lb.stop() == 0, "exit 0")
 
 
+def checks_turned_off_say_a_down_backend_is_up():
+    """A reload that turns a service's checks off brings its backends down up (one not checked
+    is up), and logs it as every health change is: `msg="backend up" ... cause=unchecked`.
+    Before, the log said `backend down` and then nothing, while the backend took its clients
+    again."""
+    b = Backend("a")
+    dead = f"127.0.0.1:{dead_port()}"
+    lb = Lb(config([("a", b.addr), ("dead", dead)]))
+    check(lb.wait_log(r'msg="backend down" service=t backend=dead '), "dead goes down")
+    lb.rewrite(config([("a", b.addr), ("dead", dead)], health="enabled: false"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and lb.backend("dead")["health"] == "up", f"reloaded, dead up: {se}")
+    ups = [l for l in logged if 'msg="backend up"' in l]
+    check(len(ups) == 1 and re.search(r'msg="backend up" service=t backend=dead '
+                                      r'cause=unchecked flaps=1$', ups[0]),
+          f"dead's return is logged, a's nothing (it was up): {ups}")
+    check(lb.stop() == 0, "exit 0")
+    b.stop()
+
+
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
-           reloads_of_many_backends_keep_the_rss])
+           reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up])
