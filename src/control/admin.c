@@ -1526,15 +1526,20 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 		if (ctl->restart_only[0])
 			hlb_buf_printf(&resp->body, "not applied until a restart: %s\n",
 				       ctl->restart_only);
+		if (ctl->warnings)
+			hlb_buf_printf(&resp->body,
+				       "config warnings: %u (logged; hashlb check prints them), "
+				       "the first: %s\n",
+				       ctl->warnings, ctl->first_warning);
 		return;
 	}
 	if (ret == 0) {
 		hlb_buf_printf(&resp->body,
 			       "{\"ok\":true,\"reloads_ok\":%" PRIu64
-			       ",\"restart_only\":[%s%s%s]}\n",
+			       ",\"restart_only\":[%s%s%s],\"warnings\":%u}\n",
 			       ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
 			       ctl->restart_admin && ctl->restart_workers ? "," : "",
-			       ctl->restart_workers ? "\"workers\"" : "");
+			       ctl->restart_workers ? "\"workers\"" : "", ctl->warnings);
 		return;
 	}
 	resp->status = 422;

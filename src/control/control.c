@@ -55,9 +55,16 @@ static void config_warnings_log(struct hlb_control *ctl, const struct hashlb_con
 	struct hashlb_error *w = calloc(HLB_POOL_CHANGE_LINES, sizeof(*w));
 	int n;
 
+	ctl->warnings = 0;
+	ctl->first_warning[0] = '\0';
 	if (!w)
 		return;
 	n = hashlb_config_warnings(cfg, w, HLB_POOL_CHANGE_LINES);
+	/* for the reload's answer, where "reloaded" alone hid them in the log */
+	ctl->warnings = n > 0 ? (uint32_t)n : 0;
+	if (n > 0)
+		snprintf(ctl->first_warning, sizeof(ctl->first_warning), "%s:%d:%d: %s",
+			 ctl->config_path, w[0].line, w[0].column, w[0].msg);
 	for (int i = 0; i < n && i < HLB_POOL_CHANGE_LINES; i++)
 		control_log(ctl, HLB_LOG_WARN, "config warning",
 			    "config=%s line=%d column=%d warning=%s",

@@ -58,6 +58,10 @@ struct hlb_control {
 	 * ("workers (serving 1, config 4)"), "" for nothing; for its answer */
 	bool restart_workers, restart_admin;
 	char restart_only[384];
+	/* its config's warnings (hashlb_config_warnings()): how many, and the first as
+	 * "FILE:LINE:COL: WHAT" ("" for none) */
+	uint32_t warnings;
+	char first_warning[PATH_MAX + 300];
 	hlb_control_log_fn log;
 	void *log_arg;
 	/* process-level counters for /metrics and /status */

@@ -3,6 +3,7 @@
 keep-alive connections, a prober opens fresh connections and a few keep-alive clients hold
 theirs from before the first reload to after the last: no request fails or goes unanswered,
 no connection is refused or closed, and every reload is counted."""
+import json
 import os
 import re
 import shutil
@@ -457,12 +458,20 @@ def two_names_at_one_address_are_warned():
         check(rc == 0, f"reload: {se}")
         got = [l for l in lb.log[seen:] if re.search(warned, l)]
         check(len(got) == n, f"a reload {'with' if n else 'without'} them: {n} warning: {got}")
+        # and its answer, what ctl reload (and systemctl reload) shows, says so
+        said = (f"config warnings: 1 (logged; hashlb check prints them), the first: {lb.path}"
+                ":16:18: service 't': backend 'c' has the address of backend 'a'")
+        check((said in so) == bool(n) and ("config warnings" in so) == bool(n),
+              f"ctl reload's answer {'with' if n else 'without'} them: {so!r}")
+        rc, so, se = lb.ctl("--json", "reload")
+        check(rc == 0 and json.loads(so)["warnings"] == n, f"--json: {so!r}")
     # 40 backends at one address: 39 warnings, 32 logged and one line counting the rest
     # (before, a line each, at each reload: a config of 5,000 wrote 5,000 lines each time)
     lb.rewrite(config([(f"n{i}", "127.0.0.1:80") for i in range(40)], health=off))
     seen = len(lb.log)
     rc, so, se, logged = lb.reload()
     got = [l for l in lb.log[seen:] if 'msg="config warning' in l]
+    check("config warnings: 39 (logged" in so, f"ctl reload's answer counts all 39: {so!r}")
     check(rc == 0 and len(got) == 33 and
           re.search(r'msg="config warnings not logged" config=\S+ more=7$', got[-1]),
           f"39 warnings: 32 lines and one counting 7 more: {len(got)} {got[-2:]}")
