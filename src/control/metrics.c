@@ -745,6 +745,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_log_wakeups_total", "counter",
 		  "Times the poll on stderr woke the worker while connection log lines waited for "
 		  "room: about one per time the reader took bytes." },
+		{ "hashlb_worker_turns_total", "counter",
+		  "Turns of the worker's loop, each a wait for completions: about ten a second at "
+		  "rest (the tick), one per batch of completions under load." },
 	};
 	struct hlb_worker_stats s;
 
@@ -780,6 +783,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.queue_looks,
 				s.queue_fp_reads,
 				s.log_wakeups,
+				s.turns,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

@@ -881,6 +881,7 @@ static void *worker_main(void *arg)
 		else /* the recvs woken: see the turn's end */
 			r = io_uring_submit_and_get_events(&w->ring);
 		hlb_rcu_online(p->rcu, w->id);
+		hlb_stat_add(&w->pub.turns, 1);
 		if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY && r != -EAGAIN) {
 			hlb_log(HLB_LOG_ERROR, "io_uring_enter failed", "worker=%u err=%s", w->id,
 				strerrorname_np(-r));
@@ -1260,6 +1261,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.resets_taken = atomic_load_explicit(&w->pub.resets_taken, memory_order_relaxed),
 		.cancels_by_fd = atomic_load_explicit(&w->cancels_by_fd, memory_order_relaxed),
 		.log_wakeups = atomic_load_explicit(&w->pub.log_wakeups, memory_order_relaxed),
+		.turns = atomic_load_explicit(&w->pub.turns, memory_order_relaxed),
 		.queue_looks = atomic_load_explicit(&w->queue_looks, memory_order_relaxed),
 		.queue_fp_reads = atomic_load_explicit(&w->queue_fp_reads, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),

@@ -315,6 +315,7 @@ struct worker {
 		_Atomic uint64_t cq_overflows; /* worker_cq_check() */
 		_Atomic uint64_t resets_taken; /* half_reset_taken() */
 		_Atomic uint64_t log_wakeups; /* UD_LOG completions: stderr's poll for room */
+		_Atomic uint64_t turns; /* worker_main()'s loop turns */
 		_Atomic uint32_t cq_dropped; /* the ring's own count, at each tick */
 	} pub;
 	/* connections */

@@ -390,6 +390,7 @@ struct hlb_worker_stats {
 	uint64_t queue_looks; /* looks at the queue (conn_queue_run()) */
 	uint64_t queue_fp_reads; /* backends read by those looks' fingerprints */
 	uint64_t log_wakeups; /* wake-ups by stderr's poll for room for connection log lines */
+	uint64_t turns; /* turns of the worker's loop: one per wait for completions */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
