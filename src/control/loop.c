@@ -19,6 +19,7 @@ struct hlb_loop {
 	 * another io whose event is still ahead in it, see hlb_loop_del(). */
 	struct epoll_event batch[64];
 	int batch_n, batch_i;
+	uint64_t turns; /* hlb_loop_run_once() calls */
 };
 
 uint64_t hlb_now_ns(void)
@@ -241,11 +242,17 @@ void hlb_timer_cancel(struct hlb_loop *l, struct hlb_timer *t)
 	timerfd_sync(l);
 }
 
+uint64_t hlb_loop_turns(const struct hlb_loop *l)
+{
+	return l->turns;
+}
+
 int hlb_loop_run_once(struct hlb_loop *l, int timeout_ms)
 {
 	uint64_t now;
 	int n, handled;
 
+	l->turns++;
 	n = epoll_wait(l->epfd, l->batch, 64, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;

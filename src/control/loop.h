@@ -66,4 +66,7 @@ static inline bool hlb_timer_armed(const struct hlb_timer *t)
  */
 int hlb_loop_run_once(struct hlb_loop *l, int timeout_ms);
 
+/* The times hlb_loop_run_once() ran: a loop woken at once again and again spins. */
+uint64_t hlb_loop_turns(const struct hlb_loop *l);
+
 #endif

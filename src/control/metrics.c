@@ -848,6 +848,9 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	family(o, "hashlb_log_dropped_total", "counter",
 	       "Log lines dropped: stderr not read (a worker's buffer full, or 100 ms waited).");
 	hlb_buf_printf(o, "hashlb_log_dropped_total %" PRIu64 "\n", hlb_log_dropped());
+	family(o, "hashlb_control_turns_total", "counter",
+	       "Turns of the control thread's event loop: a few a second at rest.");
+	hlb_buf_printf(o, "hashlb_control_turns_total %" PRIu64 "\n", hlb_loop_turns(ctl->loop));
 	family(o, "hashlb_process_open_fds", "gauge", "File descriptors open now.");
 	hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());
 	family(o, "hashlb_process_max_fds", "gauge", "The file descriptor limit (soft).");
