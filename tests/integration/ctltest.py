@@ -217,20 +217,22 @@ def metric_sum(lb, name):
 
 # A spin detector that counts, not times: the turns a second of the workers' loops at rest
 # (hashlb_worker_turns_total: a tick every 100 ms, a paused accept's look every 10 ms, the few
-# completions the test causes) stay well below this. A worker spinning on a request that ends
-# at once (a poll, a send answering EAGAIN) turns once per completion: tens of thousands a
-# second, however loaded the machine.
+# completions the test causes), or of the control thread's (hashlb_control_turns_total), stay
+# well below this. A loop spinning on a request that ends at once (a poll, a send answering
+# EAGAIN, a level-triggered descriptor it cannot serve) turns once per wake-up: tens of
+# thousands a second, however loaded the machine.
 REST_TURN_RATE = 400
 
 
-def turn_mark(lb):
-    """Where <lb>'s workers are: their loops' turns so far, and when, for turn_rate()."""
-    return metric_sum(lb, "hashlb_worker_turns_total"), time.monotonic()
+def turn_mark(lb, loops="hashlb_worker_turns_total"):
+    """Where <lb>'s workers are (or its control thread: hashlb_control_turns_total): their
+    loops' turns so far, and when, for turn_rate()."""
+    return metric_sum(lb, loops), time.monotonic(), loops
 
 
 def turn_rate(lb, mark):
-    """The turns a second of <lb>'s worker loops since turn_mark() gave <mark>."""
-    turns, t = metric_sum(lb, "hashlb_worker_turns_total"), time.monotonic()
+    """The turns a second of the loops <mark> is of since turn_mark() gave it."""
+    turns, t = metric_sum(lb, mark[2]), time.monotonic()
     return (turns - mark[0]) / (t - mark[1])
 
 
