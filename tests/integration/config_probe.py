@@ -755,7 +755,8 @@ def cases_files(tmp):
     link = os.path.join(tmp, "link.yaml")
     os.symlink(link, link)
     yield Case(F, "symlink loop", path=link, expect="error", nofile=True)
-    yield Case(F, "empty path", path="", expect="error", nofile=True)
+    # no file named at all: a usage error (exit 2), as any invalid option value
+    yield Case(F, "empty path", path="", expect="usage", words=r"invalid value '' for option -c")
     long = os.path.join(tmp, "a" * 300)
     yield Case(F, "name too long", path=long, expect="error", nofile=True)
     colon = os.path.join(tmp, "a:1:2.yaml")
@@ -814,8 +815,14 @@ def judge(case, path, rc, out, err, secs, timed_out, rss_kb, max_rss_mb, max_sec
     lines = err.splitlines()
     if case.expect == "ok" and rc != 0:
         return defects + [("refused-valid", f"exit {rc}: {err.strip()[:300]}")]
-    if case.expect == "error" and rc == 0:
+    if case.expect in ("error", "usage") and rc == 0:
         return defects + [("accepted-invalid", "exit 0")]
+    if case.expect == "usage":
+        if rc != 2:
+            defects.append(("exit-status", f"exit {rc}, want 2 (usage)"))
+        if not re.search(case.words, lines[0] if lines else ""):
+            defects.append(("message", repr(err[:300])))
+        return defects
     if rc == 0:
         # a config accepted may be warned of (two backends at one address), each warning one
         # line FILE:LINE:COLUMN: warning: ...; anything else on stderr is a defect
