@@ -343,23 +343,33 @@ def removed_service_drains_until_timeout():
     check(lb.stop() == 0, "exit 0")
 
 
+# A config's first service, "keep" (backend a), that stays while reloads remove "back" and
+# add it back (keep_and_back()).
+KEEP_SERVICE = ("workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
+                "  - name: keep\n    listen: {keep}\n    health:\n      enabled: false\n"
+                "    backends:\n      - name: a\n        address: {a}\n")
+
+
+def keep_and_back(both, **more):
+    """An Lb of <both>: KEEP_SERVICE and a service "back" (backend b at BACKENDS[1], and
+    <more>), both listening on port 0; and the addresses they bound, by service name."""
+    lb = Lb(both.format(keep="127.0.0.1:0", a=BACKENDS[0][1], back="127.0.0.1:0",
+                        b=BACKENDS[1][1], **more))
+    return lb, {x["name"]: x["bound"] for x in lb.status()["services"]}
+
+
 def removed_service_added_back_keeps_its_connections():
     """A reload removes a whole service and the next one adds it back (a config written in
     two steps, a removal undone) before its drain ends: its backends take their draining
     connections back, as a backend removed and added back within a service does, instead of
     cutting them at the drain deadline while the service serves again. They were closed
     there: 10 of 10 here."""
-    two = ("workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
-           "  - name: keep\n    listen: {keep}\n    health:\n      enabled: false\n"
-           "    backends:\n      - name: a\n        address: {a}\n")
-    back = ("  - name: back\n    listen: {back}\n    timeouts:\n      drain: 1500ms\n"
-            "    health:\n      enabled: false\n"
-            "    backends:\n      - name: b\n        address: {b}\n"
-            "      - name: c\n        address: {c}\n")
-    both = two + back
-    lb = Lb(both.format(keep="127.0.0.1:0", a=BACKENDS[0][1], back="127.0.0.1:0",
-                        b=BACKENDS[1][1], c=BACKENDS[2][1]))
-    bound = {x["name"]: x["bound"] for x in lb.status()["services"]}
+    two = KEEP_SERVICE
+    both = two + ("  - name: back\n    listen: {back}\n    timeouts:\n      drain: 1500ms\n"
+                  "    health:\n      enabled: false\n"
+                  "    backends:\n      - name: b\n        address: {b}\n"
+                  "      - name: c\n        address: {c}\n")
+    lb, bound = keep_and_back(both, c=BACKENDS[2][1])
     host, port = bound["back"].rsplit(":", 1)
     held = [connect((host, int(port)), client_ip(i), timeout=10) for i in range(10)]
     names = [read_line(h) for h in held]
@@ -396,6 +406,48 @@ def removed_service_added_back_keeps_its_connections():
         h.close()
     check(lb.wait(lambda: lb.service(1)["connections"]["active"] == 0) is not None,
           "they end as their clients leave")
+    check(lb.stop() == 0, "exit 0")
+
+
+def added_back_service_serves_its_queue_as_old_connections_end():
+    """A service removed and added back by reloads takes its backends back with their draining
+    connections (above). Those connections still belong to the service removed: when one ends,
+    the slot it gives back under the backend's max_connections is one a client of the service
+    added back may wait for (timeouts.queue). That client is served then, not left waiting to
+    its deadline: the end did not wake the queue (its own service had none waiting), and since
+    the queue is walked only after a wake-up nothing else looked."""
+    two = KEEP_SERVICE
+    both = two + ("  - name: back\n    listen: {back}\n    timeouts:\n      drain: 60s\n"
+                  "      queue: 8s\n    health:\n      enabled: false\n"
+                  "    backends:\n      - name: b\n        address: {b}\n"
+                  "        max_connections: 1\n")
+    lb, bound = keep_and_back(both)
+    host, port = bound["back"].rsplit(":", 1)
+    holder = connect((host, int(port)), client_ip(1), timeout=10)
+    check(read_line(holder) == "b", "the first client takes b's one slot")
+    with open(lb.path, "w") as f:
+        f.write(two.format(keep=bound["keep"], a=BACKENDS[0][1]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reloaded without the service: {so}{se}")
+    with open(lb.path, "w") as f:
+        f.write(both.format(keep=bound["keep"], a=BACKENDS[0][1], back=bound["back"],
+                            b=BACKENDS[1][1]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"the service added back: {so}{se}")
+    check(lb.wait_log(r'msg="service added back: its draining connections stay" service=back '
+                      r'connections=1$'), "b keeps its connection, and its slot")
+    waiting = connect((host, int(port)), client_ip(2), timeout=30)  # a hang guard
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1),
+          "a new client waits for b's slot")
+    holder.close()  # its slot given back: the client waiting takes it
+    try:
+        got = read_line(waiting)
+    except OSError as e:
+        got = repr(e)
+    timeouts = lb.service(1)["connections"]["queue_timeouts"]
+    check(got == "b" and timeouts == 0,
+          f"the waiting client served by b as the slot freed: {got!r}, {timeouts} queue timeouts")
+    waiting.close()
     check(lb.stop() == 0, "exit 0")
 
 
@@ -2401,6 +2453,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
+           added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
