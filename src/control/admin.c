@@ -1077,14 +1077,15 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		return;
 	}
 	if (has_weight && parse_u32(weight, HASHLB_WEIGHT_MAX, &w) < 0) {
-		resp_error(resp, 400, "weight '%s' is not a whole number 0..%u (in decimal digits)",
+		resp_error(resp, 400,
+			   "weight '%s' is not a whole number from 0 to %u (in decimal digits)",
 			   weight, HASHLB_WEIGHT_MAX);
 		return;
 	}
 	if (has_max && parse_u32(maxc, HASHLB_MAX_CONNECTIONS_MAX, &max) < 0) {
 		resp_error(resp, 400,
-			   "max_connections '%s' is not a whole number 0 (no cap)..%u (in decimal "
-			   "digits)",
+			   "max_connections '%s' is not a whole number from 0 (no cap) to %u (in "
+			   "decimal digits)",
 			   maxc, HASHLB_MAX_CONNECTIONS_MAX);
 		return;
 	}

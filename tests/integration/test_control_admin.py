@@ -478,9 +478,9 @@ def refused_set_changes_nothing():
     # a value refused for its form is named: "weight must be 0..10000" answered 1.5 and 0x10,
     # both within that range, and an empty one, as if each were out of it
     for what, value in (("weight", "1.5"), ("weight", "0x10"), ("weight", ""), ("weight", "-1"),
-                        ("max_connections", "2.0")):
+                        ("weight", "99999"), ("max_connections", "2.0")):
         rc, so, se = lb.ctl("set", "a", what, value)
-        check(rc == 1 and f"hashlb ctl: {what} '{value}' is not a whole number 0" in se,
+        check(rc == 1 and f"hashlb ctl: {what} '{value}' is not a whole number from 0" in se,
               f"ctl set a {what} {value!r}: {rc} {se!r}")
     # hashlb logs before it answers, but this process reads the log on another thread:
     # once a later reload's last line is read, every line the refusal logged is too
