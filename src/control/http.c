@@ -100,7 +100,15 @@ static void conn_close(struct http_conn *c)
 	struct hlb_http *h = c->h;
 
 	hlb_loop_del(h->loop, &c->io);
-	close(c->io.fd);
+	/* The reserve given up for this connection takes its slot back in the same step:
+	 * closed, then /dev/null opened again, a worker's accept could take the slot in
+	 * between, and at the fd limit the endpoint had none to answer with. dup3() closes
+	 * the socket (its FIN) and makes the slot a copy of the loop's epoll descriptor, a
+	 * placeholder (no socket, which an upgrade's taker would find; close-on-exec). */
+	if (h->spare < 0 && dup3(hlb_loop_fd(h->loop), c->io.fd, O_CLOEXEC) >= 0)
+		h->spare = c->io.fd;
+	else
+		close(c->io.fd);
 	hlb_timer_cancel(h->loop, &c->timer);
 	hlb_buf_free(&c->out);
 	hlb_buf_free(&c->body);
@@ -112,7 +120,7 @@ static void conn_close(struct http_conn *c)
 		c->next->prev = c->prev;
 	h->n_conns--;
 	free(c);
-	spare_take(h); /* if it was given up for this connection */
+	spare_take(h); /* if it was given up and the slot not taken back above */
 }
 
 static const char *status_text(int status)

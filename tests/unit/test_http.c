@@ -17,7 +17,9 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -372,24 +374,35 @@ static const char *answer_of(int fd, char *buf, size_t size)
 	return buf;
 }
 
+/* An endpoint of hold_wait() (<held>) on a unix socket in a new directory made of <dir>, at
+ * <sun>, on a new loop into <*l>. */
+static struct hlb_http *hold_wait_server(char *dir, struct sockaddr_un *sun, struct hlb_loop **l,
+					 uint64_t *held)
+{
+	struct hashlb_error err = { 0 };
+	struct hlb_http *h;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/admin.sock", dir);
+	assert_int_equal(hlb_loop_new(l), 0);
+	assert_int_equal(hlb_http_new(*l, (const struct sockaddr *)sun, sizeof(*sun), hold_wait,
+				      held, &h, &err),
+			 0);
+	return h;
+}
+
 static void test_held_request_waits_alone(void **state)
 {
 	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct hlb_http_resp later = { .status = 200, .ctype = "text/plain" };
-	struct hashlb_error err = { 0 };
 	struct hlb_http *h;
 	struct hlb_loop *l;
 	uint64_t held = 0;
 	int waits, now;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/admin.sock", dir);
-	assert_int_equal(hlb_loop_new(&l), 0);
-	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), hold_wait,
-				      &held, &h, &err),
-			 0);
+	h = hold_wait_server(dir, &sun, &l, &held);
 	/* held, its client having shut down writing after it: the connection stays */
 	waits = client_ask(&sun, "GET /wait HTTP/1.1\r\nHost: t\r\n\r\n");
 	pump(l, &held, -1);
@@ -411,6 +424,92 @@ static void test_held_request_waits_alone(void **state)
 	hlb_buf_puts(&later.body, "again\n");
 	assert_int_equal(hlb_http_answer(h, held, &later), -ENOENT);
 	assert_null(later.body.p);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	rmdir(dir);
+}
+
+/*
+ * open64() (linked with --wrap=open64: open() with 64-bit offsets): with <steal_devnull> set, the next open of /dev/null first
+ * takes the lowest free descriptor into <stolen>, as a worker's accept at the fd limit can
+ * between the endpoint's close of a connection and its opening of the reserve again.
+ */
+int __real_open64(const char *path, int flags, ...);
+int __wrap_open64(const char *path, int flags, ...);
+static bool steal_devnull;
+static int stolen = -1;
+
+int __wrap_open64(const char *path, int flags, ...)
+{
+	int mode = 0;
+
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, int);
+		va_end(ap);
+	}
+	if (steal_devnull && !strcmp(path, "/dev/null")) {
+		steal_devnull = false;
+		stolen = __real_open64("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	return __real_open64(path, flags, mode);
+}
+
+/*
+ * At the fd limit the endpoint answers with the descriptor it keeps in reserve, and takes
+ * it back when that connection closes: in one step (dup3() over the connection's slot). It
+ * closed the connection, then opened /dev/null again, and a descriptor the forwarder took in
+ * between (its accepts retry at the limit) left it none: the next request waited in the
+ * backlog for good (forward-3's fd_limit_admin timed out so once in CI).
+ */
+static void test_reserve_kept_at_the_fd_limit(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct rlimit was, low;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	int fill[256], n_fill = 0, a, b, fd;
+	bool answered_a, answered_b;
+	uint64_t held = 0;
+
+	(void)state;
+	h = hold_wait_server(dir, &sun, &l, &held);
+	/* two clients in the backlog, then every descriptor taken */
+	a = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
+	b = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	low = was;
+	low.rlim_cur = (rlim_t)b + 64 < was.rlim_cur ? (rlim_t)b + 64 : was.rlim_cur;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (n_fill < (int)(sizeof(fill) / sizeof(*fill)) &&
+	       (fd = __real_open64("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fill[n_fill++] = fd;
+	assert_int_equal(errno, EMFILE);
+	/* a's answer on the reserve; its slot, freed, is taken at once */
+	steal_devnull = true;
+	pump(l, NULL, a);
+	answered_a = readable(a);
+	/* b's, on the reserve again */
+	pump(l, NULL, b);
+	steal_devnull = false;
+	answered_b = readable(b);
+	if (answered_b)
+		answered_b = strstr(answer_of(b, buf, sizeof(buf)), "\r\n\r\nnow\n") != NULL;
+	else
+		close(b);
+	/* undone before the verdict, which would leave the next test at the limit */
+	close(a);
+	if (stolen >= 0)
+		close(stolen);
+	stolen = -1;
+	while (n_fill)
+		close(fill[--n_fill]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_true(answered_a);
+	assert_true(answered_b);
 	hlb_http_free(h);
 	hlb_loop_free(l);
 	rmdir(dir);
@@ -504,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_held_request_waits_alone),
+		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
