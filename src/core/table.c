@@ -90,70 +90,73 @@ static int cmp_order(const void *a, const void *b, void *names)
 	return strcmp(nm[*(const uint32_t *)a], nm[*(const uint32_t *)b]);
 }
 
-/* <order> (n indexes) sorted by <names>; an error naming the first name
- * two backends share. */
-static int name_order(const char *const *names, uint32_t *order, uint32_t n,
-		      struct hashlb_error *err)
+/*
+ * <order> (n indexes) sorted by <names>; 1 if two share a name, with the first backend (in
+ * <names>' order) whose name an earlier one has into *<ret_dup> and that earlier one's into
+ * *<ret_first>, else 0.
+ */
+static int name_order(const char *const *names, uint32_t *order, uint32_t n, uint32_t *ret_dup,
+		      uint32_t *ret_first)
 {
+	uint32_t dup = UINT32_MAX, first = 0, lo = 0;
+
 	for (uint32_t i = 0; i < n; i++)
 		order[i] = i;
 	qsort_r(order, n, sizeof(*order), cmp_order, (void *)names);
-	for (uint32_t k = 1; k < n; k++) {
-		uint32_t a = order[k - 1], b = order[k];
+	/* in each run of one name, the least index is the earlier one, the next least its
+	 * repeat: the least of those repeats is the first */
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t min = UINT32_MAX, next = UINT32_MAX;
 
-		if (strcmp(names[a], names[b]) == 0)
-			return hashlb_err(err, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
-					  "backends %u and %u have the same name '%s'",
-					  a < b ? a : b, a < b ? b : a, names[b]);
-	}
-	return 0;
-}
-
-struct name_ref {
-	const char *name;
-	uint32_t idx;
-};
-
-static int name_ref_cmp(const void *a, const void *b)
-{
-	const struct name_ref *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
-
-	if (c)
-		return c;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-int hashlb_names_duplicate(const char *const *names, uint32_t n, uint32_t *ret_dup,
-			   uint32_t *ret_first)
-{
-	uint32_t dup = UINT32_MAX, first = 0, group = 0;
-	struct name_ref *refs;
-
-	if (n < 2)
-		return 0;
-	refs = calloc(n, sizeof(*refs));
-	if (!refs)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
-		refs[i] = (struct name_ref){ names[i], i };
-	qsort(refs, n, sizeof(*refs), name_ref_cmp);
-	for (uint32_t k = 1; k < n; k++) {
-		if (strcmp(refs[k].name, refs[k - 1].name) != 0) {
-			group = k;
-			continue;
+		for (lo = k; k + 1 < n && strcmp(names[order[k + 1]], names[order[lo]]) == 0; k++)
+			;
+		for (uint32_t j = lo; j <= k; j++) {
+			if (order[j] < min) {
+				next = min;
+				min = order[j];
+			} else if (order[j] < next) {
+				next = order[j];
+			}
 		}
-		if (refs[k].idx < dup) {
-			dup = refs[k].idx;
-			first = refs[group].idx;
+		if (next < dup) {
+			dup = next;
+			first = min;
 		}
 	}
-	free(refs);
 	if (dup == UINT32_MAX)
 		return 0;
 	*ret_dup = dup;
 	*ret_first = first;
 	return 1;
+}
+
+/* name_order(), the repeated name an error (0-based indexes, the earlier first). */
+static int name_order_err(const char *const *names, uint32_t *order, uint32_t n,
+			  struct hashlb_error *err)
+{
+	uint32_t dup, first;
+
+	if (name_order(names, order, n, &dup, &first))
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
+				  "backends %u and %u have the same name '%s'", first, dup,
+				  names[dup]);
+	return 0;
+}
+
+int hashlb_names_duplicate(const char *const *names, uint32_t n, uint32_t *ret_dup,
+			   uint32_t *ret_first)
+{
+	uint32_t *order;
+	int r;
+
+	if (n < 2)
+		return 0;
+	order = malloc(n * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	r = name_order(names, order, n, ret_dup, ret_first);
+	free(order);
+	return r;
 }
 
 /* <p> with hashlb_table_build()'s defaults for what it leaves at 0. */
@@ -360,7 +363,7 @@ static int table_alloc(const struct hashlb_table_params *p, const struct hashlb_
 		t->down[i] = b[i].down;
 		t->name_hash[i] = XXH64(t->names[i], len, 0);
 	}
-	ret = name_order((const char *const *)t->names, t->order, n, err);
+	ret = name_order_err((const char *const *)t->names, t->order, n, err);
 	if (ret < 0) {
 		hashlb_table_free(t);
 		return ret;
@@ -626,7 +629,7 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 	} else {
 		for (size_t i = 0; i < n; i++)
 			names[i] = backends[i].name;
-		ret = name_order(names, order, (uint32_t)n, err);
+		ret = name_order_err(names, order, (uint32_t)n, err);
 	}
 	free(names);
 	free(order);

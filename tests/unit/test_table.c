@@ -67,7 +67,8 @@ static void test_errors(void **state)
 		b.spec[2].name = b.names[2];
 
 		b.spec[3].name = b.names[1];
-		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_DUPLICATE_NAME, "be-1");
+		expect_error(&p, b.spec, 4, -EINVAL, HASHLB_ERR_DUPLICATE_NAME,
+			     "backends 1 and 3 have the same name 'be-1'");
 		b.spec[3].name = b.names[3];
 
 		for (int i = 0; i < 4; i++)
@@ -132,6 +133,22 @@ static void test_errors(void **state)
 	hashlb_table_params_init(&p, HASHLB_SCHEME_RING);
 	expect_error(&p, b.spec, b.n, -EINVAL, HASHLB_ERR_TOO_MANY_BACKENDS, NULL);
 	test_backends_free(&b);
+}
+
+/* The first name that an earlier one repeats, in the names' own order (what the build's
+ * error, the config's and the CLI's name), whatever the names sort as. */
+static void test_names_duplicate(void **state)
+{
+	const char *names[] = { "c", "z", "b", "z", "c", "b" };
+	uint32_t dup = 0, first = 0;
+
+	(void)state;
+	assert_int_equal(hashlb_names_duplicate(names, 6, &dup, &first), 1);
+	assert_int_equal(dup, 3); /* z repeats at 3, before c at 4 and b at 5 */
+	assert_int_equal(first, 1);
+	assert_int_equal(hashlb_names_duplicate(names, 3, &dup, &first), 0);
+	assert_int_equal(hashlb_names_duplicate(names + 3, 3, &dup, &first), 0);
+	assert_int_equal(hashlb_names_duplicate(names, 1, &dup, &first), 0);
 }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -676,6 +693,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_names_duplicate),
 #ifdef TEST_NOMEM
 		cmocka_unit_test(test_nomem),
 #endif
