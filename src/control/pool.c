@@ -615,8 +615,10 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 
 void hlb_pool_set_max_connections(struct hlb_pool_backend *b, uint32_t max)
 {
-	atomic_store(&b->rt->max_conns, max);
-	pool_queue_kick(b->svc->pool);
+	/* a cap that changes may give waiting clients room; one set again to what it is, as
+	 * each reload does for kernel steering, gives none */
+	if (atomic_exchange(&b->rt->max_conns, max) != max)
+		pool_queue_kick(b->svc->pool);
 }
 
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
