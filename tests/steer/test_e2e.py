@@ -810,9 +810,10 @@ def dead_backend_down(topo):
         check(got and all(name != "b3" for _, name in got),
               f"dead backend: new clients after {opt} b3: {sorted({n for _, n in got})}")
     p = steer("--update")
+    entry = T.sh("ip", "neigh", "show", topo.backend_ip(2), ns=topo.lb).stdout.strip()
     check(p.returncode == 1 and "no MAC address" in p.stderr,
           f"dead backend: back in the table with no MAC must be refused: {p.returncode} "
-          f"{p.stderr.strip()}")
+          f"{p.stderr.strip()} (the LB's entry of b3 now: {entry or 'none'})")
     T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
     T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
     topo.resolve()

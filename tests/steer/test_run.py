@@ -211,10 +211,12 @@ def dead_host(topo, servers):
         print(f"dead host: b3's host gone, b2 down: 20 new clients: {dict(got)}", flush=True)
     finally:
         d.stop()
-        # back as topo.up() made it: the link down took its IPv6 address with it
+        # back as topo.up() made it: the link down took its IPv6 address and its neighbour
+        # entries with it
         T.sh("ip", "link", "set", "eth0", "up", ns=topo.backends[2])
         T.sh("ip", "-6", "addr", "replace", f"{topo.backend_ip6(2)}/64", "dev", "eth0", "nodad",
              ns=topo.backends[2])
+        topo.pin_lb(topo.backends[2])
 
 
 def manual_update(topo, servers):

@@ -101,8 +101,24 @@ class Topo:
         for ns in [self.client, self.lb] + self.backends:
             sh("sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=0", ns=ns)
             sh("sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=0", ns=ns)
+        for b in self.backends:
+            self.pin_lb(b)
         self.resolve()
         return self
+
+    def pin_lb(self, ns):
+        """Backend <ns> holds the LB's addresses in permanent neighbour entries, so that it never
+        asks for them: the LB learns a backend's MAC only from what the LB sends it, as
+        resolve() and health checks do, and a test that deletes the LB's entry of a backend
+        finds it gone until then. Otherwise a backend that answered the LB (resolve()'s
+        connect) checks its entry of the LB 5 s later (delay_first_probe_time) by a unicast
+        request, and that request gives the LB the backend's entry again: steer-e2e's
+        dead_backend_down found b3's MAC back where it must be refused (CI, session 36)."""
+        mac = self.mac(self.lb)
+        sh("ip", "neigh", "replace", LB_IP, "lladdr", mac, "dev", "eth0", "nud", "permanent",
+           ns=ns)
+        sh("ip", "-6", "neigh", "replace", LB_IP6, "lladdr", mac, "dev", "eth0", "nud",
+           "permanent", ns=ns)
 
     def wire(self, k, ns, ip, ip6, mac=None):
         """Node <ns>'s eth0, with <ip> and <ip6> (and <mac>), on the switch's port p<k>."""
