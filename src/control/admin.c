@@ -363,14 +363,15 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 				",\"queue_tries\":%" PRIu64 ",\"resets_taken\":%" PRIu64
 				",\"cancels_by_fd\":%" PRIu64 ",\"queue_looks\":%" PRIu64
 				",\"queue_fingerprint_reads\":%" PRIu64 ",\"log_wakeups\":%" PRIu64
-				",\"turns\":%" PRIu64 "}",
+				",\"turns\":%" PRIu64 ",\"queue_steps\":%" PRIu64 "}",
 				i ? "," : "", s.connections, s.buffers, s.buffers_in_use,
 				s.buffer_waiters, s.buffer_waits, s.buffer_wakeups, s.spilled,
 				s.spill_max, s.spills, s.pipes, s.pipes_max, s.splice_refused,
 				s.accept_errors, s.fd_limit, s.cap_pauses, s.cq_overflows,
 				s.cq_dropped, s.queue_deadline_looks, s.queue_served_woken,
 				s.queue_served_tick, s.queue_tries, s.resets_taken, s.cancels_by_fd,
-				s.queue_looks, s.queue_fp_reads, s.log_wakeups, s.turns);
+				s.queue_looks, s.queue_fp_reads, s.log_wakeups, s.turns,
+				s.queue_steps);
 	}
 	if (!text)
 		hlb_buf_puts(o, "]");

@@ -748,6 +748,9 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 		{ "hashlb_worker_turns_total", "counter",
 		  "Turns of the worker's loop, each a wait for completions: about ten a second at "
 		  "rest (the tick), one per batch of completions under load." },
+		{ "hashlb_worker_queue_steps_total", "counter",
+		  "Clients waiting in the queue read following its links: those a look tries (and "
+		  "the one it stops at); a client that leaves is taken off reading none." },
 	};
 	struct hlb_worker_stats s;
 
@@ -784,6 +787,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 				s.queue_fp_reads,
 				s.log_wakeups,
 				s.turns,
+				s.queue_steps,
 			};
 
 			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),

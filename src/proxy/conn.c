@@ -2837,6 +2837,7 @@ void conn_queue_run(struct worker *w)
 		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		bool connecting;
 
+		hlb_stat_add(&w->queue_steps, 1);
 		if (!whole && !rooms.total)
 			break; /* the rest cannot be served; their deadlines: below */
 		hlb_stat_add(&w->queue_tries, 1);

@@ -391,6 +391,7 @@ struct hlb_worker_stats {
 	uint64_t queue_fp_reads; /* backends read by those looks' fingerprints */
 	uint64_t log_wakeups; /* wake-ups by stderr's poll for room for connection log lines */
 	uint64_t turns; /* turns of the worker's loop: one per wait for completions */
+	uint64_t queue_steps; /* waiting clients read following the queue's links */
 };
 
 /* Worker-side counter update: single writer per line, no atomic RMW. */
