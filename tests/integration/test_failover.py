@@ -4,7 +4,6 @@ keeps it across reconnects, moves to the next backend of its preference list whe
 refuses or is at its max_connections, and is closed promptly (no hang) when every backend is
 down or full."""
 import os
-import random
 import select
 import socket
 import subprocess
@@ -922,39 +921,42 @@ def queue_of_waiting_clients(services=1):
 
 
 def queued_clients_leaving_newest_first():
-    """Thousands of clients waiting in one worker's queue that reset, the newest first: each is
-    dropped at its own cost, as when they leave in the order they came, not at a cost that
-    grows with the clients ahead of it. Each abort walked the queue from its head to the
-    client: 9,000 clients leaving newest first took 0.43-0.63 CPU seconds, oldest first 0.07."""
+    """Thousands of clients waiting in one worker's queue that reset, oldest first and then
+    newest first: each is taken off the queue at its own cost, not at one that grows with the
+    clients ahead of it. Counted in waiting clients read following the queue's links
+    (hashlb_worker_queue_steps_total), not in CPU time: leaving reads none, in either order;
+    only the looks at the queue meanwhile read the clients they try (and one they stop at).
+    Each abort walked the queue from its head to the client: 9,000 clients leaving newest
+    first took 0.43-0.63 CPU seconds, oldest first 0.07; with that walk again, 40 million
+    steps (n(n-1)/2) newest first."""
     from ctltest import metric_sum
 
     lb, holders, n, wait_for = queue_of_waiting_clients()
 
+    def counts():
+        return [metric_sum(lb, f"hashlb_worker_queue_{c}_total")
+                for c in ("steps", "tries", "looks")]
+
     def leave(socks):
-        """The CPU seconds hashlb took to drop <socks>, reset in that order."""
-        cpu = lb.cpu_seconds()
+        """The waiting clients read while <socks> reset, in that order, besides those the looks
+        at the queue meanwhile tried, and the looks (each may stop at one it does not try)."""
+        before = counts()
         for s in socks:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()  # RST
         check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
               "every one dropped from the queue")
-        return lb.cpu_seconds() - cpu
+        steps, tries, looks = (a - b for a, b in zip(counts(), before))
+        return steps - tries, looks
 
-    # a first round, left in no order, leaves hashlb's connections to be reused in none
-    # either (as after hours of traffic): a walk of the queue is a cache miss per client
-    socks = wait_for()
-    random.Random(1).shuffle(socks)
-    leave(socks)
-    # the reference, in this run and this build: clients leaving oldest first, each at the
-    # queue's head (a walk from there found it at once)
-    oldest = leave(wait_for())
-    newest = leave(reversed(wait_for()))
-    print(f"    {n} waiting clients: {oldest:.2f} CPU seconds to drop oldest first, "
-          f"{newest:.2f} newest first")
-    check(newest <= max(oldest, 0.05) * 3,
-          f"{n} clients dropped newest first took {newest:.2f} CPU seconds, oldest first "
-          f"{oldest:.2f}")
-    check(metric_sum(lb, "hashlb_service_queue_aborts_total") == 3 * n,
+    for order, first in (("oldest", False), ("newest", True)):
+        socks = wait_for()
+        read, looks = leave(reversed(socks) if first else socks)
+        print(f"    {n} waiting clients leaving {order} first: {read:.0f} read, "
+              f"{looks:.0f} looks at the queue meanwhile")
+        check(read <= looks, f"{n} clients leaving {order} first read {read:.0f} others "
+              f"(looks at the queue meanwhile: {looks:.0f})")
+    check(metric_sum(lb, "hashlb_service_queue_aborts_total") == 2 * n,
           "each counted as an abort")
     holders[0].close()
     check(lb.stop() == 0, "exit 0")
