@@ -835,6 +835,11 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	       "Tables built (a service's published, retry and ramp tables): a reload builds "
 	       "those of the services it changes, none for a config's validation.");
 	hlb_buf_printf(o, "hashlb_tables_built_total %" PRIu64 "\n", hashlb_table_builds());
+	family(o, "hashlb_reload_match_reads_total", "counter",
+	       "Names and listeners read to match a config's services, backends and listen "
+	       "addresses with those running, at start and at each reload: a few per service "
+	       "and backend.");
+	hlb_buf_printf(o, "hashlb_reload_match_reads_total %" PRIu64 "\n", hlb_match_reads());
 	family(o, "hashlb_config_last_reload_successful", "gauge",
 	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
 	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);

@@ -2348,6 +2348,30 @@ static int name_idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
 }
 
+/* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none: the names it
+ * compared counted (hlb_match_reads()). */
+static const struct name_idx *name_idx_find(const struct name_idx *sorted, uint32_t n,
+					    const char *name)
+{
+	const struct name_idx *hit = NULL;
+	uint32_t lo = 0, hi = n, reads = 0;
+
+	while (lo < hi && !hit) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, sorted[mid].name);
+
+		reads++;
+		if (c < 0)
+			hi = mid;
+		else if (c > 0)
+			lo = mid + 1;
+		else
+			hit = &sorted[mid];
+	}
+	hlb_match_reads_add(reads);
+	return hit;
+}
+
 /* What a reload does with a backend it finds running (service_update()). */
 enum { BACKEND_RETIRED, BACKEND_KEPT, BACKEND_MOVED /* its name at another address */ };
 
@@ -2360,13 +2384,14 @@ enum { BACKEND_RETIRED, BACKEND_KEPT, BACKEND_MOVED /* its name at another addre
 static uint32_t backend_by_name(const struct hlb_pool_service *s, const struct name_idx *sorted,
 				const uint8_t *taken, uint32_t i, const char *name)
 {
-	struct name_idx key = { .name = name }, *hit;
+	const struct name_idx *hit;
 
-	if (i < s->n_backends && !(taken && taken[i] == BACKEND_KEPT) &&
-	    !strcmp(s->backends[i]->rt->name, name))
-		return i;
-	hit = s->n_backends ? bsearch(&key, sorted, s->n_backends, sizeof(*sorted), name_idx_cmp)
-			    : NULL;
+	if (i < s->n_backends && !(taken && taken[i] == BACKEND_KEPT)) {
+		hlb_match_reads_add(1);
+		if (!strcmp(s->backends[i]->rt->name, name))
+			return i;
+	}
+	hit = name_idx_find(sorted, s->n_backends, name);
 	return hit && !(taken && taken[hit->j] == BACKEND_KEPT) ? hit->j : s->n_backends;
 }
 
@@ -2759,7 +2784,8 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	bool *fresh = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*fresh));
 	/* the running services by name: a scan of them for each service of
 	 * <cfg> made a reload quadratic in services */
-	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted)), *hit;
+	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted));
+	const struct name_idx *hit;
 	struct service_prep *prep = NULL;
 	/* [j]: what retiring the running service j takes, if the reload removes it */
 	struct retired *retiring = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*retiring));
@@ -2782,10 +2808,8 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	pool_listen_begin(p);
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
-		struct name_idx key = { .name = c->name };
 
-		hit = p->n_svcs ? bsearch(&key, sorted, p->n_svcs, sizeof(*sorted), name_idx_cmp)
-				: NULL;
+		hit = name_idx_find(sorted, p->n_svcs, c->name);
 		j = hit && !kept[hit->j] ? hit->j : p->n_svcs;
 		if (j < p->n_svcs) {
 			kept[j] = true;

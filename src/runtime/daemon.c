@@ -433,15 +433,21 @@ static void index_put(struct listener_index *x, struct dlistener *dl)
 	x->n++;
 }
 
-/* The listener bound to <addr>, NULL if none. */
+/* The listener bound to <addr>, NULL if none: the listeners it read counted (hlb_match_reads()). */
 static struct dlistener *index_find(const struct listener_index *x, const struct sockaddr *addr)
 {
+	struct dlistener *hit = NULL;
+	uint64_t reads = 0;
 	socklen_t len;
 
-	for (uint32_t i = sockaddr_hash(addr) & x->mask; x->slot[i]; i = (i + 1) & x->mask)
+	for (uint32_t i = sockaddr_hash(addr) & x->mask; x->slot[i] && !hit;
+	     i = (i + 1) & x->mask) {
+		reads++;
 		if (hlb_sockaddr_same(hlb_listener_addr(x->slot[i]->l, &len), addr))
-			return x->slot[i];
-	return NULL;
+			hit = x->slot[i];
+	}
+	hlb_match_reads_add(reads);
+	return hit;
 }
 
 /*
@@ -499,6 +505,8 @@ static bool own_clash(const struct hlb_daemon *d, const struct sockaddr *addr)
 	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
 	uint16_t port = hashlb_addr_port(a);
 	struct sockaddr_storage near[5];
+	const struct dlistener *dl;
+	uint64_t reads = 0;
 	socklen_t len;
 	int n;
 
@@ -512,11 +520,14 @@ static bool own_clash(const struct hlb_daemon *d, const struct sockaddr *addr)
 		if (n >= 0)
 			return false;
 	}
-	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next)
+	for (dl = d->listeners; dl; dl = dl->next) {
+		reads++;
 		if (hashlb_listen_clash(
 			    (const struct sockaddr_storage *)hlb_listener_addr(dl->l, &len), a))
-			return true;
-	return false;
+			break;
+	}
+	hlb_match_reads_add(reads);
+	return dl != NULL;
 }
 
 /* Socket addresses in an order: family, port, address (what hlb_sockaddr_same() compares, the
@@ -577,11 +588,18 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	struct dlistener *dl;
 	int r;
 
-	if (hashlb_addr_port((const struct sockaddr_storage *)addr) && d->index.slot)
+	if (hashlb_addr_port((const struct sockaddr_storage *)addr) && d->index.slot) {
 		dl = index_find(&d->index, addr);
-	else
-		for (dl = d->listeners; dl && !listener_matches(dl, addr, svc); dl = dl->next)
-			;
+	} else { /* the index off (port 0, short of memory): a scan */
+		uint64_t reads = 0;
+
+		for (dl = d->listeners; dl; dl = dl->next) {
+			reads++;
+			if (listener_matches(dl, addr, svc))
+				break;
+		}
+		hlb_match_reads_add(reads);
+	}
 	if (dl) {
 		if (dl->next_svc)
 			return hashlb_err(err, -EADDRINUSE, HASHLB_ERR_SYSTEM,

@@ -204,6 +204,18 @@ uint64_t hlb_snapshot_tables_bytes(void)
 	return atomic_load_explicit(&tables_bytes, memory_order_relaxed);
 }
 
+static _Atomic uint64_t match_reads; /* hlb_match_reads() */
+
+uint64_t hlb_match_reads(void)
+{
+	return atomic_load_explicit(&match_reads, memory_order_relaxed);
+}
+
+void hlb_match_reads_add(uint64_t n)
+{
+	atomic_fetch_add_explicit(&match_reads, n, memory_order_relaxed);
+}
+
 /* <t>, now one of <s>'s tables, counted until hlb_snapshot_free(<s>). */
 static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_table *t)
 {

@@ -482,6 +482,17 @@ struct hlb_snapshot {
 uint64_t hlb_snapshot_tables_bytes(void);
 
 /*
+ * What matching a config's services, backends and listen addresses with
+ * those running read, process-wide, at start and at each reload: the
+ * names compared to find a running service or backend, the listeners read
+ * to find a service's. A few per service and backend; a scan of them all
+ * for each made a reload quadratic in services (d8a1219). Counted by the
+ * control thread (hlb_match_reads_add()), read by any.
+ */
+uint64_t hlb_match_reads(void);
+void hlb_match_reads_add(uint64_t n);
+
+/*
  * Give <s> (not yet published) its retry table: the table with the backends
  * <failing> says (s->n_backends booleans, table order) down as well, i.e.
  * where their clients go once they are down. Only for Maglev, whose
