@@ -484,27 +484,6 @@ class Hashlb:
         self._reader.join(timeout)
         return list(self.log)
 
-    def cpu_seconds(self):
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def worker_cpu_seconds(self):
-        """The CPU seconds of its forwarder's workers (threads hlb-worker*), the control
-        thread's left out."""
-        ticks = 0
-        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
-            try:
-                with open(f"/proc/{self.proc.pid}/task/{tid}/comm") as f:
-                    if not f.read().startswith("hlb-worker"):
-                        continue
-                with open(f"/proc/{self.proc.pid}/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # a thread that exited meanwhile
-            ticks += int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
-
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
