@@ -262,14 +262,19 @@ class Topo:
 
 def with_topo(n_backends, body):
     """Run body(topo), removing every namespace afterwards, even on failure,
-    SIGTERM (meson's timeout) or SIGINT."""
+    SIGTERM (meson's timeout), SIGINT, SIGQUIT or SIGHUP. Taken here, not ignored, those
+    also reach each process started with their default action, whatever the shell that
+    started the test ignored: a command a script runs in the background (no job control)
+    ignores SIGINT and SIGQUIT, one under nohup SIGHUP, and an ignored signal stays ignored
+    across exec. A hashlb steer keeps it ignored until it blocks the stop signals, just
+    before it attaches: early_stop's SIGQUIT was lost, and the command attached and ran on."""
     topo = Topo(n_backends)
 
     def on_signal(signum, frame):
         raise SystemExit(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     try:
         topo.up()
         return body(topo)
