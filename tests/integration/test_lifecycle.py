@@ -508,23 +508,28 @@ def _large_config():
     return "\n".join(lines) + "\n"
 
 
-def _loading(lb):
+def _loading(lb, caught=()):
     """Wait until hashlb run holds SIGHUP, SIGUSR2 and SIGUSR1 but not yet SIGTERM, which the
     daemon blocks once the config has loaded: the config is loading. False if that moment
     was missed. Timing alone will not do: a sanitized build spends tens of ms before main(),
-    where any signal still kills."""
+    where any signal still kills. And until it has a handler for each of <caught>: it sets
+    SIGQUIT's just after it blocks those three, and a SIGQUIT between the two (gdb stopped
+    there) still dumps core."""
     hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
     usr1 = 1 << (signal.SIGUSR1 - 1)
+    handled = sum(1 << (sig - 1) for sig in caught)
     end = time.time() + 30
     while time.time() < end and lb.proc.poll() is None:
         try:
             with open(f"/proc/{lb.proc.pid}/status") as f:
-                blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", f.read()).group(1), 16)
+                st = f.read()
+            blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", st).group(1), 16)
+            cgt = int(re.search(r"SigCgt:\s*([0-9a-f]+)", st).group(1), 16)
         except (OSError, AttributeError):
             continue
         if blocked & term:
             return False  # the daemon is up: the window is gone
-        if blocked & hup and blocked & usr2 and blocked & usr1:
+        if blocked & hup and blocked & usr2 and blocked & usr1 and cgt & handled == handled:
             return True
     return False
 
@@ -558,7 +563,7 @@ def early_sigquit_stops_as_sigterm():
     (or, had the daemon taken it already, drains and exits 0). prlimit: no core file is left
     by the build before."""
     lb = Hashlb(_large_config(), fname="large.yaml", wait=False, wrap=("prlimit", "--core=0", "--"))
-    check(_loading(lb), "caught while the config loads")
+    check(_loading(lb, caught=(signal.SIGQUIT,)), "caught while the config loads")
     lb.proc.send_signal(signal.SIGQUIT)
     try:
         rc = lb.proc.wait(30)
