@@ -653,30 +653,13 @@ def many_backends(topo, n=1000):
     many_flush(topo)
 
 
-def starting(pid):
-    """Wait until hashlb steer <pid> runs its main() and has not blocked SIGTERM yet (it does
-    just before it attaches): SIGQUIT caught (from the start of hashlb steer), or (a build
-    that catches nothing) /proc/net/arp open, which it reads for its backends' MACs. False if
-    that moment was missed."""
-    quit, term = 1 << (signal.SIGQUIT - 1), 1 << (signal.SIGTERM - 1)
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                st = f.read()
-            arp = any(os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/net/arp")
-                      for fd in os.listdir(f"/proc/{pid}/fd"))
-        except OSError:
-            if not os.path.exists(f"/proc/{pid}"):
-                return False
-            continue
-        blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", st).group(1), 16)
-        caught = int(re.search(r"SigCgt:\s*([0-9a-f]+)", st).group(1), 16)
-        if blocked & term:
-            return False
-        if caught & quit or arp:
-            return True
-    return False
+def gdb_exit(out):
+    """hashlb's exit status as gdb -batch printed it: -N if killed by signal N; None if it
+    did not end."""
+    m = re.search(r"terminated with signal (SIG[A-Z0-9]+)|exited (normally|with code (\d+))", out)
+    if not m:
+        return None
+    return -signal.Signals[m.group(1)] if m.group(1) else int(m.group(3) or 0)
 
 
 def early_stop(topo, n=1000):
@@ -684,24 +667,33 @@ def early_stop(topo, n=1000):
     backends' MACs read, its table built), before it attached: it ends, nothing left attached.
     SIGQUIT is a stop as SIGTERM once it runs (hangup()); before, while it started, SIGQUIT
     kept its default action, a core dump (killed by signal 3, a core of the process written)
-    where SIGTERM is a clean stop. prlimit: no core file left by the build before."""
+    where SIGTERM is a clean stop. prlimit: no core file left by the build before. gdb stops it
+    at its first sigprocmask(), the one that blocks them before it attaches, sends the signal
+    there and lets it go on: the last moment before the block, every time (a poll of
+    /proc/PID/status for it missed it now and then, the command attached and detached)."""
+    check(shutil.which("gdb"), "gdb is not installed (scripts/setup.sh installs it)")
     args = many_args(topo, n)
     for sig in (signal.SIGQUIT, signal.SIGTERM, signal.SIGINT):
-        p1 = many_steer(topo, args, wrap=("prlimit", "--core=0", "--"))
-        caught = starting(p1.pid)
-        p1.send_signal(sig)
-        try:  # 60 s: its detach's netlink calls wait for RTNL, which other tests' namespaces
-            # being deleted can hold for long on a loaded machine
-            out, err = p1.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p1.kill()
-            out, err = p1.communicate(timeout=30)
-        print(f"    {sig.name} while starting (caught before the block: {caught}): exit status "
-              f"{p1.returncode} {out.strip()[-60:]!r}", flush=True)
-        check(caught, f"{sig.name}: the moment before hashlb steer attaches missed")
-        check(p1.returncode in (0, -signal.SIGTERM, -sig) and p1.returncode != -signal.SIGQUIT
-              and not hooks(topo),
-              f"{sig.name} while starting: exit status {p1.returncode} (killed by SIGQUIT: "
+        gdb = ["prlimit", "--core=0", "--", "gdb", "-q", "-batch", "-nx",
+               "-ex", "set startup-with-shell off",
+               "-ex", "handle SIGQUIT SIGTERM SIGINT nostop noprint pass",
+               "-ex", "break sigprocmask", "-ex", "run", "-ex", "bt 2",
+               "-ex", f"python import os; os.kill(gdb.selected_inferior().pid, {int(sig)})",
+               "-ex", "delete", "-ex", "continue", "--args", HASHLB, "steer", "--mode", "tc",
+               "-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", "--key",
+               "4-tuple", *args]
+        try:
+            p = T.sh(*gdb, ns=topo.lb, check=False, timeout=120)
+            out, err = p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:  # it attached and waits (topo.down() ends it)
+            out, err = f"{e.stdout} (gdb still running after 120 s)", f"{e.stderr}"
+        code = gdb_exit(out)
+        print(f"    {sig.name} as it blocks the stop signals: exit status {code} "
+              f"{out.strip()[-60:]!r}", flush=True)
+        check("steer_publish" in out,
+              f"{sig.name}: stopped elsewhere than before the block: {out.strip()[-400:]!r}")
+        check(code in (-signal.SIGTERM, -sig) and code != -signal.SIGQUIT and not hooks(topo),
+              f"{sig.name} while starting: exit status {code} (killed by SIGQUIT: "
               f"{-signal.SIGQUIT}), {err.strip()[-200:]!r}, attached: {sorted(hooks(topo))}")
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
