@@ -1368,6 +1368,39 @@ def queued_clients_served_at_a_change():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_not_woken_by_a_cap_set_as_it_is():
+    """A max_connections set to the value it has (hashlb ctl set, and each reload of a
+    kernel-steering service, which sets every backend's cap to the config's) gives no waiting
+    client room, and wakes no worker: 200 such sets while a client waits add no look at the
+    queue beyond the worker's own (its tick, every 100 ms: counted against the window the sets
+    took, half again as many allowed). Before eab27ca, each set woke the worker for a look
+    (hashlb_worker_queue_looks_total: one a set, 201 in all)."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="timeouts:\n  queue: 120s", workers=1))
+    holder = connect(lb.addr, client_ip(1))
+    check(read_line(holder) == "a", "the first client within the cap")
+    waiting = connect(lb.addr, client_ip(2), timeout=30)
+    looks = lambda: lb.status()["workers"][0]["queue_looks"]  # noqa: E731
+    queued = lambda: sum(s["connections"]["queued"] for s in lb.status()["services"])  # noqa: E731
+    check(lb.wait(lambda: queued() == 1), "one waits")
+    n, before, t0 = 200, looks(), time.monotonic()
+    for _ in range(n):
+        code, body = lb.http("POST", "/set?backend=a&max_connections=1")
+        check(code == 200, f"set max_connections 1 again: {code} {body}")
+    took, got = time.monotonic() - t0, looks() - before
+    print(f"    {n} sets of a's cap as it is in {took:.2f} s: {got} looks at the queue")
+    check(got <= 3 + 15 * took, f"{n} sets to the same cap: {got} looks in {took:.2f} s "
+          f"(the tick's: about {10 * took:.0f})")
+    check(queued() == 1, "the client still waits")
+    holder.close()
+    check(read_line(waiting) == "a", "served once the slot frees")
+    waiting.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
@@ -1383,4 +1416,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
            queued_clients_of_a_removed_service, queued_clients_served_at_a_change,
+           queued_clients_not_woken_by_a_cap_set_as_it_is,
            source_address])
