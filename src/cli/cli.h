@@ -75,12 +75,14 @@ void cli_print_warning(const struct hashlb_error *warning);
  */
 void cli_bad_value(const char *name, const char *value, const char *allowed);
 /*
- * 0 if <path>, the value of a config option (-c or --config, <name> as
- * typed), names a file; else 2, printed as cli_bad_value(): an empty one
- * (a unit's -c ${HASHLB_CONFIG} with the variable unset) names none, and
- * was read as "FILE: error: cannot open", exit 1, with no file named.
+ * The value <arg> of a config option (-c or --config, <name> as typed) into
+ * *<path>, which holds the one given before (NULL: none); 0, or 2 on a usage
+ * error, printed as cli_bad_value(): an empty one (a unit's -c ${HASHLB_CONFIG}
+ * with the variable unset) names no file, and was read as "FILE: error: cannot
+ * open", exit 1, with no file named; and a second one is refused by name, since
+ * every command reads one file (the last one given was read, the first ignored).
  */
-int cli_config_path(const char *name, const char *path);
+int cli_config_path(const char *name, const char *arg, const char **path);
 /*
  * getopt_long() that says itself what it refuses, in cli_error()'s words:
  * <optstring> starts with ':' (after a '+', if any). Returns the option, or

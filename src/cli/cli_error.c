@@ -41,12 +41,19 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 		cli_error("invalid value '%s' for option %s\n", value, name);
 }
 
-int cli_config_path(const char *name, const char *path)
+int cli_config_path(const char *name, const char *arg, const char **path)
 {
-	if (*path)
-		return 0;
-	cli_bad_value(name, path, "a file name: an empty one names none");
-	return 2;
+	if (!*arg) {
+		cli_bad_value(name, arg, "a file name: an empty one names none");
+		return 2;
+	}
+	if (*path) {
+		cli_error("option %s given twice ('%s', then '%s'): give one config file\n", name,
+			  *path, arg);
+		return 2;
+	}
+	*path = arg;
+	return 0;
 }
 
 int cli_config_only(const char *path, int argc, char **argv, int optind)

@@ -299,9 +299,8 @@ int cmd_check(int argc, char **argv)
 	while ((opt = cli_getopt(argc, argv, ":c:qh", longopts, name)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (cli_config_path(name, optarg))
+			if (cli_config_path(name, optarg, &path))
 				return 2;
-			path = optarg;
 			break;
 		case 'q':
 			quiet = true;

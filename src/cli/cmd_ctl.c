@@ -1006,9 +1006,8 @@ static int ctl_option(int c, const char *arg, const char *name, struct ctl_opts 
 		snprintf(o->admin_opt, sizeof(o->admin_opt), "%s", name);
 		return 0;
 	case 'c':
-		if (cli_config_path(name, arg))
+		if (cli_config_path(name, arg, &o->config))
 			return 2;
-		o->config = arg;
 		snprintf(o->config_opt, sizeof(o->config_opt), "%s", name);
 		return 0;
 	case 'j':

@@ -338,9 +338,8 @@ int cmd_lookup(int argc, char **argv)
 			continue;
 		switch (opt) {
 		case 'c':
-			if (cli_config_path(name, optarg))
+			if (cli_config_path(name, optarg, &config_path))
 				return 2;
-			config_path = optarg;
 			snprintf(config_opt, sizeof(config_opt), "%s", name);
 			break;
 		case 0x203:

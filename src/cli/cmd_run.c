@@ -246,9 +246,8 @@ static int run(int argc, char **argv, char *const *again)
 	while ((c = cli_getopt(argc, argv, ":c:w:h", opts, name)) != -1) {
 		switch (c) {
 		case 'c':
-			if (cli_config_path(name, optarg))
+			if (cli_config_path(name, optarg, &path))
 				return 2;
-			path = optarg;
 			break;
 		case 'w':
 			if (cli_parse_u64(optarg, HLB_WORKERS_MAX, &v) < 0 || v == 0) {

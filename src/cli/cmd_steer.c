@@ -869,9 +869,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->json = true;
 			break;
 		case 'c':
-			if (cli_config_path(name, optarg))
+			if (cli_config_path(name, optarg, &a->config_path))
 				goto usage;
-			a->config_path = optarg;
 			snprintf(config_opt, sizeof(config_opt), "%s", name);
 			break;
 		case 0x20b:

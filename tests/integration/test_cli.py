@@ -407,6 +407,17 @@ for args, status, msg in [
       (("ctl", "-c", "", "status"), 2, "hashlb ctl: invalid value '' for option -c"),
       (("ctl", "reload", "--pid", "1", "--config="), 2,
        "hashlb ctl: invalid value '' for option --config")),
+    # every command reads one FILE: a second -c is refused, naming it (check, run, lookup, steer
+    # and ctl read the last one given, exit 0 on "check -c a.yaml -c b.yaml" with a.yaml unread)
+    *((("check", "-c", "a.yaml", "-c", "b.yaml"), 2,
+       "hashlb check: option -c given twice ('a.yaml', then 'b.yaml'): give one config file\n"),
+      (("run", "-c", "a.yaml", "--config=b.yaml"), 2,
+       "hashlb run: option --config given twice ('a.yaml', then 'b.yaml')"),
+      (("lookup", "-c", "a.yaml", "-c", "b.yaml", "10.0.0.1"), 2,
+       "hashlb lookup: option -c given twice"),
+      (("steer", "-c", "a.yaml", "-c", "b.yaml"), 2, "hashlb steer: option -c given twice"),
+      (("ctl", "-c", "a.yaml", "status", "-c", "b.yaml"), 2,
+       "hashlb ctl: option -c given twice")),
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 2, "has no port"),
