@@ -1416,9 +1416,11 @@ static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service 
 	if (text) {
 		hlb_buf_printf(&resp->body,
 			       "%s/%s: closing the %" PRIu64
-			       " established connections (and those connecting) of its %u "
-			       "backends; their states are unchanged",
-			       s->cfg->name, name, r->closing, r->members);
+			       " established connection%s (and those connecting) of its %u "
+			       "backend%s; %s unchanged",
+			       s->cfg->name, name, r->closing, r->closing == 1 ? "" : "s",
+			       r->members, r->members == 1 ? "" : "s",
+			       r->members == 1 ? "its state is" : "their states are");
 		close_old(ctl, s, name, req, resp, text);
 		return;
 	}
@@ -1465,18 +1467,19 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		if (b)
 			hlb_buf_printf(&resp->body,
 				       "%s/%s: closing its %" PRIu64
-				       " established connections (and those connecting); "
+				       " established connection%s (and those connecting); "
 				       "its state (%s) is unchanged",
-				       s->cfg->name, name, r.closing,
+				       s->cfg->name, name, r.closing, r.closing == 1 ? "" : "s",
 				       hashlb_admin_state_name(b->admin));
 		else
 			hlb_buf_printf(&resp->body, "%s/%s: removed by a reload", s->cfg->name,
 				       name);
 		if (r.draining)
-			hlb_buf_printf(&resp->body,
-				       "%s closing the %" PRIu64
-				       " established connections of its draining (removed) address",
-				       b ? "; and" : ",", r.drained);
+			hlb_buf_printf(
+				&resp->body,
+				"%s closing the %" PRIu64
+				" established connection%s of its draining (removed) address",
+				b ? "; and" : ",", r.drained, r.drained == 1 ? "" : "s");
 		close_old(ctl, s, name, req, resp, text);
 		return;
 	}

@@ -105,6 +105,13 @@ def ctl_close():
     check(all(read_line(s) == "b" for _, s in again), "b's clients reconnect to b")
     time.sleep(1.5)  # past a tick and a periodic scan of every worker
     check(all(echo_ok(s) for _, s in again), "connections made after the close stay")
+    # one connection is said as one (it was "closing its 1 established connections")
+    for _, s in again[1:]:
+        s.close()
+    check(lb.wait(lambda: lb.backend("b")["active"] == 1), "one connection left on b")
+    rc, out, err = lb.ctl("close", "b")
+    check(rc == 0 and out == "t/b: closing its 1 established connection (and those "
+          "connecting); its state (ready) is unchanged\n", f"ctl close b: {out!r} {err!r}")
 
     rc, out, err = lb.ctl("close", "nosuch")
     check(rc == 1 and "no backend 'nosuch'" in (out + err), f"an unknown backend: {rc} {err!r}")

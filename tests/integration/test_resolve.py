@@ -521,6 +521,28 @@ def each_address_after_a_name():
           f"each name's backends at its own addresses: rc={rc} {rows} {se}")
 
 
+def each_address_of_one_address_closed():
+    """hashlb ctl close on an each_address name that gave one backend says one backend and
+    one connection: it said "closing the 1 established connections (and those connecting)
+    of its 1 backends; their states are unchanged"."""
+    need_unshare()
+    bs = backends_on_one_port([("p1", "127.0.0.21")])
+    names = Names("one", "127.0.0.21 pool\n")
+    lb = Lb(config([("pool", f"pool:{bs[0].port}", "each_address: true")],
+                   health="enabled: false"), wrap=names.wrap())
+    held = connect(lb.addr, client_ip(0))
+    check(read_line(held) == "p1", "a connection held to the one address")
+    check(lb.wait(lambda: lb.service()["backends"][0]["active"] == 1) is not None, "counted")
+    rc, so, se = lb.ctl("close", "pool")
+    want = ("t/pool: closing the 1 established connection (and those connecting) of its 1 "
+            "backend; its state is unchanged\n")
+    check(rc == 0 and so == want, f"ctl close pool: rc={rc} {so!r} {se!r}, want {want!r}")
+    check(read_line(held) == "", "and the held connection ends")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+    bs[0].stop()
+
+
 class SilentDns:
     """A UDP socket on port 53 of a loopback address of its own (.addr: runs of this test
     side by side do not collide) that reads queries and never answers."""
@@ -1028,6 +1050,7 @@ run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place, renamed_host_of_the_same_address_is_logged,
            many_changes_logged_whole,
            each_address_follows_the_name, each_address_after_a_name,
+           each_address_of_one_address_closed,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
            silent_resolver_does_not_pile_up_threads, stuck_name_does_not_hold_the_others,
            ipv4_lookup_not_held_by_a_dual_one,
