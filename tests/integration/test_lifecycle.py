@@ -93,7 +93,8 @@ def default_admin_address_free_with_admin_option():
 def admin_bind_error_placed():
     """An admin address of the file that cannot be listened on (another process holds it) is
     refused at start with the file, line and column of its 'admin' key, as every config
-    error is; it used to say only 'admin: cannot listen on ...'."""
+    error is; it used to say only 'admin: cannot listen on ...'. And it says who holds it, as
+    a reload refused for a service's address does: it said only "Address already in use"."""
     holder = socket.create_server(("127.0.0.1", 0))  # no SO_REUSEPORT: hashlb cannot join it
     port = holder.getsockname()[1]
     text = config(BACKENDS).replace("admin: off", f"admin: 127.0.0.1:{port}")
@@ -109,8 +110,19 @@ def admin_bind_error_placed():
     holder.close()
     check(p.returncode == 1, f"exit status 1, got {p.returncode}")
     check(re.search(rf"admin-taken\.yaml:{line}:8: error: admin: cannot listen on "
-                    rf"127\.0\.0\.1:{port}: Address already in use", err) is not None,
+                    rf"127\.0\.0\.1:{port}: Address already in use \(another process "
+                    r"listens there\)\n", err) is not None,
           f"the error names the admin key's line and column: {err.strip()[-300:]}")
+    # a service's address so held, the same (it said only "Address already in use")
+    holder = socket.create_server(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    p = subprocess.run([HASHLB, "run", "-c", tmpfile("listen-taken.yaml", config(
+        BACKENDS, listen=f"127.0.0.1:{port}"))], capture_output=True, text=True, timeout=20)
+    holder.close()
+    want = (f"service 't': cannot listen on 127.0.0.1:{port}: Address already in use (another "
+            "process listens there)\n")
+    check(p.returncode == 1 and p.stderr.endswith(want),
+          f"a service's address held: exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")
 
 
 def sigterm_drain():
