@@ -329,6 +329,9 @@ void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n);
 int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
 			   const char *dev, uint8_t ret_mac[6]);
 
+/* What is read for address family <family>'s table, for messages: "/proc/net/arp"... */
+const char *hashlb_steer_neigh_source(int family);
+
 /* How many times <n> read a table (at most one a family). */
 unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n);
 

@@ -263,28 +263,43 @@ out:
 	return ret;
 }
 
+/* Whether <ret> of hashlb_steer_neigh_mac() says the table has no entry. */
+static bool neigh_missing(int ret)
+{
+	return ret == -ENOENT || ret == -ENODEV;
+}
+
+/*
+ * <b>'s MAC into b->dest.mac from <neigh>, on <dev>: 0 or -errno. An error of
+ * reading the table (not an entry missing) is said here, once a family (bits
+ * of <said>), naming what could not be read: it is no backend's, and reaching
+ * one would not help (it was said once a backend, then "no MAC address").
+ */
+static int neigh_lookup(struct backend_arg *b, const char *dev, struct hashlb_steer_neigh *neigh,
+			unsigned *said)
+{
+	int ret = hashlb_steer_neigh_mac(neigh, &b->addr, dev, b->dest.mac);
+	unsigned bit = b->addr.ss_family == AF_INET6 ? 2 : 1;
+
+	if (ret < 0 && !neigh_missing(ret) && !(*said & bit)) {
+		*said |= bit;
+		cli_error("reading the neighbour table (%s): %s\n",
+			  hashlb_steer_neigh_source(b->addr.ss_family), strerror(-ret));
+	}
+	return ret;
+}
+
 /*
  * What the host says of backend <b>: its dev's index, its MAC from <neigh>, the
  * neighbour table of its dev (else <iface>) unless given; -ENOENT (printed)
- * if there is no such dev, or no MAC for a backend in the table. One <out> of
+ * if there is no such dev, or no MAC for a backend in the table; the error
+ * of reading the table (printed once a family: <said>) if it fails. One <out> of
  * it (--down, --drain) may have none: its host may be dead, its neighbour
  * entry failed, and the table that takes it out must still go through.
  * Once the command line is known right.
  */
-/* <b>'s MAC into b->dest.mac from <neigh>, on <dev>: 0 or -errno, an error
- * of reading the table (not an entry missing) said. */
-static int neigh_lookup(struct backend_arg *b, const char *dev, struct hashlb_steer_neigh *neigh)
-{
-	int ret = hashlb_steer_neigh_mac(neigh, &b->addr, dev, b->dest.mac);
-
-	if (ret < 0 && ret != -ENOENT && ret != -ENODEV)
-		cli_error("backend '%s': reading the neighbour table: %s\n", b->name,
-			  strerror(-ret));
-	return ret;
-}
-
 static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
-			   struct hashlb_steer_neigh *neigh)
+			   struct hashlb_steer_neigh *neigh, unsigned *said)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 	const void *a = b->addr.ss_family == AF_INET
@@ -299,8 +314,13 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 			return -ENOENT;
 		}
 	}
-	if (!b->have_mac && neigh_lookup(b, b->dev[0] ? b->dev : iface, neigh) == 0)
-		b->have_mac = true;
+	if (!b->have_mac) {
+		int ret = neigh_lookup(b, b->dev[0] ? b->dev : iface, neigh, said);
+
+		b->have_mac = ret == 0;
+		if (ret < 0 && !neigh_missing(ret) && !out)
+			return ret; /* said */
+	}
 	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
 		cli_error("backend '%s': no MAC address: give mac=..., or make the "
@@ -688,7 +708,8 @@ static int resolve_host(struct steer_args *a)
 {
 	/* read once for all of them (before, once a backend) */
 	struct hashlb_steer_neigh *neigh = hashlb_steer_neigh_new();
-	int ret = 0;
+	unsigned said = 0;
+	int ret = 0, r;
 
 	if (!neigh) {
 		cli_error("out of memory\n");
@@ -699,11 +720,12 @@ static int resolve_host(struct steer_args *a)
 		bool out = a->table.specs[i].down;
 
 		if (!a->svc) {
-			ret = resolve_backend(b, a->iface, out, neigh);
-		} else if (neigh_lookup(b, a->iface, neigh) < 0 && !out) {
-			cli_error("backend '%s' (%s): no MAC address in the neighbour "
-				  "table of %s: reach it once first\n",
-				  b->name, a->svc->backends[i].address, a->iface);
+			ret = resolve_backend(b, a->iface, out, neigh, &said);
+		} else if ((r = neigh_lookup(b, a->iface, neigh, &said)) < 0 && !out) {
+			if (neigh_missing(r))
+				cli_error("backend '%s' (%s): no MAC address in the neighbour "
+					  "table of %s: reach it once first\n",
+					  b->name, a->svc->backends[i].address, a->iface);
 			ret = -ENOENT;
 		}
 	}

@@ -64,6 +64,11 @@ unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n)
 	return n->reads;
 }
 
+const char *hashlb_steer_neigh_source(int family)
+{
+	return family == AF_INET6 ? "rtnetlink's IPv6 dump" : "/proc/net/arp";
+}
+
 static struct neigh_entry *neigh_add(struct neigh_family *f)
 {
 	if (f->n == f->cap) {
@@ -88,12 +93,17 @@ static int neigh_cmp(const void *a, const void *b)
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* /proc/net/arp's complete entries. */
+/*
+ * /proc/net/arp's complete entries; -errno if it cannot be read, to its end
+ * (before, a read that failed partway was taken as the end of the table: a
+ * backend listed after it read as having no entry).
+ */
 static int neigh4_read(struct neigh_family *f)
 {
 	char line[256], ip[64], hw[64], ifn[64];
 	unsigned int flags;
-	FILE *fp = fopen("/proc/net/arp", "re");
+	FILE *fp = fopen(hashlb_steer_neigh_source(AF_INET), "re");
+	int ret = 0;
 
 	if (!fp)
 		return -errno;
@@ -117,8 +127,10 @@ static int neigh4_read(struct neigh_family *f)
 		memcpy(e->mac, mac, 6);
 		strcpy(e->ifname, ifn);
 	}
+	if (ferror(fp)) /* fgets() failed: errno is its read's */
+		ret = errno > 0 ? -errno : -EIO;
 	fclose(fp);
-	return 0;
+	return ret;
 }
 
 /* Neighbour message <h>, if a complete IPv6 entry, added to <f>. */
@@ -241,8 +253,6 @@ static int neigh6_read(struct neigh_family *f)
 		if (ret != -EAGAIN)
 			break;
 	}
-	if (ret < 0)
-		f->n = 0;
 	return ret;
 }
 
@@ -255,7 +265,9 @@ static struct neigh_family *neigh_family(struct hashlb_steer_neigh *n, int fam)
 		f->read = true;
 		n->reads++;
 		f->error = fam == AF_INET ? neigh4_read(f) : neigh6_read(f);
-		if (f->n > 1)
+		if (f->error < 0)
+			f->n = 0; /* what was read before the error is no table */
+		else if (f->n > 1)
 			qsort(f->entries, f->n, sizeof(f->entries[0]), neigh_cmp);
 	}
 	return f;

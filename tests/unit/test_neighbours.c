@@ -3,7 +3,8 @@
  * The IPv6 neighbour table as rtnetlink's dump gives it (recv() is wrapped at
  * link time and answers what each test scripts): a dump that ends in an error
  * or stops short is an error, not a table; one the kernel marks inconsistent
- * (NLM_F_DUMP_INTR) is read again.
+ * (NLM_F_DUMP_INTR) is read again. And the IPv4 one, /proc/net/arp (fopen64()
+ * wrapped: the text each test gives): a read that fails partway is an error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -217,6 +218,84 @@ static void test_dump_interrupted(void **state)
 	assert_int_equal(lookup(1, mac), -EAGAIN);
 }
 
+/* What /proc/net/arp reads as: <arp_text>, then a read error (EIO) if <arp_fails>. */
+static const char *arp_text;
+static bool arp_fails;
+static size_t arp_off;
+
+static ssize_t arp_read(void *cookie, char *buf, size_t size)
+{
+	size_t n = strlen(arp_text) - arp_off;
+
+	(void)cookie;
+	if (n == 0 && arp_fails) {
+		errno = EIO;
+		return -1;
+	}
+	if (n > size)
+		n = size;
+	memcpy(buf, arp_text + arp_off, n);
+	arp_off += n;
+	return (ssize_t)n;
+}
+
+FILE *__real_fopen64(const char *path, const char *mode);
+FILE *__wrap_fopen64(const char *path, const char *mode);
+
+FILE *__wrap_fopen64(const char *path, const char *mode)
+{
+	if (!arp_text || strcmp(path, "/proc/net/arp") != 0)
+		return __real_fopen64(path, mode);
+	arp_off = 0;
+	return fopencookie(NULL, "r", (cookie_io_functions_t){ .read = arp_read });
+}
+
+/* The MAC of 10.0.0.<last> in a table read from <text>, failing after it if <fails>. */
+static int lookup4(const char *text, bool fails, uint8_t last, uint8_t ret_mac[6])
+{
+	struct hashlb_steer_neigh *n = hashlb_steer_neigh_new();
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	int ret;
+
+	assert_non_null(n);
+	arp_text = text;
+	arp_fails = fails;
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(0x0a000000u | last);
+	ret = hashlb_steer_neigh_mac(n, &ss, NULL, ret_mac);
+	hashlb_steer_neigh_free(n);
+	arp_text = NULL;
+	return ret;
+}
+
+static const char arp_head[] =
+	"IP address       HW type     Flags       HW address            Mask     Device\n"
+	"10.0.0.2         0x1         0x2         02:00:00:00:00:02     *        eth0\n";
+
+/* The control: the entries of a table read to its end. */
+static void test_arp_complete(void **state)
+{
+	uint8_t mac[6];
+
+	(void)state;
+	assert_int_equal(lookup4(arp_head, false, 2, mac), 0);
+	assert_int_equal(mac[5], 2);
+	assert_int_equal(lookup4(arp_head, false, 3, mac), -ENOENT);
+}
+
+/* A read of /proc/net/arp that fails after its first lines: the error, for an
+ * entry read before it as for one it cut off (before: the table ended there,
+ * 10.0.0.2 found and 10.0.0.3 said to have no entry, -ENOENT). */
+static void test_arp_read_fails_partway(void **state)
+{
+	uint8_t mac[6];
+
+	(void)state;
+	assert_int_equal(lookup4(arp_head, true, 2, mac), -EIO);
+	assert_int_equal(lookup4(arp_head, true, 3, mac), -EIO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +303,8 @@ int main(void)
 		cmocka_unit_test(test_dump_ends_in_error),
 		cmocka_unit_test(test_dump_cut_short),
 		cmocka_unit_test(test_dump_interrupted),
+		cmocka_unit_test(test_arp_complete),
+		cmocka_unit_test(test_arp_read_fails_partway),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
