@@ -388,9 +388,11 @@ bool hashlb_backend_name_ok(const char *name);
 	"characters)"
 
 /*
- * The bytes of UTF-8 text <s> past one per character: added to a printf
- * field's width ("%-*s"), a name beyond ASCII pads to its characters, and the
- * columns after it stay aligned (each character one column).
+ * The bytes of UTF-8 text <s> past the columns it takes on a terminal: added
+ * to a printf field's width ("%-*s"), a name beyond ASCII pads to its width,
+ * and the columns after it stay aligned: a wide (CJK) character takes two, a
+ * combining one none (wcwidth() of the C.UTF-8 locale; one each where the
+ * host has no such locale), a byte that is no UTF-8 one. Thread-safe.
  */
 int hashlb_text_extra_bytes(const char *s);
 

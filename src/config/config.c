@@ -15,8 +15,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <locale.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
@@ -1033,12 +1036,39 @@ bool hashlb_backend_name_ok(const char *s)
 	return true;
 }
 
+/*
+ * The C.UTF-8 locale's character classes, for wcwidth(): made once and kept;
+ * (locale_t)0 where the host has none. Only the calling thread takes it
+ * (uselocale()), for the call: the process's locale is left as it is (the
+ * daemon's admin thread calls this, and nothing else is to change with it).
+ */
+static locale_t utf8_ctype;
+static pthread_once_t utf8_ctype_once = PTHREAD_ONCE_INIT;
+
+static void utf8_ctype_make(void)
+{
+	utf8_ctype = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
 int hashlb_text_extra_bytes(const char *s)
 {
+	locale_t was = (locale_t)0;
+	size_t len;
 	int n = 0;
 
-	for (; *s; s++)
-		n += ((unsigned char)*s & 0xc0) == 0x80; /* a continuation byte */
+	pthread_once(&utf8_ctype_once, utf8_ctype_make);
+	if (utf8_ctype)
+		was = uselocale(utf8_ctype);
+	for (; *s; s += len) {
+		int32_t cp = yutf8_decode((const unsigned char *)s, SIZE_MAX, &len);
+		/* a byte that is no UTF-8 (len 1): one column, as a terminal shows
+		 * it (U+FFFD); a character the locale has no width for, one too */
+		int w = cp >= 0 && utf8_ctype ? wcwidth((wchar_t)cp) : 1;
+
+		n += (int)len - (w < 0 ? 1 : w);
+	}
+	if (utf8_ctype)
+		uselocale(was);
 	return n;
 }
 

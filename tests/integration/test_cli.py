@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import unicodedata
 
 from lbtest import json_strict, listening_sockets, wait_until
 
@@ -901,22 +902,32 @@ with tempfile.TemporaryDirectory() as d:
             rc = p.wait(timeout=30)
         check(rc == 0, f"hashlb run with {closed} closed: exit {rc}")
 
-# 15. Names beyond ASCII pad to their characters, not their bytes: the columns after them stay
-# aligned (each row as long as the header, in characters). "ünïcödé" (10 bytes, 7 characters)
-# was padded as 10, its row 3 characters short.
-rows = run("table", "é1=1", "bb=2", "ünïcödé=1").stdout.splitlines()
+# 15. Names beyond ASCII pad to the columns a terminal gives them, not their bytes: the
+# columns after them stay aligned (each row as wide as the header). "ünïcödé" (10 bytes, 7
+# characters) was padded as 10, its row 3 columns short; then as one column a character,
+# "中文" (2 characters, 4 columns) 2 columns long and "e\u0301x" (3, 2: a combining accent) 1
+# short.
+def columns(text):
+    """The columns <text> takes on a terminal: 2 a wide character, none a combining one."""
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+rows = run("table", "é1=1", "bb=2", "ünïcödé=1", "中文=1", "e\u0301x").stdout.splitlines()
 table = rows[rows.index(next(r for r in rows if r.startswith("NAME"))):]
-check(len(table) == 4 and len({len(r) for r in table}) == 1,
+check(len(table) == 6 and len({columns(r) for r in table}) == 1,
       f"hashlb table: rows of UTF-8 names aligned with the header: {table}")
 with tempfile.TemporaryDirectory() as d:
     cfg = os.path.join(d, "utf8.yaml")
     with open(cfg, "w") as f:
         f.write("services:\n  - name: s\n    listen: 127.0.0.1:7000\n    backends:\n"
                 "      - {name: ünïcödé, address: '127.0.0.1:7001'}\n"
+                "      - {name: 中文, address: '127.0.0.1:7003'}\n"
+                "      - {name: \"e\u0301x\", address: '127.0.0.1:7004'}\n"
                 "      - {name: a, address: '127.0.0.1:7002'}\nadmin: off\n")
     rows = run("check", "-c", cfg).stdout.splitlines()
     table = [r for r in rows if r.startswith("    ")]
-    check(len(table) == 3 and len({len(r) for r in table}) == 1,
+    check(len(table) == 5 and len({columns(r) for r in table}) == 1,
           f"hashlb check: rows of UTF-8 names aligned with the header: {table}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+import unicodedata
 
 from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
@@ -2457,6 +2458,33 @@ def status_says_dash_where_there_is_no_figure():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def wide_names_keep_the_columns():
+    """ctl status and ctl table pad a backend's name to the columns a terminal gives it: a
+    wide (CJK) character two, a combining one none. Padded one column a character, the
+    columns after "中文" came 2 right of the header's, after "e\u0301x" 1 left."""
+    names = ["中文", "e\u0301x", "a"]
+    lb = Lb(config([(n, f"127.0.0.1:{dead_port()}") for n in names], health="enabled: false"))
+
+    def columns(text):
+        return sum(0 if unicodedata.combining(c) else
+                   2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    rc, so, se = lb.ctl("status")
+    lines = so.splitlines()
+    head = next(ln for ln in lines if ln.lstrip().startswith("BACKEND"))
+    rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0] in names]
+    at = {columns(ln[:ln.index("127.0.0.1:")]) for ln in rows}
+    check(rc == 0 and len(rows) == 3 and at == {head.index("ADDRESS")},
+          f"ctl status: each row's address under ADDRESS: {rows} {head!r}")
+    rc, so, se = lb.ctl("table")
+    lines = so.splitlines()
+    head = next(ln for ln in lines if ln.lstrip().startswith("BACKEND"))
+    rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0] in names]
+    check(rc == 0 and len(rows) == 3 and {columns(ln) for ln in rows} == {len(head)},
+          f"ctl table: each row as wide as the header: {rows} {head!r}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def empty_names_are_refused_as_such():
     """backend= or service= given empty is a request without the name (400, saying to give
     it), not a name no backend or service has: it was a 404 "no backend ''", which reads
@@ -2473,7 +2501,8 @@ def empty_names_are_refused_as_such():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
-           status_says_dash_where_there_is_no_figure, empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
+           status_says_dash_where_there_is_no_figure, wide_names_keep_the_columns,
+           empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,

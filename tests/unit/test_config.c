@@ -3565,6 +3565,37 @@ static void test_table_memory(void **state)
 	}
 }
 
+/*
+ * A name pads to the columns a terminal gives it: a wide (CJK) character two,
+ * a combining one none, a byte that is no UTF-8 one. Before, one column a
+ * character: "中文" (6 bytes, 4 columns) padded as 2 and pushed the columns
+ * after it 2 right; "e\u0301" (3 bytes, 1 column) as 2, 1 left; a lone
+ * continuation byte as none.
+ */
+static void test_text_extra_bytes(void **state)
+{
+	static const struct {
+		const char *s;
+		int columns;
+	} cases[] = {
+		{ "abc", 3 },
+		{ "\xc3\xa9t\xc3\xa9", 3 }, /* été */
+		{ "\xe4\xb8\xad\xe6\x96\x87", 4 }, /* 中文 */
+		{ "e\xcc\x81x", 2 }, /* e, U+0301 COMBINING ACUTE ACCENT, x */
+		{ "\xf0\x9f\x98\x80", 2 }, /* U+1F600, wide */
+		{ "a\x80\xff", 3 }, /* no UTF-8: a column a byte */
+		{ "\xe4\xb8", 2 }, /* cut short */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int columns = (int)strlen(cases[i].s) - hashlb_text_extra_bytes(cases[i].s);
+
+		if (columns != cases[i].columns)
+			fail_msg("case %zu: %d columns, want %d", i, columns, cases[i].columns);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3650,6 +3681,7 @@ int main(void)
 		cmocka_unit_test(test_full_yaml_defaults),
 		cmocka_unit_test(test_hash_prefix),
 		cmocka_unit_test(test_client_prefix),
+		cmocka_unit_test(test_text_extra_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
