@@ -610,8 +610,9 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			       sc.active, sc.total, sc.rejected, sc.no_backend, sc.queued);
 		if (!hashlb_src_prefix_is_whole(&s->cfg->client_prefix))
 			hlb_buf_printf(
-				o, "  clients: at most %u connections%s\n",
+				o, "  clients: at most %u connection%s%s\n",
 				s->cfg->max_connections_per_client,
+				s->cfg->max_connections_per_client == 1 ? "" : "s",
 				client_prefix_text(&s->cfg->client_prefix, pbuf, sizeof(pbuf)));
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));

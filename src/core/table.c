@@ -286,6 +286,9 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 		weight_sum += b[i].weight;
 		names_len += len + 1;
 	}
+	if (weight_sum == 0 && n == 1)
+		return hashlb_err(err, -EINVAL, HASHLB_ERR_ALL_WEIGHTS_ZERO,
+				  "the only backend has weight 0");
 	if (weight_sum == 0)
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_ALL_WEIGHTS_ZERO,
 				  "all %zu backends have weight 0", n);

@@ -2485,6 +2485,17 @@ def wide_names_keep_the_columns():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def one_connection_per_client_in_the_singular():
+    """ctl status says a cap of one connection per client prefix in the singular: it said
+    "clients: at most 1 connections per client prefix"."""
+    lb = Lb(config(BACKENDS[:1], health="enabled: false",
+                   extra="max_connections_per_client: 1\nclient_prefix: {ipv4: 24}"))
+    rc, so, se = lb.ctl("status")
+    want = "  clients: at most 1 connection per client prefix: IPv4 /24, IPv6 /128"
+    check(rc == 0 and want in so.splitlines(), f"ctl status: {so} {se}, want {want!r}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def empty_names_are_refused_as_such():
     """backend= or service= given empty is a request without the name (400, saying to give
     it), not a name no backend or service has: it was a 404 "no backend ''", which reads
@@ -2502,6 +2513,7 @@ def empty_names_are_refused_as_such():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
            status_says_dash_where_there_is_no_figure, wide_names_keep_the_columns,
+           one_connection_per_client_in_the_singular,
            empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
            removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,

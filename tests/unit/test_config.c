@@ -1539,7 +1539,7 @@ static void test_core_errors(void **state)
 	/* No backend with a positive weight: at the backends list. */
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: a, address: \"127.0.0.1:1\", weight: 0}\n",
-		     5, 7, "all 1 backends have weight 0");
+		     5, 7, "service 'web': the only backend has weight 0");
 	/* A ring that would exceed the table memory cap: at vnodes. */
 	expect_error(
 		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    scheme: ring\n    vnodes: 100000\n"
