@@ -155,6 +155,10 @@ def keep_and_detach(topo):
     p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
     check(p.returncode == 0 and xdp_attached(topo) and "libbpf" not in p.stderr,
           f"--keep: {p.returncode} {p.stderr}")
+    # one backend is said so (it said "1 backends (1 up)")
+    p = steer("--update", "--mode", "tc", *steer_args(topo, 1, "maglev"))
+    check(p.returncode == 0 and ", 1 VIP(s), 1 backend (1 up), maglev," in p.stdout,
+          f"--update to one backend: {p.returncode} {p.stdout} {p.stderr}")
     p = steer("-i", "eth0", "--stats")
     check(p.returncode == 0 and "new_flows" in p.stdout, f"--stats after --keep: {p.stderr}")
     p = steer("-i", "eth0", "--detach")
