@@ -505,11 +505,11 @@ static int steer_publish(struct steer_args *a)
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);
 	if (ret < 0)
 		goto out_err;
-	printf("hashlb steer: %s %s on %s (%s), %u VIP(s), %u backend%s (%u up), %s, key %s, "
+	printf("hashlb steer: %s %s on %s (%s), %u VIP%s, %u backend%s (%u up), %s, key %s, "
 	       "table %016" PRIx64,
 	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,
-	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, a->n_backends,
-	       a->n_backends == 1 ? "" : "s", hashlb_table_up_count(t),
+	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, a->n_vips == 1 ? "" : "s",
+	       a->n_backends, a->n_backends == 1 ? "" : "s", hashlb_table_up_count(t),
 	       hashlb_scheme_name(hashlb_table_scheme(t)), hashlb_key_name(a->key),
 	       hashlb_table_fingerprint(t));
 	if (!hashlb_src_prefix_is_whole(&a->prefix))

@@ -241,7 +241,7 @@ for args, status, msg in [
     (("steer", "-i", "lo", "--update", "--vip", "[::]:443", *BACKEND), 2,
      "VIP '[::]:443' is a wildcard address"),
     # a VIP given twice (an IPv4 address and its IPv4-mapped form are one): the kernel keys
-    # it once, but it was counted twice (one of the 16 places, "2 VIP(s)")
+    # it once, but it was counted twice (one of the 16 places, "2 VIPs")
     (("steer", "-i", "lo", "--update", *VIP, *VIP, *BACKEND), 2, "VIP '10.0.0.1:80' given twice"),
     (("steer", "-i", "lo", "--update", *VIP, "--vip", "[::ffff:10.0.0.1]:80", *BACKEND), 2,
      "VIP '[::ffff:10.0.0.1]:80' given twice"),

@@ -155,9 +155,9 @@ def keep_and_detach(topo):
     p = steer("--keep", "--mode", "tc", *steer_args(topo, 3, "maglev"))
     check(p.returncode == 0 and xdp_attached(topo) and "libbpf" not in p.stderr,
           f"--keep: {p.returncode} {p.stderr}")
-    # one backend is said so (it said "1 backends (1 up)")
+    # one VIP and one backend are said so (it said "1 VIP(s), 1 backends (1 up)")
     p = steer("--update", "--mode", "tc", *steer_args(topo, 1, "maglev"))
-    check(p.returncode == 0 and ", 1 VIP(s), 1 backend (1 up), maglev," in p.stdout,
+    check(p.returncode == 0 and ", 1 VIP, 1 backend (1 up), maglev," in p.stdout,
           f"--update to one backend: {p.returncode} {p.stdout} {p.stderr}")
     p = steer("-i", "eth0", "--stats")
     check(p.returncode == 0 and "new_flows" in p.stdout, f"--stats after --keep: {p.stderr}")
@@ -938,6 +938,7 @@ def ipv6(topo):
     p = subprocess.run(["ip", "netns", "exec", topo.lb, HASHLB, "steer", *args],
                        capture_output=True, text=True, timeout=30)
     check(p.returncode == 0, f"ipv6: steer failed: {p.stderr}")
+    check(", 2 VIPs, 3 backends (3 up)," in p.stdout, f"ipv6: the summary: {p.stdout}")
     try:
         for vip, client_ip in ((T.VIP6, f"[{T.CLIENT_IP6}]"), (T.VIP, T.CLIENT_IP)):
             got = connect_once(topo, vip)
