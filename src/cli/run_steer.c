@@ -609,11 +609,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
 				   "the kernel path keeps its previous table until it has one",
 				   b->name, b->address, dev);
-		else
+		else if (ret == -ENODEV)
 			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
 				   "backend '%s' (%s): reading the neighbour table of %s: %s: the "
 				   "kernel path keeps its previous table until it is read",
 				   b->name, b->address, dev, strerror(-ret));
+		else /* the table's, no backend's (as hashlb steer says it) */
+			hashlb_err(
+				&err, ret, HASHLB_ERR_SYSTEM,
+				"reading the neighbour table (%s): %s: the kernel path keeps its "
+				"previous table until it is read",
+				hashlb_steer_neigh_source(b->addr.ss_family), strerror(-ret));
 		table_refused(rs, e, &err);
 		goto out;
 	}

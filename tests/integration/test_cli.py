@@ -494,70 +494,14 @@ if NO_BPF in run("steer", "-i", "lo", "--stats", ok=False).stderr:
 # neighbour table: ..."), then "backend 'b': no MAC address: ... ping it once", which no ping
 # helps; and /proc/net/arp failing after its first lines was the table's end (a read when an
 # entry came before the error). --update: nothing is attached if it went on.
-NEIGH_FAIL_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-
-static size_t off;
-
-static ssize_t arp_read(void *c, char *buf, size_t size)
-{
-	const char *text = getenv("HLB_TEST_ARP");
-	size_t n = strlen(text) - off;
-
-	(void)c;
-	if (n == 0) {
-		errno = EIO;
-		return -1;
-	}
-	n = n < size ? n : size;
-	memcpy(buf, text + off, n);
-	off += n;
-	return (ssize_t)n;
-}
-
-static FILE *arp_open(const char *name, const char *path, const char *mode)
-{
-	FILE *(*real)(const char *, const char *) =
-		(FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, name);
-
-	if (!getenv("HLB_TEST_ARP") || strcmp(path, "/proc/net/arp"))
-		return real(path, mode);
-	off = 0;
-	return fopencookie(NULL, "r", (cookie_io_functions_t){ .read = arp_read });
-}
-
-FILE *fopen(const char *path, const char *mode) { return arp_open("fopen", path, mode); }
-FILE *fopen64(const char *path, const char *mode) { return arp_open("fopen64", path, mode); }
-
-ssize_t recv(int fd, void *buf, size_t len, int flags)
-{
-	ssize_t (*real)(int, void *, size_t, int) =
-		(ssize_t (*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
-	int dom = 0;
-	socklen_t dl = sizeof(dom);
-
-	if (getenv("HLB_TEST_NETLINK_FAIL") &&
-	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_NETLINK) {
-		errno = ENOBUFS;
-		return -1;
-	}
-	return real(fd, buf, len, flags);
-}
-"""
 if NO_BPF not in run("steer", "-i", "lo", "--stats", ok=False).stderr:
     import shutil
     cc = shutil.which("cc")
     check(cc is not None, "a C compiler, as built hashlb")
-    lib, src = os.path.join(tmp, "neigh_fail.so"), os.path.join(tmp, "neigh_fail.c")
-    with open(src, "w") as f:
-        f.write(NEIGH_FAIL_C)
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    lib = os.path.join(tmp, "neigh_fail.so")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "neigh_fail.c"),
+                    "-ldl"], check=True)
     ARP_HEAD = "IP address       HW type     Flags       HW address            Mask     Device\n"
     ARP_LO = "10.0.0.2         0x1         0x2         02:00:00:00:00:02     *        lo\n"
     V4 = "hashlb steer: reading the neighbour table (/proc/net/arp): Input/output error\n"
@@ -580,7 +524,6 @@ if NO_BPF not in run("steer", "-i", "lo", "--stats", ok=False).stderr:
               f"hashlb {' '.join(args)}, {env}: exit {p.returncode}, stderr {p.stderr!r}, "
               f"want {want!r}")
     os.unlink(lib)
-    os.unlink(src)
 os.unlink(STEER_CFG)
 os.unlink(ADMIN_PORT_0)
 os.rmdir(tmp)

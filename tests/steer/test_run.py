@@ -94,9 +94,10 @@ class Daemon:
         self.path = f.name
         self.lines, self.pos = [], 0
         self.proc = None
+        self.prefix = []  # a command that runs hashlb (env VAR=...)
 
     def start(self):
-        self.proc = self.topo.spawn(self.topo.lb, [HASHLB, "run", "-c", self.path],
+        self.proc = self.topo.spawn(self.topo.lb, [*self.prefix, HASHLB, "run", "-c", self.path],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=self._read, args=(self.proc.stderr,), daemon=True).start()
         return self
@@ -371,6 +372,33 @@ def neighbour(topo, servers):
               f"neighbour: refusals logged more than once each: {episodes}")
     finally:
         d.stop()
+
+
+def neighbour_unreadable(topo, servers):
+    """A neighbour table that cannot be read (LD_PRELOAD: /proc/net/arp fails with EIO) refuses
+    the table, saying what could not be read, as hashlb steer says it: not as the first
+    backend's ("backend 'b1' (10.211.0.11:...): reading the neighbour table of eth0"), which
+    reaching it would not help."""
+    import shutil
+    tmp = tempfile.mkdtemp(prefix="hlbrun-")
+    lib = os.path.join(tmp, "neigh_fail.so")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                       "neigh_fail.c")
+    subprocess.run([shutil.which("cc"), "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"],
+                   check=True)
+    arp = "IP address       HW type     Flags       HW address            Mask     Device\n"
+    d = Daemon(topo, service(topo, health="{enabled: false}"))
+    d.prefix = ["env", f"LD_PRELOAD={lib}", f"HLB_TEST_ARP={arp}",
+                "ASAN_OPTIONS=" + os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"]
+    d.start()
+    try:
+        line = d.wait_log("kernel steering table not updated", 10)
+        check(line is not None and
+              "reading the neighbour table (/proc/net/arp): Input/output error" in line and
+              "backend '" not in line, f"neighbour_unreadable: refused as {line!r}")
+    finally:
+        d.stop()
+        shutil.rmtree(tmp)
 
 
 def hold(topo, n=24):
@@ -1417,6 +1445,7 @@ def body(topo):
     # connection went through the VIP yet. (After the others it once counted a client's bare
     # RST of a connection still closing when a program was detached: topo.wait_closed().)
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
+                     ("neighbour_unreadable", neighbour_unreadable),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
