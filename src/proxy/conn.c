@@ -541,6 +541,22 @@ static void client_unwatch(struct worker *w, struct conn *c)
 	io_uring_sqe_set_data64(sqe, 0);
 }
 
+/*
+ * The waiting client *<pp> points to (w->queue_head or one's <qnext>), NULL
+ * past the last. Every walk of the queue follows its links through this, so
+ * that it is counted (queue_steps): what walks cost shows in
+ * hashlb_worker_queue_steps_total, which a client that leaves (unlinked by
+ * its <qprev>) does not add to.
+ */
+static struct conn *queue_step(struct worker *w, struct conn *const *pp)
+{
+	struct conn *c = *pp;
+
+	if (c)
+		hlb_stat_add(&w->queue_steps, 1);
+	return c;
+}
+
 /* Take <c> off the worker's queue; *<pp> points to it. Its client watch stays armed. */
 static void queue_unlink(struct worker *w, struct conn **pp)
 {
@@ -2830,14 +2846,13 @@ void conn_queue_run(struct worker *w)
 		if (gated)
 			queue_unwant_all(w);
 	}
-	while ((c = *pp)) {
+	while ((c = queue_step(w, pp))) {
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
 		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
 		struct hlb_backend *wanted = c->be; /* conn_connect() sets c->be */
 		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		bool connecting;
 
-		hlb_stat_add(&w->queue_steps, 1);
 		if (!whole && !rooms.total)
 			break; /* the rest cannot be served; their deadlines: below */
 		hlb_stat_add(&w->queue_tries, 1);

@@ -406,8 +406,8 @@ struct worker {
 	_Atomic uint64_t queue_looks, queue_fp_reads;
 	_Atomic uint64_t cancels_by_fd; /* conn_abort(): cancels by descriptor sent */
 	/* waiting clients read following the queue's links (from w->queue_head or
-	 * one's <qnext>), by a look or anything else that walks it: a client that
-	 * leaves is taken off by its <qprev>, reading none */
+	 * one's <qnext>) through queue_step(), by a look or anything else that walks
+	 * it: a client that leaves is taken off by its <qprev>, reading none */
 	_Atomic uint64_t queue_steps;
 	/* a wake-up for the queue is written to wake_fd and not read yet: another kick
 	 * writes none (queue_wake()) */
