@@ -6,8 +6,9 @@ import socket
 import subprocess
 import time
 
-from lbtest import (HASHLB, Hashlb, check_format, json_strict, logfmt_fields, parse_prometheus,
-                    read_to_eof)
+from lbtest import (HASHLB, Hashlb, check, check_format, client_ip, clients_at_once, connect,
+                    json_strict, logfmt_fields, parse_prometheus, read_line, read_to_eof,
+                    wait_until)
 
 
 def check_answer(what, head, body):
@@ -247,3 +248,52 @@ def metric_sum_text(body, name):
         # A renamed or never-exported metric must fail the check that reads it, not read as 0.
         raise AssertionError(f"GET /metrics has no sample of {name}")
     return total
+
+
+def queue_of_waiting_clients(backend, services=1):
+    """hashlb with one worker, <services> services of one backend each (<backend>, a (name,
+    "host:port") answering its name) at its max_connections (held by the clients returned),
+    and a queue: (lb, holders, n, wait_for), wait_for() connecting n clients, as many to
+    each service, that wait there and returning their sockets once they all do
+    (wait_for(count): count clients)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nofile = min(hard, 20000)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
+    # hashlb holds a descriptor per waiting client, under a cap of half its limit
+    n = min(9000, nofile // 2 - 500) // services * services
+    opts = "timeouts:\n  queue: 120s"
+    be = (backend[0], backend[1], "max_connections: 1")
+    cfg = config([be], name="s0", health="enabled: false", extra=opts, workers=1)
+    for i in range(1, services):
+        more = config([be], name=f"s{i}", health="enabled: false", extra=opts)
+        cfg += more[more.index(f"  - name: s{i}"):]
+    lb = Lb(cfg, nofile=nofile)
+    listening = {logfmt_fields(l)["service"]: logfmt_fields(l)["addr"].rsplit(":", 1)
+                 for l in lb.log if "msg=listening" in l}
+    addrs = [(listening[f"s{i}"][0], int(listening[f"s{i}"][1])) for i in range(services)]
+    holders = [connect(a, client_ip(1)) for a in addrs]
+    check(all(read_line(h) == backend[0] for h in holders),
+          "the first client of each within the cap")
+
+    def wait_for(count=n):
+        socks = [s for a in addrs for s in clients_at_once(a, count // services)]
+        # a scrape reads /proc/self/fd, thousands of entries: not too often
+        check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == count, 60,
+                         step=0.2), f"{count} clients wait")
+        return socks
+
+    return lb, holders, n, wait_for
+
+
+def reset_waiting(lb, socks):
+    """Reset the clients <socks> (waiting in <lb>'s queue), in that order, and wait until
+    none waits any more."""
+    import struct
+
+    for s in socks:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST
+    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == 0, 60, step=0.2),
+          "every one dropped from the queue")
