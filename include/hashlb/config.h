@@ -425,6 +425,15 @@ int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *
  */
 bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 /*
+ * Record in <err>, and return, <ret>: a listening socket of <service>
+ * (NULL: the admin endpoint) that cannot listen on <where>, an address as
+ * hashlb_addr_format() writes it or "unix:PATH". An address in use is
+ * another process's (hashlb's own sockets join one another by SO_REUSEPORT,
+ * and the config refuses two of its own there): the message says so, at
+ * start as at a reload (the proxy's listener probe).
+ */
+int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where);
+/*
  * Whether service <s> would listen where <c>'s admin endpoint does (a TCP
  * one): both listen with SO_REUSEPORT, and the kernel would share the
  * service's clients out with the admin endpoint.

@@ -373,3 +373,14 @@ void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len)
 		snprintf(host, sizeof(host), "?");
 	snprintf(buf, len, "%s/%u", host, p->len);
 }
+
+int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where)
+{
+	const char *hint = ret == -EADDRINUSE ? " (another process listens there)" : "";
+
+	if (!service)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s%s",
+				  where, strerror(-ret), hint);
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "service '%s': cannot listen on %s: %s%s",
+			  service, where, strerror(-ret), hint);
+}

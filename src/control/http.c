@@ -15,7 +15,6 @@
 #include "hashlb/config.h"
 
 #include "http.h"
-#include "proxy/proxy.h"
 #include "runtime/fdpass.h"
 
 #define HTTP_TIMEOUT_MS 10000
@@ -577,7 +576,7 @@ err_free:
 			 ((const struct sockaddr_un *)addr)->sun_path);
 	else
 		hashlb_addr_format((const struct sockaddr_storage *)addr, where, sizeof(where));
-	hlb_listen_err(err, ret, NULL, where);
+	hashlb_listen_err(err, ret, NULL, where);
 err_close:
 	h->unix_path[0] = '\0'; /* not ours to remove */
 	hlb_http_free(h);

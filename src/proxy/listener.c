@@ -755,17 +755,6 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
-int hlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where)
-{
-	const char *hint = ret == -EADDRINUSE ? " (another process listens there)" : "";
-
-	if (!service)
-		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s%s",
-				  where, strerror(-ret), hint);
-	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "service '%s': cannot listen on %s: %s%s",
-			  service, where, strerror(-ret), hint);
-}
-
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
 {
 	int fd, one = 1, zero = 0, r = 0;
@@ -865,7 +854,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 
 			hashlb_addr_format(&l->bound, where, sizeof(where));
 			listener_free(l);
-			return hlb_listen_err(err, fd, name, where);
+			return hashlb_listen_err(err, fd, name, where);
 		}
 		l->fds[i] = fd;
 		if (i == 0)

@@ -147,15 +147,6 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
  */
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len);
 /*
- * Record in <err>, and return, <ret>: a listening socket of <service>
- * (NULL: the admin endpoint) that cannot listen on <where>, an address as
- * hashlb_addr_format() writes it or "unix:PATH". An address in use is
- * another process's (hashlb's own sockets join one another by SO_REUSEPORT,
- * and the config refuses two of its own there): the message says so, at
- * start as at a reload (hlb_listener_probe()).
- */
-int hlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where);
-/*
  * Socket activation: take the listening sockets the service manager passed
  * (LISTEN_PID is this process, LISTEN_FDS of them from fd 3; the variables
  * are then unset). hlb_listener_open() on one of their addresses shares that

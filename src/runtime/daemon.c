@@ -621,7 +621,7 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 
 			hashlb_addr_format((const struct sockaddr_storage *)addr, where,
 					   sizeof(where));
-			return hlb_listen_err(err, r, name, where);
+			return hashlb_listen_err(err, r, name, where);
 		}
 	}
 	dl = calloc(1, sizeof(*dl));
