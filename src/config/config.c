@@ -205,33 +205,43 @@ static struct found describe(const struct ynode *n)
 
 /* --- keys ------------------------------------------------------------- */
 
+/*
+ * Edits from <a> to <b>, letter case aside: a letter inserted, deleted,
+ * replaced, or two neighbours swapped ("nmae" for "name": one slip, which
+ * insertions and deletions alone count as two).
+ */
 static size_t edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
-	size_t row[64];
+	size_t rows[3][64], *prev2 = rows[0], *prev = rows[1], *row = rows[2];
 
 	if (la >= 63 || lb >= 63)
 		return SIZE_MAX;
 	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
+		prev[j] = j;
 	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
 		row[0] = i;
 		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
-					      tolower((unsigned char)b[j - 1]));
+			int ai = tolower((unsigned char)a[i - 1]),
+			    bj = tolower((unsigned char)b[j - 1]);
+			size_t best = prev[j - 1] + (ai != bj);
 
-			if (up + 1 < best)
-				best = up + 1;
+			if (prev[j] + 1 < best)
+				best = prev[j] + 1;
 			if (row[j - 1] + 1 < best)
 				best = row[j - 1] + 1;
-			diag = up;
+			if (i > 1 && j > 1 && ai == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == bj && prev2[j - 2] + 1 < best)
+				best = prev2[j - 2] + 1;
 			row[j] = best;
 		}
+		size_t *t = prev2;
+
+		prev2 = prev;
+		prev = row;
+		row = t;
 	}
-	return row[lb];
+	return prev[lb];
 }
 
 /* The valid key closest to <key>, if close enough to be a likely typo. */

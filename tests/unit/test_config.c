@@ -329,6 +329,14 @@ static void test_unknown_keys(void **state)
 		     "unknown key 'wieght' in backend (did you mean 'weight'?)");
 	expect_error(MINIMAL "    health: {intervall: 2s}\n", 7, 14, "did you mean 'interval'?");
 	expect_error(MINIMAL "    timeouts: {conect: 2s}\n", 7, 16, "did you mean 'connect'?");
+	/* Two letters swapped, the commonest slip, is one edit: short keys too
+	 * (before, 'nmae' was two edits from 'name', past the 1 a 4-letter key allows,
+	 * and got no suggestion). */
+	expect_error("services:\n  - nmae: web\n", 2, 5,
+		     "unknown key 'nmae' in service (did you mean 'name'?)");
+	expect_error(MINIMAL "    health: {rsie: 2}\n", 7, 14, "did you mean 'rise'?");
+	expect_error(MINIMAL "    sede: 1\n", 7, 5, "did you mean 'seed'?");
+	expect_error(MINIMAL "        sttae: drain\n", 7, 9, "did you mean 'state'?");
 	expect_error(MINIMAL "    colour: blue\n", 7, 5, "unknown key 'colour' in service");
 	/* A valid key at the wrong level says where it goes. */
 	expect_error(MINIMAL "    weight: 2\n", 7, 5,
