@@ -86,10 +86,34 @@ static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, 
 	hlb_buf_puts(&resp->body, "}\n");
 }
 
+/*
+ * "; it has: A B C" for the errors that ask for a service: the names to
+ * choose from, as hashlb lookup -c lists them (a name holds no space), as
+ * many as fit in <size> bytes, then "... (N in all)".
+ */
+static const char *service_names(struct hlb_control *ctl, char *buf, size_t size)
+{
+	uint32_t n = hlb_pool_service_count(ctl->pool);
+	size_t len = (size_t)snprintf(buf, size, "; it has:");
+	char more[40];
+
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = hlb_pool_service_at(ctl->pool, i)->cfg->name;
+
+		snprintf(more, sizeof(more), " ... (%u in all)", n);
+		if (len + 1 + strlen(name) + (i + 1 < n ? strlen(more) : 0) >= size) {
+			snprintf(buf + len, size - len, "%s", more);
+			break;
+		}
+		len += (size_t)snprintf(buf + len, size - len, " %s", name);
+	}
+	return buf;
+}
+
 static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struct hlb_http_req *req,
 					    struct hlb_http_resp *resp)
 {
-	char name[HLB_HTTP_VALUE_MAX + 1];
+	char name[HLB_HTTP_VALUE_MAX + 1], names[200];
 	struct hlb_pool_service *s;
 	bool given = hlb_http_param(req, "service", name, sizeof(name)) != NULL;
 
@@ -101,13 +125,15 @@ static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struc
 		if (hlb_pool_service_count(ctl->pool) == 1)
 			return hlb_pool_service_at(ctl->pool, 0);
 		resp_error(resp, 400,
-			   "which service? %u services: give service=NAME (hashlb ctl: -s NAME)",
-			   hlb_pool_service_count(ctl->pool));
+			   "which service? %u services: give service=NAME (hashlb ctl: -s NAME)%s",
+			   hlb_pool_service_count(ctl->pool),
+			   service_names(ctl, names, sizeof(names)));
 		return NULL;
 	}
 	s = hlb_pool_service_find(ctl->pool, name);
 	if (!s)
-		resp_error(resp, 404, "no service '%s'", name);
+		resp_error(resp, 404, "no service '%s'%s", name,
+			   service_names(ctl, names, sizeof(names)));
 	return s;
 }
 

@@ -962,18 +962,39 @@ def reload_cost_grows_with_services_not_their_square():
 
 def ctl_asks_which_service_as_ctl_takes_it():
     """With several services, a ctl command that names none is told how to name one with
-    ctl (-s NAME), and how many there are. Before: "give service=NAME", the HTTP parameter,
-    which ctl does not take."""
+    ctl (-s NAME), how many there are and their names; one that names a service hashlb does
+    not have is told the names too, as hashlb lookup -c tells them. Before: "give
+    service=NAME", the HTTP parameter, which ctl does not take; then no name, so that a
+    mistyped one (-s rng for ring) sent the operator to the config file to find it."""
     text = config(BACKENDS)
     head, _, svc = text.partition("services:\n")
     lb = Lb(head + "services:\n" + "".join(svc.replace("name: t", f"name: t{i}", 1)
                                            for i in range(3)))
     for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain")):
         rc, so_, se = lb.ctl(*args)
-        check(rc == 1 and "-s NAME" in se and "3 services" in se,
+        check(rc == 1 and "-s NAME" in se and "3 services" in se and
+              se.rstrip("\n").endswith("; it has: t0 t1 t2"),
               f"ctl {' '.join(args)}: which service, and how to say it: {rc} {se!r}")
+    for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain"), ("close", "a")):
+        rc, so_, se = lb.ctl("-s", "t9", *args)
+        check(rc == 1 and se == "hashlb ctl: no service 't9'; it has: t0 t1 t2\n",
+              f"ctl -s t9 {' '.join(args)}: the services it could be: {rc} {se!r}")
+    code, body = lb.http("GET", "/table?service=t9")
+    check(code == 404 and json.loads(body) == {"error": "no service 't9'; it has: t0 t1 t2"},
+          f"GET /table?service=t9: {code} {body!r}")
     rc, so_, se = lb.ctl("-s", "t1", "lookup", "10.0.0.1")
     check(rc == 0 and "10.0.0.1 -> " in so_, f"ctl -s t1 lookup: {rc} {so_!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+    # 30 services of long names: the first ones, as many as fit in a line, then how many
+    names = [f"service-{i:02d}-of-a-long-name" for i in range(30)]
+    lb = Lb(head + "services:\n" + "".join(svc.replace("name: t", f"name: {n}", 1)
+                                           for n in names))
+    rc, so_, se = lb.ctl("-s", "t9", "table")
+    listed = se.rstrip("\n").partition("; it has: ")[2].split(" ")
+    check(rc == 1 and se.startswith("hashlb ctl: no service 't9'; it has: service-00-") and
+          se.endswith(" ... (30 in all)\n") and 3 <= len(listed) - 4 < 30 and
+          listed[:-4] == names[:len(listed) - 4] and len(se) < 300,
+          f"ctl -s t9 table, 30 services: the first names, then how many: {rc} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
 def ctl_json_is_one_document():
@@ -1084,7 +1105,8 @@ def odd_names_in_every_format():
     # a text error quotes a request's parameter on one line, its control bytes escaped
     # (before: "error: no service 'x" + "\n" + "y\x1b[31m'", a line added, a terminal's escape)
     code, body = lb.http("GET", "/table?service=x%0Ay%1b%5b31m&format=text")
-    check(code == 404 and body == "error: no service 'x\\ny\\x1b[31m'\n",
+    check(code == 404 and body.startswith("error: no service 'x\\ny\\x1b[31m'; it has: ") and
+          body.count("\n") == 1,
           f"a text error, one line: {code} {body!r}")
     lb.rewrite(text(bad))
     rc, so, se, logged = lb.reload()
