@@ -666,13 +666,17 @@ void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *na
 
 uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 {
-	char qn[POOL_NAME_QUOTED];
+	char qn[POOL_NAME_QUOTED], q[POOL_ADDRESS_QUOTED];
 	uint64_t n = atomic_load(&b->rt->active);
 
+	/* address= and removed=1: a close reaches the backend of that name and those
+	 * a reload removed or moved that still drain, a line each, told apart */
 	hlb_backend_close(b->rt, HLB_CLOSE_ADMIN);
 	pool_log(b->svc->pool, HLB_LOG_INFO, "closing a backend's connections",
-		 "service=%s backend=%s established=%" PRIu64 " by=admin", b->svc->cfg->name,
-		 backend_qname(b, qn), n);
+		 "service=%s backend=%s address=%s%s established=%" PRIu64 " by=admin",
+		 b->svc->cfg->name, backend_qname(b, qn),
+		 hlb_log_quote(b->rt->address, q, sizeof(q)),
+		 b->drain_deadline_ms ? " removed=1" : "", n);
 	return n;
 }
 

@@ -93,7 +93,8 @@ def ctl_close():
                               for l in lb.log) == len(on_b)),
           "one line end=closed per connection of b")
     check(any(re.search(r'msg="closing a backend\'s connections" service=t backend=b '
-                        rf"established={len(on_b)} by=admin", l) for l in lb.log),
+                        rf"address={re.escape(bs[1].addr)} established={len(on_b)} by=admin", l)
+              for l in lb.log),
           "the close itself is logged")
     b = lb.backend("b")
     check(b["state"] == "ready" and b["in_table"], f"b keeps its state: {b['state']}")
@@ -287,6 +288,15 @@ def close_draining():
           f"close of a moved backend: {rc} {so!r} {se!r}")
     check(all(ended(s) for _, _, s in by["b"]), "the connections to b's old address ended")
     check(all(ended(s) for _, s in moved), "the connections to b's new address ended")
+    # a line each, told apart by the address and removed=1 (before: the same
+    # "service=t backend=b established=N by=admin" twice, only N differing)
+    lines = [l for l in lb.log if "msg=\"closing a backend's connections\" service=t backend=b " in l]
+    check(len(lines) == 2 and
+          any(l.endswith(f" backend=b address={b_new.addr} established={len(moved)} by=admin")
+              for l in lines) and
+          any(l.endswith(f" backend=b address={b_old.addr} removed=1 "
+                         f"established={len(by['b'])} by=admin") for l in lines),
+          f"the close of b's two addresses: a line each, which is which said: {lines}")
     check(all(echo_ok(s) for _, _, s in by["a"]), "a's connections still forward")
     for _, _, s in conns:
         s.close()
