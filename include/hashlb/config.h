@@ -429,8 +429,10 @@ bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr
  * (NULL: the admin endpoint) that cannot listen on <where>, an address as
  * hashlb_addr_format() writes it or "unix:PATH". An address in use is
  * another process's (hashlb's own sockets join one another by SO_REUSEPORT,
- * and the config refuses two of its own there): the message says so, at
- * start as at a reload (the proxy's listener probe).
+ * and the config refuses two of its own there), an address not available
+ * one no interface has: the message says so, at start as at a reload (the
+ * proxy's listener probe), for a service's address as for the admin
+ * endpoint's.
  */
 int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where);
 /*

@@ -376,7 +376,9 @@ void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len)
 
 int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where)
 {
-	const char *hint = ret == -EADDRINUSE ? " (another process listens there)" : "";
+	const char *hint = ret == -EADDRINUSE	   ? " (another process listens there)"
+			   : ret == -EADDRNOTAVAIL ? " (no interface of this host has that address)"
+						   : "";
 
 	if (!service)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s%s",

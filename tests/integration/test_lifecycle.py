@@ -43,6 +43,33 @@ def config_error_refused():
           f"error names line {line}: {p.stderr.strip()}")
 
 
+def listen_bind_error_says_why():
+    """A listen address hashlb run cannot bind at start is refused with its position and what
+    is wrong in words an operator acts on: another process listens there, or no interface of
+    this host has that address; as a reload says the first. Before, the start said only the
+    errno's text ("Address already in use", "Cannot assign requested address") where the
+    reload added "(another process listens there)"."""
+    holder = socket.create_server(("127.0.0.1", 0))  # no SO_REUSEPORT: hashlb cannot join it
+    port = holder.getsockname()[1]
+    cases = [(f"127.0.0.1:{port}", "Address already in use (another process listens there)")]
+    with open("/proc/sys/net/ipv4/ip_nonlocal_bind") as f:
+        if f.read().strip() == "0":  # else the kernel binds any address
+            cases.append(("192.0.2.1:80", "Cannot assign requested address "
+                                          "(no interface of this host has that address)"))
+    for listen, why in cases:
+        text = config(BACKENDS, listen=listen)
+        line = text.splitlines().index(f"    listen: {listen}") + 1
+        path = tmpfile("listen-taken.yaml", text)
+        p = subprocess.run([HASHLB, "run", "-c", path], capture_output=True, text=True,
+                           timeout=20)
+        check(p.returncode == 1 and
+              f"listen-taken.yaml:{line}:13: error: service 't': cannot listen on {listen}: "
+              f"{why}\n" in p.stderr,
+              f"listen {listen}: exit 1 and why, at its position: {p.returncode} "
+              f"{p.stderr.strip()[-300:]}")
+    holder.close()
+
+
 def admin_option_clash_refused():
     """--admin on a service's listen address is refused as the config's admin would be: both
     listen with SO_REUSEPORT, and the kernel shared the service's clients out with the admin
@@ -762,7 +789,7 @@ def socket_activation():
     lsock.close()
 
 
-run_tests([config_error_refused, admin_option_clash_refused,
+run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
            drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
