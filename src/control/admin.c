@@ -799,6 +799,8 @@ static const char *table_out_name(const struct hlb_pool_service *s, const struct
 	return b->rt->backup ? "backup" : "down";
 }
 
+/* "N/M backends up" and "up": those taking clients, as /status and hashlb_service_backends_up
+ * count them (a backend of weight 0 is in no table slot, though not down) */
 static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *o)
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -818,7 +820,7 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 			       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
 			       hashlb_key_name(snap->key),
 			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
-			       snap->generation, snap->fingerprint, hashlb_table_up_count(t),
+			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
 			       v.n_backends, hashlb_table_bytes(t));
 		hlb_buf_printf(o, "  %-16s %6s %-6s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
@@ -841,7 +843,7 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 		       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
 		       hashlb_key_name(snap->key), prefix_v4(&snap->hash_prefix),
 		       prefix_v6(&snap->hash_prefix), snap->generation, snap->fingerprint,
-		       hashlb_table_up_count(t), hashlb_table_bytes(t));
+		       hlb_pool_takes_clients_count(s), hashlb_table_bytes(t));
 	for (uint32_t i = 0; i < v.n_backends; i++) {
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
 		hlb_buf_json_str(o, hashlb_table_backend_name(t, i));

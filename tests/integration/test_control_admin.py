@@ -540,6 +540,19 @@ def weight_change_rebuilds():
     b = lb.backend("b")
     check(rc == 0 and b["share"] == 0 and not b["in_table"],
           f"weight 0: no share, not in the table ({b['share']}, in_table {b['in_table']})")
+    # the table and the status count alike the backends that take clients (before, the table
+    # counted b of weight 0 up: "3/3 backends up" beside the status's "2/3" and
+    # hashlb_service_backends_up 2, at the same generation)
+    n = len(BACKENDS)
+    rc, so, se = lb.ctl("table")
+    rc2, st, se2 = lb.ctl("status")
+    check(rc == 0 and f", {n - 1}/{n} backends up, " in so and
+          f", {n - 1}/{n} backends up, " in st,
+          f"weight 0: ctl table and ctl status say {n - 1}/{n} up: {so!r} {st!r}")
+    rc, so, se = lb.ctl("--json", "table")
+    check(rc == 0 and json.loads(so)["up"] == n - 1 == lb.service()["up"] and
+          metric_sum(lb, "hashlb_service_backends_up") == n - 1,
+          f"weight 0: /table's up, /status's and the metric agree: {so} {lb.service()['up']}")
     check(lb.stop() == 0, "exit 0")
 
 
