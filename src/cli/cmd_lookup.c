@@ -329,6 +329,7 @@ int cmd_lookup(int argc, char **argv)
 	int opt, r, n_clients;
 
 	table_args_init(&a);
+	a.has_service = true; /* --service, with -c */
 	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts, name)) !=
 	       -1) {
 		r = table_args_option(&a, opt, name, optarg);
@@ -378,16 +379,7 @@ int cmd_lookup(int argc, char **argv)
 		}
 	}
 	if (config_path) {
-		/* The config is the whole truth: a second source for the same
-		 * setting would answer for a table that hashlb run does not build. */
-		if (a.given[0] || key_opt[0] || prefix_opt[0]) {
-			cli_error(
-				"%s cannot be combined with %s: the configuration sets the scheme, "
-				"its parameters, the seed, the hash key and its prefix\n",
-				a.given[0]   ? a.given
-				: key_opt[0] ? key_opt
-					     : prefix_opt,
-				config_opt);
+		if (table_args_refuse_with_config(&a, key_opt, prefix_opt, config_opt) < 0) {
 			table_args_free(&a);
 			return 2;
 		}

@@ -951,18 +951,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 				  config_opt, a->n_vips ? "--vip" : backend_opt);
 			goto usage;
 		}
-		/* The config is the whole truth, as for hashlb lookup -c: the
-		 * table must be the one hashlb run builds from it. */
-		if (a->table.given[0] || key_opt[0] || prefix_opt[0]) {
-			cli_error(
-				"%s cannot be combined with %s: the configuration sets the scheme, "
-				"its parameters, the seed, the hash key and its prefix\n",
-				a->table.given[0] ? a->table.given
-				: key_opt[0]	  ? key_opt
-						  : prefix_opt,
-				config_opt);
+		if (table_args_refuse_with_config(&a->table, key_opt, prefix_opt, config_opt) < 0)
 			goto usage;
-		}
 		free(backend_args);
 		return from_config(a);
 	}
@@ -1034,6 +1024,7 @@ int cmd_steer(int argc, char **argv)
 	cli_quit_as_term();
 	memset(&a, 0, sizeof(a));
 	table_args_init(&a.table);
+	a.table.has_service = true; /* --service, with -c */
 	a.key = HASHLB_KEY_SRC_IP;
 	a.prefix = (struct hashlb_src_prefix){ 32, 128 };
 	a.opts.mode = HASHLB_STEER_AUTO;

@@ -18,6 +18,15 @@ void table_args_init(struct table_args *a)
 	hashlb_table_params_init(&a->params, HASHLB_SCHEME_MAGLEV);
 }
 
+/* hashlb ctl's -s is --service; that of a command that takes --service too is the scheme: said
+ * where it was typed -s (an operator who gave a service's name) */
+#define SCHEME_HINT "-s is --scheme here; the service of the file is --service NAME"
+
+static bool scheme_hint(const struct table_args *a, const char *name)
+{
+	return a->has_service && !strcmp(name, "-s");
+}
+
 int table_args_option(struct table_args *a, int opt, const char *name, const char *arg)
 {
 	const char *allowed = NULL;
@@ -27,7 +36,7 @@ int table_args_option(struct table_args *a, int opt, const char *name, const cha
 		snprintf(a->given, sizeof(a->given), "%s", name);
 	switch (opt) {
 	case 's':
-		allowed = "ring or maglev";
+		allowed = scheme_hint(a, name) ? "ring or maglev; " SCHEME_HINT : "ring or maglev";
 		if (hashlb_scheme_parse(arg, &a->params.scheme) < 0)
 			goto bad;
 		return 1;
@@ -263,4 +272,19 @@ void table_args_free(struct table_args *a)
 	free(a->specs);
 	a->specs = NULL;
 	a->n_specs = 0;
+}
+
+int table_args_refuse_with_config(const struct table_args *a, const char *key_opt,
+				  const char *prefix_opt, const char *config_opt)
+{
+	const char *opt = a->given[0] ? a->given : key_opt[0] ? key_opt : prefix_opt;
+
+	if (!opt[0])
+		return 0;
+	/* a table the config does not give would not be the one hashlb run builds */
+	cli_error(
+		"%s cannot be combined with %s: the configuration sets the scheme, its parameters, "
+		"the seed, the hash key and its prefix%s\n",
+		opt, config_opt, scheme_hint(a, opt) ? " (" SCHEME_HINT ")" : "");
+	return -EINVAL;
 }

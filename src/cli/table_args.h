@@ -15,6 +15,7 @@ struct table_args {
 	struct hashlb_backend_spec *specs;
 	size_t n_specs;
 	bool v_given, m_given; /* -v, -m: each applies to one scheme */
+	bool has_service; /* the command takes --service (hashlb ctl's -s): -s is said to be the scheme */
 	/* options as typed ("--seed" or "-S"), "" if not given: for the messages */
 	char given[CLI_OPT_NAME_MAX]; /* the last table option given but --down */
 	char v_opt[CLI_OPT_NAME_MAX], m_opt[CLI_OPT_NAME_MAX], down_opt[CLI_OPT_NAME_MAX];
@@ -74,6 +75,13 @@ const char *table_args_mark(const char *list, const struct hashlb_backend_spec *
 			    bool *ret_in, size_t *ret_len);
 /* specs[i].down = whether <list> names backend i (as above); -ENOMEM. */
 int table_args_mark_down(const char *list, struct hashlb_backend_spec *specs, size_t n);
+/*
+ * With -c FILE (<config_opt> as typed), the config is the whole truth: -EINVAL (printed, naming
+ * the option) if a table option of <a>, or <key_opt> or <prefix_opt> ("" if not given) was given
+ * too; 0 if none was. With a->has_service, -s is said to be the scheme (hashlb ctl's service).
+ */
+int table_args_refuse_with_config(const struct table_args *a, const char *key_opt,
+				  const char *prefix_opt, const char *config_opt);
 /* -EINVAL (printed, naming option <opt>) unless every name of <list> is a backend of <specs>. */
 int table_args_check_list(const char *list, const char *opt,
 			  const struct hashlb_backend_spec *specs, size_t n);

@@ -610,6 +610,19 @@ for args, line in [
     (("lookup", "-c", DEMO, "--ipv6-prefix", "64", "10.0.0.1"),
      "hashlb lookup: --ipv6-prefix cannot be combined with -c: the configuration sets the "
      "scheme, its parameters, the seed, the hash key and its prefix"),
+    # -s, hashlb ctl's --service, is the scheme here: said, with the option that names the
+    # service (before: the scheme alone, to an operator who typed a service's name)
+    (("lookup", "-c", DEMO, "-s", "ring", "10.0.0.1"),
+     "hashlb lookup: -s cannot be combined with -c: the configuration sets the scheme, its "
+     "parameters, the seed, the hash key and its prefix (-s is --scheme here; the service of "
+     "the file is --service NAME)"),
+    (("lookup", "-c", DEMO, "-s", "web", "10.0.0.1"),
+     "hashlb lookup: invalid value 'web' for option -s (ring or maglev; -s is --scheme here; "
+     "the service of the file is --service NAME)"),
+    (("steer", "-c", STEER_CFG, "-s", "web"),
+     "hashlb steer: invalid value 'web' for option -s (ring or maglev; -s is --scheme here; "
+     "the service of the file is --service NAME)"),
+    (("table", "-s", "web", "a"), "hashlb table: invalid value 'web' for option -s (ring or maglev)"),
     (("lookup", "--ipv4-prefix", "33", "10.0.0.1", "a"),
      "hashlb lookup: invalid value '33' for option --ipv4-prefix (1..32)"),
     (("lookup", "--ipv6-prefix", "0", "10.0.0.1", "a"),
