@@ -96,7 +96,7 @@ static const char *backend_qname(const struct hlb_pool_backend *b, char *q)
 
 /* ---- backends ---- */
 
-static bool backend_checked(const struct hlb_pool_backend *b)
+bool hlb_pool_backend_checked(const struct hlb_pool_backend *b)
 {
 	return b->svc->cfg->health.enabled && b->admin != HASHLB_ADMIN_MAINT;
 }
@@ -461,7 +461,7 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 
 	hlb_check_stop(&b->check);
 	b->check_renew = false;
-	if (!backend_checked(b))
+	if (!hlb_pool_backend_checked(b))
 		return;
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
@@ -598,7 +598,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 	atomic_store(&b->rt->admin, (int)st);
 	if (old == HASHLB_ADMIN_MAINT) {
 		/* Its health is unknown after maintenance: down until <rise> checks pass. */
-		if (backend_checked(b)) {
+		if (hlb_pool_backend_checked(b)) {
 			backend_health_restart(b, false, now);
 			backend_set_healthy(b, false);
 			backend_check_spread(b, now);
@@ -972,7 +972,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	const char *cause = NULL;
 
 	b->seen_run = run;
-	if (backend_checked(b)) {
+	if (hlb_pool_backend_checked(b)) {
 		if (hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now))
 			cause = "passive";
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))
@@ -1794,14 +1794,14 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		atomic_store(&b->rt->max_conns, h->max);
 		carried = true;
 	}
-	if (h->down && backend_checked(b)) {
+	if (h->down && hlb_pool_backend_checked(b)) {
 		/* as the old one last saw it, until <rise> checks pass here */
 		hlb_health_init(&b->health, false, hlb_now_ms());
 		atomic_store(&b->rt->healthy, false);
 		b->carried_down = true;
 		carried = true;
 	}
-	if (h->penalty > 0 && backend_checked(b)) {
+	if (h->penalty > 0 && hlb_pool_backend_checked(b)) {
 		/* its flapping goes on counting: one held down stays so until the penalty
 		 * decays, as it would have in the old one, not up after <rise> checks */
 		b->health.penalty = h->penalty;
@@ -1846,7 +1846,8 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 			bool down = h && h->down;
 
 			/* unchanged there since this one started, or decided here since */
-			if (!backend_checked(b) || down == b->carried_down || b->health.changes)
+			if (!hlb_pool_backend_checked(b) || down == b->carried_down ||
+			    b->health.changes)
 				continue;
 			backend_health_restart(b, !down, now);
 			if (h && h->penalty > 0) {
@@ -2617,7 +2618,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		b = keep;
 		if (start_checks && same_address && same_exchange && hlb_check_running(&b->check)) {
 			backend_check_retime(b, now); /* the same checks, at another pace */
-		} else if (start_checks && same_address && backend_checked(b) &&
+		} else if (start_checks && same_address && hlb_pool_backend_checked(b) &&
 			   hlb_check_running(&b->check) && hlb_check_busy(&b->check)) {
 			/* Another exchange, a check under way: aborted, and each of a storm of
 			 * reloads quicker than a check aborting the next, no check ended, and a
@@ -2626,7 +2627,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			backend_check_retime(b, now);
 			b->check_renew = true;
 		} else if (start_checks) {
-			if (!backend_checked(b))
+			if (!hlb_pool_backend_checked(b))
 				backend_up_run_stop(b, "reload", now); /* checks turned off */
 			backend_check_spread(b, now);
 		}

@@ -289,6 +289,8 @@ uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b);
 /* Whether <b> is ready and healthy: it could take clients (a backup may
  * still be kept out of the table, and weight 0 takes none). */
 bool hlb_pool_backend_up(const struct hlb_pool_backend *b);
+/* Whether <b>'s health is checked: its service checks, and it is not in maint. */
+bool hlb_pool_backend_checked(const struct hlb_pool_backend *b);
 /* Whether backend <idx> of <snap> takes new clients: in its table, not
  * down (a standby backup is), weight above 0. */
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);

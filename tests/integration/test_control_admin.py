@@ -2470,7 +2470,8 @@ def open_fds_tracks_connections():
 def status_says_dash_where_there_is_no_figure():
     """ctl status's CHECK and CONNECT columns say "-" for a backend with no passed check or no
     connect yet (they said 0.0ms and 0.00ms, a figure no check or connect had measured), and
-    the time once there is one."""
+    the time once there is one; CHECK says "-" again in maint, where no check is made (it kept
+    the last one's time, 0.0ms, as if checked now)."""
     d = ("d", f"127.0.0.1:{dead_port()}")
     lb = Lb(config(BACKENDS[:1] + [d]))
     check(lb.wait(lambda: lb.backend("a")["checks_ok"] >= 1), "a passes a check")
@@ -2490,6 +2491,11 @@ def status_says_dash_where_there_is_no_figure():
     c.close()
     a = row("a")
     check(re.fullmatch(r"\d+\.\d\dms", a[1]), f"a: a connect time once one connected: {a}")
+    # in maint no check is made: the last one's time, kept, looked like a check of now
+    rc, so, se = lb.ctl("set", "a", "maint")
+    check(rc == 0, f"ctl set a maint: {so}{se}")
+    a = row("a")
+    check(a[0] == "-", f"a in maint: no check time: {a}")
     check(lb.stop() == 0, "hashlb exits 0")
 
 
