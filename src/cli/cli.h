@@ -97,6 +97,11 @@ int cli_getopt(int argc, char **argv, const char *optstring, const struct option
  * argv[optind..] is empty; otherwise say which is wrong and return 2 (a usage error).
  */
 int cli_config_only(const char *path, int argc, char **argv, int optind);
+/*
+ * The argument <arg> a command takes none of refused, said as an error; with no -c
+ * (<path> NULL) and <arg> a YAML file's name, how to give it: "-c <arg>".
+ */
+void cli_unexpected_argument(const char *arg, const char *path);
 /* Parse an unsigned integer (decimal or 0x hex) into *ret; -EINVAL if not one or above max. */
 int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
 /*

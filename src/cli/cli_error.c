@@ -56,14 +56,38 @@ int cli_config_path(const char *name, const char *arg, const char **path)
 	return 0;
 }
 
+/* After an error's text: how to give <arg>, written where "-c <arg>" was meant, and the end. */
+static void config_hint(const char *arg)
+{
+	fprintf(stderr, " (the config file is given with -c: hashlb %s -c %s)\n",
+		cli_command ? cli_command : "CMD", arg);
+}
+
+void cli_unexpected_argument(const char *arg, const char *path)
+{
+	size_t n = strlen(arg);
+	bool yaml =
+		(n > 5 && !strcmp(arg + n - 5, ".yaml")) || (n > 4 && !strcmp(arg + n - 4, ".yml"));
+
+	cli_error("unexpected argument '%s'", arg);
+	if (!path && yaml)
+		config_hint(arg);
+	else
+		fputc('\n', stderr);
+}
+
 int cli_config_only(const char *path, int argc, char **argv, int optind)
 {
 	if (path && optind == argc)
 		return 0;
-	if (path)
-		cli_error("unexpected argument '%s'\n", argv[optind]);
-	else
+	if (path) {
+		cli_unexpected_argument(argv[optind], path);
+	} else if (optind < argc) { /* "hashlb check lb.yaml": the file without its -c */
+		cli_error("need -c FILE");
+		config_hint(argv[optind]);
+	} else {
 		cli_error("need -c FILE\n");
+	}
 	return 2;
 }
 

@@ -908,7 +908,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		cli_error("unexpected argument '%s'\n", argv[optind]);
+		cli_unexpected_argument(argv[optind], a->config_path);
 		goto usage;
 	}
 	/* What an action does not use is a mistake to say, not to ignore. */

@@ -399,6 +399,15 @@ for args, status, msg in [
     (("lookup", "", "a", "b"), 2, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),
     (("run",), 2, "need -c FILE"),
+    # the config file given without its -c: it said only "need -c FILE" (steer: "unexpected
+    # argument 'lb.yaml'"), not how to give it
+    (("check", "lb.yaml"), 2, "hashlb check: need -c FILE (the config file is given with -c: "
+     "hashlb check -c lb.yaml)\n"),
+    (("run", "lb.yaml"), 2, "hashlb run: need -c FILE (the config file is given with -c: "
+     "hashlb run -c lb.yaml)\n"),
+    (("steer", "lb.yml"), 2, "hashlb steer: unexpected argument 'lb.yml' (the config file is "
+     "given with -c: hashlb steer -c lb.yml)\n"),
+    (("steer", "-c", "a.yaml", "b.yaml"), 2, "hashlb steer: unexpected argument 'b.yaml'\n"),
     # an empty FILE (a unit's "-c ${HASHLB_CONFIG}" with the variable unset is one empty
     # argument) names no file: it was exit 1, ": error: cannot open the configuration"
     *((("check", "-c", ""), 2, "hashlb check: invalid value '' for option -c (a file name"),
