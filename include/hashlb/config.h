@@ -416,6 +416,13 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
  */
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
+/*
+ * Why <s> is not an address taken (by hashlb_addr_parse(), or with <names_ok>
+ * by hashlb_name_addr_parse() too), as the config says it: "missing ':PORT'",
+ * "a port alone: write ADDR:8080, ...". A static text or <buf> (<len> bytes).
+ */
+const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, char *buf,
+				size_t len);
 
 /*
  * Whether two listen addresses would take the same port: equal (an

@@ -75,6 +75,13 @@ void cli_print_warning(const struct hashlb_error *warning);
  */
 void cli_bad_value(const char *name, const char *value, const char *allowed);
 /*
+ * An admin address <value> of option <name> refused, as cli_bad_value() with
+ * <allowed> and the config's reason ("a port alone: write ADDR:P, ..."): for
+ * run (a numeric address, port 0 taken) or, with <names>, for ctl (a host
+ * name taken, port 0 not).
+ */
+void cli_bad_admin(const char *name, const char *value, const char *allowed, bool names);
+/*
  * The value <arg> of a config option (-c or --config, <name> as typed) into
  * *<path>, which holds the one given before (NULL: none); 0, or 2 on a usage
  * error, printed as cli_bad_value(): an empty one (a unit's -c ${HASHLB_CONFIG}

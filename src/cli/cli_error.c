@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hashlb/config.h"
 
 /*
  * The subcommand that runs, for the prefix of every error line: a static,
@@ -33,12 +34,36 @@ void cli_error(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* cli_bad_value()'s line, ended with <why> the value is wrong if there is one. */
+static void bad_value(const char *name, const char *value, const char *allowed, const char *why)
+{
+	/* $HASHLB_ADMIN, ctl's --admin from the environment, is no option */
+	cli_error("invalid value '%s' for %s%s", value, name[0] == '$' ? "" : "option ", name);
+	if (allowed)
+		fprintf(stderr, " (%s)", allowed);
+	if (why)
+		fprintf(stderr, ": %s", why);
+	fputc('\n', stderr);
+}
+
 void cli_bad_value(const char *name, const char *value, const char *allowed)
 {
-	if (allowed)
-		cli_error("invalid value '%s' for option %s (%s)\n", value, name, allowed);
-	else
-		cli_error("invalid value '%s' for option %s\n", value, name);
+	bad_value(name, value, allowed, NULL);
+}
+
+void cli_bad_admin(const char *name, const char *value, const char *allowed, bool names)
+{
+	char buf[200], host[HASHLB_HOST_MAX + 1];
+	uint16_t port;
+
+	if (!strncmp(value, "unix:", 5)) /* unix:/PATH meant: what is wrong is the path */
+		bad_value(name, value, NULL,
+			  "a Unix socket path must be absolute and shorter than 108 bytes");
+	else if (names && hashlb_name_addr_parse(value, host, &port) == 0)
+		bad_value(name, value, allowed, "the host name does not resolve");
+	else /* as the config's admin key says it: "a port alone: write ADDR:8080, ..." */
+		bad_value(name, value, allowed,
+			  hashlb_addr_explain(value, !names, names, buf, sizeof(buf)));
 }
 
 int cli_config_path(const char *name, const char *arg, const char **path)

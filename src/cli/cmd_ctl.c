@@ -1228,15 +1228,8 @@ int cmd_ctl(int argc, char **argv)
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);
 	} else if (ctl_addr(admin ? admin : CTL_ADMIN_DEFAULT, &ss, &len) < 0) {
-		if (admin && !strncmp(admin, "unix:", 5))
-			/* unix:/PATH was given: what is wrong is the path, as the config says */
-			cli_error("%s: bad admin address '%s': a Unix socket path must be absolute "
-				  "and shorter than 108 bytes\n",
-				  o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin);
-		else
-			cli_error("%s: bad admin address '%s': give HOST:PORT, [V6]:PORT or "
-				  "unix:/PATH (a HOST name that resolves)\n",
-				  o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin);
+		cli_bad_admin(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin,
+			      "HOST:PORT, [V6]:PORT or unix:/PATH", true);
 		return 2;
 	}
 	if (!json)

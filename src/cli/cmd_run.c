@@ -270,9 +270,10 @@ static int run(int argc, char **argv, char *const *again)
 					  name, admin);
 				return 2;
 			} else if (r < 0) {
-				cli_bad_value(name, admin,
+				cli_bad_admin(name, admin,
 					      "ADDR:PORT, unix:/PATH (absolute, under 108 bytes) "
-					      "or off");
+					      "or off",
+					      false);
 				return 2;
 			}
 			break;

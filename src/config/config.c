@@ -840,8 +840,7 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 	return 0;
 }
 
-/* Why <s> is not an address we take; <buf> receives the explanation. */
-static const char *addr_explain(const char *s, bool allow_port0, bool names_ok, char *buf,
+const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, char *buf,
 				size_t len)
 {
 	const char *colon = strrchr(s, ':');
@@ -940,7 +939,7 @@ static int get_addr(struct loader *ld, const struct ynode *v, const char *key, b
 		return r;
 	if (hashlb_addr_parse(v->text, allow_port0, ret_addr, ret_len) < 0)
 		return fail(ld, v, "'%s': '%s' is not a valid address: %s", key, v->text,
-			    addr_explain(v->text, allow_port0, false, buf, sizeof(buf)));
+			    hashlb_addr_explain(v->text, allow_port0, false, buf, sizeof(buf)));
 	r = refuse_link_local(ld, v, key, ret_addr);
 	if (r < 0)
 		return r;
@@ -961,7 +960,7 @@ static int get_backend_addr(struct loader *ld, const struct ynode *v, struct has
 	if (hashlb_addr_parse(v->text, false, &b->addr, &b->addr_len) < 0) {
 		if (hashlb_name_addr_parse(v->text, host, &port) < 0)
 			return fail(ld, v, "'address': '%s' is not a valid address: %s", v->text,
-				    addr_explain(v->text, false, true, buf, sizeof(buf)));
+				    hashlb_addr_explain(v->text, false, true, buf, sizeof(buf)));
 		memset(&b->addr, 0, sizeof(b->addr));
 		b->addr_len = 0;
 	}

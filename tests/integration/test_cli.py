@@ -333,11 +333,19 @@ for args, status, msg in [
     (("ctl", "--admin", "127.0.0.1:1", "status"), 1, "admin endpoint at 127.0.0.1:1:"),
     (("ctl", "--admin", "unix:/nonexistent/hashlb.sock", "status"), 1,
      "admin endpoint at unix:/nonexistent/hashlb.sock:"),
-    (("ctl", "--admin", "localhost", "status"), 2, "give HOST:PORT"),
+    (("ctl", "--admin", "localhost", "status"), 2, "(HOST:PORT, [V6]:PORT or unix:/PATH)"),
     # unix:PATH given, the path wrong: said as the config says it (it was told to give unix:/PATH)
     (("ctl", "--admin", "unix:admin.sock", "status"), 2,
-     "hashlb ctl: --admin: bad admin address 'unix:admin.sock': a Unix socket path must be "
-     "absolute and shorter than 108 bytes\n"),
+     "hashlb ctl: invalid value 'unix:admin.sock' for option --admin: a Unix socket path must "
+     "be absolute and shorter than 108 bytes\n"),
+    # a port alone, as the config's admin key says it (they said only the forms taken, ctl as
+    # "--admin: bad admin address", unlike every other option's "invalid value")
+    (("run", "-c", NO_FILE, "--admin", "26990"), 2,
+     "hashlb run: invalid value '26990' for option --admin (ADDR:PORT, unix:/PATH (absolute, "
+     "under 108 bytes) or off): a port alone: write ADDR:26990, as 127.0.0.1:26990\n"),
+    (("ctl", "--admin", "26999", "status"), 2,
+     "hashlb ctl: invalid value '26999' for option --admin (HOST:PORT, [V6]:PORT or "
+     "unix:/PATH): a port alone: write ADDR:26999, as 127.0.0.1:26999\n"),
     (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "absolute and shorter than 108"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
     # -c FILE with admin on port 0: where the running hashlb listens is in its log, not the
@@ -675,19 +683,25 @@ for args, line in [
     (("ctl", *ADMIN, "-j", "metrics"), "hashlb ctl: -j does not apply to metrics"),
     (("ctl", *ADMIN, "lookup", "10.0.0.1", "-s"), "hashlb ctl: option '-s' requires an argument"),
     (("ctl", "-a", "localhost", "status"),
-     "hashlb ctl: -a: bad admin address 'localhost': give HOST:PORT, [V6]:PORT or unix:/PATH "
-     "(a HOST name that resolves)"),
+     "hashlb ctl: invalid value 'localhost' for option -a (HOST:PORT, [V6]:PORT or "
+     "unix:/PATH): missing ':PORT'"),
+    (("ctl", "-a", "nosuch.invalid:9901", "status"),
+     "hashlb ctl: invalid value 'nosuch.invalid:9901' for option -a (HOST:PORT, [V6]:PORT or "
+     "unix:/PATH): the host name does not resolve"),
     # an IPv6 address without brackets, as the config refuses it (getaddrinfo took it)
     (("ctl", "-a", "::1:9901", "status"),
-     "hashlb ctl: -a: bad admin address '::1:9901': give HOST:PORT, [V6]:PORT or unix:/PATH "
-     "(a HOST name that resolves)"),
+     "hashlb ctl: invalid value '::1:9901' for option -a (HOST:PORT, [V6]:PORT or unix:/PATH): "
+     "an IPv6 address must be written in brackets, as [::1]:PORT"),
     # a port out of 1..65535, or not digits alone, as the config refuses it: getaddrinfo took
     # 99999 as 34463 (99999 - 65536) and 0 as 0, and ctl asked whatever listened there (exit 1,
     # "cannot reach the admin endpoint at 127.0.0.1:34463", when nothing did)
     *((("ctl", "-a", a, "status"),
-       f"hashlb ctl: -a: bad admin address '{a}': give HOST:PORT, [V6]:PORT or unix:/PATH "
-       "(a HOST name that resolves)")
-      for a in ("127.0.0.1:99999", "localhost:99999", "localhost:-1", "127.0.0.1:0")),
+       f"hashlb ctl: invalid value '{a}' for option -a (HOST:PORT, [V6]:PORT or unix:/PATH): "
+       + why)
+      for a, why in (("127.0.0.1:99999", "port 99999 is out of range 1..65535"),
+                     ("localhost:99999", "port 99999 is out of range 1..65535"),
+                     ("localhost:-1", "the port must be a number"),
+                     ("127.0.0.1:0", "port 0 is out of range 1..65535"))),
     (("ctl", "set", "a", "weight"), "hashlb ctl: set: weight needs a value"),
     # clients' N, a count whose range ctl knows: a usage error naming N (it was exit 1, the
     # endpoint's "top must be 1..1000", a query parameter the user never typed)
