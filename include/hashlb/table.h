@@ -245,5 +245,7 @@ int hashlb_scheme_parse(const char *s, enum hashlb_scheme *ret_scheme);
 
 /* Whether <n> is prime (deterministic, for n < 2^32). */
 bool hashlb_is_prime(uint64_t n);
+/* The primes nearest <n> (not prime, 3..HASHLB_MAGLEV_M_MAX), below and above, for an error. */
+void hashlb_nearest_primes(uint32_t n, uint32_t *ret_lo, uint32_t *ret_hi);
 
 #endif

@@ -1417,10 +1417,7 @@ static int load_scheme(struct loader *ld, const struct ynode *m, struct hashlb_s
 		if (r < 0)
 			return r;
 		if (!hashlb_is_prime(m_size)) {
-			for (lo = m_size - 1; lo > 2 && !hashlb_is_prime(lo); lo--)
-				;
-			for (hi = m_size + 1; !hashlb_is_prime(hi); hi++)
-				;
+			hashlb_nearest_primes(m_size, &lo, &hi);
 			return fail(
 				ld, ts,
 				"'table_size' %u is not prime (Maglev needs a prime; nearest: %u or %u)",

@@ -51,6 +51,18 @@ bool hashlb_is_prime(uint64_t n)
 	return true;
 }
 
+void hashlb_nearest_primes(uint32_t n, uint32_t *ret_lo, uint32_t *ret_hi)
+{
+	uint32_t lo, hi;
+
+	for (lo = n - 1; lo > 2 && !hashlb_is_prime(lo); lo--)
+		;
+	for (hi = n + 1; !hashlb_is_prime(hi); hi++)
+		;
+	*ret_lo = lo;
+	*ret_hi = hi;
+}
+
 void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme scheme)
 {
 	memset(p, 0, sizeof(*p));
@@ -302,9 +314,14 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 			return hashlb_err(err, -EINVAL, HASHLB_ERR_SIZE_RANGE,
 					  "Maglev table size %u out of range %u..%u", p->maglev_m,
 					  HASHLB_MAGLEV_M_MIN, HASHLB_MAGLEV_M_MAX);
-		if (!hashlb_is_prime(p->maglev_m))
+		if (!hashlb_is_prime(p->maglev_m)) { /* as the config's table_size says it */
+			uint32_t lo, hi;
+
+			hashlb_nearest_primes(p->maglev_m, &lo, &hi);
 			return hashlb_err(err, -EINVAL, HASHLB_ERR_NOT_PRIME,
-					  "Maglev table size %u is not prime", p->maglev_m);
+					  "Maglev table size %u is not prime (nearest: %u or %u)",
+					  p->maglev_m, lo, hi);
+		}
 		if (p->maglev_m < n)
 			return hashlb_err(err, -EINVAL, HASHLB_ERR_SIZE_TOO_SMALL,
 					  "Maglev table size %u is smaller than the %zu backends",

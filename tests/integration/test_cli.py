@@ -769,10 +769,11 @@ for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
     p = run(cmd, "--help")
     check(f'"hashlb {cmd}: WHAT"' in p.stdout and f"\"Run 'hashlb {cmd} --help' for\n" in p.stdout,
           f"hashlb {cmd} --help: no ERRORS section with its prefix and hint")
-# what fails as the command runs (exit 1) is said the same way, without the hint
+# what fails as the command runs (exit 1) is said the same way, without the hint; a size not
+# prime with the nearest primes, as the config's table_size says it (it said only "not prime")
 p = run("table", "--table-size", "1000", "a", ok=False)
-check(p.returncode == 1 and p.stderr.startswith("hashlb table: ") and "not prime" in p.stderr
-      and "--help" not in p.stderr, f"hashlb table --table-size 1000 a: {p.returncode} {p.stderr!r}")
+check(p.returncode == 1 and p.stderr.startswith("hashlb table: ")
+      and "not prime (nearest: 997 or 1009)" in p.stderr and "--help" not in p.stderr, f"hashlb table --table-size 1000 a: {p.returncode} {p.stderr!r}")
 
 # Every write() of the command to stderr is whole lines: a daemon's stderr is often shared (an
 # upgrade in place: the new process's config error and the old one's log lines, in one pipe),
