@@ -14,22 +14,17 @@ each order, alternated, added up. Exits 1 if newest first took more than --ratio
 first (floored at --floor seconds: /proc counts in 10 ms ticks) or hashlb did not exit 0.
 tests/integration/test_failover.py's queued_clients_leaving_newest_first bounds the same in
 the queue's steps (hashlb_worker_queue_steps_total), a count the machine's load leaves alone."""
-import argparse
 import os
 import random
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchenv import arguments, parse
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("--hashlb", required=True)
+ap = arguments(__doc__)
 ap.add_argument("--rounds", type=int, default=3, help="rounds of each order")
 ap.add_argument("--ratio", type=float, default=3.0, help="newest / oldest first allowed")
 ap.add_argument("--floor", type=float, default=0.05, help="oldest first counted as at least this")
-args = ap.parse_args()
-os.environ["HASHLB"] = os.path.abspath(args.hashlb)
-os.environ.setdefault("HASHLB_SOURCE_ROOT", os.path.join(HERE, ".."))
+args = parse(ap)
 
 from ctltest import queue_of_waiting_clients, reset_waiting  # noqa: E402
 from lbtest import Backend  # noqa: E402

@@ -10,24 +10,19 @@ this script's file (tests/integration/lbtest.py's Names), so no query leaves the
 
 Bounded by --seconds. Prints a summary line; exits 1 if a connection failed, hashlb did not
 exit 0, or a sanitizer reported anything."""
-import argparse
 import os
 import random
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchenv import arguments, parse
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("--hashlb", required=True)
+ap = arguments(__doc__)
 ap.add_argument("--seconds", type=float, default=60)
 ap.add_argument("--every", type=float, default=1.3, help="seconds between changes of the name")
 ap.add_argument("--clients", type=int, default=4, help="client threads")
-args = ap.parse_args()
-os.environ["HASHLB"] = os.path.abspath(args.hashlb)
-os.environ.setdefault("HASHLB_SOURCE_ROOT", os.path.join(HERE, ".."))
+args = parse(ap)
 
 from ctltest import Lb, config  # noqa: E402
 from lbtest import Names, backends_on_one_port, client_ip, who  # noqa: E402

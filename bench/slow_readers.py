@@ -10,28 +10,22 @@ two buffers), 128 stopped readers took every buffer of the worker and stalled ev
 
 Bounded: the feed stops after --seconds, every socket has a timeout. Exits 1 if a probe got no
 answer or hashlb did not exit 0."""
-import argparse
-import os
 import selectors
 import socket
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchenv import arguments, parse
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("--hashlb", required=True)
+ap = arguments(__doc__)
 ap.add_argument("--stuck", type=int, default=200, help="clients that stop reading")
 ap.add_argument("--probes", type=int, default=200, help="echo connections beside them")
 ap.add_argument("--timeout", type=float, default=3.0, help="seconds a probe waits for its echo")
 ap.add_argument("--seconds", type=float, default=60, help="the feed's bound")
 ap.add_argument("--fill", type=float, default=30,
                 help="at most this long for the readers' queues to fill (a spill each)")
-args = ap.parse_args()
-os.environ["HASHLB"] = os.path.abspath(args.hashlb)
-os.environ.setdefault("HASHLB_SOURCE_ROOT", os.path.join(HERE, ".."))
+args = parse(ap)
 
 from ctltest import Lb, config, metric_sum  # noqa: E402
 from lbtest import client_ip, connect  # noqa: E402

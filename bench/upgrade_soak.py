@@ -18,18 +18,15 @@ sockets on a socket pair, and drains once it is ready.
 
 Bounded: stops after --cycles upgrades or --seconds, whichever comes first. Prints one line per
 50 cycles and a summary: connections, failures by error, failures per 1,000 upgrades."""
-import argparse
 import multiprocessing
 import os
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchenv import arguments, parse
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("--hashlb", required=True)
+ap = arguments(__doc__)
 ap.add_argument("--cycles", type=int, default=300)
 ap.add_argument("--seconds", type=float, default=900)
 ap.add_argument("--workers", type=int, default=2)
@@ -41,11 +38,10 @@ ap.add_argument("--admin", choices=("unix", "tcp", "off", "usr2"), default="unix
                      "upgrades in place (default unix)")
 ap.add_argument("--migrate", choices=("0", "1"), default="1",
                 help="net.ipv4.tcp_migrate_req in the namespace (default 1)")
-args = ap.parse_args()
+args = parse(ap)
 
 if os.environ.get("HASHLB_SOAK_NETNS") != "1":
-    env = dict(os.environ, HASHLB_SOAK_NETNS="1", HASHLB=os.path.abspath(args.hashlb),
-               HASHLB_SOURCE_ROOT=os.path.join(HERE, ".."))
+    env = dict(os.environ, HASHLB_SOAK_NETNS="1")
     sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
                              *sys.argv[1:]], env=env).returncode)
 
