@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 
 from promtext import parse_prometheus  # noqa: F401 (the tests import it from lbtest)
 
@@ -221,6 +222,13 @@ def check_format(parse, text, who):
     except ValueError as e:
         return check(False, f"{who}: not valid ({parse.__name__}: {e}): {text[:200]!r}")
     return True
+
+
+def text_columns(text):
+    """The columns <text> takes on a terminal: 2 a wide (East Asian) character, none a
+    combining one, 1 any other."""
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def tmppath(name):

@@ -11,9 +11,8 @@ import re
 import subprocess
 import sys
 import tempfile
-import unicodedata
 
-from lbtest import json_strict, listening_sockets, wait_until
+from lbtest import json_strict, listening_sockets, text_columns, wait_until
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 failures = []
@@ -887,15 +886,9 @@ with tempfile.TemporaryDirectory() as d:
 # characters) was padded as 10, its row 3 columns short; then as one column a character,
 # "中文" (2 characters, 4 columns) 2 columns long and "e\u0301x" (3, 2: a combining accent) 1
 # short.
-def columns(text):
-    """The columns <text> takes on a terminal: 2 a wide character, none a combining one."""
-    return sum(0 if unicodedata.combining(c) else
-               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 rows = run("table", "é1=1", "bb=2", "ünïcödé=1", "中文=1", "e\u0301x").stdout.splitlines()
 table = rows[rows.index(next(r for r in rows if r.startswith("NAME"))):]
-check(len(table) == 6 and len({columns(r) for r in table}) == 1,
+check(len(table) == 6 and len({text_columns(r) for r in table}) == 1,
       f"hashlb table: rows of UTF-8 names aligned with the header: {table}")
 with tempfile.TemporaryDirectory() as d:
     cfg = os.path.join(d, "utf8.yaml")
@@ -907,7 +900,7 @@ with tempfile.TemporaryDirectory() as d:
                 "      - {name: a, address: '127.0.0.1:7002'}\nadmin: off\n")
     rows = run("check", "-c", cfg).stdout.splitlines()
     table = [r for r in rows if r.startswith("    ")]
-    check(len(table) == 5 and len({columns(r) for r in table}) == 1,
+    check(len(table) == 5 and len({text_columns(r) for r in table}) == 1,
           f"hashlb check: rows of UTF-8 names aligned with the header: {table}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")

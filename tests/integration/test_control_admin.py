@@ -12,12 +12,11 @@ import socket
 import subprocess
 import threading
 import time
-import unicodedata
 
 from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
                     logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
-                    read_to_eof, run_tests, tmppath, tsan_build, wait_until, who)
+                    read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -2506,22 +2505,18 @@ def wide_names_keep_the_columns():
     names = ["中文", "e\u0301x", "a"]
     lb = Lb(config([(n, f"127.0.0.1:{dead_port()}") for n in names], health="enabled: false"))
 
-    def columns(text):
-        return sum(0 if unicodedata.combining(c) else
-                   2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
     rc, so, se = lb.ctl("status")
     lines = so.splitlines()
     head = next(ln for ln in lines if ln.lstrip().startswith("BACKEND"))
     rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0] in names]
-    at = {columns(ln[:ln.index("127.0.0.1:")]) for ln in rows}
+    at = {text_columns(ln[:ln.index("127.0.0.1:")]) for ln in rows}
     check(rc == 0 and len(rows) == 3 and at == {head.index("ADDRESS")},
           f"ctl status: each row's address under ADDRESS: {rows} {head!r}")
     rc, so, se = lb.ctl("table")
     lines = so.splitlines()
     head = next(ln for ln in lines if ln.lstrip().startswith("BACKEND"))
     rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0] in names]
-    check(rc == 0 and len(rows) == 3 and {columns(ln) for ln in rows} == {len(head)},
+    check(rc == 0 and len(rows) == 3 and {text_columns(ln) for ln in rows} == {len(head)},
           f"ctl table: each row as wide as the header: {rows} {head!r}")
     check(lb.stop() == 0, "hashlb exits 0")
 
