@@ -140,16 +140,6 @@ def admin_bind_error_placed():
                     rf"127\.0\.0\.1:{port}: Address already in use \(another process "
                     r"listens there\)\n", err) is not None,
           f"the error names the admin key's line and column: {err.strip()[-300:]}")
-    # a service's address so held, the same (it said only "Address already in use")
-    holder = socket.create_server(("127.0.0.1", 0))
-    port = holder.getsockname()[1]
-    p = subprocess.run([HASHLB, "run", "-c", tmpfile("listen-taken.yaml", config(
-        BACKENDS, listen=f"127.0.0.1:{port}"))], capture_output=True, text=True, timeout=20)
-    holder.close()
-    want = (f"service 't': cannot listen on 127.0.0.1:{port}: Address already in use (another "
-            "process listens there)\n")
-    check(p.returncode == 1 and p.stderr.endswith(want),
-          f"a service's address held: exit {p.returncode}, stderr {p.stderr.strip()[-300:]!r}")
 
 
 def sigterm_drain():
