@@ -2588,6 +2588,20 @@ static uint64_t parse_looks(char *yaml, size_t len, int want, const char *want_m
 }
 
 /*
+ * <looks> keymap slots for <n> <what>: 1 to <most> each, or the test fails
+ * (fewer than one each: they did not go through the maps at all).
+ */
+static void expect_looks_each(uint64_t looks, unsigned int n, const char *what, double most)
+{
+	double each = (double)looks / n;
+
+	print_message("    %u %s: %.2f keymap looks each\n", n, what, each);
+	if (each < 1 || each > most)
+		fail_msg("%u %s looked at %" PRIu64 " keymap slots, %.2f each: not 1 to %.0f", n,
+			 what, looks, each, most);
+}
+
+/*
  * The keymap slots looked at to parse <n> anchors, then <n> aliases of the
  * first (the config is refused for its unknown keys, after the whole
  * document is parsed).
@@ -2625,17 +2639,8 @@ static void test_anchors_cost_follows_their_number(void **state)
 	unsigned int n[] = { 5000, 40000 };
 
 	(void)state;
-	for (unsigned int i = 0; i < 2; i++) {
-		uint64_t looks = anchors_parse_looks(n[i]);
-		double each = (double)looks / (2.0 * n[i]);
-
-		print_message("    %u anchors and aliases: %.2f keymap looks each\n", 2 * n[i],
-			      each);
-		if (each < 1 || each > 4)
-			fail_msg("%u anchors and aliases looked at %" PRIu64 " keymap slots, %.2f "
-				 "each: not 1 to 4",
-				 2 * n[i], looks, each);
-	}
+	for (unsigned int i = 0; i < 2; i++)
+		expect_looks_each(anchors_parse_looks(n[i]), 2 * n[i], "anchors and aliases", 4);
 }
 
 /*
@@ -2678,16 +2683,8 @@ static void test_services_cost_follows_their_number(void **state)
 	unsigned int n[] = { 5000, 80000 };
 
 	(void)state;
-	for (unsigned int i = 0; i < 2; i++) {
-		uint64_t looks = services_load_looks(n[i]);
-		double each = (double)looks / n[i];
-
-		print_message("    %u services: %.2f keymap looks each\n", n[i], each);
-		if (each < 1 || each > 32)
-			fail_msg("%u services looked at %" PRIu64 " keymap slots, %.2f each: "
-				 "not 1 to 32",
-				 n[i], looks, each);
-	}
+	for (unsigned int i = 0; i < 2; i++)
+		expect_looks_each(services_load_looks(n[i]), n[i], "services", 32);
 }
 
 /*
