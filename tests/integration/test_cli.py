@@ -496,7 +496,8 @@ for args in (("lookup", "10.0.0.1,bogus", "a", "b"), ("lookup", "-c", DEMO, "10.
 # the host for a MAC: it said "backend 'a': no MAC address" (or the config's "no MAC address in
 # the neighbour table"), and only once that was given, that it cannot steer at all.
 NO_BPF = "hashlb steer: hashlb was built without kernel steering"
-if NO_BPF in run("steer", "-i", "lo", "--stats", ok=False).stderr:
+BPF = NO_BPF not in run("steer", "-i", "lo", "--stats", ok=False).stderr
+if not BPF:
     for args in (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2"),
                  ("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,dev=hlb-no-such0"),
                  ("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2"),
@@ -510,7 +511,7 @@ if NO_BPF in run("steer", "-i", "lo", "--stats", ok=False).stderr:
 # neighbour table: ..."), then "backend 'b': no MAC address: ... ping it once", which no ping
 # helps; and /proc/net/arp failing after its first lines was the table's end (a read when an
 # entry came before the error). --update: nothing is attached if it went on.
-if NO_BPF not in run("steer", "-i", "lo", "--stats", ok=False).stderr:
+if BPF:
     import shutil
     cc = shutil.which("cc")
     check(cc is not None, "a C compiler, as built hashlb")
