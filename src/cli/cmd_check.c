@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "control/buf.h"
 #include "hashlb/config.h"
 
 static void usage(FILE *f)
@@ -326,7 +327,7 @@ int cmd_check(int argc, char **argv)
 	}
 	if (!quiet) {
 		printf("%s: ok: %" PRIu32 " service%s, workers ", path, c->n_services,
-		       c->n_services == 1 ? "" : "s");
+		       hlb_plural(c->n_services));
 		if (c->workers)
 			printf("%" PRIu32, c->workers);
 		else

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "control/buf.h"
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "hashlb/tuple.h"
@@ -508,8 +509,8 @@ static int steer_publish(struct steer_args *a)
 	printf("hashlb steer: %s %s on %s (%s), %u VIP%s, %u backend%s (%u up), %s, key %s, "
 	       "table %016" PRIx64,
 	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,
-	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, a->n_vips == 1 ? "" : "s",
-	       a->n_backends, a->n_backends == 1 ? "" : "s", hashlb_table_up_count(t),
+	       hashlb_steer_mode_name(hashlb_steer_mode(s)), a->n_vips, hlb_plural(a->n_vips),
+	       a->n_backends, hlb_plural(a->n_backends), hashlb_table_up_count(t),
 	       hashlb_scheme_name(hashlb_table_scheme(t)), hashlb_key_name(a->key),
 	       hashlb_table_fingerprint(t));
 	if (!hashlb_src_prefix_is_whole(&a->prefix))

@@ -567,7 +567,7 @@ static void drained_text(struct hlb_buf *o, const struct hlb_pool_service *s)
 		hlb_buf_printf(o,
 			       "  drained (removed by reloads): %u backend%s, %" PRIu64
 			       " total, %" PRIu64 " fails\n",
-			       n, n == 1 ? "" : "s", c.total, c.connect_fail + c.connect_timeout);
+			       n, hlb_plural(n), c.total, c.connect_fail + c.connect_timeout);
 }
 
 static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
@@ -638,7 +638,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			hlb_buf_printf(
 				o, "  clients: at most %u connection%s%s\n",
 				s->cfg->max_connections_per_client,
-				s->cfg->max_connections_per_client == 1 ? "" : "s",
+				hlb_plural(s->cfg->max_connections_per_client),
 				client_prefix_text(&s->cfg->client_prefix, pbuf, sizeof(pbuf)));
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
@@ -747,11 +747,11 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 	}
 	got = hlb_clients_top(t, n, top);
 	if (text) {
-		hlb_buf_printf(
-			o, "service %s: %" PRIu64 " client%s, at most %u connection%s each%s\n",
-			s->cfg->name, hlb_clients_size(t), hlb_clients_size(t) == 1 ? "" : "s",
-			snap->max_per_client, snap->max_per_client == 1 ? "" : "s",
-			client_prefix_text(&snap->client_prefix, pbuf, sizeof(pbuf)));
+		hlb_buf_printf(o,
+			       "service %s: %" PRIu64 " client%s, at most %u connection%s each%s\n",
+			       s->cfg->name, hlb_clients_size(t), hlb_plural(hlb_clients_size(t)),
+			       snap->max_per_client, hlb_plural(snap->max_per_client),
+			       client_prefix_text(&snap->client_prefix, pbuf, sizeof(pbuf)));
 		hlb_buf_printf(o, "  %-40s %11s\n", "CLIENT", "CONNECTIONS");
 	} else {
 		hlb_buf_puts(o, "{\"service\":");
@@ -1449,8 +1449,8 @@ static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service 
 			       "%s/%s: closing the %" PRIu64
 			       " established connection%s (and those connecting) of its %u "
 			       "backend%s; %s unchanged",
-			       s->cfg->name, name, r->closing, r->closing == 1 ? "" : "s",
-			       r->members, r->members == 1 ? "" : "s",
+			       s->cfg->name, name, r->closing, hlb_plural(r->closing), r->members,
+			       hlb_plural(r->members),
 			       r->members == 1 ? "its state is" : "their states are");
 		close_old(ctl, s, name, req, resp, text);
 		return;
@@ -1500,7 +1500,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				       "%s/%s: closing its %" PRIu64
 				       " established connection%s (and those connecting); "
 				       "its state (%s) is unchanged",
-				       s->cfg->name, name, r.closing, r.closing == 1 ? "" : "s",
+				       s->cfg->name, name, r.closing, hlb_plural(r.closing),
 				       hashlb_admin_state_name(b->admin));
 		else
 			hlb_buf_printf(&resp->body, "%s/%s: removed by a reload", s->cfg->name,
@@ -1510,7 +1510,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				&resp->body,
 				"%s closing the %" PRIu64
 				" established connection%s of its draining (removed) address",
-				b ? "; and" : ",", r.drained, r.drained == 1 ? "" : "s");
+				b ? "; and" : ",", r.drained, hlb_plural(r.drained));
 		close_old(ctl, s, name, req, resp, text);
 		return;
 	}

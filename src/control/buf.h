@@ -25,6 +25,12 @@ void hlb_buf_json_str(struct hlb_buf *b, const char *s);
 /* <s> as a Prometheus label value (quotes included). */
 void hlb_buf_label(struct hlb_buf *b, const char *s);
 void hlb_buf_reset(struct hlb_buf *b);
+
+/* The plural ending a count of <n> takes in a message: "" for one, else "s". */
+static inline const char *hlb_plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
 void hlb_buf_free(struct hlb_buf *b);
 
 #endif
