@@ -97,10 +97,10 @@ static const char *service_names(struct hlb_control *ctl, char *buf, size_t size
 	size_t len = (size_t)snprintf(buf, size, "; it has:");
 	char more[40];
 
+	snprintf(more, sizeof(more), " ... (%u in all)", n);
 	for (uint32_t i = 0; i < n; i++) {
 		const char *name = hlb_pool_service_at(ctl->pool, i)->cfg->name;
 
-		snprintf(more, sizeof(more), " ... (%u in all)", n);
 		if (len + 1 + strlen(name) + (i + 1 < n ? strlen(more) : 0) >= size) {
 			snprintf(buf + len, size - len, "%s", more);
 			break;
