@@ -289,13 +289,6 @@ static bool table_params_match(const struct hashlb_table *t, const struct hashlb
 	       q->max_bytes == (p->max_bytes ? p->max_bytes : HASHLB_TABLE_MEM_DEFAULT);
 }
 
-int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend *const *backends,
-		       uint64_t generation, struct hlb_snapshot **ret_snap,
-		       struct hashlb_error *err)
-{
-	return hlb_snapshot_rebuild(NULL, cfg, backends, generation, ret_snap, err);
-}
-
 /*
  * Which of <n> backends the table takes as down: those not usable, and the
  * backups while another can take clients. NULL when out of memory.

@@ -525,18 +525,11 @@ void hlb_snapshot_add_ramp(struct hlb_snapshot *s, const bool *ramping);
 /*
  * A snapshot for service config <cfg> over <backends> (cfg->n_backends of
  * them, in config order; a reference is taken on each). The table is built
- * over all of them, with those that are not hlb_backend_usable() down.
- */
-int hlb_snapshot_build(const struct hashlb_service_cfg *cfg, struct hlb_backend *const *backends,
-		       uint64_t generation, struct hlb_snapshot **ret_snap,
-		       struct hashlb_error *err);
-
-/*
- * The same snapshot as hlb_snapshot_build(<cfg>, <backends>), built faster
- * from <prev> (may be NULL) when its table has cfg's table parameters
- * (hashlb_table_rebuild(): a ring keeps the points of every backend whose
- * name and weight are unchanged): the rebuild for a change of weights or
- * membership. <prev> is only read.
+ * over all of them, with those that are not hlb_backend_usable() down;
+ * faster from <prev> (may be NULL: a first build) when its table has cfg's
+ * table parameters (hashlb_table_rebuild(): a ring keeps the points of every
+ * backend whose name and weight are unchanged): the rebuild for a change of
+ * weights or membership. <prev> is only read.
  */
 int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_service_cfg *cfg,
 			 struct hlb_backend *const *backends, uint64_t generation,

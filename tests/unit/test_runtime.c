@@ -121,7 +121,7 @@ static void test_snapshot_refresh_and_publish(void **state)
 	uint32_t up = 0;
 
 	three_backends(&f);
-	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
 	assert_int_equal(s1->n_backends, 3);
 	assert_int_equal(s1->up_weight, 3);
 	assert_int_equal(s1->connect_retries, 2);
@@ -176,7 +176,7 @@ static void test_snapshot_tables_bytes(void **state)
 	bool failing[3] = { false, false, true }, ramping[3] = { false, false, true };
 
 	three_backends(&f);
-	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
 	t1 = hashlb_table_bytes(s1->table);
 	assert_int_equal(s1->tables_bytes, t1);
 	assert_int_equal(hlb_snapshot_tables_bytes() - base, t1);
@@ -224,7 +224,7 @@ static void test_return_keeps_the_outage_table(void **state)
 	bool ramping[3] = { false, true, false };
 
 	three_backends(&f);
-	assert_int_equal(hlb_snapshot_build(&f.sc, f.b, 1, &s1, NULL), 0);
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
 	atomic_store(&f.b[1]->healthy, false);
 	populations = 0;
 	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
