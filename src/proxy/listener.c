@@ -823,10 +823,12 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		for (uint32_t i = 0; i < p->n_workers; i++) {
 			l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
 			if (l->fds[i] < 0) {
+				char where[HASHLB_ADDR_STRLEN];
+
 				fd = -errno;
+				hashlb_addr_format(&l->bound, where, sizeof(where));
 				listener_free(l);
-				return hashlb_err(err, fd, HASHLB_ERR_SYSTEM,
-						  "cannot listen on %s: %s", name, strerror(-fd));
+				return hashlb_listen_err(err, fd, name, where);
 			}
 		}
 		in->used = true;

@@ -670,13 +670,16 @@ def systemd_unit_verifies():
     check(p.returncode == 0 and p.stdout == "", "ExecStartPre's check -q: silent on success")
 
 
-def activated(cfg_path, sock):
+def activated(cfg_path, sock, nofile=None):
     """hashlb run as systemd starts it with socket activation: <sock> as fd 3, LISTEN_FDS=1 and
-    LISTEN_PID its own pid (the shell's, which exec makes hashlb's)."""
+    LISTEN_PID its own pid (the shell's, which exec makes hashlb's); RLIMIT_NOFILE <nofile>
+    (soft and hard) if given."""
     fd = sock.fileno()
     # a small exec'er: the socket moved to fd 3, the variables set for the pid that execs hashlb
+    limit = (f"import resource; resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
+             if nofile else "")
     launcher = ("import os, sys; fd = int(sys.argv[1]); fd != 3 and (os.dup2(fd, 3), os.close(fd)); "
-                "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+                + limit + "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
                 "os.execv(sys.argv[2], sys.argv[2:])")
     p = spawn([sys.executable, "-c", launcher, str(fd), HASHLB, "run", "-c", cfg_path],
               pass_fds=(fd,), stderr=subprocess.PIPE, text=True)
@@ -779,6 +782,26 @@ def socket_activation():
     lsock.close()
 
 
+def activated_socket_share_error_says_where():
+    """A passed socket its workers cannot share (a descriptor each: none left under the fd limit)
+    refuses the start naming the service and the address, as a bind that fails does
+    (83fd619); it said "cannot listen on web: ...", the service's name where the address is."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    port = lsock.getsockname()[1]
+    workers = 64
+    path = tmpfile("activated-nofile.yaml",
+                   config(BACKENDS, name="web", workers=workers, listen=f"127.0.0.1:{port}"))
+    # the workers' rings and eventfds (about 2 a worker) fit, a copy of the socket for each
+    # does not: about 30 descriptors of margin either way
+    p, log = activated(path, lsock, nofile=2 * workers + workers // 2 + 10)
+    check(p.wait(20) != 0, "the start is refused")
+    check(wait_for(log, f"service 'web': cannot listen on 127.0.0.1:{port}: Too many open files"),
+          f"the error names the service and the address: {log[-3:]}")
+    lsock.close()
+
+
 run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
@@ -786,5 +809,6 @@ run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, systemd_notify, systemd_unit_verifies,
-           socket_activation, odd_config_path_logged_as_logfmt,
+           socket_activation, activated_socket_share_error_says_where,
+           odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
