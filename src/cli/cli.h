@@ -4,6 +4,7 @@
 #define HASHLB_CLI_H
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,13 +119,17 @@ int cli_parse_u64(const char *s, uint64_t max, uint64_t *ret);
  */
 int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hashlb_src_prefix *p);
 /*
- * From now until the command takes SIGQUIT itself (blocked, read by
- * sigwait() or a signalfd), a SIGQUIT ends the process as SIGTERM does, not
- * by its default action, a core dump: hashlb run and hashlb steer make it a
- * stop as SIGTERM. Left ignored if it was inherited ignored (a shell's
- * background job), as SIGINT is.
+ * First thing of a command that runs until it is stopped (hashlb run, hashlb
+ * steer): <held> is blocked, its signals kept for when the command takes
+ * them (a signalfd, sigwait()); each of <stops> ends the process at once
+ * until then, as by its default action (SIGQUIT as SIGTERM: no core dump),
+ * and also as PID 1 of a PID namespace, where the kernel drops a signal
+ * left to its default action (the process exits 128 + the signal there).
+ * No moment between the two in which one of them takes its default action.
+ * One inherited ignored is left ignored (a shell's background job's SIGINT
+ * and SIGQUIT).
  */
-void cli_quit_as_term(void);
+void cli_start_signals(const sigset_t *stops, const sigset_t *held);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
 void cli_print_json_string(const char *s);
 

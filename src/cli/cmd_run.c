@@ -64,8 +64,9 @@ static void usage(FILE *f)
 		"  A SIGHUP, SIGUSR2 or SIGUSR1 that arrives while hashlb starts waits\n"
 		"  until it runs. A SIGTERM, SIGINT or SIGQUIT that arrives while FILE\n"
 		"  still loads ends it at once, with nothing to drain yet (SIGQUIT as\n"
-		"  SIGTERM does: no core dump); one that arrives later in the start (an\n"
-		"  old hashlb's sockets being taken over) stops it once it runs.\n"
+		"  SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
+		"  signal's number); one that arrives later in the start (an old\n"
+		"  hashlb's sockets being taken over) stops it once it runs.\n"
 		"\n"
 		"UPGRADES\n"
 		"  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
@@ -419,9 +420,34 @@ static int run(int argc, char **argv, char *const *again)
 
 int cmd_run(int argc, char **argv)
 {
+	sigset_t stops, held;
 	char **again;
-	sigset_t mask;
 	int r;
+
+	/* SIGHUP and SIGUSR2 terminate a process by default: held from the
+	 * start, so one that arrives while the config loads (its names may take
+	 * seconds to resolve) reloads or upgrades once the daemon runs instead.
+	 * SIGUSR1 too, which the daemon logs and ignores: a logrotate script's
+	 * (nginx's reopen) killed a hashlb still loading, such as the new
+	 * process of an upgrade in place, failing the upgrade.
+	 *
+	 * SIGTERM, SIGINT and SIGQUIT, which the daemon drains on, end a hashlb
+	 * still loading at once: it has no connection yet. SIGQUIT as SIGTERM:
+	 * its default action, a core dump, is a failure to a service manager
+	 * (systemd: code=dumped, a restart with Restart=on-failure), where the
+	 * SIGTERM it stands for (nginx's graceful stop) is a clean stop. And by
+	 * a handler, not by their default action: as a container's PID 1 the
+	 * kernel dropped them, and hashlb went on to run, docker stop's SIGTERM
+	 * lost. One inherited ignored is left so. */
+	sigemptyset(&held);
+	sigaddset(&held, SIGHUP);
+	sigaddset(&held, SIGUSR2);
+	sigaddset(&held, SIGUSR1);
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGQUIT);
+	cli_start_signals(&stops, &held);
 
 	/* Blocks of 128 KiB and more (a default Maglev table holds 128-384 KiB)
 	 * are mmap()ed, and unmapped when freed, always. glibc's default moves
@@ -429,26 +455,6 @@ int cmd_run(int argc, char **argv)
 	 * reload or two the tables came from the heap, and the heap kept the
 	 * peak of a reload, the old tables and the new, for good. */
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-
-	/* SIGHUP and SIGUSR2 terminate a process by default: held from here on,
-	 * so one that arrives while the config loads (its names may take seconds
-	 * to resolve) reloads or upgrades once the daemon runs instead. SIGUSR1
-	 * too, which the daemon logs and ignores: a logrotate script's (nginx's
-	 * reopen) killed a hashlb still loading, such as the new process of an
-	 * upgrade in place, failing the upgrade. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR2);
-	sigaddset(&mask, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-
-	/* SIGTERM, SIGINT and SIGQUIT, which the daemon drains on, end a hashlb
-	 * still loading at once: it has no connection yet. But SIGQUIT's default
-	 * action is a core dump, which a service manager counts as a failure
-	 * (systemd: code=dumped, a restart with Restart=on-failure) and which
-	 * writes a core of the whole process, where the SIGTERM it stands for
-	 * (nginx's graceful stop) is a clean stop. */
-	cli_quit_as_term();
 
 	/* the command line an upgrade in place runs again (getopt reorders argv) */
 	again = calloc((size_t)argc + 2, sizeof(*again));

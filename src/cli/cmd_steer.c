@@ -54,7 +54,8 @@ static void usage(FILE *f)
 		"  it attaches, fills the tables and exits, leaving the program attached;\n"
 		"  --update, --stats and --detach then act on it. One of those four\n"
 		"  signals before it has attached ends it with nothing attached (SIGQUIT\n"
-		"  as SIGTERM does: no core dump), --keep or not.\n"
+		"  as SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
+		"  signal's number), --keep or not.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -1015,14 +1016,22 @@ fail:
 
 int cmd_steer(int argc, char **argv)
 {
+	sigset_t stops, held;
 	struct steer_args a;
 	int ret;
 
-	/* Until steer_publish() blocks it: SIGQUIT, a stop as SIGTERM once
-	 * attached, ends a hashlb steer still starting as SIGTERM does, not by a
-	 * core dump (SIGINT, SIGTERM and SIGHUP end it by their default action;
-	 * nothing is attached yet). */
-	cli_quit_as_term();
+	/* Until steer_publish() blocks them: SIGINT, SIGTERM, SIGQUIT and
+	 * SIGHUP end a hashlb steer still starting at once, nothing attached
+	 * yet; SIGQUIT, a stop as SIGTERM once attached, as SIGTERM does, not by
+	 * a core dump; as PID 1 of a container too, where the kernel dropped
+	 * them and the start went on to attach. */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGQUIT);
+	sigaddset(&stops, SIGHUP);
+	sigemptyset(&held);
+	cli_start_signals(&stops, &held);
 	memset(&a, 0, sizeof(a));
 	table_args_init(&a.table);
 	a.table.has_service = true; /* --service, with -c */

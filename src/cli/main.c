@@ -111,18 +111,47 @@ void cli_print_json_string(const char *s)
 	putchar('"');
 }
 
-static void quit_as_term(int sig)
+/*
+ * A stop signal while hashlb starts: the end, as by its default action, so
+ * that whoever started hashlb sees it killed by that signal as ever; as by
+ * SIGTERM for SIGQUIT (its default action is a core dump). The kernel drops
+ * a signal whose action is the default sent to the init of a PID namespace
+ * (a container's PID 1), its own raise() too: there it exits 128 + the
+ * signal's number, the status a shell gives a process the signal killed.
+ */
+static void stop_now(int sig)
 {
-	(void)sig;
-	raise(SIGTERM);
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t one;
+
+	if (sig == SIGQUIT)
+		sig = SIGTERM;
+	sigaction(sig, &dfl, NULL);
+	raise(sig); /* held: this handler blocks every signal */
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	sigprocmask(SIG_UNBLOCK, &one, NULL);
+	_exit(128 + sig);
 }
 
-void cli_quit_as_term(void)
+void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 {
-	struct sigaction quit = { .sa_handler = quit_as_term }, was;
+	struct sigaction stop = { .sa_handler = stop_now }, was;
+	sigset_t both;
 
-	if (sigaction(SIGQUIT, NULL, &was) == 0 && was.sa_handler != SIG_IGN)
-		sigaction(SIGQUIT, &quit, NULL);
+	/* stops held too until each has its handler: none takes its default
+	 * action between the two */
+	sigorset(&both, stops, held);
+	sigprocmask(SIG_BLOCK, &both, NULL);
+	sigfillset(&stop.sa_mask);
+	for (int sig = 1; sig < SIGRTMIN; sig++) {
+		if (!sigismember(stops, sig))
+			continue;
+		if (sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &stop, NULL);
+	}
+	sigprocmask(SIG_UNBLOCK, stops, NULL);
 }
 
 /* The errno of the first write(2) to stdout that failed, 0 if none did. */

@@ -525,56 +525,19 @@ def long_config_path_logged_whole():
     check(lb.stop() == 0, "exit 0")
 
 
-def _large_config():
-    """A config that takes a while to load (20 services of 500 backends), at no listen port
-    of its own."""
-    lines = ["workers: 1", "admin: off", "services:"]
-    for k in range(20):
-        lines += [f"  - name: s{k}", "    listen: 127.0.0.1:0", "    scheme: ring",
-                  "    health: {enabled: false}", "    backends:"]
-        lines += [f"      - {{name: b{i}, address: '127.0.{i // 250}.{i % 250 + 1}:80'}}"
-                  for i in range(500)]
-    return "\n".join(lines) + "\n"
-
-
-def _loading(lb, caught=()):
-    """Wait until hashlb run holds SIGHUP, SIGUSR2 and SIGUSR1 but not yet SIGTERM, which the
-    daemon blocks once the config has loaded: the config is loading. False if that moment
-    was missed. Timing alone will not do: a sanitized build spends tens of ms before main(),
-    where any signal still kills. And until it has a handler for each of <caught>: it sets
-    SIGQUIT's just after it blocks those three, and a SIGQUIT between the two (gdb stopped
-    there) still dumps core."""
-    hup, usr2, term = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGUSR2 - 1), 1 << (signal.SIGTERM - 1)
-    usr1 = 1 << (signal.SIGUSR1 - 1)
-    handled = sum(1 << (sig - 1) for sig in caught)
-    end = time.time() + 30
-    while time.time() < end and lb.proc.poll() is None:
-        try:
-            with open(f"/proc/{lb.proc.pid}/status") as f:
-                st = f.read()
-            blocked = int(re.search(r"SigBlk:\s*([0-9a-f]+)", st).group(1), 16)
-            cgt = int(re.search(r"SigCgt:\s*([0-9a-f]+)", st).group(1), 16)
-        except (OSError, AttributeError):
-            continue
-        if blocked & term:
-            return False  # the daemon is up: the window is gone
-        if blocked & hup and blocked & usr2 and blocked & usr1 and cgt & handled == handled:
-            return True
-    return False
-
-
 def early_signals():
     """SIGHUP and SIGUSR2 terminate a process by default. hashlb holds them from the start of
-    hashlb run, so one that arrives while a large config still loads reloads (or upgrades)
-    once the daemon runs, instead of killing it (the build before died of a SIGHUP 10-80 ms
-    into its start here). SIGUSR1 (logrotate's signal for nginx) is held too, and logged and
+    hashlb run, so one that arrives while the config still loads reloads (or upgrades) once
+    the daemon runs, instead of killing it (the build before died of a SIGHUP 10-80 ms into
+    its start here). SIGUSR1 (logrotate's signal for nginx) is held too, and logged and
     ignored once it runs: before, it killed a hashlb still loading, such as the new process of
-    an upgrade in place resolving its names, and the upgrade failed."""
-    lb = Hashlb(_large_config(), fname="large.yaml", wait=False)
-    # (No such moment on the build before: it blocked all of them at once, after the load.)
-    check(_loading(lb), "SIGHUP, SIGUSR2 and SIGUSR1 are held while the config loads")
-    lb.proc.send_signal(signal.SIGUSR1)
-    lb.proc.send_signal(signal.SIGHUP)
+    an upgrade in place resolving its names, and the upgrade failed. (Stopped as it opens its
+    config by start_pause.c: a poll of /proc/PID/status for the moment missed it now and
+    then under ASan.)"""
+    lb, pid, go = _paused("open")
+    os.kill(pid, signal.SIGUSR1)
+    os.kill(pid, signal.SIGHUP)
+    go()
     check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
           f"a SIGHUP during start-up: reloaded once running ({lb.proc.poll()}, "
           f"{[l for l in lb.log if 'reload' in l or 'error' in l][:3]})")
@@ -588,20 +551,119 @@ def early_sigquit_stops_as_sigterm():
     --help). While the config still loads, SIGTERM ends hashlb at once (nothing to drain
     yet); SIGQUIT kept its default action there, a core dump: the process killed by signal 3
     with a core of it written, which systemd takes for a failure (code=dumped, and a restart
-    under Restart=on-failure) where a SIGTERM is a clean stop. Now it ends as SIGTERM does
-    (or, had the daemon taken it already, drains and exits 0). prlimit: no core file is left
-    by the build before."""
-    lb = Hashlb(_large_config(), fname="large.yaml", wait=False, wrap=("prlimit", "--core=0", "--"))
-    check(_loading(lb, caught=(signal.SIGQUIT,)), "caught while the config loads")
-    lb.proc.send_signal(signal.SIGQUIT)
-    try:
-        rc = lb.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        rc = None
+    under Restart=on-failure) where a SIGTERM is a clean stop. Now it ends as SIGTERM does.
+    prlimit: no core file is left by the build before."""
+    lb, pid, go = _paused("open", wrap=("prlimit", "--core=0", "--"))
+    os.kill(pid, signal.SIGQUIT)
+    go()
+    rc = _end_or_start(lb)
     print(f"    SIGQUIT while loading: exit status {rc}")
-    check(rc == -signal.SIGTERM or (rc == 0 and lb.wait_log("msg=stopped ")),
+    check(rc == -signal.SIGTERM,
           f"ended as by SIGTERM ({-signal.SIGTERM}), not killed by SIGQUIT ({-signal.SIGQUIT}), "
           f"a core dump: {rc}")
+
+
+_pause_so = []
+
+
+def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=()):
+    """hashlb run (on a small config, or <cfg_text>) stopped at one point <at> of its start
+    by start_pause.c (LD_PRELOAD), a moment a poll of /proc/PID/status can miss: "sigprocmask", just after
+    its first mask; "open", as it opens its config, which is then loading. With <pid1>, as
+    PID 1 of a PID namespace of its own (a container's init: unshare --pid); with <ignore>,
+    those signals inherited ignored (as a shell's background job has SIGINT and SIGQUIT).
+    <wrap>: a command prefix before all that. (lb, its pid as seen here, go): go() lets it
+    go on."""
+    if not _pause_so:
+        lib = tmppath("start_pause.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib,
+                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "start_pause.c"),
+                        "-ldl"], check=True)
+        _pause_so.append(lib)
+    ours, theirs = socket.socketpair()
+    env = dict(os.environ, HLB_TEST_PAUSE_FD=str(theirs.fileno()),
+               HLB_TEST_PAUSE_AT="open:" + tmppath(fname) if at == "open" else at,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    wrap_ = ("env", f"LD_PRELOAD={_pause_so[0]}")
+    if ignore:  # as the shell does, with exec: hashlb inherits them ignored
+        wrap_ = ("sh", "-c", f"trap '' {' '.join(signal.Signals(s).name[3:] for s in ignore)}; "
+                 'exec "$@"', "sh", *wrap_)
+    if pid1:  # --kill-child: hashlb goes with unshare when the test stops it
+        wrap_ = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *wrap_)
+    lb = Hashlb(cfg_text or config(BACKENDS), fname=fname, wait=False, env=env, wrap=(*wrap, *wrap_),
+                pass_fds=(theirs.fileno(),))
+    theirs.close()
+    ours.settimeout(30)
+    check(ours.recv(1) == b"p", "hashlb reached the point of its start")
+    pid = lb.proc.pid
+    if pid1:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pid = int(f.read().split()[0])
+
+    def go():
+        ours.close()
+    return lb, pid, go
+
+
+def _logged(lb, text):
+    return any(text in line for line in lb.log)
+
+
+def _end_or_start(lb, timeout=30):
+    """hashlb's exit status, or None if it started instead (logged msg=started)."""
+    wait_until(lambda: lb.proc.poll() is not None or _logged(lb, "msg=started"), timeout)
+    return lb.proc.poll()
+
+
+def start_stop_as_pid1():
+    """As PID 1 of a PID namespace (a container's init: docker stop's SIGTERM), a stop signal
+    while the config loads ends hashlb at once, SIGQUIT as SIGTERM: exit 128 + the signal's
+    number, a shell's status for it. The kernel drops a signal whose action is the default
+    sent to such a process, and hashlb held SIGTERM, SIGINT and SIGQUIT at their default
+    until the daemon took them: they were lost, and it went on to start and run (SIGQUIT's
+    handler raised SIGTERM, dropped the same way)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        lb, pid, go = _paused("open", pid1=True)
+        os.kill(pid, sig)
+        go()
+        rc = _end_or_start(lb)
+        want = 128 + (signal.SIGTERM if sig == signal.SIGQUIT else sig)
+        print(f"    PID 1, {sig.name} while loading: exit status {rc}")
+        check(rc == want, f"PID 1, {sig.name} while the config loads: exit {want}, got {rc} "
+                          f"({'it started' if rc is None else 'exited'})")
+
+
+def stop_as_pid1_once_running():
+    """As PID 1 of a PID namespace, hashlb running stops on SIGTERM, SIGINT and SIGQUIT as
+    ever: it drains and exits 0 (the daemon reads them from a signalfd, held: none is
+    dropped)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        lb = Hashlb(config(BACKENDS), fname="pid1.yaml",
+                    wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
+        with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
+            pid = int(f.read().split()[0])
+        check(lb.wait_log("msg=started"), "started")
+        os.kill(pid, sig)
+        try:
+            rc = lb.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 0 and lb.wait_log(f'msg="signal, shutting down" signal={sig.name}', 5),
+              f"PID 1, running: {sig.name} drains, exit 0: {rc}")
+
+
+def sigquit_at_first_mask():
+    """A SIGQUIT just after hashlb run's first signal mask ends it as SIGTERM does. It set
+    SIGQUIT's handler after that mask: there SIGQUIT still took its default action, a core
+    dump (killed by signal 3). Now the stop signals are held from the first mask until
+    their handlers are set."""
+    lb, pid, go = _paused("sigprocmask", wrap=("prlimit", "--core=0", "--"))  # no core left
+    os.kill(pid, signal.SIGQUIT)
+    go()
+    rc = _end_or_start(lb)
+    print(f"    SIGQUIT after the first mask: exit status {rc}")
+    check(rc == -signal.SIGTERM, f"ended as by SIGTERM ({-signal.SIGTERM}), not killed by "
+                                 f"SIGQUIT ({-signal.SIGQUIT}), a core dump: {rc}")
 
 
 def systemd_notify():
@@ -808,7 +870,8 @@ run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_
            drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
-           early_sigquit_stops_as_sigterm, systemd_notify, systemd_unit_verifies,
+           early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
+           sigquit_at_first_mask, systemd_notify, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])

@@ -672,7 +672,7 @@ def early_stop(topo, n=1000):
     SIGQUIT is a stop as SIGTERM once it runs (hangup()); before, while it started, SIGQUIT
     kept its default action, a core dump (killed by signal 3, a core of the process written)
     where SIGTERM is a clean stop. prlimit: no core file left by the build before. gdb stops it
-    at its first sigprocmask(), the one that blocks them before it attaches, sends the signal
+    at steer_publish()'s sigprocmask(), the one that blocks them before it attaches, sends the signal
     there and lets it go on: the last moment before the block, every time (a poll of
     /proc/PID/status for it missed it now and then, the command attached and detached)."""
     check(shutil.which("gdb"), "gdb is not installed (scripts/setup.sh installs it)")
@@ -681,7 +681,8 @@ def early_stop(topo, n=1000):
         gdb = ["prlimit", "--core=0", "--", "gdb", "-q", "-batch", "-nx",
                "-ex", "set startup-with-shell off",
                "-ex", "handle SIGQUIT SIGTERM SIGINT nostop noprint pass",
-               "-ex", "break sigprocmask", "-ex", "run", "-ex", "bt 2",
+               "-ex", "break steer_publish", "-ex", "run", "-ex", "break sigprocmask",
+               "-ex", "continue", "-ex", "bt 2",
                "-ex", f"python import os; os.kill(gdb.selected_inferior().pid, {int(sig)})",
                "-ex", "delete", "-ex", "continue", "--args", HASHLB, "steer", "--mode", "tc",
                "-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}", "--scheme", "maglev", "--key",
@@ -694,7 +695,7 @@ def early_stop(topo, n=1000):
         code = gdb_exit(out)
         print(f"    {sig.name} as it blocks the stop signals: exit status {code} "
               f"{out.strip()[-60:]!r}", flush=True)
-        check("steer_publish" in out,
+        check(re.search(r"#1 .* in steer_publish ", out),
               f"{sig.name}: stopped elsewhere than before the block: {out.strip()[-400:]!r}")
         check(code in (-signal.SIGTERM, -sig) and code != -signal.SIGQUIT and not hooks(topo),
               f"{sig.name} while starting: exit status {code} (killed by SIGQUIT: "
@@ -702,6 +703,55 @@ def early_stop(topo, n=1000):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
     many_flush(topo)
+
+
+def pid1_early_stop(topo):
+    """hashlb steer as PID 1 of a PID namespace (a container's init), told to stop (SIGTERM,
+    SIGINT, SIGQUIT, SIGHUP) while its config loads (start_pause.c, LD_PRELOAD, holds it
+    there): it ends at once, exit 128 + the signal's number (SIGQUIT's as SIGTERM's), nothing
+    attached. The kernel drops a signal whose action is the default sent to such a process,
+    and hashlb steer left them at their default until it blocked them: each was lost, and the
+    command attached and steered on."""
+    import socket
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    lib = os.path.join(tmp, "start_pause.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                                 "start_pause.c"), "-ldl"], check=True)
+    cfg = os.path.join(tmp, "steer.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
+                "    steering: kernel\n    interface: eth0\n    backends:\n" +
+                "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
+                        for i in range(3)))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        ours, theirs = socket.socketpair()
+        p = topo.spawn(topo.lb, ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                 "env", f"LD_PRELOAD={lib}", f"HLB_TEST_PAUSE_AT=open:{cfg}",
+                                 f"HLB_TEST_PAUSE_FD={theirs.fileno()}", HASHLB, "steer", "-c",
+                                 cfg, "--mode", "tc"],
+                       pass_fds=(theirs.fileno(),), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+        theirs.close()
+        ours.settimeout(30)
+        check(ours.recv(1) == b"p", f"{sig.name}: hashlb steer reached its config")
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            os.kill(int(f.read().split()[0]), sig)
+        ours.close()
+        line = p.stdout.readline()  # its end (""), or "attached steering on ..."
+        if line:
+            p.kill()  # unshare, and hashlb with it (--kill-child)
+        code = p.wait(timeout=15)
+        want = 128 + (signal.SIGTERM if sig == signal.SIGQUIT else sig)
+        print(f"    PID 1, {sig.name} while its config loads: exit status {code} "
+              f"{line.strip()!r}", flush=True)
+        check(code == want and not line and not hooks(topo),
+              f"PID 1, {sig.name} while starting: exit {code} (want {want}), {line.strip()!r}, "
+              f"attached: {sorted(hooks(topo))}")
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    shutil.rmtree(tmp)
 
 
 def hangup(topo):
@@ -1232,7 +1282,8 @@ def body(topo):
                      ("keep_and_detach", keep_and_detach), ("foreign_program", foreign_program),
                      ("second_instance", second_instance), ("foreign_filters", foreign_filters),
                      ("hangup", hangup), ("many_backends", many_backends),
-                     ("early_stop", early_stop), ("user_signals", user_signals),
+                     ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
+                     ("user_signals", user_signals),
                      ("update_stopped", update_stopped), ("iface_gone", iface_gone),
                      ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
                      ("both_hooks", both_hooks), ("slots_held", slots_held),
