@@ -66,7 +66,9 @@ static void usage(FILE *f)
 		"  still loads ends it at once, with nothing to drain yet (SIGQUIT as\n"
 		"  SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
 		"  signal's number); one that arrives later in the start (an old\n"
-		"  hashlb's sockets being taken over) stops it once it runs.\n"
+		"  hashlb's sockets being taken over) stops it once it runs. A SIGINT\n"
+		"  or SIGQUIT inherited ignored (a script's background job) stays\n"
+		"  ignored; SIGTERM is always taken.\n"
 		"\n"
 		"UPGRADES\n"
 		"  SIGUSR2 above. Or start the new hashlb run on the same config beside\n"
@@ -438,7 +440,7 @@ int cmd_run(int argc, char **argv)
 	 * SIGTERM it stands for (nginx's graceful stop) is a clean stop. And by
 	 * a handler, not by their default action: as a container's PID 1 the
 	 * kernel dropped them, and hashlb went on to run, docker stop's SIGTERM
-	 * lost. One inherited ignored is left so. */
+	 * lost. One inherited ignored stays so (the daemon leaves it out). */
 	sigemptyset(&held);
 	sigaddset(&held, SIGHUP);
 	sigaddset(&held, SIGUSR2);

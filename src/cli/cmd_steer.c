@@ -55,7 +55,9 @@ static void usage(FILE *f)
 		"  --update, --stats and --detach then act on it. One of those four\n"
 		"  signals before it has attached ends it with nothing attached (SIGQUIT\n"
 		"  as SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
-		"  signal's number), --keep or not.\n"
+		"  signal's number), --keep or not. One of SIGINT, SIGQUIT or SIGHUP\n"
+		"  inherited ignored (nohup, a script's background job) stays ignored;\n"
+		"  SIGTERM always detaches.\n"
 		"\n"
 		"OPTIONS\n"
 		"  -i, --iface IFACE          the interface receiving the VIP's traffic (required)\n"
@@ -386,6 +388,12 @@ static void stop_signals(sigset_t *ret_set)
 	sigaddset(ret_set, SIGQUIT);
 	sigaddset(ret_set, SIGUSR1);
 	sigaddset(ret_set, SIGUSR2);
+	/* one inherited ignored stays ignored once attached, as while it started
+	 * (cli_start_signals()): blocked, sigwait() took it even so, and nohup's
+	 * hashlb steer detached when its terminal closed */
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		if (sigismember(ret_set, sig) && cli_signal_ignored(sig))
+			sigdelset(ret_set, sig);
 }
 
 /*

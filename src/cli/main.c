@@ -136,7 +136,7 @@ static void stop_now(int sig)
 
 void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 {
-	struct sigaction stop = { .sa_handler = stop_now }, was;
+	struct sigaction stop = { .sa_handler = stop_now };
 	sigset_t both;
 
 	/* stops held too until each has its handler: none takes its default
@@ -147,11 +147,18 @@ void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 	for (int sig = 1; sig < SIGRTMIN; sig++) {
 		if (!sigismember(stops, sig))
 			continue;
-		if (sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN)
+		if (sig != SIGTERM && cli_signal_ignored(sig))
 			continue;
 		sigaction(sig, &stop, NULL);
 	}
 	sigprocmask(SIG_UNBLOCK, stops, NULL);
+}
+
+bool cli_signal_ignored(int sig)
+{
+	struct sigaction was;
+
+	return sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN;
 }
 
 /* The errno of the first write(2) to stdout that failed, 0 if none did. */

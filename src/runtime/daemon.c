@@ -839,6 +839,14 @@ static void watch_old(struct hlb_daemon *d)
 	}
 }
 
+/* <sig>'s action is to ignore it. */
+static bool signal_ignored(int sig)
+{
+	struct sigaction sa;
+
+	return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
+
 int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 		   const struct hlb_daemon_opts *opts, struct hlb_daemon **ret_daemon,
 		   struct hashlb_error *err)
@@ -882,6 +890,13 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	/* a stop as SIGTERM, not a core dump cutting every connection: nginx's
 	 * graceful stop, its Docker image's STOPSIGNAL */
 	sigaddset(&mask, SIGQUIT);
+	/* SIGINT or SIGQUIT inherited ignored (a shell's background job, spared
+	 * a Ctrl-C at its terminal) stays ignored, as it was while the config
+	 * loaded: blocked, the signalfd took it even so, and the job stopped. */
+	if (signal_ignored(SIGINT))
+		sigdelset(&mask, SIGINT);
+	if (signal_ignored(SIGQUIT))
+		sigdelset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
 	/* taken only to be ignored: its default action would kill the process at once,

@@ -110,8 +110,10 @@ struct hlb_daemon_hooks {
 
 /*
  * A daemon for <cfg> (ownership taken, also on failure) loaded from
- * <config_path>. Sets up signals (blocks SIGTERM/SIGINT/SIGHUP for
- * signalfd, ignores SIGPIPE), raises the fd soft limit to the hard limit,
+ * <config_path>. Sets up signals (blocks SIGTERM, SIGINT, SIGQUIT, SIGHUP,
+ * SIGUSR1 and SIGUSR2 for signalfd, but SIGINT or SIGQUIT the process
+ * ignores, which it leaves ignored; ignores SIGPIPE), raises the fd soft
+ * limit to the hard limit,
  * and creates the workers (not started).
  */
 int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,

@@ -110,8 +110,8 @@ atexit.register(_stop_since)
 # not ignored, they also reach each process it starts with their default action, whatever the
 # shell that started the tests ignored: a command a script runs in the background (no job
 # control) ignores SIGINT and SIGQUIT, one under nohup SIGHUP, and an ignored signal stays
-# ignored across exec. hashlb keeps an ignored SIGQUIT ignored until it blocks it, once the
-# config has loaded: early_sigquit_stops_as_sigterm's SIGQUIT was lost, and hashlb ran on.
+# ignored across exec. hashlb keeps an ignored SIGINT or SIGQUIT ignored, as it should
+# (inherited_ignores_kept): early_sigquit_stops_as_sigterm's SIGQUIT was lost, and hashlb ran on.
 for _sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
     signal.signal(_sig, lambda *a: sys.exit(1))
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # python's own handler, as usual

@@ -666,6 +666,33 @@ def sigquit_at_first_mask():
                                  f"SIGQUIT ({-signal.SIGQUIT}), a core dump: {rc}")
 
 
+def inherited_ignores_kept():
+    """SIGINT and SIGQUIT inherited ignored (a POSIX shell's background job has them so,
+    spared a Ctrl-C at its terminal) stay ignored once hashlb runs, as while it started:
+    the daemon blocked them for its signalfd, which takes a blocked signal even ignored, and
+    stopped. SIGTERM is honoured even inherited ignored, while it starts (where it was
+    ignored) as once it runs."""
+    lb, pid, go = _paused("open", ignore=(signal.SIGINT, signal.SIGQUIT, signal.SIGTERM))
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGQUIT)
+    go()
+    check(_end_or_start(lb) is None, f"SIGINT, SIGQUIT ignored while loading: {lb.proc.poll()}")
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGQUIT)
+    os.kill(pid, signal.SIGUSR1)  # read after them, had they been taken: a higher number
+    check(lb.wait_log('msg="SIGUSR1 ignored"'), "SIGUSR1 logged")
+    check(lb.proc.poll() is None and not _logged(lb, "shutting down"),
+          f"running: SIGINT, SIGQUIT ignored: {lb.proc.poll()} "
+          f"{[l for l in lb.log if 'signal' in l]}")
+    check(lb.stop() == 0, "SIGTERM: drained, exit 0")
+
+    lb, pid, go = _paused("open", ignore=(signal.SIGTERM,), fname="paused-term.yaml")
+    os.kill(pid, signal.SIGTERM)
+    go()
+    rc = _end_or_start(lb)
+    check(rc == -signal.SIGTERM, f"SIGTERM inherited ignored ends it while it loads: {rc}")
+
+
 def systemd_notify():
     """With $NOTIFY_SOCKET (a unit with Type=notify), hashlb sends READY=1 from its main pid
     once it accepts connections, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP,
@@ -871,7 +898,7 @@ run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
-           sigquit_at_first_mask, systemd_notify, systemd_unit_verifies,
+           sigquit_at_first_mask, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])

@@ -754,6 +754,31 @@ def pid1_early_stop(topo):
     shutil.rmtree(tmp)
 
 
+def ignored_kept(topo):
+    """A foreground hashlb steer started with SIGHUP, SIGINT and SIGQUIT ignored (nohup; a
+    script's background job, spared a Ctrl-C at its terminal) keeps them ignored once
+    attached, as while it started: it steers on. It blocked them for sigwait(), which takes a
+    blocked signal even ignored: a hashlb steer under nohup detached when its terminal
+    closed. SIGTERM still detaches."""
+    p1 = topo.spawn(topo.lb, ["sh", "-c", "trap '' HUP INT QUIT; exec \"$@\"", "sh", HASHLB,
+                              "steer", "--mode", "tc", *steer_args(topo, 3, "maglev")],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p1.stdout.readline()  # "attached steering on ..."
+    err = follow(p1.stderr)
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1):
+        p1.send_signal(sig)  # SIGUSR1 said after the others, had they been taken
+    end = time.monotonic() + 15
+    while time.monotonic() < end and p1.poll() is None and \
+            not any("SIGUSR1 ignored" in line for line in err):
+        time.sleep(0.05)
+    check(p1.poll() is None and hooks(topo) == {"tc"},
+          f"SIGHUP, SIGINT, SIGQUIT inherited ignored: exit {p1.poll()}, said {err}, "
+          f"attached: {sorted(hooks(topo))}")
+    stop_detaches(topo, p1, signal.SIGTERM, "SIGTERM after them")
+    print("SIGHUP, SIGINT, SIGQUIT inherited ignored: still steering" if not failures else "",
+          flush=True)
+
+
 def hangup(topo):
     """A foreground hashlb steer detaches on SIGHUP (its terminal or ssh session closed) and
     on SIGQUIT (Ctrl-\\ at its terminal), as on SIGINT and SIGTERM. Before, either killed it
@@ -1283,7 +1308,7 @@ def body(topo):
                      ("second_instance", second_instance), ("foreign_filters", foreign_filters),
                      ("hangup", hangup), ("many_backends", many_backends),
                      ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
-                     ("user_signals", user_signals),
+                     ("ignored_kept", ignored_kept), ("user_signals", user_signals),
                      ("update_stopped", update_stopped), ("iface_gone", iface_gone),
                      ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
                      ("both_hooks", both_hooks), ("slots_held", slots_held),

@@ -266,8 +266,8 @@ def with_topo(n_backends, body):
     also reach each process started with their default action, whatever the shell that
     started the test ignored: a command a script runs in the background (no job control)
     ignores SIGINT and SIGQUIT, one under nohup SIGHUP, and an ignored signal stays ignored
-    across exec. A hashlb steer keeps it ignored until it blocks the stop signals, just
-    before it attaches: early_stop's SIGQUIT was lost, and the command attached and ran on."""
+    across exec. A hashlb steer keeps it ignored (ignored_kept): early_stop's SIGQUIT was
+    lost, and the command attached and ran on."""
     topo = Topo(n_backends)
 
     def on_signal(signum, frame):
