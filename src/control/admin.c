@@ -25,6 +25,7 @@
 
 #include "control.h"
 #include "runtime/clients.h"
+#include "runtime/daemon.h"
 #include "runtime/fdpass.h"
 
 #ifndef HASHLB_VERSION
@@ -1606,10 +1607,11 @@ static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool te
 	int r = ctl->upgrade_start ? ctl->upgrade_start(ctl->daemon) : -EOPNOTSUPP;
 
 	if (r < 0) {
-		resp_error(resp, r == -EALREADY || r == -ESHUTDOWN ? 409 : 500,
+		resp_error(resp, r == -EALREADY || r == -ESHUTDOWN || r == -ECHILD ? 409 : 500,
 			   "cannot upgrade: %s",
 			   r == -EALREADY    ? "an upgrade is under way"
 			   : r == -ESHUTDOWN ? "this hashlb is stopping"
+			   : r == -ECHILD    ? HLB_UPGRADE_PID1 "; restart the container instead"
 					     : strerror(-r));
 		return;
 	}

@@ -1718,9 +1718,18 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	bool sent;
 
 	if (d->stopping || up->pid) {
-		hlb_log(HLB_LOG_WARN, "upgrade refused", "reason=%s",
+		hlb_log(HLB_LOG_WARN, "upgrade refused", "reason=\"%s\"",
 			d->stopping ? "stopping" : "an upgrade is under way");
 		return d->stopping ? -ESHUTDOWN : -EALREADY;
+	}
+	/* PID 1 of a PID namespace (a container's init): when it exits, the kernel kills
+	 * every other process of the namespace, the new hashlb too once this one has handed
+	 * over and drained: the service would end, not be upgraded */
+	if (getpid() == 1) {
+		hlb_log(HLB_LOG_WARN, "upgrade refused",
+			"reason=\"" HLB_UPGRADE_PID1 "\" note=\"restart the container, or run "
+			"hashlb under an init (docker run --init, tini) to upgrade in place\"");
+		return -ECHILD;
 	}
 	if (!d->exe || !d->opts.argv) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place: this executable's path is unknown",

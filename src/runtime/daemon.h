@@ -171,9 +171,14 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
 /*
  * Upgrade in place, as on SIGUSR2 (from a callback of the loop): start the
  * new process. Returns its pid, or -EALREADY (one under way), -ESHUTDOWN
- * (stopping), -errno if it could not be started (logged).
+ * (stopping), -ECHILD (PID 1 of a PID namespace: HLB_UPGRADE_PID1), -errno if
+ * it could not be started (logged).
  */
 int hlb_daemon_upgrade_start(struct hlb_daemon *d);
+/* Why a container's init cannot upgrade in place, for the log and the admin endpoint. */
+#define HLB_UPGRADE_PID1                                                               \
+	"this hashlb is PID 1 of its PID namespace (a container's init): the new one " \
+	"would be killed with everything in it when this one exits"
 /*
  * The upgrade under way (its pid, *<ret_how> NULL), else the last one that
  * failed (its pid, or -1 if no process could be started; *<ret_how> how),

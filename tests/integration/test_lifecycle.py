@@ -652,6 +652,37 @@ def stop_as_pid1_once_running():
               f"PID 1, running: {sig.name} drains, exit 0: {rc}")
 
 
+def upgrade_as_pid1_refused():
+    """As PID 1 of a PID namespace (a container's init), an upgrade in place is refused, by
+    SIGUSR2 (logged) and by hashlb ctl upgrade (exit 1, saying why), and hashlb serves on:
+    when a namespace's init exits, the kernel kills everything else in it. Before, the new
+    hashlb started, took the sockets over and was killed as the old one, drained, exited 0:
+    the upgrade ended the service."""
+    sock = tmppath("pid1-admin.sock")
+    lb = Hashlb(config(BACKENDS).replace("admin: off", f"admin: unix:{sock}"),
+                fname="pid1-upgrade.yaml",
+                wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
+    with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
+        pid = int(f.read().split()[0])
+    check(lb.wait_log("msg=started"), "started")
+    os.kill(pid, signal.SIGUSR2)
+    check(lb.wait_log(r'msg="upgrade refused" reason="this hashlb is PID 1 of its PID '
+                      r'namespace .*note="restart the container', 10),
+          "SIGUSR2 as PID 1: the upgrade refused, saying why and what to do instead")
+    p = subprocess.run([HASHLB, "ctl", "--admin", f"unix:{sock}", "upgrade"],
+                       capture_output=True, text=True, timeout=30)
+    print(f"    ctl upgrade: exit {p.returncode}: {p.stderr.strip()}")
+    check(p.returncode == 1 and "PID 1 of its PID namespace" in p.stderr,
+          f"ctl upgrade as PID 1: exit 1, saying why: {p.returncode} {p.stderr!r}")
+    check(lb.proc.poll() is None and who(lb.addr) in ("a", "b", "c"), "hashlb serves on")
+    os.kill(pid, signal.SIGTERM)
+    try:
+        rc = lb.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"and stops on SIGTERM as ever, exit 0: {rc}")
+
+
 def sigquit_at_first_mask():
     """A SIGQUIT just after hashlb run's first signal mask ends it as SIGTERM does. It set
     SIGQUIT's handler after that mask: there SIGQUIT still took its default action, a core
@@ -898,6 +929,7 @@ run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
+           upgrade_as_pid1_refused,
            sigquit_at_first_mask, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
