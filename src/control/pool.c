@@ -1006,20 +1006,63 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 static void service_forget_backend(struct hlb_pool_service *s, struct hlb_pool_backend *b)
 {
 	struct hlb_backend_counters c;
+	struct hlb_backend **v;
 
 	if (s) {
-		hlb_backend_counters_read(b->rt, &c);
-		hlb_backend_counters_add(&s->gone, &c);
 		s->n_gone++;
+		/* held elsewhere (acquire: what a worker counted before it let go is
+		 * read): kept to be read live until it is let go, if there is room */
+		if (atomic_load_explicit(&b->rt->refs, memory_order_acquire) > 1 &&
+		    (v = realloc(s->gone_held, (s->n_gone_held + 1) * sizeof(*v)))) {
+			s->gone_held = v;
+			v[s->n_gone_held++] = hlb_backend_ref(b->rt);
+		} else {
+			hlb_backend_counters_read(b->rt, &c);
+			hlb_backend_counters_add(&s->gone, &c);
+		}
 	}
 	backend_free(b);
+}
+
+/* The backends of <s> that drained and went whose counters were read once
+ * nothing else held them: added to <gone>, let go (at each tick, and at the end). */
+static void service_let_go(struct hlb_pool_service *s, bool all)
+{
+	struct hlb_backend_counters c;
+	uint32_t i = 0;
+
+	while (i < s->n_gone_held) {
+		struct hlb_backend *rt = s->gone_held[i];
+
+		if (!all && atomic_load_explicit(&rt->refs, memory_order_acquire) > 1) {
+			i++;
+			continue;
+		}
+		hlb_backend_counters_read(rt, &c);
+		hlb_backend_counters_add(&s->gone, &c);
+		hlb_backend_unref(rt);
+		s->gone_held[i] = s->gone_held[--s->n_gone_held];
+	}
+}
+
+/* <s>'s counters of the backends that drained and went: <gone>, and those still held read now. */
+static void service_gone_read(const struct hlb_pool_service *s, struct hlb_backend_counters *ret)
+{
+	struct hlb_backend_counters sum = s->gone, c;
+
+	for (uint32_t i = 0; i < s->n_gone_held; i++) {
+		hlb_backend_counters_read(s->gone_held[i], &c);
+		hlb_backend_counters_add(&sum, &c);
+	}
+	*ret = sum;
 }
 
 uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
 				  struct hlb_backend_counters *ret)
 {
-	struct hlb_backend_counters sum = s->gone, c;
+	struct hlb_backend_counters sum, c;
 
+	service_gone_read(s, &sum);
 	for (uint32_t i = 0; i < s->n_drained; i++) {
 		hlb_backend_counters_read(s->drained[i]->rt, &c);
 		hlb_backend_counters_add(&sum, &c);
@@ -1030,9 +1073,12 @@ uint32_t hlb_pool_service_drained(const struct hlb_pool_service *s,
 
 void hlb_pool_service_bytes(const struct hlb_pool_service *s, uint64_t *ret_in, uint64_t *ret_out)
 {
-	uint64_t in = s->gone.bytes_in, out = s->gone.bytes_out;
 	struct hlb_backend_counters c;
+	uint64_t in, out;
 
+	service_gone_read(s, &c);
+	in = c.bytes_in;
+	out = c.bytes_out;
 	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++) {
 		hlb_backend_counters_read(hlb_pool_service_series_at(s, j)->rt, &c);
 		in += c.bytes_in;
@@ -1098,8 +1144,11 @@ static int retire_prepare(struct hlb_pool_service *s, struct retired *ret_r)
  */
 static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct retired *r)
 {
-	r->gone_in = s->gone.bytes_in;
-	r->gone_out = s->gone.bytes_out;
+	struct hlb_backend_counters gone;
+
+	service_gone_read(s, &gone);
+	r->gone_in = gone.bytes_in;
+	r->gone_out = gone.bytes_out;
 	for (uint32_t j = 0; j < hlb_pool_service_series(s); j++)
 		r->bes[r->n_bes++] = hlb_backend_ref(hlb_pool_service_series_at(s, j)->rt);
 	r->rt = hlb_service_ref(s->rt);
@@ -1331,6 +1380,7 @@ static void pool_tick(void *arg)
 			s->seen_stale = true;
 		reap_drained(p, s, s->removed, &s->n_removed, now);
 		service_drop_drained(s, now);
+		service_let_go(s, false);
 	}
 	reap_drained(p, NULL, p->orphans, &p->n_orphans, now);
 	pool_reap_retired(p, false);
@@ -1619,10 +1669,12 @@ static void service_free(struct hlb_pool_service *s)
 		backend_free(s->removed[i]);
 	for (uint32_t i = 0; i < s->n_drained; i++)
 		backend_free(s->drained[i]);
+	service_let_go(s, true);
 	hlb_timer_cancel(s->pool->loop, &s->build_timer);
 	free(s->backends);
 	free(s->removed);
 	free(s->drained);
+	free(s->gone_held);
 	hlb_service_unref(s->rt);
 	free(s);
 }

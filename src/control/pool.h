@@ -110,6 +110,13 @@ struct hlb_pool_service {
 	 * count them. */
 	struct hlb_backend_counters gone;
 	uint32_t n_gone;
+	/* Of those, the ones a worker still holds (one reference each): a client
+	 * waiting in its queue after a failed connect counts that failure's retry
+	 * under the backend that failed once it is served, however long after.
+	 * Read live, and added to <gone> once nothing else holds them
+	 * (service_let_go()). */
+	struct hlb_backend **gone_held;
+	uint32_t n_gone_held;
 	struct hlb_health_params hp;
 	/* The port its listener was bound to as the reload under way began (0: none), for the
 	 * reload's change line: a config naming the port a port-0 listener got moves nothing. */

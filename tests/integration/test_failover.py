@@ -821,6 +821,66 @@ def queued_when_full_then_refused():
     refused_and_full(("a", "x"))
 
 
+def queued_after_a_refusal_whose_backend_went():
+    """A client waiting after its own backend refused (x refuses, a holds its
+    max_connections 1, connect_retries 1) counts the connect the queue starts as that
+    failure's retry, under x, even when a reload removed x meanwhile and x's counters left
+    its series: the backends' retries (those in the table, draining, and the drained
+    aggregate of /status) still add up to the log's attempts less one per connection. Here
+    x is removed (it drains at once: no connection), added back in maint at its address (a
+    new backend) and removed again, which lets the first one's series go, its counts added
+    to the aggregate. Before, they were added as it went, and the retry counted after
+    that was lost: 0 retries counted, the log saying 1."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+    import re
+
+    x = Backend("x")
+    x.stop()
+    extra = "connect_retries: 1\ntimeouts:\n  queue: 30s\nlog_connections: true"
+
+    def cfg(*xs):
+        return ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), *xs],
+                          health="enabled: false", workers=1, extra=extra)
+
+    def reload(text, what):
+        lb.rewrite(text)
+        rc, so, se = lb.ctl("reload")
+        check(rc == 0, f"{what}: {se}")
+        check(lb.wait(lambda: not lb.service()["draining"]) is not None,
+              f"{what}: x drained at once (no connection)")
+
+    lb = Lb(cfg(("x", x.addr)))
+    clients = [client_ip(300 + i) for i in range(200)]
+    prefs = lookup(lb.path, clients)
+    c = next(c for c in clients if prefs[c][:2] == ["x", "a"])
+    holder = connect(lb.addr, next(h for h in clients if prefs[h][0] == "a" and h != c))
+    check(read_line(holder) == "a", "the holder within a's cap")
+    s = connect(lb.addr, c, timeout=30)
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1) is not None,
+          f"{c}: x refused, a full: waits")
+    reload(cfg(), "x removed")
+    reload(cfg(("x", x.addr, "state: maint")), "x back in maint")
+    reload(cfg(), "x removed again")
+    holder.close()
+    check(read_line(s) == "a", "the waiting client served by a once a has room")
+    s.close()
+    check(lb.wait(lambda: any(f"client={c}:" in l for l in lb.log)) is not None, "logged")
+    line = next(l for l in lb.log if f"client={c}:" in l)
+    check("end=done" in line and " attempts=2 " in line, f"x, then a: {line}")
+    svc = lb.service()
+    rows = svc["backends"] + svc["draining"]
+    drained = svc.get("drained") or {}
+    retries = sum(b["retries"] for b in rows) + drained.get("retries", 0)
+    log = sum(int(m.group(1)) - 1 for l in lb.log if "msg=connection" in l
+              for m in [re.search(r" attempts=(\d+)", l)] if m and m.group(1) != "0")
+    check(retries == log == 1 and drained.get("connect_fail") == 1 and
+          drained.get("backends") == 2,
+          f"retries counted {retries} (drained {drained}), the log's attempts say {log}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_clients_that_leave():
     """A client that resets while it waits in the queue is dropped from it at once (counted,
     logged as client_reset) and never reaches the backend; one that only half-closes (FIN after
@@ -1445,6 +1505,7 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            client_reset_while_connecting,
            client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
            backend_max_connections, cap_set_on_a_busy_backend, backend_queue, queued_after_a_refusal,
+           queued_after_a_refusal_whose_backend_went,
            queued_when_full_then_refused,
            queued_clients_that_leave, queued_clients_leaving_newest_first,
            queued_clients_cost_nothing_while_waiting, queued_clients_handed_on_at_once,
