@@ -574,9 +574,11 @@ static void worker_cqe(struct worker *w, const struct io_uring_cqe *cqe)
 			if (!(cqe->flags & IORING_CQE_F_MORE))
 				w->log_poll = w->log_poll_cancelled = false;
 		} else if (ud == UD_WAKE) {
-			/* Acquire: what the kick that found it set was written before
-			 * (queue_wake()), and is read by the look at the queue below. */
-			atomic_exchange_explicit(&w->kick_pending, false, memory_order_acq_rel);
+			/* Cleared, then the fence that pairs with the kickers'
+			 * (queue_wake()): what a kick that found it set changed
+			 * is read by the look at the queue that follows. */
+			atomic_store_explicit(&w->kick_pending, false, memory_order_relaxed);
+			atomic_thread_fence(memory_order_seq_cst);
 			w->queue_kick = true; /* commands, or a kick */
 			worker_commands(w);
 			wake_arm(w);
@@ -971,20 +973,38 @@ void worker_queue_started(struct worker *w)
 
 /*
  * Wake <to> to look at its queue again, if clients wait there. One eventfd
- * write until it has read it: a kick that finds one pending rides on it,
- * since <to> clears kick_pending (acquiring this release) before its look,
- * which so sees what was changed before the kick. Any thread.
+ * write until it has read it: a kick that finds one pending rides on it.
+ * Any thread, after kick_fence().
+ *
+ * Why a kick that rides is not lost: the caller changed what the look reads
+ * (a slot, a snapshot, a cap), then kick_fence(), then loads kick_pending;
+ * <to> clears it, then a fence of its own (worker_cqe(), UD_WAKE), then looks.
+ * Two seq_cst fences around a store and a load each: either our load sees
+ * that clear (false: we write the eventfd, whose read is a look after
+ * ours), or the look after the clear sees our change. A true we load is
+ * followed by such a clear (every wake-up written is read), so the change
+ * is seen by that look or a later one. The load is relaxed, and only one
+ * that finds none pending exchanges it: in a burst of kicks the others
+ * only read <to>'s line, not write it.
  */
 static void queue_wake(struct worker *to)
 {
 	uint64_t one = 1;
 
 	if (!atomic_load_explicit(&to->queue_busy, memory_order_relaxed) ||
-	    atomic_exchange_explicit(&to->kick_pending, true, memory_order_acq_rel))
+	    atomic_load_explicit(&to->kick_pending, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&to->kick_pending, true, memory_order_relaxed))
 		return;
 	if (write(to->wake_fd, &one, sizeof(one)) < 0) {
 		/* the eventfd counter cannot overflow: nothing to do */
 	}
+}
+
+/* Before queue_wake(): what the caller changed is ordered before its loads of
+ * the targets' queue_busy and kick_pending (see there). */
+static void kick_fence(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
 }
 
 void worker_kick_queues(struct worker *w)
@@ -992,6 +1012,7 @@ void worker_kick_queues(struct worker *w)
 	struct hlb_proxy *p = w->proxy;
 
 	w->queue_kick = true;
+	kick_fence();
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		if (&p->workers[i] != w)
 			queue_wake(&p->workers[i]);
@@ -999,6 +1020,7 @@ void worker_kick_queues(struct worker *w)
 
 void hlb_proxy_kick_queues(struct hlb_proxy *p)
 {
+	kick_fence();
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		queue_wake(&p->workers[i]);
 }
