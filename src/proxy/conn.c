@@ -1493,10 +1493,15 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	}
 	if (!w->queue_head) {
 		worker_queue_started(w);
-		/* Walked at its first tick whatever changed: a slot that freed on
-		 * another worker as this queue started may have found queue_busy
-		 * (or the service's <queued>) not set yet, and kicked none. */
-		w->queue_next_ms = w->queue_walk_by = w->now_ms + QUEUE_RETRY_MS;
+		/* Walked this turn whatever changed, as for a kick: one given since
+		 * this client's conn_connect() read what it read (a slot that
+		 * freed on another worker, a snapshot, a backend serving again)
+		 * found queue_busy (or the service's <queued>) not set yet, and
+		 * woke none. The fence of queue_recheck() below pairs with the
+		 * kicker's (kick_fence()): either it saw queue_busy set, or this
+		 * walk sees its change. */
+		w->queue_walk_by = w->now_ms;
+		w->queue_kick = true;
 	}
 	queue_svc_note(w, c->svc);
 	c->state = CONN_QUEUED;
@@ -1511,7 +1516,8 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	atomic_fetch_add_explicit(&c->svc->queued, 1, memory_order_relaxed);
 	queue_due_add(w, c); /* after CONN_QUEUED: a second wait is noted again */
 	queue_next(w);
-	worker_tick_by(w, w->queue_next_ms);
+	if (!w->queue_kick) /* else the look this turn brings the tick forward after it */
+		worker_tick_by(w, w->queue_next_ms);
 	queue_want_seen(w);
 	queue_recheck(w);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */

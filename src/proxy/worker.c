@@ -968,7 +968,6 @@ static void *worker_main(void *arg)
 void worker_queue_started(struct worker *w)
 {
 	atomic_store_explicit(&w->queue_busy, true, memory_order_relaxed);
-	tick_soon(w); /* if the tick fired already, its completion sets queue_tick */
 }
 
 /*

@@ -58,8 +58,8 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * tried at once when a slot frees on any worker, looked at once when the
  * control plane changes what could give them room (hlb_proxy_kick_queues())
  * or a failing backend serves again, at their deadlines, and at each tick
- * (TICK_MS), see conn_queue_run(). The first tick after the queue starts, and the
- * tick of a paused listener, come after this. */
+ * (TICK_MS), see conn_queue_run(); walked in the turn the queue starts. The tick
+ * of a paused listener comes after this. */
 #define QUEUE_RETRY_MS 10
 /* the queue walked that long after the first kick since its last walk (conn_queue_run()) */
 #define QUEUE_SAFETY_MS 1000
@@ -539,7 +539,7 @@ void worker_accept_single(struct worker *w, struct wlistener *wl);
 /* Whether the cap the fd limit allows has room for one more splice pipe (no such cap: true). */
 bool worker_pipe_room(const struct worker *w);
 
-/* The queue was empty and has a connection now: tick at QUEUE_RETRY_MS. */
+/* The queue was empty and has a connection now: other threads' kicks wake the worker. */
 void worker_queue_started(struct worker *w);
 /* The queue is due at <at_ms> (worker clock): the tick fires then at the latest. */
 void worker_tick_by(struct worker *w, uint64_t at_ms);

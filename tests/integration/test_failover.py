@@ -14,7 +14,7 @@ from collections import Counter
 
 from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, client_ip, clients_at_once, config,
                     connect, connect_outcome, dead_port, logfmt_fields, lookup, outcome, read_line,
-                    read_to_eof, run_tests, syn_sent, wait_until, who)
+                    read_to_eof, run_tests, syn_sent, tmpfile, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -1379,6 +1379,106 @@ def queued_clients_served_at_a_change():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_client_kicked_as_it_joins():
+    """A change that gives room (b back from maint) made while the client is between its
+    failed claims and its place in the queue, the worker's queue empty (so that the change's
+    wake-up finds no client waiting there and is not sent), is not lost: the worker looks at
+    its queue in the turn it starts, and the client is served then, counted as woken for a
+    change (hashlb_worker_queue_served_woken_total). gdb holds the worker there
+    (worker_queue_started(), in non-stop mode: the control thread serves hashlb ctl set
+    meanwhile). Before, the client waited for the queue's first tick, 10 ms later: 0 woken,
+    1 at the tick (unless a wake-up that came while the queue was empty, left unread, had the
+    queue looked at in the turn it started: the test clears it first)."""
+    import shutil
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    gdb = shutil.which("gdb")
+    check(gdb is not None, "gdb (scripts/setup.sh installs it)")
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
+                        ("b", BACKENDS[1][1], "state: maint")],
+                       health="enabled: false", workers=1, extra="timeouts:\n  queue: 30s"))
+
+    def served():
+        return tuple(metric_sum(lb, f"hashlb_worker_queue_served_{k}_total")
+                     for k in ("woken", "tick"))
+
+    # A first client waits, and is served once the holder leaves: the worker's look at its
+    # queue then leaves no wake-up behind it (one that came while no client waited, the
+    # commands' at start among them, would have the queue looked at in the turn it starts)
+    first = connect(lb.addr, client_ip(10))
+    check(read_line(first) == "a", "the first client within a's cap")
+    holder = connect(lb.addr, client_ip(11), timeout=30)  # a hang guard
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), "a second one waits")
+    first.close()
+    check(read_line(holder) == "a", "and is served by a once the first left")
+    before = served()
+    # gdb continues until the worker stops at the breakpoint (a thread's stop at the attach
+    # may be reported after the first continue), says so, and lets it go once <go> exists
+    go = tmpfile("go", "")
+    os.unlink(go)
+    script = tmpfile("hold.gdb", f"""set pagination off
+set confirm off
+set non-stop on
+attach {lb.proc.pid}
+break worker_queue_started
+python
+import os, time
+hit = []
+gdb.events.stop.connect(lambda ev: hit.append(1) if isinstance(ev, gdb.BreakpointEvent) else None)
+print("armed", flush=True)
+while not hit:
+    gdb.execute("continue -a")
+gdb.execute("delete")
+print("held", flush=True)
+end_at = time.time() + 60
+while not os.path.exists("{go}") and time.time() < end_at:
+    time.sleep(0.02)
+gdb.execute("detach")
+end
+""")
+    out, armed, held = [], threading.Event(), threading.Event()
+    g = subprocess.Popen([gdb, "-q", "-nx", "-batch", "-x", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+
+    def read():
+        for line in g.stdout:
+            out.append(line)
+            for what, ev in (("armed", armed), ("held", held)):
+                if line.startswith(what):
+                    ev.set()
+        armed.set()
+        held.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    check(armed.wait(60), "gdb attached")
+    waiting = connect(lb.addr, client_ip(12), timeout=30)  # a hang guard
+    check(held.wait(60) and g.poll() is None,
+          f"the worker held as its client joins the queue: {''.join(out)}")
+    rc, so, se = lb.ctl("set", "b", "ready")
+    check(rc == 0, f"hashlb ctl set b ready: {se}")
+    # published (and its wake-up given, by the control thread before it answers again)
+    check(lb.wait(lambda: lb.backend("b")["in_table"]) is not None, "b in the table")
+    with open(go, "w"):
+        pass
+    try:
+        g.wait(60)
+    except subprocess.TimeoutExpired:
+        g.kill()
+    reader.join(10)
+    check(g.returncode == 0, f"gdb let the worker go: {''.join(out)}")
+    got = read_line(waiting)
+    check(got == "b", f"the waiting client served by b: {got!r}")
+    woken, tick = (n - b for n, b in zip(served(), before))
+    check((woken, tick) == (1, 0), f"served as woken for the change: {woken:.0f} woken, "
+          f"{tick:.0f} at the tick")
+    for s in (holder, waiting):
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_client_of_a_backend_that_goes_down():
     """A client waiting in the queue for a backend that goes down (killed) is re-routed as
     soon as hashlb knows, not at a look of the worker's own (its tick, the walk due a second
@@ -1513,6 +1613,7 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
            queued_clients_of_a_removed_service, queued_clients_served_at_a_change,
+           queued_client_kicked_as_it_joins,
            queued_client_of_a_backend_that_goes_down,
            queued_clients_not_woken_by_a_cap_set_as_it_is,
            source_address])
