@@ -369,11 +369,13 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 		if (text)
 			hlb_buf_printf(
 				o,
-				"worker %u: %" PRIu64 " connections; buffers %u/%u in use, %u "
-				"waiting (%" PRIu64 " waits); spilled %" PRIu64 " bytes (%" PRIu64
-				" spills); splice pipes %u/%u\n",
-				i, s.connections, s.buffers_in_use, s.buffers, s.buffer_waiters,
-				s.buffer_waits, s.spilled, s.spills, s.pipes, s.pipes_max);
+				"worker %u: %" PRIu64 " connection%s; buffers %u/%u in use, %u "
+				"waiting (%" PRIu64 " wait%s); spilled %" PRIu64 " byte%s (%" PRIu64
+				" spill%s); splice pipes %u/%u\n",
+				i, s.connections, hlb_plural(s.connections), s.buffers_in_use,
+				s.buffers, s.buffer_waiters, s.buffer_waits,
+				hlb_plural(s.buffer_waits), s.spilled, hlb_plural(s.spilled),
+				s.spills, hlb_plural(s.spills), s.pipes, s.pipes_max);
 		else
 			hlb_buf_printf(
 				o,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "control/buf.h"
 #include "daemon.h"
 #include "fdpass.h"
 #include "log.h"
@@ -1147,9 +1148,10 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	 * does not SIGKILL a drain the config allows. */
 	if (!d->handed_over)
 		hlb_notify("STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu\nSTATUS=draining %llu "
-			   "connection(s), up to %u ms",
+			   "connection%s, up to %u ms",
 			   ((unsigned long long)ms + DRAIN_EXIT_MARGIN_MS) * 1000ULL,
-			   (unsigned long long)hlb_proxy_connections(d->proxy), ms);
+			   (unsigned long long)hlb_proxy_connections(d->proxy),
+			   hlb_plural(hlb_proxy_connections(d->proxy)), ms);
 	hlb_proxy_drain(d->proxy, ms);
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;

@@ -2466,6 +2466,22 @@ def open_fds_tracks_connections():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def status_worker_line_counts_in_words():
+    """ctl status's worker line says "1 connection" and "0 waits", a count as every other
+    message says it (it said "1 connections")."""
+    lb = Lb(config(BACKENDS, workers=1))
+    held = connect(lb.addr)
+    check(read_line(held) in ("a", "b", "c"), "a client reaches a backend")
+    check(lb.wait(lambda: lb.status()["workers"][0]["connections"] == 1),
+          "the worker counts it")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and re.search(r"^worker 0: 1 connection; buffers \d+/\d+ in use, 0 waiting "
+                                r"\(0 waits\); spilled 0 bytes \(0 spills\)", so, re.M),
+          f"ctl status: one worker line, its counts in words:\n{so}{se}")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def status_says_dash_where_there_is_no_figure():
     """ctl status's CHECK and CONNECT columns say "-" for a backend with no passed check or no
     connect yet (they said 0.0ms and 0.00ms, a figure no check or connect had measured), and
@@ -2548,7 +2564,8 @@ def empty_names_are_refused_as_such():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
-           status_says_dash_where_there_is_no_figure, wide_names_keep_the_columns,
+           status_says_dash_where_there_is_no_figure, status_worker_line_counts_in_words,
+           wide_names_keep_the_columns,
            one_connection_per_client_in_the_singular,
            empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,

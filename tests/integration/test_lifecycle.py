@@ -754,6 +754,10 @@ def systemd_notify():
     # (timeouts.drain, 30 s by default, and 10 s to exit)
     check(msg.get("EXTEND_TIMEOUT_USEC") == str(40_000_000),
           f"with EXTEND_TIMEOUT_USEC for the drain and the exit: {msg}")
+    # counted as every count is said: "1 connection", "0 connections" ("connection(s)"
+    # before); the client of who() above may not have been closed yet
+    check(re.fullmatch(r"draining (1 connection|(?!1 )\d+ connections), up to 30000 ms",
+                       msg.get("STATUS", "")), f"with a STATUS= that counts what it drains: {msg}")
     check(lb.proc.wait(20) == 0, "exit 0")
 
     ns2 = NotifySocket(abstract=True)
