@@ -84,17 +84,41 @@ void hlb_buf_u64(struct hlb_buf *b, uint64_t v)
 	hlb_buf_put(b, p, (size_t)(d + sizeof(d) - p));
 }
 
+/* <v> if it is an integer below 1e17, as %.17g writes it (whole, without a point
+ * or an exponent), and true; false, nothing written, for any other number. */
+static bool put_integer(struct hlb_buf *b, double v)
+{
+	if (!(v > -1e17 && v < 1e17 && v == (double)(int64_t)v && !(v == 0 && signbit(v))))
+		return false;
+	if (v < 0) {
+		hlb_buf_put(b, "-", 1);
+		v = -v;
+	}
+	hlb_buf_u64(b, (uint64_t)v);
+	return true;
+}
+
 void hlb_buf_g17(struct hlb_buf *b, double v)
 {
-	/* An integer below 1e17 has at most 17 digits: %.17g writes it whole,
-	 * without a point or an exponent. Any other number goes to printf. */
-	if (v > -1e17 && v < 1e17 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
-		if (v < 0) {
-			hlb_buf_put(b, "-", 1);
-			v = -v;
-		}
-		hlb_buf_u64(b, (uint64_t)v);
+	if (!put_integer(b, v))
+		hlb_buf_printf(b, "%.17g", v);
+}
+
+void hlb_buf_shortest(struct hlb_buf *b, double v)
+{
+	char s[32];
+
+	if (put_integer(b, v))
 		return;
+	/* A count of ns over 1e9 is seldom exact in binary: %.17g wrote
+	 * 1234567 ns as 0.0012345670000000001, where 0.001234567 reads back
+	 * as the same double. Every double 15 digits name does. */
+	for (int prec = 15; prec < 17; prec++) {
+		snprintf(s, sizeof(s), "%.*g", prec, v);
+		if (strtod(s, NULL) == v) {
+			hlb_buf_puts(b, s);
+			return;
+		}
 	}
 	hlb_buf_printf(b, "%.17g", v);
 }

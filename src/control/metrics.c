@@ -213,11 +213,11 @@ static void series_open(struct hlb_buf *o, const char *name, size_t name_len,
 	hlb_buf_put(o, sc->labels.p + x->lab, drain ? x->lab_drain : x->lab_len);
 }
 
-/* " <v>\n", <v> as " %.17g" writes it. */
-static void value_g17(struct hlb_buf *o, double v)
+/* " <v>\n", <v> in the fewest digits that read back as it (hlb_buf_shortest()). */
+static void value_num(struct hlb_buf *o, double v)
 {
 	hlb_buf_put(o, " ", 1);
-	hlb_buf_g17(o, v);
+	hlb_buf_shortest(o, v);
 	hlb_buf_put(o, "\n", 1);
 }
 
@@ -314,7 +314,7 @@ static void connect_histogram(const struct scrape *sc, struct hlb_buf *o)
 		}
 		series_open(o, sum, sizeof(sum) - 1, sc, x, true);
 		hlb_buf_put(o, "}", 1);
-		value_g17(o, (double)x->c.connect_us_sum / 1e6);
+		value_num(o, (double)x->c.connect_us_sum / 1e6);
 		series_open(o, count, sizeof(count) - 1, sc, x, true);
 		hlb_buf_put(o, "}", 1);
 		value_u64(o, cum);
@@ -339,7 +339,7 @@ static void backend_families(const struct scrape *sc, struct hlb_buf *o)
 				continue;
 			series_open(o, bfamilies[f].name, name_len, sc, x, true);
 			hlb_buf_put(o, "}", 1);
-			value_g17(o, bvalue(x->s, x->j, x->b, &x->c, f));
+			value_num(o, bvalue(x->s, x->j, x->b, &x->c, f));
 		}
 	}
 	connect_histogram(sc, o);
@@ -552,7 +552,7 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 				v = (double)snap->tables_bytes;
 				break;
 			}
-			value_g17(o, v);
+			value_num(o, v);
 		}
 	}
 }

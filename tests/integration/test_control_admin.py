@@ -2045,6 +2045,8 @@ def metrics_parse_and_match_traffic():
         s.close()
         check(got == payload, "echoed intact")
     lb.wait(lambda: lb.service()["connections"]["active"] == 0, timeout=5)
+    check(lb.wait(lambda: all(b["checks_ok"] > 0 for b in lb.service()["backends"]), timeout=30),
+          "each backend has passed a check (it has a check latency)")
     code, text = lb.http("GET", "/metrics")
     check(code == 200, f"GET /metrics: {code}")
     try:
@@ -2053,6 +2055,12 @@ def metrics_parse_and_match_traffic():
         check(False, f"/metrics is not valid Prometheus text: {e}")
         return
     check(metric(m, "hashlb_backend_connections_total") == n, "connections_total = connections made")
+    # seconds of a count of ns in the digits that count has: 20 ("0.00012345600000000001")
+    # were printed, the nearest double's %.17g
+    lat = re.findall(r"^hashlb_backend_check_latency_seconds\{[^}]*\} (\S+)$", text, re.M)
+    check(len(lat) == 3 and all(len(re.sub(r"^0\.0*|\.|e.*$", "", v)) <= 12 and float(v) > 0
+                                for v in lat),
+          f"hashlb_backend_check_latency_seconds in at most 12 digits: {lat}")
     for name, k in per.items():
         check(metric(m, "hashlb_backend_connections_total", backend=name) == k,
               f"{name}: connections_total = {k}")

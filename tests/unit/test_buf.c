@@ -2,7 +2,8 @@
 /*
  * The admin answers' buffer (src/control/buf.c): the numbers /metrics writes
  * without printf read byte for byte as printf's "%.17g" and "%" PRIu64 would
- * write them; JSON strings and label values are UTF-8 whatever bytes a
+ * write them, and a metric's value in the fewest digits that read back as it
+ * (a count of ns in seconds: 0.001234567, not 0.0012345670000000001); JSON strings and label values are UTF-8 whatever bytes a
  * request or a name held; a formatted append is whole whether or not it fits
  * the room the buffer had.
  */
@@ -90,6 +91,43 @@ static void test_g17_reads_as_printf(void **state)
 		assert_g17((double)(x >> (x % 64)));
 		assert_g17((double)(x >> 11) / 1e6);
 		assert_g17(-(double)(x >> (x % 64)));
+	}
+}
+
+/* hlb_buf_shortest(<v>): <want> if given; else whatever reads back as <v>, no longer than %.17g. */
+static void assert_shortest(double v, const char *want)
+{
+	struct hlb_buf b = { 0 };
+	char g17[64];
+
+	snprintf(g17, sizeof(g17), "%.17g", v);
+	hlb_buf_shortest(&b, v);
+	assert_false(b.oom);
+	if (want)
+		assert_string_equal(b.p, want);
+	assert_true(strtod(b.p, NULL) == v);
+	assert_true(b.len <= strlen(g17));
+	assert_int_equal(b.len, strlen(b.p));
+	hlb_buf_free(&b);
+}
+
+static void test_shortest_reads_back_in_fewer_digits(void **state)
+{
+	uint64_t x = 0x9e3779b97f4a7c15u;
+
+	(void)state;
+	/* seconds of an integer count of ns and us, as /metrics writes them */
+	assert_shortest(1234567 / 1e9, "0.001234567");
+	assert_shortest(12345 / 1e6, "0.012345");
+	assert_shortest(0.1 + 0.2, "0.30000000000000004"); /* 17 digits are needed */
+	assert_shortest(1e16, "10000000000000000");
+	assert_shortest(1e17, "1e+17");
+	assert_shortest(-0.0, "-0");
+	assert_shortest(3.4913000000000003e-05, "3.4913e-05");
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		assert_shortest((double)(x >> 20) / 1e9, NULL);
+		assert_shortest(ldexp((double)(x >> 11), -(int)(x % 80)), NULL);
 	}
 }
 
@@ -193,6 +231,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_g17_reads_as_printf),
+		cmocka_unit_test(test_shortest_reads_back_in_fewer_digits),
 		cmocka_unit_test(test_u64_reads_as_printf),
 		cmocka_unit_test(test_strings_are_escaped_utf8),
 		cmocka_unit_test(test_printf_whole_at_any_room),
