@@ -417,6 +417,13 @@ int hashlb_proxy_protocol_parse(const char *s, enum hashlb_proxy_protocol *ret_v
 int hashlb_addr_parse(const char *s, bool allow_port0, struct sockaddr_storage *ret_addr,
 		      socklen_t *ret_len);
 /*
+ * Parse "unix:PATH" <s>, an admin endpoint's address (the admin key, hashlb run and ctl
+ * --admin): PATH absolute and shorter than sun_path. 0; or -EINVAL with the condition it
+ * fails said in <why> (<why_len> bytes). <ret_addr> and <ret_len> are written only on success.
+ */
+int hashlb_unix_addr_parse(const char *s, struct sockaddr_storage *ret_addr, socklen_t *ret_len,
+			   char *why, size_t why_len);
+/*
  * Why <s> is not an address taken (by hashlb_addr_parse(), or with <names_ok>
  * by hashlb_name_addr_parse() too), as the config says it: "missing ':PORT'",
  * "a port alone: write ADDR:8080, ...". A static text or <buf> (<len> bytes).

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "hashlb/error.h"
 #include "hashlb/table.h"
@@ -76,12 +77,19 @@ void cli_print_warning(const struct hashlb_error *warning);
  */
 void cli_bad_value(const char *name, const char *value, const char *allowed);
 /*
- * An admin address <value> of option <name> refused, as cli_bad_value() with
- * <allowed> and the config's reason ("a port alone: write ADDR:P, ..."): for
- * run (a numeric address, port 0 taken) or, with <names>, for ctl (a host
- * name taken, port 0 not).
+ * An admin address <value> of option <name> (or "$HASHLB_ADMIN"), one parser for hashlb run
+ * --admin, which binds there (<resolve> NULL), and hashlb ctl --admin, which connects there,
+ * as the config's admin key reads one: unix:/PATH (absolute, shorter than 108 bytes) or a
+ * numeric ADDR:PORT, not link-local, into <ret_addr> and <ret_len>. Only run takes "off"
+ * (*<ret_len> 0) and port 0 (the kernel picks). Only ctl takes HOST:PORT, a host name, which
+ * <resolve> turns into an address (-errno if it cannot): a connect may try each address a
+ * name has, a bind takes one, which a name does not say (nor does the admin key take one).
+ * 0; or -EINVAL once it is refused, printed as cli_bad_value() and the one reason (a relative
+ * path, a port alone: "write ADDR:8080, ..."), a usage error.
  */
-void cli_bad_admin(const char *name, const char *value, const char *allowed, bool names);
+int cli_admin_parse(const char *name, const char *value,
+		    int (*resolve)(const char *value, struct sockaddr_storage *, socklen_t *),
+		    struct sockaddr_storage *ret_addr, socklen_t *ret_len);
 /*
  * The value <arg> of a config option (-c or --config, <name> as typed) into
  * *<path>, which holds the one given before (NULL: none); 0, or 2 on a usage

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* How the hashlb command says what is wrong: one rule for every subcommand. */
+#include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,19 +53,56 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 	bad_value(name, value, allowed, NULL);
 }
 
-void cli_bad_admin(const char *name, const char *value, const char *allowed, bool names)
+int cli_admin_parse(const char *name, const char *value,
+		    int (*resolve)(const char *value, struct sockaddr_storage *, socklen_t *),
+		    struct sockaddr_storage *ret_addr, socklen_t *ret_len)
 {
-	char buf[200], host[HASHLB_HOST_MAX + 1];
+	/* what each takes: hashlb run binds (off, port 0), ctl connects (a host name) */
+	const char *allowed = resolve ? "HOST:PORT, [V6]:PORT or unix:/PATH"
+				      : "ADDR:PORT, unix:/PATH (absolute, under 108 bytes) or off";
+	char why[200], host[HASHLB_HOST_MAX + 1];
+	struct sockaddr_storage addr = { 0 };
+	socklen_t len = 0;
 	uint16_t port;
 
-	if (!strncmp(value, "unix:", 5)) /* unix:/PATH meant: what is wrong is the path */
-		bad_value(name, value, NULL,
-			  "a Unix socket path must be absolute and shorter than 108 bytes");
-	else if (names && hashlb_name_addr_parse(value, host, &port) == 0)
-		bad_value(name, value, allowed, "the host name does not resolve");
-	else /* as the config's admin key says it: "a port alone: write ADDR:8080, ..." */
+	if (!strncmp(value, "unix:", 5)) { /* unix:/PATH meant: what is wrong is the path */
+		if (hashlb_unix_addr_parse(value, &addr, &len, why, sizeof(why)) < 0) {
+			bad_value(name, value, NULL, why);
+			return -EINVAL;
+		}
+	} else if (!resolve && !strcmp(value, "off")) {
+		len = 0;
+	} else if (hashlb_addr_parse(value, !resolve, &addr, &len) == 0) {
+		/* as the config's admin key: bind() and connect() refuse it */
+		if (addr.ss_family == AF_INET6 &&
+		    IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&addr)->sin6_addr)) {
+			bad_value(name, value, NULL,
+				  "a link-local address, usable only with a zone, and zones are "
+				  "not supported: give a global or unique local address");
+			return -EINVAL;
+		}
+	} else if (hashlb_name_addr_parse(value, host, &port) == 0) {
+		if (!resolve) { /* as the admin key: ctl's --admin does take it */
+			snprintf(why, sizeof(why),
+				 "a host name: hashlb run listens on one address, which a name "
+				 "does not say (localhost may be ::1 and 127.0.0.1): write it in "
+				 "numbers, as 127.0.0.1:%u; hashlb ctl --admin takes the name",
+				 port);
+			bad_value(name, value, allowed, why);
+			return -EINVAL;
+		}
+		if (resolve(value, &addr, &len) < 0) {
+			bad_value(name, value, allowed, "the host name does not resolve");
+			return -EINVAL;
+		}
+	} else { /* as the config's admin key says it: "a port alone: write ADDR:8080, ..." */
 		bad_value(name, value, allowed,
-			  hashlb_addr_explain(value, !names, names, buf, sizeof(buf)));
+			  hashlb_addr_explain(value, !resolve, resolve, why, sizeof(why)));
+		return -EINVAL;
+	}
+	*ret_addr = addr;
+	*ret_len = len;
+	return 0;
 }
 
 int cli_config_path(const char *name, const char *arg, const char **path)

@@ -196,28 +196,22 @@ static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
 }
 
 /*
- * HOST:PORT with a name (localhost:9901): the first of its addresses that
- * accepts a connection, else the first. A name may give ::1 before
- * 127.0.0.1 while hashlb listens on only one of them, as curl finds by
- * trying each.
+ * HOST:PORT with a name (localhost:9901), as hashlb_name_addr_parse() takes it (so a port
+ * 1..65535: getaddrinfo took "99999" as 34463, and "::1:9901", an IPv6 address without its
+ * brackets): the first of its addresses that accepts a connection, else the first. A name
+ * may give ::1 before 127.0.0.1 while hashlb listens on only one of them, as curl finds by
+ * trying each. -EINVAL if it does not resolve.
  */
 static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	const char *colon = strrchr(s, ':');
 	struct addrinfo *res, *ai;
-	char host[256];
+	char host[HASHLB_HOST_MAX + 1];
 	uint16_t port;
 
-	/* "::1:9901": an IPv6 address without its brackets, which the config
-	 * refuses (its port is ambiguous) and getaddrinfo would take; a port as
-	 * the config takes it, 1..65535: getaddrinfo takes "99999" as 34463 (a
-	 * port where another server may listen) and "0" as 0. */
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(host) ||
-	    hashlb_port_parse(colon + 1, false, &port) < 0 || memchr(s, ':', (size_t)(colon - s)))
+	if (hashlb_name_addr_parse(s, host, &port) < 0)
 		return -EINVAL;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
 	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
 		return -EINVAL;
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -234,24 +228,6 @@ static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_
 	*len = ai->ai_addrlen;
 	freeaddrinfo(res);
 	return 0;
-}
-
-static int ctl_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
-{
-	if (!strncmp(s, "unix:", 5)) {
-		struct sockaddr_un *sun = (struct sockaddr_un *)ss;
-
-		if (strlen(s + 5) >= sizeof(sun->sun_path) || s[5] != '/')
-			return -EINVAL;
-		memset(ss, 0, sizeof(*ss));
-		sun->sun_family = AF_UNIX;
-		strcpy(sun->sun_path, s + 5);
-		*len = sizeof(*sun);
-		return 0;
-	}
-	if (hashlb_addr_parse(s, false, ss, len) == 0)
-		return 0;
-	return ctl_addr_resolve(s, ss, len);
 }
 
 /* Percent-encode <s> onto the end of <q> (size <size>). */
@@ -1227,9 +1203,9 @@ int cmd_ctl(int argc, char **argv)
 		ss = cfg->admin_addr;
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);
-	} else if (ctl_addr(admin ? admin : CTL_ADMIN_DEFAULT, &ss, &len) < 0) {
-		cli_bad_admin(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN", admin,
-			      "HOST:PORT, [V6]:PORT or unix:/PATH", true);
+	} else if (cli_admin_parse(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN",
+				   admin ? admin : CTL_ADMIN_DEFAULT, ctl_addr_resolve, &ss,
+				   &len) < 0) {
 		return 2;
 	}
 	if (!json)

@@ -120,9 +120,9 @@ static void usage(FILE *f)
 		"                       descriptors each, logged at start as\n"
 		"                       max_connections); at the cap the listeners pause\n"
 		"                       and new clients wait in the backlog\n"
-		"      --admin A        the admin endpoint's address (ADDR:PORT or\n"
-		"                       unix:/PATH), or off,\n"
-		"                       overriding the config's admin\n"
+		"      --admin A        the admin endpoint's address (ADDR:PORT in numbers,\n"
+		"                       or unix:/PATH), or off, overriding the config's\n"
+		"                       admin (ctl --admin takes a host name too)\n"
 		"      --log-level L    debug, info (default), warn or error\n"
 		"  -h, --help           show this text\n"
 		"\n"
@@ -140,33 +140,6 @@ static void usage(FILE *f)
 		"  hashlb run -c configs/demo.yaml\n"
 		"  hashlb run -c /etc/hashlb/hashlb.yaml --workers 1 --pin\n",
 		"run", "-w or --workers", CLI_ERRORS_CONFIG, "run");
-}
-
-/* --admin: "off" (length 0), ADDR:PORT or unix:/PATH, as the config's admin
- * key takes them; -EINVAL if none of them. */
-static int parse_admin(const char *admin, struct sockaddr_storage *ret_addr, socklen_t *ret_len)
-{
-	struct sockaddr_storage addr = { 0 };
-	socklen_t len = 0;
-
-	if (strncmp(admin, "unix:", 5) == 0) {
-		struct sockaddr_un *sun = (struct sockaddr_un *)&addr;
-		const char *p = admin + 5;
-
-		if (p[0] != '/' || strlen(p) >= sizeof(sun->sun_path))
-			return -EINVAL;
-		sun->sun_family = AF_UNIX;
-		memcpy(sun->sun_path, p, strlen(p) + 1);
-		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(p) + 1);
-	} else if (strcmp(admin, "off") != 0 && hashlb_addr_parse(admin, true, &addr, &len) < 0) {
-		return -EINVAL;
-	} else if (addr.ss_family == AF_INET6 &&
-		   IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&addr)->sin6_addr)) {
-		return -EADDRNOTAVAIL; /* as the config's admin: bind() would refuse it */
-	}
-	*ret_addr = addr;
-	*ret_len = len;
-	return 0;
 }
 
 /* --admin <admin>, parsed as <addr> and <len>, in place of the config's admin. */
@@ -267,20 +240,8 @@ static int run(int argc, char **argv, char *const *again)
 			break;
 		case 'A':
 			admin = optarg;
-			r = parse_admin(admin, &admin_addr, &admin_len);
-			if (r == -EADDRNOTAVAIL) {
-				cli_error("%s: '%s' is a link-local address, usable only with a "
-					  "zone, and zones are not supported: give a global or "
-					  "unique local address\n",
-					  name, admin);
+			if (cli_admin_parse(name, admin, NULL, &admin_addr, &admin_len) < 0)
 				return 2;
-			} else if (r < 0) {
-				cli_bad_admin(name, admin,
-					      "ADDR:PORT, unix:/PATH (absolute, under 108 bytes) "
-					      "or off",
-					      false);
-				return 2;
-			}
 			break;
 		case 'B':
 			if (cli_parse_u64(optarg, 32768, &v) < 0 || v < 2 || (v & (v - 1))) {

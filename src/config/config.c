@@ -840,6 +840,35 @@ static int get_double(struct loader *ld, const struct ynode *v, const char *key,
 	return 0;
 }
 
+int hashlb_unix_addr_parse(const char *s, struct sockaddr_storage *ret_addr, socklen_t *ret_len,
+			   char *why, size_t why_len)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = s + 5;
+	size_t n = strlen(path);
+
+	/* each said alone: "absolute and shorter than 108 bytes" of "unix:rel.sock"
+	 * left the operator to work out which it was */
+	if (path[0] != '/') {
+		snprintf(why, why_len,
+			 "the Unix socket path '%.40s%s' is relative: it must be absolute "
+			 "(unix:/PATH)",
+			 path, n > 40 ? "..." : "");
+		return -EINVAL;
+	}
+	if (n >= sizeof(sun.sun_path)) {
+		snprintf(why, why_len,
+			 "the Unix socket path has %zu bytes: it must be shorter than %zu", n,
+			 sizeof(sun.sun_path));
+		return -EINVAL;
+	}
+	memcpy(sun.sun_path, path, n + 1);
+	memset(ret_addr, 0, sizeof(*ret_addr));
+	memcpy(ret_addr, &sun, sizeof(sun));
+	*ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	return 0;
+}
+
 const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, char *buf,
 				size_t len)
 {
@@ -2125,19 +2154,11 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 			    "string \"%s\": write %s unquoted to turn the endpoint off",
 			    v->text, v->text);
 	if (strncmp(v->text, "unix:", 5) == 0) {
-		struct sockaddr_un *sun = (struct sockaddr_un *)&c->admin_addr;
-		const char *path = v->text + 5;
+		char why[160];
 
-		if (path[0] != '/' || strlen(path) >= sizeof(sun->sun_path))
-			return fail(
-				ld, v,
-				"'admin' unix socket path must be absolute and shorter than %zu bytes",
-				sizeof(sun->sun_path));
-		memset(sun, 0, sizeof(*sun));
-		sun->sun_family = AF_UNIX;
-		memcpy(sun->sun_path, path, strlen(path) + 1);
-		c->admin_addr_len =
-			(socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+		if (hashlb_unix_addr_parse(v->text, &c->admin_addr, &c->admin_addr_len, why,
+					   sizeof(why)) < 0)
+			return fail(ld, v, "'admin': %s", why);
 		return get_string(ld, v, "admin", &c->admin);
 	}
 	return get_addr(ld, v, "admin", true, &c->admin, &c->admin_addr, &c->admin_addr_len);

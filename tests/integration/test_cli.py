@@ -296,7 +296,8 @@ for args, status, msg in [
     (("run", "-c", NO_FILE, "--admin", "bogus"), 2, "invalid value 'bogus' for option --admin (ADDR:PORT, unix:/PATH"),
     # a link-local admin address, refused as the config's admin is (it failed at bind: EINVAL)
     (("run", "-c", NO_FILE, "--admin", "[fe80::1]:9901"), 2,
-     "hashlb run: --admin: '[fe80::1]:9901' is a link-local address, usable only with a zone"),
+     "hashlb run: invalid value '[fe80::1]:9901' for option --admin: a link-local address, "
+     "usable only with a zone"),
     # but an option that sizes nothing only warns: a command line that started hashlb (a unit
     # file, an upgrade in place re-running it) must start it again; here the file's error follows
     (("run", "-c", NO_FILE, "--splice-after", "off", "--pipe-size", "8192"), 1,
@@ -334,9 +335,26 @@ for args, status, msg in [
      "admin endpoint at unix:/nonexistent/hashlb.sock:"),
     (("ctl", "--admin", "localhost", "status"), 2, "(HOST:PORT, [V6]:PORT or unix:/PATH)"),
     # unix:PATH given, the path wrong: said as the config says it (it was told to give unix:/PATH)
+    # and the one condition it fails said (both were: "must be absolute and shorter than 108")
     (("ctl", "--admin", "unix:admin.sock", "status"), 2,
-     "hashlb ctl: invalid value 'unix:admin.sock' for option --admin: a Unix socket path must "
-     "be absolute and shorter than 108 bytes\n"),
+     "hashlb ctl: invalid value 'unix:admin.sock' for option --admin: the Unix socket path "
+     "'admin.sock' is relative: it must be absolute (unix:/PATH)\n"),
+    (("run", "-c", NO_FILE, "--admin", "unix:admin.sock"), 2,
+     "hashlb run: invalid value 'unix:admin.sock' for option --admin: the Unix socket path "
+     "'admin.sock' is relative: it must be absolute (unix:/PATH)\n"),
+    (("run", "-c", NO_FILE, "--admin", "unix:/" + "x" * 107), 2,
+     "hashlb run: invalid value 'unix:/" + "x" * 107 + "' for option --admin: the Unix socket "
+     "path has 108 bytes: it must be shorter than 108\n"),
+    # one parser for run's --admin and ctl's: ctl took a link-local address (and failed to
+    # connect, EINVAL); a host name is ctl's alone, and run says why (it binds one address)
+    (("ctl", "--admin", "[fe80::1]:9901", "status"), 2,
+     "hashlb ctl: invalid value '[fe80::1]:9901' for option --admin: a link-local address, "
+     "usable only with a zone"),
+    (("run", "-c", NO_FILE, "--admin", "localhost:9901"), 2,
+     "hashlb run: invalid value 'localhost:9901' for option --admin (ADDR:PORT, unix:/PATH "
+     "(absolute, under 108 bytes) or off): a host name: hashlb run listens on one address, "
+     "which a name does not say (localhost may be ::1 and 127.0.0.1): write it in numbers, as "
+     "127.0.0.1:9901; hashlb ctl --admin takes the name\n"),
     # a port alone, as the config's admin key says it (they said only the forms taken, ctl as
     # "--admin: bad admin address", unlike every other option's "invalid value")
     (("run", "-c", NO_FILE, "--admin", "26990"), 2,
@@ -345,7 +363,7 @@ for args, status, msg in [
     (("ctl", "--admin", "26999", "status"), 2,
      "hashlb ctl: invalid value '26999' for option --admin (HOST:PORT, [V6]:PORT or "
      "unix:/PATH): a port alone: write ADDR:26999, as 127.0.0.1:26999\n"),
-    (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "absolute and shorter than 108"),
+    (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "has 108 bytes: it must be shorter"),
     (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
     # -c FILE with admin on port 0: where the running hashlb listens is in its log, not the
     # file (ctl said "cannot reach the admin endpoint at 127.0.0.1:0: Connection refused")

@@ -1329,7 +1329,18 @@ static void test_addresses(void **state)
 		     "      - name: a\n        address: db1\n",
 		     6, 18, "missing ':PORT'");
 	expect_error("admin: 127.0.0.1\n" MINIMAL, 1, 8, "'admin'");
-	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8, "must be absolute");
+	/* the one condition it fails, not both ("must be absolute and shorter than 108 bytes") */
+	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8,
+		     "'admin': the Unix socket path 'relative.sock' is relative: it must be "
+		     "absolute (unix:/PATH)");
+	{
+		char yaml[256];
+
+		snprintf(yaml, sizeof(yaml), "admin: unix:/%0120d\n" MINIMAL, 0);
+		expect_error(yaml, 1, 8,
+			     "'admin': the Unix socket path has 121 bytes: it must be shorter "
+			     "than 108");
+	}
 }
 
 /* --- duplicates and the core build --------------------------------------- */
