@@ -900,6 +900,15 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
 		return "missing ':PORT'";
 	} else if (strchr(s, ':') != colon) {
 		return "an IPv6 address must be written in brackets, as [::1]:PORT";
+	} else if (colon == s && names_ok) { /* ":9901", as a listen directive elsewhere */
+		port = colon + 1;
+		snprintf(buf, len, "no host before ':%s': write one, as 127.0.0.1:%s", port, port);
+	} else if (colon == s) { /* nginx's and Go's ":8080": every address; said how here */
+		port = colon + 1;
+		snprintf(buf, len,
+			 "no address before ':%s': write one, as 127.0.0.1:%s, or 0.0.0.0:%s "
+			 "for every IPv4 address, [::]:%s for every address (IPv4 too)",
+			 port, port, port, port);
 	} else {
 		port = colon + 1;
 		if (names_ok)

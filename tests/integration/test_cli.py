@@ -355,6 +355,8 @@ for args, status, msg in [
      "(absolute, under 108 bytes) or off): a host name: hashlb run listens on one address, "
      "which a name does not say (localhost may be ::1 and 127.0.0.1): write it in numbers, as "
      "127.0.0.1:9901; hashlb ctl --admin takes the name\n"),
+    (("run", "-c", NO_FILE, "--admin", ":9901"), 2, "no address before ':9901': write one, "
+     "as 127.0.0.1:9901, or 0.0.0.0:9901 for every IPv4 address, [::]:9901 for every address"),
     # a port alone, as the config's admin key says it (they said only the forms taken, ctl as
     # "--admin: bad admin address", unlike every other option's "invalid value")
     (("run", "-c", NO_FILE, "--admin", "26990"), 2,

@@ -1341,6 +1341,16 @@ static void test_addresses(void **state)
 			     "'admin': the Unix socket path has 121 bytes: it must be shorter "
 			     "than 108");
 	}
+	/* ":PORT" (nginx's, Go's every address): what to write, not "'' is not a numeric IPv4
+	 * address" */
+	expect_error("services:\n  - name: web\n    listen: :26100\n", 3, 13,
+		     "':26100' is not a valid address: no address before ':26100': write one, as "
+		     "127.0.0.1:26100, or 0.0.0.0:26100 for every IPv4 address, [::]:26100 for "
+		     "every address (IPv4 too)");
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - name: a\n        address: :80\n",
+		     6, 18, "':80' is not a valid address: no host before ':80': write one, as "
+		     "127.0.0.1:80");
 }
 
 /* --- duplicates and the core build --------------------------------------- */
