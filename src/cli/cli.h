@@ -30,8 +30,9 @@ struct cli_command {
 #define CLI_EXIT_USAGE_HELP                                                      \
 	"  2 on a usage error, before anything is done: an unknown option or\n"  \
 	"  command, an option value or argument that is missing, malformed or\n" \
-	"  out of range, or an option that does not apply to what the command\n" \
-	"  does; the message names the option or argument.\n"
+	"  out of range, an option that takes one value given twice, or an\n"    \
+	"  option that does not apply to what the command does; the message\n"   \
+	"  names the option or argument.\n"
 
 /*
  * The ERRORS section of every command's --help: a format of the command's
@@ -91,12 +92,10 @@ int cli_admin_parse(const char *name, const char *value,
 		    int (*resolve)(const char *value, struct sockaddr_storage *, socklen_t *),
 		    struct sockaddr_storage *ret_addr, socklen_t *ret_len);
 /*
- * The value <arg> of a config option (-c or --config, <name> as typed) into
- * *<path>, which holds the one given before (NULL: none); 0, or 2 on a usage
- * error, printed as cli_bad_value(): an empty one (a unit's -c ${HASHLB_CONFIG}
- * with the variable unset) names no file, and was read as "FILE: error: cannot
- * open", exit 1, with no file named; and a second one is refused by name, since
- * every command reads one file (the last one given was read, the first ignored).
+ * The value <arg> of a config option (-c or --config, <name> as typed) into *<path>; 0, or 2
+ * on a usage error, printed as cli_bad_value(): an empty one (a unit's -c ${HASHLB_CONFIG}
+ * with the variable unset) names no file, and was read as "FILE: error: cannot open", exit 1,
+ * with no file named. A second -c is cli_getopt()'s to refuse, as any option's.
  */
 int cli_config_path(const char *name, const char *arg, const char **path);
 /*
@@ -104,10 +103,14 @@ int cli_config_path(const char *name, const char *arg, const char **path);
  * <optstring> starts with ':' (after a '+', if any). Returns the option, or
  * -1 at the end, or '?' once the refusal is printed (a usage error). The
  * option as typed ("--seed" or "-S") goes into <ret_name>
- * (CLI_OPT_NAME_MAX bytes).
+ * (CLI_OPT_NAME_MAX bytes). An option that takes a value and is given one
+ * again since cli_set_command() ("-s a -s b", "-c a.yaml --config=b.yaml")
+ * is refused so, naming both values: the last one was taken, the first
+ * dropped unsaid. Unless its code is one of <repeatable> (0-terminated, or
+ * NULL: none), an option that adds to a list (--down a --down b).
  */
 int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
-	       char *ret_name);
+	       const int *repeatable, char *ret_name);
 /*
  * The commands that take "-c FILE" and no argument: 0 when <path> is given and
  * argv[optind..] is empty; otherwise say which is wrong and return 2 (a usage error).

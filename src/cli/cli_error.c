@@ -18,9 +18,18 @@
  */
 static const char *cli_command;
 
+/*
+ * The value each option that takes one was given, by the code getopt returns for it (NULL:
+ * not yet): one command line's, from cli_set_command() on, through every cli_getopt() call
+ * (ctl reads its options before and after the command in several).
+ */
+#define OPT_CODES 0x300
+static const char *opt_given[OPT_CODES];
+
 void cli_set_command(const char *cmd)
 {
 	cli_command = cmd;
+	memset(opt_given, 0, sizeof(opt_given));
 }
 
 void cli_error(const char *fmt, ...)
@@ -111,12 +120,7 @@ int cli_config_path(const char *name, const char *arg, const char **path)
 		cli_bad_value(name, arg, "a file name: an empty one names none");
 		return 2;
 	}
-	if (*path) {
-		cli_error("option %s given twice ('%s', then '%s'): give one config file\n", name,
-			  *path, arg);
-		return 2;
-	}
-	*path = arg;
+	*path = arg; /* a second one is refused by cli_getopt() */
 	return 0;
 }
 
@@ -243,8 +247,35 @@ static void bad_option(int c, char **argv, const char *optstring, const struct o
 	}
 }
 
+/*
+ * Whether option <c> (named <name>), given <arg>, was given a value before, said if so (a
+ * usage error): the last one was taken, the first dropped unsaid ("-s a -s b"), unless it
+ * is one of <repeatable>, which adds to a list.
+ */
+static bool given_twice(int c, const char *name, const char *arg, const int *repeatable,
+			const struct option *longopts)
+{
+	bool config = false;
+
+	for (const int *r = repeatable; r && *r; r++)
+		if (*r == c)
+			return false;
+	if (c < 0 || c >= OPT_CODES)
+		return false;
+	if (!opt_given[c]) {
+		opt_given[c] = arg;
+		return false;
+	}
+	for (const struct option *o = longopts; o->name; o++)
+		config |= o->val == c && !strcmp(o->name, "config");
+	/* every command reads one config file */
+	cli_error("option %s given twice ('%s', then '%s'): give %s\n", name, opt_given[c], arg,
+		  config ? "one config file" : "it once");
+	return true;
+}
+
 int cli_getopt(int argc, char **argv, const char *optstring, const struct option *longopts,
-	       char *ret_name)
+	       const int *repeatable, char *ret_name)
 {
 	const char *s = optstring;
 	int li = -1, c;
@@ -263,5 +294,7 @@ int cli_getopt(int argc, char **argv, const char *optstring, const struct option
 		snprintf(ret_name, CLI_OPT_NAME_MAX, "--%s", longopts[li].name);
 	else
 		snprintf(ret_name, CLI_OPT_NAME_MAX, "-%c", c);
+	if (optarg && given_twice(c, ret_name, optarg, repeatable, longopts))
+		return '?';
 	return c;
 }

@@ -297,7 +297,7 @@ int cmd_check(int argc, char **argv)
 	bool quiet = false;
 	int opt, r = 0;
 
-	while ((opt = cli_getopt(argc, argv, ":c:qh", longopts, name)) != -1) {
+	while ((opt = cli_getopt(argc, argv, ":c:qh", longopts, NULL, name)) != -1) {
 		switch (opt) {
 		case 'c':
 			if (cli_config_path(name, optarg, &path))

@@ -1045,7 +1045,7 @@ static int ctl_options_after(int argc, char **argv, int from, const char *optstr
 		/* this element, and the next as its value if it takes one */
 		optind = 0;
 		do {
-			c = cli_getopt(one[2] ? 3 : 2, one, optstring, opts, name);
+			c = cli_getopt(one[2] ? 3 : 2, one, optstring, opts, NULL, name);
 			r = c == -1 ? 0 : ctl_option(c, optarg, name, o);
 			if (r)
 				return r < 0 ? -1 : -r;
@@ -1083,7 +1083,7 @@ int cmd_ctl(int argc, char **argv)
 
 	optind = 1;
 	/* '+': options stop at the command; those after it are parsed below. */
-	while ((c = cli_getopt(argc, argv, "+:a:c:js:t:h", opts, name)) != -1) {
+	while ((c = cli_getopt(argc, argv, "+:a:c:js:t:h", opts, NULL, name)) != -1) {
 		ret = ctl_option(c, optarg, name, &o);
 		if (ret)
 			return ret < 0 ? 0 : ret;

@@ -313,6 +313,7 @@ int cmd_lookup(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
+	static const int repeatable[] = { TABLE_ARGS_REPEATABLE, 0 };
 	enum hashlb_key key = HASHLB_KEY_SRC_IP;
 	struct hashlb_src_prefix prefix = { 32, 128 };
 	struct hashlb_table *t = NULL;
@@ -330,8 +331,8 @@ int cmd_lookup(int argc, char **argv)
 
 	table_args_init(&a);
 	a.has_service = true; /* --service, with -c */
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts, name)) !=
-	       -1) {
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts,
+				 repeatable, name)) != -1) {
 		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
 			return 2;

@@ -221,7 +221,7 @@ static int run(int argc, char **argv, char *const *again)
 
 	dopts.argv = again;
 	optind = 1;
-	while ((c = cli_getopt(argc, argv, ":c:w:h", opts, name)) != -1) {
+	while ((c = cli_getopt(argc, argv, ":c:w:h", opts, NULL, name)) != -1) {
 		switch (c) {
 		case 'c':
 			if (cli_config_path(name, optarg, &path))

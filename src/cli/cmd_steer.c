@@ -770,6 +770,8 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	/* --down, --backend, --vip and --drain add to their lists */
+	static const int repeatable[] = { TABLE_ARGS_REPEATABLE, 'b', 0x200, 0x201, 0 };
 	static const char *const action_names[] = { NULL, "--update", "--stats", "--detach" };
 	char **backend_args = calloc((size_t)argc, sizeof(char *));
 	const char *attach_opt = NULL; /* the last option that only attaching takes */
@@ -785,7 +787,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	if (!backend_args)
 		return -ENOMEM;
 	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "i:b:k:c:h", longopts,
-				 name)) != -1) {
+				 repeatable, name)) != -1) {
 		r = table_args_option(&a->table, opt, name, optarg);
 		if (r < 0)
 			goto usage;

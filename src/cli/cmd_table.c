@@ -146,6 +146,7 @@ int cmd_table(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
+	static const int repeatable[] = { TABLE_ARGS_REPEATABLE, 0 };
 	struct hashlb_table *t = NULL;
 	struct table_args a;
 	bool dump = false, json = false;
@@ -154,7 +155,8 @@ int cmd_table(int argc, char **argv)
 	int opt, r;
 
 	table_args_init(&a);
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "h", longopts, name)) != -1) {
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "h", longopts, repeatable,
+				 name)) != -1) {
 		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
 			return 2;

@@ -41,6 +41,8 @@ struct table_args {
 		"max-bytes", required_argument, NULL, 0x100                                     \
 	}
 #define TABLE_ARGS_SHORTOPTS "s:v:m:S:d:"
+/* The one of them that may be given again (cli_getopt()): --down adds to the list. */
+#define TABLE_ARGS_REPEATABLE 'd'
 
 void table_args_init(struct table_args *a);
 /*

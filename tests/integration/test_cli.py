@@ -455,6 +455,38 @@ for args, status, msg in [
       (("steer", "-c", "a.yaml", "-c", "b.yaml"), 2, "hashlb steer: option -c given twice"),
       (("ctl", "-c", "a.yaml", "status", "-c", "b.yaml"), 2,
        "hashlb ctl: option -c given twice")),
+    # and so is any option that takes one value, in every command and form: the last one was
+    # taken, the first dropped unsaid ("ctl -s a ... -s b" acted on b, "run -w 2 --workers 4"
+    # ran 4 workers)
+    *(((*args,), 2, f"hashlb {args[0]}: option {opt} given twice ('{a}', then '{b}'): "
+       "give it once\n")
+      for args, opt, a, b in (
+          (("run", "-c", NO_FILE, "-w", "2", "--workers=4"), "--workers", "2", "4"),
+          (("run", "-c", NO_FILE, "--admin", "off", "--admin", "127.0.0.1:0"), "--admin", "off",
+           "127.0.0.1:0"),
+          (("run", "-c", NO_FILE, "--log-level", "warn", "--log-level", "debug"), "--log-level",
+           "warn", "debug"),
+          (("ctl", "-s", "a", "status", "-s", "b"), "-s", "a", "b"),
+          (("ctl", "--service", "a", "table", "-sb"), "-s", "a", "b"),
+          (("ctl", "-a", "127.0.0.1:1", "status", "--admin", "127.0.0.1:2"), "--admin",
+           "127.0.0.1:1", "127.0.0.1:2"),
+          (("ctl", "--pid", "1", "reload", "--pid=2"), "--pid", "1", "2"),
+          (("ctl", "--vip", "10.0.0.1:80", "lookup", "--vip", "10.0.0.2:80", "1.2.3.4"), "--vip",
+           "10.0.0.1:80", "10.0.0.2:80"),
+          (("ctl", "-t", "5", "-t", "6", "status"), "-t", "5", "6"),
+          (("lookup", "-k", "src-ip", "--key", "4-tuple", "10.0.0.1", "a"), "--key", "src-ip",
+           "4-tuple"),
+          (("lookup", "--vip", "10.0.0.1:80", "--vip", "10.0.0.2:80", "10.0.0.1", "a"), "--vip",
+           "10.0.0.1:80", "10.0.0.2:80"),
+          (("lookup", "-c", "a.yaml", "--service", "x", "--service", "y", "10.0.0.1"),
+           "--service", "x", "y"),
+          (("table", "-S", "1", "--seed", "2", "a", "b"), "--seed", "1", "2"),
+          (("table", "-s", "ring", "-s", "maglev", "a"), "-s", "ring", "maglev"),
+          (("steer", "-i", "lo", "-i", "hlb-no-such0", "--stats"), "-i", "lo", "hlb-no-such0"),
+          (("steer", "-c", "a.yaml", "--service", "x", "--service", "y"), "--service", "x", "y"),
+          # (an interface that does not exist: a steer let through attaches nothing)
+          (("steer", "-i", "hlb-no-such0", "--mode", "xdp", "--mode", "tc", *VIP, *BACKEND),
+           "--mode", "xdp", "tc"))),
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 2, "has no port"),
