@@ -58,7 +58,7 @@ static void usage(FILE *f)
 		"                             needs it unless -c gives it; without -c,\n"
 		"                             another key refuses it)\n"
 		"  -n, --pref K               length of the preference list, 1..64 (default 3)\n"
-		"      --json                 print JSON\n"
+		"  -j, --json                 print JSON\n"
 		"  -h, --help                 show this text\n"
 		"\n"
 		"OUTPUT\n"
@@ -307,7 +307,7 @@ int cmd_lookup(int argc, char **argv)
 		{ "ipv6-prefix", required_argument, NULL, 0x205 },
 		{ "vip", required_argument, NULL, 0x202 },
 		{ "pref", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 0x201 },
+		{ "json", no_argument, NULL, 'j' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "service", required_argument, NULL, 0x203 },
 		{ "help", no_argument, NULL, 'h' },
@@ -331,7 +331,7 @@ int cmd_lookup(int argc, char **argv)
 
 	table_args_init(&a);
 	a.has_service = true; /* --service, with -c */
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:h", longopts,
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "k:n:c:jh", longopts,
 				 repeatable, name)) != -1) {
 		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
@@ -369,7 +369,7 @@ int cmd_lookup(int argc, char **argv)
 		case 0x202:
 			vip = optarg;
 			break;
-		case 0x201:
+		case 'j':
 			json = true;
 			break;
 		case 'h':

@@ -101,7 +101,7 @@ static void usage(FILE *f)
 		"      --update               replace the table of the program attached to IFACE\n"
 		"                             (not one a live hashlb run drives)\n"
 		"      --stats                print the program's counters\n"
-		"      --json                 with --stats: print JSON\n"
+		"  -j, --json                 with --stats: print JSON\n"
 		"      --detach               detach the program attached to IFACE (not one a\n"
 		"                             live hashlb run or foreground hashlb steer drives)\n"
 		"  -h, --help                 show this text\n"
@@ -763,7 +763,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		{ "keep", no_argument, NULL, 0x206 },
 		{ "update", no_argument, NULL, 0x207 },
 		{ "stats", no_argument, NULL, 0x208 },
-		{ "json", no_argument, NULL, 0x209 },
+		{ "json", no_argument, NULL, 'j' },
 		{ "detach", no_argument, NULL, 0x20a },
 		{ "config", required_argument, NULL, 'c' },
 		{ "service", required_argument, NULL, 0x20b },
@@ -779,14 +779,14 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	char name[CLI_OPT_NAME_MAX],
 		key_opt[CLI_OPT_NAME_MAX] = "", prefix_opt[CLI_OPT_NAME_MAX] = "",
 		backend_opt[CLI_OPT_NAME_MAX] = "", config_opt[CLI_OPT_NAME_MAX] = "",
-		iface_opt[CLI_OPT_NAME_MAX] = "", why[256];
+		iface_opt[CLI_OPT_NAME_MAX] = "", json_opt[CLI_OPT_NAME_MAX] = "", why[256];
 	uint32_t n_backend_args = 0;
 	uint64_t v;
 	int opt, r;
 
 	if (!backend_args)
 		return -ENOMEM;
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "i:b:k:c:h", longopts,
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "i:b:k:c:jh", longopts,
 				 repeatable, name)) != -1) {
 		r = table_args_option(&a->table, opt, name, optarg);
 		if (r < 0)
@@ -900,8 +900,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->action = act;
 			break;
 		}
-		case 0x209:
+		case 'j':
 			a->json = true;
+			snprintf(json_opt, sizeof(json_opt), "%s", name);
 			break;
 		case 'c':
 			if (cli_config_path(name, optarg, &a->config_path))
@@ -925,7 +926,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 	}
 	/* What an action does not use is a mistake to say, not to ignore. */
 	if (a->json && a->action != ACT_STATS) {
-		cli_error("--json applies only with --stats\n");
+		cli_error("%s applies only with --stats\n", json_opt);
 		goto usage;
 	}
 	if (attach_opt && a->action != ACT_RUN) {

@@ -30,7 +30,7 @@ static void usage(FILE *f)
 		   "      --dump                 print the whole table instead: one line per\n"
 		   "                             Maglev slot (\"SLOT NAME\") or ring point\n"
 		   "                             (\"POSITION NAME\", position in hex)\n"
-		   "      --json                 print the summary as JSON\n"
+		   "  -j, --json                 print the summary as JSON\n"
 		   "  -h, --help                 show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
@@ -142,7 +142,7 @@ int cmd_table(int argc, char **argv)
 	static const struct option longopts[] = {
 		TABLE_ARGS_LONGOPTS,
 		{ "dump", no_argument, NULL, 0x200 },
-		{ "json", no_argument, NULL, 0x201 },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -151,11 +151,11 @@ int cmd_table(int argc, char **argv)
 	struct table_args a;
 	bool dump = false, json = false;
 	double ms = 0;
-	char name[CLI_OPT_NAME_MAX];
+	char name[CLI_OPT_NAME_MAX], json_opt[CLI_OPT_NAME_MAX] = "";
 	int opt, r;
 
 	table_args_init(&a);
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "h", longopts, repeatable,
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "jh", longopts, repeatable,
 				 name)) != -1) {
 		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
@@ -166,8 +166,9 @@ int cmd_table(int argc, char **argv)
 		case 0x200:
 			dump = true;
 			break;
-		case 0x201:
+		case 'j':
 			json = true;
+			snprintf(json_opt, sizeof(json_opt), "%s", name);
 			break;
 		case 'h':
 			usage(stdout);
@@ -181,7 +182,7 @@ int cmd_table(int argc, char **argv)
 		return 2;
 	}
 	if (dump && json) { /* --dump prints no summary */
-		cli_error("--json does not apply with --dump\n");
+		cli_error("%s does not apply with --dump\n", json_opt);
 		return 2;
 	}
 	r = table_args_backends(&a, argv + optind, (size_t)(argc - optind));
