@@ -247,7 +247,10 @@ static const struct hashlb_backend_cfg *backend_named(const struct named *ix, co
 
 /*
  * Append "svc/backend:was->now" to <buf> (at *o, up to <size>), or
- * ":+now" for a backend that came, ":-was" for one that went. A change
+ * ":+now" for a backend that came, ":-was" for one that went. A backend's
+ * name may hold ',' and ':', the list's separators (a service's neither):
+ * it is then in double quotes, which no name holds, as hashlb lookup quotes
+ * one in its list (t/"a,b":..., not t/a,b:..., read as two changes). A change
  * that does not fit whole is left out, it and those after it, and the list
  * ends with ",...": cut, its last one read as another address (127.0.0.1
  * of 127.0.0.117). The log's backends= counts them all.
@@ -256,7 +259,8 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 			const struct hashlb_backend_cfg *was, const struct hashlb_backend_cfg *now)
 {
 	char a[HASHLB_ADDR_STRLEN], b[HASHLB_ADDR_STRLEN], what[2 * HASHLB_ADDR_STRLEN + 4];
-	char entry[3 * HASHLB_NAME_MAX + sizeof(what) + 8]; /* svc/NAME@ADDR:what */
+	char entry[3 * HASHLB_NAME_MAX + sizeof(what) + 8]; /* svc/"NAME@ADDR":what */
+	const char *q;
 	int n;
 
 	if (*o >= size)
@@ -269,7 +273,8 @@ static void note_change(char *buf, size_t size, size_t *o, const char *svc, cons
 		snprintf(what, sizeof(what), "%s->%s", a, b);
 	else
 		snprintf(what, sizeof(what), "%c%s", now ? '+' : '-', now ? b : a);
-	n = snprintf(entry, sizeof(entry), "%s%s/%s:%s", *o ? "," : "", svc, name, what);
+	q = strpbrk(name, ",:") ? "\"" : "";
+	n = snprintf(entry, sizeof(entry), "%s%s/%s%s%s:%s", *o ? "," : "", svc, q, name, q, what);
 	if (n > 0 && (size_t)n < sizeof(entry) && *o + (size_t)n + sizeof(CHANGES_MORE) <= size) {
 		memcpy(buf + *o, entry, (size_t)n + 1);
 		*o += (size_t)n;

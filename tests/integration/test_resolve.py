@@ -20,7 +20,7 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (HASHLB, Backend, Names, backends_on_one_port, check, client_ip, connect,
-                    read_line, run_tests, tmpfile, wait_until, who)
+                    logfmt_fields, read_line, run_tests, tmpfile, wait_until, who)
 
 
 
@@ -376,6 +376,26 @@ def lookup_in(names, cfg_path, clients):
                        capture_output=True, text=True, timeout=60)
     check(p.returncode == 0, f"hashlb lookup -c resolves the each_address name: {p.stderr}")
     return {l.split()[0]: l.split()[1] for l in p.stdout.splitlines()}
+
+
+def change_of_a_name_with_a_comma_is_one():
+    """The changed= list of a resolve_every round names a backend whose name holds a comma or a
+    colon (the list's separators) in double quotes, as hashlb lookup's list does: "x,y" moved
+    read as two changes, t/x and y:127.0.0.41:7->127.0.0.43:7, before."""
+    need_unshare()
+    names = Names("comma", "127.0.0.41 pool\n127.0.0.42 other\n127.0.0.45 third\n")
+    cfg = "resolve_every: 1s\n" + config([("x,y", "pool:7"), ("z", "other:7"), ("u:v", "third:7")],
+                                         health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    names.set_hosts("127.0.0.43 pool\n127.0.0.44 other\n127.0.0.46 third\n")
+    check(lb.wait_log(r"names resolved to new addresses, applied", timeout=15), "applied")
+    line = next(l for l in lb.log if "names resolved to new addresses, applied" in l)
+    listed = re.findall(r'(?:[^,"]|"[^"]*")+', logfmt_fields(line).get("changed", ""))
+    want = ['t/"x,y":127.0.0.41:7->127.0.0.43:7', "t/z:127.0.0.42:7->127.0.0.44:7",
+            't/"u:v":127.0.0.45:7->127.0.0.46:7']
+    check("backends=3 " in line and listed == want,
+          f"three changes, each name whole: {listed}, want {want}: {line}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def each_address_follows_the_name():
@@ -1048,7 +1068,7 @@ def failed_reload_keeps_the_round():
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place, renamed_host_of_the_same_address_is_logged,
-           many_changes_logged_whole,
+           many_changes_logged_whole, change_of_a_name_with_a_comma_is_one,
            each_address_follows_the_name, each_address_after_a_name,
            each_address_of_one_address_closed,
            source_family_picks_the_address, link_local_name_is_refused, resolver_not_answering,
