@@ -1043,6 +1043,12 @@ static void warn_max_conns(const struct hlb_daemon *d)
 
 static uint32_t listener_count(const struct hlb_daemon *d);
 
+/* hlb_plural() of a word that takes "es": "1 address", "2 addresses" (not "address(es)"). */
+static const char *plural_es(uint64_t n)
+{
+	return *hlb_plural(n) ? "es" : "";
+}
+
 /*
  * The connection cap in force, at start and when a reload changes it: the
  * "file descriptor limit" line gives it before the listeners' and health
@@ -1601,8 +1607,8 @@ static void upgrade_exited(struct hlb_daemon *d, int fd, uint32_t events, void *
 		"upgrade failed: the new hashlb exited before it was ready, "
 		"this one goes on serving",
 		"pid=%d %s", (int)pid, how);
-	hlb_notify("STATUS=upgrade failed (pid %d), listening on %u address(es)", (int)pid,
-		   listener_count(d));
+	hlb_notify("STATUS=upgrade failed (pid %d), listening on %u address%s", (int)pid,
+		   listener_count(d), plural_es(listener_count(d)));
 	d->up_failed_pid = pid;
 	snprintf(d->up_failed_how, sizeof(d->up_failed_how), "exited before it was ready, %s", how);
 	upgrade_end(d);
@@ -1992,8 +1998,8 @@ static void handle_signals(struct hlb_daemon *d)
 			notify_reloading();
 			d->hooks.reload(d, d->hooks.arg);
 			/* a failed reload keeps the old config serving: ready either way */
-			hlb_notify("READY=1\nSTATUS=listening on %u address(es)",
-				   listener_count(d));
+			hlb_notify("READY=1\nSTATUS=listening on %u address%s", listener_count(d),
+				   plural_es(listener_count(d)));
 			break;
 		case SIGUSR1:
 			hlb_log(HLB_LOG_WARN, "SIGUSR1 ignored",
@@ -2109,8 +2115,8 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		resync_watch(d); /* before READY, which the old one answers on it */
 		upgrade_ready(d); /* the old process tells the service manager */
 	} else {
-		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address(es)", (int)getpid(),
-			   listener_count(d));
+		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address%s", (int)getpid(),
+			   listener_count(d), plural_es(listener_count(d)));
 	}
 
 	while (!hlb_proxy_done(d->proxy)) {

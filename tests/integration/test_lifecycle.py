@@ -737,7 +737,7 @@ def systemd_notify():
     # its "listening" line came before READY=1; our reader of its log may lag behind
     check(lb.wait_log("msg=listening") and who(lb.addr) in ("a", "b", "c"),
           "serving when it says ready")
-    check("listening on 1 address" in msg.get("STATUS", ""), f"a status line: {msg}")
+    check(msg.get("STATUS") == "listening on 1 address", f"a status line: {msg}")
     lb.proc.send_signal(signal.SIGHUP)
     msg, _ = ns.next()
     check(msg.get("RELOADING") == "1" and msg.get("MONOTONIC_USEC", "").isdigit(),
