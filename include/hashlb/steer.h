@@ -332,9 +332,6 @@ int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_s
 /* What is read for address family <family>'s table, for messages: "/proc/net/arp"... */
 const char *hashlb_steer_neigh_source(int family);
 
-/* How many times <n> read a table (at most one a family). */
-unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n);
-
 /* Whether this build has kernel steering. */
 bool hashlb_steer_supported(void);
 

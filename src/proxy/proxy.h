@@ -47,7 +47,6 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		  struct hlb_proxy **ret_proxy, struct hashlb_error *err);
 /* Start the worker threads; each sets up its ring and buffers first. */
 int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err);
-uint32_t hlb_proxy_workers(const struct hlb_proxy *p);
 /* An eventfd that becomes readable when a worker exits (after hlb_proxy_drain(), or failed). */
 int hlb_proxy_exit_fd(const struct hlb_proxy *p);
 /*

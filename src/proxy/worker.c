@@ -1177,11 +1177,6 @@ int hlb_proxy_start(struct hlb_proxy *p, struct hashlb_error *err)
 	return 0;
 }
 
-uint32_t hlb_proxy_workers(const struct hlb_proxy *p)
-{
-	return p->n_workers;
-}
-
 int hlb_proxy_exit_fd(const struct hlb_proxy *p)
 {
 	return p->exit_fd;

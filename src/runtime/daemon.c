@@ -294,11 +294,6 @@ void hlb_daemon_timer_del(struct hlb_daemon *d, struct hlb_daemon_timer *t)
 		watch_kill(d, t->w);
 }
 
-uint32_t hlb_daemon_workers(const struct hlb_daemon *d)
-{
-	return d->n_workers;
-}
-
 struct hlb_rcu *hlb_daemon_rcu(const struct hlb_daemon *d)
 {
 	return d->rcu;
@@ -344,11 +339,6 @@ void hlb_daemon_kick_queues(struct hlb_daemon *d)
 {
 	if (d->proxy)
 		hlb_proxy_kick_queues(d->proxy);
-}
-
-bool hlb_daemon_stopping(const struct hlb_daemon *d)
-{
-	return d->stopping;
 }
 
 void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *hooks)

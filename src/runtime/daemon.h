@@ -136,7 +136,6 @@ bool hlb_daemon_failed(const struct hlb_daemon *d);
 void hlb_daemon_stop(struct hlb_daemon *d);
 void hlb_daemon_free(struct hlb_daemon *d); /* accepts NULL */
 
-uint32_t hlb_daemon_workers(const struct hlb_daemon *d);
 struct hlb_rcu *hlb_daemon_rcu(const struct hlb_daemon *d);
 const char *hlb_daemon_config_path(const struct hlb_daemon *d);
 /* A process-wide increasing number for the next snapshot's generation. */
@@ -161,7 +160,6 @@ void hlb_daemon_admin_fds(struct hlb_daemon *d, uint32_t n);
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
 /* What gives clients waiting in the queues room changed: hlb_proxy_kick_queues(). */
 void hlb_daemon_kick_queues(struct hlb_daemon *d);
-bool hlb_daemon_stopping(const struct hlb_daemon *d);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
  * that takes over (GET /sockets?taker=PID); <addrs>[i] "ADDR SERVICE" of fds[i]. None once
  * stopping. Giving any to a <taker> (its pid; 0: unknown, someone by hand) counts as handing

@@ -150,16 +150,6 @@ void hlb_backend_counters_add(struct hlb_backend_counters *sum,
 	sum->connect_us_sum += c->connect_us_sum;
 }
 
-uint64_t hlb_backend_connect_failures(const struct hlb_backend *b)
-{
-	uint64_t n = 0;
-
-	for (uint32_t i = 0; i < b->n_workers; i++)
-		n += atomic_load_explicit(&b->wstats[i].connect_fail, memory_order_relaxed) +
-		     atomic_load_explicit(&b->wstats[i].connect_timeout, memory_order_relaxed);
-	return n;
-}
-
 static void snapshot_settings(struct hlb_snapshot *s, const struct hashlb_service_cfg *cfg)
 {
 	s->key = cfg->key;

@@ -355,9 +355,6 @@ void hlb_backend_counters_read(const struct hlb_backend *b, struct hlb_backend_c
 /* Add <c> to <sum>, field by field (the gauge <active> too). */
 void hlb_backend_counters_add(struct hlb_backend_counters *sum,
 			      const struct hlb_backend_counters *c);
-/* Its connect failures and timeouts, summed: what the pool's tick reads of
- * every backend, without the rest of hlb_backend_counters_read(). */
-uint64_t hlb_backend_connect_failures(const struct hlb_backend *b);
 
 /*
  * A forwarding worker's bounded resources, for /metrics

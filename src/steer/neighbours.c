@@ -42,7 +42,6 @@ struct hashlb_steer_neigh {
 	/* the index of the last <dev> an IPv6 lookup named */
 	char dev[IF_NAMESIZE];
 	int dev_ifindex;
-	unsigned reads;
 };
 
 struct hashlb_steer_neigh *hashlb_steer_neigh_new(void)
@@ -57,11 +56,6 @@ void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n)
 	free(n->v4.entries);
 	free(n->v6.entries);
 	free(n);
-}
-
-unsigned hashlb_steer_neigh_reads(const struct hashlb_steer_neigh *n)
-{
-	return n->reads;
 }
 
 const char *hashlb_steer_neigh_source(int family)
@@ -263,7 +257,6 @@ static struct neigh_family *neigh_family(struct hashlb_steer_neigh *n, int fam)
 
 	if (!f->read) {
 		f->read = true;
-		n->reads++;
 		f->error = fam == AF_INET ? neigh4_read(f) : neigh6_read(f);
 		if (f->error < 0)
 			f->n = 0; /* what was read before the error is no table */
