@@ -2405,28 +2405,19 @@ static int name_idx_cmp(const void *a, const void *b)
 	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
 }
 
+/* bsearch()'s: name <key> against entry <e>, each comparison a name read (hlb_match_reads()). */
+static int name_idx_key_cmp(const void *key, const void *e)
+{
+	hlb_match_reads_add(1);
+	return strcmp(key, ((const struct name_idx *)e)->name);
+}
+
 /* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none: the names it
  * compared counted (hlb_match_reads()). */
 static const struct name_idx *name_idx_find(const struct name_idx *sorted, uint32_t n,
 					    const char *name)
 {
-	const struct name_idx *hit = NULL;
-	uint32_t lo = 0, hi = n, reads = 0;
-
-	while (lo < hi && !hit) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, sorted[mid].name);
-
-		reads++;
-		if (c < 0)
-			hi = mid;
-		else if (c > 0)
-			lo = mid + 1;
-		else
-			hit = &sorted[mid];
-	}
-	hlb_match_reads_add(reads);
-	return hit;
+	return bsearch(name, sorted, n, sizeof(*sorted), name_idx_key_cmp);
 }
 
 /* What a reload does with a backend it finds running (service_update()). */
