@@ -47,6 +47,9 @@ struct hlb_pool {
 	uint64_t generation; /* without env.next_generation */
 	struct hlb_pool_service **svcs;
 	uint32_t n_svcs;
+	/* <svcs> sorted by name (services_index()): what hlb_pool_service_find() and a
+	 * reload's matching search, in log n (a scan for each was quadratic in services) */
+	struct name_idx *by_name;
 	struct subscriber *subs;
 	uint32_t n_subs;
 	struct hlb_timer tick;
@@ -2062,6 +2065,46 @@ static int pool_check_sources(const struct hashlb_config *cfg, struct hashlb_err
 	return 0;
 }
 
+/* A backend of a service, or a service, by name: names are unique in a service, and in a pool. */
+struct name_idx {
+	const char *name;
+	uint32_t j;
+};
+
+static int name_idx_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
+}
+
+/* bsearch()'s: name <key> against entry <e>. */
+static int name_idx_key_cmp(const void *key, const void *e)
+{
+	return strcmp(key, ((const struct name_idx *)e)->name);
+}
+
+/* name_idx_key_cmp(), the comparison a name read matching a config (hlb_match_reads()). */
+static int name_idx_key_cmp_counted(const void *key, const void *e)
+{
+	hlb_match_reads_add(1);
+	return name_idx_key_cmp(key, e);
+}
+
+/* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none: the names it
+ * compared counted (hlb_match_reads()). */
+static const struct name_idx *name_idx_find(const struct name_idx *sorted, uint32_t n,
+					    const char *name)
+{
+	return bsearch(name, sorted, n, sizeof(*sorted), name_idx_key_cmp_counted);
+}
+
+/* <p>'s name index (its by_name, room for n_svcs entries made) filled with its services. */
+static void services_index(struct hlb_pool *p)
+{
+	for (uint32_t j = 0; j < p->n_svcs; j++)
+		p->by_name[j] = (struct name_idx){ p->svcs[j]->cfg->name, j };
+	qsort(p->by_name, p->n_svcs, sizeof(*p->by_name), name_idx_cmp);
+}
+
 int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		 const struct hlb_pool_env *env, struct hlb_pool **ret_pool,
 		 struct hashlb_error *err)
@@ -2083,7 +2126,10 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 		p->env.n_workers = 1;
 	hlb_timer_init(&p->tick, pool_tick, p);
 	p->svcs = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*p->svcs));
-	if (!p->svcs) {
+	p->by_name = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*p->by_name));
+	if (!p->svcs || !p->by_name) {
+		free(p->svcs);
+		free(p->by_name);
 		free(p);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
@@ -2100,6 +2146,7 @@ int hlb_pool_new(const struct hashlb_config *cfg, struct hlb_loop *loop,
 	pool_listen_end(p, ret == 0);
 	if (ret < 0)
 		goto err_free;
+	services_index(p);
 	p->env.handover = NULL; /* the first services' only, not a reload's */
 	handover_free(p);
 	for (uint32_t i = 0; i < p->n_svcs; i++)
@@ -2142,6 +2189,7 @@ void hlb_pool_free(struct hlb_pool *p)
 		retired_free(&p->retired[i]);
 	free(p->retired);
 	free(p->svcs);
+	free(p->by_name);
 	free(p->subs);
 	handover_free(p);
 	free(p);
@@ -2168,12 +2216,20 @@ struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i)
 	return i < p->n_svcs ? p->svcs[i] : NULL;
 }
 
+/* hlb_pool_service_find() for matching a config: the names it compared counted. */
+static struct hlb_pool_service *service_match(struct hlb_pool *p, const char *name)
+{
+	const struct name_idx *hit = name_idx_find(p->by_name, p->n_svcs, name);
+
+	return hit ? p->svcs[hit->j] : NULL;
+}
+
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name)
 {
-	for (uint32_t i = 0; i < p->n_svcs; i++)
-		if (!strcmp(p->svcs[i]->cfg->name, name))
-			return p->svcs[i];
-	return NULL;
+	const struct name_idx *hit =
+		bsearch(name, p->by_name, p->n_svcs, sizeof(*p->by_name), name_idx_key_cmp);
+
+	return hit ? p->svcs[hit->j] : NULL;
 }
 
 struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const char *name)
@@ -2394,32 +2450,6 @@ static void backend_adopt(struct hlb_pool_backend *to, const struct hlb_pool_bac
 	hlb_pool_set_admin(to, from->admin);
 }
 
-/* A backend of a service, or a service, by name: names are unique in a service, and in a pool. */
-struct name_idx {
-	const char *name;
-	uint32_t j;
-};
-
-static int name_idx_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct name_idx *)a)->name, ((const struct name_idx *)b)->name);
-}
-
-/* bsearch()'s: name <key> against entry <e>, each comparison a name read (hlb_match_reads()). */
-static int name_idx_key_cmp(const void *key, const void *e)
-{
-	hlb_match_reads_add(1);
-	return strcmp(key, ((const struct name_idx *)e)->name);
-}
-
-/* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none: the names it
- * compared counted (hlb_match_reads()). */
-static const struct name_idx *name_idx_find(const struct name_idx *sorted, uint32_t n,
-					    const char *name)
-{
-	return bsearch(name, sorted, n, sizeof(*sorted), name_idx_key_cmp);
-}
-
 /* What a reload does with a backend it finds running (service_update()). */
 enum { BACKEND_RETIRED, BACKEND_KEPT, BACKEND_MOVED /* its name at another address */ };
 
@@ -2459,7 +2489,7 @@ static struct name_idx *backends_sorted(const struct hlb_pool_service *s)
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   uint32_t *ret_weights)
 {
-	struct hlb_pool_service *s = hlb_pool_service_find(p, c->name);
+	struct hlb_pool_service *s = service_match(p, c->name);
 	struct name_idx *sorted;
 
 	for (uint32_t i = 0; i < c->n_backends; i++)
@@ -2830,9 +2860,8 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*next));
 	bool *kept = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*kept));
 	bool *fresh = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*fresh));
-	/* the running services by name: a scan of them for each service of
-	 * <cfg> made a reload quadratic in services */
-	struct name_idx *sorted = calloc(p->n_svcs ? p->n_svcs : 1, sizeof(*sorted));
+	/* <cfg>'s services by name, <p>'s index once they run */
+	struct name_idx *by_name = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*by_name));
 	const struct name_idx *hit;
 	struct service_prep *prep = NULL;
 	/* [j]: what retiring the running service j takes, if the reload removes it */
@@ -2841,13 +2870,10 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	int ret = 0;
 	uint32_t i, j;
 
-	if (!next || !kept || !fresh || !sorted || !retiring) {
+	if (!next || !kept || !fresh || !by_name || !retiring) {
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	for (j = 0; j < p->n_svcs; j++)
-		sorted[j] = (struct name_idx){ p->svcs[j]->cfg->name, j };
-	qsort(sorted, p->n_svcs, sizeof(*sorted), name_idx_cmp);
 	ret = pool_check_sources(cfg, err);
 	if (ret < 0)
 		goto out;
@@ -2857,7 +2883,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 
-		hit = name_idx_find(sorted, p->n_svcs, c->name);
+		hit = name_idx_find(p->by_name, p->n_svcs, c->name);
 		j = hit && !kept[hit->j] ? hit->j : p->n_svcs;
 		if (j < p->n_svcs) {
 			kept[j] = true;
@@ -2916,8 +2942,12 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	free(p->svcs);
 	p->svcs = next;
 	p->n_svcs = cfg->n_services;
+	free(p->by_name);
+	p->by_name = by_name;
+	services_index(p);
 	p->cfg = cfg;
 	next = NULL;
+	by_name = NULL;
 out:
 	for (i = 0; prep && i < cfg->n_services; i++)
 		service_prep_free(&prep[i]);
@@ -2926,6 +2956,6 @@ out:
 	free(next);
 	free(kept);
 	free(fresh);
-	free(sorted);
+	free(by_name);
 	return ret;
 }
