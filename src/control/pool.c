@@ -2274,41 +2274,6 @@ static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct has
 	       a->table.max_bytes == b->table.max_bytes;
 }
 
-/* The port of a listener's address as bound ("127.0.0.1:80", "[::1]:80"; 0: none). */
-static uint16_t bound_port(const char *bound)
-{
-	const char *port = strrchr(bound, ':');
-
-	return port ? (uint16_t)strtoul(port + 1, NULL, 10) : 0;
-}
-
-/* <a>, its port 0 (any) as the listener got it: <port>, if known. */
-static struct sockaddr_storage listen_where(const struct sockaddr_storage *a, uint16_t port)
-{
-	struct sockaddr_storage w = *a;
-
-	if (hashlb_addr_port(a) || !port)
-		return w;
-	if (w.ss_family == AF_INET)
-		((struct sockaddr_in *)&w)->sin_port = htons(port);
-	else if (w.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&w)->sin6_port = htons(port);
-	return w;
-}
-
-/* Whether the reload under way (its listeners committed) moved <s>'s listener from <old>'s
- * address to <c>'s: where it listened and where it listens now compared, port 0 as bound, so
- * that a config naming the port a port-0 listener got, or going back to port 0, which keeps
- * that listener (the daemon's listener_matches()), moves nothing. */
-static bool listen_moved(const struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
-			 const struct hashlb_service_cfg *c)
-{
-	struct sockaddr_storage was = listen_where(&old->listen_addr, s->bound_port_was);
-	struct sockaddr_storage now = listen_where(&c->listen_addr, bound_port(s->rt->bound));
-
-	return !addr_equal(&was, old->listen_addr_len, &now, c->listen_addr_len);
-}
-
 /*
  * Service <s>, kept by the reload under way, goes from <old> to <c>: what of its own
  * changed (its backends aside) counted, and logged. <settings_changed>: those of
@@ -2319,7 +2284,9 @@ static void change_service(struct hlb_pool_service *s, const struct hashlb_servi
 {
 	const struct hashlb_health_cfg *oh = &old->health, *h = &c->health;
 	struct hlb_pool *p = s->pool;
-	bool table = !table_cfg_equal(old, c), listen = listen_moved(s, old, c);
+	/* the daemon's rule, as it matched listeners: a config naming the port a port-0
+	 * listener got, or going back to port 0, keeps that listener and moves nothing */
+	bool table = !table_cfg_equal(old, c), listen = s->rt->listener_moved;
 	/* what the comparisons that decide what the reload redoes leave out: read as they
 	 * go (rise, fall, slow start, close_on_down), or kernel steering's (run_steer) */
 	bool checks = !checks_cfg_equal(oh, h) || oh->rise != h->rise || oh->fall != h->fall ||
@@ -2888,7 +2855,6 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		if (j < p->n_svcs) {
 			kept[j] = true;
 			next[i] = p->svcs[j];
-			next[i]->bound_port_was = bound_port(next[i]->rt->bound);
 		} else {
 			ret = service_new(p, c, &next[i], err);
 			fresh[i] = ret == 0;

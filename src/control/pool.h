@@ -118,9 +118,6 @@ struct hlb_pool_service {
 	struct hlb_backend **gone_held;
 	uint32_t n_gone_held;
 	struct hlb_health_params hp;
-	/* The port its listener was bound to as the reload under way began (0: none), for the
-	 * reload's change line: a config naming the port a port-0 listener got moves nothing. */
-	uint16_t bound_port_was;
 	/* Checks skipped for a fault of ours (the source address gone, no fd):
 	 * logged when the first is, and when checks are made again with none
 	 * skipped for an interval; <skips> counts those of the episode. */

@@ -352,7 +352,9 @@ void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *h
  * address with a port is matched against what listeners are bound to, so a
  * config that names the port a port-0 listener got keeps it. Port 0 ("any
  * free port") keeps the listener the same service had from the same port-0
- * address: a reload that changes nothing must not move a service's port. */
+ * address: a reload that changes nothing must not move a service's port. The
+ * one rule for "the same listener": a service left on another than its own is
+ * said to have moved (hlb_service.listener_moved, the reload's changed=listen). */
 static bool listener_matches(const struct dlistener *dl, const struct sockaddr *addr,
 			     const struct hlb_service *svc)
 {
@@ -658,9 +660,11 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 				dl->next_svc->name, d->n_workers,
 				hlb_listener_inherited(dl->l) ? " socket=inherited" : "",
 				hlb_listener_taken(dl->l));
-		} else if (hlb_listener_service(dl->l) != dl->next_svc) {
-			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		}
+		dl->next_svc->listener_moved =
+			dl->fresh || hlb_listener_service(dl->l) != dl->next_svc;
+		if (!dl->fresh && dl->next_svc->listener_moved)
+			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		snprintf(dl->next_svc->bound, sizeof(dl->next_svc->bound), "%s",
 			 hlb_listener_bound(dl->l));
 		dl->fresh = false;

@@ -621,6 +621,10 @@ struct hlb_service {
 	 * "" if not listening: written by the daemon, read by the admin API, both
 	 * on the control thread. */
 	char bound[64];
+	/* Whether the last transaction of listeners left it on another listener than the one
+	 * it had (a new one, or another service's: listener_matches() in daemon.c said none of
+	 * the listeners was its own), as <bound>: what a reload's "changed=listen" says. */
+	bool listener_moved;
 	void *control; /* the control plane's own state */
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */

@@ -346,8 +346,9 @@ def reloads_say_what_they_changed():
     the others (a reload adding 40 backends writes no 40 lines); a reload that changes
     nothing writes none of them, nor one that names the port a service's port 0 got, or
     goes back to port 0 from it (it listens there already: before, each logged
-    changed=listen). Before, `reloaded` said the config and how many services,
-    and nothing told what a reload had changed."""
+    changed=listen), while one that moves it to another address logs changed=listen.
+    Before, `reloaded` said the config and how many services, and nothing told what a
+    reload had changed."""
     def addr(k):
         return f"127.0.{k >> 8 & 255}.{k & 255}:80"  # never dialled: checks off, no client
 
@@ -426,6 +427,13 @@ def reloads_say_what_they_changed():
            'close_on_return=true close_on_return_was=false'],
           f"close_on_return changed: said: {said}")
     check(counts["backends_changed"] == 1, f"counted: {counts}")
+    # another address: t moves to a listener of its own there, and that is said
+    said, counts = reload(config(closing, health=off + "\nrise: 5", listen="127.0.0.2:0",
+                                 extra="timeouts:\n  idle: 7s"))
+    check([l.split(" ", 2)[2] for l in said] ==
+          ['msg="reload: service changed" service=t changed=listen'] and
+          counts["services_changed"] == 1 and lb.service()["bound"].startswith("127.0.0.2:"),
+          f"t listening elsewhere: said and counted: {said} {counts}")
     check(lb.stop() == 0, "exit 0")
 
 
