@@ -1,6 +1,5 @@
 /* LD_PRELOAD shim for tests: /proc/net/arp gives $HLB_TEST_ARP, then fails with EIO;
  * with $HLB_TEST_NETLINK_FAIL, recv() on a netlink socket fails with ENOBUFS. */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>

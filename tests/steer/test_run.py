@@ -379,13 +379,9 @@ def neighbour_unreadable(topo, servers):
     the table, saying what could not be read, as hashlb steer says it: not as the first
     backend's ("backend 'b1' (10.211.0.11:...): reading the neighbour table of eth0"), which
     reaching it would not help."""
-    import shutil
-    tmp = tempfile.mkdtemp(prefix="hlbrun-")
-    lib = os.path.join(tmp, "neigh_fail.so")
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
-                       "neigh_fail.c")
-    subprocess.run([shutil.which("cc"), "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"],
-                   check=True)
+    lib = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "tests", "integration",
+                       "neigh_fail.so")  # tests/integration/meson.build
+    check(os.path.exists(lib), f"{lib}, built with hashlb")
     arp = "IP address       HW type     Flags       HW address            Mask     Device\n"
     d = Daemon(topo, service(topo, health="{enabled: false}"))
     d.prefix = ["env", f"LD_PRELOAD={lib}", f"HLB_TEST_ARP={arp}",
@@ -398,7 +394,6 @@ def neighbour_unreadable(topo, servers):
               "backend '" not in line, f"neighbour_unreadable: refused as {line!r}")
     finally:
         d.stop()
-        shutil.rmtree(tmp)
 
 
 def hold(topo, n=24):
