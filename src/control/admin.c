@@ -358,6 +358,18 @@ static void upgrade_json(struct hlb_control *ctl, struct hlb_buf *o)
 	hlb_buf_puts(o, "}");
 }
 
+/* /status's object of worker <i>, of resources <s>: a key each (hlb_worker_stats_field()). */
+static void worker_json(struct hlb_buf *o, const struct hlb_worker_stats *s, uint32_t i)
+{
+	const char *key;
+	uint64_t v;
+
+	hlb_buf_puts(o, i ? ",{" : "{");
+	for (unsigned k = 0; (key = hlb_worker_stats_field(s, k, &v)); k++)
+		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, k ? "," : "", key, v);
+	hlb_buf_puts(o, "}");
+}
+
 /* The forwarding workers' resources (struct hlb_worker_stats): JSON array or a line each. */
 static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text)
 {
@@ -367,40 +379,18 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 		hlb_buf_puts(o, "[");
 	for (uint32_t i = 0; ctl->worker_stats && ctl->worker_stats(ctl->daemon, i, &s); i++) {
 		if (text)
-			hlb_buf_printf(
-				o,
-				"worker %u: %" PRIu64 " connection%s; buffers %u/%u in use, %u "
-				"waiting (%" PRIu64 " wait%s); spilled %" PRIu64 " byte%s (%" PRIu64
-				" spill%s); splice pipes %u/%u\n",
-				i, s.connections, hlb_plural(s.connections), s.buffers_in_use,
-				s.buffers, s.buffer_waiters, s.buffer_waits,
-				hlb_plural(s.buffer_waits), s.spilled, hlb_plural(s.spilled),
-				s.spills, hlb_plural(s.spills), s.pipes, s.pipes_max);
+			hlb_buf_printf(o,
+				       "worker %u: %" PRIu64 " connection%s; buffers %" PRIu64
+				       "/%" PRIu64 " in use, %" PRIu64 " waiting (%" PRIu64
+				       " wait%s); spilled %" PRIu64 " byte%s (%" PRIu64
+				       " spill%s); splice pipes %" PRIu64 "/%" PRIu64 "\n",
+				       i, s.connections, hlb_plural(s.connections),
+				       s.buffers_in_use, s.buffers, s.buffer_waiters,
+				       s.buffer_waits, hlb_plural(s.buffer_waits), s.spilled,
+				       hlb_plural(s.spilled), s.spills, hlb_plural(s.spills),
+				       s.pipes, s.pipes_max);
 		else
-			hlb_buf_printf(
-				o,
-				"%s{\"connections\":%" PRIu64
-				",\"buffers\":%u,\"buffers_in_use\":%u"
-				",\"buffer_waiters\":%u,\"buffer_waits\":%" PRIu64
-				",\"buffer_wakeups\":%" PRIu64 ",\"spilled_bytes\":%" PRIu64
-				",\"spilled_bytes_max\":%" PRIu64 ",\"spills\":%" PRIu64
-				",\"splice_pipes\":%u,\"splice_pipes_max\":%u,\"splice_refused\":%" PRIu64
-				",\"accept_errors\":%" PRIu64 ",\"fd_limit\":%" PRIu64
-				",\"connection_cap_pauses\":%" PRIu64 ",\"cq_overflows\":%" PRIu64
-				",\"cq_dropped\":%" PRIu64 ",\"queue_deadline_looks\":%" PRIu64
-				",\"queue_served_woken\":%" PRIu64 ",\"queue_served_tick\":%" PRIu64
-				",\"queue_tries\":%" PRIu64 ",\"resets_taken\":%" PRIu64
-				",\"cancels_by_fd\":%" PRIu64 ",\"queue_looks\":%" PRIu64
-				",\"queue_fingerprint_reads\":%" PRIu64 ",\"log_wakeups\":%" PRIu64
-				",\"turns\":%" PRIu64 ",\"queue_steps\":%" PRIu64 "}",
-				i ? "," : "", s.connections, s.buffers, s.buffers_in_use,
-				s.buffer_waiters, s.buffer_waits, s.buffer_wakeups, s.spilled,
-				s.spill_max, s.spills, s.pipes, s.pipes_max, s.splice_refused,
-				s.accept_errors, s.fd_limit, s.cap_pauses, s.cq_overflows,
-				s.cq_dropped, s.queue_deadline_looks, s.queue_served_woken,
-				s.queue_served_tick, s.queue_tries, s.resets_taken, s.cancels_by_fd,
-				s.queue_looks, s.queue_fp_reads, s.log_wakeups, s.turns,
-				s.queue_steps);
+			worker_json(o, &s, i);
 	}
 	if (!text)
 		hlb_buf_puts(o, "]");

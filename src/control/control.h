@@ -186,5 +186,9 @@ void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);
 void hlb_control_close_waits_free(struct hlb_control *ctl);
 /* Prometheus text exposition of everything (metrics.c). */
 void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *out);
+/* Field <i> of <s>: its value into <ret_value> and its key in /status's "workers" ("turns"),
+ * NULL past the last (metrics.c, which lists them with their families). */
+const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,
+				   uint64_t *ret_value);
 
 #endif

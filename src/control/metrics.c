@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -669,131 +670,147 @@ static unsigned open_fds(void)
 	return n ? n - 1 : 0; /* not the directory's own fd */
 }
 
+/*
+ * The forwarding workers' bounded resources (struct hlb_worker_stats), each once: the field,
+ * its key in /status's "workers" (hlb_worker_stats_field()), and its metric family (a sample
+ * per worker).
+ */
+struct worker_stat {
+	const char *key;
+	struct family_desc fam;
+	size_t off; /* of its uint64_t in struct hlb_worker_stats */
+};
+
+#define WORKER_STAT(field, key, name, type, help)                                   \
+	{                                                                           \
+		key, { name, type, help }, offsetof(struct hlb_worker_stats, field) \
+	}
+
+static const struct worker_stat worker_stats[] = {
+	WORKER_STAT(connections, "connections", "hashlb_worker_connections", "gauge",
+		    "Connections open now on this worker."),
+	WORKER_STAT(buffers, "buffers", "hashlb_worker_buffers", "gauge",
+		    "Receive buffers of this worker (--buffers), shared by its connections."),
+	WORKER_STAT(buffers_in_use, "buffers_in_use", "hashlb_worker_buffers_in_use", "gauge",
+		    "Receive buffers held by connections (data in flight), as of the last 100 ms."),
+	WORKER_STAT(
+		buffer_waiters, "buffer_waiters", "hashlb_worker_buffer_waiters", "gauge",
+		"Directions waiting for a free buffer now (every buffer in use), as of the last "
+		"100 ms."),
+	WORKER_STAT(buffer_waits, "buffer_waits", "hashlb_worker_buffer_waits_total", "counter",
+		    "Times a direction found every buffer in use and waited for one: over 0, "
+		    "consider more --buffers."),
+	WORKER_STAT(
+		buffer_wakeups, "buffer_wakeups", "hashlb_worker_buffer_wakeups_total", "counter",
+		"Times a direction waiting for a buffer was woken to read again, a buffer having "
+		"come back; one that finds none again waits again (counted in the waits)."),
+	WORKER_STAT(pipes, "splice_pipes", "hashlb_worker_splice_pipes", "gauge",
+		    "Directions moving by splice now (a pipe each), as of the last 100 ms."),
+	WORKER_STAT(
+		pipes_max, "splice_pipes_max", "hashlb_worker_splice_pipes_max", "gauge",
+		"The cap on spliced directions (--splice-pipes over the workers; 0: splice off)."),
+	WORKER_STAT(splice_refused, "splice_refused", "hashlb_worker_splice_refused_total",
+		    "counter",
+		    "Directions of bulk streams kept on buffers, each counted once: the splice cap "
+		    "reached, or no pipe to be had."),
+	WORKER_STAT(accept_errors, "accept_errors", "hashlb_worker_accept_errors_total", "counter",
+		    "Accepts that failed (the file descriptor limit, memory): the listener paused "
+		    "100 ms, the clients waiting in its backlog."),
+	WORKER_STAT(spilled, "spilled_bytes", "hashlb_worker_spilled_bytes", "gauge",
+		    "Bytes for destinations that stopped reading, moved out of the buffer pool so "
+		    "that they hold no buffer, as of the last 100 ms."),
+	WORKER_STAT(spill_max, "spilled_bytes_max", "hashlb_worker_spilled_bytes_max", "gauge",
+		    "The cap on those bytes (four times the pool); over it a stopped destination "
+		    "holds its buffers."),
+	WORKER_STAT(spills, "spills", "hashlb_worker_spills_total", "counter",
+		    "Times a direction's destination stopped reading and its data moved out of the "
+		    "pool."),
+	WORKER_STAT(fd_limit, "fd_limit", "hashlb_worker_fd_limit_total", "counter",
+		    "Times the file descriptor limit stopped an accept (the listener paused) or a "
+		    "backend connection (its client reset)."),
+	WORKER_STAT(cap_pauses, "connection_cap_pauses",
+		    "hashlb_worker_connection_cap_pauses_total", "counter",
+		    "Times a listener paused at the connection cap (--max-connections, else what "
+		    "the fd limit allows), its clients waiting in the backlog."),
+	WORKER_STAT(
+		cq_overflows, "cq_overflows", "hashlb_worker_cq_overflows_total", "counter",
+		"Times the worker found completions waiting in the kernel's overflow list: more "
+		"completed between two of its turns than its completion queue holds."),
+	WORKER_STAT(
+		cq_dropped, "cq_dropped", "hashlb_worker_cq_dropped_total", "counter",
+		"Completions the kernel lost, short of memory for its overflow list (the ring's "
+		"own count): any is a fault, the worker stops (docs/dataplane.md)."),
+	WORKER_STAT(queue_deadline_looks, "queue_deadline_looks",
+		    "hashlb_worker_queue_deadline_looks_total", "counter",
+		    "Clients waiting in the queue (timeouts.queue) looked at for their deadline "
+		    "alone, not tried for a backend: about one per client that timed out "
+		    "(docs/dataplane.md, \"Queue\")."),
+	WORKER_STAT(queue_served_woken, "queue_served_woken",
+		    "hashlb_worker_queue_served_woken_total", "counter",
+		    "Clients waiting in the queue sent to a connect when the worker was woken for "
+		    "it: a slot freed, or the control plane changed what gives them room."),
+	WORKER_STAT(queue_served_tick, "queue_served_tick", "hashlb_worker_queue_served_tick_total",
+		    "counter",
+		    "Clients waiting in the queue sent to a connect at a look of the worker's own "
+		    "(its 100 ms tick, the 1 s walk): room it was not woken for."),
+	WORKER_STAT(
+		queue_tries, "queue_tries", "hashlb_worker_queue_tries_total", "counter",
+		"Clients waiting in the queue tried for a backend again: what the queue's walks "
+		"cost, next to the clients they served."),
+	WORKER_STAT(resets_taken, "resets_taken", "hashlb_worker_resets_taken_total", "counter",
+		    "Resets whose error a send of hashlb's waiting to the same socket took (its "
+		    "reader saw an end, not the reset), found and passed on as resets."),
+	WORKER_STAT(cancels_by_fd, "cancels_by_fd", "hashlb_worker_cancels_by_fd_total", "counter",
+		    "Cancels by descriptor a closing connection sent for requests its state did "
+		    "not tell: each one the kernel matches against every request of the worker."),
+	WORKER_STAT(queue_looks, "queue_looks", "hashlb_worker_queue_looks_total", "counter",
+		    "Looks at the queue: when woken for it, at the tick, at a deadline."),
+	WORKER_STAT(queue_fp_reads, "queue_fingerprint_reads",
+		    "hashlb_worker_queue_fingerprint_reads_total", "counter",
+		    "Backends read by those looks to tell whether anything changed for the clients "
+		    "waiting: what a look costs besides the clients it tries."),
+	WORKER_STAT(
+		log_wakeups, "log_wakeups", "hashlb_worker_log_wakeups_total", "counter",
+		"Times the poll on stderr woke the worker while connection log lines waited for "
+		"room: about one per time the reader took bytes."),
+	WORKER_STAT(
+		turns, "turns", "hashlb_worker_turns_total", "counter",
+		"Turns of the worker's loop, each a wait for completions: about ten a second at "
+		"rest (the tick), one per batch of completions under load."),
+	WORKER_STAT(
+		queue_steps, "queue_steps", "hashlb_worker_queue_steps_total", "counter",
+		"Clients waiting in the queue read following its links: those a look tries (and "
+		"the one it stops at); a client that leaves is taken off reading none."),
+};
+
+_Static_assert(sizeof(worker_stats) / sizeof(worker_stats[0]) * sizeof(uint64_t) ==
+		       sizeof(struct hlb_worker_stats),
+	       "every field of struct hlb_worker_stats in worker_stats[]");
+
+const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,
+				   uint64_t *ret_value)
+{
+	if (i >= sizeof(worker_stats) / sizeof(worker_stats[0]))
+		return NULL;
+	memcpy(ret_value, (const char *)s + worker_stats[i].off, sizeof(*ret_value));
+	return worker_stats[i].key;
+}
+
 /* The forwarding workers' bounded resources, a sample per worker in each family. */
 static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
-	static const struct family_desc fams[] = {
-		{ "hashlb_worker_connections", "gauge", "Connections open now on this worker." },
-		{ "hashlb_worker_buffers", "gauge",
-		  "Receive buffers of this worker (--buffers), shared by its connections." },
-		{ "hashlb_worker_buffers_in_use", "gauge",
-		  "Receive buffers held by connections (data in flight), as of the last 100 ms." },
-		{ "hashlb_worker_buffer_waiters", "gauge",
-		  "Directions waiting for a free buffer now (every buffer in use), as of the last "
-		  "100 ms." },
-		{ "hashlb_worker_buffer_waits_total", "counter",
-		  "Times a direction found every buffer in use and waited for one: over 0, "
-		  "consider more --buffers." },
-		{ "hashlb_worker_buffer_wakeups_total", "counter",
-		  "Times a direction waiting for a buffer was woken to read again, a buffer having "
-		  "come back; one that finds none again waits again (counted in the waits)." },
-		{ "hashlb_worker_splice_pipes", "gauge",
-		  "Directions moving by splice now (a pipe each), as of the last 100 ms." },
-		{ "hashlb_worker_splice_pipes_max", "gauge",
-		  "The cap on spliced directions (--splice-pipes over the workers; 0: splice off)." },
-		{ "hashlb_worker_splice_refused_total", "counter",
-		  "Directions of bulk streams kept on buffers, each counted once: the splice cap "
-		  "reached, or no pipe to be had." },
-		{ "hashlb_worker_accept_errors_total", "counter",
-		  "Accepts that failed (the file descriptor limit, memory): the listener paused "
-		  "100 ms, the clients waiting in its backlog." },
-		{ "hashlb_worker_spilled_bytes", "gauge",
-		  "Bytes for destinations that stopped reading, moved out of the buffer pool so "
-		  "that they hold no buffer, as of the last 100 ms." },
-		{ "hashlb_worker_spilled_bytes_max", "gauge",
-		  "The cap on those bytes (four times the pool); over it a stopped destination "
-		  "holds its buffers." },
-		{ "hashlb_worker_spills_total", "counter",
-		  "Times a direction's destination stopped reading and its data moved out of the "
-		  "pool." },
-		{ "hashlb_worker_fd_limit_total", "counter",
-		  "Times the file descriptor limit stopped an accept (the listener paused) or a "
-		  "backend connection (its client reset)." },
-		{ "hashlb_worker_connection_cap_pauses_total", "counter",
-		  "Times a listener paused at the connection cap (--max-connections, else what "
-		  "the fd limit allows), its clients waiting in the backlog." },
-		{ "hashlb_worker_cq_overflows_total", "counter",
-		  "Times the worker found completions waiting in the kernel's overflow list: more "
-		  "completed between two of its turns than its completion queue holds." },
-		{ "hashlb_worker_cq_dropped_total", "counter",
-		  "Completions the kernel lost, short of memory for its overflow list (the ring's "
-		  "own count): any is a fault, the worker stops (docs/dataplane.md)." },
-		{ "hashlb_worker_queue_deadline_looks_total", "counter",
-		  "Clients waiting in the queue (timeouts.queue) looked at for their deadline "
-		  "alone, not tried for a backend: about one per client that timed out "
-		  "(docs/dataplane.md, \"Queue\")." },
-		{ "hashlb_worker_queue_served_woken_total", "counter",
-		  "Clients waiting in the queue sent to a connect when the worker was woken for "
-		  "it: a slot freed, or the control plane changed what gives them room." },
-		{ "hashlb_worker_queue_served_tick_total", "counter",
-		  "Clients waiting in the queue sent to a connect at a look of the worker's own "
-		  "(its 100 ms tick, the 1 s walk): room it was not woken for." },
-		{ "hashlb_worker_queue_tries_total", "counter",
-		  "Clients waiting in the queue tried for a backend again: what the queue's walks "
-		  "cost, next to the clients they served." },
-		{ "hashlb_worker_resets_taken_total", "counter",
-		  "Resets whose error a send of hashlb's waiting to the same socket took (its "
-		  "reader saw an end, not the reset), found and passed on as resets." },
-		{ "hashlb_worker_cancels_by_fd_total", "counter",
-		  "Cancels by descriptor a closing connection sent for requests its state did "
-		  "not tell: each one the kernel matches against every request of the worker." },
-		{ "hashlb_worker_queue_looks_total", "counter",
-		  "Looks at the queue: when woken for it, at the tick, at a deadline." },
-		{ "hashlb_worker_queue_fingerprint_reads_total", "counter",
-		  "Backends read by those looks to tell whether anything changed for the clients "
-		  "waiting: what a look costs besides the clients it tries." },
-		{ "hashlb_worker_log_wakeups_total", "counter",
-		  "Times the poll on stderr woke the worker while connection log lines waited for "
-		  "room: about one per time the reader took bytes." },
-		{ "hashlb_worker_turns_total", "counter",
-		  "Turns of the worker's loop, each a wait for completions: about ten a second at "
-		  "rest (the tick), one per batch of completions under load." },
-		{ "hashlb_worker_queue_steps_total", "counter",
-		  "Clients waiting in the queue read following its links: those a look tries (and "
-		  "the one it stops at); a client that leaves is taken off reading none." },
-	};
 	struct hlb_worker_stats s;
+	uint64_t v;
 
 	if (!ctl->worker_stats || !ctl->worker_stats(ctl->daemon, 0, &s))
 		return;
-	for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
-		family(o, fams[f].name, fams[f].type, fams[f].help);
+	for (unsigned f = 0; f < sizeof(worker_stats) / sizeof(worker_stats[0]); f++) {
+		const struct family_desc *fam = &worker_stats[f].fam;
+
+		family(o, fam->name, fam->type, fam->help);
 		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
-			const uint64_t v[] = {
-				s.connections,
-				s.buffers,
-				s.buffers_in_use,
-				s.buffer_waiters,
-				s.buffer_waits,
-				s.buffer_wakeups,
-				s.pipes,
-				s.pipes_max,
-				s.splice_refused,
-				s.accept_errors,
-				s.spilled,
-				s.spill_max,
-				s.spills,
-				s.fd_limit,
-				s.cap_pauses,
-				s.cq_overflows,
-				s.cq_dropped,
-				s.queue_deadline_looks,
-				s.queue_served_woken,
-				s.queue_served_tick,
-				s.queue_tries,
-				s.resets_taken,
-				s.cancels_by_fd,
-				s.queue_looks,
-				s.queue_fp_reads,
-				s.log_wakeups,
-				s.turns,
-				s.queue_steps,
-			};
-
-			_Static_assert(sizeof(v) / sizeof(v[0]) == sizeof(fams) / sizeof(fams[0]),
-				       "a value per family");
-
-			hlb_buf_printf(o, "%s{worker=\"%u\"} %" PRIu64 "\n", fams[f].name, i, v[f]);
+			hlb_worker_stats_field(&s, f, &v);
+			hlb_buf_printf(o, "%s{worker=\"%u\"} %" PRIu64 "\n", fam->name, i, v);
 		}
 	}
 }

@@ -363,12 +363,12 @@ void hlb_backend_counters_add(struct hlb_backend_counters *sum,
  */
 struct hlb_worker_stats {
 	uint64_t connections; /* open now */
-	uint32_t buffers; /* receive buffers (--buffers) */
-	uint32_t buffers_in_use; /* held by connections */
-	uint32_t buffer_waiters; /* directions waiting for a free buffer */
+	uint64_t buffers; /* receive buffers (--buffers) */
+	uint64_t buffers_in_use; /* held by connections */
+	uint64_t buffer_waiters; /* directions waiting for a free buffer */
 	uint64_t buffer_waits; /* times a direction found every buffer in use */
 	uint64_t buffer_wakeups; /* times a waiting direction was woken to try again */
-	uint32_t pipes, pipes_max; /* directions spliced now; the cap (--splice-pipes) */
+	uint64_t pipes, pipes_max; /* directions spliced now; the cap (--splice-pipes) */
 	uint64_t splice_refused; /* a bulk stream kept on buffers: the cap reached, or no pipe */
 	uint64_t accept_errors; /* accepts that failed (the fd limit, memory): listener paused */
 	uint64_t fd_limit; /* EMFILE/ENFILE on an accept or a backend socket */
