@@ -1070,13 +1070,12 @@ int cmd_ctl(int argc, char **argv)
 		{ 0 },
 	};
 	struct ctl_opts o = { 0 };
-	const char *admin, *config, *service, *vip, *cmd;
+	const char *cmd;
 	char name[CLI_OPT_NAME_MAX];
 	const char *broken = NULL; /* -c FILE, when it has errors */
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
-	bool json;
 	uint64_t v, top;
 	pid_t pid;
 	int c, n, ret = 0;
@@ -1099,13 +1098,8 @@ int cmd_ctl(int argc, char **argv)
 	if (n < 0)
 		return n == -1 ? 0 : -n;
 	argc = n;
-	admin = o.admin;
-	config = o.config;
-	service = o.service;
-	vip = o.vip;
-	json = o.json;
-	ret = ctl_check_usage(cmd, argv + optind, argc - optind, service ? o.service_opt : NULL,
-			      vip ? "--vip" : NULL, json ? o.json_opt : NULL,
+	ret = ctl_check_usage(cmd, argv + optind, argc - optind, o.service ? o.service_opt : NULL,
+			      o.vip ? "--vip" : NULL, o.json ? o.json_opt : NULL,
 			      o.pid ? "--pid" : NULL, &top);
 	if (ret)
 		return ret;
@@ -1115,20 +1109,20 @@ int cmd_ctl(int argc, char **argv)
 		return 2;
 	}
 	pid = o.pid ? (pid_t)v : 0;
-	if (config && admin) {
+	if (o.config && o.admin) {
 		cli_error("give %s or %s, not both\n", o.admin_opt, o.config_opt);
 		return 2;
 	}
-	if (!admin) {
-		admin = getenv("HASHLB_ADMIN");
-		if (admin && !*admin)
-			admin = NULL; /* "export HASHLB_ADMIN=": unset, as most tools take it */
+	if (!o.admin) {
+		o.admin = getenv("HASHLB_ADMIN");
+		if (o.admin && !*o.admin)
+			o.admin = NULL; /* "export HASHLB_ADMIN=": unset, as most tools take it */
 	}
-	if (config) {
+	if (o.config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };
 
-		if (hashlb_config_load_flags(config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
+		if (hashlb_config_load_flags(o.config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
 			struct hashlb_error admin_err = { 0 };
 			int r = -EIO;
 
@@ -1141,7 +1135,7 @@ int cmd_ctl(int argc, char **argv)
 			 */
 			if (err.reason != HASHLB_ERR_SYSTEM && err.reason != HASHLB_ERR_NOMEM)
 				r = hashlb_config_load_flags(
-					config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY,
+					o.config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY,
 					&cfg, &admin_err);
 			if (r < 0) {
 				/* --pid: no SIGHUP either, as ctl knows no endpoint
@@ -1157,11 +1151,11 @@ int cmd_ctl(int argc, char **argv)
 				if (r == -ENOENT) /* a YAML error, and no admin key before it */
 					cli_error("%s: no admin key before that error (what comes "
 						  "after it cannot be read): give --admin ADDR%s\n",
-						  config, none);
+						  o.config, none);
 				else if (pid)
 					cli_error("%s: its admin address cannot be read: give "
 						  "--admin ADDR%s\n",
-						  config, none);
+						  o.config, none);
 				return 1;
 			}
 			/* reload --pid: said with what it does (the endpoint's 422, or
@@ -1170,25 +1164,25 @@ int cmd_ctl(int argc, char **argv)
 			if (!pid)
 				cli_error("%s has errors (above), a reload would refuse it: its "
 					  "admin address is used all the same\n",
-					  config);
-			broken = config;
+					  o.config);
+			broken = o.config;
 		}
 		if (!cfg->admin_addr_len) {
 			hashlb_config_free(cfg);
 			if (pid) {
-				snprintf(q, sizeof(q), "%s has the admin endpoint off", config);
-				return ctl_sighup(pid, q, broken, json);
+				snprintf(q, sizeof(q), "%s has the admin endpoint off", o.config);
+				return ctl_sighup(pid, q, broken, o.json);
 			}
-			cli_error("%s has the admin endpoint off\n", config);
+			cli_error("%s has the admin endpoint off\n", o.config);
 			return 1;
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0 && pid) {
 			snprintf(q, sizeof(q),
 				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
-				 config, cfg->admin);
+				 o.config, cfg->admin);
 			hashlb_config_free(cfg);
-			return ctl_sighup(pid, q, broken, json);
+			return ctl_sighup(pid, q, broken, o.json);
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0) {
@@ -1196,7 +1190,7 @@ int cmd_ctl(int argc, char **argv)
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
-				  config, cfg->admin);
+				  o.config, cfg->admin);
 			hashlb_config_free(cfg);
 			return 1;
 		}
@@ -1204,29 +1198,29 @@ int cmd_ctl(int argc, char **argv)
 		len = cfg->admin_addr_len;
 		hashlb_config_free(cfg);
 	} else if (cli_admin_parse(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN",
-				   admin ? admin : CTL_ADMIN_DEFAULT, ctl_addr_resolve, &ss,
+				   o.admin ? o.admin : CTL_ADMIN_DEFAULT, ctl_addr_resolve, &ss,
 				   &len) < 0) {
 		return 2;
 	}
-	if (!json)
+	if (!o.json)
 		param(q, sizeof(q), "format", "text");
 
 	if (!strcmp(cmd, "upgrade"))
-		return ctl_upgrade(&ss, len, json);
+		return ctl_upgrade(&ss, len, o.json);
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "metrics") || !strcmp(cmd, "reload")) {
 		if (!strcmp(cmd, "metrics"))
-			return ctl_request(&ss, len, "GET", "/metrics", "", json);
+			return ctl_request(&ss, len, "GET", "/metrics", "", o.json);
 		if (!strcmp(cmd, "reload") && pid)
-			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, broken, json);
+			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, broken, o.json);
 		if (!strcmp(cmd, "reload"))
-			return ctl_request(&ss, len, "POST", "/reload", q, json);
-		return ctl_request(&ss, len, "GET", "/status", q, json);
+			return ctl_request(&ss, len, "POST", "/reload", q, o.json);
+		return ctl_request(&ss, len, "GET", "/status", q, o.json);
 	}
 	if (!strcmp(cmd, "table")) {
 		if (optind < argc)
-			service = argv[optind++];
-		param(q, sizeof(q), "service", service);
-		return ctl_request(&ss, len, "GET", "/table", q, json);
+			o.service = argv[optind++];
+		param(q, sizeof(q), "service", o.service);
+		return ctl_request(&ss, len, "GET", "/table", q, o.json);
 	}
 	if (!strcmp(cmd, "clients")) {
 		char n_top[24];
@@ -1235,25 +1229,25 @@ int cmd_ctl(int argc, char **argv)
 			snprintf(n_top, sizeof(n_top), "%" PRIu64, top);
 			param(q, sizeof(q), "top", n_top);
 		}
-		param(q, sizeof(q), "service", service);
-		return ctl_request(&ss, len, "GET", "/clients", q, json);
+		param(q, sizeof(q), "service", o.service);
+		return ctl_request(&ss, len, "GET", "/clients", q, o.json);
 	}
 	if (!strcmp(cmd, "lookup")) {
-		param(q, sizeof(q), "service", service);
-		param(q, sizeof(q), "vip", vip);
-		return ctl_lookup(&ss, len, q, sizeof(q), argv + optind, argc - optind, json);
+		param(q, sizeof(q), "service", o.service);
+		param(q, sizeof(q), "vip", o.vip);
+		return ctl_lookup(&ss, len, q, sizeof(q), argv + optind, argc - optind, o.json);
 	}
 	if (!strcmp(cmd, "set")) { /* BACKEND STATE, or BACKEND weight|max_connections N */
-		param(q, sizeof(q), "service", service);
+		param(q, sizeof(q), "service", o.service);
 		param(q, sizeof(q), "backend", argv[optind]);
 		if (argc - optind == 2)
 			param(q, sizeof(q), "state", argv[optind + 1]);
 		else
 			param(q, sizeof(q), argv[optind + 1], argv[optind + 2]);
-		return ctl_request(&ss, len, "POST", "/set", q, json);
+		return ctl_request(&ss, len, "POST", "/set", q, o.json);
 	}
 	/* close */
-	param(q, sizeof(q), "service", service);
+	param(q, sizeof(q), "service", o.service);
 	param(q, sizeof(q), "backend", argv[optind]);
-	return ctl_request(&ss, len, "POST", "/close", q, json);
+	return ctl_request(&ss, len, "POST", "/close", q, o.json);
 }
