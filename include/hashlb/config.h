@@ -444,7 +444,9 @@ bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr
  * hashlb_addr_format() writes it or "unix:PATH". An address in use is
  * another process's (hashlb's own sockets join one another by SO_REUSEPORT,
  * and the config refuses two of its own there), an address not available
- * one no interface has: the message says so, at start as at a reload (the
+ * one no interface has, a permission refused a privileged port bound without
+ * CAP_NET_BIND_SERVICE or a Unix socket's directory: the message says so, at
+ * start as at a reload (the
  * proxy's listener probe), for a service's address as for the admin
  * endpoint's.
  */

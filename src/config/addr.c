@@ -374,11 +374,46 @@ void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len)
 	snprintf(buf, len, "%s/%u", host, p->len);
 }
 
+/*
+ * Why a bind of <where> drew EACCES, in words an operator acts on (in <buf> if
+ * need be): a Unix socket's directory, or a TCP port below the kernel's
+ * net.ipv4.ip_unprivileged_port_start (1024 unless the sysctl says otherwise)
+ * bound without CAP_NET_BIND_SERVICE; "" for another port (a security module's
+ * or a cgroup's BPF refusal, which the errno alone does not tell apart).
+ */
+static const char *listen_eacces_hint(const char *where, char *buf, size_t len)
+{
+	const char *colon = strrchr(where, ':');
+	unsigned long start = 1024;
+	uint16_t port;
+	FILE *f;
+
+	if (!strncmp(where, "unix:", 5))
+		return " (this user may not create a file in that directory)";
+	if (!colon || hashlb_port_parse(colon + 1, false, &port) < 0)
+		return "";
+	f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "re");
+	if (f) {
+		if (fscanf(f, "%lu", &start) != 1)
+			start = 1024;
+		fclose(f);
+	}
+	if (port >= start)
+		return "";
+	snprintf(buf, len,
+		 " (ports below %lu need CAP_NET_BIND_SERVICE: run as root, or grant it, as a "
+		 "unit's AmbientCapabilities= does)",
+		 start);
+	return buf;
+}
+
 int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where)
 {
+	char eacces[256];
 	const char *hint = ret == -EADDRINUSE	   ? " (another process listens there)"
 			   : ret == -EADDRNOTAVAIL ? " (no interface of this host has that address)"
-						   : "";
+			   : ret == -EACCES ? listen_eacces_hint(where, eacces, sizeof(eacces))
+					    : "";
 
 	if (!service)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s%s",

@@ -70,6 +70,52 @@ def listen_bind_error_says_why():
     holder.close()
 
 
+def listen_permission_error_says_what_to_do():
+    """A bind the kernel refuses for want of a privilege says what to do, at start and at a
+    reload: a port below net.ipv4.ip_unprivileged_port_start needs CAP_NET_BIND_SERVICE (a
+    unit run with User= and without AmbientCapabilities=), and a Unix admin socket needs a
+    directory the user may write. Run here as root without those capabilities (setpriv drops
+    them from the bounding set, as a unit's CapabilityBoundingSet= does). Before, both said
+    "Permission denied" alone, where an address in use or not local said why."""
+    with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
+        start = int(f.read())
+    check(start > 1, f"ip_unprivileged_port_start in this namespace is {start}: no port to try")
+    port = min(80, start - 1)
+    drop = ["setpriv", "--bounding-set=-net_bind_service,-dac_override,-dac_read_search",
+            "--inh-caps=-net_bind_service,-dac_override,-dac_read_search", "--"]
+    why = (f"cannot listen on 127.0.0.1:{port}: Permission denied (ports below {start} need "
+           "CAP_NET_BIND_SERVICE: run as root, or grant it, as a unit's AmbientCapabilities= "
+           "does)")
+    text = config(BACKENDS, listen=f"127.0.0.1:{port}")
+    line = text.splitlines().index(f"    listen: 127.0.0.1:{port}") + 1
+    path = tmpfile("privileged.yaml", text)
+    p = subprocess.run([*drop, HASHLB, "run", "-c", path], capture_output=True, text=True,
+                       timeout=20)
+    check(p.returncode == 1 and
+          f"privileged.yaml:{line}:13: error: service 't': {why}\n" in p.stderr,
+          f"start: exit 1 and what to do: {p.returncode} {p.stderr.strip()[-300:]}")
+
+    lb = Hashlb(config(BACKENDS), wrap=drop, fname="privileged-reload.yaml")
+    with open(lb.path, "w") as f:
+        f.write(text)
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log(r'msg="reload failed'), "the reload onto the port is refused")
+    check(any(why in l for l in lb.log if 'msg="reload failed' in l),
+          f"the reload says what to do: {[l for l in lb.log if 'reload failed' in l]}")
+    lb.stop()
+
+    d = tmppath("admin-readonly")
+    os.mkdir(d, 0o500)  # its owner (root) may not create in it without CAP_DAC_OVERRIDE
+    text = config(BACKENDS).replace("admin: off", f"admin: unix:{d}/admin.sock")
+    path = tmpfile("admin-readonly.yaml", text)
+    p = subprocess.run([*drop, HASHLB, "run", "-c", path], capture_output=True, text=True,
+                       timeout=20)
+    check(p.returncode == 1 and
+          f"admin-readonly.yaml:2:8: error: admin: cannot listen on unix:{d}/admin.sock: "
+          "Permission denied (this user may not create a file in that directory)\n" in p.stderr,
+          f"admin: exit 1 and what to do: {p.returncode} {p.stderr.strip()[-300:]}")
+
+
 def admin_option_clash_refused():
     """--admin on a service's listen address is refused as the config's admin would be: both
     listen with SO_REUSEPORT, and the kernel shared the service's clients out with the admin
@@ -926,7 +972,8 @@ def activated_socket_share_error_says_where():
     lsock.close()
 
 
-run_tests([config_error_refused, listen_bind_error_says_why, admin_option_clash_refused,
+run_tests([config_error_refused, listen_bind_error_says_why,
+           listen_permission_error_says_what_to_do, admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
            drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
