@@ -602,19 +602,30 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	}
 	/* A reload's new address: refused if another process listens there
 	 * (our SO_REUSEPORT bind would succeed beside it and take part of its
-	 * clients). Not at start, where an upgrade binds beside the old hashlb
-	 * on purpose, nor where the bind would collide with a socket of ours (a
+	 * clients). Not where the bind would collide with a socket of ours (a
 	 * service moving from 127.0.0.1:P to 0.0.0.0:P), or one handed to an
-	 * upgrade under way: the probe cannot tell theirs from ours. */
-	if (d->running && hashlb_addr_port((const struct sockaddr_storage *)addr) &&
-	    !own_clash(d, addr) && !handed_clash(d, addr)) {
+	 * upgrade under way: the probe cannot tell theirs from ours. At start
+	 * only a warning: an upgrade side by side (admin: off, or a takeover
+	 * that failed) binds beside the old hashlb on purpose, but so does a
+	 * second instance whose config listens there too, and each would take
+	 * part of the other's clients to its own backends, unsaid. */
+	if (hashlb_addr_port((const struct sockaddr_storage *)addr) && !own_clash(d, addr) &&
+	    !handed_clash(d, addr)) {
 		r = hlb_listener_probe(d->proxy, addr, addr_len);
 		if (r < 0) {
 			char where[HASHLB_ADDR_STRLEN];
 
 			hashlb_addr_format((const struct sockaddr_storage *)addr, where,
 					   sizeof(where));
-			return hashlb_listen_err(err, r, name, where);
+			if (d->running)
+				return hashlb_listen_err(err, r, name, where);
+			hlb_log(HLB_LOG_WARN, "another process listens on this address too",
+				"service=%s addr=%s note=\"the kernel shares new "
+				"clients between its sockets and this hashlb's: stop it once this "
+				"one is ready if it is the hashlb this one replaces; else it is "
+				"another instance whose config listens here too (ss -ltnp names "
+				"it)\"",
+				svc->name, where);
 		}
 	}
 	dl = calloc(1, sizeof(*dl));

@@ -116,6 +116,33 @@ def listen_permission_error_says_what_to_do():
           f"admin: exit 1 and what to do: {p.returncode} {p.stderr.strip()[-300:]}")
 
 
+def second_instance_on_a_listen_address_warned():
+    """A hashlb whose listen address another process holds with SO_REUSEPORT (another hashlb
+    instance whose config listens there too, under the same user) joins it: the kernel
+    shares new clients between both, each sending its share to its own backends. That is
+    what an upgrade side by side without a takeover does on purpose, so it starts, but
+    warns at start, naming the service and the address. Before, nothing in either log said
+    so. A new hashlb that takes the old one's sockets over (through the admin endpoint)
+    shares nothing and is not warned."""
+    first = Hashlb(config(BACKENDS, name="web"), fname="first-instance.yaml")
+    addr = "%s:%d" % first.addr
+    admin = f"127.0.0.1:{dead_port(hold=False)}"
+    text = config(BACKENDS[:1], name="other", listen=addr).replace("admin: off",
+                                                                     f"admin: {admin}")
+    second = Hashlb(text, fname="second-instance.yaml")
+    warned = [l for l in second.log if "another process listens on this address too" in l]
+    check(len(warned) == 1 and "level=warn " in warned[0] and
+          f" service=other addr={addr} " in warned[0], f"the second is warned: {second.log}")
+    check(not any("another process listens" in l for l in first.log),
+          "the first, alone there when it started, is not")
+    check(first.stop() == 0, "the first stops")
+    third = Hashlb(text, fname="third-instance.yaml")  # takes the second's sockets over
+    check(any('msg="listening sockets taken over"' in l for l in third.log) and
+          not any("another process listens" in l for l in third.log),
+          f"a takeover is not warned: {third.log}")
+    check(second.stop() == 0 and third.stop() == 0, "both stop")
+
+
 def admin_option_clash_refused():
     """--admin on a service's listen address is refused as the config's admin would be: both
     listen with SO_REUSEPORT, and the kernel shared the service's clients out with the admin
@@ -973,7 +1000,8 @@ def activated_socket_share_error_says_where():
 
 
 run_tests([config_error_refused, listen_bind_error_says_why,
-           listen_permission_error_says_what_to_do, admin_option_clash_refused,
+           listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
+           admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
            drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
