@@ -873,8 +873,16 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
 				size_t len)
 {
 	const char *colon = strrchr(s, ':');
+	const char *scheme = strstr(s, "://");
 	const char *port = NULL;
 
+	/* a URL, as an upstream is written elsewhere: its colons said "an IPv6 address
+	 * must be written in brackets" */
+	if (scheme && scheme > s && !memchr(s, '[', (size_t)(scheme - s))) {
+		snprintf(buf, len, "a URL: write it without '%.*s://', as %s", (int)(scheme - s), s,
+			 names_ok ? "HOST:PORT" : "ADDR:PORT");
+		return buf;
+	}
 	if (s[0] == '[') {
 		const char *close = strchr(s, ']');
 

@@ -1245,6 +1245,14 @@ static void test_addresses(void **state)
 		     "'80' is not a valid address: a port alone: write ADDR:80, as 127.0.0.1:80");
 	expect_error("services:\n  - name: web\n    listen: \"::1:80\"\n", 3, 13,
 		     "an IPv6 address must be written in brackets");
+	/* a URL, as an upstream is written elsewhere: it was blamed on IPv6 brackets */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:1\n    backends:\n"
+		     "      - {name: a, address: \"http://10.0.0.1:8080\"}\n",
+		     5, 28,
+		     "'http://10.0.0.1:8080' is not a valid address: a URL: write it without "
+		     "'http://', as HOST:PORT");
+	expect_error("services:\n  - name: web\n    listen: \"tcp://0.0.0.0:80\"\n", 3, 13,
+		     "a URL: write it without 'tcp://', as ADDR:PORT");
 	expect_error("services:\n  - name: web\n    listen: \"[::1]\"\n", 3, 13,
 		     "missing ':PORT' after the IPv6");
 	expect_error("services:\n  - name: web\n    listen: \"[::g]:80\"\n", 3, 13,
