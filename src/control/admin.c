@@ -1560,15 +1560,22 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 				       "config warnings: %u (logged; hashlb check prints them), "
 				       "the first: %s\n",
 				       ctl->warnings, ctl->first_warning);
+		if (ctl->rehashed)
+			hlb_buf_printf(&resp->body,
+				       "clients placed anew in %u service%s (most reach another "
+				       "backend with their next connection), the first: %s\n",
+				       ctl->rehashed, ctl->rehashed == 1 ? "" : "s",
+				       ctl->first_rehashed);
 		return;
 	}
 	if (ret == 0) {
 		hlb_buf_printf(&resp->body,
 			       "{\"ok\":true,\"reloads_ok\":%" PRIu64
-			       ",\"restart_only\":[%s%s%s],\"warnings\":%u}\n",
+			       ",\"restart_only\":[%s%s%s],\"warnings\":%u,\"rehashed\":%u}\n",
 			       ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
 			       ctl->restart_admin && ctl->restart_workers ? "," : "",
-			       ctl->restart_workers ? "\"workers\"" : "", ctl->warnings);
+			       ctl->restart_workers ? "\"workers\"" : "", ctl->warnings,
+			       ctl->rehashed);
 		return;
 	}
 	resp->status = 422;

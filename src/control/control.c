@@ -741,6 +741,8 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 			 "%sworkers (serving %s, config %s)", n ? ", " : "", serving, config);
 	}
 	config_warnings_log(ctl, cfg);
+	ctl->rehashed = changes.services_rehashed;
+	snprintf(ctl->first_rehashed, sizeof(ctl->first_rehashed), "%s", changes.first_rehashed);
 	/* Publish now: "reloaded" means the new tables are in use. */
 	hlb_pool_flush(ctl->pool);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */

@@ -62,6 +62,9 @@ struct hlb_control {
 	 * "FILE:LINE:COL: WHAT" ("" for none) */
 	uint32_t warnings;
 	char first_warning[PATH_MAX + 300];
+	/* its services whose clients it placed anew, and the first ("web (seed)") */
+	uint32_t rehashed;
+	char first_rehashed[128];
 	hlb_control_log_fn log;
 	void *log_arg;
 	/* process-level counters for /metrics and /status */

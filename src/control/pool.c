@@ -2274,6 +2274,51 @@ static bool table_cfg_equal(const struct hashlb_service_cfg *a, const struct has
 	       a->table.max_bytes == b->table.max_bytes;
 }
 
+/* A src-ip key's prefix length for <family>'s addresses, whole written either way. */
+static unsigned int hash_prefix_len(const struct hashlb_service_cfg *c, bool v6)
+{
+	if (c->key != HASHLB_KEY_SRC_IP)
+		return 0;
+	if (v6)
+		return c->hash_prefix.v6 ? c->hash_prefix.v6 : 128;
+	return c->hash_prefix.v4 ? c->hash_prefix.v4 : 32;
+}
+
+/*
+ * Service <s> goes from <old> to <c>: if what decides each client's backend changed (scheme,
+ * seed, table size or ring points, hash key or prefix), a warning says so, and which. The
+ * table then places every client anew, and most of them reach another backend with their next
+ * connection: what a reload of a backend's weight or membership never does, and what a pool
+ * of stateful backends cannot take unawares. The "reload: service changed" line said only
+ * changed=table, or changed=settings for the key and prefix, as for a timeout.
+ */
+static void client_hash_changed(struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
+				const struct hashlb_service_cfg *c)
+{
+	const struct hashlb_table_params *a = &old->table, *b = &c->table;
+	bool scheme = a->scheme != b->scheme, key = old->key != c->key;
+	bool size = !scheme && b->scheme == HASHLB_SCHEME_MAGLEV && a->maglev_m != b->maglev_m;
+	bool vnodes = !scheme && b->scheme == HASHLB_SCHEME_RING && a->ring_v != b->ring_v;
+	bool prefix = !key && (hash_prefix_len(old, false) != hash_prefix_len(c, false) ||
+			       hash_prefix_len(old, true) != hash_prefix_len(c, true));
+	char what[80];
+
+	if (!scheme && a->seed == b->seed && !size && !vnodes && !key && !prefix)
+		return;
+	snprintf(what, sizeof(what), "%s%s%s%s%s%s", scheme ? ",scheme" : "",
+		 a->seed != b->seed ? ",seed" : "", size ? ",table_size" : "",
+		 vnodes ? ",vnodes" : "", key ? ",hash_key" : "", prefix ? ",hash_prefix" : "");
+	if (!s->pool->changes->services_rehashed++)
+		snprintf(s->pool->changes->first_rehashed, sizeof(s->pool->changes->first_rehashed),
+			 "%s (%s)", c->name, what + 1);
+	if (!change_line(s->pool))
+		return;
+	pool_log(s->pool, HLB_LOG_WARN, "reload: clients move to other backends",
+		 "service=%s changed=%s note=\"the table places every client anew: many clients' "
+		 "next connections reach another backend; established connections stay\"",
+		 c->name, what + 1);
+}
+
 /*
  * Service <s>, kept by the reload under way, goes from <old> to <c>: what of its own
  * changed (its backends aside) counted, and logged. <settings_changed>: those of
@@ -2300,13 +2345,16 @@ static void change_service(struct hlb_pool_service *s, const struct hashlb_servi
 	if (!p->changes || !(settings_changed || table || checks || listen || steering))
 		return;
 	p->changes->services_changed++;
-	if (!change_line(p))
+	if (!change_line(p)) {
+		client_hash_changed(s, old, c);
 		return;
+	}
 	snprintf(what, sizeof(what), "%s%s%s%s%s", listen ? ",listen" : "",
 		 settings_changed ? ",settings" : "", table ? ",table" : "",
 		 checks ? ",checks" : "", steering ? ",steering" : "");
 	pool_log(p, HLB_LOG_INFO, "reload: service changed", "service=%s changed=%s", c->name,
 		 what + 1);
+	client_hash_changed(s, old, c);
 }
 
 /* Service <c> added (or <s> removed) by the reload under way: counted with its backends, and

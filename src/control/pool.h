@@ -190,6 +190,10 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg);
 struct hlb_pool_changes {
 	uint32_t services_added, services_removed, services_changed;
 	uint32_t backends_added, backends_removed, backends_changed;
+	/* services whose clients the reload placed anew (scheme, seed, table size, ring points,
+	 * hash key or prefix changed), and the first of them as "web (seed,hash_key)" */
+	uint32_t services_rehashed;
+	char first_rehashed[128];
 };
 
 /* The lines a reload writes at most on what it changed: the others are counted in one. */

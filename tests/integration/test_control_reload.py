@@ -437,6 +437,55 @@ def reloads_say_what_they_changed():
     check(lb.stop() == 0, "exit 0")
 
 
+def reloads_that_move_clients_are_warned():
+    """A reload that changes how clients are placed (the scheme, the seed, Maglev's table size,
+    the ring's points, the hash key or its prefix) places every client anew: most reach
+    another backend with their next connection, which a pool of stateful backends must not
+    take unawares. Such a reload says so at warn level, naming what changed, and so does its
+    answer (hashlb ctl reload, systemctl reload's journal); one that changes
+    a weight or a timeout, or writes the default prefix out, does not. Before, the only line
+    was `msg="reload: service changed" changed=table` at info, and `changed=settings` for the
+    key and the prefix, as for a timeout."""
+    off = "enabled: false"
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
+    lb = Lb(config(t, health=off))
+    moved = r'level=warn msg="reload: clients move to other backends" service=t changed=(\S+) '
+
+    def reload(text):
+        lb.rewrite(text)
+        rc, so, se, logged = lb.reload()
+        check(rc == 0 and check_logfmt(logged), f"reload: {se}")
+        return so, [m.group(1) for m in (re.search(moved, l) for l in logged) if m]
+
+    steps = [(config(t, health=off, extra="seed: 7"), ["seed"]),
+             (config(t, health=off, extra="seed: 7\ntable_size: 251"), ["table_size"]),
+             (config(t, health=off, extra="seed: 7\ntable_size: 251", key="src-ip-port"),
+              ["hash_key"]),
+             (config(t, health=off, extra="seed: 7\ntable_size: 251"), ["hash_key"]),
+             (config(t, health=off, extra="seed: 7\ntable_size: 251\nhash_prefix: {ipv4: 32}"),
+              []),
+             (config(t, health=off, extra="seed: 7\ntable_size: 251\nhash_prefix: {ipv6: 64}"),
+              ["hash_prefix"]),
+             (config(t, health=off, scheme="ring", extra="seed: 7\nhash_prefix: {ipv6: 64}"),
+              ["scheme"]),
+             (config(t, health=off, scheme="ring", extra="seed: 7\nvnodes: 100\n"
+                     "hash_prefix: {ipv6: 64}\ntimeouts:\n  idle: 7s"), ["vnodes"]),
+             (config([("a", "127.0.0.1:1", "weight: 3")] + t[1:], health=off, scheme="ring",
+                     extra="seed: 7\nvnodes: 100\nhash_prefix: {ipv6: 64}\ntimeouts:\n  idle: 8s"),
+              [])]
+    for k, (text, want) in enumerate(steps):
+        answer, said = reload(text)
+        check(said == want, f"step {k}: warned of {want}: {said}")
+        told = ("clients placed anew in 1 service (most reach another backend with their next "
+                f"connection), the first: t ({','.join(want)})\n")
+        check(told in answer if want else "clients placed anew" not in answer,
+              f"step {k}: hashlb ctl reload says it too: {answer!r}")
+    lb.rewrite(config(t, health=off))
+    rc, so, se = lb.ctl("--json", "reload")
+    check(rc == 0 and json.loads(so)["rehashed"] == 1, f"--json counts it: {so!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def two_names_at_one_address_are_warned():
     """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
     load, as each name takes its own share (a weight written twice, or two names of a DNS
@@ -639,6 +688,7 @@ def checks_turned_off_say_a_down_backend_is_up():
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
+           reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up])
