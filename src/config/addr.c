@@ -413,7 +413,11 @@ int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, co
 	const char *hint = ret == -EADDRINUSE	   ? " (another process listens there)"
 			   : ret == -EADDRNOTAVAIL ? " (no interface of this host has that address)"
 			   : ret == -EACCES ? listen_eacces_hint(where, eacces, sizeof(eacces))
-					    : "";
+			   /* a Unix socket's; the shipped unit's ProtectSystem=strict makes
+			    * all of /run read-only but its RuntimeDirectory */
+			   : ret == -EROFS ? " (the shipped systemd unit's ProtectSystem=strict "
+					     "leaves /run/hashlb/ writable: put it there)"
+					   : "";
 
 	if (!service)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "admin: cannot listen on %s: %s%s",

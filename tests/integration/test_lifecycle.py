@@ -74,7 +74,8 @@ def listen_permission_error_says_what_to_do():
     """A bind the kernel refuses for want of a privilege says what to do, at start and at a
     reload: a port below net.ipv4.ip_unprivileged_port_start needs CAP_NET_BIND_SERVICE (a
     unit run with User= and without AmbientCapabilities=), and a Unix admin socket needs a
-    directory the user may write. Run here as root without those capabilities (setpriv drops
+    directory the user may write, on a file system that is not read-only (the shipped unit's
+    ProtectSystem=strict leaves /run/hashlb/ alone writable). Run here as root without those capabilities (setpriv drops
     them from the bounding set, as a unit's CapabilityBoundingSet= does). Before, both said
     "Permission denied" alone, where an address in use or not local said why."""
     with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
@@ -114,6 +115,21 @@ def listen_permission_error_says_what_to_do():
           f"admin-readonly.yaml:2:8: error: admin: cannot listen on unix:{d}/admin.sock: "
           "Permission denied (this user may not create a file in that directory)\n" in p.stderr,
           f"admin: exit 1 and what to do: {p.returncode} {p.stderr.strip()[-300:]}")
+
+    # a read-only file system, as the shipped unit's ProtectSystem=strict makes /run but
+    # /run/hashlb/: a tmpfs mounted read-only in a mount namespace of hashlb's own
+    d = tmppath("admin-rofs")
+    os.mkdir(d)
+    text = config(BACKENDS).replace("admin: off", f"admin: unix:{d}/admin.sock")
+    path = tmpfile("admin-rofs.yaml", text)
+    p = subprocess.run(["unshare", "--mount", "sh", "-c",
+                        'mount -t tmpfs -o ro none "$1" && exec "$2" run -c "$3"', "sh", d,
+                        HASHLB, path], capture_output=True, text=True, timeout=20)
+    check(p.returncode == 1 and
+          f"admin-rofs.yaml:2:8: error: admin: cannot listen on unix:{d}/admin.sock: "
+          "Read-only file system (the shipped systemd unit's ProtectSystem=strict leaves "
+          "/run/hashlb/ writable: put it there)\n" in p.stderr,
+          f"read-only: exit 1 and what to do: {p.returncode} {p.stderr.strip()[-300:]}")
 
 
 def second_instance_on_a_listen_address_warned():
