@@ -40,6 +40,10 @@
  * and UPGRADE_WAIT_MS for the outcome of an upgrade) */
 static unsigned ctl_timeout_s;
 
+/* whether the endpoint is the default address, neither --admin, -c nor $HASHLB_ADMIN given:
+ * nothing there is then most often a hashlb whose config's admin is elsewhere */
+static bool ctl_admin_default;
+
 /* How long a connect or a read waits for the endpoint. */
 static unsigned ctl_wait_s(void)
 {
@@ -297,8 +301,12 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 				"within %u s (is hashlb stuck, its listen queue full?)\n",
 				admin_name(ss, name, sizeof(name)), ctl_wait_s());
 		else if (!quiet)
-			cli_error("cannot reach the admin endpoint at %s: %s\n",
-				  admin_name(ss, name, sizeof(name)), strerror(-r));
+			cli_error("cannot reach the admin endpoint at %s: %s%s\n",
+				  admin_name(ss, name, sizeof(name)), strerror(-r),
+				  ctl_admin_default && r == -ECONNREFUSED
+					  ? " (the default address: for a hashlb whose config sets "
+					    "admin: elsewhere, give -c FILE or --admin ADDR)"
+					  : "");
 		if (fd >= 0)
 			close(fd);
 		return r;
@@ -1118,6 +1126,7 @@ int cmd_ctl(int argc, char **argv)
 		if (o.admin && !*o.admin)
 			o.admin = NULL; /* "export HASHLB_ADMIN=": unset, as most tools take it */
 	}
+	ctl_admin_default = !o.config && !o.admin;
 	if (o.config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };

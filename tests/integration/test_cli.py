@@ -516,6 +516,20 @@ p = subprocess.run(["unshare", "--net", HASHLB, "ctl", "status"], capture_output
 check(p.returncode == 1 and "hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901:"
       in p.stderr, f"ctl status with HASHLB_ADMIN='': exit {p.returncode}, stderr {p.stderr!r}")
 
+# Nothing at the default address, no address given: most often a hashlb whose config sets its
+# admin elsewhere, and the message says how to reach that one; an address given is not
+# second-guessed. It said "Connection refused" alone, whatever hashlb ran. (A namespace of its
+# own, its loopback up: refused, not unreachable.)
+env = {k: v for k, v in os.environ.items() if k != "HASHLB_ADMIN"}
+for args, hint in ((["ctl", "status"], True), (["ctl", "--admin", "127.0.0.1:9901", "status"], False)):
+    p = subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
+                        HASHLB, *args], capture_output=True, text=True, timeout=60, env=env)
+    want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused" +
+            (" (the default address: for a hashlb whose config sets admin: elsewhere, give "
+             "-c FILE or --admin ADDR)" if hint else "") + "\n")
+    check(p.returncode == 1 and p.stderr == want,
+          f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
+
 # ctl -c FILE reload --pid PID (a unit's ExecReload=) where FILE, or its admin key, cannot be
 # read: exit 1 and PID sent nothing, no reload asked and no SIGHUP, as control.md says; and the
 # message says so, where ctl's SIGHUP fallback says what it sent. It said only FILE's error, and
