@@ -490,6 +490,12 @@ for args, status, msg in [
     (("run", "-c", "x.yaml", "extra"), 2, "unexpected argument 'extra'"),
     # a key that hashes the port wants one: port 0 is no client's
     (("lookup", "--key", "src-ip-port", "10.0.0.1", "a", "b"), 2, "has no port"),
+    # an IPv6 address without brackets, its port meant: told how to write it (it said "give
+    # ADDR:PORT" alone, which read as what was given)
+    (("lookup", "--key", "src-ip-port", "::1:5555", "a", "b"), 2,
+     "client '::1:5555' has no port, and the src-ip-port key hashes it: give ADDR:PORT (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"),
+    (("lookup", "--key", "4-tuple", "--vip", "::1:80", "[::1]:5", "a", "b"), 2,
+     "--vip '::1:80' has no port, and the 4-tuple key hashes it: give ADDR:PORT (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"),
     # and the 4-tuple key the address clients connect to: 0.0.0.0:0 is no connection's
     (("lookup", "--key", "4-tuple", "10.0.0.1:5", "a", "b"), 2, "give --vip ADDR:PORT"),
     # and a --vip without a port is none either (it hashed port 0: a wrong answer, exit 0)

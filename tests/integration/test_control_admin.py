@@ -1239,6 +1239,16 @@ def lookup_refuses_what_it_cannot_take():
         check(rc == 1 and "one client per argument" in se and "255" not in se,
               f"ctl lookup with {len(listed)} bytes of a list: {rc} {se!r}")
     check(lb.stop() == 0, "exit 0")
+    # an IPv6 client written with its port but no brackets ("::1:5555", a valid address
+    # without a port) is told how to write the port, where "give ADDR:PORT" alone read as
+    # what it had given
+    lb = Lb(config(BACKENDS, key="src-ip-port"))
+    for client, hint in (("::1:5555", True), ("10.0.0.1", False)):
+        rc, so, se = lb.ctl("lookup", client)
+        says = (f"client {client} has no port, and the src-ip-port key hashes it: give ADDR:PORT" +
+                (" (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)" if hint else "") + "\n")
+        check(rc == 1 and se.endswith(says), f"ctl lookup {client}: {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def gets_refuse_parameters_they_do_not_take():
