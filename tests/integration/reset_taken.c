@@ -4,7 +4,6 @@
  * it). So hashlb's splice finds the end of the reset socket as it does when its own send, as it
  * waits, took the error first: a race that a test otherwise arranges only in some runs. A
  * socket with room holds no such send: its reset stays the splice's own, as it would be. */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,6 @@
  * point, $HLB_TEST_PAUSE_AT: "sigprocmask", on the return of the first sigprocmask() that
  * blocks SIGHUP (hashlb run's first); "open:PATH", before PATH is opened (a config file:
  * it is loading). */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 
+from shims import shim  # noqa: E402
 from lbtest import json_strict, listening_sockets, text_columns, wait_until
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -584,9 +585,7 @@ if not BPF:
 # helps; and /proc/net/arp failing after its first lines was the table's end (a read when an
 # entry came before the error). --update: nothing is attached if it went on.
 if BPF:
-    lib = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "tests", "integration",
-                       "neigh_fail.so")  # tests/integration/meson.build
-    check(os.path.exists(lib), f"{lib}, built with hashlb")
+    lib = shim("neigh_fail")
     ARP_HEAD = "IP address       HW type     Flags       HW address            Mask     Device\n"
     ARP_LO = "10.0.0.2         0x1         0x2         02:00:00:00:00:02     *        lo\n"
     V4 = "hashlb steer: reading the neighbour table (/proc/net/arp): Input/output error\n"

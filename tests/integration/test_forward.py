@@ -16,9 +16,10 @@ import threading
 import time
 
 from ctltest import REST_TURN_RATE, Lb, metric_sum, metric_sum_text, turn_mark, turn_rate
+from shims import shim  # noqa: E402
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
                     connect_outcome, frozen, outcome, parse_prometheus, read_line,
-                    read_to_eof, run_tests, serve_each, tmpfile, wait_until, who)
+                    read_to_eof, run_tests, serve_each, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -797,15 +798,7 @@ def with_resets_taken(run):
     chance about once in 2,000. <run> returns the count of hashlb_worker_resets_taken_total,
     which must not be 0. With the look taken out (d93d3a2's two calls of half_reset_taken()
     removed), 6 or 7 of the 8 clients (backends) get a FIN in every run."""
-    import shutil
-    cc = shutil.which("cc")
-    if not cc:
-        raise SystemExit(77)  # a C compiler builds hashlb: never missing where it was built
-    lib = tmpfile("reset_taken.so", "")
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib,
-                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "reset_taken.c"),
-                    "-ldl"], check=True)
-    env = dict(os.environ, LD_PRELOAD=lib,
+    env = dict(os.environ, LD_PRELOAD=shim("reset_taken"),
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     taken = run(env)
     print(f"    resets found taken: {taken:.0f}")

@@ -22,6 +22,7 @@ import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
+from shims import shim  # noqa: E402
 from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port,
                     logfmt_error, logfmt_fields, outcome,
                     read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
@@ -652,9 +653,6 @@ def early_sigquit_stops_as_sigterm():
           f"a core dump: {rc}")
 
 
-_pause_so = []
-
-
 def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=()):
     """hashlb run (on a small config, or <cfg_text>) stopped at one point <at> of its start
     by start_pause.c (LD_PRELOAD), a moment a poll of /proc/PID/status can miss: "sigprocmask", just after
@@ -663,17 +661,11 @@ def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=
     those signals inherited ignored (as a shell's background job has SIGINT and SIGQUIT).
     <wrap>: a command prefix before all that. (lb, its pid as seen here, go): go() lets it
     go on."""
-    if not _pause_so:
-        lib = tmppath("start_pause.so")
-        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib,
-                        os.path.join(os.path.dirname(os.path.abspath(__file__)), "start_pause.c"),
-                        "-ldl"], check=True)
-        _pause_so.append(lib)
     ours, theirs = socket.socketpair()
     env = dict(os.environ, HLB_TEST_PAUSE_FD=str(theirs.fileno()),
                HLB_TEST_PAUSE_AT="open:" + tmppath(fname) if at == "open" else at,
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
-    wrap_ = ("env", f"LD_PRELOAD={_pause_so[0]}")
+    wrap_ = ("env", f"LD_PRELOAD={shim('start_pause')}")
     if ignore:  # as the shell does, with exec: hashlb inherits them ignored
         wrap_ = ("sh", "-c", f"trap '' {' '.join(signal.Signals(s).name[3:] for s in ignore)}; "
                  'exec "$@"', "sh", *wrap_)

@@ -6,13 +6,13 @@ on for new connections (and checks) only; off sends nothing. accept_proxy: hashl
 clients' headers, hashes and passes on the client they name, and closes (and counts) clients
 without a valid one."""
 import os
-import shutil
 import socket
 import struct
 import subprocess
 import time
 
 from ctltest import REST_TURN_RATE, Lb, config, metric_sum, turn_mark, turn_rate
+from shims import shim  # noqa: E402
 from lbtest import (HASHLB, BlackHole, check, client_ip, connect, frozen, lookup, outcome,
                     read_to_eof, run_tests, serve_each, syn_sent, tmpfile, wait_until)
 
@@ -446,35 +446,6 @@ def urgent_byte_in_a_header():
 # Loaded into hashlb (LD_PRELOAD): its first send() of a v2 PROXY header to the port in
 # HLB_TEST_REFUSE_PORT fails as it does when that backend reset the connection right after
 # accepting it, a moment no real backend can be timed to hit.
-REFUSE_HEADER_C = r"""
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-
-ssize_t send(int fd, const void *buf, size_t len, int flags)
-{
-	static ssize_t (*real)(int, const void *, size_t, int);
-	static int refused;
-	const char *port = getenv("HLB_TEST_REFUSE_PORT");
-	struct sockaddr_in peer;
-	socklen_t plen = sizeof(peer);
-
-	if (!real)
-		real = (ssize_t (*)(int, const void *, size_t, int))dlsym(RTLD_NEXT, "send");
-	if (!refused && port && len >= 12 && !memcmp(buf, "\r\n\r\n\0\r\nQUIT\n", 12) &&
-	    getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 &&
-	    peer.sin_family == AF_INET && ntohs(peer.sin_port) == atoi(port)) {
-		refused = 1;
-		errno = EPIPE;
-		return -1;
-	}
-	return real(fd, buf, len, flags);
-}
-"""
 
 
 def header_refused_then_retried():
@@ -482,12 +453,7 @@ def header_refused_then_retried():
     once), the client is retried on the next one, whose header still names the client the
     front proxy named, not the proxy itself (the addresses used to be freed with the first
     try)."""
-    cc = shutil.which("cc")
-    if not cc:
-        raise SystemExit(77)  # a C compiler builds hashlb: never missing where it was built
-    lib = tmpfile("refuse_header.so", "")
-    src = tmpfile("refuse_header.c", REFUSE_HEADER_C)
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    lib = shim("refuse_header")
     bes = {n: ProxyBackend("v2") for n in ("a", "b", "c")}
     cfg = config([(n, b.addr) for n, b in bes.items()],
                  extra="accept_proxy: true\nproxy_protocol: v2\nconnect_retries: 2\n"

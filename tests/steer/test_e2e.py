@@ -19,6 +19,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from shims import shim  # noqa: E402
 import topo as T  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -715,10 +717,7 @@ def pid1_early_stop(topo):
     import socket
     import tempfile
     tmp = tempfile.mkdtemp()
-    lib = os.path.join(tmp, "start_pause.so")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib,
-                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
-                                 "start_pause.c"), "-ldl"], check=True)
+    lib = shim("start_pause")
     cfg = os.path.join(tmp, "steer.yaml")
     with open(cfg, "w") as f:
         f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"

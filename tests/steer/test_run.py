@@ -29,6 +29,7 @@ import topo as T  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from promtext import parse_prometheus  # noqa: E402
+from shims import shim  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
@@ -379,9 +380,7 @@ def neighbour_unreadable(topo, servers):
     the table, saying what could not be read, as hashlb steer says it: not as the first
     backend's ("backend 'b1' (10.211.0.11:...): reading the neighbour table of eth0"), which
     reaching it would not help."""
-    lib = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "tests", "integration",
-                       "neigh_fail.so")  # tests/integration/meson.build
-    check(os.path.exists(lib), f"{lib}, built with hashlb")
+    lib = shim("neigh_fail")
     arp = "IP address       HW type     Flags       HW address            Mask     Device\n"
     d = Daemon(topo, service(topo, health="{enabled: false}"))
     d.prefix = ["env", f"LD_PRELOAD={lib}", f"HLB_TEST_ARP={arp}",
