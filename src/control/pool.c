@@ -1522,10 +1522,10 @@ static void change_backend(struct hlb_pool_service *s, const struct hlb_pool_bac
 			 added ? "reload: backend added" : "reload: backend removed",
 			 "service=%s backend=%s address=%s weight=%u", s->cfg->name,
 			 backend_qname(b, qn), hlb_log_quote(b->rt->address, qa, sizeof(qa)),
-			 b->cfg_weight);
+			 b->rt->weight);
 }
 
-/* Backend <b> of <s> the reload under way changed as <chg> says (its settings before). */
+/* Backend <b> of <s> the reload under way changed as <chg> says (its settings in effect before). */
 static void change_backend_settings(struct hlb_pool_service *s, const struct hlb_pool_backend *b,
 				    const struct backend_change *chg)
 {
@@ -1540,7 +1540,7 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 	if (!change_line(p))
 		return;
 	if (chg->what & BACKEND_CHANGED_WEIGHT)
-		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->cfg_weight,
+		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->rt->weight,
 			 chg->weight);
 	if (chg->what & BACKEND_CHANGED_BACKUP)
 		snprintf(backup, sizeof(backup), " backup=%s backup_was=%s",
@@ -1551,11 +1551,10 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 			 chg->close_on_return ? "true" : "false");
 	if (chg->what & BACKEND_CHANGED_MAX_CONNS)
 		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
-			 b->cfg_max_conns, chg->max_conns);
+			 atomic_load(&b->rt->max_conns), chg->max_conns);
 	if (chg->what & BACKEND_CHANGED_STATE)
 		snprintf(state, sizeof(state), " state=%s state_was=%s",
-			 hashlb_admin_state_name(b->cfg_admin),
-			 hashlb_admin_state_name(chg->admin));
+			 hashlb_admin_state_name(b->admin), hashlb_admin_state_name(chg->admin));
 	if (chg->what & BACKEND_CHANGED_ADDRESS)
 		snprintf(address, sizeof(address), " address_was=%s",
 			 hlb_log_quote(chg->address, qw, sizeof(qw)));
@@ -1569,7 +1568,8 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
  * <b> (kept by a reload: the same name and address) takes the config's
  * settings <nb> of service <c>, those set at run time staying unless the
  * config changes them; whether the table changes. <chg> (or NULL) gets
- * the config's settings it changed, as they were.
+ * the config's settings it changed, as they were in effect (one set at
+ * run time, not the config's before: what <b> served with).
  */
 static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_backend_cfg *nb,
 			      const struct hashlb_service_cfg *c, struct backend_change *chg)
@@ -1579,7 +1579,7 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 
 	if (nb->weight != b->cfg_weight) {
 		was.what |= BACKEND_CHANGED_WEIGHT;
-		was.weight = b->cfg_weight;
+		was.weight = b->rt->weight;
 		b->cfg_weight = nb->weight;
 		b->rt->weight = nb->weight;
 		full = true;
@@ -1597,14 +1597,14 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 	if (nb->max_connections != b->cfg_max_conns || c->steering == HASHLB_STEERING_KERNEL) {
 		if (nb->max_connections != b->cfg_max_conns) {
 			was.what |= BACKEND_CHANGED_MAX_CONNS;
-			was.max_conns = b->cfg_max_conns;
+			was.max_conns = atomic_load(&b->rt->max_conns);
 		}
 		b->cfg_max_conns = nb->max_connections;
 		hlb_pool_set_max_connections(b, nb->max_connections);
 	}
 	if (nb->admin != b->cfg_admin) {
 		was.what |= BACKEND_CHANGED_STATE;
-		was.admin = b->cfg_admin;
+		was.admin = b->admin;
 		b->cfg_admin = nb->admin;
 		hlb_pool_set_admin(b, nb->admin);
 	}

@@ -685,10 +685,37 @@ def checks_turned_off_say_a_down_backend_is_up():
     b.stop()
 
 
+def reload_lines_say_what_was_in_effect():
+    """A reload's lines on a backend say the settings it served with, those set at run time
+    (`hashlb ctl set`) among them: `reload: backend removed ... weight=7` for one set to 7,
+    `reload: backend changed ... weight=3 weight_was=5` for one set to 5 the config then
+    puts at 3 (and so for `max_connections_was=` and `state_was=`). Before, they gave the
+    config's values before the reload (`weight=1`, `weight_was=1`), which it never had."""
+    def addr(k):
+        return f"127.0.0.{k}:80"  # never dialled: checks off, no client
+
+    off = "enabled: false"
+    lb = Lb(config([("a", addr(1)), ("b", addr(2)), ("c", addr(3))], health=off))
+    for args in (("a", "weight", "5"), ("a", "max_connections", "4"), ("a", "drain"),
+                 ("c", "weight", "7")):
+        rc, so, se = lb.ctl("set", *args)
+        check(rc == 0, f"set {args}: {se}")
+    lb.rewrite(config([("a", addr(1), "weight: 3", "max_connections: 9", "state: maint"),
+                       ("b", addr(2))], health=off))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and check_logfmt(logged), f"reload: {se}")
+    said = [l.split(" ", 2)[2] for l in logged if 'msg="reload: backend' in l]
+    want = [f'msg="reload: backend changed" service=t backend=a address={addr(1)} weight=3 '
+            'weight_was=5 max_connections=9 max_connections_was=4 state=maint state_was=drain',
+            f'msg="reload: backend removed" service=t backend=c address={addr(3)} weight=7']
+    check(said == want, f"what a and c served with, not the config's before:\n{said}")
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
-           reloads_that_move_clients_are_warned,
+           reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up])
