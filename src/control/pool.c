@@ -2286,7 +2286,8 @@ static unsigned int hash_prefix_len(const struct hashlb_service_cfg *c, bool v6)
 
 /*
  * Service <s> goes from <old> to <c>: if what decides each client's backend changed (scheme,
- * seed, table size or ring points, hash key or prefix), a warning says so, and which. The
+ * seed, table size or ring points, hash key or prefix, accept_proxy: which address is
+ * hashed), a warning says so, and which. The
  * table then places every client anew, and most of them reach another backend with their next
  * connection: what a reload of a backend's weight or membership never does, and what a pool
  * of stateful backends cannot take unawares. The "reload: service changed" line said only
@@ -2301,13 +2302,16 @@ static void client_hash_changed(struct hlb_pool_service *s, const struct hashlb_
 	bool vnodes = !scheme && b->scheme == HASHLB_SCHEME_RING && a->ring_v != b->ring_v;
 	bool prefix = !key && (hash_prefix_len(old, false) != hash_prefix_len(c, false) ||
 			       hash_prefix_len(old, true) != hash_prefix_len(c, true));
-	char what[80];
+	/* the client hashed is the PROXY header's, or the front proxy's without it */
+	bool proxy = old->accept_proxy != c->accept_proxy;
+	char what[96];
 
-	if (!scheme && a->seed == b->seed && !size && !vnodes && !key && !prefix)
+	if (!scheme && a->seed == b->seed && !size && !vnodes && !key && !prefix && !proxy)
 		return;
-	snprintf(what, sizeof(what), "%s%s%s%s%s%s", scheme ? ",scheme" : "",
+	snprintf(what, sizeof(what), "%s%s%s%s%s%s%s", scheme ? ",scheme" : "",
 		 a->seed != b->seed ? ",seed" : "", size ? ",table_size" : "",
-		 vnodes ? ",vnodes" : "", key ? ",hash_key" : "", prefix ? ",hash_prefix" : "");
+		 vnodes ? ",vnodes" : "", key ? ",hash_key" : "", prefix ? ",hash_prefix" : "",
+		 proxy ? ",accept_proxy" : "");
 	if (!s->pool->changes->services_rehashed++)
 		snprintf(s->pool->changes->first_rehashed, sizeof(s->pool->changes->first_rehashed),
 			 "%s (%s)", c->name, what + 1);

@@ -439,13 +439,15 @@ def reloads_say_what_they_changed():
 
 def reloads_that_move_clients_are_warned():
     """A reload that changes how clients are placed (the scheme, the seed, Maglev's table size,
-    the ring's points, the hash key or its prefix) places every client anew: most reach
-    another backend with their next connection, which a pool of stateful backends must not
-    take unawares. Such a reload says so at warn level, naming what changed, and so does its
+    the ring's points, the hash key or its prefix, or accept_proxy, which decides whose
+    address is hashed: the PROXY header's client or the front proxy) places every client
+    anew: most reach another backend with their next connection, which a pool of stateful
+    backends must not take unawares. Such a reload says so at warn level, naming what changed, and so does its
     answer (hashlb ctl reload, systemctl reload's journal); one that changes
     a weight or a timeout, or writes the default prefix out, does not. Before, the only line
     was `msg="reload: service changed" changed=table` at info, and `changed=settings` for the
-    key and the prefix, as for a timeout."""
+    key and the prefix, as for a timeout, and accept_proxy turned on or off said nothing of
+    the clients it moves."""
     off = "enabled: false"
     t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
     lb = Lb(config(t, health=off))
@@ -472,7 +474,15 @@ def reloads_that_move_clients_are_warned():
                      "hash_prefix: {ipv6: 64}\ntimeouts:\n  idle: 7s"), ["vnodes"]),
              (config([("a", "127.0.0.1:1", "weight: 3")] + t[1:], health=off, scheme="ring",
                      extra="seed: 7\nvnodes: 100\nhash_prefix: {ipv6: 64}\ntimeouts:\n  idle: 8s"),
-              [])]
+              []),
+             # the client hashed: the one a PROXY header names, then the front proxy again
+             (config(t, health=off, scheme="ring", extra="seed: 7\nvnodes: 100\n"
+                     "hash_prefix: {ipv6: 64}\naccept_proxy: true"), ["accept_proxy"]),
+             (config(t, health=off, scheme="ring", extra="seed: 7\nvnodes: 100\n"
+                     "hash_prefix: {ipv6: 64}\naccept_proxy: true\n"
+                     "accept_proxy_from: [127.0.0.0/8]"), []),
+             (config(t, health=off, scheme="ring", extra="seed: 7\nvnodes: 100\n"
+                     "hash_prefix: {ipv6: 64}"), ["accept_proxy"])]
     for k, (text, want) in enumerate(steps):
         answer, said = reload(text)
         check(said == want, f"step {k}: warned of {want}: {said}")
