@@ -1782,6 +1782,40 @@ static const struct admin_route {
 	{ "/upgrade", true, plain_params },
 };
 
+/*
+ * GET /: a line naming the requests, for whoever points curl or a browser at the endpoint
+ * (text unless format=json asks otherwise); with format=json, each path, its method and the
+ * parameters it takes, from admin_routes (before, format=json was answered in text, and the
+ * line left /set's max_connections out).
+ */
+static void admin_index(const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	char v[HLB_HTTP_VALUE_MAX + 1];
+	size_t n = sizeof(admin_routes) / sizeof(admin_routes[0]);
+
+	if (!hlb_http_param(req, "format", v, sizeof(v)) || strcmp(v, "json")) {
+		resp->ctype = "text/plain; charset=utf-8";
+		hlb_buf_puts(&resp->body,
+			     "hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
+			     " /clients?top=N,"
+			     " /sockets (the listening sockets, for a new hashlb to take over),"
+			     " POST /set?backend=B&state=S|weight=W|max_connections=N"
+			     " /close?backend=B /reload[?pid=N] /upgrade\n");
+		return;
+	}
+	hlb_buf_puts(&resp->body, "{\"endpoints\":[");
+	for (size_t i = 0; i < n; i++) {
+		const struct admin_route *r = &admin_routes[i];
+
+		hlb_buf_printf(&resp->body, "%s{\"path\":\"%s\",\"method\":\"%s\",\"params\":[",
+			       i ? "," : "", r->path, r->post ? "POST" : "GET");
+		for (size_t k = 0; r->params[k]; k++)
+			hlb_buf_printf(&resp->body, "%s\"%s\"", k ? "," : "", r->params[k]);
+		hlb_buf_puts(&resp->body, "]}");
+	}
+	hlb_buf_puts(&resp->body, "]}\n");
+}
+
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
@@ -1839,13 +1873,6 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	} else if (!strcmp(path, "/upgrade")) {
 		upgrade(ctl, resp, text);
 	} else { /* "/" */
-		resp->ctype = "text/plain; charset=utf-8";
-		hlb_buf_puts(
-			&resp->body,
-			"hashlb admin: GET /metrics /status /table /lookup?client=ADDR"
-			" /clients?top=N,"
-			" /sockets (the listening sockets, for a new hashlb to take over),"
-			" POST /set?backend=B&state=S&weight=W /close?backend=B /reload[?pid=N]"
-			" /upgrade\n");
+		admin_index(req, resp);
 	}
 }

@@ -1284,6 +1284,38 @@ def gets_refuse_parameters_they_do_not_take():
     check(lb.stop() == 0, "exit 0")
 
 
+def the_index_says_what_each_request_takes():
+    """GET / names the requests in a line of text, /set's settings with them (state, weight and
+    max_connections), and with format=json answers JSON, as every endpoint does: each path,
+    its method and the parameters it takes, which are the ones it takes (a path listed with
+    one it does not take would be refused with a 400). Before, format=json was answered with
+    the text line, and that line left max_connections out."""
+    lb = Lb(config(BACKENDS))
+    for path in ("/", "/?format=text"):
+        code, body = lb.http("GET", path)
+        check(code == 200 and body.startswith("hashlb admin: GET /metrics") and
+              "POST /set?backend=B&state=S|weight=W|max_connections=N" in body,
+              f"GET {path}: {code} {body!r}")
+    code, body = lb.http("GET", "/?format=json")
+    try:
+        index = json.loads(body)
+    except ValueError:
+        index = None
+    check(code == 200 and index is not None, f"GET /?format=json: JSON: {code} {body!r}")
+    routes = {r["path"]: r for r in index["endpoints"]} if index else {}
+    check(routes.get("/set", {}).get("method") == "POST" and
+          {"state", "weight", "max_connections"} <= set(routes["/set"]["params"]) and
+          routes.get("/status", {}).get("method") == "GET" and routes["/metrics"]["params"] == [],
+          f"/set, /status and /metrics as they are: {routes}")
+    for path, r in routes.items():
+        if r["method"] != "GET" or "format" not in r["params"]:
+            continue
+        code, body = lb.http("GET", f"{path}?format=text&nosuch=1")
+        check(code == 400 and f"takes {', '.join(r['params'])}" in body,
+              f"{path} takes what the index says: {code} {body!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_off_loopback_is_warned():
     """An admin endpoint listening beyond loopback (a wildcard here) takes no authentication:
     anyone who reaches it can drain, reload or upgrade. hashlb warns at start and at each
@@ -2617,6 +2649,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            gets_refuse_parameters_they_do_not_take,
+           the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            reload_pid_signals_only_hashlb_run, reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
