@@ -432,6 +432,14 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
 				size_t len);
 
 /*
+ * Why <s> is not an address as hashlb_tuple_parse_src() takes it: ADDR, ADDR:PORT,
+ * [V6]:PORT or a bare IPv6 address (a client, lookup's vip), told as
+ * hashlb_addr_explain() tells it ("a URL: write it without 'http://', ...").
+ * A static text or <buf> (<len> bytes).
+ */
+const char *hashlb_tuple_explain(const char *s, char *buf, size_t len);
+
+/*
  * Whether two listen addresses would take the same port: equal (an
  * IPv4-mapped address counting as the IPv4 address it maps), or one a
  * wildcard covering the other ([::] covers both families: hashlb's IPv6

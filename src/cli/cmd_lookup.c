@@ -91,9 +91,11 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 			struct hashlb_tuple *ret_tuple)
 {
 	struct hashlb_tuple tu, dst;
+	char why[200];
 
 	if (hashlb_tuple_parse_src(client, &tu) < 0) {
-		cli_error("invalid client address '%s'\n", client);
+		cli_error("invalid client address '%s': %s\n", client,
+			  hashlb_tuple_explain(client, why, sizeof(why)));
 		return -EINVAL;
 	}
 	if (key != HASHLB_KEY_SRC_IP && !tu.sport[0] && !tu.sport[1]) {
@@ -108,7 +110,8 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 	}
 	if (vip) {
 		if (hashlb_tuple_parse_src(vip, &dst) < 0) {
-			cli_error("invalid --vip address '%s'\n", vip);
+			cli_error("invalid --vip address '%s': %s\n", vip,
+				  hashlb_tuple_explain(vip, why, sizeof(why)));
 			return -EINVAL;
 		}
 		if (key == HASHLB_KEY_4TUPLE && !dst.sport[0] && !dst.sport[1]) {

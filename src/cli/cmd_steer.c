@@ -808,10 +808,15 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 					  optarg);
 				goto usage;
 			}
-			if (a->n_vips == VIPS_MAX || parse_vip(optarg, &a->vips[a->n_vips]) < 0) {
-				cli_error("invalid VIP '%s' (ADDR:PORT or "
-					  "[V6]:PORT, at most %u)\n",
-					  optarg, VIPS_MAX);
+			if (a->n_vips == VIPS_MAX) {
+				cli_error("invalid VIP '%s': at most %u\n", optarg, VIPS_MAX);
+				goto usage;
+			}
+			if (parse_vip(optarg, &a->vips[a->n_vips]) < 0) {
+				/* as the config says it: "a URL: write it without ..." */
+				cli_error("invalid VIP '%s' (ADDR:PORT or [V6]:PORT): %s\n", optarg,
+					  hashlb_addr_explain(optarg, false, false, why,
+							      sizeof(why)));
 				goto usage;
 			}
 			/* Equal (an IPv4-mapped address as the IPv4 one): the kernel

@@ -955,6 +955,30 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
 	return buf;
 }
 
+const char *hashlb_tuple_explain(const char *s, char *buf, size_t len)
+{
+	const char *colon = strchr(s, ':'), *close = s[0] == '[' ? strchr(s, ']') : NULL;
+
+	/* its port optional: an address alone is one, so what is wrong there is the address,
+	 * where hashlb_addr_explain() would ask for ':PORT' */
+	if (close && !close[1]) {
+		snprintf(buf, len, "'%.*s' is not a numeric IPv6 address", (int)(close - s - 1),
+			 s + 1);
+	} else if (s[0] != '[' && !strstr(s, "://") && colon && strchr(colon + 1, ':')) {
+		snprintf(buf, len,
+			 "'%s' is not a numeric IPv6 address (with a port, it is written "
+			 "[ADDR]:PORT, as [::1]:80)",
+			 s);
+	} else if (s[0] != '[' && !colon && (!s[0] || strspn(s, "0123456789") != strlen(s))) {
+		snprintf(buf, len,
+			 "'%s' is not a numeric IPv4 address (host names are not resolved here)",
+			 s);
+	} else {
+		return hashlb_addr_explain(s, true, false, buf, len);
+	}
+	return buf;
+}
+
 /*
  * Refuse a link-local IPv6 address <a> (fe80::/10), written <v> for <key>:
  * it means nothing without its zone, the interface, which no address here

@@ -858,8 +858,15 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
  * key hashes; -1 when it is not one (answered 400), as hashlb lookup's --vip. */
 static int vip_parse(const char *d, bool port, struct hashlb_tuple *dst, struct hlb_http_resp *resp)
 {
-	if (hashlb_tuple_parse_src(d, dst) < 0 || (port && !dst->sport[0] && !dst->sport[1])) {
-		resp_error(resp, 400, "vip=%s is not an ADDR:PORT", d);
+	char why[200];
+
+	if (hashlb_tuple_parse_src(d, dst) < 0) {
+		resp_error(resp, 400, "vip=%s is not an ADDR:PORT: %s", d,
+			   hashlb_tuple_explain(d, why, sizeof(why)));
+		return -1;
+	}
+	if (port && !dst->sport[0] && !dst->sport[1]) {
+		resp_error(resp, 400, "vip=%s is not an ADDR:PORT: it has no port", d);
 		return -1;
 	}
 	return 0;

@@ -240,6 +240,15 @@ for args, status, msg in [
      "VIP '0.0.0.0:80' is a wildcard address"),
     (("steer", "-i", "lo", "--update", "--vip", "[::]:443", *BACKEND), 2,
      "VIP '[::]:443' is a wildcard address"),
+    # what is wrong with a VIP said, as the config says it (it was "invalid VIP '...'
+    # (ADDR:PORT or [V6]:PORT, at most 16)" whatever it was)
+    (("steer", "-i", "lo", "--update", "--vip", "http://10.0.0.1:80", *BACKEND), 2,
+     "hashlb steer: invalid VIP 'http://10.0.0.1:80' (ADDR:PORT or [V6]:PORT): a URL: write it "
+     "without 'http://', as ADDR:PORT\n"),
+    (("steer", "-i", "lo", "--update", "--vip", "10.0.0.1", *BACKEND), 2,
+     "invalid VIP '10.0.0.1' (ADDR:PORT or [V6]:PORT): missing ':PORT'\n"),
+    (("steer", "-i", "lo", "--update", "--vip", "10.0.0.1:0", *BACKEND), 2,
+     "invalid VIP '10.0.0.1:0' (ADDR:PORT or [V6]:PORT): port 0 is out of range 1..65535\n"),
     # a VIP given twice (an IPv4 address and its IPv4-mapped form are one): the kernel keys
     # it once, but it was counted twice (one of the 16 places, "2 VIPs")
     (("steer", "-i", "lo", "--update", *VIP, *VIP, *BACKEND), 2, "VIP '10.0.0.1:80' given twice"),
@@ -329,6 +338,19 @@ for args, status, msg in [
     (("lookup", "-c", DEMO, "bogus"), 2, "invalid client address 'bogus'"),
     (("lookup", "--key", "4-tuple", "--vip", "bogus", "10.0.0.1:5", "a"), 2,
      "invalid --vip address 'bogus'"),
+    # what is wrong said, as the config and --admin say it (it was "invalid --vip address
+    # 'http://10.0.0.1:80'" alone); the port optional, an address alone is never told ':PORT'
+    (("lookup", "--key", "4-tuple", "--vip", "http://10.0.0.1:80", "10.0.0.1:5", "a"), 2,
+     "hashlb lookup: invalid --vip address 'http://10.0.0.1:80': a URL: write it without "
+     "'http://', as ADDR:PORT\n"),
+    (("lookup", "--key", "4-tuple", "--vip", "10.0.0.1:99999", "10.0.0.1:5", "a"), 2,
+     "invalid --vip address '10.0.0.1:99999': port 99999 is out of range 0..65535\n"),
+    (("lookup", "bogus", "a"), 2, "hashlb lookup: invalid client address 'bogus': 'bogus' is "
+     "not a numeric IPv4 address (host names are not resolved here)\n"),
+    (("lookup", "[::zz]", "a"), 2,
+     "invalid client address '[::zz]': '::zz' is not a numeric IPv6 address\n"),
+    (("lookup", "::zz:80", "a"), 2, "invalid client address '::zz:80': '::zz:80' is not a "
+     "numeric IPv6 address (with a port, it is written [ADDR]:PORT, as [::1]:80)\n"),
     (("frobnicate",), 2, "unknown command"),
     # ctl says which address it tried (from --admin, $HASHLB_ADMIN, -c or the default)
     (("ctl", "--admin", "127.0.0.1:1", "status"), 1, "admin endpoint at 127.0.0.1:1:"),

@@ -1618,8 +1618,12 @@ def lookup_agrees_with_the_offline_lookup():
             # a vip that is no address is said whatever the key, as lookup -c does (it
             # was ignored: the answer for a typo, exit 0)
             rc, so, se = lb.ctl("lookup", "--vip", "bogus", "10.0.0.1:5")
-            check(rc == 1 and "vip=bogus is not an ADDR:PORT" in se,
-                  f"src-ip: ctl lookup --vip bogus is refused: {rc} {so}{se}")
+            check(rc == 1 and "vip=bogus is not an ADDR:PORT: 'bogus' is not a numeric IPv4 "
+                  "address" in se, f"src-ip: ctl lookup --vip bogus is refused: {rc} {so}{se}")
+            rc, so, se = lb.ctl("lookup", "--vip", "http://127.0.0.1:80", "10.0.0.1:5")
+            check(rc == 1 and "vip=http://127.0.0.1:80 is not an ADDR:PORT: a URL: write it "
+                  "without 'http://', as ADDR:PORT" in se,
+                  f"src-ip: ctl lookup --vip http://... is told why: {rc} {so}{se}")
             rc, so, se = lb.ctl("lookup", "--vip", "127.0.0.1", "10.0.0.1:5")
             check(rc == 0 and " -> " in so, f"src-ip: a vip without a port will do: {rc} {se}")
         if key == "4-tuple":
@@ -1636,7 +1640,7 @@ def lookup_agrees_with_the_offline_lookup():
     check(rc == 0 and " -> " in so, f"and answers with it: {rc} {so}{se}")
     # a vip without a port is no destination: it hashed port 0, a backend no client reaches
     rc, so, se = lb.ctl("lookup", "--vip", "127.0.0.1", "10.0.0.1:5")
-    check(rc == 1 and "is not an ADDR:PORT" in se,
+    check(rc == 1 and "vip=127.0.0.1 is not an ADDR:PORT: it has no port" in se,
           f"ctl lookup --vip without a port is refused: {rc} {so}{se}")
     # a client given but not an address is named as such (not "give client=")
     rc, so, se = lb.ctl("lookup", "--vip", f"127.0.0.1:{lb.addr[1]}", "10.0.0.1,10.0.0.2")
