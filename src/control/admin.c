@@ -1671,6 +1671,26 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	} else if (taker && !hlb_fdpass_peer_is(req->fd, (pid_t)taker)) {
 		claimed = taker;
 		taker = 0;
+	} else if (taker && getpid() == 1) {
+		/* As SIGUSR2 is refused: a taker proven to be the asker is a process of this
+		 * PID namespace (SO_PEERCRED gives 0 for one outside it; over TCP its pid is
+		 * read in this one's /proc), which the kernel kills when this one exits. */
+		resp_error(resp, 409,
+			   "cannot hand the listening sockets over to pid %ld: " HLB_UPGRADE_PID1
+			   "; restart the container instead",
+			   taker);
+		if (ctl->log) {
+			char kv[320];
+
+			snprintf(kv, sizeof(kv),
+				 "taker=%ld reason=\"" HLB_UPGRADE_PID1
+				 "\" note=\"restart the container, or run hashlb under an init "
+				 "(docker run --init, tini) to hand over\"",
+				 taker);
+			ctl->log(ctl->log_arg, HLB_LOG_WARN, "listening sockets not handed over",
+				 kv);
+		}
+		return;
 	}
 	n = ctl->listen_fds ? ctl->listen_fds(ctl->daemon, (pid_t)taker, fds, addrs, SOCKETS_MAX)
 			    : 0;

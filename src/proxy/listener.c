@@ -496,11 +496,15 @@ static int take_answer(struct hlb_proxy *p, int fd, int family, char *why, size_
 		return (int)n;
 	}
 	if (strncmp(text, "HTTP/1.1 200 ", 13) != 0) {
-		/* an older hashlb (404), or one that has nothing to hand over (409) */
-		const char *eol = strchr(text, '\r');
+		/* an older hashlb (404), or one that has nothing to hand over, or
+		 * may not (409): its status line, and the error it gives (a PID 1's) */
+		const char *eol = strchr(text, '\r'), *e = strstr(text, "{\"error\":\"");
 
 		take_undo(p);
-		snprintf(why, why_size, "%.*s", eol ? (int)(eol - text) : 64, text);
+		if (e)
+			e += strlen("{\"error\":\"");
+		snprintf(why, why_size, "%.*s%s%.*s", eol ? (int)(eol - text) : 64, text,
+			 e ? ": " : "", e ? (int)strcspn(e, "\"\\") : 0, e ? e : "");
 		free(text);
 		return 0;
 	}

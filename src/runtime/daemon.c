@@ -749,7 +749,7 @@ static int take_over(struct hlb_daemon *d, struct hashlb_error *err)
 {
 	const char *from;
 	const char *fd_env = getenv("HASHLB_UPGRADE_FD");
-	char why[128], qf[512], qv[64], qw[4 * sizeof(why)];
+	char why[384], qf[512], qv[64], qw[4 * sizeof(why)];
 	int r;
 
 	from = hlb_log_quote(d->cfg->admin ? d->cfg->admin : "?", qf, sizeof(qf));

@@ -733,6 +733,17 @@ def stop_as_pid1_once_running():
               f"PID 1, running: {sig.name} drains, exit 0: {rc}")
 
 
+def _hashlb_as_pid1(sock, fname):
+    """hashlb run as PID 1 of a PID namespace of its own, its admin endpoint on Unix socket
+    <sock>, started: it and its pid as seen from here."""
+    lb = Hashlb(config(BACKENDS).replace("admin: off", f"admin: unix:{sock}"), fname=fname,
+                wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
+    with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
+        pid = int(f.read().split()[0])
+    check(lb.wait_log("msg=started"), "started")
+    return lb, pid
+
+
 def upgrade_as_pid1_refused():
     """As PID 1 of a PID namespace (a container's init), an upgrade in place is refused, by
     SIGUSR2 (logged) and by hashlb ctl upgrade (exit 1, saying why), and hashlb serves on:
@@ -740,12 +751,7 @@ def upgrade_as_pid1_refused():
     hashlb started, took the sockets over and was killed as the old one, drained, exited 0:
     the upgrade ended the service."""
     sock = tmppath("pid1-admin.sock")
-    lb = Hashlb(config(BACKENDS).replace("admin: off", f"admin: unix:{sock}"),
-                fname="pid1-upgrade.yaml",
-                wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
-    with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
-        pid = int(f.read().split()[0])
-    check(lb.wait_log("msg=started"), "started")
+    lb, pid = _hashlb_as_pid1(sock, "pid1-upgrade.yaml")
     os.kill(pid, signal.SIGUSR2)
     check(lb.wait_log(r'msg="upgrade refused" reason="this hashlb is PID 1 of its PID '
                       r'namespace .*note="restart the container', 10),
@@ -762,6 +768,67 @@ def upgrade_as_pid1_refused():
     except subprocess.TimeoutExpired:
         rc = None
     check(rc == 0, f"and stops on SIGTERM as ever, exit 0: {rc}")
+
+
+# GET /sockets?taker=ITS_PID on a Unix socket, sent from where it runs (a PID namespace),
+# printing its pid there, then the answer
+ASK_SOCKETS = """
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+s.connect(sys.argv[1])
+s.sendall(b"GET /sockets?taker=%d HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n"
+          % os.getpid())
+print(os.getpid())
+print(s.makefile("rb").read().decode(errors="replace"))
+"""
+
+
+def sockets_to_a_taker_as_pid1_refused():
+    """As PID 1 of a PID namespace (a container's init), hashlb refuses to hand its listening
+    sockets over (GET /sockets?taker=PID) to a process of that namespace, as it refuses
+    SIGUSR2: once it exits, having handed over, the kernel kills everything in the
+    namespace, the taker too. A 409 saying why, a warning in its log, and a new hashlb
+    asking says why in its own (answer="HTTP/1.1 409 Conflict: cannot hand ...") and binds
+    sockets of its own. Before, the sockets were handed over (200, taker=N), this hashlb
+    counted as replaced, and the new one died with it."""
+    sock = tmppath("pid1-take.sock")
+    lb, pid = _hashlb_as_pid1(sock, "pid1-take.yaml")
+    inside = ["nsenter", "-t", str(pid), "-p", "-m", "--"]
+    p = subprocess.run([*inside, sys.executable, "-c", ASK_SOCKETS, sock],
+                       capture_output=True, text=True, timeout=60)
+    taker, _, answer = p.stdout.partition("\n")
+    print(f"    GET /sockets?taker={taker} from the namespace: {answer.splitlines()[:1]}")
+    check(p.returncode == 0 and answer.startswith("HTTP/1.1 409 ") and
+          f"cannot hand the listening sockets over to pid {taker}: this hashlb is PID 1 of "
+          "its PID namespace" in answer, f"refused, saying why: {p.returncode} {p.stdout!r} "
+          f"{p.stderr!r}")
+    check(lb.wait_log(f'level=warn msg="listening sockets not handed over" taker={taker} '
+                      r'reason="this hashlb is PID 1 of its PID namespace .*note="restart '
+                      r'the container'), "logged at warn, with what to do instead")
+    # a new hashlb in the namespace: told why, it binds sockets of its own
+    new = spawn([*inside, HASHLB, "run", "-c", lb.path], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True)
+    said = []
+    threading.Thread(target=lambda: said.extend(new.stderr), daemon=True).start()
+    told = (r'msg="no listening sockets taken over, binding new ones" from=\S+ '
+            r'answer="HTTP/1.1 409 Conflict: cannot hand the listening sockets over to pid \d+: '
+            r'this hashlb is PID 1 of its PID namespace')
+    end = time.time() + 30
+    while time.time() < end and not any(re.search(told, l) for l in said):
+        time.sleep(0.05)
+    check(any(re.search(told, l) for l in said) and
+          not any('msg="listening sockets taken over"' in l for l in said),
+          f"the new hashlb says why it takes nothing over: {said[:3]}")
+    check(not [l for l in lb.log if 'msg="listening sockets handed over"' in l],
+          "nothing handed over")
+    os.kill(pid, signal.SIGTERM)  # the namespace ends with it, the new hashlb too
+    try:
+        rc = lb.proc.wait(20)
+        new.wait(20)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"stops on SIGTERM, exit 0: {rc}")
 
 
 def sigquit_at_first_mask():
@@ -1016,7 +1083,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
-           upgrade_as_pid1_refused,
+           upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
            sigquit_at_first_mask, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
