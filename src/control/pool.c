@@ -1242,7 +1242,10 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 	while (i < s->n_drained) {
 		struct hlb_pool_backend *b = s->drained[i];
 
-		if (now - b->drained_ms >= HLB_POOL_DRAINED_KEEP_MS) {
+		/* and until its drain deadline: a reload adding it back takes it back until
+		 * then, what was set at run time with it (service_gone_find()) */
+		if (now - b->drained_ms >= HLB_POOL_DRAINED_KEEP_MS &&
+		    now >= b->drain_deadline_ms) {
 			service_forget_backend(s, b);
 			s->drained[i] = s->drained[--s->n_drained];
 		} else {
@@ -2419,37 +2422,122 @@ static void service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_b
 			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
 }
 
+/* Removed backend <j> of <s>: one still draining (<removed>), then one drained (<drained>). */
+static struct hlb_pool_backend *service_gone_at(const struct hlb_pool_service *s, uint32_t j)
+{
+	return j < s->n_removed ? s->removed[j] : s->drained[j - s->n_removed];
+}
+
+/* The names of <s>'s removed backends (service_gone_at()), sorted, for service_gone_find()
+ * (free it); NULL: out of memory. */
+static struct name_idx *service_gone_sorted(const struct hlb_pool_service *s)
+{
+	uint32_t n = s->n_removed + s->n_drained;
+	struct name_idx *sorted = calloc(n ? n : 1, sizeof(*sorted));
+
+	if (!sorted)
+		return NULL;
+	for (uint32_t j = 0; j < n; j++)
+		sorted[j] = (struct name_idx){ service_gone_at(s, j)->rt->name, j };
+	qsort(sorted, n, sizeof(*sorted), name_idx_cmp);
+	return sorted;
+}
+
 /*
- * The backend named and addressed as <nb> among those an earlier reload
- * removed and that still drain, taken back (its connections with it: a
- * config written in two steps, or a removal undone, must not cut them at
- * the drain deadline); NULL if none.
+ * The removed backend of <s> (service_gone_at(), not yet <taken>) that a reload adding back
+ * <nb> takes back, or UINT32_MAX: the same name and address, removed by an earlier reload
+ * less than its drain timeout ago (<now>), whether it still drains or held no connection
+ * then and drained at once. A removal undone within the drain timeout is undone whole: its
+ * connections stay, and so does what was set at run time (hashlb ctl set); before, only one
+ * still draining connections was taken back, and one without came back as new, with the
+ * config's settings (a backend in maint taking clients again). <sorted>: service_gone_sorted().
+ */
+static uint32_t service_gone_find(const struct hlb_pool_service *s, const struct name_idx *sorted,
+				  const uint8_t *taken, const struct hashlb_backend_cfg *nb,
+				  uint64_t now)
+{
+	uint32_t n = s->n_removed + s->n_drained;
+	const struct name_idx *hit = n ? name_idx_find(sorted, n, nb->name) : NULL;
+
+	if (!hit)
+		return UINT32_MAX;
+	/* the first of its name: it may be among them at other addresses too */
+	while (hit > sorted && !strcmp(hit[-1].name, nb->name))
+		hit--;
+	for (; hit < sorted + n && !strcmp(hit->name, nb->name); hit++) {
+		const struct hlb_pool_backend *r = service_gone_at(s, hit->j);
+
+		if ((taken && taken[hit->j]) ||
+		    !addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len))
+			continue;
+		/* still draining; or drained, until the drain deadline (one closed at it is past) */
+		if (hit->j < s->n_removed || now < r->drain_deadline_ms)
+			return hit->j;
+	}
+	return UINT32_MAX;
+}
+
+/*
+ * The backend named and addressed as <nb> among those an earlier reload removed
+ * (service_gone_find()), taken back, its connections with it (a config written in two
+ * steps, or a removal undone, must not cut them at the drain deadline) and what was set at
+ * run time; NULL if none. Marked in <taken>: out of <s>'s removed and drained once the
+ * reload's backends are matched (service_gone_compact()).
  */
 static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
-						const struct hashlb_backend_cfg *nb)
+						const struct name_idx *sorted, uint8_t *taken,
+						const struct hashlb_backend_cfg *nb, uint64_t now)
 {
-	for (uint32_t k = 0; k < s->n_removed; k++) {
-		struct hlb_pool_backend *r = s->removed[k];
+	uint32_t j = service_gone_find(s, sorted, taken, nb, now);
+	struct hlb_pool_backend *r;
+	char qn[POOL_NAME_QUOTED], q[POOL_ADDRESS_QUOTED];
+	uint64_t held;
 
-		if (!strcmp(r->rt->name, nb->name) &&
-		    addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len)) {
-			uint64_t held = atomic_load(&r->rt->claimed);
-			char qn[POOL_NAME_QUOTED], q[POOL_ADDRESS_QUOTED];
+	if (j == UINT32_MAX)
+		return NULL;
+	r = service_gone_at(s, j);
+	taken[j] = 1;
+	held = atomic_load(&r->rt->claimed);
+	r->drain_deadline_ms = 0;
+	r->drained_ms = 0;
+	atomic_store(&r->rt->admin, (int)r->admin); /* retiring forced drain */
+	/* the drain its removal logged ends here, none closed */
+	if (held)
+		pool_log(s->pool, HLB_LOG_INFO, "backend added back: its draining connections stay",
+			 "service=%s backend=%s address=%s connections=%" PRIu64, s->cfg->name,
+			 backend_qname(r, qn), hlb_log_quote(r->rt->address, q, sizeof(q)), held);
+	return r;
+}
 
-			s->removed[k] = s->removed[--s->n_removed];
-			r->drain_deadline_ms = 0;
-			atomic_store(&r->rt->admin, (int)r->admin); /* retiring forced drain */
-			/* the drain its removal logged ends here, none closed */
-			if (held)
-				pool_log(s->pool, HLB_LOG_INFO,
-					 "backend added back: its draining connections stay",
-					 "service=%s backend=%s address=%s connections=%" PRIu64,
-					 s->cfg->name, backend_qname(r, qn),
-					 hlb_log_quote(r->rt->address, q, sizeof(q)), held);
-			return r;
-		}
-	}
-	return NULL;
+/* Backend <b> of <s>, taken back by the reload under way (service_reclaim()) and given the
+ * config's settings: what was set at run time and stays with it, said (none: nothing). */
+static void service_reclaim_log(struct hlb_pool_service *s, const struct hlb_pool_backend *b)
+{
+	char qn[POOL_NAME_QUOTED];
+	uint32_t max = atomic_load(&b->rt->max_conns);
+
+	if (b->admin != b->cfg_admin || b->rt->weight != b->cfg_weight || max != b->cfg_max_conns)
+		pool_log(s->pool, HLB_LOG_INFO,
+			 "backend added back: what was set at run time stays",
+			 "service=%s backend=%s state=%s weight=%u max_connections=%u",
+			 s->cfg->name, backend_qname(b, qn), hashlb_admin_state_name(b->admin),
+			 b->rt->weight, max);
+}
+
+/* <s>'s removed backends less those service_reclaim() took back (<taken>), in their order. */
+static void service_gone_compact(struct hlb_pool_service *s, const uint8_t *taken)
+{
+	uint32_t n_removed = s->n_removed, n = 0;
+
+	for (uint32_t k = 0; k < n_removed; k++)
+		if (!taken[k])
+			s->removed[n++] = s->removed[k];
+	s->n_removed = n;
+	n = 0;
+	for (uint32_t k = 0; k < s->n_drained; k++)
+		if (!taken[n_removed + k])
+			s->drained[n++] = s->drained[k];
+	s->n_drained = n;
 }
 
 /*
@@ -2509,22 +2597,34 @@ int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *
 			   uint32_t *ret_weights)
 {
 	struct hlb_pool_service *s = service_match(p, c->name);
-	struct name_idx *sorted;
+	struct name_idx *sorted, *gone_sorted;
+	uint64_t now = hlb_now_ms();
 
 	for (uint32_t i = 0; i < c->n_backends; i++)
 		ret_weights[i] = c->backends[i].weight;
-	if (!s || !s->n_backends)
+	if (!s)
 		return 0;
-	if (!(sorted = backends_sorted(s)))
+	sorted = backends_sorted(s);
+	gone_sorted = service_gone_sorted(s);
+	if (!sorted || !gone_sorted) {
+		free(sorted);
+		free(gone_sorted);
 		return -ENOMEM;
+	}
 	for (uint32_t i = 0; i < c->n_backends; i++) {
-		uint32_t j = backend_by_name(s, sorted, NULL, i, c->backends[i].name);
+		const struct hashlb_backend_cfg *nb = &c->backends[i];
+		uint32_t j = backend_by_name(s, sorted, NULL, i, nb->name);
+		const struct hlb_pool_backend *b = j < s->n_backends ? s->backends[j] : NULL;
 
+		/* one removed taken back, its name not running meanwhile (service_reclaim()) */
+		if (!b && (j = service_gone_find(s, gone_sorted, NULL, nb, now)) != UINT32_MAX)
+			b = service_gone_at(s, j);
 		/* a setting made at run time stays with the name unless the
 		 * config changes it (service_update()) */
-		if (j < s->n_backends && c->backends[i].weight == s->backends[j]->cfg_weight)
-			ret_weights[i] = s->backends[j]->rt->weight;
+		if (b && nb->weight == b->cfg_weight)
+			ret_weights[i] = b->rt->weight;
 	}
+	free(gone_sorted);
 	free(sorted);
 	return 0;
 }
@@ -2539,6 +2639,9 @@ struct service_prep {
 	struct hlb_pool_backend **next; /* the backends of the new config, in its order */
 	uint8_t *taken; /* what becomes of each running one (BACKEND_KEPT...) */
 	struct name_idx *sorted; /* the running ones' names (backends_sorted()) */
+	/* the removed ones' names (service_gone_sorted()), and those taken back (service_reclaim()) */
+	struct name_idx *gone_sorted;
+	uint8_t *gone_taken;
 	/* [i]: a new backend for the config's <i>th, made for each that is not kept at its
 	 * address (one taken back from those draining instead is freed) */
 	struct hlb_pool_backend **fresh;
@@ -2560,6 +2663,8 @@ static void service_prep_free(struct service_prep *pr)
 	free(pr->next);
 	free(pr->taken);
 	free(pr->sorted);
+	free(pr->gone_sorted);
+	free(pr->gone_taken);
 	*pr = (struct service_prep){ 0 };
 }
 
@@ -2571,13 +2676,15 @@ static int service_prepare(struct hlb_pool_service *s, const struct hashlb_servi
 		.next = calloc(c->n_backends ? c->n_backends : 1, sizeof(*pr.next)),
 		.taken = calloc(s->n_backends ? s->n_backends : 1, sizeof(*pr.taken)),
 		.sorted = backends_sorted(s),
+		.gone_sorted = service_gone_sorted(s),
+		.gone_taken = calloc(s->n_removed + s->n_drained + 1, sizeof(*pr.gone_taken)),
 		.fresh = calloc(c->n_backends ? c->n_backends : 1, sizeof(*pr.fresh)),
 		.n_fresh = c->n_backends,
 	};
 
 	struct hlb_pool_backend **removed;
 
-	if (!pr.next || !pr.taken || !pr.sorted || !pr.fresh)
+	if (!pr.next || !pr.taken || !pr.sorted || !pr.gone_sorted || !pr.gone_taken || !pr.fresh)
 		goto err_free;
 	/* room for each running backend among those draining, should the reload remove it
 	 * (service_retire_backend()): short of it, one removed was dropped, its connections
@@ -2642,6 +2749,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		bool start_checks = recheck, same_address;
 		struct backend_change chg = { 0 };
 		char *was_written = NULL;
+		bool back = false;
 
 		j = backend_by_name(s, pr->sorted, taken, i, nb->name);
 		if (j < s->n_backends)
@@ -2676,9 +2784,11 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 		} else {
 			full = true;
 			start_checks = true;
-			/* one drained after an earlier reload taken back, else a new one
+			/* one an earlier reload removed taken back, else a new one
 			 * (new, or a new address: the old object drains below) */
-			if (!(keep = service_reclaim(s, nb))) {
+			keep = service_reclaim(s, pr->gone_sorted, pr->gone_taken, nb, now);
+			back = keep;
+			if (!keep) {
 				keep = pr->fresh[i];
 				pr->fresh[i] = NULL;
 				backend_ramp_start(keep, now, 0);
@@ -2702,6 +2812,8 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			change_backend_settings(s, keep, &chg);
 		else
 			change_backend(s, keep, true);
+		if (back && !b) /* the name moved back says its address (the change above) */
+			service_reclaim_log(s, keep);
 		/* no workers: now; out of memory: kept, as an old snapshot is, not freed early */
 		if (!s->pool->env.rcu)
 			free(was_written);
@@ -2727,6 +2839,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			service_schedule(s, false);
 		next[i] = b;
 	}
+	service_gone_compact(s, pr->gone_taken);
 	for (j = 0; j < s->n_backends; j++) {
 		if (taken[j] == BACKEND_KEPT)
 			continue;

@@ -102,7 +102,8 @@ struct hlb_pool_service {
 	struct hlb_pool_backend **removed; /* draining after a reload */
 	uint32_t n_removed;
 	/* Removed and drained: kept for their counters' series in /metrics
-	 * (HLB_POOL_DRAINED_KEEP_MS), nothing else. */
+	 * (HLB_POOL_DRAINED_KEEP_MS), and until their drain deadline for a reload
+	 * that adds them back, what was set at run time with them. */
 	struct hlb_pool_backend **drained;
 	uint32_t n_drained;
 	/* The counters of the removed backends that drained and were freed, and

@@ -257,13 +257,83 @@ def removed_backend_added_back_keeps_its_connections():
     check(lb.stop() == 0, "exit 0")
 
 
+def removal_undone_keeps_what_was_set_at_run_time():
+    """A reload removes b and c and the next one adds them back (a config written in two
+    steps, a removal undone) within their drain timeout: each comes back as it was, with the
+    state, weight and cap set with hashlb ctl set, whether it held connections then (c) or
+    not (b), and with its counts (its draining series gone, not a second one beside it).
+    Before, only c did: b had drained at once, was forgotten, and came back ready with the
+    config's weight, taking clients while the operator had it in maint. A removal past the
+    drain timeout is final: b comes back then as the config writes it."""
+    extra = "timeouts:\n  drain: 30s"
+    lb = Lb(config(BACKENDS, extra=extra))
+    mine = {n: clients_of(lb, n) for n in "bc"}
+    check(all(who(lb.addr, x) == "b" for x in mine["b"]), "b's clients reach b")
+    held = connect(lb.addr, mine["c"][0], timeout=10)
+    check(read_line(held) == "c", "the client reaches c")
+    for args in (("b", "maint"), ("b", "weight", "4"), ("c", "drain"), ("c", "weight", "3"),
+                 ("c", "max_connections", "7")):
+        rc, so, se = lb.ctl("set", *args)
+        check(rc == 0, f"ctl set {' '.join(args)}: {so}{se}")
+    want = {"b": ("maint", 4, 0), "c": ("drain", 3, 7)}
+
+    def settings(n):
+        b = lb.backend(n)
+        return b["state"], b["weight"], b["max_connections"]
+
+    check({n: settings(n) for n in "bc"} == want, "set at run time")
+    total_b = lb.backend("b")["total"]
+    check(lb.wait(lambda: lb.service()["connections"]["active"] == 1) is not None,
+          "b's clients gone, c's held")
+    lb.rewrite(config(BACKENDS[:1], extra=extra))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"b and c removed: {so}{se}")
+    check(lb.wait(lambda: [b["name"] for b in lb.service()["draining"]] == ["c"]) is not None,
+          f"c drains its connection, b drained at once: {lb.service()['draining']}")
+    check(lb.service()["drained"]["backends"] == 1, f"b drained: {lb.service()['drained']}")
+    lb.rewrite(config(BACKENDS, extra=extra))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and not lb.service()["draining"], f"b and c added back: {so}{se}")
+    got = {n: settings(n) for n in "bc"}
+    check(got == want, f"each keeps what was set at run time, connections or not: {got}")
+    check(lb.wait_log(r'msg="backend added back: what was set at run time stays" service=t '
+                      r'backend=b state=maint weight=4 max_connections=0$'), "the log says so")
+    svc = lb.service()
+    check(lb.backend("b")["total"] == total_b and svc["drained"]["backends"] == 0 and
+          sum(b["total"] for b in svc["backends"]) == svc["connections"]["total"],
+          f"b takes its counts back: total {lb.backend('b')['total']} of {total_b}, "
+          f"drained {svc['drained']}")
+    m = parse_prometheus(lb.http("GET", "/metrics")[1])
+    series = [ls for (n, ls), v in m.items() if n == "hashlb_backend_connections_total"]
+    check(sorted(series) == sorted(f'{{service="t",backend="{n}"}}' for n in "abc"),
+          f"/metrics: one series a backend, none draining: {series}")
+    check(all(who(lb.addr, x) not in ("b", "") for x in mine["b"]),
+          "b, in maint, takes none of its clients")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "c's connection carries on")
+    held.close()
+    # past the drain timeout of the reload that removed it, a removal is final
+    short = "timeouts:\n  drain: 300ms"
+    lb.rewrite(config(BACKENDS[:2], extra=short))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"c removed: {so}{se}")
+    check(lb.wait(lambda: not lb.service()["draining"]) is not None, "c drained")
+    time.sleep(0.6)  # past its drain deadline
+    lb.rewrite(config(BACKENDS, extra=short))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and settings("c") == ("ready", 1, 0),
+          f"c added back past its drain timeout: the config's settings: {settings('c')}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def drained_backends_still_add_up():
     """Once a backend a reload removed has drained, its row leaves /status's `draining`; its
     counts stay in the service's `drained` aggregate, so that the backends' totals (and ends,
     bytes, failures) still add up to the service's, after two removals as after one, and ctl
     status says so. Before, the drained backend's counts went with its row: the backends'
     totals fell short of the service's."""
-    lb = Lb(config(BACKENDS))
+    short = "timeouts:\n  drain: 300ms"  # c's removal final before it is added back
+    lb = Lb(config(BACKENDS, extra=short))
     clients = {n: clients_of(lb, n, 3) for n in "abc"}
     for n, mine in clients.items():
         check(all(who(lb.addr, c) == n for c in mine), f"{n}'s clients reach {n}")
@@ -286,15 +356,18 @@ def drained_backends_still_add_up():
         check(drained.get("backends") == len(gone), f"{what}: {len(gone)} drained: {drained}")
 
     for keep, gone in ((BACKENDS[:2], "c"), (BACKENDS[:1], "bc")):
-        lb.rewrite(config(keep))
+        lb.rewrite(config(keep, extra=short))
         rc, so, se = lb.ctl("reload")
         check(rc == 0, f"reload: {se}")
         check(lb.wait(lambda: not lb.service()["draining"], timeout=5) is not None,
               f"{gone[-1]} drained at once: no connection")
         adds_up(f"{' and '.join(gone)} removed", gone, 9)
-    # c added back at its address (a new backend, counting from 0) and removed again: its new
-    # draining series takes the place of the one kept, whose counts stay in the aggregate
-    lb.rewrite(config(BACKENDS[:1] + BACKENDS[2:]))
+    # c added back at its address past its drain timeout (a new backend, counting from 0;
+    # within it, c is taken back with its counts: removal_undone_keeps_what_was_set_at_run_time)
+    # and removed again: its new draining series takes the place of the one kept, whose counts
+    # stay in the aggregate
+    time.sleep(0.6)  # past c's drain deadline
+    lb.rewrite(config(BACKENDS[:1] + BACKENDS[2:], extra=short))
     rc, so, se = lb.ctl("reload")
     check(rc == 0 and lb.wait(lambda: lb.backend("c")["in_table"]) is not None,
           f"c added back: {se}")
@@ -302,7 +375,7 @@ def drained_backends_still_add_up():
     check(lb.wait(lambda: lb.service()["connections"]["active"] == 0) is not None,
           "every client's connection closed")
     before["c2"] = lb.backend("c")
-    lb.rewrite(config(BACKENDS[:1]))
+    lb.rewrite(config(BACKENDS[:1], extra=short))
     rc, so, se = lb.ctl("reload")
     check(rc == 0 and lb.wait(lambda: not lb.service()["draining"], timeout=5) is not None,
           f"c removed again and drained: {se}")
@@ -2639,7 +2712,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            one_connection_per_client_in_the_singular,
            empty_names_are_refused_as_such, maint_closes_nothing_takes_no_traffic,
            removed_backend_drains_until_timeout, removed_while_connecting_drains_too,
-           removed_backend_added_back_keeps_its_connections, drained_backends_still_add_up,
+           removed_backend_added_back_keeps_its_connections,
+           removal_undone_keeps_what_was_set_at_run_time, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
            added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,

@@ -827,8 +827,8 @@ def queued_after_a_refusal_whose_backend_went():
     failure's retry, under x, even when a reload removed x meanwhile and x's counters left
     its series: the backends' retries (those in the table, draining, and the drained
     aggregate of /status) still add up to the log's attempts less one per connection. Here
-    x is removed (it drains at once: no connection), added back in maint at its address (a
-    new backend) and removed again, which lets the first one's series go, its counts added
+    x is removed (it drains at once: no connection), added back in maint at its address past
+    its drain timeout (a new backend) and removed again, which lets the first one's series go, its counts added
     to the aggregate. Before, they were added as it went, and the retry counted after
     that was lost: 0 retries counted, the log saying 1."""
     from ctltest import Lb
@@ -838,7 +838,7 @@ def queued_after_a_refusal_whose_backend_went():
 
     x = Backend("x")
     x.stop()
-    extra = "connect_retries: 1\ntimeouts:\n  queue: 30s\nlog_connections: true"
+    extra = "connect_retries: 1\ntimeouts:\n  queue: 30s\n  drain: 300ms\nlog_connections: true"
 
     def cfg(*xs):
         return ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), *xs],
@@ -861,6 +861,7 @@ def queued_after_a_refusal_whose_backend_went():
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1) is not None,
           f"{c}: x refused, a full: waits")
     reload(cfg(), "x removed")
+    time.sleep(0.6)  # past x's drain deadline: its removal final, x comes back as new
     reload(cfg(("x", x.addr, "state: maint")), "x back in maint")
     reload(cfg(), "x removed again")
     holder.close()

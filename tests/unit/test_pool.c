@@ -950,9 +950,11 @@ static void test_drained_backends_keep_their_counts(void **state)
 	assert_int_equal(c.total, 7);
 	assert_int_equal(c.bytes_out, 100);
 
-	/* its series kept long enough: freed at the next tick, its counts kept */
+	/* its series kept long enough, and its drain deadline (until which a reload adding it
+	 * back takes it back) past: freed at the next tick, its counts kept */
 	/* (modulo 2^64, as the tick's now - drained_ms: minutes after boot too) */
 	f.svc->drained[0]->drained_ms = hlb_now_ms() - HLB_POOL_DRAINED_KEEP_MS;
+	f.svc->drained[0]->drain_deadline_ms = hlb_now_ms();
 	t0 = hlb_now_ms();
 	while (f.svc->n_drained && hlb_now_ms() < t0 + 10000) /* a hang guard */
 		hlb_loop_run_once(f.loop, 10);
