@@ -456,13 +456,20 @@ static const char *other_remedy(struct run_steer_svc *e, const char *iface, char
  * orphans, the XDP one, which sees every packet first, logged likewise
  * (before, it was taken without a word, as hashlb steer took it).
  * Refused, neither would be driven, and both would go on steering with
- * their last tables. Returns 0 or -errno as hashlb_steer_adopt().
+ * their last tables. Of an orphan and one a live process drives, the
+ * orphan, at either hook, as it would be alone, the other's process named:
+ * stopped, its program goes, and this one steers all, with no restart.
+ * Before, an orphan at tc beside a driven XDP program was refused (the
+ * XDP one's driver named, the orphan not), and went on steering with its
+ * last table. Returns 0 or -errno as hashlb_steer_adopt().
  */
 static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *iface,
 		     const char **ret_from, struct hashlb_error *err)
 {
 	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], qi[LOG_IFACE_MAX], remedy[160];
 	char both[sizeof(err->msg)];
+	const char *taken = "the one at the XDP hook, which sees every packet first, is taken "
+			    "over; the tc one sees what it passes";
 	int ret;
 
 	if (rs->from > 0) {
@@ -485,13 +492,23 @@ static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *
 		return ret;
 	snprintf(both, sizeof(both), "%s", err->msg); /* both named */
 	ret = hashlb_steer_adopt(iface, HASHLB_STEER_XDP_NATIVE, &e->steer, err);
+	if (ret == -EBUSY) {
+		struct hashlb_error xdp_err = *err;
+
+		ret = hashlb_steer_adopt(iface, HASHLB_STEER_TC, &e->steer, err);
+		if (ret < 0) {
+			*err = xdp_err; /* both driven: the XDP one's, as before */
+			return -EBUSY;
+		}
+		taken = "the tc one, which no process drives, is taken over; the one at the XDP "
+			"hook sees every packet first, and this service's table steers only what "
+			"it passes until it is gone";
+	}
 	if (ret < 0)
 		return ret;
 	hlb_log(HLB_LOG_WARN, "kernel steering: two hashlb programs",
-		"service=%s interface=%s error=%s reason=\"the one at the XDP hook, which "
-		"sees every packet first, is taken over; the tc one sees what it passes: "
-		"%s\"",
-		e->name, hlb_log_quote(iface, qi, sizeof(qi)), hlb_log_quote(both, q, sizeof(q)),
+		"service=%s interface=%s error=%s reason=\"%s: %s\"", e->name,
+		hlb_log_quote(iface, qi, sizeof(qi)), hlb_log_quote(both, q, sizeof(q)), taken,
 		other_remedy(e, iface, remedy, sizeof(remedy)));
 	return 0;
 }

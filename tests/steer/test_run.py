@@ -1072,6 +1072,7 @@ def two_hooks(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
     two_hooks_driven(topo, BPF_OBJ)
+    two_hooks_xdp_driven(topo)
 
 
 def two_hooks_driven(topo, BPF_OBJ):
@@ -1112,11 +1113,85 @@ def two_hooks_driven(topo, BPF_OBJ):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
+def two_hooks_xdp_driven(topo):
+    """The other way round: the XDP one driven by a live foreground hashlb steer, the tc one an
+    orphan (a hashlb steer --keep's; nobody holds its maps). The daemon takes the tc orphan over,
+    as it would take it over alone, and says that the XDP one, which sees every packet first, is
+    that process's, and that stopping it detaches it; once it is stopped, 20 new clients go
+    through the tc program by the daemon's table, with no restart. Before, the daemon refused to
+    start steering (`the hashlb program on 'eth0' is driven by process N`, the tc orphan not
+    named), and the orphan went on steering with its last table, driven by nobody.
+    hashlb refuses to attach beside its own program, so the tc orphan is set aside while the
+    foreground one attaches: pinned on a bpffs of the test's own, its filter deleted, then
+    added again from the pin."""
+    backends = [a for i in range(3) for a in ("-b", f"b{i + 1}={topo.backend_ip(i)}")]
+    p = T.sh(HASHLB, "steer", "-i", "eth0", "--keep", "--mode", "tc",
+             "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple", *backends,
+             ns=topo.lb, check=False)
+    check(p.returncode == 0, f"two hooks, XDP driven: the tc orphan: {p.returncode} "
+          f"{p.stderr.strip()}")
+    tc_id = tc_prog(topo)
+    bpffs = tempfile.mkdtemp(prefix=f"hlbst-{os.getpid()}-bpf-")
+    pin = os.path.join(bpffs, "tc")
+    fg, d = None, None
+    try:
+        T.sh("mount", "-t", "bpf", "bpf", bpffs)
+        T.sh("bpftool", "prog", "pin", "id", str(tc_id), pin)
+        T.sh("tc", "filter", "del", "dev", "eth0", "ingress", "handle", "0x4c42", "pref", "1",
+             "bpf", ns=topo.lb)
+        fg = topo.spawn(topo.lb, [HASHLB, "steer", "-i", "eth0", "--mode", "xdp-generic",
+                                  "--vip", f"{T.VIP}:{T.VIP_PORT}", "--key", "4-tuple",
+                                  *backends[:4]],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = fg.stdout.readline()
+        check("attached" in line, f"two hooks, XDP driven: hashlb steer did not attach: {line}")
+        T.sh("tc", "filter", "add", "dev", "eth0", "ingress", "handle", "0x4c42", "pref", "1",
+             "bpf", "da", "pinned", pin, ns=topo.lb)
+        os.unlink(pin)
+        check(tc_prog(topo) == tc_id, f"two hooks, XDP driven: tc program {tc_prog(topo)}, "
+              f"not the orphan {tc_id}")
+        d = Daemon(topo, service(topo)).start()
+        taken = d.wait_log("kernel steering taken over", 15)
+        warned = [x for x in d.lines if "two hashlb programs" in x]
+        refused = [x for x in d.lines if "kernel steering not started" in x]
+        check(taken is not None and "mode=tc" in taken and "from=orphan" in taken and
+              warned and f"is process {fg.pid}'s" in warned[0] and
+              "xdp-generic (program" in warned[0],
+              f"two hooks, XDP driven: taken {taken}, warned {warned}, refused {refused}")
+        published = d.wait_log("kernel steering table published", 10)
+        check(published is not None, "two hooks, XDP driven: no table published")
+        fg.terminate()
+        fg.wait(timeout=15)
+        link = T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout
+        check("xdp" not in link and tc_prog(topo) == tc_id,
+              f"two hooks, XDP driven: after the foreground hashlb steer stopped: {link.strip()}"
+              f", tc program {tc_prog(topo)} (before: {tc_id})")
+        got = steered(topo, "two hooks, XDP driven", 20, mode="tc") if published else {}
+        print(f"two hooks, XDP driven by {fg.pid}: "
+              f"{(warned and warned[0].strip()) or (refused and refused[0].strip())}; "
+              f"its process stopped: 20 new clients {dict(got)}", flush=True)
+    finally:
+        if d:
+            d.stop()
+        if fg and fg.poll() is None:
+            fg.terminate()
+            fg.wait(timeout=15)
+        if os.path.exists(pin):
+            os.unlink(pin)
+        T.sh("umount", bpffs, check=False)
+        os.rmdir(bpffs)
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", "--mode", "tc", ns=topo.lb,
+             check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+
+
 def tc_prog(topo):
-    """The id of the hlb_tc program on the LB's eth0, or None."""
+    """The id of the hlb_tc program on the LB's eth0, or None (tc prints the name before the
+    id, or after it for a program added from a pin)."""
     out = T.sh("tc", "filter", "show", "dev", "eth0", "ingress", ns=topo.lb, check=False).stdout
-    m = re.search(r"hlb_tc.* id (\d+)", out)
-    return m and int(m.group(1))
+    m = re.search(r"hlb_tc.* id (\d+)|id (\d+) name hlb_tc", out)
+    return m and int(m.group(1) or m.group(2))
 
 
 def upgrade_two_hooks(topo, servers):
