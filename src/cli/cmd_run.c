@@ -367,6 +367,7 @@ static int run(int argc, char **argv, char *const *again)
 	}
 	hlb_control_plug_on_reload(plug, run_steer_sync, steer);
 	hlb_control_plug_on_stopping(plug, run_steer_stopping, steer);
+	hlb_control_plug_on_old_stopped(plug, run_steer_old_stopped, steer);
 	hlb_control_plug_on_steer_stats(plug, run_steer_stats, steer);
 	hlb_control_plug_on_steer_fits(plug, run_steer_fits, steer);
 	r = hlb_daemon_run(d, &err);

@@ -36,6 +36,9 @@ struct run_steer_svc {
 	 * again by refresh_tick() once the interface is there. */
 	bool lost;
 	bool published; /* <generation> is in the kernel with <vip> */
+	/* Taken over from the hashlb an upgrade replaces, which still publishes
+	 * until it stops: nothing is published until then (run_steer_old_stopped()). */
+	bool held;
 	uint64_t generation;
 	/* The service its tables come from (a reference), for the retries: its
 	 * current snapshot is the latest table. */
@@ -69,6 +72,8 @@ struct run_steer {
 	/* Shutdown has begun (run_steer_stopping()): nothing is published any
 	 * more; after an upgrade the new process drives the programs. */
 	bool stopping;
+	/* The hashlb of <from> publishes no more (run_steer_old_stopped()). */
+	bool old_stopped;
 };
 
 /* an interface name as a logfmt value: it may hold '"', '=' or control bytes */
@@ -566,6 +571,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		ret = take_over(rs, e, o.iface, &from, &err);
 
 		if (ret == 0) {
+			e->held = strcmp(from, "upgrade") == 0 && !rs->old_stopped;
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
 				"service=%s interface=%s mode=%s from=%s", name,
@@ -596,6 +602,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		/* hashlb steer --update leaves a daemon's tables alone. */
 		hashlb_steer_set_daemon(e->steer);
 	}
+	/*
+	 * The replaced hashlb publishes until it stops, after this one said it
+	 * was ready; the two never publish together. Before, this one published
+	 * at once: two publications at the same moment both write the inactive
+	 * half, which can end holding one's table and the slots it names the
+	 * other's backends (a publication run between another's half and its
+	 * flip: 1,083 of 2,000 flows' ACKs sent to another backend than their
+	 * SYN).
+	 */
+	if (e->held)
+		return;
 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
 	/* Read once for the whole table (before, once a backend: a table of
@@ -847,6 +864,22 @@ void run_steer_stopping(void *arg, bool handed_over)
 	for (uint32_t i = 0; handed_over && i < rs->n; i++)
 		if (rs->svcs[i].steer)
 			svc_taken_over(&rs->svcs[i], true);
+}
+
+void run_steer_old_stopped(void *arg)
+{
+	struct run_steer *rs = arg;
+
+	rs->old_stopped = true;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (!e->held)
+			continue;
+		e->held = false;
+		if (e->svc)
+			publish(rs, e, atomic_load(&e->svc->snap));
+	}
 }
 
 void run_steer_handed_over(struct run_steer *rs)

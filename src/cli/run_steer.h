@@ -51,6 +51,10 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
  * published from now on (after an upgrade the old tables would overwrite the new process's);
  * <handed_over>: a program the new process did not take over is detached now. */
 void run_steer_stopping(void *arg, bool handed_over);
+/* Started by an upgrade in place: the old hashlb publishes no more (after its health, sent as
+ * it stops), and the tables held until then are published (<arg> is the struct run_steer).
+ * Control thread only. */
+void run_steer_old_stopped(void *arg);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);

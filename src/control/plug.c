@@ -26,6 +26,8 @@ struct hlb_control_plug {
 	void *reloaded_arg;
 	hlb_control_stopping_fn stopping;
 	void *stopping_arg;
+	void (*old_stopped)(void *arg);
+	void *old_stopped_arg;
 	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 	void *steer_stats_arg;
 	int (*steer_fits)(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
@@ -223,6 +225,15 @@ static void plug_resync(struct hlb_daemon *d, void *arg, const char *text)
 	hlb_log(HLB_LOG_INFO, "health from the old hashlb as this one got ready", "changed=%u", n);
 }
 
+static void plug_old_stopped(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	(void)d;
+	if (plug->old_stopped)
+		plug->old_stopped(plug->old_stopped_arg);
+}
+
 /*
  * An upgrade: each backend written with a host name stays at the address the old hashlb has
  * for it (its HLB_HANDOVER_RESOLVED lines in <text>) while this one's answer has it too.
@@ -371,6 +382,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.stopped = plug_stopped,
 		.handover = plug_handover,
 		.resync = plug_resync,
+		.old_stopped = plug_old_stopped,
 		.close = plug_close,
 		.failing = plug_failing,
 	};
@@ -403,6 +415,13 @@ void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_sto
 {
 	plug->stopping = fn;
 	plug->stopping_arg = arg;
+}
+
+void hlb_control_plug_on_old_stopped(struct hlb_control_plug *plug, void (*fn)(void *arg),
+				     void *arg)
+{
+	plug->old_stopped = fn;
+	plug->old_stopped_arg = arg;
 }
 
 void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloaded_fn fn,

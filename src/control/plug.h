@@ -40,6 +40,11 @@ typedef void (*hlb_control_stopping_fn)(void *arg, bool handed_over);
  * time. Call before hlb_daemon_run(). */
 void hlb_control_plug_on_stopping(struct hlb_control_plug *plug, hlb_control_stopping_fn fn,
 				  void *arg);
+/* Started by an upgrade in place: call <fn> once the old process has stopped publishing
+ * (hlb_daemon_hooks.old_stopped), from the control thread. One at a time. Call before
+ * hlb_daemon_run(). */
+void hlb_control_plug_on_old_stopped(struct hlb_control_plug *plug, void (*fn)(void *arg),
+				     void *arg);
 /* Where /metrics reads the kernel steering counters (hlb_control.steer_stats): <fn>
  * with <arg>, from the control thread. Call before hlb_daemon_run(). */
 void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,

@@ -78,6 +78,9 @@ struct upgrade {
  * nothing, not being ready. */
 #define UPGRADE_KILL_MS 10000
 #define UPGRADE_FD 3 /* where the new process finds its end of the pair */
+/* a new process ready, whose old one has not answered READY this long after (stopped, say):
+ * hooks.old_stopped all the same, for the kernel path not to keep the old one's last table */
+#define OLD_STOP_MS 10000
 /* the old one's HLB_FDPASS_RESYNC lines: a bound against a runaway peer (20,000 backends
  * down: 1.5 MB) */
 #define RESYNC_TEXT_MAX (256u << 20)
@@ -149,6 +152,8 @@ struct hlb_daemon {
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 	/* started so: the old one's health once this one is ready (HLB_FDPASS_RESYNC) */
 	int resync_fd;
+	bool old_stopped; /* hooks.old_stopped called */
+	struct hlb_daemon_timer *old_stop_timer; /* OLD_STOP_MS after READY */
 	char *resync_text;
 	size_t resync_len, resync_cap;
 	/* that socket once the health is in: requests to the old one (hlb_daemon_close_old()) */
@@ -1893,6 +1898,27 @@ static bool resync_done(const char *text, size_t len)
 	       (len == end_len || text[len - end_len - 1] == '\n');
 }
 
+/* hooks.old_stopped, once. */
+static void old_stopped(struct hlb_daemon *d)
+{
+	if (d->old_stopped)
+		return;
+	d->old_stopped = true;
+	hlb_daemon_timer_del(d, d->old_stop_timer);
+	d->old_stop_timer = NULL;
+	if (d->hooks.old_stopped)
+		d->hooks.old_stopped(d, d->hooks.arg);
+}
+
+static void old_stop_late(struct hlb_daemon *d, void *arg)
+{
+	(void)arg;
+	hlb_log(HLB_LOG_WARN, "the old hashlb has not answered this one's READY",
+		"after_ms=%u note=\"taken as stopped: kernel steering tables published\"",
+		OLD_STOP_MS);
+	old_stopped(d);
+}
+
 /* <keep>: the socket stays, for requests to the old process (parent_fd). */
 static void resync_end(struct hlb_daemon *d, bool keep)
 {
@@ -1906,6 +1932,7 @@ static void resync_end(struct hlb_daemon *d, bool keep)
 	free(d->resync_text);
 	d->resync_text = NULL;
 	d->resync_len = d->resync_cap = 0;
+	old_stopped(d);
 }
 
 /* The old process's health as it was when this one got ready (HLB_FDPASS_RESYNC), read to
@@ -2119,9 +2146,15 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	if (d->ready_fd >= 0) {
 		resync_watch(d); /* before READY, which the old one answers on it */
 		upgrade_ready(d); /* the old process tells the service manager */
+		if (d->resync_fd < 0 || hlb_daemon_timer_add(d, OLD_STOP_MS, 0, old_stop_late, NULL,
+							     &d->old_stop_timer) < 0)
+			old_stopped(d); /* cannot tell when it stops */
 	} else {
 		hlb_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %u address%s", (int)getpid(),
 			   listener_count(d), plural_es(listener_count(d)));
+		/* side by side (sockets taken through the admin endpoint), the old one runs
+		 * until the operator stops it: nothing to wait for */
+		old_stopped(d);
 	}
 
 	while (!hlb_proxy_done(d->proxy)) {

@@ -100,6 +100,12 @@ struct hlb_daemon_hooks {
 	/* Started by an upgrade in place, and ready: <text> is what hooks.handover of the old
 	 * process writes now (HLB_FDPASS_RESYNC), for the health its checks found since. */
 	void (*resync)(struct hlb_daemon *d, void *arg, const char *text);
+	/* Started by an upgrade in place, and ready: the old process has stopped (it sends
+	 * HLB_FDPASS_RESYNC_END as it does, on its loop, so it publishes no table after it), or
+	 * this one cannot tell any more (no resync socket: a hashlb of before; it ended early).
+	 * Once, after hooks.resync if that comes. Started otherwise (side by side, or not by an
+	 * upgrade): once it listens. */
+	void (*old_stopped)(struct hlb_daemon *d, void *arg);
 	/* Handed over, draining: the new process asks to close the connections to backend <name>
 	 * of service <svc> (hashlb ctl close). Returns how many were established. */
 	uint64_t (*close)(struct hlb_daemon *d, void *arg, const char *svc, const char *name);

@@ -1216,10 +1216,21 @@ def upgrade_two_hooks(topo, servers):
         on_b1 = sum(1 for n in held.values() if n == "b1")
         check(on_b1 > 0, f"upgrade two hooks: no connection on b1, the test proves nothing: "
               f"{held}")
+        n = len(d.lines)
         new_pid = upgrade(d, "upgrade two hooks")
         if new_pid is None:
             return
         d.proc.wait(timeout=30)
+        # the new process publishes once the old one publishes no more: after the old one's
+        # health (sent as it stops), never while both could (two publications at once mix)
+        d.pos = n
+        d.wait_log("kernel steering table published", 10)
+        after = [x for x in d.lines[n:] if "kernel steering table published" in x or
+                 "health from the old hashlb" in x]
+        check(len(after) >= 2 and "health from the old hashlb" in after[0] and
+              "kernel steering table published" in after[1],
+              f"upgrade two hooks: the new process published before the old one stopped: "
+              f"{[x.split('msg=')[1].strip() for x in after]}")
         taken = [x for x in d.lines if "kernel steering taken over" in x]
         warned = [x for x in d.lines if "two hashlb programs" in x]
         check(taken and "mode=tc" in taken[-1] and "from=upgrade" in taken[-1],
