@@ -139,14 +139,12 @@ int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hash
  * No moment between the two in which one of them takes its default action.
  *
  * A stop signal inherited ignored stays ignored, from here to the end
- * (cli_signal_ignored(), for the command to leave it out when it takes the
+ * (hlb_signal_ignored(), for the command to leave it out when it takes the
  * others): a POSIX shell's background job ignores SIGINT and SIGQUIT so
  * that a Ctrl-C at the terminal spares it, nohup ignores SIGHUP. SIGTERM
  * is not a shell's to ignore: a stop on SIGTERM is always honoured.
  */
 void cli_start_signals(const sigset_t *stops, const sigset_t *held);
-/* <sig>'s action is to ignore it. */
-bool cli_signal_ignored(int sig);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
 void cli_print_json_string(const char *s);
 

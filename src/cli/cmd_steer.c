@@ -16,6 +16,7 @@
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "hashlb/tuple.h"
+#include "runtime/daemon.h"
 #include "table_args.h"
 
 #define VIPS_MAX 16
@@ -392,7 +393,7 @@ static void stop_signals(sigset_t *ret_set)
 	 * (cli_start_signals()): blocked, sigwait() took it even so, and nohup's
 	 * hashlb steer detached when its terminal closed */
 	for (int sig = 1; sig < SIGRTMIN; sig++)
-		if (sigismember(ret_set, sig) && cli_signal_ignored(sig))
+		if (sigismember(ret_set, sig) && hlb_signal_ignored(sig))
 			sigdelset(ret_set, sig);
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "runtime/daemon.h"
 
 static const struct cli_command commands[] = {
 	{ "table", "build a lookup table from backends given on the command line, show it",
@@ -147,18 +148,11 @@ void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 	for (int sig = 1; sig < SIGRTMIN; sig++) {
 		if (!sigismember(stops, sig))
 			continue;
-		if (sig != SIGTERM && cli_signal_ignored(sig))
+		if (sig != SIGTERM && hlb_signal_ignored(sig))
 			continue;
 		sigaction(sig, &stop, NULL);
 	}
 	sigprocmask(SIG_UNBLOCK, stops, NULL);
-}
-
-bool cli_signal_ignored(int sig)
-{
-	struct sigaction was;
-
-	return sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN;
 }
 
 /* The errno of the first write(2) to stdout that failed, 0 if none did. */

@@ -851,7 +851,7 @@ static void watch_old(struct hlb_daemon *d)
 }
 
 /* <sig>'s action is to ignore it. */
-static bool signal_ignored(int sig)
+bool hlb_signal_ignored(int sig)
 {
 	struct sigaction sa;
 
@@ -904,9 +904,9 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	/* SIGINT or SIGQUIT inherited ignored (a shell's background job, spared
 	 * a Ctrl-C at its terminal) stays ignored, as it was while the config
 	 * loaded: blocked, the signalfd took it even so, and the job stopped. */
-	if (signal_ignored(SIGINT))
+	if (hlb_signal_ignored(SIGINT))
 		sigdelset(&mask, SIGINT);
-	if (signal_ignored(SIGQUIT))
+	if (hlb_signal_ignored(SIGQUIT))
 		sigdelset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
