@@ -38,6 +38,9 @@ struct retired {
 	struct hlb_backend **bes;
 	uint32_t n_bes;
 	uint64_t gone_in, gone_out;
+	/* its timeouts.drain ends: until then a reload adding it back takes its backends back,
+	 * their bytes with them, so its totals wait for it (pool_reap_retired()) */
+	uint64_t deadline_ms;
 };
 
 struct hlb_pool {
@@ -57,6 +60,10 @@ struct hlb_pool {
 	 * until their service's timeouts.drain as a removed backend does */
 	struct hlb_pool_backend **orphans;
 	uint32_t n_orphans;
+	/* during hlb_pool_apply()'s services: those orphans of a service (orphan_of), sorted by
+	 * it and by name, for orphan_take(); NULL otherwise */
+	struct hlb_pool_backend **orphans_sorted;
+	uint32_t n_orphans_sorted;
 	struct retired *retired; /* those services, until their totals are logged */
 	uint32_t n_retired;
 	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
@@ -1160,10 +1167,11 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct r
 }
 
 /* Log the totals of the retired services nothing else holds any more, their last connection
- * gone and their listener closed in every worker (<all>: every one, the process ending), and
- * let them go. The reference a worker drops last (release) orders what it counted before
- * our read of it (acquire). */
-static void pool_reap_retired(struct hlb_pool *p, bool all)
+ * gone and their listener closed in every worker, and their drain timeout over (<now>), when
+ * a reload adding them back can no longer take their backends back, bytes and all (<all>:
+ * every one, the process ending), and let them go. The reference a worker drops last
+ * (release) orders what it counted before our read of it (acquire). */
+static void pool_reap_retired(struct hlb_pool *p, bool all, uint64_t now)
 {
 	uint32_t i = 0;
 
@@ -1174,7 +1182,8 @@ static void pool_reap_retired(struct hlb_pool *p, bool all)
 
 		/* held by more than us: a connection, or a worker's listener (whose backlog
 		 * that worker serves as it reads the removal, after the reload) */
-		if (!all && atomic_load_explicit(&r->rt->refs, memory_order_acquire) > 1) {
+		if (!all && (now < r->deadline_ms ||
+			     atomic_load_explicit(&r->rt->refs, memory_order_acquire) > 1)) {
 			i++;
 			continue;
 		}
@@ -1197,7 +1206,7 @@ void hlb_pool_log_totals(struct hlb_pool *p)
 		hlb_pool_service_bytes(p->svcs[i], &in, &out);
 		log_totals(p, p->svcs[i]->cfg->name, p->svcs[i]->rt, in, out, false);
 	}
-	pool_reap_retired(p, true);
+	pool_reap_retired(p, true, 0);
 }
 
 uint32_t hlb_pool_service_series(const struct hlb_pool_service *s)
@@ -1275,7 +1284,9 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 		struct hlb_pool_backend *b = v[i];
 		uint64_t held = atomic_load(&b->rt->claimed);
 
-		if (held == 0 || now >= b->drain_deadline_ms) {
+		/* an orphan of a service (orphan_of) with none is kept to its deadline too: a
+		 * reload adding its service back takes it back until then (orphan_take()) */
+		if ((held == 0 && (s || !b->orphan_of)) || now >= b->drain_deadline_ms) {
 			if (held) {
 				/* a removed service's backends (orphans) have none */
 				char svc[HASHLB_NAME_MAX + 16] = "";
@@ -1389,7 +1400,7 @@ static void pool_tick(void *arg)
 		service_let_go(s, false);
 	}
 	reap_drained(p, NULL, p->orphans, &p->n_orphans, now);
-	pool_reap_retired(p, false);
+	pool_reap_retired(p, false, now);
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
@@ -1401,24 +1412,82 @@ static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
 	return al == bl && !memcmp(a, b, al);
 }
 
-/*
- * The orphan of service <svc> named and addressed as <nb>, taken out of the
- * orphans with its connections: a reload adds back the service an earlier one
- * removed (a config written in two steps, a removal undone) before it drained,
- * and its connections must not be cut at the drain deadline while it serves
- * again, as a backend's are not (service_reclaim()). NULL if none. It stays
- * orphan_of its service until the reload is applied (orphans_adopted()): one
- * that fails gives it back (service_free()).
- */
-static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, const char *svc,
-					    const struct hashlb_backend_cfg *nb)
+/* Orphans <x> and <y> (of a service) by service, then name. */
+static int orphan_cmp(const void *x, const void *y)
 {
-	for (uint32_t k = 0; k < p->n_orphans; k++) {
-		struct hlb_pool_backend *o = p->orphans[k];
+	const struct hlb_pool_backend *a = *(struct hlb_pool_backend *const *)x;
+	const struct hlb_pool_backend *b = *(struct hlb_pool_backend *const *)y;
+	int c = strcmp(a->orphan_of, b->orphan_of);
 
-		if (o->orphan_of && !strcmp(o->orphan_of, svc) && !strcmp(o->rt->name, nb->name) &&
-		    addr_equal(&o->rt->addr, o->rt->addr_len, &nb->addr, nb->addr_len)) {
-			p->orphans[k] = p->orphans[--p->n_orphans];
+	return c ? c : strcmp(a->rt->name, b->rt->name);
+}
+
+/*
+ * Before a reload's services are made: <p>'s orphans of a service, sorted (orphan_cmp()),
+ * for orphan_take(), a lookup each rather than a scan of them all per backend added
+ * (orphans_sorted_end() ends it). -ENOMEM.
+ */
+static int orphans_sorted_begin(struct hlb_pool *p)
+{
+	uint32_t n = 0;
+
+	p->orphans_sorted = calloc(p->n_orphans ? p->n_orphans : 1, sizeof(*p->orphans_sorted));
+	if (!p->orphans_sorted)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < p->n_orphans; k++)
+		if (p->orphans[k]->orphan_of)
+			p->orphans_sorted[n++] = p->orphans[k];
+	qsort(p->orphans_sorted, n, sizeof(*p->orphans_sorted), orphan_cmp);
+	p->n_orphans_sorted = n;
+	return 0;
+}
+
+/* The reload's services are made: those orphans they took (<svc> set) leave the orphans. */
+static void orphans_sorted_end(struct hlb_pool *p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < p->n_orphans; k++)
+		if (!p->orphans[k]->svc)
+			p->orphans[n++] = p->orphans[k];
+	p->n_orphans = n;
+	free(p->orphans_sorted);
+	p->orphans_sorted = NULL;
+	p->n_orphans_sorted = 0;
+}
+
+/*
+ * The orphan of service <svc> named and addressed as <nb>, taken back for <s> with its
+ * connections and what was set at run time, whether it held connections or not: a reload
+ * adds back the service an earlier one removed (a config written in two steps, a removal
+ * undone) within its drain timeout, and its connections must not be cut at the drain deadline
+ * while it serves again, nor a backend set to maint at run time take clients, as a backend's
+ * are not and does not (service_reclaim()). NULL if none (or outside hlb_pool_apply()). It
+ * leaves the orphans at orphans_sorted_end(), and stays orphan_of its service until the
+ * reload is applied (orphans_adopted()): one that fails gives it back (service_free()).
+ */
+static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_service *s,
+					    const char *svc, const struct hashlb_backend_cfg *nb)
+{
+	struct hlb_pool_backend key = { .orphan_of = (char *)svc }, *k = &key, **hit, **end;
+	struct hlb_backend key_rt = { 0 };
+
+	if (!p->n_orphans_sorted)
+		return NULL;
+	key_rt.name = (char *)nb->name;
+	key.rt = &key_rt;
+	hit = bsearch(&k, p->orphans_sorted, p->n_orphans_sorted, sizeof(*hit), orphan_cmp);
+	if (!hit)
+		return NULL;
+	/* the first of its name: it may be among them at other addresses too */
+	while (hit > p->orphans_sorted && !orphan_cmp(&hit[-1], &k))
+		hit--;
+	end = p->orphans_sorted + p->n_orphans_sorted;
+	for (; hit < end && !orphan_cmp(hit, &k); hit++) {
+		struct hlb_pool_backend *o = *hit;
+
+		if (!o->svc && addr_equal(&o->rt->addr, o->rt->addr_len, &nb->addr, nb->addr_len)) {
+			o->svc = s;
 			return o;
 		}
 	}
@@ -1426,13 +1495,31 @@ static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, const char *svc,
 }
 
 /* Orphan <b> taken back by orphan_take() for a reload that failed: an orphan
- * again, at its deadline (the array has its place: taking it out kept it). */
+ * again, at its deadline (the array has its place: taking it out kept it; while the
+ * reload's services are made, it is still there). */
 static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b)
 {
 	hlb_check_stop(&b->check);
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	b->svc = NULL;
-	p->orphans[p->n_orphans++] = b;
+	if (!p->orphans_sorted)
+		p->orphans[p->n_orphans++] = b;
+}
+
+/* Backend <b> of <s>, taken back by the reload under way (service_reclaim(), orphan_take())
+ * and given the config's settings: what was set at run time and stays with it, said (none:
+ * nothing). */
+static void service_reclaim_log(struct hlb_pool_service *s, const struct hlb_pool_backend *b)
+{
+	char qn[POOL_NAME_QUOTED];
+	uint32_t max = atomic_load(&b->rt->max_conns);
+
+	if (b->admin != b->cfg_admin || b->rt->weight != b->cfg_weight || max != b->cfg_max_conns)
+		pool_log(s->pool, HLB_LOG_INFO,
+			 "backend added back: what was set at run time stays",
+			 "service=%s backend=%s state=%s weight=%u max_connections=%u",
+			 s->cfg->name, backend_qname(b, qn), hashlb_admin_state_name(b->admin),
+			 b->rt->weight, max);
 }
 
 /*
@@ -1465,6 +1552,7 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 		free(b->orphan_of);
 		b->orphan_of = NULL;
 		b->drain_deadline_ms = 0;
+		service_reclaim_log(s, b);
 	}
 	/* the drain its removal logged ends here, none closed */
 	if (held)
@@ -1951,10 +2039,9 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	}
 	s->rt->cfg = (struct hashlb_service_cfg *)c; /* subscribers read it */
 	for (uint32_t i = 0; i < c->n_backends; i++) {
-		struct hlb_pool_backend *b = orphan_take(p, c->name, &c->backends[i]);
+		struct hlb_pool_backend *b = orphan_take(p, s, c->name, &c->backends[i]);
 
 		if (b) {
-			b->svc = s;
 			b->idx = i;
 			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
 			backend_cfg_apply(b, &c->backends[i], c, NULL);
@@ -2509,21 +2596,6 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 	return r;
 }
 
-/* Backend <b> of <s>, taken back by the reload under way (service_reclaim()) and given the
- * config's settings: what was set at run time and stays with it, said (none: nothing). */
-static void service_reclaim_log(struct hlb_pool_service *s, const struct hlb_pool_backend *b)
-{
-	char qn[POOL_NAME_QUOTED];
-	uint32_t max = atomic_load(&b->rt->max_conns);
-
-	if (b->admin != b->cfg_admin || b->rt->weight != b->cfg_weight || max != b->cfg_max_conns)
-		pool_log(s->pool, HLB_LOG_INFO,
-			 "backend added back: what was set at run time stays",
-			 "service=%s backend=%s state=%s weight=%u max_connections=%u",
-			 s->cfg->name, backend_qname(b, qn), hashlb_admin_state_name(b->admin),
-			 b->rt->weight, max);
-}
-
 /* <s>'s removed backends less those service_reclaim() took back (<taken>), in their order. */
 static void service_gone_compact(struct hlb_pool_service *s, const uint8_t *taken)
 {
@@ -2914,8 +2986,12 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		held += atomic_load(&s->backends[i]->rt->claimed);
 		backend_up_run_stop(s->backends[i], "reload", now);
 	}
-	for (uint32_t i = 0; i < s->n_removed; i++)
+	r->deadline_ms = deadline;
+	for (uint32_t i = 0; i < s->n_removed; i++) {
 		held += atomic_load(&s->removed[i]->rt->claimed);
+		if (s->removed[i]->drain_deadline_ms > r->deadline_ms)
+			r->deadline_ms = s->removed[i]->drain_deadline_ms;
+	}
 	if (held)
 		pool_log(p, HLB_LOG_INFO, "service removed: its connections drain",
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
@@ -3011,6 +3087,10 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		goto out;
 	/* Listen for every service of <cfg>, creating the new ones: this is what
 	 * can fail, so it comes before any change to the running services. */
+	if (orphans_sorted_begin(p) < 0) {
+		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
 	pool_listen_begin(p);
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
@@ -3027,6 +3107,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		if (ret == 0)
 			ret = pool_listen(p, next[i], c, err);
 	}
+	orphans_sorted_end(p);
 	/* What the running services' updates allocate, before any changes: short of memory,
 	 * the reload fails whole (its listeners undone), no line of its changes written. */
 	if (ret == 0 && !(prep = calloc(cfg->n_services ? cfg->n_services : 1, sizeof(*prep))))

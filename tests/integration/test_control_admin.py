@@ -431,33 +431,42 @@ def keep_and_back(both, **more):
     return lb, {x["name"]: x["bound"] for x in lb.status()["services"]}
 
 
+def keep_and_back_bc(drain):
+    """KEEP_SERVICE and a service "back" of backends b and c (health checks off), whose
+    timeouts.drain is <drain>: a config for keep_and_back(..., c=...)."""
+    return KEEP_SERVICE + ("  - name: back\n    listen: {back}\n    timeouts:\n"
+                           f"      drain: {drain}\n    health:\n      enabled: false\n"
+                           "    backends:\n      - name: b\n        address: {b}\n"
+                           "      - name: c\n        address: {c}\n")
+
+
+def reload_keep_and_back(lb, bound, both=None):
+    """Reload <lb> (keep_and_back(), <bound>) with KEEP_SERVICE alone, the service "back"
+    removed, or with <both> (keep_and_back_bc()), "back" added back: checked."""
+    with open(lb.path, "w") as f:
+        f.write((both or KEEP_SERVICE).format(keep=bound["keep"], a=BACKENDS[0][1],
+                                              back=bound["back"], b=BACKENDS[1][1],
+                                              c=BACKENDS[2][1]))
+    rc, so, se = lb.ctl("reload")
+    want = ["keep", "back"] if both else ["keep"]
+    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == want,
+          f"reloaded {'with' if both else 'without'} the service back: {so}{se}")
+
+
 def removed_service_added_back_keeps_its_connections():
     """A reload removes a whole service and the next one adds it back (a config written in
     two steps, a removal undone) before its drain ends: its backends take their draining
     connections back, as a backend removed and added back within a service does, instead of
     cutting them at the drain deadline while the service serves again. They were closed
     there: 10 of 10 here."""
-    two = KEEP_SERVICE
-    both = two + ("  - name: back\n    listen: {back}\n    timeouts:\n      drain: 1500ms\n"
-                  "    health:\n      enabled: false\n"
-                  "    backends:\n      - name: b\n        address: {b}\n"
-                  "      - name: c\n        address: {c}\n")
+    both = keep_and_back_bc("1500ms")
     lb, bound = keep_and_back(both, c=BACKENDS[2][1])
     host, port = bound["back"].rsplit(":", 1)
     held = [connect((host, int(port)), client_ip(i), timeout=10) for i in range(10)]
     names = [read_line(h) for h in held]
     check(sorted(set(names)) == ["b", "c"], f"the clients reach b and c: {names}")
-    with open(lb.path, "w") as f:
-        f.write(two.format(keep=bound["keep"], a=BACKENDS[0][1]))
-    rc, so, se = lb.ctl("reload")
-    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep"],
-          f"reloaded without the service: {so}{se}")
-    with open(lb.path, "w") as f:
-        f.write(both.format(keep=bound["keep"], a=BACKENDS[0][1], back=bound["back"],
-                            b=BACKENDS[1][1], c=BACKENDS[2][1]))
-    rc, so, se = lb.ctl("reload")
-    check(rc == 0 and [x["name"] for x in lb.status()["services"]] == ["keep", "back"],
-          f"the service added back: {so}{se}")
+    reload_keep_and_back(lb, bound)
+    reload_keep_and_back(lb, bound, both)
     check(lb.wait_log(r'msg="service added back: its draining connections stay" service=back '
                       r'connections=10$'), "the log says the service keeps them")
     time.sleep(2.5)  # past the drain deadline
@@ -480,6 +489,59 @@ def removed_service_added_back_keeps_its_connections():
     check(lb.wait(lambda: lb.service(1)["connections"]["active"] == 0) is not None,
           "they end as their clients leave")
     check(lb.stop() == 0, "exit 0")
+
+
+def removed_service_undone_keeps_what_was_set_at_run_time():
+    """A reload removes a whole service and the next one adds it back within its drain timeout
+    (a config written in two steps, a removal undone): each of its backends comes back as it
+    was, the state and weight set with hashlb ctl set and its counts, whether it held
+    connections then (c) or not (b), as a backend removed and added back within a service does
+    (removal_undone_keeps_what_was_set_at_run_time). Before, only c did: b, without
+    connections, was freed at the next tick and came back ready with the config's weight and
+    counts from 0, taking clients while the operator had it in maint."""
+    both = keep_and_back_bc("30s")
+    lb, bound = keep_and_back(both, c=BACKENDS[2][1])
+    host, port = bound["back"].rsplit(":", 1)
+    addr = (host, int(port))
+    mine = {"b": [], "c": []}
+    for i in range(200):
+        n = who(addr, client_ip(i))
+        if n in mine and len(mine[n]) < 3:
+            mine[n].append(client_ip(i))
+    check(all(len(v) == 3 for v in mine.values()), f"clients of b and c: {mine}")
+    held = connect(addr, mine["c"][0], timeout=10)
+    check(read_line(held) == "c", "the client reaches c")
+    for args in (("b", "maint"), ("b", "weight", "4"), ("c", "weight", "3")):
+        rc, so, se = lb.ctl("set", "-s", "back", *args)
+        check(rc == 0, f"ctl set {' '.join(args)}: {so}{se}")
+
+    def settings(n):
+        b = lb.backend(n, 1)
+        return b["state"], b["weight"]
+
+    want = {"b": ("maint", 4), "c": ("ready", 3)}
+    check({n: settings(n) for n in "bc"} == want, "set at run time")
+    total_b = lb.backend("b", 1)["total"]
+    check(lb.wait(lambda: lb.service(1)["connections"]["active"] == 1) is not None,
+          "b's clients gone, c's held")
+    reload_keep_and_back(lb, bound)
+    time.sleep(1.5)  # some ticks: b, without connections, was freed at the first
+    reload_keep_and_back(lb, bound, both)
+    got = {n: settings(n) for n in "bc"}
+    check(got == want, f"each keeps what was set at run time, connections or not: {got}")
+    check(lb.wait_log(r'msg="backend added back: what was set at run time stays" service=back '
+                      r'backend=b state=maint weight=4 max_connections=0$'), "the log says so")
+    check(lb.backend("b", 1)["total"] == total_b,
+          f"b takes its counts back: total {lb.backend('b', 1)['total']} of {total_b}")
+    check(all(who(addr, x) not in ("b", "") for x in mine["b"]),
+          "b, in maint, takes none of its clients")
+    held.sendall(b"still here\n")
+    check(read_line(held) == "still here", "c's connection carries on")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+    check(sum('msg="service totals" service=back' in l for l in lb.log) == 2,
+          "its totals: the service removed's at exit, not before (b and c may be taken back "
+          "until its drain deadline), and the one added back's")
 
 
 def added_back_service_serves_its_queue_as_old_connections_end():
@@ -2715,6 +2777,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            removed_backend_added_back_keeps_its_connections,
            removal_undone_keeps_what_was_set_at_run_time, drained_backends_still_add_up,
            removed_service_drains_until_timeout, removed_service_added_back_keeps_its_connections,
+           removed_service_undone_keeps_what_was_set_at_run_time,
            added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,

@@ -271,12 +271,13 @@ def removals_say_what_they_will_close():
 
 def a_removed_service_logs_its_totals():
     """A service a reload removes logs its totals (`msg="service totals" ... removed=1`) once
-    its last connection is gone, the bytes they forwarded after the reload included: the
-    reload takes its series out of /metrics, and the totals at exit name only the services
-    of the last config. Before, the 3,000 bytes its two connections forwarded after the
+    its last connection is gone and its drain timeout over (until then a reload adding it
+    back takes its backends back, bytes and all), the bytes they forwarded after the reload
+    included: the reload takes its series out of /metrics, and the totals at exit name only
+    the services of the last config. Before, the 3,000 bytes its two connections forwarded after the
     reload (and the 6 before) were counted in no line and no scrape."""
     b = Backend("a")
-    second = (f"  - name: u\n    listen: 127.0.0.1:0\n"
+    second = (f"  - name: u\n    listen: 127.0.0.1:0\n    timeouts:\n      drain: 3s\n"
               f"    backends:\n      - name: a\n        address: {b.addr}\n")
     lb = Lb(config([("a", b.addr)], health="enabled: false") + second)
     host, port = next(s["bound"] for s in lb.status()["services"] if s["name"] == "u").rsplit(":", 1)
