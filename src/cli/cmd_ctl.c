@@ -116,7 +116,7 @@ static void usage(FILE *f)
 		"                                  SIGHUP (it could reload twice), the\n"
 		"                                  outcome unknown: PID's log says; and\n"
 		"                                  where -c FILE has errors, 1 with them,\n"
-		"                                  no SIGHUP sent (a reload would fail)\n"
+		"                                  nothing sent (a reload would fail)\n"
 		"  upgrade                         upgrade in place, as SIGUSR2 does: hashlb\n"
 		"                                  runs the executable at its path again\n"
 		"                                  (a new version installed there), hands\n"
@@ -734,20 +734,14 @@ static int ctl_pid_what(pid_t pid, char *what, size_t size)
  * Only if <pid> is a hashlb run (ctl_pid_what()): a mistyped pid would have SIGHUP end or
  * reload whatever else runs there. Signalled through a pidfd, opened before that is looked
  * at, so that a pid reused in between gets nothing. The exit status: 0 once sent, 1 if it
- * cannot be, or if <pid> is not a hashlb run, or if <broken> (-c FILE, when it has errors: a
- * reload of it would fail, and ctl could not say so) is not NULL (said, nothing sent).
+ * cannot be, or if <pid> is not a hashlb run. (A -c FILE with errors, which a reload would
+ * refuse, never gets here: main() sends nothing.)
  */
-static int ctl_sighup(pid_t pid, const char *why, const char *broken, bool json)
+static int ctl_sighup(pid_t pid, const char *why, bool json)
 {
 	int pidfd, r;
 	char what[256];
 
-	if (broken) {
-		cli_error("%s; %s has errors (above), which a reload would refuse: nothing was "
-			  "sent to pid %d (no SIGHUP, whose outcome only its log would say)\n",
-			  why, broken, (int)pid);
-		return 1;
-	}
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
 	if (pidfd < 0 && errno == ESRCH) {
@@ -796,10 +790,10 @@ static int ctl_sighup(pid_t pid, const char *why, const char *broken, bool json)
  * that is no hashlb). A refusal by pid <pid> itself (422: the reload failed; 409: it is
  * stopping) fails, as does an endpoint that accepts and does not answer, or closes the
  * connection before its whole answer (the reload may be under way or done: another would
- * only hide how it went). No SIGHUP either when <broken> (ctl_sighup()). The exit status.
+ * only hide how it went). The exit status.
  */
 static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char *q, size_t size,
-			  pid_t pid, const char *broken, bool json)
+			  pid_t pid, bool json)
 {
 	char n[16], name[160], why[1024], msg[512], *buf, *body;
 	const char *reason = "";
@@ -827,12 +821,12 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 	}
 	if (r == -EPROTO || r == -EMSGSIZE) {
 		snprintf(why, sizeof(why), "%s does not answer as a hashlb's admin endpoint", name);
-		return ctl_sighup(pid, why, broken, json);
+		return ctl_sighup(pid, why, json);
 	}
 	if (r < 0) {
 		snprintf(why, sizeof(why), "no admin endpoint answers at %s (%s)", name,
 			 strerror(-r));
-		return ctl_sighup(pid, why, broken, json);
+		return ctl_sighup(pid, why, json);
 	}
 	if (status / 100 == 2 || status == 422 || status == 409) {
 		ret = ctl_answer(status, buf, body, json);
@@ -849,7 +843,7 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 		snprintf(why, sizeof(why), "the admin endpoint at %s answered %d%s%.*s", name,
 			 status, *reason ? ": " : "", (int)strcspn(reason, "\n"), reason);
 	free(buf);
-	return ctl_sighup(pid, why, broken, json);
+	return ctl_sighup(pid, why, json);
 }
 
 /*
@@ -1080,7 +1074,6 @@ int cmd_ctl(int argc, char **argv)
 	struct ctl_opts o = { 0 };
 	const char *cmd;
 	char name[CLI_OPT_NAME_MAX];
-	const char *broken = NULL; /* -c FILE, when it has errors */
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	char q[1024] = "";
@@ -1167,20 +1160,25 @@ int cmd_ctl(int argc, char **argv)
 						  o.config, none);
 				return 1;
 			}
-			/* reload --pid: said with what it does (the endpoint's 422, or
-			 * no SIGHUP sent) */
 			cli_print_error(&err);
-			if (!pid)
-				cli_error("%s has errors (above), a reload would refuse it: its "
-					  "admin address is used all the same\n",
-					  o.config);
-			broken = o.config;
+			/* reload --pid (a unit's ExecReload=): pid's reload of the file
+			 * would fail; asking it would only log, and count, a failed one */
+			if (pid) {
+				cli_error("%s has errors (above), which a reload would refuse: "
+					  "nothing was sent to pid %d (no reload, no SIGHUP)\n",
+					  o.config, (int)pid);
+				hashlb_config_free(cfg);
+				return 1;
+			}
+			cli_error("%s has errors (above), a reload would refuse it: its "
+				  "admin address is used all the same\n",
+				  o.config);
 		}
 		if (!cfg->admin_addr_len) {
 			hashlb_config_free(cfg);
 			if (pid) {
 				snprintf(q, sizeof(q), "%s has the admin endpoint off", o.config);
-				return ctl_sighup(pid, q, broken, o.json);
+				return ctl_sighup(pid, q, o.json);
 			}
 			cli_error("%s has the admin endpoint off\n", o.config);
 			return 1;
@@ -1191,7 +1189,7 @@ int cmd_ctl(int argc, char **argv)
 				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
 				 o.config, cfg->admin);
 			hashlb_config_free(cfg);
-			return ctl_sighup(pid, q, broken, o.json);
+			return ctl_sighup(pid, q, o.json);
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0) {
@@ -1220,7 +1218,7 @@ int cmd_ctl(int argc, char **argv)
 		if (!strcmp(cmd, "metrics"))
 			return ctl_request(&ss, len, "GET", "/metrics", "", o.json);
 		if (!strcmp(cmd, "reload") && pid)
-			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, broken, o.json);
+			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, o.json);
 		if (!strcmp(cmd, "reload"))
 			return ctl_request(&ss, len, "POST", "/reload", q, o.json);
 		return ctl_request(&ss, len, "GET", "/status", q, o.json);

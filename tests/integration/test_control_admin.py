@@ -1591,26 +1591,32 @@ def reload_pid_signals_only_hashlb_run():
 
 
 def reload_pid_sends_no_sighup_for_a_file_with_errors():
-    """ctl -c FILE reload --pid N where FILE has errors and names no endpoint to ask (admin off,
-    or on port 0): N is sent nothing, exit 1, FILE:LINE:COL saying what is wrong. Before, N was
-    sent SIGHUP and ctl exited 0, for a reload that N then refused (only its log said so)."""
+    """ctl -c FILE reload --pid N where FILE has errors: N is sent nothing, exit 1,
+    FILE:LINE:COL saying what is wrong, whether FILE names an endpoint to ask or not (admin off,
+    or on port 0). Before, N was sent SIGHUP and ctl exited 0 where there was none, for a reload
+    that N then refused (only its log said so); and where there was one, the reload was asked,
+    N refused it (422) and counted a failed reload (hashlb_config_last_reload_successful 0) for
+    a file ctl had already found wrong."""
     broken = [BACKENDS[0] + ("weight: nope",)] + BACKENDS[1:]
-    for admin in ("off", "127.0.0.1:0"):
+    for admin in ("off", "127.0.0.1:0", f"127.0.0.1:{pick_port()}"):
         lb = Hashlb(config(BACKENDS, admin=admin))
         with open(lb.path, "w") as f:
             f.write(config(broken, admin=admin))
         p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "reload", "--pid", str(lb.proc.pid)],
                            capture_output=True, text=True, timeout=60)
         check(p.returncode == 1 and re.search(re.escape(lb.path) + r":\d+:\d+: error: ", p.stderr)
-              and f"nothing was sent to pid {lb.proc.pid} (no SIGHUP" in p.stderr,
-              f"admin {admin}, a file with errors: exit {p.returncode}, {p.stderr!r}")
+              and f"nothing was sent to pid {lb.proc.pid} (no reload, no SIGHUP)" in p.stderr
+              and not any("reload failed" in l for l in lb.log),
+              f"admin {admin}, a file with errors: exit {p.returncode}, {p.stderr!r}, "
+              f"{[l for l in lb.log if 'reload failed' in l]}")
         with open(lb.path, "w") as f:
             f.write(config(BACKENDS, admin=admin))
         p = subprocess.run([HASHLB, "ctl", "-c", lb.path, "reload", "--pid", str(lb.proc.pid)],
                            capture_output=True, text=True, timeout=60)
-        check(p.returncode == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in p.stderr and
-              lb.wait_log("msg=reloaded ") and not any("reload failed" in l for l in lb.log),
-              f"admin {admin}, the file fixed: SIGHUP, one reload that passes: {p.stderr!r}")
+        sighup = admin.endswith(":0") or admin == "off"
+        check(p.returncode == 0 and (f"sent SIGHUP to pid {lb.proc.pid}" in p.stderr) == sighup
+              and lb.wait_log("msg=reloaded ") and not any("reload failed" in l for l in lb.log),
+              f"admin {admin}, the file fixed: one reload that passes: {p.stderr!r}")
         check(lb.stop() == 0, "exit 0")
 
 
