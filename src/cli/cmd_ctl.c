@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -674,14 +675,39 @@ static int ctl_upgrade(const struct sockaddr_storage *ss, socklen_t len, bool js
 }
 
 /*
+ * Whether pid <pid>, whose /proc/N/exe reads <exe> ("" if it cannot be read), runs this ctl's
+ * own executable: the same file, or (replaced on disk since it started, by an upgrade: "PATH
+ * (deleted)") one at the same path. A hashlb installed under another name, /usr/local/sbin/lb,
+ * is run and reloaded (the unit's ExecStart= and ExecReload=) by that one file.
+ */
+static bool ctl_runs_own_exe(pid_t pid, const char *exe)
+{
+	static const char deleted[] = " (deleted)";
+	char path[64], self[PATH_MAX];
+	size_t len = strlen(exe), dl = sizeof(deleted) - 1;
+	struct stat a, b;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		return true;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0 || len <= dl || strcmp(exe + len - dl, deleted))
+		return false;
+	return (size_t)n == len - dl && !memcmp(exe, self, (size_t)n);
+}
+
+/*
  * What process <pid> runs, for ctl_sighup(), which must not signal a pid mistyped: 1 if it is
  * a hashlb run, 0 if not, -errno if its /proc entry cannot be read (-ENOENT: no such process).
  * A hashlb run is a process whose command line's command (its second word) is "run", and whose
- * executable is named hashlb* (an executable replaced on disk since it started, by an
- * upgrade, reads "PATH (deleted)": still its name; if it cannot be read, a process of another
- * user, its argv[0]'s). hashlb steer, which a SIGHUP stops, is not one. On 0, <what> (<size>
- * bytes) says what it runs: "EXE: ARGV..." as ps prints it, "[COMM]" without a command line
- * (a kernel thread, a process that exited).
+ * executable is this ctl's (ctl_runs_own_exe(): installed under any name) or is named hashlb*
+ * (an executable replaced on disk since it started, by an upgrade, reads "PATH (deleted)":
+ * still its name; if it cannot be read, a process of another user, its argv[0]'s). hashlb
+ * steer, which a SIGHUP stops, is not one, nor another program's "run" (npm run, podman run).
+ * On 0, <what> (<size> bytes) says what it runs: "EXE: ARGV..." as ps prints it, "[COMM]"
+ * without a command line (a kernel thread, a process that exited).
  */
 static int ctl_pid_what(pid_t pid, char *what, size_t size)
 {
@@ -705,7 +731,8 @@ static int ctl_pid_what(pid_t pid, char *what, size_t size)
 	cmd = cmdline + strlen(cmdline) + 1;
 	name = strrchr(exe[0] ? exe : cmdline, '/');
 	name = name ? name + 1 : exe[0] ? exe : cmdline;
-	if (n > 0 && cmd < cmdline + n && !strcmp(cmd, "run") && !strncmp(name, "hashlb", 6))
+	if (n > 0 && cmd < cmdline + n && !strcmp(cmd, "run") &&
+	    (!strncmp(name, "hashlb", 6) || ctl_runs_own_exe(pid, exe)))
 		return 1;
 	if (n == 0) {
 		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);

@@ -1590,6 +1590,45 @@ def reload_pid_signals_only_hashlb_run():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_pid_knows_a_hashlb_installed_under_another_name():
+    """ctl reload --pid N, with no endpoint of N's to ask, reloads a hashlb run installed under
+    a name that is not hashlb* (/usr/local/sbin/lb: the unit runs and reloads it by that one
+    file), also once an upgrade has replaced that file on disk; another program whose command
+    is "run" (here sh run) is still sent nothing. Before, the renamed one was refused, exit 1:
+    "pid N is not a hashlb run: it runs .../lb: .../lb run -c ...", and the reload never ran."""
+    import shutil
+    admin = f"127.0.0.1:{dead_port()}"
+    os.makedirs(tmppath("sbin"), exist_ok=True)
+    exe = os.path.join(tmppath("sbin"), "lb")
+    shutil.copy2(HASHLB, exe)
+
+    def reload(pid):
+        p = subprocess.run([exe, "ctl", "--admin", admin, "reload", "--pid", str(pid)],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr
+    lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
+    rc, err = reload(lb.proc.pid)
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          lb.wait_log("msg=reloaded "),
+          f"a hashlb run installed as {exe} reloads: exit {rc}, {err!r}")
+    # an upgrade: a new file renamed over the path, the running one's exe "PATH (deleted)"
+    shutil.copy2(HASHLB, exe + ".new")
+    os.rename(exe + ".new", exe)
+    rc, err = reload(lb.proc.pid)
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          wait_until(lambda: sum("msg=reloaded " in l for l in lb.log) == 2),
+          f"and once its file is replaced on disk: exit {rc}, {err!r}")
+    check(lb.stop() == 0, "exit 0")
+    with open(tmppath("run"), "w") as f:
+        f.write("sleep 60\n")
+    other = subprocess.Popen(["sh", "run"], cwd=tmppath(""))
+    rc, err = reload(other.pid)
+    check(rc == 1 and f"pid {other.pid} is not a hashlb run" in err and other.poll() is None,
+          f"sh run is no hashlb run: exit {rc}, {other.poll()}, {err!r}")
+    other.kill()
+    other.wait()
+
+
 def reload_pid_sends_no_sighup_for_a_file_with_errors():
     """ctl -c FILE reload --pid N where FILE has errors: N is sent nothing, exit 1,
     FILE:LINE:COL saying what is wrong, whether FILE names an endpoint to ask or not (admin off,
@@ -2798,7 +2837,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            gets_refuse_parameters_they_do_not_take,
            the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
-           reload_pid_signals_only_hashlb_run, reload_pid_sends_no_sighup_for_a_file_with_errors,
+           reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name,
+           reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
            admin_on_a_unix_socket, ctl_takes_a_host_name,
