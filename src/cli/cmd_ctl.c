@@ -279,9 +279,9 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
  * endpoint cannot be reached or the request not sent whole (nothing was asked);
  * once it was sent, -ETIMEDOUT when the answer is not whole in time, -EMSGSIZE
  * when it is too long, -EPROTO when it is not HTTP (no hashlb answers there),
- * and -ENODATA when it ended before it was whole (nothing, or a part of an HTTP
- * answer: the connection closed or reset): whether the request was acted on is
- * then unknown.
+ * and -ENODATA when it ended before it was whole (a part of an HTTP answer: the
+ * connection closed or reset), -ENOMSG when it ended before its first byte:
+ * whether the request was acted on is then unknown.
  */
 static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const char *method,
 		     const char *path, const char *query, bool quiet, int *ret_status,
@@ -379,12 +379,17 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 			cli_error("no %sanswer from the admin endpoint at %s within %u s\n",
 				  got ? "whole " : "", admin_name(ss, name, sizeof(name)),
 				  ctl_wait_s());
+		else if (!quiet && !got)
+			cli_error("the admin endpoint at %s closed the connection without "
+				  "answering\n",
+				  admin_name(ss, name, sizeof(name)));
 		else if (!quiet)
 			cli_error("no valid answer from the admin endpoint at %s\n",
 				  admin_name(ss, name, sizeof(name)));
 		/* what came is the start of an HTTP answer, or nothing: cut short */
 		r = timed_out					  ? -ETIMEDOUT
 		    : too_long					  ? -EMSGSIZE
+		    : !got					  ? -ENOMSG
 		    : !strncmp(buf, "HTTP/1.", got < 7 ? got : 7) ? -ENODATA
 								  : -EPROTO;
 		free(buf);
@@ -838,12 +843,16 @@ static int ctl_reload_pid(const struct sockaddr_storage *ss, socklen_t len, char
 	}
 	/* the request sent, the endpoint may have reloaded as it closed (or reset) the
 	 * connection: a SIGHUP could reload it twice, or hide how the first went */
-	if (r == -ENODATA) {
-		cli_error("the admin endpoint at %s closed the connection before its whole "
-			  "answer: whether pid %d reloaded is unknown, its log says (or hashlb "
-			  "ctl status, its reloads); no SIGHUP sent, which could reload it "
-			  "twice\n",
-			  name, (int)pid);
+	if (r == -ENODATA || r == -ENOMSG) {
+		cli_error("the admin endpoint at %s %s: whether pid %d reloaded is unknown, its "
+			  "log says (or hashlb ctl status, its reloads); no SIGHUP sent, which "
+			  "could reload it twice\n",
+			  name,
+			  r == -ENOMSG ? "took the request and closed the connection without a "
+					 "byte of answer (a hashlb that stopped as it read it, or "
+					 "a server that is no hashlb)"
+				       : "closed the connection before its whole answer",
+			  (int)pid);
 		return 1;
 	}
 	if (r == -EPROTO || r == -EMSGSIZE) {

@@ -2589,8 +2589,9 @@ def ctl_refuses_an_answer_cut_short():
 def ctl_reload_pid_does_not_guess_after_a_cut_answer():
     """ctl reload --pid N whose request was sent, the connection then reset by the endpoint with
     a part of an HTTP answer or none: the reload may have run, so ctl sends no SIGHUP (which
-    could run it twice), exit 1, saying the outcome is unknown. Before, it took the endpoint
-    for no hashlb's, sent SIGHUP and exited 0: N reloaded a second time. A server that answers
+    could run it twice), exit 1, saying the outcome is unknown, and what came: no byte of an
+    answer, or a part of one (it said "before its whole answer" for no answer at all). Before,
+    it took the endpoint for no hashlb's, sent SIGHUP and exited 0: N reloaded a second time. A server that answers
     something else than HTTP is still no hashlb's: N reloads by SIGHUP."""
     import struct
     lb = Hashlb(config(BACKENDS, admin="off"))
@@ -2605,10 +2606,12 @@ def ctl_reload_pid_does_not_guess_after_a_cut_answer():
     for what in (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nrel", b"HTTP/1.1 2", b""):
         srv, admin = fake_endpoint(reset(what))
         p = ctl_ends(["--admin", admin, "reload", "--pid", str(lb.proc.pid)], 60)
+        said = ("closed the connection without a byte of answer" if not what
+                else "closed the connection before its whole answer")
         check(p and p.returncode == 1 and
               f"whether pid {lb.proc.pid} reloaded is unknown" in p.stderr and
-              "no SIGHUP sent" in p.stderr and "sent SIGHUP" not in p.stderr,
-              f"reset after {what!r}: exit 1, outcome unknown, no SIGHUP ({p})")
+              "no SIGHUP sent" in p.stderr and "sent SIGHUP" not in p.stderr and said in p.stderr,
+              f"reset after {what!r}: exit 1, outcome unknown, no SIGHUP, {said!r} ({p})")
         srv.close()
     srv, admin = fake_endpoint(reset(b"SSH-2.0-OpenSSH_9.6\r\n"))
     p = ctl_ends(["--admin", admin, "reload", "--pid", str(lb.proc.pid)], 60)
