@@ -659,10 +659,12 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 			if (backend_ramp(b) < 1.0 && !removed)
 				snprintf(ramp, sizeof(ramp), " slow-start %.0f%%",
 					 backend_ramp(b) * 100);
-			/* "-" where there is no figure yet (no check passed, no connect), and
-			 * where no check is made (maint, checks off, removed): the last one's
-			 * time, kept, looked like a check of now. */
-			if (b->check_latency_ns && !removed && hlb_pool_backend_checked(b))
+			/* "-" where there is no figure yet (no check passed, no connect), where
+			 * no check is made (maint, checks off, removed), and where checks made
+			 * again (after maint, checks on again) have passed none yet: the last
+			 * one's time, from before, looked like a check of now. */
+			if (b->check_latency_ns && !b->check_latency_old && !removed &&
+			    hlb_pool_backend_checked(b))
 				snprintf(check, sizeof(check), "%.1fms",
 					 (double)b->check_latency_ns / 1e6);
 			if (connect_count(&c))

@@ -450,6 +450,7 @@ static void backend_check_done(void *arg, bool ok, uint64_t latency_ns)
 	if (ok) {
 		b->checks_ok++;
 		b->check_latency_ns = latency_ns;
+		b->check_latency_old = false;
 	} else {
 		b->checks_failed++;
 	}
@@ -471,8 +472,10 @@ static void backend_check_start(struct hlb_pool_backend *b, uint64_t first_ms)
 
 	hlb_check_stop(&b->check);
 	b->check_renew = false;
-	if (!hlb_pool_backend_checked(b))
+	if (!hlb_pool_backend_checked(b)) {
+		b->check_latency_old = true;
 		return;
+	}
 	hlb_check_init(&b->check, (const struct sockaddr *)&b->rt->addr, b->rt->addr_len,
 		       h->interval_ms, h->timeout_ms, backend_check_done, b);
 	b->check.skipped = backend_check_skipped;
@@ -618,6 +621,7 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 	} else if (st == HASHLB_ADMIN_MAINT) {
 		backend_up_run_stop(b, "maint", now);
 		hlb_check_stop(&b->check);
+		b->check_latency_old = true;
 	}
 	service_schedule(b->svc, false);
 	return 0;

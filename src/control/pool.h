@@ -71,6 +71,9 @@ struct hlb_pool_backend {
 	uint64_t checks_ok, checks_failed;
 	uint64_t checks_skipped; /* not made, for a fault of ours (hlb_check_skip_fn) */
 	uint64_t check_latency_ns; /* last passed check's time: connect (+ answer) */
+	/* check_latency_ns is from before its checks stopped (maint, checks off) and none has
+	 * passed since: ctl status's CHECK says "-", as no check of now measured it */
+	bool check_latency_old;
 	/* its checks' errors while it is down, for the log */
 	struct hlb_check_errs check_errs;
 	/* its checks failed while it stays up (fewer than fall in a row, the run a passed check

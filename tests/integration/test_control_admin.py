@@ -2765,6 +2765,28 @@ def status_says_dash_where_there_is_no_figure():
     a = row("a")
     check(a[0] == "-", f"a in maint: no check time: {a}")
     check(lb.stop() == 0, "hashlb exits 0")
+    # out of maint, "-" until a check passes again: the time from before maint looked like
+    # a check of now (here m no longer even answers one); /status and the metric keep the last
+    # passed check's time, as documented
+    m = Backend("m")
+    lb = Lb(config([(m.name, m.addr)]))
+    check(lb.wait(lambda: lb.backend("m")["checks_ok"] >= 1), "m passes a check")
+    before = lb.backend("m")["check_latency_ms"]
+    check(row("m")[0] != "-", f"m: a check time: {row('m')}")
+    for state in ("maint", "ready"):
+        rc, so, se = lb.ctl("set", "m", state)
+        check(rc == 0, f"ctl set m {state}: {so}{se}")
+        if state == "maint":
+            m.stop()
+    failed = lb.backend("m")["checks_failed"]
+    check(lb.wait(lambda: lb.backend("m")["checks_failed"] > failed), "m fails a check")
+    check(row("m")[0] == "-" and lb.backend("m")["check_latency_ms"] == before,
+          f"m out of maint, no check passed since: no check time: {row('m')}; /status keeps "
+          f"the last one: {lb.backend('m')['check_latency_ms']} (was {before})")
+    m = Backend("m", port=m.port)
+    check(lb.wait(lambda: row("m")[0] != "-"), "a check passes: a check time again")
+    check(lb.stop() == 0, "hashlb exits 0")
+    m.stop()
 
 
 def wide_names_keep_the_columns():
