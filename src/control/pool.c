@@ -1460,18 +1460,10 @@ static void orphans_sorted_end(struct hlb_pool *p)
 	p->n_orphans_sorted = 0;
 }
 
-/*
- * The orphan of service <svc> named and addressed as <nb>, taken back for <s> with its
- * connections and what was set at run time, whether it held connections or not: a reload
- * adds back the service an earlier one removed (a config written in two steps, a removal
- * undone) within its drain timeout, and its connections must not be cut at the drain deadline
- * while it serves again, nor a backend set to maint at run time take clients, as a backend's
- * are not and does not (service_reclaim()). NULL if none (or outside hlb_pool_apply()). It
- * leaves the orphans at orphans_sorted_end(), and stays orphan_of its service until the
- * reload is applied (orphans_adopted()): one that fails gives it back (service_free()).
- */
-static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_service *s,
-					    const char *svc, const struct hashlb_backend_cfg *nb)
+/* The orphan of service <svc> named and addressed as <nb> not yet taken (orphan_take()),
+ * looked up in the orphans sorted (orphans_sorted_begin()); NULL if none. */
+static struct hlb_pool_backend *orphan_find(const struct hlb_pool *p, const char *svc,
+					    const struct hashlb_backend_cfg *nb)
 {
 	struct hlb_pool_backend key = { .orphan_of = (char *)svc }, *k = &key, **hit, **end;
 	struct hlb_backend key_rt = { 0 };
@@ -1490,12 +1482,30 @@ static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_
 	for (; hit < end && !orphan_cmp(hit, &k); hit++) {
 		struct hlb_pool_backend *o = *hit;
 
-		if (!o->svc && addr_equal(&o->rt->addr, o->rt->addr_len, &nb->addr, nb->addr_len)) {
-			o->svc = s;
+		if (!o->svc && addr_equal(&o->rt->addr, o->rt->addr_len, &nb->addr, nb->addr_len))
 			return o;
-		}
 	}
 	return NULL;
+}
+
+/*
+ * The orphan of service <svc> named and addressed as <nb>, taken back for <s> with its
+ * connections and what was set at run time, whether it held connections or not: a reload
+ * adds back the service an earlier one removed (a config written in two steps, a removal
+ * undone) within its drain timeout, and its connections must not be cut at the drain deadline
+ * while it serves again, nor a backend set to maint at run time take clients, as a backend's
+ * are not and does not (service_reclaim()). NULL if none (or outside hlb_pool_apply()). It
+ * leaves the orphans at orphans_sorted_end(), and stays orphan_of its service until the
+ * reload is applied (orphans_adopted()): one that fails gives it back (service_free()).
+ */
+static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_service *s,
+					    const char *svc, const struct hashlb_backend_cfg *nb)
+{
+	struct hlb_pool_backend *o = orphan_find(p, svc, nb);
+
+	if (o)
+		o->svc = s;
+	return o;
 }
 
 /* Orphan <b> taken back by orphan_take() for a reload that failed: an orphan
@@ -2669,6 +2679,35 @@ static struct name_idx *backends_sorted(const struct hlb_pool_service *s)
 	return sorted;
 }
 
+/*
+ * hlb_pool_weights_after() for service <c> not running: the weights of the orphans a
+ * reload adding it back takes (orphan_take()), if any, with what was set at run time;
+ * before, the config's were read, and a table that fitted its program was refused, or one
+ * too big let through, by weights the service was not going to serve with.
+ */
+static int orphans_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
+				 uint32_t *ret_weights)
+{
+	/* a reload's own lookup (hlb_pool_apply()) is left as it is */
+	bool sorted_here = !p->orphans_sorted;
+
+	if (!p->n_orphans)
+		return 0;
+	if (sorted_here && orphans_sorted_begin(p) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_backends; i++) {
+		const struct hashlb_backend_cfg *nb = &c->backends[i];
+		const struct hlb_pool_backend *o = orphan_find(p, c->name, nb);
+
+		/* as service_new() takes it: backend_cfg_apply() */
+		if (o && nb->weight == o->cfg_weight)
+			ret_weights[i] = o->rt->weight;
+	}
+	if (sorted_here)
+		orphans_sorted_end(p); /* none taken: the orphans stay as they were */
+	return 0;
+}
+
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   uint32_t *ret_weights)
 {
@@ -2679,7 +2718,7 @@ int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *
 	for (uint32_t i = 0; i < c->n_backends; i++)
 		ret_weights[i] = c->backends[i].weight;
 	if (!s)
-		return 0;
+		return orphans_weights_after(p, c, ret_weights);
 	sorted = backends_sorted(s);
 	gone_sorted = service_gone_sorted(s);
 	if (!sorted || !gone_sorted) {

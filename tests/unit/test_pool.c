@@ -922,6 +922,54 @@ static void test_reload_applies_the_difference(void **state)
 /* The counts of a backend a reload removed stay in its service's drained aggregate
  * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
  * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
+/*
+ * The weights a reload adding back a service an earlier one removed would serve with
+ * (hlb_pool_weights_after(), what a kernel-steered service's table is checked against its
+ * program with): those of the backends it takes back, set at run time, as for a backend
+ * taken back. Before, the config's: b1 read 1, and the reload then served it at 5.
+ */
+static void test_weights_after_a_service_added_back_are_those_it_serves_with(void **state)
+{
+	struct hashlb_config *gone, *back;
+	struct hashlb_error err = { 0 };
+	struct hlb_pool_service *web;
+	struct fixture f;
+	uint32_t w[4];
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	assert_int_equal(hlb_pool_set_weight(hlb_pool_backend_find(f.svc, "b1"), 5), 0);
+	hlb_pool_flush(f.pool);
+	gone = config_new(HASHLB_SCHEME_MAGLEV, 4); /* web removed, api added */
+	free(gone->services[0].name);
+	gone->services[0].name = strdup("api");
+	assert_int_equal(hlb_pool_apply(f.pool, gone, NULL, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = gone;
+	hlb_pool_flush(f.pool);
+
+	back = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	back->services[0].backends[3].weight = 3; /* one the config changes takes the config's */
+	assert_int_equal(hlb_pool_weights_after(f.pool, &back->services[0], w), 0);
+	assert_int_equal(w[0], 1);
+	assert_int_equal(w[1], 5);
+	assert_int_equal(w[3], 3);
+	/* the same as the reload then gives them */
+	assert_int_equal(hlb_pool_apply(f.pool, back, NULL, &err), 0);
+	hashlb_config_free(f.cfg);
+	f.cfg = back;
+	hlb_pool_flush(f.pool);
+	web = hlb_pool_service_find(f.pool, "web");
+	assert_non_null(web);
+	for (uint32_t i = 0; i < 4; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "b%u", i);
+		assert_int_equal(hlb_pool_backend_find(web, name)->rt->weight, w[i]);
+	}
+	fixture_teardown(&f);
+}
+
 static void test_drained_backends_keep_their_counts(void **state)
 {
 	struct hlb_backend_counters c;
@@ -1936,6 +1984,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_load_cap),
 		cmocka_unit_test(test_balance_order_skips_a_hot_backend),
 		cmocka_unit_test(test_reload_applies_the_difference),
+		cmocka_unit_test(test_weights_after_a_service_added_back_are_those_it_serves_with),
 		cmocka_unit_test(test_drained_backends_keep_their_counts),
 		cmocka_unit_test(test_reload_turning_checks_off_revives_down_backends),
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
