@@ -1656,10 +1656,20 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	static int fds[SOCKETS_MAX]; /* the control thread's; sent before the next request */
 	static const char *addrs[SOCKETS_MAX];
 	char buf[HLB_HTTP_VALUE_MAX + 1];
-	const char *v = hlb_http_param(req, "taker", buf, sizeof(buf));
+	const char *v;
 	uint32_t pid = 0, n;
 	long taker, claimed = 0, gone = 0;
 
+	/* its answer is the lines a taker reads, in text whatever is asked: format=text only
+	 * makes a refusal text too (before, format=json was taken and answered in text) */
+	if (hlb_http_param(req, "format", buf, sizeof(buf)) && !strcmp(buf, "json")) {
+		resp_error(
+			resp, 400,
+			"GET /sockets answers in text only (a line per socket): give format=text "
+			"or no format");
+		return;
+	}
+	v = hlb_http_param(req, "taker", buf, sizeof(buf));
 	if (v && (parse_u32(v, INT32_MAX, &pid) < 0 || pid == 0)) {
 		resp_error(resp, 400, "taker must be a process id, in digits: not '%s'", v);
 		return;

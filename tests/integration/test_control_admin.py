@@ -1416,6 +1416,14 @@ def gets_refuse_parameters_they_do_not_take():
     for path in ("/nope?format=xml", "/nope?x=1", "/statu?format=text"):
         code, body = lb.http("GET", path)
         check(code == 404 and "no such endpoint" in body, f"GET {path}: {code} {body!r}")
+    # /sockets answers the lines a taker reads, in text: format=text (a refusal in text too)
+    # is taken, format=json refused (before: taken, and answered in text)
+    code, body = lb.http("GET", "/sockets?format=json")
+    check(code == 400 and "answers in text only" in body,
+          f"GET /sockets?format=json: {code} {body!r}")
+    code, body = lb.http("GET", "/sockets?format=text")
+    check(code == 200 and body.split(" ")[0] == str(lb.proc.pid),
+          f"GET /sockets?format=text: {code} {body[:80]!r}")
     check(lb.stop() == 0, "exit 0")
 
 
