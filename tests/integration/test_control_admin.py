@@ -2793,6 +2793,19 @@ def status_says_dash_where_there_is_no_figure():
           f"the last one: {lb.backend('m')['check_latency_ms']} (was {before})")
     m = Backend("m", port=m.port)
     check(lb.wait(lambda: row("m")[0] != "-"), "a check passes: a check time again")
+    # the same through reloads that turn checks off, then on again: "-" until one passes
+    lb.rewrite(config([(m.name, m.addr)], health="enabled: false"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and row("m")[0] == "-", f"checks off: no check time: {row('m')} {se}")
+    m.stop()
+    lb.rewrite(config([(m.name, m.addr)]))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0, f"checks on again: {se}")
+    failed = lb.backend("m")["checks_failed"]
+    check(lb.wait(lambda: lb.backend("m")["checks_failed"] > failed), "m fails a check")
+    check(row("m")[0] == "-", f"checks on again, none passed since: no check time: {row('m')}")
+    m = Backend("m", port=m.port)
+    check(lb.wait(lambda: row("m")[0] != "-"), "a check passes: a check time again")
     check(lb.stop() == 0, "hashlb exits 0")
     m.stop()
 
