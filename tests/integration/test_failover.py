@@ -1380,6 +1380,57 @@ def queued_clients_served_at_a_change():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_client_admitted_as_a_ramp_grows():
+    """On Maglev a client whose own backend (d, just added) has not admitted it yet is sent to
+    the backend its list had while d was out (hashlb lookup --down d: r), and with a full list
+    the last one (x) gives way: [r, d]. r and d at their max_connections, the client waits in
+    the queue; once a slow start step admits it its list is d's own [d, x], and x has room.
+    The control thread wakes the workers with clients waiting at each step, so the client is
+    served woken for it (hashlb_worker_queue_served_woken_total), not at the worker's own look
+    (_tick). Without that wake-up: served at the tick, 0 woken."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    (r, ra), (x, xa), (d, da) = BACKENDS[0], BACKENDS[1], BACKENDS[2]
+    extra = "connect_retries: 1\nslow_start: 4s\ntimeouts:\n  queue: 60s"
+    old = [(r, ra, "max_connections: 1"), (x, xa)]
+    new = old + [(d, da, "max_connections: 1")]
+    cfg = lambda bs: ctl_config(bs, health="enabled: false", extra=extra)  # noqa: E731
+    lb = Lb(cfg(old))
+    lb.rewrite(cfg(new))
+    clients = [client_ip(i) for i in range(2000)]
+    prefs, down = lookup(lb.path, clients), lookup(lb.path, clients, ("--down", d))
+    holds_r = next(c for c in clients if prefs[c][0] == r)
+    holds_d = next(c for c in clients if prefs[c][:2] == [r, d])
+    waits = [c for c in clients if prefs[c][:2] == [d, x] and down[c][0] == r]
+    check(len(waits) >= 8, f"8 clients of d whose list while d ramps is [r, d]: {len(waits)}")
+    rc, so, se = lb.ctl("reload")  # d is added: its slow start begins, admitting none yet
+    check(rc == 0, f"reloaded, d added: {se}")
+    served = lambda k: metric_sum(lb, f"hashlb_worker_queue_served_{k}_total")  # noqa: E731
+    woken, tick = served("woken"), served("tick")
+    hr = connect(lb.addr, holds_r)
+    check(read_line(hr) == r, "r's one slot taken")
+    hd = connect(lb.addr, holds_d)
+    check(read_line(hd) == d, "d's one slot taken by a client r had no room for")
+    # 8 of them: each is admitted at its own point of the ramp, one admitted already goes
+    # to x at once (not counted); the odds that 7 of 8 are, even 1 s into 4 s: 1 in 2,500
+    waiting = [connect(lb.addr, c, timeout=30) for c in waits[:8]]  # a hang guard
+    got = [read_line(s) for s in waiting]
+    check(got == [x] * len(waiting), f"the waiting clients served by {x} once d admits them: {got}")
+    woken, tick = served("woken") - woken, served("tick") - tick
+    print(f"    {len(waiting)} clients: {woken:.0f} served woken for a ramp step, "
+          f"{tick:.0f} at the tick")
+    check(woken + tick >= 2, f"2 waited in the queue at least: {woken:.0f} woken, "
+          f"{tick:.0f} at the tick")
+    # the tick may come between a step and its wake-up (microseconds of 100 ms): 1 allowed
+    check(tick <= 1, f"served once woken for the ramp step: {woken:.0f}, "
+          f"not at the tick: {tick:.0f}")
+    for s in [hr, hd] + waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_client_kicked_as_it_joins():
     """A change that gives room (b back from maint) made while the client is between its
     failed claims and its place in the queue, the worker's queue empty (so that the change's
@@ -1614,6 +1665,7 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
            queued_clients_of_a_removed_service, queued_clients_served_at_a_change,
+           queued_client_admitted_as_a_ramp_grows,
            queued_client_kicked_as_it_joins,
            queued_client_of_a_backend_that_goes_down,
            queued_clients_not_woken_by_a_cap_set_as_it_is,
