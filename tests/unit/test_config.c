@@ -1357,7 +1357,8 @@ static void test_addresses(void **state)
 		     "every address (IPv4 too)");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - name: a\n        address: :80\n",
-		     6, 18, "':80' is not a valid address: no host before ':80': write one, as "
+		     6, 18,
+		     "':80' is not a valid address: no host before ':80': write one, as "
 		     "127.0.0.1:80");
 }
 
