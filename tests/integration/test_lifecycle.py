@@ -653,6 +653,27 @@ def early_sigquit_stops_as_sigterm():
           f"a core dump: {rc}")
 
 
+# hashlb as PID 1 of a PID namespace of its own (a container's init); --kill-child: it goes
+# with unshare when a test stops that
+AS_PID1 = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
+
+
+def _init_pid(proc):
+    """The pid, as seen here, of the PID 1 that <proc> (AS_PID1 ...) started."""
+    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+        return int(f.read().split()[0])
+
+
+def _stop_pid1(lb, pid, sig=signal.SIGTERM, timeout=20):
+    """<sig> to hashlb as PID 1 (<pid>): its exit status, None if it has not exited within
+    <timeout> s."""
+    os.kill(pid, sig)
+    try:
+        return lb.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=()):
     """hashlb run (on a small config, or <cfg_text>) stopped at one point <at> of its start
     by start_pause.c (LD_PRELOAD), a moment a poll of /proc/PID/status can miss: "sigprocmask", just after
@@ -669,17 +690,14 @@ def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=
     if ignore:  # as the shell does, with exec: hashlb inherits them ignored
         wrap_ = ("sh", "-c", f"trap '' {' '.join(signal.Signals(s).name[3:] for s in ignore)}; "
                  'exec "$@"', "sh", *wrap_)
-    if pid1:  # --kill-child: hashlb goes with unshare when the test stops it
-        wrap_ = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *wrap_)
+    if pid1:
+        wrap_ = (*AS_PID1, *wrap_)
     lb = Hashlb(cfg_text or config(BACKENDS), fname=fname, wait=False, env=env, wrap=(*wrap, *wrap_),
                 pass_fds=(theirs.fileno(),))
     theirs.close()
     ours.settimeout(30)
     check(ours.recv(1) == b"p", "hashlb reached the point of its start")
-    pid = lb.proc.pid
-    if pid1:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            pid = int(f.read().split()[0])
+    pid = _init_pid(lb.proc) if pid1 else lb.proc.pid
 
     def go():
         ours.close()
@@ -719,27 +737,19 @@ def stop_as_pid1_once_running():
     ever: it drains and exits 0 (the daemon reads them from a signalfd, held: none is
     dropped)."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
-        lb = Hashlb(config(BACKENDS), fname="pid1.yaml",
-                    wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
-        with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
-            pid = int(f.read().split()[0])
-        check(lb.wait_log("msg=started"), "started")
-        os.kill(pid, sig)
-        try:
-            rc = lb.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            rc = None
+        lb, pid = _hashlb_as_pid1("pid1.yaml")
+        rc = _stop_pid1(lb, pid, sig)
         check(rc == 0 and lb.wait_log(f'msg="signal, shutting down" signal={sig.name}', 5),
               f"PID 1, running: {sig.name} drains, exit 0: {rc}")
 
 
-def _hashlb_as_pid1(sock, fname):
+def _hashlb_as_pid1(fname, sock=None):
     """hashlb run as PID 1 of a PID namespace of its own, its admin endpoint on Unix socket
-    <sock>, started: it and its pid as seen from here."""
-    lb = Hashlb(config(BACKENDS).replace("admin: off", f"admin: unix:{sock}"), fname=fname,
-                wrap=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
-    with open(f"/proc/{lb.proc.pid}/task/{lb.proc.pid}/children") as f:
-        pid = int(f.read().split()[0])
+    <sock> (None: off), started: it and its pid as seen from here."""
+    cfg = config(BACKENDS)
+    lb = Hashlb(cfg.replace("admin: off", f"admin: unix:{sock}") if sock else cfg, fname=fname,
+                wrap=AS_PID1)
+    pid = _init_pid(lb.proc)
     check(lb.wait_log("msg=started"), "started")
     return lb, pid
 
@@ -751,7 +761,7 @@ def upgrade_as_pid1_refused():
     hashlb started, took the sockets over and was killed as the old one, drained, exited 0:
     the upgrade ended the service."""
     sock = tmppath("pid1-admin.sock")
-    lb, pid = _hashlb_as_pid1(sock, "pid1-upgrade.yaml")
+    lb, pid = _hashlb_as_pid1("pid1-upgrade.yaml", sock)
     os.kill(pid, signal.SIGUSR2)
     check(lb.wait_log(r'msg="upgrade refused" reason="this hashlb is PID 1 of its PID '
                       r'namespace .*note="restart the container', 10),
@@ -762,11 +772,7 @@ def upgrade_as_pid1_refused():
     check(p.returncode == 1 and "PID 1 of its PID namespace" in p.stderr,
           f"ctl upgrade as PID 1: exit 1, saying why: {p.returncode} {p.stderr!r}")
     check(lb.proc.poll() is None and who(lb.addr) in ("a", "b", "c"), "hashlb serves on")
-    os.kill(pid, signal.SIGTERM)
-    try:
-        rc = lb.proc.wait(20)
-    except subprocess.TimeoutExpired:
-        rc = None
+    rc = _stop_pid1(lb, pid)
     check(rc == 0, f"and stops on SIGTERM as ever, exit 0: {rc}")
 
 
@@ -793,7 +799,7 @@ def sockets_to_a_taker_as_pid1_refused():
     sockets of its own. Before, the sockets were handed over (200, taker=N), this hashlb
     counted as replaced, and the new one died with it."""
     sock = tmppath("pid1-take.sock")
-    lb, pid = _hashlb_as_pid1(sock, "pid1-take.yaml")
+    lb, pid = _hashlb_as_pid1("pid1-take.yaml", sock)
     inside = ["nsenter", "-t", str(pid), "-p", "-m", "--"]
     p = subprocess.run([*inside, sys.executable, "-c", ASK_SOCKETS, sock],
                        capture_output=True, text=True, timeout=60)
@@ -822,9 +828,8 @@ def sockets_to_a_taker_as_pid1_refused():
           f"the new hashlb says why it takes nothing over: {said[:3]}")
     check(not [l for l in lb.log if 'msg="listening sockets handed over"' in l],
           "nothing handed over")
-    os.kill(pid, signal.SIGTERM)  # the namespace ends with it, the new hashlb too
+    rc = _stop_pid1(lb, pid)  # the namespace ends with it, the new hashlb too
     try:
-        rc = lb.proc.wait(20)
         new.wait(20)
     except subprocess.TimeoutExpired:
         rc = None
