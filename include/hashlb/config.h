@@ -438,6 +438,12 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
  * A static text or <buf> (<len> bytes).
  */
 const char *hashlb_tuple_explain(const char *s, char *buf, size_t len);
+/*
+ * After "<s> has no port, and the key hashes it: give ADDR:PORT": how an IPv6
+ * address takes a port, if <s> has a ':' (an IPv6 one, its port not bracketed
+ * off); else "".
+ */
+const char *hashlb_tuple_port_hint(const char *s);
 
 /*
  * Whether two listen addresses would take the same port: equal (an

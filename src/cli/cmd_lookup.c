@@ -100,12 +100,8 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 	}
 	if (key != HASHLB_KEY_SRC_IP && !tu.sport[0] && !tu.sport[1]) {
 		/* port 0 would answer for a client no socket can be */
-		cli_error(
-			"client '%s' has no port, and the %s key hashes it: give ADDR:PORT%s\n",
-			client, hashlb_key_name(key),
-			strchr(client, ':')
-				? " (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"
-				: "");
+		cli_error("client '%s' has no port, and the %s key hashes it: give ADDR:PORT%s\n",
+			  client, hashlb_key_name(key), hashlb_tuple_port_hint(client));
 		return -EINVAL;
 	}
 	if (vip) {
@@ -116,13 +112,9 @@ static int client_tuple(const char *client, const char *vip, enum hashlb_key key
 		}
 		if (key == HASHLB_KEY_4TUPLE && !dst.sport[0] && !dst.sport[1]) {
 			/* port 0 is no connection's destination, as above */
-			cli_error(
-				"--vip '%s' has no port, and the 4-tuple key hashes it: give "
-				"ADDR:PORT%s\n",
-				vip,
-				strchr(vip, ':')
-					? " (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"
-					: "");
+			cli_error("--vip '%s' has no port, and the 4-tuple key hashes it: give "
+				  "ADDR:PORT%s\n",
+				  vip, hashlb_tuple_port_hint(vip));
 			return -EINVAL;
 		}
 		memcpy(tu.dst, dst.src, sizeof(tu.dst));

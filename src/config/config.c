@@ -955,6 +955,12 @@ const char *hashlb_addr_explain(const char *s, bool allow_port0, bool names_ok, 
 	return buf;
 }
 
+const char *hashlb_tuple_port_hint(const char *s)
+{
+	return strchr(s, ':') ? " (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"
+			      : "";
+}
+
 const char *hashlb_tuple_explain(const char *s, char *buf, size_t len)
 {
 	const char *colon = strchr(s, ':'), *close = s[0] == '[' ? strchr(s, ']') : NULL;

@@ -929,13 +929,9 @@ static void lookup(struct hlb_pool_service *s, const struct hlb_http_req *req,
 		return;
 	}
 	if (snap->key != HASHLB_KEY_SRC_IP && !tuple.sport[0] && !tuple.sport[1]) {
-		resp_error(
-			resp, 400,
-			"client %s has no port, and the %s key hashes it: give ADDR:PORT%s", client,
-			hashlb_key_name(snap->key),
-			strchr(client, ':')
-				? " (an IPv6 address with a port is written [ADDR]:PORT, as [::1]:80)"
-				: "");
+		resp_error(resp, 400,
+			   "client %s has no port, and the %s key hashes it: give ADDR:PORT%s",
+			   client, hashlb_key_name(snap->key), hashlb_tuple_port_hint(client));
 		return;
 	}
 	/* The destination clients connect to, for the 4-tuple key: vip= if
