@@ -809,6 +809,16 @@ static void take_extra(struct hlb_proxy *p, struct hlb_listener *l, const struct
 	}
 }
 
+/* <l>, which could not get socket <ret> (-errno) of service <name>, freed: the error said. */
+static int open_failed(struct hlb_listener *l, int ret, const char *name, struct hashlb_error *err)
+{
+	char where[HASHLB_ADDR_STRLEN];
+
+	hashlb_addr_format(&l->bound, where, sizeof(where));
+	listener_free(l);
+	return hashlb_listen_err(err, ret, name, where);
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err)
@@ -826,14 +836,8 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		setsockopt(in->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		for (uint32_t i = 0; i < p->n_workers; i++) {
 			l->fds[i] = fcntl(in->fd, F_DUPFD_CLOEXEC, 0);
-			if (l->fds[i] < 0) {
-				char where[HASHLB_ADDR_STRLEN];
-
-				fd = -errno;
-				hashlb_addr_format(&l->bound, where, sizeof(where));
-				listener_free(l);
-				return hashlb_listen_err(err, fd, name, where);
-			}
+			if (l->fds[i] < 0)
+				return open_failed(l, -errno, name, err);
 		}
 		in->used = true;
 		l->inherited = true;
@@ -855,13 +859,8 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		}
 		/* Port 0: the first socket picks the port, the others join it. */
 		fd = listen_socket((const struct sockaddr *)&l->bound, addr_len);
-		if (fd < 0) {
-			char where[HASHLB_ADDR_STRLEN];
-
-			hashlb_addr_format(&l->bound, where, sizeof(where));
-			listener_free(l);
-			return hashlb_listen_err(err, fd, name, where);
-		}
+		if (fd < 0)
+			return open_failed(l, fd, name, err);
 		l->fds[i] = fd;
 		if (i == 0)
 			getsockname(fd, (struct sockaddr *)&l->bound, &len);
