@@ -2453,15 +2453,13 @@ static void change_service(struct hlb_pool_service *s, const struct hashlb_servi
 	if (!p->changes || !(settings_changed || table || checks || listen || steering))
 		return;
 	p->changes->services_changed++;
-	if (!change_line(p)) {
-		client_hash_changed(s, old, c);
-		return;
+	if (change_line(p)) {
+		snprintf(what, sizeof(what), "%s%s%s%s%s", listen ? ",listen" : "",
+			 settings_changed ? ",settings" : "", table ? ",table" : "",
+			 checks ? ",checks" : "", steering ? ",steering" : "");
+		pool_log(p, HLB_LOG_INFO, "reload: service changed", "service=%s changed=%s",
+			 c->name, what + 1);
 	}
-	snprintf(what, sizeof(what), "%s%s%s%s%s", listen ? ",listen" : "",
-		 settings_changed ? ",settings" : "", table ? ",table" : "",
-		 checks ? ",checks" : "", steering ? ",steering" : "");
-	pool_log(p, HLB_LOG_INFO, "reload: service changed", "service=%s changed=%s", c->name,
-		 what + 1);
 	client_hash_changed(s, old, c);
 }
 
