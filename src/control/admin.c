@@ -1573,7 +1573,7 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 			hlb_buf_printf(&resp->body,
 				       "clients placed anew in %u service%s (most reach another "
 				       "backend with their next connection), the first: %s\n",
-				       ctl->rehashed, ctl->rehashed == 1 ? "" : "s",
+				       ctl->rehashed, hlb_plural(ctl->rehashed),
 				       ctl->first_rehashed);
 		return;
 	}
