@@ -98,12 +98,6 @@ static bool put_integer(struct hlb_buf *b, double v)
 	return true;
 }
 
-void hlb_buf_g17(struct hlb_buf *b, double v)
-{
-	if (!put_integer(b, v))
-		hlb_buf_printf(b, "%.17g", v);
-}
-
 void hlb_buf_shortest(struct hlb_buf *b, double v)
 {
 	char s[32];

@@ -18,11 +18,9 @@ void hlb_buf_puts(struct hlb_buf *b, const char *s);
 void hlb_buf_printf(struct hlb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* <v> in decimal, as printf's "%" PRIu64 writes it. */
 void hlb_buf_u64(struct hlb_buf *b, uint64_t v);
-/* <v> as printf's "%.17g" writes it (integers without printf). */
-void hlb_buf_g17(struct hlb_buf *b, double v);
 /* <v> in the fewest significant digits (15 to 17) that read back as <v>, as
  * Prometheus clients write it: 0.001234567, not %.17g's 0.0012345670000000001;
- * integers as hlb_buf_g17() writes them. */
+ * an integer below 1e17 whole, as %.17g writes it (without printf). */
 void hlb_buf_shortest(struct hlb_buf *b, double v);
 /* <s> as a JSON string, quotes included; NULL as null. */
 void hlb_buf_json_str(struct hlb_buf *b, const char *s);
