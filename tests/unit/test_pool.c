@@ -919,9 +919,6 @@ static void test_reload_applies_the_difference(void **state)
 	fixture_teardown(&f);
 }
 
-/* The counts of a backend a reload removed stay in its service's drained aggregate
- * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
- * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
 /*
  * The weights a reload adding back a service an earlier one removed would serve with
  * (hlb_pool_weights_after(), what a kernel-steered service's table is checked against its
@@ -970,6 +967,9 @@ static void test_weights_after_a_service_added_back_are_those_it_serves_with(voi
 	fixture_teardown(&f);
 }
 
+/* The counts of a backend a reload removed stay in its service's drained aggregate
+ * (hlb_pool_service_drained(), GET /status "drained") once it has drained, while its series
+ * are kept and after they go (HLB_POOL_DRAINED_KEEP_MS): before, they went with its row. */
 static void test_drained_backends_keep_their_counts(void **state)
 {
 	struct hlb_backend_counters c;
