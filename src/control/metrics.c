@@ -799,20 +799,31 @@ const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,
 /* The forwarding workers' bounded resources, a sample per worker in each family. */
 static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 {
-	struct hlb_worker_stats s;
+	/* each worker read once, not once per family: what is read are counters
+	 * its thread writes, and the families then show the same moment */
+	struct hlb_worker_stats *s = NULL, *grown;
+	uint32_t n = 0;
 	uint64_t v;
 
-	if (!ctl->worker_stats || !ctl->worker_stats(ctl->daemon, 0, &s))
-		return;
-	for (unsigned f = 0; f < sizeof(worker_stats) / sizeof(worker_stats[0]); f++) {
+	for (; ctl->worker_stats; n++) {
+		if (!(grown = realloc(s, (n + 1) * sizeof(*s)))) {
+			o->oom = true;
+			break;
+		}
+		s = grown;
+		if (!ctl->worker_stats(ctl->daemon, n, &s[n]))
+			break;
+	}
+	for (unsigned f = 0; n && f < sizeof(worker_stats) / sizeof(worker_stats[0]); f++) {
 		const struct family_desc *fam = &worker_stats[f].fam;
 
 		family(o, fam->name, fam->type, fam->help);
-		for (uint32_t i = 0; ctl->worker_stats(ctl->daemon, i, &s); i++) {
-			hlb_worker_stats_field(&s, f, &v);
+		for (uint32_t i = 0; i < n; i++) {
+			hlb_worker_stats_field(&s[i], f, &v);
 			hlb_buf_printf(o, "%s{worker=\"%u\"} %" PRIu64 "\n", fam->name, i, v);
 		}
 	}
+	free(s);
 }
 
 void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
