@@ -16,7 +16,7 @@
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
 #include "hashlb/tuple.h"
-#include "runtime/daemon.h"
+#include "runtime/signals.h"
 #include "table_args.h"
 
 #define VIPS_MAX 16

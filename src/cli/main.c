@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "runtime/daemon.h"
+#include "runtime/signals.h"
 
 static const struct cli_command commands[] = {
 	{ "table", "build a lookup table from backends given on the command line, show it",

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "notify.h"
 #include "proxy/proxy.h"
+#include "signals.h"
 
 #define RCU_POLL_MS 50
 
@@ -848,14 +849,6 @@ static void watch_old(struct hlb_daemon *d)
 			close(fd);
 		hlb_proxy_old_gone(d->proxy); /* gone already, or cannot tell: look once */
 	}
-}
-
-/* <sig>'s action is to ignore it. */
-bool hlb_signal_ignored(int sig)
-{
-	struct sigaction sa;
-
-	return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
 }
 
 int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,

@@ -179,8 +179,6 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
  * it could not be started (logged).
  */
 int hlb_daemon_upgrade_start(struct hlb_daemon *d);
-/* <sig>'s action is to ignore it (inherited so: a shell's background job, nohup). */
-bool hlb_signal_ignored(int sig);
 /* Why a container's init cannot upgrade in place, for the log and the admin endpoint. */
 #define HLB_UPGRADE_PID1                                                               \
 	"this hashlb is PID 1 of its PID namespace (a container's init): the new one " \
