@@ -139,8 +139,8 @@ int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hash
  * No moment between the two in which one of them takes its default action.
  *
  * A stop signal inherited ignored stays ignored, from here to the end
- * (hlb_signal_ignored(), for the command to leave it out when it takes the
- * others): a POSIX shell's background job ignores SIGINT and SIGQUIT so
+ * (hlb_sigset_del_ignored(), the rule the command follows too when it takes
+ * the others): a POSIX shell's background job ignores SIGINT and SIGQUIT so
  * that a Ctrl-C at the terminal spares it, nohup ignores SIGHUP. SIGTERM
  * is not a shell's to ignore: a stop on SIGTERM is always honoured.
  */

@@ -392,9 +392,7 @@ static void stop_signals(sigset_t *ret_set)
 	/* one inherited ignored stays ignored once attached, as while it started
 	 * (cli_start_signals()): blocked, sigwait() took it even so, and nohup's
 	 * hashlb steer detached when its terminal closed */
-	for (int sig = 1; sig < SIGRTMIN; sig++)
-		if (sigismember(ret_set, sig) && hlb_signal_ignored(sig))
-			sigdelset(ret_set, sig);
+	hlb_sigset_del_ignored(ret_set);
 }
 
 /*

@@ -138,20 +138,17 @@ static void stop_now(int sig)
 void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 {
 	struct sigaction stop = { .sa_handler = stop_now };
-	sigset_t both;
+	sigset_t both, taken = *stops;
 
 	/* stops held too until each has its handler: none takes its default
 	 * action between the two */
 	sigorset(&both, stops, held);
 	sigprocmask(SIG_BLOCK, &both, NULL);
 	sigfillset(&stop.sa_mask);
-	for (int sig = 1; sig < SIGRTMIN; sig++) {
-		if (!sigismember(stops, sig))
-			continue;
-		if (sig != SIGTERM && hlb_signal_ignored(sig))
-			continue;
-		sigaction(sig, &stop, NULL);
-	}
+	hlb_sigset_del_ignored(&taken);
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		if (sigismember(&taken, sig))
+			sigaction(sig, &stop, NULL);
 	sigprocmask(SIG_UNBLOCK, stops, NULL);
 }
 

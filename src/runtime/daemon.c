@@ -894,13 +894,13 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	/* a stop as SIGTERM, not a core dump cutting every connection: nginx's
 	 * graceful stop, its Docker image's STOPSIGNAL */
 	sigaddset(&mask, SIGQUIT);
-	/* SIGINT or SIGQUIT inherited ignored (a shell's background job, spared
-	 * a Ctrl-C at its terminal) stays ignored, as it was while the config
-	 * loaded: blocked, the signalfd took it even so, and the job stopped. */
-	if (hlb_signal_ignored(SIGINT))
-		sigdelset(&mask, SIGINT);
-	if (hlb_signal_ignored(SIGQUIT))
-		sigdelset(&mask, SIGQUIT);
+	/* a stop inherited ignored (SIGINT, SIGQUIT of a shell's background job,
+	 * spared a Ctrl-C at its terminal) stays ignored, as it was while the
+	 * config loaded: blocked, the signalfd took it even so, and the job stopped */
+	hlb_sigset_del_ignored(&mask);
+	/* the commands are taken even inherited ignored, as nginx and HAProxy take
+	 * them: SIGHUP is the reload under nohup too, which an operator's kill -HUP
+	 * (a logrotate script's, a deploy's) must not find silently ignored */
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGUSR2);
 	/* taken only to be ignored: its default action would kill the process at once,

@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: MIT
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "signals.h"
 
-bool hlb_signal_ignored(int sig)
+/* <sig>'s action is to ignore it. */
+static bool signal_ignored(int sig)
 {
 	struct sigaction sa;
 
 	return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
+
+void hlb_sigset_del_ignored(sigset_t *set)
+{
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		if (sig != SIGTERM && sigismember(set, sig) && signal_ignored(sig))
+			sigdelset(set, sig);
 }

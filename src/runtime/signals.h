@@ -7,9 +7,19 @@
 #ifndef HASHLB_RUNTIME_SIGNALS_H
 #define HASHLB_RUNTIME_SIGNALS_H
 
-#include <stdbool.h>
+#include <signal.h>
 
-/* <sig>'s action is to ignore it (inherited so: a shell's background job, nohup). */
-bool hlb_signal_ignored(int sig);
+/*
+ * Leave out of <set> each signal whose action is to ignore it, SIGTERM
+ * excepted: the one rule for the signals hashlb takes (a handler, a
+ * signalfd, sigwait()). One inherited ignored stays ignored for the whole
+ * life of the process: a POSIX shell starts a script's background job with
+ * SIGINT and SIGQUIT ignored so that a Ctrl-C at the terminal spares it,
+ * nohup ignores SIGHUP; taking a blocked one (a signalfd, sigwait() take a
+ * blocked signal even ignored) undid what they asked. SIGTERM is not a
+ * shell's to ignore for a job: it is how kill, systemd and docker stop a
+ * service, and is always taken.
+ */
+void hlb_sigset_del_ignored(sigset_t *set);
 
 #endif

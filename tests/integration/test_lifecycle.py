@@ -855,8 +855,10 @@ def inherited_ignores_kept():
     spared a Ctrl-C at its terminal) stay ignored once hashlb runs, as while it started:
     the daemon blocked them for its signalfd, which takes a blocked signal even ignored, and
     stopped. SIGTERM is honoured even inherited ignored, while it starts (where it was
-    ignored) as once it runs."""
-    lb, pid, go = _paused("open", ignore=(signal.SIGINT, signal.SIGQUIT, signal.SIGTERM))
+    ignored) as once it runs. SIGHUP, the reload, is no stop: under nohup (inherited
+    ignored) it reloads all the same, as nginx and HAProxy do; kill -HUP must not be lost."""
+    lb, pid, go = _paused("open", ignore=(signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
+                                          signal.SIGHUP))
     os.kill(pid, signal.SIGINT)
     os.kill(pid, signal.SIGQUIT)
     go()
@@ -868,6 +870,10 @@ def inherited_ignores_kept():
     check(lb.proc.poll() is None and not _logged(lb, "shutting down"),
           f"running: SIGINT, SIGQUIT ignored: {lb.proc.poll()} "
           f"{[l for l in lb.log if 'signal' in l]}")
+    os.kill(pid, signal.SIGHUP)
+    check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
+          f"SIGHUP inherited ignored (nohup) reloads: {lb.proc.poll()} "
+          f"{[l for l in lb.log if 'reload' in l][:3]}")
     check(lb.stop() == 0, "SIGTERM: drained, exit 0")
 
     lb, pid, go = _paused("open", ignore=(signal.SIGTERM,), fname="paused-term.yaml")
