@@ -83,13 +83,15 @@ void cli_bad_value(const char *name, const char *value, const char *allowed);
  * as the config's admin key reads one: unix:/PATH (absolute, shorter than 108 bytes) or a
  * numeric ADDR:PORT, not link-local, into <ret_addr> and <ret_len>. Only run takes "off"
  * (*<ret_len> 0) and port 0 (the kernel picks). Only ctl takes HOST:PORT, a host name, which
- * <resolve> turns into an address (-errno if it cannot): a connect may try each address a
+ * <resolve> turns into an address, given them as hashlb_name_addr_parse() split them (-errno
+ * if it cannot): a connect may try each address a
  * name has, a bind takes one, which a name does not say (nor does the admin key take one).
  * 0; or -EINVAL once it is refused, printed as cli_bad_value() and the one reason (a relative
  * path, a port alone: "write ADDR:8080, ..."), a usage error.
  */
 int cli_admin_parse(const char *name, const char *value,
-		    int (*resolve)(const char *value, struct sockaddr_storage *, socklen_t *),
+		    int (*resolve)(const char *host, uint16_t port, struct sockaddr_storage *,
+				   socklen_t *),
 		    struct sockaddr_storage *ret_addr, socklen_t *ret_len);
 /*
  * The value <arg> of a config option (-c or --config, <name> as typed) into *<path>; 0, or 2

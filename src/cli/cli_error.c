@@ -63,7 +63,8 @@ void cli_bad_value(const char *name, const char *value, const char *allowed)
 }
 
 int cli_admin_parse(const char *name, const char *value,
-		    int (*resolve)(const char *value, struct sockaddr_storage *, socklen_t *),
+		    int (*resolve)(const char *host, uint16_t port, struct sockaddr_storage *,
+				   socklen_t *),
 		    struct sockaddr_storage *ret_addr, socklen_t *ret_len)
 {
 	/* what each takes: hashlb run binds (off, port 0), ctl connects (a host name) */
@@ -100,7 +101,7 @@ int cli_admin_parse(const char *name, const char *value,
 			bad_value(name, value, allowed, why);
 			return -EINVAL;
 		}
-		if (resolve(value, &addr, &len) < 0) {
+		if (resolve(host, port, &addr, &len) < 0) {
 			bad_value(name, value, allowed, "the host name does not resolve");
 			return -EINVAL;
 		}

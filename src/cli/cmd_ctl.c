@@ -201,23 +201,21 @@ static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
 }
 
 /*
- * HOST:PORT with a name (localhost:9901), as hashlb_name_addr_parse() takes it (so a port
- * 1..65535: getaddrinfo took "99999" as 34463, and "::1:9901", an IPv6 address without its
- * brackets): the first of its addresses that accepts a connection, else the first. A name
- * may give ::1 before 127.0.0.1 while hashlb listens on only one of them, as curl finds by
- * trying each. -EINVAL if it does not resolve.
+ * HOST:PORT with a name (localhost:9901), as hashlb_name_addr_parse() split it for
+ * cli_admin_parse() (so a port 1..65535: getaddrinfo took "99999" as 34463, and "::1:9901",
+ * an IPv6 address without its brackets): the first of its addresses that accepts a
+ * connection, else the first. A name may give ::1 before 127.0.0.1 while hashlb listens on
+ * only one of them, as curl finds by trying each. -EINVAL if it does not resolve.
  */
-static int ctl_addr_resolve(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+static int ctl_addr_resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
+			    socklen_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
-	const char *colon = strrchr(s, ':');
 	struct addrinfo *res, *ai;
-	char host[HASHLB_HOST_MAX + 1];
-	uint16_t port;
+	char serv[6];
 
-	if (hashlb_name_addr_parse(s, host, &port) < 0)
-		return -EINVAL;
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+	snprintf(serv, sizeof(serv), "%u", port);
+	if (getaddrinfo(host, serv, &hints, &res) != 0)
 		return -EINVAL;
 	for (ai = res; ai; ai = ai->ai_next) {
 		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
