@@ -476,6 +476,14 @@ bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_servi
  * hashlb ctl set take. */
 #define HASHLB_MAX_CONNECTIONS_MAX (1u << 24)
 
+/*
+ * Why <a> is refused as an address hashlb binds or connects to (the config's, hashlb run's
+ * and ctl's --admin), NULL if it is not: a link-local IPv6 address (fe80::/10) means nothing
+ * without its zone, the interface, which no address here takes, and bind() and connect()
+ * refuse it (EINVAL): a listener would fail at start with no reason given, a backend stay
+ * down for ever. One text, "a link-local address, usable only with a zone ...", for each.
+ */
+const char *hashlb_addr_link_local(const struct sockaddr_storage *a);
 /* Whether <a> is the wildcard address of its family (0.0.0.0, [::]; [::ffff:0.0.0.0] too). */
 bool hashlb_addr_is_any(const struct sockaddr_storage *a);
 /* Whether <a> is a loopback address (127.0.0.0/8, [::1], [::ffff:127.x.y.z]); not a Unix

@@ -84,11 +84,10 @@ int cli_admin_parse(const char *name, const char *value,
 		len = 0;
 	} else if (hashlb_addr_parse(value, !resolve, &addr, &len) == 0) {
 		/* as the config's admin key: bind() and connect() refuse it */
-		if (addr.ss_family == AF_INET6 &&
-		    IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)&addr)->sin6_addr)) {
-			bad_value(name, value, NULL,
-				  "a link-local address, usable only with a zone, and zones are "
-				  "not supported: give a global or unique local address");
+		const char *link_local = hashlb_addr_link_local(&addr);
+
+		if (link_local) {
+			bad_value(name, value, NULL, link_local);
 			return -EINVAL;
 		}
 	} else if (hashlb_name_addr_parse(value, host, &port) == 0) {

@@ -985,24 +985,23 @@ const char *hashlb_tuple_explain(const char *s, char *buf, size_t len)
 	return buf;
 }
 
-/*
- * Refuse a link-local IPv6 address <a> (fe80::/10), written <v> for <key>:
- * it means nothing without its zone, the interface, which no address here
- * takes, and bind() and connect() refuse it (EINVAL): a listener would fail
- * at start with no reason given, a backend stay down for ever.
- */
-static int refuse_link_local(struct loader *ld, const struct ynode *v, const char *key,
-			     const struct sockaddr_storage *a)
+const char *hashlb_addr_link_local(const struct sockaddr_storage *a)
 {
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a;
 
 	if (a->ss_family != AF_INET6 || !IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
-		return 0;
-	return fail(ld, v,
-		    "'%s': '%s' is a link-local address, usable only with a zone ('%%' and an "
-		    "interface), and zones are not supported: give a global or unique local "
-		    "address",
-		    key, v->text);
+		return NULL;
+	return "a link-local address, usable only with a zone ('%' and an interface), and "
+	       "zones are not supported: give a global or unique local address";
+}
+
+/* Refuse a link-local IPv6 address <a> (hashlb_addr_link_local()), written <v> for <key>. */
+static int refuse_link_local(struct loader *ld, const struct ynode *v, const char *key,
+			     const struct sockaddr_storage *a)
+{
+	const char *why = hashlb_addr_link_local(a);
+
+	return why ? fail(ld, v, "'%s': '%s' is %s", key, v->text, why) : 0;
 }
 
 static int get_addr(struct loader *ld, const struct ynode *v, const char *key, bool allow_port0,

@@ -307,7 +307,8 @@ for args, status, msg in [
     # a link-local admin address, refused as the config's admin is (it failed at bind: EINVAL)
     (("run", "-c", NO_FILE, "--admin", "[fe80::1]:9901"), 2,
      "hashlb run: invalid value '[fe80::1]:9901' for option --admin: a link-local address, "
-     "usable only with a zone"),
+     "usable only with a zone ('%' and an interface), and zones are not supported: give a "
+     "global or unique local address"),
     # but an option that sizes nothing only warns: a command line that started hashlb (a unit
     # file, an upgrade in place re-running it) must start it again; here the file's error follows
     (("run", "-c", NO_FILE, "--splice-after", "off", "--pipe-size", "8192"), 1,
@@ -372,7 +373,8 @@ for args, status, msg in [
     # connect, EINVAL); a host name is ctl's alone, and run says why (it binds one address)
     (("ctl", "--admin", "[fe80::1]:9901", "status"), 2,
      "hashlb ctl: invalid value '[fe80::1]:9901' for option --admin: a link-local address, "
-     "usable only with a zone"),
+     "usable only with a zone ('%' and an interface), and zones are not supported: give a "
+     "global or unique local address"),
     (("run", "-c", NO_FILE, "--admin", "localhost:9901"), 2,
      "hashlb run: invalid value 'localhost:9901' for option --admin (ADDR:PORT, unix:/PATH "
      "(absolute, under 108 bytes) or off): a host name: hashlb run listens on one address, "
