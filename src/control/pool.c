@@ -2401,7 +2401,7 @@ static void client_hash_changed(struct hlb_pool_service *s, const struct hashlb_
 				const struct hashlb_service_cfg *c)
 {
 	const struct hashlb_table_params *a = &old->table, *b = &c->table;
-	bool scheme = a->scheme != b->scheme, key = old->key != c->key;
+	bool scheme = a->scheme != b->scheme, seed = a->seed != b->seed, key = old->key != c->key;
 	bool size = !scheme && b->scheme == HASHLB_SCHEME_MAGLEV && a->maglev_m != b->maglev_m;
 	bool vnodes = !scheme && b->scheme == HASHLB_SCHEME_RING && a->ring_v != b->ring_v;
 	bool prefix = !key && (hash_prefix_len(old, false) != hash_prefix_len(c, false) ||
@@ -2410,12 +2410,11 @@ static void client_hash_changed(struct hlb_pool_service *s, const struct hashlb_
 	bool proxy = old->accept_proxy != c->accept_proxy;
 	char what[96];
 
-	if (!scheme && a->seed == b->seed && !size && !vnodes && !key && !prefix && !proxy)
+	if (!scheme && !seed && !size && !vnodes && !key && !prefix && !proxy)
 		return;
-	snprintf(what, sizeof(what), "%s%s%s%s%s%s%s", scheme ? ",scheme" : "",
-		 a->seed != b->seed ? ",seed" : "", size ? ",table_size" : "",
-		 vnodes ? ",vnodes" : "", key ? ",hash_key" : "", prefix ? ",hash_prefix" : "",
-		 proxy ? ",accept_proxy" : "");
+	snprintf(what, sizeof(what), "%s%s%s%s%s%s%s", scheme ? ",scheme" : "", seed ? ",seed" : "",
+		 size ? ",table_size" : "", vnodes ? ",vnodes" : "", key ? ",hash_key" : "",
+		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
 	if (!s->pool->changes->services_rehashed++)
 		snprintf(s->pool->changes->first_rehashed, sizeof(s->pool->changes->first_rehashed),
 			 "%s (%s)", c->name, what + 1);
