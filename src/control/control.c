@@ -551,7 +551,11 @@ int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *
 {
 	int ret = 0;
 
-	for (uint32_t i = 0; ctl->steer_fits && i < cfg->n_services && ret == 0; i++) {
+	if (!ctl->steer_fits)
+		return 0;
+	if (hlb_pool_weights_begin(ctl->pool) < 0)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 		uint32_t n = c->n_backends, *w;
 		const char **names;
@@ -575,6 +579,7 @@ int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *
 		free(names);
 		free(backup);
 	}
+	hlb_pool_weights_end(ctl->pool);
 	return ret;
 }
 

@@ -2685,7 +2685,7 @@ static struct name_idx *backends_sorted(const struct hlb_pool_service *s)
 static int orphans_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 				 uint32_t *ret_weights)
 {
-	/* a reload's own lookup (hlb_pool_apply()) is left as it is */
+	/* sorted once for all the services by hlb_pool_weights_begin(), else here */
 	bool sorted_here = !p->orphans_sorted;
 
 	if (!p->n_orphans)
@@ -2703,6 +2703,17 @@ static int orphans_weights_after(struct hlb_pool *p, const struct hashlb_service
 	if (sorted_here)
 		orphans_sorted_end(p); /* none taken: the orphans stay as they were */
 	return 0;
+}
+
+int hlb_pool_weights_begin(struct hlb_pool *p)
+{
+	return p->n_orphans ? orphans_sorted_begin(p) : 0;
+}
+
+void hlb_pool_weights_end(struct hlb_pool *p)
+{
+	if (p->orphans_sorted)
+		orphans_sorted_end(p); /* none taken: the orphans stay as they were */
 }
 
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,

@@ -227,6 +227,13 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
  */
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   uint32_t *ret_weights);
+/*
+ * Around hlb_pool_weights_after() for each service of a config: the orphans it looks up
+ * for a service not running (one a reload adds back) sorted once, not once a service.
+ * Begin: -ENOMEM (then nothing to end). Not within hlb_pool_apply().
+ */
+int hlb_pool_weights_begin(struct hlb_pool *p);
+void hlb_pool_weights_end(struct hlb_pool *p);
 
 /* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);
