@@ -2320,20 +2320,20 @@ struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i)
 	return i < p->n_svcs ? p->svcs[i] : NULL;
 }
 
-/* hlb_pool_service_find() for matching a config: the names it compared counted. */
-static struct hlb_pool_service *service_match(struct hlb_pool *p, const char *name)
+/* <p>'s service named <name>, NULL if none. <matching> a config: the names it compared
+ * counted (hlb_match_reads()), which the admin endpoint's lookups are not. */
+static struct hlb_pool_service *service_find(struct hlb_pool *p, const char *name, bool matching)
 {
-	const struct name_idx *hit = name_idx_find(p->by_name, p->n_svcs, name);
+	const struct name_idx *hit =
+		bsearch(name, p->by_name, p->n_svcs, sizeof(*p->by_name),
+			matching ? name_idx_key_cmp_counted : name_idx_key_cmp);
 
 	return hit ? p->svcs[hit->j] : NULL;
 }
 
 struct hlb_pool_service *hlb_pool_service_find(struct hlb_pool *p, const char *name)
 {
-	const struct name_idx *hit =
-		bsearch(name, p->by_name, p->n_svcs, sizeof(*p->by_name), name_idx_key_cmp);
-
-	return hit ? p->svcs[hit->j] : NULL;
+	return service_find(p, name, false);
 }
 
 struct hlb_pool_backend *hlb_pool_backend_find(struct hlb_pool_service *s, const char *name)
@@ -2719,7 +2719,7 @@ void hlb_pool_weights_end(struct hlb_pool *p)
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   uint32_t *ret_weights)
 {
-	struct hlb_pool_service *s = service_match(p, c->name);
+	struct hlb_pool_service *s = service_find(p, c->name, true);
 	struct name_idx *sorted, *gone_sorted;
 	uint64_t now = hlb_now_ms();
 
