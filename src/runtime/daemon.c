@@ -584,6 +584,7 @@ void hlb_daemon_listen_begin(struct hlb_daemon *d)
 int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, struct hashlb_error *err)
 {
+	char shared[HASHLB_ADDR_STRLEN] = "";
 	struct dlistener *dl;
 	int r;
 
@@ -614,24 +615,17 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	 * only a warning: an upgrade side by side (admin: off, or a takeover
 	 * that failed) binds beside the old hashlb on purpose, but so does a
 	 * second instance whose config listens there too, and each would take
-	 * part of the other's clients to its own backends, unsaid. */
+	 * part of the other's clients to its own backends, unsaid. Warned of
+	 * once bound beside it: a socket without SO_REUSEPORT (or another
+	 * user's) refuses the bind, and the start fails saying so. */
 	if (hashlb_addr_port((const struct sockaddr_storage *)addr) && !own_clash(d, addr) &&
 	    !handed_clash(d, addr)) {
 		r = hlb_listener_probe(d->proxy, addr, addr_len);
 		if (r < 0) {
-			char where[HASHLB_ADDR_STRLEN];
-
-			hashlb_addr_format((const struct sockaddr_storage *)addr, where,
-					   sizeof(where));
+			hashlb_addr_format((const struct sockaddr_storage *)addr, shared,
+					   sizeof(shared));
 			if (d->running)
-				return hashlb_listen_err(err, r, name, where);
-			hlb_log(HLB_LOG_WARN, "another process listens on this address too",
-				"service=%s addr=%s note=\"the kernel shares new "
-				"clients between its sockets and this hashlb's: stop it once this "
-				"one is ready if it is the hashlb this one replaces; else it is "
-				"another instance whose config listens here too (ss -ltnp names "
-				"it)\"",
-				svc->name, where);
+				return hashlb_listen_err(err, r, name, shared);
 		}
 	}
 	dl = calloc(1, sizeof(*dl));
@@ -642,6 +636,13 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 		free(dl);
 		return r;
 	}
+	if (*shared)
+		hlb_log(HLB_LOG_WARN, "another process listens on this address too",
+			"service=%s addr=%s note=\"the kernel shares new clients between its "
+			"sockets and this hashlb's: stop it once this one is ready if it is the "
+			"hashlb this one replaces; else it is another instance whose config "
+			"listens here too (ss -ltnp names it)\"",
+			svc->name, shared);
 	dl->next_svc = svc;
 	dl->fresh = true;
 	dl->next = d->listeners;

@@ -49,7 +49,9 @@ def listen_bind_error_says_why():
     is wrong in words an operator acts on: another process listens there, or no interface of
     this host has that address; as a reload says the first. Before, the start said only the
     errno's text ("Address already in use", "Cannot assign requested address") where the
-    reload added "(another process listens there)"."""
+    reload added "(another process listens there)". No line before it says the kernel shares
+    the address's clients with that process: hashlb never bound there (before, a warning that
+    it did, "another process listens on this address too", came first)."""
     holder = socket.create_server(("127.0.0.1", 0))  # no SO_REUSEPORT: hashlb cannot join it
     port = holder.getsockname()[1]
     cases = [(f"127.0.0.1:{port}", "Address already in use (another process listens there)")]
@@ -68,6 +70,8 @@ def listen_bind_error_says_why():
               f"{why}\n" in p.stderr,
               f"listen {listen}: exit 1 and why, at its position: {p.returncode} "
               f"{p.stderr.strip()[-300:]}")
+        check("another process listens on this address too" not in p.stderr,
+              f"listen {listen}: no warning that it shares the address: {p.stderr.strip()}")
     holder.close()
 
 
