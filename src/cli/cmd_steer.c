@@ -215,8 +215,11 @@ static bool mac_names_one(const uint8_t mac[6])
 	return memcmp(mac, zero, 6) != 0 && memcmp(mac, bcast, 6) != 0;
 }
 
-/* NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]: -EINVAL (printed) if malformed, a usage error. */
-static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_weight)
+/*
+ * NAME=IP[,mac=MAC][,weight=N][,dev=IFACE], the <nth> -b: -EINVAL (printed) if malformed, a
+ * usage error.
+ */
+static int parse_backend(const char *arg, uint32_t nth, struct backend_arg *b, uint32_t *ret_weight)
 {
 	char *copy = strdup(arg), *eq, *ip, *opt, *save = NULL, why[256];
 	uint64_t w = 1;
@@ -230,6 +233,12 @@ static int parse_backend(const char *arg, struct backend_arg *b, uint32_t *ret_w
 		goto out;
 	}
 	*eq = '\0';
+	/* as the config's, hashlb table's and lookup's: named by its place, a
+	 * newline in it would break the line */
+	if (!hashlb_backend_name_ok(copy)) {
+		cli_error("backend %u: a name must be " HASHLB_BACKEND_NAME_RULE "\n", nth);
+		goto out;
+	}
 	ip = strtok_r(eq + 1, ",", &save);
 	if (!ip || parse_addr(ip, &b->addr) < 0) {
 		cli_error("backend '%s': invalid IP address\n", copy);
@@ -995,7 +1004,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 		for (uint32_t i = 0; i < n_backend_args; i++) {
 			struct hashlb_backend_spec *sp = &a->table.specs[i];
 
-			r = parse_backend(backend_args[i], &a->backends[i], &sp->weight);
+			r = parse_backend(backend_args[i], i + 1, &a->backends[i], &sp->weight);
 			if (r == -EINVAL)
 				goto usage;
 			if (r < 0)

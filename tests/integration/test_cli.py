@@ -231,6 +231,12 @@ for args, status, msg in [
     (("table", "--dump", "--json", "a"), 2, "--json does not apply with --dump"),
     # steer: a malformed -b SPEC (it exited 1, as a failure)
     (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), 2, "backend 'a': invalid IP address"),
+    # a name the config, table and lookup refuse (it was steered: "a b", a newline, a quote)
+    (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=02:00:00:00:00:02", "-b",
+      'b c"=10.0.0.3,mac=02:00:00:00:00:03'), 2, "hashlb steer: backend 2: a name must be 1 to "
+     "255 bytes without spaces, '=' or '\"' (nor control or invisible characters)\n"),
+    (("steer", "-i", "lo", "--update", *VIP, "-b", "a\nb=10.0.0.2,mac=02:00:00:00:00:02"), 2,
+     "hashlb steer: backend 1: a name must be"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,weight=x"), 2, "invalid option 'weight=x'"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,mac=zz"), 2, "invalid option 'mac=zz'"),
     # a VIP or a MAC that steers nothing (they were taken: the program matched no packet to
