@@ -29,7 +29,8 @@ struct table_args {
 	"  -S, --seed N               64-bit seed (default 0)\n"                                \
 	"  -d, --down A,B,...         backends that are down (their keys move to survivors);\n" \
 	"                             given again, it adds to them\n"                           \
-	"      --max-bytes N          memory its build may take (default 256 MiB)\n"
+	"      --max-bytes N          bytes its build may take, a number (default\n"            \
+	"                             268435456: 256 MiB)\n"
 
 /* getopt_long entries for the options above; their codes are handled by table_args_option(). */
 #define TABLE_ARGS_LONGOPTS                                                                     \

@@ -110,6 +110,33 @@ for cmd in ("run", "check", "ctl"):
         check(name == "help" or re.search(rf"--{name}\b", text) or
               (short and re.search(rf"(?<![\w-])-{short}\b", text)),
               f"hashlb {cmd} --help: --{name} is not in its SYNOPSIS")
+# Each default an OPTIONS entry states, in a form one types ("(default 160)", "(default 0:
+# sleeps at once)", "256 MiB" as 256MiB), is a value the option takes: --max-bytes said
+# "(default 256 MiB)", and "--max-bytes 256MiB" was refused as no byte count.
+defaults = 0
+for cmd in ("run", "check", "lookup", "table", "ctl", "steer"):
+    out = subprocess.run([HASHLB, cmd, "--help"], capture_output=True, text=True).stdout
+    section = re.search(r"^OPTIONS\n(.*?)\n\n", out, re.S | re.M).group(1)
+    for entry in re.split(r"\n(?=  (?:-\w, )? *--)", section):
+        opt = re.match(r"\s*(?:-\w, )?(--[a-z0-9-]+)", entry).group(1)
+        for said in re.findall(r"\(default:? ([^),;]*)", re.sub(r"\s+", " ", entry)):
+            value = said.split(":")[0]
+            unit = re.fullmatch(r"([0-9]+) ([KMGT]iB)", value)
+            if unit:
+                value = unit.group(1) + unit.group(2)
+            elif not re.fullmatch(r"[0-9]+|[a-z][a-z0-9-]*", value):
+                continue  # "the kernel's", "max(256, ...)": no value to type
+            ring = ["-s", "ring"] if opt == "--vnodes" else []
+            argv = {"table": ["table", opt, value, *ring, "a", "b"],
+                    "lookup": ["lookup", opt, value, *ring, "10.0.0.1", "a", "b"],
+                    "ctl": ["ctl", "--admin", "127.0.0.1:1", opt, value, "status"]}.get(
+                        cmd, [cmd, "-c", "/nonexistent/hashlb.yaml", opt, value])
+            p = subprocess.run([HASHLB] + argv, capture_output=True, text=True, timeout=60)
+            defaults += 1
+            check(f"invalid value '{value}' for option {opt}" not in p.stderr,
+                  f"hashlb {cmd} --help says {opt} (default {said}), which it refuses: "
+                  f"{p.stderr.strip()}")
+check(defaults >= 20, f"only {defaults} defaults found in the --help texts: the pattern is out of date")
 # The ones a command reads itself, not through getopt (ctl's after the command): in use.
 p = subprocess.run([HASHLB, "ctl", "--help"], capture_output=True, text=True, timeout=60)
 check("[--vip ADDR:PORT]" in p.stdout and '"--vip"' in read("src", "cli", "cmd_ctl.c"),
