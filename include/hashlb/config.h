@@ -385,7 +385,7 @@ const char *hashlb_ifname_refusal(const char *name, char *buf, size_t size);
 bool hashlb_backend_name_ok(const char *name);
 #define HASHLB_BACKEND_NAME_RULE                                                \
 	"1 to 255 bytes without spaces, '=' or '\"' (nor control or invisible " \
-	"characters)"
+	"characters), and not '-' alone (what hashlb writes for no backend)"
 
 /*
  * The bytes of UTF-8 text <s> past the columns it takes on a terminal: added

@@ -1097,7 +1097,8 @@ static bool service_name_ok(const char *s)
 }
 
 /*
- * Printable, no spaces: names appear in logfmt logs and admin URLs. Beyond
+ * Printable, no spaces: names appear in logfmt logs and admin URLs. Not "-",
+ * which those logs (backend=-), hashlb lookup and ctl status write for none. Beyond
  * ASCII, valid UTF-8 without the characters that show as nothing or as a
  * space: "a\u00a0" and "a" would be two backends that read alike in every
  * status, log line and metric.
@@ -1108,7 +1109,7 @@ bool hashlb_backend_name_ok(const char *s)
 {
 	size_t n = strlen(s), len;
 
-	if (n == 0 || n > HASHLB_NAME_MAX)
+	if (n == 0 || n > HASHLB_NAME_MAX || !strcmp(s, "-"))
 		return false;
 	for (; *s; s += len) {
 		unsigned char c = (unsigned char)*s;

@@ -234,7 +234,8 @@ for args, status, msg in [
     # a name the config, table and lookup refuse (it was steered: "a b", a newline, a quote)
     (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=02:00:00:00:00:02", "-b",
       'b c"=10.0.0.3,mac=02:00:00:00:00:03'), 2, "hashlb steer: backend 2: a name must be 1 to "
-     "255 bytes without spaces, '=' or '\"' (nor control or invisible characters)\n"),
+     "255 bytes without spaces, '=' or '\"' (nor control or invisible characters), and not '-' "
+     "alone (what hashlb writes for no backend)\n"),
     (("steer", "-i", "lo", "--update", *VIP, "-b", "a\nb=10.0.0.2,mac=02:00:00:00:00:02"), 2,
      "hashlb steer: backend 1: a name must be"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2,weight=x"), 2, "invalid option 'weight=x'"),
@@ -448,11 +449,16 @@ for args, status, msg in [
     # a name the config refuses, as a malformed argument: a space or a newline broke the
     # columns printed (it was a table, exit 0, with "a b" and "a\nb" rows)
     (("table", "a b", "c"), 2, "hashlb table: backend 1: a name must be 1 to 255 bytes without "
-     "spaces, '=' or '\"' (nor control or invisible characters)\n"),
+     "spaces, '=' or '\"' (nor control or invisible characters), and not '-' alone (what "
+     "hashlb writes for no backend)\n"),
     (("lookup", "10.0.0.1", "a", "b\nc"), 2, "hashlb lookup: backend 2: a name must be"),
     (("table", "a", "b\u00a0=2"), 2, "hashlb table: backend 2: a name must be"),
     (("lookup", "10.0.0.1", 'a"b'), 2, "hashlb lookup: backend 1: a name must be"),
     (("table", "a", "b" * 256), 2, "hashlb table: backend 2: a name must be"),
+    # "-", what lookup (and the connection log) writes for no backend: "10.0.0.1 - - HASH"
+    # was both a client with no backend and one of a backend so named
+    (("lookup", "10.0.0.1", "--", "-"), 2, "hashlb lookup: backend 1: a name must be"),
+    (("table", "a", "--", "-=2"), 2, "hashlb table: backend 2: a name must be"),
     # an empty client is refused, not skipped
     (("lookup", "", "a", "b"), 2, "invalid client address ''"),
     (("lookup", "1.2.3.4,,5.6.7.8", "a", "b"), 2, "invalid client address ''"),

@@ -1588,6 +1588,12 @@ static void test_core_errors(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: \"has space\", address: \"127.0.0.1:1\"}\n",
 		     5, 16, "backend name 'has space'");
+	/* Nor "-", what the connection log (backend=-) and hashlb lookup write
+	 * for no backend: one so named read as a client no backend served. */
+	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
+		     "      - {name: a, address: \"127.0.0.1:1\"}\n"
+		     "      - {name: \"-\", address: \"127.0.0.1:2\"}\n",
+		     6, 16, "backend name '-' must be");
 	/* Nor a space or control character beyond ASCII, nor one that shows as
 	 * nothing: "a\u00a0" and "a" would be two backends that read alike in
 	 * every status, log line and metric. The message shows them escaped. */
