@@ -68,6 +68,12 @@ int cmd_ctl(int argc, char **argv);
 void cli_set_command(const char *cmd);
 /* Print "hashlb CMD: " then <fmt> (which ends with its "\n") to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * <path> (a config file's) with its control bytes written \n or \xNN, for an error
+ * line, which then stays one line: valid until the next call. <path> itself if
+ * short of memory.
+ */
+const char *cli_path(const char *path);
 /* Print <err>: "FILE:LINE:COL: error: WHAT", "FILE: error: WHAT" or cli_error()'s "hashlb CMD: WHAT". */
 void cli_print_error(const struct hashlb_error *err);
 /* The same for what a config accepts but warns of (hashlb_config_warnings()): "warning:". */

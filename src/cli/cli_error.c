@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -159,17 +160,29 @@ int cli_config_only(const char *path, int argc, char **argv, int optind)
 	return 2;
 }
 
-/* <path> with its control bytes written \n or \xNN: the error stays one line. */
-static void put_path(const char *path)
+const char *cli_path(const char *path)
 {
+	static char *shown;
+	size_t n = 1;
+	char *o;
+
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+		n += *p == '\n' ? 2 : *p < ' ' || *p == 0x7f ? 4 : 1;
+	free(shown);
+	shown = malloc(n);
+	if (!shown)
+		return path;
+	o = shown;
 	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
 		if (*p == '\n')
-			fputs("\\n", stderr);
+			o += sprintf(o, "\\n");
 		else if (*p < ' ' || *p == 0x7f)
-			fprintf(stderr, "\\x%02x", *p);
+			o += sprintf(o, "\\x%02x", *p);
 		else
-			putc(*p, stderr);
+			*o++ = (char)*p;
 	}
+	*o = '\0';
+	return shown;
 }
 
 /* <err> as "FILE:LINE:COL: <kind>: WHAT", "FILE: <kind>: WHAT" or cli_error()'s line. */
@@ -179,7 +192,7 @@ static void print_diagnostic(const struct hashlb_error *err, const char *kind)
 		cli_error("%s\n", err->msg);
 		return;
 	}
-	put_path(err->file);
+	fputs(cli_path(err->file), stderr);
 	if (err->line > 0)
 		fprintf(stderr, ":%d:%d: %s: %s\n", err->line, err->column, kind, err->msg);
 	else

@@ -1187,11 +1187,11 @@ int cmd_ctl(int argc, char **argv)
 				if (r == -ENOENT) /* a YAML error, and no admin key before it */
 					cli_error("%s: no admin key before that error (what comes "
 						  "after it cannot be read): give --admin ADDR%s\n",
-						  o.config, none);
+						  cli_path(o.config), none);
 				else if (pid)
 					cli_error("%s: its admin address cannot be read: give "
 						  "--admin ADDR%s\n",
-						  o.config, none);
+						  cli_path(o.config), none);
 				return 1;
 			}
 			cli_print_error(&err);
@@ -1200,28 +1200,29 @@ int cmd_ctl(int argc, char **argv)
 			if (pid) {
 				cli_error("%s has errors (above), which a reload would refuse: "
 					  "nothing was sent to pid %d (no reload, no SIGHUP)\n",
-					  o.config, (int)pid);
+					  cli_path(o.config), (int)pid);
 				hashlb_config_free(cfg);
 				return 1;
 			}
 			cli_error("%s has errors (above), a reload would refuse it: its "
 				  "admin address is used all the same\n",
-				  o.config);
+				  cli_path(o.config));
 		}
 		if (!cfg->admin_addr_len) {
 			hashlb_config_free(cfg);
 			if (pid) {
-				snprintf(q, sizeof(q), "%s has the admin endpoint off", o.config);
+				snprintf(q, sizeof(q), "%s has the admin endpoint off",
+					 cli_path(o.config));
 				return ctl_sighup(pid, q, o.json);
 			}
-			cli_error("%s has the admin endpoint off\n", o.config);
+			cli_error("%s has the admin endpoint off\n", cli_path(o.config));
 			return 1;
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0 && pid) {
 			snprintf(q, sizeof(q),
 				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
-				 o.config, cfg->admin);
+				 cli_path(o.config), cfg->admin);
 			hashlb_config_free(cfg);
 			return ctl_sighup(pid, q, o.json);
 		}
@@ -1231,7 +1232,7 @@ int cmd_ctl(int argc, char **argv)
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
-				  o.config, cfg->admin);
+				  cli_path(o.config), cfg->admin);
 			hashlb_config_free(cfg);
 			return 1;
 		}

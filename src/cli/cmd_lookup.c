@@ -243,7 +243,8 @@ static int config_table(const char *path, const char *service, const char *down,
 	if (service) {
 		s = hashlb_config_service(c, service);
 		if (!s) {
-			cli_error("--service '%s': %s has no such service; it has:", service, path);
+			cli_error("--service '%s': %s has no such service; it has:", service,
+				  cli_path(path));
 			for (uint32_t i = 0; i < c->n_services; i++)
 				fprintf(stderr, " %s", c->services[i].name);
 			fprintf(stderr, "\n");
@@ -253,7 +254,7 @@ static int config_table(const char *path, const char *service, const char *down,
 	} else if (c->n_services == 1) {
 		s = &c->services[0];
 	} else {
-		cli_error("%s has %u services: choose one with --service NAME:", path,
+		cli_error("%s has %u services: choose one with --service NAME:", cli_path(path),
 			  c->n_services);
 		for (uint32_t i = 0; i < c->n_services; i++)
 			fprintf(stderr, " %s", c->services[i].name);

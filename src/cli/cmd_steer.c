@@ -601,18 +601,18 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 			if (found) {
 				cli_error("%s: several services have steering: "
 					  "kernel; name one with --service\n",
-					  c->path);
+					  cli_path(c->path));
 				return NULL;
 			}
 			found = svc;
 		}
 	}
 	if (!found && name)
-		cli_error("--service '%s': %s has no such service\n", name, c->path);
+		cli_error("--service '%s': %s has no such service\n", name, cli_path(c->path));
 	else if (!found)
 		cli_error("%s: no service has steering: kernel; name one with "
 			  "--service\n",
-			  c->path);
+			  cli_path(c->path));
 	return found;
 }
 

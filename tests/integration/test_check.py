@@ -252,6 +252,27 @@ with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
             check(r.returncode == 1 and r.stderr.count("\n") == 1 and
                   r.stderr.startswith(os.path.join(tmp, shown)),
                   f"{name!r}: one line naming the file: {r.returncode} {r.stderr!r}")
+        # and the lines of the other commands that name it, so written too (before, ctl's,
+        # lookup's and steer's own went out as is: "hashlb ctl: .../a", then "b.yaml has
+        # errors ...")
+        with open(path, "w") as f:
+            f.write("admin: off\nservices: 3\n")
+        r = run("ctl", "-c", path, "status")
+        lines = r.stderr.splitlines()
+        check(r.returncode == 1 and len(lines) == 3 and
+              all(os.path.join(tmp, shown) in ln for ln in lines),
+              f"{name!r}: ctl, a line each naming the file: {r.returncode} {r.stderr!r}")
+        with open(os.path.join(SRC, "configs", "full.yaml")) as f:
+            full = f.read()
+        with open(path, "w") as f:
+            f.write(full)
+        for args in (("lookup", "-c", path, "10.0.0.1"), ("lookup", "-c", path, "--service", "x",
+                                                           "10.0.0.1"),
+                     ("steer", "-c", path), ("steer", "-c", path, "--service", "x")):
+            r = run(*args)
+            check(r.returncode == 2 and r.stderr.count("\n") == 2 and
+                  os.path.join(tmp, shown) in r.stderr.split("\n")[0],
+                  f"{name!r}: {args[0]}, one line naming the file: {r.returncode} {r.stderr!r}")
 r = run("check")
 check(r.returncode == 2, f"check without -c: exit {r.returncode}, want 2")
 r = run("check", "--help")
