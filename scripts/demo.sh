@@ -69,7 +69,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-echo "== hashlb run -c $config (pid $hashlb_pid), log:"
+echo "== hashlb run -c $config --admin off (pid $hashlb_pid), log:"
 sed 's/^/   /' "$work/hashlb.log"
 echo
 
