@@ -988,8 +988,11 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			  hashlb_key_name(a->key));
 		goto usage;
 	}
-	if (!a->iface) {
-		cli_error("--iface is required\n");
+	if (!a->iface) { /* to attach, a config's interface: will do too */
+		cli_error("--iface is required%s\n",
+			  a->action == ACT_RUN || a->action == ACT_UPDATE
+				  ? " (or --config FILE, whose service names its interface)"
+				  : "");
 		goto usage;
 	}
 	if (a->action == ACT_RUN || a->action == ACT_UPDATE) {

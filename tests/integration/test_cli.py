@@ -231,6 +231,11 @@ for args, status, msg in [
     (("table", "--dump", "--json", "a"), 2, "--json does not apply with --dump"),
     # steer: a malformed -b SPEC (it exited 1, as a failure)
     (("steer", "-i", "lo", *VIP, "-b", "a=bogus"), 2, "backend 'a': invalid IP address"),
+    # no interface: to attach, a config names one too (it said "--iface is required" alone,
+    # and the synopsis's -c FILE form takes none)
+    (("steer",), 2, "hashlb steer: --iface is required (or --config FILE, whose service names "
+     "its interface)\n"),
+    (("steer", "--stats"), 2, "hashlb steer: --iface is required\n"),
     # a name the config, table and lookup refuse (it was steered: "a b", a newline, a quote)
     (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=02:00:00:00:00:02", "-b",
       'b c"=10.0.0.3,mac=02:00:00:00:00:03'), 2, "hashlb steer: backend 2: a name must be 1 to "
