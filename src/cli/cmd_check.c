@@ -326,7 +326,7 @@ int cmd_check(int argc, char **argv)
 		return 1;
 	}
 	if (!quiet) {
-		printf("%s: ok: %" PRIu32 " service%s, workers ", path, c->n_services,
+		printf("%s: ok: %" PRIu32 " service%s, workers ", cli_path(path), c->n_services,
 		       hlb_plural(c->n_services));
 		if (c->workers)
 			printf("%" PRIu32, c->workers);

@@ -266,6 +266,9 @@ with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
             full = f.read()
         with open(path, "w") as f:
             f.write(full)
+        r = run("check", "-c", path)  # and its summary's first line, on stdout
+        check(r.returncode == 0 and r.stdout.startswith(os.path.join(tmp, shown) + ": ok: "),
+              f"{name!r}: check's summary names the file on its line: {r.stdout[:200]!r}")
         for args in (("lookup", "-c", path, "10.0.0.1"), ("lookup", "-c", path, "--service", "x",
                                                            "10.0.0.1"),
                      ("steer", "-c", path), ("steer", "-c", path, "--service", "x")):
