@@ -1787,7 +1787,7 @@ static bool format_known(const struct hlb_http_req *req, struct hlb_http_resp *r
 	return false;
 }
 
-static const char *const no_params[] = { NULL };
+static const char *const metrics_params[] = { "name[]", NULL };
 static const char *const plain_params[] = { "format", NULL };
 static const char *const table_params[] = { "service", "format", NULL };
 static const char *const lookup_params[] = { "service", "client", "vip", "format", NULL };
@@ -1802,19 +1802,22 @@ static const char *const reload_params[] = { "pid", "format", NULL };
  * The endpoint's paths, the method each takes (GET, and HEAD as GET, for those that change
  * nothing; POST for the others) and the parameters it takes: a GET refuses one it does not
  * take as a POST does (/status?servce=web, a mistyped name, was answered as if it were not
- * there). /metrics takes none: it has one format.
+ * there). /metrics is the exception (<any>): it takes name[] and ignores every other, as
+ * Prometheus' exporters do, since a scrape job's params: (module=, format=) go to every
+ * target of the job; refused, the scrape got a 400 and no sample.
  */
 static const struct admin_route {
 	const char *path;
 	bool post;
 	const char *const *params;
+	bool any;
 } admin_routes[] = {
-	{ "/metrics", false, no_params },      { "/status", false, plain_params },
-	{ "/table", false, table_params },     { "/lookup", false, lookup_params },
-	{ "/clients", false, clients_params }, { "/sockets", false, sockets_params },
-	{ "/", false, plain_params },	       { "/set", true, set_params },
-	{ "/close", true, close_params },      { "/reload", true, reload_params },
-	{ "/upgrade", true, plain_params },
+	{ "/metrics", false, metrics_params, true },  { "/status", false, plain_params, false },
+	{ "/table", false, table_params, false },     { "/lookup", false, lookup_params, false },
+	{ "/clients", false, clients_params, false }, { "/sockets", false, sockets_params, false },
+	{ "/", false, plain_params, false },	      { "/set", true, set_params, false },
+	{ "/close", true, close_params, false },      { "/reload", true, reload_params, false },
+	{ "/upgrade", true, plain_params, false },
 };
 
 /*
@@ -1851,6 +1854,31 @@ static void admin_index(const struct hlb_http_req *req, struct hlb_http_resp *re
 	hlb_buf_puts(&resp->body, "]}\n");
 }
 
+/*
+ * GET /metrics: the exposition, of the families its name[] parameters name if it has any
+ * (name[]=hashlb_backend_up&name[]=hashlb_service_backends_up, client_python's filter: a
+ * dashboard's scrape of a few families out of 10 MB); its other parameters ignored.
+ */
+static void metrics(struct hlb_control *ctl, const struct hlb_http_req *req,
+		    struct hlb_http_resp *resp)
+{
+	char v[HLB_HTTP_VALUE_MAX + 1];
+	struct hlb_buf names = { 0 };
+	size_t pos = 0;
+
+	/* an empty one (a templated name[]=$X, X unset) is left out, as client_python's
+	 * parse_qs() leaves it: with no other, the whole exposition */
+	while (hlb_http_param_next(req, "name[]", &pos, v, sizeof(v)))
+		if (v[0])
+			hlb_buf_put(&names, v, strlen(v) + 1);
+	resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
+	if (names.oom)
+		resp->body.oom = true;
+	else
+		hlb_metrics_render(ctl, names.p, names.len, &resp->body);
+	hlb_buf_free(&names);
+}
+
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
@@ -1875,12 +1903,10 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		resp->allow = route->post ? "POST" : "GET, HEAD"; /* as RFC 9110 asks of a 405 */
 		return;
 	}
-	if (!params_known(req, resp, route->params) ||
-	    (strcmp(path, "/metrics") && !format_known(req, resp)))
+	if (!route->any && (!params_known(req, resp, route->params) || !format_known(req, resp)))
 		return;
 	if (!strcmp(path, "/metrics")) {
-		resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
-		hlb_metrics_render(ctl, &resp->body);
+		metrics(ctl, req, resp);
 	} else if (!strcmp(path, "/status")) {
 		if (text)
 			status_text(ctl, &resp->body);

@@ -187,8 +187,14 @@ void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http
 void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);
 /* Free the closes that still wait (the client gets no answer). */
 void hlb_control_close_waits_free(struct hlb_control *ctl);
-/* Prometheus text exposition of everything (metrics.c). */
-void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *out);
+/*
+ * Prometheus text exposition (metrics.c), appended to <out>: of everything, or with
+ * <names_len> > 0 of the families <names> names (names back to back, each ending in its NUL:
+ * a family's name, or a histogram's sample name NAME_bucket, NAME_sum, NAME_count), each
+ * family whole; a name of no family adds nothing.
+ */
+void hlb_metrics_render(struct hlb_control *ctl, const char *names, size_t names_len,
+			struct hlb_buf *out);
 /* Field <i> of <s>: its value into <ret_value> and its key in /status's "workers" ("turns"),
  * NULL past the last (metrics.c, which lists them with their families). */
 const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,

@@ -62,6 +62,19 @@ typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
  */
 const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size);
 
+/* The longest parameter name hlb_http_param_next() compares, decoded. */
+#define HLB_HTTP_NAME_MAX 63
+
+/*
+ * The values of a parameter given any number of times (name[]=a&name[]=b), one a call: the
+ * next parameter at or after *<pos> (0 for the first) in the query string then the form body
+ * whose name, decoded, is <name> (so name%5B%5D, as clients write the brackets, is name[]),
+ * its value decoded into <buf> (<size> bytes, as hlb_http_param()'s); *<pos> moves past it.
+ * NULL when there is none left.
+ */
+const char *hlb_http_param_next(const struct hlb_http_req *r, const char *name, size_t *pos,
+				char *buf, size_t size);
+
 /*
  * The name of the first parameter of the query string or the form body that
  * is not one of <known> (NULL-terminated), into <buf> (at most 64 bytes of

@@ -100,6 +100,47 @@ const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char 
 	return v ? v : param_in(r->body, r->body_len, name, buf, size);
 }
 
+/* The next parameter of "a=1&b=2" from <*pos> (<len> bytes) whose name, decoded, is <name>:
+ * its value decoded into <buf>, *pos past it. */
+static const char *param_next_in(const char *s, size_t len, const char *name, size_t *pos,
+				 char *buf, size_t size)
+{
+	const char *end = s + len, *at = s + *pos;
+	char got[HLB_HTTP_NAME_MAX + 1];
+
+	while (at < end) {
+		const char *amp = memchr(at, '&', (size_t)(end - at));
+		const char *pe = amp ? amp : end;
+		const char *eq = memchr(at, '=', (size_t)(pe - at));
+
+		*pos = (size_t)(pe - s) + (amp ? 1 : 0);
+		if (eq && decode(at, eq, got, sizeof(got)) >= 0 && !strcmp(got, name) &&
+		    decode(eq + 1, pe, buf, size) >= 0)
+			return buf;
+		at = s + *pos;
+	}
+	return NULL;
+}
+
+const char *hlb_http_param_next(const struct hlb_http_req *r, const char *name, size_t *pos,
+				char *buf, size_t size)
+{
+	size_t qlen = strlen(r->query), at;
+	const char *v;
+
+	if (*pos <= qlen) { /* in the query: *pos its offset there */
+		at = *pos;
+		v = param_next_in(r->query, qlen, name, &at, buf, size);
+		*pos = at < qlen ? at : qlen + 1;
+		if (v)
+			return v;
+	}
+	at = *pos - qlen - 1; /* in the body: *pos past the query's end */
+	v = param_next_in(r->body, r->body_len, name, &at, buf, size);
+	*pos = qlen + 1 + at;
+	return v;
+}
+
 static const char *name_unknown(const char *s, size_t len, const char *const *known, char *buf,
 				size_t size)
 {

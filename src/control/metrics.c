@@ -826,7 +826,7 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 	free(s);
 }
 
-void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
+static void metrics_all(struct hlb_control *ctl, struct hlb_buf *o)
 {
 	struct rlimit rl = { 0 };
 	struct scrape sc;
@@ -914,4 +914,67 @@ void hlb_metrics_render(struct hlb_control *ctl, struct hlb_buf *o)
 	       "them room, a connection for two.");
 	hlb_buf_printf(o, "hashlb_health_check_fds %u\n",
 		       (unsigned)atomic_load_explicit(hlb_check_fds(), memory_order_relaxed));
+}
+
+/*
+ * Whether the family whose "# HELP" line is at <help> (its "# TYPE" line after it, both in
+ * [help, end)) is one of <names>: by its name, or for a histogram by a sample's
+ * (NAME_bucket, NAME_sum, NAME_count), as client_python's name[] filter takes them.
+ */
+static bool family_named(const char *help, const char *end, const char *names, size_t names_len)
+{
+	static const char *const hist[] = { "", "_bucket", "_sum", "_count" };
+	const char *name = help + 7, *sp = memchr(name, ' ', (size_t)(end - name));
+	const char *type = sp ? memchr(sp, '\n', (size_t)(end - sp)) : NULL;
+	size_t nl = sp ? (size_t)(sp - name) : 0;
+	bool histogram = false;
+
+	if (!nl)
+		return false;
+	if (type) { /* "\n# TYPE NAME histogram\n" */
+		const char *te = memchr(type + 1, '\n', (size_t)(end - type - 1));
+
+		histogram = te && te - type > 10 && !memcmp(te - 10, " histogram", 10);
+	}
+	for (const char *n = names; n < names + names_len; n += strlen(n) + 1) {
+		size_t len = strlen(n);
+
+		for (size_t k = 0; k < (histogram ? 4 : 1); k++)
+			if (len == nl + strlen(hist[k]) && !memcmp(n, name, nl) &&
+			    !strcmp(n + nl, hist[k]))
+				return true;
+	}
+	return false;
+}
+
+/* Keep of the exposition at <p> (<len> bytes) only the families that <names> name, each
+ * whole, moved down in place: the length kept. */
+static size_t families_keep(char *p, size_t len, const char *names, size_t names_len)
+{
+	char *end = p + len, *r = p, *w = p;
+	bool keep = false;
+
+	while (r < end) {
+		char *nl = memchr(r, '\n', (size_t)(end - r));
+		char *next = nl ? nl + 1 : end;
+
+		if (next - r > 7 && !memcmp(r, "# HELP ", 7)) /* a family begins */
+			keep = family_named(r, end, names, names_len);
+		if (keep) {
+			memmove(w, r, (size_t)(next - r));
+			w += next - r;
+		}
+		r = next;
+	}
+	return (size_t)(w - p);
+}
+
+void hlb_metrics_render(struct hlb_control *ctl, const char *names, size_t names_len,
+			struct hlb_buf *o)
+{
+	size_t from = o->len;
+
+	metrics_all(ctl, o);
+	if (names_len && !o->oom)
+		o->len = from + families_keep(o->p + from, o->len - from, names, names_len);
 }

@@ -1388,7 +1388,8 @@ def lookup_refuses_what_it_cannot_take():
 
 def gets_refuse_parameters_they_do_not_take():
     """A GET refuses a parameter it does not take, as a POST does: 400 naming it and what the
-    path takes (/metrics none), HEAD alike; the parameters it takes still answer. Before, GET
+    path takes, HEAD alike (/metrics aside: metrics_take_a_scrape_jobs_params); the parameters
+    it takes still answer. Before, GET
     /status?x=1 and /table?servce=t (a mistyped service=) were answered as if the parameter
     were not there. A path the endpoint does not have is a 404 whatever its parameters:
     format=xml there answered 400 (the format), as if the path existed."""
@@ -1396,7 +1397,6 @@ def gets_refuse_parameters_they_do_not_take():
     for path, name, takes in (("/status?x=1", "x", "format"),
                               ("/table?servce=t", "servce", "service, format"),
                               ("/clients?top=3&service=t&sort=desc", "sort", "service, top, format"),
-                              ("/metrics?format=text", "format", "none"),
                               ("/sockets?taker=1&x=1", "x", "taker, format"),
                               ("/?x=", "x", "format"),
                               ("/status?format=text&format=text", None, None)):
@@ -1427,6 +1427,45 @@ def gets_refuse_parameters_they_do_not_take():
     check(lb.stop() == 0, "exit 0")
 
 
+def metrics_take_a_scrape_jobs_params():
+    """/metrics answers a scrape whatever else its URL carries, as Prometheus' exporters do: a
+    scrape job's params: (module=, format=) go to each of its targets, and a 400 was a scrape
+    with no sample at all (Prometheus sends the query as Go writes it, name%5B%5D=). name[]=
+    keeps the families it names, each whole (a histogram by its name or a sample's), as
+    client_python's filter does; an unknown name keeps none, an empty one is left out. Before,
+    every one of these was a 400."""
+    lb = Lb(config(BACKENDS))
+    _, whole = lb.http("GET", "/metrics")
+    families = {n for n, _ in parse_prometheus(whole)}
+    for path in ("/metrics?format=prometheus", "/metrics?module=hashlb&target=x&x=1&x=2",
+                 "/metrics?name%5B%5D=", "/metrics?format=json"):
+        code, body = lb.http("GET", path)
+        got = {n for n, _ in parse_prometheus(body)} if code == 200 else set()
+        check(code == 200 and got == families,
+              f"GET {path}: {code}, the whole exposition: {sorted(families - got)[:5]} left out")
+    for query, want in (
+            ("name[]=hashlb_reloads_total", {"hashlb_reloads_total"}),
+            ("collect%5B%5D=x&name%5B%5D=hashlb_backend_up&name%5B%5D=hashlb_reloads_total",
+             {"hashlb_backend_up", "hashlb_reloads_total"}),
+            ("name[]=hashlb_backend_connect_seconds_count",
+             {f"hashlb_backend_connect_seconds_{k}" for k in ("bucket", "sum", "count")}),
+            ("name[]=hashlb_backend_connect_seconds&name[]=hashlb_backend_up",
+             {f"hashlb_backend_connect_seconds_{k}" for k in ("bucket", "sum", "count")} |
+             {"hashlb_backend_up"}),
+            ("name[]=hashlb_nope&name[]=hashlb_backend", set())):
+        code, body = lb.http("GET", f"/metrics?{query}")
+        got = parse_prometheus(body) if code == 200 else {}
+        check(code == 200 and {n for n, _ in got} == want and
+              all(("hashlb_backend_up", f'{{service="t",backend="{b}"}}') in got
+                  for b in "abc" if "hashlb_backend_up" in want),
+              f"GET /metrics?{query}: {code}, families {sorted({n for n, _ in got})}, "
+              f"want {sorted(want)}")
+    got = lb.raw(b"HEAD /metrics?module=x HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"\r\n\r\n"),
+          f"HEAD /metrics?module=x: {got[:40]!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def the_index_says_what_each_request_takes():
     """GET / names the requests in a line of text, /set's settings with them (state, weight and
     max_connections), and with format=json answers JSON, as every endpoint does: each path,
@@ -1448,7 +1487,8 @@ def the_index_says_what_each_request_takes():
     routes = {r["path"]: r for r in index["endpoints"]} if index else {}
     check(routes.get("/set", {}).get("method") == "POST" and
           {"state", "weight", "max_connections"} <= set(routes["/set"]["params"]) and
-          routes.get("/status", {}).get("method") == "GET" and routes["/metrics"]["params"] == [],
+          routes.get("/status", {}).get("method") == "GET" and
+          routes["/metrics"]["params"] == ["name[]"],
           f"/set, /status and /metrics as they are: {routes}")
     for path, r in routes.items():
         if r["method"] != "GET" or "format" not in r["params"]:
@@ -2885,7 +2925,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
-           gets_refuse_parameters_they_do_not_take,
+           gets_refuse_parameters_they_do_not_take, metrics_take_a_scrape_jobs_params,
            the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name,

@@ -172,6 +172,41 @@ static void test_param_given_twice_is_found(void **state)
 	}
 }
 
+/* A parameter given any number of times (/metrics?name[]=a&name[]=b) is read whole, in the
+ * order given, query then body, its name compared decoded: name%5B%5D, the brackets as
+ * Prometheus' scrape params write them (Go's url.Values), is name[]. */
+static void test_repeated_param_read_in_order(void **state)
+{
+	static const struct {
+		const char *query, *body, *want;
+	} cases[] = {
+		{ "name[]=a&name%5B%5D=b&x=1&name%5b%5d=c", "name[]=d", "a,b,c,d," },
+		{ "", "name[]=%61+b&name[]=", "a b,," }, /* values decoded; an empty one */
+		{ "name[]=a&", "&name[]=b", "a,b," },
+		{ "name=a&names[]=b&name[]", "name[]x=c",
+		  "" }, /* names alike, one without a value */
+		{ "", "", "" },
+	};
+	char v[HLB_HTTP_VALUE_MAX + 1], got[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct hlb_http_req r = { .method = "GET",
+					  .path = "/metrics",
+					  .query = cases[i].query,
+					  .body = cases[i].body,
+					  .body_len = strlen(cases[i].body) };
+		size_t pos = 0, o = 0;
+
+		got[0] = '\0';
+		while (hlb_http_param_next(&r, "name[]", &pos, v, sizeof(v)))
+			o += (size_t)snprintf(got + o, sizeof(got) - o, "%s,", v);
+		assert_string_equal(got, cases[i].want);
+		/* at the end it stays there */
+		assert_null(hlb_http_param_next(&r, "name[]", &pos, v, sizeof(v)));
+	}
+}
+
 static void test_nul_in_the_head_is_refused(void **state)
 {
 	static const char *const reqs[] = {
@@ -598,6 +633,7 @@ int main(void)
 		cmocka_unit_test(test_request_line_is_the_first_line),
 		cmocka_unit_test(test_content_length_digits_once),
 		cmocka_unit_test(test_param_given_twice_is_found),
+		cmocka_unit_test(test_repeated_param_read_in_order),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
