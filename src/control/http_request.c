@@ -313,7 +313,7 @@ static int parsed_error(struct hlb_http_parsed *p, int status, const char *msg)
 static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
 			 struct hlb_http_parsed *p)
 {
-	char *sp1, *sp2, *q, *hdrs, *version, *eol, saved;
+	char *sp1, *sp2, *q, *hdrs, *version, *eol, *target, saved;
 	size_t vlen;
 
 	*hdr_end = '\0';
@@ -343,10 +343,22 @@ static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
 			    sizeof(p->why)))
 		return parsed_error(p, 403, p->why);
 	p->req.method = p->head ? "GET" : in; /* HEAD: the GET's answer, without its body */
-	p->req.path = sp1 + 1;
-	q = strchr(sp1 + 1, '?');
+	target = sp1 + 1;
+	/* the absolute-form (GET http://127.0.0.1:9901/status), which RFC 9112 (3.2.2) has a
+	 * server accept, as a client set to use the endpoint as its proxy sends it: its path
+	 * is what follows the authority, "/" if nothing does, written over the authority's
+	 * last byte (or the scheme's last '/') so that it stays in <in> (was a 404, "no such
+	 * endpoint: http://...") */
+	if (!strncasecmp(target, "http://", 7) || !strncasecmp(target, "https://", 8)) {
+		target = strstr(target, "://") + 3;
+		target += strcspn(target, "/?");
+		if (*target != '/')
+			*--target = '/';
+	}
+	q = strchr(target, '?');
 	if (q)
 		*q = '\0';
+	p->req.path = target;
 	p->req.query = q ? q + 1 : "";
 	p->req.body_len = body_len;
 	p->req.body = body_len ? body : "";

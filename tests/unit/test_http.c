@@ -64,6 +64,37 @@ static void test_request_in_fragments_waits_then_parses(void **state)
 	free(in);
 }
 
+/* A request target in the absolute-form, as a client sends it to the endpoint set as its
+ * proxy, is answered as its path (RFC 9112, 3.2.2: a server MUST accept it); before, its
+ * path was the whole URL, a 404. */
+static void test_absolute_form_target(void **state)
+{
+	static const struct {
+		const char *line, *path, *query;
+	} cases[] = {
+		{ "GET http://127.0.0.1:9901/status?format=text HTTP/1.1", "/status",
+		  "format=text" },
+		{ "GET HTTPS://[::1]:9901/metrics HTTP/1.1", "/metrics", "" },
+		{ "GET http://localhost HTTP/1.1", "/", "" },
+		{ "GET http://localhost?format=json HTTP/1.1", "/", "format=json" },
+		{ "GET http://?x=1 HTTP/1.1", "/", "x=1" },
+		{ "GET ?x=1 HTTP/1.1", "", "x=1" }, /* no path, not the absolute-form: a 404 */
+		{ "GET /http://x/status HTTP/1.1", "/http://x/status", "" }, /* origin-form */
+		{ "OPTIONS * HTTP/1.1", "*", "" },
+	};
+	struct hlb_http_parsed p;
+	char req[128], *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(req, sizeof(req), "%s\r\nHost: x\r\n\r\n", cases[i].line);
+		assert_int_equal(parse(req, false, &in, &p), 200);
+		assert_string_equal(p.req.path, cases[i].path);
+		assert_string_equal(p.req.query, cases[i].query);
+		free(in);
+	}
+}
+
 static void test_client_that_ends_early(void **state)
 {
 	struct hlb_http_parsed p;
@@ -629,6 +660,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_in_fragments_waits_then_parses),
 		cmocka_unit_test(test_client_that_ends_early),
+		cmocka_unit_test(test_absolute_form_target),
 		cmocka_unit_test(test_body_ends_at_its_length),
 		cmocka_unit_test(test_request_line_is_the_first_line),
 		cmocka_unit_test(test_content_length_digits_once),
