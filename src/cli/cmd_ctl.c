@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -271,6 +272,57 @@ static const char *admin_name(const struct sockaddr_storage *ss, char *buf, size
 }
 
 /*
+ * The answer in <buf> (<*got> bytes, NUL-terminated) as its final one: the 1xx answers before
+ * it (100 Continue), which RFC 9110 has every client read past, dropped and the final one
+ * moved to the start of <buf>. hashlb sends none; a proxy in front of it may.
+ */
+static void ctl_interim_skip(char *buf, size_t *got)
+{
+	char *end;
+
+	while (!strncmp(buf, "HTTP/1.", 7) && buf[8] == ' ' && buf[9] == '1' &&
+	       strncmp(buf + 9, "101", 3) && (end = strstr(buf, "\r\n\r\n"))) {
+		size_t off = (size_t)(end + 4 - buf);
+
+		memmove(buf, end + 4, *got - off + 1);
+		*got -= off;
+	}
+}
+
+/*
+ * The body at <body> (<len> bytes, to the end of the answer) sent chunked, decoded in place and
+ * NUL-terminated: its length, or -1 if it ends before its last chunk (the connection closed
+ * as it came) or is no chunked body. hashlb gives each answer a Content-Length; a proxy in
+ * front of it may send it on chunked.
+ */
+static ssize_t ctl_chunked_decode(char *body, size_t len)
+{
+	char *r = body, *w = body, *end = body + len;
+
+	for (;;) {
+		char *eol = memmem(r, (size_t)(end - r), "\r\n", 2), *x;
+		unsigned long long n;
+
+		if (!eol || !isxdigit((unsigned char)*r))
+			return -1;
+		errno = 0;
+		n = strtoull(r, &x, 16);
+		if (errno || (x != eol && *x != ';')) /* ";name=value": an extension, ignored */
+			return -1;
+		r = eol + 2;
+		if (!n) /* the last chunk: the trailer fields after it are not read */
+			break;
+		if ((unsigned long long)(end - r) < n + 2 || memcmp(r + n, "\r\n", 2))
+			return -1;
+		memmove(w, r, (size_t)n);
+		w += n;
+		r += n + 2;
+	}
+	*w = '\0';
+	return w - body;
+}
+
+/*
  * One request: its status in *<ret_status> and its body in *<ret_buf> (the
  * whole answer, malloc'd; *<ret_body> points into it). Returns 0, or -errno
  * (said on stderr unless <quiet>): that of the connect or the write when the
@@ -287,8 +339,9 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 {
 	size_t got = 0, cap = 65536, have;
 	unsigned long long want;
-	char req[2048], name[160], *buf, *body;
+	char req[2048], name[160], *buf, *body, *te;
 	int fd, status = 0, r;
+	ssize_t plain;
 	bool timed_out = false, too_long = false;
 
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -366,6 +419,7 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	}
 	close(fd);
 	buf[got] = '\0';
+	ctl_interim_skip(buf, &got);
 	body = strstr(buf, "\r\n\r\n");
 	if (timed_out || too_long || strncmp(buf, "HTTP/1.", 7) || !body ||
 	    sscanf(buf + 8, " %d", &status) != 1) {
@@ -393,7 +447,24 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 		free(buf);
 		return r;
 	}
-	if (hlb_answer_cut(buf, body, got, &have, &want)) {
+	te = strcasestr(buf, "\r\ntransfer-encoding:");
+	if (te && te < body) {
+		/* chunked, its length said by its chunks (a Content-Length beside it is not) */
+		te += 20;
+		te += strspn(te, " \t");
+		plain = strncasecmp(te, "chunked", 7) || te[7 + strspn(te + 7, " \t")] != '\r'
+				? -1
+				: ctl_chunked_decode(body + 4, got - (size_t)(body + 4 - buf));
+		if (plain < 0) {
+			if (!quiet)
+				cli_error("the admin endpoint at %s closed its answer before its "
+					  "last chunk, or sent one ctl does not read (a "
+					  "Transfer-Encoding other than chunked)\n",
+					  admin_name(ss, name, sizeof(name)));
+			free(buf);
+			return -ENODATA;
+		}
+	} else if (hlb_answer_cut(buf, body, got, &have, &want)) {
 		if (!quiet)
 			cli_error(
 				"the admin endpoint at %s closed its answer after %zu of its %llu "

@@ -2689,6 +2689,40 @@ def ctl_says_a_refusal_without_a_reason():
     srv.close()
 
 
+def ctl_reads_what_a_proxy_in_front_sends():
+    """An answer that a proxy in front of hashlb sends on as HTTP/1.1 allows is read as such:
+    1xx answers before it (100 Continue, which RFC 9110 has every client read past) and a
+    body sent chunked (Transfer-Encoding). Before, ctl took the 100 for the answer (exit 1,
+    printing the real one as an error) and printed the chunks' framing, sizes and all, exit 0.
+    A chunked answer cut before its last chunk is said so, exit 1, as one cut short of its
+    Content-Length is."""
+    body = b'{"ok":true}\n'
+    answers = {
+        "interim": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
+                   b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+        "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\n%s\r\n"
+                   b"%x\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (body[:5], len(body) - 5, body[5:]),
+        "cut": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n%s\r\n" % body[:5],
+    }
+    how = {}
+
+    def answer(c):
+        c.recv(4096)
+        c.sendall(answers[how["now"]])
+        c.close()
+    srv, admin = fake_endpoint(answer)
+    for how["now"] in answers:
+        for args in (["status"], ["--json", "status"], ["set", "a", "drain"]):
+            p = ctl_ends(["--admin", admin, *args], 60)
+            if how["now"] == "cut":
+                check(p and p.returncode == 1 and "before its last chunk" in p.stderr and
+                      not p.stdout, f"ctl {' '.join(args)}, a chunked answer cut: {p}")
+            else:
+                check(p and p.returncode == 0 and p.stdout == body.decode() and not p.stderr,
+                      f"ctl {' '.join(args)}, answered {how['now']}: {p}")
+    srv.close()
+
+
 def ctl_bounds_an_answer_that_does_not_end():
     """hashlb ctl pointed at a server that is not hashlb: one that answers a byte a second and
     never ends is given up after --timeout in all (not --timeout per read: it waited for
@@ -2946,7 +2980,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
            ctl_bounds_an_answer_that_does_not_end, ctl_refuses_an_answer_cut_short,
            ctl_reload_pid_does_not_guess_after_a_cut_answer,
-           ctl_says_a_refusal_without_a_reason,
+           ctl_says_a_refusal_without_a_reason, ctl_reads_what_a_proxy_in_front_sends,
            only_the_taker_itself_takes_the_sockets_over,
            unread_answers_hold_bounded_memory,
            kernel_steered_service_refuses_per_connection_limits])
