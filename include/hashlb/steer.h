@@ -212,6 +212,17 @@ void hashlb_steer_free(struct hashlb_steer *s);
  * steer) will detach it itself. */
 int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct hashlb_error *err);
 
+/*
+ * hashlb_steer_set_vips() and hashlb_steer_set_table() take turns with any
+ * other publication into the same program, this process's or another's: each
+ * holds a lock for its duration (an flock on /run/hashlb/steer-<map id>.lock),
+ * waiting 2 s at most for another holder: -ETIMEDOUT then, its process named,
+ * and nothing changes. Where the lock file cannot be made, the publication
+ * runs unlocked: hashlb_steer_unlocked() says why (NULL after one that
+ * locked).
+ */
+const char *hashlb_steer_unlocked(const struct hashlb_steer *s);
+
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err);

@@ -523,6 +523,11 @@ static int steer_publish(struct steer_args *a)
 	ret = hashlb_steer_set_vips(s, a->vips, a->n_vips, &err);
 	if (ret < 0)
 		goto out_err;
+	if (hashlb_steer_unlocked(s))
+		cli_error("note: published without the lock that keeps publications into the "
+			  "program on %s apart (%s): one another process makes at the same moment "
+			  "could mix with it\n",
+			  a->iface, hashlb_steer_unlocked(s));
 	printf("hashlb steer: %s %s on %s (%s), %u VIP%s, %u backend%s (%u up), %s, key %s, "
 	       "table %016" PRIx64,
 	       a->action == ACT_UPDATE ? "updated" : "attached", "steering", a->iface,

@@ -46,6 +46,7 @@ struct run_steer_svc {
 	/* The latest table was refused: retried by the timer. <refused> is why,
 	 * as logged (once, until it is published or the reason changes). */
 	bool retry;
+	bool unlocked; /* its last publication ran without the lock, logged */
 	/* The latest table was refused as larger than its program: not
 	 * retried (table_unfit()). */
 	bool too_small;
@@ -681,6 +682,16 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			e->n_macs = 0;
 		}
 		refresh_arm(rs, name);
+		if (hashlb_steer_unlocked(e->steer) && !e->unlocked) {
+			char q[HLB_LOG_QUOTED_MAX(160)];
+
+			hlb_log(HLB_LOG_WARN, "kernel steering: published without the lock",
+				"service=%s error=%s reason=\"a publication another process (a "
+				"hashlb beside this one, hashlb steer --update) makes at the same "
+				"moment could mix with this one's\"",
+				name, hlb_log_quote(hashlb_steer_unlocked(e->steer), q, sizeof(q)));
+		}
+		e->unlocked = hashlb_steer_unlocked(e->steer) != NULL;
 		hlb_log(HLB_LOG_INFO, "kernel steering table published",
 			"service=%s generation=%llu fingerprint=%016llx", name,
 			(unsigned long long)snap->generation,

@@ -71,6 +71,11 @@ bool hashlb_steer_daemon(struct hashlb_steer *s)
 	return false;
 }
 
+const char *hashlb_steer_unlocked(const struct hashlb_steer *s)
+{
+	return NULL;
+}
+
 int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,
 			      struct hashlb_error *err)
 {

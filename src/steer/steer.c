@@ -16,10 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +116,9 @@ struct hashlb_steer {
 	/* asked before a table is put in force (hashlb_steer_set_abort()) */
 	bool (*abort)(void *arg);
 	void *abort_arg;
+	/* why the last publication ran without the lock (publish_lock()) */
+	char unlocked[160];
+	uint32_t lock_id; /* hlb_active's map id, once read: names the lock file */
 };
 
 bool hashlb_steer_supported(void)
@@ -933,6 +940,152 @@ static uint32_t active_map_id(struct hashlb_steer *s)
 	return bpf_obj_get_info_by_fd(s->fd[M_ACTIVE], &mi, &len) < 0 ? 0 : mi.id;
 }
 
+/*
+ * Publications into one program's maps take turns, whichever processes make
+ * them: two at once both write the inactive half, and the one that flips
+ * last can leave the half in force naming one's backends and the slots
+ * holding the other's (a side-by-side upgrade, whose old process publishes
+ * until it is stopped; a hashlb steer --update beside the process that
+ * drives the program). Each publication holds an flock on
+ * STEER_LOCK_DIR/steer-<id of hlb_active>.lock, one file a program however
+ * it was found, for its duration. A holder that does not let go (stopped,
+ * traced) is waited for STEER_LOCK_WAIT_MS at most: the publication is
+ * refused then, -ETIMEDOUT, naming it. A lock file that cannot be made (no
+ * STEER_LOCK_DIR and no right to make it, a read-only /run) leaves the
+ * publication unlocked, as before, and says why (hashlb_steer_unlocked()).
+ */
+#define STEER_LOCK_DIR "/run/hashlb"
+#define STEER_LOCK_WAIT_MS 2000
+
+/* The lock file of the program whose hlb_active is map <id>, into <buf>. */
+static void lock_path(uint32_t id, char *buf, size_t size)
+{
+	snprintf(buf, size, STEER_LOCK_DIR "/steer-%u.lock", id);
+}
+
+/* The process that holds the flock on file <fd> (as /proc/locks says), 0
+ * if not known. */
+static pid_t lock_holder(int fd)
+{
+	struct stat st;
+	char line[256];
+	pid_t holder = 0;
+	FILE *f;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	f = fopen("/proc/locks", "re");
+	if (!f)
+		return 0;
+	while (!holder && fgets(line, sizeof(line), f)) {
+		unsigned int maj, min;
+		unsigned long ino;
+		int pid;
+
+		if (sscanf(line, "%*d: FLOCK %*s WRITE %d %x:%x:%lu", &pid, &maj, &min, &ino) ==
+			    4 &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev) && ino == st.st_ino)
+			holder = pid;
+	}
+	fclose(f);
+	return holder;
+}
+
+/* Open (made if need be) the lock file <path>; -errno. */
+static int lock_open(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd < 0 && errno == ENOENT && (mkdir(STEER_LOCK_DIR, 0755) == 0 || errno == EEXIST))
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Take the publication lock of <s>'s program: its file descriptor into
+ * *<ret_fd>, or -1 if the publication runs unlocked (s->unlocked says why).
+ * 0, or -ETIMEDOUT with <err> filled: another publication held it
+ * STEER_LOCK_WAIT_MS. Released by publish_unlock().
+ */
+static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error *err)
+{
+	struct timespec start, now;
+	char path[64], name[IF_NAMESIZE] = "?";
+	uint32_t id, nap_us = 1000;
+	long waited_ms = 0;
+	pid_t holder;
+	int fd;
+
+	*ret_fd = -1;
+	s->unlocked[0] = 0;
+	if (!s->lock_id)
+		s->lock_id = active_map_id(s);
+	id = s->lock_id;
+	if (!id) {
+		snprintf(s->unlocked, sizeof(s->unlocked), "reading its map hlb_active: %s",
+			 strerror(errno));
+		return 0;
+	}
+	lock_path(id, path, sizeof(path));
+	fd = lock_open(path);
+	if (fd < 0) {
+		snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(-fd));
+		return 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(errno));
+			close(fd);
+			return 0;
+		}
+		if (waited_ms >= STEER_LOCK_WAIT_MS)
+			break;
+		usleep(nap_us);
+		nap_us = nap_us < 32000 ? nap_us * 2 : nap_us;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		waited_ms = (now.tv_sec - start.tv_sec) * 1000 +
+			    (now.tv_nsec - start.tv_nsec) / 1000000;
+	}
+	if (waited_ms < STEER_LOCK_WAIT_MS) {
+		*ret_fd = fd;
+		return 0;
+	}
+	holder = lock_holder(fd);
+	close(fd);
+	if_indextoname((unsigned)s->ifindex, name);
+	return hashlb_err(err, -ETIMEDOUT, HASHLB_ERR_SYSTEM,
+			  "another publication into the program on %s (process %d, holding %s) "
+			  "has not ended within %d s: the table in force stays",
+			  name, (int)holder, path, STEER_LOCK_WAIT_MS / 1000);
+}
+
+static void publish_unlock(int fd)
+{
+	if (fd < 0)
+		return;
+	flock(fd, LOCK_UN);
+	close(fd);
+}
+
+/* Remove the lock file of <s>'s program, detached (or never attached): no
+ * program reads its maps any more, so no publication into them can harm. */
+static void lock_forget(struct hashlb_steer *s)
+{
+	char path[64];
+	uint32_t id = s->fd[M_ACTIVE] >= 0 ? active_map_id(s) : 0;
+
+	if (!id)
+		return;
+	lock_path(id, path, sizeof(path));
+	unlink(path);
+}
+
+const char *hashlb_steer_unlocked(const struct hashlb_steer *s)
+{
+	return s->unlocked[0] ? s->unlocked : NULL;
+}
+
 int hashlb_steer_find_driven(const char *iface, pid_t pid, struct hashlb_steer **ret_steer,
 			     struct hashlb_error *err)
 {
@@ -1122,8 +1275,17 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 
 int hashlb_steer_set_daemon(struct hashlb_steer *s)
 {
-	/* Only this process flips the halves from now on. */
-	return active_or(s, HLB_STEER_ACTIVE_DAEMON);
+	struct hashlb_error err = { 0 };
+	int fd, ret;
+
+	/* A read-modify-write of the active word: in turn with another
+	 * process's flips (the replaced hashlb's, side by side). */
+	ret = publish_lock(s, &fd, &err);
+	if (ret < 0)
+		return ret;
+	ret = active_or(s, HLB_STEER_ACTIVE_DAEMON);
+	publish_unlock(fd);
+	return ret;
 }
 
 bool hashlb_steer_daemon(struct hashlb_steer *s)
@@ -1138,12 +1300,16 @@ void hashlb_steer_free(struct hashlb_steer *s)
 	if (s->ct)
 		munmap(s->ct, (size_t)s->ct_buckets * sizeof(*s->ct));
 	if (s->skel) {
-		if (!s->keep)
+		if (!s->keep) {
 			detach(s);
+			lock_forget(s);
+		}
 		hlb_steer_bpf__destroy(s->skel);
 	} else {
-		if (!s->keep)
+		if (!s->keep) {
 			detach_found(s);
+			lock_forget(s);
+		}
 		for (int m = 0; m < M_MAX; m++)
 			if (s->fd[m] >= 0)
 				close(s->fd[m]);
@@ -1206,6 +1372,8 @@ int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct h
 	if (ret < 0)
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "detaching from '%s': %s", iface,
 			   strerror(-ret));
+	else if (s)
+		lock_forget(s);
 out:
 	hashlb_steer_free(s);
 	return ret;
@@ -1418,8 +1586,8 @@ static int map_read(int fd, uint32_t first, uint32_t n, void *values, uint32_t s
 	return ret;
 }
 
-int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
-			  struct hashlb_error *err)
+static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+		    struct hashlb_error *err)
 {
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
 	uint32_t nw = 0, zero = 0, active = 0, vh;
@@ -1488,6 +1656,18 @@ err_sys:
 			 strerror(errno));
 out:
 	free(cur);
+	return ret;
+}
+
+int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			  struct hashlb_error *err)
+{
+	int fd, ret = publish_lock(s, &fd, err);
+
+	if (ret < 0)
+		return ret;
+	ret = set_vips(s, vips, n, err);
+	publish_unlock(fd);
 	return ret;
 }
 
@@ -1921,9 +2101,9 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 	return 0;
 }
 
-int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
-			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
-			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)
+static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum hashlb_key key,
+		     const struct hashlb_src_prefix *prefix, const struct hashlb_steer_dest *dests,
+		     struct hashlb_error *err)
 {
 	struct hashlb_table_view v;
 	struct hlb_steer_table meta;
@@ -2117,6 +2297,19 @@ out:
 	free(slot_be);
 	free(bb);
 	free(sb);
+	return ret;
+}
+
+int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
+			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
+			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)
+{
+	int fd, ret = publish_lock(s, &fd, err);
+
+	if (ret < 0)
+		return ret;
+	ret = set_table(s, t, key, prefix, dests, err);
+	publish_unlock(fd);
 	return ret;
 }
 

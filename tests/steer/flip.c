@@ -61,15 +61,11 @@ static void run(enum hashlb_scheme scheme)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
 		for (int i = 0; i < 1000; i++, packets++) {
-			struct test_pkt p = { 0 };
+			struct test_pkt p;
 			uint8_t frame[256], out[512];
-			uint64_t r = test_rand(&rng);
 			int v, got;
 
-			test_v4(p.src, (uint32_t)r);
-			test_v4(p.dst, 0x0a00000a);
-			p.sport = (uint16_t)(r >> 32);
-			p.dport = 80;
+			test_pkt_random(&p, &rng);
 			v = test_run(fd, frame, test_build(&p, frame), out, NULL);
 			got = test_frame_backend(out);
 			/* Backend i has MAC i in either table. */

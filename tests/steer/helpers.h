@@ -329,6 +329,18 @@ static inline struct hashlb_table *test_table(enum hashlb_scheme scheme, uint64_
 	return test_table_w(scheme, seed, names, n, down, false);
 }
 
+/* A packet of a flow to 10.0.0.10:80 from a random client (<rng>), flags 0. */
+static inline void test_pkt_random(struct test_pkt *p, uint64_t *rng)
+{
+	uint64_t r = test_rand(rng);
+
+	memset(p, 0, sizeof(*p));
+	test_v4(p->src, (uint32_t)r);
+	test_v4(p->dst, 0x0a00000a);
+	p->sport = (uint16_t)(r >> 32);
+	p->dport = 80;
+}
+
 /* Of <n> new flows to 10.0.0.10:80 from random clients (<rng>) through
  * program <fd>, how many are not sent to the backend <t> names for them
  * hashed by the 4-tuple and <seed>. */
@@ -338,17 +350,13 @@ static inline uint32_t test_off_table(int fd, const struct hashlb_table *t, uint
 	uint32_t wrong = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		struct test_pkt p = { 0 };
+		struct test_pkt p;
 		struct hashlb_tuple tu;
 		uint8_t frame[256], out[512];
-		uint64_t r = test_rand(rng);
 		uint32_t want;
 		int v;
 
-		test_v4(p.src, (uint32_t)r);
-		test_v4(p.dst, 0x0a00000a);
-		p.sport = (uint16_t)(r >> 32);
-		p.dport = 80;
+		test_pkt_random(&p, rng);
 		v = test_run(fd, frame, test_build(&p, frame), out, NULL);
 		test_tuple(&p, &tu);
 		want = hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, seed));

@@ -16,6 +16,13 @@
  * publishes until the new one, which found the program and published, says
  * it is ready): each one's tables steer as they say, though the other wrote
  * the half it writes since it last did.
+ * Then two at the same moment, as side by side (both processes publish until
+ * the old one is stopped): one publishes from inside the other's window,
+ * between its half written and its flip (its abort hook). It waits for the
+ * lock the other holds, and is refused after 2 s, its holder named; the
+ * other's table is in force, every flow's ACK goes where its SYN went, and
+ * the one refused goes in once the other is done. Before, it went in there:
+ * the half in force named its backends, the slots the other's.
  */
 #include <dlfcn.h>
 #include <net/if.h>
@@ -277,6 +284,131 @@ static void check_copy_made_late(void)
 	hashlb_table_free(u);
 }
 
+/* Publish <t> with <s>, backend i at test_backend_mac(<base> + i): 0 or -errno. */
+static int publish_at(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t base,
+		      struct hashlb_error *err)
+{
+	struct hashlb_steer_dest d[16] = { 0 };
+
+	for (uint32_t i = 0; i < hashlb_table_backend_count(t) && i < 16; i++) {
+		test_backend_mac(base + i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+	}
+	return hashlb_steer_set_table(s, t, HASHLB_KEY_4TUPLE, NULL, d, err);
+}
+
+/* Of <n> new flows through program <fd>, a SYN then its ACK each: how many
+ * ACKs go to another backend than their SYN (*<ret_split>), and how many
+ * SYNs are not sent where <t> (seed <seed>, MACs from <base>) says. */
+static uint32_t syn_ack(int fd, const struct hashlb_table *t, uint64_t seed, uint32_t base,
+			uint32_t n, uint32_t *ret_split)
+{
+	uint64_t rng = seed + 100;
+	uint32_t off = 0, split = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct test_pkt p;
+		struct hashlb_tuple tu;
+		uint8_t frame[256], out[512];
+		int syn, ack;
+
+		test_pkt_random(&p, &rng);
+		p.tcp_flags = 0x02; /* SYN */
+		test_run(fd, frame, test_build(&p, frame), out, NULL);
+		syn = test_frame_backend(out);
+		p.tcp_flags = 0x10; /* its ACK */
+		test_run(fd, frame, test_build(&p, frame), out, NULL);
+		ack = test_frame_backend(out);
+		test_tuple(&p, &tu);
+		split += syn != ack;
+		off += (uint32_t)syn !=
+		       base + hashlb_table_lookup(t,
+						  hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, seed));
+	}
+	*ret_split = split;
+	return off;
+}
+
+static struct {
+	struct hashlb_steer *other;
+	const struct hashlb_table *t;
+	int ret;
+	struct hashlb_error err;
+} inside;
+
+/* a's abort hook: b publishes its table in a's window. */
+static bool publish_inside(void *arg)
+{
+	(void)arg;
+	inside.ret = publish_at(inside.other, inside.t, 16, &inside.err);
+	return false;
+}
+
+static void check_at_once(void)
+{
+	struct hashlb_steer_opts o = { .iface = IFACE,
+				       .mode = HASHLB_STEER_XDP_GENERIC,
+				       .max_backends = 8 };
+	static const char *const n0[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+	static const char *const na[] = { "i", "j", "k", "l", "m", "n", "o", "p" };
+	static const char *const nb[] = { "q", "r", "s", "t", "u", "v", "w", "x" };
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_table *t0 = test_table(HASHLB_SCHEME_MAGLEV, 1, n0, 8, NULL);
+	struct hashlb_table *t = test_table(HASHLB_SCHEME_MAGLEV, 3, na, 8, NULL);
+	struct hashlb_table *u = test_table(HASHLB_SCHEME_MAGLEV, 7, nb, 8, NULL);
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *a, *b;
+	uint32_t off[2], split[2];
+	char holder[32];
+	int fd, ret;
+
+	a = test_steer_load_opts(&o, t0);
+	fd = hashlb_steer_prog_fd(a, HASHLB_STEER_PROG_XDP);
+	test_publish(a, t0, HASHLB_KEY_4TUPLE, NULL);
+	test_set_vips(a, vips, 1);
+	if (hashlb_steer_find(IFACE, HASHLB_STEER_AUTO, &b, &err) < 0) {
+		fprintf(stderr, "finding the program: %s\n", err.msg);
+		exit(1);
+	}
+	inside.other = b;
+	inside.t = u;
+	inside.ret = 1;
+	hashlb_steer_set_abort(a, publish_inside, NULL);
+	ret = publish_at(a, t, 0, &err);
+	hashlb_steer_set_abort(a, NULL, NULL);
+	CHECK(ret == 0, "the publication waited for: %s", err.msg);
+	hashlb_steer_flows_clear(a);
+	off[0] = syn_ack(fd, t, 3, 0, 2000, &split[0]);
+	printf("two publications at once: the inner one %s (%s); 2000 new flows: %u off the "
+	       "outer one's table, %u ACKs to another backend than their SYN\n",
+	       inside.ret == 0 ? "went in" : "refused", inside.ret == 0 ? "" : inside.err.msg,
+	       off[0], split[0]);
+	snprintf(holder, sizeof(holder), "(process %d,", (int)getpid());
+	CHECK(inside.ret == -ETIMEDOUT, "a publication inside another's: %d, not -ETIMEDOUT",
+	      inside.ret);
+	CHECK(inside.ret == 0 || strstr(inside.err.msg, holder),
+	      "a publication refused does not name the lock's holder: %s", inside.err.msg);
+	CHECK(off[0] == 0 && split[0] == 0,
+	      "two publications at once: %u of 2000 new flows off the table, %u ACKs to another "
+	      "backend than their SYN",
+	      off[0], split[0]);
+	/* the one refused, once the other is done */
+	ret = publish_at(b, u, 16, &err);
+	CHECK(ret == 0, "the publication refused, again: %s", err.msg);
+	hashlb_steer_flows_clear(a);
+	off[1] = syn_ack(fd, u, 7, 16, 2000, &split[1]);
+	printf("then the refused one: %u off its table, %u ACKs split\n", off[1], split[1]);
+	CHECK(off[1] == 0 && split[1] == 0,
+	      "the publication refused, again: %u of 2000 new flows off its table, %u ACKs to "
+	      "another backend than their SYN",
+	      off[1], split[1]);
+	hashlb_steer_free(b);
+	hashlb_steer_free(a);
+	hashlb_table_free(t0);
+	hashlb_table_free(t);
+	hashlb_table_free(u);
+}
+
 int main(void)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -302,5 +434,6 @@ int main(void)
 	hashlb_steer_free(s);
 	check_two_loaders();
 	check_copy_made_late();
+	check_at_once();
 	return test_failures ? 1 : 0;
 }
