@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <linux/if_ether.h>
@@ -223,6 +225,24 @@ static inline int test_run(int fd, const void *in, size_t len, void *out, uint32
 	if (ret_out_len)
 		*ret_out_len = o.data_size_out;
 	return (int)o.retval;
+}
+
+/* Into a network namespace of this process's own, with a veth <iface> (up)
+ * to <peer>; exits 77 when not root, 1 when it cannot. */
+static inline void test_netns_veth(const char *iface, const char *peer)
+{
+	char cmd[128];
+
+	if (geteuid() != 0) {
+		printf("SKIP: needs root (a network namespace, BPF)\n");
+		exit(77);
+	}
+	snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %s && ip link set %s up",
+		 iface, peer, iface);
+	if (unshare(CLONE_NEWNET) < 0 || system(cmd) != 0) {
+		perror("a network namespace with a veth");
+		exit(1);
+	}
 }
 
 /* Load the programs with <o>, or exit 77 when this machine cannot (not root). */

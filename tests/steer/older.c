@@ -100,16 +100,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: steer-older OLDER.bpf.o\n");
 		return 2;
 	}
-	if (geteuid() != 0) {
-		printf("SKIP: needs root (a network namespace, BPF)\n");
-		return 77;
-	}
-	if (unshare(CLONE_NEWNET) < 0 ||
-	    system("ip link add " IFACE " type veth peer name hlbold1 && ip link set " IFACE
-		   " up") != 0) {
-		perror("a network namespace with a veth");
-		return 1;
-	}
+	test_netns_veth(IFACE, "hlbold1");
 	ifindex = (int)if_nametoindex(IFACE);
 
 	/* This hashlb's program. */
@@ -143,7 +134,11 @@ int main(int argc, char **argv)
 	}
 	CHECK(!found_reads_ext(), "an older hashlb's program, found, taken for this one's");
 	publish_found(t, prog_fd);
-	bpf_xdp_detach(ifindex, XDP_FLAGS_SKB_MODE, NULL);
+	/* as hashlb steer --detach: its lock file goes too */
+	if (hashlb_steer_detach(IFACE, HASHLB_STEER_AUTO, &err) < 0) {
+		fprintf(stderr, "detaching the older program: %s\n", err.msg);
+		return 1;
+	}
 	bpf_object__close(obj);
 	hashlb_table_free(t);
 	printf("older: this hashlb's program reads ext, an older one's does not; a table "
