@@ -586,6 +586,18 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 					"the program is attached again\"",
 					name, hlb_log_quote(o.iface, qi, sizeof(qi)));
 			flows_kept(e);
+		} else if (ret == -EPROTO) {
+			/* another hashlb version's program: before, -ENOENT, taken
+			 * for none, and the attach was refused as if this one's
+			 * were there ("--update changes its table") */
+			char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
+
+			e->failed = true;
+			hlb_log(HLB_LOG_ERROR, "kernel steering not started",
+				"service=%s error=%s reason=\"once it is detached, a reload "
+				"attaches this hashlb's\"",
+				name, hlb_log_quote(err.msg, q, sizeof(q)));
+			return;
 		} else if (ret != -ENOENT) {
 			e->failed = true;
 			log_error("kernel steering not started", name, &err);

@@ -232,18 +232,172 @@ static uint32_t max_u32(uint32_t a, uint32_t b)
 	return a > b ? a : b;
 }
 
+/* The name of program <id> (the kernel keeps 15 characters) into <ret_name>;
+ * "" if it cannot be read. */
+static void prog_name(uint32_t id, char ret_name[BPF_OBJ_NAME_LEN])
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id);
+
+	ret_name[0] = 0;
+	if (fd < 0)
+		return;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+		snprintf(ret_name, BPF_OBJ_NAME_LEN, "%s", info.name);
+	close(fd);
+}
+
+/* Whether program <id> is named <name>: hashlb's programs are told from
+ * anyone else's by name. */
+static bool prog_named(uint32_t id, const char *name)
+{
+	char have[BPF_OBJ_NAME_LEN];
+
+	prog_name(id, have);
+	return strcmp(have, name) == 0;
+}
+
+/* The ids of the maps program <id> uses (32 at most) into <ret_ids>, their
+ * number into *<ret_n>. 0 or -errno. */
+static int prog_map_ids(uint32_t id, uint32_t ret_ids[32], uint32_t *ret_n)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id), ret;
+
+	if (fd < 0)
+		return -errno;
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = 32;
+	info.map_ids = (uint64_t)(uintptr_t)ret_ids;
+	ret = bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ? -errno : 0;
+	close(fd);
+	if (ret == 0)
+		*ret_n = info.nr_map_ids < 32 ? info.nr_map_ids : 32;
+	return ret;
+}
+
+/* Map <id> opened, its fd (-1 if it cannot be), and what it is into <ret_mi>. */
+static int map_open(uint32_t id, struct bpf_map_info *ret_mi)
+{
+	uint32_t len = sizeof(*ret_mi);
+	int fd = bpf_map_get_fd_by_id(id);
+
+	if (fd < 0)
+		return -1;
+	memset(ret_mi, 0, sizeof(*ret_mi));
+	if (bpf_obj_get_info_by_fd(fd, ret_mi, &len) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The first map this hashlb drives a program through that program <id>
+ * (named as hashlb's) lacks, or NULL: one that lacks one was loaded by
+ * another hashlb version, whose maps are named otherwise. The barrier map is
+ * no program's, hlb_stats2 an older program's. */
+static const char *prog_lacks(uint32_t id)
+{
+	uint32_t map_ids[32], n = 0;
+	bool has[M_MAX] = { false };
+
+	if (prog_map_ids(id, map_ids, &n) < 0)
+		return NULL; /* gone, or unreadable: said where it is opened */
+	for (uint32_t i = 0; i < n; i++) {
+		struct bpf_map_info mi;
+		int fd = map_open(map_ids[i], &mi);
+
+		if (fd < 0)
+			continue;
+		for (int m = 0; m < M_MAX; m++)
+			has[m] = has[m] || strcmp(mi.name, map_names[m]) == 0;
+		close(fd);
+	}
+	for (int m = 0; m < M_MAX; m++)
+		if (m != M_SYNC && m != M_STATS2 && !has[m])
+			return map_names[m];
+	return NULL;
+}
+
+/* What removes an XDP program attached in <mode> by hand: ip link's word. */
+static const char *xdp_off_word(enum hashlb_steer_mode mode)
+{
+	return mode == HASHLB_STEER_XDP_GENERIC ? "xdpgeneric" : "xdp";
+}
+
+/*
+ * -EPROTO, <err> (after <what>) saying that program <id> on <iface> in <mode>,
+ * named as hashlb's, lacks map <missing>: another hashlb version's, which
+ * this one cannot drive (take over, update, read), and how to remove it.
+ * Before, that was -ENOENT, read as no program there by hashlb run, whose
+ * attach was then refused as if this hashlb's were there already.
+ */
+static int other_version(struct hashlb_error *err, const char *what, const char *iface,
+			 enum hashlb_steer_mode mode, uint32_t id, const char *missing)
+{
+	char name[BPF_OBJ_NAME_LEN], remedy[2 * IF_NAMESIZE + 96];
+
+	prog_name(id, name);
+	if (mode == HASHLB_STEER_TC)
+		snprintf(remedy, sizeof(remedy), "hashlb steer -i %s --mode tc --detach", iface);
+	else
+		snprintf(remedy, sizeof(remedy),
+			 "hashlb steer -i %s --detach, or ip link set dev %s %s off", iface, iface,
+			 xdp_off_word(mode));
+	return hashlb_err(err, -EPROTO, HASHLB_ERR_SYSTEM,
+			  "%sthe program on '%s' (%s, program %u '%s') is another hashlb "
+			  "version's (no map '%s'): detach it first (%s)",
+			  what, iface, hashlb_steer_mode_name(mode), id, name, missing, remedy);
+}
+
+/*
+ * -EBUSY, <err> saying an XDP program not hashlb's is attached to <ifindex>
+ * (its mode, id and name; before, only that there was one) and what to do.
+ */
+static int foreign_xdp(struct hashlb_error *err, int ifindex, int ret, const char *what)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
+	enum hashlb_steer_mode mode = HASHLB_STEER_XDP_NATIVE;
+	char iface[IF_NAMESIZE] = "?", name[BPF_OBJ_NAME_LEN] = "";
+	uint32_t id = 0;
+
+	if_indextoname((unsigned)ifindex, iface);
+	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
+		id = xq.drv_prog_id ? xq.drv_prog_id : xq.hw_prog_id;
+		if (!id) {
+			id = xq.skb_prog_id;
+			mode = HASHLB_STEER_XDP_GENERIC;
+		}
+	}
+	if (!id)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				  "%s%s (another XDP program is attached)", what, strerror(-ret));
+	prog_name(id, name);
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+			  "%s'%s' has an XDP program not hashlb's (%s, program %u '%s'): remove "
+			  "it (ip link set dev %s %s off), or steer behind it at tc (--mode tc)",
+			  what, iface, hashlb_steer_mode_name(mode), id, name, iface,
+			  xdp_off_word(mode));
+}
+
 static int attach_xdp(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	uint32_t flags = mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
 	int ret = bpf_xdp_attach(s->ifindex, bpf_program__fd(s->skel->progs.hlb_xdp),
 				 flags | XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
 
+	if (ret == -EBUSY || ret == -EEXIST) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "attaching %s failed: ", hashlb_steer_mode_name(mode));
+		return foreign_xdp(err, s->ifindex, ret, what);
+	}
 	if (ret < 0)
-		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "attaching %s failed: %s%s",
-				  hashlb_steer_mode_name(mode), strerror(-ret),
-				  ret == -EBUSY || ret == -EEXIST
-					  ? " (another XDP program is attached)"
-					  : "");
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "attaching %s failed: %s",
+				  hashlb_steer_mode_name(mode), strerror(-ret));
 	s->mode = mode;
 	return 0;
 }
@@ -366,11 +520,19 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 
 	/* hashlb's program on the other hook would split the interface between
 	 * two tables: XDP takes every packet before tc sees it. */
-	if (attached_progs(s->ifindex, HASHLB_STEER_AUTO, id, found))
+	if (attached_progs(s->ifindex, HASHLB_STEER_AUTO, id, found)) {
+		const char *missing = prog_lacks(id[0]);
+		char iface[IF_NAMESIZE] = "?";
+
+		if_indextoname((unsigned)s->ifindex, iface);
+		if (missing)
+			return other_version(err, "attaching failed: ", iface, found[0], id[0],
+					     missing);
 		return hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
 				  "attaching failed: hashlb steers this interface already (%s, "
 				  "program %u): --update changes its table, --detach removes it",
 				  hashlb_steer_mode_name(found[0]), id[0]);
+	}
 	if (mode != HASHLB_STEER_AUTO && mode != HASHLB_STEER_TC)
 		return attach_xdp(s, mode, err);
 	if (mode == HASHLB_STEER_TC)
@@ -378,8 +540,7 @@ static int attach(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct ha
 
 	if (bpf_xdp_query(s->ifindex, 0, &xq) == 0 &&
 	    (xq.drv_prog_id || xq.skb_prog_id || xq.hw_prog_id))
-		return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
-				  "attaching failed: another XDP program is attached");
+		return foreign_xdp(err, s->ifindex, -EBUSY, "attaching failed: ");
 	if (!is_veth(s->ifindex)) {
 		ret = attach_xdp(s, HASHLB_STEER_XDP_NATIVE, err);
 		if (ret == 0 || ret == -EBUSY || ret == -EEXIST)
@@ -630,23 +791,6 @@ err_free:
 	return ret;
 }
 
-/* Whether program <id> is named <name>: hashlb's programs are told from
- * anyone else's by name (the kernel keeps 15 characters). */
-static bool prog_named(uint32_t id, const char *name)
-{
-	struct bpf_prog_info info;
-	uint32_t len = sizeof(info);
-	int fd = bpf_prog_get_fd_by_id(id);
-	bool same;
-
-	if (fd < 0)
-		return false;
-	memset(&info, 0, sizeof(info));
-	same = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && strcmp(info.name, name) == 0;
-	close(fd);
-	return same;
-}
-
 /*
  * The id of hashlb's program attached to <ifindex> in <mode> (native or
  * generic XDP, tc): hlb_xdp, or the hlb_tc filter at hashlb's handle; 0 if
@@ -771,27 +915,17 @@ static bool value_has_member(const struct bpf_map_info *mi, const char *name)
 int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
-	uint32_t map_ids[32], prog_id = 0;
-	struct bpf_prog_info info;
-	uint32_t len = sizeof(info);
+	uint32_t map_ids[32], n_maps = 0, prog_id = 0;
 	struct hashlb_steer *s;
-	int ifindex = 0, prog_fd, ret;
+	int ifindex = 0, ret;
 
 	ret = find_attached(iface, mode, &ifindex, &prog_id, &mode, err);
 	if (ret < 0)
 		return ret;
-	prog_fd = bpf_prog_get_fd_by_id(prog_id);
-	if (prog_fd < 0)
-		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "opening program %u: %s", prog_id,
-				  strerror(errno));
-	memset(&info, 0, sizeof(info));
-	info.nr_map_ids = 32;
-	info.map_ids = (uint64_t)(uintptr_t)map_ids;
-	ret = bpf_obj_get_info_by_fd(prog_fd, &info, &len);
-	close(prog_fd);
+	ret = prog_map_ids(prog_id, map_ids, &n_maps);
 	if (ret < 0)
-		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading program %u: %s", prog_id,
-				  strerror(errno));
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "reading program %u: %s", prog_id,
+				  strerror(-ret));
 	s = steer_new();
 	if (!s)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -800,18 +934,12 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 	s->mode = mode;
 	s->prog_id = prog_id;
 	if_mac(iface, s->if_mac);
-	for (uint32_t i = 0; i < info.nr_map_ids && i < 32; i++) {
+	for (uint32_t i = 0; i < n_maps; i++) {
 		struct bpf_map_info mi;
-		uint32_t mlen = sizeof(mi);
-		int fd = bpf_map_get_fd_by_id(map_ids[i]);
+		int fd = map_open(map_ids[i], &mi);
 
 		if (fd < 0)
 			continue;
-		memset(&mi, 0, sizeof(mi));
-		if (bpf_obj_get_info_by_fd(fd, &mi, &mlen) < 0) {
-			close(fd);
-			continue;
-		}
 		for (int m = 0; m < M_MAX; m++) {
 			if (s->fd[m] < 0 && strcmp(mi.name, map_names[m]) == 0) {
 				s->fd[m] = fd;
@@ -844,10 +972,7 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 	 * hashlb's program has no hlb_stats2: its counters read 0. */
 	for (int m = 0; m < M_MAX; m++) {
 		if (m != M_SYNC && m != M_STATS2 && s->fd[m] < 0) {
-			ret = hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
-					 "the program on '%s' has no map '%s': another hashlb "
-					 "version?",
-					 iface, map_names[m]);
+			ret = other_version(err, "", iface, mode, prog_id, map_names[m]);
 			hashlb_steer_free(s);
 			return ret;
 		}
