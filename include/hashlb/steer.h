@@ -92,7 +92,9 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
  * the XDP hook (native or generic), another mode that one only. Freeing the
  * handle detaches nothing, unless told not to keep (hashlb_steer_set_keep()).
  * -ENOENT if none is attached (in <mode>); -ENOTUNIQ with AUTO if one is at
- * the XDP hook and one at tc, <err> naming both.
+ * the XDP hook and one at tc, <err> naming both; -EPROTO if the one there,
+ * named as hashlb's, lacks a map this hashlb needs (another hashlb
+ * version's), <err> naming it and how to detach it.
  */
 int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err);
@@ -102,7 +104,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
  * whose hashlb was killed (SIGKILL, a crash) or a hashlb steer --keep that
  * exited. -EBUSY if another process holds its maps open (a live hashlb
  * drives it), -ENOENT if no hashlb program is attached to <iface> (in
- * <mode>), -ENOTUNIQ if two are (AUTO).
+ * <mode>), -ENOTUNIQ if two are (AUTO), -EPROTO if it is another hashlb
+ * version's.
  */
 int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
 		       struct hashlb_steer **ret_steer, struct hashlb_error *err);
