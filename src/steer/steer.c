@@ -1116,6 +1116,33 @@ static pid_t lock_holder(int fd)
 	return holder;
 }
 
+/* Remove the lock files of programs whose maps are gone (their interface
+ * deleted, a process killed and its program detached by hand): nothing
+ * publishes into them any more, and map ids are not reused before they
+ * wrap. Done once a handle, at its first publication. */
+static void lock_sweep(void)
+{
+	DIR *d = opendir(STEER_LOCK_DIR);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		unsigned int id;
+		char end;
+		int fd;
+
+		if (sscanf(e->d_name, "steer-%u.loc%c", &id, &end) != 2 || end != 'k')
+			continue;
+		fd = bpf_map_get_fd_by_id(id);
+		if (fd >= 0)
+			close(fd);
+		else if (errno == ENOENT)
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+}
+
 /* Open (made if need be) the lock file <path>; -errno. */
 static int lock_open(const char *path)
 {
@@ -1138,13 +1165,16 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 	char path[64], name[IF_NAMESIZE] = "?";
 	uint32_t id, nap_us = 1000;
 	long waited_ms = 0;
+	bool taken;
 	pid_t holder;
 	int fd;
 
 	*ret_fd = -1;
 	s->unlocked[0] = 0;
-	if (!s->lock_id)
+	if (!s->lock_id) {
 		s->lock_id = active_map_id(s);
+		lock_sweep();
+	}
 	id = s->lock_id;
 	if (!id) {
 		snprintf(s->unlocked, sizeof(s->unlocked), "reading its map hlb_active: %s",
@@ -1158,21 +1188,19 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 		return 0;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	while (!(taken = flock(fd, LOCK_EX | LOCK_NB) == 0) && waited_ms < STEER_LOCK_WAIT_MS) {
 		if (errno != EWOULDBLOCK && errno != EINTR) {
 			snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(errno));
 			close(fd);
 			return 0;
 		}
-		if (waited_ms >= STEER_LOCK_WAIT_MS)
-			break;
 		usleep(nap_us);
 		nap_us = nap_us < 32000 ? nap_us * 2 : nap_us;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		waited_ms = (now.tv_sec - start.tv_sec) * 1000 +
 			    (now.tv_nsec - start.tv_nsec) / 1000000;
 	}
-	if (waited_ms < STEER_LOCK_WAIT_MS) {
+	if (taken) {
 		*ret_fd = fd;
 		return 0;
 	}
