@@ -121,11 +121,12 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * survivors' table of the same backends up at the same weights: its own,
  * or (Maglev) the one a table with every backend up keeps from the
  * outage it came back from, so that the same backends going down again
- * (a flap) cost a copy too. A Maglev table with every backend up built
- * from one with a backend down that takes turns keeps that table (2 bytes
- * a slot, in hashlb_table_bytes()), and one built from a table that kept
- * one keeps it on. This is the rebuild for health changes. Same return
- * convention as hashlb_table_build().
+ * (a flap) cost a copy too. A Maglev table with every backend up (or
+ * only backends of weight 0 down: its full table is its effective one)
+ * built from one with a backend down that takes turns keeps that table (2
+ * bytes a slot, in hashlb_table_bytes()), and one built from a table that
+ * kept one keeps it on. This is the rebuild for health changes. Same
+ * return convention as hashlb_table_build().
  */
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err);
@@ -201,9 +202,9 @@ size_t hashlb_table_bytes(const struct hashlb_table *t);
  * hashlb_table_check() accepts) holds once built, whichever of them are
  * down: never less than hashlb_table_bytes() of it, plus the backends'
  * names, which that leaves out. For Maglev, a table with a backend down:
- * three arrays of M slots, where one with all up holds one (two when it
- * keeps the survivors' table of an outage, hashlb_table_with_down()); for the ring,
- * two rings and their indexes; with weights more than 16 times apart, the
+ * three arrays of M slots, where one with all up (or those down of weight
+ * 0) holds one (two when it keeps the survivors' table of an outage,
+ * hashlb_table_with_down()); for the ring, two rings and their indexes; with weights more than 16 times apart, the
  * owner blocks of the preference lists (1/8 byte a slot or point). A
  * build's scratch, freed before it returns, is not counted (the max_bytes
  * cap counts it). Computed from the parameters, nothing built; UINT64_MAX

@@ -54,9 +54,11 @@ struct hashlb_table {
 	uint16_t *full_slots;
 	uint16_t *slots;
 	/* The survivors' own table (down backends at weight 0), kept when some
-	 * are down: a rebuild that does not change the survivors reuses it. */
+	 * that take turns (weight > 0) are down: a rebuild that does not change
+	 * the survivors reuses it. */
 	uint16_t *surv_slots;
-	/* With every backend up: the survivors' table of the last outage and
+	/* With every backend up, or those down of weight 0 (the full table is
+	 * the effective one then): the survivors' table of the last outage and
 	 * its down set, kept from the table built while it lasted, so that the
 	 * same backends going down again (a flap, a ramp's table, a retry
 	 * table) cost a copy, not a population (hashlb_table_with_down()).

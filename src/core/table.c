@@ -481,6 +481,16 @@ static int owner_blocks_build(const uint16_t *own, uint32_t n, uint16_t (**ret_b
 	return 0;
 }
 
+/* Whether a population with the backends <key> says down at weight 0 (NULL: none) takes the
+ * same turns, so fills the same slots, as one with those <down> says down: <t>'s weights. */
+static bool same_turns(const struct hashlb_table *t, const bool *key, const bool *down)
+{
+	for (uint32_t i = 0; i < t->n; i++)
+		if ((key && key[i]) != (down && down[i]) && t->weights[i])
+			return false;
+	return true;
+}
+
 /* Build the effective table from the full one and t->down. */
 static int apply_overlay(struct hashlb_table *t)
 {
@@ -495,9 +505,10 @@ static int apply_overlay(struct hashlb_table *t)
 		uint32_t m = t->params.maglev_m;
 		uint32_t *w;
 
-		if (t->n_up == t->n) {
+		if (same_turns(t, NULL, t->down)) {
 			/* the full table itself, not a copy: 128 KiB a service
-			 * at the default size (the ring borrows so too) */
+			 * at the default size (the ring borrows so too); so too
+			 * when those down weigh 0, as they own no slot in it */
 			t->slots = t->full_slots;
 		} else {
 			t->slots = malloc((size_t)m * sizeof(*t->slots));
@@ -656,40 +667,26 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 	return ret;
 }
 
-/* Whether a population with the backends <key> says down at weight 0 (NULL: none) takes the
- * same turns, so fills the same slots, as one with those <down> says down: <t>'s weights. */
-static bool same_turns(const struct hashlb_table *t, const bool *key, const bool *down)
-{
-	for (uint32_t i = 0; i < t->n; i++)
-		if ((key && key[i]) != (down && down[i]) && t->weights[i])
-			return false;
-	return true;
-}
-
 /*
  * The survivors' tables <t> (hashlb_table_with_down() from <base>: the same backends and
  * weights) takes from <base>, copies where a population costs about 1 s at the largest M.
- * With a backend down: its survivors' table, when base has one of the same turns (its own,
- * its spare, or its full table when those down weigh 0). With every backend up: a spare,
- * base's survivors' table (unless it is the full one's turns) or base's spare, so that the
- * same backends going down again (a flap, a ramp's or a retry table) cost a copy too.
+ * With a backend down that takes turns: its survivors' table, when base has one of the same
+ * turns (its own or its spare). Otherwise (every backend up, or those down weigh 0: the full
+ * table is the effective one): a spare, base's survivors' table (unless it is the full one's
+ * turns) or base's spare, so that the same backends going down again (a flap, a ramp's or a
+ * retry table) cost a copy too.
  */
 static int maglev_carry_survivors(struct hashlb_table *t, const struct hashlb_table *base)
 {
 	size_t sz = (size_t)t->params.maglev_m * sizeof(uint16_t);
 	const uint16_t *src = NULL;
 	const bool *key = NULL;
-	bool any_down = false;
 
-	for (uint32_t i = 0; i < t->n; i++)
-		any_down |= t->down[i];
-	if (any_down) {
+	if (!same_turns(t, NULL, t->down)) {
 		if (base->surv_slots && same_turns(t, base->down, t->down))
 			src = base->surv_slots;
 		else if (base->spare_slots && same_turns(t, base->spare_down, t->down))
 			src = base->spare_slots;
-		else if (same_turns(t, NULL, t->down))
-			src = base->full_slots;
 		if (!src)
 			return 0; /* apply_overlay() populates it */
 		t->surv_slots = malloc(sz);
@@ -789,22 +786,19 @@ static void table_pair(const struct hashlb_table *prev, const struct hashlb_tabl
  * Carry <prev>'s survivors' table over to <t>, renumbered, when the
  * backends that take turns in it (up, weight > 0) are the same, names and
  * weights: the population would give the same slots. Without backends
- * down, prev's full table is its survivors' table.
+ * down that take turns (no survivors' table of its own), prev's full table
+ * is its survivors' table.
  */
 static int maglev_keep_survivors(struct hashlb_table *t, const struct hashlb_table *prev,
 				 const uint32_t *by_name)
 {
-	const uint16_t *src = prev->n_up < prev->n ? prev->surv_slots : prev->full_slots;
+	const uint16_t *src = prev->surv_slots ? prev->surv_slots : prev->full_slots;
 	uint32_t m = t->params.maglev_m, n_prev = 0, n_new = 0;
 
-	bool any_down = false;
-
-	for (uint32_t k = 0; k < t->n; k++) {
-		any_down |= t->down[k];
+	for (uint32_t k = 0; k < t->n; k++)
 		n_new += !t->down[k] && t->weights[k];
-	}
-	if (!any_down || !src)
-		return 0; /* no survivors' table needed, or none to reuse */
+	if (same_turns(t, NULL, t->down))
+		return 0; /* no survivors' table needed: the full one is the effective one */
 	for (uint32_t i = 0; i < prev->n; i++) {
 		uint32_t w = prev->down[i] ? 0 : prev->weights[i], k = by_name[i];
 
