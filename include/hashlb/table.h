@@ -139,8 +139,11 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * whose name and weight are unchanged are kept and only the others' are
  * generated and merged in; for Maglev, whose population depends on every
  * weight, the survivors' table is carried over when the backends that are
- * up did not change (a down backend reweighted or removed). Same validation, errors and return convention
- * as hashlb_table_build(); <prev> is only read.
+ * up did not change (a down backend reweighted or removed), and so is the
+ * one a table with every backend up keeps from its last outage
+ * (hashlb_table_with_down()) while those backends down again would leave
+ * the same survivors. Same validation, errors and return convention as
+ * hashlb_table_build(); <prev> is only read.
  */
 int hashlb_table_rebuild(const struct hashlb_table *prev,
 			 const struct hashlb_backend_spec *backends, size_t n,

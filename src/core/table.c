@@ -783,39 +783,89 @@ static void table_pair(const struct hashlb_table *prev, const struct hashlb_tabl
 }
 
 /*
- * Carry <prev>'s survivors' table over to <t>, renumbered, when the
- * backends that take turns in it (up, weight > 0) are the same, names and
- * weights: the population would give the same slots. Without backends
- * down that take turns (no survivors' table of its own), prev's full table
- * is its survivors' table.
+ * Whether a population over <prev>'s backends with those <key> says down (NULL: none) at
+ * weight 0 takes the same turns, so fills the same slots renumbered by <by_name>
+ * (table_pair()'s), as one over <t>'s with those <t_key> says down: the same names at the
+ * same weights.
+ */
+static bool same_turns_renamed(const struct hashlb_table *prev, const bool *key,
+			       const struct hashlb_table *t, const bool *t_key,
+			       const uint32_t *by_name)
+{
+	uint32_t n_prev = 0, n_new = 0;
+
+	for (uint32_t k = 0; k < t->n; k++)
+		n_new += !(t_key && t_key[k]) && t->weights[k];
+	for (uint32_t i = 0; i < prev->n; i++) {
+		uint32_t w = key && key[i] ? 0 : prev->weights[i], k = by_name[i];
+
+		if (!w)
+			continue;
+		if (k == RING_DROP || (t_key && t_key[k]) || t->weights[k] != w)
+			return false;
+		n_prev++;
+	}
+	return n_new == n_prev;
+}
+
+/* A copy of <src> (M slots of <prev>'s backends) renumbered by <by_name>, or NULL. */
+static uint16_t *slots_renamed(const uint16_t *src, uint32_t m, const uint32_t *by_name)
+{
+	uint16_t *s = malloc((size_t)m * sizeof(*s));
+
+	for (uint32_t j = 0; s && j < m; j++)
+		s[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
+						     : (uint16_t)by_name[src[j]];
+	return s;
+}
+
+/*
+ * Carry <prev>'s survivors' tables over to <t>, renumbered, where the population would give
+ * the same slots. With a backend down that takes turns: its survivors' table, when prev's
+ * own (its full table without backends down that take turns) or its spare takes the same
+ * turns. Otherwise: a spare, as hashlb_table_with_down() keeps one, from prev's survivors'
+ * table or its spare, when the same backends down again would take the same turns in <t>:
+ * so that a reload that leaves them (another address, the order, a backend of weight 0, the
+ * weight of one of those down) does not make the next down of a backend that flapped a
+ * population again.
  */
 static int maglev_keep_survivors(struct hashlb_table *t, const struct hashlb_table *prev,
 				 const uint32_t *by_name)
 {
-	const uint16_t *src = prev->surv_slots ? prev->surv_slots : prev->full_slots;
-	uint32_t m = t->params.maglev_m, n_prev = 0, n_new = 0;
+	const uint16_t *src[2] = { prev->surv_slots, prev->spare_slots };
+	const bool *key[2] = { prev->down, prev->spare_down };
+	uint32_t m = t->params.maglev_m;
+	bool *t_key;
 
-	for (uint32_t k = 0; k < t->n; k++)
-		n_new += !t->down[k] && t->weights[k];
-	if (same_turns(t, NULL, t->down))
-		return 0; /* no survivors' table needed: the full one is the effective one */
-	for (uint32_t i = 0; i < prev->n; i++) {
-		uint32_t w = prev->down[i] ? 0 : prev->weights[i], k = by_name[i];
-
-		if (!w)
-			continue;
-		if (k == RING_DROP || t->down[k] || t->weights[k] != w)
-			return 0;
-		n_prev++;
-	}
-	if (n_new != n_prev)
+	if (!same_turns(t, NULL, t->down)) {
+		src[0] = prev->surv_slots ? prev->surv_slots : prev->full_slots;
+		for (int c = 0; c < 2; c++) {
+			if (!src[c] || !same_turns_renamed(prev, key[c], t, t->down, by_name))
+				continue;
+			t->surv_slots = slots_renamed(src[c], m, by_name);
+			return t->surv_slots ? 0 : -ENOMEM;
+		}
 		return 0;
-	t->surv_slots = malloc((size_t)m * sizeof(*t->surv_slots));
-	if (!t->surv_slots)
+	}
+	t_key = malloc(t->n * sizeof(*t_key));
+	if (!t_key)
 		return -ENOMEM;
-	for (uint32_t j = 0; j < m; j++)
-		t->surv_slots[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
-								 : (uint16_t)by_name[src[j]];
+	for (int c = 0; c < 2; c++) {
+		if (!src[c])
+			continue;
+		memset(t_key, 0, t->n * sizeof(*t_key));
+		for (uint32_t i = 0; i < prev->n; i++)
+			if (by_name[i] != RING_DROP)
+				t_key[by_name[i]] = key[c][i];
+		/* not one with the full table's turns: that one needs no spare */
+		if (same_turns(t, NULL, t_key) ||
+		    !same_turns_renamed(prev, key[c], t, t_key, by_name))
+			continue;
+		t->spare_slots = slots_renamed(src[c], m, by_name);
+		t->spare_down = t_key;
+		return t->spare_slots ? 0 : -ENOMEM;
+	}
+	free(t_key);
 	return 0;
 }
 

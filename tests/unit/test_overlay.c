@@ -516,6 +516,97 @@ static void test_flap_down_again_copies(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * A Maglev backend that flapped, then a reload (hashlb_table_rebuild()) that leaves its
+ * outage's survivors taking the same turns: another order, a backend of weight 0 added, its
+ * own weight. The rebuilt table keeps the spare (counted in its bytes), and the backend's
+ * next down is a copy; one that changes them (another's weight, a backend added or removed)
+ * drops it, and that down is a population. Each is the full build's table. Before, every
+ * rebuild dropped the spare: the first down after any reload, an address changed by one
+ * (a rebuild too), was a population again (about 1 s at the largest M).
+ */
+static void test_reload_keeps_flap_spare(void **state)
+{
+	enum { REVERSE, ADD_WEIGHT0, ITS_WEIGHT, OTHER_WEIGHT, ADD, REMOVE };
+	static const struct {
+		int change;
+		bool spare; /* kept, and the down after it a copy */
+	} cases[] = {
+		{ REVERSE, true },	 { ADD_WEIGHT0, true }, { ITS_WEIGHT, true },
+		{ OTHER_WEIGHT, false }, { ADD, false },	{ REMOVE, false },
+	};
+	const uint32_t m = 65537;
+	struct test_backends b;
+	struct hashlb_table *full, *out, *back;
+	bool down[N + 1] = { false };
+
+	test_backends_init(&b, N + 1, "rl-");
+	for (int i = 0; i < N + 1; i++)
+		b.spec[i].weight = 1 + i % 4;
+	full = test_build(HASHLB_SCHEME_MAGLEV, m, 11, b.spec, N);
+	down[3] = true;
+	out = with_down(full, down);
+	down[3] = false;
+	back = with_down(out, down); /* holds the spare of rl-3's outage */
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct hashlb_backend_spec spec[N + 1];
+		struct hashlb_table *reb, *fresh, *next, *fresh_down;
+		struct hashlb_table_view v, w;
+		size_t n = N;
+		uint32_t three = 3;
+		bool d[N + 1] = { false };
+		unsigned pops;
+
+		memcpy(spec, b.spec, sizeof(spec));
+		if (cases[c].change == REVERSE) {
+			for (size_t i = 0; i < N; i++)
+				spec[i] = b.spec[N - 1 - i];
+			three = N - 1 - 3;
+		} else if (cases[c].change == ADD_WEIGHT0 || cases[c].change == ADD) {
+			spec[N].weight = cases[c].change == ADD ? 1 : 0;
+			n = N + 1;
+		} else if (cases[c].change == ITS_WEIGHT) {
+			spec[3].weight = 4;
+		} else if (cases[c].change == OTHER_WEIGHT) {
+			spec[5].weight = 4;
+		} else {
+			spec[7] = spec[N - 1];
+			n = N - 1;
+		}
+		assert_int_equal(hashlb_table_rebuild(back, spec, n, &reb, NULL), 0);
+		fresh = test_build(HASHLB_SCHEME_MAGLEV, m, 11, spec, n);
+		assert_int_equal(hashlb_table_fingerprint(reb), hashlb_table_fingerprint(fresh));
+		/* the spare: its array (2 bytes a slot) and its down set (a byte a backend) */
+		if (hashlb_table_bytes(reb) !=
+		    hashlb_table_bytes(fresh) + cases[c].spare * (2 * m + n))
+			fail_msg("case %zu: the reload's table holds %zu bytes, want %zu", c,
+				 hashlb_table_bytes(reb),
+				 hashlb_table_bytes(fresh) + cases[c].spare * (2 * m + n));
+		d[three] = true;
+		populations = 0;
+		next = with_down(reb, d);
+		pops = populations;
+		spec[three].down = true;
+		fresh_down = test_build(HASHLB_SCHEME_MAGLEV, m, 11, spec, n);
+		hashlb_table_view(next, &v);
+		hashlb_table_view(fresh_down, &w);
+		if (memcmp(v.slots, w.slots, (size_t)m * sizeof(*v.slots)) != 0)
+			fail_msg("case %zu: rl-3 down after the reload: not the full build's table",
+				 c);
+		if (pops != !cases[c].spare)
+			fail_msg("case %zu: rl-3 down after the reload: %u populations, want %u", c,
+				 pops, !cases[c].spare);
+		hashlb_table_free(fresh_down);
+		hashlb_table_free(next);
+		hashlb_table_free(fresh);
+		hashlb_table_free(reb);
+	}
+	hashlb_table_free(back);
+	hashlb_table_free(out);
+	hashlb_table_free(full);
+	test_backends_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_down_is_as_without),
 		cmocka_unit_test(test_all_up_holds_no_survivors),
 		cmocka_unit_test(test_flap_down_again_copies),
+		cmocka_unit_test(test_reload_keeps_flap_spare),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
