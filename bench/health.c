@@ -3,7 +3,8 @@
  * `hashlb-bench health`: what a health change costs the control thread on a
  * Maglev service, a backend going down (hashlb_table_with_down() from the
  * table with all up), coming back, and going down again (a flap: from the
- * table it came back in), each against the full build of the same table
+ * table it came back in) and after a reload that reorders the config
+ * (hashlb_table_rebuild() from that table), each against the full build of the same table
  * measured in the same run, at the default M and the largest;
  * and where the clients of the backend that goes down land: on the table's
  * answer, against the preference list's next (where a connect retried
@@ -55,6 +56,8 @@ int bench_health(const struct bench_opts *o)
 					    "back up / build",
 					    "down again ms",
 					    "down again / build",
+					    "after a reload ms",
+					    "after a reload / build",
 					    "its clients: on the list's next %",
 					    "its clients: as without it %",
 					    "others a build without it moves %",
@@ -83,7 +86,9 @@ int bench_health(const struct bench_opts *o)
 		    "(hashlb_table_with_down from the table with all up), the same from a "
 		    "table with that backend down already (again: a retry table's, when the "
 		    "backend is declared down), coming back (from that one), and going down "
-		    "again (from the table it came back in: a flap). Then, over %u client "
+		    "again (from the table it came back in: a flap), and the same after a reload "
+		    "that reverses the config's order (from the table hashlb_table_rebuild gives "
+		    "it). Then, over %u client "
 		    "keys (src-ip) of the backend that goes down: how many land on the "
 		    "preference list's next of the table with all up (where a connect retried "
 		    "before the verdict goes), and on the backend a table built without it "
@@ -95,14 +100,15 @@ int bench_health(const struct bench_opts *o)
 		uint32_t m = cases[c].m, n = cases[c].n, mine = 0, next = 0, same = 0, others = 0;
 		int reps = m > 1000000 ? 3 : 11;
 		struct hashlb_table_params p;
-		struct hashlb_table *full, *eff, *up, *without;
+		struct hashlb_table *full, *eff, *up, *without, *reloaded;
+		struct hashlb_backend_spec *rev = calloc(n, sizeof(*rev));
 		bool *down = calloc(n, sizeof(*down));
-		double build, gone, again, back, flap;
+		double build, gone, again, back, flap, after_reload;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
 		p.max_bytes = (size_t)1 << 32;
-		if (!down || hashlb_table_build(&p, b, n, &full, NULL) < 0)
+		if (!down || !rev || hashlb_table_build(&p, b, n, &full, NULL) < 0)
 			abort();
 		build = health_ms(&p, b, n, NULL, NULL, reps);
 		down[0] = true;
@@ -117,6 +123,14 @@ int bench_health(const struct bench_opts *o)
 		down[0] = true;
 		flap = health_ms(&p, b, n, up, down, reps);
 		down[0] = false;
+		/* a reload reversing the order: backend-0 is the last one */
+		for (uint32_t i = 0; i < n; i++)
+			rev[i] = b[n - 1 - i];
+		if (hashlb_table_rebuild(up, rev, n, &reloaded, NULL) < 0)
+			abort();
+		down[n - 1] = true;
+		after_reload = health_ms(&p, rev, n, reloaded, down, reps);
+		down[n - 1] = false;
 		/* backend-0 removed: the others keep their indices less one */
 		if (hashlb_table_build(&p, b + 1, n - 1, &without, NULL) < 0)
 			abort();
@@ -144,6 +158,8 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.3f", back / build);
 		report_num(&r, "%.2f", flap);
 		report_num(&r, "%.3f", flap / build);
+		report_num(&r, "%.2f", after_reload);
+		report_num(&r, "%.3f", after_reload / build);
 		report_num(&r, "%.1f", 100.0 * next / (mine ? mine : 1));
 		report_num(&r, "%.1f", 100.0 * same / (mine ? mine : 1));
 		report_num(&r, "%.2f", 100.0 * others / (HEALTH_KEYS - mine));
@@ -152,6 +168,8 @@ int bench_health(const struct bench_opts *o)
 		hashlb_table_free(eff);
 		hashlb_table_free(up);
 		hashlb_table_free(without);
+		hashlb_table_free(reloaded);
+		free(rev);
 		free(down);
 	}
 	report_end_table(&r);
