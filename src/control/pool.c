@@ -132,11 +132,13 @@ uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)
 	return n;
 }
 
-/* What clients waiting in the workers' queues are retried on changed (hlb_pool_env.queue_kick). */
-static void pool_queue_kick(struct hlb_pool *p)
+/* What clients of <s> waiting in the workers' queues are retried on changed
+ * (hlb_pool_env.queue_kick). */
+static void pool_queue_kick(struct hlb_pool_service *s)
 {
-	if (p->env.queue_kick)
-		p->env.queue_kick(p->env.arg);
+	hlb_service_queue_changed(s->rt);
+	if (s->pool->env.queue_kick)
+		s->pool->env.queue_kick(s->pool->env.arg);
 }
 
 /* Start <b>'s slow start at <now>, <elapsed> ms into it (0 but for a ramp the hashlb this one
@@ -632,7 +634,7 @@ void hlb_pool_set_max_connections(struct hlb_pool_backend *b, uint32_t max)
 	/* a cap that changes may give waiting clients room; one set again to what it is, as
 	 * each reload does for kernel steering, gives none */
 	if (atomic_exchange(&b->rt->max_conns, max) != max)
-		pool_queue_kick(b->svc->pool);
+		pool_queue_kick(b->svc);
 }
 
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
@@ -876,7 +878,7 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	hlb_service_publish(s->rt, snap, p->env.rcu);
 	for (uint32_t i = 0; i < p->n_subs; i++)
 		p->subs[i].fn(p->subs[i].arg, s->rt, snap);
-	pool_queue_kick(p);
+	pool_queue_kick(s);
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		struct hlb_pool_backend *b = s->backends[i];
 		/* the snapshot's backends are s->backends' objects, in that order */
@@ -1007,7 +1009,7 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 		} else {
 			atomic_store(&b->rt->admit, (uint32_t)(el * HLB_ADMIT_ONE / slow));
 		}
-		pool_queue_kick(b->svc->pool); /* it admits more clients */
+		pool_queue_kick(b->svc); /* it admits more clients */
 	}
 }
 
@@ -3048,7 +3050,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
 			 held, s->cfg->drain_timeout_ms);
 	atomic_store(&s->rt->removed, true);
-	pool_queue_kick(p); /* its waiting clients are closed: they reconnect to a service */
+	pool_queue_kick(s); /* its waiting clients are closed: they reconnect to a service */
 	/* its config is freed with the one this reload replaces, while the
 	 * workers may hold <rt> longer: nothing publishes it again to read it */
 	s->rt->cfg = NULL;

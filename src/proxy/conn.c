@@ -2348,6 +2348,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 		if (atomic_load_explicit(&failed->consecutive_fail, memory_order_relaxed)) {
 			atomic_store_explicit(&failed->consecutive_fail, 0, memory_order_relaxed);
 			/* it serves again: clients waiting that passed over it as failing */
+			hlb_service_queue_changed(c->svc);
 			worker_kick_queues(w);
 		}
 		/* the client may have sent already; a backend rarely speaks first */
@@ -2723,10 +2724,14 @@ static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool
  * value, mixed: while it stays, a walk would find the clients as the last.
  * Into <rooms>, the free slots of the backends a waiting client found full
  * (queue_wants()): while it stays and none has room, no client can be served.
+ * Into <ret_changed>, whether a service's queue_changes moved since the last
+ * walk of the whole queue read it (queue_changes_seen()): exact where the
+ * value may collide.
  * The backends read are counted (queue_fp_reads): what the look costs.
  */
-static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms)
+static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, bool *ret_changed)
 {
+	bool changed = false;
 	uint64_t h = 0;
 
 	rooms->n = 0;
@@ -2736,6 +2741,8 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms)
 		struct hlb_service *svc = w->queue_svcs[i];
 		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
 
+		changed |= atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
+			   svc->wstats[w->id].queue_seen;
 		h = fp_mix(h, snap->generation << 1 |
 				      atomic_load_explicit(&svc->removed, memory_order_relaxed));
 		hlb_stat_add(&w->queue_fp_reads, snap->n_backends);
@@ -2762,6 +2769,7 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms)
 			rooms->total += cap - claimed;
 		}
 	}
+	*ret_changed = changed;
 	return h;
 }
 
@@ -2781,6 +2789,22 @@ static bool queue_fp_cheaper(const struct worker *w)
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
 		n += hlb_service_snapshot(w->queue_svcs[i])->n_backends;
 	return n <= (uint64_t)w->queue_n * QUEUE_FP_PER_CLIENT;
+}
+
+/*
+ * A walk of the whole queue starts: it reads what each of its services
+ * changed so far, stored before each was counted (hlb_service_queue_changed()).
+ * Only this worker writes and reads its line's queue_seen. A service that
+ * joins the queue later keeps what an earlier walk read: older, or as new.
+ */
+static void queue_changes_seen(struct worker *w)
+{
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
+		struct hlb_service *svc = w->queue_svcs[i];
+
+		svc->wstats[w->id].queue_seen =
+			atomic_load_explicit(&svc->queue_changes, memory_order_relaxed);
+	}
 }
 
 /* A walk of the whole queue will tell again which backends its clients want (queue_want()). */
@@ -2805,11 +2829,13 @@ static void queue_unwant_all(struct worker *w)
  * counted as that failure's retry.
  *
  * The whole queue is tried when queue_fingerprint() changed (a client's
- * list may be another), QUEUE_SAFETY_MS after the first kick since the
- * last such walk (for what the rest misses: a fingerprint's collision,
- * which takes a change, and every change that gives room kicks; with no
- * kick nothing is walked however long the clients wait), and always while
- * the fingerprint would cost more than the walk (queue_fp_cheaper()).
+ * list may be another), QUEUE_SAFETY_MS after the first look since the
+ * last such walk that saw its services' count of changes move (for what
+ * the rest misses: a fingerprint's collision, which takes a change, and
+ * every change that gives room is counted, then kicks; with no such change
+ * nothing is walked however long the clients wait, whatever kicks: another
+ * service's slow start, a slot of a backend none of them wants), and always
+ * while the fingerprint would cost more than the walk (queue_fp_cheaper()).
  * Otherwise a waiting client can be served only by a slot that freed on a
  * backend it found full: the clients are tried, in order, only while such
  * a slot is left (queue_rooms). A slot that frees costs the clients it is
@@ -2826,11 +2852,14 @@ void conn_queue_run(struct worker *w)
 	uint32_t n_old = w->n_queue_svcs;
 	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole;
 	struct queue_rooms rooms = { 0 };
-	uint64_t fp = gated ? queue_fingerprint(w, &rooms) : 0;
+	bool changed = false;
+	uint64_t fp = gated ? queue_fingerprint(w, &rooms, &changed) : 0;
 
 	hlb_stat_add(&w->queue_looks, 1);
 	w->queue_kick = w->queue_tick = false;
-	if (kicked && w->queue_walk_by == QUEUE_WALK_NONE)
+	/* Any look, kicked or not: its tick may come between a change and the
+	 * kick for it, which then finds nothing new since this look. */
+	if (changed && w->queue_walk_by == QUEUE_WALK_NONE)
 		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
 	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
 		(kicked && rooms.many);
@@ -2843,6 +2872,7 @@ void conn_queue_run(struct worker *w)
 	}
 	if (whole) {
 		w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
+		queue_changes_seen(w);
 		w->queue_walk_by = QUEUE_WALK_NONE; /* until the next kick */
 		/* The services of the clients left waiting, noted after the old
 		 * ones (given back after the walk, which may free connections),

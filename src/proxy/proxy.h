@@ -120,7 +120,8 @@ uint64_t hlb_proxy_max_connections_with(const struct hlb_proxy *p, uint32_t n_li
  * snapshot published, a backend's max_connections or slow start admission,
  * a service removed): wake the workers whose clients wait in their queue,
  * which retry it as for a slot that freed (a worker whose queue is empty
- * costs a load). Control thread, after the change is stored.
+ * costs a load). Control thread, after the change is stored and counted
+ * (hlb_service_queue_changed()).
  */
 void hlb_proxy_kick_queues(struct hlb_proxy *p);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */

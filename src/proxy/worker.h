@@ -61,7 +61,8 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * (TICK_MS), see conn_queue_run(); walked in the turn the queue starts. The tick
  * of a paused listener comes after this. */
 #define QUEUE_RETRY_MS 10
-/* the queue walked that long after the first kick since its last walk (conn_queue_run()) */
+/* the queue walked that long after the first change of its services' seen
+ * since its last walk (conn_queue_run()) */
 #define QUEUE_SAFETY_MS 1000
 #define QUEUE_WALK_NONE UINT64_MAX /* queue_walk_by: no walk due */
 /* A client's walk tries up to this many backends (CONN_TRIED_MAX): a queue
@@ -344,7 +345,8 @@ struct worker {
 	 * in its wstats line; queue_svcs_lost: one could not be kept, no
 	 * memory, and the queue is walked every time until it empties), the
 	 * fingerprint of their routing state (queue_fingerprint()) and the
-	 * walk due anyway (QUEUE_SAFETY_MS after a kick; QUEUE_WALK_NONE). */
+	 * walk due anyway (QUEUE_SAFETY_MS after a look that saw one of their
+	 * counts of changes move, queue_changes_seen(); QUEUE_WALK_NONE). */
 	struct hlb_service **queue_svcs;
 	uint32_t n_queue_svcs, queue_svcs_cap;
 	uint64_t queue_svc_mark;
@@ -515,7 +517,8 @@ void worker_submit_now(struct worker *w);
 /* An SQE, submitting first if the SQ is full. Never NULL. */
 struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
-/* A backend slot freed, or a backend serves again: every worker (this one
+/* A backend slot freed, or a backend serves again (its service's change
+ * counted first, hlb_service_queue_changed()): every worker (this one
  * included) retries its queue. */
 void worker_kick_queues(struct worker *w);
 /*

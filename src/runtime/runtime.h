@@ -566,6 +566,9 @@ struct hlb_service_wstats {
 	/* Not a counter: its worker's own mark while its queue holds clients
 	 * of the service (proxy/conn.c, queue_svc_note()); 0 never is. */
 	uint64_t queue_mark;
+	/* Not a counter: the service's queue_changes its worker's last walk of
+	 * the whole queue read (proxy/conn.c, queue_changes_seen()). */
+	uint64_t queue_seen;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct hlb_service_wstats) == 128, "a service's worker counters");
 
@@ -625,10 +628,28 @@ struct hlb_service {
 	 * it had (a new one, or another service's: listener_matches() in daemon.c said none of
 	 * the listeners was its own), as <bound>: what a reload's "changed=listen" says. */
 	bool listener_moved;
+	/* Changes of what a client waiting for one of its backends is routed by
+	 * (hlb_service_queue_changed()); far from the fields each connection
+	 * writes. */
+	atomic_uint_fast64_t queue_changes;
 	void *control; /* the control plane's own state */
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */
 };
+
+/*
+ * Something a waiting client of <svc> is routed by, other than a slot,
+ * changed (a snapshot published, a backend's max_connections, slow start
+ * admission or serving again, the service removed): counted, any thread,
+ * after the change is stored and before the workers are woken for it
+ * (hlb_proxy_kick_queues(), worker_kick_queues()). A worker whose queue
+ * holds no client of <svc> sees no change of its own in it, and its safety
+ * net's walk is not armed (conn_queue_run()).
+ */
+static inline void hlb_service_queue_changed(struct hlb_service *svc)
+{
+	atomic_fetch_add_explicit(&svc->queue_changes, 1, memory_order_relaxed);
+}
 
 /*
  * max_connection_rate: count one more connection accepted at <now_ns>

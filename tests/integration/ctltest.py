@@ -291,6 +291,20 @@ def queue_of_waiting_clients(backend, services=1):
     return lb, holders, n, wait_for
 
 
+def queue_tries_settled(lb):
+    """hashlb_worker_queue_tries_total once the walks of the queue that its clients' coming
+    caused (a new service, the walk due 1 s after a change) are over: once a look of 1.5 s
+    sees none (a scrape every 1.5 s: it reads /proc/self/fd)."""
+    tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
+    before = tries()
+    for _ in range(8):
+        time.sleep(1.5)
+        settled, before = before, tries()
+        if settled == before:
+            break
+    return before
+
+
 def reset_waiting(lb, socks):
     """Reset the clients <socks> (waiting in <lb>'s queue), in that order, and wait until
     none waits any more."""

@@ -948,8 +948,8 @@ def queued_clients_leaving_newest_first():
     clients ahead of it. Counted in waiting clients read following the queue's links
     (hashlb_worker_queue_steps_total: every walk of the queue is), not in CPU time: leaving
     reads none, in either order. The walks of the whole queue meanwhile read at most n each;
-    with the backend held full and no kick, none is due but the one a second after a kick
-    (QUEUE_SAFETY_MS), the first of the window perhaps due from before it. Each abort walked
+    with the backend held full and no change, none is due but the one a second after a
+    change (QUEUE_SAFETY_MS), the first of the window perhaps due from before it. Each abort walked
     the queue from its head to the client: 9,000 clients leaving newest first took 0.43-0.63
     CPU seconds, oldest first 0.07; with that walk again, 40 million steps (n(n-1)/2) newest
     first. (bench/queue_leaving.py measures the CPU seconds.)"""
@@ -990,7 +990,7 @@ def queued_clients_cost_nothing_while_waiting():
     against 0.06 at 20). With the queue walked in full at each tick again: 270,000 tries in
     3 s (30 walks). Before, too, the queue was walked whole once a second whatever changed,
     each client tried (2-3 times n in 3 s)."""
-    from ctltest import metric_sum, queue_of_waiting_clients
+    from ctltest import metric_sum, queue_of_waiting_clients, queue_tries_settled
 
     def tries():
         return metric_sum(lb, "hashlb_worker_queue_tries_total")
@@ -998,14 +998,7 @@ def queued_clients_cost_nothing_while_waiting():
     for services in (1, 20):
         lb, holders, n, wait_for = queue_of_waiting_clients(BACKENDS[0], services)
         socks = wait_for()
-        # the walks their coming caused (a new service, a kick's walk 1 s later) are over
-        # once a look of 1.5 s sees none (a scrape every 1.5 s: it reads /proc/self/fd)
-        before = tries()
-        for _ in range(8):
-            time.sleep(1.5)
-            settled, before = before, tries()
-            if settled == before:
-                break
+        before = queue_tries_settled(lb)
         time.sleep(3)  # no scrape meanwhile: it reads /proc/self/fd, thousands of entries
         tried = tries() - before
         print(f"    {n} waiting clients of {services} services: {tried:.0f} tried again while "
@@ -1649,6 +1642,59 @@ def queued_clients_not_woken_by_a_cap_set_as_it_is():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_cost_nothing_while_another_service_ramps():
+    """Clients of one service (a at its max_connections) waiting in a worker's queue while
+    another service's backend (c of s1) ramps up under slow_start: every 50 ms step of that
+    ramp wakes the worker (its queue is not empty), but nothing a waiting client could use
+    changed (its service's count of changes, hlb_service.queue_changes, stays), so the queue
+    is not walked: counted in clients tried for a backend (hashlb_worker_queue_tries_total),
+    none over the 2 s ramp and the second after it. Before, each wake-up armed the walk due
+    1 s later (QUEUE_SAFETY_MS), whatever changed: the whole queue tried once a second for as
+    long as the other service ramped (600 tries of 200 clients here, 9,000 a second with
+    9,000 waiting)."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum, queue_tries_settled
+
+    n = 200
+    (a, aa), (b, ba), (c, ca) = BACKENDS
+    opts = "timeouts:\n  queue: 120s"
+    cfg = ctl_config([(a, aa, "max_connections: 1")], name="s0", health="enabled: false",
+                     extra=opts, workers=1)
+    more = ctl_config([(b, ba), (c, ca, "state: maint")], name="s1", health="enabled: false",
+                      extra="slow_start: 2s")
+    lb = Lb(cfg + more[more.index("  - name: s1"):])
+    tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
+    looks = lambda: lb.status()["workers"][0]["queue_looks"]  # noqa: E731
+    ratio = lambda: lb.backend(c, 1)["slow_start"]  # noqa: E731
+    host, port = next(logfmt_fields(l)["addr"] for l in lb.log
+                      if "msg=listening" in l and "service=s0" in l).rsplit(":", 1)
+    holder = connect((host, int(port)), client_ip(1))
+    check(read_line(holder) == a, "the first client within a's cap")
+    waiting = clients_at_once((host, int(port)), n)
+    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n, 60, step=0.2),
+          f"{n} clients wait")
+    before = queue_tries_settled(lb)
+    looked = looks()
+    code, body = lb.http("POST", f"/set?service=s1&backend={c}&state=ready")
+    check(code == 200, f"{c} of s1 out of maint: its slow start begins: {code} {body}")
+    check(wait_until(lambda: ratio() == 1, 30, step=0.1), "c's ramp over")
+    time.sleep(1.2)  # past the walk the ramp's last wake-up would have armed
+    tried, looked = tries() - before, looks() - looked
+    print(f"    {n} clients of s0 waiting while s1 ramped 2 s: {looked} looks at the queue, "
+          f"{tried:.0f} tries")
+    check(looked >= 10, f"the ramp's steps woke the worker: {looked} looks")
+    # after: none; before, a walk of the whole queue each second of the ramp: 2-3 times n
+    check(tried < n / 2, f"{n} clients of s0 tried {tried:.0f} times while s1 ramped")
+    check(metric_sum(lb, "hashlb_service_queued") == n, "they all still wait")
+    holder.close()
+    check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n - 1, 30, step=0.2),
+          "one served once the slot freed")
+    for s in waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
@@ -1669,4 +1715,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_client_kicked_as_it_joins,
            queued_client_of_a_backend_that_goes_down,
            queued_clients_not_woken_by_a_cap_set_as_it_is,
+           queued_clients_cost_nothing_while_another_service_ramps,
            source_address])
