@@ -1761,6 +1761,17 @@ static size_t failing_last(const struct hlb_snapshot *snap, uint32_t *prefs, siz
 	return kept;
 }
 
+/* The place of <be> among the <n> table indices of <prefs>, or <n> if it has none. */
+static size_t list_find(const struct hlb_snapshot *snap, const uint32_t *prefs, size_t n,
+			const struct hlb_backend *be)
+{
+	size_t k = 0;
+
+	while (k < n && snap->backends[prefs[k]] != be)
+		k++;
+	return k;
+}
+
 /* Places of the table's list that c->tried tells apart, one bit each. */
 #define CONN_TRIED_MAX 32u
 
@@ -1818,10 +1829,20 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 	 * that just did (a rack gone, its backends not down in the table yet):
 	 * the list goes on past them, as far as c->tried tells places apart,
 	 * so that the retries left go to backends not known to fail
-	 * (failing_last() below). The attempts stay 1 + connect_retries. */
-	if (failed && n == max && max < CONN_TRIED_MAX && other_failing(snap, prefs, n, failed)) {
-		max = CONN_TRIED_MAX;
-		n = hashlb_table_preference(snap->table, c->hash, prefs, max);
+	 * (failing_last() below). The one that failed takes no place either:
+	 * the list is one longer, as the table gives it once that one is down
+	 * (on a ring, the same list without it), so that a full backend passed
+	 * over leaves the next one to a retry. The attempts stay
+	 * 1 + connect_retries. */
+	if (failed && n == max && max < CONN_TRIED_MAX) {
+		size_t was = max;
+
+		if (other_failing(snap, prefs, n, failed))
+			max = CONN_TRIED_MAX;
+		else if (list_find(snap, prefs, n, failed) < n)
+			max++;
+		if (max != was)
+			n = hashlb_table_preference(snap->table, c->hash, prefs, max);
 	}
 	n_raw = n; /* ramp_first() and retry_first() may add one that has no place there */
 	memcpy(raw, prefs, n * sizeof(*prefs));
@@ -1841,10 +1862,8 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 		 * its slow start admitted it. The table may have changed since
 		 * too (that backend marked down, most likely): if the backend
 		 * left the list, the list is another, tried from its start. */
-		size_t k = 0;
+		size_t k = list_find(snap, prefs, n, failed);
 
-		while (k < n && snap->backends[prefs[k]] != failed)
-			k++;
 		if (k == n)
 			c->tried = 0;
 		if (k == 0 && snap->retry_table &&

@@ -210,6 +210,48 @@ def retry_passes_over_failing_backends_until_they_serve():
     y.stop()
 
 
+def retry_past_a_full_backend_when_one_failed():
+    """On a ring with checks off, a client whose list is x (dead), a (full), b: x refuses,
+    a is at its max_connections, and the retry goes to b, which has room, as it does once
+    the table has x down (checks on, or lookup --down x: a, b). The one that failed takes no
+    place of the list a retry reads; the attempts stay 1 + connect_retries. So too a client
+    whose list is a (full), x (dead), b. Before, with connect_retries 1, the list's two
+    places were x and a: the client waited for a up to timeouts.queue (end=queue_timeout,
+    attempts=1, its retry unspent), or without a queue was closed as connect_failed at once,
+    while b had room; with checks on it was served by b."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    x = Backend("x")
+    x.stop()
+    for queue in ("", "timeouts:\n  queue: 3s\n"):
+        lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"), ("x", x.addr),
+                            BACKENDS[1]], scheme="ring", health="enabled: false", workers=1,
+                           extra=f"connect_retries: 1\n{queue}log_connections: true"))
+        clients = [client_ip(300 + i) for i in range(400)]
+        prefs = lookup(lb.path, clients)
+        down = lookup(lb.path, clients, args=("--down", "x"))
+        holder = connect(lb.addr, next(h for h in clients if prefs[h][0] == "a"))
+        check(read_line(holder) == "a", "the holder takes a's one slot")
+        for order in (["x", "a", "b"], ["a", "x", "b"]):
+            c = next(c for c in clients if prefs[c][:3] == order)
+            check(down[c][:2] == ["a", "b"], f"{c}: a, b with x down: {down[c]}")
+            s = connect(lb.addr, c, timeout=30)  # a hang guard
+            try:
+                got = read_line(s)
+            except OSError as e:
+                got = repr(e)
+            check(got == "b", f"queue {bool(queue)}, list {order}: served by b: {got!r}")
+            s.close()
+            check(lb.wait(lambda: any(f"client={c}:" in l for l in lb.log)), "logged")
+            line = next(l for l in lb.log if f"client={c}:" in l)
+            check("backend=b " in line and " attempts=2 " in line and "end=done" in line,
+                  f"x refused, a passed over, b: {line}")
+        holder.close()
+        check(lb.stop() == 0, "exit 0")
+    x.stop()
+
+
 def retry_after_slow_start_admits():
     """A client that slow start sent past its own backend (a, just added) to the next one (b,
     which does not answer) is retried on a when b's connect times out: a has admitted it by
@@ -1531,13 +1573,15 @@ def queued_client_of_a_backend_that_goes_down():
     b are at their max_connections 1, c takes any number. With health checks off, hashlb
     knows once a's last connection ends (its client lets go): the slot frees, the waiting
     client's connect to a is refused, and its retry goes where the table would send it with
-    a down: on a ring, b, the next of its list (it waits there, served once b's slot frees);
-    on Maglev, c, once the retry table a's failure starts is published. With checks on, a's
-    verdict publishes a table with a down (on Maglev too), and the client goes to a backend of
-    its new list that has room, c. Each connect the queue starts is counted woken
-    (hashlb_worker_queue_served_woken_total), none at the tick (but now and then one after
-    a table published: see below), and none times out. (A backend that starts failing wakes
-    no queue on a ring: its failure frees the slot the failed connect held, which does.)"""
+    a down: b, full, passed over for c, at once (a, which failed, takes no place of the list:
+    before, on a ring, the list's two places were a and b, and the client waited on for b,
+    served once b's slot freed; on Maglev, c once the retry table a's failure starts was
+    published). With checks on, a's verdict publishes a table with a down (on Maglev too),
+    and the client goes to a backend of its new list that has room, c. The connect the
+    queue starts is counted woken (hashlb_worker_queue_served_woken_total), none at the tick
+    (but now and then one after a table published: see below), and none times out. (A
+    backend that starts failing wakes no queue on a ring: its failure frees the slot the
+    failed connect held, which does.)"""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
@@ -1569,18 +1613,13 @@ def queued_client_of_a_backend_that_goes_down():
         check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1),
               f"{case}: {c} (a, b, c) waits for a")
         bes["a"].kill()
-        want, connects = "c", 1
+        want, connects = "c", 1  # the queue's: to a, refused (checks off), or to c
         if not checks:
             ha.settimeout(10)
             check(read_to_eof(ha) == b"", "a's connection ended by a")
             ha.close()  # the client lets go: a's slot frees, a refuses the waiting client
             check(lb.wait(lambda: lb.backend("a")["connect_fail"] == 1),
                   f"{case}: the waiting client's connect to a refused")
-            connects = 2
-            if scheme == "ring":
-                check(metric_sum(lb, "hashlb_service_queued") == 1, "it waits on, for b")
-                hb.close()
-                want = "b"
         try:
             got = read_line(s)
         except OSError as e:
@@ -1593,12 +1632,11 @@ def queued_client_of_a_backend_that_goes_down():
         check(got == want, f"{case}: the waiting client served by {want}: {got!r}")
         # A table published wakes the worker, but its tick may look first, between the
         # publication and the wake-up (1 run in about 300 here, as
-        # queued_clients_served_at_a_change allows). On Maglev with checks off, the retry
-        # table may be published while the client is between its refused connect and the
-        # queue, empty then: the wake-up finds no client waiting, and the queue, walked at
-        # its first tick (10 ms after it starts) whatever changed, serves it there (7 runs of
-        # 15 here). On a ring with checks off every wake-up is the worker's own.
-        late = 0 if (scheme, checks) == ("ring", False) else 1
+        # queued_clients_served_at_a_change allows). With checks off the one wake-up is
+        # the worker's own, the slot a's client freed. (Before, on Maglev, the retry table
+        # published while the client was between its refused connect and the queue, empty
+        # then, found no client waiting, and the queue's first tick served it: 7 runs of 15.)
+        late = 1 if checks else 0
         check(woken + tick == connects and tick <= late and timeouts == 0,
               f"{case}: each connect of the queue's woken for: {woken:.0f} woken, "
               f"{tick:.0f} at the tick, {timeouts:.0f} timeouts")
@@ -1698,7 +1736,7 @@ def queued_clients_cost_nothing_while_another_service_ramps():
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
-           retry_after_slow_start_admits,
+           retry_past_a_full_backend_when_one_failed, retry_after_slow_start_admits,
            all_backends_down, unresponsive_backend_times_out, connects_timing_out_together,
            client_reset_while_connecting,
            client_reset_while_connecting_frees_its_slot, unserved_clients_are_reset,
