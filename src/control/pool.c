@@ -30,7 +30,8 @@ struct subscriber {
 /*
  * A service a reload removed, until nothing else holds it: its counters (<rt>) and
  * its backends' (<bes>), one reference each, and the bytes of its backends freed before,
- * for the totals it logs then (pool_reap_retired()).
+ * for the totals it logs then (pool_reap_retired()); or until a reload adding it back
+ * within its drain timeout takes it back, totals and all (retired_taken_back()).
  */
 struct retired {
 	char *name;
@@ -1204,6 +1205,62 @@ static void pool_reap_retired(struct hlb_pool *p, bool all, uint64_t now)
 	}
 }
 
+/* Whether an orphan of the service named <name> is left (reap_drained() drops them at the
+ * tick past their deadline: until then, orphan_take() may take them back). */
+static bool orphans_left(const struct hlb_pool *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_orphans; i++)
+		if (p->orphans[i]->orphan_of && !strcmp(p->orphans[i]->orphan_of, name))
+			return true;
+	return false;
+}
+
+/*
+ * The retired service named <name> whose drain timeout is not over at <now>, or whose
+ * orphans are left, or NULL: a reload adding it back takes its counters back
+ * (service_new()), as it takes its backends (orphan_take()).
+ */
+static struct retired *retired_find(struct hlb_pool *p, const char *name, uint64_t now)
+{
+	for (uint32_t i = 0; i < p->n_retired; i++) {
+		struct retired *r = &p->retired[i];
+
+		if (!strcmp(r->name, name) && (now < r->deadline_ms || orphans_left(p, name)))
+			return r;
+	}
+	return NULL;
+}
+
+/*
+ * The reload that adds back the retired service whose counters <s> took (service_new())
+ * is applied: <s> is that service again, its connections kept counted under its
+ * max_connections, its counters going on, and the retired one goes without its totals
+ * line (<s> logs them). The backends its orphans_adopted() did not take back drain as
+ * orphans, counted among <s>'s gone (room made by service_new()), with the bytes of those
+ * freed before. Before, the service added back was a new one: its counters began at 0
+ * beside its backends' kept ones, and its max_connections let in as many again as the
+ * connections it kept.
+ */
+static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
+{
+	for (uint32_t i = 0; i < p->n_retired; i++) {
+		struct retired *r = &p->retired[i];
+
+		if (r->rt != s->rt)
+			continue;
+		for (uint32_t k = 0; k < r->n_bes; k++)
+			s->gone_held[s->n_gone_held++] = r->bes[k]; /* its reference with it */
+		s->n_gone += r->n_bes;
+		s->gone.bytes_in += r->gone_in;
+		s->gone.bytes_out += r->gone_out;
+		r->n_bes = 0;
+		atomic_store(&s->rt->removed, false);
+		retired_free(r); /* its reference to <rt>: <s> holds its own */
+		p->retired[i] = p->retired[--p->n_retired];
+		return;
+	}
+}
+
 void hlb_pool_log_totals(struct hlb_pool *p)
 {
 	uint64_t in, out;
@@ -1785,6 +1842,9 @@ static void service_free(struct hlb_pool_service *s)
 	free(s->removed);
 	free(s->drained);
 	free(s->gone_held);
+	/* retired, or taken back by a reload that failed: it reads no config of ours */
+	if (s->rt && atomic_load(&s->rt->removed))
+		s->rt->cfg = NULL;
 	hlb_service_unref(s->rt);
 	free(s);
 }
@@ -2036,7 +2096,8 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	struct hlb_pool_service *s = calloc(1, sizeof(*s));
 	struct hlb_snapshot *snap;
 	uint64_t t0 = hlb_now_ns();
-	int ret;
+	struct retired *r;
+	int ret = 0;
 
 	if (!s)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -2047,7 +2108,16 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	s->gap_ms = HLB_POOL_MIN_GAP_MS;
 	service_health_params(s);
 	s->backends = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->backends));
-	ret = s->backends ? hlb_service_new(c->name, p->env.n_workers, &s->rt) : -ENOMEM;
+	/* one removed within its drain timeout: that service again (retired_taken_back()) */
+	r = retired_find(p, c->name, hlb_now_ms());
+	if (!s->backends)
+		ret = -ENOMEM;
+	else if (r && !(s->gone_held = calloc(r->n_bes ? r->n_bes : 1, sizeof(*s->gone_held))))
+		ret = -ENOMEM;
+	else if (r)
+		s->rt = hlb_service_ref(r->rt);
+	else
+		ret = hlb_service_new(c->name, p->env.n_workers, &s->rt);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_NOMEM, "service %s: %s", c->name,
 			   ret == -ENOMEM ? "out of memory" : "cannot create");
@@ -3187,6 +3257,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 		if (fresh[i]) {
 			change_service_added(p, c, true);
 			orphans_adopted(p, next[i]);
+			retired_taken_back(p, next[i]);
 			service_checks_start(next[i]);
 			continue;
 		}
