@@ -533,6 +533,27 @@ err_free:
 	return ret;
 }
 
+void hlb_control_admin_reclaim(struct hlb_control *ctl)
+{
+	char qa[4 * sizeof("unix:") + 4 * 108 + 3];
+	int ret;
+
+	if (ctl->stopping || !ctl->http)
+		return;
+	ret = hlb_http_reclaim(ctl->http);
+	if (ret > 0)
+		control_log(ctl, HLB_LOG_INFO,
+			    "admin listening again: the hashlb that took it over has exited",
+			    "addr=%s", hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)));
+	else if (ret < 0)
+		control_log(
+			ctl, HLB_LOG_WARN,
+			"cannot listen again on the admin path the hashlb that took it over left",
+			"addr=%s err=%s",
+			hlb_log_quote(hlb_http_address(ctl->http), qa, sizeof(qa)),
+			strerrorname_np(-ret));
+}
+
 void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 {
 	ctl->stopping = true;

@@ -607,6 +607,55 @@ void hlb_http_free(struct hlb_http *h)
 	free(h);
 }
 
+/* Whether a process listens on the Unix socket at <path>: its connect is taken or waits. */
+static bool unix_served(const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	bool served;
+
+	if (fd < 0)
+		return true; /* cannot tell: left alone */
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	served = connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 || errno == EAGAIN;
+	close(fd);
+	return served;
+}
+
+int hlb_http_reclaim(struct hlb_http *h)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (!h->unix_path[0])
+		return 0;
+	if (lstat(h->unix_path, &st) == 0 &&
+	    (!S_ISSOCK(st.st_mode) || (st.st_dev == h->unix_dev && st.st_ino == h->unix_ino) ||
+	     unix_served(h->unix_path)))
+		return 0; /* not a socket's, still this one's, or a third process's */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", h->unix_path);
+	unlink(h->unix_path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 64) < 0 ||
+	    stat(h->unix_path, &st) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	h->unix_dev = st.st_dev;
+	h->unix_ino = st.st_ino;
+	/* the socket of before: bound to a name gone, nobody reaches it any more */
+	hlb_loop_del(h->loop, &h->io);
+	close(h->io.fd);
+	h->io.fd = fd;
+	if (!hlb_timer_armed(&h->resume) && (ret = hlb_loop_add(h->loop, &h->io, EPOLLIN)) < 0)
+		return ret;
+	return 1;
+}
+
 void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg)
 {
 	h->refused_fn = fn;

@@ -154,6 +154,13 @@ uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why);
  * waited HLB_HTTP_HOLD_MS), or was never held.
  */
 int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp);
+/*
+ * A Unix socket's path back, once a hashlb that bound it over this one's (a side-by-side
+ * takeover) has exited: a new socket bound there, if nothing is there or a socket nobody
+ * listens on. Returns 1 if so, 0 if there was nothing to do (not a Unix socket, the path
+ * still this one's, another file, or another process serving there), or -errno.
+ */
+int hlb_http_reclaim(struct hlb_http *h);
 /* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */

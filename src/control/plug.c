@@ -354,6 +354,15 @@ static void plug_stopping(struct hlb_daemon *d, void *arg)
 		plug->stopping(plug->stopping_arg, hlb_daemon_handed_over(d));
 }
 
+static void plug_taker_exited(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	(void)d;
+	if (plug->ctl)
+		hlb_control_admin_reclaim(plug->ctl);
+}
+
 /*
  * The drain is over: each service's counters as this process ends them. Once the admin
  * address is the new process's (an upgrade) or gone (a stop), what this one counted after
@@ -385,6 +394,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.old_stopped = plug_old_stopped,
 		.close = plug_close,
 		.failing = plug_failing,
+		.taker_exited = plug_taker_exited,
 	};
 
 	if (!plug)

@@ -1196,6 +1196,17 @@ static uint32_t listen_fds(const struct hlb_daemon *d, bool inherited, int *fds,
 	return n;
 }
 
+/* The hashlb that took this one's sockets side by side has exited (stopped, or failed):
+ * hooks.taker_exited. The pidfd stays open: hlb_daemon_successor() polls it. */
+static void taker_exited(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	(void)events;
+	(void)arg;
+	hlb_daemon_unwatch(d, fd);
+	if (!d->stopping && d->hooks.taker_exited)
+		d->hooks.taker_exited(d, d->hooks.arg);
+}
+
 uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, const char **addrs,
 			       uint32_t max)
 {
@@ -1204,10 +1215,13 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
 
 	/* A pidfd, not the pid: the number may be another process's by the time this one stops. */
 	if (n && taker > 0 && (pidfd = (int)syscall(SYS_pidfd_open, taker, 0)) >= 0) {
-		if (d->taker_pidfd >= 0)
+		if (d->taker_pidfd >= 0) {
+			hlb_daemon_unwatch(d, d->taker_pidfd);
 			close(d->taker_pidfd);
+		}
 		d->taker_pidfd = pidfd;
 		d->taker = taker;
+		hlb_daemon_watch(d, pidfd, EPOLLIN, taker_exited, NULL);
 	}
 	return n;
 }

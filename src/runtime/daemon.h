@@ -112,6 +112,10 @@ struct hlb_daemon_hooks {
 	/* A worker saw a backend of a Maglev service start failing connects
 	 * (hlb_proxy_failing_fd()): one call per burst of them. */
 	void (*failing)(struct hlb_daemon *d, void *arg);
+	/* The last hashlb this one's listening sockets were given to (GET /sockets, side by
+	 * side) has exited, and this one serves on, not stopping: its admin endpoint's Unix
+	 * path, which that one bound over it, is to be taken back. */
+	void (*taker_exited)(struct hlb_daemon *d, void *arg);
 };
 
 /*

@@ -1465,6 +1465,30 @@ def another_instance_keeps_its_admin_address():
     check(first.stop() == 0, "exit 0")
 
 
+def unix_admin_comes_back_when_the_new_one_stops():
+    """An upgrade side by side on an admin endpoint at a Unix path: the new hashlb takes the
+    old one's sockets over and binds the path over the old one's socket. Stopped before the
+    old one (a rollback), it took the path with it: the old one served on, its admin endpoint
+    reachable by nobody (ctl: No such file or directory), and every set and reload through
+    it lost. It listens at the path again once the new one has exited, and takes sets."""
+    path = tmppath("rollback.sock")
+    text = config(BACKENDS, admin="unix:" + path, listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="rollback-old.yaml")
+    new = Lb(text, fname="rollback-new.yaml")
+    check(new.wait_log(r'msg="listening sockets taken over" count=2'), "the new one took the sockets")
+    check(old.status()["pid"] == new.proc.pid, "the path is the new one's")
+    check(new.stop() == 0, "the new one stops, exit 0")
+    check(old.wait_log(r'msg="admin listening again: the hashlb that took it over has exited"'),
+          "the old one says it listens again")
+    st = old.status()
+    check(st["pid"] == old.proc.pid, f"the path answers, from the old one: {st['pid']}")
+    rc, so, se = old.ctl("set", "a", "weight", "5")
+    check(rc == 0 and old.backend("a")["weight"] == 5, f"it takes sets again: {so}{se}")
+    check(who(LISTEN, client_ip(3)) in ("a", "b", "c"), "and serves")
+    check(old.stop() == 0, "exit 0")
+    check(not os.path.exists(path), "the old one removes the path as it stops")
+
+
 def port_zero_service_keeps_its_port():
     """A service listening on port 0 ("any free port": where another program reads the port
     from /status, or a test) keeps the port it got across an upgrade in place, as it does
@@ -1917,6 +1941,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            close_does_not_stall_the_new_process, close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
            set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
+           unix_admin_comes_back_when_the_new_one_stops,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
