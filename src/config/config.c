@@ -2190,7 +2190,10 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 {
 	int r;
 
-	if (ynode_is_null(v) || bool_of(v) == 0) /* off, false, no: as a boolean's */
+	/* off, false, no: as a boolean's; "off" quoted too, the word the docs give, as
+	 * proxy_protocol takes it (no address is named so) */
+	if (ynode_is_null(v) || bool_of(v) == 0 ||
+	    (v->type == YNODE_SCALAR && v->quoted && !strcmp(v->text, "off")))
 		return 0;
 	r = want_scalar(ld, v, "admin", "an address, unix:/PATH or off");
 	if (r < 0)

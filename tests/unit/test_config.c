@@ -2546,10 +2546,14 @@ static void test_admin_off_and_v6(void **state)
 	c = load_ok("admin: ~\n" MINIMAL);
 	assert_null(c->admin);
 	hashlb_config_free(c);
-	/* a quoted off is a string, not off (full.yaml): said so, not "missing ':PORT'" */
-	expect_error(
-		"admin: \"off\"\n" MINIMAL, 1, 8,
-		"found the quoted string \"off\": write off unquoted to turn the endpoint off");
+	/* off quoted is off, as proxy_protocol's (full.yaml); a quoted boolean is a string,
+	 * said so, not "missing ':PORT'" */
+	c = load_ok("admin: \"off\"\n" MINIMAL);
+	assert_null(c->admin);
+	assert_int_equal(c->admin_addr_len, 0);
+	hashlb_config_free(c);
+	expect_error("admin: 'no'\n" MINIMAL, 1, 8,
+		     "found the quoted string \"no\": write no unquoted to turn the endpoint off");
 	expect_error("admin: 'False'\n" MINIMAL, 1, 8, "the quoted string \"False\": write False");
 }
 
