@@ -1639,6 +1639,9 @@ struct backend_change {
 	uint32_t weight, max_conns;
 	bool backup, close_on_return;
 	enum hashlb_admin_state admin;
+	/* the config's before, for a change to what was set at run time already */
+	uint32_t cfg_weight, cfg_max_conns;
+	enum hashlb_admin_state cfg_admin;
 	const char *address; /* BACKEND_CHANGED_ADDRESS: the one it leaves */
 };
 
@@ -1695,7 +1698,7 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 {
 	char qn[POOL_NAME_QUOTED], qa[POOL_ADDRESS_QUOTED], qw[POOL_ADDRESS_QUOTED];
 	char address[sizeof(" address_was=") + POOL_ADDRESS_QUOTED] = "";
-	char weight[48] = "", backup[48] = "", max[80] = "", state[64] = "", cor[64] = "";
+	char weight[64] = "", backup[48] = "", max[80] = "", state[64] = "", cor[64] = "";
 	struct hlb_pool *p = s->pool;
 
 	if (!p->changes || !chg->what)
@@ -1703,9 +1706,12 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 	p->changes->backends_changed++;
 	if (!change_line(p))
 		return;
+	/* the config now gives what was set at run time: the value served stays, the
+	 * config's is what changed (not "weight=3 weight_was=3") */
 	if (chg->what & BACKEND_CHANGED_WEIGHT)
-		snprintf(weight, sizeof(weight), " weight=%u weight_was=%u", b->rt->weight,
-			 chg->weight);
+		snprintf(weight, sizeof(weight), " weight=%u weight_%swas=%u", b->rt->weight,
+			 chg->weight == b->rt->weight ? "config_" : "",
+			 chg->weight == b->rt->weight ? chg->cfg_weight : chg->weight);
 	if (chg->what & BACKEND_CHANGED_BACKUP)
 		snprintf(backup, sizeof(backup), " backup=%s backup_was=%s",
 			 b->rt->backup ? "true" : "false", chg->backup ? "true" : "false");
@@ -1714,11 +1720,16 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 			 s->cfg->backends[b->idx].close_on_return ? "true" : "false",
 			 chg->close_on_return ? "true" : "false");
 	if (chg->what & BACKEND_CHANGED_MAX_CONNS)
-		snprintf(max, sizeof(max), " max_connections=%u max_connections_was=%u",
-			 atomic_load(&b->rt->max_conns), chg->max_conns);
+		snprintf(max, sizeof(max), " max_connections=%u max_connections_%swas=%u",
+			 atomic_load(&b->rt->max_conns),
+			 chg->max_conns == atomic_load(&b->rt->max_conns) ? "config_" : "",
+			 chg->max_conns == atomic_load(&b->rt->max_conns) ? chg->cfg_max_conns
+									  : chg->max_conns);
 	if (chg->what & BACKEND_CHANGED_STATE)
-		snprintf(state, sizeof(state), " state=%s state_was=%s",
-			 hashlb_admin_state_name(b->admin), hashlb_admin_state_name(chg->admin));
+		snprintf(state, sizeof(state), " state=%s state_%swas=%s",
+			 hashlb_admin_state_name(b->admin), chg->admin == b->admin ? "config_" : "",
+			 hashlb_admin_state_name(chg->admin == b->admin ? chg->cfg_admin
+									: chg->admin));
 	if (chg->what & BACKEND_CHANGED_ADDRESS)
 		snprintf(address, sizeof(address), " address_was=%s",
 			 hlb_log_quote(chg->address, qw, sizeof(qw)));
@@ -1744,6 +1755,7 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 	if (nb->weight != b->cfg_weight) {
 		was.what |= BACKEND_CHANGED_WEIGHT;
 		was.weight = b->rt->weight;
+		was.cfg_weight = b->cfg_weight;
 		b->cfg_weight = nb->weight;
 		b->rt->weight = nb->weight;
 		full = true;
@@ -1762,6 +1774,7 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 		if (nb->max_connections != b->cfg_max_conns) {
 			was.what |= BACKEND_CHANGED_MAX_CONNS;
 			was.max_conns = atomic_load(&b->rt->max_conns);
+			was.cfg_max_conns = b->cfg_max_conns;
 		}
 		b->cfg_max_conns = nb->max_connections;
 		hlb_pool_set_max_connections(b, nb->max_connections);
@@ -1769,6 +1782,7 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 	if (nb->admin != b->cfg_admin) {
 		was.what |= BACKEND_CHANGED_STATE;
 		was.admin = b->admin;
+		was.cfg_admin = b->cfg_admin;
 		b->cfg_admin = nb->admin;
 		hlb_pool_set_admin(b, nb->admin);
 	}
@@ -1778,6 +1792,9 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 		chg->backup = was.backup;
 		chg->max_conns = was.max_conns;
 		chg->admin = was.admin;
+		chg->cfg_weight = was.cfg_weight;
+		chg->cfg_max_conns = was.cfg_max_conns;
+		chg->cfg_admin = was.cfg_admin;
 	}
 	return full;
 }

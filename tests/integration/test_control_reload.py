@@ -701,23 +701,31 @@ def reload_lines_say_what_was_in_effect():
     (`hashlb ctl set`) among them: `reload: backend removed ... weight=7` for one set to 7,
     `reload: backend changed ... weight=3 weight_was=5` for one set to 5 the config then
     puts at 3 (and so for `max_connections_was=` and `state_was=`). Before, they gave the
-    config's values before the reload (`weight=1`, `weight_was=1`), which it never had."""
+    config's values before the reload (`weight=1`, `weight_was=1`), which it never had.
+    One the config puts at what was set at run time serves on as it did: the config's value
+    changed, and the line says it was (`weight=4 weight_config_was=1`), not `weight=4
+    weight_was=4`, a change to the same."""
     def addr(k):
         return f"127.0.0.{k}:80"  # never dialled: checks off, no client
 
     off = "enabled: false"
     lb = Lb(config([("a", addr(1)), ("b", addr(2)), ("c", addr(3))], health=off))
     for args in (("a", "weight", "5"), ("a", "max_connections", "4"), ("a", "drain"),
-                 ("c", "weight", "7")):
+                 ("c", "weight", "7"), ("b", "weight", "4"), ("b", "max_connections", "6"),
+                 ("b", "drain")):
         rc, so, se = lb.ctl("set", *args)
         check(rc == 0, f"set {args}: {se}")
     lb.rewrite(config([("a", addr(1), "weight: 3", "max_connections: 9", "state: maint"),
-                       ("b", addr(2))], health=off))
+                       ("b", addr(2), "weight: 4", "max_connections: 6", "state: drain")],
+                      health=off))
     rc, so, se, logged = lb.reload()
     check(rc == 0 and check_logfmt(logged), f"reload: {se}")
     said = [l.split(" ", 2)[2] for l in logged if 'msg="reload: backend' in l]
     want = [f'msg="reload: backend changed" service=t backend=a address={addr(1)} weight=3 '
             'weight_was=5 max_connections=9 max_connections_was=4 state=maint state_was=drain',
+            f'msg="reload: backend changed" service=t backend=b address={addr(2)} weight=4 '
+            'weight_config_was=1 max_connections=6 max_connections_config_was=0 state=drain '
+            'state_config_was=ready',
             f'msg="reload: backend removed" service=t backend=c address={addr(3)} weight=7']
     check(said == want, f"what a and c served with, not the config's before:\n{said}")
     check(lb.stop() == 0, "exit 0")
