@@ -14,6 +14,8 @@
 #include "hashlb/table.h"
 #include "hashlb/tuple.h"
 
+struct hashlb_config;
+
 struct cli_command {
 	const char *name;
 	const char *summary; /* one line for `hashlb --help` */
@@ -99,6 +101,14 @@ int cli_admin_parse(const char *name, const char *value,
 		    int (*resolve)(const char *host, uint16_t port, struct sockaddr_storage *,
 				   socklen_t *),
 		    struct sockaddr_storage *ret_addr, socklen_t *ret_len);
+/*
+ * --admin <admin> (parsed by cli_admin_parse() as <addr>, <len>: 0 for off) in place of the
+ * admin of <cfg>, loaded from <path> with HASHLB_LOAD_ADMIN_GIVEN; a service listening
+ * where it now is refused as the loader refuses one on the config's admin address. 0, or
+ * -errno once printed. hashlb run and hashlb check: what one takes, the other does.
+ */
+int cli_admin_apply(struct hashlb_config *cfg, const char *path, const char *admin,
+		    const struct sockaddr_storage *addr, socklen_t len);
 /*
  * The value <arg> of a config option (-c or --config, <name> as typed) into *<path>; 0, or 2
  * on a usage error, printed as cli_bad_value(): an empty one (a unit's -c ${HASHLB_CONFIG}

@@ -115,6 +115,53 @@ int cli_admin_parse(const char *name, const char *value,
 	return 0;
 }
 
+/*
+ * The loader refuses a service that listens where the config's admin
+ * endpoint does (hashlb_admin_clash()); --admin replaces that address
+ * after the load, so the same check again for it.
+ */
+static int admin_clash(const struct hashlb_config *cfg, const char *path, struct hashlb_error *err)
+{
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (!hashlb_admin_clash(cfg, s))
+			continue;
+		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
+			   "listen address %s clashes with the admin endpoint's %s (--admin): "
+			   "clients would reach the admin endpoint",
+			   s->listen, cfg->admin);
+		err->file = path;
+		err->line = s->listen_pos.line;
+		err->column = s->listen_pos.column;
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
+int cli_admin_apply(struct hashlb_config *cfg, const char *path, const char *admin,
+		    const struct sockaddr_storage *addr, socklen_t len)
+{
+	struct hashlb_error err;
+	char *copy = NULL;
+
+	if (len && !(copy = strdup(admin))) {
+		cli_error("out of memory\n");
+		return -ENOMEM;
+	}
+	if (len)
+		cfg->admin_addr = *addr;
+	free(cfg->admin);
+	cfg->admin = copy;
+	cfg->admin_addr_len = len;
+	cfg->admin_override = true;
+	if (admin_clash(cfg, path, &err) < 0) {
+		cli_print_error(&err);
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
 int cli_config_path(const char *name, const char *arg, const char **path)
 {
 	if (!*arg) {

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 		   "  hashlb check - validate a configuration file and show its tables\n"
 		   "\n"
 		   "SYNOPSIS\n"
-		   "  hashlb check -c FILE [-q]\n"
+		   "  hashlb check -c FILE [-q] [--admin ADDR:PORT|unix:/PATH|off]\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE exactly as hashlb run would: YAML syntax, every key and\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f)
 		   "OPTIONS\n"
 		   "  -c, --config FILE   the configuration to check (required)\n"
 		   "  -q, --quiet         print nothing on success\n"
+		   "      --admin A       the admin endpoint hashlb run --admin A would have, in\n"
+		   "                      place of the config's: checked as run checks it (a\n"
+		   "                      service may listen on the config's, or the default)\n"
 		   "  -h, --help          show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
@@ -287,6 +290,7 @@ int cmd_check(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "admin", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -294,6 +298,9 @@ int cmd_check(int argc, char **argv)
 	const char *path = NULL;
 	struct hashlb_error err;
 	char name[CLI_OPT_NAME_MAX], tb[32], tm[32];
+	const char *admin = NULL;
+	struct sockaddr_storage admin_addr;
+	socklen_t admin_len = 0;
 	bool quiet = false;
 	int opt, r = 0;
 
@@ -306,6 +313,11 @@ int cmd_check(int argc, char **argv)
 		case 'q':
 			quiet = true;
 			break;
+		case 'A':
+			admin = optarg;
+			if (cli_admin_parse(name, admin, NULL, &admin_addr, &admin_len) < 0)
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -315,8 +327,13 @@ int cmd_check(int argc, char **argv)
 	}
 	if (cli_config_only(path, argc, argv, optind))
 		return 2;
-	if (hashlb_config_load(path, &c, &err) < 0) {
+	/* with --admin the file's admin address is not the one to check, as hashlb run's */
+	if (hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c, &err) < 0) {
 		cli_print_error(&err);
+		return 1;
+	}
+	if (admin && cli_admin_apply(c, path, admin, &admin_addr, admin_len) < 0) {
+		hashlb_config_free(c);
 		return 1;
 	}
 	r = print_warnings(c);

@@ -142,49 +142,6 @@ static void usage(FILE *f)
 		"run", "-w or --workers", CLI_ERRORS_CONFIG, "run");
 }
 
-/* --admin <admin>, parsed as <addr> and <len>, in place of the config's admin. */
-static int override_admin(struct hashlb_config *cfg, const char *admin,
-			  const struct sockaddr_storage *addr, socklen_t len)
-{
-	char *copy = NULL;
-
-	if (len) {
-		copy = strdup(admin);
-		if (!copy)
-			return -ENOMEM;
-		cfg->admin_addr = *addr;
-	}
-	free(cfg->admin);
-	cfg->admin = copy;
-	cfg->admin_addr_len = len;
-	cfg->admin_override = true;
-	return 0;
-}
-
-/*
- * The loader refuses a service that listens where the config's admin
- * endpoint does (hashlb_admin_clash()); --admin replaces that address
- * after the load, so the same check again for it.
- */
-static int admin_clash(const struct hashlb_config *cfg, const char *path, struct hashlb_error *err)
-{
-	for (uint32_t i = 0; i < cfg->n_services; i++) {
-		const struct hashlb_service_cfg *s = &cfg->services[i];
-
-		if (!hashlb_admin_clash(cfg, s))
-			continue;
-		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
-			   "listen address %s clashes with the admin endpoint's %s (--admin): "
-			   "clients would reach the admin endpoint",
-			   s->listen, cfg->admin);
-		err->file = path;
-		err->line = s->listen_pos.line;
-		err->column = s->listen_pos.column;
-		return -EADDRINUSE;
-	}
-	return 0;
-}
-
 static int run(int argc, char **argv, char *const *again)
 {
 	static const struct option opts[] = {
@@ -331,18 +288,9 @@ static int run(int argc, char **argv, char *const *again)
 		cfg->workers = dopts.workers;
 		cfg->workers_override = true;
 	}
-	if (admin) {
-		r = override_admin(cfg, admin, &admin_addr, admin_len);
-		if (r < 0) {
-			cli_error("out of memory\n");
-			hashlb_config_free(cfg);
-			return 1;
-		}
-		if (admin_clash(cfg, path, &err) < 0) {
-			cli_print_error(&err);
-			hashlb_config_free(cfg);
-			return 1;
-		}
+	if (admin && cli_admin_apply(cfg, path, admin, &admin_addr, admin_len) < 0) {
+		hashlb_config_free(cfg);
+		return 1;
 	}
 	r = hlb_daemon_new(cfg, path, &dopts, &d, &err);
 	if (r < 0) {

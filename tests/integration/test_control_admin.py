@@ -1605,8 +1605,11 @@ def unit_exec_reload(pid, config_path):
     from the unit's environment, one after the other until one fails. (exit status, stderr)."""
     import shlex
     with open(os.path.join(SRC, "contrib", "systemd", "hashlb.service.in")) as f:
-        lines = [l.split("=", 1)[1] for l in f.read().splitlines() if l.startswith("ExecReload=")]
-    env = {"MAINPID": str(pid), "HASHLB_CONFIG": config_path}
+        unit = f.read().splitlines()
+    lines = [l.split("=", 1)[1] for l in unit if l.startswith("ExecReload=")]
+    # the unit's Environment= (HASHLB_ADMIN_OPTION= empty: no word), then the test's
+    env = dict(l.split("=", 1)[1].split("=", 1) for l in unit if l.startswith("Environment="))
+    env.update({"MAINPID": str(pid), "HASHLB_CONFIG": config_path})
     err = ""
     for line in lines:
         line = line.replace("@BINDIR@", os.path.dirname(os.path.abspath(HASHLB)))

@@ -202,6 +202,18 @@ def default_admin_address_free_with_admin_option():
     p = subprocess.run([HASHLB, "check", "-c", path], capture_output=True, text=True, timeout=30)
     check(p.returncode == 1 and "clashes with the admin endpoint's 127.0.0.1:9901 (the default)"
           in p.stderr, f"hashlb check refuses the default's clash: {p.returncode} {p.stderr!r}")
+    # check takes the --admin run takes, and agrees with it (the unit's ExecStartPre
+    # passes it): before, "unrecognized option", exit 2
+    p = subprocess.run([HASHLB, "check", "-c", path, "--admin", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and "admin 127.0.0.1:0" in p.stdout,
+          f"hashlb check --admin elsewhere passes it: {p.returncode} {p.stderr!r}")
+    p = subprocess.run([HASHLB, "check", "-c", path, "--admin", "0.0.0.0:9901"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and re.search(r"default-admin\.yaml:\d+:\d+: error: listen address "
+                                          r"127\.0\.0\.1:9901 clashes with the admin endpoint's "
+                                          r"0\.0\.0\.0:9901 \(--admin\)", p.stderr),
+          f"and refuses --admin on its listen address, as run does: {p.returncode} {p.stderr!r}")
     lb = Lb(text, args=("--admin", "127.0.0.1:0"))
     check(lb.admin != "127.0.0.1:9901", f"the admin endpoint is where --admin says: {lb.admin}")
     check(who(("127.0.0.1", 9901)) in ("a", "b", "c"), "clients on 127.0.0.1:9901 are served")
