@@ -208,25 +208,43 @@ static int ctl_connect(int fd, const struct sockaddr *addr, socklen_t len)
  * connection, else the first. A name may give ::1 before 127.0.0.1 while hashlb listens on
  * only one of them, as curl finds by trying each. -EINVAL if it does not resolve.
  */
+/* ctl_addr_resolve(): a name's addresses, none of which accepted a connection, each with
+ * why ("[::1]:9901: Connection refused, 127.0.0.1:9901: ..."); empty otherwise. */
+static char ctl_tried[512], ctl_tried_name[HASHLB_HOST_MAX + 8];
+
 static int ctl_addr_resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
 			    socklen_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res, *ai;
-	char serv[6];
+	char serv[6], name[INET6_ADDRSTRLEN + 8];
+	size_t o = 0;
+	int n = 0;
 
 	snprintf(serv, sizeof(serv), "%u", port);
 	if (getaddrinfo(host, serv, &hints, &res) != 0)
 		return -EINVAL;
-	for (ai = res; ai; ai = ai->ai_next) {
+	for (ai = res; ai; ai = ai->ai_next, n++) {
 		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool up = fd >= 0 && ctl_connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+		int r = fd < 0 ? -errno : ctl_connect(fd, ai->ai_addr, ai->ai_addrlen);
 
 		if (fd >= 0)
 			close(fd);
-		if (up)
+		if (r == 0)
 			break;
+		hashlb_addr_format((const struct sockaddr_storage *)ai->ai_addr, name,
+				   sizeof(name));
+		if (o < sizeof(ctl_tried))
+			o += (size_t)snprintf(ctl_tried + o, sizeof(ctl_tried) - o, "%s%s: %s",
+					      o ? ", " : "", name,
+					      r == -ETIMEDOUT ? "no connection accepted in time"
+							      : strerror(-r));
 	}
+	/* each refused: the error names them all, not the first alone */
+	if (!ai && n > 1)
+		snprintf(ctl_tried_name, sizeof(ctl_tried_name), "%s:%u", host, port);
+	else
+		ctl_tried[0] = '\0';
 	ai = ai ? ai : res;
 	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
 	*len = ai->ai_addrlen;
@@ -347,7 +365,11 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	r = fd < 0 ? -errno : ctl_connect(fd, (const struct sockaddr *)ss, len);
 	if (r < 0) {
-		if (!quiet && r == -ETIMEDOUT)
+		if (!quiet && ctl_tried[0])
+			cli_error("cannot reach the admin endpoint at %s, at none of its "
+				  "addresses: %s\n",
+				  ctl_tried_name, ctl_tried);
+		else if (!quiet && r == -ETIMEDOUT)
 			cli_error(
 				"cannot reach the admin endpoint at %s: it accepted no connection "
 				"within %u s (is hashlb stuck, its listen queue full?)\n",

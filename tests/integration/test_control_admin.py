@@ -2117,6 +2117,22 @@ def ctl_takes_a_host_name():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_names_each_address_of_a_name_it_tried():
+    """hashlb ctl --admin NAME:PORT tries each address of the name; when none accepts, its
+    error names each with why. Before, it named the first alone ("cannot reach the admin
+    endpoint at [::1]:P: Connection refused"), as if the others were never tried."""
+    import subprocess
+    from lbtest import HASHLB, Names, dead_port
+    port = dead_port()
+    names = Names("ctl-names", "127.0.0.1 localhost\n::1 lbtwo\n127.0.0.1 lbtwo\n")
+    p = subprocess.run([*names.wrap(), HASHLB, "ctl", "--admin", f"lbtwo:{port}", "status"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and
+          f"cannot reach the admin endpoint at lbtwo:{port}, at none of its addresses: "
+          f"[::1]:{port}: Connection refused, 127.0.0.1:{port}: Connection refused" in p.stderr,
+          f"each address named: exit {p.returncode} {p.stderr!r}")
+
+
 def ctl_c_reaches_hashlb_while_the_file_has_errors():
     """hashlb ctl -c FILE needs only FILE's admin address: when the rest of FILE has an error
     (the operator's edit, which a reload refused, the old config still serving), ctl says so,
@@ -3054,7 +3070,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
-           admin_on_a_unix_socket, ctl_takes_a_host_name,
+           admin_on_a_unix_socket, ctl_takes_a_host_name, ctl_names_each_address_of_a_name_it_tried,
            ctl_c_reaches_hashlb_while_the_file_has_errors,
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,
