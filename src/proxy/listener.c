@@ -8,12 +8,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -759,17 +763,92 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
+/* Whether diag message <m> is of a socket bound to exactly <a>. */
+static bool diag_at(const struct inet_diag_msg *m, const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
+
+		return m->id.idiag_sport == s4->sin_port &&
+		       m->id.idiag_src[0] == s4->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+
+	return m->id.idiag_sport == s6->sin6_port &&
+	       !memcmp(m->id.idiag_src, &s6->sin6_addr, sizeof(s6->sin6_addr));
+}
+
+/*
+ * Whether a TCP socket listens on exactly <a> that is none of <ino> (<n> inodes): another
+ * process's in the SO_REUSEPORT group there. Sockets taken over are the very ones the old
+ * hashlb listens on (the same inodes): its own are never counted. 0 when it cannot tell
+ * (no NETLINK_SOCK_DIAG): the start is not warned, as before.
+ */
+static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 req;
+	} msg = {
+		.nlh = { .nlmsg_len = sizeof(msg),
+			 .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.req = { .sdiag_family = (uint8_t)a->ss_family,
+			 .sdiag_protocol = IPPROTO_TCP,
+			 .idiag_states = 1u << TCP_LISTEN },
+	};
+	long buf[8192 / sizeof(long)];
+	bool found = false, done = false;
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	if (fd < 0)
+		return false;
+	if (send(fd, &msg, sizeof(msg), 0) < 0)
+		done = true;
+	while (!done && !found) {
+		ssize_t len = recv(fd, buf, sizeof(buf), 0);
+		const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+
+		for (done = len <= 0; !done && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			const struct inet_diag_msg *m = NLMSG_DATA(h);
+			uint32_t i = 0;
+
+			done = h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR;
+			if (done || !diag_at(m, a))
+				continue;
+			while (i < n && ino[i] != m->idiag_inode)
+				i++;
+			found |= i == n;
+		}
+	}
+	close(fd);
+	return found;
+}
+
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
 {
+	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
 	int fd, one = 1, zero = 0, r = 0;
+	bool held = false;
+	ino_t ino[64];
+	uint32_t n = 0;
 
 	/* a socket we hold (the service manager's, one taken over not yet used) where the bind
 	 * collides: ours, not another process's (not any of the port: 127.0.0.1:P is none of
-	 * 127.0.0.2:P's business) */
-	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (p->inh[i].fd >= 0 &&
-		    hashlb_listen_clash(&p->inh[i].addr, (const struct sockaddr_storage *)addr))
-			return 0;
+	 * 127.0.0.2:P's business); unless a third process listens there as well, beside the
+	 * sockets held (those of the hashlb they were taken from are the same) */
+	for (uint32_t i = 0; i < p->n_inh; i++) {
+		struct stat st;
+
+		if (p->inh[i].fd < 0 || !hashlb_listen_clash(&p->inh[i].addr, a))
+			continue;
+		held = true;
+		if (n < sizeof(ino) / sizeof(ino[0]) && fstat(p->inh[i].fd, &st) == 0)
+			ino[n++] = st.st_ino;
+	}
+	if (held)
+		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n) ? -EADDRINUSE
+										       : 0;
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
 		return 0; /* cannot tell: the listener's own bind decides */

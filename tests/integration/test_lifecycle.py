@@ -144,7 +144,7 @@ def second_instance_on_a_listen_address_warned():
     what an upgrade side by side without a takeover does on purpose, so it starts, but
     warns at start, naming the service and the address. Before, nothing in either log said
     so. A new hashlb that takes the old one's sockets over (through the admin endpoint)
-    shares nothing and is not warned."""
+    shares nothing and is not warned, unless another process listens there still."""
     first = Hashlb(config(BACKENDS, name="web"), fname="first-instance.yaml")
     addr = "%s:%d" % first.addr
     admin = f"127.0.0.1:{dead_port(hold=False)}"
@@ -156,6 +156,15 @@ def second_instance_on_a_listen_address_warned():
           f" service=other addr={addr} " in warned[0], f"the second is warned: {second.log}")
     check(not any("another process listens" in l for l in first.log),
           "the first, alone there when it started, is not")
+    # A takeover from the second while the first still listens there: the sockets taken are
+    # the second's own, the first's are a third process's. Before, any socket taken over at
+    # the address silenced the warning.
+    beside = Hashlb(text, fname="beside-instance.yaml")
+    warned = [l for l in beside.log if "another process listens on this address too" in l]
+    check(any('msg="listening sockets taken over"' in l for l in beside.log) and
+          len(warned) == 1 and f" service=other addr={addr} " in warned[0],
+          f"one that takes the second's sockets over beside the first is warned: {beside.log}")
+    check(beside.stop() == 0, "it stops")
     check(first.stop() == 0, "the first stops")
     third = Hashlb(text, fname="third-instance.yaml")  # takes the second's sockets over
     check(any('msg="listening sockets taken over"' in l for l in third.log) and
