@@ -179,6 +179,14 @@ static uint64_t plug_close(struct hlb_daemon *d, void *arg, const char *svc, con
 	return plug->ctl ? hlb_control_close_named(plug->ctl, svc, name) : 0;
 }
 
+static uint32_t plug_drain_left_ms(struct hlb_daemon *d, void *arg)
+{
+	struct hlb_control_plug *plug = arg;
+
+	(void)d;
+	return plug->ctl ? hlb_pool_drain_left_ms(plug->ctl->pool) : 0;
+}
+
 static void plug_failing(struct hlb_daemon *d, void *arg)
 {
 	struct hlb_control_plug *plug = arg;
@@ -388,6 +396,7 @@ int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug)
 		.start = plug_start,
 		.reload = plug_reload,
 		.stopping = plug_stopping,
+		.drain_left_ms = plug_drain_left_ms,
 		.stopped = plug_stopped,
 		.handover = plug_handover,
 		.resync = plug_resync,

@@ -2368,6 +2368,28 @@ void hlb_pool_stop_checks(struct hlb_pool *p)
 	hlb_timer_cancel(p->loop, &p->tick);
 }
 
+/* The time <b>, which a reload removed, has left to drain at <now>; 0 for one that holds none. */
+static uint64_t drain_left_ms(const struct hlb_pool_backend *b, uint64_t now)
+{
+	if (!atomic_load(&b->rt->claimed) || b->drain_deadline_ms <= now)
+		return 0;
+	return b->drain_deadline_ms - now;
+}
+
+uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
+{
+	uint64_t now = hlb_now_ms(), max = 0;
+
+	for (uint32_t i = 0; i < p->n_svcs; i++)
+		for (uint32_t j = 0; j < p->svcs[i]->n_removed; j++)
+			if (drain_left_ms(p->svcs[i]->removed[j], now) > max)
+				max = drain_left_ms(p->svcs[i]->removed[j], now);
+	for (uint32_t i = 0; i < p->n_orphans; i++)
+		if (drain_left_ms(p->orphans[i], now) > max)
+			max = drain_left_ms(p->orphans[i], now);
+	return max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+}
+
 void hlb_pool_free(struct hlb_pool *p)
 {
 	if (!p)

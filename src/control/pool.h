@@ -237,6 +237,12 @@ void hlb_pool_weights_end(struct hlb_pool *p);
 
 /* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);
+/*
+ * How long the connections still held by backends a reload removed (or by those of a service it
+ * removed) have left to drain, at most: a stop or an upgrade drains that long at least, not to
+ * cut them before the deadline their removal gave them. 0 for none.
+ */
+uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p);
 
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i);

@@ -1149,6 +1149,10 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);
 	ms = drain_ms(d);
+	/* a removed service's (not among the listeners') or a backend's whose removal gave it
+	 * longer: cut at the listeners' longest, an upgrade in place ended their drain early */
+	if (d->hooks.drain_left_ms && d->hooks.drain_left_ms(d, d->hooks.arg) > ms)
+		ms = d->hooks.drain_left_ms(d, d->hooks.arg);
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
 	/* Not if handed over: the service manager follows the new process. The

@@ -92,6 +92,10 @@ struct hlb_daemon_hooks {
 	void (*reload)(struct hlb_daemon *d, void *arg);
 	/* Shutdown begins: stop health checks, close the admin endpoint. */
 	void (*stopping)(struct hlb_daemon *d, void *arg);
+	/* How long the connections a reload left draining (removed backends and services, no
+	 * longer among the listeners' services) have left to drain: the drain lasts that long
+	 * at least. NULL: 0. */
+	uint32_t (*drain_left_ms)(struct hlb_daemon *d, void *arg);
 	/* The workers have exited: free the control plane's state. */
 	void (*stopped)(struct hlb_daemon *d, void *arg);
 	/* An upgrade in place: write the HLB_HANDOVER_LINE lines (runtime/fdpass.h) of what was

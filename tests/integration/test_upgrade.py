@@ -1389,6 +1389,50 @@ def old_process_totals_count_its_bytes():
         kill(new_pid)
 
 
+def removed_service_drains_on_in_the_old_process():
+    """A reload removes a service whose timeouts.drain is longer than every other service's,
+    its connection draining; an upgrade in place follows. The old process keeps that
+    connection until the drain of the reload that removed it ends, as it would have without
+    the upgrade: the upgrade drains as long as its own services' timeouts and its removed
+    ones' still to run. Before, it drained for its listening services' longest timeout
+    alone (1 s here) and cut the removed service's connection then, 59 s early."""
+    exe = tmppath("hashlb-gone")
+    install(HASHLB, exe)
+    base = config(BACKENDS[:1], health="enabled: false", admin=admin_addr(),
+                  listen=f"{LISTEN[0]}:{LISTEN[1]}", extra="timeouts:\n  drain: 1s\n")
+    gone = ("127.0.0.1", free_port())
+    second = (f"  - name: gone\n    listen: 127.0.0.1:{gone[1]}\n    timeouts:\n"
+              f"      drain: 60s\n    health:\n      enabled: false\n    backends:\n"
+              f"      - name: b\n        address: {BACKENDS[1][1]}\n")
+    old = Lb(base + second, fname="gone.yaml", binary=exe)
+    new_pid = None
+    try:
+        s = connect(gone, client_ip(7))
+        check(read_line(s) == "b", "a client of gone reaches b")
+        old.rewrite(base)
+        check(old.reload()[0] == 0, "reloaded without gone")
+        s.sendall(b"before\n")
+        check(read_line(s) == "before", "its connection drains")
+        old.proc.send_signal(signal.SIGUSR2)
+        new_pid = handed_over(old)
+        check(new_pid, "upgraded")
+        # past the 1 s the old process's own service gives its drain, well within gone's
+        time.sleep(3)
+        s.settimeout(10)
+        try:
+            s.sendall(b"after\n")
+            got = read_line(s)
+        except OSError as e:
+            got = repr(e)
+        check(got == "after", f"the removed service's connection still forwards after the "
+              f"upgrade's own drain timeout: {got!r}")
+        check(old.proc.poll() is None, "the old process drains on for it")
+        s.close()
+        check(exit_status(old.proc, 30) == 0, "the old one drains and exits 0 once it closed")
+    finally:
+        kill(new_pid)
+
+
 def set_after_a_side_by_side_takeover_is_not_lost():
     """A new hashlb run took the old one's sockets over through its TCP admin endpoint
     (GET /sockets), with its run-time settings; both serve that address (SO_REUSEPORT) until
@@ -1940,6 +1984,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            reload_sent_to_the_first_process_after_two_upgrades, close_reaches_the_old_process,
            close_does_not_stall_the_new_process, close_reaches_two_processes_back,
            old_process_logs_its_totals, old_process_totals_count_its_bytes,
+           removed_service_drains_on_in_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
            unix_admin_comes_back_when_the_new_one_stops,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
