@@ -3143,6 +3143,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 				uint64_t now)
 {
 	uint64_t deadline = now + s->cfg->drain_timeout_ms, held = 0;
+	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		held += atomic_load(&s->backends[i]->rt->claimed);
@@ -3154,6 +3155,9 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		if (s->removed[i]->drain_deadline_ms > r->deadline_ms)
 			r->deadline_ms = s->removed[i]->drain_deadline_ms;
 	}
+	for (uint32_t i = 0; i < s->n_drained; i++)
+		if (s->drained[i]->drain_deadline_ms > r->deadline_ms)
+			r->deadline_ms = s->drained[i]->drain_deadline_ms;
 	if (held)
 		pool_log(p, HLB_LOG_INFO, "service removed: its connections drain",
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
@@ -3179,6 +3183,21 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		s->removed[i]->orphan_of = strdup(s->cfg->name);
 		p->orphans[p->n_orphans++] = s->removed[i];
 	}
+	/* drained, their removal not final yet: a reload adding the service back takes them
+	 * back, as one adding them back to it would have (service_reclaim()), until their
+	 * deadline; those past it, kept for their series alone, go with the service */
+	for (uint32_t i = 0; i < s->n_drained; i++) {
+		struct hlb_pool_backend *b = s->drained[i];
+
+		if (now >= b->drain_deadline_ms) {
+			s->drained[k++] = b;
+			continue;
+		}
+		b->svc = NULL;
+		b->orphan_of = strdup(s->cfg->name);
+		p->orphans[p->n_orphans++] = b;
+	}
+	s->n_drained = k;
 	s->n_backends = s->n_removed = 0;
 	service_free(s);
 }
@@ -3199,7 +3218,7 @@ static int retiring_prepare(struct hlb_pool *p, const bool *kept, struct retired
 	for (uint32_t j = 0; j < p->n_svcs; j++) {
 		if (kept[j])
 			continue;
-		n += p->svcs[j]->n_backends + p->svcs[j]->n_removed;
+		n += p->svcs[j]->n_backends + p->svcs[j]->n_removed + p->svcs[j]->n_drained;
 		n_retired++;
 		if (retire_prepare(p->svcs[j], &retiring[j]) < 0)
 			return -ENOMEM;

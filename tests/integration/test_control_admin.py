@@ -625,6 +625,37 @@ def removed_service_undone_keeps_what_was_set_at_run_time():
           f"its totals once, at exit: the service added back is the one removed: {totals}")
 
 
+def backend_removed_then_its_service_undone_keeps_what_was_set():
+    """A reload removes backend b (no connections: it drains at once), the next the whole
+    service, and a third adds the service back with b, all within the drain timeout of the
+    reload that removed b: b comes back as it was (in maint, weight 4, its counts), as it
+    does when only b is added back (removal_undone_keeps_what_was_set_at_run_time), and as
+    it did here when it still held connections. Before, the service's removal freed b, as
+    drained, while its removal could still be undone: it came back ready with the config's
+    weight and counts from 0, taking clients the operator had moved off it."""
+    both = keep_and_back_bc("30s")
+    lb, bound = keep_and_back(both, c=BACKENDS[2][1])
+    host, port = bound["back"].rsplit(":", 1)
+    addr = (host, int(port))
+    mine = [c for c in (client_ip(i) for i in range(200)) if who(addr, c) == "b"][:3]
+    check(len(mine) == 3, f"clients of b: {mine}")
+    for args in (("b", "maint"), ("b", "weight", "4")):
+        rc, so, se = lb.ctl("set", "-s", "back", *args)
+        check(rc == 0, f"ctl set {' '.join(args)}: {so}{se}")
+    total_b = lb.backend("b", 1)["total"]
+    only_c = both.replace("      - name: b\n        address: {b}\n", "")
+    reload_keep_and_back(lb, bound, only_c)
+    check(lb.wait(lambda: not lb.service(1)["draining"]) is not None, "b removed, drained")
+    reload_keep_and_back(lb, bound)
+    reload_keep_and_back(lb, bound, both)
+    b = lb.backend("b", 1)
+    check((b["state"], b["weight"], b["total"]) == ("maint", 4, total_b),
+          f"b comes back as it was: {(b['state'], b['weight'], b['total'])}, "
+          f"want {('maint', 4, total_b)}")
+    check(all(who(addr, x) != "b" for x in mine), "b, in maint, takes none of its clients")
+    check(lb.stop() == 0, "exit 0")
+
+
 def added_back_service_serves_its_queue_as_old_connections_end():
     """A service removed and added back by reloads takes its backends back with their draining
     connections (above). Those connections still belong to the service removed: when one ends,
@@ -3052,6 +3083,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            removed_service_added_back_keeps_its_counts_and_limit,
            removed_kernel_steered_service_added_back_is_the_same,
            removed_service_undone_keeps_what_was_set_at_run_time,
+           backend_removed_then_its_service_undone_keeps_what_was_set,
            added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
