@@ -330,7 +330,10 @@ static ssize_t ctl_chunked_decode(char *body, size_t len)
 		r = eol + 2;
 		if (!n) /* the last chunk: the trailer fields after it are not read */
 			break;
-		if ((unsigned long long)(end - r) < n + 2 || memcmp(r + n, "\r\n", 2))
+		/* n + 2 is not formed: a size near 2^64 wrapped it past the check, and the
+		 * copy ran over the heap */
+		if (end - r < 2 || n > (unsigned long long)(end - r) - 2 ||
+		    memcmp(r + n, "\r\n", 2))
 			return -1;
 		memmove(w, r, (size_t)n);
 		w += n;

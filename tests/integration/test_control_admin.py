@@ -2825,8 +2825,8 @@ def ctl_reads_what_a_proxy_in_front_sends():
     1xx answers before it (100 Continue, which RFC 9110 has every client read past) and a
     body sent chunked (Transfer-Encoding). Before, ctl took the 100 for the answer (exit 1,
     printing the real one as an error) and printed the chunks' framing, sizes and all, exit 0.
-    A chunked answer cut before its last chunk is said so, exit 1, as one cut short of its
-    Content-Length is."""
+    A chunked answer cut before its last chunk, or with a chunk larger than what came, is said
+    so, exit 1, as one cut short of its Content-Length is."""
     body = b'{"ok":true}\n'
     answers = {
         "interim": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"
@@ -2834,6 +2834,10 @@ def ctl_reads_what_a_proxy_in_front_sends():
         "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\n%s\r\n"
                    b"%x\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (body[:5], len(body) - 5, body[5:]),
         "cut": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n%s\r\n" % body[:5],
+        # a size near 2^64: size + 2 wrapped past the bound, ctl copied 2^64 bytes over
+        # its heap and died of SIGABRT ("double free or corruption")
+        "huge": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffe\r\n"
+                b"%s\r\n0\r\n\r\n" % body,
     }
     how = {}
 
@@ -2845,7 +2849,7 @@ def ctl_reads_what_a_proxy_in_front_sends():
     for how["now"] in answers:
         for args in (["status"], ["--json", "status"], ["set", "a", "drain"]):
             p = ctl_ends(["--admin", admin, *args], 60)
-            if how["now"] == "cut":
+            if how["now"] in ("cut", "huge"):
                 check(p and p.returncode == 1 and "before its last chunk" in p.stderr and
                       not p.stdout, f"ctl {' '.join(args)}, a chunked answer cut: {p}")
             else:
