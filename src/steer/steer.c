@@ -1172,15 +1172,18 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 	*ret_fd = -1;
 	s->unlocked[0] = 0;
 	if (!s->lock_id) {
+		int why;
+
 		s->lock_id = active_map_id(s);
+		why = errno; /* the sweep's calls would say their own */
 		lock_sweep();
+		if (!s->lock_id) {
+			snprintf(s->unlocked, sizeof(s->unlocked), "reading its map hlb_active: %s",
+				 strerror(why));
+			return 0;
+		}
 	}
 	id = s->lock_id;
-	if (!id) {
-		snprintf(s->unlocked, sizeof(s->unlocked), "reading its map hlb_active: %s",
-			 strerror(errno));
-		return 0;
-	}
 	lock_path(id, path, sizeof(path));
 	fd = lock_open(path);
 	if (fd < 0) {

@@ -28,6 +28,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -41,6 +42,8 @@
 #define MAX_CALLS 100
 
 static unsigned long bpf_calls, bpf_elements; /* BPF_MAP_UPDATE_BATCH's */
+/* The next BPF_OBJ_GET_INFO_BY_FD fails with this errno (0: none does). */
+static int info_fails;
 
 /* Count the bpf() calls, then make each call with glibc's syscall(), passed
  * six arguments as the kernel takes them (the unused ones ignored). */
@@ -60,6 +63,11 @@ long syscall(long nr, ...)
 		bpf_calls++;
 	if (nr == __NR_bpf && a[0] == BPF_MAP_UPDATE_BATCH)
 		bpf_elements += ((const union bpf_attr *)a[1])->batch.count;
+	if (nr == __NR_bpf && a[0] == BPF_OBJ_GET_INFO_BY_FD && info_fails) {
+		errno = info_fails;
+		info_fails = 0;
+		return -1;
+	}
 	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
@@ -409,6 +417,43 @@ static void check_at_once(void)
 	hashlb_table_free(u);
 }
 
+/*
+ * A publication whose lock file cannot be named (hlb_active's id unread) runs
+ * unlocked and says why: the errno of that read. Before, the errno of the
+ * stale lock files' sweep that came after it: "No such file or directory"
+ * for an EPERM, where a stale file was swept (one made here, of a map id
+ * the kernel never gives) or /run/hashlb was not there.
+ */
+static void check_unlocked_says_why(void)
+{
+	static const char *const vips[] = { "10.0.0.10:80" };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .max_backends = 16 };
+	struct hashlb_steer *s = test_steer_load_opts(&o, NULL);
+	const char *why;
+	FILE *f;
+
+	if (mkdir("/run/hashlb", 0755) < 0 && errno != EEXIST) {
+		perror("/run/hashlb");
+		exit(1);
+	}
+	f = fopen("/run/hashlb/steer-4294967295.lock", "w");
+	if (!f) {
+		perror("a stale lock file");
+		exit(1);
+	}
+	fclose(f);
+	info_fails = EPERM;
+	test_set_vips(s, vips, 1);
+	why = hashlb_steer_unlocked(s);
+	printf("hlb_active's id unread: unlocked, %s\n", why ? why : "(not said)");
+	CHECK(why && strstr(why, strerror(EPERM)), "unlocked, hlb_active's id unread: %s, not %s",
+	      why ? why : "(not said)", strerror(EPERM));
+	CHECK(access("/run/hashlb/steer-4294967295.lock", F_OK) < 0,
+	      "a stale lock file (no such map) left after a publication's sweep");
+	unlink("/run/hashlb/steer-4294967295.lock");
+	hashlb_steer_free(s);
+}
+
 int main(void)
 {
 	static const char *const vips[] = { "10.0.0.10:80" };
@@ -435,5 +480,6 @@ int main(void)
 	check_two_loaders();
 	check_copy_made_late();
 	check_at_once();
+	check_unlocked_says_why();
 	return test_failures ? 1 : 0;
 }
