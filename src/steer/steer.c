@@ -439,9 +439,11 @@ static void quiet_end(void)
 	quiet_netlink = false;
 }
 
-/* Set <bits> in the active word of <s>. The caller is the only writer
- * (the loader before it publishes, or the one process that drives the
- * program): no race with the read-modify-write. Returns 0 or -errno. */
+/* Set <bits> in the active word of <s>: a read-modify-write, as each flip
+ * is. The loader before the program is attached writes it alone; once
+ * another process may publish into the program (the replaced hashlb, side
+ * by side), under the publication lock (hashlb_steer_set_daemon()), or its
+ * flip and this would undo one another. Returns 0 or -errno. */
 static int active_or(struct hashlb_steer *s, uint32_t bits)
 {
 	uint32_t zero = 0, active = 0;
