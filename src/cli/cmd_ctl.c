@@ -59,7 +59,7 @@ static void usage(FILE *f)
 		"  hashlb ctl - inspect and steer a running hashlb through its admin endpoint\n"
 		"\n"
 		"SYNOPSIS\n"
-		"  hashlb ctl [--admin ADDR | -c FILE] [--json] [--timeout S] COMMAND [ARGS...]\n"
+		"  hashlb ctl [--admin ADDR] [-c FILE] [--json] [--timeout S] COMMAND [ARGS...]\n"
 		"\n"
 		"COMMANDS\n"
 		"  status                          services, tables and backends: state,\n"
@@ -136,7 +136,8 @@ static void usage(FILE *f)
 		"OPTIONS\n"
 		"  -a, --admin ADDR    the admin endpoint: HOST:PORT, [V6]:PORT or unix:/PATH\n"
 		"                      (default: $HASHLB_ADMIN if not empty, else\n"
-		"                      " CTL_ADMIN_DEFAULT ")\n"
+		"                      " CTL_ADMIN_DEFAULT "); with -c, in place of FILE's\n"
+		"                      key, as hashlb run takes it (off, port 0, no host name)\n"
 		"  -c, --config FILE   take the admin address from FILE's 'admin' key\n"
 		"  -j, --json          print the endpoint's JSON instead of text (lookup:\n"
 		"                      one array, an object per CLIENT, as hashlb lookup)\n"
@@ -1204,8 +1205,9 @@ int cmd_ctl(int argc, char **argv)
 	struct ctl_opts o = { 0 };
 	const char *cmd;
 	char name[CLI_OPT_NAME_MAX];
-	struct sockaddr_storage ss;
-	socklen_t len = 0;
+	struct sockaddr_storage ss, given;
+	socklen_t len = 0, given_len = 0;
+	const char *admin_given = NULL;
 	char q[1024] = "";
 	uint64_t v, top;
 	pid_t pid;
@@ -1240,9 +1242,13 @@ int cmd_ctl(int argc, char **argv)
 		return 2;
 	}
 	pid = o.pid ? (pid_t)v : 0;
+	/* -c FILE --admin A: A in place of FILE's admin, taken as hashlb run takes it (off,
+	 * port 0), as the unit's ExecReload passes the HASHLB_ADMIN_OPTION its run and check
+	 * take; FILE loaded as run loads it then (a service may listen on its admin address) */
 	if (o.config && o.admin) {
-		cli_error("give %s or %s, not both\n", o.admin_opt, o.config_opt);
-		return 2;
+		admin_given = o.admin;
+		if (cli_admin_parse(o.admin_opt, o.admin, NULL, &given, &given_len) < 0)
+			return 2;
 	}
 	if (!o.admin) {
 		o.admin = getenv("HASHLB_ADMIN");
@@ -1253,8 +1259,10 @@ int cmd_ctl(int argc, char **argv)
 	if (o.config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };
+		unsigned load_flags =
+			HASHLB_LOAD_NO_RESOLVE | (admin_given ? HASHLB_LOAD_ADMIN_GIVEN : 0);
 
-		if (hashlb_config_load_flags(o.config, HASHLB_LOAD_NO_RESOLVE, &cfg, &err) < 0) {
+		if (hashlb_config_load_flags(o.config, load_flags, &cfg, &err) < 0) {
 			struct hashlb_error admin_err = { 0 };
 			int r = -EIO;
 
@@ -1266,9 +1274,9 @@ int cmd_ctl(int argc, char **argv)
 			 * read, or a file that cannot, stops it.
 			 */
 			if (err.reason != HASHLB_ERR_SYSTEM && err.reason != HASHLB_ERR_NOMEM)
-				r = hashlb_config_load_flags(
-					o.config, HASHLB_LOAD_NO_RESOLVE | HASHLB_LOAD_ADMIN_ONLY,
-					&cfg, &admin_err);
+				r = hashlb_config_load_flags(o.config,
+							     load_flags | HASHLB_LOAD_ADMIN_ONLY,
+							     &cfg, &admin_err);
 			if (r < 0) {
 				/* --pid: no SIGHUP either, as ctl knows no endpoint
 				 * that is not pid's; said, as the fallback to it is */
@@ -1304,21 +1312,29 @@ int cmd_ctl(int argc, char **argv)
 				  "admin address is used all the same\n",
 				  cli_path(o.config));
 		}
+		if (admin_given &&
+		    cli_admin_apply(cfg, o.config, admin_given, &given, given_len) < 0) {
+			hashlb_config_free(cfg);
+			return 1;
+		}
 		if (!cfg->admin_addr_len) {
 			hashlb_config_free(cfg);
-			if (pid) {
+			if (admin_given)
+				snprintf(q, sizeof(q), "the admin endpoint is off (%s off)",
+					 o.admin_opt);
+			else
 				snprintf(q, sizeof(q), "%s has the admin endpoint off",
 					 cli_path(o.config));
+			if (pid)
 				return ctl_sighup(pid, q, o.json);
-			}
-			cli_error("%s has the admin endpoint off\n", cli_path(o.config));
+			cli_error("%s\n", q);
 			return 1;
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0 && pid) {
 			snprintf(q, sizeof(q),
 				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
-				 cli_path(o.config), cfg->admin);
+				 admin_given ? o.admin_opt : cli_path(o.config), cfg->admin);
 			hashlb_config_free(cfg);
 			return ctl_sighup(pid, q, o.json);
 		}
@@ -1328,7 +1344,7 @@ int cmd_ctl(int argc, char **argv)
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
-				  cli_path(o.config), cfg->admin);
+				  admin_given ? o.admin_opt : cli_path(o.config), cfg->admin);
 			hashlb_config_free(cfg);
 			return 1;
 		}

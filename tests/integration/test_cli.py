@@ -403,7 +403,8 @@ for args, status, msg in [
      "hashlb ctl: invalid value '26999' for option --admin (HOST:PORT, [V6]:PORT or "
      "unix:/PATH): a port alone: write ADDR:26999, as 127.0.0.1:26999\n"),
     (("ctl", "--admin", "unix:/" + "x" * 107, "status"), 2, "has 108 bytes: it must be shorter"),
-    (("ctl", "-c", "x.yaml", "--admin", "127.0.0.1:1", "status"), 2, "not both"),
+    # with -c, --admin as run takes it (the unit's ExecReload): a host name is not
+    (("ctl", "-c", "x.yaml", "--admin", "localhost:1", "status"), 2, "write it in numbers"),
     # -c FILE with admin on port 0: where the running hashlb listens is in its log, not the
     # file (ctl said "cannot reach the admin endpoint at 127.0.0.1:0: Connection refused")
     (("ctl", "-c", ADMIN_PORT_0, "status"), 1,

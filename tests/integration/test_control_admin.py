@@ -1630,10 +1630,11 @@ def admin_off_loopback_is_warned():
         check(lb.stop() == 0, "exit 0")
 
 
-def unit_exec_reload(pid, config_path):
+def unit_exec_reload(pid, config_path, admin_option=""):
     """The shipped unit's ExecReload= commands (contrib/systemd/hashlb.service.in) run as
     systemd runs them, without systemd: @BINDIR@ filled in, $$ a dollar sign, ${VAR} and $VAR
-    from the unit's environment, one after the other until one fails. (exit status, stderr)."""
+    from the unit's environment (<admin_option>, a drop-in's HASHLB_ADMIN_OPTION), one after
+    the other until one fails. (exit status, stderr)."""
     import shlex
     with open(os.path.join(SRC, "contrib", "systemd", "hashlb.service.in")) as f:
         unit = f.read().splitlines()
@@ -1641,6 +1642,8 @@ def unit_exec_reload(pid, config_path):
     # the unit's Environment= (HASHLB_ADMIN_OPTION= empty: no word), then the test's
     env = dict(l.split("=", 1)[1].split("=", 1) for l in unit if l.startswith("Environment="))
     env.update({"MAINPID": str(pid), "HASHLB_CONFIG": config_path})
+    if admin_option:
+        env["HASHLB_ADMIN_OPTION"] = admin_option
     err = ""
     for line in lines:
         line = line.replace("@BINDIR@", os.path.dirname(os.path.abspath(HASHLB)))
@@ -1706,6 +1709,40 @@ def unit_reload_fails_with_the_reload():
     check((lb.status()["reloads"]["ok"], lb.status()["reloads"]["failed"]) == reloads,
           "and the other hashlb not at all")
     check(off.stop() == 0 and lb.stop() == 0, "exit 0")
+
+
+def unit_reload_with_the_admin_option():
+    """Under a drop-in's HASHLB_ADMIN_OPTION="--admin unix:PATH" (the unit's way to let a
+    service listen on the config's admin address), systemctl reload reloads through the
+    endpoint the option names and fails when the reload does, as without it: the unit's
+    hashlb ctl -c takes the option as its hashlb run and check do. Before, ctl -c read the
+    file's admin address alone, loaded the file as if that were the endpoint, found the service
+    listening there a clash, and refused: "has errors (above), which a reload would refuse:
+    nothing was sent", every systemctl reload failing with nothing reloaded. --admin off
+    reloads by SIGHUP, as a config's admin: off does."""
+    port = pick_port()
+    path = tmppath("unit-option.sock")
+    option = f"--admin unix:{path}"
+    text = config(BACKENDS, admin=f"127.0.0.1:{port}")
+    text += f"  - name: t2\n    listen: 127.0.0.1:{port}\n    backends:\n"
+    text += f"      - name: x\n        address: {BACKENDS[0][1]}\n"
+    lb = Lb(text, args=tuple(option.split()))
+    check(lb.admin == f"unix:{path}", f"the admin endpoint is the option's: {lb.admin}")
+    rc, err = unit_exec_reload(lb.proc.pid, lb.path, option)
+    check(rc == 0 and "SIGHUP" not in err and lb.status()["reloads"]["ok"] == 1,
+          f"ExecReload with the option reloads through its endpoint: {rc} {err!r}")
+    busy = socket.create_server(("127.0.0.1", 0))
+    lb.rewrite(text + f"  - name: t3\n    listen: 127.0.0.1:{busy.getsockname()[1]}\n"
+               f"    backends:\n      - name: x\n        address: {BACKENDS[0][1]}\n")
+    rc, err = unit_exec_reload(lb.proc.pid, lb.path, option)
+    check(rc == 1 and "t3" in err and lb.status()["reloads"]["failed"] == 1,
+          f"and fails when the reload does: {rc} {err!r}")
+    busy.close()
+    rc, err = unit_exec_reload(lb.proc.pid, lb.path, "--admin off")
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          wait_until(lambda: lb.status()["reloads"]["ok"] == 2),
+          f"--admin off: by SIGHUP, and says so: {rc} {err!r}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def ctl_reload_pid(admin, pid):
@@ -3102,6 +3139,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            gets_refuse_parameters_they_do_not_take, metrics_take_a_scrape_jobs_params,
            the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
+           unit_reload_with_the_admin_option,
            reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name,
            reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
