@@ -105,7 +105,7 @@ int cli_admin_parse(const char *name, const char *value,
  * --admin <admin> (parsed by cli_admin_parse() as <addr>, <len>: 0 for off) in place of the
  * admin of <cfg>, loaded from <path> with HASHLB_LOAD_ADMIN_GIVEN; a service listening
  * where it now is refused as the loader refuses one on the config's admin address. 0, or
- * -errno once printed. hashlb run and hashlb check: what one takes, the other does.
+ * -errno once printed. hashlb run, hashlb check and ctl -c: what one takes, the others do.
  */
 int cli_admin_apply(struct hashlb_config *cfg, const char *path, const char *admin,
 		    const struct sockaddr_storage *addr, socklen_t len);
