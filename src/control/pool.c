@@ -1859,6 +1859,7 @@ static void service_free(struct hlb_pool_service *s)
 	free(s->removed);
 	free(s->drained);
 	free(s->gone_held);
+	hlb_snapshot_free(s->unpublished); /* never read: no RCU */
 	/* retired, or taken back by a reload that failed: it reads no config of ours */
 	if (s->rt && atomic_load(&s->rt->removed))
 		s->rt->cfg = NULL;
@@ -2166,7 +2167,10 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	ret = service_build(s, &snap, err);
 	if (ret < 0)
 		goto err_free;
-	service_publish(s, snap);
+	if (r)
+		s->unpublished = snap; /* the reload may fail yet: not into its <rt> now */
+	else
+		service_publish(s, snap);
 	s->rebuilds++;
 	s->rebuild_ns_last = s->rebuild_ns_total = s->rebuild_ns_max = hlb_now_ns() - t0;
 	s->last_build_ms = hlb_now_ms();
@@ -3300,6 +3304,16 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 					 cfg->services[i].name);
 	if (ret == 0 && retiring_prepare(p, kept, retiring) < 0)
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	/* Nothing can fail it now: a retired service taken back serves the new config's
+	 * snapshot, before its listener starts. Before, service_new() published it into the
+	 * retired <rt> at once, and a reload failing after left the retired service's
+	 * connections retried to the aborted config's backends. */
+	for (i = 0; i < cfg->n_services && ret == 0; i++) {
+		if (fresh[i] && next[i]->unpublished) {
+			service_publish(next[i], next[i]->unpublished);
+			next[i]->unpublished = NULL;
+		}
+	}
 	pool_listen_end(p, ret == 0);
 	if (ret < 0) {
 		for (i = 0; i < cfg->n_services; i++)

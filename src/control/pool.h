@@ -121,6 +121,10 @@ struct hlb_pool_service {
 	 * (service_let_go()). */
 	struct hlb_backend **gone_held;
 	uint32_t n_gone_held;
+	/* Made by a reload adding back a service retired within its drain timeout: its first
+	 * snapshot, published into the retired service's <rt> only once nothing can fail the
+	 * reload any more (hlb_pool_apply()): that one's connections read it. NULL otherwise. */
+	struct hlb_snapshot *unpublished;
 	struct hlb_health_params hp;
 	/* Checks skipped for a fault of ours (the source address gone, no fd):
 	 * logged when the first is, and when checks are made again with none

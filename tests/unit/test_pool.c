@@ -844,6 +844,60 @@ static void test_reload_removing_a_service_short_of_any_allocation_changes_nothi
 	assert_true(k > 4); /* the lists, api, the room and web's retired entry: each failed once */
 }
 
+/*
+ * A reload adding back web, removed within its drain timeout, while it removes api: each
+ * allocation failed in turn fails it whole, and web's runtime object, which its connections
+ * still read, keeps the snapshot it had as retired; then it applies, web again. Before, the
+ * reload published the added-back service's snapshot into that object before it could
+ * fail: once it failed, web's draining clients were retried to the aborted config's
+ * backends, up and never checked.
+ */
+static void test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing(void **state)
+{
+	uint32_t k;
+
+	(void)state;
+	for (k = 1;; k++) {
+		struct fixture f;
+		struct hashlb_config *mid, *next;
+		struct hashlb_error err = { 0 };
+		struct hlb_service *web;
+		uint64_t generation;
+		uint32_t lines = 0;
+		bool reached;
+
+		fixture_setup_counted(&f, &lines);
+		web = hlb_service_ref(f.svc->rt); /* as a connection of web holds it */
+		mid = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		free(mid->services[0].name);
+		mid->services[0].name = strdup("api");
+		assert_int_equal(hlb_pool_apply(f.pool, mid, NULL, &err), 0);
+		hashlb_config_free(f.cfg);
+		f.cfg = mid;
+		generation = hlb_service_snapshot(web)->generation;
+		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		lines = 0;
+
+		reached = apply_short_of_nth(&f, next, k, &lines);
+		if (reached) {
+			assert_non_null(hlb_pool_service_find(f.pool, "api"));
+			assert_null(hlb_pool_service_find(f.pool, "web"));
+			assert_true(atomic_load(&web->removed));
+			assert_int_equal(hlb_service_snapshot(web)->generation, generation);
+		} else { /* every allocation made: applied */
+			assert_ptr_equal(hlb_pool_service_find(f.pool, "web")->rt, web);
+			assert_false(atomic_load(&web->removed));
+			assert_true(hlb_service_snapshot(web)->generation > generation);
+		}
+		hlb_pool_flush(f.pool);
+		fixture_teardown(&f);
+		hlb_service_unref(web);
+		if (!reached)
+			break;
+	}
+	assert_true(k > 4);
+}
+
 static void test_reload_applies_the_difference(void **state)
 {
 	struct fixture f;
@@ -2020,6 +2074,8 @@ int main(void)
 		cmocka_unit_test(test_reload_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
 			test_reload_removing_a_service_short_of_any_allocation_changes_nothing),
+		cmocka_unit_test(
+			test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
