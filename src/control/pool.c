@@ -1205,27 +1205,35 @@ static void pool_reap_retired(struct hlb_pool *p, bool all, uint64_t now)
 	}
 }
 
-/* Whether an orphan of the service named <name> is left (reap_drained() drops them at the
- * tick past their deadline: until then, orphan_take() may take them back). */
-static bool orphans_left(const struct hlb_pool *p, const char *name)
+/* Whether an orphan of retired <r> is left (reap_drained() drops them at the tick past their
+ * deadline: until then, orphan_take() may take them back). Its own: another retired entry
+ * of its name, held past its deadline (a connection closing), has none left. */
+static bool orphans_left(const struct hlb_pool *p, const struct retired *r)
 {
-	for (uint32_t i = 0; i < p->n_orphans; i++)
-		if (p->orphans[i]->orphan_of && !strcmp(p->orphans[i]->orphan_of, name))
-			return true;
+	for (uint32_t i = 0; i < p->n_orphans; i++) {
+		const struct hlb_pool_backend *o = p->orphans[i];
+
+		if (!o->orphan_of || strcmp(o->orphan_of, r->name))
+			continue;
+		for (uint32_t k = 0; k < r->n_bes; k++)
+			if (r->bes[k] == o->rt)
+				return true;
+	}
 	return false;
 }
 
 /*
  * The retired service named <name> whose drain timeout is not over at <now>, or whose
  * orphans are left, or NULL: a reload adding it back takes its counters back
- * (service_new()), as it takes its backends (orphan_take()).
+ * (service_new()), as it takes its backends (orphan_take()). At most one is: a reload
+ * adding the service back in between took the one before.
  */
 static struct retired *retired_find(struct hlb_pool *p, const char *name, uint64_t now)
 {
 	for (uint32_t i = 0; i < p->n_retired; i++) {
 		struct retired *r = &p->retired[i];
 
-		if (!strcmp(r->name, name) && (now < r->deadline_ms || orphans_left(p, name)))
+		if (!strcmp(r->name, name) && (now < r->deadline_ms || orphans_left(p, r)))
 			return r;
 	}
 	return NULL;

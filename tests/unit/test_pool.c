@@ -1931,6 +1931,48 @@ static void test_a_removed_service_logs_its_totals_once_let_go(void **state)
 }
 
 /*
+ * web removed (no drain timeout) and its runtime object still held past it (a connection
+ * closing), added back as a new one, removed again within its drain timeout and added back:
+ * the service added back is the one removed last, whose orphans it takes back. Before, the
+ * first retired entry of the name was taken whenever orphans of that name were left, the
+ * older one's included: web came back as the object removed first, its connections counted
+ * in another, its queue kicked by none of their slots.
+ */
+static void test_service_added_back_is_the_one_removed_last(void **state)
+{
+	struct fixture f;
+	struct hashlb_config *next;
+	struct hlb_service *first, *second;
+	uint64_t until;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 3);
+	first = hlb_service_ref(f.svc->rt); /* a connection that outlives its drain */
+	next = config_new(HASHLB_SCHEME_MAGLEV, 3);
+	free(next->services[0].name);
+	next->services[0].name = strdup("api");
+	f.cfg->services[0].drain_timeout_ms = 0;
+	fixture_reload(&f, next); /* web removed: its orphans' deadline now */
+	until = hlb_now_ms() + 3 * HLB_POOL_TICK_MS;
+	while (hlb_now_ms() < until) /* the ticks that drop them */
+		hlb_loop_run_once(f.loop, 10);
+	hlb_loop_run_once(f.loop, 0);
+
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* web again, api removed */
+	second = hlb_pool_service_find(f.pool, "web")->rt;
+	assert_ptr_not_equal(second, first); /* past its drain, its orphans gone: a new one */
+	next = config_new(HASHLB_SCHEME_MAGLEV, 3);
+	free(next->services[0].name);
+	next->services[0].name = strdup("api");
+	fixture_reload(&f, next); /* web removed again, within its drain timeout */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3));
+	assert_ptr_equal(hlb_pool_service_find(f.pool, "web")->rt, second);
+	assert_true(atomic_load(&first->removed));
+	hlb_service_unref(first);
+	fixture_teardown(&f);
+}
+
+/*
  * A run of checks failed while up that its checks stop before ending (no verdict) ends in one
  * line saying why: a reload removing the backend or turning checks off (reason=reload), maint
  * (reason=maint). A reload that only restarts the checks (a new interval) does not end it:
@@ -2076,6 +2118,7 @@ int main(void)
 			test_reload_removing_a_service_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
 			test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing),
+		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
