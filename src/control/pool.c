@@ -3177,7 +3177,8 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	atomic_store(&s->rt->removed, true);
 	pool_queue_kick(s); /* its waiting clients are closed: they reconnect to a service */
 	/* its config is freed with the one this reload replaces, while the
-	 * workers may hold <rt> longer: nothing publishes it again to read it */
+	 * workers may hold <rt> longer: nothing reads it until a reload adding
+	 * the service back takes <rt> back with its own (service_new()) */
 	s->rt->cfg = NULL;
 	retire_keep(p, s, r);
 	for (uint32_t i = 0; i < s->n_backends; i++) {

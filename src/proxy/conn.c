@@ -430,13 +430,11 @@ static void conn_unclaim(struct worker *w, struct conn *c)
 		return;
 	/* Pairs with the one of queue_recheck(): either this sees the client
 	 * another worker just queued counted and kicks it, or that worker
-	 * sees this slot free. A service a reload removed counts none: its
-	 * backends, this one among them, may have been taken back with their
-	 * connections by the service a reload added back under its name,
-	 * whose clients wait counted in that one's <queued>. */
+	 * sees this slot free. A service a reload adds back with the backends
+	 * of its removal is that service again (<svc> itself, service_new() in
+	 * control/pool.c): its clients wait counted here. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->svc->removed, memory_order_relaxed))
+	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
 		worker_kick_queues(w);
 }
 
