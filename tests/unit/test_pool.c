@@ -718,6 +718,25 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	fixture_teardown(&f);
 }
 
+static void fixture_reload(struct fixture *f, struct hashlb_config *next)
+{
+	struct hashlb_error err = { 0 };
+
+	assert_int_equal(hlb_pool_apply(f->pool, next, NULL, &err), 0);
+	hashlb_config_free(f->cfg);
+	f->cfg = next;
+}
+
+/* The fixture's config of 4 backends, its service named api, not web: web removed. */
+static struct hashlb_config *config_api(void)
+{
+	struct hashlb_config *c = config_new(HASHLB_SCHEME_MAGLEV, 4);
+
+	free(c->services[0].name);
+	c->services[0].name = strdup("api");
+	return c;
+}
+
 /*
  * <next> applied onto <f>'s pool with the <k>th allocation from now failing: true if the reload
  * made that many, and failed whole (-ENOMEM, no line logged into *<lines>; <next> freed),
@@ -858,27 +877,19 @@ static void test_reload_adding_back_a_service_short_of_any_allocation_changes_no
 
 	(void)state;
 	for (k = 1;; k++) {
+		uint32_t lines = 0;
 		struct fixture f;
-		struct hashlb_config *mid, *next;
-		struct hashlb_error err = { 0 };
 		struct hlb_service *web;
 		uint64_t generation;
-		uint32_t lines = 0;
 		bool reached;
 
 		fixture_setup_counted(&f, &lines);
 		web = hlb_service_ref(f.svc->rt); /* as a connection of web holds it */
-		mid = config_new(HASHLB_SCHEME_MAGLEV, 4);
-		free(mid->services[0].name);
-		mid->services[0].name = strdup("api");
-		assert_int_equal(hlb_pool_apply(f.pool, mid, NULL, &err), 0);
-		hashlb_config_free(f.cfg);
-		f.cfg = mid;
+		fixture_reload(&f, config_api());
 		generation = hlb_service_snapshot(web)->generation;
-		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
 		lines = 0;
 
-		reached = apply_short_of_nth(&f, next, k, &lines);
+		reached = apply_short_of_nth(&f, config_new(HASHLB_SCHEME_MAGLEV, 4), k, &lines);
 		if (reached) {
 			assert_non_null(hlb_pool_service_find(f.pool, "api"));
 			assert_null(hlb_pool_service_find(f.pool, "web"));
@@ -1863,15 +1874,6 @@ static void test_checks_failing_while_up_are_logged(void **state)
 }
 
 /* Swap <f>'s config for <next> (a reload), which must succeed. */
-static void fixture_reload(struct fixture *f, struct hashlb_config *next)
-{
-	struct hashlb_error err = { 0 };
-
-	assert_int_equal(hlb_pool_apply(f->pool, next, NULL, &err), 0);
-	hashlb_config_free(f->cfg);
-	f->cfg = next;
-}
-
 /* The "service totals" lines of a pool, for the tests that read them. */
 static void totals_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
 {
@@ -1941,31 +1943,24 @@ static void test_a_removed_service_logs_its_totals_once_let_go(void **state)
 static void test_service_added_back_is_the_one_removed_last(void **state)
 {
 	struct fixture f;
-	struct hashlb_config *next;
 	struct hlb_service *first, *second;
 	uint64_t until;
 
 	(void)state;
-	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 3);
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
 	first = hlb_service_ref(f.svc->rt); /* a connection that outlives its drain */
-	next = config_new(HASHLB_SCHEME_MAGLEV, 3);
-	free(next->services[0].name);
-	next->services[0].name = strdup("api");
 	f.cfg->services[0].drain_timeout_ms = 0;
-	fixture_reload(&f, next); /* web removed: its orphans' deadline now */
+	fixture_reload(&f, config_api()); /* web removed: its orphans' deadline now */
 	until = hlb_now_ms() + 3 * HLB_POOL_TICK_MS;
 	while (hlb_now_ms() < until) /* the ticks that drop them */
 		hlb_loop_run_once(f.loop, 10);
 	hlb_loop_run_once(f.loop, 0);
 
-	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* web again, api removed */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4)); /* web again, api removed */
 	second = hlb_pool_service_find(f.pool, "web")->rt;
 	assert_ptr_not_equal(second, first); /* past its drain, its orphans gone: a new one */
-	next = config_new(HASHLB_SCHEME_MAGLEV, 3);
-	free(next->services[0].name);
-	next->services[0].name = strdup("api");
-	fixture_reload(&f, next); /* web removed again, within its drain timeout */
-	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3));
+	fixture_reload(&f, config_api()); /* web removed again, within its drain timeout */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
 	assert_ptr_equal(hlb_pool_service_find(f.pool, "web")->rt, second);
 	assert_true(atomic_load(&first->removed));
 	hlb_service_unref(first);
