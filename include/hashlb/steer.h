@@ -186,9 +186,10 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s);
 /*
  * Mark <s> as driven by hashlb run (hashlb_steer_daemon() tells it to any
  * process that finds the program): its tables are the daemon's to publish.
- * Returns 0 or -errno.
+ * Takes the publication lock as hashlb_steer_set_table() does. Returns 0 or
+ * -errno with <err> filled.
  */
-int hashlb_steer_set_daemon(struct hashlb_steer *s);
+int hashlb_steer_set_daemon(struct hashlb_steer *s, struct hashlb_error *err);
 
 /* Whether a hashlb run marked <s>'s program as its own (set_daemon). */
 bool hashlb_steer_daemon(struct hashlb_steer *s);
@@ -225,6 +226,16 @@ int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct h
  * locked).
  */
 const char *hashlb_steer_unlocked(const struct hashlb_steer *s);
+
+/*
+ * With <try_only>, the publications of <s> (set_vips, set_table, set_daemon)
+ * do not wait for the lock: one try, and -EAGAIN if another holds it (<err>
+ * naming it), the table in force kept; -ETIMEDOUT, as a publication that
+ * waited, once the tries that found it held, each at most 2 s after the one
+ * before, span 2 s. For hashlb run, whose control thread must not stop:
+ * it tries again later. The default waits.
+ */
+void hashlb_steer_set_lock_try(struct hashlb_steer *s, bool try_only);
 
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,

@@ -46,6 +46,7 @@ struct run_steer_svc {
 	/* The latest table was refused: retried by the timer. <refused> is why,
 	 * as logged (once, until it is published or the reason changes). */
 	bool retry;
+	bool marked; /* hashlb_steer_set_daemon() done */
 	bool unlocked; /* its last publication ran without the lock, logged */
 	/* The latest table was refused as larger than its program: not
 	 * retried (table_unfit()). */
@@ -335,16 +336,28 @@ static void retry_tick(struct hlb_daemon *d, void *arg);
 static void refresh_tick(struct hlb_daemon *d, void *arg);
 
 /* The latest table of <e> was refused for <err>: logged unless it was refused
- * for that already, and tried again every RETRY_MS. */
+ * for that already (or <busy>), and tried again every RETRY_MS. */
 static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
-			  const struct hashlb_error *err)
+			  const struct hashlb_error *err, bool busy)
 {
-	if (!e->retry || strcmp(e->refused, err->msg) != 0)
+	/*
+	 * Another publication into the program holds its lock (a hashlb
+	 * beside this one, a hashlb steer --update): tried again at the next
+	 * tick, quietly until the lock has been found held for 2 s (-ETIMEDOUT
+	 * then, the holder named). The daemon's publications only try the
+	 * lock (hashlb_steer_set_lock_try()): before, each waited up to 2 s on
+	 * the control thread, the next one due by then, and a holder that did
+	 * not let go all but stopped health checks, the admin endpoint and
+	 * reloads (one turn of the loop a try).
+	 */
+	if (!busy && (!e->retry || strcmp(e->refused, err->msg) != 0))
 		log_error("kernel steering table not updated", e->name, err);
 	e->retry = true;
 	e->too_small = false;
-	e->n_refused++;
-	snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+	if (!busy) {
+		e->n_refused++;
+		snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+	}
 	if (rs->retry_timer || !rs->d)
 		return;
 	if (hlb_daemon_timer_add(rs->d, RETRY_MS, RETRY_MS, retry_tick, rs, &rs->retry_timer) < 0) {
@@ -530,7 +543,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	int ret;
 
 	if (rs->stopping || e->failed || e->lost ||
-	    (e->published && e->generation == snap->generation))
+	    (e->published && e->marked && e->generation == snap->generation))
 		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface,
@@ -612,8 +625,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
 		}
-		/* hashlb steer --update leaves a daemon's tables alone. */
-		hashlb_steer_set_daemon(e->steer);
+		hashlb_steer_set_lock_try(e->steer, true);
+		e->marked = false;
+	}
+	/* hashlb steer --update leaves a daemon's tables alone. */
+	if (!e->marked) {
+		ret = hashlb_steer_set_daemon(e->steer, &err);
+		if (ret == -EAGAIN || ret == -ETIMEDOUT) {
+			table_refused(rs, e, &err, ret == -EAGAIN);
+			return;
+		}
+		e->marked = true;
 	}
 	/*
 	 * The replaced hashlb publishes until it stops, after this one said it
@@ -622,10 +644,14 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	 * half, which can end holding one's table and the slots it names the
 	 * other's backends (a publication run between another's half and its
 	 * flip: 1,083 of 2,000 flows' ACKs sent to another backend than their
-	 * SYN).
+	 * SYN). Published then by run_steer_old_stopped(): no retry until
+	 * (one left by a set_daemon that found the lock held would show the
+	 * table stale meanwhile).
 	 */
-	if (e->held)
+	if (e->held) {
+		e->retry = false;
 		return;
+	}
 
 	dests = calloc(snap->n_backends ? snap->n_backends : 1, sizeof(*dests));
 	/* Read once for the whole table (before, once a backend: a table of
@@ -667,7 +693,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"reading the neighbour table (%s): %s: the kernel path keeps its "
 				"previous table until it is read",
 				hashlb_steer_neigh_source(b->addr.ss_family), strerror(-ret));
-		table_refused(rs, e, &err);
+		table_refused(rs, e, &err, false);
 		goto out;
 	}
 	e->published = false;
@@ -675,8 +701,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				     &err);
 	if (ret == -E2BIG) {
 		table_unfit(e, &err);
-	} else if (ret < 0 || hashlb_steer_set_vips(e->steer, &e->vip, 1, &err) < 0) {
-		table_refused(rs, e, &err);
+	} else if (ret < 0 || (ret = hashlb_steer_set_vips(e->steer, &e->vip, 1, &err)) < 0) {
+		table_refused(rs, e, &err, ret == -EAGAIN);
 	} else {
 		uint8_t(*macs)[6] =
 			realloc(e->macs, (snap->n_backends ? snap->n_backends : 1) * sizeof(*macs));

@@ -61,7 +61,7 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 	return false;
 }
 
-int hashlb_steer_set_daemon(struct hashlb_steer *s)
+int hashlb_steer_set_daemon(struct hashlb_steer *s, struct hashlb_error *err)
 {
 	return -EOPNOTSUPP;
 }
@@ -74,6 +74,10 @@ bool hashlb_steer_daemon(struct hashlb_steer *s)
 const char *hashlb_steer_unlocked(const struct hashlb_steer *s)
 {
 	return NULL;
+}
+
+void hashlb_steer_set_lock_try(struct hashlb_steer *s, bool try_only)
+{
 }
 
 int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const char *remedy,

@@ -119,6 +119,11 @@ struct hashlb_steer {
 	/* why the last publication ran without the lock (publish_lock()) */
 	char unlocked[160];
 	uint32_t lock_id; /* hlb_active's map id, once read: names the lock file */
+	/* Publications only try the lock (hashlb_steer_set_lock_try()); then
+	 * the first and the latest try that found it held, in a row (CLOCK_MONOTONIC
+	 * ms, 0: none). */
+	bool lock_try;
+	uint64_t busy_first_ms, busy_last_ms;
 };
 
 bool hashlb_steer_supported(void)
@@ -1155,19 +1160,27 @@ static int lock_open(const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /*
  * Take the publication lock of <s>'s program: its file descriptor into
  * *<ret_fd>, or -1 if the publication runs unlocked (s->unlocked says why).
  * 0, or -ETIMEDOUT with <err> filled: another publication held it
- * STEER_LOCK_WAIT_MS. Released by publish_unlock().
+ * STEER_LOCK_WAIT_MS. With s->lock_try, one try: -EAGAIN while the tries
+ * that found it held, in a row, span less than STEER_LOCK_WAIT_MS, then
+ * -ETIMEDOUT. Released by publish_unlock().
  */
 static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error *err)
 {
-	struct timespec start, now;
 	char path[64], name[IF_NAMESIZE] = "?";
 	uint32_t id, nap_us = 1000;
-	long waited_ms = 0;
-	bool taken;
+	uint64_t start, now, waited_ms;
 	pid_t holder;
 	int fd;
 
@@ -1192,30 +1205,49 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 		snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(-fd));
 		return 0;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (!(taken = flock(fd, LOCK_EX | LOCK_NB) == 0) && waited_ms < STEER_LOCK_WAIT_MS) {
+	start = now = mono_ms();
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK && errno != EINTR) {
 			snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(errno));
 			close(fd);
 			return 0;
 		}
+		if (s->lock_try || now - start >= STEER_LOCK_WAIT_MS)
+			goto held;
 		usleep(nap_us);
 		nap_us = nap_us < 32000 ? nap_us * 2 : nap_us;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		waited_ms = (now.tv_sec - start.tv_sec) * 1000 +
-			    (now.tv_nsec - start.tv_nsec) / 1000000;
+		now = mono_ms();
 	}
-	if (taken) {
-		*ret_fd = fd;
-		return 0;
+	s->busy_first_ms = 0;
+	*ret_fd = fd;
+	return 0;
+held:
+	waited_ms = now - start;
+	if (s->lock_try) {
+		/* a try after a pause longer than the wait starts anew */
+		if (!s->busy_first_ms || now - s->busy_last_ms > STEER_LOCK_WAIT_MS)
+			s->busy_first_ms = now;
+		s->busy_last_ms = now;
+		waited_ms = now - s->busy_first_ms;
 	}
 	holder = lock_holder(fd);
 	close(fd);
 	if_indextoname((unsigned)s->ifindex, name);
+	if (waited_ms < STEER_LOCK_WAIT_MS)
+		return hashlb_err(err, -EAGAIN, HASHLB_ERR_SYSTEM,
+				  "another publication into the program on %s (process %d, "
+				  "holding %s) is under way: the table in force stays",
+				  name, (int)holder, path);
 	return hashlb_err(err, -ETIMEDOUT, HASHLB_ERR_SYSTEM,
 			  "another publication into the program on %s (process %d, holding %s) "
 			  "has not ended within %d s: the table in force stays",
 			  name, (int)holder, path, STEER_LOCK_WAIT_MS / 1000);
+}
+
+void hashlb_steer_set_lock_try(struct hashlb_steer *s, bool try_only)
+{
+	s->lock_try = try_only;
+	s->busy_first_ms = 0;
 }
 
 static void publish_unlock(int fd)
@@ -1431,18 +1463,20 @@ bool hashlb_steer_driven_elsewhere(struct hashlb_steer *s)
 	return steer_holder(s) != 0; /* unknown: leave it as it is */
 }
 
-int hashlb_steer_set_daemon(struct hashlb_steer *s)
+int hashlb_steer_set_daemon(struct hashlb_steer *s, struct hashlb_error *err)
 {
-	struct hashlb_error err = { 0 };
 	int fd, ret;
 
 	/* A read-modify-write of the active word: in turn with another
 	 * process's flips (the replaced hashlb's, side by side). */
-	ret = publish_lock(s, &fd, &err);
+	ret = publish_lock(s, &fd, err);
 	if (ret < 0)
 		return ret;
 	ret = active_or(s, HLB_STEER_ACTIVE_DAEMON);
 	publish_unlock(fd);
+	if (ret < 0)
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "marking the program as hashlb run's: %s",
+			   strerror(-ret));
 	return ret;
 }
 

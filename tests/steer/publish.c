@@ -340,14 +340,18 @@ static uint32_t syn_ack(int fd, const struct hashlb_table *t, uint64_t seed, uin
 static struct {
 	struct hashlb_steer *other;
 	const struct hashlb_table *t;
-	int ret;
-	struct hashlb_error err;
+	int ret, tried; /* waited for the lock, tried it once (hashlb run's) */
+	struct hashlb_error err, err_tried;
 } inside;
 
-/* a's abort hook: b publishes its table in a's window. */
+/* a's abort hook: b publishes its table in a's window, trying the lock once
+ * (as hashlb run does), then waiting for it (as hashlb steer does). */
 static bool publish_inside(void *arg)
 {
 	(void)arg;
+	hashlb_steer_set_lock_try(inside.other, true);
+	inside.tried = publish_at(inside.other, inside.t, 16, &inside.err_tried);
+	hashlb_steer_set_lock_try(inside.other, false);
 	inside.ret = publish_at(inside.other, inside.t, 16, &inside.err);
 	return false;
 }
@@ -396,6 +400,10 @@ static void check_at_once(void)
 	      inside.ret);
 	CHECK(inside.ret == 0 || strstr(inside.err.msg, holder),
 	      "a publication refused does not name the lock's holder: %s", inside.err.msg);
+	CHECK(inside.tried == -EAGAIN && strstr(inside.err_tried.msg, holder),
+	      "a publication that only tries the lock, inside another's: %d, not -EAGAIN "
+	      "naming the holder (%s)",
+	      inside.tried, inside.err_tried.msg);
 	CHECK(off[0] == 0 && split[0] == 0,
 	      "two publications at once: %u of 2000 new flows off the table, %u ACKs to another "
 	      "backend than their SYN",

@@ -11,7 +11,8 @@ a reload that changes it keeps the program and its flows; hash_prefix sends the 
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 of two services on one interface under two names (an altname), the second is not started; an
 interface deleted and created again gets its program back, and one missing at the start gets it
-when it appears.
+when it appears; the program's publication lock held by another keeps the table in force, not the
+control loop.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -138,6 +139,13 @@ class Daemon:
 
     def skip_log(self):
         self.pos = len(self.lines)
+
+    def edit(self, old, new):
+        """Its config file with <old> replaced by <new> (for a reload or an upgrade)."""
+        with open(self.path) as f:
+            text = f.read()
+        with open(self.path, "w") as f:
+            f.write(text.replace(old, new))
 
     def ctl(self, *args):
         return T.sh(HASHLB, "ctl", "-a", f"unix:{self.admin}", *args, ns=self.topo.lb,
@@ -346,10 +354,7 @@ def neighbour(topo, servers):
         d.ctl("set", "b1", "ready")
         check(d.wait_log("kernel steering table not updated", 10) is not None,
               "neighbour: the table with b1 back not refused with b3's entry gone")
-        with open(d.path) as f:
-            text = f.read()
-        with open(d.path, "w") as f:
-            f.write(text.replace("steering: kernel", "steering: userspace"))
+        d.edit("steering: kernel", "steering: userspace")
         topo.wait_closed()
         d.proc.send_signal(signal.SIGHUP)
         check(d.wait_log("kernel steering detached", 10) is not None,
@@ -644,10 +649,7 @@ def metrics(topo, servers):
               f"conntrack {web(m1, 'conntrack_entries')}/{web(m1, 'conntrack_capacity')}",
               flush=True)
         # a reload that changes the table: the program, its counters with it, stays
-        with open(d.path) as fh:
-            text = fh.read()
-        with open(d.path, "w") as fh:
-            fh.write(text.replace("name: b3,", "name: b3, weight: 3,"))
+        d.edit("name: b3,", "name: b3, weight: 3,")
         d.skip_log()
         d.proc.send_signal(signal.SIGHUP)
         check(d.wait_log("kernel steering table published", 10) is not None,
@@ -726,10 +728,7 @@ def upgrade_unsteered(topo, servers):
         holder = topo.spawn(topo.lb, [sys.executable, "-c", HOLD, str(hold_port)],
                             stdout=subprocess.PIPE, text=True)
         check(holder.stdout.readline().strip() == "held", "upgrade: no connection held")
-        with open(d.path) as f:
-            text = f.read()
-        with open(d.path, "w") as f:
-            f.write(text.replace("steering: kernel", "steering: userspace"))
+        d.edit("steering: kernel", "steering: userspace")
         new_pid = upgrade(d, "upgrade")
         if new_pid is None:
             return
@@ -1518,6 +1517,99 @@ def many_backends(topo, servers, n=1000):
         T.sh("ip", "neigh", "flush", "to", "10.213.0.0/16", ns=topo.lb, check=False)
 
 
+def lock_file(topo):
+    """The publication lock file of the hashlb program on the LB's eth0: named by the id of
+    its map hlb_active (docs/steering.md)."""
+    net = json.loads(T.sh("bpftool", "-j", "net", "show", "dev", "eth0", ns=topo.lb).stdout)
+    progs = [a.get("id") or a.get("prog_id") for n in net for k in ("xdp", "tc")
+             for a in n.get(k, [])]
+    for prog in filter(None, progs):
+        info = json.loads(T.sh("bpftool", "-j", "prog", "show", "id", str(prog)).stdout)
+        for m in info.get("map_ids", []):
+            if json.loads(T.sh("bpftool", "-j", "map", "show", "id", str(m)).stdout).get(
+                    "name") == "hlb_active":
+                return f"/run/hashlb/steer-{m}.lock"
+    return None
+
+
+def admin_get(d, path):
+    """GET <path> from <d>'s admin endpoint (a unix socket: no namespace needed): the status
+    code, 0 if none came within 30 s."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    try:
+        s.connect(d.admin)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: hashlb\r\nConnection: close\r\n\r\n".encode())
+        head = s.makefile("rb").readline().split()
+        return int(head[1]) if len(head) > 1 else 0
+    except OSError:
+        return 0
+    finally:
+        s.close()
+
+
+def lock_held(topo, servers):
+    """Another publication into the program holds its lock (here the test: an flock on its
+    lock file; in life a hashlb steer --update, or a hashlb beside this one, stopped inside a
+    publication): hashlb run keeps the table in force, tries again every second, logs the
+    refusal naming the holder, and its control thread goes on meanwhile: health checks,
+    the admin endpoint. Before, each try waited 2 s for the lock on the control thread and
+    the next was due by then: the loop turned once a try (5 GET /status and 3 s: 13 turns
+    for 13 tries). Once the lock is let go, the latest table is published and
+    steers new clients."""
+    import fcntl
+    d = Daemon(topo, service(topo)).start()
+    fd = None
+    try:
+        if not check(d.wait_log("kernel steering table published", 15) is not None,
+                     "lock held: no table published at start"):
+            return
+        path = lock_file(topo)
+        if not check(path and os.path.exists(path), f"lock held: no lock file ({path})"):
+            return
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        # a reload that changes the table, published with the lock held by this process
+        d.edit("name: b3,", "name: b3, weight: 3,")
+        d.skip_log()
+        d.proc.send_signal(signal.SIGHUP)
+        line = d.wait_log("kernel steering table not updated", 15)
+        check(line is not None and f"process {os.getpid()}" in line and path in line,
+              f"lock held: the refusal does not name this process and {path}: {line}")
+
+        def sample():
+            p = d.ctl("metrics")
+            m = parse_prometheus(p.stdout) if p.returncode == 0 else {}
+            return (m.get(("hashlb_control_turns_total", ""), 0),
+                    m.get(("hashlb_service_steer_tables_refused_total", '{service="web"}'), 0))
+
+        turns0, tries0 = sample()
+        codes = [admin_get(d, "/status") for _ in range(5)]
+        time.sleep(3)  # a few tries more, every one refused
+        turns1, tries1 = sample()
+        turns, tries = int(turns1 - turns0), int(tries1 - tries0)
+        published = d.wait_log("kernel steering table published", 0)
+        check(codes == [200] * 5, f"lock held: GET /status while the lock is held: {codes}")
+        # 200 ms health checks of 3 backends: dozens of turns a second when nothing holds
+        # the loop; about one a try when each try holds it for 2 s
+        check(tries >= 2 and turns >= 4 * tries and published is None,
+              f"lock held: the control loop turned {turns} times over {tries} tries of the "
+              f"publication (published meanwhile: {published})")
+        print(f"lock held: 5 GET /status {codes}; {turns} turns of the control loop over "
+              f"{tries} refused tries", flush=True)
+        os.close(fd)
+        fd = None
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "lock held: the table not published once the lock was let go")
+        got = steered(topo, "lock held")
+        print(f"lock held: let go, published; 20 new clients {dict(got)}", flush=True)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        d.stop()
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -1528,7 +1620,8 @@ def body(topo):
                      ("neighbour_unreadable", neighbour_unreadable),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
-                     ("manual_update", manual_update), ("flows", flows), ("outgrown", outgrown),
+                     ("manual_update", manual_update), ("lock_held", lock_held),
+                     ("flows", flows), ("outgrown", outgrown),
                      ("too_small", too_small), ("slots_held", slots_held),
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
