@@ -1555,6 +1555,17 @@ static struct hlb_pool_backend *orphan_find(const struct hlb_pool *p, const char
 	return NULL;
 }
 
+/* What taking an orphan back changes of it (service_new(): the config's settings, its checks
+ * off), as it was: the reload may fail yet (orphan_give_back()). */
+struct orphan_was {
+	uint32_t idx, cfg_weight, cfg_max_conns, up_fails, weight, max_conns, admit;
+	enum hashlb_admin_state cfg_admin, admin;
+	struct hlb_health health;
+	struct hlb_check_errs check_errs;
+	bool check_latency_old, up_fails_logged, backup, healthy;
+	uint64_t ramp_start_ms, health_since_ns;
+};
+
 /*
  * The orphan of service <svc> named and addressed as <nb>, taken back for <s> with its
  * connections and what was set at run time, whether it held connections or not: a reload
@@ -1570,17 +1581,57 @@ static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_
 {
 	struct hlb_pool_backend *o = orphan_find(p, svc, nb);
 
-	if (o)
-		o->svc = s;
+	if (!o)
+		return NULL;
+	s->orphans_was[s->n_backends] = (struct orphan_was){
+		.idx = o->idx,
+		.cfg_weight = o->cfg_weight,
+		.cfg_max_conns = o->cfg_max_conns,
+		.cfg_admin = o->cfg_admin,
+		.admin = o->admin,
+		.health = o->health,
+		.check_errs = o->check_errs,
+		.check_latency_old = o->check_latency_old,
+		.up_fails = o->up_fails,
+		.up_fails_logged = o->up_fails_logged,
+		.ramp_start_ms = o->ramp_start_ms,
+		.weight = o->rt->weight,
+		.backup = o->rt->backup,
+		.max_conns = atomic_load(&o->rt->max_conns),
+		.admit = atomic_load(&o->rt->admit),
+		.healthy = atomic_load(&o->rt->healthy),
+		.health_since_ns = atomic_load(&o->rt->health_since_ns),
+	};
+	o->svc = s;
 	return o;
 }
 
 /* Orphan <b> taken back by orphan_take() for a reload that failed: an orphan
- * again, at its deadline (the array has its place: taking it out kept it; while the
- * reload's services are made, it is still there). */
-static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b)
+ * again, at its deadline, as it was before (<was>): what the rejected config gave it
+ * (service_new()) would otherwise stay, and what was set at run time be lost (the array
+ * has its place: taking it out kept it; while the reload's services are made, it is
+ * still there). */
+static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b,
+			     const struct orphan_was *was)
 {
 	hlb_check_stop(&b->check);
+	b->idx = was->idx;
+	b->cfg_weight = was->cfg_weight;
+	b->cfg_max_conns = was->cfg_max_conns;
+	b->cfg_admin = was->cfg_admin;
+	b->admin = was->admin;
+	b->health = was->health;
+	b->check_errs = was->check_errs;
+	b->check_latency_old = was->check_latency_old;
+	b->up_fails = was->up_fails;
+	b->up_fails_logged = was->up_fails_logged;
+	b->ramp_start_ms = was->ramp_start_ms;
+	b->rt->weight = was->weight;
+	b->rt->backup = was->backup;
+	atomic_store(&b->rt->max_conns, was->max_conns);
+	atomic_store(&b->rt->admit, was->admit);
+	atomic_store(&b->rt->healthy, was->healthy);
+	atomic_store(&b->rt->health_since_ns, was->health_since_ns);
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	b->svc = NULL;
 	if (!p->orphans_sorted)
@@ -1635,6 +1686,8 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 		b->drain_deadline_ms = 0;
 		service_reclaim_log(s, b);
 	}
+	free(s->orphans_was); /* none given back now */
+	s->orphans_was = NULL;
 	/* the drain its removal logged ends here, none closed */
 	if (held)
 		pool_log(p, HLB_LOG_INFO, "service added back: its draining connections stay",
@@ -1853,7 +1906,7 @@ static void service_free(struct hlb_pool_service *s)
 		struct hlb_pool_backend *b = s->backends[i];
 
 		if (b->orphan_of) /* taken back by a reload that failed: an orphan again */
-			orphan_give_back(s->pool, b);
+			orphan_give_back(s->pool, b, &s->orphans_was[i]);
 		else
 			backend_free(b);
 	}
@@ -1868,6 +1921,7 @@ static void service_free(struct hlb_pool_service *s)
 	free(s->drained);
 	free(s->gone_held);
 	hlb_snapshot_free(s->unpublished); /* never read: no RCU */
+	free(s->orphans_was);
 	/* retired, or taken back by a reload that failed: it reads no config of ours */
 	if (s->rt && atomic_load(&s->rt->removed))
 		s->rt->cfg = NULL;
@@ -2136,7 +2190,9 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	s->backends = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->backends));
 	/* one removed within its drain timeout: that service again (retired_taken_back()) */
 	r = retired_find(p, c->name, hlb_now_ms());
-	if (!s->backends)
+	if (p->n_orphans_sorted)
+		s->orphans_was = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->orphans_was));
+	if (!s->backends || (p->n_orphans_sorted && !s->orphans_was))
 		ret = -ENOMEM;
 	else if (r && !(s->gone_held = calloc(r->n_bes ? r->n_bes : 1, sizeof(*s->gone_held))))
 		ret = -ENOMEM;

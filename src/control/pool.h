@@ -53,6 +53,7 @@
 
 struct hlb_pool;
 struct hlb_pool_service;
+struct orphan_was;
 
 struct hlb_pool_backend {
 	struct hlb_pool_service *svc;
@@ -125,6 +126,10 @@ struct hlb_pool_service {
 	 * snapshot, published into the retired service's <rt> only once nothing can fail the
 	 * reload any more (hlb_pool_apply()): that one's connections read it. NULL otherwise. */
 	struct hlb_snapshot *unpublished;
+	/* Made by a reload that takes orphans back (orphan_take()): [i], backends[i] as it was
+	 * if it is one, given back so if the reload fails (orphan_give_back()); NULL once it is
+	 * applied (orphans_adopted()), or with no orphans to take. */
+	struct orphan_was *orphans_was;
 	struct hlb_health_params hp;
 	/* Checks skipped for a fault of ours (the source address gone, no fd):
 	 * logged when the first is, and when checks are made again with none

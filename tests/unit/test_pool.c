@@ -909,6 +909,86 @@ static void test_reload_adding_back_a_service_short_of_any_allocation_changes_no
 	assert_true(k > 4);
 }
 
+/* <web>'s backends b1 (weight 5), b2 (max_connections 7) and b3 (maint) as set at run time on a
+ * config of weight 1, no cap, ready: as an orphan (draining) or as <web>'s again. */
+static void assert_set_at_run_time(struct hlb_pool_backend *const *b, bool orphans)
+{
+	assert_int_equal(b[1]->rt->weight, 5);
+	assert_int_equal(b[1]->cfg_weight, 1);
+	assert_int_equal(atomic_load(&b[2]->rt->max_conns), 7);
+	assert_int_equal(b[2]->cfg_max_conns, 0);
+	assert_int_equal(b[3]->admin, HASHLB_ADMIN_MAINT);
+	assert_int_equal(b[3]->cfg_admin, HASHLB_ADMIN_READY);
+	for (uint32_t i = 1; i < 4; i++)
+		assert_int_equal(atomic_load(&b[i]->rt->admin),
+				 orphans ? HASHLB_ADMIN_DRAIN : (int)b[i]->admin);
+}
+
+/*
+ * A reload adding back web (removed within its drain timeout, its backends set at run time)
+ * with b1's weight, b2's cap and b3's state changed, each allocation failed in turn: it fails
+ * whole, and the orphans it took back keep what was set at run time and the running config's
+ * values; a reload then adding web back as it was serves them as set. Before, a failed reload
+ * gave back only their state and service: b1 served at weight 3 and the later add-back, the
+ * config's 1 no change from the rejected 3, found no run-time set to keep; b3 left maint.
+ */
+static void test_reload_adding_back_a_service_that_fails_keeps_what_was_set(void **state)
+{
+	uint32_t k;
+
+	(void)state;
+	for (k = 1;; k++) {
+		struct hlb_pool_backend *b[4];
+		struct hashlb_config *next;
+		struct hlb_pool_service *web;
+		uint32_t lines = 0;
+		struct fixture f;
+		bool reached;
+
+		fixture_setup_counted(&f, &lines);
+		for (uint32_t i = 0; i < 4; i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "b%u", i);
+			b[i] = hlb_pool_backend_find(f.svc, name);
+		}
+		assert_int_equal(hlb_pool_set_weight(b[1], 5), 0);
+		hlb_pool_set_max_connections(b[2], 7);
+		assert_int_equal(hlb_pool_set_admin(b[3], HASHLB_ADMIN_MAINT), 0);
+		hlb_pool_flush(f.pool);
+		fixture_reload(&f, config_api());
+		assert_set_at_run_time(b, true);
+		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		next->services[0].backends[1].weight = 3;
+		next->services[0].backends[2].max_connections = 9;
+		next->services[0].backends[3].admin = HASHLB_ADMIN_DRAIN;
+		lines = 0;
+
+		reached = apply_short_of_nth(&f, next, k, &lines);
+		web = hlb_pool_service_find(f.pool, "web");
+		if (reached) {
+			assert_null(web);
+			assert_set_at_run_time(b, true);
+			/* added back as it was: as set at run time */
+			fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
+			web = hlb_pool_service_find(f.pool, "web");
+			for (uint32_t i = 0; i < 4; i++)
+				assert_ptr_equal(web->backends[i], b[i]);
+			assert_set_at_run_time(b, false);
+		} else { /* every allocation made: applied, the config's changes */
+			assert_ptr_equal(web->backends[1], b[1]);
+			assert_int_equal(b[1]->rt->weight, 3);
+			assert_int_equal(atomic_load(&b[2]->rt->max_conns), 9);
+			assert_int_equal(b[3]->admin, HASHLB_ADMIN_DRAIN);
+		}
+		hlb_pool_flush(f.pool);
+		fixture_teardown(&f);
+		if (!reached)
+			break;
+	}
+	assert_true(k > 4);
+}
+
 static void test_reload_applies_the_difference(void **state)
 {
 	struct fixture f;
@@ -2113,6 +2193,7 @@ int main(void)
 			test_reload_removing_a_service_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
 			test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing),
+		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 	};
 
