@@ -1475,6 +1475,40 @@ static void pool_tick(void *arg)
 	hlb_timer_arm(p->loop, &p->tick, now + HLB_POOL_TICK_MS);
 }
 
+/* Checks off in <c>: no verdict holds <b> down any more. Whether it was (unsaid:
+ * backend_unchecked_up() says it). */
+static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
+				     uint64_t now)
+{
+	if (c->health.enabled || b->health.up)
+		return false;
+	backend_health_restart(b, true, now);
+	backend_set_healthy(b, true);
+	return true;
+}
+
+/* <b>, held down by a verdict, up as checks are off in <c>: said. */
+static void backend_unchecked_up_log(const struct hlb_pool_backend *b,
+				     const struct hashlb_service_cfg *c)
+{
+	char qn[POOL_NAME_QUOTED];
+
+	/* its "backend down" line had no end: it took clients again unsaid */
+	pool_log(b->svc->pool, HLB_LOG_INFO, "backend up",
+		 "service=%s backend=%s cause=unchecked flaps=%" PRIu64, c->name,
+		 backend_qname(b, qn), b->health.flaps);
+}
+
+/* Checks off in <c>: no verdict holds <b> down any more. Whether it was (said). */
+static bool backend_unchecked_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
+				 uint64_t now)
+{
+	if (!backend_unchecked_set_up(b, c, now))
+		return false;
+	backend_unchecked_up_log(b, c);
+	return true;
+}
+
 /* ---- orphans: the backends of services a reload removed ---- */
 
 static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
@@ -1684,6 +1718,9 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 		free(b->orphan_of);
 		b->orphan_of = NULL;
 		b->drain_deadline_ms = 0;
+		/* held down, up as its checks are off (service_new()) */
+		if (!s->orphans_was[j].health.up && b->health.up)
+			backend_unchecked_up_log(b, s->cfg);
 		service_reclaim_log(s, b);
 	}
 	free(s->orphans_was); /* none given back now */
@@ -1858,23 +1895,6 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 		chg->cfg_admin = was.cfg_admin;
 	}
 	return full;
-}
-
-/* Checks off in <c>: no verdict holds <b> down any more. Whether it was. */
-static bool backend_unchecked_up(struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
-				 uint64_t now)
-{
-	char qn[POOL_NAME_QUOTED];
-
-	if (c->health.enabled || b->health.up)
-		return false;
-	backend_health_restart(b, true, now);
-	backend_set_healthy(b, true);
-	/* its "backend down" line had no end: it took clients again unsaid */
-	pool_log(b->svc->pool, HLB_LOG_INFO, "backend up",
-		 "service=%s backend=%s cause=unchecked flaps=%" PRIu64, c->name,
-		 backend_qname(b, qn), b->health.flaps);
-	return true;
 }
 
 /* ---- services ---- */
@@ -2213,7 +2233,8 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			b->idx = i;
 			atomic_store(&b->rt->admin, (int)b->admin); /* retiring forced drain */
 			backend_cfg_apply(b, &c->backends[i], c, NULL);
-			backend_unchecked_up(b, c, hlb_now_ms());
+			/* said once the reload is applied (orphans_adopted()) */
+			backend_unchecked_set_up(b, c, hlb_now_ms());
 			s->backends[s->n_backends++] = b;
 			continue;
 		}

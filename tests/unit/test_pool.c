@@ -919,18 +919,19 @@ static void assert_set_at_run_time(struct hlb_pool_backend *const *b, bool orpha
 	assert_int_equal(b[2]->cfg_max_conns, 0);
 	assert_int_equal(b[3]->admin, HASHLB_ADMIN_MAINT);
 	assert_int_equal(b[3]->cfg_admin, HASHLB_ADMIN_READY);
-	for (uint32_t i = 1; i < 4; i++)
+	for (uint32_t i = 0; i < 4; i++)
 		assert_int_equal(atomic_load(&b[i]->rt->admin),
 				 orphans ? HASHLB_ADMIN_DRAIN : (int)b[i]->admin);
 }
 
 /*
- * A reload adding back web (removed within its drain timeout, its backends set at run time)
- * with b1's weight, b2's cap and b3's state changed, each allocation failed in turn: it fails
- * whole, and the orphans it took back keep what was set at run time and the running config's
- * values; a reload then adding web back as it was serves them as set. Before, a failed reload
- * gave back only their state and service: b1 served at weight 3 and the later add-back, the
- * config's 1 no change from the rejected 3, found no run-time set to keep; b3 left maint.
+ * A reload adding back web (removed within its drain timeout, its backends set at run time,
+ * b0 down) with b1's weight, b2's cap and b3's state changed, its checks off, each allocation
+ * failed in turn: it fails whole, and the orphans it took back keep what was set at run time,
+ * the running config's values and their health, no line logged; a reload then adding web back
+ * as it was serves them as set. Before, a failed reload gave back only their state and
+ * service: b1 served at weight 3 and the later add-back, the config's 1 no change from the
+ * rejected 3, found no run-time set to keep; b3 left maint; b0 was up, said in a line.
  */
 static void test_reload_adding_back_a_service_that_fails_keeps_what_was_set(void **state)
 {
@@ -955,10 +956,11 @@ static void test_reload_adding_back_a_service_that_fails_keeps_what_was_set(void
 		assert_int_equal(hlb_pool_set_weight(b[1], 5), 0);
 		hlb_pool_set_max_connections(b[2], 7);
 		assert_int_equal(hlb_pool_set_admin(b[3], HASHLB_ADMIN_MAINT), 0);
+		backend_fail(b[0]);
 		hlb_pool_flush(f.pool);
 		fixture_reload(&f, config_api());
 		assert_set_at_run_time(b, true);
-		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
+		next = config_new(HASHLB_SCHEME_MAGLEV, 4); /* its checks off: b0 up */
 		next->services[0].backends[1].weight = 3;
 		next->services[0].backends[2].max_connections = 9;
 		next->services[0].backends[3].admin = HASHLB_ADMIN_DRAIN;
@@ -969,6 +971,8 @@ static void test_reload_adding_back_a_service_that_fails_keeps_what_was_set(void
 		if (reached) {
 			assert_null(web);
 			assert_set_at_run_time(b, true);
+			assert_false(b[0]->health.up); /* and no line said it up (lines) */
+			assert_false(atomic_load(&b[0]->rt->healthy));
 			/* added back as it was: as set at run time */
 			fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
 			web = hlb_pool_service_find(f.pool, "web");
@@ -980,6 +984,7 @@ static void test_reload_adding_back_a_service_that_fails_keeps_what_was_set(void
 			assert_int_equal(b[1]->rt->weight, 3);
 			assert_int_equal(atomic_load(&b[2]->rt->max_conns), 9);
 			assert_int_equal(b[3]->admin, HASHLB_ADMIN_DRAIN);
+			assert_true(b[0]->health.up);
 		}
 		hlb_pool_flush(f.pool);
 		fixture_teardown(&f);
