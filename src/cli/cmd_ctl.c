@@ -299,7 +299,9 @@ static void ctl_interim_skip(char *buf, size_t *got)
 {
 	char *end;
 
-	while (!strncmp(buf, "HTTP/1.", 7) && buf[8] == ' ' && buf[9] == '1' &&
+	/* buf[8] and buf[9] read once <got> has them: past its NUL, malloc's bytes (valgrind:
+	 * "depends on uninitialised value" for an answer of "HTTP/1." alone) */
+	while (*got > 9 && !strncmp(buf, "HTTP/1.", 7) && buf[8] == ' ' && buf[9] == '1' &&
 	       strncmp(buf + 9, "101", 3) && (end = strstr(buf, "\r\n\r\n"))) {
 		size_t off = (size_t)(end + 4 - buf);
 
