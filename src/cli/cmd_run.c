@@ -17,6 +17,7 @@
 #include "run_steer.h"
 #include "runtime/daemon.h"
 #include "runtime/log.h"
+#include "runtime/signals.h"
 
 static void usage(FILE *f)
 {
@@ -354,13 +355,9 @@ int cmd_run(int argc, char **argv)
 	 * kernel dropped them, and hashlb went on to run, docker stop's SIGTERM
 	 * lost. One inherited ignored stays so (the daemon leaves it out). */
 	sigemptyset(&held);
-	sigaddset(&held, SIGHUP);
-	sigaddset(&held, SIGUSR2);
-	sigaddset(&held, SIGUSR1);
+	hlb_sigset_add_commands(&held);
 	sigemptyset(&stops);
-	sigaddset(&stops, SIGTERM);
-	sigaddset(&stops, SIGINT);
-	sigaddset(&stops, SIGQUIT);
+	hlb_sigset_add_stops(&stops);
 	cli_start_signals(&stops, &held);
 
 	/* Blocks of 128 KiB and more (a default Maglev table holds 128-384 KiB)

@@ -890,24 +890,17 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	}
 
 	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	/* a stop as SIGTERM, not a core dump cutting every connection: nginx's
-	 * graceful stop, its Docker image's STOPSIGNAL */
-	sigaddset(&mask, SIGQUIT);
+	hlb_sigset_add_stops(&mask);
 	/* a stop inherited ignored (SIGINT, SIGQUIT of a shell's background job,
 	 * spared a Ctrl-C at its terminal) stays ignored, as it was while the
 	 * config loaded: blocked, the signalfd took it even so, and the job stopped */
 	hlb_sigset_del_ignored(&mask);
 	/* the commands are taken even inherited ignored, as nginx and HAProxy take
 	 * them: SIGHUP is the reload under nohup too, which an operator's kill -HUP
-	 * (a logrotate script's, a deploy's) must not find silently ignored */
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR2);
-	/* taken only to be ignored: its default action would kill the process at once,
-	 * every connection reset, and nginx (reopen the logs) and HAProxy (soft stop)
-	 * teach operators and logrotate scripts to send it */
-	sigaddset(&mask, SIGUSR1);
+	 * (a logrotate script's, a deploy's) must not find silently ignored; SIGUSR1
+	 * only to be ignored, its default action killing the process at once, every
+	 * connection reset */
+	hlb_sigset_add_commands(&mask);
 	/* blocked before any worker starts, so every thread inherits the mask */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);

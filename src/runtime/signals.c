@@ -19,3 +19,17 @@ void hlb_sigset_del_ignored(sigset_t *set)
 		if (sig != SIGTERM && sigismember(set, sig) && signal_ignored(sig))
 			sigdelset(set, sig);
 }
+
+void hlb_sigset_add_stops(sigset_t *set)
+{
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGQUIT);
+}
+
+void hlb_sigset_add_commands(sigset_t *set)
+{
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGUSR2);
+	sigaddset(set, SIGUSR1);
+}

@@ -22,4 +22,16 @@
  */
 void hlb_sigset_del_ignored(sigset_t *set);
 
+/*
+ * hashlb run's signals, added to <set>: one list for the CLI, which holds them while the
+ * config loads (cmd_run()), and the daemon, whose signalfd takes them once it runs; a
+ * signal held in the first and missing from the second would stay pending for good.
+ * The stops, which drain: SIGTERM, SIGINT, and SIGQUIT as SIGTERM (nginx's graceful
+ * stop, its Docker image's STOPSIGNAL), not a core dump cutting every connection.
+ */
+void hlb_sigset_add_stops(sigset_t *set);
+/* The commands: SIGHUP reloads, SIGUSR2 upgrades, SIGUSR1 is logged and ignored (its
+ * default action would kill the process; nginx and HAProxy teach logrotate to send it). */
+void hlb_sigset_add_commands(sigset_t *set);
+
 #endif
