@@ -1333,15 +1333,16 @@ int cmd_ctl(int argc, char **argv)
 			return 1;
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&
-		    hashlb_addr_port(&cfg->admin_addr) == 0 && pid) {
-			snprintf(q, sizeof(q),
-				 "%s: admin %s has port 0 (the kernel picked the running hashlb's)",
-				 admin_given ? o.admin_opt : cli_path(o.config), cfg->admin);
-			hashlb_config_free(cfg);
-			return ctl_sighup(pid, q, o.json);
-		}
-		if (cfg->admin_addr.ss_family != AF_UNIX &&
 		    hashlb_addr_port(&cfg->admin_addr) == 0) {
+			if (pid) {
+				snprintf(q, sizeof(q),
+					 "%s: admin %s has port 0 (the kernel picked the running "
+					 "hashlb's)",
+					 admin_given ? o.admin_opt : cli_path(o.config),
+					 cfg->admin);
+				hashlb_config_free(cfg);
+				return ctl_sighup(pid, q, o.json);
+			}
 			/* connecting there is refused, which would say nothing is listening */
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
