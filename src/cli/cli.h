@@ -92,8 +92,8 @@ void cli_bad_value(const char *name, const char *value, const char *allowed);
  * numeric ADDR:PORT, not link-local, into <ret_addr> and <ret_len>. Only run takes "off"
  * (*<ret_len> 0) and port 0 (the kernel picks). Only ctl takes HOST:PORT, a host name, which
  * <resolve> turns into an address, given them as hashlb_name_addr_parse() split them (-errno
- * if it cannot): a connect may try each address a
- * name has, a bind takes one, which a name does not say (nor does the admin key take one).
+ * if it cannot): a connect may try each address a name has, a bind takes one, which a name
+ * does not say (nor does the admin key take one).
  * 0; or -EINVAL once it is refused, printed as cli_bad_value() and the one reason (a relative
  * path, a port alone: "write ADDR:8080, ..."), a usage error.
  */
