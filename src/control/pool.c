@@ -2457,11 +2457,14 @@ void hlb_pool_stop_checks(struct hlb_pool *p)
 	hlb_timer_cancel(p->loop, &p->tick);
 }
 
-/* The time <b>, which a reload removed, has left to drain at <now>; 0 for one that holds none. */
-static uint64_t drain_left_ms(const struct hlb_pool_backend *b, uint64_t now)
+/* The longer of <max> and the time <b>, which a reload removed, has left to drain at <now>
+ * (none for one that holds no connection): each read once, its <claimed> going to 0 meanwhile
+ * not taking back what another backend left. */
+static uint64_t drain_left_max(const struct hlb_pool_backend *b, uint64_t now, uint64_t max)
 {
-	if (!atomic_load(&b->rt->claimed) || b->drain_deadline_ms <= now)
-		return 0;
+	if (!atomic_load(&b->rt->claimed) || b->drain_deadline_ms <= now ||
+	    b->drain_deadline_ms - now <= max)
+		return max;
 	return b->drain_deadline_ms - now;
 }
 
@@ -2471,11 +2474,9 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
 
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		for (uint32_t j = 0; j < p->svcs[i]->n_removed; j++)
-			if (drain_left_ms(p->svcs[i]->removed[j], now) > max)
-				max = drain_left_ms(p->svcs[i]->removed[j], now);
+			max = drain_left_max(p->svcs[i]->removed[j], now, max);
 	for (uint32_t i = 0; i < p->n_orphans; i++)
-		if (drain_left_ms(p->orphans[i], now) > max)
-			max = drain_left_ms(p->orphans[i], now);
+		max = drain_left_max(p->orphans[i], now, max);
 	return max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
 }
 

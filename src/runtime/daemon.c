@@ -1118,7 +1118,7 @@ static uint64_t mono_ms(void);
 void hlb_daemon_stop(struct hlb_daemon *d)
 {
 	struct dlistener *dl, *next;
-	uint32_t ms;
+	uint32_t ms, left;
 
 	if (d->stopping) {
 		if (!d->stop_now) {
@@ -1144,8 +1144,9 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	ms = drain_ms(d);
 	/* a removed service's (not among the listeners') or a backend's whose removal gave it
 	 * longer: cut at the listeners' longest, an upgrade in place ended their drain early */
-	if (d->hooks.drain_left_ms && d->hooks.drain_left_ms(d, d->hooks.arg) > ms)
-		ms = d->hooks.drain_left_ms(d, d->hooks.arg);
+	left = d->hooks.drain_left_ms ? d->hooks.drain_left_ms(d, d->hooks.arg) : 0;
+	if (left > ms)
+		ms = left;
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
 	/* Not if handed over: the service manager follows the new process. The
