@@ -651,8 +651,9 @@ int hlb_http_reclaim(struct hlb_http *h)
 	hlb_loop_del(h->loop, &h->io);
 	close(h->io.fd);
 	h->io.fd = fd;
-	if (!hlb_timer_armed(&h->resume) && (ret = hlb_loop_add(h->loop, &h->io, EPOLLIN)) < 0)
-		return ret;
+	/* not watched yet (epoll short of memory): looked at again as a paused accept is */
+	if (!hlb_timer_armed(&h->resume) && hlb_loop_add(h->loop, &h->io, EPOLLIN) < 0)
+		hlb_timer_arm(h->loop, &h->resume, hlb_now_ms() + HTTP_ACCEPT_PAUSE_MS);
 	return 1;
 }
 
