@@ -26,7 +26,6 @@
  */
 #include <dlfcn.h>
 #include <net/if.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -213,12 +212,7 @@ static void check_two_loaders(void)
 	uint32_t off[6];
 	int fd;
 
-	if (unshare(CLONE_NEWNET) < 0 ||
-	    system("ip link add " IFACE " type veth peer name hlbpub1 && ip link set " IFACE
-		   " up") != 0) {
-		perror("a network namespace with a veth");
-		exit(1);
-	}
+	test_netns_veth(IFACE, "hlbpub1");
 	a = test_steer_load_opts(&o, t0);
 	fd = hashlb_steer_prog_fd(a, HASHLB_STEER_PROG_XDP);
 	test_publish(a, t0, HASHLB_KEY_4TUPLE, NULL); /* a table before the VIP */
