@@ -424,7 +424,9 @@ static void check_at_once(void)
  * unlocked and says why: the errno of that read. Before, the errno of the
  * stale lock files' sweep that came after it: "No such file or directory"
  * for an EPERM, where a stale file was swept (one made here, of a map id
- * the kernel never gives) or /run/hashlb was not there.
+ * the kernel never gives: above INT_MAX, and this process's own, so that a
+ * run beside this one makes none this one's check finds) or /run/hashlb was
+ * not there.
  */
 static void check_unlocked_says_why(void)
 {
@@ -432,13 +434,16 @@ static void check_unlocked_says_why(void)
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .max_backends = 16 };
 	struct hashlb_steer *s = test_steer_load_opts(&o, NULL);
 	const char *why;
+	char stale[64];
 	FILE *f;
 
 	if (mkdir("/run/hashlb", 0755) < 0 && errno != EEXIST) {
 		perror("/run/hashlb");
 		exit(1);
 	}
-	f = fopen("/run/hashlb/steer-4294967295.lock", "w");
+	snprintf(stale, sizeof(stale), "/run/hashlb/steer-%u.lock",
+		 4294967295u - (unsigned)getpid());
+	f = fopen(stale, "w");
 	if (!f) {
 		perror("a stale lock file");
 		exit(1);
@@ -450,9 +455,9 @@ static void check_unlocked_says_why(void)
 	printf("hlb_active's id unread: unlocked, %s\n", why ? why : "(not said)");
 	CHECK(why && strstr(why, strerror(EPERM)), "unlocked, hlb_active's id unread: %s, not %s",
 	      why ? why : "(not said)", strerror(EPERM));
-	CHECK(access("/run/hashlb/steer-4294967295.lock", F_OK) < 0,
+	CHECK(access(stale, F_OK) < 0,
 	      "a stale lock file (no such map) left after a publication's sweep");
-	unlink("/run/hashlb/steer-4294967295.lock");
+	unlink(stale);
 	hashlb_steer_free(s);
 }
 
