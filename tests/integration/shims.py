@@ -2,6 +2,7 @@
 (tests/integration/meson.build) into the build root: one compiler, one command line, built
 once, where each test that used one ran `cc` on it at every run."""
 import os
+import socket
 
 
 def shim(name):
@@ -13,3 +14,29 @@ def shim(name):
         raise SystemExit(f"FAIL: {path} is not built (tests/integration/meson.build builds it "
                          "with hashlb)")
     return path
+
+
+class Paused:
+    """A process held at one point <at> of its start by start_pause.c until go(): "open:PATH",
+    as it opens PATH (a config: it is loading); "sigprocmask", just after hashlb run's first
+    mask. Start it with .wrap, a command prefix that execs it with the shim (after any
+    unshare, sh or prlimit, which would stop there instead), and .pass_fds; then reached()."""
+
+    def __init__(self, at):
+        self._ours, self._theirs = socket.socketpair()
+        self.pass_fds = (self._theirs.fileno(),)
+        self.wrap = ("env", f"LD_PRELOAD={shim('start_pause')}", f"HLB_TEST_PAUSE_AT={at}",
+                     f"HLB_TEST_PAUSE_FD={self._theirs.fileno()}")
+
+    def reached(self, timeout=30):
+        """Whether the process started reached the point within <timeout> s."""
+        self._theirs.close()
+        self._ours.settimeout(timeout)
+        try:
+            return self._ours.recv(1) == b"p"
+        except OSError:
+            return False
+
+    def go(self):
+        """Let it go on."""
+        self._ours.close()

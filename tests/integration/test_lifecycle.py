@@ -22,7 +22,7 @@ import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-from shims import shim  # noqa: E402
+from shims import Paused  # noqa: E402
 from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port,
                     logfmt_error, logfmt_fields, outcome,
                     read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
@@ -707,26 +707,20 @@ def _paused(at, pid1=False, ignore=(), cfg_text=None, fname="paused.yaml", wrap=
     those signals inherited ignored (as a shell's background job has SIGINT and SIGQUIT).
     <wrap>: a command prefix before all that. (lb, its pid as seen here, go): go() lets it
     go on."""
-    ours, theirs = socket.socketpair()
-    env = dict(os.environ, HLB_TEST_PAUSE_FD=str(theirs.fileno()),
-               HLB_TEST_PAUSE_AT="open:" + tmppath(fname) if at == "open" else at,
+    pause = Paused("open:" + tmppath(fname) if at == "open" else at)
+    env = dict(os.environ,
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
-    wrap_ = ("env", f"LD_PRELOAD={shim('start_pause')}")
+    wrap_ = pause.wrap
     if ignore:  # as the shell does, with exec: hashlb inherits them ignored
         wrap_ = ("sh", "-c", f"trap '' {' '.join(signal.Signals(s).name[3:] for s in ignore)}; "
                  'exec "$@"', "sh", *wrap_)
     if pid1:
         wrap_ = (*AS_PID1, *wrap_)
     lb = Hashlb(cfg_text or config(BACKENDS), fname=fname, wait=False, env=env, wrap=(*wrap, *wrap_),
-                pass_fds=(theirs.fileno(),))
-    theirs.close()
-    ours.settimeout(30)
-    check(ours.recv(1) == b"p", "hashlb reached the point of its start")
+                pass_fds=pause.pass_fds)
+    check(pause.reached(), "hashlb reached the point of its start")
     pid = _init_pid(lb.proc) if pid1 else lb.proc.pid
-
-    def go():
-        ours.close()
-    return lb, pid, go
+    return lb, pid, pause.go
 
 
 def _logged(lb, text):

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from shims import shim  # noqa: E402
+from shims import Paused  # noqa: E402
 import topo as T  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -714,10 +714,8 @@ def pid1_early_stop(topo):
     attached. The kernel drops a signal whose action is the default sent to such a process,
     and hashlb steer left them at their default until it blocked them: each was lost, and the
     command attached and steered on."""
-    import socket
     import tempfile
     tmp = tempfile.mkdtemp()
-    lib = shim("start_pause")
     cfg = os.path.join(tmp, "steer.yaml")
     with open(cfg, "w") as f:
         f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
@@ -725,19 +723,15 @@ def pid1_early_stop(topo):
                 "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
                         for i in range(3)))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
-        ours, theirs = socket.socketpair()
+        pause = Paused(f"open:{cfg}")
         p = topo.spawn(topo.lb, ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                                 "env", f"LD_PRELOAD={lib}", f"HLB_TEST_PAUSE_AT=open:{cfg}",
-                                 f"HLB_TEST_PAUSE_FD={theirs.fileno()}", HASHLB, "steer", "-c",
-                                 cfg, "--mode", "tc"],
-                       pass_fds=(theirs.fileno(),), stdout=subprocess.PIPE,
+                                 *pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc"],
+                       pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
-        theirs.close()
-        ours.settimeout(30)
-        check(ours.recv(1) == b"p", f"{sig.name}: hashlb steer reached its config")
+        check(pause.reached(), f"{sig.name}: hashlb steer reached its config")
         with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
             os.kill(int(f.read().split()[0]), sig)
-        ours.close()
+        pause.go()
         line = p.stdout.readline()  # its end (""), or "attached steering on ..."
         if line:
             p.kill()  # unshare, and hashlb with it (--kill-child)
