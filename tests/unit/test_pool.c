@@ -718,6 +718,7 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	fixture_teardown(&f);
 }
 
+/* Swap <f>'s config for <next> (a reload), which must succeed. */
 static void fixture_reload(struct fixture *f, struct hashlb_config *next)
 {
 	struct hashlb_error err = { 0 };
@@ -1077,8 +1078,7 @@ static void test_reload_applies_the_difference(void **state)
  */
 static void test_weights_after_a_service_added_back_are_those_it_serves_with(void **state)
 {
-	struct hashlb_config *gone, *back;
-	struct hashlb_error err = { 0 };
+	struct hashlb_config *back;
 	struct hlb_pool_service *web;
 	struct fixture f;
 	uint32_t w[4];
@@ -1087,12 +1087,7 @@ static void test_weights_after_a_service_added_back_are_those_it_serves_with(voi
 	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
 	assert_int_equal(hlb_pool_set_weight(hlb_pool_backend_find(f.svc, "b1"), 5), 0);
 	hlb_pool_flush(f.pool);
-	gone = config_new(HASHLB_SCHEME_MAGLEV, 4); /* web removed, api added */
-	free(gone->services[0].name);
-	gone->services[0].name = strdup("api");
-	assert_int_equal(hlb_pool_apply(f.pool, gone, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = gone;
+	fixture_reload(&f, config_api()); /* web removed, api added */
 	hlb_pool_flush(f.pool);
 
 	back = config_new(HASHLB_SCHEME_MAGLEV, 4);
@@ -1110,9 +1105,7 @@ static void test_weights_after_a_service_added_back_are_those_it_serves_with(voi
 	assert_int_equal(w[1], 5);
 	assert_int_equal(w[3], 3);
 	/* the same as the reload then gives them */
-	assert_int_equal(hlb_pool_apply(f.pool, back, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = back;
+	fixture_reload(&f, back);
 	hlb_pool_flush(f.pool);
 	web = hlb_pool_service_find(f.pool, "web");
 	assert_non_null(web);
@@ -1958,7 +1951,6 @@ static void test_checks_failing_while_up_are_logged(void **state)
 	fixture_teardown(&f);
 }
 
-/* Swap <f>'s config for <next> (a reload), which must succeed. */
 /* The "service totals" lines of a pool, for the tests that read them. */
 static void totals_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
 {
