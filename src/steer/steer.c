@@ -300,10 +300,18 @@ static int map_open(uint32_t id, struct bpf_map_info *ret_mi)
 	return fd;
 }
 
+/* Whether hashlb's program found on an interface must use map <m> to be this
+ * hashlb version's: the barrier map is no program's (waited for by time
+ * without it, steer_flip()), hlb_stats2 an older program's lacks
+ * (its counters read 0). One rule for attach()'s and hashlb_steer_find()'s. */
+static bool map_required(int m)
+{
+	return m != M_SYNC && m != M_STATS2;
+}
+
 /* The first map this hashlb drives a program through that program <id>
  * (named as hashlb's) lacks, or NULL: one that lacks one was loaded by
- * another hashlb version, whose maps are named otherwise. The barrier map is
- * no program's, hlb_stats2 an older program's. */
+ * another hashlb version, whose maps are named otherwise (map_required()). */
 static const char *prog_lacks(uint32_t id)
 {
 	uint32_t map_ids[32], n = 0;
@@ -322,7 +330,7 @@ static const char *prog_lacks(uint32_t id)
 		close(fd);
 	}
 	for (int m = 0; m < M_MAX; m++)
-		if (m != M_SYNC && m != M_STATS2 && !has[m])
+		if (map_required(m) && !has[m])
 			return map_names[m];
 	return NULL;
 }
@@ -974,11 +982,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		if (fd >= 0)
 			close(fd);
 	}
-	/* The barrier map is not referenced by the program: not in its list.
-	 * Without it, wait by time instead (see steer_wait_old_half). An older
-	 * hashlb's program has no hlb_stats2: its counters read 0. */
 	for (int m = 0; m < M_MAX; m++) {
-		if (m != M_SYNC && m != M_STATS2 && s->fd[m] < 0) {
+		if (map_required(m) && s->fd[m] < 0) {
 			ret = other_version(err, "", iface, mode, prog_id, map_names[m]);
 			hashlb_steer_free(s);
 			return ret;
