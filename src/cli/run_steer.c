@@ -635,6 +635,8 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			table_refused(rs, e, &err, ret == -EAGAIN);
 			return;
 		}
+		if (ret < 0) /* steers on, but hashlb steer --update is not told off */
+			log_error("kernel steering not marked as hashlb run's", name, &err);
 		e->marked = true;
 	}
 	/*
