@@ -1458,8 +1458,11 @@ def queued_client_admitted_as_a_ramp_grows():
           f"{tick:.0f} at the tick")
     check(woken + tick >= 2, f"2 waited in the queue at least: {woken:.0f} woken, "
           f"{tick:.0f} at the tick")
-    # the tick may come between a step and its wake-up (microseconds of 100 ms): 1 allowed
-    check(tick <= 1, f"served once woken for the ramp step: {woken:.0f}, "
+    # the tick may come between a step and its wake-up: microseconds of 100 ms on a quiet
+    # machine, but the control thread can be kept off the CPU between the two for as long as
+    # the scheduler likes (CI's load of 12 put 2 of 8 at the tick). Without the wake-up none
+    # is served woken: one is the proof, whatever the load.
+    check(woken >= 1, f"served once woken for the ramp step: {woken:.0f}, "
           f"not at the tick: {tick:.0f}")
     for s in [hr, hd] + waiting:
         s.close()
