@@ -156,8 +156,9 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err);
  * admin address now.
  */
 void hlb_control_stop(struct hlb_control *ctl, bool close_admin);
-/* The hashlb that took this one's sockets side by side has exited: the admin endpoint's
- * Unix path back, if that one left it to nobody (hlb_http_reclaim()), and logged. */
+/* The hashlb that took this one's sockets side by side, or an upgrade's new process that
+ * failed, has exited: the admin endpoint's Unix path back, if that one left it to nobody
+ * (hlb_http_reclaim()), and logged. */
 void hlb_control_admin_reclaim(struct hlb_control *ctl);
 /* Close the connections to backend <name> of service <svc> (as POST /close does, the each_address
  * entry of that name too), for the hashlb that took over from this one. Returns how many were

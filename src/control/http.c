@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hashlb/config.h"
@@ -499,6 +500,44 @@ static void http_name(struct hlb_http *h)
 	}
 }
 
+/*
+ * Bind <fd> to the Unix socket path <path> and listen, the path naming a live socket at every
+ * moment: bound first to a name of its own in the same directory, then renamed over <path>,
+ * which takes the place of what was there (a socket of before: a stale one, or the live one of
+ * the hashlb an upgrade replaces). A bind that fails leaves that in place; and a client never
+ * finds the path missing, as it did between an unlink and the bind. A path too long for such a
+ * name beside it (sun_path) is bound in place, after an unlink. The socket file's device and
+ * inode into *<ret_dev> and *<ret_ino> (what hlb_http_free() removes). 0, or -errno.
+ */
+static int unix_bind_over(int fd, const char *path, dev_t *ret_dev, ino_t *ret_ino)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *base = strrchr(path, '/');
+	size_t dir_len = base ? (size_t)(base - path) + 1 : 0;
+	struct timespec ts;
+	struct stat st;
+	int n, ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	n = snprintf(sun.sun_path, sizeof(sun.sun_path), "%.*s.hashlb-%d-%lx", (int)dir_len, path,
+		     (int)getpid(), (unsigned long)ts.tv_nsec);
+	if (n < 0 || (size_t)n >= sizeof(sun.sun_path)) {
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+		unlink(path);
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+		return -errno;
+	if (listen(fd, 64) < 0 || stat(sun.sun_path, &st) < 0 ||
+	    (strcmp(sun.sun_path, path) != 0 && rename(sun.sun_path, path) < 0)) {
+		ret = -errno;
+		unlink(sun.sun_path);
+		return ret;
+	}
+	*ret_dev = st.st_dev;
+	*ret_ino = st.st_ino;
+	return 0;
+}
+
 int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
 		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,
 		 struct hashlb_error *err)
@@ -539,7 +578,6 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 			goto err_close;
 		}
 		snprintf(h->unix_path, sizeof(h->unix_path), "%s", sun->sun_path);
-		unlink(h->unix_path);
 	} else {
 		/* SO_REUSEPORT, as the service listeners: a new hashlb started
 		 * for an upgrade serves beside the old one until that one stops. */
@@ -551,18 +589,12 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		if (addr->sa_family == AF_INET6)
 			setsockopt(h->io.fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	}
-	if (bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0) {
-		ret = -errno;
+	if (h->unix_path[0])
+		ret = unix_bind_over(h->io.fd, h->unix_path, &h->unix_dev, &h->unix_ino);
+	else
+		ret = bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0 ? -errno : 0;
+	if (ret < 0)
 		goto err_free;
-	}
-	if (h->unix_path[0]) {
-		struct stat st;
-
-		if (stat(h->unix_path, &st) == 0) {
-			h->unix_dev = st.st_dev;
-			h->unix_ino = st.st_ino;
-		}
-	}
 	ret = hlb_loop_add(loop, &h->io, EPOLLIN);
 	if (ret < 0)
 		goto err_free;
@@ -624,7 +656,6 @@ static bool unix_served(const char *path)
 
 int hlb_http_reclaim(struct hlb_http *h)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, ret;
 
@@ -637,16 +668,11 @@ int hlb_http_reclaim(struct hlb_http *h)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", h->unix_path);
-	unlink(h->unix_path);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 64) < 0 ||
-	    stat(h->unix_path, &st) < 0) {
-		ret = -errno;
+	ret = unix_bind_over(fd, h->unix_path, &h->unix_dev, &h->unix_ino);
+	if (ret < 0) {
 		close(fd);
 		return ret;
 	}
-	h->unix_dev = st.st_dev;
-	h->unix_ino = st.st_ino;
 	/* the socket of before: bound to a name gone, nobody reaches it any more */
 	hlb_loop_del(h->loop, &h->io);
 	close(h->io.fd);

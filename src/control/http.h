@@ -134,8 +134,9 @@ enum hlb_http_refusal {
 typedef void (*hlb_http_refused_fn)(void *arg, enum hlb_http_refusal why, uint64_t total);
 
 /*
- * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX; a stale Unix socket file
- * is replaced) and serve with <fn> on <loop>.
+ * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX: a socket file at the path, stale or
+ * another hashlb's, is replaced by a rename, the path never missing) and serve with <fn>
+ * on <loop>.
  */
 int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
 		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,

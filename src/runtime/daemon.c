@@ -1628,6 +1628,9 @@ static void upgrade_exited(struct hlb_daemon *d, int fd, uint32_t events, void *
 	d->up_failed_pid = pid;
 	snprintf(d->up_failed_how, sizeof(d->up_failed_how), "exited before it was ready, %s", how);
 	upgrade_end(d);
+	/* it may have bound the admin endpoint's Unix path over this one's before it ended */
+	if (d->hooks.taker_exited)
+		d->hooks.taker_exited(d, d->hooks.arg);
 }
 
 /* Not ready in time (stuck, or a hashlb older than SIGUSR2 that never says so): it drains

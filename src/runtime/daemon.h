@@ -117,8 +117,9 @@ struct hlb_daemon_hooks {
 	 * (hlb_proxy_failing_fd()): one call per burst of them. */
 	void (*failing)(struct hlb_daemon *d, void *arg);
 	/* The last hashlb this one's listening sockets were given to (GET /sockets, side by
-	 * side) has exited, and this one serves on, not stopping: its admin endpoint's Unix
-	 * path, which that one bound over it, is to be taken back. */
+	 * side), or the new process of an upgrade in place before it was ready, has exited, and
+	 * this one serves on, not stopping: its admin endpoint's Unix path, which that one may
+	 * have bound over it, is to be taken back. */
 	void (*taker_exited)(struct hlb_daemon *d, void *arg);
 };
 

@@ -3,7 +3,8 @@
  * at the point, the shim writes a byte to it and waits for one back (or its end). The
  * point, $HLB_TEST_PAUSE_AT: "sigprocmask", on the return of the first sigprocmask() that
  * blocks SIGHUP (hashlb run's first); "open:PATH", before PATH is opened (a config file:
- * it is loading). */
+ * it is loading); "bind", before the first bind() of a Unix socket (the admin endpoint's,
+ * at a Unix path). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void pause_here(void)
@@ -51,6 +53,17 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 	if (how == SIG_BLOCK && set && sigismember(set, SIGHUP) && at("sigprocmask"))
 		pause_here();
 	return r;
+}
+
+int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	static int (*real)(int, const struct sockaddr *, socklen_t);
+
+	if (!real)
+		real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+	if (addr && addr->sa_family == AF_UNIX && at("bind"))
+		pause_here();
+	return real(fd, addr, len);
 }
 
 #define OPEN(name)                                                                       \

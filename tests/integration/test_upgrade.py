@@ -35,6 +35,7 @@ import time  # noqa: E402
 from ctltest import Lb, config  # noqa: E402
 from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
+from shims import Paused  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -1533,6 +1534,75 @@ def unix_admin_comes_back_when_the_new_one_stops():
     check(not os.path.exists(path), "the old one removes the path as it stops")
 
 
+def status_pid(lb):
+    """The pid /status at <lb>'s admin address answers with, or why none answers."""
+    try:
+        return lb.status()["pid"]
+    except (OSError, AssertionError) as e:
+        return repr(e)
+
+
+def unix_admin_path_answers_while_the_new_one_binds():
+    """A new hashlb binding the admin endpoint's Unix path the old one serves (side by side
+    here, in place alike) binds a socket of its own beside it and renames it over the path:
+    the path names a live socket at every moment, the old one's until the new one's is there.
+    It used to remove the path, then bind: held there (start_pause.c), the old one, serving
+    on, was reached by nobody (No such file or directory), and by nobody for good had the
+    bind failed."""
+    path = tmppath("bindover.sock")
+    text = config(BACKENDS, admin="unix:" + path, listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    old = Lb(text, fname="bindover-old.yaml")
+    pause = Paused("bind")
+    env = dict(os.environ,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    new = Hashlb(text, fname="bindover-new.yaml", wait=False, wrap=pause.wrap,
+                 pass_fds=pause.pass_fds, env=env)
+    try:
+        check(pause.reached(), "the new one is about to bind its admin socket")
+        check(status_pid(old) == old.proc.pid,
+              f"the path answers, from the old one: {status_pid(old)}")
+        pause.go()
+        check(new.wait_log("msg=started"), "the new one starts")
+        check(status_pid(old) == new.proc.pid, f"then from the new one: {status_pid(old)}")
+        check(not [f for f in os.listdir(os.path.dirname(path)) if ".hashlb-" in f],
+              "no name of its own left beside the path")
+    finally:
+        new.stop()
+    check(old.wait_log(r'msg="admin listening again'), "the old one takes the path back")
+    check(status_pid(old) == old.proc.pid, f"and answers there: {status_pid(old)}")
+    check(old.stop() == 0, "exit 0")
+
+
+def unix_admin_comes_back_when_the_upgrade_fails():
+    """An upgrade in place whose new process binds the admin endpoint's Unix path, then dies
+    before it is ready (killed: here a stand-in installed as the new version, which binds the
+    path as hashlb does and kills itself): the old one serves on and listens at the path
+    again, as when a side-by-side one exits. It used to log the failed upgrade and serve on
+    behind a path that named the dead process's socket (Connection refused): no ctl, no
+    status, no metrics until it was restarted."""
+    path = tmppath("upfail.sock")
+    exe, old = installed("upfail", "unix:" + path)
+    with open(exe + ".new", "w") as f:
+        f.write(f"#!{sys.executable}\n"
+                "import os, signal, socket\n"
+                "s = socket.socket(socket.AF_UNIX)\n"
+                f"s.bind({path!r} + '.standin')\n"
+                "s.listen()\n"
+                f"os.rename({path!r} + '.standin', {path!r})\n"
+                "os.kill(os.getpid(), signal.SIGKILL)\n")
+    os.chmod(exe + ".new", 0o755)
+    os.rename(exe + ".new", exe)
+    old.proc.send_signal(signal.SIGUSR2)
+    check(old.wait_log(r'msg="upgrade failed: .* signal=KILL'), "the failed upgrade is logged")
+    check(old.wait_log(r'msg="admin listening again'), "the old one listens at the path again")
+    check(status_pid(old) == old.proc.pid, f"the path answers, from the old one: {status_pid(old)}")
+    rc, so, se = old.ctl("set", "a", "weight", "5")
+    check(rc == 0 and old.backend("a")["weight"] == 5, f"it takes sets: {so}{se}")
+    check(who(LISTEN, client_ip(3)) in ("a", "b", "c"), "and serves")
+    check(old.stop() == 0, "exit 0")
+    check(not os.path.exists(path), "the old one removes the path as it stops")
+
+
 def port_zero_service_keeps_its_port():
     """A service listening on port 0 ("any free port": where another program reads the port
     from /status, or a test) keeps the port it got across an upgrade in place, as it does
@@ -1987,6 +2057,8 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            removed_service_drains_on_in_the_old_process,
            set_after_a_side_by_side_takeover_is_not_lost, another_instance_keeps_its_admin_address,
            unix_admin_comes_back_when_the_new_one_stops,
+           unix_admin_path_answers_while_the_new_one_binds,
+           unix_admin_comes_back_when_the_upgrade_fails,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
