@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* hashlb ctl: talk to a running hashlb's admin endpoint. */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -801,12 +802,50 @@ static bool ctl_runs_own_exe(pid_t pid, const char *exe)
 }
 
 /*
+ * Whether process <pid> has a thread named as a hashlb run's workers are ("hlb-worker0", the
+ * name each sets for top -H and ps -L; /proc/N/task/T/comm, which anyone may read): a hashlb
+ * run installed as a file of its own under another name, which neither its name nor this
+ * ctl's executable tells (/usr/local/sbin/lb beside the packaged /usr/bin/hashlb ctl runs).
+ * Not before its workers start (it still loads its config): then false.
+ */
+static bool ctl_has_workers(pid_t pid)
+{
+	char path[64], comm[32];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		FILE *f;
+		size_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/comm", (int)pid, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		n = fread(comm, 1, sizeof(comm) - 1, f);
+		fclose(f);
+		comm[n] = '\0';
+		found = !strncmp(comm, "hlb-worker", 10);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
  * What process <pid> runs, for ctl_sighup(), which must not signal a pid mistyped: 1 if it is
  * a hashlb run, 0 if not, -errno if its /proc entry cannot be read (-ENOENT: no such process).
  * A hashlb run is a process whose command line's command (its second word) is "run", and whose
  * executable is this ctl's (ctl_runs_own_exe(): installed under any name) or is named hashlb*
  * (an executable replaced on disk since it started, by an upgrade, reads "PATH (deleted)":
- * still its name; if it cannot be read, a process of another user, its argv[0]'s). hashlb
+ * still its name; if it cannot be read, a process of another user, its argv[0]'s), or which
+ * runs hashlb's workers (ctl_has_workers(): a copy of its own under another name). hashlb
  * steer, which a SIGHUP stops, is not one, nor another program's "run" (npm run, podman run).
  * On 0, <what> (<size> bytes) says what it runs: "EXE: ARGV..." as ps prints it, "[COMM]"
  * without a command line (a kernel thread, a process that exited).
@@ -834,7 +873,7 @@ static int ctl_pid_what(pid_t pid, char *what, size_t size)
 	name = strrchr(exe[0] ? exe : cmdline, '/');
 	name = name ? name + 1 : exe[0] ? exe : cmdline;
 	if (n > 0 && cmd < cmdline + n && !strcmp(cmd, "run") &&
-	    (!strncmp(name, "hashlb", 6) || ctl_runs_own_exe(pid, exe)))
+	    (!strncmp(name, "hashlb", 6) || ctl_runs_own_exe(pid, exe) || ctl_has_workers(pid)))
 		return 1;
 	if (n == 0) {
 		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);

@@ -1829,6 +1829,25 @@ def reload_pid_knows_a_hashlb_installed_under_another_name():
     other.wait()
 
 
+def reload_pid_knows_a_copy_of_hashlb_under_another_name():
+    """ctl reload --pid N, with no endpoint of N's to ask, reloads a hashlb run that is a file of
+    its own under another name (/usr/local/sbin/lb, a copy, beside the packaged hashlb whose
+    ctl the unit runs): it runs hashlb's workers (threads hlb-worker0...), which tell it from
+    another program's "run". Before, it was refused as a mistyped pid, exit 1, the reload never
+    ran: neither its name (not hashlb*) nor its file (not ctl's) said it was one."""
+    import shutil
+    admin = f"127.0.0.1:{dead_port()}"
+    os.makedirs(tmppath("sbin2"), exist_ok=True)
+    exe = os.path.join(tmppath("sbin2"), "lb")
+    shutil.copy2(HASHLB, exe)
+    lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
+    rc, err = ctl_reload_pid(admin, lb.proc.pid)
+    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
+          lb.wait_log("msg=reloaded "),
+          f"a hashlb run copied to {exe} reloads: exit {rc}, {err!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def reload_pid_sends_no_sighup_for_a_file_with_errors():
     """ctl -c FILE reload --pid N where FILE has errors: N is sent nothing, exit 1,
     FILE:LINE:COL saying what is wrong, whether FILE names an endpoint to ask or not (admin off,
@@ -3140,7 +3159,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            unit_reload_with_the_admin_option,
-           reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name,
+           reload_pid_signals_only_hashlb_run, reload_pid_knows_a_hashlb_installed_under_another_name, reload_pid_knows_a_copy_of_hashlb_under_another_name,
            reload_pid_sends_no_sighup_for_a_file_with_errors,
            lookup_agrees_with_the_offline_lookup, lookup_on_a_mapped_wildcard,
            hash_prefix_keeps_a_prefix_on_one_backend,
