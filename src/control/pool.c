@@ -1262,7 +1262,7 @@ static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
 		s->gone.bytes_in += r->gone_in;
 		s->gone.bytes_out += r->gone_out;
 		r->n_bes = 0;
-		atomic_store(&s->rt->removed, false);
+		/* no longer removed since its snapshot was published (hlb_pool_apply()) */
 		retired_free(r); /* its reference to <rt>: <s> holds its own */
 		p->retired[i] = p->retired[--p->n_retired];
 		return;
@@ -3394,9 +3394,14 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	/* Nothing can fail it now: a retired service taken back serves the new config's
 	 * snapshot, before its listener starts. Before, service_new() published it into the
 	 * retired <rt> at once, and a reload failing after left the retired service's
-	 * connections retried to the aborted config's backends. */
+	 * connections retried to the aborted config's backends. It is no longer removed
+	 * before that snapshot is published (release: a worker that reads the snapshot reads
+	 * that too): a client of it that a worker queued, seeing the new snapshot but still
+	 * the removal, was closed as no_backend (removed was cleared by retired_taken_back(),
+	 * after the listener started). */
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		if (fresh[i] && next[i]->unpublished) {
+			atomic_store(&next[i]->rt->removed, false);
 			service_publish(next[i], next[i]->unpublished);
 			next[i]->unpublished = NULL;
 		}

@@ -88,6 +88,7 @@ struct fixture {
 	struct hlb_pool *pool;
 	struct hlb_pool_service *svc;
 	uint32_t published;
+	uint32_t published_removed; /* of those, into a service removed at the time */
 	const struct hlb_snapshot *last;
 };
 
@@ -96,6 +97,7 @@ static void on_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 	struct fixture *f = arg;
 
 	f->published++;
+	f->published_removed += atomic_load(&svc->removed);
 	f->last = snap;
 }
 
@@ -908,6 +910,34 @@ static void test_reload_adding_back_a_service_short_of_any_allocation_changes_no
 			break;
 	}
 	assert_true(k > 4);
+}
+
+/*
+ * A reload adding back web, removed within its drain timeout: its routing snapshot is
+ * published once it is no longer removed. Before, it was published first, and a worker
+ * that read it, with its listener already accepting, could still read the removal and
+ * close a client queued there as no_backend.
+ */
+static void test_added_back_service_is_not_removed_when_its_snapshot_is_published(void **state)
+{
+	struct fixture f;
+	struct hlb_service *web;
+	uint32_t published;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	web = hlb_service_ref(f.svc->rt); /* as a connection of web holds it */
+	fixture_reload(&f, config_api());
+	assert_true(atomic_load(&web->removed));
+	published = f.published;
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
+	assert_ptr_equal(hlb_pool_service_find(f.pool, "web")->rt, web);
+	assert_true(f.published > published); /* web's snapshot */
+	assert_int_equal(f.published_removed, 0);
+	assert_false(atomic_load(&web->removed));
+	hlb_pool_flush(f.pool);
+	fixture_teardown(&f);
+	hlb_service_unref(web);
 }
 
 /* <web>'s backends b1 (weight 5), b2 (max_connections 7) and b3 (maint) as set at run time on a
@@ -2190,6 +2220,8 @@ int main(void)
 			test_reload_removing_a_service_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
 			test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing),
+		cmocka_unit_test(
+			test_added_back_service_is_not_removed_when_its_snapshot_is_published),
 		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 	};
