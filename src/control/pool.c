@@ -1239,13 +1239,53 @@ static struct retired *retired_find(struct hlb_pool *p, const char *name, uint64
 	return NULL;
 }
 
+static int ptr_cmp(const void *x, const void *y)
+{
+	uintptr_t a = (uintptr_t) * (void *const *)x, b = (uintptr_t) * (void *const *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * The orphans of retired <r> that the reload adding back its service <s> did not take back
+ * (orphans_adopted()): <s>'s removed backends again, draining to their deadline as one a
+ * reload removed from it (room made by service_new()), their entry in <r> NULL. Left
+ * orphans while <s> counted them among its drained, they were said drained while they
+ * drained yet; a second removal of <s> counted their bytes so far in its totals and those
+ * after nowhere, and a second add-back took them back with those bytes counted again.
+ */
+static void orphans_left_to(struct hlb_pool *p, struct hlb_pool_service *s, struct retired *r)
+{
+	uint32_t n = 0;
+
+	qsort(r->bes, r->n_bes, sizeof(*r->bes), ptr_cmp);
+	for (uint32_t k = 0; k < p->n_orphans; k++) {
+		struct hlb_pool_backend *o = p->orphans[k];
+		struct hlb_backend **hit = NULL;
+
+		if (o->orphan_of && !strcmp(o->orphan_of, r->name))
+			hit = bsearch(&o->rt, r->bes, r->n_bes, sizeof(*r->bes), ptr_cmp);
+		if (!hit) {
+			p->orphans[n++] = o;
+			continue;
+		}
+		hlb_backend_unref(*hit); /* <o> holds its own */
+		*hit = NULL;
+		free(o->orphan_of);
+		o->orphan_of = NULL;
+		o->svc = s;
+		s->removed[s->n_removed++] = o;
+	}
+	p->n_orphans = n;
+}
+
 /*
  * The reload that adds back the retired service whose counters <s> took (service_new())
  * is applied: <s> is that service again, its connections kept counted under its
  * max_connections, its counters going on, and the retired one goes without its totals
  * line (<s> logs them). The backends its orphans_adopted() did not take back drain as
- * orphans, counted among <s>'s gone (room made by service_new()), with the bytes of those
- * freed before. Before, the service added back was a new one: its counters began at 0
+ * <s>'s removed ones (orphans_left_to()); those gone already are counted among <s>'s gone
+ * (room made by service_new()), with the bytes of those freed before. Before, the service added back was a new one: its counters began at 0
  * beside its backends' kept ones, and its max_connections let in as many again as the
  * connections it kept.
  */
@@ -1256,9 +1296,13 @@ static void retired_taken_back(struct hlb_pool *p, struct hlb_pool_service *s)
 
 		if (r->rt != s->rt)
 			continue;
-		for (uint32_t k = 0; k < r->n_bes; k++)
+		orphans_left_to(p, s, r);
+		for (uint32_t k = 0; k < r->n_bes; k++) {
+			if (!r->bes[k])
+				continue; /* draining as <s>'s removed backend */
 			s->gone_held[s->n_gone_held++] = r->bes[k]; /* its reference with it */
-		s->n_gone += r->n_bes;
+			s->n_gone++;
+		}
 		s->gone.bytes_in += r->gone_in;
 		s->gone.bytes_out += r->gone_out;
 		r->n_bes = 0;
@@ -2214,7 +2258,8 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		s->orphans_was = calloc(c->n_backends ? c->n_backends : 1, sizeof(*s->orphans_was));
 	if (!s->backends || (p->n_orphans_sorted && !s->orphans_was))
 		ret = -ENOMEM;
-	else if (r && !(s->gone_held = calloc(r->n_bes ? r->n_bes : 1, sizeof(*s->gone_held))))
+	else if (r && (!(s->gone_held = calloc(r->n_bes ? r->n_bes : 1, sizeof(*s->gone_held))) ||
+		       !(s->removed = calloc(r->n_bes ? r->n_bes : 1, sizeof(*s->removed)))))
 		ret = -ENOMEM;
 	else if (r)
 		s->rt = hlb_service_ref(r->rt);

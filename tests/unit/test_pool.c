@@ -940,6 +940,53 @@ static void test_added_back_service_is_not_removed_when_its_snapshot_is_publishe
 	hlb_service_unref(web);
 }
 
+/*
+ * web removed, then added back without b3, whose connection still drains: b3 drains as a
+ * removed backend of web's (its series in /metrics, not among those drained in /status),
+ * and web's bytes count it once, through a second removal and a second add-back that takes
+ * it back. Before, it stayed an orphan while web held it among its drained ones: /status
+ * said drained while it drained yet, the second removal counted its bytes so far in web's
+ * totals and those after nowhere, and the second add-back took it back with those bytes
+ * counted again (250 here, of 150).
+ */
+static void test_orphan_not_taken_back_drains_as_a_removed_backend(void **state)
+{
+	struct hlb_backend_counters c;
+	struct hlb_pool_service *web;
+	struct hlb_backend *b3;
+	struct fixture f;
+	uint64_t in, out;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	b3 = hlb_backend_ref(hlb_pool_backend_find(f.svc, "b3")->rt); /* its connection's */
+	atomic_store(&b3->claimed, 1);
+	atomic_store(&b3->wstats[0].bytes_out, 100);
+	fixture_reload(&f, config_api()); /* web removed: b3 drains */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* web back, without b3 */
+	web = hlb_pool_service_find(f.pool, "web");
+	assert_non_null(web);
+	assert_int_equal(web->n_removed, 1);
+	assert_ptr_equal(web->removed[0]->rt, b3);
+	assert_int_equal(hlb_pool_service_drained(web, &c), 0);
+	hlb_pool_service_bytes(web, &in, &out);
+	assert_int_equal(out, 100);
+
+	fixture_reload(&f, config_api()); /* web removed again */
+	atomic_store(&b3->wstats[0].bytes_out, 150); /* b3 forwards on */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4)); /* web back, with b3 */
+	web = hlb_pool_service_find(f.pool, "web");
+	assert_ptr_equal(hlb_pool_backend_find(web, "b3")->rt, b3); /* taken back */
+	hlb_pool_service_bytes(web, &in, &out);
+	assert_int_equal(out, 150); /* once */
+	assert_int_equal(hlb_pool_service_drained(web, &c), 0);
+	assert_int_equal(c.bytes_out, 0);
+	atomic_store(&b3->claimed, 0);
+	hlb_backend_unref(b3);
+	hlb_pool_flush(f.pool);
+	fixture_teardown(&f);
+}
+
 /* <web>'s backends b1 (weight 5), b2 (max_connections 7) and b3 (maint) as set at run time on a
  * config of weight 1, no cap, ready: as an orphan (draining) or as <web>'s again. */
 static void assert_set_at_run_time(struct hlb_pool_backend *const *b, bool orphans)
@@ -2222,6 +2269,7 @@ int main(void)
 			test_reload_adding_back_a_service_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
 			test_added_back_service_is_not_removed_when_its_snapshot_is_published),
+		cmocka_unit_test(test_orphan_not_taken_back_drains_as_a_removed_backend),
 		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 	};
