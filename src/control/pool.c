@@ -107,6 +107,14 @@ static const char *backend_qname(const struct hlb_pool_backend *b, char *q)
 
 /* ---- backends ---- */
 
+/* <b>, removed by a reload, drains until <ms> (hlb_now_ms()); 0: taken back. The workers read
+ * it too: a stop's drain closes its connections then, not at its service's deadline. */
+static void backend_drain_until(struct hlb_pool_backend *b, uint64_t ms)
+{
+	b->drain_deadline_ms = ms;
+	atomic_store(&b->rt->drain_until_ms, ms);
+}
+
 bool hlb_pool_backend_checked(const struct hlb_pool_backend *b)
 {
 	return b->svc->cfg->health.enabled && b->admin != HASHLB_ADMIN_MAINT;
@@ -1761,7 +1769,7 @@ static void orphans_adopted(struct hlb_pool *p, struct hlb_pool_service *s)
 		}
 		free(b->orphan_of);
 		b->orphan_of = NULL;
-		b->drain_deadline_ms = 0;
+		backend_drain_until(b, 0);
 		/* held down, up as its checks are off (service_new()) */
 		if (!s->orphans_was[j].health.up && b->health.up)
 			backend_unchecked_up_log(b, s->cfg);
@@ -2752,7 +2760,7 @@ static void service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_b
 	}
 	backend_up_run_stop(b, "reload", now);
 	hlb_check_stop(&b->check);
-	b->drain_deadline_ms = now + s->cfg->drain_timeout_ms;
+	backend_drain_until(b, now + s->cfg->drain_timeout_ms);
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	s->removed[s->n_removed++] = b;
 	/* what a reload will close, and when (one without connections goes
@@ -2842,7 +2850,7 @@ static struct hlb_pool_backend *service_reclaim(struct hlb_pool_service *s,
 	r = service_gone_at(s, j);
 	taken[j] = 1;
 	held = atomic_load(&r->rt->claimed);
-	r->drain_deadline_ms = 0;
+	backend_drain_until(r, 0);
 	r->drained_ms = 0;
 	atomic_store(&r->rt->admin, (int)r->admin); /* retiring forced drain */
 	/* the drain its removal logged ends here, none closed */
@@ -3308,7 +3316,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		struct hlb_pool_backend *b = s->backends[i];
 
 		hlb_check_stop(&b->check);
-		b->drain_deadline_ms = deadline;
+		backend_drain_until(b, deadline);
 		atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 		b->svc = NULL;
 		b->orphan_of = strdup(s->cfg->name); /* NULL: not taken back */

@@ -2675,6 +2675,23 @@ static bool conn_idle(struct worker *w, struct conn *c)
  * between them is more than idle_ms between the true times), never before, late by up to
  * the time between two scans.
  */
+/*
+ * When the drain of worker <w> closes <c>: at the deadline a reload gave its backend as it
+ * removed it (that of its service, when it removed the service), else at its service's
+ * timeouts.drain after the stop began; never after w->drain_deadline (the longest of those,
+ * or, after a second signal, now). Read at each scan of the drain alone: nothing of it on the
+ * path of a read or a send.
+ */
+static uint64_t conn_drain_deadline(const struct worker *w, struct conn *c)
+{
+	uint64_t until =
+		c->be ? atomic_load_explicit(&c->be->drain_until_ms, memory_order_relaxed) : 0;
+
+	if (!until)
+		until = w->drain_start + hlb_service_snapshot(c->svc)->drain_timeout_ms;
+	return until < w->drain_deadline ? until : w->drain_deadline;
+}
+
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
@@ -2684,7 +2701,7 @@ void conn_idle_scan(struct worker *w)
 		next = c->next;
 		/* an established connection ends with a FIN, as with the other
 		 * timeouts; one not served yet is reset (conn_abort()) */
-		if (w->draining && w->now_ms >= w->drain_deadline) {
+		if (w->draining && w->now_ms >= conn_drain_deadline(w, c)) {
 			conn_abort(w, c, CONN_END_DRAIN);
 			continue;
 		}

@@ -75,7 +75,12 @@ uint32_t hlb_proxy_failed(const struct hlb_proxy *p);
 void hlb_proxy_close_failed(struct hlb_proxy *p);
 /* Whether every worker has exited. */
 bool hlb_proxy_done(struct hlb_proxy *p);
-/* Stop accepting everywhere; connections drain until <drain_ms> have passed, then are closed. */
+/*
+ * Stop accepting everywhere; each connection drains until its own deadline, its service's
+ * timeouts.drain from the first call (or the one a reload gave its removed backend:
+ * hlb_backend.drain_until_ms), then is closed; none past <drain_ms>. A later call may only
+ * bring that bound closer (0: close them all now).
+ */
 void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
 /*
  * Once hlb_proxy_done(): the connections that ended while the workers drained,

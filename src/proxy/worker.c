@@ -477,6 +477,8 @@ static void worker_commands(struct worker *w)
 		case CMD_DRAIN:
 			/* A later drain may only shorten the deadline: a second
 			 * SIGTERM/SIGINT drains with 0 ms, "close them at once". */
+			if (!w->draining)
+				w->drain_start = w->now_ms;
 			if (!w->draining || w->now_ms + cmd->drain_ms < w->drain_deadline) {
 				w->draining = true;
 				w->drain_deadline = w->now_ms + cmd->drain_ms;

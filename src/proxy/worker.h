@@ -377,7 +377,9 @@ struct worker {
 	struct __kernel_timespec tick_ts;
 	bool draining;
 	bool takeover_done; /* checked after the old hashlb exited */
-	uint64_t drain_deadline;
+	/* draining: since when (now_ms at the stop), and the latest a connection is closed
+	 * (the stop's longest drain, or now after a second signal): conn_drain_deadline() */
+	uint64_t drain_start, drain_deadline;
 	/* connections freed while draining: ended by themselves, and closed at
 	 * its deadline (end=drain_timeout); read once the worker has exited
 	 * (hlb_proxy_drain_ends()) */

@@ -1141,9 +1141,12 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	}
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);
+	/* The longest drain, which the workers end by: each connection is closed at its own
+	 * deadline (its service's timeouts.drain from now, or the one the reload that removed
+	 * its backend or service gave it: conn_drain_deadline()), the last of them by then.
+	 * A removed service's (not among the listeners') or a backend's whose removal gave it
+	 * longer counts too: an upgrade in place, or a stop, would cut them short. */
 	ms = drain_ms(d);
-	/* a removed service's (not among the listeners') or a backend's whose removal gave it
-	 * longer: cut at the listeners' longest, an upgrade in place ended their drain early */
 	left = d->hooks.drain_left_ms ? d->hooks.drain_left_ms(d, d->hooks.arg) : 0;
 	if (left > ms)
 		ms = left;

@@ -28,9 +28,10 @@
  *
  * Shutdown. SIGTERM or SIGINT (or hlb_daemon_stop()): hooks.stopping runs,
  * every listener closes (new connections are refused), established
- * connections drain for up to the largest drain_timeout_ms of the services,
- * then the remaining ones are closed and hlb_daemon_run() returns 0. A
- * second signal ends the drain at once. A worker that fails (its io_uring
+ * connections drain, each for up to its service's drain_timeout_ms (or
+ * until the deadline the reload that removed its backend or service gave
+ * it), then it is closed; hlb_daemon_run() returns 0 once the last one is
+ * gone. A second signal ends the drain at once. A worker that fails (its io_uring
  * does: hlb_proxy_failed()) starts the same shutdown, and
  * hlb_daemon_failed() says so.
  *
@@ -93,8 +94,8 @@ struct hlb_daemon_hooks {
 	/* Shutdown begins: stop health checks, close the admin endpoint. */
 	void (*stopping)(struct hlb_daemon *d, void *arg);
 	/* How long the connections a reload left draining (removed backends and services, no
-	 * longer among the listeners' services) have left to drain: the drain lasts that long
-	 * at least. NULL: 0. */
+	 * longer among the listeners' services) have left to drain: the drain may last that
+	 * long (each ends at its own deadline). NULL: 0. */
 	uint32_t (*drain_left_ms)(struct hlb_daemon *d, void *arg);
 	/* The workers have exited: free the control plane's state. */
 	void (*stopped)(struct hlb_daemon *d, void *arg);

@@ -45,6 +45,7 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	atomic_init(&b->admit, 65536);
 	atomic_init(&b->close_gen, 0);
 	atomic_init(&b->close_why, HLB_CLOSE_NONE);
+	atomic_init(&b->drain_until_ms, 0);
 	*ret_backend = b;
 	return 0;
 }

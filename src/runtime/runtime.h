@@ -246,6 +246,11 @@ struct hlb_backend {
 	 * value is older, with <close_why> as the reason. */
 	atomic_uint close_gen;
 	_Atomic int close_why; /* enum hlb_close_why of the last close */
+	/* Removed by a reload (it drains, or it is an orphan of a service a
+	 * reload removed): when its connections are closed, CLOCK_MONOTONIC
+	 * in ms, the control plane's deadline, which a stop's drain keeps
+	 * (a worker reads it only while it drains); 0 if not removed. */
+	_Atomic uint64_t drain_until_ms;
 	/* the ends from HLB_END_WORKER_MAX on (hlb_backend_count_end()) */
 	_Atomic uint64_t rare_ends[HLB_END_MAX - HLB_END_WORKER_MAX];
 	void *control; /* the control plane's own state; the runtime never reads it */

@@ -501,6 +501,24 @@ class Hashlb:
         self._reader.join(timeout)
         return list(self.log)
 
+    def drain_ends(self):
+        """Of a stopped hashlb, its one msg=stopped line's (finished, drain_timeout): the
+        connections that ended by themselves during the drain and those closed at their
+        deadline (or by a second signal); None without exactly one such line."""
+        stopped = [logfmt_fields(l) for l in self.log_to_end() if " msg=stopped" in l]
+        if len(stopped) != 1:
+            return None
+        return int(stopped[0].get("finished", -1)), int(stopped[0].get("drain_timeout", -1))
+
+    def service_addrs(self):
+        """{service name: (host, port)} of the services it listens for, from its log."""
+        addrs = {}
+        for l in self.log:
+            m = re.search(r"msg=listening .*addr=(\S+):(\d+) service=(\w+)", l)
+            if m:
+                addrs[m.group(3)] = (m.group(1), int(m.group(2)))
+        return addrs
+
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:

@@ -16,7 +16,7 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, dead_port,
-                    greetings, logfmt_fields, lookup, pick_port, run_tests, spawn, stop, tmpfile,
+                    greetings, logfmt_fields, lookup, outcome, pick_port, run_tests, spawn, stop, tmpfile,
                     tsan_build, who)
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
@@ -265,6 +265,49 @@ def removals_say_what_they_will_close():
     for h in held:
         h.close()
     check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
+def removed_drain_to_their_own_deadline_during_a_stop():
+    """A stop leaves a backend or a service a reload removed the drain deadline the removal
+    gave it: with t's drain raised to 60s after its backend c and service u (drain 4s) were
+    removed, a SIGTERM closes c's and u's connections at their 4 s, while t's others go on
+    (hashlb exits once they end). Before, a stop stopped the control plane's closing of
+    removed backends: they drained to the longest deadline, t's 60 s."""
+    bs = [Backend(n) for n in "abc"]
+    backends = [(b.name, b.addr) for b in bs]
+    prefs = lookup(tmpfile("stopremoved.yaml", config(backends)),
+                   [client_ip(i) for i in range(9400, 9500)])
+    to_c = next(c for c, p in sorted(prefs.items()) if p[0] == "c")
+    to_a = next(c for c, p in sorted(prefs.items()) if p[0] == "a")
+    second = (f"  - name: u\n    listen: 127.0.0.1:0\n    timeouts: {{drain: 4s}}\n"
+              f"    backends:\n      - name: a\n        address: {bs[0].addr}\n")
+    short = "timeouts:\n  drain: 4s"
+    lb = Lb(config(backends, extra=short, health="enabled: false") + second)
+    bound = {s["name"]: s["bound"].rsplit(":", 1) for s in lb.status()["services"]}
+    t, u = ((h, int(p)) for h, p in (bound["t"], bound["u"]))
+    on_c, kept, on_u = connect(t, src=to_c), connect(t, src=to_a), connect(u, src=client_ip(9600))
+    check([h.recv(64) for h in (on_c, kept, on_u)] == [b"c\n", b"a\n", b"a\n"],
+          "one client on t's c, one on t's a, one on service u")
+    for extra in (short, "timeouts:\n  drain: 60s"):  # c and u removed, then t's drain raised
+        lb.rewrite(config(backends[:2], extra=extra, health="enabled: false"))
+        rc, so, se, logged = lb.reload()
+        check(rc == 0, f"reload: {se}")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=3 "), f"draining 3: {lb.log[-3:]}")
+    # a hang guard, not a measurement: their 4 s are long past then, t's 60 s are not
+    check(outcome(on_c, timeout=30) == (0, "FIN"), "the removed backend's connection is closed")
+    check(outcome(on_u, timeout=30) == (0, "FIN"), "the removed service's connection is closed")
+    kept.sendall(b"still\n")
+    check(kept.recv(64) == b"still\n", "t's other connection goes on")
+    check(lb.proc.poll() is None, "hashlb waits for it")
+    kept.close()
+    check(lb.proc.wait(20) == 0, "exit 0 once it ended, not at t's deadline")
+    check(lb.drain_ends() == (1, 2),
+          f"two closed at their deadline, one ended by itself: {lb.drain_ends()}")
+    for h in (on_c, on_u):
+        h.close()
     for b in bs:
         b.stop()
 
@@ -732,7 +775,8 @@ def reload_lines_say_what_was_in_effect():
 
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
-           removals_say_what_they_will_close, a_removed_service_logs_its_totals,
+           removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
+           a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,

@@ -355,10 +355,8 @@ def drain_end_logged():
     check(lb.wait_log(r"msg=draining connections=3 "), f"draining 3: {lb.log[-3:]}")
     lb.proc.send_signal(signal.SIGTERM)
     check(lb.proc.wait(30) == 0, "exit 0 at the second signal")
-    stopped = [logfmt_fields(l) for l in lb.log_to_end() if " msg=stopped" in l]
-    check(len(stopped) == 1 and stopped[0].get("finished") == "0" and
-          stopped[0].get("drain_timeout") == "3",
-          f"second signal: 3 closed at the deadline: {stopped}")
+    check(lb.drain_ends() == (0, 3),
+          f"second signal: 3 closed at the deadline: {lb.drain_ends()}")
     for s in held:
         s.close()
 
@@ -374,11 +372,7 @@ def drain_deadline_resets_the_unserved():
     text = config([("hole", hole.addr)], name="hole", extra=extra, workers=1)
     text += config(BACKENDS, name="up", extra=extra).split("services:\n", 1)[1]
     lb = Hashlb(text)
-    addr = {}
-    for l in lb.log:
-        m = re.search(r"msg=listening .*addr=(\S+):(\d+) service=(\w+)", l)
-        if m:
-            addr[m.group(3)] = (m.group(1), int(m.group(2)))
+    addr = lb.service_addrs()
     hole_port = int(hole.addr.rsplit(":", 1)[1])
     waiting = syn_sent(hole_port)  # the BlackHole's own fillers
     quiet = connect(addr["hole"], timeout=10)
@@ -401,6 +395,59 @@ def drain_deadline_resets_the_unserved():
     for s in (quiet, asked, served):
         s.close()
     hole.close()
+
+
+def _two_services(drain_a, drain_b):
+    """hashlb with services a (timeouts.drain <drain_a>) and b (<drain_b>), connection lines
+    logged, and one client established on each, greeted: (lb, client of a, client of b)."""
+    text = config(BACKENDS, name="a", extra=f"log_connections: true\ntimeouts:\n  drain: {drain_a}")
+    text += config(BACKENDS, name="b", extra=f"timeouts:\n  drain: {drain_b}").split(
+        "services:\n", 1)[1]
+    lb = Hashlb(text)
+    addr = lb.service_addrs()
+    a, b = connect(addr["a"], timeout=10), connect(addr["b"], timeout=10)
+    check(read_line(a) in ("a", "b", "c") and read_line(b) in ("a", "b", "c"),
+          "a client established on each service")
+    return lb, a, b
+
+
+def each_service_drains_to_its_own_timeout():
+    """A stop drains each service's connections to that service's own timeouts.drain: with
+    drain 1s on service a and 60s on b, a's connection is closed at a's deadline (logged
+    end=drain_timeout service=a) while b's goes on forwarding, until a second signal closes
+    it (or it ends by itself: then hashlb exits at once). Before, every service drained to
+    the longest deadline: a's connection stayed open for b's 60 s."""
+    lb, a, b = _two_services("1s", "60s")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=2 drain_timeout_ms=60000"),
+          f"draining 2, for up to the longest drain: {lb.log[-3:]}")
+    # a hang guard, not a measurement: a's 1 s deadline is long past then, b's 60 s is not
+    check(outcome(a, timeout=30) == (0, "FIN"), "a's connection is closed at a's deadline")
+    check(lb.wait_log(r"msg=connection .*service=a .*end=drain_timeout"),
+          f"and logged so: {[l for l in lb.log if 'msg=connection' in l]}")
+    for i in range(5):
+        b.sendall(b"after a's deadline %d\n" % i)
+        check(read_line(b) == "after a's deadline %d" % i, "b's connection keeps forwarding")
+    check(lb.proc.poll() is None, "hashlb waits for b's connection")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(outcome(b, timeout=20) == (0, "FIN"), "a second signal closes b's connection")
+    check(lb.proc.wait(20) == 0, "exit 0")
+    check(lb.drain_ends() == (0, 2),
+          f"both closed at their deadline (b's cut short by the second signal): {lb.drain_ends()}")
+    a.close()
+    b.close()
+
+    lb, a, b = _two_services("1s", "60s")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(outcome(a, timeout=30) == (0, "FIN"), "a's connection is closed at a's deadline")
+    b.sendall(b"still\n")
+    check(read_line(b) == "still", "b's goes on")
+    b.close()
+    # 60 s: b's deadline; 20 s is a hang guard for the exit at its last connection's end
+    check(lb.proc.wait(20) == 0, "exit 0 once b's connection ended, not at b's deadline")
+    check(lb.drain_ends() == (1, 1),
+          f"a's closed at its deadline, b's ended by itself: {lb.drain_ends()}")
+    a.close()
 
 
 def second_signal():
@@ -1109,7 +1156,8 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
-           drain_deadline_resets_the_unserved, second_signal, sigusr1_cuts_nothing, sigquit_drains,
+           drain_deadline_resets_the_unserved,
+           each_service_drains_to_its_own_timeout, second_signal, sigusr1_cuts_nothing, sigquit_drains,
            second_signal_after_an_upgrade,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
