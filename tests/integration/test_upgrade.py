@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 from shims import Paused  # noqa: E402
 
@@ -1396,7 +1396,9 @@ def removed_service_drains_on_in_the_old_process():
     connection until the drain of the reload that removed it ends, as it would have without
     the upgrade: the upgrade drains as long as its own services' timeouts and its removed
     ones' still to run. Before, it drained for its listening services' longest timeout
-    alone (1 s here) and cut the removed service's connection then, 59 s early."""
+    alone (1 s here) and cut the removed service's connection then, 59 s early. And the
+    connection of the service kept is closed at that service's own 1 s, while the removed
+    one's goes on: before, every connection of the old process drained to the longest."""
     exe = tmppath("hashlb-gone")
     install(HASHLB, exe)
     base = config(BACKENDS[:1], health="enabled: false", admin=admin_addr(),
@@ -1410,6 +1412,8 @@ def removed_service_drains_on_in_the_old_process():
     try:
         s = connect(gone, client_ip(7))
         check(read_line(s) == "b", "a client of gone reaches b")
+        kept = connect(LISTEN, client_ip(8))
+        check(read_line(kept) == "a", "a client of the service kept reaches a")
         old.rewrite(base)
         check(old.reload()[0] == 0, "reloaded without gone")
         s.sendall(b"before\n")
@@ -1418,7 +1422,10 @@ def removed_service_drains_on_in_the_old_process():
         new_pid = handed_over(old)
         check(new_pid, "upgraded")
         # past the 1 s the old process's own service gives its drain, well within gone's
-        time.sleep(3)
+        # (a hang guard, not a measurement)
+        check(outcome(kept, timeout=30) == (0, "FIN"),
+              "the kept service's connection is closed at its own drain timeout")
+        kept.close()
         s.settimeout(10)
         try:
             s.sendall(b"after\n")
