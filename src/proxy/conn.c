@@ -2668,14 +2668,6 @@ static bool conn_idle(struct worker *w, struct conn *c)
 }
 
 /*
- * Closes the connections idle past their timeout, and the rest the scan does. Idle is timed on
- * w->now_ms, CLOCK_MONOTONIC read after the completions it stamps were posted: a stamp
- * (last_ms) is never earlier than its activity, and the scan's now never later than the
- * scan. So a connection is closed after more than its idle_ms (both ms truncated: "> idle_ms"
- * between them is more than idle_ms between the true times), never before, late by up to
- * the time between two scans.
- */
-/*
  * When the drain of worker <w> closes <c>: at the deadline a reload gave its backend as it
  * removed it (that of its service, when it removed the service), else at its service's
  * timeouts.drain after the stop began; never after w->drain_deadline (the longest of those,
@@ -2692,6 +2684,14 @@ static uint64_t conn_drain_deadline(const struct worker *w, struct conn *c)
 	return until < w->drain_deadline ? until : w->drain_deadline;
 }
 
+/*
+ * Closes the connections idle past their timeout, and the rest the scan does. Idle is timed on
+ * w->now_ms, CLOCK_MONOTONIC read after the completions it stamps were posted: a stamp
+ * (last_ms) is never earlier than its activity, and the scan's now never later than the
+ * scan. So a connection is closed after more than its idle_ms (both ms truncated: "> idle_ms"
+ * between them is more than idle_ms between the true times), never before, late by up to
+ * the time between two scans.
+ */
 void conn_idle_scan(struct worker *w)
 {
 	struct conn *c, *next;
