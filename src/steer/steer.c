@@ -1211,8 +1211,14 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 		return 0;
 	}
 	start = now = mono_ms();
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK && errno != EINTR) {
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		/* a signal, not a holder: tried again (before, a try-only
+		 * publication read it as the lock held, by process 0) */
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK) {
 			snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path, strerror(errno));
 			close(fd);
 			return 0;
