@@ -1155,6 +1155,24 @@ static void lock_sweep(void)
 	closedir(d);
 }
 
+/*
+ * Whether the lock file <fd> is still the one at <path>: a file removed while
+ * it was open (its directory too: systemd's RuntimeDirectory= cleanup, a
+ * detach's lock_forget(), a sweep) may be locked by one process while another
+ * makes a new one at the path and locks that, the two publishing at once.
+ * A lock taken on a file no longer there is let go and taken again on the
+ * path's. When it cannot tell (fstat failing), it says yes: as before.
+ */
+static bool lock_current(int fd, const char *path)
+{
+	struct stat held, named;
+
+	if (fstat(fd, &held) < 0)
+		return true;
+	return stat(path, &named) == 0 && named.st_dev == held.st_dev &&
+	       named.st_ino == held.st_ino;
+}
+
 /* Open (made if need be) the lock file <path>; -errno. */
 static int lock_open(const char *path)
 {
@@ -1212,8 +1230,18 @@ static int publish_lock(struct hashlb_steer *s, int *ret_fd, struct hashlb_error
 	}
 	start = now = mono_ms();
 	for (;;) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			break;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			if (lock_current(fd, path))
+				break;
+			close(fd); /* removed since it was opened: the path's */
+			fd = lock_open(path);
+			if (fd < 0) {
+				snprintf(s->unlocked, sizeof(s->unlocked), "%s: %s", path,
+					 strerror(-fd));
+				return 0;
+			}
+			continue;
+		}
 		/* a signal, not a holder: tried again (before, a try-only
 		 * publication read it as the lock held, by process 0) */
 		if (errno == EINTR)
