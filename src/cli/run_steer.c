@@ -32,6 +32,10 @@ struct run_steer_svc {
 	uint32_t flows; /* steering_flows: the conntrack size of a program attached */
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
+	/* Another hashlb version's program is on its interface (-EPROTO): its
+	 * attach is tried again every RETRY_MS (<retry>), logged once (again if
+	 * the reason changes: <refused>), until it is gone. */
+	bool other;
 	/* Its program went away with its interface (or was replaced): attached
 	 * again by refresh_tick() once the interface is there. */
 	bool lost;
@@ -335,6 +339,19 @@ static void log_error(const char *msg, const char *service, const struct hashlb_
 static void retry_tick(struct hlb_daemon *d, void *arg);
 static void refresh_tick(struct hlb_daemon *d, void *arg);
 
+/* The retry timer, if not armed yet: <e> is tried again every RETRY_MS. */
+static void retry_arm(struct run_steer *rs, struct run_steer_svc *e)
+{
+	e->retry = true;
+	if (rs->retry_timer || !rs->d)
+		return;
+	if (hlb_daemon_timer_add(rs->d, RETRY_MS, RETRY_MS, retry_tick, rs, &rs->retry_timer) < 0) {
+		rs->retry_timer = NULL;
+		hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the retry timer", "service=%s",
+			e->name);
+	}
+}
+
 /* The latest table of <e> was refused for <err>: logged unless it was refused
  * for that already (or <busy>), and tried again every RETRY_MS. */
 static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
@@ -358,13 +375,7 @@ static void table_refused(struct run_steer *rs, struct run_steer_svc *e,
 		e->n_refused++;
 		snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
 	}
-	if (rs->retry_timer || !rs->d)
-		return;
-	if (hlb_daemon_timer_add(rs->d, RETRY_MS, RETRY_MS, retry_tick, rs, &rs->retry_timer) < 0) {
-		rs->retry_timer = NULL;
-		hlb_log(HLB_LOG_WARN, "kernel steering: cannot arm the retry timer", "service=%s",
-			e->name);
-	}
+	retry_arm(rs, e);
 }
 
 /*
@@ -602,14 +613,18 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		} else if (ret == -EPROTO) {
 			/* another hashlb version's program: before, -ENOENT, taken
 			 * for none, and the attach was refused as if this one's
-			 * were there ("--update changes its table") */
+			 * were there ("--update changes its table"); then attached
+			 * only at the next reload after the operator detached it */
 			char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
 
-			e->failed = true;
-			hlb_log(HLB_LOG_ERROR, "kernel steering not started",
-				"service=%s error=%s reason=\"once it is detached, a reload "
-				"attaches this hashlb's\"",
-				name, hlb_log_quote(err.msg, q, sizeof(q)));
+			if (!e->other || strcmp(e->refused, err.msg) != 0)
+				hlb_log(HLB_LOG_ERROR, "kernel steering not started",
+					"service=%s error=%s reason=\"once it is detached, this "
+					"hashlb's is attached (tried every second)\"",
+					name, hlb_log_quote(err.msg, q, sizeof(q)));
+			e->other = true;
+			snprintf(e->refused, sizeof(e->refused), "%s", err.msg);
+			retry_arm(rs, e);
 			return;
 		} else if (ret != -ENOENT) {
 			e->failed = true;
@@ -621,10 +636,13 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			return;
 		} else {
 			hlb_log(HLB_LOG_INFO, "kernel steering attached",
-				"service=%s interface=%s mode=%s", name,
+				"service=%s interface=%s mode=%s%s", name,
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
-				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)));
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
+				e->other ? " reason=\"the other hashlb version's program is gone\""
+					 : "");
 		}
+		e->other = false;
 		hashlb_steer_set_lock_try(e->steer, true);
 		e->marked = false;
 	}

@@ -12,7 +12,8 @@ IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a rel
 of two services on one interface under two names (an altname), the second is not started; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
-control loop.
+control loop; another hashlb version's program on the interface is refused, and once it is detached
+this hashlb's is attached without a reload.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -1610,6 +1611,42 @@ def lock_held(topo, servers):
         d.stop()
 
 
+def other_version(topo, servers):
+    """Another hashlb version's program on the LB's eth0 (this source built with its map
+    hlb_stats named otherwise, attached by hand in generic XDP): hashlb run does not start
+    steering and says so once, naming the program and what removes it; once it is detached
+    (the ip link command the message names) the daemon attaches its own by itself, within its
+    retry, and logs it, and new clients go through the kernel path. Before, only a reload
+    after the detach attached it."""
+    obj = os.path.join(os.environ.get("HASHLB_BUILD_ROOT", "build"), "tests", "steer",
+                       "steer-otherver.bpf.o")
+    T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "object", obj, "program", "hlb_xdp",
+         ns=topo.lb)
+    d = Daemon(topo, service(topo)).start()
+    try:
+        line = d.wait_log("kernel steering not started", 15)
+        check(line is not None and "another hashlb version's" in line
+              and "ip link set dev eth0 xdpgeneric off" in line,
+              f"other version: not refused naming it and what removes it: {line}")
+        time.sleep(2.5)  # two retries, or more
+        again = d.wait_log("kernel steering not started", 0)
+        check(again is None, f"other version: the refusal logged again at a retry: {again}")
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb)
+        line = d.wait_log("kernel steering attached", 15)
+        check(line is not None and "the other hashlb version's program is gone" in line,
+              f"other version: detached, this hashlb's not attached by itself: {line}")
+        if line is None:
+            return
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "other version: attached, no table published")
+        got = steered(topo, "other version")
+        print(f"other version: refused once, attached once detached; 20 new clients "
+              f"{dict(got)}", flush=True)
+    finally:
+        d.stop()
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+
+
 def body(topo):
     # The daemon listens on the VIP too: the LB holds it (on lo).
     T.sh("ip", "addr", "add", f"{T.VIP}/32", "dev", "lo", ns=topo.lb)
@@ -1621,6 +1658,7 @@ def body(topo):
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
+                     ("other_version", other_version),
                      ("flows", flows), ("outgrown", outgrown),
                      ("too_small", too_small), ("slots_held", slots_held),
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
