@@ -40,6 +40,7 @@
 
 #include "hashlb/steer.h"
 #include "steer.skel.h"
+#include "xdp_hook.h"
 
 #define TC_HANDLE 0x4c42 /* "LB" */
 #define TC_PRIORITY 1
@@ -338,7 +339,7 @@ static const char *prog_lacks(uint32_t id)
 /* What removes an XDP program attached in <mode> by hand: ip link's word. */
 static const char *xdp_off_word(enum hashlb_steer_mode mode)
 {
-	return mode == HASHLB_STEER_XDP_GENERIC ? "xdpgeneric" : "xdp";
+	return xdp_hook_off(mode == HASHLB_STEER_XDP_GENERIC ? XDP_HOOK_GENERIC : XDP_HOOK_NATIVE);
 }
 
 /*
@@ -369,31 +370,43 @@ static int other_version(struct hashlb_error *err, const char *what, const char 
 /*
  * -EBUSY, <err> saying an XDP program not hashlb's is attached to <ifindex>
  * (its mode, id and name; before, only that there was one) and what to do.
+ * The mode is the one the kernel reports: an offloaded program (the NIC's),
+ * alone or beside a native or generic one, is named so, with `xdpoffload
+ * off` (before: taken for a native one, with `xdp off`, which leaves it).
  */
 static int foreign_xdp(struct hashlb_error *err, int ifindex, int ret, const char *what)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
-	enum hashlb_steer_mode mode = HASHLB_STEER_XDP_NATIVE;
-	char iface[IF_NAMESIZE] = "?", name[BPF_OBJ_NAME_LEN] = "";
-	uint32_t id = 0;
+	char iface[IF_NAMESIZE] = "?", progs[2][IF_NAMESIZE + BPF_OBJ_NAME_LEN + 48];
+	char offs[2][2 * IF_NAMESIZE + 32];
+	struct xdp_hook_prog at[2];
+	uint32_t n = 0;
 
 	if_indextoname((unsigned)ifindex, iface);
-	if (bpf_xdp_query(ifindex, 0, &xq) == 0) {
-		id = xq.drv_prog_id ? xq.drv_prog_id : xq.hw_prog_id;
-		if (!id) {
-			id = xq.skb_prog_id;
-			mode = HASHLB_STEER_XDP_GENERIC;
-		}
-	}
-	if (!id)
+	if (bpf_xdp_query(ifindex, 0, &xq) == 0)
+		n = xdp_hook_progs(xq.attach_mode, xq.drv_prog_id, xq.skb_prog_id, xq.hw_prog_id,
+				   at);
+	if (!n)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 				  "%s%s (another XDP program is attached)", what, strerror(-ret));
-	prog_name(id, name);
+	for (uint32_t i = 0; i < n; i++) {
+		char name[BPF_OBJ_NAME_LEN] = "";
+
+		prog_name(at[i].id, name);
+		snprintf(progs[i], sizeof(progs[i]), "%s, program %u '%s'",
+			 xdp_hook_name(at[i].hook), at[i].id, name);
+		snprintf(offs[i], sizeof(offs[i]), "ip link set dev %s %s off", iface,
+			 xdp_hook_off(at[i].hook));
+	}
+	if (n == 1)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				  "%s'%s' has an XDP program not hashlb's (%s): remove it (%s), or "
+				  "steer behind it at tc (--mode tc)",
+				  what, iface, progs[0], offs[0]);
 	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-			  "%s'%s' has an XDP program not hashlb's (%s, program %u '%s'): remove "
-			  "it (ip link set dev %s %s off), or steer behind it at tc (--mode tc)",
-			  what, iface, hashlb_steer_mode_name(mode), id, name, iface,
-			  xdp_off_word(mode));
+			  "%s'%s' has XDP programs not hashlb's (%s; %s): remove them (%s; %s), "
+			  "or steer behind them at tc (--mode tc)",
+			  what, iface, progs[0], progs[1], offs[0], offs[1]);
 }
 
 static int attach_xdp(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)
