@@ -761,8 +761,13 @@ out:
 }
 
 /* The services whose latest table was refused: their service's current
- * snapshot, again. The timer goes once none is left (a reload that removes
- * a service or its steering drops its entry, retry and all). */
+ * snapshot, again. The timer goes once none is left to try (a reload that
+ * removes a service or its steering drops its entry, retry and all). One
+ * that publish() leaves alone (attaching failed, its interface gone, held
+ * for the replaced hashlb) is published by what ends that (a reload,
+ * attach_lost(), run_steer_old_stopped()), which arms the timer again if it
+ * is refused: before, the timer fired every second meanwhile, for nothing,
+ * until a reload (a service lost with its interface, for good). */
 static void retry_tick(struct hlb_daemon *d, void *arg)
 {
 	struct run_steer *rs = arg;
@@ -773,7 +778,7 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
 
 		if (e->retry && e->svc)
 			publish(rs, e, atomic_load(&e->svc->snap));
-		pending = pending || e->retry;
+		pending = pending || (e->retry && e->svc && !e->failed && !e->lost && !e->held);
 	}
 	if (!pending) {
 		hlb_daemon_timer_del(d, rs->retry_timer);

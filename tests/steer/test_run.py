@@ -13,7 +13,8 @@ of two services on one interface under two names (an altname), the second is not
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
-this hashlb's is attached without a reload.
+this hashlb's is attached without a reload; a table retried when its interface goes away keeps
+no timer firing until the interface is back.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
 import json
@@ -1324,6 +1325,58 @@ def iface_recreated(topo, servers):
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
+def second_timers(pid):
+    """The timerfds of process <pid> that fire every second (/proc/PID/fdinfo): the
+    daemon's steering retry timer (RETRY_MS) is its only one."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[timerfd]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                n += "it_interval: (1, 0)" in f.read()
+        except OSError:
+            pass
+    return n
+
+
+def lost_while_retried(topo, servers):
+    """A table being retried (the program's lock held by the test) when the LB's eth0 goes
+    away with its program: the retry timer goes, for nothing is tried until the interface is
+    back (before, it fired every second meanwhile, for nothing, until a reload); once eth0 is
+    back the latest table is attached there and steers new clients, the lock of the old
+    program still held."""
+    try:
+        with LockHeld(topo, "lost while retried") as h:
+            timers = second_timers(h.d.proc.pid) if h.ok else None
+            if not check(h.ok and h.refused is not None and timers == 1,
+                         f"lost while retried: not refused, retried every second: "
+                         f"{h.refused}, {timers} timers of 1 s"):
+                return
+            topo.wait_closed()
+            mac = topo.mac(topo.lb)
+            T.sh("ip", "link", "del", "eth0", ns=topo.lb)
+            lost = h.d.wait_log("kernel steering lost", 15)
+            for _ in range(50):  # the next tick lets it go
+                timers = second_timers(h.d.proc.pid)
+                if not timers:
+                    break
+                time.sleep(0.1)
+            print(f"lost while retried: eth0 gone, {timers} timers of 1 s left", flush=True)
+            check(lost is not None and timers == 0,
+                  f"lost while retried: lost {lost}, the retry timer still firing ({timers})")
+            topo.wire(1, topo.lb, T.LB_IP, T.LB_IP6, mac)
+            topo.resolve()
+            again = h.d.wait_log("kernel steering attached", 15)
+            check(again is not None and h.d.wait_log("kernel steering table published", 15),
+                  f"lost while retried: eth0 back, not attached and published: {again}")
+            got = steered(topo, "lost while retried: back")
+            print(f"lost while retried: eth0 back, attached; 20 new clients {dict(got)}",
+                  flush=True)
+    finally:
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
 def iface_later(topo, servers):
     """The daemon starts before its interface exists (a bond or a VLAN made later at boot):
     the service is not started, saying it is attached once the interface exists, and it is,
@@ -1533,6 +1586,50 @@ def lock_file(topo):
     return None
 
 
+class LockHeld:
+    """A daemon whose first table is published, then its program's lock taken by the test
+    (an flock on its lock file) and a config that changes the table reloaded: .d, .path,
+    .refused (the refusal logged, or None), .ok (False after a failed check). release()
+    lets the lock go; leaving, the lock is let go and the daemon stopped."""
+
+    def __init__(self, topo, tag):
+        self.topo, self.tag, self.fd, self.path, self.refused = topo, tag, None, None, None
+        self.d = Daemon(topo, service(topo))
+
+    def __enter__(self):
+        self.d.start()
+        try:
+            self._lock_and_reload()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _lock_and_reload(self):
+        import fcntl
+        self.ok = check(self.d.wait_log("kernel steering table published", 15) is not None,
+                        f"{self.tag}: no table published at start")
+        self.path = lock_file(self.topo) if self.ok else None
+        self.ok = self.ok and check(self.path and os.path.exists(self.path),
+                                    f"{self.tag}: no lock file ({self.path})")
+        if self.ok:
+            self.fd = os.open(self.path, os.O_RDWR)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            self.d.edit("name: b3,", "name: b3, weight: 3,")
+            self.d.skip_log()
+            self.d.proc.send_signal(signal.SIGHUP)
+            self.refused = self.d.wait_log("kernel steering table not updated", 15)
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __exit__(self, *exc):
+        self.release()
+        self.d.stop()
+
+
 def admin_get(d, path):
     """GET <path> from <d>'s admin endpoint (a unix socket: no namespace needed): the status
     code, 0 if none came within 30 s."""
@@ -1559,23 +1656,11 @@ def lock_held(topo, servers):
     the next was due by then: the loop turned once a try (5 GET /status and 3 s: 13 turns
     for 13 tries). Once the lock is let go, the latest table is published and
     steers new clients."""
-    import fcntl
-    d = Daemon(topo, service(topo)).start()
-    fd = None
-    try:
-        if not check(d.wait_log("kernel steering table published", 15) is not None,
-                     "lock held: no table published at start"):
+    # a reload that changes the table, published with the lock held by this process
+    with LockHeld(topo, "lock held") as h:
+        if not h.ok:
             return
-        path = lock_file(topo)
-        if not check(path and os.path.exists(path), f"lock held: no lock file ({path})"):
-            return
-        fd = os.open(path, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        # a reload that changes the table, published with the lock held by this process
-        d.edit("name: b3,", "name: b3, weight: 3,")
-        d.skip_log()
-        d.proc.send_signal(signal.SIGHUP)
-        line = d.wait_log("kernel steering table not updated", 15)
+        d, path, line = h.d, h.path, h.refused
         check(line is not None and f"process {os.getpid()}" in line and path in line,
               f"lock held: the refusal does not name this process and {path}: {line}")
 
@@ -1599,16 +1684,11 @@ def lock_held(topo, servers):
               f"publication (published meanwhile: {published})")
         print(f"lock held: 5 GET /status {codes}; {turns} turns of the control loop over "
               f"{tries} refused tries", flush=True)
-        os.close(fd)
-        fd = None
+        h.release()
         check(d.wait_log("kernel steering table published", 15) is not None,
               "lock held: the table not published once the lock was let go")
         got = steered(topo, "lock held")
         print(f"lock held: let go, published; 20 new clients {dict(got)}", flush=True)
-    finally:
-        if fd is not None:
-            os.close(fd)
-        d.stop()
 
 
 def other_version(topo, servers):
@@ -1664,6 +1744,7 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("iface_recreated", iface_recreated),
+                     ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
                      ("many_backends", many_backends)]:
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
