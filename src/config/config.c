@@ -353,12 +353,49 @@ static const char *key_home(const char *key, const char *const *keys)
 }
 
 /*
+ * <map>, which should be the mapping of settings <what> (timeouts, health, a
+ * prefix) with <keys>, written as something else: the error names the keys
+ * it takes, and for "health: false" how checks are turned off. "health must
+ * be a mapping of keys to values, found the value 'off'" left the operator
+ * to find out which keys, and that "enabled: false" is the way.
+ */
+static int bool_of(const struct ynode *v);
+
+static int fail_settings(struct loader *ld, const struct ynode *map, const char *const *keys,
+			 const char *what)
+{
+	char list[200] = "";
+	size_t n = 0;
+	int b = bool_of(map);
+
+	for (size_t i = 0; keys[i] && n < sizeof(list); i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "", keys[i]);
+	if (keys == health_keys && b == 0)
+		return fail(ld, map,
+			    "'%s' must be a mapping of its settings (%s), found %s: to turn the "
+			    "checks off, write health: {enabled: false}",
+			    what, list, describe(map).s);
+	if (keys == health_keys && b == 1)
+		return fail(ld, map,
+			    "'%s' must be a mapping of its settings (%s), found %s: checks are on "
+			    "by default, leave 'health' out or write health: {enabled: true}",
+			    what, list, describe(map).s);
+	return fail(ld, map, "'%s' must be a mapping of its settings (%s), found %s", what, list,
+		    describe(map).s);
+}
+
+/*
  * Check that <map> is a mapping whose keys are scalars from <keys>, each
  * at most once. <what> names the mapping in messages ("service", ...).
  */
 static int check_map(struct loader *ld, const struct ynode *map, const char *const *keys,
 		     const char *what)
 {
+	/* a mapping of settings says which; a service, a backend or the file is
+	 * too long a list to print, its keys told one by one when unknown */
+	if (map->type != YNODE_MAP && keys != top_keys && keys != service_keys &&
+	    keys != backend_keys)
+		return fail_settings(ld, map, keys, what);
 	if (map->type != YNODE_MAP)
 		return fail(ld, map, "%s must be a mapping of keys to values, found %s", what,
 			    describe(map).s);

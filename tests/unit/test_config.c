@@ -580,8 +580,8 @@ static void test_wrong_types(void **state)
 	expect_error(MINIMAL "        weight: [1]\n", 7, 17,
 		     "'weight' must be an integer, found a list");
 	expect_error(MINIMAL "        weight: -1\n", 7, 17, "'weight' -1 is out of range 0..10000");
-	expect_error(MINIMAL "    timeouts: [1s]\n", 7, 15, "timeouts must be a mapping");
-	expect_error(MINIMAL "    health: true\n", 7, 13, "health must be a mapping");
+	expect_error(MINIMAL "    timeouts: [1s]\n", 7, 15, "'timeouts' must be a mapping");
+	expect_error(MINIMAL "    health: true\n", 7, 13, "'health' must be a mapping");
 	expect_error(MINIMAL "    health: {enabled: maybe}\n", 7, 23,
 		     "'enabled' must be true or false, found 'maybe'");
 	expect_error(MINIMAL "    balance_factor: much\n", 7, 21,
@@ -656,7 +656,7 @@ static void test_hash_prefix(void **state)
 	expect_error(MINIMAL "    hash_prefix: {ipv6: 0}\n", 7, 25,
 		     "'ipv6' 0 is out of range 1..128");
 	expect_error(MINIMAL "    hash_prefix: {ipv6: /64}\n", 7, 25, "'ipv6' must be an integer");
-	expect_error(MINIMAL "    hash_prefix: 64\n", 7, 18, "hash_prefix must be a mapping");
+	expect_error(MINIMAL "    hash_prefix: 64\n", 7, 18, "'hash_prefix' must be a mapping");
 	expect_error(MINIMAL "    hash_prefix: {v6: 64}\n", 7, 19, "v6");
 	expect_error(MINIMAL "    ipv6: 64\n", 7, 5, "in a service's 'hash_prefix'");
 }
@@ -699,7 +699,7 @@ static void test_client_prefix(void **state)
 	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {ipv6: 129}\n",
 		     8, 27, "'ipv6' 129 is out of range 1..128");
 	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: 64\n", 8, 20,
-		     "client_prefix must be a mapping");
+		     "'client_prefix' must be a mapping");
 	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: {v6: 64}\n", 8,
 		     21, "v6");
 	expect_error(MINIMAL "    max_connections_per_client: 2\n"
@@ -2533,6 +2533,41 @@ static void test_health_timeout_default(void **state)
 	hashlb_config_free(c);
 }
 
+/*
+ * A mapping of settings written as a value is told which keys it takes, and
+ * "health: false" how checks are turned off: before, "'health' must be a mapping of
+ * keys to values, found the value 'false'" and nothing of what to write.
+ */
+static void test_settings_written_as_a_value(void **state)
+{
+	struct hashlb_config *c;
+
+	expect_error(MINIMAL "    health: false\n", 7, 13,
+		     "'health' must be a mapping of its settings (enabled, interval, timeout, "
+		     "rise, fall, port, send, expect, close_on_down), found the value 'false': "
+		     "to turn the checks off, write health: {enabled: false}");
+	expect_error(MINIMAL "    health: Off\n", 7, 13, "write health: {enabled: false}");
+	expect_error(MINIMAL "    health: yes\n", 7, 13,
+		     "checks are on by default, leave 'health' out or write health: "
+		     "{enabled: true}");
+	expect_error(MINIMAL "    health:\n", 7, 11,
+		     "'health' must be a mapping of its settings (enabled, interval, timeout, "
+		     "rise, fall, port, send, expect, close_on_down), found nothing (null)");
+	expect_error(MINIMAL "    timeouts: 5s\n", 7, 15,
+		     "'timeouts' must be a mapping of its settings (connect, idle, drain, "
+		     "queue), found the value '5s'");
+	expect_error(MINIMAL "    hash_prefix: 24\n", 7, 18,
+		     "'hash_prefix' must be a mapping of its settings (ipv4, ipv6), found the "
+		     "value '24'");
+	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: [24]\n", 8, 20,
+		     "'client_prefix' must be a mapping of its settings (ipv4, ipv6), found a "
+		     "list");
+	/* the checks themselves are turned off as the message says */
+	c = load_ok(MINIMAL "    health: {enabled: false}\n");
+	assert_false(c->services[0].health.enabled);
+	hashlb_config_free(c);
+}
+
 static void test_admin_off_and_v6(void **state)
 {
 	struct hashlb_config *c = load_ok("admin: off\n" MINIMAL);
@@ -3705,6 +3740,7 @@ int main(void)
 		cmocka_unit_test(test_prefix_set_random),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_health_timeout_default),
+		cmocka_unit_test(test_settings_written_as_a_value),
 		cmocka_unit_test(test_admin_off_and_v6),
 		cmocka_unit_test(test_anchors),
 		cmocka_unit_test(test_anchors_cost_follows_their_number),
