@@ -717,7 +717,10 @@ if os.path.exists("/dev/full"):
 HINT = "Run 'hashlb {} --help' for the options.\n"
 SEED = " (an integer below 2^64, decimal or 0x hex)"
 for args, line in [
-    (("run", "-c", "x.yaml", "-w", "0"), "hashlb run: invalid value '0' for option -w (1..256)"),
+    (("run", "-c", "x.yaml", "-w", "0"),
+     "hashlb run: invalid value '0' for option -w (1..256, or auto)"),
+    (("run", "-c", "x.yaml", "--workers", "Auto"),
+     "hashlb run: invalid value 'Auto' for option --workers (1..256, or auto)"),
     (("run", "-c", "x.yaml", "--log-level", "loud"),
      "hashlb run: invalid value 'loud' for option --log-level (debug, info, warn or error)"),
     (("check", "--bogus"), "hashlb check: unrecognized option '--bogus'"),

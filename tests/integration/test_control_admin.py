@@ -1043,6 +1043,18 @@ def reload_says_what_changes_on_restart_only():
               f"on restart: {rc} {so_!r} {se} {new}")
     check(len(lb.status()["workers"]) == 1, "and 1 worker runs")
     check(lb.stop() == 0, "exit 0")
+    # --workers auto, as the file's key writes it, over a file's count: one per CPU, the file's
+    # count no edit to warn of either (it was refused: "invalid value 'auto' for option
+    # --workers (1..256)", and a drop-in could not undo a file's count)
+    cpus = min(len(os.sched_getaffinity(0)), 256)
+    file_workers = 1 if cpus > 1 else 2
+    lb = Lb(config(BACKENDS, workers=file_workers), args=("--workers", "auto"))
+    check(len(lb.status()["workers"]) == cpus, f"--workers auto: {cpus} workers, one per CPU")
+    lb.rewrite(config(BACKENDS, workers=file_workers + 1))
+    rc, so_, se, logged = lb.reload()
+    check(rc == 0 and not [l for l in logged if "restart only" in l] and "restart" not in so_,
+          f"--workers auto: a reload says nothing of the file's count: {rc} {so_!r} {se}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def reload_onto_the_admin_address_is_refused():
