@@ -885,7 +885,12 @@ int hashlb_unix_addr_parse(const char *s, struct sockaddr_storage *ret_addr, soc
 	size_t n = strlen(path);
 
 	/* each said alone: "absolute and shorter than 108 bytes" of "unix:rel.sock"
-	 * left the operator to work out which it was */
+	 * left the operator to work out which it was; and "unix:" alone has no path,
+	 * which "the path '' is relative" said */
+	if (!n) {
+		snprintf(why, why_len, "'unix:' names no socket path: write unix:/PATH");
+		return -EINVAL;
+	}
 	if (path[0] != '/') {
 		snprintf(why, why_len,
 			 "the Unix socket path '%.40s%s' is relative: it must be absolute "

@@ -378,6 +378,9 @@ for args, status, msg in [
     (("run", "-c", NO_FILE, "--admin", "unix:admin.sock"), 2,
      "hashlb run: invalid value 'unix:admin.sock' for option --admin: the Unix socket path "
      "'admin.sock' is relative: it must be absolute (unix:/PATH)\n"),
+    (("ctl", "--admin", "unix:", "status"), 2,
+     "hashlb ctl: invalid value 'unix:' for option --admin: 'unix:' names no socket path: "
+     "write unix:/PATH\n"),
     (("run", "-c", NO_FILE, "--admin", "unix:/" + "x" * 107), 2,
      "hashlb run: invalid value 'unix:/" + "x" * 107 + "' for option --admin: the Unix socket "
      "path has 108 bytes: it must be shorter than 108\n"),

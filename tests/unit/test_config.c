@@ -1341,6 +1341,9 @@ static void test_addresses(void **state)
 	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8,
 		     "'admin': the Unix socket path 'relative.sock' is relative: it must be "
 		     "absolute (unix:/PATH)");
+	/* and no path at all is said so, not "the path '' is relative" */
+	expect_error("admin: \"unix:\"\n" MINIMAL, 1, 8,
+		     "'admin': 'unix:' names no socket path: write unix:/PATH");
 	{
 		char yaml[256];
 
