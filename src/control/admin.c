@@ -582,7 +582,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 	else
 		hlb_buf_puts(o, ", table_memory 0 (no cap)\n");
 	if (ctl->last_reload_failed)
-		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: %s\n",
+		/* FILE:LINE:COL: error: WHAT, as the reload's answer and hashlb check say it */
+		hlb_buf_printf(o, "last reload FAILED (old config still serving): %s: error: %s\n",
 			       err_where(e, ctl->config_path, where, sizeof(where)), e->msg);
 	if (ctl->stopping)
 		hlb_buf_puts(o, "STOPPING: no new connections; the open ones drain\n");

@@ -1073,9 +1073,13 @@ def reload_onto_the_admin_address_is_refused():
     at = text.split("\n").index(f"    listen: {lb.admin}") + 1
     check(se.startswith(f"{lb.path}:{at}:13: error: "), f"at the listen address, {at}:13: {se!r}")
     check(len(lb.status()["services"]) == 1, "nothing changed")
+    refused = se.splitlines()[0]
     rc, so, se = lb.ctl("status")
     check(rc == 0 and "last reload FAILED (old config still serving): " + lb.path + ":" in so
           and "?:0:0" not in so, f"ctl status names the file and the entry: {so[:400]}")
+    # in the words of the reload's answer, FILE:LINE:COL: error: WHAT (it left out "error: ")
+    check(f"last reload FAILED (old config still serving): {refused}\n" in so,
+          f"ctl status says the error as ctl reload did: {refused!r} {so[:400]!r}")
     # What a reload cannot change is applied on restart, and the log says so.
     lb.rewrite(config(BACKENDS, workers=1))
     rc, so, se = lb.ctl("reload")
