@@ -791,11 +791,11 @@ static int take_over(struct hlb_daemon *d, struct hashlb_error *err)
 
 		hlb_proxy_take_drop(d->proxy);
 		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
+			   /* under hashlb_error's 255 bytes, which cut its middle: the
+			    * remedy, the point of the line, was lost in "addresse...dress" */
 			   "admin: %s is the admin endpoint of another hashlb (pid %d), which "
-			   "listens on none of this config's addresses: not one to take over "
-			   "from (an upgrade keeps a listen address); give each its own admin "
-			   "address, or, to move every address of the one there, reload it or "
-			   "upgrade it in place (SIGUSR2)",
+			   "listens on none of this config's addresses: give each its own admin "
+			   "address (or, to move the one there, reload it or upgrade it in place)",
 			   d->cfg->admin, (int)other);
 		if (!d->cfg->admin_override && d->cfg->admin_pos.line) {
 			err->line =

@@ -1505,6 +1505,10 @@ def another_instance_keeps_its_admin_address():
             check(re.search(rf"second{k}\.yaml:{line}:8: error: admin: {re.escape(admin)} is "
                             rf"the admin endpoint of another hashlb \(pid {first.proc.pid}\)",
                             err), f"second{k}: says why, at its admin key: {err.strip()[-300:]!r}")
+            # whole, the remedy too: it was cut in its middle ("addresse...dress)")
+            check("give each its own admin address (or, to move the one there, reload it or "
+                  "upgrade it in place)\n" in err and "..." not in err,
+                  f"second{k}: the line whole, with what to do: {err.strip()[-300:]!r}")
             for i in range(6):
                 rc, so, se = first.ctl("set", "a", "weight", str(2 + i % 2))
                 check(rc == 0 and so.startswith("web/a: ") and first.proc.pid == first.status()["pid"],
