@@ -1371,7 +1371,11 @@ int cmd_ctl(int argc, char **argv)
 					 cli_path(o.config));
 			if (pid)
 				return ctl_sighup(pid, q, o.json);
-			cli_error("%s\n", q);
+			/* a hashlb run started with --admin ADDR has one all the same */
+			cli_error("%s: no endpoint to ask%s\n", q,
+				  admin_given ? ""
+					      : " (for a hashlb run started with --admin ADDR, "
+						"give --admin ADDR)");
 			return 1;
 		}
 		if (cfg->admin_addr.ss_family != AF_UNIX &&

@@ -195,6 +195,10 @@ ADMIN_PORT_0 = os.path.join(tmp, "port0.yaml")  # admin on a port the kernel pic
 with open(ADMIN_PORT_0, "w") as f:
     f.write("admin: 127.0.0.1:0\nservices:\n  - name: w\n    listen: 127.0.0.1:0\n"
             "    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
+ADMIN_OFF = os.path.join(tmp, "admin-off.yaml")  # no admin endpoint
+with open(ADMIN_OFF, "w") as f:
+    f.write("admin: off\nservices:\n  - name: w\n    listen: 127.0.0.1:0\n"
+            "    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
 VIP, BACKEND = ("--vip", "10.0.0.1:80"), ("-b", "a=10.0.0.2,mac=02:00:00:00:00:01")
 ADMIN = ("--admin", "127.0.0.1:1")
 for args, status, msg in [
@@ -412,6 +416,13 @@ for args, status, msg in [
     # file (ctl said "cannot reach the admin endpoint at 127.0.0.1:0: Connection refused")
     (("ctl", "-c", ADMIN_PORT_0, "status"), 1,
      "admin 127.0.0.1:0 has port 0, which the kernel picks for the running hashlb"),
+    # -c FILE with admin: off: nothing to ask, and the way out when hashlb run was given one
+    # (it said "FILE has the admin endpoint off" and no more)
+    (("ctl", "-c", ADMIN_OFF, "status"), 1,
+     "hashlb ctl: " + ADMIN_OFF + " has the admin endpoint off: no endpoint to ask (for a "
+     "hashlb run started with --admin ADDR, give --admin ADDR)\n"),
+    (("ctl", "-c", ADMIN_OFF, "--admin", "off", "status"), 1,
+     "hashlb ctl: the admin endpoint is off (--admin off): no endpoint to ask\n"),
     (("ctl", "set", "a", "weight"), 2, "weight needs a value"),
     # a command given the wrong arguments says so, with its own synopsis (not the whole manual)
     (("ctl", "--admin", "127.0.0.1:1", "set", "a"), 2,
@@ -654,6 +665,7 @@ if BPF:
               f"want {want!r}")
 os.unlink(STEER_CFG)
 os.unlink(ADMIN_PORT_0)
+os.unlink(ADMIN_OFF)
 os.rmdir(tmp)
 
 # 7. A number reads as the config reads it: "010" is ten (YAML 1.2), not octal eight, so a
