@@ -208,6 +208,17 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       s->keepalive.user_timeout_ms);
 	if (s->log_connections)
 		printf("  log          a line as each connection ends (log_connections)\n");
+	/* what sends a client past the table's backend, shown as the rest: only when on */
+	if (s->slow_start_ms || s->balance_factor > 0) {
+		printf("  placement   ");
+		if (s->slow_start_ms)
+			printf(" slow_start=%" PRIu32 "ms", s->slow_start_ms);
+		if (s->balance_factor > 0)
+			printf(" balance_factor=%g", s->balance_factor);
+		printf("\n");
+	}
+	if (s->steering == HASHLB_STEERING_KERNEL)
+		printf("  steering     kernel, on %s\n", s->steer_interface);
 	print_health(&s->health);
 	if (s->source_client)
 		printf("  source       client (transparent: each backend sees the client's address)\n");

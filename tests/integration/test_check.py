@@ -63,6 +63,18 @@ check(r.returncode == 0 and small and total and
       small.group(1) == f"{int(total.group(1)) / 1024:.1f}" != "0.0",
       f"check prints a small table's size in KiB: {r.stdout}")
 
+# slow_start and balance_factor send clients past the table's backend: shown when on (check
+# printed neither, where it shows keepalive, the client lists, the PROXY protocol...)
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    slow_start: 30s\n"
+            "    balance_factor: 1.25\n    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+r = run("check", "-c", f.name)
+os.unlink(f.name)
+check(r.returncode == 0 and
+      re.search(r"^  placement    slow_start=30000ms balance_factor=1\.25$", r.stdout, re.M),
+      f"check prints slow_start and balance_factor: {r.stdout}")
+check("placement" not in p.stdout, f"and no placement line when both are off: {p.stdout}")
+
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
 
