@@ -1653,6 +1653,48 @@ struct orphan_was {
 };
 
 /*
+ * What taking orphan <b> back changes of it, one list both ways: into <was> (<back> false,
+ * orphan_take()), or back from it (<back> true, orphan_give_back()), so that no field is
+ * kept on one side and missed on the other.
+ */
+static void orphan_was_move(struct hlb_pool_backend *b, struct orphan_was *was, bool back)
+{
+#define WAS(f, x)                     \
+	do {                          \
+		if (back)             \
+			(x) = was->f; \
+		else                  \
+			was->f = (x); \
+	} while (0)
+#define WAS_ATOMIC(f, x)                            \
+	do {                                        \
+		if (back)                           \
+			atomic_store(&(x), was->f); \
+		else                                \
+			was->f = atomic_load(&(x)); \
+	} while (0)
+	WAS(idx, b->idx);
+	WAS(cfg_weight, b->cfg_weight);
+	WAS(cfg_max_conns, b->cfg_max_conns);
+	WAS(cfg_admin, b->cfg_admin);
+	WAS(admin, b->admin);
+	WAS(health, b->health);
+	WAS(check_errs, b->check_errs);
+	WAS(check_latency_old, b->check_latency_old);
+	WAS(up_fails, b->up_fails);
+	WAS(up_fails_logged, b->up_fails_logged);
+	WAS(ramp_start_ms, b->ramp_start_ms);
+	WAS(weight, b->rt->weight);
+	WAS(backup, b->rt->backup);
+	WAS_ATOMIC(max_conns, b->rt->max_conns);
+	WAS_ATOMIC(admit, b->rt->admit);
+	WAS_ATOMIC(healthy, b->rt->healthy);
+	WAS_ATOMIC(health_since_ns, b->rt->health_since_ns);
+#undef WAS_ATOMIC
+#undef WAS
+}
+
+/*
  * The orphan of service <svc> named and addressed as <nb>, taken back for <s> with its
  * connections and what was set at run time, whether it held connections or not: a reload
  * adds back the service an earlier one removed (a config written in two steps, a removal
@@ -1669,25 +1711,7 @@ static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_
 
 	if (!o)
 		return NULL;
-	s->orphans_was[s->n_backends] = (struct orphan_was){
-		.idx = o->idx,
-		.cfg_weight = o->cfg_weight,
-		.cfg_max_conns = o->cfg_max_conns,
-		.cfg_admin = o->cfg_admin,
-		.admin = o->admin,
-		.health = o->health,
-		.check_errs = o->check_errs,
-		.check_latency_old = o->check_latency_old,
-		.up_fails = o->up_fails,
-		.up_fails_logged = o->up_fails_logged,
-		.ramp_start_ms = o->ramp_start_ms,
-		.weight = o->rt->weight,
-		.backup = o->rt->backup,
-		.max_conns = atomic_load(&o->rt->max_conns),
-		.admit = atomic_load(&o->rt->admit),
-		.healthy = atomic_load(&o->rt->healthy),
-		.health_since_ns = atomic_load(&o->rt->health_since_ns),
-	};
+	orphan_was_move(o, &s->orphans_was[s->n_backends], false);
 	o->svc = s;
 	return o;
 }
@@ -1697,27 +1721,10 @@ static struct hlb_pool_backend *orphan_take(struct hlb_pool *p, struct hlb_pool_
  * (service_new()) would otherwise stay, and what was set at run time be lost (the array
  * has its place: taking it out kept it; while the reload's services are made, it is
  * still there). */
-static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b,
-			     const struct orphan_was *was)
+static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b, struct orphan_was *was)
 {
 	hlb_check_stop(&b->check);
-	b->idx = was->idx;
-	b->cfg_weight = was->cfg_weight;
-	b->cfg_max_conns = was->cfg_max_conns;
-	b->cfg_admin = was->cfg_admin;
-	b->admin = was->admin;
-	b->health = was->health;
-	b->check_errs = was->check_errs;
-	b->check_latency_old = was->check_latency_old;
-	b->up_fails = was->up_fails;
-	b->up_fails_logged = was->up_fails_logged;
-	b->ramp_start_ms = was->ramp_start_ms;
-	b->rt->weight = was->weight;
-	b->rt->backup = was->backup;
-	atomic_store(&b->rt->max_conns, was->max_conns);
-	atomic_store(&b->rt->admit, was->admit);
-	atomic_store(&b->rt->healthy, was->healthy);
-	atomic_store(&b->rt->health_since_ns, was->health_since_ns);
+	orphan_was_move(b, was, true);
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	b->svc = NULL;
 	if (!p->orphans_sorted)
