@@ -1569,6 +1569,21 @@ static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
 	return al == bl && !memcmp(a, b, al);
 }
 
+/*
+ * From <hit>, an element of sorted <base> (of <size> bytes each) that bsearch() found equal
+ * to <key> under <cmp>, back to the first equal to it: bsearch() hits any of them, and a name
+ * may stand more than once (at other addresses).
+ */
+static void *sorted_first(const void *key, const void *base, const void *hit, size_t size,
+			  int (*cmp)(const void *key, const void *e))
+{
+	const char *h = hit;
+
+	while (h > (const char *)base && !cmp(key, h - size))
+		h -= size;
+	return (void *)h;
+}
+
 /* Orphans <x> and <y> (of a service) by service, then name. */
 static int orphan_cmp(const void *x, const void *y)
 {
@@ -1628,9 +1643,7 @@ static struct hlb_pool_backend *orphan_find(const struct hlb_pool *p, const char
 	hit = bsearch(&k, p->orphans_sorted, p->n_orphans_sorted, sizeof(*hit), orphan_cmp);
 	if (!hit)
 		return NULL;
-	/* the first of its name: it may be among them at other addresses too */
-	while (hit > p->orphans_sorted && !orphan_cmp(&hit[-1], &k))
-		hit--;
+	hit = sorted_first(&k, p->orphans_sorted, hit, sizeof(*hit), orphan_cmp);
 	end = p->orphans_sorted + p->n_orphans_sorted;
 	for (; hit < end && !orphan_cmp(hit, &k); hit++) {
 		struct hlb_pool_backend *o = *hit;
@@ -2820,9 +2833,7 @@ static uint32_t service_gone_find(const struct hlb_pool_service *s, const struct
 
 	if (!hit)
 		return UINT32_MAX;
-	/* the first of its name: it may be among them at other addresses too */
-	while (hit > sorted && !strcmp(hit[-1].name, nb->name))
-		hit--;
+	hit = sorted_first(nb->name, sorted, hit, sizeof(*hit), name_idx_key_cmp);
 	for (; hit < sorted + n && !strcmp(hit->name, nb->name); hit++) {
 		const struct hlb_pool_backend *r = service_gone_at(s, hit->j);
 
