@@ -2444,12 +2444,14 @@ static int name_idx_key_cmp_counted(const void *key, const void *e)
 	return name_idx_key_cmp(key, e);
 }
 
-/* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none: the names it
- * compared counted (hlb_match_reads()). */
+/* The entry of <sorted> (<n>, by name_idx_cmp()) named <name>, NULL if none. <matching> a
+ * config: the names it compared counted (hlb_match_reads()), which the admin endpoint's
+ * lookups are not. */
 static const struct name_idx *name_idx_find(const struct name_idx *sorted, uint32_t n,
-					    const char *name)
+					    const char *name, bool matching)
 {
-	return bsearch(name, sorted, n, sizeof(*sorted), name_idx_key_cmp_counted);
+	return bsearch(name, sorted, n, sizeof(*sorted),
+		       matching ? name_idx_key_cmp_counted : name_idx_key_cmp);
 }
 
 /* <p>'s name index (its by_name, room for n_svcs entries made) filled with its services. */
@@ -2594,13 +2596,10 @@ struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i)
 	return i < p->n_svcs ? p->svcs[i] : NULL;
 }
 
-/* <p>'s service named <name>, NULL if none. <matching> a config: the names it compared
- * counted (hlb_match_reads()), which the admin endpoint's lookups are not. */
+/* <p>'s service named <name>, NULL if none; <matching>: name_idx_find()'s. */
 static struct hlb_pool_service *service_find(struct hlb_pool *p, const char *name, bool matching)
 {
-	const struct name_idx *hit =
-		bsearch(name, p->by_name, p->n_svcs, sizeof(*p->by_name),
-			matching ? name_idx_key_cmp_counted : name_idx_key_cmp);
+	const struct name_idx *hit = name_idx_find(p->by_name, p->n_svcs, name, matching);
 
 	return hit ? p->svcs[hit->j] : NULL;
 }
@@ -2829,7 +2828,7 @@ static uint32_t service_gone_find(const struct hlb_pool_service *s, const struct
 				  uint64_t now)
 {
 	uint32_t n = s->n_removed + s->n_drained;
-	const struct name_idx *hit = n ? name_idx_find(sorted, n, nb->name) : NULL;
+	const struct name_idx *hit = n ? name_idx_find(sorted, n, nb->name, true) : NULL;
 
 	if (!hit)
 		return UINT32_MAX;
@@ -2931,7 +2930,7 @@ static uint32_t backend_by_name(const struct hlb_pool_service *s, const struct n
 		if (!strcmp(s->backends[i]->rt->name, name))
 			return i;
 	}
-	hit = name_idx_find(sorted, s->n_backends, name);
+	hit = name_idx_find(sorted, s->n_backends, name, true);
 	return hit && !(taken && taken[hit->j] == BACKEND_KEPT) ? hit->j : s->n_backends;
 }
 
@@ -3438,7 +3437,7 @@ int hlb_pool_apply(struct hlb_pool *p, const struct hashlb_config *cfg,
 	for (i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
 
-		hit = name_idx_find(p->by_name, p->n_svcs, c->name);
+		hit = name_idx_find(p->by_name, p->n_svcs, c->name, true);
 		j = hit && !kept[hit->j] ? hit->j : p->n_svcs;
 		if (j < p->n_svcs) {
 			kept[j] = true;
