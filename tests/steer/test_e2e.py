@@ -717,34 +717,37 @@ def pid1_early_stop(topo):
     import tempfile
     tmp = tempfile.mkdtemp()
     cfg = os.path.join(tmp, "steer.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
-                "    steering: kernel\n    interface: eth0\n    backends:\n" +
-                "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
-                        for i in range(3)))
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
-        pause = Paused(f"open:{cfg}")
-        p = topo.spawn(topo.lb, ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-                                 *pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc"],
-                       pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
-        check(pause.reached(), f"{sig.name}: hashlb steer reached its config")
-        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
-            os.kill(int(f.read().split()[0]), sig)
-        pause.go()
-        line = p.stdout.readline()  # its end (""), or "attached steering on ..."
-        if line:
-            p.kill()  # unshare, and hashlb with it (--kill-child)
-        code = p.wait(timeout=15)
-        want = 128 + (signal.SIGTERM if sig == signal.SIGQUIT else sig)
-        print(f"    PID 1, {sig.name} while its config loads: exit status {code} "
-              f"{line.strip()!r}", flush=True)
-        check(code == want and not line and not hooks(topo),
-              f"PID 1, {sig.name} while starting: exit {code} (want {want}), {line.strip()!r}, "
-              f"attached: {sorted(hooks(topo))}")
-        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
-        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
-    shutil.rmtree(tmp)
+    try:
+        with open(cfg, "w") as f:
+            f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
+                    "    steering: kernel\n    interface: eth0\n    backends:\n" +
+                    "".join(f"      - {{name: b{i + 1}, "
+                            f"address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
+                            for i in range(3)))
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+            pause = Paused(f"open:{cfg}")
+            p = topo.spawn(topo.lb, ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                     *pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc"],
+                           pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+            check(pause.reached(), f"{sig.name}: hashlb steer reached its config")
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                os.kill(int(f.read().split()[0]), sig)
+            pause.go()
+            line = p.stdout.readline()  # its end (""), or "attached steering on ..."
+            if line:
+                p.kill()  # unshare, and hashlb with it (--kill-child)
+            code = p.wait(timeout=15)
+            want = 128 + (signal.SIGTERM if sig == signal.SIGQUIT else sig)
+            print(f"    PID 1, {sig.name} while its config loads: exit status {code} "
+                  f"{line.strip()!r}", flush=True)
+            check(code == want and not line and not hooks(topo),
+                  f"PID 1, {sig.name} while starting: exit {code} (want {want}), {line.strip()!r}, "
+                  f"attached: {sorted(hooks(topo))}")
+            T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+            T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+    finally:
+        shutil.rmtree(tmp)
 
 
 def ignored_kept(topo):
