@@ -133,6 +133,16 @@ static void fixture_teardown(struct fixture *f)
 	hashlb_config_free(f->cfg);
 }
 
+/* Swap <f>'s config for <next> (a reload), which must succeed. */
+static void fixture_reload(struct fixture *f, struct hashlb_config *next)
+{
+	struct hashlb_error err = { 0 };
+
+	assert_int_equal(hlb_pool_apply(f->pool, next, NULL, &err), 0);
+	hashlb_config_free(f->cfg);
+	f->cfg = next;
+}
+
 static void backend_fail(struct hlb_pool_backend *b)
 {
 	for (int i = 0; i < 3; i++)
@@ -313,7 +323,6 @@ static void loop_for(struct fixture *f, uint64_t ms)
  */
 static void test_checks_turned_on_count_no_failure_from_before(void **state)
 {
-	struct hashlb_error err = { 0 };
 	struct hashlb_config *next;
 	struct hlb_pool_backend *b;
 	struct fixture f;
@@ -328,9 +337,7 @@ static void test_checks_turned_on_count_no_failure_from_before(void **state)
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	next->services[0].health.enabled = true;
 	next->services[0].health.interval_ms = 600000; /* no check of b1 meanwhile */
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	loop_for(&f, 200);
 	assert_true(b->health.up);
 	atomic_store(&b->rt->consecutive_fail, 8); /* 3 more: down */
@@ -720,16 +727,6 @@ static void test_reload_short_of_memory_changes_nothing(void **state)
 	fixture_teardown(&f);
 }
 
-/* Swap <f>'s config for <next> (a reload), which must succeed. */
-static void fixture_reload(struct fixture *f, struct hashlb_config *next)
-{
-	struct hashlb_error err = { 0 };
-
-	assert_int_equal(hlb_pool_apply(f->pool, next, NULL, &err), 0);
-	hashlb_config_free(f->cfg);
-	f->cfg = next;
-}
-
 /* The fixture's config of 4 backends, its service named api, not web: web removed. */
 static struct hashlb_config *config_api(void)
 {
@@ -784,18 +781,14 @@ static void test_reload_short_of_any_allocation_changes_nothing(void **state)
 	(void)state;
 	for (k = 1;; k++) {
 		struct fixture f;
-		struct hashlb_config *mid, *next;
-		struct hashlb_error err = { 0 };
+		struct hashlb_config *next;
 		struct hlb_pool_backend *b3;
 		uint32_t lines = 0;
 		bool reached;
 
 		fixture_setup_counted(&f, &lines);
 		b3 = hlb_pool_backend_find(f.svc, "b3");
-		mid = config_new(HASHLB_SCHEME_MAGLEV, 3); /* b3 removed: it drains */
-		assert_int_equal(hlb_pool_apply(f.pool, mid, NULL, &err), 0);
-		hashlb_config_free(f.cfg);
-		f.cfg = mid;
+		fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* b3 removed: it drains */
 		next = config_new(HASHLB_SCHEME_MAGLEV, 4);
 		next->services[0].backends[0].weight = 2;
 		free(next->services[0].backends[2].name);
@@ -1079,7 +1072,6 @@ static void test_reload_applies_the_difference(void **state)
 	struct hashlb_service_cfg *s;
 	struct hlb_pool_backend *b1;
 	struct hlb_backend *b1_rt;
-	struct hashlb_error err = { 0 };
 
 	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 6);
 	b1 = hlb_pool_backend_find(f.svc, "b1");
@@ -1096,9 +1088,7 @@ static void test_reload_applies_the_difference(void **state)
 	free(s->backends[5].name);
 	s->backends[5].name = strdup("b6");
 	s->backends[1].weight = 2;
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	hlb_pool_flush(f.pool);
 
 	assert_ptr_equal(f.svc->rt->cfg, &next->services[0]);
@@ -1137,9 +1127,7 @@ static void test_reload_applies_the_difference(void **state)
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	free(next->services[0].name);
 	next->services[0].name = strdup("api");
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	assert_int_equal(hlb_pool_service_count(f.pool), 1);
 	assert_null(hlb_pool_service_find(f.pool, "web"));
 	assert_non_null(hlb_pool_service_find(f.pool, "api"));
@@ -1202,7 +1190,6 @@ static void test_drained_backends_keep_their_counts(void **state)
 {
 	struct hlb_backend_counters c;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	struct fixture f;
 	uint64_t t0;
 
@@ -1214,9 +1201,7 @@ static void test_drained_backends_keep_their_counts(void **state)
 	assert_int_equal(c.total, 0);
 
 	next = config_new(HASHLB_SCHEME_RING, 2);
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	t0 = hlb_now_ms();
 	while (f.svc->n_removed && hlb_now_ms() < t0 + 10000) /* a hang guard */
 		hlb_loop_run_once(f.loop, 10);
@@ -1266,7 +1251,6 @@ static void reverse_backends(struct hashlb_config *c)
 static void test_reload_matches_many_backends_by_name(void **state)
 {
 	const uint32_t n = HASHLB_BACKENDS_MAX;
-	struct hashlb_error err = { 0 };
 	struct hlb_backend **rt = malloc(n * sizeof(*rt));
 	struct hashlb_config *next;
 	struct fixture f;
@@ -1285,9 +1269,7 @@ static void test_reload_matches_many_backends_by_name(void **state)
 		one_point(next);
 		if (k % 2)
 			reverse_backends(next);
-		assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-		hashlb_config_free(f.cfg);
-		f.cfg = next;
+		fixture_reload(&f, next);
 		hlb_pool_flush(f.pool);
 		assert_int_equal(f.svc->n_backends, n);
 		assert_int_equal(f.svc->n_removed, 0);
@@ -1421,7 +1403,6 @@ static void test_reload_spreads_the_checks_as_at_start(void **state)
 {
 	struct fixture f;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	struct hlb_pool_service *api;
 	uint64_t t0, at_start, after, setup, reload;
 	uint32_t iv;
@@ -1443,10 +1424,8 @@ static void test_reload_spreads_the_checks_as_at_start(void **state)
 	add_api(next);
 	next->services[0].health.timeout_ms = next->services[1].health.timeout_ms = 500;
 	t0 = hlb_now_ms();
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
+	fixture_reload(&f, next);
 	reload = hlb_now_ms() - t0;
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
 	t0 = hlb_now_ms();
 	after = apart(check_offset(f.svc->backends[0], t0, iv),
 		      check_offset(api->backends[0], t0, iv), iv);
@@ -1619,7 +1598,6 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 {
 	struct fixture f;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	struct hlb_pool_backend *b;
 
 	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
@@ -1629,9 +1607,7 @@ static void test_reload_turning_checks_off_revives_down_backends(void **state)
 	hlb_pool_flush(f.pool);
 	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 2);
 	next = config_new(HASHLB_SCHEME_RING, 3); /* health: enabled false */
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	hlb_pool_flush(f.pool);
 	assert_true(hlb_pool_backend_up(b));
 	assert_int_equal(hashlb_table_up_count(hlb_pool_snapshot(f.svc)->table), 3);
@@ -1643,7 +1619,6 @@ static void test_reload_switches_log_connections(void **state)
 {
 	struct fixture f;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	uint64_t gen;
 
 	fixture_setup(&f, HASHLB_SCHEME_RING, 3);
@@ -1651,9 +1626,7 @@ static void test_reload_switches_log_connections(void **state)
 	gen = hlb_pool_snapshot(f.svc)->generation;
 	next = config_new(HASHLB_SCHEME_RING, 3);
 	next->services[0].log_connections = true;
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	hlb_pool_flush(f.pool);
 	assert_true(hlb_pool_snapshot(f.svc)->generation > gen);
 	assert_true(hlb_pool_snapshot(f.svc)->log_connections);
@@ -1727,7 +1700,6 @@ static void test_reload_renaming_an_address_frees_the_old_name_after_a_grace_per
 {
 	struct fixture f;
 	struct hashlb_config *next;
-	struct hashlb_error err = { 0 };
 	struct hlb_backend *rt;
 	const char *was;
 
@@ -1739,9 +1711,7 @@ static void test_reload_renaming_an_address_frees_the_old_name_after_a_grace_per
 	next = config_new(HASHLB_SCHEME_MAGLEV, 2);
 	free(next->services[0].backends[0].address);
 	next->services[0].backends[0].address = strdup("localhost:9");
-	assert_int_equal(hlb_pool_apply(f.pool, next, NULL, &err), 0);
-	hashlb_config_free(f.cfg);
-	f.cfg = next;
+	fixture_reload(&f, next);
 	hlb_pool_flush(f.pool);
 	hlb_rcu_poll(f.rcu);
 	assert_ptr_equal(hlb_pool_backend_find(f.svc, "b0")->rt, rt);
