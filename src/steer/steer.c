@@ -310,6 +310,15 @@ static bool map_required(int m)
 	return m != M_SYNC && m != M_STATS2;
 }
 
+/* The index in map_names of map <name>, or -1: not one of hashlb's. */
+static int map_index(const char *name)
+{
+	for (int m = 0; m < M_MAX; m++)
+		if (strcmp(name, map_names[m]) == 0)
+			return m;
+	return -1;
+}
+
 /* The first map this hashlb drives a program through that program <id>
  * (named as hashlb's) lacks, or NULL: one that lacks one was loaded by
  * another hashlb version, whose maps are named otherwise (map_required()). */
@@ -322,12 +331,13 @@ static const char *prog_lacks(uint32_t id)
 		return NULL; /* gone, or unreadable: said where it is opened */
 	for (uint32_t i = 0; i < n; i++) {
 		struct bpf_map_info mi;
-		int fd = map_open(map_ids[i], &mi);
+		int fd = map_open(map_ids[i], &mi), m;
 
 		if (fd < 0)
 			continue;
-		for (int m = 0; m < M_MAX; m++)
-			has[m] = has[m] || strcmp(mi.name, map_names[m]) == 0;
+		m = map_index(mi.name);
+		if (m >= 0)
+			has[m] = true;
 		close(fd);
 	}
 	for (int m = 0; m < M_MAX; m++)
@@ -964,36 +974,33 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 	if_mac(iface, s->if_mac);
 	for (uint32_t i = 0; i < n_maps; i++) {
 		struct bpf_map_info mi;
-		int fd = map_open(map_ids[i], &mi);
+		int fd = map_open(map_ids[i], &mi), m;
 
 		if (fd < 0)
 			continue;
-		for (int m = 0; m < M_MAX; m++) {
-			if (s->fd[m] < 0 && strcmp(mi.name, map_names[m]) == 0) {
-				s->fd[m] = fd;
-				fd = -1;
-				if (m == M_BACKENDS)
-					s->backends_cap = mi.max_entries / 2;
-				else if (m == M_SLOTS)
-					s->slots_cap = mi.max_entries / 2;
-				else if (m == M_POINTS)
-					s->points_cap = mi.max_entries / 2;
-				else if (m == M_BUCKETS)
-					s->buckets_cap = mi.max_entries / 2;
-				else if (m == M_CT) {
-					s->ct_buckets = mi.max_entries;
-					s->reads_ext = value_has_member(&mi, "ext");
-				} else if (m == M_STATS)
-					s->stats_size = mi.value_size;
-				else if (m == M_STATS2)
-					s->stats2_size = mi.value_size;
-				else if (m == M_TABLES)
-					s->reads_prefix = value_has_member(&mi, "v4_prefix");
-				break;
-			}
-		}
-		if (fd >= 0)
+		m = map_index(mi.name);
+		if (m < 0 || s->fd[m] >= 0) {
 			close(fd);
+			continue;
+		}
+		s->fd[m] = fd;
+		if (m == M_BACKENDS)
+			s->backends_cap = mi.max_entries / 2;
+		else if (m == M_SLOTS)
+			s->slots_cap = mi.max_entries / 2;
+		else if (m == M_POINTS)
+			s->points_cap = mi.max_entries / 2;
+		else if (m == M_BUCKETS)
+			s->buckets_cap = mi.max_entries / 2;
+		else if (m == M_CT) {
+			s->ct_buckets = mi.max_entries;
+			s->reads_ext = value_has_member(&mi, "ext");
+		} else if (m == M_STATS)
+			s->stats_size = mi.value_size;
+		else if (m == M_STATS2)
+			s->stats2_size = mi.value_size;
+		else if (m == M_TABLES)
+			s->reads_prefix = value_has_member(&mi, "v4_prefix");
 	}
 	for (int m = 0; m < M_MAX; m++) {
 		if (map_required(m) && s->fd[m] < 0) {
