@@ -39,6 +39,21 @@ struct hlb_steer_sample {
 typedef void (*hlb_control_log_fn)(void *arg, enum hlb_log_level level, const char *msg,
 				   const char *kv);
 
+/*
+ * Kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled, -ENODEV
+ * if it has no program now (attaching failed, or a build without BPF), -ENOENT past the
+ * last one.
+ */
+typedef int (*hlb_control_steer_stats_fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
+/*
+ * Kernel steering: 0 if the table of service <c> over backends <names> at <weights> (<n>)
+ * fits the program the service has (none yet, or a new one to come: fits), else -E2BIG
+ * with <err> naming the service, what it needs and has, and how to make it fit.
+ */
+typedef int (*hlb_control_steer_fits_fn)(void *arg, const struct hashlb_service_cfg *c,
+					 const char *const *names, const uint32_t *weights,
+					 const bool *backup, uint32_t n, struct hashlb_error *err);
+
 struct hlb_close_wait;
 
 struct hlb_control {
@@ -116,18 +131,9 @@ struct hlb_control {
 	pid_t (*close_old)(void *daemon, const char *svc, const char *name,
 			   struct hlb_close_wait *wait);
 	struct hlb_close_wait *close_waits; /* the answers that wait so (admin.c) */
-	/* kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled,
-	 * -ENODEV if it has no program now (attaching failed, or a build without BPF), -ENOENT
-	 * past the last one; NULL: nothing is steered by this process */
-	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
+	hlb_control_steer_stats_fn steer_stats; /* NULL: nothing is steered by this process */
 	void *steer_stats_arg;
-	/* kernel steering: 0 if the table of service <c> over backends <names> at <weights>
-	 * (<n>) fits the program the service has (none yet, or a new one to come: fits), else
-	 * -E2BIG with <err> naming the service, what it needs and has, and how to make it
-	 * fit; NULL: nothing is steered by this process */
-	int (*steer_fits)(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
-			  const uint32_t *weights, const bool *backup, uint32_t n,
-			  struct hashlb_error *err);
+	hlb_control_steer_fits_fn steer_fits; /* NULL: nothing is steered by this process */
 	void *steer_fits_arg;
 };
 

@@ -28,11 +28,9 @@ struct hlb_control_plug {
 	void *stopping_arg;
 	void (*old_stopped)(void *arg);
 	void *old_stopped_arg;
-	int (*steer_stats)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
+	hlb_control_steer_stats_fn steer_stats;
 	void *steer_stats_arg;
-	int (*steer_fits)(void *arg, const struct hashlb_service_cfg *c, const char *const *names,
-			  const uint32_t *weights, const bool *backup, uint32_t n,
-			  struct hashlb_error *err);
+	hlb_control_steer_fits_fn steer_fits;
 	void *steer_fits_arg;
 };
 
@@ -450,19 +448,14 @@ void hlb_control_plug_on_reload(struct hlb_control_plug *plug, hlb_control_reloa
 	plug->reloaded_arg = arg;
 }
 
-void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
-				     int (*fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret),
+void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug, hlb_control_steer_stats_fn fn,
 				     void *arg)
 {
 	plug->steer_stats = fn;
 	plug->steer_stats_arg = arg;
 }
 
-void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug,
-				    int (*fn)(void *arg, const struct hashlb_service_cfg *c,
-					      const char *const *names, const uint32_t *weights,
-					      const bool *backup, uint32_t n,
-					      struct hashlb_error *err),
+void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug, hlb_control_steer_fits_fn fn,
 				    void *arg)
 {
 	plug->steer_fits = fn;

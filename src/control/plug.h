@@ -10,10 +10,10 @@
 
 #include "runtime/daemon.h"
 
+#include "control.h"
 #include "pool.h"
 
 struct hlb_control_plug;
-struct hlb_steer_sample;
 
 /* Set <d>'s hooks; call before hlb_daemon_run(). Free the plug after hlb_daemon_free(). */
 int hlb_control_plug(struct hlb_daemon *d, struct hlb_control_plug **ret_plug);
@@ -47,17 +47,12 @@ void hlb_control_plug_on_old_stopped(struct hlb_control_plug *plug, void (*fn)(v
 				     void *arg);
 /* Where /metrics reads the kernel steering counters (hlb_control.steer_stats): <fn>
  * with <arg>, from the control thread. Call before hlb_daemon_run(). */
-void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug,
-				     int (*fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret),
+void hlb_control_plug_on_steer_stats(struct hlb_control_plug *plug, hlb_control_steer_stats_fn fn,
 				     void *arg);
 /* Where a reload, a resolve and hashlb ctl set weight ask whether a service's table fits its
  * kernel steering program (hlb_control.steer_fits): <fn> with <arg>, from the control
  * thread. Call before hlb_daemon_run(). */
-void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug,
-				    int (*fn)(void *arg, const struct hashlb_service_cfg *c,
-					      const char *const *names, const uint32_t *weights,
-					      const bool *backup, uint32_t n,
-					      struct hashlb_error *err),
+void hlb_control_plug_on_steer_fits(struct hlb_control_plug *plug, hlb_control_steer_fits_fn fn,
 				    void *arg);
 void hlb_control_plug_free(struct hlb_control_plug *plug); /* accepts NULL */
 
