@@ -2192,6 +2192,65 @@ static void test_checks_failing_while_up_are_bounded_for_the_pool(void **state)
 	fixture_teardown(&f);
 }
 
+/* <c>'s backend b3 (config_new()) at 127.0.0.1:10, not :9. */
+static struct hashlb_config *b3_moved(struct hashlb_config *c)
+{
+	struct hashlb_backend_cfg *b = &c->services[0].backends[3];
+
+	free(b->address);
+	b->address = strdup("127.0.0.1:10");
+	((struct sockaddr_in *)&b->addr)->sin_port = htons(10);
+	return c;
+}
+
+/* The fixture's config of 4 backends without b3: b3 removed. */
+static struct hashlb_config *config_no_b3(void)
+{
+	return config_new(HASHLB_SCHEME_MAGLEV, 3);
+}
+
+static struct hlb_backend *web_b3(struct fixture *f)
+{
+	return hlb_pool_backend_find(hlb_pool_service_find(f->pool, "web"), "b3")->rt;
+}
+
+/*
+ * b3 removed by <removal>'s config, added at another address and removed again, all within
+ * the drain timeout: added back at its first address, it is the one removed there (its
+ * connections and run-time settings with it), though its name stands twice among those
+ * removed, which a binary search finds either of.
+ */
+static void added_back_at_its_address(struct hashlb_config *(*removal)(void))
+{
+	struct hlb_backend *at_9;
+	struct fixture f;
+
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	at_9 = web_b3(&f);
+	fixture_reload(&f, removal());
+	fixture_reload(&f, b3_moved(config_new(HASHLB_SCHEME_MAGLEV, 4)));
+	assert_ptr_not_equal(web_b3(&f), at_9);
+	fixture_reload(&f, removal());
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4));
+	assert_ptr_equal(web_b3(&f), at_9);
+	fixture_teardown(&f);
+}
+
+/* b3 removed from web: service_gone_find() reads each removed b3. */
+static void test_backend_added_back_is_the_one_at_its_address(void **state)
+{
+	(void)state;
+	added_back_at_its_address(config_no_b3);
+}
+
+/* web removed (b3 at :9 left an orphan when web came back with b3 at :10): orphan_find()
+ * reads each of web's b3 among the orphans. */
+static void test_orphan_taken_back_is_the_one_at_its_address(void **state)
+{
+	(void)state;
+	added_back_at_its_address(config_api);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2242,6 +2301,8 @@ int main(void)
 		cmocka_unit_test(test_orphan_not_taken_back_drains_as_a_removed_backend),
 		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
+		cmocka_unit_test(test_backend_added_back_is_the_one_at_its_address),
+		cmocka_unit_test(test_orphan_taken_back_is_the_one_at_its_address),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
