@@ -112,6 +112,19 @@ static void pool_mutate(struct pool *p, uint64_t *rs)
 	}
 }
 
+/* <pool> with <n> backends of the universe, every <stride>th, weights 1 to 3, all up. */
+static void pool_init(struct pool *pool, size_t n, size_t stride)
+{
+	memset(pool, 0, sizeof(*pool));
+	for (uint32_t u = 0; u < UNIVERSE; u++)
+		universe_name(pool->names[u], sizeof(pool->names[u]), u);
+	pool->n = n;
+	for (size_t i = 0; i < n; i++) {
+		pool->spec[i].name = pool->names[i * stride];
+		pool->spec[i].weight = 1 + i % 3;
+	}
+}
+
 /* Rebuilds chained over <steps> random changes, each checked against a fresh build. */
 static void run_chain(enum hashlb_scheme scheme, uint32_t param, uint64_t seed, int steps)
 {
@@ -122,14 +135,7 @@ static void run_chain(enum hashlb_scheme scheme, uint32_t param, uint64_t seed, 
 	uint64_t rs = seed * 1000003 + param;
 	int changed = 0;
 
-	memset(&pool, 0, sizeof(pool));
-	for (uint32_t u = 0; u < UNIVERSE; u++)
-		universe_name(pool.names[u], sizeof(pool.names[u]), u);
-	pool.n = 20;
-	for (size_t i = 0; i < pool.n; i++) {
-		pool.spec[i].name = pool.names[i * 2];
-		pool.spec[i].weight = 1 + i % 3;
-	}
+	pool_init(&pool, 20, 2);
 	prev = test_build(scheme, param, seed, pool.spec, pool.n);
 	for (int s = 0; s < steps; s++) {
 		int r1, r2;
@@ -169,6 +175,102 @@ static void test_maglev_random_changes(void **state)
 
 	for (uint64_t seed = 0; seed < 4; seed++)
 		run_chain(HASHLB_SCHEME_MAGLEV, m[seed], seed, seed == 3 ? 40 : 150);
+}
+
+/* <t> is the fresh build of <pool> with <p>, fingerprint and slots, within its bytes_max. */
+static void assert_fresh(const struct hashlb_table *t, const struct hashlb_table_params *p,
+			 const struct pool *pool, int step)
+{
+	struct hashlb_table *fresh;
+	struct hashlb_table_view a, b;
+
+	assert_int_equal(hashlb_table_build(p, pool->spec, pool->n, &fresh, NULL), 0);
+	hashlb_table_view(t, &a);
+	hashlb_table_view(fresh, &b);
+	if (hashlb_table_fingerprint(t) != hashlb_table_fingerprint(fresh) ||
+	    memcmp(a.slots, b.slots, (size_t)a.m * sizeof(*a.slots)) != 0)
+		fail_msg("M=%u step %d: not the fresh build's table", a.m, step);
+	if (hashlb_table_bytes(t) > hashlb_table_bytes_max(p, pool->spec, pool->n))
+		fail_msg("M=%u step %d: %zu bytes, above bytes_max %llu", a.m, step,
+			 hashlb_table_bytes(t),
+			 (unsigned long long)hashlb_table_bytes_max(p, pool->spec, pool->n));
+	hashlb_table_free(fresh);
+}
+
+/*
+ * Health changes and reloads mixed, as a running Maglev service sees them: a backend down or
+ * up (often the one that changed last: a flap; down, drained and in maintenance are one to the
+ * table), or several at once, each by
+ * hashlb_table_with_down() from the table before or from a side table with more down (a retry
+ * or ramp table); every other change of pool_mutate() (reweights, adds, removes, reorders) by
+ * hashlb_table_rebuild(). Each table is the fresh build's, whatever tables were kept along the
+ * way: the effective table depends only on names, weights and the down set.
+ */
+static void run_health_chain(uint32_t m, uint64_t seed, int steps)
+{
+	struct hashlb_table_params p;
+	struct hashlb_table *cur, *side = NULL, *next;
+	struct pool pool;
+	uint64_t rs = seed * 7919 + m;
+	size_t last = 0;
+
+	pool_init(&pool, 12, 3);
+	for (size_t i = 1; i < pool.n; i++) /* some of weight 0 */
+		pool.spec[i].weight = i % 5;
+	cur = test_build(HASHLB_SCHEME_MAGLEV, m, seed, pool.spec, pool.n);
+	p = *hashlb_table_params(cur);
+	for (int s = 0; s < steps; s++) {
+		uint32_t what = test_next_key(&rs) % 10;
+		const struct hashlb_table *base = cur;
+		bool down[UNIVERSE];
+
+		if (what < 6) { /* a health change */
+			size_t i = what < 3 && last < pool.n ? last : test_next_key(&rs) % pool.n;
+
+			pool.spec[i].down = !pool.spec[i].down;
+			if (what == 5) /* several at once */
+				for (int c = 0; c < 2; c++)
+					pool.spec[test_next_key(&rs) % pool.n].down ^= true;
+			last = i;
+			for (size_t k = 0; k < pool.n; k++)
+				down[k] = pool.spec[k].down;
+			if (side && test_next_key(&rs) % 2)
+				base = side;
+			assert_int_equal(hashlb_table_with_down(base, down, &next, NULL), 0);
+		} else if (what < 7) { /* a retry or ramp table: the current one, one more down */
+			for (size_t k = 0; k < pool.n; k++)
+				down[k] = pool.spec[k].down;
+			down[test_next_key(&rs) % pool.n] = true;
+			hashlb_table_free(side);
+			assert_int_equal(hashlb_table_with_down(cur, down, &side, NULL), 0);
+			for (size_t k = 0; k < pool.n; k++)
+				assert_int_equal(hashlb_table_backend_down(side, (uint32_t)k),
+						 down[k]);
+			continue;
+		} else { /* a reload */
+			pool_mutate(&pool, &rs);
+			if (hashlb_table_rebuild(cur, pool.spec, pool.n, &next, NULL) < 0) {
+				pool.spec[0].weight = 1; /* all weights 0: refused, then this */
+				assert_int_equal(
+					hashlb_table_rebuild(cur, pool.spec, pool.n, &next, NULL),
+					0);
+			}
+			hashlb_table_free(side);
+			side = NULL;
+		}
+		assert_fresh(next, &p, &pool, s);
+		hashlb_table_free(cur);
+		cur = next;
+	}
+	hashlb_table_free(side);
+	hashlb_table_free(cur);
+}
+
+static void test_maglev_health_chain(void **state)
+{
+	run_health_chain(53, 1, 30000);
+	run_health_chain(251, 2, 30000);
+	run_health_chain(1009, 3, 5000);
 }
 
 /* The default ring (160 points a weight unit): the size the control plane rebuilds. */
@@ -259,6 +361,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_random_changes),
 		cmocka_unit_test(test_maglev_random_changes),
+		cmocka_unit_test(test_maglev_health_chain),
 		cmocka_unit_test(test_ring_default_size),
 		cmocka_unit_test(test_errors),
 	};
