@@ -117,16 +117,22 @@ int hashlb_table_check(const struct hashlb_table_params *p,
  * A table with the same backends, weights and parameters as <base> but the
  * down set <down> (n = hashlb_table_backend_count(base) booleans). Reuses
  * base's full table, so it costs one survivor build (a fill when one
- * backend is left) plus a copy, or copies alone when <base> has a
- * survivors' table of the same backends up at the same weights: its own,
- * or (Maglev) the one a table with every backend up keeps from the
- * outage it came back from, so that the same backends going down again
- * (a flap) cost a copy too. A Maglev table with every backend up (or
- * only backends of weight 0 down: its full table is its effective one)
- * built from one with a backend down that takes turns keeps that table (2
- * bytes a slot, in hashlb_table_bytes()), and one built from a table that
- * kept one keeps it on. This is the rebuild for health changes. Same
- * return convention as hashlb_table_build().
+ * backend is left) plus a copy, or copies alone when <base> has a table of
+ * the same backends up at the same weights: its own effective table, or
+ * (Maglev) the one it keeps of another down set. A Maglev table built from
+ * one with another outage (a backend down that takes turns) keeps that
+ * outage's table, the down set a flap goes back to: its survivors' table
+ * if base kept it, else its effective table, whose slots of backends down
+ * are the survivors' (the full table is the same); one built from a table
+ * with every backend up (or only backends of weight 0 down: its full table
+ * is its effective one) keeps its own survivors' table, as a build does;
+ * one built from a table of the same turns keeps what that one keeps. So a
+ * backend that flaps costs copies both ways, whether every other backend
+ * is up or some are down for good (an idle backup among them), and a table
+ * holds three slot arrays at most: the full, the effective and the kept
+ * one (2 bytes a slot each, and a byte a backend for the kept one's down
+ * set when it is another's, in hashlb_table_bytes()). This is the rebuild
+ * for health changes. Same return convention as hashlb_table_build().
  */
 int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 			   struct hashlb_table **ret_table, struct hashlb_error *err);
@@ -140,9 +146,11 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * generated and merged in; for Maglev, whose population depends on every
  * weight, the survivors' table is carried over when the backends that are
  * up did not change (a down backend reweighted or removed), and so is the
- * one a table with every backend up keeps from its last outage
- * (hashlb_table_with_down()) while those backends down again would leave
- * the same survivors. Same validation, errors and return convention as
+ * table of another down set that a table keeps (hashlb_table_with_down())
+ * while those backends down again would leave the same survivors: a
+ * survivors' table whatever else changed, an effective table while the
+ * full one is kept (the backends that take turns unchanged: another order,
+ * an address, a backend of weight 0). Same validation, errors and return convention as
  * hashlb_table_build(); <prev> is only read.
  */
 int hashlb_table_rebuild(const struct hashlb_table *prev,
@@ -205,9 +213,11 @@ size_t hashlb_table_bytes(const struct hashlb_table *t);
  * hashlb_table_check() accepts) holds once built, whichever of them are
  * down: never less than hashlb_table_bytes() of it, plus the backends'
  * names, which that leaves out. For Maglev, a table with a backend down:
- * three arrays of M slots, where one with all up (or those down of weight
- * 0) holds one (two when it keeps the survivors' table of an outage,
- * hashlb_table_with_down()); for the ring, two rings and their indexes; with weights more than 16 times apart, the
+ * three arrays of M slots and a byte a backend (the full, effective and
+ * kept slots, and the kept table's down set), where one with all up (or
+ * those down of weight 0) holds one (two when it keeps the table of an
+ * outage, hashlb_table_with_down()); for the ring, two rings and their
+ * indexes; with weights more than 16 times apart, the
  * owner blocks of the preference lists (1/8 byte a slot or point). A
  * build's scratch, freed before it returns, is not counted (the max_bytes
  * cap counts it). Computed from the parameters, nothing built; UINT64_MAX

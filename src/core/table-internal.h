@@ -53,18 +53,21 @@ struct hashlb_table {
 	/* Maglev: the full table (all backends) and the effective one. */
 	uint16_t *full_slots;
 	uint16_t *slots;
-	/* The survivors' own table (down backends at weight 0), kept when some
-	 * that take turns (weight > 0) are down: a rebuild that does not change
-	 * the survivors reuses it. */
-	uint16_t *surv_slots;
-	/* With every backend up, or those down of weight 0 (the full table is
-	 * the effective one then): the survivors' table of the last outage and
-	 * its down set, kept from the table built while it lasted, so that the
-	 * same backends going down again (a flap, a ramp's table, a retry
-	 * table) cost a copy, not a population (hashlb_table_with_down()).
-	 * NULL otherwise: two slot arrays held, within the three counted. */
-	uint16_t *spare_slots;
-	bool *spare_down;
+	/*
+	 * The kept table, so that a down set the service comes back to (a flap, a
+	 * ramp's or a retry table) costs a copy, not a population: one more slot
+	 * array, of the three counted. Either the survivors' own population of its
+	 * down set (kept_survivors: the same whatever the full table, so a rebuild
+	 * may carry it over a repopulation) or the effective table of that down set
+	 * over this full table (hashlb_table_with_down() keeps the full table, so it
+	 * serves as well there: its slots of backends down are the survivors'). Its
+	 * down set is kept_down, or t->down itself when that is NULL (the
+	 * survivors' table of the table's own outage, as a build keeps it). Never
+	 * one whose down backends all weigh 0: that is the full table.
+	 */
+	uint16_t *kept_slots;
+	bool *kept_down;
+	bool kept_survivors;
 	/* Ring: the full ring (all backends) and the effective one (up only). */
 	struct ring full_ring;
 	struct ring ring;

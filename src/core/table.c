@@ -86,9 +86,8 @@ void hashlb_table_free(struct hashlb_table *t)
 	if (t->slots != t->full_slots)
 		free(t->slots);
 	free(t->full_slots);
-	free(t->surv_slots);
-	free(t->spare_slots);
-	free(t->spare_down);
+	free(t->kept_slots);
+	free(t->kept_down);
 	free(t->blocks);
 	ring_free(&t->full_ring);
 	ring_free(&t->ring);
@@ -222,8 +221,8 @@ static uint64_t table_bytes(const struct hashlb_table_params *p, uint32_t n, uin
 	uint64_t bytes = table_base_bytes(n, names_len);
 
 	if (p->scheme == HASHLB_SCHEME_MAGLEV) {
-		/* full, effective and (with backends down) survivors' slots */
-		bytes += 3ull * p->maglev_m * sizeof(uint16_t);
+		/* full, effective and kept slots, and the kept table's down set */
+		bytes += 3ull * p->maglev_m * sizeof(uint16_t) + n;
 		if (skewed)
 			bytes += owner_blocks_bytes(p->maglev_m);
 	} else {
@@ -255,9 +254,9 @@ uint64_t hashlb_table_bytes_max(const struct hashlb_table_params *p,
 	}
 	bytes = table_base_bytes((uint32_t)n, names_len);
 	if (prm.scheme == HASHLB_SCHEME_MAGLEV)
-		/* apply_overlay(): the full, effective and survivors' slots, and
-		 * the owner blocks over the effective ones */
-		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t) +
+		/* apply_overlay(): the full, effective and kept slots, the kept
+		 * table's down set, and the owner blocks over the effective ones */
+		return bytes + 3ull * prm.maglev_m * sizeof(uint16_t) + n +
 		       (skewed ? owner_blocks_bytes(prm.maglev_m) : 0);
 	pts *= prm.ring_v;
 	if (pts >= (1ull << 31))
@@ -491,6 +490,89 @@ static bool same_turns(const struct hashlb_table *t, const bool *key, const bool
 	return true;
 }
 
+/*
+ * t->slots from t->full_slots and t->down: the full table itself when no backend down takes
+ * turns (those down weigh 0: they own no slot in it; the ring borrows so too); else its slots
+ * of backends down taken from <src> (M slots: the survivors' table of t->down's turns, or the
+ * effective table of those turns over the same full table, whose slots there are the
+ * survivors'), or from the survivors' population when <src> is NULL, which is then left in
+ * *<ret_surv> for the caller to keep or free (NULL otherwise).
+ */
+static int maglev_effective(struct hashlb_table *t, const uint16_t *src, uint16_t **ret_surv)
+{
+	uint32_t m = t->params.maglev_m;
+	uint16_t *surv = NULL;
+	uint32_t *w;
+	int ret;
+
+	*ret_surv = NULL;
+	if (same_turns(t, NULL, t->down)) {
+		t->slots = t->full_slots;
+		return 0;
+	}
+	t->slots = malloc((size_t)m * sizeof(*t->slots));
+	if (!t->slots)
+		return -ENOMEM;
+	if (!src) {
+		surv = malloc((size_t)m * sizeof(*surv));
+		w = malloc((size_t)t->n * sizeof(*w));
+		if (!surv || !w) {
+			free(surv);
+			free(w);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < t->n; i++)
+			w[i] = t->down[i] ? 0 : t->weights[i];
+		ret = maglev_populate(surv, m, t->params.seed, t->names, w, t->order, t->n);
+		free(w);
+		if (ret < 0) {
+			free(surv);
+			return ret;
+		}
+		src = surv;
+	}
+	for (uint32_t j = 0; j < m; j++) {
+		uint16_t full = t->full_slots[j];
+
+		t->slots[j] = t->down[full] ? src[j] : full;
+	}
+	*ret_surv = surv;
+	return 0;
+}
+
+/* The down set of <t>'s kept table (table-internal.h). */
+static const bool *kept_key(const struct hashlb_table *t)
+{
+	return t->kept_down ? t->kept_down : t->down;
+}
+
+/*
+ * Keep <src> (M slots; the survivors' table of <key> if <survivors>, else the effective table
+ * of <key> over t's full table) as <t>'s kept table; <key> NULL: t->down, the table's own
+ * outage. Into <buf> (M slots, taken, freed on failure) when given, else a copy.
+ */
+static int kept_set(struct hashlb_table *t, const uint16_t *src, const bool *key, bool survivors,
+		    uint16_t *buf)
+{
+	size_t sz = (size_t)t->params.maglev_m * sizeof(*buf);
+
+	if (!buf)
+		buf = malloc(sz);
+	if (key)
+		t->kept_down = malloc(t->n * sizeof(*t->kept_down));
+	if (!buf || (key && !t->kept_down)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	if (buf != src)
+		memcpy(buf, src, sz);
+	if (key)
+		memcpy(t->kept_down, key, t->n * sizeof(*t->kept_down));
+	t->kept_slots = buf;
+	t->kept_survivors = survivors;
+	return 0;
+}
+
 /* Build the effective table from the full one and t->down. */
 static int apply_overlay(struct hashlb_table *t)
 {
@@ -501,42 +583,15 @@ static int apply_overlay(struct hashlb_table *t)
 	for (uint32_t i = 0; i < t->n; i++)
 		t->n_up += !t->down[i];
 
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		uint32_t m = t->params.maglev_m;
-		uint32_t *w;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && !t->slots) {
+		uint16_t *surv;
 
-		if (same_turns(t, NULL, t->down)) {
-			/* the full table itself, not a copy: 128 KiB a service
-			 * at the default size (the ring borrows so too); so too
-			 * when those down weigh 0, as they own no slot in it */
-			t->slots = t->full_slots;
-		} else {
-			t->slots = malloc((size_t)m * sizeof(*t->slots));
-			if (!t->slots)
-				return -ENOMEM;
-			/* The survivors' own table, for the slots of down backends
-			 * (hashlb_table_rebuild() may have carried it over). */
-			if (!t->surv_slots) {
-				t->surv_slots = malloc((size_t)m * sizeof(*t->surv_slots));
-				w = malloc((size_t)t->n * sizeof(*w));
-				if (!t->surv_slots || !w) {
-					free(w);
-					return -ENOMEM;
-				}
-				for (uint32_t i = 0; i < t->n; i++)
-					w[i] = t->down[i] ? 0 : t->weights[i];
-				ret = maglev_populate(t->surv_slots, m, t->params.seed, t->names, w,
-						      t->order, t->n);
-				free(w);
-				if (ret < 0)
-					return ret;
-			}
-			for (uint32_t j = 0; j < m; j++) {
-				uint16_t full = t->full_slots[j];
-
-				t->slots[j] = t->down[full] ? t->surv_slots[j] : full;
-			}
-		}
+		/* a build: the survivors' table of its outage is kept */
+		ret = maglev_effective(t, NULL, &surv);
+		if (ret < 0)
+			return ret;
+		t->kept_slots = surv;
+		t->kept_survivors = surv != NULL;
 	} else {
 		ret = ring_filter(&t->ring, &t->full_ring, t->down);
 		if (ret < 0)
@@ -571,15 +626,14 @@ static int apply_overlay(struct hashlb_table *t)
 			return ret;
 	}
 	fingerprint(t);
-	t->bytes = table_bytes(&t->params, t->n, 0, 0, false);
+	t->bytes = table_base_bytes(t->n, 0);
 	if (t->blocks)
 		t->bytes += owner_blocks_bytes(
 			t->params.scheme == HASHLB_SCHEME_MAGLEV ? t->params.maglev_m : t->ring.n);
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && t->slots == t->full_slots)
-		t->bytes -= 2 * (size_t)t->params.maglev_m * sizeof(uint16_t);
-	if (t->spare_slots) /* one of those two back: a slot array, and its down set */
-		t->bytes += (size_t)t->params.maglev_m * sizeof(uint16_t) +
-			    t->n * sizeof(*t->spare_down);
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) /* full, effective (if its own), kept */
+		t->bytes += (1 + (t->slots != t->full_slots) + (t->kept_slots != NULL)) *
+				    (size_t)t->params.maglev_m * sizeof(uint16_t) +
+			    (t->kept_down ? t->n : 0);
 	if (t->params.scheme == HASHLB_SCHEME_RING)
 		t->bytes +=
 			((size_t)t->full_ring.n + 1 + (t->ring.borrowed ? 0 : t->ring.n + 1)) * 10 +
@@ -668,48 +722,43 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 }
 
 /*
- * The survivors' tables <t> (hashlb_table_with_down() from <base>: the same backends and
- * weights) takes from <base>, copies where a population costs about 1 s at the largest M.
- * With a backend down that takes turns: its survivors' table, when base has one of the same
- * turns (its own or its spare). Otherwise (every backend up, or those down weigh 0: the full
- * table is the effective one): a spare, base's survivors' table (unless it is the full one's
- * turns) or base's spare, so that the same backends going down again (a flap, a ramp's or a
- * retry table) cost a copy too.
+ * <t>'s effective and kept tables, <t> being hashlb_table_with_down() from <base> (the same
+ * backends, weights and full table), by copies where a population costs about 1 s at the
+ * largest M. The effective table: base's own when base's down set takes the same turns, or
+ * over base's kept table when that is of those turns; else a population. The kept table: with
+ * the same turns, base's; else base's own outage (its survivors' table if it kept it, else its
+ * effective table) when it has one, the down set a flap goes back to, whether every other
+ * backend is up or one is down for good (an idle backup among them); else (base has none
+ * down that takes turns) t's own survivors' table, populated or copied from base's kept.
+ * Three slot arrays at most: the full, the effective and the kept one.
  */
-static int maglev_carry_survivors(struct hashlb_table *t, const struct hashlb_table *base)
+static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *base)
 {
-	size_t sz = (size_t)t->params.maglev_m * sizeof(uint16_t);
-	const uint16_t *src = NULL;
-	const bool *key = NULL;
+	bool same = same_turns(t, base->down, t->down);
+	bool base_out = base->slots != base->full_slots;
+	bool kept_match = base->kept_slots && same_turns(t, kept_key(base), t->down);
+	uint16_t *surv;
+	int ret;
 
-	if (!same_turns(t, NULL, t->down)) {
-		if (base->surv_slots && same_turns(t, base->down, t->down))
-			src = base->surv_slots;
-		else if (base->spare_slots && same_turns(t, base->spare_down, t->down))
-			src = base->spare_slots;
-		if (!src)
-			return 0; /* apply_overlay() populates it */
-		t->surv_slots = malloc(sz);
-		if (!t->surv_slots)
-			return -ENOMEM;
-		memcpy(t->surv_slots, src, sz);
+	ret = maglev_effective(t, same ? base->slots : kept_match ? base->kept_slots : NULL, &surv);
+	if (ret < 0)
+		return ret;
+	if (same) /* base's own outage's survivors are t's own */
+		return base->kept_slots ? kept_set(t, base->kept_slots, base->kept_down,
+						   base->kept_survivors, NULL)
+					: 0;
+	if (base_out) {
+		if (base->kept_survivors && same_turns(t, kept_key(base), base->down))
+			return kept_set(t, base->kept_slots, base->down, true, surv);
+		return kept_set(t, base->slots, base->down, false, surv);
+	}
+	if (surv) {
+		t->kept_slots = surv;
+		t->kept_survivors = true;
 		return 0;
 	}
-	if (base->surv_slots && !same_turns(t, base->down, NULL)) {
-		src = base->surv_slots;
-		key = base->down;
-	} else if (base->spare_slots) {
-		src = base->spare_slots;
-		key = base->spare_down;
-	}
-	if (!src)
-		return 0;
-	t->spare_slots = malloc(sz);
-	t->spare_down = malloc(t->n * sizeof(*t->spare_down));
-	if (!t->spare_slots || !t->spare_down)
-		return -ENOMEM;
-	memcpy(t->spare_slots, src, sz);
-	memcpy(t->spare_down, key, t->n * sizeof(*t->spare_down));
+	if (kept_match && base->kept_survivors)
+		return kept_set(t, base->kept_slots, NULL, true, NULL);
 	return 0;
 }
 
@@ -740,7 +789,7 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		ret = t->full_slots ? 0 : -ENOMEM;
 		if (!ret) {
 			memcpy(t->full_slots, base->full_slots, sz);
-			ret = maglev_carry_survivors(t, base);
+			ret = maglev_carry_kept(t, base);
 		}
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);
@@ -808,64 +857,107 @@ static bool same_turns_renamed(const struct hashlb_table *prev, const bool *key,
 	return n_new == n_prev;
 }
 
-/* A copy of <src> (M slots of <prev>'s backends) renumbered by <by_name>, or NULL. */
-static uint16_t *slots_renamed(const uint16_t *src, uint32_t m, const uint32_t *by_name)
+/* <src> (M slots of <prev>'s backends) renumbered by <by_name> into <dst>. */
+static void slots_rename(uint16_t *dst, const uint16_t *src, uint32_t m, const uint32_t *by_name)
 {
-	uint16_t *s = malloc((size_t)m * sizeof(*s));
-
-	for (uint32_t j = 0; s && j < m; j++)
-		s[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
-						     : (uint16_t)by_name[src[j]];
-	return s;
+	for (uint32_t j = 0; j < m; j++)
+		dst[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
+						       : (uint16_t)by_name[src[j]];
 }
 
+/* A table of <prev>'s that a rebuild may carry over: its slots, their down set (NULL: none
+ * down) and whether they are a survivors' population (else an effective table over prev's
+ * full table, of use only while the rebuild keeps that). */
+struct kept_cand {
+	const uint16_t *slots;
+	const bool *key;
+	bool survivors;
+};
+
 /*
- * Carry <prev>'s survivors' tables over to <t>, renumbered, where the population would give
- * the same slots. With a backend down that takes turns: its survivors' table, when prev's
- * own (its full table without backends down that take turns) or its spare takes the same
- * turns. Otherwise: a spare, as hashlb_table_with_down() keeps one, from prev's survivors'
- * table or its spare, when the same backends down again would take the same turns in <t>:
- * so that a reload that leaves them (another address, the order, a backend of weight 0, the
- * weight of one of those down) does not make the next down of a backend that flapped a
- * population again.
+ * Carry <prev>'s tables over to <t> (hashlb_table_rebuild()), renumbered, where they give the
+ * same slots: the survivors' tables whose survivors take the same turns (names and weights),
+ * and while the full table is prev's renumbered (<full_kept>), the effective tables too. The
+ * effective table: from prev's kept table, its own, or its full table (the survivors' of
+ * those of prev that take turns) when one is of t's down set; else a population. The kept
+ * table, as a build's, the survivors' table of t's outage when t has one and it is at hand;
+ * else, as hashlb_table_with_down() keeps one, prev's outage or prev's kept table when the
+ * same backends down again would take the same turns in <t>: so that a reload that leaves them
+ * (another address, the order, a backend of weight 0, the weight of one of those down) does
+ * not make the next down of a backend that flapped a population again.
  */
-static int maglev_keep_survivors(struct hashlb_table *t, const struct hashlb_table *prev,
-				 const uint32_t *by_name)
+static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *prev,
+			    const uint32_t *by_name, bool full_kept)
 {
-	const uint16_t *src[2] = { prev->surv_slots, prev->spare_slots };
-	const bool *key[2] = { prev->down, prev->spare_down };
+	const struct kept_cand own = { prev->kept_down ? NULL : prev->kept_slots, prev->down,
+				       true },
+			       out = { prev->slots != prev->full_slots ? prev->slots : NULL,
+				       prev->down, false },
+			       kept = { prev->kept_slots, kept_key(prev), prev->kept_survivors },
+			       full = { prev->full_slots, NULL, true };
+	/* the effective table's sources, the survivors' first; then the kept table's */
+	const struct kept_cand *src[] = { &kept, &full, &out }, *spare[] = { &own, &out, &kept };
+	const struct kept_cand *eff = NULL;
 	uint32_t m = t->params.maglev_m;
+	uint16_t *buf = NULL, *surv;
 	bool *t_key;
+	int ret;
 
 	if (!same_turns(t, NULL, t->down)) {
-		src[0] = prev->surv_slots ? prev->surv_slots : prev->full_slots;
-		for (int c = 0; c < 2; c++) {
-			if (!src[c] || !same_turns_renamed(prev, key[c], t, t->down, by_name))
-				continue;
-			t->surv_slots = slots_renamed(src[c], m, by_name);
-			return t->surv_slots ? 0 : -ENOMEM;
+		for (size_t c = 0; c < 3 && !eff; c++)
+			if (src[c]->slots && (src[c]->survivors || full_kept) &&
+			    same_turns_renamed(prev, src[c]->key, t, t->down, by_name))
+				eff = src[c];
+		if (eff) {
+			buf = malloc((size_t)m * sizeof(*buf));
+			if (!buf)
+				return -ENOMEM;
+			slots_rename(buf, eff->slots, m, by_name);
 		}
-		return 0;
+		ret = maglev_effective(t, buf, &surv);
+		if (ret < 0) {
+			free(buf);
+			return ret;
+		}
+		if (!eff || eff->survivors) {
+			/* t's own survivors' table, as a build keeps it */
+			t->kept_slots = eff ? buf : surv;
+			t->kept_survivors = true;
+			return 0;
+		}
+	} else {
+		t->slots = t->full_slots;
 	}
 	t_key = malloc(t->n * sizeof(*t_key));
-	if (!t_key)
+	if (!t_key) {
+		free(buf);
 		return -ENOMEM;
-	for (int c = 0; c < 2; c++) {
-		if (!src[c])
+	}
+	for (size_t c = 0; c < 3; c++) {
+		if (!spare[c]->slots || !(spare[c]->survivors || full_kept))
 			continue;
 		memset(t_key, 0, t->n * sizeof(*t_key));
 		for (uint32_t i = 0; i < prev->n; i++)
 			if (by_name[i] != RING_DROP)
-				t_key[by_name[i]] = key[c][i];
-		/* not one with the full table's turns: that one needs no spare */
-		if (same_turns(t, NULL, t_key) ||
-		    !same_turns_renamed(prev, key[c], t, t_key, by_name))
+				t_key[by_name[i]] = spare[c]->key[i];
+		/* not one of the full table's turns, nor of t's own: those need no copy */
+		if (same_turns(t, NULL, t_key) || same_turns(t, t->down, t_key) ||
+		    !same_turns_renamed(prev, spare[c]->key, t, t_key, by_name))
 			continue;
-		t->spare_slots = slots_renamed(src[c], m, by_name);
-		t->spare_down = t_key;
-		return t->spare_slots ? 0 : -ENOMEM;
+		if (!buf)
+			buf = malloc((size_t)m * sizeof(*buf));
+		if (!buf) {
+			free(t_key);
+			return -ENOMEM;
+		}
+		slots_rename(buf, spare[c]->slots, m, by_name);
+		t->kept_slots = buf;
+		t->kept_down = t_key;
+		t->kept_survivors = spare[c]->survivors;
+		return 0;
 	}
 	free(t_key);
+	free(buf);
 	return 0;
 }
 
@@ -873,10 +965,11 @@ static int maglev_keep_survivors(struct hashlb_table *t, const struct hashlb_tab
  * Maglev's full table from <prev>'s: the population depends on every
  * backend's weight, so it is redone unless the backends that take turns
  * (weight > 0) are the same, names and weights; then prev's slots are
- * kept, renumbered.
+ * kept, renumbered, and *<ret_kept> says so.
  */
 static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *prev,
-			  const uint32_t *remap, const uint32_t *fresh, uint32_t n_fresh)
+			  const uint32_t *remap, const uint32_t *fresh, uint32_t n_fresh,
+			  bool *ret_kept)
 {
 	uint32_t m = t->params.maglev_m;
 	bool same = true;
@@ -888,6 +981,7 @@ static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *pre
 		same = t->weights[fresh[f]] == 0;
 	for (uint32_t i = 0; i < prev->n && same; i++)
 		same = remap[i] != RING_DROP || prev->weights[i] == 0;
+	*ret_kept = same;
 	if (!same)
 		return maglev_populate(t->full_slots, m, t->params.seed, t->names, t->weights,
 				       t->order, t->n);
@@ -922,9 +1016,11 @@ int hashlb_table_rebuild(const struct hashlb_table *prev,
 	if (ret == 0) {
 		table_pair(prev, t, by_name, remap, fresh, &n_fresh);
 		if (prm->scheme == HASHLB_SCHEME_MAGLEV) {
-			ret = maglev_rebuild(t, prev, remap, fresh, n_fresh);
+			bool full_kept;
+
+			ret = maglev_rebuild(t, prev, remap, fresh, n_fresh, &full_kept);
 			if (ret == 0)
-				ret = maglev_keep_survivors(t, prev, by_name);
+				ret = maglev_keep_kept(t, prev, by_name, full_kept);
 		} else
 			ret = ring_rebuild(&t->full_ring, &prev->full_ring, remap, prm->ring_v,
 					   prm->seed, t->names, t->weights, fresh, n_fresh,
