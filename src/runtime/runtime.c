@@ -347,10 +347,11 @@ int hlb_snapshot_rebuild(const struct hlb_snapshot *prev, const struct hashlb_se
 
 /*
  * The table of <cur> to build the one with <down> from: one of its Maglev retry and ramp
- * tables whose down set is <down> already (a backend declared down after failing connects: the
- * retry table built then), whose survivors' table hashlb_table_with_down() copies rather than
- * populates again (about 1 s at the largest table size); else its own (which, with every
- * backend up, keeps the survivors' table of the last outage for the same ones down again).
+ * tables whose down set is <down> already, but for backends of weight 0, which take no turn
+ * (a backend declared down after failing connects: the retry table built then, whatever a
+ * weight-0 backend's verdict did meanwhile), whose effective table hashlb_table_with_down()
+ * copies rather than populates again (about 1 s at the largest table size); else its own
+ * (which keeps the table of the last other outage for the same ones down again).
  */
 static const struct hashlb_table *refresh_base(const struct hlb_snapshot *cur, const bool *down)
 {
@@ -360,7 +361,9 @@ static const struct hashlb_table *refresh_base(const struct hlb_snapshot *cur, c
 	for (uint32_t k = 0; k < 3; k++) {
 		uint32_t j = 0;
 
-		while (c[k] && j < cur->n_backends && hashlb_table_backend_down(c[k], j) == down[j])
+		while (c[k] && j < cur->n_backends &&
+		       (hashlb_table_backend_down(c[k], j) == down[j] ||
+			!hashlb_table_backend_weight(c[k], j)))
 			j++;
 		if (c[k] && j == cur->n_backends)
 			return c[k];

@@ -302,6 +302,42 @@ static void test_flap_beside_an_idle_backup_copies(void **state)
 	hlb_rcu_free(f.rcu);
 }
 
+/*
+ * A Maglev backend failing connects, then declared down while a backend of weight 0 changed
+ * verdict too: the table starts from the retry table built for the failures (the same
+ * backends taking turns), a copy, not a population (about 1 s at the largest table size).
+ * Before, only a retry table of the exact down set was taken, and this one populated again.
+ */
+static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
+{
+	struct hlb_snapshot *s1, *s2;
+	struct three f;
+	bool failing[3] = { false, true, false };
+
+	three_backends(&f);
+	f.b[2]->weight = 0; /* c: configured, takes no clients */
+	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
+	populations = 0;
+	hlb_snapshot_add_retry(s1, failing);
+	assert_non_null(s1->retry_table);
+	assert_int_equal(populations, 1); /* b's first down: the survivors' population */
+	atomic_store(&f.b[1]->healthy, false); /* b declared down */
+	atomic_store(&f.b[2]->healthy, false); /* and c's checks fail too */
+	populations = 0;
+	assert_int_equal(hlb_snapshot_refresh(s1, &f.sc, 2, &s2, NULL), 0);
+	assert_true(hashlb_table_backend_down(s2->table, 2));
+	assert_int_equal(s2->fingerprint, hashlb_table_fingerprint(s1->retry_table));
+	if (populations)
+		fail_msg("b declared down after its retry table: %u populations", populations);
+
+	hlb_snapshot_free(s1);
+	hlb_snapshot_free(s2);
+	for (int i = 0; i < 3; i++)
+		hlb_backend_unref(f.b[i]);
+	hlb_service_unref(f.svc);
+	hlb_rcu_free(f.rcu);
+}
+
 static void test_counters_sum_over_workers(void **state)
 {
 	struct hashlb_backend_cfg bc;
@@ -598,6 +634,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_tables_bytes),
 		cmocka_unit_test(test_return_keeps_the_outage_table),
 		cmocka_unit_test(test_flap_beside_an_idle_backup_copies),
+		cmocka_unit_test(test_refresh_from_retry_table_beside_a_weight0_change),
 		cmocka_unit_test(test_counters_sum_over_workers),
 		cmocka_unit_test(test_clients_match_a_reference),
 		cmocka_unit_test(test_clients_key_length),
