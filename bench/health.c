@@ -4,7 +4,8 @@
  * Maglev service, a backend going down (hashlb_table_with_down() from the
  * table with all up), coming back, and going down again (a flap: from the
  * table it came back in) and after a reload that reorders the config
- * (hashlb_table_rebuild() from that table), each against the full build of the same table
+ * (hashlb_table_rebuild() from that table), and a flap beside a backend down for good (an
+ * idle backup is one), each against the full build of the same table
  * measured in the same run, at the default M and the largest;
  * and where the clients of the backend that goes down land: on the table's
  * answer, against the preference list's next (where a connect retried
@@ -58,6 +59,10 @@ int bench_health(const struct bench_opts *o)
 					    "down again / build",
 					    "after a reload ms",
 					    "after a reload / build",
+					    "beside a down ms",
+					    "beside a down / build",
+					    "back beside it ms",
+					    "back beside it / build",
 					    "its clients: on the list's next %",
 					    "its clients: as without it %",
 					    "others a build without it moves %",
@@ -88,7 +93,9 @@ int bench_health(const struct bench_opts *o)
 		    "backend is declared down), coming back (from that one), and going down "
 		    "again (from the table it came back in: a flap), and the same after a reload "
 		    "that reverses the config's order (from the table hashlb_table_rebuild gives "
-		    "it). Then, over %u client "
+		    "it), and a flap beside a backend down for good (backend-1, as an idle backup "
+		    "is): backend-0 down again from the table it came back in, and its return, "
+		    "after the first of each. Then, over %u client "
 		    "keys (src-ip) of the backend that goes down: how many land on the "
 		    "preference list's next of the table with all up (where a connect retried "
 		    "before the verdict goes), and on the backend a table built without it "
@@ -100,10 +107,10 @@ int bench_health(const struct bench_opts *o)
 		uint32_t m = cases[c].m, n = cases[c].n, mine = 0, next = 0, same = 0, others = 0;
 		int reps = m > 1000000 ? 3 : 11;
 		struct hashlb_table_params p;
-		struct hashlb_table *full, *eff, *up, *without, *reloaded;
+		struct hashlb_table *full, *eff, *up, *without, *reloaded, *other, *both, *back1;
 		struct hashlb_backend_spec *rev = calloc(n, sizeof(*rev));
 		bool *down = calloc(n, sizeof(*down));
-		double build, gone, again, back, flap, after_reload;
+		double build, gone, again, back, flap, after_reload, beside, back_beside;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
@@ -131,6 +138,21 @@ int bench_health(const struct bench_opts *o)
 		down[n - 1] = true;
 		after_reload = health_ms(&p, rev, n, reloaded, down, reps);
 		down[n - 1] = false;
+		/* backend-1 down for good (or an idle backup) while backend-0 flaps: its down
+		 * and its return after the first of each */
+		down[1] = true;
+		if (hashlb_table_with_down(full, down, &other, NULL) < 0)
+			abort();
+		down[0] = true;
+		if (hashlb_table_with_down(other, down, &both, NULL) < 0)
+			abort();
+		down[0] = false;
+		if (hashlb_table_with_down(both, down, &back1, NULL) < 0)
+			abort();
+		back_beside = health_ms(&p, b, n, both, down, reps);
+		down[0] = true;
+		beside = health_ms(&p, b, n, back1, down, reps);
+		down[0] = down[1] = false;
 		/* backend-0 removed: the others keep their indices less one */
 		if (hashlb_table_build(&p, b + 1, n - 1, &without, NULL) < 0)
 			abort();
@@ -160,6 +182,10 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.3f", flap / build);
 		report_num(&r, "%.2f", after_reload);
 		report_num(&r, "%.3f", after_reload / build);
+		report_num(&r, "%.2f", beside);
+		report_num(&r, "%.3f", beside / build);
+		report_num(&r, "%.2f", back_beside);
+		report_num(&r, "%.3f", back_beside / build);
 		report_num(&r, "%.1f", 100.0 * next / (mine ? mine : 1));
 		report_num(&r, "%.1f", 100.0 * same / (mine ? mine : 1));
 		report_num(&r, "%.2f", 100.0 * others / (HEALTH_KEYS - mine));
@@ -169,6 +195,9 @@ int bench_health(const struct bench_opts *o)
 		hashlb_table_free(up);
 		hashlb_table_free(without);
 		hashlb_table_free(reloaded);
+		hashlb_table_free(other);
+		hashlb_table_free(both);
+		hashlb_table_free(back1);
 		free(rev);
 		free(down);
 	}
