@@ -1303,6 +1303,9 @@ int cmd_ctl(int argc, char **argv)
 	if (o.config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };
+		const struct sockaddr_storage *admin_addr;
+		const char *admin_text;
+		socklen_t admin_len;
 		unsigned load_flags =
 			HASHLB_LOAD_NO_RESOLVE | (admin_given ? HASHLB_LOAD_ADMIN_GIVEN : 0);
 
@@ -1321,7 +1324,12 @@ int cmd_ctl(int argc, char **argv)
 				r = hashlb_config_load_flags(o.config,
 							     load_flags | HASHLB_LOAD_ADMIN_ONLY,
 							     &cfg, &admin_err);
-			if (r < 0) {
+			if (r == -ENOENT && admin_given) {
+				/* no admin key before a YAML error, and none needed: --admin
+				 * gives the address (this said "give --admin ADDR", given) */
+				cli_print_error(admin_err.msg[0] ? &admin_err : &err);
+				cfg = NULL;
+			} else if (r < 0) {
 				/* --pid: no SIGHUP either, as ctl knows no endpoint
 				 * that is not pid's; said, as the fallback to it is */
 				char none[96] = "";
@@ -1341,8 +1349,9 @@ int cmd_ctl(int argc, char **argv)
 						  "--admin ADDR%s\n",
 						  cli_path(o.config), none);
 				return 1;
+			} else {
+				cli_print_error(&err);
 			}
-			cli_print_error(&err);
 			/* reload --pid (a unit's ExecReload=): pid's reload of the file
 			 * would fail; asking it would only log, and count, a failed one */
 			if (pid) {
@@ -1352,16 +1361,25 @@ int cmd_ctl(int argc, char **argv)
 				hashlb_config_free(cfg);
 				return 1;
 			}
-			cli_error("%s has errors (above), a reload would refuse it: its "
-				  "admin address is used all the same\n",
-				  cli_path(o.config));
+			if (cfg)
+				cli_error("%s has errors (above), a reload would refuse it: its "
+					  "admin address is used all the same\n",
+					  cli_path(o.config));
+			else
+				cli_error("%s has errors (above), a reload would refuse it: %s %s "
+					  "is used\n",
+					  cli_path(o.config), o.admin_opt, admin_given);
 		}
-		if (admin_given &&
+		/* no cfg: FILE could not be read up to an admin key, and --admin gives it */
+		if (cfg && admin_given &&
 		    cli_admin_apply(cfg, o.config, admin_given, &given, given_len) < 0) {
 			hashlb_config_free(cfg);
 			return 1;
 		}
-		if (!cfg->admin_addr_len) {
+		admin_addr = cfg ? &cfg->admin_addr : &given;
+		admin_len = cfg ? cfg->admin_addr_len : given_len;
+		admin_text = cfg ? cfg->admin : admin_given;
+		if (!admin_len) {
 			hashlb_config_free(cfg);
 			if (admin_given)
 				snprintf(q, sizeof(q), "the admin endpoint is off (%s off)",
@@ -1378,14 +1396,13 @@ int cmd_ctl(int argc, char **argv)
 						"give --admin ADDR)");
 			return 1;
 		}
-		if (cfg->admin_addr.ss_family != AF_UNIX &&
-		    hashlb_addr_port(&cfg->admin_addr) == 0) {
+		if (admin_addr->ss_family != AF_UNIX && hashlb_addr_port(admin_addr) == 0) {
 			if (pid) {
 				snprintf(q, sizeof(q),
 					 "%s: admin %s has port 0 (the kernel picked the running "
 					 "hashlb's)",
 					 admin_given ? o.admin_opt : cli_path(o.config),
-					 cfg->admin);
+					 admin_text);
 				hashlb_config_free(cfg);
 				return ctl_sighup(pid, q, o.json);
 			}
@@ -1393,12 +1410,12 @@ int cmd_ctl(int argc, char **argv)
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
-				  admin_given ? o.admin_opt : cli_path(o.config), cfg->admin);
+				  admin_given ? o.admin_opt : cli_path(o.config), admin_text);
 			hashlb_config_free(cfg);
 			return 1;
 		}
-		ss = cfg->admin_addr;
-		len = cfg->admin_addr_len;
+		ss = *admin_addr;
+		len = admin_len;
 		hashlb_config_free(cfg);
 	} else if (cli_admin_parse(o.admin_opt[0] ? o.admin_opt : "$HASHLB_ADMIN",
 				   o.admin ? o.admin : CTL_ADMIN_DEFAULT, ctl_addr_resolve, &ss,

@@ -610,6 +610,19 @@ for path, why in ((NO_FILE, f"hashlb ctl: {NO_FILE}: its admin address cannot be
           idle.poll() is None,
           f"ctl -c {os.path.basename(path)} reload --pid: exit {p.returncode}, {idle.poll()}, "
           f"stderr {p.stderr!r}, want it to end {want!r}")
+# The same file with --admin ADDR: the address is given, so the file's admin key is not needed
+# and the command runs (here: nothing listens there), FILE's error said; with --pid still
+# nothing is sent, a reload of FILE failing. It said "give --admin ADDR", --admin given.
+p = run("ctl", "-c", f.name, *ADMIN, "status", ok=False)
+check(p.returncode == 1 and "give --admin" not in p.stderr and
+      f"hashlb ctl: {f.name} has errors (above), a reload would refuse it: --admin 127.0.0.1:1 "
+      "is used\n" in p.stderr and "cannot reach the admin endpoint at 127.0.0.1:1" in p.stderr,
+      f"ctl -c admin-later.yaml --admin status: exit {p.returncode}, stderr {p.stderr!r}")
+p = run("ctl", "-c", f.name, *ADMIN, "reload", "--pid", str(idle.pid), ok=False)
+check(p.returncode == 1 and "give --admin" not in p.stderr and idle.poll() is None and
+      p.stderr.endswith(f"hashlb ctl: {f.name} has errors (above), which a reload would "
+                        f"refuse: nothing was sent to pid {idle.pid} (no reload, no SIGHUP)\n"),
+      f"ctl -c admin-later.yaml --admin reload --pid: exit {p.returncode}, stderr {p.stderr!r}")
 idle.kill()
 idle.wait()
 os.unlink(f.name)
