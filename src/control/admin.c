@@ -1658,12 +1658,16 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	long taker, claimed = 0, gone = 0;
 
 	/* its answer is the lines a taker reads, in text whatever is asked: format=text only
-	 * makes a refusal text too (before, format=json was taken and answered in text) */
+	 * makes a refusal text too (before, format=json was taken and answered in text). No
+	 * JSON form: the lines are the handover itself, the descriptors riding on them and
+	 * their numbers this process's, and who wants the listeners as data has /status. */
 	if (hlb_http_param(req, "format", buf, sizeof(buf)) && !strcmp(buf, "json")) {
 		resp_error(
 			resp, 400,
-			"GET /sockets answers in text only (a line per socket): give format=text "
-			"or no format");
+			"GET /sockets answers in text only: its lines are what a new hashlb "
+			"taking the listening sockets over reads, the descriptors riding on them; "
+			"each service's listen and bound addresses are in GET /status (JSON): "
+			"give format=text or no format here");
 		return;
 	}
 	v = hlb_http_param(req, "taker", buf, sizeof(buf));

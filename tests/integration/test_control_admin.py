@@ -1545,10 +1545,11 @@ def gets_refuse_parameters_they_do_not_take():
         code, body = lb.http("GET", path)
         check(code == 404 and "no such endpoint" in body, f"GET {path}: {code} {body!r}")
     # /sockets answers the lines a taker reads, in text: format=text (a refusal in text too)
-    # is taken, format=json refused (before: taken, and answered in text)
+    # is taken, format=json refused (before: taken, and answered in text), saying why (the
+    # lines are the handover) and where the listeners are in JSON (it said neither)
     code, body = lb.http("GET", "/sockets?format=json")
-    check(code == 400 and "answers in text only" in body,
-          f"GET /sockets?format=json: {code} {body!r}")
+    check(code == 400 and "answers in text only" in body and "a new hashlb" in body and
+          "GET /status" in body, f"GET /sockets?format=json: {code} {body!r}")
     code, body = lb.http("GET", "/sockets?format=text")
     check(code == 200 and body.split(" ")[0] == str(lb.proc.pid),
           f"GET /sockets?format=text: {code} {body[:80]!r}")
