@@ -1891,6 +1891,7 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 	bool text = want_text(req);
 	struct hlb_pool_service *s;
 	const char *path = req->path;
+	char why[128];
 
 	for (size_t i = 0; i < sizeof(admin_routes) / sizeof(admin_routes[0]) && !route; i++)
 		if (!strcmp(path, admin_routes[i].path))
@@ -1908,7 +1909,15 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		resp->allow = route->post ? "POST" : "GET, HEAD"; /* as RFC 9110 asks of a 405 */
 		return;
 	}
-	if (!route->any && (!params_known(req, resp, route->params) || !format_known(req, resp)))
+	if (!route->any && !params_known(req, resp, route->params))
+		return;
+	/* only the values of the parameters it takes: /metrics ignores the others, whatever
+	 * their length (a 300-byte module= of a scrape job was a 400, no sample) */
+	if (hlb_http_param_refused(req, route->params, why, sizeof(why))) {
+		resp_error(resp, 400, "%s", why);
+		return;
+	}
+	if (!route->any && !format_known(req, resp))
 		return;
 	if (!strcmp(path, "/metrics")) {
 		metrics(ctl, req, resp);

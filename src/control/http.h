@@ -50,15 +50,15 @@ struct hlb_http_resp {
 typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
 				 struct hlb_http_resp *resp);
 
-/* The longest parameter value a request may carry, decoded: a longer one, or
- * one holding a NUL, is refused (400) before any handler runs. */
+/* The longest parameter value a handler reads, decoded: a longer one, or one
+ * holding a NUL, of a parameter it takes is refused (hlb_http_param_refused()). */
 #define HLB_HTTP_VALUE_MAX 255
 
 /*
  * The value of parameter <name> in the query string or in an
  * application/x-www-form-urlencoded body, decoded into <buf> (<size>
- * bytes: HLB_HTTP_VALUE_MAX + 1, so that every value the server let
- * through fits). NULL if absent.
+ * bytes: HLB_HTTP_VALUE_MAX + 1, so that every value hlb_http_param_refused()
+ * let through fits). NULL if absent, or if its value does not fit.
  */
 const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size);
 
@@ -82,6 +82,17 @@ const char *hlb_http_param_next(const struct hlb_http_req *r, const char *name, 
  */
 const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *const *known,
 				   char *buf, size_t size);
+
+/*
+ * Why a parameter of the query string or the form body whose name, decoded, is one of
+ * <known> (NULL-terminated) is refused, into <why> (<size> bytes), or NULL: its value
+ * decodes to more than HLB_HTTP_VALUE_MAX bytes or holds a NUL, which hlb_http_param()
+ * would read as absent (and a handler answer "give weight=N", or apply the rest of a
+ * request without it). The others are not looked at: a path that ignores parameters it
+ * does not take (/metrics) ignores them whatever their length.
+ */
+const char *hlb_http_param_refused(const struct hlb_http_req *r, const char *const *known,
+				   char *why, size_t size);
 
 /*
  * The name of the first parameter given more than once, in the query string,
@@ -110,8 +121,8 @@ struct hlb_http_parsed {
  * The request in <in>: the <len> bytes (at most HLB_HTTP_REQ_MAX) read from a
  * connection so far, <in> having room for one more (a NUL); <eof> if the
  * client has shut down writing. HLB_HTTP_MORE or HLB_HTTP_CLOSE; 200 when it
- * is whole and good, parsed in place into <p>'s req (all but req.local);
- * else the status of the error to answer (400, 403, 411, 413, 505) with
+ * is whole and good, parsed in place into <p>'s req (all but req.local; its
+ * parameters' values not looked at: hlb_http_param_refused()); else the status of the error to answer (400, 403, 411, 413, 505) with
  * p->msg. Only a whole request changes the bytes of <in>: called again with
  * more of them, it finds what it found before.
  */

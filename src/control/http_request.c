@@ -63,23 +63,31 @@ static const char *param_in(const char *s, size_t len, const char *name, char *b
 	return NULL;
 }
 
-/*
- * Why a parameter of "a=1&b=2" is refused, or NULL: every value must decode
- * to at most HLB_HTTP_VALUE_MAX bytes with no NUL, so that a handler never
- * reads a present but unusable value as absent (and answers "give
- * weight=N", or applies the rest of a request without it).
- */
-static const char *params_refusal(const char *s, size_t len, char *why, size_t size)
+/* Whether <name> is one of <known> (NULL-terminated). */
+static bool name_known(const char *name, const char *const *known)
+{
+	for (size_t k = 0; known[k]; k++)
+		if (!strcmp(known[k], name))
+			return true;
+	return false;
+}
+
+/* Why a parameter of "a=1&b=2" whose name, decoded, is one of <known> is refused, or
+ * NULL: hlb_http_param_refused()'s, in one part of the request. */
+static const char *values_refusal(const char *s, size_t len, const char *const *known, char *why,
+				  size_t size)
 {
 	const char *end = s + len;
-	char v[HLB_HTTP_VALUE_MAX + 1];
+	char v[HLB_HTTP_VALUE_MAX + 1], name[HLB_HTTP_NAME_MAX + 1];
 
 	while (s < end) {
 		const char *amp = memchr(s, '&', (size_t)(end - s));
 		const char *pe = amp ? amp : end;
 		const char *eq = memchr(s, '=', (size_t)(pe - s));
-		ssize_t n = eq ? decode(eq + 1, pe, v, sizeof(v)) : 0;
+		ssize_t n = 0;
 
+		if (eq && decode(s, eq, name, sizeof(name)) >= 0 && name_known(name, known))
+			n = decode(eq + 1, pe, v, sizeof(v));
 		if (n < 0) {
 			int nl = (int)(eq - s < 64 ? eq - s : 64);
 
@@ -91,6 +99,14 @@ static const char *params_refusal(const char *s, size_t len, char *why, size_t s
 		s = pe + 1;
 	}
 	return NULL;
+}
+
+const char *hlb_http_param_refused(const struct hlb_http_req *r, const char *const *known,
+				   char *why, size_t size)
+{
+	const char *w = values_refusal(r->query, strlen(r->query), known, why, size);
+
+	return w ? w : values_refusal(r->body, r->body_len, known, why, size);
 }
 
 const char *hlb_http_param(const struct hlb_http_req *r, const char *name, char *buf, size_t size)
@@ -365,9 +381,6 @@ static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
 	/* a string of its own: what follows it (a second request, or more than
 	 * Content-Length said) is not the body */
 	body[body_len] = '\0';
-	if (params_refusal(p->req.query, strlen(p->req.query), p->why, sizeof(p->why)) ||
-	    params_refusal(p->req.body, p->req.body_len, p->why, sizeof(p->why)))
-		return parsed_error(p, 400, p->why);
 	p->status = 200;
 	return p->status;
 }

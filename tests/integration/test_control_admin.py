@@ -1566,8 +1566,11 @@ def metrics_take_a_scrape_jobs_params():
     lb = Lb(config(BACKENDS))
     _, whole = lb.http("GET", "/metrics")
     families = {n for n, _ in parse_prometheus(whole)}
+    # a parameter it ignores is ignored whatever its value: one over 255 bytes, or holding a
+    # NUL, was a 400 (refused before the path was looked at)
     for path in ("/metrics?format=prometheus", "/metrics?module=hashlb&target=x&x=1&x=2",
-                 "/metrics?name%5B%5D=", "/metrics?format=json"):
+                 "/metrics?name%5B%5D=", "/metrics?format=json",
+                 "/metrics?module=" + "m" * 300 + "&format=%00"):
         code, body = lb.http("GET", path)
         got = {n for n, _ in parse_prometheus(body)} if code == 200 else set()
         check(code == 200 and got == families,
@@ -1589,6 +1592,17 @@ def metrics_take_a_scrape_jobs_params():
                   for b in "abc" if "hashlb_backend_up" in want),
               f"GET /metrics?{query}: {code}, families {sorted({n for n, _ in got})}, "
               f"want {sorted(want)}")
+    code, body = lb.http("GET", "/metrics?module=" + "m" * 300 + "&name[]=hashlb_reloads_total")
+    check(code == 200 and {n for n, _ in parse_prometheus(body)} == {"hashlb_reloads_total"},
+          f"a long module= beside name[]: {code} {body[:200]!r}")
+    # a name[] it takes is still refused when too long, naming it; and a path that takes no
+    # such parameter names it as unknown (it said "longer than 255 bytes")
+    code, body = lb.http("GET", "/metrics?name[]=" + "n" * 300)
+    check(code == 400 and "parameter name[]: the value is longer than 255 bytes" in body,
+          f"a name[] of 300 bytes: {code} {body!r}")
+    code, body = lb.http("GET", "/status?module=" + "m" * 300)
+    check(code == 400 and "unknown parameter 'module'" in body,
+          f"/status with a long module=: {code} {body!r}")
     got = lb.raw(b"HEAD /metrics?module=x HTTP/1.1\r\nHost: x\r\n\r\n")
     check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"\r\n\r\n"),
           f"HEAD /metrics?module=x: {got[:40]!r}")

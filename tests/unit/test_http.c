@@ -259,10 +259,59 @@ static void test_nul_in_the_head_is_refused(void **state)
 			assert_non_null(strstr(p.msg, "NUL"));
 		}
 	}
-	/* after the head, in the body, it is a parameter's: refused as that one */
+	/* after the head, in the body, it is a parameter's: refused as that one, by a path that
+	 * takes it (hlb_http_param_refused()) */
 	memcpy(in, "POST /set HTTP/1.1\r\nContent-Length: 3\r\n\r\na=\0", 44);
-	assert_int_equal(hlb_http_parse(in, 44, false, &p), 400);
-	assert_non_null(strstr(p.msg, "parameter a"));
+	assert_int_equal(hlb_http_parse(in, 44, false, &p), 200);
+	{
+		static const char *const a[] = { "a", NULL };
+		char why[128];
+
+		assert_non_null(hlb_http_param_refused(&p.req, a, why, sizeof(why)));
+		assert_non_null(strstr(why, "parameter a: the value holds a NUL byte"));
+	}
+}
+
+/* A value too long (or holding a NUL) is refused in a parameter the path takes, which
+ * hlb_http_param() would read as absent, and only there: /metrics ignores the parameters
+ * it does not take whatever their length (a scrape job's module= of 300 bytes was a 400,
+ * the scrape got no sample). */
+static void test_long_values_refused_only_in_params_taken(void **state)
+{
+	static const char *const metrics[] = { "name[]", NULL };
+	static const char *const set[] = { "backend", "weight", NULL };
+	char req[1024], long_v[301], why[128], v[HLB_HTTP_VALUE_MAX + 1], *in;
+	struct hlb_http_parsed p;
+	size_t pos = 0;
+
+	(void)state;
+	memset(long_v, 'x', 300);
+	long_v[300] = '\0';
+	snprintf(req, sizeof(req), "GET /metrics?module=%s&name[]=up HTTP/1.1\r\n\r\n", long_v);
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_null(hlb_http_param_refused(&p.req, metrics, why, sizeof(why)));
+	assert_string_equal(hlb_http_param_next(&p.req, "name[]", &pos, v, sizeof(v)), "up");
+	free(in);
+	/* a name[] of 300 bytes is refused, written as clients write the brackets too */
+	snprintf(req, sizeof(req), "GET /metrics?name%%5B%%5D=%s HTTP/1.1\r\n\r\n", long_v);
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_non_null(hlb_http_param_refused(&p.req, metrics, why, sizeof(why)));
+	assert_non_null(strstr(why, "the value is longer than 255 bytes"));
+	free(in);
+	/* in a form body as in the query; 255 bytes (%-encoded or not) are taken */
+	snprintf(req, sizeof(req),
+		 "POST /set HTTP/1.1\r\nContent-Length: %zu\r\n\r\nbackend=a&weight=%s",
+		 strlen("backend=a&weight=") + 300, long_v);
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_non_null(hlb_http_param_refused(&p.req, set, why, sizeof(why)));
+	assert_non_null(strstr(why, "parameter weight: the value is longer than 255 bytes"));
+	free(in);
+	long_v[253] = '\0';
+	snprintf(req, sizeof(req), "POST /set?backend=%%41%s HTTP/1.1\r\n\r\n", long_v);
+	assert_int_equal(parse(req, false, &in, &p), 200);
+	assert_null(hlb_http_param_refused(&p.req, set, why, sizeof(why)));
+	assert_int_equal(strlen(hlb_http_param(&p.req, "backend", v, sizeof(v))), 254);
+	free(in);
 }
 
 /* A line may end with a LF alone (RFC 9112 2.2: printf 'GET /status HTTP/1.0\n\n' | nc), the
@@ -370,7 +419,7 @@ static void test_head_is_known_whatever_the_error(void **state)
 		"HEAD /status HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
 		"HEAD /status HTTP/1.1\rHost: x\r\n\r\n",
 		"HEAD /status HTTP/2.0\r\n\r\n",
-		"HEAD /status?a=%00 HTTP/1.1\r\n\r\n",
+		"HEAD /status HTTP/1.1\r\nSec-Fetch-Site: cross-site\r\n\r\n",
 	};
 	struct hlb_http_parsed p;
 	char *in;
@@ -667,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_param_given_twice_is_found),
 		cmocka_unit_test(test_repeated_param_read_in_order),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
+		cmocka_unit_test(test_long_values_refused_only_in_params_taken),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
