@@ -50,6 +50,7 @@ struct http_conn {
 	bool head; /* a HEAD request: the answer has no body */
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
 	bool held; /* its request waits for hlb_http_answer() */
+	bool continued; /* answered 100 (Continue): its client sends the body */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
@@ -149,6 +150,8 @@ static const char *status_text(int status)
 		return "Precondition Failed";
 	case 413:
 		return "Payload Too Large";
+	case 417:
+		return "Expectation Failed";
 	case 422:
 		return "Unprocessable Entity";
 	case 500:
@@ -314,6 +317,17 @@ static void conn_io(void *arg, uint32_t events)
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:
+		if (p.send_continue && c->busy) {
+			conn_busy(c); /* known now: the client waits for an answer */
+		} else if (p.send_continue && !c->continued) {
+			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+			/* nothing written to this socket yet: its buffer takes these bytes */
+			c->continued = true;
+			if (write(c->io.fd, cont, sizeof(cont) - 1) != sizeof(cont) - 1) {
+				/* not sent: the client sends its body after its own wait */
+			}
+		}
 		return;
 	case HLB_HTTP_CLOSE:
 		conn_close(c);

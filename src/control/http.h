@@ -112,6 +112,9 @@ const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, siz
 struct hlb_http_parsed {
 	int status; /* as returned */
 	bool head; /* a HEAD request: the answer has no body */
+	/* HLB_HTTP_MORE: the head is whole and good, and asks (Expect: 100-continue, HTTP/1.1)
+	 * for a 100 (Continue) before the client sends the rest of its body */
+	bool send_continue;
 	const char *msg; /* why, for an error status (static, or in <why>) */
 	struct hlb_http_req req; /* status 200: the request, pointing into the buffer */
 	char why[256];
@@ -122,8 +125,9 @@ struct hlb_http_parsed {
  * connection so far, <in> having room for one more (a NUL); <eof> if the
  * client has shut down writing. HLB_HTTP_MORE or HLB_HTTP_CLOSE; 200 when it
  * is whole and good, parsed in place into <p>'s req (all but req.local; its
- * parameters' values not looked at: hlb_http_param_refused()); else the status of the error to answer (400, 403, 411, 413, 505) with
- * p->msg. Only a whole request changes the bytes of <in>: called again with
+ * parameters' values not looked at: hlb_http_param_refused()); else the
+ * status of the error to answer (400, 403, 411, 413, 417, 505) with p->msg.
+ * Only a whole request changes the bytes of <in>: called again with
  * more of them, it finds what it found before.
  */
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);

@@ -324,15 +324,21 @@ static int parsed_error(struct hlb_http_parsed *p, int status, const char *msg)
 	return status;
 }
 
-/* The request in <in> is whole: its request line and headers end at <hdr_end>, its body of
- * <body_len> bytes begins at <body>. Parse it in place into <p>. */
-static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
-			 struct hlb_http_parsed *p)
+/*
+ * Why the request at <in> is refused by its request line and headers alone (they end at
+ * <hdr_end>): a malformed request line 400, an HTTP version other than 1.1 and 1.0 505, a
+ * web page's request 403 (p->status and p->msg); 0 if it is not. <in> is left as it was;
+ * into *ret_sp1 and *ret_sp2 the spaces around the request target, into *ret_v11 whether
+ * it is HTTP/1.1.
+ */
+static int head_refused(char *in, char *hdr_end, struct hlb_http_parsed *p, char **ret_sp1,
+			char **ret_sp2, bool *ret_v11)
 {
-	char *sp1, *sp2, *q, *hdrs, *version, *eol, *target, saved;
-	size_t vlen;
+	char *sp1, *sp2, *hdrs, *version, *eol, saved, saved_end = *hdr_end;
+	size_t vlen, ml;
+	int status = 0;
 
-	*hdr_end = '\0';
+	*hdr_end = '\0'; /* the head a string of its own while it is read, as it is after */
 	/* the request line alone: METHOD, PATH and version are in it, not in a header */
 	eol = line_end(in, hdr_end, &hdrs);
 	saved = *eol;
@@ -340,24 +346,49 @@ static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
 	sp1 = strchr(in, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	*eol = saved;
-	if (!sp1 || !sp2 || sp1 == in || sp2 == sp1 + 1)
-		return parsed_error(p, 400, "bad request line: give METHOD PATH HTTP/1.1");
-	version = sp2 + 1;
-	vlen = (size_t)(eol - version);
-	if (vlen != 8 || (memcmp(version, "HTTP/1.1", 8) && memcmp(version, "HTTP/1.0", 8))) {
+	version = sp2 ? sp2 + 1 : NULL;
+	vlen = version ? (size_t)(eol - version) : 0;
+	ml = sp1 ? (size_t)(sp1 - in) : 0;
+	if (!sp1 || !sp2 || sp1 == in || sp2 == sp1 + 1) {
+		status = parsed_error(p, 400, "bad request line: give METHOD PATH HTTP/1.1");
+	} else if (vlen != 8 ||
+		   (memcmp(version, "HTTP/1.1", 8) && memcmp(version, "HTTP/1.0", 8))) {
 		/* HTTP/x.y of another version: 505; anything else: 400 */
 		bool other = vlen == 8 && !memcmp(version, "HTTP/", 5) &&
 			     isdigit((unsigned char)version[5]) && version[6] == '.' &&
 			     isdigit((unsigned char)version[7]);
 
-		return parsed_error(p, other ? 505 : 400,
-				    other ? "this endpoint speaks HTTP/1.1 and HTTP/1.0"
-					  : "bad request line: give METHOD PATH HTTP/1.1");
+		status = parsed_error(p, other ? 505 : 400,
+				      other ? "this endpoint speaks HTTP/1.1 and HTTP/1.0"
+					    : "bad request line: give METHOD PATH HTTP/1.1");
+	} else if (browser_refusal(hdrs,
+				   (ml == 3 && !memcmp(in, "GET", 3)) ||
+					   (ml == 4 && !memcmp(in, "HEAD", 4)),
+				   p->why, sizeof(p->why))) {
+		status = parsed_error(p, 403, p->why);
 	}
+	*hdr_end = saved_end;
+	if (!status) {
+		*ret_sp1 = sp1;
+		*ret_sp2 = sp2;
+		*ret_v11 = !memcmp(version, "HTTP/1.1", 8);
+	}
+	return status;
+}
+
+/* The request in <in> is whole: its request line and headers end at <hdr_end>, its body of
+ * <body_len> bytes begins at <body>. Parse it in place into <p>. */
+static int request_parse(char *in, char *hdr_end, char *body, size_t body_len,
+			 struct hlb_http_parsed *p)
+{
+	char *sp1, *sp2, *q, *target;
+	bool v11;
+	int status = head_refused(in, hdr_end, p, &sp1, &sp2, &v11);
+
+	if (status)
+		return status;
+	*hdr_end = '\0';
 	*sp1 = *sp2 = '\0';
-	if (browser_refusal(hdrs, !strcmp(in, "GET") || !strcmp(in, "HEAD"), p->why,
-			    sizeof(p->why)))
-		return parsed_error(p, 403, p->why);
 	p->req.method = p->head ? "GET" : in; /* HEAD: the GET's answer, without its body */
 	target = sp1 + 1;
 	/* the absolute-form (GET http://127.0.0.1:9901/status), which RFC 9112 (3.2.2) has a
@@ -454,19 +485,39 @@ static bool tchar(int c)
 	return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+#define EXPECT_CONTINUE 1u /* Expect: 100-continue */
+#define EXPECT_OTHER 2u /* an expectation other than that one */
+
+/* What the value [v, end) of an Expect line asks: EXPECT_CONTINUE, EXPECT_OTHER, or 0 if
+ * it is empty (the field is a list: RFC 9110 10.1.1, 5.6.1). */
+static unsigned expect_read(const char *v, const char *end)
+{
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	if (v == end)
+		return 0;
+	/* case-insensitive, as RFC 9110 has it */
+	return end - v == 12 && !strncasecmp(v, "100-continue", 12) ? EXPECT_CONTINUE
+								    : EXPECT_OTHER;
+}
+
 /*
  * The header lines <hdrs> (NUL-terminated; NULL if none), each "Name: value": the body's
- * length into *ret_body_len (0 without a Content-Length), and whether one line names
- * Transfer-Encoding into *ret_te. Returns why they are refused, or NULL: a line that is
+ * length into *ret_body_len (0 without a Content-Length), whether one line names
+ * Transfer-Encoding into *ret_te, and what the Expect lines ask into *ret_expect
+ * (EXPECT_* or'ed, 0 if none). Returns why they are refused, or NULL: a line that is
  * not a name of its own then a colon ("Content-Length : 5", a line folded onto the one
  * before, one without a colon: RFC 9112 5.1 and 5.2) would be read as no header by one
  * reader and another by another, and a Content-Length not digits alone, or given twice,
  * would take the body to be another length than the client meant.
  */
-static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te)
+static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te, unsigned *ret_expect)
 {
 	size_t body_len = 0;
 	bool cl = false, te = false;
+	unsigned expect = 0;
 	const char *hend = hdrs ? hdrs + strlen(hdrs) : NULL; /* once: not at each line */
 
 	for (char *p = hdrs, *next; p && *p; p = next) {
@@ -483,18 +534,23 @@ static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te)
 			cl = true;
 		}
 		te |= n - p == 17 && !strncasecmp(p, "transfer-encoding", 17);
+		if (n - p == 6 && !strncasecmp(p, "expect", 6))
+			expect |= expect_read(n + 1, end);
 	}
 	*ret_body_len = body_len;
 	*ret_te = te;
+	*ret_expect = expect;
 	return NULL;
 }
 
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 {
-	char *hdr_end, *body, *hdrs, saved;
+	char *hdr_end, *body, *hdrs, *sp1, *sp2, saved;
 	const char *msg;
 	size_t body_len = 0;
-	bool te = false;
+	bool te = false, v11, whole;
+	unsigned expect = 0;
+	int status;
 
 	*p = (struct hlb_http_parsed){ 0 };
 	in[len] = '\0';
@@ -512,7 +568,7 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	saved = *hdr_end;
 	*hdr_end = '\0';
 	line_end(in, hdr_end, &hdrs);
-	msg = fields_read(hdrs, &body_len, &te);
+	msg = fields_read(hdrs, &body_len, &te, &expect);
 	*hdr_end = saved;
 	if (msg)
 		return parsed_error(p, 400, msg);
@@ -525,7 +581,24 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	}
 	if (body_len > HLB_HTTP_REQ_MAX - (size_t)(body - in))
 		return parsed_error(p, 413, "request too large");
-	if ((size_t)(body - in) + body_len > len) {
+	whole = (size_t)(body - in) + body_len <= len;
+	/*
+	 * Expect (RFC 9110 10.1.1), of HTTP/1.1 (one of HTTP/1.0 is ignored): a client that asks
+	 * 100-continue waits for it before sending its body (curl, for one over 1 KiB: 1 s), so
+	 * what the head alone refuses is answered now, and otherwise the connection sends it
+	 * (p->send_continue); another expectation is not met: 417.
+	 */
+	if ((expect & EXPECT_OTHER) || (expect && !whole)) {
+		status = head_refused(in, hdr_end, p, &sp1, &sp2, &v11);
+		if (status)
+			return status;
+		if (v11 && (expect & EXPECT_OTHER))
+			return parsed_error(p, 417,
+					    "an Expect this endpoint does not meet: it meets "
+					    "100-continue alone");
+		p->send_continue = v11 && !whole;
+	}
+	if (!whole) {
 		if (eof)
 			return parsed_error(p, 400, "the body is shorter than its Content-Length");
 		return parsed_error(p, HLB_HTTP_MORE,

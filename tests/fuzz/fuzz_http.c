@@ -145,6 +145,7 @@ static struct outcome parse(const uint8_t *data, size_t len, bool eof)
 	case 403:
 	case 411:
 	case 413:
+	case 417:
 	case 505:
 		check(p.msg && p.msg[0], "an error says why", len);
 		check(p.msg != p.why || memchr(p.why, '\0', sizeof(p.why)),

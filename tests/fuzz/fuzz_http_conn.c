@@ -163,21 +163,33 @@ static void client_check(const struct client *c)
 	size_t body_len;
 	int status, off = 0;
 
-	if (c->got_len == SIZE_MAX || c->got_len == 0)
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	const char *got = c->got;
+	size_t got_len = c->got_len;
+
+	if (got_len == SIZE_MAX || got_len == 0)
 		return;
-	answer = c->got;
-	check(!memchr(c->got, '\0', c->got_len), "no NUL in an answer");
-	check(sscanf(c->got, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &off) == 1 && off > 0,
-	      "a status line");
-	head_end = strstr(c->got, "\r\n\r\n");
+	/* an interim 100 (Continue) to a request that asked for it (Expect), once, before */
+	if (got_len >= sizeof(cont) - 1 && !memcmp(got, cont, sizeof(cont) - 1)) {
+		got += sizeof(cont) - 1;
+		got_len -= sizeof(cont) - 1;
+		if (!got_len)
+			return;
+	}
+	answer = got;
+	check(!memchr(got, '\0', got_len), "no NUL in an answer");
+	check(sscanf(got, "HTTP/1.1 %3d %*[^\r]\r\n%n", &status, &off) == 1 && off > 0 &&
+		      status >= 200,
+	      "a status line, of a final answer");
+	head_end = strstr(got, "\r\n\r\n");
 	check(head_end != NULL, "a head that ends");
-	cl = strstr(c->got, "\r\nContent-Length: ");
+	cl = strstr(got, "\r\nContent-Length: ");
 	check(cl && cl < head_end && sscanf(cl, "\r\nContent-Length: %llu", &clen) == 1,
 	      "a Content-Length");
-	cl = strstr(c->got, "\r\nConnection: close\r\n");
+	cl = strstr(got, "\r\nConnection: close\r\n");
 	check(cl && cl < head_end, "Connection: close");
 	body = head_end + 4;
-	body_len = c->got_len - (size_t)(body - c->got);
+	body_len = got_len - (size_t)(body - got);
 	/* a HEAD request's answer has none */
 	check(body_len == clen || body_len == 0, "the body as long as Content-Length says");
 	if (body_len == 0)

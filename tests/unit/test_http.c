@@ -272,6 +272,66 @@ static void test_nul_in_the_head_is_refused(void **state)
 	}
 }
 
+/* Expect (RFC 9110 10.1.1): a HTTP/1.1 client that asks 100-continue and has not sent its
+ * body yet is told to go on (curl waits 1 s for it, then sends the body anyway), unless its
+ * head alone is refused, which is answered then; another expectation gets 417; HTTP/1.0's
+ * Expect is ignored. Before, none got a 100, and Expect: bogus was served. */
+static void test_expect_continue(void **state)
+{
+	static const char head11[] = "POST /set HTTP/1.1\r\nHost: x\r\nexpect:  100-Continue \r\n"
+				     "Content-Length: 9\r\n\r\n";
+	static const struct {
+		const char *req;
+		int status;
+		bool send_continue;
+	} cases[] = {
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n",
+		  HLB_HTTP_MORE, true },
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\nback",
+		  HLB_HTTP_MORE, true },
+		/* the body whole already: served, no 100 before the answer */
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\nbackend=a",
+		  200, false },
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n", 200,
+		  false },
+		/* HTTP/1.0: ignored (RFC 9110: MUST) */
+		{ "POST /set HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n",
+		  HLB_HTTP_MORE, false },
+		{ "POST /set HTTP/1.0\r\nExpect: x\r\nContent-Length: 1\r\n\r\na", 200, false },
+		/* what the head refuses is answered at once, not after a 100 and the body */
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nOrigin: http://x\r\n"
+		  "Content-Length: 9\r\n\r\n",
+		  403, false },
+		{ "POST /set HTTP/2.0\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n", 505,
+		  false },
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 99999\r\n\r\n",
+		  413, false },
+		/* another expectation, alone or in the list, body whole or not: 417 */
+		{ "POST /set HTTP/1.1\r\nExpect: bogus\r\nContent-Length: 9\r\n\r\n", 417, false },
+		{ "GET /status HTTP/1.1\r\nExpect: 100-continue, x\r\n\r\n", 417, false },
+		{ "GET /status HTTP/1.1\r\nExpect: 100-continue\r\nExpect: x\r\n\r\n", 417, false },
+		/* an empty one asks nothing */
+		{ "GET /status HTTP/1.1\r\nExpect: \r\n\r\n", 200, false },
+	};
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(parse(cases[i].req, false, &in, &p), cases[i].status);
+		assert_int_equal(p.send_continue, cases[i].send_continue);
+		if (cases[i].status == HLB_HTTP_MORE) /* left as it was */
+			assert_memory_equal(in, cases[i].req, strlen(cases[i].req));
+		if (cases[i].status == 417)
+			assert_non_null(strstr(p.msg, "100-continue"));
+		free(in);
+	}
+	/* the header's name and value in any case, blanks around the value */
+	assert_int_equal(parse(head11, false, &in, &p), HLB_HTTP_MORE);
+	assert_true(p.send_continue);
+	free(in);
+}
+
 /* A value too long (or holding a NUL) is refused in a parameter the path takes, which
  * hlb_http_param() would read as absent, and only there: /metrics ignores the parameters
  * it does not take whatever their length (a scrape job's module= of 300 bytes was a 400,
@@ -717,6 +777,7 @@ int main(void)
 		cmocka_unit_test(test_repeated_param_read_in_order),
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 		cmocka_unit_test(test_long_values_refused_only_in_params_taken),
+		cmocka_unit_test(test_expect_continue),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
