@@ -5,9 +5,11 @@ checks, no traffic), the thread's CPU time (/proc/PID/task/PID/sched, else its s
 scrapes over the admin unix socket. The reference, in the same run: GET / of the same process
 (the endpoint's index, a fixed line: accept, parse, answer, the least a request costs), and with
 --baseline another build on the same config (the one before a change). Prints ms of CPU a scrape, ns a line, and the ratios.
+With --name FAMILY (any number of times), the scrapes ask for those families alone
+(/metrics?name[]=FAMILY...), as a dashboard's scrape of a few families does.
 
   flock /work/notes/bench.lock python3 bench/metrics_scrape.py --hashlb build/src/cli/hashlb \\
-      [--baseline /work/main/build/src/cli/hashlb]
+      [--baseline /work/main/build/src/cli/hashlb] [--name hashlb_backend_up]
 """
 import argparse
 import os
@@ -77,14 +79,16 @@ def measure(hashlb, a):
         if not os.path.exists(admin):
             raise SystemExit(f"{hashlb}: no admin socket (exit {p.poll()})")
         time.sleep(1.0)  # every table published
-        body = get(admin, b"/metrics")
+        query = "&".join(f"name[]={n}" for n in a.name).encode()
+        scrape = b"/metrics" + (b"?" + query if query else b"")
+        body = get(admin, scrape)
         r = {"bytes": len(body), "lines": body.count(b"\n")}
-        for path, n in ((b"/", a.scrapes * 20), (b"/metrics", a.scrapes)):
+        for path, n in ((b"/", a.scrapes * 20), (scrape, a.scrapes)):
             c0, t0 = thread_cpu_seconds(p.pid), time.perf_counter()
             for _ in range(n):
                 get(admin, path)
             c1, t1 = thread_cpu_seconds(p.pid), time.perf_counter()
-            r[path] = ((c1 - c0) / n, (t1 - t0) / n)
+            r[b"/metrics" if path == scrape else path] = ((c1 - c0) / n, (t1 - t0) / n)
         return r
     finally:
         p.terminate()
@@ -108,9 +112,11 @@ def main():
     ap.add_argument("--backends", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--scrapes", type=int, default=50)
+    ap.add_argument("--name", action="append", default=[],
+                    help="a family the scrapes ask for (name[]=), any number of times")
     a = ap.parse_args()
     print(f"{a.services} services x {a.backends} backends, {a.workers} workers, "
-          f"{a.scrapes} scrapes", flush=True)
+          f"{a.scrapes} scrapes" + (f" of {', '.join(a.name)}" if a.name else ""), flush=True)
     r = measure(a.hashlb, a)
     show("hashlb", r)
     if a.baseline:

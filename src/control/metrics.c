@@ -96,9 +96,38 @@ static const struct family_desc bfamilies[B_MAX] = {
 		      "of the forwarder (passive)." },
 };
 
-static void family(struct hlb_buf *o, const char *name, const char *type, const char *help)
+/* The families a scrape asks for (name[]): <len> bytes of names back to back, each ending
+ * in its NUL; none (len 0): every one. */
+struct wanted {
+	const char *names;
+	size_t len;
+};
+
+/* Whether <w> asks for family <name> of <type>: by its name, or for a histogram by a
+ * sample's (NAME_bucket, NAME_sum, NAME_count), as client_python's name[] filter takes them. */
+static bool family_wanted(const struct wanted *w, const char *name, const char *type)
 {
+	static const char *const hist[] = { "", "_bucket", "_sum", "_count" };
+	size_t nl = strlen(name), kinds = strcmp(type, "histogram") ? 1 : 4;
+
+	if (!w->len)
+		return true;
+	for (const char *n = w->names; n < w->names + w->len; n += strlen(n) + 1)
+		for (size_t k = 0; k < kinds; k++)
+			if (!strncmp(n, name, nl) && !strcmp(n + nl, hist[k]))
+				return true;
+	return false;
+}
+
+/* The HELP and TYPE lines of a family, if <w> asks for it: whether it does (its samples are
+ * written only then, so that a scrape of a few families renders only those). */
+static bool family(struct hlb_buf *o, const struct wanted *w, const char *name, const char *type,
+		   const char *help)
+{
+	if (!family_wanted(w, name, type))
+		return false;
 	hlb_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	return true;
 }
 
 static void labels2(struct hlb_buf *o, const char *name, const char *svc, const char *backend)
@@ -139,6 +168,8 @@ struct svc_series {
 };
 
 struct scrape {
+	struct hlb_control *ctl;
+	bool read; /* scrape_need() */
 	struct hlb_buf labels;
 	struct series *v;
 	size_t n;
@@ -159,7 +190,7 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 	char addr[HASHLB_ADDR_STRLEN];
 	size_t n = 0;
 
-	*sc = (struct scrape){ .n_svcs = hlb_pool_service_count(ctl->pool) };
+	*sc = (struct scrape){ .ctl = ctl, .n_svcs = hlb_pool_service_count(ctl->pool) };
 	for (uint32_t i = 0; i < sc->n_svcs; i++)
 		n += hlb_pool_service_series(hlb_pool_service_at(ctl->pool, i));
 	sc->v = calloc(n ? n : 1, sizeof(*sc->v));
@@ -203,7 +234,27 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 
 err_free:
 	scrape_free(sc);
+	*sc = (struct scrape){ .ctl = ctl };
 	return -ENOMEM;
+}
+
+/*
+ * The family of the series of <sc> (read at the first one a scrape asks for: a scrape of
+ * other families reads no counter and escapes no label), its HELP and TYPE written if <w>
+ * asks for it: whether to write its samples (not if the series could not be read: <o>
+ * out of memory).
+ */
+static bool scrape_family(struct scrape *sc, struct hlb_buf *o, const struct wanted *w,
+			  const char *name, const char *type, const char *help)
+{
+	if (!family_wanted(w, name, type))
+		return false;
+	if (!sc->read && scrape_read(sc->ctl, sc) < 0) {
+		o->oom = true;
+		return false;
+	}
+	sc->read = true;
+	return family(o, w, name, type, help);
 }
 
 /* <name>{labels of <x> (draining="ADDR" too if <drain>), the set left open. */
@@ -286,7 +337,7 @@ static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct 
  * them: cumulative buckets, +Inf, then _sum and _count (the buckets' total,
  * so the two always agree).
  */
-static void connect_histogram(const struct scrape *sc, struct hlb_buf *o)
+static void connect_histogram(struct scrape *sc, const struct wanted *w, struct hlb_buf *o)
 {
 	static const char bucket[] = "hashlb_backend_connect_seconds_bucket";
 	static const char sum[] = "hashlb_backend_connect_seconds_sum";
@@ -301,8 +352,11 @@ static void connect_histogram(const struct scrape *sc, struct hlb_buf *o)
 
 		le_len[k] = n > 0 ? (size_t)n : 0;
 	}
-	family(o, "hashlb_backend_connect_seconds", "histogram",
-	       "Time the connects to the backend that succeeded took, as clients waited for them.");
+	if (!scrape_family(
+		    sc, o, w, "hashlb_backend_connect_seconds", "histogram",
+		    "Time the connects to the backend that succeeded took, as clients waited "
+		    "for them."))
+		return;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct series *x = &sc->v[i];
 		uint64_t cum = 0;
@@ -322,7 +376,7 @@ static void connect_histogram(const struct scrape *sc, struct hlb_buf *o)
 	}
 }
 
-static void backend_families(const struct scrape *sc, struct hlb_buf *o)
+static void backend_families(struct scrape *sc, const struct wanted *w, struct hlb_buf *o)
 {
 	static const char admin_state[] = "hashlb_backend_admin_state";
 
@@ -330,7 +384,9 @@ static void backend_families(const struct scrape *sc, struct hlb_buf *o)
 		size_t name_len = strlen(bfamilies[f].name);
 		bool gauge = !strcmp(bfamilies[f].type, "gauge");
 
-		family(o, bfamilies[f].name, bfamilies[f].type, bfamilies[f].help);
+		if (!scrape_family(sc, o, w, bfamilies[f].name, bfamilies[f].type,
+				   bfamilies[f].help))
+			continue;
 		for (size_t i = 0; i < sc->n; i++) {
 			const struct series *x = &sc->v[i];
 
@@ -343,10 +399,12 @@ static void backend_families(const struct scrape *sc, struct hlb_buf *o)
 			value_num(o, bvalue(x->s, x->j, x->b, &x->c, f));
 		}
 	}
-	connect_histogram(sc, o);
+	connect_histogram(sc, w, o);
 	/* Admin state as one gauge per state, the usual shape for an enum. */
-	family(o, admin_state, "gauge",
-	       "1 for the backend's admin state (ready, drain, maint), 0 for the others.");
+	if (!scrape_family(sc, o, w, admin_state, "gauge",
+			   "1 for the backend's admin state (ready, drain, maint), 0 for the "
+			   "others."))
+		return;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct series *x = &sc->v[i];
 
@@ -368,7 +426,7 @@ static void backend_families(const struct scrape *sc, struct hlb_buf *o)
  * close_on_return, another backend back): the ends closed, backend_down
  * and primary_up of ends_family(), under the names this family had first.
  */
-static void closed_family(const struct scrape *sc, struct hlb_buf *o)
+static void closed_family(struct scrape *sc, const struct wanted *w, struct hlb_buf *o)
 {
 	static const struct {
 		enum hlb_end end;
@@ -378,9 +436,11 @@ static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 			{ HLB_END_PRIMARY_UP, ",reason=\"backup\"}" } };
 	static const char name[] = "hashlb_backend_closed_connections_total";
 
-	family(o, name, "counter",
-	       "Connections hashlb closed because of their backend: reason admin (hashlb ctl "
-	       "close), down (health.close_on_down) or backup (close_on_return).");
+	if (!scrape_family(sc, o, w, name, "counter",
+			   "Connections hashlb closed because of their backend: reason admin "
+			   "(hashlb ctl close), down (health.close_on_down) or backup "
+			   "(close_on_return)."))
+		return;
 	for (size_t i = 0; i < sc->n; i++)
 		for (size_t k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++) {
 			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
@@ -390,14 +450,15 @@ static void closed_family(const struct scrape *sc, struct hlb_buf *o)
 }
 
 /* Established connections ended, by how: end="..." as the connection log's end=. */
-static void ends_family(const struct scrape *sc, struct hlb_buf *o)
+static void ends_family(struct scrape *sc, const struct wanted *w, struct hlb_buf *o)
 {
 	static const char name[] = "hashlb_backend_connection_ends_total";
 
-	family(o, name, "counter",
-	       "Connections established to the backend that ended, by end (the connection "
-	       "log's end=): done, client_reset, backend_reset, idle_timeout, error, "
-	       "drain_timeout, closed, backend_down, primary_up.");
+	if (!scrape_family(sc, o, w, name, "counter",
+			   "Connections established to the backend that ended, by end (the "
+			   "connection log's end=): done, client_reset, backend_reset, "
+			   "idle_timeout, error, drain_timeout, closed, backend_down, primary_up."))
+		return;
 	for (size_t i = 0; i < sc->n; i++)
 		for (int k = 0; k < HLB_END_MAX; k++) {
 			series_open(o, name, sizeof(name) - 1, sc, &sc->v[i], true);
@@ -408,7 +469,7 @@ static void ends_family(const struct scrape *sc, struct hlb_buf *o)
 		}
 }
 
-static void service_families(const struct scrape *sc, struct hlb_buf *o)
+static void service_families(struct scrape *sc, const struct wanted *w, struct hlb_buf *o)
 {
 	static const struct family_desc fam[] = {
 		{ "hashlb_service_table_generation", "gauge",
@@ -465,7 +526,8 @@ static void service_families(const struct scrape *sc, struct hlb_buf *o)
 	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
 		size_t name_len = strlen(fam[f].name);
 
-		family(o, fam[f].name, fam[f].type, fam[f].help);
+		if (!scrape_family(sc, o, w, fam[f].name, fam[f].type, fam[f].help))
+			continue;
 		for (uint32_t i = 0; i < sc->n_svcs; i++) {
 			const struct hlb_pool_service *s = sc->sv[i].s;
 			const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
@@ -576,7 +638,7 @@ static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
  * conntrack table). Nothing when no service has one, or the build has no BPF. The program
  * lives across reloads, and an upgrade takes it over: its counters go on.
  */
-static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
+static void steer_families(struct hlb_control *ctl, const struct wanted *w, struct hlb_buf *o)
 {
 	static const struct family_desc fams[] = {
 		{ "hashlb_service_steer_packets_total", "counter",
@@ -613,26 +675,34 @@ static void steer_families(struct hlb_control *ctl, struct hlb_buf *o)
 		  "Kernel steering: tables the program refused (a backend's MAC unknown, a table "
 		  "larger than its maps)." },
 	};
+	static const char dropped[] = "hashlb_service_steer_dropped_total";
 	struct hlb_steer_sample *v;
+	bool any = family_wanted(w, dropped, "counter");
 	uint32_t n;
 
-	if (hlb_control_steer_samples(ctl, &v, &n) < 0)
+	/* the programs' maps read only for a scrape that asks for one of these */
+	for (unsigned f = 0; !any && f < sizeof(fams) / sizeof(fams[0]); f++)
+		any = family_wanted(w, fams[f].name, fams[f].type);
+	if (!any || hlb_control_steer_samples(ctl, &v, &n) < 0)
 		return;
 	for (unsigned f = 0; n && f < sizeof(fams) / sizeof(fams[0]); f++) {
-		family(o, fams[f].name, fams[f].type, fams[f].help);
+		if (!family(o, w, fams[f].name, fams[f].type, fams[f].help))
+			continue;
 		for (uint32_t i = 0; i < n; i++) {
 			labels2(o, fams[f].name, v[i].service, NULL);
 			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));
 		}
 	}
-	if (n)
-		family(o, "hashlb_service_steer_dropped_total", "counter",
-		       "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP, "
-		       "header truncated or bad, or packet cut short), fragment (IP fragments to the VIP's address), "
-		       "no-backend (every backend down), table (a bug), redirect (always 0).");
+	if (!n ||
+	    !family(o, w, dropped, "counter",
+		    "Kernel steering: packets dropped, by reason: malformed (TCP to the VIP, "
+		    "header truncated or bad, or packet cut short), fragment (IP fragments to "
+		    "the VIP's address), no-backend (every backend down), table (a bug), "
+		    "redirect (always 0)."))
+		n = 0;
 	for (uint32_t i = 0; i < n; i++)
 		for (int d = 0; d < HLB_STEER_DROP_MAX; d++) {
-			labels2(o, "hashlb_service_steer_dropped_total", v[i].service, NULL);
+			labels2(o, dropped, v[i].service, NULL);
 			o->len--; /* reopen the label set */
 			hlb_buf_printf(o, ",reason=\"%s\"} %" PRIu64 "\n",
 				       hashlb_steer_drop_name(d), (uint64_t)v[i].st.drops[d]);
@@ -797,7 +867,7 @@ const char *hlb_worker_stats_field(const struct hlb_worker_stats *s, unsigned i,
 }
 
 /* The forwarding workers' bounded resources, a sample per worker in each family. */
-static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
+static void worker_families(struct hlb_control *ctl, const struct wanted *w, struct hlb_buf *o)
 {
 	/* each worker read once, not once per family: what is read are counters
 	 * its thread writes, and the families then show the same moment */
@@ -817,7 +887,8 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 	for (unsigned f = 0; n && f < sizeof(worker_stats) / sizeof(worker_stats[0]); f++) {
 		const struct family_desc *fam = &worker_stats[f].fam;
 
-		family(o, fam->name, fam->type, fam->help);
+		if (!family(o, w, fam->name, fam->type, fam->help))
+			continue;
 		for (uint32_t i = 0; i < n; i++) {
 			hlb_worker_stats_field(&s[i], f, &v);
 			hlb_buf_printf(o, "%s{worker=\"%u\"} %" PRIu64 "\n", fam->name, i, v);
@@ -826,55 +897,61 @@ static void worker_families(struct hlb_control *ctl, struct hlb_buf *o)
 	free(s);
 }
 
-static void metrics_all(struct hlb_control *ctl, struct hlb_buf *o)
+/* A sample of family <name> per result of <results> (NULL-terminated): its value in <v>. */
+static void by_result(struct hlb_buf *o, const char *name, const char *const *results,
+		      const uint64_t *v)
+{
+	for (size_t i = 0; results[i]; i++)
+		hlb_buf_printf(o, "%s{result=\"%s\"} %" PRIu64 "\n", name, results[i], v[i]);
+}
+
+static void metrics_all(struct hlb_control *ctl, const struct wanted *w, struct hlb_buf *o)
 {
 	struct rlimit rl = { 0 };
-	struct scrape sc;
+	struct scrape sc = { .ctl = ctl };
 
-	if (scrape_read(ctl, &sc) < 0) {
-		o->oom = true;
-		return;
-	}
-	backend_families(&sc, o);
-	closed_family(&sc, o);
-	ends_family(&sc, o);
-	service_families(&sc, o);
-	scrape_free(&sc);
-	steer_families(ctl, o);
-	worker_families(ctl, o);
+	backend_families(&sc, w, o);
+	closed_family(&sc, w, o);
+	ends_family(&sc, w, o);
+	service_families(&sc, w, o);
+	if (sc.read)
+		scrape_free(&sc);
+	steer_families(ctl, w, o);
+	worker_families(ctl, w, o);
 	getrlimit(RLIMIT_NOFILE, &rl);
-	family(o, "hashlb_reloads_total", "counter", "Config reloads, by result.");
-	hlb_buf_printf(o, "hashlb_reloads_total{result=\"ok\"} %" PRIu64 "\n", ctl->reloads_ok);
-	hlb_buf_printf(o, "hashlb_reloads_total{result=\"failed\"} %" PRIu64 "\n",
-		       ctl->reloads_failed);
-	family(o, "hashlb_resolves_total", "counter",
-	       "Backend names resolved again (resolve_every), by result: ok (changed or not), "
-	       "failed, changed (an address changed and was applied).");
-	hlb_buf_printf(o, "hashlb_resolves_total{result=\"ok\"} %" PRIu64 "\n", ctl->resolves_ok);
-	hlb_buf_printf(o, "hashlb_resolves_total{result=\"failed\"} %" PRIu64 "\n",
-		       ctl->resolves_failed);
-	hlb_buf_printf(o, "hashlb_resolves_total{result=\"changed\"} %" PRIu64 "\n",
-		       ctl->resolves_changed);
-	family(o, "hashlb_table_memory_bytes", "gauge",
-	       "Bytes of every table the process holds: the services' published tables with "
-	       "their retry and ramp tables, and those replaced, until the workers leave them.");
-	hlb_buf_printf(o, "hashlb_table_memory_bytes %" PRIu64 "\n", hlb_snapshot_tables_bytes());
-	family(o, "hashlb_tables_built_total", "counter",
-	       "Tables built (a service's published, retry and ramp tables): a reload builds "
-	       "those of the services it changes, none for a config's validation.");
-	hlb_buf_printf(o, "hashlb_tables_built_total %" PRIu64 "\n", hashlb_table_builds());
-	family(o, "hashlb_reload_match_reads_total", "counter",
-	       "Names and listeners read to match a config's services, backends and listen "
-	       "addresses with those running, at start and at each reload: a few per service "
-	       "and backend.");
-	hlb_buf_printf(o, "hashlb_reload_match_reads_total %" PRIu64 "\n", hlb_match_reads());
-	family(o, "hashlb_config_last_reload_successful", "gauge",
-	       "1 if the last reload succeeded (or none was tried), 0 if it failed.");
-	hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n", !ctl->last_reload_failed);
-	if (ctl->http) {
-		family(o, "hashlb_admin_refused_total", "counter",
-		       "Admin requests answered 503 unserved: too many connections open, or answers "
-		       "not read yet holding too much.");
+	if (family(o, w, "hashlb_reloads_total", "counter", "Config reloads, by result."))
+		by_result(o, "hashlb_reloads_total", (const char *const[]){ "ok", "failed", NULL },
+			  (const uint64_t[]){ ctl->reloads_ok, ctl->reloads_failed });
+	if (family(o, w, "hashlb_resolves_total", "counter",
+		   "Backend names resolved again (resolve_every), by result: ok (changed or not), "
+		   "failed, changed (an address changed and was applied)."))
+		by_result(o, "hashlb_resolves_total",
+			  (const char *const[]){ "ok", "failed", "changed", NULL },
+			  (const uint64_t[]){ ctl->resolves_ok, ctl->resolves_failed,
+					      ctl->resolves_changed });
+	if (family(o, w, "hashlb_table_memory_bytes", "gauge",
+		   "Bytes of every table the process holds: the services' published tables with "
+		   "their retry and ramp tables, and those replaced, until the workers leave them."))
+		hlb_buf_printf(o, "hashlb_table_memory_bytes %" PRIu64 "\n",
+			       hlb_snapshot_tables_bytes());
+	if (family(o, w, "hashlb_tables_built_total", "counter",
+		   "Tables built (a service's published, retry and ramp tables): a reload builds "
+		   "those of the services it changes, none for a config's validation."))
+		hlb_buf_printf(o, "hashlb_tables_built_total %" PRIu64 "\n", hashlb_table_builds());
+	if (family(o, w, "hashlb_reload_match_reads_total", "counter",
+		   "Names and listeners read to match a config's services, backends and listen "
+		   "addresses with those running, at start and at each reload: a few per service "
+		   "and backend."))
+		hlb_buf_printf(o, "hashlb_reload_match_reads_total %" PRIu64 "\n",
+			       hlb_match_reads());
+	if (family(o, w, "hashlb_config_last_reload_successful", "gauge",
+		   "1 if the last reload succeeded (or none was tried), 0 if it failed."))
+		hlb_buf_printf(o, "hashlb_config_last_reload_successful %d\n",
+			       !ctl->last_reload_failed);
+	if (ctl->http &&
+	    family(o, w, "hashlb_admin_refused_total", "counter",
+		   "Admin requests answered 503 unserved: too many connections open, or answers "
+		   "not read yet holding too much.")) {
 		hlb_buf_printf(o,
 			       "hashlb_admin_refused_total{reason=\"connections\"} %" PRIu64 "\n",
 			       hlb_http_refused(ctl->http, HLB_HTTP_REFUSED_CONNECTIONS));
@@ -882,99 +959,45 @@ static void metrics_all(struct hlb_control *ctl, struct hlb_buf *o)
 			o, "hashlb_admin_refused_total{reason=\"unread_answers\"} %" PRIu64 "\n",
 			hlb_http_refused(ctl->http, HLB_HTTP_REFUSED_UNREAD));
 	}
-	family(o, "hashlb_log_dropped_total", "counter",
-	       "Log lines dropped: stderr not read (a worker's buffer full, or 100 ms waited).");
-	hlb_buf_printf(o, "hashlb_log_dropped_total %" PRIu64 "\n", hlb_log_dropped());
-	family(o, "hashlb_control_turns_total", "counter",
-	       "Turns of the control thread's event loop: a few a second at rest.");
-	hlb_buf_printf(o, "hashlb_control_turns_total %" PRIu64 "\n", hlb_loop_turns(ctl->loop));
-	family(o, "hashlb_process_open_fds", "gauge", "File descriptors open now.");
-	hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());
-	family(o, "hashlb_process_max_fds", "gauge", "The file descriptor limit (soft).");
-	hlb_buf_printf(o, "hashlb_process_max_fds %.17g\n",
-		       rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
-	family(o, "hashlb_process_start_time_seconds", "gauge",
-	       "When the process started, seconds since the epoch.");
-	hlb_buf_printf(o, "hashlb_process_start_time_seconds %lld\n", (long long)ctl->start_time);
-	if (ctl->connections) {
-		family(o, "hashlb_connections", "gauge", "Connections open now, all services.");
+	if (family(o, w, "hashlb_log_dropped_total", "counter",
+		   "Log lines dropped: stderr not read (a worker's buffer full, or 100 ms waited)."))
+		hlb_buf_printf(o, "hashlb_log_dropped_total %" PRIu64 "\n", hlb_log_dropped());
+	if (family(o, w, "hashlb_control_turns_total", "counter",
+		   "Turns of the control thread's event loop: a few a second at rest."))
+		hlb_buf_printf(o, "hashlb_control_turns_total %" PRIu64 "\n",
+			       hlb_loop_turns(ctl->loop));
+	if (family(o, w, "hashlb_process_open_fds", "gauge", "File descriptors open now."))
+		hlb_buf_printf(o, "hashlb_process_open_fds %u\n", open_fds());
+	if (family(o, w, "hashlb_process_max_fds", "gauge", "The file descriptor limit (soft)."))
+		hlb_buf_printf(o, "hashlb_process_max_fds %.17g\n",
+			       rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+	if (family(o, w, "hashlb_process_start_time_seconds", "gauge",
+		   "When the process started, seconds since the epoch."))
+		hlb_buf_printf(o, "hashlb_process_start_time_seconds %lld\n",
+			       (long long)ctl->start_time);
+	if (ctl->connections &&
+	    family(o, w, "hashlb_connections", "gauge", "Connections open now, all services."))
 		hlb_buf_printf(o, "hashlb_connections %" PRIu64 "\n",
 			       ctl->connections(ctl->daemon));
-	}
-	if (ctl->max_connections) {
-		family(o, "hashlb_max_connections", "gauge",
-		       "The cap on connections over all services (--max-connections, else what "
-		       "the fd limit allows; 0: none): at it, new clients wait in the backlog.");
+	if (ctl->max_connections &&
+	    family(o, w, "hashlb_max_connections", "gauge",
+		   "The cap on connections over all services (--max-connections, else what "
+		   "the fd limit allows; 0: none): at it, new clients wait in the backlog."))
 		hlb_buf_printf(o, "hashlb_max_connections %" PRIu64 "\n",
 			       ctl->max_connections(ctl->daemon));
-	}
-	family(o, "hashlb_health_check_fds", "gauge",
-	       "The most descriptors the health checks may hold at once (one per checked "
-	       "backend, at most a quarter of the fd limit): a cap from the fd limit leaves "
-	       "them room, a connection for two.");
-	hlb_buf_printf(o, "hashlb_health_check_fds %u\n",
-		       (unsigned)atomic_load_explicit(hlb_check_fds(), memory_order_relaxed));
-}
-
-/*
- * Whether the family whose "# HELP" line is at <help> (its "# TYPE" line after it, both in
- * [help, end)) is one of <names>: by its name, or for a histogram by a sample's
- * (NAME_bucket, NAME_sum, NAME_count), as client_python's name[] filter takes them.
- */
-static bool family_named(const char *help, const char *end, const char *names, size_t names_len)
-{
-	static const char *const hist[] = { "", "_bucket", "_sum", "_count" };
-	const char *name = help + 7, *sp = memchr(name, ' ', (size_t)(end - name));
-	const char *type = sp ? memchr(sp, '\n', (size_t)(end - sp)) : NULL;
-	size_t nl = sp ? (size_t)(sp - name) : 0;
-	bool histogram = false;
-
-	if (!nl)
-		return false;
-	if (type) { /* "\n# TYPE NAME histogram\n" */
-		const char *te = memchr(type + 1, '\n', (size_t)(end - type - 1));
-
-		histogram = te && te - type > 10 && !memcmp(te - 10, " histogram", 10);
-	}
-	for (const char *n = names; n < names + names_len; n += strlen(n) + 1) {
-		size_t len = strlen(n);
-
-		for (size_t k = 0; k < (histogram ? 4 : 1); k++)
-			if (len == nl + strlen(hist[k]) && !memcmp(n, name, nl) &&
-			    !strcmp(n + nl, hist[k]))
-				return true;
-	}
-	return false;
-}
-
-/* Keep of the exposition at <p> (<len> bytes) only the families that <names> name, each
- * whole, moved down in place: the length kept. */
-static size_t families_keep(char *p, size_t len, const char *names, size_t names_len)
-{
-	char *end = p + len, *r = p, *w = p;
-	bool keep = false;
-
-	while (r < end) {
-		char *nl = memchr(r, '\n', (size_t)(end - r));
-		char *next = nl ? nl + 1 : end;
-
-		if (next - r > 7 && !memcmp(r, "# HELP ", 7)) /* a family begins */
-			keep = family_named(r, end, names, names_len);
-		if (keep) {
-			memmove(w, r, (size_t)(next - r));
-			w += next - r;
-		}
-		r = next;
-	}
-	return (size_t)(w - p);
+	if (family(o, w, "hashlb_health_check_fds", "gauge",
+		   "The most descriptors the health checks may hold at once (one per checked "
+		   "backend, at most a quarter of the fd limit): a cap from the fd limit leaves "
+		   "them room, a connection for two."))
+		hlb_buf_printf(
+			o, "hashlb_health_check_fds %u\n",
+			(unsigned)atomic_load_explicit(hlb_check_fds(), memory_order_relaxed));
 }
 
 void hlb_metrics_render(struct hlb_control *ctl, const char *names, size_t names_len,
 			struct hlb_buf *o)
 {
-	size_t from = o->len;
+	const struct wanted w = { names, names_len };
 
-	metrics_all(ctl, o);
-	if (names_len && !o->oom)
-		o->len = from + families_keep(o->p + from, o->len - from, names, names_len);
+	metrics_all(ctl, &w, o);
 }

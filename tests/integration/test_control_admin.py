@@ -1609,6 +1609,41 @@ def metrics_take_a_scrape_jobs_params():
     check(lb.stop() == 0, "exit 0")
 
 
+def metrics_filter_renders_the_same_families():
+    """/metrics?name[]=F renders only the families it names (not the whole exposition, cut
+    after), and each as the whole page has it: HELP, TYPE and every series, in the page's
+    order, for each family alone, for a histogram named by a sample, and for every family at
+    once (values aside: counters move between two scrapes)."""
+    lb = Lb(config(BACKENDS, health="enabled: false"))
+    check(lb.http("POST", "/set?backend=b&state=drain")[0] == 200, "b drained")
+
+    def masked(text):  # each sample without its value; HELP and TYPE lines as they are
+        return [ln if ln.startswith("#") else ln.rsplit(" ", 1)[0] for ln in text.splitlines()]
+
+    code, whole = lb.http("GET", "/metrics")
+    check(code == 200, f"GET /metrics: {code}")
+    blocks, order = {}, []
+    for ln in masked(whole):
+        if ln.startswith("# HELP "):
+            order.append(ln.split(" ", 3)[2])
+        blocks.setdefault(order[-1], []).append(ln)
+    check(len(order) > 50 and "hashlb_backend_connect_seconds" in order,
+          f"the families of the page: {len(order)}")
+    for fam in order:
+        code, body = lb.http("GET", f"/metrics?name[]={fam}")
+        check(code == 200 and masked(body) == blocks[fam],
+              f"name[]={fam}: {code}, {masked(body)[:4]} against {blocks[fam][:4]}")
+    code, body = lb.http("GET", "/metrics?name[]=hashlb_backend_connect_seconds_bucket")
+    check(code == 200 and masked(body) == blocks["hashlb_backend_connect_seconds"],
+          f"the histogram by a sample's name: {code} {body[:200]!r}")
+    # every family at once, named in reverse: the page's order, the page itself
+    query = "&".join(f"name[]={fam}" for fam in reversed(order))
+    code, body = lb.http("GET", f"/metrics?{query}")
+    check(code == 200 and masked(body) == masked(whole),
+          f"every family named: {code}, {len(body)} bytes against {len(whole)}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def expect_continue_is_answered():
     """A HTTP/1.1 request that says Expect: 100-continue, its body not sent yet, is answered
     HTTP/1.1 100 Continue, then its body read and the request served: curl sends that header
@@ -3255,7 +3290,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            gets_refuse_parameters_they_do_not_take, metrics_take_a_scrape_jobs_params,
-           expect_continue_is_answered,
+           metrics_filter_renders_the_same_families, expect_continue_is_answered,
            the_index_says_what_each_request_takes,
            admin_off_loopback_is_warned, unit_reload_fails_with_the_reload,
            unit_reload_with_the_admin_option,
