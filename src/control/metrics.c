@@ -835,6 +835,10 @@ static const struct worker_stat worker_stats[] = {
 		    "not tell: each one the kernel matches against every request of the worker."),
 	WORKER_STAT(queue_looks, "queue_looks", "hashlb_worker_queue_looks_total", "counter",
 		    "Looks at the queue: when woken for it, at the tick, at a deadline."),
+	WORKER_STAT(queue_looks_woken, "queue_looks_woken", "hashlb_worker_queue_looks_woken_total",
+		    "counter",
+		    "Of those, the looks the worker was woken for: a slot freed, or the control "
+		    "plane changed what gives the clients waiting room."),
 	WORKER_STAT(queue_fp_reads, "queue_fingerprint_reads",
 		    "hashlb_worker_queue_fingerprint_reads_total", "counter",
 		    "Backends read by those looks to tell whether anything changed for the clients "

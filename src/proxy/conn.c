@@ -2890,6 +2890,8 @@ void conn_queue_run(struct worker *w)
 	uint64_t fp = gated ? queue_fingerprint(w, &rooms, &changed) : 0;
 
 	hlb_stat_add(&w->queue_looks, 1);
+	if (kicked)
+		hlb_stat_add(&w->queue_looks_woken, 1);
 	w->queue_kick = w->queue_tick = false;
 	/* Any look, kicked or not: its tick may come between a change and the
 	 * kick for it, which then finds nothing new since this look. */

@@ -1281,6 +1281,8 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.log_wakeups = atomic_load_explicit(&w->pub.log_wakeups, memory_order_relaxed),
 		.turns = atomic_load_explicit(&w->pub.turns, memory_order_relaxed),
 		.queue_looks = atomic_load_explicit(&w->queue_looks, memory_order_relaxed),
+		.queue_looks_woken =
+			atomic_load_explicit(&w->queue_looks_woken, memory_order_relaxed),
 		.queue_fp_reads = atomic_load_explicit(&w->queue_fp_reads, memory_order_relaxed),
 		.queue_steps = atomic_load_explicit(&w->queue_steps, memory_order_relaxed),
 		.cq_dropped = atomic_load_explicit(&w->pub.cq_dropped, memory_order_relaxed),

@@ -406,8 +406,9 @@ struct worker {
 	 * and at one of its own (the tick, a deadline, the walk due anyway) */
 	_Atomic uint64_t queue_served_woken, queue_served_tick;
 	_Atomic uint64_t queue_tries; /* waiting clients tried for a backend (conn_queue_run()) */
-	/* looks at the queue (conn_queue_run()), and the backends their fingerprints read */
-	_Atomic uint64_t queue_looks, queue_fp_reads;
+	/* looks at the queue (conn_queue_run()), those it was woken for (w->queue_kick), and
+	 * the backends their fingerprints read */
+	_Atomic uint64_t queue_looks, queue_looks_woken, queue_fp_reads;
 	_Atomic uint64_t cancels_by_fd; /* conn_abort(): cancels by descriptor sent */
 	/* waiting clients read following the queue's links (from w->queue_head or
 	 * one's <qnext>) through queue_step(), by a look or anything else that walks

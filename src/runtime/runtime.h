@@ -390,6 +390,8 @@ struct hlb_worker_stats {
 	uint64_t resets_taken; /* resets found taken by a send waiting to their socket */
 	uint64_t cancels_by_fd; /* a closing connection's requests cancelled by descriptor */
 	uint64_t queue_looks; /* looks at the queue (conn_queue_run()) */
+	/* of those, the looks it was woken for: a slot freed, a change of the control plane's */
+	uint64_t queue_looks_woken;
 	uint64_t queue_fp_reads; /* backends read by those looks' fingerprints */
 	uint64_t log_wakeups; /* wake-ups by stderr's poll for room for connection log lines */
 	uint64_t turns; /* turns of the worker's loop: one per wait for completions */
