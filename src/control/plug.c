@@ -104,11 +104,11 @@ static void plug_listen_abort(void *arg)
 	hlb_daemon_listen_abort(plug->d);
 }
 
-static void plug_queue_kick(void *arg)
+static void plug_queue_kick(void *arg, struct hlb_service *svc)
 {
 	struct hlb_control_plug *plug = arg;
 
-	hlb_daemon_kick_queues(plug->d);
+	hlb_daemon_kick_queues(plug->d, svc);
 }
 
 /* The pool's lines (pool.h: with their level) and the control plane's (control.h: error or not). */

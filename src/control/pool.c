@@ -147,7 +147,7 @@ static void pool_queue_kick(struct hlb_pool_service *s)
 {
 	hlb_service_queue_changed(s->rt);
 	if (s->pool->env.queue_kick)
-		s->pool->env.queue_kick(s->pool->env.arg);
+		s->pool->env.queue_kick(s->pool->env.arg, s->rt);
 }
 
 /* Start <b>'s slow start at <now>, <elapsed> ms into it (0 but for a ramp the hashlb this one

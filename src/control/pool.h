@@ -173,11 +173,12 @@ struct hlb_pool_env {
 		      struct hashlb_error *err);
 	void (*listen_commit)(void *arg);
 	void (*listen_abort)(void *arg);
-	/* What a client waiting for room under a max_connections is retried on changed, but
-	 * a slot (the workers see those): a snapshot published, a backend's max_connections
-	 * or slow start admission, a service removed. The workers whose clients wait look at
-	 * them again at once, not at their next tick (hlb_proxy_kick_queues()). */
-	void (*queue_kick)(void *arg);
+	/* What a client of <svc> waiting for room under a max_connections is retried on
+	 * changed, but a slot (the workers see those): a snapshot published, a backend's
+	 * max_connections or slow start admission, a service removed. The workers whose
+	 * clients of <svc> wait look at them again at once, not at their next tick
+	 * (hlb_proxy_kick_queues()). */
+	void (*queue_kick)(void *arg, struct hlb_service *svc);
 	/* Health changes, skipped checks and failed builds, as logfmt pairs in <kv>. */
 	void (*log)(void *arg, enum hlb_log_level level, const char *msg, const char *kv);
 	/* The HLB_HANDOVER_LINE lines of the hashlb this one replaces (an upgrade), applied to

@@ -435,7 +435,7 @@ static void conn_unclaim(struct worker *w, struct conn *c)
 	 * control/pool.c): its clients wait counted here. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
-		worker_kick_queues(w);
+		worker_kick_queues(w, c->svc);
 }
 
 static void conn_maybe_free(struct worker *w, struct conn *c)
@@ -569,6 +569,8 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 	c->state = CONN_CONNECTING;
 	w->queue_n--;
 	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
+	if (!--c->svc->wstats[w->id].queue_n)
+		worker_queue_left(w, c->svc);
 }
 
 /*
@@ -653,15 +655,27 @@ static void queue_want_seen(const struct worker *w)
 }
 
 /*
- * A client that just entered the queue, counted now (the service's
- * <queued>, queue_busy): a slot that frees on another worker from now on
- * kicks this one (conn_unclaim()). One that freed between the client's
- * failed claim and that count found it not counted, and kicked none: it is
- * looked for here, and the queue walked this turn if one is free.
+ * A client of <svc> that just entered the queue, counted now (the service's
+ * <queued>, and if it is the first of <svc> here, <joined>, the worker's bit
+ * of svc->queue_workers): a slot that frees on another worker from now on
+ * kicks this one (conn_unclaim()), and so does any change for <svc>. One
+ * that freed between the client's failed claim and that count found it not
+ * counted, and kicked none: it is looked for here, and the queue looked at
+ * this turn if one is free. So is a change for <svc> that found the bit not
+ * set, if one may have come since the client read what it changed: it is
+ * counted before that kick (hlb_service_queue_changed(), release), and the
+ * client read after the last walk of the whole queue that read the count
+ * (queue_changes_seen(), acquire) and so saw every change counted before.
+ * Either a change's kick loads the bit after this fence, or the count loaded
+ * here is the change's or later.
  */
-static void queue_recheck(struct worker *w)
+static void queue_recheck(struct worker *w, struct hlb_service *svc, bool joined)
 {
-	atomic_thread_fence(memory_order_seq_cst); /* pairs with conn_unclaim()'s */
+	/* pairs with conn_unclaim()'s, and with kick_fence() */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (joined && atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
+			      svc->wstats[w->id].queue_seen)
+		w->queue_kick = true;
 	for (uint32_t i = 0; i < w->n_full_seen; i++) {
 		const struct hlb_backend *be = w->full_seen[i];
 		uint32_t cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
@@ -1474,6 +1488,8 @@ static void conn_fail_no_backend(struct worker *w, struct conn *c)
 static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_snapshot *snap,
 			    struct hlb_backend *failed)
 {
+	bool joined;
+
 	if (!w->first_full || !snap->queue_timeout_ms) {
 		conn_fail_no_backend(w, c);
 		return;
@@ -1490,17 +1506,19 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 		hlb_stat_add(&c->svc->wstats[w->id].queued, 1);
 	}
 	if (!w->queue_head) {
-		worker_queue_started(w);
 		/* Walked this turn whatever changed, as for a kick: one given since
 		 * this client's conn_connect() read what it read (a slot that
 		 * freed on another worker, a snapshot, a backend serving again)
-		 * found queue_busy (or the service's <queued>) not set yet, and
-		 * woke none. The fence of queue_recheck() below pairs with the
-		 * kicker's (kick_fence()): either it saw queue_busy set, or this
-		 * walk sees its change. */
+		 * found the worker's bit of svc->queue_workers (or the service's
+		 * <queued>) not set yet, and woke none. The fence of
+		 * queue_recheck() below pairs with the kicker's (kick_fence()):
+		 * either it saw the bit set, or this walk sees its change. */
 		w->queue_walk_by = w->now_ms;
 		w->queue_kick = true;
 	}
+	joined = !c->svc->wstats[w->id].queue_n++;
+	if (joined)
+		worker_queue_joined(w, c->svc);
 	queue_svc_note(w, c->svc);
 	c->state = CONN_QUEUED;
 	c->be = hlb_backend_ref(w->first_full);
@@ -1517,7 +1535,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	if (!w->queue_kick) /* else the look this turn brings the tick forward after it */
 		worker_tick_by(w, w->queue_next_ms);
 	queue_want_seen(w);
-	queue_recheck(w);
+	queue_recheck(w, c->svc, joined);
 	client_watch(w, c, snap); /* armed already if it came back from a retry */
 }
 
@@ -1793,7 +1811,7 @@ static void claim_undone(struct worker *w, const struct conn *c, struct hlb_back
 {
 	if (cap && atomic_load_explicit(&c->svc->queued, memory_order_relaxed) &&
 	    atomic_load_explicit(&be->claimed, memory_order_relaxed) < cap)
-		worker_kick_queues(w);
+		worker_kick_queues(w, c->svc);
 }
 
 /*
@@ -2366,7 +2384,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 			atomic_store_explicit(&failed->consecutive_fail, 0, memory_order_relaxed);
 			/* it serves again: clients waiting that passed over it as failing */
 			hlb_service_queue_changed(c->svc);
-			worker_kick_queues(w);
+			worker_kick_queues(w, c->svc);
 		}
 		/* the client may have sent already; a backend rarely speaks first */
 		half_recv(w, c, 0, false);
@@ -2837,7 +2855,7 @@ static void queue_changes_seen(struct worker *w)
 		struct hlb_service *svc = w->queue_svcs[i];
 
 		svc->wstats[w->id].queue_seen =
-			atomic_load_explicit(&svc->queue_changes, memory_order_relaxed);
+			atomic_load_explicit(&svc->queue_changes, memory_order_acquire);
 	}
 }
 
@@ -2875,10 +2893,10 @@ static void queue_unwant_all(struct worker *w)
  * a slot is left (queue_rooms). A slot that frees costs the clients it is
  * handed to, not the queue. The deadlines that came and that no walk
  * served are found in w->queue_dues (queue_expire()): each costs its own
- * client, not the queue. Run when kicked (w->queue_kick: a slot freed on
- * any worker, a change of the control plane's, a failing backend serving
- * again, a command) and at each tick while clients wait, when it walks only
- * for the whole queue.
+ * client, not the queue. Run when kicked (w->queue_kick: for a service of
+ * its clients, a slot freed on any worker, a change of the control plane's,
+ * a failing backend serving again; a command) and at each tick while
+ * clients wait, when it walks only for the whole queue.
  */
 void conn_queue_run(struct worker *w)
 {

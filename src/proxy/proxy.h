@@ -121,14 +121,14 @@ uint64_t hlb_proxy_max_connections(const struct hlb_proxy *p);
 /* The cap once the workers hold a socket each of <n_listeners> listeners (0: none). */
 uint64_t hlb_proxy_max_connections_with(const struct hlb_proxy *p, uint32_t n_listeners);
 /*
- * Something a waiting client's retry reads, other than a slot, changed (a
- * snapshot published, a backend's max_connections or slow start admission,
- * a service removed): wake the workers whose clients wait in their queue,
- * which retry it as for a slot that freed (a worker whose queue is empty
- * costs a load). Control thread, after the change is stored and counted
- * (hlb_service_queue_changed()).
+ * Something the retry of a waiting client of <svc> reads, other than a slot,
+ * changed (a snapshot published, a backend's max_connections or slow start
+ * admission, <svc> removed): wake the workers whose queue holds a client of
+ * <svc> (its queue_workers), which retry it as for a slot that freed; the
+ * others are not woken. Control thread, after the change is stored and
+ * counted (hlb_service_queue_changed()).
  */
-void hlb_proxy_kick_queues(struct hlb_proxy *p);
+void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc);
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);
 

@@ -910,9 +910,7 @@ static void *worker_main(void *arg)
 		if (w->queue_head &&
 		    (w->queue_kick || w->queue_tick || w->now_ms >= w->queue_next_ms)) {
 			conn_queue_run(w);
-			if (!w->queue_head)
-				atomic_store_explicit(&w->queue_busy, false, memory_order_relaxed);
-			else
+			if (w->queue_head)
 				worker_tick_by(w, w->queue_next_ms);
 		}
 		if (!w->queue_head && w->n_queue_svcs) /* its last clients left */
@@ -967,15 +965,29 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-void worker_queue_started(struct worker *w)
+/*
+ * Worker <w>'s bit of svc->queue_workers, set while its queue holds a client
+ * of <svc> (its wstats line's queue_n is not 0). Set before the fence of the
+ * client's queue_recheck() (proxy/conn.c), which pairs with the kickers'
+ * (kick_fence()): either a kick for <svc> sees the bit, or the look that
+ * follows in the client's turn sees what the kick was for.
+ */
+void worker_queue_joined(struct worker *w, struct hlb_service *svc)
 {
-	atomic_store_explicit(&w->queue_busy, true, memory_order_relaxed);
+	atomic_fetch_or_explicit(&svc->queue_workers[w->id / 64], 1ull << (w->id % 64),
+				 memory_order_relaxed);
+}
+
+void worker_queue_left(struct worker *w, struct hlb_service *svc)
+{
+	atomic_fetch_and_explicit(&svc->queue_workers[w->id / 64], ~(1ull << (w->id % 64)),
+				  memory_order_relaxed);
 }
 
 /*
- * Wake <to> to look at its queue again, if clients wait there. One eventfd
- * write until it has read it: a kick that finds one pending rides on it.
- * Any thread, after kick_fence().
+ * Wake <to> to look at its queue again. One eventfd write until it has read
+ * it: a kick that finds one pending rides on it. Any thread, after
+ * kick_fence().
  *
  * Why a kick that rides is not lost: the caller changed what the look reads
  * (a slot, a snapshot, a cap), then kick_fence(), then loads kick_pending;
@@ -992,8 +1004,7 @@ static void queue_wake(struct worker *to)
 {
 	uint64_t one = 1;
 
-	if (!atomic_load_explicit(&to->queue_busy, memory_order_relaxed) ||
-	    atomic_load_explicit(&to->kick_pending, memory_order_relaxed) ||
+	if (atomic_load_explicit(&to->kick_pending, memory_order_relaxed) ||
 	    atomic_exchange_explicit(&to->kick_pending, true, memory_order_relaxed))
 		return;
 	if (write(to->wake_fd, &one, sizeof(one)) < 0) {
@@ -1001,29 +1012,41 @@ static void queue_wake(struct worker *to)
 	}
 }
 
-/* Before queue_wake(): what the caller changed is ordered before its loads of
- * the targets' queue_busy and kick_pending (see there). */
+/* Before queue_wake_for(): what the caller changed is ordered before its loads
+ * of svc->queue_workers and the targets' kick_pending (see there). */
 static void kick_fence(void)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-void worker_kick_queues(struct worker *w)
+/* Wake the workers whose queue holds a client of <svc> (but <self>, NULL: none). */
+static void queue_wake_for(struct hlb_proxy *p, const struct hlb_service *svc,
+			   const struct worker *self)
 {
-	struct hlb_proxy *p = w->proxy;
+	for (uint32_t k = 0; k * 64 < p->n_workers; k++) {
+		uint64_t bits = atomic_load_explicit(&svc->queue_workers[k], memory_order_relaxed);
 
-	w->queue_kick = true;
-	kick_fence();
-	for (uint32_t i = 0; i < p->n_workers; i++)
-		if (&p->workers[i] != w)
-			queue_wake(&p->workers[i]);
+		for (; bits; bits &= bits - 1) {
+			struct worker *to = &p->workers[k * 64 + (uint32_t)__builtin_ctzll(bits)];
+
+			if (to != self)
+				queue_wake(to);
+		}
+	}
 }
 
-void hlb_proxy_kick_queues(struct hlb_proxy *p)
+void worker_kick_queues(struct worker *w, struct hlb_service *svc)
+{
+	if (svc->wstats[w->id].queue_n)
+		w->queue_kick = true;
+	kick_fence();
+	queue_wake_for(w->proxy, svc, w);
+}
+
+void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc)
 {
 	kick_fence();
-	for (uint32_t i = 0; i < p->n_workers; i++)
-		queue_wake(&p->workers[i]);
+	queue_wake_for(p, svc, NULL);
 }
 
 void worker_failing_seen(struct worker *w)

@@ -55,11 +55,12 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
  * out of the pool into <priv> (see conn.c, "Spill") */
 #define BUF_PRIV 0xfffeu
 /* Connections waiting for room under a max_connections: their queue is
- * tried at once when a slot frees on any worker, looked at once when the
- * control plane changes what could give them room (hlb_proxy_kick_queues())
- * or a failing backend serves again, at their deadlines, and at each tick
- * (TICK_MS), see conn_queue_run(); walked in the turn the queue starts. The tick
- * of a paused listener comes after this. */
+ * tried at once when a slot of one of their services frees on any worker,
+ * looked at once when the control plane changes what could give them room
+ * (hlb_proxy_kick_queues()) or a failing backend of theirs serves again, at
+ * their deadlines, and at each tick (TICK_MS), see conn_queue_run(); walked
+ * in the turn the queue starts. The tick of a paused listener comes after
+ * this. */
 #define QUEUE_RETRY_MS 10
 /* the queue walked that long after the first change of its services' seen
  * since its last walk (conn_queue_run()) */
@@ -335,7 +336,6 @@ struct worker {
 	 * as such (one per place of its list at most) */
 	struct hlb_backend *full_seen[HLB_PREFERENCE_MAX];
 	uint32_t n_full_seen;
-	_Atomic bool queue_busy; /* queue_head != NULL, for other workers' kicks */
 	bool queue_tick; /* the tick fired: look at the queue for what changed */
 	/* look at the queue by then: a deadline, the walk due anyway (conn_queue_run()) */
 	uint64_t queue_next_ms;
@@ -520,10 +520,10 @@ void worker_submit_now(struct worker *w);
 /* An SQE, submitting first if the SQ is full. Never NULL. */
 struct io_uring_sqe *worker_sqe(struct worker *w);
 void worker_close_fd(struct worker *w, int fd);
-/* A backend slot freed, or a backend serves again (its service's change
- * counted first, hlb_service_queue_changed()): every worker (this one
- * included) retries its queue. */
-void worker_kick_queues(struct worker *w);
+/* A slot of a backend of <svc> freed, or one serves again (its change
+ * counted first, hlb_service_queue_changed()): every worker whose queue
+ * holds a client of <svc> (this one included) retries its queue. */
+void worker_kick_queues(struct worker *w, struct hlb_service *svc);
 /*
  * A backend of a Maglev service started failing connects (its
  * consecutive_fail went 0 -> 1): wake the control thread, which builds its
@@ -545,8 +545,10 @@ void worker_accept_single(struct worker *w, struct wlistener *wl);
 /* Whether the cap the fd limit allows has room for one more splice pipe (no such cap: true). */
 bool worker_pipe_room(const struct worker *w);
 
-/* The queue was empty and has a connection now: other threads' kicks wake the worker. */
-void worker_queue_started(struct worker *w);
+/* The queue holds a first client of <svc> now: kicks for <svc> wake the worker from now on. */
+void worker_queue_joined(struct worker *w, struct hlb_service *svc);
+/* The queue's last client of <svc> left it: they wake it no more. */
+void worker_queue_left(struct worker *w, struct hlb_service *svc);
 /* The queue is due at <at_ms> (worker clock): the tick fires then at the latest. */
 void worker_tick_by(struct worker *w, uint64_t at_ms);
 

@@ -341,10 +341,10 @@ bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_
 	return hlb_proxy_worker_stats(d->proxy, i, ret);
 }
 
-void hlb_daemon_kick_queues(struct hlb_daemon *d)
+void hlb_daemon_kick_queues(struct hlb_daemon *d, struct hlb_service *svc)
 {
 	if (d->proxy)
-		hlb_proxy_kick_queues(d->proxy);
+		hlb_proxy_kick_queues(d->proxy, svc);
 }
 
 void hlb_daemon_set_hooks(struct hlb_daemon *d, const struct hlb_daemon_hooks *hooks)

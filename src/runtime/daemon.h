@@ -174,8 +174,8 @@ void hlb_daemon_count_fds(struct hlb_daemon *d, const _Atomic uint32_t *fds);
 void hlb_daemon_admin_fds(struct hlb_daemon *d, uint32_t n);
 /* Worker <i>'s resources; false past the last worker. */
 bool hlb_daemon_worker_stats(const struct hlb_daemon *d, uint32_t i, struct hlb_worker_stats *ret);
-/* What gives clients waiting in the queues room changed: hlb_proxy_kick_queues(). */
-void hlb_daemon_kick_queues(struct hlb_daemon *d);
+/* What gives clients of <svc> waiting in the queues room changed: hlb_proxy_kick_queues(). */
+void hlb_daemon_kick_queues(struct hlb_daemon *d, struct hlb_service *svc);
 /* The listening sockets of every listener (not those of the service manager), for a hashlb
  * that takes over (GET /sockets?taker=PID); <addrs>[i] "ADDR SERVICE" of fds[i]. None once
  * stopping. Giving any to a <taker> (its pid; 0: unknown, someone by hand) counts as handing

@@ -576,6 +576,9 @@ struct hlb_service_wstats {
 	/* Not a counter: the service's queue_changes its worker's last walk of
 	 * the whole queue read (proxy/conn.c, queue_changes_seen()). */
 	uint64_t queue_seen;
+	/* Not a counter: the clients of the service waiting in its worker's
+	 * queue now (proxy/conn.c); while any, its bit of queue_workers is set. */
+	uint32_t queue_n;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct hlb_service_wstats) == 128, "a service's worker counters");
 
@@ -639,6 +642,11 @@ struct hlb_service {
 	 * (hlb_service_queue_changed()); far from the fields each connection
 	 * writes. */
 	atomic_uint_fast64_t queue_changes;
+	/* The workers whose queue holds a client of it (a bit each, set and
+	 * cleared by that worker as its wstats line's queue_n leaves and comes
+	 * back to 0: proxy/worker.c, worker_queue_joined()): those its kicks
+	 * wake. */
+	atomic_uint_fast64_t queue_workers[HLB_WORKERS_MAX / 64];
 	void *control; /* the control plane's own state */
 	void (*control_free)(void *control);
 	struct hlb_service_wstats *wstats; /* n_workers lines */
@@ -651,11 +659,12 @@ struct hlb_service {
  * after the change is stored and before the workers are woken for it
  * (hlb_proxy_kick_queues(), worker_kick_queues()). A worker whose queue
  * holds no client of <svc> sees no change of its own in it, and its safety
- * net's walk is not armed (conn_queue_run()).
+ * net's walk is not armed (conn_queue_run()). Release: a worker that reads
+ * the count (acquire) reads the change too (queue_recheck() in proxy/conn.c).
  */
 static inline void hlb_service_queue_changed(struct hlb_service *svc)
 {
-	atomic_fetch_add_explicit(&svc->queue_changes, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&svc->queue_changes, 1, memory_order_release);
 }
 
 /*

@@ -1471,38 +1471,68 @@ def queued_client_admitted_as_a_ramp_grows():
 
 def queued_client_kicked_as_it_joins():
     """A change that gives room (b back from maint) made while the client is between its
-    failed claims and its place in the queue, the worker's queue empty (so that the change's
-    wake-up finds no client waiting there and is not sent), is not lost: the worker looks at
-    its queue in the turn it starts, and the client is served then, counted as woken for a
-    change (hashlb_worker_queue_served_woken_total). gdb holds the worker there
-    (worker_queue_started(), in non-stop mode: the control thread serves hashlb ctl set
-    meanwhile). Before, the client waited for the queue's first tick, 10 ms later: 0 woken,
-    1 at the tick (unless a wake-up that came while the queue was empty, left unread, had the
-    queue looked at in the turn it started: the test clears it first)."""
+    failed claims and its place in the queue, no client of its service waiting in the
+    worker's queue (so that the change's wake-up finds none there and is not sent), is not
+    lost: the worker looks at its queue in the turn the client joins it, and the client is
+    served then, counted as woken for a change (hashlb_worker_queue_served_woken_total). gdb
+    holds the worker there (worker_queue_joined(), in non-stop mode: the control thread
+    serves hashlb ctl set meanwhile). So with the queue empty, and with a client of another
+    service (s1) waiting there: the change's wake-up goes only to workers whose queue holds a
+    client of its service, and the client's service counted a change since the worker's
+    last walk of its whole queue read its count. Before, with the queue empty, the client
+    waited for the queue's first tick, 10 ms later: 0 woken, 1 at the tick (unless a wake-up
+    that came while the queue was empty, left unread, had the queue looked at in the turn it
+    started: the test clears it first); without that count's look, with s1's client waiting,
+    the same."""
     import shutil
+
+    gdb = shutil.which("gdb")
+    check(gdb is not None, "gdb (scripts/setup.sh installs it)")
+    for other in (False, True):
+        print(f"    {'a client of s1 waiting' if other else 'the queue empty'}")
+        client_kicked_as_it_joins(gdb, other)
+
+
+def client_kicked_as_it_joins(gdb, other):
+    """queued_client_kicked_as_it_joins(), a client of s1 waiting in the queue if <other>."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum
 
-    gdb = shutil.which("gdb")
-    check(gdb is not None, "gdb (scripts/setup.sh installs it)")
-    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
-                        ("b", BACKENDS[1][1], "state: maint")],
-                       health="enabled: false", workers=1, extra="timeouts:\n  queue: 30s"))
+    cfg = ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
+                      ("b", BACKENDS[1][1], "state: maint")],
+                     health="enabled: false", workers=1, extra="timeouts:\n  queue: 30s")
+    if other:
+        more = ctl_config([("c", BACKENDS[2][1], "max_connections: 1")], name="s1",
+                          health="enabled: false", extra="timeouts:\n  queue: 30s")
+        cfg += more[more.index("  - name: s1"):]
+    lb = Lb(cfg)
 
     def served():
         return tuple(metric_sum(lb, f"hashlb_worker_queue_served_{k}_total")
                      for k in ("woken", "tick"))
 
+    def addr(svc):
+        host, port = next(logfmt_fields(l)["addr"] for l in lb.log
+                          if "msg=listening" in l and f"service={svc}" in l).rsplit(":", 1)
+        return host, int(port)
+
     # A first client waits, and is served once the holder leaves: the worker's look at its
     # queue then leaves no wake-up behind it (one that came while no client waited, the
     # commands' at start among them, would have the queue looked at in the turn it starts)
-    first = connect(lb.addr, client_ip(10))
+    first = connect(addr("t"), client_ip(10))
     check(read_line(first) == "a", "the first client within a's cap")
-    holder = connect(lb.addr, client_ip(11), timeout=30)  # a hang guard
+    holder = connect(addr("t"), client_ip(11), timeout=30)  # a hang guard
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), "a second one waits")
     first.close()
     check(read_line(holder) == "a", "and is served by a once the first left")
+    others = []
+    if other:
+        others.append(connect(addr("s1"), client_ip(13)))
+        check(read_line(others[0]) == BACKENDS[2][0], "s1's first client within c's cap")
+        others.append(connect(addr("s1"), client_ip(14), timeout=30))  # a hang guard
+        check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1),
+              "a second client of s1 waits")
     before = served()
     # gdb continues until the worker stops at the breakpoint (a thread's stop at the attach
     # may be reported after the first continue), says so, and lets it go once <go> exists
@@ -1512,7 +1542,7 @@ def queued_client_kicked_as_it_joins():
 set confirm off
 set non-stop on
 attach {lb.proc.pid}
-break worker_queue_started
+break worker_queue_joined
 python
 import os, time
 hit = []
@@ -1544,10 +1574,10 @@ end
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     check(armed.wait(60), "gdb attached")
-    waiting = connect(lb.addr, client_ip(12), timeout=30)  # a hang guard
+    waiting = connect(addr("t"), client_ip(12), timeout=30)  # a hang guard
     check(held.wait(60) and g.poll() is None,
           f"the worker held as its client joins the queue: {''.join(out)}")
-    rc, so, se = lb.ctl("set", "b", "ready")
+    rc, so, se = lb.ctl("-s", "t", "set", "b", "ready")
     check(rc == 0, f"hashlb ctl set b ready: {se}")
     # published (and its wake-up given, by the control thread before it answers again)
     check(lb.wait(lambda: lb.backend("b")["in_table"]) is not None, "b in the table")
@@ -1564,7 +1594,7 @@ end
     woken, tick = (n - b for n, b in zip(served(), before))
     check((woken, tick) == (1, 0), f"served as woken for the change: {woken:.0f} woken, "
           f"{tick:.0f} at the tick")
-    for s in (holder, waiting):
+    for s in [holder, waiting] + others:
         s.close()
     check(lb.stop() == 0, "exit 0")
 
@@ -1685,14 +1715,16 @@ def queued_clients_not_woken_by_a_cap_set_as_it_is():
 
 def queued_clients_cost_nothing_while_another_service_ramps():
     """Clients of one service (a at its max_connections) waiting in a worker's queue while
-    another service's backend (c of s1) ramps up under slow_start: every 50 ms step of that
-    ramp wakes the worker (its queue is not empty), but nothing a waiting client could use
-    changed (its service's count of changes, hlb_service.queue_changes, stays), so the queue
-    is not walked: counted in clients tried for a backend (hashlb_worker_queue_tries_total),
-    none over the 2 s ramp and the second after it. Before, each wake-up armed the walk due
-    1 s later (QUEUE_SAFETY_MS), whatever changed: the whole queue tried once a second for as
-    long as the other service ramped (600 tries of 200 clients here, 9,000 a second with
-    9,000 waiting)."""
+    another service's backend (c of s1) ramps up under slow_start: each 50 ms step of that
+    ramp wakes the workers whose queue holds a client of s1, none here, so the worker is not
+    woken (hashlb_worker_queue_looks_woken_total: none over the 2 s ramp and the second after
+    it; its tick's looks, 10 a second, are its own) and its queue not walked: counted in
+    clients tried for a backend (hashlb_worker_queue_tries_total), none. Before, each step woke
+    every worker with a client waiting, of any service: 40 looks of its queue in the 2 s; and
+    before that each wake-up armed the walk due 1 s later (QUEUE_SAFETY_MS), whatever changed:
+    the whole queue tried once a second for as long as the other service ramped (600 tries of
+    200 clients here, 9,000 a second with 9,000 waiting). The slot that frees afterwards
+    (a's holder leaves) is a look woken for, and serves one."""
     from ctltest import Lb
     from ctltest import config as ctl_config
     from ctltest import metric_sum, queue_tries_settled
@@ -1706,7 +1738,7 @@ def queued_clients_cost_nothing_while_another_service_ramps():
                       extra="slow_start: 2s")
     lb = Lb(cfg + more[more.index("  - name: s1"):])
     tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
-    looks = lambda: lb.status()["workers"][0]["queue_looks"]  # noqa: E731
+    woken = lambda: lb.status()["workers"][0]["queue_looks_woken"]  # noqa: E731
     ratio = lambda: lb.backend(c, 1)["slow_start"]  # noqa: E731
     host, port = next(logfmt_fields(l)["addr"] for l in lb.log
                       if "msg=listening" in l and "service=s0" in l).rsplit(":", 1)
@@ -1716,21 +1748,24 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n, 60, step=0.2),
           f"{n} clients wait")
     before = queue_tries_settled(lb)
-    looked = looks()
+    looked = woken()
     code, body = lb.http("POST", f"/set?service=s1&backend={c}&state=ready")
     check(code == 200, f"{c} of s1 out of maint: its slow start begins: {code} {body}")
     check(wait_until(lambda: ratio() == 1, 30, step=0.1), "c's ramp over")
     time.sleep(1.2)  # past the walk the ramp's last wake-up would have armed
-    tried, looked = tries() - before, looks() - looked
-    print(f"    {n} clients of s0 waiting while s1 ramped 2 s: {looked} looks at the queue, "
-          f"{tried:.0f} tries")
-    check(looked >= 10, f"the ramp's steps woke the worker: {looked} looks")
+    tried, looked = tries() - before, woken() - looked
+    print(f"    {n} clients of s0 waiting while s1 ramped 2 s: {looked} looks at the queue "
+          f"woken for, {tried:.0f} tries")
+    # after: none; before, one a step (about 40)
+    check(looked == 0, f"the ramp's steps woke the worker of s0's clients: {looked} looks")
     # after: none; before, a walk of the whole queue each second of the ramp: 2-3 times n
     check(tried < n / 2, f"{n} clients of s0 tried {tried:.0f} times while s1 ramped")
     check(metric_sum(lb, "hashlb_service_queued") == n, "they all still wait")
+    looked = woken()
     holder.close()
     check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n - 1, 30, step=0.2),
           "one served once the slot freed")
+    check(woken() > looked, "at a look woken for the slot")
     for s in waiting:
         s.close()
     check(lb.stop() == 0, "exit 0")
