@@ -291,6 +291,13 @@ def queue_of_waiting_clients(backend, services=1):
     return lb, holders, n, wait_for
 
 
+def service_addr(lb, name):
+    """The (host, port) <lb> listens on for service <name>, as it logged it."""
+    fields = (logfmt_fields(l) for l in lb.log if "msg=listening" in l)
+    host, port = next(f["addr"] for f in fields if f["service"] == name).rsplit(":", 1)
+    return host, int(port)
+
+
 def queue_tries_settled(lb):
     """hashlb_worker_queue_tries_total once the walks of the queue that its clients' coming
     caused (a new service, the walk due 1 s after a change) are over: once a look of 1.5 s

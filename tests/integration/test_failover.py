@@ -1497,7 +1497,7 @@ def client_kicked_as_it_joins(gdb, other):
     """queued_client_kicked_as_it_joins(), a client of s1 waiting in the queue if <other>."""
     from ctltest import Lb
     from ctltest import config as ctl_config
-    from ctltest import metric_sum
+    from ctltest import metric_sum, service_addr
 
     cfg = ctl_config([("a", BACKENDS[0][1], "max_connections: 1"),
                       ("b", BACKENDS[1][1], "state: maint")],
@@ -1512,25 +1512,21 @@ def client_kicked_as_it_joins(gdb, other):
         return tuple(metric_sum(lb, f"hashlb_worker_queue_served_{k}_total")
                      for k in ("woken", "tick"))
 
-    def addr(svc):
-        host, port = next(logfmt_fields(l)["addr"] for l in lb.log
-                          if "msg=listening" in l and f"service={svc}" in l).rsplit(":", 1)
-        return host, int(port)
-
     # A first client waits, and is served once the holder leaves: the worker's look at its
     # queue then leaves no wake-up behind it (one that came while no client waited, the
     # commands' at start among them, would have the queue looked at in the turn it starts)
-    first = connect(addr("t"), client_ip(10))
+    first = connect(service_addr(lb, "t"), client_ip(10))
     check(read_line(first) == "a", "the first client within a's cap")
-    holder = connect(addr("t"), client_ip(11), timeout=30)  # a hang guard
+    holder = connect(service_addr(lb, "t"), client_ip(11), timeout=30)  # a hang guard
     check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), "a second one waits")
     first.close()
     check(read_line(holder) == "a", "and is served by a once the first left")
     others = []
     if other:
-        others.append(connect(addr("s1"), client_ip(13)))
+        others.append(connect(service_addr(lb, "s1"), client_ip(13)))
         check(read_line(others[0]) == BACKENDS[2][0], "s1's first client within c's cap")
-        others.append(connect(addr("s1"), client_ip(14), timeout=30))  # a hang guard
+        # a hang guard
+        others.append(connect(service_addr(lb, "s1"), client_ip(14), timeout=30))
         check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1),
               "a second client of s1 waits")
     before = served()
@@ -1574,7 +1570,7 @@ end
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     check(armed.wait(60), "gdb attached")
-    waiting = connect(addr("t"), client_ip(12), timeout=30)  # a hang guard
+    waiting = connect(service_addr(lb, "t"), client_ip(12), timeout=30)  # a hang guard
     check(held.wait(60) and g.poll() is None,
           f"the worker held as its client joins the queue: {''.join(out)}")
     rc, so, se = lb.ctl("-s", "t", "set", "b", "ready")
@@ -1727,7 +1723,7 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     (a's holder leaves) is a look woken for, and serves one."""
     from ctltest import Lb
     from ctltest import config as ctl_config
-    from ctltest import metric_sum, queue_tries_settled
+    from ctltest import metric_sum, queue_tries_settled, service_addr
 
     n = 200
     (a, aa), (b, ba), (c, ca) = BACKENDS
@@ -1740,11 +1736,9 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     tries = lambda: metric_sum(lb, "hashlb_worker_queue_tries_total")  # noqa: E731
     woken = lambda: lb.status()["workers"][0]["queue_looks_woken"]  # noqa: E731
     ratio = lambda: lb.backend(c, 1)["slow_start"]  # noqa: E731
-    host, port = next(logfmt_fields(l)["addr"] for l in lb.log
-                      if "msg=listening" in l and "service=s0" in l).rsplit(":", 1)
-    holder = connect((host, int(port)), client_ip(1))
+    holder = connect(service_addr(lb, "s0"), client_ip(1))
     check(read_line(holder) == a, "the first client within a's cap")
-    waiting = clients_at_once((host, int(port)), n)
+    waiting = clients_at_once(service_addr(lb, "s0"), n)
     check(wait_until(lambda: metric_sum(lb, "hashlb_service_queued") == n, 60, step=0.2),
           f"{n} clients wait")
     before = queue_tries_settled(lb)
