@@ -2774,6 +2774,9 @@ static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool
  * for each backend of the snapshot its max_connections, its slow start
  * admission (ramp_first(), retry_first()) and whether it is failing(). One
  * value, mixed: while it stays, a walk would find the clients as the last.
+ * The sum of a part for each service, each noted in the worker's line of
+ * the service (wstats.queue_fp): the value of any set of them, in any
+ * order, is known without reading them again (conn_queue_run()).
  * Into <rooms>, the free slots of the backends a waiting client found full
  * (queue_wants()): while it stays and none has room, no client can be served.
  * Into <ret_changed>, whether a service's queue_changes moved since the last
@@ -2792,21 +2795,21 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, b
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
 		struct hlb_service *svc = w->queue_svcs[i];
 		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
+		uint64_t part;
 
 		changed |= atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
 			   svc->wstats[w->id].queue_seen;
-		h = fp_mix(h, snap->generation << 1 |
-				      atomic_load_explicit(&svc->removed, memory_order_relaxed));
+		part = fp_mix(0, snap->generation << 1 |
+					 atomic_load_explicit(&svc->removed, memory_order_relaxed));
 		hlb_stat_add(&w->queue_fp_reads, snap->n_backends);
 		for (uint32_t b = 0; b < snap->n_backends; b++) {
 			struct hlb_backend *be = snap->backends[b];
 			uint32_t cap = atomic_load_explicit(&be->max_conns, memory_order_relaxed);
+			uint32_t admit = atomic_load_explicit(&be->admit, memory_order_relaxed);
 			uint64_t claimed;
 
-			h = fp_mix(h,
-				   (uint64_t)cap << 32 |
-					   atomic_load_explicit(&be->admit, memory_order_relaxed));
-			h = fp_mix(h, failing(be));
+			part = fp_mix(part, (uint64_t)cap << 32 | admit);
+			part = fp_mix(part, failing(be));
 			if (!cap || !queue_wants(w, be))
 				continue;
 			claimed = atomic_load_explicit(&be->claimed, memory_order_relaxed);
@@ -2820,8 +2823,26 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, b
 			rooms->left[rooms->n++] = cap - (uint32_t)claimed;
 			rooms->total += cap - claimed;
 		}
+		svc->wstats[w->id].queue_fp = part;
+		h += part;
 	}
 	*ret_changed = changed;
+	return h;
+}
+
+/*
+ * After a walk of the whole queue, the fingerprint of the services its
+ * clients left waiting (those of the look's, fewer if it served the last of
+ * one): what the next look's is while nothing changes (the parts this look
+ * read, summed), so that a service leaving the queue, or the order of those
+ * left changing, is no change that walks it again.
+ */
+static uint64_t queue_fp_left(const struct worker *w)
+{
+	uint64_t h = 0;
+
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
+		h += w->queue_svcs[i]->wstats[w->id].queue_fp;
 	return h;
 }
 
@@ -2997,4 +3018,6 @@ void conn_queue_run(struct worker *w)
 	memmove(w->queue_svcs, w->queue_svcs + n_old,
 		(w->n_queue_svcs - n_old) * sizeof(*w->queue_svcs));
 	w->n_queue_svcs -= n_old;
+	if (gated) /* each service left was one of the look's: its part is read */
+		w->queue_fp = queue_fp_left(w);
 }

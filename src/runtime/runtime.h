@@ -579,6 +579,9 @@ struct hlb_service_wstats {
 	/* Not a counter: the clients of the service waiting in its worker's
 	 * queue now (proxy/conn.c); while any, its bit of queue_workers is set. */
 	uint32_t queue_n;
+	/* Not a counter: the service's part of its worker's last fingerprint of
+	 * the queue (proxy/conn.c, queue_fingerprint()). */
+	uint64_t queue_fp;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct hlb_service_wstats) == 128, "a service's worker counters");
 

@@ -1765,6 +1765,48 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_clients_walked_once_as_a_service_leaves_the_queue():
+    """200 clients of s0 (a at its max_connections) and one of s1 (c at its max_connections)
+    waiting in one worker's queue; c's cap raised (hashlb ctl set): the change's look walks
+    the whole queue once (201 clients tried, hashlb_worker_queue_tries_total), serving s1's
+    client, the last of its service there. The walk notes what the queue's routing state is
+    for the services left (its fingerprint, a part a service summed): the next look finds it
+    unchanged and walks nothing. Before, that fingerprint was the one read before the walk,
+    s1's part in it, and the next look (the tick's, within 100 ms) found it changed and tried
+    the 200 clients of s0 again: 401 tries."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum, queue_tries_settled, service_addr
+
+    n = 200
+    (a, aa), (c, ca) = BACKENDS[0], BACKENDS[2]
+    opts = "timeouts:\n  queue: 120s"
+    cfg = ctl_config([(a, aa, "max_connections: 1")], name="s0", health="enabled: false",
+                     extra=opts, workers=1)
+    more = ctl_config([(c, ca, "max_connections: 1")], name="s1", health="enabled: false",
+                      extra=opts)
+    lb = Lb(cfg + more[more.index("  - name: s1"):])
+    queued = lambda: metric_sum(lb, "hashlb_service_queued")  # noqa: E731
+
+    holders = [connect(service_addr(lb, s), client_ip(i)) for i, s in ((1, "s0"), (2, "s1"))]
+    check([read_line(h) for h in holders] == [a, c], "a's and c's one slot taken")
+    waiting = clients_at_once(service_addr(lb, "s0"), n)
+    check(wait_until(lambda: queued() == n, 60, step=0.2), f"{n} clients of s0 wait")
+    other = connect(service_addr(lb, "s1"), client_ip(3), timeout=30)  # a hang guard
+    check(wait_until(lambda: queued() == n + 1, 30, step=0.2), "and one of s1")
+    before = queue_tries_settled(lb)
+    code, body = lb.http("POST", f"/set?service=s1&backend={c}&max_connections=2")
+    check(code == 200, f"c's cap raised to 2: {code} {body}")
+    check(read_line(other) == c, "s1's client served by c")
+    tried = queue_tries_settled(lb) - before
+    print(f"    {n} clients of s0 and 1 of s1 waiting, s1's served: {tried:.0f} tries")
+    # after: n + 1 (one walk); before, n more at the next look
+    check(tried < 3 * n / 2, f"one walk of the queue: {tried:.0f} tries, {n + 1} expected")
+    check(queued() == n, "s0's clients still wait")
+    for s in holders + waiting + [other]:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
            retries_walk_the_whole_list, retry_passes_over_failing_backends_until_they_serve,
@@ -1786,4 +1828,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_client_of_a_backend_that_goes_down,
            queued_clients_not_woken_by_a_cap_set_as_it_is,
            queued_clients_cost_nothing_while_another_service_ramps,
+           queued_clients_walked_once_as_a_service_leaves_the_queue,
            source_address])
