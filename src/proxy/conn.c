@@ -432,10 +432,12 @@ static void conn_unclaim(struct worker *w, struct conn *c)
 	 * another worker just queued counted and kicks it, or that worker
 	 * sees this slot free. A service a reload adds back with the backends
 	 * of its removal is that service again (<svc> itself, service_new() in
-	 * control/pool.c): its clients wait counted here. */
+	 * control/pool.c): its clients wait counted here. It is the kick's
+	 * fence too (kick_fence()): between the slot's store and the kick's
+	 * loads it is all they need, and only a load comes after it. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed))
-		worker_kick_queues(w, c->svc);
+		worker_kick_queues_fenced(w, c->svc);
 }
 
 static void conn_maybe_free(struct worker *w, struct conn *c)

@@ -1035,12 +1035,17 @@ static void queue_wake_for(struct hlb_proxy *p, const struct hlb_service *svc,
 	}
 }
 
-void worker_kick_queues(struct worker *w, struct hlb_service *svc)
+void worker_kick_queues_fenced(struct worker *w, struct hlb_service *svc)
 {
 	if (svc->wstats[w->id].queue_n)
 		w->queue_kick = true;
-	kick_fence();
 	queue_wake_for(w->proxy, svc, w);
+}
+
+void worker_kick_queues(struct worker *w, struct hlb_service *svc)
+{
+	kick_fence();
+	worker_kick_queues_fenced(w, svc);
 }
 
 void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc)

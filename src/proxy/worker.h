@@ -524,6 +524,10 @@ void worker_close_fd(struct worker *w, int fd);
  * counted first, hlb_service_queue_changed()): every worker whose queue
  * holds a client of <svc> (this one included) retries its queue. */
 void worker_kick_queues(struct worker *w, struct hlb_service *svc);
+/* The same, after a seq_cst fence of the caller's that follows the change
+ * with no store between that the kick's pairings need ordered: it stands
+ * for the kick's own (conn_unclaim()). */
+void worker_kick_queues_fenced(struct worker *w, struct hlb_service *svc);
 /*
  * A backend of a Maglev service started failing connects (its
  * consecutive_fail went 0 -> 1): wake the control thread, which builds its
