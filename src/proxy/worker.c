@@ -930,6 +930,11 @@ static void *worker_main(void *arg)
 		wait = true;
 		if (w->starved_head && w->bufs_out < w->buf_count)
 			wait = !conn_wake_starved(w);
+		/* A kick the worker gave itself within its look at the queue (a
+		 * claim given back at once that left room, claim_undone()): the
+		 * next turn looks again, and does not wait for a completion. */
+		if (w->queue_kick && w->queue_head)
+			wait = false;
 		bufring_turn_end(w);
 	}
 	/* The closes of the last connection's sockets (worker_close_fd()) are
