@@ -547,6 +547,14 @@ void hashlb_prefix_set_free(struct hashlb_prefix_set *set);
 #define HASHLB_PREFIX_STRLEN 50 /* INET6_ADDRSTRLEN + "/128" */
 void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len);
 
+/*
+ * <p>'s scheme, its parameter and seed under the config's names, into <buf>: "maglev
+ * table_size=65537 seed=0", "ring vnodes=160 seed=0". What hashlb check, hashlb table and
+ * hashlb ctl table print, so that one grep finds it in each.
+ */
+#define HASHLB_TABLE_PARAMS_STRLEN 64
+void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, size_t len);
+
 /* The service called <name>, or NULL. */
 const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,
 						       const char *name);

@@ -60,18 +60,6 @@ static void usage(FILE *f)
 		"check", "-c or --config", CLI_ERRORS_CONFIG, "check");
 }
 
-static void print_params(const struct hashlb_service_cfg *s)
-{
-	const struct hashlb_table_params *p = &s->table;
-
-	printf("  scheme       %s", hashlb_scheme_name(p->scheme));
-	if (p->scheme == HASHLB_SCHEME_RING)
-		printf(" vnodes=%" PRIu32, p->ring_v);
-	else
-		printf(" table_size=%" PRIu32, p->maglev_m);
-	printf(" seed=%" PRIu64 "\n", p->seed);
-}
-
 /* <n> bytes as a double-quoted string, C escapes for what is not printable. */
 static void print_bytes(const char *p, uint32_t n)
 {
@@ -139,6 +127,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	uint64_t total = 0;
 	uint32_t taking = 0; /* a weight of 0 takes no client, up or not */
 	double *shares;
+	char params[HASHLB_TABLE_PARAMS_STRLEN];
 	int w = 4, aw = 7;
 
 	if (hashlb_service_cfg_build_table(s, NULL, &t, &err) < 0) {
@@ -161,7 +150,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	}
 	printf("service %s\n", s->name);
 	printf("  listen       %s\n", s->listen);
-	print_params(s);
+	hashlb_table_params_format(&s->table, params, sizeof(params));
+	printf("  scheme       %s\n", params);
 	printf("  hash_key     %s", hashlb_key_name(s->key));
 	if (!hashlb_src_prefix_is_whole(&s->hash_prefix))
 		printf(" of the client's prefix: IPv4 /%u, IPv6 /%u", s->hash_prefix.v4,

@@ -63,13 +63,11 @@ static void print_summary(const struct hashlb_table *t, double ms)
 	const struct hashlb_table_params *p = hashlb_table_params(t);
 	uint32_t n = hashlb_table_backend_count(t);
 	double *shares;
+	char params[HASHLB_TABLE_PARAMS_STRLEN];
 	int w = 4;
 
-	if (p->scheme == HASHLB_SCHEME_MAGLEV)
-		printf("scheme       maglev (table size %u)\n", p->maglev_m);
-	else
-		printf("scheme       ring (%u points per weight unit)\n", p->ring_v);
-	printf("seed         %" PRIu64 "\n", p->seed);
+	hashlb_table_params_format(p, params, sizeof(params));
+	printf("scheme       %s\n", params);
 	printf("backends     %u (%u up)\n", n, hashlb_table_up_count(t));
 	printf("fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("build        %.3f ms\n", ms);

@@ -771,6 +771,15 @@ static struct unit_text duration_text(uint32_t ms)
 	return unit_text(&duration_kind, ms);
 }
 
+void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, size_t len)
+{
+	if (p->scheme == HASHLB_SCHEME_RING)
+		snprintf(buf, len, "ring vnodes=%" PRIu32 " seed=%" PRIu64, p->ring_v, p->seed);
+	else
+		snprintf(buf, len, "maglev table_size=%" PRIu32 " seed=%" PRIu64, p->maglev_m,
+			 p->seed);
+}
+
 /*
  * An integer alone (<k>'s plain unit) or with one of <k>'s units ("250ms",
  * "2s", "512MiB"), in <lo>..<hi>; or 0 when <zero> says what 0 is ("no

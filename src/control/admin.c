@@ -803,20 +803,19 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 {
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	const struct hashlb_table *t = snap->table;
+	const struct hashlb_table_params *p = hashlb_table_params(t);
 	double *shares = table_shares(t);
 	struct hashlb_table_view v;
-	char pbuf[64];
+	char pbuf[64], params[HASHLB_TABLE_PARAMS_STRLEN];
 
 	hashlb_table_view(t, &v);
+	hashlb_table_params_format(p, params, sizeof(params));
 	if (text) {
 		hlb_buf_printf(o,
-			       "service %s: %s, %s %u, seed %" PRIu64 ", key %s%s\n"
+			       "service %s: %s, key %s%s\n"
 			       "generation %" PRIu64 ", fingerprint %016" PRIx64
 			       ", %u/%u backends up, %zu bytes\n",
-			       s->cfg->name, hashlb_scheme_name(v.scheme),
-			       v.scheme == HASHLB_SCHEME_MAGLEV ? "slots" : "points",
-			       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
-			       hashlb_key_name(snap->key),
+			       s->cfg->name, params, hashlb_key_name(snap->key),
 			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
 			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
 			       v.n_backends, hashlb_table_bytes(t));
@@ -832,13 +831,15 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	}
 	hlb_buf_puts(o, "{\"service\":");
 	hlb_buf_json_str(o, s->cfg->name);
+	/* the config's names for the parameter, as hashlb table --json has them */
+	hlb_buf_printf(o, ",\"scheme\":\"%s\",\"%s\":%u,\"seed\":%" PRIu64,
+		       hashlb_scheme_name(p->scheme),
+		       p->scheme == HASHLB_SCHEME_MAGLEV ? "table_size" : "vnodes",
+		       p->scheme == HASHLB_SCHEME_MAGLEV ? p->maglev_m : p->ring_v, p->seed);
 	hlb_buf_printf(o,
-		       ",\"scheme\":\"%s\",\"size\":%u,\"seed\":%" PRIu64
 		       ",\"key\":\"%s\",\"hash_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
 		       ",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
 		       "\",\"up\":%u,\"bytes\":%zu,\"backends\":[",
-		       hashlb_scheme_name(v.scheme),
-		       v.scheme == HASHLB_SCHEME_MAGLEV ? v.m : v.n_points, snap->seed,
 		       hashlb_key_name(snap->key), prefix_v4(&snap->hash_prefix),
 		       prefix_v6(&snap->hash_prefix), snap->generation, snap->fingerprint,
 		       hlb_pool_takes_clients_count(s), hashlb_table_bytes(t));

@@ -44,6 +44,15 @@ tfp = re.search(r"fingerprint\s+([0-9a-f]{16})", t.stdout)
 check(fp and tfp and fp.group(1) == tfp.group(1),
       f"check and table agree on the fingerprint: {fp and fp.group(1)} vs {tfp and tfp.group(1)}")
 
+# check and table name the table's parameter alike, as the config does (before, hashlb table
+# said "maglev (table size 65537)" where check said "table_size=65537")
+sch = re.search(r"^  scheme       (.*)$", p.stdout, re.M)
+tsch = re.search(r"^scheme       (.*)$", t.stdout, re.M)
+check(sch and tsch and sch.group(1) == tsch.group(1) == "maglev table_size=65537 seed=0",
+      f"check and table say the scheme alike: {sch and sch.group(1)!r} {tsch and tsch.group(1)!r}")
+r = run("table", "--scheme", "ring", "--vnodes", "50", "a", "b")
+check(r.stdout.startswith("scheme       ring vnodes=50 seed=0\n"), f"table, ring: {r.stdout}")
+
 # the tables' memory at most, against table_memory (1 GiB by default)
 check(re.search(r"^tables: up to 38\d\.\d KiB with backends down, of table_memory 1024\.0 MiB$",
                 p.stdout, re.M) and

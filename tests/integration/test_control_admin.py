@@ -802,6 +802,41 @@ def weight_change_rebuilds():
     check(lb.stop() == 0, "exit 0")
 
 
+def table_is_told_alike_by_each_command():
+    """ctl table, hashlb table and hashlb check name a table's parameter as the config does
+    (table_size, vnodes), in text and JSON. Before, ctl table said "points 120" or
+    "slots 251" and its JSON "size" (the ring's points in all), where hashlb table said
+    "160 points per weight unit" and its JSON "vnodes"."""
+    names = [b[0] for b in BACKENDS]
+    for scheme, param, extra in (("ring", "vnodes", "vnodes: 40\nseed: 7"),
+                                 ("maglev", "table_size", "table_size: 251\nseed: 7")):
+        value = 40 if scheme == "ring" else 251
+        lb = Lb(config(BACKENDS, scheme=scheme, extra=extra, health="enabled: false"))
+        words = f"{scheme} {param}={value} seed=7"
+        rc, so, se = lb.ctl("table")
+        check(rc == 0 and so.startswith(f"service t: {words}, key src-ip\n"),
+              f"{scheme}: ctl table says {words!r}: {so!r} {se!r}")
+        p = subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True, text=True,
+                           timeout=30)
+        check(f"\n  scheme       {words}\n" in p.stdout, f"{scheme}: check says it: {p.stdout}")
+        opt = ("--vnodes", "40") if scheme == "ring" else ("--table-size", "251")
+        p = subprocess.run([HASHLB, "table", "--scheme", scheme, *opt, "--seed", "7", *names],
+                           capture_output=True, text=True, timeout=30)
+        check(p.stdout.startswith(f"scheme       {words}\n"),
+              f"{scheme}: hashlb table says it: {p.stdout}")
+        p = subprocess.run([HASHLB, "table", "--json", "--scheme", scheme, *opt, "--seed", "7",
+                            *names], capture_output=True, text=True, timeout=30)
+        offline = json.loads(p.stdout)
+        rc, so, se = lb.ctl("--json", "table")
+        live = json.loads(so) if rc == 0 else {}
+        for k in ("scheme", param, "seed", "fingerprint"):
+            check(live.get(k) == offline.get(k) and k in offline,
+                  f"{scheme}: ctl --json table and hashlb table --json agree on {k}: "
+                  f"{live.get(k)} {offline.get(k)}")
+        check("size" not in live, f"{scheme}: no 'size' beside {param}: {so}")
+        check(lb.stop() == 0, "exit 0")
+
+
 def max_connections_at_run_time():
     """ctl set BACKEND max_connections N caps a backend at once, without a rebuild: a client
     whose first choice it is goes to its second while the cap is reached; 0 lifts the cap; a
@@ -3334,6 +3369,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connect
            retry_after_a_table_change, maglev_retry_goes_where_the_client_stays,
            admin_serves_the_drain,
            metrics_parse_and_match_traffic, max_connections_at_run_time,
+           table_is_told_alike_by_each_command,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_busy_answer_waits_for_the_request,
            admin_http_says_what_it_cannot_serve,
