@@ -58,6 +58,22 @@ static double *shares_of(const struct hashlb_table *t)
 	return v;
 }
 
+/* Whether backend <idx> of <t> takes clients: up, and of a weight above 0 (one of weight 0 is
+ * up but in no slot), as /status's and /table's in_table and their count of backends up. */
+static bool in_table(const struct hashlb_table *t, uint32_t idx)
+{
+	return !hashlb_table_backend_down(t, idx) && hashlb_table_backend_weight(t, idx) > 0;
+}
+
+static uint32_t in_table_count(const struct hashlb_table *t)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < hashlb_table_backend_count(t); i++)
+		n += in_table(t, i);
+	return n;
+}
+
 static void print_summary(const struct hashlb_table *t, double ms)
 {
 	const struct hashlb_table_params *p = hashlb_table_params(t);
@@ -68,7 +84,7 @@ static void print_summary(const struct hashlb_table *t, double ms)
 
 	hashlb_table_params_format(p, params, sizeof(params));
 	printf("scheme       %s\n", params);
-	printf("backends     %u (%u up)\n", n, hashlb_table_up_count(t));
+	printf("backends     %u (%u up)\n", n, in_table_count(t));
 	printf("fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("build        %.3f ms\n", ms);
 	printf("memory       %.1f KiB\n", (double)hashlb_table_bytes(t) / 1024.0);
@@ -103,14 +119,13 @@ static void print_json(const struct hashlb_table *t, double ms)
 	else
 		printf("\"vnodes\":%u,", p->ring_v);
 	printf("\"seed\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64
-	       "\",\"build_ms\":%.3f,\"bytes\":%zu,\"backends\":[",
-	       p->seed, hashlb_table_fingerprint(t), ms, hashlb_table_bytes(t));
+	       "\",\"build_ms\":%.3f,\"bytes\":%zu,\"up\":%u,\"backends\":[",
+	       p->seed, hashlb_table_fingerprint(t), ms, hashlb_table_bytes(t), in_table_count(t));
 	for (uint32_t i = 0; i < n; i++) {
 		printf("%s{\"name\":", i ? "," : "");
 		cli_print_json_string(hashlb_table_backend_name(t, i));
-		printf(",\"weight\":%u,\"up\":%s,\"share\":%.6f}",
-		       hashlb_table_backend_weight(t, i),
-		       hashlb_table_backend_down(t, i) ? "false" : "true",
+		printf(",\"weight\":%u,\"in_table\":%s,\"share\":%.6f}",
+		       hashlb_table_backend_weight(t, i), in_table(t, i) ? "true" : "false",
 		       shares ? shares[i] : hashlb_table_share(t, i));
 	}
 	printf("]}\n");

@@ -846,9 +846,10 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	for (uint32_t i = 0; i < v.n_backends; i++) {
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
 		hlb_buf_json_str(o, hashlb_table_backend_name(t, i));
-		hlb_buf_printf(
-			o, ",\"weight\":%u,\"down\":%s,\"out\":", hashlb_table_backend_weight(t, i),
-			hashlb_table_backend_down(t, i) ? "true" : "false");
+		/* in_table as /status says it: taking clients (of a weight above 0 too) */
+		hlb_buf_printf(o, ",\"weight\":%u,\"in_table\":%s,\"out\":",
+			       hashlb_table_backend_weight(t, i),
+			       hlb_pool_takes_clients(snap, i) ? "true" : "false");
 		hlb_buf_json_str(o, table_out_name(s, t, i));
 		hlb_buf_printf(o, ",\"share\":%.6f}", share_of(shares, t, i));
 	}

@@ -959,7 +959,7 @@ with open(CS, "w") as f:
 for down, out in (("x,y", {"x,y"}), ("z,x,y", {"x,y", "z"}), ("x,y,x", {"x,y", "x"}),
                   ("x", {"x"})):
     p = run("table", "--json", "--down", down, "x,y", "x", "z", ok=False)
-    got = ({b["name"] for b in json.loads(p.stdout)["backends"] if not b["up"]}
+    got = ({b["name"] for b in json.loads(p.stdout)["backends"] if not b["in_table"]}
            if p.returncode == 0 else p.stderr.strip())
     check(got == out, f"table --down {down!r} with a backend 'x,y': down {got!r}, want {out}")
     for cmd in (("lookup", "--json", "-n", "3", "--down", down, "10.0.0.1", "x,y", "x", "z"),
@@ -987,7 +987,7 @@ for cmd, want in ((("table", "--json", "--down", "a", "--down", "b,c", "a", "b",
     if p.returncode != 0:
         check(False, f"hashlb {' '.join(cmd)}: exit {p.returncode}, {p.stderr!r}")
     elif want is None:
-        got = sorted(b["name"] for b in json.loads(p.stdout)["backends"] if not b["up"])
+        got = sorted(b["name"] for b in json.loads(p.stdout)["backends"] if not b["in_table"])
         check(got == ["a", "b", "c"], f"hashlb {' '.join(cmd)}: down {got}, want a, b, c")
     else:
         got = json.loads(p.stdout)[0]["preference"]

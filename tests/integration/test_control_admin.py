@@ -834,6 +834,25 @@ def table_is_told_alike_by_each_command():
                   f"{scheme}: ctl --json table and hashlb table --json agree on {k}: "
                   f"{live.get(k)} {offline.get(k)}")
         check("size" not in live, f"{scheme}: no 'size' beside {param}: {so}")
+        # a backend out of the table, another of weight 0: in_table false for both, and the
+        # count of those up, alike (before, /table said "down" and hashlb table "up", and
+        # neither counted the one of weight 0 out)
+        for args in (("b", "weight", "0"), ("c", "maint")):
+            rc, so, se = lb.ctl("set", *args)
+            check(rc == 0, f"ctl set {args}: {se}")
+        p = subprocess.run([HASHLB, "table", "--json", "--scheme", scheme, *opt, "--seed", "7",
+                            "--down", "c", "a", "b=0", "c"], capture_output=True, text=True,
+                           timeout=30)
+        offline = json.loads(p.stdout)
+        rc, so, se = lb.ctl("--json", "table")
+        live = json.loads(so) if rc == 0 else {}
+        got = [{b["name"]: b.get("in_table") for b in j.get("backends", [])} | {"": j.get("up")}
+               for j in (live, offline)]
+        want = {"a": True, "b": False, "c": False, "": 1}
+        check(got == [want, want] and lb.service()["up"] == 1 and
+              {b["name"]: b["in_table"] for b in lb.service()["backends"]} == {
+                  "a": True, "b": False, "c": False},
+              f"{scheme}: in_table and up alike in /table, hashlb table and /status: {got}")
         check(lb.stop() == 0, "exit 0")
 
 
