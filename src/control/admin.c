@@ -636,7 +636,8 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				client_prefix_text(&s->cfg->client_prefix, pbuf, sizeof(pbuf)));
 		if (s->cfg->steering == HASHLB_STEERING_KERNEL)
 			steering_text(o, hlb_control_steer_sample_of(steer, n_steer, s->cfg->name));
-		hlb_buf_printf(o, "  %-16s %-22s %6s %-8s %-9s %6s %8s %6s %6s %6s %8s\n",
+		/* shares to 3 decimals, as hashlb check, hashlb table and ctl table print them */
+		hlb_buf_printf(o, "  %-16s %-22s %6s %-8s %-9s %8s %8s %6s %6s %6s %8s\n",
 			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
 			       "TOTAL", "FAILS", "CHECK", "CONNECT");
 		shares = table_shares(snap->table);
@@ -672,7 +673,7 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				snprintf(connect, sizeof(connect), "%.2fms", connect_avg_ms(&c));
 			hlb_buf_printf(
 				o,
-				"  %-*s %-22s %6u %-8s %-9s %5.1f%% %8" PRIu64 " %6" PRIu64
+				"  %-*s %-22s %6u %-8s %-9s %7.3f%% %8" PRIu64 " %6" PRIu64
 				" %6" PRIu64 " %6s %8s%s%s%s%s\n",
 				16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
 				b->rt->address, b->rt->weight, backend_state_name(b, removed),
@@ -822,7 +823,7 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 		hlb_buf_printf(o, "  %-16s %6s %-6s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
 			hlb_buf_printf(
-				o, "  %-*s %6u %-6s %7.2f%%\n",
+				o, "  %-*s %6u %-6s %7.3f%%\n",
 				16 + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
 				hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
 				table_out_name(s, t, i) ?: "", 100.0 * share_of(shares, t, i));

@@ -834,6 +834,22 @@ def table_is_told_alike_by_each_command():
                   f"{scheme}: ctl --json table and hashlb table --json agree on {k}: "
                   f"{live.get(k)} {offline.get(k)}")
         check("size" not in live, f"{scheme}: no 'size' beside {param}: {so}")
+        # each backend's share, to 3 decimals in each text (before, 1 in ctl status, 2 in
+        # ctl table)
+        texts = {"ctl status": lb.ctl("status")[1], "ctl table": lb.ctl("table")[1],
+                 "check": subprocess.run([HASHLB, "check", "-c", lb.path], capture_output=True,
+                                         text=True, timeout=30).stdout,
+                 "table": subprocess.run([HASHLB, "table", "--scheme", scheme, *opt, "--seed",
+                                          "7", *names], capture_output=True, text=True,
+                                         timeout=30).stdout}
+        shares = {what: {ln.split()[0]: [w for w in ln.split() if w.endswith("%")]
+                         for ln in text.splitlines() if ln.split()[:1] and ln.split()[0] in names}
+                  for what, text in texts.items()}
+        want = {n: f"{100 * b['share']:.3f}%" for n, b in
+                ((b["name"], b) for b in offline["backends"])}
+        for what, got in shares.items():
+            check({n: v[0] if v else None for n, v in got.items()} == want,
+                  f"{scheme}: {what} shows the shares {want}: {got}")
         # a backend out of the table, another of weight 0: in_table false for both, and the
         # count of those up, alike (before, /table said "down" and hashlb table "up", and
         # neither counted the one of weight 0 out)
