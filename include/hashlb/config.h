@@ -554,6 +554,12 @@ void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len);
  */
 #define HASHLB_TABLE_PARAMS_STRLEN 64
 void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, size_t len);
+/*
+ * <ms> in the largest unit that writes it exactly, as the config takes a duration back: "5m",
+ * "30s", "1500ms", "0ms". Every configured duration hashlb prints is written so.
+ */
+#define HASHLB_DURATION_STRLEN 32
+void hashlb_duration_format(uint64_t ms, char *buf, size_t len);
 
 /* The service called <name>, or NULL. */
 const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,

@@ -29,7 +29,9 @@ static void usage(FILE *f)
 		   "  admin state and share of the clients (next to the ideal share, the\n"
 		   "  weight over the total). Backends in drain or maint take no share.\n"
 		   "  Each table's memory is shown as built and at most (with backends\n"
-		   "  down), and the sum of the latter against table_memory.\n"
+		   "  down), and the sum of the latter against table_memory. A duration is\n"
+		   "  printed as the config takes it, in the largest unit that writes it\n"
+		   "  exactly (5m, 30s, 1500ms).\n"
 		   "  On error prints one line FILE:LINE:COLUMN: error: WHAT to stderr\n"
 		   "  (a newline or control byte in FILE written \\n or \\xNN).\n"
 		   "  What is valid but likely a mistake (two backends of a service at\n"
@@ -81,15 +83,23 @@ static void print_bytes(const char *p, uint32_t n)
 	putchar('"');
 }
 
+/* <ms> into <buf> as the config writes a duration ("5m", "1500ms"): <buf>. */
+static const char *duration(uint64_t ms, char buf[HASHLB_DURATION_STRLEN])
+{
+	hashlb_duration_format(ms, buf, HASHLB_DURATION_STRLEN);
+	return buf;
+}
+
 static void print_health(const struct hashlb_health_cfg *h)
 {
+	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
+
 	if (!h->enabled) {
 		printf("  health       off (every backend counts as up)\n");
 		return;
 	}
-	printf("  health       every %" PRIu32 "ms, timeout %" PRIu32 "ms, rise %" PRIu32
-	       ", fall %" PRIu32,
-	       h->interval_ms, h->timeout_ms, h->rise, h->fall);
+	printf("  health       every %s, timeout %s, rise %" PRIu32 ", fall %" PRIu32,
+	       duration(h->interval_ms, d1), duration(h->timeout_ms, d2), h->rise, h->fall);
 	if (h->port)
 		printf(", port %u", h->port);
 	if (h->send_len) {
@@ -128,6 +138,8 @@ static int print_service(const struct hashlb_service_cfg *s)
 	uint32_t taking = 0; /* a weight of 0 takes no client, up or not */
 	double *shares;
 	char params[HASHLB_TABLE_PARAMS_STRLEN];
+	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
+	char d3[HASHLB_DURATION_STRLEN], d4[HASHLB_DURATION_STRLEN];
 	int w = 4, aw = 7;
 
 	if (hashlb_service_cfg_build_table(s, NULL, &t, &err) < 0) {
@@ -157,9 +169,9 @@ static int print_service(const struct hashlb_service_cfg *s)
 		printf(" of the client's prefix: IPv4 /%u, IPv6 /%u", s->hash_prefix.v4,
 		       s->hash_prefix.v6);
 	printf("\n");
-	printf("  timeouts     connect=%" PRIu32 "ms idle=%" PRIu32 "ms drain=%" PRIu32
-	       "ms queue=%" PRIu32 "ms%s\n",
-	       s->connect_timeout_ms, s->idle_timeout_ms, s->drain_timeout_ms, s->queue_timeout_ms,
+	printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",
+	       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
+	       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
 	       s->abort_on_close ? " (abort_on_close)" : "");
 	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32,
 	       s->max_connections, s->connect_retries);
@@ -187,22 +199,26 @@ static int print_service(const struct hashlb_service_cfg *s)
 	}
 	print_prefixes("clients      served only from", s->allow_clients, s->n_allow_clients);
 	print_prefixes("clients      never served from", s->deny_clients, s->n_deny_clients);
-	if (s->keepalive.enabled)
-		printf("  keepalive    idle=%" PRIu32 "s interval=%" PRIu32 "s count=%" PRIu32
-		       " (a silent peer is dropped after %" PRIu32 "s)\n",
-		       s->keepalive.idle_s, s->keepalive.interval_s, s->keepalive.count,
-		       s->keepalive.idle_s + s->keepalive.interval_s * s->keepalive.count);
+	if (s->keepalive.enabled) {
+		uint64_t idle = s->keepalive.idle_s * 1000ULL;
+		uint64_t every = s->keepalive.interval_s * 1000ULL;
+
+		printf("  keepalive    idle=%s interval=%s count=%" PRIu32
+		       " (a silent peer is dropped after %s)\n",
+		       duration(idle, d1), duration(every, d2), s->keepalive.count,
+		       duration(idle + every * s->keepalive.count, d3));
+	}
 	if (s->keepalive.enabled && s->keepalive.user_timeout_ms)
-		printf("  keepalive    user_timeout=%" PRIu32
-		       "ms (data unacknowledged, or a window closed, this long ends it)\n",
-		       s->keepalive.user_timeout_ms);
+		printf("  keepalive    user_timeout=%s (data unacknowledged, or a window closed, this "
+		       "long ends it)\n",
+		       duration(s->keepalive.user_timeout_ms, d1));
 	if (s->log_connections)
 		printf("  log          a line as each connection ends (log_connections)\n");
 	/* what sends a client past the table's backend, shown as the rest: only when on */
 	if (s->slow_start_ms || s->balance_factor > 0) {
 		printf("  placement   ");
 		if (s->slow_start_ms)
-			printf(" slow_start=%" PRIu32 "ms", s->slow_start_ms);
+			printf(" slow_start=%s", duration(s->slow_start_ms, d1));
 		if (s->balance_factor > 0)
 			printf(" balance_factor=%g", s->balance_factor);
 		printf("\n");
@@ -352,8 +368,8 @@ int cmd_check(int argc, char **argv)
 			printf("auto");
 		printf(", admin %s", c->admin ? c->admin : "off");
 		if (c->resolve_every_ms)
-			printf(", host names resolved again every %" PRIu32 " ms",
-			       c->resolve_every_ms);
+			printf(", host names resolved again every %s",
+			       duration(c->resolve_every_ms, tb));
 		printf("\n");
 		printf("tables: up to %s with backends down",
 		       size_text(c->table_bytes, tb, sizeof(tb)));

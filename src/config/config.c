@@ -771,6 +771,11 @@ static struct unit_text duration_text(uint32_t ms)
 	return unit_text(&duration_kind, ms);
 }
 
+void hashlb_duration_format(uint64_t ms, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", unit_text(&duration_kind, ms).s);
+}
+
 void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, size_t len)
 {
 	if (p->scheme == HASHLB_SCHEME_RING)

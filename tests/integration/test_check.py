@@ -80,9 +80,34 @@ with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
 r = run("check", "-c", f.name)
 os.unlink(f.name)
 check(r.returncode == 0 and
-      re.search(r"^  placement    slow_start=30000ms balance_factor=1\.25$", r.stdout, re.M),
+      re.search(r"^  placement    slow_start=30s balance_factor=1\.25$", r.stdout, re.M),
       f"check prints slow_start and balance_factor: {r.stdout}")
 check("placement" not in p.stdout, f"and no placement line when both are off: {p.stdout}")
+
+# a configured duration is printed in the largest unit that writes it exactly, as the config
+# takes it back (before, always in ms: "idle=300000ms" for "idle: 5m"; keepalive in s)
+def check_config(text):
+    """hashlb check of a config of <text>, in a file removed after."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    try:
+        return run("check", "-c", f.name)
+    finally:
+        os.unlink(f.name)
+
+
+r = check_config("resolve_every: 90s\nservices:\n  - name: web\n    listen: 127.0.0.1:18380\n"
+                 "    timeouts: {connect: 1500ms, idle: 2h, drain: 5m, queue: 0}\n"
+                 "    health: {interval: 1500ms, timeout: 1s}\n    slow_start: 60s\n"
+                 "    keepalive: {idle: 120s, interval: 10s, count: 6, user_timeout: 3m}\n"
+                 "    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+for want in (", host names resolved again every 90s\n",
+             "  timeouts     connect=1500ms idle=2h drain=5m queue=0ms\n",
+             "  health       every 1500ms, timeout 1s, rise 2, fall 3\n",
+             "  placement    slow_start=1m\n",
+             "  keepalive    idle=2m interval=10s count=6 (a silent peer is dropped after 3m)\n",
+             "  keepalive    user_timeout=3m (data unacknowledged"):
+    check(r.returncode == 0 and want in r.stdout, f"check prints {want.strip()!r}: {r.stdout}{r.stderr}")
 
 q = run("check", "-q", "-c", DEMO)
 check(q.returncode == 0 and q.stdout == "" and q.stderr == "", "check -q is silent on success")
@@ -150,7 +175,7 @@ with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
 r = run("check", "-c", f.name)
 os.unlink(f.name)
 check(r.returncode == 0 and
-      'health       every 2000ms, timeout 1000ms, rise 2, fall 3, send "PING\\r\\n\\x01", '
+      'health       every 2s, timeout 1s, rise 2, fall 3, send "PING\\r\\n\\x01", '
       'expect "+PONG", close_on_down' in r.stdout and "  source       127.0.0.7\n" in r.stdout and
       re.search(r"^\s+a\s.*max_connections=500$", r.stdout, re.M) and
       not re.search(r"^\s+b\s.*max_connections", r.stdout, re.M) and

@@ -1229,6 +1229,45 @@ static void test_addr_format(void **state)
 	assert_string_equal(text, "-");
 }
 
+/* The idle timeout, in ms, of a service that writes it <text>. */
+static uint32_t idle_timeout_of(const char *text)
+{
+	char yaml[256];
+	struct hashlb_config *c;
+	uint32_t ms;
+
+	snprintf(yaml, sizeof(yaml),
+		 "services: [{name: web, listen: 127.0.0.1:80, timeouts: {idle: %s},"
+		 " backends: [{name: a, address: 127.0.0.1:81}]}]\n",
+		 text);
+	c = load_ok(yaml);
+	ms = c->services[0].idle_timeout_ms;
+	hashlb_config_free(c);
+	return ms;
+}
+
+/* A duration is printed in the largest unit that writes it exactly, in a form the config
+ * takes back to the same value: what hashlb check prints of each. */
+static void test_duration_format(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "300000", "5m" }, { "5m", "5m" }, { "1500ms", "1500ms" }, { "90s", "90s" },
+		{ "3600s", "1h" },  { "0", "0ms" }, { "61000", "61s" },	    { "120m", "2h" }
+	};
+	char text[HASHLB_DURATION_STRLEN];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint32_t ms = idle_timeout_of(cases[i].in);
+
+		hashlb_duration_format(ms, text, sizeof(text));
+		assert_string_equal(text, cases[i].out);
+		assert_int_equal(idle_timeout_of(text), ms);
+	}
+}
+
 static void test_addresses(void **state)
 {
 	expect_error("services:\n  - name: web\n    listen: localhost:80\n", 3, 13,
@@ -3766,6 +3805,7 @@ int main(void)
 		cmocka_unit_test(test_hash_prefix),
 		cmocka_unit_test(test_client_prefix),
 		cmocka_unit_test(test_text_extra_bytes),
+		cmocka_unit_test(test_duration_format),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
