@@ -807,19 +807,22 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	const struct hashlb_table_params *p = hashlb_table_params(t);
 	double *shares = table_shares(t);
 	struct hashlb_table_view v;
-	char pbuf[64], params[HASHLB_TABLE_PARAMS_STRLEN];
+	char pbuf[64], params[HASHLB_TABLE_PARAMS_STRLEN], points[32] = "";
 
 	hashlb_table_view(t, &v);
 	hashlb_table_params_format(p, params, sizeof(params));
+	/* a ring's points in all (vnodes times the weights of the backends in it): its size */
+	if (p->scheme != HASHLB_SCHEME_MAGLEV)
+		snprintf(points, sizeof(points), "%u points, ", v.n_points);
 	if (text) {
 		hlb_buf_printf(o,
 			       "service %s: %s, key %s%s\n"
 			       "generation %" PRIu64 ", fingerprint %016" PRIx64
-			       ", %u/%u backends up, %zu bytes\n",
+			       ", %u/%u backends up, %s%zu bytes\n",
 			       s->cfg->name, params, hashlb_key_name(snap->key),
 			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
 			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
-			       v.n_backends, hashlb_table_bytes(t));
+			       v.n_backends, points, hashlb_table_bytes(t));
 		hlb_buf_printf(o, "  %-16s %6s %-6s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
 			hlb_buf_printf(
@@ -837,6 +840,8 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 		       hashlb_scheme_name(p->scheme),
 		       p->scheme == HASHLB_SCHEME_MAGLEV ? "table_size" : "vnodes",
 		       p->scheme == HASHLB_SCHEME_MAGLEV ? p->maglev_m : p->ring_v, p->seed);
+	if (p->scheme != HASHLB_SCHEME_MAGLEV)
+		hlb_buf_printf(o, ",\"points\":%u", v.n_points);
 	hlb_buf_printf(o,
 		       ",\"key\":\"%s\",\"hash_prefix\":{\"ipv4\":%u,\"ipv6\":%u}"
 		       ",\"generation\":%" PRIu64 ",\"fingerprint\":\"%016" PRIx64

@@ -834,6 +834,14 @@ def table_is_told_alike_by_each_command():
                   f"{scheme}: ctl --json table and hashlb table --json agree on {k}: "
                   f"{live.get(k)} {offline.get(k)}")
         check("size" not in live, f"{scheme}: no 'size' beside {param}: {so}")
+        # a ring's size, its points in all (vnodes times the weights in it), is still told:
+        # "points" in JSON, "N points" on ctl table's second line
+        points = 40 * len(names) if scheme == "ring" else None
+        check(live.get("points") == points,
+              f"{scheme}: /table's points {points}: {live.get('points')}")
+        line2 = lb.ctl("table")[1].split("\n")[1]
+        check((f", {points} points, " in line2) == (scheme == "ring"),
+              f"{scheme}: ctl table's second line tells the ring's points: {line2!r}")
         # each backend's share, to 3 decimals in each text (before, 1 in ctl status, 2 in
         # ctl table)
         texts = {"ctl status": lb.ctl("status")[1], "ctl table": lb.ctl("table")[1],
