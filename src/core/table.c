@@ -583,15 +583,18 @@ static int apply_overlay(struct hashlb_table *t)
 	for (uint32_t i = 0; i < t->n; i++)
 		t->n_up += !t->down[i];
 
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV && !t->slots) {
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
 		uint16_t *surv;
 
-		/* a build: the survivors' table of its outage is kept */
-		ret = maglev_effective(t, NULL, &surv);
-		if (ret < 0)
-			return ret;
-		t->kept_slots = surv;
-		t->kept_survivors = surv != NULL;
+		/* a build: the survivors' table of its outage is kept (hashlb_table_with_down()
+		 * and hashlb_table_rebuild() made t->slots already) */
+		if (!t->slots) {
+			ret = maglev_effective(t, NULL, &surv);
+			if (ret < 0)
+				return ret;
+			t->kept_slots = surv;
+			t->kept_survivors = surv != NULL;
+		}
 	} else {
 		ret = ring_filter(&t->ring, &t->full_ring, t->down);
 		if (ret < 0)
