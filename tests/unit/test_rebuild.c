@@ -204,13 +204,14 @@ static void assert_fresh(const struct hashlb_table *t, const struct hashlb_table
  * hashlb_table_with_down() from the table before or from a side table with more down (a retry
  * or ramp table); every other change of pool_mutate() (reweights, adds, removes, reorders) by
  * hashlb_table_rebuild(). Each table is the fresh build's, whatever tables were kept along the
- * way: the effective table depends only on names, weights and the down set.
+ * way, the side tables too: the effective table depends only on names, weights and the down
+ * set.
  */
 static void run_health_chain(uint32_t m, uint64_t seed, int steps)
 {
 	struct hashlb_table_params p;
 	struct hashlb_table *cur, *side = NULL, *next;
-	struct pool pool;
+	struct pool pool, side_pool;
 	uint64_t rs = seed * 7919 + m;
 	size_t last = 0;
 
@@ -243,9 +244,14 @@ static void run_health_chain(uint32_t m, uint64_t seed, int steps)
 			down[test_next_key(&rs) % pool.n] = true;
 			hashlb_table_free(side);
 			assert_int_equal(hashlb_table_with_down(cur, down, &side, NULL), 0);
-			for (size_t k = 0; k < pool.n; k++)
+			side_pool = pool;
+			for (size_t k = 0; k < pool.n; k++) {
 				assert_int_equal(hashlb_table_backend_down(side, (uint32_t)k),
 						 down[k]);
+				side_pool.spec[k].down = down[k];
+			}
+			/* the side table too, which the next health change may start from */
+			assert_fresh(side, &p, &side_pool, s);
 			continue;
 		} else { /* a reload */
 			pool_mutate(&pool, &rs);
