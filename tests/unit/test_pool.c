@@ -980,6 +980,59 @@ static void test_orphan_not_taken_back_drains_as_a_removed_backend(void **state)
 	fixture_teardown(&f);
 }
 
+/*
+ * The deadline a stop's drain closes a removed backend's connections at, which the workers read
+ * (hlb_backend.drain_until_ms): set by the reload that removes it, or its service, to the
+ * control plane's; kept while it drains as an orphan left to its service added back; and 0
+ * once a reload takes it back, as an orphan or a removed backend of its service's: its
+ * connections then drain at a stop to the service's timeouts.drain from the stop, not cut at
+ * the deadline of a removal undone.
+ */
+static void test_removed_backend_drain_deadline_seen_by_the_workers(void **state)
+{
+	struct hlb_pool_backend *pb;
+	struct hlb_pool_service *web;
+	struct hlb_backend *b3;
+	struct fixture f;
+	uint64_t t0;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_MAGLEV, 4);
+	b3 = hlb_backend_ref(hlb_pool_backend_find(f.svc, "b3")->rt); /* its connection's */
+	atomic_store(&b3->claimed, 1);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), 0);
+
+	t0 = hlb_now_ms();
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* b3 removed: it drains */
+	assert_int_equal(f.svc->n_removed, 1);
+	pb = f.svc->removed[0];
+	assert_ptr_equal(pb->rt, b3);
+	assert_true(atomic_load(&b3->drain_until_ms) >= t0 + 30000);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), pb->drain_deadline_ms);
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4)); /* taken back */
+	assert_ptr_equal(hlb_pool_backend_find(f.svc, "b3")->rt, b3);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), 0);
+
+	fixture_reload(&f, config_api()); /* web removed: its backends orphans */
+	assert_true(atomic_load(&b3->drain_until_ms) >= t0 + 30000);
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4)); /* web back, b3 taken back */
+	web = hlb_pool_service_find(f.pool, "web");
+	assert_ptr_equal(hlb_pool_backend_find(web, "b3")->rt, b3);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), 0);
+
+	fixture_reload(&f, config_api()); /* web removed again */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 3)); /* web back, without b3 */
+	web = hlb_pool_service_find(f.pool, "web");
+	assert_int_equal(web->n_removed, 1);
+	assert_ptr_equal(web->removed[0]->rt, b3); /* draining to its removal's deadline */
+	assert_true(atomic_load(&b3->drain_until_ms) >= t0 + 30000);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), web->removed[0]->drain_deadline_ms);
+	atomic_store(&b3->claimed, 0);
+	hlb_backend_unref(b3);
+	hlb_pool_flush(f.pool);
+	fixture_teardown(&f);
+}
+
 /* <web>'s backends b1 (weight 5), b2 (max_connections 7) and b3 (maint) as set at run time on a
  * config of weight 1, no cap, ready: as an orphan (draining) or as <web>'s again. */
 static void assert_set_at_run_time(struct hlb_pool_backend *const *b, bool orphans)
@@ -2299,6 +2352,7 @@ int main(void)
 		cmocka_unit_test(
 			test_added_back_service_is_not_removed_when_its_snapshot_is_published),
 		cmocka_unit_test(test_orphan_not_taken_back_drains_as_a_removed_backend),
+		cmocka_unit_test(test_removed_backend_drain_deadline_seen_by_the_workers),
 		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 		cmocka_unit_test(test_backend_added_back_is_the_one_at_its_address),
