@@ -34,7 +34,8 @@ struct run_steer_svc {
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	/* Another hashlb version's program is on its interface (-EPROTO): its
 	 * attach is tried again every RETRY_MS (<retry>), logged once (again if
-	 * the reason changes: <refused>), until it is gone. */
+	 * the reason changes: <refused>, or if another outcome of an attach came
+	 * between: the interface gone, another failure), until it is gone. */
 	bool other;
 	/* Its program went away with its interface (or was replaced): attached
 	 * again by refresh_tick() once the interface is there. */
@@ -560,6 +561,13 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		struct hashlb_steer_opts o = { .iface = e->iface,
 					       .mode = HASHLB_STEER_AUTO,
 					       .flows = e->flows };
+		/* the other version's refusal went on to this try; any other outcome
+		 * ends it, so that the next one is said again (before, after the
+		 * interface was gone a while, it was not: the log's last word was
+		 * that it would be attached once back) */
+		bool was_other = e->other;
+
+		e->other = false;
 
 		if (!o.iface) {
 			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
@@ -617,7 +625,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			 * only at the next reload after the operator detached it */
 			char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
 
-			if (!e->other || strcmp(e->refused, err.msg) != 0)
+			if (!was_other || strcmp(e->refused, err.msg) != 0)
 				hlb_log(HLB_LOG_ERROR, "kernel steering not started",
 					"service=%s error=%s reason=\"once it is detached, this "
 					"hashlb's is attached (tried every second)\"",
@@ -639,10 +647,9 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"service=%s interface=%s mode=%s%s", name,
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-				e->other ? " reason=\"the other hashlb version's program is gone\""
-					 : "");
+				was_other ? " reason=\"the other hashlb version's program is gone\""
+					  : "");
 		}
-		e->other = false;
 		hashlb_steer_set_lock_try(e->steer, true);
 		e->marked = false;
 	}

@@ -1694,7 +1694,9 @@ def lock_held(topo, servers):
 def other_version(topo, servers):
     """Another hashlb version's program on the LB's eth0 (this source built with its map
     hlb_stats named otherwise, attached by hand in generic XDP): hashlb run does not start
-    steering and says so once, naming the program and what removes it; once it is detached
+    steering and says so once, naming the program and what removes it, and again after eth0
+    was gone a while (before, not: the last word logged was that it would be attached once
+    eth0 exists, while it was refused every second); once it is detached
     (the ip link command the message names) the daemon attaches its own by itself, within its
     retry, and logs it, and new clients go through the kernel path. Before, only a reload
     after the detach attached it."""
@@ -1711,6 +1713,16 @@ def other_version(topo, servers):
         time.sleep(2.5)  # two retries, or more
         again = d.wait_log("kernel steering not started", 0)
         check(again is None, f"other version: the refusal logged again at a retry: {again}")
+        # eth0 gone a while (renamed away, the program with it), then back: the refusal is
+        # said again, the log's last word being that it is attached once eth0 exists
+        rename_lb(topo, "eth0", "hlbaway0")
+        gone = d.wait_log("kernel steering not started", 15)
+        check(gone is not None and "attached once it exists" in gone,
+              f"other version: eth0 gone, not said so: {gone}")
+        rename_lb(topo, "hlbaway0", "eth0")
+        line = d.wait_log("kernel steering not started", 15)
+        check(line is not None and "another hashlb version's" in line,
+              f"other version: eth0 back with it, the refusal not said again: {line}")
         T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb)
         line = d.wait_log("kernel steering attached", 15)
         check(line is not None and "the other hashlb version's program is gone" in line,
@@ -1724,6 +1736,8 @@ def other_version(topo, servers):
               f"{dict(got)}", flush=True)
     finally:
         d.stop()
+        if "hlbaway0" in T.sh("ip", "link", "show", ns=topo.lb).stdout:
+            rename_lb(topo, "hlbaway0", "eth0")
         T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
 
 
