@@ -488,19 +488,31 @@ static bool tchar(int c)
 #define EXPECT_CONTINUE 1u /* Expect: 100-continue */
 #define EXPECT_OTHER 2u /* an expectation other than that one */
 
-/* What the value [v, end) of an Expect line asks: EXPECT_CONTINUE, EXPECT_OTHER, or 0 if
- * it is empty (the field is a list: RFC 9110 10.1.1, 5.6.1). */
+/*
+ * What the value [v, end) of an Expect line asks: EXPECT_CONTINUE and EXPECT_OTHER or'ed, 0 if
+ * it is empty. The field is a list (RFC 9110 10.1.1, 5.6.1), its empty elements ignored: a
+ * "100-continue," or "100-continue, 100-continue" asks a 100 alone (it was a 417).
+ */
 static unsigned expect_read(const char *v, const char *end)
 {
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	if (v == end)
-		return 0;
-	/* case-insensitive, as RFC 9110 has it */
-	return end - v == 12 && !strncasecmp(v, "100-continue", 12) ? EXPECT_CONTINUE
-								    : EXPECT_OTHER;
+	unsigned expect = 0;
+
+	while (v < end) {
+		const char *comma = memchr(v, ',', (size_t)(end - v));
+		const char *e = comma ? comma : end;
+
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		/* case-insensitive, as RFC 9110 has it */
+		if (e > v)
+			expect |= e - v == 12 && !strncasecmp(v, "100-continue", 12)
+					  ? EXPECT_CONTINUE
+					  : EXPECT_OTHER;
+		v = comma ? comma + 1 : end;
+	}
+	return expect;
 }
 
 /*

@@ -312,6 +312,14 @@ static void test_expect_continue(void **state)
 		{ "GET /status HTTP/1.1\r\nExpect: 100-continue\r\nExpect: x\r\n\r\n", 417, false },
 		/* an empty one asks nothing */
 		{ "GET /status HTTP/1.1\r\nExpect: \r\n\r\n", 200, false },
+		/* a list: its empty elements ignored, 100-continue twice asks it once (a 417) */
+		{ "POST /set HTTP/1.1\r\nExpect: 100-continue,\r\nContent-Length: 9\r\n\r\n",
+		  HLB_HTTP_MORE, true },
+		{ "POST /set HTTP/1.1\r\nExpect: , 100-continue ,100-Continue\r\n"
+		  "Content-Length: 9\r\n\r\n",
+		  HLB_HTTP_MORE, true },
+		{ "GET /status HTTP/1.1\r\nExpect: ,\t,\r\n\r\n", 200, false },
+		{ "GET /status HTTP/1.1\r\nExpect: x,100-continue\r\n\r\n", 417, false },
 	};
 	struct hlb_http_parsed p;
 	char *in;
