@@ -83,6 +83,16 @@ check(r.returncode == 0 and
       re.search(r"^  placement    slow_start=30s balance_factor=1\.25$", r.stdout, re.M),
       f"check prints slow_start and balance_factor: {r.stdout}")
 check("placement" not in p.stdout, f"and no placement line when both are off: {p.stdout}")
+# and a service steered in the kernel says so, with its interface (the commit that added the
+# line tested placement alone); a userspace one prints no steering line
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+            "    interface: lo\n    backends:\n      - {name: a, address: 127.0.0.1:18381}\n")
+r = run("check", "-c", f.name)
+os.unlink(f.name)
+check(r.returncode == 0 and re.search(r"^  steering     kernel, on lo$", r.stdout, re.M),
+      f"check prints kernel steering and its interface: {r.stdout}")
+check("steering" not in p.stdout, f"and no steering line for userspace: {p.stdout}")
 
 # a configured duration is printed in the largest unit that writes it exactly, as the config
 # takes it back (before, always in ms: "idle=300000ms" for "idle: 5m"; keepalive in s)
