@@ -596,7 +596,7 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	whole = (size_t)(body - in) + body_len <= len;
 	/*
 	 * Expect (RFC 9110 10.1.1), of HTTP/1.1 (one of HTTP/1.0 is ignored): a client that asks
-	 * 100-continue waits for it before sending its body (curl, for one over 1 KiB: 1 s), so
+	 * 100-continue waits for it before sending its body (curl: 1 s), so
 	 * what the head alone refuses is answered now, and otherwise the connection sends it
 	 * (p->send_continue); another expectation is not met: 417.
 	 */
