@@ -520,7 +520,8 @@ static void http_name(struct hlb_http *h)
  * which takes the place of what was there (a socket of before: a stale one, or the live one of
  * the hashlb an upgrade replaces). A bind that fails leaves that in place; and a client never
  * finds the path missing, as it did between an unlink and the bind. A path too long for such a
- * name beside it (sun_path) is bound in place, after an unlink. The socket file's device and
+ * name beside it (sun_path), or a name beside it refused (EACCES, EPERM: an access policy that
+ * names the path alone), is bound in place, after an unlink. The socket file's device and
  * inode into *<ret_dev> and *<ret_ino> (what hlb_http_free() removes). 0, or -errno.
  */
 static int unix_bind_over(int fd, const char *path, dev_t *ret_dev, ino_t *ret_ino)
@@ -539,8 +540,16 @@ static int unix_bind_over(int fd, const char *path, dev_t *ret_dev, ino_t *ret_i
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
 		unlink(path);
 	}
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
-		return -errno;
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		/* a policy (AppArmor, SELinux) that lets hashlb make the path and no other name
+		 * there: bound in place, as a path too long for the name beside it is */
+		if ((errno != EACCES && errno != EPERM) || !strcmp(sun.sun_path, path))
+			return -errno;
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+			return -errno;
+	}
 	if (listen(fd, 64) < 0 || stat(sun.sun_path, &st) < 0 ||
 	    (strcmp(sun.sun_path, path) != 0 && rename(sun.sun_path, path) < 0)) {
 		ret = -errno;

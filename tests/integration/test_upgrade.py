@@ -35,7 +35,7 @@ import time  # noqa: E402
 from ctltest import Lb, config  # noqa: E402
 from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
-from shims import Paused  # noqa: E402
+from shims import Paused, shim  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -1584,6 +1584,33 @@ def unix_admin_path_answers_while_the_new_one_binds():
     check(old.stop() == 0, "exit 0")
 
 
+def unix_admin_path_bound_in_place_when_a_name_beside_it_is_refused():
+    """Under an access policy (AppArmor, SELinux) that lets hashlb make its admin socket's
+    path and no other name in that directory (bind_refuse.c: a name beginning ".hashlb-" is
+    refused EACCES), the socket is bound at the path itself, after removing what was there,
+    as before the rename: hashlb starts and answers there, a second one beside it too. Without
+    that, the start failed (cannot listen on unix:PATH: Permission denied)."""
+    path = tmppath("inplace.sock")
+    text = config(BACKENDS, admin="unix:" + path, listen=f"{LISTEN[0]}:{LISTEN[1]}")
+    env = dict(os.environ, LD_PRELOAD=shim("bind_refuse"),
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    try:
+        old = Lb(text, fname="inplace-old.yaml", env=env)
+    except SystemExit as e:  # no admin endpoint: it did not start
+        check(False, f"it starts: {e}")
+        return
+    try:
+        check(status_pid(old) == old.proc.pid, f"it answers at the path: {status_pid(old)}")
+        new = Hashlb(text, fname="inplace-new.yaml", wait=False, env=env)
+        try:
+            check(new.wait_log("msg=started"), f"a second one starts: {new.log[-3:]}")
+            check(status_pid(old) == new.proc.pid, f"the path is its: {status_pid(old)}")
+        finally:
+            new.stop()
+    finally:
+        check(old.stop() == 0, "exit 0")
+
+
 def unix_admin_comes_back_when_the_upgrade_fails():
     """An upgrade in place whose new process binds the admin endpoint's Unix path, then dies
     before it is ready (killed: here a stand-in installed as the new version, which binds the
@@ -2070,6 +2097,7 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            unix_admin_comes_back_when_the_new_one_stops,
            unix_admin_path_answers_while_the_new_one_binds,
            unix_admin_comes_back_when_the_upgrade_fails,
+           unix_admin_path_bound_in_place_when_a_name_beside_it_is_refused,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
            old_process_given_up_on_hands_nothing_over, takeover_refuses_an_answer_cut_short,
