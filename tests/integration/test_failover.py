@@ -1693,7 +1693,10 @@ def queued_clients_not_woken_by_a_cap_set_as_it_is():
     waiting = connect(lb.addr, client_ip(2), timeout=30)
     woken = lambda: lb.status()["workers"][0]["queue_looks_woken"]  # noqa: E731
     queued = lambda: sum(s["connections"]["queued"] for s in lb.status()["services"])  # noqa: E731
-    check(lb.wait(lambda: queued() == 1), "one waits")
+    # the client counted as it joins the queue, its worker's look at it (woken for: the queue
+    # was empty) at the end of that turn: a worker preempted in between would count that look
+    # among the sets' had the test read woken() before it
+    check(lb.wait(lambda: queued() == 1 and woken() == 1), "one waits, its joining look over")
     n, before = 200, woken()
     for _ in range(n):
         code, body = lb.http("POST", "/set?backend=a&max_connections=1")
