@@ -673,7 +673,7 @@ static void queue_want_seen(const struct worker *w)
  */
 static void queue_recheck(struct worker *w, struct hlb_service *svc, bool joined)
 {
-	/* pairs with conn_unclaim()'s, and with kick_fence() */
+	/* pairs with conn_unclaim()'s and claim_undone()'s, and with kick_fence() */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (joined && atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
 			      svc->wstats[w->id].queue_seen)
@@ -1806,14 +1806,24 @@ static unsigned raw_position(const uint32_t *raw, size_t n, uint32_t b)
  * A claim on <be> (max_connections <cap>) for <c> was given back at once:
  * over the cap, or its connect not started. Counted meanwhile, it may have
  * made a slot that freed then look taken to the queue the slot's kick sent
- * to look (worker_kick_queues()): if there is room now, kick again.
+ * to look (worker_kick_queues()): if there is room now, kick again. So too
+ * to a client that joined a queue meanwhile, whose queue_recheck() found the
+ * slot taken by this claim: the fence, between the claim given back and the
+ * load of <queued>, pairs with that one's, as conn_unclaim()'s does (without
+ * it, relaxed, the load may come before the store is seen, and each side
+ * miss the other's: a client left waiting with the slot free, for its
+ * queue_timeout). It is the kick's fence too. Only with a cap, the backend
+ * found full: not on a connection's path.
  */
 static void claim_undone(struct worker *w, const struct conn *c, struct hlb_backend *be,
 			 uint32_t cap)
 {
-	if (cap && atomic_load_explicit(&c->svc->queued, memory_order_relaxed) &&
+	if (!cap)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->svc->queued, memory_order_relaxed) &&
 	    atomic_load_explicit(&be->claimed, memory_order_relaxed) < cap)
-		worker_kick_queues(w, c->svc);
+		worker_kick_queues_fenced(w, c->svc);
 }
 
 /*

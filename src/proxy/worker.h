@@ -526,7 +526,7 @@ void worker_close_fd(struct worker *w, int fd);
 void worker_kick_queues(struct worker *w, struct hlb_service *svc);
 /* The same, after a seq_cst fence of the caller's that follows the change
  * with no store between that the kick's pairings need ordered: it stands
- * for the kick's own (conn_unclaim()). */
+ * for the kick's own (conn_unclaim(), claim_undone() in proxy/conn.c). */
 void worker_kick_queues_fenced(struct worker *w, struct hlb_service *svc);
 /*
  * A backend of a Maglev service started failing connects (its
