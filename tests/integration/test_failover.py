@@ -1096,6 +1096,66 @@ def queued_clients_handed_on_at_once():
     check(lb.stop() == 0, "exit 0")
 
 
+def queued_client_of_a_worker_past_64_woken_by_a_slot():
+    """A worker's bit in the words that tell which workers hold clients of a service waiting
+    (hlb_service.queue_workers, 64 workers a word) is read for workers 64 and up too: with 66
+    workers, a client waiting on worker 64 or 65, the slot it waits for held on another, is
+    served once that slot frees, woken for it (hashlb_worker_queue_served_woken_total). With
+    only the first word read, no wake-up came: its worker's own looks (the tick's) try no
+    client while nothing changed, and it was reset at its queue timeout."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum
+
+    n_workers = 66
+    lb = Lb(ctl_config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
+                       extra="timeouts:\n  queue: 8s", workers=n_workers))
+
+    def counts():
+        return [w["connections"] for w in lb.status()["workers"]]
+
+    def worker_of(before):
+        """The worker that took the connection made after the counts were <before>."""
+        check(lb.wait(lambda: sum(counts()) == sum(before) + 1), "the connection taken")
+        after = counts()
+        return next(k for k in range(n_workers) if after[k] > before[k])
+
+    before = counts()
+    holder = connect(lb.addr, client_ip(10))
+    check(read_line(holder) == "a", "the holder within the cap")
+    held_by = worker_of(before)
+    # the kernel spreads clients over the workers' sockets: one that lands on worker 64 or 65
+    # (not the holder's) waits, the others are let go (a reset: dropped from the queue at once)
+    waiting, k, i = None, None, 11
+    while waiting is None and i < 1500:
+        before = counts()
+        s = connect(lb.addr, client_ip(i), timeout=30)  # a hang guard
+        i += 1
+        k = worker_of(before)
+        if k >= 64 and k != held_by:
+            waiting = s
+            break
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        check(lb.wait(lambda: counts() == before), "the connection gone")
+    check(waiting is not None, f"a client on worker 64 or 65 ({i - 11} connections made)")
+    print(f"    a client waiting on worker {k}, the slot held on worker {held_by} "
+          f"({i - 11} connections made)")
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), "it waits")
+    woken = metric_sum(lb, "hashlb_worker_queue_served_woken_total")
+    holder.close()  # the slot frees on the holder's worker
+    try:
+        got = read_line(waiting)  # its queue timeout ends it without the wake-up
+    except OSError as e:
+        got = repr(e)
+    check(got == "a", f"the client on worker {k} served as the slot freed on worker "
+          f"{held_by}: got {got!r}")
+    check(metric_sum(lb, "hashlb_worker_queue_served_woken_total") > woken,
+          "served as woken for the slot")
+    waiting.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def queued_clients_handed_on_across_workers():
     """With two workers, a slot that frees on one wakes the clients waiting in the other's
     queue (eventfd): 20 clients waiting on one worker, the 20 slots of a max_connections 20
@@ -1831,4 +1891,5 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_clients_not_woken_by_a_cap_set_as_it_is,
            queued_clients_cost_nothing_while_another_service_ramps,
            queued_clients_walked_once_as_a_service_leaves_the_queue,
+           queued_client_of_a_worker_past_64_woken_by_a_slot,
            source_address])
