@@ -723,18 +723,28 @@ out:
 }
 
 /*
- * What the host says of each backend to steer to: its MAC (and dev=), from
+ * What the host says of the interface and of each backend to steer to: -ENODEV
+ * (printed) if there is no interface IFACE; each backend's MAC (and dev=), from
  * the command line or the neighbour table; -ENOENT (printed) if one in the
  * table has none (one out of it needs none). After the command line is known
  * right and the build known to steer: neither is the host's to say.
  */
 static int resolve_host(struct steer_args *a)
 {
-	/* read once for all of them (before, once a backend) */
-	struct hashlb_steer_neigh *neigh = hashlb_steer_neigh_new();
+	struct hashlb_steer_neigh *neigh;
 	unsigned said = 0;
 	int ret = 0, r;
 
+	/* An -i (or interface:) misspelt, or one not there yet: said as --stats
+	 * and --detach say it. Before, each backend had "no MAC address" in the
+	 * table of an interface that does not exist, and a ping to it was
+	 * suggested, which could not help. */
+	if (!if_nametoindex(a->iface)) {
+		cli_error("no interface '%s'\n", a->iface);
+		return -ENODEV;
+	}
+	/* read once for all of them (before, once a backend) */
+	neigh = hashlb_steer_neigh_new();
 	if (!neigh) {
 		cli_error("out of memory\n");
 		return -ENOMEM;

@@ -676,6 +676,21 @@ if BPF:
         check(p.returncode == 1 and p.stderr == want,
               f"hashlb {' '.join(args)}, {env}: exit {p.returncode}, stderr {p.stderr!r}, "
               f"want {want!r}")
+# An interface that does not exist (-i misspelt, a config's interface: not there yet) is said,
+# exit 1, whatever the action: it said "backend 'a': no MAC address: ... (e.g. ping 10.0.0.2
+# once)" when a backend's MAC was to be read from its table, which no ping helps.
+if BPF:
+    NO_IF = "hlb-no-such0"
+    with open(os.path.join(tmp, "no-if.yaml"), "w") as f:
+        f.write(open(STEER_CFG).read().replace("interface: lo", f"interface: {NO_IF}"))
+    for args in (("steer", "-i", NO_IF, *VIP, "-b", "a=10.0.0.2"),
+                 ("steer", "-i", NO_IF, "--update", *VIP, "-b", "a=10.0.0.2", "-b", "b=fd00::3"),
+                 ("steer", "-i", NO_IF, *VIP, *BACKEND),
+                 ("steer", "-c", f.name), ("steer", "-i", NO_IF, "--stats")):
+        p = run(*args, ok=False)
+        check(p.returncode == 1 and p.stderr == f"hashlb steer: no interface '{NO_IF}'\n",
+              f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
+    os.unlink(f.name)
 os.unlink(STEER_CFG)
 os.unlink(ADMIN_PORT_0)
 os.unlink(ADMIN_OFF)
