@@ -229,7 +229,7 @@ static int parse_backend(const char *arg, uint32_t nth, struct backend_arg *b, u
 		return -ENOMEM;
 	eq = strchr(copy, '=');
 	if (!eq || eq == copy) {
-		cli_error("backend '%s': expected NAME=IP[,mac=MAC][,weight=N]\n", arg);
+		cli_error("backend '%s': expected NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]\n", arg);
 		goto out;
 	}
 	*eq = '\0';

@@ -225,7 +225,9 @@ for args, status, msg in [
     # before the host is asked for a MAC (10.0.0.2 is in no neighbour table): it said none, 1
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "--down", "x"), 2, "--down names 'x'"),
     (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "--drain", "x"), 2, "--drain names 'x'"),
-    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "-b", "b"), 2, "backend 'b': expected"),
+    # the SPEC as --help gives it: dev= was left out
+    (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2", "-b", "b"), 2,
+     "hashlb steer: backend 'b': expected NAME=IP[,mac=MAC][,weight=N][,dev=IFACE]\n"),
     (("steer", "-c", STEER_CFG, "--down", "x"), 2, "--down names 'x'"),
     (("steer", "-c", STEER_CFG, "--drain", "x"), 2, "--drain names 'x'"),
     (("lookup", "-c", DEMO, "--service", "x", "10.0.0.1"), 2, "--service 'x'"),
