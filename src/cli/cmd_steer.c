@@ -132,6 +132,9 @@ static void usage(FILE *f)
 		"  drop_table        inconsistent table (a bug: please report)\n"
 		"  drop_redirect     always 0: a redirect fails, if it does, after the\n"
 		"                    program has returned, where it cannot count it\n"
+		"  flows, flows_max  conntrack entries in use (flows seen, until evicted:\n"
+		"                    it climbs to flows_max and stays), and at most\n"
+		"                    (--flows rounded up), as hashlb ctl status has them\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -345,10 +348,13 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 	return 0;
 }
 
+/* The counters, then the conntrack table's occupancy, <flows> entries in use of
+ * <flows_max>: named as hashlb ctl's /status names them (before, only there). */
 static void print_stats(const char *iface, enum hashlb_steer_mode mode,
-			const struct hlb_steer_stats *st, bool json)
+			const struct hlb_steer_stats *st, uint32_t flows, uint64_t flows_max,
+			bool json)
 {
-	const char *name;
+	const char *fmt = json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", *name;
 	uint64_t v;
 
 	if (json)
@@ -357,7 +363,9 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 	else
 		printf("interface %s (%s)\n", iface, hashlb_steer_mode_name(mode));
 	for (unsigned i = 0; (name = hashlb_steer_stats_field(st, i, &v)); i++)
-		printf(json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", name, v);
+		printf(fmt, name, v);
+	printf(fmt, "flows", (uint64_t)flows);
+	printf(fmt, "flows_max", flows_max);
 	if (json)
 		printf("}\n");
 }
@@ -575,6 +583,7 @@ static int steer_stats(struct steer_args *a)
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
 	struct hlb_steer_stats st;
+	uint32_t flows;
 	int ret;
 
 	ret = hashlb_steer_find(a->iface, a->opts.mode, &s, &err);
@@ -583,11 +592,13 @@ static int steer_stats(struct steer_args *a)
 		return 1;
 	}
 	ret = hashlb_steer_stats(s, &st);
-	if (ret < 0) {
+	if (ret < 0)
 		cli_error("reading the counters: %s\n", strerror(-ret));
-	} else {
-		print_stats(a->iface, hashlb_steer_mode(s), &st, a->json);
-	}
+	else if ((ret = hashlb_steer_flows_count(s, &flows)) < 0)
+		cli_error("reading the conntrack table: %s\n", strerror(-ret));
+	else
+		print_stats(a->iface, hashlb_steer_mode(s), &st, flows, hashlb_steer_flows_max(s),
+			    a->json);
 	hashlb_steer_free(s);
 	return ret < 0 ? 1 : 0;
 }

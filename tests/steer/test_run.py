@@ -637,6 +637,10 @@ def metrics(topo, servers):
                  ("conntrack_lost", "ct_lost"), ("untracked_resets", "rst_untracked")]}
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
+        # the occupancy too (before, only /metrics and ctl status had it)
+        check((st.get("flows"), st.get("flows_max")) == (10, 98304),
+              f"metrics: hashlb steer --stats: flows {st.get('flows')} of "
+              f"{st.get('flows_max')}, want 10 of 98304")
         p = d.ctl("--json", "status")
         steering = (json.loads(p.stdout)["services"][0].get("steering") or {}) \
             if p.returncode == 0 else {}
