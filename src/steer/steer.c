@@ -905,6 +905,15 @@ static int find_attached(const char *iface, enum hashlb_steer_mode mode, int *re
 	if (n == 0 && mode == HASHLB_STEER_AUTO)
 		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
 				  "no hashlb program is attached to '%s'", iface);
+	/* One at the other hook is named, with the --mode that finds it: before,
+	 * "no hashlb program" alone, as if nothing were attached. */
+	if (n == 0 && attached_progs(ifindex, HASHLB_STEER_AUTO, ids, found) == 1)
+		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
+				  "no hashlb program is attached to '%s' in %s mode: its "
+				  "program is at %s (program %u): --mode %s, or no --mode",
+				  iface, hashlb_steer_mode_name(mode),
+				  hashlb_steer_mode_name(found[0]), ids[0],
+				  hashlb_steer_mode_name(found[0]));
 	if (n == 0)
 		return hashlb_err(err, -ENOENT, HASHLB_ERR_SYSTEM,
 				  "no hashlb program is attached to '%s' in %s mode", iface,

@@ -163,6 +163,15 @@ def keep_and_detach(topo):
           f"--update to one backend: {p.returncode} {p.stdout} {p.stderr}")
     p = steer("-i", "eth0", "--stats")
     check(p.returncode == 0 and "new_flows" in p.stdout, f"--stats after --keep: {p.stderr}")
+    # --mode naming the other hook: where the program is, and the --mode that finds it (it said
+    # "no hashlb program is attached to 'eth0' in xdp mode" alone); nothing detached
+    for mode in ("xdp", "xdp-generic"):
+        for act in ("--stats", "--detach"):
+            p = steer("-i", "eth0", act, "--mode", mode)
+            check(p.returncode == 1 and re.fullmatch(
+                f"hashlb steer: no hashlb program is attached to 'eth0' in {mode} mode: its "
+                r"program is at tc \(program \d+\): --mode tc, or no --mode\n", p.stderr) and
+                xdp_attached(topo), f"{act} --mode {mode} beside tc: {p.returncode} {p.stderr}")
     p = steer("-i", "eth0", "--detach")
     check(p.returncode == 0 and not xdp_attached(topo), f"--detach: {p.stderr}")
     check("clsact" in T.sh("tc", "qdisc", "show", "dev", "eth0", ns=topo.lb).stdout,
