@@ -354,6 +354,16 @@ void hashlb_steer_neigh_free(struct hashlb_steer_neigh *n);
 int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_storage *addr,
 			   const char *dev, uint8_t ret_mac[6]);
 
+/*
+ * Whether IPv4 or IPv6 address <addr> is in a subnet of one of <dev>'s own
+ * addresses (getifaddrs), so that reaching it once would fill its neighbour
+ * entry on <dev>; 1 if so, 0 if not, -errno if that cannot be told (<dev>'s
+ * addresses unread). A host on no subnet of <dev> is routed elsewhere and
+ * gets no entry there, whatever is sent to it: L2 direct server return cannot
+ * reach it. An on-link route with no address on <dev> is not seen.
+ */
+int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev);
+
 /* What is read for address family <family>'s table, for messages: "/proc/net/arp"... */
 const char *hashlb_steer_neigh_source(int family);
 

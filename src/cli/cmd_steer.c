@@ -307,6 +307,33 @@ static int neigh_lookup(struct backend_arg *b, const char *dev, struct hashlb_st
 }
 
 /*
+ * Whether <b>'s address is in none of <dev>'s subnets, said as its having no
+ * MAC (<address>: as the config writes it, else NULL): reaching it makes no
+ * neighbour entry on <dev>, and L2 direct server return cannot reach it.
+ * Before, "ping it once" or "reach it once first" was said, which could not
+ * help (a backend routed, as Katran's IPIP reaches them).
+ */
+static bool off_subnet(const struct backend_arg *b, const char *address, const char *dev)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (hashlb_steer_on_subnet(&b->addr, dev) != 0)
+		return false;
+	inet_ntop(b->addr.ss_family,
+		  b->addr.ss_family == AF_INET
+			  ? (const void *)&((const struct sockaddr_in *)&b->addr)->sin_addr
+			  : (const void *)&((const struct sockaddr_in6 *)&b->addr)->sin6_addr,
+		  ip, sizeof(ip));
+	cli_error("backend '%s'%s%s%s: no MAC address: %s is in none of %s's subnets, so no "
+		  "neighbour entry is made for it there: the kernel path reaches only hosts "
+		  "on the layer-2 segment of %s (dev=IFACE names another interface; mac=... "
+		  "one on it all the same)\n",
+		  b->name, address ? " (" : "", address ? address : "", address ? ")" : "", ip, dev,
+		  dev);
+	return true;
+}
+
+/*
  * What the host says of backend <b>: its dev's index, its MAC from <neigh>, the
  * neighbour table of its dev (else <iface>) unless given; -ENOENT (printed)
  * if there is no such dev, or no MAC for a backend in the table; the error
@@ -340,9 +367,10 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 	}
 	if (!b->have_mac && !out) {
 		inet_ntop(b->addr.ss_family, a, ip, sizeof(ip));
-		cli_error("backend '%s': no MAC address: give mac=..., or make the "
-			  "neighbour entry exist first (e.g. ping %s once)\n",
-			  b->name, ip);
+		if (!off_subnet(b, NULL, b->dev[0] ? b->dev : iface))
+			cli_error("backend '%s': no MAC address: give mac=..., or make the "
+				  "neighbour entry exist first (e.g. ping %s once)\n",
+				  b->name, ip);
 		return -ENOENT;
 	}
 	return 0;
@@ -767,7 +795,8 @@ static int resolve_host(struct steer_args *a)
 		if (!a->svc) {
 			ret = resolve_backend(b, a->iface, out, neigh, &said);
 		} else if ((r = neigh_lookup(b, a->iface, neigh, &said)) < 0 && !out) {
-			if (neigh_missing(r))
+			if (neigh_missing(r) &&
+			    !off_subnet(b, a->svc->backends[i].address, a->iface))
 				cli_error("backend '%s' (%s): no MAC address in the neighbour "
 					  "table of %s: reach it once first\n",
 					  b->name, a->svc->backends[i].address, a->iface);

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -310,4 +311,62 @@ int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_s
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* Whether the first <bits> bits of <a> and <b> (<len> bytes each) are the same. */
+static bool prefix_same(const uint8_t *a, const uint8_t *b, size_t len, unsigned bits)
+{
+	for (size_t i = 0; i < len && bits; i++) {
+		unsigned n = bits < 8 ? bits : 8;
+		uint8_t mask = (uint8_t)(0xff << (8 - n));
+
+		if ((a[i] ^ b[i]) & mask)
+			return false;
+		bits -= n;
+	}
+	return true;
+}
+
+/* The bits set in netmask <m> (<len> bytes). */
+static unsigned mask_bits(const uint8_t *m, size_t len)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < len; i++)
+		n += (unsigned)__builtin_popcount(m[i]);
+	return n;
+}
+
+int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
+{
+	size_t len = addr->ss_family == AF_INET6 ? 16 : 4;
+	const uint8_t *want =
+		addr->ss_family == AF_INET6
+			? ((const struct sockaddr_in6 *)addr)->sin6_addr.s6_addr
+			: (const uint8_t *)&((const struct sockaddr_in *)addr)->sin_addr;
+	struct ifaddrs *all, *ifa;
+	int ret = 0;
+
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (getifaddrs(&all) < 0)
+		return -errno;
+	for (ifa = all; ifa && !ret; ifa = ifa->ifa_next) {
+		const uint8_t *a, *m;
+
+		if (!ifa->ifa_addr || !ifa->ifa_netmask || strcmp(ifa->ifa_name, dev) != 0 ||
+		    ifa->ifa_addr->sa_family != addr->ss_family)
+			continue;
+		if (addr->ss_family == AF_INET6) {
+			a = ((const struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr.s6_addr;
+			m = ((const struct sockaddr_in6 *)ifa->ifa_netmask)->sin6_addr.s6_addr;
+		} else {
+			a = (const uint8_t *)&((const struct sockaddr_in *)ifa->ifa_addr)->sin_addr;
+			m = (const uint8_t *)&((const struct sockaddr_in *)ifa->ifa_netmask)
+				    ->sin_addr;
+		}
+		ret = prefix_same(a, want, len, mask_bits(m, len));
+	}
+	freeifaddrs(all);
+	return ret;
 }

@@ -693,6 +693,30 @@ if BPF:
         check(p.returncode == 1 and p.stderr == f"hashlb steer: no interface '{NO_IF}'\n",
               f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
     os.unlink(f.name)
+# A backend in none of the interface's subnets (routed: Katran reaches its backends so) is said to
+# be out of L2 DSR's reach: it said "(e.g. ping 10.0.0.2 once)" ("reach it once first" with -c),
+# and no ping makes an entry for an address routed elsewhere. One in a subnet of it (127/8 on lo)
+# is told to reach it, as before.
+if BPF:
+    OFF = ("no MAC address: {} is in none of lo's subnets, so no neighbour entry is made for it "
+           "there: the kernel path reaches only hosts on the layer-2 segment of lo (dev=IFACE "
+           "names another interface; mac=... one on it all the same)\n")
+    with open(os.path.join(tmp, "off-subnet.yaml"), "w") as f:
+        f.write(open(STEER_CFG).read().replace("127.0.0.1:18081", "10.0.0.2:18081"))
+    for args, want in (
+            (("steer", "-i", "lo", *VIP, "-b", "a=10.0.0.2"),
+             "hashlb steer: backend 'a': " + OFF.format("10.0.0.2")),
+            (("steer", "-i", "lo", "--update", *VIP, "-b", "a=fd00::2"),
+             "hashlb steer: backend 'a': " + OFF.format("fd00::2")),
+            (("steer", "-c", f.name),
+             "hashlb steer: backend 'a' (10.0.0.2:18081): " + OFF.format("10.0.0.2")),
+            (("steer", "-i", "lo", *VIP, "-b", "a=127.0.0.2"),
+             "hashlb steer: backend 'a': no MAC address: give mac=..., or make the neighbour "
+             "entry exist first (e.g. ping 127.0.0.2 once)\n")):
+        p = run(*args, ok=False)
+        check(p.returncode == 1 and p.stderr == want,
+              f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
+    os.unlink(f.name)
 os.unlink(STEER_CFG)
 os.unlink(ADMIN_PORT_0)
 os.unlink(ADMIN_OFF)
