@@ -704,7 +704,15 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			continue;
 		/* Keep the table in force: a frame to an unknown MAC would
 		 * reach nobody. */
-		if (ret == -ENOENT)
+		/* a routed one: no entry is ever made on <dev> (as hashlb steer says it) */
+		if (ret == -ENOENT && hashlb_steer_on_subnet(&b->addr, dev) == 0)
+			hashlb_err(
+				&err, ret, HASHLB_ERR_SYSTEM,
+				"backend '%s' (%s) is in none of %s's subnets, so no neighbour "
+				"entry is made for it there: the kernel path reaches only hosts on "
+				"the layer-2 segment of %s, and keeps its previous table",
+				b->name, b->address, dev, dev);
+		else if (ret == -ENOENT)
 			hashlb_err(&err, ret, HASHLB_ERR_SYSTEM,
 				   "backend '%s' (%s) has no entry in the neighbour table of %s: "
 				   "the kernel path keeps its previous table until it has one",

@@ -2,7 +2,8 @@
 """hashlb run with steering: kernel, when backends fail or change state: in network
 namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's tables when a
 backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
-yet is published once it is, with no other change; a backend in maint, and a backup when the others
+yet is published once it is, with no other change, and one refused because a backend is routed
+(in none of the interface's subnets) says so; a backend in maint, and a backup when the others
 return, keep their established connections; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
@@ -380,6 +381,33 @@ def neighbour(topo, servers):
               f"neighbour: refusals logged more than once each: {episodes}")
     finally:
         d.stop()
+
+
+def routed(topo, servers):
+    """b3 at an address routed through its host (10.99.0.50, on b3's loopback, via b3's address):
+    its health checks pass, but no neighbour entry is ever made for it on eth0, and L2 DSR cannot
+    reach it. The refusal says so (it said "has no entry in the neighbour table of eth0", which
+    reaching it could not change), and the kernel path keeps its table."""
+    routed_ip = "10.99.0.50"
+    T.sh("ip", "addr", "add", f"{routed_ip}/32", "dev", "lo", ns=topo.backends[2])
+    T.sh("ip", "route", "add", f"{routed_ip}/32", "via", topo.backend_ip(2), ns=topo.lb)
+    cfg = service(topo).replace(f"'{topo.backend_ip(2)}:", f"'{routed_ip}:")
+    d = Daemon(topo, cfg).start()
+    try:
+        line = d.wait_log("kernel steering table not updated", 15)
+        want = (f"backend 'b3' ({routed_ip}:{T.VIP_PORT}) is in none of eth0's subnets, so no "
+                "neighbour entry is made for it there: the kernel path reaches only hosts on the "
+                "layer-2 segment of eth0, and keeps its previous table")
+        check(line is not None and want in line, f"routed: the refusal: {line}")
+        p = d.ctl("--json", "status")
+        b3 = json.loads(p.stdout)["services"][0]["backends"][2] if p.returncode == 0 else {}
+        check(b3.get("health") == "up" and b3.get("checks_ok", 0) > 0,
+              f"routed: b3's health checks do not pass, the test proves nothing: {b3}")
+    finally:
+        d.stop()
+        T.sh("ip", "route", "del", f"{routed_ip}/32", ns=topo.lb, check=False)
+        T.sh("ip", "addr", "del", f"{routed_ip}/32", "dev", "lo", ns=topo.backends[2],
+             check=False)
 
 
 def neighbour_unreadable(topo, servers):
@@ -1752,7 +1780,7 @@ def body(topo):
     # connection went through the VIP yet. (After the others it once counted a client's bare
     # RST of a connection still closing when a program was detached: topo.wait_closed().)
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
-                     ("neighbour_unreadable", neighbour_unreadable),
+                     ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
                      ("maint", maint), ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
