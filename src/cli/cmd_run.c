@@ -331,6 +331,8 @@ static int run(int argc, char **argv, char *const *again)
 		cli_print_error(&err);
 	if (hlb_daemon_handed_over(d))
 		run_steer_handed_over(steer);
+	else
+		run_steer_stopped(steer);
 	/* a worker failed: a restart (systemd's Restart=on-failure) brings it back */
 	if (r == 0 && hlb_daemon_failed(d))
 		r = -EIO;

@@ -971,6 +971,26 @@ void run_steer_old_stopped(void *arg)
 	}
 }
 
+void run_steer_stopped(struct run_steer *rs)
+{
+	char qi[LOG_IFACE_KV_MAX];
+
+	/* Before, run_steer_free() detached them without a word: the log said
+	 * "attached" at the start and nothing at the end, and the flows the
+	 * kernel path carried ended then with no line to tell why. */
+	for (uint32_t i = 0; rs && i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (!e->steer || !hashlb_steer_attached(e->steer))
+			continue;
+		iface_kv(e, qi); /* the name it has now: read before the program goes */
+		hashlb_steer_free(e->steer);
+		e->steer = NULL;
+		hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped",
+			e->name, qi);
+	}
+}
+
 void run_steer_handed_over(struct run_steer *rs)
 {
 	for (uint32_t i = 0; rs && i < rs->n; i++)

@@ -58,6 +58,9 @@ void run_steer_old_stopped(void *arg);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);
+/* hashlb stopped without handing its sockets over: detach every program, each logged
+ * (msg="kernel steering detached" reason=stopped), its established flows left to the stack. */
+void run_steer_stopped(struct run_steer *rs);
 /* An hlb_control.steer_fits (<arg> is the struct run_steer): whether service <c>'s table over
  * <names> at <weights> fits the program it has (a reload, a resolve, ctl set weight ask
  * before they change anything), else -E2BIG and <err> names the service, the capacity

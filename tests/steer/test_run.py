@@ -483,6 +483,14 @@ def maint(topo, servers):
         got, lost = followed(topo, d, client, held, "maint", "b1")
         print(f"maint: b1 in maint: {on_b1} connections on it, {lost} lost; new clients "
               f"{dict(got)}", flush=True)
+        # a clean stop detaches the program, and says so (it said nothing: "attached" was
+        # logged at the start, and no line told where the kernel path had gone)
+        d.skip_log()
+        d.stop()
+        check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
+                         'reason=stopped', 5) is not None and steer_stats(topo) == {},
+              f"maint: stopped: detached {steer_stats(topo) == {}}, not logged: "
+              f"{d.lines[d.pos:]}")
     finally:
         d.stop()
 
