@@ -983,7 +983,8 @@ void run_steer_stopped(struct run_steer *rs)
 
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
-		iface_kv(e, qi); /* the name it has now: read before the program goes */
+		/* interface=NAME, the name it has now: read before the program goes */
+		iface_kv(e, qi);
 		hashlb_steer_free(e->steer);
 		e->steer = NULL;
 		hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped",
