@@ -50,24 +50,38 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			o.quick = 1;
-		} else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
-			int f = report_format_parse(argv[++i]);
+		const char *fmt = NULL;
 
-			if (f < 0) {
-				fprintf(stderr, "hashlb-bench: unknown format '%s'\n", argv[i]);
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout); /* as after the command: its options are these */
+			return 0;
+		} else if (strcmp(argv[i], "--quick") == 0) {
+			o.quick = 1;
+			continue;
+		} else if (strcmp(argv[i], "--format") == 0) {
+			if (i + 1 == argc) {
+				fprintf(stderr,
+					"hashlb-bench: option --format needs a value: md, csv "
+					"or json\n");
+				usage(stderr);
 				return 2;
 			}
-			o.format = (enum report_format)f;
-		} else if (strncmp(argv[i], "--format=", 9) == 0 &&
-			   report_format_parse(argv[i] + 9) >= 0) {
-			o.format = (enum report_format)report_format_parse(argv[i] + 9);
+			fmt = argv[++i];
+		} else if (strncmp(argv[i], "--format=", 9) == 0) {
+			fmt = argv[i] + 9;
 		} else {
-			fprintf(stderr, "hashlb-bench: unknown option '%s'\n", argv[i]);
+			fprintf(stderr, "hashlb-bench: unexpected argument '%s'\n", argv[i]);
 			usage(stderr);
 			return 2;
 		}
+		if (report_format_parse(fmt) < 0) {
+			fprintf(stderr,
+				"hashlb-bench: invalid value '%s' for option --format (md, csv or json)\n",
+				fmt);
+			usage(stderr);
+			return 2;
+		}
+		o.format = (enum report_format)report_format_parse(fmt);
 	}
 	/* the command that reproduces this output, as it was typed */
 	for (int i = 0; i < argc && len < sizeof(command) - 1; i++)

@@ -49,5 +49,33 @@ for name, refused in benches.items():
 st, out, err = run(os.path.join(BUILD, "bench", "hashlb-bench"), "--help")
 check(st == 0 and "hash % N" in out and "%%" not in out, f"hashlb-bench --help: {out!r}")
 
+# hashlb-bench's options: --help after the command too (it named '--help' an unknown option,
+# exit 2); --format without its value, or with one it does not take, says so and names the
+# formats (it said "unknown option '--format'", and "unknown option '--format=xml'" where
+# "--format xml" said "unknown format"); a word that is no option is not called one.
+HB = os.path.join(BUILD, "bench", "hashlb-bench")
+for cmd in ("schemes", "lookup", "health"):
+    for flag in ("--help", "-h"):
+        st, out, err = run(HB, cmd, "--quick", flag)
+        check(st == 0 and out.startswith("usage: hashlb-bench") and err == "",
+              f"hashlb-bench {cmd} --quick {flag}: exit {st}, stdout {out[:200]!r}, "
+              f"stderr {err[:200]!r}")
+refused = {
+    ("schemes", "--format"): "hashlb-bench: option --format needs a value: md, csv or json\n",
+    ("schemes", "--format", "xml"):
+        "hashlb-bench: invalid value 'xml' for option --format (md, csv or json)\n",
+    ("lookup", "--format=xml"):
+        "hashlb-bench: invalid value 'xml' for option --format (md, csv or json)\n",
+    ("health", "--format="):
+        "hashlb-bench: invalid value '' for option --format (md, csv or json)\n",
+    ("schemes", "--quick", "extra"): "hashlb-bench: unexpected argument 'extra'\n",
+    ("schemes", "--quik"): "hashlb-bench: unexpected argument '--quik'\n",
+}
+for args, first in refused.items():
+    st, out, err = run(HB, *args)
+    check(st == 2 and out == "" and err.startswith(first)
+          and err[len(first):].startswith("usage: hashlb-bench "),
+          f"hashlb-bench {' '.join(args)}: exit {st}, stdout {out[:200]!r}, stderr {err[:300]!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
