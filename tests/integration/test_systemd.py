@@ -107,6 +107,7 @@ class Container:
         units["systemd-networkd-wait-online.service"] = ""
         for name, text in units.items():
             path = os.path.join(self.dir, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # a drop-in: NAME.d/FILE
             with open(path, "w") as f:
                 f.write(text)
             binds.append(f"--bind-ro={path}:/etc/systemd/system/{name}")
@@ -506,4 +507,37 @@ def socket_activation():
     stop(pa)
 
 
-run_tests([service_start_reload_upgrade_stop, socket_activation])
+def socket_dropin_replaces_the_address():
+    """hashlb.socket's own instructions: a drop-in (`systemctl edit hashlb.socket`) whose
+    empty ListenStream= drops the shipped 127.0.0.1:18080, then the config's address. Without
+    that empty line a drop-in's ListenStream= adds to the shipped one: systemd held 18080 too,
+    hashlb logged it as matching no service and kept it open, and the comment had said only
+    to write "one ListenStream= per service listen address"."""
+    need_systemd()
+    sock = unit_text("hashlb.socket")
+    m = re.search(r"^#\s+\[Socket\]\n#\s+(ListenStream=)\n#\s+ListenStream=(\S+)", sock, re.M)
+    check(m is not None, "hashlb.socket shows a drop-in that resets ListenStream= first")
+    if m is None:
+        return
+    addr = "127.0.0.1:18099"
+    opt = opt_dir("dropin", "")
+    ct = Container("dropin", opt, {
+        "hashlb.service": unit_text("hashlb.service.in"), "hashlb.socket": sock,
+        "hashlb.socket.d/override.conf": f"[Socket]\nListenStream=\nListenStream={addr}\n"})
+    pa, port_a = ct.backend("a")
+    write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a)], listen=addr))
+    rc, _, err = ct.sh("systemctl start hashlb.socket")
+    listen = [l for l in ct.sh("systemctl show -p Listen hashlb.socket")[1].splitlines() if l]
+    check(rc == 0 and listen == [f"Listen={addr} (Stream)"],
+          f"the socket unit listens on the drop-in's address alone: rc={rc} {err} {listen!r}")
+    check(ct.who(addr) == "a", "the first connection starts hashlb, which serves it")
+    journal = ct.journal("hashlb")
+    check("socket=inherited" in journal and "matches no service" not in journal,
+          f"hashlb serves on the socket passed, and is passed no other:\n{journal[-1500:]}")
+    ct.sh("systemctl stop hashlb.socket hashlb")
+    ct.poweroff()
+    stop(pa)
+
+
+run_tests([service_start_reload_upgrade_stop, socket_activation,
+           socket_dropin_replaces_the_address])
