@@ -1622,7 +1622,14 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
 {
 	int r = ctl->upgrade_start ? ctl->upgrade_start(ctl->daemon) : -EOPNOTSUPP;
+	const char *how = NULL;
 
+	/* no process started: the daemon says how, with the file it could not run */
+	if (r < 0 && r != -EALREADY && r != -ESHUTDOWN && r != -ECHILD && ctl->upgrade_state &&
+	    ctl->upgrade_state(ctl->daemon, &how) < 0 && how) {
+		resp_error(resp, 500, "cannot upgrade: the new hashlb %s", how);
+		return;
+	}
 	if (r < 0) {
 		resp_error(resp, r == -EALREADY || r == -ESHUTDOWN || r == -ECHILD ? 409 : 500,
 			   "cannot upgrade: %s",

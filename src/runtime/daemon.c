@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -149,7 +150,7 @@ struct hlb_daemon {
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t taker; /* its pid */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
-	char up_failed_how[64];
+	char up_failed_how[PATH_MAX + 128]; /* the executable's path, if it could not be started */
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 	/* started so: the old one's health once this one is ready (HLB_FDPASS_RESYNC) */
 	int resync_fd;
@@ -1816,8 +1817,11 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 			hlb_log_quote(d->exe, qe, sizeof(qe)), strerrorname_np(r));
 		/* for /status too: a SIGUSR2 has nobody else to tell */
 		d->up_failed_pid = -1;
-		snprintf(d->up_failed_how, sizeof(d->up_failed_how), "could not be started, %s",
-			 strerrorname_np(r));
+		/* which file: the upgrade runs the one at the path this one started from,
+		 * which a deploy may have moved or left unexecutable */
+		snprintf(d->up_failed_how, sizeof(d->up_failed_how),
+			 "could not be started, %s (%s): %s", strerrorname_np(r), strerror(r),
+			 d->exe);
 		up->pid = 0;
 		close(sv[0]);
 		if (rs[0] >= 0) {
