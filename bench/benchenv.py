@@ -2,6 +2,7 @@
 ctltest.py) sets up first: its arguments, --hashlb among them (the binary those helpers run),
 and the environment and import path the helpers read."""
 import argparse
+import math
 import os
 import sys
 
@@ -24,3 +25,27 @@ def parse(ap):
     os.environ.setdefault("HASHLB_SOURCE_ROOT", ROOT)
     sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
     return args
+
+
+def count(text):
+    """An argparse type: a whole number from 1 (rounds, scrapes, clients...). 0 or less
+    measured nothing and ended in a traceback (ZeroDivisionError, IndexError) after the
+    processes had started, or printed figures of nothing (p50 nan)."""
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"a whole number from 1, not {text!r}")
+    return n
+
+
+def positive(text):
+    """An argparse type: a number above 0 (seconds, ratios), finite."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (0 < x < math.inf):
+        raise argparse.ArgumentTypeError(f"a number above 0, not {text!r}")
+    return x

@@ -25,6 +25,8 @@ import tempfile
 import threading
 import time
 
+import benchenv  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HTTP_BACKEND = os.path.join(HERE, "..", "tests", "tools", "http-backend")
 
@@ -82,8 +84,8 @@ def http(admin, method, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hashlb", default="build/src/cli/hashlb")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--rounds", type=benchenv.count, default=5)
+    ap.add_argument("--seconds", type=benchenv.positive, default=4)
     ap.add_argument("--backend", choices=("nginx", "python"),
                     default="nginx" if os.path.exists(NGINX) else "python")
     a = ap.parse_args()

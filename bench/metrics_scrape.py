@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from benchenv import count  # noqa: E402
+
 
 def config(admin, services, backends, workers):
     y = [f"workers: {workers}", f"admin: unix:{admin}", "services:"]
@@ -108,10 +110,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hashlb", required=True)
     ap.add_argument("--baseline", help="another hashlb to measure on the same config")
-    ap.add_argument("--services", type=int, default=1000)
-    ap.add_argument("--backends", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--scrapes", type=int, default=50)
+    ap.add_argument("--services", type=count, default=1000)
+    ap.add_argument("--backends", type=count, default=3)
+    ap.add_argument("--workers", type=count, default=2)
+    ap.add_argument("--scrapes", type=count, default=50)
     ap.add_argument("--name", action="append", default=[],
                     help="a family the scrapes ask for (name[]=), any number of times")
     a = ap.parse_args()

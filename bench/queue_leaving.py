@@ -18,12 +18,12 @@ import os
 import random
 import sys
 
-from benchenv import arguments, parse
+from benchenv import arguments, count, parse, positive
 
 ap = arguments(__doc__)
-ap.add_argument("--rounds", type=int, default=3, help="rounds of each order")
-ap.add_argument("--ratio", type=float, default=3.0, help="newest / oldest first allowed")
-ap.add_argument("--floor", type=float, default=0.05, help="oldest first counted as at least this")
+ap.add_argument("--rounds", type=count, default=3, help="rounds of each order")
+ap.add_argument("--ratio", type=positive, default=3.0, help="newest / oldest first allowed")
+ap.add_argument("--floor", type=positive, default=0.05, help="oldest first counted as at least this")
 args = parse(ap)
 
 from ctltest import queue_of_waiting_clients, reset_waiting  # noqa: E402

@@ -16,12 +16,12 @@ import sys
 import threading
 import time
 
-from benchenv import arguments, parse
+from benchenv import arguments, count, parse, positive
 
 ap = arguments(__doc__)
-ap.add_argument("--seconds", type=float, default=60)
-ap.add_argument("--every", type=float, default=1.3, help="seconds between changes of the name")
-ap.add_argument("--clients", type=int, default=4, help="client threads")
+ap.add_argument("--seconds", type=positive, default=60)
+ap.add_argument("--every", type=positive, default=1.3, help="seconds between changes of the name")
+ap.add_argument("--clients", type=count, default=4, help="client threads")
 args = parse(ap)
 
 from ctltest import Lb, config  # noqa: E402

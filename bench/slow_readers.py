@@ -16,14 +16,14 @@ import sys
 import threading
 import time
 
-from benchenv import arguments, parse
+from benchenv import arguments, count, parse, positive
 
 ap = arguments(__doc__)
-ap.add_argument("--stuck", type=int, default=200, help="clients that stop reading")
-ap.add_argument("--probes", type=int, default=200, help="echo connections beside them")
-ap.add_argument("--timeout", type=float, default=3.0, help="seconds a probe waits for its echo")
-ap.add_argument("--seconds", type=float, default=60, help="the feed's bound")
-ap.add_argument("--fill", type=float, default=30,
+ap.add_argument("--stuck", type=count, default=200, help="clients that stop reading")
+ap.add_argument("--probes", type=count, default=200, help="echo connections beside them")
+ap.add_argument("--timeout", type=positive, default=3.0, help="seconds a probe waits for its echo")
+ap.add_argument("--seconds", type=positive, default=60, help="the feed's bound")
+ap.add_argument("--fill", type=positive, default=30,
                 help="at most this long for the readers' queues to fill (a spill each)")
 args = parse(ap)
 

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from benchenv import count, positive  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "steer"))
 import topo as T  # noqa: E402
@@ -64,9 +66,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hashlb", default="build/src/cli/hashlb")
     ap.add_argument("--bpf-obj", default="build/bpf/steer.bpf.o")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=3)
-    ap.add_argument("--conns", type=int, default=4)
+    ap.add_argument("--reps", type=count, default=3)
+    ap.add_argument("--seconds", type=positive, default=3)
+    ap.add_argument("--conns", type=count, default=4)
     a = ap.parse_args()
     T.need_root()
     hashlb = os.path.abspath(a.hashlb)

@@ -16,12 +16,14 @@ import sys
 import tempfile
 import time
 
+from benchenv import count  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hashlb", required=True)
-    ap.add_argument("--services", type=int, default=10)
-    ap.add_argument("--scrapes", type=int, default=300)
+    ap.add_argument("--services", type=count, default=10)
+    ap.add_argument("--scrapes", type=count, default=300)
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: network namespaces and BPF need root")

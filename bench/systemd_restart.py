@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from benchenv import count, positive  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Runs in the container's network: THREADS loops for SECONDS; prints one JSON line per failed
@@ -85,9 +87,9 @@ print(json.dumps(dict(ok=ok[0], failed=len(fails))), flush=True)
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hashlb", required=True)
-    ap.add_argument("--restarts", type=int, default=12)
-    ap.add_argument("--every", type=float, default=3.5)
-    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--restarts", type=count, default=12)
+    ap.add_argument("--every", type=positive, default=3.5)
+    ap.add_argument("--threads", type=count, default=4)
     ap.add_argument("--partof", action="store_true")
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--units", default=os.path.join(HERE, ".."))

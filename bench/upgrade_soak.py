@@ -24,13 +24,13 @@ import subprocess
 import sys
 import time
 
-from benchenv import arguments, parse
+from benchenv import arguments, count, parse, positive
 
 ap = arguments(__doc__)
-ap.add_argument("--cycles", type=int, default=300)
-ap.add_argument("--seconds", type=float, default=900)
-ap.add_argument("--workers", type=int, default=2)
-ap.add_argument("--clients", type=int, default=6)
+ap.add_argument("--cycles", type=count, default=300)
+ap.add_argument("--seconds", type=positive, default=900)
+ap.add_argument("--workers", type=count, default=2)
+ap.add_argument("--clients", type=count, default=6)
 ap.add_argument("--admin", choices=("unix", "tcp", "off", "usr2"), default="unix",
                 help="unix or tcp: the new hashlb takes the old one's sockets over through the "
                      "admin endpoint (SCM_RIGHTS, pidfd_getfd); off: it binds new ones beside "

@@ -77,5 +77,33 @@ for args, first in refused.items():
           and err[len(first):].startswith("usage: hashlb-bench "),
           f"hashlb-bench {' '.join(args)}: exit {st}, stdout {out[:200]!r}, stderr {err[:300]!r}")
 
+# The Python benches: a count or a duration of 0 or less (or not a number) is refused by
+# argparse before anything starts, naming the option and what it takes. Before, --rounds 0
+# started hashlb and nginx and ended in IndexError or ZeroDivisionError, and slow_readers
+# --seconds 0 printed "200 unanswered, p50 nan ms", as if hashlb had failed.
+SRC = os.environ.get("HASHLB_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+py_benches = {  # script: (option, value) pairs refused
+    "control_traffic.py": [("--rounds", "0"), ("--seconds", "0")],
+    "metrics_scrape.py": [("--scrapes", "0"), ("--services", "-1"), ("--workers", "x")],
+    "queue_leaving.py": [("--rounds", "0"), ("--ratio", "0")],
+    "resolve_soak.py": [("--seconds", "0"), ("--clients", "0"), ("--every", "nan")],
+    "slow_readers.py": [("--seconds", "0"), ("--probes", "0"), ("--timeout", "-3")],
+    "steer_netns.py": [("--reps", "0"), ("--seconds", "inf")],
+    "steer_scrape.py": [("--scrapes", "0")],
+    "systemd_restart.py": [("--restarts", "0"), ("--threads", "1.5")],
+    "upgrade_soak.py": [("--cycles", "0"), ("--clients", "0")],
+}
+for script, refused in py_benches.items():
+    path = os.path.join(SRC, "bench", script)
+    for opt, value in refused:
+        # --hashlb names no file: were the value taken, the run would fail otherwise
+        st, out, err = run(sys.executable, path, "--hashlb", "/nonexistent/hashlb", opt, value)
+        what = "a whole number from 1" if opt in ("--rounds", "--scrapes", "--services",
+                                                  "--workers", "--clients", "--probes",
+                                                  "--reps", "--restarts", "--threads",
+                                                  "--cycles") else "a number above 0"
+        check(st == 2 and out == "" and f"error: argument {opt}: {what}, not '{value}'" in err,
+              f"{script} {opt} {value}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
