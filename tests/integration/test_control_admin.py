@@ -2063,11 +2063,13 @@ def reload_pid_knows_a_hashlb_installed_under_another_name():
     check(lb.stop() == 0, "exit 0")
     with open(tmppath("run"), "w") as f:
         f.write("sleep 60\n")
-    other = subprocess.Popen(["sh", "run"], cwd=tmppath(""))
+    # a group of its own, killed whole: sh's child sleep, left running, held meson's output
+    # pipe for its 60 s (meson waits for the pipe's end), most of this file's part
+    other = subprocess.Popen(["sh", "run"], cwd=tmppath(""), start_new_session=True)
     rc, err = reload(other.pid)
     check(rc == 1 and f"pid {other.pid} is not a hashlb run" in err and other.poll() is None,
           f"sh run is no hashlb run: exit {rc}, {other.poll()}, {err!r}")
-    other.kill()
+    os.killpg(other.pid, signal.SIGKILL)
     other.wait()
 
 
