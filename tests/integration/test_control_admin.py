@@ -2024,11 +2024,16 @@ def reload_pid_signals_only_hashlb_run():
     os.makedirs(deep)
     exe = os.path.join(deep, "hashlb")
     shutil.copy2(HASHLB, exe)
+    reloads_by_pid(admin, exe, f"a hashlb run from a path of {len(exe)} bytes")
+
+
+def reloads_by_pid(admin, exe, what):
+    """A hashlb run of executable <exe> (admin off) is reloaded by ctl reload --pid: SIGHUP
+    sent, and it reloads."""
     lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
     rc, err = ctl_reload_pid(admin, lb.proc.pid)
     check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
-          lb.wait_log("msg=reloaded "),
-          f"a hashlb run from a path of {len(exe)} bytes reloads: exit {rc}, {err!r}")
+          lb.wait_log("msg=reloaded "), f"{what} reloads: exit {rc}, {err!r}")
     check(lb.stop() == 0, "exit 0")
 
 
@@ -2084,12 +2089,7 @@ def reload_pid_knows_a_copy_of_hashlb_under_another_name():
     os.makedirs(tmppath("sbin2"), exist_ok=True)
     exe = os.path.join(tmppath("sbin2"), "lb")
     shutil.copy2(HASHLB, exe)
-    lb = Hashlb(config(BACKENDS, admin="off"), binary=exe)
-    rc, err = ctl_reload_pid(admin, lb.proc.pid)
-    check(rc == 0 and f"sent SIGHUP to pid {lb.proc.pid}" in err and
-          lb.wait_log("msg=reloaded "),
-          f"a hashlb run copied to {exe} reloads: exit {rc}, {err!r}")
-    check(lb.stop() == 0, "exit 0")
+    reloads_by_pid(admin, exe, f"a hashlb run copied to {exe}")
 
 
 def reload_pid_sends_no_sighup_for_a_file_with_errors():
