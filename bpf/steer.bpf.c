@@ -24,7 +24,9 @@
  *   - otherwise forwarded: conntrack entry if its backend is kept, else the
  *     active table half (new flow or rescheduled; a SYN whose entry names
  *     a backend that takes no new flow too); a RST that finds no entry of
- *     its own by the table, making none.
+ *     its own by the table, making none;
+ *   - to a closed VIP (hashlb run stopping): forwarded by its conntrack
+ *     entry only (not a SYN), else passed to the stack.
  *
  * Every map read here is an array, inlined by the verifier: the programs
  * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
@@ -270,6 +272,16 @@ static __always_inline int vip_at(__u32 vh, __u32 home, __u32 n, __u32 idx, __u6
 	k = vh * HLB_STEER_VIP_SLOTS + idx;
 	v = bpf_map_lookup_elem(&hlb_vips, &k);
 	return v && vip_eq(v, a0, a1, port);
+}
+
+/* Whether slot <idx> of hlb_vips (half <vh>) is closed (HLB_STEER_VIP_F_CLOSED:
+ * hashlb run stopping). Asked off the established path only, and by a SYN. */
+static __always_inline int vip_closed(__u32 vh, __u32 idx)
+{
+	__u32 k = vh * HLB_STEER_VIP_SLOTS + (idx & (HLB_STEER_VIP_SLOTS - 1));
+	struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &k);
+
+	return v && (v->flags & HLB_STEER_VIP_F_CLOSED);
 }
 
 /* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
@@ -626,10 +638,13 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * weight 0: a client reused a source port) is a new flow,
 		 * scheduled by the table into this way. Unless the hash's ext
 		 * bits differ: then the tag matched by chance, the entry is a
-		 * live flow's, and the SYN follows it like its ACKs will. */
-		if (be &&
-		    !((be->flags & HLB_STEER_BACKEND_F_OUT) && tcp->syn && !tcp->ack &&
-		      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) == ext)) {
+		 * live flow's, and the SYN follows it like its ACKs will. A
+		 * closed VIP's SYN never follows an entry (vip_closed()). */
+		if (be && !(tcp->syn && !tcp->ack &&
+			    (((be->flags & HLB_STEER_BACKEND_F_OUT) &&
+			      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
+				      ext) ||
+			     vip_closed(vh, (__u32)vip)))) {
 			/* Written only when it changed: once a tick, not once
 			 * a packet, so the line stays shared. */
 			if (b->seen[way] != now)
@@ -637,6 +652,15 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			return forward_kept(st, eth, be, len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */
+	}
+	/* Closed (hashlb run stopping): nothing new is steered, whatever the
+	 * table; the stack refuses it, as the daemon's closed listener does. */
+	if (vip_closed(vh, (__u32)vip)) {
+		struct hlb_steer_stats2 *st2 = stats2_get();
+
+		if (st2)
+			st2->closed_passed++;
+		return pass(st);
 	}
 
 	__u32 half = active & 1;

@@ -240,6 +240,18 @@ void hashlb_steer_set_lock_try(struct hashlb_steer *s, bool try_only);
 /* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err);
+/*
+ * Serve these <n> VIPs (those hashlb_steer_set_vips() gave, at the same
+ * indexes) closed (HLB_STEER_VIP_F_CLOSED): their established flows go on
+ * by their conntrack entries, every other packet to them (a SYN included)
+ * is passed to the stack. For a stop that drains the kernel path's flows.
+ * -EOPNOTSUPP (nothing changed) if the program is an older hashlb's, which
+ * ignores the flag: hashlb_steer_reads_closed().
+ */
+int hashlb_steer_close_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			    struct hashlb_error *err);
+/* Whether <s>'s program reads HLB_STEER_VIP_F_CLOSED (its hlb_stats2 has closed_passed). */
+bool hashlb_steer_reads_closed(const struct hashlb_steer *s);
 
 /*
  * Publish <t> (its effective table, health overlay included) hashed by

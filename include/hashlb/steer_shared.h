@@ -103,6 +103,12 @@ struct hlb_steer_vip {
 
 #define HLB_STEER_VIP_F_VALID 1u /* the slot holds a key */
 #define HLB_STEER_VIP_F_ADDR_ONLY 2u /* the port-0 marker entry */
+/* Closed (hashlb run stopping, its listener closed): the VIP's established
+ * flows go on by their conntrack entries, to a backend that keeps them; every
+ * other packet to it (a SYN, a flow with no entry or whose backend is gone) is
+ * passed to the stack, which refuses a new connection as the daemon does.
+ * Read by programs whose hlb_stats2 has closed_passed: an older one ignores it. */
+#define HLB_STEER_VIP_F_CLOSED 4u
 
 /* The VIP table's hash of (address, port): <a0>, <a1> the address's two
  * 64-bit halves as loaded from memory (both sides run on the same CPU). Its
@@ -346,12 +352,16 @@ struct hlb_steer_stats {
 	 * table (in packets, bytes), no entry made; neither a new flow nor
 	 * lost (docs/DESIGN-steering.md). */
 	__u64 rst_untracked;
+	/* A packet to a closed VIP (HLB_STEER_VIP_F_CLOSED) that no conntrack
+	 * entry keeps: passed to the stack (in passed too). */
+	__u64 closed_passed;
 };
 
 /* hlb_stats2's value: new counters go at its end. */
 struct hlb_steer_stats2 {
 	__u64 ct_lost;
 	__u64 rst_untracked;
+	__u64 closed_passed;
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

@@ -101,6 +101,17 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_close_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			    struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+bool hashlb_steer_reads_closed(const struct hashlb_steer *s)
+{
+	return false;
+}
+
 int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 			   enum hashlb_key key, const struct hashlb_src_prefix *prefix,
 			   const struct hashlb_steer_dest *dests, struct hashlb_error *err)

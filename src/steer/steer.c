@@ -1846,8 +1846,9 @@ static int map_read(int fd, uint32_t first, uint32_t n, void *values, uint32_t s
 	return ret;
 }
 
+/* hashlb_steer_set_vips(), each VIP's port entry with <flags> too (HLB_STEER_VIP_F_CLOSED). */
 static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
-		    struct hashlb_error *err)
+		    uint32_t flags, struct hashlb_error *err)
 {
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
 	uint32_t nw = 0, zero = 0, active = 0, vh;
@@ -1860,9 +1861,10 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 			return hashlb_err(
 				err, ret, HASHLB_ERR_SYSTEM,
 				"VIP %u: needs an IPv4 or IPv6 address and a non-zero port", i);
+		v.flags |= flags;
 		ret = vip_want(want, &nw, &v);
 		v.port = 0;
-		v.flags |= HLB_STEER_VIP_F_ADDR_ONLY;
+		v.flags = HLB_STEER_VIP_F_VALID | HLB_STEER_VIP_F_ADDR_ONLY;
 		if (ret == 0)
 			ret = vip_want(want, &nw, &v);
 		if (ret < 0)
@@ -1926,7 +1928,31 @@ int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage 
 
 	if (ret < 0)
 		return ret;
-	ret = set_vips(s, vips, n, err);
+	ret = set_vips(s, vips, n, 0, err);
+	publish_unlock(fd);
+	return ret;
+}
+
+bool hashlb_steer_reads_closed(const struct hashlb_steer *s)
+{
+	return s->fd[M_STATS2] >= 0 &&
+	       s->stats2_size >= offsetof(struct hlb_steer_stats2, closed_passed) +
+					 sizeof(((struct hlb_steer_stats2 *)0)->closed_passed);
+}
+
+int hashlb_steer_close_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+			    struct hashlb_error *err)
+{
+	int fd, ret;
+
+	if (!hashlb_steer_reads_closed(s))
+		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
+				  "the program is an older hashlb's, which would steer new "
+				  "connections on: it cannot be closed");
+	ret = publish_lock(s, &fd, err);
+	if (ret < 0)
+		return ret;
+	ret = set_vips(s, vips, n, HLB_STEER_VIP_F_CLOSED, err);
 	publish_unlock(fd);
 	return ret;
 }

@@ -5,7 +5,8 @@
  * have moved it (a backend added, the list reordered); a flow whose backend
  * is marked down, or removed, is rescheduled to what the new table says;
  * a draining backend keeps its flows and gets no new ones; the flows of a
- * VIP no longer served are passed. The process is pinned to one CPU, then
+ * VIP no longer served are passed; a closed VIP (hashlb run stopping) keeps
+ * its established flows and passes every SYN and flow with no entry. The process is pinned to one CPU, then
  * cross_cpu() proves that a reschedule done on one CPU holds on another
  * (the conntrack table is shared by every CPU).
  */
@@ -259,6 +260,55 @@ static void run(struct hashlb_steer *s, enum hashlb_scheme scheme)
 				got, table_says(t4, &flows[i]));
 	}
 	CHECK(bad == 0, "%s: %u flows wrong after a backend was removed", sn, bad);
+
+	/* 5b. The VIP closed (hashlb run stopping): its established flows go on by
+	 * their entries; a SYN (a reused tuple's too: a new connection) and a flow
+	 * with no entry are passed to the stack, which refuses them, counted in
+	 * closed_passed; served again, new flows are forwarded. */
+	{
+		static const char *const vip[] = { "10.0.0.10:80" };
+		uint32_t on = 0, passed = 0, fresh = 0;
+		struct hlb_steer_stats c0, c1;
+		const char *now[FLOWS];
+
+		for (int i = 0; i < FLOWS; i++)
+			now[i] = send_pkt(t4, &flows[i]);
+		hashlb_steer_stats(s, &c0);
+		test_vips(s, vip, 1, true);
+		for (int i = 0; i < FLOWS; i++) {
+			uint8_t frame[256], out[512];
+			struct test_pkt p = flows[i];
+
+			on += same(send_pkt(t4, &p), now[i]);
+			p.tcp_flags = 0x02; /* SYN */
+			passed +=
+				test_run(fd, frame, test_build(&p, frame), out, NULL) == XDP_PASS_;
+			p.sport ^= 0x2000;
+			p.tcp_flags = 0x10; /* no entry */
+			passed +=
+				test_run(fd, frame, test_build(&p, frame), out, NULL) == XDP_PASS_;
+		}
+		hashlb_steer_stats(s, &c1);
+		CHECK(on == FLOWS && passed == 2 * FLOWS && c1.new_flows == c0.new_flows &&
+			      c1.closed_passed - c0.closed_passed == 2 * FLOWS,
+		      "%s: VIP closed: %u of %u flows on their backend, %u of %u new ones passed "
+		      "(closed_passed %llu), %llu new flows",
+		      sn, on, FLOWS, passed, 2 * FLOWS,
+		      (unsigned long long)(c1.closed_passed - c0.closed_passed),
+		      (unsigned long long)(c1.new_flows - c0.new_flows));
+		test_set_vips(s, vip, 1);
+		for (int i = 0; i < 50; i++) {
+			struct test_pkt p = flows[i];
+
+			p.sport ^= 0x2000;
+			p.tcp_flags = 0x02;
+			fresh += same(send_pkt(t4, &p), table_says(t4, &p));
+		}
+		CHECK(fresh == 50, "%s: VIP served again: %u of 50 new flows forwarded", sn, fresh);
+		printf("%s: VIP closed: %u flows on their backend, %u SYNs and flows with no entry "
+		       "passed\n",
+		       sn, on, passed);
+	}
 
 	/* 6. The VIP no longer served: its established flows are passed, not
 	 * forwarded (a conntrack hit is honoured only while the VIP its entry

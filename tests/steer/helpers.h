@@ -385,7 +385,10 @@ static inline uint32_t test_off_table(int fd, const struct hashlb_table *t, uint
 	return wrong;
 }
 
-static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
+/* Serve the <n> VIPs "ADDR:PORT" or "[ADDR6]:PORT" of <vips>, closed if <closed>
+ * (hashlb_steer_close_vips()); exits on failure. */
+static inline void test_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n,
+			     bool closed)
 {
 	struct sockaddr_storage ss[HLB_STEER_VIPS_MAX];
 	struct hashlb_error err = { 0 };
@@ -414,10 +417,16 @@ static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips
 			inet_pton(AF_INET, host, &s4->sin_addr);
 		}
 	}
-	if (hashlb_steer_set_vips(s, ss, n, &err) < 0) {
-		fprintf(stderr, "set_vips: %s\n", err.msg);
+	if ((closed ? hashlb_steer_close_vips(s, ss, n, &err)
+		    : hashlb_steer_set_vips(s, ss, n, &err)) < 0) {
+		fprintf(stderr, "%s: %s\n", closed ? "close_vips" : "set_vips", err.msg);
 		exit(1);
 	}
+}
+
+static inline void test_set_vips(struct hashlb_steer *s, const char *const *vips, uint32_t n)
+{
+	test_vips(s, vips, n, false);
 }
 
 #endif
