@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hashlb/config.h"
 #include "hashlb/steer.h"
@@ -63,6 +64,11 @@ struct run_steer_svc {
 	/* The MACs published with <generation>, by table index (zero: none). */
 	uint8_t (*macs)[6];
 	uint32_t n_macs;
+	/* A stop drains its established flows (drain_begin()): its VIP closed, the
+	 * program detached at <drain_until> (CLOCK_MONOTONIC ms) by <drain_timer>. */
+	bool draining;
+	uint64_t drain_until;
+	struct hlb_daemon_timer *drain_timer;
 };
 
 struct run_steer {
@@ -81,6 +87,8 @@ struct run_steer {
 	bool stopping;
 	/* The hashlb of <from> publishes no more (run_steer_old_stopped()). */
 	bool old_stopped;
+	/* A stop drains the kernel path's flows: the daemon's run waits for it. */
+	struct hlb_daemon_hold *hold;
 };
 
 /* an interface name as a logfmt value: it may hold '"', '=' or control bytes */
@@ -938,6 +946,128 @@ static bool svc_taken_over(struct run_steer_svc *e, bool now)
 	return false;
 }
 
+/* Detach <e>'s program (a stop), logged with the interface's name now. */
+static void detach_stopped(struct run_steer_svc *e)
+{
+	char qi[LOG_IFACE_KV_MAX];
+
+	/* interface=NAME, the name it has now: read before the program goes */
+	iface_kv(e, qi);
+	hashlb_steer_free(e->steer);
+	e->steer = NULL;
+	hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped", e->name,
+		qi);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The drain of <e> ends: its program detached; the daemon's run let go after the last. */
+static void drain_end(struct run_steer *rs, struct run_steer_svc *e)
+{
+	e->draining = false;
+	hlb_daemon_timer_del(rs->d, e->drain_timer);
+	e->drain_timer = NULL;
+	if (e->steer && hashlb_steer_attached(e->steer)) /* else gone with its interface */
+		detach_stopped(e);
+	for (uint32_t i = 0; i < rs->n; i++)
+		if (rs->svcs[i].draining)
+			return;
+	hlb_daemon_release(rs->d, rs->hold);
+	rs->hold = NULL;
+}
+
+/* A service's drain deadline: the drains due end. */
+static void drain_tick(struct hlb_daemon *d, void *arg)
+{
+	struct run_steer *rs = arg;
+	uint64_t now = mono_ms();
+
+	(void)d;
+	for (uint32_t i = 0; i < rs->n; i++)
+		if (rs->svcs[i].draining && now >= rs->svcs[i].drain_until)
+			drain_end(rs, &rs->svcs[i]);
+}
+
+/* A second signal: every drain ends now. */
+static void drain_now(struct hlb_daemon *d, void *arg)
+{
+	struct run_steer *rs = arg;
+
+	(void)d;
+	for (uint32_t i = 0; i < rs->n; i++)
+		if (rs->svcs[i].draining)
+			drain_end(rs, &rs->svcs[i]);
+}
+
+/*
+ * A stop (not an upgrade): the kernel path's established flows drain as the
+ * daemon's own connections do. Each program's VIP is closed (its flows go on
+ * by their conntrack entries; a new connection is passed to the stack, which
+ * refuses it, the listener closed), and the program is detached at its
+ * service's timeouts.drain from now, or at once on a second signal; the
+ * daemon's run waits for it. Conntrack entries are removed only when a new
+ * flow takes their way, not when a flow ends, so no drain ends earlier,
+ * unless the program holds no entry at all. Before, the programs were
+ * detached once the daemon's own connections had drained, and every flow the
+ * kernel path still carried was reset then (its packets reached the LB's
+ * stack), while new clients were still steered to the backends until then.
+ * A program that cannot be closed (an older hashlb's, a failure), or that
+ * holds no entry, or whose service drains 0 ms, is detached now.
+ */
+static void drain_begin(struct run_steer *rs)
+{
+	struct hashlb_error err = { 0 };
+	char qi[LOG_IFACE_KV_MAX], q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
+	uint64_t start = mono_ms();
+
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+		uint32_t ms, entries = 0;
+
+		/* published or not (a table refused since): it steers by the last one */
+		if (!e->steer || !hashlb_steer_attached(e->steer))
+			continue;
+		ms = e->svc ? atomic_load(&e->svc->snap)->drain_timeout_ms : 0;
+		if (hashlb_steer_flows_count(e->steer, &entries) < 0)
+			entries = 1; /* unknown: drained */
+		if (ms == 0 || entries == 0) {
+			detach_stopped(e);
+			continue;
+		}
+		hashlb_steer_set_lock_try(e->steer, false); /* waits up to 2 s */
+		if (hashlb_steer_close_vips(e->steer, &e->vip, 1, &err) < 0) {
+			hlb_log(HLB_LOG_WARN, "kernel steering not drained",
+				"service=%s %s error=%s reason=\"its established flows end now\"",
+				e->name, iface_kv(e, qi), hlb_log_quote(err.msg, q, sizeof(q)));
+			detach_stopped(e);
+			continue;
+		}
+		if (!rs->hold && (!rs->d || hlb_daemon_hold(rs->d, drain_now, rs, &rs->hold) < 0)) {
+			detach_stopped(e);
+			continue;
+		}
+		e->draining = true;
+		e->drain_until = start + ms;
+		if (hlb_daemon_timer_add(rs->d, ms, 0, drain_tick, rs, &e->drain_timer) < 0) {
+			e->drain_timer = NULL;
+			drain_end(rs, e);
+			continue;
+		}
+		/* interface=NAME, the name it has now (iface_kv()) */
+		hlb_log(HLB_LOG_INFO, "kernel steering draining",
+			"service=%s %s conntrack_entries=%u drain_timeout_ms=%u "
+			"reason=\"established flows go on, new connections are refused; a second "
+			"signal detaches it\"",
+			e->name, iface_kv(e, qi), entries, ms);
+	}
+}
+
 void run_steer_stopping(void *arg, bool handed_over)
 {
 	struct run_steer *rs = arg;
@@ -953,6 +1083,8 @@ void run_steer_stopping(void *arg, bool handed_over)
 	for (uint32_t i = 0; handed_over && i < rs->n; i++)
 		if (rs->svcs[i].steer)
 			svc_taken_over(&rs->svcs[i], true);
+	if (!handed_over)
+		drain_begin(rs);
 }
 
 void run_steer_old_stopped(void *arg)
@@ -973,22 +1105,17 @@ void run_steer_old_stopped(void *arg)
 
 void run_steer_stopped(struct run_steer *rs)
 {
-	char qi[LOG_IFACE_KV_MAX];
-
 	/* Before, run_steer_free() detached them without a word: the log said
 	 * "attached" at the start and nothing at the end, and the flows the
 	 * kernel path carried ended then with no line to tell why. */
 	for (uint32_t i = 0; rs && i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 
+		e->draining = false; /* the daemon frees its timer and hold */
+		e->drain_timer = NULL;
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
-		/* interface=NAME, the name it has now: read before the program goes */
-		iface_kv(e, qi);
-		hashlb_steer_free(e->steer);
-		e->steer = NULL;
-		hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped",
-			e->name, qi);
+		detach_stopped(e);
 	}
 }
 

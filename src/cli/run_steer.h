@@ -49,7 +49,11 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg);
 void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snapshot *snap);
 /* Shutdown begins (an hlb_control_stopping_fn: <arg> is the struct run_steer): nothing is
  * published from now on (after an upgrade the old tables would overwrite the new process's);
- * <handed_over>: a program the new process did not take over is detached now. */
+ * <handed_over>: a program the new process did not take over is detached now. Else (a stop)
+ * each program's VIP is closed, its established flows going on and new connections passed to
+ * the stack (refused), logged (msg="kernel steering draining"), and the program is detached at
+ * its service's timeouts.drain, or on a second signal; the daemon's run waits for it
+ * (hlb_daemon_hold()). */
 void run_steer_stopping(void *arg, bool handed_over);
 /* Started by an upgrade in place: the old hashlb publishes no more (after its health, sent as
  * it stops), and the tables held until then are published (<arg> is the struct run_steer).
@@ -58,8 +62,9 @@ void run_steer_old_stopped(void *arg);
 /* A new hashlb has taken the listening sockets over: leave the programs it took over attached
  * for it; detach the others. */
 void run_steer_handed_over(struct run_steer *rs);
-/* hashlb stopped without handing its sockets over: detach every program, each logged
- * (msg="kernel steering detached" reason=stopped), its established flows left to the stack. */
+/* hashlb stopped without handing its sockets over: detach every program still attached, each
+ * logged (msg="kernel steering detached" reason=stopped), its established flows left to the
+ * stack (those that drained were detached at their deadline already). */
 void run_steer_stopped(struct run_steer *rs);
 /* An hlb_control.steer_fits (<arg> is the struct run_steer): whether service <c>'s table over
  * <names> at <weights> fits the program it has (a reload, a resolve, ctl set weight ask

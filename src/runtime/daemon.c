@@ -136,6 +136,7 @@ struct hlb_daemon {
 	bool stopping;
 	bool stop_now;
 	bool stop_signalled; /* a SIGTERM/SIGINT/SIGQUIT came (not only an upgrade's handover) */
+	struct hlb_daemon_hold *holds; /* hlb_daemon_hold(): the run ends once none is left */
 	uint32_t failed; /* workers seen failed (hlb_proxy_failed()): the run failed */
 	uint64_t drain_start_ms; /* CLOCK_MONOTONIC, when stopping began */
 	uint64_t generation;
@@ -1112,6 +1113,56 @@ static uint32_t drain_ms(struct hlb_daemon *d)
 	return max;
 }
 
+struct hlb_daemon_hold {
+	struct hlb_daemon_hold *next;
+	hlb_daemon_hold_fn now;
+	void *arg;
+	bool told; /* <now> called */
+};
+
+int hlb_daemon_hold(struct hlb_daemon *d, hlb_daemon_hold_fn now, void *arg,
+		    struct hlb_daemon_hold **ret_hold)
+{
+	struct hlb_daemon_hold *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->now = now;
+	h->arg = arg;
+	h->next = d->holds;
+	d->holds = h;
+	*ret_hold = h;
+	return 0;
+}
+
+void hlb_daemon_release(struct hlb_daemon *d, struct hlb_daemon_hold *h)
+{
+	for (struct hlb_daemon_hold **p = &d->holds; h && *p; p = &(*p)->next) {
+		if (*p == h) {
+			*p = h->next;
+			free(h);
+			return;
+		}
+	}
+}
+
+/* A second signal: each hold's <now>, once, which may release it (and others). */
+static void holds_now(struct hlb_daemon *d)
+{
+	struct hlb_daemon_hold *h = d->holds;
+
+	while (h) {
+		if (h->told) {
+			h = h->next;
+			continue;
+		}
+		h->told = true;
+		if (h->now)
+			h->now(d, h->arg);
+		h = d->holds; /* it may have released any */
+	}
+}
+
 static void upgrade_end(struct hlb_daemon *d);
 static void upgrade_stop_child(struct hlb_daemon *d);
 static uint64_t mono_ms(void);
@@ -1126,6 +1177,7 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 			d->stop_now = true;
 			hlb_log(HLB_LOG_INFO, "second signal, closing every connection", NULL);
 			hlb_proxy_drain(d->proxy, 0);
+			holds_now(d);
 		}
 		return;
 	}
@@ -2173,7 +2225,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 		old_stopped(d);
 	}
 
-	while (!hlb_proxy_done(d->proxy)) {
+	while (!hlb_proxy_done(d->proxy) || d->holds) {
 		int n = epoll_wait(d->epfd, evs, 32, RCU_POLL_MS);
 
 		if (n < 0 && errno != EINTR)
@@ -2260,6 +2312,8 @@ void hlb_daemon_free(struct hlb_daemon *d)
 		if (d->stopping)
 			waitpid(d->up.pid, NULL, 0);
 	}
+	while (d->holds)
+		hlb_daemon_release(d, d->holds);
 	free(d->up.handed);
 	if (d->ready_fd >= 0)
 		close(d->ready_fd);

@@ -31,7 +31,8 @@
  * connections drain, each for up to its service's drain_timeout_ms (or
  * until the deadline the reload that removed its backend or service gave
  * it), then it is closed; hlb_daemon_run() returns 0 once the last one is
- * gone. A second signal ends the drain at once. A worker that fails (its io_uring
+ * gone, and every hold released (hlb_daemon_hold(): the kernel path's
+ * flows). A second signal ends the drain at once. A worker that fails (its io_uring
  * does: hlb_proxy_failed()) starts the same shutdown, and
  * hlb_daemon_failed() says so.
  *
@@ -258,5 +259,18 @@ int hlb_daemon_timer_add(struct hlb_daemon *d, uint64_t after_ms, uint64_t every
 int hlb_daemon_timer_set(struct hlb_daemon_timer *t, uint64_t after_ms, uint64_t every_ms);
 /* Safe from within its callback. Accepts NULL. */
 void hlb_daemon_timer_del(struct hlb_daemon *d, struct hlb_daemon_timer *t);
+
+struct hlb_daemon_hold;
+typedef void (*hlb_daemon_hold_fn)(struct hlb_daemon *d, void *arg);
+/*
+ * Shutdown: something besides the workers' connections still drains (the kernel path's
+ * flows, steering: kernel): hlb_daemon_run() returns only once every hold is released
+ * (hlb_daemon_release()), the workers done too. A second signal calls <now>(<d>, <arg>),
+ * which should end it then (release it). From hooks.stopping on. -ENOMEM.
+ */
+int hlb_daemon_hold(struct hlb_daemon *d, hlb_daemon_hold_fn now, void *arg,
+		    struct hlb_daemon_hold **ret_hold);
+/* The hold ends (from its <now> too). Accepts NULL. */
+void hlb_daemon_release(struct hlb_daemon *d, struct hlb_daemon_hold *h);
 
 #endif

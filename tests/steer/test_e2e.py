@@ -1177,7 +1177,9 @@ services:
         if new_pid:
             stop_pid(new_pid)
         if third:
-            third.terminate()
+            # the last to drive the program: a stop drains the kernel path's flows up to
+            # timeouts.drain (30 s), a second SIGTERM detaches it at once
+            T.stop_draining(third.pid, third.lines)
             third.wait(timeout=15)
         if os.path.exists(admin):
             os.unlink(admin)
@@ -1292,6 +1294,7 @@ def side_by_side(topo, path, old_pid):
     new = topo.spawn(topo.lb, [HASHLB, "run", "-c", path], stdout=subprocess.DEVNULL,
                      stderr=subprocess.PIPE, text=True)
     lines, end = follow(new.stderr), time.monotonic() + 15
+    new.lines = lines
     while time.monotonic() < end and not any("msg=started" in l for l in lines):
         time.sleep(0.01)
     check(any("kernel steering taken over" in l for l in lines) and

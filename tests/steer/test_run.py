@@ -4,7 +4,8 @@ namespaces (tests/steer/topo.py), the kernel path keeps following the daemon's t
 backend's host is gone (no neighbour entry); a table refused because a backend's MAC is not known
 yet is published once it is, with no other change, and one refused because a backend is routed
 (in none of the interface's subnets) says so; a backend in maint, and a backup when the others
-return, keep their established connections; a daemon restarted after SIGKILL takes its
+return, keep their established connections; a stop drains the connections held through the kernel
+path up to timeouts.drain, new clients refused, and a second SIGTERM ends that at once; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
@@ -160,9 +161,10 @@ class Daemon:
         if self.proc and self.proc.poll() is None:
             if steering:
                 self.topo.wait_closed()
-            self.proc.terminate()
+            # a second SIGTERM if it drains the kernel path's flows (up to timeouts.drain)
+            T.stop_draining(self.proc.pid, self.lines)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -495,6 +497,88 @@ def maint(topo, servers):
         d.stop()
 
 
+def stopping(topo, drain, tag):
+    """A daemon whose service drains <drain>, 24 connections held through the kernel path, then
+    SIGTERM: (daemon, client, held), once it says it drains them (None if it does not)."""
+    d = Daemon(topo, service(topo).replace("    backends:\n",
+                                           f"    timeouts: {{drain: {drain}}}\n    backends:\n"))
+    d.start()
+    check(d.wait_log("kernel steering table published", 15) is not None,
+          f"{tag}: no table published at start")
+    before = steer_stats(topo).get("new_flows", 0)
+    client, held = hold(topo)
+    check(steer_stats(topo).get("new_flows", 0) - before >= len(held),
+          f"{tag}: the held connections are not the kernel path's")
+    d.skip_log()
+    d.proc.terminate()
+    line = d.wait_log(T.DRAINING, 10)
+    check(line is not None and "service=web interface=eth0" in line and
+          "drain_timeout_ms=" in line,
+          f"{tag}: the stop does not drain the kernel path: {d.lines[d.pos - 5:]}")
+    return d, client, held
+
+
+def stop_drain(topo, servers):
+    """SIGTERM with timeouts.drain 6s: the connections held through the kernel path keep
+    exchanging data after the stop, new clients to the VIP are refused by the LB's stack (its
+    listener closed) and not steered (no new flow in the kernel path), and the program is
+    detached, logged, and the process exits at the deadline. Before, it detached the program
+    as soon as the daemon's own connections (none) had drained: every held connection was reset
+    at once, and until then new clients were still steered to the backends."""
+    d, client, held = stopping(topo, "6s", "stop drain")
+    try:
+        before = steer_stats(topo)
+        got = connect_count(topo, 3)
+        after = steer_stats(topo)
+        check(got == {"ConnectionRefusedError": 3} and before and
+              after.get("new_flows") == before.get("new_flows"),
+              f"stop drain: 3 new clients while draining: {dict(got)}, new flows "
+              f"{before.get('new_flows')} then {after.get('new_flows')}")
+        lost = still_held(client, held, "stop drain")
+        check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
+                         'reason=stopped', 30) is not None,
+              f"stop drain: not detached at the deadline: {d.lines[d.pos - 5:]}")
+        d.proc.wait(timeout=15)
+        stopped = d.wait_log('msg=stopped', 5) or ""
+        m = re.search(r"drain_ms=(\d+)", stopped)
+        check(m and int(m.group(1)) >= 6000 and steer_stats(topo) == {},
+              f"stop drain: the process did not wait for the drain's deadline, or left the "
+              f"program: {stopped.strip()}, attached {steer_stats(topo) != {}}")
+        print(f"stop drain: {len(held)} held connections through the kernel path, {lost} lost "
+              f"after the stop; new clients {dict(got)}; {stopped.strip()}", flush=True)
+    finally:
+        d.stop()
+
+
+def stop_twice(topo, servers):
+    """SIGTERM with timeouts.drain 10m while connections are held through the kernel path,
+    then a second SIGTERM: the drain ends at once, the program detached and the process gone."""
+    d, client, held = stopping(topo, "10m", "stop twice")
+    try:
+        d.proc.terminate()
+        check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
+                         'reason=stopped', 15) is not None,
+              f"stop twice: a second SIGTERM did not detach the program: {d.lines[d.pos - 5:]}")
+        try:
+            d.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pass
+        check(d.proc.poll() is not None and steer_stats(topo) == {},
+              f"stop twice: still running {d.proc.poll() is None}, attached "
+              f"{steer_stats(topo) != {}}")
+        print("stop twice: a second SIGTERM ended the kernel path's drain of 10m", flush=True)
+    finally:
+        client.kill()
+        client.wait(timeout=10)
+        d.stop()
+        # The held connections' backend ends, cut off by the detach as a second signal does,
+        # would repeat their FINs for about 100 s (topo.wait_closed), delaying the next
+        # scenarios: ended here.
+        for b in topo.backends:
+            T.sh("ss", "-K", "-t", "state", "connected", "sport", "=", f":{T.VIP_PORT}", ns=b,
+                 check=False)
+
+
 def backup(topo, servers):
     """b3 a backup: while b1 and b2 are down every client goes to b3; when they return the
     new clients go to them, and b3's established connections stay (close_on_return: false)."""
@@ -738,17 +822,11 @@ def upgrade(d, tag):
     return line and int(line.split("pid=")[1].split()[0])
 
 
-def stop_pid(pid):
-    """SIGTERM to the process an upgrade started (<pid>, or None), and wait until it exits."""
-    if not pid:
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(150):
-            os.kill(pid, 0)
-            time.sleep(0.1)
-    except ProcessLookupError:
-        pass
+def stop_pid(pid, d):
+    """SIGTERM to the process an upgrade of <d> started (<pid>, or None), and wait until it
+    exits (a second SIGTERM if it drains the kernel path's flows: its log is <d>'s)."""
+    if pid:
+        T.stop_draining(pid, d.lines)
 
 
 def upgrade_unsteered(topo, servers):
@@ -801,7 +879,7 @@ def upgrade_unsteered(topo, servers):
         if holder and holder.poll() is None:
             holder.terminate()
             holder.wait(timeout=10)
-        stop_pid(new_pid)
+        stop_pid(new_pid, d)
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
@@ -1295,7 +1373,7 @@ def upgrade_two_hooks(topo, servers):
             client.wait(timeout=10)
         if new_pid:
             topo.wait_closed()
-        stop_pid(new_pid)
+        stop_pid(new_pid, d)
         d.stop()
         T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
@@ -1789,7 +1867,8 @@ def body(topo):
     # RST of a connection still closing when a program was detached: topo.wait_closed().)
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
-                     ("maint", maint), ("backup", backup), ("sigkill", sigkill),
+                     ("maint", maint), ("stop_drain", stop_drain), ("stop_twice", stop_twice),
+                     ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
                      ("other_version", other_version),

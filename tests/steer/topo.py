@@ -12,6 +12,7 @@ answers directly.
 """
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -47,6 +48,35 @@ for port in map(int, sys.argv[2:]):
     s.close()
 print(json.dumps(out))
 """
+
+
+# What hashlb run logs when a stop keeps its program up to timeouts.drain, for the kernel path's
+# established flows (docs/steering.md).
+DRAINING = "kernel steering draining"
+
+
+def stop_draining(pid, lines, timeout=15):
+    """SIGTERM <pid>, a hashlb run whose log is <lines> (followed by a thread), and wait until it
+    has exited (<timeout> s at most). If it drains the kernel path's flows (a stop keeps its
+    program up to timeouts.drain, 30 s by default), a second SIGTERM, sent once it says so (two
+    at once would be one), ends that at once. Whether it exited."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        start, again = len(lines), False
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if select.select([fd], [], [], 0.05)[0]:
+                return True
+            if not again and any(DRAINING in line for line in lines[start:]):
+                os.kill(pid, signal.SIGTERM)
+                again = True
+        return False
+    finally:
+        os.close(fd)
 
 
 def sh(*args, check=True, ns=None, timeout=30):
