@@ -806,10 +806,14 @@ def attached(topo):
                              check=False).stdout)
 
 
+# A connection held open through the service at 127.0.0.1:<port>: "held NAME" once the backend's
+# greeting has come back through it. Not at the connect: that returns at the handshake, before the
+# hashlb accepts it, and a SIGUSR2 sent then let the new process accept it from the listening socket
+# they share (the old one drained nothing and exited at once).
 HOLD = """
 import signal, socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-print("held", flush=True)
+print("held", s.makefile("rb").readline().decode().strip(), flush=True)
 signal.pause()  # until the test terminates it
 """
 
@@ -838,7 +842,10 @@ def upgrade_unsteered(topo, servers):
     program stayed after the new process had stopped; then (a first fix) until the old
     process had drained."""
     hold_port = 22950
+    # drain: 1h: the old process runs until the test ends the held connection, however long
+    # the checks before take on a loaded machine (30 s by default, as long as they may wait)
     other = (f"  - {{name: hold, listen: '127.0.0.1:{hold_port}', health: {{enabled: false}},\n"
+             f"     timeouts: {{drain: 1h}},\n"
              f"     backends: [{{name: h1, address: '{topo.backend_ip(0)}:{T.VIP_PORT}'}}]}}\n")
     d = Daemon(topo, service(topo) + other).start()
     new_pid, holder = None, None
@@ -847,7 +854,8 @@ def upgrade_unsteered(topo, servers):
               "upgrade: no table published at start")
         holder = topo.spawn(topo.lb, [sys.executable, "-c", HOLD, str(hold_port)],
                             stdout=subprocess.PIPE, text=True)
-        check(holder.stdout.readline().strip() == "held", "upgrade: no connection held")
+        held = holder.stdout.readline().strip()
+        check(held == "held b1", f"upgrade: no connection held through the old process: {held!r}")
         d.edit("steering: kernel", "steering: userspace")
         new_pid = upgrade(d, "upgrade")
         if new_pid is None:
