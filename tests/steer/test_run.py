@@ -1259,7 +1259,10 @@ def two_hooks_xdp_driven(topo):
           f"{p.stderr.strip()}")
     tc_id = tc_prog(topo)
     bpffs = tempfile.mkdtemp(prefix=f"hlbst-{os.getpid()}-bpf-")
-    pin = os.path.join(bpffs, "tc")
+    # Not named tc: tc loading an object file (two_hooks, here or in another run beside this
+    # one) takes the first bpffs mounted, this one while it is, for its tc/globals directory,
+    # and failed ("mkdir .../tc//globals/ failed: Not a directory") when tc was this pin.
+    pin = os.path.join(bpffs, "orphan")
     fg, d = None, None
     try:
         T.sh("mount", "-t", "bpf", "bpf", bpffs)
