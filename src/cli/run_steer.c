@@ -1030,6 +1030,19 @@ static void drain_begin(struct run_steer *rs)
 		struct run_steer_svc *e = &rs->svcs[i];
 		uint32_t ms, entries = 0;
 
+		/* An upgrade stopped before it was ready: the program is still the
+		 * replaced hashlb's, which publishes, and drains it or serves on.
+		 * Closed here, its VIP would stay closed for that one (its new
+		 * connections to its listener, not steered); detached at the
+		 * stop, its flows, drained there or not, would end now. */
+		if (e->steer && e->held) {
+			hashlb_steer_set_keep(e->steer, true);
+			hlb_log(HLB_LOG_INFO, "kernel steering left attached",
+				"service=%s %s reason=\"the hashlb this one was to replace drives "
+				"it\"",
+				e->name, iface_kv(e, qi));
+			continue;
+		}
 		/* published or not (a table refused since): it steers by the last one */
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
@@ -1095,7 +1108,9 @@ void run_steer_old_stopped(void *arg)
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 
-		if (!e->held)
+		/* stopping: nothing is published, and the program stays the
+		 * replaced hashlb's, left to its drain (drain_begin()) */
+		if (!e->held || rs->stopping)
 			continue;
 		e->held = false;
 		if (e->svc)
@@ -1113,6 +1128,10 @@ void run_steer_stopped(struct run_steer *rs)
 
 		e->draining = false; /* the daemon frees its timer and hold */
 		e->drain_timer = NULL;
+		if (e->steer && e->held) { /* the replaced hashlb's still: drain_begin() */
+			hashlb_steer_set_keep(e->steer, true);
+			continue;
+		}
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
 		detach_stopped(e);
