@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +152,7 @@ struct hlb_daemon {
 	int taker_pidfd; /* the last hashlb that GET /sockets gave sockets to; -1: none */
 	pid_t taker; /* its pid */
 	pid_t up_failed_pid; /* the last upgrade that failed: its process (-1: none started), and how */
-	char up_failed_how[PATH_MAX + 128]; /* the executable's path, if it could not be started */
+	char up_failed_how[PATH_MAX + 128]; /* why; the file, if it could not run */
 	int ready_fd; /* started by an upgrade in place: tell the old one when ready; else -1 */
 	/* started so: the old one's health once this one is ready (HLB_FDPASS_RESYNC) */
 	int resync_fd;
@@ -1783,6 +1784,20 @@ static void upgrade_readable(struct hlb_daemon *d, int fd, uint32_t events, void
 	hlb_daemon_stop(d);
 }
 
+/* An upgrade that leaves no new process running: for /status and POST /upgrade, which would
+ * otherwise answer with an earlier attempt's reason (a SIGUSR2 has nobody else to tell). */
+static void upgrade_not_started(struct hlb_daemon *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void upgrade_not_started(struct hlb_daemon *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->up_failed_pid = -1;
+	va_start(ap, fmt);
+	vsnprintf(d->up_failed_how, sizeof(d->up_failed_how), fmt, ap);
+	va_end(ap);
+}
+
 int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 {
 	char qe[HLB_LOG_PATH_MAX];
@@ -1817,11 +1832,15 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (!d->exe || !d->opts.argv) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place: this executable's path is unknown",
 			NULL);
+		upgrade_not_started(d, "could not be started: this hashlb's executable path is "
+				       "unknown");
 		return -ENOENT;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		r = -errno;
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "err=%s", strerrorname_np(-r));
+		upgrade_not_started(d, "could not be started, %s (%s): socketpair",
+				    strerrorname_np(-r), strerror(-r));
 		return r;
 	}
 	/* the answer GET /sockets would give, with every listening socket, the
@@ -1867,13 +1886,10 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (r) {
 		hlb_log(HLB_LOG_ERROR, "cannot upgrade in place", "exe=%s err=%s",
 			hlb_log_quote(d->exe, qe, sizeof(qe)), strerrorname_np(r));
-		/* for /status too: a SIGUSR2 has nobody else to tell */
-		d->up_failed_pid = -1;
 		/* which file: the upgrade runs the one at the path this one started from,
 		 * which a deploy may have moved or left unexecutable */
-		snprintf(d->up_failed_how, sizeof(d->up_failed_how),
-			 "could not be started, %s (%s): %s", strerrorname_np(r), strerror(r),
-			 d->exe);
+		upgrade_not_started(d, "could not be started, %s (%s): %s", strerrorname_np(r),
+				    strerror(r), d->exe);
 		up->pid = 0;
 		close(sv[0]);
 		if (rs[0] >= 0) {
@@ -1913,6 +1929,10 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 		/* cannot follow it: stop it (it has not accepted before it says so) */
 		hlb_log(HLB_LOG_ERROR, "upgrade: cannot follow the new hashlb, killing it",
 			"pid=%d", (int)up->pid);
+		upgrade_not_started(d,
+				    "could not be followed (ENOMEM): pid %d was started and "
+				    "stopped",
+				    (int)up->pid);
 		kill(up->pid, SIGKILL);
 		waitpid(up->pid, NULL, 0);
 		upgrade_end(d);

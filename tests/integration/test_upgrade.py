@@ -542,6 +542,21 @@ def missing_executable_is_reported():
     s = connect(LISTEN, client_ip(1))
     check(read_line(s) in ("a", "b", "c"), "and it still serves")
     s.close()
+    # a failure before any file is run (here no descriptor left for the new process's
+    # socket pair: the soft fd limit lowered to those open) says its own reason; it used to
+    # leave the earlier attempt's, and /status and POST /upgrade named the missing file
+    import resource
+    pid = old.proc.pid
+    lim = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), lim[1]))
+    try:
+        old.proc.send_signal(signal.SIGUSR2)
+        check(old.wait_log("err=EMFILE"), "the upgrade fails at its socket pair")
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, lim)
+    up = old.status().get("upgrade")
+    check(up and up["new_pid"] is None and up["error"] == "could not be started, EMFILE "
+          "(Too many open files): socketpair", f"/status says that failure's reason: {up}")
     check(old.stop() == 0, "exit 0")
 
 
