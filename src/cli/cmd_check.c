@@ -173,8 +173,13 @@ static int print_service(const struct hashlb_service_cfg *s)
 	       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
 	       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
 	       s->abort_on_close ? " (abort_on_close)" : "");
-	printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32,
-	       s->max_connections, s->connect_retries);
+	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered
+	 * service refuses max_connections and the others, its defaults left unused) */
+	if (s->steering == HASHLB_STEERING_KERNEL)
+		printf("  limits       none: kernel steering opens no connection to count or retry");
+	else
+		printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32,
+		       s->max_connections, s->connect_retries);
 	if (s->max_connections_per_client)
 		printf(" max_connections_per_client=%" PRIu32, s->max_connections_per_client);
 	if (!hashlb_src_prefix_is_whole(&s->client_prefix))

@@ -93,6 +93,11 @@ os.unlink(f.name)
 check(r.returncode == 0 and re.search(r"^  steering     kernel, on lo$", r.stdout, re.M),
       f"check prints kernel steering and its interface: {r.stdout}")
 check("steering" not in p.stdout, f"and no steering line for userspace: {p.stdout}")
+# nor the forwarder's limits, which the kernel path does not apply (it printed the default
+# max_connections=10000, which such a service refuses to be given)
+check(re.search(r"^  limits       none: kernel steering opens no connection to count or "
+                r"retry$", r.stdout, re.M) and "max_connections" not in r.stdout,
+      f"check prints no limits for a kernel-steered service: {r.stdout}")
 
 # a configured duration is printed in the largest unit that writes it exactly, as the config
 # takes it back (before, always in ms: "idle=300000ms" for "idle: 5m"; keepalive in s)
