@@ -22,8 +22,9 @@ static void usage(FILE *f)
 		   "DESCRIPTION\n"
 		   "  Builds the lookup table that hashlb would use for these backends\n"
 		   "  (identified by name; weight 1 unless given) and prints its summary:\n"
-		   "  scheme and parameters, each backend's weight, state and share of the\n"
-		   "  hash space, the table's fingerprint, build time and memory. Equal\n"
+		   "  scheme and parameters, each backend's weight, state (up, down, or\n"
+		   "  weight 0: taking no client) and share of the hash space, the\n"
+		   "  table's fingerprint, build time and memory. Equal\n"
 		   "  fingerprints mean equal routing, on any machine.\n"
 		   "\n"
 		   "OPTIONS\n" TABLE_ARGS_USAGE
@@ -96,14 +97,20 @@ static void print_summary(const struct hashlb_table *t, double ms)
 		if (l > w)
 			w = l;
 	}
-	printf("%-*s  %6s  %-5s  %8s\n", w, "NAME", "WEIGHT", "STATE", "SHARE");
+	printf("%-*s  %6s  %-8s  %8s\n", w, "NAME", "WEIGHT", "STATE", "SHARE");
 	shares = shares_of(t);
-	for (uint32_t i = 0; i < n; i++)
-		printf("%-*s  %6u  %-5s  %7.3f%%\n",
+	for (uint32_t i = 0; i < n; i++) {
+		/* "up" as the summary counts it: taking clients; one of weight 0 is not down and
+		 * takes none (it read "up", not counted among the "(N up)" above it) */
+		const char *state = hashlb_table_backend_down(t, i) ? "down"
+				    : in_table(t, i)		    ? "up"
+								    : "weight 0";
+
+		printf("%-*s  %6u  %-8s  %7.3f%%\n",
 		       w + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
-		       hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
-		       hashlb_table_backend_down(t, i) ? "down" : "up",
+		       hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i), state,
 		       100.0 * (shares ? shares[i] : hashlb_table_share(t, i)));
+	}
 	free(shares);
 }
 

@@ -1100,5 +1100,15 @@ for args, msg in ((("table", "-j", "--dump", "a"), "hashlb table: -j does not ap
     check(p.returncode == 2 and p.stderr.startswith(msg),
           f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr!r}, want {msg!r}")
 
+# 16. A backend of weight 0 takes no client: its STATE says so, as the "(N up)" above it counts
+# it (it read "up", and the summary "(1 up)" left it out); one down still says down.
+p = run("table", "--down", "b", "a", "b", "z=0")
+rows = {r.split()[0]: r for r in p.stdout.splitlines()[6:]}
+check("backends     3 (1 up)\n" in p.stdout and
+      re.fullmatch(r"a +1  up +100\.000%", rows.get("a", "")) and
+      re.fullmatch(r"b +1  down +0\.000%", rows.get("b", "")) and
+      re.fullmatch(r"z +0  weight 0 +0\.000%", rows.get("z", "")),
+      f"hashlb table: a weight 0 backend's STATE agrees with the count of those up: {p.stdout}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
