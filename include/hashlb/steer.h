@@ -368,7 +368,8 @@ int hashlb_steer_neigh_mac(struct hashlb_steer_neigh *n, const struct sockaddr_s
 
 /*
  * Whether IPv4 or IPv6 address <addr> is in a subnet of one of <dev>'s own
- * addresses (getifaddrs), so that reaching it once would fill its neighbour
+ * addresses (getifaddrs; an IPv4 address labelled "eth0:1" is eth0's, as
+ * the kernel holds it), so that reaching it once would fill its neighbour
  * entry on <dev>; 1 if so, 0 if not, -errno if that cannot be told (<dev>'s
  * addresses unread). A host on no subnet of <dev> is routed elsewhere and
  * gets no entry there, whatever is sent to it: L2 direct server return cannot

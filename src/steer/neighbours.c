@@ -337,6 +337,16 @@ static unsigned mask_bits(const uint8_t *m, size_t len)
 	return n;
 }
 
+/* Whether getifaddrs() name <name> is interface <dev>'s: <dev> itself, or an IPv4
+ * address's label under it, "eth0:1" (getifaddrs() reports such an address under its
+ * label, and a backend on its subnet was called off-subnet). */
+static bool ifa_is_dev(const char *name, const char *dev)
+{
+	size_t len = strlen(dev);
+
+	return !strncmp(name, dev, len) && (name[len] == '\0' || name[len] == ':');
+}
+
 int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
 {
 	size_t len = addr->ss_family == AF_INET6 ? 16 : 4;
@@ -354,7 +364,7 @@ int hashlb_steer_on_subnet(const struct sockaddr_storage *addr, const char *dev)
 	for (ifa = all; ifa && !ret; ifa = ifa->ifa_next) {
 		const uint8_t *a, *m;
 
-		if (!ifa->ifa_addr || !ifa->ifa_netmask || strcmp(ifa->ifa_name, dev) != 0 ||
+		if (!ifa->ifa_addr || !ifa->ifa_netmask || !ifa_is_dev(ifa->ifa_name, dev) ||
 		    ifa->ifa_addr->sa_family != addr->ss_family)
 			continue;
 		if (addr->ss_family == AF_INET6) {

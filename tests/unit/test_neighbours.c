@@ -5,9 +5,12 @@
  * or stops short is an error, not a table; one the kernel marks inconsistent
  * (NLM_F_DUMP_INTR) is read again. And the IPv4 one, /proc/net/arp (fopen64()
  * wrapped: the text each test gives): a read that fails partway is an error.
+ * Which backends are on an interface's subnets (getifaddrs() wrapped).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -296,6 +299,68 @@ static void test_arp_read_fails_partway(void **state)
 	assert_int_equal(lookup4(arp_head, true, 3, mac), -EIO);
 }
 
+/* The interface addresses getifaddrs() gives: <n_ifas> of <ifas>, linked in order. */
+static struct ifaddrs ifas[4];
+static struct sockaddr_in ifa_addrs[4], ifa_masks[4];
+static unsigned n_ifas;
+
+int __wrap_getifaddrs(struct ifaddrs **ret);
+void __wrap_freeifaddrs(struct ifaddrs *ifa);
+
+int __wrap_getifaddrs(struct ifaddrs **ret)
+{
+	for (unsigned i = 0; i < n_ifas; i++)
+		ifas[i].ifa_next = i + 1 < n_ifas ? &ifas[i + 1] : NULL;
+	*ret = n_ifas ? &ifas[0] : NULL;
+	return 0;
+}
+
+void __wrap_freeifaddrs(struct ifaddrs *ifa)
+{
+	(void)ifa;
+}
+
+/* An IPv4 address <addr>/<bits> of interface (or label) <name>, after those given. */
+static void ifa_add(const char *name, const char *addr, unsigned bits)
+{
+	unsigned i = n_ifas++;
+
+	ifa_addrs[i] = (struct sockaddr_in){ .sin_family = AF_INET };
+	ifa_masks[i] = (struct sockaddr_in){ .sin_family = AF_INET };
+	assert_int_equal(inet_pton(AF_INET, addr, &ifa_addrs[i].sin_addr), 1);
+	ifa_masks[i].sin_addr.s_addr = htonl(bits ? ~0u << (32 - bits) : 0);
+	ifas[i] = (struct ifaddrs){ .ifa_name = (char *)name,
+				    .ifa_addr = (struct sockaddr *)&ifa_addrs[i],
+				    .ifa_netmask = (struct sockaddr *)&ifa_masks[i] };
+}
+
+static int on_subnet(const char *addr, const char *dev)
+{
+	struct sockaddr_storage ss = { .ss_family = AF_INET };
+
+	assert_int_equal(inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr), 1);
+	return hashlb_steer_on_subnet(&ss, dev);
+}
+
+/* An IPv4 address with a label ("ip addr add 10.2.0.1/24 dev eth0 label eth0:1") is given
+ * under the label: a backend on its subnet is on eth0's (it was said to be on none of
+ * eth0's subnets); an interface whose name merely begins so (eth01) is not eth0. */
+static void test_subnet_of_a_labelled_address(void **state)
+{
+	(void)state;
+	n_ifas = 0;
+	ifa_add("eth0", "10.1.0.1", 24);
+	ifa_add("eth0:1", "10.2.0.1", 24);
+	ifa_add("eth01", "10.3.0.1", 24);
+	ifa_add("eth1:0", "10.4.0.1", 24);
+	assert_int_equal(on_subnet("10.1.0.7", "eth0"), 1);
+	assert_int_equal(on_subnet("10.2.0.7", "eth0"), 1);
+	assert_int_equal(on_subnet("10.3.0.7", "eth0"), 0);
+	assert_int_equal(on_subnet("10.4.0.7", "eth0"), 0);
+	assert_int_equal(on_subnet("10.4.0.7", "eth1"), 1);
+	assert_int_equal(on_subnet("10.9.0.7", "eth0"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_dump_interrupted),
 		cmocka_unit_test(test_arp_complete),
 		cmocka_unit_test(test_arp_read_fails_partway),
+		cmocka_unit_test(test_subnet_of_a_labelled_address),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
