@@ -114,6 +114,16 @@ static void three_backends(struct three *f)
 	assert_int_equal(hlb_service_new("svc", 2, &f->svc), 0);
 }
 
+/* What three_backends() made: its backends, the service (with a snapshot published in it,
+ * whose backends go with it) and the RCU. */
+static void three_free(struct three *f)
+{
+	for (int i = 0; i < 3; i++)
+		hlb_backend_unref(f->b[i]);
+	hlb_service_unref(f->svc);
+	hlb_rcu_free(f->rcu);
+}
+
 static void test_snapshot_refresh_and_publish(void **state)
 {
 	struct hlb_snapshot *s1, *s2;
@@ -156,10 +166,7 @@ static void test_snapshot_refresh_and_publish(void **state)
 	/* refs of b: ours (creation), s2's, the connection's */
 	assert_int_equal(atomic_load(&f.b[1]->refs), 3);
 	hlb_backend_unref(f.b[1]); /* the connection closes */
-	for (int i = 0; i < 3; i++)
-		hlb_backend_unref(f.b[i]);
-	hlb_service_unref(f.svc); /* frees s2 and, with it, the backends */
-	hlb_rcu_free(f.rcu);
+	three_free(&f); /* frees s2 and, with it, the backends */
 }
 
 /*
@@ -253,10 +260,7 @@ static void test_return_keeps_the_outage_table(void **state)
 	hlb_snapshot_free(s3);
 	hlb_snapshot_free(s4);
 	hlb_snapshot_free(s5);
-	for (int i = 0; i < 3; i++)
-		hlb_backend_unref(f.b[i]);
-	hlb_service_unref(f.svc);
-	hlb_rcu_free(f.rcu);
+	three_free(&f);
 }
 
 /*
@@ -296,10 +300,7 @@ static void test_flap_beside_an_idle_backup_copies(void **state)
 	hlb_snapshot_free(s2);
 	hlb_snapshot_free(s3);
 	hlb_snapshot_free(s4);
-	for (int i = 0; i < 3; i++)
-		hlb_backend_unref(f.b[i]);
-	hlb_service_unref(f.svc);
-	hlb_rcu_free(f.rcu);
+	three_free(&f);
 }
 
 /*
@@ -332,10 +333,7 @@ static void test_refresh_from_retry_table_beside_a_weight0_change(void **state)
 
 	hlb_snapshot_free(s1);
 	hlb_snapshot_free(s2);
-	for (int i = 0; i < 3; i++)
-		hlb_backend_unref(f.b[i]);
-	hlb_service_unref(f.svc);
-	hlb_rcu_free(f.rcu);
+	three_free(&f);
 }
 
 static void test_counters_sum_over_workers(void **state)
