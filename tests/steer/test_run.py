@@ -38,6 +38,9 @@ from shims import shim  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
+# The conntrack capacity of steering_flows' default, 65,536 rounded up to 6 x a power of two
+# (docs/steering.md).
+FLOWS_MAX = 98304
 failures = []
 
 # New connections from the client namespace: {backend name or error: count}.
@@ -748,7 +751,7 @@ def metrics(topo, servers):
         check((dp, db, dn, dl) == (10, nbytes, 10, 10) and got and got <= {"b1", "b2", "b3"},
               f"metrics: 10 frames of {nbytes} bytes to {sorted(got)}: /metrics counted "
               f"{dp} packets, {db} bytes, {dn} new flows, {dl} lost (ACKs with no entry)")
-        check(web(m1, "conntrack_entries") == 10 and web(m1, "conntrack_capacity") == 98304,
+        check(web(m1, "conntrack_entries") == 10 and web(m1, "conntrack_capacity") == FLOWS_MAX,
               f"metrics: conntrack entries {web(m1, 'conntrack_entries')} of "
               f"{web(m1, 'conntrack_capacity')}, 10 flows seen")
         same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
@@ -758,15 +761,15 @@ def metrics(topo, servers):
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
         # the occupancy too (before, only /metrics and ctl status had it)
-        check((st.get("flows"), st.get("flows_max")) == (10, 98304),
+        check((st.get("flows"), st.get("flows_max")) == (10, FLOWS_MAX),
               f"metrics: hashlb steer --stats: flows {st.get('flows')} of "
-              f"{st.get('flows_max')}, want 10 of 98304")
+              f"{st.get('flows_max')}, want 10 of {FLOWS_MAX}")
         p = d.ctl("--json", "status")
         steering = (json.loads(p.stdout)["services"][0].get("steering") or {}) \
             if p.returncode == 0 else {}
         check(steering.get("packets") == web(m1, "packets_total") and
               steering.get("new_flows") == web(m1, "new_flows_total") and
-              steering.get("flows") == 10 and steering.get("flows_max") == 98304,
+              steering.get("flows") == 10 and steering.get("flows_max") == FLOWS_MAX,
               f"metrics: ctl status --json: steering {steering}")
         text = d.ctl("status").stdout
         check(f"kernel steering: {web(m1, 'packets_total')} packets" in text,
