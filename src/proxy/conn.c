@@ -2958,7 +2958,6 @@ void conn_queue_run(struct worker *w)
 		return;
 	}
 	if (whole) {
-		w->queue_fp = fp; /* read before the walk: a change during it is seen next time */
 		queue_changes_seen(w);
 		w->queue_walk_by = QUEUE_WALK_NONE; /* until the next kick */
 		/* The services of the clients left waiting, noted after the old
@@ -3030,6 +3029,7 @@ void conn_queue_run(struct worker *w)
 	memmove(w->queue_svcs, w->queue_svcs + n_old,
 		(w->n_queue_svcs - n_old) * sizeof(*w->queue_svcs));
 	w->n_queue_svcs -= n_old;
-	if (gated) /* each service left was one of the look's: its part is read */
-		w->queue_fp = queue_fp_left(w);
+	/* The parts were read before the walk: a change during it is seen next time. Each
+	 * service left was one of the look's, its part read (not gated: fp is 0, none read). */
+	w->queue_fp = gated ? queue_fp_left(w) : fp;
 }
