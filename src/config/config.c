@@ -366,22 +366,16 @@ static int fail_settings(struct loader *ld, const struct ynode *map, const char 
 {
 	char list[200] = "";
 	size_t n = 0;
-	int b = bool_of(map);
+	int b = keys == health_keys ? bool_of(map) : -1;
+	const char *hint = b == 0   ? ": to turn the checks off, write health: {enabled: false}"
+			   : b == 1 ? ": checks are on by default, leave 'health' out or write "
+				      "health: {enabled: true}"
+				    : "";
 
 	for (size_t i = 0; keys[i] && n < sizeof(list); i++)
 		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "", keys[i]);
-	if (keys == health_keys && b == 0)
-		return fail(ld, map,
-			    "'%s' must be a mapping of its settings (%s), found %s: to turn the "
-			    "checks off, write health: {enabled: false}",
-			    what, list, describe(map).s);
-	if (keys == health_keys && b == 1)
-		return fail(ld, map,
-			    "'%s' must be a mapping of its settings (%s), found %s: checks are on "
-			    "by default, leave 'health' out or write health: {enabled: true}",
-			    what, list, describe(map).s);
-	return fail(ld, map, "'%s' must be a mapping of its settings (%s), found %s", what, list,
-		    describe(map).s);
+	return fail(ld, map, "'%s' must be a mapping of its settings (%s), found %s%s", what, list,
+		    describe(map).s, hint);
 }
 
 /*
