@@ -1622,17 +1622,17 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 static void upgrade(struct hlb_control *ctl, struct hlb_http_resp *resp, bool text)
 {
 	int r = ctl->upgrade_start ? ctl->upgrade_start(ctl->daemon) : -EOPNOTSUPP;
+	bool conflict = r == -EALREADY || r == -ESHUTDOWN || r == -ECHILD;
 	const char *how = NULL;
 
 	/* no process started: the daemon says how, with the file it could not run */
-	if (r < 0 && r != -EALREADY && r != -ESHUTDOWN && r != -ECHILD && ctl->upgrade_state &&
-	    ctl->upgrade_state(ctl->daemon, &how) < 0 && how) {
+	if (r < 0 && !conflict && ctl->upgrade_state && ctl->upgrade_state(ctl->daemon, &how) < 0 &&
+	    how) {
 		resp_error(resp, 500, "cannot upgrade: the new hashlb %s", how);
 		return;
 	}
 	if (r < 0) {
-		resp_error(resp, r == -EALREADY || r == -ESHUTDOWN || r == -ECHILD ? 409 : 500,
-			   "cannot upgrade: %s",
+		resp_error(resp, conflict ? 409 : 500, "cannot upgrade: %s",
 			   r == -EALREADY    ? "an upgrade is under way"
 			   : r == -ESHUTDOWN ? "this hashlb is stopping"
 			   : r == -ECHILD    ? HLB_UPGRADE_PID1 "; restart the container instead"
