@@ -121,12 +121,17 @@ static bool family_wanted(const struct wanted *w, const char *name, const char *
 
 /* The HELP and TYPE lines of a family, if <w> asks for it: whether it does (its samples are
  * written only then, so that a scrape of a few families renders only those). */
+static void family_head(struct hlb_buf *o, const char *name, const char *type, const char *help)
+{
+	hlb_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static bool family(struct hlb_buf *o, const struct wanted *w, const char *name, const char *type,
 		   const char *help)
 {
 	if (!family_wanted(w, name, type))
 		return false;
-	hlb_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	family_head(o, name, type, help);
 	return true;
 }
 
@@ -254,7 +259,8 @@ static bool scrape_family(struct scrape *sc, struct hlb_buf *o, const struct wan
 		return false;
 	}
 	sc->read = true;
-	return family(o, w, name, type, help);
+	family_head(o, name, type, help); /* asked for: known above */
+	return true;
 }
 
 /* <name>{labels of <x> (draining="ADDR" too if <drain>), the set left open. */
