@@ -119,13 +119,14 @@ static bool family_wanted(const struct wanted *w, const char *name, const char *
 	return false;
 }
 
-/* The HELP and TYPE lines of a family, if <w> asks for it: whether it does (its samples are
- * written only then, so that a scrape of a few families renders only those). */
+/* The HELP and TYPE lines of a family. */
 static void family_head(struct hlb_buf *o, const char *name, const char *type, const char *help)
 {
 	hlb_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The HELP and TYPE lines of a family, if <w> asks for it: whether it does (its samples are
+ * written only then, so that a scrape of a few families renders only those). */
 static bool family(struct hlb_buf *o, const struct wanted *w, const char *name, const char *type,
 		   const char *help)
 {
