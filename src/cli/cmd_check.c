@@ -25,9 +25,12 @@ static void usage(FILE *f)
 		   "  value, addresses, ranges, duplicates, and the build of each service's\n"
 		   "  lookup table. On success prints, for each service, its listen address,\n"
 		   "  scheme and parameters, hash key, the table's fingerprint (equal on every\n"
-		   "  instance that routes the same way) and its backends with their weight,\n"
-		   "  admin state and share of the clients (next to the ideal share, the\n"
-		   "  weight over the total). Backends in drain or maint take no share.\n"
+		   "  instance that routes the same way) and its backends: how many are up\n"
+		   "  (taking clients, as hashlb ctl and hashlb table count them: ready, of\n"
+		   "  a weight above 0, and no backup while a primary is), and each one's\n"
+		   "  weight, ADMIN state (ready, drain or maint, as the config sets it)\n"
+		   "  and share of the clients (next to the ideal share, the weight over\n"
+		   "  the total). Backends in drain or maint take no share.\n"
 		   "  Each table's memory is shown as built and at most (with backends\n"
 		   "  down), and the sum of the latter against table_memory. A duration is\n"
 		   "  printed as the config takes it, in the largest unit that writes it\n"
@@ -135,7 +138,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 	struct hashlb_table *t = NULL;
 	struct hashlb_error err;
 	uint64_t total = 0;
-	uint32_t taking = 0; /* a weight of 0 takes no client, up or not */
+	uint32_t up = 0; /* taking clients, as ctl and table count "up": weight 0 takes none */
 	double *shares;
 	char params[HASHLB_TABLE_PARAMS_STRLEN];
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
@@ -157,7 +160,7 @@ static int print_service(const struct hashlb_service_cfg *s)
 			aw = len;
 		if (!hashlb_table_backend_down(t, i)) { /* ready, and not a backup idle */
 			total += s->backends[i].weight;
-			taking += s->backends[i].weight > 0;
+			up += s->backends[i].weight > 0;
 		}
 	}
 	printf("service %s\n", s->name);
@@ -169,10 +172,17 @@ static int print_service(const struct hashlb_service_cfg *s)
 		printf(" of the client's prefix: IPv4 /%u, IPv6 /%u", s->hash_prefix.v4,
 		       s->hash_prefix.v6);
 	printf("\n");
-	printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",
-	       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
-	       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
-	       s->abort_on_close ? " (abort_on_close)" : "");
+	/* the kernel path waits for no connect, queues nobody and times no connection out: only
+	 * its drain (how long a stop leaves the program attached for the flows it steers) */
+	if (s->steering == HASHLB_STEERING_KERNEL)
+		printf("  timeouts     drain=%s (connect, idle and queue are the forwarder's: kernel "
+		       "steering opens no connection)\n",
+		       duration(s->drain_timeout_ms, d3));
+	else
+		printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",
+		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
+		       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
+		       s->abort_on_close ? " (abort_on_close)" : "");
 	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered
 	 * service refuses max_connections and the others, its defaults left unused) */
 	if (s->steering == HASHLB_STEERING_KERNEL)
@@ -243,8 +253,10 @@ static int print_service(const struct hashlb_service_cfg *s)
 	printf("  fingerprint  %016" PRIx64 "\n", hashlb_table_fingerprint(t));
 	printf("  table        %zu bytes (up to %" PRIu64 " with backends down)\n",
 	       hashlb_table_bytes(t), hashlb_service_cfg_table_bytes_max(s));
-	printf("  backends     %" PRIu32 " (%" PRIu32 " taking clients)\n", s->n_backends, taking);
-	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "STATE",
+	printf("  backends     %" PRIu32 " (%" PRIu32 " up)\n", s->n_backends, up);
+	/* ADMIN: the state the config sets (ready, drain, maint), as ctl set sets it; hashlb
+	 * table's and ctl table's columns say whether each takes clients */
+	printf("    %-*s  %-*s %6s %-5s %8s %8s\n", w, "NAME", aw, "ADDRESS", "WEIGHT", "ADMIN",
 	       "SHARE", "IDEAL");
 	shares = calloc(s->n_backends + 1, sizeof(*shares));
 	if (shares) /* one pass over the table, not one per backend */

@@ -99,6 +99,14 @@ check(re.search(r"^  limits       none: kernel steering opens no connection to c
                 r"retry$", r.stdout, re.M) and "max_connections" not in r.stdout,
       f"check prints no limits for a kernel-steered service: {r.stdout}")
 
+# nor the forwarder's timeouts: the kernel path connects to no backend, queues no client and
+# times out no connection; a stop's drain is all that applies (it printed connect=5s and
+# queue=0ms, which such a service refuses to be given)
+tl = re.search(r"^  timeouts     (.*)$", r.stdout, re.M)
+check(tl and tl.group(1) == "drain=30s (connect, idle and queue are the forwarder's: kernel "
+      "steering opens no connection)",
+      f"check prints only the drain timeout for a kernel-steered service: {r.stdout}")
+
 # a configured duration is printed in the largest unit that writes it exactly, as the config
 # takes it back (before, always in ms: "idle=300000ms" for "idle: 5m"; keepalive in s)
 def check_config(text):
@@ -199,9 +207,10 @@ check(r.returncode == 0 and
       re.search(r"^\s+d\s.*  backup$", r.stdout, re.M),
       f"check shows the health exchange, the source, the caps, the rate and the backups: {r.stdout}")
 
-# "taking clients" counts the backends that take a share: not one of weight 0 (it said "3
-# taking clients" for a in maint, b of weight 0 and the backups c and d, which take them all;
-# "2" for a ready, which takes them all)
+# "up" counts the backends that take a share: not one of weight 0 (it said "3 taking clients"
+# for a in maint, b of weight 0 and the backups c and d, which take them all; "2" for a ready,
+# which takes them all). The word is ctl's and table's ("N/M backends up", "(N up)"): check
+# said "taking clients" for the same count
 for state, taking in (("maint", 2), ("ready", 1)):
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    backends:\n"
@@ -211,8 +220,23 @@ for state, taking in (("maint", 2), ("ready", 1)):
                 "      - {name: d, address: 127.0.0.1:18384, backup: true, weight: 3}\n")
     r = run("check", "-c", f.name)
     os.unlink(f.name)
-    check(r.returncode == 0 and f"  backends     4 ({taking} taking clients)\n" in r.stdout,
-          f"a {state}: check counts {taking} backends taking clients: {r.stdout[-400:]}")
+    check(r.returncode == 0 and f"  backends     4 ({taking} up)\n" in r.stdout,
+          f"a {state}: check counts {taking} backends up: {r.stdout[-400:]}")
+    # its column is the admin state the config sets, headed so: hashlb table's STATE is
+    # whether each takes clients (up, down, weight 0), which check's "ready" for b (weight 0)
+    # is not
+    check(re.search(rf"^    NAME +ADDRESS +WEIGHT ADMIN +SHARE +IDEAL$", r.stdout, re.M) and
+          re.search(rf"^    a +127\.0\.0\.1:18381 +1 {state} ", r.stdout, re.M) and
+          re.search(r"^    b +127\.0\.0\.1:18382 +0 ready ", r.stdout, re.M),
+          f"a {state}: check heads the admin state ADMIN: {r.stdout[-400:]}")
+# and hashlb table, given the same weights, says the same count in the same words
+r = check_config("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    backends:\n"
+                 "      - {name: a, address: 127.0.0.1:18381}\n"
+                 "      - {name: b, address: 127.0.0.1:18382, weight: 0}\n"
+                 "      - {name: c, address: 127.0.0.1:18383, weight: 2}\n")
+t = run("table", "a", "b=0", "c=2")
+check("  backends     3 (2 up)\n" in r.stdout and "backends     3 (2 up)\n" in t.stdout,
+      f"check and table count a weight-0 backend alike, as not up: {r.stdout[-300:]}{t.stdout}")
 
 # max_connections_per_client's client_prefix said beside it, in parentheses as
 # (abort_on_close) is: said bare, "per client prefix: IPv4 /24, IPv6 /128" ran into the
