@@ -777,16 +777,18 @@ static void clients_top(struct hlb_pool_service *s, const struct hlb_http_req *r
 
 /*
  * Why the backend at <idx> of <s>'s table <t> is out of it, as ctl status tells it: "maint",
- * "drain", "down" (its checks), "backup" (a standby while primaries are up); NULL if in.
- * A table a reload has not yet replaced may list other backends: "down" then.
+ * "drain", "down" (its checks), "backup" (a standby while primaries are up), "weight 0" (up,
+ * and in no slot); NULL if in. A table a reload has not yet replaced may list other backends:
+ * "down" then.
  */
 static const char *table_out_name(const struct hlb_pool_service *s, const struct hashlb_table *t,
 				  uint32_t idx)
 {
 	const struct hlb_pool_backend *b;
 
+	/* not counted among "N/M backends up" either: its OUT cell said nothing (it read as in) */
 	if (!hashlb_table_backend_down(t, idx))
-		return NULL;
+		return hashlb_table_backend_weight(t, idx) ? NULL : "weight 0";
 	if (idx >= s->n_backends ||
 	    strcmp(s->backends[idx]->rt->name, hashlb_table_backend_name(t, idx)))
 		return "down";
@@ -823,10 +825,10 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 			       prefix_text(&snap->hash_prefix, pbuf, sizeof(pbuf)),
 			       snap->generation, snap->fingerprint, hlb_pool_takes_clients_count(s),
 			       v.n_backends, points, hashlb_table_bytes(t));
-		hlb_buf_printf(o, "  %-16s %6s %-6s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
+		hlb_buf_printf(o, "  %-16s %6s %-8s %8s\n", "BACKEND", "WEIGHT", "OUT", "SHARE");
 		for (uint32_t i = 0; i < v.n_backends; i++)
 			hlb_buf_printf(
-				o, "  %-*s %6u %-6s %7.3f%%\n",
+				o, "  %-*s %6u %-8s %7.3f%%\n",
 				16 + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
 				hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
 				table_out_name(s, t, i) ?: "", 100.0 * share_of(shares, t, i));
@@ -899,7 +901,7 @@ static void lookup_none(const struct hlb_pool_service *s, const struct hashlb_ta
 
 	hashlb_table_view(t, &v);
 	for (uint32_t i = 0; i < v.n_backends; i++) {
-		const char *why = table_out_name(s, t, i) ?: "weight 0";
+		const char *why = table_out_name(s, t, i) ?: "";
 
 		for (size_t k = 0; k < sizeof(whys) / sizeof(whys[0]); k++)
 			count[k] += !strcmp(why, whys[k]);

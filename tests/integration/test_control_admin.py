@@ -1554,6 +1554,16 @@ def ctl_table_says_why_a_backend_is_out():
     rc, so, se = lb.ctl("lookup", "10.0.0.1")
     check(rc == 0 and so == "10.0.0.1 -> no backend (1 down, 1 drain, 2 maint, 1 weight 0)\n",
           f"ctl lookup with no backend: {rc} {so!r} {se!r}")
+    # and ctl table says a backend of weight 0 is out, as its "N/M backends up" line counts it
+    # (its OUT cell was empty, as for one in the table, while the line left it out)
+    want.update(a="weight 0", e="maint")
+    rc, so, se = lb.ctl("table")
+    rows = {l.split()[0]: " ".join(l.split()[2:-1]) for l in so.splitlines()[3:]}
+    check(rc == 0 and ", 0/5 backends up, " in so.splitlines()[1] and rows == want,
+          f"ctl table: a of weight 0 out, as counted: {rows}\n{so}{se}")
+    rc, so, se = lb.ctl("--json", "table")
+    got = {b["name"]: b.get("out") for b in json.loads(so)["backends"]} if rc == 0 else se
+    check(got == want, f"ctl --json table: out of a backend of weight 0: {got}")
     check(lb.stop() == 0, "exit 0")
 
 
