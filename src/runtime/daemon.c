@@ -1211,12 +1211,18 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	 * timeouts.drain up to 1 h): EXTEND_TIMEOUT_USEC gives it the time the
 	 * config gives the drain, and a margin for the exit, so that systemd
 	 * does not SIGKILL a drain the config allows. */
-	if (!d->handed_over)
+	if (!d->handed_over) {
+		/* STATUS= is read by people (systemctl status): the duration as the config
+		 * writes it ("30s"), where the log line's key keeps its ms for parsers */
+		char dur[HASHLB_DURATION_STRLEN];
+
+		hashlb_duration_format(ms, dur, sizeof(dur));
 		hlb_notify("STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu\nSTATUS=draining %llu "
-			   "connection%s, up to %u ms",
+			   "connection%s, up to %s",
 			   ((unsigned long long)ms + DRAIN_EXIT_MARGIN_MS) * 1000ULL,
 			   (unsigned long long)hlb_proxy_connections(d->proxy),
-			   hlb_plural(hlb_proxy_connections(d->proxy)), ms);
+			   hlb_plural(hlb_proxy_connections(d->proxy)), dur);
+	}
 	hlb_proxy_drain(d->proxy, ms);
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;

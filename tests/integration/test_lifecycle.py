@@ -981,7 +981,7 @@ def systemd_notify():
           f"with EXTEND_TIMEOUT_USEC for the drain and the exit: {msg}")
     # counted as every count is said: "1 connection", "0 connections" ("connection(s)"
     # before); the client of who() above may not have been closed yet
-    check(re.fullmatch(r"draining (1 connection|(?!1 )\d+ connections), up to 30000 ms",
+    check(re.fullmatch(r"draining (1 connection|(?!1 )\d+ connections), up to 30s",
                        msg.get("STATUS", "")), f"with a STATUS= that counts what it drains: {msg}")
     check(lb.proc.wait(20) == 0, "exit 0")
 
