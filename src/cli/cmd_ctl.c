@@ -132,7 +132,10 @@ static void usage(FILE *f)
 		"                                  once the new process answers (or, its\n"
 		"                                  admin address being another, runs on\n"
 		"                                  2 s after the old one's closed), 1 if it\n"
-		"                                  failed (the old one goes on serving)\n"
+		"                                  failed (the old one goes on serving).\n"
+		"                                  With -c FILE that has errors: exit 1 with\n"
+		"                                  them, nothing sent (the new hashlb would\n"
+		"                                  refuse to start on it), unless --force\n"
 		"\n"
 		"  SERVICE may be left out when hashlb runs a single service. Options\n"
 		"  may come before COMMAND or among its ARGS (reload --pid=PID,\n"
@@ -149,6 +152,8 @@ static void usage(FILE *f)
 		"  -s, --service NAME  the service (table, lookup, clients, set, close)\n"
 		"  --pid PID           reload: the process to reload (see reload)\n"
 		"  --vip ADDR:PORT     lookup: the address clients connect to (see lookup)\n"
+		"  --force             upgrade: send it even though -c FILE has errors (the\n"
+		"                      running hashlb may have been started on another file)\n"
 		"  -t, --timeout S     give up on an endpoint that accepts no connection\n"
 		"                      within S seconds, or whose answer has not come\n"
 		"                      whole S seconds after the request (default 30),\n"
@@ -166,8 +171,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"  Among them: an option that the command does not take (--json with\n"
 		"  metrics; --service with status, metrics, reload or upgrade; --vip\n"
-		"  but with lookup; --pid but with reload), a clients N that is no\n"
-		"  number 1..1000.\n"
+		"  but with lookup; --pid but with reload; --force but with upgrade), a\n"
+		"  clients N that is no number 1..1000.\n"
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb ctl status\n"
 		"  hashlb ctl set web-2 drain\n"
@@ -1068,7 +1073,7 @@ static const struct ctl_command {
 	  "set [-s SERVICE] BACKEND ready|drain|maint|weight N|max_connections N" },
 	{ "close", 1, 1, true, false, true, false, "close [-s SERVICE] BACKEND" },
 	{ "reload", 0, 0, false, false, true, true, "reload [--pid PID]" },
-	{ "upgrade", 0, 0, false, false, true, false, "upgrade" },
+	{ "upgrade", 0, 0, false, false, true, false, "upgrade [--force]" },
 };
 
 /* Command <c> given the wrong arguments: say so with its synopsis, a usage error. */
@@ -1144,6 +1149,7 @@ struct ctl_opts {
 	char admin_opt[CLI_OPT_NAME_MAX], config_opt[CLI_OPT_NAME_MAX],
 		service_opt[CLI_OPT_NAME_MAX], json_opt[CLI_OPT_NAME_MAX];
 	bool json;
+	bool force; /* --force: upgrade with a -c FILE that has errors */
 };
 
 /*
@@ -1184,6 +1190,9 @@ static int ctl_option(int c, const char *arg, const char *name, struct ctl_opts 
 		return 0;
 	case 0x201:
 		o->vip = arg;
+		return 0;
+	case 0x202:
+		o->force = true;
 		return 0;
 	case 'h':
 		usage(stdout);
@@ -1244,6 +1253,7 @@ int cmd_ctl(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "pid", required_argument, NULL, 0x200 },
 		{ "vip", required_argument, NULL, 0x201 },
+		{ "force", no_argument, NULL, 0x202 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1281,6 +1291,10 @@ int cmd_ctl(int argc, char **argv)
 			      o.pid ? "--pid" : NULL, &top);
 	if (ret)
 		return ret;
+	if (o.force && strcmp(cmd, "upgrade")) {
+		cli_error("--force does not apply to %s\n", cmd);
+		return 2;
+	}
 	/* a process id, not 0 or negative, which kill(2) takes as a group or every process */
 	if (o.pid && (cli_parse_u64(o.pid, INT32_MAX, &v) < 0 || v == 0)) {
 		cli_bad_value("--pid", o.pid, "a process id, 1..2147483647");
@@ -1362,7 +1376,22 @@ int cmd_ctl(int argc, char **argv)
 				hashlb_config_free(cfg);
 				return 1;
 			}
-			if (cfg)
+			/* upgrade: the new process loads the running one's file, this one
+			 * if it is that: it would refuse to start. Sent only if forced (the
+			 * running hashlb may have been started on another file). */
+			if (!strcmp(cmd, "upgrade") && !o.force) {
+				cli_error("%s has errors (above): the new hashlb would refuse to "
+					  "start on it; nothing was sent (give --force to upgrade "
+					  "all the same)\n",
+					  cli_path(o.config));
+				hashlb_config_free(cfg);
+				return 1;
+			}
+			if (!strcmp(cmd, "upgrade"))
+				cli_error("%s has errors (above), the new hashlb would refuse to "
+					  "start on it: upgrading all the same (--force)\n",
+					  cli_path(o.config));
+			else if (cfg)
 				cli_error("%s has errors (above), a reload would refuse it: its "
 					  "admin address is used all the same\n",
 					  cli_path(o.config));

@@ -340,6 +340,7 @@ for args, status, msg in [
     (("ctl", *ADMIN, "-s", "x", "status"), 2, "hashlb ctl: -s does not apply to status"),
     (("ctl", *ADMIN, "--service", "x", "upgrade"), 2, "--service does not apply to upgrade"),
     (("ctl", *ADMIN, "--json", "metrics"), 2, "--json does not apply to metrics"),
+    (("ctl", *ADMIN, "reload", "--force"), 2, "--force does not apply to reload"),
     (("ctl", *ADMIN, "close", "a", "--vip", "10.0.0.1:80"), 2, "--vip does not apply to close"),
     (("ctl", *ADMIN, "-s", "x", "table", "y"), 2, "the service is given twice"),
     # reload --pid: kill(2) takes 0 and -1 as a process group and every process

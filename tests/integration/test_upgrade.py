@@ -427,7 +427,23 @@ def ctl_upgrade():
     new_pid = None
     try:
         good = break_config(old.path)
-        rc, out, err = old.ctl("upgrade")
+        # given the file, ctl reads it first and sends nothing: the new process would refuse
+        # to start on it (before: "a reload would refuse it", and the upgrade sent all the same)
+        p = subprocess.run([HASHLB, "ctl", "-c", old.path, "upgrade"], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 1 and p.stdout == "" and
+              "the new hashlb would refuse to start on it; nothing was sent (give --force to "
+              "upgrade all the same)" in p.stderr and
+              re.search(r"ctlup\.yaml:\d+:\d+: error: ", p.stderr),
+              f"ctl -c FILE upgrade of a broken file: refused ({p.returncode}, {p.stderr!r})")
+        st = old.status()
+        check(st["pid"] == old.proc.pid and st.get("upgrade") is None,
+              f"and no upgrade was tried: {st.get('upgrade')}")
+        # --force sends it: the new process refuses to start, the old one serves on
+        p = subprocess.run([HASHLB, "ctl", "-c", old.path, "upgrade", "--force"],
+                           capture_output=True, text=True, timeout=90)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+        check("upgrading all the same (--force)" in err, f"--force says so: {err!r}")
         check(rc == 1 and "upgrade failed" in err and "status=1" in err and
               f"pid {old.proc.pid} goes on serving" in err,
               f"a new process that cannot start: exit 1 and why ({rc}, {out!r}, {err!r})")
