@@ -1739,11 +1739,13 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	if (ctl->log) {
 		char kv[128];
 
+		/* the asker gave up: nobody reads the answer, so the log does not say handed over
+		 * (it did, with a note that said the opposite) */
 		if (gone)
 			snprintf(
 				kv, sizeof(kv),
-				"count=%u over=%s taker=0 gone=%ld note=\"the process asking gave up "
-				"waiting: not handed over\"",
+				"count=%u over=%s taker=0 gone=%ld reason=\"the process asking gave "
+				"up waiting\"",
 				n, req->local ? "unix" : "tcp", gone);
 		else if (claimed)
 			snprintf(
@@ -1754,7 +1756,10 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		else
 			snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
 				 req->local ? "unix" : "tcp", taker);
-		ctl->log(ctl->log_arg, HLB_LOG_INFO, "listening sockets handed over", kv);
+		ctl->log(ctl->log_arg, HLB_LOG_INFO,
+			 gone ? "listening sockets not handed over"
+			      : "listening sockets handed over",
+			 kv);
 	}
 }
 

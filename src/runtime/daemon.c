@@ -1264,7 +1264,16 @@ static void taker_exited(struct hlb_daemon *d, int fd, uint32_t events, void *ar
 	(void)events;
 	(void)arg;
 	hlb_daemon_unwatch(d, fd);
-	if (!d->stopping && d->hooks.taker_exited)
+	if (d->stopping)
+		return;
+	/* "listening sockets handed over" was logged as they were sent: a taker that refused
+	 * them (another instance on this admin address) or stopped before this one did leaves
+	 * them this process's alone again, and kernel steering its to detach at its stop */
+	hlb_log(HLB_LOG_WARN, "listening sockets back: the hashlb they were handed over to exited",
+		"pid=%d note=\"it refused them or stopped before this one: this one serves on "
+		"alone\"",
+		(int)d->taker);
+	if (d->hooks.taker_exited)
 		d->hooks.taker_exited(d, d->hooks.arg);
 }
 

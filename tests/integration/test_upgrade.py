@@ -1564,6 +1564,11 @@ def another_instance_keeps_its_admin_address():
                 check(rc == 0 and so.startswith("web/a: ") and first.proc.pid == first.status()["pid"],
                       f"second{k}: the first one takes set {i}: {so}{se}")
             check(who(first.addr, client_ip(1)) in ("a", "b", "c"), "and serves")
+            # the first logged the sockets handed over as it sent them: the taker's refusal
+            # is logged too (before, nothing after "listening sockets handed over")
+            check(first.wait_log(rf'msg="listening sockets back: the hashlb they were handed '
+                                 rf'over to exited" pid={p.pid} ', 10),
+                  f"second{k}: the first says the sockets are its own again: {first.log[-3:]}")
         finally:
             if p.poll() is None:
                 p.kill()
@@ -1903,11 +1908,13 @@ def old_process_given_up_on_hands_nothing_over():
             new = Hashlb(text, fname="given-up-new.yaml", wait=False)
             check(new.wait_log("msg=started", 120) and new.wait_log(GAVE_UP + ".*ETIMEDOUT"),
                   "the new one gave up on the old one and started")
-        check(old.wait_log(r'msg="listening sockets handed over"', 30),
+        check(old.wait_log(r'msg="listening sockets not handed over"', 30),
               "the old one, continued, answered the request left in its queue")
-        line = [l for l in old.log if "listening sockets handed over" in l][-1]
+        line = [l for l in old.log if "listening sockets not handed over" in l][-1]
         print("    " + line)
-        check(f"taker=0 gone={new.proc.pid} " in line,
+        # (it said msg="listening sockets handed over" with a note that they were not)
+        check(f"taker=0 gone={new.proc.pid} " in line and
+              not [l for l in old.log if 'msg="listening sockets handed over"' in l],
               "handing nothing over to the process that gave up, saying so")
         check(old.stop() == 0, "the old one exits 0")
         check(who(LISTEN, client_ip(5)) in ("a", "b", "c"), "the new one serves")
