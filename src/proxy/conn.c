@@ -1312,6 +1312,35 @@ static void half_splice_refused(struct worker *w, struct half *h)
 }
 
 /*
+ * Whether new pipe <fd> got less than it asks for (--pipe-size, or the kernel's 16 pages), and
+ * if so warn, once per process: without CAP_SYS_RESOURCE (or CAP_SYS_ADMIN) the kernel gives
+ * each new pipe of a user whose pipes hold more than fs.pipe-user-pages-soft pages in all
+ * 2 pages (8 KiB), and refuses F_SETPIPE_SZ to grow one. Silently, a spliced direction
+ * then moves 8 KiB a round trip. Checked until said: a syscall per new pipe until then.
+ */
+static void pipe_size_check(struct worker *w, int fd, int set_ret)
+{
+	bool refused = set_ret < 0 && errno == EPERM; /* before another call sets errno */
+	long want = w->pipe_size ? (long)w->pipe_size : 16L * sysconf(_SC_PAGESIZE);
+	int got;
+
+	if (atomic_load_explicit(&w->proxy->small_pipe_said, memory_order_relaxed))
+		return;
+	got = fcntl(fd, F_GETPIPE_SZ);
+	if (!refused && (got < 0 || got >= want))
+		return;
+	if (atomic_exchange(&w->proxy->small_pipe_said, true))
+		return;
+	hlb_log(HLB_LOG_WARN, "splice pipes smaller than asked: the kernel's per-user pipe limit",
+		"worker=%u pipe_bytes=%d want_bytes=%ld note=\"without CAP_SYS_RESOURCE a user's "
+		"new pipes get 8 KiB once its pipes (every process of the user counted) hold more "
+		"than fs.pipe-user-pages-soft pages (16384 by default: 1,024 pipes of 64 KiB): give "
+		"hashlb CAP_SYS_RESOURCE (AmbientCapabilities=CAP_SYS_RESOURCE in its unit), raise "
+		"fs.pipe-user-pages-soft (0: no limit), or lower --splice-pipes\"",
+		w->id, got, want);
+}
+
+/*
  * Half <i> is due to splice and has nothing in flight: give it a pipe, or
  * keep it on buffers if the cap is reached or no pipe can be had. May free
  * <c>.
@@ -1328,8 +1357,9 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 		half_recv(w, c, i, false);
 		return;
 	}
-	if (w->pipe_size)
-		fcntl(h->pipe[1], F_SETPIPE_SZ, w->pipe_size); /* on failure, the kernel's size */
+	/* on failure, the kernel's size: said once (pipe_size_check()) */
+	pipe_size_check(w, h->pipe[1],
+			w->pipe_size ? fcntl(h->pipe[1], F_SETPIPE_SZ, w->pipe_size) : 0);
 	if (!c->nonblock) {
 		/* splice() on a socket waits unless the socket is non-blocking;
 		 * io_uring's own recv and send do not care. */

@@ -468,6 +468,7 @@ struct hlb_proxy {
 	/* hlb_proxy_failing_fd(): written once per burst (failing_pending) */
 	int failing_fd;
 	atomic_bool failing_pending;
+	atomic_bool small_pipe_said; /* pipe_small_warn(): once per process */
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;
 	uint32_t n_ready;

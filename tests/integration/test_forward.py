@@ -96,6 +96,50 @@ def bytes_intact_spliced():
     spliced_both_ways((), 100 * MiB, "")
 
 
+PIPE_UID = 34000 + os.getpid() % 5000  # a user of this test alone: the kernel counts pipes per user
+
+
+def small_splice_pipes_are_said():
+    """A hashlb without CAP_SYS_RESOURCE whose user's pipes are over fs.pipe-user-pages-soft
+    (about 1,000 pipes of 64 KiB, every process of the user counted) gets 8 KiB splice pipes
+    from the kernel: said once, with what to do. Before, nothing said it; bulk streams
+    spliced 8 KiB a round trip. Bytes still arrive intact."""
+    if os.geteuid() != 0:
+        print("    skipped: needs root to run hashlb and a pipe holder as a user of its own")
+        return
+    with open("/proc/sys/fs/pipe-user-pages-soft") as f:
+        soft = int(f.read())
+    if soft == 0:
+        print("    skipped: fs.pipe-user-pages-soft is 0 (no per-user pipe limit)")
+        return
+    import lbtest
+    os.chmod(lbtest._tmp.name, 0o755)  # the config, readable by that user
+    as_user = ("setpriv", f"--reuid={PIPE_UID}", f"--regid={PIPE_UID}", "--clear-groups")
+    n = soft // 16 + 8  # 64 KiB pipes (16 pages): past the soft limit
+
+    def nofile():
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2 * n + 64, 2 * n + 64))
+    holder = subprocess.Popen(
+        [*as_user, "python3", "-c", f"import os, sys\nps = [os.pipe() for _ in range({n})]\n"
+         "print('held', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=nofile)
+    try:
+        check(holder.stdout.readline().strip() == "held", "the same user holds its pipes")
+        lb = Hashlb(config(BACKENDS), wrap=as_user)
+        stream_both_ways(lb, 4 * MiB)
+        said = [l for l in lb.log if "splice pipes smaller than asked" in l]
+        print("    " + (said or [""])[0])
+        check(len(said) == 1 and "pipe_bytes=8192 want_bytes=65536 " in said[0] and
+              "AmbientCapabilities=CAP_SYS_RESOURCE" in said[0] and
+              "fs.pipe-user-pages-soft" in said[0],
+              f"the 8 KiB pipes said once, with the fix: {said}")
+        check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def spliced_with_small_buffers():
     """With --buffer-size under 16 KiB a bulk stream still moves to splice: a full buffer
     counts as a large read (only reads of 16 KiB counted: with 4 KiB buffers nothing was
@@ -2382,7 +2426,7 @@ def connection_rate_raised():
                     f"then): late {late[:10]}")
 
 
-run_tests([bytes_intact, bytes_intact_spliced, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
+run_tests([bytes_intact, bytes_intact_spliced, small_splice_pipes_are_said, spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
            idle_timeout_is_never_early, slow_reader_is_not_idle,
            half_closed_idle_timeout, reset_midstream, aborts_reach_the_other_side, resets_reach_a_side_that_stopped_reading,
