@@ -982,6 +982,39 @@ static void log_unused_sockets(struct hlb_daemon *d)
  * cap clients wait in the backlog instead of being accepted and closed for
  * want of a descriptor for their backend.
  */
+/*
+ * The services' max_connections (10,000 each unless set) are a cap of their own, whatever the
+ * fd limit allows: where two descriptors for each of them, summed over the services the
+ * forwarder serves, pass <nofile>, the process's connection cap (<fit>, from the limit) comes
+ * first and clients wait in the backlog before a service refuses any. Said at start, with the
+ * fix; a service of max_connections 0 (no cap) is the operator's choice, and a kernel-steered
+ * one opens no connection.
+ */
+static void warn_services_max_conns(const struct hashlb_config *cfg, uint64_t nofile, uint64_t fit)
+{
+	uint64_t sum = 0;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (s->steering == HASHLB_STEERING_KERNEL || !s->max_connections)
+			continue;
+		sum += s->max_connections;
+		n++;
+	}
+	if (sum * 2 <= nofile)
+		return;
+	hlb_log(HLB_LOG_WARN, "services' max_connections over what the fd limit allows",
+		"max_connections_sum=%" PRIu64 " services=%u nofile=%" PRIu64
+		" max_connections_fd=%" PRIu64
+		" note=\"two descriptors a connection: past max_connections_fd new clients wait "
+		"in the backlog (the connection cap) before a service's max_connections (10000 "
+		"unless set) refuses any; raise LimitNOFILE (ulimit -n) to twice the sum and "
+		"more, or set max_connections lower\"",
+		sum, n, nofile, fit);
+}
+
 static void set_fd_limit(struct hlb_daemon *d)
 {
 	uint64_t max_conns = d->opts.max_conns;
@@ -1015,6 +1048,8 @@ static void set_fd_limit(struct hlb_daemon *d)
 		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
 	d->fd_fit = fit;
 	d->fd_tiny = tiny;
+	if (rl.rlim_cur != RLIM_INFINITY)
+		warn_services_max_conns(d->cfg, rl.rlim_cur, fit);
 }
 
 /*

@@ -1867,6 +1867,26 @@ def connection_cap_in_force_is_logged():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
+def services_max_connections_over_the_fd_limit():
+    """Each service's max_connections is 10,000 unless set, whatever the fd limit allows: under
+    nofile=4000 the process's connection cap (from the limit) comes first, and clients wait in
+    the backlog before the service refuses any. Said at start, with the numbers and the fix;
+    not for a max_connections that fits. Before, nothing said it."""
+    lb = Hashlb(config(BACKENDS), nofile=4000)
+    said = [l for l in lb.log if "over what the fd limit allows" in l]
+    check(len(said) == 1 and "level=warn" in said[0] and
+          "max_connections_sum=10000 services=1 nofile=4000 max_connections_fd=" in said[0] and
+          "raise LimitNOFILE" in said[0],
+          f"the default max_connections over nofile=4000 said once: {said}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    lb = Hashlb(config(BACKENDS, extra="max_connections: 1000"), nofile=4000)
+    # (started: the line would come before, with the "file descriptor limit" one)
+    check(any('msg="file descriptor limit"' in l for l in lb.log) and
+          not [l for l in lb.log if "over what the fd limit allows" in l],
+          f"a max_connections that fits: nothing said: {lb.log[:4]}")
+    check(lb.stop() == 0, "hashlb exits 0")
+
+
 def fd_limit_splice_pipes():
     """Splice pipes count against the cap the fd limit allows (two descriptors, a
     connection's worth), and a direction gets none at the cap: connections that moved bulk
@@ -2440,7 +2460,7 @@ run_tests([bytes_intact, bytes_intact_spliced, small_splice_pipes_are_said, spli
            buffer_wakeups_follow_buffers_used, quiet_waiters_pass_the_turn_on,
            burst_past_the_ring_window, pool_resident_follows_use,
            fd_limit, max_connections_flag,
-           max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged,
+           max_connections_burst, fd_limit_many_services, connection_cap_in_force_is_logged, services_max_connections_over_the_fd_limit,
            fd_limit_splice_pipes, splice_refused_counts_each_direction_once, fd_limit_health_checks,
            fd_limit_admin_connections, fd_limit_admin,
            allow_and_deny_clients, v6_prefixes_and_v4_clients,
