@@ -974,15 +974,6 @@ static void log_unused_sockets(struct hlb_daemon *d)
 }
 
 /*
- * The soft fd limit raised to the hard one, and the connection cap set: the
- * one given, else what the limit allows, two fds per proxied connection and
- * a reserve for the rings and the admin endpoint, its connections too; the
- * listeners, splice pipes and health checks take their share off it in the
- * proxy (hlb_proxy_set_max_connections(), hlb_proxy_count_fds()). At the
- * cap clients wait in the backlog instead of being accepted and closed for
- * want of a descriptor for their backend.
- */
-/*
  * The services' max_connections (10,000 each unless set) are a cap of their own, whatever the
  * fd limit allows: where two descriptors for each of them, summed over the services the
  * forwarder serves, pass <nofile>, the process's connection cap (<fit>, from the limit) comes
@@ -1015,6 +1006,15 @@ static void warn_services_max_conns(const struct hashlb_config *cfg, uint64_t no
 		sum, n, nofile, fit);
 }
 
+/*
+ * The soft fd limit raised to the hard one, and the connection cap set: the
+ * one given, else what the limit allows, two fds per proxied connection and
+ * a reserve for the rings and the admin endpoint, its connections too; the
+ * listeners, splice pipes and health checks take their share off it in the
+ * proxy (hlb_proxy_set_max_connections(), hlb_proxy_count_fds()). At the
+ * cap clients wait in the backlog instead of being accepted and closed for
+ * want of a descriptor for their backend.
+ */
 static void set_fd_limit(struct hlb_daemon *d)
 {
 	uint64_t max_conns = d->opts.max_conns;
