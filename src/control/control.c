@@ -563,8 +563,10 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 	}
 	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);
 	resolve_drop(ctl);
-	if (ctl->pool)
+	if (ctl->pool) {
 		hlb_pool_stop_checks(ctl->pool);
+		hlb_pool_log_draining(ctl->pool);
+	}
 }
 
 int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *cfg,

@@ -1121,15 +1121,21 @@ static void log_totals(struct hlb_pool *p, const char *name, const struct hlb_se
 	char q[2 * HASHLB_NAME_MAX + 3];
 	struct hlb_service_counters c;
 
+	const char *qn = hlb_log_quote(name, q, sizeof(q));
+
 	hlb_service_counters_read(rt, &c);
+	if (c.drain_cut)
+		pool_log(p, HLB_LOG_WARN, "drain timeout: connections closed",
+			 "service=%s%s connections=%" PRIu64, qn, removed ? " removed=1" : "",
+			 c.drain_cut);
 	pool_log(p, HLB_LOG_INFO, "service totals",
 		 "service=%s%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
 		 " no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64
 		 " denied=%" PRIu64 " client_limited=%" PRIu64 " bad_headers=%" PRIu64
 		 " untrusted=%" PRIu64 " sent_bytes=%" PRIu64 " received_bytes=%" PRIu64,
-		 hlb_log_quote(name, q, sizeof(q)), removed ? " removed=1" : "", c.lookups, c.total,
-		 c.rejected, c.no_backend, c.queue_timeouts, c.queue_aborts, c.denied,
-		 c.client_limited, c.bad_header, c.untrusted, sent, received);
+		 qn, removed ? " removed=1" : "", c.lookups, c.total, c.rejected, c.no_backend,
+		 c.queue_timeouts, c.queue_aborts, c.denied, c.client_limited, c.bad_header,
+		 c.untrusted, sent, received);
 }
 
 static void retired_free(struct retired *r)
@@ -2553,6 +2559,52 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
 	for (uint32_t i = 0; i < p->n_orphans; i++)
 		max = drain_left_max(p->orphans[i], now, max);
 	return max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+}
+
+/* The connections removed backend <b> still holds at <now>, 0 once past its deadline (the
+ * control plane is closing them) */
+static uint64_t removed_held(const struct hlb_pool_backend *b, uint64_t now)
+{
+	return b->drain_deadline_ms > now ? atomic_load(&b->rt->claimed) : 0;
+}
+
+void hlb_pool_log_draining(struct hlb_pool *p)
+{
+	uint64_t now = hlb_now_ms();
+	char q[POOL_NAME_QUOTED], qb[POOL_NAME_QUOTED];
+
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		const struct hlb_pool_service *s = p->svcs[i];
+		const char *qn = hlb_log_quote(s->cfg->name, q, sizeof(q));
+		uint64_t n = atomic_load(&s->rt->active), removed = 0;
+
+		for (uint32_t j = 0; j < s->n_removed; j++)
+			removed += removed_held(s->removed[j], now);
+		if (n > removed)
+			pool_log(p, HLB_LOG_INFO, "service draining",
+				 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", qn,
+				 n - removed, hlb_service_snapshot(s->rt)->drain_timeout_ms);
+		for (uint32_t j = 0; j < s->n_removed && removed; j++) {
+			const struct hlb_pool_backend *b = s->removed[j];
+			uint64_t k = removed_held(b, now);
+
+			if (k)
+				pool_log(p, HLB_LOG_INFO, "service draining",
+					 "service=%s backend=%s removed=1 connections=%" PRIu64
+					 " drain_timeout_ms=%" PRIu64,
+					 qn, backend_qname(b, qb), k, b->drain_deadline_ms - now);
+		}
+	}
+	for (uint32_t i = 0; i < p->n_retired; i++) {
+		const struct retired *r = &p->retired[i];
+		uint64_t n = atomic_load(&r->rt->active);
+
+		if (n && r->deadline_ms > now)
+			pool_log(p, HLB_LOG_INFO, "service draining",
+				 "service=%s removed=1 connections=%" PRIu64
+				 " drain_timeout_ms=%" PRIu64,
+				 hlb_log_quote(r->name, q, sizeof(q)), n, r->deadline_ms - now);
+	}
 }
 
 void hlb_pool_free(struct hlb_pool *p)

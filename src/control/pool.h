@@ -253,6 +253,14 @@ void hlb_pool_stop_checks(struct hlb_pool *p);
  * cut them before the deadline their removal gave them. 0 for none.
  */
 uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p);
+/*
+ * At a stop, a line for each service with connections, and when its drain closes them at the
+ * latest (`msg="service draining" service=S connections=N drain_timeout_ms=T`): its
+ * timeouts.drain from now; with `backend=B removed=1` those a removed backend of it still
+ * holds, and with `removed=1` alone those of a service a reload removed, each to the end of the
+ * drain its reload gave it.
+ */
+void hlb_pool_log_draining(struct hlb_pool *p);
 
 uint32_t hlb_pool_service_count(const struct hlb_pool *p);
 struct hlb_pool_service *hlb_pool_service_at(struct hlb_pool *p, uint32_t i);

@@ -449,9 +449,14 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 	if (c->log)
 		conn_log(w, c);
 	if (w->draining && !w->ring_gone) { /* those conn_reset_all() resets are logged there */
-		if (c->end == CONN_END_DRAIN)
+		if (c->end == CONN_END_DRAIN) {
+			_Atomic uint32_t *cut = &svc->wstats[w->id].drain_cut;
+
 			w->drain_timed_out++;
-		else
+			atomic_store_explicit(cut,
+					      atomic_load_explicit(cut, memory_order_relaxed) + 1,
+					      memory_order_relaxed);
+		} else
 			w->drain_finished++;
 	}
 	for (int i = 0; i < 2; i++) {

@@ -1228,8 +1228,6 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 			"pid=%d", (int)d->up.pid);
 		upgrade_stop_child(d);
 	}
-	if (d->hooks.stopping)
-		d->hooks.stopping(d, d->hooks.arg);
 	/* The longest drain, which the workers end by: each connection is closed at its own
 	 * deadline (its service's timeouts.drain from now, or the one the reload that removed
 	 * its backend or service gave it: conn_drain_deadline()), the last of them by then.
@@ -1241,6 +1239,9 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 		ms = left;
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
 		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
+	/* after that line, the lines of each service's drain (the control plane's) */
+	if (d->hooks.stopping)
+		d->hooks.stopping(d, d->hooks.arg);
 	/* Not if handed over: the service manager follows the new process. The
 	 * drain may outlast the unit's TimeoutStopSec (5 min in the shipped one,
 	 * timeouts.drain up to 1 h): EXTEND_TIMEOUT_USEC gives it the time the

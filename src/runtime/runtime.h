@@ -579,6 +579,9 @@ struct hlb_service_wstats {
 	/* Not a counter: the clients of the service waiting in its worker's
 	 * queue now (proxy/conn.c); while any, its bit of queue_workers is set. */
 	uint32_t queue_n;
+	/* Connections a stop's drain closed (at their deadline, or a second signal's), as
+	 * hlb_proxy_drain_ends() counts them: the service's line of them at exit */
+	_Atomic uint32_t drain_cut;
 	/* Not a counter: the service's part of its worker's last fingerprint of
 	 * the queue (proxy/conn.c, queue_fingerprint()). */
 	uint64_t queue_fp;
@@ -600,6 +603,7 @@ struct hlb_service_counters {
 	uint64_t queue_timeouts;
 	uint64_t queue_aborts;
 	uint64_t rate_pauses;
+	uint64_t drain_cut; /* closed by a stop's drain */
 };
 
 /*

@@ -274,7 +274,10 @@ def removed_drain_to_their_own_deadline_during_a_stop():
     gave it: with t's drain raised to 60s after its backend c and service u (drain 4s) were
     removed, a SIGTERM closes c's and u's connections at their 4 s, while t's others go on
     (hashlb exits once they end). Before, a stop stopped the control plane's closing of
-    removed backends: they drained to the longest deadline, t's 60 s."""
+    removed backends: they drained to the longest deadline, t's 60 s. The stop says what
+    drains to when, a line for t, one for its removed backend c, one for u (before, only the
+    longest drain), and the exit which services' connections the deadlines closed, and how
+    many (before, only with log_connections)."""
     bs = [Backend(n) for n in "abc"]
     backends = [(b.name, b.addr) for b in bs]
     prefs = lookup(tmpfile("stopremoved.yaml", config(backends)),
@@ -296,6 +299,16 @@ def removed_drain_to_their_own_deadline_during_a_stop():
         check(rc == 0, f"reload: {se}")
     lb.proc.send_signal(signal.SIGTERM)
     check(lb.wait_log(r"msg=draining connections=3 "), f"draining 3: {lb.log[-3:]}")
+    # what drains to when, each at its own deadline: t's 60 s, the removals' 4 s from the
+    # reload (less by now), without log_connections
+    check(lb.wait_log(r'msg="service draining" service=u '), f"u's drain: {lb.log[-4:]}")
+    lines = [l for l in lb.log if 'msg="service draining"' in l]
+    left = lambda want: [int(logfmt_fields(l)["drain_timeout_ms"]) for l in lines  # noqa: E731
+                         if re.search(want, l)]
+    check(len(lines) == 3 and left(r"service=t connections=1 drain_timeout_ms=60000$") == [60000]
+          and 0 < sum(left(r"service=t backend=c removed=1 connections=1 ")) <= 4000
+          and 0 < sum(left(r"service=u removed=1 connections=1 ")) <= 4000,
+          f"a line for each service's drain and its removed backend's: {lines}")
     # a hang guard, not a measurement: their 4 s are long past then, t's 60 s are not
     check(outcome(on_c, timeout=30) == (0, "FIN"), "the removed backend's connection is closed")
     check(outcome(on_u, timeout=30) == (0, "FIN"), "the removed service's connection is closed")
@@ -306,6 +319,10 @@ def removed_drain_to_their_own_deadline_during_a_stop():
     check(lb.proc.wait(20) == 0, "exit 0 once it ended, not at t's deadline")
     check(lb.drain_ends() == (1, 2),
           f"two closed at their deadline, one ended by itself: {lb.drain_ends()}")
+    cut = [l.split("msg=", 1)[1] for l in lb.log if "drain timeout: connections closed" in l]
+    check(cut == ['"drain timeout: connections closed" service=t connections=1',
+                  '"drain timeout: connections closed" service=u removed=1 connections=1'],
+          f"which services' connections the deadlines closed, and how many: {cut}")
     for h in (on_c, on_u):
         h.close()
     for b in bs:
