@@ -42,6 +42,9 @@ struct run_steer_svc {
 	 * again by refresh_tick() once the interface is there. */
 	bool lost;
 	bool published; /* <generation> is in the kernel with <vip> */
+	/* The VIP the program serves: the one its last publication set (a reload's new <vip> goes
+	 * with the next table, which may be refused); none known (family 0): <vip>. */
+	struct sockaddr_storage vip_set;
 	/* Taken over from the hashlb an upgrade replaces, which still publishes
 	 * until it stops: nothing is published until then (run_steer_old_stopped()). */
 	bool held;
@@ -751,6 +754,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			realloc(e->macs, (snap->n_backends ? snap->n_backends : 1) * sizeof(*macs));
 
 		e->published = true;
+		e->vip_set = e->vip;
 		e->retry = false;
 		e->too_small = false;
 		e->generation = snap->generation;
@@ -832,6 +836,7 @@ static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
 		hashlb_steer_free(e->steer);
 		e->steer = NULL;
 		e->published = false;
+		e->vip_set.ss_family = 0;
 		e->lost = true;
 	}
 	if (!e->lost)
@@ -1054,7 +1059,10 @@ static void drain_begin(struct run_steer *rs)
 			continue;
 		}
 		hashlb_steer_set_lock_try(e->steer, false); /* waits up to 2 s */
-		if (hashlb_steer_close_vips(e->steer, &e->vip, 1, &err) < 0) {
+		/* The VIP it serves: a reload's new one not published yet (its table refused)
+		 * would take the old one's place, whose flows would then reach the stack, reset. */
+		if (hashlb_steer_close_vips(e->steer, e->vip_set.ss_family ? &e->vip_set : &e->vip,
+					    1, &err) < 0) {
 			hlb_log(HLB_LOG_WARN, "kernel steering not drained",
 				"service=%s %s error=%s reason=\"its established flows end now\"",
 				e->name, iface_kv(e, qi), hlb_log_quote(err.msg, q, sizeof(q)));

@@ -5,7 +5,8 @@ backend's host is gone (no neighbour entry); a table refused because a backend's
 yet is published once it is, with no other change, and one refused because a backend is routed
 (in none of the interface's subnets) says so; a backend in maint, and a backup when the others
 return, keep their established connections; a stop drains the connections held through the kernel
-path up to timeouts.drain, new clients refused, and a second SIGTERM ends that at once; a daemon restarted after SIGKILL takes its
+path up to timeouts.drain, new clients refused (the VIP the program serves: the old one while a
+reload's new listen is not published), and a second SIGTERM ends that at once; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
@@ -521,6 +522,25 @@ def stopping(topo, drain, tag):
     return d, client, held
 
 
+def drained(topo, d, client, held, tag):
+    """Daemon <d> drains the kernel path after a stop: 3 new clients to the VIP are refused by
+    the LB's stack (its listener closed) and not steered (no new flow in the kernel path), the
+    connections <client> holds answer from their backends, and the program is detached at the
+    deadline, logged. (new clients, connections lost)"""
+    before = steer_stats(topo)
+    got = connect_count(topo, 3)
+    after = steer_stats(topo)
+    check(got == {"ConnectionRefusedError": 3} and before and
+          after.get("new_flows") == before.get("new_flows"),
+          f"{tag}: 3 new clients while draining: {dict(got)}, new flows "
+          f"{before.get('new_flows')} then {after.get('new_flows')}")
+    lost = still_held(client, held, tag)
+    check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
+                     'reason=stopped', 30) is not None,
+          f"{tag}: not detached at the deadline: {d.lines[d.pos - 5:]}")
+    return got, lost
+
+
 def stop_drain(topo, servers):
     """SIGTERM with timeouts.drain 6s: the connections held through the kernel path keep
     exchanging data after the stop, new clients to the VIP are refused by the LB's stack (its
@@ -530,17 +550,7 @@ def stop_drain(topo, servers):
     at once, and until then new clients were still steered to the backends."""
     d, client, held = stopping(topo, "6s", "stop drain")
     try:
-        before = steer_stats(topo)
-        got = connect_count(topo, 3)
-        after = steer_stats(topo)
-        check(got == {"ConnectionRefusedError": 3} and before and
-              after.get("new_flows") == before.get("new_flows"),
-              f"stop drain: 3 new clients while draining: {dict(got)}, new flows "
-              f"{before.get('new_flows')} then {after.get('new_flows')}")
-        lost = still_held(client, held, "stop drain")
-        check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
-                         'reason=stopped', 30) is not None,
-              f"stop drain: not detached at the deadline: {d.lines[d.pos - 5:]}")
+        got, lost = drained(topo, d, client, held, "stop drain")
         d.proc.wait(timeout=15)
         stopped = d.wait_log('msg=stopped', 5) or ""
         m = re.search(r"drain_ms=(\d+)", stopped)
@@ -549,6 +559,39 @@ def stop_drain(topo, servers):
               f"program: {stopped.strip()}, attached {steer_stats(topo) != {}}")
         print(f"stop drain: {len(held)} held connections through the kernel path, {lost} lost "
               f"after the stop; new clients {dict(got)}; {stopped.strip()}", flush=True)
+    finally:
+        d.stop()
+
+
+def stop_vip_unpublished(topo, servers):
+    """A reload moves the service's listen to another port and adds a backend the kernel path
+    cannot reach (in none of eth0's subnets): its table is refused, the program keeps steering
+    the old VIP by the last table. A SIGTERM then drains the program's VIP, the old one: the
+    connections held through it keep exchanging data, and new clients to it are refused, not
+    steered. Before, the stop closed the new VIP, which the program did not have, in place of
+    the old one: the held connections' packets went to the LB's stack, every one reset."""
+    cfg = service(topo, health="{enabled: false}").replace(
+        "    backends:\n", "    timeouts: {drain: 6s}\n    backends:\n")
+    d = Daemon(topo, cfg).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "stop vip unpublished: no table published at start")
+        client, held = hold(topo)
+        d.edit(f"listen: {T.VIP}:{T.VIP_PORT}", f"listen: {T.VIP}:{T.VIP_PORT + 1}")
+        d.edit("    backends:\n",
+               f"    backends:\n      - {{name: b4, address: '10.99.0.50:{T.VIP_PORT}'}}\n")
+        d.skip_log()
+        d.proc.send_signal(signal.SIGHUP)
+        line = d.wait_log("kernel steering table not updated", 10)
+        check(line is not None and "none of eth0's subnets" in line,
+              f"stop vip unpublished: the reload's table not refused: {line}")
+        d.skip_log()
+        d.proc.terminate()
+        line = d.wait_log(T.DRAINING, 10)
+        check(line is not None, f"stop vip unpublished: not drained: {d.lines[d.pos - 5:]}")
+        got, lost = drained(topo, d, client, held, "stop vip unpublished")
+        print(f"stop vip unpublished: {len(held)} held connections through the old VIP, {lost} "
+              f"lost after the stop; new clients {dict(got)}", flush=True)
     finally:
         d.stop()
 
@@ -1881,7 +1924,8 @@ def body(topo):
     # RST of a connection still closing when a program was detached: topo.wait_closed().)
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
-                     ("maint", maint), ("stop_drain", stop_drain), ("stop_twice", stop_twice),
+                     ("maint", maint), ("stop_drain", stop_drain),
+                     ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
                      ("backup", backup), ("sigkill", sigkill),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
