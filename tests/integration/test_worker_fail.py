@@ -7,57 +7,23 @@ failure is made from outside: gdb attaches and changes one io_uring_enter()'s re
 A reload racing the failure leaves no socket listening; a connection whose poll fails (the
 CQE's res changed by gdb) ends end=error, its client reset."""
 import os
-import platform
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 
 from ctltest import Lb, config, metric_sum
+from gdbfail import EBADR, inject, unusable, worker_tid
 from lbtest import (Backend, check, logfmt_fields, outcome, read_each, read_line, run_tests,
                     socket_inodes, tmpfile, wait_until)
 
-EBADR = 53  # x86_64 Linux; the test runs there only
-
-if not shutil.which("gdb"):
-    print("SKIP: gdb is not installed (scripts/setup.sh installs it)")
-    sys.exit(77)
-if platform.machine() != "x86_64":
-    print(f"SKIP: the failure is injected through x86_64's rax, this is {platform.machine()}")
-    sys.exit(77)
-_probe = subprocess.Popen(["sleep", "600"])
-_attach = subprocess.run(["gdb", "-p", str(_probe.pid), "-batch", "-nx", "-ex", "detach"],
-                         capture_output=True, text=True, timeout=120)
-_probe.kill()
-_probe.wait()
-if "ptrace: Operation not permitted" in _attach.stdout + _attach.stderr:
-    print("SKIP: gdb may not attach to a process here (ptrace not permitted)")
+_why = unusable()
+if _why:
+    print(f"SKIP: {_why}")
     sys.exit(77)
 
-# Run by gdb attached to hashlb: on the first return from io_uring_enter() in thread
-# HLB_FAIL_LWP (a return, not an entry: at an entry rax holds -ENOSYS), the call returns
-# -HLB_FAIL_ERRNO instead; then gdb detaches, the process runs on.
-GDB_SCRIPT = """\
-python
-import gdb, os
-lwp = int(os.environ["HLB_FAIL_LWP"])
-err = int(os.environ["HLB_FAIL_ERRNO"])
-gdb.execute("catch syscall io_uring_enter")
-while True:
-    gdb.execute("continue")
-    t = gdb.selected_thread()
-    rax = int(gdb.parse_and_eval("$rax"))
-    if t is not None and t.ptid[1] == lwp and rax != -38:
-        gdb.execute("set var $rax = %d" % -err)
-        print("injected: io_uring_enter returns %d in LWP %d" % (-err, lwp))
-        break
-gdb.execute("delete")
-gdb.execute("detach")
-end
-"""
 
 # Run by gdb in non-stop mode (the other threads run on) attached to hashlb: as GDB_SCRIPT,
 # then thread HLB_FAIL_LWP is held, at that return ("enter": the failure not yet seen) or, with
@@ -131,31 +97,13 @@ ENOMEM = 12
 backend = Backend("a")
 
 
-def worker_tid(pid, i):
-    """The thread id of worker <i> of hashlb <pid> (its name: hlb-worker<i>), or None."""
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() == f"hlb-worker{i}":
-                    return int(tid)
-        except OSError:
-            pass
-    return None
-
-
 def fail_worker(lb, i):
     """Make worker <i>'s next io_uring_enter() return -EBADR: whether gdb said it did."""
     tid = worker_tid(lb.proc.pid, i)
     if not check(tid is not None, f"hashlb has a thread named hlb-worker{i}"):
         return False
-    script = tmpfile("fail-worker.gdb", GDB_SCRIPT)
-    env = dict(os.environ, HLB_FAIL_LWP=str(tid), HLB_FAIL_ERRNO=str(EBADR))
-    # a hang guard only: the worker enters io_uring at least every 100 ms (its tick)
-    p = subprocess.run(["gdb", "-p", str(lb.proc.pid), "-batch", "-nx", "-x", script],
-                       capture_output=True, text=True, env=env, timeout=120)
-    return check("injected:" in p.stdout,
-                 f"gdb changed worker {i}'s io_uring_enter() return: {p.stdout[-500:]}"
-                 f"{p.stderr[-500:]}")
+    ok, out = inject(lb.proc.pid, tid)
+    return check(ok, f"gdb changed worker {i}'s io_uring_enter() return: {out}")
 
 
 def hold_failed_worker(lb, i, hold):
