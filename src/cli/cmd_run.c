@@ -135,7 +135,9 @@ static void usage(FILE *f)
 		   "  0 after a clean shutdown, 1 if the configuration is invalid or the\n"
 		   "  daemon cannot start (e.g. an address in use), or after a worker\n"
 		   "  failed (its io_uring did): it reset its connections and hashlb\n"
-		   "  stopped as on SIGTERM, for a service manager to restart it,\n");
+		   "  stopped as on SIGTERM, for a service manager to restart it (with\n"
+		   "  steering: kernel the program left attached, not drained, for the\n"
+		   "  restart to take over),\n");
 	fputs(CLI_EXIT_USAGE_HELP, f);
 	fprintf(f,
 		"  But --splice-pipes or --pipe-size with --splice-after off, which size\n"

@@ -72,6 +72,8 @@ struct run_steer_svc {
 	bool draining;
 	uint64_t drain_until;
 	struct hlb_daemon_timer *drain_timer;
+	/* Left attached, its VIP open, for the restart after a worker's failure (kept_for_restart()) */
+	bool kept;
 };
 
 struct run_steer {
@@ -1089,6 +1091,33 @@ static void drain_begin(struct run_steer *rs)
 	}
 }
 
+/*
+ * A worker failed (hlb_daemon_failed()): hashlb stops and exits 1 for its service manager to
+ * start it again. The kernel path needs no worker: each program stays attached, its VIP open,
+ * steering by its last table, and the restarted hashlb takes it over as after a crash
+ * (publish(), take_over()), its flows where they are. Drained instead, the exit, and so the
+ * restart, waited for timeouts.drain, new clients refused meanwhile, and every flow ended then.
+ */
+static void kept_for_restart(struct run_steer *rs)
+{
+	char qi[LOG_IFACE_KV_MAX];
+
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		/* one held for the replaced hashlb is left to it (run_steer_stopped()) */
+		if (!e->steer || e->held || !hashlb_steer_attached(e->steer))
+			continue;
+		hashlb_steer_set_keep(e->steer, true);
+		e->kept = true;
+		/* interface=NAME, the name it has now (iface_kv()) */
+		hlb_log(HLB_LOG_INFO, "kernel steering left attached",
+			"service=%s %s reason=\"a worker failed: it steers on by its last table until "
+			"the restarted hashlb takes it over\"",
+			e->name, iface_kv(e, qi));
+	}
+}
+
 void run_steer_stopping(void *arg, bool handed_over)
 {
 	struct run_steer *rs = arg;
@@ -1104,7 +1133,9 @@ void run_steer_stopping(void *arg, bool handed_over)
 	for (uint32_t i = 0; handed_over && i < rs->n; i++)
 		if (rs->svcs[i].steer)
 			svc_taken_over(&rs->svcs[i], true);
-	if (!handed_over)
+	if (!handed_over && rs->d && hlb_daemon_failed(rs->d))
+		kept_for_restart(rs);
+	else if (!handed_over)
 		drain_begin(rs);
 }
 
@@ -1136,7 +1167,8 @@ void run_steer_stopped(struct run_steer *rs)
 
 		e->draining = false; /* the daemon frees its timer and hold */
 		e->drain_timer = NULL;
-		if (e->steer && e->held) { /* the replaced hashlb's still: drain_begin() */
+		/* the replaced hashlb's still (drain_begin()), or the restart's */
+		if (e->steer && (e->held || e->kept)) {
 			hashlb_steer_set_keep(e->steer, true);
 			continue;
 		}

@@ -6,7 +6,8 @@ yet is published once it is, with no other change, and one refused because a bac
 (in none of the interface's subnets) says so; a backend in maint, and a backup when the others
 return, keep their established connections; a stop drains the connections held through the kernel
 path up to timeouts.drain, new clients refused (the VIP the program serves: the old one while a
-reload's new listen is not published), and a second SIGTERM ends that at once; a daemon restarted after SIGKILL takes its
+reload's new listen is not published), and a second SIGTERM ends that at once; a worker's failure
+exits at once, the program left attached, steering, for the restart; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
@@ -36,6 +37,7 @@ import topo as T  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from promtext import parse_prometheus  # noqa: E402
 from shims import shim  # noqa: E402
+import gdbfail  # noqa: E402
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
 PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer.py")
@@ -695,6 +697,59 @@ def sigkill(topo, servers):
               "sigkill: the restarted daemon left the clsact qdisc the killed one created")
     finally:
         for d in (d1, d2, d3):
+            if d:
+                d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def worker_failed(topo, servers):
+    """One of hashlb run's two workers fails (its io_uring_enter() returns EBADR, made by gdb:
+    tests/integration/gdbfail.py): the daemon exits 1 for its service manager to start it
+    again, without waiting for timeouts.drain (10m here), its program left attached with its
+    VIP open: new clients are still steered and the connections held through the kernel path go
+    on, until the restarted daemon takes the program over with them. Before, it drained the
+    kernel path as at a stop: the exit, and so the restart, waited the whole timeouts.drain, new
+    clients refused meanwhile, and the held connections were reset at its end."""
+    why = gdbfail.unusable()
+    if why:
+        print(f"worker failed: not run: {why}", flush=True)
+        return
+    cfg = service(topo).replace("    backends:\n", "    timeouts: {drain: 10m}\n    backends:\n")
+    d1 = Daemon(topo, cfg)
+    d1.edit("workers: 1", "workers: 2")  # the other worker serves on until the stop's end
+    d1.start()
+    d2 = None
+    try:
+        check(d1.wait_log("kernel steering table published", 15) is not None,
+              "worker failed: no table published at start")
+        client, held = hold(topo)
+        ok, out = gdbfail.inject(d1.proc.pid, gdbfail.worker_tid(d1.proc.pid, 0))
+        check(ok, f"worker failed: gdb did not fail the worker: {out}")
+        try:
+            rc = d1.proc.wait(timeout=60)  # a hang guard: before, its 10 minutes
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 1 and d1.wait_log('msg="kernel steering left attached" service=web '
+                                      'interface=eth0', 5) is not None,
+              f"worker failed: exit {rc}, {[l for l in d1.lines if 'steering' in l][-2:]}")
+        before = steer_stats(topo)
+        got = connect_count(topo, 20)
+        after = steer_stats(topo)
+        check(sum(got.values()) == 20 and set(got) <= {"b1", "b2", "b3"} and
+              after.get("new_flows", 0) - before.get("new_flows", 0) >= 20,
+              f"worker failed: 20 new clients after the exit not steered: {dict(got)}")
+        d2 = Daemon(topo, cfg).start()
+        taken = d2.wait_log("kernel steering taken over", 10)
+        check(taken is not None and "from=orphan" in taken and
+              d2.wait_log("kernel steering table published", 10) is not None,
+              f"worker failed: the restarted daemon did not take the program over: "
+              f"{[l for l in d2.lines if 'steering' in l][:2]}")
+        lost = still_held(client, held, "worker failed")
+        print(f"worker failed: exit {rc}; 20 new clients then {dict(got)}; restarted: "
+              f"{'took the program over' if taken else 'NOT taken over'}; {lost} of "
+              f"{len(held)} connections lost", flush=True)
+    finally:
+        for d in (d1, d2):
             if d:
                 d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
@@ -1926,7 +1981,7 @@ def body(topo):
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
                      ("maint", maint), ("stop_drain", stop_drain),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
-                     ("backup", backup), ("sigkill", sigkill),
+                     ("backup", backup), ("sigkill", sigkill), ("worker_failed", worker_failed),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
                      ("other_version", other_version),
