@@ -2741,8 +2741,14 @@ static bool conn_idle(struct worker *w, struct conn *c)
  */
 static uint64_t conn_drain_deadline(const struct worker *w, struct conn *c)
 {
+	/* A client waiting in the queue holds the backend it first found full (conn_no_backend()),
+	 * which a reload may have removed since while it waits for others of its service: that
+	 * backend's deadline is not its own. Before, the stop closed it there (drain 2s, its
+	 * service's 60s). A removed service's waiting client keeps its removal's deadline. */
+	bool theirs = c->be && (c->state != CONN_QUEUED ||
+				atomic_load_explicit(&c->svc->removed, memory_order_relaxed));
 	uint64_t until =
-		c->be ? atomic_load_explicit(&c->be->drain_until_ms, memory_order_relaxed) : 0;
+		theirs ? atomic_load_explicit(&c->be->drain_until_ms, memory_order_relaxed) : 0;
 
 	if (!until)
 		until = w->drain_start + hlb_service_snapshot(c->svc)->drain_timeout_ms;

@@ -329,6 +329,47 @@ def removed_drain_to_their_own_deadline_during_a_stop():
         b.stop()
 
 
+def queued_client_keeps_its_service_drain_during_a_stop():
+    """A client waiting in the queue (both backends at their max_connections: 1) for the
+    backend it first found full, a, which a reload then removes (drain 2s), waits on for b; t's
+    drain raised to 60s, a stop drains it to t's deadline, not a's: once a's connection is
+    closed at a's, it still waits, and is served by b when b's slot frees. Before, the stop
+    closed it at a's deadline, as if it were a's connection."""
+    from ctltest import metric_sum
+
+    bs = [Backend(n) for n in "ab"]
+    capped = [(b.name, b.addr, "max_connections: 1") for b in bs]
+    opts = lambda drain: f"timeouts:\n  queue: 60s\n  drain: {drain}"  # noqa: E731
+    text = config(capped, health="enabled: false", workers=1, extra=opts("2s"))
+    prefs = lookup(tmpfile("queuedstop.yaml", text), [client_ip(i) for i in range(9700, 9800)])
+    to_a = [c for c, p in sorted(prefs.items()) if p[0] == "a"]
+    to_b = next(c for c, p in sorted(prefs.items()) if p[0] == "b")
+    lb = Lb(text)
+    on_a, on_b = connect(lb.addr, src=to_a[0]), connect(lb.addr, src=to_b)
+    check([h.recv(64) for h in (on_a, on_b)] == [b"a\n", b"b\n"], "a and b at their cap")
+    waiting = connect(lb.addr, src=to_a[1])
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1), "a client waits for a")
+    for drain, kept in (("2s", capped[1:]), ("60s", capped[1:])):  # a removed, then 60s
+        lb.rewrite(config(kept, health="enabled: false", workers=1, extra=opts(drain)))
+        rc, so, se, logged = lb.reload()
+        check(rc == 0, f"reload: {se}")
+    check(metric_sum(lb, "hashlb_service_queued") == 1, "it waits on, for b")
+    lb.proc.send_signal(signal.SIGTERM)
+    # a hang guard, not a measurement: a's 2 s are long past then, t's 60 s are not
+    check(outcome(on_a, timeout=30) == (0, "FIN"), "a's connection is closed at a's deadline")
+    check(metric_sum(lb, "hashlb_service_queued") == 1,
+          "the waiting client is not: it is no connection of a's")
+    on_b.close()
+    check(waiting.recv(64) == b"b\n", "served by b once its slot is free, during the drain")
+    waiting.close()
+    check(lb.proc.wait(20) == 0, "exit 0 once it ended, not at t's deadline")
+    check(lb.drain_ends() == (2, 1),
+          f"a's closed at its deadline, the two others ended by themselves: {lb.drain_ends()}")
+    on_a.close()
+    for b in bs:
+        b.stop()
+
+
 def a_removed_service_logs_its_totals():
     """A service a reload removes logs its totals (`msg="service totals" ... removed=1`) once
     its last connection is gone and its drain timeout over (until then a reload adding it
@@ -793,7 +834,7 @@ def reload_lines_say_what_was_in_effect():
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
-           a_removed_service_logs_its_totals,
+           queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
