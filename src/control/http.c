@@ -322,11 +322,10 @@ static void conn_io(void *arg, uint32_t events)
 		} else if (p.send_continue && !c->continued) {
 			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-			/* nothing written to this socket yet: its buffer takes these bytes */
+			/* nothing written to this socket yet: its buffer takes these bytes; not
+			 * sent, the client sends its body after its own wait */
 			c->continued = true;
-			if (write(c->io.fd, cont, sizeof(cont) - 1) != sizeof(cont) - 1) {
-				/* not sent: the client sends its body after its own wait */
-			}
+			(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
 		}
 		return;
 	case HLB_HTTP_CLOSE:
