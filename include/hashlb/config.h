@@ -466,11 +466,13 @@ bool hashlb_listen_clash(const struct sockaddr_storage *a, const struct sockaddr
  */
 int hashlb_listen_err(struct hashlb_error *err, int ret, const char *service, const char *where);
 /*
- * Whether service <s> would listen where <c>'s admin endpoint does (a TCP
- * one): both listen with SO_REUSEPORT, and the kernel would share the
- * service's clients out with the admin endpoint.
+ * Whether service <s> would listen where an admin endpoint at <admin> (<admin_len> bytes, 0
+ * for none) does, a TCP one: both listen with SO_REUSEPORT, and the kernel would share the
+ * service's clients out with the admin endpoint. The one check of the loader (the config's
+ * admin address), of hashlb run --admin and of a reload (the address the endpoint serves).
  */
-bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_service_cfg *s);
+bool hashlb_admin_clash(const struct sockaddr_storage *admin, socklen_t admin_len,
+			const struct hashlb_service_cfg *s);
 
 /* The largest max_connections (a service's, a backend's, per client) the config and
  * hashlb ctl set take. */

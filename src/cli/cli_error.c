@@ -125,7 +125,7 @@ static int admin_clash(const struct hashlb_config *cfg, const char *path, struct
 	for (uint32_t i = 0; i < cfg->n_services; i++) {
 		const struct hashlb_service_cfg *s = &cfg->services[i];
 
-		if (!hashlb_admin_clash(cfg, s))
+		if (!hashlb_admin_clash(&cfg->admin_addr, cfg->admin_addr_len, s))
 			continue;
 		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
 			   "listen address %s clashes with the admin endpoint's %s (--admin): "

@@ -2546,7 +2546,8 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 			r = fail(ld, sm, "service '%s': %s", s->name, msg);
 		if (r == 0)
 			r = service_clash(ld, sm, &x, s);
-		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) && hashlb_admin_clash(c, s))
+		if (r == 0 && !(ld->flags & HASHLB_LOAD_ADMIN_GIVEN) &&
+		    hashlb_admin_clash(&c->admin_addr, c->admin_addr_len, s))
 			r = fail(ld, map_get(sm, "listen"),
 				 "listen address %s clashes with the admin endpoint's %s%s: "
 				 "clients would reach the admin endpoint",
@@ -2562,10 +2563,11 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 	return r;
 }
 
-bool hashlb_admin_clash(const struct hashlb_config *c, const struct hashlb_service_cfg *s)
+bool hashlb_admin_clash(const struct sockaddr_storage *admin, socklen_t admin_len,
+			const struct hashlb_service_cfg *s)
 {
-	return c->admin_addr_len && c->admin_addr.ss_family != AF_UNIX &&
-	       hashlb_listen_clash(&c->admin_addr, &s->listen_addr);
+	return admin_len && admin->ss_family != AF_UNIX &&
+	       hashlb_listen_clash(admin, &s->listen_addr);
 }
 
 static int sys_fail(struct hashlb_error *err, const char *path, int e, const char *what)

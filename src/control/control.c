@@ -683,12 +683,12 @@ static int admin_clash(struct hlb_control *ctl, const struct hashlb_config *cfg,
 {
 	struct sockaddr_storage admin;
 
-	if (!ctl->http || hlb_http_sockname(ctl->http, &admin) < 0 || admin.ss_family == AF_UNIX)
+	if (!ctl->http || hlb_http_sockname(ctl->http, &admin) < 0)
 		return 0;
 	for (uint32_t i = 0; i < cfg->n_services; i++) {
 		const struct hashlb_service_cfg *s = &cfg->services[i];
 
-		if (!hashlb_listen_clash(&admin, &s->listen_addr))
+		if (!hashlb_admin_clash(&admin, sizeof(admin), s))
 			continue;
 		hashlb_err(err, -EADDRINUSE, HASHLB_ERR_CONFIG,
 			   "service '%s': listen address %s clashes with the admin endpoint this "
