@@ -198,6 +198,10 @@ uint32_t hashlb_table_up_count(const struct hashlb_table *t);
 const char *hashlb_table_backend_name(const struct hashlb_table *t, uint32_t idx);
 uint32_t hashlb_table_backend_weight(const struct hashlb_table *t, uint32_t idx);
 bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx);
+/* Whether backend <idx> of <t> takes clients: not down, and of a weight above 0 (one of
+ * weight 0 is not down but in no slot). What "up" and "in_table" say in hashlb table,
+ * /status and /table. */
+bool hashlb_table_backend_takes_clients(const struct hashlb_table *t, uint32_t idx);
 /* Fraction of the hash space (ring) or of the slots (Maglev) that goes to <idx>. */
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
 /*

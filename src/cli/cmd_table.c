@@ -59,19 +59,13 @@ static double *shares_of(const struct hashlb_table *t)
 	return v;
 }
 
-/* Whether backend <idx> of <t> takes clients: up, and of a weight above 0 (one of weight 0 is
- * up but in no slot), as /status's and /table's in_table and their count of backends up. */
-static bool in_table(const struct hashlb_table *t, uint32_t idx)
-{
-	return !hashlb_table_backend_down(t, idx) && hashlb_table_backend_weight(t, idx) > 0;
-}
-
+/* The backends of <t> taking clients, as /status's and /table's count of backends up. */
 static uint32_t in_table_count(const struct hashlb_table *t)
 {
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < hashlb_table_backend_count(t); i++)
-		n += in_table(t, i);
+		n += hashlb_table_backend_takes_clients(t, i);
 	return n;
 }
 
@@ -102,9 +96,9 @@ static void print_summary(const struct hashlb_table *t, double ms)
 	for (uint32_t i = 0; i < n; i++) {
 		/* "up" as the summary counts it: taking clients; one of weight 0 is not down and
 		 * takes none (it read "up", not counted among the "(N up)" above it) */
-		const char *state = hashlb_table_backend_down(t, i) ? "down"
-				    : in_table(t, i)		    ? "up"
-								    : "weight 0";
+		const char *state = hashlb_table_backend_down(t, i)	       ? "down"
+				    : hashlb_table_backend_takes_clients(t, i) ? "up"
+									       : "weight 0";
 
 		printf("%-*s  %6u  %-8s  %7.3f%%\n",
 		       w + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
@@ -132,7 +126,8 @@ static void print_json(const struct hashlb_table *t, double ms)
 		printf("%s{\"name\":", i ? "," : "");
 		cli_print_json_string(hashlb_table_backend_name(t, i));
 		printf(",\"weight\":%u,\"in_table\":%s,\"share\":%.6f}",
-		       hashlb_table_backend_weight(t, i), in_table(t, i) ? "true" : "false",
+		       hashlb_table_backend_weight(t, i),
+		       hashlb_table_backend_takes_clients(t, i) ? "true" : "false",
 		       shares ? shares[i] : hashlb_table_share(t, i));
 	}
 	printf("]}\n");

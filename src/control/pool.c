@@ -127,8 +127,8 @@ bool hlb_pool_backend_up(const struct hlb_pool_backend *b)
 
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx)
 {
-	return snap && idx < snap->n_backends && !hashlb_table_backend_down(snap->table, idx) &&
-	       hashlb_table_backend_weight(snap->table, idx) > 0;
+	return snap && idx < snap->n_backends &&
+	       hashlb_table_backend_takes_clients(snap->table, idx);
 }
 
 uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)

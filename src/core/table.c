@@ -1164,6 +1164,11 @@ bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx)
 	return idx < t->n ? t->down[idx] : true;
 }
 
+bool hashlb_table_backend_takes_clients(const struct hashlb_table *t, uint32_t idx)
+{
+	return !hashlb_table_backend_down(t, idx) && hashlb_table_backend_weight(t, idx) > 0;
+}
+
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx)
 {
 	if (idx >= t->n)
