@@ -1868,6 +1868,33 @@ static void change_backend(struct hlb_pool_service *s, const struct hlb_pool_bac
 			 b->rt->weight);
 }
 
+/*
+ * A setting's part of a "reload: backend changed" line, into <buf>: " KEY=NOW KEY_was=WAS", what
+ * it served before; or, when that stays (the config now gives what was set at run time),
+ * " KEY=NOW KEY_config_was=CFG_WAS": what changed is the config's (not "weight=3 weight_was=3").
+ */
+static void setting_was(char *buf, size_t size, const char *key, const char *now, const char *was,
+			const char *cfg_was)
+{
+	bool kept = !strcmp(now, was);
+
+	snprintf(buf, size, " %s=%s %s_%swas=%s", key, now, key, kept ? "config_" : "",
+		 kept ? cfg_was : was);
+}
+
+/* A number as text, for setting_was(). */
+struct u32_text {
+	char s[12];
+};
+
+static struct u32_text u32_text(uint32_t v)
+{
+	struct u32_text t;
+
+	snprintf(t.s, sizeof(t.s), "%u", v);
+	return t;
+}
+
 /* Backend <b> of <s> the reload under way changed as <chg> says (its settings in effect before). */
 static void change_backend_settings(struct hlb_pool_service *s, const struct hlb_pool_backend *b,
 				    const struct backend_change *chg)
@@ -1882,12 +1909,9 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 	p->changes->backends_changed++;
 	if (!change_line(p))
 		return;
-	/* the config now gives what was set at run time: the value served stays, the
-	 * config's is what changed (not "weight=3 weight_was=3") */
 	if (chg->what & BACKEND_CHANGED_WEIGHT)
-		snprintf(weight, sizeof(weight), " weight=%u weight_%swas=%u", b->rt->weight,
-			 chg->weight == b->rt->weight ? "config_" : "",
-			 chg->weight == b->rt->weight ? chg->cfg_weight : chg->weight);
+		setting_was(weight, sizeof(weight), "weight", u32_text(b->rt->weight).s,
+			    u32_text(chg->weight).s, u32_text(chg->cfg_weight).s);
 	if (chg->what & BACKEND_CHANGED_BACKUP)
 		snprintf(backup, sizeof(backup), " backup=%s backup_was=%s",
 			 b->rt->backup ? "true" : "false", chg->backup ? "true" : "false");
@@ -1896,16 +1920,13 @@ static void change_backend_settings(struct hlb_pool_service *s, const struct hlb
 			 s->cfg->backends[b->idx].close_on_return ? "true" : "false",
 			 chg->close_on_return ? "true" : "false");
 	if (chg->what & BACKEND_CHANGED_MAX_CONNS)
-		snprintf(max, sizeof(max), " max_connections=%u max_connections_%swas=%u",
-			 atomic_load(&b->rt->max_conns),
-			 chg->max_conns == atomic_load(&b->rt->max_conns) ? "config_" : "",
-			 chg->max_conns == atomic_load(&b->rt->max_conns) ? chg->cfg_max_conns
-									  : chg->max_conns);
+		setting_was(max, sizeof(max), "max_connections",
+			    u32_text(atomic_load(&b->rt->max_conns)).s, u32_text(chg->max_conns).s,
+			    u32_text(chg->cfg_max_conns).s);
 	if (chg->what & BACKEND_CHANGED_STATE)
-		snprintf(state, sizeof(state), " state=%s state_%swas=%s",
-			 hashlb_admin_state_name(b->admin), chg->admin == b->admin ? "config_" : "",
-			 hashlb_admin_state_name(chg->admin == b->admin ? chg->cfg_admin
-									: chg->admin));
+		setting_was(state, sizeof(state), "state", hashlb_admin_state_name(b->admin),
+			    hashlb_admin_state_name(chg->admin),
+			    hashlb_admin_state_name(chg->cfg_admin));
 	if (chg->what & BACKEND_CHANGED_ADDRESS)
 		snprintf(address, sizeof(address), " address_was=%s",
 			 hlb_log_quote(chg->address, qw, sizeof(qw)));
