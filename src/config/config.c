@@ -381,15 +381,13 @@ static int fail_settings(struct loader *ld, const struct ynode *map, const char 
 /*
  * Check that <map> is a mapping whose keys are scalars from <keys>, each
  * at most once. <what> names the mapping in messages ("service", ...).
+ * A service, a backend or the file, whose keys are too long a list to
+ * print: they are told one by one when unknown (check_settings() for a
+ * mapping of settings, which names them all).
  */
 static int check_map(struct loader *ld, const struct ynode *map, const char *const *keys,
 		     const char *what)
 {
-	/* a mapping of settings says which; a service, a backend or the file is
-	 * too long a list to print, its keys told one by one when unknown */
-	if (map->type != YNODE_MAP && keys != top_keys && keys != service_keys &&
-	    keys != backend_keys)
-		return fail_settings(ld, map, keys, what);
 	if (map->type != YNODE_MAP)
 		return fail(ld, map, "%s must be a mapping of keys to values, found %s", what,
 			    describe(map).s);
@@ -451,6 +449,16 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 		}
 	}
 	return 0;
+}
+
+/* check_map() of the mapping of settings <what> with <keys> (timeouts, health, a prefix):
+ * written as something else, it is refused naming the keys it takes (fail_settings()). */
+static int check_settings(struct loader *ld, const struct ynode *map, const char *const *keys,
+			  const char *what)
+{
+	if (map->type != YNODE_MAP)
+		return fail_settings(ld, map, keys, what);
+	return check_map(ld, map, keys, what);
 }
 
 static struct ynode *map_get(const struct ynode *map, const char *key)
@@ -1288,7 +1296,7 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	const struct ynode *v;
-	int r = check_map(ld, m, timeout_keys, "timeouts");
+	int r = check_settings(ld, m, timeout_keys, "timeouts");
 
 	if (r < 0)
 		return r;
@@ -1311,7 +1319,7 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_health_cfg *h)
 {
 	const struct ynode *v;
-	int r = check_map(ld, m, health_keys, "health");
+	int r = check_settings(ld, m, health_keys, "health");
 
 	if (r < 0)
 		return r;
@@ -1393,7 +1401,7 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 			describe(v).s);
 	if (v->type == YNODE_SCALAR)
 		return get_bool(ld, v, "keepalive", &k->enabled);
-	r = check_map(ld, v, keepalive_keys, "keepalive");
+	r = check_settings(ld, v, keepalive_keys, "keepalive");
 	if (r < 0)
 		return r;
 	k->enabled = true;
@@ -1466,7 +1474,7 @@ static int load_src_prefix(struct loader *ld, const struct ynode *v, const char 
 	uint32_t len;
 	int r;
 
-	r = check_map(ld, v, src_prefix_keys, name);
+	r = check_settings(ld, v, src_prefix_keys, name);
 	if (r < 0)
 		return r;
 	if ((x = map_get(v, "ipv4"))) {
