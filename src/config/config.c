@@ -451,11 +451,17 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 	return 0;
 }
 
-/* check_map() of the mapping of settings <what> with <keys> (timeouts, health, a prefix):
- * written as something else, it is refused naming the keys it takes (fail_settings()). */
+/*
+ * check_map() of the mapping of settings <what> with <keys> (timeouts, health, a prefix):
+ * written as something else, it is refused naming the keys it takes (fail_settings()). Null
+ * is read as the empty mapping, the defaults: "health:" with every key under it commented
+ * out is null in YAML, and was refused as if it turned the checks off or on.
+ */
 static int check_settings(struct loader *ld, const struct ynode *map, const char *const *keys,
 			  const char *what)
 {
+	if (ynode_is_null(map)) /* no pairs: map_get() finds no key in it */
+		return 0;
 	if (map->type != YNODE_MAP)
 		return fail_settings(ld, map, keys, what);
 	return check_map(ld, map, keys, what);

@@ -1719,6 +1719,45 @@ static void test_defaults(void **state)
 	hashlb_config_free(c);
 }
 
+/*
+ * A mapping of settings whose keys are all commented out is null in YAML: read as the empty
+ * mapping, the defaults ("health:" was refused: "'health' must be a mapping of its
+ * settings ..., found nothing (null)"). What an empty mapping refuses, null refuses at the
+ * same place. keepalive, off by default and turned on by a mapping, is not guessed: its null
+ * stays refused (test_keepalive).
+ */
+static void test_null_settings_are_the_defaults(void **state)
+{
+	struct hashlb_config *d = load_ok(MINIMAL), *c;
+	const struct hashlb_service_cfg *s;
+
+	(void)state;
+	c = load_ok(MINIMAL "    health:\n      # interval: 1s\n      # fall: 2\n"
+			    "    timeouts: ~\n    hash_prefix: null\n"
+			    "    max_connections_per_client: 4\n    client_prefix:\n");
+	s = &c->services[0];
+	assert_true(s->health.enabled);
+	assert_int_equal(s->health.interval_ms, d->services[0].health.interval_ms);
+	assert_int_equal(s->health.timeout_ms, d->services[0].health.timeout_ms);
+	assert_int_equal(s->health.rise, d->services[0].health.rise);
+	assert_int_equal(s->health.fall, d->services[0].health.fall);
+	assert_int_equal(s->connect_timeout_ms, d->services[0].connect_timeout_ms);
+	assert_int_equal(s->idle_timeout_ms, d->services[0].idle_timeout_ms);
+	assert_int_equal(s->drain_timeout_ms, d->services[0].drain_timeout_ms);
+	assert_true(hashlb_src_prefix_is_whole(&s->hash_prefix));
+	assert_true(hashlb_src_prefix_is_whole(&s->client_prefix));
+	hashlb_config_free(c);
+	hashlb_config_free(d);
+	/* as {} is: a hash_prefix means nothing to a key that hashes the port */
+	expect_error(MINIMAL "    hash_key: 4-tuple\n    hash_prefix:\n", 8, 5, "hash_prefix");
+	expect_error(MINIMAL "    hash_key: 4-tuple\n    hash_prefix: {}\n", 8, 5, "hash_prefix");
+	/* and a client_prefix without the limit it applies to */
+	expect_error(MINIMAL "    client_prefix: ~\n", 7, 5, "'client_prefix' applies to");
+	/* a quoted empty string is a string, not null */
+	expect_error(MINIMAL "    health: ''\n", 7, 13,
+		     "'health' must be a mapping of its settings");
+}
+
 /* proxy_protocol: off, v1 or v2; only where hashlb opens the backend connection. Off as a
  * boolean's off too (false, no), as admin: takes it: "proxy_protocol: false" was refused. */
 static void test_proxy_protocol(void **state)
@@ -2592,9 +2631,6 @@ static void test_settings_written_as_a_value(void **state)
 	expect_error(MINIMAL "    health: yes\n", 7, 13,
 		     "checks are on by default, leave 'health' out or write health: "
 		     "{enabled: true}");
-	expect_error(MINIMAL "    health:\n", 7, 11,
-		     "'health' must be a mapping of its settings (enabled, interval, timeout, "
-		     "rise, fall, port, send, expect, close_on_down), found nothing (null)");
 	expect_error(MINIMAL "    timeouts: 5s\n", 7, 15,
 		     "'timeouts' must be a mapping of its settings (connect, idle, drain, "
 		     "queue), found the value '5s'");
@@ -3765,6 +3801,7 @@ int main(void)
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_null_settings_are_the_defaults),
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_proxy_protocol),
 		cmocka_unit_test(test_accept_proxy),
