@@ -514,22 +514,21 @@ static void http_name(struct hlb_http *h)
 }
 
 /*
- * Bind <fd> to the Unix socket path <path> and listen, the path naming a live socket at every
- * moment: bound first to a name of its own in the same directory, then renamed over <path>,
- * which takes the place of what was there (a socket of before: a stale one, or the live one of
- * the hashlb an upgrade replaces). A bind that fails leaves that in place; and a client never
- * finds the path missing, as it did between an unlink and the bind. A path too long for such a
- * name beside it (sun_path), or a name beside it refused (EACCES, EPERM: an access policy that
- * names the path alone), is bound in place, after an unlink. The socket file's device and
- * inode into *<ret_dev> and *<ret_ino> (what hlb_http_free() removes). 0, or -errno.
+ * Bind <fd> for the Unix socket path <path> and listen, to a name of its own in the same
+ * directory (into *<ret_sun>), which unix_put_over() then renames over <path>: the path names a
+ * live socket at every moment, what was there (a socket of before: a stale one, or the live one
+ * of the hashlb an upgrade replaces) staying until the rename. A bind that fails leaves it in
+ * place; and a client never finds the path missing, as it did between an unlink and the bind.
+ * A path too long for such a name beside it (sun_path), or a name beside it refused (EACCES,
+ * EPERM: an access policy that names the path alone), is bound in place, after an unlink
+ * (*<ret_sun> is then <path>). 0, or -errno.
  */
-static int unix_bind_over(int fd, const char *path, dev_t *ret_dev, ino_t *ret_ino)
+static int unix_bind_beside(int fd, const char *path, struct sockaddr_un *ret_sun)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	const char *base = strrchr(path, '/');
 	size_t dir_len = base ? (size_t)(base - path) + 1 : 0;
 	struct timespec ts;
-	struct stat st;
 	int n, ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -549,10 +548,30 @@ static int unix_bind_over(int fd, const char *path, dev_t *ret_dev, ino_t *ret_i
 		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 			return -errno;
 	}
-	if (listen(fd, 64) < 0 || stat(sun.sun_path, &st) < 0 ||
-	    (strcmp(sun.sun_path, path) != 0 && rename(sun.sun_path, path) < 0)) {
+	if (listen(fd, 64) < 0) {
 		ret = -errno;
 		unlink(sun.sun_path);
+		return ret;
+	}
+	*ret_sun = sun;
+	return 0;
+}
+
+/*
+ * The listening socket unix_bind_beside() bound at <sun>, put at <path>: renamed over what is
+ * there. The socket file's device and inode into *<ret_dev> and *<ret_ino> (what
+ * hlb_http_free() removes). 0, or -errno, the name beside removed.
+ */
+static int unix_put_over(const struct sockaddr_un *sun, const char *path, dev_t *ret_dev,
+			 ino_t *ret_ino)
+{
+	struct stat st;
+	int ret;
+
+	if (stat(sun->sun_path, &st) < 0 ||
+	    (strcmp(sun->sun_path, path) != 0 && rename(sun->sun_path, path) < 0)) {
+		ret = -errno;
+		unlink(sun->sun_path);
 		return ret;
 	}
 	*ret_dev = st.st_dev;
@@ -565,6 +584,7 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		 struct hashlb_error *err)
 {
 	struct hlb_http *h = calloc(1, sizeof(*h));
+	struct sockaddr_un bound;
 	char where[128];
 	int one = 1, zero = 0, ret;
 
@@ -612,12 +632,19 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 			setsockopt(h->io.fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	}
 	if (h->unix_path[0])
-		ret = unix_bind_over(h->io.fd, h->unix_path, &h->unix_dev, &h->unix_ino);
+		ret = unix_bind_beside(h->io.fd, h->unix_path, &bound);
 	else
 		ret = bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0 ? -errno : 0;
 	if (ret < 0)
 		goto err_free;
+	/* watched before it takes the path: had the rename come first, a failure here left the
+	 * path naming a socket closed, the hashlb this one replaces unreachable there until it
+	 * took the path back (hlb_http_reclaim()) */
 	ret = hlb_loop_add(loop, &h->io, EPOLLIN);
+	if (ret == 0 && h->unix_path[0])
+		ret = unix_put_over(&bound, h->unix_path, &h->unix_dev, &h->unix_ino);
+	else if (ret < 0 && h->unix_path[0])
+		unlink(bound.sun_path);
 	if (ret < 0)
 		goto err_free;
 	http_name(h);
@@ -678,6 +705,7 @@ static bool unix_served(const char *path)
 
 int hlb_http_reclaim(struct hlb_http *h)
 {
+	struct sockaddr_un bound;
 	struct stat st;
 	int fd, ret;
 
@@ -690,7 +718,9 @@ int hlb_http_reclaim(struct hlb_http *h)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	ret = unix_bind_over(fd, h->unix_path, &h->unix_dev, &h->unix_ino);
+	ret = unix_bind_beside(fd, h->unix_path, &bound);
+	if (ret == 0)
+		ret = unix_put_over(&bound, h->unix_path, &h->unix_dev, &h->unix_ino);
 	if (ret < 0) {
 		close(fd);
 		return ret;

@@ -150,8 +150,8 @@ typedef void (*hlb_http_refused_fn)(void *arg, enum hlb_http_refusal why, uint64
 
 /*
  * Listen on <addr> (AF_INET, AF_INET6 or AF_UNIX: a socket file at the path, stale or
- * another hashlb's, is replaced by a rename, the path never missing) and serve with <fn>
- * on <loop>.
+ * another hashlb's, is replaced by a rename, the path never missing, and left to it if this
+ * fails) and serve with <fn> on <loop>.
  */
 int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t addr_len,
 		 hlb_http_handler fn, void *arg, struct hlb_http **ret_http,

@@ -613,6 +613,43 @@ static void test_held_request_waits_alone(void **state)
 }
 
 /*
+ * A new endpoint that fails to start on the path of a live one (an upgrade's new hashlb,
+ * whose loop cannot watch its socket) leaves the path to the live one. The socket was renamed
+ * over the path before the loop watched it: the path named a closed socket, and every client
+ * was refused until the old hashlb took the path back.
+ */
+static void test_failed_start_leaves_the_path(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hashlb_error err = { 0 };
+	struct hlb_http *old, *h = NULL;
+	struct hlb_loop *l, *broken;
+	uint64_t held = 0;
+	int fd, devnull;
+
+	(void)state;
+	old = hold_wait_server(dir, &sun, &l, &held);
+	/* a loop whose epoll descriptor is no epoll: hlb_loop_add() fails (EINVAL) */
+	assert_int_equal(hlb_loop_new(&broken), 0);
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(devnull >= 0);
+	assert_true(dup3(devnull, hlb_loop_fd(broken), O_CLOEXEC) >= 0);
+	close(devnull);
+	assert_true(hlb_http_new(broken, (const struct sockaddr *)&sun, sizeof(sun), hold_wait,
+				 &held, &h, &err) < 0);
+	assert_null(h);
+	/* the old one still answers there */
+	fd = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, NULL, fd);
+	assert_non_null(strstr(answer_of(fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	hlb_loop_free(broken);
+	hlb_http_free(old);
+	hlb_loop_free(l);
+	assert_int_equal(rmdir(dir), 0); /* and no name of its own left beside it */
+}
+
+/*
  * open64() (linked with --wrap=open64: open() with 64-bit offsets): with <steal_devnull> set, the next open of /dev/null first
  * takes the lowest free descriptor into <stolen>, as a worker's accept at the fd limit can
  * between the endpoint's close of a connection and its opening of the reserve again.
@@ -790,6 +827,7 @@ int main(void)
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_held_request_waits_alone),
+		cmocka_unit_test(test_failed_start_leaves_the_path),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
