@@ -1906,31 +1906,54 @@ static void metrics(struct hlb_control *ctl, const struct hlb_http_req *req,
 	hlb_buf_free(&names);
 }
 
+/*
+ * The route of <req>, or NULL with <resp> its answer: a path the endpoint does not have 404
+ * (whatever its parameters: format=xml on it is not a 400), a method the path does not take
+ * 405. Known from the request's head alone.
+ */
+static const struct admin_route *admin_route(const struct hlb_http_req *req,
+					     struct hlb_http_resp *resp)
+{
+	const struct admin_route *route = NULL;
+
+	for (size_t i = 0; i < sizeof(admin_routes) / sizeof(admin_routes[0]) && !route; i++)
+		if (!strcmp(req->path, admin_routes[i].path))
+			route = &admin_routes[i];
+	if (!route) {
+		resp_error(resp, 404, "no such endpoint: %s", req->path);
+		return NULL;
+	}
+	if (strcmp(req->method, route->post ? "POST" : "GET")) {
+		resp_error(resp, 405, "%s not allowed on %s: %s it", req->method, req->path,
+			   route->post ? "POST" : "GET");
+		resp->allow = route->post ? "POST" : "GET, HEAD"; /* as RFC 9110 asks of a 405 */
+		return NULL;
+	}
+	return route;
+}
+
+bool hlb_admin_head(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	(void)arg;
+	if (want_text(req)) /* of the query: the body, not come, may say it too */
+		resp->ctype = "text/plain; charset=utf-8";
+	return !admin_route(req, resp);
+}
+
 void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
 	struct hlb_control *ctl = arg;
-	const struct admin_route *route = NULL;
+	const struct admin_route *route;
 	bool text = want_text(req);
 	struct hlb_pool_service *s;
 	const char *path = req->path;
 	char why[128];
 
-	for (size_t i = 0; i < sizeof(admin_routes) / sizeof(admin_routes[0]) && !route; i++)
-		if (!strcmp(path, admin_routes[i].path))
-			route = &admin_routes[i];
 	if (text)
 		resp->ctype = "text/plain; charset=utf-8";
-	/* the path first: format=xml on a path it does not have is a 404, not a 400 */
-	if (!route) {
-		resp_error(resp, 404, "no such endpoint: %s", path);
+	route = admin_route(req, resp);
+	if (!route)
 		return;
-	}
-	if (strcmp(req->method, route->post ? "POST" : "GET")) {
-		resp_error(resp, 405, "%s not allowed on %s: %s it", req->method, path,
-			   route->post ? "POST" : "GET");
-		resp->allow = route->post ? "POST" : "GET, HEAD"; /* as RFC 9110 asks of a 405 */
-		return;
-	}
 	if (!route->any && !params_known(req, resp, route->params))
 		return;
 	/* only the values of the parameters it takes: /metrics ignores the others, whatever

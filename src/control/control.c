@@ -516,6 +516,7 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 			goto err_free;
 		}
 		hlb_http_on_refused(ctl->http, admin_refused, ctl);
+		hlb_http_on_head(ctl->http, hlb_admin_head, ctl);
 		char qa[4 * sizeof("unix:") + 4 * 108 + 3];
 
 		control_log(ctl, HLB_LOG_INFO, "admin listening", "addr=%s",

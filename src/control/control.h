@@ -192,6 +192,9 @@ const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_stee
 
 /* The admin endpoint's routes (admin.c). */
 void hlb_admin_handle(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
+/* Its answer to a request from the head alone (hlb_http_head_fn): a path it does not have 404,
+ * a method the path does not take 405. */
+bool hlb_admin_head(void *ctl, const struct hlb_http_req *req, struct hlb_http_resp *resp);
 /* The old process's answer to a close that waits for it (hlb_control.close_old): <n> its
  * count, -1 if it could not be asked. The answer goes to the client; <wait> is freed. */
 void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);

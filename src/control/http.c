@@ -37,6 +37,9 @@ _Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
 #define HTTP_UNREAD_MAX (64u << 20)
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
+/* an answer written before the request came whole: how long what its client still sends is
+ * read (conn_linger()) */
+#define HTTP_LINGER_MS 2000
 
 struct http_conn {
 	struct hlb_http *h;
@@ -50,7 +53,11 @@ struct http_conn {
 	bool head; /* a HEAD request: the answer has no body */
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
 	bool held; /* its request waits for hlb_http_answer() */
-	bool continued; /* answered 100 (Continue): its client sends the body */
+	bool continued; /* answered 100 (Continue), or its head (conn_continue()) */
+	bool linger; /* answered before its request came whole: read what its client still
+		      * sends before the close */
+	bool lingering; /* that answer written: only reading what comes, up to its end */
+	size_t lingered; /* bytes read then */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
@@ -82,6 +89,8 @@ struct hlb_http {
 	uint64_t refused[HLB_HTTP_REFUSED_MAX];
 	hlb_http_refused_fn refused_fn;
 	void *refused_arg;
+	hlb_http_head_fn head_fn;
+	void *head_arg;
 };
 
 static void http_refused(struct hlb_http *h, enum hlb_http_refusal why)
@@ -200,6 +209,35 @@ static void conn_flush(struct http_conn *c)
 		c->out_off += (size_t)n;
 	}
 	shutdown(c->io.fd, SHUT_WR);
+	if (c->linger && c->out_off == c->out.len + c->body.len) {
+		/* its answer held no longer (unread_bytes()) */
+		c->lingering = true;
+		hlb_buf_free(&c->out);
+		hlb_buf_free(&c->body);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_LINGER_MS);
+		hlb_loop_mod(c->h->loop, &c->io, EPOLLIN);
+		return;
+	}
+	conn_close(c);
+}
+
+/*
+ * A connection answered before its request came whole, its writing shut down: what its client
+ * still sends (the rest of a body the answer did not wait for) is read and dropped, and it is
+ * closed at the client's end, past a request's most or after HTTP_LINGER_MS. Closed with bytes
+ * unread, or coming after the close, the socket would reset the connection, and the client
+ * could lose the answer, or fail its write of the body before it read it.
+ */
+static void conn_linger(struct http_conn *c)
+{
+	char drop[4096];
+	ssize_t n = 0;
+
+	while (c->lingered <= HLB_HTTP_REQ_MAX &&
+	       ((n = read(c->io.fd, drop, sizeof(drop))) > 0 || (n < 0 && errno == EINTR)))
+		c->lingered += n > 0 ? (size_t)n : 0;
+	if (c->lingered <= HLB_HTTP_REQ_MAX && n < 0 && errno == EAGAIN)
+		return;
 	conn_close(c);
 }
 
@@ -263,6 +301,37 @@ static void conn_busy(struct http_conn *c)
 	conn_error(c, 503, HTTP_BUSY_MSG);
 }
 
+/*
+ * The client of <c> waits for a 100 (Continue) before it sends its body (the head <head_len>
+ * bytes long: hlb_http_parsed's): sent, unless the head alone answers the request (h->head_fn:
+ * a path the endpoint does not have...), which is then answered at once instead, the body not
+ * waited for (it was answered after the 100 and the body).
+ */
+static void conn_continue(struct http_conn *c, size_t head_len)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	struct hlb_http_resp resp = { .status = 200, .ctype = "application/json" };
+	struct hlb_http_parsed p;
+	char head[HLB_HTTP_REQ_MAX + 1]; /* parsed in place: c->in stays as it came */
+
+	c->continued = true; /* asked once, answered or not */
+	if (c->h->head_fn) {
+		memcpy(head, c->in, head_len);
+		p.status = hlb_http_parse_head(head, head_len, &p);
+		p.req.local = c->h->unix_path[0] != '\0';
+		p.req.fd = c->io.fd;
+		if (p.status == 200 && c->h->head_fn(c->h->head_arg, &p.req, &resp)) {
+			c->linger = true; /* its client may send its body after all: curl does */
+			conn_respond(c, &resp);
+			return;
+		}
+		hlb_buf_free(&resp.body);
+	}
+	/* nothing written to this socket yet: its buffer takes these bytes; not sent, the
+	 * client sends its body after its own wait */
+	(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
+}
+
 /* The bytes of the answers that the clients of <h> have not read whole yet: each is held,
  * whole, until its connection closes (the part in the socket's buffers as well). */
 static size_t unread_bytes(const struct hlb_http *h)
@@ -286,6 +355,10 @@ static void conn_io(void *arg, uint32_t events)
 		/* only an error or a hang-up is watched: the client has gone */
 		if (events & (EPOLLERR | EPOLLHUP))
 			conn_close(c);
+		return;
+	}
+	if (c->lingering) {
+		conn_linger(c);
 		return;
 	}
 	if (c->out.len) {
@@ -317,16 +390,10 @@ static void conn_io(void *arg, uint32_t events)
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:
-		if (p.send_continue && c->busy) {
+		if (p.send_continue && c->busy)
 			conn_busy(c); /* known now: the client waits for an answer */
-		} else if (p.send_continue && !c->continued) {
-			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-			/* nothing written to this socket yet: its buffer takes these bytes; not
-			 * sent, the client sends its body after its own wait */
-			c->continued = true;
-			(void)send(c->io.fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
-		}
+		else if (p.send_continue && !c->continued)
+			conn_continue(c, p.head_len);
 		return;
 	case HLB_HTTP_CLOSE:
 		conn_close(c);
@@ -338,6 +405,7 @@ static void conn_io(void *arg, uint32_t events)
 		}
 		break;
 	default:
+		c->linger = true; /* refused by its head, maybe before its body came */
 		conn_error(c, p.status, p.msg);
 		return;
 	}
@@ -393,7 +461,8 @@ static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;
 
-	if (c->held) { /* its handler did not answer in time */
+	if (c->held || c->lingering) { /* its handler did not answer in time; or its client
+					  * did not end within HTTP_LINGER_MS */
 		conn_close(c);
 		return;
 	}
@@ -739,6 +808,12 @@ void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg)
 {
 	h->refused_fn = fn;
 	h->refused_arg = arg;
+}
+
+void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg)
+{
+	h->head_fn = fn;
+	h->head_arg = arg;
 }
 
 uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why)

@@ -50,6 +50,15 @@ struct hlb_http_resp {
 typedef void (*hlb_http_handler)(void *arg, const struct hlb_http_req *req,
 				 struct hlb_http_resp *resp);
 
+/*
+ * Asked of a request whose client waits for a 100 (Continue) before it sends its body (the body
+ * not come, req.body ""): true, <resp> filled, if its answer is known from the head alone (a
+ * path the endpoint does not have, a method the path does not take), which is sent at once
+ * instead of the 100; false to have the body come, and the request served as any.
+ */
+typedef bool (*hlb_http_head_fn)(void *arg, const struct hlb_http_req *req,
+				 struct hlb_http_resp *resp);
+
 /* The longest parameter value a handler reads, decoded: a longer one, or one
  * holding a NUL, of a parameter it takes is refused (hlb_http_param_refused()). */
 #define HLB_HTTP_VALUE_MAX 255
@@ -115,6 +124,9 @@ struct hlb_http_parsed {
 	/* HLB_HTTP_MORE: the head is whole and good, and asks (Expect: 100-continue, HTTP/1.1)
 	 * for a 100 (Continue) before the client sends the rest of its body */
 	bool send_continue;
+	/* HLB_HTTP_MORE: the length of the head (where the body begins) once it is whole and
+	 * good, the body still to come; 0 before (hlb_http_parse_head()) */
+	size_t head_len;
 	const char *msg; /* why, for an error status (static, or in <why>) */
 	struct hlb_http_req req; /* status 200: the request, pointing into the buffer */
 	char why[256];
@@ -126,11 +138,19 @@ struct hlb_http_parsed {
  * client has shut down writing. HLB_HTTP_MORE or HLB_HTTP_CLOSE; 200 when it
  * is whole and good, parsed in place into <p>'s req (all but req.local; its
  * parameters' values not looked at: hlb_http_param_refused()); else the
- * status of the error to answer (400, 403, 411, 413, 417, 505) with p->msg.
+ * status of the error to answer (400, 403, 411, 413, 417, 505) with p->msg:
+ * as soon as the head says it, whether the body has come or not.
  * Only a whole request changes the bytes of <in>: called again with
  * more of them, it finds what it found before.
  */
 int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p);
+
+/*
+ * The head of a request whose body is still to come: the p->head_len first bytes that
+ * hlb_http_parse() read, copied into <head> (room for one more byte), parsed there into <p> as
+ * a request without a body (req.body ""). 200, or 400 if <len> is not such a head.
+ */
+int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 
 /* Connections served at once. Past it, up to HLB_HTTP_BUSY_MAX more are
  * answered 503 once their request is in (or after HTTP_BUSY_TIMEOUT_MS);
@@ -158,6 +178,8 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		 struct hashlb_error *err);
 /* Have <fn>(<arg>, ...) called at each refusal (NULL: none). */
 void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg);
+/* Have <fn>(<arg>, ...) asked before a 100 (Continue) is sent (NULL: not asked, always sent). */
+void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg);
 /* The refusals of kind <why> since the endpoint started. */
 uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why);
 /* How long a request held (hlb_http_resp.hold) may wait for its answer. */

@@ -595,12 +595,13 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 		return parsed_error(p, 413, "request too large");
 	whole = (size_t)(body - in) + body_len <= len;
 	/*
-	 * Expect (RFC 9110 10.1.1), of HTTP/1.1 (one of HTTP/1.0 is ignored): a client that asks
-	 * 100-continue waits for it before sending its body (curl: 1 s), so
-	 * what the head alone refuses is answered now, and otherwise the connection sends it
-	 * (p->send_continue); another expectation is not met: 417.
+	 * What the head alone refuses is answered as soon as it is whole, not after a body that
+	 * would not change it (400, 403, 505). Expect (RFC 9110 10.1.1), of HTTP/1.1 (one of
+	 * HTTP/1.0 is ignored): a client that asks 100-continue waits for it before sending its
+	 * body (curl: 1 s), which the connection sends otherwise (p->send_continue); another
+	 * expectation is not met: 417.
 	 */
-	if ((expect & EXPECT_OTHER) || (expect && !whole)) {
+	if ((expect & EXPECT_OTHER) || !whole) {
 		status = head_refused(in, hdr_end, p, &sp1, &sp2, &v11);
 		if (status)
 			return status;
@@ -608,13 +609,26 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 			return parsed_error(p, 417,
 					    "an Expect this endpoint does not meet: it meets "
 					    "100-continue alone");
-		p->send_continue = v11 && !whole;
+		p->send_continue = v11 && (expect & EXPECT_CONTINUE) && !whole;
 	}
 	if (!whole) {
 		if (eof)
 			return parsed_error(p, 400, "the body is shorter than its Content-Length");
+		p->head_len = (size_t)(body - in);
 		return parsed_error(p, HLB_HTTP_MORE,
 				    NULL); /* the rest of the body is on its way */
 	}
 	return request_parse(in, hdr_end, body, body_len, p);
+}
+
+int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p)
+{
+	char *hdr_end, *body;
+
+	*p = (struct hlb_http_parsed){ 0 };
+	head[len] = '\0';
+	p->head = !strncmp(head, "HEAD ", 5);
+	if (head_find(head, len, &hdr_end, &body) || !hdr_end || body != head + len)
+		return parsed_error(p, 400, "not a request's head");
+	return request_parse(head, hdr_end, body, 0, p);
 }

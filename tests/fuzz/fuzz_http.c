@@ -88,6 +88,24 @@ static void check_params(const struct hlb_http_req *r, size_t len)
 		check(strlen(name) <= 64, "an unknown name is cut at 64 bytes", len);
 }
 
+/* The head of <head_len> bytes that hlb_http_parse() said waits for its body: parsed alone
+ * (hlb_http_parse_head()) on a copy, it is a request without a body, in the copy. */
+static void check_head(const char *in, size_t head_len, size_t len)
+{
+	char *head = malloc(head_len + 1);
+	struct hlb_http_parsed h;
+
+	if (!head)
+		abort();
+	check(head_len <= len, "the head within what came", len);
+	memcpy(head, in, head_len);
+	check(hlb_http_parse_head(head, head_len, &h) == 200, "the head parses alone", len);
+	check(string_ok(h.req.method, head, head_len) && string_ok(h.req.path, head, head_len) &&
+		      string_ok(h.req.query, head, head_len) && h.req.body_len == 0,
+	      "method, path and query of the head, no body", len);
+	free(head);
+}
+
 static void copy_str(char *dst, size_t size, const char *s)
 {
 	snprintf(dst, size, "%s", s);
@@ -119,6 +137,9 @@ static struct outcome parse(const uint8_t *data, size_t len, bool eof)
 		check(len < HLB_HTTP_REQ_MAX, "a full buffer never waits (nothing more is read)",
 		      len);
 		check(!memcmp(in, data, len), "what waits is left as it was", len);
+		check(!p.send_continue || p.head_len, "a 100 only once the head is whole", len);
+		if (p.head_len)
+			check_head(in, p.head_len, len);
 		break;
 	case HLB_HTTP_CLOSE:
 		check(eof, "closes unanswered only a client that ended", len);

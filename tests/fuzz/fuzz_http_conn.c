@@ -1,4 +1,4 @@
-/* Fuzzes the admin endpoint's connections (src/control/http.c) rather than its parser: clients on its Unix socket write, shut down, read slowly and go away in any order while handlers answer at once, hold their answer for later (hlb_http_answer()), answer large bodies (sent from the handler's buffer, not copied), descriptors or a failed append; every answer a client reads whole is one well-formed response whose body is what its handler wrote, and nothing leaks. */
+/* Fuzzes the admin endpoint's connections (src/control/http.c) rather than its parser: clients on its Unix socket write, shut down, read slowly and go away in any order while handlers answer at once (or from the head alone, before a 100 Continue), hold their answer for later (hlb_http_answer()), answer large bodies (sent from the handler's buffer, not copied), descriptors or a failed append; every answer a client reads whole is one well-formed response whose body is what its handler wrote, and nothing leaks. */
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +111,19 @@ static void handle(void *arg, const struct hlb_http_req *req, struct hlb_http_re
 	}
 	resp->ctype = "text/plain";
 	body_of(&resp->body, req->id, len);
+}
+
+/* Asked before a 100 (Continue): a path /n... is answered from the head alone (404), its body
+ * not waited for; the others are not. */
+static bool head(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	(void)arg;
+	check(req->body_len == 0 && !req->body[0], "a head has no body");
+	if (strncmp(req->path, "/n", 2))
+		return false;
+	resp->status = 404;
+	hlb_buf_puts(&resp->body, "{\"error\":\"no such endpoint\"}\n");
+	return true;
 }
 
 /* Run the loop without blocking until it has nothing to do (at most <rounds> times). */
@@ -263,6 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	st.devnull[1] = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), handle, &st, &st.h, &err))
 		abort();
+	hlb_http_on_head(st.h, head, &st);
 	for (int i = 0; i < CLIENTS; i++)
 		cl[i] = (struct client){ .fd = -1 };
 

@@ -1766,8 +1766,11 @@ def expect_continue_is_answered():
     """A HTTP/1.1 request that says Expect: 100-continue, its body not sent yet, is answered
     HTTP/1.1 100 Continue, then its body read and the request served: curl before 7.69 sends
     that header with a POST body over 1 KiB (later ones over 1 MiB, or when told) and waits 1 s
-    for the 100 before sending the body anyway (it was never sent). A head the endpoint refuses is answered at once instead; another
-    expectation gets 417 (RFC 9110); HTTP/1.0's Expect is ignored, as RFC 9110 has it."""
+    for the 100 before sending the body anyway (it was never sent). A head the endpoint refuses is answered at once instead, a path it
+    does not have (404) or a method the path does not take (405) too, with no 100 (they got the
+    100 and their answer after the body); another expectation gets 417 (RFC 9110); HTTP/1.0's
+    Expect is ignored, as RFC 9110 has it. Without Expect, a head refused whatever the body
+    (403, 505) is answered before the body comes (it waited for it)."""
     lb = Lb(config(BACKENDS))
     body = b"backend=a&state=drain"
     s = lb.admin_socket(timeout=10)
@@ -1803,6 +1806,20 @@ def expect_continue_is_answered():
                      b"Content-Length: 9\r\n\r\n")
         check(got.startswith(b"HTTP/1.1 " + status + b" ") and b"100 Continue" not in got,
               f"{head!r}: {status.decode()} at once, no 100: {got[:120]!r}")
+    # a path it does not have, a method the path does not take: known from the head, answered
+    # at once, with no 100 (the 100 came, and the answer only after the body, or after the
+    # 10 s of a request not whole)
+    for line, status in ((b"POST /nope HTTP/1.1", b"404"), (b"POST /status HTTP/1.1", b"405"),
+                         (b"PUT /set HTTP/1.1", b"405")):
+        got = lb.raw(line + b"\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n")
+        check(got.startswith(b"HTTP/1.1 " + status + b" ") and b"100 Continue" not in got,
+              f"{line!r}: {status.decode()} at once, no 100: {got[:120]!r}")
+    # without Expect, a head refused whatever the body is answered before the body comes
+    for head, status in ((b"POST /set HTTP/2.0\r\n", b"505"),
+                         (b"POST /set HTTP/1.1\r\nOrigin: http://page.example\r\n", b"403")):
+        got = lb.raw(head + b"Host: t\r\nContent-Length: 9\r\n\r\nback")
+        check(got.startswith(b"HTTP/1.1 " + status + b" "),
+              f"{head!r}, its body not sent: {status.decode()} at once: {got[:120]!r}")
     got = lb.raw(b"GET /status HTTP/1.1\r\nHost: t\r\nExpect: bogus\r\n\r\n")
     check(got.startswith(b"HTTP/1.1 417 Expectation Failed\r\n") and b"100-continue" in got,
           f"Expect: bogus: {got[:160]!r}")
@@ -1825,6 +1842,14 @@ def expect_continue_is_answered():
         check(p.returncode == 0 and "< HTTP/1.1 100 Continue" in p.stderr and
               "< HTTP/1.1 200 OK" in p.stderr and lb.backend("b")["state"] == "maint",
               f"curl: exit {p.returncode}, a 100 then the answer: {p.stderr[-600:]!r}")
+        # to a path it does not have: the 404 at once, which curl takes without the 100
+        p = subprocess.run(["curl", "-sv", "--max-time", "30", "--expect100-timeout", "20",
+                            "-H", "Expect: 100-continue", "--data-binary",
+                            "backend=b&state=ready", f"http://{lb.admin}/sett"],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "100 Continue" not in p.stderr and
+              "< HTTP/1.1 404 Not Found" in p.stderr and "no such endpoint: /sett" in p.stdout,
+              f"curl, a path it does not have: exit {p.returncode}: {p.stderr[-600:]!r}")
     else:
         print("    (no curl: its part skipped)")
     check(lb.stop() == 0, "exit 0")

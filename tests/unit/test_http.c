@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -340,6 +341,50 @@ static void test_expect_continue(void **state)
 	free(in);
 }
 
+/*
+ * A head refused whatever the body (a bad request line 400, a web page's request 403, another
+ * HTTP version 505) is answered as soon as it is whole, the body not waited for: it was, and a
+ * client that sent its body slowly, or not before an answer, waited for nothing. A good head
+ * whose body is to come waits, its length known (head_len), and parses alone into the request
+ * it heads, without the body.
+ */
+static void test_head_refused_before_the_body(void **state)
+{
+	static const struct {
+		const char *req;
+		int status;
+	} cases[] = {
+		{ "POST /set HTTP/2.0\r\nContent-Length: 9\r\n\r\n", 505 },
+		{ "POST /set HTTP/1.1\r\nOrigin: http://x\r\nContent-Length: 9\r\n\r\nback", 403 },
+		{ "POST  /set HTTP/1.1\r\nContent-Length: 9\r\n\r\n", 400 },
+		{ "POST /set HTTP/1.1\r\nContent-Length: 9\r\n\r\nback", HLB_HTTP_MORE },
+	};
+	static const char good[] = "POST /set?service=web HTTP/1.1\r\nHost: x\r\n"
+				   "Content-Length: 22\r\n\r\nbackend=b1";
+	struct hlb_http_parsed p, h;
+	char *in, head[sizeof(good)];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(parse(cases[i].req, false, &in, &p), cases[i].status);
+		assert_false(p.send_continue);
+		free(in);
+	}
+	assert_int_equal(parse(good, false, &in, &p), HLB_HTTP_MORE);
+	assert_int_equal(p.head_len, strstr(good, "\r\n\r\n") + 4 - good);
+	assert_memory_equal(in, good, sizeof(good) - 1); /* left as it was */
+	memcpy(head, in, p.head_len);
+	assert_int_equal(hlb_http_parse_head(head, p.head_len, &h), 200);
+	assert_string_equal(h.req.method, "POST");
+	assert_string_equal(h.req.path, "/set");
+	assert_string_equal(h.req.query, "service=web");
+	assert_int_equal(h.req.body_len, 0);
+	free(in);
+	/* not a head alone */
+	memcpy(head, "GET / HTTP/1.1\r\n", 16);
+	assert_int_equal(hlb_http_parse_head(head, 16, &h), 400);
+}
+
 /* A value too long (or holding a NUL) is refused in a parameter the path takes, which
  * hlb_http_param() would read as absent, and only there: /metrics ignores the parameters
  * it does not take whatever their length (a scrape job's module= of 300 bytes was a 400,
@@ -612,6 +657,117 @@ static void test_held_request_waits_alone(void **state)
 	rmdir(dir);
 }
 
+/* A head_fn that answers a path the endpoint does not have, /nope, 404 from the head alone. */
+static bool nope_head(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
+{
+	(void)arg;
+	if (strcmp(req->path, "/nope"))
+		return false;
+	resp->status = 404;
+	resp->ctype = "text/plain";
+	hlb_buf_puts(&resp->body, "nope\n");
+	return true;
+}
+
+/* A TCP client of 127.0.0.1:<port> (network order) that sent <req>, its writing left open. */
+static int tcp_ask(uint16_t port, const char *req)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = port,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (const struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	return fd;
+}
+
+/* What came on <fd> once it is readable, <l> run until then (one read, NUL-terminated). */
+static const char *read_now(struct hlb_loop *l, int fd, char *buf, size_t size)
+{
+	ssize_t n;
+
+	pump(l, NULL, fd);
+	n = read(fd, buf, size - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/*
+ * Whether the client <fd>, answered, can still send <rest> (the rest of its body, in two
+ * writes, <l> run between) and ends the connection; it is closed. Closed by the endpoint with
+ * the body to come, the first write draws a reset, and the second fails (EPIPE): a client
+ * still sending its body then fails before it reads the answer (curl: "Send failure").
+ */
+static bool body_goes_in(struct hlb_loop *l, int fd, const char *rest)
+{
+	size_t half = strlen(rest) / 2;
+	bool ok = send(fd, rest, half, MSG_NOSIGNAL) == (ssize_t)half;
+
+	for (int i = 0; i < 3; i++)
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+	ok = ok && send(fd, rest + half, strlen(rest) - half, MSG_NOSIGNAL) ==
+			   (ssize_t)(strlen(rest) - half);
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 3; i++)
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+	close(fd);
+	return ok;
+}
+
+/*
+ * A request answered from its head alone is answered at once, its body not waited for: with
+ * Expect: 100-continue, a path the endpoint does not have gets its 404 and no 100 (it got the
+ * 100, then the 404 once the body came), a path it has the 100 and then its answer; without,
+ * a head refused whatever the body (505) comes before the body. The client may send its body
+ * after all (curl does, past its wait): it goes in, read and dropped, not reset.
+ */
+static void test_answered_before_the_body(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct hashlb_error err = { 0 };
+	struct sockaddr_storage ss;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	uint64_t held = 0;
+	char buf[512];
+	uint16_t port;
+	int fd;
+
+	(void)state;
+	assert_int_equal(hlb_loop_new(&l), 0);
+	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sin, sizeof(sin), hold_wait,
+				      &held, &h, &err),
+			 0);
+	hlb_http_on_head(h, nope_head, NULL);
+	assert_int_equal(hlb_http_sockname(h, &ss), 0);
+	port = ((const struct sockaddr_in *)&ss)->sin_port;
+
+	fd = tcp_ask(port,
+		     "POST /nope HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n");
+	read_now(l, fd, buf, sizeof(buf));
+	assert_true(!strncmp(buf, "HTTP/1.1 404 ", 13));
+	assert_non_null(strstr(buf, "\r\n\r\nnope\n"));
+	assert_true(body_goes_in(l, fd, "backend=a"));
+
+	fd = tcp_ask(port,
+		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+	assert_string_equal(read_now(l, fd, buf, sizeof(buf)), "HTTP/1.1 100 Continue\r\n\r\n");
+	assert_int_equal(write(fd, "a=b", 3), 3);
+	shutdown(fd, SHUT_WR);
+	pump(l, NULL, fd);
+	assert_non_null(strstr(answer_of(fd, buf, sizeof(buf)), "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(buf, "\r\n\r\nnow\n"));
+
+	fd = tcp_ask(port, "POST /now HTTP/2.0\r\nContent-Length: 9\r\n\r\nback");
+	assert_true(!strncmp(read_now(l, fd, buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
+	assert_true(body_goes_in(l, fd, "end=a"));
+	hlb_http_free(h);
+	hlb_loop_free(l);
+}
+
 /*
  * A new endpoint that fails to start on the path of a live one (an upgrade's new hashlb,
  * whose loop cannot watch its socket) leaves the path to the live one. The socket was renamed
@@ -823,11 +979,13 @@ int main(void)
 		cmocka_unit_test(test_nul_in_the_head_is_refused),
 		cmocka_unit_test(test_long_values_refused_only_in_params_taken),
 		cmocka_unit_test(test_expect_continue),
+		cmocka_unit_test(test_head_refused_before_the_body),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_failed_start_leaves_the_path),
+		cmocka_unit_test(test_answered_before_the_body),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
