@@ -64,7 +64,8 @@ typedef bool (*hlb_http_head_fn)(void *arg, const struct hlb_http_req *req,
 #define HLB_HTTP_VALUE_MAX 255
 
 /*
- * The value of parameter <name> in the query string or in an
+ * The value of the first parameter whose name, decoded (as every function here reads a
+ * parameter's name: st%61te is state), is <name>, in the query string or in an
  * application/x-www-form-urlencoded body, decoded into <buf> (<size>
  * bytes: HLB_HTTP_VALUE_MAX + 1, so that every value hlb_http_param_refused()
  * let through fits). NULL if absent, or if its value does not fit.

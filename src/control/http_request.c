@@ -46,18 +46,32 @@ static ssize_t decode(const char *v, const char *end, char *buf, size_t size)
 	return (ssize_t)o;
 }
 
+/*
+ * The name of the parameter at <s> (up to its '=' or <pe>, where it ends), decoded into <buf>
+ * (HLB_HTTP_NAME_MAX + 1 bytes): every reader of a request's parameters compares a name so,
+ * that none of them takes name%5B%5D, as clients write the brackets, for another name than
+ * another does. NULL if it holds a NUL or is longer.
+ */
+static const char *name_of(const char *s, const char *pe, char *buf)
+{
+	const char *eq = memchr(s, '=', (size_t)(pe - s));
+
+	return decode(s, eq ? eq : pe, buf, HLB_HTTP_NAME_MAX + 1) < 0 ? NULL : buf;
+}
+
 /* Find <name> in "a=1&b=2" and decode its value into buf. */
 static const char *param_in(const char *s, size_t len, const char *name, char *buf, size_t size)
 {
-	size_t nl = strlen(name);
 	const char *end = s + len;
+	char got[HLB_HTTP_NAME_MAX + 1];
 
 	while (s < end) {
 		const char *amp = memchr(s, '&', (size_t)(end - s));
 		const char *pe = amp ? amp : end;
+		const char *eq = memchr(s, '=', (size_t)(pe - s));
 
-		if ((size_t)(pe - s) > nl && !memcmp(s, name, nl) && s[nl] == '=')
-			return decode(s + nl + 1, pe, buf, size) < 0 ? NULL : buf;
+		if (eq && name_of(s, pe, got) && !strcmp(got, name))
+			return decode(eq + 1, pe, buf, size) < 0 ? NULL : buf;
 		s = pe + 1;
 	}
 	return NULL;
@@ -86,7 +100,7 @@ static const char *values_refusal(const char *s, size_t len, const char *const *
 		const char *eq = memchr(s, '=', (size_t)(pe - s));
 		ssize_t n = 0;
 
-		if (eq && decode(s, eq, name, sizeof(name)) >= 0 && name_known(name, known))
+		if (eq && name_of(s, pe, name) && name_known(name, known))
 			n = decode(eq + 1, pe, v, sizeof(v));
 		if (n < 0) {
 			int nl = (int)(eq - s < 64 ? eq - s : 64);
@@ -130,7 +144,7 @@ static const char *param_next_in(const char *s, size_t len, const char *name, si
 		const char *eq = memchr(at, '=', (size_t)(pe - at));
 
 		*pos = (size_t)(pe - s) + (amp ? 1 : 0);
-		if (eq && decode(at, eq, got, sizeof(got)) >= 0 && !strcmp(got, name) &&
+		if (eq && name_of(at, pe, got) && !strcmp(got, name) &&
 		    decode(eq + 1, pe, buf, size) >= 0)
 			return buf;
 		at = s + *pos;
@@ -161,17 +175,17 @@ static const char *name_unknown(const char *s, size_t len, const char *const *kn
 				size_t size)
 {
 	const char *end = s + len;
+	char got[HLB_HTTP_NAME_MAX + 1];
 
 	while (s < end) {
 		const char *amp = memchr(s, '&', (size_t)(end - s));
 		const char *pe = amp ? amp : end;
 		const char *eq = memchr(s, '=', (size_t)(pe - s));
-		size_t nl = (size_t)((eq ? eq : pe) - s), k;
+		size_t nl = (size_t)((eq ? eq : pe) - s);
 
-		for (k = 0; known[k]; k++)
-			if (strlen(known[k]) == nl && !memcmp(known[k], s, nl))
-				break;
-		if (pe > s && !known[k]) {
+		/* decoded, as the handler reads it: st%61te=drain was refused as unknown, while
+		 * a too long value of it was refused as state's (values_refusal()) */
+		if (pe > s && !(name_of(s, pe, got) && name_known(got, known))) {
 			snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
 			return buf;
 		}
@@ -188,27 +202,19 @@ const char *hlb_http_param_unknown(const struct hlb_http_req *r, const char *con
 	return n ? n : name_unknown(r->body, r->body_len, known, buf, size);
 }
 
-/* The name of the parameter at <s> (up to '=' or '&' or <end>): its length. */
-static size_t name_len(const char *s, const char *end)
-{
-	const char *amp = memchr(s, '&', (size_t)(end - s));
-	const char *pe = amp ? amp : end;
-	const char *eq = memchr(s, '=', (size_t)(pe - s));
-
-	return (size_t)((eq ? eq : pe) - s);
-}
-
-/* Whether the parameter named [name, name + nl) comes in "a=1&b=2" at <s> (<len> bytes). */
-static bool name_in(const char *s, size_t len, const char *name, size_t nl)
+/* Whether a parameter whose name, decoded, is <name> comes in "a=1&b=2" at <s> (<len> bytes). */
+static bool name_in(const char *s, size_t len, const char *name)
 {
 	const char *end = s + len;
+	char got[HLB_HTTP_NAME_MAX + 1];
 
 	while (s < end) {
 		const char *amp = memchr(s, '&', (size_t)(end - s));
+		const char *pe = amp ? amp : end;
 
-		if (name_len(s, end) == nl && !memcmp(s, name, nl))
+		if (pe > s && name_of(s, pe, got) && !strcmp(got, name))
 			return true;
-		s = amp ? amp + 1 : end;
+		s = pe + 1;
 	}
 	return false;
 }
@@ -223,12 +229,16 @@ const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, siz
 
 		while (s < end) {
 			const char *amp = memchr(s, '&', (size_t)(end - s));
-			const char *next = amp ? amp + 1 : end;
-			size_t nl = name_len(s, end);
+			const char *pe = amp ? amp : end, *next = amp ? amp + 1 : end;
+			const char *eq = memchr(s, '=', (size_t)(pe - s));
+			size_t nl = (size_t)((eq ? eq : pe) - s);
+			char name[HLB_HTTP_NAME_MAX + 1];
 
-			/* again later in this part, or in the body after the query */
-			if (nl && (name_in(next, (size_t)(end - next), s, nl) ||
-				   (k == 0 && name_in(r->body, r->body_len, s, nl)))) {
+			/* again later in this part, or in the body after the query (decoded:
+			 * backend=a&b%61ckend=b is backend twice) */
+			if (name_of(s, pe, name) && name[0] &&
+			    (name_in(next, (size_t)(end - next), name) ||
+			     (k == 0 && name_in(r->body, r->body_len, name)))) {
 				snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
 				return buf;
 			}

@@ -342,6 +342,37 @@ static void test_expect_continue(void **state)
 }
 
 /*
+ * A parameter's name is read decoded by every reader, as its value is: st%61te=drain is the
+ * state, and backend=a&b%61ckend=b gives the backend twice. hlb_http_param_unknown() compared
+ * names as written: st%61te was refused as unknown, while a too long value of it was refused
+ * as state's (hlb_http_param_refused() decoded the names).
+ */
+static void test_names_read_decoded(void **state)
+{
+	static const char *const set[] = { "backend", "state", NULL };
+	struct hlb_http_parsed p;
+	char buf[HLB_HTTP_VALUE_MAX + 1], name[72], *in;
+
+	(void)state;
+	assert_int_equal(parse("POST /set?st%61te=drain HTTP/1.1\r\nContent-Length: 11\r\n\r\n"
+			       "b%61ckend=a",
+			       false, &in, &p),
+			 200);
+	assert_null(hlb_http_param_unknown(&p.req, set, name, sizeof(name)));
+	assert_string_equal(hlb_http_param(&p.req, "state", buf, sizeof(buf)), "drain");
+	assert_string_equal(hlb_http_param(&p.req, "backend", buf, sizeof(buf)), "a");
+	assert_null(hlb_http_param_repeated(&p.req, name, sizeof(name)));
+	free(in);
+	assert_int_equal(parse("POST /set?backend=a&st%61tf=x HTTP/1.1\r\nContent-Length: 11\r\n"
+			       "\r\nb%61ckend=b",
+			       false, &in, &p),
+			 200);
+	assert_string_equal(hlb_http_param_unknown(&p.req, set, name, sizeof(name)), "st%61tf");
+	assert_string_equal(hlb_http_param_repeated(&p.req, name, sizeof(name)), "backend");
+	free(in);
+}
+
+/*
  * A head refused whatever the body (a bad request line 400, a web page's request 403, another
  * HTTP version 505) is answered as soon as it is whole, the body not waited for: it was, and a
  * client that sent its body slowly, or not before an answer, waited for nothing. A good head
@@ -980,6 +1011,7 @@ int main(void)
 		cmocka_unit_test(test_long_values_refused_only_in_params_taken),
 		cmocka_unit_test(test_expect_continue),
 		cmocka_unit_test(test_head_refused_before_the_body),
+		cmocka_unit_test(test_names_read_decoded),
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
