@@ -2195,8 +2195,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	char qn[POOL_NAME_QUOTED];
 	struct hlb_pool *p = b->svc->pool;
 	struct handover key = { .svc = (char *)svc, .name = b->rt->name }, *h;
-	bool carried = false;
-	char ramp[32] = "";
+	char ramp[32] = "", what[64] = ""; /* what[]: the settings carried, ",a,b" */
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
 	if (!h)
@@ -2204,23 +2203,23 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	if (h->a != h->cfg_a && b->cfg_admin == h->cfg_a) {
 		b->admin = h->a;
 		atomic_store(&b->rt->admin, (int)h->a);
-		carried = true;
+		strcat(what, ",state");
 	}
 	if (h->w != h->cfg_w && b->cfg_weight == h->cfg_w && h->w <= HASHLB_WEIGHT_MAX) {
 		b->rt->weight = h->w;
-		carried = true;
+		strcat(what, ",weight");
 	}
 	if (h->max != h->cfg_max && b->cfg_max_conns == h->cfg_max &&
 	    b->svc->cfg->steering != HASHLB_STEERING_KERNEL) {
 		atomic_store(&b->rt->max_conns, h->max);
-		carried = true;
+		strcat(what, ",max_connections");
 	}
 	if (h->down && hlb_pool_backend_checked(b)) {
 		/* as the old one last saw it, until <rise> checks pass here */
 		hlb_health_init(&b->health, false, hlb_now_ms());
 		atomic_store(&b->rt->healthy, false);
 		b->carried_down = true;
-		carried = true;
+		strcat(what, ",down");
 	}
 	if (h->penalty > 0 && hlb_pool_backend_checked(b)) {
 		/* its flapping goes on counting: one held down stays so until the penalty
@@ -2228,7 +2227,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->health.penalty = h->penalty;
 		b->health.penalty_ms = hlb_now_ms();
 		b->health.suppressed = h->held && !b->health.up;
-		carried = true;
+		strcat(what, ",flap_damping");
 	}
 	if (h->ramping && b->health.up) {
 		/* its slow start goes on where it was: not started here, it would admit all its
@@ -2237,15 +2236,18 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		if (b->ramp_start_ms)
 			snprintf(ramp, sizeof(ramp), " slow_start=%.3f",
 				 (double)atomic_load(&b->rt->admit) / HLB_ADMIT_ONE);
-		carried = true;
+		strcat(what, ",slow_start");
 	}
-	if (carried)
-		pool_log(
-			p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
-			"service=%s backend=%s state=%s weight=%u max_connections=%u health=%s%s%s",
-			svc, backend_qname(b, qn), hashlb_admin_state_name(b->admin), b->rt->weight,
-			atomic_load(&b->rt->max_conns), b->health.up ? "up" : "down",
-			b->health.suppressed ? " held=flapping" : "", ramp);
+	/* carried= says which: a backend that only flapped once shows the config's
+	 * state, weight and cap, and would read as nothing carried */
+	if (what[0])
+		pool_log(p, HLB_LOG_INFO, "run-time settings carried over from the old hashlb",
+			 "service=%s backend=%s carried=%s state=%s weight=%u max_connections=%u "
+			 "health=%s%s%s",
+			 svc, backend_qname(b, qn), what + 1, hashlb_admin_state_name(b->admin),
+			 b->rt->weight, atomic_load(&b->rt->max_conns),
+			 b->health.up ? "up" : "down", b->health.suppressed ? " held=flapping" : "",
+			 ramp);
 }
 
 uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)

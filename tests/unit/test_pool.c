@@ -1854,6 +1854,48 @@ static void checked_pool(struct fixture *f, uint32_t n,
 }
 
 /*
+ * An upgrade's new process says, per backend, which run-time settings it took over
+ * from the old one: a backend that flapped once and is up again carries only its flap
+ * damping, and the line, with the config's state, weight and cap beside it, read as
+ * if nothing was carried (an operator set nothing on it).
+ */
+static void test_handover_says_what_it_carried(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_error err = { 0 };
+	struct fixture f = { 0 };
+	bool seen = false;
+
+	f.cfg = config_new(HASHLB_SCHEME_RING, 3);
+	checks_on(f.cfg);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2,
+		.rcu = f.rcu,
+		.log = log_capture,
+		.arg = &l,
+		.handover = "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 "
+			    "health=up penalty=1.000 held=no\n"
+			    "set web b2 admin=drain/ready weight=3/1 max_connections=0/0 "
+			    "health=down penalty=1.000 held=no\n",
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err), 0);
+	for (uint32_t i = 0; i < l.n && i < 16; i++) {
+		if (!strstr(l.text[i], "carried over from the old hashlb"))
+			continue;
+		if (strstr(l.text[i], "backend=b1 "))
+			assert_non_null(strstr(l.text[i], " carried=flap_damping state=ready "));
+		else
+			assert_non_null(strstr(l.text[i], "backend=b2 carried=state,weight,down,"
+							  "flap_damping state=drain weight=3 "));
+		seen = true;
+	}
+	assert_true(seen);
+	fixture_teardown(&f);
+}
+
+/*
  * A backend's failing checks and a service's skipped ones say their error,
  * and again each time it changes, not per check: the checker's callbacks
  * fed as its checks would, an error flapping between two for 50 checks.
@@ -2334,6 +2376,7 @@ int main(void)
 		cmocka_unit_test(test_leaving_maint_spreads_the_checks),
 		cmocka_unit_test(test_reload_spreads_the_checks_as_at_start),
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
+		cmocka_unit_test(test_handover_says_what_it_carried),
 		cmocka_unit_test(test_passive_down_keeps_the_checks_error),
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
 		cmocka_unit_test(test_checks_failing_while_up_are_logged),
