@@ -26,12 +26,16 @@ static void usage(FILE *f)
 		   "  weight 0: taking no client) and share of the hash space, the\n"
 		   "  table's fingerprint, build time and memory. Equal\n"
 		   "  fingerprints mean equal routing, on any machine.\n"
+		   "  It reads no config: a config's tables are printed by\n"
+		   "  'hashlb check -c FILE', a running hashlb's by 'hashlb ctl table'.\n"
 		   "\n"
 		   "OPTIONS\n" TABLE_ARGS_USAGE
 		   "      --dump                 print the whole table instead: one line per\n"
 		   "                             Maglev slot (\"SLOT NAME\") or ring point\n"
 		   "                             (\"POSITION NAME\", position in hex)\n"
 		   "  -j, --json                 print the summary as JSON\n"
+		   "  -c, --config FILE          refused, saying where a config's tables are\n"
+		   "                             (hashlb check -c FILE)\n"
 		   "  -h, --help                 show this text\n"
 		   "\n"
 		   "EXIT STATUS\n"
@@ -158,6 +162,8 @@ int cmd_table(int argc, char **argv)
 		TABLE_ARGS_LONGOPTS,
 		{ "dump", no_argument, NULL, 0x200 },
 		{ "json", no_argument, NULL, 'j' },
+		/* taken only to say where a config's tables are: hashlb lookup takes -c */
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -170,7 +176,7 @@ int cmd_table(int argc, char **argv)
 	int opt, r;
 
 	table_args_init(&a);
-	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "jh", longopts, repeatable,
+	while ((opt = cli_getopt(argc, argv, ":" TABLE_ARGS_SHORTOPTS "jhc:", longopts, repeatable,
 				 name)) != -1) {
 		r = table_args_option(&a, opt, name, optarg);
 		if (r < 0)
@@ -188,6 +194,13 @@ int cmd_table(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'c':
+			cli_error(
+				"%s: hashlb table reads no config (its backends are its arguments): "
+				"a config's tables are 'hashlb check -c FILE', a running "
+				"hashlb's 'hashlb ctl table'\n",
+				name);
+			return 2;
 		default:
 			return 2;
 		}

@@ -1111,5 +1111,17 @@ check("backends     3 (1 up)\n" in p.stdout and
       re.fullmatch(r"z +0  weight 0 +0\.000%", rows.get("z", "")),
       f"hashlb table: a weight 0 backend's STATE agrees with the count of those up: {p.stdout}")
 
+# 17. hashlb table reads no config, where hashlb lookup does: -c FILE, as an operator types it
+# after lookup -c, says where a config's tables are, not "unrecognized option '-c'".
+for args in (("table", "-c", "lb.yaml", "a"), ("table", "--config=lb.yaml", "a"),
+             ("table", "a", "b", "-clb.yaml")):
+    p = run(*args, ok=False)
+    opt = "--config" if "--config=lb.yaml" in args else "-c"
+    want = (f"hashlb table: {opt}: hashlb table reads no config (its backends are its "
+            "arguments): a config's tables are 'hashlb check -c FILE', a running hashlb's "
+            "'hashlb ctl table'\nRun 'hashlb table --help' for the options.\n")
+    check(p.returncode == 2 and p.stderr == want,
+          f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr!r}, want {want!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
