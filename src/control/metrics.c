@@ -480,7 +480,8 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 {
 	static const struct family_desc fam[] = {
 		{ "hashlb_service_table_generation", "gauge",
-		  "Generation of the service's published table." },
+		  "Generation of the service's published table (one counter for the process: "
+		  "every service's rebuild advances it)." },
 		{ "hashlb_service_table_info", "gauge",
 		  "The published table: scheme and fingerprint as labels, value 1." },
 		{ "hashlb_service_rebuilds_total", "counter", "Tables built and published." },

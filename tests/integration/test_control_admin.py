@@ -416,6 +416,32 @@ def removed_service_drains_until_timeout():
     check(lb.stop() == 0, "exit 0")
 
 
+def table_generations_are_one_counter_for_the_process():
+    """A table's generation comes from one counter for the whole process, which every
+    service's rebuild advances (docs/control.md, Metrics): a service's generation jumps past
+    the others' at its next rebuild, so two services' generations say which table is newer,
+    and a rebuild of one leaves the other's as it was."""
+    two = ("workers: 1\nadmin: 127.0.0.1:0\nservices:\n"
+           "  - name: x\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+           "    backends:\n      - {name: a, address: '%s'}\n      - {name: b, address: '%s'}\n"
+           "  - name: y\n    listen: 127.0.0.1:0\n    scheme: ring\n    health:\n"
+           "      enabled: false\n    backends:\n      - {name: c, address: '%s'}\n"
+           "      - {name: d, address: '%s'}\n") % (BACKENDS[0][1], BACKENDS[1][1],
+                                                  BACKENDS[2][1], BACKENDS[0][1])
+    lb = Lb(two)
+    gens = lambda: {s["name"]: s["generation"] for s in lb.status()["services"]}
+    before = gens()
+    rc, so, se = lb.ctl("set", "-s", "x", "a", "drain")
+    after = gens()
+    check(rc == 0 and after["y"] == before["y"] and after["x"] > max(before.values()),
+          f"a rebuild of x: its generation past both, y's unchanged: {before} -> {after} {se}")
+    rc, so, se = lb.ctl("set", "-s", "y", "c", "drain")
+    last = gens()
+    check(rc == 0 and last["x"] == after["x"] and last["y"] == after["x"] + 1,
+          f"then one of y: y's next to x's, the newer: {after} -> {last} {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
 # A config's first service, "keep" (backend a), that stays while reloads remove "back" and
 # add it back (keep_and_back()).
 KEEP_SERVICE = ("workers: 2\nadmin: 127.0.0.1:0\nservices:\n"
@@ -3410,7 +3436,8 @@ def empty_names_are_refused_as_such():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
-run_tests([drain_keeps_connections_takes_no_new_clients, open_fds_tracks_connections,
+run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_one_counter_for_the_process,
+           open_fds_tracks_connections,
            status_says_dash_where_there_is_no_figure, status_worker_line_counts_in_words,
            wide_names_keep_the_columns,
            one_connection_per_client_in_the_singular,
