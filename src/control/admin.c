@@ -1328,6 +1328,52 @@ static bool close_reach(struct hlb_pool_service *s, const char *name, bool close
 	return r->members != 0;
 }
 
+/*
+ * The service of a /set or /close: req_service()'s, or, when the request names none and
+ * there are several, the one service that has the backend it names (as close_reach()
+ * finds it: in the table, draining, or an each_address entry), so that "hashlb ctl set
+ * web-3 drain" needs no -s where web-3 is in one service alone. A name in several is
+ * refused with those services, never guessed; one in none is a 404.
+ */
+static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
+						    const struct hlb_http_req *req,
+						    struct hlb_http_resp *resp)
+{
+	char name[HLB_HTTP_VALUE_MAX + 1], svc[HLB_HTTP_VALUE_MAX + 1], names[200];
+	struct hlb_pool_service *found = NULL;
+	uint32_t n = hlb_pool_service_count(ctl->pool), hits = 0;
+	size_t len = 0;
+
+	if (hlb_http_param(req, "service", svc, sizeof(svc)) || n == 1 ||
+	    !hlb_http_param(req, "backend", name, sizeof(name)) || !name[0])
+		return req_service(ctl, req, resp);
+	for (uint32_t i = 0; i < n; i++) {
+		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+		struct close_reach r;
+
+		if (!close_reach(s, name, false, &r))
+			continue;
+		if (!hits++)
+			found = s;
+		if (len + strlen(s->cfg->name) + 6 < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, " %s",
+						s->cfg->name);
+		else if (!strstr(names, " ..."))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, " ...");
+	}
+	if (hits == 1)
+		return found;
+	if (hits)
+		resp_error(resp, 400,
+			   "which service? backend '%s' is in %u services: give service=NAME "
+			   "(hashlb ctl: -s NAME); those with it:%s",
+			   name, hits, names);
+	else
+		resp_error(resp, 404, "no service has a backend '%s'%s", name,
+			   service_names(ctl, names, sizeof(names)));
+	return NULL;
+}
+
 uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const char *name)
 {
 	struct hlb_pool_service *s = hlb_pool_service_find(ctl->pool, svc);
@@ -1981,10 +2027,10 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		if ((s = req_service(ctl, req, resp)))
 			clients_top(s, req, resp, text);
 	} else if (!strcmp(path, "/set")) {
-		if ((s = req_service(ctl, req, resp)))
+		if ((s = req_backend_service(ctl, req, resp)))
 			set_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(path, "/close")) {
-		if ((s = req_service(ctl, req, resp)))
+		if ((s = req_backend_service(ctl, req, resp)))
 			close_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(path, "/reload")) {
 		reload(ctl, req, resp, text);

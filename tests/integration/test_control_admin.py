@@ -1355,6 +1355,37 @@ def reload_cost_grows_with_services_not_their_square():
               "scan: 8 times)")
 
 
+def set_and_close_find_the_service_of_their_backend():
+    """With several services, ctl set and close that name no service act on the one service
+    that has the backend (the answer names it, SERVICE/BACKEND): 'hashlb ctl set s3 drain'
+    as the README shows it, where s3 is in one service alone, was refused with "which
+    service?". A name in several services is refused with those services, never guessed;
+    one in none is said so."""
+    two = ("workers: 1\nadmin: 127.0.0.1:0\nservices:\n"
+           "  - name: x\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+           "    backends:\n      - {name: a, address: '%s'}\n      - {name: b, address: '%s'}\n"
+           "  - name: y\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+           "    backends:\n      - {name: a, address: '%s'}\n      - {name: c, address: '%s'}\n"
+           ) % (BACKENDS[0][1], BACKENDS[1][1], BACKENDS[0][1], BACKENDS[2][1])
+    lb = Lb(two)
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 0 and so.startswith("x/b: state drain,") and lb.backend("b", 0)["state"] == "drain",
+          f"ctl set b drain: b of x, the one service with a b: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("close", "c")
+    check(rc == 0 and so.startswith("y/c: closing its 0"), f"ctl close c: y's c: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("set", "a", "drain")
+    check(rc == 1 and se == "hashlb ctl: which service? backend 'a' is in 2 services: give "
+          "service=NAME (hashlb ctl: -s NAME); those with it: x y\n" and
+          lb.backend("a", 0)["state"] == lb.backend("a", 1)["state"] == "ready",
+          f"ctl set a drain: a is in both, neither is drained: {rc} {se!r}")
+    rc, so, se = lb.ctl("set", "zz", "drain")
+    check(rc == 1 and se == "hashlb ctl: no service has a backend 'zz'; it has: x y\n",
+          f"ctl set zz drain: in no service: {rc} {se!r}")
+    rc, so, se = lb.ctl("-s", "y", "set", "a", "drain")
+    check(rc == 0 and so.startswith("y/a: state drain,"), f"-s y set a drain: {rc} {so!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_asks_which_service_as_ctl_takes_it():
     """With several services, a ctl command that names none is told how to name one with
     ctl (-s NAME), how many there are and their names; one that names a service hashlb does
@@ -1367,8 +1398,9 @@ def ctl_asks_which_service_as_ctl_takes_it():
                                            for i in range(3)))
     for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain")):
         rc, so_, se = lb.ctl(*args)
+        names = "; those with it: t0 t1 t2" if args[0] == "set" else "; it has: t0 t1 t2"
         check(rc == 1 and "-s NAME" in se and "3 services" in se and
-              se.rstrip("\n").endswith("; it has: t0 t1 t2"),
+              se.rstrip("\n").endswith(names),
               f"ctl {' '.join(args)}: which service, and how to say it: {rc} {se!r}")
     for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain"), ("close", "a")):
         rc, so_, se = lb.ctl("-s", "t9", *args)
@@ -3437,6 +3469,7 @@ def empty_names_are_refused_as_such():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_one_counter_for_the_process,
+           set_and_close_find_the_service_of_their_backend,
            open_fds_tracks_connections,
            status_says_dash_where_there_is_no_figure, status_worker_line_counts_in_words,
            wide_names_keep_the_columns,
