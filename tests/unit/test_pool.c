@@ -1515,6 +1515,19 @@ static struct hlb_pool_backend *taker(struct fixture *f, const char *ho)
 	return taker_with(f, HASHLB_SCHEME_RING, checks_on, ho);
 }
 
+/* <b> (checks on, rise 2) down, up, down, up, down: held down for flapping at the third. */
+static void flap_until_held(struct hlb_pool_backend *b)
+{
+	for (int i = 0; i < 3; i++) {
+		backend_fail(b);
+		if (i < 2) {
+			hlb_pool_health_result(b, true);
+			hlb_pool_health_result(b, true);
+		}
+	}
+	assert_true(b->health.suppressed);
+}
+
 /*
  * A backend held down for flapping, then an upgrade in place: the new process got only
  * "health=down", and the backend came back after <rise> checks, its flapping forgotten
@@ -1529,14 +1542,7 @@ static void test_handover_carries_flap_damping(void **state)
 
 	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
 	b = hlb_pool_backend_find(old.svc, "b1");
-	for (int i = 0; i < 3; i++) { /* down, up, down, up, down: held at the third */
-		backend_fail(b);
-		if (i < 2) {
-			hlb_pool_health_result(b, true);
-			hlb_pool_health_result(b, true);
-		}
-	}
-	assert_true(b->health.suppressed);
+	flap_until_held(b);
 	hlb_pool_handover(old.pool, &o);
 	assert_non_null(o.p);
 	assert_non_null(strstr(o.p, "set web b1 "));
@@ -1568,6 +1574,32 @@ static void test_handover_carries_flap_damping(void **state)
 	assert_true(b->health.suppressed);
 	fixture_teardown(&f);
 	free(o.p);
+}
+
+/*
+ * A backend held down for flapping, fixed: the operator need not wait for its penalty to
+ * decay (about 100 s with the defaults). maint, then ready, forgets its damping: it starts
+ * down and comes back after <rise> passing checks, as docs/control.md tells them.
+ */
+static void test_maint_then_ready_releases_a_flapping_backend(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_backend *b;
+
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	flap_until_held(b);
+	hlb_pool_health_result(b, true); /* its checks pass: still held */
+	hlb_pool_health_result(b, true);
+	assert_false(hlb_pool_backend_up(b));
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_MAINT), 0);
+	assert_int_equal(hlb_pool_set_admin(b, HASHLB_ADMIN_READY), 0);
+	assert_false(hlb_pool_backend_up(b)); /* starts down */
+	hlb_pool_health_result(b, true);
+	hlb_pool_health_result(b, true);
+	assert_true(hlb_pool_backend_up(b));
+	assert_false(b->health.suppressed);
+	fixture_teardown(&f);
 }
 
 static void checks_and_slow_start_on(struct hashlb_config *c)
@@ -2367,6 +2399,7 @@ int main(void)
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_handover_carries_flap_damping),
+		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
 		cmocka_unit_test(test_close_on_down_after_a_grace_period),
