@@ -83,6 +83,10 @@ int cli_admin_parse(const char *name, const char *value,
 		}
 	} else if (!resolve && !strcmp(value, "off")) {
 		len = 0;
+	} else if (value[0] == '/') { /* it said "missing ':PORT'" */
+		snprintf(why, sizeof(why), "a path: a Unix socket is written unix:%s", value);
+		bad_value(name, value, NULL, why);
+		return -EINVAL;
 	} else if (hashlb_addr_parse(value, !resolve, &addr, &len) == 0) {
 		/* as the config's admin key: bind() and connect() refuse it */
 		const char *link_local = hashlb_addr_link_local(&addr);

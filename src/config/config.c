@@ -2275,6 +2275,9 @@ static int load_admin(struct loader *ld, const struct ynode *v, struct hashlb_co
 			return fail(ld, v, "'admin': %s", why);
 		return get_string(ld, v, "admin", &c->admin);
 	}
+	if (v->text[0] == '/') /* it said "missing ':PORT'" */
+		return fail(ld, v, "'admin': '%s' is a path: a Unix socket is written unix:%s",
+			    v->text, v->text);
 	return get_addr(ld, v, "admin", true, &c->admin, &c->admin_addr, &c->admin_addr_len);
 }
 

@@ -1123,5 +1123,17 @@ for args in (("table", "-c", "lb.yaml", "a"), ("table", "--config=lb.yaml", "a")
     check(p.returncode == 2 and p.stderr == want,
           f"hashlb {' '.join(args)}: exit {p.returncode}, {p.stderr!r}, want {want!r}")
 
+# 18. An admin socket path written without unix: is said so, for every command that takes
+# --admin (and ctl's $HASHLB_ADMIN): it said "missing ':PORT'".
+for args, env, what in ((("ctl", "--admin", "/run/h.sock", "status"), {}, "option --admin"),
+                        (("ctl", "status"), {"HASHLB_ADMIN": "/run/h.sock"}, "$HASHLB_ADMIN"),
+                        (("check", "-c", "x.yaml", "--admin", "/run/h.sock"), {}, "option --admin")):
+    p = subprocess.run([HASHLB, *args], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, **env})
+    want = (f"hashlb {args[0]}: invalid value '/run/h.sock' for {what}: a path: a Unix socket "
+            "is written unix:/run/h.sock\n")
+    check(p.returncode == 2 and p.stderr.startswith(want),
+          f"hashlb {' '.join(args)} {env}: exit {p.returncode}, {p.stderr!r}, want {want!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -1380,6 +1380,10 @@ static void test_addresses(void **state)
 	expect_error("admin: unix:relative.sock\n" MINIMAL, 1, 8,
 		     "'admin': the Unix socket path 'relative.sock' is relative: it must be "
 		     "absolute (unix:/PATH)");
+	/* a socket path without its unix: said "missing ':PORT'" */
+	expect_error("admin: /run/hashlb/admin.sock\n" MINIMAL, 1, 8,
+		     "'admin': '/run/hashlb/admin.sock' is a path: a Unix socket is written "
+		     "unix:/run/hashlb/admin.sock");
 	/* and no path at all is said so, not "the path '' is relative" */
 	expect_error("admin: \"unix:\"\n" MINIMAL, 1, 8,
 		     "'admin': 'unix:' names no socket path: write unix:/PATH");
