@@ -1632,16 +1632,23 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 				       "backend with their next connection), the first: %s\n",
 				       ctl->rehashed, hlb_plural(ctl->rehashed),
 				       ctl->first_rehashed);
+		if (ctl->overrides)
+			hlb_buf_printf(
+				&resp->body,
+				"kept over the config, as set at run time (hashlb ctl set; a "
+				"restart drops it): %u backend%s, the first: %s\n",
+				ctl->overrides, hlb_plural(ctl->overrides), ctl->first_override);
 		return;
 	}
 	if (ret == 0) {
 		hlb_buf_printf(&resp->body,
 			       "{\"ok\":true,\"reloads_ok\":%" PRIu64
-			       ",\"restart_only\":[%s%s%s],\"warnings\":%u,\"rehashed\":%u}\n",
+			       ",\"restart_only\":[%s%s%s],\"warnings\":%u,\"rehashed\":%u,"
+			       "\"overrides\":%u}\n",
 			       ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
 			       ctl->restart_admin && ctl->restart_workers ? "," : "",
 			       ctl->restart_workers ? "\"workers\"" : "", ctl->warnings,
-			       ctl->rehashed);
+			       ctl->rehashed, ctl->overrides);
 		return;
 	}
 	resp->status = 422;

@@ -781,6 +781,17 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	ctl->reloads_ok++;
 	ctl->last_reload_failed = false;
 	ctl->last_reload_time = time(NULL);
+	/* a reload read as "the config is what runs": a backend drained by hand stays
+	 * drained through it, and only a restart would undo that */
+	ctl->overrides =
+		hlb_pool_overrides(ctl->pool, ctl->first_override, sizeof(ctl->first_override));
+	if (ctl->overrides) {
+		char qo[HLB_LOG_QUOTED_MAX(sizeof(ctl->first_override))];
+
+		control_log(ctl, HLB_LOG_INFO, "reload: run-time settings kept over the config",
+			    "backends=%u first=%s", ctl->overrides,
+			    hlb_log_quote(ctl->first_override, qo, sizeof(qo)));
+	}
 	control_log(ctl, HLB_LOG_INFO, "reloaded",
 		    "config=%s services=%u services_added=%u services_removed=%u "
 		    "services_changed=%u backends_added=%u backends_removed=%u backends_changed=%u",

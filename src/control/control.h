@@ -80,6 +80,10 @@ struct hlb_control {
 	/* its services whose clients it placed anew, and the first ("web (seed)") */
 	uint32_t rehashed;
 	char first_rehashed[128];
+	/* its backends that keep a setting made at run time over the config's, and the first
+	 * (hlb_pool_overrides()) */
+	uint32_t overrides;
+	char first_override[128 + HASHLB_NAME_MAX];
 	hlb_control_log_fn log;
 	void *log_arg;
 	/* process-level counters for /metrics and /status */

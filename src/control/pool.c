@@ -2661,6 +2661,37 @@ int hlb_pool_subscribe(struct hlb_pool *p, hlb_publish_fn fn, void *arg)
 	return 0;
 }
 
+uint32_t hlb_pool_overrides(const struct hlb_pool *p, char *first, size_t size)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		const struct hlb_pool_service *s = p->svcs[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++) {
+			const struct hlb_pool_backend *b = s->backends[j];
+			uint32_t max = atomic_load(&b->rt->max_conns);
+
+			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
+			    max == b->cfg_max_conns)
+				continue;
+			if (n++)
+				continue;
+			if (b->admin != b->cfg_admin)
+				snprintf(first, size, "%s/%s state %s (config: %s)", s->cfg->name,
+					 b->rt->name, hashlb_admin_state_name(b->admin),
+					 hashlb_admin_state_name(b->cfg_admin));
+			else if (b->rt->weight != b->cfg_weight)
+				snprintf(first, size, "%s/%s weight %u (config: %u)", s->cfg->name,
+					 b->rt->name, b->rt->weight, b->cfg_weight);
+			else
+				snprintf(first, size, "%s/%s max_connections %u (config: %u)",
+					 s->cfg->name, b->rt->name, max, b->cfg_max_conns);
+		}
+	}
+	return n;
+}
+
 uint32_t hlb_pool_service_count(const struct hlb_pool *p)
 {
 	return p->n_svcs;

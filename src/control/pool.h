@@ -310,6 +310,13 @@ bool hlb_pool_log_set(const struct hlb_pool_backend *b, const enum hashlb_admin_
 /* Log that an admin request (POST /set) of <name> in <s>, applied to its <n> backends, changed
  * none of them: each had the settings it gave already. */
 void hlb_pool_log_set_unchanged(const struct hlb_pool_service *s, const char *name, uint32_t n);
+/*
+ * The backends whose state, weight or max_connections is one set at run time (hashlb ctl
+ * set) where their config says another: what a reload keeps and a restart drops. The first
+ * is described into <first> (<size> bytes: "web/web-3 state drain (config: ready)"), left
+ * alone when there is none.
+ */
+uint32_t hlb_pool_overrides(const struct hlb_pool *p, char *first, size_t size);
 /* An HLB_HANDOVER_LINE for each backend with a setting made at run time, onto <o>: what an
  * upgrade's new process carries on (hlb_pool_env.handover). */
 void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o);

@@ -598,6 +598,36 @@ def reloads_that_move_clients_are_warned():
     check(lb.stop() == 0, "exit 0")
 
 
+def reloads_say_what_run_time_settings_they_keep():
+    """A reload keeps a state, weight or cap set with hashlb ctl set where the config's own
+    value did not change: an operator who reloads to have the config run sees a backend he
+    drained by hand stay drained, which a restart then undoes. The reload's answer and log
+    say how many backends keep one, and the first; once the config writes them, none."""
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
+    off = "enabled: false"
+    lb = Lb(config(t, health=off))
+    for args in (("set", "b", "drain"), ("set", "c", "weight", "3")):
+        rc, so, se = lb.ctl(*args)
+        check(rc == 0, f"ctl {' '.join(args)}: {se}")
+    rc, so, se, logged = lb.reload()
+    told = ("kept over the config, as set at run time (hashlb ctl set; a restart drops it): "
+            "2 backends, the first: t/b state drain (config: ready)\n")
+    check(rc == 0 and told in so, f"the answer says what is kept: {so!r}")
+    check(any('msg="reload: run-time settings kept over the config" backends=2 '
+              'first="t/b state drain (config: ready)"' in l for l in logged) and
+          check_logfmt(logged), f"and the log: {logged}")
+    check(lb.backend("b")["state"] == "drain" and lb.backend("c")["weight"] == 3,
+          "both are kept")
+    rc, so, se = lb.ctl("--json", "reload")
+    check(rc == 0 and json.loads(so)["overrides"] == 2, f"--json counts them: {so!r}")
+    lb.rewrite(config([t[0], (*t[1], "state: drain"), (*t[2], "weight: 3")], health=off))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and "kept over the config" not in so and
+          not any("kept over the config" in l for l in logged),
+          f"once the config says them, nothing is kept over it: {so!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def two_names_at_one_address_are_warned():
     """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
     load, as each name takes its own share (a weight written twice, or two names of a DNS
@@ -836,6 +866,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
+           reloads_say_what_run_time_settings_they_keep,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
