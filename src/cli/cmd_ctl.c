@@ -103,7 +103,9 @@ static void usage(FILE *f)
 		"                                  after 'set BACKEND drain', to empty it;\n"
 		"                                  also a backend a reload removed (or moved)\n"
 		"                                  that still drains\n"
-		"  reload [--pid PID]              re-read the config file; on error the\n"
+		"  reload [--pid PID]              re-read the config file hashlb run was\n"
+		"                                  started with (not -c FILE's, which gives\n"
+		"                                  the address: a note says so); on error the\n"
 		"                                  running config stays and FILE:LINE:COL\n"
 		"                                  says what is wrong (exit 1). With --pid,\n"
 		"                                  reload process PID (a unit's $MAINPID):\n"
@@ -605,6 +607,54 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 	if (ctl_fetch(ss, len, method, path, query, false, &status, &buf, &body) < 0)
 		return 1;
 	ret = ctl_answer(status, buf, body, json);
+	free(buf);
+	return ret;
+}
+
+/*
+ * After a reload's text answer <body> ("reloaded PATH (N reloads ok)"): a note when PATH,
+ * the file the running hashlb was started with and reloaded, is not <config>, the -c FILE
+ * ctl took the admin address from. "hashlb ctl -c new.yaml reload" reloads the running
+ * config, not new.yaml, which only the answer's first words told. A relative PATH (relative
+ * to hashlb's directory), or one that ctl cannot stat (another mount namespace), says
+ * nothing.
+ */
+static void reload_note_other_file(const char *body, const char *config)
+{
+	const char *p = body + strlen("reloaded "), *end = strchr(body, '\n');
+	char path[PATH_MAX];
+	struct stat a, b;
+
+	if (strncmp(body, "reloaded /", strlen("reloaded /")) || !end)
+		return;
+	while (end > p && strncmp(end, " (", 2))
+		end--;
+	if (end == p || (size_t)(end - p) >= sizeof(path))
+		return;
+	memcpy(path, p, (size_t)(end - p));
+	path[end - p] = '\0';
+	if (stat(path, &a) < 0 || stat(config, &b) < 0 ||
+	    (a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+		return;
+	fflush(stdout); /* after the answer, in a log that takes both (2>&1, the journal) */
+	cli_error("note: the running hashlb reloaded the file it was started with, %s, not %s "
+		  "(-c takes only the admin address from FILE)\n",
+		  path, cli_path(config));
+}
+
+/* ctl reload (without --pid): POST /reload, its answer printed by ctl_answer(), and
+ * reload_note_other_file() after it when -c gave <config> (NULL: not given). */
+static int ctl_reload(const struct sockaddr_storage *ss, socklen_t len, const char *query,
+		      bool json, const char *config)
+{
+	char *buf, *body;
+	int status, ret;
+
+	if (ctl_fetch(ss, len, "POST", "/reload", query, false, &status, &buf, &body) < 0)
+		return 1;
+	ret = ctl_answer(status, buf, body, json);
+	if (config && !json && status / 100 == 2)
+		reload_note_other_file(body, config);
 	free(buf);
 	return ret;
 }
@@ -1465,7 +1515,7 @@ int cmd_ctl(int argc, char **argv)
 		if (!strcmp(cmd, "reload") && pid)
 			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, o.json);
 		if (!strcmp(cmd, "reload"))
-			return ctl_request(&ss, len, "POST", "/reload", q, o.json);
+			return ctl_reload(&ss, len, q, o.json, o.config);
 		return ctl_request(&ss, len, "GET", "/status", q, o.json);
 	}
 	if (!strcmp(cmd, "table")) {

@@ -628,6 +628,31 @@ def reloads_say_what_run_time_settings_they_keep():
     check(lb.stop() == 0, "exit 0")
 
 
+def reload_says_which_file_it_reloaded():
+    """hashlb ctl -c FILE reload takes the admin address from FILE; the running hashlb reloads
+    the file it was started with. An operator who wrote a new file and ran 'hashlb ctl -c
+    new.yaml reload' got "reloaded OLD" and exit 0, new.yaml not loaded: a note on stderr
+    now says so. With the running file itself (another path to it too), no note."""
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2")]  # never dialled
+    lb = Lb(config(t, health="enabled: false"))
+    other = os.path.join(os.path.dirname(lb.path), "other.yaml")
+    with open(other, "w") as f:
+        f.write(config(t[:1], health="enabled: false"))
+    rc, so, se = lb.ctl("-c", other, "reload")
+    want = (f"hashlb ctl: note: the running hashlb reloaded the file it was started with, "
+            f"{lb.path}, not {other} (-c takes only the admin address from FILE)\n")
+    check(rc == 0 and so.startswith(f"reloaded {lb.path} (") and se == want and
+          len(lb.service()["backends"]) == 2, f"-c other.yaml: the note: {rc} {so!r} {se!r}")
+    link = os.path.join(os.path.dirname(lb.path), "link.yaml")
+    os.symlink(lb.path, link)
+    for path in (lb.path, link):
+        rc, so, se = lb.ctl("-c", path, "reload")
+        check(rc == 0 and se == "", f"-c {path}, the running file: no note: {rc} {se!r}")
+    rc, so, se = lb.ctl("--json", "-c", other, "reload")
+    check(rc == 0 and se == "", f"--json: the JSON alone: {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def two_names_at_one_address_are_warned():
     """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
     load, as each name takes its own share (a weight written twice, or two names of a DNS
@@ -866,7 +891,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
-           reloads_say_what_run_time_settings_they_keep,
+           reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
