@@ -807,9 +807,16 @@ static int take_over(struct hlb_daemon *d, struct hashlb_error *err)
 		}
 		return -EADDRINUSE;
 	}
-	if (r > 0)
+	if (r > 0 && !strcmp(from, "parent"))
 		hlb_log(HLB_LOG_INFO, "listening sockets taken over", "count=%d from=%s pid=%d", r,
 			from, (int)hlb_proxy_taken_from(d->proxy));
+	else if (r > 0) /* beside it: the old one serves on, which a second run started by
+			 * mistake (a hashlb on that config already) would not expect */
+		hlb_log(HLB_LOG_INFO, "listening sockets taken over",
+			"count=%d from=%s pid=%d note=\"pid %d serves beside this one until it "
+			"stops: send it SIGTERM to finish the upgrade (it drains)\"",
+			r, from, (int)hlb_proxy_taken_from(d->proxy),
+			(int)hlb_proxy_taken_from(d->proxy));
 	else if (r == -ETIMEDOUT) /* stopped or stuck: it answered nothing in 10 s */
 		hlb_log(HLB_LOG_WARN, "cannot take over listening sockets, binding new ones",
 			"from=%s err=ETIMEDOUT note=\"the old hashlb did not answer: its run-time "

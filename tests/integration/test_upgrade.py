@@ -1228,6 +1228,12 @@ def close_reaches_the_old_process():
     name = read_line(s)
     second = Lb(text, fname="close-side-new.yaml")
     check(second.wait_log(r'msg="listening sockets taken over"'), "taken over side by side")
+    # a second run on the config (by mistake too) is told the first serves on beside it
+    note = (f'msg="listening sockets taken over" count=2 from=\\S+ pid={first.proc.pid} '
+            f'note="pid {first.proc.pid} serves beside this one until it stops: send it '
+            'SIGTERM to finish the upgrade \\(it drains\\)"$')
+    check(second.wait_log(note), "and says the old one serves on until it is stopped: " +
+          "; ".join(l for l in second.log if "taken over" in l))
     rc, so, se = second.ctl("close", name)
     check(rc == 0 and f"NOT those of the hashlb this one took over from (pid {first.proc.pid})"
           in so, f"the new one says it did not close the old one's: {so!r}")
