@@ -2025,8 +2025,20 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		else
 			status_json(ctl, &resp->body);
 	} else if (!strcmp(path, "/table")) {
-		if ((s = req_service(ctl, req, resp)))
+		char svc[HLB_HTTP_VALUE_MAX + 1];
+		uint32_t n = hlb_pool_service_count(ctl->pool);
+
+		/* text, no service named: every service's, as hashlb check prints a
+		 * config's (JSON stays one object, a service's) */
+		if (text && n > 1 && !hlb_http_param(req, "service", svc, sizeof(svc))) {
+			for (uint32_t i = 0; i < n; i++) {
+				if (i)
+					hlb_buf_puts(&resp->body, "\n");
+				table_render(hlb_pool_service_at(ctl->pool, i), true, &resp->body);
+			}
+		} else if ((s = req_service(ctl, req, resp))) {
 			table_render(s, text, &resp->body);
+		}
 	} else if (!strcmp(path, "/lookup")) {
 		if ((s = req_service(ctl, req, resp)))
 			lookup(s, req, resp, text);

@@ -1386,6 +1386,22 @@ def set_and_close_find_the_service_of_their_backend():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_table_without_a_service_prints_each():
+    """hashlb ctl table on a hashlb of several services prints every service's table, one
+    after the other, as hashlb check prints a config's: it was refused ("which service?"),
+    where a look at all the tables was what an operator asked for. With --json, which
+    answers one object, a service is still needed."""
+    text = config(BACKENDS)
+    head, _, svc = text.partition("services:\n")
+    lb = Lb(head + "services:\n" + "".join(svc.replace("name: t", f"name: t{i}", 1)
+                                           for i in range(2)))
+    rc, so, se = lb.ctl("table")
+    each = [lb.ctl("table", f"t{i}")[1] for i in range(2)]
+    check(rc == 0 and so == each[0] + "\n" + each[1] and so.startswith("service t0: ") and
+          "\n\nservice t1: " in so, f"ctl table: both, as each alone: {rc} {so!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_asks_which_service_as_ctl_takes_it():
     """With several services, a ctl command that names none is told how to name one with
     ctl (-s NAME), how many there are and their names; one that names a service hashlb does
@@ -1396,9 +1412,11 @@ def ctl_asks_which_service_as_ctl_takes_it():
     head, _, svc = text.partition("services:\n")
     lb = Lb(head + "services:\n" + "".join(svc.replace("name: t", f"name: t{i}", 1)
                                            for i in range(3)))
-    for args in (("lookup", "10.0.0.1"), ("table",), ("set", "a", "drain")):
+    for args in (("lookup", "10.0.0.1"), ("--json", "table"), ("set", "a", "drain")):
         rc, so_, se = lb.ctl(*args)
         names = "; those with it: t0 t1 t2" if args[0] == "set" else "; it has: t0 t1 t2"
+        if args[0] == "--json":  # the endpoint's JSON, as --json prints a refusal
+            names += '"}'
         check(rc == 1 and "-s NAME" in se and "3 services" in se and
               se.rstrip("\n").endswith(names),
               f"ctl {' '.join(args)}: which service, and how to say it: {rc} {se!r}")
@@ -3491,7 +3509,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_o
            reload_keeps_a_port_0_listener, reload_cost_grows_with_services_not_their_square,
            reload_cost_does_not_follow_table_size,
            maglev_service_holds_one_table_while_all_are_up,
-           ctl_asks_which_service_as_ctl_takes_it, ctl_json_is_one_document,
+           ctl_asks_which_service_as_ctl_takes_it, ctl_table_without_a_service_prints_each,
+           ctl_json_is_one_document,
            odd_names_in_every_format, control_plane_lines_quote_backend_names,
            ctl_table_says_why_a_backend_is_out, lookup_refuses_what_it_cannot_take,
            gets_refuse_parameters_they_do_not_take, metrics_take_a_scrape_jobs_params,
