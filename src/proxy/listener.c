@@ -6,6 +6,7 @@
  * config, each worker one while it accepts on it.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/inet_diag.h>
@@ -782,9 +783,11 @@ static bool diag_at(const struct inet_diag_msg *m, const struct sockaddr_storage
  * Whether a TCP socket listens on exactly <a> that is none of <ino> (<n> inodes): another
  * process's in the SO_REUSEPORT group there. Sockets taken over are the very ones the old
  * hashlb listens on (the same inodes): its own are never counted. 0 when it cannot tell
- * (no NETLINK_SOCK_DIAG): the start is not warned, as before.
+ * (no NETLINK_SOCK_DIAG): the start is not warned, as before. <ret_ours> (NULL: not
+ * asked): set true if one of <ino> listens there, left alone else.
  */
-static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n)
+static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n,
+			     bool *ret_ours)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -819,10 +822,92 @@ static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino,
 			while (i < n && ino[i] != m->idiag_inode)
 				i++;
 			found |= i == n;
+			if (i < n && ret_ours)
+				*ret_ours = true;
 		}
 	}
 	close(fd);
 	return found;
+}
+
+/*
+ * The inodes of the sockets this process has open, in a new array (<ret_n> of them), from
+ * /proc/self/fd; NULL when it cannot be read or out of memory (<ret_n> not written).
+ */
+static ino_t *own_socket_inodes(uint32_t *ret_n)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	ino_t *ino = NULL, *grown;
+	uint32_t n = 0, size = 0;
+	struct dirent *e;
+
+	if (!dir)
+		return NULL;
+	while ((e = readdir(dir))) {
+		char path[300], target[64];
+		unsigned long long i;
+		ssize_t len;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (sscanf(target, "socket:[%llu]", &i) != 1)
+			continue;
+		if (n == size) {
+			size = size ? size * 2 : 64;
+			grown = realloc(ino, size * sizeof(*ino));
+			if (!grown) {
+				free(ino);
+				closedir(dir);
+				return NULL;
+			}
+			ino = grown;
+		}
+		ino[n++] = (ino_t)i;
+	}
+	closedir(dir);
+	*ret_n = n;
+	return ino ? ino : calloc(1, sizeof(*ino));
+}
+
+/*
+ * Whether the sockets listening where a bind of <a>, an address that is no wildcard, collides
+ * are all this process's own, one at least on <a> itself: a listener a reload removed, whose
+ * socket a worker closes as it reads the removal, after the reload; a reload right behind it
+ * adding the address back finds it still there, ours and no other process's. The wildcards
+ * of its port that cover <a> (0.0.0.0:P, [::]:P) must have none but ours either. False when
+ * it cannot tell, and for a wildcard <a>, which any address of its port collides with.
+ */
+static bool only_ours_listen(const struct sockaddr_storage *a)
+{
+	struct sockaddr_storage any4 = { 0 }, any6 = { 0 };
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&any4;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&any6;
+	uint16_t port = htons(hashlb_addr_port(a));
+	bool ours = false, foreign;
+	uint32_t n = 0;
+	ino_t *ino;
+
+	if (a->ss_family == AF_INET
+		    ? ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY)
+		    : IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr))
+		return false;
+	ino = own_socket_inodes(&n);
+	if (!ino)
+		return false;
+	s4->sin_family = AF_INET;
+	s4->sin_port = port;
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = port;
+	foreign = foreign_listener(a, ino, n, &ours) ||
+		  (a->ss_family == AF_INET && foreign_listener(&any4, ino, n, NULL)) ||
+		  foreign_listener(&any6, ino, n, NULL);
+	free(ino);
+	return ours && !foreign;
 }
 
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
@@ -847,8 +932,9 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 			ino[n++] = st.st_ino;
 	}
 	if (held)
-		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n) ? -EADDRINUSE
-										       : 0;
+		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n, NULL)
+			       ? -EADDRINUSE
+			       : 0;
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
 		return 0; /* cannot tell: the listener's own bind decides */
@@ -860,6 +946,8 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 	    bind(fd, addr, addr_len) < 0)
 		r = errno == EADDRINUSE ? -EADDRINUSE : 0;
 	close(fd);
+	if (r == -EADDRINUSE && only_ours_listen(a))
+		r = 0;
 	return r;
 }
 

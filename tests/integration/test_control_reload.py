@@ -16,8 +16,9 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, dead_port,
-                    greetings, logfmt_fields, lookup, outcome, pick_port, run_tests, spawn, stop, tmpfile,
-                    tsan_build, who)
+                    greetings, logfmt_fields, lookup, outcome, pick_port, read_line, run_tests, spawn,
+                    stop, tmpfile, tsan_build, who)
+from shims import shim
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
 RELOADS = 50
@@ -887,6 +888,48 @@ def reload_lines_say_what_was_in_effect():
     check(lb.stop() == 0, "exit 0")
 
 
+def service_added_back_while_a_worker_still_closes_its_socket():
+    """A reload that removes a service has each worker close its listening socket as it reads
+    the removal, after the reload. A reload right behind it that adds the service back (an
+    edit undone, a burst of SIGHUPs over a config being written) may find one of those sockets
+    still open: ours, on its way out, not another process's. Held open here (close_pause.c),
+    the reload that adds the service back is taken and its clients served. Before, it failed,
+    the service gone until a later reload: "cannot listen on ADDR: Address already in use
+    (another process listens there)" (the chaos driver met it in a SIGHUP storm)."""
+    b = Backend("a")
+    port = pick_port()
+    u_addr = f"127.0.0.1:{port}"
+    off = "enabled: false"
+    base = config([("a", b.addr)], health=off)
+    with_u = base + (f"  - name: u\n    listen: {u_addr}\n    health:\n      enabled: false\n"
+                     f"    backends:\n      - name: a\n        address: {b.addr}\n")
+    ours, theirs = socket.socketpair()
+    env = dict(os.environ,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    lb = Lb(with_u, env=env, pass_fds=(theirs.fileno(),),
+            wrap=("env", f"LD_PRELOAD={shim('close_pause')}", f"HLB_TEST_CLOSE_PAUSE_ADDR={u_addr}",
+                  f"HLB_TEST_PAUSE_FD={theirs.fileno()}"))
+    theirs.close()
+    try:
+        lb.rewrite(base)
+        rc, so, se, logged = lb.reload()
+        check(rc == 0 and any('msg="reload: service removed" service=u ' in l for l in logged),
+              f"u removed: {se}")
+        ours.settimeout(30)
+        check(ours.recv(1) == b"p", "a worker holds u's socket open as it closes it")
+        lb.rewrite(with_u)
+        rc, so, se, logged = lb.reload()
+        check(rc == 0 and any('msg="reload: service added" service=u ' in l for l in logged),
+              f"u added back while its old socket closes: {rc} {se.strip()}")
+        ours.close()  # the worker closes it now
+        with connect(("127.0.0.1", port), client_ip(1)) as s:
+            check(read_line(s) == "a", "u's clients are served")
+        check(lb.stop() == 0, "exit 0")
+    finally:
+        ours.close()
+        b.stop()
+
+
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
@@ -895,4 +938,5 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
-           reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up])
+           reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
+           service_added_back_while_a_worker_still_closes_its_socket])

@@ -1,0 +1,60 @@
+/* LD_PRELOAD shim for tests: the first close() of a listening TCP socket bound to
+ * $HLB_TEST_CLOSE_PAUSE_ADDR (ADDR:PORT, IPv4) stops until the test lets it go on, so that
+ * what runs beside it (a reload) finds that socket still open. $HLB_TEST_PAUSE_FD is a
+ * socket: there, the shim writes a byte to it and waits for one back (or its end). Whichever
+ * thread closes the socket stops (a worker's), the others go on. */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static atomic_bool done;
+
+/* Whether <fd> listens on TCP at $HLB_TEST_CLOSE_PAUSE_ADDR. */
+static int the_socket(int fd)
+{
+	const char *want = getenv("HLB_TEST_CLOSE_PAUSE_ADDR");
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int listening = 0;
+	socklen_t ol = sizeof(listening);
+	char text[INET_ADDRSTRLEN + 8], host[INET_ADDRSTRLEN];
+
+	if (!want || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) < 0 || !listening ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0 || a.sin_family != AF_INET ||
+	    !inet_ntop(AF_INET, &a.sin_addr, host, sizeof(host)))
+		return 0;
+	snprintf(text, sizeof(text), "%s:%u", host, ntohs(a.sin_port));
+	return strcmp(text, want) == 0;
+}
+
+int close(int fd)
+{
+	static int (*real)(int);
+	const char *fd_text = getenv("HLB_TEST_PAUSE_FD");
+	int saved = errno;
+	char c = 'p';
+	ssize_t n;
+
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "close");
+	if (fd_text && !atomic_load(&done) && the_socket(fd) && !atomic_exchange(&done, true)) {
+		int pfd = atoi(fd_text);
+
+		if (write(pfd, &c, 1) == 1) {
+			do
+				n = read(pfd, &c, 1);
+			while (n < 0 && errno == EINTR);
+		}
+		real(pfd);
+	}
+	errno = saved;
+	return real(fd);
+}
