@@ -52,6 +52,11 @@ const volatile __u32 backends_cap = 1;
 const volatile __u32 slots_cap = 1;
 const volatile __u32 points_cap = 1;
 const volatile __u32 buckets_cap = 1;
+/* Tables the maps hold (one a service steered on the interface): table <t>'s
+ * half <h> is at (2t + h) * cap of each table array; hlb_bslots holds
+ * tables_cap * backends_cap slots. A VIP names its table
+ * (HLB_STEER_VIP_TABLE_SHIFT): 1 and table 0 is the layout of before. */
+const volatile __u32 tables_cap = 1;
 /* Conntrack buckets - 1 (a power of two less one), set by the loader. */
 const volatile __u32 ct_mask = 0;
 /* The conntrack hash's seed (hlb_steer_ct_hash_words), random, set by the
@@ -78,21 +83,21 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 2); /* 2 * tables_cap, set by the loader */
 	__type(key, __u32);
 	__type(value, struct hlb_steer_table);
 } hlb_tables SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2); /* 2 * backends_cap, set by the loader */
+	__uint(max_entries, 2); /* 2 * tables_cap * backends_cap, set by the loader */
 	__type(key, __u32);
 	__type(value, struct hlb_steer_backend);
 } hlb_backends SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* backends_cap */
+	__uint(max_entries, 1); /* tables_cap * backends_cap */
 	__type(key, __u32);
 	__type(value, struct hlb_steer_backend);
 } hlb_bslots SEC(".maps");
@@ -274,14 +279,15 @@ static __always_inline int vip_at(__u32 vh, __u32 home, __u32 n, __u32 idx, __u6
 	return v && vip_eq(v, a0, a1, port);
 }
 
-/* Whether slot <idx> of hlb_vips (half <vh>) is closed (HLB_STEER_VIP_F_CLOSED:
- * hashlb run stopping). Asked off the established path only, and by a SYN. */
-static __always_inline int vip_closed(__u32 vh, __u32 idx)
+/* The flags of slot <idx> of hlb_vips (half <vh>), 0 if none: whether it is
+ * closed (HLB_STEER_VIP_F_CLOSED: hashlb run stopping), and its table.
+ * Asked off the established path only, and by a SYN. */
+static __always_inline __u32 vip_flags(__u32 vh, __u32 idx)
 {
 	__u32 k = vh * HLB_STEER_VIP_SLOTS + (idx & (HLB_STEER_VIP_SLOTS - 1));
 	struct hlb_steer_vip *v = bpf_map_lookup_elem(&hlb_vips, &k);
 
-	return v && (v->flags & HLB_STEER_VIP_F_CLOSED);
+	return v ? v->flags : 0;
 }
 
 /* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
@@ -322,7 +328,7 @@ static __always_inline __u64 tuple_hash(const __u64 *kw, const struct hlb_steer_
 			     (__u32)(kw[3] >> 48 | dport << 16), seed);
 }
 
-/* The backend index for <hash> in table half <half>, HLB_STEER_BACKEND_NONE
+/* The backend index for <hash> in table half <half> (2t + h), HLB_STEER_BACKEND_NONE
  * if all are down, or -1 if the table is inconsistent. */
 static __always_inline int table_lookup(const struct hlb_steer_table *t, __u32 half, __u64 hash)
 {
@@ -639,12 +645,12 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * scheduled by the table into this way. Unless the hash's ext
 		 * bits differ: then the tag matched by chance, the entry is a
 		 * live flow's, and the SYN follows it like its ACKs will. A
-		 * closed VIP's SYN never follows an entry (vip_closed()). */
+		 * closed VIP's SYN never follows an entry (vip_flags()). */
 		if (be && !(tcp->syn && !tcp->ack &&
 			    (((be->flags & HLB_STEER_BACKEND_F_OUT) &&
 			      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
 				      ext) ||
-			     vip_closed(vh, (__u32)vip)))) {
+			     (vip_flags(vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
 			/* Written only when it changed: once a tick, not once
 			 * a packet, so the line stays shared. */
 			if (b->seen[way] != now)
@@ -654,8 +660,11 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		resched = !be; /* its backend down or gone */
 	}
 	/* Closed (hashlb run stopping): nothing new is steered, whatever the
-	 * table; the stack refuses it, as the daemon's closed listener does. */
-	if (vip_closed(vh, (__u32)vip)) {
+	 * table; the stack refuses it, as the daemon's closed listener does.
+	 * The same entry names the VIP's table and its half: no other lookup. */
+	__u32 vf = vip_flags(vh, (__u32)vip);
+
+	if (vf & HLB_STEER_VIP_F_CLOSED) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
 
 		if (st2)
@@ -663,9 +672,16 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		return pass(st);
 	}
 
-	__u32 half = active & 1;
+	/* Table <tn>'s half in force: hlb_active's bit 0, unless the VIP's
+	 * entry says the other (each table flips alone, with the VIP half). */
+	__u32 tn = (vf >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
+	__u32 half = (active ^ (vf / HLB_STEER_VIP_F_HALF)) & 1;
 	struct hlb_steer_table *t;
 	int idx;
+
+	if (tn >= tables_cap)
+		return drop(st, HLB_STEER_DROP_TABLE);
+	half += 2 * tn;
 
 	t = bpf_map_lookup_elem(&hlb_tables, &half);
 	if (!t)

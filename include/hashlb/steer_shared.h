@@ -15,12 +15,16 @@
  *                                               bit 2: a hashlb run drives it,
  *                                               bit 3: clsact ours, bit 4: its
  *                                               attacher detaches it (loader only)
- *   hlb_tables   array  half -> table           per-half scheme, seed, sizes
- *   hlb_backends array  half*cap + idx -> backend
+ *   hlb_tables   array  th -> table             per-half scheme, seed, sizes
+ *   hlb_backends array  th*cap + idx -> backend
  *   hlb_bslots   array  slot -> backend         what conntrack entries resolve
- *   hlb_slots    array  half*cap + slot/4 -> slots   (Maglev, 4 slots a value)
- *   hlb_points   array  half*cap + i -> ring_point   (ring, sorted)
- *   hlb_buckets  array  half*cap + b -> u32           (ring two-level index)
+ *   hlb_slots    array  th*cap + slot/4 -> slots   (Maglev, 4 slots a value)
+ *   hlb_points   array  th*cap + i -> ring_point   (ring, sorted)
+ *   hlb_buckets  array  th*cap + b -> u32           (ring two-level index)
+ *
+ * th = 2 * table + half: a VIP's entry names its table (HLB_STEER_VIP_TABLE_SHIFT)
+ * and which half is in force (HLB_STEER_VIP_F_HALF); tables_cap tables, 1
+ * unless the loader sets more (then th is the half alone, as before).
  *   hlb_ct       array  hash(flow) & mask -> ct_bucket   connection tracking
  *   hlb_stats    percpu array 0 -> stats (up to ct_lost: its size is fixed)
  *   hlb_stats2   percpu array 0 -> stats2       counters added since
@@ -109,6 +113,14 @@ struct hlb_steer_vip {
  * passed to the stack, which refuses a new connection as the daemon does.
  * Read by programs whose hlb_stats2 has closed_passed: an older one ignores it. */
 #define HLB_STEER_VIP_F_CLOSED 4u
+/* Its table is in the half that hlb_active's bit 0 does not name: each table
+ * flips alone, by a flip of the VIP half whose entries of its VIPs say so
+ * (an older hashlb's loader writes 0: the half of bit 0, as before). */
+#define HLB_STEER_VIP_F_HALF 8u
+/* Bits 8..15 of flags: the VIP's table (one a service on the interface),
+ * below the program's tables_cap. 0 (an older hashlb's loader): the first,
+ * the one table there was. */
+#define HLB_STEER_VIP_TABLE_SHIFT 8
 
 /* The VIP table's hash of (address, port): <a0>, <a1> the address's two
  * 64-bit halves as loaded from memory (both sides run on the same CPU). Its
