@@ -60,7 +60,16 @@ struct hashlb_steer_opts {
 	 * while the process lives. */
 	bool keep;
 	bool bench_new_flows; /* benchmarks only: every packet is a new flow */
+	/* Tables the program holds, 1..HASHLB_STEER_TABLES_MAX (0: 1), each of
+	 * the capacities above: one a service that hashlb run steers on the
+	 * interface, published through its own handle (hashlb_steer_share()).
+	 * More than one: an older hashlb cannot drive the program. */
+	uint32_t tables;
 };
+
+/* Tables a program holds at most (a VIP entry names its table in 8 bits;
+ * the tables' backend slots share 16). */
+#define HASHLB_STEER_TABLES_MAX 64u
 
 /* Where a backend's frames go, one per backend of the table, same index. */
 struct hashlb_steer_dest {
@@ -207,6 +216,31 @@ int hashlb_steer_check_driver(struct hashlb_steer *s, const char *iface, const c
 
 /* Detach (unless kept) and release. Accepts NULL. */
 void hashlb_steer_free(struct hashlb_steer *s);
+
+/*
+ * A second handle on <s>'s program that publishes its table <table> (below
+ * hashlb_steer_tables()): its own VIPs (hashlb_steer_set_vips() and
+ * hashlb_steer_close_vips() change only the table's, and refuse one another
+ * table's has, -EEXIST), its own table and backends, flipped alone: the
+ * other tables' flows and new flows go on as they were. The program and its
+ * counters are shared; freeing the handle detaches nothing (<s>'s does,
+ * unless kept). Returns 0 or -errno with <err> filled.
+ */
+int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
+		       struct hashlb_error *err);
+/* The tables <s>'s program holds (hashlb_steer_opts.tables; 1 for one an
+ * older hashlb loaded). */
+uint32_t hashlb_steer_tables(const struct hashlb_steer *s);
+/* The table <s> publishes (0 unless shared or told: hashlb_steer_use_table()). */
+uint32_t hashlb_steer_table(const struct hashlb_steer *s);
+/* The table of <s>'s program whose VIPs in force hold <vip>, or -ENOENT (none: one
+ * of a single table holds none but table 0), or -errno. */
+int hashlb_steer_vip_table(struct hashlb_steer *s, const struct sockaddr_storage *vip);
+/* Make <s> publish table <table> of its program (below hashlb_steer_tables()):
+ * a program taken over, its services' tables where they were. 0 or -errno. */
+int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table);
+/* Whether freeing <s> leaves its program attached (hashlb_steer_set_keep()). */
+bool hashlb_steer_kept(const struct hashlb_steer *s);
 
 /* Detach hashlb's program from <iface> in <mode> (told as hashlb_steer_find()
  * tells it: -ENOTUNIQ with AUTO if there are two, and neither is detached):

@@ -90,6 +90,37 @@ void hashlb_steer_free(struct hashlb_steer *s)
 {
 }
 
+int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
+		       struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
+uint32_t hashlb_steer_tables(const struct hashlb_steer *s)
+{
+	return 1;
+}
+
+uint32_t hashlb_steer_table(const struct hashlb_steer *s)
+{
+	return 0;
+}
+
+int hashlb_steer_vip_table(struct hashlb_steer *s, const struct sockaddr_storage *vip)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
+{
+	return -EOPNOTSUPP;
+}
+
+bool hashlb_steer_kept(const struct hashlb_steer *s)
+{
+	return true;
+}
+
 int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct hashlb_error *err)
 {
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);

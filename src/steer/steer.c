@@ -76,6 +76,19 @@ struct hashlb_steer {
 	int fd[M_MAX]; /* borrowed from skel, or owned when found */
 	int sync_inner_fd; /* the barrier's inner map */
 	uint32_t backends_cap, slots_cap, points_cap, buckets_cap;
+	/*
+	 * The program's tables (its tables_cap: 1, the layout of before, or
+	 * one a service of a hashlb run on the interface) and the one this
+	 * handle publishes (hashlb_steer_share()). With more than one, a
+	 * table flips alone: its VIPs' entries name the half in force
+	 * (<vflag>: HLB_STEER_VIP_F_HALF or 0), rewritten with a flip of the
+	 * VIP half, so this handle keeps its VIPs as last set (<vips>) and
+	 * every other table's VIPs are left as they are.
+	 */
+	uint32_t tables, table;
+	uint32_t vflag;
+	struct sockaddr_storage *vips;
+	uint32_t n_vips, vips_flags;
 	uint32_t ct_buckets; /* hlb_ct's entries, a power of two */
 	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
 	 * loaded may have other ones (steer_shared.h), hlb_stats2 none (0) */
@@ -126,6 +139,8 @@ struct hashlb_steer {
 	bool lock_try;
 	uint64_t busy_first_ms, busy_last_ms;
 };
+
+static int vflag_read(struct hashlb_steer *s);
 
 bool hashlb_steer_supported(void)
 {
@@ -181,6 +196,7 @@ static struct hashlb_steer *steer_new(void)
 	for (int i = 0; i < M_MAX; i++)
 		s->fd[i] = -1;
 	s->sync_inner_fd = -1;
+	s->tables = 1;
 	/* its publications' stamps start where another loader's are unlikely */
 	if (getrandom(&s->stamp, sizeof(s->stamp), GRND_NONBLOCK) != sizeof(s->stamp))
 		s->stamp = (uint16_t)(getpid() ^ time(NULL));
@@ -747,6 +763,17 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index) */
 	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
 	s->ct_buckets = (uint32_t)(hashlb_steer_flows_capacity(flows) / HLB_STEER_CT_WAYS);
+	s->tables = o->tables ? o->tables : 1;
+	/* a conntrack entry names a backend's slot in 16 bits, a VIP's table in 8 */
+	if (s->tables > HASHLB_STEER_TABLES_MAX ||
+	    (uint64_t)s->tables * s->backends_cap > HLB_STEER_BACKEND_NONE) {
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				 "%u tables of %u backends exceed the program's %u backend slots "
+				 "(or %u tables)",
+				 s->tables, s->backends_cap, HLB_STEER_BACKEND_NONE,
+				 HASHLB_STEER_TABLES_MAX);
+		goto err_free;
+	}
 
 	s->skel = hlb_steer_bpf__open();
 	if (!s->skel) {
@@ -758,6 +785,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->skel->rodata->slots_cap = s->slots_cap;
 	s->skel->rodata->points_cap = s->points_cap;
 	s->skel->rodata->buckets_cap = s->buckets_cap;
+	s->skel->rodata->tables_cap = s->tables;
 	s->skel->rodata->bench_new_flows = o->bench_new_flows;
 	/* A seed nobody outside knows: urandom's, else the clock's (no worse
 	 * than the fixed one it replaces). */
@@ -770,11 +798,12 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	}
 	s->skel->rodata->ct_seed = s->ct_seed;
 	s->skel->rodata->ct_mask = s->ct_buckets - 1;
-	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->backends_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->backends_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->slots_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->points_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->buckets_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_tables, 2 * s->tables);
+	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->tables * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->tables * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->tables * s->slots_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->tables * s->points_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
 	ret = hlb_steer_bpf__load(s->skel);
 	if (ret < 0) {
@@ -1008,9 +1037,16 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 			s->stats_size = mi.value_size;
 		else if (m == M_STATS2)
 			s->stats2_size = mi.value_size;
-		else if (m == M_TABLES)
+		else if (m == M_TABLES) {
 			s->reads_prefix = value_has_member(&mi, "v4_prefix");
+			s->tables = mi.max_entries / 2 ? mi.max_entries / 2 : 1;
+		}
 	}
+	/* each table array holds two halves of every table */
+	s->backends_cap /= s->tables;
+	s->slots_cap /= s->tables;
+	s->points_cap /= s->tables;
+	s->buckets_cap /= s->tables;
 	for (int m = 0; m < M_MAX; m++) {
 		if (map_required(m) && s->fd[m] < 0) {
 			ret = other_version(err, "", iface, mode, prog_id, map_names[m]);
@@ -1019,6 +1055,8 @@ int hashlb_steer_find(const char *iface, enum hashlb_steer_mode mode,
 		}
 	}
 	ret = ct_map(s);
+	if (ret == 0)
+		ret = vflag_read(s);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "mapping the conntrack table: %s",
 			   strerror(-ret));
@@ -1578,6 +1616,7 @@ void hashlb_steer_free(struct hashlb_steer *s)
 		close(s->sync_inner_fd);
 	for (int i = 0; i < SHADOW_MAX; i++)
 		free(s->shadow[i].v);
+	free(s->vips);
 	free(s);
 }
 
@@ -1773,6 +1812,7 @@ static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *wan
 struct map_batch {
 	int fd;
 	uint32_t size, n;
+	uint32_t base; /* added to every key: the first element of a handle's table */
 	uint32_t keys[MAP_BATCH_MAX];
 	unsigned char values[]; /* MAP_BATCH_MAX values of <size> bytes */
 };
@@ -1785,6 +1825,7 @@ static struct map_batch *batch_new(int fd, uint32_t size)
 		b->fd = fd;
 		b->size = size;
 		b->n = 0;
+		b->base = 0;
 	}
 	return b;
 }
@@ -1804,7 +1845,7 @@ static int batch_flush(struct map_batch *b)
  * before it. 0 or -errno. Inlined with a constant <size>: the copy too. */
 static inline int batch_add_sized(struct map_batch *b, uint32_t key, const void *value, size_t size)
 {
-	b->keys[b->n] = key;
+	b->keys[b->n] = b->base + key;
 	memcpy(b->values + (size_t)b->n * size, value, size);
 	return ++b->n == MAP_BATCH_MAX ? batch_flush(b) : 0;
 }
@@ -1846,7 +1887,50 @@ static int map_read(int fd, uint32_t first, uint32_t n, void *values, uint32_t s
 	return ret;
 }
 
-/* hashlb_steer_set_vips(), each VIP's port entry with <flags> too (HLB_STEER_VIP_F_CLOSED). */
+/* The table a VIP entry names (HLB_STEER_VIP_TABLE_SHIFT). */
+static uint32_t vip_table(const struct hlb_steer_vip *v)
+{
+	return (v->flags >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
+}
+
+/* Whether <v> is a port entry of a table other than <s>'s. */
+static bool vip_others(const struct hashlb_steer *s, const struct hlb_steer_vip *v)
+{
+	return (v->flags & HLB_STEER_VIP_F_VALID) && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY) &&
+	       vip_table(v) != s->table;
+}
+
+/*
+ * Keep <vips> (<n>) and <flags> as <s>'s VIPs, which a flip of its table
+ * writes again (several tables). 0 or -ENOMEM.
+ */
+static int vips_keep(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
+		     uint32_t flags)
+{
+	struct sockaddr_storage *copy = NULL;
+
+	if (vips == s->vips)
+		return 0;
+	if (n) {
+		copy = malloc(n * sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, vips, n * sizeof(*copy));
+	}
+	free(s->vips);
+	s->vips = copy;
+	s->n_vips = n;
+	s->vips_flags = flags;
+	return 0;
+}
+
+/*
+ * hashlb_steer_set_vips(), each VIP's port entry with <flags> too
+ * (HLB_STEER_VIP_F_CLOSED). Of a program of several tables, the VIPs of
+ * <s>'s table: each port entry names it and its half in force (<s>'s vflag),
+ * and the other tables' entries are kept as they are; one of them at an
+ * address and port of <vips> is an error (-EEXIST).
+ */
 static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 		    uint32_t flags, struct hashlb_error *err)
 {
@@ -1855,6 +1939,8 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 	struct map_batch *b;
 	int ret = 0;
 
+	if (s->tables > 1)
+		flags |= s->table << HLB_STEER_VIP_TABLE_SHIFT | s->vflag;
 	for (uint32_t i = 0; i < n; i++) {
 		ret = sockaddr_vip(&vips[i], &v);
 		if (ret < 0)
@@ -1885,6 +1971,32 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		errno = -ret;
 		goto err_sys;
 	}
+	/* The other tables' VIPs stay, and their addresses' markers. */
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && s->tables > 1; i++) {
+		if (!vip_others(s, &cur[i]))
+			continue;
+		for (uint32_t k = 0; k < nw; k++) {
+			if (vip_same(&want[k], &cur[i])) {
+				ret = hashlb_err(err, -EEXIST, HASHLB_ERR_SYSTEM,
+						 "a VIP of these is table %u's on this interface",
+						 vip_table(&cur[i]));
+				goto out;
+			}
+		}
+		v = cur[i];
+		ret = vip_want(want, &nw, &v);
+		v.port = 0;
+		v.flags = HLB_STEER_VIP_F_VALID | HLB_STEER_VIP_F_ADDR_ONLY;
+		if (ret == 0)
+			ret = vip_want(want, &nw, &v);
+		if (ret < 0) {
+			ret = hashlb_err(err, ret, HASHLB_ERR_SIZE_RANGE,
+					 "too many VIPs on this interface: %u addresses and ports "
+					 "at most",
+					 HLB_STEER_VIPS_MAX);
+			goto out;
+		}
+	}
 	if (vip_layout(cur, want, nw, next) < 0) {
 		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 				 "the VIP table has no room for these VIPs");
@@ -1911,7 +2023,9 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		errno = -ret;
 		goto err_sys;
 	}
-	ret = 0;
+	ret = s->tables > 1 ? vips_keep(s, vips, n, flags & (HLB_STEER_VIP_F_CLOSED)) : 0;
+	if (ret < 0)
+		ret = hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
@@ -1919,6 +2033,145 @@ err_sys:
 out:
 	free(cur);
 	return ret;
+}
+
+/*
+ * Into <ret_v>, the first port entry of the VIP half in force of <s>'s program
+ * that is <want>'s address and port, or with no <want>, of table <table>.
+ * 0, -ENOENT if none, or -errno.
+ */
+static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want, uint32_t table,
+			struct hlb_steer_vip *ret_v)
+{
+	struct hlb_steer_vip *cur;
+	uint32_t zero = 0, active = 0;
+	int ret;
+
+	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
+		return -errno;
+	cur = calloc(HLB_STEER_VIP_SLOTS, sizeof(*cur));
+	if (!cur)
+		return -ENOMEM;
+	ret = map_read(s->fd[M_VIPS], ((active >> 1) & 1) * HLB_STEER_VIP_SLOTS,
+		       HLB_STEER_VIP_SLOTS, cur, sizeof(*cur));
+	if (ret == 0)
+		ret = -ENOENT;
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == -ENOENT; i++) {
+		if (!(cur[i].flags & HLB_STEER_VIP_F_VALID) ||
+		    (cur[i].flags & HLB_STEER_VIP_F_ADDR_ONLY) ||
+		    !(want ? vip_same(&cur[i], want) : vip_table(&cur[i]) == table))
+			continue;
+		*ret_v = cur[i];
+		ret = 0;
+	}
+	free(cur);
+	return ret;
+}
+
+/*
+ * <s>'s vflag as its table's VIPs in force say (a handle found or shared:
+ * another handle published it). None: nothing reads its table, 0 will do.
+ */
+static int vflag_read(struct hashlb_steer *s)
+{
+	struct hlb_steer_vip v;
+	int ret;
+
+	s->vflag = 0;
+	if (s->tables < 2)
+		return 0;
+	ret = vip_in_force(s, NULL, s->table, &v);
+	if (ret == 0)
+		s->vflag = v.flags & HLB_STEER_VIP_F_HALF;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
+		       struct hashlb_error *err)
+{
+	struct hashlb_steer *o;
+	int ret = 0;
+
+	if (table >= s->tables)
+		return hashlb_err(err, -ERANGE, HASHLB_ERR_SIZE_RANGE,
+				  "table %u: the program holds %u", table, s->tables);
+	o = steer_new();
+	if (!o)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	o->keep = true;
+	o->tables = s->tables;
+	o->table = table;
+	o->backends_cap = s->backends_cap;
+	o->slots_cap = s->slots_cap;
+	o->points_cap = s->points_cap;
+	o->buckets_cap = s->buckets_cap;
+	o->ct_buckets = s->ct_buckets;
+	o->stats_size = s->stats_size;
+	o->stats2_size = s->stats2_size;
+	o->reads_prefix = s->reads_prefix;
+	o->reads_ext = s->reads_ext;
+	o->ct_seed = s->ct_seed;
+	o->mode = s->mode;
+	o->ifindex = s->ifindex;
+	o->prog_id = s->prog_id;
+	memcpy(o->if_mac, s->if_mac, sizeof(o->if_mac));
+	for (int m = 0; m < M_MAX && ret == 0; m++)
+		if (s->fd[m] >= 0 && (o->fd[m] = fcntl(s->fd[m], F_DUPFD_CLOEXEC, 0)) < 0)
+			ret = -errno;
+	if (ret == 0)
+		ret = ct_map(o);
+	if (ret == 0)
+		ret = sync_inner_create(o);
+	if (ret == 0)
+		ret = vflag_read(o);
+	if (ret < 0) {
+		hashlb_steer_free(o);
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "sharing the program's maps: %s",
+				  strerror(-ret));
+	}
+	*ret_steer = o;
+	return 0;
+}
+
+uint32_t hashlb_steer_tables(const struct hashlb_steer *s)
+{
+	return s->tables;
+}
+
+uint32_t hashlb_steer_table(const struct hashlb_steer *s)
+{
+	return s->table;
+}
+
+bool hashlb_steer_kept(const struct hashlb_steer *s)
+{
+	return s->keep;
+}
+
+int hashlb_steer_vip_table(struct hashlb_steer *s, const struct sockaddr_storage *vip)
+{
+	struct hlb_steer_vip want, v;
+	int ret = sockaddr_vip(vip, &want);
+
+	if (ret == 0)
+		ret = vip_in_force(s, &want, 0, &v);
+	return ret < 0 ? ret : (int)vip_table(&v);
+}
+
+int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
+{
+	if (table >= s->tables)
+		return -ERANGE;
+	if (table == s->table)
+		return 0;
+	s->table = table;
+	/* what this handle knows of its halves was of another table */
+	hashlb_steer_tables_unknown(s);
+	s->wrote[0] = s->wrote[1] = false;
+	free(s->vips);
+	s->vips = NULL;
+	s->n_vips = 0;
+	return vflag_read(s);
 }
 
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
@@ -2035,9 +2288,10 @@ void hashlb_steer_tables_unknown(struct hashlb_steer *s)
  */
 static int shadow_check(struct hashlb_steer *s, uint32_t half)
 {
+	uint32_t th = 2 * s->table + half;
 	struct hlb_steer_table cur;
 
-	if (bpf_map_lookup_elem(s->fd[M_TABLES], &half, &cur) < 0)
+	if (bpf_map_lookup_elem(s->fd[M_TABLES], &th, &cur) < 0)
 		return -errno;
 	if (!s->wrote[half] || memcmp(&cur, &s->written[half], sizeof(cur)) != 0)
 		shadow_forget(s, half);
@@ -2045,7 +2299,7 @@ static int shadow_check(struct hashlb_steer *s, uint32_t half)
 	if (cur.stamp == HLB_STEER_STAMP_WRITING)
 		return 0;
 	cur.stamp = HLB_STEER_STAMP_WRITING;
-	return map_write(s->fd[M_TABLES], half, &cur);
+	return map_write(s->fd[M_TABLES], th, &cur);
 }
 
 /*
@@ -2118,6 +2372,7 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 		b = batch_new(s->fd[M_SLOTS], sizeof(struct hlb_steer_slots));
 		if (!b)
 			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		b->base = 2 * s->table * s->slots_cap;
 		for (uint32_t i = 0; i < nv && ret == 0; i++) {
 			struct hlb_steer_slots sl;
 
@@ -2163,6 +2418,7 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 		free(bucket);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
+	b->base = 2 * s->table * s->buckets_cap;
 	for (uint32_t k = 0; k < (1u << bits) && ret == 0; k++)
 		ret = shadow_add(b, sh, half, s->buckets_cap, k, &bucket[k], sizeof(*bucket));
 	free(bucket);
@@ -2174,6 +2430,8 @@ static int write_half(struct hashlb_steer *s, uint32_t half, const struct hashlb
 	b = ret == 0 ? batch_new(s->fd[M_POINTS], sizeof(struct hlb_steer_ring_point)) : NULL;
 	if (ret == 0 && !b)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	if (b)
+		b->base = 2 * s->table * s->points_cap;
 	for (uint32_t i = 0; i < v->n_points && ret == 0; i++) {
 		struct hlb_steer_ring_point p = { .pos = v->pos[i], .owner = v->owner[i] };
 
@@ -2213,7 +2471,7 @@ static void backend_value(struct hashlb_steer *s, const struct hashlb_table *t, 
 			if_mac(name, be.src_mac);
 	}
 	be.ifindex = d->ifindex;
-	be.slot = (uint16_t)slot;
+	be.slot = (uint16_t)(s->table * s->backends_cap + slot); /* its table's slots */
 	be.incarnation = incarnation;
 	if (!hashlb_table_backend_down(t, i) || d->keep_flows)
 		be.flags |= HLB_STEER_BACKEND_F_KEEP;
@@ -2257,7 +2515,8 @@ static void ct_clear_incarnations(struct hashlb_steer *s, const uint8_t *half)
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
-			uint32_t slot = (uint32_t)e & 0xffff;
+			/* its table's slots only (relative: below the first, wraps) */
+			uint32_t slot = ((uint32_t)e & 0xffff) - s->table * s->backends_cap;
 			uint32_t inc = (uint32_t)(e >> HLB_STEER_CT_INC_SHIFT) & 0xff;
 
 			if (e && slot < s->backends_cap && half[slot] &&
@@ -2426,8 +2685,10 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "reading the active half: %s",
 				  strerror(errno));
 	/* The first table goes into half 1: half 0 is the all-zero table
-	 * (no points: every lookup says "no backend") until then. */
-	half = (active & 1) ^ 1;
+	 * (no points: every lookup says "no backend") until then. Of several
+	 * tables, each its own half in force: bit 0's, or the other one if its
+	 * VIPs say so. */
+	half = (active & 1) ^ (s->vflag ? 1 : 0) ^ 1;
 	ret = shadow_check(s, half);
 	if (ret < 0)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "writing the table map: %s",
@@ -2449,7 +2710,10 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 		ret = hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	ret = map_read(s->fd[M_BSLOTS], 0, s->backends_cap, slot_be, sizeof(*slot_be));
+	/* its table's halves, and its backends_cap slots of hlb_bslots */
+	bb->base = 2 * s->table * s->backends_cap;
+	sb->base = s->table * s->backends_cap;
+	ret = map_read(s->fd[M_BSLOTS], sb->base, s->backends_cap, slot_be, sizeof(*slot_be));
 	if (ret < 0)
 		goto err_sys;
 	for (uint32_t j = 0; j < s->backends_cap; j++) {
@@ -2528,7 +2792,7 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	if (ret == 0)
 		ret = batch_flush(sb);
 	if (ret == 0)
-		ret = map_write(s->fd[M_TABLES], half, &meta);
+		ret = map_write(s->fd[M_TABLES], 2 * s->table + half, &meta);
 	if (ret < 0)
 		goto err_sys;
 	s->written[half] = meta;
@@ -2542,9 +2806,19 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 			"stopped before the table was put in force: the one in force stays");
 		goto out;
 	}
-	ret = steer_flip(s, (active & ~1u) | half);
-	if (ret < 0)
-		goto err_sys;
+	if (s->tables > 1) {
+		/* its VIPs name the half now in force, the others' as they were */
+		s->vflag ^= HLB_STEER_VIP_F_HALF;
+		ret = set_vips(s, s->vips, s->n_vips, s->vips_flags, err);
+		if (ret < 0) {
+			s->vflag ^= HLB_STEER_VIP_F_HALF;
+			goto out;
+		}
+	} else {
+		ret = steer_flip(s, (active & ~1u) | half);
+		if (ret < 0)
+			goto err_sys;
+	}
 
 	for (uint32_t i = 0; i < n; i++) {
 		backend_value(s, t, i, &eff[i], slot[i], inc[i], &be);

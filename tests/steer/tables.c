@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Several tables in one program, as hashlb run steers several services on
+ * one interface: each service's VIPs (IPv4 and IPv6) go to the backends of
+ * its own table; publishing one table, or removing one service's VIPs,
+ * leaves the other's new flows on its table and its established flows on
+ * their backends; a VIP another table has is refused. Through
+ * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other.
+ */
+#include "helpers.h"
+
+#define SEED_A 11
+#define SEED_B 22
+/* Table B's backend i is at test_backend_mac(B_MAC + i): a frame says whose. */
+#define B_MAC 100
+#define FLOWS 200
+
+static const char *const names_a[] = { "a1", "a2", "a3", "a4" };
+static const char *const names_b[] = { "b1", "b2", "b3" };
+static const char *const vips_a[] = { "10.0.0.10:80", "[fd00::10]:80" };
+/* one address shared with A's, another port: its marker is both tables' */
+static const char *const vips_b[] = { "10.0.0.20:443", "10.0.0.10:8080" };
+
+static int fd;
+
+/* Publish <t> into <s>, backend i at test_backend_mac(<mac0> + i). */
+static void publish(struct hashlb_steer *s, const struct hashlb_table *t, uint32_t mac0)
+{
+	uint32_t n = hashlb_table_backend_count(t);
+	struct hashlb_steer_dest d[8];
+	struct hashlb_error err = { 0 };
+
+	memset(d, 0, sizeof(d));
+	for (uint32_t i = 0; i < n; i++) {
+		test_backend_mac(mac0 + i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+	}
+	if (hashlb_steer_set_table(s, t, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
+		fprintf(stderr, "set_table: %s\n", err.msg);
+		exit(1);
+	}
+}
+
+/* Flow <i> of VIP <v> of <vips> (<n>): a client of its own, v6 if the VIP is. */
+static void flow(struct test_pkt *p, const char *const *vips, uint32_t v, uint32_t i)
+{
+	const char *colon = strrchr(vips[v], ':');
+	char host[64];
+
+	memset(p, 0, sizeof(*p));
+	p->dport = (uint16_t)atoi(colon + 1);
+	p->sport = (uint16_t)(1024 + i);
+	if (vips[v][0] == '[') {
+		memcpy(host, vips[v] + 1, (size_t)(colon - vips[v] - 2));
+		host[colon - vips[v] - 2] = 0;
+		p->v6 = true;
+		inet_pton(AF_INET6, host, p->dst);
+		inet_pton(AF_INET6, "fd00:1::", p->src);
+		p->src[14] = (uint8_t)(i >> 8);
+		p->src[15] = (uint8_t)i;
+	} else {
+		memcpy(host, vips[v], (size_t)(colon - vips[v]));
+		host[colon - vips[v]] = 0;
+		test_v4(p->dst, ntohl(inet_addr(host)));
+		test_v4(p->src, 0xc0a80000u + i);
+	}
+}
+
+/* The MAC index <p> (flags <flags>) was sent to, -1 if not forwarded (-2 passed). */
+static int send_pkt(struct test_pkt *p, uint8_t flags)
+{
+	uint8_t frame[256], out[512];
+	int v;
+
+	p->tcp_flags = flags;
+	v = test_run(fd, frame, test_build(p, frame), out, NULL);
+	if (v == XDP_PASS_)
+		return -2;
+	return v == XDP_TX_ ? test_frame_backend(out) : -1;
+}
+
+/* The MAC index <t> names for <p>: its backend's, plus <mac0>. */
+static int says(const struct hashlb_table *t, const struct test_pkt *p, uint64_t seed,
+		uint32_t mac0)
+{
+	struct hashlb_tuple tu;
+
+	test_tuple(p, &tu);
+	return (int)(mac0 +
+		     hashlb_table_lookup(t, hashlb_tuple_hash(&tu, HASHLB_KEY_4TUPLE, seed)));
+}
+
+/* Of FLOWS new flows (SYNs, from <first> on) to each VIP of <vips>, how many
+ * do not go where <t> says. */
+static uint32_t off_table(const char *const *vips, uint32_t n, uint32_t first,
+			  const struct hashlb_table *t, uint64_t seed, uint32_t mac0)
+{
+	uint32_t wrong = 0;
+
+	for (uint32_t v = 0; v < n; v++) {
+		for (uint32_t i = first; i < first + FLOWS; i++) {
+			struct test_pkt p;
+
+			flow(&p, vips, v, i);
+			wrong += send_pkt(&p, 0x02) != says(t, &p, seed, mac0);
+		}
+	}
+	return wrong;
+}
+
+int main(void)
+{
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
+	struct hashlb_table *ta, *ta2, *tb, *tb2;
+	struct hashlb_steer *sa, *sb = NULL;
+	struct hashlb_error err = { 0 };
+	int held[FLOWS];
+	uint32_t moved = 0, wrong;
+
+	ta = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, NULL);
+	ta2 = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 2, NULL);
+	tb = test_table(HASHLB_SCHEME_RING, SEED_B, names_b, 3, NULL);
+	tb2 = test_table(HASHLB_SCHEME_RING, SEED_B, names_b + 1, 2, NULL);
+	sa = test_steer_load_opts(&o, ta);
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	CHECK(hashlb_steer_tables(sa) == 2, "tables: %u", hashlb_steer_tables(sa));
+	CHECK(hashlb_steer_share(sa, 2, &sb, &err) == -ERANGE, "table 2 of 2 shared");
+	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		return 1;
+	}
+	/* A: VIPs first, then its table; B: the other way round */
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	publish(sb, tb, B_MAC);
+	test_set_vips(sb, vips_b, 2);
+
+	wrong = off_table(vips_a, 2, 0, ta, SEED_A, 0);
+	CHECK(wrong == 0, "A's new flows: %u of %u not where its table says", wrong, 2 * FLOWS);
+	wrong = off_table(vips_b, 2, 0, tb, SEED_B, B_MAC);
+	CHECK(wrong == 0, "B's new flows: %u of %u not where its table says", wrong, 2 * FLOWS);
+
+	/* A VIP of A's is refused to B, and B's stay as they were. */
+	CHECK(hashlb_steer_set_vips(sb, NULL, 0, &err) == 0, "B's VIPs cleared: %s", err.msg);
+	{
+		struct sockaddr_storage ss = { 0 };
+		struct sockaddr_in *s4 = (void *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(80);
+		inet_pton(AF_INET, "10.0.0.10", &s4->sin_addr);
+		CHECK(hashlb_steer_set_vips(sb, &ss, 1, &err) == -EEXIST, "A's VIP taken by B: %s",
+		      err.msg);
+	}
+	test_set_vips(sb, vips_b, 2);
+
+	/* B's flows established (SYN), then A's table changes, many times. */
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips_b, i % 2, 5000 + i);
+		held[i] = send_pkt(&p, 0x02);
+	}
+	for (int k = 0; k < 6; k++)
+		publish(sa, k % 2 ? ta2 : ta, 0); /* ta2 last */
+	wrong = off_table(vips_a, 2, 1000, ta2, SEED_A, 0);
+	CHECK(wrong == 0, "A's new flows after its update: %u of %u off", wrong, 2 * FLOWS);
+	wrong = off_table(vips_b, 2, 1000, tb, SEED_B, B_MAC);
+	CHECK(wrong == 0, "B's new flows after A's update: %u of %u off", wrong, 2 * FLOWS);
+
+	/* B's table changes (b1 goes): its flows on b2, b3 stay, b1's move;
+	 * A's go on by ta2. */
+	publish(sb, tb2, B_MAC + 1);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+		int now;
+
+		flow(&p, vips_b, i % 2, 5000 + i);
+		now = send_pkt(&p, 0x10);
+		if (held[i] == B_MAC)
+			moved += now != B_MAC;
+		else
+			CHECK(now == held[i], "B's flow %u: on %d, now %d", i, held[i], now);
+	}
+	CHECK(moved > 0, "no flow of b1's in %u", FLOWS);
+	wrong = off_table(vips_a, 2, 2000, ta2, SEED_A, 0);
+	CHECK(wrong == 0, "A's new flows after B's update: %u of %u off", wrong, 2 * FLOWS);
+	wrong = off_table(vips_b, 2, 2000, tb2, SEED_B, B_MAC + 1);
+	CHECK(wrong == 0, "B's new flows after its update: %u of %u off", wrong, 2 * FLOWS);
+
+	/* A's VIPs go (its service removed): its packets are passed, B's
+	 * established flows stay where they are, its new ones by tb2. */
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips_b, i % 2, 5000 + i);
+		held[i] = send_pkt(&p, 0x10);
+	}
+	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
+	for (uint32_t i = 0; i < 20; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips_a, i % 2, 3000 + i);
+		CHECK(send_pkt(&p, 0x02) == -2, "A's flow %u not passed once A is gone", i);
+	}
+	publish(sb, tb, B_MAC); /* b1 back: flows kept where they are */
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+		int now;
+
+		flow(&p, vips_b, i % 2, 5000 + i);
+		now = send_pkt(&p, 0x10);
+		CHECK(now == held[i], "B's flow %u after A went: on %d, now %d", i, held[i], now);
+	}
+	wrong = off_table(vips_b, 2, 4000, tb, SEED_B, B_MAC);
+	CHECK(wrong == 0, "B's new flows after A went: %u of %u off", wrong, 2 * FLOWS);
+
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(ta);
+	hashlb_table_free(ta2);
+	hashlb_table_free(tb);
+	hashlb_table_free(tb2);
+	if (test_failures)
+		return 1;
+	printf("ok: two tables in one program, each VIP on its own\n");
+	return 0;
+}
