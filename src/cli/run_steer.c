@@ -96,6 +96,8 @@ struct run_steer {
 	struct hlb_daemon_hold *hold;
 };
 
+static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve);
+
 /* an interface name as a logfmt value: it may hold '"', '=' or control bytes */
 #define LOG_IFACE_MAX (4 * IFNAMSIZ + 3)
 
@@ -279,6 +281,10 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		if (e->steer)
 			hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s%s",
 				e->name, iface_kv(e, qi), c ? " reason=\"interface changed\"" : "");
+		if (e->steer && steer_release(rs, e, true))
+			hlb_log(HLB_LOG_INFO, "kernel steering: its VIP left the program",
+				"service=%s reason=\"another service's table stays in it\"",
+				e->name);
 		svc_clear(e);
 	}
 	rs->n = n;
@@ -448,6 +454,97 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 	return NULL;
 }
 
+/*
+ * The tables a program for <e>'s interface is loaded with: one for a service
+ * alone there (the layout an older hashlb reads too), else one a service of
+ * the config on it (by its names' index, an altname too) and two more, for
+ * services a reload adds (a reload past them: not started, told to restart).
+ */
+static uint32_t iface_services(const struct run_steer *rs, const struct run_steer_svc *e)
+{
+	unsigned int ifindex = if_nametoindex(e->iface);
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; ifindex && i < rs->n; i++)
+		n += rs->svcs[i].iface &&
+		     (rs->svcs[i].steer ? hashlb_steer_ifindex(rs->svcs[i].steer) == (int)ifindex
+					: if_nametoindex(rs->svcs[i].iface) == ifindex);
+	if (n < 2)
+		return 1;
+	return n + 2 < HASHLB_STEER_TABLES_MAX ? n + 2 : HASHLB_STEER_TABLES_MAX;
+}
+
+/* Whether a service of <rs> publishes table <t> of the program <p> has. */
+static bool table_used(const struct run_steer *rs, const struct hashlb_steer *p, uint32_t t)
+{
+	for (uint32_t i = 0; i < rs->n; i++) {
+		const struct hashlb_steer *o = rs->svcs[i].steer;
+
+		if (o && hashlb_steer_ifindex(o) == hashlb_steer_ifindex(p) &&
+		    hashlb_steer_table(o) == t)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * <e> steered by a table of the program <other> has on its interface: the
+ * one its VIP has there (a program taken over from the hashlb an upgrade
+ * replaces), else the first no service uses. The program keeps its size: one
+ * loaded for a service alone (a reload adds a second), or with every table
+ * in use, is refused, to be loaded again by a restart. Before, a second
+ * service on an interface was refused by the config.
+ */
+static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,
+		 struct hashlb_error *err)
+{
+	uint32_t n = hashlb_steer_tables(other->steer), t;
+	char dev[IF_NAMESIZE];
+	int have = hashlb_steer_vip_table(other->steer, &e->vip);
+
+	if (have >= 0 && !table_used(rs, other->steer, (uint32_t)have))
+		return hashlb_steer_share(other->steer, (uint32_t)have, &e->steer, err);
+	for (t = 0; t < n && table_used(rs, other->steer, t); t++)
+		;
+	if (t < n)
+		return hashlb_steer_share(other->steer, t, &e->steer, err);
+	return hashlb_err(
+		err, -ENOSPC, HASHLB_ERR_CONFIG,
+		"the program on '%s' (service '%s''s) holds %u table%s, each a service's: "
+		"a restart of hashlb (not an upgrade, nor a reload) loads one with a table "
+		"for every service on the interface",
+		steer_dev(other, dev), other->name, n, n == 1 ? "" : "s");
+}
+
+/*
+ * Let <e>'s program go. Shared with another service (its interface's
+ * program holds their tables): <e>'s VIPs leave it if <unserve> (a reload
+ * removed <e>; at a stop they stay closed, drained with the others'), and
+ * detaching it at the end, if <e> was to, passes to that service. Before,
+ * there was one service per interface. Whether the program stays.
+ */
+static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve)
+{
+	struct run_steer_svc *heir = NULL;
+	struct hashlb_error err = { 0 };
+
+	for (uint32_t i = 0; e->steer && i < rs->n && !heir; i++)
+		if (&rs->svcs[i] != e && rs->svcs[i].steer &&
+		    hashlb_steer_ifindex(rs->svcs[i].steer) == hashlb_steer_ifindex(e->steer) &&
+		    hashlb_steer_tables(e->steer) > 1)
+			heir = &rs->svcs[i];
+	if (heir) {
+		if (unserve && hashlb_steer_set_vips(e->steer, NULL, 0, &err) < 0)
+			log_error("kernel steering: its VIP stays in the program", e->name, &err);
+		if (!hashlb_steer_kept(e->steer))
+			hashlb_steer_set_keep(heir->steer, false);
+		hashlb_steer_set_keep(e->steer, true);
+	}
+	hashlb_steer_free(e->steer);
+	e->steer = NULL;
+	return heir != NULL;
+}
+
 /* The MAC refresh (and lost program) timer, if not armed yet. */
 static void refresh_arm(struct run_steer *rs, const char *name)
 {
@@ -602,21 +699,33 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 		const struct run_steer_svc *other = iface_taken(rs, e);
 
+		o.tables = iface_services(rs, e);
+		/* Another service steers there (under this name or another of
+		 * the interface's): a table of its program. Else the replaced
+		 * hashlb's program (an upgrade), or one whose process is gone
+		 * (killed, crashed): taken over, its flows stay where they are.
+		 * Never one another live process drives. */
 		if (other) {
-			hashlb_err(&err, -EBUSY, HASHLB_ERR_CONFIG,
-				   "interface '%s' is the one service '%s' steers (as '%s'): one "
-				   "service with steering: kernel per interface",
-				   o.iface, other->name, steer_dev(other, devbuf));
-			e->failed = true;
-			log_error("kernel steering not started", name, &err);
-			return;
-		}
-		/* The replaced hashlb's program (an upgrade), or one whose
-		 * process is gone (killed, crashed): taken over, its flows stay
-		 * where they are. Never one another live process drives. */
-		ret = take_over(rs, e, o.iface, &from, &err);
+			if (share(rs, e, other, &err) < 0) {
+				e->failed = true;
+				log_error("kernel steering not started", name, &err);
+				return;
+			}
+			/* the replaced hashlb's still, as the other's */
+			e->held = other->held;
+			hlb_log(HLB_LOG_INFO, "kernel steering attached",
+				"service=%s interface=%s mode=%s table=%u with=%s", name,
+				hlb_log_quote(o.iface, qi, sizeof(qi)),
+				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
+				hashlb_steer_table(e->steer), other->name);
+		} else if ((ret = take_over(rs, e, o.iface, &from, &err)) == 0) {
+			/* of several tables, its own (the replaced hashlb's order) */
+			int t = hashlb_steer_tables(e->steer) > 1
+					? hashlb_steer_vip_table(e->steer, &e->vip)
+					: -ENOENT;
 
-		if (ret == 0) {
+			if (t >= 0)
+				hashlb_steer_use_table(e->steer, (uint32_t)t);
 			e->held = strcmp(from, "upgrade") == 0 && !rs->old_stopped;
 			hashlb_steer_set_keep(e->steer, false);
 			hlb_log(HLB_LOG_INFO, "kernel steering taken over",
@@ -835,8 +944,7 @@ static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
 			e->name, iface_kv(e, qi));
 		/* Kept: nothing of ours to detach, and what is there is not ours. */
 		hashlb_steer_set_keep(e->steer, true);
-		hashlb_steer_free(e->steer);
-		e->steer = NULL;
+		steer_release(rs, e, false);
 		e->published = false;
 		e->vip_set.ss_family = 0;
 		e->lost = true;
@@ -934,7 +1042,7 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
  * (its config no longer steers this service on this interface), nobody would
  * update it again: detached now (<now>) or when this process exits.
  */
-static bool svc_taken_over(struct run_steer_svc *e, bool now)
+static bool svc_taken_over(struct run_steer *rs, struct run_steer_svc *e, bool now)
 {
 	char qi[LOG_IFACE_KV_MAX];
 
@@ -946,24 +1054,23 @@ static bool svc_taken_over(struct run_steer_svc *e, bool now)
 	hlb_log(HLB_LOG_INFO, "kernel steering detached",
 		"service=%s %s reason=\"not taken over by the new process\"", e->name,
 		iface_kv(e, qi));
-	if (now) {
-		hashlb_steer_free(e->steer);
-		e->steer = NULL;
-	}
+	if (now)
+		steer_release(rs, e, false);
 	return false;
 }
 
-/* Detach <e>'s program (a stop), logged with the interface's name now. */
-static void detach_stopped(struct run_steer_svc *e)
+/* Detach <e>'s program (a stop), logged with the interface's name now; one
+ * another service still drives stays attached, for it. */
+static void detach_stopped(struct run_steer *rs, struct run_steer_svc *e)
 {
 	char qi[LOG_IFACE_KV_MAX];
+	bool shared;
 
 	/* interface=NAME, the name it has now: read before the program goes */
 	iface_kv(e, qi);
-	hashlb_steer_free(e->steer);
-	e->steer = NULL;
-	hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped", e->name,
-		qi);
+	shared = steer_release(rs, e, false);
+	hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped%s", e->name,
+		qi, shared ? " program=\"kept for the other services on it\"" : "");
 }
 
 static uint64_t mono_ms(void)
@@ -981,7 +1088,7 @@ static void drain_end(struct run_steer *rs, struct run_steer_svc *e)
 	hlb_daemon_timer_del(rs->d, e->drain_timer);
 	e->drain_timer = NULL;
 	if (e->steer && hashlb_steer_attached(e->steer)) /* else gone with its interface */
-		detach_stopped(e);
+		detach_stopped(rs, e);
 	for (uint32_t i = 0; i < rs->n; i++)
 		if (rs->svcs[i].draining)
 			return;
@@ -1057,7 +1164,7 @@ static void drain_begin(struct run_steer *rs)
 		if (hashlb_steer_flows_count(e->steer, &entries) < 0)
 			entries = 1; /* unknown: drained */
 		if (ms == 0 || entries == 0) {
-			detach_stopped(e);
+			detach_stopped(rs, e);
 			continue;
 		}
 		hashlb_steer_set_lock_try(e->steer, false); /* waits up to 2 s */
@@ -1068,11 +1175,11 @@ static void drain_begin(struct run_steer *rs)
 			hlb_log(HLB_LOG_WARN, "kernel steering not drained",
 				"service=%s %s error=%s reason=\"its established flows end now\"",
 				e->name, iface_kv(e, qi), hlb_log_quote(err.msg, q, sizeof(q)));
-			detach_stopped(e);
+			detach_stopped(rs, e);
 			continue;
 		}
 		if (!rs->hold && (!rs->d || hlb_daemon_hold(rs->d, drain_now, rs, &rs->hold) < 0)) {
-			detach_stopped(e);
+			detach_stopped(rs, e);
 			continue;
 		}
 		e->draining = true;
@@ -1132,7 +1239,7 @@ void run_steer_stopping(void *arg, bool handed_over)
 	 * one it did not take is detached at once, not after this drain. */
 	for (uint32_t i = 0; handed_over && i < rs->n; i++)
 		if (rs->svcs[i].steer)
-			svc_taken_over(&rs->svcs[i], true);
+			svc_taken_over(rs, &rs->svcs[i], true);
 	if (!handed_over && rs->d && hlb_daemon_failed(rs->d))
 		kept_for_restart(rs);
 	else if (!handed_over)
@@ -1174,7 +1281,7 @@ void run_steer_stopped(struct run_steer *rs)
 		}
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
-		detach_stopped(e);
+		detach_stopped(rs, e);
 	}
 }
 
@@ -1182,7 +1289,7 @@ void run_steer_handed_over(struct run_steer *rs)
 {
 	for (uint32_t i = 0; rs && i < rs->n; i++)
 		if (rs->svcs[i].steer)
-			svc_taken_over(&rs->svcs[i], false);
+			svc_taken_over(rs, &rs->svcs[i], false);
 }
 
 int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *const *names,

@@ -8,6 +8,12 @@
  * userspace, detaches it; a new interface moves it; a new listen address
  * becomes the VIP with the next table (run_steer_sync()).
  *
+ * Several such services on one interface share its program, a table each
+ * (hashlb_steer_share()): loaded with a table for each of them and two more
+ * for reloads (one for a service alone: the layout of before); a service
+ * removed takes its VIP out of it, and the program is detached with the
+ * last of them.
+ *
  * Upgrades. A hashlb that took its listening sockets over from the one it
  * replaces (<from>, its pid) takes that one's program over too, when it
  * drives one on the interface: the same program, its conntrack with the

@@ -2292,7 +2292,6 @@ struct service_index {
 	 * IPv4-mapped one as IPv4): each by address and port, and the first
 	 * of each family on each port, which a wildcard clashes with. */
 	struct keymap listens;
-	struct keymap interfaces; /* those steered by the kernel */
 };
 
 /* A key of service_index.listens: family and port, then the address if any. */
@@ -2383,10 +2382,6 @@ static int service_index_add(struct service_index *x, const struct hashlb_servic
 		if (keymap_put(&x->listens, k.b, k.len, val, false) < 0) /* kept if not the first */
 			return -ENOMEM;
 	}
-	if (s->steering == HASHLB_STEERING_KERNEL && s->steer_interface &&
-	    keymap_put(&x->interfaces, s->steer_interface, strlen(s->steer_interface), val, false) <
-		    0)
-		return -ENOMEM;
 	return 0;
 }
 
@@ -2507,35 +2502,28 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
  * 0 if service <s> (of mapping <sm>) shares nothing that must be unique
  * with the services of <x>, those before it; else the error naming the
  * first of them it shares something with, and of what that one shares,
- * the name before the listen address before the interface.
+ * the name before the listen address. Several services steered in the
+ * kernel on one interface share its program, a table each (before, one
+ * per interface was allowed); the listen address is each one's VIP, so
+ * one VIP given twice is a listen clash.
  */
 static int service_clash(struct loader *ld, const struct ynode *sm, const struct service_index *x,
 			 const struct hashlb_service_cfg *s)
 {
 	struct sockaddr_storage a = addr_canon(&s->listen_addr);
-	const struct hashlb_service_cfg *o_name, *o_listen, *o_steer = NULL, *o;
+	const struct hashlb_service_cfg *o_name, *o_listen, *o;
 
 	o_name = keymap_get(&x->names, s->name, strlen(s->name));
 	o_listen = listen_clash_first(x, &a);
-	/* The program on an interface holds one table and one VIP set: the
-	 * second service to publish would take it from the first. */
-	if (s->steering == HASHLB_STEERING_KERNEL && s->steer_interface)
-		o_steer =
-			keymap_get(&x->interfaces, s->steer_interface, strlen(s->steer_interface));
-	o = earlier(earlier(o_name, o_listen), o_steer);
+	o = earlier(o_name, o_listen);
 	if (!o)
 		return 0;
 	if (o == o_name)
 		return fail(ld, map_get(sm, "name"),
 			    "duplicate service name '%s' (first at line %d)", s->name, o->pos.line);
-	if (o == o_listen)
-		return fail(ld, map_get(sm, "listen"),
-			    "listen address %s clashes with %s of service '%s' (line %d)",
-			    s->listen, o->listen, o->name, o->pos.line);
-	return fail(ld, map_get(sm, "interface"),
-		    "interface '%s' is steered for service '%s' (line %d) already: one service "
-		    "with steering: kernel per interface",
-		    s->steer_interface, o->name, o->pos.line);
+	return fail(ld, map_get(sm, "listen"),
+		    "listen address %s clashes with %s of service '%s' (line %d)", s->listen,
+		    o->listen, o->name, o->pos.line);
 }
 
 /*
@@ -2576,7 +2564,6 @@ static int load_services(struct loader *ld, const struct ynode *root, const stru
 	ld->via = NULL;
 	keymap_free(&x.names);
 	keymap_free(&x.listens);
-	keymap_free(&x.interfaces);
 	return r;
 }
 

@@ -13,7 +13,8 @@ old daemon drove, at tc, though another hashlb program is at the XDP hook; /metr
 counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
-of two services on one interface under two names (an altname), the second is not started; an
+two services on one interface (under one name or two, an altname) share its program, a table
+each, and a reload removing one leaves the other's flows; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
@@ -1492,33 +1493,124 @@ def upgrade_two_hooks(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
-def altname(topo, servers):
-    """Two services steered on one interface under two of its names, eth0 and an altname (the
-    config's one-service-per-interface check compares names): the one that comes second is not
-    started, naming the service that steers there; the first keeps its program and its table
-    steers. Before, the second took the first's program over as an orphan ("kernel steering
-    taken over ... from=orphan": this process's own program, held by no other) and published
-    its tables into it."""
-    T.sh("ip", "link", "property", "add", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb)
-    api = (service(topo).replace("name: web", "name: api")
-           .replace("interface: eth0", "interface: hlbalt0")
-           .replace(f"{T.VIP}:{T.VIP_PORT}", f"{T.VIP}:{T.VIP_PORT + 1}"))
-    d = Daemon(topo, service(topo) + api).start()
+def two_services_yaml(topo, api_listen=None):
+    """web on the IPv4 VIP over b1 and b2, and api (on <api_listen>, the IPv6 VIP unless
+    given) over b3, both steered in the kernel on eth0."""
+    def svc(name, listen, backends, iface="eth0"):
+        return (f"  - name: {name}\n    listen: '{listen}'\n    hash_key: 4-tuple\n"
+                f"    steering: kernel\n    interface: {iface}\n"
+                f"    health: {{interval: 200ms, timeout: 200ms, rise: 1, fall: 2}}\n"
+                f"    backends:\n" +
+                "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
+                        for i in backends))
+    return (svc("web", f"{T.VIP}:{T.VIP_PORT}", (0, 1)),
+            svc("api", api_listen or f"[{T.VIP6}]:{T.VIP_PORT}", (2,)))
+
+
+def kernel_steered(topo, tag, vip, n=20):
+    """<n> new clients of <vip> and the new flows the kernel path counted for them: their
+    backends."""
+    before = steer_stats(topo).get("new_flows", 0)
+    got = connect_count(topo, n, vip)
+    flows = steer_stats(topo).get("new_flows", 0) - before
+    check(flows >= n, f"{tag}: {n} new clients of {vip}, {flows} new flows in the kernel path: "
+          f"{dict(got)}")
+    return got
+
+
+def two_services(topo, servers):
+    """Two services steered in the kernel on one interface, a table each in its program: web
+    (the IPv4 VIP) over b1 and b2, api (the IPv6 VIP) over b3; each one's new clients reach its
+    own backends through the kernel path. A reload that removes api takes its VIP out of the
+    program and leaves web's: web's 24 held connections answer from their backends, its new
+    clients are steered, and api's clients reach none of its backends; a reload that adds api
+    back steers it again. A VIP given to two services is an error naming file:line:column.
+    Before, the config refused a second service with steering: kernel on one interface."""
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    web, api = two_services_yaml(topo)
+    d = Daemon(topo, web + api).start()
     try:
-        refused = d.wait_log("kernel steering not started", 15)
-        check(refused is not None and
-              (("service=api" in refused and "service 'web' steers" in refused) or
-               ("service=web" in refused and "service 'api' steers" in refused)),
-              f"altname: the second service on eth0 was not refused: {refused}")
-        check(not any("kernel steering taken over" in l for l in d.lines),
-              f"altname: a service took the other's program over: "
-              f"{[l for l in d.lines if 'steering' in l]}")
-        got = connect_count(topo, 20) if refused and "service=api" in refused else None
-        check(got is None or sum(got[f"b{i + 1}"] for i in range(3)) == 20,
-              f"altname: web's table no longer steers its clients: {got}")
-        print(f"altname: {refused and refused.split('msg=')[1].strip()}; web's clients {got}",
+        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
+        check(not missing, f"two_services: no table published for {missing}")
+        shared = [l for l in d.lines if "kernel steering attached" in l and " table=" in l]
+        check(len(shared) == 1, f"two_services: the second service not in the first's "
+              f"program: {[l for l in d.lines if 'steering' in l]}")
+        got4 = kernel_steered(topo, "two_services", T.VIP)
+        got6 = kernel_steered(topo, "two_services", T.VIP6)
+        check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
+              f"two_services: web's clients not all on b1, b2: {dict(got4)}")
+        check(got6 == {"b3": 20}, f"two_services: api's clients not all on b3: {dict(got6)}")
+        print(f"two_services: web's 20 clients {dict(got4)}, api's {dict(got6)}", flush=True)
+
+        client, held = hold(topo)
+        d.edit(api, "")
+        d.skip_log()
+        p = d.ctl("reload")
+        check(p.returncode == 0 and d.wait_log("msg=reloaded", 10) is not None,
+              f"two_services: reload without api: {p.stdout} {p.stderr}")
+        left = d.wait_log("its VIP left the program", 5)
+        check(left is not None and "service=api" in left,
+              f"two_services: api's VIP did not leave the program: {left}")
+        lost = still_held(client, held, "two_services: web's connections across api's removal")
+        got4 = kernel_steered(topo, "two_services: after api's removal", T.VIP)
+        check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
+              f"two_services: web's clients after api's removal: {dict(got4)}")
+        got6 = connect_count(topo, 5, T.VIP6)
+        check("b3" not in got6, f"two_services: api's clients steered once removed: {dict(got6)}")
+        print(f"two_services: api removed: web's {len(held)} held connections, {lost} lost; "
+              f"20 new {dict(got4)}; api's clients {dict(got6)}", flush=True)
+
+        d.edit("services:\n", "services:\n" + api)
+        d.skip_log()
+        p = d.ctl("reload")
+        check(p.returncode == 0 and d.wait_log("service=api generation=", 10) is not None,
+              f"two_services: reload adding api back: {p.stdout} {p.stderr}")
+        got6 = kernel_steered(topo, "two_services: api back", T.VIP6)
+        check(got6 == {"b3": 20}, f"two_services: api's clients once back: {dict(got6)}")
+
+        # One VIP twice (written IPv4-mapped the second time): where the second one is.
+        web, dup = two_services_yaml(topo, f"[::ffff:{T.VIP}]:{T.VIP_PORT}")
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write("services:\n" + web + dup)
+        p = T.sh(HASHLB, "check", "-c", f.name, check=False)
+        os.unlink(f.name)
+        line = 2 + web.count("\n") + 1
+        check(p.returncode == 1 and f"{f.name}:{line}:13: error: listen address" in p.stderr,
+              f"two_services: one VIP twice: {p.returncode} {p.stderr}")
+        print(f"two_services: api back: {dict(got6)}; one VIP twice: {p.stderr.strip()}",
               flush=True)
     finally:
+        d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
+
+
+def altname(topo, servers):
+    """Two services steered on one interface under two of its names, eth0 and an altname: the
+    second shares the first's program (a table each), and each one's clients reach its own
+    backends. Before, the second took the first's program over as an orphan ("kernel steering
+    taken over ... from=orphan": this process's own program, held by no other) and published
+    its tables into it; then it was not started."""
+    T.sh("ip", "link", "property", "add", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb)
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    web, api = two_services_yaml(topo)
+    d = Daemon(topo, web + api.replace("interface: eth0", "interface: hlbalt0")).start()
+    try:
+        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
+        check(not missing, f"altname: no table published for {missing}")
+        check(not any("kernel steering taken over" in l or "not started" in l for l in d.lines),
+              f"altname: a service took the other's program over, or was not started: "
+              f"{[l for l in d.lines if 'steering' in l]}")
+        got4 = kernel_steered(topo, "altname", T.VIP)
+        got6 = kernel_steered(topo, "altname", T.VIP6)
+        check(set(got4) <= {"b1", "b2"} and got6 == {"b3": 20},
+              f"altname: clients not on their own service's backends: {dict(got4)} {dict(got6)}")
+        print(f"altname: web's clients {dict(got4)}, api's (on hlbalt0) {dict(got6)}",
+              flush=True)
+    finally:
+        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("ip", "link", "property", "del", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb,
@@ -1705,9 +1797,10 @@ def renamed(topo, servers):
         check(kept is not None and " interface=hlbren0 config_interface=eth0 " in kept,
               f"renamed: a line after the rename names the interface now: {kept}")
         # A second service on the interface under its new name, the first still naming eth0:
-        # not started, as under an altname (before, the interface was looked for by the first
-        # one's config name, which none had any more: the second took the first's program
-        # over as an orphan and published its tables into it).
+        # found there by the index of the first's program, whose one table (a service alone
+        # at the start) it cannot share: not started, saying so (before, the interface was
+        # looked for by the first one's config name, which none had any more: the second took
+        # the first's program over as an orphan and published its tables into it).
         api = (service(topo).replace("name: web", "name: api")
                .replace("interface: eth0", "interface: hlbren0")
                .replace(f"{T.VIP}:{T.VIP_PORT}", f"{T.VIP}:{T.VIP_PORT + 1}"))
@@ -1716,7 +1809,7 @@ def renamed(topo, servers):
         reload(flows + api)
         refused = d.wait_log("kernel steering not started", 10)
         check(refused is not None and "service=api" in refused and
-              "service 'web' steers" in refused,
+              "service 'web''s) holds 1 table" in refused,
               f"renamed: a second service on hlbren0 was not refused: {refused}")
         check(not any("kernel steering taken over" in l for l in d.lines[start:]),
               f"renamed: a service took the other's program over: "
@@ -1989,7 +2082,8 @@ def body(topo):
                      ("too_small", too_small), ("slots_held", slots_held),
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
-                     ("altname", altname), ("iface_recreated", iface_recreated),
+                     ("altname", altname), ("two_services", two_services),
+                     ("iface_recreated", iface_recreated),
                      ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
                      ("many_backends", many_backends)]:

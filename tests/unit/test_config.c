@@ -1524,14 +1524,18 @@ static void test_duplicates(void **state)
 	expect_error("services:\n" SVC("a", "127.0.0.1:80", "") SVC("b", "127.0.0.2:80", "")
 			     SVC("b", "127.0.0.1:80", ""),
 		     4, 23, "clashes with 127.0.0.1:80 of service 'a' (line 2)");
-	expect_error("services:\n" SVC("a", "127.0.0.1:80", ", steering: kernel, interface: lo")
-			     SVC("b", "127.0.0.2:80", "")
-				     SVC("c", "127.0.0.2:80", ", steering: kernel, interface: lo"),
-		     4, 68, "interface 'lo' is steered for service 'a' (line 2) already");
-	expect_error("services:\n" SVC("a", "127.0.0.1:80", ", steering: kernel, interface: lo")
-			     SVC("b", "127.0.0.2:80", ", interface: lo")
-				     SVC("c", "127.0.0.3:80", ", steering: kernel, interface: lo"),
-		     4, 68, "interface 'lo' is steered for service 'a' (line 2)");
+	/* two kernel-steered services on one interface share its program: only
+	 * the listen address (the VIP) clashes */
+	expect_error(
+		"services:\n" SVC("a", "127.0.0.1:80", ", steering: kernel, interface: lo")
+			SVC("b", "127.0.0.2:80", "")
+				SVC("c", "127.0.0.2:80", ", steering: kernel, interface: lo"),
+		4, 23,
+		"listen address 127.0.0.2:80 clashes with 127.0.0.2:80 of service 'b' (line 3)");
+	hashlb_config_free(load_ok(
+		"services:\n" SVC("a", "127.0.0.1:80", ", steering: kernel, interface: lo")
+			SVC("b", "127.0.0.2:80", ", interface: lo")
+				SVC("c", "127.0.0.3:80", ", steering: kernel, interface: lo")));
 #undef SVC
 	hashlb_config_free(load_ok(MINIMAL
 				   "  - name: api\n    listen: \"[::1]:8080\"\n"
@@ -1557,16 +1561,26 @@ static void test_duplicates(void **state)
 		hashlb_config_free(c);
 	}
 	hashlb_config_free(load_ok("admin: unix:/run/x.sock\n" MINIMAL));
-	/* One kernel-steered service per interface: the program there holds one table and one
-	 * VIP set, and before, the second service took it from the first at every publish. */
+	/* Several kernel-steered services on one interface, a table each in its program (before,
+	 * refused: one per interface); one VIP twice is still an error, where the second is. */
+	hashlb_config_free(load_ok("services:\n"
+				   "  - {name: web, listen: 127.0.0.1:80, steering: kernel, "
+				   "interface: lo,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
+				   "  - {name: api, listen: 127.0.0.1:81, steering: kernel, "
+				   "interface: lo,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
+				   "  - {name: api6, listen: \"[::1]:81\", steering: kernel, "
+				   "interface: lo,\n"
+				   "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"));
 	expect_error("services:\n"
 		     "  - {name: web, listen: 127.0.0.1:80, steering: kernel, interface: lo,\n"
 		     "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n"
-		     "  - {name: api, listen: 127.0.0.1:81, steering: kernel, interface: lo,\n"
+		     "  - {name: api, listen: 127.0.0.1:80, steering: kernel, interface: lo,\n"
 		     "     backends: [{name: a, address: \"127.0.0.1:1\"}]}\n",
-		     4, 68,
-		     "interface 'lo' is steered for service 'web' (line 2) already: one service "
-		     "with steering: kernel per interface");
+		     4, 25,
+		     "listen address 127.0.0.1:80 clashes with 127.0.0.1:80 of service 'web' "
+		     "(line 2)");
 	hashlb_config_free(load_ok("services:\n"
 				   "  - {name: web, listen: 127.0.0.1:80, steering: kernel, "
 				   "interface: lo,\n"
