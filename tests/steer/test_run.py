@@ -1524,12 +1524,15 @@ def two_services(topo, servers):
     own backends through the kernel path. A reload that removes api takes its VIP out of the
     program and leaves web's: web's 24 held connections answer from their backends, its new
     clients are steered, and api's clients reach none of its backends; a reload that adds api
-    back steers it again. A VIP given to two services is an error naming file:line:column.
-    Before, the config refused a second service with steering: kernel on one interface."""
+    back steers it again. A VIP given to two services is an error naming file:line:column. An
+    upgrade in place takes both tables over, both services' connections kept, and its stop
+    detaches the program. Before, the config refused a second service with steering: kernel on
+    one interface."""
     T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
          check=False)
     web, api = two_services_yaml(topo)
     d = Daemon(topo, web + api).start()
+    new_pid = None
     try:
         missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
         check(not missing, f"two_services: no table published for {missing}")
@@ -1580,8 +1583,42 @@ def two_services(topo, servers):
               f"two_services: one VIP twice: {p.returncode} {p.stderr}")
         print(f"two_services: api back: {dict(got6)}; one VIP twice: {p.stderr.strip()}",
               flush=True)
+
+        # An upgrade in place takes the program over with both tables, each service its own
+        # (the one its VIP has): both services' held connections stay, new clients of each
+        # reach its own backends; the new process's stop detaches the program.
+        client, held = hold(topo)
+        client6 = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP6,
+                                           str(T.VIP_PORT), "12"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held6 = dict(json.loads(client6.stdout.readline()))
+        start = len(d.lines)
+        new_pid = upgrade(d, "two_services")
+        missing = d.wait_each(["service=web generation=", "service=api generation="], 15)
+        check(not missing, f"two_services: after the upgrade, no table published for {missing}")
+        took = [l for l in d.lines[start:] if "kernel steering taken over" in l or
+                ("kernel steering attached" in l and " with=" in l)]
+        check(len(took) == 2, f"two_services: the new process did not take both tables over: "
+              f"{[l for l in d.lines[start:] if 'steering' in l]}")
+        lost = still_held(client, held, "two_services: web's connections across the upgrade")
+        lost += still_held(client6, held6, "two_services: api's connections across the upgrade")
+        got4 = kernel_steered(topo, "two_services: after the upgrade", T.VIP)
+        got6 = kernel_steered(topo, "two_services: after the upgrade", T.VIP6)
+        check(set(got4) <= {"b1", "b2"} and got6 == {"b3": 20},
+              f"two_services: after the upgrade, clients not on their own service's backends: "
+              f"{dict(got4)} {dict(got6)}")
+        topo.wait_closed()
+        stop_pid(new_pid, d)
+        new_pid = None
+        check(not T.sh("ip", "link", "show", "eth0", ns=topo.lb).stdout.count("xdp") and
+              "hlb_tc" not in T.sh("tc", "filter", "show", "dev", "eth0", "ingress",
+                                   ns=topo.lb, check=False).stdout,
+              "two_services: the program stayed attached after the stop")
+        print(f"two_services: upgrade: {len(held) + len(held6)} held connections, {lost} lost; "
+              f"new clients {dict(got4)} {dict(got6)}; detached at the stop", flush=True)
     finally:
         d.stop()
+        stop_pid(new_pid, d)
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
         T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
 
