@@ -1572,6 +1572,31 @@ def two_services(topo, servers):
         got6 = kernel_steered(topo, "two_services: api back", T.VIP6)
         check(got6 == {"b3": 20}, f"two_services: api's clients once back: {dict(got6)}")
 
+        # web removed, the service that attached the program: it stays, for api, whose held
+        # connections and new clients go on; web back, it shares it again.
+        client6 = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP6,
+                                           str(T.VIP_PORT), "12"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held6 = dict(json.loads(client6.stdout.readline()))
+        d.edit(web, "")
+        d.skip_log()
+        p = d.ctl("reload")
+        check(p.returncode == 0 and d.wait_log("msg=reloaded", 10) is not None,
+              f"two_services: reload without web: {p.stdout} {p.stderr}")
+        lost = still_held(client6, held6, "two_services: api's connections across web's removal")
+        got6 = kernel_steered(topo, "two_services: after web's removal", T.VIP6)
+        check(got6 == {"b3": 20}, f"two_services: api's clients after web's removal: {dict(got6)}")
+        d.edit("services:\n", "services:\n" + web)
+        d.skip_log()
+        p = d.ctl("reload")
+        check(p.returncode == 0 and d.wait_log("service=web generation=", 10) is not None,
+              f"two_services: reload adding web back: {p.stdout} {p.stderr}")
+        got4 = kernel_steered(topo, "two_services: web back", T.VIP)
+        check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
+              f"two_services: web's clients once back: {dict(got4)}")
+        print(f"two_services: web removed: api's {len(held6)} held connections, {lost} lost, "
+              f"20 new {dict(got6)}; web back: {dict(got4)}", flush=True)
+
         # One VIP twice (written IPv4-mapped the second time): where the second one is.
         web, dup = two_services_yaml(topo, f"[::ffff:{T.VIP}]:{T.VIP_PORT}")
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
