@@ -31,6 +31,11 @@ struct run_steer_svc {
 	char *iface;
 	struct sockaddr_storage vip;
 	uint32_t flows; /* steering_flows: the conntrack size of a program attached */
+	/* What its config's table needs of a program (backends, Maglev M, ring
+	 * points, at most): a program shared by several services is sized for
+	 * the largest of them (iface_services()). */
+	uint32_t need_backends, need_m;
+	uint64_t need_points;
 	struct hashlb_steer *steer; /* NULL until the first table, or after a failure */
 	bool failed; /* attaching failed: logged once, retried after a reload */
 	/* Another hashlb version's program is on its interface (-EPROTO): its
@@ -156,6 +161,23 @@ static const struct hashlb_service_cfg *steered(const struct hashlb_config *cfg,
 	return NULL;
 }
 
+/* <e>'s needs of a program, from its config <c>. */
+static void svc_set_needs(struct run_steer_svc *e, const struct hashlb_service_cfg *c)
+{
+	uint64_t weights = 0;
+
+	for (uint32_t i = 0; i < c->n_backends; i++)
+		weights += c->backends[i].weight;
+	e->need_backends = c->n_backends;
+	e->need_m = c->table.maglev_m ? c->table.maglev_m : HASHLB_MAGLEV_M_DEFAULT;
+	e->need_points = (c->table.ring_v ? c->table.ring_v : HASHLB_RING_V_DEFAULT) * weights;
+}
+
+static uint32_t max_u32(uint32_t a, uint32_t b)
+{
+	return a > b ? a : b;
+}
+
 static bool same_iface(const char *a, const char *b)
 {
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
@@ -275,6 +297,7 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 			}
 			if (svc_set_close_on_return(e, c) < 0)
 				hlb_log(HLB_LOG_ERROR, "kernel steering: out of memory", NULL);
+			svc_set_needs(e, c);
 			rs->svcs[n++] = *e;
 			continue;
 		}
@@ -310,6 +333,7 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 		e->iface = c->steer_interface ? strdup(c->steer_interface) : NULL;
 		e->vip = c->listen_addr;
 		e->flows = c->steer_flows;
+		svc_set_needs(e, c);
 		if (!e->name || (c->steer_interface && !e->iface) ||
 		    svc_set_close_on_return(e, c) < 0) {
 			svc_clear(e);
@@ -459,19 +483,43 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
  * alone there (the layout an older hashlb reads too), else one a service of
  * the config on it (by its names' index, an altname too) and two more, for
  * services a reload adds (a reload past them: not started, told to restart).
+ * Of several, each table's capacities, into <o>, fit the largest of those
+ * services' configs (else every table had the first table's, and a larger
+ * service's was refused); a service alone's program is sized by its first
+ * table.
  */
-static uint32_t iface_services(const struct run_steer *rs, const struct run_steer_svc *e)
+static uint32_t iface_services(const struct run_steer *rs, const struct run_steer_svc *e,
+			       struct hashlb_steer_opts *o)
 {
 	unsigned int ifindex = if_nametoindex(e->iface);
+	uint64_t points = 65536;
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; ifindex && i < rs->n; i++)
-		n += rs->svcs[i].iface &&
-		     (rs->svcs[i].steer ? hashlb_steer_ifindex(rs->svcs[i].steer) == (int)ifindex
-					: if_nametoindex(rs->svcs[i].iface) == ifindex);
-	if (n < 2)
+	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
+		const struct run_steer_svc *s = &rs->svcs[i];
+
+		if (!s->iface || (s->steer ? hashlb_steer_ifindex(s->steer) != (int)ifindex
+					   : if_nametoindex(s->iface) != ifindex))
+			continue;
+		n++;
+		/* each table's room: twice the largest's, never below the
+		 * defaults, as a program sized by its first table has */
+		o->max_backends = max_u32(o->max_backends, max_u32(256, 2 * s->need_backends));
+		o->max_maglev_m = max_u32(o->max_maglev_m, s->need_m);
+		if (2 * s->need_points > points)
+			points = 2 * s->need_points;
+	}
+	if (n < 2) {
+		/* sized by its first table, as before */
+		o->max_backends = o->max_maglev_m = 0;
 		return 1;
-	return n + 2 < HASHLB_STEER_TABLES_MAX ? n + 2 : HASHLB_STEER_TABLES_MAX;
+	}
+	n = n + 2 < HASHLB_STEER_TABLES_MAX ? n + 2 : HASHLB_STEER_TABLES_MAX;
+	/* the tables' backend slots share conntrack's 16 bits */
+	if (o->max_backends > HLB_STEER_BACKEND_NONE / n)
+		o->max_backends = HLB_STEER_BACKEND_NONE / n;
+	o->max_ring_points = points < UINT32_MAX / 8 ? (uint32_t)points : UINT32_MAX / 8;
+	return n;
 }
 
 /* Whether a service of <rs> publishes table <t> of the program <p> has. */
@@ -699,7 +747,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		}
 		const struct run_steer_svc *other = iface_taken(rs, e);
 
-		o.tables = iface_services(rs, e);
+		o.tables = iface_services(rs, e, &o);
 		/* Another service steers there (under this name or another of
 		 * the interface's): a table of its program. Else the replaced
 		 * hashlb's program (an upgrade), or one whose process is gone

@@ -1493,18 +1493,18 @@ def upgrade_two_hooks(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
 
 
-def two_services_yaml(topo, api_listen=None):
+def two_services_yaml(topo, api_listen=None, api_extra=""):
     """web on the IPv4 VIP over b1 and b2, and api (on <api_listen>, the IPv6 VIP unless
-    given) over b3, both steered in the kernel on eth0."""
-    def svc(name, listen, backends, iface="eth0"):
+    given; <api_extra> its keys more) over b3, both steered in the kernel on eth0."""
+    def svc(name, listen, backends, extra=""):
         return (f"  - name: {name}\n    listen: '{listen}'\n    hash_key: 4-tuple\n"
-                f"    steering: kernel\n    interface: {iface}\n"
+                f"    steering: kernel\n    interface: eth0\n{extra}"
                 f"    health: {{interval: 200ms, timeout: 200ms, rise: 1, fall: 2}}\n"
                 f"    backends:\n" +
                 "".join(f"      - {{name: b{i + 1}, address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
                         for i in backends))
     return (svc("web", f"{T.VIP}:{T.VIP_PORT}", (0, 1)),
-            svc("api", api_listen or f"[{T.VIP6}]:{T.VIP_PORT}", (2,)))
+            svc("api", api_listen or f"[{T.VIP6}]:{T.VIP_PORT}", (2,), api_extra))
 
 
 def kernel_steered(topo, tag, vip, n=20):
@@ -1530,7 +1530,9 @@ def two_services(topo, servers):
     one interface."""
     T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
          check=False)
-    web, api = two_services_yaml(topo)
+    # api's ring (vnodes 70,000: 70,000 points) outgrows what web's table alone would size
+    # each table for (65,536 points, twice web's 320), not what both configs size them for
+    web, api = two_services_yaml(topo, api_extra="    scheme: ring\n    vnodes: 70000\n")
     d = Daemon(topo, web + api).start()
     new_pid = None
     try:
