@@ -239,6 +239,8 @@ int hashlb_steer_vip_table(struct hashlb_steer *s, const struct sockaddr_storage
 /* Make <s> publish table <table> of its program (below hashlb_steer_tables()):
  * a program taken over, its services' tables where they were. 0 or -errno. */
 int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table);
+/* Whether the VIPs in force of <s>'s program name table <table>. */
+bool hashlb_steer_table_serves(struct hashlb_steer *s, uint32_t table);
 /* Whether freeing <s> leaves its program attached (hashlb_steer_set_keep()). */
 bool hashlb_steer_kept(const struct hashlb_steer *s);
 

@@ -536,6 +536,45 @@ static bool table_used(const struct run_steer *rs, const struct hashlb_steer *p,
 }
 
 /*
+ * Once every service of <rs> on the interface of <e>'s program of several
+ * tables has its table (or failed to), the VIPs of the tables none of them
+ * publishes leave it: a service the replaced hashlb (an upgrade) or a killed
+ * one (an orphan taken over) steered there, which this config no longer
+ * has. Its clients would be steered by its last table for as long as the
+ * program stays, health changes unapplied. As a service alone's program
+ * not taken over is detached.
+ */
+static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
+{
+	struct hashlb_error err = { 0 };
+	uint32_t n = hashlb_steer_tables(e->steer);
+
+	for (uint32_t i = 0; n > 1 && i < rs->n; i++) {
+		const struct run_steer_svc *s = &rs->svcs[i];
+
+		if (!s->failed && s->iface && !s->steer &&
+		    if_nametoindex(s->iface) == (unsigned int)hashlb_steer_ifindex(e->steer))
+			return; /* not attached yet: its table may be one of these */
+	}
+	for (uint32_t t = 0; n > 1 && t < n; t++) {
+		struct hashlb_steer *o;
+
+		if (table_used(rs, e->steer, t) || !hashlb_steer_table_serves(e->steer, t) ||
+		    hashlb_steer_share(e->steer, t, &o, &err) < 0)
+			continue;
+		if (hashlb_steer_set_vips(o, NULL, 0, &err) < 0)
+			log_error("kernel steering: a table no service has keeps its VIPs", e->name,
+				  &err);
+		else
+			hlb_log(HLB_LOG_INFO, "kernel steering: a table no service has left",
+				"service=%s table=%u reason=\"its VIPs are no service's of this "
+				"config\"",
+				e->name, t);
+		hashlb_steer_free(o);
+	}
+}
+
+/*
  * <e> steered by a table of the program <other> has on its interface: the
  * one its VIP has there (a program taken over from the hashlb an upgrade
  * replaces), else the first no service uses. The program keeps its size: one
@@ -914,6 +953,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 
 		e->published = true;
 		e->vip_set = e->vip;
+		tables_unserved(rs, e);
 		e->retry = false;
 		e->too_small = false;
 		e->generation = snap->generation;

@@ -116,6 +116,11 @@ int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 	return -EOPNOTSUPP;
 }
 
+bool hashlb_steer_table_serves(struct hashlb_steer *s, uint32_t table)
+{
+	return false;
+}
+
 bool hashlb_steer_kept(const struct hashlb_steer *s)
 {
 	return true;

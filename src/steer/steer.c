@@ -2158,6 +2158,13 @@ int hashlb_steer_vip_table(struct hashlb_steer *s, const struct sockaddr_storage
 	return ret < 0 ? ret : (int)vip_table(&v);
 }
 
+bool hashlb_steer_table_serves(struct hashlb_steer *s, uint32_t table)
+{
+	struct hlb_steer_vip v;
+
+	return vip_in_force(s, NULL, table, &v) == 0;
+}
+
 int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 {
 	if (table >= s->tables)

@@ -1507,6 +1507,26 @@ def two_services_yaml(topo, api_listen=None, api_extra=""):
             svc("api", api_listen or f"[{T.VIP6}]:{T.VIP_PORT}", (2,), api_extra))
 
 
+def two_services_start(topo, yaml, tag):
+    """The LB holding the IPv6 VIP too, a daemon of <yaml> (web and api) started, and both
+    services' tables published."""
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    d = Daemon(topo, yaml).start()
+    missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
+    check(not missing, f"{tag}: no table published for {missing}")
+    return d
+
+
+def two_services_end(topo, d, new_pid=None):
+    """Stop <d> (and the process its upgrade started, <new_pid>), detach what is left, and
+    take the IPv6 VIP off the LB."""
+    d.stop()
+    stop_pid(new_pid, d)
+    T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+    T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
+
+
 def kernel_steered(topo, tag, vip, n=20):
     """<n> new clients of <vip> and the new flows the kernel path counted for them: their
     backends."""
@@ -1528,16 +1548,12 @@ def two_services(topo, servers):
     upgrade in place takes both tables over, both services' connections kept, and its stop
     detaches the program. Before, the config refused a second service with steering: kernel on
     one interface."""
-    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
-         check=False)
     # api's ring (vnodes 70,000: 70,000 points) outgrows what web's table alone would size
     # each table for (65,536 points, twice web's 320), not what both configs size them for
     web, api = two_services_yaml(topo, api_extra="    scheme: ring\n    vnodes: 70000\n")
-    d = Daemon(topo, web + api).start()
     new_pid = None
+    d = two_services_start(topo, web + api, "two_services")
     try:
-        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
-        check(not missing, f"two_services: no table published for {missing}")
         shared = [l for l in d.lines if "kernel steering attached" in l and " table=" in l]
         check(len(shared) == 1, f"two_services: the second service not in the first's "
               f"program: {[l for l in d.lines if 'steering' in l]}")
@@ -1644,10 +1660,32 @@ def two_services(topo, servers):
         print(f"two_services: upgrade: {len(held) + len(held6)} held connections, {lost} lost; "
               f"new clients {dict(got4)} {dict(got6)}; detached at the stop", flush=True)
     finally:
-        d.stop()
-        stop_pid(new_pid, d)
-        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
-        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
+        two_services_end(topo, d, new_pid)
+
+
+def upgrade_dropped(topo, servers):
+    """An upgrade in place whose config no longer has api, of two services on eth0: the new
+    process takes web's table over, and api's VIP leaves the program once web's table is
+    published (logged): api's clients are no longer steered by its last table (to b3), web's
+    are. Before, api's VIP stayed in the program, steered by a table no process updated."""
+    web, api = two_services_yaml(topo)
+    new_pid = None
+    d = two_services_start(topo, web + api, "upgrade_dropped")
+    try:
+        d.edit(api, "")
+        new_pid = upgrade(d, "upgrade_dropped")
+        left = d.wait_log("a table no service has left", 15)
+        check(left is not None and "service=web" in left,
+              f"upgrade_dropped: api's table kept its VIP: "
+              f"{[l for l in d.lines if 'steering' in l][-4:]}")
+        got4 = kernel_steered(topo, "upgrade_dropped", T.VIP)
+        got6 = connect_count(topo, 5, T.VIP6)
+        check(set(got4) <= {"b1", "b2"} and "b3" not in got6,
+              f"upgrade_dropped: web's clients {dict(got4)}, api's {dict(got6)}")
+        print(f"upgrade_dropped: {left and left.split('msg=')[1].strip()}; web's clients "
+              f"{dict(got4)}, api's {dict(got6)}", flush=True)
+    finally:
+        two_services_end(topo, d, new_pid)
 
 
 def altname(topo, servers):
@@ -1657,13 +1695,10 @@ def altname(topo, servers):
     taken over ... from=orphan": this process's own program, held by no other) and published
     its tables into it; then it was not started."""
     T.sh("ip", "link", "property", "add", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb)
-    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
-         check=False)
     web, api = two_services_yaml(topo)
-    d = Daemon(topo, web + api.replace("interface: eth0", "interface: hlbalt0")).start()
+    d = two_services_start(topo, web + api.replace("interface: eth0", "interface: hlbalt0"),
+                           "altname")
     try:
-        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
-        check(not missing, f"altname: no table published for {missing}")
         check(not any("kernel steering taken over" in l or "not started" in l for l in d.lines),
               f"altname: a service took the other's program over, or was not started: "
               f"{[l for l in d.lines if 'steering' in l]}")
@@ -1674,9 +1709,7 @@ def altname(topo, servers):
         print(f"altname: web's clients {dict(got4)}, api's (on hlbalt0) {dict(got6)}",
               flush=True)
     finally:
-        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
-        d.stop()
-        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        two_services_end(topo, d)
         T.sh("ip", "link", "property", "del", "dev", "eth0", "altname", "hlbalt0", ns=topo.lb,
              check=False)
 
@@ -2147,6 +2180,7 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
+                     ("upgrade_dropped", upgrade_dropped),
                      ("iface_recreated", iface_recreated),
                      ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
