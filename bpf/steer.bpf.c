@@ -26,7 +26,10 @@
  *     a backend that takes no new flow too); a RST that finds no entry of
  *     its own by the table, making none;
  *   - to a closed VIP (hashlb run stopping): forwarded by its conntrack
- *     entry only (not a SYN), else passed to the stack.
+ *     entry only (not a SYN), else passed to the stack;
+ *   - a client's FIN or RST forwarded by its conntrack entry marks the entry
+ *     closing, a SYN so forwarded unmarks it (a stop's drain ends once only
+ *     closing entries are left).
  *
  * Every map read here is an array, inlined by the verifier: the programs
  * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
@@ -405,6 +408,39 @@ static __always_inline struct hlb_steer_backend *kept_backend(__u64 e)
 	return NULL;
 }
 
+#define TCP_F_FIN 0x01
+#define TCP_F_SYN 0x02
+#define TCP_F_RST 0x04
+
+/* The TCP header's flags byte (CWR ... FIN), one load for the three tests. */
+static __always_inline __u8 tcp_flags(const struct tcphdr *tcp)
+{
+	return ((const __u8 *)tcp)[13];
+}
+
+/*
+ * Way <way> of <b>, entry <e>, forwarded a packet with TCP flags <fl>, one of
+ * them FIN, SYN or RST: the client's FIN or RST marks it closing, a SYN (a new
+ * connection on the tuple) unmarks it (HLB_STEER_CT_CLOSING). Like the inserts,
+ * a plain store: a way another CPU gave to another flow meanwhile would get
+ * this entry back (that flow counted once in ct_lost), a window of a few
+ * instructions once a flow.
+ */
+static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u8 fl)
+{
+	__u64 m = fl & TCP_F_SYN ? e & ~HLB_STEER_CT_CLOSING : e | HLB_STEER_CT_CLOSING;
+	struct hlb_steer_stats2 *st2;
+
+	if (m == e)
+		return;
+	*(volatile __u64 *)&b->way[way] = m;
+	if (m & HLB_STEER_CT_CLOSING) {
+		st2 = stats2_get();
+		if (st2)
+			st2->ct_closing++;
+	}
+}
+
 /* The packet, counted, to backend <be>: what every forwarded packet ends with. */
 static __always_inline enum verdict forward(struct hlb_steer_stats *st, struct ethhdr *eth,
 					    const struct hlb_steer_backend *be, __u64 len,
@@ -655,6 +691,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			 * a packet, so the line stays shared. */
 			if (b->seen[way] != now)
 				b->seen[way] = now;
+			if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
+				ct_mark(b, way, e, tcp_flags(tcp));
 			return forward_kept(st, eth, be, len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */

@@ -337,6 +337,17 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s);
 /* Number of conntrack entries (ways in use): a scan of the whole table, about
  * 1 MiB at the default size (docs/steering.md has its cost). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+/*
+ * The conntrack entries not marked closing (HLB_STEER_CT_CLOSING: the
+ * client sent its FIN or RST) in <*ret_open>, every one if the program marks
+ * none (an older hashlb's: hashlb_steer_marks_closing()); in <*ret_closing>
+ * a sum of the closing ones, each with its way and the time it was last used,
+ * that changes when one is used again (once a tick, about a second), made or
+ * removed. A scan of the whole table, as hashlb_steer_flows_count().
+ */
+int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing);
+/* Whether <s>'s program marks entries closing (its hlb_stats2 has ct_closing). */
+bool hashlb_steer_marks_closing(const struct hashlb_steer *s);
 /* The conntrack entries the table holds at most (its buckets times their
  * ways: --flows rounded up); 0 without BPF. */
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s);

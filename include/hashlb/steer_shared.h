@@ -249,11 +249,12 @@ struct hlb_steer_flow_key {
 /*
  * Connection tracking: hashlb's own set-associative table in an array map
  * (docs/DESIGN-steering.md says why). hlb_steer_ct_hash(flow) picks a bucket
- * (its low bits) and a tag (its high 32 bits). A bucket is one cache line of
+ * (its low bits) and a tag (its top 31 bits). A bucket is one cache line of
  * HLB_STEER_CT_WAYS ways; each way is one aligned 64-bit word written with a
  * single store, so a reader on another CPU sees a whole entry or none:
  *
- *   bits 63..32  tag          high half of the flow's hash
+ *   bits 63..33  tag          the flow's hash's top 31 bits
+ *   bit  32      closing      the client sent its FIN or RST (HLB_STEER_CT_CLOSING)
  *   bits 31..24  vip          its index in hlb_vips (a way matches a flow by
  *                             tag and vip: one VIP's flows never take
  *                             another's entries)
@@ -269,10 +270,18 @@ struct hlb_steer_flow_key {
  * the hash of way w's flow (in neither the bucket index, at most 2^26
  * buckets, nor the tag): read only by a SYN whose entry names a backend that
  * takes no new flow, to tell a reused tuple from a tag matched by chance.
+ *
+ * An entry is marked closing by a packet from the client with FIN or RST that
+ * it forwards, and unmarked by a SYN it forwards (a new connection on the
+ * tuple): the flow is ending, and a stop's drain (hashlb run) ends once every
+ * entry left is closing and unused (docs/steering.md). It is still forwarded
+ * by, and evicted like, any other. Programs whose hlb_stats2 has ct_closing
+ * mark entries; in an older one's, bit 32 is part of the tag.
  */
 #define HLB_STEER_CT_WAYS 6
 #define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
-#define HLB_STEER_CT_TAG_SHIFT 32
+#define HLB_STEER_CT_TAG_SHIFT 33
+#define HLB_STEER_CT_CLOSING (1ULL << 32)
 #define HLB_STEER_CT_VIP_SHIFT 24
 #define HLB_STEER_CT_INC_SHIFT 16
 #define HLB_STEER_CT_EXT_SHIFT 26 /* the hash's bits kept in ext */
@@ -367,6 +376,9 @@ struct hlb_steer_stats {
 	/* A packet to a closed VIP (HLB_STEER_VIP_F_CLOSED) that no conntrack
 	 * entry keeps: passed to the stack (in passed too). */
 	__u64 closed_passed;
+	/* A client's FIN or RST marked its flow's conntrack entry closing
+	 * (HLB_STEER_CT_CLOSING): once a flow, a FIN retransmitted not again. */
+	__u64 ct_closing;
 };
 
 /* hlb_stats2's value: new counters go at its end. */
@@ -374,6 +386,7 @@ struct hlb_steer_stats2 {
 	__u64 ct_lost;
 	__u64 rst_untracked;
 	__u64 closed_passed;
+	__u64 ct_closing;
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

@@ -170,6 +170,16 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing)
+{
+	return -EOPNOTSUPP;
+}
+
+bool hashlb_steer_marks_closing(const struct hashlb_steer *s)
+{
+	return false;
+}
+
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
 {
 	return 0;

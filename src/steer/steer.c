@@ -2949,6 +2949,41 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return 0;
 }
 
+bool hashlb_steer_marks_closing(const struct hashlb_steer *s)
+{
+	return s->fd[M_STATS2] >= 0 &&
+	       s->stats2_size >= offsetof(struct hlb_steer_stats2, ct_closing) +
+					 sizeof(((struct hlb_steer_stats2 *)0)->ct_closing);
+}
+
+int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing)
+{
+	bool marks = hashlb_steer_marks_closing(s);
+	uint64_t sum = 0;
+	uint32_t c = 0;
+
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED), x;
+
+			if (!e)
+				continue;
+			if (!marks || !(e & HLB_STEER_CT_CLOSING)) {
+				c++;
+				continue;
+			}
+			/* where, which entry, when last used: any change, a
+			 * different sum (a multiply mixes the three) */
+			x = e ^ ((uint64_t)b * HLB_STEER_CT_WAYS + w) << 40 ^
+			    (uint64_t)__atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED) << 16;
+			sum += x * 0x9e3779b97f4a7c15ULL ^ (x >> 29);
+		}
+	}
+	*ret_open = c;
+	*ret_closing = sum;
+	return 0;
+}
+
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)
 {
 	return (uint64_t)s->ct_buckets * HLB_STEER_CT_WAYS;

@@ -5,7 +5,8 @@
  * empty ways before it evicts; a full set evicts the way seen longest ago,
  * an entry idle for hours before any recent one, and a hit makes its way
  * recent again; a RST with no entry is steered by the table and takes no
- * way, a RST with one goes by it and leaves it; a slot that another backend takes (a new incarnation) does
+ * way, a RST with one goes by it and leaves it; a client's FIN or RST marks
+ * its entry closing and a SYN unmarks it; a slot that another backend takes (a new incarnation) does
  * not inherit the old backend's flows, even when its 8-bit incarnation wraps, and the flows the
  * newcomer gets in the wait before it is written into the slot count once; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
@@ -220,6 +221,74 @@ static void eviction(struct hashlb_steer *s)
 	st1 = stats(s);
 	CHECK(st1.new_flows - st0.new_flows == 1, "an evicted flow was not scheduled anew");
 	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
+}
+
+/*
+ * 1c. The client's FIN marks its flow's entry closing (counted once, a FIN
+ * again not), which still forwards the flow's last packets to its backend;
+ * hashlb_steer_flows_open() then counts it out of the open ones, and a use of
+ * it (a tick later) changes the closing ones' sum; a SYN on the tuple (a new
+ * connection to the same backend) unmarks it, a RST marks it again. What a
+ * stop's drain (hashlb run) ends by.
+ */
+static void closing(struct hashlb_steer *s)
+{
+	struct test_pkt p, q;
+	struct hlb_steer_ct_bucket bk;
+	struct hlb_steer_stats st0, st1;
+	uint64_t rng = 17, sum0, sum1, sum2;
+	uint32_t open;
+	int be, be2, w;
+
+	hashlb_steer_flows_clear(s);
+	CHECK(hashlb_steer_marks_closing(s), "this hashlb's program marks no entry closing");
+	flow_init(&p, &rng, 0x0a00000a);
+	flow_init(&q, &rng, 0x0a00000a);
+	p.tcp_flags = 0x02; /* SYN */
+	CHECK(send_pkt(&p, &be) == XDP_TX_, "SYN not forwarded");
+	p.tcp_flags = 0x10;
+	send_pkt(&q, &be2);
+	hashlb_steer_flows_open(s, &open, &sum0);
+	CHECK(open == 2, "%u open entries of 2 flows", open);
+
+	st0 = stats(s);
+	p.tcp_flags = 0x11; /* FIN ACK, twice */
+	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "FIN not to the flow's backend");
+	send_pkt(&p, &be2);
+	p.tcp_flags = 0x10; /* the ACK of the backend's FIN */
+	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "last ACK not to the flow's backend");
+	st1 = stats(s);
+	CHECK(st1.ct_closing - st0.ct_closing == 1, "ct_closing %llu after a FIN sent twice",
+	      (unsigned long long)(st1.ct_closing - st0.ct_closing));
+	CHECK(st1.ct_hits - st0.ct_hits == 3 && st1.new_flows == st0.new_flows,
+	      "a closing flow's packets: %llu hits, %llu new flows",
+	      (unsigned long long)(st1.ct_hits - st0.ct_hits),
+	      (unsigned long long)(st1.new_flows - st0.new_flows));
+	bucket_read(bucket_of(&p), &bk);
+	w = way_of(&bk, &p);
+	CHECK(w >= 0 && (bk.way[w] & HLB_STEER_CT_CLOSING), "the FIN did not mark its entry");
+	hashlb_steer_flows_open(s, &open, &sum0);
+	CHECK(open == 1, "%u open entries, one flow closing of 2", open);
+
+	/* used a tick after it was last: the sum of the closing ones changes */
+	bk.seen[w] = (uint16_t)(bk.seen[w] - 100);
+	bucket_write(bucket_of(&p), &bk);
+	hashlb_steer_flows_open(s, &open, &sum1);
+	send_pkt(&p, &be2);
+	hashlb_steer_flows_open(s, &open, &sum2);
+	CHECK(sum1 != sum0 && sum2 != sum1, "a closing entry used again: its sum unchanged");
+
+	p.tcp_flags = 0x02; /* a new connection on the tuple */
+	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "SYN of a reused tuple moved");
+	hashlb_steer_flows_open(s, &open, &sum1);
+	CHECK(open == 2 && sum1 == 0, "a SYN did not unmark its entry: %u open", open);
+	p.tcp_flags = 0x14; /* RST ACK */
+	send_pkt(&p, &be2);
+	hashlb_steer_flows_open(s, &open, &sum1);
+	CHECK(open == 1 && stats(s).ct_closing - st0.ct_closing == 2,
+	      "a RST did not mark its entry: %u open", open);
+	printf("closing: a client's FIN or RST marks its entry, a SYN unmarks it; the flow's "
+	       "last packets still go by it\n");
 }
 
 /*
@@ -1355,6 +1424,7 @@ int main(void)
 	/* The default size: no eviction gets in the way. */
 	s = load(0, 0, t);
 	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
+	closing(s);
 	tag_collision(s, t);
 	crafted_collision(s);
 	incarnation(s, false);

@@ -306,15 +306,16 @@ def reset(topo, f):
     backend repeats the FIN of a connection the client no longer has) is steered by the table
     and makes no entry: counted in packets and rst_untracked, not in new_flows nor ct_lost. An
     ACK of the same flow behind it then finds no entry (a new flow, lost) and reaches the same
-    backend: the table's. A RST of that now tracked flow goes by its entry, which stays: the
-    next ACK is a conntrack hit. Each frame is waited for before the next is sent."""
+    backend: the table's. A RST of that now tracked flow goes by its entry, which stays, marked
+    closing (ct_closing 1: what a stop's drain ends by): the next ACK is a conntrack hit. Each
+    frame is waited for before the next is sent."""
     src, sport = "10.213.0.20", 45000
     frames = [("untracked rst", tcp_flags(sport, 0x04)), ("ack", tcp_flags(sport, 0x10)),
               ("tracked rst", tcp_flags(sport, 0x14, 2)), ("ack again", tcp_flags(sport, 0x10, 3))]
     # the ACK's new entry is one more of the conntrack table's in use ("flows", in --stats
     # since it prints the table's occupancy)
-    want = [{"rst_untracked": 1}, {"new_flows": 1, "ct_lost": 1, "flows": 1}, {"ct_hits": 1},
-            {"ct_hits": 1}]
+    want = [{"rst_untracked": 1}, {"new_flows": 1, "ct_lost": 1, "flows": 1},
+            {"ct_hits": 1, "ct_closing": 1}, {"ct_hits": 1}]
     where = set()
     for (name, l4), w in zip(frames, want):
         packet = ipv4(src, T.VIP, l4)
