@@ -23,6 +23,11 @@
  * backend's look-up read the whole table, so 32 backends were compared a
  * turn: a pool of 1,000 took about a minute. */
 #define REFRESH_MS 2000
+/* A stop's drain looks this often for open flows in the conntrack table
+ * (drain_poll()): longer than a tick of the entries' clock at any HZ (256
+ * jiffies: 2.56 s at HZ=100), so that a flow still sending uses its entry
+ * between two polls. */
+#define DRAIN_POLL_MS 3000
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -75,10 +80,15 @@ struct run_steer_svc {
 	/* A stop drains its established flows (drain_begin()): its VIP closed, the
 	 * program detached at <drain_until> (CLOCK_MONOTONIC ms) by <drain_timer>. */
 	bool draining;
-	uint64_t drain_until;
+	uint64_t drain_start, drain_until;
 	struct hlb_daemon_timer *drain_timer;
 	/* Left attached, its VIP open, for the restart after a worker's failure (kept_for_restart()) */
 	bool kept;
+	/* Its program marks closing entries (drain_poll()): <drain_quiet> once
+	 * a poll found every entry closing, their sum then <drain_closing>. */
+	bool drain_polled;
+	bool drain_quiet;
+	uint64_t drain_closing;
 };
 
 struct run_steer {
@@ -99,6 +109,8 @@ struct run_steer {
 	bool old_stopped;
 	/* A stop drains the kernel path's flows: the daemon's run waits for it. */
 	struct hlb_daemon_hold *hold;
+	/* Every DRAIN_POLL_MS while a drain's program marks closing entries. */
+	struct hlb_daemon_timer *drain_poll;
 };
 
 static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve);
@@ -1180,6 +1192,8 @@ static void drain_end(struct run_steer *rs, struct run_steer_svc *e)
 	for (uint32_t i = 0; i < rs->n; i++)
 		if (rs->svcs[i].draining)
 			return;
+	hlb_daemon_timer_del(rs->d, rs->drain_poll);
+	rs->drain_poll = NULL;
 	hlb_daemon_release(rs->d, rs->hold);
 	rs->hold = NULL;
 }
@@ -1194,6 +1208,40 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 	for (uint32_t i = 0; i < rs->n; i++)
 		if (rs->svcs[i].draining && now >= rs->svcs[i].drain_until)
 			drain_end(rs, &rs->svcs[i]);
+}
+
+/*
+ * Every DRAIN_POLL_MS: a drain whose program holds no open entry (every one
+ * closing: its client sent FIN or RST) at two polls in a row, the closing
+ * ones unused between them (their sum unchanged: a flow still closing, its
+ * last ACKs, uses its entry and changes it), ends now, its flows over.
+ */
+static void drain_poll(struct hlb_daemon *d, void *arg)
+{
+	struct run_steer *rs = arg;
+	char qi[LOG_IFACE_KV_MAX];
+
+	(void)d;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+		uint32_t open;
+		uint64_t closing;
+
+		if (!e->draining || !e->drain_polled || !e->steer ||
+		    hashlb_steer_flows_open(e->steer, &open, &closing) < 0)
+			continue;
+		if (open > 0 || !e->drain_quiet || closing != e->drain_closing) {
+			e->drain_quiet = open == 0;
+			e->drain_closing = closing;
+			continue;
+		}
+		/* interface=NAME, the name it has now (iface_kv()) */
+		hlb_log(HLB_LOG_INFO, "kernel steering drained",
+			"service=%s %s drain_ms=%llu reason=\"every flow has ended (its client's FIN "
+			"or RST)\"",
+			e->name, iface_kv(e, qi), (unsigned long long)(mono_ms() - e->drain_start));
+		drain_end(rs, e);
+	}
 }
 
 /* A second signal: every drain ends now. */
@@ -1212,13 +1260,10 @@ static void drain_now(struct hlb_daemon *d, void *arg)
  * daemon's own connections do. Each program's VIP is closed (its flows go on
  * by their conntrack entries; a new connection is passed to the stack, which
  * refuses it, the listener closed), and the program is detached at its
- * service's timeouts.drain from now, or at once on a second signal; the
- * daemon's run waits for it. Conntrack entries are removed only when a new
- * flow takes their way, not when a flow ends, so no drain ends earlier,
- * unless the program holds no entry at all. Before, the programs were
- * detached once the daemon's own connections had drained, and every flow the
- * kernel path still carried was reset then (its packets reached the LB's
- * stack), while new clients were still steered to the backends until then.
+ * service's timeouts.drain from now, earlier once its flows have ended
+ * (drain_poll(): the program marks an entry closing at the client's FIN or
+ * RST; an older hashlb's program does not, and keeps its drain to the
+ * deadline), or at once on a second signal; the daemon's run waits for it.
  * A program that cannot be closed (an older hashlb's, a failure), or that
  * holds no entry, or whose service drains 0 ms, is detached now.
  */
@@ -1271,12 +1316,20 @@ static void drain_begin(struct run_steer *rs)
 			continue;
 		}
 		e->draining = true;
+		e->drain_start = start;
 		e->drain_until = start + ms;
 		if (hlb_daemon_timer_add(rs->d, ms, 0, drain_tick, rs, &e->drain_timer) < 0) {
 			e->drain_timer = NULL;
 			drain_end(rs, e);
 			continue;
 		}
+		/* without the poll (an older program, no timer) it lasts to the deadline */
+		e->drain_polled = hashlb_steer_marks_closing(e->steer);
+		if (e->drain_polled && !rs->drain_poll &&
+		    hlb_daemon_timer_add(rs->d, DRAIN_POLL_MS, DRAIN_POLL_MS, drain_poll, rs,
+					 &rs->drain_poll) < 0)
+			e->drain_polled = false;
+		e->drain_quiet = false;
 		/* interface=NAME, the name it has now (iface_kv()) */
 		hlb_log(HLB_LOG_INFO, "kernel steering draining",
 			"service=%s %s conntrack_entries=%u drain_timeout_ms=%u "
@@ -1360,8 +1413,9 @@ void run_steer_stopped(struct run_steer *rs)
 	for (uint32_t i = 0; rs && i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 
-		e->draining = false; /* the daemon frees its timer and hold */
+		e->draining = false; /* the daemon frees its timers and hold */
 		e->drain_timer = NULL;
+		rs->drain_poll = NULL;
 		/* the replaced hashlb's still (drain_begin()), or the restart's */
 		if (e->steer && (e->held || e->kept)) {
 			hashlb_steer_set_keep(e->steer, true);

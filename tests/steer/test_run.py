@@ -6,7 +6,8 @@ yet is published once it is, with no other change, and one refused because a bac
 (in none of the interface's subnets) says so; a backend in maint, and a backup when the others
 return, keep their established connections; a stop drains the connections held through the kernel
 path up to timeouts.drain, new clients refused (the VIP the program serves: the old one while a
-reload's new listen is not published), and a second SIGTERM ends that at once; a worker's failure
+reload's new listen is not published), ends as soon as they have (closed by their client), and a
+second SIGTERM ends that at once; a worker's failure
 exits at once, the program left attached, steering, for the restart; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
@@ -504,9 +505,10 @@ def maint(topo, servers):
         d.stop()
 
 
-def stopping(topo, drain, tag):
-    """A daemon whose service drains <drain>, 24 connections held through the kernel path, then
-    SIGTERM: (daemon, client, held), once it says it drains them (None if it does not)."""
+def stopping(topo, drain, tag, keep=0):
+    """A daemon whose service drains <drain>, 24 connections held through the kernel path (and
+    <keep> more by a second client, if any), then SIGTERM: (daemon, client, held, second
+    client or None), once it says it drains them."""
     d = Daemon(topo, service(topo).replace("    backends:\n",
                                            f"    timeouts: {{drain: {drain}}}\n    backends:\n"))
     d.start()
@@ -514,7 +516,8 @@ def stopping(topo, drain, tag):
           f"{tag}: no table published at start")
     before = steer_stats(topo).get("new_flows", 0)
     client, held = hold(topo)
-    check(steer_stats(topo).get("new_flows", 0) - before >= len(held),
+    kept = hold(topo, keep)[0] if keep else None
+    check(steer_stats(topo).get("new_flows", 0) - before >= len(held) + keep,
           f"{tag}: the held connections are not the kernel path's")
     d.skip_log()
     d.proc.terminate()
@@ -522,14 +525,26 @@ def stopping(topo, drain, tag):
     check(line is not None and "service=web interface=eth0" in line and
           "drain_timeout_ms=" in line,
           f"{tag}: the stop does not drain the kernel path: {d.lines[d.pos - 5:]}")
-    return d, client, held
+    return d, client, held, kept
+
+
+def cut_held(topo, client):
+    """End a held client whose connections the program's detach cut off, and their backend
+    ends, which would repeat their FINs for about 100 s (topo.wait_closed), delaying the next
+    scenarios."""
+    client.kill()
+    client.wait(timeout=10)
+    for b in topo.backends:
+        T.sh("ss", "-K", "-t", "state", "connected", "sport", "=", f":{T.VIP_PORT}", ns=b,
+             check=False)
 
 
 def drained(topo, d, client, held, tag):
     """Daemon <d> drains the kernel path after a stop: 3 new clients to the VIP are refused by
     the LB's stack (its listener closed) and not steered (no new flow in the kernel path), the
-    connections <client> holds answer from their backends, and the program is detached at the
-    deadline, logged. (new clients, connections lost)"""
+    connections <client> holds answer from their backends (then it closes them), and the
+    program is detached, logged: at the deadline, or earlier once those were its only flows.
+    (new clients, connections lost)"""
     before = steer_stats(topo)
     got = connect_count(topo, 3)
     after = steer_stats(topo)
@@ -540,18 +555,19 @@ def drained(topo, d, client, held, tag):
     lost = still_held(client, held, tag)
     check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
                      'reason=stopped', 30) is not None,
-          f"{tag}: not detached at the deadline: {d.lines[d.pos - 5:]}")
+          f"{tag}: not detached: {d.lines[d.pos - 5:]}")
     return got, lost
 
 
 def stop_drain(topo, servers):
     """SIGTERM with timeouts.drain 6s: the connections held through the kernel path keep
     exchanging data after the stop, new clients to the VIP are refused by the LB's stack (its
-    listener closed) and not steered (no new flow in the kernel path), and the program is
-    detached, logged, and the process exits at the deadline. Before, it detached the program
-    as soon as the daemon's own connections (none) had drained: every held connection was reset
-    at once, and until then new clients were still steered to the backends."""
-    d, client, held = stopping(topo, "6s", "stop drain")
+    listener closed) and not steered (no new flow in the kernel path); one connection still
+    open keeps the program to the deadline, where it is detached, logged, and the process
+    exits. Before, it detached the program as soon as the daemon's own connections (none) had
+    drained: every held connection was reset at once, and until then new clients were still
+    steered to the backends."""
+    d, client, held, kept = stopping(topo, "6s", "stop drain", keep=1)
     try:
         got, lost = drained(topo, d, client, held, "stop drain")
         d.proc.wait(timeout=15)
@@ -560,8 +576,45 @@ def stop_drain(topo, servers):
         check(m and int(m.group(1)) >= 6000 and steer_stats(topo) == {},
               f"stop drain: the process did not wait for the drain's deadline, or left the "
               f"program: {stopped.strip()}, attached {steer_stats(topo) != {}}")
+        early = [line for line in d.lines if "kernel steering drained" in line]
+        check(not early, f"stop drain: drained with a connection open: {early}")
         print(f"stop drain: {len(held)} held connections through the kernel path, {lost} lost "
-              f"after the stop; new clients {dict(got)}; {stopped.strip()}", flush=True)
+              f"after the stop, 1 still open; new clients {dict(got)}; {stopped.strip()}",
+              flush=True)
+    finally:
+        cut_held(topo, kept)
+        d.stop()
+
+
+def stop_drain_ends(topo, servers):
+    """SIGTERM with timeouts.drain 60s: the held connections exchange data after the stop,
+    then their client closes them; the drain ends with them (the program marks an entry
+    closing at the client's FIN), logged before the program is detached, and the process exits
+    long before the deadline (30 s at most, of 60). Before, a stop's drain always lasted its
+    whole timeouts.drain unless the program held no entry at all."""
+    d, client, held, _ = stopping(topo, "60s", "stop drain ends")
+    try:
+        lost = still_held(client, held, "stop drain ends")
+        drained = d.wait_log("kernel steering drained", 30)
+        check(drained is not None and "service=web interface=eth0" in drained,
+              f"stop drain ends: not drained when its flows ended: {d.lines[d.pos - 5:]}")
+        detached = d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
+                              'reason=stopped', 5)
+        check(detached is not None, f"stop drain ends: not detached after drained: "
+              f"{d.lines[d.pos - 5:]}")
+        try:
+            d.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        stopped = d.wait_log('msg=stopped', 5) or ""
+        m = re.search(r"drain_ms=(\d+)", stopped)
+        check(d.proc.poll() is not None and m and int(m.group(1)) < 30000 and
+              steer_stats(topo) == {},
+              f"stop drain ends: still running {d.proc.poll() is None}, {stopped.strip()}, "
+              f"attached {steer_stats(topo) != {}}")
+        print(f"stop drain ends: {len(held)} held connections, {lost} lost after the stop, "
+              f"closed by their client: {(drained or '').strip()}; {stopped.strip()}",
+              flush=True)
     finally:
         d.stop()
 
@@ -602,7 +655,7 @@ def stop_vip_unpublished(topo, servers):
 def stop_twice(topo, servers):
     """SIGTERM with timeouts.drain 10m while connections are held through the kernel path,
     then a second SIGTERM: the drain ends at once, the program detached and the process gone."""
-    d, client, held = stopping(topo, "10m", "stop twice")
+    d, client, held, _ = stopping(topo, "10m", "stop twice")
     try:
         d.proc.terminate()
         check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
@@ -617,15 +670,8 @@ def stop_twice(topo, servers):
               f"{steer_stats(topo) != {}}")
         print("stop twice: a second SIGTERM ended the kernel path's drain of 10m", flush=True)
     finally:
-        client.kill()
-        client.wait(timeout=10)
+        cut_held(topo, client)
         d.stop()
-        # The held connections' backend ends, cut off by the detach as a second signal does,
-        # would repeat their FINs for about 100 s (topo.wait_closed), delaying the next
-        # scenarios: ended here.
-        for b in topo.backends:
-            T.sh("ss", "-K", "-t", "state", "connected", "sport", "=", f":{T.VIP_PORT}", ns=b,
-                 check=False)
 
 
 def backup(topo, servers):
@@ -2170,6 +2216,7 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
                      ("maint", maint), ("stop_drain", stop_drain),
+                     ("stop_drain_ends", stop_drain_ends),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
                      ("backup", backup), ("sigkill", sigkill), ("worker_failed", worker_failed),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
