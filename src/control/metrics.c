@@ -631,11 +631,11 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 /* The kernel steering counters of one service's program, summed over CPUs (s.st). */
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->st.packets,	 s->st.bytes,	      s->st.new_flows,
-			       s->st.ct_hits,	 s->st.ct_resched,    s->st.ct_evicted,
-			       s->st.ct_lost,	 s->st.rst_untracked, s->st.passed,
-			       s->flows,	 s->flows_max,	      s->table_stale,
-			       s->tables_refused };
+	const uint64_t v[] = { s->st.packets,	    s->st.bytes,	 s->st.new_flows,
+			       s->st.ct_hits,	    s->st.ct_resched,	 s->st.ct_evicted,
+			       s->st.ct_lost,	    s->st.rst_untracked, s->st.passed,
+			       s->st.closed_passed, s->st.ct_closing,	 s->flows,
+			       s->flows_max,	    s->table_stale,	 s->tables_refused };
 
 	return v[f];
 }
@@ -672,6 +672,13 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		{ "hashlb_service_steer_passed_total", "counter",
 		  "Kernel steering: packets the program on the service's interface handed to the "
 		  "stack (not for its VIP, not TCP)." },
+		{ "hashlb_service_steer_closed_passed_total", "counter",
+		  "Kernel steering: packets to the VIP while a stop drains it (a new connection, a "
+		  "flow with no conntrack entry) handed to the stack, which refuses them; in "
+		  "passed_total too." },
+		{ "hashlb_service_steer_conntrack_closing_total", "counter",
+		  "Kernel steering: flows whose client's FIN or RST marked their conntrack entry "
+		  "closing (a stop's drain ends once every entry is)." },
 		{ "hashlb_service_steer_conntrack_entries", "gauge",
 		  "Kernel steering: conntrack entries in use (flows seen, until evicted)." },
 		{ "hashlb_service_steer_conntrack_capacity", "gauge",

@@ -28,10 +28,10 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
 				     uint64_t *ret_value)
 {
 	static const char *const names[] = {
-		"packets",    "bytes",		"new_flows",	 "ct_hits",
-		"ct_resched", "ct_evicted",	"ct_lost",	 "rst_untracked",
-		"passed",     "drop_malformed", "drop_fragment", "drop_no_backend",
-		"drop_table", "drop_redirect",
+		"packets",	 "bytes",	    "new_flows",  "ct_hits",
+		"ct_resched",	 "ct_evicted",	    "ct_lost",	  "rst_untracked",
+		"passed",	 "closed_passed",   "ct_closing", "drop_malformed",
+		"drop_fragment", "drop_no_backend", "drop_table", "drop_redirect",
 	};
 	const uint64_t v[] = {
 		st->packets,
@@ -43,6 +43,8 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
 		st->ct_lost,
 		st->rst_untracked,
 		st->passed,
+		st->closed_passed,
+		st->ct_closing,
 		st->drops[HLB_STEER_DROP_MALFORMED],
 		st->drops[HLB_STEER_DROP_FRAGMENT],
 		st->drops[HLB_STEER_DROP_NO_BACKEND],
@@ -50,7 +52,7 @@ const char *hashlb_steer_stats_field(const struct hlb_steer_stats *st, unsigned 
 		st->drops[HLB_STEER_DROP_REDIRECT],
 	};
 
-	_Static_assert(sizeof(names) / sizeof(names[0]) == 9 + HLB_STEER_DROP_MAX,
+	_Static_assert(sizeof(names) / sizeof(names[0]) == 11 + HLB_STEER_DROP_MAX,
 		       "a name per counter");
 	if (i >= sizeof(names) / sizeof(names[0]))
 		return NULL;

@@ -541,7 +541,8 @@ def cut_held(topo, client):
 
 def drained(topo, d, client, held, tag):
     """Daemon <d> drains the kernel path after a stop: 3 new clients to the VIP are refused by
-    the LB's stack (its listener closed) and not steered (no new flow in the kernel path), the
+    the LB's stack (its listener closed) and not steered (no new flow in the kernel path),
+    counted closed_passed 3 by --stats and /metrics alike, the
     connections <client> holds answer from their backends (then it closes them), and the
     program is detached, logged: at the deadline, or earlier once those were its only flows.
     (new clients, connections lost)"""
@@ -552,6 +553,14 @@ def drained(topo, d, client, held, tag):
           after.get("new_flows") == before.get("new_flows"),
           f"{tag}: 3 new clients while draining: {dict(got)}, new flows "
           f"{before.get('new_flows')} then {after.get('new_flows')}")
+    # their SYNs passed to the stack, counted by --stats and /metrics (before: neither showed
+    # closed_passed)
+    m = scrape(d)
+    closed = (after.get("closed_passed", 0) - before.get("closed_passed", 0),
+              web(m, "closed_passed_total"), after.get("closed_passed"))
+    check(closed[0] == 3 and closed[1] == closed[2],
+          f"{tag}: 3 new clients refused: closed_passed +{closed[0]} (--stats), {closed[1]} in "
+          f"/metrics, {closed[2]} in --stats")
     lost = still_held(client, held, tag)
     check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
                      'reason=stopped', 30) is not None,
@@ -579,8 +588,8 @@ def stop_drain(topo, servers):
         early = [line for line in d.lines if "kernel steering drained" in line]
         check(not early, f"stop drain: drained with a connection open: {early}")
         print(f"stop drain: {len(held)} held connections through the kernel path, {lost} lost "
-              f"after the stop, 1 still open; new clients {dict(got)}; {stopped.strip()}",
-              flush=True)
+              f"after the stop, 1 still open; new clients {dict(got)} (closed_passed 3); "
+              f"{stopped.strip()}", flush=True)
     finally:
         cut_held(topo, kept)
         d.stop()
@@ -834,7 +843,8 @@ def mac_changed(topo, servers):
 
 
 STEER_COUNTERS = ["packets", "bytes", "new_flows", "conntrack_hits", "conntrack_rescheduled",
-                  "conntrack_evictions", "conntrack_lost", "untracked_resets", "passed"]
+                  "conntrack_evictions", "conntrack_lost", "untracked_resets", "passed",
+                  "closed_passed", "conntrack_closing"]
 
 
 def scrape(d):
@@ -902,7 +912,8 @@ def metrics(topo, servers):
         same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
                 [("packets", "packets"), ("bytes", "bytes"), ("new_flows", "new_flows"),
                  ("conntrack_hits", "ct_hits"), ("conntrack_evictions", "ct_evicted"),
-                 ("conntrack_lost", "ct_lost"), ("untracked_resets", "rst_untracked")]}
+                 ("conntrack_lost", "ct_lost"), ("untracked_resets", "rst_untracked"),
+                 ("closed_passed", "closed_passed"), ("conntrack_closing", "ct_closing")]}
         check(all(a == b for a, b in same.values()),
               f"metrics: /metrics and hashlb steer --stats disagree: {same}")
         # the occupancy too (before, only /metrics and ctl status had it)
