@@ -1132,6 +1132,14 @@ void run_steer_publish(void *arg, struct hlb_service *svc, const struct hlb_snap
 			hlb_service_unref(e->svc);
 			e->svc = hlb_service_ref(svc);
 		}
+		/* A reload's new listen goes with the table it publishes first, in one
+		 * publication: run_steer_sync(), after, finds the VIP done. Before, the
+		 * table went with the old VIP and sync's VIP change published it again,
+		 * "table published" logged twice with one generation. */
+		if (svc->cfg && memcmp(&svc->cfg->listen_addr, &e->vip, sizeof(e->vip)) != 0) {
+			e->vip = svc->cfg->listen_addr;
+			e->published = false;
+		}
 		publish(rs, e, snap);
 		return;
 	}

@@ -11,7 +11,8 @@ second SIGTERM ends that at once; a worker's failure
 exits at once, the program left attached, steering, for the restart; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
-counters, exact and never lower across a reload; steering_flows sizes the conntrack table, and
+counters, exact and never lower across a reload; a reload of listen and a backend publishes one
+table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
@@ -681,6 +682,40 @@ def stop_twice(topo, servers):
     finally:
         cut_held(topo, client)
         d.stop()
+
+
+def reload_listen(topo, servers):
+    """A reload that changes both the service's listen (to the IPv6 VIP) and a backend's
+    weight publishes one table, said once (before: twice with one generation, the first with
+    the old VIP), and new clients of the new VIP are steered by the kernel path."""
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb)
+    d = Daemon(topo, service(topo)).start()
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "reload listen: no table published at start")
+        d.edit(f"listen: {T.VIP}:{T.VIP_PORT}", f"listen: '[{T.VIP6}]:{T.VIP_PORT}'")
+        d.edit("name: b3,", "name: b3, weight: 3,")
+        d.skip_log()
+        start = d.pos
+        d.proc.send_signal(signal.SIGHUP)
+        check(d.wait_log("msg=reloaded", 10) is not None, "reload listen: not reloaded")
+        d.ctl("status")  # answered on the control thread: the reload's lines are all out
+        published = [line for line in d.lines[start:]
+                     if "kernel steering table published" in line]
+        gens = [re.search(r"generation=(\d+)", line).group(1) for line in published]
+        check(len(published) == 1, f"reload listen: {len(published)} publications logged, "
+              f"generations {gens}")
+        before = steer_stats(topo).get("new_flows", 0)
+        got = connect_count(topo, 10, vip=T.VIP6)
+        flows = steer_stats(topo).get("new_flows", 0) - before
+        check(sum(got[b] for b in ("b1", "b2", "b3")) == 10 and flows >= 10,
+              f"reload listen: 10 clients of {T.VIP6}: {dict(got)}, {flows} new flows")
+        print(f"reload listen: listen and a weight changed: {len(published)} publication "
+              f"(generation {gens}); 10 clients of the new VIP {dict(got)}, {flows} new flows",
+              flush=True)
+    finally:
+        d.stop()
+        T.sh("ip", "-6", "addr", "del", f"{T.VIP6}/128", "dev", "lo", ns=topo.lb, check=False)
 
 
 def backup(topo, servers):
@@ -2229,7 +2264,8 @@ def body(topo):
                      ("maint", maint), ("stop_drain", stop_drain),
                      ("stop_drain_ends", stop_drain_ends),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
-                     ("backup", backup), ("sigkill", sigkill), ("worker_failed", worker_failed),
+                     ("backup", backup), ("reload_listen", reload_listen), ("sigkill", sigkill),
+                     ("worker_failed", worker_failed),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
                      ("other_version", other_version),
