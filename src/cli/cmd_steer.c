@@ -36,7 +36,9 @@ static void usage(FILE *f)
 		"               [OPTIONS]\n"
 		"  hashlb steer -c FILE [--service NAME] [-i IFACE] [--update] [OPTIONS]\n"
 		"  hashlb steer -i IFACE --stats [--mode MODE] [--json]\n"
+		"  hashlb steer -c FILE [--service NAME] --stats [--mode MODE] [--json]\n"
 		"  hashlb steer -i IFACE --detach [--mode MODE]\n"
+		"  hashlb steer -c FILE [--service NAME] --detach [--mode MODE]\n"
 		"\n"
 		"DESCRIPTION\n"
 		"  Attaches hashlb's BPF program to IFACE. TCP packets arriving there for a\n"
@@ -1048,11 +1050,9 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			  hashlb_key_name(a->key));
 		goto usage;
 	}
-	if (!a->iface) { /* to attach, a config's interface: will do too */
-		cli_error("--iface is required%s\n",
-			  a->action == ACT_RUN || a->action == ACT_UPDATE
-				  ? " (or --config FILE, whose service names its interface)"
-				  : "");
+	if (!a->iface) { /* a config's interface will do too, for every action */
+		cli_error("--iface is required (or --config FILE, whose service names its "
+			  "interface)\n");
 		goto usage;
 	}
 	if (a->action == ACT_RUN || a->action == ACT_UPDATE) {

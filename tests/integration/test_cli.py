@@ -241,7 +241,11 @@ for args, status, msg in [
     # and the synopsis's -c FILE form takes none)
     (("steer",), 2, "hashlb steer: --iface is required (or --config FILE, whose service names "
      "its interface)\n"),
-    (("steer", "--stats"), 2, "hashlb steer: --iface is required\n"),
+    # --stats and --detach take the config's interface too (it said "--iface is required" alone)
+    (("steer", "--stats"), 2, "hashlb steer: --iface is required (or --config FILE, whose "
+     "service names its interface)\n"),
+    (("steer", "--detach"), 2, "hashlb steer: --iface is required (or --config FILE, whose "
+     "service names its interface)\n"),
     # a name the config, table and lookup refuse (it was steered: "a b", a newline, a quote)
     (("steer", "-i", "lo", "--update", *VIP, "-b", "a=10.0.0.2,mac=02:00:00:00:00:02", "-b",
       'b c"=10.0.0.3,mac=02:00:00:00:00:03'), 2, "hashlb steer: backend 2: a name must be 1 to "

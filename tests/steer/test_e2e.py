@@ -1000,8 +1000,17 @@ def from_config_as_run(topo):
             p = steer("--update", *args)
             check(p.returncode == 2 and p.stderr.startswith("hashlb steer: "),
                   f"steer -c --update {' '.join(args)}: not refused: {p.returncode} {p.stdout}")
+        # -c FILE in place of -i IFACE for --stats and --detach (the SYNOPSIS showed -i only)
+        p = steer("--stats", "--json")
+        stats = json.loads(p.stdout) if p.returncode == 0 else {}
+        check(stats.get("new_flows", 0) >= 3 * CONNS,
+              f"steer -c --stats: {p.returncode} {p.stderr} {stats}")
+        p = steer("--detach")
+        check(p.returncode == 0 and not xdp_attached(topo),
+              f"steer -c --detach: {p.returncode} {p.stderr}")
         print(f"steer -c with a backup, then --drain b1, then --down b1,b2: {3 * CONNS} "
-              "connections on the backend hashlb lookup -c names", flush=True)
+              "connections on the backend hashlb lookup -c names; -c --stats counted them, "
+              "-c --detach detached it", flush=True)
     finally:
         steer("--detach")
         os.unlink(path)
