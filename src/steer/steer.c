@@ -403,9 +403,10 @@ static int other_version(struct hashlb_error *err, const char *what, const char 
 static int foreign_xdp(struct hashlb_error *err, int ifindex, int ret, const char *what)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
-	char iface[IF_NAMESIZE] = "?", progs[2][IF_NAMESIZE + BPF_OBJ_NAME_LEN + 48];
-	char offs[2][2 * IF_NAMESIZE + 32];
+	char iface[IF_NAMESIZE] = "?", names[2][BPF_OBJ_NAME_LEN] = { "", "" };
+	const char *name_of[2] = { names[0], names[1] };
 	struct xdp_hook_prog at[2];
+	char msg[sizeof(err->msg)];
 	uint32_t n = 0;
 
 	if_indextoname((unsigned)ifindex, iface);
@@ -415,24 +416,10 @@ static int foreign_xdp(struct hashlb_error *err, int ifindex, int ret, const cha
 	if (!n)
 		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
 				  "%s%s (another XDP program is attached)", what, strerror(-ret));
-	for (uint32_t i = 0; i < n; i++) {
-		char name[BPF_OBJ_NAME_LEN] = "";
-
-		prog_name(at[i].id, name);
-		snprintf(progs[i], sizeof(progs[i]), "%s, program %u '%s'",
-			 xdp_hook_name(at[i].hook), at[i].id, name);
-		snprintf(offs[i], sizeof(offs[i]), "ip link set dev %s %s off", iface,
-			 xdp_hook_off(at[i].hook));
-	}
-	if (n == 1)
-		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-				  "%s'%s' has an XDP program not hashlb's (%s): remove it (%s), or "
-				  "steer behind it at tc (--mode tc)",
-				  what, iface, progs[0], offs[0]);
-	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-			  "%s'%s' has XDP programs not hashlb's (%s; %s): remove them (%s; %s), "
-			  "or steer behind them at tc (--mode tc)",
-			  what, iface, progs[0], progs[1], offs[0], offs[1]);
+	for (uint32_t i = 0; i < n; i++)
+		prog_name(at[i].id, names[i]);
+	xdp_hook_foreign(msg, sizeof(msg), what, iface, at, name_of, n);
+	return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "%s", msg);
 }
 
 static int attach_xdp(struct hashlb_steer *s, enum hashlb_steer_mode mode, struct hashlb_error *err)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <linux/if_link.h>
 
@@ -62,6 +63,32 @@ static inline const char *xdp_hook_name(enum xdp_hook h)
 static inline const char *xdp_hook_off(enum xdp_hook h)
 {
 	return h == XDP_HOOK_OFFLOAD ? "xdpoffload" : h == XDP_HOOK_GENERIC ? "xdpgeneric" : "xdp";
+}
+
+/*
+ * Into <buf> (<size> bytes), after <what>: that <iface> has the <n> (1 or 2)
+ * XDP programs <at>, named <names>, not hashlb's, and what removes them. What
+ * snprintf() returns. Two fit a struct hashlb_error's 255 bytes whole at
+ * their longest (15-byte names, 10-digit ids, "attaching xdp-generic failed:
+ * "): before, the second one's remedy was cut off.
+ */
+static inline int xdp_hook_foreign(char *buf, size_t size, const char *what, const char *iface,
+				   const struct xdp_hook_prog *at, const char *const *names,
+				   uint32_t n)
+{
+	if (n < 2)
+		return snprintf(buf, size,
+				"%s'%s' has an XDP program not hashlb's (%s, program %u '%s'): "
+				"remove it (ip link set dev %s %s off), or steer behind it at tc "
+				"(--mode tc)",
+				what, iface, xdp_hook_name(at[0].hook), at[0].id, names[0], iface,
+				xdp_hook_off(at[0].hook));
+	return snprintf(buf, size,
+			"%s'%s' has XDP programs not hashlb's: %s %u '%s', %s %u '%s' (remove: ip "
+			"link set dev %s %s off, then %s off; or --mode tc)",
+			what, iface, xdp_hook_name(at[0].hook), at[0].id, names[0],
+			xdp_hook_name(at[1].hook), at[1].id, names[1], iface,
+			xdp_hook_off(at[0].hook), xdp_hook_off(at[1].hook));
 }
 
 #endif
