@@ -572,6 +572,8 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 		c->qnext->qprev = pp;
 	else
 		w->queue_tail = pp;
+	if (w->queue_fresh_at == &c->qnext)
+		w->queue_fresh_at = pp;
 	c->qnext = NULL;
 	c->state = CONN_CONNECTING;
 	w->queue_n--;
@@ -581,17 +583,37 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 }
 
 /*
+ * Bit 0 of a service's wstats.queue_fp: the service is fresh in the worker's
+ * queue, its part (the other 63 bits) not in w->queue_fp (conn_queue_run()).
+ */
+#define QUEUE_FP_FRESH 1ull
+
+static bool queue_svc_fresh(const struct worker *w, const struct hlb_service *svc)
+{
+	return svc->wstats[w->id].queue_fp & QUEUE_FP_FRESH;
+}
+
+static void queue_svc_set_fresh(struct worker *w, struct hlb_service *svc, bool fresh)
+{
+	uint64_t *fp = &svc->wstats[w->id].queue_fp;
+
+	*fp = (*fp & ~QUEUE_FP_FRESH) | fresh;
+}
+
+/*
  * <svc> has clients in the worker's queue: one of w->queue_svcs (a reference
  * taken), found by its mark in O(1) whatever the number of services. The
  * array grows as services first wait here and is kept (freed at exit): no
  * memory for it leaves the queue walked every time (queue_svcs_lost).
+ * <fresh>: noted as a client joins, not by a walk that read its part.
  */
-static void queue_svc_note(struct worker *w, struct hlb_service *svc)
+static void queue_svc_note(struct worker *w, struct hlb_service *svc, bool fresh)
 {
 	struct hlb_service_wstats *ws = &svc->wstats[w->id];
 
 	if (ws->queue_mark == w->queue_svc_mark)
 		return;
+	queue_svc_set_fresh(w, svc, fresh);
 	if (w->n_queue_svcs == w->queue_svcs_cap) {
 		uint32_t cap = w->queue_svcs_cap ? 2 * w->queue_svcs_cap : 8;
 		struct hlb_service **a = realloc(w->queue_svcs, cap * sizeof(*a));
@@ -1556,7 +1578,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 	joined = !c->svc->wstats[w->id].queue_n++;
 	if (joined)
 		worker_queue_joined(w, c->svc);
-	queue_svc_note(w, c->svc);
+	queue_svc_note(w, c->svc, true);
 	c->state = CONN_QUEUED;
 	c->be = hlb_backend_ref(w->first_full);
 	c->retry_of = failed ? hlb_backend_ref(failed) : NULL;
@@ -2835,11 +2857,15 @@ static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool
  * Into <ret_changed>, whether a service's queue_changes moved since the last
  * walk of the whole queue read it (queue_changes_seen()): exact where the
  * value may collide.
+ * A fresh service (joined since: queue_svc_fresh()) is left out of the
+ * value and of <ret_changed>, its part noted all the same; into <ret_fresh>,
+ * whether there is one.
  * The backends read are counted (queue_fp_reads): what the look costs.
  */
-static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, bool *ret_changed)
+static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, bool *ret_changed,
+				  bool *ret_fresh)
 {
-	bool changed = false;
+	bool changed = false, fresh = false;
 	uint64_t h = 0;
 
 	rooms->n = 0;
@@ -2850,8 +2876,12 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, b
 		const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
 		uint64_t part;
 
-		changed |= atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
-			   svc->wstats[w->id].queue_seen;
+		bool svc_fresh = queue_svc_fresh(w, svc);
+
+		changed |= !svc_fresh &&
+			   atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
+				   svc->wstats[w->id].queue_seen;
+		fresh |= svc_fresh;
 		part = fp_mix(0, snap->generation << 1 |
 					 atomic_load_explicit(&svc->removed, memory_order_relaxed));
 		hlb_stat_add(&w->queue_fp_reads, snap->n_backends);
@@ -2876,10 +2906,12 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, b
 			rooms->left[rooms->n++] = cap - (uint32_t)claimed;
 			rooms->total += cap - claimed;
 		}
-		svc->wstats[w->id].queue_fp = part;
-		h += part;
+		part &= ~QUEUE_FP_FRESH;
+		svc->wstats[w->id].queue_fp = part | svc_fresh;
+		h += svc_fresh ? 0 : part;
 	}
 	*ret_changed = changed;
+	*ret_fresh = fresh;
 	return h;
 }
 
@@ -2895,7 +2927,7 @@ static uint64_t queue_fp_left(const struct worker *w)
 	uint64_t h = 0;
 
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
-		h += w->queue_svcs[i]->wstats[w->id].queue_fp;
+		h += w->queue_svcs[i]->wstats[w->id].queue_fp & ~QUEUE_FP_FRESH;
 	return h;
 }
 
@@ -2918,16 +2950,19 @@ static bool queue_fp_cheaper(const struct worker *w)
 }
 
 /*
- * A walk of the whole queue starts: it reads what each of its services
- * changed so far, stored before each was counted (hlb_service_queue_changed()).
- * Only this worker writes and reads its line's queue_seen. A service that
- * joins the queue later keeps what an earlier walk read: older, or as new.
+ * A walk of the whole queue (or, <fresh_only>, of its fresh services'
+ * clients) starts: it reads what each of its services changed so far,
+ * stored before each was counted (hlb_service_queue_changed()). Only this
+ * worker writes and reads its line's queue_seen. A service that joins the
+ * queue later keeps what an earlier walk read: older, or as new.
  */
-static void queue_changes_seen(struct worker *w)
+static void queue_changes_seen(struct worker *w, bool fresh_only)
 {
 	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
 		struct hlb_service *svc = w->queue_svcs[i];
 
+		if (fresh_only && !queue_svc_fresh(w, svc))
+			continue;
 		svc->wstats[w->id].queue_seen =
 			atomic_load_explicit(&svc->queue_changes, memory_order_acquire);
 	}
@@ -2965,7 +3000,11 @@ static void queue_unwant_all(struct worker *w)
  * Otherwise a waiting client can be served only by a slot that freed on a
  * backend it found full: the clients are tried, in order, only while such
  * a slot is left (queue_rooms). A slot that frees costs the clients it is
- * handed to, not the queue. The deadlines that came and that no walk
+ * handed to, not the queue. A service that joined the queue since (fresh:
+ * its part of the fingerprint not known) costs its own clients, not the
+ * queue's: they are tried once more after its part is read, from the
+ * first client that joined since (w->queue_fresh_at), so that a change
+ * between a client's own try and that read is not missed. The deadlines that came and that no walk
  * served are found in w->queue_dues (queue_expire()): each costs its own
  * client, not the queue. Run when kicked (w->queue_kick: for a service of
  * its clients, a slot freed on any worker, a change of the control plane's,
@@ -2978,8 +3017,8 @@ void conn_queue_run(struct worker *w)
 	uint32_t n_old = w->n_queue_svcs;
 	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole;
 	struct queue_rooms rooms = { 0 };
-	bool changed = false;
-	uint64_t fp = gated ? queue_fingerprint(w, &rooms, &changed) : 0;
+	bool changed = false, fresh = false, past_fresh = false, skipped = false;
+	uint64_t fp = gated ? queue_fingerprint(w, &rooms, &changed, &fresh) : 0;
 
 	hlb_stat_add(&w->queue_looks, 1);
 	if (kicked)
@@ -2991,15 +3030,19 @@ void conn_queue_run(struct worker *w)
 		w->queue_walk_by = w->now_ms + QUEUE_SAFETY_MS;
 	whole = !gated || fp != w->queue_fp || w->now_ms >= w->queue_walk_by ||
 		(kicked && rooms.many);
-	/* Not kicked, or kicked but no slot is free that a waiting client may
-	 * take: no client to try, only the deadlines that came. */
-	if (!whole && (!kicked || !rooms.total)) {
+	if (!whole && !kicked) /* a slot that freed kicks: tried then */
+		rooms.n = rooms.total = 0;
+	/* No fresh service, and not kicked, or kicked but no slot is free that a
+	 * waiting client may take: no client to try, only the deadlines that came. */
+	if (!whole && !fresh && !rooms.total) {
 		queue_expire(w);
 		queue_next(w);
 		return;
 	}
+	if (!whole && fresh)
+		queue_changes_seen(w, true);
 	if (whole) {
-		queue_changes_seen(w);
+		queue_changes_seen(w, false);
 		w->queue_walk_by = QUEUE_WALK_NONE; /* until the next kick */
 		/* The services of the clients left waiting, noted after the old
 		 * ones (given back after the walk, which may free connections),
@@ -3009,15 +3052,31 @@ void conn_queue_run(struct worker *w)
 		if (gated)
 			queue_unwant_all(w);
 	}
-	while ((c = queue_step(w, pp))) {
-		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
-		bool expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
-		struct hlb_backend *wanted = c->be; /* conn_connect() sets c->be */
-		struct hlb_backend *failed = c->retry_of; /* conn_connect() writes c->ts over it */
-		bool connecting;
+	for (;;) {
+		const struct hlb_snapshot *snap;
+		bool expired, connecting;
+		struct hlb_backend *wanted, *failed;
 
-		if (!whole && !rooms.total)
-			break; /* the rest cannot be served; their deadlines: below */
+		/* No slot left: the rest cannot be served but the fresh services'
+		 * clients, all past w->queue_fresh_at; their deadlines: below. */
+		if (!whole && !rooms.total) {
+			if (!fresh)
+				break;
+			if (!past_fresh)
+				pp = w->queue_fresh_at;
+		}
+		past_fresh |= pp == w->queue_fresh_at;
+		if (!(c = queue_step(w, pp)))
+			break;
+		if (!whole && !rooms.total && !queue_svc_fresh(w, c->svc)) {
+			skipped = true;
+			pp = &c->qnext;
+			continue;
+		}
+		snap = hlb_service_snapshot(c->svc);
+		expired = (int32_t)((uint32_t)w->now_ms - c->queued_until) >= 0;
+		wanted = c->be; /* conn_connect() sets c->be */
+		failed = c->retry_of; /* conn_connect() writes c->ts over it */
 		hlb_stat_add(&w->queue_tries, 1);
 		c->be = NULL;
 		c->tried = 0; /* the whole list again: its full backends may have room */
@@ -3034,7 +3093,7 @@ void conn_queue_run(struct worker *w)
 			c->retry_of = failed;
 			c->qprev = pp; /* with retry_of, where conn_connect() may write */
 			queue_want_seen(w);
-			queue_svc_note(w, c->svc);
+			queue_svc_note(w, c->svc, false);
 			pp = &c->qnext; /* still no room */
 			continue;
 		}
@@ -3057,12 +3116,20 @@ void conn_queue_run(struct worker *w)
 	}
 	/* Every client tried: a slot still free was tried by every client
 	 * that waits, none wants its backend. */
-	if (!c)
+	if (!c && !skipped)
 		for (uint32_t i = 0; i < rooms.n; i++)
 			if (rooms.left[i])
 				queue_unwant(w, rooms.be[i]);
 	queue_expire(w);
 	queue_next(w);
+	if (!whole && fresh) {
+		/* the fresh parts were read before their clients' tries */
+		for (uint32_t i = 0; i < w->n_queue_svcs; i++)
+			queue_svc_set_fresh(w, w->queue_svcs[i], false);
+		w->queue_fp = queue_fp_left(w);
+	}
+	if (whole || fresh)
+		w->queue_fresh_at = w->queue_tail;
 	if (!whole)
 		return;
 	for (uint32_t i = 0; i < n_old; i++)

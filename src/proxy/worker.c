@@ -1173,7 +1173,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 		w->starved_tail = w->starved_back = &w->starved_head;
 		w->cmd_tail = &w->cmd_head;
 		w->min_idle_ms = UINT32_MAX;
-		w->queue_tail = &w->queue_head;
+		w->queue_tail = w->queue_fresh_at = &w->queue_head;
 		w->queue_svc_mark = 1;
 		w->wake_fd = -1;
 		pthread_mutex_init(&w->cmd_lock, NULL);

@@ -352,6 +352,10 @@ struct worker {
 	uint64_t queue_svc_mark;
 	bool queue_svcs_lost;
 	uint64_t queue_fp;
+	/* The link (queue_head or a client's qnext) after which the clients
+	 * that joined since the last look that tried the fresh services' wait
+	 * (conn_queue_run()): those of a fresh service are among them. */
+	struct conn **queue_fresh_at;
 	uint32_t queue_n; /* the clients in the queue */
 	uint32_t queue_dues_kept; /* in queue_dues after its last clean-up (queue_due_room()) */
 	uint64_t queue_walk_by;

@@ -583,7 +583,9 @@ struct hlb_service_wstats {
 	 * hlb_proxy_drain_ends() counts them: the service's line of them at exit */
 	_Atomic uint32_t drain_cut;
 	/* Not a counter: the service's part of its worker's last fingerprint of
-	 * the queue (proxy/conn.c, queue_fingerprint()). */
+	 * the queue (proxy/conn.c, queue_fingerprint()), but for bit 0: whether
+	 * the service is fresh there, its part not in the worker's queue_fp
+	 * (QUEUE_FP_FRESH, conn_queue_run()). */
 	uint64_t queue_fp;
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct hlb_service_wstats) == 128, "a service's worker counters");

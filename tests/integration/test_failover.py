@@ -1827,6 +1827,30 @@ def queued_clients_cost_nothing_while_another_service_ramps():
     check(lb.stop() == 0, "exit 0")
 
 
+def s0_queue_beside_s1(n, c_cap):
+    """One worker, s0 of a (max_connections 1) and s1 of c (max_connections <c_cap>), each
+    with a client holding one slot, and <n> clients of s0 waiting in the queue: (lb, the
+    holders, those waiting, the services' count of clients queued, c and its address)."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+    from ctltest import metric_sum, service_addr
+
+    (a, aa), (c, ca) = BACKENDS[0], BACKENDS[2]
+    opts = "timeouts:\n  queue: 120s"
+    cfg = ctl_config([(a, aa, "max_connections: 1")], name="s0", health="enabled: false",
+                     extra=opts, workers=1)
+    more = ctl_config([(c, ca, f"max_connections: {c_cap}")], name="s1",
+                      health="enabled: false", extra=opts)
+    lb = Lb(cfg + more[more.index("  - name: s1"):])
+    queued = lambda: metric_sum(lb, "hashlb_service_queued")  # noqa: E731
+
+    holders = [connect(service_addr(lb, s), client_ip(i)) for i, s in ((1, "s0"), (2, "s1"))]
+    check([read_line(h) for h in holders] == [a, c], "a's slot and one of c's taken")
+    waiting = clients_at_once(service_addr(lb, "s0"), n)
+    check(wait_until(lambda: queued() == n, 60, step=0.2), f"{n} clients of s0 wait")
+    return lb, holders, waiting, queued, c
+
+
 def queued_clients_walked_once_as_a_service_leaves_the_queue():
     """200 clients of s0 (a at its max_connections) and one of s1 (c at its max_connections)
     waiting in one worker's queue; c's cap raised (hashlb ctl set): the change's look walks
@@ -1836,24 +1860,10 @@ def queued_clients_walked_once_as_a_service_leaves_the_queue():
     unchanged and walks nothing. Before, that fingerprint was the one read before the walk,
     s1's part in it, and the next look (the tick's, within 100 ms) found it changed and tried
     the 200 clients of s0 again: 401 tries."""
-    from ctltest import Lb
-    from ctltest import config as ctl_config
-    from ctltest import metric_sum, queue_tries_settled, service_addr
+    from ctltest import queue_tries_settled, service_addr
 
     n = 200
-    (a, aa), (c, ca) = BACKENDS[0], BACKENDS[2]
-    opts = "timeouts:\n  queue: 120s"
-    cfg = ctl_config([(a, aa, "max_connections: 1")], name="s0", health="enabled: false",
-                     extra=opts, workers=1)
-    more = ctl_config([(c, ca, "max_connections: 1")], name="s1", health="enabled: false",
-                      extra=opts)
-    lb = Lb(cfg + more[more.index("  - name: s1"):])
-    queued = lambda: metric_sum(lb, "hashlb_service_queued")  # noqa: E731
-
-    holders = [connect(service_addr(lb, s), client_ip(i)) for i, s in ((1, "s0"), (2, "s1"))]
-    check([read_line(h) for h in holders] == [a, c], "a's and c's one slot taken")
-    waiting = clients_at_once(service_addr(lb, "s0"), n)
-    check(wait_until(lambda: queued() == n, 60, step=0.2), f"{n} clients of s0 wait")
+    lb, holders, waiting, queued, c = s0_queue_beside_s1(n, 1)
     other = connect(service_addr(lb, "s1"), client_ip(3), timeout=30)  # a hang guard
     check(wait_until(lambda: queued() == n + 1, 30, step=0.2), "and one of s1")
     before = queue_tries_settled(lb)
@@ -1864,6 +1874,37 @@ def queued_clients_walked_once_as_a_service_leaves_the_queue():
     print(f"    {n} clients of s0 and 1 of s1 waiting, s1's served: {tried:.0f} tries")
     # after: n + 1 (one walk); before, n more at the next look
     check(tried < 3 * n / 2, f"one walk of the queue: {tried:.0f} tries, {n + 1} expected")
+    check(queued() == n, "s0's clients still wait")
+    for s in holders + waiting + [other]:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+def queued_client_of_a_new_service_tried_alone():
+    """200 clients of s0 (a at its max_connections) waiting in one worker's queue; s1 counts a
+    change (c's cap set to 1, none of its clients waiting), then a client of s1 joins the
+    queue (c full): its service is new to the queue, and the look that follows (kicked as it
+    joins: its service counted a change since the worker's last walk read its count) reads
+    s1's part of the queue's fingerprint and tries s1's client alone, not s0's 200
+    (hashlb_worker_queue_tries_total). That client is still served when c's slot frees.
+    Before, the new service's part made the fingerprint differ from the last walk's and the
+    whole queue was tried: 201 tries, each new service of a queue (during a ramp, with
+    clients coming and going, about 20 walks of the whole queue a second, the ramp's own 10
+    among them)."""
+    from ctltest import queue_tries_settled, service_addr
+
+    n = 200
+    lb, holders, waiting, queued, c = s0_queue_beside_s1(n, 2)
+    code, body = lb.http("POST", f"/set?service=s1&backend={c}&max_connections=1")
+    check(code == 200, f"c's cap lowered to 1: {code} {body}")
+    before = queue_tries_settled(lb)
+    other = connect(service_addr(lb, "s1"), client_ip(3), timeout=30)  # a hang guard
+    check(wait_until(lambda: queued() == n + 1, 30, step=0.2), "and one of s1")
+    tried = queue_tries_settled(lb) - before
+    print(f"    {n} clients of s0 waiting, one of s1 joins: {tried:.0f} tries")
+    # after: s1's client alone, once or twice (its look, its tick); before, n + 1
+    check(tried < n / 2, f"a new service's client walked the queue: {tried:.0f} tries")
+    holders[1].close()
+    check(read_line(other) == c, "s1's client served once c's slot freed")
     check(queued() == n, "s0's clients still wait")
     for s in holders + waiting + [other]:
         s.close()
@@ -1891,5 +1932,6 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_clients_not_woken_by_a_cap_set_as_it_is,
            queued_clients_cost_nothing_while_another_service_ramps,
            queued_clients_walked_once_as_a_service_leaves_the_queue,
+           queued_client_of_a_new_service_tried_alone,
            queued_client_of_a_worker_past_64_woken_by_a_slot,
            source_address])
