@@ -202,6 +202,13 @@ bool hashlb_table_backend_down(const struct hashlb_table *t, uint32_t idx);
  * weight 0 is not down but in no slot). What "up" and "in_table" say in hashlb table,
  * /status and /table. */
 bool hashlb_table_backend_takes_clients(const struct hashlb_table *t, uint32_t idx);
+/*
+ * Whether the backends <down> says down (n = hashlb_table_backend_count(t)
+ * booleans) differ from <t>'s down set only in backends of weight 0, which
+ * take no turn: hashlb_table_with_down(<t>, <down>) is then a copy of t's
+ * effective table.
+ */
+bool hashlb_table_down_same(const struct hashlb_table *t, const bool *down);
 /* Fraction of the hash space (ring) or of the slots (Maglev) that goes to <idx>. */
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
 /*

@@ -1169,6 +1169,11 @@ bool hashlb_table_backend_takes_clients(const struct hashlb_table *t, uint32_t i
 	return !hashlb_table_backend_down(t, idx) && hashlb_table_backend_weight(t, idx) > 0;
 }
 
+bool hashlb_table_down_same(const struct hashlb_table *t, const bool *down)
+{
+	return same_turns(t, t->down, down);
+}
+
 double hashlb_table_share(const struct hashlb_table *t, uint32_t idx)
 {
 	if (idx >= t->n)

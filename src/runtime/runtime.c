@@ -358,16 +358,9 @@ static const struct hashlb_table *refresh_base(const struct hlb_snapshot *cur, c
 	const struct hashlb_table *c[3] = { cur->retry_table, cur->ramp_table,
 					    cur->retry_ramp_table };
 
-	for (uint32_t k = 0; k < 3; k++) {
-		uint32_t j = 0;
-
-		while (c[k] && j < cur->n_backends &&
-		       (hashlb_table_backend_down(c[k], j) == down[j] ||
-			!hashlb_table_backend_weight(c[k], j)))
-			j++;
-		if (c[k] && j == cur->n_backends)
+	for (uint32_t k = 0; k < 3; k++)
+		if (c[k] && hashlb_table_down_same(c[k], down))
 			return c[k];
-	}
 	return cur->table;
 }
 

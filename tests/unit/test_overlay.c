@@ -704,6 +704,36 @@ static void test_flap_beside_a_down_copies(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * hashlb_table_down_same() says which down sets a table is a copy away from: its own, and
+ * one that differs in backends of weight 0 only (what the runtime's refresh looks for among
+ * a snapshot's tables); hashlb_table_with_down() to such a set runs no population.
+ */
+static void test_down_same_is_a_copy(void **state)
+{
+	struct test_backends b;
+	struct hashlb_table *t, *next;
+	bool down[4] = { false, true, false, false };
+
+	test_backends_init(&b, 4, "ds-");
+	b.spec[3].weight = 0;
+	b.spec[1].down = true;
+	t = test_build(HASHLB_SCHEME_MAGLEV, 0, 6, b.spec, 4);
+	assert_true(hashlb_table_down_same(t, down));
+	down[3] = true; /* weight 0: takes no turn */
+	assert_true(hashlb_table_down_same(t, down));
+	populations = 0;
+	next = with_down(t, down);
+	assert_int_equal(populations, 0);
+	hashlb_table_free(next);
+	down[2] = true;
+	assert_false(hashlb_table_down_same(t, down));
+	down[1] = down[2] = false;
+	assert_false(hashlb_table_down_same(t, down));
+	hashlb_table_free(t);
+	test_backends_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -718,6 +748,7 @@ int main(void)
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),
+		cmocka_unit_test(test_down_same_is_a_copy),
 	};
 
 	return cmocka_run_group_tests_name("overlay", tests, NULL, NULL);
