@@ -225,7 +225,7 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 			hlb_buf_puts(&sc->labels, ",backend=");
 			hlb_buf_label(&sc->labels, x->b->rt->name);
 			x->lab_len = sc->labels.len - x->lab;
-			if (x->b->drain_deadline_ms) {
+			if (hlb_pool_backend_drain_deadline(x->b)) {
 				hashlb_addr_format(&x->b->rt->addr, addr, sizeof(addr));
 				hlb_buf_puts(&sc->labels, ",draining=");
 				hlb_buf_label(&sc->labels, addr);

@@ -111,7 +111,6 @@ static const char *backend_qname(const struct hlb_pool_backend *b, char *q)
  * it too: a stop's drain closes its connections then, not at its service's deadline. */
 static void backend_drain_until(struct hlb_pool_backend *b, uint64_t ms)
 {
-	b->drain_deadline_ms = ms;
 	atomic_store(&b->rt->drain_until_ms, ms);
 }
 
@@ -701,7 +700,7 @@ uint64_t hlb_pool_close_connections(struct hlb_pool_backend *b)
 		 "service=%s backend=%s address=%s%s established=%" PRIu64 " by=admin",
 		 b->svc->cfg->name, backend_qname(b, qn),
 		 hlb_log_quote(b->rt->address, q, sizeof(q)),
-		 b->drain_deadline_ms ? " removed=1" : "", n);
+		 hlb_pool_backend_drain_deadline(b) ? " removed=1" : "", n);
 	return n;
 }
 
@@ -1383,7 +1382,7 @@ static void service_drop_drained(struct hlb_pool_service *s, uint64_t now)
 		/* and until its drain deadline: a reload adding it back takes it back until
 		 * then, what was set at run time with it (service_gone_find()) */
 		if (now - b->drained_ms >= HLB_POOL_DRAINED_KEEP_MS &&
-		    now >= b->drain_deadline_ms) {
+		    now >= hlb_pool_backend_drain_deadline(b)) {
 			service_forget_backend(s, b);
 			s->drained[i] = s->drained[--s->n_drained];
 		} else {
@@ -1415,7 +1414,8 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 
 		/* an orphan of a service (orphan_of) with none is kept to its deadline too: a
 		 * reload adding its service back takes it back until then (orphan_take()) */
-		if ((held == 0 && (s || !b->orphan_of)) || now >= b->drain_deadline_ms) {
+		if ((held == 0 && (s || !b->orphan_of)) ||
+		    now >= hlb_pool_backend_drain_deadline(b)) {
 			if (held) {
 				/* a removed service's backends (orphans) have none */
 				char svc[HASHLB_NAME_MAX + 16] = "";
@@ -2566,10 +2566,11 @@ void hlb_pool_stop_checks(struct hlb_pool *p)
  * not taking back what another backend left. */
 static uint64_t drain_left_max(const struct hlb_pool_backend *b, uint64_t now, uint64_t max)
 {
-	if (!atomic_load(&b->rt->claimed) || b->drain_deadline_ms <= now ||
-	    b->drain_deadline_ms - now <= max)
+	uint64_t until = hlb_pool_backend_drain_deadline(b);
+
+	if (!atomic_load(&b->rt->claimed) || until <= now || until - now <= max)
 		return max;
-	return b->drain_deadline_ms - now;
+	return until - now;
 }
 
 uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
@@ -2588,7 +2589,7 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
  * control plane is closing them) */
 static uint64_t removed_held(const struct hlb_pool_backend *b, uint64_t now)
 {
-	return b->drain_deadline_ms > now ? atomic_load(&b->rt->claimed) : 0;
+	return hlb_pool_backend_drain_deadline(b) > now ? atomic_load(&b->rt->claimed) : 0;
 }
 
 void hlb_pool_log_draining(struct hlb_pool *p)
@@ -2615,7 +2616,8 @@ void hlb_pool_log_draining(struct hlb_pool *p)
 				pool_log(p, HLB_LOG_INFO, "service draining",
 					 "service=%s backend=%s removed=1 connections=%" PRIu64
 					 " drain_timeout_ms=%" PRIu64,
-					 qn, backend_qname(b, qb), k, b->drain_deadline_ms - now);
+					 qn, backend_qname(b, qb), k,
+					 hlb_pool_backend_drain_deadline(b) - now);
 		}
 	}
 	for (uint32_t i = 0; i < p->n_retired; i++) {
@@ -2946,7 +2948,7 @@ static uint32_t service_gone_find(const struct hlb_pool_service *s, const struct
 		    !addr_equal(&r->rt->addr, r->rt->addr_len, &nb->addr, nb->addr_len))
 			continue;
 		/* still draining; or drained, until the drain deadline (one closed at it is past) */
-		if (hit->j < s->n_removed || now < r->drain_deadline_ms)
+		if (hit->j < s->n_removed || now < hlb_pool_backend_drain_deadline(r))
 			return hit->j;
 	}
 	return UINT32_MAX;
@@ -3416,14 +3418,15 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 		backend_up_run_stop(s->backends[i], "reload", now);
 	}
 	r->deadline_ms = deadline;
-	for (uint32_t i = 0; i < s->n_removed; i++) {
-		held += atomic_load(&s->removed[i]->rt->claimed);
-		if (s->removed[i]->drain_deadline_ms > r->deadline_ms)
-			r->deadline_ms = s->removed[i]->drain_deadline_ms;
+	for (uint32_t i = 0; i < s->n_removed + s->n_drained; i++) {
+		const struct hlb_pool_backend *b =
+			i < s->n_removed ? s->removed[i] : s->drained[i - s->n_removed];
+		uint64_t until = hlb_pool_backend_drain_deadline(b);
+
+		held += i < s->n_removed ? atomic_load(&b->rt->claimed) : 0;
+		if (until > r->deadline_ms)
+			r->deadline_ms = until;
 	}
-	for (uint32_t i = 0; i < s->n_drained; i++)
-		if (s->drained[i]->drain_deadline_ms > r->deadline_ms)
-			r->deadline_ms = s->drained[i]->drain_deadline_ms;
 	if (held)
 		pool_log(p, HLB_LOG_INFO, "service removed: its connections drain",
 			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
@@ -3456,7 +3459,7 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	for (uint32_t i = 0; i < s->n_drained; i++) {
 		struct hlb_pool_backend *b = s->drained[i];
 
-		if (now >= b->drain_deadline_ms) {
+		if (now >= hlb_pool_backend_drain_deadline(b)) {
 			s->drained[k++] = b;
 			continue;
 		}

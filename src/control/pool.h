@@ -85,7 +85,6 @@ struct hlb_pool_backend {
 	uint32_t up_fails_err;
 	uint32_t seen_run; /* the data plane's connect failures in a row at the last tick */
 	uint64_t ramp_start_ms; /* slow start began; 0 = not ramping */
-	uint64_t drain_deadline_ms; /* removed by a reload: drop after this */
 	uint64_t
 		drained_ms; /* removed and drained: its series go at this + HLB_POOL_DRAINED_KEEP_MS */
 	/* went down under health.close_on_down: its connections are closed once
@@ -346,6 +345,13 @@ bool hlb_pool_backend_checked(const struct hlb_pool_backend *b);
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);
 /* How many backends of <s>'s published snapshot take new clients. */
 uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s);
+/* <b>, removed by a reload, drains until this (hlb_now_ms()): its runtime's drain_until_ms,
+ * which the workers read too; 0 if not removed. */
+static inline uint64_t hlb_pool_backend_drain_deadline(const struct hlb_pool_backend *b)
+{
+	return atomic_load_explicit(&b->rt->drain_until_ms, memory_order_relaxed);
+}
+
 /* The service's published snapshot (control thread: no reclamation race). */
 static inline const struct hlb_snapshot *hlb_pool_snapshot(const struct hlb_pool_service *s)
 {

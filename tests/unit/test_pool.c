@@ -1008,7 +1008,6 @@ static void test_removed_backend_drain_deadline_seen_by_the_workers(void **state
 	pb = f.svc->removed[0];
 	assert_ptr_equal(pb->rt, b3);
 	assert_true(atomic_load(&b3->drain_until_ms) >= t0 + 30000);
-	assert_int_equal(atomic_load(&b3->drain_until_ms), pb->drain_deadline_ms);
 	fixture_reload(&f, config_new(HASHLB_SCHEME_MAGLEV, 4)); /* taken back */
 	assert_ptr_equal(hlb_pool_backend_find(f.svc, "b3")->rt, b3);
 	assert_int_equal(atomic_load(&b3->drain_until_ms), 0);
@@ -1026,7 +1025,8 @@ static void test_removed_backend_drain_deadline_seen_by_the_workers(void **state
 	assert_int_equal(web->n_removed, 1);
 	assert_ptr_equal(web->removed[0]->rt, b3); /* draining to its removal's deadline */
 	assert_true(atomic_load(&b3->drain_until_ms) >= t0 + 30000);
-	assert_int_equal(atomic_load(&b3->drain_until_ms), web->removed[0]->drain_deadline_ms);
+	assert_int_equal(atomic_load(&b3->drain_until_ms),
+			 hlb_pool_backend_drain_deadline(web->removed[0]));
 	atomic_store(&b3->claimed, 0);
 	hlb_backend_unref(b3);
 	hlb_pool_flush(f.pool);
@@ -1268,7 +1268,7 @@ static void test_drained_backends_keep_their_counts(void **state)
 	 * back takes it back) past: freed at the next tick, its counts kept */
 	/* (modulo 2^64, as the tick's now - drained_ms: minutes after boot too) */
 	f.svc->drained[0]->drained_ms = hlb_now_ms() - HLB_POOL_DRAINED_KEEP_MS;
-	f.svc->drained[0]->drain_deadline_ms = hlb_now_ms();
+	atomic_store(&f.svc->drained[0]->rt->drain_until_ms, hlb_now_ms());
 	t0 = hlb_now_ms();
 	while (f.svc->n_drained && hlb_now_ms() < t0 + 10000) /* a hang guard */
 		hlb_loop_run_once(f.loop, 10);
