@@ -150,7 +150,11 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * while those backends down again would leave the same survivors: a
  * survivors' table whatever else changed, an effective table while the
  * full one is kept (the backends that take turns unchanged: another order,
- * an address, a backend of weight 0). Same validation, errors and return convention as
+ * an address, a backend of weight 0). A table with backends down that
+ * takes turns keeps such a table of another down set (the set a flap goes
+ * back to) rather than its own survivors' table, as hashlb_table_with_down()
+ * does, when <prev> kept one from a health change; else its own, as a
+ * build does. Same validation, errors and return convention as
  * hashlb_table_build(); <prev> is only read.
  */
 int hashlb_table_rebuild(const struct hashlb_table *prev,

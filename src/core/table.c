@@ -883,11 +883,13 @@ struct kept_cand {
  * and while the full table is prev's renumbered (<full_kept>), the effective tables too. The
  * effective table: from prev's kept table, its own, or its full table (the survivors' of
  * those of prev that take turns) when one is of t's down set; else a population. The kept
- * table, as a build's, the survivors' table of t's outage when t has one and it is at hand;
- * else, as hashlb_table_with_down() keeps one, prev's outage or prev's kept table when the
- * same backends down again would take the same turns in <t>: so that a reload that leaves them
- * (another address, the order, a backend of weight 0, the weight of one of those down) does
- * not make the next down of a backend that flapped a population again.
+ * table, as hashlb_table_with_down() keeps one: prev's outage or prev's kept table, of another
+ * down set, when the same backends down again would take the same turns in <t>, so that a
+ * reload that leaves them (another address, the order, a backend of weight 0, the weight of
+ * one of those down) does not make the next down of a backend that flapped, or its return, a
+ * population again; else, as a build's, the survivors' table of t's outage when t has one and
+ * it is at hand. Where t has one, prev's kept table of another down set only (its own outage
+ * is a down set the reload changed): a chain of rebuilds alone holds what a build holds.
  */
 static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *prev,
 			    const uint32_t *by_name, bool full_kept)
@@ -903,7 +905,7 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 	const struct kept_cand *eff = NULL;
 	uint32_t m = t->params.maglev_m;
 	uint16_t *buf = NULL, *surv;
-	bool *t_key;
+	bool own_surv = false, *t_key;
 	int ret;
 
 	if (!same_turns(t, NULL, t->down)) {
@@ -922,12 +924,10 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 			free(buf);
 			return ret;
 		}
-		if (!eff || eff->survivors) {
-			/* t's own survivors' table, as a build keeps it */
-			t->kept_slots = eff ? buf : surv;
-			t->kept_survivors = true;
-			return 0;
-		}
+		/* t's own survivors' table, kept as a build keeps it if no other is */
+		own_surv = !eff || eff->survivors;
+		if (!eff)
+			buf = surv;
 	} else {
 		t->slots = t->full_slots;
 	}
@@ -939,7 +939,13 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 	for (size_t c = 0; c < 3; c++) {
 		if (!spare[c]->slots || !(spare[c]->survivors || full_kept))
 			continue;
-		memset(t_key, 0, t->n * sizeof(*t_key));
+		/* over t's own survivors' table, only the table prev kept of another down set
+		 * (hashlb_table_with_down()'s): a rebuild that changed the down set holds what a
+		 * build holds */
+		if (own_surv && (spare[c] != &kept || !prev->kept_down))
+			continue;
+		/* a backend new in t: as down in that set as it is in t's */
+		memcpy(t_key, t->down, t->n * sizeof(*t_key));
 		for (uint32_t i = 0; i < prev->n; i++)
 			if (by_name[i] != RING_DROP)
 				t_key[by_name[i]] = spare[c]->key[i];
@@ -953,13 +959,18 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 			free(t_key);
 			return -ENOMEM;
 		}
-		slots_rename(buf, spare[c]->slots, m, by_name);
+		slots_rename(buf, spare[c]->slots, m, by_name); /* over t's own, if any */
 		t->kept_slots = buf;
 		t->kept_down = t_key;
 		t->kept_survivors = spare[c]->survivors;
 		return 0;
 	}
 	free(t_key);
+	if (own_surv) {
+		t->kept_slots = buf;
+		t->kept_survivors = true;
+		return 0;
+	}
 	free(buf);
 	return 0;
 }
