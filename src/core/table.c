@@ -755,11 +755,8 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 			return kept_set(t, base->kept_slots, base->down, true, surv);
 		return kept_set(t, base->slots, base->down, false, surv);
 	}
-	if (surv) {
-		t->kept_slots = surv;
-		t->kept_survivors = true;
-		return 0;
-	}
+	if (surv)
+		return kept_set(t, surv, NULL, true, surv);
 	if (kept_match && base->kept_survivors)
 		return kept_set(t, base->kept_slots, NULL, true, NULL);
 	return 0;
@@ -860,12 +857,19 @@ static bool same_turns_renamed(const struct hashlb_table *prev, const bool *key,
 	return n_new == n_prev;
 }
 
-/* <src> (M slots of <prev>'s backends) renumbered by <by_name> into <dst>. */
-static void slots_rename(uint16_t *dst, const uint16_t *src, uint32_t m, const uint32_t *by_name)
+/* <src> (M slots of <prev>'s backends) renumbered by <by_name> into <dst> (M slots), or into
+ * a new array when <dst> is NULL; NULL if no memory. */
+static uint16_t *slots_rename(uint16_t *dst, const uint16_t *src, uint32_t m,
+			      const uint32_t *by_name)
 {
+	if (!dst)
+		dst = malloc((size_t)m * sizeof(*dst));
+	if (!dst)
+		return NULL;
 	for (uint32_t j = 0; j < m; j++)
 		dst[j] = src[j] == HASHLB_BACKEND_NONE ? HASHLB_BACKEND_NONE
 						       : (uint16_t)by_name[src[j]];
+	return dst;
 }
 
 /* A table of <prev>'s that a rebuild may carry over: its slots, their down set (NULL: none
@@ -913,12 +917,8 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 			if (src[c]->slots && (src[c]->survivors || full_kept) &&
 			    same_turns_renamed(prev, src[c]->key, t, t->down, by_name))
 				eff = src[c];
-		if (eff) {
-			buf = malloc((size_t)m * sizeof(*buf));
-			if (!buf)
-				return -ENOMEM;
-			slots_rename(buf, eff->slots, m, by_name);
-		}
+		if (eff && !(buf = slots_rename(NULL, eff->slots, m, by_name)))
+			return -ENOMEM;
 		ret = maglev_effective(t, buf, &surv);
 		if (ret < 0) {
 			free(buf);
@@ -953,24 +953,19 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 		if (same_turns(t, NULL, t_key) || same_turns(t, t->down, t_key) ||
 		    !same_turns_renamed(prev, spare[c]->key, t, t_key, by_name))
 			continue;
-		if (!buf)
-			buf = malloc((size_t)m * sizeof(*buf));
+		buf = slots_rename(buf, spare[c]->slots, m, by_name); /* over t's own, if any */
 		if (!buf) {
 			free(t_key);
 			return -ENOMEM;
 		}
-		slots_rename(buf, spare[c]->slots, m, by_name); /* over t's own, if any */
 		t->kept_slots = buf;
 		t->kept_down = t_key;
 		t->kept_survivors = spare[c]->survivors;
 		return 0;
 	}
 	free(t_key);
-	if (own_surv) {
-		t->kept_slots = buf;
-		t->kept_survivors = true;
-		return 0;
-	}
+	if (own_surv)
+		return kept_set(t, buf, NULL, true, buf);
 	free(buf);
 	return 0;
 }
