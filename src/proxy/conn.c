@@ -562,26 +562,6 @@ static struct conn *queue_step(struct worker *w, struct conn *const *pp)
 	return c;
 }
 
-/* Take <c> off the worker's queue; *<pp> points to it. Its client watch stays armed. */
-static void queue_unlink(struct worker *w, struct conn **pp)
-{
-	struct conn *c = *pp;
-
-	*pp = c->qnext;
-	if (c->qnext)
-		c->qnext->qprev = pp;
-	else
-		w->queue_tail = pp;
-	if (w->queue_fresh_at == &c->qnext)
-		w->queue_fresh_at = pp;
-	c->qnext = NULL;
-	c->state = CONN_CONNECTING;
-	w->queue_n--;
-	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
-	if (!--c->svc->wstats[w->id].queue_n)
-		worker_queue_left(w, c->svc);
-}
-
 /*
  * Bit 0 of a service's wstats.queue_fp: the service is fresh in the worker's
  * queue, its part (the other 63 bits) not in w->queue_fp (conn_queue_run()).
@@ -598,6 +578,45 @@ static void queue_svc_set_fresh(struct worker *w, struct hlb_service *svc, bool 
 	uint64_t *fp = &svc->wstats[w->id].queue_fp;
 
 	*fp = (*fp & ~QUEUE_FP_FRESH) | fresh;
+}
+
+/*
+ * No client of <svc> waits in the worker's queue any more: while none does, its part of
+ * the fingerprint is no client's, and is left out of w->queue_fp (fresh, as one that
+ * joins: conn_queue_run()), so that a change it counts meanwhile walks no one, and the
+ * client that joins next is tried alone. One not noted since the walk under way began is
+ * not in the sum that walk leaves.
+ */
+static void queue_svc_idle(struct worker *w, struct hlb_service *svc)
+{
+	struct hlb_service_wstats *ws = &svc->wstats[w->id];
+
+	if (ws->queue_mark != w->queue_svc_mark || queue_svc_fresh(w, svc))
+		return;
+	w->queue_fp -= ws->queue_fp;
+	queue_svc_set_fresh(w, svc, true);
+}
+
+/* Take <c> off the worker's queue; *<pp> points to it. Its client watch stays armed. */
+static void queue_unlink(struct worker *w, struct conn **pp)
+{
+	struct conn *c = *pp;
+
+	*pp = c->qnext;
+	if (c->qnext)
+		c->qnext->qprev = pp;
+	else
+		w->queue_tail = pp;
+	if (w->queue_fresh_at == &c->qnext)
+		w->queue_fresh_at = pp;
+	c->qnext = NULL;
+	c->state = CONN_CONNECTING;
+	w->queue_n--;
+	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
+	if (!--c->svc->wstats[w->id].queue_n) {
+		worker_queue_left(w, c->svc);
+		queue_svc_idle(w, c->svc);
+	}
 }
 
 /*
@@ -2857,9 +2876,9 @@ static void rooms_take(struct queue_rooms *r, const struct hlb_backend *be, bool
  * Into <ret_changed>, whether a service's queue_changes moved since the last
  * walk of the whole queue read it (queue_changes_seen()): exact where the
  * value may collide.
- * A fresh service (joined since: queue_svc_fresh()) is left out of the
- * value and of <ret_changed>, its part noted all the same; into <ret_fresh>,
- * whether there is one.
+ * A fresh service (joined since, or with no client waiting:
+ * queue_svc_fresh()) is left out of the value and of <ret_changed>, its
+ * part noted all the same; into <ret_fresh>, whether one has clients.
  * The backends read are counted (queue_fp_reads): what the look costs.
  */
 static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, bool *ret_changed,
@@ -2881,7 +2900,7 @@ static uint64_t queue_fingerprint(struct worker *w, struct queue_rooms *rooms, b
 		changed |= !svc_fresh &&
 			   atomic_load_explicit(&svc->queue_changes, memory_order_relaxed) !=
 				   svc->wstats[w->id].queue_seen;
-		fresh |= svc_fresh;
+		fresh |= svc_fresh && svc->wstats[w->id].queue_n;
 		part = fp_mix(0, snap->generation << 1 |
 					 atomic_load_explicit(&svc->removed, memory_order_relaxed));
 		hlb_stat_add(&w->queue_fp_reads, snap->n_backends);
@@ -2926,8 +2945,11 @@ static uint64_t queue_fp_left(const struct worker *w)
 {
 	uint64_t h = 0;
 
-	for (uint32_t i = 0; i < w->n_queue_svcs; i++)
-		h += w->queue_svcs[i]->wstats[w->id].queue_fp & ~QUEUE_FP_FRESH;
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
+		uint64_t part = w->queue_svcs[i]->wstats[w->id].queue_fp;
+
+		h += part & QUEUE_FP_FRESH ? 0 : part; /* fresh: none of its clients waits */
+	}
 	return h;
 }
 
@@ -3123,9 +3145,13 @@ void conn_queue_run(struct worker *w)
 	queue_expire(w);
 	queue_next(w);
 	if (!whole && fresh) {
-		/* the fresh parts were read before their clients' tries */
-		for (uint32_t i = 0; i < w->n_queue_svcs; i++)
-			queue_svc_set_fresh(w, w->queue_svcs[i], false);
+		/* the fresh parts were read before their clients' tries; those of services
+		 * with none waiting stay out */
+		for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
+			struct hlb_service *svc = w->queue_svcs[i];
+
+			queue_svc_set_fresh(w, svc, !svc->wstats[w->id].queue_n);
+		}
 		w->queue_fp = queue_fp_left(w);
 	}
 	if (whole || fresh)

@@ -1881,34 +1881,47 @@ def queued_clients_walked_once_as_a_service_leaves_the_queue():
 
 def queued_client_of_a_new_service_tried_alone():
     """200 clients of s0 (a at its max_connections) waiting in one worker's queue; s1 counts a
-    change (c's cap set to 1, none of its clients waiting), then a client of s1 joins the
-    queue (c full): its service is new to the queue, and the look that follows (kicked as it
-    joins: its service counted a change since the worker's last walk read its count) reads
-    s1's part of the queue's fingerprint and tries s1's client alone, not s0's 200
-    (hashlb_worker_queue_tries_total). That client is still served when c's slot frees.
-    Before, the new service's part made the fingerprint differ from the last walk's and the
-    whole queue was tried: 201 tries, each new service of a queue (during a ramp, with
-    clients coming and going, about 20 walks of the whole queue a second, the ramp's own 10
-    among them)."""
+    change (c's cap lowered, none of its clients waiting), then a client of s1 joins the queue
+    (c full): its service is new to the queue, and the look that follows (kicked as it joins:
+    its service counted a change since the worker's last walk read its count) reads s1's part
+    of the queue's fingerprint and tries s1's client alone, not s0's 200
+    (hashlb_worker_queue_tries_total). So again once that client left (a reset) and s1
+    counted another change: s1, still among the queue's services, has no client waiting, so
+    its part is no client's and its change walks no one, and its client that joins is tried
+    alone. The client is still served when c's slots free. Before, the new part made the
+    fingerprint differ from the last walk's and the whole queue was tried (201 tries), for
+    each service new to a queue; and a change of a service none of whose clients waited any
+    more did too, at the next tick (200 more), until a walk of the whole queue dropped it
+    (during a ramp, with clients coming and going, about 20 walks of the whole queue a
+    second, the ramp's own 10 among them)."""
     from ctltest import queue_tries_settled, service_addr
 
     n = 200
-    lb, holders, waiting, queued, c = s0_queue_beside_s1(n, 2)
-    code, body = lb.http("POST", f"/set?service=s1&backend={c}&max_connections=1")
-    check(code == 200, f"c's cap lowered to 1: {code} {body}")
-    before = queue_tries_settled(lb)
-    other = connect(service_addr(lb, "s1"), client_ip(3), timeout=30)  # a hang guard
-    check(wait_until(lambda: queued() == n + 1, 30, step=0.2), "and one of s1")
-    tried = queue_tries_settled(lb) - before
-    print(f"    {n} clients of s0 waiting, one of s1 joins: {tried:.0f} tries")
-    # after: s1's client alone, once or twice (its look, its tick); before, n + 1
-    check(tried < n / 2, f"a new service's client walked the queue: {tried:.0f} tries")
-    holders[1].close()
-    check(read_line(other) == c, "s1's client served once c's slot freed")
+    lb, holders, waiting, queued, c = s0_queue_beside_s1(n, 3)
+    holders.append(connect(service_addr(lb, "s1"), client_ip(4)))
+    check(read_line(holders[-1]) == c, "c's second slot taken")
+    for cap, why in ((2, "lowered to 2"), (1, "lowered to 1 after that client left")):
+        before = queue_tries_settled(lb)
+        code, body = lb.http("POST", f"/set?service=s1&backend={c}&max_connections={cap}")
+        check(code == 200, f"c's cap {why}: {code} {body}")
+        other = connect(service_addr(lb, "s1"), client_ip(3), timeout=30)  # a hang guard
+        check(wait_until(lambda: queued() == n + 1, 30, step=0.2), "and one of s1")
+        tried = queue_tries_settled(lb) - before
+        print(f"    {n} clients of s0 waiting, one of s1 joins, c's cap {why}: {tried:.0f} tries")
+        # after: s1's client alone, once or twice (its look, its tick); before, n + 1
+        check(tried < n / 2, f"a new service's client walked the queue: {tried:.0f} tries")
+        if cap == 2:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            other.close()  # RST: it leaves the queue
+            check(wait_until(lambda: queued() == n, 30, step=0.2), "s1's client left")
+    for h in holders[1:]:
+        h.close()
+    check(read_line(other) == c, "s1's client served once c's slots freed")
     check(queued() == n, "s0's clients still wait")
     for s in holders + waiting + [other]:
         s.close()
     check(lb.stop() == 0, "exit 0")
+
 
 run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_to_ipv6_backends,
            early_request_goes_once_to_the_backend_that_answers, affinity_across_reconnects, refused_backend_next_in_list,
