@@ -15,7 +15,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: hashlb-bench schemes|lookup|health [--quick] [--format md|csv|json]\n"
 	      "  schemes  compare hash % N, ring (V=1..1000), Maglev (M=65537, 655373),\n"
-	      "           rendezvous, jump and hash slots on 1,000,000 keys\n"
+	      "           rendezvous, jump and hash slots on 1,000,000 keys; then the\n"
+	      "           balance and bytes of rings (V=1..1000) and Maglev (M=251..655373)\n"
+	      "           from their exact shares\n"
 	      "  lookup   ns per lookup (tuple hash included) and build ms of hashlb's tables\n"
 	      "  health   ms of a Maglev backend going down and back against the full build\n"
 	      "           (M=65537 and 16777259, N=2, 10, 1000), and where its clients land\n"
