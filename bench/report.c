@@ -180,9 +180,10 @@ void report_num(struct report *r, const char *fmt, double v)
 		return;
 	}
 	cell_begin(r);
-	/* JSON and CSV get full precision, Markdown the column's format */
+	/* JSON and CSV get full precision (15 digits: a byte count of 7 digits or more was
+	 * rounded at 6, 1311580 written 1.31158e+06), Markdown the column's format */
 	if (r->format != REPORT_MD)
-		fprintf(r->out, "%.6g", v);
+		fprintf(r->out, "%.15g", v);
 	else
 		fprintf(r->out, fmt, v);
 	cell_end(r);
