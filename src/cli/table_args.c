@@ -253,6 +253,9 @@ int table_args_build(struct table_args *a, struct hashlb_table **ret_table, doub
 	r = hashlb_table_build(&a->params, a->specs, a->n_specs, ret_table, &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (r < 0) {
+		if (err.reason == HASHLB_ERR_MEMORY_CAP) /* the cap is this command's option */
+			snprintf(err.msg + strlen(err.msg), sizeof(err.msg) - strlen(err.msg),
+				 " (--max-bytes raises it)");
 		if (err.reason != HASHLB_ERR_DUPLICATE_NAME || !print_duplicate(a))
 			cli_print_error(&err);
 		return r;

@@ -2244,8 +2244,11 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (r < 0) {
 		if (cerr.reason == HASHLB_ERR_NOMEM)
 			return nomem(ld);
-		return fail(ld, core_error_node(m, backends, s, cerr.reason), "service '%s': %s",
-			    s->name, cerr.msg);
+		return fail(ld, core_error_node(m, backends, s, cerr.reason), "service '%s': %s%s",
+			    s->name, cerr.msg,
+			    cerr.reason == HASHLB_ERR_MEMORY_CAP
+				    ? " (256 MiB, the most a service's table may take)"
+				    : "");
 	}
 	return 0;
 }

@@ -334,11 +334,19 @@ static int validate(const struct hashlb_table_params *p, const struct hashlb_bac
 	if (need == UINT64_MAX)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
 				  "ring would have 2^31 points or more");
-	if (need > cap) {
+	/* The figure alone did not say what makes it: the ring's points, or Maglev's M */
+	if (need > cap && p->scheme == HASHLB_SCHEME_RING)
+		return hashlb_err(
+			err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+			"ring of %llu points (vnodes %u x weights summed %llu) needs %llu "
+			"bytes to build, above the cap of %zu",
+			(unsigned long long)((uint64_t)p->ring_v * weight_sum), p->ring_v,
+			(unsigned long long)weight_sum, (unsigned long long)need, cap);
+	if (need > cap)
 		return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
-				  "table needs %llu bytes, above the cap of %zu",
-				  (unsigned long long)need, cap);
-	}
+				  "Maglev table of %u slots for %zu backend%s needs %llu bytes to "
+				  "build, above the cap of %zu",
+				  p->maglev_m, n, n == 1 ? "" : "s", (unsigned long long)need, cap);
 	return 0;
 }
 

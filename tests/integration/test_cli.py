@@ -211,7 +211,13 @@ for args, status, msg in [
     (("table", "--table-size", "1000", "a"), 1, "not prime"),
     (("table", "a=0", "b=0"), 1, "weight 0"),
     (("table", "--table-size", "3", "a", "b", "c", "d"), 1, "smaller than"),
-    (("table", "--max-bytes", "1000", "a"), 1, "cap"),
+    # what makes the size, and the option that raises the cap (it said "table needs N
+    # bytes, above the cap of C" alone)
+    (("table", "--max-bytes", "1000", "a"), 1,
+     "hashlb table: Maglev table of 65537 slots for 1 backend needs "),
+    (("table", "--max-bytes", "1000", "a"), 1, "above the cap of 1000 (--max-bytes raises it)\n"),
+    (("lookup", "-s", "ring", "-v", "100000", "10.0.0.1", "a=10000"), 1,
+     "hashlb lookup: ring of 1000000000 points (vnodes 100000 x weights summed 10000) needs "),
     # a weight that is no number 0..10000 is a malformed argument, as a bad option value
     # (it exited 1, the table's failure)
     (("table", "a=10001"), 2, "backend 'a': invalid weight '10001' (0..10000)"),

@@ -1638,13 +1638,22 @@ static void test_core_errors(void **state)
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: a, address: \"127.0.0.1:1\", weight: 0}\n",
 		     5, 7, "service 'web': the only backend has weight 0");
-	/* A ring that would exceed the table memory cap: at vnodes. */
+	/* A ring that would exceed the table memory cap: at vnodes, saying what makes its size
+	 * and what the cap is (it said "table needs N bytes, above the cap of C" alone) */
 	expect_error(
 		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    scheme: ring\n    vnodes: 100000\n"
 		"    backends:\n"
 		"      - {name: a, address: \"127.0.0.1:1\", weight: 10000}\n"
 		"      - {name: b, address: \"127.0.0.1:2\", weight: 10000}\n",
-		5, 13, "service 'web':");
+		5, 13,
+		"service 'web': ring of 2000000000 points (vnodes 100000 x weights summed 20000) "
+		"needs ");
+	expect_error(
+		"services:\n  - name: web\n    listen: 127.0.0.1:80\n    scheme: ring\n    vnodes: 100000\n"
+		"    backends:\n"
+		"      - {name: a, address: \"127.0.0.1:1\", weight: 10000}\n"
+		"      - {name: b, address: \"127.0.0.1:2\", weight: 10000}\n",
+		5, 13, "above the cap of 268435456 (256 MiB, the most a service's table may take)");
 	expect_error("services:\n  - name: web\n    listen: 127.0.0.1:80\n    backends:\n"
 		     "      - {name: \"has space\", address: \"127.0.0.1:1\"}\n",
 		     5, 16, "backend name 'has space'");
