@@ -87,6 +87,7 @@ py_benches = {  # script: (option, value) pairs refused
     "metrics_scrape.py": [("--scrapes", "0"), ("--services", "-1"), ("--workers", "x")],
     "queue_leaving.py": [("--rounds", "0"), ("--ratio", "0")],
     "resolve_soak.py": [("--seconds", "0"), ("--clients", "0"), ("--every", "nan")],
+    "scheme_traffic.py": [("--clients", "0"), ("--backends", "-1")],
     "slow_readers.py": [("--seconds", "0"), ("--probes", "0"), ("--timeout", "-3")],
     "steer_netns.py": [("--reps", "0"), ("--seconds", "inf")],
     "steer_scrape.py": [("--scrapes", "0")],
@@ -101,7 +102,7 @@ for script, refused in py_benches.items():
         what = "a whole number from 1" if opt in ("--rounds", "--scrapes", "--services",
                                                   "--workers", "--clients", "--probes",
                                                   "--reps", "--restarts", "--threads",
-                                                  "--cycles") else "a number above 0"
+                                                  "--cycles", "--backends") else "a number above 0"
         check(st == 2 and out == "" and f"error: argument {opt}: {what}, not '{value}'" in err,
               f"{script} {opt} {value}: exit {st}, stdout {out[:200]!r}, stderr {err[-300:]!r}")
 
