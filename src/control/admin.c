@@ -1343,6 +1343,7 @@ static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 	struct hlb_pool_service *found = NULL;
 	uint32_t n = hlb_pool_service_count(ctl->pool), hits = 0;
 	size_t len = 0;
+	bool cut = false;
 
 	if (hlb_http_param(req, "service", svc, sizeof(svc)) || n == 1 ||
 	    !hlb_http_param(req, "backend", name, sizeof(name)) || !name[0])
@@ -1355,11 +1356,11 @@ static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 			continue;
 		if (!hits++)
 			found = s;
-		if (len + strlen(s->cfg->name) + 6 < sizeof(names))
-			len += (size_t)snprintf(names + len, sizeof(names) - len, " %s",
-						s->cfg->name);
-		else if (!strstr(names, " ..."))
-			len += (size_t)snprintf(names + len, sizeof(names) - len, " ...");
+		if (cut)
+			continue; /* a shorter name that would still fit read "x y ... z" */
+		cut = len + strlen(s->cfg->name) + 6 >= sizeof(names);
+		len += (size_t)snprintf(names + len, sizeof(names) - len, cut ? " ..." : " %s",
+					s->cfg->name);
 	}
 	if (hits == 1)
 		return found;

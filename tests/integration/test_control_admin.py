@@ -1386,6 +1386,22 @@ def set_and_close_find_the_service_of_their_backend():
     check(lb.stop() == 0, "exit 0")
 
 
+def which_service_lists_services_in_order():
+    """A backend name in more services than the refusal's list holds: the services it names
+    come in the config's order, cut once with "...", none after it (a short name that still
+    fit was written past the cut: "x y ... z")."""
+    long = ["s%d" % i + "x" * 62 for i in range(3)]
+    svcs = "".join("  - name: %s\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+                   "    backends:\n      - {name: a, address: '%s'}\n" % (n, BACKENDS[0][1])
+                   for n in long + ["z"])
+    lb = Lb("workers: 1\nadmin: 127.0.0.1:0\nservices:\n" + svcs)
+    rc, so, se = lb.ctl("set", "a", "drain")
+    check(rc == 1 and se.endswith(f"is in 4 services: give service=NAME (hashlb ctl: -s NAME); "
+                                  f"those with it: {long[0]} {long[1]} ...\n"),
+          f"ctl set a drain: the first two, then '...': {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_table_without_a_service_prints_each():
     """hashlb ctl table on a hashlb of several services prints every service's table, one
     after the other, as hashlb check prints a config's: it was refused ("which service?"),
@@ -3488,6 +3504,7 @@ def empty_names_are_refused_as_such():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_one_counter_for_the_process,
            set_and_close_find_the_service_of_their_backend,
+           which_service_lists_services_in_order,
            open_fds_tracks_connections,
            status_says_dash_where_there_is_no_figure, status_worker_line_counts_in_words,
            wide_names_keep_the_columns,
