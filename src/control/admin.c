@@ -1328,31 +1328,50 @@ static bool close_reach(struct hlb_pool_service *s, const char *name, bool close
 	return r->members != 0;
 }
 
+/* Whether /set of <name> in <s> has a backend to change: one of that name in its table, or
+ * those its each_address entry <name> gave (not one a reload removed, which set does not
+ * take). */
+static bool set_reaches(struct hlb_pool_service *s, const char *name)
+{
+	if (hlb_pool_backend_find(s, name))
+		return true;
+	for (uint32_t i = 0; i < s->n_backends; i++)
+		if (group_gave(s, i, name))
+			return true;
+	return false;
+}
+
 /*
- * The service of a /set or /close: req_service()'s, or, when the request names none and
- * there are several, the one service that has the backend it names (as close_reach()
- * finds it: in the table, draining, or an each_address entry), so that "hashlb ctl set
- * web-3 drain" needs no -s where web-3 is in one service alone. A name in several is
- * refused with those services, never guessed; one in none is a 404.
+ * The service of a /set (<set>) or /close: req_service()'s, or, when the request names none
+ * and there are several, the one service that has the backend it names (as close_reach()
+ * finds it: in the table, draining, or an each_address entry; for /set, one it can change
+ * first: a name that a reload removed from one service, still draining there, and that
+ * another has, is that other's), so that "hashlb ctl set web-3 drain" needs no -s where
+ * web-3 is in one service alone. A name in several is refused with those services, never
+ * guessed; one in none is a 404.
  */
 static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
-						    const struct hlb_http_req *req,
+						    const struct hlb_http_req *req, bool set,
 						    struct hlb_http_resp *resp)
 {
 	char name[HLB_HTTP_VALUE_MAX + 1], svc[HLB_HTTP_VALUE_MAX + 1], names[200];
 	struct hlb_pool_service *found = NULL;
 	uint32_t n = hlb_pool_service_count(ctl->pool), hits = 0;
 	size_t len = 0;
-	bool cut = false;
+	bool cut = false, settable = false;
 
 	if (hlb_http_param(req, "service", svc, sizeof(svc)) || n == 1 ||
 	    !hlb_http_param(req, "backend", name, sizeof(name)) || !name[0])
 		return req_service(ctl, req, resp);
+	/* for /set, a service where it only drains counts when none has it otherwise: set
+	 * then says why it does not apply there */
+	for (uint32_t i = 0; i < n && set && !settable; i++)
+		settable = set_reaches(hlb_pool_service_at(ctl->pool, i), name);
 	for (uint32_t i = 0; i < n; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		struct close_reach r;
 
-		if (!close_reach(s, name, false, &r))
+		if (settable ? !set_reaches(s, name) : !close_reach(s, name, false, &r))
 			continue;
 		if (!hits++)
 			found = s;
@@ -2047,10 +2066,10 @@ void hlb_admin_handle(void *arg, const struct hlb_http_req *req, struct hlb_http
 		if ((s = req_service(ctl, req, resp)))
 			clients_top(s, req, resp, text);
 	} else if (!strcmp(path, "/set")) {
-		if ((s = req_backend_service(ctl, req, resp)))
+		if ((s = req_backend_service(ctl, req, true, resp)))
 			set_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(path, "/close")) {
-		if ((s = req_backend_service(ctl, req, resp)))
+		if ((s = req_backend_service(ctl, req, false, resp)))
 			close_backend(ctl, s, req, resp, text);
 	} else if (!strcmp(path, "/reload")) {
 		reload(ctl, req, resp, text);

@@ -1386,6 +1386,44 @@ def set_and_close_find_the_service_of_their_backend():
     check(lb.stop() == 0, "exit 0")
 
 
+def set_finds_the_service_it_can_change():
+    """ctl set without -s, of a name that a reload removed from one service (it drains there,
+    which set does not take) and that another service has, sets the other's: it was refused
+    as in 2 services, naming one where set does not apply. close, which reaches the draining
+    one too, still asks which; a name that only drains is set's 404 saying why."""
+    def two(y_backend):
+        return ("workers: 1\nadmin: 127.0.0.1:0\nservices:\n"
+                "  - name: x\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+                "    backends:\n      - {name: a, address: '%s'}\n      - {name: b, address: '%s'}\n"
+                "  - name: y\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
+                "    timeouts:\n      drain: 60s\n"
+                "    backends:\n      - {name: %s, address: '%s'}\n"
+                ) % (BACKENDS[0][1], BACKENDS[1][1], *y_backend)
+    lb = Lb(two(BACKENDS[1]))
+    host, port = lb.service(1)["bound"].rsplit(":", 1)
+    held = connect((host, int(port)))
+    check(read_line(held) == "b", "y's client reaches b")
+    lb.rewrite(two(BACKENDS[2]))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and [d["name"] for d in lb.service(1)["draining"]] == ["b"],
+          f"the reload leaves b draining in y: {rc} {se!r}")
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 0 and so.startswith("x/b: state drain,") and lb.backend("b", 0)["state"] == "drain",
+          f"ctl set b drain: x's b, the one set can change: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("close", "b")
+    check(rc == 1 and se.endswith("those with it: x y\n"),
+          f"ctl close b: both have one to close: {rc} {se!r}")
+    lb.rewrite(two(BACKENDS[2]).replace("{name: b,", "{name: d,"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0 and wait_until(lambda: not lb.service(0)["draining"]),
+          f"reload: x's b, holding nothing, drained: {se!r}")
+    rc, so, se = lb.ctl("set", "b", "drain")
+    check(rc == 1 and "service y has no backend 'b' (a reload removed it" in se,
+          f"ctl set b drain, b only draining in y: why set does not take it: {rc} {se!r}")
+    held.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def which_service_lists_services_in_order():
     """A backend name in more services than the refusal's list holds: the services it names
     come in the config's order, cut once with "...", none after it (a short name that still
@@ -3504,7 +3542,7 @@ def empty_names_are_refused_as_such():
 
 run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_one_counter_for_the_process,
            set_and_close_find_the_service_of_their_backend,
-           which_service_lists_services_in_order,
+           which_service_lists_services_in_order, set_finds_the_service_it_can_change,
            open_fds_tracks_connections,
            status_says_dash_where_there_is_no_figure, status_worker_line_counts_in_words,
            wide_names_keep_the_columns,
