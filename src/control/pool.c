@@ -1750,20 +1750,28 @@ static void orphan_give_back(struct hlb_pool *p, struct hlb_pool_backend *b, str
 		p->orphans[p->n_orphans++] = b;
 }
 
+/* Whether <b> has a state, weight or max_connections set at run time (hashlb ctl set) where its
+ * config says another: what a reload keeps (hlb_pool_overrides()), an upgrade carries
+ * (hlb_pool_handover()) and a backend taken back by a reload keeps. */
+static bool backend_set_at_run_time(const struct hlb_pool_backend *b)
+{
+	return b->admin != b->cfg_admin || b->rt->weight != b->cfg_weight ||
+	       atomic_load(&b->rt->max_conns) != b->cfg_max_conns;
+}
+
 /* Backend <b> of <s>, taken back by the reload under way (service_reclaim(), orphan_take())
  * and given the config's settings: what was set at run time and stays with it, said (none:
  * nothing). */
 static void service_reclaim_log(struct hlb_pool_service *s, const struct hlb_pool_backend *b)
 {
 	char qn[POOL_NAME_QUOTED];
-	uint32_t max = atomic_load(&b->rt->max_conns);
 
-	if (b->admin != b->cfg_admin || b->rt->weight != b->cfg_weight || max != b->cfg_max_conns)
+	if (backend_set_at_run_time(b))
 		pool_log(s->pool, HLB_LOG_INFO,
 			 "backend added back: what was set at run time stays",
 			 "service=%s backend=%s state=%s weight=%u max_connections=%u",
 			 s->cfg->name, backend_qname(b, qn), hashlb_admin_state_name(b->admin),
-			 b->rt->weight, max);
+			 b->rt->weight, atomic_load(&b->rt->max_conns));
 }
 
 /*
@@ -2070,9 +2078,8 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				hlb_buf_printf(o, HLB_HANDOVER_RESOLVED, s->cfg->name, b->rt->name,
 					       b->rt->address, addr);
 			}
-			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
-			    max == b->cfg_max_conns && b->health.up && pen < HANDOVER_PENALTY_MIN &&
-			    !b->ramp_start_ms)
+			if (!backend_set_at_run_time(b) && b->health.up &&
+			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms)
 				continue;
 			if (b->ramp_start_ms)
 				snprintf(ramp, sizeof(ramp), "%" PRIu64,
@@ -2674,8 +2681,7 @@ uint32_t hlb_pool_overrides(const struct hlb_pool *p, char *first, size_t size)
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
 
-			if (b->admin == b->cfg_admin && b->rt->weight == b->cfg_weight &&
-			    max == b->cfg_max_conns)
+			if (!backend_set_at_run_time(b))
 				continue;
 			if (n++)
 				continue;
