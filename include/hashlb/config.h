@@ -133,6 +133,7 @@ struct hashlb_service_cfg {
 	 * it (HAProxy's abortonclose); one that resets always is. Needs the queue */
 	bool abort_on_close;
 	uint32_t max_connections; /* default 10000; 0 = unlimited */
+	bool max_connections_given; /* in the file, not the default */
 	/* open connections one client address may hold; more are closed at
 	 * once. 0 = no limit (default); userspace steering only */
 	uint32_t max_connections_per_client;

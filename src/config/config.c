@@ -1701,6 +1701,7 @@ static int load_limits(struct loader *ld, const struct ynode *m, struct hashlb_s
 	    (r = get_u32_range(ld, v, "max_connections", 0, MAX_CONNECTIONS_MAX,
 			       &s->max_connections)) < 0)
 		return r;
+	s->max_connections_given = v != NULL;
 	if ((v = map_get(m, "max_connections_per_client"))) {
 		r = get_u32_range(ld, v, "max_connections_per_client", 0, MAX_CONNECTIONS_MAX,
 				  &s->max_connections_per_client);

@@ -981,16 +981,19 @@ static void log_unused_sockets(struct hlb_daemon *d)
 }
 
 /*
- * The services' max_connections (10,000 each unless set) are a cap of their own, whatever the
- * fd limit allows: where two descriptors for each of them, summed over the services the
- * forwarder serves, pass <nofile>, the process's connection cap (<fit>, from the limit) comes
- * first and clients wait in the backlog before a service refuses any. Said at start, with the
- * fix; a service of max_connections 0 (no cap) is the operator's choice, and a kernel-steered
- * one opens no connection.
+ * The services' max_connections are a cap of their own, whatever the fd limit allows: where two
+ * descriptors for each pass <nofile>, the process's connection cap (<fit>, from the limit) comes
+ * first and clients wait in the backlog before a service refuses any. Counted: the sum of those
+ * the config sets (meant to add up, each service its share), or a service's own if larger, the
+ * default 10,000 of one that sets none included. Not the defaults summed: every config of a few
+ * services would pass an fd limit of 20,000 or 65,536 with them, a warning at each start for a
+ * cap nobody chose, which the process's cap ("connection cap") already bounds. Said at start,
+ * with the fix; a service of max_connections 0 (no cap) is the operator's choice, and a
+ * kernel-steered one opens no connection.
  */
 static void warn_services_max_conns(const struct hashlb_config *cfg, uint64_t nofile, uint64_t fit)
 {
-	uint64_t sum = 0;
+	uint64_t sum = 0, one = 0;
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < cfg->n_services; i++) {
@@ -998,8 +1001,16 @@ static void warn_services_max_conns(const struct hashlb_config *cfg, uint64_t no
 
 		if (s->steering == HASHLB_STEERING_KERNEL || !s->max_connections)
 			continue;
-		sum += s->max_connections;
-		n++;
+		if (s->max_connections_given) {
+			sum += s->max_connections;
+			n++;
+		}
+		if (s->max_connections > one)
+			one = s->max_connections;
+	}
+	if (one > sum) {
+		sum = one;
+		n = 1;
 	}
 	if (sum * 2 <= nofile)
 		return;

@@ -1871,7 +1871,7 @@ def services_max_connections_over_the_fd_limit():
     """Each service's max_connections is 10,000 unless set, whatever the fd limit allows: under
     nofile=4000 the process's connection cap (from the limit) comes first, and clients wait in
     the backlog before the service refuses any. Said at start, with the numbers and the fix;
-    not for a max_connections that fits. Before, nothing said it."""
+    not for a max_connections that fits, nor for the defaults of several services summed."""
     lb = Hashlb(config(BACKENDS), nofile=4000)
     said = [l for l in lb.log if "over what the fd limit allows" in l]
     check(len(said) == 1 and "level=warn" in said[0] and
@@ -1884,6 +1884,24 @@ def services_max_connections_over_the_fd_limit():
     check(any('msg="file descriptor limit"' in l for l in lb.log) and
           not [l for l in lb.log if "over what the fd limit allows" in l],
           f"a max_connections that fits: nothing said: {lb.log[:4]}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    # the defaults are not summed: two services that set none, under nofile=20000 (each one's
+    # 10,000 fits), say nothing; every config of a few services warned at each start with
+    # them, on a limit of 20,000 or 65,536, for a cap nobody chose. Those the config sets add
+    # up: 6,000 and 6,000 are 12,000, over 10,000
+    two = "".join(svc.replace("name: t", f"name: t{i}", 1) for i in range(2)
+                  for svc in [config(BACKENDS).partition("services:\n")[2]])
+    head = config(BACKENDS).partition("services:\n")[0] + "services:\n"
+    lb = Hashlb(head + two, nofile=20000)
+    check(any('msg="file descriptor limit" nofile=20000 ' in l for l in lb.log) and
+          not [l for l in lb.log if "over what the fd limit allows" in l],
+          f"two services at the default 10,000, nofile=20000: nothing said: {lb.log[:4]}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    two = two.replace("    backends:\n", "    max_connections: 6000\n    backends:\n")
+    lb = Hashlb(head + two, nofile=20000)
+    said = [l for l in lb.log if "over what the fd limit allows" in l]
+    check(len(said) == 1 and "max_connections_sum=12000 services=2 nofile=20000 " in said[0],
+          f"two services that set 6,000 each, nofile=20000: said: {said}")
     check(lb.stop() == 0, "hashlb exits 0")
 
 
