@@ -472,7 +472,7 @@ struct hlb_proxy {
 	/* hlb_proxy_failing_fd(): written once per burst (failing_pending) */
 	int failing_fd;
 	atomic_bool failing_pending;
-	atomic_bool small_pipe_said; /* pipe_small_warn(): once per process */
+	atomic_bool small_pipe_said; /* pipe_size_check(): once per process */
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;
 	uint32_t n_ready;
