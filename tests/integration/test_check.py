@@ -100,7 +100,7 @@ check(re.search(r"^  limits       none: kernel steering opens no connection to c
       f"check prints no limits for a kernel-steered service: {r.stdout}")
 
 # nor the forwarder's timeouts: the kernel path connects to no backend, queues no client and
-# times out no connection; a stop's drain is all that applies (it printed connect=5s and
+# times out no connection; a stop's drain is all that applies (it printed connect=1s and
 # queue=0ms, which such a service refuses to be given)
 tl = re.search(r"^  timeouts     (.*)$", r.stdout, re.M)
 check(tl and tl.group(1) == "drain=30s (connect, idle and queue are the forwarder's: kernel "
