@@ -1366,10 +1366,14 @@ static void kept_for_restart(struct run_steer *rs)
 			continue;
 		hashlb_steer_set_keep(e->steer, true);
 		e->kept = true;
-		/* interface=NAME, the name it has now (iface_kv()) */
-		hlb_log(HLB_LOG_INFO, "kernel steering left attached",
-			"service=%s %s reason=\"a worker failed: it steers on by its last table until "
-			"the restarted hashlb takes it over\"",
+		/* interface=NAME, the name it has now (iface_kv()). A warning: until a restart
+		 * takes it over nothing checks the backends or publishes a table, and without a
+		 * restart (run by hand, Restart= off, systemd's start limit hit) it stays so */
+		hlb_log(HLB_LOG_WARN, "kernel steering left attached",
+			"service=%s %s reason=\"a worker failed: it steers on by its last table, "
+			"with no health check, until the restarted hashlb takes it over\" "
+			"note=\"if nothing restarts hashlb, detach it: hashlb steer -i INTERFACE "
+			"--detach\"",
 			e->name, iface_kv(e, qi));
 	}
 }
