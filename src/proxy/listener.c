@@ -315,8 +315,8 @@ static ssize_t take_read(struct hlb_proxy *p, int fd, char **ret, size_t *ret_fd
 				return -ETIMEDOUT;
 			}
 			hlb_log(HLB_LOG_WARN, "the old hashlb has not answered yet, waiting",
-				"silent_for=%.1fs gives_up_after=%ds got=%zu",
-				(double)silent / 1000, TAKE_SILENCE_S, len);
+				"silent_for_ms=%" PRIu64 " gives_up_after_ms=%d got=%zu", silent,
+				TAKE_SILENCE_S * 1000, len);
 			continue;
 		}
 		if (n < 0) {

@@ -1914,6 +1914,12 @@ def old_process_given_up_on_hands_nothing_over():
             new = Hashlb(text, fname="given-up-new.yaml", wait=False)
             check(new.wait_log("msg=started", 120) and new.wait_log(GAVE_UP + ".*ETIMEDOUT"),
                   "the new one gave up on the old one and started")
+        # its durations in ms, in keys that say so, as every log line's are (docs/operations.md,
+        # "Logging"): it said silent_for=2.0s gives_up_after=10s
+        check([l for l in new.log if re.search(r'msg="the old hashlb has not answered yet, '
+                                               r'waiting" silent_for_ms=\d+ '
+                                               r'gives_up_after_ms=10000 got=\d+$', l)],
+              f"the new one says how long it has waited, in ms: {new.log[:6]}")
         check(old.wait_log(r'msg="listening sockets not handed over"', 30),
               "the old one, continued, answered the request left in its queue")
         line = [l for l in old.log if "listening sockets not handed over" in l][-1]
