@@ -172,11 +172,16 @@ static int print_service(const struct hashlb_service_cfg *s)
 		printf(" of the client's prefix: IPv4 /%u, IPv6 /%u", s->hash_prefix.v4,
 		       s->hash_prefix.v6);
 	printf("\n");
-	/* the kernel path waits for no connect, queues nobody and times no connection out: only
-	 * its drain (how long a stop leaves the program attached for the flows it steers) */
+	/* the kernel path waits for no connect, queues nobody and times no connection out: its
+	 * drain is how long a stop leaves the program attached for the flows it steers. connect
+	 * and idle are taken (the config refuses queue) and apply to the clients the daemon's own
+	 * listener on the VIP serves, while no table of the service is in the kernel: printed,
+	 * not hidden (an idle: 1m given went unsaid) */
 	if (s->steering == HASHLB_STEERING_KERNEL)
-		printf("  timeouts     drain=%s (connect, idle and queue are the forwarder's: kernel "
-		       "steering opens no connection)\n",
+		printf("  timeouts     connect=%s idle=%s drain=%s (connect and idle: only for clients "
+		       "the daemon's listener serves while the kernel has no table of the "
+		       "service)\n",
+		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
 		       duration(s->drain_timeout_ms, d3));
 	else
 		printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",

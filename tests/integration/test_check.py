@@ -99,13 +99,30 @@ check(re.search(r"^  limits       none: kernel steering opens no connection to c
                 r"retry$", r.stdout, re.M) and "max_connections" not in r.stdout,
       f"check prints no limits for a kernel-steered service: {r.stdout}")
 
-# nor the forwarder's timeouts: the kernel path connects to no backend, queues no client and
-# times out no connection; a stop's drain is all that applies (it printed connect=1s and
-# queue=0ms, which such a service refuses to be given)
-tl = re.search(r"^  timeouts     (.*)$", r.stdout, re.M)
-check(tl and tl.group(1) == "drain=30s (connect, idle and queue are the forwarder's: kernel "
-      "steering opens no connection)",
-      f"check prints only the drain timeout for a kernel-steered service: {r.stdout}")
+# nor the queue timeout, which such a service refuses to be given (it printed queue=0ms); the
+# kernel path connects to no backend and times out no connection, but connect and idle, which
+# the config takes, apply to the clients the daemon's own listener serves while no table is in
+# the kernel: printed with what they are for (for a while, only drain=30s: an idle: 1m given
+# went unsaid)
+def kernel_timeouts(timeouts):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    steering: kernel\n"
+                f"    interface: lo\n{timeouts}    backends:\n"
+                "      - {name: a, address: 127.0.0.1:18381}\n")
+    r = run("check", "-c", f.name)
+    os.unlink(f.name)
+    tl = re.search(r"^  timeouts     (.*)$", r.stdout, re.M)
+    return tl.group(1) if r.returncode == 0 and tl else r.stdout + r.stderr
+
+
+WHAT_FOR = ("(connect and idle: only for clients the daemon's listener serves while the kernel "
+            "has no table of the service)")
+got = kernel_timeouts("")
+check(got == f"connect=1s idle=5m drain=30s {WHAT_FOR}",
+      f"check prints a kernel-steered service's timeouts but queue: {got}")
+got = kernel_timeouts("    timeouts: {connect: 3s, idle: 1m, drain: 10s}\n")
+check(got == f"connect=3s idle=1m drain=10s {WHAT_FOR}",
+      f"and those the config gives it: {got}")
 
 # a configured duration is printed in the largest unit that writes it exactly, as the config
 # takes it back (before, always in ms: "idle=300000ms" for "idle: 5m"; keepalive in s)
