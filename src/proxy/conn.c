@@ -1372,7 +1372,8 @@ static void pipe_size_check(struct worker *w, int fd, int set_ret)
 
 	if (atomic_load_explicit(&w->proxy->small_pipe_said, memory_order_relaxed))
 		return;
-	got = fcntl(fd, F_GETPIPE_SZ);
+	/* F_SETPIPE_SZ's answer is the size it gave: asked again only without one */
+	got = set_ret > 0 ? set_ret : fcntl(fd, F_GETPIPE_SZ);
 	if (!refused && (got < 0 || got >= want))
 		return;
 	if (atomic_exchange(&w->proxy->small_pipe_said, true))
