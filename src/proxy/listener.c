@@ -781,13 +781,13 @@ static bool diag_at(const struct inet_diag_msg *m, const struct sockaddr_storage
 
 /*
  * Whether a TCP socket listens on exactly <a> that is none of <ino> (<n> inodes): another
- * process's in the SO_REUSEPORT group there. Sockets taken over are the very ones the old
- * hashlb listens on (the same inodes): its own are never counted. 0 when it cannot tell
- * (no NETLINK_SOCK_DIAG): the start is not warned, as before. <ret_ours> (NULL: not
- * asked): set true if one of <ino> listens there, left alone else.
+ * process's in the SO_REUSEPORT group there (1, else 0). Sockets taken over are the very ones
+ * the old hashlb listens on (the same inodes): its own are never counted. -1 when it cannot
+ * tell (no NETLINK_SOCK_DIAG, no fd left, the dump cut short). <ret_ours> (NULL: not asked):
+ * set true if one of <ino> listens there, left alone else.
  */
-static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n,
-			     bool *ret_ours)
+static int listeners_at(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n,
+			bool *ret_ours)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -801,11 +801,11 @@ static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino,
 			 .idiag_states = 1u << TCP_LISTEN },
 	};
 	long buf[8192 / sizeof(long)];
-	bool found = false, done = false;
+	bool found = false, done = false, told = false;
 	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 
 	if (fd < 0)
-		return false;
+		return -1;
 	if (send(fd, &msg, sizeof(msg), 0) < 0)
 		done = true;
 	while (!done && !found) {
@@ -817,6 +817,7 @@ static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino,
 			uint32_t i = 0;
 
 			done = h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR;
+			told |= h->nlmsg_type == NLMSG_DONE;
 			if (done || !diag_at(m, a))
 				continue;
 			while (i < n && ino[i] != m->idiag_inode)
@@ -827,7 +828,13 @@ static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino,
 		}
 	}
 	close(fd);
-	return found;
+	return found ? 1 : told ? 0 : -1;
+}
+
+/* listeners_at(), 0 when it cannot tell: the start is not warned, as before. */
+static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n)
+{
+	return listeners_at(a, ino, n, NULL) > 0;
 }
 
 /*
@@ -874,40 +881,73 @@ static ino_t *own_socket_inodes(uint32_t *ret_n)
 	return ino ? ino : calloc(1, sizeof(*ino));
 }
 
+/* <s>: IPv4 address <addr> at <port> (both in network order), or (<mapped>) its IPv6 form. */
+static void addr_v4(struct sockaddr_storage *s, in_addr_t addr, uint16_t port, bool mapped)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)s;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)s;
+
+	memset(s, 0, sizeof(*s));
+	if (!mapped) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = port;
+		s4->sin_addr.s_addr = addr;
+		return;
+	}
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = port;
+	s6->sin6_addr.s6_addr[10] = s6->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&s6->sin6_addr.s6_addr[12], &addr, sizeof(addr));
+}
+
 /*
  * Whether the sockets listening where a bind of <a>, an address that is no wildcard, collides
  * are all this process's own, one at least on <a> itself: a listener a reload removed, whose
  * socket a worker closes as it reads the removal, after the reload; a reload right behind it
  * adding the address back finds it still there, ours and no other process's. The wildcards
- * of its port that cover <a> (0.0.0.0:P, [::]:P) must have none but ours either. False when
- * it cannot tell, and for a wildcard <a>, which any address of its port collides with.
+ * of its port that cover <a> (0.0.0.0:P, [::]:P) must have none but ours either, and an
+ * IPv4 address is <a> in both families (127.0.0.1:P, [::ffff:127.0.0.1]:P: the kernel's one
+ * address, which sock_diag lists in the socket's family only). False when it cannot tell,
+ * and for a wildcard <a>, which any address of its port collides with.
  */
 static bool only_ours_listen(const struct sockaddr_storage *a)
 {
-	struct sockaddr_storage any4 = { 0 }, any6 = { 0 };
-	struct sockaddr_in *s4 = (struct sockaddr_in *)&any4;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&any6;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	bool v4 = a->ss_family == AF_INET ||
+		  (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr));
+	struct sockaddr_storage at[5] = { { 0 } };
 	uint16_t port = htons(hashlb_addr_port(a));
-	bool ours = false, foreign;
-	uint32_t n = 0;
+	uint32_t n = 0, n_at = 0;
+	bool ours = false;
 	ino_t *ino;
+	int r = 0;
 
-	if (a->ss_family == AF_INET
-		    ? ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY)
-		    : IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr))
-		return false;
+	if (v4) { /* a.b.c.d:P and 0.0.0.0:P, each as IPv4 and as IPv4-mapped IPv6 */
+		struct in_addr addr;
+
+		if (a->ss_family == AF_INET)
+			addr = ((const struct sockaddr_in *)a)->sin_addr;
+		else
+			memcpy(&addr, &a6->sin6_addr.s6_addr[12], sizeof(addr));
+		if (addr.s_addr == htonl(INADDR_ANY))
+			return false;
+		for (uint32_t k = 0; k < 4; k++, n_at++)
+			addr_v4(&at[n_at], k < 2 ? addr.s_addr : htonl(INADDR_ANY), port, k % 2);
+	} else {
+		if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr))
+			return false;
+		at[n_at++] = *a;
+	}
+	at[n_at].ss_family = AF_INET6; /* [::]:P, dual-stack: both families */
+	((struct sockaddr_in6 *)&at[n_at++])->sin6_port = port;
 	ino = own_socket_inodes(&n);
 	if (!ino)
 		return false;
-	s4->sin_family = AF_INET;
-	s4->sin_port = port;
-	s6->sin6_family = AF_INET6;
-	s6->sin6_port = port;
-	foreign = foreign_listener(a, ino, n, &ours) ||
-		  (a->ss_family == AF_INET && foreign_listener(&any4, ino, n, NULL)) ||
-		  foreign_listener(&any6, ino, n, NULL);
+	/* <a> itself is at[0] (and, for IPv4, at[1]): ours there counts */
+	for (uint32_t k = 0; k < n_at && !r; k++)
+		r = listeners_at(&at[k], ino, n, k < (v4 ? 2u : 1u) ? &ours : NULL);
 	free(ino);
-	return ours && !foreign;
+	return ours && !r;
 }
 
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
@@ -932,9 +972,8 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 			ino[n++] = st.st_ino;
 	}
 	if (held)
-		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n, NULL)
-			       ? -EADDRINUSE
-			       : 0;
+		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n) ? -EADDRINUSE
+										       : 0;
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
 		return 0; /* cannot tell: the listener's own bind decides */

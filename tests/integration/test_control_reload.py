@@ -888,16 +888,10 @@ def reload_lines_say_what_was_in_effect():
     check(lb.stop() == 0, "exit 0")
 
 
-def service_added_back_while_a_worker_still_closes_its_socket():
-    """A reload that removes a service has each worker close its listening socket as it reads
-    the removal, after the reload. A reload right behind it that adds the service back (an
-    edit undone, a burst of SIGHUPs over a config being written) may find one of those sockets
-    still open: ours, on its way out, not another process's. Held open here (close_pause.c),
-    the reload that adds the service back is taken and its clients served. Before, it failed,
-    the service gone until a later reload: "cannot listen on ADDR: Address already in use
-    (another process listens there)" (the chaos driver met it in a SIGHUP storm)."""
-    b = Backend("a")
-    port = pick_port()
+def u_removed_while_a_worker_holds_its_socket(b, port):
+    """hashlb serving service u on 127.0.0.1:<port> (backend <b>), then u removed by a reload
+    while a worker holds u's listening socket open as it closes it (close_pause.c): (lb, the
+    config with u, the socket whose close lets the worker go on)."""
     u_addr = f"127.0.0.1:{port}"
     off = "enabled: false"
     base = config([("a", b.addr)], health=off)
@@ -910,23 +904,79 @@ def service_added_back_while_a_worker_still_closes_its_socket():
             wrap=("env", f"LD_PRELOAD={shim('close_pause')}", f"HLB_TEST_CLOSE_PAUSE_ADDR={u_addr}",
                   f"HLB_TEST_PAUSE_FD={theirs.fileno()}"))
     theirs.close()
+    lb.rewrite(base)
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and any('msg="reload: service removed" service=u ' in l for l in logged),
+          f"u removed: {se}")
+    ours.settimeout(30)
+    check(ours.recv(1) == b"p", "a worker holds u's socket open as it closes it")
+    lb.rewrite(with_u)
+    return lb, ours
+
+
+def u_added_back(lb, why):
+    """The reload adding u back is taken (<why>: what it was beside)."""
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and any('msg="reload: service added" service=u ' in l for l in logged),
+          f"u added back {why}: {rc} {se.strip()}")
+
+
+def u_served_once_closed(lb, ours, port):
+    """The worker let go of u's old socket (<ours> closed): u's clients served, the stop clean."""
+    ours.close()
+    with connect(("127.0.0.1", port), client_ip(1)) as s:
+        check(read_line(s) == "a", "u's clients are served")
+    check(lb.stop() == 0, "exit 0")
+
+
+def service_added_back_while_a_worker_still_closes_its_socket():
+    """A reload that removes a service has each worker close its listening socket as it reads
+    the removal, after the reload. A reload right behind it that adds the service back (an
+    edit undone, a burst of SIGHUPs over a config being written) may find one of those sockets
+    still open: ours, on its way out, not another process's. Held open here (close_pause.c),
+    the reload that adds the service back is taken and its clients served. Before, it failed,
+    the service gone until a later reload: "cannot listen on ADDR: Address already in use
+    (another process listens there)" (the chaos driver met it in a SIGHUP storm)."""
+    b = Backend("a")
+    port = pick_port()
+    ours = None
     try:
-        lb.rewrite(base)
-        rc, so, se, logged = lb.reload()
-        check(rc == 0 and any('msg="reload: service removed" service=u ' in l for l in logged),
-              f"u removed: {se}")
-        ours.settimeout(30)
-        check(ours.recv(1) == b"p", "a worker holds u's socket open as it closes it")
-        lb.rewrite(with_u)
-        rc, so, se, logged = lb.reload()
-        check(rc == 0 and any('msg="reload: service added" service=u ' in l for l in logged),
-              f"u added back while its old socket closes: {rc} {se.strip()}")
-        ours.close()  # the worker closes it now
-        with connect(("127.0.0.1", port), client_ip(1)) as s:
-            check(read_line(s) == "a", "u's clients are served")
-        check(lb.stop() == 0, "exit 0")
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port)
+        u_added_back(lb, "while its old socket closes")
+        u_served_once_closed(lb, ours, port)
     finally:
-        ours.close()
+        if ours:
+            ours.close()
+        b.stop()
+
+
+def another_process_beside_our_closing_socket_in_the_other_family():
+    """As above, u's old socket (IPv4, 127.0.0.1:P) still closing, but another process listens
+    on the same address as IPv6 ([::ffff:127.0.0.1]:P, SO_REUSEPORT: the kernel lets it beside
+    ours, and would split u's clients with it): the reload adding u back is refused, "another
+    process listens there", as without our socket; once that process is gone, it is taken.
+    Before, only IPv4 sockets were compared with ours for an IPv4 address (sock_diag lists a
+    socket in its own family only): the other process was missed and the reload taken."""
+    b = Backend("a")
+    port = pick_port()
+    ours = other = None
+    try:
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port)
+        other = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("::ffff:127.0.0.1", port))
+        other.listen()
+        rc, so, se, logged = lb.reload()
+        check(rc != 0 and "another process listens there" in se,
+              f"u added back beside another process's socket: {rc} {se.strip()}")
+        other.close()
+        u_added_back(lb, "once the other process is gone")
+        u_served_once_closed(lb, ours, port)
+    finally:
+        for s in (ours, other):
+            if s:
+                s.close()
         b.stop()
 
 
@@ -939,4 +989,5 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
-           service_added_back_while_a_worker_still_closes_its_socket])
+           service_added_back_while_a_worker_still_closes_its_socket,
+           another_process_beside_our_closing_socket_in_the_other_family])
