@@ -907,10 +907,12 @@ static void addr_v4(struct sockaddr_storage *s, in_addr_t addr, uint16_t port, b
  * adding the address back finds it still there, ours and no other process's. The wildcards
  * of its port that cover <a> (0.0.0.0:P, [::]:P) must have none but ours either, and an
  * IPv4 address is <a> in both families (127.0.0.1:P, [::ffff:127.0.0.1]:P: the kernel's one
- * address, which sock_diag lists in the socket's family only). False when it cannot tell,
- * and for a wildcard <a>, which any address of its port collides with.
+ * address, which sock_diag lists in the socket's family only): 1. 0 if none listens there
+ * at all any more, ours or another's (ours closed since the bind that collided: the worker
+ * may close it any time). -1 else: another's there, when it cannot tell, and for a wildcard
+ * <a>, which any address of its port collides with.
  */
-static bool only_ours_listen(const struct sockaddr_storage *a)
+static int only_ours_listen(const struct sockaddr_storage *a)
 {
 	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
 	bool v4 = a->ss_family == AF_INET ||
@@ -930,32 +932,51 @@ static bool only_ours_listen(const struct sockaddr_storage *a)
 		else
 			memcpy(&addr, &a6->sin6_addr.s6_addr[12], sizeof(addr));
 		if (addr.s_addr == htonl(INADDR_ANY))
-			return false;
+			return -1;
 		for (uint32_t k = 0; k < 4; k++, n_at++)
 			addr_v4(&at[n_at], k < 2 ? addr.s_addr : htonl(INADDR_ANY), port, k % 2);
 	} else {
 		if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr))
-			return false;
+			return -1;
 		at[n_at++] = *a;
 	}
 	at[n_at].ss_family = AF_INET6; /* [::]:P, dual-stack: both families */
 	((struct sockaddr_in6 *)&at[n_at++])->sin6_port = port;
 	ino = own_socket_inodes(&n);
 	if (!ino)
-		return false;
+		return -1;
 	/* <a> itself is at[0] (and, for IPv4, at[1]): ours there counts */
 	for (uint32_t k = 0; k < n_at && !r; k++)
 		r = listeners_at(&at[k], ino, n, k < (v4 ? 2u : 1u) ? &ours : NULL);
 	free(ino);
-	return ours && !r;
+	return r ? -1 : ours;
+}
+
+/* -EADDRINUSE if a bind of <addr> collides with a listening socket (as listen_socket() binds,
+ * SO_REUSEPORT aside: a socket in TIME_WAIT is no conflict, a listening one is, whoever owns
+ * it), else 0 (or when it cannot tell: the listener's own bind decides). */
+static int probe_bind(const struct sockaddr *addr, socklen_t addr_len)
+{
+	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+	int one = 1, zero = 0, r = 0;
+
+	if (fd < 0)
+		return 0;
+	if ((addr->sa_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0) ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, addr, addr_len) < 0)
+		r = errno == EADDRINUSE ? -EADDRINUSE : 0;
+	close(fd);
+	return r;
 }
 
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
 {
 	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
-	int fd, one = 1, zero = 0, r = 0;
 	bool held = false;
 	ino_t ino[64];
+	int r;
 	uint32_t n = 0;
 
 	/* a socket we hold (the service manager's, one taken over not yet used) where the bind
@@ -974,19 +995,13 @@ int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen
 	if (held)
 		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n) ? -EADDRINUSE
 										       : 0;
-	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-	if (fd < 0)
-		return 0; /* cannot tell: the listener's own bind decides */
-	/* as listen_socket() binds, SO_REUSEPORT aside: a socket in TIME_WAIT
-	 * is no conflict, a listening one is, whoever owns it */
-	if ((addr->sa_family == AF_INET6 &&
-	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0) ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, addr, addr_len) < 0)
-		r = errno == EADDRINUSE ? -EADDRINUSE : 0;
-	close(fd);
-	if (r == -EADDRINUSE && only_ours_listen(a))
-		r = 0;
+	r = probe_bind(addr, addr_len);
+	if (r == -EADDRINUSE) {
+		int ours = only_ours_listen(a);
+
+		/* none there any more: a socket of ours closed since, bound again to be sure */
+		r = ours > 0 ? 0 : ours == 0 ? probe_bind(addr, addr_len) : r;
+	}
 	return r;
 }
 

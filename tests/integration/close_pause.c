@@ -2,11 +2,16 @@
  * $HLB_TEST_CLOSE_PAUSE_ADDR (ADDR:PORT, IPv4) stops until the test lets it go on, so that
  * what runs beside it (a reload) finds that socket still open. $HLB_TEST_PAUSE_FD is a
  * socket: there, the shim writes a byte to it and waits for one back (or its end). Whichever
- * thread closes the socket stops (a worker's), the others go on. */
+ * thread closes the socket stops (a worker's), the others go on. With $HLB_TEST_CLOSE_AT_SCAN
+ * set, it goes on too as soon as the process opens /proc/self/fd (the reload's look for its own
+ * sockets, after its bind collided with that one), and that opendir() returns once the socket
+ * is closed: the close lands between the bind and the look. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static atomic_bool done;
+static atomic_bool done, at_scan, closed;
 
 /* Whether <fd> listens on TCP at $HLB_TEST_CLOSE_PAUSE_ADDR. */
 static int the_socket(int fd)
@@ -49,12 +54,36 @@ int close(int fd)
 		int pfd = atoi(fd_text);
 
 		if (write(pfd, &c, 1) == 1) {
+			struct pollfd pl = { .fd = pfd, .events = POLLIN };
+
+			/* the test's byte (or its end), or the look at /proc/self/fd */
+			while (!atomic_load(&at_scan) && poll(&pl, 1, 10) <= 0)
+				;
 			do
-				n = read(pfd, &c, 1);
+				n = pl.revents ? read(pfd, &c, 1) : 0;
 			while (n < 0 && errno == EINTR);
 		}
 		real(pfd);
+		errno = saved;
+		n = real(fd);
+		atomic_store(&closed, true);
+		return (int)n;
 	}
 	errno = saved;
 	return real(fd);
+}
+
+DIR *opendir(const char *name)
+{
+	static DIR *(*real)(const char *);
+
+	if (!real)
+		real = (DIR * (*)(const char *)) dlsym(RTLD_NEXT, "opendir");
+	if (getenv("HLB_TEST_CLOSE_AT_SCAN") && atomic_load(&done) && !atomic_load(&closed) &&
+	    strcmp(name, "/proc/self/fd") == 0) {
+		atomic_store(&at_scan, true);
+		for (int i = 0; i < 10000 && !atomic_load(&closed); i++) /* 10 s at most */
+			usleep(1000);
+	}
+	return real(name);
 }

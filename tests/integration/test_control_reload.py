@@ -888,10 +888,11 @@ def reload_lines_say_what_was_in_effect():
     check(lb.stop() == 0, "exit 0")
 
 
-def u_removed_while_a_worker_holds_its_socket(b, port):
+def u_removed_while_a_worker_holds_its_socket(b, port, *shim_env):
     """hashlb serving service u on 127.0.0.1:<port> (backend <b>), then u removed by a reload
-    while a worker holds u's listening socket open as it closes it (close_pause.c): (lb, the
-    config with u, the socket whose close lets the worker go on)."""
+    while a worker holds u's listening socket open as it closes it (close_pause.c, <shim_env>
+    its further settings), and hashlb's config u's again: (lb, the socket whose close lets the
+    worker go on)."""
     u_addr = f"127.0.0.1:{port}"
     off = "enabled: false"
     base = config([("a", b.addr)], health=off)
@@ -902,7 +903,7 @@ def u_removed_while_a_worker_holds_its_socket(b, port):
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     lb = Lb(with_u, env=env, pass_fds=(theirs.fileno(),),
             wrap=("env", f"LD_PRELOAD={shim('close_pause')}", f"HLB_TEST_CLOSE_PAUSE_ADDR={u_addr}",
-                  f"HLB_TEST_PAUSE_FD={theirs.fileno()}"))
+                  f"HLB_TEST_PAUSE_FD={theirs.fileno()}", *shim_env))
     theirs.close()
     lb.rewrite(base)
     rc, so, se, logged = lb.reload()
@@ -929,6 +930,22 @@ def u_served_once_closed(lb, ours, port):
     check(lb.stop() == 0, "exit 0")
 
 
+def u_added_back_and_served(why, *shim_env):
+    """u removed, its old socket held (u_removed_while_a_worker_holds_its_socket(), with
+    <shim_env>), then added back (<why>): taken, and its clients served once that socket closed."""
+    b = Backend("a")
+    port = pick_port()
+    ours = None
+    try:
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port, *shim_env)
+        u_added_back(lb, why)
+        u_served_once_closed(lb, ours, port)
+    finally:
+        if ours:
+            ours.close()
+        b.stop()
+
+
 def service_added_back_while_a_worker_still_closes_its_socket():
     """A reload that removes a service has each worker close its listening socket as it reads
     the removal, after the reload. A reload right behind it that adds the service back (an
@@ -937,17 +954,17 @@ def service_added_back_while_a_worker_still_closes_its_socket():
     the reload that adds the service back is taken and its clients served. Before, it failed,
     the service gone until a later reload: "cannot listen on ADDR: Address already in use
     (another process listens there)" (the chaos driver met it in a SIGHUP storm)."""
-    b = Backend("a")
-    port = pick_port()
-    ours = None
-    try:
-        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port)
-        u_added_back(lb, "while its old socket closes")
-        u_served_once_closed(lb, ours, port)
-    finally:
-        if ours:
-            ours.close()
-        b.stop()
+    u_added_back_and_served("while its old socket closes")
+
+
+def service_added_back_as_its_old_socket_closes_after_the_bind():
+    """As above, but the worker closes u's old socket just after the reload's bind there
+    collided with it, before the reload looks at which sockets listen there (close_pause.c lets
+    the close go on as hashlb opens /proc/self/fd): none listens any more, the address is free,
+    and the reload adding u back is taken. Before, finding no socket of ours there, it was
+    refused as if another process listened there, in a window as wide as that look (the
+    process's sockets read one by one, up to 20,000 under load)."""
+    u_added_back_and_served("as its old socket closes after the bind", "HLB_TEST_CLOSE_AT_SCAN=1")
 
 
 def another_process_beside_our_closing_socket_in_the_other_family():
@@ -990,4 +1007,5 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
            service_added_back_while_a_worker_still_closes_its_socket,
-           another_process_beside_our_closing_socket_in_the_other_family])
+           another_process_beside_our_closing_socket_in_the_other_family,
+           service_added_back_as_its_old_socket_closes_after_the_bind])
