@@ -179,6 +179,16 @@ struct hashlb_service_cfg {
 	struct hashlb_pos source_pos; /* where source is written (line 0: not written) */
 };
 
+/* A duration written as a number without a unit, which reads as milliseconds: where, under
+ * which key, and its value (hashlb_config_warnings() says so: "5" meant 5s, and was 5ms) */
+struct hashlb_bare_duration {
+	struct hashlb_pos pos;
+	const char *key; /* static */
+	uint32_t ms;
+	/* the same number in seconds is in range and a day at most: suggested */
+	bool seconds_fit;
+};
+
 struct hashlb_config {
 	char *path;
 	/* what was parsed (NUL-terminated), to parse again: kept with resolve_every
@@ -205,6 +215,10 @@ struct hashlb_config {
 	uint64_t table_bytes; /* what they may hold: the services' counts summed */
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
+	/* the durations written without a unit other than 0, in file order, each place once
+	 * (an alias's value is the anchor's) */
+	struct hashlb_bare_duration *bare_durations;
+	uint32_t n_bare_durations;
 };
 
 #define HASHLB_TABLE_MEMORY_DEFAULT (1ull << 30) /* table_memory: 1 GiB */
@@ -363,6 +377,11 @@ void hashlb_config_free(struct hashlb_config *c);
  * fail a reload). Fills the first <max> of <ret_warnings> (file, line and column of the later
  * backend's address, reason HASHLB_ERR_CONFIG, and what, naming both) and returns how many
  * there are in all, or -ENOMEM.
+ * Before them, in file order, each duration written as a number without a unit other than 0
+ * (c->bare_durations): it reads as milliseconds, as documented and as HAProxy has it, so old
+ * files keep loading, but "connect: 5" or "idle: 300" most likely meant seconds; the warning
+ * says what it was read as and how to write either ("5 read as 5ms: write 5ms to keep it,
+ * or 5s").
  */
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
 			   size_t max);

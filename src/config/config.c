@@ -70,6 +70,9 @@ struct loader {
 	/* HASHLB_LOAD_ADMIN_ONLY of a text with a YAML error (in <err>): the tree is
 	 * what came before it (ydoc_parse_prefix()) */
 	bool prefix;
+	/* the config being filled: its bare_durations are noted as they are read */
+	struct hashlb_config *cfg;
+	uint32_t bare_cap; /* cfg->bare_durations' room */
 };
 
 /*
@@ -853,8 +856,42 @@ bad:
 }
 
 /*
+ * Note <v>, duration <ms> of <key> (in range up to <hi>) written without a unit, in
+ * ld->cfg->bare_durations (an anchor's value read through two aliases twice: config_parse()
+ * sorts them and keeps one of each place). 0 is 0 in any unit, so not noted. 0 or -ENOMEM.
+ */
+static int note_bare_duration(struct loader *ld, const struct ynode *v, const char *key,
+			      uint64_t ms, uint32_t hi)
+{
+	struct hashlb_config *c = ld->cfg;
+	struct hashlb_bare_duration *d;
+	size_t len = strlen(v->text);
+
+	/* read, so a number and maybe a unit: without one when it ends in a digit */
+	if (!c || ms == 0 || !len || !isdigit((unsigned char)v->text[len - 1]))
+		return 0;
+	if (c->n_bare_durations == ld->bare_cap) {
+		uint32_t cap = ld->bare_cap ? 2 * ld->bare_cap : 8;
+
+		d = reallocarray(c->bare_durations, cap, sizeof(*d));
+		if (!d)
+			return nomem(ld);
+		c->bare_durations = d;
+		ld->bare_cap = cap;
+	}
+	d = &c->bare_durations[c->n_bare_durations++];
+	d->pos = v->pos;
+	d->key = key;
+	d->ms = (uint32_t)ms;
+	/* seconds suggested where they may be what was meant: in range, and a day at most */
+	d->seconds_fit = ms <= hi / 1000 && ms <= 86400;
+	return 0;
+}
+
+/*
  * A duration in milliseconds: a plain integer (milliseconds) or a number
- * with a unit, "250ms", "2s", "5m", "1h".
+ * with a unit, "250ms", "2s", "5m", "1h". One without a unit is noted for
+ * hashlb_config_warnings().
  */
 static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
 			uint32_t hi, uint32_t *ret)
@@ -862,6 +899,8 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 	uint64_t ms;
 	int r = get_unit_number(ld, v, key, &duration_kind, lo, hi, NULL, &ms);
 
+	if (r == 0)
+		r = note_bare_duration(ld, v, key, ms, hi);
 	if (r < 0)
 		return r;
 	*ret = (uint32_t)ms;
@@ -2703,11 +2742,61 @@ static int service_shared_addresses(const struct hashlb_config *c,
 	return 0;
 }
 
+static int bare_duration_cmp(const void *a, const void *b)
+{
+	const struct hashlb_bare_duration *x = a, *y = b;
+
+	if (x->pos.line != y->pos.line)
+		return x->pos.line < y->pos.line ? -1 : 1;
+	return x->pos.column < y->pos.column ? -1 : x->pos.column > y->pos.column;
+}
+
+/* <c>'s bare_durations in file order, each place once (sorted, not searched as each is
+ * noted: a file of 100,000 services, a few durations each, made that quadratic). */
+static void bare_durations_unique(struct hashlb_config *c)
+{
+	uint32_t n = 1;
+
+	qsort(c->bare_durations, c->n_bare_durations, sizeof(*c->bare_durations),
+	      bare_duration_cmp);
+	for (uint32_t i = 1; i < c->n_bare_durations; i++) {
+		if (bare_duration_cmp(&c->bare_durations[i], &c->bare_durations[n - 1]) != 0)
+			c->bare_durations[n++] = c->bare_durations[i];
+	}
+	c->n_bare_durations = n;
+}
+
+/* Duration <d> of <c>, written without a unit, as warning <w>. */
+static void bare_duration_warning(const struct hashlb_config *c,
+				  const struct hashlb_bare_duration *d, struct hashlb_error *w)
+{
+	struct unit_text read = duration_text(d->ms);
+	char msg[256], sec[64] = "";
+
+	memset(w, 0, sizeof(*w));
+	w->reason = HASHLB_ERR_CONFIG;
+	w->file = c->path;
+	w->line = d->pos.line;
+	w->column = d->pos.column;
+	if (d->seconds_fit)
+		snprintf(sec, sizeof(sec), ", or %" PRIu32 "s", d->ms);
+	/* "5 read as 5ms: write 5ms to keep it, or 5s"; "300000 read as 5m: write 5m ..." */
+	snprintf(msg, sizeof(msg),
+		 "'%s' has no unit: a number alone counts milliseconds, %" PRIu32
+		 " read as %s: write %s to keep it%s",
+		 d->key, d->ms, read.s, read.s, sec);
+	hashlb_err_fit(w->msg, sizeof(w->msg), msg);
+}
+
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
 			   size_t max)
 {
 	size_t n = 0;
 
+	for (uint32_t i = 0; i < c->n_bare_durations; i++, n++) {
+		if (n < max)
+			bare_duration_warning(c, &c->bare_durations[i], &ret_warnings[n]);
+	}
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		int r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 
@@ -2774,8 +2863,11 @@ static int config_parse(const char *text, char *owned, size_t len, const char *n
 		return nomem(&ld);
 	}
 	c->path = strdup(ld.name);
+	ld.cfg = c;
 	r = c->path ? load_root(&ld, doc->root, c) : nomem(&ld);
 	ydoc_free(doc);
+	if (r == 0 && c->n_bare_durations > 1)
+		bare_durations_unique(c);
 	if (r == 0 && text && c->resolve_every_ms && hashlb_config_names_hosts(c)) {
 		c->text = owned ? owned : malloc(len + 1);
 		owned = NULL;
@@ -2953,6 +3045,7 @@ void hashlb_config_free(struct hashlb_config *c)
 		free(s->health.expect);
 	}
 	free(c->services);
+	free(c->bare_durations);
 	free(c->admin);
 	free(c->path);
 	free(c->text);

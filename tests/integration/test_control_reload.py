@@ -703,6 +703,36 @@ def two_names_at_one_address_are_warned():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_duration_without_a_unit_is_warned():
+    """A duration written as a number alone loads as milliseconds, as documented (old files
+    keep loading), but is warned of with its line and column, what it was read as and how to
+    write it: by hashlb check, in the log at start and at a reload that still has it, and in
+    the reload's answer; not once it has its unit. Before, `connect: 5` was 5 ms, silently."""
+    b = [("a", "127.0.0.1:80")]
+    text = lambda connect: config(b, health="enabled: false",  # noqa: E731
+                                  extra=f"timeouts: {{connect: {connect}, idle: 0, drain: 2s}}")
+    what = ("'connect' has no unit: a number alone counts milliseconds, 5 read as 5ms: "
+            "write 5ms to keep it, or 5s")
+    lb = Lb(text("5"))
+    got = [l for l in lb.log if 'msg="config warning"' in l]
+    check(len(got) == 1 and f'line=10 column=25 warning="{what}"' in got[0],
+          f"logged at start, at line 10, column 25: {got}")
+    ck = subprocess.run([os.environ.get("HASHLB", "build/src/cli/hashlb"), "check", "-q", "-c",
+                         lb.path], capture_output=True, text=True, timeout=60)
+    check(ck.returncode == 0 and ck.stderr == f"{lb.path}:10:25: warning: {what}\n",
+          f"hashlb check says so, exit 0: {ck.returncode} {ck.stderr!r}")
+    for connect, n in (("5s", 0), ("5", 1)):
+        lb.rewrite(text(connect))
+        seen = len(lb.log)
+        rc, so, se, logged = lb.reload()
+        got = [l for l in lb.log[seen:] if 'msg="config warning"' in l]
+        check(rc == 0 and len(got) == n and
+              (f"the first: {lb.path}:10:25: {what}" in so) == bool(n),
+              f"a reload with connect: {connect}: {n} warning, in the log and the answer: "
+              f"{rc} {so!r} {got}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def vm(pid, key):
     """/proc/PID/status's <key> (VmRSS, VmHWM) in kB."""
     with open(f"/proc/{pid}/status") as f:
@@ -1003,7 +1033,8 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
-           two_names_at_one_address_are_warned, reloads_give_the_old_tables_back,
+           two_names_at_one_address_are_warned, a_duration_without_a_unit_is_warned,
+           reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
            service_added_back_while_a_worker_still_closes_its_socket,

@@ -1464,6 +1464,53 @@ static void test_shared_address_warned(void **state)
 	hashlb_config_free(c);
 }
 
+/*
+ * A duration written as a number alone loads as milliseconds (old files keep loading) but is
+ * warned of at its place, with what it was read as and how to write it: "connect: 5" meant
+ * 5s more likely than 5ms. Seconds are suggested only where they are in range and a day at
+ * most; 0 (0 in any unit) and a number with its unit say nothing; an anchor's value read
+ * through two aliases is one warning, at the anchor; the warnings come in file order.
+ */
+static void test_bare_duration_warned(void **state)
+{
+	struct hashlb_error w[8];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+		    "    health: {interval: 2000, timeout: 300ms}\n"
+		    "    timeouts: &t {connect: 5, idle: 0, drain: 10s}\n"
+		    "    backends:\n      - {name: a, address: \"127.0.0.1:1\"}\n"
+		    "  - name: api\n    listen: 127.0.0.1:81\n    timeouts: *t\n"
+		    "    slow_start: 300000\n"
+		    "    backends:\n      - {name: a, address: \"127.0.0.1:1\"}\n"
+		    "      - {name: b, address: \"127.0.0.1:1\"}\n");
+	assert_int_equal(c->services[0].connect_timeout_ms, 5);
+	assert_int_equal(c->services[1].slow_start_ms, 300000);
+	assert_int_equal(hashlb_config_warnings(c, w, 8), 4);
+	assert_string_equal(w[0].file, "t.yaml");
+	assert_int_equal(w[0].line, 4);
+	assert_int_equal(w[0].column, 24);
+	assert_string_equal(w[0].msg, "'interval' has no unit: a number alone counts milliseconds, "
+				      "2000 read as 2s: write 2s to keep it, or 2000s");
+	assert_int_equal(w[1].line, 5);
+	assert_int_equal(w[1].column, 28);
+	assert_string_equal(w[1].msg, "'connect' has no unit: a number alone counts milliseconds, "
+				      "5 read as 5ms: write 5ms to keep it, or 5s");
+	assert_int_equal(w[2].line, 11);
+	assert_string_equal(w[2].msg,
+			    "'slow_start' has no unit: a number alone counts milliseconds, "
+			    "300000 read as 5m: write 5m to keep it");
+	/* then the address shared, after them */
+	assert_int_equal(w[3].line, 14);
+	assert_non_null(strstr(w[3].msg, "backend 'b' has the address of backend 'a'"));
+	hashlb_config_free(c);
+
+	c = load_ok(MINIMAL "    timeouts: {connect: 5s, idle: 0, queue: 250ms}\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 8), 0);
+	hashlb_config_free(c);
+}
+
 static void test_duplicates(void **state)
 {
 	expect_error(MINIMAL "      - name: a\n        address: 127.0.0.1:9002\n", 7, 15,
@@ -3824,6 +3871,7 @@ int main(void)
 		cmocka_unit_test(test_backup),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_shared_address_warned),
+		cmocka_unit_test(test_bare_duration_warned),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
