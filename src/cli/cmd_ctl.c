@@ -643,19 +643,66 @@ static void reload_note_other_file(const char *body, const char *config)
 		  path, cli_path(config));
 }
 
+/*
+ * -c FILE's error, which ctl prints before it asks (FILE:LINE:COL: error: WHAT, then <note>,
+ * "FILE has errors (above), ..."), held by a reload until its answer: the endpoint's refusal
+ * of the same file says the same error (the text, or the JSON, with its position), which
+ * then is printed once, not twice.
+ */
+struct ctl_file_error {
+	struct hashlb_error err;
+	char note[512];
+	bool held;
+};
+
+static void file_error_print(const struct ctl_file_error *fe)
+{
+	cli_print_error(&fe->err);
+	cli_error("%s", fe->note);
+}
+
+/* <fe> printed now if held: ctl stops before the reload's answer */
+static void file_error_flush(struct ctl_file_error *fe)
+{
+	if (fe->held)
+		file_error_print(fe);
+	fe->held = false;
+}
+
+/* Whether the endpoint's refusal <body> (text or <json>) says <err>, at its position. */
+static bool answer_says(const char *body, bool json, const struct hashlb_error *err)
+{
+	char at[sizeof(err->msg) + 64];
+
+	if (json)
+		snprintf(at, sizeof(at), "\"line\":%d,\"column\":%d,\"message\":\"", err->line,
+			 err->column);
+	else
+		snprintf(at, sizeof(at), ":%d:%d: error: %s\n", err->line, err->column, err->msg);
+	return err->line > 0 && strstr(body, at) != NULL;
+}
+
 /* ctl reload (without --pid): POST /reload, its answer printed by ctl_answer(), and
- * reload_note_other_file() after it when -c gave <config> (NULL: not given). */
+ * reload_note_other_file() after it when -c gave <config> (NULL: not given); <fe> held
+ * (NULL: none), printed after the answer unless it says the same error. */
 static int ctl_reload(const struct sockaddr_storage *ss, socklen_t len, const char *query,
-		      bool json, const char *config)
+		      bool json, const char *config, const struct ctl_file_error *fe)
 {
 	char *buf, *body;
 	int status, ret;
 
-	if (ctl_fetch(ss, len, "POST", "/reload", query, false, &status, &buf, &body) < 0)
+	if (ctl_fetch(ss, len, "POST", "/reload", query, false, &status, &buf, &body) < 0) {
+		if (fe)
+			file_error_print(fe);
 		return 1;
+	}
 	ret = ctl_answer(status, buf, body, json);
 	if (config && !json && status / 100 == 2)
 		reload_note_other_file(body, config);
+	if (fe && (status / 100 == 2 || !answer_says(body, json, &fe->err))) {
+		fflush(stdout);
+		file_error_print(fe);
+	}
 	free(buf);
 	return ret;
 }
@@ -1316,6 +1363,7 @@ int cmd_ctl(int argc, char **argv)
 	struct sockaddr_storage ss, given;
 	socklen_t len = 0, given_len = 0;
 	const char *admin_given = NULL;
+	struct ctl_file_error fe = { 0 };
 	char q[1024] = "";
 	uint64_t v, top;
 	pid_t pid;
@@ -1395,7 +1443,7 @@ int cmd_ctl(int argc, char **argv)
 			if (r == -ENOENT && admin_given) {
 				/* no admin key before a YAML error, and none needed: --admin
 				 * gives the address (this said "give --admin ADDR", given) */
-				cli_print_error(admin_err.msg[0] ? &admin_err : &err);
+				fe.err = admin_err.msg[0] ? admin_err : err;
 				cfg = NULL;
 			} else if (r < 0) {
 				/* --pid: no SIGHUP either, as ctl knows no endpoint
@@ -1418,8 +1466,12 @@ int cmd_ctl(int argc, char **argv)
 						  cli_path(o.config), none);
 				return 1;
 			} else {
-				cli_print_error(&err);
+				fe.err = err;
 			}
+			/* a reload's answer may say the same (ctl_reload()): held till then */
+			fe.held = !strcmp(cmd, "reload") && !pid;
+			if (!fe.held)
+				cli_print_error(&fe.err);
 			/* reload --pid (a unit's ExecReload=): pid's reload of the file
 			 * would fail; asking it would only log, and count, a failed one */
 			if (pid) {
@@ -1445,18 +1497,23 @@ int cmd_ctl(int argc, char **argv)
 					  "start on it: upgrading all the same (--force)\n",
 					  cli_path(o.config));
 			else if (cfg)
-				cli_error("%s has errors (above), a reload would refuse it: its "
-					  "admin address is used all the same\n",
-					  cli_path(o.config));
+				snprintf(fe.note, sizeof(fe.note),
+					 "%s has errors (above), a reload would refuse it: its "
+					 "admin address is used all the same\n",
+					 cli_path(o.config));
 			else
-				cli_error("%s has errors (above), a reload would refuse it: %s %s "
-					  "is used\n",
-					  cli_path(o.config), o.admin_opt, admin_given);
+				snprintf(fe.note, sizeof(fe.note),
+					 "%s has errors (above), a reload would refuse it: %s %s "
+					 "is used\n",
+					 cli_path(o.config), o.admin_opt, admin_given);
+			if (fe.note[0] && !fe.held)
+				cli_error("%s", fe.note);
 		}
 		/* no cfg: FILE could not be read up to an admin key, and --admin gives it */
 		if (cfg && admin_given &&
 		    cli_admin_apply(cfg, o.config, admin_given, &given, given_len) < 0) {
 			hashlb_config_free(cfg);
+			file_error_flush(&fe);
 			return 1;
 		}
 		admin_addr = cfg ? &cfg->admin_addr : &given;
@@ -1464,6 +1521,7 @@ int cmd_ctl(int argc, char **argv)
 		admin_text = cfg ? cfg->admin : admin_given;
 		if (!admin_len) {
 			hashlb_config_free(cfg);
+			file_error_flush(&fe);
 			if (admin_given)
 				snprintf(q, sizeof(q), "the admin endpoint is off (%s off)",
 					 o.admin_opt);
@@ -1490,6 +1548,7 @@ int cmd_ctl(int argc, char **argv)
 				return ctl_sighup(pid, q, o.json);
 			}
 			/* connecting there is refused, which would say nothing is listening */
+			file_error_flush(&fe);
 			cli_error("%s: admin %s has port 0, which the kernel picks for the running "
 				  "hashlb (its log says it: msg=\"admin listening\" addr=...): "
 				  "give --admin ADDR\n",
@@ -1516,7 +1575,7 @@ int cmd_ctl(int argc, char **argv)
 		if (!strcmp(cmd, "reload") && pid)
 			return ctl_reload_pid(&ss, len, q, sizeof(q), pid, o.json);
 		if (!strcmp(cmd, "reload"))
-			return ctl_reload(&ss, len, q, o.json, o.config);
+			return ctl_reload(&ss, len, q, o.json, o.config, fe.held ? &fe : NULL);
 		return ctl_request(&ss, len, "GET", "/status", q, o.json);
 	}
 	if (!strcmp(cmd, "table")) {

@@ -654,6 +654,36 @@ def reload_says_which_file_it_reloaded():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_reload_says_a_file_error_once():
+    """hashlb ctl -c FILE reload, FILE with an error: ctl says it, as it does for any command
+    (it took only the admin address from FILE), and the running hashlb's refusal said it
+    again, the same line twice. Now said once, the endpoint's answer (its JSON alone on
+    stderr with --json); and when FILE is not the file hashlb reloads, which loads, both:
+    the reload's answer and note, then FILE's error."""
+    t = [("a", "127.0.0.1:1")]  # never dialled
+    off = "enabled: false"
+    lb = Lb(config(t, health=off))
+    with open(lb.path, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se = lb.ctl("-c", lb.path, "reload")
+    line = f"{lb.path}:10:22: error: 'connect_retries' must be"
+    check(rc == 1 and so == "" and se.count(line) == 1 and se.count("error:") == 1 and
+          se.startswith(line) and "reload refused, the running config keeps serving" in se,
+          f"the error said once: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("--json", "-c", lb.path, "reload")
+    check(rc == 1 and json.loads(se)["error"]["line"] == 10, f"--json: the JSON alone: {se!r}")
+    other = os.path.join(os.path.dirname(lb.path), "other.yaml")
+    os.rename(lb.path, other)
+    lb.rewrite(config(t, health=off))
+    rc, so, se = lb.ctl("-c", other, "reload")
+    check(rc == 0 and so.startswith(f"reloaded {lb.path} (") and
+          f"not {other} (-c takes only" in se and se.count(f"{other}:10:22: error:") == 1 and
+          se.endswith(f"{other} has errors (above), a reload would refuse it: its admin "
+                      "address is used all the same\n"),
+          f"another file than the one reloaded: its error after the answer: {rc} {so!r} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def two_names_at_one_address_are_warned():
     """Two backends of a service at one address (an IPv4-mapped one as the IPv4 address it is)
     load, as each name takes its own share (a weight written twice, or two names of a DNS
@@ -1033,7 +1063,8 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
-           two_names_at_one_address_are_warned, a_duration_without_a_unit_is_warned,
+           ctl_reload_says_a_file_error_once, two_names_at_one_address_are_warned,
+           a_duration_without_a_unit_is_warned,
            reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
