@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hashlb/config.h"
@@ -89,7 +91,9 @@ static void usage(FILE *f)
 		   "  connections move to it only with net.ipv4.tcp_migrate_req=1.\n"
 		   "\n"
 		   "OPTIONS\n"
-		   "  -c, --config FILE    the configuration (required)\n"
+		   "  -c, --config FILE    the configuration (required); reloads read FILE\n"
+		   "                       again, and the log, status and admin answers name\n"
+		   "                       it by its absolute path (links kept, not resolved)\n"
 		   "  -w, --workers N      worker threads, 1..256, or auto (one per CPU, at most\n"
 		   "                       256), overriding the config's workers\n"
 		   "      --pin            pin worker i to the i-th CPU the process may use\n"
@@ -149,6 +153,35 @@ static void usage(FILE *f)
 		"run", "-w or --workers", CLI_ERRORS_CONFIG, "run");
 }
 
+/*
+ * <path> as the daemon names it, into <buf> (PATH_MAX bytes): absolute, the working directory
+ * at start before a relative one, so that its log lines, status and admin answers say which
+ * file wherever they are read from ("config lb.yaml" did not), and ctl -c FILE can tell
+ * whether FILE is it. Its symbolic links are kept, not resolved (realpath()): each reload
+ * reads the path again, and one that names a link swapped to a new file (current.yaml ->
+ * v2.yaml) must read the new file. <path> itself if the directory cannot be read or the
+ * two do not fit.
+ */
+static const char *path_absolute(const char *path, char *buf)
+{
+	const char *rel = path;
+	size_t n, len;
+
+	if (path[0] == '/' || !getcwd(buf, PATH_MAX))
+		return path;
+	while (rel[0] == '.' && rel[1] == '/') /* ./lb.yaml: lb.yaml */
+		for (rel += 2; *rel == '/'; rel++)
+			;
+	n = strlen(buf);
+	if (buf[n - 1] != '/')
+		buf[n++] = '/'; /* getcwd() wrote n + 1 of PATH_MAX bytes */
+	len = strlen(rel);
+	if (n + len >= PATH_MAX)
+		return path;
+	memcpy(buf + n, rel, len + 1);
+	return buf;
+}
+
 static int run(int argc, char **argv, char *const *again)
 {
 	static const struct option opts[] = {
@@ -173,7 +206,8 @@ static int run(int argc, char **argv, char *const *again)
 	struct hlb_daemon *d = NULL;
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
-	const char *path = NULL, *admin = NULL;
+	const char *path = NULL, *admin = NULL, *abs_path;
+	char abs_buf[PATH_MAX];
 	/* --splice-pipes and --pipe-size, once given: they size the splice pipes */
 	const char *pipe_opts[2] = { NULL, NULL };
 	struct sockaddr_storage admin_addr;
@@ -305,8 +339,12 @@ static int run(int argc, char **argv, char *const *again)
 		hashlb_config_free(cfg);
 		return 1;
 	}
-	r = hlb_daemon_new(cfg, path, &dopts, &d, &err);
+	abs_path = path_absolute(path, abs_buf);
+	r = hlb_daemon_new(cfg, abs_path, &dopts, &d, &err);
 	if (r < 0) {
+		/* said here, where the command line has it: the path as written there */
+		if (err.file == abs_path)
+			err.file = path;
 		cli_print_error(&err);
 		return 1;
 	}

@@ -15,9 +15,9 @@ import threading
 import time
 
 from ctltest import Lb, config
-from lbtest import (SRC, Backend, asan_build, check, check_logfmt, client_ip, connect, dead_port,
-                    greetings, logfmt_fields, lookup, outcome, pick_port, read_line, run_tests, spawn,
-                    stop, tmpfile, tsan_build, who)
+from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
+                    dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
+                    run_tests, spawn, stop, tmpfile, tsan_build, who)
 from shims import shim
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
@@ -654,6 +654,48 @@ def reload_says_which_file_it_reloaded():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_relative_path_is_said_absolute():
+    """hashlb run -c lb.yaml, a path relative to where it was started: the running hashlb names
+    the file by its absolute path (its directory at start before it), in its log, status and
+    admin answers, which are read from elsewhere ("config lb.yaml" said which file to no one),
+    and so ctl -c FILE can tell that FILE is not it (the note needed an absolute path). What
+    hashlb run itself prints as it starts keeps the path as its command line wrote it."""
+    t = [("a", "127.0.0.1:1")]  # never dialled
+    off = "enabled: false"
+    # hashlb run -c ./NAME from the file's directory (exec: the same pid, as Lb needs)
+    wrap = ("sh", "-c", 'b=$1 p=$4; shift 4; cd "$(dirname "$p")" && '
+            'exec "$b" run -c "./$(basename "$p")" "$@"', "sh")
+    lb = Lb(config(t, health=off), fname="relative.yaml", wrap=wrap)
+    here = os.path.dirname(lb.path)
+    started = [l for l in lb.log if "msg=started " in l]
+    check(len(started) == 1 and f" config={lb.path} " in started[0],
+          f"logged at start with its absolute path: {started}")
+    rc, so, se = lb.ctl("status")
+    check(rc == 0 and f", config {lb.path}\n" in so.split("\n")[0] + "\n" and
+          lb.status()["config"] == lb.path, f"status: {so.splitlines()[:1]}")
+    with open(lb.path, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and se.startswith(f"{lb.path}:10:22: error: 'connect_retries'"),
+          f"a reload's error names it so: {rc} {se!r}")
+    lb.rewrite(config(t, health=off))
+    other = os.path.join(here, "other.yaml")
+    with open(other, "w") as f:
+        f.write(config(t, health=off))
+    rc, so, se = lb.ctl("-c", other, "reload")
+    check(rc == 0 and so.startswith(f"reloaded {lb.path} (") and
+          f"reloaded the file it was started with, {lb.path}, not {other}" in se,
+          f"ctl -c other.yaml reload: the note: {rc} {so!r} {se!r}")
+    # a start refused: said by hashlb run with the path as its command line wrote it
+    with open(os.path.join(here, "bad.yaml"), "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    p = subprocess.run([HASHLB, "run", "-c", "bad.yaml"], cwd=here, capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 1 and p.stderr.startswith("bad.yaml:10:22: error: 'connect_retries'"),
+          f"hashlb run's own error: the path as written: {p.returncode} {p.stderr!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_reload_says_a_file_error_once():
     """hashlb ctl -c FILE reload, FILE with an error: ctl says it, as it does for any command
     (it took only the admin address from FILE), and the running hashlb's refusal said it
@@ -1063,7 +1105,8 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
-           ctl_reload_says_a_file_error_once, two_names_at_one_address_are_warned,
+           a_relative_path_is_said_absolute, ctl_reload_says_a_file_error_once,
+           two_names_at_one_address_are_warned,
            a_duration_without_a_unit_is_warned,
            reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
