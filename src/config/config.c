@@ -358,22 +358,27 @@ static const char *key_home(const char *key, const char *const *keys)
 /*
  * <map>, which should be the mapping of settings <what> (timeouts, health, a
  * prefix) with <keys>, written as something else: the error names the keys
- * it takes, and for "health: false" how checks are turned off. "health must
- * be a mapping of keys to values, found the value 'off'" left the operator
- * to find out which keys, and that "enabled: false" is the way.
+ * it takes, and when <map> is a boolean and <if_bool> (NULL: none) has one,
+ * its hint, <if_bool>[0] for false, [1] for true: "health: false" says how
+ * checks are turned off. "health must be a mapping of keys to values, found
+ * the value 'off'" left the operator to find out which keys, and that
+ * "enabled: false" is the way. The caller says the hint (it used to be
+ * chosen by comparing <keys> with health_keys' address).
  */
 static int bool_of(const struct ynode *v);
 
+static const char *const health_bool_hints[2] = {
+	": to turn the checks off, write health: {enabled: false}",
+	": checks are on by default, leave 'health' out or write health: {enabled: true}",
+};
+
 static int fail_settings(struct loader *ld, const struct ynode *map, const char *const *keys,
-			 const char *what)
+			 const char *what, const char *const *if_bool)
 {
 	char list[200] = "";
 	size_t n = 0;
-	int b = keys == health_keys ? bool_of(map) : -1;
-	const char *hint = b == 0   ? ": to turn the checks off, write health: {enabled: false}"
-			   : b == 1 ? ": checks are on by default, leave 'health' out or write "
-				      "health: {enabled: true}"
-				    : "";
+	int b = if_bool ? bool_of(map) : -1;
+	const char *hint = b == 0 || b == 1 ? if_bool[b] : "";
 
 	for (size_t i = 0; keys[i] && n < sizeof(list); i++)
 		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "", keys[i]);
@@ -456,17 +461,18 @@ static int check_map(struct loader *ld, const struct ynode *map, const char *con
 
 /*
  * check_map() of the mapping of settings <what> with <keys> (timeouts, health, a prefix):
- * written as something else, it is refused naming the keys it takes (fail_settings()). Null
+ * written as something else, it is refused naming the keys it takes (fail_settings(), with
+ * <if_bool>'s hint for a boolean). Null
  * is read as the empty mapping, the defaults: "health:" with every key under it commented
  * out is null in YAML, and was refused as if it turned the checks off or on.
  */
 static int check_settings(struct loader *ld, const struct ynode *map, const char *const *keys,
-			  const char *what)
+			  const char *what, const char *const *if_bool)
 {
 	if (ynode_is_null(map)) /* no pairs: map_get() finds no key in it */
 		return 0;
 	if (map->type != YNODE_MAP)
-		return fail_settings(ld, map, keys, what);
+		return fail_settings(ld, map, keys, what, if_bool);
 	return check_map(ld, map, keys, what);
 }
 
@@ -1341,7 +1347,7 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb_service_cfg *s)
 {
 	const struct ynode *v;
-	int r = check_settings(ld, m, timeout_keys, "timeouts");
+	int r = check_settings(ld, m, timeout_keys, "timeouts", NULL);
 
 	if (r < 0)
 		return r;
@@ -1364,7 +1370,7 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_health_cfg *h)
 {
 	const struct ynode *v;
-	int r = check_settings(ld, m, health_keys, "health");
+	int r = check_settings(ld, m, health_keys, "health", health_bool_hints);
 
 	if (r < 0)
 		return r;
@@ -1446,7 +1452,7 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 			describe(v).s);
 	if (v->type == YNODE_SCALAR)
 		return get_bool(ld, v, "keepalive", &k->enabled);
-	r = check_settings(ld, v, keepalive_keys, "keepalive");
+	r = check_settings(ld, v, keepalive_keys, "keepalive", NULL);
 	if (r < 0)
 		return r;
 	k->enabled = true;
@@ -1519,7 +1525,7 @@ static int load_src_prefix(struct loader *ld, const struct ynode *v, const char 
 	uint32_t len;
 	int r;
 
-	r = check_settings(ld, v, src_prefix_keys, name);
+	r = check_settings(ld, v, src_prefix_keys, name, NULL);
 	if (r < 0)
 		return r;
 	if ((x = map_get(v, "ipv4"))) {

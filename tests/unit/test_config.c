@@ -2714,6 +2714,18 @@ static void test_settings_written_as_a_value(void **state)
 	expect_error(MINIMAL "    max_connections_per_client: 2\n    client_prefix: [24]\n", 8, 20,
 		     "'client_prefix' must be a mapping of its settings (ipv4, ipv6), found a "
 		     "list");
+	/* the hint is health's alone: another mapping of settings written false says its keys */
+	{
+		static const char yaml[] = MINIMAL "    timeouts: false\n";
+		struct hashlb_error err = { 0 };
+
+		c = NULL;
+		assert_int_equal(hashlb_config_parse(yaml, strlen(yaml), "t.yaml", &c, &err),
+				 -EINVAL);
+		assert_string_equal(err.msg,
+				    "'timeouts' must be a mapping of its settings "
+				    "(connect, idle, drain, queue), found the value 'false'");
+	}
 	/* the checks themselves are turned off as the message says */
 	c = load_ok(MINIMAL "    health: {enabled: false}\n");
 	assert_false(c->services[0].health.enabled);
