@@ -57,7 +57,16 @@ static void text_shape(const uint8_t *text, size_t len, int *ret_lines, size_t *
 
 static void check_loaded(const struct hashlb_config *c, const struct hashlb_error *err)
 {
+	struct hashlb_error w[4];
+	int n;
+
 	check(c != NULL && c->n_services > 0 && c->services, "a config has services", err);
+	n = hashlb_config_warnings(c, w, 4);
+	check(n >= 0 || n == -ENOMEM, "warnings: how many, or -ENOMEM", err);
+	for (int i = 0; i < n && i < 4; i++)
+		check(w[i].file == c->path && w[i].line >= 1 && w[i].column >= 1 &&
+			      memchr(w[i].msg, '\0', sizeof(w[i].msg)) && w[i].msg[0],
+		      "a warning names its place and says what", &w[i]);
 	check(strcmp(c->path, name) == 0, "the config's path is the name given", err);
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		const struct hashlb_service_cfg *s = &c->services[i];
