@@ -58,6 +58,7 @@ struct http_conn {
 		      * sends before the close */
 	bool lingering; /* that answer written: only reading what comes, up to its end */
 	size_t lingered; /* bytes read then */
+	struct hlb_http_scan scan; /* how far c->in was parsed */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
@@ -386,7 +387,7 @@ static void conn_io(void *arg, uint32_t events)
 		if (c->in_len == HLB_HTTP_REQ_MAX)
 			break;
 	}
-	status = hlb_http_parse(c->in, c->in_len, eof, &p);
+	status = hlb_http_parse_next(c->in, c->in_len, eof, &c->scan, &p);
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:

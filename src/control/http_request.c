@@ -458,16 +458,21 @@ static bool content_length(const char *v, const char *end, size_t *ret)
  * text of its last line ends, into *ret_body where the body begins; *ret_end NULL while
  * the head is not whole. Returns why it is refused, or NULL: a NUL byte or a CR alone
  * (not before a LF: RFC 9112 2.2) met first, in the bytes' order, so that however TCP cut
- * the request its error is the same and comes as soon as it does.
+ * the request its error is the same and comes as soon as it does. Goes on from where <s> says
+ * the last call with fewer of these bytes stopped (s->pos), so that a head that comes a byte a
+ * read is looked at once, not once per read.
  */
-static const char *head_find(char *in, size_t len, char **ret_end, char **ret_body)
+static const char *head_find(char *in, size_t len, struct hlb_http_scan *s, char **ret_end,
+			     char **ret_body)
 {
-	char *line = in, *last = in;
+	size_t i;
 
 	*ret_end = NULL;
-	for (size_t i = 0; i < len; i++) {
-		char *eol;
+	/* from where the last call stopped: the bytes before are as they were */
+	for (i = s->pos; i < len; i++) {
+		size_t eol;
 
+		s->scanned++;
 		if (in[i] == '\0') {
 			/* the request line and headers would never end (closed unanswered at the
 			 * client's FIN, 408 after 10 s without) */
@@ -477,15 +482,18 @@ static const char *head_find(char *in, size_t len, char **ret_end, char **ret_bo
 			return "a CR alone in the request line or headers: end each line with CRLF";
 		if (in[i] != '\n')
 			continue;
-		eol = i && in[i - 1] == '\r' ? in + i - 1 : in + i;
-		if (eol == line) {
-			*ret_end = last;
+		eol = i && in[i - 1] == '\r' ? i - 1 : i;
+		if (eol == s->line) {
+			s->pos = i; /* found again at once, by the next call */
+			*ret_end = in + s->last;
 			*ret_body = in + i + 1;
 			return NULL;
 		}
-		last = eol;
-		line = in + i + 1;
+		s->last = eol;
+		s->line = i + 1;
 	}
+	/* a CR last is looked at again with the byte after it: a CRLF (CRLFCRLF) cut there */
+	s->pos = len && in[len - 1] == '\r' ? len - 1 : len;
 	return NULL;
 }
 
@@ -565,7 +573,8 @@ static const char *fields_read(char *hdrs, size_t *ret_body_len, bool *ret_te, u
 	return NULL;
 }
 
-int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
+int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
+			struct hlb_http_parsed *p)
 {
 	char *hdr_end, *body, *hdrs, *sp1, *sp2, saved;
 	const char *msg;
@@ -578,7 +587,17 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	in[len] = '\0';
 	/* known from the start: an error answered to a HEAD has no body either */
 	p->head = !strncmp(in, "HEAD ", 5);
-	msg = head_find(in, len, &hdr_end, &body);
+	if (s->need && len < s->need) {
+		/* the head whole and good, the body still coming, as the last call found: nothing
+		 * to look at again until the body is whole (its head was read once per read) */
+		if (eof)
+			return parsed_error(p, 400, "the body is shorter than its Content-Length");
+		p->need = s->need;
+		p->head_len = s->head_len;
+		p->send_continue = s->send_continue;
+		return parsed_error(p, HLB_HTTP_MORE, NULL);
+	}
+	msg = head_find(in, len, s, &hdr_end, &body);
 	if (msg)
 		return parsed_error(p, 400, msg);
 	if (!hdr_end) {
@@ -586,6 +605,7 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 			return parsed_error(p, 413, "request too large");
 		return parsed_error(p, eof ? HLB_HTTP_CLOSE : HLB_HTTP_MORE, NULL);
 	}
+	s->scanned += (size_t)(body - in); /* read below, once or twice for a request */
 	/* the head a string of its own while its headers are read, as it was after */
 	saved = *hdr_end;
 	*hdr_end = '\0';
@@ -603,7 +623,8 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 	}
 	if (body_len > HLB_HTTP_REQ_MAX - (size_t)(body - in))
 		return parsed_error(p, 413, "request too large");
-	whole = (size_t)(body - in) + body_len <= len;
+	p->need = (size_t)(body - in) + body_len;
+	whole = p->need <= len;
 	/*
 	 * What the head alone refuses is answered as soon as it is whole, not after a body that
 	 * would not change it (400, 403, 505). Expect (RFC 9110 10.1.1), of HTTP/1.1 (one of
@@ -625,20 +646,31 @@ int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
 		if (eof)
 			return parsed_error(p, 400, "the body is shorter than its Content-Length");
 		p->head_len = (size_t)(body - in);
+		s->need = p->need;
+		s->head_len = p->head_len;
+		s->send_continue = p->send_continue;
 		return parsed_error(p, HLB_HTTP_MORE,
 				    NULL); /* the rest of the body is on its way */
 	}
 	return request_parse(in, hdr_end, body, body_len, p);
 }
 
+int hlb_http_parse(char *in, size_t len, bool eof, struct hlb_http_parsed *p)
+{
+	struct hlb_http_scan s = { 0 };
+
+	return hlb_http_parse_next(in, len, eof, &s, p);
+}
+
 int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p)
 {
+	struct hlb_http_scan s = { 0 };
 	char *hdr_end, *body;
 
 	*p = (struct hlb_http_parsed){ 0 };
 	head[len] = '\0';
 	p->head = !strncmp(head, "HEAD ", 5);
-	if (head_find(head, len, &hdr_end, &body) || !hdr_end || body != head + len)
+	if (head_find(head, len, &s, &hdr_end, &body) || !hdr_end || body != head + len)
 		return parsed_error(p, 400, "not a request's head");
 	return request_parse(head, hdr_end, body, 0, p);
 }

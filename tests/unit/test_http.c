@@ -551,6 +551,95 @@ static void test_bare_cr_and_bad_header_lines_are_refused(void **state)
 	assert_non_null(strstr(p.msg, "CR alone"));
 }
 
+/* <len> bytes of <req> given to hlb_http_parse_next() in <in> a byte more a call, as read from
+ * a client that sends a byte a segment: its answer, the work done into *<scanned>. */
+static int parse_bytewise(char *in, const char *req, size_t len, struct hlb_http_parsed *p,
+			  size_t *scanned)
+{
+	struct hlb_http_scan s = { 0 };
+	int r = HLB_HTTP_MORE;
+
+	for (size_t n = 1; n <= len && r == HLB_HTTP_MORE; n++) {
+		in[n - 1] = req[n - 1]; /* read (over the NUL the last call put after) */
+		r = hlb_http_parse_next(in, n, false, &s, p);
+	}
+	*scanned = s.scanned;
+	return r;
+}
+
+/* A request that comes a byte a read is looked at once or so, not from its start at each read:
+ * 16 KiB of headers were 134M byte comparisons on the control thread (health checks and table
+ * builds wait behind it); a head then its body a byte a read, alike. Counted, not timed. */
+static void test_request_a_byte_a_read_looked_at_once(void **state)
+{
+	static const char start[] = "GET /status HTTP/1.1\r\nX-Long: ";
+	char *req = malloc(HLB_HTTP_REQ_MAX + 1), *in = malloc(HLB_HTTP_REQ_MAX + 1);
+	struct hlb_http_parsed p;
+	size_t scanned, len;
+
+	(void)state;
+	assert_non_null(req);
+	assert_non_null(in);
+	/* headers that never end: 413 once the buffer is full */
+	memcpy(req, start, sizeof(start) - 1);
+	memset(req + sizeof(start) - 1, 'a', HLB_HTTP_REQ_MAX - (sizeof(start) - 1));
+	assert_int_equal(parse_bytewise(in, req, HLB_HTTP_REQ_MAX, &p, &scanned), 413);
+	assert_true(scanned <= 2 * HLB_HTTP_REQ_MAX);
+	/* 8 KiB of head, then 8 KiB of body */
+	len = (size_t)snprintf(
+		req, HLB_HTTP_REQ_MAX + 1,
+		"POST /set HTTP/1.1\r\nX-Long: %08000d\r\nContent-Length: 8000\r\n\r\n", 0);
+	memset(req + len, 'b', 8000);
+	len += 8000;
+	assert_int_equal(parse_bytewise(in, req, len, &p, &scanned), 200);
+	assert_int_equal(p.req.body_len, 8000);
+	assert_true(scanned <= 4 * len);
+	free(req);
+	free(in);
+}
+
+/* <req> parsed by hlb_http_parse_next() as read in two pieces, cut after <cut> bytes (a copy
+ * kept in <in>, as parse()'s). */
+static int parse_in_two(const char *req, size_t cut, char **in, struct hlb_http_parsed *p)
+{
+	struct hlb_http_scan s = { 0 };
+	size_t len = strlen(req);
+	int r;
+
+	*in = malloc(len + 1);
+	assert_non_null(*in);
+	memcpy(*in, req, len);
+	r = hlb_http_parse_next(*in, cut, false, &s, p);
+	(*in)[cut] = req[cut]; /* the rest read, over the NUL put after */
+	return r == HLB_HTTP_MORE ? hlb_http_parse_next(*in, len, false, &s, p) : r;
+}
+
+/* Parsed a piece then the rest, a request is what it is whole, wherever it was cut: between
+ * the CR and the LF of the empty line, or of a line with a CR alone after it. */
+static void test_request_cut_anywhere_goes_on(void **state)
+{
+	static const struct {
+		const char *req;
+		int status;
+	} reqs[] = {
+		{ "GET /status?a=b HTTP/1.1\r\nHost: x\r\n\r\n", 200 },
+		{ "POST /set HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\na=b",
+		  200 },
+		{ "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", 400 },
+		{ "GET / HTTP/1.1\n\r\n", 200 },
+	};
+	struct hlb_http_parsed p;
+	char *in;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++)
+		for (size_t cut = 1; cut < strlen(reqs[i].req); cut++) {
+			assert_int_equal(parse_in_two(reqs[i].req, cut, &in, &p), reqs[i].status);
+			assert_true(p.status != 200 || p.need == strlen(reqs[i].req));
+			free(in);
+		}
+}
+
 /* An error answered to a HEAD has no body, as its GET's answer (RFC 9110 9.3.2): the
  * parser says HEAD whatever it refuses, not only once the request line is read. Before,
  * only a request as far as its line knew it, and the errors found before (a Content-Length
@@ -1015,6 +1104,8 @@ int main(void)
 		cmocka_unit_test(test_bare_lf_ends_a_line),
 		cmocka_unit_test(test_bare_cr_and_bad_header_lines_are_refused),
 		cmocka_unit_test(test_head_is_known_whatever_the_error),
+		cmocka_unit_test(test_request_a_byte_a_read_looked_at_once),
+		cmocka_unit_test(test_request_cut_anywhere_goes_on),
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_failed_start_leaves_the_path),
 		cmocka_unit_test(test_answered_before_the_body),
