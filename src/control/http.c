@@ -37,7 +37,7 @@ _Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
 #define HTTP_UNREAD_MAX (64u << 20)
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
-/* an answer written before the request came whole: how long what its client still sends is
+/* an answer after which its client may still send (conn_may_send()): how long what it sends is
  * read (conn_linger()) */
 #define HTTP_LINGER_MS 2000
 
@@ -54,11 +54,12 @@ struct http_conn {
 	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
 	bool held; /* its request waits for hlb_http_answer() */
 	bool continued; /* answered 100 (Continue), or its head (conn_continue()) */
-	bool linger; /* answered before its request came whole: read what its client still
-		      * sends before the close */
-	bool lingering; /* that answer written: only reading what comes, up to its end */
-	size_t lingered; /* bytes read then */
+	bool eof; /* its client shut down writing: it sends nothing more */
 	struct hlb_http_scan scan; /* how far c->in was parsed */
+	size_t need; /* its request's length, once known (hlb_http_parsed's) */
+	bool lingering; /* answered, its client still sending: only reading what comes, up to
+			 * its end (conn_linger()) */
+	size_t lingered; /* bytes read then */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
@@ -175,6 +176,24 @@ static const char *status_text(int status)
 	}
 }
 
+/*
+ * Whether the client of <c>, answered, may still be sending: it has not shut down writing, and
+ * its request had not come whole (the answer did not wait for its body: a head refused, a 503,
+ * a 408...), or more than that request came, or is waiting to be read (a request after it).
+ * Such a connection lingers (conn_linger()) rather than being closed at once. A request that
+ * came whole and alone is not waited on: its client, done sending, reads the answer.
+ */
+static bool conn_may_send(struct http_conn *c)
+{
+	char b;
+
+	if (c->eof)
+		return false;
+	if (!c->need || c->in_len != c->need)
+		return true;
+	return recv(c->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* Write what is pending; close when done or on error. */
 static void conn_flush(struct http_conn *c)
 {
@@ -210,7 +229,7 @@ static void conn_flush(struct http_conn *c)
 		c->out_off += (size_t)n;
 	}
 	shutdown(c->io.fd, SHUT_WR);
-	if (c->linger && c->out_off == c->out.len + c->body.len) {
+	if (c->out_off == c->out.len + c->body.len && conn_may_send(c)) {
 		/* its answer held no longer (unread_bytes()) */
 		c->lingering = true;
 		hlb_buf_free(&c->out);
@@ -223,11 +242,13 @@ static void conn_flush(struct http_conn *c)
 }
 
 /*
- * A connection answered before its request came whole, its writing shut down: what its client
- * still sends (the rest of a body the answer did not wait for) is read and dropped, and it is
- * closed at the client's end, past a request's most or after HTTP_LINGER_MS. Closed with bytes
- * unread, or coming after the close, the socket would reset the connection, and the client
- * could lose the answer, or fail its write of the body before it read it.
+ * A connection answered while its client may still send (conn_may_send()), its writing shut
+ * down: what its client still sends (the rest of a body the answer did not wait for, a request
+ * after the one answered) is read and dropped, and it is closed at the client's end, past a
+ * request's most or after HTTP_LINGER_MS, or when a new connection needs its place
+ * (http_accept()). Closed with bytes unread, or coming after the close, the socket would reset
+ * the connection, and the client could lose the answer, or fail its write of the body before
+ * it read it.
  */
 static void conn_linger(struct http_conn *c)
 {
@@ -322,7 +343,7 @@ static void conn_continue(struct http_conn *c, size_t head_len)
 		p.req.local = c->h->unix_path[0] != '\0';
 		p.req.fd = c->io.fd;
 		if (p.status == 200 && c->h->head_fn(c->h->head_arg, &p.req, &resp)) {
-			c->linger = true; /* its client may send its body after all: curl does */
+			/* its client may send its body after all (curl does): lingers */
 			conn_respond(c, &resp);
 			return;
 		}
@@ -380,7 +401,7 @@ static void conn_io(void *arg, uint32_t events)
 		if (n == 0) {
 			/* the client sent its request and shut down writing at once
 			 * (printf ... | nc -N): answer what came, if it is whole */
-			eof = true;
+			eof = c->eof = true;
 			break;
 		}
 		c->in_len += (size_t)n;
@@ -388,6 +409,7 @@ static void conn_io(void *arg, uint32_t events)
 			break;
 	}
 	status = hlb_http_parse_next(c->in, c->in_len, eof, &c->scan, &p);
+	c->need = p.need;
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:
@@ -405,8 +427,7 @@ static void conn_io(void *arg, uint32_t events)
 			return;
 		}
 		break;
-	default:
-		c->linger = true; /* refused by its head, maybe before its body came */
+	default: /* refused by its head, maybe before its body came (then lingers) */
 		conn_error(c, p.status, p.msg);
 		return;
 	}
@@ -480,6 +501,30 @@ static void conn_timeout(void *arg)
 	conn_close(c);
 }
 
+/* What can be read on <fd> now (a few reads at most), dropped. */
+static void conn_drop_unread(int fd)
+{
+	char drop[4096];
+
+	for (int i = 0; i < 4; i++) {
+		ssize_t n = read(fd, drop, sizeof(drop));
+
+		if (n == 0 || (n < 0 && errno != EINTR))
+			return;
+	}
+}
+
+/* The oldest connection of <h> that lingers (conn_linger()), NULL if none does. */
+static struct http_conn *conn_lingering_oldest(struct hlb_http *h)
+{
+	struct http_conn *oldest = NULL;
+
+	for (struct http_conn *c = h->conns; c; c = c->next) /* the newest first */
+		if (c->lingering)
+			oldest = c;
+	return oldest;
+}
+
 static void http_resume(void *arg)
 {
 	struct hlb_http *h = arg;
@@ -513,6 +558,14 @@ static void http_accept(void *arg, uint32_t events)
 			if (errno == ECONNABORTED || errno == EINTR)
 				continue;
 			return;
+		}
+		/* a lingering connection, answered, gives its place first, the oldest first:
+		 * clients that do not close theirs do not keep others out for 2 s. What its client
+		 * sent is read first, so that the close is a FIN behind the answer; only what it
+		 * sends after draws a reset */
+		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h))) {
+			conn_drop_unread(c->io.fd);
+			conn_close(c);
 		}
 		/*
 		 * Past HLB_HTTP_CONNS_MAX a few more are answered 503 once their
@@ -820,6 +873,11 @@ void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg)
 uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why)
 {
 	return h->refused[why];
+}
+
+unsigned hlb_http_conns(const struct hlb_http *h)
+{
+	return h->n_conns;
 }
 
 const char *hlb_http_address(const struct hlb_http *h)

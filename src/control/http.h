@@ -183,7 +183,8 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
  */
 int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 
-/* Connections served at once. Past it, up to HLB_HTTP_BUSY_MAX more are
+/* Connections served at once. Past it, a connection answered already that lingers for its
+ * client's end is closed first, to make room; then up to HLB_HTTP_BUSY_MAX more are
  * answered 503 once their request is in (or after HTTP_BUSY_TIMEOUT_MS);
  * past those, one is answered 503 and closed at accept. */
 #define HLB_HTTP_CONNS_MAX 64
@@ -232,6 +233,8 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 int hlb_http_reclaim(struct hlb_http *h);
 /* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
+/* The connections open (answered ones whose client may still send too). */
+unsigned hlb_http_conns(const struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
 const char *hlb_http_address(const struct hlb_http *h);
 /* The address it listens on (a TCP port 0 resolved); 0, or -errno. */

@@ -1,4 +1,4 @@
-/* Fuzzes the admin endpoint's connections (src/control/http.c) rather than its parser: clients on its Unix socket write, shut down, read slowly and go away in any order while handlers answer at once (or from the head alone, before a 100 Continue), hold their answer for later (hlb_http_answer()), answer large bodies (sent from the handler's buffer, not copied), descriptors or a failed append; every answer a client reads whole is one well-formed response whose body is what its handler wrote, and nothing leaks. */
+/* Fuzzes the admin endpoint's connections (src/control/http.c) rather than its parser: clients on its Unix socket write, shut down, read slowly and go away in any order while handlers answer at once (or from the head alone, before a 100 Continue), hold their answer for later (hlb_http_answer()), answer large bodies (sent from the handler's buffer, not copied), descriptors or a failed append; every answer a client reads whole is one well-formed response whose body is what its handler wrote, every connection ends when its client closes (none left to a timer), and nothing leaks. */
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
@@ -398,6 +398,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		close(cl[i].fd);
 		free(cl[i].got);
 	}
+	/* every client gone: every connection ends now, at its client's end (one lingering after
+	 * its answer too), none waiting for its timer (2 s, 10 s, 60 s) */
+	pump(l, 64);
+	check(hlb_http_conns(st.h) == 0, "every connection closed at its client's close");
 	hlb_http_free(st.h);
 	hlb_loop_free(l);
 	close(st.devnull[0]);

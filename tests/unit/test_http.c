@@ -836,6 +836,36 @@ static bool body_goes_in(struct hlb_loop *l, int fd, const char *rest)
 	return ok;
 }
 
+/* An endpoint of hold_wait() on 127.0.0.1, a port of its own, on a loop of its own. */
+struct tcp_end {
+	struct hlb_loop *l;
+	struct hlb_http *h;
+	uint64_t held;
+	uint16_t port; /* network order */
+};
+
+static void tcp_end_new(struct tcp_end *e)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct hashlb_error err = { 0 };
+	struct sockaddr_storage ss;
+
+	e->held = 0;
+	assert_int_equal(hlb_loop_new(&e->l), 0);
+	assert_int_equal(hlb_http_new(e->l, (const struct sockaddr *)&sin, sizeof(sin), hold_wait,
+				      &e->held, &e->h, &err),
+			 0);
+	assert_int_equal(hlb_http_sockname(e->h, &ss), 0);
+	e->port = ((const struct sockaddr_in *)&ss)->sin_port;
+}
+
+static void tcp_end_free(struct tcp_end *e)
+{
+	hlb_http_free(e->h);
+	hlb_loop_free(e->l);
+}
+
 /*
  * A request answered from its head alone is answered at once, its body not waited for: with
  * Expect: 100-continue, a path the endpoint does not have gets its 404 and no 100 (it got the
@@ -845,47 +875,113 @@ static bool body_goes_in(struct hlb_loop *l, int fd, const char *rest)
  */
 static void test_answered_before_the_body(void **state)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct hashlb_error err = { 0 };
-	struct sockaddr_storage ss;
-	struct hlb_http *h;
-	struct hlb_loop *l;
-	uint64_t held = 0;
+	struct tcp_end e;
 	char buf[512];
-	uint16_t port;
 	int fd;
 
 	(void)state;
-	assert_int_equal(hlb_loop_new(&l), 0);
-	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sin, sizeof(sin), hold_wait,
-				      &held, &h, &err),
-			 0);
-	hlb_http_on_head(h, nope_head, NULL);
-	assert_int_equal(hlb_http_sockname(h, &ss), 0);
-	port = ((const struct sockaddr_in *)&ss)->sin_port;
+	tcp_end_new(&e);
+	hlb_http_on_head(e.h, nope_head, NULL);
 
-	fd = tcp_ask(port,
+	fd = tcp_ask(e.port,
 		     "POST /nope HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n");
-	read_now(l, fd, buf, sizeof(buf));
+	read_now(e.l, fd, buf, sizeof(buf));
 	assert_true(!strncmp(buf, "HTTP/1.1 404 ", 13));
 	assert_non_null(strstr(buf, "\r\n\r\nnope\n"));
-	assert_true(body_goes_in(l, fd, "backend=a"));
+	assert_true(body_goes_in(e.l, fd, "backend=a"));
 
-	fd = tcp_ask(port,
+	fd = tcp_ask(e.port,
 		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
-	assert_string_equal(read_now(l, fd, buf, sizeof(buf)), "HTTP/1.1 100 Continue\r\n\r\n");
+	assert_string_equal(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 100 Continue\r\n\r\n");
 	assert_int_equal(write(fd, "a=b", 3), 3);
 	shutdown(fd, SHUT_WR);
-	pump(l, NULL, fd);
+	pump(e.l, NULL, fd);
 	assert_non_null(strstr(answer_of(fd, buf, sizeof(buf)), "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(buf, "\r\n\r\nnow\n"));
 
-	fd = tcp_ask(port, "POST /now HTTP/2.0\r\nContent-Length: 9\r\n\r\nback");
-	assert_true(!strncmp(read_now(l, fd, buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
-	assert_true(body_goes_in(l, fd, "end=a"));
-	hlb_http_free(h);
-	hlb_loop_free(l);
+	fd = tcp_ask(e.port, "POST /now HTTP/2.0\r\nContent-Length: 9\r\n\r\nback");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
+	assert_true(body_goes_in(e.l, fd, "end=a"));
+	tcp_end_free(&e);
+}
+
+/* Run <l> a few rounds, not waiting. */
+static void settle(struct hlb_loop *l)
+{
+	for (int i = 0; i < 8; i++)
+		assert_true(hlb_loop_run_once(l, 0) >= 0);
+}
+
+/*
+ * An answer after which the client may still send lingers (what it sends is read until it
+ * ends), whatever the answer: a request after the one answered (pipelined), a 503 to a client
+ * waiting on Expect over the 64 connections; the lingering connection ends when its client
+ * does, not on its 2 s timer. A request that came whole and alone, answered or refused, is
+ * closed at once. And lingering connections give their place to new ones at the 64.
+ */
+static void test_lingers_while_the_client_may_send(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX];
+	struct tcp_end e;
+	char buf[512];
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+
+	/* whole and alone: closed once answered, a 200 or a refusal */
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(read_now(e.l, fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	close(fd);
+	fd = tcp_ask(e.port, "GET /now HTTP/2.0\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	close(fd);
+
+	/* a request after it: its answer, then what comes is taken, until the client ends */
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\nGET /n");
+	assert_non_null(strstr(read_now(e.l, fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	assert_true(body_goes_in(e.l, fd, "ow HTTP/1.1\r\nHost: x\r\n\r\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0); /* at the client's end, not the timer's */
+
+	/* 64 lingering: a new connection is served, one of them closed for it */
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "GET /now HTTP/2.0\r\n\r\nmore");
+		assert_true(!strncmp(read_now(e.l, fds[i], buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
+	}
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX);
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 200 ", 13));
+	close(fd);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX - 1);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
+		close(fds[i]);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+
+	/* 64 waiting for their request: the 503 to one past them that waits on Expect lingers
+	 * (it closed at once, and the body the client sends next drew a reset) */
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	fd = tcp_ask(e.port,
+		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	assert_true(body_goes_in(e.l, fd, "a=b"));
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
+		close(fds[i]);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	tcp_end_free(&e);
 }
 
 /*
@@ -1109,6 +1205,7 @@ int main(void)
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_failed_start_leaves_the_path),
 		cmocka_unit_test(test_answered_before_the_body),
+		cmocka_unit_test(test_lingers_while_the_client_may_send),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
