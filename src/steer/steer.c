@@ -82,13 +82,11 @@ struct hashlb_steer {
 	 * handle publishes (hashlb_steer_share()). With more than one, a
 	 * table flips alone: its VIPs' entries name the half in force
 	 * (<vflag>: HLB_STEER_VIP_F_HALF or 0), rewritten with a flip of the
-	 * VIP half, so this handle keeps its VIPs as last set (<vips>) and
-	 * every other table's VIPs are left as they are.
+	 * VIP half (vips_flip_table()) as they are in force, every other
+	 * table's VIPs left as they are.
 	 */
 	uint32_t tables, table;
 	uint32_t vflag;
-	struct sockaddr_storage *vips;
-	uint32_t n_vips, vips_flags;
 	uint32_t ct_buckets; /* hlb_ct's entries, a power of two */
 	/* hlb_stats' and hlb_stats2's value sizes: a program another hashlb
 	 * loaded may have other ones (steer_shared.h), hlb_stats2 none (0) */
@@ -141,6 +139,7 @@ struct hashlb_steer {
 };
 
 static int vflag_read(struct hashlb_steer *s);
+static int vflag_sync(struct hashlb_steer *s);
 
 bool hashlb_steer_supported(void)
 {
@@ -1603,7 +1602,6 @@ void hashlb_steer_free(struct hashlb_steer *s)
 		close(s->sync_inner_fd);
 	for (int i = 0; i < SHADOW_MAX; i++)
 		free(s->shadow[i].v);
-	free(s->vips);
 	free(s);
 }
 
@@ -1888,30 +1886,6 @@ static bool vip_others(const struct hashlb_steer *s, const struct hlb_steer_vip 
 }
 
 /*
- * Keep <vips> (<n>) and <flags> as <s>'s VIPs, which a flip of its table
- * writes again (several tables). 0 or -ENOMEM.
- */
-static int vips_keep(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
-		     uint32_t flags)
-{
-	struct sockaddr_storage *copy = NULL;
-
-	if (vips == s->vips)
-		return 0;
-	if (n) {
-		copy = malloc(n * sizeof(*copy));
-		if (!copy)
-			return -ENOMEM;
-		memcpy(copy, vips, n * sizeof(*copy));
-	}
-	free(s->vips);
-	s->vips = copy;
-	s->n_vips = n;
-	s->vips_flags = flags;
-	return 0;
-}
-
-/*
  * hashlb_steer_set_vips(), each VIP's port entry with <flags> too
  * (HLB_STEER_VIP_F_CLOSED). Of a program of several tables, the VIPs of
  * <s>'s table: each port entry names it and its half in force (<s>'s vflag),
@@ -1924,8 +1898,11 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
 	uint32_t nw = 0, zero = 0, active = 0, vh;
 	struct map_batch *b;
-	int ret = 0;
+	int ret = vflag_sync(s);
 
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "reading the VIP map: %s",
+				  strerror(-ret));
 	if (s->tables > 1)
 		flags |= s->table << HLB_STEER_VIP_TABLE_SHIFT | s->vflag;
 	for (uint32_t i = 0; i < n; i++) {
@@ -2010,9 +1987,6 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		errno = -ret;
 		goto err_sys;
 	}
-	ret = s->tables > 1 ? vips_keep(s, vips, n, flags & (HLB_STEER_VIP_F_CLOSED)) : 0;
-	if (ret < 0)
-		ret = hashlb_err(err, ret, HASHLB_ERR_NOMEM, "out of memory");
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
@@ -2023,12 +1997,10 @@ out:
 }
 
 /*
- * Into <ret_v>, the first port entry of the VIP half in force of <s>'s program
- * that is <want>'s address and port, or with no <want>, of table <table>.
- * 0, -ENOENT if none, or -errno.
+ * hlb_active into *<ret_active>, and the VIP half in force it names into
+ * *<ret_cur> (HLB_STEER_VIP_SLOTS entries, the caller frees). 0 or -errno.
  */
-static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want, uint32_t table,
-			struct hlb_steer_vip *ret_v)
+static int vips_read(struct hashlb_steer *s, uint32_t *ret_active, struct hlb_steer_vip **ret_cur)
 {
 	struct hlb_steer_vip *cur;
 	uint32_t zero = 0, active = 0;
@@ -2041,8 +2013,30 @@ static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want
 		return -ENOMEM;
 	ret = map_read(s->fd[M_VIPS], ((active >> 1) & 1) * HLB_STEER_VIP_SLOTS,
 		       HLB_STEER_VIP_SLOTS, cur, sizeof(*cur));
-	if (ret == 0)
-		ret = -ENOENT;
+	if (ret < 0) {
+		free(cur);
+		return ret;
+	}
+	*ret_active = active;
+	*ret_cur = cur;
+	return 0;
+}
+
+/*
+ * Into <ret_v>, the first port entry of the VIP half in force of <s>'s program
+ * that is <want>'s address and port, or with no <want>, of table <table>.
+ * 0, -ENOENT if none, or -errno.
+ */
+static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want, uint32_t table,
+			struct hlb_steer_vip *ret_v)
+{
+	struct hlb_steer_vip *cur;
+	uint32_t active;
+	int ret = vips_read(s, &active, &cur);
+
+	if (ret < 0)
+		return ret;
+	ret = -ENOENT;
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == -ENOENT; i++) {
 		if (!(cur[i].flags & HLB_STEER_VIP_F_VALID) ||
 		    (cur[i].flags & HLB_STEER_VIP_F_ADDR_ONLY) ||
@@ -2061,16 +2055,64 @@ static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want
  */
 static int vflag_read(struct hashlb_steer *s)
 {
+	s->vflag = 0;
+	return vflag_sync(s);
+}
+
+/*
+ * <s>'s vflag as its table's VIPs in force say, if the table has any: what
+ * the program reads, whatever this handle last wrote. None: the handle's own
+ * (its table's half written last, which its next VIPs name). 0 or -errno.
+ */
+static int vflag_sync(struct hashlb_steer *s)
+{
 	struct hlb_steer_vip v;
 	int ret;
 
-	s->vflag = 0;
 	if (s->tables < 2)
 		return 0;
 	ret = vip_in_force(s, NULL, s->table, &v);
 	if (ret == 0)
 		s->vflag = v.flags & HLB_STEER_VIP_F_HALF;
 	return ret == -ENOENT ? 0 : ret;
+}
+
+/*
+ * Flip <s>'s table (several tables): the VIP half in force copied to the
+ * other, every port entry of its table naming half <vflag>, each where it
+ * is (conntrack entries name its index), closed or not; the other tables'
+ * entries as they are; then the VIP half flipped. The table's VIPs are the
+ * ones in force, not a list of the handle's: a handle that took the program
+ * over, or shared a table that served, has none, and a flip by it took its
+ * table's VIPs out of the program until its set_vips() (their established
+ * flows passed to the stack meanwhile, which resets them). 0 or -errno.
+ */
+static int vips_flip_table(struct hashlb_steer *s, uint32_t vflag)
+{
+	struct hlb_steer_vip *cur;
+	struct map_batch *b;
+	uint32_t active, vh;
+	int ret = vips_read(s, &active, &cur);
+
+	if (ret < 0)
+		return ret;
+	b = batch_new(s->fd[M_VIPS], sizeof(*cur));
+	if (!b)
+		ret = -ENOMEM;
+	vh = ((active >> 1) & 1) ^ 1;
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == 0; i++) {
+		if ((cur[i].flags & HLB_STEER_VIP_F_VALID) &&
+		    !(cur[i].flags & HLB_STEER_VIP_F_ADDR_ONLY) && vip_table(&cur[i]) == s->table)
+			cur[i].flags = (cur[i].flags & ~HLB_STEER_VIP_F_HALF) | vflag;
+		ret = batch_add(b, vh * HLB_STEER_VIP_SLOTS + i, &cur[i]);
+	}
+	if (ret == 0)
+		ret = batch_flush(b);
+	free(b);
+	free(cur);
+	if (ret == 0)
+		ret = steer_flip(s, (active & ~2u) | vh << 1);
+	return ret;
 }
 
 int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
@@ -2162,9 +2204,6 @@ int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 	/* what this handle knows of its halves was of another table */
 	hashlb_steer_tables_unknown(s);
 	s->wrote[0] = s->wrote[1] = false;
-	free(s->vips);
-	s->vips = NULL;
-	s->n_vips = 0;
 	return vflag_read(s);
 }
 
@@ -2681,7 +2720,12 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	/* The first table goes into half 1: half 0 is the all-zero table
 	 * (no points: every lookup says "no backend") until then. Of several
 	 * tables, each its own half in force: bit 0's, or the other one if its
-	 * VIPs say so. */
+	 * VIPs in force say so (read again under the lock: another handle of
+	 * the table, in another process, may have flipped it since). */
+	ret = vflag_sync(s);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "reading the VIP map: %s",
+				  strerror(-ret));
 	half = (active & 1) ^ (s->vflag ? 1 : 0) ^ 1;
 	ret = shadow_check(s, half);
 	if (ret < 0)
@@ -2802,12 +2846,12 @@ static int set_table(struct hashlb_steer *s, const struct hashlb_table *t, enum 
 	}
 	if (s->tables > 1) {
 		/* its VIPs name the half now in force, the others' as they were */
-		s->vflag ^= HLB_STEER_VIP_F_HALF;
-		ret = set_vips(s, s->vips, s->n_vips, s->vips_flags, err);
+		ret = vips_flip_table(s, s->vflag ^ HLB_STEER_VIP_F_HALF);
 		if (ret < 0) {
-			s->vflag ^= HLB_STEER_VIP_F_HALF;
-			goto out;
+			errno = -ret;
+			goto err_sys;
 		}
+		s->vflag ^= HLB_STEER_VIP_F_HALF;
 	} else {
 		ret = steer_flip(s, (active & ~1u) | half);
 		if (ret < 0)

@@ -6,8 +6,10 @@
  * leaves the other's new flows on its table and its established flows on
  * their backends; a VIP another table has is refused; while one table
  * flips between two in a thread, the other's new flows never see it, and its
- * own each go where one of the two says. Through BPF_PROG_TEST_RUN, Maglev
- * for one table, the ring for the other.
+ * own each go where one of the two says; a table published through a handle
+ * that has no VIP list (a takeover) keeps its VIPs served, and one whose idea
+ * of its half is stale never writes the half in force. Through
+ * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -193,6 +195,64 @@ static void flip_b(struct hashlb_steer *sb, const struct hashlb_table *ta,
 	hashlb_steer_flows_clear(sb);
 }
 
+static bool abort_yes(void *arg)
+{
+	(void)arg;
+	return true;
+}
+
+/*
+ * A's table published through another handle of it, with no VIP list of
+ * its own (a hashlb that took the program over, a service sharing a table
+ * that served): A's VIPs stay in the program, each new flow by the new table
+ * (before, the flip took them out until that handle set them: their
+ * established flows passed to the stack, reset). Then the first handle, its
+ * idea of A's half stale, writes a table and is stopped before the flip:
+ * the one in force stays (before, it wrote over the half in force). Ends
+ * with <ta> published through <sa>.
+ */
+static void taken_over(struct hashlb_steer *sa, const struct hashlb_table *ta,
+		       const struct hashlb_table *ta2)
+{
+	struct hashlb_steer_dest d[8];
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *o;
+	uint32_t wrong;
+
+	if (hashlb_steer_share(sa, 0, &o, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		exit(1);
+	}
+	publish(o, ta2, 0);
+	wrong = off_table(vips_a, 2, 6000, ta2, SEED_A, 0);
+	CHECK(wrong == 0,
+	      "A's new flows after a publication by a handle without its VIPs: "
+	      "%u of %u not where its table says",
+	      wrong, 2 * FLOWS);
+	memset(d, 0, sizeof(d));
+	for (uint32_t i = 0; i < 4; i++) {
+		test_backend_mac(i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+	}
+	hashlb_steer_set_abort(sa, abort_yes, NULL);
+	CHECK(hashlb_steer_set_table(sa, ta, HASHLB_KEY_4TUPLE, NULL, d, &err) == -ECANCELED,
+	      "a publication stopped before its flip: %s", err.msg);
+	hashlb_steer_set_abort(sa, NULL, NULL);
+	wrong = off_table(vips_a, 2, 7000, ta2, SEED_A, 0);
+	CHECK(wrong == 0,
+	      "A's new flows after a stopped publication: %u of %u not by the "
+	      "table in force",
+	      wrong, 2 * FLOWS);
+	hashlb_steer_free(o);
+	publish(sa, ta, 0);
+	wrong = off_table(vips_a, 2, 8000, ta, SEED_A, 0);
+	CHECK(wrong == 0, "A's new flows, its first handle's again: %u of %u off", wrong,
+	      2 * FLOWS);
+	/* their entries, by ta2, would hold flip_b()'s flows whose numbers wrap
+	 * onto theirs (a v6 client's 16 bits) */
+	hashlb_steer_flows_clear(sa);
+}
+
 int main(void)
 {
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
@@ -225,6 +285,7 @@ int main(void)
 	CHECK(wrong == 0, "A's new flows: %u of %u not where its table says", wrong, 2 * FLOWS);
 	wrong = off_table(vips_b, 2, 0, tb, SEED_B, B_MAC);
 	CHECK(wrong == 0, "B's new flows: %u of %u not where its table says", wrong, 2 * FLOWS);
+	taken_over(sa, ta, ta2);
 	flip_b(sb, ta, tb, tb3);
 
 	/* A VIP of A's is refused to B, and B's stay as they were. */
