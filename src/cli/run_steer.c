@@ -534,17 +534,52 @@ static uint32_t iface_services(const struct run_steer *rs, const struct run_stee
 	return n;
 }
 
-/* Whether a service of <rs> publishes table <t> of the program <p> has. */
-static bool table_used(const struct run_steer *rs, const struct hashlb_steer *p, uint32_t t)
+/* Whether a service of <rs> other than <skip> (NULL: none) publishes table <t> of the
+ * program <p> has. */
+static bool table_used_by_other(const struct run_steer *rs, const struct run_steer_svc *skip,
+				const struct hashlb_steer *p, uint32_t t)
 {
 	for (uint32_t i = 0; i < rs->n; i++) {
 		const struct hashlb_steer *o = rs->svcs[i].steer;
 
-		if (o && hashlb_steer_ifindex(o) == hashlb_steer_ifindex(p) &&
+		if (&rs->svcs[i] != skip && o &&
+		    hashlb_steer_ifindex(o) == hashlb_steer_ifindex(p) &&
 		    hashlb_steer_table(o) == t)
 			return true;
 	}
 	return false;
+}
+
+/* Whether a service of <rs> publishes table <t> of the program <p> has. */
+static bool table_used(const struct run_steer *rs, const struct hashlb_steer *p, uint32_t t)
+{
+	return table_used_by_other(rs, NULL, p, t);
+}
+
+/*
+ * The table of the program <p> has for <e>, whose VIP has none there: the first that no
+ * other service of <rs> publishes and that serves no VIP, else the first no other service
+ * publishes; -ENOSPC if every one is another's. Not one that serves: it is the table of a
+ * service the replaced (or killed) hashlb steered there, which a service of this config
+ * further on claims by its VIP (share()). Taken by <e> first, that service got another,
+ * whose VIP set was refused while the table <e> took still held it (-EEXIST: its table
+ * never published while <e>'s was refused), and <e>'s first table steered its clients.
+ */
+static int table_free(const struct run_steer *rs, const struct run_steer_svc *e,
+		      struct hashlb_steer *p)
+{
+	uint32_t n = hashlb_steer_tables(p);
+	int any = -ENOSPC;
+
+	for (uint32_t t = 0; t < n; t++) {
+		if (table_used_by_other(rs, e, p, t))
+			continue;
+		if (!hashlb_steer_table_serves(p, t))
+			return (int)t;
+		if (any < 0)
+			any = (int)t;
+	}
+	return any;
 }
 
 /*
@@ -597,16 +632,15 @@ static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
 static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,
 		 struct hashlb_error *err)
 {
-	uint32_t n = hashlb_steer_tables(other->steer), t;
+	uint32_t n = hashlb_steer_tables(other->steer);
 	char dev[IF_NAMESIZE];
-	int have = hashlb_steer_vip_table(other->steer, &e->vip);
+	int have = hashlb_steer_vip_table(other->steer, &e->vip), t;
 
 	if (have >= 0 && !table_used(rs, other->steer, (uint32_t)have))
 		return hashlb_steer_share(other->steer, (uint32_t)have, &e->steer, err);
-	for (t = 0; t < n && table_used(rs, other->steer, t); t++)
-		;
-	if (t < n)
-		return hashlb_steer_share(other->steer, t, &e->steer, err);
+	t = table_free(rs, e, other->steer);
+	if (t >= 0)
+		return hashlb_steer_share(other->steer, (uint32_t)t, &e->steer, err);
 	return hashlb_err(
 		err, -ENOSPC, HASHLB_ERR_CONFIG,
 		"the program on '%s' (service '%s''s) holds %u table%s, each a service's: "
@@ -818,11 +852,14 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
 				hashlb_steer_table(e->steer), other->name);
 		} else if ((ret = take_over(rs, e, o.iface, &from, &err)) == 0) {
-			/* of several tables, its own (the replaced hashlb's order) */
+			/* of several tables, its own (the replaced hashlb's order), else one
+			 * that serves no other service's VIP (table_free()) */
 			int t = hashlb_steer_tables(e->steer) > 1
 					? hashlb_steer_vip_table(e->steer, &e->vip)
 					: -ENOENT;
 
+			if (t == -ENOENT && hashlb_steer_tables(e->steer) > 1)
+				t = table_free(rs, e, e->steer);
 			if (t >= 0)
 				hashlb_steer_use_table(e->steer, (uint32_t)t);
 			e->held = strcmp(from, "upgrade") == 0 && !rs->old_stopped;

@@ -16,7 +16,8 @@ table, logged once, and the new VIP is steered; steering_flows sizes the conntra
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
-each, and a reload removing one leaves the other's flows; an
+each, and a reload removing one leaves the other's flows; an upgrade adding a service before
+another takes no table that serves a VIP; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
@@ -1783,6 +1784,43 @@ def upgrade_dropped(topo, servers):
         two_services_end(topo, d, new_pid)
 
 
+def upgrade_added(topo, servers):
+    """An upgrade in place whose config adds a service on eth0 between web and api (gate, on
+    the IPv4 VIP's port 81, over a host that is not there, health checks off: its table refused
+    for good, no MAC): gate gets a table that serves no VIP, and api the one its VIP has in the
+    program, so api's tables are published, its clients on b3. Before, gate took api's table
+    (the first no service of the new process used), api got another, and its VIP was refused
+    to it ('a VIP of these is table 1's'), held by gate's table, which was never published:
+    api's tables stayed out of the kernel for good, its clients steered by the old process's
+    last one."""
+    web, api = two_services_yaml(topo)
+    new_pid = None
+    d = two_services_start(topo, web + api, "upgrade_added")
+    try:
+        gate = (f"  - name: gate\n    listen: '{T.VIP}:81'\n    hash_key: 4-tuple\n"
+                f"    steering: kernel\n    interface: eth0\n    health: {{enabled: false}}\n"
+                f"    backends:\n      - {{name: g1, address: '{topo.backend_ip(20)}:80'}}\n")
+        d.edit(web + api, web + gate + api)
+        d.skip_log()
+        new_pid = upgrade(d, "upgrade_added")
+        missing = d.wait_each(["service=web generation=", "service=api generation=",
+                               "service=gate error="], 15)
+        check(not missing, f"upgrade_added: after the upgrade, no line for {missing}: "
+              f"{[l for l in d.lines if 'steering' in l][-6:]}")
+        refused = [l for l in d.lines if "not updated" in l and "service=api" in l]
+        check(not refused, f"upgrade_added: api's table refused: {refused[:1]}")
+        got4 = kernel_steered(topo, "upgrade_added", T.VIP)
+        got6 = kernel_steered(topo, "upgrade_added", T.VIP6)
+        check(set(got4) <= {"b1", "b2"} and got6 == {"b3": 20},
+              f"upgrade_added: clients not on their own service's backends: {dict(got4)} "
+              f"{dict(got6)}")
+        print(f"upgrade_added: api published, gate refused; web's clients {dict(got4)}, "
+              f"api's {dict(got6)}", flush=True)
+        topo.wait_closed()
+    finally:
+        two_services_end(topo, d, new_pid)
+
+
 def altname(topo, servers):
     """Two services steered on one interface under two of its names, eth0 and an altname: the
     second shares the first's program (a table each), and each one's clients reach its own
@@ -2277,7 +2315,7 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
-                     ("upgrade_dropped", upgrade_dropped),
+                     ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
                      ("iface_recreated", iface_recreated),
                      ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
