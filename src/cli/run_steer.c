@@ -1205,7 +1205,10 @@ static bool svc_taken_over(struct run_steer *rs, struct run_steer_svc *e, bool n
 }
 
 /* Detach <e>'s program (a stop), logged with the interface's name now; one
- * another service still drives stays attached, for it. */
+ * another service still drives stays attached, for it, without <e>'s VIP: its
+ * flows end now (a drain of 0 ms, or at its deadline), as a detach ends them,
+ * and new clients of it are not steered by its last table while the others
+ * drain (before, its VIP stayed in the program, open if it never drained). */
 static void detach_stopped(struct run_steer *rs, struct run_steer_svc *e)
 {
 	char qi[LOG_IFACE_KV_MAX];
@@ -1213,7 +1216,7 @@ static void detach_stopped(struct run_steer *rs, struct run_steer_svc *e)
 
 	/* interface=NAME, the name it has now: read before the program goes */
 	iface_kv(e, qi);
-	shared = steer_release(rs, e, false);
+	shared = steer_release(rs, e, true);
 	hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s reason=stopped%s", e->name,
 		qi, shared ? " program=\"kept for the other services on it\"" : "");
 }

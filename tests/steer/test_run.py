@@ -17,7 +17,8 @@ a reload that changes it keeps the program and its flows; hash_prefix sends the 
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
 each, and a reload removing one leaves the other's flows; an upgrade adding a service before
-another takes no table that serves a VIP; an
+another takes no table that serves a VIP, and a stop of one that drains 0 s takes its VIP out
+while the other drains; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
@@ -1784,6 +1785,44 @@ def upgrade_dropped(topo, servers):
         two_services_end(topo, d, new_pid)
 
 
+def stop_shared(topo, servers):
+    """A stop of web and api, sharing eth0's program, web draining 0 s and api 60 s with 12
+    connections held through the kernel path: web's program is let go at once (kept for api)
+    and web's VIP leaves it, so 3 new clients of web are refused by the LB's stack with no new
+    flow in the kernel path, while api's held connections answer from b3 and its drain ends
+    with them. Before, web's VIP stayed open in the program for the whole of api's drain, its
+    new clients steered by its last table to b1 and b2 while hashlb was stopping."""
+    web, api = two_services_yaml(topo)
+    web = web.replace("    backends:\n", "    timeouts: {drain: 0s}\n    backends:\n", 1)
+    api = api.replace("    backends:\n", "    timeouts: {drain: 60s}\n    backends:\n", 1)
+    d = two_services_start(topo, web + api, "stop_shared")
+    try:
+        client6 = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP6,
+                                           str(T.VIP_PORT), "12"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held6 = dict(json.loads(client6.stdout.readline()))
+        d.skip_log()
+        d.proc.terminate()
+        line = d.wait_log(T.DRAINING, 10)
+        check(line is not None and "service=api" in line,
+              f"stop_shared: api's flows not drained: {d.lines[d.pos - 5:]}")
+        before = steer_stats(topo)
+        got = connect_count(topo, 3, T.VIP)
+        after = steer_stats(topo)
+        check(got == {"ConnectionRefusedError": 3} and before and
+              after.get("new_flows") == before.get("new_flows"),
+              f"stop_shared: 3 new clients of web while api drains: {dict(got)}, new flows "
+              f"{before.get('new_flows')} then {after.get('new_flows')}")
+        lost = still_held(client6, held6, "stop_shared: api's connections while it drains")
+        detached = d.wait_log('msg="kernel steering detached" service=api', 30)
+        check(detached is not None, f"stop_shared: api's drain did not end: "
+              f"{d.lines[d.pos - 5:]}")
+        print(f"stop_shared: web's new clients {dict(got)}; api's {len(held6)} held "
+              f"connections, {lost} lost", flush=True)
+    finally:
+        two_services_end(topo, d)
+
+
 def upgrade_added(topo, servers):
     """An upgrade in place whose config adds a service on eth0 between web and api (gate, on
     the IPv4 VIP's port 81, over a host that is not there, health checks off: its table refused
@@ -2316,6 +2355,7 @@ def body(topo):
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
+                     ("stop_shared", stop_shared),
                      ("iface_recreated", iface_recreated),
                      ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
