@@ -317,6 +317,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_CLOSED] = "closed",
 	[CONN_END_BACKEND_DOWN] = "backend_down",
 	[CONN_END_PRIMARY_UP] = "primary_up",
+	[CONN_END_HANDED_OVER] = "handed_over",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -920,6 +921,18 @@ static bool conn_cancel_each(struct worker *w, struct conn *c)
 	return true;
 }
 
+/* Take <c>, CONN_LENT, off w->lent. */
+static void lent_unlink(struct worker *w, struct conn *c)
+{
+	struct conn **pp = &w->lent;
+
+	while (*pp && *pp != c)
+		pp = &(*pp)->qnext;
+	if (*pp)
+		*pp = c->qnext;
+	c->qnext = NULL;
+}
+
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 {
 	bool cancelled;
@@ -927,8 +940,12 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 	if (c->state == CONN_CLOSING)
 		return;
 	/* Not served yet (reading its PROXY header, connecting, queued):
-	 * whatever the end, the client is reset (client_refuse()). */
-	if (c->state != CONN_OPEN)
+	 * whatever the end, the client is reset (client_refuse()). Not one
+	 * lent to an upgrade's new process: the socket may be its now (the
+	 * lender closes its copy, SO_LINGER is the socket's). */
+	if (c->state == CONN_LENT)
+		lent_unlink(w, c);
+	else if (c->state != CONN_OPEN)
 		sock_reset_on_close(c->fd[0]);
 	/* Established, closed by hashlb (a timeout, a drain, ctl close): a
 	 * side whose stream it cuts short is reset, as a reset would have it;
@@ -2352,10 +2369,11 @@ static void conn_header_ready(struct worker *w, struct conn *c, int events)
 			conn_reset(w, c, 0, sock_gone_error(c->fd[0]));
 			return;
 		}
-	} else if (c->proxy) {
-		/* Our own header to the backend passes the client on. Without
-		 * the memory, the header would name the front proxy as the
-		 * client: closed instead. */
+	} else {
+		/* Our own header to the backend passes the client on (c->proxy),
+		 * and an upgrade's new process it is lent to hashes it again
+		 * (conn_queue_lend()). Without the memory, the header would name
+		 * the front proxy as the client: closed instead. */
 		c->orig = malloc(sizeof(addr));
 		if (!c->orig) {
 			c->err = ENOMEM;
@@ -3167,4 +3185,151 @@ void conn_queue_run(struct worker *w)
 	/* The parts were read before the walk: a change during it is seen next time. Each
 	 * service left was one of the look's, its part read (not gated: fp is 0, none read). */
 	w->queue_fp = gated ? queue_fp_left(w) : fp;
+}
+
+/*
+ * An upgrade in place: lend each client waiting in the queue to the new process, which asks
+ * for them (hlb_proxy_lend_queue()). Each is taken off the queue, with its counts, into
+ * w->lent, its socket duplicated for the control thread to pass; its client watch stays (a
+ * client that leaves meanwhile is closed here, unreset). A client past its deadline, or whose
+ * socket cannot be duplicated, stays. Answers with lent_answer().
+ */
+void conn_queue_lend(struct worker *w)
+{
+	struct hlb_lent *lent = NULL;
+	struct conn **pp = &w->queue_head, **lt = &w->lent, *c;
+	size_t n = 0, cap = 0;
+
+	while (*lt) /* in the queue's order, after any lent before */
+		lt = &(*lt)->qnext;
+
+	while ((c = queue_step(w, pp))) {
+		int32_t left = (int32_t)(c->queued_until - (uint32_t)w->now_ms);
+		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
+		struct hlb_lent *l;
+		int fd;
+
+		if (left <= 0 || (snap->accept_proxy && !c->orig) ||
+		    strlen(c->svc->name) >= sizeof(lent->svc)) {
+			pp = &c->qnext;
+			continue;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			struct hlb_lent *a = realloc(lent, ncap * sizeof(*a));
+
+			if (!a)
+				break;
+			lent = a;
+			cap = ncap;
+		}
+		fd = fcntl(c->fd[0], F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			break; /* no descriptor left: the rest stay */
+		l = &lent[n++];
+		memset(l, 0, sizeof(*l));
+		l->fd = fd;
+		l->worker = w->id;
+		l->conn = c;
+		l->left_ms = (uint32_t)left;
+		strcpy(l->svc, c->svc->name);
+		if (c->orig) {
+			l->addrs = true;
+			memcpy(l->addr, c->orig, sizeof(l->addr));
+		}
+		queue_unlink(w, pp);
+		queue_release(c->be);
+		c->be = NULL;
+		hlb_backend_unref(c->retry_of);
+		c->retry_of = NULL;
+		c->state = CONN_LENT;
+		c->qnext = NULL;
+		*lt = c;
+		lt = &c->qnext;
+	}
+	if (!lent_answer(w->proxy, lent, n)) {
+		for (size_t i = 0; i < n; i++)
+			close(lent[i].fd);
+		conn_lent_end(w, NULL, 0);
+	}
+	free(lent);
+}
+
+/*
+ * The new process took <taken> (<n>) of the clients w->lent holds: closed here, without a word
+ * to them (end=handed_over). The others come back: tried for a backend again, and waiting
+ * again, in the queue's order, under their first deadline if none has room.
+ */
+void conn_lent_end(struct worker *w, void *const *taken, size_t n)
+{
+	struct conn *c, *back = NULL, **tail = &back;
+
+	while ((c = w->lent)) {
+		bool mine = false;
+
+		w->lent = c->qnext;
+		c->qnext = NULL;
+		for (size_t i = 0; i < n && !mine; i++)
+			mine = taken[i] == c;
+		if (mine) {
+			conn_abort(w, c, CONN_END_HANDED_OVER);
+			continue;
+		}
+		*tail = c;
+		tail = &c->qnext;
+	}
+	while ((c = back)) {
+		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
+
+		back = c->qnext;
+		c->qnext = NULL;
+		c->state = CONN_CONNECTING;
+		c->tried = 0;
+		w->first_full = NULL;
+		w->n_full_seen = 0;
+		if (!conn_connect(w, c, snap, NULL))
+			conn_no_backend(w, c, snap, NULL);
+	}
+}
+
+/*
+ * <fd>: a client another hashlb kept waiting in a queue of <svc>, served as if just accepted
+ * (conn_accepted(): max_connections of the service, keepalive, allow/deny, per client), its
+ * wait bounded by the <left_ms> it had left there. <addr>: the addresses its PROXY header
+ * named (read there), else its socket's own. Takes <fd>.
+ */
+void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
+		const struct sockaddr_storage *addr)
+{
+	const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
+	struct sockaddr_storage own[2];
+	struct conn *c;
+
+	if (!snap) {
+		client_refuse(w, fd);
+		return;
+	}
+	c = conn_new(w, svc, snap, fd);
+	if (!c)
+		return;
+	if (snap->keepalive.enabled)
+		sock_keepalive(fd, &snap->keepalive);
+	c->was_queued = true;
+	c->queued_until = (uint32_t)w->now_ms + (left_ms ? left_ms : 1);
+	if (addr) {
+		if (c->proxy) {
+			c->orig = malloc(2 * sizeof(*addr));
+			if (!c->orig) {
+				c->err = ENOMEM;
+				conn_abort(w, c, CONN_END_ERROR);
+				return;
+			}
+			memcpy(c->orig, addr, 2 * sizeof(*addr));
+		}
+		conn_route(w, c, snap, addr);
+	} else if (client_addrs(fd, own, snap->key == HASHLB_KEY_4TUPLE) < 0) {
+		conn_reset(w, c, 0, sock_gone_error(fd));
+	} else {
+		conn_route(w, c, snap, own);
+	}
 }

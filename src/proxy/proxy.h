@@ -12,7 +12,9 @@
 #ifndef HASHLB_PROXY_H
 #define HASHLB_PROXY_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/socket.h>
 
 #include "hashlb/error.h"
@@ -129,6 +131,46 @@ uint64_t hlb_proxy_max_connections_with(const struct hlb_proxy *p, uint32_t n_li
  * counted (hlb_service_queue_changed()).
  */
 void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc);
+/*
+ * A client waiting in a queue, lent to the process of an upgrade in place (hlb_proxy_lend_queue()):
+ * <fd> a duplicate of its socket (the caller's to close), the service it waits for, what is left
+ * of its timeouts.queue, and for an accept_proxy client whose header was read, the addresses the
+ * header named (<addrs>: [0] the client, [1] where it connected). <conn> and <worker> name the
+ * connection for hlb_proxy_lent_end().
+ */
+struct hlb_lent {
+	int fd;
+	uint32_t worker;
+	void *conn;
+	uint32_t left_ms;
+	bool addrs;
+	bool refused; /* hlb_proxy_lent_end(): not taken, it is served here */
+	struct sockaddr_storage addr[2];
+	char svc[65]; /* HLB_SERVICE_NAME_SIZE */
+};
+/*
+ * Ask every worker to lend the clients waiting in its queue: each takes them off its queue
+ * (they stay its connections, served by no one, until hlb_proxy_lent_end()). Once each has
+ * answered, hlb_proxy_lent_fd() is readable. Control thread; false if a lending is under way.
+ */
+bool hlb_proxy_lend_queue(struct hlb_proxy *p);
+int hlb_proxy_lent_fd(const struct hlb_proxy *p);
+/*
+ * Once every worker answered: the clients lent, *<ret> (the caller's to free), the one with the
+ * least time left first (the longest waiting); -EAGAIN before. Clears the eventfd.
+ */
+ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret);
+/* Those of <lent> (<n>) not <refused> are the new process's: closed here without a word to the
+ * client; the others go back to their queues, in their order. Closes every <fd>. */
+void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
+/*
+ * Serve <fd>, a client another hashlb kept waiting in a queue of <svc> (its socket; ours to
+ * close from now), as if just accepted, its wait bounded by <left_ms> more; <addr>, if not
+ * NULL, the addresses its PROXY header named (it was read). Control thread.
+ */
+void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
+		     const struct sockaddr_storage *addr);
+
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);
 

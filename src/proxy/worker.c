@@ -488,6 +488,18 @@ static void worker_commands(struct worker *w)
 				wlistener_close(w, wl);
 			}
 			break;
+		case CMD_LEND:
+			conn_queue_lend(w);
+			break;
+		case CMD_LENT_END:
+			conn_lent_end(w, cmd->taken, cmd->n);
+			free(cmd->taken);
+			break;
+		case CMD_ADOPT:
+			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms,
+				   cmd->addrs ? cmd->addr : NULL);
+			hlb_service_unref(cmd->svc);
+			break;
 		}
 		free(cmd);
 	}
@@ -963,6 +975,15 @@ static void *worker_main(void *arg)
 		atomic_store_explicit(&w->failed_done, true, memory_order_release);
 		atomic_fetch_add(&p->n_failed, 1);
 	}
+	/* a lending asked of it is answered: it has nothing to lend */
+	pthread_mutex_lock(&w->cmd_lock);
+	w->gone = true;
+	for (struct cmd *cmd = w->cmd_head; cmd; cmd = cmd->next)
+		if (cmd->type == CMD_LEND) {
+			lent_answer(p, NULL, 0);
+			cmd->type = CMD_DRAIN;
+		}
+	pthread_mutex_unlock(&w->cmd_lock);
 	atomic_fetch_add(&p->n_exited, 1);
 	if (write(p->exit_fd, &one, sizeof(one)) < 0) {
 		/* the counter cannot overflow with N writes: nothing to do */
@@ -1072,6 +1093,163 @@ void worker_failing_seen(struct worker *w)
 	}
 }
 
+/* Worker's answer to a CMD_LEND: <n> clients lent, <lent>; the last one wakes the control
+ * thread. False if there was no memory to note them: then they are not lent. */
+bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n)
+{
+	uint64_t one = 1;
+	bool last, noted = true;
+
+	pthread_mutex_lock(&p->lent_lock);
+	if (n && p->n_lent + n > p->lent_cap) {
+		size_t cap = p->lent_cap ? 2 * p->lent_cap : 64;
+		struct hlb_lent *a;
+
+		while (cap < p->n_lent + n)
+			cap *= 2;
+		a = realloc(p->lent, cap * sizeof(*a));
+		if (a) {
+			p->lent = a;
+			p->lent_cap = cap;
+		}
+	}
+	if (p->n_lent + n <= p->lent_cap) {
+		if (n)
+			memcpy(p->lent + p->n_lent, lent, n * sizeof(*lent));
+		p->n_lent += n;
+	} else {
+		noted = false;
+	}
+	last = ++p->lent_answers == p->n_workers;
+	pthread_mutex_unlock(&p->lent_lock);
+	if (last && write(p->lent_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write fails only on overflow: the control thread is woken */
+	}
+	return noted;
+}
+
+static void worker_push(struct worker *w, struct cmd *cmd);
+
+bool hlb_proxy_lend_queue(struct hlb_proxy *p)
+{
+	if (p->lending)
+		return false;
+	p->lending = true;
+	for (uint32_t i = 0; i < p->n_workers; i++) {
+		struct cmd *cmd = calloc(1, sizeof(*cmd));
+
+		if (!cmd) {
+			lent_answer(p, NULL, 0);
+			continue;
+		}
+		cmd->type = CMD_LEND;
+		worker_push(&p->workers[i], cmd);
+	}
+	return true;
+}
+
+int hlb_proxy_lent_fd(const struct hlb_proxy *p)
+{
+	return p->lent_fd;
+}
+
+static int lent_cmp(const void *a, const void *b)
+{
+	const struct hlb_lent *x = a, *y = b;
+
+	return x->left_ms < y->left_ms ? -1 : x->left_ms > y->left_ms;
+}
+
+ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
+{
+	uint64_t v;
+	size_t n;
+
+	if (read(p->lent_fd, &v, sizeof(v)) < 0) {
+		/* nothing to clear */
+	}
+	pthread_mutex_lock(&p->lent_lock);
+	if (!p->lending || p->lent_answers < p->n_workers) {
+		pthread_mutex_unlock(&p->lent_lock);
+		return -EAGAIN;
+	}
+	n = p->n_lent;
+	*ret = p->lent;
+	p->lent = NULL;
+	p->n_lent = p->lent_cap = 0;
+	p->lent_answers = 0;
+	pthread_mutex_unlock(&p->lent_lock);
+	p->lending = false;
+	/* the longest waiting first (of one worker's queue, ties are clients queued in the same ms) */
+	if (n > 1)
+		qsort(*ret, n, sizeof(**ret), lent_cmp);
+	return (ssize_t)n;
+}
+
+/* The rest of one worker's lent clients, <taken> the new process's. */
+static void lent_end_push(struct hlb_proxy *p, uint32_t worker, void **taken, size_t n)
+{
+	struct cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		free(taken); /* they stay lent until the drain ends them */
+		return;
+	}
+	cmd->type = CMD_LENT_END;
+	cmd->taken = taken;
+	cmd->n = n;
+	worker_push(&p->workers[worker], cmd);
+}
+
+void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
+{
+	for (uint32_t wi = 0; wi < p->n_workers; wi++) {
+		void **mine = NULL;
+		size_t k = 0;
+		bool any = false;
+
+		for (size_t i = 0; i < n; i++) {
+			if (lent[i].worker != wi)
+				continue;
+			any = true;
+			if (lent[i].refused)
+				continue;
+			if (!mine) {
+				mine = calloc(n, sizeof(*mine));
+				if (!mine)
+					break; /* then none is taken from it: they are served here */
+			}
+			mine[k++] = lent[i].conn;
+		}
+		if (any)
+			lent_end_push(p, wi, mine, mine ? k : 0);
+	}
+	for (size_t i = 0; i < n; i++)
+		close(lent[i].fd);
+}
+
+void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
+		     const struct sockaddr_storage *addr)
+{
+	uint32_t i =
+		atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
+	struct cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		close(fd);
+		return;
+	}
+	cmd->type = CMD_ADOPT;
+	cmd->fd = fd;
+	cmd->svc = hlb_service_ref(svc);
+	cmd->left_ms = left_ms;
+	if (addr) {
+		cmd->addrs = true;
+		memcpy(cmd->addr, addr, sizeof(cmd->addr));
+	}
+	worker_push(&p->workers[i], cmd);
+}
+
 /* Free <cmd>, which worker <w> will never read: close the sockets a CMD_ADD
  * gave it, drop the command's reference. Control thread. */
 static void cmd_free_unread(struct worker *w, struct cmd *cmd)
@@ -1082,6 +1260,17 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 				listener_fd_close(cmd->l, i);
 		hlb_listener_unref(cmd->l);
 	}
+	if (cmd->type == CMD_ADOPT) {
+		/* its client is reset, as one refused at accept */
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		setsockopt(cmd->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(cmd->fd);
+		hlb_service_unref(cmd->svc);
+	}
+	if (cmd->type == CMD_LEND)
+		lent_answer(w->proxy, NULL, 0);
+	free(cmd->taken);
 	free(cmd);
 }
 
@@ -1092,7 +1281,7 @@ static void worker_push(struct worker *w, struct cmd *cmd)
 
 	cmd->next = NULL;
 	pthread_mutex_lock(&w->cmd_lock);
-	failed = w->failed;
+	failed = w->failed || w->gone;
 	if (!failed) {
 		*w->cmd_tail = cmd;
 		w->cmd_tail = &cmd->next;
@@ -1142,17 +1331,21 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	hlb_proxy_count_fds(p, NULL);
 	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->failing_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->lent_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->workers = calloc(p->n_workers, sizeof(*p->workers));
-	if (p->exit_fd < 0 || p->failing_fd < 0 || !p->workers) {
+	if (p->exit_fd < 0 || p->failing_fd < 0 || p->lent_fd < 0 || !p->workers) {
 		if (p->exit_fd >= 0)
 			close(p->exit_fd);
 		if (p->failing_fd >= 0)
 			close(p->failing_fd);
+		if (p->lent_fd >= 0)
+			close(p->lent_fd);
 		free(p->workers);
 		free(p);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	pthread_mutex_init(&p->start_lock, NULL);
+	pthread_mutex_init(&p->lent_lock, NULL);
 	pthread_cond_init(&p->start_cond, NULL);
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct worker *w = &p->workers[i];
@@ -1421,6 +1614,11 @@ void hlb_proxy_free(struct hlb_proxy *p)
 	}
 	close(p->exit_fd);
 	close(p->failing_fd);
+	close(p->lent_fd);
+	for (size_t i = 0; i < p->n_lent; i++)
+		close(p->lent[i].fd);
+	free(p->lent);
+	pthread_mutex_destroy(&p->lent_lock);
 	if (p->taken_pidfd >= 0)
 		close(p->taken_pidfd);
 	if (p->resync_fd >= 0)

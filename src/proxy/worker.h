@@ -158,6 +158,7 @@ enum conn_state {
 	CONN_CLOSING,
 	CONN_HEADER,
 	CONN_QUEUED, /* every backend it may use at its max_connections: waiting in w->queue */
+	CONN_LENT, /* was CONN_QUEUED: lent to an upgrade's new process, in w->lent (qnext) */
 	CONN_STATE_MAX
 };
 
@@ -179,6 +180,7 @@ enum conn_end {
 	CONN_END_CLOSED, /* hashlb ctl close: its backend's connections closed */
 	CONN_END_BACKEND_DOWN, /* health.close_on_down: its backend went down */
 	CONN_END_PRIMARY_UP, /* close_on_return: its backend is a backup, another is back */
+	CONN_END_HANDED_OVER, /* queued, taken by an upgrade's new process, which serves it */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };
@@ -272,9 +274,18 @@ struct queue_due {
 
 struct cmd {
 	struct cmd *next;
-	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN } type;
+	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN, CMD_LEND, CMD_LENT_END, CMD_ADOPT } type;
 	struct hlb_listener *l;
 	uint32_t drain_ms;
+	/* CMD_LENT_END: the connections taken (<n>), the rest lent go back; CMD_ADOPT: <fd>
+	 * of <svc> (a reference), <left_ms> of its wait, <addr> if <addrs> */
+	void **taken;
+	size_t n;
+	int fd;
+	struct hlb_service *svc;
+	uint32_t left_ms;
+	bool addrs;
+	struct sockaddr_storage addr[2];
 };
 
 struct worker {
@@ -368,6 +379,9 @@ struct worker {
 	/* commands from the control thread */
 	pthread_mutex_t cmd_lock;
 	struct cmd *cmd_head, **cmd_tail;
+	/* under cmd_lock: it has exited, commands are read no more (worker_push() frees them,
+	 * and a CMD_LEND is answered for it: none lent) */
+	bool gone;
 	/* under cmd_lock: the ring failed (worker_fail()), commands are read no more */
 	bool failed;
 	/* set last by a worker that failed, before it counts itself in n_failed: its listeners
@@ -421,6 +435,9 @@ struct worker {
 	/* a wake-up for the queue is written to wake_fd and not read yet: another kick
 	 * writes none (queue_wake()) */
 	atomic_bool kick_pending;
+	/* CONN_LENT: the clients lent to an upgrade's new process (conn_queue_lend()), in
+	 * their queue's order, linked by <qnext> */
+	struct conn *lent;
 };
 
 /*
@@ -472,6 +489,14 @@ struct hlb_proxy {
 	/* hlb_proxy_failing_fd(): written once per burst (failing_pending) */
 	int failing_fd;
 	atomic_bool failing_pending;
+	/* hlb_proxy_lend_queue(): the clients lent so far, and the workers that answered */
+	pthread_mutex_t lent_lock;
+	struct hlb_lent *lent;
+	size_t n_lent, lent_cap;
+	uint32_t lent_answers;
+	bool lending; /* control thread: asked, not taken yet */
+	int lent_fd;
+	_Atomic uint32_t adopt_next; /* hlb_proxy_adopt(): the worker of the next */
 	atomic_bool small_pipe_said; /* pipe_size_check(): once per process */
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;
@@ -580,6 +605,11 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
+void conn_queue_lend(struct worker *w);
+bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n);
+void conn_lent_end(struct worker *w, void *const *taken, size_t n);
+void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
+		const struct sockaddr_storage *addr);
 void conn_queue_svcs_free(struct worker *w);
 uint32_t conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);

@@ -162,8 +162,20 @@ struct hlb_daemon {
 	size_t resync_len, resync_cap;
 	/* that socket once the health is in: requests to the old one (hlb_daemon_close_old()) */
 	int parent_fd;
-	char parent_in[64]; /* its answer being read */
+	char parent_in[512]; /* its answer being read, or a line of HLB_FDPASS_QUEUED */
 	size_t parent_len;
+	/* the descriptors that came with its HLB_FDPASS_QUEUED lines, not read yet, in order;
+	 * <lost>: one could not be kept (no memory, the fd limit: MSG_CTRUNC), so which line each
+	 * belongs to is not known: every line is refused until HLB_FDPASS_QUEUED_END */
+	int *parent_fds;
+	size_t n_parent_fds, parent_fds_cap;
+	bool parent_fds_lost;
+	/* of the clients it hands over since the last HLB_FDPASS_QUEUED_END: how many came, how
+	 * many were taken, and the answer for those refused (HLB_FDPASS_REFUSED lines) */
+	size_t queued_seen, adopted;
+	char *refused_text;
+	size_t refused_len;
+	FILE *refused;
 	/* those requests in the order asked: the first sent and waiting for its answer until
 	 * ask_timer fires, the others behind it */
 	struct old_ask *asks, **asks_tail;
@@ -173,6 +185,12 @@ struct hlb_daemon {
 	int succ_fd;
 	char succ_in[2 * HASHLB_NAME_MAX + 32];
 	size_t succ_len;
+	/* its HLB_FDPASS_QUEUE: the clients lent to it from the queues, until it answers how many
+	 * it took (or goes away, or lent_timer fires: then they come back) */
+	struct hlb_lent *lent;
+	size_t n_lent;
+	bool lent_watched, lent_sent;
+	struct hlb_daemon_timer *lent_timer;
 };
 
 static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
@@ -1490,19 +1508,201 @@ static void old_ask_timeout(struct hlb_daemon *d, void *arg)
 		old_ask_done(d, -1);
 }
 
-/* The old process's answers ("closed N"), to the first request in line each; or its end. */
+/*
+ * line_read() on the socket to the old process, whose lines may come with descriptors
+ * (HLB_FDPASS_QUEUED): those are put behind d->parent_fds, in order. One that cannot be kept
+ * (no memory) is closed, and every line after is refused (d->parent_fds_lost).
+ */
+static int parent_line_read(struct hlb_daemon *d, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = d->parent_in + d->parent_len,
+			     .iov_len = sizeof(d->parent_in) - 1 - d->parent_len };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = ctl.buf,
+			      .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+
+	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm;
+	     cm = CMSG_NXTHDR(&msg, cm)) {
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int got[HLB_FDPASS_PER_MSG];
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		memcpy(got, CMSG_DATA(cm), k * sizeof(int));
+		if (d->n_parent_fds + k > d->parent_fds_cap) {
+			size_t cap = d->parent_fds_cap ? 2 * d->parent_fds_cap : 256;
+			int *a;
+
+			while (cap < d->n_parent_fds + k)
+				cap *= 2;
+			a = realloc(d->parent_fds, cap * sizeof(*a));
+			if (a) {
+				d->parent_fds = a;
+				d->parent_fds_cap = cap;
+			}
+		}
+		for (size_t i = 0; i < k; i++) {
+			if (d->n_parent_fds < d->parent_fds_cap) {
+				d->parent_fds[d->n_parent_fds++] = got[i];
+			} else {
+				close(got[i]);
+				d->parent_fds_lost = true;
+			}
+		}
+	}
+	if (n > 0 && (msg.msg_flags & MSG_CTRUNC))
+		d->parent_fds_lost = true;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0)
+		return n < 0 ? -errno : -EPIPE;
+	d->parent_len += (size_t)n;
+	d->parent_in[d->parent_len] = '\0';
+	if (strchr(d->parent_in, '\n'))
+		return 1;
+	return d->parent_len == sizeof(d->parent_in) - 1 ? -EPROTO : 0;
+}
+
+/* "IP,PORT" of an HLB_FDPASS_QUEUED line into <a>; false if it is not one. */
+static bool queued_addr(char *text, struct sockaddr_storage *a)
+{
+	char *comma = strrchr(text, ',');
+	unsigned port;
+
+	memset(a, 0, sizeof(*a));
+	if (!comma || sscanf(comma + 1, "%u", &port) != 1 || port > 65535)
+		return false;
+	*comma = '\0';
+	if (inet_pton(AF_INET, text, &((struct sockaddr_in *)a)->sin_addr) == 1) {
+		a->ss_family = AF_INET;
+		((struct sockaddr_in *)a)->sin_port = htons((uint16_t)port);
+		return true;
+	}
+	if (inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)a)->sin6_addr) == 1) {
+		a->ss_family = AF_INET6;
+		((struct sockaddr_in6 *)a)->sin6_port = htons((uint16_t)port);
+		return true;
+	}
+	return false;
+}
+
+/* The service named <name> among those listened for; NULL if none. */
+static struct hlb_service *service_named(const struct hlb_daemon *d, const char *name)
+{
+	for (const struct dlistener *dl = d->listeners; dl; dl = dl->next) {
+		struct hlb_service *svc = hlb_listener_service(dl->l);
+
+		if (svc && !strcmp(svc->name, name))
+			return svc;
+	}
+	return NULL;
+}
+
+/*
+ * An HLB_FDPASS_QUEUED line of the old process, <line> without its newline: serve its client as
+ * if just accepted, unless its service is not ours, or the connection cap (the fd limit) or its
+ * service's max_connections leaves no room: then it is refused (HLB_FDPASS_REFUSED in the
+ * answer), its socket closed here, and the old one keeps its own.
+ */
+static void queued_line(struct hlb_daemon *d, char *line)
+{
+	char svc_name[HASHLB_NAME_MAX + 1], src[INET6_ADDRSTRLEN + 8], dst[INET6_ADDRSTRLEN + 8];
+	struct sockaddr_storage addr[2];
+	struct hlb_service *svc = NULL;
+	const struct hlb_snapshot *snap;
+	uint64_t max = hlb_proxy_max_connections(d->proxy);
+	unsigned left;
+	bool addrs = false;
+	int fd = -1;
+
+	if (d->n_parent_fds) {
+		fd = d->parent_fds[0];
+		memmove(d->parent_fds, d->parent_fds + 1, --d->n_parent_fds * sizeof(int));
+	}
+	if (sscanf(line, "queued %255s %u %53s %53s", svc_name, &left, src, dst) == 4) {
+		svc = service_named(d, svc_name);
+		addrs = strcmp(src, "-") != 0;
+		if (addrs && (!queued_addr(src, &addr[0]) || !queued_addr(dst, &addr[1])))
+			svc = NULL;
+	}
+	if (!d->refused)
+		d->refused = open_memstream(&d->refused_text, &d->refused_len);
+	snap = svc ? hlb_service_snapshot(svc) : NULL;
+	/* No memory for the answer: none is taken (it cannot say which), the old one keeps them
+	 * all. Past a cap, one would be reset as if refused at its accept, where the old one
+	 * keeps it waiting. */
+	if (fd < 0 || !snap || !d->refused || d->stopping || d->parent_fds_lost ||
+	    (max && hlb_proxy_connections(d->proxy) + d->adopted >= max) ||
+	    (snap->max_connections &&
+	     atomic_load_explicit(&svc->active, memory_order_relaxed) + d->adopted >=
+		     snap->max_connections)) {
+		if (d->refused)
+			fprintf(d->refused, HLB_FDPASS_REFUSED, d->queued_seen);
+		d->queued_seen++;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	d->queued_seen++;
+	hlb_proxy_adopt(d->proxy, svc, fd, left, addrs ? addr : NULL);
+	d->adopted++;
+}
+
+/* HLB_FDPASS_QUEUED_END: answer which of its clients this one refused, and how many it took. */
+static void queued_end(struct hlb_daemon *d, size_t n)
+{
+	bool sent = false;
+
+	if (!d->refused)
+		d->refused = open_memstream(&d->refused_text, &d->refused_len);
+	if (d->refused) {
+		fprintf(d->refused, HLB_FDPASS_ADOPTED, d->adopted);
+		if (fclose(d->refused) == 0)
+			sent = hlb_fdpass_send(d->parent_fd, d->refused_text, d->refused_len, 0,
+					       NULL, 0);
+		d->refused = NULL;
+	}
+	free(d->refused_text);
+	d->refused_text = NULL;
+	d->refused_len = 0;
+	if (!sent)
+		hlb_log(HLB_LOG_WARN, "cannot answer the old hashlb", "err=%s",
+			strerrorname_np(errno));
+	else if (n)
+		hlb_log(d->adopted < n ? HLB_LOG_WARN : HLB_LOG_INFO,
+			"clients waiting in the old hashlb's queues taken over",
+			"count=%zu left_there=%zu", d->adopted, n - d->adopted);
+	while (d->n_parent_fds) /* none should be left: one more than its lines said */
+		close(d->parent_fds[--d->n_parent_fds]);
+	d->adopted = d->queued_seen = 0;
+	d->parent_fds_lost = false;
+}
+
+/* The old process's answers ("closed N"), to the first request in line each; the clients
+ * waiting in its queues (HLB_FDPASS_QUEUED), as this one asked; or its end. */
 static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
 	unsigned long long n;
+	size_t count;
 	char *nl;
 	int r;
 
 	(void)events;
 	(void)arg;
-	r = line_read(fd, d->parent_in, sizeof(d->parent_in), &d->parent_len);
+	r = parent_line_read(d, fd);
 	while (r > 0 && (nl = strchr(d->parent_in, '\n'))) {
 		*nl = '\0';
-		if (d->asks && d->asks->sent)
+		if (!strncmp(d->parent_in, "queued ", 7))
+			queued_line(d, d->parent_in);
+		else if (sscanf(d->parent_in, "queued-end %zu", &count) == 1)
+			queued_end(d, count);
+		else if (d->asks && d->asks->sent)
 			old_ask_done(d, sscanf(d->parent_in, "closed %llu", &n) == 1 ? (int64_t)n
 										     : -1);
 		d->parent_len -= (size_t)(nl + 1 - d->parent_in);
@@ -1510,6 +1710,8 @@ static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 	}
 	if (r < 0) {
 		/* it has exited: what waits is answered -1 in turn, at once */
+		while (d->n_parent_fds)
+			close(d->parent_fds[--d->n_parent_fds]);
 		parent_fd_close(d);
 		if (d->asks && d->asks->sent) {
 			d->asks->sent = false;
@@ -1604,6 +1806,135 @@ static void succ_closed(struct hlb_daemon *d, void *arg, uint64_t own, int64_t o
 			strerrorname_np(errno));
 }
 
+/* How long the new process may take to say how many of the clients lent to it it took. */
+#define LENT_WAIT_MS 5000
+
+/* The new process answered for the clients lent to it, <taken> of them not refused ("refused I"
+ * lines), or, <all_back>, it did not (it went away, or did not answer in time): the ones it did
+ * not take are served here again. */
+static void lent_done(struct hlb_daemon *d, bool all_back)
+{
+	size_t taken = 0;
+
+	if (d->lent_watched) {
+		hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));
+		d->lent_watched = false;
+	}
+	if (!d->lent_sent)
+		return;
+	for (size_t i = 0; i < d->n_lent; i++) {
+		d->lent[i].refused |= all_back;
+		taken += !d->lent[i].refused;
+	}
+	if (d->n_lent)
+		hlb_log(taken < d->n_lent ? HLB_LOG_WARN : HLB_LOG_INFO,
+			"clients waiting in the queues handed over", "count=%zu kept=%zu", taken,
+			d->n_lent - taken);
+	hlb_proxy_lent_end(d->proxy, d->lent, d->n_lent);
+	free(d->lent);
+	d->lent = NULL;
+	d->n_lent = 0;
+	d->lent_sent = false;
+}
+
+static void lent_timeout(struct hlb_daemon *d, void *arg)
+{
+	(void)arg;
+	if (!d->lent_sent)
+		return;
+	hlb_log(HLB_LOG_WARN, "the new hashlb did not answer for the clients lent to it",
+		"after_ms=%u count=%zu", LENT_WAIT_MS, d->n_lent);
+	lent_done(d, true);
+}
+
+/* <a> for an HLB_FDPASS_QUEUED line: "IP,PORT". */
+static void lent_addr(const struct sockaddr_storage *a, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN] = "-";
+	unsigned port = 0;
+
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
+
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		port = ntohs(s4->sin_port);
+	} else if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(s6->sin6_port);
+	}
+	snprintf(buf, size, "%s,%u", ip, port);
+}
+
+/* Every worker lent what waits in its queue: send them to the new process (HLB_FDPASS_QUEUE). */
+static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	struct hlb_lent *lent = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	int *fds = NULL;
+	bool sent = false;
+	ssize_t n;
+	FILE *f;
+
+	(void)fd;
+	(void)events;
+	(void)arg;
+	n = hlb_proxy_lent_take(d->proxy, &lent);
+	if (n == -EAGAIN)
+		return;
+	hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));
+	d->lent_watched = false;
+	d->lent = lent;
+	d->n_lent = (size_t)n;
+	d->lent_sent = true;
+	fds = calloc((size_t)n + 1, sizeof(*fds));
+	f = open_memstream(&text, &len);
+	if (fds && f && d->succ_fd >= 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			char src[INET6_ADDRSTRLEN + 8] = "-", dst[INET6_ADDRSTRLEN + 8] = "-";
+
+			if (lent[i].addrs) {
+				lent_addr(&lent[i].addr[0], src, sizeof(src));
+				lent_addr(&lent[i].addr[1], dst, sizeof(dst));
+			}
+			fprintf(f, HLB_FDPASS_QUEUED, lent[i].svc, lent[i].left_ms, src, dst);
+			fds[i] = lent[i].fd;
+		}
+		fprintf(f, HLB_FDPASS_QUEUED_END, (size_t)n);
+		if (fclose(f) == 0)
+			sent = hlb_fdpass_send(d->succ_fd, text, len, 0, fds, (unsigned)n);
+		f = NULL;
+	}
+	if (f)
+		fclose(f);
+	free(text);
+	free(fds);
+	if (!sent) {
+		lent_done(d, true);
+		return;
+	}
+	if (d->lent_timer)
+		hlb_daemon_timer_set(d->lent_timer, LENT_WAIT_MS, 0);
+	else if (hlb_daemon_timer_add(d, LENT_WAIT_MS, 0, lent_timeout, NULL, &d->lent_timer) < 0)
+		d->lent_timer = NULL; /* answered when it answers, or goes away */
+}
+
+/* The new process asks for the clients waiting in the queues (HLB_FDPASS_QUEUE): lend them. */
+static void lend_queue(struct hlb_daemon *d)
+{
+	if (d->lent_sent || d->lent_watched)
+		return;
+	if (hlb_daemon_watch(d, hlb_proxy_lent_fd(d->proxy), EPOLLIN, lent_ready, NULL) < 0) {
+		send(d->succ_fd, "queued-end 0\n", 13, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return;
+	}
+	d->lent_watched = true;
+	if (!hlb_proxy_lend_queue(d->proxy))
+		lent_done(d, true);
+}
+
 /*
  * A line of the new process: "close SERVICE BACKEND", answered on succ_fd ("closed N"): this
  * one's connections, closed at once, and those of an older one that still drains (asked in
@@ -1616,8 +1947,23 @@ static void succ_request(struct hlb_daemon *d, char *line)
 	uint64_t n = 0;
 	int pid, r;
 
+	size_t taken;
+
 	if (sscanf(line, "successor %d", &pid) == 1 && pid > 0) {
 		successor_set(d, pid);
+		return;
+	}
+	if (!strcmp(line, "queue")) {
+		lend_queue(d);
+		return;
+	}
+	if (sscanf(line, "refused %zu", &taken) == 1) {
+		if (d->lent_sent && taken < d->n_lent)
+			d->lent[taken].refused = true;
+		return;
+	}
+	if (sscanf(line, "adopted %zu", &taken) == 1) {
+		lent_done(d, false);
 		return;
 	}
 	if (sscanf(line, "close %255s %255s", svc, name) != 2)
@@ -1647,10 +1993,12 @@ static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *a
 		memmove(d->succ_in, nl + 1, d->succ_len + 1);
 	}
 	if (r < 0) {
-		/* it has exited (or says more than a request in a line) */
+		/* it has exited (or says more than a request in a line): what it was lent, it
+		 * did not say it took */
 		hlb_daemon_unwatch(d, fd);
 		close(fd);
 		d->succ_fd = -1;
+		lent_done(d, true);
 	}
 }
 
@@ -2081,9 +2429,15 @@ static void resync_end(struct hlb_daemon *d, bool keep)
 {
 	hlb_daemon_unwatch(d, d->resync_fd);
 	/* its answers are read on the loop (parent_readable()): nothing waits for them */
-	if (keep && hlb_daemon_watch(d, d->resync_fd, EPOLLIN, parent_readable, NULL) == 0)
+	if (keep && hlb_daemon_watch(d, d->resync_fd, EPOLLIN, parent_readable, NULL) == 0) {
 		d->parent_fd = d->resync_fd;
-	else
+		/* the clients waiting in its queues: this one serves them (a process of before
+		 * neither asks for them nor answers this) */
+		if (send(d->parent_fd, HLB_FDPASS_QUEUE, strlen(HLB_FDPASS_QUEUE),
+			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			hlb_log(HLB_LOG_WARN, "cannot ask the old hashlb for its queued clients",
+				"err=%s", strerrorname_np(errno));
+	} else
 		close(d->resync_fd);
 	d->resync_fd = -1;
 	free(d->resync_text);
@@ -2381,6 +2735,16 @@ void hlb_daemon_free(struct hlb_daemon *d)
 
 	if (!d)
 		return;
+	/* lent and not answered for: the workers have closed them (their drain) */
+	for (size_t i = 0; i < d->n_lent; i++)
+		close(d->lent[i].fd);
+	free(d->lent);
+	while (d->n_parent_fds)
+		close(d->parent_fds[--d->n_parent_fds]);
+	free(d->parent_fds);
+	if (d->refused)
+		fclose(d->refused);
+	free(d->refused_text);
 	hlb_proxy_free(d->proxy); /* joins the workers */
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;

@@ -1350,7 +1350,9 @@ def old_process_logs_its_totals():
     """After an upgrade in place the admin address, and so /metrics, is the new process's: a
     client the old one refuses while it drains (here one that waited in its queue for a
     backend at max_connections) was counted where nobody could read it. The old process logs
-    each service's totals as it exits, that refusal included."""
+    each service's totals as it exits, that refusal included. (A waiting client is handed to
+    the new process now: this one's config, changed on disk, names the service anew, so the
+    new one does not take it and it waits on in the old one, to its deadline.)"""
     exe = tmppath("hashlb-totals")
     install(HASHLB, exe)
     old = Lb(config([("a", BACKENDS[0][1], "max_connections: 1")], health="enabled: false",
@@ -1363,6 +1365,10 @@ def old_process_logs_its_totals():
         waiting = connect(LISTEN, client_ip(2))
         check(wait_until(lambda: 'hashlb_service_queued{service="t"} 1' in
                          old.http("GET", "/metrics")[1]), "the second client waits in the queue")
+        with open(old.path) as f:
+            text = f.read()
+        with open(old.path, "w") as f:
+            f.write(text.replace("- name: t\n", "- name: t2\n"))
         old.proc.send_signal(signal.SIGUSR2)
         new_pid = handed_over(old)
         check(new_pid, "upgraded")
@@ -1384,8 +1390,8 @@ def old_process_logs_its_totals():
               got.get("connections") == "1" and refused == 1,
               f"the old process logs its totals, the refusal after the upgrade included: {line!r}")
         metrics = old.http("GET", "/metrics")[1]
-        check('hashlb_service_queue_timeouts_total{service="t"} 0' in metrics and
-              'hashlb_service_queue_aborts_total{service="t"} 0' in metrics,
+        check('hashlb_service_queue_timeouts_total{service="t2"} 0' in metrics and
+              'hashlb_service_queue_aborts_total{service="t2"} 0' in metrics,
               "the new process's /metrics has none of it")
     finally:
         kill(new_pid)
@@ -2150,6 +2156,154 @@ def upgrade_keeps_a_rotated_name_in_place():
         a2.stop()
 
 
+def queued_capped(name, n, exe=None, workers=2, extra="", header=None):
+    """(exe, Lb, held, queued): hashlb installed at a path of its own (or <exe>), one backend
+    at max_connections: 1 with a long queue, one client served (held open: the old
+    process's slot stays taken), <n> more waiting in its queue."""
+    b = BACKENDS[0]
+    if exe is None:
+        exe = tmppath(f"hashlb-{name}")
+        install(HASHLB, exe)
+    lb = Lb(config([(b[0], b[1], "max_connections: 1")], health="enabled: false",
+                   admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}",
+                   extra="timeouts: {queue: 60s}\n" + extra, workers=workers),
+            fname=f"{name}.yaml", binary=exe)
+    held = connect(LISTEN, client_ip(200))
+    if header:
+        held.sendall(header(200))
+    check(read_line(held) == b[0], "one client served, the backend's one slot taken")
+    if header:
+        read_line(held)  # our own header, echoed
+    queued = [connect(LISTEN, client_ip(i), timeout=30) for i in range(n)]
+    for i, s in enumerate(queued):
+        if header:
+            s.sendall(header(i))
+    check(wait_until(lambda: lb.service()["connections"]["queued"] == n, 10),
+          f"{n} clients wait in its queue: {lb.service()['connections']['queued']}")
+    return exe, lb, held, queued
+
+
+def served(queued, one_by_one=False, early=False):
+    """How many of <queued> got their greeting and an echo of a line: bytes through. With
+    <one_by_one>, each is closed once served (the backend has room for one at a time) and
+    they are read all at once: which worker's client takes a slot that frees is the
+    workers' race, not the order they came in."""
+    ok = []
+
+    def one(i, s):
+        try:
+            s.sendall(b"q%d\n" % i)
+            if read_line(s) == BACKENDS[0][0] and (not early or read_line(s) == f"early{i}") \
+                    and read_line(s) == f"q{i}":
+                ok.append(i)
+        except OSError as e:
+            print(f"  queued client {i}: {e!r}")
+        if one_by_one:
+            s.close()
+    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(queued)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(ok)
+
+
+def queued_clients_survive_an_upgrade():
+    for workers, n in ((2, 12), (4, 1)):
+        queued_survive(workers, n)
+
+
+def queued_survive(workers, n):
+    """Clients waiting in a service's queue (its backend at max_connections) when an upgrade
+    in place hands over are the new process's: the cap lifted there with hashlb ctl set
+    serves them, bytes through, none reset, while the old process's one slot stays taken
+    (so only the new one could have served them). They stayed in the old process, which
+    the set does not reach, and were reset at timeouts.queue (39 of 39 in a chaos run)."""
+    exe, lb, held, queued = queued_capped(f"queued-up-{workers}", n, workers=workers)
+    new_pid = None
+    try:
+        for i, s in enumerate(queued):  # what they send while they wait goes with them
+            s.sendall(b"early%d\n" % i)
+        rc, out, err = lb.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+)", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
+        rc, out, err = lb.ctl("set", "-s", "t", BACKENDS[0][0], "max_connections", "0")
+        check(rc == 0 and lb.status()["pid"] == new_pid, f"cap lifted on the new one: {err!r}")
+        held.sendall(b"still\n")
+        check(read_line(held) == "still", "the old process's own client goes on, its slot taken")
+        check(served(queued, early=True) == n,
+              "every queued client is served by the new process, its early bytes first")
+        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$') and
+              lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
+                          rf'count={n} left_there=0$'), "both say so")
+    finally:
+        for s in queued + [held]:
+            s.close()
+        kill(new_pid)
+
+
+def proxy_v1(i):
+    return b"PROXY TCP4 10.9.0.%d 127.0.0.1 %d 80\r\n" % (i, 1000 + i)
+
+
+def queued_proxy_clients_keep_their_header():
+    """accept_proxy: a queued client's PROXY header was read by the old process; what it
+    named goes over with the client, so the new one hashes it and names it to the backend
+    (proxy_protocol: v1, which the echo backend sends back) as the old one would have."""
+    exe, lb, held, queued = queued_capped("queued-proxy", 4, extra="accept_proxy: true\n"
+                                          "proxy_protocol: v1", header=proxy_v1)
+    new_pid = None
+    try:
+        rc, out, err = lb.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+)", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
+        rc, out, err = lb.ctl("set", "-s", "t", BACKENDS[0][0], "max_connections", "0")
+        check(rc == 0, f"cap lifted on the new one: {err!r}")
+        got = []
+        for i, s in enumerate(queued):
+            try:
+                got.append((read_line(s), read_line(s)))
+            except OSError as e:
+                got.append(repr(e))
+        want = [(BACKENDS[0][0], f"PROXY TCP4 10.9.0.{i} 127.0.0.1 {1000 + i} 80")
+                for i in range(4)]
+        check(got == want, f"each reaches the backend named as its header named it: {got}")
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=4 kept=0$'),
+              "handed over")
+    finally:
+        for s in queued + [held]:
+            s.close()
+        kill(new_pid)
+
+
+def queued_clients_stay_when_the_new_process_refuses():
+    """Queued clients the new process of an upgrade in place does not take stay the old
+    one's, in their queue: here its config (changed on disk since) no longer has their
+    service. The old one serves them when its slot frees, bytes through, none reset. (A new
+    process that dies before it answers leaves them there the same way.)"""
+    exe, lb, held, queued = queued_capped("queued-refused", 6)
+    new_pid = None
+    try:
+        with open(lb.path) as f:
+            text = f.read()
+        with open(lb.path, "w") as f:
+            f.write(text.replace("- name: t\n", "- name: t2\n"))
+        rc, out, err = lb.ctl("upgrade")
+        m = re.search(r"handed over to pid (\d+)", out)
+        new_pid = int(m.group(1)) if m else None
+        check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=6$'),
+              "the old one says it keeps them")
+        held.close()  # the old process's slot frees: it serves its queue, one at a time
+        check(served(queued, one_by_one=True) == 6, "the old process serves every one it kept")
+    finally:
+        for s in queued:
+            s.close()
+        kill(new_pid)
+
+
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
@@ -2173,4 +2327,6 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            upgrade_in_place_answer_gives_its_length,
            upgrade_tcp_admin, upgrade_unix_admin, upgrade_without_admin,
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away,
-           upgrade_keeps_a_rotated_name_in_place])
+           upgrade_keeps_a_rotated_name_in_place, queued_clients_survive_an_upgrade,
+           queued_proxy_clients_keep_their_header,
+           queued_clients_stay_when_the_new_process_refuses])
