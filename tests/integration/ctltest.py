@@ -164,12 +164,14 @@ class Lb(Hashlb):
             check_format(parse_prometheus, p.stdout, f"hashlb ctl {' '.join(args)}")
         return p.returncode, p.stdout, p.stderr
 
-    def reload(self, timeout=10):
-        """hashlb ctl reload: (exit status, stdout, stderr, the lines that reload logged).
+    def reload(self, *args, timeout=10):
+        """hashlb ctl ARGS reload (<args>: ctl's options, --json): (exit status, stdout,
+        stderr, the lines that reload logged).
         hashlb logs a reload before it answers, but this process reads its log on another
         thread: the lines are those up to the reload's own last one ("reloaded" or "reload
         failed"), waited for, so a line not among them was not logged. Every earlier reload
-        of <self> went through here (its last line read)."""
+        of <self> went through here (its last line read): one run with self.ctl instead
+        may log its lines after this one counted them, and be taken for this one."""
         def ends(l):
             return "msg=reloaded " in l or 'msg="reload failed' in l
 
@@ -177,7 +179,7 @@ class Lb(Hashlb):
             return [i for i, l in enumerate(self.log) if ends(l)]
 
         before = len(last_lines())
-        rc, so, se = self.ctl("reload")
+        rc, so, se = self.ctl(*args, "reload")
         if self.wait(lambda: len(last_lines()) > before, timeout) is None:
             raise AssertionError(f"reload (exit status {rc}, {se!r}): no reloaded or reload "
                                  f"failed line in the log within {timeout}s")

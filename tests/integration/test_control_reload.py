@@ -619,7 +619,7 @@ def reloads_say_what_run_time_settings_they_keep():
           check_logfmt(logged), f"and the log: {logged}")
     check(lb.backend("b")["state"] == "drain" and lb.backend("c")["weight"] == 3,
           "both are kept")
-    rc, so, se = lb.ctl("--json", "reload")
+    rc, so, se, _ = lb.reload("--json")  # its lines waited for, not taken for the next's
     check(rc == 0 and json.loads(so)["overrides"] == 2, f"--json counts them: {so!r}")
     lb.rewrite(config([t[0], (*t[1], "state: drain"), (*t[2], "weight: 3")], health=off))
     rc, so, se, logged = lb.reload()
@@ -760,7 +760,8 @@ def two_names_at_one_address_are_warned():
                 ":16:18: service 't': backend 'c' has the address of backend 'a'")
         check((said in so) == bool(n) and ("config warnings" in so) == bool(n),
               f"ctl reload's answer {'with' if n else 'without'} them: {so!r}")
-        rc, so, se = lb.ctl("--json", "reload")
+        # through lb.reload, which waits for its lines: the next seen counts them all
+        rc, so, se, _ = lb.reload("--json")
         check(rc == 0 and json.loads(so)["warnings"] == n, f"--json: {so!r}")
     # 40 backends at one address: 39 warnings, 32 logged and one line counting the rest
     # (before, a line each, at each reload: a config of 5,000 wrote 5,000 lines each time)
