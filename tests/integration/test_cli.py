@@ -37,6 +37,14 @@ def run(*args, ok=True):
     return p
 
 
+def in_netns(*args, env=None):
+    """hashlb ARGS in a network namespace of its own, its loopback up (127.0.0.1/8 and ::1, no
+    neighbour entry, nothing attached): what runs beside this test on the host does not
+    change what it finds."""
+    return subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
+                           HASHLB, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
 # --- XXH64, written from the specification, independent of libxxhash ---
 P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
                       0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
@@ -598,8 +606,7 @@ check(p.returncode == 1 and "hashlb ctl: cannot reach the admin endpoint at 127.
 # own, its loopback up: refused, not unreachable.)
 env = {k: v for k, v in os.environ.items() if k != "HASHLB_ADMIN"}
 for args, hint in ((["ctl", "status"], True), (["ctl", "--admin", "127.0.0.1:9901", "status"], False)):
-    p = subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
-                        HASHLB, *args], capture_output=True, text=True, timeout=60, env=env)
+    p = in_netns(*args, env=env)
     want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused" +
             (" (the default address: for a hashlb whose config sets admin: elsewhere, give "
              "-c FILE or --admin ADDR)" if hint else "") + "\n")
@@ -707,7 +714,11 @@ if BPF:
 # A backend in none of the interface's subnets (routed: Katran reaches its backends so) is said to
 # be out of L2 DSR's reach: it said "(e.g. ping 10.0.0.2 once)" ("reach it once first" with -c),
 # and no ping makes an entry for an address routed elsewhere. One in a subnet of it (127/8 on lo)
-# is told to reach it, as before.
+# is told to reach it, as before. In a network namespace of its own, its lo up with 127.0.0.1/8
+# and ::1 alone and no neighbour entry: what lo has in the host's namespace is not this test's
+# (with steering experiments run beside it on the host's lo, fd00::2 once had a MAC there and
+# --update said "no hashlb program is attached to 'lo'" instead), and a MAC found there would
+# have attached a program to the host's lo.
 if BPF:
     OFF = ("no MAC address: {} is in none of lo's subnets, so no neighbour entry is made for it "
            "there: the kernel path reaches only hosts on the layer-2 segment of lo (dev=IFACE "
@@ -724,7 +735,7 @@ if BPF:
             (("steer", "-i", "lo", *VIP, "-b", "a=127.0.0.2"),
              "hashlb steer: backend 'a': no MAC address: give mac=..., or make the neighbour "
              "entry exist first (e.g. ping 127.0.0.2 once)\n")):
-        p = run(*args, ok=False)
+        p = in_netns(*args)
         check(p.returncode == 1 and p.stderr == want,
               f"hashlb {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}, want {want!r}")
     os.unlink(f.name)
