@@ -669,17 +669,65 @@ static void file_error_flush(struct ctl_file_error *fe)
 	fe->held = false;
 }
 
-/* Whether the endpoint's refusal <body> (text or <json>) says <err>, at its position. */
-static bool answer_says(const char *body, bool json, const struct hashlb_error *err)
+/* Whether paths <a> and <b> name one file (the endpoint's is absolute, -c FILE as written) */
+static bool same_file(const char *a, const char *b)
 {
-	char at[sizeof(err->msg) + 64];
+	struct stat x, y;
+
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/*
+ * The file named by the refusal <body> (text or <json>) just before <at>, where its position
+ * is, into <path> (PATH_MAX bytes): "PATH:LINE:COL: error: ..." or {"file":"PATH","line":...}.
+ * false if there is none, or a JSON escape other than \" \\ \/ (then not compared).
+ */
+static bool answer_file(const char *body, const char *at, bool json, char *path)
+{
+	const char *p = at;
+	size_t n = 0;
+
+	if (!json) {
+		while (p > body && p[-1] != '\n')
+			p--;
+		if (p == at || (size_t)(at - p) >= PATH_MAX)
+			return false;
+		memcpy(path, p, (size_t)(at - p));
+		path[at - p] = '\0';
+		return true;
+	}
+	p = strstr(body, "\"file\":\"");
+	if (!p || p > at)
+		return false;
+	for (p += strlen("\"file\":\""); *p && *p != '"' && n + 1 < PATH_MAX; p++) {
+		if (*p == '\\' && (!*++p || !strchr("\"\\/", *p)))
+			return false;
+		path[n++] = *p;
+	}
+	path[n] = '\0';
+	return n && p + 2 == at && !strncmp(p, "\",", 2);
+}
+
+/*
+ * Whether the endpoint's refusal <body> (text or <json>) says <err> of -c <config>: at its
+ * position (and, in text, its words), of the same file. Another file's error at the same line
+ * and column (the running hashlb's own file refused, not <config>) is not <config>'s, which
+ * is then said after the answer rather than lost.
+ */
+static bool answer_says(const char *body, bool json, const struct hashlb_error *err,
+			const char *config)
+{
+	char at[sizeof(err->msg) + 64], path[PATH_MAX];
+	const char *m;
 
 	if (json)
 		snprintf(at, sizeof(at), "\"line\":%d,\"column\":%d,\"message\":\"", err->line,
 			 err->column);
 	else
 		snprintf(at, sizeof(at), ":%d:%d: error: %s\n", err->line, err->column, err->msg);
-	return err->line > 0 && strstr(body, at) != NULL;
+	if (err->line <= 0 || !(m = strstr(body, at)))
+		return false;
+	return config && answer_file(body, m, json, path) && same_file(path, config);
 }
 
 /* ctl reload (without --pid): POST /reload, its answer printed by ctl_answer(), and
@@ -699,7 +747,7 @@ static int ctl_reload(const struct sockaddr_storage *ss, socklen_t len, const ch
 	ret = ctl_answer(status, buf, body, json);
 	if (config && !json && status / 100 == 2)
 		reload_note_other_file(body, config);
-	if (fe && (status / 100 == 2 || !answer_says(body, json, &fe->err))) {
+	if (fe && (status / 100 == 2 || !answer_says(body, json, &fe->err, config))) {
 		fflush(stdout);
 		file_error_print(fe);
 	}

@@ -714,7 +714,19 @@ def ctl_reload_says_a_file_error_once():
           f"the error said once: {rc} {so!r} {se!r}")
     rc, so, se = lb.ctl("--json", "-c", lb.path, "reload")
     check(rc == 1 and json.loads(se)["error"]["line"] == 10, f"--json: the JSON alone: {se!r}")
+    # another file with an error at the same place: the refusal is of hashlb's file, not of
+    # FILE, whose error is said after it (the same position alone hid it)
     other = os.path.join(os.path.dirname(lb.path), "other.yaml")
+    with open(other, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se = lb.ctl("-c", other, "reload")
+    check(rc == 1 and se.startswith(line) and se.count(f"{other}:10:22: error:") == 1,
+          f"another file's error at the same place, after the refusal: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("--json", "-c", other, "reload")
+    first, _, rest = se.partition("\n")
+    check(rc == 1 and json.loads(first)["error"]["file"] == lb.path and
+          rest.startswith(f"{other}:10:22: error:"),
+          f"--json: another file's error at the same place, after the JSON: {rc} {se!r}")
     os.rename(lb.path, other)
     lb.rewrite(config(t, health=off))
     rc, so, se = lb.ctl("-c", other, "reload")
