@@ -60,6 +60,7 @@ struct http_conn {
 	bool lingering; /* answered, its client still sending: only reading what comes, up to
 			 * its end (conn_linger()) */
 	size_t lingered; /* bytes read then */
+	uint64_t linger_seq; /* when it began to linger: h->lingers then */
 	uint64_t id; /* its request's (hlb_http_req.id), once it came whole */
 	struct http_conn *prev, *next;
 };
@@ -76,6 +77,7 @@ struct hlb_http {
 	struct http_conn *conns;
 	unsigned n_conns;
 	uint64_t last_id; /* the last request's hlb_http_req.id */
+	uint64_t lingers; /* connections that began to linger, in all */
 	/*
 	 * At the fd limit (the forwarder's clients can take every one) the
 	 * admin endpoint is what tells the operator so: a descriptor is kept
@@ -232,6 +234,7 @@ static void conn_flush(struct http_conn *c)
 	if (c->out_off == c->out.len + c->body.len && conn_may_send(c)) {
 		/* its answer held no longer (unread_bytes()) */
 		c->lingering = true;
+		c->linger_seq = ++c->h->lingers;
 		hlb_buf_free(&c->out);
 		hlb_buf_free(&c->body);
 		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_LINGER_MS);
@@ -514,13 +517,15 @@ static void conn_drop_unread(int fd)
 	}
 }
 
-/* The oldest connection of <h> that lingers (conn_linger()), NULL if none does. */
+/* The connection of <h> that has lingered longest (conn_linger()), NULL if none does: not the
+ * one accepted first, which may have begun to linger just now, its answer written a moment ago
+ * and maybe not read yet, while another's 2 s are nearly over. */
 static struct http_conn *conn_lingering_oldest(struct hlb_http *h)
 {
 	struct http_conn *oldest = NULL;
 
-	for (struct http_conn *c = h->conns; c; c = c->next) /* the newest first */
-		if (c->lingering)
+	for (struct http_conn *c = h->conns; c; c = c->next)
+		if (c->lingering && (!oldest || c->linger_seq < oldest->linger_seq))
 			oldest = c;
 	return oldest;
 }
@@ -559,7 +564,7 @@ static void http_accept(void *arg, uint32_t events)
 				continue;
 			return;
 		}
-		/* a lingering connection, answered, gives its place first, the oldest first:
+		/* a lingering connection, answered, gives its place first, the one lingering longest first:
 		 * clients that do not close theirs do not keep others out for 2 s. What its client
 		 * sent is read first, so that the close is a FIN behind the answer; only what it
 		 * sends after draws a reset */

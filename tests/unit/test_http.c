@@ -950,11 +950,17 @@ static void test_lingers_while_the_client_may_send(void **state)
 	settle(e.l);
 	assert_int_equal(hlb_http_conns(e.h), 0); /* at the client's end, not the timer's */
 
-	/* 64 lingering: a new connection is served, one of them closed for it */
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+	/* 64 lingering: a new connection is served, the one that lingered longest closed for it,
+	 * not the one accepted first (fds[0], its request and answer the last: it may not have
+	 * read its answer yet) */
+	fds[0] = tcp_ask(e.port, "");
+	settle(e.l);
+	for (int i = 1; i < HLB_HTTP_CONNS_MAX; i++) {
 		fds[i] = tcp_ask(e.port, "GET /now HTTP/2.0\r\n\r\nmore");
 		assert_true(!strncmp(read_now(e.l, fds[i], buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
 	}
+	assert_int_equal(write(fds[0], "GET /now HTTP/2.0\r\n\r\nmore", 25), 25);
+	assert_true(!strncmp(read_now(e.l, fds[0], buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
 	settle(e.l);
 	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX);
 	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
@@ -962,6 +968,12 @@ static void test_lingers_while_the_client_may_send(void **state)
 	close(fd);
 	settle(e.l);
 	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX - 1);
+	/* a byte to each: the closed one answers it with a reset, which fails the next send */
+	assert_int_equal(send(fds[0], "x", 1, MSG_NOSIGNAL), 1);
+	assert_int_equal(send(fds[1], "x", 1, MSG_NOSIGNAL), 1);
+	settle(e.l);
+	assert_int_equal(send(fds[0], "y", 1, MSG_NOSIGNAL), 1); /* still lingering */
+	assert_int_equal(send(fds[1], "y", 1, MSG_NOSIGNAL), -1); /* lingered longest: closed */
 	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
 		close(fds[i]);
 	settle(e.l);
