@@ -293,6 +293,15 @@ static __always_inline __u32 vip_flags(__u32 vh, __u32 idx)
 	return v ? v->flags : 0;
 }
 
+/* vip_flags() for the new-flow path, which already holds <hv>, the entry
+ * at the packet's home slot <home>: a VIP at its home (most) is read there,
+ * one map lookup less per new flow; one stored past it is looked up. */
+static __always_inline __u32 vip_flags_near(const struct hlb_steer_vip *hv, __u32 home, __u32 vh,
+					    __u32 idx)
+{
+	return idx == home ? hv->flags : vip_flags(vh, idx);
+}
+
 /* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
 static __always_inline int is_vip_addr(__u64 d0, __u64 d1)
 {
@@ -682,11 +691,12 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * bits differ: then the tag matched by chance, the entry is a
 		 * live flow's, and the SYN follows it like its ACKs will. A
 		 * closed VIP's SYN never follows an entry (vip_flags()). */
-		if (be && !(tcp->syn && !tcp->ack &&
-			    (((be->flags & HLB_STEER_BACKEND_F_OUT) &&
-			      ((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
-				      ext) ||
-			     (vip_flags(vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
+		if (be &&
+		    !(tcp->syn && !tcp->ack &&
+		      (((be->flags & HLB_STEER_BACKEND_F_OUT) &&
+			((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
+				ext) ||
+		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
 			/* Written only when it changed: once a tick, not once
 			 * a packet, so the line stays shared. */
 			if (b->seen[way] != now)
@@ -699,8 +709,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	}
 	/* Closed (hashlb run stopping): nothing new is steered, whatever the
 	 * table; the stack refuses it, as the daemon's closed listener does.
-	 * The same entry names the VIP's table and its half: no other lookup. */
-	__u32 vf = vip_flags(vh, (__u32)vip);
+	 * The same entry names the VIP's table and its half: no other lookup
+	 * (and none at all for a VIP at its home slot: <hv> is its entry). */
+	__u32 vf = vip_flags_near(hv, home, vh, (__u32)vip);
 
 	if (vf & HLB_STEER_VIP_F_CLOSED) {
 		struct hlb_steer_stats2 *st2 = stats2_get();
