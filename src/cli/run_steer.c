@@ -28,6 +28,13 @@
  * jiffies: 2.56 s at HZ=100), so that a flow still sending uses its entry
  * between two polls. */
 #define DRAIN_POLL_MS 3000
+/* How long every entry left must have been closing and unused before a
+ * drain ends (drain_poll()): the client's FIN ends only its half, and a
+ * client that half-closed (shutdown(SHUT_WR)) sends nothing more until the
+ * server's data, which with DSR the LB never sees, makes it ACK. A server
+ * silent longer than this after its client's FIN is cut when the program
+ * is detached (docs/steering.md). */
+#define DRAIN_CLOSING_QUIET_MS 10000
 
 /* A service with steering: kernel, as the config in force says (copied: a
  * reload frees that config). */
@@ -85,10 +92,12 @@ struct run_steer_svc {
 	/* Left attached, its VIP open, for the restart after a worker's failure (kept_for_restart()) */
 	bool kept;
 	/* Its program marks closing entries (drain_poll()): <drain_quiet> once
-	 * a poll found every entry closing, their sum then <drain_closing>. */
+	 * a poll found every entry closing, their sum then <drain_closing>,
+	 * unchanged since <drain_quiet_ms> (mono_ms()). */
 	bool drain_polled;
 	bool drain_quiet;
 	uint64_t drain_closing;
+	uint64_t drain_quiet_ms;
 };
 
 struct run_steer {
@@ -1260,9 +1269,12 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 
 /*
  * Every DRAIN_POLL_MS: a drain whose program holds no open entry (every one
- * closing: its client sent FIN or RST) at two polls in a row, the closing
- * ones unused between them (their sum unchanged: a flow still closing, its
- * last ACKs, uses its entry and changes it), ends now, its flows over.
+ * closing: its client sent FIN or RST) at polls DRAIN_CLOSING_QUIET_MS
+ * apart or more, the closing ones unused all along (their sum unchanged: a
+ * flow still closing, its last ACKs, or a half-closed one ACKing its
+ * server's data, uses its entry and changes it), ends now, its flows over.
+ * Not at two polls in a row (3 s): a client that half-closed and waits
+ * longer for a slow server was cut.
  */
 static void drain_poll(struct hlb_daemon *d, void *arg)
 {
@@ -1281,8 +1293,11 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 		if (open > 0 || !e->drain_quiet || closing != e->drain_closing) {
 			e->drain_quiet = open == 0;
 			e->drain_closing = closing;
+			e->drain_quiet_ms = mono_ms();
 			continue;
 		}
+		if (mono_ms() - e->drain_quiet_ms < DRAIN_CLOSING_QUIET_MS)
+			continue;
 		/* interface=NAME, the name it has now (iface_kv()) */
 		hlb_log(HLB_LOG_INFO, "kernel steering drained",
 			"service=%s %s drain_ms=%llu reason=\"every flow has ended (its client's FIN "

@@ -2,7 +2,7 @@
 
   peer.py serve NAME PORT
       a backend: to every connection it says "NAME\\n", then answers each line
-      L with "NAME:L\\n".
+      L with "NAME:L\\n" (a line "sleep S" after S seconds: a slow server).
   peer.py sink PORT
       reads and discards; at EOF answers with the byte count.
   peer.py blast HOST PORT CONNS SECONDS
@@ -13,11 +13,16 @@
       for each line read on stdin ("again" or "quit"), sends a line on every
       connection and prints [[sport, name-that-answered], ...], and with
       "again" also opens N new connections and prints them likewise.
+  peer.py halfclose VIP PORT SECONDS
+      opens a connection and prints one JSON line [sport, name]; then, at a
+      line on stdin, sends "sleep SECONDS", half-closes (shutdown(SHUT_WR)),
+      reads the answer and prints [answer, time.time() when it came].
 """
 import json
 import socket
 import socketserver
 import sys
+import time
 
 
 def serve(name, port):
@@ -26,6 +31,8 @@ def serve(name, port):
             try:
                 self.wfile.write(f"{name}\n".encode())
                 for line in self.rfile:
+                    if line.startswith(b"sleep "):
+                        time.sleep(float(line.split()[1]))
                     self.wfile.write(f"{name}:".encode() + line)
             except OSError:
                 pass  # health checks connect and reset
@@ -71,6 +78,25 @@ def client(vip, port, n):
         fresh = connect(vip, port, n)
         print(json.dumps([[c[2], c[3]] for c in fresh]), flush=True)
         conns += fresh
+
+
+def halfclose(vip, port, seconds):
+    s = socket.create_connection((vip, port), timeout=float(seconds) + 20)
+    f = s.makefile("rwb")
+    print(json.dumps([s.getsockname()[1], f.readline().decode().strip()]), flush=True)
+    sys.stdin.readline()
+    f.write(f"sleep {seconds}\n".encode())
+    f.flush()
+    s.shutdown(socket.SHUT_WR)
+    try:
+        answer = f.readline().decode().strip()
+    except OSError as e:
+        answer = f"error: {e}"
+    print(json.dumps([answer, time.time()]), flush=True)
+    try:
+        f.read()  # the server's FIN, ACKed through the LB
+    except OSError:
+        pass
 
 
 def sink(port):
@@ -124,5 +150,7 @@ if __name__ == "__main__":
         sink(int(sys.argv[2]))
     elif sys.argv[1] == "blast":
         blast(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    elif sys.argv[1] == "halfclose":
+        halfclose(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
         client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

@@ -26,6 +26,7 @@ this hashlb's is attached without a reload; a table retried when its interface g
 no timer firing until the interface is back.
 Each scenario starts its own daemon; the namespaces are removed even when it fails."""
 import collections
+import datetime
 import json
 import os
 import re
@@ -602,12 +603,14 @@ def stop_drain_ends(topo, servers):
     """SIGTERM with timeouts.drain 60s: the held connections exchange data after the stop,
     then their client closes them; the drain ends with them (the program marks an entry
     closing at the client's FIN), logged before the program is detached, and the process exits
-    long before the deadline (30 s at most, of 60). Before, a stop's drain always lasted its
-    whole timeouts.drain unless the program held no entry at all."""
+    long before the deadline (40 s at most, of 60: the closing entries must go unused 10 s, 12 to
+    15 s after the last use, so that a half-closed client waiting for its server is not cut).
+    Before, a stop's drain always lasted its whole timeouts.drain unless the program held no
+    entry at all."""
     d, client, held, _ = stopping(topo, "60s", "stop drain ends")
     try:
         lost = still_held(client, held, "stop drain ends")
-        drained = d.wait_log("kernel steering drained", 30)
+        drained = d.wait_log("kernel steering drained", 40)
         check(drained is not None and "service=web interface=eth0" in drained,
               f"stop drain ends: not drained when its flows ended: {d.lines[d.pos - 5:]}")
         detached = d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
@@ -620,7 +623,7 @@ def stop_drain_ends(topo, servers):
             pass
         stopped = d.wait_log('msg=stopped', 5) or ""
         m = re.search(r"drain_ms=(\d+)", stopped)
-        check(d.proc.poll() is not None and m and int(m.group(1)) < 30000 and
+        check(d.proc.poll() is not None and m and int(m.group(1)) < 40000 and
               steer_stats(topo) == {},
               f"stop drain ends: still running {d.proc.poll() is None}, {stopped.strip()}, "
               f"attached {steer_stats(topo) != {}}")
@@ -628,6 +631,69 @@ def stop_drain_ends(topo, servers):
               f"closed by their client: {(drained or '').strip()}; {stopped.strip()}",
               flush=True)
     finally:
+        d.stop()
+
+
+def exited(topo, d, tag, timeout):
+    """Daemon <d> exits within <timeout> seconds, leaving no program attached."""
+    try:
+        d.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    check(d.proc.poll() is not None and steer_stats(topo) == {},
+          f"{tag}: still running {d.proc.poll() is None}, attached {steer_stats(topo) != {}}")
+
+
+def log_time(line):
+    """A log line's ts=, as time.time() would say it."""
+    m = re.search(r"ts=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", line or "")
+    return datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=datetime.timezone.utc).timestamp() if m else None
+
+
+def stop_half_closed(topo, servers):
+    """SIGTERM with timeouts.drain 60s and one connection through the kernel path whose client
+    then half-closes it (shutdown(SHUT_WR): its FIN marks the entry closing) and waits for a
+    slow server, which answers 7 s later (with DSR, not through the LB): the drain does not end
+    before the answer, the program still attached when it comes, and ends after it, the
+    client's ACKs of it and of the server's FIN having gone by the entry. Before, a drain ended
+    once the closing entries went unused 3 s (between two polls): 3 to 6 s after the FIN, the
+    program detached under the half-closed flow, whose client's next ACK the LB's stack reset."""
+    d = Daemon(topo, service(topo).replace("    backends:\n",
+                                           "    timeouts: {drain: 60s}\n    backends:\n"))
+    d.start()
+    client = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "stop half closed: no table published at start")
+        before = steer_stats(topo).get("new_flows", 0)
+        client = topo.spawn(topo.client, [sys.executable, PEER, "halfclose", T.VIP,
+                                          str(T.VIP_PORT), "7"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        sport, name = json.loads(client.stdout.readline())
+        check(steer_stats(topo).get("new_flows", 0) - before >= 1,
+              "stop half closed: the connection is not the kernel path's")
+        d.skip_log()
+        d.proc.terminate()
+        check(d.wait_log(T.DRAINING, 10) is not None,
+              f"stop half closed: the stop does not drain: {d.lines[d.pos - 5:]}")
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        answer, answered = json.loads(client.stdout.readline())
+        attached = steer_stats(topo) != {}
+        client.wait(timeout=30)
+        drained = d.wait_log("kernel steering drained", 40)
+        check(answer == f"{name}:sleep 7" and attached and drained is not None and
+              log_time(drained) > answered,
+              f"stop half closed: answer {answer!r} (from {name}), program attached then "
+              f"{attached}, drained at {log_time(drained)} (answered at {answered}): {drained}")
+        exited(topo, d, "stop half closed", 10)
+        print(f"stop half closed: port {sport} on {name}, answered 7 s after its client's FIN "
+              f"with the program attached; {(drained or '').strip()}", flush=True)
+    finally:
+        if client:
+            client.kill()  # nothing if it has exited
+            client.wait(timeout=10)
         d.stop()
 
 
@@ -673,13 +739,7 @@ def stop_twice(topo, servers):
         check(d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
                          'reason=stopped', 15) is not None,
               f"stop twice: a second SIGTERM did not detach the program: {d.lines[d.pos - 5:]}")
-        try:
-            d.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            pass
-        check(d.proc.poll() is not None and steer_stats(topo) == {},
-              f"stop twice: still running {d.proc.poll() is None}, attached "
-              f"{steer_stats(topo) != {}}")
+        exited(topo, d, "stop twice", 15)
         print("stop twice: a second SIGTERM ended the kernel path's drain of 10m", flush=True)
     finally:
         cut_held(topo, client)
@@ -2342,7 +2402,7 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
                      ("maint", maint), ("stop_drain", stop_drain),
-                     ("stop_drain_ends", stop_drain_ends),
+                     ("stop_drain_ends", stop_drain_ends), ("stop_half_closed", stop_half_closed),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
                      ("backup", backup), ("reload_listen", reload_listen), ("sigkill", sigkill),
                      ("worker_failed", worker_failed),
