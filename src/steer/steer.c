@@ -69,6 +69,18 @@ static const char *const map_names[M_MAX] = {
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
 };
 
+/*
+ * hlb_buckets' name in a program of several tables (hashlb run, several
+ * services on an interface). A hashlb of before those (which requires every
+ * map of map_names, map_required()) finds no hlb_buckets there and refuses
+ * the program as another version's, where it read it as one table of several
+ * times the capacity: it wrote its table over another's, flipped every other
+ * table to its stale half and removed the other services' VIPs. A program of
+ * one table keeps the name, and an older hashlb can still take it over (a
+ * rollback of a single service).
+ */
+#define MULTI_BUCKETS_NAME "hlb_buckets_n"
+
 enum { SHADOW_SLOTS, SHADOW_POINTS, SHADOW_BUCKETS, SHADOW_MAX };
 
 struct hashlb_steer {
@@ -208,6 +220,22 @@ static int sync_inner_create(struct hashlb_steer *s)
 	return s->sync_inner_fd < 0 ? -errno : 0;
 }
 
+/* Map <map> of a program not loaded yet created as <name>, as the object
+ * declares it otherwise (MULTI_BUCKETS_NAME). No BTF: its values are u32. */
+static int map_renamed(struct bpf_map *map, const char *name)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = bpf_map__map_flags(map));
+	int fd = bpf_map_create(bpf_map__type(map), name, bpf_map__key_size(map),
+				bpf_map__value_size(map), bpf_map__max_entries(map), &mo);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = bpf_map__reuse_fd(map, fd); /* dups it */
+	close(fd);
+	return ret;
+}
+
 /* Wait until no BPF program runs that started before this call: updating a
  * map-in-map element does a synchronize_rcu() before returning. */
 static int steer_barrier(struct hashlb_steer *s)
@@ -331,7 +359,7 @@ static int map_index(const char *name)
 	for (int m = 0; m < M_MAX; m++)
 		if (strcmp(name, map_names[m]) == 0)
 			return m;
-	return -1;
+	return strcmp(name, MULTI_BUCKETS_NAME) == 0 ? M_BUCKETS : -1;
 }
 
 /* The first map this hashlb drives a program through that program <id>
@@ -791,6 +819,12 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->tables * s->points_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
+	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
+			   strerror(-ret));
+		goto err_free;
+	}
 	ret = hlb_steer_bpf__load(s->skel);
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM,

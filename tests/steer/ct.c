@@ -1355,27 +1355,10 @@ static void overload(struct hashlb_steer *s)
 /* A file descriptor of program <prog_fd>'s map <name>. */
 static int map_of(int prog_fd, const char *name)
 {
-	uint32_t ids[32], len;
-	struct bpf_prog_info pi;
-	struct bpf_map_info mi;
+	int m = test_map_of(prog_fd, name);
 
-	memset(&pi, 0, sizeof(pi));
-	pi.nr_map_ids = 32;
-	pi.map_ids = (uint64_t)(uintptr_t)ids;
-	len = sizeof(pi);
-	if (bpf_obj_get_info_by_fd(prog_fd, &pi, &len) < 0)
-		exit(1);
-	for (uint32_t i = 0; i < pi.nr_map_ids && i < 32; i++) {
-		int m = bpf_map_get_fd_by_id(ids[i]);
-
-		memset(&mi, 0, sizeof(mi));
-		len = sizeof(mi);
-		if (m >= 0 && bpf_obj_get_info_by_fd(m, &mi, &len) == 0 &&
-		    strcmp(mi.name, name) == 0)
-			return m;
-		if (m >= 0)
-			close(m);
-	}
+	if (m >= 0)
+		return m;
 	fprintf(stderr, "no map %s\n", name);
 	exit(1);
 }

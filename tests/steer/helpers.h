@@ -266,6 +266,33 @@ static inline struct hashlb_steer *test_steer_load_opts(const struct hashlb_stee
 	return s;
 }
 
+/* A file descriptor of program <prog_fd>'s map named <name>, or -1: none. */
+static inline int test_map_of(int prog_fd, const char *name)
+{
+	uint32_t ids[32], len;
+	struct bpf_prog_info pi;
+	struct bpf_map_info mi;
+
+	memset(&pi, 0, sizeof(pi));
+	pi.nr_map_ids = 32;
+	pi.map_ids = (uint64_t)(uintptr_t)ids;
+	len = sizeof(pi);
+	if (bpf_obj_get_info_by_fd(prog_fd, &pi, &len) < 0)
+		exit(1);
+	for (uint32_t i = 0; i < pi.nr_map_ids && i < 32; i++) {
+		int m = bpf_map_get_fd_by_id(ids[i]);
+
+		memset(&mi, 0, sizeof(mi));
+		len = sizeof(mi);
+		if (m >= 0 && bpf_obj_get_info_by_fd(m, &mi, &len) == 0 &&
+		    strcmp(mi.name, name) == 0)
+			return m;
+		if (m >= 0)
+			close(m);
+	}
+	return -1;
+}
+
 /* Load the programs with the default options (see test_steer_load_opts). */
 static inline struct hashlb_steer *test_steer_load(const struct hashlb_table *first)
 {

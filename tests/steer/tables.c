@@ -8,7 +8,8 @@
  * flips between two in a thread, the other's new flows never see it, and its
  * own each go where one of the two says; a table published through a handle
  * that has no VIP list (a takeover) keeps its VIPs served, and one whose idea
- * of its half is stale never writes the half in force. Through
+ * of its half is stale never writes the half in force; and an older
+ * hashlb, of one table, refuses such a program (older_refuses()). Through
  * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other.
  */
 #include <pthread.h>
@@ -253,6 +254,37 @@ static void taken_over(struct hashlb_steer *sa, const struct hashlb_table *ta,
 	hashlb_steer_flows_clear(sa);
 }
 
+/*
+ * A program of two tables has no map named hlb_buckets (its is
+ * hlb_buckets_n), which every hashlb of before several tables requires: that
+ * one refuses it as another version's program, where it read it as one table
+ * of twice the capacity and wrote over the other's. A program of one table
+ * keeps the name: an older hashlb can still take it over.
+ */
+static void older_refuses(int prog_fd, const struct hashlb_table *t)
+{
+	struct hashlb_steer *one = test_steer_load(t);
+	int one_fd = hashlb_steer_prog_fd(one, HASHLB_STEER_PROG_XDP);
+	int old = test_map_of(prog_fd, "hlb_buckets"),
+	    renamed = test_map_of(prog_fd, "hlb_buckets_n");
+	int kept = test_map_of(one_fd, "hlb_buckets"),
+	    one_renamed = test_map_of(one_fd, "hlb_buckets_n");
+
+	CHECK(old < 0 && renamed >= 0,
+	      "two tables: map hlb_buckets %s, hlb_buckets_n %s (an older hashlb would take it)",
+	      old < 0 ? "absent" : "present", renamed < 0 ? "absent" : "present");
+	CHECK(kept >= 0 && one_renamed < 0,
+	      "one table: map hlb_buckets %s, hlb_buckets_n %s (an older hashlb could not take it)",
+	      kept < 0 ? "absent" : "present", one_renamed < 0 ? "absent" : "present");
+	for (int i = 0; i < 4; i++) {
+		int m = (int[]){ old, renamed, kept, one_renamed }[i];
+
+		if (m >= 0)
+			close(m);
+	}
+	hashlb_steer_free(one);
+}
+
 int main(void)
 {
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
@@ -270,6 +302,7 @@ int main(void)
 	sa = test_steer_load_opts(&o, ta);
 	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
 	CHECK(hashlb_steer_tables(sa) == 2, "tables: %u", hashlb_steer_tables(sa));
+	older_refuses(fd, ta);
 	CHECK(hashlb_steer_share(sa, 2, &sb, &err) == -ERANGE, "table 2 of 2 shared");
 	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
 		fprintf(stderr, "share: %s\n", err.msg);
