@@ -53,8 +53,10 @@ struct run_steer_svc {
 	/* Another hashlb version's program is on its interface (-EPROTO): its
 	 * attach is tried again every RETRY_MS (<retry>), logged once (again if
 	 * the reason changes: <refused>, or if another outcome of an attach came
-	 * between: the interface gone, another failure), until it is gone. */
+	 * between: the interface gone, another failure), until it is gone.
+	 * Likewise a program another live process drives (-EBUSY): <driven>. */
 	bool other;
+	bool driven;
 	/* Its program went away with its interface (or was replaced): attached
 	 * again by refresh_tick() once the interface is there. */
 	bool lost;
@@ -817,9 +819,10 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		 * ends it, so that the next one is said again (before, after the
 		 * interface was gone a while, it was not: the log's last word was
 		 * that it would be attached once back) */
-		bool was_other = e->other;
+		bool was_other = e->other, was_driven = e->driven;
 
 		e->other = false;
+		e->driven = false;
 
 		if (!o.iface) {
 			hashlb_err(&err, -EINVAL, HASHLB_ERR_CONFIG,
@@ -885,19 +888,29 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 					"the program is attached again\"",
 					name, hlb_log_quote(o.iface, qi, sizeof(qi)));
 			flows_kept(e);
-		} else if (ret == -EPROTO) {
+		} else if (ret == -EPROTO || ret == -EBUSY) {
 			/* another hashlb version's program: before, -ENOENT, taken
 			 * for none, and the attach was refused as if this one's
 			 * were there ("--update changes its table"); then attached
-			 * only at the next reload after the operator detached it */
+			 * only at the next reload after the operator detached it.
+			 * Or one a live process drives (a foreground hashlb steer,
+			 * another hashlb run): before, not retried, and a reload
+			 * that changed nothing did not try again either, so the
+			 * service stayed in userspace until a restart. */
 			char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
 
 			if (!was_other || strcmp(e->refused, err.msg) != 0)
 				hlb_log(HLB_LOG_ERROR, "kernel steering not started",
-					"service=%s error=%s reason=\"once it is detached, this "
-					"hashlb's is attached (tried every second)\"",
-					name, hlb_log_quote(err.msg, q, sizeof(q)));
+					"service=%s error=%s reason=\"%s\"", name,
+					hlb_log_quote(err.msg, q, sizeof(q)),
+					ret == -EBUSY
+						? "once that process stops, its program is "
+						  "taken over or this hashlb's attached (tried "
+						  "every second)"
+						: "once it is detached, this hashlb's is "
+						  "attached (tried every second)");
 			e->other = true;
+			e->driven = ret == -EBUSY;
 			snprintf(e->refused, sizeof(e->refused), "%s", err.msg);
 			retry_arm(rs, e);
 			return;
@@ -914,8 +927,10 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				"service=%s interface=%s mode=%s%s", name,
 				hlb_log_quote(o.iface, qi, sizeof(qi)),
 				hashlb_steer_mode_name(hashlb_steer_mode(e->steer)),
-				was_other ? " reason=\"the other hashlb version's program is gone\""
-					  : "");
+				!was_other ? ""
+				: was_driven
+					? " reason=\"the process that drove the program is gone\""
+					: " reason=\"the other hashlb version's program is gone\"");
 		}
 		hashlb_steer_set_lock_try(e->steer, true);
 		e->marked = false;

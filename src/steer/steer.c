@@ -1497,10 +1497,13 @@ int hashlb_steer_adopt(const char *iface, enum hashlb_steer_mode mode,
 	 * it over, a hashlb steer in the foreground) holds its maps open. */
 	holder = map_holder(mi.id);
 	if (holder) {
+		/* who, so that the operator knows which process to stop */
+		bool daemon = active_has(s, HLB_STEER_ACTIVE_DAEMON);
+
 		hashlb_steer_free(s);
 		return hashlb_err(err, -EBUSY, HASHLB_ERR_SYSTEM,
-				  "the hashlb program on '%s' is driven by process %d", iface,
-				  (int)holder);
+				  "the hashlb program on '%s' is driven by %s (process %d)", iface,
+				  daemon ? "hashlb run" : "a foreground hashlb steer", (int)holder);
 	}
 	*ret_steer = s;
 	return 0;

@@ -9,7 +9,8 @@ path up to timeouts.drain, new clients refused (the VIP the program serves: the 
 reload's new listen is not published), ends as soon as they have (closed by their client), and a
 second SIGTERM ends that at once; a worker's failure
 exits at once, the program left attached, steering, for the restart; a daemon restarted after SIGKILL takes its
-orphaned program over, never one a live daemon drives; an upgrade takes over the program the
+orphaned program over, never one a live daemon drives, and one a foreground hashlb steer drove is
+attached once that is stopped; an upgrade takes over the program the
 old daemon drove, at tc, though another hashlb program is at the XDP hook; /metrics shows the kernel path's
 counters, exact and never lower across a reload; a reload of listen and a backend publishes one
 table, logged once, and the new VIP is steered; steering_flows sizes the conntrack table, and
@@ -832,7 +833,8 @@ def sigkill(topo, servers):
         d3 = Daemon(topo, service(topo).replace(f"{T.VIP}:{T.VIP_PORT}",
                                                 f"{T.VIP}:{T.VIP_PORT + 1}")).start()
         refused = d3.wait_log("kernel steering not started", 10)
-        check(refused is not None and "driven by process" in refused and
+        check(refused is not None and f"driven by hashlb run (process {d2.proc.pid})" in refused
+              and "tried every second" in refused and
               d3.wait_log("kernel steering taken over", 0.5) is None,
               f"sigkill: a second daemon took over the program a live one drives: "
               f"{[l for l in d3.lines if 'steering' in l][:2]}")
@@ -1459,6 +1461,46 @@ def two_hooks(topo, servers):
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
     two_hooks_driven(topo, BPF_OBJ)
     two_hooks_xdp_driven(topo)
+
+
+def driven_later(topo, servers):
+    """hashlb run started while a foreground hashlb steer drives the program on eth0 (an
+    operator's first trial left running): not started, the error naming that hashlb steer and
+    its pid and saying it is tried every second; once it is stopped, the daemon attaches its
+    own by itself and 20 new clients go through the kernel path. Before, the error said only
+    `driven by process N`, and the service stayed in userspace until a restart: not retried,
+    and a reload that changed nothing did not try again either."""
+    fg = topo.spawn(topo.lb, [HASHLB, "steer", "-i", "eth0", "--vip", f"{T.VIP}:{T.VIP_PORT}",
+                              "-b", f"b1={topo.backend_ip(0)}"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    d = None
+    try:
+        line = fg.stdout.readline()
+        check("attached" in line, f"driven later: hashlb steer did not attach: {line}")
+        d = Daemon(topo, service(topo)).start()
+        refused = d.wait_log("kernel steering not started", 15)
+        check(refused is not None and
+              f"driven by a foreground hashlb steer (process {fg.pid})" in refused and
+              "tried every second" in refused,
+              f"driven later: the refusal does not name the foreground steer: {refused}")
+        fg.terminate()
+        fg.wait(timeout=10)
+        attached = d.wait_log("kernel steering attached", 10)
+        check(attached is not None and "the process that drove the program is gone" in attached,
+              f"driven later: not attached once the foreground steer stopped: "
+              f"{[x for x in d.lines if 'steering' in x][-3:]}")
+        check(d.wait_log("kernel steering table published", 10) is not None,
+              "driven later: no table published")
+        got = kernel_steered(topo, "driven later", T.VIP)
+        print(f"driven later: {refused.strip()}; then {attached.strip()}; new clients "
+              f"{dict(got)}", flush=True)
+    finally:
+        if fg.poll() is None:
+            fg.terminate()
+            fg.wait(timeout=10)
+        if d:
+            d.stop()
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 
 
 def two_hooks_driven(topo, BPF_OBJ):
@@ -2405,6 +2447,7 @@ def body(topo):
                      ("stop_drain_ends", stop_drain_ends), ("stop_half_closed", stop_half_closed),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
                      ("backup", backup), ("reload_listen", reload_listen), ("sigkill", sigkill),
+                     ("driven_later", driven_later),
                      ("worker_failed", worker_failed),
                      ("upgrade_unsteered", upgrade_unsteered), ("mac_changed", mac_changed),
                      ("manual_update", manual_update), ("lock_held", lock_held),
