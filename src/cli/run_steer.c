@@ -1277,9 +1277,29 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 	uint64_t now = mono_ms();
 
 	(void)d;
-	for (uint32_t i = 0; i < rs->n; i++)
-		if (rs->svcs[i].draining && now >= rs->svcs[i].drain_until)
-			drain_end(rs, &rs->svcs[i]);
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+		char qi[LOG_IFACE_KV_MAX];
+		uint64_t closing;
+		uint32_t open;
+
+		if (!e->draining || now < e->drain_until)
+			continue;
+		/* Said, so that a drain that ran to its deadline with no
+		 * client left is not a mystery: entries no FIN or RST closed
+		 * (a flow still open, a client gone without one, a connect
+		 * whose SYN no backend answered) keep it going. interface=NAME,
+		 * the name it has now (iface_kv()). */
+		if (e->steer && hashlb_steer_flows_open(e->steer, &open, &closing) == 0)
+			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
+				"service=%s %s drain_ms=%llu open_flows=%u reason=\"timeouts.drain "
+				"reached with conntrack entries no FIN or RST has closed: flows still "
+				"open, or whose client went without one (a connect no backend "
+				"answered too)\"",
+				e->name, iface_kv(e, qi),
+				(unsigned long long)(now - e->drain_start), open);
+		drain_end(rs, e);
+	}
 }
 
 /*
