@@ -185,12 +185,15 @@ struct hlb_daemon {
 	int succ_fd;
 	char succ_in[2 * HASHLB_NAME_MAX + 32];
 	size_t succ_len;
-	/* its HLB_FDPASS_QUEUE: the clients lent to it from the queues, until it answers how many
-	 * it took (or goes away, or lent_timer fires: then they come back) */
+	/* its HLB_FDPASS_QUEUE: the clients lent to it from the queues, until it answers which it
+	 * refused (those come back), or exits (all come back), or the channel breaks or lent_timer
+	 * fires while it lives (this one closes its copies: those are its); <lent_pidfd> its
+	 * pidfd, opened as it asks (-1: none) */
 	struct hlb_lent *lent;
 	size_t n_lent;
 	bool lent_watched, lent_sent;
 	struct hlb_daemon_timer *lent_timer;
+	int lent_pidfd;
 };
 
 static int watch_add(struct hlb_daemon *d, enum watch_kind kind, int fd, uint32_t events,
@@ -901,7 +904,7 @@ int hlb_daemon_new(struct hashlb_config *cfg, const char *config_path,
 	d->ready_fd = -1;
 	d->taker_pidfd = -1;
 	d->up.pidfd = d->up.sock = d->up.resync = -1;
-	d->resync_fd = d->parent_fd = d->succ_fd = d->successor_pidfd = -1;
+	d->resync_fd = d->parent_fd = d->succ_fd = d->successor_pidfd = d->lent_pidfd = -1;
 	d->asks_tail = &d->asks;
 	d->opts = *opts;
 	d->exe = realpath("/proc/self/exe", NULL);
@@ -1806,12 +1809,32 @@ static void succ_closed(struct hlb_daemon *d, void *arg, uint64_t own, int64_t o
 			strerrorname_np(errno));
 }
 
-/* How long the new process may take to say how many of the clients lent to it it took. */
+/*
+ * How long the new process may take to say which of the clients lent to it it took. Past it,
+ * if it still lives, it may be serving any of them: this one closes its copies (no reset: the
+ * socket is the new one's) and serves none; only an answer, or its exit, gives them back.
+ */
 #define LENT_WAIT_MS 5000
 
+/* Whether the new process the clients were lent to has exited, waiting up to <wait_ms> for it
+ * (its end of the channel closes as it exits, before its pidfd says so). Not known (no pidfd):
+ * it lives. */
+static bool lent_peer_exited(struct hlb_daemon *d, int wait_ms)
+{
+	struct pollfd p = { .fd = d->lent_pidfd, .events = POLLIN };
+	int r;
+
+	if (d->lent_pidfd < 0)
+		return false;
+	do
+		r = poll(&p, 1, wait_ms);
+	while (r < 0 && errno == EINTR);
+	return r == 1;
+}
+
 /* The new process answered for the clients lent to it, <taken> of them not refused ("refused I"
- * lines), or, <all_back>, it did not (it went away, or did not answer in time): the ones it did
- * not take are served here again. */
+ * lines), or, <all_back>, it took none (it exited, or none was sent to it): the ones it did not
+ * take are served here again, the others closed here (no reset: they are its). */
 static void lent_done(struct hlb_daemon *d, bool all_back)
 {
 	size_t taken = 0;
@@ -1820,6 +1843,9 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 		hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));
 		d->lent_watched = false;
 	}
+	if (d->lent_pidfd >= 0)
+		close(d->lent_pidfd);
+	d->lent_pidfd = -1;
 	if (!d->lent_sent)
 		return;
 	for (size_t i = 0; i < d->n_lent; i++) {
@@ -1837,14 +1863,19 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 	d->lent_sent = false;
 }
 
+/* No answer in LENT_WAIT_MS: they come back if the new process has exited, else they are its. */
 static void lent_timeout(struct hlb_daemon *d, void *arg)
 {
+	bool exited;
+
 	(void)arg;
 	if (!d->lent_sent)
 		return;
+	exited = lent_peer_exited(d, 0);
 	hlb_log(HLB_LOG_WARN, "the new hashlb did not answer for the clients lent to it",
-		"after_ms=%u count=%zu", LENT_WAIT_MS, d->n_lent);
-	lent_done(d, true);
+		"after_ms=%u count=%zu new_exited=%s", LENT_WAIT_MS, d->n_lent,
+		exited ? "true" : "false");
+	lent_done(d, exited);
 }
 
 /* <a> for an HLB_FDPASS_QUEUED line: "IP,PORT". */
@@ -1874,7 +1905,8 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 	char *text = NULL;
 	size_t len = 0;
 	int *fds = NULL;
-	bool sent = false;
+	bool sent = false, tried = false;
+	unsigned went = 0;
 	ssize_t n;
 	FILE *f;
 
@@ -1903,16 +1935,32 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 			fds[i] = lent[i].fd;
 		}
 		fprintf(f, HLB_FDPASS_QUEUED_END, (size_t)n);
-		if (fclose(f) == 0)
-			sent = hlb_fdpass_send(d->succ_fd, text, len, 0, fds, (unsigned)n);
+		if (fclose(f) == 0) {
+			tried = true;
+			sent = hlb_fdpass_send_counted(d->succ_fd, text, len, 0, fds, (unsigned)n,
+						       &went);
+		}
 		f = NULL;
 	}
 	if (f)
 		fclose(f);
 	free(text);
 	free(fds);
+	if (!sent && tried && went) {
+		/* Some went, their lines maybe not all: it may serve any of those, and will not
+		 * answer (it answers at the end). Those are its (copies closed here, no reset), the
+		 * others come back; the channel is closed, so that it closes those it cannot read
+		 * the lines of. */
+		hlb_log(HLB_LOG_WARN, "cannot send the new hashlb all the clients lent to it",
+			"err=%s sent=%u count=%zd", strerrorname_np(errno), went, n);
+		for (ssize_t i = went; i < n; i++)
+			lent[i].refused = true;
+		hlb_daemon_unwatch(d, d->succ_fd);
+		close(d->succ_fd);
+		d->succ_fd = -1;
+	}
 	if (!sent) {
-		lent_done(d, true);
+		lent_done(d, !went);
 		return;
 	}
 	if (d->lent_timer)
@@ -1926,6 +1974,12 @@ static void lend_queue(struct hlb_daemon *d)
 {
 	if (d->lent_sent || d->lent_watched)
 		return;
+	/* Its pidfd says when it has exited, and the clients lent to it with it: the successor's
+	 * (successor_set() at the handover, before it could ask; a later one would tell of itself
+	 * only once this one has answered). The channel is a socketpair: SO_PEERCRED would name
+	 * this process. */
+	if (d->lent_pidfd < 0 && d->successor_pidfd >= 0)
+		d->lent_pidfd = fcntl(d->successor_pidfd, F_DUPFD_CLOEXEC, 0);
 	if (hlb_daemon_watch(d, hlb_proxy_lent_fd(d->proxy), EPOLLIN, lent_ready, NULL) < 0) {
 		send(d->succ_fd, "queued-end 0\n", 13, MSG_NOSIGNAL | MSG_DONTWAIT);
 		return;
@@ -1998,7 +2052,8 @@ static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *a
 		hlb_daemon_unwatch(d, fd);
 		close(fd);
 		d->succ_fd = -1;
-		lent_done(d, true);
+		/* Back only if it has exited; alive, it may be serving them: they are its. */
+		lent_done(d, lent_peer_exited(d, 1000));
 	}
 }
 
@@ -2736,6 +2791,8 @@ void hlb_daemon_free(struct hlb_daemon *d)
 	if (!d)
 		return;
 	/* lent and not answered for: the workers have closed them (their drain) */
+	if (d->lent_pidfd >= 0)
+		close(d->lent_pidfd);
 	for (size_t i = 0; i < d->n_lent; i++)
 		close(d->lent[i].fd);
 	free(d->lent);

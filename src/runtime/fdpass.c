@@ -12,9 +12,10 @@
 
 #include "fdpass.h"
 
-/* Write text[off, end) with <fds> on its first byte, waiting up to 1 s for room. */
+/* Write text[off, end) with <fds> on its first byte, waiting up to 1 s for room; *<went> is
+ * set once the descriptors are in the peer's socket (the first byte went). */
 static bool send_with_fds(int fd, const char *text, size_t off, size_t end, const int *fds,
-			  unsigned n_fds)
+			  unsigned n_fds, bool *went)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
@@ -50,6 +51,7 @@ static bool send_with_fds(int fd, const char *text, size_t off, size_t end, cons
 		if (n <= 0)
 			return false;
 		off += (size_t)n;
+		*went = true;
 		msg.msg_control = NULL; /* the descriptors went with the first byte */
 		msg.msg_controllen = 0;
 	}
@@ -59,9 +61,19 @@ static bool send_with_fds(int fd, const char *text, size_t off, size_t end, cons
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds)
 {
+	unsigned went;
+
+	return hlb_fdpass_send_counted(fd, text, len, lines_off, fds, n_fds, &went);
+}
+
+bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			     unsigned n_fds, unsigned *ret_went)
+{
 	size_t off = 0, end;
 	unsigned sent = 0, k;
+	bool went;
 
+	*ret_went = 0;
 	while (off < len) {
 		k = n_fds - sent < HLB_FDPASS_PER_MSG ? n_fds - sent : HLB_FDPASS_PER_MSG;
 		end = len;
@@ -74,9 +86,14 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
 				end = nl ? (size_t)(nl - text) + 1 : len;
 			}
 		}
-		if (!send_with_fds(fd, text, off, end, fds + sent, k))
+		went = false;
+		*ret_went = sent;
+		if (!send_with_fds(fd, text, off, end, fds + sent, k, &went)) {
+			*ret_went = sent + (went ? k : 0);
 			return false;
+		}
 		sent += k;
+		*ret_went = sent;
 		off = end;
 	}
 	return true;

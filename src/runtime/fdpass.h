@@ -60,6 +60,10 @@
  */
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds);
+/* hlb_fdpass_send(), and how many of <fds> reached the peer's socket (*<ret_went>), all of them
+ * or not: those of a batch whose first byte went did, even if the rest of its text did not. */
+bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			     unsigned n_fds, unsigned *ret_went);
 
 /*
  * Whether process <pid> holds the other end of the connected socket <fd>:
@@ -88,8 +92,10 @@ bool hlb_fdpass_peer_gone(int fd);
  * if it had just accepted them, and answers with an HLB_FDPASS_REFUSED line for each of the
  * others (by its place among the lines, from 0), then HLB_FDPASS_ADOPTED with how many it took.
  * The old one closes its copies of those taken, and serves the others on as if they had never
- * left its queue; all of them if the new one goes away or does not answer in LENT_WAIT_MS. A
- * process of before neither asks nor answers: an old one of before ignores the request.
+ * left its queue; all of them if the new one exits first. Never on a guess: a new one alive
+ * that does not answer in LENT_WAIT_MS, or whose channel breaks, or that got only some of the
+ * sockets, may serve any it got: the old one closes its copies of those (no reset). A process
+ * of before neither asks nor answers: an old one of before ignores the request.
  */
 #define HLB_FDPASS_QUEUE "queue\n"
 #define HLB_FDPASS_QUEUED "queued %s %u %s %s\n"

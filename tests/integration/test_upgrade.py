@@ -2156,7 +2156,7 @@ def upgrade_keeps_a_rotated_name_in_place():
         a2.stop()
 
 
-def queued_capped(name, n, exe=None, workers=2, extra="", header=None):
+def queued_capped(name, n, exe=None, workers=2, extra="", header=None, env=None):
     """(exe, Lb, held, queued): hashlb installed at a path of its own (or <exe>), one backend
     at max_connections: 1 with a long queue, one client served (held open: the old
     process's slot stays taken), <n> more waiting in its queue."""
@@ -2167,7 +2167,7 @@ def queued_capped(name, n, exe=None, workers=2, extra="", header=None):
     lb = Lb(config([(b[0], b[1], "max_connections: 1")], health="enabled: false",
                    admin=admin_addr(), listen=f"{LISTEN[0]}:{LISTEN[1]}",
                    extra="timeouts: {queue: 60s}\n" + extra, workers=workers),
-            fname=f"{name}.yaml", binary=exe)
+            fname=f"{name}.yaml", binary=exe, env=env)
     held = connect(LISTEN, client_ip(200))
     if header:
         held.sendall(header(200))
@@ -2304,6 +2304,39 @@ def queued_clients_stay_when_the_new_process_refuses():
         kill(new_pid)
 
 
+def upgraded_to(lb):
+    """hashlb ctl upgrade of <lb>: the new process's pid (the test fails without one)."""
+    rc, out, err = lb.ctl("upgrade")
+    m = re.search(r"handed over to pid (\d+)", out)
+    check(rc == 0 and m, f"upgraded ({rc}, {out!r}, {err!r})")
+    return int(m.group(1))
+
+
+def queued_clients_stay_the_new_ones_when_it_is_slow():
+    """The new process answers for the queued clients lent to it only after the old one's
+    bound for the answer (5 s; answer_pause.c holds it 7 s), while it lives and serves them
+    already. They are its: the old one closes its copies, unreset, and serves none of them
+    when its slot frees. It took them back on its timer, so that two processes served one
+    client socket: its bytes split between two backends' connections."""
+    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_PAUSE_MS="7000")
+    exe, lb, held, queued = queued_capped("queued-slow", 4, env=env)
+    new_pid = None
+    try:
+        new_pid = upgraded_to(lb)
+        check(lb.wait_log(r'msg="the new hashlb did not answer for the clients lent to it" '
+                          r'after_ms=5000 count=4 new_exited=false$', 30) and
+              lb.wait_log(r'msg="clients waiting in the queues handed over" count=4 kept=0$'),
+              "the old one gives up waiting, and leaves them to the new one")
+        held.close()  # the old process's slot frees: nothing of its queue is served there
+        rc, out, err = lb.ctl("set", "-s", "t", BACKENDS[0][0], "max_connections", "0")
+        check(rc == 0 and lb.status()["pid"] == new_pid, f"cap lifted on the new one: {err!r}")
+        check(served(queued) == 4, "the new process serves each, every byte through it")
+    finally:
+        for s in queued:
+            s.close()
+        kill(new_pid)
+
+
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
@@ -2329,4 +2362,5 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            queued_connections_outlive_the_old, sockets_over_tcp_give_nothing_away,
            upgrade_keeps_a_rotated_name_in_place, queued_clients_survive_an_upgrade,
            queued_proxy_clients_keep_their_header,
-           queued_clients_stay_when_the_new_process_refuses])
+           queued_clients_stay_when_the_new_process_refuses,
+           queued_clients_stay_the_new_ones_when_it_is_slow])
