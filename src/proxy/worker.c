@@ -1216,8 +1216,13 @@ void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 				continue;
 			if (!mine) {
 				mine = calloc(n, sizeof(*mine));
-				if (!mine)
-					break; /* then none is taken from it: they are served here */
+				/* Without the memory to name those taken, none comes back: some
+				 * are the new process's. They stay lent until the drain closes
+				 * them (no reset). */
+				if (!mine) {
+					any = false;
+					break;
+				}
 			}
 			mine[k++] = lent[i].conn;
 		}
