@@ -813,7 +813,7 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 {
 	const char *s = v->text;
 	uint64_t val = 0, mult = 1;
-	bool negative = false, over = false, bare;
+	bool negative = false, over = false;
 	int r = want_scalar(ld, v, key, k->what);
 
 	if (r < 0)
@@ -836,8 +836,7 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 			    "'%s' \"%s\" has no unit: write %s%s, %s%s, or the number without "
 			    "quotes (%s)",
 			    key, v->text, v->text, k->hint[0], v->text, k->hint[1], k->plain);
-	bare = *s == '\0';
-	if (!bare) {
+	if (*s != '\0') {
 		size_t i;
 
 		for (i = 0; i < UNITS_MAX; i++) {
@@ -851,13 +850,10 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 			over = true;
 	}
 	val *= mult;
-	/* a number alone out of range is most likely written in another unit: said */
 	if (over || (negative && val) || ((val || !zero) && (val < lo || val > hi)))
-		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s%s%s", key, v->text,
+		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s", key, v->text,
 			    unit_text(k, lo).s, unit_text(k, hi).s, zero ? " (0 = " : "",
-			    zero ? zero : "", zero ? ")" : "",
-			    bare && val && *k->plain_unit ? ": a number alone counts " : "",
-			    bare && val && *k->plain_unit ? k->plain : "");
+			    zero ? zero : "", zero ? ")" : "");
 	*ret = val;
 	return 0;
 bad:

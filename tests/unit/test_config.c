@@ -723,9 +723,6 @@ static void test_ranges(void **state)
 		"'table_size' 65536 is not prime (Maglev needs a prime; nearest: 65521 or 65537)");
 	expect_error(MINIMAL "    timeouts:\n      connect: 0\n", 8, 16,
 		     "'connect' 0 is out of range 1ms..10m");
-	/* a number alone out of range says what it was read as: seconds meant, most likely */
-	expect_error(MINIMAL "    health:\n      interval: 5\n", 8, 17,
-		     "'interval' 5 is out of range 10ms..1h: a number alone counts milliseconds");
 	expect_error(MINIMAL "    timeouts:\n      idle: 8d\n", 8, 13, "'idle' must be a duration");
 	/* a fraction is refused by its name (it was called "a number with a unit" and refused) */
 	expect_error(MINIMAL "    timeouts:\n      connect: 1.5s\n", 8, 16,
