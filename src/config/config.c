@@ -813,7 +813,7 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 {
 	const char *s = v->text;
 	uint64_t val = 0, mult = 1;
-	bool negative = false, over = false;
+	bool negative = false, over = false, bare;
 	int r = want_scalar(ld, v, key, k->what);
 
 	if (r < 0)
@@ -849,11 +849,23 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 		if (val > UINT64_MAX / mult)
 			over = true;
 	}
+	bare = *s == '\0' && k == &duration_kind;
 	val *= mult;
-	if (over || (negative && val) || ((val || !zero) && (val < lo || val > hi)))
-		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s", key, v->text,
+	if (over || (negative && val) || ((val || !zero) && (val < lo || val > hi))) {
+		/* 'interval: 5' meant as seconds: say how it was read, as the warning of
+		 * one in range does (note_bare_duration()) */
+		char why[96] = "";
+
+		if (bare && !over && !negative && val && val <= UINT64_MAX / 1000 &&
+		    val * 1000 >= lo && val * 1000 <= hi)
+			snprintf(why, sizeof(why),
+				 ": a number alone counts milliseconds, %s read as %sms: write %ss "
+				 "for seconds",
+				 v->text, v->text, v->text);
+		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s%s", key, v->text,
 			    unit_text(k, lo).s, unit_text(k, hi).s, zero ? " (0 = " : "",
-			    zero ? zero : "", zero ? ")" : "");
+			    zero ? zero : "", zero ? ")" : "", why);
+	}
 	*ret = val;
 	return 0;
 bad:

@@ -302,6 +302,12 @@ broken = [
      16, 5, "'hash_prefix' applies to hash_key src-ip, but this service uses 4-tuple"),
     (demo.replace("    hash_key: src-ip ", "    hash_prefix:\n      ipv6: 129\n    hash_key: src-ip "),
      17, 13, "'ipv6' 129 is out of range 1..128"),
+    # a duration without a unit counts milliseconds: one out of range for that, meant as
+    # seconds, says how it was read (before: "'interval' 5 is out of range 10ms..1h", where 5
+    # looked in range), as the warning of one in range does
+    (demo.replace("    hash_key: src-ip ", "    health:\n      interval: 5\n    hash_key: src-ip "),
+     17, 17, "'interval' 5 is out of range 10ms..1h: a number alone counts milliseconds, "
+     "5 read as 5ms: write 5s for seconds"),
 ]
 with tempfile.TemporaryDirectory(prefix="hashlb-check-") as tmp:
     for i, (text, line, col, words) in enumerate(broken):

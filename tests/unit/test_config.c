@@ -724,6 +724,12 @@ static void test_ranges(void **state)
 	expect_error(MINIMAL "    timeouts:\n      connect: 0\n", 8, 16,
 		     "'connect' 0 is out of range 1ms..10m");
 	expect_error(MINIMAL "    timeouts:\n      idle: 8d\n", 8, 13, "'idle' must be a duration");
+	/* a number alone out of range as milliseconds says how it was read, where seconds fit */
+	expect_error(MINIMAL "    health:\n      interval: 5\n", 8, 17,
+		     "'interval' 5 is out of range 10ms..1h: a number alone counts milliseconds, 5 "
+		     "read as 5ms: write 5s for seconds");
+	expect_error(MINIMAL "    health:\n      interval: 5000000\n", 8, 17,
+		     "'interval' 5000000 is out of range 10ms..1h");
 	/* a fraction is refused by its name (it was called "a number with a unit" and refused) */
 	expect_error(MINIMAL "    timeouts:\n      connect: 1.5s\n", 8, 16,
 		     "'connect' 1.5s: a duration is a whole number of its unit");
