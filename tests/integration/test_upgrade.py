@@ -2318,7 +2318,8 @@ def queued_clients_stay_the_new_ones_when_it_is_slow():
     already. They are its: the old one closes its copies, unreset, and serves none of them
     when its slot frees. It took them back on its timer, so that two processes served one
     client socket: its bytes split between two backends' connections."""
-    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_PAUSE_MS="7000")
+    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_PAUSE_MS="7000",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
     exe, lb, held, queued = queued_capped("queued-slow", 4, env=env)
     new_pid = None
     try:
