@@ -5,7 +5,8 @@
  * thread closes the socket stops (a worker's), the others go on. With $HLB_TEST_CLOSE_AT_SCAN
  * set, it goes on too as soon as the process opens /proc/self/fd (the reload's look for its own
  * sockets, after its bind collided with that one), and that opendir() returns once the socket
- * is closed: the close lands between the bind and the look. */
+ * is closed: the close lands between the bind and the look. Once the socket is closed, the
+ * shim writes 'c' to $HLB_TEST_PAUSE_FD before closing it. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -63,10 +64,16 @@ int close(int fd)
 				n = pl.revents ? read(pfd, &c, 1) : 0;
 			while (n < 0 && errno == EINTR);
 		}
-		real(pfd);
 		errno = saved;
 		n = real(fd);
 		atomic_store(&closed, true);
+		/* said once closed: a client the test connects then cannot reach the old
+		 * socket (in u's SO_REUSEPORT group until this close), which would reset it */
+		c = 'c';
+		if (write(pfd, &c, 1) < 0)
+			errno = saved;
+		real(pfd);
+		errno = saved;
 		return (int)n;
 	}
 	errno = saved;

@@ -1038,7 +1038,15 @@ def u_added_back(lb, why):
 
 
 def u_served_once_closed(lb, ours, port):
-    """The worker let go of u's old socket (<ours> closed): u's clients served, the stop clean."""
+    """The worker let go of u's old socket (a byte on <ours>), and once it said it closed it
+    ('c': before, a client connecting at once could reach the old socket, still in u's
+    SO_REUSEPORT group, and be reset as it closed): u's clients served, the stop clean."""
+    try:
+        ours.sendall(b"g")
+    except OSError:
+        pass  # the shim went on by itself (HLB_TEST_CLOSE_AT_SCAN) and closed its end
+    ours.settimeout(30)
+    check(ours.recv(1) == b"c", "the worker closed u's old socket")
     ours.close()
     with connect(("127.0.0.1", port), client_ip(1)) as s:
         check(read_line(s) == "a", "u's clients are served")
