@@ -762,6 +762,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
 		if (b->seen[way] != now)
 			b->seen[way] = now;
+		if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
+			ct_mark(b, way, e, tcp_flags(tcp));
 		return forward_kept(st, eth, be, len, ret_ifindex);
 	}
 
@@ -810,9 +812,19 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (way < HLB_STEER_CT_WAYS) {
 		/* One aligned 64-bit store: readers see the old entry or this. */
 		__u32 sh = way * HLB_STEER_CT_EXT_BITS;
+		__u64 ne = hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
 
-		*(volatile __u64 *)&b->way[way] =
-			hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
+		/* A FIN or RST that makes the entry (a flow rescheduled or
+		 * evicted as it closes) makes it closing, as ct_mark() would
+		 * on a kept entry: a stop's drain need not wait for it. */
+		if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_RST)) {
+			struct hlb_steer_stats2 *st2 = stats2_get();
+
+			ne |= HLB_STEER_CT_CLOSING;
+			if (st2)
+				st2->ct_closing++;
+		}
+		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;
 		/* Not atomic with the entry: two CPUs inserting into one set at
 		 * once may leave a way's ext wrong, and a reused tuple's SYN

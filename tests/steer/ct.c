@@ -287,8 +287,28 @@ static void closing(struct hashlb_steer *s)
 	hashlb_steer_flows_open(s, &open, &sum1);
 	CHECK(open == 1 && stats(s).ct_closing - st0.ct_closing == 2,
 	      "a RST did not mark its entry: %u open", open);
+
+	/* A FIN that finds no entry (the flow's was evicted, or it began
+	 * before the program) makes one, closing already: a stop's drain does
+	 * not wait for it to its deadline. */
+	struct test_pkt r;
+
+	flow_init(&r, &rng, 0x0a00000a);
+	r.tcp_flags = 0x11; /* FIN ACK */
+	st0 = stats(s);
+	CHECK(send_pkt(&r, &be2) == XDP_TX_, "an untracked flow's FIN not forwarded");
+	st1 = stats(s);
+	CHECK(st1.new_flows - st0.new_flows == 1 && st1.ct_closing - st0.ct_closing == 1,
+	      "a FIN that made an entry: %llu new flows, %llu closing",
+	      (unsigned long long)(st1.new_flows - st0.new_flows),
+	      (unsigned long long)(st1.ct_closing - st0.ct_closing));
+	bucket_read(bucket_of(&r), &bk);
+	w = way_of(&bk, &r);
+	CHECK(w >= 0 && (bk.way[w] & HLB_STEER_CT_CLOSING), "a FIN made an entry not closing");
+	hashlb_steer_flows_open(s, &open, &sum1);
+	CHECK(open == 1, "%u open entries after an untracked flow's FIN, 1 before", open);
 	printf("closing: a client's FIN or RST marks its entry, a SYN unmarks it; the flow's "
-	       "last packets still go by it\n");
+	       "last packets still go by it; a FIN that makes an entry makes it closing\n");
 }
 
 /*
