@@ -1391,6 +1391,10 @@ static void drain_begin(struct run_steer *rs)
 		/* published or not (a table refused since): it steers by the last one */
 		if (!e->steer || !hashlb_steer_attached(e->steer))
 			continue;
+		/* Waits up to 2 s for the publication lock, before any use of it:
+		 * detach_stopped()'s set_vips(NULL) too, which with the lock busy
+		 * would fail (-EAGAIN) and leave this VIP open. */
+		hashlb_steer_set_lock_try(e->steer, false);
 		ms = e->svc ? atomic_load(&e->svc->snap)->drain_timeout_ms : 0;
 		if (hashlb_steer_flows_count(e->steer, &entries) < 0)
 			entries = 1; /* unknown: drained */
@@ -1398,7 +1402,6 @@ static void drain_begin(struct run_steer *rs)
 			detach_stopped(rs, e);
 			continue;
 		}
-		hashlb_steer_set_lock_try(e->steer, false); /* waits up to 2 s */
 		/* The VIP it serves: a reload's new one not published yet (its table refused)
 		 * would take the old one's place, whose flows would then reach the stack, reset. */
 		if (hashlb_steer_close_vips(e->steer, e->vip_set.ss_family ? &e->vip_set : &e->vip,
