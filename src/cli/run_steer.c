@@ -487,6 +487,19 @@ static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
  * hlbren0) that name is no interface's, and a service added on hlbren0 took
  * the first's program over so.
  */
+/*
+ * Whether <o>'s program is attached: a handle on a lost one (its interface
+ * gone, or another program in its place) is stale, until attach_lost()
+ * lets it go. Before, iface_taken(), iface_services() and steer_release()'s
+ * heir counted stale handles: of two services on one lost program, the
+ * first republished shared the detached program, or loaded one of a single
+ * table, the second's then refused (-ENOSPC).
+ */
+static bool steer_live(const struct run_steer_svc *o)
+{
+	return o->steer && hashlb_steer_attached(o->steer);
+}
+
 static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 					       const struct run_steer_svc *e)
 {
@@ -495,7 +508,7 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
 		const struct run_steer_svc *o = &rs->svcs[i];
 
-		if (o != e && o->steer && hashlb_steer_ifindex(o->steer) == (int)ifindex)
+		if (o != e && steer_live(o) && hashlb_steer_ifindex(o->steer) == (int)ifindex)
 			return o;
 	}
 	return NULL;
@@ -521,8 +534,8 @@ static uint32_t iface_services(const struct run_steer *rs, const struct run_stee
 	for (uint32_t i = 0; ifindex && i < rs->n; i++) {
 		const struct run_steer_svc *s = &rs->svcs[i];
 
-		if (!s->iface || (s->steer ? hashlb_steer_ifindex(s->steer) != (int)ifindex
-					   : if_nametoindex(s->iface) != ifindex))
+		if (!s->iface || (steer_live(s) ? hashlb_steer_ifindex(s->steer) != (int)ifindex
+						: if_nametoindex(s->iface) != ifindex))
 			continue;
 		n++;
 		/* each table's room: twice the largest's, never below the
@@ -673,7 +686,7 @@ static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool un
 	struct hashlb_error err = { 0 };
 
 	for (uint32_t i = 0; e->steer && i < rs->n && !heir; i++)
-		if (&rs->svcs[i] != e && rs->svcs[i].steer &&
+		if (&rs->svcs[i] != e && steer_live(&rs->svcs[i]) &&
 		    hashlb_steer_ifindex(rs->svcs[i].steer) == hashlb_steer_ifindex(e->steer) &&
 		    hashlb_steer_tables(e->steer) > 1)
 			heir = &rs->svcs[i];
@@ -1094,7 +1107,7 @@ static void retry_tick(struct hlb_daemon *d, void *arg)
  * interface is there (a new program, with no conntrack entry: the flows
  * through the old interface ended with it).
  */
-static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
+static void lost_release(struct run_steer *rs, struct run_steer_svc *e)
 {
 	char qi[LOG_IFACE_KV_MAX];
 
@@ -1110,6 +1123,11 @@ static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
 		e->vip_set.ss_family = 0;
 		e->lost = true;
 	}
+}
+
+static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
+{
+	lost_release(rs, e);
 	if (!e->lost)
 		return false;
 	if (!e->svc || !e->iface || !if_nametoindex(e->iface))
@@ -1137,6 +1155,11 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 	char devbuf[IF_NAMESIZE], qn[HLB_LOG_QUOTED_MAX(HASHLB_NAME_MAX)];
 
 	(void)d;
+	/* Every service on a lost program let go of it before any is attached
+	 * again: the first republished would otherwise count the others'
+	 * handles on it as a program to share, or size its own for it alone. */
+	for (uint32_t i = 0; !rs->stopping && i < rs->n; i++)
+		lost_release(rs, &rs->svcs[i]);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hlb_snapshot *snap;

@@ -1740,6 +1740,17 @@ def kernel_steered(topo, tag, vip, n=20):
     return got
 
 
+def each_steered(topo, tag):
+    """20 new clients of web and 20 of api through the kernel path, each service's on its own
+    backends (web's on b1 and b2, api's on b3): their backends."""
+    got4 = kernel_steered(topo, tag, T.VIP)
+    got6 = kernel_steered(topo, tag, T.VIP6)
+    check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
+          f"{tag}: web's clients not all on b1, b2: {dict(got4)}")
+    check(got6 == {"b3": 20}, f"{tag}: api's clients not all on b3: {dict(got6)}")
+    return got4, got6
+
+
 def two_services(topo, servers):
     """Two services steered in the kernel on one interface, a table each in its program: web
     (the IPv4 VIP) over b1 and b2, api (the IPv6 VIP) over b3; each one's new clients reach its
@@ -1759,11 +1770,7 @@ def two_services(topo, servers):
         shared = [l for l in d.lines if "kernel steering attached" in l and " table=" in l]
         check(len(shared) == 1, f"two_services: the second service not in the first's "
               f"program: {[l for l in d.lines if 'steering' in l]}")
-        got4 = kernel_steered(topo, "two_services", T.VIP)
-        got6 = kernel_steered(topo, "two_services", T.VIP6)
-        check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
-              f"two_services: web's clients not all on b1, b2: {dict(got4)}")
-        check(got6 == {"b3": 20}, f"two_services: api's clients not all on b3: {dict(got6)}")
+        got4, got6 = each_steered(topo, "two_services")
         print(f"two_services: web's 20 clients {dict(got4)}, api's {dict(got6)}", flush=True)
 
         client, held = hold(topo)
@@ -2019,6 +2026,38 @@ def iface_recreated(topo, servers):
     finally:
         d.stop()
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+
+
+def lost_shared(topo, servers):
+    """web and api sharing eth0's program, which is detached under them (its tc filter
+    deleted, or its XDP hook cleared, by hand): both losses logged, and both services
+    attached again to one new program, a table each, each one's 20 new clients through the
+    kernel path on its own backends. Before, the first service republished counted the other's
+    handle on the lost program as a live one: it shared the detached program (no new flow in
+    the kernel path), or loaded one of a single table, and the second was refused."""
+    web, api = two_services_yaml(topo)
+    d = two_services_start(topo, web + api, "lost_shared")
+    try:
+        kernel_steered(topo, "lost_shared: before", T.VIP, 10)
+        topo.wait_closed()
+        d.skip_log()
+        # at tc here (mode auto on veth), else at the XDP hook
+        T.sh("tc", "filter", "del", "dev", "eth0", "ingress", ns=topo.lb, check=False)
+        T.sh("ip", "link", "set", "dev", "eth0", "xdpgeneric", "off", ns=topo.lb, check=False)
+        T.sh("ip", "link", "set", "dev", "eth0", "xdp", "off", ns=topo.lb, check=False)
+        missing = d.wait_each(['msg="kernel steering lost" service=web',
+                               'msg="kernel steering lost" service=api'], 15)
+        check(not missing, f"lost_shared: no loss logged for {missing}: "
+              f"{[l for l in d.lines if 'steering' in l]}")
+        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
+        refused = [l for l in d.lines if "not started" in l]
+        check(not missing and not refused,
+              f"lost_shared: not published again: {missing}, {refused}")
+        got4, got6 = each_steered(topo, "lost_shared: after")
+        print(f"lost_shared: program detached under both, attached again; web's 20 clients "
+              f"{dict(got4)}, api's {dict(got6)}", flush=True)
+    finally:
+        two_services_end(topo, d)
 
 
 def second_timers(pid):
@@ -2463,6 +2502,7 @@ def body(topo):
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
                      ("stop_shared", stop_shared),
                      ("iface_recreated", iface_recreated),
+                     ("lost_shared", lost_shared),
                      ("lost_while_retried", lost_while_retried),
                      ("iface_later", iface_later), ("renamed", renamed),
                      ("many_backends", many_backends)]:
