@@ -2017,7 +2017,9 @@ static void succ_request(struct hlb_daemon *d, char *line)
 		return;
 	}
 	if (sscanf(line, "adopted %zu", &taken) == 1) {
-		lent_done(d, false);
+		/* before the workers all lent (lent_ready() not run): nothing was sent to adopt */
+		if (d->lent_sent)
+			lent_done(d, false);
 		return;
 	}
 	if (sscanf(line, "close %255s %255s", svc, name) != 2)
@@ -2052,8 +2054,11 @@ static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *a
 		hlb_daemon_unwatch(d, fd);
 		close(fd);
 		d->succ_fd = -1;
-		/* Back only if it has exited; alive, it may be serving them: they are its. */
-		lent_done(d, lent_peer_exited(d, 1000));
+		/* Back only if it has exited; alive, it may be serving them: they are its. Not
+		 * sent yet (workers still lending): lent_ready() sees succ_fd < 0 and gives
+		 * them back; ending here would leave them lent, served by nobody. */
+		if (d->lent_sent)
+			lent_done(d, lent_peer_exited(d, 1000));
 	}
 }
 
