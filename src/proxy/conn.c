@@ -1048,7 +1048,8 @@ static void conn_reset_why(struct conn *c, int i, int res)
  */
 static void conn_fail(struct worker *w, struct conn *c, int err)
 {
-	for (int i = 0; i < 2; i++)
+	/* Not a lent client's: the new process may hold its socket (see conn_abort()). */
+	for (int i = c->state == CONN_LENT; i < 2; i++)
 		if (c->fd[i] >= 0)
 			sock_reset_on_close(c->fd[i]);
 	c->err = (uint8_t)err;
