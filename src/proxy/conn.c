@@ -3191,9 +3191,11 @@ void conn_queue_run(struct worker *w)
 /*
  * An upgrade in place: lend each client waiting in the queue to the new process, which asks
  * for them (hlb_proxy_lend_queue()). Each is taken off the queue, with its counts, into
- * w->lent, its socket duplicated for the control thread to pass; its client watch stays (a
- * client that leaves meanwhile is closed here, unreset). A client past its deadline, or whose
- * socket cannot be duplicated, stays. Answers with lent_answer().
+ * w->lent, its socket duplicated for the control thread to pass; its client watch stays, but
+ * does nothing while it is lent (conn_client_watch_done()): a client that leaves meanwhile is
+ * closed here, unreset, if the new process takes it, else its end is found once it is tried
+ * for a backend again (conn_lent_end()). A client past its deadline, or whose socket cannot be
+ * duplicated, stays. Answers with lent_answer().
  */
 void conn_queue_lend(struct worker *w)
 {
