@@ -1444,7 +1444,25 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The socket to the old process closed (it has exited, or is stuck); nothing answered. */
+/* The clients lent by the old process are answered for (HLB_FDPASS_QUEUED_END), or no answer
+ * can go: the sockets received without their lines are closed (the old process gave them up
+ * with the channel: see lent_ready()), the answer and the counts dropped. */
+static void queued_reset(struct hlb_daemon *d)
+{
+	if (d->refused)
+		fclose(d->refused);
+	d->refused = NULL;
+	free(d->refused_text);
+	d->refused_text = NULL;
+	d->refused_len = 0;
+	while (d->n_parent_fds)
+		close(d->parent_fds[--d->n_parent_fds]);
+	d->adopted = d->queued_seen = 0;
+	d->parent_fds_lost = false;
+}
+
+/* The socket to the old process closed (it has exited, or is stuck); nothing answered, and
+ * what it was lending is dropped: no more lines come for the sockets received. */
 static void parent_fd_close(struct hlb_daemon *d)
 {
 	if (d->parent_fd < 0)
@@ -1452,6 +1470,7 @@ static void parent_fd_close(struct hlb_daemon *d)
 	hlb_daemon_unwatch(d, d->parent_fd);
 	close(d->parent_fd);
 	d->parent_fd = -1;
+	queued_reset(d);
 }
 
 /* Send the first request in line if it is not yet, and set ask_timer for it: its answer is
@@ -1671,9 +1690,6 @@ static void queued_end(struct hlb_daemon *d, size_t n)
 					       NULL, 0);
 		d->refused = NULL;
 	}
-	free(d->refused_text);
-	d->refused_text = NULL;
-	d->refused_len = 0;
 	if (!sent)
 		hlb_log(HLB_LOG_WARN, "cannot answer the old hashlb", "err=%s",
 			strerrorname_np(errno));
@@ -1681,10 +1697,7 @@ static void queued_end(struct hlb_daemon *d, size_t n)
 		hlb_log(d->adopted < n ? HLB_LOG_WARN : HLB_LOG_INFO,
 			"clients waiting in the old hashlb's queues taken over",
 			"count=%zu left_there=%zu", d->adopted, n - d->adopted);
-	while (d->n_parent_fds) /* none should be left: one more than its lines said */
-		close(d->parent_fds[--d->n_parent_fds]);
-	d->adopted = d->queued_seen = 0;
-	d->parent_fds_lost = false;
+	queued_reset(d); /* no socket should be left: one more than its lines said */
 }
 
 /* The old process's answers ("closed N"), to the first request in line each; the clients
@@ -1713,8 +1726,6 @@ static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 	}
 	if (r < 0) {
 		/* it has exited: what waits is answered -1 in turn, at once */
-		while (d->n_parent_fds)
-			close(d->parent_fds[--d->n_parent_fds]);
 		parent_fd_close(d);
 		if (d->asks && d->asks->sent) {
 			d->asks->sent = false;
