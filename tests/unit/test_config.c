@@ -2045,6 +2045,7 @@ static void test_max_connection_rate(void **state)
 	assert_int_equal(c->services[0].max_connection_rate, 500);
 	hashlb_config_free(c);
 	c = load_ok(MINIMAL "    max_connection_rate: 1000000\n");
+	assert_int_equal(c->services[0].max_connection_rate, 1000000);
 	hashlb_config_free(c);
 	expect_error(MINIMAL "    max_connection_rate: 1000001\n", 7, 26, "'max_connection_rate'");
 	expect_error(MINIMAL "    max_connection_rate: -1\n", 7, 26, "'max_connection_rate'");
