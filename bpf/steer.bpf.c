@@ -450,6 +450,21 @@ static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __
 	}
 }
 
+/* Way <way> of <b>, entry <e>, used by a packet forwarded by it (<tcp> its
+ * header) at tick <now>: its time, written only when it changed (once a tick,
+ * not once a packet, so the line stays shared), and its closing mark
+ * (ct_mark()) if the packet has FIN, SYN or RST. */
+static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u32 now,
+				    const struct tcphdr *tcp)
+{
+	__u8 fl = tcp_flags(tcp);
+
+	if (b->seen[way] != now)
+		b->seen[way] = now;
+	if (fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
+		ct_mark(b, way, e, fl);
+}
+
 /* The packet, counted, to backend <be>: what every forwarded packet ends with. */
 static __always_inline enum verdict forward(struct hlb_steer_stats *st, struct ethhdr *eth,
 					    const struct hlb_steer_backend *be, __u64 len,
@@ -697,12 +712,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
 				ext) ||
 		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
-			/* Written only when it changed: once a tick, not once
-			 * a packet, so the line stays shared. */
-			if (b->seen[way] != now)
-				b->seen[way] = now;
-			if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
-				ct_mark(b, way, e, tcp_flags(tcp));
+			ct_used(b, way, e, now, tcp);
 			return forward_kept(st, eth, be, len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */
@@ -760,10 +770,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (resched && way < HLB_STEER_CT_WAYS &&
 	    ((__u32)e & 0xffffff) ==
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
-		if (b->seen[way] != now)
-			b->seen[way] = now;
-		if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
-			ct_mark(b, way, e, tcp_flags(tcp));
+		ct_used(b, way, e, now, tcp);
 		return forward_kept(st, eth, be, len, ret_ifindex);
 	}
 
