@@ -168,6 +168,15 @@ class Daemon:
         return T.sh(HASHLB, "ctl", "-a", f"unix:{self.admin}", *args, ns=self.topo.lb,
                     check=False)
 
+    def reload_edit(self, old, new, logged, tag):
+        """Its config with <old> replaced by <new>, reloaded: fails <tag> unless hashlb ctl
+        reload succeeds and <logged> is logged after it."""
+        self.edit(old, new)
+        self.skip_log()
+        p = self.ctl("reload")
+        check(p.returncode == 0 and self.wait_log(logged, 10) is not None,
+              f"{tag}: {p.stdout} {p.stderr}")
+
     def stop(self, steering=True):
         """Stop it; first, if it drives the program (<steering>), which detaches, wait until
         the connections through the VIP have ended (topo.py, wait_closed)."""
@@ -1774,11 +1783,7 @@ def two_services(topo, servers):
         print(f"two_services: web's 20 clients {dict(got4)}, api's {dict(got6)}", flush=True)
 
         client, held = hold(topo)
-        d.edit(api, "")
-        d.skip_log()
-        p = d.ctl("reload")
-        check(p.returncode == 0 and d.wait_log("msg=reloaded", 10) is not None,
-              f"two_services: reload without api: {p.stdout} {p.stderr}")
+        d.reload_edit(api, "", "msg=reloaded", "two_services: reload without api")
         left = d.wait_log("its VIP left the program", 5)
         check(left is not None and "service=api" in left,
               f"two_services: api's VIP did not leave the program: {left}")
@@ -1791,11 +1796,8 @@ def two_services(topo, servers):
         print(f"two_services: api removed: web's {len(held)} held connections, {lost} lost; "
               f"20 new {dict(got4)}; api's clients {dict(got6)}", flush=True)
 
-        d.edit("services:\n", "services:\n" + api)
-        d.skip_log()
-        p = d.ctl("reload")
-        check(p.returncode == 0 and d.wait_log("service=api generation=", 10) is not None,
-              f"two_services: reload adding api back: {p.stdout} {p.stderr}")
+        d.reload_edit("services:\n", "services:\n" + api, "service=api generation=",
+                      "two_services: reload adding api back")
         got6 = kernel_steered(topo, "two_services: api back", T.VIP6)
         check(got6 == {"b3": 20}, f"two_services: api's clients once back: {dict(got6)}")
 
@@ -1805,19 +1807,12 @@ def two_services(topo, servers):
                                            str(T.VIP_PORT), "12"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         held6 = dict(json.loads(client6.stdout.readline()))
-        d.edit(web, "")
-        d.skip_log()
-        p = d.ctl("reload")
-        check(p.returncode == 0 and d.wait_log("msg=reloaded", 10) is not None,
-              f"two_services: reload without web: {p.stdout} {p.stderr}")
+        d.reload_edit(web, "", "msg=reloaded", "two_services: reload without web")
         lost = still_held(client6, held6, "two_services: api's connections across web's removal")
         got6 = kernel_steered(topo, "two_services: after web's removal", T.VIP6)
         check(got6 == {"b3": 20}, f"two_services: api's clients after web's removal: {dict(got6)}")
-        d.edit("services:\n", "services:\n" + web)
-        d.skip_log()
-        p = d.ctl("reload")
-        check(p.returncode == 0 and d.wait_log("service=web generation=", 10) is not None,
-              f"two_services: reload adding web back: {p.stdout} {p.stderr}")
+        d.reload_edit("services:\n", "services:\n" + web, "service=web generation=",
+                      "two_services: reload adding web back")
         got4 = kernel_steered(topo, "two_services: web back", T.VIP)
         check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
               f"two_services: web's clients once back: {dict(got4)}")
