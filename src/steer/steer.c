@@ -1759,6 +1759,17 @@ static int vip_want(struct hlb_steer_vip *want, uint32_t *n, const struct hlb_st
 	return 0;
 }
 
+/* vip_want() of port entry <v> and of its address's marker (port 0). */
+static int vip_want_port(struct hlb_steer_vip *want, uint32_t *n, const struct hlb_steer_vip *v)
+{
+	struct hlb_steer_vip addr = *v;
+	int ret = vip_want(want, n, v);
+
+	addr.port = 0;
+	addr.flags = HLB_STEER_VIP_F_VALID | HLB_STEER_VIP_F_ADDR_ONLY;
+	return ret < 0 ? ret : vip_want(want, n, &addr);
+}
+
 /*
  * Lay out <want> (<nw> keys) in <next>, keeping every key of <cur> that is
  * still wanted at its index (conntrack entries name it), the others at the
@@ -1949,11 +1960,7 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 				err, ret, HASHLB_ERR_SYSTEM,
 				"VIP %u: needs an IPv4 or IPv6 address and a non-zero port", i);
 		v.flags |= flags;
-		ret = vip_want(want, &nw, &v);
-		v.port = 0;
-		v.flags = HLB_STEER_VIP_F_VALID | HLB_STEER_VIP_F_ADDR_ONLY;
-		if (ret == 0)
-			ret = vip_want(want, &nw, &v);
+		ret = vip_want_port(want, &nw, &v);
 		if (ret < 0)
 			return hashlb_err(err, ret, HASHLB_ERR_SIZE_RANGE,
 					  "too many VIPs: %u addresses and ports at most",
@@ -1984,12 +1991,7 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 				goto out;
 			}
 		}
-		v = cur[i];
-		ret = vip_want(want, &nw, &v);
-		v.port = 0;
-		v.flags = HLB_STEER_VIP_F_VALID | HLB_STEER_VIP_F_ADDR_ONLY;
-		if (ret == 0)
-			ret = vip_want(want, &nw, &v);
+		ret = vip_want_port(want, &nw, &cur[i]);
 		if (ret < 0) {
 			ret = hashlb_err(err, ret, HASHLB_ERR_SIZE_RANGE,
 					 "too many VIPs on this interface: %u addresses and ports "
