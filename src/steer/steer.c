@@ -1926,11 +1926,16 @@ static uint32_t vip_table(const struct hlb_steer_vip *v)
 	return (v->flags >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
 }
 
+/* Whether <v> is a VIP's port entry (not empty, not an address's marker). */
+static bool vip_port_entry(const struct hlb_steer_vip *v)
+{
+	return (v->flags & HLB_STEER_VIP_F_VALID) && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY);
+}
+
 /* Whether <v> is a port entry of a table other than <s>'s. */
 static bool vip_others(const struct hashlb_steer *s, const struct hlb_steer_vip *v)
 {
-	return (v->flags & HLB_STEER_VIP_F_VALID) && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY) &&
-	       vip_table(v) != s->table;
+	return vip_port_entry(v) && vip_table(v) != s->table;
 }
 
 /*
@@ -2077,8 +2082,7 @@ static int vip_in_force(struct hashlb_steer *s, const struct hlb_steer_vip *want
 		return ret;
 	ret = -ENOENT;
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == -ENOENT; i++) {
-		if (!(cur[i].flags & HLB_STEER_VIP_F_VALID) ||
-		    (cur[i].flags & HLB_STEER_VIP_F_ADDR_ONLY) ||
+		if (!vip_port_entry(&cur[i]) ||
 		    !(want ? vip_same(&cur[i], want) : vip_table(&cur[i]) == table))
 			continue;
 		*ret_v = cur[i];
@@ -2140,8 +2144,7 @@ static int vips_flip_table(struct hashlb_steer *s, uint32_t vflag)
 		ret = -ENOMEM;
 	vh = ((active >> 1) & 1) ^ 1;
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && ret == 0; i++) {
-		if ((cur[i].flags & HLB_STEER_VIP_F_VALID) &&
-		    !(cur[i].flags & HLB_STEER_VIP_F_ADDR_ONLY) && vip_table(&cur[i]) == s->table)
+		if (vip_port_entry(&cur[i]) && vip_table(&cur[i]) == s->table)
 			cur[i].flags = (cur[i].flags & ~HLB_STEER_VIP_F_HALF) | vflag;
 		ret = batch_add(b, vh * HLB_STEER_VIP_SLOTS + i, &cur[i]);
 	}
