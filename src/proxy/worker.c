@@ -1266,10 +1266,7 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 		hlb_listener_unref(cmd->l);
 	}
 	if (cmd->type == CMD_ADOPT) {
-		/* its client is reset, as one refused at accept */
-		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-
-		setsockopt(cmd->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		sock_reset_on_close(cmd->fd); /* its client is reset, as one refused at accept */
 		close(cmd->fd);
 		hlb_service_unref(cmd->svc);
 	}
