@@ -2812,12 +2812,8 @@ void hlb_daemon_free(struct hlb_daemon *d)
 	for (size_t i = 0; i < d->n_lent; i++)
 		close(d->lent[i].fd);
 	free(d->lent);
-	while (d->n_parent_fds)
-		close(d->parent_fds[--d->n_parent_fds]);
+	queued_reset(d);
 	free(d->parent_fds);
-	if (d->refused)
-		fclose(d->refused);
-	free(d->refused_text);
 	hlb_proxy_free(d->proxy); /* joins the workers */
 	for (dl = d->listeners; dl; dl = next) {
 		next = dl->next;
