@@ -1591,29 +1591,6 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 	return d->parent_len == sizeof(d->parent_in) - 1 ? -EPROTO : 0;
 }
 
-/* "IP,PORT" of an HLB_FDPASS_QUEUED line into <a>; false if it is not one. */
-static bool queued_addr(char *text, struct sockaddr_storage *a)
-{
-	char *comma = strrchr(text, ',');
-	unsigned port;
-
-	memset(a, 0, sizeof(*a));
-	if (!comma || sscanf(comma + 1, "%u", &port) != 1 || port > 65535)
-		return false;
-	*comma = '\0';
-	if (inet_pton(AF_INET, text, &((struct sockaddr_in *)a)->sin_addr) == 1) {
-		a->ss_family = AF_INET;
-		((struct sockaddr_in *)a)->sin_port = htons((uint16_t)port);
-		return true;
-	}
-	if (inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)a)->sin6_addr) == 1) {
-		a->ss_family = AF_INET6;
-		((struct sockaddr_in6 *)a)->sin6_port = htons((uint16_t)port);
-		return true;
-	}
-	return false;
-}
-
 /* The service named <name> among those listened for; NULL if none. */
 static struct hlb_service *service_named(const struct hlb_daemon *d, const char *name)
 {
@@ -1640,6 +1617,7 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	const struct hlb_snapshot *snap;
 	uint64_t max = hlb_proxy_max_connections(d->proxy);
 	unsigned left;
+	socklen_t len;
 	bool addrs = false;
 	int fd = -1;
 
@@ -1650,7 +1628,8 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	if (sscanf(line, "queued %255s %u %53s %53s", svc_name, &left, src, dst) == 4) {
 		svc = service_named(d, svc_name);
 		addrs = strcmp(src, "-") != 0;
-		if (addrs && (!queued_addr(src, &addr[0]) || !queued_addr(dst, &addr[1])))
+		if (addrs && (hashlb_addr_parse(src, true, &addr[0], &len) < 0 ||
+			      hashlb_addr_parse(dst, true, &addr[1], &len) < 0))
 			svc = NULL;
 	}
 	if (!d->refused)
@@ -1889,26 +1868,6 @@ static void lent_timeout(struct hlb_daemon *d, void *arg)
 	lent_done(d, exited);
 }
 
-/* <a> for an HLB_FDPASS_QUEUED line: "IP,PORT". */
-static void lent_addr(const struct sockaddr_storage *a, char *buf, size_t size)
-{
-	char ip[INET6_ADDRSTRLEN] = "-";
-	unsigned port = 0;
-
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
-
-		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
-		port = ntohs(s4->sin_port);
-	} else if (a->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-		port = ntohs(s6->sin6_port);
-	}
-	snprintf(buf, size, "%s,%u", ip, port);
-}
-
 /* Every worker lent what waits in its queue: send them to the new process (HLB_FDPASS_QUEUE). */
 static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 {
@@ -1939,8 +1898,8 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 			char src[INET6_ADDRSTRLEN + 8] = "-", dst[INET6_ADDRSTRLEN + 8] = "-";
 
 			if (lent[i].addrs) {
-				lent_addr(&lent[i].addr[0], src, sizeof(src));
-				lent_addr(&lent[i].addr[1], dst, sizeof(dst));
+				hashlb_addr_format(&lent[i].addr[0], src, sizeof(src));
+				hashlb_addr_format(&lent[i].addr[1], dst, sizeof(dst));
 			}
 			fprintf(f, HLB_FDPASS_QUEUED, lent[i].svc, lent[i].left_ms, src, dst);
 			fds[i] = lent[i].fd;

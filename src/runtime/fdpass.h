@@ -87,10 +87,11 @@ bool hlb_fdpass_peer_gone(int fd);
  * queues (max_connections) asks for them with HLB_FDPASS_QUEUE. The old one lends them and
  * sends, the longest waiting first, a line each with its socket riding on it (SCM_RIGHTS,
  * HLB_FDPASS_PER_MSG a message): the service, the ms left of its timeouts.queue, and the
- * addresses its PROXY header named ("IP,PORT IP,PORT"), "- -" for a service without
- * accept_proxy; then HLB_FDPASS_QUEUED_END with their count. The new one serves those it can as
- * if it had just accepted them, and answers with an HLB_FDPASS_REFUSED line for each of the
- * others (by its place among the lines, from 0), then HLB_FDPASS_ADOPTED with how many it took.
+ * addresses its PROXY header named (as hashlb_addr_format() writes them: "IP:PORT
+ * [IPv6]:PORT"), "- -" for a service without accept_proxy; then HLB_FDPASS_QUEUED_END with
+ * their count. The new one serves those it can as if it had just accepted them, and answers
+ * with an HLB_FDPASS_REFUSED line for each of the others (by its place among the lines, from
+ * 0), then HLB_FDPASS_ADOPTED with how many it took.
  * The old one closes its copies of those taken, and serves the others on as if they had never
  * left its queue; all of them if the new one exits first. Never on a guess: a new one alive
  * that does not answer in LENT_WAIT_MS, or whose channel breaks, or that got only some of the
