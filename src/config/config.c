@@ -31,6 +31,7 @@
 #include <wchar.h>
 
 #include "hashlb/config.h"
+#include "hashlb/grow.h"
 #include "hashlb/steer.h"
 #include "config-internal.h"
 #include "keymap.h"
@@ -72,7 +73,7 @@ struct loader {
 	bool prefix;
 	/* the config being filled: its bare_durations are noted as they are read */
 	struct hashlb_config *cfg;
-	uint32_t bare_cap; /* cfg->bare_durations' room */
+	size_t bare_cap; /* cfg->bare_durations' room */
 };
 
 /*
@@ -888,15 +889,9 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
 	/* read, so a number and maybe a unit: without one when it ends in a digit */
 	if (!c || ms == 0 || !len || !isdigit((unsigned char)v->text[len - 1]))
 		return 0;
-	if (c->n_bare_durations == ld->bare_cap) {
-		uint32_t cap = ld->bare_cap ? 2 * ld->bare_cap : 8;
-
-		d = reallocarray(c->bare_durations, cap, sizeof(*d));
-		if (!d)
-			return nomem(ld);
-		c->bare_durations = d;
-		ld->bare_cap = cap;
-	}
+	if (hlb_grow((void **)&c->bare_durations, &ld->bare_cap, c->n_bare_durations + 1,
+		     sizeof(*c->bare_durations), 8) < 0)
+		return nomem(ld);
 	d = &c->bare_durations[c->n_bare_durations++];
 	d->pos = v->pos;
 	d->key = key;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashlb/grow.h"
 #include "ytree.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -106,24 +107,6 @@ yfail(struct ybuilder *b, const struct hashlb_pos *pos, const char *fmt, ...)
 		b->err->column = at.column;
 	}
 	return ret;
-}
-
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 64;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*v, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = ncap;
-	return 0;
 }
 
 /*
@@ -334,7 +317,7 @@ static int attach(struct ybuilder *b, struct ynode *n)
 	    (n->pos.line < parent->pos.line ||
 	     (n->pos.line == parent->pos.line && n->pos.column < parent->pos.column)))
 		parent->pos = n->pos;
-	if (grow((void **)&b->kids, &b->cap_kids, b->n_kids + 1, sizeof(*b->kids)) < 0)
+	if (hlb_grow((void **)&b->kids, &b->cap_kids, b->n_kids + 1, sizeof(*b->kids), 64) < 0)
 		return -ENOMEM;
 	b->kids[b->n_kids++] = n;
 	return 0;

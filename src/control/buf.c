@@ -6,27 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashlb/grow.h"
 #include "buf.h"
 
 static bool buf_reserve(struct hlb_buf *b, size_t n)
 {
-	size_t cap;
-	char *p;
-
 	if (b->oom)
 		return false;
-	if (b->len + n + 1 <= b->cap)
-		return true;
-	cap = b->cap ? b->cap : 1024;
-	while (cap < b->len + n + 1)
-		cap *= 2;
-	p = realloc(b->p, cap);
-	if (!p) {
+	if (n > SIZE_MAX - 1 - b->len ||
+	    hlb_grow((void **)&b->p, &b->cap, b->len + n + 1, 1, 1024) < 0) {
 		b->oom = true;
 		return false;
 	}
-	b->p = p;
-	b->cap = cap;
 	return true;
 }
 

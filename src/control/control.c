@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashlb/grow.h"
 #include "control.h"
 #include "runtime/log.h"
 
@@ -610,8 +611,9 @@ int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *
 int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
 			      uint32_t *ret_n)
 {
-	struct hlb_steer_sample *v = NULL, *w, one;
-	uint32_t n = 0, cap = 0;
+	struct hlb_steer_sample *v = NULL, one;
+	uint32_t n = 0;
+	size_t cap = 0;
 	int r;
 
 	for (uint32_t i = 0;
@@ -619,14 +621,9 @@ int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample *
 	     i++) {
 		if (r < 0)
 			continue; /* no program now: nothing to show */
-		if (n == cap) {
-			w = realloc(v, (cap ? 2 * cap : 4) * sizeof(*v));
-			if (!w) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = w;
-			cap = cap ? 2 * cap : 4;
+		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 4) < 0) {
+			free(v);
+			return -ENOMEM;
 		}
 		v[n++] = one;
 	}

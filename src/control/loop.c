@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hashlb/grow.h"
 #include "loop.h"
 
 struct hlb_loop {
@@ -207,15 +208,8 @@ int hlb_timer_arm(struct hlb_loop *l, struct hlb_timer *t, uint64_t when_ms)
 		timerfd_sync(l);
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct hlb_timer **h = realloc(l->heap, cap * sizeof(*h));
-
-		if (!h)
-			return -ENOMEM;
-		l->heap = h;
-		l->cap = cap;
-	}
+	if (hlb_grow((void **)&l->heap, &l->cap, l->n + 1, sizeof(*l->heap), 64) < 0)
+		return -ENOMEM;
 	t->when_ms = when_ms;
 	l->heap[l->n] = t;
 	t->heap_idx = l->n++;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 
+#include "hashlb/grow.h"
 #include "runtime/log.h"
 
 #include "check.h"
@@ -247,8 +248,9 @@ static void plug_old_stopped(struct hlb_daemon *d, void *arg)
 static void keep_resolved(struct hashlb_config *cfg, const char *text)
 {
 	static const char tag[] = "resolved ";
-	struct hashlb_addr_kept *v = NULL, *w;
-	uint32_t n = 0, cap = 0, moved;
+	struct hashlb_addr_kept *v = NULL;
+	uint32_t n = 0, moved;
+	size_t cap = 0;
 	char *copy, *line, *save = NULL;
 
 	if (!text || !strstr(text, tag) || !(copy = strdup(text)))
@@ -265,13 +267,8 @@ static void keep_resolved(struct hashlb_config *cfg, const char *text)
 			f[k++] = t;
 		if (k < 4)
 			continue;
-		if (n == cap) {
-			w = realloc(v, (cap ? 2 * cap : 64) * sizeof(*v));
-			if (!w)
-				break;
-			v = w;
-			cap = cap ? 2 * cap : 64;
-		}
+		if (hlb_grow((void **)&v, &cap, n + 1, sizeof(*v), 64) < 0)
+			break;
 		v[n] = (struct hashlb_addr_kept){ .svc = f[0], .name = f[1], .address = f[2] };
 		if (hashlb_addr_parse(f[3], false, &v[n].addr, &len) == 0)
 			n++;

@@ -11,6 +11,7 @@
 
 #include <xxhash.h>
 
+#include "hashlb/grow.h"
 #include "balance.h"
 #include "pool.h"
 #include "runtime/clients.h"
@@ -2169,15 +2170,8 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		/* the slow start, after those (none, or "-": not ramping, or an older one) */
 		pf = strstr(line, " ramp=");
 		h.ramping = pf && sscanf(pf, " ramp=%" SCNu64, &h.ramp_ms) == 1;
-		if (p->n_ho == cap) {
-			size_t nc = cap ? 2 * cap : 64;
-			struct handover *more = realloc(p->ho, nc * sizeof(*more));
-
-			if (!more)
-				break;
-			p->ho = more;
-			cap = nc;
-		}
+		if (hlb_grow((void **)&p->ho, &cap, p->n_ho + 1, sizeof(*p->ho), 64) < 0)
+			break;
 		h.svc = strdup(s);
 		h.name = strdup(name);
 		if (!h.svc || !h.name) {

@@ -72,6 +72,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hashlb/grow.h"
 #include "clients.h"
 #include "control/balance.h"
 #include "log.h"
@@ -634,16 +635,10 @@ static void queue_svc_note(struct worker *w, struct hlb_service *svc, bool fresh
 	if (ws->queue_mark == w->queue_svc_mark)
 		return;
 	queue_svc_set_fresh(w, svc, fresh);
-	if (w->n_queue_svcs == w->queue_svcs_cap) {
-		uint32_t cap = w->queue_svcs_cap ? 2 * w->queue_svcs_cap : 8;
-		struct hlb_service **a = realloc(w->queue_svcs, cap * sizeof(*a));
-
-		if (!a) {
-			w->queue_svcs_lost = true;
-			return;
-		}
-		w->queue_svcs = a;
-		w->queue_svcs_cap = cap;
+	if (hlb_grow((void **)&w->queue_svcs, &w->queue_svcs_cap, w->n_queue_svcs + 1,
+		     sizeof(*w->queue_svcs), 8) < 0) {
+		w->queue_svcs_lost = true;
+		return;
 	}
 	ws->queue_mark = w->queue_svc_mark;
 	w->queue_svcs[w->n_queue_svcs++] = hlb_service_ref(svc);
@@ -782,15 +777,8 @@ static bool queue_due_room(struct worker *w)
 			dues_sift_down(h, n, i);
 		w->n_queue_dues = w->queue_dues_kept = n;
 	}
-	if (w->n_queue_dues == w->queue_dues_cap) {
-		uint32_t cap = w->queue_dues_cap ? 2 * w->queue_dues_cap : 64;
-
-		if (!(h = realloc(h, cap * sizeof(*h))))
-			return false;
-		w->queue_dues = h;
-		w->queue_dues_cap = cap;
-	}
-	return true;
+	return hlb_grow((void **)&w->queue_dues, &w->queue_dues_cap, w->n_queue_dues + 1,
+			sizeof(*w->queue_dues), 64) == 0;
 }
 
 /* <c> waits until c->queued_until: noted (after queue_due_room()). */
@@ -3217,15 +3205,8 @@ void conn_queue_lend(struct worker *w)
 			pp = &c->qnext;
 			continue;
 		}
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 64;
-			struct hlb_lent *a = realloc(lent, ncap * sizeof(*a));
-
-			if (!a)
-				break;
-			lent = a;
-			cap = ncap;
-		}
+		if (hlb_grow((void **)&lent, &cap, n + 1, sizeof(*lent), 64) < 0)
+			break;
 		fd = fcntl(c->fd[0], F_DUPFD_CLOEXEC, 0);
 		if (fd < 0)
 			break; /* no descriptor left: the rest stay */

@@ -23,6 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "hashlb/grow.h"
 #include "runtime/answer.h"
 #include "runtime/fdpass.h"
 #include "worker.h"
@@ -844,8 +845,9 @@ static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino,
 static ino_t *own_socket_inodes(uint32_t *ret_n)
 {
 	DIR *dir = opendir("/proc/self/fd");
-	ino_t *ino = NULL, *grown;
-	uint32_t n = 0, size = 0;
+	ino_t *ino = NULL;
+	uint32_t n = 0;
+	size_t size = 0;
 	struct dirent *e;
 
 	if (!dir)
@@ -864,15 +866,10 @@ static ino_t *own_socket_inodes(uint32_t *ret_n)
 		target[len] = '\0';
 		if (sscanf(target, "socket:[%llu]", &i) != 1)
 			continue;
-		if (n == size) {
-			size = size ? size * 2 : 64;
-			grown = realloc(ino, size * sizeof(*ino));
-			if (!grown) {
-				free(ino);
-				closedir(dir);
-				return NULL;
-			}
-			ino = grown;
+		if (hlb_grow((void **)&ino, &size, n + 1, sizeof(*ino), 64) < 0) {
+			free(ino);
+			closedir(dir);
+			return NULL;
 		}
 		ino[n++] = (ino_t)i;
 	}

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hashlb/grow.h"
 #include "log.h"
 #include "worker.h"
 
@@ -1101,18 +1102,7 @@ bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n)
 	bool last, noted = true;
 
 	pthread_mutex_lock(&p->lent_lock);
-	if (n && p->n_lent + n > p->lent_cap) {
-		size_t cap = p->lent_cap ? 2 * p->lent_cap : 64;
-		struct hlb_lent *a;
-
-		while (cap < p->n_lent + n)
-			cap *= 2;
-		a = realloc(p->lent, cap * sizeof(*a));
-		if (a) {
-			p->lent = a;
-			p->lent_cap = cap;
-		}
-	}
+	hlb_grow((void **)&p->lent, &p->lent_cap, p->n_lent + n, sizeof(*p->lent), 64);
 	if (p->n_lent + n <= p->lent_cap) {
 		if (n)
 			memcpy(p->lent + p->n_lent, lent, n * sizeof(*lent));

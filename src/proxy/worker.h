@@ -359,7 +359,8 @@ struct worker {
 	 * walk due anyway (QUEUE_SAFETY_MS after a look that saw one of their
 	 * counts of changes move, queue_changes_seen(); QUEUE_WALK_NONE). */
 	struct hlb_service **queue_svcs;
-	uint32_t n_queue_svcs, queue_svcs_cap;
+	uint32_t n_queue_svcs;
+	size_t queue_svcs_cap;
 	uint64_t queue_svc_mark;
 	bool queue_svcs_lost;
 	uint64_t queue_fp;
@@ -416,7 +417,8 @@ struct worker {
 	 * min-heap, an entry for each wait, whose client may have left since
 	 * (queue_expire()). Kept (freed at exit); emptied with the queue. */
 	struct queue_due *queue_dues;
-	uint32_t n_queue_dues, queue_dues_cap;
+	uint32_t n_queue_dues;
+	size_t queue_dues_cap;
 	/* for hlb_proxy_worker_stats(), as <pub>: clients waiting looked at
 	 * for their deadline alone (queue_expire()) */
 	_Atomic uint64_t queue_deadline_looks;

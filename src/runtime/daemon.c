@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "hashlb/grow.h"
 #include "control/buf.h"
 #include "daemon.h"
 #include "fdpass.h"
@@ -1557,18 +1558,8 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		memcpy(got, CMSG_DATA(cm), k * sizeof(int));
-		if (d->n_parent_fds + k > d->parent_fds_cap) {
-			size_t cap = d->parent_fds_cap ? 2 * d->parent_fds_cap : 256;
-			int *a;
-
-			while (cap < d->n_parent_fds + k)
-				cap *= 2;
-			a = realloc(d->parent_fds, cap * sizeof(*a));
-			if (a) {
-				d->parent_fds = a;
-				d->parent_fds_cap = cap;
-			}
-		}
+		hlb_grow((void **)&d->parent_fds, &d->parent_fds_cap, d->n_parent_fds + k,
+			 sizeof(*d->parent_fds), 256);
 		for (size_t i = 0; i < k; i++) {
 			if (d->n_parent_fds < d->parent_fds_cap) {
 				d->parent_fds[d->n_parent_fds++] = got[i];

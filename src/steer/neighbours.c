@@ -19,6 +19,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
+#include "hashlb/grow.h"
 #include "hashlb/steer.h"
 
 /* A complete entry: IPv4 ones name their interface (/proc/net/arp), IPv6
@@ -35,7 +36,8 @@ struct neigh_family {
 	bool read;
 	int error; /* of the read: every lookup returns it */
 	struct neigh_entry *entries; /* sorted by address, then seq */
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap;
 };
 
 struct hashlb_steer_neigh {
@@ -66,15 +68,8 @@ const char *hashlb_steer_neigh_source(int family)
 
 static struct neigh_entry *neigh_add(struct neigh_family *f)
 {
-	if (f->n == f->cap) {
-		uint32_t cap = f->cap ? 2 * f->cap : 64;
-		struct neigh_entry *e = realloc(f->entries, cap * sizeof(*e));
-
-		if (!e)
-			return NULL;
-		f->entries = e;
-		f->cap = cap;
-	}
+	if (hlb_grow((void **)&f->entries, &f->cap, f->n + 1, sizeof(*f->entries), 64) < 0)
+		return NULL;
 	memset(&f->entries[f->n], 0, sizeof(f->entries[0]));
 	f->entries[f->n].seq = f->n;
 	return &f->entries[f->n++];
