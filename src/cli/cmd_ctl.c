@@ -613,6 +613,19 @@ static int ctl_request(const struct sockaddr_storage *ss, socklen_t len, const c
 }
 
 /*
+ * Whether paths <a> and <b> name one file (the endpoint's is absolute, -c FILE as written):
+ * 1 if they do, 0 if not, -errno when one cannot be stat'ed (not known).
+ */
+static int same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+
+	if (stat(a, &x) < 0 || stat(b, &y) < 0)
+		return -errno;
+	return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/*
  * After a reload's text answer <body> ("reloaded PATH (N reloads ok)"): a note when PATH,
  * the file the running hashlb was started with and reloaded, is not <config>, the -c FILE
  * ctl took the admin address from. "hashlb ctl -c new.yaml reload" reloads the running
@@ -624,7 +637,6 @@ static void reload_note_other_file(const char *body, const char *config)
 {
 	const char *p = body + strlen("reloaded "), *end = strchr(body, '\n');
 	char path[PATH_MAX];
-	struct stat a, b;
 
 	if (strncmp(body, "reloaded /", strlen("reloaded /")) || !end)
 		return;
@@ -634,9 +646,8 @@ static void reload_note_other_file(const char *body, const char *config)
 		return;
 	memcpy(path, p, (size_t)(end - p));
 	path[end - p] = '\0';
-	if (stat(path, &a) < 0 || stat(config, &b) < 0 ||
-	    (a.st_dev == b.st_dev && a.st_ino == b.st_ino))
-		return;
+	if (same_file(path, config) != 0)
+		return; /* the same file, or not known */
 	fflush(stdout); /* after the answer, in a log that takes both (2>&1, the journal) */
 	cli_error("note: the running hashlb reloaded the file it was started with, %s, not %s "
 		  "(-c takes only the admin address from FILE)\n",
@@ -667,14 +678,6 @@ static void file_error_flush(struct ctl_file_error *fe)
 	if (fe->held)
 		file_error_print(fe);
 	fe->held = false;
-}
-
-/* Whether paths <a> and <b> name one file (the endpoint's is absolute, -c FILE as written) */
-static bool same_file(const char *a, const char *b)
-{
-	struct stat x, y;
-
-	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
 /*
@@ -727,7 +730,7 @@ static bool answer_says(const char *body, bool json, const struct hashlb_error *
 		snprintf(at, sizeof(at), ":%d:%d: error: %s\n", err->line, err->column, err->msg);
 	if (err->line <= 0 || !(m = strstr(body, at)))
 		return false;
-	return config && answer_file(body, m, json, path) && same_file(path, config);
+	return config && answer_file(body, m, json, path) && same_file(path, config) > 0;
 }
 
 /* ctl reload (without --pid): POST /reload, its answer printed by ctl_answer(), and

@@ -11,6 +11,7 @@ import socket
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -651,6 +652,29 @@ def reload_says_which_file_it_reloaded():
         check(rc == 0 and se == "", f"-c {path}, the running file: no note: {rc} {se!r}")
     rc, so, se = lb.ctl("--json", "-c", other, "reload")
     check(rc == 0 and se == "", f"--json: the JSON alone: {rc} {se!r}")
+    # a running file ctl cannot stat (as another user, in our 0700 directory; another mount
+    # namespace alike) is not known to be another file: no note
+    theirs = tempfile.mkdtemp(prefix="hashlb-ctl-")
+    try:
+        os.chmod(theirs, 0o755)
+        shutil.copy(other, theirs)
+        os.chmod(os.path.join(theirs, "other.yaml"), 0o644)
+        ctl = [HASHLB, "ctl", "--admin", lb.admin, "-c", os.path.join(theirs, "other.yaml")]
+        can = (os.geteuid() == 0 and lb.admin.startswith("127.") and
+               not os.stat(os.path.dirname(lb.path)).st_mode & 0o001 and
+               subprocess.run([HASHLB, "--version"], user=65534, capture_output=True,
+                              timeout=60).returncode == 0)
+        if not can:
+            print("  (not checked: a file ctl cannot stat needs root, a TCP admin address "
+                  "and a hashlb that user 65534 can run)")
+        else:
+            p = subprocess.run([*ctl, "reload"], user=65534, capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode == 0 and p.stdout.startswith(f"reloaded {lb.path} (") and
+                  p.stderr == "", f"a file ctl cannot stat: no note: {p.returncode} "
+                  f"{p.stdout!r} {p.stderr!r}")
+    finally:
+        shutil.rmtree(theirs)
     check(lb.stop() == 0, "exit 0")
 
 
