@@ -504,13 +504,16 @@ static void conn_timeout(void *arg)
 	conn_close(c);
 }
 
-/* What can be read on <fd> now (a few reads at most), dropped. */
-static void conn_drop_unread(int fd)
+/*
+ * What can be read on <fd> now, <reads> reads of <size> bytes (4096 at most) at most, dropped,
+ * so that its close is a FIN behind the answer written to it, not a reset that discards it.
+ */
+static void drop_unread(int fd, int reads, size_t size)
 {
 	char drop[4096];
 
-	for (int i = 0; i < 4; i++) {
-		ssize_t n = read(fd, drop, sizeof(drop));
+	for (int i = 0; i < reads; i++) {
+		ssize_t n = read(fd, drop, size < sizeof(drop) ? size : sizeof(drop));
 
 		if (n == 0 || (n < 0 && errno != EINTR))
 			return;
@@ -569,7 +572,7 @@ static void http_accept(void *arg, uint32_t events)
 		 * sent is read first, so that the close is a FIN behind the answer; only what it
 		 * sends after draws a reset */
 		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h))) {
-			conn_drop_unread(c->io.fd);
+			drop_unread(c->io.fd, 4, 4096);
 			conn_close(c);
 		}
 		/*
@@ -585,15 +588,10 @@ static void http_accept(void *arg, uint32_t events)
 				"application/json\r\nContent-Length: 60\r\nConnection: "
 				"close\r\n\r\n{\"error\":\"" HTTP_BUSY_MSG "\"}\n";
 
-			char drop[512];
-
 			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
-			/* what it sent already is read, so that the close is a FIN
-			 * behind the answer, not a reset that discards it */
-			if (write(fd, busy, sizeof(busy) - 1) > 0 &&
-			    read(fd, drop, sizeof(drop)) < 0) {
-				/* nothing sent yet: fine */
-			}
+			/* what it sent already is read: one read of 512 bytes at most */
+			if (write(fd, busy, sizeof(busy) - 1) > 0)
+				drop_unread(fd, 1, 512);
 			close(fd);
 			continue;
 		}
