@@ -59,21 +59,39 @@ static const char *name_of(const char *s, const char *pe, char *buf)
 	return decode(s, eq ? eq : pe, buf, HLB_HTTP_NAME_MAX + 1) < 0 ? NULL : buf;
 }
 
+/* A parameter of "a=1&b=2": [s, pe), its '=' at <eq> (NULL if it has none). */
+struct param {
+	const char *s, *eq, *pe;
+};
+
+/*
+ * The parameter of "a=1&b=2" at *<at> (which ends at <end>) into <p>, *<at> moved past it and
+ * its '&': every reader of a request's parameters walks them so. false once *<at> is <end>.
+ */
+static bool param_split(const char **at, const char *end, struct param *p)
+{
+	const char *amp;
+
+	if (*at >= end)
+		return false;
+	amp = memchr(*at, '&', (size_t)(end - *at));
+	p->s = *at;
+	p->pe = amp ? amp : end;
+	p->eq = memchr(p->s, '=', (size_t)(p->pe - p->s));
+	*at = amp ? amp + 1 : end;
+	return true;
+}
+
 /* Find <name> in "a=1&b=2" and decode its value into buf. */
 static const char *param_in(const char *s, size_t len, const char *name, char *buf, size_t size)
 {
 	const char *end = s + len;
 	char got[HLB_HTTP_NAME_MAX + 1];
+	struct param p;
 
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(s, '=', (size_t)(pe - s));
-
-		if (eq && name_of(s, pe, got) && !strcmp(got, name))
-			return decode(eq + 1, pe, buf, size) < 0 ? NULL : buf;
-		s = pe + 1;
-	}
+	while (param_split(&s, end, &p))
+		if (p.eq && name_of(p.s, p.pe, got) && !strcmp(got, name))
+			return decode(p.eq + 1, p.pe, buf, size) < 0 ? NULL : buf;
 	return NULL;
 }
 
@@ -93,24 +111,21 @@ static const char *values_refusal(const char *s, size_t len, const char *const *
 {
 	const char *end = s + len;
 	char v[HLB_HTTP_VALUE_MAX + 1], name[HLB_HTTP_NAME_MAX + 1];
+	struct param p;
 
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(s, '=', (size_t)(pe - s));
+	while (param_split(&s, end, &p)) {
 		ssize_t n = 0;
 
-		if (eq && name_of(s, pe, name) && name_known(name, known))
-			n = decode(eq + 1, pe, v, sizeof(v));
+		if (p.eq && name_of(p.s, p.pe, name) && name_known(name, known))
+			n = decode(p.eq + 1, p.pe, v, sizeof(v));
 		if (n < 0) {
-			int nl = (int)(eq - s < 64 ? eq - s : 64);
+			int nl = (int)(p.eq - p.s < 64 ? p.eq - p.s : 64);
 
-			snprintf(why, size, "parameter %.*s: %s", nl, s,
+			snprintf(why, size, "parameter %.*s: %s", nl, p.s,
 				 n == -1 ? "the value holds a NUL byte (%00)"
 					 : "the value is longer than 255 bytes");
 			return why;
 		}
-		s = pe + 1;
 	}
 	return NULL;
 }
@@ -137,17 +152,13 @@ static const char *param_next_in(const char *s, size_t len, const char *name, si
 {
 	const char *end = s + len, *at = s + *pos;
 	char got[HLB_HTTP_NAME_MAX + 1];
+	struct param p;
 
-	while (at < end) {
-		const char *amp = memchr(at, '&', (size_t)(end - at));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(at, '=', (size_t)(pe - at));
-
-		*pos = (size_t)(pe - s) + (amp ? 1 : 0);
-		if (eq && name_of(at, pe, got) && !strcmp(got, name) &&
-		    decode(eq + 1, pe, buf, size) >= 0)
+	while (param_split(&at, end, &p)) {
+		*pos = (size_t)(at - s);
+		if (p.eq && name_of(p.s, p.pe, got) && !strcmp(got, name) &&
+		    decode(p.eq + 1, p.pe, buf, size) >= 0)
 			return buf;
-		at = s + *pos;
 	}
 	return NULL;
 }
@@ -176,20 +187,17 @@ static const char *name_unknown(const char *s, size_t len, const char *const *kn
 {
 	const char *end = s + len;
 	char got[HLB_HTTP_NAME_MAX + 1];
+	struct param p;
 
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-		const char *eq = memchr(s, '=', (size_t)(pe - s));
-		size_t nl = (size_t)((eq ? eq : pe) - s);
+	while (param_split(&s, end, &p)) {
+		size_t nl = (size_t)((p.eq ? p.eq : p.pe) - p.s);
 
 		/* decoded, as the handler reads it: st%61te=drain was refused as unknown, while
 		 * a too long value of it was refused as state's (values_refusal()) */
-		if (pe > s && !(name_of(s, pe, got) && name_known(got, known))) {
-			snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
+		if (p.pe > p.s && !(name_of(p.s, p.pe, got) && name_known(got, known))) {
+			snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), p.s);
 			return buf;
 		}
-		s = pe + 1;
 	}
 	return NULL;
 }
@@ -207,15 +215,11 @@ static bool name_in(const char *s, size_t len, const char *name)
 {
 	const char *end = s + len;
 	char got[HLB_HTTP_NAME_MAX + 1];
+	struct param p;
 
-	while (s < end) {
-		const char *amp = memchr(s, '&', (size_t)(end - s));
-		const char *pe = amp ? amp : end;
-
-		if (pe > s && name_of(s, pe, got) && !strcmp(got, name))
+	while (param_split(&s, end, &p))
+		if (p.pe > p.s && name_of(p.s, p.pe, got) && !strcmp(got, name))
 			return true;
-		s = pe + 1;
-	}
 	return false;
 }
 
@@ -225,24 +229,21 @@ const char *hlb_http_param_repeated(const struct hlb_http_req *r, char *buf, siz
 	size_t lens[2] = { strlen(r->query), r->body_len };
 
 	for (int k = 0; k < 2; k++) {
-		const char *s = parts[k], *end = s + lens[k];
+		const char *next = parts[k], *end = next + lens[k];
+		struct param p;
 
-		while (s < end) {
-			const char *amp = memchr(s, '&', (size_t)(end - s));
-			const char *pe = amp ? amp : end, *next = amp ? amp + 1 : end;
-			const char *eq = memchr(s, '=', (size_t)(pe - s));
-			size_t nl = (size_t)((eq ? eq : pe) - s);
+		while (param_split(&next, end, &p)) {
+			size_t nl = (size_t)((p.eq ? p.eq : p.pe) - p.s);
 			char name[HLB_HTTP_NAME_MAX + 1];
 
 			/* again later in this part, or in the body after the query (decoded:
 			 * backend=a&b%61ckend=b is backend twice) */
-			if (name_of(s, pe, name) && name[0] &&
+			if (name_of(p.s, p.pe, name) && name[0] &&
 			    (name_in(next, (size_t)(end - next), name) ||
 			     (k == 0 && name_in(r->body, r->body_len, name)))) {
-				snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), s);
+				snprintf(buf, size, "%.*s", (int)(nl < 64 ? nl : 64), p.s);
 				return buf;
 			}
-			s = next;
 		}
 	}
 	return NULL;
