@@ -765,30 +765,41 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 	return n;
 }
 
-/* Whether diag message <m> is of a socket bound to exactly <a>. */
-static bool diag_at(const struct inet_diag_msg *m, const struct sockaddr_storage *a)
+/* The address diag message <m>, of a socket of <family>, says it is bound to: in <s>. */
+static void diag_addr(const struct inet_diag_msg *m, int family, struct sockaddr_storage *s)
 {
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
+	memset(s, 0, sizeof(*s));
+	s->ss_family = (sa_family_t)family;
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)s;
 
-		return m->id.idiag_sport == s4->sin_port &&
-		       m->id.idiag_src[0] == s4->sin_addr.s_addr;
+		s4->sin_port = m->id.idiag_sport;
+		s4->sin_addr.s_addr = m->id.idiag_src[0];
+		return;
 	}
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)s;
 
-	return m->id.idiag_sport == s6->sin6_port &&
-	       !memcmp(m->id.idiag_src, &s6->sin6_addr, sizeof(s6->sin6_addr));
+	s6->sin6_port = m->id.idiag_sport;
+	memcpy(&s6->sin6_addr, m->id.idiag_src, sizeof(s6->sin6_addr));
 }
 
+/* Who listens where a bind collides: listeners_clash(), who_listens(). */
+enum listen_who {
+	LISTEN_NONE, /* nobody */
+	LISTEN_OURS, /* this process's sockets only */
+	LISTEN_UNKNOWN, /* cannot tell */
+	LISTEN_THEIRS, /* another process's socket, one at least */
+};
+
 /*
- * Whether a TCP socket listens on exactly <a> that is none of <ino> (<n> inodes): another
- * process's in the SO_REUSEPORT group there (1, else 0). Sockets taken over are the very ones
- * the old hashlb listens on (the same inodes): its own are never counted. -1 when it cannot
- * tell (no NETLINK_SOCK_DIAG, no fd left, the dump cut short). <ret_ours> (NULL: not asked):
- * set true if one of <ino> listens there, left alone else.
+ * Who listens, among the TCP sockets of <family>, where a bind of <a> collides
+ * (hashlb_listen_clash(): <a>, a wildcard covering it, an address it covers if it is one; an
+ * IPv4 address in either form): of <ino> (<n> inodes), the sockets this process holds, or
+ * not. sock_diag lists a socket in its own family only: ask for each. Sockets taken over are
+ * the very ones the old hashlb listens on (the same inodes): its own are never counted.
  */
-static int listeners_at(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n,
-			bool *ret_ours)
+static enum listen_who listeners_clash(int family, const struct sockaddr_storage *a,
+				       const ino_t *ino, uint32_t n)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -797,45 +808,42 @@ static int listeners_at(const struct sockaddr_storage *a, const ino_t *ino, uint
 		.nlh = { .nlmsg_len = sizeof(msg),
 			 .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
-		.req = { .sdiag_family = (uint8_t)a->ss_family,
+		.req = { .sdiag_family = (uint8_t)family,
 			 .sdiag_protocol = IPPROTO_TCP,
 			 .idiag_states = 1u << TCP_LISTEN },
 	};
 	long buf[8192 / sizeof(long)];
-	bool found = false, done = false, told = false;
+	bool ours = false, theirs = false, done = false, told = false;
 	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 
 	if (fd < 0)
-		return -1;
+		return LISTEN_UNKNOWN;
 	if (send(fd, &msg, sizeof(msg), 0) < 0)
 		done = true;
-	while (!done && !found) {
+	while (!done && !theirs) {
 		ssize_t len = recv(fd, buf, sizeof(buf), 0);
 		const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
 
 		for (done = len <= 0; !done && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 			const struct inet_diag_msg *m = NLMSG_DATA(h);
+			struct sockaddr_storage at;
 			uint32_t i = 0;
 
 			done = h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR;
 			told |= h->nlmsg_type == NLMSG_DONE;
-			if (done || !diag_at(m, a))
+			if (done)
+				continue;
+			diag_addr(m, family, &at);
+			if (!hashlb_listen_clash(&at, a))
 				continue;
 			while (i < n && ino[i] != m->idiag_inode)
 				i++;
-			found |= i == n;
-			if (i < n && ret_ours)
-				*ret_ours = true;
+			theirs |= i == n;
+			ours |= i < n;
 		}
 	}
 	close(fd);
-	return found ? 1 : told ? 0 : -1;
-}
-
-/* listeners_at(), 0 when it cannot tell: the start is not warned, as before. */
-static bool foreign_listener(const struct sockaddr_storage *a, const ino_t *ino, uint32_t n)
-{
-	return listeners_at(a, ino, n, NULL) > 0;
+	return theirs ? LISTEN_THEIRS : !told ? LISTEN_UNKNOWN : ours ? LISTEN_OURS : LISTEN_NONE;
 }
 
 /*
@@ -878,75 +886,26 @@ static ino_t *own_socket_inodes(uint32_t *ret_n)
 	return ino ? ino : calloc(1, sizeof(*ino));
 }
 
-/* <s>: IPv4 address <addr> at <port> (both in network order), or (<mapped>) its IPv6 form. */
-static void addr_v4(struct sockaddr_storage *s, in_addr_t addr, uint16_t port, bool mapped)
-{
-	struct sockaddr_in *s4 = (struct sockaddr_in *)s;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)s;
-
-	memset(s, 0, sizeof(*s));
-	if (!mapped) {
-		s4->sin_family = AF_INET;
-		s4->sin_port = port;
-		s4->sin_addr.s_addr = addr;
-		return;
-	}
-	s6->sin6_family = AF_INET6;
-	s6->sin6_port = port;
-	s6->sin6_addr.s6_addr[10] = s6->sin6_addr.s6_addr[11] = 0xff;
-	memcpy(&s6->sin6_addr.s6_addr[12], &addr, sizeof(addr));
-}
-
 /*
- * Whether the sockets listening where a bind of <a>, an address that is no wildcard, collides
- * are all this process's own, one at least on <a> itself: a listener a reload removed, whose
- * socket a worker closes as it reads the removal, after the reload; a reload right behind it
- * adding the address back finds it still there, ours and no other process's. The wildcards
- * of its port that cover <a> (0.0.0.0:P, [::]:P) must have none but ours either, and an
- * IPv4 address is <a> in both families (127.0.0.1:P, [::ffff:127.0.0.1]:P: the kernel's one
- * address, which sock_diag lists in the socket's family only): 1. 0 if none listens there
- * at all any more, ours or another's (ours closed since the bind that collided: the worker
- * may close it any time). -1 else: another's there, when it cannot tell, and for a wildcard
- * <a>, which any address of its port collides with.
+ * Who listens where a bind of <a> collides (listeners_clash(), in both families; <a> a
+ * wildcard or not): this process's sockets only, say a listener a reload removed, whose
+ * socket a worker closes as it reads the removal, after the reload (a reload right behind it
+ * adding the address back finds it still there), or one it holds (the service manager's, one
+ * taken over not yet used); nobody, another process, or cannot tell (no NETLINK_SOCK_DIAG, no
+ * fd left at the fd limit, a dump cut short).
  */
-static int only_ours_listen(const struct sockaddr_storage *a)
+static enum listen_who who_listens(const struct sockaddr_storage *a)
 {
-	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
-	bool v4 = a->ss_family == AF_INET ||
-		  (a->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr));
-	struct sockaddr_storage at[5] = { { 0 } };
-	uint16_t port = htons(hashlb_addr_port(a));
-	uint32_t n = 0, n_at = 0;
-	bool ours = false;
-	ino_t *ino;
-	int r = 0;
+	uint32_t n = 0;
+	ino_t *ino = own_socket_inodes(&n);
+	enum listen_who w4, w6;
 
-	if (v4) { /* a.b.c.d:P and 0.0.0.0:P, each as IPv4 and as IPv4-mapped IPv6 */
-		struct in_addr addr;
-
-		if (a->ss_family == AF_INET)
-			addr = ((const struct sockaddr_in *)a)->sin_addr;
-		else
-			memcpy(&addr, &a6->sin6_addr.s6_addr[12], sizeof(addr));
-		if (addr.s_addr == htonl(INADDR_ANY))
-			return -1;
-		for (uint32_t k = 0; k < 4; k++, n_at++)
-			addr_v4(&at[n_at], k < 2 ? addr.s_addr : htonl(INADDR_ANY), port, k % 2);
-	} else {
-		if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr))
-			return -1;
-		at[n_at++] = *a;
-	}
-	at[n_at].ss_family = AF_INET6; /* [::]:P, dual-stack: both families */
-	((struct sockaddr_in6 *)&at[n_at++])->sin6_port = port;
-	ino = own_socket_inodes(&n);
 	if (!ino)
-		return -1;
-	/* <a> itself is at[0] (and, for IPv4, at[1]): ours there counts */
-	for (uint32_t k = 0; k < n_at && !r; k++)
-		r = listeners_at(&at[k], ino, n, k < (v4 ? 2u : 1u) ? &ours : NULL);
+		return LISTEN_UNKNOWN;
+	w6 = listeners_clash(AF_INET6, a, ino, n);
+	w4 = w6 == LISTEN_THEIRS ? w6 : listeners_clash(AF_INET, a, ino, n);
 	free(ino);
-	return r ? -1 : ours;
+	return w4 > w6 ? w4 : w6; /* another's over cannot tell, over ours, over none */
 }
 
 /* -EADDRINUSE if a bind of <addr> collides with a listening socket (as listen_socket() binds,
@@ -971,35 +930,25 @@ static int probe_bind(const struct sockaddr *addr, socklen_t addr_len)
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
 {
 	const struct sockaddr_storage *a = (const struct sockaddr_storage *)addr;
+	enum listen_who who;
 	bool held = false;
-	ino_t ino[64];
-	int r;
-	uint32_t n = 0;
 
 	/* a socket we hold (the service manager's, one taken over not yet used) where the bind
 	 * collides: ours, not another process's (not any of the port: 127.0.0.1:P is none of
 	 * 127.0.0.2:P's business); unless a third process listens there as well, beside the
-	 * sockets held (those of the hashlb they were taken from are the same) */
-	for (uint32_t i = 0; i < p->n_inh; i++) {
-		struct stat st;
-
-		if (p->inh[i].fd < 0 || !hashlb_listen_clash(&p->inh[i].addr, a))
-			continue;
-		held = true;
-		if (n < sizeof(ino) / sizeof(ino[0]) && fstat(p->inh[i].fd, &st) == 0)
-			ino[n++] = st.st_ino;
-	}
+	 * sockets held (those of the hashlb they were taken from are the same), in either
+	 * family. When it cannot tell, the start is not warned, as before. */
+	for (uint32_t i = 0; i < p->n_inh && !held; i++)
+		held = p->inh[i].fd >= 0 && hashlb_listen_clash(&p->inh[i].addr, a);
 	if (held)
-		return n < sizeof(ino) / sizeof(ino[0]) && foreign_listener(a, ino, n) ? -EADDRINUSE
-										       : 0;
-	r = probe_bind(addr, addr_len);
-	if (r == -EADDRINUSE) {
-		int ours = only_ours_listen(a);
-
-		/* none there any more: a socket of ours closed since, bound again to be sure */
-		r = ours > 0 ? 0 : ours == 0 ? probe_bind(addr, addr_len) : r;
-	}
-	return r;
+		return who_listens(a) == LISTEN_THEIRS ? -EADDRINUSE : 0;
+	if (probe_bind(addr, addr_len) == 0)
+		return 0;
+	who = who_listens(a);
+	/* none there any more: a socket of ours closed since, bound again to be sure */
+	return who == LISTEN_OURS   ? 0
+	       : who == LISTEN_NONE ? probe_bind(addr, addr_len)
+				    : -EADDRINUSE;
 }
 
 /*

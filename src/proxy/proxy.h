@@ -185,13 +185,14 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 /*
  * Whether another process listens where a bind of <addr> collides already
  * (<addr>, or a wildcard of its port covering it, or any address of the port
- * for a wildcard <addr>): 0 if not (or if a socket of this process, passed or
- * taken over, is bound there, or if the sockets listening on exactly <addr>
- * are all this process's: a removed listener's that a worker still closes), else
- * -errno of a bind there without SO_REUSEPORT (-EADDRINUSE). A listener's
- * own bind, with SO_REUSEPORT, succeeds beside any socket of the same user
- * that sets it (another hashlb's), and the kernel then splits the clients
- * between the two processes: what a reload must refuse.
+ * for a wildcard <addr>; an IPv4 address written either way, a.b.c.d or
+ * [::ffff:a.b.c.d]): 0 if not (or if all the sockets listening there are this
+ * process's: one passed or taken over and not used yet, a removed listener's
+ * that a worker still closes, <addr> a wildcard or not), else -errno of a bind
+ * there without SO_REUSEPORT (-EADDRINUSE). A listener's own bind, with
+ * SO_REUSEPORT, succeeds beside any socket of the same user that sets it
+ * (another hashlb's), and the kernel then splits the clients between the two
+ * processes: what a reload must refuse.
  */
 int hlb_listener_probe(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len);
 /*

@@ -1,5 +1,5 @@
 /* LD_PRELOAD shim for tests: the first close() of a listening TCP socket bound to
- * $HLB_TEST_CLOSE_PAUSE_ADDR (ADDR:PORT, IPv4) stops until the test lets it go on, so that
+ * $HLB_TEST_CLOSE_PAUSE_ADDR (ADDR:PORT, or [ADDR]:PORT for IPv6) stops until the test lets it go on, so that
  * what runs beside it (a reload) finds that socket still open. $HLB_TEST_PAUSE_FD is a
  * socket: there, the shim writes a byte to it and waits for one back (or its end). Whichever
  * thread closes the socket stops (a worker's), the others go on. With $HLB_TEST_CLOSE_AT_SCAN
@@ -27,17 +27,23 @@ static atomic_bool done, at_scan, closed;
 static int the_socket(int fd)
 {
 	const char *want = getenv("HLB_TEST_CLOSE_PAUSE_ADDR");
-	struct sockaddr_in a;
+	struct sockaddr_storage a;
+	const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&a;
 	socklen_t len = sizeof(a);
 	int listening = 0;
 	socklen_t ol = sizeof(listening);
-	char text[INET_ADDRSTRLEN + 8], host[INET_ADDRSTRLEN];
+	char text[INET6_ADDRSTRLEN + 16], host[INET6_ADDRSTRLEN];
 
 	if (!want || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) < 0 || !listening ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0 || a.sin_family != AF_INET ||
-	    !inet_ntop(AF_INET, &a.sin_addr, host, sizeof(host)))
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
 		return 0;
-	snprintf(text, sizeof(text), "%s:%u", host, ntohs(a.sin_port));
+	if (a.ss_family == AF_INET && inet_ntop(AF_INET, &a4->sin_addr, host, sizeof(host)))
+		snprintf(text, sizeof(text), "%s:%u", host, ntohs(a4->sin_port));
+	else if (a.ss_family == AF_INET6 && inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof(host)))
+		snprintf(text, sizeof(text), "[%s]:%u", host, ntohs(a6->sin6_port));
+	else
+		return 0;
 	return strcmp(text, want) == 0;
 }
 

@@ -1027,15 +1027,15 @@ def reload_lines_say_what_was_in_effect():
     check(lb.stop() == 0, "exit 0")
 
 
-def u_removed_while_a_worker_holds_its_socket(b, port, *shim_env):
-    """hashlb serving service u on 127.0.0.1:<port> (backend <b>), then u removed by a reload
+def u_removed_while_a_worker_holds_its_socket(b, port, *shim_env, host="127.0.0.1"):
+    """hashlb serving service u on <host>:<port> (backend <b>), then u removed by a reload
     while a worker holds u's listening socket open as it closes it (close_pause.c, <shim_env>
     its further settings), and hashlb's config u's again: (lb, the socket whose close lets the
     worker go on)."""
-    u_addr = f"127.0.0.1:{port}"
+    u_addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     off = "enabled: false"
     base = config([("a", b.addr)], health=off)
-    with_u = base + (f"  - name: u\n    listen: {u_addr}\n    health:\n      enabled: false\n"
+    with_u = base + (f"  - name: u\n    listen: '{u_addr}'\n    health:\n      enabled: false\n"
                      f"    backends:\n      - name: a\n        address: {b.addr}\n")
     ours, theirs = socket.socketpair()
     env = dict(os.environ,
@@ -1061,7 +1061,7 @@ def u_added_back(lb, why):
           f"u added back {why}: {rc} {se.strip()}")
 
 
-def u_served_once_closed(lb, ours, port):
+def u_served_once_closed(lb, ours, port, at="127.0.0.1"):
     """The worker let go of u's old socket (a byte on <ours>), and once it said it closed it
     ('c': before, a client connecting at once could reach the old socket, still in u's
     SO_REUSEPORT group, and be reset as it closed): u's clients served, the stop clean."""
@@ -1072,21 +1072,22 @@ def u_served_once_closed(lb, ours, port):
     ours.settimeout(30)
     check(ours.recv(1) == b"c", "the worker closed u's old socket")
     ours.close()
-    with connect(("127.0.0.1", port), client_ip(1)) as s:
-        check(read_line(s) == "a", "u's clients are served")
+    with connect((at, port), client_ip(1) if at.startswith("127.") else None) as s:
+        check(read_line(s) == "a", f"u's clients are served ({at})")
     check(lb.stop() == 0, "exit 0")
 
 
-def u_added_back_and_served(why, *shim_env):
+def u_added_back_and_served(why, *shim_env, host="127.0.0.1"):
     """u removed, its old socket held (u_removed_while_a_worker_holds_its_socket(), with
-    <shim_env>), then added back (<why>): taken, and its clients served once that socket closed."""
+    <shim_env>, on <host>), then added back (<why>): taken, and its clients served once that
+    socket closed."""
     b = Backend("a")
-    port = pick_port()
+    port = pick_port("0.0.0.0" if host == "::" else host)  # free on 0.0.0.0: on [::] too
     ours = None
     try:
-        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port, *shim_env)
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port, *shim_env, host=host)
         u_added_back(lb, why)
-        u_served_once_closed(lb, ours, port)
+        u_served_once_closed(lb, ours, port, "::1" if host == "::" else "127.0.0.1")
     finally:
         if ours:
             ours.close()
@@ -1114,18 +1115,27 @@ def service_added_back_as_its_old_socket_closes_after_the_bind():
     u_added_back_and_served("as its old socket closes after the bind", "HLB_TEST_CLOSE_AT_SCAN=1")
 
 
-def another_process_beside_our_closing_socket_in_the_other_family():
-    """As above, u's old socket (IPv4, 127.0.0.1:P) still closing, but another process listens
-    on the same address as IPv6 ([::ffff:127.0.0.1]:P, SO_REUSEPORT: the kernel lets it beside
-    ours, and would split u's clients with it): the reload adding u back is refused, "another
-    process listens there", as without our socket; once that process is gone, it is taken.
-    Before, only IPv4 sockets were compared with ours for an IPv4 address (sock_diag lists a
-    socket in its own family only): the other process was missed and the reload taken."""
+def wildcard_service_added_back_while_a_worker_still_closes_its_socket():
+    """As above for a service on a wildcard, 0.0.0.0:P and then [::]:P (dual-stack, IPv4
+    clients too): the reload adding it back while its old socket closes is taken, and its
+    clients served. Before, a wildcard was always refused then, "another process listens
+    there", whatever listened: every address of its port collides with it, and only a
+    specific address's own sockets were looked at."""
+    u_added_back_and_served("on 0.0.0.0 while its old socket closes", host="0.0.0.0")
+    if not socket.has_ipv6:
+        return
+    u_added_back_and_served("on [::] while its old socket closes", host="::")
+
+
+def u_refused_beside_another_process(host, why):
+    """u on <host>:P removed, its old socket still closing, while another process listens on
+    [::ffff:127.0.0.1]:P (SO_REUSEPORT): the reload adding u back is refused, "another process
+    listens there" (<why>); once that process is gone, it is taken and u serves."""
     b = Backend("a")
-    port = pick_port()
+    port = pick_port(host)
     ours = other = None
     try:
-        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port)
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port, host=host)
         other = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
         other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -1133,7 +1143,8 @@ def another_process_beside_our_closing_socket_in_the_other_family():
         other.listen()
         rc, so, se, logged = lb.reload()
         check(rc != 0 and "another process listens there" in se,
-              f"u added back beside another process's socket: {rc} {se.strip()}")
+              f"u added back on {host} beside another process's socket ({why}): "
+              f"{rc} {se.strip()}")
         other.close()
         u_added_back(lb, "once the other process is gone")
         u_served_once_closed(lb, ours, port)
@@ -1142,6 +1153,24 @@ def another_process_beside_our_closing_socket_in_the_other_family():
             if s:
                 s.close()
         b.stop()
+
+
+def another_process_beside_our_closing_wildcard():
+    """u on 0.0.0.0:P removed, its old socket still closing, while another process listens on
+    127.0.0.1:P, as [::ffff:127.0.0.1]:P (SO_REUSEPORT, which the kernel lets beside ours: it
+    would take the clients of 127.0.0.1 from u): the reload adding u back is refused; once that
+    process is gone, it is taken."""
+    u_refused_beside_another_process("0.0.0.0", "an address its wildcard covers")
+
+
+def another_process_beside_our_closing_socket_in_the_other_family():
+    """As above, u's old socket (IPv4, 127.0.0.1:P) still closing, but another process listens
+    on the same address as IPv6 ([::ffff:127.0.0.1]:P, SO_REUSEPORT: the kernel lets it beside
+    ours, and would split u's clients with it): the reload adding u back is refused, "another
+    process listens there", as without our socket; once that process is gone, it is taken.
+    Before, only IPv4 sockets were compared with ours for an IPv4 address (sock_diag lists a
+    socket in its own family only): the other process was missed and the reload taken."""
+    u_refused_beside_another_process("127.0.0.1", "its address in the other family")
 
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
@@ -1158,4 +1187,6 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
            service_added_back_while_a_worker_still_closes_its_socket,
            another_process_beside_our_closing_socket_in_the_other_family,
-           service_added_back_as_its_old_socket_closes_after_the_bind])
+           service_added_back_as_its_old_socket_closes_after_the_bind,
+           wildcard_service_added_back_while_a_worker_still_closes_its_socket,
+           another_process_beside_our_closing_wildcard])

@@ -1131,6 +1131,47 @@ def socket_activation():
     lsock.close()
 
 
+def passed_socket_beside_another_process_in_the_other_family():
+    """A socket the service manager passed on 127.0.0.1:P that no service uses yet is
+    hashlb's own there, but not another process's socket on the same address written as
+    IPv6, [::ffff:127.0.0.1]:P (SO_REUSEPORT: the kernel lets it beside the passed one and
+    splits the clients between them): a reload adding a service on 127.0.0.1:P is refused,
+    "another process listens there", and taken once that process is gone, the service then
+    serving on the passed socket. Before, only IPv4 sockets were looked at for an IPv4
+    address (sock_diag lists a socket in its own family only): the reload was taken and the
+    service shared its clients with that process."""
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+    port = lsock.getsockname()[1]
+    other = tmpfile("passed-beside.yaml", config(BACKENDS, listen="127.0.0.1:0"))
+    p, log = activated(other, lsock)
+    check(wait_for(log, "socket from the service manager matches no service"),
+          f"the passed socket is held, unused: {log}")
+    beside = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    beside.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    beside.bind(("::ffff:127.0.0.1", port))
+    beside.listen(8)
+    with open(other, "a") as f:
+        f.write(f"  - name: u\n    listen: 127.0.0.1:{port}\n    backends:\n"
+                f"      - name: a\n        address: {BACKENDS[0][1]}\n")
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(log, "msg=\"reload failed") and
+          any(f"127.0.0.1:{port}" in l and "another process listens there" in l for l in log),
+          f"a reload beside another process's [::ffff:127.0.0.1]:P is refused: {log[-3:]}")
+    beside.close()
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(log, "msg=reloaded") and
+          any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
+          f"taken once that process is gone, on the passed socket: {log[-5:]}")
+    check(who(("127.0.0.1", port)) == "a", "and u serves there")
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(20) == 0, "exit 0")
+    lsock.close()
+
+
 def activated_socket_share_error_says_where():
     """A passed socket its workers cannot share (a descriptor each: none left under the fd limit)
     refuses the start naming the service and the address, as a bind that fails does
@@ -1152,6 +1193,7 @@ def activated_socket_share_error_says_where():
 
 
 run_tests([config_error_refused, listen_bind_error_says_why,
+           passed_socket_beside_another_process_in_the_other_family,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
            admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
