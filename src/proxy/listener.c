@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -93,9 +94,47 @@ static void format_addr(const struct sockaddr *sa, char *buf, size_t size)
 	}
 }
 
-static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
+/*
+ * The program listen_socket() attaches to its SO_REUSEPORT groups (BPF_PROG_TYPE_SK_REUSEPORT,
+ * for BPF_SK_REUSEPORT_SELECT_OR_MIGRATE), loaded at the first call; -1 if it cannot be (no
+ * CAP_BPF, a kernel before 5.14). It picks no socket: the kernel hashes each new client onto
+ * one of the group as without it. What it changes is a close: the clients queued on a socket
+ * of the group as it closes, accepted by the kernel or still in their handshake, move to
+ * another socket of the group instead of being reset, as net.ipv4.tcp_migrate_req=1 does, for
+ * these groups alone. A reload that adds back an address whose removed socket a worker still
+ * closes, a worker's socket closed beside the others', an upgrade side by side whose old
+ * process stops: what the closing socket held is served by the others.
+ */
+static int migrate_prog(struct hlb_proxy *p)
 {
-	int fd, one = 1, zero = 0, r;
+	static const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = SK_PASS },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	union bpf_attr attr;
+	int fd;
+
+	if (p->migrate_fd != -2)
+		return p->migrate_fd;
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_SK_REUSEPORT;
+	attr.expected_attach_type = BPF_SK_REUSEPORT_SELECT_OR_MIGRATE;
+	attr.insns = (uintptr_t)insns;
+	attr.insn_cnt = sizeof(insns) / sizeof(insns[0]);
+	attr.license = (uintptr_t) "MIT";
+	fd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof(attr)); /* close-on-exec */
+	p->migrate_fd = fd < 0 ? -1 : fd;
+	return p->migrate_fd;
+}
+
+bool hlb_proxy_migrates(struct hlb_proxy *p)
+{
+	return migrate_prog(p) >= 0;
+}
+
+static int listen_socket(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
+{
+	int fd, one = 1, zero = 0, r, prog = migrate_prog(p);
 
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
@@ -114,6 +153,9 @@ static int listen_socket(const struct sockaddr *addr, socklen_t addr_len)
 		close(fd);
 		return r;
 	}
+	/* the group's (once bound): each socket that joins it attaches it again, the same */
+	if (prog >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, &prog, sizeof(prog));
 	return fd;
 }
 
@@ -1025,7 +1067,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 			continue;
 		}
 		/* Port 0: the first socket picks the port, the others join it. */
-		fd = listen_socket((const struct sockaddr *)&l->bound, addr_len);
+		fd = listen_socket(p, (const struct sockaddr *)&l->bound, addr_len);
 		if (fd < 0)
 			return open_failed(l, fd, name, err);
 		l->fds[i] = fd;

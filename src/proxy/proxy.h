@@ -183,6 +183,12 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
 		      struct hashlb_error *err);
 /*
+ * Whether the clients queued on a listening socket of <p> as it closes move to another socket
+ * of its SO_REUSEPORT group rather than being reset, whatever net.ipv4.tcp_migrate_req says
+ * (a reuseport program attached to each: CAP_BPF, Linux 5.14).
+ */
+bool hlb_proxy_migrates(struct hlb_proxy *p);
+/*
  * Whether another process listens where a bind of <addr> collides already
  * (<addr>, or a wildcard of its port covering it, or any address of the port
  * for a wildcard <addr>; an IPv4 address written either way, a.b.c.d or

@@ -1320,6 +1320,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	p->n_workers = opts->n_workers;
 	p->taken_pidfd = -1;
 	p->resync_fd = -1;
+	p->migrate_fd = -2;
 	hlb_proxy_count_fds(p, NULL);
 	p->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->failing_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1615,6 +1616,8 @@ void hlb_proxy_free(struct hlb_proxy *p)
 		close(p->taken_pidfd);
 	if (p->resync_fd >= 0)
 		close(p->resync_fd);
+	if (p->migrate_fd >= 0)
+		close(p->migrate_fd);
 	for (uint32_t i = 0; i < p->n_inh; i++)
 		if (p->inh[i].fd >= 0)
 			close(p->inh[i].fd);

@@ -475,6 +475,7 @@ struct hlb_proxy {
 	/* an upgrade in place: where the old process sends its health again once this one is
 	 * ready, until hlb_proxy_take_resync_fd(); -1 if none */
 	int resync_fd;
+	int migrate_fd; /* listen_socket()'s reuseport program: -2 not loaded yet, -1 none */
 	bool from_parent; /* hlb_proxy_take_over_fd() reads its answer */
 	atomic_uint takeover; /* TAKEOVER_*: whether workers watch the sockets taken over */
 	struct hlb_rcu *rcu;

@@ -1155,14 +1155,20 @@ static void log_cap(struct hlb_daemon *d)
 /*
  * Upgrades: a new hashlb binds the same addresses (SO_REUSEPORT) and the
  * old one is stopped. Connections still in the old listeners' accept
- * queues then go to the new hashlb only if net.ipv4.tcp_migrate_req is 1;
- * at 0 the kernel resets them. Say so where an operator looks.
+ * queues then go to the new hashlb only if net.ipv4.tcp_migrate_req is 1,
+ * or if the listeners move them themselves (hlb_proxy_migrates()); else the
+ * kernel resets them. Say so where an operator looks.
  */
-static void log_migrate_req(void)
+static void log_migrate_req(struct hlb_daemon *d)
 {
 	FILE *f = fopen("/proc/sys/net/ipv4/tcp_migrate_req", "re");
 	int v = -1;
 
+	if (hlb_proxy_migrates(d->proxy)) {
+		if (f)
+			fclose(f);
+		return;
+	}
 	if (!f)
 		return;
 	if (fscanf(f, "%d", &v) != 1)
@@ -1172,7 +1178,9 @@ static void log_migrate_req(void)
 		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
 			"note=\"unless the next hashlb takes over the listening sockets (SIGUSR2, "
 			"or through the admin endpoint), an upgrade resets connections not yet "
-			"accepted; set it to 1 to hand them over\"");
+			"accepted, and so does a reload adding back an address whose old socket "
+			"still closes; set it to 1 to hand them over, or give hashlb CAP_BPF "
+			"(Linux 5.14) to hand its own over\"");
 }
 
 static uint32_t drain_ms(struct hlb_daemon *d)
@@ -2651,7 +2659,7 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	int r;
 
 	set_fd_limit(d);
-	log_migrate_req();
+	log_migrate_req(d);
 	r = hlb_proxy_start(d->proxy, err);
 	if (r < 0)
 		return r;

@@ -1127,6 +1127,76 @@ def wildcard_service_added_back_while_a_worker_still_closes_its_socket():
     u_added_back_and_served("on [::] while its old socket closes", host="::")
 
 
+def clients_of_a_replaced_listener_are_never_reset():
+    """u removed while a worker holds its old socket open as it closes it, then added back by
+    a reload right behind: clients connect all along, before the reload, during it (a thread
+    connecting without pause) and after it, until that old socket has closed (bounded: 400
+    clients, 20 s). The kernel hands some to the old socket, still listening and in u's
+    SO_REUSEPORT group, where nobody accepts them any more. None is reset or refused: as it
+    closes, what it holds moves to u's new sockets (a reuseport program, hashlb's own
+    net.ipv4.tcp_migrate_req=1), and each client is served. Before, those the old socket held
+    were reset as it closed: about a third of those connecting while it was held (one of the
+    three sockets of u's group, two workers)."""
+    b = Backend("a")
+    port = pick_port()
+    ours = None
+    clients, errors = [], []
+    stop = threading.Event()
+    end = time.time() + 20
+
+    def hammer():
+        while not stop.is_set() and len(clients) < 400 and time.time() < end:
+            try:
+                clients.append(connect(("127.0.0.1", port)))
+            except OSError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=hammer, daemon=True)
+    try:
+        lb, ours = u_removed_while_a_worker_holds_its_socket(b, port)
+        if any("tcp_migrate_req is 0" in l for l in lb.log):
+            print("    skipped: hashlb cannot move a closing socket's clients here (no CAP_BPF, "
+                  "Linux before 5.14) and net.ipv4.tcp_migrate_req is 0")
+            ours.sendall(b"g")
+            lb.stop()
+            return
+        t.start()
+        u_added_back(lb, "while clients connect")
+        while len(clients) < 200 and not errors and time.time() < end:
+            time.sleep(0.01)  # some connect beside u's new sockets, before the old one closes
+        ours.sendall(b"g")
+        ours.settimeout(30)
+        check(ours.recv(1) == b"c", "the worker closed u's old socket")
+        n = len(clients)
+        while len(clients) < n + 20 and not errors and time.time() < end:
+            time.sleep(0.01)  # and some after
+        stop.set()
+        t.join(30)
+        got = []
+        for c in clients:
+            try:
+                got.append(read_line(c))
+            except OSError as e:
+                got.append(type(e).__name__)
+        served = got.count("a")
+        check(len(clients) >= 40 and served == len(clients) and not errors,
+              f"every client is served, none reset or refused: {served} of {len(clients)} "
+              f"({', '.join(sorted(set(g for g in got if g != 'a')))}), connects failed: "
+              f"{errors[:3]}")
+        for c in clients:
+            c.close()
+        check(lb.stop() == 0, "exit 0")
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join(30)
+        for c in clients:
+            c.close()
+        if ours:
+            ours.close()
+        b.stop()
+
+
 def u_refused_beside_another_process(host, why):
     """u on <host>:P removed, its old socket still closing, while another process listens on
     [::ffff:127.0.0.1]:P (SO_REUSEPORT): the reload adding u back is refused, "another process
@@ -1189,4 +1259,5 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            another_process_beside_our_closing_socket_in_the_other_family,
            service_added_back_as_its_old_socket_closes_after_the_bind,
            wildcard_service_added_back_while_a_worker_still_closes_its_socket,
-           another_process_beside_our_closing_wildcard])
+           another_process_beside_our_closing_wildcard,
+           clients_of_a_replaced_listener_are_never_reset])
