@@ -219,12 +219,28 @@ bool hlb_proxy_inherited(const struct hlb_proxy *p, uint32_t i, char *buf, size_
 	return p->inh[i].used;
 }
 
-/* The service manager's socket bound to <addr>, or NULL (port 0 never matches one). */
+/* Whether a socket bound to <a> is one bound to <b>: the same address, an IPv4 one written
+ * either way (127.0.0.1:P, [::ffff:127.0.0.1]:P: the kernel's one address), or the same
+ * wildcard (0.0.0.0:P is not [::]:P, which takes IPv6 clients too). Port 0 never is. */
+static bool same_listen_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)b;
+	bool any = hashlb_addr_is_any(a);
+	bool v4a = a->ss_family == AF_INET || IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr);
+	bool v4b = b->ss_family == AF_INET || IN6_IS_ADDR_V4MAPPED(&b6->sin6_addr);
+
+	return hashlb_listen_clash(a, b) && any == hashlb_addr_is_any(b) && (!any || v4a == v4b);
+}
+
+/* The service manager's socket bound to <addr>, or NULL (port 0 never matches one). A socket
+ * ListenStream=[::ffff:127.0.0.1]:P passed is the one a service on 127.0.0.1:P listens on:
+ * before, hashlb bound its own there, which the passed socket refused (no SO_REUSEPORT). */
 static struct inherited *inherited_for(struct hlb_proxy *p, const struct sockaddr *addr)
 {
 	for (uint32_t i = 0; i < p->n_inh; i++)
 		if (!p->inh[i].taken &&
-		    hlb_sockaddr_same((const struct sockaddr *)&p->inh[i].addr, addr))
+		    same_listen_addr(&p->inh[i].addr, (const struct sockaddr_storage *)addr))
 			return &p->inh[i];
 	return NULL;
 }

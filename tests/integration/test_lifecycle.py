@@ -1050,6 +1050,18 @@ def wait_for(log, text, timeout=10):
     return False
 
 
+def serves_on_the_passed_socket(log, port):
+    """hashlb (its log <log>) started, serving 127.0.0.1:<port> on the socket passed, which its
+    workers share, and on no socket of its own."""
+    check(wait_for(log, "msg=started") and
+          any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
+          f"listening on the passed socket: {log[-5:]}")
+    check(who(("127.0.0.1", port)) in ("a", "b", "c"), "serves on it")
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    check(len(ss.stdout.splitlines()) == 1, f"one listening socket on the port, the passed one "
+                                            f"(two workers share it):\n{ss.stdout}")
+
+
 def socket_activation():
     """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
     shared by its workers, and binds none of its own, so a client that connects while hashlb
@@ -1062,13 +1074,7 @@ def socket_activation():
     port = lsock.getsockname()[1]
     path = tmpfile("activated.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
     p, log = activated(path, lsock)
-    check(wait_for(log, "msg=started") and
-          any(f"addr=127.0.0.1:{port}" in l and "socket=inherited" in l for l in log),
-          f"listening on the passed socket: {log}")
-    check(who(("127.0.0.1", port)) in ("a", "b", "c"), "serves on it")
-    ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
-    check(len(ss.stdout.splitlines()) == 1, f"one listening socket on the port, the passed one "
-                                            f"(two workers share it):\n{ss.stdout}")
+    serves_on_the_passed_socket(log, port)
     p.send_signal(signal.SIGTERM)
     check(p.wait(20) == 0, "stopped: exit 0")
     waiting = connect(("127.0.0.1", port), "127.0.0.9")  # nobody accepts now: the backlog holds it
@@ -1129,6 +1135,27 @@ def socket_activation():
           f"a datagram socket is refused, naming it: {log}")
     udp.close()
     lsock.close()
+
+
+def passed_socket_in_the_other_family_is_used():
+    """A socket the service manager passed on [::ffff:127.0.0.1]:P (ListenStream= written as
+    IPv6) is the one a service on 127.0.0.1:P listens on: the kernel's one address. hashlb
+    serves on it and binds none of its own. Before, it took it for another address, bound its
+    own 127.0.0.1:P beside it, which the passed socket refused (no SO_REUSEPORT), and the start
+    failed, "another process listens there", about its own socket."""
+    lsock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    lsock.bind(("::ffff:127.0.0.1", 0))
+    lsock.listen(64)
+    port = lsock.getsockname()[1]
+    path = tmpfile("passed-mapped.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    p, log = activated(path, lsock)
+    try:
+        serves_on_the_passed_socket(log, port)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(20) == 0, "exit 0")
+        lsock.close()
 
 
 def passed_socket_beside_another_process_in_the_other_family():
@@ -1194,6 +1221,7 @@ def activated_socket_share_error_says_where():
 
 run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
+           passed_socket_in_the_other_family_is_used,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
            admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
