@@ -766,7 +766,8 @@ static void listener_shutdown(const struct hlb_listener *l, int fd)
  * ring down (cancelling everything in flight), then give up what the ring
  * served, without it. Its listener sockets stop listening at once, so that
  * the kernel sends new clients to the other workers' (the clients in their
- * backlogs are reset), the service manager's excepted; its connections are reset, client and backend, rather than
+ * backlogs move there too where hlb_proxy_migrates(), else are reset), the
+ * service manager's excepted; its connections are reset, client and backend, rather than
  * left open and never served again; and the connections the ring accepted
  * whose completions were not handled yet are reset too. The control thread
  * sees hlb_proxy_failed() and stops the process.
@@ -782,8 +783,9 @@ static void worker_fail(struct worker *w, int err)
 	unsigned head, seen, idle = 0, passes = 0;
 	int entered;
 
-	/* Out of their SO_REUSEPORT group at once, their backlogs reset: a
-	 * listening socket shut down stops listening. Not closed here: the
+	/* Out of their SO_REUSEPORT group at once, their backlogs moved to the
+	 * group's other sockets (hlb_proxy_migrates()) or reset: a listening
+	 * socket shut down stops listening. Not closed here: the
 	 * control thread may be reading l->fds[] to hand the sockets over, and a
 	 * closed number could be another socket by then; it closes them itself
 	 * once this thread is done (hlb_proxy_close_failed()). */
