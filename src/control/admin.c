@@ -544,9 +544,11 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	hlb_buf_printf(o,
 		       "  kernel steering: %" PRIu64 " packets, %" PRIu64 " new flows, %" PRIu64
 		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64 " lost, %" PRIu64
-		       " dropped; conntrack %" PRIu64 "/%" PRIu64 " entries\n",
+		       " dropped, %" PRIu64 " passed (%" PRIu64
+		       " to a closed VIP); conntrack %" PRIu64 "/%" PRIu64 " entries\n",
 		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
-		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped, v->flows,
+		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped,
+		       (uint64_t)v->st.passed, (uint64_t)v->st.closed_passed, v->flows,
 		       v->flows_max);
 }
 

@@ -1044,6 +1044,12 @@ def metrics(topo, servers):
         text = d.ctl("status").stdout
         check(f"kernel steering: {web(m1, 'packets_total')} packets" in text,
               f"metrics: ctl status: no kernel steering line: {text}")
+        # passed and closed_passed too, as --stats and /metrics have them (before, left out)
+        # (the stack's own packets, neighbour discovery, may add to passed since the scrape)
+        mp = re.search(r"dropped, (\d+) passed \((\d+) to a closed VIP\)", text)
+        check(mp is not None and int(mp.group(1)) >= web(m1, "passed_total") and
+              int(mp.group(2)) == web(m1, "closed_passed_total"),
+              f"metrics: ctl status: passed figures not those of /metrics: {text}")
         print(f"metrics: 10 frames, {nbytes} bytes: packets +{dp}, bytes +{db}, new flows +{dn}, "
               f"conntrack {web(m1, 'conntrack_entries')}/{web(m1, 'conntrack_capacity')}",
               flush=True)
