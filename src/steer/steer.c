@@ -774,8 +774,6 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->slots_cap = (m_max + HLB_STEER_SLOTS_PER_VALUE - 1) / HLB_STEER_SLOTS_PER_VALUE;
 	points = o->max_ring_points ? o->max_ring_points : max_u32(65536, 2 * v.n_points);
 	s->points_cap = points;
-	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index) */
-	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
 	s->ct_buckets = (uint32_t)(hashlb_steer_flows_capacity(flows) / HLB_STEER_CT_WAYS);
 	s->tables = o->tables ? o->tables : 1;
 	/* a conntrack entry names a backend's slot in 16 bits, a VIP's table in 8 */
@@ -788,6 +786,21 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 				 HASHLB_STEER_TABLES_MAX);
 		goto err_free;
 	}
+	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index).
+	 * The largest map, hlb_buckets, holds two halves of every table's: its
+	 * size in 64 bits, refused past a map's 32-bit count (before, 64 tables
+	 * of 8M-point rings wrapped to a tiny map, its tables then refused). */
+	if ((uint64_t)2 * s->tables * HLB_STEER_RING_BUCKETS_PER_POINT * points > UINT32_MAX) {
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				 "%u table%s of %u ring points need %llu ring index buckets, more "
+				 "than a BPF map holds (%u)",
+				 s->tables, s->tables == 1 ? "" : "s", points,
+				 (unsigned long long)2 * s->tables *
+					 HLB_STEER_RING_BUCKETS_PER_POINT * points,
+				 UINT32_MAX);
+		goto err_free;
+	}
+	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
 
 	s->skel = hlb_steer_bpf__open();
 	if (!s->skel) {

@@ -398,6 +398,20 @@ int main(void)
 
 	hashlb_steer_free(sb);
 	hashlb_steer_free(sa);
+
+	/* Sizes past a map's 32-bit count are refused, not wrapped: 64 tables of
+	 * 8M ring points need 2^32 ring index buckets (before, a map of 0). */
+	{
+		struct hashlb_steer_opts big = { .mode = HASHLB_STEER_LOAD_ONLY,
+						 .tables = 64,
+						 .max_ring_points = 8u << 20 };
+		struct hashlb_steer *sbig = NULL;
+		int ret = hashlb_steer_open(&big, NULL, &sbig, &err);
+
+		CHECK(ret == -E2BIG && strstr(err.msg, "ring index buckets"),
+		      "64 tables of 8M ring points: %d %s", ret, err.msg);
+		hashlb_steer_free(sbig);
+	}
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);
