@@ -324,13 +324,32 @@ void run_steer_sync(void *arg, const struct hashlb_config *cfg)
 			rs->svcs[n++] = *e;
 			continue;
 		}
-		if (e->steer)
-			hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s%s",
-				e->name, iface_kv(e, qi), c ? " reason=\"interface changed\"" : "");
-		if (e->steer && steer_release(rs, e, true))
-			hlb_log(HLB_LOG_INFO, "kernel steering: its VIP left the program",
-				"service=%s reason=\"another service's table stays in it\"",
-				e->name);
+		/* What happened, said once: the program detached, or (shared) only
+		 * this service's VIP out of it. Before, "detached" was said of a
+		 * program that stayed for the others. Held (the replaced hashlb
+		 * still publishes into the program): nothing is written into it
+		 * now; tables_unserved() takes the VIP out once this hashlb
+		 * publishes there. interface=NAME read before the program goes. */
+		if (e->steer) {
+			bool held = e->held;
+
+			iface_kv(e, qi);
+			if (!steer_release(rs, e, !held))
+				hlb_log(HLB_LOG_INFO, "kernel steering detached", "service=%s %s%s",
+					e->name, qi, c ? " reason=\"interface changed\"" : "");
+			else if (held)
+				hlb_log(HLB_LOG_INFO,
+					"kernel steering: its table left to the program",
+					"service=%s %s reason=\"the hashlb this one replaces still "
+					"publishes into it; its VIP leaves once this one does\"",
+					e->name, qi);
+			else
+				hlb_log(HLB_LOG_INFO, "kernel steering: its VIP left the program",
+					"service=%s %s reason=\"%s; another service's table stays "
+					"in it\"",
+					e->name, qi,
+					c ? "interface changed" : "not steered any more");
+		}
 		svc_clear(e);
 	}
 	rs->n = n;

@@ -1789,10 +1789,14 @@ def two_services(topo, servers):
         print(f"two_services: web's 20 clients {dict(got4)}, api's {dict(got6)}", flush=True)
 
         client, held = hold(topo)
+        start = d.pos
         d.reload_edit(api, "", "msg=reloaded", "two_services: reload without api")
         left = d.wait_log("its VIP left the program", 5)
         check(left is not None and "service=api" in left,
               f"two_services: api's VIP did not leave the program: {left}")
+        # the program stays for web: not said to be detached (before, it was, then the VIP line)
+        said = [l for l in d.lines[start:d.pos] if "kernel steering detached" in l]
+        check(not said, f"two_services: api's removal said the program was detached: {said}")
         lost = still_held(client, held, "two_services: web's connections across api's removal")
         got4 = kernel_steered(topo, "two_services: after api's removal", T.VIP)
         check(sum(got4.values()) == 20 and set(got4) <= {"b1", "b2"},
