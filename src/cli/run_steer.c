@@ -830,6 +830,27 @@ static int take_over(struct run_steer *rs, struct run_steer_svc *e, const char *
 	return 0;
 }
 
+/*
+ * <e>'s VIP into its program, its table just published. One that another
+ * table still has (-EEXIST) while <e>'s VIP changes: <e>'s old VIP leaves
+ * the program first, so that the other, whose new VIP it may be (two
+ * services that swap their listen addresses in one reload), takes it with
+ * its own publication, and <e> its new one at its retry. Before, each kept
+ * its old VIP while refused the other's, retried for good, both VIPs steered
+ * by the other's table. 0 or -errno as hashlb_steer_set_vips().
+ */
+static int set_vip(struct run_steer_svc *e, struct hashlb_error *err)
+{
+	int ret = hashlb_steer_set_vips(e->steer, &e->vip, 1, err);
+
+	if (ret != -EEXIST || !e->vip_set.ss_family ||
+	    memcmp(&e->vip_set, &e->vip, sizeof(e->vip)) == 0)
+		return ret;
+	if (hashlb_steer_set_vips(e->steer, NULL, 0, err) == 0)
+		e->vip_set.ss_family = 0; /* none served */
+	return hashlb_steer_set_vips(e->steer, &e->vip, 1, err);
+}
+
 /* <snap>, the latest table of <e>'s service, into the kernel. */
 static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct hlb_snapshot *snap)
 {
@@ -1050,7 +1071,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				     &err);
 	if (ret == -E2BIG) {
 		table_unfit(e, &err);
-	} else if (ret < 0 || (ret = hashlb_steer_set_vips(e->steer, &e->vip, 1, &err)) < 0) {
+	} else if (ret < 0 || (ret = set_vip(e, &err)) < 0) {
 		table_refused(rs, e, &err, ret == -EAGAIN);
 	} else {
 		uint8_t(*macs)[6] =

@@ -1841,6 +1841,30 @@ def two_services(topo, servers):
         print(f"two_services: api back: {dict(got6)}; one VIP twice: {p.stderr.strip()}",
               flush=True)
 
+        # web and api swap their listen addresses in one reload: each VIP moves to the other's
+        # table, and back. Before, each was refused the VIP the other's table still had, for
+        # good (retried every second), both VIPs steered by the other service's table.
+        v4, v6 = f"listen: '{T.VIP}:{T.VIP_PORT}'", f"listen: '[{T.VIP6}]:{T.VIP_PORT}'"
+        for back in (False, True):
+            d.edit(v4, "listen: 'SWAP'")
+            d.edit(v6, v4)
+            d.edit("listen: 'SWAP'", v6)
+            d.skip_log()
+            p = d.ctl("reload")
+            missing = d.wait_each(["service=web generation=", "service=api generation="], 10)
+            check(p.returncode == 0 and not missing,
+                  f"two_services: listen swapped: no table published for {missing}: "
+                  f"{[l for l in d.lines[-8:] if 'steering' in l]}")
+            if back:
+                break
+            got4 = kernel_steered(topo, "two_services: listen swapped", T.VIP)
+            got6 = kernel_steered(topo, "two_services: listen swapped", T.VIP6)
+            check(got4 == {"b3": 20} and set(got6) <= {"b1", "b2"} and sum(got6.values()) == 20,
+                  f"two_services: listen swapped: clients not on the backends of the service "
+                  f"now on their VIP: {dict(got4)} {dict(got6)}")
+            print(f"two_services: listen swapped: {T.VIP} now api's {dict(got4)}, {T.VIP6} "
+                  f"web's {dict(got6)}", flush=True)
+
         # An upgrade in place takes the program over with both tables, each service its own
         # (the one its VIP has): both services' held connections stay, new clients of each
         # reach its own backends; the new process's stop detaches the program.
