@@ -67,6 +67,9 @@ struct run_steer_svc {
 	/* Taken over from the hashlb an upgrade replaces, which still publishes
 	 * until it stops: nothing is published until then (run_steer_old_stopped()). */
 	bool held;
+	/* Its table, table_free()'s last choice, served another's VIPs (the
+	 * replaced hashlb's service): they leave it before its first table. */
+	bool vips_stale;
 	uint64_t generation;
 	/* The service its tables come from (a reference), for the retries: its
 	 * current snapshot is the latest table. */
@@ -682,8 +685,12 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 	if (have >= 0 && !table_used(rs, other->steer, (uint32_t)have))
 		return hashlb_steer_share(other->steer, (uint32_t)have, &e->steer, err);
 	t = table_free(rs, e, other->steer);
-	if (t >= 0)
-		return hashlb_steer_share(other->steer, (uint32_t)t, &e->steer, err);
+	if (t >= 0) {
+		int ret = hashlb_steer_share(other->steer, (uint32_t)t, &e->steer, err);
+
+		e->vips_stale = ret == 0 && hashlb_steer_table_serves(e->steer, (uint32_t)t);
+		return ret;
+	}
 	return hashlb_err(
 		err, -ENOSPC, HASHLB_ERR_CONFIG,
 		"the program on '%s' (service '%s''s) holds %u table%s, each a service's: "
@@ -923,8 +930,11 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 					? hashlb_steer_vip_table(e->steer, &e->vip)
 					: -ENOENT;
 
-			if (t == -ENOENT && hashlb_steer_tables(e->steer) > 1)
+			if (t == -ENOENT && hashlb_steer_tables(e->steer) > 1) {
 				t = table_free(rs, e, e->steer);
+				e->vips_stale =
+					t >= 0 && hashlb_steer_table_serves(e->steer, (uint32_t)t);
+			}
 			if (t >= 0)
 				hashlb_steer_use_table(e->steer, (uint32_t)t);
 			e->held = strcmp(from, "upgrade") == 0 && !rs->old_stopped;
@@ -1065,6 +1075,17 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 				hashlb_steer_neigh_source(b->addr.ss_family), strerror(-ret));
 		table_refused(rs, e, &err, false);
 		goto out;
+	}
+	/* A table that served another's VIPs (table_free()'s last choice): they
+	 * leave it first. Before, its first flip steered them by this service's
+	 * table until its VIPs replaced them. */
+	if (e->vips_stale) {
+		ret = hashlb_steer_set_vips(e->steer, NULL, 0, &err);
+		if (ret < 0) {
+			table_refused(rs, e, &err, ret == -EAGAIN);
+			goto out;
+		}
+		e->vips_stale = false;
 	}
 	e->published = false;
 	ret = hashlb_steer_set_table(e->steer, snap->table, snap->key, &snap->hash_prefix, dests,
