@@ -337,15 +337,25 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s);
 /* Number of conntrack entries (ways in use): a scan of the whole table, about
  * 1 MiB at the default size (docs/steering.md has its cost). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+/* What hashlb_steer_flows_open() found. */
+struct hashlb_steer_flows {
+	uint32_t open; /* entries not marked closing */
+	/* sums of the open and of the closing entries, each with its way and
+	 * the time it was last used: a sum changes when one of its entries is
+	 * used again (once a tick, about a second), made or removed */
+	uint64_t open_used, closing_used;
+};
+
 /*
- * The conntrack entries not marked closing (HLB_STEER_CT_CLOSING: the
- * client sent its FIN or RST) in <*ret_open>, every one if the program marks
- * none (an older hashlb's: hashlb_steer_marks_closing()); in <*ret_closing>
- * a sum of the closing ones, each with its way and the time it was last used,
- * that changes when one is used again (once a tick, about a second), made or
- * removed. A scan of the whole table, as hashlb_steer_flows_count().
+ * The conntrack entries of <s>'s table's VIPs in force (closed or not; of a
+ * program of one table, of its VIPs) into <*ret_flows>: those not marked
+ * closing (HLB_STEER_CT_CLOSING: the client sent its FIN or RST), every one
+ * if the program marks none (an older hashlb's: hashlb_steer_marks_closing()),
+ * and the sums that tell whether any was used since. Another table's entries,
+ * and those of a VIP that left the program, are not counted. A scan of the
+ * whole table, as hashlb_steer_flows_count(). 0 or -errno.
  */
-int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing);
+int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows);
 /* Whether <s>'s program marks entries closing (its hlb_stats2 has ct_closing). */
 bool hashlb_steer_marks_closing(const struct hashlb_steer *s);
 /* The conntrack entries the table holds at most (its buckets times their

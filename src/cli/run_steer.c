@@ -97,12 +97,15 @@ struct run_steer_svc {
 	/* Left attached, its VIP open, for the restart after a worker's failure (kept_for_restart()) */
 	bool kept;
 	/* Its program marks closing entries (drain_poll()): <drain_quiet> once
-	 * a poll found every entry closing, their sum then <drain_closing>,
-	 * unchanged since <drain_quiet_ms> (mono_ms()). */
+	 * a poll looked, the closing entries' sum then <drain_closing>,
+	 * unchanged since <drain_quiet_ms> (mono_ms()), */
 	bool drain_polled;
 	bool drain_quiet;
 	uint64_t drain_closing;
 	uint64_t drain_quiet_ms;
+	/* and the open ones' sum <drain_open>, unchanged since <drain_open_ms> */
+	uint64_t drain_open;
+	uint64_t drain_open_ms;
 };
 
 struct run_steer {
@@ -1364,8 +1367,7 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		char qi[LOG_IFACE_KV_MAX];
-		uint64_t closing;
-		uint32_t open;
+		struct hashlb_steer_flows f;
 
 		if (!e->draining || now < e->drain_until)
 			continue;
@@ -1374,26 +1376,32 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 		 * (a flow still open, a client gone without one, a connect
 		 * whose SYN no backend answered) keep it going. interface=NAME,
 		 * the name it has now (iface_kv()). */
-		if (e->steer && hashlb_steer_flows_open(e->steer, &open, &closing) == 0)
+		if (e->steer && hashlb_steer_flows_open(e->steer, &f) == 0)
 			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
 				"service=%s %s drain_ms=%llu open_flows=%u reason=\"timeouts.drain "
 				"reached with conntrack entries no FIN or RST has closed: flows still "
 				"open, or whose client went without one (a connect no backend "
 				"answered too)\"",
 				e->name, iface_kv(e, qi),
-				(unsigned long long)(now - e->drain_start), open);
+				(unsigned long long)(now - e->drain_start), f.open);
 		drain_end(rs, e);
 	}
 }
 
 /*
- * Every DRAIN_POLL_MS: a drain whose program holds no open entry (every one
- * closing: its client sent FIN or RST) at polls DRAIN_CLOSING_QUIET_MS
- * apart or more, the closing ones unused all along (their sum unchanged: a
- * flow still closing, its last ACKs, or a half-closed one ACKing its
- * server's data, uses its entry and changes it), ends now, its flows over.
- * Not at two polls in a row (3 s): a client that half-closed and waits
- * longer for a slow server was cut.
+ * Every DRAIN_POLL_MS: a drain whose service's entries in the program (its
+ * table's, of its VIPs: hashlb_steer_flows_open()) are all closing (their
+ * client sent FIN or RST), or open but every one unused for the service's
+ * timeouts.idle, at polls DRAIN_CLOSING_QUIET_MS apart or more, the closing
+ * ones unused all along (their sum unchanged: a flow still closing, its last
+ * ACKs, or a half-closed one ACKing its server's data, uses its entry and
+ * changes it), ends now, its flows over. Not at two polls in a row (3 s): a
+ * client that half-closed and waits longer for a slow server was cut. The
+ * idle bound is the one the daemon's own connections have: an entry no
+ * packet used for that long is a connect whose SYN no backend answered, a
+ * client gone without FIN, or a connection the userspace path would have
+ * closed as idle; before, any of them kept the drain to its deadline, as did
+ * the entries of another service's table and of a VIP no longer served.
  */
 static void drain_poll(struct hlb_daemon *d, void *arg)
 {
@@ -1403,25 +1411,33 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 	(void)d;
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
-		uint32_t open;
-		uint64_t closing;
+		struct hashlb_steer_flows f;
+		uint64_t now = mono_ms(), idle_ms;
 
 		if (!e->draining || !e->drain_polled || !e->steer ||
-		    hashlb_steer_flows_open(e->steer, &open, &closing) < 0)
+		    hashlb_steer_flows_open(e->steer, &f) < 0)
 			continue;
-		if (open > 0 || !e->drain_quiet || closing != e->drain_closing) {
-			e->drain_quiet = open == 0;
-			e->drain_closing = closing;
-			e->drain_quiet_ms = mono_ms();
-			continue;
+		idle_ms = e->svc ? atomic_load(&e->svc->snap)->idle_timeout_ms : 0;
+		if (!e->drain_quiet || f.open_used != e->drain_open) {
+			e->drain_open = f.open_used;
+			e->drain_open_ms = now;
 		}
-		if (mono_ms() - e->drain_quiet_ms < DRAIN_CLOSING_QUIET_MS)
+		if (!e->drain_quiet || f.closing_used != e->drain_closing) {
+			e->drain_closing = f.closing_used;
+			e->drain_quiet_ms = now;
+		}
+		e->drain_quiet = true;
+		if (f.open > 0 && (!idle_ms || now - e->drain_open_ms < idle_ms))
+			continue;
+		if (now - e->drain_quiet_ms < DRAIN_CLOSING_QUIET_MS)
 			continue;
 		/* interface=NAME, the name it has now (iface_kv()) */
 		hlb_log(HLB_LOG_INFO, "kernel steering drained",
-			"service=%s %s drain_ms=%llu reason=\"every flow has ended (its client's FIN "
-			"or RST)\"",
-			e->name, iface_kv(e, qi), (unsigned long long)(mono_ms() - e->drain_start));
+			"service=%s %s drain_ms=%llu idle_flows=%u reason=\"%s\"", e->name,
+			iface_kv(e, qi), (unsigned long long)(now - e->drain_start), f.open,
+			f.open ? "every flow has ended (its client's FIN or RST) or gone unused for "
+				 "timeouts.idle (a connect no backend answered, a client gone)"
+			       : "every flow has ended (its client's FIN or RST)");
 		drain_end(rs, e);
 	}
 }

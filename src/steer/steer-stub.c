@@ -170,7 +170,7 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return -EOPNOTSUPP;
 }
 
-int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing)
+int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
 {
 	return -EOPNOTSUPP;
 }

@@ -3042,31 +3042,53 @@ bool hashlb_steer_marks_closing(const struct hashlb_steer *s)
 					 sizeof(((struct hlb_steer_stats2 *)0)->ct_closing);
 }
 
-int hashlb_steer_flows_open(struct hashlb_steer *s, uint32_t *ret_open, uint64_t *ret_closing)
+/* A sum over conntrack entries that changes when one of them is used again
+ * (its tick), made or removed: entry <e> of way <w> of bucket <b>, <seen>. */
+static uint64_t flow_mix(uint64_t e, uint32_t b, int w, uint16_t seen)
 {
-	bool marks = hashlb_steer_marks_closing(s);
-	uint64_t sum = 0;
-	uint32_t c = 0;
+	/* where, which entry, when last used: any change, a different sum (a
+	 * multiply mixes the three) */
+	uint64_t x =
+		e ^ ((uint64_t)b * HLB_STEER_CT_WAYS + (uint64_t)w) << 40 ^ (uint64_t)seen << 16;
 
+	return x * 0x9e3779b97f4a7c15ULL ^ (x >> 29);
+}
+
+int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+{
+	bool marks = hashlb_steer_marks_closing(s), mine[HLB_STEER_VIP_SLOTS];
+	struct hashlb_steer_flows f = { 0 };
+	struct hlb_steer_vip *cur;
+	uint32_t active;
+	int ret = vips_read(s, &active, &cur);
+
+	if (ret < 0)
+		return ret;
+	/* The entries of this handle's table's VIPs in force (closed or not):
+	 * not another table's (another service's, which drains on its own),
+	 * nor of a VIP that left the program (a service whose drain ended
+	 * first, a VIP a reload changed), which no packet reaches any more and
+	 * only an eviction removes. */
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
+		mine[i] = vip_port_entry(&cur[i]) &&
+			  (s->tables < 2 || vip_table(&cur[i]) == s->table);
+	free(cur);
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED), x;
 
-			if (!e)
+			if (!e || !mine[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff])
 				continue;
+			x = flow_mix(e, b, w, __atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED));
 			if (!marks || !(e & HLB_STEER_CT_CLOSING)) {
-				c++;
-				continue;
+				f.open++;
+				f.open_used += x;
+			} else {
+				f.closing_used += x;
 			}
-			/* where, which entry, when last used: any change, a
-			 * different sum (a multiply mixes the three) */
-			x = e ^ ((uint64_t)b * HLB_STEER_CT_WAYS + w) << 40 ^
-			    (uint64_t)__atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED) << 16;
-			sum += x * 0x9e3779b97f4a7c15ULL ^ (x >> 29);
 		}
 	}
-	*ret_open = c;
-	*ret_closing = sum;
+	*ret_flows = f;
 	return 0;
 }
 

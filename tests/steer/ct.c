@@ -223,6 +223,16 @@ static void eviction(struct hashlb_steer *s)
 	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
 }
 
+/* hashlb_steer_flows_open()'s open entries into *<open>, the closing ones' sum into *<sum>. */
+static void flows_open(struct hashlb_steer *s, uint32_t *open, uint64_t *sum)
+{
+	struct hashlb_steer_flows f = { 0 };
+
+	CHECK(hashlb_steer_flows_open(s, &f) == 0, "hashlb_steer_flows_open failed");
+	*open = f.open;
+	*sum = f.closing_used;
+}
+
 /*
  * 1c. The client's FIN marks its flow's entry closing (counted once, a FIN
  * again not), which still forwards the flow's last packets to its backend;
@@ -248,7 +258,7 @@ static void closing(struct hashlb_steer *s)
 	CHECK(send_pkt(&p, &be) == XDP_TX_, "SYN not forwarded");
 	p.tcp_flags = 0x10;
 	send_pkt(&q, &be2);
-	hashlb_steer_flows_open(s, &open, &sum0);
+	flows_open(s, &open, &sum0);
 	CHECK(open == 2, "%u open entries of 2 flows", open);
 
 	st0 = stats(s);
@@ -267,24 +277,24 @@ static void closing(struct hashlb_steer *s)
 	bucket_read(bucket_of(&p), &bk);
 	w = way_of(&bk, &p);
 	CHECK(w >= 0 && (bk.way[w] & HLB_STEER_CT_CLOSING), "the FIN did not mark its entry");
-	hashlb_steer_flows_open(s, &open, &sum0);
+	flows_open(s, &open, &sum0);
 	CHECK(open == 1, "%u open entries, one flow closing of 2", open);
 
 	/* used a tick after it was last: the sum of the closing ones changes */
 	bk.seen[w] = (uint16_t)(bk.seen[w] - 100);
 	bucket_write(bucket_of(&p), &bk);
-	hashlb_steer_flows_open(s, &open, &sum1);
+	flows_open(s, &open, &sum1);
 	send_pkt(&p, &be2);
-	hashlb_steer_flows_open(s, &open, &sum2);
+	flows_open(s, &open, &sum2);
 	CHECK(sum1 != sum0 && sum2 != sum1, "a closing entry used again: its sum unchanged");
 
 	p.tcp_flags = 0x02; /* a new connection on the tuple */
 	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "SYN of a reused tuple moved");
-	hashlb_steer_flows_open(s, &open, &sum1);
+	flows_open(s, &open, &sum1);
 	CHECK(open == 2 && sum1 == 0, "a SYN did not unmark its entry: %u open", open);
 	p.tcp_flags = 0x14; /* RST ACK */
 	send_pkt(&p, &be2);
-	hashlb_steer_flows_open(s, &open, &sum1);
+	flows_open(s, &open, &sum1);
 	CHECK(open == 1 && stats(s).ct_closing - st0.ct_closing == 2,
 	      "a RST did not mark its entry: %u open", open);
 
@@ -305,7 +315,7 @@ static void closing(struct hashlb_steer *s)
 	bucket_read(bucket_of(&r), &bk);
 	w = way_of(&bk, &r);
 	CHECK(w >= 0 && (bk.way[w] & HLB_STEER_CT_CLOSING), "a FIN made an entry not closing");
-	hashlb_steer_flows_open(s, &open, &sum1);
+	flows_open(s, &open, &sum1);
 	CHECK(open == 1, "%u open entries after an untracked flow's FIN, 1 before", open);
 	printf("closing: a client's FIN or RST marks its entry, a SYN unmarks it; the flow's "
 	       "last packets still go by it; a FIN that makes an entry makes it closing\n");

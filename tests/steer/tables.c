@@ -377,7 +377,25 @@ int main(void)
 		flow(&p, vips_b, i % 2, 5000 + i);
 		held[i] = send_pkt(&p, 0x10);
 	}
+	/* A stop's drain counts a service's own flows (hashlb_steer_flows_open()):
+	 * each table its VIPs' entries, none once its VIPs left the program (a
+	 * service whose drain ended first). Before, both counted every entry of
+	 * the program, so one's drain waited for the other's flows, and for
+	 * entries of VIPs no packet reaches any more. */
+	struct hashlb_steer_flows fa, fb, fa2, fb2;
+	uint32_t all = 0;
+
+	CHECK(hashlb_steer_flows_open(sa, &fa) == 0 && hashlb_steer_flows_open(sb, &fb) == 0 &&
+		      hashlb_steer_flows_count(sa, &all) == 0,
+	      "counting the flows failed");
+	CHECK(fa.open > 0 && fb.open >= FLOWS && fa.open + fb.open <= all,
+	      "open flows: A %u, B %u, of %u entries", fa.open, fb.open, all);
 	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
+	CHECK(hashlb_steer_flows_open(sa, &fa2) == 0 && hashlb_steer_flows_open(sb, &fb2) == 0,
+	      "counting the flows failed");
+	CHECK(fa2.open == 0 && fb2.open == fb.open,
+	      "once A's VIPs left: A %u open flows (%u before), B %u (%u before)", fa2.open,
+	      fa.open, fb2.open, fb.open);
 	for (uint32_t i = 0; i < 20; i++) {
 		struct test_pkt p;
 

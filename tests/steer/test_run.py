@@ -1932,16 +1932,38 @@ def stop_shared(topo, servers):
     and web's VIP leaves it, so 3 new clients of web are refused by the LB's stack with no new
     flow in the kernel path, while api's held connections answer from b3 and its drain ends
     with them. Before, web's VIP stayed open in the program for the whole of api's drain, its
-    new clients steered by its last table to b1 and b2 while hashlb was stopping."""
+    new clients steered by its last table to b1 and b2 while hashlb was stopping.
+    The entries api's drain waits for are its own: web's 4 open ones (hand-made ACKs), whose
+    VIP left the program, and a SYN of api's no backend answered (hand-made, from an address
+    nobody has), unused for api's timeouts.idle (10 s), do not keep it to its deadline (before,
+    the drain counted every entry of the program, and an entry no FIN closed kept it to the
+    end)."""
+    import test_frames as F
     web, api = two_services_yaml(topo)
     web = web.replace("    backends:\n", "    timeouts: {drain: 0s}\n    backends:\n", 1)
-    api = api.replace("    backends:\n", "    timeouts: {drain: 60s}\n    backends:\n", 1)
+    api = api.replace("    backends:\n", "    timeouts: {drain: 60s, idle: 10s}\n    backends:\n",
+                      1)
+    # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
+    for key in ("iptables", "ip6tables"):
+        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
+             check=False)
     d = two_services_start(topo, web + api, "stop_shared")
+    f = None
     try:
         client6 = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP6,
                                            str(T.VIP_PORT), "12"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         held6 = dict(json.loads(client6.stdout.readline()))
+        f = F.Frames(topo)
+        before = steer_stats(topo)
+        for sp in range(45000, 45004):
+            f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, b"STOP-SHARED")))
+        f.send(0x86DD, F.ipv6("fd13::9", T.VIP6, 6, F.tcp_flags(45100, 0x02)))
+        made = f.forwarded([b"STOP-SHARED"])
+        after = steer_stats(topo)
+        check(made and after.get("new_flows", 0) - before.get("new_flows", 0) == 5,
+              f"stop_shared: 5 hand-made flows, {after.get('new_flows', 0) - before.get('new_flows', 0)} "
+              f"new flows, forwarded to {made}")
         d.skip_log()
         d.proc.terminate()
         line = d.wait_log(T.DRAINING, 10)
@@ -1955,12 +1977,20 @@ def stop_shared(topo, servers):
               f"stop_shared: 3 new clients of web while api drains: {dict(got)}, new flows "
               f"{before.get('new_flows')} then {after.get('new_flows')}")
         lost = still_held(client6, held6, "stop_shared: api's connections while it drains")
-        detached = d.wait_log('msg="kernel steering detached" service=api', 30)
+        drained = d.wait_log('msg="kernel steering drained" service=api', 30)
+        check(drained is not None and "idle_flows=1 " in drained,
+              f"stop_shared: api's drain did not end before its deadline with its one SYN "
+              f"unanswered: {drained or d.lines[d.pos - 5:]}")
+        detached = d.wait_log('msg="kernel steering detached" service=api', 5)
         check(detached is not None, f"stop_shared: api's drain did not end: "
               f"{d.lines[d.pos - 5:]}")
         print(f"stop_shared: web's new clients {dict(got)}; api's {len(held6)} held "
-              f"connections, {lost} lost", flush=True)
+              f"connections, {lost} lost; drained with web's 4 open entries and api's "
+              f"unanswered SYN: {drained and drained.split('msg=')[1].strip()}", flush=True)
     finally:
+        if f:
+            for sock in [f.out] + f.backends:
+                sock.close()
         two_services_end(topo, d)
 
 
