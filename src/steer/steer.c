@@ -152,6 +152,7 @@ struct hashlb_steer {
 
 static int vflag_read(struct hashlb_steer *s);
 static int vflag_sync(struct hashlb_steer *s);
+static int vips_read(struct hashlb_steer *s, uint32_t *ret_active, struct hlb_steer_vip **ret_cur);
 
 bool hashlb_steer_supported(void)
 {
@@ -1962,7 +1963,7 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		    uint32_t flags, struct hashlb_error *err)
 {
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
-	uint32_t nw = 0, zero = 0, active = 0, vh;
+	uint32_t nw = 0, active, vh;
 	struct map_batch *b;
 	int ret = vflag_sync(s);
 
@@ -1984,19 +1985,16 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 					  "too many VIPs: %u addresses and ports at most",
 					  HLB_STEER_VIPS_MAX);
 	}
-	cur = calloc(2 * HLB_STEER_VIP_SLOTS, sizeof(*cur));
-	if (!cur)
+	ret = vips_read(s, &active, &cur);
+	if (ret < 0)
+		return hashlb_err(err, ret, ret == -ENOMEM ? HASHLB_ERR_NOMEM : HASHLB_ERR_SYSTEM,
+				  "reading the VIP map: %s", strerror(-ret));
+	next = calloc(HLB_STEER_VIP_SLOTS, sizeof(*next));
+	if (!next) {
+		free(cur);
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	next = cur + HLB_STEER_VIP_SLOTS;
-	if (bpf_map_lookup_elem(s->fd[M_ACTIVE], &zero, &active) < 0)
-		goto err_sys;
-	vh = (active >> 1) & 1;
-	ret = map_read(s->fd[M_VIPS], vh * HLB_STEER_VIP_SLOTS, HLB_STEER_VIP_SLOTS, cur,
-		       sizeof(*cur));
-	if (ret < 0) {
-		errno = -ret;
-		goto err_sys;
 	}
+	vh = (active >> 1) & 1;
 	/* The other tables' VIPs stay, and their addresses' markers. */
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS && s->tables > 1; i++) {
 		if (!vip_others(s, &cur[i]))
@@ -2049,6 +2047,7 @@ err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
 			 strerror(errno));
 out:
+	free(next);
 	free(cur);
 	return ret;
 }
