@@ -591,7 +591,8 @@ static bool table_used_by_other(const struct run_steer *rs, const struct run_ste
 	for (uint32_t i = 0; i < rs->n; i++) {
 		const struct hashlb_steer *o = rs->svcs[i].steer;
 
-		if (&rs->svcs[i] != skip && o &&
+		/* a stale handle (its program lost) uses no table of <p>'s */
+		if (&rs->svcs[i] != skip && steer_live(&rs->svcs[i]) &&
 		    hashlb_steer_ifindex(o) == hashlb_steer_ifindex(p) &&
 		    hashlb_steer_table(o) == t)
 			return true;
