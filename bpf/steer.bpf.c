@@ -427,6 +427,15 @@ static __always_inline __u8 tcp_flags(const struct tcphdr *tcp)
 	return ((const __u8 *)tcp)[13];
 }
 
+/* An entry marked closing, counted (ct_closing). */
+static __always_inline void ct_closing_count(void)
+{
+	struct hlb_steer_stats2 *st2 = stats2_get();
+
+	if (st2)
+		st2->ct_closing++;
+}
+
 /*
  * Way <way> of <b>, entry <e>, forwarded a packet with TCP flags <fl>, one of
  * them FIN, SYN or RST: the client's FIN or RST marks it closing, a SYN (a new
@@ -438,16 +447,12 @@ static __always_inline __u8 tcp_flags(const struct tcphdr *tcp)
 static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u8 fl)
 {
 	__u64 m = fl & TCP_F_SYN ? e & ~HLB_STEER_CT_CLOSING : e | HLB_STEER_CT_CLOSING;
-	struct hlb_steer_stats2 *st2;
 
 	if (m == e)
 		return;
 	*(volatile __u64 *)&b->way[way] = m;
-	if (m & HLB_STEER_CT_CLOSING) {
-		st2 = stats2_get();
-		if (st2)
-			st2->ct_closing++;
-	}
+	if (m & HLB_STEER_CT_CLOSING)
+		ct_closing_count();
 }
 
 /* Way <way> of <b>, entry <e>, used by a packet forwarded by it (<tcp> its
@@ -825,11 +830,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		 * evicted as it closes) makes it closing, as ct_mark() would
 		 * on a kept entry: a stop's drain need not wait for it. */
 		if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_RST)) {
-			struct hlb_steer_stats2 *st2 = stats2_get();
-
 			ne |= HLB_STEER_CT_CLOSING;
-			if (st2)
-				st2->ct_closing++;
+			ct_closing_count();
 		}
 		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;
