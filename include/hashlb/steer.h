@@ -340,6 +340,7 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
 /* What hashlb_steer_flows_open() found. */
 struct hashlb_steer_flows {
 	uint32_t open; /* entries not marked closing */
+	uint32_t closing; /* entries marked closing */
 	/* sums of the open and of the closing entries, each with its way and
 	 * the time it was last used: a sum changes when one of its entries is
 	 * used again (once a tick, about a second), made or removed */

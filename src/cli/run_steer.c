@@ -1474,7 +1474,8 @@ static void drain_begin(struct run_steer *rs)
 
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
-		uint32_t ms, entries = 0;
+		struct hashlb_steer_flows f;
+		uint32_t ms, entries;
 
 		/* An upgrade stopped before it was ready: the program is still the
 		 * replaced hashlb's, which publishes, and drains it or serves on.
@@ -1497,8 +1498,11 @@ static void drain_begin(struct run_steer *rs)
 		 * would fail (-EAGAIN) and leave this VIP open. */
 		hashlb_steer_set_lock_try(e->steer, false);
 		ms = e->svc ? atomic_load(&e->svc->snap)->drain_timeout_ms : 0;
-		if (hashlb_steer_flows_count(e->steer, &entries) < 0)
+		/* its own entries: another service's on the interface are none of its flows */
+		if (hashlb_steer_flows_open(e->steer, &f) < 0)
 			entries = 1; /* unknown: drained */
+		else
+			entries = f.open + f.closing;
 		if (ms == 0 || entries == 0) {
 			detach_stopped(rs, e);
 			continue;

@@ -3083,6 +3083,7 @@ int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *r
 				f.open++;
 				f.open_used += x;
 			} else {
+				f.closing++;
 				f.closing_used += x;
 			}
 		}
