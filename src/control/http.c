@@ -56,7 +56,6 @@ struct http_conn {
 	bool continued; /* answered 100 (Continue), or its head (conn_continue()) */
 	bool eof; /* its client shut down writing: it sends nothing more */
 	struct hlb_http_scan scan; /* how far c->in was parsed */
-	size_t need; /* its request's length, once known (hlb_http_parsed's) */
 	bool lingering; /* answered, its client still sending: only reading what comes, up to
 			 * its end (conn_linger()) */
 	size_t lingered; /* bytes read then */
@@ -179,21 +178,55 @@ static const char *status_text(int status)
 }
 
 /*
- * Whether the client of <c>, answered, may still be sending: it has not shut down writing, and
- * its request had not come whole (the answer did not wait for its body: a head refused, a 503,
- * a 408...), or more than that request came, or is waiting to be read (a request after it).
- * Such a connection lingers (conn_linger()) rather than being closed at once. A request that
- * came whole and alone is not waited on: its client, done sending, reads the answer.
+ * Whether the client of <c>, answered, may still send: bytes wait to be read, or it has not
+ * shut down writing (no end read, none waiting). Whatever the answer and however whole its
+ * request came: the rest of a body the answer did not wait for (a head refused, a 503, a
+ * 408...), or a request sent after the one answered, even a moment after a first that came
+ * whole and alone (pipelined), would meet a closed socket, which resets the connection, the
+ * answer lost if the client had not read it yet. Such a connection lingers (conn_linger()).
+ * Only a client that has ended, nothing of it unread, is closed at once.
  */
 static bool conn_may_send(struct http_conn *c)
 {
 	char b;
+	ssize_t n;
 
 	if (c->eof)
 		return false;
-	if (!c->need || c->in_len != c->need)
-		return true;
-	return recv(c->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+	n = recv(c->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+}
+
+/* What the client of a lingering connection <fd> sent, read and dropped, added to
+ * *<lingered>: whether it lingers on (the client has not ended, nor sent past a request's
+ * most). */
+static bool linger_read(int fd, size_t *lingered)
+{
+	char drop[4096];
+	ssize_t n = 0;
+
+	while (*lingered <= HLB_HTTP_REQ_MAX &&
+	       ((n = read(fd, drop, sizeof(drop))) > 0 || (n < 0 && errno == EINTR)))
+		*lingered += n > 0 ? (size_t)n : 0;
+	return *lingered <= HLB_HTTP_REQ_MAX && n < 0 && errno == EAGAIN;
+}
+
+/* <c>'s answer is written, or its client gone: its writing shut down, a FIN behind the answer;
+ * it lingers while its client may send, else it is closed. */
+static void conn_answered(struct http_conn *c)
+{
+	shutdown(c->io.fd, SHUT_WR);
+	if (c->out_off == c->out.len + c->body.len && conn_may_send(c)) {
+		/* its answer held no longer (unread_bytes()) */
+		c->lingering = true;
+		c->linger_seq = ++c->h->lingers;
+		hlb_buf_free(&c->out);
+		hlb_buf_free(&c->body);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_LINGER_MS);
+		hlb_loop_mod(c->h->loop, &c->io, EPOLLIN);
+		return;
+	}
+	conn_close(c);
 }
 
 /* Write what is pending; close when done or on error. */
@@ -230,18 +263,7 @@ static void conn_flush(struct http_conn *c)
 			break;
 		c->out_off += (size_t)n;
 	}
-	shutdown(c->io.fd, SHUT_WR);
-	if (c->out_off == c->out.len + c->body.len && conn_may_send(c)) {
-		/* its answer held no longer (unread_bytes()) */
-		c->lingering = true;
-		c->linger_seq = ++c->h->lingers;
-		hlb_buf_free(&c->out);
-		hlb_buf_free(&c->body);
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_LINGER_MS);
-		hlb_loop_mod(c->h->loop, &c->io, EPOLLIN);
-		return;
-	}
-	conn_close(c);
+	conn_answered(c);
 }
 
 /*
@@ -255,24 +277,17 @@ static void conn_flush(struct http_conn *c)
  */
 static void conn_linger(struct http_conn *c)
 {
-	char drop[4096];
-	ssize_t n = 0;
-
-	while (c->lingered <= HLB_HTTP_REQ_MAX &&
-	       ((n = read(c->io.fd, drop, sizeof(drop))) > 0 || (n < 0 && errno == EINTR)))
-		c->lingered += n > 0 ? (size_t)n : 0;
-	if (c->lingered <= HLB_HTTP_REQ_MAX && n < 0 && errno == EAGAIN)
-		return;
-	conn_close(c);
+	if (!linger_read(c->io.fd, &c->lingered))
+		conn_close(c);
 }
 
 /* Send the response in c->out with the descriptors of <resp> riding on the lines of the body,
- * which starts at <body_off>. */
+ * which starts at <body_off>; then it ends as any answer does (conn_answered()). */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
 {
-	hlb_fdpass_send(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds);
-	shutdown(c->io.fd, SHUT_WR);
-	conn_close(c);
+	if (hlb_fdpass_send(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds))
+		c->out_off = c->out.len;
+	conn_answered(c);
 }
 
 static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
@@ -412,7 +427,6 @@ static void conn_io(void *arg, uint32_t events)
 			break;
 	}
 	status = hlb_http_parse_next(c->in, c->in_len, eof, &c->scan, &p);
-	c->need = p.need;
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:

@@ -233,7 +233,7 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 int hlb_http_reclaim(struct hlb_http *h);
 /* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
-/* The connections open (answered ones whose client may still send too). */
+/* The connections open (answered ones that linger for their client's end too). */
 unsigned hlb_http_conns(const struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
 const char *hlb_http_address(const struct hlb_http *h);

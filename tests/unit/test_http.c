@@ -912,12 +912,36 @@ static void settle(struct hlb_loop *l)
 		assert_true(hlb_loop_run_once(l, 0) >= 0);
 }
 
+/* A TCP client of 127.0.0.1:<port> that sent <req>, then shut down writing. */
+static int tcp_ask_ended(uint16_t port, const char *req)
+{
+	int fd = tcp_ask(port, req);
+
+	shutdown(fd, SHUT_WR);
+	return fd;
+}
+
+/* Whether a client of <e> that sent <req> and ended is answered, beginning <status>, and its
+ * connection closed at once, not lingering. */
+static void closed_once_answered(struct tcp_end *e, const char *req, const char *status)
+{
+	int fd = tcp_ask_ended(e->port, req);
+	char buf[512];
+
+	assert_true(!strncmp(read_now(e->l, fd, buf, sizeof(buf)), status, strlen(status)));
+	settle(e->l);
+	assert_int_equal(hlb_http_conns(e->h), 0);
+	close(fd);
+}
+
 /*
  * An answer after which the client may still send lingers (what it sends is read until it
- * ends), whatever the answer: a request after the one answered (pipelined), a 503 to a client
- * waiting on Expect over the 64 connections; the lingering connection ends when its client
- * does, not on its 2 s timer. A request that came whole and alone, answered or refused, is
- * closed at once. And lingering connections give their place to new ones at the 64.
+ * ends), whatever the answer: a request that came whole and alone, then another sent a moment
+ * after (pipelined; it was closed at once, and the second request drew a reset, seen once in
+ * 20,000), a request after the one answered, a 503 to a client waiting on Expect over the 64
+ * connections; the lingering connection ends when its client does, not on its 2 s timer. A
+ * client that ended after its request, answered or refused (400, 411, 505), is closed at once:
+ * it sends nothing more. And lingering connections give their place to new ones at the 64.
  */
 static void test_lingers_while_the_client_may_send(void **state)
 {
@@ -929,17 +953,21 @@ static void test_lingers_while_the_client_may_send(void **state)
 	(void)state;
 	tcp_end_new(&e);
 
-	/* whole and alone: closed once answered, a 200 or a refusal */
+	/* whole and alone, its client not ended: a request it sends after the answer goes in */
 	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
 	assert_non_null(strstr(read_now(e.l, fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
 	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
-	close(fd);
-	fd = tcp_ask(e.port, "GET /now HTTP/2.0\r\n\r\n");
-	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 505 ", 13));
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	assert_true(body_goes_in(e.l, fd, "GET /now HTTP/1.1\r\n\r\n"));
 	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
-	close(fd);
+	assert_int_equal(hlb_http_conns(e.h), 0); /* at the client's end, not the timer's */
+
+	/* its client ended: closed once answered, a 200 or a refusal of a whole request */
+	closed_once_answered(&e, "GET /now HTTP/1.1\r\n\r\n", "HTTP/1.1 200 ");
+	closed_once_answered(&e, "GET /now HTTP/2.0\r\n\r\n", "HTTP/1.1 505 ");
+	closed_once_answered(&e, "POST /now HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+			     "HTTP/1.1 411 ");
+	closed_once_answered(&e, "GET /now HTTP/1.1\r\nHost\r\n\r\n", "HTTP/1.1 400 ");
 
 	/* a request after it: its answer, then what comes is taken, until the client ends */
 	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\nGET /n");
@@ -989,6 +1017,47 @@ static void test_lingers_while_the_client_may_send(void **state)
 		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
 	assert_true(body_goes_in(e.l, fd, "a=b"));
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
+		close(fds[i]);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	tcp_end_free(&e);
+}
+
+/*
+ * A lingering connection closed to make room at the 64 has what its client sent read first:
+ * its close is then the FIN behind the answer and no more. Closed with those bytes unread, the
+ * socket resets the connection, which discards what of the answer is not sent yet (a large
+ * one in the socket's buffer), and the client's next write fails.
+ */
+static void test_room_made_reads_first(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX];
+	struct tcp_end e;
+	char buf[512];
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+		assert_non_null(strstr(read_now(e.l, fds[i], buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	}
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX);
+	/* a new connection, then a request from the one that lingered longest: the endpoint
+	 * sees the new connection first (epoll reports in the order things came), and closes
+	 * fds[0] for it with the request not read yet */
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_int_equal(send(fds[0], "GET /now HTTP/1.1\r\n\r\n", 21, MSG_NOSIGNAL), 21);
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 200 ", 13));
+	close(fd);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX - 1);
+	/* ended, not reset: a write still goes (the reset of a socket closed since comes back
+	 * for it; a reset before failed it, EPIPE) */
+	assert_int_equal(send(fds[0], "x", 1, MSG_NOSIGNAL), 1);
+	assert_int_equal(read(fds[0], buf, sizeof(buf)), 0);
 	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
 		close(fds[i]);
 	settle(e.l);
@@ -1218,6 +1287,7 @@ int main(void)
 		cmocka_unit_test(test_failed_start_leaves_the_path),
 		cmocka_unit_test(test_answered_before_the_body),
 		cmocka_unit_test(test_lingers_while_the_client_may_send),
+		cmocka_unit_test(test_room_made_reads_first),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
