@@ -18,9 +18,8 @@
 #include "http.h"
 #include "runtime/fdpass.h"
 
-#define HTTP_TIMEOUT_MS 10000
-/* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come */
-#define HTTP_BUSY_TIMEOUT_MS 1000
+/* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come (1 s of the 10) */
+#define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
 /* the 503's reason past HLB_HTTP_CONNS_MAX, answered either way (conn_busy(), http_accept()) */
 #define HTTP_BUSY_MSG "too many admin connections open (64): try again"
 _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
@@ -37,9 +36,6 @@ _Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
 #define HTTP_UNREAD_MAX (64u << 20)
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
-/* an answer after which its client may still send (conn_may_send()): how long what it sends is
- * read (conn_linger()) */
-#define HTTP_LINGER_MS 2000
 
 struct http_conn {
 	struct hlb_http *h;
@@ -77,6 +73,8 @@ struct hlb_http {
 	unsigned n_conns;
 	uint64_t last_id; /* the last request's hlb_http_req.id */
 	uint64_t lingers; /* connections that began to linger, in all */
+	unsigned timeout_ms; /* HLB_HTTP_TIMEOUT_MS, or hlb_http_set_timeouts()'s */
+	unsigned linger_ms; /* HLB_HTTP_LINGER_MS, or hlb_http_set_timeouts()'s */
 	/*
 	 * At the fd limit (the forwarder's clients can take every one) the
 	 * admin endpoint is what tells the operator so: a descriptor is kept
@@ -222,7 +220,7 @@ static void conn_answered(struct http_conn *c)
 		c->linger_seq = ++c->h->lingers;
 		hlb_buf_free(&c->out);
 		hlb_buf_free(&c->body);
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_LINGER_MS);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->linger_ms);
 		hlb_loop_mod(c->h->loop, &c->io, EPOLLIN);
 		return;
 	}
@@ -251,11 +249,11 @@ static void conn_flush(struct http_conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			/* HTTP_TIMEOUT_MS from the last byte the client took: one that reads a
+			/* h->timeout_ms from the last byte the client took: one that reads a
 			 * large answer slowly gets it whole, one that stopped reading goes */
 			if (c->out_off != off)
 				hlb_timer_arm(c->h->loop, &c->timer,
-					      hlb_now_ms() + HTTP_TIMEOUT_MS);
+					      hlb_now_ms() + c->h->timeout_ms);
 			hlb_loop_mod(c->h->loop, &c->io, EPOLLOUT);
 			return;
 		}
@@ -270,7 +268,7 @@ static void conn_flush(struct http_conn *c)
  * A connection answered while its client may still send (conn_may_send()), its writing shut
  * down: what its client still sends (the rest of a body the answer did not wait for, a request
  * after the one answered) is read and dropped, and it is closed at the client's end, past a
- * request's most or after HTTP_LINGER_MS, or when a new connection needs its place
+ * request's most or after HLB_HTTP_LINGER_MS, or when a new connection needs its place
  * (http_accept()). Closed with bytes unread, or coming after the close, the socket would reset
  * the connection, and the client could lose the answer, or fail its write of the body before
  * it read it.
@@ -488,31 +486,40 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 	}
 	c->held = false;
 	resp->n_fds = 0;
-	hlb_timer_arm(h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS); /* to be read */
+	hlb_timer_arm(h->loop, &c->timer, hlb_now_ms() + h->timeout_ms); /* to be read */
 	conn_respond(c, resp);
 	return 0;
 }
 
 /* A request that has not arrived whole in time is answered 408 (and given as
  * long again to read it); a silent connection, or an answer its client took
- * nothing of for HTTP_TIMEOUT_MS, is closed. */
+ * nothing of for h->timeout_ms, is closed. */
 static void conn_timeout(void *arg)
 {
 	struct http_conn *c = arg;
 
 	if (c->held || c->lingering) { /* its handler did not answer in time; or its client
-					  * did not end within HTTP_LINGER_MS */
+					  * did not end within h->linger_ms */
 		conn_close(c);
 		return;
 	}
 	if (c->busy && !c->out.len) {
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS);
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS(c->h));
 		conn_busy(c);
 		return;
 	}
 	if (c->in_len && !c->out.len) {
-		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_TIMEOUT_MS);
-		conn_error(c, 408, "the request did not arrive whole within 10 s");
+		char why[80];
+		unsigned ms = c->h->timeout_ms;
+
+		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + ms);
+		if (ms % 1000)
+			snprintf(why, sizeof(why), "the request did not arrive whole within %u ms",
+				 ms);
+		else
+			snprintf(why, sizeof(why), "the request did not arrive whole within %u s",
+				 ms / 1000);
+		conn_error(c, 408, why);
 		return;
 	}
 	conn_close(c);
@@ -619,7 +626,7 @@ static void http_accept(void *arg, uint32_t events)
 			continue;
 		}
 		hlb_timer_arm(h->loop, &c->timer,
-			      hlb_now_ms() + (c->busy ? HTTP_BUSY_TIMEOUT_MS : HTTP_TIMEOUT_MS));
+			      hlb_now_ms() + (c->busy ? HTTP_BUSY_TIMEOUT_MS(h) : h->timeout_ms));
 		c->next = h->conns;
 		if (h->conns)
 			h->conns->prev = c;
@@ -734,6 +741,8 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	h->fn = fn;
 	h->arg = arg;
 	h->spare = -1;
+	h->timeout_ms = HLB_HTTP_TIMEOUT_MS;
+	h->linger_ms = HLB_HTTP_LINGER_MS;
 	hlb_timer_init(&h->resume, http_resume, h);
 	spare_take(h);
 	h->io = (struct hlb_io){ .fn = http_accept, .arg = h };
@@ -879,6 +888,12 @@ void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg)
 {
 	h->refused_fn = fn;
 	h->refused_arg = arg;
+}
+
+void hlb_http_set_timeouts(struct hlb_http *h, unsigned timeout_ms, unsigned linger_ms)
+{
+	h->timeout_ms = timeout_ms;
+	h->linger_ms = linger_ms;
 }
 
 void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg)

@@ -185,7 +185,7 @@ int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 
 /* Connections served at once. Past it, a connection answered already that lingers for its
  * client's end is closed first, to make room; then up to HLB_HTTP_BUSY_MAX more are
- * answered 503 once their request is in (or after HTTP_BUSY_TIMEOUT_MS);
+ * answered 503 once their request is in (or after a tenth of HLB_HTTP_TIMEOUT_MS);
  * past those, one is answered 503 and closed at accept. */
 #define HLB_HTTP_CONNS_MAX 64
 #define HLB_HTTP_BUSY_MAX 8
@@ -210,6 +210,15 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 		 struct hashlb_error *err);
 /* Have <fn>(<arg>, ...) called at each refusal (NULL: none). */
 void hlb_http_on_refused(struct hlb_http *h, hlb_http_refused_fn fn, void *arg);
+/* How long a request has to come whole (then 408) and an answer not read to be read. */
+#define HLB_HTTP_TIMEOUT_MS 10000
+/* How long, at most, a connection answered lingers for its client's end (what it still sends
+ * read and dropped, so that the close is no reset). */
+#define HLB_HTTP_LINGER_MS 2000
+/* Other times than HLB_HTTP_TIMEOUT_MS (and the tenth of it a connection over the 64 waits for
+ * its request) and HLB_HTTP_LINGER_MS, for the timers armed from now on: for tests, which must
+ * not wait 10 s for a 408, nor have 1 s pass before they are done. */
+void hlb_http_set_timeouts(struct hlb_http *h, unsigned timeout_ms, unsigned linger_ms);
 /* Have <fn>(<arg>, ...) asked before a 100 (Continue) is sent (NULL: not asked, always sent). */
 void hlb_http_on_head(struct hlb_http *h, hlb_http_head_fn fn, void *arg);
 /* The refusals of kind <why> since the endpoint started. */

@@ -1066,6 +1066,32 @@ static void test_room_made_reads_first(void **state)
 }
 
 /*
+ * A request that does not come whole in time is answered 408, and the connection lingers: the
+ * rest of its body, sent after the answer, goes in, read and dropped, not reset; it ends at
+ * the client's end. The endpoint's time, made short here (hlb_http_set_timeouts()), is not
+ * measured: the test waits for the answer, however long it takes.
+ */
+static void test_timeout_408_lingers(void **state)
+{
+	struct tcp_end e;
+	char buf[512];
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 50, HLB_HTTP_LINGER_MS);
+	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\nback");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 408 ", 13));
+	assert_non_null(strstr(buf, "\"the request did not arrive whole within 50 ms\""));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	assert_true(body_goes_in(e.l, fd, "end=a"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	tcp_end_free(&e);
+}
+
+/*
  * A new endpoint that fails to start on the path of a live one (an upgrade's new hashlb,
  * whose loop cannot watch its socket) leaves the path to the live one. The socket was renamed
  * over the path before the loop watched it: the path named a closed socket, and every client
@@ -1189,7 +1215,10 @@ static void test_reserve_kept_at_the_fd_limit(void **state)
 }
 
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
-enum { BIG = 5 << 19 }; /* 2.5 MiB: 14 s at 160 KiB/s, past a unix socket's 208 KiB in flight */
+enum { BIG = 5 << 19 }; /* 2.5 MiB: 4 s at 640 KiB/s, past a unix socket's 208 KiB in flight */
+/* the endpoint's timeout in test_slow_reader_gets_the_whole_answer(): 20 times the client's
+ * pause between reads, as 10 s were 25 times its 400 ms; shorter than the answer takes */
+enum { SLOW_TIMEOUT_MS = 2000 };
 
 static void big_answer(void *arg, const struct hlb_http_req *req, struct hlb_http_resp *resp)
 {
@@ -1227,15 +1256,16 @@ static void test_slow_reader_gets_the_whole_answer(void **state)
 	assert_int_equal(hlb_http_new(l, (const struct sockaddr *)&sun, sizeof(sun), big_answer,
 				      NULL, &h, &err),
 			 0);
+	hlb_http_set_timeouts(h, SLOW_TIMEOUT_MS, HLB_HTTP_LINGER_MS);
 	fd = client_ask(&sun, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
 	start = next = hlb_now_ms();
 	end = start + 60000; /* a deadline that fails the test, not a measurement */
-	/* 64 KiB every 400 ms, the endpoint's loop run meanwhile, until the answer ends */
+	/* 64 KiB every 100 ms, the endpoint's loop run meanwhile, until the answer ends */
 	for (n = 1; n > 0 && hlb_now_ms() < end;) {
 		assert_true(hlb_loop_run_once(l, 10) >= 0);
 		if (hlb_now_ms() < next || !readable(fd))
 			continue;
-		next = hlb_now_ms() + 400;
+		next = hlb_now_ms() + 100;
 		n = read(fd, chunk, sizeof(chunk));
 		if (n <= 0)
 			break;
@@ -1255,7 +1285,8 @@ static void test_slow_reader_gets_the_whole_answer(void **state)
 	want = BIG + (size_t)(strstr(head, "\r\n\r\n") + 4 - head);
 	print_message("    %zu of %zu bytes in %.1f s\n", got, want,
 		      (double)(hlb_now_ms() - start) / 1000);
-	assert_true(hlb_now_ms() - start > 10000); /* it did take longer than the 10 s */
+	/* it did take longer than the timeout (a bound below: a slow machine only adds) */
+	assert_true(hlb_now_ms() - start > SLOW_TIMEOUT_MS);
 	assert_int_equal(got, want);
 	hlb_http_free(h);
 	hlb_loop_free(l);
@@ -1288,6 +1319,7 @@ int main(void)
 		cmocka_unit_test(test_answered_before_the_body),
 		cmocka_unit_test(test_lingers_while_the_client_may_send),
 		cmocka_unit_test(test_room_made_reads_first),
+		cmocka_unit_test(test_timeout_408_lingers),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
