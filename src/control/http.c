@@ -37,6 +37,23 @@ _Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
 /* accept failed for want of a descriptor or memory: try again this much later */
 #define HTTP_ACCEPT_PAUSE_MS 100
 
+/*
+ * Past HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, a connection answered 503 at accept lingers too
+ * (conn_linger()'s rule), but as no connection does: its descriptor watched and its deadline,
+ * no 16 KiB buffer, no allocation, HTTP_SHED_MAX of them at most, the one answered longest ago
+ * closed to make room (what its client sent read first). The cap bounds what a flood of
+ * connections costs; these add a fixed array and as many descriptors, for HLB_HTTP_LINGER_MS.
+ */
+#define HTTP_SHED_MAX 64
+
+struct http_shed {
+	struct hlb_http *h;
+	struct hlb_io io; /* fd -1: a free place */
+	uint64_t until; /* closed then, its client ended or not */
+	uint64_t seq; /* when it began to linger: h->lingers then */
+	size_t lingered; /* bytes read since */
+};
+
 struct http_conn {
 	struct hlb_http *h;
 	struct hlb_io io;
@@ -92,6 +109,9 @@ struct hlb_http {
 	void *refused_arg;
 	hlb_http_head_fn head_fn;
 	void *head_arg;
+	struct http_shed shed[HTTP_SHED_MAX]; /* those answered 503 at accept, lingering */
+	unsigned n_shed;
+	struct hlb_timer shed_timer; /* at the first of their deadlines */
 };
 
 static void http_refused(struct hlb_http *h, enum hlb_http_refusal why)
@@ -107,20 +127,27 @@ static void spare_take(struct hlb_http *h)
 		h->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-static void conn_close(struct http_conn *c)
+/* The socket <fd> of a connection of <h>, closed; the reserve taken back in its place if it
+ * was given up (spare_take() then, for one not taken back here). */
+static void http_fd_close(struct hlb_http *h, int fd)
 {
-	struct hlb_http *h = c->h;
-
-	hlb_loop_del(h->loop, &c->io);
 	/* The reserve given up for this connection takes its slot back in the same step:
 	 * closed, then /dev/null opened again, a worker's accept could take the slot in
 	 * between, and at the fd limit the endpoint had none to answer with. dup3() closes
 	 * the socket (its FIN) and makes the slot a copy of the loop's epoll descriptor, a
 	 * placeholder (no socket, which an upgrade's taker would find; close-on-exec). */
-	if (h->spare < 0 && dup3(hlb_loop_fd(h->loop), c->io.fd, O_CLOEXEC) >= 0)
-		h->spare = c->io.fd;
+	if (h->spare < 0 && dup3(hlb_loop_fd(h->loop), fd, O_CLOEXEC) >= 0)
+		h->spare = fd;
 	else
-		close(c->io.fd);
+		close(fd);
+}
+
+static void conn_close(struct http_conn *c)
+{
+	struct hlb_http *h = c->h;
+
+	hlb_loop_del(h->loop, &c->io);
+	http_fd_close(h, c->io.fd);
 	hlb_timer_cancel(h->loop, &c->timer);
 	hlb_buf_free(&c->out);
 	hlb_buf_free(&c->body);
@@ -554,6 +581,88 @@ static struct http_conn *conn_lingering_oldest(struct hlb_http *h)
 	return oldest;
 }
 
+static void shed_close(struct http_shed *s)
+{
+	struct hlb_http *h = s->h;
+
+	hlb_loop_del(h->loop, &s->io);
+	http_fd_close(h, s->io.fd);
+	s->io.fd = -1;
+	h->n_shed--;
+	spare_take(h);
+}
+
+static void shed_io(void *arg, uint32_t events)
+{
+	struct http_shed *s = arg;
+
+	(void)events;
+	if (!linger_read(s->io.fd, &s->lingered))
+		shed_close(s);
+}
+
+/* Those lingering past their deadline, closed; the timer at the next one's. */
+static void shed_timeout(void *arg)
+{
+	struct hlb_http *h = arg;
+	uint64_t now = hlb_now_ms(), next = 0;
+
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++) {
+		struct http_shed *s = &h->shed[i];
+
+		if (s->io.fd >= 0 && s->until <= now)
+			shed_close(s);
+		else if (s->io.fd >= 0 && (!next || s->until < next))
+			next = s->until;
+	}
+	if (next)
+		hlb_timer_arm(h->loop, &h->shed_timer, next);
+}
+
+/*
+ * The connection <fd>, answered 503 at accept and its writing shut down, lingers as an answered
+ * connection does (conn_linger()), in a place of h->shed: its client's request, sent with the
+ * connect, would otherwise come to a closed socket, whose reset can discard the answer before
+ * the client reads it. Closed at once if its client has ended; the place lingered in longest
+ * given up if none is free.
+ */
+static void shed_add(struct hlb_http *h, int fd)
+{
+	struct http_shed *s = NULL, *oldest = NULL;
+	size_t lingered = 0;
+
+	if (!linger_read(fd, &lingered)) {
+		http_fd_close(h, fd);
+		spare_take(h);
+		return;
+	}
+	for (unsigned i = 0; i < HTTP_SHED_MAX && !s; i++) {
+		if (h->shed[i].io.fd < 0)
+			s = &h->shed[i];
+		else if (!oldest || h->shed[i].seq < oldest->seq)
+			oldest = &h->shed[i];
+	}
+	if (!s) {
+		drop_unread(oldest->io.fd, 4, 4096);
+		shed_close(oldest);
+		s = oldest;
+	}
+	*s = (struct http_shed){ .h = h,
+				 .io = { .fd = fd, .fn = shed_io, .arg = s },
+				 .until = hlb_now_ms() + h->linger_ms,
+				 .seq = ++h->lingers,
+				 .lingered = lingered };
+	if (hlb_loop_add(h->loop, &s->io, EPOLLIN) < 0) {
+		http_fd_close(h, fd);
+		s->io.fd = -1;
+		spare_take(h);
+		return;
+	}
+	h->n_shed++;
+	if (!hlb_timer_armed(&h->shed_timer))
+		hlb_timer_arm(h->loop, &h->shed_timer, s->until);
+}
+
 static void http_resume(void *arg)
 {
 	struct hlb_http *h = arg;
@@ -610,10 +719,13 @@ static void http_accept(void *arg, uint32_t events)
 				"close\r\n\r\n{\"error\":\"" HTTP_BUSY_MSG "\"}\n";
 
 			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
-			/* what it sent already is read: one read of 512 bytes at most */
-			if (write(fd, busy, sizeof(busy) - 1) > 0)
-				drop_unread(fd, 1, 512);
-			close(fd);
+			if (write(fd, busy, sizeof(busy) - 1) == sizeof(busy) - 1) {
+				shutdown(fd, SHUT_WR);
+				shed_add(h, fd);
+			} else {
+				http_fd_close(h, fd);
+				spare_take(h);
+			}
 			continue;
 		}
 		c->busy = h->n_conns >= HLB_HTTP_CONNS_MAX;
@@ -744,6 +856,9 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	h->timeout_ms = HLB_HTTP_TIMEOUT_MS;
 	h->linger_ms = HLB_HTTP_LINGER_MS;
 	hlb_timer_init(&h->resume, http_resume, h);
+	hlb_timer_init(&h->shed_timer, shed_timeout, h);
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
+		h->shed[i].io.fd = -1;
 	spare_take(h);
 	h->io = (struct hlb_io){ .fn = http_accept, .arg = h };
 	h->io.fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -819,6 +934,10 @@ void hlb_http_free(struct hlb_http *h)
 		return;
 	while (h->conns)
 		conn_close(h->conns);
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
+		if (h->shed[i].io.fd >= 0)
+			shed_close(&h->shed[i]);
+	hlb_timer_cancel(h->loop, &h->shed_timer);
 	hlb_timer_cancel(h->loop, &h->resume);
 	if (h->spare >= 0)
 		close(h->spare);
@@ -909,7 +1028,7 @@ uint64_t hlb_http_refused(const struct hlb_http *h, enum hlb_http_refusal why)
 
 unsigned hlb_http_conns(const struct hlb_http *h)
 {
-	return h->n_conns;
+	return h->n_conns + h->n_shed;
 }
 
 const char *hlb_http_address(const struct hlb_http *h)

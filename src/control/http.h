@@ -186,7 +186,8 @@ int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 /* Connections served at once. Past it, a connection answered already that lingers for its
  * client's end is closed first, to make room; then up to HLB_HTTP_BUSY_MAX more are
  * answered 503 once their request is in (or after a tenth of HLB_HTTP_TIMEOUT_MS);
- * past those, one is answered 503 and closed at accept. */
+ * past those, one is answered 503 at accept, and lingers as any answered one does, in one of a
+ * fixed number of places that hold no buffer. */
 #define HLB_HTTP_CONNS_MAX 64
 #define HLB_HTTP_BUSY_MAX 8
 
@@ -242,7 +243,8 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 int hlb_http_reclaim(struct hlb_http *h);
 /* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
-/* The connections open (answered ones that linger for their client's end too). */
+/* The connections open (answered ones that linger for their client's end too, those answered
+ * 503 at accept among them). */
 unsigned hlb_http_conns(const struct hlb_http *h);
 /* Where it listens, with the real port: "127.0.0.1:30001", "[::1]:9901", "unix:/run/x". */
 const char *hlb_http_address(const struct hlb_http *h);

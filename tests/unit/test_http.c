@@ -1092,6 +1092,48 @@ static void test_timeout_408_lingers(void **state)
 }
 
 /*
+ * Past the 64 connections and the 8 answered 503 once their request is in, a connection is
+ * answered 503 at accept, and lingers as any answered one does: the body its client sends
+ * after goes in, not reset (it was closed at once, and the client could fail its write before
+ * it read the answer); it ends at its client's end. Closed at once if that client has ended.
+ */
+static void test_busy_at_accept_lingers(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX;
+	struct tcp_end e;
+	char buf[512];
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+	/* none of the 72 answered while the test runs, however slowly */
+	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
+	for (int i = 0; i < n; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	assert_int_equal(hlb_http_conns(e.h), n);
+	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), n + 1);
+	assert_true(body_goes_in(e.l, fd, "backend=a"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), n);
+	fd = tcp_ask_ended(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), n);
+	close(fd);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	tcp_end_free(&e);
+}
+
+/*
  * A new endpoint that fails to start on the path of a live one (an upgrade's new hashlb,
  * whose loop cannot watch its socket) leaves the path to the live one. The socket was renamed
  * over the path before the loop watched it: the path named a closed socket, and every client
@@ -1320,6 +1362,7 @@ int main(void)
 		cmocka_unit_test(test_lingers_while_the_client_may_send),
 		cmocka_unit_test(test_room_made_reads_first),
 		cmocka_unit_test(test_timeout_408_lingers),
+		cmocka_unit_test(test_busy_at_accept_lingers),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
