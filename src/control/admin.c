@@ -1343,6 +1343,15 @@ static bool set_reaches(struct hlb_pool_service *s, const char *name)
 	return false;
 }
 
+/* Whether <s> has a backend <name> that a /set (<settable>: one it can change, set_reaches())
+ * or a /close (close_reach()) naming no service would act on. */
+static bool backend_service_is(struct hlb_pool_service *s, const char *name, bool settable)
+{
+	struct close_reach r;
+
+	return settable ? set_reaches(s, name) : close_reach(s, name, false, &r);
+}
+
 /*
  * The service of a /set (<set>) or /close: req_service()'s, or, when the request names none
  * and there are several, the one service that has the backend it names (as close_reach()
@@ -1350,7 +1359,8 @@ static bool set_reaches(struct hlb_pool_service *s, const char *name)
  * first: a name that a reload removed from one service, still draining there, and that
  * another has, is that other's), so that "hashlb ctl set web-3 drain" needs no -s where
  * web-3 is in one service alone. A name in several is refused with those services, never
- * guessed; one in none is a 404.
+ * guessed (in JSON, also as "services", an array a program reads whole: the message may cut
+ * the list short); one in none is a 404.
  */
 static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 						    const struct hlb_http_req *req, bool set,
@@ -1371,9 +1381,8 @@ static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 		settable = set_reaches(hlb_pool_service_at(ctl->pool, i), name);
 	for (uint32_t i = 0; i < n; i++) {
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
-		struct close_reach r;
 
-		if (settable ? !set_reaches(s, name) : !close_reach(s, name, false, &r))
+		if (!backend_service_is(s, name, settable))
 			continue;
 		if (!hits++)
 			found = s;
@@ -1385,12 +1394,25 @@ static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 	}
 	if (hits == 1)
 		return found;
-	if (hits)
+	if (hits) {
 		resp_error(resp, 400,
 			   "which service? backend '%s' is in %u services: give service=NAME "
 			   "(hashlb ctl: -s NAME); those with it:%s",
 			   name, hits, names);
-	else
+		if (strcmp(resp->ctype, "application/json") || resp->body.len < 2)
+			return NULL;
+		resp->body.len -= 2; /* the object's "}\n", to go on with */
+		hlb_buf_puts(&resp->body, ",\"services\":[");
+		for (uint32_t i = 0, k = 0; i < n; i++) {
+			struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
+
+			if (!backend_service_is(s, name, settable))
+				continue;
+			hlb_buf_puts(&resp->body, k++ ? "," : "");
+			hlb_buf_json_str(&resp->body, s->cfg->name);
+		}
+		hlb_buf_puts(&resp->body, "]}\n");
+	} else
 		resp_error(resp, 404, "no service has a backend '%s'%s", name,
 			   service_names(ctl, names, sizeof(names)));
 	return NULL;

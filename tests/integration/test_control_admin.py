@@ -1359,8 +1359,9 @@ def set_and_close_find_the_service_of_their_backend():
     """With several services, ctl set and close that name no service act on the one service
     that has the backend (the answer names it, SERVICE/BACKEND): 'hashlb ctl set s3 drain'
     as the README shows it, where s3 is in one service alone, was refused with "which
-    service?". A name in several services is refused with those services, never guessed;
-    one in none is said so."""
+    service?". A name in several services is refused with those services (in JSON, also as
+    an array "services": they were only in the message), never guessed; one in none is said
+    so."""
     two = ("workers: 1\nadmin: 127.0.0.1:0\nservices:\n"
            "  - name: x\n    listen: 127.0.0.1:0\n    health:\n      enabled: false\n"
            "    backends:\n      - {name: a, address: '%s'}\n      - {name: b, address: '%s'}\n"
@@ -1378,6 +1379,12 @@ def set_and_close_find_the_service_of_their_backend():
           "service=NAME (hashlb ctl: -s NAME); those with it: x y\n" and
           lb.backend("a", 0)["state"] == lb.backend("a", 1)["state"] == "ready",
           f"ctl set a drain: a is in both, neither is drained: {rc} {se!r}")
+    # in JSON, the services also as an array a program reads (the message may cut them short)
+    for path in ("/set?backend=a&state=drain", "/close?backend=a"):
+        code, body = lb.http("POST", path)
+        got = json.loads(body) if code == 400 else {}
+        check(got.get("services") == ["x", "y"] and got["error"].startswith("which service?"),
+              f"POST {path}: 400 naming x and y in \"services\": {code} {body!r}")
     rc, so, se = lb.ctl("set", "zz", "drain")
     check(rc == 1 and se == "hashlb ctl: no service has a backend 'zz'; it has: x y\n",
           f"ctl set zz drain: in no service: {rc} {se!r}")
