@@ -921,6 +921,15 @@ static int tcp_ask_ended(uint16_t port, const char *req)
 	return fd;
 }
 
+/* The <n> clients <fds> of <e> close: so do their connections, none left to a timer. */
+static void clients_end(struct tcp_end *e, const int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	settle(e->l);
+	assert_int_equal(hlb_http_conns(e->h), 0);
+}
+
 /* Whether a client of <e> that sent <req> and ended is answered, beginning <status>, and its
  * connection closed at once, not lingering. */
 static void closed_once_answered(struct tcp_end *e, const char *req, const char *status)
@@ -1002,10 +1011,7 @@ static void test_lingers_while_the_client_may_send(void **state)
 	settle(e.l);
 	assert_int_equal(send(fds[0], "y", 1, MSG_NOSIGNAL), 1); /* still lingering */
 	assert_int_equal(send(fds[1], "y", 1, MSG_NOSIGNAL), -1); /* lingered longest: closed */
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
-		close(fds[i]);
-	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
+	clients_end(&e, fds, HLB_HTTP_CONNS_MAX);
 
 	/* 64 waiting for their request: the 503 to one past them that waits on Expect lingers
 	 * (it closed at once, and the body the client sends next drew a reset) */
@@ -1017,10 +1023,7 @@ static void test_lingers_while_the_client_may_send(void **state)
 		     "POST /now HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
 	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
 	assert_true(body_goes_in(e.l, fd, "a=b"));
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
-		close(fds[i]);
-	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
+	clients_end(&e, fds, HLB_HTTP_CONNS_MAX);
 	tcp_end_free(&e);
 }
 
@@ -1058,10 +1061,7 @@ static void test_room_made_reads_first(void **state)
 	 * for it; a reset before failed it, EPIPE) */
 	assert_int_equal(send(fds[0], "x", 1, MSG_NOSIGNAL), 1);
 	assert_int_equal(read(fds[0], buf, sizeof(buf)), 0);
-	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++)
-		close(fds[i]);
-	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
+	clients_end(&e, fds, HLB_HTTP_CONNS_MAX);
 	tcp_end_free(&e);
 }
 
@@ -1126,10 +1126,7 @@ static void test_busy_at_accept_lingers(void **state)
 	settle(e.l);
 	assert_int_equal(hlb_http_conns(e.h), n);
 	close(fd);
-	for (int i = 0; i < n; i++)
-		close(fds[i]);
-	settle(e.l);
-	assert_int_equal(hlb_http_conns(e.h), 0);
+	clients_end(&e, fds, n);
 	tcp_end_free(&e);
 }
 
