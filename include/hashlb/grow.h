@@ -13,14 +13,14 @@
 
 /*
  * Make room in the array *<p>, of *<cap> elements of <elem> bytes, for
- * <need> elements: its capacity doubles (from <first>, which is not 0, when
- * it is 0) until it holds <need>. Returns 0; or -ENOMEM when memory runs out
+ * <need> elements: its capacity doubles (from <first>, or 1 if that is 0,
+ * when it is 0) until it holds <need>. Returns 0; or -ENOMEM when memory runs out
  * or the size would overflow, *<p> and *<cap> then as they were (the array
  * still the caller's to free).
  */
 static inline int hlb_grow(void **p, size_t *cap, size_t need, size_t elem, size_t first)
 {
-	size_t ncap = *cap ? *cap : first;
+	size_t ncap = *cap ? *cap : first ? first : 1;
 	void *np;
 
 	if (need <= *cap)
