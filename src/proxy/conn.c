@@ -910,14 +910,11 @@ static bool conn_cancel_each(struct worker *w, struct conn *c)
 }
 
 /* Take <c>, CONN_LENT, off w->lent. */
-static void lent_unlink(struct worker *w, struct conn *c)
+static void lent_unlink(struct conn *c)
 {
-	struct conn **pp = &w->lent;
-
-	while (*pp && *pp != c)
-		pp = &(*pp)->qnext;
-	if (*pp)
-		*pp = c->qnext;
+	*c->lprev = c->qnext;
+	if (c->qnext)
+		c->qnext->lprev = c->lprev;
 	c->qnext = NULL;
 }
 
@@ -932,7 +929,7 @@ void conn_abort(struct worker *w, struct conn *c, enum conn_end end)
 	 * lent to an upgrade's new process: the socket may be its now (the
 	 * lender closes its copy, SO_LINGER is the socket's). */
 	if (c->state == CONN_LENT)
-		lent_unlink(w, c);
+		lent_unlink(c);
 	else if (c->state != CONN_OPEN)
 		sock_reset_on_close(c->fd[0]);
 	/* Established, closed by hashlb (a timeout, a drain, ctl close): a
@@ -3178,14 +3175,14 @@ void conn_queue_run(struct worker *w)
 
 /*
  * An upgrade in place: lend each client waiting in the queue to the new process, which asks
- * for them (hlb_proxy_lend_queue()). Each is taken off the queue, with its counts, into
- * w->lent, its socket duplicated for the control thread to pass; its client watch stays, but
- * does nothing while it is lent (conn_client_watch_done()): a client that leaves meanwhile is
- * closed here, unreset, if the new process takes it, else its end is found once it is tried
- * for a backend again (conn_lent_end()). A client past its deadline, or whose socket cannot be
- * duplicated, stays. Answers with lent_answer().
+ * for them (hlb_proxy_lend_queue(), lending <gen>). Each is taken off the queue, with its
+ * counts, into w->lent, its socket duplicated for the control thread to pass; its client watch
+ * stays, but does nothing while it is lent (conn_client_watch_done()): a client that leaves
+ * meanwhile is closed here, unreset, if the new process takes it, else its end is found once
+ * it is tried for a backend again (conn_lent_end()). A client past its deadline, or whose
+ * socket cannot be duplicated, stays. Answers with lent_answer().
  */
-void conn_queue_lend(struct worker *w)
+void conn_queue_lend(struct worker *w, uint32_t gen)
 {
 	struct hlb_lent *lent = NULL;
 	struct conn **pp = &w->queue_head, **lt = &w->lent, *c;
@@ -3210,11 +3207,12 @@ void conn_queue_lend(struct worker *w)
 		fd = fcntl(c->fd[0], F_DUPFD_CLOEXEC, 0);
 		if (fd < 0)
 			break; /* no descriptor left: the rest stay */
-		l = &lent[n++];
+		l = &lent[n];
 		memset(l, 0, sizeof(*l));
 		l->fd = fd;
 		l->worker = w->id;
-		l->conn = c;
+		l->gen = gen;
+		l->idx = (uint32_t)n++;
 		l->left_ms = (uint32_t)left;
 		strcpy(l->svc, c->svc->name);
 		if (c->orig) {
@@ -3225,40 +3223,47 @@ void conn_queue_lend(struct worker *w)
 		queue_release(c->be);
 		c->be = NULL;
 		hlb_backend_unref(c->retry_of);
-		c->retry_of = NULL;
 		c->state = CONN_LENT;
+		c->lent_gen = gen;
+		c->lent_idx = l->idx;
 		c->qnext = NULL;
+		c->lprev = lt;
 		*lt = c;
 		lt = &c->qnext;
 	}
 	if (!lent_answer(w->proxy, lent, n)) {
 		for (size_t i = 0; i < n; i++)
 			close(lent[i].fd);
-		conn_lent_end(w, NULL, 0);
+		conn_lent_end(w, gen, NULL, 0);
 	}
 	free(lent);
 }
 
 /*
- * The new process took <taken> (<n>) of the clients w->lent holds: closed here, without a word
- * to them (end=handed_over). The others come back: tried for a backend again, and waiting
- * again, in the queue's order, under their first deadline if none has room.
+ * Lending <gen> ends: what becomes of each client this worker lent in it, <fates>[its place]
+ * (enum lent_fate; NULL: all come back). Those taken are closed here, without a word to them
+ * (end=handed_over). The others come back:
+ * tried for a backend again, and waiting again, in the queue's order, under their first
+ * deadline if none has room. Clients of other lendings stay as they are. One walk of w->lent.
  */
-void conn_lent_end(struct worker *w, void *const *taken, size_t n)
+void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t n)
 {
-	struct conn *c, *back = NULL, **tail = &back;
+	struct conn **pp = &w->lent, *c, *back = NULL, **tail = &back;
 
-	while ((c = w->lent)) {
-		bool mine = false;
+	while ((c = *pp)) {
+		enum lent_fate fate = LENT_BACK;
 
-		w->lent = c->qnext;
-		c->qnext = NULL;
-		for (size_t i = 0; i < n && !mine; i++)
-			mine = taken[i] == c;
-		if (mine) {
-			conn_abort(w, c, CONN_END_HANDED_OVER);
+		if (c->lent_gen != gen) {
+			pp = &c->qnext;
 			continue;
 		}
+		if (fates && c->lent_idx < n)
+			fate = (enum lent_fate)fates[c->lent_idx];
+		if (fate == LENT_TAKEN) {
+			conn_abort(w, c, CONN_END_HANDED_OVER); /* off w->lent: *pp is the next */
+			continue;
+		}
+		lent_unlink(c);
 		*tail = c;
 		tail = &c->qnext;
 	}

@@ -135,13 +135,14 @@ void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc);
  * A client waiting in a queue, lent to the process of an upgrade in place (hlb_proxy_lend_queue()):
  * <fd> a duplicate of its socket (the caller's to close), the service it waits for, what is left
  * of its timeouts.queue, and for an accept_proxy client whose header was read, the addresses the
- * header named (<addrs>: [0] the client, [1] where it connected). <conn> and <worker> name the
- * connection for hlb_proxy_lent_end().
+ * header named (<addrs>: [0] the client, [1] where it connected). <worker>, <gen> (the lending)
+ * and <idx> (its place among that worker's clients in it) name the connection for
+ * hlb_proxy_lent_end().
  */
 struct hlb_lent {
 	int fd;
 	uint32_t worker;
-	void *conn;
+	uint32_t gen, idx;
 	uint32_t left_ms;
 	bool addrs;
 	bool refused; /* hlb_proxy_lent_end(): not taken, it is served here */
@@ -161,7 +162,8 @@ int hlb_proxy_lent_fd(const struct hlb_proxy *p);
  */
 ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret);
 /* Those of <lent> (<n>) not <refused> are the new process's: closed here without a word to the
- * client; the others go back to their queues, in their order. Closes every <fd>. */
+ * client; the others go back to their queues, in their order. Only clients of that lending are
+ * touched. Closes every <fd>. */
 void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
 /*
  * Serve <fd>, a client another hashlb kept waiting in a queue of <svc> (its socket; ours to

@@ -490,11 +490,11 @@ static void worker_commands(struct worker *w)
 			}
 			break;
 		case CMD_LEND:
-			conn_queue_lend(w);
+			conn_queue_lend(w, cmd->gen);
 			break;
 		case CMD_LENT_END:
-			conn_lent_end(w, cmd->taken, cmd->n);
-			free(cmd->taken);
+			conn_lent_end(w, cmd->gen, cmd->fates, cmd->n);
+			free(cmd->fates);
 			break;
 		case CMD_ADOPT:
 			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms,
@@ -1127,6 +1127,7 @@ bool hlb_proxy_lend_queue(struct hlb_proxy *p)
 	if (p->lending)
 		return false;
 	p->lending = true;
+	p->lend_gen++;
 	for (uint32_t i = 0; i < p->n_workers; i++) {
 		struct cmd *cmd = calloc(1, sizeof(*cmd));
 
@@ -1135,6 +1136,7 @@ bool hlb_proxy_lend_queue(struct hlb_proxy *p)
 			continue;
 		}
 		cmd->type = CMD_LEND;
+		cmd->gen = p->lend_gen;
 		worker_push(&p->workers[i], cmd);
 	}
 	return true;
@@ -1178,49 +1180,40 @@ ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
 	return (ssize_t)n;
 }
 
-/* The rest of one worker's lent clients, <taken> the new process's. */
-static void lent_end_push(struct hlb_proxy *p, uint32_t worker, void **taken, size_t n)
-{
-	struct cmd *cmd = calloc(1, sizeof(*cmd));
-
-	if (!cmd) {
-		free(taken); /* they stay lent until the drain ends them */
-		return;
-	}
-	cmd->type = CMD_LENT_END;
-	cmd->taken = taken;
-	cmd->n = n;
-	worker_push(&p->workers[worker], cmd);
-}
-
 void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 {
-	for (uint32_t wi = 0; wi < p->n_workers; wi++) {
-		void **mine = NULL;
-		size_t k = 0;
-		bool any = false;
+	uint8_t **fates = calloc(p->n_workers, sizeof(*fates));
+	size_t *count = calloc(p->n_workers, sizeof(*count));
 
-		for (size_t i = 0; i < n; i++) {
-			if (lent[i].worker != wi)
-				continue;
-			any = true;
-			if (lent[i].refused)
-				continue;
-			if (!mine) {
-				mine = calloc(n, sizeof(*mine));
-				/* Without the memory to name those taken, none comes back: some
-				 * are the new process's. They stay lent until the drain closes
-				 * them (no reset). */
-				if (!mine) {
-					any = false;
-					break;
-				}
-			}
-			mine[k++] = lent[i].conn;
-		}
-		if (any)
-			lent_end_push(p, wi, mine, mine ? k : 0);
+	/* Each worker's clients of this lending, by their place (conn_lent_end()). Without the
+	 * memory to say which were taken, none of a worker's comes back: some are the new
+	 * process's. They stay lent until the drain closes them (no reset). */
+	for (size_t i = 0; fates && count && i < n; i++)
+		if (lent[i].worker < p->n_workers && lent[i].idx >= count[lent[i].worker])
+			count[lent[i].worker] = (size_t)lent[i].idx + 1;
+	for (uint32_t wi = 0; fates && count && wi < p->n_workers; wi++)
+		fates[wi] = count[wi] ? calloc(count[wi], 1) : NULL;
+	for (size_t i = 0; fates && count && i < n; i++) {
+		uint8_t *f = lent[i].worker < p->n_workers ? fates[lent[i].worker] : NULL;
+
+		if (f)
+			f[lent[i].idx] = lent[i].refused ? LENT_BACK : LENT_TAKEN;
 	}
+	for (uint32_t wi = 0; fates && count && wi < p->n_workers; wi++) {
+		struct cmd *cmd = fates[wi] ? calloc(1, sizeof(*cmd)) : NULL;
+
+		if (!cmd) {
+			free(fates[wi]);
+			continue;
+		}
+		cmd->type = CMD_LENT_END;
+		cmd->gen = lent[0].gen;
+		cmd->fates = fates[wi];
+		cmd->n = count[wi];
+		worker_push(&p->workers[wi], cmd);
+	}
+	free(fates);
+	free(count);
 	for (size_t i = 0; i < n; i++)
 		close(lent[i].fd);
 }
@@ -1264,7 +1257,7 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 	}
 	if (cmd->type == CMD_LEND)
 		lent_answer(w->proxy, NULL, 0);
-	free(cmd->taken);
+	free(cmd->fates);
 	free(cmd);
 }
 

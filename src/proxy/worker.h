@@ -253,6 +253,13 @@ struct conn {
 			 * abort unlinks it without a walk of the queue */
 			struct conn **qprev;
 		};
+		/* CONN_LENT: its lending (hlb_proxy_lend_queue()'s generation) and
+		 * its place among the clients this worker lent in it; what points
+		 * to it in w->lent (the previous one's <qnext>, or w->lent) */
+		struct {
+			uint32_t lent_gen, lent_idx;
+			struct conn **lprev;
+		};
 		/* CONN_OPEN: the bytes waiting in its two sockets for their peers'
 		 * ACK (SIOCOUTQ, added up) when the idle scan found it quiet, at
 		 * <at_ms>; taken before the last activity when <at_ms> is not
@@ -272,14 +279,23 @@ struct queue_due {
 	struct conn *c;
 };
 
+/* What becomes of a client lent to an upgrade's new process (CMD_LENT_END). */
+enum lent_fate {
+	LENT_BACK, /* not taken: served here again */
+	LENT_TAKEN, /* the new process's: closed here, unreset */
+	LENT_FATE_MAX
+};
+
 struct cmd {
 	struct cmd *next;
 	enum { CMD_ADD, CMD_REMOVE, CMD_DRAIN, CMD_LEND, CMD_LENT_END, CMD_ADOPT } type;
 	struct hlb_listener *l;
 	uint32_t drain_ms;
-	/* CMD_LENT_END: the connections taken (<n>), the rest lent go back; CMD_ADOPT: <fd>
-	 * of <svc> (a reference), <left_ms> of its wait, <addr> if <addrs> */
-	void **taken;
+	/* CMD_LEND, CMD_LENT_END: the lending (<gen>); CMD_LENT_END: what becomes of each client
+	 * the worker lent in it, by its place (<fates>, <n>: enum lent_fate); CMD_ADOPT: <fd> of
+	 * <svc> (a reference), <left_ms> of its wait, <addr> if <addrs> */
+	uint32_t gen;
+	uint8_t *fates;
 	size_t n;
 	int fd;
 	struct hlb_service *svc;
@@ -438,7 +454,7 @@ struct worker {
 	 * writes none (queue_wake()) */
 	atomic_bool kick_pending;
 	/* CONN_LENT: the clients lent to an upgrade's new process (conn_queue_lend()), in
-	 * their queue's order, linked by <qnext> */
+	 * their queue's order, linked by <qnext> and <lprev> */
 	struct conn *lent;
 };
 
@@ -498,6 +514,7 @@ struct hlb_proxy {
 	size_t n_lent, lent_cap;
 	uint32_t lent_answers;
 	bool lending; /* control thread: asked, not taken yet */
+	uint32_t lend_gen; /* control thread: the last lending's generation */
 	int lent_fd;
 	_Atomic uint32_t adopt_next; /* hlb_proxy_adopt(): the worker of the next */
 	atomic_bool small_pipe_said; /* pipe_size_check(): once per process */
@@ -608,9 +625,9 @@ void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_urin
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);
 void conn_idle_scan(struct worker *w);
 void conn_queue_run(struct worker *w);
-void conn_queue_lend(struct worker *w);
+void conn_queue_lend(struct worker *w, uint32_t gen);
 bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n);
-void conn_lent_end(struct worker *w, void *const *taken, size_t n);
+void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t n);
 void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
 		const struct sockaddr_storage *addr);
 void conn_queue_svcs_free(struct worker *w);
