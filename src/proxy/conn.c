@@ -3176,11 +3176,13 @@ void conn_queue_run(struct worker *w)
 /*
  * An upgrade in place: lend each client waiting in the queue to the new process, which asks
  * for them (hlb_proxy_lend_queue(), lending <gen>). Each is taken off the queue, with its
- * counts, into w->lent, its socket duplicated for the control thread to pass; its client watch
- * stays, but does nothing while it is lent (conn_client_watch_done()): a client that leaves
- * meanwhile is closed here, unreset, if the new process takes it, else its end is found once
- * it is tried for a backend again (conn_lent_end()). A client past its deadline, or whose
- * socket cannot be duplicated, stays. Answers with lent_answer().
+ * counts, into w->lent, its socket duplicated for the control thread to pass, and the bytes
+ * its socket had given to a reader and taken from a writer noted (lent_mark()): if it comes
+ * back, more would be the new process's doing. Its client watch stays, but does nothing while
+ * it is lent (conn_client_watch_done()): a client that leaves meanwhile is closed here,
+ * unreset, if the new process takes it, else its end is found once it is tried for a backend
+ * again (conn_lent_end()). A client past its deadline, or whose socket cannot be duplicated or
+ * noted, stays. Answers with lent_answer().
  */
 void conn_queue_lend(struct worker *w, uint32_t gen)
 {
@@ -3194,11 +3196,13 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 	while ((c = queue_step(w, pp))) {
 		int32_t left = (int32_t)(c->queued_until - (uint32_t)w->now_ms);
 		const struct hlb_snapshot *snap = hlb_service_snapshot(c->svc);
+		uint64_t read, written;
 		struct hlb_lent *l;
 		int fd;
 
 		if (left <= 0 || (snap->accept_proxy && !c->orig) ||
-		    strlen(c->svc->name) >= sizeof(lent->svc)) {
+		    strlen(c->svc->name) >= sizeof(lent->svc) ||
+		    !lent_mark(c->fd[0], &read, &written)) {
 			pp = &c->qnext;
 			continue;
 		}
@@ -3213,6 +3217,8 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 		l->worker = w->id;
 		l->gen = gen;
 		l->idx = (uint32_t)n++;
+		l->read = read;
+		l->written = written;
 		l->left_ms = (uint32_t)left;
 		strcpy(l->svc, c->svc->name);
 		if (c->orig) {
@@ -3242,9 +3248,10 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 /*
  * Lending <gen> ends: what becomes of each client this worker lent in it, <fates>[its place]
  * (enum lent_fate; NULL: all come back). Those taken are closed here, without a word to them
- * (end=handed_over). The others come back:
- * tried for a backend again, and waiting again, in the queue's order, under their first
- * deadline if none has room. Clients of other lendings stay as they are. One walk of w->lent.
+ * (end=handed_over). Those whose stream the new process used before it exited are reset. The
+ * others come back: tried for a backend again, and waiting again, in the queue's order, under
+ * their first deadline if none has room. Clients of other lendings stay as they are. One walk
+ * of w->lent.
  */
 void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t n)
 {
@@ -3261,6 +3268,13 @@ void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t 
 			fate = (enum lent_fate)fates[c->lent_idx];
 		if (fate == LENT_TAKEN) {
 			conn_abort(w, c, CONN_END_HANDED_OVER); /* off w->lent: *pp is the next */
+			continue;
+		}
+		if (fate == LENT_RESET) {
+			/* the new process has exited: the socket is this one's alone */
+			sock_reset_on_close(c->fd[0]);
+			c->err = EPROTO;
+			conn_abort(w, c, CONN_END_ERROR);
 			continue;
 		}
 		lent_unlink(c);

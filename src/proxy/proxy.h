@@ -137,12 +137,14 @@ void hlb_proxy_kick_queues(struct hlb_proxy *p, struct hlb_service *svc);
  * of its timeouts.queue, and for an accept_proxy client whose header was read, the addresses the
  * header named (<addrs>: [0] the client, [1] where it connected). <worker>, <gen> (the lending)
  * and <idx> (its place among that worker's clients in it) name the connection for
- * hlb_proxy_lent_end().
+ * hlb_proxy_lent_end(); <read> and <written>, the bytes its socket had given to and taken from
+ * a reader and writer as it was lent (lent_mark()), tell whether the new process used it.
  */
 struct hlb_lent {
 	int fd;
 	uint32_t worker;
 	uint32_t gen, idx;
+	uint64_t read, written;
 	uint32_t left_ms;
 	bool addrs;
 	bool refused; /* hlb_proxy_lent_end(): not taken, it is served here */
@@ -162,9 +164,11 @@ int hlb_proxy_lent_fd(const struct hlb_proxy *p);
  */
 ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret);
 /* Those of <lent> (<n>) not <refused> are the new process's: closed here without a word to the
- * client; the others go back to their queues, in their order. Only clients of that lending are
- * touched. Closes every <fd>. */
-void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
+ * client; the others go back to their queues, in their order, but for one whose stream the new
+ * process read or wrote (it exited serving it): that one is reset, as serving it here would
+ * lose or repeat bytes. Only clients of that lending are touched. Closes every <fd>. How many
+ * are reset. */
+size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
 /*
  * Serve <fd>, a client another hashlb kept waiting in a queue of <svc> (its socket; ours to
  * close from now), as if just accepted, its wait bounded by <left_ms> more; <addr>, if not

@@ -17,8 +17,13 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1180,8 +1185,44 @@ ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
 	return (ssize_t)n;
 }
 
-void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
+/* TCP states past a FIN received (include/net/tcp_states.h, not in the uapi headers) */
+enum { LENT_TCP_CLOSE_WAIT = 8, LENT_TCP_LAST_ACK = 9, LENT_TCP_CLOSING = 11 };
+
+bool lent_mark(int fd, uint64_t *ret_read, uint64_t *ret_written)
 {
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int inq, outq;
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+	    ioctl(fd, SIOCINQ, &inq) < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0)
+		return false;
+	/* Received, less what waits to be read, is what a reader took; with a FIN in (from the
+	 * client: it is not ours to read), one more, read or not. Acked, and what waits to be, is
+	 * what a writer gave (a FIN sent counted: that is a write too). */
+	*ret_read = ti.tcpi_bytes_received - (uint64_t)inq -
+		    (ti.tcpi_state == LENT_TCP_CLOSE_WAIT || ti.tcpi_state == LENT_TCP_LAST_ACK ||
+		     ti.tcpi_state == LENT_TCP_CLOSING);
+	*ret_written = ti.tcpi_bytes_acked + (uint64_t)outq;
+	return true;
+}
+
+/* What becomes of a client the new process did not take: back, unless its stream moved since
+ * it was lent (the new process read or wrote it before it exited, or its socket failed). */
+static enum lent_fate lent_back_fate(const struct hlb_lent *l)
+{
+	uint64_t read, written;
+
+	if (!lent_mark(l->fd, &read, &written) || read != l->read || written != l->written)
+		return LENT_RESET;
+	return LENT_BACK;
+}
+
+size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
+{
+	size_t reset = 0;
 	uint8_t **fates = calloc(p->n_workers, sizeof(*fates));
 	size_t *count = calloc(p->n_workers, sizeof(*count));
 
@@ -1196,8 +1237,10 @@ void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 	for (size_t i = 0; fates && count && i < n; i++) {
 		uint8_t *f = lent[i].worker < p->n_workers ? fates[lent[i].worker] : NULL;
 
-		if (f)
-			f[lent[i].idx] = lent[i].refused ? LENT_BACK : LENT_TAKEN;
+		if (f) {
+			f[lent[i].idx] = lent[i].refused ? lent_back_fate(&lent[i]) : LENT_TAKEN;
+			reset += f[lent[i].idx] == LENT_RESET;
+		}
 	}
 	for (uint32_t wi = 0; fates && count && wi < p->n_workers; wi++) {
 		struct cmd *cmd = fates[wi] ? calloc(1, sizeof(*cmd)) : NULL;
@@ -1216,6 +1259,7 @@ void hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 	free(count);
 	for (size_t i = 0; i < n; i++)
 		close(lent[i].fd);
+	return reset;
 }
 
 void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,

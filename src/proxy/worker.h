@@ -283,6 +283,7 @@ struct queue_due {
 enum lent_fate {
 	LENT_BACK, /* not taken: served here again */
 	LENT_TAKEN, /* the new process's: closed here, unreset */
+	LENT_RESET, /* back, but the new process read or wrote its stream: reset */
 	LENT_FATE_MAX
 };
 
@@ -628,6 +629,9 @@ void conn_queue_run(struct worker *w);
 void conn_queue_lend(struct worker *w, uint32_t gen);
 bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n);
 void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t n);
+/* worker.c: <fd>'s bytes given to a reader (read, not counting a FIN) and taken from a writer
+ * (written, the FIN counted) so far, in *<ret_read>, *<ret_written>; false if not known. */
+bool lent_mark(int fd, uint64_t *ret_read, uint64_t *ret_written);
 void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
 		const struct sockaddr_storage *addr);
 void conn_queue_svcs_free(struct worker *w);

@@ -1823,10 +1823,11 @@ static bool lent_peer_exited(struct hlb_daemon *d, int wait_ms)
 
 /* The new process answered for the clients lent to it, <taken> of them not refused ("refused I"
  * lines), or, <all_back>, it took none (it exited, or none was sent to it): the ones it did not
- * take are served here again, the others closed here (no reset: they are its). */
+ * take are served here again (but for those whose stream it used: reset, see
+ * hlb_proxy_lent_end()), the others closed here (no reset: they are its). */
 static void lent_done(struct hlb_daemon *d, bool all_back)
 {
-	size_t taken = 0;
+	size_t taken = 0, reset;
 
 	if (d->lent_watched) {
 		hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));
@@ -1845,7 +1846,11 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 		hlb_log(taken < d->n_lent ? HLB_LOG_WARN : HLB_LOG_INFO,
 			"clients waiting in the queues handed over", "count=%zu kept=%zu", taken,
 			d->n_lent - taken);
-	hlb_proxy_lent_end(d->proxy, d->lent, d->n_lent);
+	reset = hlb_proxy_lent_end(d->proxy, d->lent, d->n_lent);
+	if (reset)
+		hlb_log(HLB_LOG_WARN,
+			"clients lent to the new hashlb reset: it read or wrote them, then exited",
+			"count=%zu", reset);
 	free(d->lent);
 	d->lent = NULL;
 	d->n_lent = 0;

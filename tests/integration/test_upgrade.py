@@ -2183,11 +2183,12 @@ def queued_capped(name, n, exe=None, workers=2, extra="", header=None, env=None)
     return exe, lb, held, queued
 
 
-def served(queued, one_by_one=False, early=False):
+def served(queued, one_by_one=False, early=False, ids=None):
     """How many of <queued> got their greeting and an echo of a line: bytes through. With
     <one_by_one>, each is closed once served (the backend has room for one at a time) and
     they are read all at once: which worker's client takes a slot that frees is the
-    workers' race, not the order they came in."""
+    workers' race, not the order they came in. <ids>: the numbers their lines carry (their
+    places in <queued> if None)."""
     ok = []
 
     def one(i, s):
@@ -2200,7 +2201,8 @@ def served(queued, one_by_one=False, early=False):
             print(f"  queued client {i}: {e!r}")
         if one_by_one:
             s.close()
-    threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(queued)]
+    threads = [threading.Thread(target=one, args=(ids[k] if ids else k, s))
+               for k, s in enumerate(queued)]
     for t in threads:
         t.start()
     for t in threads:
@@ -2338,6 +2340,60 @@ def queued_clients_stay_the_new_ones_when_it_is_slow():
         kill(new_pid)
 
 
+def queued_clients_the_new_process_used_are_reset():
+    """A new process that took the queued clients lent to it and exits before it answers gives
+    them back; but one it served meanwhile (here the one its backend's slot let through: it
+    read the client's early bytes and sent it the backend's greeting) cannot be served again
+    without bytes lost or doubled: the old one resets it. The others, untouched (waiting in
+    the new one's queue), are served by the old one, their early bytes first. Before, the old
+    one served all of them again: the one used got a second greeting, its early line lost.
+    answer_pause.c kills the new process in place of its answer, once the test has seen it
+    serve that client."""
+    flag = tmppath("queued-exit-now")
+    up = None
+    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_EXIT_ON=flag,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    exe, lb, held, queued = queued_capped("queued-exit", 3, env=env)
+    new_pid = None
+    try:
+        for i, s in enumerate(queued):
+            s.sendall(b"early%d\n" % i)
+        # the upgrade's answer waits for the new process, held until it is killed
+        up = threading.Thread(target=lb.ctl, args=("upgrade",))
+        up.start()
+        new_pid = handed_over(lb)
+        check(new_pid, "handed over")
+        ready, _, _ = select.select(queued, [], [], 20)
+        check(len(ready) == 1, f"the new process serves one of them, its backend's one slot: "
+              f"{len(ready)}")
+        used = queued.index(ready[0])
+        check(read_line(ready[0]) == BACKENDS[0][0] and read_line(ready[0]) == f"early{used}",
+              "its greeting and early bytes went through the new process")
+        open(flag, "w").close()  # the new process dies, not having answered
+        check(exit_status(NotOurChild(new_pid), 30) is not None, "the new process is gone")
+        up.join()
+        check(lb.wait_log(r'msg="clients lent to the new hashlb reset: it read or wrote them, '
+                          r'then exited" count=1$', 30), "the old one says it resets the one used")
+        try:
+            ready[0].settimeout(30)
+            got = ready[0].recv(100)
+            check(False, f"the client the new process used is reset, not served again: {got!r}")
+        except ConnectionResetError:
+            pass
+        held.close()  # the old process's slot frees: it serves the others, one at a time
+        rest = [i for i in range(3) if i != used]
+        check(served([queued[i] for i in rest], one_by_one=True, early=True, ids=rest) == 2,
+              "the old process serves the two the new one did not use, their early bytes first")
+    finally:
+        for s in queued:
+            s.close()
+        open(flag, "w").close()
+        kill(new_pid)
+        if up:
+            up.join()
+        os.unlink(flag)
+
+
 run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
@@ -2364,4 +2420,5 @@ run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_u
            upgrade_keeps_a_rotated_name_in_place, queued_clients_survive_an_upgrade,
            queued_proxy_clients_keep_their_header,
            queued_clients_stay_when_the_new_process_refuses,
-           queued_clients_stay_the_new_ones_when_it_is_slow])
+           queued_clients_stay_the_new_ones_when_it_is_slow,
+           queued_clients_the_new_process_used_are_reset])
