@@ -165,11 +165,11 @@ struct hlb_daemon {
 	int parent_fd;
 	char parent_in[512]; /* its answer being read, or a line of HLB_FDPASS_QUEUED */
 	size_t parent_len;
-	/* the descriptors that came with its HLB_FDPASS_QUEUED lines, not read yet, in order;
-	 * <lost>: one could not be kept (no memory, the fd limit: MSG_CTRUNC), so which line each
+	/* the descriptors that came with its HLB_FDPASS_QUEUED lines, not read yet, in order:
+	 * parent_fds[parent_fds_head, n_parent_fds); <lost>: one could not be kept (no memory, the fd limit: MSG_CTRUNC), so which line each
 	 * belongs to is not known: every line is refused until HLB_FDPASS_QUEUED_END */
 	int *parent_fds;
-	size_t n_parent_fds, parent_fds_cap;
+	size_t parent_fds_head, n_parent_fds, parent_fds_cap;
 	bool parent_fds_lost;
 	/* of the clients it hands over since the last HLB_FDPASS_QUEUED_END: how many came, how
 	 * many were taken, and the answer for those refused (HLB_FDPASS_REFUSED lines) */
@@ -1464,8 +1464,9 @@ static void queued_reset(struct hlb_daemon *d)
 	free(d->refused_text);
 	d->refused_text = NULL;
 	d->refused_len = 0;
-	while (d->n_parent_fds)
+	while (d->n_parent_fds > d->parent_fds_head)
 		close(d->parent_fds[--d->n_parent_fds]);
+	d->n_parent_fds = d->parent_fds_head = 0;
 	d->adopted = d->queued_seen = 0;
 	d->parent_fds_lost = false;
 }
@@ -1566,6 +1567,14 @@ static int parent_line_read(struct hlb_daemon *d, int fd)
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		memcpy(got, CMSG_DATA(cm), k * sizeof(int));
+		if (d->n_parent_fds + k > d->parent_fds_cap && d->parent_fds_head) {
+			/* those read are dropped when room is wanted: few are unread then (a
+			 * batch arrives with the first of its lines, read as they come) */
+			d->n_parent_fds -= d->parent_fds_head;
+			memmove(d->parent_fds, d->parent_fds + d->parent_fds_head,
+				d->n_parent_fds * sizeof(int));
+			d->parent_fds_head = 0;
+		}
 		hlb_grow((void **)&d->parent_fds, &d->parent_fds_cap, d->n_parent_fds + k,
 			 sizeof(*d->parent_fds), 256);
 		for (size_t i = 0; i < k; i++) {
@@ -1620,10 +1629,8 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	bool addrs = false;
 	int fd = -1;
 
-	if (d->n_parent_fds) {
-		fd = d->parent_fds[0];
-		memmove(d->parent_fds, d->parent_fds + 1, --d->n_parent_fds * sizeof(int));
-	}
+	if (d->parent_fds_head < d->n_parent_fds)
+		fd = d->parent_fds[d->parent_fds_head++];
 	if (sscanf(line, "queued %255s %u %53s %53s", svc_name, &left, src, dst) == 4) {
 		svc = service_named(d, svc_name);
 		addrs = strcmp(src, "-") != 0;
