@@ -172,11 +172,11 @@ struct hlb_daemon {
 	size_t parent_fds_head, n_parent_fds, parent_fds_cap;
 	bool parent_fds_lost;
 	/* of the clients it hands over since the last HLB_FDPASS_QUEUED_END: how many came, how
-	 * many were taken, and the answer for those refused (HLB_FDPASS_REFUSED lines) */
+	 * many were taken, and which (bit i: line i, taken_words 64-bit words; the others are
+	 * refused in the answer, HLB_FDPASS_REFUSED lines) */
 	size_t queued_seen, adopted;
-	char *refused_text;
-	size_t refused_len;
-	FILE *refused;
+	uint64_t *taken_bits;
+	size_t taken_words;
 	/* those requests in the order asked: the first sent and waiting for its answer until
 	 * ask_timer fires, the others behind it */
 	struct old_ask *asks, **asks_tail;
@@ -1458,12 +1458,9 @@ static uint64_t mono_ms(void)
  * with the channel: see lent_ready()), the answer and the counts dropped. */
 static void queued_reset(struct hlb_daemon *d)
 {
-	if (d->refused)
-		fclose(d->refused);
-	d->refused = NULL;
-	free(d->refused_text);
-	d->refused_text = NULL;
-	d->refused_len = 0;
+	free(d->taken_bits);
+	d->taken_bits = NULL;
+	d->taken_words = 0;
 	while (d->n_parent_fds > d->parent_fds_head)
 		close(d->parent_fds[--d->n_parent_fds]);
 	d->n_parent_fds = d->parent_fds_head = 0;
@@ -1612,6 +1609,23 @@ static struct hlb_service *service_named(const struct hlb_daemon *d, const char 
 }
 
 /*
+ * Note line <i> of the clients the old process hands over taken (bit i of d->taken_bits);
+ * false without the memory: it is refused then. A line whose bit is not set is refused in the
+ * answer (queued_end()): none counts taken without a note that says so.
+ */
+static bool taken_note(struct hlb_daemon *d, size_t i)
+{
+	size_t words = d->taken_words;
+
+	if (hlb_grow((void **)&d->taken_bits, &d->taken_words, i / 64 + 1, sizeof(*d->taken_bits),
+		     16) < 0)
+		return false;
+	memset(d->taken_bits + words, 0, (d->taken_words - words) * sizeof(*d->taken_bits));
+	d->taken_bits[i / 64] |= UINT64_C(1) << (i % 64);
+	return true;
+}
+
+/*
  * An HLB_FDPASS_QUEUED line of the old process, <line> without its newline: serve its client as
  * if just accepted, unless its service is not ours, or the connection cap (the fd limit) or its
  * service's max_connections leaves no room: then it is refused (HLB_FDPASS_REFUSED in the
@@ -1638,19 +1652,15 @@ static void queued_line(struct hlb_daemon *d, char *line)
 			      hashlb_addr_parse(dst, true, &addr[1], &len) < 0))
 			svc = NULL;
 	}
-	if (!d->refused)
-		d->refused = open_memstream(&d->refused_text, &d->refused_len);
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
-	/* No memory for the answer: none is taken (it cannot say which), the old one keeps them
-	 * all. Past a cap, one would be reset as if refused at its accept, where the old one
-	 * keeps it waiting. */
-	if (fd < 0 || !snap || !d->refused || d->stopping || d->parent_fds_lost ||
+	/* No memory to note it taken: refused, the old one keeps it. Past a cap, one would be
+	 * reset as if refused at its accept, where the old one keeps it waiting. */
+	if (fd < 0 || !snap || d->stopping || d->parent_fds_lost ||
 	    (max && hlb_proxy_connections(d->proxy) + d->adopted >= max) ||
 	    (snap->max_connections &&
 	     atomic_load_explicit(&svc->active, memory_order_relaxed) + d->adopted >=
-		     snap->max_connections)) {
-		if (d->refused)
-			fprintf(d->refused, HLB_FDPASS_REFUSED, d->queued_seen);
+		     snap->max_connections) ||
+	    !taken_note(d, d->queued_seen)) {
 		d->queued_seen++;
 		if (fd >= 0)
 			close(fd);
@@ -1661,19 +1671,34 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	d->adopted++;
 }
 
-/* HLB_FDPASS_QUEUED_END: answer which of its clients this one refused, and how many it took. */
+/*
+ * HLB_FDPASS_QUEUED_END: answer which of its clients this one refused (every line not noted
+ * taken), and how many it took. Written a few KiB at a time from the stack: an answer that
+ * needs no memory cannot leave a refused line out (the old one would count it taken, and
+ * close its copy of a socket this one closed: a client lost). The old one has sent all its
+ * lines by now and reads: each part waits for it as hlb_fdpass_send() does.
+ */
 static void queued_end(struct hlb_daemon *d, size_t n)
 {
-	bool sent = false;
+	char buf[4096];
+	size_t len = 0;
+	bool sent = true;
 
-	if (!d->refused)
-		d->refused = open_memstream(&d->refused_text, &d->refused_len);
-	if (d->refused) {
-		fprintf(d->refused, HLB_FDPASS_ADOPTED, d->adopted);
-		if (fclose(d->refused) == 0)
-			sent = hlb_fdpass_send(d->parent_fd, d->refused_text, d->refused_len, 0,
-					       NULL, 0);
-		d->refused = NULL;
+	for (size_t i = 0; sent && i <= d->queued_seen; i++) {
+		bool taken = i / 64 < d->taken_words &&
+			     (d->taken_bits[i / 64] & (UINT64_C(1) << (i % 64)));
+
+		if (i < d->queued_seen && !taken)
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, HLB_FDPASS_REFUSED,
+						i);
+		else if (i == d->queued_seen)
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, HLB_FDPASS_ADOPTED,
+						d->adopted);
+		/* room for one more line (a size_t's 20 digits and the word) */
+		if (len > sizeof(buf) - 64 || i == d->queued_seen) {
+			sent = hlb_fdpass_send(d->parent_fd, buf, len, 0, NULL, 0);
+			len = 0;
+		}
 	}
 	if (!sent)
 		hlb_log(HLB_LOG_WARN, "cannot answer the old hashlb", "err=%s",

@@ -2284,8 +2284,9 @@ def queued_clients_stay_when_the_new_process_refuses():
     """Queued clients the new process of an upgrade in place does not take stay the old
     one's, in their queue: here its config (changed on disk since) no longer has their
     service. The old one serves them when its slot frees, bytes through, none reset. (A new
-    process that dies before it answers leaves them there the same way.)"""
-    exe, lb, held, queued = queued_capped("queued-refused", 6)
+    process that dies before it answers leaves them there the same way.) 400 of them: the
+    new one's answer, refused lines written a 4 KiB part at a time, takes several parts."""
+    exe, lb, held, queued = queued_capped("queued-refused", 400)
     new_pid = None
     try:
         with open(lb.path) as f:
@@ -2296,10 +2297,10 @@ def queued_clients_stay_when_the_new_process_refuses():
         m = re.search(r"handed over to pid (\d+)", out)
         new_pid = int(m.group(1)) if m else None
         check(rc == 0 and new_pid, f"upgraded ({rc}, {out!r}, {err!r})")
-        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=6$'),
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=400$'),
               "the old one says it keeps them")
         held.close()  # the old process's slot frees: it serves its queue, one at a time
-        check(served(queued, one_by_one=True) == 6, "the old process serves every one it kept")
+        check(served(queued, one_by_one=True) == 400, "the old process serves every one it kept")
     finally:
         for s in queued:
             s.close()
