@@ -1645,7 +1645,8 @@ static void queued_line(struct hlb_daemon *d, char *line)
 
 	if (d->parent_fds_head < d->n_parent_fds)
 		fd = d->parent_fds[d->parent_fds_head++];
-	if (sscanf(line, "queued %255s %u %53s %53s", svc_name, &left, src, dst) == 4) {
+	if (sscanf(line, HLB_FDPASS_QUEUED_WORD "%255s %u %53s %53s", svc_name, &left, src, dst) ==
+	    4) {
 		svc = service_named(d, svc_name);
 		addrs = strcmp(src, "-") != 0;
 		if (addrs && (hashlb_addr_parse(src, true, &addr[0], &len) < 0 ||
@@ -1724,9 +1725,9 @@ static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 	r = parent_line_read(d, fd);
 	while (r > 0 && (nl = strchr(d->parent_in, '\n'))) {
 		*nl = '\0';
-		if (!strncmp(d->parent_in, "queued ", 7))
+		if (!strncmp(d->parent_in, HLB_FDPASS_QUEUED_WORD, strlen(HLB_FDPASS_QUEUED_WORD)))
 			queued_line(d, d->parent_in);
-		else if (sscanf(d->parent_in, "queued-end %zu", &count) == 1)
+		else if (sscanf(d->parent_in, HLB_FDPASS_QUEUED_END, &count) == 1)
 			queued_end(d, count);
 		else if (d->asks && d->asks->sent)
 			old_ask_done(d, sscanf(d->parent_in, "closed %llu", &n) == 1 ? (int64_t)n
@@ -1987,7 +1988,10 @@ static void lend_queue(struct hlb_daemon *d)
 	if (d->lent_pidfd < 0 && d->successor_pidfd >= 0)
 		d->lent_pidfd = fcntl(d->successor_pidfd, F_DUPFD_CLOEXEC, 0);
 	if (hlb_daemon_watch(d, hlb_proxy_lent_fd(d->proxy), EPOLLIN, lent_ready, NULL) < 0) {
-		send(d->succ_fd, "queued-end 0\n", 13, MSG_NOSIGNAL | MSG_DONTWAIT);
+		char none[32];
+		int len = snprintf(none, sizeof(none), HLB_FDPASS_QUEUED_END, (size_t)0);
+
+		send(d->succ_fd, none, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		return;
 	}
 	d->lent_watched = true;
@@ -2013,16 +2017,18 @@ static void succ_request(struct hlb_daemon *d, char *line)
 		successor_set(d, pid);
 		return;
 	}
-	if (!strcmp(line, "queue")) {
+	/* <line> is without its newline */
+	if (strlen(line) + 1 == strlen(HLB_FDPASS_QUEUE) &&
+	    !strncmp(line, HLB_FDPASS_QUEUE, strlen(line))) {
 		lend_queue(d);
 		return;
 	}
-	if (sscanf(line, "refused %zu", &taken) == 1) {
+	if (sscanf(line, HLB_FDPASS_REFUSED, &taken) == 1) {
 		if (d->lent_sent && taken < d->n_lent)
 			d->lent[taken].refused = true;
 		return;
 	}
-	if (sscanf(line, "adopted %zu", &taken) == 1) {
+	if (sscanf(line, HLB_FDPASS_ADOPTED, &taken) == 1) {
 		/* before the workers all lent (lent_ready() not run): nothing was sent to adopt */
 		if (d->lent_sent)
 			lent_done(d, false);

@@ -100,7 +100,8 @@ bool hlb_fdpass_peer_gone(int fd);
  * of before neither asks nor answers: an old one of before ignores the request.
  */
 #define HLB_FDPASS_QUEUE "queue\n"
-#define HLB_FDPASS_QUEUED "queued %s %u %s %s\n"
+#define HLB_FDPASS_QUEUED_WORD "queued " /* what starts an HLB_FDPASS_QUEUED line */
+#define HLB_FDPASS_QUEUED HLB_FDPASS_QUEUED_WORD "%s %u %s %s\n"
 #define HLB_FDPASS_QUEUED_END "queued-end %zu\n"
 #define HLB_FDPASS_REFUSED "refused %zu\n"
 #define HLB_FDPASS_ADOPTED "adopted %zu\n"
