@@ -1914,6 +1914,8 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 	int *fds = NULL;
 	bool sent = false, tried = false;
 	unsigned went = 0;
+	uint64_t start_ms = 0;
+	int err = 0;
 	ssize_t n;
 	FILE *f;
 
@@ -1944,8 +1946,10 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 		fprintf(f, HLB_FDPASS_QUEUED_END, (size_t)n);
 		if (fclose(f) == 0) {
 			tried = true;
+			start_ms = mono_ms();
 			sent = hlb_fdpass_send_counted(d->succ_fd, text, len, 0, fds, (unsigned)n,
 						       &went);
+			err = errno;
 		}
 		f = NULL;
 	}
@@ -1953,13 +1957,16 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 		fclose(f);
 	free(text);
 	free(fds);
+	if (!sent && tried) /* ETIMEDOUT: it had not read them all in HLB_FDPASS_SEND_MS */
+		hlb_log(HLB_LOG_WARN, "cannot send the new hashlb all the clients lent to it",
+			"err=%s sent=%u count=%zd after_ms=%" PRIu64 " limit_ms=%u",
+			strerrorname_np(err), went, n, mono_ms() - start_ms,
+			(unsigned)HLB_FDPASS_SEND_MS);
 	if (!sent && tried && went) {
 		/* Some went, their lines maybe not all: it may serve any of those, and will not
 		 * answer (it answers at the end). Those are its (copies closed here, no reset), the
 		 * others come back; the channel is closed, so that it closes those it cannot read
 		 * the lines of. */
-		hlb_log(HLB_LOG_WARN, "cannot send the new hashlb all the clients lent to it",
-			"err=%s sent=%u count=%zd", strerrorname_np(errno), went, n);
 		for (ssize_t i = went; i < n; i++)
 			lent[i].refused = true;
 		hlb_daemon_unwatch(d, d->succ_fd);

@@ -8,14 +8,24 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fdpass.h"
 
-/* Write text[off, end) with <fds> on its first byte, waiting up to 1 s for room; *<went> is
- * set once the descriptors are in the peer's socket (the first byte went). */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Write text[off, end) with <fds> on its first byte, waiting for room until <due_ms>
+ * (CLOCK_MONOTONIC); *<went> is set once the descriptors are in the peer's socket (the first
+ * byte went). False with errno set: ETIMEDOUT past <due_ms>, EPIPE if the peer closed. */
 static bool send_with_fds(int fd, const char *text, size_t off, size_t end, const int *fds,
-			  unsigned n_fds, bool *went)
+			  unsigned n_fds, uint64_t due_ms, bool *went)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * HLB_FDPASS_PER_MSG)];
@@ -38,14 +48,25 @@ static bool send_with_fds(int fd, const char *text, size_t off, size_t end, cons
 	}
 	while (off < end) {
 		iov = (struct iovec){ .iov_base = (char *)text + off, .iov_len = end - off };
-		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			uint64_t now = mono_ms();
+			int r;
 
-			if (poll(&pfd, 1, 1000) <= 0)
+			if (now >= due_ms) {
+				errno = ETIMEDOUT;
 				return false;
+			}
+			r = poll(&pfd, 1, (int)(due_ms - now));
+			if (r < 0 && errno != EINTR)
+				return false;
+			if (r > 0 && !(pfd.revents & POLLOUT)) {
+				errno = EPIPE; /* POLLHUP, POLLERR: no room will come */
+				return false;
+			}
 			continue;
 		}
 		if (n <= 0)
@@ -69,6 +90,7 @@ bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, con
 bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 			     unsigned n_fds, unsigned *ret_went)
 {
+	uint64_t due_ms = mono_ms() + HLB_FDPASS_SEND_MS;
 	size_t off = 0, end;
 	unsigned sent = 0, k;
 	bool went;
@@ -88,7 +110,7 @@ bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_
 		}
 		went = false;
 		*ret_went = sent;
-		if (!send_with_fds(fd, text, off, end, fds + sent, k, &went)) {
+		if (!send_with_fds(fd, text, off, end, fds + sent, k, due_ms, &went)) {
 			*ret_went = sent + (went ? k : 0);
 			return false;
 		}

@@ -51,12 +51,16 @@
  * hashlb ctl close), which answers "closed N\n", N the connections that were established. */
 #define HLB_FDPASS_RESYNC_END "resynced\n"
 
+/* How long hlb_fdpass_send() waits in all for the peer to read what does not fit its socket. */
+#define HLB_FDPASS_SEND_MS 10000
+
 /*
  * Write text[0, len) to the Unix stream socket <fd>, with fds[0, n_fds)
  * HLB_FDPASS_PER_MSG at a time: each batch rides on the first byte of the
- * lines that name it, the first of which starts at <lines_off>. Waits up to
- * 1 s for room each time the socket is full. False if the peer went away or
- * stopped reading.
+ * lines that name it, the first of which starts at <lines_off>. Each time the
+ * socket is full it waits for room (poll()), as long as the peer reads, up to
+ * HLB_FDPASS_SEND_MS for the whole text. False, errno set, if the peer went
+ * away (EPIPE, ECONNRESET) or had not read it all by then (ETIMEDOUT).
  */
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds);
