@@ -20,6 +20,9 @@ struct cli_command {
 	const char *name;
 	const char *summary; /* one line for `hashlb --help` */
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+	/* it runs until stopped and takes its signals (cli_start_signals()): main()
+	 * leaves them held for it; any other command gets the mask hashlb inherited */
+	bool takes_signals;
 };
 
 /*
@@ -154,7 +157,10 @@ int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hash
  * until then, as by its default action (SIGQUIT as SIGTERM: no core dump),
  * and also as PID 1 of a PID namespace, where the kernel drops a signal
  * left to its default action (the process exits 128 + the signal there).
- * No moment between the two in which one of them takes its default action.
+ * main() holds them all from its first statement: one that arrived since
+ * is taken here (a stop ends the process, <held> stays pending), none took
+ * its default action before.
+ * Any other signal main() held gets back the mask hashlb inherited.
  *
  * A stop signal inherited ignored stays ignored, from here to the end
  * (hlb_sigset_del_ignored(), the rule the command follows too when it takes

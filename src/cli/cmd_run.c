@@ -392,7 +392,7 @@ int cmd_run(int argc, char **argv)
 	int r;
 
 	/* SIGHUP and SIGUSR2 terminate a process by default: held from the
-	 * start, so one that arrives while the config loads (its names may take
+	 * start (main()'s first statement), so one that arrives while the config loads (its names may take
 	 * seconds to resolve) reloads or upgrades once the daemon runs instead.
 	 * SIGUSR1 too, which the daemon logs and ignores: a logrotate script's
 	 * (nginx's reopen) killed a hashlb still loading, such as the new
@@ -405,7 +405,8 @@ int cmd_run(int argc, char **argv)
 	 * SIGTERM it stands for (nginx's graceful stop) is a clean stop. And by
 	 * a handler, not by their default action: as a container's PID 1 the
 	 * kernel dropped them, and hashlb went on to run, docker stop's SIGTERM
-	 * lost. One inherited ignored stays so (the daemon leaves it out). */
+	 * lost. Held by main() until here: one sent before is taken now. One
+	 * inherited ignored stays so (the daemon leaves it out). */
 	sigemptyset(&held);
 	hlb_sigset_add_commands(&held);
 	sigemptyset(&stops);

@@ -15,14 +15,16 @@
 
 static const struct cli_command commands[] = {
 	{ "table", "build a lookup table from backends given on the command line, show it",
-	  cmd_table },
-	{ "lookup", "print the backend and preference list for a client address", cmd_lookup },
-	{ "check", "validate a configuration file and show each service's table", cmd_check },
-	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run },
+	  cmd_table, false },
+	{ "lookup", "print the backend and preference list for a client address", cmd_lookup,
+	  false },
+	{ "check", "validate a configuration file and show each service's table", cmd_check,
+	  false },
+	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run, true },
 	{ "steer", "steer a VIP to backends in the kernel (XDP/tc), or show its counters",
-	  cmd_steer },
+	  cmd_steer, true },
 	{ "ctl", "inspect and steer a running hashlb: status, metrics, set, lookup, reload",
-	  cmd_ctl },
+	  cmd_ctl, false },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -135,21 +137,47 @@ static void stop_now(int sig)
 	_exit(128 + sig);
 }
 
+/* The signal mask hashlb inherited, before main() held the signals of hashlb run and steer. */
+static sigset_t inherited_mask;
+
+/*
+ * main()'s first statement: hold hashlb run's stops and commands, and so
+ * steer's (a subset), until the command takes them (cli_start_signals()).
+ * Before, they kept their default action until the command's first
+ * statement: a SIGHUP (a reload) or a SIGUSR1 then killed hashlb run, and
+ * as PID 1 of a container a SIGTERM was dropped, hashlb went on to run.
+ * Only the instants from exec to here (the dynamic loader) are left.
+ */
+static void signals_hold(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	hlb_sigset_add_stops(&set);
+	hlb_sigset_add_commands(&set);
+	sigprocmask(SIG_BLOCK, &set, &inherited_mask);
+}
+
 void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 {
 	struct sigaction stop = { .sa_handler = stop_now };
-	sigset_t both, taken = *stops;
+	sigset_t both, mask, taken = *stops;
 
 	/* stops held too until each has its handler: none takes its default
-	 * action between the two */
+	 * action between the two (held already by main(), unless a caller
+	 * came another way) */
 	sigorset(&both, stops, held);
 	sigprocmask(SIG_BLOCK, &both, NULL);
 	sigfillset(&stop.sa_mask);
 	hlb_sigset_del_ignored(&taken);
-	for (int sig = 1; sig < SIGRTMIN; sig++)
+	sigorset(&mask, &inherited_mask, held);
+	for (int sig = 1; sig < SIGRTMIN; sig++) {
 		if (sigismember(&taken, sig))
 			sigaction(sig, &stop, NULL);
-	sigprocmask(SIG_UNBLOCK, stops, NULL);
+		if (sigismember(stops, sig))
+			sigdelset(&mask, sig);
+	}
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 }
 
 /* The errno of the first write(2) to stdout that failed, 0 if none did. */
@@ -261,6 +289,7 @@ int main(int argc, char **argv)
 	const struct cli_command *cmd;
 	bool version;
 
+	signals_hold();
 	std_fds_open();
 	stdout_open();
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
@@ -289,6 +318,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 			return 2;
 		}
+		if (!cmd->takes_signals)
+			sigprocmask(SIG_SETMASK, &inherited_mask, NULL);
 		cli_set_command(cmd->name);
 		return command_status(cmd->name, cmd->run(2, help_argv));
 	}
@@ -310,6 +341,8 @@ int main(int argc, char **argv)
 	}
 	cmd = command_find(argv[1]);
 	if (cmd) {
+		if (!cmd->takes_signals)
+			sigprocmask(SIG_SETMASK, &inherited_mask, NULL);
 		cli_set_command(cmd->name);
 		return command_status(cmd->name, cmd->run(argc - 1, argv + 1));
 	}

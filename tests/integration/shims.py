@@ -19,7 +19,8 @@ def shim(name):
 class Paused:
     """A process held at one point <at> of its start by start_pause.c until go(): "open:PATH",
     as it opens PATH (a config: it is loading); "sigprocmask", just after hashlb run's first
-    mask; "bind", before it binds its admin endpoint's Unix socket. Start it with .wrap, a command prefix that execs it with the shim (after any
+    mask; "bind", before it binds its admin endpoint's Unix socket; "main", in main() before the command
+    runs. Start it with .wrap, a command prefix that execs it with the shim (after any
     unshare, sh or prlimit, which would stop there instead), and .pass_fds; then reached()."""
 
     def __init__(self, at):

@@ -2,14 +2,16 @@
  * it go on, so that a signal lands there and nowhere else. $HLB_TEST_PAUSE_FD is a socket:
  * at the point, the shim writes a byte to it and waits for one back (or its end). The
  * point, $HLB_TEST_PAUSE_AT: "sigprocmask", on the return of the first sigprocmask() that
- * blocks SIGHUP (hashlb run's first); "open:PATH", before PATH is opened (a config file:
+ * blocks SIGHUP (main()'s first); "open:PATH", before PATH is opened (a config file:
  * it is loading); "bind", before the first bind() of a Unix socket (the admin endpoint's,
- * at a Unix path). */
+ * at a Unix path); "main", at main()'s fopencookie() (its stdout made), before the command
+ * runs. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -53,6 +55,18 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 	if (how == SIG_BLOCK && set && sigismember(set, SIGHUP) && at("sigprocmask"))
 		pause_here();
 	return r;
+}
+
+FILE *fopencookie(void *cookie, const char *mode, cookie_io_functions_t io)
+{
+	static FILE *(*real)(void *, const char *, cookie_io_functions_t);
+
+	if (!real)
+		real = (FILE * (*)(void *, const char *, cookie_io_functions_t))
+			dlsym(RTLD_NEXT, "fopencookie");
+	if (at("main"))
+		pause_here();
+	return real(cookie, mode, io);
 }
 
 int bind(int fd, const struct sockaddr *addr, socklen_t len)

@@ -916,6 +916,43 @@ def sigquit_at_first_mask():
                                  f"SIGQUIT ({-signal.SIGQUIT}), a core dump: {rc}")
 
 
+def signals_before_command():
+    """A signal between main()'s start and hashlb run's own first statement: held there too.
+    They kept their default action until the command's first statement: a SIGHUP (a reload)
+    or a SIGUSR1 sent that early killed hashlb run, and as PID 1 of a PID namespace (a
+    container's init) the kernel dropped a SIGTERM, and hashlb went on to start and serve.
+    Now the SIGHUP reloads once it runs, the SIGUSR1 is logged and ignored, the SIGTERM
+    stops it (exit 143 as PID 1). Any other command gets back the mask it inherited: hashlb
+    check dies of a SIGTERM sent there. Held in main() by start_pause.c ("main")."""
+    lb, pid, go = _paused("main")
+    os.kill(pid, signal.SIGHUP)
+    os.kill(pid, signal.SIGUSR1)
+    go()
+    check(lb.wait_log("msg=reloaded", 30) and lb.proc.poll() is None,
+          f"a SIGHUP in main(): reloaded once running, not killed ({lb.proc.poll()})")
+    check(lb.wait_log('msg="SIGUSR1 ignored"', 10),
+          f"a SIGUSR1 in main(): logged and ignored once running ({lb.proc.poll()})")
+    check(lb.stop(timeout=30) == 0, "exit 0")
+
+    lb, pid, go = _paused("main", pid1=True, fname="paused-pid1.yaml")
+    os.kill(pid, signal.SIGTERM)
+    go()
+    rc = _end_or_start(lb)
+    print(f"    PID 1, SIGTERM in main(): exit status {rc}")
+    check(rc == 128 + signal.SIGTERM,
+          f"PID 1, a SIGTERM in main(): exit 143, got {rc} "
+          f"({'it started' if rc is None else 'exited'})")
+
+    pause = Paused("main")
+    p = spawn([*pause.wrap, HASHLB, "check", "-c", tmpfile("check.yaml", config(BACKENDS))],
+              pass_fds=pause.pass_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check(pause.reached(), "hashlb check reached main()")
+    os.kill(p.pid, signal.SIGTERM)
+    pause.go()
+    rc = p.wait(30)
+    check(rc == -signal.SIGTERM, f"hashlb check: killed by a SIGTERM in main(), as ever: {rc}")
+
+
 def inherited_ignores_kept():
     """SIGINT and SIGQUIT inherited ignored (a POSIX shell's background job has them so,
     spared a Ctrl-C at its terminal) stay ignored once hashlb runs, as while it started:
@@ -1232,7 +1269,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            reload_keeps_listeners_and_connections, early_signals,
            early_sigquit_stops_as_sigterm, start_stop_as_pid1, stop_as_pid1_once_running,
            upgrade_as_pid1_refused, sockets_to_a_taker_as_pid1_refused,
-           sigquit_at_first_mask, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
+           sigquit_at_first_mask, signals_before_command, inherited_ignores_kept, systemd_notify, systemd_unit_verifies,
            socket_activation, activated_socket_share_error_says_where,
            odd_config_path_logged_as_logfmt,
            long_config_path_logged_whole])
