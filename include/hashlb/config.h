@@ -183,7 +183,10 @@ struct hashlb_service_cfg {
  * which key, and its value (hashlb_config_warnings() says so: "5" meant 5s, and was 5ms) */
 struct hashlb_bare_duration {
 	struct hashlb_pos pos;
+	const char *section; /* static: "timeouts", "health", "keepalive"; NULL for none */
 	const char *key; /* static */
+	/* the alias through which the value was read ({0, 0}: where it is written) */
+	struct hashlb_pos via;
 	uint32_t ms;
 	/* the same number in seconds is in range and a day at most: suggested */
 	bool seconds_fit;
@@ -216,7 +219,7 @@ struct hashlb_config {
 	struct hashlb_service_cfg *services;
 	uint32_t n_services;
 	/* the durations written without a unit other than 0, in file order, each place once
-	 * (an alias's value is the anchor's) */
+	 * for each setting that reads it (an alias's value is the anchor's) */
 	struct hashlb_bare_duration *bare_durations;
 	uint32_t n_bare_durations;
 };

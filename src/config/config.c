@@ -68,6 +68,10 @@ struct loader {
 	unsigned int flags; /* HASHLB_LOAD_* */
 	/* The alias whose value is being read, if any: via_begin(). */
 	const struct ynode *via;
+	/* The mapping of settings being read (timeouts, health, keepalive), NULL at a
+	 * service's or the file's top: a bare duration's warning names it when an
+	 * anchor's value is read for two settings of one name */
+	const char *section;
 	/* HASHLB_LOAD_ADMIN_ONLY of a text with a YAML error (in <err>): the tree is
 	 * what came before it (ydoc_parse_prefix()) */
 	bool prefix;
@@ -804,6 +808,52 @@ void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, 
 }
 
 /*
+ * What to suggest for duration <n> written as a number alone, <lo>..<hi> its range in
+ * milliseconds: BARE_MS, <n>ms, if it is in range; BARE_S, <n>s, if that is in range, a
+ * day at most, and <n> no whole number of thousands, which counts milliseconds: "5" or
+ * "3600" may have meant seconds, "30000" meant 30s, not 30000s (8h20m), which was offered.
+ */
+enum { BARE_MS = 1, BARE_S = 2 };
+static unsigned int bare_hints(uint64_t n, uint64_t lo, uint64_t hi)
+{
+	bool ms = n >= lo && n <= hi;
+	bool s = n <= 86400 && (n < 1000 || n % 1000) && n * 1000 >= lo && n * 1000 <= hi;
+
+	return (ms ? BARE_MS : 0) | (s ? BARE_S : 0);
+}
+
+/* Whether <v> is a number alone: no unit, no sign, not quoted (digits only). */
+static bool bare_number(const struct ynode *v)
+{
+	if (v->quoted || !*v->text)
+		return false;
+	for (const char *p = v->text; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/*
+ * Into <why> (96 bytes hold it): if <v>, a duration refused, is a number alone, how it
+ * was read, and <v>s if that is in <lo>..<hi> ms (bare_hints()); "" otherwise. For a
+ * refusal that does not say the value was read as milliseconds ("is out of range",
+ * "is shorter than 1s", "is not whole seconds").
+ */
+static void bare_why(const struct ynode *v, uint64_t lo, uint64_t hi, char *why, size_t size)
+{
+	uint64_t n;
+
+	why[0] = '\0';
+	if (!bare_number(v) || strlen(v->text) > 15)
+		return;
+	n = strtoull(v->text, NULL, 10);
+	snprintf(why, size, ": a number alone counts milliseconds, %s read as %sms%s%s%s", v->text,
+		 v->text, bare_hints(n, lo, hi) & BARE_S ? ": write " : "",
+		 bare_hints(n, lo, hi) & BARE_S ? v->text : "",
+		 bare_hints(n, lo, hi) & BARE_S ? "s for seconds" : "");
+}
+
+/*
  * An integer alone (<k>'s plain unit) or with one of <k>'s units ("250ms",
  * "2s", "512MiB"), in <lo>..<hi>; or 0 when <zero> says what 0 is ("no
  * cap").
@@ -832,6 +882,19 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 	if (*s == '.' || *s == ',')
 		return fail(ld, v, "'%s' %s: %s is a whole number of its unit %s", key, v->text,
 			    k->what, k->whole);
+	if (*s == '\0' && v->quoted && k == &duration_kind && !over && !negative &&
+	    bare_hints(val, lo, hi)) {
+		/* the suggestions in range only: "30000" to keepalive's idle is 30000ms,
+		 * not 30000s */
+		unsigned int h = bare_hints(val, lo, hi);
+
+		return fail(ld, v,
+			    "'%s' \"%s\" has no unit: write %s%s%s%s%s, or the number without "
+			    "quotes (milliseconds)",
+			    key, v->text, h & BARE_MS ? v->text : "", h & BARE_MS ? "ms" : "",
+			    h == (BARE_MS | BARE_S) ? ", " : "", h & BARE_S ? v->text : "",
+			    h & BARE_S ? "s" : "");
+	}
 	if (*s == '\0' && v->quoted)
 		return fail(ld, v,
 			    "'%s' \"%s\" has no unit: write %s%s, %s%s, or the number without "
@@ -857,12 +920,8 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 		 * one in range does (note_bare_duration()) */
 		char why[96] = "";
 
-		if (bare && !over && !negative && val && val <= UINT64_MAX / 1000 &&
-		    val * 1000 >= lo && val * 1000 <= hi)
-			snprintf(why, sizeof(why),
-				 ": a number alone counts milliseconds, %s read as %sms: write %ss "
-				 "for seconds",
-				 v->text, v->text, v->text);
+		if (bare && !over && !negative && val)
+			bare_why(v, lo, hi, why, sizeof(why));
 		return fail(ld, v, "'%s' %s is out of range %s..%s%s%s%s%s", key, v->text,
 			    unit_text(k, lo).s, unit_text(k, hi).s, zero ? " (0 = " : "",
 			    zero ? zero : "", zero ? ")" : "", why);
@@ -894,10 +953,12 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
 		return nomem(ld);
 	d = &c->bare_durations[c->n_bare_durations++];
 	d->pos = v->pos;
+	d->section = ld->section;
 	d->key = key;
+	d->via = ld->via ? ld->via->pos : (struct hashlb_pos){ 0, 0 };
 	d->ms = (uint32_t)ms;
-	/* seconds suggested where they may be what was meant: in range, and a day at most */
-	d->seconds_fit = ms <= hi / 1000 && ms <= 86400;
+	/* seconds suggested where they may be what was meant (bare_hints()) */
+	d->seconds_fit = bare_hints(ms, 0, hi) & BARE_S;
 	return 0;
 }
 
@@ -1434,9 +1495,13 @@ static int get_keepalive_secs(struct loader *ld, const struct ynode *v, const ch
 
 	if (r < 0)
 		return r;
-	if (ms % 1000)
-		return fail(ld, v, "keepalive '%s' %s is not whole seconds (TCP counts them)", key,
-			    v->text);
+	if (ms % 1000) {
+		char why[96];
+
+		bare_why(v, 1000, KEEPALIVE_SECS_MAX * 1000, why, sizeof(why));
+		return fail(ld, v, "keepalive '%s' %s is not whole seconds (TCP counts them)%s",
+			    key, v->text, why);
+	}
 	*ret_s = ms / 1000;
 	return 0;
 }
@@ -1483,13 +1548,17 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 			return r;
 		/* With TCP_USER_TIMEOUT set, the kernel ends a quiet connection at
 		 * its first unanswered probe past it, whatever count says. */
-		if (k->user_timeout_ms && k->user_timeout_ms < probes_ms)
+		if (k->user_timeout_ms && k->user_timeout_ms < probes_ms) {
+			char why[96];
+
+			bare_why(x, probes_ms, KEEPALIVE_SECS_MAX * 1000, why, sizeof(why));
 			return fail(
 				ld, x,
 				"keepalive 'user_timeout' %s is shorter than idle + interval x count "
 				"(%" PRIu64 "s): a quiet connection would end at its first "
-				"unanswered probe",
-				x->text, probes_ms / 1000);
+				"unanswered probe%s",
+				x->text, probes_ms / 1000, why);
+		}
 	}
 	return 0;
 }
@@ -2189,7 +2258,9 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		return r;
 	v = map_get(m, "timeouts");
 	via = via_begin(ld, v);
+	ld->section = "timeouts";
 	r = v ? load_timeouts(ld, v, s) : 0;
+	ld->section = NULL;
 	ld->via = via;
 	if (r < 0)
 		return r;
@@ -2209,7 +2280,9 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 			    "in the queue)");
 	v = map_get(m, "health");
 	via = via_begin(ld, v);
+	ld->section = "health";
 	r = v ? load_health(ld, v, &s->health) : 0;
+	ld->section = NULL;
 	ld->via = via;
 	if (r < 0)
 		return r;
@@ -2220,7 +2293,9 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		return r;
 	v = map_get(m, "keepalive");
 	via = via_begin(ld, v);
+	ld->section = "keepalive";
 	r = v ? load_keepalive(ld, v, &s->keepalive) : 0;
+	ld->section = NULL;
 	ld->via = via;
 	if (r < 0)
 		return r;
@@ -2520,9 +2595,13 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 				 &c->resolve_every_ms);
 		if (r < 0)
 			return r;
-		if (c->resolve_every_ms && c->resolve_every_ms < 1000)
-			return fail(ld, v, "'resolve_every' %s is shorter than 1s (0 = off)",
-				    v->text);
+		if (c->resolve_every_ms && c->resolve_every_ms < 1000) {
+			char why[96];
+
+			bare_why(v, 1000, RESOLVE_EVERY_MAX_MS, why, sizeof(why));
+			return fail(ld, v, "'resolve_every' %s is shorter than 1s (0 = off)%s",
+				    v->text, why);
+		}
 	}
 
 	c->table_memory = HASHLB_TABLE_MEMORY_DEFAULT;
@@ -2755,17 +2834,40 @@ static int service_shared_addresses(const struct hashlb_config *c,
 	return 0;
 }
 
+static int pos_cmp(struct hashlb_pos x, struct hashlb_pos y)
+{
+	if (x.line != y.line)
+		return x.line < y.line ? -1 : 1;
+	return x.column < y.column ? -1 : x.column > y.column;
+}
+
+/* By place, then setting (section and key): one warning each (bare_durations_unique()). */
+static int bare_duration_setting_cmp(const struct hashlb_bare_duration *x,
+				     const struct hashlb_bare_duration *y)
+{
+	int r = pos_cmp(x->pos, y->pos);
+
+	if (r)
+		return r;
+	r = strcmp(x->section ? x->section : "", y->section ? y->section : "");
+	return r ? r : strcmp(x->key, y->key);
+}
+
+/* As bare_duration_setting_cmp(), then by alias: the value read where it is written
+ * (no alias) first, then the first alias. */
 static int bare_duration_cmp(const void *a, const void *b)
 {
 	const struct hashlb_bare_duration *x = a, *y = b;
+	int r = bare_duration_setting_cmp(x, y);
 
-	if (x->pos.line != y->pos.line)
-		return x->pos.line < y->pos.line ? -1 : 1;
-	return x->pos.column < y->pos.column ? -1 : x->pos.column > y->pos.column;
+	return r ? r : pos_cmp(x->via, y->via);
 }
 
-/* <c>'s bare_durations in file order, each place once (sorted, not searched as each is
- * noted: a file of 100,000 services, a few durations each, made that quadratic). */
+/* <c>'s bare_durations in file order, each setting of a place once (sorted, not searched
+ * as each is noted: a file of 100,000 services, a few durations each, made that
+ * quadratic). An anchor's value read through many aliases for one setting is one
+ * warning; read for two settings (health's interval and keepalive's), one for each:
+ * one was kept, naming either. */
 static void bare_durations_unique(struct hashlb_config *c)
 {
 	uint32_t n = 1;
@@ -2773,18 +2875,23 @@ static void bare_durations_unique(struct hashlb_config *c)
 	qsort(c->bare_durations, c->n_bare_durations, sizeof(*c->bare_durations),
 	      bare_duration_cmp);
 	for (uint32_t i = 1; i < c->n_bare_durations; i++) {
-		if (bare_duration_cmp(&c->bare_durations[i], &c->bare_durations[n - 1]) != 0)
+		if (bare_duration_setting_cmp(&c->bare_durations[i], &c->bare_durations[n - 1]))
 			c->bare_durations[n++] = c->bare_durations[i];
 	}
 	c->n_bare_durations = n;
 }
 
-/* Duration <d> of <c>, written without a unit, as warning <w>. */
+/*
+ * Duration <d> of <c>, written without a unit, as warning <w>. <shared>: another
+ * setting reads the same place (an anchor's value): the key is named with its section
+ * ("keepalive.idle"), and the alias through which it is read, if any.
+ */
 static void bare_duration_warning(const struct hashlb_config *c,
-				  const struct hashlb_bare_duration *d, struct hashlb_error *w)
+				  const struct hashlb_bare_duration *d, bool shared,
+				  struct hashlb_error *w)
 {
 	struct unit_text read = duration_text(d->ms);
-	char msg[256], sec[64] = "";
+	char msg[320], sec[64] = "", key[64], where[96] = "";
 
 	memset(w, 0, sizeof(*w));
 	w->reason = HASHLB_ERR_CONFIG;
@@ -2793,22 +2900,34 @@ static void bare_duration_warning(const struct hashlb_config *c,
 	w->column = d->pos.column;
 	if (d->seconds_fit)
 		snprintf(sec, sizeof(sec), ", or %" PRIu32 "s", d->ms);
+	snprintf(key, sizeof(key), "%s%s%s", shared && d->section ? d->section : "",
+		 shared && d->section ? "." : "", d->key);
+	if (shared && d->via.line)
+		snprintf(where, sizeof(where),
+			 " (an anchor's value, read through the alias at line %d, column %d)",
+			 d->via.line, d->via.column);
+	else if (shared)
+		snprintf(where, sizeof(where), " (an anchor's value, read for another key too)");
 	/* "5 read as 5ms: write 5ms to keep it, or 5s"; "300000 read as 5m: write 5m ..." */
 	snprintf(msg, sizeof(msg),
-		 "'%s' has no unit: a number alone counts milliseconds, %" PRIu32
+		 "'%s'%s has no unit: a number alone counts milliseconds, %" PRIu32
 		 " read as %s: write %s to keep it%s",
-		 d->key, d->ms, read.s, read.s, sec);
+		 key, where, d->ms, read.s, read.s, sec);
 	hashlb_err_fit(w->msg, sizeof(w->msg), msg);
 }
 
 int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *ret_warnings,
 			   size_t max)
 {
+	const struct hashlb_bare_duration *d = c->bare_durations;
 	size_t n = 0;
 
 	for (uint32_t i = 0; i < c->n_bare_durations; i++, n++) {
+		bool shared = (i > 0 && !pos_cmp(d[i].pos, d[i - 1].pos)) ||
+			      (i + 1 < c->n_bare_durations && !pos_cmp(d[i].pos, d[i + 1].pos));
+
 		if (n < max)
-			bare_duration_warning(c, &c->bare_durations[i], &ret_warnings[n]);
+			bare_duration_warning(c, &d[i], shared, &ret_warnings[n]);
 	}
 	for (uint32_t i = 0; i < c->n_services; i++) {
 		int r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);

@@ -1497,8 +1497,9 @@ static void test_bare_duration_warned(void **state)
 	assert_string_equal(w[0].file, "t.yaml");
 	assert_int_equal(w[0].line, 4);
 	assert_int_equal(w[0].column, 24);
+	/* 2000s (33m20s) is no likely meaning of 2000, a whole number of thousands */
 	assert_string_equal(w[0].msg, "'interval' has no unit: a number alone counts milliseconds, "
-				      "2000 read as 2s: write 2s to keep it, or 2000s");
+				      "2000 read as 2s: write 2s to keep it");
 	assert_int_equal(w[1].line, 5);
 	assert_int_equal(w[1].column, 28);
 	assert_string_equal(w[1].msg, "'connect' has no unit: a number alone counts milliseconds, "
@@ -1514,6 +1515,119 @@ static void test_bare_duration_warned(void **state)
 
 	c = load_ok(MINIMAL "    timeouts: {connect: 5s, idle: 0, queue: 250ms}\n");
 	assert_int_equal(hashlb_config_warnings(c, w, 8), 0);
+	hashlb_config_free(c);
+}
+
+/* A warning about a number alone suggests what is in range and plausible (bare_hints()). */
+static void expect_bare_warning(const char *yaml, const char *msg)
+{
+	struct hashlb_error w[2];
+	struct hashlb_config *c = load_ok(yaml);
+
+	assert_int_equal(hashlb_config_warnings(c, w, 2), 1);
+	assert_string_equal(w[0].msg, msg);
+	hashlb_config_free(c);
+}
+
+/*
+ * Every path that says how a number alone was read suggests only sane values: the
+ * number in seconds where it is in range, a day at most, and no whole number of
+ * thousands ("5", "300", "3600"; "1000" counts milliseconds), never "30000s"
+ * (8h20m) for keepalive's "idle: 30000", which read as 30s and meant it; the number in
+ * milliseconds where that is in range. The refusals that did not say a number alone
+ * counts milliseconds (shorter than 1s, not whole seconds, shorter than the probes) say
+ * so now.
+ */
+static void test_bare_duration_suggestions(void **state)
+{
+	(void)state;
+	/* in range, warned */
+	expect_bare_warning(MINIMAL "    keepalive: {idle: 30000}\n",
+			    "'idle' has no unit: a number alone counts milliseconds, 30000 read as "
+			    "30s: write 30s to keep it");
+	expect_bare_warning(MINIMAL "    timeouts: {idle: 300}\n",
+			    "'idle' has no unit: a number alone counts milliseconds, 300 read as "
+			    "300ms: write 300ms to keep it, or 300s");
+	expect_bare_warning(MINIMAL "    timeouts: {idle: 999}\n",
+			    "'idle' has no unit: a number alone counts milliseconds, 999 read as "
+			    "999ms: write 999ms to keep it, or 999s");
+	expect_bare_warning(MINIMAL "    timeouts: {idle: 3600}\n",
+			    "'idle' has no unit: a number alone counts milliseconds, 3600 read as "
+			    "3600ms: write 3600ms to keep it, or 3600s");
+	expect_bare_warning(MINIMAL "    timeouts: {idle: 1000}\n",
+			    "'idle' has no unit: a number alone counts milliseconds, 1000 read as "
+			    "1s: write 1s to keep it");
+	/* 900s is past connect's range: not suggested */
+	expect_bare_warning(
+		MINIMAL "    timeouts: {connect: 900}\n",
+		"'connect' has no unit: a number alone counts milliseconds, 900 read as "
+		"900ms: write 900ms to keep it");
+	/* quoted: each suggestion in range, the seconds below 1000 only */
+	expect_error(MINIMAL "    keepalive: {idle: \"30000\"}\n", 7, 23,
+		     "'idle' \"30000\" has no unit: write 30000ms, or the number without quotes "
+		     "(milliseconds)");
+	expect_error(MINIMAL "    keepalive: {idle: \"30\"}\n", 7, 23,
+		     "'idle' \"30\" has no unit: write 30s, or the number without quotes "
+		     "(milliseconds)");
+	expect_error(MINIMAL "    timeouts: {drain: \"30\"}\n", 7, 23,
+		     "'drain' \"30\" has no unit: write 30ms, 30s, or the number without quotes "
+		     "(milliseconds)");
+	/* out of range */
+	expect_error(MINIMAL "    keepalive: {idle: 30}\n", 7, 23,
+		     "'idle' 30 is out of range 1s..32767s: a number alone counts milliseconds, "
+		     "30 read as 30ms: write 30s for seconds");
+	expect_error(MINIMAL "    health: {interval: 5}\n", 7, 24,
+		     "'interval' 5 is out of range 10ms..1h: a number alone counts milliseconds, "
+		     "5 read as 5ms: write 5s for seconds");
+	expect_error(MINIMAL "    keepalive: {idle: 40000000}\n", 7, 23,
+		     "'idle' 40000000 is out of range 1s..32767s");
+	/* refusals after the range */
+	expect_error(MINIMAL "    keepalive: {idle: 1500}\n", 7, 23,
+		     "keepalive 'idle' 1500 is not whole seconds (TCP counts them): a number "
+		     "alone counts milliseconds, 1500 read as 1500ms");
+	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: 300}\n", 7, 41,
+		     "keepalive 'user_timeout' 300 is shorter than idle + interval x count (65s): "
+		     "a quiet connection would end at its first unanswered probe: a number alone "
+		     "counts milliseconds, 300 read as 300ms: write 300s for seconds");
+	/* 30s is shorter too: not suggested */
+	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: 30}\n", 7, 41,
+		     "probe: a number alone counts milliseconds, 30 read as 30ms");
+	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: 30000}\n", 7, 41,
+		     "unanswered probe: a number alone counts milliseconds, 30000 read as 30000ms");
+	expect_error("resolve_every: 30\n" MINIMAL, 1, 16,
+		     "'resolve_every' 30 is shorter than 1s (0 = off): a number alone counts "
+		     "milliseconds, 30 read as 30ms: write 30s for seconds");
+}
+
+/*
+ * One anchored value read for two settings of one name (health's interval and
+ * keepalive's) is warned of once for each, at the anchor, the key named with its
+ * section, the second with the alias it is read through; before, one warning named
+ * either, with that one's suggestions. Read through a second alias for the same
+ * setting, it is still one warning.
+ */
+static void test_bare_duration_anchor_two_settings(void **state)
+{
+	struct hashlb_error w[4];
+	struct hashlb_config *c;
+
+	(void)state;
+	c = load_ok("services:\n  - name: web\n    listen: 127.0.0.1:80\n"
+		    "    health: &h {interval: 5000}\n    keepalive: *h\n"
+		    "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n"
+		    "  - name: api\n    listen: 127.0.0.1:81\n    health: *h\n"
+		    "    backends: [{name: a, address: \"127.0.0.1:1\"}]\n");
+	assert_int_equal(hashlb_config_warnings(c, w, 4), 2);
+	assert_int_equal(w[0].line, 4);
+	assert_int_equal(w[0].column, 27);
+	assert_string_equal(w[0].msg, "'health.interval' (an anchor's value, read for another key "
+				      "too) has no unit: a number alone counts milliseconds, 5000 "
+				      "read as 5s: write 5s to keep it");
+	assert_int_equal(w[1].line, 4);
+	assert_int_equal(w[1].column, 27);
+	assert_string_equal(w[1].msg, "'keepalive.interval' (an anchor's value, read through the "
+				      "alias at line 5, column 16) has no unit: a number alone "
+				      "counts milliseconds, 5000 read as 5s: write 5s to keep it");
 	hashlb_config_free(c);
 }
 
@@ -3891,6 +4005,8 @@ int main(void)
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_shared_address_warned),
 		cmocka_unit_test(test_bare_duration_warned),
+		cmocka_unit_test(test_bare_duration_suggestions),
+		cmocka_unit_test(test_bare_duration_anchor_two_settings),
 		cmocka_unit_test(test_loop),
 		cmocka_unit_test(test_other_scheme_params),
 		cmocka_unit_test(test_core_errors),
