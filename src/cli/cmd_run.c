@@ -59,8 +59,9 @@ static void usage(FILE *f)
 		   "                  connections, and detaches it, at once. (SIGQUIT:\n"
 		   "                  nginx's graceful stop, not a core dump.)\n"
 		   "  SIGUSR2         upgrade in place: run the executable now at this one's\n"
-		   "                  path again, with the same command line, hand it the\n"
-		   "                  listening sockets, and once it accepts, drain and exit\n"
+		   "                  path again, with the same command line (FILE by the\n"
+		   "                  absolute path reloads read), hand it the listening\n"
+		   "                  sockets, and once it accepts, drain and exit\n"
 		   "                  as on SIGTERM (under systemd, MAINPID= names the new\n"
 		   "                  process). If it cannot start (e.g. FILE no longer\n"
 		   "                  loads), this one logs why and goes on serving. Refused\n"
@@ -182,7 +183,35 @@ static const char *path_absolute(const char *path, char *buf)
 	return buf;
 }
 
-static int run(int argc, char **argv, char *const *again)
+/*
+ * In <again>, the command line an upgrade in place runs, config path <path> (an argument
+ * of it, or the end of one: -cFILE, --config=FILE) replaced by <abs_path>, the one reloads
+ * read: the new process read the path as written, from the working directory of the
+ * moment (a directory renamed since, or a relative path meant for the start's), where
+ * the running one reads the absolute path fixed at start. <buf>, PATH_MAX + 16 bytes,
+ * holds an argument that is more than the path; left as written if it does not fit.
+ */
+static void again_config_absolute(char **again, const char *path, const char *abs_path, char *buf)
+{
+	if (path == abs_path)
+		return;
+	for (size_t i = 0; again[i]; i++) {
+		size_t pre = (size_t)((uintptr_t)path - (uintptr_t)again[i]);
+
+		if ((uintptr_t)path < (uintptr_t)again[i] || pre > strlen(again[i]))
+			continue;
+		if (pre == 0) {
+			again[i] = (char *)abs_path;
+		} else if (pre + strlen(abs_path) < PATH_MAX + 16) {
+			memcpy(buf, again[i], pre);
+			strcpy(buf + pre, abs_path);
+			again[i] = buf;
+		}
+		return;
+	}
+}
+
+static int run(int argc, char **argv, char **again)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -207,7 +236,7 @@ static int run(int argc, char **argv, char *const *again)
 	struct hlb_control_plug *plug = NULL;
 	struct run_steer *steer = NULL;
 	const char *path = NULL, *admin = NULL, *abs_path;
-	char abs_buf[PATH_MAX];
+	char abs_buf[PATH_MAX], again_buf[PATH_MAX + 16];
 	/* --splice-pipes and --pipe-size, once given: they size the splice pipes */
 	const char *pipe_opts[2] = { NULL, NULL };
 	struct sockaddr_storage admin_addr;
@@ -340,6 +369,7 @@ static int run(int argc, char **argv, char *const *again)
 		return 1;
 	}
 	abs_path = path_absolute(path, abs_buf);
+	again_config_absolute(again, path, abs_path, again_buf);
 	r = hlb_daemon_new(cfg, abs_path, &dopts, &d, &err);
 	if (r < 0) {
 		/* said here, where the command line has it: the path as written there */

@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, socket_inodes, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 from shims import Paused, shim  # noqa: E402
 
@@ -278,6 +278,66 @@ def installed(name, admin):
     install(HASHLB, exe)
     return exe, Lb(config(BACKENDS, admin=admin, listen=f"{LISTEN[0]}:{LISTEN[1]}"),
                    fname=f"{name}.yaml", binary=exe)
+
+
+def upgrade_reads_the_config_reloads_read():
+    """An upgrade in place started from a relative config path (--config=lb.yaml, in the
+    directory of the start) runs the new process on the absolute path the reloads read: the
+    directory renamed and another written at its path (a deploy swapping directories),
+    SIGHUP and the new process both read the new file. Before, the new process ran the
+    command line as written, lb.yaml from the working directory it inherited, the renamed
+    one: it served the old file where a reload served the new."""
+    migrate_req(0)
+    port = free_port()
+    top = tmppath("rel-config")
+    os.makedirs(top)
+    with open(os.path.join(top, "lb.yaml"), "w") as f:
+        f.write(plain_config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    log_path = tmppath("rel-config.log")
+    with open(log_path, "w") as log:
+        old = spawn([HASHLB, "run", "--config=lb.yaml"], cwd=top, stdout=subprocess.DEVNULL,
+                    stderr=log)
+
+    def logged(text):
+        with open(log_path, errors="replace") as f:
+            return text in f.read()
+
+    check(wait_until(lambda: logged("msg=started"), 20), "started")
+    os.rename(top, top + ".old")
+    os.makedirs(top)
+    with open(os.path.join(top, "lb.yaml"), "w") as f:
+        f.write(plain_config([("b", backends[1].addr)], listen=f"127.0.0.1:{port}"))
+    old.send_signal(signal.SIGHUP)
+    check(wait_until(lambda: logged("msg=reloaded"), 20), "the reload read the new file")
+    old.send_signal(signal.SIGUSR2)
+    new_pid = None
+
+    def upgraded():
+        nonlocal new_pid
+        with open(log_path, errors="replace") as f:
+            m = re.search(r'msg="upgraded: the new hashlb is ready.*" pid=(\d+)', f.read())
+        new_pid = m and int(m.group(1))
+        return new_pid
+
+    if not wait_until(upgraded, 20):
+        with open(log_path, errors="replace") as f:
+            raise SystemExit(f"the new process did not start: {f.read()[-2000:]}")
+    try:
+        with open(f"/proc/{new_pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+        want = f"--config={top}/lb.yaml".encode()
+        check(want in args, f"the new process reads {want}: {args}")
+        try:
+            old.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        check(old.poll() == 0, f"the old one handed over and exited: {old.poll()}")
+        got = [who(("127.0.0.1", port), client_ip(i)) for i in range(1, 9)]
+        check(got == ["b"] * 8, f"the new process serves the new file: {got}")
+    finally:
+        if new_pid:
+            os.kill(new_pid, signal.SIGTERM)
+            wait_until(lambda: not os.path.exists(f"/proc/{new_pid}"), 20)
 
 
 def upgrade_in_place():
@@ -2395,7 +2455,7 @@ def queued_clients_the_new_process_used_are_reset():
         os.unlink(flag)
 
 
-run_tests([upgrade_in_place, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
+run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
            reload_during_an_upgrade_reaches_the_new_process,
