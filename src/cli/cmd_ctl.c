@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "control/buf.h"
 #include "hashlb/config.h"
 #include "runtime/answer.h"
 
@@ -713,24 +714,33 @@ static bool answer_file(const char *body, const char *at, bool json, char *path)
 
 /*
  * Whether the endpoint's refusal <body> (text or <json>) says <err> of -c <config>: at its
- * position (and, in text, its words), of the same file. Another file's error at the same line
- * and column (the running hashlb's own file refused, not <config>) is not <config>'s, which
- * is then said after the answer rather than lost.
+ * position and in its words, of the same file. Another file's error at the same line and
+ * column (the running hashlb's own file refused, not <config>) is not <config>'s, which is
+ * then said after the answer rather than lost; nor is another error at that place (the file
+ * changed between the two reads). In JSON the words were not compared: the message is
+ * escaped as the endpoint escapes it (hlb_buf_json_str()) and compared whole.
  */
 static bool answer_says(const char *body, bool json, const struct hashlb_error *err,
 			const char *config)
 {
-	char at[sizeof(err->msg) + 64], path[PATH_MAX];
-	const char *m;
+	struct hlb_buf at = { 0 };
+	char path[PATH_MAX];
+	const char *m = NULL;
+	bool says;
 
-	if (json)
-		snprintf(at, sizeof(at), "\"line\":%d,\"column\":%d,\"message\":\"", err->line,
-			 err->column);
-	else
-		snprintf(at, sizeof(at), ":%d:%d: error: %s\n", err->line, err->column, err->msg);
-	if (err->line <= 0 || !(m = strstr(body, at)))
-		return false;
-	return config && answer_file(body, m, json, path) && same_file(path, config) > 0;
+	if (json) {
+		hlb_buf_printf(&at, "\"line\":%d,\"column\":%d,\"message\":", err->line,
+			       err->column);
+		hlb_buf_json_str(&at, err->msg);
+		hlb_buf_puts(&at, "}");
+	} else {
+		hlb_buf_printf(&at, ":%d:%d: error: %s\n", err->line, err->column, err->msg);
+	}
+	if (err->line > 0 && !at.oom && at.p)
+		m = strstr(body, at.p);
+	says = m && config && answer_file(body, m, json, path) && same_file(path, config) > 0;
+	hlb_buf_free(&at);
+	return says;
 }
 
 /* ctl reload (without --pid): POST /reload, its answer printed by ctl_answer(), and

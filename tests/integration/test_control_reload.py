@@ -720,6 +720,43 @@ def a_relative_path_is_said_absolute():
     check(lb.stop() == 0, "exit 0")
 
 
+def ctl_reload_json_matches_the_message():
+    """ctl --json -c FILE reload holds FILE's error until the answer and drops it when the
+    refusal is the same error: with --json it compared the file and the position alone, and
+    another error at that place (the file edited between ctl's read and the reload's) hid
+    FILE's. Here the running hashlb sees another file at FILE's path (a bind mount in a mount
+    namespace of its own): the refusal names FILE at 10:22 with another message, and FILE's
+    own error is said after the JSON."""
+    t = [("a", "127.0.0.1:1")]  # never dialled
+    off = "enabled: false"
+    alt = tmpfile("json-alt.yaml", config(t, health=off))
+    wrap = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" "$4" && exec "$@"', alt)
+    lb = Lb(config(t, health=off), fname="json-match.yaml", wrap=wrap)
+    with open(alt, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: 99999999999"))
+    with open(lb.path, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se = lb.ctl("--json", "-c", lb.path, "reload")
+    first, _, rest = se.partition("\n")
+    try:
+        refusal = json.loads(first)["error"]
+    except ValueError:
+        refusal = {}
+    check(rc == 1 and refusal.get("file") == lb.path and refusal.get("line") == 10 and
+          refusal.get("column") == 22 and "many" not in refusal.get("message", ""),
+          f"the refusal: the running hashlb's view of the file, another error: {se!r}")
+    check(rest.startswith(f"{lb.path}:10:22: error: 'connect_retries'") and "many" in rest,
+          f"FILE's own error said after the JSON: {se!r}")
+    # the same error in both: said once, the JSON alone
+    with open(alt, "w") as f:
+        f.write(config(t, health=off, extra="connect_retries: many"))
+    rc, so, se = lb.ctl("--json", "-c", lb.path, "reload")
+    check(rc == 1 and se.count("\n") == 1 and json.loads(se)["error"]["line"] == 10,
+          f"the same error: the JSON alone: {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def ctl_reload_says_a_file_error_once():
     """hashlb ctl -c FILE reload, FILE with an error: ctl says it, as it does for any command
     (it took only the admin address from FILE), and the running hashlb's refusal said it
@@ -1249,7 +1286,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
-           a_relative_path_is_said_absolute, ctl_reload_says_a_file_error_once,
+           a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
            two_names_at_one_address_are_warned,
            a_duration_without_a_unit_is_warned,
            reloads_give_the_old_tables_back,
