@@ -1557,12 +1557,13 @@ int cmd_ctl(int argc, char **argv)
 				cli_error("%s has errors (above), the new hashlb would refuse to "
 					  "start on it: upgrading all the same (--force)\n",
 					  cli_path(o.config));
-			else if (cfg)
+			else if (!admin_given) /* cfg: read up to its admin key */
 				snprintf(fe.note, sizeof(fe.note),
 					 "%s has errors (above), a reload would refuse it: its "
 					 "admin address is used all the same\n",
 					 cli_path(o.config));
-			else
+			else /* FILE's admin key or not, --admin's address is the one asked:
+			      * "its admin address is used" said otherwise with one */
 				snprintf(fe.note, sizeof(fe.note),
 					 "%s has errors (above), a reload would refuse it: %s %s "
 					 "is used\n",

@@ -638,6 +638,21 @@ check(p.returncode == 1 and "give --admin" not in p.stderr and
       f"hashlb ctl: {f.name} has errors (above), a reload would refuse it: --admin 127.0.0.1:1 "
       "is used\n" in p.stderr and "cannot reach the admin endpoint at 127.0.0.1:1" in p.stderr,
       f"ctl -c admin-later.yaml --admin status: exit {p.returncode}, stderr {p.stderr!r}")
+# A file whose admin key is read (its error after it) with --admin ADDR: ADDR is asked, and
+# the note says so; it said "its admin address is used all the same", the file's, not asked.
+with open(os.path.join(tmp, "admin-first.yaml"), "w") as af:
+    af.write("admin: 127.0.0.2:1\nservices: [\n")
+p = run("ctl", "-c", af.name, *ADMIN, "status", ok=False)
+check(p.returncode == 1 and "its admin address is used" not in p.stderr and
+      f"hashlb ctl: {af.name} has errors (above), a reload would refuse it: --admin 127.0.0.1:1 "
+      "is used\n" in p.stderr and "cannot reach the admin endpoint at 127.0.0.1:1" in p.stderr,
+      f"ctl -c admin-first.yaml --admin status: exit {p.returncode}, stderr {p.stderr!r}")
+p = run("ctl", "-c", af.name, "status", ok=False)
+check(p.returncode == 1 and f"hashlb ctl: {af.name} has errors (above), a reload would refuse "
+      "it: its admin address is used all the same\n" in p.stderr and
+      "cannot reach the admin endpoint at 127.0.0.2:1" in p.stderr,
+      f"ctl -c admin-first.yaml status: exit {p.returncode}, stderr {p.stderr!r}")
+os.unlink(af.name)
 p = run("ctl", "-c", f.name, *ADMIN, "reload", "--pid", str(idle.pid), ok=False)
 check(p.returncode == 1 and "give --admin" not in p.stderr and idle.poll() is None and
       p.stderr.endswith(f"hashlb ctl: {f.name} has errors (above), which a reload would "

@@ -793,8 +793,8 @@ def ctl_reload_says_a_file_error_once():
     rc, so, se = lb.ctl("-c", other, "reload")
     check(rc == 0 and so.startswith(f"reloaded {lb.path} (") and
           f"not {other} (-c takes only" in se and se.count(f"{other}:10:22: error:") == 1 and
-          se.endswith(f"{other} has errors (above), a reload would refuse it: its admin "
-                      "address is used all the same\n"),
+          se.endswith(f"{other} has errors (above), a reload would refuse it: --admin "
+                      f"{lb.admin} is used\n"),
           f"another file than the one reloaded: its error after the answer: {rc} {so!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
 
