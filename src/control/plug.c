@@ -54,7 +54,7 @@ static void plug_reloaded(void *arg, const struct hashlb_config *cfg)
 {
 	struct hlb_control_plug *plug = arg;
 
-	hlb_daemon_reloaded(plug->d);
+	hlb_daemon_reloaded(plug->d, cfg);
 	if (plug->reloaded)
 		plug->reloaded(plug->reloaded_arg, cfg);
 	for (uint32_t i = 0; i < plug->n_subs; i++)

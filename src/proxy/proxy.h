@@ -35,10 +35,11 @@ struct hlb_proxy_opts {
 	 * reads moves to splice (socket -> pipe -> socket, no copy through
 	 * user space); 0 = default (256 KiB), UINT32_MAX = never. At most
 	 * <splice_pipes> directions over all workers at once (a pipe is two
-	 * fds); 0 = default (1024).
+	 * fds); 0 = default (HLB_SPLICE_PIPES_DEFAULT).
 	 */
 	uint32_t splice_after;
 	uint32_t splice_pipes;
+#define HLB_SPLICE_PIPES_DEFAULT 1024
 	uint32_t pipe_size; /* F_SETPIPE_SZ of each pipe; 0 = the kernel's (64 KiB) */
 	/* Busy polling: after a turn that found work, look for the next
 	 * completion this many microseconds before sleeping; 0 = never. */

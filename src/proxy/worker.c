@@ -1349,7 +1349,7 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	if (!p->opts.splice_after)
 		p->opts.splice_after = 256 * 1024;
 	if (!p->opts.splice_pipes)
-		p->opts.splice_pipes = 1024;
+		p->opts.splice_pipes = HLB_SPLICE_PIPES_DEFAULT;
 	if (p->opts.buf_count & (p->opts.buf_count - 1) || p->opts.buf_count > 32768) {
 		free(p);
 		return hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,

@@ -124,6 +124,7 @@ struct hlb_daemon {
 	struct hlb_rcu *rcu;
 	struct hlb_proxy *proxy;
 	uint64_t fd_fit; /* the connections the fd limit allows (set_fd_limit()), 0: any */
+	uint64_t nofile; /* that limit, 0: none (RLIM_INFINITY) */
 	bool fd_tiny; /* that limit is tiny: a quarter of it, no share taken off */
 	uint64_t cap_logged; /* the cap in force last logged (log_cap()), 0: none */
 	const _Atomic uint32_t *other_fds; /* hlb_daemon_count_fds(), NULL: none */
@@ -1003,50 +1004,6 @@ static void log_unused_sockets(struct hlb_daemon *d)
 }
 
 /*
- * The services' max_connections are a cap of their own, whatever the fd limit allows: where two
- * descriptors for each pass <nofile>, the process's connection cap (<fit>, from the limit) comes
- * first and clients wait in the backlog before a service refuses any. Counted: the sum of those
- * the config sets (meant to add up, each service its share), or a service's own if larger, the
- * default 10,000 of one that sets none included. Not the defaults summed: every config of a few
- * services would pass an fd limit of 20,000 or 65,536 with them, a warning at each start for a
- * cap nobody chose, which the process's cap ("connection cap") already bounds. Said at start,
- * with the fix; a service of max_connections 0 (no cap) is the operator's choice, and a
- * kernel-steered one opens no connection.
- */
-static void warn_services_max_conns(const struct hashlb_config *cfg, uint64_t nofile, uint64_t fit)
-{
-	uint64_t sum = 0, one = 0;
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < cfg->n_services; i++) {
-		const struct hashlb_service_cfg *s = &cfg->services[i];
-
-		if (s->steering == HASHLB_STEERING_KERNEL || !s->max_connections)
-			continue;
-		if (s->max_connections_given) {
-			sum += s->max_connections;
-			n++;
-		}
-		if (s->max_connections > one)
-			one = s->max_connections;
-	}
-	if (one > sum) {
-		sum = one;
-		n = 1;
-	}
-	if (sum * 2 <= nofile)
-		return;
-	hlb_log(HLB_LOG_WARN, "services' max_connections over what the fd limit allows",
-		"max_connections_sum=%" PRIu64 " services=%u nofile=%" PRIu64
-		" max_connections_fd=%" PRIu64
-		" note=\"two descriptors a connection: past max_connections_fd new clients wait "
-		"in the backlog (the connection cap) before a service's max_connections (10000 "
-		"unless set) refuses any; raise LimitNOFILE (ulimit -n) to twice the sum and "
-		"more, or set max_connections lower\"",
-		sum, n, nofile, fit);
-}
-
-/*
  * The soft fd limit raised to the hard one, and the connection cap set: the
  * one given, else what the limit allows, two fds per proxied connection and
  * a reserve for the rings and the admin endpoint, its connections too; the
@@ -1088,8 +1045,7 @@ static void set_fd_limit(struct hlb_daemon *d)
 		(unsigned long long)rl.rlim_cur, fit, max_conns ? max_conns : fit);
 	d->fd_fit = fit;
 	d->fd_tiny = tiny;
-	if (rl.rlim_cur != RLIM_INFINITY)
-		warn_services_max_conns(d->cfg, rl.rlim_cur, fit);
+	d->nofile = rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 0;
 }
 
 /*
@@ -1117,6 +1073,82 @@ static void warn_max_conns(const struct hlb_daemon *d)
 }
 
 static uint32_t listener_count(const struct hlb_daemon *d);
+
+/*
+ * The connections the fd limit lets the forwarder hold for sure, 0 if it sets no cap: what it
+ * allows (d->fd_fit: two descriptors a connection, past a reserve) less the shares that come
+ * off it (hlb_proxy_set_max_connections()): each listener socket of each worker 1.5
+ * connections, the health checks' sockets two a connection, and, unless splicing is off, the
+ * splice pipes, each held a connection's two descriptors, up to --splice-pipes at once (a
+ * spliced connection spends up to six descriptors: its two sockets, a pipe each way).
+ */
+static uint64_t fd_connections(const struct hlb_daemon *d)
+{
+	uint64_t wl = (uint64_t)listener_count(d) * d->n_workers, checks = 0, pipes = 0, off;
+
+	if (!d->fd_fit)
+		return 0;
+	if (d->other_fds)
+		checks = atomic_load_explicit(d->other_fds, memory_order_relaxed);
+	if (d->opts.splice_after != UINT32_MAX)
+		pipes = d->opts.splice_pipes ? d->opts.splice_pipes : HLB_SPLICE_PIPES_DEFAULT;
+	off = (3 * wl + checks + 1) / 2 + pipes;
+	return d->fd_fit > off ? d->fd_fit - off : 1;
+}
+
+/*
+ * The services' max_connections of <cfg> are a cap of their own, whatever the fd limit
+ * allows: past the connections it lets the forwarder hold (fd_connections()), the process's
+ * connection cap comes first and clients wait in the backlog before a service refuses any.
+ * Counted: the sum of those the config sets (meant to add up, each service its share), or a
+ * service's own if larger. The default 10,000 of a service that sets none counts only where
+ * twice it passes the limit itself: a cap nobody chose, which the process's cap ("connection
+ * cap") bounds already, warned at each start of every config on a limit of 20,000 (its 9,900
+ * connections or so). Said at start and at each reload, for the config it loaded (before, at
+ * start only, against half the limit: neither the listeners', checks' nor splice pipes'
+ * shares). A service of max_connections 0 (no cap) is the operator's choice, and a
+ * kernel-steered one opens no connection.
+ */
+static void warn_services_max_conns(const struct hlb_daemon *d, const struct hashlb_config *cfg)
+{
+	uint64_t sum = 0, one = 0, cap = fd_connections(d);
+	uint32_t n = 0;
+	bool chosen = false;
+
+	if (!cap || !d->nofile)
+		return;
+	for (uint32_t i = 0; i < cfg->n_services; i++) {
+		const struct hashlb_service_cfg *s = &cfg->services[i];
+
+		if (s->steering == HASHLB_STEERING_KERNEL || !s->max_connections)
+			continue;
+		if (s->max_connections_given) {
+			sum += s->max_connections;
+			n++;
+		}
+		if (s->max_connections > one) {
+			one = s->max_connections;
+			chosen = s->max_connections_given;
+		}
+	}
+	if (one > sum) {
+		sum = one;
+		n = 1;
+	} else {
+		chosen = true;
+	}
+	if (chosen ? sum <= cap : sum * 2 <= d->nofile)
+		return;
+	hlb_log(HLB_LOG_WARN, "services' max_connections over what the fd limit allows",
+		"max_connections_sum=%" PRIu64 " services=%u nofile=%" PRIu64
+		" max_connections_fd=%" PRIu64 " connections_fd=%" PRIu64 " nofile_needed=%" PRIu64
+		" note=\"two descriptors a connection (max_connections_fd), less the listeners', "
+		"health checks' and splice pipes' shares (connections_fd): past that new clients "
+		"wait in the backlog (the connection cap) before a service's max_connections "
+		"(10000 unless set) refuses any; raise LimitNOFILE (ulimit -n) to nofile_needed, "
+		"or set max_connections lower\"",
+		sum, n, d->nofile, d->fd_fit, cap, d->nofile + 2 * (sum > cap ? sum - cap : 0));
+}
 
 /* hlb_plural() of a word that takes "es": "1 address", "2 addresses" (not "address(es)"). */
 static const char *plural_es(uint64_t n)
@@ -2453,11 +2485,12 @@ pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)
 	return d->up_failed_pid;
 }
 
-void hlb_daemon_reloaded(struct hlb_daemon *d)
+void hlb_daemon_reloaded(struct hlb_daemon *d, const struct hashlb_config *cfg)
 {
 	if (d->up.pid)
 		d->up.reloaded = true;
 	log_cap(d);
+	warn_services_max_conns(d, cfg);
 }
 
 /* Started by an upgrade in place: every listener accepts, tell the old process. */
@@ -2716,6 +2749,8 @@ int hlb_daemon_run(struct hlb_daemon *d, struct hashlb_error *err)
 	r = d->hooks.start(d, d->cfg, d->hooks.arg, err);
 	if (r < 0)
 		return r;
+	/* once the listeners and checks are there: their shares count */
+	warn_services_max_conns(d, d->cfg);
 	d->cfg = NULL; /* the hook's */
 	warn_max_conns(d);
 	log_cap(d);

@@ -204,8 +204,10 @@ pid_t hlb_daemon_upgrade_state(const struct hlb_daemon *d, const char **ret_how)
 /*
  * The config was reloaded here: if an upgrade in place is under way, its new
  * process may have read the file before that; it is sent SIGHUP once ready.
+ * <cfg>, the config loaded: its services' max_connections are checked against
+ * the fd limit, as at start.
  */
-void hlb_daemon_reloaded(struct hlb_daemon *d);
+void hlb_daemon_reloaded(struct hlb_daemon *d, const struct hashlb_config *cfg);
 /* The run-time settings the hashlb this one took over from handed over (HLB_HANDOVER_LINE
  * lines), NULL if none: for the control plane's first services. */
 const char *hlb_daemon_handover(const struct hlb_daemon *d);

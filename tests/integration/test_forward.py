@@ -9,6 +9,7 @@ import random
 import re
 import select
 import selectors
+import signal
 import socket
 import struct
 import subprocess
@@ -1870,8 +1871,12 @@ def connection_cap_in_force_is_logged():
 def services_max_connections_over_the_fd_limit():
     """Each service's max_connections is 10,000 unless set, whatever the fd limit allows: under
     nofile=4000 the process's connection cap (from the limit) comes first, and clients wait in
-    the backlog before the service refuses any. Said at start, with the numbers and the fix;
-    not for a max_connections that fits, nor for the defaults of several services summed."""
+    the backlog before the service refuses any. Said at start and at each reload, with the
+    numbers and the fix; not for a max_connections that fits, nor for the defaults of several
+    services summed. Set ones are compared with the connections the limit lets the forwarder
+    hold, the listeners', checks' and splice pipes' shares off: 1,000 fits nofile=4000 with
+    splicing off, not with its 1,024 pipes (before: half the limit, 1,000 "fit" either way); a
+    reload to a config over it says so (before: at start only)."""
     lb = Hashlb(config(BACKENDS), nofile=4000)
     said = [l for l in lb.log if "over what the fd limit allows" in l]
     check(len(said) == 1 and "level=warn" in said[0] and
@@ -1879,11 +1884,30 @@ def services_max_connections_over_the_fd_limit():
           "raise LimitNOFILE" in said[0],
           f"the default max_connections over nofile=4000 said once: {said}")
     check(lb.stop() == 0, "hashlb exits 0")
-    lb = Hashlb(config(BACKENDS, extra="max_connections: 1000"), nofile=4000)
-    # (started: the line would come before, with the "file descriptor limit" one)
+    lb = Hashlb(config(BACKENDS, extra="max_connections: 1000"), nofile=4000,
+                args=("--splice-after", "off"))
+    # (started: the line would come before msg=started)
     check(any('msg="file descriptor limit"' in l for l in lb.log) and
           not [l for l in lb.log if "over what the fd limit allows" in l],
           f"a max_connections that fits: nothing said: {lb.log[:4]}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    lb = Hashlb(config(BACKENDS, extra="max_connections: 1000"), nofile=4000)
+    said = [l for l in lb.log if "over what the fd limit allows" in l]
+    fd = re.search(r" connections_fd=(\d+) ", said[0]) if said else None
+    check(len(said) == 1 and fd and int(fd.group(1)) < 1000 and
+          "max_connections_sum=1000 services=1 nofile=4000 " in said[0] and
+          "splice pipes" in said[0],
+          f"1,000 under nofile=4000 and 1,024 splice pipes: said: {said}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    lb = Hashlb(config(BACKENDS, extra="max_connections: 500"), nofile=4000)
+    check(not [l for l in lb.log if "over what the fd limit allows" in l],
+          f"500 fits: nothing said at start: {lb.log[:4]}")
+    with open(lb.path, "w") as f:
+        f.write(config(BACKENDS, extra="max_connections: 3000"))
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait_log("max_connections_sum=3000 services=1 nofile=4000 ", 20) and
+          lb.wait_log("msg=reloaded", 20),
+          f"a reload to 3,000 says so: {[l for l in lb.log if 'fd limit' in l]}")
     check(lb.stop() == 0, "hashlb exits 0")
     # the defaults are not summed: two services that set none, under nofile=20000 (each one's
     # 10,000 fits), say nothing; every config of a few services warned at each start with
