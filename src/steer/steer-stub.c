@@ -96,6 +96,12 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
 	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
 }
 
+int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
+		      struct hashlb_error *err)
+{
+	return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM, NO_BPF);
+}
+
 uint32_t hashlb_steer_tables(const struct hashlb_steer *s)
 {
 	return 1;

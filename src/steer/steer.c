@@ -728,6 +728,122 @@ static uint32_t prog_id_of(int fd)
 	return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
 }
 
+/* The id of the program of <s>'s skeleton that its mode attaches. */
+static uint32_t skel_prog_id(const struct hashlb_steer *s)
+{
+	return prog_id_of(bpf_program__fd(s->mode == HASHLB_STEER_TC ? s->skel->progs.hlb_tc
+								     : s->skel->progs.hlb_xdp));
+}
+
+/* -E2BIG, <err> filled, if <s>'s tables of its backends_cap do not fit a
+ * conntrack entry, which names a backend's slot in 16 bits, a VIP's table
+ * in 8, or those of its points_cap a map; else 0. */
+static int tables_fit(const struct hashlb_steer *s, struct hashlb_error *err)
+{
+	uint64_t buckets =
+		(uint64_t)2 * s->tables * HLB_STEER_RING_BUCKETS_PER_POINT * s->points_cap;
+
+	if (s->tables > HASHLB_STEER_TABLES_MAX ||
+	    (uint64_t)s->tables * s->backends_cap > HLB_STEER_BACKEND_NONE)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "%u tables of %u backends exceed the program's %u backend slots "
+				  "(or %u tables)",
+				  s->tables, s->backends_cap, HLB_STEER_BACKEND_NONE,
+				  HASHLB_STEER_TABLES_MAX);
+	/* The largest map, hlb_buckets, holds two halves of every table's ring
+	 * index: its size in 64 bits, refused past a map's 32-bit count (before,
+	 * 64 tables of 8M-point rings wrapped to a tiny map, its tables then
+	 * refused). */
+	if (buckets > UINT32_MAX)
+		return hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
+				  "%u table%s of %u ring points need %llu ring index buckets, more "
+				  "than a BPF map holds (%u)",
+				  s->tables, s->tables == 1 ? "" : "s", s->points_cap,
+				  (unsigned long long)buckets, UINT32_MAX);
+	return 0;
+}
+
+/*
+ * Load <s>'s programs (their capacities, tables, ct_seed and ct_buckets set)
+ * and take their maps' fds; with <from>, its VIPs, active word, conntrack
+ * table and counters are the new programs' too (hashlb_steer_grow()).
+ * Returns 0 or -errno with <err> filled.
+ */
+static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct hashlb_steer *from,
+		     struct hashlb_error *err)
+{
+	int ret;
+
+	s->skel = hlb_steer_bpf__open();
+	if (!s->skel)
+		return hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "opening the BPF object: %s",
+				  strerror(errno));
+	const struct {
+		struct bpf_map *map;
+		int m;
+	} shared[] = {
+		{ s->skel->maps.hlb_vips, M_VIPS },	{ s->skel->maps.hlb_active, M_ACTIVE },
+		{ s->skel->maps.hlb_ct, M_CT },		{ s->skel->maps.hlb_stats, M_STATS },
+		{ s->skel->maps.hlb_stats2, M_STATS2 },
+	};
+
+	s->skel->rodata->backends_cap = s->backends_cap;
+	s->skel->rodata->slots_cap = s->slots_cap;
+	s->skel->rodata->points_cap = s->points_cap;
+	s->skel->rodata->buckets_cap = s->buckets_cap;
+	s->skel->rodata->tables_cap = s->tables;
+	s->skel->rodata->bench_new_flows = bench_new_flows;
+	s->skel->rodata->ct_seed = s->ct_seed;
+	s->skel->rodata->ct_mask = s->ct_buckets - 1;
+	bpf_map__set_max_entries(s->skel->maps.hlb_tables, 2 * s->tables);
+	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->tables * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->tables * s->backends_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->tables * s->slots_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->tables * s->points_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
+	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
+	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
+			   strerror(-ret));
+		return ret;
+	}
+	/* a program in <from>'s place goes on with its VIPs, flows and counters */
+	for (size_t i = 0; from && i < sizeof(shared) / sizeof(shared[0]); i++) {
+		ret = bpf_map__reuse_fd(shared[i].map, from->fd[shared[i].m]);
+		if (ret < 0)
+			return hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "sharing map %s: %s",
+					  map_names[shared[i].m], strerror(-ret));
+	}
+	ret = hlb_steer_bpf__load(s->skel);
+	if (ret < 0) {
+		hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+			   "loading the BPF programs failed: %s (run as root; see libbpf's log "
+			   "above for the verifier's reason)",
+			   strerror(-ret));
+		return ret;
+	}
+	/* its maps all zero, hlb_tables' entries too (s->written) */
+	s->wrote[0] = s->wrote[1] = s->pristine[0] = s->pristine[1] = true;
+	s->fd[M_VIPS] = bpf_map__fd(s->skel->maps.hlb_vips);
+	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
+	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
+	s->reads_prefix = true;
+	s->reads_ext = true;
+	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
+	s->fd[M_BSLOTS] = bpf_map__fd(s->skel->maps.hlb_bslots);
+	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
+	s->fd[M_POINTS] = bpf_map__fd(s->skel->maps.hlb_points);
+	s->fd[M_BUCKETS] = bpf_map__fd(s->skel->maps.hlb_buckets);
+	s->fd[M_CT] = bpf_map__fd(s->skel->maps.hlb_ct);
+	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
+	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
+	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
+	s->stats_size = HLB_STEER_STATS_SIZE;
+	s->stats2_size = sizeof(struct hlb_steer_stats2);
+	return 0;
+}
+
 int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_table *first,
 		      struct hashlb_steer **ret_steer, struct hashlb_error *err)
 {
@@ -777,44 +893,12 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 	s->points_cap = points;
 	s->ct_buckets = (uint32_t)(hashlb_steer_flows_capacity(flows) / HLB_STEER_CT_WAYS);
 	s->tables = o->tables ? o->tables : 1;
-	/* a conntrack entry names a backend's slot in 16 bits, a VIP's table in 8 */
-	if (s->tables > HASHLB_STEER_TABLES_MAX ||
-	    (uint64_t)s->tables * s->backends_cap > HLB_STEER_BACKEND_NONE) {
-		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-				 "%u tables of %u backends exceed the program's %u backend slots "
-				 "(or %u tables)",
-				 s->tables, s->backends_cap, HLB_STEER_BACKEND_NONE,
-				 HASHLB_STEER_TABLES_MAX);
+	ret = tables_fit(s, err);
+	if (ret < 0)
 		goto err_free;
-	}
-	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index).
-	 * The largest map, hlb_buckets, holds two halves of every table's: its
-	 * size in 64 bits, refused past a map's 32-bit count (before, 64 tables
-	 * of 8M-point rings wrapped to a tiny map, its tables then refused). */
-	if ((uint64_t)2 * s->tables * HLB_STEER_RING_BUCKETS_PER_POINT * points > UINT32_MAX) {
-		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
-				 "%u table%s of %u ring points need %llu ring index buckets, more "
-				 "than a BPF map holds (%u)",
-				 s->tables, s->tables == 1 ? "" : "s", points,
-				 (unsigned long long)2 * s->tables *
-					 HLB_STEER_RING_BUCKETS_PER_POINT * points,
-				 UINT32_MAX);
-		goto err_free;
-	}
+	/* 2^bucket_bits < HLB_STEER_RING_BUCKETS_PER_POINT * points (ring_index) */
 	s->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * points;
 
-	s->skel = hlb_steer_bpf__open();
-	if (!s->skel) {
-		ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "opening the BPF object: %s",
-				 strerror(errno));
-		goto err_free;
-	}
-	s->skel->rodata->backends_cap = s->backends_cap;
-	s->skel->rodata->slots_cap = s->slots_cap;
-	s->skel->rodata->points_cap = s->points_cap;
-	s->skel->rodata->buckets_cap = s->buckets_cap;
-	s->skel->rodata->tables_cap = s->tables;
-	s->skel->rodata->bench_new_flows = o->bench_new_flows;
 	/* A seed nobody outside knows: urandom's, else the clock's (no worse
 	 * than the fixed one it replaces). */
 	if (getrandom(&s->ct_seed, sizeof(s->ct_seed), GRND_NONBLOCK) != sizeof(s->ct_seed)) {
@@ -824,47 +908,9 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 		s->ct_seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)ts.tv_sec ^
 			     (uint64_t)getpid() << 32;
 	}
-	s->skel->rodata->ct_seed = s->ct_seed;
-	s->skel->rodata->ct_mask = s->ct_buckets - 1;
-	bpf_map__set_max_entries(s->skel->maps.hlb_tables, 2 * s->tables);
-	bpf_map__set_max_entries(s->skel->maps.hlb_backends, 2 * s->tables * s->backends_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_bslots, s->tables * s->backends_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_slots, 2 * s->tables * s->slots_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->tables * s->points_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
-	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
-	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
-	if (ret < 0) {
-		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
-			   strerror(-ret));
+	ret = skel_load(s, o->bench_new_flows, NULL, err);
+	if (ret < 0)
 		goto err_free;
-	}
-	ret = hlb_steer_bpf__load(s->skel);
-	if (ret < 0) {
-		hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
-			   "loading the BPF programs failed: %s (run as root; see libbpf's log "
-			   "above for the verifier's reason)",
-			   strerror(-ret));
-		goto err_free;
-	}
-	/* its maps all zero, hlb_tables' entries too (s->written) */
-	s->wrote[0] = s->wrote[1] = s->pristine[0] = s->pristine[1] = true;
-	s->fd[M_VIPS] = bpf_map__fd(s->skel->maps.hlb_vips);
-	s->fd[M_ACTIVE] = bpf_map__fd(s->skel->maps.hlb_active);
-	s->fd[M_TABLES] = bpf_map__fd(s->skel->maps.hlb_tables);
-	s->reads_prefix = true;
-	s->reads_ext = true;
-	s->fd[M_BACKENDS] = bpf_map__fd(s->skel->maps.hlb_backends);
-	s->fd[M_BSLOTS] = bpf_map__fd(s->skel->maps.hlb_bslots);
-	s->fd[M_SLOTS] = bpf_map__fd(s->skel->maps.hlb_slots);
-	s->fd[M_POINTS] = bpf_map__fd(s->skel->maps.hlb_points);
-	s->fd[M_BUCKETS] = bpf_map__fd(s->skel->maps.hlb_buckets);
-	s->fd[M_CT] = bpf_map__fd(s->skel->maps.hlb_ct);
-	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
-	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
-	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
-	s->stats_size = HLB_STEER_STATS_SIZE;
-	s->stats2_size = sizeof(struct hlb_steer_stats2);
 	ret = ct_map(s);
 	if (ret == 0)
 		ret = sync_inner_create(s);
@@ -880,9 +926,7 @@ int hashlb_steer_open(const struct hashlb_steer_opts *o, const struct hashlb_tab
 		ret = attach(s, o->mode, err);
 		if (ret < 0)
 			goto err_free;
-		s->prog_id = prog_id_of(bpf_program__fd(s->mode == HASHLB_STEER_TC
-								? s->skel->progs.hlb_tc
-								: s->skel->progs.hlb_xdp));
+		s->prog_id = skel_prog_id(s);
 	}
 	*ret_steer = s;
 	return 0;
@@ -2259,6 +2303,167 @@ int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 	hashlb_steer_tables_unknown(s);
 	s->wrote[0] = s->wrote[1] = false;
 	return vflag_read(s);
+}
+
+/*
+ * Copy elements [<from_first>, + <n>) of array map <from> (values of <size>
+ * bytes) to [<to_first>, + <n>) of array map <to>, MAP_BATCH_MAX at a time.
+ * 0 or -errno.
+ */
+static int map_copy(int from, uint32_t from_first, int to, uint32_t to_first, uint32_t n,
+		    uint32_t size)
+{
+	unsigned char *values = malloc((size_t)MAP_BATCH_MAX * size);
+	uint32_t *keys = malloc(MAP_BATCH_MAX * sizeof(*keys));
+	int ret = values && keys ? 0 : -ENOMEM;
+
+	for (uint32_t done = 0; done < n && ret == 0;) {
+		uint32_t count = n - done < MAP_BATCH_MAX ? n - done : MAP_BATCH_MAX;
+
+		ret = map_read(from, from_first + done, count, values, size);
+		for (uint32_t i = 0; i < count; i++)
+			keys[i] = to_first + done + i;
+		if (ret == 0 && bpf_map_update_batch(to, keys, values, &count, NULL) < 0)
+			ret = -errno;
+		done += count;
+	}
+	free(values);
+	free(keys);
+	return ret;
+}
+
+/*
+ * Table 0 of <s>'s program, both halves and its backend slots, into <g>'s
+ * (capacities no smaller): at the same indices within each half, so the
+ * slots its conntrack entries name are the same. 0 or -errno.
+ */
+static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *g)
+{
+	const struct {
+		int m;
+		uint32_t from_cap, to_cap, size;
+	} arrays[] = {
+		{ M_TABLES, 1, 1, sizeof(struct hlb_steer_table) },
+		{ M_BACKENDS, s->backends_cap, g->backends_cap, sizeof(struct hlb_steer_backend) },
+		{ M_SLOTS, s->slots_cap, g->slots_cap, sizeof(struct hlb_steer_slots) },
+		{ M_POINTS, s->points_cap, g->points_cap, sizeof(struct hlb_steer_ring_point) },
+		{ M_BUCKETS, s->buckets_cap, g->buckets_cap, sizeof(uint32_t) },
+	};
+	int ret = map_copy(s->fd[M_BSLOTS], 0, g->fd[M_BSLOTS], 0, s->backends_cap,
+			   sizeof(struct hlb_steer_backend));
+
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		for (uint32_t h = 0; h < 2 && ret == 0; h++)
+			ret = map_copy(s->fd[arrays[i].m], h * arrays[i].from_cap,
+				       g->fd[arrays[i].m], h * arrays[i].to_cap, arrays[i].from_cap,
+				       arrays[i].size);
+	return ret;
+}
+
+/* <g>'s program attached where <s>'s is, in its place, at once: each packet
+ * goes through one or the other. 0 or -errno. */
+static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
+{
+	if (s->mode == HASHLB_STEER_XDP_NATIVE || s->mode == HASHLB_STEER_XDP_GENERIC) {
+		LIBBPF_OPTS(bpf_xdp_attach_opts, xo,
+			    .old_prog_fd = bpf_program__fd(s->skel->progs.hlb_xdp));
+		uint32_t flags = s->mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE
+								    : XDP_FLAGS_SKB_MODE;
+
+		/* REPLACE: only if <s>'s is still the one there */
+		return bpf_xdp_attach(s->ifindex, bpf_program__fd(g->skel->progs.hlb_xdp),
+				      flags | XDP_FLAGS_REPLACE, &xo);
+	}
+	if (s->mode == HASHLB_STEER_TC) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex,
+			    .attach_point = BPF_TC_INGRESS);
+		LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(g->skel->progs.hlb_tc),
+			    .handle = TC_HANDLE, .priority = TC_PRIORITY,
+			    .flags = BPF_TC_F_REPLACE);
+
+		/* a filter's change swaps its program in place; not conditional
+		 * on the one there: asked first */
+		if (prog_at(s->ifindex, HASHLB_STEER_TC) != s->prog_id)
+			return -ESTALE;
+		return bpf_tc_attach(&hook, &opts);
+	}
+	return 0; /* loaded only */
+}
+
+int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
+		      struct hashlb_error *err)
+{
+	struct hashlb_steer *g;
+	int lock_fd, ret;
+
+	if (!s->skel || s->tables != 1 || !s->reads_prefix || !s->reads_ext)
+		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
+				  "only a program of one table this process loaded is replaced");
+	g = steer_new();
+	if (!g)
+		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+	/* never detached by its free; its conntrack mapping is <s>'s */
+	g->keep = true;
+	g->tables = o->tables;
+	g->backends_cap = max_u32(s->backends_cap, o->max_backends);
+	g->slots_cap = max_u32(s->slots_cap, (o->max_maglev_m + HLB_STEER_SLOTS_PER_VALUE - 1) /
+						     HLB_STEER_SLOTS_PER_VALUE);
+	g->points_cap = max_u32(s->points_cap, o->max_ring_points);
+	g->ct_buckets = s->ct_buckets;
+	g->ct_seed = s->ct_seed;
+	ret = g->tables < 2 ? hashlb_err(err, -EINVAL, HASHLB_ERR_SYSTEM,
+					 "%u tables: no more than the program's 1", g->tables)
+			    : tables_fit(g, err);
+	if (ret < 0)
+		goto out;
+	g->buckets_cap = HLB_STEER_RING_BUCKETS_PER_POINT * g->points_cap;
+	/* no publication into <s>'s halves between their copy and the swap */
+	ret = publish_lock(s, &lock_fd, err);
+	if (ret < 0)
+		goto out;
+	ret = skel_load(g, false, s, err);
+	if (ret == 0) {
+		ret = table0_copy(s, g);
+		if (ret < 0)
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "copying table 0: %s",
+				   strerror(-ret));
+	}
+	if (ret == 0) {
+		ret = prog_replace(s, g);
+		if (ret < 0)
+			hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				   "replacing the program attached (%s): %s",
+				   hashlb_steer_mode_name(s->mode), strerror(-ret));
+	}
+	publish_unlock(lock_fd);
+	if (ret < 0)
+		goto out;
+
+	/* <s> drives <g>'s program now, and <g> frees <s>'s old one, detached
+	 * by the swap. Table 0's hlb_tables entries are the ones <s> wrote; the
+	 * copies of its halves are of the old capacities. */
+	{
+		struct hashlb_steer old = *s;
+
+		s->skel = g->skel;
+		memcpy(s->fd, g->fd, sizeof(s->fd));
+		s->tables = g->tables;
+		s->backends_cap = g->backends_cap;
+		s->slots_cap = g->slots_cap;
+		s->points_cap = g->points_cap;
+		s->buckets_cap = g->buckets_cap;
+		memset(s->shadow, 0, sizeof(s->shadow));
+		s->pristine[0] = s->pristine[1] = false;
+		if (s->mode != HASHLB_STEER_LOAD_ONLY)
+			s->prog_id = skel_prog_id(s);
+		g->skel = old.skel;
+		memcpy(g->fd, old.fd, sizeof(g->fd));
+		memcpy(g->shadow, old.shadow, sizeof(g->shadow));
+	}
+out:
+	g->ct = NULL;
+	hashlb_steer_free(g);
+	return ret;
 }
 
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,

@@ -10,7 +10,9 @@
  * that has no VIP list (a takeover) keeps its VIPs served, and one whose idea
  * of its half is stale never writes the half in force; and an older
  * hashlb, of one table, refuses such a program (older_refuses()). Through
- * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other.
+ * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other. A program
+ * of one table replaced by one of three keeps its flows (grown()), and is
+ * attached in the place of the old one, at the XDP hook or tc (replaced_at()).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -117,6 +119,20 @@ static uint32_t off_table(const char *const *vips, uint32_t n, uint32_t first,
 		}
 	}
 	return wrong;
+}
+
+/* Each of FLOWS flows (from <first> on) to <vips>'s VIPs, an ACK, goes where
+ * <held> says it went; <what> names them in the failures. */
+static void still_held(const char *const *vips, uint32_t first, const int *held, const char *what)
+{
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+		int now;
+
+		flow(&p, vips, i % 2, first + i);
+		now = send_pkt(&p, 0x10);
+		CHECK(now == held[i], "%s %u: on %d, now %d", what, i, held[i], now);
+	}
 }
 
 struct flipper {
@@ -285,6 +301,129 @@ static void older_refuses(int prog_fd, const struct hashlb_table *t)
 	hashlb_steer_free(one);
 }
 
+/*
+ * A program of one table replaced by one of three (hashlb_steer_grow(): a
+ * reload adds a second service on the interface). A's flows established
+ * before go on to their backends by their conntrack entries, a1's too,
+ * draining (out of A's table, keeping its flows: only its entry sends them
+ * there); A's new flows go by its table, copied, and by the next one it
+ * publishes; B, in table 1 of the new program, steers its VIPs by its own
+ * table. A program of several tables is not replaced.
+ */
+static void grown(const struct hashlb_table *ta, const struct hashlb_table *tb)
+{
+	static const bool down[] = { true, false, false, false };
+	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
+				       .tables = 3,
+				       .max_backends = 300 };
+	struct hashlb_table *ta_drain = test_table(HASHLB_SCHEME_MAGLEV, SEED_A, names_a, 4, down);
+	struct hashlb_steer_dest d[8];
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *sa = test_steer_load(ta), *sb;
+	int held[FLOWS], saved = fd, on_a1 = 0, m;
+	uint32_t wrong;
+
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt p;
+
+		flow(&p, vips_a, i % 2, 9000 + i);
+		held[i] = send_pkt(&p, 0x02);
+		on_a1 += held[i] == 0;
+	}
+	memset(d, 0, sizeof(d));
+	for (uint32_t i = 0; i < 4; i++) {
+		test_backend_mac(i, d[i].mac);
+		memcpy(d[i].src_mac, test_lb_mac, 6);
+	}
+	d[0].keep_flows = true;
+	if (hashlb_steer_set_table(sa, ta_drain, HASHLB_KEY_4TUPLE, NULL, d, &err) < 0) {
+		fprintf(stderr, "set_table: %s\n", err.msg);
+		exit(1);
+	}
+
+	if (hashlb_steer_grow(sa, &o, &err) < 0) {
+		fprintf(stderr, "grow: %s\n", err.msg);
+		exit(1);
+	}
+	fd = hashlb_steer_prog_fd(sa, HASHLB_STEER_PROG_XDP);
+	CHECK(hashlb_steer_tables(sa) == 3, "grown: %u tables", hashlb_steer_tables(sa));
+	m = test_map_of(fd, "hlb_buckets_n");
+	CHECK(m >= 0, "grown: no map hlb_buckets_n: an older hashlb would take it");
+	if (m >= 0)
+		close(m);
+	CHECK(on_a1 > 0, "grown: none of %u flows on a1: the test proves little", FLOWS);
+	still_held(vips_a, 9000, held, "grown: A's flow");
+	wrong = off_table(vips_a, 2, 11000, ta_drain, SEED_A, 0);
+	CHECK(wrong == 0, "grown: A's new flows: %u of %u not by its table", wrong, 2 * FLOWS);
+
+	if (hashlb_steer_share(sa, 1, &sb, &err) < 0) {
+		fprintf(stderr, "share: %s\n", err.msg);
+		exit(1);
+	}
+	publish(sb, tb, B_MAC);
+	test_set_vips(sb, vips_b, 2);
+	wrong = off_table(vips_b, 2, 12000, tb, SEED_B, B_MAC);
+	CHECK(wrong == 0, "grown: B's new flows: %u of %u not by its table", wrong, 2 * FLOWS);
+	publish(sa, ta, 0);
+	wrong = off_table(vips_a, 2, 13000, ta, SEED_A, 0);
+	CHECK(wrong == 0, "grown: A's new flows, a1 back: %u of %u not by its table", wrong,
+	      2 * FLOWS);
+	CHECK(hashlb_steer_grow(sa, &o, &err) == -EOPNOTSUPP, "grown: a program of 3 tables grown");
+	printf("grown: one table to 3: A's %u flows kept (%d on a1, draining), new flows of A and B "
+	       "by their tables\n",
+	       FLOWS, on_a1);
+	hashlb_steer_free(sb);
+	hashlb_steer_free(sa);
+	hashlb_table_free(ta_drain);
+	fd = saved;
+}
+
+/* The id of program <fd>, 0 if unknown. */
+static uint32_t prog_id(int prog_fd)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	return bpf_obj_get_info_by_fd(prog_fd, &info, &len) == 0 ? info.id : 0;
+}
+
+/*
+ * A program of one table attached to hlbgrow0 at the hook of <mode>, grown
+ * to 3 tables: the new one is attached in its place (hashlb_steer_attached()
+ * asks the hook for its id), the old one no more, and freeing the handle
+ * detaches the new one.
+ */
+static void replaced_at(enum hashlb_steer_mode mode, const struct hashlb_table *t)
+{
+	struct hashlb_steer_opts o = { .iface = "hlbgrow0", .mode = mode };
+	struct hashlb_steer_opts o3 = { .tables = 3 };
+	enum hashlb_steer_prog which =
+		mode == HASHLB_STEER_TC ? HASHLB_STEER_PROG_TC : HASHLB_STEER_PROG_XDP;
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *s = test_steer_load_opts(&o, t);
+	uint32_t before = prog_id(hashlb_steer_prog_fd(s, which)), after;
+
+	CHECK(hashlb_steer_attached(s), "%s: not attached", hashlb_steer_mode_name(mode));
+	if (hashlb_steer_grow(s, &o3, &err) < 0) {
+		fprintf(stderr, "grow at %s: %s\n", hashlb_steer_mode_name(mode), err.msg);
+		exit(1);
+	}
+	after = prog_id(hashlb_steer_prog_fd(s, which));
+	CHECK(after && after != before && hashlb_steer_attached(s),
+	      "%s: program %u replaced by %u, attached: %d", hashlb_steer_mode_name(mode), before,
+	      after, hashlb_steer_attached(s));
+	hashlb_steer_free(s);
+	CHECK(hashlb_steer_find("hlbgrow0", mode, &s, &err) == -ENOENT,
+	      "%s: the grown program stayed attached after its handle's free",
+	      hashlb_steer_mode_name(mode));
+	printf("%s: program %u of one table replaced by %u of 3 in place\n",
+	       hashlb_steer_mode_name(mode), before, after);
+}
+
 int main(void)
 {
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
@@ -403,14 +542,7 @@ int main(void)
 		CHECK(send_pkt(&p, 0x02) == -2, "A's flow %u not passed once A is gone", i);
 	}
 	publish(sb, tb, B_MAC); /* b1 back: flows kept where they are */
-	for (uint32_t i = 0; i < FLOWS; i++) {
-		struct test_pkt p;
-		int now;
-
-		flow(&p, vips_b, i % 2, 5000 + i);
-		now = send_pkt(&p, 0x10);
-		CHECK(now == held[i], "B's flow %u after A went: on %d, now %d", i, held[i], now);
-	}
+	still_held(vips_b, 5000, held, "B's flow after A went");
 	wrong = off_table(vips_b, 2, 4000, tb, SEED_B, B_MAC);
 	CHECK(wrong == 0, "B's new flows after A went: %u of %u off", wrong, 2 * FLOWS);
 
@@ -430,6 +562,10 @@ int main(void)
 		      "64 tables of 8M ring points: %d %s", ret, err.msg);
 		hashlb_steer_free(sbig);
 	}
+	grown(ta, tb);
+	test_netns_veth("hlbgrow0", "hlbgrow1");
+	replaced_at(HASHLB_STEER_XDP_GENERIC, ta);
+	replaced_at(HASHLB_STEER_TC, ta);
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);
