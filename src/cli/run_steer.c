@@ -543,7 +543,8 @@ static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
  * The tables a program for <e>'s interface is loaded with: one for a service
  * alone there (the layout an older hashlb reads too), else one a service of
  * the config on it (by its names' index, an altname too) and two more, for
- * services a reload adds (a reload past them: not started, told to restart).
+ * services a reload adds (a reload past them: a program of one table
+ * replaced, share(); else not started, told to restart).
  * Of several, each table's capacities, into <o>, fit the largest of those
  * services' configs (else every table had the first table's, and a larger
  * service's was refused); a service alone's program is sized by its first
@@ -674,21 +675,41 @@ static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
 /*
  * <e> steered by a table of the program <other> has on its interface: the
  * one its VIP has there (a program taken over from the hashlb an upgrade
- * replaces), else the first no service uses. The program keeps its size: one
- * loaded for a service alone (a reload adds a second), or with every table
- * in use, is refused, to be loaded again by a restart. Before, a second
- * service on an interface was refused by the config.
+ * replaces), else the first no service uses. One loaded for a service alone
+ * (a reload adds a second) is replaced by one of <o>'s tables and
+ * capacities (iface_services()), <other>'s VIPs, flows and table kept
+ * (hashlb_steer_grow()); one of several tables, every one in use, or one
+ * that this process did not load (taken over), or whose replacement
+ * failed, keeps its size, and <e> is refused, to be loaded again by a
+ * restart. Before, a second service on an interface was refused by the
+ * config, then one a reload added was refused until a restart.
  */
 static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,
-		 struct hashlb_error *err)
+		 const struct hashlb_steer_opts *o, struct hashlb_error *err)
 {
 	uint32_t n = hashlb_steer_tables(other->steer);
-	char dev[IF_NAMESIZE];
+	struct hashlb_error why = { 0 };
+	char dev[IF_NAMESIZE], kv[LOG_IFACE_KV_MAX];
 	int have = hashlb_steer_vip_table(other->steer, &e->vip), t;
 
 	if (have >= 0 && !table_used(rs, other->steer, (uint32_t)have))
 		return hashlb_steer_share(other->steer, (uint32_t)have, &e->steer, err);
 	t = table_free(rs, e, other->steer);
+	/* the replaced hashlb publishes into it until it stops: not replaced */
+	if (t < 0 && n == 1 && !other->held) {
+		if (hashlb_steer_grow(other->steer, o, &why) < 0) {
+			log_error("kernel steering program not replaced", other->name, &why);
+		} else {
+			/* interface= as the program's lines give it (iface_kv()) */
+			hlb_log(HLB_LOG_INFO, "kernel steering program replaced",
+				"service=%s %s mode=%s tables=%u for=%s reason=\"a table for each "
+				"service on the interface; its VIPs, flows and table kept\"",
+				other->name, iface_kv(other, kv),
+				hashlb_steer_mode_name(hashlb_steer_mode(other->steer)),
+				hashlb_steer_tables(other->steer), e->name);
+			t = table_free(rs, e, other->steer);
+		}
+	}
 	if (t >= 0) {
 		int ret = hashlb_steer_share(other->steer, (uint32_t)t, &e->steer, err);
 
@@ -915,7 +936,7 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		 * (killed, crashed): taken over, its flows stay where they are.
 		 * Never one another live process drives. */
 		if (other) {
-			if (share(rs, e, other, &err) < 0) {
+			if (share(rs, e, other, &o, &err) < 0) {
 				e->failed = true;
 				log_error("kernel steering not started", name, &err);
 				return;

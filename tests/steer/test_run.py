@@ -1901,6 +1901,66 @@ def two_services(topo, servers):
         two_services_end(topo, d, new_pid)
 
 
+def grown(topo, servers):
+    """A reload that adds a second kernel-steered service (api, the IPv6 VIP over b3) on the
+    interface web was alone on: web's program of one table is replaced in place by one of a
+    table each (4: two more for later reloads), its VIPs, conntrack table and counters kept and
+    its table copied. web's 24 connections held across it answer from their backends, b1's
+    too, drained before (out of web's table: only their conntrack entries send them there); no
+    packet found no entry (ct_lost), was rescheduled or dropped; api's 20 new clients go through
+    the kernel path to b3, web's to b2. A reload removing api then leaves web steering as
+    before. Before, api was not started ('a restart of hashlb ... loads one with a table for
+    every service on the interface') until hashlb was restarted."""
+    web, api = two_services_yaml(topo)
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    d = Daemon(topo, web).start()
+    try:
+        check(d.wait_log("service=web generation=", 20) is not None,
+              "grown: no table of web published")
+        client, held = hold(topo)
+        check("b1" in held.values(), f"grown: no held connection on b1: the test proves little: "
+              f"{held}")
+        p = d.ctl("set", "b1", "drain")
+        check(p.returncode == 0 and d.wait_log("kernel steering table published", 10),
+              f"grown: ctl set b1 drain: {p.stdout} {p.stderr}")
+        before = steer_stats(topo)
+        start = len(d.lines)
+        d.reload_edit(web, web + api, "service=api generation=", "grown: reload adding api")
+        steering = [l for l in d.lines[start:] if "steering" in l]
+        replaced = [l for l in steering if "kernel steering program replaced" in l]
+        check(len(replaced) == 1 and "service=web " in replaced[0] and " tables=4 " in
+              replaced[0] and " for=api " in replaced[0],
+              f"grown: web's program not replaced for api: {steering}")
+        check(not any("not started" in l for l in steering), f"grown: api refused: {steering}")
+        lost = still_held(client, held, "grown: web's connections across the replacement")
+        after = steer_stats(topo)
+        for k in ("ct_lost", "ct_resched", "drop_table", "drop_no_backend", "drop_malformed"):
+            check(after.get(k, 0) == before.get(k, 0),
+                  f"grown: {k} {before.get(k, 0)} before the replacement, {after.get(k, 0)} after")
+        check(after.get("ct_hits", 0) >= before.get("ct_hits", 0) + len(held),
+              f"grown: the held connections' packets were not conntrack hits: {before} {after}")
+        got6 = kernel_steered(topo, "grown: api", T.VIP6)
+        check(got6 == {"b3": 20}, f"grown: api's clients not all on b3: {dict(got6)}")
+        got4 = kernel_steered(topo, "grown: web", T.VIP)
+        check(got4 == {"b2": 20}, f"grown: web's clients not all on b2 (b1 drains): {dict(got4)}")
+        # the MAC check every 2 s since asks the hook for the new program's id
+        lostl = [l for l in d.lines[start:] if "kernel steering lost" in l]
+        check(not lostl, f"grown: the new program taken for lost: {lostl}")
+        print(f"grown: {replaced[0].split('msg=')[1].strip() if replaced else None}; "
+              f"{len(held)} held connections ({list(held.values()).count('b1')} on b1, "
+              f"draining), {lost} lost; api's 20 new {dict(got6)}, web's {dict(got4)}", flush=True)
+
+        d.reload_edit(api, "", "its VIP left the program", "grown: reload removing api")
+        got4 = kernel_steered(topo, "grown: web without api", T.VIP)
+        check(got4 == {"b2": 20}, f"grown: web's clients once api is gone: {dict(got4)}")
+        got6 = connect_count(topo, 5, T.VIP6)
+        check("b3" not in got6, f"grown: api's clients steered once removed: {dict(got6)}")
+        print(f"grown: api removed: web's 20 new {dict(got4)}, api's {dict(got6)}", flush=True)
+    finally:
+        two_services_end(topo, d)
+
+
 def upgrade_dropped(topo, servers):
     """An upgrade in place whose config no longer has api, of two services on eth0: the new
     process takes web's table over, and api's VIP leaves the program once web's table is
@@ -2270,33 +2330,37 @@ def renamed(topo, servers):
               f"renamed: a line after the rename names the interface now: {kept}")
         # A second service on the interface under its new name, the first still naming eth0:
         # found there by the index of the first's program, whose one table (a service alone
-        # at the start) it cannot share: not started, saying so (before, the interface was
-        # looked for by the first one's config name, which none had any more: the second took
-        # the first's program over as an orphan and published its tables into it).
+        # at the start) is replaced by a program of a table each, the line naming the
+        # interface by both names (before, the interface was looked for by the first one's
+        # config name, which none had any more: the second took the first's program over as
+        # an orphan and published its tables into it; then it was refused until a restart).
         api = (service(topo).replace("name: web", "name: api")
                .replace("interface: eth0", "interface: hlbren0")
                .replace(f"{T.VIP}:{T.VIP_PORT}", f"{T.VIP}:{T.VIP_PORT + 1}"))
         flows = cfg.replace("    interface: eth0\n", "    interface: eth0\n    steering_flows: 1000\n")
         start = d.pos
         reload(flows + api)
-        refused = d.wait_log("kernel steering not started", 10)
-        check(refused is not None and "service=api" in refused and
-              "service 'web''s) holds 1 table" in refused,
-              f"renamed: a second service on hlbren0 was not refused: {refused}")
+        replaced = d.wait_log("kernel steering program replaced", 10)
+        check(replaced is not None and "service=web " in replaced and
+              " interface=hlbren0 config_interface=eth0 " in replaced and " for=api " in replaced,
+              f"renamed: web's program not replaced for a second service on hlbren0: {replaced}")
+        check(d.wait_log("service=api generation=", 10) is not None,
+              "renamed: no table of api published")
         check(not any("kernel steering taken over" in l for l in d.lines[start:]),
               f"renamed: a service took the other's program over: "
               f"{[l for l in d.lines[start:] if 'steering' in l]}")
         got = steered(topo, "renamed", 20, iface="hlbren0")
         check("b1" not in got, f"renamed: web's table (b1 in maint) no longer steers: {dict(got)}")
-        print(f"renamed: a second service on hlbren0: {refused and refused.split('msg=')[1].strip()}; "
-              f"20 new clients {dict(got)}", flush=True)
+        print(f"renamed: a second service on hlbren0: "
+              f"{replaced and replaced.split('msg=')[1].strip()}; 20 new clients {dict(got)}",
+              flush=True)
         # A config following the rename keeps the program (and its conntrack table).
         reload(cfg.replace("    interface: eth0\n", "    interface: hlbren0\n"))
         start = d.pos
         p = d.ctl("set", "b1", "ready")
         line = d.wait_log("kernel steering table", 10)
-        moved = [l for l in d.lines[start:d.pos] if "kernel steering detached" in l or
-                 "kernel steering attached" in l]
+        moved = [l for l in d.lines[start:d.pos] if ("kernel steering detached" in l or
+                 "kernel steering attached" in l) and "service=web " in l]
         check(line is not None and "table published" in line,
               f"renamed: after the reload naming hlbren0, a table: {line} {p.stderr}")
         check(not moved, f"renamed: a reload naming hlbren0 detached the program: {moved}")
@@ -2558,6 +2622,7 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
+                     ("grown", grown),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
                      ("stop_shared", stop_shared),
                      ("iface_recreated", iface_recreated),
