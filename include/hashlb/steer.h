@@ -229,15 +229,16 @@ void hashlb_steer_free(struct hashlb_steer *s);
 int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_steer **ret_steer,
 		       struct hashlb_error *err);
 /*
- * Replace <s>'s program, one of a single table that this process loaded, by
- * one of <o>->tables tables (2 or more) of <o>'s capacities (no smaller than
- * <s>'s), at once and in its place: the new program shares its VIPs, its
- * conntrack table and its counters, and table 0 (both halves, its backend
- * slots) is copied into it, so every established flow keeps its backend and
- * no packet finds no program. <s> then drives the new one (its other tables
- * empty, for hashlb_steer_share()). On failure (-EOPNOTSUPP for a program
- * found or of several tables, or an older hashlb's) <s>'s program serves on
- * as it was. Returns 0 or -errno with <err> filled.
+ * Replace <s>'s program, one of a single table (loaded by this process, or
+ * found: taken over), by one of <o>->tables tables (2 or more) of <o>'s
+ * capacities (no smaller than <s>'s), at once and in its place: the new
+ * program shares its VIPs, its conntrack table (and its seed) and its
+ * counters, and table 0 (both halves, its backend slots) is copied into it,
+ * so every established flow keeps its backend and no packet finds no
+ * program. <s> then drives the new one (its other tables empty, for
+ * hashlb_steer_share()). On failure (-EOPNOTSUPP for a program of several
+ * tables, or an older hashlb's) <s>'s program serves on as it was. Returns
+ * 0 or -errno with <err> filled.
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);

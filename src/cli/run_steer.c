@@ -678,10 +678,10 @@ static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
  * replaces), else the first no service uses. One loaded for a service alone
  * (a reload adds a second) is replaced by one of <o>'s tables and
  * capacities (iface_services()), <other>'s VIPs, flows and table kept
- * (hashlb_steer_grow()); one of several tables, every one in use, or one
- * that this process did not load (taken over), or whose replacement
- * failed, keeps its size, and <e> is refused, to be loaded again by a
- * restart. Before, a second service on an interface was refused by the
+ * (hashlb_steer_grow()), one taken over too; one of several tables, every
+ * one in use, or one the replaced hashlb still publishes into, or whose
+ * replacement failed, keeps its size, and <e> is refused, to be loaded
+ * again by a restart. Before, a second service on an interface was refused by the
  * config, then one a reload added was refused until a restart.
  */
 static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,

@@ -111,7 +111,7 @@ struct hashlb_steer {
 	 * older hashlb loaded has padding there, and may not even read
 	 * HLB_STEER_BACKEND_F_OUT */
 	bool reads_ext;
-	uint64_t ct_seed; /* the conntrack hash's seed: opened handles only */
+	uint64_t ct_seed; /* the conntrack hash's seed: opened handles only (and grown) */
 	struct hlb_steer_ct_bucket *ct; /* hlb_ct mapped, ct_buckets long */
 	enum hashlb_steer_mode mode;
 	int ifindex;
@@ -2306,6 +2306,67 @@ int hashlb_steer_use_table(struct hashlb_steer *s, uint32_t table)
 }
 
 /*
+ * Into *<ret_v>, the 64-bit variable <name> of the read-only data in map <fd>
+ * (<mi>), where its BTF places it. 0 or -errno (-ENOENT: no such variable).
+ */
+static int rodata_u64(int fd, const struct bpf_map_info *mi, const char *name, uint64_t *ret_v)
+{
+	struct btf *btf = btf__load_from_kernel_by_id(mi->btf_id);
+	const struct btf_type *t = btf ? btf__type_by_id(btf, mi->btf_value_type_id) : NULL;
+	unsigned char *value;
+	uint32_t zero = 0;
+	int at = -ENOENT;
+
+	if (!btf)
+		return -errno;
+	for (uint16_t i = 0; t && btf_is_datasec(t) && i < btf_vlen(t) && at < 0; i++) {
+		const struct btf_var_secinfo *vs = &btf_var_secinfos(t)[i];
+		const struct btf_type *v = btf__type_by_id(btf, vs->type);
+
+		if (v && vs->size == sizeof(*ret_v) && vs->offset + vs->size <= mi->value_size &&
+		    strcmp(btf__name_by_offset(btf, v->name_off), name) == 0)
+			at = (int)vs->offset;
+	}
+	btf__free(btf);
+	if (at < 0)
+		return at;
+	value = malloc(mi->value_size);
+	if (!value)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(fd, &zero, value) == 0)
+		memcpy(ret_v, value + at, sizeof(*ret_v));
+	else
+		at = -errno;
+	free(value);
+	return at < 0 ? at : 0;
+}
+
+/*
+ * <s>'s ct_seed, a found handle's: the one its program was loaded with, in
+ * its .rodata map. 0 or -errno (-ENOENT: none found).
+ */
+static int ct_seed_read(struct hashlb_steer *s)
+{
+	uint32_t ids[32], n = 0;
+	int ret = prog_map_ids(s->prog_id, ids, &n);
+
+	for (uint32_t i = 0; ret == 0 && i < n; i++) {
+		struct bpf_map_info mi;
+		int fd = map_open(ids[i], &mi);
+		const char *dot = fd >= 0 ? strrchr(mi.name, '.') : NULL;
+
+		if (dot && strcmp(dot, ".rodata") == 0 && mi.btf_id) {
+			ret = rodata_u64(fd, &mi, "ct_seed", &s->ct_seed);
+			close(fd);
+			return ret;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return ret < 0 ? ret : -ENOENT;
+}
+
+/*
  * Copy elements [<from_first>, + <n>) of array map <from> (values of <size>
  * bytes) to [<to_first>, + <n>) of array map <to>, MAP_BATCH_MAX at a time.
  * 0 or -errno.
@@ -2365,14 +2426,22 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
 {
 	if (s->mode == HASHLB_STEER_XDP_NATIVE || s->mode == HASHLB_STEER_XDP_GENERIC) {
-		LIBBPF_OPTS(bpf_xdp_attach_opts, xo,
-			    .old_prog_fd = bpf_program__fd(s->skel->progs.hlb_xdp));
+		/* a found handle has the program's id only */
+		int old = s->skel ? bpf_program__fd(s->skel->progs.hlb_xdp)
+				  : bpf_prog_get_fd_by_id(s->prog_id);
+		LIBBPF_OPTS(bpf_xdp_attach_opts, xo, .old_prog_fd = old);
 		uint32_t flags = s->mode == HASHLB_STEER_XDP_NATIVE ? XDP_FLAGS_DRV_MODE
 								    : XDP_FLAGS_SKB_MODE;
+		int ret;
 
+		if (old < 0)
+			return -errno;
 		/* REPLACE: only if <s>'s is still the one there */
-		return bpf_xdp_attach(s->ifindex, bpf_program__fd(g->skel->progs.hlb_xdp),
-				      flags | XDP_FLAGS_REPLACE, &xo);
+		ret = bpf_xdp_attach(s->ifindex, bpf_program__fd(g->skel->progs.hlb_xdp),
+				     flags | XDP_FLAGS_REPLACE, &xo);
+		if (!s->skel)
+			close(old);
+		return ret;
 	}
 	if (s->mode == HASHLB_STEER_TC) {
 		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = s->ifindex,
@@ -2396,9 +2465,16 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	struct hashlb_steer *g;
 	int lock_fd, ret;
 
-	if (!s->skel || s->tables != 1 || !s->reads_prefix || !s->reads_ext)
+	if (s->tables != 1 || !s->reads_prefix || !s->reads_ext ||
+	    s->stats_size != HLB_STEER_STATS_SIZE ||
+	    s->stats2_size != sizeof(struct hlb_steer_stats2))
 		return hashlb_err(err, -EOPNOTSUPP, HASHLB_ERR_SYSTEM,
-				  "only a program of one table this process loaded is replaced");
+				  "only a program of one table of this hashlb version is replaced");
+	/* a program found (taken over): its seed is in its read-only data */
+	ret = s->skel ? 0 : ct_seed_read(s);
+	if (ret < 0)
+		return hashlb_err(err, ret, HASHLB_ERR_SYSTEM,
+				  "reading the program's conntrack seed: %s", strerror(-ret));
 	g = steer_new();
 	if (!g)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
@@ -2456,6 +2532,12 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		s->pristine[0] = s->pristine[1] = false;
 		if (s->mode != HASHLB_STEER_LOAD_ONLY)
 			s->prog_id = skel_prog_id(s);
+		/* a found handle's detach asked the active word; detach()'s asks this */
+		if (!old.skel)
+			s->tc_hook_created = active_has(s, HLB_STEER_ACTIVE_CLSACT);
+		/* none for a found handle: a flip then waited by time (steer_flip()) */
+		if (s->sync_inner_fd < 0)
+			sync_inner_create(s);
 		g->skel = old.skel;
 		memcpy(g->fd, old.fd, sizeof(g->fd));
 		memcpy(g->shadow, old.shadow, sizeof(g->shadow));

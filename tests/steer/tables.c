@@ -12,7 +12,8 @@
  * hashlb, of one table, refuses such a program (older_refuses()). Through
  * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other. A program
  * of one table replaced by one of three keeps its flows (grown()), and is
- * attached in the place of the old one, at the XDP hook or tc (replaced_at()).
+ * attached in the place of the old one, at the XDP hook or tc, by the handle
+ * that loaded it or one that found it (replaced_at()).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -395,33 +396,49 @@ static uint32_t prog_id(int prog_fd)
  * A program of one table attached to hlbgrow0 at the hook of <mode>, grown
  * to 3 tables: the new one is attached in its place (hashlb_steer_attached()
  * asks the hook for its id), the old one no more, and freeing the handle
- * detaches the new one.
+ * detaches the new one. With <found>, the handle that grows it found it (a
+ * takeover): the new program has the seed the old one was loaded with, read
+ * from its .rodata, or every conntrack entry would be another flow's.
  */
-static void replaced_at(enum hashlb_steer_mode mode, const struct hashlb_table *t)
+static void replaced_at(enum hashlb_steer_mode mode, bool found, const struct hashlb_table *t)
 {
-	struct hashlb_steer_opts o = { .iface = "hlbgrow0", .mode = mode };
+	struct hashlb_steer_opts o = { .iface = "hlbgrow0", .mode = mode, .keep = found };
 	struct hashlb_steer_opts o3 = { .tables = 3 };
 	enum hashlb_steer_prog which =
 		mode == HASHLB_STEER_TC ? HASHLB_STEER_PROG_TC : HASHLB_STEER_PROG_XDP;
+	const char *how = found ? "found" : "loaded";
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s = test_steer_load_opts(&o, t);
 	uint32_t before = prog_id(hashlb_steer_prog_fd(s, which)), after;
+	uint64_t seed = hashlb_steer_ct_seed(s);
 
 	CHECK(hashlb_steer_attached(s), "%s: not attached", hashlb_steer_mode_name(mode));
+	if (found) {
+		hashlb_steer_free(s); /* kept: an orphan */
+		if (hashlb_steer_find("hlbgrow0", mode, &s, &err) < 0) {
+			fprintf(stderr, "find at %s: %s\n", hashlb_steer_mode_name(mode), err.msg);
+			exit(1);
+		}
+		hashlb_steer_set_keep(s, false);
+	}
 	if (hashlb_steer_grow(s, &o3, &err) < 0) {
-		fprintf(stderr, "grow at %s: %s\n", hashlb_steer_mode_name(mode), err.msg);
+		fprintf(stderr, "grow at %s (%s): %s\n", hashlb_steer_mode_name(mode), how,
+			err.msg);
 		exit(1);
 	}
 	after = prog_id(hashlb_steer_prog_fd(s, which));
 	CHECK(after && after != before && hashlb_steer_attached(s),
-	      "%s: program %u replaced by %u, attached: %d", hashlb_steer_mode_name(mode), before,
-	      after, hashlb_steer_attached(s));
+	      "%s (%s): program %u replaced by %u, attached: %d", hashlb_steer_mode_name(mode), how,
+	      before, after, hashlb_steer_attached(s));
+	CHECK(hashlb_steer_ct_seed(s) == seed, "%s (%s): conntrack seed %llx, was %llx",
+	      hashlb_steer_mode_name(mode), how, (unsigned long long)hashlb_steer_ct_seed(s),
+	      (unsigned long long)seed);
 	hashlb_steer_free(s);
 	CHECK(hashlb_steer_find("hlbgrow0", mode, &s, &err) == -ENOENT,
-	      "%s: the grown program stayed attached after its handle's free",
-	      hashlb_steer_mode_name(mode));
-	printf("%s: program %u of one table replaced by %u of 3 in place\n",
-	       hashlb_steer_mode_name(mode), before, after);
+	      "%s (%s): the grown program stayed attached after its handle's free",
+	      hashlb_steer_mode_name(mode), how);
+	printf("%s (%s): program %u of one table replaced by %u of 3 in place\n",
+	       hashlb_steer_mode_name(mode), how, before, after);
 }
 
 int main(void)
@@ -564,8 +581,10 @@ int main(void)
 	}
 	grown(ta, tb);
 	test_netns_veth("hlbgrow0", "hlbgrow1");
-	replaced_at(HASHLB_STEER_XDP_GENERIC, ta);
-	replaced_at(HASHLB_STEER_TC, ta);
+	for (int found = 0; found < 2; found++) {
+		replaced_at(HASHLB_STEER_XDP_GENERIC, found, ta);
+		replaced_at(HASHLB_STEER_TC, found, ta);
+	}
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);

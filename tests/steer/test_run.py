@@ -1903,9 +1903,9 @@ def two_services(topo, servers):
 
 def grown(topo, servers):
     """A reload that adds a second kernel-steered service (api, the IPv6 VIP over b3) on the
-    interface web was alone on: web's program of one table is replaced in place by one of a
-    table each (4: two more for later reloads), its VIPs, conntrack table and counters kept and
-    its table copied. web's 24 connections held across it answer from their backends, b1's
+    interface web was alone on: web's program of one table (a killed daemon's, taken over) is
+    replaced in place by one of a table each (4: two more for later reloads), its VIPs,
+    conntrack table (and seed) and counters kept and its table copied. web's 24 connections held across it answer from their backends, b1's
     too, drained before (out of web's table: only their conntrack entries send them there); no
     packet found no entry (ct_lost), was rescheduled or dropped; api's 20 new clients go through
     the kernel path to b3, web's to b2. A reload removing api then leaves web steering as
@@ -1916,8 +1916,16 @@ def grown(topo, servers):
          check=False)
     d = Daemon(topo, web).start()
     try:
+        # the program a killed daemon left, taken over: its conntrack seed read from it
         check(d.wait_log("service=web generation=", 20) is not None,
               "grown: no table of web published")
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        d.stop(steering=False)
+        d = Daemon(topo, web).start()
+        check(d.wait_log("kernel steering taken over", 10) is not None and
+              d.wait_log("service=web generation=", 10) is not None,
+              "grown: the orphan not taken over")
         client, held = hold(topo)
         check("b1" in held.values(), f"grown: no held connection on b1: the test proves little: "
               f"{held}")
