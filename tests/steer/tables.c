@@ -13,11 +13,15 @@
  * BPF_PROG_TEST_RUN, Maglev for one table, the ring for the other. A program
  * of one table replaced by one of three keeps its flows (grown()), and is
  * attached in the place of the old one, at the XDP hook or tc, by the handle
- * that loaded it or one that found it (replaced_at()).
+ * that loaded it or one that found it (replaced_at()); one put aside by hand
+ * is not replaced, and nothing changes (replace_refused()).
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
 
 #include "helpers.h"
 
@@ -441,6 +445,43 @@ static void replaced_at(enum hashlb_steer_mode mode, bool found, const struct ha
 	       hashlb_steer_mode_name(mode), how, before, after);
 }
 
+/*
+ * A program of one table at hlbgrow0's generic XDP hook, put aside by hand
+ * for another (the second handle's): its replacement fails, saying so, and
+ * changes nothing: the handle keeps its one table and the program, the other
+ * stays at the hook (XDP_FLAGS_REPLACE names the program it replaces).
+ */
+static void replace_refused(const struct hashlb_table *t)
+{
+	struct hashlb_steer_opts o = { .iface = "hlbgrow0", .mode = HASHLB_STEER_XDP_GENERIC };
+	struct hashlb_steer_opts o3 = { .tables = 3 };
+	struct hashlb_error err = { 0 };
+	struct hashlb_steer *s = test_steer_load_opts(&o, t), *other = test_steer_load(t);
+	int other_fd = hashlb_steer_prog_fd(other, HASHLB_STEER_PROG_XDP);
+	LIBBPF_OPTS(bpf_xdp_attach_opts, xo,
+		    .old_prog_fd = hashlb_steer_prog_fd(s, HASHLB_STEER_PROG_XDP));
+	LIBBPF_OPTS(bpf_xdp_query_opts, xq);
+	int ret;
+
+	if (bpf_xdp_attach(hashlb_steer_ifindex(s), other_fd,
+			   XDP_FLAGS_SKB_MODE | XDP_FLAGS_REPLACE, &xo) < 0) {
+		perror("putting another program in its place");
+		exit(1);
+	}
+	ret = hashlb_steer_grow(s, &o3, &err);
+	CHECK(ret < 0 && strstr(err.msg, "replacing the program attached"),
+	      "a program put aside grown: %d %s", ret, err.msg);
+	CHECK(hashlb_steer_tables(s) == 1, "a failed replacement left %u tables",
+	      hashlb_steer_tables(s));
+	CHECK(bpf_xdp_query(hashlb_steer_ifindex(s), XDP_FLAGS_SKB_MODE, &xq) == 0 &&
+		      xq.skb_prog_id == prog_id(other_fd),
+	      "the program in its place is no longer at the hook: %u", xq.skb_prog_id);
+	printf("a program put aside: not replaced: %s\n", err.msg);
+	bpf_xdp_detach(hashlb_steer_ifindex(s), XDP_FLAGS_SKB_MODE, NULL);
+	hashlb_steer_free(s);
+	hashlb_steer_free(other);
+}
+
 int main(void)
 {
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
@@ -585,6 +626,7 @@ int main(void)
 		replaced_at(HASHLB_STEER_XDP_GENERIC, found, ta);
 		replaced_at(HASHLB_STEER_TC, found, ta);
 	}
+	replace_refused(ta);
 	hashlb_table_free(ta);
 	hashlb_table_free(ta2);
 	hashlb_table_free(tb);
