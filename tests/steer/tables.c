@@ -478,6 +478,7 @@ static void replace_refused(const struct hashlb_table *t)
 	      "the program in its place is no longer at the hook: %u", xq.skb_prog_id);
 	printf("a program put aside: not replaced: %s\n", err.msg);
 	bpf_xdp_detach(hashlb_steer_ifindex(s), XDP_FLAGS_SKB_MODE, NULL);
+	hashlb_steer_set_keep(s, true); /* nothing of its own to detach */
 	hashlb_steer_free(s);
 	hashlb_steer_free(other);
 }
