@@ -552,22 +552,6 @@ static void conn_timeout(void *arg)
 	conn_close(c);
 }
 
-/*
- * What can be read on <fd> now, <reads> reads of <size> bytes (4096 at most) at most, dropped,
- * so that its close is a FIN behind the answer written to it, not a reset that discards it.
- */
-static void drop_unread(int fd, int reads, size_t size)
-{
-	char drop[4096];
-
-	for (int i = 0; i < reads; i++) {
-		ssize_t n = read(fd, drop, size < sizeof(drop) ? size : sizeof(drop));
-
-		if (n == 0 || (n < 0 && errno != EINTR))
-			return;
-	}
-}
-
 /* The connection of <h> that has lingered longest (conn_linger()), NULL if none does: not the
  * one accepted first, which may have begun to linger just now, its answer written a moment ago
  * and maybe not read yet, while another's 2 s are nearly over. */
@@ -579,6 +563,14 @@ static struct http_conn *conn_lingering_oldest(struct hlb_http *h)
 		if (c->lingering && (!oldest || c->linger_seq < oldest->linger_seq))
 			oldest = c;
 	return oldest;
+}
+
+/* The lingering connection <c> closed for another's sake, what its client sent read first
+ * (linger_read()): its close is then a FIN behind the answer, not a reset that discards it. */
+static void conn_give_up(struct http_conn *c)
+{
+	(void)linger_read(c->io.fd, &c->lingered);
+	conn_close(c);
 }
 
 static void shed_close(struct http_shed *s)
@@ -643,7 +635,7 @@ static void shed_add(struct hlb_http *h, int fd)
 			oldest = &h->shed[i];
 	}
 	if (!s) {
-		drop_unread(oldest->io.fd, 4, 4096);
+		(void)linger_read(oldest->io.fd, &oldest->lingered); /* as conn_give_up() */
 		shed_close(oldest);
 		s = oldest;
 	}
@@ -701,10 +693,8 @@ static void http_accept(void *arg, uint32_t events)
 		 * clients that do not close theirs do not keep others out for 2 s. What its client
 		 * sent is read first, so that the close is a FIN behind the answer; only what it
 		 * sends after draws a reset */
-		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h))) {
-			drop_unread(c->io.fd, 4, 4096);
-			conn_close(c);
-		}
+		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h)))
+			conn_give_up(c);
 		/*
 		 * Past HLB_HTTP_CONNS_MAX a few more are answered 503 once their
 		 * request is in: closed before it came, the request would meet a
