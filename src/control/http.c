@@ -677,6 +677,17 @@ static void http_accept(void *arg, uint32_t events)
 			h->spare = -1;
 			continue;
 		}
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
+		    (c = conn_lingering_oldest(h))) {
+			/* the reserve given up already: the descriptor of the connection that has
+			 * lingered longest, given up as its place at the 64 is (what its client sent
+			 * read first), the reserve in its slot (http_fd_close()) for the next accept.
+			 * Held, it kept every admin request in the backlog until its client ended (2 s
+			 * at most), one that reads its answer and is slow to close its socket. (Those
+			 * answered 503 at accept linger only while 72 connections are open: left.) */
+			conn_give_up(c);
+			continue;
+		}
 		if (fd < 0 &&
 		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
 			/* the connection stays in the backlog: look again later */

@@ -1195,6 +1195,38 @@ int __wrap_open64(const char *path, int flags, ...)
 	return __real_open64(path, flags, mode);
 }
 
+/* Every descriptor of the process taken: the soft limit before (<was>), and the /dev/null
+ * opened up to it (<fill>), for fd_limit_undo(). */
+struct fd_limit {
+	struct rlimit was;
+	int fill[256];
+	int n_fill;
+};
+
+/* The soft limit lowered to 64 past the descriptor <fd>, then every descriptor below it taken. */
+static void fd_limit_reach(struct fd_limit *f, int fd)
+{
+	struct rlimit low;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &f->was), 0);
+	low = f->was;
+	low.rlim_cur = (rlim_t)fd + 64 < f->was.rlim_cur ? (rlim_t)fd + 64 : f->was.rlim_cur;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	f->n_fill = 0;
+	while (f->n_fill < (int)(sizeof(f->fill) / sizeof(*f->fill)) &&
+	       (fd = __real_open64("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		f->fill[f->n_fill++] = fd;
+	assert_int_equal(errno, EMFILE);
+}
+
+/* fd_limit_reach() undone: before a test's verdict, which would leave the next at the limit. */
+static void fd_limit_undo(struct fd_limit *f)
+{
+	while (f->n_fill)
+		close(f->fill[--f->n_fill]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &f->was), 0);
+}
+
 /*
  * At the fd limit the endpoint answers with the descriptor it keeps in reserve, and takes
  * it back when that connection closes: in one step (dup3() over the connection's slot). It
@@ -1206,26 +1238,19 @@ static void test_reserve_kept_at_the_fd_limit(void **state)
 {
 	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct rlimit was, low;
+	struct fd_limit f;
 	struct hlb_http *h;
 	struct hlb_loop *l;
-	int fill[256], n_fill = 0, a, b, fd;
 	bool answered_a, answered_b;
 	uint64_t held = 0;
+	int a, b;
 
 	(void)state;
 	h = hold_wait_server(dir, &sun, &l, &held);
 	/* two clients in the backlog, then every descriptor taken */
 	a = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
 	b = client_ask(&sun, "GET /now HTTP/1.1\r\nHost: t\r\n\r\n");
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
-	low = was;
-	low.rlim_cur = (rlim_t)b + 64 < was.rlim_cur ? (rlim_t)b + 64 : was.rlim_cur;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-	while (n_fill < (int)(sizeof(fill) / sizeof(*fill)) &&
-	       (fd = __real_open64("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
-		fill[n_fill++] = fd;
-	assert_int_equal(errno, EMFILE);
+	fd_limit_reach(&f, b);
 	/* a's answer on the reserve; its slot, freed, is taken at once */
 	steal_devnull = true;
 	pump(l, NULL, a);
@@ -1243,14 +1268,56 @@ static void test_reserve_kept_at_the_fd_limit(void **state)
 	if (stolen >= 0)
 		close(stolen);
 	stolen = -1;
-	while (n_fill)
-		close(fill[--n_fill]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	fd_limit_undo(&f);
 	assert_true(answered_a);
 	assert_true(answered_b);
 	hlb_http_free(h);
 	hlb_loop_free(l);
 	rmdir(dir);
+}
+
+/*
+ * At the fd limit, a connection answered that lingers for its client's end holds a descriptor,
+ * the reserve's maybe, that another client needs: it gives it up, as it gives its place at the
+ * 64 (what its client sent read first). It held it until its client's end or its 2 s: every
+ * admin request waited in the backlog meanwhile, retried every 100 ms, where the client that
+ * lingered (one that reads its answer and is slow to close its socket) had ended long since.
+ */
+static void test_lingering_gives_its_descriptor_at_the_fd_limit(void **state)
+{
+	bool answered_a, lingers_a, answered_b;
+	struct fd_limit f;
+	struct tcp_end e;
+	char buf[512];
+	int a, b;
+
+	(void)state;
+	tcp_end_new(&e);
+	/* lingering ends only at its client's end, or when its place is needed */
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	/* two clients in the backlog, their writing left open, then every descriptor taken */
+	a = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	b = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	fd_limit_reach(&f, b);
+	/* a's answer, on the reserve; a reads it, and lingers (its client has not ended) */
+	pump(e.l, NULL, a);
+	answered_a =
+		readable(a) && !strncmp(read_now(e.l, a, buf, sizeof(buf)), "HTTP/1.1 200 ", 13);
+	settle(e.l);
+	lingers_a = hlb_http_conns(e.h) == 1;
+	/* b's, on the descriptor a gives up */
+	pump(e.l, NULL, b);
+	answered_b =
+		readable(b) && !strncmp(read_now(e.l, b, buf, sizeof(buf)), "HTTP/1.1 200 ", 13);
+	fd_limit_undo(&f);
+	close(a);
+	close(b);
+	assert_true(answered_a);
+	assert_true(lingers_a);
+	assert_true(answered_b);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	tcp_end_free(&e);
 }
 
 /* The handler of test_slow_reader_gets_the_whole_answer(): GET /big, BIG bytes. */
@@ -1361,6 +1428,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_408_lingers),
 		cmocka_unit_test(test_busy_at_accept_lingers),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
+		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
 	};
 
