@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1130,6 +1131,89 @@ static void test_busy_at_accept_lingers(void **state)
 	tcp_end_free(&e);
 }
 
+/* The descriptors the process has open. */
+static int fds_open(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = -1; /* the directory's own */
+
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Whether <l> ends the <conns>th connection of <h>'s with nothing else happening (its timer's
+ * doing: a loop not woken for it would wait, one that spins would run its 10 rounds at once). */
+static bool ends_alone(struct hlb_loop *l, struct hlb_http *h, unsigned conns)
+{
+	for (int i = 0; i < 10 && hlb_http_conns(h) >= conns; i++)
+		assert_true(hlb_loop_run_once(l, 5000) >= 0);
+	return hlb_http_conns(h) == conns - 1;
+}
+
+/*
+ * A connection lingering for its client's end, and a 503 lingering at accept, end at their
+ * time with nothing else happening: the loop's timer wakes it for them; until then nothing
+ * wakes it. Of the 503s, the one answered longest ago gives its place to a 65th. Freed, the
+ * endpoint closes every descriptor it holds, the 503s lingering among them.
+ */
+static void test_linger_ends_at_its_time(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX], shed[65], fd;
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, before = fds_open();
+	struct tcp_end e;
+	char buf[512];
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 200 ", 13));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	assert_int_equal(hlb_loop_run_once(e.l, 0), 0); /* lingering: nothing to do */
+	close(fd);
+	settle(e.l);
+	hlb_http_set_timeouts(e.h, 600000, 20);
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 200 ", 13));
+	assert_true(ends_alone(e.l, e.h, 1));
+	close(fd);
+
+	/* 72 connections held, then 503s at accept */
+	for (int i = 0; i < n; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	assert_true(ends_alone(e.l, e.h, n + 1));
+	close(fd);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	for (int i = 0; i < 65; i++) {
+		shed[i] = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
+		assert_true(
+			!strncmp(read_now(e.l, shed[i], buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	}
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), n + 64);
+	assert_int_equal(hlb_loop_run_once(e.l, 0), 0); /* lingering: nothing to do */
+	/* the first given up: its client's body draws a reset; the second's goes in */
+	assert_int_equal(send(shed[0], "back", 4, MSG_NOSIGNAL), 4);
+	assert_int_equal(send(shed[1], "back", 4, MSG_NOSIGNAL), 4);
+	settle(e.l);
+	assert_int_equal(send(shed[0], "end=a", 5, MSG_NOSIGNAL), -1);
+	assert_int_equal(send(shed[1], "end=a", 5, MSG_NOSIGNAL), 5);
+	tcp_end_free(&e);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	for (int i = 0; i < 65; i++)
+		close(shed[i]);
+	assert_int_equal(fds_open(), before);
+}
+
 /*
  * A new endpoint that fails to start on the path of a live one (an upgrade's new hashlb,
  * whose loop cannot watch its socket) leaves the path to the live one. The socket was renamed
@@ -1427,6 +1511,7 @@ int main(void)
 		cmocka_unit_test(test_room_made_reads_first),
 		cmocka_unit_test(test_timeout_408_lingers),
 		cmocka_unit_test(test_busy_at_accept_lingers),
+		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
 		cmocka_unit_test(test_slow_reader_gets_the_whole_answer),
