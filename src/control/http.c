@@ -651,7 +651,9 @@ static void shed_add(struct hlb_http *h, int fd)
 		return;
 	}
 	h->n_shed++;
-	if (!hlb_timer_armed(&h->shed_timer))
+	/* at the first deadline: this one's, if the others' come later (their linger_ms longer:
+	 * hlb_http_set_timeouts()) */
+	if (!hlb_timer_armed(&h->shed_timer) || s->until < h->shed_timer.when_ms)
 		hlb_timer_arm(h->loop, &h->shed_timer, s->until);
 }
 

@@ -1206,6 +1206,12 @@ static void test_linger_ends_at_its_time(void **state)
 	settle(e.l);
 	assert_int_equal(send(shed[0], "end=a", 5, MSG_NOSIGNAL), -1);
 	assert_int_equal(send(shed[1], "end=a", 5, MSG_NOSIGNAL), 5);
+	/* one more, its time short (the others' long): ends at it, not at theirs */
+	hlb_http_set_timeouts(e.h, 600000, 20);
+	fd = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 9\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, fd, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	assert_true(ends_alone(e.l, e.h, n + 64));
+	close(fd);
 	tcp_end_free(&e);
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
