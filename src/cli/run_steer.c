@@ -28,6 +28,10 @@
  * jiffies: 2.56 s at HZ=100), so that a flow still sending uses its entry
  * between two polls. */
 #define DRAIN_POLL_MS 3000
+/* That tick at the lowest HZ (100): an entry's time changes at its first use
+ * in a tick, so a flow's last use may come up to a tick after the poll that
+ * saw its entry change (drain_poll()'s idle bound waits for it too). */
+#define DRAIN_TICK_MAX_MS 2560
 /* How long every entry left must have been closing and unused before a
  * drain ends (drain_poll()): the client's FIN ends only its half, and a
  * client that half-closed (shutdown(SHUT_WR)) sends nothing more until the
@@ -1449,7 +1453,11 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 			e->drain_quiet_ms = now;
 		}
 		e->drain_quiet = true;
-		if (f.open > 0 && (!idle_ms || now - e->drain_open_ms < idle_ms))
+		/* timeouts.idle from the flows' last use, at most a tick after the
+		 * poll that saw it: before, from that poll, a flow whose last
+		 * packet came later in the tick was cut up to a tick short of it */
+		if (f.open > 0 &&
+		    (!idle_ms || now - e->drain_open_ms < idle_ms + DRAIN_TICK_MAX_MS))
 			continue;
 		if (now - e->drain_quiet_ms < DRAIN_CLOSING_QUIET_MS)
 			continue;

@@ -19,7 +19,7 @@ IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a rel
 two services on one interface (under one name or two, an altname) share its program, a table
 each, and a reload removing one leaves the other's flows; an upgrade adding a service before
 another takes no table that serves a VIP, and a stop of one that drains 0 s takes its VIP out
-while the other drains; an
+while the other drains; a stop's drain never cuts a flow quiet for less than timeouts.idle; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
@@ -2062,6 +2062,110 @@ def stop_shared(topo, servers):
         two_services_end(topo, d)
 
 
+def jiffies():
+    """(jiffies, time.time()) read together from /proc/timer_list, or None."""
+    try:
+        t0 = time.time()
+        with open("/proc/timer_list") as f:
+            m = re.search(r"^jiffies: (\d+)$", f.read(), re.M)
+        t1 = time.time()
+    except OSError:
+        return None
+    return (int(m.group(1)), (t0 + t1) / 2) if m else None
+
+
+def ct_ticks():
+    """The conntrack tick of the program's entries (seen[], jiffies >> 8): (its length in s,
+    the time.time() one began), or None when /proc/timer_list tells no jiffies."""
+    a = jiffies()
+    time.sleep(0.5)
+    b = jiffies()
+    if not a or not b:
+        return None
+    hz = min((100, 250, 300, 1000), key=lambda h: abs(h - (b[0] - a[0]) / (b[1] - a[1])))
+    return 256 / hz, b[1] - (b[0] % 256) / hz
+
+
+def stop_idle_flow(topo, servers):
+    """A stop whose service has timeouts.idle 9s: one flow through the kernel path (hand-made
+    ACKs) goes quiet, its last two packets in one conntrack tick (about a second) on either side
+    of a drain poll (every 3 s from the stop), then sends again 8.8 s after its last packet:
+    less than timeouts.idle, so the program is still attached and forwards it, and the drain
+    ends (idle_flows=1) only once the flow has been quiet for timeouts.idle at least, as the
+    daemon's own connections are closed after their idle timeout, never before. Before, the
+    poll that saw the tick's first packet started the idle count, and the second packet, in the
+    same tick, changed nothing: the drain ended 9 s after that poll, 8.6 s after the flow's
+    last packet, the program detached under it, its next packet reset by the LB's stack."""
+    import test_frames as F
+    ticks = ct_ticks()
+    if not ticks:
+        print("stop_idle_flow: skipped: /proc/timer_list tells no jiffies", flush=True)
+        return
+    tick, start = ticks
+    for key in ("iptables", "ip6tables"):
+        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
+             check=False)
+    d = Daemon(topo, service(topo).replace(
+        "    backends:\n", "    timeouts: {drain: 120s, idle: 9s}\n    backends:\n"))
+    d.start()
+    f = None
+    try:
+        check(d.wait_log("kernel steering table published", 15) is not None,
+              "stop idle flow: no table published at start")
+        f = F.Frames(topo)
+        n = [0]
+
+        def use():
+            n[0] += 1
+            mark = b"IDLE-FLOW-%d" % n[0]
+            f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(45200, mark)))
+            return time.time(), mark
+
+        _, mark = use()
+        check(f.forwarded([mark]), "stop idle flow: the hand-made flow not forwarded")
+        d.skip_log()
+        d.proc.terminate()
+        t0 = log_time(d.wait_log(T.DRAINING, 10))
+        check(t0 is not None, f"stop idle flow: the stop does not drain: {d.lines[d.pos - 5:]}")
+        # a poll (every 3 s from the drain's start) at least 0.25 s into a tick, and 0.5 s
+        # before its end: a packet 0.1 s before it and one 0.4 s after it share the tick
+        polls = [t0 + 3 * k for k in range(2, 20) if t0 + 3 * k > time.time() + 0.5 and
+                 0.25 * tick <= (t0 + 3 * k - start) % tick <= tick - 0.5]
+        if not polls or tick < 1:
+            print(f"stop idle flow: skipped: no drain poll in the middle of a {tick:.3f} s tick",
+                  flush=True)
+            return
+        q = polls[0]
+        # the flow keeps its entry used until then, its last such use a tick before q - 0.1
+        while time.time() < q - 0.4 - 2 * tick:
+            use()
+            time.sleep(min(2, max(0, q - 0.4 - 2 * tick - time.time())))
+        time.sleep(max(0, q - 0.1 - time.time()))
+        use()
+        time.sleep(max(0, q + 0.4 - time.time()))
+        last, _ = use()
+        time.sleep(max(0, last + 8.8 - time.time()))
+        sent, mark = use()
+        if sent - last < 9:
+            got = f.forwarded([mark])
+            if check(got, f"stop idle flow: a packet {sent - last:.2f} s after the flow's last, "
+                     f"less than timeouts.idle (9 s), not forwarded: "
+                     f"{[l for l in d.lines if 'steering' in l][-3:]}"):
+                last = sent
+        drained = d.wait_log("kernel steering drained", 30)
+        check(drained is not None and "idle_flows=1 " in drained and
+              log_time(drained) - last >= 9,
+              f"stop idle flow: drained {log_time(drained) - last if drained else None} s after "
+              f"the flow's last packet, timeouts.idle 9 s: {drained}")
+        print(f"stop idle flow: poll {q - t0:.2f} s into the drain, tick {tick:.3f} s; "
+              f"{(drained or '').strip()}", flush=True)
+    finally:
+        if f:
+            for sock in [f.out] + f.backends:
+                sock.close()
+        d.stop()
+
+
 def upgrade_added(topo, servers):
     """An upgrade in place whose config adds a service on eth0 between web and api (gate, on
     the IPv4 VIP's port 81, over a host that is not there, health checks off: its table refused
@@ -2632,7 +2736,7 @@ def body(topo):
                      ("altname", altname), ("two_services", two_services),
                      ("grown", grown),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
-                     ("stop_shared", stop_shared),
+                     ("stop_shared", stop_shared), ("stop_idle_flow", stop_idle_flow),
                      ("iface_recreated", iface_recreated),
                      ("lost_shared", lost_shared),
                      ("lost_while_retried", lost_while_retried),
