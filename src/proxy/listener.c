@@ -12,6 +12,7 @@
 #include <linux/bpf.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <stdio.h>
 #include <netinet/in.h>
@@ -841,6 +842,34 @@ static void diag_addr(const struct inet_diag_msg *m, int family, struct sockaddr
 	memcpy(&s6->sin6_addr, m->id.idiag_src, sizeof(s6->sin6_addr));
 }
 
+/*
+ * Whether the socket diag message <h> lists, of <family>, is bound where a bind of <a>
+ * collides, as the kernel has it: hashlb_listen_clash(), but for a socket on [::] set
+ * IPV6_V6ONLY (INET_DIAG_SKV6ONLY, sent with each IPv6 socket), which takes IPv6 clients only:
+ * an IPv4 address of its port (a.b.c.d, [::ffff:a.b.c.d], 0.0.0.0) binds beside it, no
+ * SO_REUSEPORT needed, and none of its clients go there.
+ */
+static bool diag_clash(const struct nlmsghdr *h, int family, const struct sockaddr_storage *a)
+{
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)a;
+	const struct rtattr *rta =
+		(const struct rtattr *)((const char *)m + NLMSG_ALIGN(sizeof(*m)));
+	int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*m)));
+	struct sockaddr_storage at;
+
+	diag_addr(m, family, &at);
+	if (!hashlb_listen_clash(&at, a))
+		return false;
+	if (family != AF_INET6 || !hashlb_addr_is_any(&at) ||
+	    (a->ss_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)))
+		return true;
+	for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+		if (rta->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(rta) >= 1)
+			return *(const uint8_t *)RTA_DATA(rta) == 0;
+	return true;
+}
+
 /* Who listens where a bind collides: listeners_clash(), who_listens(). */
 enum listen_who {
 	LISTEN_NONE, /* nobody */
@@ -884,15 +913,11 @@ static enum listen_who listeners_clash(int family, const struct sockaddr_storage
 
 		for (done = len <= 0; !done && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 			const struct inet_diag_msg *m = NLMSG_DATA(h);
-			struct sockaddr_storage at;
 			uint32_t i = 0;
 
 			done = h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR;
 			told |= h->nlmsg_type == NLMSG_DONE;
-			if (done)
-				continue;
-			diag_addr(m, family, &at);
-			if (!hashlb_listen_clash(&at, a))
+			if (done || !diag_clash(h, family, a))
 				continue;
 			while (i < n && ino[i] != m->idiag_inode)
 				i++;

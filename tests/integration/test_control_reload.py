@@ -1234,32 +1234,42 @@ def clients_of_a_replaced_listener_are_never_reset():
         b.stop()
 
 
-def u_refused_beside_another_process(host, why):
-    """u on <host>:P removed, its old socket still closing, while another process listens on
-    [::ffff:127.0.0.1]:P (SO_REUSEPORT): the reload adding u back is refused, "another process
-    listens there" (<why>); once that process is gone, it is taken and u serves."""
+def u_beside_another_process(host, port, v6only, addr, then):
+    """u on <host>:<port> removed, its old socket still closing, while another process listens
+    on [<addr>]:<port> (IPv6, IPV6_V6ONLY <v6only>, SO_REUSEPORT): then(lb, that socket), and
+    u's clients served once its old socket closed."""
     b = Backend("a")
-    port = pick_port(host)
     ours = other = None
     try:
         lb, ours = u_removed_while_a_worker_holds_its_socket(b, port, host=host)
         other = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        other.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, int(v6only))
         other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        other.bind(("::ffff:127.0.0.1", port))
+        other.bind((addr, port))
         other.listen()
-        rc, so, se, logged = lb.reload()
-        check(rc != 0 and "another process listens there" in se,
-              f"u added back on {host} beside another process's socket ({why}): "
-              f"{rc} {se.strip()}")
-        other.close()
-        u_added_back(lb, "once the other process is gone")
+        then(lb, other)
         u_served_once_closed(lb, ours, port)
     finally:
         for s in (ours, other):
             if s:
                 s.close()
         b.stop()
+
+
+def u_refused_beside_another_process(host, why):
+    """u on <host>:P removed, its old socket still closing, while another process listens on
+    [::ffff:127.0.0.1]:P (SO_REUSEPORT): the reload adding u back is refused, "another process
+    listens there" (<why>); once that process is gone, it is taken and u serves."""
+
+    def refused(lb, other):
+        rc, so, se, logged = lb.reload()
+        check(rc != 0 and "another process listens there" in se,
+              f"u added back on {host} beside another process's socket ({why}): "
+              f"{rc} {se.strip()}")
+        other.close()
+        u_added_back(lb, "once the other process is gone")
+
+    u_beside_another_process(host, pick_port(host), False, "::ffff:127.0.0.1", refused)
 
 
 def another_process_beside_our_closing_wildcard():
@@ -1280,6 +1290,27 @@ def another_process_beside_our_closing_socket_in_the_other_family():
     u_refused_beside_another_process("127.0.0.1", "its address in the other family")
 
 
+def u_taken_beside_an_ipv6_only_process(host):
+    """u on <host>:P (IPv4) removed, its old socket still closing, while another process
+    listens on [::]:P with IPV6_V6ONLY set: IPv6 clients only, none of u's (the kernel lets
+    it bind beside u, and hashlb starts beside it): the reload adding u back is taken, and
+    u's clients served."""
+    port = pick_port("0.0.0.0")  # free on 0.0.0.0: on [::] too
+    u_beside_another_process(host, port, True, "::",
+                             lambda lb, other: u_added_back(lb, f"on {host} beside [::]:P v6only"))
+
+
+def service_added_back_beside_an_ipv6_only_wildcard():
+    """u_taken_beside_an_ipv6_only_process() for u on 127.0.0.1:P, then on 0.0.0.0:P. Before,
+    [::]:P was taken for a wildcard of both families whatever IPV6_V6ONLY said, and the reload
+    refused "another process listens there" while u's old socket closed (taken once it had
+    closed: the same reload, refused or not by when the worker closed a socket)."""
+    if not socket.has_ipv6:
+        return
+    u_taken_beside_an_ipv6_only_process("127.0.0.1")
+    u_taken_beside_an_ipv6_only_process("0.0.0.0")
+
+
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
@@ -1297,4 +1328,5 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            service_added_back_as_its_old_socket_closes_after_the_bind,
            wildcard_service_added_back_while_a_worker_still_closes_its_socket,
            another_process_beside_our_closing_wildcard,
-           clients_of_a_replaced_listener_are_never_reset])
+           clients_of_a_replaced_listener_are_never_reset,
+           service_added_back_beside_an_ipv6_only_wildcard])
