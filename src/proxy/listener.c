@@ -133,9 +133,12 @@ bool hlb_proxy_migrates(struct hlb_proxy *p)
 	return migrate_prog(p) >= 0;
 }
 
-static int listen_socket(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len)
+/* A listening socket on <addr>, in its SO_REUSEPORT group; migrate_prog() attached to the
+ * group unless <foreign> (another process listens there: see hlb_listener_open()). */
+static int listen_socket(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
+			 bool foreign)
 {
-	int fd, one = 1, zero = 0, r, prog = migrate_prog(p);
+	int fd, one = 1, zero = 0, r, prog = foreign ? -1 : migrate_prog(p);
 
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	if (fd < 0)
@@ -1070,8 +1073,8 @@ static int open_failed(struct hlb_listener *l, int ret, const char *name, struct
 }
 
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
-		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
-		      struct hashlb_error *err)
+		      const char *name, struct hlb_service *svc, bool foreign,
+		      struct hlb_listener **ret_listener, struct hashlb_error *err)
 {
 	struct inherited *in = inherited_for(p, addr);
 	struct hlb_listener *l;
@@ -1108,7 +1111,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 			continue;
 		}
 		/* Port 0: the first socket picks the port, the others join it. */
-		fd = listen_socket(p, (const struct sockaddr *)&l->bound, addr_len);
+		fd = listen_socket(p, (const struct sockaddr *)&l->bound, addr_len, foreign);
 		if (fd < 0)
 			return open_failed(l, fd, name, err);
 		l->fds[i] = fd;

@@ -184,15 +184,23 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 /*
  * Open one listening socket per worker on <addr> (SO_REUSEPORT, backlog
  * 4096), routing to <svc> (a reference is taken). -errno with <err> filled
- * if the address cannot be bound.
+ * if the address cannot be bound. <foreign>: another process listens there
+ * (hlb_listener_probe()), in the SO_REUSEPORT group the sockets join: the
+ * group's program is left as it is, not replaced by hlb_proxy_migrates()'s
+ * (the kernel keeps one a group, the last attached): another program's
+ * choice of socket stays its own, and no client of its sockets moves to
+ * ours as one closes. A hashlb that attached its own (the one an upgrade
+ * side by side replaces) left it there.
  */
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
-		      const char *name, struct hlb_service *svc, struct hlb_listener **ret_listener,
-		      struct hashlb_error *err);
+		      const char *name, struct hlb_service *svc, bool foreign,
+		      struct hlb_listener **ret_listener, struct hashlb_error *err);
 /*
  * Whether the clients queued on a listening socket of <p> as it closes move to another socket
  * of its SO_REUSEPORT group rather than being reset, whatever net.ipv4.tcp_migrate_req says
- * (a reuseport program attached to each: CAP_BPF, Linux 5.14).
+ * (a reuseport program attached to each: CAP_BPF, Linux 5.14), the groups
+ * another process listened in when they were opened excepted
+ * (hlb_listener_open()).
  */
 bool hlb_proxy_migrates(struct hlb_proxy *p);
 /*

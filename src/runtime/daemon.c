@@ -657,7 +657,7 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	dl = calloc(1, sizeof(*dl));
 	if (!dl)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
-	r = hlb_listener_open(d->proxy, addr, addr_len, name, svc, &dl->l, err);
+	r = hlb_listener_open(d->proxy, addr, addr_len, name, svc, *shared != '\0', &dl->l, err);
 	if (r < 0) {
 		free(dl);
 		return r;

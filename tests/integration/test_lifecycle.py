@@ -173,6 +173,48 @@ def second_instance_on_a_listen_address_warned():
     check(second.stop() == 0 and third.stop() == 0, "both stop")
 
 
+def another_process_reuseport_program_left_alone():
+    """A hashlb started where another process listens with SO_REUSEPORT, its sockets' group
+    steered by that process's own program (here a classic one sending every client to its
+    first socket), joins the group (warned, as above), but leaves the program there: the
+    kernel keeps one a group, the last attached, and hashlb's own (which moves a closing
+    socket's clients to the group's others, hlb_proxy_migrates()) took its place before,
+    the other process's choice gone: its second socket got clients it never had."""
+    import ctypes
+    import struct
+    sockets = []
+    for _ in range(2):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind(("127.0.0.1", sockets[0].getsockname()[1] if sockets else 0))
+        s.listen(64)
+        sockets.append(s)
+    code = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0))  # return 0
+    sockets[0].setsockopt(socket.SOL_SOCKET, 51,  # SO_ATTACH_REUSEPORT_CBPF
+                          struct.pack("HL", 1, ctypes.addressof(code)))
+    addr = "127.0.0.1:%d" % sockets[0].getsockname()[1]
+    lb = Hashlb(config(BACKENDS, listen=addr), fname="beside-a-program.yaml")
+    check(any("another process listens on this address too" in l for l in lb.log),
+          f"hashlb started beside it, warned: {lb.log[-3:]}")
+    for _ in range(20):
+        socket.create_connection(sockets[0].getsockname(), timeout=10).close()
+    got = []
+    for s in sockets:
+        s.setblocking(False)
+        n = 0
+        while n < 20:
+            try:
+                s.accept()[0].close()
+                n += 1
+            except BlockingIOError:
+                break
+        got.append(n)
+    check(got == [20, 0], f"every client still on the other process's first socket: {got}")
+    check(lb.stop() == 0, "exit 0")
+    for s in sockets:
+        s.close()
+
+
 def admin_option_clash_refused():
     """--admin on a service's listen address is refused as the config's admin would be: both
     listen with SO_REUSEPORT, and the kernel shared the service's clients out with the admin
@@ -1260,6 +1302,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
+           another_process_reuseport_program_left_alone,
            admin_option_clash_refused,
            default_admin_address_free_with_admin_option, admin_bind_error_placed, sigterm_drain, drain_timeout,
            drain_end_logged,
