@@ -261,9 +261,11 @@ static struct sockaddr_storage any_port(const struct sockaddr_storage *addr)
 	return a;
 }
 
-/* A socket taken over, bound to <addr> and not yet used, or NULL. For <addr>
- * of port 0 ("any free port"), the one service <svc> listened on there with
- * the same host: it keeps its port, as across a reload. */
+/* A socket taken over, bound to <addr> and not yet used, or NULL: as inherited_for() takes
+ * it (the service manager's, [::ffff:127.0.0.1]:P for 127.0.0.1:P, the old process hands on
+ * at an upgrade in place: before, the new one bound its own beside it, which that socket
+ * refused, and the upgrade failed). For <addr> of port 0 ("any free port"), the one service
+ * <svc> listened on there with the same host: it keeps its port, as across a reload. */
 static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *addr,
 				   const char *svc)
 {
@@ -274,8 +276,9 @@ static struct inherited *taken_for(struct hlb_proxy *p, const struct sockaddr *a
 		struct sockaddr_storage a = any ? any_port(&in->addr) : in->addr;
 
 		if (in->taken && !in->used &&
-		    hlb_sockaddr_same((const struct sockaddr *)&a, addr) &&
-		    (!any || strcmp(in->svc, svc) == 0))
+		    (any ? hlb_sockaddr_same((const struct sockaddr *)&a, addr) &&
+				     strcmp(in->svc, svc) == 0
+			 : same_listen_addr(&in->addr, (const struct sockaddr_storage *)addr)))
 			return in;
 	}
 	return NULL;

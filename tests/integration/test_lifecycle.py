@@ -1141,26 +1141,9 @@ def serves_on_the_passed_socket(log, port):
                                             f"(two workers share it):\n{ss.stdout}")
 
 
-def socket_activation():
-    """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
-    shared by its workers, and binds none of its own, so a client that connects while hashlb
-    restarts waits in that socket's backlog and the next hashlb serves it; an upgrade in place
-    (SIGUSR2) hands that very socket to the new process. A passed socket no service listens on
-    is reported; one that is not a listening TCP socket is refused at start."""
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(64)
-    port = lsock.getsockname()[1]
-    path = tmpfile("activated.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
-    p, log = activated(path, lsock)
-    serves_on_the_passed_socket(log, port)
-    p.send_signal(signal.SIGTERM)
-    check(p.wait(20) == 0, "stopped: exit 0")
-    waiting = connect(("127.0.0.1", port), "127.0.0.9")  # nobody accepts now: the backlog holds it
-    p, log = activated(path, lsock)
-    check(read_line(waiting) in ("a", "b", "c"),
-          "a client that connected while hashlb was down is served by the next one")
-    waiting.close()
+def upgraded_in_place_on_the_passed_socket(p, log, lsock, port):
+    """hashlb <p> (its log <log>), serving 127.0.0.1:<port> on the passed socket <lsock>,
+    upgraded in place (SIGUSR2): the new process serves on that very socket, then stops."""
     # An upgrade in place hands the service manager's socket on too: the manager does not
     # start the new process, so it would otherwise get no LISTEN_FDS.
     p.send_signal(signal.SIGUSR2)
@@ -1182,6 +1165,29 @@ def socket_activation():
             os.kill(new_pid, signal.SIGTERM)
             check(select.select([pidfd], [], [], 20)[0], "the new one stops on SIGTERM")
             os.close(pidfd)
+
+
+def socket_activation():
+    """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
+    shared by its workers, and binds none of its own, so a client that connects while hashlb
+    restarts waits in that socket's backlog and the next hashlb serves it; an upgrade in place
+    (SIGUSR2) hands that very socket to the new process. A passed socket no service listens on
+    is reported; one that is not a listening TCP socket is refused at start."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)
+    port = lsock.getsockname()[1]
+    path = tmpfile("activated.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    p, log = activated(path, lsock)
+    serves_on_the_passed_socket(log, port)
+    p.send_signal(signal.SIGTERM)
+    check(p.wait(20) == 0, "stopped: exit 0")
+    waiting = connect(("127.0.0.1", port), "127.0.0.9")  # nobody accepts now: the backlog holds it
+    p, log = activated(path, lsock)
+    check(read_line(waiting) in ("a", "b", "c"),
+          "a client that connected while hashlb was down is served by the next one")
+    waiting.close()
+    upgraded_in_place_on_the_passed_socket(p, log, lsock, port)
 
     other = tmpfile("other.yaml", config(BACKENDS, listen="127.0.0.1:0"))
     p, log = activated(other, lsock)
@@ -1231,9 +1237,12 @@ def passed_socket_in_the_other_family_is_used():
     p, log = activated(path, lsock)
     try:
         serves_on_the_passed_socket(log, port)
+        # the new process reads the socket's address as the kernel gives it, [::ffff:...]
+        upgraded_in_place_on_the_passed_socket(p, log, lsock, port)
     finally:
-        p.send_signal(signal.SIGTERM)
-        check(p.wait(20) == 0, "exit 0")
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            check(p.wait(20) == 0, "exit 0")
         lsock.close()
 
 
