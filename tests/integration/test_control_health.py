@@ -17,7 +17,7 @@ import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
 from lbtest import (Backend, BlackHole, check, client_ip, close_listening, connect, dead_port,
-                    listen_on, lookup, read_line, run_tests, serve_each, syn_sent, who)
+                    listen_on, lookup, read_line, run_tests, serve_each, Skip, syn_sent, who)
 
 INTERVAL, RISE, FALL = 0.1, 2, 3
 
@@ -243,8 +243,7 @@ def in_netns(script, tools=("unshare",)):
     """Run the Python <script> in a network namespace of its own (it sets its loopback up):
     it passes if it exits 0; its lines indented 4 are printed. Needs root and <tools>."""
     if os.geteuid() != 0 or not all(shutil.which(t) for t in tools):
-        print(f"    skipped: needs root and {', '.join(tools)} for a network namespace")
-        return
+        raise Skip(f"needs root and {', '.join(tools)} for a network namespace")
     here = os.path.dirname(os.path.abspath(__file__))
     p = subprocess.run(["unshare", "--net", sys.executable, "-c", script], cwd=here,
                        env=dict(os.environ, PYTHONPATH=here), capture_output=True, text=True,
@@ -344,8 +343,7 @@ def checks_leave_no_time_wait():
     here the PROXY header of a connect-only check, still closes with FIN, as HAProxy's: the
     backend reads the header, then its end, not a reset it would log for every check."""
     if not shutil.which("ss"):
-        print("    skipped: needs ss(8)")
-        return
+        raise Skip("needs ss(8)")
     for name, health, extra, rst in (
             ("connect-only", "", "", True),
             ("send/expect", 'send: "PING\\r\\n"\nexpect: "+PONG"\n', "", True),

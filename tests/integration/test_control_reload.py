@@ -18,7 +18,7 @@ import time
 from ctltest import Lb, config
 from lbtest import (HASHLB, SRC, Backend, asan_build, check, check_logfmt, client_ip, connect,
                     dead_port, greetings, logfmt_fields, lookup, outcome, pick_port, read_line,
-                    run_tests, spawn, stop, tmpfile, tsan_build, who)
+                    run_tests, Skip, spawn, stop, tmpfile, tsan_build, who)
 from shims import shim
 
 HTTP_BACKEND = os.path.join(SRC, "tests", "tools", "http-backend")
@@ -159,8 +159,7 @@ def traffic_through_reloads(hs, cfg_a, cfg_b):
 
 def reloads_under_traffic():
     if not shutil.which("wrk"):
-        print("wrk is not installed (scripts/setup.sh installs it)")
-        sys.exit(77)
+        raise Skip("wrk is not installed (scripts/setup.sh installs it)")
     hs = {n: HttpBackend(n) for n in ("h1", "h2", "h3", "h4")}
     cfg_a = config([(n, hs[n].addr) for n in ("h1", "h2", "h3")])
     cfg_b = config([("h1", hs["h1"].addr), ("h2", hs["h2"].addr, "weight: 2"),

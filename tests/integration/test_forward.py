@@ -19,8 +19,8 @@ import time
 from ctltest import REST_TURN_RATE, Lb, metric_sum, metric_sum_text, turn_mark, turn_rate
 from shims import shim  # noqa: E402
 from lbtest import (HASHLB, Backend, Hashlb, check, client_ip, clients_at_once, config, connect,
-                    connect_outcome, frozen, outcome, parse_prometheus, read_line,
-                    read_to_eof, run_tests, serve_each, wait_until, who)
+                    Skip, connect_outcome, frozen, outcome, parse_prometheus,
+                    read_line, read_to_eof, run_tests, serve_each, wait_until, who)
 
 backends = [Backend(n) for n in ("a", "b", "c")]
 BACKENDS = [(b.name, b.addr) for b in backends]
@@ -106,13 +106,11 @@ def small_splice_pipes_are_said():
     from the kernel: said once, with what to do. Before, nothing said it; bulk streams
     spliced 8 KiB a round trip. Bytes still arrive intact."""
     if os.geteuid() != 0:
-        print("    skipped: needs root to run hashlb and a pipe holder as a user of its own")
-        return
+        raise Skip("needs root to run hashlb and a pipe holder as a user of its own")
     with open("/proc/sys/fs/pipe-user-pages-soft") as f:
         soft = int(f.read())
     if soft == 0:
-        print("    skipped: fs.pipe-user-pages-soft is 0 (no per-user pipe limit)")
-        return
+        raise Skip("fs.pipe-user-pages-soft is 0 (no per-user pipe limit)")
     import lbtest
     os.chmod(lbtest._tmp.name, 0o755)  # the config, readable by that user
     as_user = ("setpriv", f"--reuid={PIPE_UID}", f"--regid={PIPE_UID}", "--clear-groups")

@@ -20,14 +20,13 @@ import time
 
 from ctltest import Lb, config
 from lbtest import (HASHLB, Backend, Names, backends_on_one_port, check, client_ip, connect,
-                    logfmt_fields, read_line, run_tests, tmpfile, wait_until, who)
+                    logfmt_fields, read_line, run_tests, Skip, tmpfile, wait_until, who)
 
 
 
 def need_unshare():
     if not shutil.which("unshare") or os.geteuid() != 0:
-        print("needs root and unshare(1) for a mount namespace of its own")
-        raise SystemExit(77)
+        raise Skip("needs root and unshare(1) for a mount namespace of its own")
 
 
 def backend_of(lb, name):

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from lbtest import BACKEND, HASHLB, SRC, _tmp, check, run_tests, spawn, stop
+from lbtest import BACKEND, HASHLB, SRC, Skip, _tmp, check, run_tests, spawn, stop
 
 NSPAWN = shutil.which("systemd-nspawn")
 SYSTEMD = "/lib/systemd/systemd"
@@ -77,9 +77,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def need_systemd():
     if os.geteuid() != 0 or not NSPAWN or not os.access(SYSTEMD, os.X_OK) or \
             not shutil.which("nsenter"):
-        print("needs root, systemd-nspawn (Debian's systemd-container, installed by "
-              "scripts/setup.sh), systemd and nsenter")
-        raise SystemExit(77)
+        raise Skip("needs root, systemd-nspawn (Debian's systemd-container, installed by "
+                   "scripts/setup.sh), systemd and nsenter")
 
 
 def unit_text(name):

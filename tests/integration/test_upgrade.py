@@ -33,7 +33,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from ctltest import Lb, config  # noqa: E402
-from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
+from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, Skip, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 from shims import Paused, shim  # noqa: E402
 
@@ -2183,8 +2183,7 @@ def upgrade_keeps_a_rotated_name_in_place():
     backend's clients to another server. (Names of the test's own: a mount namespace of its
     own, as test_resolve.py's, which the new process inherits.)"""
     if not shutil.which("unshare") or os.geteuid() != 0:
-        print("needs root and unshare(1) for a mount namespace of its own")
-        raise SystemExit(77)
+        raise Skip("needs root and unshare(1) for a mount namespace of its own")
     a, a2 = backends_on_one_port([("a", "127.0.0.5"), ("a2", "127.0.0.6")])
     names = Names("uprot", "127.0.0.5 alpha\n127.0.0.6 alpha\n")
     old = Lb(config([("a", f"alpha:{a.port}")], health="enabled: false", admin=admin_addr(),
