@@ -60,6 +60,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/capability.h>
 #include <linux/sockios.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -70,6 +71,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hashlb/grow.h"
@@ -1360,34 +1362,127 @@ static void half_splice_refused(struct worker *w, struct half *h)
 	hlb_stat_add(&w->pub.splice_refused, 1);
 }
 
+/* A number read from sysctl file <path>, or -1. */
+static long sysctl_read(const char *path)
+{
+	char text[32];
+	long v = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n > 0) {
+		text[n] = '\0';
+		v = strtol(text, NULL, 10);
+	}
+	return v;
+}
+
+/* Whether this process holds capability <cap> in the kernel's own user namespace, where the
+ * pipe limits look (capable()): in another one (a container's) its capabilities do not count. */
+static bool pipe_capable(int cap)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2];
+	char map[64];
+	unsigned long inside, outside, count;
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, map, sizeof(map) - 1);
+	close(fd);
+	map[n > 0 ? n : 0] = '\0';
+	if (sscanf(map, "%lu %lu %lu", &inside, &outside, &count) != 3 || inside || outside ||
+	    count != 4294967295UL)
+		return false;
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+/*
+ * Whether a new pipe of this process can get less than the kernel's 16 pages: only without
+ * CAP_SYS_RESOURCE and CAP_SYS_ADMIN, and with fs.pipe-user-pages-soft not 0; and
+ * fs.pipe-max-size, for a refused --pipe-size. Read at the worker's start and every
+ * PIPE_LOOK_MS (the sysctls can change); while the pipes cannot be small, no new pipe is asked
+ * its size (F_GETPIPE_SZ), which a healthy host paid for each spliced direction.
+ */
+void worker_pipe_look(struct worker *w)
+{
+	w->pipe_look_ms = w->now_ms + PIPE_LOOK_MS;
+	w->pipes_may_be_small = !pipe_capable(CAP_SYS_RESOURCE) && !pipe_capable(CAP_SYS_ADMIN) &&
+				sysctl_read("/proc/sys/fs/pipe-user-pages-soft") != 0;
+	if (w->pipe_size)
+		w->pipe_max_size = sysctl_read("/proc/sys/fs/pipe-max-size");
+}
+
+/* The bytes F_SETPIPE_SZ makes of <size>: a power of two pages (round_pipe_size()). */
+static long pipe_round(long size)
+{
+	long r = sysconf(_SC_PAGESIZE);
+
+	while (r < size)
+		r <<= 1;
+	return r;
+}
+
 /*
  * Whether new pipe <fd> got less than it asks for (--pipe-size, or the kernel's 16 pages), and
- * if so warn, once per process: without CAP_SYS_RESOURCE (or CAP_SYS_ADMIN) the kernel gives
- * each new pipe of a user whose pipes hold more than fs.pipe-user-pages-soft pages in all
- * 2 pages (8 KiB), and refuses F_SETPIPE_SZ to grow one. Silently, a spliced direction
- * then moves 8 KiB a round trip. Checked until said: a syscall per new pipe until then.
+ * if so count it and warn, once per process for each cause. Two causes: without
+ * CAP_SYS_RESOURCE (or CAP_SYS_ADMIN) the kernel gives each new pipe of a user whose pipes
+ * hold more than fs.pipe-user-pages-soft pages in all 2 pages (8 KiB), and refuses
+ * F_SETPIPE_SZ to grow one; and without CAP_SYS_RESOURCE it refuses (EPERM) a --pipe-size over
+ * fs.pipe-max-size. Silently, a spliced direction then moves 8 KiB (or 64 KiB) a round trip.
+ * F_SETPIPE_SZ answers the size it gave; without it the pipe is asked (F_GETPIPE_SZ) only
+ * while its pipes can be small (worker_pipe_look()).
  */
 static void pipe_size_check(struct worker *w, int fd, int set_ret)
 {
 	bool refused = set_ret < 0 && errno == EPERM; /* before another call sets errno */
-	long want = w->pipe_size ? (long)w->pipe_size : 16L * sysconf(_SC_PAGESIZE);
+	long page = sysconf(_SC_PAGESIZE);
+	long want = w->pipe_size ? (long)w->pipe_size : 16L * page;
+	long max = w->pipe_max_size;
+	unsigned cause = SMALL_PIPE_USER;
 	int got;
 
-	if (atomic_load_explicit(&w->proxy->small_pipe_said, memory_order_relaxed))
+	if (set_ret > 0)
+		got = set_ret;
+	else if (w->pipes_may_be_small)
+		got = fcntl(fd, F_GETPIPE_SZ);
+	else if (w->pipe_size) /* refused: the kernel's 16 pages, which it cannot have cut */
+		got = (int)(16L * page);
+	else
 		return;
-	/* F_SETPIPE_SZ's answer is the size it gave: asked again only without one */
-	got = set_ret > 0 ? set_ret : fcntl(fd, F_GETPIPE_SZ);
 	if (!refused && (got < 0 || got >= want))
 		return;
-	if (atomic_exchange(&w->proxy->small_pipe_said, true))
+	hlb_stat_add(&w->pub.pipes_small, 1);
+	if (refused && max > 0 && pipe_round(want) > max)
+		cause = SMALL_PIPE_MAX;
+	if (atomic_fetch_or(&w->proxy->small_pipe_said, cause) & cause)
 		return;
-	hlb_log(HLB_LOG_WARN, "splice pipes smaller than asked: the kernel's per-user pipe limit",
-		"worker=%u pipe_bytes=%d want_bytes=%ld note=\"without CAP_SYS_RESOURCE a user's "
-		"new pipes get 8 KiB once its pipes (every process of the user counted) hold more "
-		"than fs.pipe-user-pages-soft pages (16384 by default: 1,024 pipes of 64 KiB): give "
-		"hashlb CAP_SYS_RESOURCE (AmbientCapabilities=CAP_SYS_RESOURCE in its unit), raise "
-		"fs.pipe-user-pages-soft (0: no limit), or lower --splice-pipes\"",
-		w->id, got, want);
+	if (cause == SMALL_PIPE_MAX)
+		hlb_log(HLB_LOG_WARN,
+			"splice pipes smaller than asked: --pipe-size over fs.pipe-max-size",
+			"worker=%u pipe_bytes=%d want_bytes=%ld pipe_max_size=%ld note=\"without "
+			"CAP_SYS_RESOURCE the kernel refuses a pipe larger than fs.pipe-max-size: "
+			"raise fs.pipe-max-size to --pipe-size, give hashlb CAP_SYS_RESOURCE "
+			"(AmbientCapabilities=CAP_SYS_RESOURCE in its unit), or lower --pipe-size\"",
+			w->id, got, want, max);
+	else
+		hlb_log(HLB_LOG_WARN,
+			"splice pipes smaller than asked: the kernel's per-user pipe limit",
+			"worker=%u pipe_bytes=%d want_bytes=%ld note=\"without CAP_SYS_RESOURCE a "
+			"user's new pipes get 8 KiB once its pipes (every process of the user counted) "
+			"hold more than fs.pipe-user-pages-soft pages (16384 by default: 1,024 pipes "
+			"of 64 KiB): give hashlb CAP_SYS_RESOURCE (AmbientCapabilities=CAP_SYS_RESOURCE "
+			"in its unit), raise fs.pipe-user-pages-soft (0: no limit), or lower "
+			"--splice-pipes\"",
+			w->id, got, want);
 }
 
 /*
@@ -1407,7 +1502,7 @@ static void half_splice_start(struct worker *w, struct conn *c, int i)
 		half_recv(w, c, i, false);
 		return;
 	}
-	/* on failure, the kernel's size: said once (pipe_size_check()) */
+	/* on failure, the kernel's size: counted, said once (pipe_size_check()) */
 	pipe_size_check(w, h->pipe[1],
 			w->pipe_size ? fcntl(h->pipe[1], F_SETPIPE_SZ, w->pipe_size) : 0);
 	if (!c->nonblock) {

@@ -532,6 +532,8 @@ static void worker_tick(struct worker *w)
 		w->ring_shrink_ms = w->now_ms + 1000;
 		bufring_shrink(w);
 	}
+	if (w->splice_after && w->now_ms >= w->pipe_look_ms)
+		worker_pipe_look(w);
 	atomic_store_explicit(&w->pub.bufs_out, w->bufs_out, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.starved, w->n_starved, memory_order_relaxed);
 	atomic_store_explicit(&w->pub.spilled, w->spilled, memory_order_relaxed);
@@ -877,6 +879,8 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof(name), "hlb-worker%u", w->id);
 	pthread_setname_np(pthread_self(), name);
 	w->now_ms = clock_ms();
+	if (w->splice_after)
+		worker_pipe_look(w);
 	r = worker_setup(w);
 	pthread_mutex_lock(&p->start_lock);
 	w->setup_ret = r;
@@ -1520,6 +1524,7 @@ bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_wo
 		.pipes_max = w->splice_after ? w->pipes_max : 0,
 		.splice_refused =
 			atomic_load_explicit(&w->pub.splice_refused, memory_order_relaxed),
+		.pipes_small = atomic_load_explicit(&w->pub.pipes_small, memory_order_relaxed),
 		.accept_errors = atomic_load_explicit(&w->pub.accept_errors, memory_order_relaxed),
 		.fd_limit = atomic_load_explicit(&w->pub.fd_limit, memory_order_relaxed),
 		.cap_pauses = atomic_load_explicit(&w->pub.cap_pauses, memory_order_relaxed),

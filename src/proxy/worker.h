@@ -329,6 +329,9 @@ struct worker {
 	uint32_t splice_after; /* 0 = never */
 	uint32_t pipes, pipes_max; /* spliced directions now, and the cap (2 fds each) */
 	uint32_t pipe_size; /* 0: leave the kernel's */
+	bool pipes_may_be_small; /* worker_pipe_look() */
+	long pipe_max_size; /* fs.pipe-max-size with --pipe-size, else 0; -1: unread */
+	uint64_t pipe_look_ms; /* the next worker_pipe_look() */
 	/* halves waiting for a buffer, in the order they are to be woken; a woken
 	 * one that found none again goes back at <starved_back> (conn.c) */
 	struct half *starved_head, **starved_tail, **starved_back;
@@ -341,6 +344,7 @@ struct worker {
 		_Atomic uint64_t spilled;
 		_Atomic uint64_t buffer_waits, buffer_wakeups, splice_refused, accept_errors,
 			fd_limit, spills;
+		_Atomic uint64_t pipes_small; /* pipe_size_check() */
 		_Atomic uint64_t cap_pauses;
 		_Atomic uint64_t cq_overflows; /* worker_cq_check() */
 		_Atomic uint64_t resets_taken; /* half_reset_taken() */
@@ -518,7 +522,7 @@ struct hlb_proxy {
 	uint32_t lend_gen; /* control thread: the last lending's generation */
 	int lent_fd;
 	_Atomic uint32_t adopt_next; /* hlb_proxy_adopt(): the worker of the next */
-	atomic_bool small_pipe_said; /* pipe_size_check(): once per process */
+	_Atomic unsigned small_pipe_said; /* pipe_size_check(): SMALL_PIPE_*, once per process */
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;
 	uint32_t n_ready;
@@ -621,6 +625,16 @@ static inline uint8_t *bufring_addr(struct worker *w, uint16_t bid)
 }
 
 /* conn.c */
+/* The causes of pipes smaller than asked, each said once per process (proxy.small_pipe_said) */
+enum small_pipe {
+	SMALL_PIPE_USER = 1 << 0, /* fs.pipe-user-pages-soft */
+	SMALL_PIPE_MAX = 1 << 1, /* --pipe-size over fs.pipe-max-size */
+};
+
+/* How often worker_pipe_look() reads again whether pipes can be small: the sysctl can change */
+#define PIPE_LOOK_MS 10000
+/* Whether this process's new pipes can be smaller than the kernel's 16 pages (conn.c). */
+void worker_pipe_look(struct worker *w);
 void conn_accepted(struct worker *w, struct wlistener *wl, int fd);
 void conn_cqe(struct worker *w, struct conn *c, enum op op, const struct io_uring_cqe *cqe);
 void conn_abort(struct worker *w, struct conn *c, enum conn_end end);

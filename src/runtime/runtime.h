@@ -375,6 +375,7 @@ struct hlb_worker_stats {
 	uint64_t buffer_wakeups; /* times a waiting direction was woken to try again */
 	uint64_t pipes, pipes_max; /* directions spliced now; the cap (--splice-pipes) */
 	uint64_t splice_refused; /* a bulk stream kept on buffers: the cap reached, or no pipe */
+	uint64_t pipes_small; /* splice pipes the kernel gave less than asked */
 	uint64_t accept_errors; /* accepts that failed (the fd limit, memory): listener paused */
 	uint64_t fd_limit; /* EMFILE/ENFILE on an accept or a backend socket */
 	uint64_t cap_pauses; /* times a listener paused at the connection cap */
