@@ -190,9 +190,14 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
 		       s->abort_on_close ? " (abort_on_close)" : "");
 	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered
-	 * service refuses max_connections and the others, its defaults left unused) */
+	 * service refuses a max_connections but 0 and the others), but the daemon's own listener
+	 * on the VIP serves its clients with the defaults while the kernel has no table of the
+	 * service, as the timeouts: printed so (it printed "none", and 10,000 clients could come) */
 	if (s->steering == HASHLB_STEERING_KERNEL)
-		printf("  limits       none: kernel steering opens no connection to count or retry");
+		printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32
+		       " (only for clients the daemon's listener serves while the kernel has no "
+		       "table of the service: kernel steering opens no connection to count or retry)",
+		       s->max_connections, s->connect_retries);
 	else
 		printf("  limits       max_connections=%" PRIu32 " connect_retries=%" PRIu32,
 		       s->max_connections, s->connect_retries);

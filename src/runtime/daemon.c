@@ -1106,8 +1106,9 @@ static uint64_t fd_connections(const struct hlb_daemon *d)
  * cap") bounds already, warned at each start of every config on a limit of 20,000 (its 9,900
  * connections or so). Said at start and at each reload, for the config it loaded (before, at
  * start only, against half the limit: neither the listeners', checks' nor splice pipes'
- * shares). A service of max_connections 0 (no cap) is the operator's choice, and a
- * kernel-steered one opens no connection.
+ * shares). A service of max_connections 0 (no cap) is the operator's choice. A
+ * kernel-steered one counts too: while the kernel has no table of it (the program not attached
+ * yet, fallback), the daemon's own listener serves its clients under its max_connections.
  */
 static void warn_services_max_conns(const struct hlb_daemon *d, const struct hashlb_config *cfg)
 {
@@ -1120,7 +1121,7 @@ static void warn_services_max_conns(const struct hlb_daemon *d, const struct has
 	for (uint32_t i = 0; i < cfg->n_services; i++) {
 		const struct hashlb_service_cfg *s = &cfg->services[i];
 
-		if (s->steering == HASHLB_STEERING_KERNEL || !s->max_connections)
+		if (!s->max_connections)
 			continue;
 		if (s->max_connections_given) {
 			sum += s->max_connections;

@@ -93,11 +93,13 @@ os.unlink(f.name)
 check(r.returncode == 0 and re.search(r"^  steering     kernel, on lo$", r.stdout, re.M),
       f"check prints kernel steering and its interface: {r.stdout}")
 check("steering" not in p.stdout, f"and no steering line for userspace: {p.stdout}")
-# nor the forwarder's limits, which the kernel path does not apply (it printed the default
-# max_connections=10000, which such a service refuses to be given)
-check(re.search(r"^  limits       none: kernel steering opens no connection to count or "
-                r"retry$", r.stdout, re.M) and "max_connections" not in r.stdout,
-      f"check prints no limits for a kernel-steered service: {r.stdout}")
+# and the forwarder's limits with what they are for: the kernel path opens no connection,
+# but while the kernel has no table of the service the daemon's own listener serves its
+# clients under them (it printed "none", and that listener took up to 10,000 clients)
+check(re.search(r"^  limits       max_connections=10000 connect_retries=2 \(only for clients "
+                r"the daemon's listener serves while the kernel has no table of the service: "
+                r"kernel steering opens no connection to count or retry\)$", r.stdout, re.M),
+      f"check prints the limits the daemon's listener applies: {r.stdout}")
 
 # nor the queue timeout, which such a service refuses to be given (it printed queue=0ms); the
 # kernel path connects to no backend and times out no connection, but connect and idle, which

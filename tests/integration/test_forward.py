@@ -1935,7 +1935,8 @@ def services_max_connections_over_the_fd_limit():
     services summed. Set ones are compared with the connections the limit lets the forwarder
     hold, the listeners', checks' and splice pipes' shares off: 1,000 fits nofile=4000 with
     splicing off, not with its 1,024 pipes (before: half the limit, 1,000 "fit" either way); a
-    reload to a config over it says so (before: at start only)."""
+    reload to a config over it says so (before: at start only); for a kernel-steered service
+    too, whose clients the daemon serves while no table is in the kernel."""
     lb = Hashlb(config(BACKENDS), nofile=4000)
     said = [l for l in lb.log if "over what the fd limit allows" in l]
     check(len(said) == 1 and "level=warn" in said[0] and
@@ -1985,6 +1986,14 @@ def services_max_connections_over_the_fd_limit():
     said = [l for l in lb.log if "over what the fd limit allows" in l]
     check(len(said) == 1 and "max_connections_sum=12000 services=2 nofile=20000 " in said[0],
           f"two services that set 6,000 each, nofile=20000: said: {said}")
+    check(lb.stop() == 0, "hashlb exits 0")
+    # a kernel-steered service counts: while the kernel has no table of it (here an
+    # interface that does not exist, on any build: the program is never attached) the
+    # daemon's own listener serves its clients under its default 10,000 (it was left out)
+    lb = Hashlb(config(BACKENDS, extra="steering: kernel\ninterface: hlb-none0"), nofile=4000)
+    said = [l for l in lb.log if "over what the fd limit allows" in l]
+    check(len(said) == 1 and "max_connections_sum=10000 services=1 nofile=4000 " in said[0],
+          f"a kernel-steered service's default over nofile=4000: said: {said}")
     check(lb.stop() == 0, "hashlb exits 0")
 
 
