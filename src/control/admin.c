@@ -1834,29 +1834,40 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 		resp->n_fds = n;
 	}
 	if (ctl->log) {
-		char kv[128];
+		const char *over = req->local ? "unix" : "tcp";
+		enum hlb_log_level level = HLB_LOG_INFO;
+		const char *msg = "listening sockets sent, not handed over";
+		char kv[320];
 
-		/* the asker gave up: nobody reads the answer, so the log does not say handed over
-		 * (it did, with a note that said the opposite) */
-		if (gone)
+		/* What happened, not "handed over" whatever did: the lines (over Unix the
+		 * descriptors with them) went to the asker, but only a taker proven to be the
+		 * asker makes this one count as handed over (steering left attached, /set
+		 * refused). It said "handed over" with a note, or nothing, that it was not. */
+		if (gone) { /* the asker gave up: nobody reads the answer */
+			msg = "listening sockets not handed over";
 			snprintf(
 				kv, sizeof(kv),
 				"count=%u over=%s taker=0 gone=%ld reason=\"the process asking gave "
 				"up waiting\"",
-				n, req->local ? "unix" : "tcp", gone);
-		else if (claimed)
-			snprintf(
-				kv, sizeof(kv),
-				"count=%u over=%s taker=0 claimed=%ld note=\"not the process asking: "
-				"not handed over\"",
-				n, req->local ? "unix" : "tcp", claimed);
-		else
-			snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n,
-				 req->local ? "unix" : "tcp", taker);
-		ctl->log(ctl->log_arg, HLB_LOG_INFO,
-			 gone ? "listening sockets not handed over"
-			      : "listening sockets handed over",
-			 kv);
+				n, over, gone);
+		} else if (claimed) {
+			level = HLB_LOG_WARN; /* a taker anyone could write: say who was named */
+			snprintf(kv, sizeof(kv),
+				 "count=%u over=%s taker=0 claimed=%ld reason=\"pid %ld is not the "
+				 "process asking, or not one that may copy the sockets (root or "
+				 "hashlb's user): this hashlb does not count as handed over, /set "
+				 "applies and a stop detaches kernel steering\"",
+				 n, over, claimed, claimed);
+		} else if (!taker) {
+			snprintf(kv, sizeof(kv),
+				 "count=%u over=%s taker=0 reason=\"no taker named (a request by "
+				 "hand): this hashlb does not count as handed over\"",
+				 n, over);
+		} else {
+			msg = "listening sockets handed over";
+			snprintf(kv, sizeof(kv), "count=%u over=%s taker=%ld", n, over, taker);
+		}
+		ctl->log(ctl->log_arg, level, msg, kv);
 	}
 }
 

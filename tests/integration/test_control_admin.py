@@ -3051,7 +3051,20 @@ def only_the_taker_itself_takes_the_sockets_over():
         code, body = lb.http("POST", "/set?backend=a&state=drain")
         check(code == 200 and lb.backend("a")["state"] == "drain",
               f"{admin}: after a taker that did not ask, /set still applies: {code} {body!r}")
-        check(lb.wait_log(r"handed over.* taker=0 claimed=1 "), f"{admin}: logged as such")
+        # logged as what happened: sent, not handed over, at warn, naming the pid claimed
+        # (it said msg="listening sockets handed over" with a note that they were not)
+        over = "unix" if admin.startswith("unix:") else "tcp"
+        check(lb.wait_log(r'level=warn msg="listening sockets sent, not handed over" count=2 '
+                          f'over={over} taker=0 claimed=1 reason="pid 1 is not the process '
+                          r'asking, .*/set applies') and
+              not [l for l in lb.log if 'msg="listening sockets handed over"' in l],
+              f"{admin}: logged as such: {[l for l in lb.log if 'sockets' in l]}")
+        # a request by hand names no taker: sent, not handed over either
+        code, body = lb.http("GET", "/sockets")
+        check(code == 200 and lb.wait_log(r'level=info msg="listening sockets sent, not handed '
+                                          f'over" count=2 over={over} taker=0 reason="no taker '
+                                          r'named'),
+              f"{admin}: a request by hand logged as such: {code}")
         # (a python another user may run: not one under root's home)
         py = "/usr/bin/python3"
         if admin.startswith("127.") and os.geteuid() == 0 and os.access(py, os.X_OK):
@@ -3073,7 +3086,8 @@ def only_the_taker_itself_takes_the_sockets_over():
             check(answer.startswith("HTTP/1.1 200") and code == 200 and
                   lb.backend("a")["state"] == "maint",
                   f"a taker of another user, running, is not counted: {answer!r} {code} {body!r}")
-            check(lb.wait_log(r"over=tcp taker=0 claimed=(?!1 )\d+ "), "logged as such")
+            check(lb.wait_log(r'msg="listening sockets sent, not handed over" count=2 '
+                              r"over=tcp taker=0 claimed=(?!1 )\d+ "), "logged as such")
         code, body = lb.http("GET", f"/sockets?taker={os.getpid()}")
         code, body = lb.http("POST", "/set?backend=a&state=ready")
         check(code == 409 and f"(pid {os.getpid()}," in body and
