@@ -879,8 +879,7 @@ def worker_failed(topo, servers):
     clients refused meanwhile, and the held connections were reset at its end."""
     why = gdbfail.unusable()
     if why:
-        print(f"worker failed: not run: {why}", flush=True)
-        return
+        raise T.Skip(why)
     cfg = service(topo).replace("    backends:\n", "    timeouts: {drain: 10m}\n    backends:\n")
     d1 = Daemon(topo, cfg)
     d1.edit("workers: 1", "workers: 2")  # the other worker serves on until the stop's end
@@ -2748,7 +2747,7 @@ def body(topo):
         T.sh("ip", "neigh", "flush", "dev", "eth0", ns=topo.lb)
         topo.resolve()
         try:
-            fn(topo, servers)
+            scenarios.run(name, fn, topo, servers)
         finally:
             for p in servers:
                 p.terminate()
@@ -2756,4 +2755,5 @@ def body(topo):
 
 
 if __name__ == "__main__":
-    sys.exit(T.main(body, failures))
+    scenarios = T.Scenarios()
+    sys.exit(T.main(body, failures, scenarios))

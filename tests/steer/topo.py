@@ -318,11 +318,37 @@ def need_root():
         sys.exit(77)
 
 
-def main(body, failures):
+class Skip(Exception):
+    """Raised by a scenario that cannot run here (no gdb, ...), with the reason: counted in
+    Scenarios.skipped, not as passed."""
+
+
+class Scenarios:
+    """The scenarios a body ran and skipped (Skip): run(name, fn, *args) runs one."""
+
+    def __init__(self):
+        self.ran, self.skipped = [], []
+
+    def run(self, name, fn, *args):
+        self.ran.append(name)
+        try:
+            fn(*args)
+        except Skip as e:
+            print(f"{name}: skipped: {e}", flush=True)
+            self.skipped.append(name)
+
+
+def main(body, failures, scenarios=None):
     """A test's main: root or skip, body(topo) on three backends, its failed checks counted;
-    the exit status."""
+    the exit status: 77 if every scenario of <scenarios> (a Scenarios) skipped, the skipped
+    ones named in a line .ci/run reads (skips are no passes)."""
     need_root()
     t0 = time.monotonic()
     with_topo(3, body)
     print(f"{len(failures)} failed checks, {time.monotonic() - t0:.1f} s")
+    if scenarios and scenarios.skipped:
+        print(f"{len(scenarios.skipped)} of {len(scenarios.ran)} test(s) skipped: "
+              f"{' '.join(scenarios.skipped)}")
+        if not failures and len(scenarios.skipped) == len(scenarios.ran):
+            return 77
     return 1 if failures else 0
