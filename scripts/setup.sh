@@ -18,6 +18,8 @@ PACKAGES=(
 	systemd-container
 	# tests: a worker's io_uring failure, injected from outside (test_worker_fail.py)
 	gdb
+	# tests: the system calls a healthy forwarder makes, counted (test_forward.py)
+	strace
 	# benchmarks: peers and load generators
 	haproxy nginx-light libnginx-mod-stream wrk iperf3
 )
