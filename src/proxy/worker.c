@@ -1192,17 +1192,36 @@ ssize_t hlb_proxy_lent_take(struct hlb_proxy *p, struct hlb_lent **ret)
 /* TCP states past a FIN received (include/net/tcp_states.h, not in the uapi headers) */
 enum { LENT_TCP_CLOSE_WAIT = 8, LENT_TCP_LAST_ACK = 9, LENT_TCP_CLOSING = 11 };
 
+/* <fd>'s TCP_INFO, as far as tcpi_bytes_received at least. */
+static bool lent_info(int fd, struct tcp_info *ti)
+{
+	socklen_t len = sizeof(*ti);
+
+	memset(ti, 0, sizeof(*ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0 &&
+	       len >= offsetof(struct tcp_info, tcpi_bytes_received) +
+			       sizeof(ti->tcpi_bytes_received);
+}
+
+/* How many times lent_mark() reads a socket's counts before it gives up on their agreeing. */
+#define LENT_MARK_TRIES 16
+
 bool lent_mark(int fd, uint64_t *ret_read, uint64_t *ret_written)
 {
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	int inq, outq;
+	struct tcp_info ti, again;
+	int inq, outq, tries = 0;
 
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
-	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
-	    ioctl(fd, SIOCINQ, &inq) < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0)
-		return false;
+	/* TCP_INFO and the ioctls are separate reads: bytes (or a FIN, or an ACK) that arrive
+	 * between them are counted in one and not the other, and would look like a read by the
+	 * new process. Only counts that a second TCP_INFO finds unchanged agree. */
+	do {
+		if (++tries > LENT_MARK_TRIES || !lent_info(fd, &ti) ||
+		    ioctl(fd, SIOCINQ, &inq) < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0 ||
+		    !lent_info(fd, &again))
+			return false;
+	} while (again.tcpi_bytes_received != ti.tcpi_bytes_received ||
+		 again.tcpi_bytes_acked != ti.tcpi_bytes_acked ||
+		 again.tcpi_state != ti.tcpi_state);
 	/* Received, less what waits to be read, is what a reader took; with a FIN in (from the
 	 * client: it is not ours to read), one more, read or not. Acked, and what waits to be, is
 	 * what a writer gave (a FIN sent counted: that is a write too). */

@@ -2454,6 +2454,74 @@ def queued_clients_the_new_process_used_are_reset():
         os.unlink(flag)
 
 
+def queued_clients_sending_while_lent_are_not_reset():
+    """Queued clients that go on sending while they are lent to the new process, which
+    refuses them (its config has no longer their service) and never reads them, come back
+    untouched: the old process serves each, every byte through, none reset. Whether the new
+    one read a client is told by its socket's counts as it went and as it came back (bytes
+    received less those unread); bytes arriving between the two reads of one count
+    (inq_pause.c widens that gap, as a loaded machine does) made it look read, and the old
+    one reset clients no one had touched."""
+    env = dict(os.environ, LD_PRELOAD=shim("inq_pause"), HLB_TEST_INQ_PAUSE_MS="50",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    exe, lb, held, queued = queued_capped("queued-stream", 3, env=env)
+    new_pid = None
+    stop_sending = threading.Event()
+    sent = [0] * len(queued)
+
+    def send(i, s):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        end = time.time() + 30
+        while not stop_sending.is_set() and sent[i] < 10000 and time.time() < end:
+            s.sendall(b"x")
+            sent[i] += 1
+            time.sleep(0.002)
+
+    senders = [threading.Thread(target=send, args=(i, s)) for i, s in enumerate(queued)]
+    try:
+        with open(lb.path) as f:
+            text = f.read()
+        with open(lb.path, "w") as f:
+            f.write(text.replace("- name: t\n", "- name: t2\n"))
+        for t in senders:
+            t.start()
+        check(wait_until(lambda: min(sent) >= 20, 10), f"the clients send: {sent}")
+        new_pid = upgraded_to(lb)
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=0 kept=3$'),
+              "the old one says it keeps them")
+        stop_sending.set()
+        for t in senders:
+            t.join()
+        held.close()  # the old process's slot frees: it serves its queue, one at a time
+        ok = []
+
+        def one(i, s):
+            try:
+                s.settimeout(30)
+                s.sendall(b"\n")
+                if read_line(s) == BACKENDS[0][0] and read_line(s) == "x" * sent[i]:
+                    ok.append(i)
+            except OSError as e:
+                print(f"  queued client {i}: {e!r}")
+            s.close()
+        threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(queued)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(len(ok) == 3, f"the old process serves each, every byte it sent: {sorted(ok)}")
+        resets = [l for l in lb.log if "clients lent to the new hashlb reset" in l]
+        check(not resets, f"none of them is said used by the new process: {resets}")
+    finally:
+        stop_sending.set()
+        for t in senders:
+            if t.is_alive():
+                t.join()
+        for s in queued:
+            s.close()
+        kill(new_pid)
+
+
 run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
@@ -2481,4 +2549,5 @@ run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_w
            queued_proxy_clients_keep_their_header,
            queued_clients_stay_when_the_new_process_refuses,
            queued_clients_stay_the_new_ones_when_it_is_slow,
-           queued_clients_the_new_process_used_are_reset])
+           queued_clients_the_new_process_used_are_reset,
+           queued_clients_sending_while_lent_are_not_reset])
