@@ -1828,15 +1828,29 @@ static int vip_want_port(struct hlb_steer_vip *want, uint32_t *n, const struct h
 	return ret < 0 ? ret : vip_want(want, n, &addr);
 }
 
+/* The table a VIP entry names (HLB_STEER_VIP_TABLE_SHIFT). */
+static uint32_t vip_table(const struct hlb_steer_vip *v)
+{
+	return (v->flags >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
+}
+
+/* Whether <v> is a VIP's port entry (not empty, not an address's marker). */
+static bool vip_port_entry(const struct hlb_steer_vip *v)
+{
+	return (v->flags & HLB_STEER_VIP_F_VALID) && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY);
+}
+
 /*
  * Lay out <want> (<nw> keys) in <next>, keeping every key of <cur> that is
  * still wanted at its index (conntrack entries name it), the others at the
- * first free slot within HLB_STEER_VIP_PROBES of their home; then each home
- * slot's probe count, and the bits its keys stored past it do not have
- * (absent). -E2BIG if a key finds no slot.
+ * first free slot within HLB_STEER_VIP_PROBES of their home, one no port
+ * entry of <cur> leaves if there is one; then each home slot's probe count,
+ * and the bits its keys stored past it do not have (absent). <ret_freed>[i]
+ * set where a port entry of <cur> leaves: conntrack entries name index i,
+ * for the caller to clear (vips_ct_clear()). -E2BIG if a key finds no slot.
  */
 static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *want, uint32_t nw,
-		      struct hlb_steer_vip *next)
+		      struct hlb_steer_vip *next, bool *ret_freed)
 {
 	bool placed[HLB_STEER_VIPS_MAX] = { false };
 
@@ -1852,20 +1866,29 @@ static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *wan
 			}
 		}
 	}
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
+		ret_freed[i] = vip_port_entry(&cur[i]) && !(next[i].flags & HLB_STEER_VIP_F_VALID);
+	/* A slot a VIP leaves now is taken last (pass 1): its entries are
+	 * cleared only once the flip is done, and until then the program may
+	 * still write some, which a new key in the slot would take as its own
+	 * (the same address and port given to another table: the same tuples).
+	 * A slot left by an earlier call is free: its entries were cleared. */
 	for (uint32_t k = 0; k < nw; k++) {
-		uint32_t home = vip_home(&want[k]), d;
+		uint32_t home = vip_home(&want[k]);
 
-		if (placed[k])
-			continue;
-		for (d = 0; d < HLB_STEER_VIP_PROBES; d++) {
-			uint32_t j = (home + d) % HLB_STEER_VIP_SLOTS;
+		for (int pass = 0; pass < 2 && !placed[k]; pass++) {
+			for (uint32_t d = 0; d < HLB_STEER_VIP_PROBES; d++) {
+				uint32_t j = (home + d) % HLB_STEER_VIP_SLOTS;
 
-			if (!(next[j].flags & HLB_STEER_VIP_F_VALID)) {
-				next[j] = want[k];
-				break;
+				if (!(next[j].flags & HLB_STEER_VIP_F_VALID) &&
+				    (pass == 1 || !ret_freed[j])) {
+					next[j] = want[k];
+					placed[k] = true;
+					break;
+				}
 			}
 		}
-		if (d == HLB_STEER_VIP_PROBES)
+		if (!placed[k])
 			return -E2BIG;
 	}
 	uint8_t present[HLB_STEER_VIP_SLOTS] = { 0 };
@@ -1888,6 +1911,33 @@ static int vip_layout(const struct hlb_steer_vip *cur, struct hlb_steer_vip *wan
 		if (next[i].probes >= 2)
 			next[i].absent = (uint8_t)~present[i];
 	return 0;
+}
+
+/*
+ * Clear the conntrack entries that name a VIP index <freed>[i] set: a VIP
+ * that left the program, whose flows no packet reaches. Done once the VIP
+ * half without it is in force, so that another VIP given the index later
+ * (the same address and port too: another service's, whose flows have the
+ * same tuples) does not take them as its own and send its packets to the old
+ * VIP's backends. One scan of hlb_ct (1 MiB at the default size), when a VIP
+ * leaves only. An entry is compared and cleared in one step: a program may
+ * rewrite the way meanwhile, for another flow.
+ */
+static void vips_ct_clear(struct hashlb_steer *s, const bool *freed)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
+		any |= freed[i];
+	for (uint32_t b = 0; b < s->ct_buckets && any; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
+
+			if (e && freed[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff])
+				__atomic_compare_exchange_n(&s->ct[b].way[w], &e, 0, false,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		}
+	}
 }
 
 /* Elements a map_batch sends, or map_read() reads, in one bpf() call. */
@@ -1978,18 +2028,6 @@ static int map_read(int fd, uint32_t first, uint32_t n, void *values, uint32_t s
 	return ret;
 }
 
-/* The table a VIP entry names (HLB_STEER_VIP_TABLE_SHIFT). */
-static uint32_t vip_table(const struct hlb_steer_vip *v)
-{
-	return (v->flags >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
-}
-
-/* Whether <v> is a VIP's port entry (not empty, not an address's marker). */
-static bool vip_port_entry(const struct hlb_steer_vip *v)
-{
-	return (v->flags & HLB_STEER_VIP_F_VALID) && !(v->flags & HLB_STEER_VIP_F_ADDR_ONLY);
-}
-
 /* Whether <v> is a port entry of a table other than <s>'s. */
 static bool vip_others(const struct hashlb_steer *s, const struct hlb_steer_vip *v)
 {
@@ -2007,6 +2045,7 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		    uint32_t flags, struct hashlb_error *err)
 {
 	struct hlb_steer_vip want[HLB_STEER_VIPS_MAX], v, *cur, *next;
+	bool freed[HLB_STEER_VIP_SLOTS];
 	uint32_t nw = 0, active, vh;
 	struct map_batch *b;
 	int ret = vflag_sync(s);
@@ -2060,15 +2099,17 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 			goto out;
 		}
 	}
-	if (vip_layout(cur, want, nw, next) < 0) {
+	if (vip_layout(cur, want, nw, next, freed) < 0) {
 		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_SIZE_RANGE,
 				 "the VIP table has no room for these VIPs");
 		goto out;
 	}
 	/* Write the half not in use, then flip: a reader sees the old VIP set
-	 * or the new one, never a key half written. The flows of a VIP no
-	 * longer served stay in hlb_ct until evicted: the program checks an
-	 * entry's VIP on every hit, so they are passed from the flip on. */
+	 * or the new one, never a key half written. The program checks an
+	 * entry's VIP index on every hit, so the flows of a VIP no longer
+	 * served are passed from the flip on; their entries are cleared after
+	 * it (vips_ct_clear()): before, they stayed until evicted, and a VIP
+	 * given the index later took them (docs/DESIGN-steering.md). */
 	vh ^= 1;
 	b = batch_new(s->fd[M_VIPS], sizeof(*next));
 	if (!b) {
@@ -2086,6 +2127,7 @@ static int set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips,
 		errno = -ret;
 		goto err_sys;
 	}
+	vips_ct_clear(s, freed);
 	goto out;
 err_sys:
 	ret = hashlb_err(err, -errno, HASHLB_ERR_SYSTEM, "writing the VIP map: %s",
@@ -3353,8 +3395,8 @@ int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *r
 	/* The entries of this handle's table's VIPs in force (closed or not):
 	 * not another table's (another service's, which drains on its own),
 	 * nor of a VIP that left the program (a service whose drain ended
-	 * first, a VIP a reload changed), which no packet reaches any more and
-	 * only an eviction removes. */
+	 * first, a VIP a reload changed), which no packet reaches any more
+	 * (set_vips() clears them once its flip is done). */
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
 		mine[i] = vip_port_entry(&cur[i]) &&
 			  (s->tables < 2 || vip_table(&cur[i]) == s->table);

@@ -4,7 +4,10 @@
  * one interface: each service's VIPs (IPv4 and IPv6) go to the backends of
  * its own table; publishing one table, or removing one service's VIPs,
  * leaves the other's new flows on its table and its established flows on
- * their backends; a VIP another table has is refused; while one table
+ * their backends, and when the two swap their VIPs (a reload swapping two
+ * services' listen) a VIP's old flows, their tuples reused, go by the table
+ * of its new service, not to the old one's backends by their entries
+ * (swapped()); a VIP another table has is refused; while one table
  * flips between two in a thread, the other's new flows never see it, and its
  * own each go where one of the two says; a table published through a handle
  * that has no VIP list (a takeover) keeps its VIPs served, and one whose idea
@@ -483,6 +486,60 @@ static void replace_refused(const struct hashlb_table *t)
 	hashlb_steer_free(other);
 }
 
+/*
+ * A and B swap their VIPs, as hashlb run does for two services that swap
+ * their listen addresses in one reload (set_vip(): A's VIPs leave the
+ * program, B takes them, then A takes B's). A flow established while A served
+ * a VIP, its tuple used again once B serves it (a client's SYN from the same
+ * port, the old flow's ACKs), goes where B's table says, not by its entry to
+ * A's backend; and B's old flows, now to A's VIPs, by A's table. Before, a
+ * VIP back in the program took the index it had (its home slot, freed) and
+ * the entries of its old owner, which name that index, matched it: a new
+ * connection to B's address was served by A's backend.
+ */
+static void swapped(struct hashlb_steer *sa, struct hashlb_steer *sb, const struct hashlb_table *ta,
+		    const struct hashlb_table *tb)
+{
+	struct hashlb_error err = { 0 };
+	uint32_t by_entry = 0;
+
+	test_set_vips(sa, vips_a, 2);
+	publish(sa, ta, 0);
+	publish(sb, tb, B_MAC);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt a, b;
+
+		flow(&a, vips_a, i % 2, 9000 + i);
+		flow(&b, vips_b, i % 2, 9000 + i);
+		CHECK(send_pkt(&a, 0x02) == says(ta, &a, SEED_A, 0) &&
+			      send_pkt(&b, 0x02) == says(tb, &b, SEED_B, B_MAC),
+		      "flow %u before the swap not where its table says", i);
+	}
+	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
+	test_set_vips(sb, vips_a, 2);
+	test_set_vips(sa, vips_b, 2);
+	for (uint32_t i = 0; i < FLOWS; i++) {
+		struct test_pkt a, b;
+		int syn, ack;
+
+		flow(&a, vips_a, i % 2, 9000 + i);
+		syn = send_pkt(&a, 0x02);
+		ack = send_pkt(&a, 0x10);
+		by_entry += syn < B_MAC || ack < B_MAC;
+		CHECK(syn == says(tb, &a, SEED_B, B_MAC) && ack == syn,
+		      "flow %u of A's old VIP, now B's: SYN to %d, ACK to %d, B's table says %d", i,
+		      syn, ack, says(tb, &a, SEED_B, B_MAC));
+		flow(&b, vips_b, i % 2, 9000 + i);
+		ack = send_pkt(&b, 0x10);
+		CHECK(ack == says(ta, &b, SEED_A, 0),
+		      "flow %u of B's old VIP, now A's: ACK to %d, A's table says %d", i, ack,
+		      says(ta, &b, SEED_A, 0));
+	}
+	CHECK(by_entry == 0, "%u of %u flows of B's new VIPs went to A's backends by A's entries",
+	      by_entry, FLOWS);
+	printf("VIPs swapped: %u old flows of each VIP went by its new service's table\n", FLOWS);
+}
+
 int main(void)
 {
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY, .tables = 2 };
@@ -604,6 +661,7 @@ int main(void)
 	still_held(vips_b, 5000, held, "B's flow after A went");
 	wrong = off_table(vips_b, 2, 4000, tb, SEED_B, B_MAC);
 	CHECK(wrong == 0, "B's new flows after A went: %u of %u off", wrong, 2 * FLOWS);
+	swapped(sa, sb, ta, tb);
 
 	hashlb_steer_free(sb);
 	hashlb_steer_free(sa);
