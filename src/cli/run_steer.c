@@ -37,7 +37,10 @@
  * client that half-closed (shutdown(SHUT_WR)) sends nothing more until the
  * server's data, which with DSR the LB never sees, makes it ACK. A server
  * silent longer than this after its client's FIN is cut when the program
- * is detached (docs/steering.md). */
+ * is detached (docs/steering.md); one silent a tick less (DRAIN_TICK_MAX_MS
+ * at most) may be, its client's last use in a tick a poll had seen, which
+ * changes nothing the poll reads: on time, the polls end a drain 12 s after
+ * the one that saw the last change, 15 s at most after the last use. */
 #define DRAIN_CLOSING_QUIET_MS 10000
 
 /* A service with steering: kernel, as the config in force says (copied: a

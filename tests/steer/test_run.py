@@ -616,8 +616,9 @@ def stop_drain_ends(topo, servers):
     """SIGTERM with timeouts.drain 60s: the held connections exchange data after the stop,
     then their client closes them; the drain ends with them (the program marks an entry
     closing at the client's FIN), logged before the program is detached, and the process exits
-    long before the deadline (40 s at most, of 60: the closing entries must go unused 10 s, 12 to
-    15 s after the last use, so that a half-closed client waiting for its server is not cut).
+    long before the deadline (40 s at most, of 60: the closing entries must go unused 10 s, by looks
+    3 s apart, 12 to 15 s after the last use, or up to a tick of their clock less, about 11 s at
+    HZ=250, so that a half-closed client waiting for its server is not cut).
     Before, a stop's drain always lasted its whole timeouts.drain unless the program held no
     entry at all."""
     d, client, held, _ = stopping(topo, "60s", "stop drain ends")
