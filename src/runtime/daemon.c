@@ -1100,21 +1100,22 @@ static uint64_t fd_connections(const struct hlb_daemon *d)
  * The services' max_connections of <cfg> are a cap of their own, whatever the fd limit
  * allows: past the connections it lets the forwarder hold (fd_connections()), the process's
  * connection cap comes first and clients wait in the backlog before a service refuses any.
- * Counted: the sum of those the config sets (meant to add up, each service its share), or a
- * service's own if larger. The default 10,000 of a service that sets none counts only where
- * twice it passes the limit itself: a cap nobody chose, which the process's cap ("connection
- * cap") bounds already, warned at each start of every config on a limit of 20,000 (its 9,900
- * connections or so). Said at start and at each reload, for the config it loaded (before, at
- * start only, against half the limit: neither the listeners', checks' nor splice pipes'
- * shares). A service of max_connections 0 (no cap) is the operator's choice. A
- * kernel-steered one counts too: while the kernel has no table of it (the program not attached
- * yet, fallback), the daemon's own listener serves its clients under its max_connections.
+ * Counted: the sum of those the config sets (meant to add up, each service its share). The
+ * default 10,000 of a service that sets none counts only where twice it passes the limit
+ * itself: a cap nobody chose, which the process's cap ("connection cap") bounds already,
+ * warned at each start of every config on a limit of 20,000 (its 9,900 connections or so).
+ * The two tested apart: the default, larger than the sum set, took its place and its test
+ * (9,500 set beside a default 10,000 under 20,000 passed, with 8,900 or so held). Said at
+ * start and at each reload, for the config it loaded (before, at start only, against half
+ * the limit: neither the listeners', checks' nor splice pipes' shares). A service of
+ * max_connections 0 (no cap) is the operator's choice. A kernel-steered one counts too: while
+ * the kernel has no table of it (the program not attached yet, fallback), the daemon's own
+ * listener serves its clients under its max_connections.
  */
 static void warn_services_max_conns(const struct hlb_daemon *d, const struct hashlb_config *cfg)
 {
-	uint64_t sum = 0, one = 0, cap = fd_connections(d);
+	uint64_t sum = 0, dflt = 0, cap = fd_connections(d);
 	uint32_t n = 0;
-	bool chosen = false;
 
 	if (!cap || !d->nofile)
 		return;
@@ -1126,20 +1127,16 @@ static void warn_services_max_conns(const struct hlb_daemon *d, const struct has
 		if (s->max_connections_given) {
 			sum += s->max_connections;
 			n++;
-		}
-		if (s->max_connections > one) {
-			one = s->max_connections;
-			chosen = s->max_connections_given;
+		} else if (s->max_connections > dflt) {
+			dflt = s->max_connections;
 		}
 	}
-	if (one > sum) {
-		sum = one;
+	if (!n || sum <= cap) {
+		if (dflt * 2 <= d->nofile)
+			return;
+		sum = dflt;
 		n = 1;
-	} else {
-		chosen = true;
 	}
-	if (chosen ? sum <= cap : sum * 2 <= d->nofile)
-		return;
 	hlb_log(HLB_LOG_WARN, "services' max_connections over what the fd limit allows",
 		"max_connections_sum=%" PRIu64 " services=%u nofile=%" PRIu64
 		" max_connections_fd=%" PRIu64 " connections_fd=%" PRIu64 " nofile_needed=%" PRIu64

@@ -1982,11 +1982,20 @@ def services_max_connections_over_the_fd_limit():
           f"two services at the default 10,000, nofile=20000: nothing said: {lb.log[:4]}")
     check(lb.stop() == 0, "hashlb exits 0")
     two = two.replace("    backends:\n", "    max_connections: 6000\n    backends:\n")
-    lb = Hashlb(head + two, nofile=20000)
-    said = [l for l in lb.log if "over what the fd limit allows" in l]
-    check(len(said) == 1 and "max_connections_sum=12000 services=2 nofile=20000 " in said[0],
-          f"two services that set 6,000 each, nofile=20000: said: {said}")
-    check(lb.stop() == 0, "hashlb exits 0")
+    # and one that sets 9,500, over the ~8,900 connections nofile=20000 leaves with 1,024
+    # splice pipes, beside one at the default 10,000: said as for the first alone. Before,
+    # the default, larger, took the sum's place and its own test (twice it, 20,000, fits),
+    # and the 9,500 set went unsaid
+    mixed = two.replace("    max_connections: 6000\n", "    max_connections: 9500\n", 1)
+    mixed = mixed.replace("    max_connections: 6000\n", "")
+    for services, sum_n, what in ((two, "12000 services=2", "two services that set 6,000 each"),
+                                  (mixed, "9500 services=1",
+                                   "9,500 set beside a service at the default")):
+        lb = Hashlb(head + services, nofile=20000)
+        said = [l for l in lb.log if "over what the fd limit allows" in l]
+        check(len(said) == 1 and f"max_connections_sum={sum_n} nofile=20000 " in said[0],
+              f"{what}, nofile=20000: said: {said}")
+        check(lb.stop() == 0, "hashlb exits 0")
     # a kernel-steered service counts: while the kernel has no table of it (here an
     # interface that does not exist, on any build: the program is never attached) the
     # daemon's own listener serves its clients under its default 10,000 (it was left out)
