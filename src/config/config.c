@@ -882,19 +882,6 @@ static int get_unit_number(struct loader *ld, const struct ynode *v, const char 
 	if (*s == '.' || *s == ',')
 		return fail(ld, v, "'%s' %s: %s is a whole number of its unit %s", key, v->text,
 			    k->what, k->whole);
-	if (*s == '\0' && v->quoted && k == &duration_kind && !over && !negative &&
-	    bare_hints(val, lo, hi)) {
-		/* the suggestions in range only: "30000" to keepalive's idle is 30000ms,
-		 * not 30000s */
-		unsigned int h = bare_hints(val, lo, hi);
-
-		return fail(ld, v,
-			    "'%s' \"%s\" has no unit: write %s%s%s%s%s, or the number without "
-			    "quotes (milliseconds)",
-			    key, v->text, h & BARE_MS ? v->text : "", h & BARE_MS ? "ms" : "",
-			    h == (BARE_MS | BARE_S) ? ", " : "", h & BARE_S ? v->text : "",
-			    h & BARE_S ? "s" : "");
-	}
 	if (*s == '\0' && v->quoted)
 		return fail(ld, v,
 			    "'%s' \"%s\" has no unit: write %s%s, %s%s, or the number without "
@@ -963,15 +950,45 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
 }
 
 /*
- * A duration in milliseconds: a plain integer (milliseconds) or a number
- * with a unit, "250ms", "2s", "5m", "1h". One without a unit is noted for
- * hashlb_config_warnings().
+ * As get_duration(), for a setting that refuses more after its range <lo>..<hi>: it takes
+ * <ok_lo> ms and more (0 aside), in steps of <step> ms (keepalive's whole seconds). A quoted
+ * number alone ("30") is refused with what to write, each suggestion one the setting takes
+ * (bare_hints()): "30000" to keepalive's idle is 30000ms, not 30000s, and "30" is 30s, not
+ * the number without quotes, 30ms and out of range; "1500" is 1500s, not 1500ms, not whole
+ * seconds. They were offered.
  */
-static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
-			uint32_t hi, uint32_t *ret)
+static int get_duration_taking(struct loader *ld, const struct ynode *v, const char *key,
+			       uint32_t lo, uint32_t hi, uint64_t ok_lo, uint32_t step,
+			       uint32_t *ret)
 {
 	uint64_t ms;
-	int r = get_unit_number(ld, v, key, &duration_kind, lo, hi, NULL, &ms);
+	int r;
+
+	if (v->type == YNODE_SCALAR && v->quoted && *v->text &&
+	    strspn(v->text, "0123456789") == strlen(v->text) && strlen(v->text) <= 15) {
+		uint64_t n = strtoull(v->text, NULL, 10), least = lo > ok_lo ? lo : ok_lo;
+		bool ms_ok = n >= least && n <= hi && n % step == 0;
+		bool s_ok = n * 1000 >= least && n * 1000 <= hi;
+		unsigned int h = bare_hints(n, least, hi) & (ms_ok ? BARE_MS | BARE_S : BARE_S);
+
+		/* none that may have been meant: the one taken, if any ("3000" to a
+		 * user_timeout of at least 90s is 3000s) */
+		if (!h)
+			h = (ms_ok ? BARE_MS : 0) | (s_ok ? BARE_S : 0);
+		if (h)
+			return fail(ld, v, "'%s' \"%s\" has no unit: write %s%s%s%s%s%s", key,
+				    v->text, h & BARE_MS ? v->text : "", h & BARE_MS ? "ms" : "",
+				    h == (BARE_MS | BARE_S) ? ", " : "", h & BARE_S ? v->text : "",
+				    h & BARE_S ? "s" : "",
+				    h & BARE_MS ? ", or the number without quotes (milliseconds)"
+						: "");
+		if (n) /* 0 is 0 in any unit: said below */
+			return fail(ld, v,
+				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is taken: "
+				    "write a duration with its unit",
+				    key, v->text, v->text, v->text);
+	}
+	r = get_unit_number(ld, v, key, &duration_kind, lo, hi, NULL, &ms);
 
 	if (r == 0)
 		r = note_bare_duration(ld, v, key, ms, hi);
@@ -979,6 +996,17 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 		return r;
 	*ret = (uint32_t)ms;
 	return 0;
+}
+
+/*
+ * A duration in milliseconds: a plain integer (milliseconds) or a number
+ * with a unit, "250ms", "2s", "5m", "1h". One without a unit is noted for
+ * hashlb_config_warnings().
+ */
+static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
+			uint32_t hi, uint32_t *ret)
+{
+	return get_duration_taking(ld, v, key, lo, hi, lo, 1, ret);
 }
 
 static int get_double(struct loader *ld, const struct ynode *v, const char *key, double *ret)
@@ -1491,7 +1519,7 @@ static int get_keepalive_secs(struct loader *ld, const struct ynode *v, const ch
 			      uint32_t *ret_s)
 {
 	uint32_t ms;
-	int r = get_duration(ld, v, key, 1000, KEEPALIVE_SECS_MAX * 1000, &ms);
+	int r = get_duration_taking(ld, v, key, 1000, KEEPALIVE_SECS_MAX * 1000, 1000, 1000, &ms);
 
 	if (r < 0)
 		return r;
@@ -1542,8 +1570,8 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 		uint64_t probes_ms =
 			((uint64_t)k->idle_s + (uint64_t)k->interval_s * k->count) * 1000;
 
-		r = get_duration(ld, x, "user_timeout", 0, KEEPALIVE_SECS_MAX * 1000,
-				 &k->user_timeout_ms);
+		r = get_duration_taking(ld, x, "user_timeout", 0, KEEPALIVE_SECS_MAX * 1000,
+					probes_ms, 1, &k->user_timeout_ms);
 		if (r < 0)
 			return r;
 		/* With TCP_USER_TIMEOUT set, the kernel ends a quiet connection at
@@ -2591,8 +2619,8 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 
 	v = map_get(root, "resolve_every");
 	if (v) {
-		r = get_duration(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS,
-				 &c->resolve_every_ms);
+		r = get_duration_taking(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS, 1000, 1,
+					&c->resolve_every_ms);
 		if (r < 0)
 			return r;
 		if (c->resolve_every_ms && c->resolve_every_ms < 1000) {

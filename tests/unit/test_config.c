@@ -1566,9 +1566,27 @@ static void test_bare_duration_suggestions(void **state)
 	expect_error(MINIMAL "    keepalive: {idle: \"30000\"}\n", 7, 23,
 		     "'idle' \"30000\" has no unit: write 30000ms, or the number without quotes "
 		     "(milliseconds)");
+	/* each one the setting takes: the number without quotes, 30ms, is out of range;
+	 * 1500ms is not whole seconds; resolve_every's 500ms is shorter than 1s (all three
+	 * offered before, refused once written) */
 	expect_error(MINIMAL "    keepalive: {idle: \"30\"}\n", 7, 23,
-		     "'idle' \"30\" has no unit: write 30s, or the number without quotes "
-		     "(milliseconds)");
+		     "'idle' \"30\" has no unit: write 30s");
+	expect_error(MINIMAL "    keepalive: {idle: \"1500\"}\n", 7, 23,
+		     "'idle' \"1500\" has no unit: write 1500s");
+	expect_error("resolve_every: \"500\"\n" MINIMAL, 1, 16,
+		     "'resolve_every' \"500\" has no unit: write 500s");
+	/* the user_timeout past the probes (65s): 3000s, though a whole number of
+	 * thousands, as nothing else is taken; none for 30 (30s is shorter too) */
+	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: \"3000\"}\n", 7, 41,
+		     "'user_timeout' \"3000\" has no unit: write 3000s");
+	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: \"30\"}\n", 7, 41,
+		     "'user_timeout' \"30\" has no unit, and neither 30ms nor 30s is taken: write "
+		     "a duration with its unit");
+	/* 0 is 0 in any unit */
+	expect_error(
+		"resolve_every: \"0\"\n" MINIMAL, 1, 16,
+		"'resolve_every' \"0\" has no unit: write 0ms, 0s, or the number without quotes "
+		"(milliseconds)");
 	expect_error(MINIMAL "    timeouts: {drain: \"30\"}\n", 7, 23,
 		     "'drain' \"30\" has no unit: write 30ms, 30s, or the number without quotes "
 		     "(milliseconds)");
