@@ -21,7 +21,8 @@ struct cli_command {
 	const char *summary; /* one line for `hashlb --help` */
 	int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
 	/* it runs until stopped and takes its signals (cli_start_signals()): main()
-	 * leaves them held for it; any other command gets the mask hashlb inherited */
+	 * holds them for it from its first statement; anything else (any other
+	 * command, --help, --version) keeps the mask hashlb inherited */
 	bool takes_signals;
 };
 

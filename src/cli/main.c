@@ -141,20 +141,26 @@ static void stop_now(int sig)
 static sigset_t inherited_mask;
 
 /*
- * main()'s first statement: hold hashlb run's stops and commands, and so
- * steer's (a subset), until the command takes them (cli_start_signals()).
- * Before, they kept their default action until the command's first
- * statement: a SIGHUP (a reload) or a SIGUSR1 then killed hashlb run, and
- * as PID 1 of a container a SIGTERM was dropped, hashlb went on to run.
- * Only the instants from exec to here (the dynamic loader) are left.
+ * main()'s first statement: for command <name> that takes its signals (hashlb
+ * run, steer), hold run's stops and commands, and so steer's (a subset), until
+ * the command takes them (cli_start_signals()). Before, they kept their default
+ * action until the command's first statement: a SIGHUP (a reload) or a SIGUSR1
+ * then killed hashlb run, and as PID 1 of a container a SIGTERM was dropped,
+ * hashlb went on to run. Only the instants from exec to here (the dynamic
+ * loader) are left. Anything else keeps the mask it inherited, unheld: hashlb
+ * --version, --help, or a command line refused, held too, exited 0 or 2 on a
+ * SIGTERM sent as it started, where it was killed.
  */
-static void signals_hold(void)
+static void signals_hold(const char *name)
 {
+	const struct cli_command *cmd = name ? command_find(name) : NULL;
 	sigset_t set;
 
 	sigemptyset(&set);
-	hlb_sigset_add_stops(&set);
-	hlb_sigset_add_commands(&set);
+	if (cmd && cmd->takes_signals) {
+		hlb_sigset_add_stops(&set);
+		hlb_sigset_add_commands(&set);
+	}
 	sigprocmask(SIG_BLOCK, &set, &inherited_mask);
 }
 
@@ -289,7 +295,7 @@ int main(int argc, char **argv)
 	const struct cli_command *cmd;
 	bool version;
 
-	signals_hold();
+	signals_hold(argc >= 2 ? argv[1] : NULL);
 	std_fds_open();
 	stdout_open();
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
@@ -318,8 +324,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "Run 'hashlb --help' for the commands.\n");
 			return 2;
 		}
-		if (!cmd->takes_signals)
-			sigprocmask(SIG_SETMASK, &inherited_mask, NULL);
 		cli_set_command(cmd->name);
 		return command_status(cmd->name, cmd->run(2, help_argv));
 	}
@@ -341,8 +345,6 @@ int main(int argc, char **argv)
 	}
 	cmd = command_find(argv[1]);
 	if (cmd) {
-		if (!cmd->takes_signals)
-			sigprocmask(SIG_SETMASK, &inherited_mask, NULL);
 		cli_set_command(cmd->name);
 		return command_status(cmd->name, cmd->run(argc - 1, argv + 1));
 	}

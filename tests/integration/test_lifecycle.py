@@ -964,8 +964,8 @@ def signals_before_command():
     or a SIGUSR1 sent that early killed hashlb run, and as PID 1 of a PID namespace (a
     container's init) the kernel dropped a SIGTERM, and hashlb went on to start and serve.
     Now the SIGHUP reloads once it runs, the SIGUSR1 is logged and ignored, the SIGTERM
-    stops it (exit 143 as PID 1). Any other command gets back the mask it inherited: hashlb
-    check dies of a SIGTERM sent there. Held in main() by start_pause.c ("main")."""
+    stops it (exit 143 as PID 1). Anything else keeps the mask it inherited: hashlb check,
+    --version and --help die of a SIGTERM sent there. Held in main() by start_pause.c ("main")."""
     lb, pid, go = _paused("main")
     os.kill(pid, signal.SIGHUP)
     os.kill(pid, signal.SIGUSR1)
@@ -985,14 +985,18 @@ def signals_before_command():
           f"PID 1, a SIGTERM in main(): exit 143, got {rc} "
           f"({'it started' if rc is None else 'exited'})")
 
-    pause = Paused("main")
-    p = spawn([*pause.wrap, HASHLB, "check", "-c", tmpfile("check.yaml", config(BACKENDS))],
-              pass_fds=pause.pass_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    check(pause.reached(), "hashlb check reached main()")
-    os.kill(p.pid, signal.SIGTERM)
-    pause.go()
-    rc = p.wait(30)
-    check(rc == -signal.SIGTERM, f"hashlb check: killed by a SIGTERM in main(), as ever: {rc}")
+    # and hashlb --version or --help, held too, exited 0 on it, the SIGTERM left pending
+    for args in (["check", "-c", tmpfile("check.yaml", config(BACKENDS))], ["--version"],
+                 ["--help"]):
+        pause = Paused("main")
+        p = spawn([*pause.wrap, HASHLB, *args], pass_fds=pause.pass_fds,
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        check(pause.reached(), f"hashlb {args[0]} reached main()")
+        os.kill(p.pid, signal.SIGTERM)
+        pause.go()
+        rc = p.wait(30)
+        check(rc == -signal.SIGTERM,
+              f"hashlb {args[0]}: killed by a SIGTERM in main(), as ever: {rc}")
 
 
 def inherited_ignores_kept():
