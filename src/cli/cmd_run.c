@@ -456,7 +456,10 @@ int cmd_run(int argc, char **argv)
 		cli_error("out of memory\n");
 		return 1;
 	}
-	again[0] = "hashlb";
+	/* argv[0] as it was given (glibc keeps it as program_invocation_name): the new process
+	 * shows the command line that started the old one, so that ps, pgrep -f and a
+	 * monitor's process match find it after an upgrade as before (it was "hashlb") */
+	again[0] = program_invocation_name;
 	memcpy(again + 1, argv, sizeof(*argv) * (size_t)argc);
 	r = run(argc, argv, again);
 	free(again);

@@ -373,6 +373,8 @@ def upgrade_in_place():
 
         inode = install(HASHLB, exe)
         socks = listen_inodes(old.proc.pid)
+        with open(f"/proc/{old.proc.pid}/cmdline", "rb") as f:
+            cmdline = f.read()
         # held open: the old one drains until enough connections went through during the
         # upgrade, however quickly the new one is ready
         held = connect(LISTEN, client_ip(250))
@@ -387,6 +389,12 @@ def upgrade_in_place():
               f"the old process names the new one the main process: {pid} {msg}")
         check(new_pid and os.stat(f"/proc/{new_pid}/exe").st_ino == inode,
               "the new process runs the newly installed file")
+        if new_pid:
+            with open(f"/proc/{new_pid}/cmdline", "rb") as f:
+                got = f.read()
+            check(got == cmdline and cmdline.startswith(exe.encode() + b"\0run\0"),
+                  f"with the same command line, its argv[0] too (ps, pgrep -f find it as "
+                  f"before; it was \"hashlb\"): {got!r}, was {cmdline!r}")
         check(new_pid and len(socks) == 2 and listen_inodes(new_pid) == socks,
               f"and listens on the old one's sockets: {socks}")
         check(old.wait_log(r"msg=listening .*taken_over=2"),
