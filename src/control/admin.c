@@ -88,14 +88,14 @@ static void resp_error(struct hlb_http_resp *resp, int status, const char *fmt, 
 }
 
 /*
- * "; it has: A B C" for the errors that ask for a service: the names to
+ * "<lead> A B C" for the errors that ask for a service: the names to
  * choose from, as hashlb lookup -c lists them (a name holds no space), as
  * many as fit in <size> bytes, then "... (N in all)".
  */
-static const char *service_names(struct hlb_control *ctl, char *buf, size_t size)
+static const char *service_names(struct hlb_control *ctl, const char *lead, char *buf, size_t size)
 {
 	uint32_t n = hlb_pool_service_count(ctl->pool);
-	size_t len = (size_t)snprintf(buf, size, "; it has:");
+	size_t len = (size_t)snprintf(buf, size, "%s", lead);
 	char more[40];
 
 	snprintf(more, sizeof(more), " ... (%u in all)", n);
@@ -128,13 +128,13 @@ static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struc
 		resp_error(resp, 400,
 			   "which service? %u services: give service=NAME (hashlb ctl: -s NAME)%s",
 			   hlb_pool_service_count(ctl->pool),
-			   service_names(ctl, names, sizeof(names)));
+			   service_names(ctl, "; it has:", names, sizeof(names)));
 		return NULL;
 	}
 	s = hlb_pool_service_find(ctl->pool, name);
 	if (!s)
 		resp_error(resp, 404, "no service '%s'%s", name,
-			   service_names(ctl, names, sizeof(names)));
+			   service_names(ctl, "; it has:", names, sizeof(names)));
 	return s;
 }
 
@@ -1413,8 +1413,11 @@ static struct hlb_pool_service *req_backend_service(struct hlb_control *ctl,
 		}
 		hlb_buf_puts(&resp->body, "]}\n");
 	} else
+		/* the services, not "it has:", which read as the backends it has */
 		resp_error(resp, 404, "no service has a backend '%s'%s", name,
-			   service_names(ctl, names, sizeof(names)));
+			   service_names(ctl,
+					 "; hashlb ctl status lists the backends of its services:",
+					 names, sizeof(names)));
 	return NULL;
 }
 

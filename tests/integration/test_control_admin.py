@@ -1386,8 +1386,9 @@ def set_and_close_find_the_service_of_their_backend():
         check(got.get("services") == ["x", "y"] and got["error"].startswith("which service?"),
               f"POST {path}: 400 naming x and y in \"services\": {code} {body!r}")
     rc, so, se = lb.ctl("set", "zz", "drain")
-    check(rc == 1 and se == "hashlb ctl: no service has a backend 'zz'; it has: x y\n",
-          f"ctl set zz drain: in no service: {rc} {se!r}")
+    check(rc == 1 and se == "hashlb ctl: no service has a backend 'zz'; hashlb ctl status "
+          "lists the backends of its services: x y\n",
+          f"ctl set zz drain: in no service, where to find the backends: {rc} {se!r}")
     rc, so, se = lb.ctl("-s", "y", "set", "a", "drain")
     check(rc == 0 and so.startswith("y/a: state drain,"), f"-s y set a drain: {rc} {so!r} {se!r}")
     check(lb.stop() == 0, "exit 0")
