@@ -47,6 +47,8 @@ static unsigned ctl_timeout_s;
 /* whether the endpoint is the default address, neither --admin, -c nor $HASHLB_ADMIN given:
  * nothing there is then most often a hashlb whose config's admin is elsewhere */
 static bool ctl_admin_default;
+/* -c FILE when the address is its admin key, which a running hashlb may not serve (yet) */
+static const char *ctl_admin_from_file;
 
 /* How long a connect or a read waits for the endpoint. */
 static unsigned ctl_wait_s(void)
@@ -396,13 +398,23 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 				"cannot reach the admin endpoint at %s: it accepted no connection "
 				"within %u s (is hashlb stuck, its listen queue full?)\n",
 				admin_name(ss, name, sizeof(name)), ctl_wait_s());
-		else if (!quiet)
-			cli_error("cannot reach the admin endpoint at %s: %s%s\n",
+		else if (!quiet) {
+			bool refused = r == -ECONNREFUSED;
+			/* -c FILE's admin key: one a reload changed is not served yet */
+			const char *file = refused ? ctl_admin_from_file : NULL;
+
+			cli_error("cannot reach the admin endpoint at %s: %s%s%s%s%s\n",
 				  admin_name(ss, name, sizeof(name)), strerror(-r),
-				  ctl_admin_default && r == -ECONNREFUSED
+				  refused && ctl_admin_default
 					  ? " (the default address: for a hashlb whose config sets "
 					    "admin: elsewhere, give -c FILE or --admin ADDR)"
-					  : "");
+					  : "",
+				  file ? " (" : "", file ? cli_path(file) : "",
+				  file ? "'s admin key; a hashlb started before that key changed "
+					 "serves its old address still, which a reload does not "
+					 "move: --admin ADDR reaches it)"
+				       : "");
+		}
 		if (fd >= 0)
 			close(fd);
 		return r;
@@ -1477,6 +1489,7 @@ int cmd_ctl(int argc, char **argv)
 			o.admin = NULL; /* "export HASHLB_ADMIN=": unset, as most tools take it */
 	}
 	ctl_admin_default = !o.config && !o.admin;
+	ctl_admin_from_file = admin_given ? NULL : o.config;
 	if (o.config) {
 		struct hashlb_config *cfg;
 		struct hashlb_error err = { 0 };

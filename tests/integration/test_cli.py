@@ -613,6 +613,24 @@ for args, hint in ((["ctl", "status"], True), (["ctl", "--admin", "127.0.0.1:990
     check(p.returncode == 1 and p.stderr == want,
           f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
 
+# Nothing at -c FILE's admin address: its key may have been changed since hashlb started, which
+# a reload does not apply (the running hashlb serves its first address until a restart), and
+# the message says so and how to reach it; --admin beside -c is not second-guessed. It said
+# "Connection refused" alone, and the operator who had just reloaded the file could not tell why.
+with open(os.path.join(tmp, "admin-moved.yaml"), "w") as f:
+    f.write("admin: 127.0.0.1:9901\nservices:\n  - name: s\n    listen: 127.0.0.1:18080\n"
+            "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
+for args, hint in ((["ctl", "-c", f.name, "status"], True),
+                   (["ctl", "-c", f.name, "--admin", "127.0.0.1:9901", "status"], False)):
+    p = in_netns(*args, env=env)
+    want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused" +
+            (f" ({f.name}'s admin key; a hashlb started before that key changed serves its old "
+             "address still, which a reload does not move: --admin ADDR reaches it)"
+             if hint else "") + "\n")
+    check(p.returncode == 1 and p.stderr == want,
+          f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
+os.unlink(f.name)
+
 # ctl -c FILE reload --pid PID (a unit's ExecReload=) where FILE, or its admin key, cannot be
 # read: exit 1 and PID sent nothing, no reload asked and no SIGHUP, as control.md says; and the
 # message says so, where ctl's SIGHUP fallback says what it sent. It said only FILE's error, and
