@@ -1683,7 +1683,9 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 			hlb_buf_printf(
 				&resp->body,
 				"kept over the config, as set at run time (hashlb ctl set; a "
-				"restart drops it): %u backend%s, the first: %s\n",
+				"restart drops it, and so does setting it to the config's value "
+				"with hashlb ctl set: writing that value in the config does "
+				"not): %u backend%s, the first: %s\n",
 				ctl->overrides, hlb_plural(ctl->overrides), ctl->first_override);
 		return;
 	}

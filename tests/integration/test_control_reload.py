@@ -611,7 +611,9 @@ def reloads_say_what_run_time_settings_they_keep():
         rc, so, se = lb.ctl(*args)
         check(rc == 0, f"ctl {' '.join(args)}: {se}")
     rc, so, se, logged = lb.reload()
-    told = ("kept over the config, as set at run time (hashlb ctl set; a restart drops it): "
+    told = ("kept over the config, as set at run time (hashlb ctl set; a restart drops it, and "
+            "so does setting it to the config's value with hashlb ctl set: writing that value "
+            "in the config does not): "
             "2 backends, the first: t/b state drain (config: ready)\n")
     check(rc == 0 and told in so, f"the answer says what is kept: {so!r}")
     check(any('msg="reload: run-time settings kept over the config" backends=2 '
@@ -621,6 +623,16 @@ def reloads_say_what_run_time_settings_they_keep():
           "both are kept")
     rc, so, se, _ = lb.reload("--json")  # its lines waited for, not taken for the next's
     check(rc == 0 and json.loads(so)["overrides"] == 2, f"--json counts them: {so!r}")
+    # the config's own value written out changes nothing: the answer says how it ends
+    lb.rewrite(config([t[0], (*t[1], "state: ready"), t[2]], health=off))
+    rc, so, se, _ = lb.reload()
+    check(rc == 0 and told in so and lb.backend("b")["state"] == "drain",
+          f"state: ready written out keeps b drained, and says so: {so!r}")
+    rc, so, se = lb.ctl("set", "b", "ready")
+    rc2, so2, se2, _ = lb.reload()
+    check(rc == 0 and rc2 == 0 and lb.backend("b")["state"] == "ready" and
+          "1 backend, the first: t/c weight 3 (config: 1)" in so2,
+          f"set to the config's value, it is no longer kept over it: {so2!r}")
     lb.rewrite(config([t[0], (*t[1], "state: drain"), (*t[2], "weight: 3")], health=off))
     rc, so, se, logged = lb.reload()
     check(rc == 0 and "kept over the config" not in so and
