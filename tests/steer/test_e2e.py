@@ -267,6 +267,9 @@ def second_instance(topo):
 
     for first, second in [("tc", "xdp-generic"), ("xdp-generic", "tc"), ("tc", "auto")]:
         tag = f"[{first}, then {second}]"
+        # b1 is given without mac=: its neighbour entry must hold one, which the tests before
+        # (a foreign XDP program on eth0, minutes on a loaded machine) may have let fail
+        topo.resolve()
         p1 = topo.spawn(topo.lb, [HASHLB, "steer", "--mode", first,
                                   *steer_args(topo, 3, "maglev")],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
