@@ -71,6 +71,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1381,24 +1382,20 @@ static long sysctl_read(const char *path)
 	return v;
 }
 
-/* Whether this process holds capability <cap> in the kernel's own user namespace, where the
- * pipe limits look (capable()): in another one (a container's) its capabilities do not count. */
+/* The inode of the initial user namespace's nsfs file (PROC_USER_INIT_INO, fixed since 3.8) */
+#define USER_NS_INIT_INO 0xEFFFFFFDUL
+
+/* Whether this thread holds capability <cap> in the kernel's own user namespace, where the
+ * pipe limits look (capable()): in another one (a container's) its capabilities do not count.
+ * Told by the namespace itself, not its uid_map: one of a container can map every uid as the
+ * initial one does ("0 0 4294967295"). */
 static bool pipe_capable(int cap)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct data[2];
-	char map[64];
-	unsigned long inside, outside, count;
-	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	struct stat st;
 
-	if (fd < 0)
-		return false;
-	n = read(fd, map, sizeof(map) - 1);
-	close(fd);
-	map[n > 0 ? n : 0] = '\0';
-	if (sscanf(map, "%lu %lu %lu", &inside, &outside, &count) != 3 || inside || outside ||
-	    count != 4294967295UL)
+	if (stat("/proc/self/ns/user", &st) < 0 || st.st_ino != USER_NS_INIT_INO)
 		return false;
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return false;
