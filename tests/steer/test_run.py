@@ -2099,7 +2099,7 @@ def stop_idle_flow(topo, servers):
     import test_frames as F
     ticks = ct_ticks()
     if not ticks:
-        raise T.Skip("stop_idle_flow: /proc/timer_list tells no jiffies")
+        raise T.Skip("/proc/timer_list tells no jiffies")
     tick, start = ticks
     for key in ("iptables", "ip6tables"):
         T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
@@ -2131,7 +2131,7 @@ def stop_idle_flow(topo, servers):
         polls = [t0 + 3 * k for k in range(2, 20) if t0 + 3 * k > time.time() + 0.5 and
                  0.25 * tick <= (t0 + 3 * k - start) % tick <= tick - 0.5]
         if not polls or tick < 1:
-            raise T.Skip(f"stop idle flow: no drain poll in the middle of a {tick:.3f} s tick")
+            raise T.Skip(f"no drain poll in the middle of a {tick:.3f} s tick")
         q = polls[0]
         # the flow keeps its entry used until then, its last such use a tick before q - 0.1
         while time.time() < q - 0.4 - 2 * tick:
