@@ -704,7 +704,15 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 	t = table_free(rs, e, other->steer);
 	/* the replaced hashlb publishes into it until it stops: not replaced */
 	if (t < 0 && n == 1 && !other->held) {
-		if (hashlb_steer_grow(other->steer, o, &why) < 0) {
+		int ret = hashlb_steer_grow(other->steer, o, &why);
+
+		/* another publication holds the program's lock: tried again
+		 * (grow_busy()), not refused for good */
+		if (ret == -EAGAIN || ret == -ETIMEDOUT) {
+			*err = why;
+			return ret;
+		}
+		if (ret < 0) {
 			log_error("kernel steering program not replaced", other->name, &why);
 		} else {
 			/* interface= as the program's lines give it (iface_kv()) */
@@ -729,6 +737,29 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 		"a restart of hashlb (not an upgrade, nor a reload) loads one with a table "
 		"for every service on the interface",
 		steer_dev(other, dev), other->name, n, n == 1 ? "" : "s");
+}
+
+/*
+ * <other>'s program of one table was not replaced for <e> (share()): another
+ * publication into it holds its lock (a hashlb steer --update, a hashlb
+ * beside this one). Tried again every RETRY_MS, as a table refused so is;
+ * said once the lock has been found held for 2 s (not while <busy>), and
+ * again if the reason changes. Before, <e> was refused until the next
+ * reload, told that only a restart would steer it.
+ */
+static void grow_busy(struct run_steer *rs, struct run_steer_svc *e,
+		      const struct run_steer_svc *other, const struct hashlb_error *err, bool busy)
+{
+	char q[HLB_LOG_QUOTED_MAX(sizeof(err->msg))], kv[LOG_IFACE_KV_MAX];
+
+	if (!busy && (!e->retry || strcmp(e->refused, err->msg) != 0)) {
+		hlb_log(HLB_LOG_WARN, "kernel steering program not replaced",
+			"service=%s %s for=%s error=%s reason=\"tried again every second\"",
+			other->name, iface_kv(other, kv), e->name,
+			hlb_log_quote(err->msg, q, sizeof(q)));
+		snprintf(e->refused, sizeof(e->refused), "%s", err->msg);
+	}
+	retry_arm(rs, e);
 }
 
 /*
@@ -943,7 +974,12 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 		 * (killed, crashed): taken over, its flows stay where they are.
 		 * Never one another live process drives. */
 		if (other) {
-			if (share(rs, e, other, &o, &err) < 0) {
+			ret = share(rs, e, other, &o, &err);
+			if (ret == -EAGAIN || ret == -ETIMEDOUT) {
+				grow_busy(rs, e, other, &err, ret == -EAGAIN);
+				return;
+			}
+			if (ret < 0) {
 				e->failed = true;
 				log_error("kernel steering not started", name, &err);
 				return;

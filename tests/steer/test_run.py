@@ -1969,6 +1969,63 @@ def grown(topo, servers):
         two_services_end(topo, d)
 
 
+def grown_locked(topo, servers):
+    """A reload adding a second kernel-steered service (api) on the interface web is alone on,
+    while another publication holds the program's lock (here the test: an flock on its lock
+    file, past the daemon's 2 s): web's program is not replaced meanwhile, and api is not
+    refused for good: the replacement is tried again every second, as a refused table is, and
+    once the lock is let go the program is replaced and api's 20 new clients go through the
+    kernel path to b3. Before, api was 'not started', the error telling to restart hashlb,
+    and stayed in userspace until the next reload."""
+    import fcntl
+    web, api = two_services_yaml(topo)
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    d = Daemon(topo, web).start()
+    fd = None
+    try:
+        if not check(d.wait_log("service=web generation=", 20) is not None,
+                     "grown_locked: no table of web published"):
+            return
+        path = lock_file(topo)
+        if not check(path and os.path.exists(path), f"grown_locked: no lock file ({path})"):
+            return
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        d.edit(web, web + api)
+        d.skip_log()
+        start = len(d.lines)
+        p = d.ctl("reload")
+        check(p.returncode == 0, f"grown_locked: reload: {p.stdout} {p.stderr}")
+        # the lock found held for 2 s: said, naming this process, and tried again
+        line = d.wait_log("kernel steering program not replaced", 15)
+        check(line is not None and f"process {os.getpid()}" in line and
+              "tried again" in line,
+              f"grown_locked: the replacement not tried again while the lock was held: {line}")
+        time.sleep(1.5)  # a retry or more, the lock still held
+        refused = [l for l in d.lines[start:] if "not started" in l and "service=api" in l]
+        check(not refused, f"grown_locked: api refused for good while the lock was held: "
+              f"{refused}")
+        said = [l for l in d.lines[start:] if "kernel steering program not replaced" in l]
+        check(len(said) == 1, f"grown_locked: said {len(said)} times while held: {said}")
+        os.close(fd)
+        fd = None
+        replaced = d.wait_log("kernel steering program replaced", 15)
+        check(replaced is not None and "service=web " in replaced and " for=api " in replaced,
+              f"grown_locked: web's program not replaced once the lock was let go: {replaced}")
+        check(d.wait_log("service=api generation=", 10) is not None,
+              "grown_locked: no table of api published")
+        got6 = kernel_steered(topo, "grown_locked: api", T.VIP6)
+        check(got6 == {"b3": 20}, f"grown_locked: api's clients not all on b3: {dict(got6)}")
+        print(f"grown_locked: while locked: {line and line.split('msg=')[1][:40]}...; "
+              f"then {replaced and replaced.split('msg=')[1][:40]}; api's 20 new {dict(got6)}",
+              flush=True)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        two_services_end(topo, d)
+
+
 def upgrade_dropped(topo, servers):
     """An upgrade in place whose config no longer has api, of two services on eth0: the new
     process takes web's table over, and api's VIP leaves the program once web's table is
@@ -2731,7 +2788,7 @@ def body(topo):
                      ("two_hooks", two_hooks), ("upgrade_two_hooks", upgrade_two_hooks),
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
-                     ("grown", grown),
+                     ("grown", grown), ("grown_locked", grown_locked),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
                      ("stop_shared", stop_shared), ("stop_idle_flow", stop_idle_flow),
                      ("iface_recreated", iface_recreated),
