@@ -72,7 +72,9 @@ struct run_steer_svc {
 	 * with the next table, which may be refused); none known (family 0): <vip>. */
 	struct sockaddr_storage vip_set;
 	/* Taken over from the hashlb an upgrade replaces, which still publishes
-	 * until it stops: nothing is published until then (run_steer_old_stopped()). */
+	 * until it stops: nothing is published until then (run_steer_old_stopped()).
+	 * With no program yet: waiting for that one's program of one table, which
+	 * another service took over, to be replaced (share()). */
 	bool held;
 	/* Its table, table_free()'s last choice, served another's VIPs (the
 	 * replaced hashlb's service): they leave it before its first table. */
@@ -685,11 +687,13 @@ static void tables_unserved(struct run_steer *rs, struct run_steer_svc *e)
  * replaces), else the first no service uses. One loaded for a service alone
  * (a reload adds a second) is replaced by one of <o>'s tables and
  * capacities (iface_services()), <other>'s VIPs, flows and table kept
- * (hashlb_steer_grow()), one taken over too; one of several tables, every
- * one in use, or one the replaced hashlb still publishes into, or whose
- * replacement failed, keeps its size, and <e> is refused, to be loaded
- * again by a restart. Before, a second service on an interface was refused by the
- * config, then one a reload added was refused until a restart.
+ * (hashlb_steer_grow()), one taken over too (-EINPROGRESS while the
+ * replaced hashlb still publishes into it: replaced once it stops; -EAGAIN
+ * or -ETIMEDOUT while another publication holds its lock: tried again); one
+ * of several tables, every one in use, or whose replacement failed, keeps
+ * its size, and <e> is refused, to be loaded again by a restart. Before, a
+ * second service on an interface was refused by the config, then one a
+ * reload added was refused until a restart.
  */
 static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run_steer_svc *other,
 		 const struct hashlb_steer_opts *o, struct hashlb_error *err)
@@ -702,8 +706,14 @@ static int share(struct run_steer *rs, struct run_steer_svc *e, const struct run
 	if (have >= 0 && !table_used(rs, other->steer, (uint32_t)have))
 		return hashlb_steer_share(other->steer, (uint32_t)have, &e->steer, err);
 	t = table_free(rs, e, other->steer);
-	/* the replaced hashlb publishes into it until it stops: not replaced */
-	if (t < 0 && n == 1 && !other->held) {
+	/* the replaced hashlb publishes into it until it stops: replaced then
+	 * (run_steer_old_stopped()), <e> held meanwhile */
+	if (t < 0 && n == 1 && other->held)
+		return hashlb_err(err, -EINPROGRESS, HASHLB_ERR_SYSTEM,
+				  "the program on '%s' (service '%s''s) holds 1 table, and the "
+				  "hashlb this one replaces publishes into it until it stops",
+				  steer_dev(other, dev), other->name);
+	if (t < 0 && n == 1) {
 		int ret = hashlb_steer_grow(other->steer, o, &why);
 
 		/* another publication holds the program's lock: tried again
@@ -934,6 +944,9 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 	if (rs->stopping || e->failed || e->lost ||
 	    (e->published && e->marked && e->generation == snap->generation))
 		return;
+	/* waiting for another service's program to be replaced (share()) */
+	if (e->held && !e->steer)
+		return;
 	if (!e->steer) {
 		struct hashlb_steer_opts o = { .iface = e->iface,
 					       .mode = HASHLB_STEER_AUTO,
@@ -977,6 +990,20 @@ static void publish(struct run_steer *rs, struct run_steer_svc *e, const struct 
 			ret = share(rs, e, other, &o, &err);
 			if (ret == -EAGAIN || ret == -ETIMEDOUT) {
 				grow_busy(rs, e, other, &err, ret == -EAGAIN);
+				return;
+			}
+			/* Started by run_steer_old_stopped(), once the program is
+			 * this process's to replace. Before, refused until a reload. */
+			if (ret == -EINPROGRESS) {
+				char q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
+
+				e->held = true;
+				hlb_log(HLB_LOG_INFO,
+					"kernel steering waits for the replaced hashlb",
+					"service=%s interface=%s error=%s reason=\"its program is "
+					"replaced by one of a table each once that hashlb stops\"",
+					name, hlb_log_quote(o.iface, qi, sizeof(qi)),
+					hlb_log_quote(err.msg, q, sizeof(q)));
 				return;
 			}
 			if (ret < 0) {
@@ -1670,16 +1697,20 @@ void run_steer_old_stopped(void *arg)
 	struct run_steer *rs = arg;
 
 	rs->old_stopped = true;
-	for (uint32_t i = 0; i < rs->n; i++) {
-		struct run_steer_svc *e = &rs->svcs[i];
+	/* first the services that took a program over, then those that wait
+	 * for one of them to be replaced (share()): its service not held then */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < rs->n; i++) {
+			struct run_steer_svc *e = &rs->svcs[i];
 
-		/* stopping: nothing is published, and the program stays the
-		 * replaced hashlb's, left to its drain (drain_begin()) */
-		if (!e->held || rs->stopping)
-			continue;
-		e->held = false;
-		if (e->svc)
-			publish(rs, e, atomic_load(&e->svc->snap));
+			/* stopping: nothing is published, and the program stays the
+			 * replaced hashlb's, left to its drain (drain_begin()) */
+			if (!e->held || rs->stopping || (pass == 0) != (e->steer != NULL))
+				continue;
+			e->held = false;
+			if (e->svc)
+				publish(rs, e, atomic_load(&e->svc->snap));
+		}
 	}
 }
 

@@ -1969,6 +1969,19 @@ def grown(topo, servers):
         two_services_end(topo, d)
 
 
+def web_alone(topo, tag):
+    """web alone on eth0 (a program of one table), the LB holding the IPv6 VIP of api, which a
+    reload or an upgrade then adds: (daemon, web's yaml, api's yaml, whether web's table was
+    published)."""
+    web, api = two_services_yaml(topo)
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    d = Daemon(topo, web).start()
+    ok = check(d.wait_log("service=web generation=", 20) is not None,
+               f"{tag}: no table of web published")
+    return d, web, api, ok
+
+
 def grown_locked(topo, servers):
     """A reload adding a second kernel-steered service (api) on the interface web is alone on,
     while another publication holds the program's lock (here the test: an flock on its lock
@@ -1978,14 +1991,10 @@ def grown_locked(topo, servers):
     kernel path to b3. Before, api was 'not started', the error telling to restart hashlb,
     and stayed in userspace until the next reload."""
     import fcntl
-    web, api = two_services_yaml(topo)
-    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
-         check=False)
-    d = Daemon(topo, web).start()
+    d, web, api, ok = web_alone(topo, "grown_locked")
     fd = None
     try:
-        if not check(d.wait_log("service=web generation=", 20) is not None,
-                     "grown_locked: no table of web published"):
+        if not ok:
             return
         path = lock_file(topo)
         if not check(path and os.path.exists(path), f"grown_locked: no lock file ({path})"):
@@ -2024,6 +2033,44 @@ def grown_locked(topo, servers):
         if fd is not None:
             os.close(fd)
         two_services_end(topo, d)
+
+
+def upgrade_grown(topo, servers):
+    """An upgrade in place (SIGUSR2) whose config adds api on the interface web was alone on:
+    the new process takes web's program of one table over, held while the replaced hashlb
+    still publishes into it; once that one has stopped, the program is replaced by one of a
+    table each and api's 20 new clients go through the kernel path to b3, web's 24 connections
+    held across it answering from their backends. Before, api was refused for good ('not
+    started', the error telling to restart hashlb) and stayed in userspace until a reload."""
+    d, web, api, ok = web_alone(topo, "upgrade_grown")
+    new_pid = None
+    try:
+        if not ok:
+            return
+        client, held = hold(topo)
+        d.edit(web, web + api)
+        d.skip_log()
+        start = len(d.lines)
+        new_pid = upgrade(d, "upgrade_grown")
+        replaced = d.wait_log("kernel steering program replaced", 20)
+        check(replaced is not None and "service=web " in replaced and " for=api " in replaced,
+              f"upgrade_grown: web's program not replaced once the old process stopped: "
+              f"{[l for l in d.lines[start:] if 'steering' in l]}")
+        check(d.wait_log("service=api generation=", 10) is not None,
+              "upgrade_grown: no table of api published")
+        refused = [l for l in d.lines[start:] if "not started" in l and "service=api" in l]
+        check(not refused, f"upgrade_grown: api refused: {refused}")
+        waits = [l for l in d.lines[start:] if "kernel steering waits" in l]
+        check(len(waits) == 1 and "service=api " in waits[0],
+              f"upgrade_grown: api's wait for the replaced hashlb not said once: {waits}")
+        lost = still_held(client, held, "upgrade_grown: web's connections across it")
+        got6 = kernel_steered(topo, "upgrade_grown: api", T.VIP6)
+        check(got6 == {"b3": 20}, f"upgrade_grown: api's clients not all on b3: {dict(got6)}")
+        print(f"upgrade_grown: {replaced and replaced.split('msg=')[1][:40]}...; {len(held)} held, "
+              f"{lost} lost; api's 20 new {dict(got6)}", flush=True)
+        topo.wait_closed()
+    finally:
+        two_services_end(topo, d, new_pid)
 
 
 def upgrade_dropped(topo, servers):
@@ -2789,6 +2836,7 @@ def body(topo):
                      ("prefix", prefix),
                      ("altname", altname), ("two_services", two_services),
                      ("grown", grown), ("grown_locked", grown_locked),
+                     ("upgrade_grown", upgrade_grown),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
                      ("stop_shared", stop_shared), ("stop_idle_flow", stop_idle_flow),
                      ("iface_recreated", iface_recreated),
