@@ -951,15 +951,17 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
 
 /*
  * As get_duration(), for a setting that refuses more after its range <lo>..<hi>: it takes
- * <ok_lo> ms and more (0 aside), in steps of <step> ms (keepalive's whole seconds). A quoted
+ * <ok_lo>..<ok_hi> ms (0 aside), in steps of <step> ms (keepalive's whole seconds). A quoted
  * number alone ("30") is refused with what to write, each suggestion one the setting takes
  * (bare_hints()): "30000" to keepalive's idle is 30000ms, not 30000s, and "30" is 30s, not
  * the number without quotes, 30ms and out of range; "1500" is 1500s, not 1500ms, not whole
- * seconds. They were offered.
+ * seconds; a health check's timeout "5" under an interval of 2s is 5ms, not 5s, longer.
+ * They were offered. "0" is 0 in any unit: offered as such only where 0 is in range (a
+ * connect timeout's "0" was told 'write 0ms, 0s', both refused).
  */
 static int get_duration_taking(struct loader *ld, const struct ynode *v, const char *key,
-			       uint32_t lo, uint32_t hi, uint64_t ok_lo, uint32_t step,
-			       uint32_t *ret)
+			       uint32_t lo, uint32_t hi, uint64_t ok_lo, uint64_t ok_hi,
+			       uint32_t step, uint32_t *ret)
 {
 	uint64_t ms;
 	int r;
@@ -967,9 +969,10 @@ static int get_duration_taking(struct loader *ld, const struct ynode *v, const c
 	if (v->type == YNODE_SCALAR && v->quoted && *v->text &&
 	    strspn(v->text, "0123456789") == strlen(v->text) && strlen(v->text) <= 15) {
 		uint64_t n = strtoull(v->text, NULL, 10), least = lo > ok_lo ? lo : ok_lo;
-		bool ms_ok = n >= least && n <= hi && n % step == 0;
-		bool s_ok = n * 1000 >= least && n * 1000 <= hi;
-		unsigned int h = bare_hints(n, least, hi) & (ms_ok ? BARE_MS | BARE_S : BARE_S);
+		uint64_t most = hi < ok_hi ? hi : ok_hi;
+		bool ms_ok = n >= least && n <= most && n % step == 0;
+		bool s_ok = n * 1000 >= least && n * 1000 <= most;
+		unsigned int h = bare_hints(n, least, most) & (ms_ok ? BARE_MS | BARE_S : BARE_S);
 
 		/* none that may have been meant: the one taken, if any ("3000" to a
 		 * user_timeout of at least 90s is 3000s) */
@@ -982,7 +985,7 @@ static int get_duration_taking(struct loader *ld, const struct ynode *v, const c
 				    h & BARE_S ? "s" : "",
 				    h & BARE_MS ? ", or the number without quotes (milliseconds)"
 						: "");
-		if (n) /* 0 is 0 in any unit: said below */
+		if (n || lo) /* 0 is 0 in any unit: said below, where it is in range */
 			return fail(ld, v,
 				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is taken: "
 				    "write a duration with its unit",
@@ -1006,7 +1009,7 @@ static int get_duration_taking(struct loader *ld, const struct ynode *v, const c
 static int get_duration(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
 			uint32_t hi, uint32_t *ret)
 {
-	return get_duration_taking(ld, v, key, lo, hi, lo, 1, ret);
+	return get_duration_taking(ld, v, key, lo, hi, lo, hi, 1, ret);
 }
 
 static int get_double(struct loader *ld, const struct ynode *v, const char *key, double *ret)
@@ -1476,8 +1479,10 @@ static int load_health(struct loader *ld, const struct ynode *m, struct hashlb_h
 	    (r = get_duration(ld, v, "interval", HEALTH_INTERVAL_MIN, HEALTH_INTERVAL_MAX,
 			      &h->interval_ms)) < 0)
 		return r;
+	/* no longer than the interval (below): "5" under 2s suggests 5ms, not 5s */
 	if ((v = map_get(m, "timeout")) &&
-	    (r = get_duration(ld, v, "timeout", 1, HEALTH_TIMEOUT_MAX, &h->timeout_ms)) < 0)
+	    (r = get_duration_taking(ld, v, "timeout", 1, HEALTH_TIMEOUT_MAX, 1, h->interval_ms, 1,
+				     &h->timeout_ms)) < 0)
 		return r;
 	if ((v = map_get(m, "rise")) &&
 	    (r = get_u32_range(ld, v, "rise", 1, HEALTH_COUNT_MAX, &h->rise)) < 0)
@@ -1519,7 +1524,8 @@ static int get_keepalive_secs(struct loader *ld, const struct ynode *v, const ch
 			      uint32_t *ret_s)
 {
 	uint32_t ms;
-	int r = get_duration_taking(ld, v, key, 1000, KEEPALIVE_SECS_MAX * 1000, 1000, 1000, &ms);
+	int r = get_duration_taking(ld, v, key, 1000, KEEPALIVE_SECS_MAX * 1000, 1000,
+				    KEEPALIVE_SECS_MAX * 1000, 1000, &ms);
 
 	if (r < 0)
 		return r;
@@ -1571,7 +1577,8 @@ static int load_keepalive(struct loader *ld, const struct ynode *v, struct hashl
 			((uint64_t)k->idle_s + (uint64_t)k->interval_s * k->count) * 1000;
 
 		r = get_duration_taking(ld, x, "user_timeout", 0, KEEPALIVE_SECS_MAX * 1000,
-					probes_ms, 1, &k->user_timeout_ms);
+					probes_ms, KEEPALIVE_SECS_MAX * 1000, 1,
+					&k->user_timeout_ms);
 		if (r < 0)
 			return r;
 		/* With TCP_USER_TIMEOUT set, the kernel ends a quiet connection at
@@ -2619,8 +2626,8 @@ static int load_root(struct loader *ld, const struct ynode *root, struct hashlb_
 
 	v = map_get(root, "resolve_every");
 	if (v) {
-		r = get_duration_taking(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS, 1000, 1,
-					&c->resolve_every_ms);
+		r = get_duration_taking(ld, v, "resolve_every", 0, RESOLVE_EVERY_MAX_MS, 1000,
+					RESOLVE_EVERY_MAX_MS, 1, &c->resolve_every_ms);
 		if (r < 0)
 			return r;
 		if (c->resolve_every_ms && c->resolve_every_ms < 1000) {

@@ -1582,6 +1582,24 @@ static void test_bare_duration_suggestions(void **state)
 	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: \"30\"}\n", 7, 41,
 		     "'user_timeout' \"30\" has no unit, and neither 30ms nor 30s is taken: write "
 		     "a duration with its unit");
+	/* a health check's timeout no longer than its interval: 5s is longer than 2s (the
+	 * default); 3000 is neither 3000ms nor 3000s (offered before: 5s, 3000ms) */
+	expect_error(MINIMAL "    health: {timeout: \"5\"}\n", 7, 23,
+		     "'timeout' \"5\" has no unit: write 5ms, or the number without quotes "
+		     "(milliseconds)");
+	expect_error(MINIMAL "    health: {interval: 10s, timeout: \"5\"}\n", 7, 38,
+		     "'timeout' \"5\" has no unit: write 5ms, 5s, or the number without quotes "
+		     "(milliseconds)");
+	expect_error(MINIMAL "    health: {timeout: \"3000\"}\n", 7, 23,
+		     "'timeout' \"3000\" has no unit, and neither 3000ms nor 3000s is taken: "
+		     "write a duration with its unit");
+	/* 0 out of range: neither 0ms nor 0s (offered before, both refused) */
+	expect_error(MINIMAL "    timeouts: {connect: \"0\"}\n", 7, 25,
+		     "'connect' \"0\" has no unit, and neither 0ms nor 0s is taken: write a "
+		     "duration with its unit");
+	expect_error(MINIMAL "    keepalive: {idle: \"0\"}\n", 7, 23,
+		     "'idle' \"0\" has no unit, and neither 0ms nor 0s is taken: write a "
+		     "duration with its unit");
 	/* 0 is 0 in any unit */
 	expect_error(
 		"resolve_every: \"0\"\n" MINIMAL, 1, 16,
