@@ -49,6 +49,8 @@ static unsigned ctl_timeout_s;
 static bool ctl_admin_default;
 /* -c FILE when the address is its admin key, which a running hashlb may not serve (yet) */
 static const char *ctl_admin_from_file;
+/* and FILE writes no admin key: the address is the default */
+static bool ctl_admin_file_default;
 
 /* How long a connect or a read waits for the endpoint. */
 static unsigned ctl_wait_s(void)
@@ -403,17 +405,25 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 			/* -c FILE's admin key: one a reload changed is not served yet */
 			const char *file = refused ? ctl_admin_from_file : NULL;
 
-			cli_error("cannot reach the admin endpoint at %s: %s%s%s%s%s\n",
-				  admin_name(ss, name, sizeof(name)), strerror(-r),
-				  refused && ctl_admin_default
-					  ? " (the default address: for a hashlb whose config sets "
-					    "admin: elsewhere, give -c FILE or --admin ADDR)"
-					  : "",
-				  file ? " (" : "", file ? cli_path(file) : "",
-				  file ? "'s admin key; a hashlb started before that key changed "
-					 "serves its old address still, which a reload does not "
-					 "move: --admin ADDR reaches it)"
-				       : "");
+			cli_error(
+				"cannot reach the admin endpoint at %s: %s%s%s%s%s\n",
+				admin_name(ss, name, sizeof(name)), strerror(-r),
+				refused && ctl_admin_default
+					? " (the default address: for a hashlb whose config sets "
+					  "admin: elsewhere, give -c FILE or --admin ADDR)"
+					: "",
+				file ? (ctl_admin_file_default ? " (the default address, " : " (")
+				     : "",
+				file ? cli_path(file) : "",
+				!file ? ""
+				/* not "FILE's admin key", which it does not write */
+				: ctl_admin_file_default
+					? " writing no admin key; a hashlb started before that "
+					  "changed serves its old address still, which a reload "
+					  "does not move: --admin ADDR reaches it)"
+					: "'s admin key; a hashlb started before that key changed "
+					  "serves its old address still, which a reload does not "
+					  "move: --admin ADDR reaches it)");
 		}
 		if (fd >= 0)
 			close(fd);
@@ -1591,6 +1601,7 @@ int cmd_ctl(int argc, char **argv)
 			file_error_flush(&fe);
 			return 1;
 		}
+		ctl_admin_file_default = cfg && !cfg->admin_pos.line;
 		admin_addr = cfg ? &cfg->admin_addr : &given;
 		admin_len = cfg ? cfg->admin_addr_len : given_len;
 		admin_text = cfg ? cfg->admin : admin_given;

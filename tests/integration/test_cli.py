@@ -630,6 +630,19 @@ for args, hint in ((["ctl", "-c", f.name, "status"], True),
     check(p.returncode == 1 and p.stderr == want,
           f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
 os.unlink(f.name)
+# and a FILE that writes no admin key: the default address, not "FILE's admin key" (it said so)
+with open(os.path.join(tmp, "admin-default.yaml"), "w") as f:
+    f.write("services:\n  - name: s\n    listen: 127.0.0.1:18080\n"
+            "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
+p = in_netns("ctl", "-c", f.name, "status", env=env)
+want = ("hashlb ctl: cannot reach the admin endpoint at 127.0.0.1:9901: Connection refused "
+        f"(the default address, {f.name} writing no admin key; a hashlb started before that "
+        "changed serves its old address still, which a reload does not move: --admin ADDR "
+        "reaches it)\n")
+check(p.returncode == 1 and p.stderr == want,
+      f"hashlb ctl -c FILE status, FILE without admin, nothing there: exit {p.returncode}, "
+      f"stderr {p.stderr!r}")
+os.unlink(f.name)
 
 # ctl -c FILE reload --pid PID (a unit's ExecReload=) where FILE, or its admin key, cannot be
 # read: exit 1 and PID sent nothing, no reload asked and no SIGHUP, as control.md says; and the
