@@ -989,7 +989,10 @@ def signals_before_command():
     for args in (["check", "-c", tmpfile("check.yaml", config(BACKENDS))], ["--version"],
                  ["--help"]):
         pause = Paused("main")
-        p = spawn([*pause.wrap, HASHLB, *args], pass_fds=pause.pass_fds,
+        # preloaded before a sanitized build's runtime, as _paused() does
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+                   ":verify_asan_link_order=0")
+        p = spawn([*pause.wrap, HASHLB, *args], pass_fds=pause.pass_fds, env=env,
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         check(pause.reached(), f"hashlb {args[0]} reached main()")
         os.kill(p.pid, signal.SIGTERM)
