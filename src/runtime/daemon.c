@@ -1731,7 +1731,8 @@ static void queued_end(struct hlb_daemon *d, size_t n)
 			len = 0;
 		}
 	}
-	if (!sent)
+	/* lending nothing, the old one may exit before this answer: then there was nothing to say */
+	if (!sent && (n || (errno != EPIPE && errno != ECONNRESET)))
 		hlb_log(HLB_LOG_WARN, "cannot answer the old hashlb", "err=%s",
 			strerrorname_np(errno));
 	else if (n)
@@ -2534,6 +2535,22 @@ static void old_stop_late(struct hlb_daemon *d, void *arg)
 	old_stopped(d);
 }
 
+/*
+ * The old process's channel refused this one's HLB_FDPASS_QUEUE with <err>. Closed (EPIPE,
+ * ECONNRESET): it has exited, as one with no connection does as soon as this one is ready
+ * (most upgrades of an idle hashlb), and its drain waited for the clients in its queues:
+ * nothing of them was left to take over. Said at info, not as a failure.
+ */
+static void queue_ask_failed(int err)
+{
+	if (err == EPIPE || err == ECONNRESET)
+		hlb_log(HLB_LOG_INFO, "the old hashlb had exited: no queued clients to take over",
+			"err=%s", strerrorname_np(err));
+	else
+		hlb_log(HLB_LOG_WARN, "cannot ask the old hashlb for its queued clients", "err=%s",
+			strerrorname_np(err));
+}
+
 /* <keep>: the socket stays, for requests to the old process (parent_fd). */
 static void resync_end(struct hlb_daemon *d, bool keep)
 {
@@ -2545,8 +2562,7 @@ static void resync_end(struct hlb_daemon *d, bool keep)
 		 * neither asks for them nor answers this) */
 		if (send(d->parent_fd, HLB_FDPASS_QUEUE, strlen(HLB_FDPASS_QUEUE),
 			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-			hlb_log(HLB_LOG_WARN, "cannot ask the old hashlb for its queued clients",
-				"err=%s", strerrorname_np(errno));
+			queue_ask_failed(errno);
 	} else
 		close(d->resync_fd);
 	d->resync_fd = -1;
