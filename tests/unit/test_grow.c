@@ -12,10 +12,17 @@
 
 #include "hashlb/grow.h"
 
-/* In a build with -Dsanitize=true, a size that cannot be allocated is NULL, as without (ASan
- * would stop the test instead): that is the failure hlb_grow() must survive. */
+/* In a build with -Dsanitize=true (or CI's ThreadSanitizer build), a size that cannot be
+ * allocated is NULL, as without (the sanitizer would stop the test instead): that is the
+ * failure hlb_grow() must survive. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
 {
 	return "allocator_may_return_null=1";
 }
