@@ -20,6 +20,11 @@
 
 /* a connection over HLB_HTTP_CONNS_MAX: this long for its request to come (1 s of the 10) */
 #define HTTP_BUSY_TIMEOUT_MS(h) ((h)->timeout_ms / 10)
+/* How long an answer with descriptors riding on it (GET /sockets) waits in all for its client to
+ * read what does not fit the socket: it holds the control thread (checks, other requests)
+ * meanwhile. A hashlb taking the sockets over reads it at once, and it is a line per socket,
+ * which the socket's buffer holds; the upgrade's own channel waits HLB_FDPASS_SEND_MS. */
+#define HTTP_FDS_SEND_MS 1000
 /* the 503's reason past HLB_HTTP_CONNS_MAX, answered either way (conn_busy(), http_accept()) */
 #define HTTP_BUSY_MSG "too many admin connections open (64): try again"
 _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
@@ -310,7 +315,8 @@ static void conn_linger(struct http_conn *c)
  * which starts at <body_off>; then it ends as any answer does (conn_answered()). */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
 {
-	if (hlb_fdpass_send(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds))
+	if (hlb_fdpass_send_by(c->io.fd, c->out.p, c->out.len, body_off, resp->fds, resp->n_fds,
+			       hlb_fdpass_due(HTTP_FDS_SEND_MS)))
 		c->out_off = c->out.len;
 	conn_answered(c);
 }

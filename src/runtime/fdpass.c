@@ -79,18 +79,15 @@ static bool send_with_fds(int fd, const char *text, size_t off, size_t end, cons
 	return true;
 }
 
-bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
-		     unsigned n_fds)
+uint64_t hlb_fdpass_due(unsigned ms)
 {
-	unsigned went;
-
-	return hlb_fdpass_send_counted(fd, text, len, lines_off, fds, n_fds, &went);
+	return mono_ms() + ms;
 }
 
-bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
-			     unsigned n_fds, unsigned *ret_went)
+/* hlb_fdpass_send_counted() until <due_ms> (CLOCK_MONOTONIC) */
+static bool send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			 unsigned n_fds, uint64_t due_ms, unsigned *ret_went)
 {
-	uint64_t due_ms = mono_ms() + HLB_FDPASS_SEND_MS;
 	size_t off = 0, end;
 	unsigned sent = 0, k;
 	bool went;
@@ -119,6 +116,28 @@ bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_
 		off = end;
 	}
 	return true;
+}
+
+bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+		     unsigned n_fds)
+{
+	return hlb_fdpass_send_by(fd, text, len, lines_off, fds, n_fds,
+				  hlb_fdpass_due(HLB_FDPASS_SEND_MS));
+}
+
+bool hlb_fdpass_send_by(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			unsigned n_fds, uint64_t due_ms)
+{
+	unsigned went;
+
+	return send_counted(fd, text, len, lines_off, fds, n_fds, due_ms, &went);
+}
+
+bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			     unsigned n_fds, unsigned *ret_went)
+{
+	return send_counted(fd, text, len, lines_off, fds, n_fds,
+			    hlb_fdpass_due(HLB_FDPASS_SEND_MS), ret_went);
 }
 
 /* <a> as /proc/net/tcp{,6} writes an address: the 32-bit words of the address as they lie in

@@ -10,6 +10,7 @@
 #define HASHLB_FDPASS_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* descriptors per message (the kernel's SCM_MAX_FD is 253) */
@@ -64,6 +65,12 @@
  */
 bool hlb_fdpass_send(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
 		     unsigned n_fds);
+/* hlb_fdpass_send() by a deadline of the caller's: <due_ms> on CLOCK_MONOTONIC, as
+ * hlb_fdpass_due() gives it (one deadline for a text sent in parts, a shorter bound). */
+bool hlb_fdpass_send_by(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
+			unsigned n_fds, uint64_t due_ms);
+/* The CLOCK_MONOTONIC time <ms> from now, in ms: a deadline for hlb_fdpass_send_by(). */
+uint64_t hlb_fdpass_due(unsigned ms);
 /* hlb_fdpass_send(), and how many of <fds> reached the peer's socket (*<ret_went>), all of them
  * or not: those of a batch whose first byte went did, even if the rest of its text did not. */
 bool hlb_fdpass_send_counted(int fd, const char *text, size_t len, size_t lines_off, const int *fds,
