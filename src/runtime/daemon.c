@@ -1707,10 +1707,17 @@ static void queued_line(struct hlb_daemon *d, char *line)
  * taken), and how many it took. Written a few KiB at a time from the stack: an answer that
  * needs no memory cannot leave a refused line out (the old one would count it taken, and
  * close its copy of a socket this one closed: a client lost). The old one has sent all its
- * lines by now and reads: each part waits for it as hlb_fdpass_send() does.
+ * lines by now and reads: the parts wait for it HLB_FDPASS_SEND_MS in all.
+ *
+ * False if the answer could not go whole: the socket to the old process is closed then (by
+ * the caller, parent_readable()), for a line cut part way would be glued to the next one
+ * ("refused 1" of "refused 12", then "successor PID": client 1 refused, which this one serves).
+ * The old one takes back those whose refusals reached it whole, and leaves the others to this
+ * one; of those, the ones refused here are closed on both sides. No client is served by both.
  */
-static void queued_end(struct hlb_daemon *d, size_t n)
+static bool queued_end(struct hlb_daemon *d, size_t n)
 {
+	uint64_t due_ms = hlb_fdpass_due(HLB_FDPASS_SEND_MS);
 	char buf[4096];
 	size_t len = 0;
 	bool sent = true;
@@ -1727,19 +1734,25 @@ static void queued_end(struct hlb_daemon *d, size_t n)
 						d->adopted);
 		/* room for one more line (a size_t's 20 digits and the word) */
 		if (len > sizeof(buf) - 64 || i == d->queued_seen) {
-			sent = hlb_fdpass_send(d->parent_fd, buf, len, 0, NULL, 0);
+			sent = hlb_fdpass_send_by(d->parent_fd, buf, len, 0, NULL, 0, due_ms);
 			len = 0;
 		}
 	}
-	/* lending nothing, the old one may exit before this answer: then there was nothing to say */
-	if (!sent && (n || (errno != EPIPE && errno != ECONNRESET)))
-		hlb_log(HLB_LOG_WARN, "cannot answer the old hashlb", "err=%s",
-			strerrorname_np(errno));
-	else if (n)
+	if (!sent) {
+		/* lending nothing, the old one may exit before this answer: nothing to say then */
+		if (n || (errno != EPIPE && errno != ECONNRESET))
+			hlb_log(HLB_LOG_WARN,
+				"cannot answer the old hashlb for the clients it lent: its socket is "
+				"given up",
+				"err=%s count=%zu taken=%zu limit_ms=%u", strerrorname_np(errno), n,
+				d->adopted, (unsigned)HLB_FDPASS_SEND_MS);
+	} else if (n) {
 		hlb_log(d->adopted < n ? HLB_LOG_WARN : HLB_LOG_INFO,
 			"clients waiting in the old hashlb's queues taken over",
 			"count=%zu left_there=%zu", d->adopted, n - d->adopted);
+	}
 	queued_reset(d); /* no socket should be left: one more than its lines said */
+	return sent;
 }
 
 /* The old process's answers ("closed N"), to the first request in line each; the clients
@@ -1758,16 +1771,18 @@ static void parent_readable(struct hlb_daemon *d, int fd, uint32_t events, void 
 		*nl = '\0';
 		if (!strncmp(d->parent_in, HLB_FDPASS_QUEUED_WORD, strlen(HLB_FDPASS_QUEUED_WORD)))
 			queued_line(d, d->parent_in);
-		else if (sscanf(d->parent_in, HLB_FDPASS_QUEUED_END, &count) == 1)
-			queued_end(d, count);
-		else if (d->asks && d->asks->sent)
+		else if (sscanf(d->parent_in, HLB_FDPASS_QUEUED_END, &count) == 1) {
+			if (!queued_end(d, count))
+				r = -EPIPE; /* cut part way: given up below */
+		} else if (d->asks && d->asks->sent)
 			old_ask_done(d, sscanf(d->parent_in, "closed %llu", &n) == 1 ? (int64_t)n
 										     : -1);
 		d->parent_len -= (size_t)(nl + 1 - d->parent_in);
 		memmove(d->parent_in, nl + 1, d->parent_len + 1);
 	}
 	if (r < 0) {
-		/* it has exited: what waits is answered -1 in turn, at once */
+		/* it has exited (or could not be answered): what waits is answered -1 in turn,
+		 * at once */
 		parent_fd_close(d);
 		if (d->asks && d->asks->sent) {
 			d->asks->sent = false;
@@ -2050,6 +2065,7 @@ static void succ_request(struct hlb_daemon *d, char *line)
 	int pid, r;
 
 	size_t taken;
+	int end = 0;
 
 	if (sscanf(line, "successor %d", &pid) == 1 && pid > 0) {
 		successor_set(d, pid);
@@ -2061,7 +2077,10 @@ static void succ_request(struct hlb_daemon *d, char *line)
 		lend_queue(d);
 		return;
 	}
-	if (sscanf(line, HLB_FDPASS_REFUSED, &taken) == 1) {
+	/* the number and nothing after it: a line cut short, the next glued on ("refused 1" of
+	 * "refused 12", then "successor PID"), names no client (a new process of before kept its
+	 * socket open after an answer that could not go whole) */
+	if (sscanf(line, HLB_FDPASS_REFUSED "%n", &taken, &end) == 1 && !line[end]) {
 		if (d->lent_sent && taken < d->n_lent)
 			d->lent[taken].refused = true;
 		return;

@@ -109,6 +109,9 @@ bool hlb_fdpass_peer_gone(int fd);
  * that does not answer in LENT_WAIT_MS, or whose channel breaks, or that got only some of the
  * sockets, may serve any it got: the old one closes its copies of those (no reset). A process
  * of before neither asks nor answers: an old one of before ignores the request.
+ * The answer goes by one deadline, HLB_FDPASS_SEND_MS; one that cannot go whole, the new one
+ * closes the channel after it (a line cut part way, glued to the next, would name another
+ * client), and the old one reads a line only whole: a client is served by one process at most.
  */
 #define HLB_FDPASS_QUEUE "queue\n"
 #define HLB_FDPASS_QUEUED_WORD "queued " /* what starts an HLB_FDPASS_QUEUED line */

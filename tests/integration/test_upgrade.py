@@ -2309,6 +2309,15 @@ def served(queued, one_by_one=False, early=False, ids=None):
     return len(ok)
 
 
+def drop_service_t(lb):
+    """<lb>'s config on disk without service t (renamed t2): a new process started on it
+    refuses the clients of t lent to it."""
+    with open(lb.path) as f:
+        text = f.read()
+    with open(lb.path, "w") as f:
+        f.write(text.replace("- name: t\n", "- name: t2\n"))
+
+
 def queued_clients_survive_an_upgrade():
     for workers, n in ((2, 12), (4, 1)):
         queued_survive(workers, n)
@@ -2388,10 +2397,7 @@ def queued_clients_stay_when_the_new_process_refuses():
     exe, lb, held, queued = queued_capped("queued-refused", 400)
     new_pid = None
     try:
-        with open(lb.path) as f:
-            text = f.read()
-        with open(lb.path, "w") as f:
-            f.write(text.replace("- name: t\n", "- name: t2\n"))
+        drop_service_t(lb)
         rc, out, err = lb.ctl("upgrade")
         m = re.search(r"handed over to pid (\d+)", out)
         new_pid = int(m.group(1)) if m else None
@@ -2494,6 +2500,48 @@ def queued_clients_the_new_process_used_are_reset():
         os.unlink(flag)
 
 
+def queued_clients_of_an_answer_cut_short_are_served_once():
+    """The new process's answer for the queued clients lent to it cannot go whole: cut part
+    way through a line ("refused 1" of "refused 10", answer_pause.c failing the rest as a
+    kernel short of memory does). It gives the channel up at once: a later line of its own
+    glued onto the cut one ("refused 1successor PID") would give the old one client 1, which
+    the new one may serve. Here it refuses all twelve (its config has no longer their
+    service): the old one takes back the ten whose refusals reached it whole, at once (not at
+    its 5 s timer: nothing more can come), and serves them when its slot frees; the last two,
+    refused there and not said so here, are the new one's and closed on both sides: a client
+    is served by one process at most, the old one serving none on a guess."""
+    env = dict(os.environ, LD_PRELOAD=shim("answer_pause"), HLB_TEST_ANSWER_CUT="refused 10",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    # one worker: the lines go in the order the clients came (two would interleave queues)
+    exe, lb, held, queued = queued_capped("queued-cut", 12, env=env, workers=1)
+    new_pid = None
+    try:
+        drop_service_t(lb)
+        new_pid = upgraded_to(lb)
+        check(lb.wait_log(r'msg="cannot answer the old hashlb for the clients it lent: its '
+                          r'socket is given up" err=ENOMEM count=12 taken=0 limit_ms=10000$'),
+              "the new one says it gives the channel up")
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" count=2 kept=10$'),
+              "the old one takes back the ten refused whole, leaves the rest to the new one")
+        said = [l for l in lb.log if "did not answer for the clients lent" in l]
+        check(not said, f"it knew at once, the channel closed, not at its timer: {said}")
+        held.close()  # the old process's slot frees: it serves the ten, one at a time
+        check(served(queued[:10], one_by_one=True) == 10,
+              "the old process serves the ten it took back, every byte through it")
+        ends = []
+        for s in queued[10:]:
+            try:
+                s.settimeout(30)
+                ends.append(s.recv(100))
+            except OSError as e:
+                ends.append(repr(e))
+        check(ends == [b"", b""], f"the two refused unsaid are closed, served by neither: {ends}")
+    finally:
+        for s in queued + [held]:
+            s.close()
+        kill(new_pid)
+
+
 def queued_clients_sending_while_lent_are_not_reset():
     """Queued clients that go on sending while they are lent to the new process, which
     refuses them (its config has no longer their service) and never reads them, come back
@@ -2519,10 +2567,7 @@ def queued_clients_sending_while_lent_are_not_reset():
 
     senders = [threading.Thread(target=send, args=(i, s)) for i, s in enumerate(queued)]
     try:
-        with open(lb.path) as f:
-            text = f.read()
-        with open(lb.path, "w") as f:
-            f.write(text.replace("- name: t\n", "- name: t2\n"))
+        drop_service_t(lb)
         for t in senders:
             t.start()
         check(wait_until(lambda: min(sent) >= 20, 10), f"the clients send: {sent}")
@@ -2591,4 +2636,5 @@ run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_w
            queued_clients_stay_when_the_new_process_refuses,
            queued_clients_stay_the_new_ones_when_it_is_slow,
            queued_clients_the_new_process_used_are_reset,
-           queued_clients_sending_while_lent_are_not_reset])
+           queued_clients_sending_while_lent_are_not_reset,
+           queued_clients_of_an_answer_cut_short_are_served_once])
