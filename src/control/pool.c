@@ -2861,7 +2861,7 @@ static void change_service_added(struct hlb_pool *p, const struct hashlb_service
 	if (change_line(p))
 		pool_log(p, HLB_LOG_INFO,
 			 added ? "reload: service added" : "reload: service removed",
-			 "service=%s listen=%s backends=%u", c->name,
+			 "service=%s addr=%s backends=%u", c->name,
 			 hlb_log_quote(c->listen, ql, sizeof(ql)), c->n_backends);
 }
 

@@ -381,10 +381,13 @@ static void accept_cqe(struct worker *w, struct wlistener *wl, const struct io_u
 		if (res == -EMFILE || res == -ENFILE)
 			hlb_stat_add(&w->pub.fd_limit, 1);
 		if (w->now_ms - w->last_fd_limit_log > 10000) {
+			struct hlb_service *svc =
+				atomic_load_explicit(&wl->l->svc, memory_order_acquire);
+
 			w->last_fd_limit_log = w->now_ms;
 			hlb_log(HLB_LOG_WARN, "accept failed, pausing",
-				"worker=%u listen=%s err=%s", w->id, wl->l->name,
-				strerrorname_np(-res));
+				"worker=%u addr=%s service=%s err=%s", w->id, wl->l->bound_name,
+				svc ? svc->name : wl->l->name, strerrorname_np(-res));
 		}
 		if (!wl->armed) {
 			wl->paused = true;

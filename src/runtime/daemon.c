@@ -684,12 +684,12 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 
 	while ((dl = *pp)) {
 		if (!dl->next_svc) {
-			/* listen= is the service it was opened for; it may have
-			 * served another since (two services swapped addresses) */
+			/* service= is the one it served last: not always the one it
+			 * was opened for (two services swapped addresses) */
 			struct hlb_service *was = hlb_listener_service(dl->l);
 
-			hlb_log(HLB_LOG_INFO, "listener closed", "listen=%s addr=%s service=%s",
-				hlb_listener_name(dl->l), hlb_listener_bound(dl->l),
+			hlb_log(HLB_LOG_INFO, "listener closed", "addr=%s service=%s",
+				hlb_listener_bound(dl->l),
 				was ? was->name : hlb_listener_name(dl->l));
 			*pp = dl->next;
 			hlb_listener_close(d->proxy, dl->l);
@@ -699,9 +699,8 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		if (dl->fresh) {
 			hlb_listener_start(d->proxy, dl->l);
 			hlb_log(HLB_LOG_INFO, "listening",
-				"listen=%s addr=%s service=%s workers=%u%s taken_over=%u",
-				hlb_listener_name(dl->l), hlb_listener_bound(dl->l),
-				dl->next_svc->name, d->n_workers,
+				"addr=%s service=%s workers=%u%s taken_over=%u",
+				hlb_listener_bound(dl->l), dl->next_svc->name, d->n_workers,
 				hlb_listener_inherited(dl->l) ? " socket=inherited" : "",
 				hlb_listener_taken(dl->l));
 		}

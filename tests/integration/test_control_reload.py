@@ -213,7 +213,7 @@ def moved_listener_serves_its_backlog():
     rc, so, se, logged = lb.reload()
     check(rc == 0 and any("msg=listening" in l and f"0.0.0.0:{own}" in l for l in logged),
           f"the reload moves the listener: {se}{logged}")
-    check(any(f'msg="listener closed" listen=t addr=127.0.0.1:{own} service=t' in l
+    check(any(f'msg="listener closed" addr=127.0.0.1:{own} service=t' in l
               for l in logged), f"and says which address it closed: {logged}")
     got = greetings(socks[1:])
     served = sum(g == b"a\n" for g in got)
@@ -494,7 +494,7 @@ def reloads_say_what_they_changed():
             f'address_was={addr(2)} max_connections=7 max_connections_was=0',
             f'msg="reload: backend added" service=t backend=d address={addr(4)} weight=1',
             f'msg="reload: backend removed" service=t backend=c address={addr(3)} weight=1',
-            'msg="reload: service added" service=u listen=127.0.0.1:0 backends=2']
+            'msg="reload: service added" service=u addr=127.0.0.1:0 backends=2']
     check([l.split(" ", 2)[2] for l in said] == want,
           f"one line for each change, what it changed:\n{said}")
     check(counts == {"services_added": 1, "services_removed": 0, "services_changed": 1,

@@ -2124,7 +2124,7 @@ def fd_limit_health_checks():
         cap = metric_sum(lb, "hashlb_max_connections")
         check(0 < cap <= 164 - 2 - n // 2,
               f"the checks' share (a connection for two) is off the cap: {cap:.0f}")
-        host, port = [l for l in lb.log if "msg=listening listen=t " in l][0] \
+        host, port = [l for l in lb.log if "msg=listening " in l and " service=t " in l][0] \
             .split(" addr=")[1].split()[0].rsplit(":", 1)
         pid = lb.proc.pid
         check(lb.wait(lambda: len(os.listdir(f"/proc/{pid}/fd")) >= n + 10),

@@ -1000,7 +1000,7 @@ def reload_moving_the_address_during_an_upgrade_resets_no_one():
         check(new_pid, "the upgrade is under way")
         lb.rewrite(config(BACKENDS[:1], admin=admin, listen=f"0.0.0.0:{port}"))
         rc, so, se = lb.ctl("reload")
-        check(rc == 0 and lb.wait_log(rf'msg="listener closed" listen=t addr=127.0.0.1:{port}'),
+        check(rc == 0 and lb.wait_log(rf'msg="listener closed" addr=127.0.0.1:{port} service=t'),
               f"the old process moved the address: {rc} {so}{se}")
         for i in range(6):
             s = socket.socket()
@@ -1829,8 +1829,8 @@ def port_zero_service_keeps_its_port():
         rc = exit_status(old.proc, 30)
         check(rc == 0, f"the old one handed over and exited 0 ({rc})")
         new_pid = handed_over(old)
-        check(new_pid and old.wait_log(r"msg=listening listen=u .*taken_over=2") and
-              old.wait_log(r"msg=listening listen=v .*taken_over=2"),
+        check(new_pid and old.wait_log(r"msg=listening .* service=u .*taken_over=2") and
+              old.wait_log(r"msg=listening .* service=v .*taken_over=2"),
               "the new process took each service's two sockets over")
         for a in addrs:
             host, port = a.rsplit(":", 1)
