@@ -1128,6 +1128,10 @@ static void log_totals(struct hlb_pool *p, const char *name, const struct hlb_se
 		pool_log(p, HLB_LOG_WARN, "drain timeout: connections closed",
 			 "service=%s%s connections=%" PRIu64, qn, removed ? " removed=1" : "",
 			 c.drain_cut);
+	if (c.drain_signalled) /* no timeout: the operator asked for it */
+		pool_log(p, HLB_LOG_WARN, "drain cut: connections closed",
+			 "service=%s%s connections=%" PRIu64 " reason=second_signal", qn,
+			 removed ? " removed=1" : "", c.drain_signalled);
 	pool_log(p, HLB_LOG_INFO, "service totals",
 		 "service=%s%s lookups=%" PRIu64 " connections=%" PRIu64 " rejected=%" PRIu64
 		 " no_backend=%" PRIu64 " queue_timeouts=%" PRIu64 " queue_aborts=%" PRIu64

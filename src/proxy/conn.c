@@ -455,7 +455,9 @@ static void conn_maybe_free(struct worker *w, struct conn *c)
 		conn_log(w, c);
 	if (w->draining && !w->ring_gone) { /* those conn_reset_all() resets are logged there */
 		if (c->end == CONN_END_DRAIN) {
-			_Atomic uint32_t *cut = &svc->wstats[w->id].drain_cut;
+			struct hlb_service_wstats *ws = &svc->wstats[w->id];
+			_Atomic uint32_t *cut =
+				c->drain_signalled ? &ws->drain_signalled : &ws->drain_cut;
 
 			w->drain_timed_out++;
 			atomic_store_explicit(cut,
@@ -2871,13 +2873,13 @@ static bool conn_idle(struct worker *w, struct conn *c)
 }
 
 /*
- * When the drain of worker <w> closes <c>: at the deadline a reload gave its backend as it
- * removed it (that of its service, when it removed the service), else at its service's
- * timeouts.drain after the stop began; never after w->drain_deadline (the longest of those,
- * or, after a second signal, now). Read at each scan of the drain alone: nothing of it on the
- * path of a read or a send.
+ * When the drain of worker <w> closes <c> by its own deadline: the one a reload gave its
+ * backend as it removed it (that of its service, when it removed the service), else its
+ * service's timeouts.drain after the stop began. The scan closes it at w->drain_deadline if
+ * that comes first (the longest of those, or, after a second signal, now). Read at each scan
+ * of the drain alone: nothing of it on the path of a read or a send.
  */
-static uint64_t conn_drain_deadline(const struct worker *w, struct conn *c)
+static uint64_t conn_drain_own(const struct worker *w, struct conn *c)
 {
 	/* A client waiting in the queue holds the backend it first found full (conn_no_backend()),
 	 * which a reload may have removed since while it waits for others of its service: that
@@ -2889,8 +2891,8 @@ static uint64_t conn_drain_deadline(const struct worker *w, struct conn *c)
 		theirs ? atomic_load_explicit(&c->be->drain_until_ms, memory_order_relaxed) : 0;
 
 	if (!until)
-		until = w->drain_start + hlb_service_snapshot(c->svc)->drain_timeout_ms;
-	return until < w->drain_deadline ? until : w->drain_deadline;
+		return w->drain_start + hlb_service_snapshot(c->svc)->drain_timeout_ms;
+	return until;
 }
 
 /*
@@ -2910,7 +2912,13 @@ void conn_idle_scan(struct worker *w)
 		next = c->next;
 		/* an established connection ends with a FIN, as with the other
 		 * timeouts; one not served yet is reset (conn_abort()) */
-		if (w->draining && w->now_ms >= conn_drain_deadline(w, c)) {
+		if (w->draining && w->now_ms >= w->drain_deadline) {
+			/* the longest drain's end, or a second signal's before their own */
+			c->drain_signalled = w->drain_signalled && w->now_ms < conn_drain_own(w, c);
+			conn_abort(w, c, CONN_END_DRAIN);
+			continue;
+		}
+		if (w->draining && w->now_ms >= conn_drain_own(w, c)) {
 			conn_abort(w, c, CONN_END_DRAIN);
 			continue;
 		}

@@ -489,6 +489,7 @@ static void worker_commands(struct worker *w)
 			if (!w->draining)
 				w->drain_start = w->now_ms;
 			if (!w->draining || w->now_ms + cmd->drain_ms < w->drain_deadline) {
+				w->drain_signalled = w->draining;
 				w->draining = true;
 				w->drain_deadline = w->now_ms + cmd->drain_ms;
 			}

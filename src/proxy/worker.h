@@ -215,6 +215,7 @@ struct conn {
 	bool log : 1; /* log_connections: one log line when it ends */
 	bool client_set : 1; /* <client> holds the client hashed */
 	bool was_queued : 1; /* <queued_until> is set: a second wait keeps the first deadline */
+	bool drain_signalled : 1; /* CONN_END_DRAIN: by a second signal, before its deadline */
 	/* <be>'s close_gen when it was chosen (low bits: a close is seen
 	 * within a tick, long before 65,536 more of the same backend) */
 	uint16_t close_gen;
@@ -420,6 +421,7 @@ struct worker {
 	/* draining: since when (now_ms at the stop), and the latest a connection is closed
 	 * (the stop's longest drain, or now after a second signal): conn_drain_deadline() */
 	uint64_t drain_start, drain_deadline;
+	bool drain_signalled; /* a later drain shortened it: a second signal's "now" */
 	/* connections freed while draining: ended by themselves, and closed at
 	 * its deadline (end=drain_timeout); read once the worker has exited
 	 * (hlb_proxy_drain_ends()) */

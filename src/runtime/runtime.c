@@ -515,6 +515,8 @@ void hlb_service_counters_read(const struct hlb_service *s, struct hlb_service_c
 		c.queue_aborts += atomic_load_explicit(&w->queue_aborts, memory_order_relaxed);
 		c.rate_pauses += atomic_load_explicit(&w->rate_pauses, memory_order_relaxed);
 		c.drain_cut += atomic_load_explicit(&w->drain_cut, memory_order_relaxed);
+		c.drain_signalled +=
+			atomic_load_explicit(&w->drain_signalled, memory_order_relaxed);
 	}
 	c.queued = atomic_load_explicit(&s->queued, memory_order_relaxed);
 	*ret = c;

@@ -366,7 +366,8 @@ def drain_end_logged():
     end= agrees with. Before, msg=stopped said nothing: whether the drain cut connections
     (and how many) took counting end=drain_timeout lines, logged only with log_connections,
     and the drain's length was nowhere. Then a second signal: the connections it closes count
-    as closed at the deadline too (it ends the drain at once)."""
+    as closed at the deadline too (it ends the drain at once), but the service's line says a
+    second signal cut them: before, it said "drain timeout" with no timeout reached."""
     lb = Hashlb(config(BACKENDS, extra="timeouts:\n  drain: 2s\nlog_connections: true"))
     done, held = connect(lb.addr, timeout=5), connect(lb.addr, timeout=5)
     read_line(done)
@@ -399,6 +400,9 @@ def drain_end_logged():
     check(lb.proc.wait(30) == 0, "exit 0 at the second signal")
     check(lb.drain_ends() == (0, 3),
           f"second signal: 3 closed at the deadline: {lb.drain_ends()}")
+    cut = [l.split("msg=", 1)[1] for l in lb.log if "connections closed" in l]
+    check(cut == ['"drain cut: connections closed" service=t connections=3 reason=second_signal'],
+          f"the service's line says the second signal cut its 3, not a timeout: {cut}")
     for s in held:
         s.close()
 
@@ -476,6 +480,11 @@ def each_service_drains_to_its_own_timeout():
     check(lb.proc.wait(20) == 0, "exit 0")
     check(lb.drain_ends() == (0, 2),
           f"both closed at their deadline (b's cut short by the second signal): {lb.drain_ends()}")
+    cut = [l.split("msg=", 1)[1] for l in lb.log if "connections closed" in l]
+    check(sorted(cut) == ['"drain cut: connections closed" service=b connections=1 '
+                          'reason=second_signal',
+                          '"drain timeout: connections closed" service=a connections=1'],
+          f"a's at its timeout, b's by the second signal, each said so: {cut}")
     a.close()
     b.close()
 
