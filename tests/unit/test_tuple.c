@@ -413,6 +413,30 @@ static void test_key_names(void **state)
 	assert_int_equal(hashlb_key_parse("SRC-IP", &k), 0);
 	assert_int_equal(k, HASHLB_KEY_SRC_IP);
 	assert_int_equal(hashlb_key_parse("5-tuple", &k), -EINVAL);
+	assert_int_equal(hashlb_key_parse("src ip", &k), -EINVAL);
+}
+
+/* The other spellings the docs list (README, configs/full.yaml): a config written with
+ * them keeps working, each the key its canonical name is. */
+static void test_key_aliases(void **state)
+{
+	static const struct {
+		const char *alias;
+		enum hashlb_key key;
+	} aliases[] = {
+		{ "src_ip", HASHLB_KEY_SRC_IP },
+		{ "source-ip", HASHLB_KEY_SRC_IP },
+		{ "src_ip_port", HASHLB_KEY_SRC_IP_PORT },
+		{ "4tuple", HASHLB_KEY_4TUPLE },
+		{ "four-tuple", HASHLB_KEY_4TUPLE },
+		{ "Src_IP_Port", HASHLB_KEY_SRC_IP_PORT },
+	};
+	enum hashlb_key k;
+
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+		assert_int_equal(hashlb_key_parse(aliases[i].alias, &k), 0);
+		assert_int_equal(k, aliases[i].key);
+	}
 }
 
 int main(void)
@@ -428,6 +452,7 @@ int main(void)
 		cmocka_unit_test(test_from_sockaddr_errors),
 		cmocka_unit_test(test_parse_src),
 		cmocka_unit_test(test_key_names),
+		cmocka_unit_test(test_key_aliases),
 	};
 
 	return cmocka_run_group_tests_name("tuple", tests, NULL, NULL);
