@@ -649,12 +649,12 @@ static int same_file(const char *a, const char *b)
 }
 
 /*
- * After a reload's text answer <body> ("reloaded PATH (N reloads ok)"): a note when PATH,
- * the file the running hashlb was started with and reloaded, is not <config>, the -c FILE
- * ctl took the admin address from. "hashlb ctl -c new.yaml reload" reloads the running
- * config, not new.yaml, which only the answer's first words told. A relative PATH (a hashlb
- * from before run named its file absolute), or one that ctl cannot stat (another mount
- * namespace), says nothing.
+ * After a reload's text answer <body> ("reloaded PATH (N reloads ok)", "1 reload ok" for
+ * one): a note when PATH, the file the running hashlb was started with and reloaded, is not
+ * <config>, the -c FILE ctl took the admin address from. "hashlb ctl -c new.yaml reload"
+ * reloads the running config, not new.yaml, which only the answer's first words told. A
+ * relative PATH (a hashlb from before run named its file absolute), or one that ctl cannot
+ * stat (another mount namespace), says nothing.
  */
 static void reload_note_other_file(const char *body, const char *config)
 {

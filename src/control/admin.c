@@ -1663,8 +1663,8 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 	ret = hlb_control_reload(ctl, &err);
 
 	if (ret == 0 && text) {
-		hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reloads ok)\n",
-			       ctl->config_path, ctl->reloads_ok);
+		hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reload%s ok)\n",
+			       ctl->config_path, ctl->reloads_ok, hlb_plural(ctl->reloads_ok));
 		if (ctl->restart_only[0])
 			hlb_buf_printf(&resp->body, "not applied until a restart: %s\n",
 				       ctl->restart_only);

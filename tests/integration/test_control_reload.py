@@ -654,7 +654,7 @@ def reload_says_which_file_it_reloaded():
     rc, so, se = lb.ctl("-c", other, "reload")
     want = (f"hashlb ctl: note: the running hashlb reloaded the file it was started with, "
             f"{lb.path}, not {other} (-c takes only the admin address from FILE)\n")
-    check(rc == 0 and so.startswith(f"reloaded {lb.path} (") and se == want and
+    check(rc == 0 and so.startswith(f"reloaded {lb.path} (1 reload ok)\n") and se == want and
           len(lb.service()["backends"]) == 2, f"-c other.yaml: the note: {rc} {so!r} {se!r}")
     link = os.path.join(os.path.dirname(lb.path), "link.yaml")
     os.symlink(lb.path, link)

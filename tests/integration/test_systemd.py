@@ -302,7 +302,8 @@ def service_start_reload_upgrade_stop():
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]))
     rc, out, err = ct.sh("systemctl reload hashlb")
     greeted = {ct.who(addr, f"127.0.1.{i}") for i in range(1, 41)}
-    check(rc == 0 and greeted == {"a", "b"},
+    check(rc == 0 and greeted == {"a", "b"} and
+          "reloaded /opt/hashlb/hashlb.yaml (1 reload ok)" in ct.journal("hashlb"),
           f"systemctl reload applies the new backend: rc={rc} {err} {greeted}")
     write(os.path.join(opt, "hashlb.yaml"), hashlb_config([("a", port_a), ("b", port_b)]) +
           "        wieght: 2\n")
