@@ -1833,7 +1833,7 @@ static void sockets(struct hlb_control *ctl, const struct hlb_http_req *req,
 	resp->ctype = "text/plain; charset=utf-8";
 	for (uint32_t i = 0; i < n; i++)
 		hlb_buf_printf(&resp->body, HLB_FDPASS_LINE, (int)getpid(), fds[i], addrs[i]);
-	hlb_pool_handover(ctl->pool, &resp->body); /* what was set at run time, carried on */
+	hlb_control_handover(ctl, &resp->body); /* what was set at run time, carried on */
 	if (req->local) {
 		resp->fds = fds;
 		resp->n_fds = n;

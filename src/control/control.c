@@ -10,6 +10,7 @@
 
 #include "hashlb/grow.h"
 #include "control.h"
+#include "runtime/fdpass.h"
 #include "runtime/log.h"
 
 static void control_log(struct hlb_control *ctl, enum hlb_log_level level, const char *msg,
@@ -473,6 +474,22 @@ static void resolve_tick(void *arg)
 	resolve_again_in(ctl, every);
 }
 
+/* The reload counts of the hashlb this one replaces, from its handover <text>
+ * (HLB_HANDOVER_RELOADS), carried on; none there (a hashlb of before): 0. */
+static void reloads_take(struct hlb_control *ctl, const char *text)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		uint64_t ok, failed;
+
+		if (!strncmp(l, "reloads ", 8) &&
+		    sscanf(l, "reloads ok=%" SCNu64 " failed=%" SCNu64, &ok, &failed) == 2) {
+			ctl->reloads_ok = ok;
+			ctl->reloads_failed = failed;
+			return;
+		}
+	}
+}
+
 int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct hlb_loop *loop,
 		    const struct hlb_pool_env *env, hlb_control_log_fn log, void *log_arg,
 		    struct hlb_control **ret_ctl, struct hashlb_error *err)
@@ -498,6 +515,8 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	}
 	ctl->rcu = env->rcu;
+	if (env->handover)
+		reloads_take(ctl, env->handover);
 	ret = hlb_pool_new(cfg, loop, env, &ctl->pool, err);
 	if (ret < 0) {
 		if (err->line && !err->file)
@@ -639,6 +658,13 @@ const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_stee
 		if (strcmp(v[i].service, name) == 0)
 			return &v[i];
 	return NULL;
+}
+
+void hlb_control_handover(const struct hlb_control *ctl, struct hlb_buf *o)
+{
+	hlb_pool_handover(ctl->pool, o);
+	if (ctl->reloads_ok || ctl->reloads_failed) /* none: the new one's 0 says it */
+		hlb_buf_printf(o, HLB_HANDOVER_RELOADS, ctl->reloads_ok, ctl->reloads_failed);
 }
 
 void hlb_control_free(struct hlb_control *ctl)

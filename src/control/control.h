@@ -152,6 +152,11 @@ int hlb_control_new(struct hashlb_config *cfg, const char *config_path, struct h
 		    struct hlb_control **ret_ctl, struct hashlb_error *err);
 void hlb_control_free(struct hlb_control *ctl); /* accepts NULL */
 
+/* What this process hands the one that replaces it, after the sockets' lines: the run-time
+ * settings (hlb_pool_handover()) and its reload counts (HLB_HANDOVER_RELOADS), which the new
+ * one's hlb_control_new() carries on from <env>->handover. */
+void hlb_control_handover(const struct hlb_control *ctl, struct hlb_buf *o);
+
 /*
  * Re-read the config file: validate it fully, then apply the difference.
  * On error nothing changes, the old config keeps serving, and <err> (also

@@ -214,7 +214,7 @@ static void plug_handover(struct hlb_daemon *d, void *arg, FILE *f)
 	(void)d;
 	if (!plug->ctl)
 		return;
-	hlb_pool_handover(plug->ctl->pool, &o);
+	hlb_control_handover(plug->ctl, &o);
 	if (o.len && !o.oom)
 		fwrite(o.p, 1, o.len, f);
 	hlb_buf_free(&o);

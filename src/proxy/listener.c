@@ -477,16 +477,17 @@ static void take_services(struct hlb_proxy *p, const char *body)
 	}
 }
 
-/* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_RESOLVED. */
+/* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_RESOLVED,
+ * HLB_HANDOVER_RELOADS. */
 static bool handover_line(const char *l)
 {
-	return !strncmp(l, "set ", 4) || !strncmp(l, "resolved ", 9);
+	return !strncmp(l, "set ", 4) || !strncmp(l, "resolved ", 9) || !strncmp(l, "reloads ", 8);
 }
 
 /* Keep the answer's "set ..." lines, what the old process's operator set at
- * run time (HLB_HANDOVER_LINE), and its "resolved ..." ones, where its names
- * took their backends (HLB_HANDOVER_RESOLVED), for the control plane to
- * carry on. */
+ * run time (HLB_HANDOVER_LINE), its "resolved ..." ones, where its names
+ * took their backends (HLB_HANDOVER_RESOLVED), and its reload counts
+ * (HLB_HANDOVER_RELOADS), for the control plane to carry on. */
 static void take_handover(struct hlb_proxy *p, const char *body)
 {
 	size_t n = 0;

@@ -8,6 +8,7 @@
  */
 #ifndef HASHLB_FDPASS_H
 #define HASHLB_FDPASS_H
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,11 @@
  * own answer for the name still has that address, as a reload does (DNS servers rotate a
  * record set's order: it took the answer's first). A process of before ignores the line. */
 #define HLB_HANDOVER_RESOLVED "resolved %s %s %s %s\n"
+
+/* With them, the old process's reload counts, if any: the new one goes on from them (hashlb ctl
+ * status's "reloads: N ok", hashlb_reloads_total), read as the service's history, not the
+ * process's. A process of before ignores the line, and one from before sends none: 0. */
+#define HLB_HANDOVER_RELOADS "reloads ok=%" PRIu64 " failed=%" PRIu64 "\n"
 
 /*
  * An upgrade in place: after the HLB_HANDOVER_LINE lines, this line, and one more descriptor

@@ -32,7 +32,7 @@ import struct  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-from ctltest import Lb, config  # noqa: E402
+from ctltest import Lb, config, metric_sum  # noqa: E402
 from lbtest import HASHLB, Backend, Hashlb, Names, backends_on_one_port, check, client_ip, connect, dead_port, frozen, greetings, listening_sockets, lookup, outcome, pick_port, read_line, read_to_eof, run_tests, Skip, socket_inodes, spawn, suspend, tmpfile, tmppath, wait_closed, wait_until, who  # noqa: E402
 from lbtest import config as plain_config  # noqa: E402
 from shims import Paused, shim  # noqa: E402
@@ -663,7 +663,9 @@ def upgrade_keeps_run_time_settings():
     """What was set at run time (hashlb ctl set: a drain, a weight, a cap) and what health
     checks found (a dead backend) carry over to the new process of an upgrade, as a reload
     keeps them: a drained backend does not take clients again, and no client moves (the
-    new process used to start from the config alone, every backend ready and up)."""
+    new process used to start from the config alone, every backend ready and up). So do the
+    reload counts, which an operator reads as the service's history: before, ctl status's
+    "reloads: N ok" and hashlb_reloads_total began at 0 again."""
     from lbtest import dead_port
     exe = tmppath("hashlb-keeps")
     install(HASHLB, exe)
@@ -675,6 +677,12 @@ def upgrade_keeps_run_time_settings():
         for args in (("b", "drain"), ("a", "weight", "3"), ("c", "max_connections", "5")):
             rc, so, se = old.ctl("set", *args)
             check(rc == 0, f"ctl set {' '.join(args)}: {se}")
+        for _ in range(2):
+            check(old.reload()[0] == 0, "a reload")
+        good = break_config(old.path)
+        check(old.reload()[0] != 0, "a broken config's reload fails")
+        with open(old.path, "w") as f:
+            f.write(good)
         # out of the table, not only marked down: the table is rebuilt a little after the
         # health change (debounced), and until then d's clients are tried on d and go to
         # their next backend, which the new process (d out from its start) does not give
@@ -694,6 +702,10 @@ def upgrade_keeps_run_time_settings():
               bs["a"]["weight"] == 3 and bs["c"]["max_connections"] == 5,
               f"the new process has them: {[(n, b['state'], b['weight'], b['max_connections']) for n, b in bs.items()]}")
         check(bs["d"]["health"] == "down", f"and d down: {bs['d']['health']}")
+        rc, so, se = old.ctl("status")
+        check(st["reloads"]["ok"] == 2 and st["reloads"]["failed"] == 1 and
+              "reloads: 2 ok, 1 failed" in so and metric_sum(old, "hashlb_reloads_total") == 3,
+              f"the reload counts carried over: {st['reloads']} {so.splitlines()[1:2]}")
         moved = [c for c in clients if before[c] != after[c]]
         check(not moved and "b" not in after.values(),
               f"no client moved ({len(moved)}: {[(c, before[c], after[c]) for c in moved[:5]]}), "
