@@ -1741,8 +1741,7 @@ static bool queued_end(struct hlb_daemon *d, size_t n)
 		/* lending nothing, the old one may exit before this answer: nothing to say then */
 		if (n || (errno != EPIPE && errno != ECONNRESET))
 			hlb_log(HLB_LOG_WARN,
-				"cannot answer the old hashlb for the clients it lent: its socket is "
-				"given up",
+				"cannot answer the old hashlb for the clients it lent: its socket is given up",
 				"err=%s count=%zu taken=%zu limit_ms=%u", strerrorname_np(errno), n,
 				d->adopted, (unsigned)HLB_FDPASS_SEND_MS);
 	} else if (n) {
