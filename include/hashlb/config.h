@@ -115,6 +115,26 @@ struct hashlb_keepalive_cfg {
 	uint32_t user_timeout_ms;
 };
 
+/*
+ * timeouts.drain: never. A drain that lasts until its connections end by themselves (their
+ * idle timeout, hashlb ctl close and a second signal still end them). The largest value, so
+ * that the longest of several drains is the largest of them.
+ */
+#define HASHLB_DRAIN_NEVER UINT32_MAX
+
+/* The end of a drain of <ms> begun at <start> (ms of any clock): UINT64_MAX for never. */
+static inline uint64_t hashlb_drain_end(uint64_t start, uint32_t ms)
+{
+	return ms == HASHLB_DRAIN_NEVER ? UINT64_MAX : start + ms;
+}
+
+/* What is left at <now> of a drain that ends at <end> (hashlb_drain_end()), 0 past it, or
+ * HASHLB_DRAIN_NEVER */
+static inline uint64_t hashlb_drain_left(uint64_t end, uint64_t now)
+{
+	return end == UINT64_MAX ? HASHLB_DRAIN_NEVER : end > now ? end - now : 0;
+}
+
 struct hashlb_service_cfg {
 	char *name;
 	char *listen; /* as written */
@@ -127,7 +147,9 @@ struct hashlb_service_cfg {
 	struct hashlb_src_prefix hash_prefix;
 	uint32_t connect_timeout_ms; /* default 1000 */
 	uint32_t idle_timeout_ms; /* default 300000; 0 = none */
-	uint32_t drain_timeout_ms; /* default 30000: shutdown and removed backends */
+	/* default 30000: a stop's, and a removed backend's or service's connections;
+	 * HASHLB_DRAIN_NEVER: kept until they end by themselves */
+	uint32_t drain_timeout_ms;
 	uint32_t queue_timeout_ms; /* wait for a backend under its max_connections; 0 = off */
 	/* a client that closes (FIN) while it waits in the queue is dropped from
 	 * it (HAProxy's abortonclose); one that resets always is. Needs the queue */
@@ -585,6 +607,15 @@ void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, 
  */
 #define HASHLB_DURATION_STRLEN 32
 void hashlb_duration_format(uint64_t ms, char *buf, size_t len);
+/* A drain of <ms> as the config writes it: hashlb_duration_format()'s, or "never". */
+void hashlb_drain_format(uint32_t ms, char *buf, size_t len);
+/*
+ * A drain's <ms>, whole or left (hashlb_drain_left()), as a log line's drain_timeout_ms=
+ * gives it: the number, or "never" for HASHLB_DRAIN_NEVER (and past it) rather than a
+ * timestamp overflowed to a number of 49 days. <buf> or a constant.
+ */
+#define HASHLB_DRAIN_MS_STRLEN 24
+const char *hashlb_drain_ms_text(uint64_t ms, char buf[HASHLB_DRAIN_MS_STRLEN]);
 
 /* The service called <name>, or NULL. */
 const struct hashlb_service_cfg *hashlb_config_service(const struct hashlb_config *c,

@@ -94,6 +94,13 @@ static const char *duration(uint64_t ms, char buf[HASHLB_DURATION_STRLEN])
 	return buf;
 }
 
+/* timeouts.drain, "never" for never */
+static const char *drain(uint32_t ms, char buf[HASHLB_DURATION_STRLEN])
+{
+	hashlb_drain_format(ms, buf, HASHLB_DURATION_STRLEN);
+	return buf;
+}
+
 static void print_health(const struct hashlb_health_cfg *h)
 {
 	char d1[HASHLB_DURATION_STRLEN], d2[HASHLB_DURATION_STRLEN];
@@ -183,11 +190,11 @@ static int print_service(const struct hashlb_service_cfg *s)
 		       "the daemon's listener serves while the kernel has no table of the "
 		       "service)\n",
 		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
-		       duration(s->drain_timeout_ms, d3));
+		       drain(s->drain_timeout_ms, d3));
 	else
 		printf("  timeouts     connect=%s idle=%s drain=%s queue=%s%s\n",
 		       duration(s->connect_timeout_ms, d1), duration(s->idle_timeout_ms, d2),
-		       duration(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
+		       drain(s->drain_timeout_ms, d3), duration(s->queue_timeout_ms, d4),
 		       s->abort_on_close ? " (abort_on_close)" : "");
 	/* the forwarder's, per connection it makes: the kernel path makes none (a kernel-steered
 	 * service refuses a max_connections but 0 and the others), but the daemon's own listener

@@ -99,7 +99,8 @@ struct run_steer_svc {
 	uint8_t (*macs)[6];
 	uint32_t n_macs;
 	/* A stop drains its established flows (drain_begin()): its VIP closed, the
-	 * program detached at <drain_until> (CLOCK_MONOTONIC ms) by <drain_timer>. */
+	 * program detached at <drain_until> (CLOCK_MONOTONIC ms) by <drain_timer>
+	 * (UINT64_MAX and none for a drain of never). */
 	bool draining;
 	uint64_t drain_start, drain_until;
 	struct hlb_daemon_timer *drain_timer;
@@ -1557,7 +1558,9 @@ static void drain_now(struct hlb_daemon *d, void *arg)
  * service's timeouts.drain from now, earlier once its flows have ended
  * (drain_poll(): the program marks an entry closing at the client's FIN or
  * RST; an older hashlb's program does not, and keeps its drain to the
- * deadline), or at once on a second signal; the daemon's run waits for it.
+ * deadline; with a timeouts.drain of never, no deadline: until its flows have ended, or to
+ * the second signal for an older program), or at once on a second signal; the daemon's run
+ * waits for it.
  * A program that cannot be closed (an older hashlb's, a failure), or that
  * holds no entry, or whose service drains 0 ms, is detached now.
  */
@@ -1570,6 +1573,7 @@ static void drain_begin(struct run_steer *rs)
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		struct hashlb_steer_flows f;
+		char ms_text[HASHLB_DRAIN_MS_STRLEN];
 		uint32_t ms, entries;
 
 		/* An upgrade stopped before it was ready: the program is still the
@@ -1618,13 +1622,17 @@ static void drain_begin(struct run_steer *rs)
 		}
 		e->draining = true;
 		e->drain_start = start;
-		e->drain_until = start + ms;
-		if (hlb_daemon_timer_add(rs->d, ms, 0, drain_tick, rs, &e->drain_timer) < 0) {
+		e->drain_until = hashlb_drain_end(start, ms);
+		/* never: no deadline, the poll (its flows' end) or a second signal ends it */
+		e->drain_timer = NULL;
+		if (ms != HASHLB_DRAIN_NEVER &&
+		    hlb_daemon_timer_add(rs->d, ms, 0, drain_tick, rs, &e->drain_timer) < 0) {
 			e->drain_timer = NULL;
 			drain_end(rs, e);
 			continue;
 		}
-		/* without the poll (an older program, no timer) it lasts to the deadline */
+		/* without the poll (an older program, no timer) it lasts to the deadline; of
+		 * never, to a second signal */
 		e->drain_polled = hashlb_steer_marks_closing(e->steer);
 		if (e->drain_polled && !rs->drain_poll &&
 		    hlb_daemon_timer_add(rs->d, DRAIN_POLL_MS, DRAIN_POLL_MS, drain_poll, rs,
@@ -1633,10 +1641,15 @@ static void drain_begin(struct run_steer *rs)
 		e->drain_quiet = false;
 		/* interface=NAME, the name it has now (iface_kv()) */
 		hlb_log(HLB_LOG_INFO, "kernel steering draining",
-			"service=%s %s conntrack_entries=%u drain_timeout_ms=%u "
+			"service=%s %s conntrack_entries=%u drain_timeout_ms=%s "
 			"reason=\"established flows go on, new connections are refused; a second "
-			"signal detaches it\"",
-			e->name, iface_kv(e, qi), entries, ms);
+			"signal detaches it%s\"",
+			e->name, iface_kv(e, qi), entries, hashlb_drain_ms_text(ms, ms_text),
+			ms != HASHLB_DRAIN_NEVER ? ""
+			: e->drain_polled
+				? "; timeouts.drain never: until its flows end"
+				: "; timeouts.drain never and a program that does not mark closing "
+				  "flows: until that signal");
 	}
 }
 

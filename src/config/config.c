@@ -798,6 +798,22 @@ void hashlb_duration_format(uint64_t ms, char *buf, size_t len)
 	snprintf(buf, len, "%s", unit_text(&duration_kind, ms).s);
 }
 
+void hashlb_drain_format(uint32_t ms, char *buf, size_t len)
+{
+	if (ms == HASHLB_DRAIN_NEVER)
+		snprintf(buf, len, "never");
+	else
+		hashlb_duration_format(ms, buf, len);
+}
+
+const char *hashlb_drain_ms_text(uint64_t ms, char buf[HASHLB_DRAIN_MS_STRLEN])
+{
+	if (ms >= HASHLB_DRAIN_NEVER)
+		return "never";
+	snprintf(buf, HASHLB_DRAIN_MS_STRLEN, "%" PRIu64, ms);
+	return buf;
+}
+
 void hashlb_table_params_format(const struct hashlb_table_params *p, char *buf, size_t len)
 {
 	if (p->scheme == HASHLB_SCHEME_RING)
@@ -959,9 +975,9 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
  * They were offered. "0" is 0 in any unit: offered as such only where 0 is in range (a
  * connect timeout's "0" was told 'write 0ms, 0s', both refused).
  */
-static int get_duration_taking(struct loader *ld, const struct ynode *v, const char *key,
-			       uint32_t lo, uint32_t hi, uint64_t ok_lo, uint64_t ok_hi,
-			       uint32_t step, uint32_t *ret)
+static int get_duration_of(struct loader *ld, const struct ynode *v, const char *key, uint32_t lo,
+			   uint32_t hi, uint64_t ok_lo, uint64_t ok_hi, uint32_t step,
+			   const char *zero, uint32_t *ret)
 {
 	uint64_t ms;
 	int r;
@@ -991,7 +1007,7 @@ static int get_duration_taking(struct loader *ld, const struct ynode *v, const c
 				    "write a duration with its unit",
 				    key, v->text, v->text, v->text);
 	}
-	r = get_unit_number(ld, v, key, &duration_kind, lo, hi, NULL, &ms);
+	r = get_unit_number(ld, v, key, &duration_kind, lo, hi, zero, &ms);
 
 	if (r == 0)
 		r = note_bare_duration(ld, v, key, ms, hi);
@@ -999,6 +1015,13 @@ static int get_duration_taking(struct loader *ld, const struct ynode *v, const c
 		return r;
 	*ret = (uint32_t)ms;
 	return 0;
+}
+
+static int get_duration_taking(struct loader *ld, const struct ynode *v, const char *key,
+			       uint32_t lo, uint32_t hi, uint64_t ok_lo, uint64_t ok_hi,
+			       uint32_t step, uint32_t *ret)
+{
+	return get_duration_of(ld, v, key, lo, hi, ok_lo, ok_hi, step, NULL, ret);
 }
 
 /*
@@ -1010,6 +1033,28 @@ static int get_duration(struct loader *ld, const struct ynode *v, const char *ke
 			uint32_t hi, uint32_t *ret)
 {
 	return get_duration_taking(ld, v, key, lo, hi, lo, hi, 1, ret);
+}
+
+/*
+ * timeouts.drain: a duration up to 1h (0: close them at once), or never (HASHLB_DRAIN_NEVER):
+ * the connections are kept until they end by themselves, as HAProxy and nginx keep an old
+ * process's. A value that is neither says both are taken.
+ */
+static int get_drain(struct loader *ld, const struct ynode *v, uint32_t *ret)
+{
+	if (v->type == YNODE_SCALAR && !strcmp(v->text, "never")) {
+		*ret = HASHLB_DRAIN_NEVER;
+		return 0;
+	}
+	/* a word: "forever", "Never", "none" (a number's errors, and null's, are
+	 * get_unit_number()'s) */
+	if (v->type == YNODE_SCALAR && !ynode_is_null(v) && isalpha((unsigned char)v->text[0]))
+		return fail(ld, v,
+			    "'drain' must be a duration up to %s (0 = close them at once) or never "
+			    "(keep them until they end), found '%s'",
+			    duration_text(DRAIN_TIMEOUT_MAX).s, v->text);
+	return get_duration_of(ld, v, "drain", 0, DRAIN_TIMEOUT_MAX, 0, DRAIN_TIMEOUT_MAX, 1,
+			       "close them at once; never = keep them until they end", ret);
 }
 
 static int get_double(struct loader *ld, const struct ynode *v, const char *key, double *ret)
@@ -1457,8 +1502,7 @@ static int load_timeouts(struct loader *ld, const struct ynode *m, struct hashlb
 	if ((v = map_get(m, "idle")) &&
 	    (r = get_duration(ld, v, "idle", 0, IDLE_TIMEOUT_MAX, &s->idle_timeout_ms)) < 0)
 		return r;
-	if ((v = map_get(m, "drain")) &&
-	    (r = get_duration(ld, v, "drain", 0, DRAIN_TIMEOUT_MAX, &s->drain_timeout_ms)) < 0)
+	if ((v = map_get(m, "drain")) && (r = get_drain(ld, v, &s->drain_timeout_ms)) < 0)
 		return r;
 	if ((v = map_get(m, "queue")) &&
 	    (r = get_duration(ld, v, "queue", 0, QUEUE_TIMEOUT_MAX, &s->queue_timeout_ms)) < 0)

@@ -1196,6 +1196,8 @@ static void retire_keep(struct hlb_pool *p, struct hlb_pool_service *s, struct r
  * a reload adding them back can no longer take their backends back, bytes and all (<all>:
  * every one, the process ending), and let them go. The reference a worker drops last
  * (release) orders what it counted before our read of it (acquire). */
+static bool orphans_left(const struct hlb_pool *p, const struct retired *r);
+
 static void pool_reap_retired(struct hlb_pool *p, bool all, uint64_t now)
 {
 	uint32_t i = 0;
@@ -1207,8 +1209,11 @@ static void pool_reap_retired(struct hlb_pool *p, bool all, uint64_t now)
 
 		/* held by more than us: a connection, or a worker's listener (whose backlog
 		 * that worker serves as it reads the removal, after the reload) */
-		if (!all && (now < r->deadline_ms ||
-			     atomic_load_explicit(&r->rt->refs, memory_order_acquire) > 1)) {
+		if (!all && (atomic_load_explicit(&r->rt->refs, memory_order_acquire) > 1 ||
+			     (now < r->deadline_ms &&
+			      /* timeouts.drain: never ends with its connections, the last of
+			       * its orphans' gone (reap_drained()) */
+			      (r->deadline_ms != UINT64_MAX || orphans_left(p, r))))) {
 			i++;
 			continue;
 		}
@@ -1417,6 +1422,12 @@ static void reap_drained(struct hlb_pool *p, struct hlb_pool_service *s,
 		struct hlb_pool_backend *b = v[i];
 		uint64_t held = atomic_load(&b->rt->claimed);
 
+		/* timeouts.drain: never ends with its last connection, and so does the time a
+		 * reload adding it back takes it back (service_gone_find(), orphan_take()): kept
+		 * to a deadline never reached, a drained one was kept for good, and so was its
+		 * removed service (pool_reap_retired()) */
+		if (held == 0 && hlb_pool_backend_drain_deadline(b) == UINT64_MAX)
+			backend_drain_until(b, now);
 		/* an orphan of a service (orphan_of) with none is kept to its deadline too: a
 		 * reload adding its service back takes it back until then (orphan_take()) */
 		if ((held == 0 && (s || !b->orphan_of)) ||
@@ -2571,11 +2582,9 @@ void hlb_pool_stop_checks(struct hlb_pool *p)
  * not taking back what another backend left. */
 static uint64_t drain_left_max(const struct hlb_pool_backend *b, uint64_t now, uint64_t max)
 {
-	uint64_t until = hlb_pool_backend_drain_deadline(b);
+	uint64_t left = hashlb_drain_left(hlb_pool_backend_drain_deadline(b), now);
 
-	if (!atomic_load(&b->rt->claimed) || until <= now || until - now <= max)
-		return max;
-	return until - now;
+	return atomic_load(&b->rt->claimed) && left > max ? left : max;
 }
 
 uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
@@ -2587,7 +2596,7 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p)
 			max = drain_left_max(p->svcs[i]->removed[j], now, max);
 	for (uint32_t i = 0; i < p->n_orphans; i++)
 		max = drain_left_max(p->orphans[i], now, max);
-	return max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+	return max > HASHLB_DRAIN_NEVER ? HASHLB_DRAIN_NEVER : (uint32_t)max;
 }
 
 /* The connections removed backend <b> still holds at <now>, 0 once past its deadline (the
@@ -2600,7 +2609,7 @@ static uint64_t removed_held(const struct hlb_pool_backend *b, uint64_t now)
 void hlb_pool_log_draining(struct hlb_pool *p)
 {
 	uint64_t now = hlb_now_ms();
-	char q[POOL_NAME_QUOTED], qb[POOL_NAME_QUOTED];
+	char q[POOL_NAME_QUOTED], qb[POOL_NAME_QUOTED], ms[HASHLB_DRAIN_MS_STRLEN];
 
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		const struct hlb_pool_service *s = p->svcs[i];
@@ -2611,8 +2620,10 @@ void hlb_pool_log_draining(struct hlb_pool *p)
 			removed += removed_held(s->removed[j], now);
 		if (n > removed)
 			pool_log(p, HLB_LOG_INFO, "service draining",
-				 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", qn,
-				 n - removed, hlb_service_snapshot(s->rt)->drain_timeout_ms);
+				 "service=%s connections=%" PRIu64 " drain_timeout_ms=%s", qn,
+				 n - removed,
+				 hashlb_drain_ms_text(hlb_service_snapshot(s->rt)->drain_timeout_ms,
+						      ms));
 		for (uint32_t j = 0; j < s->n_removed && removed; j++) {
 			const struct hlb_pool_backend *b = s->removed[j];
 			uint64_t k = removed_held(b, now);
@@ -2620,9 +2631,12 @@ void hlb_pool_log_draining(struct hlb_pool *p)
 			if (k)
 				pool_log(p, HLB_LOG_INFO, "service draining",
 					 "service=%s backend=%s removed=1 connections=%" PRIu64
-					 " drain_timeout_ms=%" PRIu64,
+					 " drain_timeout_ms=%s",
 					 qn, backend_qname(b, qb), k,
-					 hlb_pool_backend_drain_deadline(b) - now);
+					 hashlb_drain_ms_text(
+						 hashlb_drain_left(
+							 hlb_pool_backend_drain_deadline(b), now),
+						 ms));
 		}
 	}
 	for (uint32_t i = 0; i < p->n_retired; i++) {
@@ -2631,9 +2645,9 @@ void hlb_pool_log_draining(struct hlb_pool *p)
 
 		if (n && r->deadline_ms > now)
 			pool_log(p, HLB_LOG_INFO, "service draining",
-				 "service=%s removed=1 connections=%" PRIu64
-				 " drain_timeout_ms=%" PRIu64,
-				 hlb_log_quote(r->name, q, sizeof(q)), n, r->deadline_ms - now);
+				 "service=%s removed=1 connections=%" PRIu64 " drain_timeout_ms=%s",
+				 hlb_log_quote(r->name, q, sizeof(q)), n,
+				 hashlb_drain_ms_text(hashlb_drain_left(r->deadline_ms, now), ms));
 	}
 }
 
@@ -2876,6 +2890,7 @@ static void service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_b
 {
 	char qn[POOL_NAME_QUOTED];
 	char q[POOL_ADDRESS_QUOTED];
+	char ms[HASHLB_DRAIN_MS_STRLEN];
 
 	/* the same name and address drained before, its series kept: this
 	 * one's draining series takes their place (one series a label set) */
@@ -2891,18 +2906,19 @@ static void service_retire_backend(struct hlb_pool_service *s, struct hlb_pool_b
 	}
 	backend_up_run_stop(b, "reload", now);
 	hlb_check_stop(&b->check);
-	backend_drain_until(b, now + s->cfg->drain_timeout_ms);
+	backend_drain_until(b, hashlb_drain_end(now, s->cfg->drain_timeout_ms));
 	atomic_store(&b->rt->admin, (int)HASHLB_ADMIN_DRAIN);
 	s->removed[s->n_removed++] = b;
 	/* what a reload will close, and when (one without connections goes
-	 * at the next tick, unseen) */
+	 * at the next tick, unseen): drain_timeout_ms=never, none */
 	if (atomic_load(&b->rt->claimed))
 		pool_log(s->pool, HLB_LOG_INFO, "backend removed or moved: its connections drain",
 			 "service=%s backend=%s address=%s connections=%" PRIu64
-			 " drain_timeout_ms=%u",
+			 " drain_timeout_ms=%s",
 			 s->cfg->name, backend_qname(b, qn),
 			 hlb_log_quote(b->rt->address, q, sizeof(q)),
-			 (uint64_t)atomic_load(&b->rt->claimed), s->cfg->drain_timeout_ms);
+			 (uint64_t)atomic_load(&b->rt->claimed),
+			 hashlb_drain_ms_text(s->cfg->drain_timeout_ms, ms));
 }
 
 /* Removed backend <j> of <s>: one still draining (<removed>), then one drained (<drained>). */
@@ -3414,7 +3430,8 @@ static bool service_settings_equal(const struct hashlb_service_cfg *a,
 static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, struct retired *r,
 				uint64_t now)
 {
-	uint64_t deadline = now + s->cfg->drain_timeout_ms, held = 0;
+	uint64_t deadline = hashlb_drain_end(now, s->cfg->drain_timeout_ms), held = 0;
+	char ms[HASHLB_DRAIN_MS_STRLEN];
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < s->n_backends; i++) {
@@ -3433,8 +3450,8 @@ static void pool_retire_service(struct hlb_pool *p, struct hlb_pool_service *s, 
 	}
 	if (held)
 		pool_log(p, HLB_LOG_INFO, "service removed: its connections drain",
-			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%u", s->cfg->name,
-			 held, s->cfg->drain_timeout_ms);
+			 "service=%s connections=%" PRIu64 " drain_timeout_ms=%s", s->cfg->name,
+			 held, hashlb_drain_ms_text(s->cfg->drain_timeout_ms, ms));
 	atomic_store(&s->rt->removed, true);
 	pool_queue_kick(s); /* its waiting clients are closed: they reconnect to a service */
 	/* its config is freed with the one this reload replaces, while the

@@ -249,7 +249,8 @@ void hlb_pool_stop_checks(struct hlb_pool *p);
 /*
  * How long the connections still held by backends a reload removed (or by those of a service it
  * removed) have left to drain, at most: a stop or an upgrade drains that long at least, not to
- * cut them before the deadline their removal gave them. 0 for none.
+ * cut them before the deadline their removal gave them. 0 for none; HASHLB_DRAIN_NEVER for a
+ * removal whose timeouts.drain was never, that holds connections yet.
  */
 uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p);
 /*
@@ -257,7 +258,7 @@ uint32_t hlb_pool_drain_left_ms(const struct hlb_pool *p);
  * latest (`msg="service draining" service=S connections=N drain_timeout_ms=T`): its
  * timeouts.drain from now; with `backend=B removed=1` those a removed backend of it still
  * holds, and with `removed=1` alone those of a service a reload removed, each to the end of the
- * drain its reload gave it.
+ * drain its reload gave it. drain_timeout_ms=never for a timeouts.drain of never: until they end.
  */
 void hlb_pool_log_draining(struct hlb_pool *p);
 
@@ -346,7 +347,8 @@ bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);
 /* How many backends of <s>'s published snapshot take new clients. */
 uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s);
 /* <b>, removed by a reload, drains until this (hlb_now_ms()): its runtime's drain_until_ms,
- * which the workers read too; 0 if not removed. */
+ * which the workers read too; 0 if not removed; UINT64_MAX until its last connection ends,
+ * for a timeouts.drain of never (hashlb_drain_end()). */
 static inline uint64_t hlb_pool_backend_drain_deadline(const struct hlb_pool_backend *b)
 {
 	return atomic_load_explicit(&b->rt->drain_until_ms, memory_order_relaxed);

@@ -2890,8 +2890,9 @@ static uint64_t conn_drain_own(const struct worker *w, struct conn *c)
 	uint64_t until =
 		theirs ? atomic_load_explicit(&c->be->drain_until_ms, memory_order_relaxed) : 0;
 
-	if (!until)
-		return w->drain_start + hlb_service_snapshot(c->svc)->drain_timeout_ms;
+	if (!until) /* UINT64_MAX for never, as the removal's */
+		return hashlb_drain_end(w->drain_start,
+					hlb_service_snapshot(c->svc)->drain_timeout_ms);
 	return until;
 }
 

@@ -81,8 +81,9 @@ bool hlb_proxy_done(struct hlb_proxy *p);
 /*
  * Stop accepting everywhere; each connection drains until its own deadline, its service's
  * timeouts.drain from the first call (or the one a reload gave its removed backend:
- * hlb_backend.drain_until_ms), then is closed; none past <drain_ms>. A later call may only
- * bring that bound closer (0: close them all now).
+ * hlb_backend.drain_until_ms), then is closed; none past <drain_ms> (HASHLB_DRAIN_NEVER: no
+ * bound, a timeouts.drain of never waits for them to end). A later call may only bring that
+ * bound closer (0: close them all now).
  */
 void hlb_proxy_drain(struct hlb_proxy *p, uint32_t drain_ms);
 /*

@@ -485,13 +485,15 @@ static void worker_commands(struct worker *w)
 			break;
 		case CMD_DRAIN:
 			/* A later drain may only shorten the deadline: a second
-			 * SIGTERM/SIGINT drains with 0 ms, "close them at once". */
+			 * SIGTERM/SIGINT drains with 0 ms, "close them at once".
+			 * HASHLB_DRAIN_NEVER: none (UINT64_MAX). */
 			if (!w->draining)
 				w->drain_start = w->now_ms;
-			if (!w->draining || w->now_ms + cmd->drain_ms < w->drain_deadline) {
+			if (!w->draining ||
+			    hashlb_drain_end(w->now_ms, cmd->drain_ms) < w->drain_deadline) {
 				w->drain_signalled = w->draining;
 				w->draining = true;
-				w->drain_deadline = w->now_ms + cmd->drain_ms;
+				w->drain_deadline = hashlb_drain_end(w->now_ms, cmd->drain_ms);
 			}
 			for (wl = w->listeners; wl; wl = wnext) {
 				wnext = wl->next;

@@ -1283,6 +1283,7 @@ static uint64_t mono_ms(void);
 void hlb_daemon_stop(struct hlb_daemon *d)
 {
 	struct dlistener *dl, *next;
+	char ms_text[HASHLB_DRAIN_MS_STRLEN];
 	uint32_t ms, left;
 
 	if (d->stopping) {
@@ -1309,13 +1310,15 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	 * deadline (its service's timeouts.drain from now, or the one the reload that removed
 	 * its backend or service gave it: conn_drain_deadline()), the last of them by then.
 	 * A removed service's (not among the listeners') or a backend's whose removal gave it
-	 * longer counts too: an upgrade in place, or a stop, would cut them short. */
+	 * longer counts too: an upgrade in place, or a stop, would cut them short.
+	 * HASHLB_DRAIN_NEVER, the largest, for one of never: no deadline. */
 	ms = drain_ms(d);
 	left = d->hooks.drain_left_ms ? d->hooks.drain_left_ms(d, d->hooks.arg) : 0;
 	if (left > ms)
 		ms = left;
-	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%u",
-		(unsigned long long)hlb_proxy_connections(d->proxy), ms);
+	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%s",
+		(unsigned long long)hlb_proxy_connections(d->proxy),
+		hashlb_drain_ms_text(ms, ms_text));
 	/* after that line, the lines of each service's drain (the control plane's) */
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);
@@ -1323,8 +1326,15 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	 * drain may outlast the unit's TimeoutStopSec (5 min in the shipped one,
 	 * timeouts.drain up to 1 h): EXTEND_TIMEOUT_USEC gives it the time the
 	 * config gives the drain, and a margin for the exit, so that systemd
-	 * does not SIGKILL a drain the config allows. */
-	if (!d->handed_over) {
+	 * does not SIGKILL a drain the config allows. A drain of never asks for
+	 * no time: the unit's TimeoutStopSec is what bounds it, as the operator
+	 * chose (docs/operations.md). */
+	if (!d->handed_over && ms == HASHLB_DRAIN_NEVER) {
+		hlb_notify("STOPPING=1\nSTATUS=draining %llu connection%s until they end "
+			   "(timeouts.drain: never)",
+			   (unsigned long long)hlb_proxy_connections(d->proxy),
+			   hlb_plural(hlb_proxy_connections(d->proxy)));
+	} else if (!d->handed_over) {
 		/* STATUS= is read by people (systemctl status): the duration as the config
 		 * writes it ("30s"), where the log line's key keeps its ms for parsers */
 		char dur[HASHLB_DURATION_STRLEN];

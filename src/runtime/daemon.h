@@ -30,7 +30,8 @@
  * every listener closes (new connections are refused), established
  * connections drain, each for up to its service's drain_timeout_ms (or
  * until the deadline the reload that removed its backend or service gave
- * it), then it is closed; hlb_daemon_run() returns 0 once the last one is
+ * it; none for a drain of never: until they end), then it is closed;
+ * hlb_daemon_run() returns 0 once the last one is
  * gone, and every hold released (hlb_daemon_hold(): the kernel path's
  * flows). A second signal ends the drain at once. A worker that fails (its io_uring
  * does: hlb_proxy_failed()) starts the same shutdown, and

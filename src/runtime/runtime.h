@@ -249,7 +249,8 @@ struct hlb_backend {
 	/* Removed by a reload (it drains, or it is an orphan of a service a
 	 * reload removed): when its connections are closed, CLOCK_MONOTONIC
 	 * in ms, the control plane's deadline, which a stop's drain keeps
-	 * (a worker reads it only while it drains); 0 if not removed. */
+	 * (a worker reads it only while it drains); 0 if not removed;
+	 * UINT64_MAX, never, for a timeouts.drain of never. */
 	_Atomic uint64_t drain_until_ms;
 	/* the ends from HLB_END_WORKER_MAX on (hlb_backend_count_end()) */
 	_Atomic uint64_t rare_ends[HLB_END_MAX - HLB_END_WORKER_MAX];

@@ -270,6 +270,66 @@ def removals_say_what_they_will_close():
         b.stop()
 
 
+def drain_never_keeps_removed_connections_until_they_end():
+    """timeouts.drain: never. A reload removes backend c from service t (drain: never) and
+    from u (drain: 1s) while a client of each holds a connection to it: u's is closed at its
+    1 s, t's is still open after that and forwards bytes; the lines say drain_timeout_ms=never.
+    A stop then waits for t's connection without a deadline: after it closed u's new client at
+    u's 1 s, hashlb runs on while t's forwards, and exits 0 once its client closes. Before,
+    never was refused and the longest drain was 1h."""
+    bs = [Backend(n) for n in "abc"]
+    backends = [(b.name, b.addr) for b in bs]
+    prefs = lookup(tmpfile("drainnever.yaml", config(backends)),
+                   [client_ip(i) for i in range(9700, 9800)])
+    to_c = [c for c, p in sorted(prefs.items()) if p[0] == "c"][:2]
+
+    def text(t_backends):
+        return (config(t_backends, extra="timeouts:\n  drain: never", health="enabled: false")
+                + config(t_backends, name="u", extra="timeouts:\n  drain: 1s",
+                         health="enabled: false").split("services:\n", 1)[1])
+
+    lb = Lb(text(backends))
+    bound = {s["name"]: s["bound"].rsplit(":", 1) for s in lb.status()["services"]}
+    t, u = ((h, int(p)) for h, p in (bound["t"], bound["u"]))
+    on_t, on_u = connect(t, src=to_c[0]), connect(u, src=to_c[1])
+    check([h.recv(64) for h in (on_t, on_u)] == [b"c\n", b"c\n"],
+          "a client of t and one of u on their backend c")
+    lb.rewrite(text(backends[:2]))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0, f"reload: {se}")
+    said = [l for l in logged if "its connections drain" in l]
+    check(any('msg="backend removed or moved: its connections drain" service=t backend=c '
+              f'address={bs[2].addr} connections=1 drain_timeout_ms=never' in l for l in said) and
+          any('service=u backend=c' in l and 'drain_timeout_ms=1000' in l for l in said),
+          f"the reload says t's drain is never, u's 1 s: {said}")
+    # a hang guard, not a measurement: u's 1 s is past once its connection is closed
+    check(outcome(on_u, timeout=30) == (0, "FIN"), "u's connection is closed at its 1 s")
+    for i in range(3):
+        on_t.sendall(b"after u's drain %d\n" % i)
+        check(read_line(on_t) == "after u's drain %d" % i,
+              "t's connection to the removed backend still forwards")
+    check(not any("drain timeout" in l and "service=t" in l for l in lb.log),
+          f"none of t's closed: {[l for l in lb.log if 'drain timeout' in l]}")
+
+    on_u2 = connect(u, src=client_ip(9850))
+    check(on_u2.recv(64) in (b"a\n", b"b\n"), "another client of u, on a or b")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=2 drain_timeout_ms=never"),
+          f"the stop drains with no deadline: {lb.log[-3:]}")
+    check(lb.wait_log(r'msg="service draining" service=t backend=c removed=1 connections=1 '
+                      r'drain_timeout_ms=never'), f"and says so for t's c: {lb.log[-3:]}")
+    # a hang guard again: u's 1 s from the stop is past once its client's connection is closed
+    check(outcome(on_u2, timeout=30) == (0, "FIN"), "the stop closes u's at its 1 s")
+    for i in range(3):
+        on_t.sendall(b"while stopping %d\n" % i)
+        check(read_line(on_t) == "while stopping %d" % i, "t's connection forwards while stopping")
+    check(lb.proc.poll() is None, "hashlb waits for t's connection")
+    on_t.close()
+    check(lb.proc.wait(20) == 0, "exit 0 once its client closed")
+    for b in bs:
+        b.stop()
+
+
 def removed_drain_to_their_own_deadline_during_a_stop():
     """A stop leaves a backend or a service a reload removed the drain deadline the removal
     gave it: with t's drain raised to 60s after its backend c and service u (drain 4s) were
@@ -1338,7 +1398,8 @@ def service_added_back_beside_an_ipv6_only_wildcard():
 
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
-           removals_say_what_they_will_close, removed_drain_to_their_own_deadline_during_a_stop,
+           removals_say_what_they_will_close, drain_never_keeps_removed_connections_until_they_end,
+           removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,

@@ -2835,6 +2835,57 @@ static void test_durations(void **state)
 	}
 }
 
+/*
+ * timeouts.drain: never keeps a stop's and a removal's connections until they end, written
+ * bare or quoted, and formats back as "never"; the default stays 30s. A word that is not it
+ * ("forever", "Never"), or a duration past 1h, is refused at its place, saying never is taken.
+ */
+static void test_drain_never(void **state)
+{
+	static const char *const nevers[] = { "never", "\"never\"", "'never'" };
+	struct hashlb_config *c = load_ok(MINIMAL);
+	char buf[HASHLB_DURATION_STRLEN], ms[HASHLB_DRAIN_MS_STRLEN];
+
+	(void)state;
+	assert_int_equal(c->services[0].drain_timeout_ms, 30000);
+	hashlb_config_free(c);
+	for (size_t i = 0; i < sizeof(nevers) / sizeof(nevers[0]); i++) {
+		char y[512];
+
+		snprintf(y, sizeof(y), MINIMAL "    timeouts: {drain: %s}\n", nevers[i]);
+		c = load_ok(y);
+		assert_int_equal(c->services[0].drain_timeout_ms, HASHLB_DRAIN_NEVER);
+		hashlb_drain_format(c->services[0].drain_timeout_ms, buf, sizeof(buf));
+		assert_string_equal(buf, "never");
+		hashlb_config_free(c);
+	}
+	hashlb_drain_format(30000, buf, sizeof(buf));
+	assert_string_equal(buf, "30s");
+	hashlb_drain_format(0, buf, sizeof(buf));
+	assert_string_equal(buf, "0ms");
+	/* a log line's drain_timeout_ms: never, not a deadline overflowed to a number */
+	assert_string_equal(hashlb_drain_ms_text(HASHLB_DRAIN_NEVER, ms), "never");
+	assert_string_equal(hashlb_drain_ms_text(1500, ms), "1500");
+	assert_int_equal(hashlb_drain_end(1000, HASHLB_DRAIN_NEVER), UINT64_MAX);
+	assert_int_equal(hashlb_drain_end(1000, 2000), 3000);
+	assert_int_equal(hashlb_drain_left(UINT64_MAX, 5000), HASHLB_DRAIN_NEVER);
+	assert_int_equal(hashlb_drain_left(3000, 2500), 500);
+	assert_int_equal(hashlb_drain_left(3000, 4000), 0);
+
+	expect_error(MINIMAL "    timeouts:\n      drain: forever\n", 8, 14,
+		     "'drain' must be a duration up to 1h (0 = close them at once) or never "
+		     "(keep them until they end), found 'forever'");
+	expect_error(MINIMAL "    timeouts:\n      drain: Never\n", 8, 14, "or never");
+	expect_error(MINIMAL "    timeouts:\n      drain: 2h\n", 8, 14,
+		     "'drain' 2h is out of range 0ms..1h (0 = close them at once; never = keep "
+		     "them until they end)");
+	expect_error(MINIMAL "    timeouts:\n      drain: [never]\n", 8, 14,
+		     "'drain' must be a duration");
+	/* never is drain's alone: idle's "never" is 0 */
+	expect_error(MINIMAL "    timeouts:\n      idle: never\n", 8, 13,
+		     "'idle' must be a duration");
+}
+
 static void test_health_timeout_default(void **state)
 {
 	struct hashlb_config *c = load_ok(MINIMAL "    health: {interval: 500ms}\n");
@@ -4064,6 +4115,7 @@ int main(void)
 		cmocka_unit_test(test_prefix_match),
 		cmocka_unit_test(test_prefix_set_random),
 		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_drain_never),
 		cmocka_unit_test(test_health_timeout_default),
 		cmocka_unit_test(test_settings_written_as_a_value),
 		cmocka_unit_test(test_admin_off_and_v6),

@@ -2133,6 +2133,118 @@ static void totals_capture(void *arg, enum hlb_log_level level, const char *msg,
 		log_capture(arg, level, msg, kv);
 }
 
+static void drain_capture(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	if (strstr(msg, "drain") || strcmp(msg, "service totals") == 0)
+		log_capture(arg, level, msg, kv);
+}
+
+/* Run <f>'s loop for <ticks> pool ticks at least. */
+static void run_ticks(struct fixture *f, uint32_t ticks)
+{
+	uint64_t until = hlb_now_ms() + ticks * HLB_POOL_TICK_MS;
+
+	while (hlb_now_ms() < until)
+		hlb_loop_run_once(f->loop, 10);
+}
+
+/* Whether one of <l>'s lines has <a> and <b>. */
+static bool logged(const struct log_lines *l, const char *a, const char *b)
+{
+	for (uint32_t i = 0; i < l->n && i < 16; i++)
+		if (strstr(l->text[i], a) && strstr(l->text[i], b))
+			return true;
+	return false;
+}
+
+/*
+ * timeouts.drain: never. A backend a reload removes while it holds a connection drains with
+ * no deadline: ticks later it still drains, its connection not closed, a stop's drain left
+ * never, each line saying drain_timeout_ms=never (not a deadline overflowed to a number).
+ * Once its last connection ends it is drained, its deadline that moment: not kept for good,
+ * nor taken back by a reload. A service removed so keeps its counters while a connection
+ * holds it, and logs its totals once let go, not at a deadline never reached.
+ */
+static void test_drain_never_lasts_until_the_connections_end(void **state)
+{
+	struct log_lines l = { 0 };
+	struct hashlb_config *next;
+	struct hlb_backend *b3, *b1;
+	struct hlb_service *web;
+	struct fixture f;
+	uint32_t gen;
+	uint64_t until;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_new(HASHLB_SCHEME_MAGLEV, 4);
+	f.cfg->services[0].drain_timeout_ms = HASHLB_DRAIN_NEVER;
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = drain_capture, .arg = &l
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, NULL), 0);
+	f.svc = hlb_pool_service_at(f.pool, 0);
+	b3 = hlb_backend_ref(hlb_pool_backend_find(f.svc, "b3")->rt); /* its connection's */
+	atomic_store(&b3->claimed, 1);
+	gen = atomic_load(&b3->close_gen);
+
+	next = config_new(HASHLB_SCHEME_MAGLEV, 3); /* b3 removed */
+	next->services[0].drain_timeout_ms = HASHLB_DRAIN_NEVER;
+	fixture_reload(&f, next);
+	assert_int_equal(f.svc->n_removed, 1);
+	assert_int_equal(atomic_load(&b3->drain_until_ms), UINT64_MAX);
+	assert_true(logged(&l, "backend removed or moved", "backend=b3 "));
+	assert_true(logged(&l, "backend removed or moved", "drain_timeout_ms=never"));
+	run_ticks(&f, 4);
+	assert_int_equal(f.svc->n_removed, 1); /* still draining, nothing closed */
+	assert_int_equal(atomic_load(&b3->close_gen), gen);
+	assert_int_equal(hlb_pool_drain_left_ms(f.pool), HASHLB_DRAIN_NEVER);
+	hlb_pool_log_draining(f.pool);
+	assert_true(logged(&l, "service draining",
+			   "backend=b3 removed=1 connections=1 drain_timeout_ms=never"));
+
+	atomic_store(&b3->claimed, 0); /* its client closed */
+	run_ticks(&f, 4);
+	assert_int_equal(f.svc->n_removed, 0);
+	until = atomic_load(&b3->drain_until_ms);
+	assert_true(until != 0 && until <= hlb_now_ms());
+	assert_int_equal(hlb_pool_drain_left_ms(f.pool), 0);
+	assert_int_equal(atomic_load(&b3->close_gen), gen);
+	next = config_new(HASHLB_SCHEME_MAGLEV, 4); /* b3 back: a new one, its drain over */
+	next->services[0].drain_timeout_ms = HASHLB_DRAIN_NEVER;
+	fixture_reload(&f, next);
+	assert_ptr_not_equal(hlb_pool_backend_find(f.svc, "b3")->rt, b3);
+	hlb_backend_unref(b3);
+
+	/* the service removed, a connection of it to b1 open */
+	web = hlb_service_ref(f.svc->rt);
+	atomic_store(&web->active, 1);
+	b1 = hlb_backend_ref(hlb_pool_backend_find(f.svc, "b1")->rt);
+	atomic_store(&b1->claimed, 1);
+	fixture_reload(&f, config_api());
+	assert_true(logged(&l, "service removed: its connections drain",
+			   "service=web connections=1 drain_timeout_ms=never"));
+	assert_int_equal(atomic_load(&b1->drain_until_ms), UINT64_MAX);
+	run_ticks(&f, 4);
+	assert_false(logged(&l, "service totals", "service=web"));
+	assert_int_equal(hlb_pool_drain_left_ms(f.pool), HASHLB_DRAIN_NEVER);
+	hlb_pool_log_draining(f.pool);
+	assert_true(logged(&l, "service draining",
+			   "service=web removed=1 connections=1 drain_timeout_ms=never"));
+	atomic_store(&b1->claimed, 0); /* its client closed, the connection freed */
+	atomic_store(&web->active, 0);
+	hlb_backend_unref(b1);
+	hlb_service_unref(web);
+	until = hlb_now_ms() + 10000; /* a bound, not a threshold: the next tick does it */
+	while (!logged(&l, "service totals", "service=web") && hlb_now_ms() < until)
+		hlb_loop_run_once(f.loop, 10);
+	assert_true(logged(&l, "service totals", "service=web removed=1"));
+	assert_int_equal(hlb_pool_drain_left_ms(f.pool), 0);
+	fixture_teardown(&f);
+}
+
 /*
  * A service a reload removes logs its totals once nothing can count for it any more: not while
  * a worker still holds it (its listener, whose backlog the worker serves when it reads the
@@ -2430,6 +2542,7 @@ int main(void)
 			test_added_back_service_is_not_removed_when_its_snapshot_is_published),
 		cmocka_unit_test(test_orphan_not_taken_back_drains_as_a_removed_backend),
 		cmocka_unit_test(test_removed_backend_drain_deadline_seen_by_the_workers),
+		cmocka_unit_test(test_drain_never_lasts_until_the_connections_end),
 		cmocka_unit_test(test_reload_adding_back_a_service_that_fails_keeps_what_was_set),
 		cmocka_unit_test(test_service_added_back_is_the_one_removed_last),
 		cmocka_unit_test(test_backend_added_back_is_the_one_at_its_address),
