@@ -273,7 +273,7 @@ def removals_say_what_they_will_close():
 def drain_never_keeps_removed_connections_until_they_end():
     """timeouts.drain: never. A reload removes backend c from service t (drain: never) and
     from u (drain: 1s) while a client of each holds a connection to it: u's is closed at its
-    1 s, t's is still open after that and forwards bytes; the lines say drain_timeout_ms=never.
+    1 s, t's is still open after that and forwards bytes; the lines (and hashlb check) say never.
     A stop then waits for t's connection without a deadline: after it closed u's new client at
     u's 1 s, hashlb runs on while t's forwards, and exits 0 once its client closes. Before,
     never was refused and the longest drain was 1h."""
@@ -288,6 +288,11 @@ def drain_never_keeps_removed_connections_until_they_end():
                 + config(t_backends, name="u", extra="timeouts:\n  drain: 1s",
                          health="enabled: false").split("services:\n", 1)[1])
 
+    checked = subprocess.run([HASHLB, "check", "-c", tmpfile("drainnever-check.yaml",
+                                                           text(backends))],
+                             capture_output=True, text=True, timeout=30)
+    check(checked.returncode == 0 and " drain=never " in checked.stdout and
+          " drain=1s " in checked.stdout, f"hashlb check prints never: {checked.stdout}")
     lb = Lb(text(backends))
     bound = {s["name"]: s["bound"].rsplit(":", 1) for s in lb.status()["services"]}
     t, u = ((h, int(p)) for h, p in (bound["t"], bound["u"]))

@@ -7,7 +7,8 @@ yet is published once it is, with no other change, and one refused because a bac
 return, keep their established connections; a stop drains the connections held through the kernel
 path up to timeouts.drain, new clients refused (the VIP the program serves: the old one while a
 reload's new listen is not published), ends as soon as they have (closed by their client), and a
-second SIGTERM ends that at once; a worker's failure
+second SIGTERM ends that at once, and with timeouts.drain: never only they end
+it; a worker's failure
 exits at once, the program left attached, steering, for the restart; a daemon restarted after SIGKILL takes its
 orphaned program over, never one a live daemon drives, and one a foreground hashlb steer drove is
 attached once that is stopped; an upgrade takes over the program the
@@ -621,15 +622,30 @@ def stop_drain_ends(topo, servers):
     HZ=250, so that a half-closed client waiting for its server is not cut).
     Before, a stop's drain always lasted its whole timeouts.drain unless the program held no
     entry at all."""
-    d, client, held, _ = stopping(topo, "60s", "stop drain ends")
+    drain_ends_with_the_flows(topo, "60s", "stop drain ends")
+
+
+def stop_drain_never_ends(topo, servers):
+    """stop_drain_ends() with timeouts.drain: never: no deadline (the draining line says
+    drain_timeout_ms=never), and the drain ends, as there, once the flows have ended."""
+    drain_ends_with_the_flows(topo, "never", "stop drain never ends")
+
+
+def drain_ends_with_the_flows(topo, drain, tag):
+    """A stop of a service draining <drain> with connections held through the kernel path,
+    which exchange data after it and are then closed by their client: the drain ends with them,
+    logged before the program is detached, and the process exits within 40 s."""
+    d, client, held, _ = stopping(topo, drain, tag)
     try:
-        lost = still_held(client, held, "stop drain ends")
+        check(drain != "never" or "drain_timeout_ms=never " in d.lines[d.pos - 1],
+              f"{tag}: the draining line does not say never: {d.lines[d.pos - 1]}")
+        lost = still_held(client, held, tag)
         drained = d.wait_log("kernel steering drained", 40)
         check(drained is not None and "service=web interface=eth0" in drained,
-              f"stop drain ends: not drained when its flows ended: {d.lines[d.pos - 5:]}")
+              f"{tag}: not drained when its flows ended: {d.lines[d.pos - 5:]}")
         detached = d.wait_log('msg="kernel steering detached" service=web interface=eth0 '
                               'reason=stopped', 5)
-        check(detached is not None, f"stop drain ends: not detached after drained: "
+        check(detached is not None, f"{tag}: not detached after drained: "
               f"{d.lines[d.pos - 5:]}")
         try:
             d.proc.wait(timeout=10)
@@ -639,9 +655,9 @@ def stop_drain_ends(topo, servers):
         m = re.search(r"drain_ms=(\d+)", stopped)
         check(d.proc.poll() is not None and m and int(m.group(1)) < 40000 and
               steer_stats(topo) == {},
-              f"stop drain ends: still running {d.proc.poll() is None}, {stopped.strip()}, "
+              f"{tag}: still running {d.proc.poll() is None}, {stopped.strip()}, "
               f"attached {steer_stats(topo) != {}}")
-        print(f"stop drain ends: {len(held)} held connections, {lost} lost after the stop, "
+        print(f"{tag}: {len(held)} held connections, {lost} lost after the stop, "
               f"closed by their client: {(drained or '').strip()}; {stopped.strip()}",
               flush=True)
     finally:
@@ -2822,7 +2838,9 @@ def body(topo):
     for name, fn in [("metrics", metrics), ("dead_host", dead_host), ("neighbour", neighbour),
                      ("neighbour_unreadable", neighbour_unreadable), ("routed", routed),
                      ("maint", maint), ("stop_drain", stop_drain),
-                     ("stop_drain_ends", stop_drain_ends), ("stop_half_closed", stop_half_closed),
+                     ("stop_drain_ends", stop_drain_ends),
+                     ("stop_drain_never_ends", stop_drain_never_ends),
+                     ("stop_half_closed", stop_half_closed),
                      ("stop_vip_unpublished", stop_vip_unpublished), ("stop_twice", stop_twice),
                      ("backup", backup), ("reload_listen", reload_listen), ("sigkill", sigkill),
                      ("driven_later", driven_later),
