@@ -18,7 +18,11 @@ table, logged once, and the new VIP is steered; steering_flows sizes the conntra
 a reload that changes it keeps the program and its flows; hash_prefix sends the clients of one
 IPv6 /64 or IPv4 /24 to one backend, the one hashlb lookup -c names, until a reload parts them;
 two services on one interface (under one name or two, an altname) share its program, a table
-each, and a reload removing one leaves the other's flows; an upgrade adding a service before
+each, and a reload removing one leaves the other's flows, one swapping their listen addresses
+gives each its new VIP; a reload adding a second service on an interface a service is alone on
+replaces its program of one table by one of a table each, in place, its flows kept (tried again
+while another publication holds the lock; after an upgrade, once the replaced hashlb stops);
+an upgrade adding a service before
 another takes no table that serves a VIP, and a stop of one that drains 0 s takes its VIP out
 while the other drains; a stop's drain never cuts a flow quiet for less than timeouts.idle; an
 interface deleted and created again gets its program back, and one missing at the start gets it
