@@ -236,9 +236,11 @@ int hashlb_steer_share(struct hashlb_steer *s, uint32_t table, struct hashlb_ste
  * counters, and table 0 (both halves, its backend slots) is copied into it,
  * so every established flow keeps its backend and no packet finds no
  * program. <s> then drives the new one (its other tables empty, for
- * hashlb_steer_share()). On failure (-EOPNOTSUPP for a program of several
- * tables, or an older hashlb's) <s>'s program serves on as it was. Returns
- * 0 or -errno with <err> filled.
+ * hashlb_steer_share()). It holds the publication lock from the copy to the
+ * swap: -EAGAIN or -ETIMEDOUT as a publication while another holds it
+ * (hashlb_steer_set_lock_try()). On failure (-EOPNOTSUPP for a program of
+ * several tables, or an older hashlb's) <s>'s program serves on as it was.
+ * Returns 0 or -errno with <err> filled.
  */
 int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 		      struct hashlb_error *err);
@@ -278,16 +280,17 @@ int hashlb_steer_detach(const char *iface, enum hashlb_steer_mode mode, struct h
 const char *hashlb_steer_unlocked(const struct hashlb_steer *s);
 
 /*
- * With <try_only>, the publications of <s> (set_vips, set_table, set_daemon)
- * do not wait for the lock: one try, and -EAGAIN if another holds it (<err>
- * naming it), the table in force kept; -ETIMEDOUT, as a publication that
+ * With <try_only>, the publications of <s> (set_vips, set_table, set_daemon,
+ * grow) do not wait for the lock: one try, and -EAGAIN if another holds it
+ * (<err> naming it), the table in force kept; -ETIMEDOUT, as a publication that
  * waited, once the tries that found it held, each at most 2 s after the one
  * before, span 2 s. For hashlb run, whose control thread must not stop:
  * it tries again later. The default waits.
  */
 void hashlb_steer_set_lock_try(struct hashlb_steer *s, bool try_only);
 
-/* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port). */
+/* Serve exactly these <n> VIPs (AF_INET or AF_INET6 with a non-zero port).
+ * The conntrack entries of a VIP that leaves the program are cleared. */
 int hashlb_steer_set_vips(struct hashlb_steer *s, const struct sockaddr_storage *vips, uint32_t n,
 			  struct hashlb_error *err);
 /*

@@ -513,16 +513,6 @@ static void table_unfit(struct run_steer_svc *e, const struct hashlb_error *err)
 }
 
 /*
- * The service of <rs>, other than <e>, whose program is on <e>'s interface,
- * or NULL. By index, not name: the config refuses two services on one name,
- * but an interface has others (altnames: eth0 and enp0s3), and a program of
- * this process looks like an orphan to hashlb_steer_adopt(), which the second
- * service took over, its tables replacing the first's. The index is that of
- * the other's program, not of its config's name: after a rename (eth0 to
- * hlbren0) that name is no interface's, and a service added on hlbren0 took
- * the first's program over so.
- */
-/*
  * Whether <o>'s program is attached: a handle on a lost one (its interface
  * gone, or another program in its place) is stale, until attach_lost()
  * lets it go. Before, iface_taken(), iface_services() and steer_release()'s
@@ -535,6 +525,16 @@ static bool steer_live(const struct run_steer_svc *o)
 	return o->steer && hashlb_steer_attached(o->steer);
 }
 
+/*
+ * The service of <rs>, other than <e>, whose program is on <e>'s interface,
+ * or NULL. By index, not name: the config refuses two services on one name,
+ * but an interface has others (altnames: eth0 and enp0s3), and a program of
+ * this process looks like an orphan to hashlb_steer_adopt(), which the second
+ * service took over, its tables replacing the first's. The index is that of
+ * the other's program, not of its config's name: after a rename (eth0 to
+ * hlbren0) that name is no interface's, and a service added on hlbren0 took
+ * the first's program over so.
+ */
 static const struct run_steer_svc *iface_taken(const struct run_steer *rs,
 					       const struct run_steer_svc *e)
 {
@@ -776,9 +776,11 @@ static void grow_busy(struct run_steer *rs, struct run_steer_svc *e,
 /*
  * Let <e>'s program go. Shared with another service (its interface's
  * program holds their tables): <e>'s VIPs leave it if <unserve> (a reload
- * removed <e>; at a stop they stay closed, drained with the others'), and
- * detaching it at the end, if <e> was to, passes to that service. Before,
- * there was one service per interface. Whether the program stays.
+ * removed <e>; a stop, detach_stopped(); not a program lost or handed over,
+ * nor one the replaced hashlb still publishes into), their conntrack
+ * entries cleared, and detaching it at
+ * the end, if <e> was to, passes to that service. Before, there was one
+ * service per interface. Whether the program stays.
  */
 static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve)
 {
@@ -1467,8 +1469,9 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 		/* Said, so that a drain that ran to its deadline with no
 		 * client left is not a mystery: entries no FIN or RST closed
 		 * (a flow still open, a client gone without one, a connect
-		 * whose SYN no backend answered) keep it going. interface=NAME,
-		 * the name it has now (iface_kv()). */
+		 * whose SYN no backend answered) keep it going, until unused for
+		 * timeouts.idle (drain_poll()). interface=NAME, the name it has
+		 * now (iface_kv()). */
 		if (e->steer && hashlb_steer_flows_open(e->steer, &f) == 0)
 			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
 				"service=%s %s drain_ms=%llu open_flows=%u reason=\"timeouts.drain "
@@ -1561,8 +1564,9 @@ static void drain_now(struct hlb_daemon *d, void *arg)
  * deadline; with a timeouts.drain of never, no deadline: until its flows have ended, or to
  * the second signal for an older program), or at once on a second signal; the daemon's run
  * waits for it.
- * A program that cannot be closed (an older hashlb's, a failure), or that
- * holds no entry, or whose service drains 0 ms, is detached now.
+ * A program that cannot be closed (an older hashlb's, a failure), or whose
+ * service's table holds no entry of its own (hashlb_steer_flows_open()), or
+ * whose service drains 0 ms, is detached now (shared: its VIP leaves it).
  */
 static void drain_begin(struct run_steer *rs)
 {
