@@ -81,6 +81,11 @@ class Frames:
         self.out = packet_socket(topo.client, vnet=True)
         self.backends = [packet_socket(b) for b in topo.backends]
 
+    def close(self):
+        """Close its packet sockets."""
+        for sock in [self.out] + self.backends:
+            sock.close()
+
     def send(self, ethertype, payload, vlan=None):
         """Send one frame (after a vnet header with hdr_len 60: the rest goes into pages);
         its length."""

@@ -1005,6 +1005,14 @@ def send_frames(f, sports, marker):
     return n, f.forwarded(markers)
 
 
+def plain_switch(topo):
+    """The bridge a plain switch: br_netfilter (if loaded) would drop hand-made frames, their
+    IP checksum 0."""
+    for key in ("iptables", "ip6tables"):
+        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
+             check=False)
+
+
 def metrics(topo, servers):
     """hashlb run's /metrics carries the kernel path's counters for the steered service (before:
     none at all, only `hashlb steer --stats` read them): 10 hand-made frames of 10 new flows
@@ -1014,10 +1022,7 @@ def metrics(topo, servers):
     after a reload that changes the table every counter is where it was or above, and 10 more
     frames of the same flows count 10 packets, 10 conntrack hits and no new flow, none lost."""
     import test_frames as F
-    # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
-    for key in ("iptables", "ip6tables"):
-        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
-             check=False)
+    plain_switch(topo)
     d = Daemon(topo, service(topo)).start()
     f = None
     try:
@@ -1093,8 +1098,7 @@ def metrics(topo, servers):
         print(f"metrics: reload: no counter lower; 10 more frames: {d3}", flush=True)
     finally:
         if f:
-            for sock in [f.out] + f.backends:
-                sock.close()
+            f.close()
         d.stop()
 
 
@@ -1925,20 +1929,16 @@ def grown(topo, servers):
     """A reload that adds a second kernel-steered service (api, the IPv6 VIP over b3) on the
     interface web was alone on: web's program of one table (a killed daemon's, taken over) is
     replaced in place by one of a table each (4: two more for later reloads), its VIPs,
-    conntrack table (and seed) and counters kept and its table copied. web's 24 connections held across it answer from their backends, b1's
-    too, drained before (out of web's table: only their conntrack entries send them there); no
-    packet found no entry (ct_lost), was rescheduled or dropped; api's 20 new clients go through
-    the kernel path to b3, web's to b2. A reload removing api then leaves web steering as
-    before. Before, api was not started ('a restart of hashlb ... loads one with a table for
-    every service on the interface') until hashlb was restarted."""
-    web, api = two_services_yaml(topo)
-    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
-         check=False)
-    d = Daemon(topo, web).start()
+    conntrack table (and seed) and counters kept and its table copied. web's 24 connections
+    held across it answer from their backends, b1's too, drained before (out of web's table:
+    only their conntrack entries send them there); no packet found no entry (ct_lost), was
+    rescheduled or dropped; api's 20 new clients go through the kernel path to b3, web's to b2.
+    A reload removing api then leaves web steering as before. Before, api was not started ('a
+    restart of hashlb ... loads one with a table for every service on the interface') until
+    hashlb was restarted."""
+    d, web, api, _ = web_alone(topo, "grown")
     try:
         # the program a killed daemon left, taken over: its conntrack seed read from it
-        check(d.wait_log("service=web generation=", 20) is not None,
-              "grown: no table of web published")
         d.proc.kill()
         d.proc.wait(timeout=10)
         d.stop(steering=False)
@@ -2135,10 +2135,7 @@ def stop_shared(topo, servers):
     web = web.replace("    backends:\n", "    timeouts: {drain: 0s}\n    backends:\n", 1)
     api = api.replace("    backends:\n", "    timeouts: {drain: 60s, idle: 10s}\n    backends:\n",
                       1)
-    # A plain switch: br_netfilter (if loaded) would drop the frames, their IP checksum 0.
-    for key in ("iptables", "ip6tables"):
-        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
-             check=False)
+    plain_switch(topo)
     d = two_services_start(topo, web + api, "stop_shared")
     f = None
     try:
@@ -2181,8 +2178,7 @@ def stop_shared(topo, servers):
               f"unanswered SYN: {drained and drained.split('msg=')[1].strip()}", flush=True)
     finally:
         if f:
-            for sock in [f.out] + f.backends:
-                sock.close()
+            f.close()
         two_services_end(topo, d)
 
 
@@ -2225,9 +2221,7 @@ def stop_idle_flow(topo, servers):
     if not ticks:
         raise T.Skip("/proc/timer_list tells no jiffies")
     tick, start = ticks
-    for key in ("iptables", "ip6tables"):
-        T.sh("sysctl", "-q", "-w", f"net.bridge.bridge-nf-call-{key}=0", ns=topo.sw,
-             check=False)
+    plain_switch(topo)
     d = Daemon(topo, service(topo).replace(
         "    backends:\n", "    timeouts: {drain: 120s, idle: 9s}\n    backends:\n"))
     d.start()
@@ -2282,8 +2276,7 @@ def stop_idle_flow(topo, servers):
               f"{(drained or '').strip()}", flush=True)
     finally:
         if f:
-            for sock in [f.out] + f.backends:
-                sock.close()
+            f.close()
         d.stop()
 
 
