@@ -2553,6 +2553,16 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 				   "replacing the program attached (%s): %s",
 				   hashlb_steer_mode_name(s->mode), strerror(-ret));
 	}
+	/*
+	 * Packets still in the old program read the halves in force when they
+	 * began: wait them out before a publication (another process's, waiting
+	 * on the lock) may flip the shared active word and rewrite the other
+	 * half. steer_flip()'s wait: a barrier, or a pause that outlasts them.
+	 */
+	if (ret == 0) {
+		if (s->fd[M_SYNC] < 0 || s->sync_inner_fd < 0 || steer_barrier(s) < 0)
+			usleep(20000);
+	}
 	publish_unlock(lock_fd);
 	if (ret < 0)
 		goto out;
