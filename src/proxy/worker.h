@@ -419,7 +419,8 @@ struct worker {
 	bool draining;
 	bool takeover_done; /* checked after the old hashlb exited */
 	/* draining: since when (now_ms at the stop), and the latest a connection is closed
-	 * (the stop's longest drain, or now after a second signal): conn_drain_deadline() */
+	 * (the stop's longest drain, UINT64_MAX for never, or now after a second signal:
+	 * conn_idle_scan(); each one's own deadline is conn_drain_own()'s) */
 	uint64_t drain_start, drain_deadline;
 	bool drain_signalled; /* a later drain shortened it: a second signal's "now" */
 	/* connections freed while draining: ended by themselves, and closed at

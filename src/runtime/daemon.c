@@ -1308,7 +1308,7 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	}
 	/* The longest drain, which the workers end by: each connection is closed at its own
 	 * deadline (its service's timeouts.drain from now, or the one the reload that removed
-	 * its backend or service gave it: conn_drain_deadline()), the last of them by then.
+	 * its backend or service gave it: conn_drain_own()), the last of them by then.
 	 * A removed service's (not among the listeners') or a backend's whose removal gave it
 	 * longer counts too: an upgrade in place, or a stop, would cut them short.
 	 * HASHLB_DRAIN_NEVER, the largest, for one of never: no deadline. */
