@@ -167,8 +167,9 @@ struct hlb_daemon {
 	char parent_in[512]; /* its answer being read, or a line of HLB_FDPASS_QUEUED */
 	size_t parent_len;
 	/* the descriptors that came with its HLB_FDPASS_QUEUED lines, not read yet, in order:
-	 * parent_fds[parent_fds_head, n_parent_fds); <lost>: one could not be kept (no memory, the fd limit: MSG_CTRUNC), so which line each
-	 * belongs to is not known: every line is refused until HLB_FDPASS_QUEUED_END */
+	 * parent_fds[parent_fds_head, n_parent_fds); <lost>: one could not be kept (no memory,
+	 * the fd limit: MSG_CTRUNC), so which line each belongs to is not known: every line is
+	 * refused until HLB_FDPASS_QUEUED_END */
 	int *parent_fds;
 	size_t parent_fds_head, n_parent_fds, parent_fds_cap;
 	bool parent_fds_lost;

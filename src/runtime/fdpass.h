@@ -111,10 +111,11 @@ bool hlb_fdpass_peer_gone(int fd);
  * 0), then HLB_FDPASS_ADOPTED with how many it took.
  * The old one closes its copies of those taken, and serves the others on as if they had never
  * left its queue; all of them if the new one exits first, but for one whose socket's stream
- * moved while lent (the new one read from or wrote to it): that one it resets. Never on a guess: a new one alive
- * that does not answer in LENT_WAIT_MS, or whose channel breaks, or that got only some of the
- * sockets, may serve any it got: the old one closes its copies of those (no reset). A process
- * of before neither asks nor answers: an old one of before ignores the request.
+ * moved while lent (the new one read from or wrote to it): that one it resets. Never on a
+ * guess: a new one alive that does not answer in LENT_WAIT_MS, or whose channel breaks, or
+ * that got only some of the sockets, may serve any it got: the old one closes its copies of
+ * those (no reset). A process of before neither asks nor answers: an old one of before
+ * ignores the request.
  * The answer goes by one deadline, HLB_FDPASS_SEND_MS; one that cannot go whole, the new one
  * closes the channel after it (a line cut part way, glued to the next, would name another
  * client), and the old one reads a line only whole: a client is served by one process at most.
