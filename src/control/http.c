@@ -692,7 +692,8 @@ static void http_accept(void *arg, uint32_t events)
 			 * read first), the reserve in its slot (http_fd_close()) for the next accept.
 			 * Held, it kept every admin request in the backlog until its client ended (2 s
 			 * at most), one that reads its answer and is slow to close its socket. (Those
-			 * answered 503 at accept linger only while 72 connections are open: left.) */
+			 * answered 503 at accept, in h->shed, are not given up: there are some only
+			 * once 72 connections were open, and each goes within h->linger_ms.) */
 			conn_give_up(c);
 			continue;
 		}
