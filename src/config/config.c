@@ -937,12 +937,13 @@ bad:
 }
 
 /*
- * Note <v>, duration <ms> of <key> (in range up to <hi>) written without a unit, in
- * ld->cfg->bare_durations (an anchor's value read through two aliases twice: config_parse()
- * sorts them and keeps one of each place). 0 is 0 in any unit, so not noted. 0 or -ENOMEM.
+ * Note <v>, duration <ms> of <key> written without a unit, in ld->cfg->bare_durations (an
+ * anchor's value read through two aliases twice: config_parse() sorts them and keeps one of
+ * each place); <lo>..<hi>, what the setting takes, decides whether seconds are suggested.
+ * 0 is 0 in any unit, so not noted. 0 or -ENOMEM.
  */
 static int note_bare_duration(struct loader *ld, const struct ynode *v, const char *key,
-			      uint64_t ms, uint32_t hi)
+			      uint64_t ms, uint64_t lo, uint64_t hi)
 {
 	struct hashlb_config *c = ld->cfg;
 	struct hashlb_bare_duration *d;
@@ -960,8 +961,10 @@ static int note_bare_duration(struct loader *ld, const struct ynode *v, const ch
 	d->key = key;
 	d->via = ld->via ? ld->via->pos : (struct hashlb_pos){ 0, 0 };
 	d->ms = (uint32_t)ms;
-	/* seconds suggested where they may be what was meant (bare_hints()) */
-	d->seconds_fit = bare_hints(ms, 0, hi) & BARE_S;
+	/* seconds suggested where they may be what was meant and the setting takes them
+	 * (bare_hints()): a health check's "timeout: 5" under an interval of 2s was told
+	 * "or 5s", which is refused as longer than the interval */
+	d->seconds_fit = bare_hints(ms, lo, hi) & BARE_S;
 	return 0;
 }
 
@@ -979,13 +982,12 @@ static int get_duration_of(struct loader *ld, const struct ynode *v, const char 
 			   uint32_t hi, uint64_t ok_lo, uint64_t ok_hi, uint32_t step,
 			   const char *zero, uint32_t *ret)
 {
-	uint64_t ms;
+	uint64_t ms, least = lo > ok_lo ? lo : ok_lo, most = hi < ok_hi ? hi : ok_hi;
 	int r;
 
 	if (v->type == YNODE_SCALAR && v->quoted && *v->text &&
 	    strspn(v->text, "0123456789") == strlen(v->text) && strlen(v->text) <= 15) {
-		uint64_t n = strtoull(v->text, NULL, 10), least = lo > ok_lo ? lo : ok_lo;
-		uint64_t most = hi < ok_hi ? hi : ok_hi;
+		uint64_t n = strtoull(v->text, NULL, 10);
 		bool ms_ok = n >= least && n <= most && n % step == 0;
 		bool s_ok = n * 1000 >= least && n * 1000 <= most;
 		unsigned int h = bare_hints(n, least, most) & (ms_ok ? BARE_MS | BARE_S : BARE_S);
@@ -1010,7 +1012,7 @@ static int get_duration_of(struct loader *ld, const struct ynode *v, const char 
 	r = get_unit_number(ld, v, key, &duration_kind, lo, hi, zero, &ms);
 
 	if (r == 0)
-		r = note_bare_duration(ld, v, key, ms, hi);
+		r = note_bare_duration(ld, v, key, ms, least, most);
 	if (r < 0)
 		return r;
 	*ret = (uint32_t)ms;

@@ -1562,6 +1562,14 @@ static void test_bare_duration_suggestions(void **state)
 		MINIMAL "    timeouts: {connect: 900}\n",
 		"'connect' has no unit: a number alone counts milliseconds, 900 read as "
 		"900ms: write 900ms to keep it");
+	/* a health check's timeout no longer than its interval: 5s suggested only where the
+	 * interval takes it (it was under the default 2s too, and refused once written) */
+	expect_bare_warning(MINIMAL "    health: {timeout: 5}\n",
+			    "'timeout' has no unit: a number alone counts milliseconds, 5 read as "
+			    "5ms: write 5ms to keep it");
+	expect_bare_warning(MINIMAL "    health: {interval: 10s, timeout: 5}\n",
+			    "'timeout' has no unit: a number alone counts milliseconds, 5 read as "
+			    "5ms: write 5ms to keep it, or 5s");
 	/* quoted: each suggestion in range, the seconds below 1000 only */
 	expect_error(MINIMAL "    keepalive: {idle: \"30000\"}\n", 7, 23,
 		     "'idle' \"30000\" has no unit: write 30000ms, or the number without quotes "
