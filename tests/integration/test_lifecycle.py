@@ -1183,6 +1183,18 @@ def upgraded_in_place_on_the_passed_socket(p, log, lsock, port):
             os.close(pidfd)
 
 
+def u_added_refused(p, log, path, listen, what):
+    """Append service u on <listen> to config <path>, reload hashlb <p> (its log <log>): the
+    reload is refused, another process listening at <listen>."""
+    with open(path, "a") as f:
+        f.write(f"  - name: u\n    listen: {listen}\n    backends:\n"
+                f"      - name: a\n        address: {BACKENDS[0][1]}\n")
+    p.send_signal(signal.SIGHUP)
+    check(wait_for(log, "msg=\"reload failed") and
+          any(listen in l and "another process listens there" in l for l in log),
+          f"{what}: {log[-3:]}")
+
+
 def socket_activation():
     """systemd socket activation: hashlb serves on the listening socket it is passed (LISTEN_FDS),
     shared by its workers, and binds none of its own, so a client that connects while hashlb
@@ -1218,13 +1230,8 @@ def socket_activation():
     beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     beside.bind(("127.0.0.2", port))
     beside.listen(8)
-    with open(other, "a") as f:
-        f.write(f"  - name: u\n    listen: 127.0.0.2:{port}\n    backends:\n"
-                f"      - name: a\n        address: {BACKENDS[0][1]}\n")
-    p.send_signal(signal.SIGHUP)
-    check(wait_for(log, "msg=\"reload failed") and
-          any("127.0.0.2" in l and "another process listens there" in l for l in log),
-          f"a reload onto another process's 127.0.0.2:P is refused: {log[-3:]}")
+    u_added_refused(p, log, other, f"127.0.0.2:{port}",
+                    "a reload onto another process's 127.0.0.2:P is refused")
     beside.close()
     p.send_signal(signal.SIGTERM)
     check(p.wait(20) == 0, "exit 0")
@@ -1285,13 +1292,8 @@ def passed_socket_beside_another_process_in_the_other_family():
     beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     beside.bind(("::ffff:127.0.0.1", port))
     beside.listen(8)
-    with open(other, "a") as f:
-        f.write(f"  - name: u\n    listen: 127.0.0.1:{port}\n    backends:\n"
-                f"      - name: a\n        address: {BACKENDS[0][1]}\n")
-    p.send_signal(signal.SIGHUP)
-    check(wait_for(log, "msg=\"reload failed") and
-          any(f"127.0.0.1:{port}" in l and "another process listens there" in l for l in log),
-          f"a reload beside another process's [::ffff:127.0.0.1]:P is refused: {log[-3:]}")
+    u_added_refused(p, log, other, f"127.0.0.1:{port}",
+                    "a reload beside another process's [::ffff:127.0.0.1]:P is refused")
     beside.close()
     p.send_signal(signal.SIGHUP)
     check(wait_for(log, "msg=reloaded") and
