@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "hashlb/config.h"
+#include "hashlb/sysctl.h"
 
 int hashlb_port_parse(const char *s, bool allow_port0, uint16_t *ret_port)
 {
@@ -384,24 +385,20 @@ void hashlb_prefix_format(const struct hashlb_prefix *p, char *buf, size_t len)
 static const char *listen_eacces_hint(const char *where, char *buf, size_t len)
 {
 	const char *colon = strrchr(where, ':');
-	unsigned long start = 1024;
+	long start;
 	uint16_t port;
-	FILE *f;
 
 	if (!strncmp(where, "unix:", 5))
 		return " (this user may not create a file in that directory)";
 	if (!colon || hashlb_port_parse(colon + 1, false, &port) < 0)
 		return "";
-	f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "re");
-	if (f) {
-		if (fscanf(f, "%lu", &start) != 1)
-			start = 1024;
-		fclose(f);
-	}
+	start = hlb_sysctl_read("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+	if (start < 0)
+		start = 1024;
 	if (port >= start)
 		return "";
 	snprintf(buf, len,
-		 " (ports below %lu need CAP_NET_BIND_SERVICE: run as root, or grant it, as a "
+		 " (ports below %ld need CAP_NET_BIND_SERVICE: run as root, or grant it, as a "
 		 "unit's AmbientCapabilities= does)",
 		 start);
 	return buf;

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "hashlb/grow.h"
+#include "hashlb/sysctl.h"
 #include "clients.h"
 #include "control/balance.h"
 #include "log.h"
@@ -1365,25 +1366,6 @@ static void half_splice_refused(struct worker *w, struct half *h)
 	hlb_stat_add(&w->pub.splice_refused, 1);
 }
 
-/* A number read from sysctl file <path>, or -1. */
-static long sysctl_read(const char *path)
-{
-	char text[32];
-	long v = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n > 0) {
-		text[n] = '\0';
-		v = strtol(text, NULL, 10);
-	}
-	return v;
-}
-
 /* The inode of the initial user namespace's nsfs file (PROC_USER_INIT_INO, fixed since 3.8) */
 #define USER_NS_INIT_INO 0xEFFFFFFDUL
 
@@ -1415,9 +1397,9 @@ void worker_pipe_look(struct worker *w)
 {
 	w->pipe_look_ms = w->now_ms + PIPE_LOOK_MS;
 	w->pipes_may_be_small = !pipe_capable(CAP_SYS_RESOURCE) && !pipe_capable(CAP_SYS_ADMIN) &&
-				sysctl_read("/proc/sys/fs/pipe-user-pages-soft") != 0;
+				hlb_sysctl_read("/proc/sys/fs/pipe-user-pages-soft") != 0;
 	if (w->pipe_size)
-		w->pipe_max_size = sysctl_read("/proc/sys/fs/pipe-max-size");
+		w->pipe_max_size = hlb_sysctl_read("/proc/sys/fs/pipe-max-size");
 }
 
 /* The bytes F_SETPIPE_SZ makes of <size>: a power of two pages (round_pipe_size()). */

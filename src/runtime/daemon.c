@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "hashlb/grow.h"
+#include "hashlb/sysctl.h"
 #include "control/buf.h"
 #include "daemon.h"
 #include "fdpass.h"
@@ -1191,20 +1192,9 @@ static void log_cap(struct hlb_daemon *d)
  */
 static void log_migrate_req(struct hlb_daemon *d)
 {
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_migrate_req", "re");
-	int v = -1;
-
-	if (hlb_proxy_migrates(d->proxy)) {
-		if (f)
-			fclose(f);
+	if (hlb_proxy_migrates(d->proxy))
 		return;
-	}
-	if (!f)
-		return;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
-	fclose(f);
-	if (v == 0)
+	if (hlb_sysctl_read("/proc/sys/net/ipv4/tcp_migrate_req") == 0)
 		hlb_log(HLB_LOG_INFO, "net.ipv4.tcp_migrate_req is 0",
 			"note=\"unless the next hashlb takes over the listening sockets (SIGUSR2, "
 			"or through the admin endpoint), an upgrade resets connections not yet "
