@@ -38,8 +38,13 @@
  * (for the ring: the next surviving point clockwise, i.e. many neighbours as
  * V grows; for Maglev: the survivors' own permutation slots); the rule
  * depends only on the set that is down, so two instances agree; and when a
- * backend comes back exactly its keys return to it. The effective table is
- * materialised, so a lookup costs the same with or without backends down.
+ * backend comes back exactly its keys return to it. With two down, when one
+ * comes back, the keys of the other go where the survivors' table with it
+ * back sends them: for the ring, the same survivor or the one back (a
+ * survivor's points stay); for Maglev, a population over one more backend,
+ * so a few of them (about 1 in 1,500 slots with 10 backends) move between
+ * survivors. The effective table is materialised, so a lookup costs the
+ * same with or without backends down.
  * When every backend is down, lookups return HASHLB_BACKEND_NONE.
  */
 #ifndef HASHLB_TABLE_H
