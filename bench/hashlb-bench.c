@@ -20,7 +20,7 @@ static void usage(FILE *f)
 	      "           from their exact shares\n"
 	      "  lookup   ns per lookup (tuple hash included) and build ms of hashlb's tables\n"
 	      "  health   ms of a Maglev backend going down and back against the full build\n"
-	      "           (M=65537 and 16777259, N=2, 10, 1000), and where its clients land\n"
+	      "           (M=65537, 655373 and 16777259, N=2 to 1000), and where its clients land\n"
 	      "  --quick  fewer keys and repetitions (seconds, for demos and smoke runs;\n"
 	      "           health: M=65537 only)\n",
 	      f);

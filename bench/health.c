@@ -69,6 +69,7 @@ int bench_health(const struct bench_opts *o)
 					    NULL };
 	static const struct health_case cases[] = {
 		{ 65537, 2 },	 { 65537, 10 },	   { 65537, 1000 },
+		{ 655373, 10 },	 { 655373, 1000 }, /* the scheme comparison's larger M */
 		{ 16777259, 2 }, { 16777259, 10 }, { 16777259, 1000 },
 	};
 	size_t n_cases = o->quick ? 3 : sizeof(cases) / sizeof(cases[0]);
