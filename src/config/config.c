@@ -986,10 +986,12 @@ static int get_duration_of(struct loader *ld, const struct ynode *v, const char 
 	int r;
 
 	if (v->type == YNODE_SCALAR && v->quoted && *v->text &&
-	    strspn(v->text, "0123456789") == strlen(v->text) && strlen(v->text) <= 15) {
-		uint64_t n = strtoull(v->text, NULL, 10);
+	    strspn(v->text, "0123456789") == strlen(v->text)) {
+		/* more than 15 digits: neither in ms nor in s in any range (they were
+		 * both offered, out of range, read as what they are) */
+		uint64_t n = strlen(v->text) <= 15 ? strtoull(v->text, NULL, 10) : UINT64_MAX;
 		bool ms_ok = n >= least && n <= most && n % step == 0;
-		bool s_ok = n * 1000 >= least && n * 1000 <= most;
+		bool s_ok = n <= most / 1000 && n * 1000 >= least;
 		unsigned int h = bare_hints(n, least, most) & (ms_ok ? BARE_MS | BARE_S : BARE_S);
 
 		/* none that may have been meant: the one taken, if any ("3000" to a
@@ -1003,11 +1005,15 @@ static int get_duration_of(struct loader *ld, const struct ynode *v, const char 
 				    h & BARE_S ? "s" : "",
 				    h & BARE_MS ? ", or the number without quotes (milliseconds)"
 						: "");
-		if (n || lo) /* 0 is 0 in any unit: said below, where it is in range */
+		/* 0 is 0 in any unit: said below, where it is in range; what is taken
+		 * said, or the value could only be guessed at ("3000000000") */
+		if (n || lo)
 			return fail(ld, v,
-				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is taken: "
-				    "write a duration with its unit",
-				    key, v->text, v->text, v->text);
+				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is in "
+				    "range %s..%s: write a duration with its unit",
+				    key, v->text, v->text, v->text,
+				    unit_text(&duration_kind, least).s,
+				    unit_text(&duration_kind, most).s);
 	}
 	r = get_unit_number(ld, v, key, &duration_kind, lo, hi, zero, &ms);
 

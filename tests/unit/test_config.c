@@ -1588,8 +1588,8 @@ static void test_bare_duration_suggestions(void **state)
 	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: \"3000\"}\n", 7, 41,
 		     "'user_timeout' \"3000\" has no unit: write 3000s");
 	expect_error(MINIMAL "    keepalive: {idle: 5s, user_timeout: \"30\"}\n", 7, 41,
-		     "'user_timeout' \"30\" has no unit, and neither 30ms nor 30s is taken: write "
-		     "a duration with its unit");
+		     "'user_timeout' \"30\" has no unit, and neither 30ms nor 30s is in range "
+		     "65s..32767s: write a duration with its unit");
 	/* a health check's timeout no longer than its interval: 5s is longer than 2s (the
 	 * default); 3000 is neither 3000ms nor 3000s (offered before: 5s, 3000ms) */
 	expect_error(MINIMAL "    health: {timeout: \"5\"}\n", 7, 23,
@@ -1599,15 +1599,22 @@ static void test_bare_duration_suggestions(void **state)
 		     "'timeout' \"5\" has no unit: write 5ms, 5s, or the number without quotes "
 		     "(milliseconds)");
 	expect_error(MINIMAL "    health: {timeout: \"3000\"}\n", 7, 23,
-		     "'timeout' \"3000\" has no unit, and neither 3000ms nor 3000s is taken: "
-		     "write a duration with its unit");
+		     "'timeout' \"3000\" has no unit, and neither 3000ms nor 3000s is in range "
+		     "1ms..2s: write a duration with its unit");
 	/* 0 out of range: neither 0ms nor 0s (offered before, both refused) */
 	expect_error(MINIMAL "    timeouts: {connect: \"0\"}\n", 7, 25,
-		     "'connect' \"0\" has no unit, and neither 0ms nor 0s is taken: write a "
-		     "duration with its unit");
+		     "'connect' \"0\" has no unit, and neither 0ms nor 0s is in range 1ms..10m: "
+		     "write a duration with its unit");
+	/* past 15 digits: the range, not Nms and Ns, both out of it (offered before) */
+	expect_error(MINIMAL "    timeouts: {connect: \"9999999999999999\"}\n", 7, 25,
+		     "'connect' \"9999999999999999\" has no unit, and neither 9999999999999999ms "
+		     "nor 9999999999999999s is in range 1ms..10m: write a duration with its unit");
+	expect_error(MINIMAL "    timeouts: {connect: \"99999999999999999999999\"}\n", 7, 25,
+		     "'connect' \"99999999999999999999999\" has no unit, and neither "
+		     "99999999999999999999999ms nor 99999999999999999999999s is in range 1ms..10m");
 	expect_error(MINIMAL "    keepalive: {idle: \"0\"}\n", 7, 23,
-		     "'idle' \"0\" has no unit, and neither 0ms nor 0s is taken: write a "
-		     "duration with its unit");
+		     "'idle' \"0\" has no unit, and neither 0ms nor 0s is in range 1s..32767s: "
+		     "write a duration with its unit");
 	/* 0 is 0 in any unit */
 	expect_error(
 		"resolve_every: \"0\"\n" MINIMAL, 1, 16,
