@@ -53,8 +53,9 @@ static void usage(FILE *f)
 		"\n"
 		"  Without --keep, hashlb steer stays in the foreground and detaches the\n"
 		"  program when it receives SIGINT, SIGTERM, SIGQUIT or SIGHUP (its\n"
-		"  terminal closed); it says and ignores SIGUSR1 and SIGUSR2. With --keep\n"
-		"  it attaches, fills the tables and exits, leaving the program attached;\n"
+		"  terminal closed); it says and ignores SIGUSR1 and SIGUSR2 (one sent\n"
+		"  while it starts, once it has attached). With --keep it attaches, fills\n"
+		"  the tables and exits, leaving the program attached;\n"
 		"  --update, --stats and --detach then act on it. One of those four\n"
 		"  signals before it has attached ends it with nothing attached (SIGQUIT\n"
 		"  as SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
@@ -1111,13 +1112,19 @@ int cmd_steer(int argc, char **argv)
 	 * SIGHUP end a hashlb steer still starting at once, nothing attached
 	 * yet; SIGQUIT, a stop as SIGTERM once attached, as SIGTERM does, not by
 	 * a core dump; as PID 1 of a container too, where the kernel dropped
-	 * them and the start went on to attach. */
+	 * them and the start went on to attach. SIGUSR1 and SIGUSR2, which a
+	 * foreground steer says and ignores, stay held as main() held them, to
+	 * be said once it waits: they were let go here and, at their default
+	 * action, killed a steer still starting (its config loading, its table
+	 * building), and it never attached. */
 	sigemptyset(&stops);
 	sigaddset(&stops, SIGINT);
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGQUIT);
 	sigaddset(&stops, SIGHUP);
 	sigemptyset(&held);
+	sigaddset(&held, SIGUSR1);
+	sigaddset(&held, SIGUSR2);
 	cli_start_signals(&stops, &held);
 	memset(&a, 0, sizeof(a));
 	table_args_init(&a.table);

@@ -8,11 +8,12 @@ import ipaddress
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 
-from shims import shim  # noqa: E402
+from shims import Paused, shim  # noqa: E402
 from lbtest import json_strict, listening_sockets, text_columns, wait_until
 
 HASHLB = os.environ.get("HASHLB", "build/src/cli/hashlb")
@@ -1201,6 +1202,31 @@ for args, env, what in ((("ctl", "--admin", "/run/h.sock", "status"), {}, "optio
             "is written unix:/run/h.sock\n")
     check(p.returncode == 2 and p.stderr.startswith(want),
           f"hashlb {' '.join(args)} {env}: exit {p.returncode}, {p.stderr!r}, want {want!r}")
+
+# 19. hashlb steer keeps SIGUSR1 and SIGUSR2 held from main() on, as hashlb run does its
+# commands: one sent while it starts (its config loading, start_pause.c holding it there) is
+# said once it waits, or lost if it ends first; it let them go at its first statement, and
+# their default action killed it (exit -10) before it attached anything.
+SIG_ENV = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+               ":verify_asan_link_order=0")  # the shim preloaded before a sanitizer's runtime
+with tempfile.TemporaryDirectory() as d:
+    cfg = os.path.join(d, "steer.yaml")
+    with open(cfg, "w") as f:
+        f.write("services:\n  - name: k\n    listen: 127.0.0.1:18080\n    steering: kernel\n"
+                "    interface: lo\n    backends:\n      - {name: a, address: '127.0.0.1:18081'}\n")
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
+        pause = Paused(f"open:{cfg}")
+        p = subprocess.Popen([*pause.wrap, HASHLB, "steer", "-c", cfg, "--service", "x"],
+                             pass_fds=pause.pass_fds, env=SIG_ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        reached = pause.reached()
+        os.kill(p.pid, sig)
+        pause.go()
+        err = p.stderr.read()
+        rc = p.wait(timeout=60)
+        check(reached and rc == 2 and "--service 'x'" in err,
+              f"hashlb steer, {sig.name} while its config loads: exit {rc} (want 2, the usage "
+              f"error it goes on to; killed: {-sig}), {err!r}")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
