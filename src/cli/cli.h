@@ -170,6 +170,15 @@ int cli_parse_prefix_len(const char *name, const char *arg, bool v6, struct hash
  * is not a shell's to ignore: a stop on SIGTERM is always honoured.
  */
 void cli_start_signals(const sigset_t *stops, const sigset_t *held);
+/*
+ * The signals main() and cli_start_signals() held for a command that will not
+ * run until stopped after all (its --help; hashlb steer --stats, --detach) get
+ * back the mask hashlb inherited: one that arrived since takes its action now
+ * (a SIGHUP's, a SIGUSR1's default: the end), as for any command line tool.
+ * Held, a SIGHUP to "hashlb run --help | less" was lost: the text went on to
+ * its end, written to a pipe as long as it took, and hashlb exited 0.
+ */
+void cli_release_signals(void);
 /* Print <s> to stdout as a JSON string: quoted, '"', '\\' and control characters escaped. */
 void cli_print_json_string(const char *s);
 

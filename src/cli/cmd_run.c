@@ -341,6 +341,7 @@ static int run(int argc, char **argv, char **again)
 			hlb_log_set_level(level);
 			break;
 		case 'h':
+			cli_release_signals();
 			usage(stdout);
 			return 0;
 		default:

@@ -989,6 +989,7 @@ static int parse_args(struct steer_args *a, int argc, char **argv)
 			a->service = optarg;
 			break;
 		case 'h':
+			cli_release_signals();
 			usage(stdout);
 			free(backend_args);
 			return 1;
@@ -1141,6 +1142,8 @@ int cmd_steer(int argc, char **argv)
 		ret = ret == -EINVAL ? 2 : 1;
 		goto out;
 	}
+	if (a.action == ACT_STATS || a.action == ACT_DETACH)
+		cli_release_signals(); /* a command that ends at once, as any other */
 	if (!hashlb_steer_supported()) {
 		struct hashlb_error err = { 0 };
 

@@ -186,6 +186,18 @@ void cli_start_signals(const sigset_t *stops, const sigset_t *held)
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 }
 
+void cli_release_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	hlb_sigset_add_commands(&set);
+	for (int sig = 1; sig < SIGRTMIN; sig++)
+		if (sigismember(&inherited_mask, sig))
+			sigdelset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
 /* The errno of the first write(2) to stdout that failed, 0 if none did. */
 static int out_errno;
 

@@ -4,10 +4,12 @@ independent XXH64 of the canonical tuple, keep healthy clients on their backend 
 another goes down; every command refuses a malformed or inapplicable command line with
 exit status 2 and the option's name, what fails as it runs with 1."""
 import csv
+import fcntl
 import ipaddress
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -1227,6 +1229,27 @@ with tempfile.TemporaryDirectory() as d:
         check(reached and rc == 2 and "--service 'x'" in err,
               f"hashlb steer, {sig.name} while its config loads: exit {rc} (want 2, the usage "
               f"error it goes on to; killed: {-sig}), {err!r}")
+
+# 20. --help behaves as any tool's, though hashlb run and steer hold their signals from main()
+# on: a SIGHUP (a terminal closed under "hashlb run --help | less") or SIGUSR1 ends it by its
+# default action. Held, it was lost: the text went on to its end, into a pipe nobody read as
+# long as it took, and the command exited 0. The pipe, one page, is smaller than the text:
+# hashlb waits on it, the text under way, when the signal comes.
+F_SETPIPE_SZ = 1031
+for args, sig in ((("run", "--help"), signal.SIGHUP), (("help", "run"), signal.SIGHUP),
+                  (("run", "--help"), signal.SIGUSR2), (("steer", "--help"), signal.SIGUSR1)):
+    r, w = os.pipe()
+    fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
+    p = subprocess.Popen([HASHLB, *args], stdout=w, stderr=subprocess.DEVNULL)
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], 60)  # the text under way: past main()'s mask
+    os.kill(p.pid, sig)
+    with os.fdopen(r, "rb") as out:
+        got = out.read()
+    rc = p.wait(timeout=60)
+    check(ready and rc == -sig,
+          f"hashlb {' '.join(args)}: {sig.name} as it prints: exit {rc} after {len(got)} bytes, "
+          f"want killed by it ({-sig})")
 
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
