@@ -49,11 +49,7 @@ static void usage(FILE *f)
 		"OPTIONS\n"
 		"  -c, --config FILE          take the table from this configuration\n"
 		"      --service NAME         the service of FILE (needed if it has several)\n" TABLE_ARGS_USAGE
-		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
-		"      --ipv4-prefix LEN      src-ip: hash an IPv4 client's first LEN bits, 1..32\n"
-		"                             (default 32), as a config's hash_prefix.ipv4\n"
-		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
-		"                             1..128 (default 128), as hash_prefix.ipv6\n"
+			KEY_ARGS_USAGE
 		"      --vip ADDR:PORT        the service address (hashed by 4-tuple, which\n"
 		"                             needs it unless -c gives it; without -c,\n"
 		"                             another key refuses it)\n"

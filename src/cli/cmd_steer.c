@@ -81,12 +81,7 @@ static void usage(FILE *f)
 		"                             hashlb run builds its table (--down and --drain\n"
 		"                             apply; table options, --key and the prefix\n"
 		"                             options are refused)\n"
-		"      --service NAME         with --config: this service instead\n"
-		"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple\n"
-		"      --ipv4-prefix LEN      src-ip: hash an IPv4 client's first LEN bits, 1..32\n"
-		"                             (default 32), as a config's hash_prefix.ipv4\n"
-		"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"
-		"                             1..128 (default 128), as hash_prefix.ipv6\n"
+		"      --service NAME         with --config: this service instead\n" KEY_ARGS_USAGE
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
 		"                             generic; tc on a veth), xdp, xdp-generic or tc;\n"
 		"                             with --update, --stats, --detach: the program at\n"

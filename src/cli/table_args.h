@@ -32,6 +32,17 @@ struct table_args {
 	"      --max-bytes N          bytes its build may take, a number (default\n"            \
 	"                             268435456: 256 MiB)\n"
 
+/* The hash key's options of `hashlb lookup` and `hashlb steer`: every name --key takes
+ * (hashlb_key_parse()), its aliases too, as a config's hash_key takes them. */
+#define KEY_ARGS_USAGE                                                                       \
+	"  -k, --key KEY              hash key: src-ip (default), src-ip-port, 4-tuple;\n"   \
+	"                             also written src_ip or source-ip, src_ip_port,\n"      \
+	"                             4tuple or four-tuple, in any case\n"                   \
+	"      --ipv4-prefix LEN      src-ip: hash an IPv4 client's first LEN bits, 1..32\n" \
+	"                             (default 32), as a config's hash_prefix.ipv4\n"        \
+	"      --ipv6-prefix LEN      src-ip: hash an IPv6 client's first LEN bits,\n"       \
+	"                             1..128 (default 128), as hash_prefix.ipv6\n"
+
 /* getopt_long entries for the options above; their codes are handled by table_args_option(). */
 #define TABLE_ARGS_LONGOPTS                                                                     \
 	{ "scheme", required_argument, NULL, 's' }, { "vnodes", required_argument, NULL, 'v' }, \

@@ -1205,7 +1205,26 @@ for args, env, what in ((("ctl", "--admin", "/run/h.sock", "status"), {}, "optio
     check(p.returncode == 2 and p.stderr.startswith(want),
           f"hashlb {' '.join(args)} {env}: exit {p.returncode}, {p.stderr!r}, want {want!r}")
 
-# 19. hashlb steer keeps SIGUSR1 and SIGUSR2 held from main() on, as hashlb run does its
+# 19. Every name --key takes is in lookup's and steer's --help, its aliases too: they listed
+# src-ip, src-ip-port and 4-tuple alone, where "-k src_ip" (a config's spelling) is taken as
+# well, and a reader of the help could not tell. Each alias answers as its canonical name.
+KEY_ALIASES = {"src-ip": ("src_ip", "source-ip"), "src-ip-port": ("src_ip_port",),
+               "4-tuple": ("4tuple", "four-tuple")}
+helps = {cmd: " ".join(run(cmd, "--help").stdout.split()) for cmd in ("lookup", "steer")}
+for canon, aliases in KEY_ALIASES.items():
+    args = ("--json", *(("--vip", "10.9.9.9:80") if canon == "4-tuple" else ()),
+            "10.0.0.1:5555,10.0.0.2:6666", "a", "b", "c")
+    want = run("lookup", "-k", canon, *args).stdout
+    for alias in aliases:
+        for cmd, text in helps.items():
+            check(re.search(rf"(?<![\w-]){re.escape(alias)}(?![\w-])", text),
+                  f"hashlb {cmd} --help names the key alias {alias!r}")
+        for spelled in (alias, alias.upper()):
+            p = run("lookup", "-k", spelled, *args, ok=False)
+            check(p.returncode == 0 and p.stdout == want,
+                  f"hashlb lookup -k {spelled}: as -k {canon}: {p.returncode} {p.stderr!r}")
+
+# 20. hashlb steer keeps SIGUSR1 and SIGUSR2 held from main() on, as hashlb run does its
 # commands: one sent while it starts (its config loading, start_pause.c holding it there) is
 # said once it waits, or lost if it ends first; it let them go at its first statement, and
 # their default action killed it (exit -10) before it attached anything.
@@ -1230,7 +1249,7 @@ with tempfile.TemporaryDirectory() as d:
               f"hashlb steer, {sig.name} while its config loads: exit {rc} (want 2, the usage "
               f"error it goes on to; killed: {-sig}), {err!r}")
 
-# 20. --help behaves as any tool's, though hashlb run and steer hold their signals from main()
+# 21. --help behaves as any tool's, though hashlb run and steer hold their signals from main()
 # on: a SIGHUP (a terminal closed under "hashlb run --help | less") or SIGUSR1 ends it by its
 # default action. Held, it was lost: the text went on to its end, into a pipe nobody read as
 # long as it took, and the command exited 0. The pipe, one page, is smaller than the text:
