@@ -401,7 +401,11 @@ static int ctl_fetch(const struct sockaddr_storage *ss, socklen_t len, const cha
 				"within %u s (is hashlb stuck, its listen queue full?)\n",
 				admin_name(ss, name, sizeof(name)), ctl_wait_s());
 		else if (!quiet) {
-			bool refused = r == -ECONNREFUSED;
+			/* nothing listens there: refused, or a Unix socket's path gone (a
+			 * key moved to a new path, the old one served still). Not EACCES,
+			 * a timeout: something is there, at the address given */
+			bool refused =
+				r == -ECONNREFUSED || (r == -ENOENT && ss->ss_family == AF_UNIX);
 			/* -c FILE's admin key: one a reload changed is not served yet */
 			const char *file = refused ? ctl_admin_from_file : NULL;
 

@@ -633,6 +633,19 @@ for args, hint in ((["ctl", "-c", f.name, "status"], True),
     check(p.returncode == 1 and p.stderr == want,
           f"hashlb {' '.join(args)}, nothing there: exit {p.returncode}, stderr {p.stderr!r}")
 os.unlink(f.name)
+# the same for a Unix socket whose path is gone (the key moved to a new path, the running hashlb
+# on the old one): nothing listens there either, and the note is said (it was for a refusal alone)
+with open(os.path.join(tmp, "admin-unix-moved.yaml"), "w") as f:
+    f.write(f"admin: unix:{tmp}/gone.sock\nservices:\n  - name: s\n    listen: 127.0.0.1:18080\n"
+            "    backends:\n      - name: a\n        address: 127.0.0.1:1\n")
+p = run("ctl", "-c", f.name, "status", ok=False)
+want = (f"hashlb ctl: cannot reach the admin endpoint at unix:{tmp}/gone.sock: No such file or "
+        f"directory ({f.name}'s admin key; a hashlb started before that key changed serves its "
+        "old address still, which a reload does not move: --admin ADDR reaches it)\n")
+check(p.returncode == 1 and p.stderr == want,
+      f"hashlb ctl -c FILE status, FILE's Unix socket path gone: exit {p.returncode}, "
+      f"stderr {p.stderr!r}")
+os.unlink(f.name)
 # and a FILE that writes no admin key: the default address, not "FILE's admin key" (it said so)
 with open(os.path.join(tmp, "admin-default.yaml"), "w") as f:
     f.write("services:\n  - name: s\n    listen: 127.0.0.1:18080\n"
