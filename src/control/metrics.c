@@ -802,8 +802,8 @@ static const struct worker_stat worker_stats[] = {
 		pipes_small, "splice_pipes_small", "hashlb_worker_splice_pipes_small_total",
 		"counter",
 		"Splice pipes the kernel gave less than asked (--pipe-size, else 64 KiB): the "
-		"per-user pipe limit (fs.pipe-user-pages-soft) or fs.pipe-max-size, logged once "
-		"with the fix."),
+		"per-user pipe limits (fs.pipe-user-pages-soft, -hard), fs.pipe-max-size, or its "
+		"memory, each cause logged once with the fix."),
 	WORKER_STAT(accept_errors, "accept_errors", "hashlb_worker_accept_errors_total", "counter",
 		    "Accepts that failed (the file descriptor limit, memory): the listener paused "
 		    "100 ms, the clients waiting in its backlog."),

@@ -1396,10 +1396,13 @@ static bool pipe_capable(int cap)
 void worker_pipe_look(struct worker *w)
 {
 	w->pipe_look_ms = w->now_ms + PIPE_LOOK_MS;
+	w->pipe_user_soft = hlb_sysctl_read("/proc/sys/fs/pipe-user-pages-soft");
 	w->pipes_may_be_small = !pipe_capable(CAP_SYS_RESOURCE) && !pipe_capable(CAP_SYS_ADMIN) &&
-				hlb_sysctl_read("/proc/sys/fs/pipe-user-pages-soft") != 0;
-	if (w->pipe_size)
+				w->pipe_user_soft != 0;
+	if (w->pipe_size) {
 		w->pipe_max_size = hlb_sysctl_read("/proc/sys/fs/pipe-max-size");
+		w->pipe_user_hard = hlb_sysctl_read("/proc/sys/fs/pipe-user-pages-hard");
+	}
 }
 
 /* The bytes F_SETPIPE_SZ makes of <size>: a power of two pages (round_pipe_size()). */
@@ -1412,23 +1415,56 @@ static long pipe_round(long size)
 	return r;
 }
 
+/* What pipe_size_check() says of each cause, in this order: the message, the key of the
+ * figure that tells it (if any), and the fix. */
+static const struct {
+	unsigned cause;
+	const char *msg, *key, *note;
+} small_pipe_says[] = {
+	{ SMALL_PIPE_MAX, "splice pipes smaller than asked: --pipe-size over fs.pipe-max-size",
+	  "pipe_max_size=",
+	  "without CAP_SYS_RESOURCE the kernel refuses a pipe larger than fs.pipe-max-size: raise "
+	  "fs.pipe-max-size to --pipe-size, give hashlb CAP_SYS_RESOURCE "
+	  "(AmbientCapabilities=CAP_SYS_RESOURCE in its unit), or lower --pipe-size" },
+	{ SMALL_PIPE_USER, "splice pipes smaller than asked: the kernel's per-user pipe limit",
+	  NULL,
+	  "without CAP_SYS_RESOURCE a user's new pipes get 8 KiB, and none grows, once its pipes "
+	  "(every process of the user counted) hold more than fs.pipe-user-pages-soft pages (16384 "
+	  "by default: 1,024 pipes of 64 KiB): give hashlb CAP_SYS_RESOURCE "
+	  "(AmbientCapabilities=CAP_SYS_RESOURCE in its unit), raise fs.pipe-user-pages-soft (0: "
+	  "no limit), or lower --splice-pipes" },
+	{ SMALL_PIPE_HARD, "splice pipes smaller than asked: the kernel's hard per-user pipe limit",
+	  "pipe_user_pages_hard=",
+	  "without CAP_SYS_RESOURCE the kernel refuses a user's pipe to grow past "
+	  "fs.pipe-user-pages-hard pages (every process of the user counted), and past it a new "
+	  "pipe cannot be had at all: give hashlb CAP_SYS_RESOURCE "
+	  "(AmbientCapabilities=CAP_SYS_RESOURCE in its unit), raise fs.pipe-user-pages-hard (0: "
+	  "no limit), or lower --pipe-size or --splice-pipes" },
+	{ SMALL_PIPE_FAILED, "splice pipes smaller than asked: the kernel could not grow them",
+	  "error=",
+	  "F_SETPIPE_SZ failed, not for a limit of the kernel's (ENOMEM: its memory for the larger "
+	  "pipe, or hashlb's memory cgroup, at its limit): lower --pipe-size" },
+};
+
 /*
  * Whether new pipe <fd> got less than it asks for (--pipe-size, or the kernel's 16 pages), and
- * if so count it and warn, once per process for each cause. Two causes: without
- * CAP_SYS_RESOURCE (or CAP_SYS_ADMIN) the kernel gives each new pipe of a user whose pipes
- * hold more than fs.pipe-user-pages-soft pages in all 2 pages (8 KiB), and refuses
- * F_SETPIPE_SZ to grow one; and without CAP_SYS_RESOURCE it refuses (EPERM) a --pipe-size over
- * fs.pipe-max-size. Silently, a spliced direction then moves 8 KiB (or 64 KiB) a round trip.
- * F_SETPIPE_SZ answers the size it gave; without it the pipe is asked (F_GETPIPE_SZ) only
- * while its pipes can be small (worker_pipe_look()).
+ * if so count it and warn, once per process for each cause, every cause it has. Without
+ * CAP_SYS_RESOURCE (or CAP_SYS_ADMIN) the kernel gives each new pipe of a user whose pipes hold
+ * more than fs.pipe-user-pages-soft pages in all 2 pages (8 KiB), and refuses (EPERM)
+ * F_SETPIPE_SZ to grow a pipe past that limit or past fs.pipe-user-pages-hard; without
+ * CAP_SYS_RESOURCE it refuses (EPERM) a --pipe-size over fs.pipe-max-size, before it looks
+ * at the user's pipes; and it can fail to allocate the larger pipe (ENOMEM). Silently, a
+ * spliced direction then moves 8 KiB (or 64 KiB) a round trip. F_SETPIPE_SZ answers the
+ * size it gave; without it the pipe is asked (F_GETPIPE_SZ) only while its pipes can be small
+ * (worker_pipe_look()). <set_ret> is F_SETPIPE_SZ's return, errno still its own if it failed.
  */
 static void pipe_size_check(struct worker *w, int fd, int set_ret)
 {
-	bool refused = set_ret < 0 && errno == EPERM; /* before another call sets errno */
-	long page = sysconf(_SC_PAGESIZE);
-	long want = w->pipe_size ? (long)w->pipe_size : 16L * page;
-	long max = w->pipe_max_size;
-	unsigned cause = SMALL_PIPE_USER;
+	int set_errno = set_ret < 0 ? errno : 0; /* before another call sets errno */
+	long page = sysconf(_SC_PAGESIZE), full = 16L * page;
+	long want = w->pipe_size ? (long)w->pipe_size : full;
+	long max = w->pipe_max_size, soft = w->pipe_user_soft, hard = w->pipe_user_hard;
+	unsigned causes = 0;
 	int got;
 
 	if (set_ret > 0)
@@ -1436,34 +1472,46 @@ static void pipe_size_check(struct worker *w, int fd, int set_ret)
 	else if (w->pipes_may_be_small)
 		got = fcntl(fd, F_GETPIPE_SZ);
 	else if (w->pipe_size) /* refused: the kernel's 16 pages, which it cannot have cut */
-		got = (int)(16L * page);
+		got = (int)full;
 	else
 		return;
-	if (!refused && (got < 0 || got >= want))
+	if (!set_errno && (got < 0 || got >= want))
 		return;
 	hlb_stat_add(&w->pub.pipes_small, 1);
-	if (refused && max > 0 && pipe_round(want) > max)
-		cause = SMALL_PIPE_MAX;
-	if (atomic_fetch_or(&w->proxy->small_pipe_said, cause) & cause)
-		return;
-	if (cause == SMALL_PIPE_MAX)
-		hlb_log(HLB_LOG_WARN,
-			"splice pipes smaller than asked: --pipe-size over fs.pipe-max-size",
-			"worker=%u pipe_bytes=%d want_bytes=%ld pipe_max_size=%ld note=\"without "
-			"CAP_SYS_RESOURCE the kernel refuses a pipe larger than fs.pipe-max-size: "
-			"raise fs.pipe-max-size to --pipe-size, give hashlb CAP_SYS_RESOURCE "
-			"(AmbientCapabilities=CAP_SYS_RESOURCE in its unit), or lower --pipe-size\"",
-			w->id, got, want, max);
-	else
-		hlb_log(HLB_LOG_WARN,
-			"splice pipes smaller than asked: the kernel's per-user pipe limit",
-			"worker=%u pipe_bytes=%d want_bytes=%ld note=\"without CAP_SYS_RESOURCE a "
-			"user's new pipes get 8 KiB once its pipes (every process of the user counted) "
-			"hold more than fs.pipe-user-pages-soft pages (16384 by default: 1,024 pipes "
-			"of 64 KiB): give hashlb CAP_SYS_RESOURCE (AmbientCapabilities=CAP_SYS_RESOURCE "
-			"in its unit), raise fs.pipe-user-pages-soft (0: no limit), or lower "
-			"--splice-pipes\"",
-			w->id, got, want);
+	/* made smaller than the kernel's 16 pages as it was created: the soft limit alone does
+	 * that, whatever refused --pipe-size (fs.pipe-max-size is looked at first, and was
+	 * said alone) */
+	if (got >= 0 && got < full)
+		causes |= SMALL_PIPE_USER;
+	if (set_errno == EPERM && max > 0 && pipe_round(want) > max)
+		causes |= SMALL_PIPE_MAX;
+	else if (set_errno == EPERM)
+		/* the user's pipes: the lower limit of the two that are set (0: none) */
+		causes |= soft != 0 && (hard <= 0 || soft <= hard) ? SMALL_PIPE_USER
+								   : SMALL_PIPE_HARD;
+	else if (set_errno) /* ENOMEM: no limit, no sysctl that raises it */
+		causes |= SMALL_PIPE_FAILED;
+	if (!causes) /* smaller than asked with no failure: cut by the soft limit */
+		causes = SMALL_PIPE_USER;
+	causes &= ~atomic_fetch_or(&w->proxy->small_pipe_said, causes);
+	for (size_t i = 0; i < sizeof(small_pipe_says) / sizeof(small_pipe_says[0]); i++) {
+		unsigned cause = small_pipe_says[i].cause;
+		const char *key = small_pipe_says[i].key;
+		char value[32] = "";
+
+		if (!(causes & cause))
+			continue;
+		if (cause == SMALL_PIPE_MAX)
+			snprintf(value, sizeof(value), "%ld", max);
+		else if (cause == SMALL_PIPE_HARD)
+			snprintf(value, sizeof(value), "%ld", hard);
+		else if (cause == SMALL_PIPE_FAILED)
+			snprintf(value, sizeof(value), "%s",
+				 strerrorname_np(set_errno) ?: "unknown");
+		hlb_log(HLB_LOG_WARN, small_pipe_says[i].msg,
+			"worker=%u pipe_bytes=%d want_bytes=%ld%s%s%s note=\"%s\"", w->id, got,
+			want, key ? " " : "", key ? key : "", value, small_pipe_says[i].note);
+	}
 }
 
 /*

@@ -332,6 +332,7 @@ struct worker {
 	uint32_t pipe_size; /* 0: leave the kernel's */
 	bool pipes_may_be_small; /* worker_pipe_look() */
 	long pipe_max_size; /* fs.pipe-max-size with --pipe-size, else 0; -1: unread */
+	long pipe_user_soft, pipe_user_hard; /* fs.pipe-user-pages-soft; -hard with --pipe-size */
 	uint64_t pipe_look_ms; /* the next worker_pipe_look() */
 	/* halves waiting for a buffer, in the order they are to be woken; a woken
 	 * one that found none again goes back at <starved_back> (conn.c) */
@@ -632,6 +633,8 @@ static inline uint8_t *bufring_addr(struct worker *w, uint16_t bid)
 enum small_pipe {
 	SMALL_PIPE_USER = 1 << 0, /* fs.pipe-user-pages-soft */
 	SMALL_PIPE_MAX = 1 << 1, /* --pipe-size over fs.pipe-max-size */
+	SMALL_PIPE_HARD = 1 << 2, /* fs.pipe-user-pages-hard */
+	SMALL_PIPE_FAILED = 1 << 3, /* F_SETPIPE_SZ failed otherwise (ENOMEM) */
 };
 
 /* How often worker_pipe_look() reads again whether pipes can be small: the sysctl can change */

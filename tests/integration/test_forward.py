@@ -168,6 +168,22 @@ def small_splice_pipes_are_said():
                   "fs.pipe-user-pages-soft" in said[0],
                   f"{how}: the 8 KiB pipes said once, with the fix: {said}")
             check(lb.stop() == 0, f"{how}: hashlb exits 0 on SIGTERM")
+        # and a --pipe-size over fs.pipe-max-size (the pipe_max shim's) as well: both said,
+        # where the first alone was (the kernel looks at fs.pipe-max-size first; the 8 KiB
+        # the pipe was made with says the per-user limit)
+        lb = Hashlb(config(BACKENDS), args=("--pipe-size", "262144"),
+                    wrap=(*as_user, "env", f"LD_PRELOAD={shim('pipe_max')}",
+                          "HLB_TEST_PIPE_MAX=65536", "ASAN_OPTIONS=" +
+                          os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"))
+        stream_both_ways(lb, 4 * MiB)
+        said = [l for l in lb.log if "splice pipes smaller than asked" in l]
+        print("    both: " + " | ".join(said))
+        check(len(said) == 2 and any("--pipe-size over fs.pipe-max-size" in l for l in said)
+              and any("the kernel's per-user pipe limit" in l and "pipe_bytes=8192 " in l
+                      for l in said),
+              f"--pipe-size over fs.pipe-max-size and the user over its soft limit: both "
+              f"said: {said}")
+        check(lb.stop() == 0, "both: hashlb exits 0 on SIGTERM")
     finally:
         holder.kill()
         holder.wait()
@@ -195,6 +211,33 @@ def pipe_max_size_is_named():
     small = metric_sum(lb, "hashlb_worker_splice_pipes_small_total")
     check(small == 2, f"both spliced directions' pipes counted as small ({small:.0f})")
     check(lb.stop() == 0, "hashlb exits 0 on SIGTERM")
+
+
+def pipe_causes_are_named():
+    """Each cause of a --pipe-size the kernel refuses is said as itself, not blamed on
+    fs.pipe-user-pages-soft, which every refusal but fs.pipe-max-size's was: an F_SETPIPE_SZ
+    that fails for memory (ENOMEM: raising the sysctl does nothing), and one refused (EPERM)
+    under fs.pipe-max-size with the soft limit off (0) and fs.pipe-user-pages-hard set, which
+    only the hard limit refuses then. The pipe_max shim makes the refusal and what the
+    sysctls read, for this process only. Bytes still arrive intact."""
+    base = ("env", f"LD_PRELOAD={shim('pipe_max')}", "HLB_TEST_PIPE_MAX=65536",
+            "ASAN_OPTIONS=" + os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    for how, env, want, field in (
+            ("ENOMEM", ("HLB_TEST_PIPE_ERRNO=12",),
+             "the kernel could not grow them", "error=ENOMEM "),
+            ("the hard limit", ("HLB_TEST_PIPE_MAX_READS=1048576", "HLB_TEST_PIPE_SOFT=0",
+                                "HLB_TEST_PIPE_HARD=4096"),
+             "the kernel's hard per-user pipe limit", "pipe_user_pages_hard=4096 ")):
+        lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", "--pipe-size", "262144"),
+                wrap=(*base, *env))
+        stream_both_ways(lb, 4 * MiB)
+        said = [l for l in lb.log if "splice pipes smaller than asked" in l]
+        print(f"    {how}: " + (said or [""])[0])
+        check(len(said) == 1 and f'msg="splice pipes smaller than asked: {want}"' in said[0]
+              and "pipe_bytes=65536 want_bytes=262144 " in said[0] and field in said[0] and
+              "pipe-user-pages-soft" not in said[0] and "fs.pipe-max-size" not in said[0],
+              f"{how}: said once as itself: {said}")
+        check(lb.stop() == 0, f"{how}: hashlb exits 0 on SIGTERM")
 
 
 def healthy_host_asks_no_pipe_size():
@@ -2599,7 +2642,7 @@ def connection_rate_raised():
 
 
 run_tests([bytes_intact, bytes_intact_spliced, small_splice_pipes_are_said,
-           pipe_max_size_is_named, healthy_host_asks_no_pipe_size,
+           pipe_max_size_is_named, pipe_causes_are_named, healthy_host_asks_no_pipe_size,
            spliced_with_small_buffers, busy_poll, splice_then_small, splice_cap, half_close, response_and_fin_together,
            concurrent_1000, max_connections, refused_clients_are_reset, idle_timeout,
            idle_timeout_is_never_early, slow_reader_is_not_idle,
