@@ -815,6 +815,49 @@ def user_signals(topo):
     print("SIGUSR1, SIGUSR2: ignored, still steering" if not failures else "", flush=True)
 
 
+def early_user_signals(topo):
+    """SIGUSR1 and SIGUSR2 to a foreground hashlb steer while its config loads (start_pause.c,
+    LD_PRELOAD, holds it there): it attaches, says them and ignores them, and steers on, as
+    when they come once it runs. They took their default action there: it died (exit -10, -12)
+    before attaching."""
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    cfg = os.path.join(tmp, "steer.yaml")
+    try:
+        with open(cfg, "w") as f:
+            f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
+                    "    steering: kernel\n    interface: eth0\n    backends:\n" +
+                    "".join(f"      - {{name: b{i + 1}, "
+                            f"address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
+                            for i in range(3)))
+        pause = Paused(f"open:{cfg}")
+        p = topo.spawn(topo.lb, [*pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc"],
+                       pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+        check(pause.reached(), "hashlb steer reached its config")
+        p.send_signal(signal.SIGUSR1)
+        p.send_signal(signal.SIGUSR2)
+        pause.go()
+        line = p.stdout.readline()  # "attached steering on ...", or its end ("")
+        err = follow(p.stderr)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and p.poll() is None and \
+                not all(any(f"{n} ignored" in l for l in err) for n in ("SIGUSR1", "SIGUSR2")):
+            time.sleep(0.05)
+        print(f"    SIGUSR1, SIGUSR2 while its config loads: {line.strip()!r}, said {err}, "
+              f"exit {p.poll()}", flush=True)
+        check(line and p.poll() is None and hooks(topo) == {"tc"} and
+              all(any(f"{n} ignored" in l for l in err) for n in ("SIGUSR1", "SIGUSR2")),
+              f"SIGUSR1, SIGUSR2 while starting: {line.strip()!r}, exit {p.poll()}, said {err}, "
+              f"attached: {sorted(hooks(topo))}")
+        if p.poll() is None:
+            stop_detaches(topo, p, signal.SIGTERM, "SIGTERM after them")
+    finally:
+        T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+        shutil.rmtree(tmp)
+
+
 def update_stopped(topo):
     """SIGTERM to hashlb steer --update while it writes the table (gdb stops it as it starts
     to, sends it the signal and lets it go on: blocked, it waits): the update is not applied,
@@ -1329,6 +1372,7 @@ def body(topo):
                      ("hangup", hangup), ("many_backends", many_backends),
                      ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
                      ("ignored_kept", ignored_kept), ("user_signals", user_signals),
+                     ("early_user_signals", early_user_signals),
                      ("update_stopped", update_stopped), ("iface_gone", iface_gone),
                      ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
                      ("both_hooks", both_hooks), ("slots_held", slots_held),
