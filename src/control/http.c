@@ -69,7 +69,8 @@ struct http_conn {
 	struct hlb_buf body; /* the rest: the handler's body, taken as it was, not copied */
 	size_t out_off; /* bytes written of out then body */
 	bool head; /* a HEAD request: the answer has no body */
-	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503 */
+	bool busy; /* over HLB_HTTP_CONNS_MAX: answered 503, unless a place frees first
+		    * (conn_place()) */
 	bool held; /* its request waits for hlb_http_answer() */
 	bool continued; /* answered 100 (Continue), or its head (conn_continue()) */
 	bool eof; /* its client shut down writing: it sends nothing more */
@@ -93,6 +94,7 @@ struct hlb_http {
 	ino_t unix_ino;
 	struct http_conn *conns;
 	unsigned n_conns;
+	unsigned n_busy; /* of those, the busy ones: n_conns - n_busy hold places of the 64 */
 	uint64_t last_id; /* the last request's hlb_http_req.id */
 	uint64_t lingers; /* connections that began to linger, in all */
 	unsigned timeout_ms; /* HLB_HTTP_TIMEOUT_MS, or hlb_http_set_timeouts()'s */
@@ -147,6 +149,33 @@ static void http_fd_close(struct hlb_http *h, int fd)
 		close(fd);
 }
 
+/* <c>, busy, has a place among the 64: served as any, its request given h->timeout_ms from now. */
+static void conn_unbusy(struct http_conn *c)
+{
+	c->busy = false;
+	c->h->n_busy--;
+	hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + c->h->timeout_ms);
+}
+
+/*
+ * A place among the 64 freed (a connection that had one closed): the busy connection accepted
+ * first whose request has not come yet takes it, and is served rather than answered 503 "too
+ * many admin connections" when it comes, as a connection accepted now would be. (It waited with
+ * its buffer already: taking the place costs nothing more.)
+ */
+static void conn_unbusy_first(struct hlb_http *h)
+{
+	struct http_conn *first = NULL;
+
+	if (!h->n_busy || h->n_conns - h->n_busy >= HLB_HTTP_CONNS_MAX)
+		return;
+	for (struct http_conn *c = h->conns; c; c = c->next) /* the newest first */
+		if (c->busy && !c->out.len && !c->lingering)
+			first = c;
+	if (first)
+		conn_unbusy(first);
+}
+
 static void conn_close(struct http_conn *c)
 {
 	struct hlb_http *h = c->h;
@@ -163,6 +192,10 @@ static void conn_close(struct http_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	h->n_conns--;
+	if (c->busy)
+		h->n_busy--;
+	else
+		conn_unbusy_first(h); /* its place */
 	free(c);
 	spare_take(h); /* if it was given up and the slot not taken back above */
 }
@@ -311,6 +344,29 @@ static void conn_linger(struct http_conn *c)
 		conn_close(c);
 }
 
+/* The connection of <h> that has lingered longest (conn_linger()), NULL if none does: not the
+ * one accepted first, which may have begun to linger just now, its answer written a moment ago
+ * and maybe not read yet, while another's 2 s are nearly over. With <placed>, only one that
+ * holds a place among the 64 (not busy). */
+static struct http_conn *conn_lingering_oldest(struct hlb_http *h, bool placed)
+{
+	struct http_conn *oldest = NULL;
+
+	for (struct http_conn *c = h->conns; c; c = c->next)
+		if (c->lingering && !(placed && c->busy) &&
+		    (!oldest || c->linger_seq < oldest->linger_seq))
+			oldest = c;
+	return oldest;
+}
+
+/* The lingering connection <c> closed for another's sake, what its client sent read first
+ * (linger_read()): its close is then a FIN behind the answer, not a reset that discards it. */
+static void conn_give_up(struct http_conn *c)
+{
+	(void)linger_read(c->io.fd, &c->lingered);
+	conn_close(c);
+}
+
 /* Send the response in c->out with the descriptors of <resp> riding on the lines of the body,
  * which starts at <body_off>; then it ends as any answer does (conn_answered()). */
 static void conn_send_fds(struct http_conn *c, size_t body_off, const struct hlb_http_resp *resp)
@@ -364,6 +420,24 @@ static void conn_error(struct http_conn *c, int status, const char *msg)
 	hlb_buf_json_str(&resp.body, msg);
 	hlb_buf_puts(&resp.body, "}\n");
 	conn_respond(c, &resp);
+}
+
+/*
+ * Whether the busy connection <c> has a place among the 64 now, taken (conn_unbusy()): one free,
+ * or one of a connection answered that lingers, given up as at accept (each place so freed goes
+ * to the busy connection accepted first: conn_unbusy_first()). Else it is answered 503
+ * (conn_busy()).
+ */
+static bool conn_place(struct http_conn *c)
+{
+	struct hlb_http *h = c->h;
+	struct http_conn *l;
+
+	if (c->busy && h->n_conns - h->n_busy < HLB_HTTP_CONNS_MAX)
+		conn_unbusy(c);
+	while (c->busy && (l = conn_lingering_oldest(h, true)))
+		conn_give_up(l);
+	return !c->busy;
 }
 
 static void conn_busy(struct http_conn *c)
@@ -461,7 +535,7 @@ static void conn_io(void *arg, uint32_t events)
 	c->head = p.head; /* known at once: a 408 to a HEAD that never ends has no body either */
 	switch (status) {
 	case HLB_HTTP_MORE:
-		if (p.send_continue && c->busy)
+		if (p.send_continue && c->busy && !conn_place(c))
 			conn_busy(c); /* known now: the client waits for an answer */
 		else if (p.send_continue && !c->continued)
 			conn_continue(c, p.head_len);
@@ -470,7 +544,7 @@ static void conn_io(void *arg, uint32_t events)
 		conn_close(c);
 		return;
 	case 200:
-		if (c->busy) {
+		if (c->busy && !conn_place(c)) {
 			conn_busy(c);
 			return;
 		}
@@ -537,6 +611,8 @@ static void conn_timeout(void *arg)
 		return;
 	}
 	if (c->busy && !c->out.len) {
+		if (conn_place(c))
+			return; /* its request awaited on, h->timeout_ms from now */
 		hlb_timer_arm(c->h->loop, &c->timer, hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS(c->h));
 		conn_busy(c);
 		return;
@@ -555,27 +631,6 @@ static void conn_timeout(void *arg)
 		conn_error(c, 408, why);
 		return;
 	}
-	conn_close(c);
-}
-
-/* The connection of <h> that has lingered longest (conn_linger()), NULL if none does: not the
- * one accepted first, which may have begun to linger just now, its answer written a moment ago
- * and maybe not read yet, while another's 2 s are nearly over. */
-static struct http_conn *conn_lingering_oldest(struct hlb_http *h)
-{
-	struct http_conn *oldest = NULL;
-
-	for (struct http_conn *c = h->conns; c; c = c->next)
-		if (c->lingering && (!oldest || c->linger_seq < oldest->linger_seq))
-			oldest = c;
-	return oldest;
-}
-
-/* The lingering connection <c> closed for another's sake, what its client sent read first
- * (linger_read()): its close is then a FIN behind the answer, not a reset that discards it. */
-static void conn_give_up(struct http_conn *c)
-{
-	(void)linger_read(c->io.fd, &c->lingered);
 	conn_close(c);
 }
 
@@ -686,7 +741,7 @@ static void http_accept(void *arg, uint32_t events)
 			continue;
 		}
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-		    (c = conn_lingering_oldest(h))) {
+		    (c = conn_lingering_oldest(h, false))) {
 			/* the reserve given up already: the descriptor of the connection that has
 			 * lingered longest, given up as its place at the 64 is (what its client sent
 			 * read first), the reserve in its slot (http_fd_close()) for the next accept.
@@ -713,7 +768,7 @@ static void http_accept(void *arg, uint32_t events)
 		 * clients that do not close theirs do not keep others out for 2 s. What its client
 		 * sent is read first, so that the close is a FIN behind the answer; only what it
 		 * sends after draws a reset */
-		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h)))
+		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h, false)))
 			conn_give_up(c);
 		/*
 		 * Past HLB_HTTP_CONNS_MAX a few more are answered 503 once their
@@ -754,6 +809,7 @@ static void http_accept(void *arg, uint32_t events)
 			h->conns->prev = c;
 		h->conns = c;
 		h->n_conns++;
+		h->n_busy += c->busy;
 	}
 }
 

@@ -185,7 +185,8 @@ int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 
 /* Connections served at once. Past it, a connection answered already that lingers for its
  * client's end is closed first, to make room; then up to HLB_HTTP_BUSY_MAX more are
- * answered 503 once their request is in (or after a tenth of HLB_HTTP_TIMEOUT_MS);
+ * answered 503 once their request is in (or after a tenth of HLB_HTTP_TIMEOUT_MS), unless a
+ * place frees before (then served, the one accepted first first);
  * past those, one is answered 503 at accept, and lingers as any answered one does, in one of a
  * fixed number of places that hold no buffer. */
 #define HLB_HTTP_CONNS_MAX 64

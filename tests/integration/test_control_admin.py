@@ -16,7 +16,8 @@ import time
 from ctltest import Lb, config, metric_sum
 from lbtest import (HASHLB, SRC, Backend, Hashlb, check, client_ip, connect, dead_port,
                     logfmt_error, logfmt_fields, lookup, parse_prometheus, pick_port, read_line,
-                    read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who)
+                    read_to_eof, run_tests, text_columns, tmppath, tsan_build, wait_until, who,
+                    frozen)
 
 bs = [Backend(n) for n in "abc"]
 BACKENDS = [(b.name, b.addr) for b in bs]
@@ -2852,6 +2853,34 @@ def admin_busy_answer_waits_for_the_request():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_busy_connection_served_once_a_place_frees():
+    """A connection over the admin endpoint's 64, waiting for its request to answer it 503, is
+    served once one of the 64 closes before its request comes: it has the place a connection
+    accepted then would have had. It stayed busy, and was told "too many admin connections
+    open (64)" while 63 were. (hashlb is kept from running while the connection is made, one
+    of the 64 ends and the request is sent: it takes the connection in over the 64, then sees
+    the end, then the request, in that order, however slowly it runs.)"""
+    lb = Lb(config(BACKENDS))
+    idle = [lb.admin_socket() for _ in range(64)]
+    code, body = busy_answer(lb)
+    check(code == 503, f"the 64 are taken: {code} {body!r}")
+    with frozen(lb.proc):
+        late = lb.admin_socket()
+        idle[0].shutdown(socket.SHUT_WR)
+        late.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        got = read_to_eof(late)
+    except OSError as e:
+        got = repr(e).encode()
+    check(read_to_eof(idle[0]) == b"", "the one that ended is closed, unanswered")
+    check(got.startswith(b"HTTP/1.1 200") and b'"services"' in got,
+          f"the connection over the 64 is served once one of them has closed: {got[:80]!r}")
+    late.close()
+    for s in idle:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a method the path does not take 405 with Allow; a malformed
@@ -3608,6 +3637,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_o
            table_is_told_alike_by_each_command,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_busy_answer_waits_for_the_request,
+           admin_busy_connection_served_once_a_place_frees,
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,

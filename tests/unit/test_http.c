@@ -1131,6 +1131,53 @@ static void test_busy_at_accept_lingers(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * A connection over the 64, waiting for its request to answer it 503, takes a place among the
+ * 64 that frees before its request comes, and is served: when one of them closes, and when its
+ * request comes while one of them, answered, lingers (given up for it, as at accept). It was
+ * answered 503 "too many admin connections open (64)" either way.
+ */
+static void test_busy_served_once_a_place_frees(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX], busy;
+	struct tcp_end e;
+	char buf[512];
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	/* one of the 64 closes */
+	busy = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX + 1);
+	close(fds[0]);
+	settle(e.l);
+	assert_int_equal(write(busy, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	shutdown(busy, SHUT_WR);
+	pump(e.l, NULL, busy);
+	assert_non_null(strstr(answer_of(busy, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	fds[0] = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX);
+	/* one of the 64 answered, lingering for its client's end, when the request comes */
+	busy = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_int_equal(write(fds[1], "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	assert_non_null(strstr(read_now(e.l, fds[1], buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX + 1);
+	assert_int_equal(write(busy, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	shutdown(busy, SHUT_WR);
+	pump(e.l, NULL, busy);
+	assert_non_null(strstr(answer_of(busy, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	clients_end(&e, fds, HLB_HTTP_CONNS_MAX);
+	tcp_end_free(&e);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -1517,6 +1564,7 @@ int main(void)
 		cmocka_unit_test(test_room_made_reads_first),
 		cmocka_unit_test(test_timeout_408_lingers),
 		cmocka_unit_test(test_busy_at_accept_lingers),
+		cmocka_unit_test(test_busy_served_once_a_place_frees),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
