@@ -28,8 +28,12 @@
 /* the 503's reason past HLB_HTTP_CONNS_MAX, answered either way (conn_busy(), http_accept()) */
 #define HTTP_BUSY_MSG "too many admin connections open (64): try again"
 _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
-_Static_assert(sizeof("{\"error\":\"" HTTP_BUSY_MSG "\"}\n") - 1 == 60,
-	       "the Content-Length of http_accept()'s answer");
+/* http_accept()'s answer, its head then its body */
+#define HTTP_BUSY_BODY "{\"error\":\"" HTTP_BUSY_MSG "\"}\n"
+_Static_assert(sizeof(HTTP_BUSY_BODY) - 1 == 60, "the Content-Length of http_accept()'s answer");
+#define HTTP_BUSY_HEAD                                                                           \
+	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
+	"60\r\nConnection: close\r\n\r\n"
 /*
  * The bytes of answers written but not yet read by their clients that the
  * endpoint holds before it renders another GET: a /metrics of 1,000 services
@@ -727,6 +731,16 @@ static void http_resume(void *arg)
 		hlb_timer_arm(h->loop, &h->resume, hlb_now_ms() + HTTP_ACCEPT_PAUSE_MS);
 }
 
+/* Whether the connection <fd>, just accepted, has begun a HEAD request: its first bytes, if
+ * they have come, peeked at (the linger reads them). */
+static bool accept_head(int fd)
+{
+	char m[5];
+
+	return recv(fd, m, sizeof(m), MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
+	       !memcmp(m, "HEAD ", sizeof(m));
+}
+
 static void http_accept(void *arg, uint32_t events)
 {
 	struct hlb_http *h = arg;
@@ -778,13 +792,15 @@ static void http_accept(void *arg, uint32_t events)
 		if (h->n_conns >= HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX ||
 		    !(c = calloc(1, sizeof(*c)))) {
 			/* say why (non-blocking: a fresh socket takes this much) */
-			static const char busy[] =
-				"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
-				"application/json\r\nContent-Length: 60\r\nConnection: "
-				"close\r\n\r\n{\"error\":\"" HTTP_BUSY_MSG "\"}\n";
+			static const char busy[] = HTTP_BUSY_HEAD HTTP_BUSY_BODY;
+			size_t len = sizeof(busy) - 1;
 
+			/* without the body to a HEAD, if its request came with the connection:
+			 * what has come is all there is to go by, the answer not waiting */
+			if (accept_head(fd))
+				len -= sizeof(HTTP_BUSY_BODY) - 1;
 			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
-			if (write(fd, busy, sizeof(busy) - 1) == sizeof(busy) - 1) {
+			if (write(fd, busy, len) == (ssize_t)len) {
 				shutdown(fd, SHUT_WR);
 				shed_add(h, fd);
 			} else {

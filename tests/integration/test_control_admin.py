@@ -2881,6 +2881,36 @@ def admin_busy_connection_served_once_a_place_frees():
     check(lb.stop() == 0, "exit 0")
 
 
+def admin_busy_head_at_accept_has_no_body():
+    """Past the 64 connections and the 8 answered once their request is in, the admin endpoint
+    answers 503 at accept; to a HEAD that came with the connection, as to any HEAD, without
+    a body (RFC 9110 9.3.2). It sent the JSON body all the same. (hashlb is kept from running
+    while the 9 connections are made and the HEAD sent: it takes them in at once, the HEAD
+    there.)"""
+    lb = Lb(config(BACKENDS))
+    idle = [lb.admin_socket() for _ in range(64)]
+    code, body = busy_answer(lb)
+    check(code == 503, f"the 64 are taken: {code} {body!r}")
+    with frozen(lb.proc):
+        busy = [lb.admin_socket() for _ in range(8)]
+        head = lb.admin_socket()
+        head.sendall(b"HEAD /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        got = read_to_eof(head)
+    except OSError as e:
+        got = repr(e).encode()
+    head_part, sep, rest = got.partition(b"\r\n\r\n")
+    check(head_part.startswith(b"HTTP/1.1 503") and sep and rest == b"" and
+          b"\r\nContent-Length: 60" in head_part,
+          f"the 503 at accept to a HEAD: its head (the GET's length), no body: {got!r}")
+    get = lb.raw(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(get.startswith(b"HTTP/1.1 503") and get.endswith(b'"}\n') and
+          b"too many admin connections" in get, f"to a GET, with its body: {get!r}")
+    for s in [head, *busy, *idle]:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+
+
 def admin_http_says_what_it_cannot_serve():
     """What the admin endpoint cannot serve gets an answer saying why: a HEAD has the
     GET's headers and no body; a method the path does not take 405 with Allow; a malformed
@@ -3637,7 +3667,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_o
            table_is_told_alike_by_each_command,
            web_pages_cannot_drive_the_admin_endpoint, admin_http_edges,
            admin_busy_answer_waits_for_the_request,
-           admin_busy_connection_served_once_a_place_frees,
+           admin_busy_connection_served_once_a_place_frees, admin_busy_head_at_accept_has_no_body,
            admin_http_says_what_it_cannot_serve,
            ctl_gives_up_on_an_endpoint_that_accepts_nothing,
            ctl_upgrade_gives_up_on_an_endpoint_that_does_not_answer,
