@@ -501,7 +501,11 @@ static void conn_io(void *arg, uint32_t events)
 	int status;
 
 	if (c->held) {
-		/* only an error or a hang-up is watched: the client has gone */
+		/* only an error or a hang-up is watched, always reported: the client has gone (a
+		 * reset over TCP, a close over a Unix socket). Not its FIN over TCP: a client that
+		 * closed its socket and one that shut down writing after its request (nc -N) send
+		 * the same, and the second still wants its answer (HAProxy without "option
+		 * abortonclose" answers it too); the answer then goes, and the connection closes */
 		if (events & (EPOLLERR | EPOLLHUP))
 			conn_close(c);
 		return;

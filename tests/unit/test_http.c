@@ -945,6 +945,69 @@ static void closed_once_answered(struct tcp_end *e, const char *req, const char 
 }
 
 /*
+ * A held request's client that leaves is let go at once where its socket tells it apart: a
+ * reset over TCP, a close over a Unix socket (the connection closed, hlb_http_answer() -ENOENT).
+ * A FIN over TCP does not: a client that shut down writing after its request (nc -N) and one
+ * that closed its socket send the same, and the first still wants its answer, which it gets
+ * (HAProxy without "option abortonclose" does the same, for the same reason).
+ */
+static void test_held_request_client_leaves(void **state)
+{
+	char dir[] = "/tmp/hashlb-test-http-XXXXXX", buf[512];
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct hlb_http_resp later = { .status = 200, .ctype = "text/plain" };
+	struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+	struct tcp_end e;
+	struct hlb_http *h;
+	struct hlb_loop *l;
+	uint64_t held = 0;
+	int fd;
+
+	(void)state;
+	tcp_end_new(&e);
+	/* half-closed over TCP: answered */
+	fd = tcp_ask(e.port, "GET /wait HTTP/1.1\r\n\r\n");
+	shutdown(fd, SHUT_WR);
+	pump(e.l, &e.held, -1);
+	assert_int_not_equal(e.held, 0);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 1);
+	hlb_buf_puts(&later.body, "later\n");
+	assert_int_equal(hlb_http_answer(e.h, e.held, &later), 0);
+	pump(e.l, NULL, fd);
+	assert_non_null(strstr(answer_of(fd, buf, sizeof(buf)), "\r\n\r\nlater\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	/* reset over TCP: let go */
+	e.held = 0;
+	fd = tcp_ask(e.port, "GET /wait HTTP/1.1\r\n\r\n");
+	pump(e.l, &e.held, -1);
+	assert_int_not_equal(e.held, 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+	close(fd);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 0);
+	later = (struct hlb_http_resp){ .status = 200 };
+	hlb_buf_puts(&later.body, "later\n");
+	assert_int_equal(hlb_http_answer(e.h, e.held, &later), -ENOENT);
+	tcp_end_free(&e);
+	/* closed over a Unix socket: let go */
+	h = hold_wait_server(dir, &sun, &l, &held);
+	fd = client_ask(&sun, "GET /wait HTTP/1.1\r\nHost: t\r\n\r\n");
+	pump(l, &held, -1);
+	assert_int_not_equal(held, 0);
+	close(fd);
+	settle(l);
+	assert_int_equal(hlb_http_conns(h), 0);
+	later = (struct hlb_http_resp){ .status = 200 };
+	hlb_buf_puts(&later.body, "later\n");
+	assert_int_equal(hlb_http_answer(h, held, &later), -ENOENT);
+	hlb_http_free(h);
+	hlb_loop_free(l);
+	rmdir(dir);
+}
+
+/*
  * An answer after which the client may still send lingers (what it sends is read until it
  * ends), whatever the answer: a request that came whole and alone, then another sent a moment
  * after (pipelined; it was closed at once, and the second request drew a reset, seen once in
@@ -1560,6 +1623,7 @@ int main(void)
 		cmocka_unit_test(test_held_request_waits_alone),
 		cmocka_unit_test(test_failed_start_leaves_the_path),
 		cmocka_unit_test(test_answered_before_the_body),
+		cmocka_unit_test(test_held_request_client_leaves),
 		cmocka_unit_test(test_lingers_while_the_client_may_send),
 		cmocka_unit_test(test_room_made_reads_first),
 		cmocka_unit_test(test_timeout_408_lingers),
