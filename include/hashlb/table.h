@@ -226,6 +226,25 @@ double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
  * where a call per backend costs a pass each (n x M for a listing of them all).
  */
 void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares);
+/*
+ * The fraction of the hash space (0..1) whose backend differs between <from> and <to>,
+ * backends matched by name (their indices may differ): the share of clients, for
+ * uniformly spread keys, that a change from one table to the other sends to another
+ * backend. Exact, both effective tables walked side by side, interval by interval (the
+ * ring's arcs, Maglev's slots over the hashes each takes), in O(points or slots); the
+ * schemes may differ. A hash that no backend takes in one (every backend down) and one
+ * in the other counts as moved. Into <ret_moved>; 0, or -ENOMEM.
+ */
+int hashlb_table_moved(const struct hashlb_table *from, const struct hashlb_table *to,
+		       double *ret_moved);
+/*
+ * The fraction of clients expected on another backend when their hashes change too (a
+ * new seed, hash key or prefix: the two placements independent), from the tables'
+ * shares: 1 - sum over backend names of share in <from> x share in <to>. Into
+ * <ret_moved>; 0, or -ENOMEM.
+ */
+int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hashlb_table *to,
+			      double *ret_moved);
 /* Bytes of memory the table holds. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
