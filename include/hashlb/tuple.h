@@ -99,6 +99,13 @@ static inline int hashlb_src_prefix_is_whole(const struct hashlb_src_prefix *p)
 	return !p || ((p->v4 == 0 || p->v4 >= 32) && (p->v6 == 0 || p->v6 >= 128));
 }
 
+/* Whether <a> and <b> keep the same bits of every address (0 and the whole length alike). */
+static inline int hashlb_src_prefix_equal(const struct hashlb_src_prefix *a,
+					  const struct hashlb_src_prefix *b)
+{
+	return (a->v4 % 32) == (b->v4 % 32) && (a->v6 % 128) == (b->v6 % 128);
+}
+
 /*
  * How many leading bits of canonical address <addr> <p> keeps: 96 + p->v4
  * for an IPv4-mapped address (::ffff:a.b.c.d), so the mapping stays and only

@@ -19,6 +19,7 @@ static void usage(FILE *f)
 		   "\n"
 		   "SYNOPSIS\n"
 		   "  hashlb check -c FILE [-q] [--admin ADDR:PORT|unix:/PATH|off]\n"
+		   "  hashlb check -c FILE --against OLD\n"
 		   "\n"
 		   "DESCRIPTION\n"
 		   "  Loads FILE exactly as hashlb run would: YAML syntax, every key and\n"
@@ -48,13 +49,30 @@ static void usage(FILE *f)
 		   "  directory, a network interface) is found by hashlb run, and by a\n"
 		   "  reload, which then keeps the running config.\n"
 		   "\n"
+		   "  With --against OLD (the config running now, say), OLD is loaded too\n"
+		   "  and, in place of the tables, each service is compared: the share of\n"
+		   "  its clients (of keys spread evenly) that FILE's table sends to\n"
+		   "  another backend than OLD's, each table built as a start builds it\n"
+		   "  (every backend up, drain and maint as each config sets them), the\n"
+		   "  tables compared exactly; and the services FILE adds or removes. When\n"
+		   "  the seed, hash_key, hash_prefix or accept_proxy changes, clients'\n"
+		   "  hashes change too: the share is then the one expected of two\n"
+		   "  independent placements (placed anew). A reload reports the same\n"
+		   "  for the tables actually in use, health included (moved= in its log).\n"
+		   "\n"
 		   "OPTIONS\n"
 		   "  -c, --config FILE   the configuration to check (required)\n"
 		   "  -q, --quiet         print nothing on success\n"
+		   "      --against OLD   compare with configuration OLD: what moves\n"
 		   "      --admin A       the admin endpoint hashlb run --admin A would have, in\n"
 		   "                      place of the config's: checked as run checks it (a\n"
 		   "                      service may listen on the config's, or the default)\n"
 		   "  -h, --help          show this text\n"
+		   "\n"
+		   "OUTPUT\n"
+		   "  With --against, after FILE's ok line, a line naming OLD, then one a\n"
+		   "  service: NAME, MOVED (a percentage, or added, removed), BACKENDS\n"
+		   "  (OLD's count -> FILE's), and placed anew (WHAT) when hashes change.\n"
 		   "\n"
 		   "EXIT STATUS\n"
 		   "  0 if the configuration is valid, 1 if it is not (or cannot be read),\n");
@@ -62,7 +80,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb check -c configs/demo.yaml\n"
-		"  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n",
+		"  hashlb check -q -c /etc/hashlb/hashlb.yaml && systemctl reload hashlb\n"
+		"  hashlb check -c new.yaml --against /etc/hashlb/hashlb.yaml\n",
 		"check", "-c or --config", CLI_ERRORS_CONFIG, "check");
 }
 
@@ -337,17 +356,116 @@ static int print_warnings(const struct hashlb_config *c)
 	return n < 0 ? n : 0;
 }
 
+/* Whether a client hashes otherwise in <b> than in <a>: what of it, as "seed,hash_key". */
+static bool hash_changed(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b,
+			 char *what, size_t size)
+{
+	bool seed = a->table.seed != b->table.seed, key = a->key != b->key;
+	bool prefix = !key && b->key == HASHLB_KEY_SRC_IP &&
+		      !hashlb_src_prefix_equal(&a->hash_prefix, &b->hash_prefix);
+	bool proxy = a->accept_proxy != b->accept_proxy;
+
+	snprintf(what, size, "%s%s%s%s", seed ? ",seed" : "", key ? ",hash_key" : "",
+		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
+	return seed || key || prefix || proxy;
+}
+
+/* Service <b> of the config checked against <a> of OLD's: one line (<w>: the name's
+ * column). 0, or -1 once an error is printed. */
+static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b,
+		       int w)
+{
+	struct hashlb_table *ta = NULL, *tb = NULL;
+	struct hashlb_error err;
+	double moved = 0;
+	char what[64];
+	bool anew = hash_changed(a, b, what, sizeof(what));
+	int r;
+
+	if (hashlb_service_cfg_build_table(a, NULL, &ta, &err) < 0 ||
+	    hashlb_service_cfg_build_table(b, NULL, &tb, &err) < 0) {
+		hashlb_table_free(ta);
+		cli_print_error(&err);
+		return -1;
+	}
+	r = anew ? hashlb_table_rehash_moved(ta, tb, &moved) : hashlb_table_moved(ta, tb, &moved);
+	hashlb_table_free(ta);
+	hashlb_table_free(tb);
+	if (r < 0) {
+		cli_error("out of memory\n");
+		return -1;
+	}
+	printf("  %-*s  %7.3f%%  %" PRIu32 " -> %" PRIu32, w + hashlb_text_extra_bytes(b->name),
+	       b->name, 100.0 * moved, a->n_backends, b->n_backends);
+	if (anew)
+		printf("  placed anew (%s)", what + 1);
+	printf("\n");
+	return 0;
+}
+
+/* <s> added (or removed, <added> false): one line. */
+static void print_added(const struct hashlb_service_cfg *s, int w, bool added)
+{
+	printf("  %-*s  %8s  %" PRIu32 " -> %" PRIu32 "\n", w + hashlb_text_extra_bytes(s->name),
+	       s->name, added ? "added" : "removed", added ? 0 : s->n_backends,
+	       added ? s->n_backends : 0);
+}
+
+static const struct hashlb_service_cfg *service_named(const struct hashlb_config *c,
+						      const char *name)
+{
+	for (uint32_t i = 0; i < c->n_services; i++)
+		if (!strcmp(c->services[i].name, name))
+			return &c->services[i];
+	return NULL;
+}
+
+/* <c> (from <path>) against <old> (from <old_path>): a line a service. 0, or -1 printed. */
+static int print_against(const struct hashlb_config *c, const struct hashlb_config *old,
+			 const char *old_path)
+{
+	int w = 7; /* "SERVICE" */
+
+	for (uint32_t i = 0; i < c->n_services + old->n_services; i++) {
+		const char *name = i < c->n_services ? c->services[i].name
+						     : old->services[i - c->n_services].name;
+		int len = (int)strlen(name) - hashlb_text_extra_bytes(name);
+
+		if (len > w)
+			w = len;
+	}
+	printf("against %s: clients sent to another backend, every backend as configured (as at "
+	       "a start)\n",
+	       cli_path(old_path));
+	printf("  %-*s  %8s  %s\n", w, "SERVICE", "MOVED", "BACKENDS");
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		const struct hashlb_service_cfg *s = &c->services[i],
+						*o = service_named(old, s->name);
+
+		if (!o)
+			print_added(s, w, true);
+		else if (print_moved(o, s, w) < 0)
+			return -1;
+	}
+	for (uint32_t i = 0; i < old->n_services; i++)
+		if (!service_named(c, old->services[i].name))
+			print_added(&old->services[i], w, false);
+	return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "admin", required_argument, NULL, 'A' },
+		{ "against", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	struct hashlb_config *c = NULL;
-	const char *path = NULL;
+	struct hashlb_config *c = NULL, *old = NULL;
+	const char *path = NULL, *against = NULL;
+	char against_name[CLI_OPT_NAME_MAX] = "", quiet_name[CLI_OPT_NAME_MAX] = "";
 	struct hashlb_error err;
 	char name[CLI_OPT_NAME_MAX], tb[32], tm[32];
 	const char *admin = NULL;
@@ -364,6 +482,12 @@ int cmd_check(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			snprintf(quiet_name, sizeof(quiet_name), "%s", name);
+			break;
+		case 'a':
+			if (cli_config_path(name, optarg, &against))
+				return 2;
+			snprintf(against_name, sizeof(against_name), "%s", name);
 			break;
 		case 'A':
 			admin = optarg;
@@ -379,6 +503,11 @@ int cmd_check(int argc, char **argv)
 	}
 	if (cli_config_only(path, argc, argv, optind))
 		return 2;
+	if (against && quiet) {
+		cli_error("%s prints nothing, and %s prints the comparison: give one of them\n",
+			  quiet_name, against_name);
+		return 2;
+	}
 	/* with --admin the file's admin address is not the one to check, as hashlb run's */
 	if (hashlb_config_load_flags(path, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &c, &err) < 0) {
 		cli_print_error(&err);
@@ -388,8 +517,16 @@ int cmd_check(int argc, char **argv)
 		hashlb_config_free(c);
 		return 1;
 	}
+	/* OLD as it was loaded when it ran: refused, nothing of FILE printed but its warnings */
+	if (against && hashlb_config_load_flags(against, admin ? HASHLB_LOAD_ADMIN_GIVEN : 0, &old,
+						&err) < 0) {
+		cli_print_error(&err);
+		hashlb_config_free(c);
+		return 1;
+	}
 	r = print_warnings(c);
 	if (r < 0) {
+		hashlb_config_free(old);
 		cli_error("out of memory\n");
 		hashlb_config_free(c);
 		return 1;
@@ -406,6 +543,12 @@ int cmd_check(int argc, char **argv)
 			printf(", host names resolved again every %s",
 			       duration(c->resolve_every_ms, tb));
 		printf("\n");
+		if (against) {
+			r = print_against(c, old, against);
+			hashlb_config_free(old);
+			hashlb_config_free(c);
+			return r < 0 ? 1 : 0;
+		}
 		printf("tables: up to %s with backends down",
 		       size_text(c->table_bytes, tb, sizeof(tb)));
 		if (c->table_memory)
