@@ -25,6 +25,7 @@
 #define HASHLB_TUPLE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sockaddr;
@@ -105,6 +106,22 @@ static inline int hashlb_src_prefix_equal(const struct hashlb_src_prefix *a,
 {
 	return (a->v4 % 32) == (b->v4 % 32) && (a->v6 % 128) == (b->v6 % 128);
 }
+
+/* What of a service decides the hash of its clients (a table's seed is its seed too). */
+struct hashlb_client_hash {
+	uint64_t seed;
+	enum hashlb_key key;
+	struct hashlb_src_prefix prefix; /* src-ip only */
+	bool accept_proxy; /* the address hashed is the PROXY header's client */
+};
+
+/*
+ * Whether a client hashes otherwise under <b> than under <a>: 1 with what changed in
+ * <what> (<size> bytes) as "seed,hash_key,hash_prefix,accept_proxy" (those of them that
+ * did), else 0 with <what> "".
+ */
+int hashlb_client_hash_changed(const struct hashlb_client_hash *a,
+			       const struct hashlb_client_hash *b, char *what, size_t size);
 
 /*
  * How many leading bits of canonical address <addr> <p> keeps: 96 + p->v4

@@ -356,18 +356,11 @@ static int print_warnings(const struct hashlb_config *c)
 	return n < 0 ? n : 0;
 }
 
-/* Whether a client hashes otherwise in <b> than in <a>: what of it, as "seed,hash_key". */
-static bool hash_changed(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b,
-			 char *what, size_t size)
+/* What of <s> decides its clients' hashes. */
+static struct hashlb_client_hash client_hash(const struct hashlb_service_cfg *s)
 {
-	bool seed = a->table.seed != b->table.seed, key = a->key != b->key;
-	bool prefix = !key && b->key == HASHLB_KEY_SRC_IP &&
-		      !hashlb_src_prefix_equal(&a->hash_prefix, &b->hash_prefix);
-	bool proxy = a->accept_proxy != b->accept_proxy;
-
-	snprintf(what, size, "%s%s%s%s", seed ? ",seed" : "", key ? ",hash_key" : "",
-		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
-	return seed || key || prefix || proxy;
+	return (struct hashlb_client_hash){ s->table.seed, s->key, s->hash_prefix,
+					    s->accept_proxy };
 }
 
 /* Service <b> of the config checked against <a> of OLD's: one line (<w>: the name's
@@ -379,7 +372,8 @@ static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_s
 	struct hashlb_error err;
 	double moved = 0;
 	char what[64];
-	bool anew = hash_changed(a, b, what, sizeof(what));
+	struct hashlb_client_hash ha = client_hash(a), hb = client_hash(b);
+	bool anew = hashlb_client_hash_changed(&ha, &hb, what, sizeof(what));
 	int r;
 
 	if (hashlb_service_cfg_build_table(a, NULL, &ta, &err) < 0 ||
@@ -398,7 +392,7 @@ static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_s
 	printf("  %-*s  %7.3f%%  %" PRIu32 " -> %" PRIu32, w + hashlb_text_extra_bytes(b->name),
 	       b->name, 100.0 * moved, a->n_backends, b->n_backends);
 	if (anew)
-		printf("  placed anew (%s)", what + 1);
+		printf("  placed anew (%s)", what);
 	printf("\n");
 	return 0;
 }

@@ -1679,6 +1679,13 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 				       "backend with their next connection), the first: %s\n",
 				       ctl->rehashed, hlb_plural(ctl->rehashed),
 				       ctl->first_rehashed);
+		if (ctl->moved.tables)
+			hlb_buf_printf(
+				&resp->body,
+				"clients sent to another backend: %.2f%% of %s's, the most of "
+				"%u table%s rebuilt (each in the log: moved=)\n",
+				100.0 * ctl->moved.most, ctl->moved.most_service, ctl->moved.tables,
+				hlb_plural(ctl->moved.tables));
 		if (ctl->overrides)
 			hlb_buf_printf(
 				&resp->body,
@@ -1690,14 +1697,17 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 		return;
 	}
 	if (ret == 0) {
-		hlb_buf_printf(&resp->body,
-			       "{\"ok\":true,\"reloads_ok\":%" PRIu64
-			       ",\"restart_only\":[%s%s%s],\"warnings\":%u,\"rehashed\":%u,"
-			       "\"overrides\":%u}\n",
-			       ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
-			       ctl->restart_admin && ctl->restart_workers ? "," : "",
-			       ctl->restart_workers ? "\"workers\"" : "", ctl->warnings,
-			       ctl->rehashed, ctl->overrides);
+		hlb_buf_printf(
+			&resp->body,
+			"{\"ok\":true,\"reloads_ok\":%" PRIu64
+			",\"restart_only\":[%s%s%s],\"warnings\":%u,\"rehashed\":%u,"
+			"\"overrides\":%u,\"moved\":{\"tables\":%u,\"most\":%.4f,\"service\":",
+			ctl->reloads_ok, ctl->restart_admin ? "\"admin\"" : "",
+			ctl->restart_admin && ctl->restart_workers ? "," : "",
+			ctl->restart_workers ? "\"workers\"" : "", ctl->warnings, ctl->rehashed,
+			ctl->overrides, ctl->moved.tables, ctl->moved.most);
+		hlb_buf_json_str(&resp->body, ctl->moved.most_service);
+		hlb_buf_puts(&resp->body, "}}\n");
 		return;
 	}
 	resp->status = 422;

@@ -795,8 +795,9 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	config_warnings_log(ctl, cfg);
 	ctl->rehashed = changes.services_rehashed;
 	snprintf(ctl->first_rehashed, sizeof(ctl->first_rehashed), "%s", changes.first_rehashed);
-	/* Publish now: "reloaded" means the new tables are in use. */
-	hlb_pool_flush(ctl->pool);
+	/* Publish now: "reloaded" means the new tables are in use. Each rebuilt says what it
+	 * moved, against the table in use before. */
+	hlb_pool_flush_reload(ctl->pool, &ctl->moved);
 	/* Snapshots copy what workers read, and the pool now points into <cfg>. */
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = cfg;

@@ -80,6 +80,8 @@ struct hlb_control {
 	/* its services whose clients it placed anew, and the first ("web (seed)") */
 	uint32_t rehashed;
 	char first_rehashed[128];
+	/* the tables it rebuilt, and the share of clients the one that moved most moved */
+	struct hlb_pool_moved moved;
 	/* its backends that keep a setting made at run time over the config's, and the first
 	 * (hlb_pool_overrides()) */
 	uint32_t overrides;

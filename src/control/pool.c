@@ -80,6 +80,8 @@ struct hlb_pool {
 	 * lines it wrote about it and left out (HLB_POOL_CHANGE_LINES) */
 	struct hlb_pool_changes *changes;
 	uint32_t change_lines, changes_unlogged;
+	/* during hlb_pool_flush_reload(): what the rebuilds moved; NULL otherwise */
+	struct hlb_pool_moved *moved;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -908,6 +910,44 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	}
 }
 
+/* What of <snap>'s service decides its clients' hashes. */
+static struct hashlb_client_hash snapshot_client_hash(const struct hlb_snapshot *snap)
+{
+	return (struct hashlb_client_hash){ snap->seed, snap->key, snap->hash_prefix,
+					    snap->accept_proxy };
+}
+
+/*
+ * <s>'s table in use (<cur>) replaced by a reload's (<next>): the share of its clients
+ * sent to another backend, logged and counted into the pool's <moved>. What clients feel
+ * is the table in use, health and all, not the config's: compared as published.
+ */
+static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot *cur,
+			  const struct hlb_snapshot *next)
+{
+	struct hlb_pool_moved *m = s->pool->moved;
+	double moved = 0;
+	char what[64];
+	struct hashlb_client_hash hc = snapshot_client_hash(cur), hn = snapshot_client_hash(next);
+	bool anew = hashlb_client_hash_changed(&hc, &hn, what, sizeof(what));
+	int ret = anew ? hashlb_table_rehash_moved(cur->table, next->table, &moved)
+		       : hashlb_table_moved(cur->table, next->table, &moved);
+
+	if (ret < 0) /* short of memory: the figure is not known, the reload applies */
+		return;
+	if (anew)
+		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved",
+			 "service=%s moved=%.4f placed_anew=%s", s->cfg->name, moved, what);
+	else
+		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved", "service=%s moved=%.4f",
+			 s->cfg->name, moved);
+	m->tables++;
+	if (moved > m->most || !m->most_service[0]) {
+		m->most = moved;
+		snprintf(m->most_service, sizeof(m->most_service), "%s", s->cfg->name);
+	}
+}
+
 /* Build and publish <s> now. On failure the old snapshot keeps serving. */
 static int service_rebuild(struct hlb_pool_service *s)
 {
@@ -927,6 +967,8 @@ static int service_rebuild(struct hlb_pool_service *s)
 			 hlb_log_quote(s->last_error.msg, q, sizeof(q)));
 		return ret;
 	}
+	if (s->pool->moved && s->reload_pending && hlb_service_snapshot(s->rt))
+		service_moved(s, hlb_service_snapshot(s->rt), snap);
 	service_publish(s, snap);
 	dt = hlb_now_ns() - t0;
 	s->rebuilds++;
@@ -976,6 +1018,19 @@ void hlb_pool_flush(struct hlb_pool *p)
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		if (p->svcs[i]->dirty)
 			service_rebuild(p->svcs[i]);
+}
+
+void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved)
+{
+	struct hlb_pool_moved moved = { 0 };
+
+	p->moved = &moved;
+	hlb_pool_flush(p);
+	p->moved = NULL;
+	for (uint32_t i = 0; i < p->n_svcs; i++)
+		p->svcs[i]->reload_pending = false;
+	if (ret_moved)
+		*ret_moved = moved;
 }
 
 /* ---- the tick: passive failures, flap decay, slow start, drained backends ---- */
@@ -3261,6 +3316,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	uint32_t i, j;
 
 	change_service(s, old, c, settings_changed);
+	s->reload_pending = true;
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	s->tick_all = true; /* checks on, backends that fail, come or ramp: seen at the next tick */

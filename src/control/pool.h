@@ -137,6 +137,9 @@ struct hlb_pool_service {
 	uint64_t skip_last_ms, skips;
 	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
+	/* updated by the reload under way: its next build, if it has one, says what it moved
+	 * (hlb_pool_flush_reload()) */
+	bool reload_pending;
 	/* Whether the tick visits every backend (pool_tick()): checks on, a
 	 * ramp begun, a connect failing on Maglev (hlb_pool_failing()) that
 	 * the retry table does not have down yet, a reload; cleared by a tick
@@ -370,6 +373,23 @@ void hlb_pool_failing(struct hlb_pool *p);
 
 /* Build and publish every dirty service now (tests, benchmarks). */
 void hlb_pool_flush(struct hlb_pool *p);
+
+/* What the tables a reload rebuilt moved (hlb_pool_flush_reload()). */
+struct hlb_pool_moved {
+	uint32_t tables; /* services whose table the reload rebuilt */
+	double most; /* the largest share of a service's clients moved, 0..1 */
+	char most_service[128]; /* its service, "" if none */
+};
+
+/*
+ * hlb_pool_flush() right after hlb_pool_apply(): each service the reload updated and
+ * rebuilds says, in a line of its own (msg="reload: clients moved" service=S moved=F),
+ * the share of its clients that the table published sends to another backend than the
+ * table in use before (hashlb_table_moved(), health included; with a new seed, hash key,
+ * prefix or accept_proxy the share two independent placements give, said
+ * placed_anew=WHAT), counted into <ret_moved> (may be NULL).
+ */
+void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved);
 
 /* Feed a health result as the checker does, through its callback: the verdict, counters
  * (checks_ok, checks_failed) and log of a check's (tests, benchmarks). */

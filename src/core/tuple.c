@@ -251,3 +251,18 @@ void hashlb_addr16_format_prefix(const uint8_t addr[16], unsigned keep, char *bu
 	n = strlen(buf);
 	snprintf(buf + n, size - n, "/%u", addr_is_v4mapped(addr) ? keep - 96 : keep);
 }
+
+int hashlb_client_hash_changed(const struct hashlb_client_hash *a,
+			       const struct hashlb_client_hash *b, char *what, size_t size)
+{
+	bool seed = a->seed != b->seed, key = a->key != b->key;
+	bool prefix = !key && b->key == HASHLB_KEY_SRC_IP &&
+		      !hashlb_src_prefix_equal(&a->prefix, &b->prefix);
+	bool proxy = a->accept_proxy != b->accept_proxy;
+
+	snprintf(what, size, "%s%s%s%s", seed ? ",seed" : "", key ? ",hash_key" : "",
+		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
+	if (what[0]) /* the leading comma */
+		memmove(what, what + 1, strlen(what));
+	return seed || key || prefix || proxy;
+}

@@ -531,7 +531,9 @@ def reloads_say_what_they_changed():
         lb.rewrite(text)
         rc, so, se, logged = lb.reload()
         check(rc == 0 and check_logfmt(logged), f"reload: {se}")
-        said = [l for l in logged if 'msg="reload: ' in l]
+        # the lines of what changed; what each rebuilt table moved, a line a service:
+        # reloads_say_how_many_clients_they_move
+        said = [l for l in logged if 'msg="reload: ' in l and 'msg="reload: clients moved"' not in l]
         counts = logfmt_fields(logged[-1])
         return said, {k: int(v) for k, v in counts.items()
                       if k.startswith(("services_", "backends_"))}
@@ -661,6 +663,71 @@ def reloads_that_move_clients_are_warned():
     lb.rewrite(config(t, health=off))
     rc, so, se = lb.ctl("--json", "reload")
     check(rc == 0 and json.loads(so)["rehashed"] == 1, f"--json counts it: {so!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
+def reloads_say_how_many_clients_they_move():
+    """Each table a reload rebuilds says the share of its service's clients that it sends to
+    another backend than the table in use before (`msg="reload: clients moved" service=t
+    moved=0.1860`), and the answer gives the most: what an operator checked beforehand with
+    hashlb check --against, now for the tables in use, health included. Before, the reload
+    counted backends added and removed, and nothing said how many clients changed backend."""
+    off = "enabled: false"
+    four = [(n, f"127.0.0.1:{i + 1}") for i, n in enumerate("abcd")]  # never dialled
+    five = four + [("e", "127.0.0.1:5")]
+    line = re.compile(r'^level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
+                      r'(?: placed_anew=(\S+))?$')
+    lb = Lb(config(four, scheme="ring", health=off))
+
+    def reload(text, *args):
+        lb.rewrite(text)
+        rc, so, se, logged = lb.reload(*args)
+        check(rc == 0 and check_logfmt(logged), f"reload: {se}")
+        said = [m for m in (line.search(l.split(" ", 1)[1] if l.startswith("ts=") else l)
+                            for l in logged) if m]
+        return so, said
+
+    def against(old, new):
+        p = subprocess.run([HASHLB, "check", "-c", tmpfile("moved-new.yaml", new), "--against",
+                            tmpfile("moved-old.yaml", old)], capture_output=True, text=True)
+        m = re.search(r"^  t\s+([0-9.]+)%", p.stdout, re.M)
+        check(p.returncode == 0 and m, f"check --against: {p.stdout!r} {p.stderr!r}")
+        return float(m.group(1)) / 100 if m else -1
+
+    # a fifth backend on the ring: its own share moves, about 1/5, as check --against said
+    answer, said = reload(config(five, scheme="ring", health=off))
+    want = against(config(four, scheme="ring", health=off), config(five, scheme="ring", health=off))
+    check(len(said) == 1 and 0.15 < float(said[0].group(1)) < 0.25 and
+          abs(float(said[0].group(1)) - want) < 0.0001,
+          f"one line, moved= about 1/5, what check --against said ({want:.4f}): {said}")
+    check(f"clients sent to another backend: {100 * want:.2f}% of t's, the most of 1 table "
+          "rebuilt" in answer, f"the answer says it: {answer!r}")
+    # the same config: nothing rebuilt, nothing said
+    answer, said = reload(config(five, scheme="ring", health=off))
+    check(said == [] and "clients sent" not in answer, f"nothing rebuilt, nothing said: {said} {answer!r}")
+    # a timeout: rebuilt, nobody moves
+    answer, said = reload(config(five, scheme="ring", health=off, extra="timeouts:\n  idle: 7s"))
+    check([m.group(1) for m in said] == ["0.0000"], f"a timeout changed: moved=0.0000: {said}")
+    # the table in use is compared, health included: b in maint has given its clients to the
+    # survivors already, and a reload removing b moves none of them on a ring (check
+    # --against, all up, says its fifth)
+    rc, so, se = lb.ctl("set", "b", "maint")
+    check(rc == 0, f"set b maint: {se}")
+    gone = [b for b in five if b[0] != "b"]
+    answer, said = reload(config(gone, scheme="ring", health=off, extra="timeouts:\n  idle: 7s"))
+    check([m.group(1) for m in said] == ["0.0000"],
+          f"b in maint, then removed: moved=0.0000: {said}")
+    check(against(config(five, scheme="ring", health=off), config(gone, scheme="ring", health=off)) > 0.1,
+          "check --against, every backend up, says b's share moves")
+    # a new seed: placed anew, the figure two independent placements give (1 - 4 x 1/16)
+    answer, said = reload(config(gone, scheme="ring", health=off, extra="seed: 3\ntimeouts:\n  idle: 7s"),
+                          "--json")
+    check(len(said) == 1 and said[0].group(2) == "seed" and 0.7 < float(said[0].group(1)) < 0.8,
+          f"seed changed: placed_anew=seed, about 3/4: {said}")
+    moved = json.loads(answer).get("moved", {}) if answer.startswith("{") else {}
+    check(moved.get("tables") == 1 and moved.get("service") == "t" and said and
+          abs(moved.get("most", -1) - float(said[0].group(1))) < 0.00005,
+          f"--json: moved tables 1, most as logged, service t: {answer!r}")
     check(lb.stop() == 0, "exit 0")
 
 
