@@ -405,21 +405,50 @@ static void print_added(const struct hashlb_service_cfg *s, int w, bool added)
 	       added ? s->n_backends : 0);
 }
 
-static const struct hashlb_service_cfg *service_named(const struct hashlb_config *c,
-						      const char *name)
+static int cfg_name_cmp(const void *a, const void *b)
 {
-	for (uint32_t i = 0; i < c->n_services; i++)
-		if (!strcmp(c->services[i].name, name))
-			return &c->services[i];
-	return NULL;
+	return strcmp((*(const struct hashlb_service_cfg *const *)a)->name,
+		      (*(const struct hashlb_service_cfg *const *)b)->name);
 }
 
-/* <c> (from <path>) against <old> (from <old_path>): a line a service. 0, or -1 printed. */
+/* <c>'s services sorted by name, for service_named(); NULL if out of memory. */
+static const struct hashlb_service_cfg **services_sorted(const struct hashlb_config *c)
+{
+	const struct hashlb_service_cfg **v = malloc((c->n_services + 1) * sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (uint32_t i = 0; i < c->n_services; i++)
+		v[i] = &c->services[i];
+	qsort(v, c->n_services, sizeof(*v), cfg_name_cmp);
+	return v;
+}
+
+/* The service of <sorted> (<n>) named as <s>, NULL if none: in log n, a config may have
+ * thousands. */
+static const struct hashlb_service_cfg *service_named(const struct hashlb_service_cfg **sorted,
+						      uint32_t n,
+						      const struct hashlb_service_cfg *s)
+{
+	const struct hashlb_service_cfg **hit =
+		bsearch(&s, sorted, n, sizeof(*sorted), cfg_name_cmp);
+
+	return hit ? *hit : NULL;
+}
+
+/* <c> against <old> (from <old_path>): a line a service. 0, or -1 once printed. */
 static int print_against(const struct hashlb_config *c, const struct hashlb_config *old,
 			 const char *old_path)
 {
-	int w = 7; /* "SERVICE" */
+	const struct hashlb_service_cfg **by_new = services_sorted(c),
+					**by_old = services_sorted(old);
+	int w = 7, r = 0; /* "SERVICE" */
 
+	if (!by_new || !by_old) {
+		cli_error("out of memory\n");
+		r = -1;
+		goto out;
+	}
 	for (uint32_t i = 0; i < c->n_services + old->n_services; i++) {
 		const char *name = i < c->n_services ? c->services[i].name
 						     : old->services[i - c->n_services].name;
@@ -432,19 +461,22 @@ static int print_against(const struct hashlb_config *c, const struct hashlb_conf
 	       "a start)\n",
 	       cli_path(old_path));
 	printf("  %-*s  %8s  %s\n", w, "SERVICE", "MOVED", "BACKENDS");
-	for (uint32_t i = 0; i < c->n_services; i++) {
-		const struct hashlb_service_cfg *s = &c->services[i],
-						*o = service_named(old, s->name);
+	for (uint32_t i = 0; i < c->n_services && r == 0; i++) {
+		const struct hashlb_service_cfg *s = &c->services[i];
+		const struct hashlb_service_cfg *o = service_named(by_old, old->n_services, s);
 
 		if (!o)
 			print_added(s, w, true);
-		else if (print_moved(o, s, w) < 0)
-			return -1;
+		else
+			r = print_moved(o, s, w);
 	}
-	for (uint32_t i = 0; i < old->n_services; i++)
-		if (!service_named(c, old->services[i].name))
+	for (uint32_t i = 0; i < old->n_services && r == 0; i++)
+		if (!service_named(by_new, c->n_services, &old->services[i]))
 			print_added(&old->services[i], w, false);
-	return 0;
+out:
+	free(by_new);
+	free(by_old);
+	return r;
 }
 
 int cmd_check(int argc, char **argv)
