@@ -1006,12 +1006,16 @@ static int get_duration_of(struct loader *ld, const struct ynode *v, const char 
 				    h & BARE_MS ? ", or the number without quotes (milliseconds)"
 						: "");
 		/* 0 is 0 in any unit: said below, where it is in range; what is taken
-		 * said, or the value could only be guessed at ("3000000000") */
+		 * said, or the value could only be guessed at ("3000000000"); and
+		 * whole seconds where only those are taken (keepalive's, the one
+		 * step): "40500" to idle, 40500ms in 1s..32767s but not whole
+		 * seconds, was said out of that range */
 		if (n || lo)
 			return fail(ld, v,
-				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is in "
-				    "range %s..%s: write a duration with its unit",
+				    "'%s' \"%s\" has no unit, and neither %sms nor %ss is %s"
+				    "in range %s..%s: write a duration with its unit",
 				    key, v->text, v->text, v->text,
+				    step > 1 ? "whole seconds " : "",
 				    unit_text(&duration_kind, least).s,
 				    unit_text(&duration_kind, most).s);
 	}

@@ -1613,8 +1613,16 @@ static void test_bare_duration_suggestions(void **state)
 		     "'connect' \"99999999999999999999999\" has no unit, and neither "
 		     "99999999999999999999999ms nor 99999999999999999999999s is in range 1ms..10m");
 	expect_error(MINIMAL "    keepalive: {idle: \"0\"}\n", 7, 23,
-		     "'idle' \"0\" has no unit, and neither 0ms nor 0s is in range 1s..32767s: "
-		     "write a duration with its unit");
+		     "'idle' \"0\" has no unit, and neither 0ms nor 0s is whole seconds in range "
+		     "1s..32767s: write a duration with its unit");
+	/* 40500ms is in 1s..32767s, but not whole seconds: not said out of range, as it was */
+	expect_error(
+		MINIMAL "    keepalive: {idle: \"40500\"}\n", 7, 23,
+		"'idle' \"40500\" has no unit, and neither 40500ms nor 40500s is whole seconds "
+		"in range 1s..32767s: write a duration with its unit");
+	expect_error(MINIMAL "    keepalive: {interval: \"32768\"}\n", 7, 27,
+		     "'interval' \"32768\" has no unit, and neither 32768ms nor 32768s is whole "
+		     "seconds in range 1s..32767s: write a duration with its unit");
 	/* 0 is 0 in any unit */
 	expect_error(
 		"resolve_every: \"0\"\n" MINIMAL, 1, 16,
