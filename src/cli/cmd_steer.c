@@ -55,7 +55,8 @@ static void usage(FILE *f)
 		"  program when it receives SIGINT, SIGTERM, SIGQUIT or SIGHUP (its\n"
 		"  terminal closed); it says and ignores SIGUSR1 and SIGUSR2 (one sent\n"
 		"  while it starts, once it has attached). With --keep it attaches, fills\n"
-		"  the tables and exits, leaving the program attached;\n"
+		"  the tables and exits, leaving the program attached (SIGUSR1 and SIGUSR2\n"
+		"  said and ignored, as by --update);\n"
 		"  --update, --stats and --detach then act on it. One of those four\n"
 		"  signals before it has attached ends it with nothing attached (SIGQUIT\n"
 		"  as SIGTERM does: no core dump; as PID 1 of a container, exit 128 + the\n"
@@ -469,21 +470,45 @@ static int wait_for_signal(struct hashlb_steer *s)
 	}
 }
 
+/* One of <set>, blocked, pending: taken; 0 if none. */
+static int signal_pending(const sigset_t *set)
+{
+	const struct timespec now = { 0 };
+	int sig = sigtimedwait(set, NULL, &now);
+
+	return sig > 0 ? sig : 0;
+}
+
 /*
  * A stop signal (SIGINT, SIGTERM, SIGQUIT, SIGHUP) pending, taken; 0 if none.
  * While they are blocked.
  */
 static int stop_pending(void)
 {
-	const struct timespec now = { 0 };
 	sigset_t set;
-	int sig;
 
 	stop_signals(&set);
 	sigdelset(&set, SIGUSR1);
 	sigdelset(&set, SIGUSR2);
-	sig = sigtimedwait(&set, NULL, &now);
-	return sig > 0 ? sig : 0;
+	return signal_pending(&set);
+}
+
+/*
+ * An --update's or a --keep's SIGUSR1 and SIGUSR2, held since main() (cmd_steer()) and
+ * blocked since: said and ignored as the foreground steer says them, each once (they do not
+ * queue), before it exits. They went with it unsaid, where one sent before they were held
+ * killed it, nothing done.
+ */
+static void say_user_signals(void)
+{
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	for (int i = 0; i < 2 && (sig = signal_pending(&set)); i++)
+		cli_error("SIG%s ignored\n", sigabbrev_np(sig));
 }
 
 /* hashlb_steer_set_abort()'s question for an --update: told to stop (the
@@ -603,6 +628,8 @@ static int steer_publish(struct steer_args *a)
 out_err:
 	cli_print_error(&err);
 out:
+	if (a->action == ACT_UPDATE || a->opts.keep)
+		say_user_signals();
 	hashlb_steer_free(s);
 	hashlb_table_free(t);
 	free(dests);

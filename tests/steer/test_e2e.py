@@ -719,6 +719,15 @@ def early_stop(topo, n=1000):
     many_flush(topo)
 
 
+def write_web_config(topo, path):
+    """Into <path>: a config of one service, web, steered on eth0 over b1..b3."""
+    with open(path, "w") as f:
+        f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
+                "    steering: kernel\n    interface: eth0\n    backends:\n" +
+                "".join(f"      - {{name: b{i + 1}, "
+                        f"address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n" for i in range(3)))
+
+
 def pid1_early_stop(topo):
     """hashlb steer as PID 1 of a PID namespace (a container's init), told to stop (SIGTERM,
     SIGINT, SIGQUIT, SIGHUP) while its config loads (start_pause.c, LD_PRELOAD, holds it
@@ -730,12 +739,7 @@ def pid1_early_stop(topo):
     tmp = tempfile.mkdtemp()
     cfg = os.path.join(tmp, "steer.yaml")
     try:
-        with open(cfg, "w") as f:
-            f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
-                    "    steering: kernel\n    interface: eth0\n    backends:\n" +
-                    "".join(f"      - {{name: b{i + 1}, "
-                            f"address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
-                            for i in range(3)))
+        write_web_config(topo, cfg)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
             pause = Paused(f"open:{cfg}")
             p = topo.spawn(topo.lb, ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
@@ -824,12 +828,7 @@ def early_user_signals(topo):
     tmp = tempfile.mkdtemp()
     cfg = os.path.join(tmp, "steer.yaml")
     try:
-        with open(cfg, "w") as f:
-            f.write(f"services:\n  - name: web\n    listen: {T.VIP}:{T.VIP_PORT}\n"
-                    "    steering: kernel\n    interface: eth0\n    backends:\n" +
-                    "".join(f"      - {{name: b{i + 1}, "
-                            f"address: '{topo.backend_ip(i)}:{T.VIP_PORT}'}}\n"
-                            for i in range(3)))
+        write_web_config(topo, cfg)
         pause = Paused(f"open:{cfg}")
         p = topo.spawn(topo.lb, [*pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc"],
                        pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
@@ -854,6 +853,41 @@ def early_user_signals(topo):
             stop_detaches(topo, p, signal.SIGTERM, "SIGTERM after them")
     finally:
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
+        T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
+        shutil.rmtree(tmp)
+
+
+def keep_user_signals(topo):
+    """SIGUSR1 to hashlb steer --keep, then SIGUSR2 to an --update of its program, each while
+    its config loads (start_pause.c, LD_PRELOAD, holds it there): each does its work, says the
+    signal ignored, and exits 0, the program attached. Held from main() on, they went with the
+    process unsaid (before that, their default action killed it, nothing done)."""
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    cfg = os.path.join(tmp, "steer.yaml")
+    try:
+        write_web_config(topo, cfg)
+        for sig, how in ((signal.SIGUSR1, ("--keep",)), (signal.SIGUSR2, ("--update",))):
+            pause = Paused(f"open:{cfg}")
+            p = topo.spawn(topo.lb, [*pause.wrap, HASHLB, "steer", "-c", cfg, "--mode", "tc",
+                                     *how], pass_fds=pause.pass_fds, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+            reached = pause.reached()
+            p.send_signal(sig)
+            pause.go()
+            try:
+                out, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            print(f"    {sig.name} to {how[0]} while its config loads: exit {p.returncode}, "
+                  f"{out.strip()!r}, {err.strip()!r}", flush=True)
+            check(reached and p.returncode == 0 and hooks(topo) == {"tc"} and
+                  f"hashlb steer: {sig.name} ignored\n" in err,
+                  f"{sig.name} to {how[0]} while starting: exit {p.returncode} (want 0), "
+                  f"attached: {sorted(hooks(topo))}, said {err!r} (want '{sig.name} ignored')")
+    finally:
+        T.sh(HASHLB, "steer", "-i", "eth0", "--mode", "tc", "--detach", ns=topo.lb, check=False)
         T.sh("tc", "qdisc", "del", "dev", "eth0", "clsact", ns=topo.lb, check=False)
         shutil.rmtree(tmp)
 
@@ -1373,6 +1407,7 @@ def body(topo):
                      ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
                      ("ignored_kept", ignored_kept), ("user_signals", user_signals),
                      ("early_user_signals", early_user_signals),
+                     ("keep_user_signals", keep_user_signals),
                      ("update_stopped", update_stopped), ("iface_gone", iface_gone),
                      ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
                      ("both_hooks", both_hooks), ("slots_held", slots_held),
