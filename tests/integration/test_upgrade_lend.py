@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Clients waiting in a queue (a backend at its max_connections) at an upgrade in place are lent
+to the new process over the channel the old one keeps to it: served by one process at most,
+none lost without a word, the old process not stuck, however the new one speaks the channel
+(fake_new_hashlb.py plays a new process that stops reading, cuts its answer short, or exits
+mid-answer), and with thousands of them.
+Runs in a network namespace of its own, as test_upgrade.py does."""
+import os
+import subprocess
+import sys
+
+if os.environ.get("HASHLB_TEST_NETNS") != "upgrade-lend":
+    env = dict(os.environ, HASHLB_TEST_NETNS="upgrade-lend")
+    sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
+                             *sys.argv[1:]],
+                            env=env).returncode)
+
+import json  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import selectors  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+from ctltest import Lb  # noqa: E402
+from lbtest import HASHLB, Backend, Skip, check, connect, pick_port, read_line, run_tests, tmppath  # noqa: E402
+
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+backend = Backend("a")
+# a service name of the longest (64 bytes): the lines lent are long, so that a few thousand
+# of them fill the channel's buffer (about 200 KiB) when the new process stops reading
+LONG = "s" * 64
+
+
+def service(name, port, extra=""):
+    return (f"  - name: {name}\n    listen: 127.0.0.1:{port}\n    timeouts: {{queue: 60s}}\n"
+            "    health:\n      enabled: false\n"
+            + "".join(f"    {l}\n" for l in extra.splitlines()) +
+            f"    backends:\n      - name: a\n        address: {backend.addr}\n"
+            "        max_connections: 1\n")
+
+
+def head(workers=2):
+    return (f"workers: {workers}\nadmin: 127.0.0.1:{pick_port()}\n"
+            "services:\n")
+
+
+def install(src, path):
+    """<src> at <path>, as a package manager puts a new file: renamed over the old one."""
+    shutil.copy(src, path + ".new")
+    os.rename(path + ".new", path)
+
+
+def queue_up(lb, addr, n, first=0):
+    """One client served at <addr> (held: its backend's one slot taken), <n> more waiting
+    there, each having sent b"qI\\n" (I from <first>) as it waits: (held, queued)."""
+    held = connect(addr)
+    check(read_line(held) == "a", "one client served, the backend's one slot taken")
+    queued = []
+    for i in range(n):
+        s = connect(addr, timeout=30)
+        s.sendall(b"q%d\n" % (first + i))
+        queued.append(s)
+    return held, queued
+
+
+def queued_count(lb):
+    return sum(s["connections"]["queued"] for s in lb.status()["services"])
+
+
+def outcomes(socks, within=60):
+    """What became of each of <socks> (queued clients that sent b"qI\\n", I their place), by
+    what each read to its end, read all at once (the old process serves its queue one at a
+    time, each closed here once served): "served" (the backend's greeting and its line echoed:
+    served by hashlb), "fake" (fake_new_hashlb.py's b"fake\\n", then its end), "closed" (its
+    end, nothing read), else what it read (served twice, or cut); "none" if it had not
+    ended within <within> s."""
+    sel = selectors.DefaultSelector()
+    got, out = {}, {}
+    for i, s in enumerate(socks):
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, i)
+        got[i] = b""
+    end = time.time() + within
+    while got and time.time() < end:
+        for key, _ in sel.select(1):
+            i, s = key.data, key.fileobj
+            try:
+                d = s.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                d = b""
+            got[i] += d
+            if got[i] == b"a\nq%d\n" % i:
+                out[i] = "served"
+            elif not d:
+                out[i] = {b"": "closed", b"fake\n": "fake"}.get(got[i], got[i])
+            else:
+                continue
+            sel.unregister(s)
+            s.close()
+            del got[i]
+    for i in got:
+        out[i] = "none"
+    return [out[i] for i in range(len(socks))]
+
+
+class Fake:
+    """fake_new_hashlb.py installed at <exe> as the new process of the next upgrade, its plan
+    <answer>."""
+
+    def __init__(self, exe, answer):
+        self.out, self.go = tmppath("fake-out.json"), tmppath("fake-go")
+        for p in (self.out, self.go):
+            if os.path.exists(p):
+                os.unlink(p)
+        plan = tmppath("fake-plan.json")
+        with open(plan, "w") as f:
+            json.dump({"answer": answer, "out": self.out, "go": self.go}, f)
+        with open(exe + ".new", "w") as f:
+            f.write(f"#!/bin/sh\nexec {sys.executable} {HERE}/fake_new_hashlb.py {plan}\n")
+        os.chmod(exe + ".new", 0o755)
+        os.rename(exe + ".new", exe)
+
+    def release(self):
+        open(self.go, "w").close()
+
+    def result(self, timeout=60):
+        end = time.time() + timeout
+        while not os.path.exists(self.out) and time.time() < end:
+            time.sleep(0.05)
+        with open(self.out) as f:
+            return json.load(f)
+
+
+def upgraded(lb):
+    """hashlb ctl upgrade of <lb>: the new process's pid."""
+    rc, out, err = lb.ctl("upgrade")
+    m = re.search(r"handed over to pid (\d+)", out)
+    check(rc == 0 and m, f"upgraded ({rc}, {out!r}, {err!r})")
+    return int(m.group(1)) if m else None
+
+
+def kill(pid):
+    """SIGKILL <pid> (an upgrade's new process: not our child), waiting for it to go."""
+    if not pid:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        select.select([fd], [], [], 10)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def exits_0(lb, timeout=30):
+    try:
+        return lb.proc.wait(timeout) == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def fake_run(name, answer, n):
+    """(lb, fake, held, queued, new_pid): hashlb with <n> clients waiting in its queue, installed
+    at a path of its own where fake_new_hashlb.py (<answer>) replaces it, upgraded to it."""
+    exe = tmppath(f"hashlb-{name}")
+    install(HASHLB, exe)
+    port = pick_port()
+    lb = Lb(head() + service(LONG, port), fname=f"{name}.yaml", binary=exe)
+    held, queued = queue_up(lb, ("127.0.0.1", port), n)
+    check(wait_until_queued(lb, n), f"{n} clients wait in its queue: {queued_count(lb)}")
+    fake = Fake(exe, answer)
+    return lb, fake, held, queued, upgraded(lb)
+
+
+def wait_until_queued(lb, n, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if queued_count(lb) == n:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def check_outcomes(got, want, what):
+    """outcomes() <got> as <want> says, or the test fails naming the first few that are not."""
+    return check(got == want, f"{what}: {sum(a != b for a, b in zip(got, want))} not, e.g. "
+                 f"{[(i, a, b) for i, (a, b) in enumerate(zip(got, want)) if a != b][:5]}")
+
+
+def cleanup(socks, new_pid, fake=None):
+    """The end of a test: <fake> let go, <socks> closed, the new process <new_pid> killed."""
+    if fake:
+        fake.release()
+    for s in socks:
+        s.close()
+    kill(new_pid)
+
+
+def by_peer(queued):
+    """{"IP:PORT" each of <queued> connects from: its place}."""
+    return {"%s:%d" % s.getsockname()[:2]: i for i, s in enumerate(queued)}
+
+
+def queued_clients_by_the_thousand_served_once():
+    """3,000 clients waiting in the queue at an upgrade in place go to the new process (its
+    config lets the backend take them all), each served once, its early line echoed, none
+    reset; the old one, its own client still served, exits once that one ends."""
+    n = 3000
+    exe = tmppath("hashlb-thousand")
+    install(HASHLB, exe)
+    port = pick_port()
+    lb = Lb(head() + service("t", port), fname="thousand.yaml", binary=exe)
+    held, queued = queue_up(lb, ("127.0.0.1", port), n)
+    new_pid = None
+    try:
+        check(wait_until_queued(lb, n), f"{n} clients wait in its queue: {queued_count(lb)}")
+        with open(lb.path) as f:
+            text = f.read()
+        with open(lb.path, "w") as f:  # the new process's config: no cap on the backend
+            f.write(text.replace("        max_connections: 1\n", ""))
+        new_pid = upgraded(lb)
+        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$',
+                          30) and
+              lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
+                          rf'count={n} left_there=0$', 30), "all handed over, both say so")
+        got = outcomes(queued)
+        odd = {i: o for i, o in enumerate(got) if o != "served"}
+        check(not odd, f"each served once by hashlb, its early line echoed: {len(odd)} not: "
+              f"{dict(list(odd.items())[:5])}")
+        held.sendall(b"still\n")
+        check(read_line(held) == "still", "the old process's own client goes on")
+        held.close()
+        check(exits_0(lb), "the old process exits 0 once its own client has ended")
+    finally:
+        cleanup(queued + [held], new_pid)
+
+
+def queued_clients_lent_to_a_new_process_that_stops_reading():
+    """A new process that asks for the queued clients and then reads nothing: the old one
+    sends until the channel is full, gives up at its 10 s bound, and says how many went. Those
+    that went are the new one's (it serves those whose line it got, and closes the rest, as
+    hashlb does); the others stay in the old one's queue and it serves them as its slot
+    frees. Of 3,000, each is served by one process or closed by the new one, none by both,
+    none left hanging, and the old one exits. As many clients as it takes their lines (82
+    bytes each) to pass the channel's buffer (net.core.wmem_default) by half: 3,896 at the
+    default 208 KiB (2,750 of them went in a run)."""
+    with open("/proc/sys/net/core/wmem_default") as f:
+        n = max(3000, int(f.read()) * 3 // 2 // 82)
+    if n > 6000:
+        raise Skip(f"net.core.wmem_default is too large: {n} clients would fill the channel")
+    lb, fake, held, queued, new_pid = fake_run("stall", "stall", n)
+    try:
+        check(lb.wait_log(r'msg="cannot send the new hashlb all the clients lent to it" '
+                          r'err=ETIMEDOUT sent=\d+ ', 30), "the old one gives up sending")
+        said = [l for l in lb.log if "cannot send the new hashlb all" in l][0]
+        sent = int(re.search(r" sent=(\d+) ", said).group(1))
+        print(f"    {said}")
+        check(0 < sent < n and f" count={n} " in said, f"some went, not all: {said}")
+        check(lb.wait_log(r'msg="clients waiting in the queues handed over" '
+                          rf'count={sent} kept={n - sent}$'),
+              "the old one keeps those that did not go")
+        fake.release()
+        res = fake.result()
+        check(len(res["peers"]) == sent and res["ended"] is None,
+              f"the new one got the {sent} sockets that went, no end: {len(res['peers'])} "
+              f"{res['ended']}")
+        where = by_peer(queued)
+        held.close()  # the old process's slot frees: it serves those it kept, one at a time
+        got = outcomes(queued)
+        want = ["served"] * n
+        for p in res["served"]:
+            want[where[p]] = "fake"
+        for p in res["closed"]:
+            want[where[p]] = "closed"
+        check_outcomes(got, want, "each served by the one process that has it, or closed by "
+                       "the new one")
+        check(got.count("served") == n - sent and got.count("fake") == res["lines"],
+              f"{n - sent} by the old one, {res['lines']} by the new one")
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid, fake)
+
+
+def queued_clients_of_a_new_process_cutting_its_answer_short():
+    """A new process that refuses two of the queued clients lent to it, then closes the
+    channel part way through a third refusal and lives on: the old one takes back the two,
+    at once (no 5 s timer), and leaves it the rest, which it serves. Each client is served
+    by one process, and the old one exits."""
+    n = 40
+    lb, fake, held, queued, new_pid = fake_run("cut", "cut", n)
+    try:
+        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n - 2} '
+                          r'kept=2$', 30), "the old one keeps the two refused whole")
+        check(not [l for l in lb.log if "did not answer for the clients lent" in l],
+              "it knew as the channel closed, not at its timer")
+        fake.release()
+        res = fake.result()
+        where = by_peer(queued)
+        refused = {where[p] for p in res["peers"][:2]}
+        held.close()
+        got = outcomes(queued)
+        want = ["served" if i in refused else "fake" for i in range(n)]
+        check_outcomes(got, want, "the two refused served by the old one, the others by the new")
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid, fake)
+
+
+def queued_clients_of_a_new_process_exiting_mid_answer():
+    """A new process that exits part way through its answer, having served none of the queued
+    clients lent to it: the old one takes every one back (the new one gone, none of their
+    streams touched) and serves each, its early line echoed, none reset, and exits."""
+    n = 40
+    lb, fake, held, queued, new_pid = fake_run("exit", "exit", n)
+    try:
+        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count=0 kept={n}$',
+                          30), "the old one takes them all back")
+        held.close()
+        got = outcomes(queued)
+        check_outcomes(got, ["served"] * n, "each served by the old one")
+        check(not [l for l in lb.log if "reset: it read or wrote them" in l], "none reset")
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid)
+
+
+try:
+    run_tests([queued_clients_of_a_new_process_exiting_mid_answer,
+               queued_clients_of_a_new_process_cutting_its_answer_short,
+               queued_clients_lent_to_a_new_process_that_stops_reading,
+               queued_clients_by_the_thousand_served_once])
+finally:
+    backend.stop()
