@@ -2184,13 +2184,15 @@ static bool conn_connect(struct worker *w, struct conn *c, const struct hlb_snap
 
 /*
  * A connection for client socket <fd> of <svc>: counted against
- * max_connections (over it: reset and counted), allocated and linked. On
- * failure <fd> is closed with a reset (client_refuse()) and NULL returned.
+ * max_connections (over it: reset and counted), allocated and linked; <counted>: it was
+ * already (an adopted client's slot, taken by hlb_proxy_adopt()). On failure <fd> is closed
+ * with a reset (client_refuse()), the count given back, and NULL returned.
  */
 static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
-			     const struct hlb_snapshot *snap, int fd)
+			     const struct hlb_snapshot *snap, int fd, bool counted)
 {
-	uint64_t active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
+	uint64_t active =
+		counted ? 0 : atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
 	struct conn *c;
 
 	if (snap->max_connections && active > snap->max_connections) {
@@ -2364,7 +2366,7 @@ void conn_accepted(struct worker *w, struct wlistener *wl, int fd)
 		else
 			worker_accept_single(w, wl);
 	}
-	c = conn_new(w, svc, snap, fd);
+	c = conn_new(w, svc, snap, fd, false);
 	if (!c)
 		return;
 	if (snap->keepalive.enabled)
@@ -3428,9 +3430,10 @@ void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t 
 
 /*
  * <fd>: a client another hashlb kept waiting in a queue of <svc>, served as if just accepted
- * (conn_accepted(): max_connections of the service, keepalive, allow/deny, per client), its
- * wait bounded by the <left_ms> it had left there. <addr>: the addresses its PROXY header
- * named (read there), else its socket's own. Takes <fd>.
+ * (conn_accepted(): keepalive, allow/deny, per client; its slot of the service's
+ * max_connections taken already, by hlb_proxy_adopt()), its wait bounded by the <left_ms> it
+ * had left there. <addr>: the addresses its PROXY header named (read there), else its
+ * socket's own. Takes <fd>.
  */
 void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
 		const struct sockaddr_storage *addr)
@@ -3440,10 +3443,11 @@ void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left
 	struct conn *c;
 
 	if (!snap) {
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		client_refuse(w, fd);
 		return;
 	}
-	c = conn_new(w, svc, snap, fd);
+	c = conn_new(w, svc, snap, fd, true);
 	if (!c)
 		return;
 	if (snap->keepalive.enabled)

@@ -174,9 +174,11 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
 /*
  * Serve <fd>, a client another hashlb kept waiting in a queue of <svc> (its socket; ours to
  * close from now), as if just accepted, its wait bounded by <left_ms> more; <addr>, if not
- * NULL, the addresses its PROXY header named (it was read). Control thread.
+ * NULL, the addresses its PROXY header named (it was read). Its slot of the service's
+ * max_connections is taken at once, so that the next client's call sees it. False, <fd> left
+ * to the caller, if none is left or without the memory. Control thread.
  */
-void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
+bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
 		     const struct sockaddr_storage *addr);
 
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */

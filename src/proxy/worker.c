@@ -1291,17 +1291,27 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 	return reset;
 }
 
-void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
+bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
 		     const struct sockaddr_storage *addr)
 {
-	uint32_t i =
-		atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
-	struct cmd *cmd = calloc(1, sizeof(*cmd));
+	const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
+	uint64_t max = snap ? snap->max_connections : 0;
+	/* its slot, counted now: the next line's check sees it whether or not a worker has
+	 * served this one yet (conn_new() does not count it again) */
+	uint64_t active = atomic_fetch_add_explicit(&svc->active, 1, memory_order_relaxed) + 1;
+	uint32_t i;
+	struct cmd *cmd;
 
-	if (!cmd) {
-		close(fd);
-		return;
+	if (max && active > max) {
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+		return false;
 	}
+	cmd = calloc(1, sizeof(*cmd));
+	if (!cmd) {
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+		return false;
+	}
+	i = atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
 	cmd->type = CMD_ADOPT;
 	cmd->fd = fd;
 	cmd->svc = hlb_service_ref(svc);
@@ -1311,6 +1321,7 @@ void hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		memcpy(cmd->addr, addr, sizeof(cmd->addr));
 	}
 	worker_push(&p->workers[i], cmd);
+	return true;
 }
 
 /* Free <cmd>, which worker <w> will never read: close the sockets a CMD_ADD
@@ -1324,6 +1335,8 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 		hlb_listener_unref(cmd->l);
 	}
 	if (cmd->type == CMD_ADOPT) {
+		/* the slot hlb_proxy_adopt() took for it */
+		atomic_fetch_sub_explicit(&cmd->svc->active, 1, memory_order_relaxed);
 		sock_reset_on_close(cmd->fd); /* its client is reset, as one refused at accept */
 		close(cmd->fd);
 		hlb_service_unref(cmd->svc);

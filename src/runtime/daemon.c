@@ -1639,11 +1639,12 @@ static struct hlb_service *service_named(const struct hlb_daemon *d, const char 
 }
 
 /*
- * Note line <i> of the clients the old process hands over taken (bit i of d->taken_bits);
- * false without the memory: it is refused then. A line whose bit is not set is refused in the
- * answer (queued_end()): none counts taken without a note that says so.
+ * Room to note line <i> of the clients the old process hands over taken (bit i of
+ * d->taken_bits, set once it is); false without the memory: it is refused then. A line whose
+ * bit is not set is refused in the answer (queued_end()): none counts taken without a note
+ * that says so.
  */
-static bool taken_note(struct hlb_daemon *d, size_t i)
+static bool taken_room(struct hlb_daemon *d, size_t i)
 {
 	size_t words = d->taken_words;
 
@@ -1651,7 +1652,6 @@ static bool taken_note(struct hlb_daemon *d, size_t i)
 		     16) < 0)
 		return false;
 	memset(d->taken_bits + words, 0, (d->taken_words - words) * sizeof(*d->taken_bits));
-	d->taken_bits[i / 64] |= UINT64_C(1) << (i % 64);
 	return true;
 }
 
@@ -1685,20 +1685,21 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	}
 	snap = svc ? hlb_service_snapshot(svc) : NULL;
 	/* No memory to note it taken: refused, the old one keeps it. Past a cap, one would be
-	 * reset as if refused at its accept, where the old one keeps it waiting. */
+	 * reset as if refused at its accept, where the old one keeps it waiting: the service's
+	 * is checked by hlb_proxy_adopt(), which counts the client in it at once (counted there
+	 * and in d->adopted, a client taken counted twice, and one of another service against
+	 * this one's: fewer were taken than the cap let in). */
 	if (fd < 0 || !snap || d->stopping || d->parent_fds_lost ||
 	    (max && hlb_proxy_connections(d->proxy) + d->adopted >= max) ||
-	    (snap->max_connections &&
-	     atomic_load_explicit(&svc->active, memory_order_relaxed) + d->adopted >=
-		     snap->max_connections) ||
-	    !taken_note(d, d->queued_seen)) {
+	    !taken_room(d, d->queued_seen) ||
+	    !hlb_proxy_adopt(d->proxy, svc, fd, left, addrs ? addr : NULL)) {
 		d->queued_seen++;
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
+	d->taken_bits[d->queued_seen / 64] |= UINT64_C(1) << (d->queued_seen % 64);
 	d->queued_seen++;
-	hlb_proxy_adopt(d->proxy, svc, fd, left, addrs ? addr : NULL);
 	d->adopted++;
 }
 

@@ -3,7 +3,7 @@
 to the new process over the channel the old one keeps to it: served by one process at most,
 none lost without a word, the old process not stuck, however the new one speaks the channel
 (fake_new_hashlb.py plays a new process that stops reading, cuts its answer short, or exits
-mid-answer), and with thousands of them.
+mid-answer), with thousands of them, and the new one takes as many as its caps let in.
 Runs in a network namespace of its own, as test_upgrade.py does."""
 import os
 import subprocess
@@ -333,8 +333,45 @@ def queued_clients_of_a_new_process_exiting_mid_answer():
         cleanup(queued + [held], new_pid)
 
 
+def queued_clients_taken_up_to_each_service_cap():
+    """The new process takes as many queued clients as each service's max_connections lets
+    in: two services of 4 waiting each, capped at 4 there, all 8 taken and served. It counted
+    each client taken twice (once noted, once as a connection of its service) and those of
+    every service against each one's cap: it took 3 of the 8 in a run (refused the rest, left
+    waiting in the old process)."""
+    exe = tmppath("hashlb-caps")
+    install(HASHLB, exe)
+    p1, p2 = pick_port(), pick_port()
+    lb = Lb(head(workers=1) + service("s1", p1) + service("s2", p2), fname="caps.yaml",
+            binary=exe)
+    held1, q1 = queue_up(lb, ("127.0.0.1", p1), 4)
+    held2, q2 = queue_up(lb, ("127.0.0.1", p2), 4, first=4)
+    new_pid = None
+    try:
+        check(wait_until_queued(lb, 8), f"8 clients wait: {queued_count(lb)}")
+        with open(lb.path) as f:
+            text = f.read()
+        with open(lb.path, "w") as f:  # the new process: no backend cap, 4 a service
+            f.write(text.replace("        max_connections: 1\n", "")
+                    .replace("    health:\n", "    max_connections: 4\n    health:\n"))
+        new_pid = upgraded(lb)
+        check(lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
+                          r'count=8 left_there=0$', 30) and
+              lb.wait_log(r'msg="clients waiting in the queues handed over" count=8 kept=0$'),
+              "the new one takes all 8: "
+              f"{[l for l in lb.log if 'taken over' in l or 'handed over' in l]}")
+        got = outcomes(q1 + q2)
+        check_outcomes(got, ["served"] * 8, "each served through the new process")
+        held1.close()
+        held2.close()
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(q1 + q2 + [held1, held2], new_pid)
+
+
 try:
-    run_tests([queued_clients_of_a_new_process_exiting_mid_answer,
+    run_tests([queued_clients_taken_up_to_each_service_cap,
+               queued_clients_of_a_new_process_exiting_mid_answer,
                queued_clients_of_a_new_process_cutting_its_answer_short,
                queued_clients_lent_to_a_new_process_that_stops_reading,
                queued_clients_by_the_thousand_served_once])
