@@ -6,6 +6,8 @@ resync, asks for the clients waiting in the old one's queues, and then answers a
 (JSON, the file named by its first argument) says:
 
   answer: "all"   every client taken ("adopted N"), each sent b"fake\\n" and closed
+          "again" it asks twice in a row, refuses every client, then asks again and takes
+                  them all, as "all"
           "cut"   "refused 0" and "refused 1" whole, then "refu" and the channel closed, alive
                   until <go> exists; then the clients not refused are served as "all"'s
           "exit"  as "cut", but it exits as it closes the channel, having served none
@@ -69,22 +71,37 @@ while b"resynced\n" not in buf:
         sys.exit("the old hashlb closed the resync socket")
     buf += d
 buf = buf.split(b"resynced\n", 1)[1]
-resync.sendall(b"queue\n")
 
+
+def lent():
+    """(lines, descriptors, the count its end gave or None): what the old one lends."""
+    global buf
+    lines, fds, ended = [], [], None
+    while ended is None:
+        d = recv_fds(resync, fds)
+        buf += d
+        *whole, buf = buf.split(b"\n")
+        for line in whole:
+            if line.startswith(b"queued-end "):
+                ended = int(line.split()[1])
+            elif line.startswith(b"queued "):
+                lines.append(line)
+        if not d:
+            break
+    return lines, fds, ended
+
+
+if plan["answer"] == "again":
+    resync.sendall(b"queue\nqueue\n")  # the second, asked while it lends, is not a lending
+    lines, fds, ended = lent()
+    resync.sendall(b"".join(b"refused %d\n" % i for i in range(len(lines))) + b"adopted 0\n")
+    for fd in fds:
+        os.close(fd)
+    plan["answer"] = "all"
+resync.sendall(b"queue\n")
 if plan["answer"] == "stall":
     wait_go()
-lines, fds, ended = [], [], None
-while ended is None:
-    d = recv_fds(resync, fds)
-    buf += d
-    *whole, buf = buf.split(b"\n")
-    for line in whole:
-        if line.startswith(b"queued-end "):
-            ended = int(line.split()[1])
-        elif line.startswith(b"queued "):
-            lines.append(line)
-    if not d:
-        break
+lines, fds, ended = lent()
 socks = [socket.socket(fileno=fd) for fd in fds]
 peers = []
 for s in socks:

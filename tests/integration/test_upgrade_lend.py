@@ -2,8 +2,8 @@
 """Clients waiting in a queue (a backend at its max_connections) at an upgrade in place are lent
 to the new process over the channel the old one keeps to it: served by one process at most,
 none lost without a word, the old process not stuck, however the new one speaks the channel
-(fake_new_hashlb.py plays a new process that stops reading, cuts its answer short, or exits
-mid-answer), with thousands of them, and the new one takes as many as its caps let in.
+(fake_new_hashlb.py plays a new process that stops reading, cuts its answer short, exits
+mid-answer, or asks again), with thousands of them, and the new one takes as many as its caps let in.
 Runs in a network namespace of its own, as test_upgrade.py does."""
 import os
 import subprocess
@@ -369,9 +369,33 @@ def queued_clients_taken_up_to_each_service_cap():
         cleanup(q1 + q2 + [held1, held2], new_pid)
 
 
+def queued_clients_lent_twice_served_once():
+    """A new process that asks twice in a row (the second request, made while the first is
+    lent, is no lending of its own), refuses every client, then asks again and takes them
+    all: each lending ends only its own clients, and each client is served once, by the new
+    process; the old one takes them back after the first and gives them up after the second."""
+    n = 40
+    lb, fake, held, queued, new_pid = fake_run("again", "again", n)
+    try:
+        check(lb.wait_log(rf'msg="clients waiting in the queues handed over" count=0 kept={n}$',
+                          30) and
+              lb.wait_log(rf'msg="clients waiting in the queues handed over" count={n} kept=0$',
+                          30), "the old one takes them back, then hands them over")
+        res = fake.result()
+        check(res["lines"] == n and len(res["served"]) == n,
+              f"the new one got and served {n} the second time: {res['lines']} {res['served']}")
+        got = outcomes(queued)
+        check_outcomes(got, ["fake"] * n, "each served by the new process alone")
+        held.close()
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid, fake)
+
+
 try:
     run_tests([queued_clients_taken_up_to_each_service_cap,
                queued_clients_of_a_new_process_exiting_mid_answer,
+               queued_clients_lent_twice_served_once,
                queued_clients_of_a_new_process_cutting_its_answer_short,
                queued_clients_lent_to_a_new_process_that_stops_reading,
                queued_clients_by_the_thousand_served_once])
