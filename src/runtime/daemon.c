@@ -196,6 +196,9 @@ struct hlb_daemon {
 	struct hlb_lent *lent;
 	size_t n_lent;
 	bool lent_watched, lent_sent;
+	/* the channel broke before the answer: lent_timer waits LENT_EXIT_MS for its exit, and
+	 * <lent_pidfd> is watched for it (lent_broken()) */
+	bool lent_broken, lent_pid_watched;
 	struct hlb_daemon_timer *lent_timer;
 	int lent_pidfd;
 };
@@ -1883,6 +1886,10 @@ static void succ_closed(struct hlb_daemon *d, void *arg, uint64_t own, int64_t o
  * socket is the new one's) and serves none; only an answer, or its exit, gives them back.
  */
 #define LENT_WAIT_MS 5000
+/* How long the new process may take to exit once the channel to it broke (its end closes as
+ * its files are, before its pidfd says it has exited): past it, it lives on, and may serve the
+ * clients lent to it. */
+#define LENT_EXIT_MS 1000
 
 /* Whether the new process the clients were lent to has exited, waiting up to <wait_ms> for it
  * (its end of the channel closes as it exits, before its pidfd says so). Not known (no pidfd):
@@ -1912,6 +1919,11 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 		hlb_daemon_unwatch(d, hlb_proxy_lent_fd(d->proxy));
 		d->lent_watched = false;
 	}
+	if (d->lent_pid_watched) {
+		hlb_daemon_unwatch(d, d->lent_pidfd);
+		d->lent_pid_watched = false;
+	}
+	d->lent_broken = false;
 	if (d->lent_pidfd >= 0)
 		close(d->lent_pidfd);
 	d->lent_pidfd = -1;
@@ -1936,7 +1948,8 @@ static void lent_done(struct hlb_daemon *d, bool all_back)
 	d->lent_sent = false;
 }
 
-/* No answer in LENT_WAIT_MS: they come back if the new process has exited, else they are its. */
+/* No answer in LENT_WAIT_MS, or the channel broke LENT_EXIT_MS ago (lent_broken()): they come
+ * back if the new process has exited, else they are its. */
 static void lent_timeout(struct hlb_daemon *d, void *arg)
 {
 	bool exited;
@@ -1945,10 +1958,40 @@ static void lent_timeout(struct hlb_daemon *d, void *arg)
 	if (!d->lent_sent)
 		return;
 	exited = lent_peer_exited(d, 0);
-	hlb_log(HLB_LOG_WARN, "the new hashlb did not answer for the clients lent to it",
-		"after_ms=%u count=%zu new_exited=%s", LENT_WAIT_MS, d->n_lent,
-		exited ? "true" : "false");
+	if (!d->lent_broken)
+		hlb_log(HLB_LOG_WARN, "the new hashlb did not answer for the clients lent to it",
+			"after_ms=%u count=%zu new_exited=%s", LENT_WAIT_MS, d->n_lent,
+			exited ? "true" : "false");
 	lent_done(d, exited);
+}
+
+/* The new process has exited (its pidfd, watched by lent_broken()): every client lent to it
+ * comes back (but for those whose stream it used: see lent_done()). */
+static void lent_peer_gone(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	(void)arg;
+	lent_done(d, true);
+}
+
+/*
+ * The channel to the new process broke before it answered for the clients lent to it: they
+ * come back once it has exited, if it does within LENT_EXIT_MS; alive then, they are its.
+ * Waited for on the loop (its pidfd watched, lent_timer for the bound): this process goes on
+ * meanwhile with its drain, its health checks and its signals. It waited in a poll(), every
+ * other thing of its control thread stopped for the whole bound when the new one lived on.
+ * Without a timer or the watch, it still does.
+ */
+static void lent_broken(struct hlb_daemon *d)
+{
+	if (lent_peer_exited(d, 0) || d->lent_pidfd < 0 || !d->lent_timer ||
+	    hlb_daemon_watch(d, d->lent_pidfd, EPOLLIN, lent_peer_gone, NULL) < 0) {
+		lent_done(d, lent_peer_exited(d, LENT_EXIT_MS));
+		return;
+	}
+	d->lent_pid_watched = d->lent_broken = true;
+	hlb_daemon_timer_set(d->lent_timer, LENT_EXIT_MS, 0);
 }
 
 /* Every worker lent what waits in its queue: send them to the new process (HLB_FDPASS_QUEUE). */
@@ -2127,7 +2170,7 @@ static void succ_readable(struct hlb_daemon *d, int fd, uint32_t events, void *a
 		 * sent yet (workers still lending): lent_ready() sees succ_fd < 0 and gives
 		 * them back; ending here would leave them lent, served by nobody. */
 		if (d->lent_sent)
-			lent_done(d, lent_peer_exited(d, 1000));
+			lent_broken(d);
 	}
 }
 
