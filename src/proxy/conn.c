@@ -2574,8 +2574,19 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	struct hlb_backend *failed = c->be;
 	struct hlb_backend_wstats *bs = &failed->wstats[w->id];
 	const struct hlb_snapshot *snap;
+	uint32_t took = worker_clock_us() - c->connect_us;
 	int err;
 
+	/* A connect that took long may have outlived its client, unwatched (the
+	 * idle scan watches one only once it is CONNECT_WATCH_US old, and may
+	 * not have come since): a client that reset meanwhile is found now,
+	 * before the backend is sent a header or counted as serving it, and its
+	 * connection reset. A quick one is not checked (no syscall per
+	 * connection): a reset within it is read by the client's first recv. */
+	if (res == 0 && took >= CONNECT_WATCH_US && (err = client_gone(c->fd[0]))) {
+		conn_reset(w, c, 0, err); /* may free c */
+		return;
+	}
 	if (res == 0 && c->proxy) {
 		int r = conn_send_proxy_header(c);
 
@@ -2588,7 +2599,7 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	}
 	if (res == 0) {
 		client_unwatch(w, c);
-		c->connect_us = worker_clock_us() - c->connect_us;
+		c->connect_us = took;
 		c->state = CONN_OPEN;
 		c->established = true;
 		c->err = 0;

@@ -16,8 +16,8 @@ import time
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, frozen,
-                    lookup, read_line, read_to_eof, run_tests, serve_each, spawn, stop, syn_sent,
-                    tmpfile, wait_until)
+                    lookup, outcome, read_line, read_to_eof, run_tests, serve_each, spawn, stop,
+                    syn_sent, tmpfile, wait_until)
 
 PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 NO_HEALTH = "enabled: false"
@@ -719,8 +719,51 @@ def resets_after_a_fin_say_econnreset():
     stop_backend()
 
 
+def reset_during_slow_connect():
+    """A client that resets while hashlb's connect to its backend is slow (the backend's accept
+    queue full: its SYN dropped, sent again 1 s later) is found gone when the connect completes:
+    the backend's connection is reset before a byte, the client is logged end=client_reset, and
+    neither hashlb_backend_connections_total nor hashlb_service_connections_total counts it as
+    served. Before, its connection went on to forward and was counted established, its reset
+    read only by the first recv (or by the idle scan's watch, had one come first)."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)  # room for one connection not yet accepted: the blocker's
+    port = ls.getsockname()[1]
+    lb = Lb(config([("slow", f"127.0.0.1:{port}")], workers=1, health=NO_HEALTH,
+                   extra="log_connections: true\ntimeouts:\n  connect: 10s"))
+    blocker = socket.create_connection(ls.getsockname())
+    s = connect(lb.addr, client_ip(9))
+    me = "%s:%d" % s.getsockname()[:2]
+    check(wait_until(lambda: syn_sent(port) > 0, step=0.01), "hashlb's connect waits, its SYN dropped")
+    # hashlb stopped while the client resets and its connect completes (the SYN sent again
+    # into the room the blocker's accept leaves): it sees both at once, as it would a reset
+    # that came between two idle scans, before the scan that would watch the client.
+    with frozen(lb.proc):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        c, _ = ls.accept()  # the blocker's
+        c.close()
+        check(wait_until(lambda: syn_sent(port) == 0, timeout=10, step=0.02),
+              "hashlb's connect completed (its SYN sent again)")
+    ls.settimeout(10)
+    b, _ = ls.accept()  # hashlb's
+    got = outcome(b)
+    check(got == (0, "RST"), f"the backend's connection reset, nothing sent on it ({got})")
+    lines = [l for l in wait_lines(lb, 1) if l.get("client") == me]
+    check(len(lines) == 1 and lines[0].get("end") == "client_reset",
+          f"the client logged end=client_reset ({lines})")
+    for name in ("hashlb_backend_connections_total", "hashlb_service_connections_total"):
+        n = metric_sum(lb, name)
+        check(n == 0, f"{name} counts no connection served ({n})")
+    b.close()
+    blocker.close()
+    ls.close()
+    finish(lb)
+
+
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
-           resets_after_a_fin_say_econnreset])
+           resets_after_a_fin_say_econnreset, reset_during_slow_connect])
