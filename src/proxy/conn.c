@@ -650,6 +650,33 @@ static void queue_svc_note(struct worker *w, struct hlb_service *svc, bool fresh
 	w->queue_svcs[w->n_queue_svcs++] = hlb_service_ref(svc);
 }
 
+/*
+ * Out of w->queue_svcs, the services none of whose clients waits here any more
+ * (wstats.queue_n 0: queue_svc_idle() left them fresh, their parts out of
+ * w->queue_fp): a look reads none of their backends (queue_fingerprint()),
+ * queue_fp_cheaper() counts none, and their references go. One whose client
+ * joins again is noted again (queue_svc_note()), fresh, as a service new to
+ * the queue. Not within a walk of the whole queue, which keeps the old ones
+ * first (conn_queue_run()).
+ */
+static void queue_svcs_drop_idle(struct worker *w)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < w->n_queue_svcs; i++) {
+		struct hlb_service *svc = w->queue_svcs[i];
+
+		if (svc->wstats[w->id].queue_n) {
+			w->queue_svcs[n++] = svc;
+			continue;
+		}
+		queue_svc_idle(w, svc); /* its part out of w->queue_fp, if not yet */
+		svc->wstats[w->id].queue_mark = 0; /* never a worker's mark */
+		hlb_service_unref(svc);
+	}
+	w->n_queue_svcs = n;
+}
+
 /* The queue is empty: its services' references given back, their marks no longer count. */
 void conn_queue_svcs_free(struct worker *w)
 {
@@ -3185,12 +3212,16 @@ static void queue_unwant_all(struct worker *w)
 void conn_queue_run(struct worker *w)
 {
 	struct conn **pp = &w->queue_head, *c;
-	uint32_t n_old = w->n_queue_svcs;
-	bool gated = queue_fp_cheaper(w), kicked = w->queue_kick, whole;
+	uint32_t n_old;
+	bool gated, kicked = w->queue_kick, whole;
 	struct queue_rooms rooms = { 0 };
 	bool changed = false, fresh = false, past_fresh = false, skipped = false;
-	uint64_t fp = gated ? queue_fingerprint(w, &rooms, &changed, &fresh) : 0;
+	uint64_t fp;
 
+	queue_svcs_drop_idle(w);
+	n_old = w->n_queue_svcs;
+	gated = queue_fp_cheaper(w);
+	fp = gated ? queue_fingerprint(w, &rooms, &changed, &fresh) : 0;
 	hlb_stat_add(&w->queue_looks, 1);
 	if (kicked)
 		hlb_stat_add(&w->queue_looks_woken, 1);

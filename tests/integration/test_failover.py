@@ -1385,6 +1385,65 @@ def queued_client_of_many_backends_costs_what_the_walk_does():
     be.stop()
 
 
+def queued_clients_read_nothing_of_a_service_that_left():
+    """8 clients of "small" (its one backend at its max_connections) wait in one worker's
+    queue; a client of "big" (200 backends, its own at its max_connections) joins, then leaves
+    (a reset). The looks at the queue that follow (each tick's) read small's one backend, not
+    big's 200 too (hashlb_worker_queue_fingerprint_reads_total, the clients tried added): big has
+    no client waiting, so it is out of the worker's services of the queue. A client of big that
+    joins again is still served once its backend has room. Before, big stayed there, its 200
+    backends read at each look, until a walk of the whole queue dropped it (none while nothing
+    changed)."""
+    from ctltest import Lb
+    from ctltest import config as ctl_config
+
+    be = Backend("x")
+    opts = "connect_retries: 0\ntimeouts:\n  queue: 120s"
+    cfg = ctl_config([("s", be.addr, "max_connections: 1")], name="small",
+                     health="enabled: false", extra=opts, workers=1)
+    big = ctl_config([(f"b{i}", be.addr, "max_connections: 1") for i in range(200)], name="big",
+                     health="enabled: false", extra=opts)
+    lb = Lb(cfg + big[big.index("  - name: big"):])
+    addrs = {logfmt_fields(l)["service"]: logfmt_fields(l)["addr"].rsplit(":", 1)
+             for l in lb.log if "msg=listening" in l}
+    small_addr, big_addr = ((a[0], int(a[1])) for a in (addrs["small"], addrs["big"]))
+    queued = lambda: sum(s["connections"]["queued"] for s in lb.status()["services"])  # noqa: E731
+
+    def counts():
+        w = lb.status()["workers"][0]
+        return w["queue_looks"], w["queue_fingerprint_reads"] + w["queue_tries"]
+
+    small_holder = connect(small_addr, client_ip(1))
+    check(read_line(small_holder) == "x", "small's slot taken")
+    waiting = clients_at_once(small_addr, 8)
+    check(lb.wait(lambda: queued() == 8), "8 clients of small wait")
+    big_holder = connect(big_addr, client_ip(2))  # src-ip: the next one's backend too
+    check(read_line(big_holder) == "x", "the big client's backend taken")
+    gone = connect(big_addr, client_ip(2))
+    check(lb.wait(lambda: queued() == 9), "a client of big waits too")
+    gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    gone.close()
+    check(lb.wait(lambda: queued() == 8), "big's client left")
+    time.sleep(1.5)  # past a walk due after the comings and goings
+    looks, reads = counts()
+    time.sleep(3)  # a window for the ticks' looks, not a measure
+    looks2, reads2 = counts()
+    looks, reads = looks2 - looks, reads2 - reads
+    print(f"    8 clients of small waiting 3 s after big's left: {looks} looks at the queue, "
+          f"{reads} backends read and clients tried")
+    # each look reads small's backend; a walk of the whole queue (none expected) tries 8
+    check(looks > 0 and reads <= looks + 8,
+          f"big's 200 backends not read: {reads} read and tried in {looks} looks")
+    again = connect(big_addr, client_ip(2), timeout=30)  # a hang guard
+    check(lb.wait(lambda: queued() == 9), "a client of big waits again")
+    big_holder.close()
+    check(read_line(again) == "x", "and is served once its backend's slot frees")
+    for s in [small_holder, again] + waiting:
+        s.close()
+    check(lb.stop() == 0, "exit 0")
+    be.stop()
+
+
 def queued_clients_of_a_removed_service():
     """Clients waiting in the queue of a service that a reload removes (here renamed) are
     closed at once as no_backend, so that they reconnect to the new service: the removed
@@ -1938,6 +1997,7 @@ run_tests([split_matches_lookup, keys_match_lookup, ipv6_listener, ipv4_clients_
            queued_clients_handed_on_across_workers, queued_clients_handed_on_at_their_own_cost,
            queued_client_times_out_at_its_own_cost,
            queued_client_of_many_backends_costs_what_the_walk_does,
+           queued_clients_read_nothing_of_a_service_that_left,
            queued_clients_of_a_removed_service, queued_clients_served_at_a_change,
            queued_client_admitted_as_a_ramp_grows,
            queued_client_kicked_as_it_joins,
