@@ -236,26 +236,6 @@ static void json_prefixes(struct hlb_buf *o, const char *key, const struct hashl
 	hlb_buf_puts(o, "]");
 }
 
-/*
- * Every backend's share of <t>, in one pass over it (a hashlb_table_share()
- * per backend is a pass each: seconds for a listing of 1,000 backends of a
- * large ring or Maglev table, on the control thread); NULL when out of memory.
- */
-static double *table_shares(const struct hashlb_table *t)
-{
-	double *v = calloc(hashlb_table_backend_count(t) + 1, sizeof(*v));
-
-	if (v)
-		hashlb_table_shares(t, v);
-	return v;
-}
-
-/* Backend <idx>'s share from table_shares() of <t>: 0 when there is none. */
-static double share_of(const double *v, const struct hashlb_table *t, uint32_t idx)
-{
-	return v && idx < hashlb_table_backend_count(t) ? v[idx] : 0.0;
-}
-
 /* ,"closed":{...},"ends":{...} of a backend's counters <c>. */
 static void json_closed_ends(struct hlb_buf *o, const struct hlb_backend_counters *c)
 {
@@ -457,7 +437,6 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
-		double *shares;
 
 		hlb_service_counters_read(s->rt, &sc);
 		hlb_buf_puts(o, i ? ",{\"name\":" : "{\"name\":");
@@ -507,15 +486,14 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 			sc.rejected, sc.no_backend, sc.bad_header, sc.untrusted, sc.denied,
 			sc.client_limited, sc.queued, sc.queued_total, sc.queue_timeouts,
 			sc.queue_aborts, sc.rate_pauses);
-		shares = table_shares(snap->table);
+		/* shares kept per table: a /status of thousands of services walks no table
+		 * that did not change since the last one (hlb_pool_service_share()) */
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			if (j)
 				hlb_buf_puts(o, ",");
 			status_json_backend(o, s->backends[j], snap, j,
-					    j < snap->n_backends ? share_of(shares, snap->table, j)
-								 : 0.0);
+					    hlb_pool_service_share(s, j));
 		}
-		free(shares);
 		hlb_buf_puts(o, "],\"draining\":[");
 		for (uint32_t j = 0; j < s->n_removed; j++) {
 			if (j)
@@ -613,7 +591,6 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		struct hlb_pool_service *s = hlb_pool_service_at(ctl->pool, i);
 		const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 		struct hlb_service_counters sc;
-		double *shares = NULL;
 		char pbuf[64];
 
 		hlb_service_counters_read(s->rt, &sc);
@@ -642,7 +619,6 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 		hlb_buf_printf(o, "  %-16s %-22s %6s %-8s %-9s %8s %8s %6s %6s %6s %8s\n",
 			       "BACKEND", "ADDRESS", "WEIGHT", "STATE", "HEALTH", "SHARE", "ACTIVE",
 			       "TOTAL", "FAILS", "CHECK", "CONNECT");
-		shares = table_shares(snap->table);
 		for (uint32_t j = 0; j < s->n_backends + s->n_removed; j++) {
 			bool removed = j >= s->n_backends;
 			struct hlb_pool_backend *b =
@@ -680,11 +656,10 @@ static void status_text(struct hlb_control *ctl, struct hlb_buf *o)
 				16 + hashlb_text_extra_bytes(b->rt->name), b->rt->name,
 				b->rt->address, b->rt->weight, backend_state_name(b, removed),
 				removed ? "removed" : health_name(b),
-				removed ? 0.0 : 100.0 * share_of(shares, snap->table, j), c.active,
+				removed ? 0.0 : 100.0 * hlb_pool_service_share(s, j), c.active,
 				c.total, c.connect_fail + c.connect_timeout, check, connect, ramp,
 				b->rt->backup ? " backup" : "", resolved, skipped);
 		}
-		free(shares);
 		drained_text(o, s);
 	}
 	free(steer);
@@ -809,7 +784,6 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
 	const struct hashlb_table *t = snap->table;
 	const struct hashlb_table_params *p = hashlb_table_params(t);
-	double *shares = table_shares(t);
 	struct hashlb_table_view v;
 	char pbuf[64], params[HASHLB_TABLE_PARAMS_STRLEN], points[32] = "";
 
@@ -833,8 +807,8 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 				o, "  %-*s %6u %-8s %7.3f%%\n",
 				16 + hashlb_text_extra_bytes(hashlb_table_backend_name(t, i)),
 				hashlb_table_backend_name(t, i), hashlb_table_backend_weight(t, i),
-				table_out_name(s, t, i) ?: "", 100.0 * share_of(shares, t, i));
-		free(shares);
+				table_out_name(s, t, i) ?: "",
+				100.0 * hlb_pool_service_share(s, i));
 		return;
 	}
 	hlb_buf_puts(o, "{\"service\":");
@@ -861,10 +835,9 @@ static void table_render(struct hlb_pool_service *s, bool text, struct hlb_buf *
 			       hashlb_table_backend_weight(t, i),
 			       hlb_pool_takes_clients(snap, i) ? "true" : "false");
 		hlb_buf_json_str(o, table_out_name(s, t, i));
-		hlb_buf_printf(o, ",\"share\":%.6f}", share_of(shares, t, i));
+		hlb_buf_printf(o, ",\"share\":%.6f}", hlb_pool_service_share(s, i));
 	}
 	hlb_buf_puts(o, "]}\n");
-	free(shares);
 }
 
 /* ---- lookup ---- */

@@ -143,6 +143,29 @@ uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s)
 	return n;
 }
 
+double hlb_pool_service_share(struct hlb_pool_service *s, uint32_t idx)
+{
+	const struct hlb_snapshot *snap = hlb_pool_snapshot(s);
+	uint32_t n = hashlb_table_backend_count(snap->table);
+
+	if (idx >= n)
+		return 0.0;
+	if (!s->shares || s->shares_gen != snap->generation) {
+		double *v = n > s->n_shares || !s->shares ? malloc(n * sizeof(*v)) : s->shares;
+
+		if (!v) /* out of memory: the slow way, a pass for this one */
+			return hashlb_table_share(snap->table, idx);
+		if (v != s->shares) {
+			free(s->shares);
+			s->shares = v;
+		}
+		hashlb_table_shares(snap->table, v);
+		s->n_shares = n;
+		s->shares_gen = snap->generation;
+	}
+	return s->shares[idx];
+}
+
 /* What clients of <s> waiting in the workers' queues are retried on changed
  * (hlb_pool_env.queue_kick). */
 static void pool_queue_kick(struct hlb_pool_service *s)
@@ -2118,6 +2141,7 @@ static void service_free(struct hlb_pool_service *s)
 	free(s->removed);
 	free(s->drained);
 	free(s->gone_held);
+	free(s->shares);
 	hlb_snapshot_free(s->unpublished); /* never read: no RCU */
 	free(s->orphans_was);
 	/* retired, or taken back by a reload that failed: it reads no config of ours */

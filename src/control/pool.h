@@ -153,6 +153,11 @@ struct hlb_pool_service {
 	uint64_t rebuilds, rebuilds_failed;
 	uint64_t rebuild_ns_last, rebuild_ns_total, rebuild_ns_max;
 	struct hashlb_error last_error; /* of the last failed build */
+	/* Each backend's share of the published table of generation <shares_gen>
+	 * (hlb_pool_service_share()), <n_shares> of them; NULL until asked for. */
+	double *shares;
+	uint32_t n_shares;
+	uint64_t shares_gen;
 };
 
 /* Called on the control thread after each publish, e.g. kernel steering. */
@@ -349,6 +354,13 @@ bool hlb_pool_backend_checked(const struct hlb_pool_backend *b);
 bool hlb_pool_takes_clients(const struct hlb_snapshot *snap, uint32_t idx);
 /* How many backends of <s>'s published snapshot take new clients. */
 uint32_t hlb_pool_takes_clients_count(const struct hlb_pool_service *s);
+/*
+ * Backend <idx>'s share of <s>'s published table (hashlb_table_share()): 0 past its
+ * backends. Every backend's is computed at the first call for a table, in one pass over it,
+ * and kept until another is published: a scrape of thousands of services at 65,537 slots
+ * walks no table that has not changed since the one before.
+ */
+double hlb_pool_service_share(struct hlb_pool_service *s, uint32_t idx);
 /* <b>, removed by a reload, drains until this (hlb_now_ms()): its runtime's drain_until_ms,
  * which the workers read too; 0 if not removed; UINT64_MAX until its last connection ends,
  * for a timeouts.drain of never (hashlb_drain_end()). */
