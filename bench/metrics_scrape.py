@@ -9,7 +9,8 @@ With --name FAMILY (any number of times), the scrapes ask for those families alo
 (/metrics?name[]=FAMILY...), as a dashboard's scrape of a few families does.
 
   flock /work/notes/bench.lock python3 bench/metrics_scrape.py --hashlb build/src/cli/hashlb \\
-      [--baseline /work/main/build/src/cli/hashlb] [--name hashlb_backend_up]
+      [--baseline /work/main/build/src/cli/hashlb] [--name hashlb_backend_up] \\
+      [--services 4000 --table-size 65537]
 """
 import argparse
 import os
@@ -23,11 +24,11 @@ import time
 from benchenv import count  # noqa: E402
 
 
-def config(admin, services, backends, workers):
+def config(admin, services, backends, workers, table_size):
     y = [f"workers: {workers}", f"admin: unix:{admin}", "services:"]
     for i in range(services):
         y += [f"  - name: s{i}", f"    listen: 127.46.{i // 250}.{i % 250 + 1}:7002",
-              "    table_size: 257", "    health: {enabled: false}", "    backends:"]
+              f"    table_size: {table_size}", "    health: {enabled: false}", "    backends:"]
         for j in range(backends):
             port = 10000 + (i * backends + j) % 9000
             y.append(f'      - {{name: b{j}, address: "127.0.0.1:{port}"}}')
@@ -70,7 +71,7 @@ def measure(hashlb, a):
     admin = os.path.join(d, "admin.sock")
     cfg = os.path.join(d, "c.yaml")
     with open(cfg, "w") as f:
-        f.write(config(admin, a.services, a.backends, a.workers))
+        f.write(config(admin, a.services, a.backends, a.workers, a.table_size))
     p = subprocess.Popen([hashlb, "run", "-c", cfg], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
@@ -114,11 +115,13 @@ def main():
     ap.add_argument("--backends", type=count, default=3)
     ap.add_argument("--workers", type=count, default=2)
     ap.add_argument("--scrapes", type=count, default=50)
+    ap.add_argument("--table-size", type=count, default=257,
+                    help="each service's Maglev table_size (65537: the default)")
     ap.add_argument("--name", action="append", default=[],
                     help="a family the scrapes ask for (name[]=), any number of times")
     a = ap.parse_args()
-    print(f"{a.services} services x {a.backends} backends, {a.workers} workers, "
-          f"{a.scrapes} scrapes" + (f" of {', '.join(a.name)}" if a.name else ""), flush=True)
+    print(f"{a.services} services x {a.backends} backends, {a.table_size} slots, "
+          f"{a.workers} workers, {a.scrapes} scrapes" + (f" of {', '.join(a.name)}" if a.name else ""), flush=True)
     r = measure(a.hashlb, a)
     show("hashlb", r)
     if a.baseline:

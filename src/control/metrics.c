@@ -33,6 +33,7 @@ enum bfield {
 	B_FULL,
 	B_MAX_CONNS,
 	B_UP,
+	B_SHARE,
 	B_HEALTHY,
 	B_WEIGHT,
 	B_SLOW_START,
@@ -76,6 +77,10 @@ static const struct family_desc bfamilies[B_MAX] = {
 	[B_UP] = { "hashlb_backend_up", "gauge",
 		   "1 if the backend takes new clients, as the published table says: 0 for a "
 		   "standby backup, weight 0, down, drain or maint, and one a reload removed." },
+	[B_SHARE] = { "hashlb_backend_table_share", "gauge",
+		      "Fraction of the service's published table (its slots, or its ring's hash "
+		      "space) the backend owns: 0 out of it, as hashlb_backend_up 0; the "
+		      "backends' add up to 1 while one takes clients." },
 	[B_HEALTHY] = { "hashlb_backend_healthy", "gauge",
 			"1 if the health checks say up (flap damping included)." },
 	[B_WEIGHT] = { "hashlb_backend_weight", "gauge", "The backend's weight." },
@@ -164,6 +169,7 @@ struct series {
 	 * another meanwhile), ',draining="ADDR"': <lab_drain> bytes in all */
 	size_t lab, lab_len, lab_drain;
 	struct hlb_backend_counters c;
+	double share; /* of the published table (hlb_pool_service_share()) */
 };
 
 /* One service of the service families, the same way. */
@@ -232,6 +238,7 @@ static int scrape_read(struct hlb_control *ctl, struct scrape *sc)
 			}
 			x->lab_drain = sc->labels.len - x->lab;
 			hlb_backend_counters_read(x->b->rt, &x->c);
+			x->share = j < s->n_backends ? hlb_pool_service_share(s, j) : 0.0;
 		}
 	}
 	if (sc->labels.oom)
@@ -288,10 +295,14 @@ static void value_u64(struct hlb_buf *o, uint64_t v)
 	hlb_buf_put(o, "\n", 1);
 }
 
-/* Field <f> of backend <j> of <s> (past its backends: one a reload removed). */
-static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct hlb_pool_backend *b,
-		     const struct hlb_backend_counters *c, enum bfield f)
+/* Field <f> of series <x>: backend <j> of <s> (past its backends: one a reload removed). */
+static double bvalue(const struct series *x, enum bfield f)
 {
+	const struct hlb_pool_service *s = x->s;
+	const struct hlb_pool_backend *b = x->b;
+	const struct hlb_backend_counters *c = &x->c;
+	uint32_t j = x->j;
+
 	switch (f) {
 	case B_ACTIVE:
 		return (double)c->active;
@@ -317,6 +328,8 @@ static double bvalue(const struct hlb_pool_service *s, uint32_t j, const struct 
 		return atomic_load(&b->rt->max_conns);
 	case B_UP: /* the table's word: a standby backup, weight 0 or one removed take none */
 		return j < s->n_backends && hlb_pool_takes_clients(hlb_pool_snapshot(s), j);
+	case B_SHARE:
+		return x->share;
 	case B_HEALTHY:
 		return b->health.up;
 	case B_WEIGHT:
@@ -403,7 +416,7 @@ static void backend_families(struct scrape *sc, const struct wanted *w, struct h
 				continue;
 			series_open(o, bfamilies[f].name, name_len, sc, x, true);
 			hlb_buf_put(o, "}", 1);
-			value_num(o, bvalue(x->s, x->j, x->b, &x->c, f));
+			value_num(o, bvalue(x, f));
 		}
 	}
 	connect_histogram(sc, w, o);

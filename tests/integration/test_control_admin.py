@@ -829,6 +829,78 @@ def weight_change_rebuilds():
     check(lb.stop() == 0, "exit 0")
 
 
+def table_share_metric_follows_the_table():
+    """hashlb_backend_table_share is each backend's share of its service's published table,
+    /status's share, on Maglev and on the ring: the backends' add up to 1 while one takes
+    clients; a backend drained, in maint or down by its checks owns 0 and the others rise, and
+    ready again it gets exactly its share back (the overlay: docs/control.md, "Backend
+    states"); a weight moves it; a backup owns 0 on standby and all of the table once no
+    other takes clients; none taking any, every one is 0. Before, /metrics had no share: what
+    of a service's key space each backend owns now could not be graphed."""
+    d, e = Backend("d"), Backend("e")
+    try:
+        for scheme in ("maglev", "ring"):
+            lb = Lb(config([*BACKENDS, ("d", d.addr), ("e", e.addr, "backup: true")],
+                           scheme=scheme))
+
+            def shares():
+                """{backend: share}, from /metrics, each also checked against /status"""
+                got = {ls.split('backend="')[1].split('"')[0]: v for (n, ls), v in
+                       parse_prometheus(lb.http("GET", "/metrics")[1]).items()
+                       if n == "hashlb_backend_table_share"}
+                status = {b["name"]: b["share"] for b in lb.service()["backends"]}
+                check(set(got) == set("abcde") and
+                      all(abs(got[b] - status[b]) <= 5e-7 for b in got),
+                      f"{scheme}: the metric is /status's share: {got} {status}")
+                return got
+
+            def set_(*args):
+                rc, so, se = lb.ctl("set", *args)
+                check(rc == 0, f"{scheme}: ctl set {' '.join(args)}: {se}")
+
+            check(lb.wait(lambda: sum(b["in_table"] for b in lb.service()["backends"]) == 4)
+                  is not None, f"{scheme}: a, b, c and d up")
+            first = shares()
+            check(abs(sum(first.values()) - 1) < 1e-9 and first["e"] == 0 and
+                  all(0.1 < first[b] < 0.4 for b in "abcd"),
+                  f"{scheme}: 4 equal backends own about a quarter each, the backup 0: {first}")
+            set_("b", "drain")
+            now = shares()
+            check(now["b"] == 0 and all(now[b] > first[b] for b in "acd") and
+                  abs(sum(now.values()) - 1) < 1e-9,
+                  f"{scheme}: b drained owns 0, a, c and d rise: {first} -> {now}")
+            set_("b", "ready")
+            check(shares() == first, f"{scheme}: b ready again: the shares as before")
+            d.kill()  # down by its checks
+            check(lb.wait(lambda: not lb.backend("d")["in_table"]) is not None,
+                  f"{scheme}: d stopped goes down")
+            now = shares()
+            check(now["d"] == 0 and all(now[b] > first[b] for b in "abc") and
+                  abs(sum(now.values()) - 1) < 1e-9,
+                  f"{scheme}: d down owns 0, a, b and c rise: {first} -> {now}")
+            d = Backend("d", port=d.port)
+            check(lb.wait(lambda: lb.backend("d")["in_table"]) is not None,
+                  f"{scheme}: d back up")
+            check(shares() == first, f"{scheme}: d up again: the shares as before")
+            set_("a", "weight", "3")
+            now = shares()
+            check(all(now["a"] > 2 * now[b] for b in "bcd") and
+                  abs(sum(now.values()) - 1) < 1e-9,
+                  f"{scheme}: a of weight 3 of 6 owns about half: {now}")
+            for b in "abcd":
+                set_(b, "maint")
+            now = shares()
+            check(now == dict.fromkeys("abcd", 0.0) | {"e": 1.0},
+                  f"{scheme}: none but the backup takes clients: it owns the table: {now}")
+            set_("e", "maint")
+            check(shares() == dict.fromkeys("abcde", 0.0),
+                  f"{scheme}: none takes clients: every share 0")
+            check(lb.stop() == 0, "exit 0")
+    finally:
+        d.stop()
+        e.stop()
+
+
 def table_is_told_alike_by_each_command():
     """ctl table, hashlb table and hashlb check name a table's parameter as the config does
     (table_size, vnodes), in text and JSON. Before, ctl table said "points 120" or
@@ -3638,7 +3710,7 @@ run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_o
            removed_service_undone_keeps_what_was_set_at_run_time,
            backend_removed_then_its_service_undone_keeps_what_was_set,
            added_back_service_serves_its_queue_as_old_connections_end,
-           weight_change_rebuilds, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           weight_change_rebuilds, table_share_metric_follows_the_table, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
