@@ -354,6 +354,16 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s);
 /* Number of conntrack entries (ways in use): a scan of the whole table, about
  * 1 MiB at the default size (docs/steering.md has its cost). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
+/*
+ * The conntrack entries of <s>'s table's VIPs in force (closed or not: those
+ * of hashlb_steer_flows_open(), closing or not) into *<ret_table>, a
+ * service's own under hashlb run, and every entry in use
+ * (hashlb_steer_flows_count(), every service's on the interface) into
+ * *<ret_all>: one scan of the whole table, and a read of the VIP map. Of a
+ * program of one table (one service's), both are every entry in use, the
+ * scan alone. 0 or -errno.
+ */
+int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all);
 /* What hashlb_steer_flows_open() found. */
 struct hashlb_steer_flows {
 	uint32_t open; /* entries not marked closing */

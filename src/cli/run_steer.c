@@ -1795,18 +1795,20 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	struct run_steer *rs = arg;
 	struct hlb_steer_sample v = { 0 };
 	struct run_steer_svc *e;
-	uint32_t flows;
+	uint32_t own, all;
 
 	if (i >= rs->n)
 		return -ENOENT;
 	e = &rs->svcs[i];
 	/* the same reader as hashlb steer --stats; the conntrack scan reads the
-	 * mapped table, no syscall (its cost: docs/steering.md) */
+	 * mapped table, no syscall, and counts the service's own entries (its
+	 * VIPs', read from the program) beside all (its cost: docs/steering.md) */
 	if (!e->steer || hashlb_steer_stats(e->steer, &v.st) < 0 ||
-	    hashlb_steer_flows_count(e->steer, &flows) < 0)
+	    hashlb_steer_flows_table(e->steer, &own, &all) < 0)
 		return -ENODEV;
 	v.service = e->name;
-	v.flows = flows;
+	v.flows = own;
+	v.interface_flows = all;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
 	v.table_stale = e->retry || e->too_small;
 	v.tables_refused = e->n_refused;

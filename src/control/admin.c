@@ -377,7 +377,8 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 }
 
 /* ,"steering":{...} of a service with steering: kernel: its program's counters as hashlb steer
- * --stats --json names them, and its conntrack occupancy; null while it has no program. */
+ * --stats --json names them, its own conntrack entries (flows) and the program's
+ * (interface_flows: --stats' flows) of flows_max; null while it has no program. */
 static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
 	const char *name;
@@ -390,8 +391,10 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	hlb_buf_puts(o, ",\"steering\":{");
 	for (unsigned i = 0; (name = hashlb_steer_stats_field(&v->st, i, &x)); i++)
 		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, i ? "," : "", name, x);
-	hlb_buf_printf(o, ",\"flows\":%" PRIu64 ",\"flows_max\":%" PRIu64 "}", v->flows,
-		       v->flows_max);
+	hlb_buf_printf(o,
+		       ",\"flows\":%" PRIu64 ",\"interface_flows\":%" PRIu64
+		       ",\"flows_max\":%" PRIu64 "}",
+		       v->flows, v->interface_flows, v->flows_max);
 }
 
 static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
@@ -523,11 +526,12 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 		       "  kernel steering: %" PRIu64 " packets, %" PRIu64 " new flows, %" PRIu64
 		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64 " lost, %" PRIu64
 		       " dropped, %" PRIu64 " passed (%" PRIu64
-		       " to a closed VIP); conntrack %" PRIu64 "/%" PRIu64 " entries\n",
+		       " to a closed VIP); conntrack %" PRIu64 " entries, %" PRIu64 "/%" PRIu64
+		       " on the interface\n",
 		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
 		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped,
 		       (uint64_t)v->st.passed, (uint64_t)v->st.closed_passed, v->flows,
-		       v->flows_max);
+		       v->interface_flows, v->flows_max);
 }
 
 /* The line of the backends a reload removed that drained (json_drained()), if any. */

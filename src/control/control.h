@@ -24,8 +24,11 @@
 struct hlb_steer_sample {
 	const char *service; /* borrowed: valid until the control loop's next event */
 	struct hlb_steer_stats st; /* summed over CPUs (hashlb_steer_stats()) */
-	uint64_t flows; /* conntrack entries in use */
-	uint64_t flows_max; /* conntrack entries at most */
+	/* conntrack entries of the service's VIPs (its table's in its program) */
+	uint64_t flows;
+	/* conntrack entries in use, every service's on the interface (the program's) */
+	uint64_t interface_flows;
+	uint64_t flows_max; /* conntrack entries at most (the program's) */
 	/* the service's latest table is not in the kernel (refused, retried): the kernel path
 	 * steers by an older one */
 	bool table_stale;

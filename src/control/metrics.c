@@ -648,7 +648,8 @@ static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 			       s->st.ct_hits,	    s->st.ct_resched,	 s->st.ct_evicted,
 			       s->st.ct_lost,	    s->st.rst_untracked, s->st.passed,
 			       s->st.closed_passed, s->st.ct_closing,	 s->flows,
-			       s->flows_max,	    s->table_stale,	 s->tables_refused };
+			       s->interface_flows,  s->flows_max,	 s->table_stale,
+			       s->tables_refused };
 
 	return v[f];
 }
@@ -693,9 +694,13 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		  "Kernel steering: flows whose client's FIN or RST marked their conntrack entry "
 		  "closing (a stop's drain ends once every entry is)." },
 		{ "hashlb_service_steer_conntrack_entries", "gauge",
-		  "Kernel steering: conntrack entries in use (flows seen, until evicted)." },
+		  "Kernel steering: the service's conntrack entries, of its VIPs' flows (seen, "
+		  "until evicted)." },
+		{ "hashlb_service_steer_interface_conntrack_entries", "gauge",
+		  "Kernel steering: conntrack entries in use on the service's interface, every "
+		  "service's there (the table its program shares with them)." },
 		{ "hashlb_service_steer_conntrack_capacity", "gauge",
-		  "Kernel steering: conntrack entries at most." },
+		  "Kernel steering: conntrack entries at most, on the service's interface." },
 		{ "hashlb_service_steer_table_stale", "gauge",
 		  "Kernel steering: 1 while the service's latest table is not in the kernel (refused, "
 		  "tried again every second): the kernel path steers by an older one." },

@@ -3392,25 +3392,74 @@ static uint64_t flow_mix(uint64_t e, uint32_t b, int w, uint16_t seen)
 	return x * 0x9e3779b97f4a7c15ULL ^ (x >> 29);
 }
 
-int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+/*
+ * <mine>[i] set where index i of hlb_vips holds a port entry of <s>'s table
+ * in force (closed or not; of a program of one table, every VIP's): not
+ * another table's (another service's), nor a VIP that left the program (a
+ * service whose drain ended first, a VIP a reload changed), which no packet
+ * reaches any more (set_vips() clears its entries once its flip is done).
+ * 0 or -errno.
+ */
+static int vips_mine(struct hashlb_steer *s, uint8_t mine[HLB_STEER_VIP_SLOTS])
 {
-	bool marks = hashlb_steer_marks_closing(s), mine[HLB_STEER_VIP_SLOTS];
-	struct hashlb_steer_flows f = { 0 };
 	struct hlb_steer_vip *cur;
 	uint32_t active;
 	int ret = vips_read(s, &active, &cur);
 
 	if (ret < 0)
 		return ret;
-	/* The entries of this handle's table's VIPs in force (closed or not):
-	 * not another table's (another service's, which drains on its own),
-	 * nor of a VIP that left the program (a service whose drain ended
-	 * first, a VIP a reload changed), which no packet reaches any more
-	 * (set_vips() clears them once its flip is done). */
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
 		mine[i] = vip_port_entry(&cur[i]) &&
 			  (s->tables < 2 || vip_table(&cur[i]) == s->table);
 	free(cur);
+	return 0;
+}
+
+int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all)
+{
+	uint32_t all = 0, own = 0;
+	uint8_t mine[HLB_STEER_VIP_SLOTS];
+	int ret;
+
+	/* A program of one table serves one service: every entry is its VIPs',
+	 * but for those of a VIP that just left, cleared right after the flip
+	 * that took it out (set_vips()). Counted as all, the VIP map unread:
+	 * the scan alone, half the cost of the one below (docs/steering.md). */
+	if (s->tables < 2) {
+		ret = hashlb_steer_flows_count(s, &all);
+		if (ret == 0) {
+			*ret_table = all;
+			*ret_all = all;
+		}
+		return ret;
+	}
+	ret = vips_mine(s, mine);
+	if (ret < 0)
+		return ret;
+	/* Branch-free, as hashlb_steer_flows_count(): an empty way is VIP
+	 * index 0's, so it counts only where it is not 0. */
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
+
+			all += e != 0;
+			own += (e != 0) & mine[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff];
+		}
+	}
+	*ret_table = own;
+	*ret_all = all;
+	return 0;
+}
+
+int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+{
+	bool marks = hashlb_steer_marks_closing(s);
+	struct hashlb_steer_flows f = { 0 };
+	uint8_t mine[HLB_STEER_VIP_SLOTS];
+	int ret = vips_mine(s, mine);
+
+	if (ret < 0)
+		return ret;
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED), x;

@@ -645,12 +645,32 @@ int main(void)
 	      "counting the flows failed");
 	CHECK(fa.open > 0 && fb.open >= FLOWS && fa.open + fb.open <= all,
 	      "open flows: A %u, B %u, of %u entries", fa.open, fb.open, all);
+	/* Each service's conntrack entries in /metrics (hashlb_steer_flows_table()):
+	 * its table's, open or closing, and the program's beside them; the two
+	 * tables' add up to the program's. Before, each service showed the
+	 * program's. */
+	uint32_t na, nb, alla, allb;
+
+	CHECK(hashlb_steer_flows_table(sa, &na, &alla) == 0 &&
+		      hashlb_steer_flows_table(sb, &nb, &allb) == 0,
+	      "counting each table's entries failed");
+	CHECK(na == fa.open + fa.closing && nb == fb.open + fb.closing && alla == all &&
+		      allb == all && na + nb == all,
+	      "each table's entries: A %u (%u open, %u closing), B %u (%u, %u), of %u and %u "
+	      "(%u in use)",
+	      na, fa.open, fa.closing, nb, fb.open, fb.closing, alla, allb, all);
 	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
 	CHECK(hashlb_steer_flows_open(sa, &fa2) == 0 && hashlb_steer_flows_open(sb, &fb2) == 0,
 	      "counting the flows failed");
 	CHECK(fa2.open == 0 && fb2.open == fb.open,
 	      "once A's VIPs left: A %u open flows (%u before), B %u (%u before)", fa2.open,
 	      fa.open, fb2.open, fb.open);
+	/* A's entries cleared with its VIPs: B's are all the program holds */
+	CHECK(hashlb_steer_flows_table(sa, &na, &alla) == 0 &&
+		      hashlb_steer_flows_table(sb, &nb, &allb) == 0 && na == 0 &&
+		      nb == fb.open + fb.closing && alla == nb && allb == nb,
+	      "once A's VIPs left: A %u entries, B %u (%u before), of %u and %u", na, nb,
+	      fb.open + fb.closing, alla, allb);
 	for (uint32_t i = 0; i < 20; i++) {
 		struct test_pkt p;
 

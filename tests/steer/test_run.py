@@ -24,7 +24,9 @@ replaces its program of one table by one of a table each, in place, its flows ke
 while another publication holds the lock; after an upgrade, once the replaced hashlb stops);
 an upgrade adding a service before
 another takes no table that serves a VIP, and a stop of one that drains 0 s takes its VIP out
-while the other drains; a stop's drain never cuts a flow quiet for less than timeouts.idle; an
+while the other drains; each of two services sharing a program counts its own conntrack entries
+in /metrics and ctl status, beside the interface's; a stop's drain never cuts a flow quiet for
+less than timeouts.idle; an
 interface deleted and created again gets its program back, and one missing at the start gets it
 when it appears; the program's publication lock held by another keeps the table in force, not the
 control loop; another hashlb version's program on the interface is refused, and once it is detached
@@ -1045,7 +1047,10 @@ def metrics(topo, servers):
         check((dp, db, dn, dl) == (10, nbytes, 10, 10) and got and got <= {"b1", "b2", "b3"},
               f"metrics: 10 frames of {nbytes} bytes to {sorted(got)}: /metrics counted "
               f"{dp} packets, {db} bytes, {dn} new flows, {dl} lost (ACKs with no entry)")
-        check(web(m1, "conntrack_entries") == 10 and web(m1, "conntrack_capacity") == FLOWS_MAX,
+        # alone on eth0: its own entries are all the interface's
+        check(web(m1, "conntrack_entries") == 10 and
+              web(m1, "interface_conntrack_entries") == 10 and
+              web(m1, "conntrack_capacity") == FLOWS_MAX,
               f"metrics: conntrack entries {web(m1, 'conntrack_entries')} of "
               f"{web(m1, 'conntrack_capacity')}, 10 flows seen")
         same = {k: (web(m1, k + "_total"), st.get(c)) for k, c in
@@ -2182,6 +2187,63 @@ def stop_shared(topo, servers):
         two_services_end(topo, d)
 
 
+def shared_flows(topo, servers):
+    """web and api sharing eth0's program (a table each): 10 hand-made flows to web's VIP and 4
+    to api's count 10 conntrack entries for web and 4 for api in /metrics
+    (hashlb_service_steer_conntrack_entries) and in ctl status (JSON "flows", and the text
+    line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
+    hashlb steer --stats' flows); once a reload removes api, whose entries leave with its VIP,
+    web still counts its 10, the interface 10. Before, each service showed the program's 14,
+    and summing them counted each entry once per service."""
+    import test_frames as F
+    web, api = two_services_yaml(topo)
+    plain_switch(topo)
+    d = two_services_start(topo, web + api, "shared_flows")
+    f = None
+    try:
+        f = F.Frames(topo)
+        for sp in range(46000, 46010):
+            f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, b"SHARED-WEB")))
+        for sp in range(46100, 46104):
+            f.send(0x86DD, F.ipv6("fd13::9", T.VIP6, 6, F.tcp(sp, b"SHARED-API")))
+        got = f.forwarded([b"SHARED-WEB", b"SHARED-API"])
+        m = scrape(d)
+
+        def own(svc, what="conntrack_entries"):
+            return m.get(f'hashlb_service_steer_{what}{{service="{svc}"}}')
+        figures = {svc: (own(svc), own(svc, "interface_conntrack_entries"))
+                   for svc in ("web", "api")}
+        st = steer_stats(topo)
+        check(got and figures == {"web": (10, 14), "api": (4, 14)} and st.get("flows") == 14,
+              f"shared_flows: 10 flows to web, 4 to api (to {sorted(got)}): /metrics' "
+              f"(service's, interface's) entries {figures}, --stats flows {st.get('flows')}")
+        p = d.ctl("--json", "status")
+        steering = {s["name"]: s.get("steering") or {}
+                    for s in json.loads(p.stdout)["services"]} if p.returncode == 0 else {}
+        js = {n: (v.get("flows"), v.get("interface_flows"), v.get("flows_max"))
+              for n, v in steering.items()}
+        check(js == {"web": (10, 14, FLOWS_MAX), "api": (4, 14, FLOWS_MAX)},
+              f"shared_flows: ctl --json status: (flows, interface_flows, flows_max) {js}")
+        text = d.ctl("status").stdout
+        lines = re.findall(r"conntrack (\d+) entries, (\d+)/(\d+) on the interface", text)
+        check(lines == [("10", "14", str(FLOWS_MAX)), ("4", "14", str(FLOWS_MAX))],
+              f"shared_flows: ctl status: conntrack figures {lines}: {text}")
+        print(f"shared_flows: 10 flows to web, 4 to api: /metrics {figures}, --stats flows "
+              f"{st.get('flows')}, ctl status {js}", flush=True)
+
+        d.reload_edit(api, "", "its VIP left the program", "shared_flows: reload without api")
+        m = scrape(d)
+        after = (own("web"), own("web", "interface_conntrack_entries"), own("api"))
+        check(after == (10, 10, None),
+              f"shared_flows: api removed: web's (own, interface's) entries and api's {after}")
+        print(f"shared_flows: api removed: web's entries, the interface's, api's {after}",
+              flush=True)
+    finally:
+        if f:
+            f.close()
+        two_services_end(topo, d)
+
+
 def jiffies():
     """(jiffies, time.time()) read together from /proc/timer_list, or None."""
     try:
@@ -2853,7 +2915,8 @@ def body(topo):
                      ("grown", grown), ("grown_locked", grown_locked),
                      ("upgrade_grown", upgrade_grown),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
-                     ("stop_shared", stop_shared), ("stop_idle_flow", stop_idle_flow),
+                     ("stop_shared", stop_shared), ("shared_flows", shared_flows),
+                     ("stop_idle_flow", stop_idle_flow),
                      ("iface_recreated", iface_recreated),
                      ("lost_shared", lost_shared),
                      ("lost_while_retried", lost_while_retried),
