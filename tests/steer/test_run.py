@@ -2269,23 +2269,38 @@ def ct_ticks():
 
 
 def stop_idle_flow(topo, servers):
-    """A stop whose service has timeouts.idle 9s: one flow through the kernel path (hand-made
-    ACKs) goes quiet, its last two packets in one conntrack tick (about a second) on either side
-    of a drain poll (every 3 s from the stop), then sends again 8.8 s after its last packet:
-    less than timeouts.idle, so the program is still attached and forwards it, and the drain
-    ends (idle_flows=1) only once the flow has been quiet for timeouts.idle at least, as the
-    daemon's own connections are closed after their idle timeout, never before. Before, the
-    poll that saw the tick's first packet started the idle count, and the second packet, in the
-    same tick, changed nothing: the drain ended 9 s after that poll, 8.6 s after the flow's
-    last packet, the program detached under it, its next packet reset by the LB's stack."""
+    """A stop whose service has timeouts.idle just under 9 s: one flow through the kernel path
+    (hand-made ACKs) goes quiet, its last two packets in one conntrack tick (about a second at
+    HZ=250) on either side of a drain poll (every 3 s from the stop), then sends again just
+    after the poll 9 s after that one: less than timeouts.idle after its last packet, so the
+    program is still attached and forwards it, and the drain ends (idle_flows=1) only once the
+    flow has been quiet for timeouts.idle at least, as the daemon's own connections are closed
+    after their idle timeout, never before. Before, the poll that saw the tick's first packet
+    started the idle count, and the second packet, in the same tick, changed nothing: the
+    drain ended 9 s after that poll, less than timeouts.idle after the flow's last packet, the
+    program detached under it, its next packet reset by the LB's stack.
+    The packets' offsets from the polls, and timeouts.idle's distance from 9 s, scale with the
+    tick (0.256 s at HZ=1000; before, the scenario skipped below a 1 s tick): whatever their
+    timing, the checks hold for a drain that waits as it should, and only a packet or a poll
+    late by a quarter of the second packet's offset (96 ms at HZ=250, 24 ms at HZ=1000) makes
+    a run that could not have caught that drain. HLBST_TICK_DIV=N places them as for a tick N
+    times shorter (4: HZ=1000's on HZ=250), each of its ticks within one of the kernel's."""
     import test_frames as F
     ticks = ct_ticks()
     if not ticks:
         raise T.Skip("/proc/timer_list tells no jiffies")
-    tick, start = ticks
+    real, start = ticks
+    tick = real / int(os.environ.get("HLBST_TICK_DIV", "1"))
+    # the tick's last packet <a> s before the poll, the next one <b> s after it, each at least
+    # <m> s inside the tick: (a, b, m) (0.1, 0.384, 0.1) at HZ=250, (0.032, 0.096, 0.032) at 1000
+    a, b, m = min(0.1, tick / 8), min(0.4, tick * 3 / 8), min(0.1, tick / 8)
+    # under 9 s by half of b, so that the drain of before, counting from the poll, would end
+    # at the poll 9 s after it, less than idle after the second packet (8.808 s at HZ=250)
+    idle = round(9000 - b * 500) / 1000
     plain_switch(topo)
     d = Daemon(topo, service(topo).replace(
-        "    backends:\n", "    timeouts: {drain: 120s, idle: 9s}\n    backends:\n"))
+        "    backends:\n", f"    timeouts: {{drain: 120s, idle: {round(idle * 1000)}ms}}\n"
+        "    backends:\n"))
     d.start()
     f = None
     try:
@@ -2306,35 +2321,43 @@ def stop_idle_flow(topo, servers):
         d.proc.terminate()
         t0 = log_time(d.wait_log(T.DRAINING, 10))
         check(t0 is not None, f"stop idle flow: the stop does not drain: {d.lines[d.pos - 5:]}")
-        # a poll (every 3 s from the drain's start) at least 0.25 s into a tick, and 0.5 s
-        # before its end: a packet 0.1 s before it and one 0.4 s after it share the tick
+        # a poll (every 3 s from the drain's start) at least a + m into a tick, and b + m
+        # before its end: a packet a s before it and one b s after it share the tick
         polls = [t0 + 3 * k for k in range(2, 20) if t0 + 3 * k > time.time() + 0.5 and
-                 0.25 * tick <= (t0 + 3 * k - start) % tick <= tick - 0.5]
-        if not polls or tick < 1:
+                 a + m <= (t0 + 3 * k - start) % tick <= tick - b - m]
+        if not polls:
             raise T.Skip(f"no drain poll in the middle of a {tick:.3f} s tick")
         q = polls[0]
-        # the flow keeps its entry used until then, its last such use a tick before q - 0.1
-        while time.time() < q - 0.4 - 2 * tick:
+        # the flow keeps its entry used until then, its last such use two of the kernel's
+        # ticks before q - a: the packet then is the first of its tick, which changes the entry
+        while time.time() < q - 0.4 - 2 * real:
             use()
-            time.sleep(min(2, max(0, q - 0.4 - 2 * tick - time.time())))
-        time.sleep(max(0, q - 0.1 - time.time()))
-        use()
-        time.sleep(max(0, q + 0.4 - time.time()))
+            time.sleep(min(2, max(0, q - 0.4 - 2 * real - time.time())))
+        time.sleep(max(0, q - a - time.time()))
+        first, _ = use()
+        time.sleep(max(0, q + b - time.time()))
         last, _ = use()
-        time.sleep(max(0, last + 8.8 - time.time()))
+        # where the two fell (a late wake-up misses the tick or the poll: the run proves less)
+        print(f"stop idle flow: packets {first - q:+.3f} s and {last - q:+.3f} s from the poll, "
+              f"{(first - start) % tick:.3f} s and {(last - start) % tick:.3f} s into a "
+              f"{tick:.3f} s tick", flush=True)
+        # b / 4 after the poll 9 s after q (where a drain counting from q ends), b / 4 short of
+        # idle after the last packet
+        time.sleep(max(0, last + idle - b / 4 - time.time()))
         sent, mark = use()
-        if sent - last < 9:
+        if sent - last < idle:
             got = f.forwarded([mark])
-            if check(got, f"stop idle flow: a packet {sent - last:.2f} s after the flow's last, "
-                     f"less than timeouts.idle (9 s), not forwarded: "
+            if check(got, f"stop idle flow: a packet {sent - last:.3f} s after the flow's last, "
+                     f"less than timeouts.idle ({idle} s), not forwarded: "
                      f"{[l for l in d.lines if 'steering' in l][-3:]}"):
                 last = sent
         drained = d.wait_log("kernel steering drained", 30)
         check(drained is not None and "idle_flows=1 " in drained and
-              log_time(drained) - last >= 9,
+              log_time(drained) - last >= idle,
               f"stop idle flow: drained {log_time(drained) - last if drained else None} s after "
-              f"the flow's last packet, timeouts.idle 9 s: {drained}")
-        print(f"stop idle flow: poll {q - t0:.2f} s into the drain, tick {tick:.3f} s; "
+              f"the flow's last packet, timeouts.idle {idle} s: {drained}")
+        print(f"stop idle flow: poll {q - t0:.2f} s into the drain, tick {tick:.3f} s, "
+              f"timeouts.idle {idle} s, a packet {sent - q - 9:+.3f} s from the poll 9 s after; "
               f"{(drained or '').strip()}", flush=True)
     finally:
         if f:
