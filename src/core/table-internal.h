@@ -68,6 +68,10 @@ struct hashlb_table {
 	uint16_t *kept_slots;
 	bool *kept_down;
 	bool kept_survivors;
+	/* With kept_down, when kept_fingerprinted: the fingerprint of the effective table of
+	 * kept_down over this full table, which a table of that down set copies, not computes. */
+	bool kept_fingerprinted;
+	uint64_t kept_fingerprint;
 	/* Ring: the full ring (all backends) and the effective one (up only). */
 	struct ring full_ring;
 	struct ring ring;
@@ -77,6 +81,7 @@ struct hashlb_table {
 	uint16_t (*blocks)[OWNER_SET];
 
 	uint64_t fingerprint;
+	bool fingerprinted; /* fingerprint copied from a table of the same effective slots */
 	size_t bytes;
 };
 

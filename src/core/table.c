@@ -554,6 +554,35 @@ static const bool *kept_key(const struct hashlb_table *t)
 	return t->kept_down ? t->kept_down : t->down;
 }
 
+/* <t>'s fingerprint is <fp>: its effective slots are those of a table that has it (the names
+ * the same), so apply_overlay() need not read them all again (M x 8 bytes hashed). */
+static void fingerprint_set(struct hashlb_table *t, uint64_t fp)
+{
+	t->fingerprint = fp;
+	t->fingerprinted = true;
+}
+
+/* The fingerprint of <t>'s effective table of the down set <key> (t->down or t->kept_down)
+ * over its full table into *<ret_fp>, if <t> knows it. */
+static bool fingerprint_of(const struct hashlb_table *t, const bool *key, uint64_t *ret_fp)
+{
+	if (key && key == t->down)
+		*ret_fp = t->fingerprint;
+	else if (key && key == t->kept_down && t->kept_fingerprinted)
+		*ret_fp = t->kept_fingerprint;
+	else
+		return false;
+	return true;
+}
+
+/* <t>'s kept table of another down set is <src>'s effective table of <key>, of the
+ * fingerprint <src> knows for it, if it does (the full tables the same, the names too). */
+static void kept_fingerprint_from(struct hashlb_table *t, const struct hashlb_table *src,
+				  const bool *key)
+{
+	t->kept_fingerprinted = fingerprint_of(src, key, &t->kept_fingerprint);
+}
+
 /*
  * Keep <src> (M slots; the survivors' table of <key> if <survivors>, else the effective table
  * of <key> over t's full table) as <t>'s kept table; <key> NULL: t->down, the table's own
@@ -636,7 +665,8 @@ static int apply_overlay(struct hashlb_table *t)
 		if (ret < 0)
 			return ret;
 	}
-	fingerprint(t);
+	if (!t->fingerprinted)
+		fingerprint(t);
 	t->bytes = table_base_bytes(t->n, 0);
 	if (t->blocks)
 		t->bytes += owner_blocks_bytes(
@@ -749,16 +779,26 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	bool base_out = base->slots != base->full_slots;
 	bool kept_match = base->kept_slots && same_turns(t, kept_key(base), t->down);
 	uint16_t *surv;
+	uint64_t fp;
 	int ret;
 
 	ret = maglev_effective(t, same ? base->slots : kept_match ? base->kept_slots : NULL, &surv);
 	if (ret < 0)
 		return ret;
-	if (same) /* base's own outage's survivors are t's own */
+	/* the effective table of those turns over the same full table: base's, or the one its
+	 * kept table gives */
+	if ((same && fingerprint_of(base, base->down, &fp)) ||
+	    (kept_match && fingerprint_of(base, kept_key(base), &fp)))
+		fingerprint_set(t, fp);
+	if (same) { /* base's own outage's survivors are t's own */
+		if (base->kept_down)
+			kept_fingerprint_from(t, base, base->kept_down);
 		return base->kept_slots ? kept_set(t, base->kept_slots, base->kept_down,
 						   base->kept_survivors, NULL)
 					: 0;
+	}
 	if (base_out) {
+		kept_fingerprint_from(t, base, base->down);
 		if (base->kept_survivors && same_turns(t, kept_key(base), base->down))
 			return kept_set(t, base->kept_slots, base->down, true, surv);
 		return kept_set(t, base->slots, base->down, false, surv);
@@ -918,6 +958,7 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 	uint32_t m = t->params.maglev_m;
 	uint16_t *buf = NULL, *surv;
 	bool own_surv = false, *t_key;
+	uint64_t fp;
 	int ret;
 
 	if (!same_turns(t, NULL, t->down)) {
@@ -932,6 +973,10 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 			free(buf);
 			return ret;
 		}
+		/* the full table prev's: t's effective table is prev's of eff's down set, renamed
+		 * (the fingerprint hashes names, not indices) */
+		if (eff && full_kept && fingerprint_of(prev, eff->key, &fp))
+			fingerprint_set(t, fp);
 		/* t's own survivors' table, kept as a build keeps it if no other is */
 		own_surv = !eff || eff->survivors;
 		if (!eff)
@@ -969,6 +1014,8 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 		t->kept_slots = buf;
 		t->kept_down = t_key;
 		t->kept_survivors = spare[c]->survivors;
+		if (full_kept)
+			kept_fingerprint_from(t, prev, spare[c]->key);
 		return 0;
 	}
 	free(t_key);

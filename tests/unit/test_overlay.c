@@ -5,6 +5,7 @@
 
 #include "helpers.h"
 #include "populations.h"
+#include "table-internal.h" /* whether a fingerprint was copied */
 
 #define KEYS 50000
 #define N 10
@@ -530,6 +531,102 @@ static void test_all_up_holds_no_survivors(void **state)
 }
 
 /*
+ * <t> (step <k>), made from a table of the same effective slots: its fingerprint copied, not
+ * computed again over the M slots (apply_overlay()), if <copied>; and whatever way it came,
+ * the full computation's: that of the full build of its backends <b> (<n>, <b>'s down sets).
+ */
+static void fingerprint_check(const struct hashlb_table *t, const struct hashlb_backend_spec *b,
+			      size_t n, bool copied, size_t k)
+{
+	struct hashlb_table *fresh = test_build(HASHLB_SCHEME_MAGLEV, 65537, 11, b, n);
+
+	if (t->fingerprinted != copied)
+		fail_msg("step %zu: fingerprint %s, want %s", k,
+			 t->fingerprinted ? "copied" : "computed", copied ? "copied" : "computed");
+	assert_false(fresh->fingerprinted);
+	if (hashlb_table_fingerprint(t) != hashlb_table_fingerprint(fresh))
+		fail_msg("step %zu: fingerprint %016llx, the full build's %016llx", k,
+			 (unsigned long long)hashlb_table_fingerprint(t),
+			 (unsigned long long)hashlb_table_fingerprint(fresh));
+	hashlb_table_free(fresh);
+}
+
+/*
+ * A Maglev table whose effective slots are a copy (the same down set again, a flap's return
+ * to the outage kept, and that after a reload) takes the fingerprint of the table it copies
+ * them from rather than hashing its M slots again (about a third of a copy's cost at the
+ * largest M), and it is the one a full build of it computes; where the slots are new (a
+ * first outage, all back up, another down set) it is computed.
+ */
+static void test_copy_keeps_fingerprint(void **state)
+{
+	/* each step from the table before (-1 ends a down set): whether the fingerprint is
+	 * copied; <reverse>: a reload reversing the backends' order (weights kept) */
+	static const struct {
+		int down[3];
+		bool copied, reverse;
+	} steps[] = {
+		{ { 3, -1 }, false, false }, /* the first outage: a population */
+		{ { 3, -1 }, true, false }, /* again (a retry table's): its effective table */
+		{ { 3, 9, -1 }, true, false }, /* and a weight-0 one: the same turns */
+		{ { -1 }, false, false }, /* back up: the full table */
+		{ { 3, -1 }, true, false }, /* down again: the outage it kept */
+		{ { -1 }, false, false },
+		{ { -1 }, false, true }, /* a reload: the kept outage carried over */
+		{ { 3, -1 }, true, false }, /* down again after it: still a copy */
+		{ { 3, 5, -1 }, false, false }, /* another down set */
+		{ { 3, -1 }, true, false }, /* back to 3's: the outage kept */
+		{ { 3, 5, -1 }, true, false }, /* and to both's */
+	};
+	struct test_backends b;
+	struct hashlb_table *t;
+	bool down[N];
+
+	test_backends_init(&b, N, "fp-");
+	for (int i = 0; i < N; i++)
+		b.spec[i].weight = 1 + i % 4;
+	b.spec[N - 1].weight = 0;
+	t = test_build(HASHLB_SCHEME_MAGLEV, 65537, 11, b.spec, N);
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		struct hashlb_table *next;
+
+		memset(down, 0, sizeof(down));
+		for (int d = 0; steps[k].down[d] >= 0; d++)
+			down[steps[k].down[d]] = true;
+		if (steps[k].reverse) {
+			struct hashlb_backend_spec rev[N];
+
+			for (int i = 0; i < N; i++)
+				rev[i] = b.spec[N - 1 - i];
+			memcpy(b.spec, rev, sizeof(rev));
+			assert_int_equal(hashlb_table_rebuild(t, b.spec, N, &next, NULL), 0);
+			/* the down set follows the names */
+			for (int i = 0; i < N; i++)
+				down[i] = b.spec[i].down;
+		} else {
+			/* the names at their places in <b> (reversed after a reload) */
+			bool by_place[N];
+
+			for (int i = 0; i < N; i++) {
+				int j;
+
+				sscanf(b.spec[i].name, "fp-%d", &j);
+				by_place[i] = down[j];
+			}
+			memcpy(down, by_place, sizeof(down));
+			next = with_down(t, down);
+		}
+		for (int i = 0; i < N; i++)
+			b.spec[i].down = down[i];
+		fingerprint_check(next, b.spec, N, steps[k].copied, k);
+		hashlb_table_free(t);
+		t = next;
+	}
+	hashlb_table_free(t);
+	test_backends_free(&b);
+}
+
+/*
  * The Maglev table of <seed> and M=65537 (<p>) over N backends <b> named <prefix>N, weights
  * 1 to 4 but the last's 0, every backend up.
  */
@@ -969,6 +1066,7 @@ int main(void)
 		cmocka_unit_test(test_all_down),
 		cmocka_unit_test(test_down_is_as_without),
 		cmocka_unit_test(test_all_up_holds_no_survivors),
+		cmocka_unit_test(test_copy_keeps_fingerprint),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),
