@@ -120,8 +120,9 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 
 /*
  * A table with the same backends, weights and parameters as <base> but the
- * down set <down> (n = hashlb_table_backend_count(base) booleans). Reuses
- * base's full table, so it costs one survivor build (a fill when one
+ * down set <down> (n = hashlb_table_backend_count(base) booleans). Shares
+ * base's full table (Maglev: the array itself, immutable, freed with the last
+ * table holding it; <base> may be freed first), so it costs one survivor build (a fill when one
  * backend is left) plus a copy, or copies alone when <base> has a table of
  * the same backends up at the same weights: its own effective table, or
  * (Maglev) the one it keeps of another down set. A Maglev table built from
@@ -245,8 +246,15 @@ int hashlb_table_moved(const struct hashlb_table *from, const struct hashlb_tabl
  */
 int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hashlb_table *to,
 			      double *ret_moved);
-/* Bytes of memory the table holds. */
+/* Bytes of memory the table holds, those it shares with another table included. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
+/*
+ * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the full table's slots (2
+ * bytes a slot) when one of them was made from the other by hashlb_table_with_down(), or both
+ * from a third, which share that array rather than copy it; else 0. What a table made from
+ * <other> adds to the memory held while both live.
+ */
+size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other);
 /*
  * The most bytes a table of <p> over <backends> (<n>, which
  * hashlb_table_check() accepts) holds once built, whichever of them are

@@ -50,7 +50,8 @@ struct hashlb_table {
 	uint32_t *order; /* backend indices sorted by name: the build order */
 	uint64_t *name_hash; /* XXH64(name, 0): the fingerprint's stand-in for a name */
 
-	/* Maglev: the full table (all backends) and the effective one. */
+	/* Maglev: the full table (all backends; shared, refcounted, with the tables
+	 * hashlb_table_with_down() makes from this one: see table.c) and the effective one. */
 	uint16_t *full_slots;
 	uint16_t *slots;
 	/*

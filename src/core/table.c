@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,53 @@ void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme 
 	p->max_bytes = HASHLB_TABLE_MEM_DEFAULT;
 }
 
+/*
+ * The full slot array, immutable once populated, shared by the tables hashlb_table_with_down()
+ * makes from one (a service's table, its retry and ramp tables, the next health change's): each
+ * holds a reference from its build to its free, so the array lives while any of them does, on
+ * whatever thread each is freed (a table's own lifetime is the caller's: published tables are
+ * freed once the workers have left them).
+ */
+struct slots_shared {
+	_Atomic uint32_t refs;
+	uint16_t slots[];
+};
+
+/* A new full slot array of <m> entries, one reference held; NULL if no memory. */
+static uint16_t *full_slots_new(uint32_t m)
+{
+	struct slots_shared *sh = malloc(sizeof(*sh) + (size_t)m * sizeof(sh->slots[0]));
+
+	if (!sh)
+		return NULL;
+	atomic_init(&sh->refs, 1);
+	return sh->slots;
+}
+
+static struct slots_shared *full_slots_shared(const uint16_t *slots)
+{
+	return (struct slots_shared *)((char *)slots - offsetof(struct slots_shared, slots));
+}
+
+/* <slots> (full_slots_new()'s), one more reference held. */
+static uint16_t *full_slots_ref(uint16_t *slots)
+{
+	atomic_fetch_add_explicit(&full_slots_shared(slots)->refs, 1, memory_order_relaxed);
+	return slots;
+}
+
+/* Drop a reference to <slots> (NULL accepted): freed with the last. */
+static void full_slots_unref(uint16_t *slots)
+{
+	struct slots_shared *sh;
+
+	if (!slots)
+		return;
+	sh = full_slots_shared(slots);
+	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
+		free(sh);
+}
+
 void hashlb_table_free(struct hashlb_table *t)
 {
 	if (!t)
@@ -85,7 +133,7 @@ void hashlb_table_free(struct hashlb_table *t)
 	free(t->name_hash);
 	if (t->slots != t->full_slots)
 		free(t->slots);
-	free(t->full_slots);
+	full_slots_unref(t->full_slots);
 	free(t->kept_slots);
 	free(t->kept_down);
 	free(t->blocks);
@@ -725,7 +773,7 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		weight_sum += backends[i].weight;
 
 	if (prm.scheme == HASHLB_SCHEME_MAGLEV) {
-		t->full_slots = malloc((size_t)prm.maglev_m * sizeof(*t->full_slots));
+		t->full_slots = full_slots_new(prm.maglev_m);
 		ret = t->full_slots ? maglev_populate(t->full_slots, prm.maglev_m, prm.seed,
 						      t->names, t->weights, t->order, t->n)
 				    : -ENOMEM;
@@ -831,14 +879,9 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		return ret;
 
 	if (base->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		size_t sz = (size_t)base->params.maglev_m * sizeof(*t->full_slots);
-
-		t->full_slots = malloc(sz);
-		ret = t->full_slots ? 0 : -ENOMEM;
-		if (!ret) {
-			memcpy(t->full_slots, base->full_slots, sz);
-			ret = maglev_carry_kept(t, base);
-		}
+		/* the same full table: base's array, shared (nor is it written again) */
+		t->full_slots = full_slots_ref(base->full_slots);
+		ret = maglev_carry_kept(t, base);
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);
 	}
@@ -1038,7 +1081,7 @@ static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *pre
 	uint32_t m = t->params.maglev_m;
 	bool same = true;
 
-	t->full_slots = malloc((size_t)m * sizeof(*t->full_slots));
+	t->full_slots = full_slots_new(m);
 	if (!t->full_slots)
 		return -ENOMEM;
 	for (uint32_t f = 0; f < n_fresh && same; f++)
@@ -1307,6 +1350,13 @@ void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares)
 size_t hashlb_table_bytes(const struct hashlb_table *t)
 {
 	return t->bytes;
+}
+
+size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other)
+{
+	if (t->params.scheme != HASHLB_SCHEME_MAGLEV || t->full_slots != other->full_slots)
+		return 0;
+	return (size_t)t->params.maglev_m * sizeof(*t->full_slots);
 }
 
 void hashlb_table_view(const struct hashlb_table *t, struct hashlb_table_view *ret_view)

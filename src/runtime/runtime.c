@@ -207,10 +207,12 @@ void hlb_match_reads_add(uint64_t n)
 	atomic_fetch_add_explicit(&match_reads, n, memory_order_relaxed);
 }
 
-/* <t>, now one of <s>'s tables, counted until hlb_snapshot_free(<s>). */
+/* <t>, now one of <s>'s tables, counted until hlb_snapshot_free(<s>): but for what it shares
+ * with s->table (a retry or ramp table's full slots), which s->table counts as long. */
 static void snapshot_count_table(struct hlb_snapshot *s, const struct hashlb_table *t)
 {
-	uint64_t n = hashlb_table_bytes(t);
+	uint64_t n = hashlb_table_bytes(t) -
+		     (t != s->table ? hashlb_table_bytes_shared(t, s->table) : 0);
 
 	s->tables_bytes += n;
 	atomic_fetch_add_explicit(&tables_bytes, n, memory_order_relaxed);

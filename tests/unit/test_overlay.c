@@ -531,6 +531,49 @@ static void test_all_up_holds_no_survivors(void **state)
 }
 
 /*
+ * A Maglev table made from another by hashlb_table_with_down() (a retry or ramp table, the next
+ * health change's) shares its full table rather than copying it: it holds 2 bytes a slot less
+ * than the full build of the same table, and outlives the table it shares with, its lookups
+ * the same (ASan builds check that nothing freed is read).
+ */
+static void test_with_down_shares_full_slots(void **state)
+{
+	const uint32_t m = 65537;
+	struct test_backends b;
+	struct hashlb_table *up, *t, *built;
+	struct hashlb_table_view v, w;
+	bool down[4] = { false, false, false, true };
+	size_t before, used, built_used;
+
+	test_backends_init(&b, 4, "srv-");
+	up = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
+	before = heap_live;
+	t = with_down(up, down); /* its own survivors' table kept, as the build keeps it */
+	used = heap_live - before;
+	b.spec[3].down = true;
+	before = heap_live;
+	built = test_build(HASHLB_SCHEME_MAGLEV, m, 5, b.spec, 4);
+	built_used = heap_live - before;
+	assert_int_equal(hashlb_table_bytes_shared(t, up), 2 * m);
+	assert_int_equal(hashlb_table_bytes_shared(up, t), 2 * m);
+	assert_int_equal(hashlb_table_bytes_shared(built, up), 0);
+	/* what it counts is what a table holds, the shared slots included */
+	assert_int_equal(hashlb_table_bytes(t), hashlb_table_bytes(built));
+	if (used + 2 * m > built_used)
+		fail_msg("with srv-3 down from the table with all up: %zu bytes held, the build "
+			 "%zu: not its full slots less",
+			 used, built_used);
+	hashlb_table_free(up);
+	hashlb_table_view(t, &v);
+	hashlb_table_view(built, &w);
+	assert_memory_equal(v.slots, w.slots, (size_t)m * sizeof(*v.slots));
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
+	hashlb_table_free(t);
+	hashlb_table_free(built);
+	test_backends_free(&b);
+}
+
+/*
  * <t> (step <k>), made from a table of the same effective slots: its fingerprint copied, not
  * computed again over the M slots (apply_overlay()), if <copied>; and whatever way it came,
  * the full computation's: that of the full build of its backends <b> (<n>, <b>'s down sets).
@@ -1067,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_down_is_as_without),
 		cmocka_unit_test(test_all_up_holds_no_survivors),
 		cmocka_unit_test(test_copy_keeps_fingerprint),
+		cmocka_unit_test(test_with_down_shares_full_slots),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),

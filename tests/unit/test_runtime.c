@@ -181,6 +181,7 @@ static void test_snapshot_tables_bytes(void **state)
 	struct three f;
 	uint64_t base = hlb_snapshot_tables_bytes(), t1, t2;
 	bool failing[3] = { false, false, true }, ramping[3] = { false, false, true };
+	uint32_t lookups[251];
 
 	three_backends(&f);
 	assert_int_equal(hlb_snapshot_rebuild(NULL, &f.sc, f.b, 1, &s1, NULL), 0);
@@ -196,12 +197,18 @@ static void test_snapshot_tables_bytes(void **state)
 	hlb_snapshot_add_ramp(s2, ramping);
 	assert_non_null(s2->retry_table);
 	assert_non_null(s2->ramp_table);
-	t2 = hashlb_table_bytes(s2->table) + hashlb_table_bytes(s2->retry_table) +
-	     hashlb_table_bytes(s2->ramp_table);
+	/* the retry and ramp tables share the table's full slots (2 bytes a slot), counted once */
+	assert_int_equal(hashlb_table_bytes_shared(s2->retry_table, s2->table), 2 * 251);
+	assert_int_equal(hashlb_table_bytes_shared(s2->ramp_table, s2->table), 2 * 251);
+	t2 = hashlb_table_bytes(s2->table) + hashlb_table_bytes(s2->retry_table) - 2 * 251 +
+	     hashlb_table_bytes(s2->ramp_table) - 2 * 251;
 	assert_int_equal(s2->tables_bytes, t2);
-	/* three tables with backends down, 6 bytes a slot each, against 2 a slot */
-	assert_true(t2 >= t1 + 3 * 2 * 2 * 251);
+	/* three tables with backends down: 6 bytes a slot, then 4 each beside it (their own
+	 * effective and kept slots), against 2 a slot */
+	assert_true(t2 >= t1 + 6 * 2 * 251);
 	assert_int_equal(hlb_snapshot_tables_bytes() - base, t1 + t2);
+	for (uint64_t h = 0; h < 251; h++)
+		lookups[h] = hashlb_table_lookup(s2->retry_table, h << 56);
 
 	/* a worker online since before the publish holds s1: still counted */
 	hlb_rcu_online(f.rcu, 0);
@@ -211,6 +218,9 @@ static void test_snapshot_tables_bytes(void **state)
 	hlb_rcu_quiescent(f.rcu, 0);
 	assert_int_equal(hlb_rcu_poll(f.rcu), 0);
 	assert_int_equal(hlb_snapshot_tables_bytes() - base, t2);
+	/* s1's table freed, the full slots s2's tables share with it are not: the same answers */
+	for (uint64_t h = 0; h < 251; h++)
+		assert_int_equal(hashlb_table_lookup(s2->retry_table, h << 56), lookups[h]);
 	for (int i = 0; i < 3; i++)
 		hlb_backend_unref(f.b[i]);
 	hlb_service_unref(f.svc);
