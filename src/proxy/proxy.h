@@ -97,6 +97,9 @@ void hlb_proxy_drain_ends(const struct hlb_proxy *p, uint64_t *ret_finished,
 void hlb_proxy_free(struct hlb_proxy *p);
 /* Connections open now, over all workers (relaxed reads). */
 uint64_t hlb_proxy_connections(const struct hlb_proxy *p);
+/* Connections open now, and the clients hlb_proxy_adopt() gave a worker that has not read
+ * them yet: each once (one read meanwhile may count one twice, never none). */
+uint64_t hlb_proxy_connections_adopting(const struct hlb_proxy *p);
 /*
  * At most <n> client connections over all workers (0: no cap), before
  * hlb_proxy_start(): at the cap the listeners pause and new clients wait in

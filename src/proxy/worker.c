@@ -578,6 +578,8 @@ static void worker_commands(struct worker *w)
 		case CMD_ADOPT:
 			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms,
 				   cmd->addrs ? cmd->addr : NULL);
+			/* once its connection counts (conn_new()): always counted by one or the other */
+			atomic_fetch_sub_explicit(&w->proxy->adopting, 1, memory_order_release);
 			hlb_service_unref(cmd->svc);
 			break;
 		}
@@ -1440,6 +1442,7 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		return false;
 	}
 	i = atomic_fetch_add_explicit(&p->adopt_next, 1, memory_order_relaxed) % p->n_workers;
+	atomic_fetch_add_explicit(&p->adopting, 1, memory_order_relaxed);
 	cmd->type = CMD_ADOPT;
 	cmd->fd = fd;
 	cmd->svc = hlb_service_ref(svc);
@@ -1463,8 +1466,9 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 		hlb_listener_unref(cmd->l);
 	}
 	if (cmd->type == CMD_ADOPT) {
-		/* the slot hlb_proxy_adopt() took for it */
+		/* the slot hlb_proxy_adopt() took for it, and its count among those adopting */
 		atomic_fetch_sub_explicit(&cmd->svc->active, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&w->proxy->adopting, 1, memory_order_relaxed);
 		sock_reset_on_close(cmd->fd); /* its client is reset, as one refused at accept */
 		close(cmd->fd);
 		hlb_service_unref(cmd->svc);
@@ -1672,6 +1676,15 @@ uint64_t hlb_proxy_connections(const struct hlb_proxy *p)
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		n += atomic_load_explicit(&p->workers[i].n_conns_pub, memory_order_relaxed);
 	return n;
+}
+
+uint64_t hlb_proxy_connections_adopting(const struct hlb_proxy *p)
+{
+	/* first: one a worker has read since is among its connections (acquire: its count,
+	 * stored before, is seen) */
+	uint64_t adopting = atomic_load_explicit(&p->adopting, memory_order_acquire);
+
+	return adopting + hlb_proxy_connections(p);
 }
 
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret)

@@ -527,6 +527,8 @@ struct hlb_proxy {
 	int lent_fd;
 	_Atomic uint32_t adopt_next; /* hlb_proxy_adopt(): the worker of the next */
 	uint64_t accept_seed; /* the workers' accept marks are drawn from it (accept_mark()) */
+	/* hlb_proxy_adopt()'s clients no worker has read yet (hlb_proxy_connections_adopting()) */
+	_Atomic uint64_t adopting;
 	_Atomic unsigned small_pipe_said; /* pipe_size_check(): SMALL_PIPE_*, once per process */
 	pthread_mutex_t start_lock;
 	pthread_cond_t start_cond;

@@ -1691,9 +1691,11 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	 * reset as if refused at its accept, where the old one keeps it waiting: the service's
 	 * is checked by hlb_proxy_adopt(), which counts the client in it at once (counted there
 	 * and in d->adopted, a client taken counted twice, and one of another service against
-	 * this one's: fewer were taken than the cap let in). */
+	 * this one's: fewer were taken than the cap let in). The connection cap counts each
+	 * client taken once too, a connection once a worker has it, else among those adopting
+	 * (it counted d->adopted beside the connections: one a worker served, twice). */
 	if (fd < 0 || !snap || d->stopping || d->parent_fds_lost ||
-	    (max && hlb_proxy_connections(d->proxy) + d->adopted >= max) ||
+	    (max && hlb_proxy_connections_adopting(d->proxy) >= max) ||
 	    !taken_room(d, d->queued_seen) ||
 	    !hlb_proxy_adopt(d->proxy, svc, fd, left, addrs ? addr : NULL)) {
 		d->queued_seen++;
