@@ -113,12 +113,15 @@ struct hashlb_client_hash {
 	enum hashlb_key key;
 	struct hashlb_src_prefix prefix; /* src-ip only */
 	bool accept_proxy; /* the address hashed is the PROXY header's client */
+	/* of the second compared: it listens on another address than the first, which the
+	 * 4-tuple key hashes (the address a client connects to) unless a PROXY header gives it */
+	bool listen_moved;
 };
 
 /*
  * Whether a client hashes otherwise under <b> than under <a>: 1 with what changed in
- * <what> (<size> bytes) as "seed,hash_key,hash_prefix,accept_proxy" (those of them that
- * did), else 0 with <what> "".
+ * <what> (<size> bytes) as "seed,hash_key,hash_prefix,accept_proxy,listen" (those of them
+ * that did), else 0 with <what> "".
  */
 int hashlb_client_hash_changed(const struct hashlb_client_hash *a,
 			       const struct hashlb_client_hash *b, char *what, size_t size);

@@ -55,9 +55,10 @@ static void usage(FILE *f)
 		   "  another backend than OLD's, each table built as a start builds it\n"
 		   "  (every backend up, drain and maint as each config sets them), the\n"
 		   "  tables compared exactly; and the services FILE adds or removes. When\n"
-		   "  the seed, hash_key, hash_prefix or accept_proxy changes, clients'\n"
-		   "  hashes change too: the share is then the one expected of two\n"
-		   "  independent placements (placed anew). A reload reports the same\n"
+		   "  the seed, hash_key, hash_prefix or accept_proxy changes, or the listen\n"
+		   "  address under the 4-tuple key, clients' hashes change too: the\n"
+		   "  share is then the one expected of two independent placements\n"
+		   "  (placed anew). A reload reports the same\n"
 		   "  for the tables actually in use, health included (moved= in its log).\n"
 		   "\n"
 		   "OPTIONS\n"
@@ -356,11 +357,16 @@ static int print_warnings(const struct hashlb_config *c)
 	return n < 0 ? n : 0;
 }
 
-/* What of <s> decides its clients' hashes. */
-static struct hashlb_client_hash client_hash(const struct hashlb_service_cfg *s)
+/* What of <s> decides its clients' hashes; <was>: the service it is compared with, if any
+ * (the address it listens on, which the 4-tuple key hashes). */
+static struct hashlb_client_hash client_hash(const struct hashlb_service_cfg *s,
+					     const struct hashlb_service_cfg *was)
 {
-	return (struct hashlb_client_hash){ s->table.seed, s->key, s->hash_prefix,
-					    s->accept_proxy };
+	bool listen_moved = was && (was->listen_addr_len != s->listen_addr_len ||
+				    memcmp(&was->listen_addr, &s->listen_addr, s->listen_addr_len));
+
+	return (struct hashlb_client_hash){ s->table.seed, s->key, s->hash_prefix, s->accept_proxy,
+					    listen_moved };
 }
 
 /* Service <b> of the config checked against <a> of OLD's: one line (<w>: the name's
@@ -372,7 +378,7 @@ static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_s
 	struct hashlb_error err;
 	double moved = 0;
 	char what[64];
-	struct hashlb_client_hash ha = client_hash(a), hb = client_hash(b);
+	struct hashlb_client_hash ha = client_hash(a, NULL), hb = client_hash(b, a);
 	bool anew = hashlb_client_hash_changed(&ha, &hb, what, sizeof(what));
 	int r;
 

@@ -933,11 +933,13 @@ static void service_publish(struct hlb_pool_service *s, struct hlb_snapshot *sna
 	}
 }
 
-/* What of <snap>'s service decides its clients' hashes. */
-static struct hashlb_client_hash snapshot_client_hash(const struct hlb_snapshot *snap)
+/* What of <snap>'s service decides its clients' hashes; <listen_moved>: the service listens
+ * elsewhere than under the snapshot it is compared with. */
+static struct hashlb_client_hash snapshot_client_hash(const struct hlb_snapshot *snap,
+						      bool listen_moved)
 {
 	return (struct hashlb_client_hash){ snap->seed, snap->key, snap->hash_prefix,
-					    snap->accept_proxy };
+					    snap->accept_proxy, listen_moved };
 }
 
 /*
@@ -951,7 +953,9 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 	struct hlb_pool_moved *m = s->pool->moved;
 	double moved = 0;
 	char what[64];
-	struct hashlb_client_hash hc = snapshot_client_hash(cur), hn = snapshot_client_hash(next);
+	/* the reload's own listener transaction said it (hlb_service.listener_moved) */
+	struct hashlb_client_hash hc = snapshot_client_hash(cur, false),
+				  hn = snapshot_client_hash(next, s->rt->listener_moved);
 	bool anew = hashlb_client_hash_changed(&hc, &hn, what, sizeof(what));
 	int ret = anew ? hashlb_table_rehash_moved(cur->table, next->table, &moved)
 		       : hashlb_table_moved(cur->table, next->table, &moved);
@@ -2867,9 +2871,21 @@ static unsigned int hash_prefix_len(const struct hashlb_service_cfg *c, bool v6)
 }
 
 /*
+ * Whether <s>, going from <old> to <c>, hashes its clients otherwise for its listener's sake:
+ * the 4-tuple key hashes the address clients connect to, and the reload's listeners put <s>
+ * on another (a PROXY header's destination is hashed instead with accept_proxy).
+ */
+static bool listen_rehashes(const struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
+			    const struct hashlb_service_cfg *c)
+{
+	return c->key == HASHLB_KEY_4TUPLE && old->key == c->key && !old->accept_proxy &&
+	       !c->accept_proxy && s->rt->listener_moved;
+}
+
+/*
  * Service <s> goes from <old> to <c>: if what decides each client's backend changed (scheme,
  * seed, table size or ring points, hash key or prefix, accept_proxy: which address is
- * hashed), a warning says so, and which. The
+ * hashed; the listen address under the 4-tuple key), a warning says so, and which. The
  * table then places every client anew, and most of them reach another backend with their next
  * connection: what a reload of a backend's weight or membership never does, and what a pool
  * of stateful backends cannot take unawares. The "reload: service changed" line said only
@@ -2885,14 +2901,15 @@ static void client_hash_changed(struct hlb_pool_service *s, const struct hashlb_
 	bool prefix = !key && (hash_prefix_len(old, false) != hash_prefix_len(c, false) ||
 			       hash_prefix_len(old, true) != hash_prefix_len(c, true));
 	/* the client hashed is the PROXY header's, or the front proxy's without it */
-	bool proxy = old->accept_proxy != c->accept_proxy;
+	bool proxy = old->accept_proxy != c->accept_proxy, listen = listen_rehashes(s, old, c);
 	char what[96];
 
-	if (!scheme && !seed && !size && !vnodes && !key && !prefix && !proxy)
+	if (!scheme && !seed && !size && !vnodes && !key && !prefix && !proxy && !listen)
 		return;
-	snprintf(what, sizeof(what), "%s%s%s%s%s%s%s", scheme ? ",scheme" : "", seed ? ",seed" : "",
-		 size ? ",table_size" : "", vnodes ? ",vnodes" : "", key ? ",hash_key" : "",
-		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
+	snprintf(what, sizeof(what), "%s%s%s%s%s%s%s%s", scheme ? ",scheme" : "",
+		 seed ? ",seed" : "", size ? ",table_size" : "", vnodes ? ",vnodes" : "",
+		 key ? ",hash_key" : "", prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "",
+		 listen ? ",listen" : "");
 	if (!s->pool->changes->services_rehashed++)
 		snprintf(s->pool->changes->first_rehashed, sizeof(s->pool->changes->first_rehashed),
 			 "%s (%s)", c->name, what + 1);
@@ -3331,8 +3348,9 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	const struct hashlb_service_cfg *old = s->cfg;
 	struct hlb_pool_backend **next = pr->next;
 	uint64_t now = hlb_now_ms();
-	bool full =
-		settings_changed || !table_cfg_equal(old, c) || old->n_backends != c->n_backends;
+	/* a listen address that the 4-tuple hashes: rebuilt, so that it says what it moved */
+	bool full = settings_changed || !table_cfg_equal(old, c) ||
+		    old->n_backends != c->n_backends || listen_rehashes(s, old, c);
 	bool same_exchange = checks_exchange_equal(&old->health, &c->health) &&
 			     old->proxy_protocol == c->proxy_protocol && source_equal(old, c);
 	bool recheck = !same_exchange || !checks_cfg_equal(&old->health, &c->health);

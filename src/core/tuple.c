@@ -259,10 +259,14 @@ int hashlb_client_hash_changed(const struct hashlb_client_hash *a,
 	bool prefix = !key && b->key == HASHLB_KEY_SRC_IP &&
 		      !hashlb_src_prefix_equal(&a->prefix, &b->prefix);
 	bool proxy = a->accept_proxy != b->accept_proxy;
+	/* the 4-tuple's destination: the listen address, or the PROXY header's with accept_proxy */
+	bool listen = !key && !proxy && b->key == HASHLB_KEY_4TUPLE && !b->accept_proxy &&
+		      b->listen_moved;
 
-	snprintf(what, size, "%s%s%s%s", seed ? ",seed" : "", key ? ",hash_key" : "",
-		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "");
+	snprintf(what, size, "%s%s%s%s%s", seed ? ",seed" : "", key ? ",hash_key" : "",
+		 prefix ? ",hash_prefix" : "", proxy ? ",accept_proxy" : "",
+		 listen ? ",listen" : "");
 	if (what[0]) /* the leading comma */
 		memmove(what, what + 1, strlen(what));
-	return seed || key || prefix || proxy;
+	return seed || key || prefix || proxy || listen;
 }

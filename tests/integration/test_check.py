@@ -486,6 +486,20 @@ with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
     m = MOVED_LINE.search(r.stdout)
     check(m and m.group(1) == "db" and m.group(6) == "seed" and abs(float(m.group(2)) - 80) < 0.5,
           f"check --against, seed changed: placed anew (seed), ~80%: {r.stdout!r}")
+    # the 4-tuple key hashes the address clients connect to: a service listening elsewhere
+    # places every client anew (listen); under src-ip the same move changes no hash
+    for key, want in (("4-tuple", "listen"), ("src-ip", None)):
+        k = f"    hash_key: {key}\n"
+        with open(old, "w") as f:
+            f.write("services:\n" + svc("db", 31210, "maglev", "abcde", k))
+        with open(new, "w") as f:
+            f.write("services:\n" + svc("db", 31240, "maglev", "abcde", k))
+        r = run("check", "-c", new, "--against", old)
+        m = MOVED_LINE.search(r.stdout)
+        moved = float(m.group(2)) if m and m.group(2) else -1
+        check(m and m.group(6) == want and abs(moved - (80 if want else 0)) < 0.5,
+              f"check --against, {key}, listen moved: placed anew ({want}), "
+              f"{80 if want else 0}%: {r.stdout!r}")
     # OLD refused as FILE would be: its line, exit 1, nothing on stdout
     bad = os.path.join(tmp, "bad.yaml")
     with open(bad, "w") as f:

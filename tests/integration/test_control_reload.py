@@ -731,6 +731,50 @@ def reloads_say_how_many_clients_they_move():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
+    """The 4-tuple key hashes the address a client connects to, the service's listen address:
+    a reload that moves it changes every client's hash, as a new seed does. It is warned
+    (changed=listen), counted in the answer's "rehashed", and its moved= line says
+    placed_anew=listen with the figure of two independent placements (about 2/3 for three
+    backends). Under src-ip the same move changes no client's hash and says none of it.
+    Before, the reload did not rebuild the table and said nothing: no warning, no moved= line,
+    "rehashed":0, while nearly every client's next connection went to another backend."""
+    off = "enabled: false"
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
+    warned = re.compile(r'level=warn msg="reload: clients move to other backends" service=t '
+                        r'changed=(\S+) ')
+    line = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
+                      r'(?: placed_anew=(\S+))?$')
+    for key, anew in (("4-tuple", True), ("src-ip", False)):
+        lb = Lb(config(t, key=key, health=off, listen="127.0.0.1:0"))
+        lb.rewrite(config(t, key=key, health=off, listen="127.0.0.2:0"))
+        rc, so, se, logged = lb.reload("--json")
+        check(rc == 0 and check_logfmt(logged), f"{key}: reload: {se}")
+        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
+        moved = [m for m in (line.search(l) for l in logged) if m]
+        answer = json.loads(so) if so.startswith("{") else {}
+        if anew:
+            check(said == ["listen"], f"{key}: warned of listen: {said}")
+            check(len(moved) == 1 and moved[0].group(2) == "listen" and
+                  0.6 < float(moved[0].group(1)) < 0.73,
+                  f"{key}: moved= about 2/3, placed_anew=listen: {[m.group(0) for m in moved]}")
+            check(answer.get("rehashed") == 1, f"{key}: rehashed 1: {so!r}")
+            # the listener kept, a fourth backend: its share moves, nothing placed anew
+            lb.rewrite(config(t + [("d", "127.0.0.1:4")], key=key, health=off,
+                              listen="127.0.0.2:0"))
+            rc, so, se, logged = lb.reload()
+            said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
+            moved = [m for m in (line.search(l) for l in logged) if m]
+            check(rc == 0 and said == [] and len(moved) == 1 and moved[0].group(2) is None and
+                  0.2 < float(moved[0].group(1)) < 0.3,
+                  f"{key}: listener kept: no warning, moved= the fourth's share: {se} {said} "
+                  f"{[m.group(0) for m in moved]}")
+        else:
+            check(said == [] and moved == [] and answer.get("rehashed") == 0,
+                  f"{key}: nothing moves, nothing said: {said} {[m.group(0) for m in moved]} {so!r}")
+        check(lb.stop() == 0, f"{key}: exit 0")
+
+
 def reloads_say_what_run_time_settings_they_keep():
     """A reload keeps a state, weight or cap set with hashlb ctl set where the config's own
     value did not change: an operator who reloads to have the config run sees a backend he
@@ -1477,6 +1521,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,
+           a_listen_address_moved_under_the_4_tuple_places_clients_anew,
            a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
            two_names_at_one_address_are_warned,
            a_duration_without_a_unit_is_warned,
