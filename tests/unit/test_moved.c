@@ -177,6 +177,111 @@ static void test_none_and_renamed(void **state)
 	test_backends_free(&c);
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The first hash of each interval of <t> into <starts> (at <*n>): a ring's arc begins past a
+ * point, a Maglev slot i at h32 = ceil(i * 2^32 / M). */
+static void interval_starts(const struct hashlb_table *t, uint64_t *starts, size_t *n)
+{
+	struct hashlb_table_view v;
+
+	hashlb_table_view(t, &v);
+	if (v.scheme == HASHLB_SCHEME_MAGLEV)
+		for (uint64_t i = 0; i < v.m; i++)
+			starts[(*n)++] = ((((uint64_t)i << 32) + v.m - 1) / v.m) << 32;
+	else
+		for (uint32_t i = 0; i < v.n_points; i++)
+			if (v.pos[i] != UINT64_MAX)
+				starts[(*n)++] = v.pos[i] + 1;
+}
+
+static const char *name_or_none(const struct hashlb_table *t, uint32_t idx)
+{
+	return idx == HASHLB_BACKEND_NONE ? "" : hashlb_table_backend_name(t, idx);
+}
+
+/* The exact share by lookups: the hash space cut at every interval start of either table,
+ * each piece looked up at both ends (it must be one backend throughout), those whose
+ * backend differs summed. */
+static double looked_up_exactly(const struct hashlb_table *a, const struct hashlb_table *b)
+{
+	struct hashlb_table_view va, vb;
+	size_t n = 0, cap;
+	uint64_t *starts;
+	double moved = 0;
+
+	hashlb_table_view(a, &va);
+	hashlb_table_view(b, &vb);
+	cap = 1 + (size_t)va.m + va.n_points + vb.m + vb.n_points;
+	starts = malloc(cap * sizeof(*starts));
+	assert_non_null(starts);
+	starts[n++] = 0;
+	interval_starts(a, starts, &n);
+	interval_starts(b, starts, &n);
+	qsort(starts, n, sizeof(*starts), u64_cmp);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t first = starts[i], last;
+		size_t j = i + 1;
+		bool diff;
+
+		while (j < n && starts[j] == first)
+			j++;
+		last = j < n ? starts[j] - 1 : UINT64_MAX;
+		diff = strcmp(name_or_none(a, hashlb_table_lookup(a, first)),
+			      name_or_none(b, hashlb_table_lookup(b, first))) != 0;
+		assert_true(diff == (strcmp(name_or_none(a, hashlb_table_lookup(a, last)),
+					    name_or_none(b, hashlb_table_lookup(b, last))) != 0));
+		if (diff)
+			moved += ldexp((double)(last - first) + 1.0, -64);
+		i = j - 1;
+	}
+	free(starts);
+	return moved;
+}
+
+/* Every pair of tables, of either scheme, sizes, points and backends, one down: the figure
+ * is the one lookups find piece by piece (to a double's rounding), Maglev of one size (the
+ * slot-by-slot comparison) as any. */
+static void test_exact_against_lookups(void **state)
+{
+	static const uint32_t params[2][3] = { { 0, 2, 40 }, { 0, 7, 251 } };
+	struct test_backends b;
+	bool down[4] = { false, true, false, false };
+
+	test_backends_init(&b, 4, "be-");
+	b.spec[0].weight = 3;
+	for (int s1 = 0; s1 < 2; s1++)
+		for (int s2 = 0; s2 < 2; s2++)
+			for (int p1 = 0; p1 < 3; p1++)
+				for (int p2 = 0; p2 < 3; p2++) {
+					struct hashlb_table *x = test_build(
+						schemes[s1], params[s1][p1], 5, b.spec, 3);
+					struct hashlb_table *y = test_build(
+						schemes[s2], params[s2][p2], 5, b.spec, 4);
+					struct hashlb_table *yd = NULL;
+
+					assert_int_equal(hashlb_table_with_down(y, down, &yd, NULL),
+							 0);
+					assert_true(fabs(moved(x, y) - looked_up_exactly(x, y)) <
+						    1e-12);
+					assert_true(fabs(moved(y, x) - looked_up_exactly(y, x)) <
+						    1e-12);
+					assert_true(fabs(moved(y, yd) - looked_up_exactly(y, yd)) <
+						    1e-12);
+					assert_true(fabs(moved(x, yd) - looked_up_exactly(x, yd)) <
+						    1e-12);
+					hashlb_table_free(x);
+					hashlb_table_free(y);
+					hashlb_table_free(yd);
+				}
+	test_backends_free(&b);
+}
+
 /* New hashes (a seed): placements independent, 1 - sum of products of the shares; four
  * equal backends keep a quarter of their clients, and lookups under two seeds agree. */
 static void test_rehash(void **state)
@@ -205,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_other_tables_match_lookups),
 		cmocka_unit_test(test_none_and_renamed),
 		cmocka_unit_test(test_rehash),
+		cmocka_unit_test(test_exact_against_lookups),
 	};
 
 	return cmocka_run_group_tests_name("moved", tests, NULL, NULL);
