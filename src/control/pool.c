@@ -3358,7 +3358,9 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	uint32_t i, j;
 
 	change_service(s, old, c, settings_changed);
-	s->reload_pending = true;
+	/* set where the reload asks for a build (below): one waiting already for a change of
+	 * its own (health, hashlb ctl set) is published with the reload's, not its doing */
+	s->reload_pending = false;
 	s->cfg = c;
 	s->rt->cfg = (struct hashlb_service_cfg *)c;
 	s->tick_all = true; /* checks on, backends that fail, come or ramp: seen at the next tick */
@@ -3455,8 +3457,10 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 				backend_up_run_stop(b, "reload", now); /* checks turned off */
 			backend_check_spread(b, now);
 		}
-		if (backend_unchecked_up(b, c, now))
+		if (backend_unchecked_up(b, c, now)) {
 			service_schedule(s, false);
+			s->reload_pending = true;
+		}
 		next[i] = b;
 	}
 	service_gone_compact(s, pr->gone_taken);
@@ -3473,8 +3477,10 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	s->n_backends = c->n_backends;
 	pr->next = NULL; /* s->backends now */
 	service_prep_free(pr);
-	if (full)
+	if (full) {
 		service_schedule(s, true);
+		s->reload_pending = true;
+	}
 }
 
 static bool prefixes_equal(const struct hashlb_prefix *a, uint32_t na,

@@ -137,7 +137,7 @@ struct hlb_pool_service {
 	uint64_t skip_last_ms, skips;
 	struct hlb_check_errs skip_errs; /* where << 16 | errno of those skipped, for the log */
 	bool dirty, need_full;
-	/* updated by the reload under way: its next build, if it has one, says what it moved
+	/* the reload under way asked for a build: the next, if it has one, says what it moved
 	 * (hlb_pool_flush_reload()) */
 	bool reload_pending;
 	/* Whether the tick visits every backend (pool_tick()): checks on, a

@@ -1334,6 +1334,31 @@ static void test_reload_says_what_the_tables_in_use_moved(void **state)
 	fixture_teardown(&f);
 }
 
+/* A service the reload leaves alone says nothing of what it moved, though a change of its own
+ * (b1 set to maint, its build waiting for the debounce) is published with the reload's: the
+ * clients b1 gives away are not the reload's doing. It said "moved" for them, the reload's
+ * answer counting its table as one the reload rebuilt. */
+static void test_reload_says_nothing_of_a_build_it_did_not_ask(void **state)
+{
+	struct fixture f;
+	struct hlb_pool_moved m;
+
+	(void)state;
+	fixture_setup(&f, HASHLB_SCHEME_RING, 4);
+	assert_int_equal(hlb_pool_set_admin(hlb_pool_backend_find(f.svc, "b1"), HASHLB_ADMIN_MAINT),
+			 0);
+	fixture_reload(&f, config_new(HASHLB_SCHEME_RING, 4));
+	hlb_pool_flush_reload(f.pool, &m);
+	assert_true(hashlb_table_backend_down(hlb_pool_snapshot(f.svc)->table, 1)); /* published */
+	assert_int_equal(m.tables, 0);
+	assert_string_equal(m.most_service, "");
+	/* the reload's own change after it: said */
+	fixture_reload(&f, config_new(HASHLB_SCHEME_RING, 5));
+	hlb_pool_flush_reload(f.pool, &m);
+	assert_int_equal(m.tables, 1);
+	fixture_teardown(&f);
+}
+
 static void test_reload_matches_many_backends_by_name(void **state)
 {
 	const uint32_t n = HASHLB_BACKENDS_MAX;
@@ -2581,6 +2606,7 @@ int main(void)
 		cmocka_unit_test(test_backend_added_back_is_the_one_at_its_address),
 		cmocka_unit_test(test_orphan_taken_back_is_the_one_at_its_address),
 		cmocka_unit_test(test_reload_says_what_the_tables_in_use_moved),
+		cmocka_unit_test(test_reload_says_nothing_of_a_build_it_did_not_ask),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
