@@ -962,10 +962,12 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 
 	if (ret < 0) /* short of memory: the figure is not known, the reload applies */
 		return;
-	if (anew)
+	/* a line a service, as many as the lines of what changed; the others counted in one
+	 * (hlb_pool_flush_reload()) */
+	if (m->tables < HLB_POOL_CHANGE_LINES && anew)
 		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved",
 			 "service=%s moved=%.4f placed_anew=%s", s->cfg->name, moved, what);
-	else
+	else if (m->tables < HLB_POOL_CHANGE_LINES)
 		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved", "service=%s moved=%.4f",
 			 s->cfg->name, moved);
 	m->tables++;
@@ -1054,6 +1056,12 @@ void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved)
 	p->moved = &moved;
 	hlb_pool_flush(p);
 	p->moved = NULL;
+	/* a reload of thousands of services: the log bounded, as for the changes */
+	if (moved.tables > HLB_POOL_CHANGE_LINES)
+		pool_log(p, HLB_LOG_INFO,
+			 "reload: more services' clients moved, not logged one by one",
+			 "more=%u most=%.4f service=%s", moved.tables - HLB_POOL_CHANGE_LINES,
+			 moved.most, moved.most_service);
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		p->svcs[i]->reload_pending = false;
 	if (ret_moved)

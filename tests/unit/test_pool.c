@@ -1359,6 +1359,72 @@ static void test_reload_says_nothing_of_a_build_it_did_not_ask(void **state)
 	fixture_teardown(&f);
 }
 
+static void count_moved_line(void *arg, enum hlb_log_level level, const char *msg, const char *kv)
+{
+	uint32_t *n = arg;
+
+	(void)level;
+	(void)kv;
+	n[0] += strcmp(msg, "reload: clients moved") == 0;
+	n[1] += strcmp(msg, "reload: more services' clients moved, not logged one by one") == 0;
+}
+
+/* <n> services "s0".. of <backends> backends each. */
+static struct hashlb_config *config_services(uint32_t n, uint32_t backends)
+{
+	struct hashlb_config *c = config_new(HASHLB_SCHEME_MAGLEV, backends);
+
+	c->services = realloc(c->services, n * sizeof(*c->services));
+	assert_non_null(c->services);
+	for (uint32_t i = 1; i < n; i++) {
+		struct hashlb_config *one = config_new(HASHLB_SCHEME_MAGLEV, backends);
+
+		c->services[i] = one->services[0];
+		free(one->services);
+		free(one);
+	}
+	c->n_services = n;
+	for (uint32_t i = 0; i < n; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "s%u", i);
+		free(c->services[i].name);
+		c->services[i].name = strdup(name);
+	}
+	return c;
+}
+
+/* A reload that rebuilds many services' tables writes a moved= line for as many as it writes
+ * lines of changes (HLB_POOL_CHANGE_LINES), then one counting the others: a reload of
+ * thousands of services wrote thousands of them, where its changes take 33 lines at most.
+ * The answer's figure is still the most of them all. */
+static void test_reload_moved_lines_are_bounded(void **state)
+{
+	const uint32_t n = HLB_POOL_CHANGE_LINES + 8;
+	struct hashlb_error err = { 0 };
+	struct hlb_pool_moved m;
+	uint32_t lines[2] = { 0, 0 };
+	struct fixture f;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.cfg = config_services(n, 3);
+	assert_int_equal(hlb_loop_new(&f.loop), 0);
+	assert_int_equal(hlb_rcu_new(0, &f.rcu), 0);
+	f.env = (struct hlb_pool_env){
+		.n_workers = 2, .rcu = f.rcu, .log = count_moved_line, .arg = lines
+	};
+	assert_int_equal(hlb_pool_new(f.cfg, f.loop, &f.env, &f.pool, &err), 0);
+	hlb_pool_flush(f.pool);
+	fixture_reload(&f, config_services(n, 4));
+	hlb_pool_flush_reload(f.pool, &m);
+	assert_int_equal(m.tables, n);
+	assert_true(m.most > 0.2 && m.most < 0.3); /* a fourth backend's share, Maglev's few */
+	assert_int_equal(lines[0], HLB_POOL_CHANGE_LINES);
+	assert_int_equal(lines[1], 1);
+	fixture_teardown(&f);
+}
+
 static void test_reload_matches_many_backends_by_name(void **state)
 {
 	const uint32_t n = HASHLB_BACKENDS_MAX;
@@ -2607,6 +2673,7 @@ int main(void)
 		cmocka_unit_test(test_orphan_taken_back_is_the_one_at_its_address),
 		cmocka_unit_test(test_reload_says_what_the_tables_in_use_moved),
 		cmocka_unit_test(test_reload_says_nothing_of_a_build_it_did_not_ask),
+		cmocka_unit_test(test_reload_moved_lines_are_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
