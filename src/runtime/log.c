@@ -4,6 +4,7 @@
  * the data plane's lines through a per-thread buffer.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -316,6 +317,41 @@ static bool fd_nowait(int fd)
 }
 
 /*
+ * A named pipe's (mkfifo: stderr to a FIFO a log reader holds open) writes refuse
+ * RWF_NOWAIT with EOPNOTSUPP, the kernel allowing it on pipe(2)'s ends only, which
+ * dropped every line. Its lines go through an open file description of our own on the
+ * same FIFO, O_NONBLOCK, opened as the first one is refused (through /proc/self/fd:
+ * stderr's own stays blocking, shared with whoever started hashlb, and an upgrade's
+ * new process inherits that one). <fifo_of>: the descriptor it stands for, -1 none.
+ * Under out_lock.
+ */
+static int fifo_fd = -1, fifo_of = -1;
+
+/*
+ * pwritev2(RWF_NOWAIT) of <iov> to <fd>, or to the FIFO's own non-blocking
+ * description where <fd> refuses it. -1 with errno as pwritev2's.
+ */
+static ssize_t write_nowait(int fd, const struct iovec *iov)
+{
+	char path[32];
+	ssize_t r;
+
+	if (fd == fifo_of)
+		return writev(fifo_fd, iov, 1);
+	r = pwritev2(fd, iov, 1, -1, RWF_NOWAIT);
+	if (r >= 0 || errno != EOPNOTSUPP || fifo_of >= 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	fifo_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fifo_fd < 0) { /* no /proc, or no reader (ENXIO): dropped, tried again next time */
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	fifo_of = fd;
+	return writev(fifo_fd, iov, 1);
+}
+
+/*
  * <n> bytes to <fd>, never blocking in write(): up to <wait_ms> for room
  * before anything is written, up to LOG_FINISH_MS for each further part.
  * The bytes written.
@@ -327,8 +363,7 @@ static size_t write_bounded(int fd, bool nowait, const char *p, size_t n, int wa
 
 	while (done < n) {
 		struct iovec iov = { .iov_base = (void *)(p + done), .iov_len = n - done };
-		ssize_t r = nowait ? pwritev2(fd, &iov, 1, -1, RWF_NOWAIT)
-				   : write(fd, p + done, n - done);
+		ssize_t r = nowait ? write_nowait(fd, &iov) : write(fd, p + done, n - done);
 		int ready;
 
 		if (r > 0) {
@@ -538,7 +573,7 @@ static ssize_t logbuf_write(struct hlb_logbuf *lb, const char *p, size_t n)
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
 
 	if (lb->nowait)
-		return pwritev2(lb->fd, &iov, 1, -1, RWF_NOWAIT);
+		return write_nowait(lb->fd, &iov);
 	return write(lb->fd, p, n);
 }
 

@@ -7,6 +7,7 @@ drain_timeout); a reload turns it on for new connections; off, no connection is 
 import fcntl
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -397,7 +398,8 @@ def whole_lines(rest):
 
 
 def stalled_stderr(kind):
-    """stderr is a <kind> ("pipe", or "socket": a stream socket, as journald's) nobody reads:
+    """stderr is a <kind> ("pipe"; "fifo", a named one, as a log reader's that mkfifo made; or
+    "socket": a stream socket, as journald's) nobody reads:
     connections are still served at full speed (the worker never waits on the log), the
     lines that do not fit are dropped and counted in hashlb_log_dropped_total, and once the
     reader catches up every other line arrives whole, none cut by another thread's (on a
@@ -408,13 +410,29 @@ def stalled_stderr(kind):
     is back is logged."""
     n = 3000
     b = Backend("a")
-    workers = 1 if kind == "pipe" else 2
+    workers = 2 if kind == "socket" else 1
     path = tmpfile(f"stalled-{kind}.yaml", config([("a", b.addr)], health=NO_HEALTH,
                                                   workers=workers,
                                                   extra="log_connections: true"))
     if kind == "pipe":
         proc = spawn([HASHLB, "run", "-c", path], stderr=subprocess.PIPE)
         out = proc.stderr
+    elif kind == "fifo":
+        fifo = tmpfile("stalled.fifo", "")
+        os.unlink(fifo)
+        os.mkfifo(fifo)
+        rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the writer's open does not wait
+        with open(fifo, "wb") as w:
+            proc = spawn([HASHLB, "run", "-c", path], stderr=w)
+        # Every line was dropped, the FIFO refusing pwritev2(RWF_NOWAIT) (EOPNOTSUPP).
+        if not check(select.select([rfd], [], [], 10)[0],
+                     "hashlb's start-up lines come through the FIFO"):
+            stop(proc)
+            os.close(rfd)
+            b.stop()
+            return
+        os.set_blocking(rfd, True)
+        out = os.fdopen(rfd, "rb")
     else:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # partial writes early
@@ -448,7 +466,7 @@ def stalled_stderr(kind):
     _, conn = whole_lines(rest)
     # the reload lines of the stall (6 SIGHUPs, at most 4 lines each) are dropped too
     extra = len(conn) + dropped - n
-    if kind == "pipe":
+    if kind != "socket":
         check(extra == 0, f"lines written {len(conn)} + dropped {dropped} = {n} connections")
     else:
         check(0 <= extra <= 24, f"lines written {len(conn)} + dropped {dropped} = {n} "
@@ -566,6 +584,10 @@ def stalled_journal_stream_no_spin():
 
 def stalled_stderr_reader():
     stalled_stderr("pipe")
+
+
+def stalled_stderr_fifo():
+    stalled_stderr("fifo")
 
 
 def stalled_stderr_stream_socket():
@@ -764,6 +786,6 @@ def reset_during_slow_connect():
 
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
-           stalled_stderr_reader, stalled_stderr_stream_socket, stalled_stderr_burst,
+           stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
            resets_after_a_fin_say_econnreset, reset_during_slow_connect])
