@@ -308,47 +308,52 @@ static void out_release(struct hlb_logbuf *lb)
 	pthread_mutex_unlock(&out_lock);
 }
 
-/* Whether <fd> is a pipe or a socket: a reader may stall it, RWF_NOWAIT applies. */
+/*
+ * Whether <fd> is a pipe, a socket or a terminal: a reader may stall it (a terminal
+ * too: one paused by ^S, a pty whose ssh session stalls), so it is written without
+ * waiting (write_nowait()).
+ */
 static bool fd_nowait(int fd)
 {
 	struct stat st;
 
-	return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+	return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+				       (S_ISCHR(st.st_mode) && isatty(fd)));
 }
 
 /*
- * A named pipe's (mkfifo: stderr to a FIFO a log reader holds open) writes refuse
- * RWF_NOWAIT with EOPNOTSUPP, the kernel allowing it on pipe(2)'s ends only, which
- * dropped every line. Its lines go through an open file description of our own on the
- * same FIFO, O_NONBLOCK, opened as the first one is refused (through /proc/self/fd:
- * stderr's own stays blocking, shared with whoever started hashlb, and an upgrade's
- * new process inherits that one). <fifo_of>: the descriptor it stands for, -1 none.
- * Under out_lock.
+ * A named pipe's (mkfifo: stderr to a FIFO a log reader holds open) and a terminal's
+ * writes refuse RWF_NOWAIT with EOPNOTSUPP, the kernel allowing it on pipe(2)'s ends
+ * and sockets only: that dropped every line to a FIFO, and a terminal, written with
+ * write(), blocked the workers when its reader stalled. Their lines go through an open
+ * file description of our own on the same file, O_NONBLOCK, opened as the first one
+ * is refused (through /proc/self/fd: stderr's own stays blocking, shared with whoever
+ * started hashlb, and an upgrade's new process inherits that one). <own_of>: the
+ * descriptor it stands for, -1 none. Under out_lock.
  */
-static int fifo_fd = -1, fifo_of = -1;
+static int own_fd = -1, own_of = -1;
 
 /*
- * pwritev2(RWF_NOWAIT) of <iov> to <fd>, or to the FIFO's own non-blocking
- * description where <fd> refuses it. -1 with errno as pwritev2's.
+ * pwritev2(RWF_NOWAIT) of <iov> to <fd>, or write() to a non-blocking
+ * description of our own of its file where <fd> refuses it. -1 with errno as pwritev2's.
  */
 static ssize_t write_nowait(int fd, const struct iovec *iov)
 {
 	char path[32];
 	ssize_t r;
 
-	if (fd == fifo_of)
-		return writev(fifo_fd, iov, 1);
+	if (fd == own_of)
+		return writev(own_fd, iov, 1);
 	r = pwritev2(fd, iov, 1, -1, RWF_NOWAIT);
-	if (r >= 0 || errno != EOPNOTSUPP || fifo_of >= 0)
+	if (r >= 0 || errno != EOPNOTSUPP || own_of >= 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	fifo_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fifo_fd < 0) { /* no /proc, or no reader (ENXIO): dropped, tried again next time */
-		errno = EOPNOTSUPP;
-		return -1;
-	}
-	fifo_of = fd;
-	return writev(fifo_fd, iov, 1);
+	/* O_NOCTTY: a terminal opened again must not become hashlb's controlling one */
+	own_fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (own_fd < 0) /* no /proc, or no reader (ENXIO): written as to a file, tried again */
+		return writev(fd, iov, 1);
+	own_of = fd;
+	return writev(own_fd, iov, 1);
 }
 
 /*
@@ -522,8 +527,8 @@ int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size)
 	if (size < 2 * HLB_LOG_LINE_MAX)
 		return -EINVAL;
 	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1 };
-	/* Files and terminals do not wait for a reader, and a file system
-	 * may answer EAGAIN to RWF_NOWAIT for a page it would have to read. */
+	/* Files do not wait for a reader, and a file system may answer
+	 * EAGAIN to RWF_NOWAIT for a page it would have to read. */
 	lb->nowait = fd_nowait(fd);
 	lb->buf = malloc(size);
 	return lb->buf ? 0 : -ENOMEM;

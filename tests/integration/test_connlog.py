@@ -6,6 +6,7 @@ included) and why it ended (done, connect_failed, no_backend, idle_timeout, bad_
 drain_timeout); a reload turns it on for new connections; off, no connection is logged."""
 import fcntl
 import os
+import pty
 import re
 import select
 import signal
@@ -14,6 +15,7 @@ import struct
 import subprocess
 import threading
 import time
+import tty
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
 from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, frozen,
@@ -590,6 +592,50 @@ def stalled_stderr_fifo():
     stalled_stderr("fifo")
 
 
+def stalled_stderr_terminal():
+    """stderr is a terminal (a pty) whose reader stops, as one paused with ^S or behind an ssh
+    session that hangs: connections are still served, and SIGTERM still stops hashlb. A
+    terminal refuses RWF_NOWAIT, and its lines were written with a blocking write(): the
+    workers and the control thread stopped at the first line that found the terminal full
+    (about 85 connections), the next clients timing out and SIGTERM unheard."""
+    n = 3000
+    b = Backend("a")
+    path = tmpfile("stalled-tty.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1,
+                                              extra="log_connections: true"))
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # no echo, no line discipline: what hashlb writes waits for us
+    proc = spawn([HASHLB, "run", "-c", path], stderr=slave)
+    os.close(slave)
+    out, end = b"", time.time() + 10
+    while b"msg=started" not in out and time.time() < end:
+        if select.select([master], [], [], 0.5)[0]:
+            out += os.read(master, 65536)
+    listen = re.search(rb"msg=listening .*addr=(\S+)", out)
+    if not check(listen, "hashlb started, its lines on the terminal"):
+        stop(proc)
+        os.close(master)
+        b.stop()
+        return
+    host, port = listen.group(1).decode().rsplit(":", 1)
+    served = 0  # the terminal is not read from here on
+    for i in range(n):
+        try:
+            s = connect((host, int(port)), client_ip(i % 200), timeout=5)
+            s.sendall(b"x")
+            s.shutdown(socket.SHUT_WR)
+            ok = read_to_eof(s) == b"a\nx"
+            s.close()
+        except OSError:
+            ok = False
+        if not ok:
+            break
+        served += 1
+    check(served == n, f"all {n} connections served with the terminal stalled ({served})")
+    check(stop(proc, timeout=10) == 0, "SIGTERM stops hashlb with the terminal stalled")
+    os.close(master)
+    b.stop()
+
+
 def stalled_stderr_stream_socket():
     stalled_stderr("socket")
 
@@ -786,6 +832,7 @@ def reset_during_slow_connect():
 
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
-           stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_stream_socket, stalled_stderr_burst,
+           stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_terminal,
+           stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
            resets_after_a_fin_say_econnreset, reset_during_slow_connect])
