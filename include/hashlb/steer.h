@@ -364,6 +364,20 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);
  * scan alone. 0 or -errno.
  */
 int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all);
+/*
+ * hashlb_steer_flows_table() of every table of <s>'s program at once, in the
+ * same scan: <ret_tables>[t] the entries of table t's VIPs in force, for t
+ * below hashlb_steer_tables() (of a program of one table, every entry), and
+ * every entry in use into *<ret_all>. Whatever handle of the program reads
+ * them, one scan a reading serves each service on the interface (each
+ * handle's own scan: as many as there are services, and figures from
+ * different moments that did not add up to the program's). 0 or -errno.
+ */
+int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint32_t *ret_all);
+/* Whether <a> and <b> are handles of the same program attached (two
+ * services' on one interface: hashlb_steer_share()); false for NULL, or a
+ * program not known to be attached. */
+bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb_steer *b);
 /* What hashlb_steer_flows_open() found. */
 struct hashlb_steer_flows {
 	uint32_t open; /* entries not marked closing */

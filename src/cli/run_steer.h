@@ -82,6 +82,8 @@ int run_steer_fits(void *arg, const struct hashlb_service_cfg *c, const char *co
 /* The program of the <i>th steered service, for /metrics (hlb_control.steer_stats: <arg> is
  * the struct run_steer): its counters summed over CPUs and its conntrack occupancy, read
  * now. -ENODEV if it has none (or its maps cannot be read), -ENOENT past the last.
+ * Called for i = 0, 1, ... in one go (hlb_control_steer_samples()): <i> 0 starts a reading,
+ * whose first service of each program scans its conntrack table for all of them.
  * Control thread only. */
 int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 /* Detach everything (unless handed over). Accepts NULL. */

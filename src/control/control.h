@@ -45,7 +45,8 @@ typedef void (*hlb_control_log_fn)(void *arg, enum hlb_log_level level, const ch
 /*
  * Kernel steering of the <i>th steered service, for /metrics: 0 with <ret> filled, -ENODEV
  * if it has no program now (attaching failed, or a build without BPF), -ENOENT past the
- * last one.
+ * last one. Called for i = 0, 1, ... in one go, each reading from 0 (the services of one
+ * program read from one scan of it: run_steer_stats()).
  */
 typedef int (*hlb_control_steer_stats_fn)(void *arg, uint32_t i, struct hlb_steer_sample *ret);
 /*

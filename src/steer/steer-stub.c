@@ -181,6 +181,16 @@ int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint32_t *ret_all)
+{
+	return -EOPNOTSUPP;
+}
+
+bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb_steer *b)
+{
+	return false;
+}
+
 int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
 {
 	return -EOPNOTSUPP;

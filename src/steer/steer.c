@@ -3415,10 +3415,14 @@ static int vips_mine(struct hashlb_steer *s, uint8_t mine[HLB_STEER_VIP_SLOTS])
 	return 0;
 }
 
-int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all)
+int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint32_t *ret_all)
 {
-	uint32_t all = 0, own = 0;
-	uint8_t mine[HLB_STEER_VIP_SLOTS];
+	/* each VIP index's table, HASHLB_STEER_TABLES_MAX for none in force:
+	 * counted into a slot past the tables, read by no one */
+	uint8_t tab[HLB_STEER_VIP_SLOTS];
+	uint32_t n[HASHLB_STEER_TABLES_MAX + 1] = { 0 };
+	struct hlb_steer_vip *cur;
+	uint32_t active;
 	int ret;
 
 	/* A program of one table serves one service: every entry is its VIPs',
@@ -3426,29 +3430,49 @@ int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32
 	 * that took it out (set_vips()). Counted as all, the VIP map unread:
 	 * the scan alone, half the cost of the one below (docs/steering.md). */
 	if (s->tables < 2) {
-		ret = hashlb_steer_flows_count(s, &all);
-		if (ret == 0) {
-			*ret_table = all;
-			*ret_all = all;
-		}
+		ret = hashlb_steer_flows_count(s, ret_all);
+		if (ret == 0)
+			ret_tables[0] = *ret_all;
 		return ret;
 	}
-	ret = vips_mine(s, mine);
+	ret = vips_read(s, &active, &cur);
 	if (ret < 0)
 		return ret;
-	/* Branch-free, as hashlb_steer_flows_count(): an empty way is VIP
-	 * index 0's, so it counts only where it is not 0. */
+	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
+		tab[i] = vip_port_entry(&cur[i]) && vip_table(&cur[i]) < s->tables
+				 ? (uint8_t)vip_table(&cur[i])
+				 : HASHLB_STEER_TABLES_MAX;
+	free(cur);
+	/* Branch-free, as hashlb_steer_flows_count(): an empty way reads as
+	 * VIP index 0's, and adds 0 there. */
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED);
 
-			all += e != 0;
-			own += (e != 0) & mine[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff];
+			n[tab[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff]] += e != 0;
 		}
 	}
-	*ret_table = own;
-	*ret_all = all;
+	*ret_all = 0;
+	for (uint32_t t = 0; t <= HASHLB_STEER_TABLES_MAX; t++)
+		*ret_all += n[t];
+	memcpy(ret_tables, n, s->tables * sizeof(*ret_tables));
 	return 0;
+}
+
+int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all)
+{
+	uint32_t n[HASHLB_STEER_TABLES_MAX];
+	int ret = hashlb_steer_flows_tables(s, n, ret_all);
+
+	if (ret == 0)
+		*ret_table = n[s->tables < 2 ? 0 : s->table];
+	return ret;
+}
+
+bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb_steer *b)
+{
+	return a && b && a->prog_id && a->prog_id == b->prog_id && a->ifindex == b->ifindex &&
+	       a->tables == b->tables;
 }
 
 int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)

@@ -659,6 +659,15 @@ int main(void)
 	      "each table's entries: A %u (%u open, %u closing), B %u (%u, %u), of %u and %u "
 	      "(%u in use)",
 	      na, fa.open, fa.closing, nb, fb.open, fb.closing, alla, allb, all);
+	/* Every table's at once, in one scan, through either handle
+	 * (hashlb_steer_flows_tables(): under hashlb run, one a scrape for all the
+	 * services of a program): each table's as its own handle counts them. */
+	uint32_t nt[HASHLB_STEER_TABLES_MAX], allt;
+
+	CHECK(hashlb_steer_flows_tables(sb, nt, &allt) == 0 && nt[hashlb_steer_table(sa)] == na &&
+		      nt[hashlb_steer_table(sb)] == nb && allt == all,
+	      "every table's entries at once: A %u (%u alone), B %u (%u alone), of %u (%u)",
+	      nt[hashlb_steer_table(sa)], na, nt[hashlb_steer_table(sb)], nb, allt, all);
 	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
 	CHECK(hashlb_steer_flows_open(sa, &fa2) == 0 && hashlb_steer_flows_open(sb, &fb2) == 0,
 	      "counting the flows failed");
