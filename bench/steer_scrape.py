@@ -6,6 +6,9 @@ the median and p90 in us, and the difference a service (the per-CPU counters and
 the conntrack table, on the control thread).
 
   flock /work/notes/bench.lock python3 bench/steer_scrape.py --hashlb build-bpf/src/cli/hashlb
+
+With --shared, the services are all on one veth (a port each), sharing its program (a table
+each); --flows sets their steering_flows (the conntrack table each scrape scans).
 """
 import argparse
 import os
@@ -24,6 +27,9 @@ def main():
     ap.add_argument("--hashlb", required=True)
     ap.add_argument("--services", type=count, default=10)
     ap.add_argument("--scrapes", type=count, default=300)
+    ap.add_argument("--shared", action="store_true",
+                    help="every service on one interface, sharing its program")
+    ap.add_argument("--flows", type=count, help="each service's steering_flows")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: network namespaces and BPF need root")
@@ -37,7 +43,7 @@ def main():
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         sh("ip", "link", "set", "lo", "up")
-        for i in range(a.services):
+        for i in range(1 if a.shared else a.services):
             sh("ip", "link", "add", f"d{i}", "type", "veth", "peer", "name", f"p{i}")
             sh("ip", "link", "set", f"d{i}", "up")
             sh("ip", "link", "set", f"p{i}", "up")
@@ -50,9 +56,12 @@ def main():
             admin = tempfile.mktemp(prefix="hlbsm-", suffix=".sock")
             y = f"admin: unix:{admin}\nworkers: 1\nservices:\n"
             for i in range(a.services):
-                y += (f"  - name: s{i}\n    listen: 10.250.{i}.1:80\n    steering: {mode}\n"
-                      f"    interface: d{i}\n    health: {{enabled: false}}\n"
-                      f"    backends: [{{name: b{i}, address: '10.250.{i}.2:80'}}]\n")
+                k = 0 if a.shared else i  # the veth, its address, its backend's
+                y += (f"  - name: s{i}\n    listen: 10.250.{k}.1:{80 + i if a.shared else 80}\n"
+                      f"    steering: {mode}\n    interface: d{k}\n"
+                      f"    health: {{enabled: false}}\n"
+                      + (f"    steering_flows: {a.flows}\n" if a.flows else "")
+                      + f"    backends: [{{name: b{i}, address: '10.250.{k}.2:80'}}]\n")
             cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
             cfg.write(y)
             cfg.close()
