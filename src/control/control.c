@@ -579,7 +579,8 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 {
 	ctl->stopping = true;
 	if (close_admin) {
-		hlb_http_free(ctl->http);
+		/* the new hashlb serves the address: a request not answered yet is told so */
+		hlb_http_free_handed_over(ctl->http);
 		ctl->http = NULL;
 	}
 	hlb_timer_cancel(ctl->loop, &ctl->resolve_timer);

@@ -34,6 +34,14 @@ _Static_assert(sizeof(HTTP_BUSY_BODY) - 1 == 60, "the Content-Length of http_acc
 #define HTTP_BUSY_HEAD                                                                           \
 	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
 	"60\r\nConnection: close\r\n\r\n"
+/* hlb_http_free_handed_over()'s answer to a request not answered yet, its head then its body */
+#define HTTP_HANDED_BODY                                                                       \
+	"{\"error\":\"this hashlb handed its admin address over to a newer one (an upgrade): " \
+	"try again\"}\n"
+_Static_assert(sizeof(HTTP_HANDED_BODY) - 1 == 93, "the Content-Length of the handover's answer");
+#define HTTP_HANDED_HEAD                                                                         \
+	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
+	"93\r\nConnection: close\r\n\r\n"
 /*
  * The bytes of answers written but not yet read by their clients that the
  * endpoint holds before it renders another GET: a /metrics of 1,000 services
@@ -1040,6 +1048,31 @@ void hlb_http_free(struct hlb_http *h)
 			unlink(h->unix_path);
 	}
 	free(h);
+}
+
+void hlb_http_free_handed_over(struct hlb_http *h)
+{
+	static const char handed[] = HTTP_HANDED_HEAD HTTP_HANDED_BODY;
+
+	if (!h)
+		return;
+	for (struct http_conn *c = h->conns; c; c = c->next) {
+		size_t len = sizeof(handed) - 1;
+		bool head;
+
+		if (c->lingering || c->out.len || c->body.len)
+			continue; /* answered, or its answer under way: closed as it is */
+		head = c->in_len ? c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5)
+				 : accept_head(c->io.fd);
+		if (head)
+			len -= sizeof(HTTP_HANDED_BODY) - 1;
+		/* what its client sent read first: the close is then a FIN behind the answer, not
+		 * a reset that discards it */
+		(void)linger_read(c->io.fd, &c->lingered);
+		if (write(c->io.fd, handed, len) == (ssize_t)len)
+			shutdown(c->io.fd, SHUT_WR);
+	}
+	hlb_http_free(h);
 }
 
 /* Whether a process listens on the Unix socket at <path>: its connect is taken or waits. */

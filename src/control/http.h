@@ -244,6 +244,12 @@ int hlb_http_answer(struct hlb_http *h, uint64_t id, struct hlb_http_resp *resp)
 int hlb_http_reclaim(struct hlb_http *h);
 /* Closes the listener and every connection (held ones unanswered). Accepts NULL. */
 void hlb_http_free(struct hlb_http *h);
+/*
+ * hlb_http_free() of an endpoint whose address a newer hashlb serves now (an upgrade): each
+ * connection whose request is not answered yet (not come whole, held, or not read) is answered
+ * 503 saying so, what its client sent read first, rather than closed with no answer.
+ */
+void hlb_http_free_handed_over(struct hlb_http *h);
 /* The connections open (answered ones that linger for their client's end too, those answered
  * 503 at accept among them). */
 unsigned hlb_http_conns(const struct hlb_http *h);
