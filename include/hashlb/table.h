@@ -228,24 +228,37 @@ double hashlb_table_share(const struct hashlb_table *t, uint32_t idx);
  */
 void hashlb_table_shares(const struct hashlb_table *t, double *ret_shares);
 /*
+ * Whether backend <from_i> of one table and <to_i> of another, of one name, are one server
+ * to their clients: the tables know names, their callers addresses. A backend that keeps
+ * its name (and its place in the table) but gets another address sends its clients to
+ * another server, which for a stateful backend is a move.
+ */
+struct hashlb_same_server {
+	bool (*fn)(uint32_t from_i, uint32_t to_i, void *arg);
+	void *arg;
+};
+/*
  * The fraction of the hash space (0..1) whose backend differs between <from> and <to>,
- * backends matched by name (their indices may differ): the share of clients, for
- * uniformly spread keys, that a change from one table to the other sends to another
- * backend. Exact, both effective tables walked side by side, interval by interval (the
- * ring's arcs, Maglev's slots over the hashes each takes), in O(points or slots); the
- * schemes may differ. A hash that no backend takes in one (every backend down) and one
- * in the other counts as moved. Into <ret_moved>; 0, or -ENOMEM.
+ * backends matched by name (their indices may differ) and, with <same> (NULL: the name
+ * alone), by what it says: a name it says is another server in <to> is counted as a
+ * backend <from> did not have. The share of clients, for uniformly spread keys, that a
+ * change from one table to the other sends to another server. Exact, both effective
+ * tables walked side by side, interval by interval (the ring's arcs, Maglev's slots over
+ * the hashes each takes), in O(points or slots); the schemes may differ. A hash that no
+ * backend takes in one (every backend down) and one in the other counts as moved. Into
+ * <ret_moved>; 0, or -ENOMEM.
  */
 int hashlb_table_moved(const struct hashlb_table *from, const struct hashlb_table *to,
-		       double *ret_moved);
+		       const struct hashlb_same_server *same, double *ret_moved);
 /*
  * The fraction of clients expected on another backend when their hashes change too (a
  * new seed, hash key or prefix: the two placements independent), from the tables'
- * shares: 1 - sum over backend names of share in <from> x share in <to>. Into
- * <ret_moved>; 0, or -ENOMEM.
+ * shares: 1 - sum over backend names of share in <from> x share in <to>, the names that
+ * <same> (as hashlb_table_moved()'s) says are another server left out. Into <ret_moved>;
+ * 0, or -ENOMEM.
  */
 int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hashlb_table *to,
-			      double *ret_moved);
+			      const struct hashlb_same_server *same, double *ret_moved);
 /* Bytes of memory the table holds, those it shares with another table included. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*

@@ -52,7 +52,8 @@ static void usage(FILE *f)
 		   "  With --against OLD (the config running now, say), OLD is loaded too\n"
 		   "  and, in place of the tables, each service is compared: the share of\n"
 		   "  its clients (of keys spread evenly) that FILE's table sends to\n"
-		   "  another backend than OLD's, each table built as a start builds it\n"
+		   "  another server than OLD's (another backend, or one of the same name\n"
+		   "  at a new address), each table built as a start builds it\n"
 		   "  (every backend up, drain and maint as each config sets them), the\n"
 		   "  tables compared exactly; and the services FILE adds or removes. When\n"
 		   "  the seed, hash_key, hash_prefix or accept_proxy changes, or the listen\n"
@@ -369,6 +370,19 @@ static struct hashlb_client_hash client_hash(const struct hashlb_service_cfg *s,
 					    listen_moved };
 }
 
+/* hashlb_same_server: backend <i> of a service (<arg>: the two configs', OLD's first) and
+ * <j> of FILE's are one server: at one address, resolved (a name resolved to the same
+ * address is no move), or written alike where either is not */
+static bool cfg_same_server(uint32_t i, uint32_t j, void *arg)
+{
+	const struct hashlb_service_cfg *const *two = arg;
+	const struct hashlb_backend_cfg *a = &two[0]->backends[i], *b = &two[1]->backends[j];
+
+	if (a->addr_len && b->addr_len)
+		return a->addr_len == b->addr_len && !memcmp(&a->addr, &b->addr, a->addr_len);
+	return !strcmp(a->address, b->address);
+}
+
 /* Service <b> of the config checked against <a> of OLD's: one line (<w>: the name's
  * column). 0, or -1 once an error is printed. */
 static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_service_cfg *b,
@@ -380,6 +394,8 @@ static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_s
 	char what[64];
 	struct hashlb_client_hash ha = client_hash(a, NULL), hb = client_hash(b, a);
 	bool anew = hashlb_client_hash_changed(&ha, &hb, what, sizeof(what));
+	const struct hashlb_service_cfg *two[2] = { a, b };
+	struct hashlb_same_server same = { cfg_same_server, two };
 	int r;
 
 	if (hashlb_service_cfg_build_table(a, NULL, &ta, &err) < 0 ||
@@ -388,7 +404,8 @@ static int print_moved(const struct hashlb_service_cfg *a, const struct hashlb_s
 		cli_print_error(&err);
 		return -1;
 	}
-	r = anew ? hashlb_table_rehash_moved(ta, tb, &moved) : hashlb_table_moved(ta, tb, &moved);
+	r = anew ? hashlb_table_rehash_moved(ta, tb, &same, &moved)
+		 : hashlb_table_moved(ta, tb, &same, &moved);
 	hashlb_table_free(ta);
 	hashlb_table_free(tb);
 	if (r < 0) {

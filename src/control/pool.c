@@ -942,10 +942,25 @@ static struct hashlb_client_hash snapshot_client_hash(const struct hlb_snapshot 
 					    snap->accept_proxy, listen_moved };
 }
 
+static bool addr_equal(const struct sockaddr_storage *a, socklen_t al,
+		       const struct sockaddr_storage *b, socklen_t bl);
+
+/* hashlb_same_server: backend <i> of a snapshot (<arg>: the two, in use and next) and <j>
+ * of the next are one server, at one address (a reload that gives a name another address
+ * keeps its place in the table, but sends its clients to another server) */
+static bool snapshot_same_server(uint32_t i, uint32_t j, void *arg)
+{
+	const struct hlb_snapshot *const *two = arg;
+	const struct hlb_backend *a = two[0]->backends[i], *b = two[1]->backends[j];
+
+	return addr_equal(&a->addr, a->addr_len, &b->addr, b->addr_len);
+}
+
 /*
  * <s>'s table in use (<cur>) replaced by a reload's (<next>): the share of its clients
- * sent to another backend, logged and counted into the pool's <moved>. What clients feel
- * is the table in use, health and all, not the config's: compared as published.
+ * sent to another server (another backend, or its own at another address), logged and
+ * counted into the pool's <moved>. What clients feel is the table in use, health and all,
+ * not the config's: compared as published.
  */
 static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot *cur,
 			  const struct hlb_snapshot *next)
@@ -957,8 +972,10 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 	struct hashlb_client_hash hc = snapshot_client_hash(cur, false),
 				  hn = snapshot_client_hash(next, s->rt->listener_moved);
 	bool anew = hashlb_client_hash_changed(&hc, &hn, what, sizeof(what));
-	int ret = anew ? hashlb_table_rehash_moved(cur->table, next->table, &moved)
-		       : hashlb_table_moved(cur->table, next->table, &moved);
+	const struct hlb_snapshot *two[2] = { cur, next };
+	struct hashlb_same_server same = { snapshot_same_server, two };
+	int ret = anew ? hashlb_table_rehash_moved(cur->table, next->table, &same, &moved)
+		       : hashlb_table_moved(cur->table, next->table, &same, &moved);
 
 	if (ret < 0) /* short of memory: the figure is not known, the reload applies */
 		return;

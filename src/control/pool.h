@@ -396,8 +396,9 @@ struct hlb_pool_moved {
 /*
  * hlb_pool_flush() right after hlb_pool_apply(): each service the reload updated and
  * rebuilds says, in a line of its own (msg="reload: clients moved" service=S moved=F),
- * the share of its clients that the table published sends to another backend than the
- * table in use before (hashlb_table_moved(), health included; with a new seed, hash key,
+ * the share of its clients that the table published sends to another server than the
+ * table in use before (another backend, or its own at a new address: hashlb_table_moved(),
+ * health included; with a new seed, hash key,
  * prefix or accept_proxy the share two independent placements give, said
  * placed_anew=WHAT), counted into <ret_moved> (may be NULL).
  */

@@ -69,9 +69,11 @@ static int name_cmp(const void *a, const void *b, void *arg)
 /* A backend of <to> that <from> does not have: unlike every index of <from>, and NONE. */
 #define NOT_IN_FROM UINT32_MAX
 
-/* <to>'s backend indices into <from>'s by name (NOT_IN_FROM if <from> has no such name), and
- * one more entry, NONE to NONE; NULL if out of memory. */
-static uint32_t *names_map(const struct hashlb_table *from, const struct hashlb_table *to)
+/* <to>'s backend indices into <from>'s by name (NOT_IN_FROM if <from> has no such name, or
+ * <same> says the two of that name are not one server), and one more entry, NONE to NONE;
+ * NULL if out of memory. */
+static uint32_t *names_map(const struct hashlb_table *from, const struct hashlb_table *to,
+			   const struct hashlb_same_server *same)
 {
 	uint32_t nf = hashlb_table_backend_count(from), nt = hashlb_table_backend_count(to);
 	uint32_t *sorted = malloc((nf ? nf : 1) * sizeof(*sorted));
@@ -95,7 +97,8 @@ static uint32_t *names_map(const struct hashlb_table *from, const struct hashlb_
 			int c = strcmp(hashlb_table_backend_name(from, sorted[mid]), name);
 
 			if (!c) {
-				map[i] = sorted[mid];
+				if (!same || same->fn(sorted[mid], i, same->arg))
+					map[i] = sorted[mid];
 				break;
 			}
 			if (c < 0)
@@ -142,10 +145,10 @@ static unsigned __int128 maglev_same_m_moved(const struct hashlb_table_view *a,
 }
 
 int hashlb_table_moved(const struct hashlb_table *from, const struct hashlb_table *to,
-		       double *ret_moved)
+		       const struct hashlb_same_server *same, double *ret_moved)
 {
 	uint32_t nt = hashlb_table_backend_count(to);
-	uint32_t *map = names_map(from, to);
+	uint32_t *map = names_map(from, to, same);
 	struct seg_walk a, b;
 	unsigned __int128 moved = 0; /* hashes: 2^64 at most, counted exactly */
 	uint64_t start = 0;
@@ -182,12 +185,12 @@ out:
 }
 
 int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hashlb_table *to,
-			      double *ret_moved)
+			      const struct hashlb_same_server *same, double *ret_moved)
 {
 	uint32_t nf = hashlb_table_backend_count(from), nt = hashlb_table_backend_count(to);
 	double *sf = calloc((size_t)nf + 1, sizeof(*sf)), *st = calloc((size_t)nt + 1, sizeof(*st));
-	uint32_t *map = names_map(from, to);
-	double same = 0;
+	uint32_t *map = names_map(from, to, same);
+	double kept = 0;
 
 	if (!sf || !st || !map) {
 		free(sf);
@@ -199,10 +202,10 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 	hashlb_table_shares(to, st);
 	for (uint32_t i = 0; i < nt; i++)
 		if (map[i] != NOT_IN_FROM)
-			same += sf[map[i]] * st[i];
+			kept += sf[map[i]] * st[i];
 	free(sf);
 	free(st);
 	free(map);
-	*ret_moved = same >= 1.0 ? 0.0 : 1.0 - same;
+	*ret_moved = kept >= 1.0 ? 0.0 : 1.0 - kept;
 	return 0;
 }

@@ -438,10 +438,14 @@ check(r.returncode == 0 and r.stdout.split()[1].startswith("v6-"), f"lookup --se
 # clients looked up in both configs land within a few standard errors (0.008) of it.
 MOVED_LINE = re.compile(r"^  (\S+)\s+(?:([0-9.]+)%|(added|removed))  (\d+) -> (\d+)(?:  placed anew \((\S+)\))?$", re.M)
 with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
-    def svc(name, port, scheme, names, extra=""):
+    # a backend's address is its name's (a at port + 1, b at port + 2...; <at>: another port
+    # than the listen port to count from), whichever backends the service has: another
+    # address is a move of its own
+    def svc(name, port, scheme, names, extra="", at=None):
+        base = (at or port) + 1 - ord("a")
         return (f"  - name: {name}\n    listen: 127.0.0.1:{port}\n    scheme: {scheme}\n{extra}"
-                "    backends:\n" + "".join(f"      - {{name: {n}, address: \"127.0.0.1:{port + 1 + i}\"}}\n"
-                                          for i, n in enumerate(names)))
+                "    backends:\n" + "".join(f"      - {{name: {n}, address: \"127.0.0.1:{base + ord(n)}\"}}\n"
+                                          for n in names))
     old = os.path.join(tmp, "old.yaml")
     new = os.path.join(tmp, "new.yaml")
     with open(old, "w") as f:
@@ -486,6 +490,18 @@ with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
     m = MOVED_LINE.search(r.stdout)
     check(m and m.group(1) == "db" and m.group(6) == "seed" and abs(float(m.group(2)) - 80) < 0.5,
           f"check --against, seed changed: placed anew (seed), ~80%: {r.stdout!r}")
+    # a backend that keeps its name and gets another address keeps its place in the table,
+    # but its clients reach another server: its share (1/5) moves; with a new seed too, it
+    # keeps none of its clients (1 - 4/25). Before, names alone were matched: 0.000%, 80%
+    for extra, want in (("", 20), ("    seed: 9\n", 84)):
+        with open(new, "w") as f:
+            f.write("services:\n" + svc("db", 31210, "maglev", "abcde", extra)
+                    .replace("127.0.0.1:31213", "127.0.0.1:31219"))
+        r = run("check", "-c", new, "--against", old)
+        m = MOVED_LINE.search(r.stdout)
+        check(m and m.group(1) == "db" and abs(float(m.group(2)) - want) < 0.5,
+              f"check --against, c at another address{', seed' if extra else ''}: ~{want}%: "
+              f"{r.stdout!r}")
     # the 4-tuple key hashes the address clients connect to: a service listening elsewhere
     # places every client anew (listen); under src-ip the same move changes no hash
     for key, want in (("4-tuple", "listen"), ("src-ip", None)):
@@ -493,7 +509,7 @@ with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
         with open(old, "w") as f:
             f.write("services:\n" + svc("db", 31210, "maglev", "abcde", k))
         with open(new, "w") as f:
-            f.write("services:\n" + svc("db", 31240, "maglev", "abcde", k))
+            f.write("services:\n" + svc("db", 31240, "maglev", "abcde", k, at=31210))
         r = run("check", "-c", new, "--against", old)
         m = MOVED_LINE.search(r.stdout)
         moved = float(m.group(2)) if m and m.group(2) else -1

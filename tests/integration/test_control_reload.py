@@ -731,6 +731,37 @@ def reloads_say_how_many_clients_they_move():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_backend_given_another_address_moves_its_clients():
+    """A backend that keeps its name but gets another address keeps its place in the table,
+    and its clients' next connections reach the server at the new address: for the stateful
+    backends hashlb fronts, a move. The reload's moved= line and its answer count its share,
+    as hashlb check --against does beforehand. Before, backends were matched by name alone:
+    moved=0.0000, and 0.000% from check, while a quarter of the clients went to another
+    server."""
+    off = "enabled: false"
+    four = [(n, f"127.0.0.1:{i + 1}") for i, n in enumerate("abcd")]  # never dialled
+    moved_c = [(n, "127.0.0.1:9" if n == "c" else a) for n, a in four]
+    line = re.compile(r'msg="reload: clients moved" service=t moved=([0-9.]+)$')
+    lb = Lb(config(four, scheme="ring", health=off))
+    lb.rewrite(config(moved_c, scheme="ring", health=off))
+    rc, answer, se, logged = lb.reload()
+    check(rc == 0 and check_logfmt(logged), f"reload: {se}")
+    said = [m for m in map(line.search, logged) if m]
+    p = subprocess.run([HASHLB, "check", "-c", tmpfile("readdressed-new.yaml",
+                                                       config(moved_c, scheme="ring", health=off)),
+                        "--against", tmpfile("readdressed-old.yaml",
+                                             config(four, scheme="ring", health=off))],
+                       capture_output=True, text=True)
+    m = re.search(r"^  t\s+([0-9.]+)%", p.stdout, re.M)
+    want = float(m.group(1)) / 100 if p.returncode == 0 and m else -1
+    check(0.1 < want < 0.4, f"check --against: c's share, about 1/4: {p.stdout!r} {p.stderr!r}")
+    check(len(said) == 1 and abs(float(said[0].group(1)) - want) < 0.0001,
+          f"one line, moved= c's share, as check --against said ({want:.4f}): {said}")
+    check(f"clients sent to another backend: {100 * want:.2f}% of t's" in answer,
+          f"the answer says it: {answer!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     """The 4-tuple key hashes the address a client connects to, the service's listen address:
     a reload that moves it changes every client's hash, as a new seed does. It is warned
@@ -1522,6 +1553,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,
            a_listen_address_moved_under_the_4_tuple_places_clients_anew,
+           a_backend_given_another_address_moves_its_clients,
            a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
            two_names_at_one_address_are_warned,
            a_duration_without_a_unit_is_warned,

@@ -10,7 +10,7 @@ static double moved(const struct hashlb_table *a, const struct hashlb_table *b)
 {
 	double m = -1;
 
-	assert_int_equal(hashlb_table_moved(a, b, &m), 0);
+	assert_int_equal(hashlb_table_moved(a, b, NULL, &m), 0);
 	assert_true(m >= 0 && m <= 1);
 	return m;
 }
@@ -293,10 +293,74 @@ static void test_rehash(void **state)
 	test_backends_init(&b, 4, "be-");
 	a = test_build(HASHLB_SCHEME_MAGLEV, 0, 0, b.spec, 4);
 	c = test_build(HASHLB_SCHEME_MAGLEV, 0, 1, b.spec, 4);
-	assert_int_equal(hashlb_table_rehash_moved(a, c, &m), 0);
+	assert_int_equal(hashlb_table_rehash_moved(a, c, NULL, &m), 0);
 	assert_true(fabs(m - 0.75) < 1e-3);
 	hashlb_table_free(a);
 	hashlb_table_free(c);
+	test_backends_free(&b);
+}
+
+struct readdressed {
+	const struct hashlb_table *from, *to;
+	const char *name; /* the backend at another address */
+	unsigned calls;
+};
+
+/* hashlb_same_server: <r->name> is at another address; the two indices are of one name */
+static bool same_unless_readdressed(uint32_t i, uint32_t j, void *arg)
+{
+	struct readdressed *r = arg;
+	const char *name = hashlb_table_backend_name(r->from, i);
+
+	r->calls++;
+	assert_string_equal(name, hashlb_table_backend_name(r->to, j));
+	return strcmp(name, r->name) != 0;
+}
+
+/* A backend that keeps its name and place but gets another address sends its clients to
+ * another server: its share counts as moved, in the same table as in a reordered one (the
+ * indices given are each table's own), and with new hashes it keeps none of its clients.
+ * Before, the figure matched names alone: 0 for such a change. */
+static void test_readdressed_moves_its_share(void **state)
+{
+	struct test_backends b, r;
+	double m = -1;
+
+	test_backends_init(&b, 4, "be-");
+	test_backends_init(&r, 4, "be-");
+	for (int i = 0; i < 4; i++) /* the same backends, in reverse order */
+		r.spec[i] = b.spec[3 - i];
+	for (int s = 0; s < 2; s++) {
+		struct hashlb_table *x = test_build(schemes[s], 0, 5, b.spec, 4);
+		struct hashlb_table *y = test_build(schemes[s], 0, 5, r.spec, 4);
+		struct readdressed ra = { x, x, "be-1", 0 }, rb = { x, y, "be-1", 0 };
+		struct hashlb_same_server sa = { same_unless_readdressed, &ra },
+					  sb = { same_unless_readdressed, &rb };
+
+		assert_true(moved(x, y) == 0);
+		/* (Maglev's share counts slots, the figure the hashes each takes: 2^32 / M,
+		 * rounded either way) */
+		assert_int_equal(hashlb_table_moved(x, x, &sa, &m), 0);
+		assert_true(fabs(m - hashlb_table_share(x, 1)) < 1e-6);
+		assert_true(ra.calls == 4);
+		assert_int_equal(hashlb_table_moved(x, y, &sb, &m), 0);
+		assert_true(fabs(m - hashlb_table_share(x, 1)) < 1e-6);
+		hashlb_table_free(x);
+		hashlb_table_free(y);
+	}
+	{
+		struct hashlb_table *x = test_build(HASHLB_SCHEME_MAGLEV, 0, 0, b.spec, 4);
+		struct hashlb_table *y = test_build(HASHLB_SCHEME_MAGLEV, 0, 1, b.spec, 4);
+		struct readdressed rr = { x, y, "be-1", 0 };
+		struct hashlb_same_server sr = { same_unless_readdressed, &rr };
+
+		/* three of four equal backends keep a sixteenth each */
+		assert_int_equal(hashlb_table_rehash_moved(x, y, &sr, &m), 0);
+		assert_true(fabs(m - 13.0 / 16) < 1e-3);
+		hashlb_table_free(x);
+		hashlb_table_free(y);
+	}
+	test_backends_free(&r);
 	test_backends_free(&b);
 }
 
@@ -310,6 +374,7 @@ int main(void)
 		cmocka_unit_test(test_other_tables_match_lookups),
 		cmocka_unit_test(test_none_and_renamed),
 		cmocka_unit_test(test_rehash),
+		cmocka_unit_test(test_readdressed_moves_its_share),
 		cmocka_unit_test(test_exact_against_lookups),
 	};
 
