@@ -538,6 +538,15 @@ bool hashlb_addr_is_any(const struct sockaddr_storage *a);
 bool hashlb_addr_is_loopback(const struct sockaddr_storage *a);
 /* <a>'s port (host order); 0 if it is neither IPv4 nor IPv6. */
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a);
+/*
+ * Whether a service that listened at <was> and listens at <now> changes the destination its
+ * clients connect to, which the 4-tuple key hashes: another port (a port-0 listener that
+ * moves gets another), or another address where neither is a wildcard. A wildcard's
+ * connections hash the address each one reached, so from a wildcard to one of its addresses
+ * on the same port (or back) the clients that connect as before hash as before.
+ */
+bool hashlb_listen_moves_destination(const struct sockaddr_storage *was, socklen_t was_len,
+				     const struct sockaddr_storage *now, socklen_t now_len);
 
 /*
  * Why the destination a 4-tuple key hashes is not <s>'s listen address as

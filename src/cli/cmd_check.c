@@ -57,7 +57,9 @@ static void usage(FILE *f)
 		   "  (every backend up, drain and maint as each config sets them), the\n"
 		   "  tables compared exactly; and the services FILE adds or removes. When\n"
 		   "  the seed, hash_key, hash_prefix or accept_proxy changes, or the listen\n"
-		   "  address under the 4-tuple key, clients' hashes change too: the\n"
+		   "  address under the 4-tuple key (its port, or a specific address for\n"
+		   "  another: a wildcard hashes the address each client reached),\n"
+		   "  clients' hashes change too: the\n"
 		   "  share is then the one expected of two independent placements\n"
 		   "  (placed anew). A reload reports the same\n"
 		   "  for the tables actually in use, health included (moved= in its log).\n"
@@ -363,8 +365,9 @@ static int print_warnings(const struct hashlb_config *c)
 static struct hashlb_client_hash client_hash(const struct hashlb_service_cfg *s,
 					     const struct hashlb_service_cfg *was)
 {
-	bool listen_moved = was && (was->listen_addr_len != s->listen_addr_len ||
-				    memcmp(&was->listen_addr, &s->listen_addr, s->listen_addr_len));
+	bool listen_moved =
+		was && hashlb_listen_moves_destination(&was->listen_addr, was->listen_addr_len,
+						       &s->listen_addr, s->listen_addr_len);
 
 	return (struct hashlb_client_hash){ s->table.seed, s->key, s->hash_prefix, s->accept_proxy,
 					    listen_moved };

@@ -2145,6 +2145,18 @@ bool hashlb_addr_is_any(const struct sockaddr_storage *a)
 	       (IN6_IS_ADDR_V4MAPPED(in6) && !memcmp(in6->s6_addr + 12, "\0\0\0\0", 4));
 }
 
+bool hashlb_listen_moves_destination(const struct sockaddr_storage *was, socklen_t was_len,
+				     const struct sockaddr_storage *now, socklen_t now_len)
+{
+	uint16_t pw = hashlb_addr_port(was), pn = hashlb_addr_port(now);
+
+	if (was_len == now_len && !memcmp(was, now, now_len))
+		return false;
+	/* a port 0 that moves is another port; a wildcard hashes each connection's own address,
+	 * one a specific listener of its port is bound to */
+	return !pw || !pn || pw != pn || (!hashlb_addr_is_any(was) && !hashlb_addr_is_any(now));
+}
+
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a)
 {
 	if (a->ss_family == AF_INET)

@@ -968,9 +968,9 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 	struct hlb_pool_moved *m = s->pool->moved;
 	double moved = 0;
 	char what[64];
-	/* the reload's own listener transaction said it (hlb_service.listener_moved) */
+	/* the reload's own listener transaction said it (listen_rehashes()) */
 	struct hashlb_client_hash hc = snapshot_client_hash(cur, false),
-				  hn = snapshot_client_hash(next, s->rt->listener_moved);
+				  hn = snapshot_client_hash(next, s->listen_rehashed);
 	bool anew = hashlb_client_hash_changed(&hc, &hn, what, sizeof(what));
 	const struct hlb_snapshot *two[2] = { cur, next };
 	struct hashlb_same_server same = { snapshot_same_server, two };
@@ -2898,13 +2898,16 @@ static unsigned int hash_prefix_len(const struct hashlb_service_cfg *c, bool v6)
 /*
  * Whether <s>, going from <old> to <c>, hashes its clients otherwise for its listener's sake:
  * the 4-tuple key hashes the address clients connect to, and the reload's listeners put <s>
- * on another (a PROXY header's destination is hashed instead with accept_proxy).
+ * on another that changes it (a PROXY header's destination is hashed instead with
+ * accept_proxy; a wildcard's connections hash the address each reached).
  */
 static bool listen_rehashes(const struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
 			    const struct hashlb_service_cfg *c)
 {
 	return c->key == HASHLB_KEY_4TUPLE && old->key == c->key && !old->accept_proxy &&
-	       !c->accept_proxy && s->rt->listener_moved;
+	       !c->accept_proxy && s->rt->listener_moved &&
+	       hashlb_listen_moves_destination(&old->listen_addr, old->listen_addr_len,
+					       &c->listen_addr, c->listen_addr_len);
 }
 
 /*
@@ -3382,6 +3385,7 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 	uint8_t *taken = pr->taken;
 	uint32_t i, j;
 
+	s->listen_rehashed = listen_rehashes(s, old, c);
 	change_service(s, old, c, settings_changed);
 	/* set where the reload asks for a build (below): one waiting already for a change of
 	 * its own (health, hashlb ctl set) is published with the reload's, not its doing */

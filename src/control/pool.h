@@ -140,6 +140,9 @@ struct hlb_pool_service {
 	/* the reload under way asked for a build: the next, if it has one, says what it moved
 	 * (hlb_pool_flush_reload()) */
 	bool reload_pending;
+	/* the reload under way moved its listener so that its clients' 4-tuples change (said
+	 * placed_anew=listen) */
+	bool listen_rehashed;
 	/* Whether the tick visits every backend (pool_tick()): checks on, a
 	 * ramp begun, a connect failing on Maglev (hlb_pool_failing()) that
 	 * the retry table does not have down yet, a reload; cleared by a tick

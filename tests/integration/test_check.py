@@ -516,6 +516,24 @@ with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
         check(m and m.group(6) == want and abs(moved - (80 if want else 0)) < 0.5,
               f"check --against, {key}, listen moved: placed anew ({want}), "
               f"{80 if want else 0}%: {r.stdout!r}")
+    # a wildcard's connections hash the address each reached: to one of its addresses on the
+    # same port, clients connecting there hash as before (before: placed anew, 80%); another
+    # port is another destination
+    k = "    hash_key: 4-tuple\n"
+    for was, now, want in (("0.0.0.0:31210", "127.0.0.1:31210", None),
+                           ("127.0.0.1:31210", "0.0.0.0:31210", None),
+                           ("0.0.0.0:31210", "127.0.0.1:31240", "listen")):
+        with open(old, "w") as f:
+            f.write("services:\n" + svc("db", 31210, "maglev", "abcde", k)
+                    .replace("listen: 127.0.0.1:31210", f"listen: {was}"))
+        with open(new, "w") as f:
+            f.write("services:\n" + svc("db", 31210, "maglev", "abcde", k)
+                    .replace("listen: 127.0.0.1:31210", f"listen: {now}"))
+        r = run("check", "-c", new, "--against", old)
+        m = MOVED_LINE.search(r.stdout)
+        moved = float(m.group(2)) if m and m.group(2) else -1
+        check(m and m.group(6) == want and abs(moved - (80 if want else 0)) < 0.5,
+              f"check --against, 4-tuple, {was} -> {now}: placed anew ({want}): {r.stdout!r}")
     # OLD refused as FILE would be: its line, exit 1, nothing on stdout
     bad = os.path.join(tmp, "bad.yaml")
     with open(bad, "w") as f:

@@ -767,7 +767,9 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     a reload that moves it changes every client's hash, as a new seed does. It is warned
     (changed=listen), counted in the answer's "rehashed", and its moved= line says
     placed_anew=listen with the figure of two independent placements (about 2/3 for three
-    backends). Under src-ip the same move changes no client's hash and says none of it.
+    backends). Under src-ip the same move changes no client's hash and says none of it, nor
+    does a move from a wildcard to one of its addresses on the same port (or back) under the
+    4-tuple: a wildcard's connections hash the address each one reached.
     Before, the reload did not rebuild the table and said nothing: no warning, no moved= line,
     "rehashed":0, while nearly every client's next connection went to another backend."""
     off = "enabled: false"
@@ -804,6 +806,22 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
             check(said == [] and moved == [] and answer.get("rehashed") == 0,
                   f"{key}: nothing moves, nothing said: {said} {[m.group(0) for m in moved]} {so!r}")
         check(lb.stop() == 0, f"{key}: exit 0")
+    # a wildcard's connections hash the address each reached: from 0.0.0.0:P to 127.0.0.1:P
+    # and back, the clients that connect to 127.0.0.1:P hash as before, and nothing is said
+    # (before, placed_anew=listen and the warning, of about 2/3 that did not move)
+    port = pick_port("0.0.0.0")
+    lb = Lb(config(t, key="4-tuple", health=off, listen=f"0.0.0.0:{port}"))
+    for listen in (f"127.0.0.1:{port}", f"0.0.0.0:{port}"):
+        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
+        rc, so, se, logged = lb.reload("--json")
+        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
+        moved = [m for m in (line.search(l) for l in logged) if m]
+        answer = json.loads(so) if so.startswith("{") else {}
+        check(rc == 0 and said == [] and moved == [] and answer.get("rehashed") == 0 and
+              any(f'msg="reload: service changed" service=t changed=listen' in l for l in logged),
+              f"to {listen}: the listener moved, no client's hash: {se} {said} "
+              f"{[m.group(0) for m in moved]} {so!r}")
+    check(lb.stop() == 0, "wildcard: exit 0")
 
 
 def reloads_say_what_run_time_settings_they_keep():

@@ -3567,6 +3567,33 @@ static void test_addr_parse(void **state)
 	assert_int_equal(hashlb_addr_parse("01.2.3.4:80", false, &ss, &len), -EINVAL);
 }
 
+/* Whether <was> to <now> (listen addresses, port 0 allowed) moves the 4-tuple's destination. */
+static bool listen_moves(const char *was, const char *now)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al = 0, bl = 0;
+
+	assert_int_equal(hashlb_addr_parse(was, true, &a, &al), 0);
+	assert_int_equal(hashlb_addr_parse(now, true, &b, &bl), 0);
+	return hashlb_listen_moves_destination(&a, al, &b, bl);
+}
+
+/* The 4-tuple hashes the address a connection reached: another port or another specific
+ * address changes it, a wildcard to one of its addresses on the same port (or back) not;
+ * a port-0 listener that moves gets another port. */
+static void test_listen_moves_destination(void **state)
+{
+	assert_false(listen_moves("127.0.0.1:80", "127.0.0.1:80"));
+	assert_true(listen_moves("127.0.0.1:80", "127.0.0.2:80"));
+	assert_true(listen_moves("127.0.0.1:80", "127.0.0.1:81"));
+	assert_false(listen_moves("0.0.0.0:80", "127.0.0.1:80"));
+	assert_false(listen_moves("127.0.0.1:80", "0.0.0.0:80"));
+	assert_false(listen_moves("[::]:80", "[::1]:80"));
+	assert_true(listen_moves("0.0.0.0:80", "127.0.0.1:81"));
+	assert_false(listen_moves("127.0.0.1:0", "127.0.0.1:0"));
+	assert_true(listen_moves("0.0.0.0:0", "127.0.0.1:0"));
+}
+
 static void test_admin_state_names(void **state)
 {
 	enum hashlb_admin_state s;
@@ -4155,6 +4182,7 @@ int main(void)
 		cmocka_unit_test(test_brackets_in_a_plain_scalar_are_not_nesting),
 		cmocka_unit_test(test_build_table),
 		cmocka_unit_test(test_addr_parse),
+		cmocka_unit_test(test_listen_moves_destination),
 		cmocka_unit_test(test_admin_state_names),
 		cmocka_unit_test(test_load_file_errors),
 		cmocka_unit_test(test_mutations),
