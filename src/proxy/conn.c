@@ -3386,9 +3386,6 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 		fd = fcntl(c->fd[0], F_DUPFD_CLOEXEC, 0);
 		if (fd < 0)
 			break; /* no descriptor left: the rest stay */
-		/* the copy is the control thread's: a failure of this worker must not close it */
-		if (accept_marked(w, fd))
-			accept_unmark(w, fd);
 		l = &lent[n];
 		memset(l, 0, sizeof(*l));
 		l->fd = fd;

@@ -10,7 +10,6 @@
  * waits, the worker is offline for RCU; it holds snapshot pointers only
  * while it handles CQEs.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,7 +24,6 @@
 #include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -440,70 +438,6 @@ static struct cmd *cmd_take_all(struct worker *w)
 	return cmd;
 }
 
-/*
- * Accept marks. A client the ring accepted whose completion was lost (the
- * kernel dropped the CQE for want of memory: io_uring_enter() then fails with
- * EBADR) has a descriptor the worker never learns. Its socket is told by the
- * TCP keepalive settings it inherited from the listening socket: each worker
- * sets on its own sockets (not the service manager's, which every worker
- * shares) three values drawn from the process's seed and its id, none of them
- * the kernel's defaults but by a chance of 1 in 10^11. Inert: they count only
- * with SO_KEEPALIVE on, which hashlb turns on only with the service's
- * keepalive, setting all three then. worker_fail() closes the sockets marked
- * with its own, keepalive off, not listening and not its listeners': those
- * are its lost clients (worker_lost_close()). Set when the worker adds the
- * listener: a client already in the backlog then is not marked, and would
- * not be found.
- */
-struct accept_mark {
-	int idle, intvl, cnt;
-};
-
-static struct accept_mark accept_mark(const struct worker *w)
-{
-	uint64_t v = w->proxy->accept_seed + ((uint64_t)w->id + 1) * 0x9e3779b97f4a7c15ull;
-
-	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-	v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-	v ^= v >> 31;
-	/* the kernel's bounds: 32,767 s (MAX_TCP_KEEPIDLE, MAX_TCP_KEEPINTVL), 127 probes */
-	return (struct accept_mark){ .idle = (int)(1 + v % 32767),
-				     .intvl = (int)(1 + v / 32767 % 32767),
-				     .cnt = (int)(1 + v / 32767 / 32767 % 127) };
-}
-
-static void accept_mark_set(const struct worker *w, int fd)
-{
-	struct accept_mark m = accept_mark(w);
-
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &m.idle, sizeof(m.idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &m.intvl, sizeof(m.intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &m.cnt, sizeof(m.cnt));
-}
-
-bool accept_marked(const struct worker *w, int fd)
-{
-	struct accept_mark m = accept_mark(w), got;
-	socklen_t len = sizeof(int);
-	int on = 1;
-
-	/* not TCP, or not marked: most sockets, one syscall */
-	if (getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &got.cnt, &len) < 0 || got.cnt != m.cnt)
-		return false;
-	if (getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &got.idle, &len) < 0 || got.idle != m.idle ||
-	    getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &got.intvl, &len) < 0 ||
-	    got.intvl != m.intvl)
-		return false;
-	return getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len) == 0 && !on;
-}
-
-void accept_unmark(const struct worker *w, int fd)
-{
-	int cnt = accept_mark(w).cnt % 127 + 1; /* another count: inert all the same */
-
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-}
-
 static void worker_commands(struct worker *w)
 {
 	struct cmd *cmd, *next;
@@ -529,8 +463,6 @@ static void worker_commands(struct worker *w)
 				*wl = (struct wlistener){ .l = cmd->l,
 							  .fd = cmd->l->fds[i],
 							  .idx = i };
-				if (!cmd->l->inherited)
-					accept_mark_set(w, wl->fd);
 				wl->next = w->listeners;
 				w->listeners = wl;
 				w->n_listeners++;
@@ -840,64 +772,6 @@ static void listener_shutdown(const struct hlb_listener *l, int fd)
 		shutdown(fd, SHUT_RDWR);
 }
 
-/* Whether <fd> is a listening socket of <w>'s, or one a listener it has not read yet adds. */
-static bool worker_listener_fd(struct worker *w, int fd)
-{
-	bool found = false;
-
-	for (const struct wlistener *wl = w->listeners; wl; wl = wl->next)
-		if (wl->fd == fd)
-			return true;
-	pthread_mutex_lock(&w->cmd_lock);
-	for (const struct cmd *cmd = w->cmd_head; cmd && !found; cmd = cmd->next)
-		if (cmd->type == CMD_ADD)
-			listener_for_each_fd (cmd->l, w->id, i)
-				found |= cmd->l->fds[i] == fd;
-	pthread_mutex_unlock(&w->cmd_lock);
-	return found;
-}
-
-/*
- * The ring of failed worker <w> is gone and its connections with it: the
- * clients it accepted whose completions were lost (see accept_mark()) are the
- * sockets of the process still marked with <w>'s accept mark, not listening
- * and not its listeners (shut down, kept open for the control thread). Reset
- * and close them: a client would otherwise hang until the process exits,
- * after the other workers' drain. No other thread holds such a socket: <w>
- * alone accepts on its sockets, its connections are closed, and a client it
- * lent to an upgrade's new process (whose copy the control thread may hold)
- * had its mark changed then (accept_unmark()). How many, 0 if /proc cannot
- * be read.
- */
-static uint32_t worker_lost_close(struct worker *w)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-	uint32_t n = 0;
-
-	if (!dir)
-		return 0;
-	while ((e = readdir(dir))) {
-		int listening = 1, fd;
-		socklen_t len = sizeof(listening);
-		char *end;
-		long v = strtol(e->d_name, &end, 10);
-
-		if (end == e->d_name || *end || v < 0 || v > INT32_MAX)
-			continue; /* "." and ".." */
-		fd = (int)v;
-		if (fd == dirfd(dir) || !accept_marked(w, fd) ||
-		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || listening ||
-		    worker_listener_fd(w, fd))
-			continue;
-		sock_reset_on_close(fd);
-		close(fd);
-		n++;
-	}
-	closedir(dir);
-	return n;
-}
-
 /*
  * io_uring_enter() failed with <err>, other than for a signal or a full CQ:
  * EBADR, say (the kernel lost a completion for want of memory for its
@@ -922,7 +796,6 @@ static void worker_fail(struct worker *w, int err)
 	enum { IDLE_PASSES = 8, MAX_PASSES = 256 };
 	uint64_t n = 0;
 	unsigned head, seen, idle = 0, passes = 0;
-	uint32_t lost;
 	int entered;
 
 	/* Out of their SO_REUSEPORT group at once, their backlogs moved to the
@@ -994,10 +867,9 @@ static void worker_fail(struct worker *w, int err)
 	io_uring_queue_exit(&w->ring);
 	w->ring_gone = true;
 	n += conn_reset_all(w, -err);
-	lost = worker_lost_close(w);
 	hlb_log(HLB_LOG_ERROR, "worker failed: its connections reset",
-		"worker=%u connections=%" PRIu64 " lost=%u listeners=%u err=%s", w->id, n, lost,
-		w->n_listeners, strerrorname_np(-err));
+		"worker=%u connections=%" PRIu64 " listeners=%u err=%s", w->id, n, w->n_listeners,
+		strerrorname_np(-err));
 }
 
 static void *worker_main(void *arg)
@@ -1514,9 +1386,6 @@ int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,
 	if (!p)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	p->opts = *opts;
-	if (getrandom(&p->accept_seed, sizeof(p->accept_seed), GRND_NONBLOCK) !=
-	    sizeof(p->accept_seed))
-		p->accept_seed = (uint64_t)getpid() << 32 ^ worker_clock_ns();
 	if (!p->opts.buf_size)
 		p->opts.buf_size = 65536;
 	if (!p->opts.buf_count)

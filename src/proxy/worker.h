@@ -526,7 +526,6 @@ struct hlb_proxy {
 	uint32_t lend_gen; /* control thread: the last lending's generation */
 	int lent_fd;
 	_Atomic uint32_t adopt_next; /* hlb_proxy_adopt(): the worker of the next */
-	uint64_t accept_seed; /* the workers' accept marks are drawn from it (accept_mark()) */
 	/* hlb_proxy_adopt()'s clients no worker has read yet (hlb_proxy_connections_adopting()) */
 	_Atomic uint64_t adopting;
 	_Atomic unsigned small_pipe_said; /* pipe_size_check(): SMALL_PIPE_*, once per process */
@@ -608,11 +607,6 @@ bool worker_accept_pause(struct worker *w, struct wlistener *wl, uint32_t ms, ui
 /* A rate limit applies to <wl> (a reload set it): end a multishot accept, which takes the
  * whole backlog at once, for one accept at a time. The tick does it too, within ~100 ms. */
 void worker_accept_single(struct worker *w, struct wlistener *wl);
-/* Whether socket <fd> bears <w>'s accept mark (worker.c, accept_mark()): it was accepted on
- * a listening socket of <w>'s, and hashlb turned no keepalive on for it. */
-bool accept_marked(const struct worker *w, int fd);
-/* Give <fd>, which bears <w>'s accept mark, another (a client lent: its copy leaves <w>). */
-void accept_unmark(const struct worker *w, int fd);
 /* Whether the cap the fd limit allows has room for one more splice pipe (no such cap: true). */
 bool worker_pipe_room(const struct worker *w);
 
