@@ -107,7 +107,9 @@ static bool send_counted(int fd, const char *text, size_t len, size_t lines_off,
 		}
 		went = false;
 		*ret_went = sent;
-		if (!send_with_fds(fd, text, off, end, fds + sent, k, due_ms, &went)) {
+		/* no descriptors: <fds> may be NULL, which takes no offset, even 0 */
+		if (!send_with_fds(fd, text, off, end, n_fds ? fds + sent : NULL, k, due_ms,
+				   &went)) {
 			*ret_went = sent + (went ? k : 0);
 			return false;
 		}
