@@ -776,6 +776,7 @@ static struct hlb_listener *listener_on_taken(struct hlb_proxy *p, struct inheri
 	}
 	l->fds[0] = in->fd;
 	in->fd = -1;
+	l->shared = p->n_workers > 1;
 	return l;
 }
 
@@ -1076,6 +1077,25 @@ static int open_failed(struct hlb_listener *l, int ret, const char *name, struct
 	return hashlb_listen_err(err, ret, name, where);
 }
 
+/*
+ * Whether two of <l>'s descriptors are one socket: the service manager's, which the hashlb
+ * this one replaced shared between its workers and handed on, a descriptor each.
+ */
+static bool fds_shared(const struct hlb_listener *l)
+{
+	for (uint32_t i = 0; i < l->n_fds; i++) {
+		struct stat a, b;
+
+		if (l->fds[i] < 0 || fstat(l->fds[i], &a) < 0)
+			continue;
+		for (uint32_t j = i + 1; j < l->n_fds; j++)
+			if (l->fds[j] >= 0 && fstat(l->fds[j], &b) == 0 && a.st_ino == b.st_ino &&
+			    a.st_dev == b.st_dev)
+				return true;
+	}
+	return false;
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, bool foreign,
 		      struct hlb_listener **ret_listener, struct hashlb_error *err)
@@ -1124,6 +1144,7 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	}
 	if (!in)
 		take_extra(p, l, addr, name);
+	l->shared = l->n_taken > 1 && fds_shared(l);
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;

@@ -763,12 +763,13 @@ static bool accepts_armed(const struct worker *w)
 
 /*
  * Shut down listener <l>'s socket <fd>, unless the service manager passed
- * it (inherited): the other workers share that one, and the manager keeps
- * it listening for the next hashlb.
+ * it (inherited), or the hashlb this one replaced handed it on (shared): the
+ * other workers share that one, and the manager keeps it listening for the
+ * next hashlb.
  */
 static void listener_shutdown(const struct hlb_listener *l, int fd)
 {
-	if (!l->inherited)
+	if (!l->inherited && !l->shared)
 		shutdown(fd, SHUT_RDWR);
 }
 

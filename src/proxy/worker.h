@@ -78,6 +78,10 @@ _Static_assert(OP_MAX <= OP_MASK + 1, "an op fits below a pointer's alignment");
 struct hlb_listener {
 	atomic_uint refs;
 	bool inherited; /* its socket came from the service manager (socket activation) */
+	/* its sockets are one, a descriptor per worker, not the service manager's as passed:
+	 * the manager's handed on by the hashlb this one replaced, or one taken over and not
+	 * used (listener_on_taken()); no worker shuts it down as its own (listener_shutdown()) */
+	bool shared;
 	uint32_t n_taken; /* of its sockets, how many the hashlb it replaces handed over */
 	uint32_t n_workers;
 	struct sockaddr_storage addr; /* as configured (port 0 = any) */

@@ -1269,6 +1269,61 @@ def passed_socket_in_the_other_family_is_used():
         lsock.close()
 
 
+def passed_socket_outlives_a_worker_failure_after_an_upgrade():
+    """The service manager's socket, handed on by an upgrade in place (a descriptor per worker
+    of the new process), still listens once a worker of the new process has failed (its
+    io_uring_enter() made to return EBADR by gdb) and that process has exited 1: a client
+    connecting then waits in its backlog for the restart, as without the upgrade
+    (inherited_listener_outlives_failure in test_worker_fail.py). Before, the failed worker
+    shut the socket down as its own: the manager's socket stopped listening, and the
+    restarted hashlb refused it ("not a listening TCP socket")."""
+    from gdbfail import inject, unusable, worker_tid
+    why = unusable()
+    if why:
+        print(f"    skipped: {why}")
+        return
+    lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    port = lsock.getsockname()[1]
+    path = tmpfile("activated-fail.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    p, log = activated(path, lsock)
+    new_pid, waiting = None, None
+    try:
+        serves_on_the_passed_socket(log, port)
+        p.send_signal(signal.SIGUSR2)
+        check(wait_for(log, 'msg="upgraded: '), f"SIGUSR2: upgraded in place: {log[-5:]}")
+        m = next((re.search(r'msg="upgraded: .* pid=(\d+)', l) for l in log if "upgraded:" in l),
+                 None)
+        new_pid = int(m.group(1)) if m else None
+        check(p.wait(20) == 0, "the old one exited 0")
+        if not check(new_pid, "the new one's pid is logged"):
+            return
+        pidfd = os.pidfd_open(new_pid)
+        tid = worker_tid(new_pid, 0)
+        ok, out = inject(new_pid, tid) if tid else (False, "no thread hlb-worker0")
+        if check(ok, f"gdb made worker 0 of the new one fail: {out}"):
+            check(select.select([pidfd], [], [], 60)[0], "the new one exits (a hang guard)")
+            new_pid = None
+            check(wait_for(log, 'msg="worker failed: its connections reset"'),
+                  "the new one's worker 0 failed")
+        os.close(pidfd)
+        check(lsock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1,
+              "the manager's socket still listens")
+        try:
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+        except ConnectionRefusedError:
+            pass
+        check(waiting is not None, "a client waits in its backlog for the next hashlb")
+    finally:
+        if waiting:
+            waiting.close()
+        if new_pid:
+            os.kill(new_pid, signal.SIGTERM)
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(20)
+        lsock.close()
+
+
 def passed_socket_beside_another_process_in_the_other_family():
     """A socket the service manager passed on 127.0.0.1:P that no service uses yet is
     hashlb's own there, but not another process's socket on the same address written as
@@ -1328,6 +1383,7 @@ def activated_socket_share_error_says_where():
 run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
+           passed_socket_outlives_a_worker_failure_after_an_upgrade,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
            another_process_reuseport_program_left_alone,
            admin_option_clash_refused,
