@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -332,6 +333,34 @@ static bool fd_nowait(int fd)
  * descriptor it stands for, -1 none. Under out_lock.
  */
 static int own_fd = -1, own_of = -1;
+/* Why no description of our own could be opened (own_of set, own_fd -1), to be said once; 0 none. */
+static atomic_int own_errno;
+
+/*
+ * A new O_NONBLOCK open file description of <fd>'s file, -1 with errno. Opening it through
+ * /proc/self/fd takes the file's permissions: a terminal of another user (hashlb run after su,
+ * or as a user of its own on a terminal root opened) is refused (EACCES), as is any file
+ * without /proc; a terminal that is hashlb's controlling one then opens as /dev/tty, which
+ * any of its processes may.
+ */
+static int own_open(int fd)
+{
+	/* O_NOCTTY: a terminal opened again must not become hashlb's controlling one */
+	int flags = O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, r, err;
+	char path[32];
+	pid_t sid;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	r = open(path, flags);
+	if (r >= 0 || errno == ENXIO) /* ENXIO: a FIFO without a reader */
+		return r;
+	err = errno;
+	/* TIOCGSID answers on the controlling terminal only (/dev/tty's own st_rdev is not its) */
+	r = ioctl(fd, TIOCGSID, &sid) == 0 ? open("/dev/tty", flags) : -1;
+	if (r < 0)
+		errno = err;
+	return r;
+}
 
 /*
  * pwritev2(RWF_NOWAIT) of <iov> to <fd>, or write() to a non-blocking
@@ -339,21 +368,20 @@ static int own_fd = -1, own_of = -1;
  */
 static ssize_t write_nowait(int fd, const struct iovec *iov)
 {
-	char path[32];
 	ssize_t r;
 
-	if (fd == own_of)
-		return writev(own_fd, iov, 1);
+	if (fd == own_of) /* none of our own: written as to a file (said once, own_errno) */
+		return writev(own_fd >= 0 ? own_fd : fd, iov, 1);
 	r = pwritev2(fd, iov, 1, -1, RWF_NOWAIT);
 	if (r >= 0 || errno != EOPNOTSUPP || own_of >= 0)
 		return r;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	/* O_NOCTTY: a terminal opened again must not become hashlb's controlling one */
-	own_fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (own_fd < 0) /* no /proc, or no reader (ENXIO): written as to a file, tried again */
+	own_fd = own_open(fd);
+	if (own_fd < 0 && errno == ENXIO) /* no reader: dropped (EPIPE), tried again next time */
 		return writev(fd, iov, 1);
 	own_of = fd;
-	return writev(own_fd, iov, 1);
+	if (own_fd < 0) /* not tried again at each write: it would fail as this did */
+		atomic_store_explicit(&own_errno, errno, memory_order_relaxed);
+	return writev(own_fd >= 0 ? own_fd : fd, iov, 1);
 }
 
 /*
@@ -425,10 +453,12 @@ static bool out_lock_within(void)
 void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 {
 	char stack[HLB_LOG_LINE_MAX], ts[24], *line = stack, *big;
+	char qbuf[64];
 	size_t n, need = 0, written;
 	struct timespec now;
 	long ms;
 	va_list ap;
+	int err;
 
 	if (level < min_level)
 		return;
@@ -467,6 +497,12 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 out:
 	if (line != stack)
 		free(line);
+	err = atomic_exchange_explicit(&own_errno, 0, memory_order_relaxed);
+	if (err) /* once: own_of is set, it is not tried again */
+		hlb_log(HLB_LOG_WARN,
+			"stderr not opened again to be written without waiting: a reader of it that "
+			"stalls stalls hashlb",
+			"err=%s", hlb_log_quote(strerror(err), qbuf, sizeof(qbuf)));
 }
 
 char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap)

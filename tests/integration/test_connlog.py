@@ -12,13 +12,14 @@ import select
 import signal
 import socket
 import struct
+import termios
 import subprocess
 import threading
 import time
 import tty
 
 from ctltest import Lb, config, metric_sum, metric_sum_text
-from lbtest import (HASHLB, Backend, check, client_ip, connect, connect_outcome, dead_port, frozen,
+from lbtest import (HASHLB, Backend, Skip, check, client_ip, connect, connect_outcome, dead_port, frozen,
                     lookup, outcome, read_line, read_to_eof, run_tests, serve_each, spawn, stop,
                     syn_sent, tmpfile, wait_until)
 
@@ -592,19 +593,37 @@ def stalled_stderr_fifo():
     stalled_stderr("fifo")
 
 
-def stalled_stderr_terminal():
+def stalled_stderr_terminal(foreign=False):
     """stderr is a terminal (a pty) whose reader stops, as one paused with ^S or behind an ssh
     session that hangs: connections are still served, and SIGTERM still stops hashlb. A
     terminal refuses RWF_NOWAIT, and its lines were written with a blocking write(): the
     workers and the control thread stopped at the first line that found the terminal full
-    (about 85 connections), the next clients timing out and SIGTERM unheard."""
+    (about 85 connections), the next clients timing out and SIGTERM unheard. <foreign>: the
+    terminal is another user's, hashlb allowed no open of it (run after su, or by a
+    supervisor as a user of its own), as the terminal it controls."""
     n = 3000
     b = Backend("a")
-    path = tmpfile("stalled-tty.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1,
-                                              extra="log_connections: true"))
+    kw = {}
     master, slave = pty.openpty()
     tty.setraw(slave)  # no echo, no line discipline: what hashlb writes waits for us
-    proc = spawn([HASHLB, "run", "-c", path], stderr=slave)
+    if foreign:
+        if os.geteuid() != 0:
+            os.close(master)
+            os.close(slave)
+            b.stop()
+            raise Skip("not root: hashlb cannot be run as another user")
+        os.fchown(slave, 0, 0)
+        os.fchmod(slave, 0o600)  # mesg n: only root opens it
+        os.chmod(os.path.dirname(tmpfile("x", "")), 0o755)  # its config readable by nobody
+
+        def ctty():  # the pty hashlb's controlling terminal, as a login's or an ssh session's
+            os.setsid()
+            fcntl.ioctl(2, termios.TIOCSCTTY, 0)
+        kw = dict(user=65534, group=65534, extra_groups=[], preexec_fn=ctty)
+    path = tmpfile("stalled-tty.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1,
+                                              extra="log_connections: true"))
+    os.chmod(path, 0o644)
+    proc = spawn([HASHLB, "run", "-c", path], stderr=slave, **kw)
     os.close(slave)
     out, end = b"", time.time() + 10
     while b"msg=started" not in out and time.time() < end:
@@ -634,6 +653,10 @@ def stalled_stderr_terminal():
     check(stop(proc, timeout=10) == 0, "SIGTERM stops hashlb with the terminal stalled")
     os.close(master)
     b.stop()
+
+
+def stalled_stderr_terminal_of_another_user():
+    stalled_stderr_terminal(foreign=True)
 
 
 def stalled_stderr_stream_socket():
@@ -833,6 +856,7 @@ def reset_during_slow_connect():
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_terminal,
+           stalled_stderr_terminal_of_another_user,
            stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
            resets_after_a_fin_say_econnreset, reset_during_slow_connect])
