@@ -347,9 +347,15 @@ static int own_open(int fd)
 {
 	/* O_NOCTTY: a terminal opened again must not become hashlb's controlling one */
 	int flags = O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, r, err;
+	unsigned ptn;
 	char path[32];
 	pid_t sid;
 
+	/* a pty's master side: opened by its name (/dev/ptmx), it would be a new pty's, read by none */
+	if (ioctl(fd, TIOCGPTN, &ptn) == 0) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	r = open(path, flags);
 	if (r >= 0 || errno == ENXIO) /* ENXIO: a FIFO without a reader */

@@ -659,6 +659,27 @@ def stalled_stderr_terminal_of_another_user():
     stalled_stderr_terminal(foreign=True)
 
 
+def stderr_on_a_pty_master():
+    """stderr is a pty's master side (a program that runs hashlb under a terminal of its own
+    and reads the other side): hashlb's lines reach that side. Opened again by its name to
+    be written without waiting, /dev/ptmx made a new pty, and every line went there, read
+    by none and not counted as dropped."""
+    b = Backend("a")
+    path = tmpfile("ptmx.yaml", config([("a", b.addr)], health=NO_HEALTH, workers=1))
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    proc = spawn([HASHLB, "run", "-c", path], stderr=master)
+    os.close(master)
+    out, end = b"", time.time() + 10
+    while b"msg=started" not in out and time.time() < end:
+        if select.select([slave], [], [], 0.5)[0]:
+            out += os.read(slave, 65536)
+    check(b"msg=started" in out, f"hashlb's start-up lines reach the pty's other side: {out[:200]!r}")
+    stop(proc)
+    os.close(slave)
+    b.stop()
+
+
 def stalled_stderr_stream_socket():
     stalled_stderr("socket")
 
@@ -856,7 +877,7 @@ def reset_during_slow_connect():
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_terminal,
-           stalled_stderr_terminal_of_another_user,
+           stalled_stderr_terminal_of_another_user, stderr_on_a_pty_master,
            stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
            resets_after_a_fin_say_econnreset, reset_during_slow_connect])
