@@ -401,8 +401,9 @@ def whole_lines(rest):
 
 
 def stalled_stderr(kind):
-    """stderr is a <kind> ("pipe"; "fifo", a named one, as a log reader's that mkfifo made; or
-    "socket": a stream socket, as journald's) nobody reads:
+    """stderr is a <kind> ("pipe"; "fifo", a named one, as a log reader's that mkfifo made;
+    "terminal", a pty, as one paused with ^S; or "socket": a stream socket, as journald's)
+    nobody reads:
     connections are still served at full speed (the worker never waits on the log), the
     lines that do not fit are dropped and counted in hashlb_log_dropped_total, and once the
     reader catches up every other line arrives whole, none cut by another thread's (on a
@@ -436,6 +437,12 @@ def stalled_stderr(kind):
             return
         os.set_blocking(rfd, True)
         out = os.fdopen(rfd, "rb")
+    elif kind == "terminal":
+        master, slave = pty.openpty()
+        tty.setraw(slave)  # no echo, no line discipline: what hashlb writes waits for us
+        proc = spawn([HASHLB, "run", "-c", path], stderr=slave)
+        os.close(slave)
+        out = os.fdopen(master, "rb")  # EIO, not EOF, once hashlb is gone: caught below
     else:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # partial writes early
@@ -454,7 +461,12 @@ def stalled_stderr(kind):
     dropped = log_dropped(admin)
     check(0 < dropped < n, f"lines dropped and counted: {dropped} of {n}")
     rest = []
-    reader = threading.Thread(target=lambda: rest.extend(out), daemon=True)
+    def read_rest():
+        try:
+            rest.extend(out)
+        except OSError:  # a pty's master side once its other side is closed
+            pass
+    reader = threading.Thread(target=read_rest, daemon=True)
     reader.start()  # the reader catches up
     time.sleep(0.5)
     seen = len(rest)
@@ -591,6 +603,10 @@ def stalled_stderr_reader():
 
 def stalled_stderr_fifo():
     stalled_stderr("fifo")
+
+
+def stalled_stderr_terminal_counted():
+    stalled_stderr("terminal")
 
 
 def stalled_stderr_terminal(foreign=False):
@@ -877,7 +893,8 @@ def reset_during_slow_connect():
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_terminal,
-           stalled_stderr_terminal_of_another_user, stderr_on_a_pty_master,
+           stalled_stderr_terminal_counted, stalled_stderr_terminal_of_another_user,
+           stderr_on_a_pty_master,
            stalled_stderr_stream_socket, stalled_stderr_burst,
            stalled_journal_stream_no_spin, reset_before_routed, bytes_taken_as_the_backend_resets,
            resets_after_a_fin_say_econnreset, reset_during_slow_connect])
