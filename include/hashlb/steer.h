@@ -398,6 +398,14 @@ struct hashlb_steer_flows {
  * whole table, as hashlb_steer_flows_count(). 0 or -errno.
  */
 int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows);
+/*
+ * hashlb_steer_flows_open() of every table of <s>'s program at once, in one
+ * scan: <ret_flows>[t] table t's, for t below hashlb_steer_tables() (of a
+ * program of one table, [0] alone). A stop's drain looks at every draining
+ * service of a program with it (each service's own scan: as many scans of
+ * the whole table, every look, as services draining). 0 or -errno.
+ */
+int hashlb_steer_flows_open_tables(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows);
 /* Whether <s>'s program marks entries closing (its hlb_stats2 has ct_closing). */
 bool hashlb_steer_marks_closing(const struct hashlb_steer *s);
 /* The conntrack entries the table holds at most (its buckets times their

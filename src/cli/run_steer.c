@@ -116,6 +116,9 @@ struct run_steer_svc {
 	/* and the open ones' sum <drain_open>, unchanged since <drain_open_ms> */
 	uint64_t drain_open;
 	uint64_t drain_open_ms;
+	/* What a drain's look found of its own entries (drain_look()), if <looked> */
+	bool looked;
+	struct hashlb_steer_flows look;
 };
 
 struct run_steer {
@@ -1448,6 +1451,64 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * A drain's look: the services <pick> chooses each get their own entries
+ * (hashlb_steer_flows_open(): their table's, of their VIPs in force) into
+ * <look>, <looked> set (unset if their program could not be read), from one
+ * scan of each program for all of them (hashlb_steer_flows_open_tables()).
+ * Before, each service scanned the whole table on its own: N services
+ * draining on an interface, N scans a look (about 85 ms each at steering_flows
+ * 16M), on the control thread. Done before any of them acts on it (a drain
+ * that ends detaches, and may free, a handle the others' program shares).
+ */
+static void drain_look(struct run_steer *rs,
+		       bool (*pick)(const struct run_steer_svc *e, uint64_t now), uint64_t now)
+{
+	struct hashlb_steer_flows f[HASHLB_STEER_TABLES_MAX];
+
+	for (uint32_t i = 0; i < rs->n; i++)
+		rs->svcs[i].looked = false;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct run_steer_svc *e = &rs->svcs[i];
+
+		if (e->looked || !e->steer || !pick(e, now) ||
+		    hashlb_steer_flows_open_tables(e->steer, f) < 0)
+			continue;
+		for (uint32_t j = i; j < rs->n; j++) {
+			struct run_steer_svc *o = &rs->svcs[j];
+
+			if (o->looked ||
+			    (j != i && (!o->steer || !pick(o, now) ||
+					!hashlb_steer_same_program(e->steer, o->steer))))
+				continue;
+			o->look =
+				f[hashlb_steer_tables(o->steer) < 2 ? 0
+								    : hashlb_steer_table(o->steer)];
+			o->looked = true;
+		}
+	}
+}
+
+/* drain_look()'s choices: a drain at its deadline, */
+static bool drain_due(const struct run_steer_svc *e, uint64_t now)
+{
+	return e->draining && now >= e->drain_until;
+}
+
+/* one the poll looks at, */
+static bool drain_polled(const struct run_steer_svc *e, uint64_t now)
+{
+	(void)now;
+	return e->draining && e->drain_polled;
+}
+
+/* and a program a stop may drain (drain_begin()). */
+static bool drain_attached(const struct run_steer_svc *e, uint64_t now)
+{
+	(void)now;
+	return !e->held && hashlb_steer_attached(e->steer);
+}
+
 /* The drain of <e> ends: its program detached; the daemon's run let go after the last. */
 static void drain_end(struct run_steer *rs, struct run_steer_svc *e)
 {
@@ -1472,12 +1533,12 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 	uint64_t now = mono_ms();
 
 	(void)d;
+	drain_look(rs, drain_due, now);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		char qi[LOG_IFACE_KV_MAX];
-		struct hashlb_steer_flows f;
 
-		if (!e->draining || now < e->drain_until)
+		if (!drain_due(e, now))
 			continue;
 		/* Said, so that a drain that ran to its deadline with no
 		 * client left is not a mystery: entries no FIN or RST closed
@@ -1485,14 +1546,14 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
 		 * whose SYN no backend answered) keep it going, until unused for
 		 * timeouts.idle (drain_poll()). interface=NAME, the name it has
 		 * now (iface_kv()). */
-		if (e->steer && hashlb_steer_flows_open(e->steer, &f) == 0)
+		if (e->looked)
 			hlb_log(HLB_LOG_INFO, "kernel steering drain timed out",
 				"service=%s %s drain_ms=%llu open_flows=%u reason=\"timeouts.drain "
 				"reached with conntrack entries no FIN or RST has closed: flows still "
 				"open, or whose client went without one (a connect no backend "
 				"answered too)\"",
 				e->name, iface_kv(e, qi),
-				(unsigned long long)(now - e->drain_start), f.open);
+				(unsigned long long)(now - e->drain_start), e->look.open);
 		drain_end(rs, e);
 	}
 }
@@ -1518,28 +1579,28 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 	char qi[LOG_IFACE_KV_MAX];
 
 	(void)d;
+	drain_look(rs, drain_polled, 0);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
-		struct hashlb_steer_flows f;
+		const struct hashlb_steer_flows *f = &e->look;
 		uint64_t now = mono_ms(), idle_ms;
 
-		if (!e->draining || !e->drain_polled || !e->steer ||
-		    hashlb_steer_flows_open(e->steer, &f) < 0)
+		if (!drain_polled(e, now) || !e->looked)
 			continue;
 		idle_ms = e->svc ? atomic_load(&e->svc->snap)->idle_timeout_ms : 0;
-		if (!e->drain_quiet || f.open_used != e->drain_open) {
-			e->drain_open = f.open_used;
+		if (!e->drain_quiet || f->open_used != e->drain_open) {
+			e->drain_open = f->open_used;
 			e->drain_open_ms = now;
 		}
-		if (!e->drain_quiet || f.closing_used != e->drain_closing) {
-			e->drain_closing = f.closing_used;
+		if (!e->drain_quiet || f->closing_used != e->drain_closing) {
+			e->drain_closing = f->closing_used;
 			e->drain_quiet_ms = now;
 		}
 		e->drain_quiet = true;
 		/* timeouts.idle from the flows' last use, at most a tick after the
 		 * poll that saw it: before, from that poll, a flow whose last
 		 * packet came later in the tick was cut up to a tick short of it */
-		if (f.open > 0 &&
+		if (f->open > 0 &&
 		    (!idle_ms || now - e->drain_open_ms < idle_ms + DRAIN_TICK_MAX_MS))
 			continue;
 		if (now - e->drain_quiet_ms < DRAIN_CLOSING_QUIET_MS)
@@ -1547,10 +1608,10 @@ static void drain_poll(struct hlb_daemon *d, void *arg)
 		/* interface=NAME, the name it has now (iface_kv()) */
 		hlb_log(HLB_LOG_INFO, "kernel steering drained",
 			"service=%s %s drain_ms=%llu idle_flows=%u reason=\"%s\"", e->name,
-			iface_kv(e, qi), (unsigned long long)(now - e->drain_start), f.open,
-			f.open ? "every flow has ended (its client's FIN or RST) or gone unused for "
-				 "timeouts.idle (a connect no backend answered, a client gone)"
-			       : "every flow has ended (its client's FIN or RST)");
+			iface_kv(e, qi), (unsigned long long)(now - e->drain_start), f->open,
+			f->open ? "every flow has ended (its client's FIN or RST) or gone unused for "
+				  "timeouts.idle (a connect no backend answered, a client gone)"
+				: "every flow has ended (its client's FIN or RST)");
 		drain_end(rs, e);
 	}
 }
@@ -1587,9 +1648,9 @@ static void drain_begin(struct run_steer *rs)
 	char qi[LOG_IFACE_KV_MAX], q[HLB_LOG_QUOTED_MAX(sizeof(err.msg))];
 	uint64_t start = mono_ms();
 
+	drain_look(rs, drain_attached, start);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
-		struct hashlb_steer_flows f;
 		char ms_text[HASHLB_DRAIN_MS_STRLEN];
 		uint32_t ms, entries;
 
@@ -1614,11 +1675,12 @@ static void drain_begin(struct run_steer *rs)
 		 * would fail (-EAGAIN) and leave this VIP open. */
 		hashlb_steer_set_lock_try(e->steer, false);
 		ms = e->svc ? atomic_load(&e->svc->snap)->drain_timeout_ms : 0;
-		/* its own entries: another service's on the interface are none of its flows */
-		if (hashlb_steer_flows_open(e->steer, &f) < 0)
+		/* its own entries: another service's on the interface are none of
+		 * its flows (drain_look(), before any of them was detached) */
+		if (!e->looked)
 			entries = 1; /* unknown: drained */
 		else
-			entries = f.open + f.closing;
+			entries = e->look.open + e->look.closing;
 		if (ms == 0 || entries == 0) {
 			detach_stopped(rs, e);
 			continue;

@@ -191,6 +191,11 @@ bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb
 	return false;
 }
 
+int hashlb_steer_flows_open_tables(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
 {
 	return -EOPNOTSUPP;

@@ -3393,14 +3393,13 @@ static uint64_t flow_mix(uint64_t e, uint32_t b, int w, uint16_t seen)
 }
 
 /*
- * <mine>[i] set where index i of hlb_vips holds a port entry of <s>'s table
- * in force (closed or not; of a program of one table, every VIP's): not
- * another table's (another service's), nor a VIP that left the program (a
- * service whose drain ended first, a VIP a reload changed), which no packet
- * reaches any more (set_vips() clears its entries once its flip is done).
- * 0 or -errno.
+ * <tab>[i] the table whose VIP index i of hlb_vips holds a port entry in
+ * force (closed or not; of a program of one table, every VIP's: 0), else
+ * HASHLB_STEER_TABLES_MAX: a VIP that left the program (a service whose
+ * drain ended first, a VIP a reload changed), which no packet reaches any
+ * more (set_vips() clears its entries once its flip is done). 0 or -errno.
  */
-static int vips_mine(struct hashlb_steer *s, uint8_t mine[HLB_STEER_VIP_SLOTS])
+static int vips_tables(struct hashlb_steer *s, uint8_t tab[HLB_STEER_VIP_SLOTS])
 {
 	struct hlb_steer_vip *cur;
 	uint32_t active;
@@ -3409,8 +3408,10 @@ static int vips_mine(struct hashlb_steer *s, uint8_t mine[HLB_STEER_VIP_SLOTS])
 	if (ret < 0)
 		return ret;
 	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
-		mine[i] = vip_port_entry(&cur[i]) &&
-			  (s->tables < 2 || vip_table(&cur[i]) == s->table);
+		tab[i] = !vip_port_entry(&cur[i])	  ? HASHLB_STEER_TABLES_MAX
+			 : s->tables < 2		  ? 0
+			 : vip_table(&cur[i]) < s->tables ? (uint8_t)vip_table(&cur[i])
+							  : HASHLB_STEER_TABLES_MAX;
 	free(cur);
 	return 0;
 }
@@ -3421,8 +3422,6 @@ int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint
 	 * counted into a slot past the tables, read by no one */
 	uint8_t tab[HLB_STEER_VIP_SLOTS];
 	uint32_t n[HASHLB_STEER_TABLES_MAX + 1] = { 0 };
-	struct hlb_steer_vip *cur;
-	uint32_t active;
 	int ret;
 
 	/* A program of one table serves one service: every entry is its VIPs',
@@ -3435,14 +3434,9 @@ int hashlb_steer_flows_tables(struct hashlb_steer *s, uint32_t *ret_tables, uint
 			ret_tables[0] = *ret_all;
 		return ret;
 	}
-	ret = vips_read(s, &active, &cur);
+	ret = vips_tables(s, tab);
 	if (ret < 0)
 		return ret;
-	for (uint32_t i = 0; i < HLB_STEER_VIP_SLOTS; i++)
-		tab[i] = vip_port_entry(&cur[i]) && vip_table(&cur[i]) < s->tables
-				 ? (uint8_t)vip_table(&cur[i])
-				 : HASHLB_STEER_TABLES_MAX;
-	free(cur);
 	/* Branch-free, as hashlb_steer_flows_count(): an empty way reads as
 	 * VIP index 0's, and adds 0 there. */
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
@@ -3475,33 +3469,45 @@ bool hashlb_steer_same_program(const struct hashlb_steer *a, const struct hashlb
 	       a->tables == b->tables;
 }
 
-int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+int hashlb_steer_flows_open_tables(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
 {
 	bool marks = hashlb_steer_marks_closing(s);
-	struct hashlb_steer_flows f = { 0 };
-	uint8_t mine[HLB_STEER_VIP_SLOTS];
-	int ret = vips_mine(s, mine);
+	/* a table's; the entries of no table's VIP (HASHLB_STEER_TABLES_MAX) are skipped */
+	struct hashlb_steer_flows f[HASHLB_STEER_TABLES_MAX] = { 0 };
+	uint8_t tab[HLB_STEER_VIP_SLOTS];
+	int ret = vips_tables(s, tab);
 
 	if (ret < 0)
 		return ret;
 	for (uint32_t b = 0; b < s->ct_buckets; b++) {
 		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
 			uint64_t e = __atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED), x;
+			uint8_t t = tab[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff];
 
-			if (!e || !mine[(e >> HLB_STEER_CT_VIP_SHIFT) & 0xff])
+			if (!e || t == HASHLB_STEER_TABLES_MAX)
 				continue;
 			x = flow_mix(e, b, w, __atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED));
 			if (!marks || !(e & HLB_STEER_CT_CLOSING)) {
-				f.open++;
-				f.open_used += x;
+				f[t].open++;
+				f[t].open_used += x;
 			} else {
-				f.closing++;
-				f.closing_used += x;
+				f[t].closing++;
+				f[t].closing_used += x;
 			}
 		}
 	}
-	*ret_flows = f;
+	memcpy(ret_flows, f, (s->tables < 2 ? 1 : s->tables) * sizeof(*ret_flows));
 	return 0;
+}
+
+int hashlb_steer_flows_open(struct hashlb_steer *s, struct hashlb_steer_flows *ret_flows)
+{
+	struct hashlb_steer_flows f[HASHLB_STEER_TABLES_MAX];
+	int ret = hashlb_steer_flows_open_tables(s, f);
+
+	if (ret == 0)
+		*ret_flows = f[s->tables < 2 ? 0 : s->table];
+	return ret;
 }
 
 uint64_t hashlb_steer_flows_max(const struct hashlb_steer *s)

@@ -668,6 +668,21 @@ int main(void)
 		      nt[hashlb_steer_table(sb)] == nb && allt == all,
 	      "every table's entries at once: A %u (%u alone), B %u (%u alone), of %u (%u)",
 	      nt[hashlb_steer_table(sa)], na, nt[hashlb_steer_table(sb)], nb, allt, all);
+	/* A stop's drain looks at every table's open flows at once, in one scan
+	 * (hashlb_steer_flows_open_tables(): one a look for all the services of a
+	 * program draining): each table's what its own handle finds, open and
+	 * closing, and the sums that tell whether they were used since. */
+	struct hashlb_steer_flows ft[HASHLB_STEER_TABLES_MAX], *fta, *ftb;
+
+	CHECK(hashlb_steer_flows_open_tables(sb, ft) == 0, "every table's open flows failed");
+	fta = &ft[hashlb_steer_table(sa)];
+	ftb = &ft[hashlb_steer_table(sb)];
+	CHECK(!memcmp(fta, &fa, sizeof(fa)) && !memcmp(ftb, &fb, sizeof(fb)),
+	      "every table's open flows at once: A %u open, %u closing (%u, %u alone), B %u, %u "
+	      "(%u, %u alone), their sums the same: %d, %d",
+	      fta->open, fta->closing, fa.open, fa.closing, ftb->open, ftb->closing, fb.open,
+	      fb.closing, fta->open_used == fa.open_used && fta->closing_used == fa.closing_used,
+	      ftb->open_used == fb.open_used && ftb->closing_used == fb.closing_used);
 	CHECK(hashlb_steer_set_vips(sa, NULL, 0, &err) == 0, "A's VIPs removed: %s", err.msg);
 	CHECK(hashlb_steer_flows_open(sa, &fa2) == 0 && hashlb_steer_flows_open(sb, &fb2) == 0,
 	      "counting the flows failed");

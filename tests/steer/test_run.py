@@ -24,7 +24,8 @@ replaces its program of one table by one of a table each, in place, its flows ke
 while another publication holds the lock; after an upgrade, once the replaced hashlb stops);
 an upgrade adding a service before
 another takes no table that serves a VIP, and a stop of one that drains 0 s takes its VIP out
-while the other drains; each of two services sharing a program counts its own conntrack entries
+while the other drains, and two that drain at once each end with their own flows, one scan of
+the program a look for both; each of two services sharing a program counts its own conntrack entries
 in /metrics and ctl status, beside the interface's, adding up to it in each scrape while flows
 arrive; a stop's drain never cuts a flow quiet for
 less than timeouts.idle; an
@@ -2188,6 +2189,95 @@ def stop_shared(topo, servers):
         two_services_end(topo, d)
 
 
+def bpf_looks(path, start, end):
+    """The bpf() calls a process made (the bpf_log shim's file <path>) in bursts after <start>
+    and before <end> (log_time()s): {command: calls} of each burst, a burst ending at a pause of
+    0.5 s (a drain's looks are 3 s apart)."""
+    bursts, last = [], None
+    with open(path) as f:
+        for line in f:
+            cmd, t = line.split()
+            t = float(t)
+            if not start < t < end:
+                continue
+            if last is None or t - last > 0.5:
+                bursts.append(collections.Counter())
+            bursts[-1][int(cmd)] += 1
+            last = t
+    return bursts
+
+
+def stop_shared_both(topo, servers):
+    """A stop of web and api, sharing eth0's program, both draining 60 s with 12 connections each
+    held through the kernel path: web's client closes its connections and web's drain ends with
+    them (`idle_flows=0`) while api's are open, api's own entries not keeping it; api's drain goes
+    on (web's ended entries not ending it), its connections answer from b3 after web's drain,
+    and it ends once its client closes them. Each look of the drain scans the program once for
+    both services: the bpf() calls of a look while both drain (those of the VIP map's read that
+    tells each table's entries) are those of a look while api drains alone (the bpf_log shim).
+    Before, each draining service scanned the whole table on its own, every look: twice the
+    calls, and at steering_flows 16M about 85 ms a service a look on the control thread."""
+    web, api = two_services_yaml(topo)
+    web = web.replace("    backends:\n", "    timeouts: {drain: 60s}\n    backends:\n", 1)
+    api = api.replace("    backends:\n", "    timeouts: {drain: 60s}\n    backends:\n", 1)
+    T.sh("ip", "-6", "addr", "add", f"{T.VIP6}/128", "dev", "lo", "nodad", ns=topo.lb,
+         check=False)
+    log = tempfile.NamedTemporaryFile(prefix="hlbst-bpf-", delete=False)
+    log.close()
+    d = Daemon(topo, web + api)
+    d.prefix = ["env", f"LD_PRELOAD={shim('bpf_log')}", f"HLB_TEST_BPF_LOG={log.name}"]
+    d.start()
+    client4 = client6 = None
+    try:
+        missing = d.wait_each(["service=web generation=", "service=api generation="], 20)
+        check(not missing, f"stop_shared_both: no table published for {missing}")
+        client4, held4 = hold(topo, 12)
+        client6 = topo.spawn(topo.client, [sys.executable, PEER, "client", T.VIP6,
+                                           str(T.VIP_PORT), "12"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held6 = dict(json.loads(client6.stdout.readline()))
+        d.skip_log()
+        d.proc.terminate()
+        missing = d.wait_each(['steering draining" service=web', 'steering draining" service=api'],
+                              10)
+        check(not missing, f"stop_shared_both: not draining: {missing}: {d.lines[d.pos - 5:]}")
+        draining = log_time(d.lines[d.pos - 1])
+        lost4 = still_held(client4, held4, "stop_shared_both: web's connections while draining")
+        client4 = None
+        web_drained = d.wait_log('msg="kernel steering drained" service=web', 30)
+        api_early = [ln for ln in d.lines if 'steering drained" service=api' in ln]
+        check(web_drained is not None and "idle_flows=0 " in web_drained and not api_early,
+              f"stop_shared_both: web's drain did not end with its flows while api's are open: "
+              f"{web_drained}, api {api_early}")
+        lost6 = still_held(client6, held6, "stop_shared_both: api's connections after web's "
+                           "drain")
+        client6 = None
+        api_drained = d.wait_log('msg="kernel steering drained" service=api', 30)
+        check(api_drained is not None and "idle_flows=0 " in api_drained,
+              f"stop_shared_both: api's drain did not end with its flows: "
+              f"{api_drained or d.lines[d.pos - 5:]}")
+        d.proc.wait(timeout=10)
+        t_web, t_api = log_time(web_drained), log_time(api_drained)
+        both = alone = []
+        if None not in (draining, t_web, t_api):
+            both = bpf_looks(log.name, draining + 0.5, t_web - 0.5)
+            alone = bpf_looks(log.name, t_web + 0.5, t_api - 0.5)
+        check(both and alone and all(b == alone[0] for b in both + alone),
+              f"stop_shared_both: a look's bpf() calls ({{command: calls}}) while both drain "
+              f"{both}, while api drains alone {alone}")
+        print(f"stop_shared_both: {len(held4)} and {len(held6)} held, {lost4} and {lost6} lost; "
+              f"web {web_drained.split('msg=')[1].strip() if web_drained else None}; api "
+              f"{api_drained.split('msg=')[1].strip() if api_drained else None}; a look's bpf() "
+              f"calls: both {[dict(b) for b in both]}, api alone {[dict(b) for b in alone]}",
+              flush=True)
+    finally:
+        for c in (client4, client6):
+            if c:
+                cut_held(topo, c)
+        two_services_end(topo, d)
+        os.unlink(log.name)
+
+
 def shared_flows(topo, servers):
     """web and api sharing eth0's program (a table each): 10 hand-made flows to web's VIP and 4
     to api's count 10 conntrack entries for web and 4 for api in /metrics
@@ -3000,7 +3090,8 @@ def body(topo):
                      ("grown", grown), ("grown_locked", grown_locked),
                      ("upgrade_grown", upgrade_grown),
                      ("upgrade_dropped", upgrade_dropped), ("upgrade_added", upgrade_added),
-                     ("stop_shared", stop_shared), ("shared_flows", shared_flows),
+                     ("stop_shared", stop_shared), ("stop_shared_both", stop_shared_both),
+                     ("shared_flows", shared_flows),
                      ("shared_flows_moving", shared_flows_moving),
                      ("stop_idle_flow", stop_idle_flow),
                      ("iface_recreated", iface_recreated),
