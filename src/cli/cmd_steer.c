@@ -139,6 +139,9 @@ static void usage(FILE *f)
 		"  flows, flows_max  conntrack entries in use (flows seen, until evicted:\n"
 		"                    it climbs to flows_max and stays), and at most\n"
 		"                    (--flows rounded up), as hashlb ctl status has them\n"
+		"  table_flows       of a program of several tables (hashlb run's services\n"
+		"                    sharing IFACE, a table each), each table's entries:\n"
+		"                    those of its VIPs, a service's conntrack_entries\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -381,10 +384,13 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 }
 
 /* The counters, then the conntrack table's occupancy, <flows> entries in use of
- * <flows_max>: named as hashlb ctl's /status names them (before, only there). */
+ * <flows_max>: named as hashlb ctl's /status names them (before, only there); of a
+ * program of several tables (<n_tables> 2 or more: a daemon's services sharing the
+ * interface), each table's entries, <tables>[t] (its VIPs' in force: what hashlb run's
+ * /metrics counts for the service of table t). */
 static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			const struct hlb_steer_stats *st, uint32_t flows, uint64_t flows_max,
-			bool json)
+			const uint32_t *tables, uint32_t n_tables, bool json)
 {
 	const char *fmt = json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", *name;
 	uint64_t v;
@@ -398,6 +404,15 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 		printf(fmt, name, v);
 	printf(fmt, "flows", (uint64_t)flows);
 	printf(fmt, "flows_max", flows_max);
+	if (n_tables > 1) {
+		if (json)
+			printf(",\"table_flows\":[");
+		else
+			printf("%-16s", "table_flows");
+		for (uint32_t t = 0; t < n_tables; t++)
+			printf("%s%" PRIu32, json ? (t ? "," : "") : " ", tables[t]);
+		printf(json ? "]" : "\n");
+	}
 	if (json)
 		printf("}\n");
 }
@@ -641,7 +656,7 @@ static int steer_stats(struct steer_args *a)
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
 	struct hlb_steer_stats st;
-	uint32_t flows;
+	uint32_t flows, tables[HASHLB_STEER_TABLES_MAX];
 	int ret;
 
 	ret = hashlb_steer_find(a->iface, a->opts.mode, &s, &err);
@@ -652,11 +667,12 @@ static int steer_stats(struct steer_args *a)
 	ret = hashlb_steer_stats(s, &st);
 	if (ret < 0)
 		cli_error("reading the counters: %s\n", strerror(-ret));
-	else if ((ret = hashlb_steer_flows_count(s, &flows)) < 0)
+	/* each table's entries beside all, in one scan (a program of one table: the scan alone) */
+	else if ((ret = hashlb_steer_flows_tables(s, tables, &flows)) < 0)
 		cli_error("reading the conntrack table: %s\n", strerror(-ret));
 	else
 		print_stats(a->iface, hashlb_steer_mode(s), &st, flows, hashlb_steer_flows_max(s),
-			    a->json);
+			    tables, hashlb_steer_tables(s), a->json);
 	hashlb_steer_free(s);
 	return ret < 0 ? 1 : 0;
 }

@@ -2283,9 +2283,11 @@ def shared_flows(topo, servers):
     to api's count 10 conntrack entries for web and 4 for api in /metrics
     (hashlb_service_steer_conntrack_entries) and in ctl status (JSON "flows", and the text
     line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
-    hashlb steer --stats' flows); once a reload removes api, whose entries leave with its VIP,
-    web still counts its 10, the interface 10. Before, each service showed the program's 14,
-    and summing them counted each entry once per service."""
+    hashlb steer --stats' flows), and hashlb steer -i eth0 --stats (text and --json) shows each
+    table's entries, web's 10 and api's 4; once a reload removes api, whose entries leave with
+    its VIP, web still counts its 10, the interface 10, and --stats api's table 0. Before, each
+    service showed the program's 14, and summing them counted each entry once per service; and
+    --stats showed the program's 14 alone."""
     import test_frames as F
     web, api = two_services_yaml(topo)
     plain_switch(topo)
@@ -2319,14 +2321,27 @@ def shared_flows(topo, servers):
         lines = re.findall(r"conntrack (\d+) entries, (\d+)/(\d+) on the interface", text)
         check(lines == [("10", "14", str(FLOWS_MAX)), ("4", "14", str(FLOWS_MAX))],
               f"shared_flows: ctl status: conntrack figures {lines}: {text}")
+        # hashlb steer --stats of the program of a table each (4: room for more services):
+        # each table's entries beside the interface's, in the order of the tables (web's
+        # first: its start attached it), the others none
+        p = T.sh(HASHLB, "steer", "-i", "eth0", "--stats", ns=topo.lb, check=False)
+        text = [[int(v) for v in m.split()]
+                for m in re.findall(r"^table_flows +([\d ]+)$", p.stdout, re.M)]
+        tf = st.get("table_flows") or []
+        check(len(tf) >= 2 and tf == [10, 4] + [0] * (len(tf) - 2) and text == [tf],
+              f"shared_flows: hashlb steer --stats' entries of each table: --json "
+              f"{st.get('table_flows')}, text {text}: {p.stdout} {p.stderr}")
         print(f"shared_flows: 10 flows to web, 4 to api: /metrics {figures}, --stats flows "
-              f"{st.get('flows')}, ctl status {js}", flush=True)
+              f"{st.get('flows')}, table_flows {tf} (text {text}), ctl status "
+              f"{js}", flush=True)
 
         d.reload_edit(api, "", "its VIP left the program", "shared_flows: reload without api")
         m = scrape(d)
         after = (own("web"), own("web", "interface_conntrack_entries"), own("api"))
-        check(after == (10, 10, None),
-              f"shared_flows: api removed: web's (own, interface's) entries and api's {after}")
+        st = steer_stats(topo)
+        check(after == (10, 10, None) and (st.get("table_flows") or [])[:2] == [10, 0],
+              f"shared_flows: api removed: web's (own, interface's) entries and api's {after}, "
+              f"--stats' of each table {st.get('table_flows')}")
         print(f"shared_flows: api removed: web's entries, the interface's, api's {after}",
               flush=True)
     finally:
