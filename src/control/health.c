@@ -20,6 +20,12 @@ void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms)
 	};
 }
 
+void hlb_health_assume_up(struct hlb_health *h, uint64_t now_ms)
+{
+	hlb_health_init(h, true, now_ms);
+	h->assumed = true;
+}
+
 double hlb_health_penalty(const struct hlb_health *h, const struct hlb_health_params *p,
 			  uint64_t now_ms)
 {
@@ -56,6 +62,10 @@ static void health_go_down(struct hlb_health *h, const struct hlb_health_params 
 	h->fail_run = 0;
 	h->passive_run = 0;
 	h->ok_run = 0;
+	if (h->assumed) { /* the first verdict: it was never known up */
+		h->assumed = false;
+		return;
+	}
 	h->flaps++;
 	if (p->half_life_ms) {
 		h->penalty = hlb_health_penalty(h, p, now_ms) + 1.0;
@@ -87,6 +97,7 @@ bool hlb_health_check(struct hlb_health *h, const struct hlb_health_params *p, b
 	} else if (h->raw_up) {
 		h->fail_run = 0;
 		h->passive_run = 0;
+		h->assumed = false;
 	} else if (++h->ok_run >= p->rise) {
 		h->raw_up = true;
 		h->ok_run = 0;
@@ -100,6 +111,7 @@ bool hlb_health_passive(struct hlb_health *h, const struct hlb_health_params *p,
 			bool succeeded, uint64_t now_ms)
 {
 	if (succeeded) { /* the failures before that connect are not "in a row" */
+		h->assumed = false;
 		h->fail_run -= h->passive_run < h->fail_run ? h->passive_run : h->fail_run;
 		h->passive_run = 0;
 	}

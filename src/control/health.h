@@ -13,7 +13,8 @@
  * Flap damping (the hysteresis above rise/fall): rise/fall alone follow a
  * backend that flaps slower than (rise + fall) x interval, and every flap
  * would rebuild the table and move that backend's clients back and forth.
- * So each up->down of the raw verdict adds 1 to a penalty that halves every
+ * So each up->down of the raw verdict (but the first verdict on an up only
+ * assumed, hlb_health_assume_up()) adds 1 to a penalty that halves every
  * <half_life> ms (by default 8 x (rise + fall) x interval). One or two
  * outages never suppress; a backend flapping with a period up to about 11
  * intervals is suppressed at its third flap. While the penalty is at or
@@ -40,12 +41,13 @@ struct hlb_health {
 	bool raw_up; /* the rise/fall verdict */
 	bool up; /* the verdict the table uses: raw_up and not suppressed */
 	bool suppressed;
+	bool assumed; /* <up> assumed, no verdict yet: its first down is no flap */
 	uint32_t ok_run; /* consecutive passes while raw down */
 	uint32_t fail_run; /* consecutive failures while raw up */
 	uint32_t passive_run; /* of fail_run, the data plane's since its last successful connect */
 	double penalty; /* as of penalty_ms */
 	uint64_t penalty_ms;
-	uint64_t flaps; /* raw up->down transitions */
+	uint64_t flaps; /* raw up->down transitions, <assumed> ones not */
 	uint64_t changes; /* transitions of <up> */
 	uint64_t last_change_ms;
 };
@@ -55,6 +57,15 @@ uint32_t hlb_health_half_life(uint32_t interval_ms, uint32_t rise, uint32_t fall
 
 /* Start in state <up> at <now_ms> (no penalty, no runs). */
 void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms);
+
+/*
+ * Start up at <now_ms> with the state only assumed (at start, a backend a
+ * reload adds): until a passed check or a connect that succeeded confirms
+ * it, going down is the first verdict, not a flap (no flap counted, no
+ * penalty), so a backend that starts after the load balancer is not a step
+ * closer to being held down.
+ */
+void hlb_health_assume_up(struct hlb_health *h, uint64_t now_ms);
 
 /*
  * Feed one active check result (<ok>) at <now_ms>. Returns true when <up>

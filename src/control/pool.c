@@ -611,7 +611,7 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
 	atomic_store(&b->rt->admin, (int)c->admin);
 	atomic_store(&b->rt->healthy, true);
 	atomic_store(&b->rt->admit, HLB_ADMIT_ONE);
-	hlb_health_init(&b->health, true, hlb_now_ms());
+	hlb_health_assume_up(&b->health, hlb_now_ms());
 	return b;
 }
 
@@ -2351,6 +2351,7 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 		b->health.penalty = h->penalty;
 		b->health.penalty_ms = hlb_now_ms();
 		b->health.suppressed = h->held && !b->health.up;
+		b->health.assumed = false; /* it flapped there: seen up, its next down is a flap */
 		strcat(what, ",flap_damping");
 	}
 	if (h->ramping && b->health.up) {

@@ -34,6 +34,7 @@ def killed_backend_down_then_up():
     before = lb.lookup(clients)
     gen0 = lb.service()["generation"]
     victim = bs[1]
+    check(lb.wait(lambda: lb.backend("b")["checks_ok"] >= 1) is not None, "b passes a check")
 
     victim.stop()
     # Down in the published table, i.e. in use by the forwarder.
@@ -684,6 +685,7 @@ def check_errors_are_logged_as_they_change():
     x, y = Backend("x"), Backend("y")
     lb = Lb(config([("x", x.addr), ("y", y.addr)]))
     port = x.port
+    check(lb.wait(lambda: lb.backend("x")["checks_ok"] >= 1) is not None, "x passes a check")
     x.stop()  # refused
     check(lb.wait_log(r'level=error msg="backend down" service=t backend=x cause=checks '
                       r'flaps=1 at=connect err=ECONNREFUSED'),
@@ -823,14 +825,14 @@ def a_wrong_answer_is_logged():
     check(lb.wait_log(r'msg="health check failed, backend still up" service=t backend=web '
                       r'at=reply err=EBADMSG failed=1 fall=2 reply="HTTP/1.1 503"$'),
           "the warning says the answer began HTTP/1.1 503")
-    check(lb.wait_log(r'msg="backend down" service=t backend=web cause=checks flaps=1 '
+    check(lb.wait_log(r'msg="backend down" service=t backend=web cause=checks flaps=0 '
                       r'at=reply err=EBADMSG reply="HTTP/1.1 503"$'), "and so does the down line")
     lb.rewrite(config([("x", x.addr)], health=health.replace(
         'send: "GET /health HTTP/1.0\\r\\n\\r\\n"\nexpect: "HTTP/1.1 200"',
         'send: "PING\\r\\n"\nexpect: "+PONG"')))
     rc, so, se, lines = lb.reload()
     check(rc == 0, f"reload: {se}")
-    check(lb.wait_log(r'msg="backend down" service=t backend=x cause=checks flaps=1 '
+    check(lb.wait_log(r'msg="backend down" service=t backend=x cause=checks flaps=0 '
                       r'at=reply err=EBADMSG reply="-ERR\\r"$'),
           "a Redis error: reply=\"-ERR\\r\", the bytes expect has")
     check(lb.stop() == 0, "exit 0")
@@ -850,7 +852,7 @@ def a_binary_wrong_answer_is_logged_whole():
               'send: "\\0\\x01"\nexpect: "\\0\\0\\0\\x04OK\\x01\\x02"')
     lb = Lb(config([("bin", "127.0.0.1:%d" % srv.getsockname()[1])], health=health))
     want = r'reply="\\x00\\x00\\x00\\x04NO\\x01\\xfe"'
-    check(lb.wait_log(r'msg="backend down" service=t backend=bin cause=checks flaps=1 '
+    check(lb.wait_log(r'msg="backend down" service=t backend=bin cause=checks flaps=0 '
                       r'at=reply err=EBADMSG ' + want + '$'),
           f"the down line says the 8 bytes compared: {[l for l in lb.log if 'reply=' in l]}")
     check(lb.stop() == 0, "exit 0")
@@ -1017,6 +1019,7 @@ def flaps_never_go_back():
         return float(m.group(1)) if m else None, lb.backend("a")["flaps"]
 
     port = a.port
+    check(lb.wait(lambda: lb.backend("a")["checks_ok"] >= 1) is not None, "a passes a check")
     a.stop()
     check(lb.wait(lambda: lb.backend("a")["health"] == "down", timeout=5) is not None, "a down")
     check(flaps() == (1, 1), f"one flap: (metric, status) {flaps()}")
@@ -1037,6 +1040,28 @@ def flaps_never_go_back():
     check(flaps() == (2, 2), f"checks off, the count stays: {flaps()}")
     check(lb.stop() == 0, "exit 0")
     b.stop()
+
+
+def a_backend_down_at_start_is_no_flap():
+    """A backend that starts after hashlb is found down by its first checks: that is the first
+    verdict on a state only assumed at start, no flap (`flaps=0`, no damping penalty). Before,
+    it counted one, bringing flap damping a step closer for nothing. Once up, its next down is
+    a flap."""
+    port = dead_port()
+    y = Backend("y")
+    lb = Lb(config([("late", "127.0.0.1:%d" % port), ("y", y.addr)]))
+    check(lb.wait_log(r'level=error msg="backend down" service=t backend=late cause=\w+ flaps=0 '),
+          f"found down at start: no flap: {[l for l in lb.log if 'backend=late' in l]}")
+    check(lb.backend("late")["flaps"] == 0, f"/status: no flap: {lb.backend('late')}")
+    late = Backend("late", port=port)
+    check(lb.wait_log(r'msg="backend up" service=t backend=late cause=checks flaps=0'),
+          "up once it starts, still no flap")
+    late.stop()
+    check(lb.wait_log(r'level=error msg="backend down" service=t backend=late cause=\w+ flaps=1 '),
+          "down after it was up: a flap")
+    check(lb.backend("late")["flaps"] == 1, f"/status: one flap: {lb.backend('late')}")
+    check(lb.stop() == 0, "exit 0")
+    y.stop()
 
 
 def half_a_maglev_pool_dies_at_once():
@@ -1263,6 +1288,8 @@ def stale_failures_do_not_take_a_recovered_backend_down():
         t.start()
     check(lb.wait(lambda: syn_sent(xport, "127.0.0.2") >= len(mine)) is not None,
           "x's clients wait on its data port")
+    # seen up (a check passed) before it goes down: that down is a flap, not its first verdict
+    check(lb.wait(lambda: lb.backend("x")["checks_ok"] >= 1) is not None, "x passes a check")
     hx.mode = "err"
     check(lb.wait(lambda: lb.backend("x")["health"] == "down", step=0.005) is not None,
           "x's endpoint answers -ERR: down")
@@ -1394,7 +1421,8 @@ def reload_storm_changing_the_checks_lets_them_end():
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
-           flapping_does_not_rebuild_per_flap, flaps_never_go_back, slow_start_ramps,
+           flapping_does_not_rebuild_per_flap, flaps_never_go_back,
+           a_backend_down_at_start_is_no_flap, slow_start_ramps,
            slow_start_after_an_outage_moves_clients_once, slow_start_stand_in_refuses,
            payload_checks,
            health_port, half_a_maglev_pool_dies_at_once,

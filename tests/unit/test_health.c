@@ -164,6 +164,43 @@ static void test_single_outage_is_not_damped(void **state)
 	assert_int_equal(h.changes, 4);
 }
 
+/* Found down at start (its up only assumed): the first verdict, no flap and no penalty; once
+ * a check passed, its next down is one. A connect that succeeded confirms it up as well. */
+static void test_first_verdict_is_no_flap(void **state)
+{
+	struct hlb_health_params p = { .rise = 2, .fall = 3 };
+	struct hlb_health h;
+	uint64_t t = 0;
+
+	p.half_life_ms = hlb_health_half_life(50, p.rise, p.fall);
+	hlb_health_assume_up(&h, 0);
+	for (int i = 0; i < 3; i++)
+		hlb_health_check(&h, &p, false, t += 50);
+	assert_false(h.up);
+	assert_int_equal(h.flaps, 0);
+	assert_true(hlb_health_penalty(&h, &p, t) == 0.0);
+	hlb_health_check(&h, &p, true, t += 50);
+	assert_true(hlb_health_check(&h, &p, true, t += 50));
+	for (int i = 0; i < 3; i++)
+		hlb_health_check(&h, &p, false, t += 50);
+	assert_false(h.up);
+	assert_int_equal(h.flaps, 1);
+
+	hlb_health_assume_up(&h, t);
+	hlb_health_check(&h, &p, true, t += 50); /* confirmed up */
+	assert_true(hlb_health_passive(&h, &p, 3, false, t += 50));
+	assert_int_equal(h.flaps, 1);
+
+	hlb_health_assume_up(&h, t);
+	hlb_health_passive(&h, &p, 0, true, t += 50); /* a connect succeeded */
+	assert_true(hlb_health_passive(&h, &p, 3, false, t += 50));
+	assert_int_equal(h.flaps, 1);
+
+	hlb_health_assume_up(&h, t); /* refused from the start: passive, first verdict */
+	assert_true(hlb_health_passive(&h, &p, 3, false, t += 50));
+	assert_int_equal(h.flaps, 0);
+}
+
 static void test_checks_are_spread_over_the_interval(void **state)
 {
 	uint64_t prev = 0;
@@ -228,6 +265,7 @@ int main(void)
 		cmocka_unit_test(test_passive_failures_then_a_success_do_not_count),
 		cmocka_unit_test(test_flapping_backend_is_held_down),
 		cmocka_unit_test(test_single_outage_is_not_damped),
+		cmocka_unit_test(test_first_verdict_is_no_flap),
 		cmocka_unit_test(test_checks_are_spread_over_the_interval),
 		cmocka_unit_test(test_check_errors_logged_once_per_change),
 	};
