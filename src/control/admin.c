@@ -1637,7 +1637,7 @@ static void reload(struct hlb_control *ctl, const struct hlb_http_req *req,
 		resp_error(resp, 409, "hashlb is stopping (draining): no reload");
 		return;
 	}
-	ret = hlb_control_reload(ctl, &err);
+	ret = hlb_control_reload(ctl, "admin", &err);
 
 	if (ret == 0 && text) {
 		hlb_buf_printf(&resp->body, "reloaded %s (%" PRIu64 " reload%s ok)\n",

@@ -682,7 +682,7 @@ void hlb_control_free(struct hlb_control *ctl)
 	free(ctl);
 }
 
-static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *err)
+static void reload_failed(struct hlb_control *ctl, const char *by, const struct hashlb_error *err)
 {
 	char kv[HLB_LOG_CONFIG_ERROR_MAX];
 
@@ -694,8 +694,8 @@ static void reload_failed(struct hlb_control *ctl, const struct hashlb_error *er
 		snprintf(ctl->last_reload_file, sizeof(ctl->last_reload_file), "%s", err->file);
 		ctl->last_reload_err.file = ctl->last_reload_file;
 	}
-	control_log(ctl, HLB_LOG_ERROR, "reload failed, keeping the running config", "%s",
-		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)));
+	control_log(ctl, HLB_LOG_ERROR, "reload failed, keeping the running config", "%s by=%s",
+		    hlb_log_config_error(ctl->config_path, err, kv, sizeof(kv)), by);
 }
 
 /*
@@ -734,7 +734,7 @@ static const char *workers_name(uint32_t n, char *buf, size_t size)
 	return buf;
 }
 
-static int reload(struct hlb_control *ctl, struct hashlb_error *err)
+static int reload(struct hlb_control *ctl, const char *by, struct hashlb_error *err)
 {
 	/* qp: the config's path, or its admin address (a Unix socket's path, 108 bytes) */
 	char qp[HLB_LOG_PATH_MAX], qs[HLB_LOG_QUOTED_MAX(sizeof("unix:") + 108)];
@@ -750,7 +750,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	 * still has that address, though the answer rotated */
 	ret = hashlb_config_load_after(ctl->config_path, load_flags(ctl), ctl->cfg, &cfg, err);
 	if (ret < 0) {
-		reload_failed(ctl, err);
+		reload_failed(ctl, by, err);
 		return ret;
 	}
 	ret = admin_clash(ctl, cfg, err);
@@ -762,7 +762,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 		if (err->line && !err->file)
 			err->file = ctl->config_path;
 		hashlb_config_free(cfg);
-		reload_failed(ctl, err);
+		reload_failed(ctl, by, err);
 		return ret;
 	}
 	keep_overrides(ctl->cfg, cfg);
@@ -819,10 +819,11 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
 	}
 	control_log(ctl, HLB_LOG_INFO, "reloaded",
 		    "config=%s services=%u services_added=%u services_removed=%u "
-		    "services_changed=%u backends_added=%u backends_removed=%u backends_changed=%u",
+		    "services_changed=%u backends_added=%u backends_removed=%u backends_changed=%u "
+		    "by=%s",
 		    hlb_log_quote(ctl->config_path, qp, sizeof(qp)), cfg->n_services,
 		    changes.services_added, changes.services_removed, changes.services_changed,
-		    changes.backends_added, changes.backends_removed, changes.backends_changed);
+		    changes.backends_added, changes.backends_removed, changes.backends_changed, by);
 	admin_exposed_warn(ctl);
 	resolve_recovered(ctl); /* the reload resolved every name */
 	resolve_schedule(ctl);
@@ -838,7 +839,7 @@ static int reload(struct hlb_control *ctl, struct hashlb_error *err)
  * deadline moved by the time the reload took: a failed reload changes
  * nothing. Given up, the names were asked again only a period later.
  */
-int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
+int hlb_control_reload(struct hlb_control *ctl, const char *by, struct hashlb_error *err)
 {
 	struct hashlb_error rerr = { 0 };
 	uint64_t began = hlb_now_ms();
@@ -846,7 +847,7 @@ int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err)
 
 	if (ctl->resolve_job)
 		hashlb_resolve_pause(ctl->resolve_job);
-	ret = reload(ctl, err);
+	ret = reload(ctl, by, err);
 	if (ctl->resolve_job) { /* the reload failed */
 		ctl->resolve_deadline_ms += hlb_now_ms() - began;
 		if (hashlb_resolve_resume(ctl->resolve_job, &rerr) < 0) {

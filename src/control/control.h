@@ -166,9 +166,10 @@ void hlb_control_handover(const struct hlb_control *ctl, struct hlb_buf *o);
 /*
  * Re-read the config file: validate it fully, then apply the difference.
  * On error nothing changes, the old config keeps serving, and <err> (also
- * kept for the admin status) says where: file:line:column.
+ * kept for the admin status) says where: file:line:column. <by>: what asked
+ * for it, for the log's by= ("admin", "signal"), as `ctl set` says by=admin.
  */
-int hlb_control_reload(struct hlb_control *ctl, struct hashlb_error *err);
+int hlb_control_reload(struct hlb_control *ctl, const char *by, struct hashlb_error *err);
 
 /*
  * Shutdown begins: stop health checks and resolving. The admin endpoint

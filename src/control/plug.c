@@ -144,7 +144,7 @@ static uint32_t plug_listen_fds(void *daemon, pid_t taker, int *fds, const char 
 
 static int plug_upgrade_start(void *daemon)
 {
-	return hlb_daemon_upgrade_start(daemon);
+	return hlb_daemon_upgrade_start(daemon, "admin"); /* POST /upgrade's */
 }
 
 static pid_t plug_upgrade_state(void *daemon, const char **ret_how)
@@ -342,7 +342,7 @@ static void plug_reload(struct hlb_daemon *d, void *arg)
 	struct hlb_control_plug *plug = arg;
 
 	if (plug->ctl)
-		hlb_control_reload(plug->ctl, NULL);
+		hlb_control_reload(plug->ctl, "signal", NULL);
 }
 
 static void plug_stopping(struct hlb_daemon *d, void *arg)

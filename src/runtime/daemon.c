@@ -2389,7 +2389,7 @@ static void upgrade_not_started(struct hlb_daemon *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-int hlb_daemon_upgrade_start(struct hlb_daemon *d)
+int hlb_daemon_upgrade_start(struct hlb_daemon *d, const char *by)
 {
 	char qe[HLB_LOG_PATH_MAX];
 	static int fds[4096 + 1]; /* the listening sockets, then the resync socket */
@@ -2407,8 +2407,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	bool sent;
 
 	if (d->stopping || up->pid) {
-		hlb_log(HLB_LOG_WARN, "upgrade refused", "reason=\"%s\"",
-			d->stopping ? "stopping" : "an upgrade is under way");
+		hlb_log(HLB_LOG_WARN, "upgrade refused", "reason=\"%s\" by=%s",
+			d->stopping ? "stopping" : "an upgrade is under way", by);
 		return d->stopping ? -ESHUTDOWN : -EALREADY;
 	}
 	/* PID 1 of a PID namespace (a container's init): when it exits, the kernel kills
@@ -2417,7 +2417,8 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	if (getpid() == 1) {
 		hlb_log(HLB_LOG_WARN, "upgrade refused",
 			"reason=\"" HLB_UPGRADE_PID1 "\" note=\"restart the container, or run "
-			"hashlb under an init (docker run --init, tini) to upgrade in place\"");
+			"hashlb under an init (docker run --init, tini) to upgrade in place\" by=%s",
+			by);
 		return -ECHILD;
 	}
 	if (!d->exe || !d->opts.argv) {
@@ -2512,8 +2513,9 @@ int hlb_daemon_upgrade_start(struct hlb_daemon *d)
 	shutdown(up->sock, SHUT_WR);
 	fcntl(up->sock, F_SETFL, O_NONBLOCK);
 	hlb_log(HLB_LOG_INFO, "upgrading in place: started the new hashlb",
-		"pid=%d exe=%s sockets=%u%s", (int)up->pid, hlb_log_quote(d->exe, qe, sizeof(qe)),
-		n, sent ? "" : " err=\"sockets not handed over\"");
+		"pid=%d exe=%s sockets=%u%s by=%s", (int)up->pid,
+		hlb_log_quote(d->exe, qe, sizeof(qe)), n,
+		sent ? "" : " err=\"sockets not handed over\"", by);
 	if (up->pidfd < 0 || hlb_daemon_watch(d, up->pidfd, EPOLLIN, upgrade_exited, NULL) < 0 ||
 	    hlb_daemon_watch(d, up->sock, EPOLLIN, upgrade_readable, NULL) < 0 ||
 	    hlb_daemon_timer_add(d, UPGRADE_TIMEOUT_MS, 0, upgrade_timeout, NULL, &up->timer) < 0) {
@@ -2741,7 +2743,7 @@ static void handle_signals(struct hlb_daemon *d)
 			break;
 		case SIGUSR2:
 			hlb_log(HLB_LOG_INFO, "SIGUSR2, upgrading in place", NULL);
-			hlb_daemon_upgrade_start(d);
+			hlb_daemon_upgrade_start(d, "signal");
 			break;
 		case SIGTERM:
 		case SIGINT:

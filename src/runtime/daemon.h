@@ -188,9 +188,10 @@ uint32_t hlb_daemon_listen_fds(struct hlb_daemon *d, pid_t taker, int *fds, cons
  * Upgrade in place, as on SIGUSR2 (from a callback of the loop): start the
  * new process. Returns its pid, or -EALREADY (one under way), -ESHUTDOWN
  * (stopping), -ECHILD (PID 1 of a PID namespace: HLB_UPGRADE_PID1), -errno if
- * it could not be started (logged).
+ * it could not be started (logged). <by>: what asked for it, for the log's by=
+ * ("signal", "admin").
  */
-int hlb_daemon_upgrade_start(struct hlb_daemon *d);
+int hlb_daemon_upgrade_start(struct hlb_daemon *d, const char *by);
 /* Why a container's init cannot upgrade in place, for the log and the admin endpoint. */
 #define HLB_UPGRADE_PID1                                                               \
 	"this hashlb is PID 1 of its PID namespace (a container's init): the new one " \

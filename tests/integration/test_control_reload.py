@@ -866,6 +866,28 @@ def reloads_say_what_run_time_settings_they_keep():
     check(lb.stop() == 0, "exit 0")
 
 
+def reloads_say_who_asked():
+    """A reload's line says what asked for it, as `ctl set` says by=admin: the admin endpoint
+    (POST /reload, hashlb ctl reload) `by=admin`, SIGHUP `by=signal`, a failed one too.
+    Before, an admin reload looked like no one's in the log."""
+    t = [("a", "127.0.0.1:1")]  # never dialled
+    lb = Lb(config(t, health="enabled: false"))
+    rc, so, se, lines = lb.reload()
+    check(rc == 0 and any(re.search(r"msg=reloaded .* by=admin$", l) for l in lines),
+          f"ctl reload: by=admin: {lines}")
+    n = len(lb.log)
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait(lambda: any("msg=reloaded " in l for l in lb.log[n:])) is not None and
+          any(re.search(r"msg=reloaded .* by=signal$", l) for l in lb.log[n:]),
+          f"SIGHUP: by=signal: {lb.log[n:]}")
+    lb.rewrite("services: [\n")
+    rc, so, se, lines = lb.reload()
+    check(rc != 0 and any(re.search(r'msg="reload failed, keeping the running config" .* '
+                                    r'by=admin$', l) for l in lines),
+          f"a failed one: by=admin: {lines}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def reload_says_which_file_it_reloaded():
     """hashlb ctl -c FILE reload takes the admin address from FILE; the running hashlb reloads
     the file it was started with. An operator who wrote a new file and ran 'hashlb ctl -c
@@ -1567,7 +1589,8 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
-           reloads_say_what_run_time_settings_they_keep, reload_says_which_file_it_reloaded,
+           reloads_say_what_run_time_settings_they_keep, reloads_say_who_asked,
+           reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,
            a_listen_address_moved_under_the_4_tuple_places_clients_anew,

@@ -309,6 +309,7 @@ def upgrade_reads_the_config_reloads_read():
         f.write(plain_config([("b", backends[1].addr)], listen=f"127.0.0.1:{port}"))
     old.send_signal(signal.SIGHUP)
     check(wait_until(lambda: logged("msg=reloaded"), 20), "the reload read the new file")
+    check(logged("by=signal\n"), "the reloaded line credits the signal (by=signal)")
     old.send_signal(signal.SIGUSR2)
     new_pid = None
 
@@ -323,6 +324,9 @@ def upgrade_reads_the_config_reloads_read():
         with open(log_path, errors="replace") as f:
             raise SystemExit(f"the new process did not start: {f.read()[-2000:]}")
     try:
+        with open(log_path, errors="replace") as f:
+            check(re.search(r'started the new hashlb" pid=\d+ .* by=signal$', f.read(), re.M),
+                  "the upgrade's line credits the signal (by=signal)")
         with open(f"/proc/{new_pid}/cmdline", "rb") as f:
             args = f.read().split(b"\0")
         want = f"--config={top}/lb.yaml".encode()
@@ -555,6 +559,8 @@ def ctl_upgrade_admin_moves():
         m = re.search(r"handed over to pid (\d+), which runs", out)
         started = [re.search(r"started the new hashlb\" pid=(\d+)", l) for l in old.log]
         new_pid = next((int(x.group(1)) for x in started if x), None)  # to stop it, whatever ctl says
+        check(any(re.search(r'started the new hashlb" pid=\d+ .* by=admin$', l) for l in old.log),
+              f"the line credits the admin endpoint (by=admin): {[l for l in old.log if 'started the new' in l]}")
         check(rc == 0 and m and int(m.group(1)) == new_pid and os.path.exists(f"/proc/{new_pid}"),
               f"exit 0, naming the new process ({rc}, {out!r}, {err!r}) in {time.time() - t0:.1f}s")
         rc = exit_status(old.proc, 30)
