@@ -1206,17 +1206,29 @@ static void log_migrate_req(struct hlb_daemon *d)
 			"(Linux 5.14) to hand its own over\"");
 }
 
-static uint32_t drain_ms(struct hlb_daemon *d)
+/*
+ * The longest timeouts.drain of the services listened for, which the workers' deadline
+ * is, and the service manager's status and extension; *<ret_held>: the longest of those
+ * that hold connections now (waiting in the queue too), the drain that applies, which the
+ * log says (a service with none, or one accepted as the listeners close, may have the
+ * longer).
+ */
+static uint32_t drain_ms(struct hlb_daemon *d, uint32_t *ret_held)
 {
-	uint32_t max = 0;
+	uint32_t max = 0, held = 0;
 
 	for (struct dlistener *dl = d->listeners; dl; dl = dl->next) {
 		struct hlb_service *svc = hlb_listener_service(dl->l);
 		struct hlb_snapshot *s = svc ? hlb_service_snapshot(svc) : NULL;
 
-		if (s && s->drain_timeout_ms > max)
+		if (!s)
+			continue;
+		if (s->drain_timeout_ms > max)
 			max = s->drain_timeout_ms;
+		if (atomic_load(&svc->active) && s->drain_timeout_ms > held)
+			held = s->drain_timeout_ms;
 	}
+	*ret_held = held;
 	return max;
 }
 
@@ -1278,7 +1290,7 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 {
 	struct dlistener *dl, *next;
 	char ms_text[HASHLB_DRAIN_MS_STRLEN];
-	uint32_t ms, left;
+	uint32_t ms, held, left;
 
 	if (d->stopping) {
 		if (!d->stop_now) {
@@ -1305,14 +1317,18 @@ void hlb_daemon_stop(struct hlb_daemon *d)
 	 * its backend or service gave it: conn_drain_own()), the last of them by then.
 	 * A removed service's (not among the listeners') or a backend's whose removal gave it
 	 * longer counts too: an upgrade in place, or a stop, would cut them short.
-	 * HASHLB_DRAIN_NEVER, the largest, for one of never: no deadline. */
-	ms = drain_ms(d);
+	 * HASHLB_DRAIN_NEVER, the largest, for one of never: no deadline. The log says the
+	 * drain of the services that have connections to drain (<held>): before, a service
+	 * with none and a longer timeouts.drain was said instead. */
+	ms = drain_ms(d, &held);
 	left = d->hooks.drain_left_ms ? d->hooks.drain_left_ms(d, d->hooks.arg) : 0;
 	if (left > ms)
 		ms = left;
+	if (left > held)
+		held = left;
 	hlb_log(HLB_LOG_INFO, "draining", "connections=%llu drain_timeout_ms=%s",
 		(unsigned long long)hlb_proxy_connections(d->proxy),
-		hashlb_drain_ms_text(ms, ms_text));
+		hashlb_drain_ms_text(held, ms_text));
 	/* after that line, the lines of each service's drain (the control plane's) */
 	if (d->hooks.stopping)
 		d->hooks.stopping(d, d->hooks.arg);

@@ -335,6 +335,30 @@ def drain_never_keeps_removed_connections_until_they_end():
         b.stop()
 
 
+def a_stop_says_the_drain_that_applies():
+    """A stop's `msg=draining` line gives the longest drain of the services that have
+    connections to drain: t (drain 2s) holding one, idle (drain 30s) none, it says
+    drain_timeout_ms=2000, and t's connection is closed at its 2 s, the exit following. Before,
+    it said 30000, idle's, though no connection of idle's was left to drain."""
+    a = Backend("a")
+    idle = ("  - name: idle\n    listen: 127.0.0.1:0\n    timeouts: {drain: 30s}\n"
+            f"    backends:\n      - name: a\n        address: {a.addr}\n")
+    lb = Lb(config([("a", a.addr)], extra="timeouts:\n  drain: 2s", health="enabled: false")
+            + idle)
+    h, p = next(s["bound"] for s in lb.status()["services"] if s["name"] == "t").rsplit(":", 1)
+    held = connect((h, int(p)))
+    check(held.recv(64) == b"a\n", "t holds a connection")
+    lb.proc.send_signal(signal.SIGTERM)
+    check(lb.wait_log(r"msg=draining connections=1 drain_timeout_ms=\d+$"), "draining")
+    line = next(l for l in lb.log if "msg=draining " in l)
+    check(line.endswith(" drain_timeout_ms=2000"), f"t's drain, not idle's: {line}")
+    # a hang guard, not a measurement
+    check(outcome(held, timeout=30) == (0, "FIN"), "t's connection closed at its deadline")
+    check(lb.proc.wait(20) == 0, "exit 0")
+    held.close()
+    a.stop()
+
+
 def removed_drain_to_their_own_deadline_during_a_stop():
     """A stop leaves a backend or a service a reload removed the drain deadline the removal
     gave it: with t's drain raised to 60s after its backend c and service u (drain 4s) were
@@ -1586,6 +1610,7 @@ def service_added_back_beside_an_ipv6_only_wildcard():
 
 run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removals_say_what_they_will_close, drain_never_keeps_removed_connections_until_they_end,
+           a_stop_says_the_drain_that_applies,
            removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
