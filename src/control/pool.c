@@ -1098,20 +1098,26 @@ static void backend_tick(struct hlb_pool_backend *b, uint64_t now)
 	 * a backend refusing one connect in several went down, though it never
 	 * failed <fall> in a row). A success missed that way (the new run as
 	 * long already) counts the same. */
-	uint32_t run = atomic_load_explicit(&b->rt->consecutive_fail, memory_order_relaxed);
+	uint32_t run = atomic_load_explicit(&b->rt->consecutive_fail, memory_order_acquire);
 	bool succeeded = run < b->seen_run;
 	uint32_t fresh = succeeded ? run : run - b->seen_run;
 	const char *cause = NULL;
+	uint32_t err = 0;
 
 	b->seen_run = run;
 	if (hlb_pool_backend_checked(b)) {
-		if (hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now))
+		if (hlb_health_passive(&b->health, &b->svc->hp, fresh, succeeded, now)) {
 			cause = "passive";
+			/* the forwarder's connect error, as a check's at connect: the down
+			 * line says it, and a check failing the same way next is none other */
+			err = atomic_load_explicit(&b->rt->connect_err, memory_order_relaxed);
+			err = err ? err_code(HLB_CHECK_AT_CONNECT, (int)err) : 0;
+		}
 		if (hlb_health_tick(&b->health, &b->svc->hp, now))
 			cause = cause ? NULL : "damping"; /* two changes: back where it was */
 	}
 	if (cause)
-		backend_health_changed(b, now, cause, 0);
+		backend_health_changed(b, now, cause, err); /* 0 unless passive */
 	if (b->ramp_start_ms) {
 		uint64_t slow = b->svc->cfg->slow_start_ms;
 		uint64_t el = now - b->ramp_start_ms;

@@ -2664,10 +2664,15 @@ static void conn_connect_done(struct worker *w, struct conn *c, int res)
 	 * wakes the control plane, whose retry table says where the clients
 	 * retried away from it stay (worker_failing_seen()). */
 	snap = hlb_service_snapshot(c->svc);
-	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed) &&
-	    atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_relaxed) == 0 &&
-	    hashlb_table_scheme(snap->table) == HASHLB_SCHEME_MAGLEV)
-		worker_failing_seen(w);
+	if (!hlb_local_error(-res) && !connect_predates_verdict(c, failed)) {
+		uint32_t run;
+
+		/* before the count, which the control plane reads first (release) */
+		atomic_store_explicit(&failed->connect_err, c->err, memory_order_relaxed);
+		run = atomic_fetch_add_explicit(&failed->consecutive_fail, 1, memory_order_release);
+		if (run == 0 && hashlb_table_scheme(snap->table) == HASHLB_SCHEME_MAGLEV)
+			worker_failing_seen(w);
+	}
 	worker_close_fd(w, c->fd[1]);
 	c->fd[1] = -1;
 	if (c->claimed)

@@ -38,6 +38,7 @@ int hlb_backend_new(const struct hashlb_backend_cfg *cfg, uint32_t n_workers,
 	atomic_init(&b->healthy, true);
 	atomic_init(&b->listed, false);
 	atomic_init(&b->consecutive_fail, 0);
+	atomic_init(&b->connect_err, 0);
 	atomic_init(&b->health_since_ns, 0);
 	atomic_init(&b->active, 0);
 	atomic_init(&b->max_conns, cfg->max_connections);

@@ -46,8 +46,8 @@
  * hlb_backend_counters_read() / hlb_service_counters_read(). Exceptions,
  * shared atomics touched once per connection, never per I/O: a service's
  * and a backend's <active> (max_connections, bounded load), a backend's
- * <consecutive_fail> (written only on failures and on the first success
- * after one) and its <rare_ends> (the ends the control plane or a shutdown
+ * <consecutive_fail> and <connect_err> (written only on failures, and the
+ * first on the first success after one) and its <rare_ends> (the ends the control plane or a shutdown
  * causes, enum hlb_end).
  *
  * Passive health: a worker counts every refused connect into connect_fail,
@@ -220,6 +220,9 @@ struct hlb_backend {
 	atomic_bool healthy; /* last verdict of the health checker; starts true */
 	atomic_bool listed; /* takes clients in its service's last published table */
 	atomic_uint consecutive_fail; /* passive health, see above */
+	/* the errno of the last failed connect counted in <consecutive_fail>
+	 * (ETIMEDOUT for a timeout), for the log of a passive down */
+	atomic_uint connect_err;
 	/* CLOCK_MONOTONIC ns when <healthy> last changed; 0: never */
 	atomic_uint_fast64_t health_since_ns;
 	atomic_uint_fast64_t active; /* established connections open now (shared) */

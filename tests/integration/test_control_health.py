@@ -145,6 +145,47 @@ def passive_failures_count_toward_fall():
         b.stop()
 
 
+def passive_down_says_its_error():
+    """A backend taken down by the forwarder's refused connects says why, as a check's down
+    line does: `cause=passive ... at=connect err=ECONNREFUSED`; its checks refused the same way
+    after that log nothing more, and once they time out the line's was= is that error. Before,
+    the down line gave no error and the next line said was="none"."""
+    bs = [Backend(n) for n in "abc"]
+    lb = Lb(config([(b.name, b.addr) for b in bs],
+                   health="interval: 1s\ntimeout: 300ms\nrise: 2\nfall: 3",
+                   extra="connect_retries: 2"))
+    clients = [client_ip(i * 31) for i in range(600)]
+    table = lb.lookup(clients)
+    mine = [c for c in clients if table[c] == "c"][:6]
+    port = bs[2].port
+    check(lb.wait(lambda: lb.backend("c")["checks_ok"] >= 1) is not None, "c passes a check")
+    bs[2].stop()
+    for c in mine:
+        who(lb.addr, c)
+    down = r'level=error msg="backend down" service=t backend=c cause=(\w+) flaps=1(.*)$'
+    m = lb.wait_log(down) and next(re.search(down, l) for l in lb.log if re.search(down, l))
+    if not m:
+        raise AssertionError(f"c down: {[l for l in lb.log if 'backend=c' in l]}")
+    if m.group(1) != "passive":
+        raise Skip(f"c went down at its checks first ({m.group(1)}), the machine slow")
+    check(m.group(2) == " at=connect err=ECONNREFUSED",
+          f"the passive down line gives the connect error: {m.group(0)!r}")
+    failed = lb.backend("c")["checks_failed"]
+    check(lb.wait(lambda: lb.backend("c")["checks_failed"] >= failed + 2, timeout=10),
+          "its checks go on failing, refused")
+    hole = BlackHole(port)
+    changed = r'msg="health checks still failing, another error" service=t backend=c'
+    check(lb.wait_log(changed + r' at=connect err=ETIMEDOUT was="at=connect err=ECONNREFUSED" '
+                      r'changes=1', timeout=10),
+          f"timed out now, was refused: {[l for l in lb.log if 'another error' in l]}")
+    lines = [l for l in lb.log if re.search(changed, l)]
+    check(len(lines) == 1, f"no line for the checks refused as the forwarder was: {lines}")
+    check(lb.stop() == 0, "exit 0")
+    hole.close()
+    for b in bs[:2]:
+        b.stop()
+
+
 def passive_failures_then_a_success_do_not_count():
     """A backend that refuses one connect in two (its listener closed and opened again between
     clients) never fails fall connects in a row: it stays up, its refused clients served by
@@ -1419,6 +1460,7 @@ def reload_storm_changing_the_checks_lets_them_end():
 
 
 run_tests([killed_backend_down_then_up, backup_takes_over, passive_failures_count_toward_fall,
+           passive_down_says_its_error,
            passive_failures_then_a_success_do_not_count, no_local_port_is_not_a_backend_failure,
            source_gone_skips_checks_and_says_so, checks_leave_no_time_wait,
            flapping_does_not_rebuild_per_flap, flaps_never_go_back,

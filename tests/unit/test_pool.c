@@ -2105,6 +2105,23 @@ static void test_check_errors_are_logged_once_per_change(void **state)
 	fixture_teardown(&f);
 }
 
+/* A checked pool whose checks the test makes (logged into <l>), and its backend b1. */
+static struct hlb_pool_backend *passive_pool(struct fixture *f, struct log_lines *l)
+{
+	checked_pool(f, 3, log_capture, l);
+	for (uint32_t i = 0; i < f->svc->n_backends; i++)
+		hlb_check_stop(&f->svc->backends[i]->check);
+	return hlb_pool_backend_find(f->svc, "b1");
+}
+
+/* Run the pool's loop until its tick has read the forwarder's failures: <n> lines logged. */
+static void tick_until_logged(struct fixture *f, struct log_lines *l, uint32_t n)
+{
+	for (int i = 0; i < 100 && l->n < n; i++)
+		hlb_loop_run_once(f->loop, 20);
+	assert_int_equal(l->n, n);
+}
+
 /*
  * A backend whose checks were failing (ECONNREFUSED) while it stayed up, taken down by the
  * forwarder's failed connects (cause=passive): its next check failing the same way is no
@@ -2118,10 +2135,7 @@ static void test_passive_down_keeps_the_checks_error(void **state)
 	struct fixture f;
 	struct hlb_check *c;
 
-	checked_pool(&f, 3, log_capture, &l);
-	for (uint32_t i = 0; i < f.svc->n_backends; i++) /* the test makes the checks */
-		hlb_check_stop(&f.svc->backends[i]->check);
-	b = hlb_pool_backend_find(f.svc, "b1");
+	b = passive_pool(&f, &l);
 	c = &b->check;
 	for (int i = 0; i < 2; i++) { /* fall is 3: still up */
 		c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
@@ -2132,9 +2146,7 @@ static void test_passive_down_keeps_the_checks_error(void **state)
 					  "service=web backend=b1 at=connect err=ECONNREFUSED "
 					  "failed=2 fall=3"));
 	atomic_store(&b->rt->consecutive_fail, 1); /* a connect of the forwarder failed */
-	for (int i = 0; i < 100 && l.n == 2; i++)
-		hlb_loop_run_once(f.loop, 20); /* the pool's tick reads it */
-	assert_int_equal(l.n, 3);
+	tick_until_logged(&f, &l, 3);
 	assert_string_equal(l.text[2], "msg=\"backend down\" service=web backend=b1 "
 				       "cause=passive flaps=0");
 	c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
@@ -2146,6 +2158,31 @@ static void test_passive_down_keeps_the_checks_error(void **state)
 	assert_string_equal(l.text[3], "msg=\"health checks still failing, another error\" "
 				       "service=web backend=b1 at=connect err=ETIMEDOUT "
 				       "was=\"at=connect err=ECONNREFUSED\" changes=1");
+	fixture_teardown(&f);
+}
+
+/*
+ * A backend taken down by the forwarder's failed connects, the error of the last one known
+ * (ECONNREFUSED): the down line gives it as a check's, and a check refused next is no
+ * "another error". Before, the line gave none, and that check's line said was="none".
+ */
+static void test_passive_down_says_the_connect_error(void **state)
+{
+	struct hlb_pool_backend *b;
+	struct log_lines l = { 0 };
+	struct fixture f;
+	struct hlb_check *c;
+
+	b = passive_pool(&f, &l);
+	c = &b->check;
+	atomic_store(&b->rt->connect_err, ECONNREFUSED);
+	atomic_store(&b->rt->consecutive_fail, 3); /* fall: 3 connects of the forwarder failed */
+	tick_until_logged(&f, &l, 1);
+	assert_string_equal(l.text[0], "msg=\"backend down\" service=web backend=b1 "
+				       "cause=passive flaps=0 at=connect err=ECONNREFUSED");
+	c->failed_at = HLB_CHECK_AT_CONNECT, c->failed_err = ECONNREFUSED;
+	c->done(c->arg, false, 0);
+	assert_int_equal(l.n, 1);
 	fixture_teardown(&f);
 }
 
@@ -2650,6 +2687,7 @@ int main(void)
 		cmocka_unit_test(test_check_errors_are_logged_once_per_change),
 		cmocka_unit_test(test_handover_says_what_it_carried),
 		cmocka_unit_test(test_passive_down_keeps_the_checks_error),
+		cmocka_unit_test(test_passive_down_says_the_connect_error),
 		cmocka_unit_test(test_error_lines_are_bounded_for_the_pool),
 		cmocka_unit_test(test_checks_failing_while_up_are_logged),
 		cmocka_unit_test(test_checks_failing_while_up_are_bounded_for_the_pool),
