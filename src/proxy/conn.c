@@ -323,6 +323,7 @@ static const char *const conn_end_names[CONN_END_MAX] = {
 	[CONN_END_BACKEND_DOWN] = "backend_down",
 	[CONN_END_PRIMARY_UP] = "primary_up",
 	[CONN_END_HANDED_OVER] = "handed_over",
+	[CONN_END_REJECTED] = "rejected",
 	[CONN_END_ERROR] = "error",
 };
 
@@ -371,7 +372,7 @@ static void conn_log(struct worker *w, struct conn *c)
 	/* names quoted whole: valid UTF-8 without control bytes (the loader's
 	 * rule), so at most each byte doubled ("\\"), and the quotes */
 	char client[INET6_ADDRSTRLEN + 10] = "-", qs[160], qb[2 * HASHLB_NAME_MAX + 3];
-	char err[32] = "", connect[32] = "";
+	char err[32] = "", connect[32] = "", queue[24] = "";
 	const char *be = "-", *be_addr = "-";
 
 	/* the line whole, its values at their longest: the address a host name's, the end's name
@@ -381,7 +382,8 @@ static void conn_log(struct worker *w, struct conn *c)
 			      "duration_ms=4294967295 bytes_in=18446744073709551615 "
 			      "bytes_out=18446744073709551615 end=\n") +
 				       sizeof(qs) + sizeof(client) + sizeof(qb) + HASHLB_HOST_MAX +
-				       sizeof("[]:65535") + sizeof(connect) + sizeof(err) + 15 <=
+				       sizeof("[]:65535") + sizeof(queue) + sizeof(connect) +
+				       sizeof(err) + 15 <=
 			       HLB_LOG_LINE_MAX,
 		       "a connection line fits a data plane line");
 
@@ -404,14 +406,29 @@ static void conn_log(struct worker *w, struct conn *c)
 		snprintf(connect, sizeof(connect), " connect_ms=%u.%03u", c->connect_us / 1000,
 			 c->connect_us % 1000);
 	}
+	if (c->was_queued)
+		snprintf(queue, sizeof(queue), " queue_ms=%u", c->queue_ms);
 	if (c->err && c->end != CONN_END_DONE)
 		snprintf(err, sizeof(err), " err=%s", strerrorname_np(c->err) ?: "unknown");
 	hlb_logbuf_printf(&w->log, HLB_LOG_INFO, "connection",
-			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u%s "
+			  "service=%s client=%s backend=%s backend_addr=%s attempts=%u%s%s "
 			  "duration_ms=%u bytes_in=%" PRIu64 " bytes_out=%" PRIu64 " end=%s%s",
 			  hlb_log_quote(c->svc->name, qs, sizeof(qs)), client, be, be_addr,
-			  c->tries, connect, worker_clock_fine_ms() - c->start_ms, c->h[0].bytes,
-			  c->h[1].bytes, conn_end_names[c->end], err);
+			  c->tries, queue, connect, worker_clock_fine_ms() - c->start_ms,
+			  c->h[0].bytes, c->h[1].bytes, conn_end_names[c->end], err);
+}
+
+/*
+ * The log line of a client of <svc> refused at once at the service's max_connections
+ * (client socket <fd>, still open): no connection was made for it, so one stands in, as
+ * it would have ended at once (end=rejected, its peer as the client).
+ */
+static void conn_log_rejected(struct worker *w, struct hlb_service *svc, int fd)
+{
+	struct conn c = { .svc = svc, .fd = { fd, -1 }, .end = CONN_END_REJECTED };
+
+	c.start_ms = worker_clock_fine_ms();
+	conn_log(w, &c);
 }
 
 /* <c>'s client in the service's clients table: its address cut to <keep> bits. */
@@ -619,6 +636,7 @@ static void queue_unlink(struct worker *w, struct conn **pp)
 		w->queue_fresh_at = pp;
 	c->qnext = NULL;
 	c->state = CONN_CONNECTING;
+	c->queue_ms = (uint32_t)w->now_ms - c->queue_ms; /* what it waited, in all */
 	w->queue_n--;
 	atomic_fetch_sub_explicit(&c->svc->queued, 1, memory_order_relaxed);
 	if (!--c->svc->wstats[w->id].queue_n) {
@@ -1754,6 +1772,7 @@ static void conn_no_backend(struct worker *w, struct conn *c, const struct hlb_s
 		worker_queue_joined(w, c->svc);
 	queue_svc_note(w, c->svc, true);
 	c->state = CONN_QUEUED;
+	c->queue_ms = (uint32_t)w->now_ms - c->queue_ms; /* a second wait adds to the first */
 	c->be = hlb_backend_ref(w->first_full);
 	c->retry_of = failed ? hlb_backend_ref(failed) : NULL;
 	atomic_fetch_add_explicit(&c->be->waiting, 1, memory_order_relaxed);
@@ -2225,6 +2244,8 @@ static struct conn *conn_new(struct worker *w, struct hlb_service *svc,
 	if (snap->max_connections && active > snap->max_connections) {
 		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
 		hlb_stat_add(&svc->wstats[w->id].rejected, 1);
+		if (snap->log_connections)
+			conn_log_rejected(w, svc, fd);
 		client_refuse(w, fd);
 		return NULL;
 	}

@@ -185,6 +185,7 @@ enum conn_end {
 	CONN_END_BACKEND_DOWN, /* health.close_on_down: its backend went down */
 	CONN_END_PRIMARY_UP, /* close_on_return: its backend is a backup, another is back */
 	CONN_END_HANDED_OVER, /* queued, taken by an upgrade's new process, which serves it */
+	CONN_END_REJECTED, /* the service holds its max_connections already */
 	CONN_END_ERROR, /* anything else */
 	CONN_END_MAX
 };
@@ -239,6 +240,9 @@ struct conn {
 	 * it was claimed under (a reload may change the service's since) */
 	uint8_t client_keep;
 	uint32_t queued_until; /* was_queued: worker clock, closed if still waiting then */
+	/* the ms it waited in the queue (the log's queue_ms); while CONN_QUEUED, the worker
+	 * clock when it joined less what it waited before: each join and leave flips it */
+	uint32_t queue_ms;
 	struct sockaddr_storage *orig; /* accept_proxy: the client's addresses from its header,
 					* [0] source, [1] destination, kept for our own header */
 	struct half h[2];

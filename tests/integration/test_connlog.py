@@ -250,6 +250,47 @@ def no_backend_reached():
     finish(lb)
 
 
+def queue_wait_and_rejection():
+    """A client that waited in the queue (its backend at max_connections: 1) logs how long,
+    queue_ms=, at least the time the test held the slot after it saw it waiting; one that did
+    not wait has no queue_ms. A client the service's max_connections refuses at once logs
+    end=rejected, backend=-, attempts=0. Before, the queue wait was nowhere in the line (HAProxy
+    logs it, Tw), and a rejected client logged nothing."""
+    a = Backend("a")
+    lb = Lb(config([("a", a.addr, "max_connections: 1")], health=NO_HEALTH,
+                   extra="log_connections: true\ntimeouts:\n  queue: 30s"))
+    first = connect(lb.addr, src=client_ip(11))
+    check(read_line(first) == "a", "the first client holds a's slot")
+    waiting = connect(lb.addr, src=client_ip(12))
+    check(lb.wait(lambda: metric_sum(lb, "hashlb_service_queued") == 1) is not None,
+          "the second waits in the queue")
+    time.sleep(0.3)  # held at least that long from here on: a lower bound only
+    first.close()
+    check(read_line(waiting) == "a", "served once the slot frees")
+    waiting.close()
+    lines = {l.get("client", "").rsplit(":", 1)[0]: l for l in wait_lines(lb, 2)}
+    one, two = lines.get(client_ip(11), {}), lines.get(client_ip(12), {})
+    check("queue_ms" not in one and one.get("backend") == "a",
+          f"the first did not wait: no queue_ms ({one})")
+    check(int(two.get("queue_ms", "0")) >= 300 and two.get("backend") == "a",
+          f"the second waited 300 ms and more: queue_ms ({two})")
+    finish(lb)
+
+    lb = Lb(config([("a", a.addr)], health=NO_HEALTH,
+                   extra="log_connections: true\nmax_connections: 1"))
+    held = connect(lb.addr, src=client_ip(13))
+    check(read_line(held) == "a", "the first client holds the service's one connection")
+    check(connect_outcome(lb.addr, client_ip(14)) == (0, "RST"), "the second is refused")
+    lines = wait_lines(lb, 1)
+    l = lines[0] if lines else {}
+    check(len(lines) == 1 and l.get("end") == "rejected" and l.get("backend") == "-" and
+          l.get("attempts") == "0" and l.get("client", "").startswith(client_ip(14) + ":"),
+          f"the refused client's line: end=rejected ({lines})")
+    held.close()
+    finish(lb)
+    a.stop()
+
+
 def idle_timeout_and_drain():
     """A silent connection past the idle timeout: end=idle_timeout, with the greeting counted;
     one still open at shutdown past the drain timeout: end=drain_timeout."""
@@ -891,6 +932,7 @@ def reset_during_slow_connect():
 
 
 run_tests([one_line_per_client, slow_connect_timed, refused_first_backend, no_backend_reached,
+           queue_wait_and_rejection,
            idle_timeout_and_drain, accept_proxy_client, off_then_reload_on,
            stalled_stderr_reader, stalled_stderr_fifo, stalled_stderr_terminal,
            stalled_stderr_terminal_counted, stalled_stderr_terminal_of_another_user,
