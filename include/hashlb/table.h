@@ -254,8 +254,9 @@ int hashlb_table_moved(const struct hashlb_table *from, const struct hashlb_tabl
  * The fraction of clients expected on another backend when their hashes change too (a
  * new seed, hash key or prefix: the two placements independent), from the tables'
  * shares: 1 - sum over backend names of share in <from> x share in <to>, the names that
- * <same> (as hashlb_table_moved()'s) says are another server left out. Into <ret_moved>;
- * 0, or -ENOMEM.
+ * <same> (as hashlb_table_moved()'s) says are another server left out; 0 when every
+ * backend is down in both (no client has a backend in either, as hashlb_table_moved()
+ * counts it). Into <ret_moved>; 0, or -ENOMEM.
  */
 int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hashlb_table *to,
 			      const struct hashlb_same_server *same, double *ret_moved);

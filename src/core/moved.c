@@ -190,7 +190,7 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 	uint32_t nf = hashlb_table_backend_count(from), nt = hashlb_table_backend_count(to);
 	double *sf = calloc((size_t)nf + 1, sizeof(*sf)), *st = calloc((size_t)nt + 1, sizeof(*st));
 	uint32_t *map = names_map(from, to, same);
-	double kept = 0;
+	double kept = 0, sum_f = 0, sum_t = 0;
 
 	if (!sf || !st || !map) {
 		free(sf);
@@ -203,6 +203,14 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 	for (uint32_t i = 0; i < nt; i++)
 		if (map[i] != NOT_IN_FROM)
 			kept += sf[map[i]] * st[i];
+	for (uint32_t i = 0; i < nf; i++)
+		sum_f += sf[i];
+	for (uint32_t i = 0; i < nt; i++)
+		sum_t += st[i];
+	/* every backend down in both (no share in either): a hash no backend takes, in both, is
+	 * not moved, as hashlb_table_moved() counts it; a table has all of them or none */
+	if (sum_f == 0 && sum_t == 0)
+		kept = 1.0;
 	free(sf);
 	free(st);
 	free(map);

@@ -300,6 +300,38 @@ static void test_rehash(void **state)
 	test_backends_free(&b);
 }
 
+/* New hashes with every backend down on both sides (a seed changed during an outage): no
+ * client had a backend, nor has one, so none moves, as hashlb_table_moved() counts a hash no
+ * backend takes in either; down on one side only, every one moves. Before, the shares alone
+ * (each 0) said every client moved. */
+static void test_rehash_none_to_none(void **state)
+{
+	struct test_backends b;
+	bool down[3] = { true, true, true };
+
+	test_backends_init(&b, 3, "be-");
+	for (int s = 0; s < 2; s++) {
+		struct hashlb_table *a = test_build(schemes[s], 0, 0, b.spec, 3);
+		struct hashlb_table *c = test_build(schemes[s], 0, 1, b.spec, 3);
+		struct hashlb_table *an = NULL, *cn = NULL;
+		double m = -1;
+
+		assert_int_equal(hashlb_table_with_down(a, down, &an, NULL), 0);
+		assert_int_equal(hashlb_table_with_down(c, down, &cn, NULL), 0);
+		assert_int_equal(hashlb_table_rehash_moved(an, cn, NULL, &m), 0);
+		assert_true(m == 0.0);
+		assert_int_equal(hashlb_table_rehash_moved(a, cn, NULL, &m), 0);
+		assert_true(m == 1.0);
+		assert_int_equal(hashlb_table_rehash_moved(an, c, NULL, &m), 0);
+		assert_true(m == 1.0);
+		hashlb_table_free(a);
+		hashlb_table_free(c);
+		hashlb_table_free(an);
+		hashlb_table_free(cn);
+	}
+	test_backends_free(&b);
+}
+
 struct readdressed {
 	const struct hashlb_table *from, *to;
 	const char *name; /* the backend at another address */
@@ -374,6 +406,7 @@ int main(void)
 		cmocka_unit_test(test_other_tables_match_lookups),
 		cmocka_unit_test(test_none_and_renamed),
 		cmocka_unit_test(test_rehash),
+		cmocka_unit_test(test_rehash_none_to_none),
 		cmocka_unit_test(test_readdressed_moves_its_share),
 		cmocka_unit_test(test_exact_against_lookups),
 	};
