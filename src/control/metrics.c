@@ -656,8 +656,9 @@ static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 
 /*
  * Per kernel-steered service (steering: kernel) with a program attached now: its program's
- * counters, read once a scrape (each service: one per-CPU map lookup and a scan of the mapped
- * conntrack table). Nothing when no service has one, or the build has no BPF. The program
+ * counters, read once a scrape (each service: one per-CPU map lookup; each program: one scan of
+ * its mapped conntrack table, whose figures serve every service sharing it: run_steer_stats()).
+ * Nothing when no service has one, or the build has no BPF. The program
  * lives across reloads, and an upgrade takes it over: its counters go on.
  */
 static void steer_families(struct hlb_control *ctl, const struct wanted *w, struct hlb_buf *o)

@@ -401,9 +401,10 @@ struct hlb_pool_moved {
  * rebuilds says, in a line of its own (msg="reload: clients moved" service=S moved=F),
  * the share of its clients that the table published sends to another server than the
  * table in use before (another backend, or its own at a new address: hashlb_table_moved(),
- * health included; with a new seed, hash key,
- * prefix or accept_proxy the share two independent placements give, said
- * placed_anew=WHAT), counted into <ret_moved> (may be NULL).
+ * health included; with a new seed, hash key, prefix, accept_proxy, or a listen address
+ * the 4-tuple key hashes, the share two independent placements give, said
+ * placed_anew=WHAT), counted into <ret_moved> (may be NULL). Past HLB_POOL_CHANGE_LINES
+ * such lines, one more counts the others and names the most of all.
  */
 void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved);
 
