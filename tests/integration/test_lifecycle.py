@@ -23,7 +23,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 from shims import Paused  # noqa: E402
-from lbtest import (HASHLB, Backend, BlackHole, Hashlb, check, config, connect, dead_port,
+from lbtest import (HASHLB, Backend, BlackHole, Hashlb, Skip, check, config, connect, dead_port,
                     logfmt_error, logfmt_fields, outcome,
                     read_line, run_tests, socket_inodes, spawn, syn_sent, tmpfile, tmppath, wait_until,
                     who)  # noqa: E402
@@ -1280,8 +1280,7 @@ def passed_socket_outlives_a_worker_failure_after_an_upgrade():
     from gdbfail import inject, unusable, worker_tid
     why = unusable()
     if why:
-        print(f"    skipped: {why}")
-        return
+        raise Skip(why)
     lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
     port = lsock.getsockname()[1]
     path = tmpfile("activated-fail.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
