@@ -2394,10 +2394,12 @@ evictions replace entries of one service's by the other's): in each of the scrap
                 bad.append(fig)
         stop.set()
         t.join(30)
-        # the scrapes saw flows arrive (else this run proved nothing: said, not failed)
+        # the scrapes saw flows arrive: else this run proved nothing, which is not a pass
         moved = len(set(seen)) > 1
         check(not bad, f"shared_flows_moving: scrapes whose services' (own, interface's) "
               f"entries do not add up, of {len(seen)}: {bad[:3]}")
+        check(moved, f"shared_flows_moving: no flow arrived while the {len(seen)} scrapes "
+              f"were made ({sent[0]} frames sent): nothing was proved")
         print(f"shared_flows_moving: {sent[0]} frames, {len(seen)} scrapes, the interface's "
               f"entries {seen[0] if seen else None}..{seen[-1] if seen else None}"
               f"{'' if moved else ' (unchanged: no flow arrived during the scrapes)'}, "
