@@ -829,6 +829,11 @@ uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds
 		if (fd >= 0)
 			fds[n++] = fd;
 	}
+	/* The service manager's socket of one worker, handed on in place: twice, so that the
+	 * taker sees two descriptors of one socket (fds_shared()), as it does from more
+	 * workers, and no failed worker of its shuts the manager's socket down as its own. */
+	if (inherited && (l->inherited || l->shared) && n == 1 && n < max)
+		fds[n++] = fds[0];
 	return n;
 }
 

@@ -291,7 +291,8 @@ uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
 				 struct hlb_service *(*find)(void *arg, const char *name),
 				 void *arg, uint32_t *ret_served);
 /* The listening sockets of <l>, for a hashlb that takes over; those from the service manager
- * only if <inherited> (it passes them to a process it starts itself). */
+ * only if <inherited> (it passes them to a process it starts itself), one of a single descriptor
+ * twice (the taker tells the manager's socket by two descriptors of it). */
 uint32_t hlb_listener_fds(const struct hlb_listener *l, bool inherited, int *fds, uint32_t max);
 /* How many of its sockets <l> took over. */
 uint32_t hlb_listener_taken(const struct hlb_listener *l);

@@ -1269,7 +1269,7 @@ def passed_socket_in_the_other_family_is_used():
         lsock.close()
 
 
-def passed_socket_outlives_a_worker_failure_after_an_upgrade():
+def passed_socket_outlives_a_worker_failure_after_an_upgrade(workers=2):
     """The service manager's socket, handed on by an upgrade in place (a descriptor per worker
     of the new process), still listens once a worker of the new process has failed (its
     io_uring_enter() made to return EBADR by gdb) and that process has exited 1: a client
@@ -1283,7 +1283,8 @@ def passed_socket_outlives_a_worker_failure_after_an_upgrade():
         raise Skip(why)
     lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
     port = lsock.getsockname()[1]
-    path = tmpfile("activated-fail.yaml", config(BACKENDS, listen=f"127.0.0.1:{port}"))
+    path = tmpfile("activated-fail.yaml", config(BACKENDS, workers=workers,
+                                                 listen=f"127.0.0.1:{port}"))
     p, log = activated(path, lsock)
     new_pid, waiting = None, None
     try:
@@ -1321,6 +1322,14 @@ def passed_socket_outlives_a_worker_failure_after_an_upgrade():
             p.send_signal(signal.SIGTERM)
             p.wait(20)
         lsock.close()
+
+
+def passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade():
+    """As passed_socket_outlives_a_worker_failure_after_an_upgrade, with workers: 1: the old
+    process had a single descriptor of the manager's socket to hand on, and the new one could
+    not tell it from a socket of the old one's own (no two descriptors of one socket), so its
+    failed worker shut the manager's socket down. The old one now hands that socket on twice."""
+    passed_socket_outlives_a_worker_failure_after_an_upgrade(workers=1)
 
 
 def passed_socket_beside_another_process_in_the_other_family():
@@ -1383,6 +1392,7 @@ run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
            passed_socket_outlives_a_worker_failure_after_an_upgrade,
+           passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
            another_process_reuseport_program_left_alone,
            admin_option_clash_refused,
