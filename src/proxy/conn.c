@@ -2586,7 +2586,9 @@ static int conn_send_proxy_header(struct conn *c)
 /*
  * Whether the client on <fd> reset (or is otherwise gone) while hashlb was
  * not reading it: its errno, else 0. A FIN is not gone: its request may be
- * whole, and the answer still wanted. One poll(2), on a retry only.
+ * whole, and the answer still wanted. One poll(2) (and a getsockopt() if
+ * gone), on a retry, or at the end of a connect that took CONNECT_WATCH_US
+ * or more (conn_connect_done()): not per connection.
  */
 static int client_gone(int fd)
 {
