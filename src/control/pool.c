@@ -619,6 +619,8 @@ static struct hlb_pool_backend *backend_new(struct hlb_pool_service *s,
  * Start <b>'s health over in state <up> (no penalty, no runs), keeping its
  * flap count: hashlb_backend_flaps_total is a counter, and a series that
  * goes back to 0 within one process reads as a reset that lost the flaps.
+ * Up is only assumed, as at start (no check passed it: checks turned off,
+ * or the old hashlb's word at an upgrade): its first down is no flap.
  * A run of checks failed while up is dropped unlogged: the caller ends it in
  * the log (a backend leaving maint has none; a backend checked no more ended
  * it with backend_up_run_stop(); an upgrade's verdict logs its up or down line).
@@ -627,7 +629,10 @@ static void backend_health_restart(struct hlb_pool_backend *b, bool up, uint64_t
 {
 	uint64_t flaps = b->health.flaps;
 
-	hlb_health_init(&b->health, up, now);
+	if (up)
+		hlb_health_assume_up(&b->health, now);
+	else
+		hlb_health_init(&b->health, false, now);
 	b->health.flaps = flaps;
 	hlb_check_errs_start(&b->check_errs, 0, now);
 	b->up_fails = 0;
@@ -2408,6 +2413,7 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 				b->health.penalty = h->penalty;
 				b->health.penalty_ms = now;
 				b->health.suppressed = h->held && down;
+				b->health.assumed = false; /* it flapped there: seen up */
 			}
 			b->carried_down = down;
 			backend_health_changed(b, now, "old_hashlb", 0);

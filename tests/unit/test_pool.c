@@ -1504,6 +1504,47 @@ static void checks_on(struct hashlb_config *c)
 	c->services[0].health.enabled = true;
 }
 
+/*
+ * A backend dead from the start is found down (its first verdict, no flap); checks turned off
+ * say it up, an up as unverified as the one at start, and turned on again they find it down:
+ * that is no flap either. Before, checks turned off started its health over as seen up, each
+ * off and on counted a flap and a damping penalty, and three held it down for flapping,
+ * though it never served.
+ */
+static void test_checks_turned_off_up_is_only_assumed(void **state)
+{
+	struct hashlb_config *next;
+	struct hlb_pool_backend *b;
+	struct fixture f;
+
+	(void)state;
+	fixture_setup_readers(&f, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	b = hlb_pool_backend_find(f.svc, "b1");
+	backend_fail(b);
+	assert_false(b->health.up);
+	assert_int_equal(b->health.flaps, 0);
+	for (int i = 0; i < 3; i++) {
+		next = config_new(HASHLB_SCHEME_RING, 3); /* checks off */
+		fixture_reload(&f, next);
+		assert_true(b->health.up);
+		next = config_new(HASHLB_SCHEME_RING, 3);
+		checks_on(next);
+		fixture_reload(&f, next);
+		backend_fail(b);
+		assert_false(b->health.up);
+	}
+	assert_int_equal(b->health.flaps, 0);
+	assert_false(b->health.suppressed);
+	assert_true(hlb_health_penalty(&b->health, &f.svc->hp, hlb_now_ms()) == 0.0);
+	/* once a check passed it was seen up: its next down is a flap */
+	for (int i = 0; i < 2; i++)
+		hlb_pool_health_result(b, true);
+	assert_true(b->health.up);
+	backend_fail(b);
+	assert_int_equal(b->health.flaps, 1);
+	fixture_teardown(&f);
+}
+
 /* Where in the interval (<iv> ms) <b>'s next check falls, from <t0>. */
 static uint64_t check_offset(const struct hlb_pool_backend *b, uint64_t t0, uint32_t iv)
 {
@@ -2696,6 +2737,7 @@ int main(void)
 		cmocka_unit_test(test_idle_tick_visits_no_backend),
 		cmocka_unit_test(test_failing_backend_tick_visits_no_backend),
 		cmocka_unit_test(test_checks_turned_on_count_no_failure_from_before),
+		cmocka_unit_test(test_checks_turned_off_up_is_only_assumed),
 		cmocka_unit_test(test_reload_short_of_memory_changes_nothing),
 		cmocka_unit_test(test_reload_short_of_any_allocation_changes_nothing),
 		cmocka_unit_test(
