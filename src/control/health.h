@@ -60,7 +60,7 @@ void hlb_health_init(struct hlb_health *h, bool up, uint64_t now_ms);
 
 /*
  * Start up at <now_ms> with the state only assumed (at start, a backend a
- * reload adds): until a passed check or a connect that succeeded confirms
+ * reload adds, checks turned off): until a passed check or a connect that succeeded confirms
  * it, going down is the first verdict, not a flap (no flap counted, no
  * penalty), so a backend that starts after the load balancer is not a step
  * closer to being held down.
