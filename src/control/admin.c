@@ -138,6 +138,16 @@ static struct hlb_pool_service *req_service(struct hlb_control *ctl, const struc
 	return s;
 }
 
+/* Opens a JSON answer about one member of service <s>: {"service":S,"<key>":<value> */
+static void json_open_member(struct hlb_buf *o, const struct hlb_pool_service *s, const char *key,
+			     const char *value)
+{
+	hlb_buf_puts(o, "{\"service\":");
+	hlb_buf_json_str(o, s->cfg->name);
+	hlb_buf_printf(o, ",\"%s\":", key);
+	hlb_buf_json_str(o, value);
+}
+
 static const char *health_name(const struct hlb_pool_backend *b)
 {
 	if (b->admin == HASHLB_ADMIN_MAINT)
@@ -1032,10 +1042,7 @@ static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_bac
 			       hlb_pool_snapshot(s)->generation);
 		return;
 	}
-	hlb_buf_puts(o, "{\"service\":");
-	hlb_buf_json_str(o, s->cfg->name);
-	hlb_buf_puts(o, ",\"backend\":");
-	hlb_buf_json_str(o, b->rt->name);
+	json_open_member(o, s, "backend", b->rt->name);
 	hlb_buf_printf(o,
 		       ",\"state\":\"%s\",\"weight\":%u,\"max_connections\":%u,\"health\":\"%s\""
 		       ",\"generation\":%" PRIu64 "}",
@@ -1248,10 +1255,7 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		goto out;
 	}
 	if (!text) {
-		hlb_buf_puts(&resp->body, "{\"service\":");
-		hlb_buf_json_str(&resp->body, s->cfg->name);
-		hlb_buf_puts(&resp->body, ",\"each_address\":");
-		hlb_buf_json_str(&resp->body, name);
+		json_open_member(&resp->body, s, "each_address", name);
 		hlb_buf_puts(&resp->body, ",\"backends\":[");
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -1538,10 +1542,7 @@ static void close_answer_group(struct hlb_control *ctl, struct hlb_pool_service 
 		close_old(ctl, s, name, req, resp, text);
 		return;
 	}
-	hlb_buf_puts(&resp->body, "{\"service\":");
-	hlb_buf_json_str(&resp->body, s->cfg->name);
-	hlb_buf_puts(&resp->body, ",\"each_address\":");
-	hlb_buf_json_str(&resp->body, name);
+	json_open_member(&resp->body, s, "each_address", name);
 	hlb_buf_printf(&resp->body, ",\"backends\":%u,\"closing\":%" PRIu64, r->members,
 		       r->closing);
 	close_old(ctl, s, name, req, resp, text);
@@ -1597,10 +1598,7 @@ static void close_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 		close_old(ctl, s, name, req, resp, text);
 		return;
 	}
-	hlb_buf_puts(&resp->body, "{\"service\":");
-	hlb_buf_json_str(&resp->body, s->cfg->name);
-	hlb_buf_puts(&resp->body, ",\"backend\":");
-	hlb_buf_json_str(&resp->body, name);
+	json_open_member(&resp->body, s, "backend", name);
 	hlb_buf_printf(&resp->body,
 		       ",\"closing\":%" PRIu64 ",\"draining_closing\":%" PRIu64 ",\"state\":\"%s\"",
 		       r.closing + r.drained, r.drained,
