@@ -177,10 +177,14 @@ made = {"build"}
 for text in md_text.values():
     made |= set(re.findall(r"meson setup (build[\w-]*)", text))
     made |= set(re.findall(r"HASHLB_BUILD=(build[\w-]*)", text))
+run_from = 0
 for f, text in md_text.items():
     for d in re.findall(r"-C (build[\w-]*)|(?<![\w/.-])(build[\w-]*)/(?:src|bench|bpf|tests)/", text):
         d = d[0] or d[1]
+        run_from += 1
         check(d in made, f"{f}: a command runs from {d}/, which no doc sets up ({sorted(made)})")
+check(run_from > 40, f"only {run_from} build directories found in the docs' commands: "
+      "the pattern is out of date")
 
 # --- metrics: what the docs name against what metrics.c writes ---
 metrics_c = read("src", "control", "metrics.c")
@@ -197,11 +201,14 @@ for root in ("include", "src"):
 docs = ["README.md"] + [os.path.join("docs", n) for n in sorted(os.listdir(os.path.join(SRC, "docs")))
                         if n.endswith(".md")]
 docs += [os.path.join("configs", n) for n in sorted(os.listdir(os.path.join(SRC, "configs")))]
+named = 0
 for doc in docs:
     # a name ending in "_" or "_*" is a prefix (hashlb_worker_*): left alone
     for name in sorted(set(re.findall(r"\b(hashlb_[a-z0-9_]*[a-z0-9])\b(?![_*])", read(doc)))):
+        named += 1
         check(name in samples or name in c_names,
               f"{doc} names {name}, which is no metric hashlb writes (src/control/metrics.c)")
+check(named > 100, f"only {named} metric names found in the docs: the pattern is out of date")
 control = read("docs", "control.md")
 undocumented = sorted(f for f in families if f"`{f}" not in control)
 check(len(families) > 60 and not undocumented,
@@ -218,14 +225,19 @@ conn_c = read("src", "proxy", "conn.c")
 ends = set(re.findall(r'\[CONN_END_[A-Z_]+\] = "([a-z_]+)"',
                       re.search(r"conn_end_names\[[A-Z_]+\] = \{(.*?)\};", conn_c, re.S).group(1)))
 check(len(ends) > 10, f"conn.c's end= names not found: {ends}")
+quoted_msgs = quoted_ends = 0
 for doc in docs:
     text = read(doc)
     for quoted, word in sorted(set(re.findall(r'msg=(?:"([^"]*)"|([a-z_]+))', text))):
+        quoted_msgs += 1
         # "upgrade failed: ..." is a prefix; a message may be wrapped over lines
         msg = re.sub(r"\s+", " ", (quoted or word).split("...")[0]).rstrip(": ")
         check(msg and f'"{msg}' in sources, f"{doc} quotes msg={quoted or word}, which no source writes")
     for end in sorted(set(re.findall(r"`end=([a-z_]+)`", text)) | set(re.findall(r"\bend=([a-z_]+)\b", text))):
+        quoted_ends += 1
         check(end in ends, f"{doc} names end={end}, which is no reason conn.c gives")
+check(quoted_msgs > 60 and quoted_ends > 10,
+      f"only {quoted_msgs} msg= and {quoted_ends} end= found in the docs: the pattern is out of date")
 # and the keys a quoted line gives after its msg= (`msg="backend down" ... at=connect err=...`)
 # are ones the code writes with that message: in the call, in what the function that makes
 # it wrote before (a kv buffer filled beforehand), or in the file's own function the message
