@@ -1400,25 +1400,25 @@ def body(topo):
     """Every scenario, or those named on the command line (test_e2e.py NAME...)."""
     servers = topo.serve(PEER)
     modes = [("xdp-generic", "maglev"), ("tc", "ring"), ("xdp", "maglev"), ("auto", "ring")]
-    for name, fn in [("run_mode", lambda t: [run_mode(t, m, s) for m, s in modes]),
-                     ("keep_and_detach", keep_and_detach), ("foreign_program", foreign_program),
-                     ("second_instance", second_instance), ("foreign_filters", foreign_filters),
-                     ("hangup", hangup), ("many_backends", many_backends),
-                     ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
-                     ("ignored_kept", ignored_kept), ("user_signals", user_signals),
-                     ("early_user_signals", early_user_signals),
-                     ("keep_user_signals", keep_user_signals),
-                     ("update_stopped", update_stopped), ("iface_gone", iface_gone),
-                     ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
-                     ("both_hooks", both_hooks), ("slots_held", slots_held),
-                     ("conntrack_pressure", conntrack_pressure),
-                     ("dead_backend_down", dead_backend_down), ("reused_ports", reused_ports),
-                     ("from_config", from_config), ("from_config_as_run", from_config_as_run),
-                     ("ipv6", ipv6),
-                     # last: it stops b3's server
-                     ("daemon_steering", lambda t: daemon_steering(t, servers))]:
-        if len(sys.argv) == 1 or name in sys.argv[1:]:
-            fn(topo)
+    table = [("run_mode", lambda t: [run_mode(t, m, s) for m, s in modes]),
+             ("keep_and_detach", keep_and_detach), ("foreign_program", foreign_program),
+             ("second_instance", second_instance), ("foreign_filters", foreign_filters),
+             ("hangup", hangup), ("many_backends", many_backends),
+             ("early_stop", early_stop), ("pid1_early_stop", pid1_early_stop),
+             ("ignored_kept", ignored_kept), ("user_signals", user_signals),
+             ("early_user_signals", early_user_signals),
+             ("keep_user_signals", keep_user_signals),
+             ("update_stopped", update_stopped), ("iface_gone", iface_gone),
+             ("foreground_detach", foreground_detach), ("xdp_beside_tc", xdp_beside_tc),
+             ("both_hooks", both_hooks), ("slots_held", slots_held),
+             ("conntrack_pressure", conntrack_pressure),
+             ("dead_backend_down", dead_backend_down), ("reused_ports", reused_ports),
+             ("from_config", from_config), ("from_config_as_run", from_config_as_run),
+             ("ipv6", ipv6),
+             # last: it stops b3's server
+             ("daemon_steering", lambda t: daemon_steering(t, servers))]
+    for name, fn in T.chosen(table):
+        fn(topo)
 
 
 def main():

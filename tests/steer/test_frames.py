@@ -356,10 +356,9 @@ def body(topo):
         return
     try:
         f = Frames(topo)
-        for name, fn in [("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
-                         ("vlan", vlan), ("malformed", malformed), ("reset", reset)]:
-            if len(sys.argv) == 1 or name in sys.argv[1:]:
-                fn(topo, f)
+        for name, fn in T.chosen([("bytes", nonlinear_bytes), ("ipv6_ext", ipv6_ext),
+                                  ("vlan", vlan), ("malformed", malformed), ("reset", reset)]):
+            fn(topo, f)
     finally:
         T.sh(HASHLB, "steer", "-i", "eth0", "--detach", ns=topo.lb, check=False)
 

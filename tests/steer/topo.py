@@ -318,6 +318,18 @@ def need_root():
         sys.exit(77)
 
 
+def chosen(table):
+    """The (name, fn) entries of <table> named on the command line, every one when none is. A
+    name no entry has ends the run (exit 1) before anything runs: a mistyped or renamed
+    scenario ran nothing, and the run said "0 failed checks" and exited 0."""
+    names = sys.argv[1:]
+    unknown = [n for n in names if n not in {name for name, _ in table}]
+    if unknown:
+        raise SystemExit(f"no such scenario: {' '.join(unknown)}; the scenarios: "
+                         f"{' '.join(name for name, _ in table)}")
+    return [(name, fn) for name, fn in table if not names or name in names]
+
+
 class Skip(Exception):
     """Raised by a scenario that cannot run here (no gdb, ...), with the reason: counted in
     Scenarios.skipped, not as passed."""
