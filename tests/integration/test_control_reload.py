@@ -803,8 +803,11 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     line = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
                       r'(?: placed_anew=(\S+))?$')
     for key, anew in (("4-tuple", True), ("src-ip", False)):
-        lb = Lb(config(t, key=key, health=off, listen="127.0.0.1:0"))
-        lb.rewrite(config(t, key=key, health=off, listen="127.0.0.2:0"))
+        # a picked port, free on every address: a port-0 listener keeps the port it got, which
+        # another test's listener on 127.0.0.2 (an ephemeral port) could hold
+        port = pick_port("0.0.0.0")
+        lb = Lb(config(t, key=key, health=off, listen=f"127.0.0.1:{port}"))
+        lb.rewrite(config(t, key=key, health=off, listen=f"127.0.0.2:{port}"))
         rc, so, se, logged = lb.reload("--json")
         check(rc == 0 and check_logfmt(logged), f"{key}: reload: {se}")
         said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
@@ -818,7 +821,7 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
             check(answer.get("rehashed") == 1, f"{key}: rehashed 1: {so!r}")
             # the listener kept, a fourth backend: its share moves, nothing placed anew
             lb.rewrite(config(t + [("d", "127.0.0.1:4")], key=key, health=off,
-                              listen="127.0.0.2:0"))
+                              listen=f"127.0.0.2:{port}"))
             rc, so, se, logged = lb.reload()
             said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
             moved = [m for m in (line.search(l) for l in logged) if m]
