@@ -468,8 +468,9 @@ int hlb_service_new(const char *name, uint32_t n_workers, struct hlb_service **r
 	atomic_init(&s->refs, 1);
 	atomic_init(&s->snap, NULL);
 	atomic_init(&s->active, 0);
-	atomic_init(&s->rate_tat, 0);
-	atomic_init(&s->rate_step, 0);
+	pthread_mutex_init(&s->rate_lock, NULL);
+	s->rate_tat = 0;
+	s->rate_step = 0;
 	atomic_init(&s->clients, NULL);
 	atomic_init(&s->removed, false);
 	s->n_workers = n_workers;
@@ -492,6 +493,7 @@ void hlb_service_unref(struct hlb_service *s)
 	/* The last reference: no worker can reach the snapshot any more. */
 	hlb_snapshot_free(atomic_load_explicit(&s->snap, memory_order_relaxed));
 	hlb_clients_free(atomic_load_explicit(&s->clients, memory_order_relaxed));
+	pthread_mutex_destroy(&s->rate_lock);
 	free(s->wstats);
 	free(s->name);
 	free(s);
@@ -547,36 +549,28 @@ int hlb_service_publish(struct hlb_service *svc, struct hlb_snapshot *next, stru
 uint64_t hlb_service_rate_take(struct hlb_service *svc, uint32_t rate, uint64_t now_ns)
 {
 	const uint64_t second = 1000000000u, step = second / (rate ? rate : 1);
-	uint_fast64_t was = atomic_load_explicit(&svc->rate_step, memory_order_relaxed);
-	uint_fast64_t tat, next;
+	uint64_t was, tat, next;
 
+	pthread_mutex_lock(&svc->rate_lock);
+	was = svc->rate_step;
+	tat = svc->rate_tat;
 	/* A reload changed the rate. Within the burst (the arrival time less
 	 * than a second ahead) the time stays: the part of the burst used is
 	 * used at the new rate too. Past it, the time is the connections taken
 	 * over the rate, each a step of the old rate: owed at the new one
 	 * (else a rate raised from 1 to 1,000 a second would go on pausing at
-	 * 1 a second). Rescaled by the worker that sees the change first;
-	 * whole steps and the remainder apart, so that nothing overflows. */
-	if (was != step &&
-	    atomic_compare_exchange_strong_explicit(&svc->rate_step, &was, step,
-						    memory_order_relaxed, memory_order_relaxed) &&
-	    was) {
-		tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed);
-		while (tat > now_ns + second) {
-			uint64_t over = tat - now_ns - second;
+	 * 1 a second). Whole steps and the remainder apart, so that nothing
+	 * overflows. A worker still on the old rate scales it back, and the
+	 * next one on the new rate again: each sees the time in its own step. */
+	if (was != step && was && tat > now_ns + second) {
+		uint64_t over = tat - now_ns - second;
 
-			next = now_ns + second + over / was * step + over % was * step / was;
-			if (atomic_compare_exchange_weak_explicit(&svc->rate_tat, &tat, next,
-								  memory_order_relaxed,
-								  memory_order_relaxed))
-				break;
-		}
+		tat = now_ns + second + over / was * step + over % was * step / was;
 	}
-	tat = atomic_load_explicit(&svc->rate_tat, memory_order_relaxed);
-	do {
-		next = (tat > now_ns ? tat : now_ns) + step;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&svc->rate_tat, &tat, next, memory_order_relaxed, memory_order_relaxed));
+	next = (tat > now_ns ? tat : now_ns) + step;
+	svc->rate_step = step;
+	svc->rate_tat = next;
+	pthread_mutex_unlock(&svc->rate_lock);
 	/* Within the burst while the arrival time is at most a second ahead;
 	 * else resume when one more fits: at next + step - second. */
 	return next - now_ns > second ? next - now_ns - second + step : 0;

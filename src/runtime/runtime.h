@@ -68,6 +68,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -640,11 +641,15 @@ struct hlb_service {
 	 * limit is published, then kept for the service's life */
 	_Atomic(struct hlb_clients *) clients;
 	/* max_connection_rate: the theoretical arrival time of the next
-	 * connection (CLOCK_MONOTONIC ns), shared by the workers */
-	atomic_uint_fast64_t rate_tat;
-	/* and the step (ns per connection) it was counted in: when a reload
-	 * changes the rate, what is owed is rescaled to the new one */
-	atomic_uint_fast64_t rate_step;
+	 * connection (CLOCK_MONOTONIC ns), shared by the workers, and the step
+	 * (ns per connection) it was counted in: when a reload changes the
+	 * rate, what is owed is rescaled to the new one. One lock for both:
+	 * apart, a worker still on the old rate could scale the time back up
+	 * between another's change of the step and its rescale, and every
+	 * worker on the new rate would then pause for what the old one owed. */
+	pthread_mutex_t rate_lock;
+	uint64_t rate_tat;
+	uint64_t rate_step;
 	/* The config it was built from: set and read by the control plane only
 	 * (workers read the settings copied into the snapshot). */
 	struct hashlb_service_cfg *cfg;
@@ -688,7 +693,8 @@ static inline void hlb_service_queue_changed(struct hlb_service *svc)
 /*
  * max_connection_rate: count one more connection accepted at <now_ns>
  * (CLOCK_MONOTONIC) against <rate> per second, with a burst of one second's
- * worth (GCRA: one atomic, the theoretical arrival time). Returns 0 if it
+ * worth (GCRA: the theoretical arrival time, under the service's rate lock).
+ * Returns 0 if it
  * was within the rate, else how many ns accepting should pause for the
  * rate to allow the next one. A connection over the rate is still counted,
  * so a burst overshot by the connections already accepted is paid back

@@ -633,6 +633,59 @@ static void test_rate_take_threads(void **state)
 	hlb_service_unref(svc);
 }
 
+struct rate_mixed {
+	struct hlb_service *svc;
+	uint32_t rate;
+	int n;
+	uint64_t worst; /* the longest pause asked */
+};
+
+static void *rate_mixed_worker(void *arg)
+{
+	struct rate_mixed *rm = arg;
+
+	for (int i = 0; i < rm->n; i++) {
+		uint64_t wait = hlb_service_rate_take(rm->svc, rm->rate, 1000000000u);
+
+		if (wait > rm->worst)
+			rm->worst = wait;
+	}
+	return NULL;
+}
+
+/*
+ * A reload raised the rate from 1 to 1,000 a second while a worker still
+ * counts with the old one (it read its snapshot before the reload): each of
+ * its takes scales what is owed back to seconds, and the next take at the
+ * new rate scales it down again. A take at the new rate never pauses for
+ * more than every connection so far owes at the new rate; with the time
+ * and the step changed apart, one could find the time scaled up and the
+ * step already the new one, and pause for what the old rate owed (seconds).
+ */
+static void test_rate_take_old_rate_beside_new(void **state)
+{
+	const uint64_t ms = 1000000u;
+	struct rate_mixed rm[3];
+	pthread_t th[3];
+	struct hlb_service *svc;
+
+	(void)state;
+	for (int round = 0; round < 1000; round++) {
+		assert_int_equal(hlb_service_new("t", 1, &svc), 0);
+		for (int i = 0; i < 3; i++) {
+			rm[i] = (struct rate_mixed){ svc, i ? 1000 : 1, i ? 3000 : 300, 0 };
+			assert_int_equal(pthread_create(&th[i], NULL, rate_mixed_worker, &rm[i]),
+					 0);
+		}
+		for (int i = 0; i < 3; i++)
+			pthread_join(th[i], NULL);
+		/* 6,300 takes at most, a step of the new rate each */
+		assert_true(rm[1].worst <= 6302 * ms);
+		assert_true(rm[2].worst <= 6302 * ms);
+		hlb_service_unref(svc);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -650,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_rate_take),
 		cmocka_unit_test(test_rate_take_rate_changed),
 		cmocka_unit_test(test_rate_take_threads),
+		cmocka_unit_test(test_rate_take_old_rate_beside_new),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
