@@ -25,6 +25,13 @@
  * meanwhile. A hashlb taking the sockets over reads it at once, and it is a line per socket,
  * which the socket's buffer holds; the upgrade's own channel waits HLB_FDPASS_SEND_MS. */
 #define HTTP_FDS_SEND_MS 1000
+/*
+ * The headers of every 503 the endpoint answers, each to a request it did not carry out (too
+ * many connections, answers not read, handed over at an upgrade): no cache (a proxy or a
+ * browser kept it, and the next ask got the refusal again, from the cache), and the retry
+ * the body asks for, a second later. Every other answer has the no-store (conn_respond()).
+ */
+#define HTTP_503_HEADERS "Cache-Control: no-store\r\nRetry-After: 1\r\n"
 /* the 503's reason past HLB_HTTP_CONNS_MAX, answered either way (conn_busy(), http_accept()) */
 #define HTTP_BUSY_MSG "too many admin connections open (64): try again"
 _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
@@ -33,7 +40,7 @@ _Static_assert(HLB_HTTP_CONNS_MAX == 64, "HTTP_BUSY_MSG names the cap");
 _Static_assert(sizeof(HTTP_BUSY_BODY) - 1 == 60, "the Content-Length of http_accept()'s answer");
 #define HTTP_BUSY_HEAD                                                                           \
 	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
-	"60\r\nConnection: close\r\n\r\n"
+	"60\r\n" HTTP_503_HEADERS "Connection: close\r\n\r\n"
 /* hlb_http_free_handed_over()'s answer to a request not answered yet, its head then its body */
 #define HTTP_HANDED_BODY                                                                       \
 	"{\"error\":\"this hashlb handed its admin address over to a newer one (an upgrade): " \
@@ -41,7 +48,7 @@ _Static_assert(sizeof(HTTP_BUSY_BODY) - 1 == 60, "the Content-Length of http_acc
 _Static_assert(sizeof(HTTP_HANDED_BODY) - 1 == 93, "the Content-Length of the handover's answer");
 #define HTTP_HANDED_HEAD                                                                         \
 	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
-	"93\r\nConnection: close\r\n\r\n"
+	"93\r\n" HTTP_503_HEADERS "Connection: close\r\n\r\n"
 /*
  * The bytes of answers written but not yet read by their clients that the
  * endpoint holds before it renders another GET: a /metrics of 1,000 services
@@ -399,11 +406,12 @@ static void conn_respond(struct http_conn *c, struct hlb_http_resp *resp)
 		hlb_buf_puts(&resp->body, "{\"error\":\"out of memory\"}\n");
 	}
 	hlb_buf_printf(&c->out,
-		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s"
-		       "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s"
+		       "Connection: close\r\n\r\n",
 		       resp->status, status_text(resp->status), resp->ctype, resp->body.len,
 		       resp->allow ? "Allow: " : "", resp->allow ? resp->allow : "",
-		       resp->allow ? "\r\n" : "");
+		       resp->allow ? "\r\n" : "",
+		       resp->status == 503 ? HTTP_503_HEADERS : "Cache-Control: no-store\r\n");
 	body_off = c->out.len;
 	if (!c->head && !resp->n_fds) {
 		/* taken, not copied: copying a 10 MB /metrics (its pages faulted in) took as

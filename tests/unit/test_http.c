@@ -1241,6 +1241,59 @@ static void test_busy_served_once_a_place_frees(void **state)
 	tcp_end_free(&e);
 }
 
+/* The head of the answer in <buf> (up to its blank line), NUL-terminated in <head>; the body
+ * after it. */
+static const char *split_answer(const char *buf, char *head, size_t size)
+{
+	const char *end = strstr(buf, "\r\n\r\n");
+
+	assert_non_null(end);
+	assert_true((size_t)(end - buf) < size);
+	memcpy(head, buf, (size_t)(end - buf));
+	head[end - buf] = '\0';
+	return end + 4;
+}
+
+/*
+ * A 503, whichever (over the 64 once the request is in, at accept past the 8 more), says not to
+ * keep it (Cache-Control: no-store, as every other answer does: a proxy or a browser that kept
+ * it answered the next ask with the refusal again) and when to try again (Retry-After). Those
+ * at accept had neither.
+ */
+static void test_refusals_not_kept(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512], head[512];
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	fd = tcp_ask_ended(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	pump(e.l, NULL, fd);
+	split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
+	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	for (int i = HLB_HTTP_CONNS_MAX; i < n; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	fd = tcp_ask_ended(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	pump(e.l, NULL, fd);
+	split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
+	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	clients_end(&e, fds, n);
+	tcp_end_free(&e);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -1629,6 +1682,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_408_lingers),
 		cmocka_unit_test(test_busy_at_accept_lingers),
 		cmocka_unit_test(test_busy_served_once_a_place_frees),
+		cmocka_unit_test(test_refusals_not_kept),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
