@@ -363,16 +363,23 @@ static void conn_linger(struct http_conn *c)
 		conn_close(c);
 }
 
-/* The connection of <h> that has lingered longest (conn_linger()), NULL if none does: not the
- * one accepted first, which may have begun to linger just now, its answer written a moment ago
- * and maybe not read yet, while another's 2 s are nearly over. With <placed>, only one that
- * holds a place among the 64 (not busy). */
-static struct http_conn *conn_lingering_oldest(struct hlb_http *h, bool placed)
+/* Which lingering connections conn_lingering_oldest() looks at. */
+enum conn_among {
+	CONN_ANY,
+	CONN_PLACED, /* those that hold a place among the 64 */
+	CONN_BUSY, /* those that do not (answered 503 over the 64) */
+};
+
+/* The connection of <h> that has lingered longest (conn_linger()) among <among>, NULL if none
+ * does: not the one accepted first, which may have begun to linger just now, its answer written
+ * a moment ago and maybe not read yet, while another's 2 s are nearly over. */
+static struct http_conn *conn_lingering_oldest(struct hlb_http *h, enum conn_among among)
 {
 	struct http_conn *oldest = NULL;
 
 	for (struct http_conn *c = h->conns; c; c = c->next)
-		if (c->lingering && !(placed && c->busy) &&
+		if (c->lingering && !(among == CONN_PLACED && c->busy) &&
+		    !(among == CONN_BUSY && !c->busy) &&
 		    (!oldest || c->linger_seq < oldest->linger_seq))
 			oldest = c;
 	return oldest;
@@ -455,7 +462,7 @@ static bool conn_place(struct http_conn *c)
 
 	if (c->busy && h->n_conns - h->n_busy < HLB_HTTP_CONNS_MAX)
 		conn_unbusy(c);
-	while (c->busy && (l = conn_lingering_oldest(h, true)))
+	while (c->busy && (l = conn_lingering_oldest(h, CONN_PLACED)))
 		conn_give_up(l);
 	return !c->busy;
 }
@@ -761,9 +768,16 @@ static bool accept_head(int fd)
 	       !memcmp(m, "HEAD ", sizeof(m));
 }
 
+/* The connections of <h> that hold a place among the 64: those not busy. */
+static unsigned http_placed(const struct hlb_http *h)
+{
+	return h->n_conns - h->n_busy;
+}
+
 static void http_accept(void *arg, uint32_t events)
 {
 	struct hlb_http *h = arg;
+	bool busy;
 
 	for (;;) {
 		int fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -775,7 +789,7 @@ static void http_accept(void *arg, uint32_t events)
 			continue;
 		}
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-		    (c = conn_lingering_oldest(h, false))) {
+		    (c = conn_lingering_oldest(h, CONN_ANY))) {
 			/* the reserve given up already: the descriptor of the connection that has
 			 * lingered longest, given up as its place at the 64 is (what its client sent
 			 * read first), the reserve in its slot (http_fd_close()) for the next accept.
@@ -801,26 +815,33 @@ static void http_accept(void *arg, uint32_t events)
 		/* a lingering connection, answered, gives its place first, the one lingering longest first:
 		 * clients that do not close theirs do not keep others out for 2 s. What its client
 		 * sent is read first, so that the close is a FIN behind the answer; only what it
-		 * sends after draws a reset */
-		while (h->n_conns >= HLB_HTTP_CONNS_MAX && (c = conn_lingering_oldest(h, false)))
+		 * sends after draws a reset. The places are counted, not the connections: those
+		 * answered 503 over the 64 that linger hold none, and while one is free, no
+		 * connection is given up (nor the new one made busy) for them */
+		while (http_placed(h) >= HLB_HTTP_CONNS_MAX &&
+		       (c = conn_lingering_oldest(h, CONN_PLACED)))
+			conn_give_up(c);
+		busy = http_placed(h) >= HLB_HTTP_CONNS_MAX;
+		/* one of the 8 past them that lingers, answered, gives its buffer as well */
+		while (busy && h->n_busy >= HLB_HTTP_BUSY_MAX &&
+		       (c = conn_lingering_oldest(h, CONN_BUSY)))
 			conn_give_up(c);
 		/*
 		 * Past HLB_HTTP_CONNS_MAX a few more are answered 503 once their
 		 * request is in: closed before it came, the request would meet a
 		 * closed socket and the client a reset instead of the answer.
 		 */
-		if (h->n_conns >= HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX ||
-		    !(c = calloc(1, sizeof(*c)))) {
+		if ((busy && h->n_busy >= HLB_HTTP_BUSY_MAX) || !(c = calloc(1, sizeof(*c)))) {
 			/* say why (non-blocking: a fresh socket takes this much) */
-			static const char busy[] = HTTP_BUSY_HEAD HTTP_BUSY_BODY;
-			size_t len = sizeof(busy) - 1;
+			static const char refusal[] = HTTP_BUSY_HEAD HTTP_BUSY_BODY;
+			size_t len = sizeof(refusal) - 1;
 
 			/* without the body to a HEAD, if its request came with the connection:
 			 * what has come is all there is to go by, the answer not waiting */
 			if (accept_head(fd))
 				len -= sizeof(HTTP_BUSY_BODY) - 1;
 			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
-			if (write(fd, busy, len) == (ssize_t)len) {
+			if (write(fd, refusal, len) == (ssize_t)len) {
 				shutdown(fd, SHUT_WR);
 				shed_add(h, fd);
 			} else {
@@ -829,7 +850,7 @@ static void http_accept(void *arg, uint32_t events)
 			}
 			continue;
 		}
-		c->busy = h->n_conns >= HLB_HTTP_CONNS_MAX;
+		c->busy = busy;
 		c->h = h;
 		c->io = (struct hlb_io){ .fd = fd, .fn = conn_io, .arg = c };
 		hlb_timer_init(&c->timer, conn_timeout, c);

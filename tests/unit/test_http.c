@@ -1294,6 +1294,53 @@ static void test_refusals_not_kept(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * A connection counts against the 64 places only while it holds one: with a place free, a
+ * new connection takes it, and no connection is given up for it, not one answered 503 over the
+ * 64 that lingers for its client's end (which holds no place). Counted by connections, such a
+ * 503 made the 64 look full: the one that had lingered longest was closed for the new one,
+ * and a byte its client sent then drew a reset.
+ */
+static void test_places_counted_not_connections(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX], busy, fd;
+	struct tcp_end e;
+	char buf[512];
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, 600000);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	/* over the 64: answered 503, it lingers (its client has not ended) */
+	busy = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_true(!strncmp(read_now(e.l, busy, buf, sizeof(buf)), "HTTP/1.1 503 ", 13));
+	/* one of the 64 answered, lingering too (it keeps its place); another closes */
+	assert_int_equal(write(fds[1], "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	assert_non_null(strstr(read_now(e.l, fds[1], buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	close(fds[0]);
+	fds[0] = -1;
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX);
+	/* 63 places held: the new one takes the 64th, every other connection left as it is */
+	fd = tcp_ask(e.port, "GET /now HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(read_now(e.l, fd, buf, sizeof(buf)), "\r\n\r\nnow\n"));
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), HLB_HTTP_CONNS_MAX + 1);
+	assert_int_equal(send(busy, "x", 1, MSG_NOSIGNAL), 1);
+	assert_int_equal(send(fds[1], "x", 1, MSG_NOSIGNAL), 1);
+	settle(e.l);
+	assert_int_equal(send(busy, "y", 1, MSG_NOSIGNAL), 1); /* lingering still: no reset */
+	assert_int_equal(send(fds[1], "y", 1, MSG_NOSIGNAL), 1);
+	close(fd);
+	close(busy);
+	fds[0] = tcp_ask(e.port, "");
+	clients_end(&e, fds, HLB_HTTP_CONNS_MAX);
+	tcp_end_free(&e);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -1683,6 +1730,7 @@ int main(void)
 		cmocka_unit_test(test_busy_at_accept_lingers),
 		cmocka_unit_test(test_busy_served_once_a_place_frees),
 		cmocka_unit_test(test_refusals_not_kept),
+		cmocka_unit_test(test_places_counted_not_connections),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
