@@ -73,7 +73,10 @@ _Static_assert(sizeof(HTTP_HANDED_BODY) - 1 == 93, "the Content-Length of the ha
 struct http_shed {
 	struct hlb_http *h;
 	struct hlb_io io; /* fd -1: a free place */
-	uint64_t until; /* closed then, its client ended or not */
+	/* answered then (with no byte of the request come, not a HEAD), or closed then, its
+	 * client ended or not */
+	uint64_t until;
+	bool answered; /* its 503 written: it lingers (else it waits for its request's first byte) */
 	uint64_t seq; /* when it began to linger: h->lingers then */
 	size_t lingered; /* bytes read since */
 };
@@ -665,6 +668,32 @@ static void conn_timeout(void *arg)
 	conn_close(c);
 }
 
+/*
+ * Whether the <n> bytes <b> a client sent first begin a HEAD request. HEAD is the one method of
+ * those the endpoint takes that begins with an H: its first byte tells it, however few of the
+ * request's bytes came yet.
+ */
+static bool head_begun(const char *b, size_t n)
+{
+	return n && !memcmp(b, "HEAD ", n < 5 ? n : 5);
+}
+
+/*
+ * Whether the client of <fd>, whose request has not been read, began a HEAD request, into
+ * *<ret_head>, from its first bytes, peeked at (the linger reads them): 1; 0 if neither a byte
+ * nor its end came yet (*<ret_head> left alone); -errno.
+ */
+static int peek_head(int fd, bool *ret_head)
+{
+	char m[5];
+	ssize_t n = recv(fd, m, sizeof(m), MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	*ret_head = head_begun(m, (size_t)n);
+	return 1;
+}
+
 static void shed_close(struct http_shed *s)
 {
 	struct hlb_http *h = s->h;
@@ -676,16 +705,72 @@ static void shed_close(struct http_shed *s)
 	spare_take(h);
 }
 
+/* The shed timer at <when> if it is not armed before. */
+static void shed_timer_at(struct hlb_http *h, uint64_t when)
+{
+	if (!hlb_timer_armed(&h->shed_timer) || when < h->shed_timer.when_ms)
+		hlb_timer_arm(h->loop, &h->shed_timer, when);
+}
+
+/*
+ * The 503 of <s>, answered at accept, written (to a HEAD without its body: <head>), its writing
+ * shut down: it lingers from now on, until h->linger_ms from now. Whether it was written.
+ */
+static bool shed_answer(struct http_shed *s, bool head)
+{
+	static const char busy[] = HTTP_BUSY_HEAD HTTP_BUSY_BODY;
+	size_t len = sizeof(busy) - 1 - (head ? sizeof(HTTP_BUSY_BODY) - 1 : 0);
+
+	s->answered = true;
+	s->until = hlb_now_ms() + s->h->linger_ms;
+	shed_timer_at(s->h, s->until);
+	if (write(s->io.fd, busy, len) != (ssize_t)len)
+		return false;
+	shutdown(s->io.fd, SHUT_WR);
+	return true;
+}
+
+/*
+ * What came on <s>: its request's first byte, or its client's end, if it was not answered yet
+ * (then answered: peek_head()); what its client sent after the answer, read and dropped.
+ * Whether it lingers on.
+ */
+static bool shed_read(struct http_shed *s)
+{
+	bool head = false;
+	int ret;
+
+	if (!s->answered) {
+		ret = peek_head(s->io.fd, &head);
+		if (ret == 0)
+			return true; /* nothing yet */
+		if (ret < 0 || !shed_answer(s, head))
+			return false;
+	}
+	return linger_read(s->io.fd, &s->lingered);
+}
+
 static void shed_io(void *arg, uint32_t events)
 {
 	struct http_shed *s = arg;
 
 	(void)events;
-	if (!linger_read(s->io.fd, &s->lingered))
+	if (!shed_read(s))
 		shed_close(s);
 }
 
-/* Those lingering past their deadline, closed; the timer at the next one's. */
+/* <s> closed for another's sake: answered first if it was not (no byte of its request came:
+ * not a HEAD), what its client sent read first (as conn_give_up()). */
+static void shed_give_up(struct http_shed *s)
+{
+	if (!s->answered)
+		(void)shed_answer(s, false);
+	(void)linger_read(s->io.fd, &s->lingered);
+	shed_close(s);
+}
+
+/* Those past their deadline answered, if they were waiting for their request, or closed; the
+ * timer at the next deadline. */
 static void shed_timeout(void *arg)
 {
 	struct hlb_http *h = arg;
@@ -694,9 +779,12 @@ static void shed_timeout(void *arg)
 	for (unsigned i = 0; i < HTTP_SHED_MAX; i++) {
 		struct http_shed *s = &h->shed[i];
 
-		if (s->io.fd >= 0 && s->until <= now)
+		if (s->io.fd >= 0 && s->until <= now && !s->answered &&
+		    (!shed_answer(s, false) || !linger_read(s->io.fd, &s->lingered)))
 			shed_close(s);
-		else if (s->io.fd >= 0 && (!next || s->until < next))
+		else if (s->io.fd >= 0 && s->until <= now && s->answered)
+			shed_close(s);
+		if (s->io.fd >= 0 && (!next || s->until < next))
 			next = s->until;
 	}
 	if (next)
@@ -704,22 +792,18 @@ static void shed_timeout(void *arg)
 }
 
 /*
- * The connection <fd>, answered 503 at accept and its writing shut down, lingers as an answered
- * connection does (conn_linger()), in a place of h->shed: its client's request, sent with the
- * connect, would otherwise come to a closed socket, whose reset can discard the answer before
- * the client reads it. Closed at once if its client has ended; the place lingered in longest
- * given up if none is free.
+ * The connection <fd>, answered 503 at accept, in a place of h->shed, where it lingers as an
+ * answered connection does (conn_linger()): its client's request, sent with the connect, would
+ * otherwise come to a closed socket, whose reset can discard the answer before the client reads
+ * it. The answer waits for the request's first byte (a tenth of h->timeout_ms at most), which
+ * says whether it is a HEAD, to answer without the body: the request of a client slow to send
+ * it was not there yet at accept, and a HEAD got the body. Closed at once if its client has
+ * ended; the place taken longest ago given up if none is free.
  */
 static void shed_add(struct hlb_http *h, int fd)
 {
 	struct http_shed *s = NULL, *oldest = NULL;
-	size_t lingered = 0;
 
-	if (!linger_read(fd, &lingered)) {
-		http_fd_close(h, fd);
-		spare_take(h);
-		return;
-	}
 	for (unsigned i = 0; i < HTTP_SHED_MAX && !s; i++) {
 		if (h->shed[i].io.fd < 0)
 			s = &h->shed[i];
@@ -727,26 +811,22 @@ static void shed_add(struct hlb_http *h, int fd)
 			oldest = &h->shed[i];
 	}
 	if (!s) {
-		(void)linger_read(oldest->io.fd, &oldest->lingered); /* as conn_give_up() */
-		shed_close(oldest);
+		shed_give_up(oldest);
 		s = oldest;
 	}
 	*s = (struct http_shed){ .h = h,
 				 .io = { .fd = fd, .fn = shed_io, .arg = s },
-				 .until = hlb_now_ms() + h->linger_ms,
-				 .seq = ++h->lingers,
-				 .lingered = lingered };
-	if (hlb_loop_add(h->loop, &s->io, EPOLLIN) < 0) {
+				 .until = hlb_now_ms() + HTTP_BUSY_TIMEOUT_MS(h),
+				 .seq = ++h->lingers };
+	h->n_shed++;
+	if (!shed_read(s) || hlb_loop_add(h->loop, &s->io, EPOLLIN) < 0) {
 		http_fd_close(h, fd);
 		s->io.fd = -1;
+		h->n_shed--;
 		spare_take(h);
 		return;
 	}
-	h->n_shed++;
-	/* at the first deadline: this one's, if the others' come later (their linger_ms longer:
-	 * hlb_http_set_timeouts()) */
-	if (!hlb_timer_armed(&h->shed_timer) || s->until < h->shed_timer.when_ms)
-		hlb_timer_arm(h->loop, &h->shed_timer, s->until);
+	shed_timer_at(h, s->until);
 }
 
 static void http_resume(void *arg)
@@ -756,16 +836,6 @@ static void http_resume(void *arg)
 	spare_take(h);
 	if (hlb_loop_add(h->loop, &h->io, EPOLLIN) < 0)
 		hlb_timer_arm(h->loop, &h->resume, hlb_now_ms() + HTTP_ACCEPT_PAUSE_MS);
-}
-
-/* Whether the connection <fd>, just accepted, has begun a HEAD request: its first bytes, if
- * they have come, peeked at (the linger reads them). */
-static bool accept_head(int fd)
-{
-	char m[5];
-
-	return recv(fd, m, sizeof(m), MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
-	       !memcmp(m, "HEAD ", sizeof(m));
 }
 
 /* The connections of <h> that hold a place among the 64: those not busy. */
@@ -832,22 +902,9 @@ static void http_accept(void *arg, uint32_t events)
 		 * closed socket and the client a reset instead of the answer.
 		 */
 		if ((busy && h->n_busy >= HLB_HTTP_BUSY_MAX) || !(c = calloc(1, sizeof(*c)))) {
-			/* say why (non-blocking: a fresh socket takes this much) */
-			static const char refusal[] = HTTP_BUSY_HEAD HTTP_BUSY_BODY;
-			size_t len = sizeof(refusal) - 1;
-
-			/* without the body to a HEAD, if its request came with the connection:
-			 * what has come is all there is to go by, the answer not waiting */
-			if (accept_head(fd))
-				len -= sizeof(HTTP_BUSY_BODY) - 1;
+			/* say why: once its request's first byte has come, which tells a HEAD */
 			http_refused(h, HLB_HTTP_REFUSED_CONNECTIONS);
-			if (write(fd, refusal, len) == (ssize_t)len) {
-				shutdown(fd, SHUT_WR);
-				shed_add(h, fd);
-			} else {
-				http_fd_close(h, fd);
-				spare_take(h);
-			}
+			shed_add(h, fd);
 			continue;
 		}
 		c->busy = busy;
@@ -1087,12 +1144,12 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 		return;
 	for (struct http_conn *c = h->conns; c; c = c->next) {
 		size_t len = sizeof(handed) - 1;
-		bool head;
+		bool head = c->head || head_begun(c->in, c->in_len);
 
 		if (c->lingering || c->out.len || c->body.len)
 			continue; /* answered, or its answer under way: closed as it is */
-		head = c->in_len ? c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5)
-				 : accept_head(c->io.fd);
+		if (!c->in_len)
+			(void)peek_head(c->io.fd, &head);
 		if (head)
 			len -= sizeof(HTTP_HANDED_BODY) - 1;
 		/* what its client sent read first: the close is then a FIN behind the answer, not
@@ -1101,6 +1158,10 @@ void hlb_http_free_handed_over(struct hlb_http *h)
 		if (write(c->io.fd, handed, len) == (ssize_t)len)
 			shutdown(c->io.fd, SHUT_WR);
 	}
+	/* those answered 503 at accept that wait for their request's first byte: answered too */
+	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
+		if (h->shed[i].io.fd >= 0)
+			shed_give_up(&h->shed[i]);
 	hlb_http_free(h);
 }
 

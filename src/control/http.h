@@ -183,12 +183,15 @@ int hlb_http_parse_next(char *in, size_t len, bool eof, struct hlb_http_scan *s,
  */
 int hlb_http_parse_head(char *head, size_t len, struct hlb_http_parsed *p);
 
-/* Connections served at once. Past it, a connection answered already that lingers for its
- * client's end is closed first, to make room; then up to HLB_HTTP_BUSY_MAX more are
- * answered 503 once their request is in (or after a tenth of HLB_HTTP_TIMEOUT_MS), unless a
- * place frees before (then served, the one accepted first first);
- * past those, one is answered 503 at accept, and lingers as any answered one does, in one of a
- * fixed number of places that hold no buffer. */
+/* Connections served at once: the places. Past it, a connection answered already that lingers
+ * for its client's end and holds a place is closed first, to make room; then up to
+ * HLB_HTTP_BUSY_MAX more, which hold none, are answered 503 once their request is in (or after
+ * a tenth of HLB_HTTP_TIMEOUT_MS), unless a place frees before (then served, the one accepted
+ * first first), one of them answered that lingers closed for a new one; past those, one is
+ * answered 503 at accept, once the first byte of its request says whether it is a HEAD (or
+ * after a tenth of HLB_HTTP_TIMEOUT_MS), and lingers as any answered one does, in one of a
+ * fixed number of places that hold no buffer. Every 503 has Retry-After: 1, and every answer
+ * Cache-Control: no-store. */
 #define HLB_HTTP_CONNS_MAX 64
 #define HLB_HTTP_BUSY_MAX 8
 

@@ -1341,6 +1341,61 @@ static void test_places_counted_not_connections(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * The 503 at accept (past the 64 and the 8) to a HEAD has no body however its request comes:
+ * a byte at a time after the connection, or not at all (then with the body, as to a GET, a
+ * tenth of the endpoint's timeout later). It went by the bytes that had come with the
+ * connection, and a HEAD sent after it got the body.
+ */
+static void test_busy_at_accept_head_sent_late(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+
+	(void)state;
+	tcp_end_new(&e);
+	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
+	for (int i = 0; i < n; i++) {
+		fds[i] = tcp_ask(e.port, "");
+		settle(e.l);
+	}
+	/* accepted with nothing sent; then HE, then the rest */
+	fd = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_false(readable(fd)); /* its answer waits for a byte of the request */
+	assert_int_equal(write(fd, "HE", 2), 2);
+	settle(e.l);
+	assert_int_equal(write(fd, "AD /now HTTP/1.1\r\n\r\n", 20), 20);
+	shutdown(fd, SHUT_WR);
+	pump(e.l, NULL, fd);
+	body = split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nContent-Length: 60"));
+	assert_string_equal(body, "");
+	/* a GET sent a moment after the connect: with the body */
+	fd = tcp_ask(e.port, "");
+	settle(e.l);
+	assert_int_equal(write(fd, "GET /now HTTP/1.1\r\n\r\n", 21), 21);
+	shutdown(fd, SHUT_WR);
+	pump(e.l, NULL, fd);
+	body = split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "too many admin connections"));
+	/* nothing sent: answered at its time, with the body */
+	hlb_http_set_timeouts(e.h, 50, HLB_HTTP_LINGER_MS);
+	fd = tcp_ask(e.port, "");
+	pump(e.l, NULL, fd);
+	body = split_answer(read_now(e.l, fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "too many admin connections"));
+	close(fd);
+	clients_end(&e, fds, n);
+	tcp_end_free(&e);
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -1731,6 +1786,7 @@ int main(void)
 		cmocka_unit_test(test_busy_served_once_a_place_frees),
 		cmocka_unit_test(test_refusals_not_kept),
 		cmocka_unit_test(test_places_counted_not_connections),
+		cmocka_unit_test(test_busy_at_accept_head_sent_late),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
