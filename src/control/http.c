@@ -49,6 +49,17 @@ _Static_assert(sizeof(HTTP_HANDED_BODY) - 1 == 93, "the Content-Length of the ha
 #define HTTP_HANDED_HEAD                                                                         \
 	"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " \
 	"93\r\n" HTTP_503_HEADERS "Connection: close\r\n\r\n"
+/* that answer to a request its handler held, carried out (hlb_http_free_handed_over()) */
+#define HTTP_CARRIED_BODY                                                                     \
+	"{\"error\":\"this hashlb handed its admin address over to a newer one (an upgrade) " \
+	"before it answered: the request was carried out, the rest of its answer not waited " \
+	"for\"}\n"
+_Static_assert(sizeof(HTTP_CARRIED_BODY) - 1 == 169, "the Content-Length of that answer");
+#define HTTP_CARRIED_HEAD                                                                          \
+	"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: " \
+	"169\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+/* the listeners' backlog */
+#define HTTP_BACKLOG 64
 /*
  * The bytes of answers written but not yet read by their clients that the
  * endpoint holds before it renders another GET: a /metrics of 1,000 services
@@ -987,7 +998,7 @@ static int unix_bind_beside(int fd, const char *path, struct sockaddr_un *ret_su
 		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 			return -errno;
 	}
-	if (listen(fd, 64) < 0) {
+	if (listen(fd, HTTP_BACKLOG) < 0) {
 		ret = -errno;
 		unlink(sun.sun_path);
 		return ret;
@@ -1078,7 +1089,9 @@ int hlb_http_new(struct hlb_loop *loop, const struct sockaddr *addr, socklen_t a
 	if (h->unix_path[0])
 		ret = unix_bind_beside(h->io.fd, h->unix_path, &bound);
 	else
-		ret = bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, 64) < 0 ? -errno : 0;
+		ret = bind(h->io.fd, addr, addr_len) < 0 || listen(h->io.fd, HTTP_BACKLOG) < 0
+			      ? -errno
+			      : 0;
 	if (ret < 0)
 		goto err_free;
 	/* watched before it takes the path: had the rename come first, a failure here left the
@@ -1136,32 +1149,67 @@ void hlb_http_free(struct hlb_http *h)
 	free(h);
 }
 
-void hlb_http_free_handed_over(struct hlb_http *h)
+/*
+ * The answer at a handover to the connection <fd> whose request is not answered yet, <in_len>
+ * bytes of it read into <in> (<head>: a HEAD, as its whole head said), what its client sent
+ * since read first (into *<lingered>): then its close is a FIN behind the answer, not a reset
+ * that discards it. A request not carried out (not come whole, or not read) is answered 503, to
+ * be sent again, to the newer hashlb; one <held> was taken in by its handler, which carried it
+ * out, and is answered so: sent again, a POST /close would close the connections of then.
+ */
+static void handed_answer(int fd, const char *in, size_t in_len, bool head, bool held,
+			  size_t *lingered)
 {
 	static const char handed[] = HTTP_HANDED_HEAD HTTP_HANDED_BODY;
+	static const char carried[] = HTTP_CARRIED_HEAD HTTP_CARRIED_BODY;
+	const char *answer = held ? carried : handed;
+	size_t len = held ? sizeof(carried) - 1 : sizeof(handed) - 1;
+
+	if (!head && in_len)
+		head = head_begun(in, in_len);
+	else if (!head)
+		(void)peek_head(fd, &head);
+	if (head)
+		len -= held ? sizeof(HTTP_CARRIED_BODY) - 1 : sizeof(HTTP_HANDED_BODY) - 1;
+	(void)linger_read(fd, lingered);
+	if (write(fd, answer, len) == (ssize_t)len)
+		shutdown(fd, SHUT_WR);
+}
+
+void hlb_http_free_handed_over(struct hlb_http *h)
+{
+	int fd;
 
 	if (!h)
 		return;
 	for (struct http_conn *c = h->conns; c; c = c->next) {
-		size_t len = sizeof(handed) - 1;
-		bool head = c->head || head_begun(c->in, c->in_len);
-
-		if (c->lingering || c->out.len || c->body.len)
-			continue; /* answered, or its answer under way: closed as it is */
-		if (!c->in_len)
-			(void)peek_head(c->io.fd, &head);
-		if (head)
-			len -= sizeof(HTTP_HANDED_BODY) - 1;
-		/* what its client sent read first: the close is then a FIN behind the answer, not
-		 * a reset that discards it */
-		(void)linger_read(c->io.fd, &c->lingered);
-		if (write(c->io.fd, handed, len) == (ssize_t)len)
-			shutdown(c->io.fd, SHUT_WR);
+		if (c->lingering || c->out.len || c->body.len) {
+			/* answered, or its answer under way: closed as it is, what its client
+			 * sent read first */
+			(void)linger_read(c->io.fd, &c->lingered);
+			continue;
+		}
+		handed_answer(c->io.fd, c->in, c->in_len, c->head, c->held, &c->lingered);
 	}
-	/* those answered 503 at accept that wait for their request's first byte: answered too */
 	for (unsigned i = 0; i < HTTP_SHED_MAX; i++)
 		if (h->shed[i].io.fd >= 0)
 			shed_give_up(&h->shed[i]);
+	/*
+	 * Those still in the listener's queue, accepted and answered as a connection whose
+	 * request was not read: closed with the listener, each was reset (3 in 28,000 admin
+	 * connections under upgrades). The newer hashlb listens on a socket of its own: the
+	 * path renamed to it (a Unix socket), or beside this one (SO_REUSEPORT), which the kernel
+	 * shares new connections with until the close below; so at most twice the backlog.
+	 */
+	for (unsigned i = 0;
+	     i < 2 * HTTP_BACKLOG &&
+	     (fd = accept4(h->io.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
+	     i++) {
+		size_t lingered = 0;
+
+		handed_answer(fd, "", 0, false, false, &lingered);
+		close(fd);
+	}
 	hlb_http_free(h);
 }
 

@@ -249,8 +249,11 @@ int hlb_http_reclaim(struct hlb_http *h);
 void hlb_http_free(struct hlb_http *h);
 /*
  * hlb_http_free() of an endpoint whose address a newer hashlb serves now (an upgrade): each
- * connection whose request is not answered yet (not come whole, held, or not read) is answered
- * 503 saying so, what its client sent read first, rather than closed with no answer.
+ * connection whose request was not carried out (not come whole, or not read; those still in
+ * the listener's queue accepted for it) is answered 503 saying so, to be sent again, what its
+ * client sent read first, rather than closed with no answer or reset; one held (its handler
+ * took it in, and carried it out) 500 saying it was carried out, never 503. A holder that
+ * can say more answers its held requests before (hlb_http_answer()).
  */
 void hlb_http_free_handed_over(struct hlb_http *h);
 /* The connections open (answered ones that linger for their client's end too, those answered

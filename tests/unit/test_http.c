@@ -1396,6 +1396,51 @@ static void test_busy_at_accept_head_sent_late(void **state)
 	tcp_end_free(&e);
 }
 
+/*
+ * At a handover (an upgrade: hlb_http_free_handed_over()), a connection whose request was not
+ * carried out is answered 503, to be sent again to the newer hashlb: one whose request has not
+ * come whole (a HEAD among them without the body, however little of it came), and one still
+ * in the listener's queue, not accepted yet (closed with the listener, it was reset). A
+ * request its handler held was carried out: it is not answered 503 (sent again, a POST /close
+ * closed the connections of then), but told so. Each 503 has Retry-After and no-store.
+ */
+static void test_handover_503_only_to_requests_not_carried_out(void **state)
+{
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+	int part, he, held, queued;
+
+	(void)state;
+	tcp_end_new(&e);
+	part = tcp_ask(e.port, "GET /now HT");
+	he = tcp_ask(e.port, "HE");
+	held = tcp_ask(e.port, "POST /wait HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+	pump(e.l, &e.held, -1);
+	assert_int_not_equal(e.held, 0);
+	settle(e.l);
+	assert_int_equal(hlb_http_conns(e.h), 3);
+	queued = tcp_ask(e.port, "POST /now HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+	hlb_http_free_handed_over(e.h);
+	hlb_loop_free(e.l);
+
+	body = split_answer(answer_of(part, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(head, "\r\nCache-Control: no-store\r\n"));
+	assert_non_null(strstr(head, "\r\nRetry-After: 1\r\n"));
+	assert_non_null(strstr(body, "handed its admin address over"));
+	body = split_answer(answer_of(he, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_string_equal(body, "");
+	body = split_answer(answer_of(held, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(strncmp(head, "HTTP/1.1 503 ", 13) != 0);
+	assert_null(strstr(head, "Retry-After"));
+	assert_non_null(strstr(body, "the request was carried out"));
+	body = split_answer(answer_of(queued, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_non_null(strstr(body, "handed its admin address over"));
+}
+
 /* The descriptors the process has open. */
 static int fds_open(void)
 {
@@ -1787,6 +1832,7 @@ int main(void)
 		cmocka_unit_test(test_refusals_not_kept),
 		cmocka_unit_test(test_places_counted_not_connections),
 		cmocka_unit_test(test_busy_at_accept_head_sent_late),
+		cmocka_unit_test(test_handover_503_only_to_requests_not_carried_out),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
