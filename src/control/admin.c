@@ -1421,10 +1421,14 @@ struct hlb_close_wait {
 	struct hlb_http_resp resp; /* the answer so far */
 	pid_t pid; /* the old process's */
 	bool text;
+	bool answered; /* without the old process's count: hlb_control_close_waits_answer() */
 };
 
+/* close_old_say()'s count of an old process asked, its answer not waited for */
+#define CLOSE_OLD_NOT_WAITED (-2)
+
 /* The end of a close's answer: what the old process <pid> (0: none) closed, <n> (-1: it could
- * not be asked), and the answer's end. */
+ * not be asked; CLOSE_OLD_NOT_WAITED), and the answer's end. */
 static void close_old_say(struct hlb_buf *o, pid_t pid, int64_t n, bool text)
 {
 	if (!text) {
@@ -1443,6 +1447,12 @@ static void close_old_say(struct hlb_buf *o, pid_t pid, int64_t n, bool text)
 			       "; and %" PRId64 " of the hashlb this one took over from (pid %d), "
 			       "which still runs",
 			       n, (int)pid);
+	else if (pid && n == CLOSE_OLD_NOT_WAITED)
+		hlb_buf_printf(o,
+			       "; those of the hashlb this one took over from (pid %d) were asked "
+			       "too, its count not waited for: this one handed its admin address "
+			       "over (an upgrade)",
+			       (int)pid);
 	else if (pid)
 		hlb_buf_printf(o,
 			       "; NOT those of the hashlb this one took over from (pid %d), which "
@@ -1506,12 +1516,27 @@ void hlb_control_close_old_done(struct hlb_close_wait *w, int64_t n)
 	while (*pp != w)
 		pp = &(*pp)->next;
 	*pp = w->next;
+	if (w->answered) {
+		free(w);
+		return;
+	}
 	close_old_say(&w->resp.body, w->pid, n, w->text);
 	if (ctl->http)
 		hlb_http_answer(ctl->http, w->id, &w->resp);
 	else /* the endpoint closed (handed over): the client had its connection closed */
 		hlb_buf_free(&w->resp.body);
 	free(w);
+}
+
+void hlb_control_close_waits_answer(struct hlb_control *ctl)
+{
+	for (struct hlb_close_wait *w = ctl->close_waits; w && ctl->http; w = w->next) {
+		if (w->answered)
+			continue;
+		w->answered = true;
+		close_old_say(&w->resp.body, w->pid, CLOSE_OLD_NOT_WAITED, w->text);
+		hlb_http_answer(ctl->http, w->id, &w->resp);
+	}
 }
 
 void hlb_control_close_waits_free(struct hlb_control *ctl)

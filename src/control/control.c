@@ -579,7 +579,9 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 {
 	ctl->stopping = true;
 	if (close_admin) {
-		/* the new hashlb serves the address: a request not answered yet is told so */
+		/* the new hashlb serves the address: a request not answered yet is told so, a
+		 * close carried out here with what it did */
+		hlb_control_close_waits_answer(ctl);
 		hlb_http_free_handed_over(ctl->http);
 		ctl->http = NULL;
 	}

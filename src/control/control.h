@@ -214,6 +214,11 @@ bool hlb_admin_head(void *ctl, const struct hlb_http_req *req, struct hlb_http_r
 /* The old process's answer to a close that waits for it (hlb_control.close_old): <n> its
  * count, -1 if it could not be asked. The answer goes to the client; <wait> is freed. */
 void hlb_control_close_old_done(struct hlb_close_wait *wait, int64_t n);
+/* The closes that wait answered now without the old process's count, which is not waited for
+ * (this one hands its admin address over): they were carried out here, never to be answered as
+ * requests that were not (hlb_http_free_handed_over()). Each stays until its
+ * hlb_control_close_old_done(). */
+void hlb_control_close_waits_answer(struct hlb_control *ctl);
 /* Free the closes that still wait (the client gets no answer). */
 void hlb_control_close_waits_free(struct hlb_control *ctl);
 /*
