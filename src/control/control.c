@@ -386,7 +386,8 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		resolve_drop(ctl);
 		return;
 	}
-	hlb_pool_flush(ctl->pool);
+	/* published now, each table rebuilt saying what it moved, as a reload's */
+	hlb_pool_flush_resolve(ctl->pool, NULL);
 	keep_overrides(ctl->cfg, fresh);
 	hashlb_config_free(ctl->owned_cfg);
 	ctl->owned_cfg = fresh;

@@ -80,8 +80,10 @@ struct hlb_pool {
 	 * lines it wrote about it and left out (HLB_POOL_CHANGE_LINES) */
 	struct hlb_pool_changes *changes;
 	uint32_t change_lines, changes_unlogged;
-	/* during hlb_pool_flush_reload(): what the rebuilds moved; NULL otherwise */
+	/* during hlb_pool_flush_reload() and hlb_pool_flush_resolve(): what the rebuilds moved,
+	 * NULL otherwise; <moved_by_resolve>: the latter's, said as a resolve_every round's */
 	struct hlb_pool_moved *moved;
+	bool moved_by_resolve;
 };
 
 static void service_schedule(struct hlb_pool_service *s, bool full);
@@ -971,6 +973,7 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 			  const struct hlb_snapshot *next)
 {
 	struct hlb_pool_moved *m = s->pool->moved;
+	bool by_resolve = s->pool->moved_by_resolve;
 	double moved = 0;
 	char what[64];
 	/* the reload's own listener transaction said it (listen_rehashes()) */
@@ -985,13 +988,15 @@ static void service_moved(struct hlb_pool_service *s, const struct hlb_snapshot 
 	if (ret < 0) /* short of memory: the figure is not known, the reload applies */
 		return;
 	/* a line a service, as many as the lines of what changed; the others counted in one
-	 * (hlb_pool_flush_reload()) */
+	 * (pool_flush_moved()) */
 	if (m->tables < HLB_POOL_CHANGE_LINES && anew)
-		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved",
+		pool_log(s->pool, HLB_LOG_INFO,
+			 by_resolve ? "resolve: clients moved" : "reload: clients moved",
 			 "service=%s moved=%.4f placed_anew=%s", s->cfg->name, moved, what);
 	else if (m->tables < HLB_POOL_CHANGE_LINES)
-		pool_log(s->pool, HLB_LOG_INFO, "reload: clients moved", "service=%s moved=%.4f",
-			 s->cfg->name, moved);
+		pool_log(s->pool, HLB_LOG_INFO,
+			 by_resolve ? "resolve: clients moved" : "reload: clients moved",
+			 "service=%s moved=%.4f", s->cfg->name, moved);
 	m->tables++;
 	if (moved > m->most || !m->most_service[0]) {
 		m->most = moved;
@@ -1071,23 +1076,37 @@ void hlb_pool_flush(struct hlb_pool *p)
 			service_rebuild(p->svcs[i]);
 }
 
-void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved)
+/* hlb_pool_flush_reload() and hlb_pool_flush_resolve(): <by_resolve>, the latter */
+static void pool_flush_moved(struct hlb_pool *p, bool by_resolve, struct hlb_pool_moved *ret_moved)
 {
 	struct hlb_pool_moved moved = { 0 };
 
 	p->moved = &moved;
+	p->moved_by_resolve = by_resolve;
 	hlb_pool_flush(p);
 	p->moved = NULL;
+	p->moved_by_resolve = false;
 	/* a reload of thousands of services: the log bounded, as for the changes */
 	if (moved.tables > HLB_POOL_CHANGE_LINES)
 		pool_log(p, HLB_LOG_INFO,
-			 "reload: more services' clients moved, not logged one by one",
+			 by_resolve ? "resolve: more services' clients moved, not logged one by one"
+				    : "reload: more services' clients moved, not logged one by one",
 			 "more=%u most=%.4f service=%s", moved.tables - HLB_POOL_CHANGE_LINES,
 			 moved.most, moved.most_service);
 	for (uint32_t i = 0; i < p->n_svcs; i++)
 		p->svcs[i]->reload_pending = false;
 	if (ret_moved)
 		*ret_moved = moved;
+}
+
+void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved)
+{
+	pool_flush_moved(p, false, ret_moved);
+}
+
+void hlb_pool_flush_resolve(struct hlb_pool *p, struct hlb_pool_moved *ret_moved)
+{
+	pool_flush_moved(p, true, ret_moved);
 }
 
 /* ---- the tick: passive failures, flap decay, slow start, drained backends ---- */

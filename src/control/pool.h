@@ -407,6 +407,12 @@ struct hlb_pool_moved {
  * such lines, one more counts the others and names the most of all.
  */
 void hlb_pool_flush_reload(struct hlb_pool *p, struct hlb_pool_moved *ret_moved);
+/*
+ * The same after hlb_pool_apply() of a resolve_every round whose names moved backends, its
+ * lines msg="resolve: clients moved" service=S moved=F (a backend at a new address moves its
+ * clients to another server).
+ */
+void hlb_pool_flush_resolve(struct hlb_pool *p, struct hlb_pool_moved *ret_moved);
 
 /* Feed a health result as the checker does, through its callback: the verdict, counters
  * (checks_ok, checks_failed) and log of a check's (tests, benchmarks). */

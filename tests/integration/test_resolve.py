@@ -196,6 +196,38 @@ def names_followed_every():
         x.stop()
 
 
+def names_followed_say_how_many_clients_they_move():
+    """A resolve_every round that gives a backend a new address sends that backend's clients
+    to another server, as a reload that readdresses it does: each table it rebuilds says its
+    share, `msg="resolve: clients moved" service=t moved=F` (a's whole share of the table in
+    use: the others stay), before the round's `names resolved to new addresses, applied`
+    line. Before, such a round wrote no moved= line at all, where a reload of the same
+    change said it."""
+    need_unshare()
+    names = Names("resolve-moved", "127.0.0.1 alpha\n")
+    four = [("a", "alpha:9")] + [(n, f"127.0.0.1:{i + 1}") for i, n in enumerate("bcd")]
+    cfg = "resolve_every: 1s\n" + config(four, scheme="ring", health="enabled: false")
+    lb = Lb(cfg, wrap=names.wrap())
+    share = backend_of(lb, "a")["share"]
+    check(0.05 < share < 0.6, f"a owns a share of the ring: {share}")
+    names.set_hosts("127.0.0.3 alpha\n")
+    check(lb.wait_log(r"names resolved to new addresses, applied", timeout=15),
+          "the round applies alpha's new address")
+    line = re.compile(r'^level=info msg="resolve: clients moved" service=t moved=([0-9.]+)$')
+    said = [m for m in (line.search(l.split(" ", 1)[1] if l.startswith("ts=") else l)
+                        for l in lb.log) if m]
+    check(len(said) == 1 and abs(float(said[0].group(1)) - share) < 0.0001,
+          f"one line, moved= a's share ({share:.4f}): {said} "
+          f"{[l for l in lb.log if 'clients moved' in l]}")
+    applied = next(i for i, l in enumerate(lb.log) if "names resolved to new addresses" in l)
+    moved_at = next((i for i, l in enumerate(lb.log) if 'msg="resolve: clients moved"' in l), -1)
+    check(0 <= moved_at < applied, "said before the round's applied line, as a reload's before "
+          "its reloaded line")
+    check(not [l for l in lb.log if 'msg="reload: ' in l], "no line of a reload: none ran")
+    check(backend_of(lb, "a")["share"] == share, "a keeps its place in the table")
+    check(lb.stop() == 0, "exit 0")
+
+
 def others_followed(tag, hosts, why):
     """resolve_every, alpha, beta and an each_address pool resolved, then <hosts> in the hosts
     file: alpha moved, beta and the pool failing (the last error says <why>)."""
@@ -1065,6 +1097,7 @@ def failed_reload_keeps_the_round():
 
 
 run_tests([names_resolved_and_followed_on_reload, names_followed_every,
+           names_followed_say_how_many_clients_they_move,
            one_name_failing_does_not_stop_the_others, unusable_answer_does_not_stop_the_others,
            answer_in_another_order_moves_nothing, reload_keeps_a_rotated_name_in_place, renamed_host_of_the_same_address_is_logged,
            many_changes_logged_whole, change_of_a_name_with_a_comma_is_one,

@@ -1367,6 +1367,8 @@ static void count_moved_line(void *arg, enum hlb_log_level level, const char *ms
 	(void)kv;
 	n[0] += strcmp(msg, "reload: clients moved") == 0;
 	n[1] += strcmp(msg, "reload: more services' clients moved, not logged one by one") == 0;
+	n[2] += strcmp(msg, "resolve: clients moved") == 0;
+	n[3] += strcmp(msg, "resolve: more services' clients moved, not logged one by one") == 0;
 }
 
 /* <n> services "s0".. of <backends> backends each. */
@@ -1397,13 +1399,14 @@ static struct hashlb_config *config_services(uint32_t n, uint32_t backends)
 /* A reload that rebuilds many services' tables writes a moved= line for as many as it writes
  * lines of changes (HLB_POOL_CHANGE_LINES), then one counting the others: a reload of
  * thousands of services wrote thousands of them, where its changes take 33 lines at most.
- * The answer's figure is still the most of them all. */
+ * The answer's figure is still the most of them all. A resolve_every round, the same, as
+ * its own lines. */
 static void test_reload_moved_lines_are_bounded(void **state)
 {
 	const uint32_t n = HLB_POOL_CHANGE_LINES + 8;
 	struct hashlb_error err = { 0 };
 	struct hlb_pool_moved m;
-	uint32_t lines[2] = { 0, 0 };
+	uint32_t lines[4] = { 0, 0, 0, 0 };
 	struct fixture f;
 
 	(void)state;
@@ -1422,6 +1425,15 @@ static void test_reload_moved_lines_are_bounded(void **state)
 	assert_true(m.most > 0.2 && m.most < 0.3); /* a fourth backend's share, Maglev's few */
 	assert_int_equal(lines[0], HLB_POOL_CHANGE_LINES);
 	assert_int_equal(lines[1], 1);
+	/* a resolve_every round that applies a config (hlb_pool_flush_resolve()): the same lines,
+	 * as the round's */
+	fixture_reload(&f, config_services(n, 5));
+	hlb_pool_flush_resolve(f.pool, &m);
+	assert_int_equal(m.tables, n);
+	assert_int_equal(lines[0], HLB_POOL_CHANGE_LINES);
+	assert_int_equal(lines[1], 1);
+	assert_int_equal(lines[2], HLB_POOL_CHANGE_LINES);
+	assert_int_equal(lines[3], 1);
 	fixture_teardown(&f);
 }
 
