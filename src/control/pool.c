@@ -2931,14 +2931,22 @@ static unsigned int hash_prefix_len(const struct hashlb_service_cfg *c, bool v6)
  * Whether <s>, going from <old> to <c>, hashes its clients otherwise for its listener's sake:
  * the 4-tuple key hashes the address clients connect to, and the reload's listeners put <s>
  * on another that changes it (a PROXY header's destination is hashed instead with
- * accept_proxy; a wildcard's connections hash the address each reached).
+ * accept_proxy; a wildcard's connections hash the address each reached). Compared as bound
+ * (a port-0 listener's port as got: 0.0.0.0:0 to 127.0.0.1:P, P the port it got, moves no
+ * client), as configured where the listener says none (no listeners: tests).
  */
 static bool listen_rehashes(const struct hlb_pool_service *s, const struct hashlb_service_cfg *old,
 			    const struct hashlb_service_cfg *c)
 {
-	return c->key == HASHLB_KEY_4TUPLE && old->key == c->key && !old->accept_proxy &&
-	       !c->accept_proxy && s->rt->listener_moved &&
-	       hashlb_listen_moves_destination(&old->listen_addr, old->listen_addr_len,
+	const struct hlb_service *rt = s->rt;
+
+	if (c->key != HASHLB_KEY_4TUPLE || old->key != c->key || old->accept_proxy ||
+	    c->accept_proxy || !rt->listener_moved)
+		return false;
+	if (rt->bound_was_len && rt->bound_addr_len)
+		return hashlb_listen_moves_destination(&rt->bound_was, rt->bound_was_len,
+						       &rt->bound_addr, rt->bound_addr_len);
+	return hashlb_listen_moves_destination(&old->listen_addr, old->listen_addr_len,
 					       &c->listen_addr, c->listen_addr_len);
 }
 

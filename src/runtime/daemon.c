@@ -683,6 +683,18 @@ int hlb_daemon_listen(struct hlb_daemon *d, const struct sockaddr *addr, socklen
 	return 0;
 }
 
+/* <svc> listens on <l> from now on: the address it was bound to kept as the one before */
+static void bound_set(struct hlb_service *svc, const struct hlb_listener *l)
+{
+	socklen_t len;
+	const struct sockaddr *a = hlb_listener_addr(l, &len);
+
+	svc->bound_was = svc->bound_addr;
+	svc->bound_was_len = svc->bound_addr_len;
+	memcpy(&svc->bound_addr, a, len);
+	svc->bound_addr_len = len;
+}
+
 void hlb_daemon_listen_commit(struct hlb_daemon *d)
 {
 	struct dlistener **pp = &d->listeners, *dl;
@@ -711,6 +723,7 @@ void hlb_daemon_listen_commit(struct hlb_daemon *d)
 		}
 		dl->next_svc->listener_moved =
 			dl->fresh || hlb_listener_service(dl->l) != dl->next_svc;
+		bound_set(dl->next_svc, dl->l);
 		if (!dl->fresh && dl->next_svc->listener_moved)
 			hlb_listener_set_service(dl->l, dl->next_svc, d->rcu);
 		snprintf(dl->next_svc->bound, sizeof(dl->next_svc->bound), "%s",

@@ -657,6 +657,10 @@ struct hlb_service {
 	 * "" if not listening: written by the daemon, read by the admin API, both
 	 * on the control thread. */
 	char bound[64];
+	/* <bound> as an address, and the one before the last transaction of listeners: where its
+	 * clients connected before it, a port-0 listener's port as got (lengths 0 if none) */
+	struct sockaddr_storage bound_addr, bound_was;
+	socklen_t bound_addr_len, bound_was_len;
 	/* Whether the last transaction of listeners left it on another listener than the one
 	 * it had (a new one, or another service's: listener_matches() in daemon.c said none of
 	 * the listeners was its own), as <bound>: what a reload's "changed=listen" says. */

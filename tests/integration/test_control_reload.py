@@ -786,6 +786,17 @@ def a_backend_given_another_address_moves_its_clients():
     check(lb.stop() == 0, "exit 0")
 
 
+def listen_move_setup():
+    """What the listen-move tests reload: checks off, three backends never dialled, and the
+    reload's warning (changed=) and moved= (placed_anew=) lines of service t."""
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]
+    warned = re.compile(r'level=warn msg="reload: clients move to other backends" service=t '
+                        r'changed=(\S+) ')
+    line = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
+                      r'(?: placed_anew=(\S+))?$')
+    return "enabled: false", t, warned, line
+
+
 def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     """The 4-tuple key hashes the address a client connects to, the service's listen address:
     a reload that moves it changes every client's hash, as a new seed does. It is warned
@@ -796,12 +807,7 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
     4-tuple: a wildcard's connections hash the address each one reached.
     Before, the reload did not rebuild the table and said nothing: no warning, no moved= line,
     "rehashed":0, while nearly every client's next connection went to another backend."""
-    off = "enabled: false"
-    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
-    warned = re.compile(r'level=warn msg="reload: clients move to other backends" service=t '
-                        r'changed=(\S+) ')
-    line = re.compile(r'level=info msg="reload: clients moved" service=t moved=([0-9.]+)'
-                      r'(?: placed_anew=(\S+))?$')
+    off, t, warned, line = listen_move_setup()
     for key, anew in (("4-tuple", True), ("src-ip", False)):
         # a picked port, free on every address: a port-0 listener keeps the port it got, which
         # another test's listener on 127.0.0.2 (an ephemeral port) could hold
@@ -849,6 +855,42 @@ def a_listen_address_moved_under_the_4_tuple_places_clients_anew():
               f"to {listen}: the listener moved, no client's hash: {se} {said} "
               f"{[m.group(0) for m in moved]} {so!r}")
     check(lb.stop() == 0, "wildcard: exit 0")
+
+
+def a_port_0_listener_is_compared_at_the_port_it_got():
+    """Under the 4-tuple key, whether a listener change moves clients is judged on the port a
+    port-0 listener got, not the 0 written: from 0.0.0.0:0 (bound to P) to 127.0.0.1:P the
+    clients that connect to 127.0.0.1:P hash as before (a wildcard's connections hash the
+    address each reached), and nothing is warned or counted; from 127.0.0.1:P to 127.0.0.2:0
+    the address clients reach changes, whatever port it gets: placed anew. Before, any port
+    0 on either side was taken for another port: the first reload warned and said
+    placed_anew=listen of clients that did not move."""
+    off, t, warned, line = listen_move_setup()
+
+    def reload(listen):
+        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
+        rc, so, se, logged = lb.reload("--json")
+        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
+        moved = [m for m in (line.search(l) for l in logged) if m]
+        return rc, se, said, moved, json.loads(so) if so.startswith("{") else {}
+
+    # 0.0.0.0:0 first: a port free on every address (a wildcard bound beside a listener of
+    # its port on one address is refused by the kernel, ours or not)
+    lb = Lb(config(t, key="4-tuple", health=off, listen="0.0.0.0:0"))
+    port = int(lb.service()["bound"].rsplit(":", 1)[1])
+    rc, se, said, moved, answer = reload(f"127.0.0.1:{port}")
+    check(rc == 0 and lb.service()["bound"] == f"127.0.0.1:{port}", f"to 127.0.0.1:{port}: {se}")
+    check(said == [] and moved == [] and answer.get("rehashed") == 0,
+          f"0.0.0.0:0 bound to {port}, then 127.0.0.1:{port}: no client's hash changes, none "
+          f"said: {said} {[m.group(0) for m in moved]} {answer}")
+    # another address neither side a wildcard of, whichever port it gets (the kernel may
+    # give P again, beside the socket closing)
+    rc, se, said, moved, answer = reload("127.0.0.2:0")
+    check(rc == 0 and said == ["listen"] and len(moved) == 1 and moved[0].group(2) == "listen"
+          and answer.get("rehashed") == 1,
+          f"to 127.0.0.2:0 (bound {lb.service()['bound']}), another address: placed anew: {se} "
+          f"{said} {[m.group(0) for m in moved]} {answer}")
+    check(lb.stop() == 0, "exit 0")
 
 
 def reloads_say_what_run_time_settings_they_keep():
@@ -1628,6 +1670,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,
            a_listen_address_moved_under_the_4_tuple_places_clients_anew,
+           a_port_0_listener_is_compared_at_the_port_it_got,
            a_backend_given_another_address_moves_its_clients,
            a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
            two_names_at_one_address_are_warned,
