@@ -541,9 +541,10 @@ uint16_t hashlb_addr_port(const struct sockaddr_storage *a);
 /*
  * Whether a service that listened at <was> and listens at <now> changes the destination its
  * clients connect to, which the 4-tuple key hashes: another port (a port-0 listener that
- * moves gets another), or another address where neither is a wildcard. A wildcard's
- * connections hash the address each one reached, so from a wildcard to one of its addresses
- * on the same port (or back) the clients that connect as before hash as before.
+ * moves gets another), or another address where neither is a wildcard (an IPv4 address and
+ * its IPv4-mapped form are one). A wildcard's connections hash the address each one
+ * reached, IPv4 IPv4-mapped on a dual-stack [::] too, so from a wildcard to one of its
+ * addresses on the same port (or back) the clients that connect as before hash as before.
  */
 bool hashlb_listen_moves_destination(const struct sockaddr_storage *was, socklen_t was_len,
 				     const struct sockaddr_storage *now, socklen_t now_len);

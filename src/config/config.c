@@ -2154,7 +2154,13 @@ bool hashlb_listen_moves_destination(const struct sockaddr_storage *was, socklen
 		return false;
 	/* a port 0 that moves is another port; a wildcard hashes each connection's own address,
 	 * one a specific listener of its port is bound to */
-	return !pw || !pn || pw != pn || (!hashlb_addr_is_any(was) && !hashlb_addr_is_any(now));
+	if (!pw || !pn || pw != pn)
+		return true;
+	if (hashlb_addr_is_any(was) || hashlb_addr_is_any(now))
+		return false;
+	/* two specific addresses: one if they clash, 127.0.0.1:P and [::ffff:127.0.0.1]:P (the
+	 * kernel's one address, and the tuple hashes IPv4 IPv4-mapped: hashlb/tuple.h) */
+	return !hashlb_listen_clash(was, now);
 }
 
 uint16_t hashlb_addr_port(const struct sockaddr_storage *a)

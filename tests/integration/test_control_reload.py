@@ -5,9 +5,11 @@ theirs from before the first reload to after the last: no request fails or goes 
 no connection is refused or closed, and every reload is counted."""
 import json
 import os
+import random
 import re
 import shutil
 import socket
+import struct
 import signal
 import subprocess
 import sys
@@ -893,6 +895,65 @@ def a_port_0_listener_is_compared_at_the_port_it_got():
     check(lb.stop() == 0, "exit 0")
 
 
+def a_dual_stack_wildcard_to_its_ipv4_address_moves_nobody():
+    """Under the 4-tuple key, [::]:P (dual-stack: hashlb clears IPV6_V6ONLY) to 127.0.0.1:P is
+    a wildcard to one of its addresses: an IPv4 client reached the wildcard as
+    [::ffff:127.0.0.1]:P, which the tuple hashes as 127.0.0.1:P (IPv4 addresses are hashed
+    IPv4-mapped whichever family the socket has), so each connection from the same address
+    and port reaches the backend it reached before, and nothing is warned or counted. So does
+    127.0.0.1:P written [::ffff:127.0.0.1]:P, the kernel's one address."""
+    try:
+        with socket.socket(socket.AF_INET6) as s6:
+            s6.bind(("::1", 0))
+    except OSError as e:
+        raise Skip(f"no IPv6 on loopback: {e}")
+    off, _, warned, line = listen_move_setup()
+    bs = [Backend(n) for n in "abc"]
+    t = [(b.name, b.addr) for b in bs]
+    # 40 clients, each at its own address and a fixed port outside the ephemeral range,
+    # reset when done (no TIME_WAIT keeps the pair from connecting again)
+    base = random.randrange(1000, 60000)
+    clients = [(client_ip(base + i), 31000 + i) for i in range(40)]
+
+    def reached(port):
+        got = {}
+        for c in clients:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.settimeout(5)
+            try:
+                s.bind(c)
+                s.connect(("127.0.0.1", port))
+                got[c] = read_line(s)
+            except OSError as e:
+                got[c] = f"error {e}"
+            finally:
+                s.close()
+        return got
+
+    lb = Lb(config(t, key="4-tuple", health=off, listen='"[::]:0"'))
+    port = int(lb.service()["bound"].rsplit(":", 1)[1])
+    before = reached(port)
+    check(set(before.values()) == {"a", "b", "c"},
+          f"through [::]:{port}, the clients reach every backend: {sorted(set(before.values()))}")
+    for listen in (f"127.0.0.1:{port}", f'"[::ffff:127.0.0.1]:{port}"'):
+        lb.rewrite(config(t, key="4-tuple", health=off, listen=listen))
+        rc, so, se, logged = lb.reload("--json")
+        said = [m.group(1) for m in (warned.search(l) for l in logged) if m]
+        moved = [m.group(0) for m in (line.search(l) for l in logged) if m]
+        answer = json.loads(so) if so.startswith("{") else {}
+        check(rc == 0 and said == [] and moved == [] and answer.get("rehashed") == 0,
+              f"to {listen}: nothing warned or counted: {se} {said} {moved} {answer}")
+        after = reached(port)
+        differ = [c for c in clients if after[c] != before[c]]
+        check(not differ, f"to {listen}: each client reaches the backend it reached before "
+              f"({len(differ)} do not, e.g. {[(c, before[c], after[c]) for c in differ[:3]]})")
+    check(lb.stop() == 0, "exit 0")
+    for b in bs:
+        b.stop()
+
+
 def reloads_say_what_run_time_settings_they_keep():
     """A reload keeps a state, weight or cap set with hashlb ctl set where the config's own
     value did not change: an operator who reloads to have the config run sees a backend he
@@ -1671,6 +1732,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_say_how_many_clients_they_move,
            a_listen_address_moved_under_the_4_tuple_places_clients_anew,
            a_port_0_listener_is_compared_at_the_port_it_got,
+           a_dual_stack_wildcard_to_its_ipv4_address_moves_nobody,
            a_backend_given_another_address_moves_its_clients,
            a_relative_path_is_said_absolute, ctl_reload_json_matches_the_message, ctl_reload_says_a_file_error_once,
            two_names_at_one_address_are_warned,

@@ -3579,8 +3579,8 @@ static bool listen_moves(const char *was, const char *now)
 }
 
 /* The 4-tuple hashes the address a connection reached: another port or another specific
- * address changes it, a wildcard to one of its addresses on the same port (or back) not;
- * a port-0 listener that moves gets another port. */
+ * address changes it, a wildcard to one of its addresses on the same port (or back) not, nor
+ * an IPv4 address to its IPv4-mapped form; a port-0 listener that moves gets another port. */
 static void test_listen_moves_destination(void **state)
 {
 	assert_false(listen_moves("127.0.0.1:80", "127.0.0.1:80"));
@@ -3589,6 +3589,12 @@ static void test_listen_moves_destination(void **state)
 	assert_false(listen_moves("0.0.0.0:80", "127.0.0.1:80"));
 	assert_false(listen_moves("127.0.0.1:80", "0.0.0.0:80"));
 	assert_false(listen_moves("[::]:80", "[::1]:80"));
+	/* a dual-stack [::]'s IPv4 clients hash IPv4-mapped, as 127.0.0.1:80's; and an IPv4
+	 * address written IPv4-mapped is that address */
+	assert_false(listen_moves("[::]:80", "127.0.0.1:80"));
+	assert_false(listen_moves("127.0.0.1:80", "[::ffff:127.0.0.1]:80"));
+	assert_true(listen_moves("[::ffff:127.0.0.1]:80", "127.0.0.2:80"));
+	assert_true(listen_moves("[::1]:80", "127.0.0.1:80"));
 	assert_true(listen_moves("0.0.0.0:80", "127.0.0.1:81"));
 	assert_false(listen_moves("127.0.0.1:0", "127.0.0.1:0"));
 	assert_true(listen_moves("0.0.0.0:0", "127.0.0.1:0"));
