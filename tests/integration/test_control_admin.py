@@ -829,6 +829,53 @@ def weight_change_rebuilds():
     check(lb.stop() == 0, "exit 0")
 
 
+def table_share_is_the_tables_during_slow_start():
+    """A backend in slow start shows in hashlb_backend_table_share (and /status's share) the
+    whole share its table gives it, the one hashlb lookup -c counts, from the first instant
+    of its ramp, while hashlb_backend_slow_start_ratio says what part of those clients it
+    admits: with a ramp of an hour, a few seconds in, almost none of them reach it, each
+    staying where it was before (hashlb lookup --down), and the shares still add up to 1.
+    What docs/control.md ("Metrics") tells a dashboard: table_share x slow_start_ratio is
+    what it takes now."""
+    d = Backend("d")
+    cfg = [*BACKENDS, ("d", d.addr)]
+    lb = Lb(config(BACKENDS, extra="slow_start: 1h"))
+    check(lb.wait(lambda: sum(b["in_table"] for b in lb.service()["backends"]) == 3)
+          is not None, "a, b and c up")
+    lb.rewrite(config(cfg, extra="slow_start: 1h"))
+    rc, so, se = lb.ctl("reload")
+    check(rc == 0, f"reload adding d: {se}")
+    check(lb.wait(lambda: lb.backend("d")["in_table"]) is not None, "d up, ramping")
+    metrics = parse_prometheus(lb.http("GET", "/metrics")[1])
+
+    def metric(name, backend):
+        return next(v for (n, ls), v in metrics.items()
+                    if n == name and f'backend="{backend}"' in ls)
+
+    share, ratio = metric("hashlb_backend_table_share", "d"), metric(
+        "hashlb_backend_slow_start_ratio", "d")
+    shares = [metric("hashlb_backend_table_share", n) for n in "abcd"]
+    clients = [client_ip(i * 613) for i in range(400)]
+    pref, down = lookup(lb.path, clients), lookup(lb.path, clients, args=("--down", "d"))
+    mine = [c for c in clients if pref[c][0] == "d"]
+    check(ratio < 0.05 and abs(lb.backend("d")["share"] - share) <= 5e-7,
+          f"d is early in its ramp (ratio {ratio}), /status's share is the metric's")
+    check(0.15 < share < 0.35 and abs(share - len(mine) / len(clients)) < 0.08 and
+          abs(sum(shares) - 1) < 1e-9,
+          f"d shows its whole table share, what lookup -c gives it ({len(mine)} of "
+          f"{len(clients)}), and the shares add up to 1: {shares}")
+    got = {c: who(lb.addr, c) for c in mine}
+    on_d = [c for c in mine if got[c] == "d"]
+    print(f"    d: share {share:.4f}, ratio {ratio:.5f}, {len(mine)} clients of its table, "
+          f"{len(on_d)} admitted")
+    elsewhere = [c for c in mine if got[c] not in ("d", down[c][0])]
+    check(len(on_d) <= 3 and not elsewhere,
+          f"of d's {len(mine)} clients, about share x ratio reach it ({len(on_d)}), the others "
+          f"stay where lookup --down d puts them ({len(elsewhere)} do not)")
+    check(lb.stop() == 0, "exit 0")
+    d.stop()
+
+
 def table_share_metric_follows_the_table():
     """hashlb_backend_table_share is each backend's share of its service's published table,
     /status's share, on Maglev and on the ring: the backends' add up to 1 while one takes
@@ -3732,7 +3779,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_o
            removed_service_undone_keeps_what_was_set_at_run_time,
            backend_removed_then_its_service_undone_keeps_what_was_set,
            added_back_service_serves_its_queue_as_old_connections_end,
-           weight_change_rebuilds, table_share_metric_follows_the_table, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           weight_change_rebuilds, table_share_metric_follows_the_table,
+           table_share_is_the_tables_during_slow_start, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
