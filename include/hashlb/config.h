@@ -651,6 +651,10 @@ int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const boo
 /* 0 if hashlb_service_cfg_build_table(<s>, NULL) would build, else its error
  * (hashlb_table_check(): nothing built). */
 int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err);
+/* The same with <weights> (s->n_backends of them, in order) in place of the config's: the
+ * weights a reload serves with where some were set at run time (hashlb ctl set). */
+int hashlb_service_cfg_check_weights(const struct hashlb_service_cfg *s, const uint32_t *weights,
+				     struct hashlb_error *err);
 
 /*
  * The most bytes <s>'s table holds in the daemon, whichever backends are

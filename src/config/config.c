@@ -3332,7 +3332,8 @@ const char *hashlb_service_dest_unknown(const struct hashlb_service_cfg *s, bool
  * or only checked (NULL).
  */
 static int service_table(const struct hashlb_service_cfg *s, const bool *also_down,
-			 struct hashlb_table **ret_table, struct hashlb_error *err)
+			 const uint32_t *weights, struct hashlb_table **ret_table,
+			 struct hashlb_error *err)
 {
 	uint32_t n = s->n_backends ? s->n_backends : 1;
 	struct hashlb_backend_spec *specs = calloc(n, sizeof(*specs));
@@ -3345,7 +3346,7 @@ static int service_table(const struct hashlb_service_cfg *s, const bool *also_do
 		goto out;
 	}
 	for (uint32_t i = 0; i < s->n_backends; i++) {
-		weight[i] = s->backends[i].weight;
+		weight[i] = weights ? weights[i] : s->backends[i].weight;
 		down[i] = s->backends[i].admin != HASHLB_ADMIN_READY || (also_down && also_down[i]);
 		backup[i] = s->backends[i].backup;
 	}
@@ -3368,12 +3369,18 @@ out:
 int hashlb_service_cfg_build_table(const struct hashlb_service_cfg *s, const bool *also_down,
 				   struct hashlb_table **ret_table, struct hashlb_error *err)
 {
-	return service_table(s, also_down, ret_table, err);
+	return service_table(s, also_down, NULL, ret_table, err);
 }
 
 int hashlb_service_cfg_check_table(const struct hashlb_service_cfg *s, struct hashlb_error *err)
 {
-	return service_table(s, NULL, NULL, err);
+	return service_table(s, NULL, NULL, NULL, err);
+}
+
+int hashlb_service_cfg_check_weights(const struct hashlb_service_cfg *s, const uint32_t *weights,
+				     struct hashlb_error *err)
+{
+	return service_table(s, NULL, weights, NULL, err);
 }
 
 uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)

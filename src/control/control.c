@@ -380,7 +380,7 @@ static void resolve_apply(struct hlb_control *ctl, bool ok)
 		resolve_drop(ctl);
 		return;
 	}
-	if (hlb_control_steer_fits(ctl, fresh, &err) < 0 ||
+	if (hlb_control_weights_fit(ctl, fresh, &err) < 0 ||
 	    hlb_pool_apply(ctl->pool, fresh, NULL, &err) < 0) {
 		resolve_failed(ctl, &err);
 		resolve_drop(ctl);
@@ -594,22 +594,69 @@ void hlb_control_stop(struct hlb_control *ctl, bool close_admin)
 	}
 }
 
-int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *cfg,
-			   struct hashlb_error *err)
+/*
+ * <c>'s error when <w>, its backends' weights once applied, some set at run time and kept
+ * over the config, make no table that the config's own would (the loader checked those):
+ * every one 0, at the first backend the config gives weight 0 (the edit that leaves none),
+ * else at the service; or a table too large to build (a ring's vnodes raised beside a
+ * weight raised at run time), at the service.
+ */
+static int weights_fit_table(const struct hashlb_service_cfg *c, const uint32_t *w,
+			     struct hashlb_error *err)
 {
+	struct hashlb_error why = { 0 };
+	struct hashlb_pos at = c->pos;
+	uint32_t set = 0;
+	bool any = false;
+	int r;
+
+	for (uint32_t j = 0; j < c->n_backends; j++) {
+		any |= w[j] != 0;
+		set += w[j] != c->backends[j].weight;
+	}
+	if (!set)
+		return 0;
+	if (any) {
+		r = hashlb_service_cfg_check_weights(c, w, &why);
+		if (r == 0 || r == -ENOMEM)
+			return r == 0 ? 0 : hashlb_err(err, r, why.reason, "%s", why.msg);
+		r = hashlb_err(err, r, why.reason,
+			       "service '%s', with the weight%s of %u backend%s set at run time "
+			       "(hashlb ctl set) kept over the config: %s",
+			       c->name, set == 1 ? "" : "s", set, set == 1 ? "" : "s", why.msg);
+	} else {
+		for (uint32_t j = c->n_backends; j-- > 0;)
+			if (!c->backends[j].weight)
+				at = c->backends[j].pos;
+		r = hashlb_err(err, -EINVAL, HASHLB_ERR_ALL_WEIGHTS_ZERO,
+			       "service '%s': every backend would have weight 0, %u of them by a "
+			       "weight 0 set at run time (hashlb ctl set), kept over the config: "
+			       "no table; give one a weight above 0",
+			       c->name, set);
+	}
+	err->line = at.line;
+	err->column = at.column;
+	return r;
+}
+
+int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
+			    struct hashlb_error *err)
+{
+	bool weight_set = hlb_pool_weight_set(ctl->pool);
 	int ret = 0;
 
-	if (!ctl->steer_fits)
+	if (!ctl->steer_fits && !weight_set)
 		return 0;
 	if (hlb_pool_weights_begin(ctl->pool) < 0)
 		return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < cfg->n_services && ret == 0; i++) {
 		const struct hashlb_service_cfg *c = &cfg->services[i];
+		bool steered = ctl->steer_fits && c->steering == HASHLB_STEERING_KERNEL;
 		uint32_t n = c->n_backends, *w;
 		const char **names;
 		bool *backup;
 
-		if (c->steering != HASHLB_STEERING_KERNEL)
+		if (!steered && !weight_set)
 			continue;
 		w = calloc(n ? n : 1, sizeof(*w));
 		names = calloc(n ? n : 1, sizeof(*names));
@@ -621,7 +668,10 @@ int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *
 				names[j] = c->backends[j].name;
 				backup[j] = c->backends[j].backup;
 			}
-			ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n, err);
+			ret = weights_fit_table(c, w, err);
+			if (ret == 0 && steered)
+				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
+						      err);
 		}
 		free(w);
 		free(names);
@@ -758,7 +808,7 @@ static int reload(struct hlb_control *ctl, const char *by, struct hashlb_error *
 	}
 	ret = admin_clash(ctl, cfg, err);
 	if (ret == 0)
-		ret = hlb_control_steer_fits(ctl, cfg, err);
+		ret = hlb_control_weights_fit(ctl, cfg, err);
 	if (ret == 0)
 		ret = hlb_pool_apply(ctl->pool, cfg, &changes, err);
 	if (ret < 0) {

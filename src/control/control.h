@@ -195,13 +195,17 @@ uint64_t hlb_control_close_named(struct hlb_control *ctl, const char *svc, const
 int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample **ret_v,
 			      uint32_t *ret_n);
 /*
- * Whether every kernel-steered service of <cfg>, with the weights applying it would give
- * (hlb_pool_weights_after()), fits its program (ctl->steer_fits): 0, else -E2BIG (or
- * -ENOMEM) with <err> saying why. A config that does not fit is refused whole: applied, its
- * tables would stay out of the kernel, and every later one (health changes) with them.
+ * Whether every service of <cfg>, with the weights applying it would give
+ * (hlb_pool_weights_after(): a weight set at run time stays unless the config changes it),
+ * has a table: 0, else its error with <err> at the config's position saying why (every
+ * backend at weight 0, or a table too large, by weights set with hashlb ctl set); and
+ * every kernel-steered one fits its program (ctl->steer_fits), else -E2BIG (or -ENOMEM). A
+ * config that fails is refused whole: applied, its table would not build (the old one
+ * serving, the reload said applied), or stay out of the kernel, and every later one
+ * (health changes) with them.
  */
-int hlb_control_steer_fits(struct hlb_control *ctl, const struct hashlb_config *cfg,
-			   struct hashlb_error *err);
+int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
+			    struct hashlb_error *err);
 /* The sample of service <name> in <v> (<n> long), or NULL: it has no program now. */
 const struct hlb_steer_sample *hlb_control_steer_sample_of(const struct hlb_steer_sample *v,
 							   uint32_t n, const char *name);

@@ -3279,6 +3279,29 @@ void hlb_pool_weights_end(struct hlb_pool *p)
 		orphans_sorted_end(p); /* none taken: the orphans stay as they were */
 }
 
+static bool weight_set(const struct hlb_pool_backend *b)
+{
+	return b->rt->weight != b->cfg_weight;
+}
+
+bool hlb_pool_weight_set(const struct hlb_pool *p)
+{
+	for (uint32_t i = 0; i < p->n_orphans; i++)
+		if (weight_set(p->orphans[i]))
+			return true;
+	for (uint32_t i = 0; i < p->n_svcs; i++) {
+		const struct hlb_pool_service *s = p->svcs[i];
+
+		for (uint32_t j = 0; j < s->n_backends; j++)
+			if (weight_set(s->backends[j]))
+				return true;
+		for (uint32_t j = 0; j < s->n_removed + s->n_drained; j++)
+			if (weight_set(service_gone_at(s, j)))
+				return true;
+	}
+	return false;
+}
+
 int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 			   uint32_t *ret_weights)
 {

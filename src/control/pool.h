@@ -254,6 +254,13 @@ int hlb_pool_weights_after(struct hlb_pool *p, const struct hashlb_service_cfg *
  */
 int hlb_pool_weights_begin(struct hlb_pool *p);
 void hlb_pool_weights_end(struct hlb_pool *p);
+/*
+ * Whether a backend of <p> (running, removed and draining, or of a removed service) has a
+ * weight set at run time other than its config's: only then may a config whose tables
+ * build make one that does not once applied (the weights set at run time kept,
+ * hlb_pool_weights_after()). A scan, reading no name.
+ */
+bool hlb_pool_weight_set(const struct hlb_pool *p);
 
 /* Stop every health check (shutdown), ending in the log the runs of checks failed while up. */
 void hlb_pool_stop_checks(struct hlb_pool *p);

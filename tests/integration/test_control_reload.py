@@ -996,6 +996,72 @@ def reloads_say_what_run_time_settings_they_keep():
     check(lb.stop() == 0, "exit 0")
 
 
+def reloads_that_run_time_weights_leave_no_table_are_refused():
+    """Weights set at run time stay over a config that does not change them. A reload that
+    gives the last backend of weight above 0 a weight of 0 in the config (or removes it),
+    beside weights set to 0 at run time, would leave the service no table (hashlb ctl set
+    refuses to set that last weight to 0); one that raises a ring's vnodes beside a weight
+    raised at run time, a table too large to build. Both were applied instead, answered
+    "reloaded", exit 0, while the table's build failed (logged as an error) and the old
+    table served on: the status said weight 0 beside a share of 100%, the table the old
+    vnodes. They are refused now, at the config's position, the running config kept."""
+    t = [("a", "127.0.0.1:1"), ("b", "127.0.0.1:2"), ("c", "127.0.0.1:3")]  # never dialled
+    off = "enabled: false"
+    lb = Lb(config(t, health=off))
+    for name in ("a", "b"):
+        rc, so, se = lb.ctl("set", name, "weight", "0")
+        check(rc == 0, f"ctl set {name} weight 0: {se}")
+    generation = lb.service()["generation"]
+    why = ("every backend would have weight 0, 2 of them by a weight 0 set at run time "
+           "(hashlb ctl set), kept over the config: no table; give one a weight above 0")
+    # c is the block mapping at line 15 (config()), column 9
+    lb.rewrite(config([*t[:2], (*t[2], "weight: 0")], health=off))
+    rc, so, se, logged = lb.reload()
+    check(rc == 1 and re.search(r":15:9: error: service 't': " + re.escape(why), se) and
+          "reload refused, the running config keeps serving" in se,
+          f"c at weight 0 in the config: refused at its place: {rc} {so!r} {se!r}")
+    check(any('msg="reload failed, keeping the running config"' in l and "line=15 column=9"
+              in l for l in logged) and
+          not any("table build failed" in l for l in lb.log), f"logged so: {logged}")
+    check(lb.backend("c")["weight"] == 1 and lb.backend("c")["in_table"] and
+          lb.service()["generation"] == generation, "c serves on at weight 1, the table kept")
+    n = len(lb.log)
+    lb.proc.send_signal(signal.SIGHUP)
+    check(lb.wait(lambda: any("reload failed" in l for l in lb.log[n:])) is not None and
+          not any("msg=reloaded " in l for l in lb.log[n:]), f"SIGHUP too: {lb.log[n:]}")
+    # c removed: no backend of the config at weight 0, the service's entry named (line 4)
+    lb.rewrite(config(t[:2], health=off))
+    rc, so, se, _ = lb.reload()
+    check(rc == 1 and re.search(r":4:5: error: service 't': " + re.escape(why), se),
+          f"c removed: refused at the service: {rc} {se!r}")
+    # the config giving a a weight of its own, that one applies
+    lb.rewrite(config([(*t[0], "weight: 2"), t[1], (*t[2], "weight: 0")], health=off))
+    rc, so, se, _ = lb.reload()
+    check(rc == 0 and lb.backend("a")["weight"] == 2 and lb.backend("a")["in_table"] and
+          lb.backend("c")["weight"] == 0, f"a weighted by the config: reloaded {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+    ring = [t[0], t[1]]
+    lb = Lb(config(ring, scheme="ring", health=off, extra="vnodes: 1000"))
+    rc, so, se = lb.ctl("set", "a", "weight", "500")
+    check(rc == 0, f"ctl set a weight 500: {se}")
+    lb.rewrite(config(ring, scheme="ring", health=off, extra="vnodes: 100000"))
+    rc, so, se, logged = lb.reload()
+    check(rc == 1 and ":4:5: error: service 't', with the weight of 1 backend set at run time "
+          "(hashlb ctl set) kept over the config: ring of 50100000 points (vnodes 100000 x "
+          "weights summed 501) needs 3613560758 bytes to build, above the cap of 268435456"
+          in se and not any("table build failed" in l for l in lb.log),
+          f"vnodes 100000 beside weight 500: refused: {rc} {se!r}")
+    rc, so, se = lb.ctl("table")
+    check(rc == 0 and "ring vnodes=1000 " in so, f"the table of vnodes 1000 serves: {so!r}")
+    rc, so, se = lb.ctl("set", "a", "weight", "1")
+    rc2, so2, se2, _ = lb.reload()
+    check(rc == 0 and rc2 == 0, f"a at the config's weight again: reloaded: {se} {se2!r}")
+    rc, so, se = lb.ctl("table")
+    check(rc == 0 and "ring vnodes=100000 " in so, f"vnodes 100000 serve: {so!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def reloads_say_who_asked():
     """A reload's line says what asked for it, as `ctl set` says by=admin: the admin endpoint
     (POST /reload, hashlb ctl reload) `by=admin`, SIGHUP `by=signal`, a failed one too.
@@ -1726,7 +1792,8 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            removed_drain_to_their_own_deadline_during_a_stop,
            queued_client_keeps_its_service_drain_during_a_stop, a_removed_service_logs_its_totals,
            services_keep_their_ports_through_reloads, reloads_say_what_they_changed,
-           reloads_say_what_run_time_settings_they_keep, reloads_say_who_asked,
+           reloads_say_what_run_time_settings_they_keep,
+           reloads_that_run_time_weights_leave_no_table_are_refused, reloads_say_who_asked,
            reload_says_which_file_it_reloaded,
            reload_lines_say_what_was_in_effect, reloads_that_move_clients_are_warned,
            reloads_say_how_many_clients_they_move,

@@ -1215,7 +1215,7 @@ static void test_weights_after_a_service_added_back_are_those_it_serves_with(voi
 	assert_int_equal(w[0], 1);
 	assert_int_equal(w[1], 5);
 	assert_int_equal(w[3], 3);
-	/* the same with the orphans sorted once for a whole config (hlb_control_steer_fits()) */
+	/* the same with the orphans sorted once for a whole config (hlb_control_weights_fit()) */
 	memset(w, 0, sizeof(w));
 	assert_int_equal(hlb_pool_weights_begin(f.pool), 0);
 	assert_int_equal(hlb_pool_weights_after(f.pool, &back->services[0], w), 0);
