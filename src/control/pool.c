@@ -2508,6 +2508,18 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 	}
 	s->need_full = true;
 	ret = service_build(s, &snap, err);
+	if (ret < 0 && ret != -ENOMEM && p->n_ho && err) {
+		/* the config's own tables build (the loader checked them): the weights taken
+		 * over made this one fail, which the bare build error did not say */
+		struct hashlb_error why = *err;
+
+		hashlb_err(err, ret, why.reason,
+			   "service '%s', with the weights set at run time in the hashlb it takes "
+			   "over from: %s",
+			   c->name, why.msg);
+		err->line = c->pos.line;
+		err->column = c->pos.column;
+	}
 	if (ret < 0)
 		goto err_free;
 	if (r)

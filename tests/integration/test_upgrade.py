@@ -1829,6 +1829,32 @@ def unix_admin_comes_back_when_the_upgrade_fails():
     check(not os.path.exists(path), "the old one removes the path as it stops")
 
 
+def upgrade_failed_by_carried_weights_says_why():
+    """An upgrade in place carries the weights set at run time over to the new process, as a
+    reload keeps them. With a and b set to weight 0 and the config giving c weight 0, the new
+    process has no table for the service and exits; the old one serves on. It said only "hashlb
+    run: all 3 backends have weight 0", which the config it names contradicts (one backend at
+    weight 0): now the config's position, the service and that the weights taken over made
+    it, as the reload of that config says it."""
+    admin = admin_addr()
+    exe, old = installed("wcarry", admin)
+    for name in ("a", "b"):
+        rc, so, se = old.ctl("set", name, "weight", "0")
+        check(rc == 0, f"ctl set {name} weight 0: {se}")
+    with open(old.path, "w") as f:
+        f.write(config([*BACKENDS[:2], (*BACKENDS[2], "weight: 0")], admin=admin,
+                       listen=f"{LISTEN[0]}:{LISTEN[1]}"))
+    rc, out, err = old.ctl("upgrade")
+    check(rc == 1 and "upgrade failed" in err and f"pid {old.proc.pid} goes on serving" in err,
+          f"the new process cannot start: {rc} {out!r} {err!r}")
+    check(old.wait_log(re.escape("wcarry.yaml:4:5: error: service 't', with the weights set at "
+                                 "run time in the hashlb it takes over from: all 3 backends "
+                                 "have weight 0")),
+          f"the new process says where and why: {old.log[-5:]}")
+    check(who(LISTEN, client_ip(7)) == "c", "the old one serves on, on c")
+    check(old.stop() == 0, "exit 0")
+
+
 def port_zero_service_keeps_its_port():
     """A service listening on port 0 ("any free port": where another program reads the port
     from /status, or a test) keeps the port it got across an upgrade in place, as it does
@@ -2678,6 +2704,7 @@ run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_w
            unix_admin_comes_back_when_the_new_one_stops,
            unix_admin_path_answers_while_the_new_one_binds,
            unix_admin_comes_back_when_the_upgrade_fails,
+           upgrade_failed_by_carried_weights_says_why,
            unix_admin_path_bound_in_place_when_a_name_beside_it_is_refused,
            port_zero_service_keeps_its_port, many_down_backends_handed_over,
            takeover_waits_for_a_slow_old_process, takeover_gives_up_on_a_hung_old_process,
