@@ -1174,16 +1174,22 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 			goto out;
 		}
 	}
-	/* A table the service's kernel steering program cannot hold would stay
-	 * out of the kernel, and every later one with it (health changes). */
-	if (has_weight && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits) {
-		const char **names = calloc(s->n_backends ? s->n_backends : 1, sizeof(*names));
-		uint32_t *ws = calloc(s->n_backends ? s->n_backends : 1, sizeof(*ws));
-		bool *backup = calloc(s->n_backends ? s->n_backends : 1, sizeof(*backup));
+	/* The table the weights leave, checked before anything changes: one too large to
+	 * build (a ring's points past the build's cap) is refused here, as every weight 0 is
+	 * above, so that an operator's request is no failed rebuild (an error logged, counted
+	 * in hashlb_service_rebuild_failures_total); one the service's kernel steering program
+	 * cannot hold would stay out of the kernel, and every later one with it (health
+	 * changes). */
+	if (has_weight) {
+		uint32_t m = s->n_backends ? s->n_backends : 1;
+		const char **names = calloc(m, sizeof(*names));
+		uint32_t *ws = calloc(m, sizeof(*ws));
+		bool *backup = calloc(m, sizeof(*backup));
+		struct hashlb_backend_spec *specs = calloc(m, sizeof(*specs));
 		struct hashlb_error e = { 0 };
 		int r = -ENOMEM;
 
-		if (names && ws && backup) {
+		if (names && ws && backup && specs) {
 			for (uint32_t j = 0; j < s->n_backends; j++) {
 				uint32_t k = 0;
 
@@ -1192,13 +1198,18 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 				names[j] = s->backends[j]->rt->name;
 				ws[j] = k < n ? w : s->backends[j]->rt->weight;
 				backup[j] = s->backends[j]->rt->backup;
+				specs[j] = (struct hashlb_backend_spec){ .name = names[j],
+									 .weight = ws[j] };
 			}
-			r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, names, ws, backup,
-					    s->n_backends, &e);
+			r = hashlb_table_check(&s->cfg->table, specs, s->n_backends, &e);
+			if (r == 0 && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits)
+				r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, names, ws, backup,
+						    s->n_backends, &e);
 		}
 		free(names);
 		free(ws);
 		free(backup);
+		free(specs);
 		if (r < 0) {
 			resp_error(resp, r == -ENOMEM ? 500 : 409, "%s",
 				   r == -ENOMEM ? "out of memory" : e.msg);

@@ -876,6 +876,34 @@ def table_share_is_the_tables_during_slow_start():
     d.stop()
 
 
+def weight_making_a_table_too_large_is_refused_before_a_build():
+    """hashlb ctl set WEIGHT that makes a ring too large to build (vnodes 1000 x weights
+    summed past the build's 256 MiB) is refused before anything changes, as a weight 0 on
+    the last backend with a weight is: an operator's request, not a failed rebuild. It was
+    refused by building it: an error line "table build failed" and
+    hashlb_service_rebuild_failures_total counted, the alert for a control plane that cannot
+    build its tables, for a request that changed nothing."""
+    lb = Lb(config(BACKENDS, scheme="ring", extra="vnodes: 1000"))
+    gen = lb.service()["generation"]
+    rc, so, se = lb.ctl("set", "a", "weight", "10000")
+    check(rc == 1 and "ring of 10002000 points (vnodes 1000 x weights summed 10002) needs "
+          in se and "above the cap of 268435456" in se, f"ctl set a weight 10000: refused: "
+          f"{rc} {so!r} {se!r}")
+    # with a state: neither is set
+    status, body = lb.http("POST", "/set?backend=a&weight=9000&state=drain")[:2]
+    check(status == 409 and "above the cap of 268435456" in str(body),
+          f"POST /set weight=9000&state=drain: refused: {status} {body!r}")
+    a = lb.backend("a")
+    check(a["weight"] == 1 and a["state"] == "ready" and lb.service()["generation"] == gen,
+          f"nothing changed: {a}")
+    check(metric_sum(lb, "hashlb_service_rebuild_failures_total") == 0 and
+          not any("table build failed" in l for l in lb.log),
+          f"no rebuild failed, none logged: {[l for l in lb.log if 'level=error' in l]}")
+    rc, so, se = lb.ctl("set", "a", "weight", "100")
+    check(rc == 0 and lb.backend("a")["weight"] == 100, f"a weight that fits is set: {se}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def table_share_metric_follows_the_table():
     """hashlb_backend_table_share is each backend's share of its service's published table,
     /status's share, on Maglev and on the ring: the backends' add up to 1 while one takes
@@ -3762,7 +3790,8 @@ def empty_names_are_refused_as_such():
     check(lb.stop() == 0, "hashlb exits 0")
 
 
-run_tests([drain_keeps_connections_takes_no_new_clients, table_generations_are_one_counter_for_the_process,
+run_tests([drain_keeps_connections_takes_no_new_clients,
+           weight_making_a_table_too_large_is_refused_before_a_build, table_generations_are_one_counter_for_the_process,
            set_and_close_find_the_service_of_their_backend,
            which_service_lists_services_in_order, set_finds_the_service_it_can_change,
            open_fds_tracks_connections,
