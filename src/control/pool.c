@@ -1698,16 +1698,23 @@ static bool backend_unchecked_set_up(struct hlb_pool_backend *b, const struct ha
 	return true;
 }
 
-/* <b>, held down by a verdict, up as checks are off in <c>: said. */
-static void backend_unchecked_up_log(const struct hlb_pool_backend *b,
-				     const struct hashlb_service_cfg *c)
+/* <b> of <c>, held down by a verdict, up without a check for <cause>: said. */
+static void backend_up_log(const struct hlb_pool_backend *b, const struct hashlb_service_cfg *c,
+			   const char *cause)
 {
 	char qn[POOL_NAME_QUOTED];
 
 	/* its "backend down" line had no end: it took clients again unsaid */
 	pool_log(b->svc->pool, HLB_LOG_INFO, "backend up",
-		 "service=%s backend=%s cause=unchecked flaps=%" PRIu64, c->name,
-		 backend_qname(b, qn), b->health.flaps);
+		 "service=%s backend=%s cause=%s flaps=%" PRIu64, c->name, backend_qname(b, qn),
+		 cause, b->health.flaps);
+}
+
+/* <b>, held down by a verdict, up as checks are off in <c>: said. */
+static void backend_unchecked_up_log(const struct hlb_pool_backend *b,
+				     const struct hashlb_service_cfg *c)
+{
+	backend_up_log(b, c, "unchecked");
 }
 
 /* Checks off in <c>: no verdict holds <b> down any more. Whether it was (said). */
@@ -3538,6 +3545,12 @@ static void service_update(struct hlb_pool_service *s, const struct hashlb_servi
 			change_backend_settings(s, keep, &chg);
 		else
 			change_backend(s, keep, true);
+		/* its name down at the old address, up at the new one (assumed, as an added
+		 * backend is, until its checks say): said, as every return is (in maint its
+		 * health says nothing: it starts down as it leaves) */
+		if (b && b != keep && !b->health.up && keep->health.up &&
+		    keep->admin != HASHLB_ADMIN_MAINT)
+			backend_up_log(keep, c, "moved");
 		if (back && !b) /* the name moved back says its address (the change above) */
 			service_reclaim_log(s, keep);
 		/* no workers: now; out of memory: kept, as an old snapshot is, not freed early */

@@ -1489,6 +1489,38 @@ def checks_turned_off_say_a_down_backend_is_up():
     b.stop()
 
 
+def a_down_backend_given_another_address_says_it_is_up():
+    """A reload that gives a backend down (here held down for flapping would do the same) a
+    new address makes it a new backend at that address, up as an added one is until its
+    checks say otherwise, and it takes its clients again: logged as every return is,
+    `msg="backend up" ... cause=moved`. Before, its `backend down` line was the last word on
+    it while it served (as it was for checks turned off); the new address dead, its own
+    `backend down` follows."""
+    b = Backend("b")
+    a = Backend("a")
+    dead = f"127.0.0.1:{dead_port()}"
+    lb = Lb(config([("a", a.addr), ("m", dead)]))
+    check(lb.wait_log(r'msg="backend down" service=t backend=m '), "m goes down")
+    lb.rewrite(config([("a", a.addr), ("m", b.addr)]))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and lb.backend("m")["health"] == "up", f"reloaded, m up: {se}")
+    ups = [l for l in logged if 'msg="backend up"' in l]
+    check(len(ups) == 1 and re.search(r'msg="backend up" service=t backend=m cause=moved '
+                                      r'flaps=0$', ups[0]) and check_logfmt(logged),
+          f"m's return is logged, a's nothing (it was up): {ups}")
+    # moved again, to a dead port: the checks take it down, said too
+    n = len(lb.log)
+    lb.rewrite(config([("a", a.addr), ("m", f"127.0.0.1:{dead_port()}")]))
+    rc, so, se, logged = lb.reload()
+    check(rc == 0 and not any('msg="backend up"' in l for l in logged),
+          f"m was up: no line of a return: {logged}")
+    check(lb.wait(lambda: any('msg="backend down" service=t backend=m ' in l
+                              for l in lb.log[n:])) is not None, "and it goes down, said")
+    check(lb.stop() == 0, "exit 0")
+    a.stop()
+    b.stop()
+
+
 def reload_lines_say_what_was_in_effect():
     """A reload's lines on a backend say the settings it served with, those set at run time
     (`hashlb ctl set`) among them: `reload: backend removed ... weight=7` for one set to 7,
@@ -1807,6 +1839,7 @@ run_tests([reloads_under_traffic, moved_listener_serves_its_backlog,
            reloads_give_the_old_tables_back,
            a_huge_flat_list_is_refused_in_bounded_memory,
            reloads_of_many_backends_keep_the_rss, checks_turned_off_say_a_down_backend_is_up,
+           a_down_backend_given_another_address_says_it_is_up,
            service_added_back_while_a_worker_still_closes_its_socket,
            another_process_beside_our_closing_socket_in_the_other_family,
            service_added_back_as_its_old_socket_closes_after_the_bind,
