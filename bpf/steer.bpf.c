@@ -28,8 +28,9 @@
  *   - to a closed VIP (hashlb run stopping): forwarded by its conntrack
  *     entry only (not a SYN), else passed to the stack;
  *   - a client's FIN or RST forwarded by its conntrack entry marks the entry
- *     closing, a SYN so forwarded unmarks it (a stop's drain ends once only
- *     closing entries are left).
+ *     closing, a SYN so forwarded half-open (closing until the handshake's
+ *     ACK goes by it: a stop's drain ends once only closing entries are
+ *     left).
  *
  * Every map read here is an array, inlined by the verifier: the programs
  * make no kernel call except bpf_redirect (and in tc bpf_skb_pull_data, and
@@ -438,27 +439,33 @@ static __always_inline void ct_closing_count(void)
 
 /*
  * Way <way> of <b>, entry <e>, forwarded a packet with TCP flags <fl>, one of
- * them FIN, SYN or RST: the client's FIN or RST marks it closing, a SYN (a new
- * connection on the tuple) unmarks it (HLB_STEER_CT_CLOSING). Like the inserts,
- * a plain store: a way another CPU gave to another flow meanwhile would get
- * this entry back (that flow counted once in ct_lost), a window of a few
- * instructions once a flow.
+ * them FIN, SYN or RST, or none of them with <e> half-open: the client's FIN
+ * or RST marks it closing, a SYN (a new connection on the tuple, or one
+ * retransmitted) half-open and closing, and its first packet with none of the
+ * three (the handshake's ACK) open (HLB_STEER_CT_CLOSING,
+ * HLB_STEER_CT_HALF_OPEN). Like the inserts, a plain store: a way another CPU
+ * gave to another flow meanwhile would get this entry back (that flow counted
+ * once in ct_lost), a window of a few instructions once a flow.
  */
 static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u8 fl)
 {
-	__u64 m = fl & TCP_F_SYN ? e & ~HLB_STEER_CT_CLOSING : e | HLB_STEER_CT_CLOSING;
+	__u64 m = fl & (TCP_F_FIN | TCP_F_RST)
+			  ? (e | HLB_STEER_CT_CLOSING) & ~HLB_STEER_CT_HALF_OPEN
+		  : fl & TCP_F_SYN ? e | HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN
+				   : e & ~(HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN);
 
 	if (m == e)
 		return;
 	*(volatile __u64 *)&b->way[way] = m;
-	if (m & HLB_STEER_CT_CLOSING)
+	if ((m & (HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN)) == HLB_STEER_CT_CLOSING)
 		ct_closing_count();
 }
 
 /* Way <way> of <b>, entry <e>, used by a packet forwarded by it (<tcp> its
  * header) at tick <now>: its time, written only when it changed (once a tick,
- * not once a packet, so the line stays shared), and its closing mark
- * (ct_mark()) if the packet has FIN, SYN or RST. */
+ * not once a packet, so the line stays shared), and its marks (ct_mark()) if
+ * the packet has FIN, SYN or RST or the entry is half-open: on an established
+ * flow's packet, one test of <e> more (a register) than before half-open. */
 static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u32 now,
 				    const struct tcphdr *tcp)
 {
@@ -466,7 +473,7 @@ static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __
 
 	if (b->seen[way] != now)
 		b->seen[way] = now;
-	if (fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST))
+	if ((fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST)) || (e & HLB_STEER_CT_HALF_OPEN))
 		ct_mark(b, way, e, fl);
 }
 
@@ -827,11 +834,16 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		__u64 ne = hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
 
 		/* A FIN or RST that makes the entry (a flow rescheduled or
-		 * evicted as it closes) makes it closing, as ct_mark() would
-		 * on a kept entry: a stop's drain need not wait for it. */
-		if (tcp_flags(tcp) & (TCP_F_FIN | TCP_F_RST)) {
+		 * evicted as it closes) makes it closing, a SYN half-open, as
+		 * ct_mark() would on a kept entry: a stop's drain need not
+		 * wait for it. */
+		__u8 fl = tcp_flags(tcp);
+
+		if (fl & (TCP_F_FIN | TCP_F_RST)) {
 			ne |= HLB_STEER_CT_CLOSING;
 			ct_closing_count();
+		} else if (fl & TCP_F_SYN) {
+			ne |= HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN;
 		}
 		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;

@@ -249,12 +249,15 @@ struct hlb_steer_flow_key {
 /*
  * Connection tracking: hashlb's own set-associative table in an array map
  * (docs/DESIGN-steering.md says why). hlb_steer_ct_hash(flow) picks a bucket
- * (its low bits) and a tag (its top 31 bits). A bucket is one cache line of
+ * (its low bits) and a tag (its top 30 bits). A bucket is one cache line of
  * HLB_STEER_CT_WAYS ways; each way is one aligned 64-bit word written with a
  * single store, so a reader on another CPU sees a whole entry or none:
  *
- *   bits 63..33  tag          the flow's hash's top 31 bits
- *   bit  32      closing      the client sent its FIN or RST (HLB_STEER_CT_CLOSING)
+ *   bits 63..34  tag          the flow's hash's top 30 bits
+ *   bit  33      half-open    no packet but the client's SYN has used it yet
+ *                             (HLB_STEER_CT_HALF_OPEN)
+ *   bit  32      closing      the client sent its FIN or RST, or, half-open,
+ *                             only its SYN (HLB_STEER_CT_CLOSING)
  *   bits 31..24  vip          its index in hlb_vips (a way matches a flow by
  *                             tag and vip: one VIP's flows never take
  *                             another's entries)
@@ -272,15 +275,25 @@ struct hlb_steer_flow_key {
  * takes no new flow, to tell a reused tuple from a tag matched by chance.
  *
  * An entry is marked closing by a packet from the client with FIN or RST that
- * it forwards, and unmarked by a SYN it forwards (a new connection on the
- * tuple): the flow is ending, and a stop's drain (hashlb run) ends once every
- * entry left is closing and unused (docs/steering.md). It is still forwarded
+ * it forwards: the flow is ending, and a stop's drain (hashlb run) ends once
+ * every entry left is closing and unused (docs/steering.md). A SYN that makes
+ * or uses an entry (a new connection, a new one on the tuple, a retransmitted
+ * SYN) marks it half-open and closing; the client's next packet without SYN,
+ * FIN or RST (its ACK of the handshake) clears both: a connect no backend
+ * answered is no open flow, so a drain ends once it has gone unused as a
+ * closed flow does, not after timeouts.idle. Either way it is still forwarded
  * by, and evicted like, any other. Programs whose hlb_stats2 has ct_closing
- * mark entries; in an older one's, bit 32 is part of the tag.
+ * mark entries closing; in an older one's, bit 32 is part of the tag. A
+ * program from before half-open had its tag in bits 63..33: its entries (in
+ * a program grown from one, hashlb_steer_grow()) match here by the same bits
+ * 63..34, bit 33 read as half-open in about half of them, which the flow's
+ * next packet without SYN clears (one more store, and a FIN-closed one is
+ * then counted open until timeouts.idle, as before closing marks).
  */
 #define HLB_STEER_CT_WAYS 6
 #define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
-#define HLB_STEER_CT_TAG_SHIFT 33
+#define HLB_STEER_CT_TAG_SHIFT 34
+#define HLB_STEER_CT_HALF_OPEN (1ULL << 33)
 #define HLB_STEER_CT_CLOSING (1ULL << 32)
 #define HLB_STEER_CT_VIP_SHIFT 24
 #define HLB_STEER_CT_INC_SHIFT 16

@@ -1568,8 +1568,9 @@ static void drain_tick(struct hlb_daemon *d, void *arg)
  * changes it), ends now, its flows over. Not at two polls in a row (3 s): a
  * client that half-closed and waits longer for a slow server was cut. The
  * idle bound is the one the daemon's own connections have: an entry no
- * packet used for that long is a connect whose SYN no backend answered, a
- * client gone without FIN, or a connection the userspace path would have
+ * packet used for that long is a client gone without FIN (in an older
+ * hashlb's program, which marks no entry half-open, a connect whose SYN no
+ * backend answered too), or a connection the userspace path would have
  * closed as idle; before, any of them kept the drain to its deadline, as did
  * the entries of another service's table and of a VIP no longer served.
  */

@@ -6,7 +6,8 @@
  * an entry idle for hours before any recent one, and a hit makes its way
  * recent again; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a client's FIN or RST marks
- * its entry closing and a SYN unmarks it; a slot that another backend takes (a new incarnation) does
+ * its entry closing and a new connection's handshake (its ACK) unmarks it; a
+ * SYN's entry is half-open, not open, and a retransmitted SYN goes by it; a slot that another backend takes (a new incarnation) does
  * not inherit the old backend's flows, even when its 8-bit incarnation wraps, and the flows the
  * newcomer gets in the wait before it is written into the slot count once; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
@@ -237,8 +238,9 @@ static void flows_open(struct hashlb_steer *s, uint32_t *open, uint64_t *sum)
  * 1c. The client's FIN marks its flow's entry closing (counted once, a FIN
  * again not), which still forwards the flow's last packets to its backend;
  * hashlb_steer_flows_open() then counts it out of the open ones, and a use of
- * it (a tick later) changes the closing ones' sum; a SYN on the tuple (a new
- * connection to the same backend) unmarks it, a RST marks it again. What a
+ * it (a tick later) changes the closing ones' sum; a new connection on the
+ * tuple (to the same backend) unmarks it once its ACK follows its SYN, a RST
+ * marks it again. What a
  * stop's drain (hashlb run) ends by.
  */
 static void closing(struct hashlb_steer *s)
@@ -256,8 +258,11 @@ static void closing(struct hashlb_steer *s)
 	flow_init(&q, &rng, 0x0a00000a);
 	p.tcp_flags = 0x02; /* SYN */
 	CHECK(send_pkt(&p, &be) == XDP_TX_, "SYN not forwarded");
-	p.tcp_flags = 0x10;
 	send_pkt(&q, &be2);
+	flows_open(s, &open, &sum0);
+	CHECK(open == 1, "%u open entries of a flow and a SYN", open);
+	p.tcp_flags = 0x10;
+	send_pkt(&p, &be2);
 	flows_open(s, &open, &sum0);
 	CHECK(open == 2, "%u open entries of 2 flows", open);
 
@@ -291,7 +296,11 @@ static void closing(struct hashlb_steer *s)
 	p.tcp_flags = 0x02; /* a new connection on the tuple */
 	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "SYN of a reused tuple moved");
 	flows_open(s, &open, &sum1);
-	CHECK(open == 2 && sum1 == 0, "a SYN did not unmark its entry: %u open", open);
+	CHECK(open == 1 && sum1 != 0, "a reused tuple's SYN: %u open", open);
+	p.tcp_flags = 0x10; /* its ACK */
+	CHECK(send_pkt(&p, &be2) == XDP_TX_ && be2 == be, "ACK of a reused tuple moved");
+	flows_open(s, &open, &sum1);
+	CHECK(open == 2 && sum1 == 0, "a handshake did not unmark its entry: %u open", open);
 	p.tcp_flags = 0x14; /* RST ACK */
 	send_pkt(&p, &be2);
 	flows_open(s, &open, &sum1);
@@ -317,8 +326,73 @@ static void closing(struct hashlb_steer *s)
 	CHECK(w >= 0 && (bk.way[w] & HLB_STEER_CT_CLOSING), "a FIN made an entry not closing");
 	flows_open(s, &open, &sum1);
 	CHECK(open == 1, "%u open entries after an untracked flow's FIN, 1 before", open);
-	printf("closing: a client's FIN or RST marks its entry, a SYN unmarks it; the flow's "
-	       "last packets still go by it; a FIN that makes an entry makes it closing\n");
+	printf("closing: a client's FIN or RST marks its entry, a new connection's handshake "
+	       "unmarks it; the flow's last packets still go by it; a FIN that makes an entry "
+	       "makes it closing\n");
+}
+
+/*
+ * 1d. A SYN's entry is half-open: counted closing, not open, by
+ * hashlb_steer_flows_open() (a connect no backend answered keeps no stop's
+ * drain to timeouts.idle), and not as a close (ct_closing); a retransmitted
+ * SYN goes by it to the first SYN's backend, though the table has changed
+ * since, and the client's ACK makes it open. Before, a SYN's entry was open
+ * at once.
+ */
+static void half_open(struct hashlb_steer *s, const struct hashlb_table *t)
+{
+	static const char *const more[] = { "a", "b", "c", "d", "e", "f", "g" };
+	struct hashlb_table *t2 = build(HASHLB_SCHEME_MAGLEV, more, 7, NULL);
+	struct hashlb_steer_flows fl;
+	struct hlb_steer_stats st0, st1;
+	struct test_pkt f[40];
+	const char *first[40];
+	uint64_t rng = 23;
+	uint32_t moved = 0, bad = 0, open;
+	uint64_t sum;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	st0 = stats(s);
+	for (int i = 0; i < 40; i++) {
+		flow_init(&f[i], &rng, 0x0a00000a);
+		f[i].tcp_flags = 0x02; /* SYN */
+		first[i] = send_name(t, &f[i]);
+		bad += !same(first[i], table_says(t, &f[i]));
+	}
+	CHECK(bad == 0, "%u SYNs not where the table says", bad);
+	CHECK(hashlb_steer_flows_open(s, &fl) == 0 && fl.open == 0 && fl.closing == 40,
+	      "40 SYNs: %u open entries, %u closing", fl.open, fl.closing);
+	CHECK(stats(s).ct_closing == st0.ct_closing, "a SYN counted as a close");
+
+	test_publish(s, t2, HASHLB_KEY_4TUPLE, NULL);
+	st0 = stats(s);
+	for (int i = 0; i < 40; i++) {
+		moved += !same(first[i], table_says(t2, &f[i]));
+		bad += !same(send_name(t2, &f[i]), first[i]); /* the SYN again */
+	}
+	st1 = stats(s);
+	CHECK(moved > 0, "no flow the new table moves: the test proves nothing");
+	CHECK(bad == 0 && st1.ct_hits - st0.ct_hits == 40 && st1.new_flows == st0.new_flows,
+	      "40 retransmitted SYNs (%u the new table moves): %u elsewhere, %llu hits, %llu new "
+	      "flows",
+	      moved, bad, (unsigned long long)(st1.ct_hits - st0.ct_hits),
+	      (unsigned long long)(st1.new_flows - st0.new_flows));
+	flows_open(s, &open, &sum);
+	CHECK(open == 0, "%u open entries after retransmitted SYNs", open);
+
+	for (int i = 0; i < 40; i++) {
+		f[i].tcp_flags = 0x10; /* the handshake's ACK */
+		bad += !same(send_name(t2, &f[i]), first[i]);
+	}
+	CHECK(hashlb_steer_flows_open(s, &fl) == 0 && fl.open == 40 && fl.closing == 0 && bad == 0,
+	      "40 ACKs: %u open entries, %u closing, %u elsewhere", fl.open, fl.closing, bad);
+	CHECK(stats(s).ct_closing == st0.ct_closing, "a handshake counted as a close");
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	printf("half-open: 40 SYNs' entries closing, not open; retransmitted after a table change "
+	       "(%u would move), each to its first backend; open once ACKed\n",
+	       moved);
+	hashlb_table_free(t2);
 }
 
 /*
@@ -1438,6 +1512,7 @@ int main(void)
 	s = load(0, 0, t);
 	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
 	closing(s);
+	half_open(s, t);
 	tag_collision(s, t);
 	crafted_collision(s);
 	incarnation(s, false);
