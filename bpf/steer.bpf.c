@@ -804,8 +804,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	/*
 	 * The way: the one with this tag (a reschedule, or a tag shared with
 	 * another flow of the set), else an empty one, else the one seen
-	 * longest ago (ages wrap at 16 bits: an entry idle for longer than
-	 * that looks young, which only makes the choice less exact).
+	 * longest ago (ages wrap at 16 bits: the loader clamps those idle
+	 * longer than HASHLB_STEER_CT_AGE_MAX, hashlb_steer_ct_age(), so that
+	 * none idle for a whole wrap looks young).
 	 */
 	int evicted = 0;
 

@@ -351,6 +351,23 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 
 /* Empty the conntrack table (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);
+/*
+ * The conntrack entries' last-seen times are 16-bit ticks (about 18.6 h of
+ * them at HZ=250, 4.7 h at HZ=1000): an entry left idle for one wrap would
+ * look fresh to the program's eviction, which would take live flows' entries
+ * before it. hashlb_steer_ct_age() sets every entry idle for more than
+ * HASHLB_STEER_CT_AGE_MAX ticks to that age, so that run every
+ * hashlb_steer_ct_age_period_ms() (HASHLB_STEER_CT_AGE_EVERY ticks) no age
+ * reaches the wrap: a long-idle entry stays older than any used since. A scan
+ * of the table, as hashlb_steer_flows_count(); a use meanwhile is never
+ * undone. The number clamped into *<ret_clamped>. 0 or -errno.
+ */
+#define HASHLB_STEER_CT_AGE_MAX 0x8000u
+#define HASHLB_STEER_CT_AGE_EVERY 0x2000u
+int hashlb_steer_ct_age(struct hashlb_steer *s, uint32_t *ret_clamped);
+/* The same at tick <now> of the program's clock (tests). */
+int hashlb_steer_ct_age_at(struct hashlb_steer *s, uint16_t now, uint32_t *ret_clamped);
+uint64_t hashlb_steer_ct_age_period_ms(void);
 /* Number of conntrack entries (ways in use): a scan of the whole table, about
  * 1 MiB at the default size (docs/steering.md has its cost). */
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count);

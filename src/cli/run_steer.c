@@ -146,6 +146,8 @@ struct run_steer {
 	 * service of that program takes its figures from here, no scan again. */
 	struct steer_scan *scans;
 	uint32_t n_scans, scans_cap;
+	/* The programs' conntrack ages last clamped (ct_age()), mono_ms() */
+	uint64_t aged_ms;
 };
 
 /* One program's conntrack entries, each of its tables' and all
@@ -1322,6 +1324,34 @@ static bool attach_lost(struct run_steer *rs, struct run_steer_svc *e)
  * changing, and the kernel path would send its share of the clients to a
  * MAC nobody has any more.
  */
+static uint64_t mono_ms(void);
+
+/*
+ * Every program's conntrack entries idle longer than HASHLB_STEER_CT_AGE_MAX
+ * ticks set to that age (hashlb_steer_ct_age()), once a period: their 16-bit
+ * times never wrap to look fresh. From the refresh tick, which a stop ends:
+ * not while a drain looks, which would take a clamped time for a use.
+ */
+static void ct_age(struct run_steer *rs)
+{
+	uint64_t now = mono_ms();
+	uint32_t n;
+
+	if (rs->aged_ms && now - rs->aged_ms < hashlb_steer_ct_age_period_ms())
+		return;
+	rs->aged_ms = now;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		struct hashlb_steer *s = rs->svcs[i].steer;
+		bool seen = false;
+
+		for (uint32_t j = 0; s && j < i && !seen; j++)
+			seen = hashlb_steer_same_program(s, rs->svcs[j].steer);
+		/* a failure: its entries as before, tried again next period */
+		if (s && !seen && hashlb_steer_attached(s))
+			hashlb_steer_ct_age(s, &n);
+	}
+}
+
 static void refresh_tick(struct hlb_daemon *d, void *arg)
 {
 	static const uint8_t none[6];
@@ -1335,6 +1365,8 @@ static void refresh_tick(struct hlb_daemon *d, void *arg)
 	 * handles on it as a program to share, or size its own for it alone. */
 	for (uint32_t i = 0; !rs->stopping && i < rs->n; i++)
 		lost_release(rs, &rs->svcs[i]);
+	if (!rs->stopping)
+		ct_age(rs);
 	for (uint32_t i = 0; i < rs->n; i++) {
 		struct run_steer_svc *e = &rs->svcs[i];
 		const struct hlb_snapshot *snap;

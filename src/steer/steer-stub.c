@@ -176,6 +176,21 @@ int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_ct_age(struct hashlb_steer *s, uint32_t *ret_clamped)
+{
+	return -EOPNOTSUPP;
+}
+
+int hashlb_steer_ct_age_at(struct hashlb_steer *s, uint16_t now, uint32_t *ret_clamped)
+{
+	return -EOPNOTSUPP;
+}
+
+uint64_t hashlb_steer_ct_age_period_ms(void)
+{
+	return 0;
+}
+
 int hashlb_steer_flows_table(struct hashlb_steer *s, uint32_t *ret_table, uint32_t *ret_all)
 {
 	return -EOPNOTSUPP;

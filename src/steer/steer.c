@@ -3361,6 +3361,74 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s)
 	return 0;
 }
 
+/*
+ * The conntrack clock's tick now, as the program reads it (bpf_jiffies64()
+ * >> HLB_STEER_CT_TICK_SHIFT, 16 bits), into *<ret_now>: jiffies from
+ * CLOCK_MONOTONIC_COARSE, whose resolution is one (1/HZ), and their start
+ * (INITIAL_JIFFIES: 300 s of jiffies before 2^32). Off by when the tick began
+ * after boot, a fraction of a tick (54 jiffies at HZ=250 here); the ages it
+ * clamps are thousands of ticks. 0 or -errno.
+ */
+static int ct_now(uint16_t *ret_now)
+{
+	struct timespec res, ts;
+	uint64_t hz, j;
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) < 0 ||
+	    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0)
+		return -errno;
+	if (res.tv_sec || res.tv_nsec <= 0)
+		return -EOPNOTSUPP;
+	hz = 1000000000ULL / (uint64_t)res.tv_nsec;
+	j = (uint64_t)(uint32_t)(-300 * (int64_t)hz) +
+	    ((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec) / (uint64_t)res.tv_nsec;
+	*ret_now = (uint16_t)(j >> HLB_STEER_CT_TICK_SHIFT);
+	return 0;
+}
+
+int hashlb_steer_ct_age_at(struct hashlb_steer *s, uint16_t now, uint32_t *ret_clamped)
+{
+	uint16_t oldest = (uint16_t)(now - HASHLB_STEER_CT_AGE_MAX);
+	uint32_t n = 0;
+
+	for (uint32_t b = 0; b < s->ct_buckets; b++) {
+		for (int w = 0; w < HLB_STEER_CT_WAYS; w++) {
+			uint16_t seen = __atomic_load_n(&s->ct[b].seen[w], __ATOMIC_RELAXED);
+
+			if (!__atomic_load_n(&s->ct[b].way[w], __ATOMIC_RELAXED) ||
+			    (uint16_t)(now - seen) <= HASHLB_STEER_CT_AGE_MAX)
+				continue;
+			/* not over a use meanwhile (the program's store of
+			 * now), nor over an insert's */
+			n += __atomic_compare_exchange_n(&s->ct[b].seen[w], &seen, oldest, false,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		}
+	}
+	*ret_clamped = n;
+	return 0;
+}
+
+int hashlb_steer_ct_age(struct hashlb_steer *s, uint32_t *ret_clamped)
+{
+	uint16_t now = 0;
+	int ret = ct_now(&now);
+
+	if (ret < 0)
+		return ret;
+	return hashlb_steer_ct_age_at(s, now, ret_clamped);
+}
+
+uint64_t hashlb_steer_ct_age_period_ms(void)
+{
+	struct timespec res;
+
+	/* at 1/HZ a jiffy, 256 jiffies a tick; HZ=100 (the lowest) if unknown */
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) < 0 || res.tv_sec || res.tv_nsec <= 0)
+		res.tv_nsec = 10000000;
+	return (uint64_t)HASHLB_STEER_CT_AGE_EVERY * (1u << HLB_STEER_CT_TICK_SHIFT) *
+	       (uint64_t)res.tv_nsec / 1000000;
+}
+
 int hashlb_steer_flows_count(struct hashlb_steer *s, uint32_t *ret_count)
 {
 	uint32_t c = 0;

@@ -224,6 +224,122 @@ static void eviction(struct hashlb_steer *s)
 	printf("eviction: empty ways first, then the least recently seen, then an idle one\n");
 }
 
+/*
+ * The set of bucket <b> holding flows <f>[0..5] (made by a packet each),
+ * <f>[0] last seen at tick <first> and the others 100 + i ticks before the
+ * program's tick now, read from the entries just made: into *<ret_now>.
+ */
+static void set_ages(uint32_t b, const struct test_pkt *f, uint16_t first, bool others,
+		     uint16_t *ret_now)
+{
+	struct hlb_steer_ct_bucket bk;
+	int be;
+
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++)
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "flow %d not forwarded", i);
+	bucket_read(b, &bk);
+	*ret_now = bk.seen[way_of(&bk, &f[HLB_STEER_CT_WAYS - 1])];
+	for (int i = 0; i < HLB_STEER_CT_WAYS; i++) {
+		int w = way_of(&bk, &f[i]);
+
+		CHECK(w >= 0, "flow %d has no way", i);
+		if (w < 0)
+			continue;
+		bk.seen[w] = i == 0 ? first : (uint16_t)(*ret_now - 100 - i);
+		if (i > 0 && !others)
+			bk.way[w] = 0;
+	}
+	bucket_write(b, &bk);
+}
+
+/*
+ * 3b. The entries' last-seen ticks are 16 bits: an entry idle for a whole
+ * wrap (65,536 ticks, 18.6 h at HZ=250) reads as seen now, and a full set's
+ * insert takes a live flow's entry before it (the control: the program
+ * alone). hashlb_steer_ct_age(), run every hashlb_steer_ct_age_period_ms()
+ * (hashlb run does), sets an entry idle longer than HASHLB_STEER_CT_AGE_MAX
+ * ticks to that age: run before the wrap, when the entry was 0x9000 ticks
+ * idle, it leaves it 0xf000 old at the wrap, and the insert takes it. Its
+ * clock is the program's: at the real tick it clamps an entry 0x9000 ticks
+ * idle to 0x8000, and none of those seen a hundred ticks ago.
+ */
+static void ct_wrap(struct hashlb_steer *s)
+{
+	struct test_pkt f[HLB_STEER_CT_WAYS + 1];
+	struct hlb_steer_ct_bucket bk;
+	uint32_t b = 5, n;
+	uint64_t rng = 31;
+	uint16_t now, late;
+	int be, w, kept = 0;
+
+	flows_in_bucket(b, f, HLB_STEER_CT_WAYS + 1, &rng);
+
+	/* the control: f[0] idle a whole wrap, so its tick reads now */
+	hashlb_steer_flows_clear(s);
+	set_ages(b, f, 0, true, &now);
+	bucket_read(b, &bk);
+	bk.seen[way_of(&bk, &f[0])] = now;
+	bucket_write(b, &bk);
+	CHECK(send_pkt(&f[HLB_STEER_CT_WAYS], &be) == XDP_TX_, "seventh flow not forwarded");
+	bucket_read(b, &bk);
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
+		kept += way_of(&bk, &f[i]) >= 0;
+	CHECK(way_of(&bk, &f[0]) >= 0 && kept == HLB_STEER_CT_WAYS - 2,
+	      "the control: the entry idle a whole wrap %s, %d of 5 live ones kept",
+	      way_of(&bk, &f[0]) >= 0 ? "kept" : "evicted", kept);
+
+	/* the clamp at the real tick: the ager's clock is the program's */
+	hashlb_steer_flows_clear(s);
+	set_ages(b, f, 0, true, &now);
+	bucket_read(b, &bk);
+	w = way_of(&bk, &f[0]);
+	bk.seen[w] = (uint16_t)(now - 0x9000);
+	bucket_write(b, &bk);
+	CHECK(hashlb_steer_ct_age(s, &n) == 0 && n == 1, "clamped %u entries, want 1", n);
+	bucket_read(b, &bk);
+	late = (uint16_t)(now - HASHLB_STEER_CT_AGE_MAX - bk.seen[w]);
+	CHECK(late <= 2 || late >= 0xfffe, "clamped to %u ticks old, want 0x8000 (+-2)",
+	      (uint16_t)(now - bk.seen[w]));
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++) {
+		int wi = way_of(&bk, &f[i]);
+
+		CHECK(wi >= 0 && bk.seen[wi] == (uint16_t)(now - 100 - i),
+		      "flow %d seen %u ticks ago changed", i, 100 + i);
+	}
+
+	/* the wrap with the clamp run 0x7000 ticks before it, when f[0] was
+	 * 0x9000 ticks idle (the others not made yet: the ager would see them
+	 * in its future) */
+	hashlb_steer_flows_clear(s);
+	set_ages(b, f, 0, false, &now);
+	bucket_read(b, &bk);
+	w = way_of(&bk, &f[0]);
+	bk.seen[w] = now;
+	bucket_write(b, &bk);
+	CHECK(hashlb_steer_ct_age_at(s, (uint16_t)(now - 0x7000), &n) == 0 && n == 1,
+	      "clamped %u entries before the wrap, want 1", n);
+	bucket_read(b, &bk);
+	CHECK(bk.seen[w] == (uint16_t)(now - 0xf000), "clamped to %u, want now - 0xf000",
+	      bk.seen[w]);
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "flow %d not forwarded", i);
+	bucket_read(b, &bk);
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
+		bk.seen[way_of(&bk, &f[i])] = (uint16_t)(now - 100 - i);
+	bucket_write(b, &bk);
+	CHECK(send_pkt(&f[HLB_STEER_CT_WAYS], &be) == XDP_TX_, "seventh flow not forwarded");
+	bucket_read(b, &bk);
+	kept = 0;
+	for (int i = 1; i < HLB_STEER_CT_WAYS; i++)
+		kept += way_of(&bk, &f[i]) >= 0;
+	CHECK(way_of(&bk, &f[0]) < 0 && kept == HLB_STEER_CT_WAYS - 1,
+	      "clamped before the wrap: the idle entry %s, %d of 5 live ones kept",
+	      way_of(&bk, &f[0]) >= 0 ? "kept" : "evicted", kept);
+	printf("wrap: an entry idle a whole wrap read as fresh (a live flow's entry taken "
+	       "instead); clamped to 0x8000 ticks every period, it goes first; the clamp's "
+	       "clock is the program's\n");
+}
+
 /* hashlb_steer_flows_open()'s open entries into *<open>, the closing ones' sum into *<sum>. */
 static void flows_open(struct hashlb_steer *s, uint32_t *open, uint64_t *sum)
 {
@@ -1502,6 +1618,7 @@ int main(void)
 	s = load(FLOWS_SMALL, 0, t);
 	CHECK(n_buckets == 16, "--flows %d gave %u buckets, want 16", FLOWS_SMALL, n_buckets);
 	eviction(s);
+	ct_wrap(s);
 	reset(s, t);
 	syn_collision(s);
 	vip_collision(s);
