@@ -2493,7 +2493,9 @@ static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
 			    .flags = BPF_TC_F_REPLACE);
 
 		/* a filter's change swaps its program in place; not conditional
-		 * on the one there: asked first */
+		 * on the one there (netlink has no expected program; tcx's
+		 * BPF_F_REPLACE has, but not libbpf 1.1, and older hashlb would
+		 * not see it: docs/DESIGN-steering.md): asked first */
 		if (prog_at(s->ifindex, HASHLB_STEER_TC) != s->prog_id)
 			return -ESTALE;
 		return bpf_tc_attach(&hook, &opts);
