@@ -453,7 +453,8 @@ static void closing(struct hashlb_steer *s)
  * drain to timeouts.idle), and not as a close (ct_closing); a retransmitted
  * SYN goes by it to the first SYN's backend, though the table has changed
  * since, and the client's ACK makes it open. Before, a SYN's entry was open
- * at once.
+ * at once. Then a RST the client did not send marks the entry closing but
+ * ends nothing: the flow's next ACK goes by it, not by the new table.
  */
 static void half_open(struct hashlb_steer *s, const struct hashlb_table *t)
 {
@@ -504,9 +505,30 @@ static void half_open(struct hashlb_steer *s, const struct hashlb_table *t)
 	CHECK(hashlb_steer_flows_open(s, &fl) == 0 && fl.open == 40 && fl.closing == 0 && bad == 0,
 	      "40 ACKs: %u open entries, %u closing, %u elsewhere", fl.open, fl.closing, bad);
 	CHECK(stats(s).ct_closing == st0.ct_closing, "a handshake counted as a close");
+
+	/* A RST the client did not send (any sequence number: the program
+	 * checks none, docs/DESIGN-steering.md) marks each entry closing and
+	 * ends none: the flows' next packets go by their entries, to their
+	 * first backends, not where the table in force says. */
+	st0 = stats(s);
+	for (int i = 0; i < 40; i++) {
+		f[i].tcp_flags = 0x04; /* RST */
+		bad += !same(send_name(t2, &f[i]), first[i]);
+		f[i].tcp_flags = 0x10;
+		bad += !same(send_name(t2, &f[i]), first[i]);
+	}
+	st1 = stats(s);
+	CHECK(bad == 0 && st1.ct_hits - st0.ct_hits == 80 && st1.new_flows == st0.new_flows &&
+		      st1.ct_closing - st0.ct_closing == 40,
+	      "40 spoofed RSTs and the ACKs after them: %u elsewhere, %llu hits, %llu new flows, "
+	      "%llu closing",
+	      bad, (unsigned long long)(st1.ct_hits - st0.ct_hits),
+	      (unsigned long long)(st1.new_flows - st0.new_flows),
+	      (unsigned long long)(st1.ct_closing - st0.ct_closing));
 	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
 	printf("half-open: 40 SYNs' entries closing, not open; retransmitted after a table change "
-	       "(%u would move), each to its first backend; open once ACKed\n",
+	       "(%u would move), each to its first backend; open once ACKed; a RST (spoofed) "
+	       "and the ACK after it still by the entry\n",
 	       moved);
 	hashlb_table_free(t2);
 }
