@@ -380,7 +380,7 @@ static void conn_log(struct worker *w, struct conn *c)
 	_Static_assert(sizeof("ts=2026-11-30T17:00:00.123Z level=info msg=connection service= "
 			      "client= backend= backend_addr= attempts=4294967295 "
 			      "duration_ms=4294967295 bytes_in=18446744073709551615 "
-			      "bytes_out=18446744073709551615 end=\n") +
+			      "bytes_out=18446744073709551615 end= self_pid=-2147483648\n") +
 				       sizeof(qs) + sizeof(client) + sizeof(qb) + HASHLB_HOST_MAX +
 				       sizeof("[]:65535") + sizeof(queue) + sizeof(connect) +
 				       sizeof(err) + 15 <=

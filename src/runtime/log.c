@@ -232,22 +232,29 @@ static const char *last_pair_end(const char *p, size_t n, const char *limit)
 }
 
 #define CUT_MARK " truncated=true"
+#define LOG_PID_FMT " self_pid=%d"
+#define LOG_PID_MAX (sizeof(" self_pid=-2147483648") - 1)
 
 /*
- * One line into <line> (<size> >= 3): the timestamp <ts> with <ms>, the
- * level, <msg> and the pairs of <fmt>, ending with '\n' (no NUL). A line
- * that would be longer than <size> bytes keeps the pairs that fit whole and
- * ends with truncated=true: a value cut short (a quote never closed) would
- * make it no logfmt. Returns its length.
+ * One line into <line> (<size> >= 3 + LOG_PID_MAX): the timestamp <ts> with <ms>, the
+ * level, <msg>, the pairs of <fmt> and the writer's <pid>, ending with '\n' (no NUL). A
+ * line that would be longer than <size> bytes keeps the pairs that fit whole and ends
+ * with truncated=true: a value cut short (a quote never closed) would make it no logfmt.
+ * Returns its length.
  */
-static size_t format_line(char *line, size_t size, const char *ts, long ms,
+static size_t format_line(char *line, size_t size, const char *ts, long ms, int pid,
 			  enum hlb_log_level level, const char *msg, const char *fmt, va_list ap,
 			  size_t *ret_need)
 {
-	char qbuf[512];
-	size_t start;
+	char qbuf[512], tail[LOG_PID_MAX + 1];
+	size_t start, t;
 	int n, m;
 
+	/* the pid last: after an upgrade in place both processes write to one stderr, and
+	 * the lines keep starting ts= level= msg= with the pairs right after, as they did */
+	m = snprintf(tail, sizeof(tail), LOG_PID_FMT, pid);
+	t = m > 0 && (size_t)m < sizeof(tail) ? (size_t)m : 0;
+	size -= t;
 	n = snprintf(line, size, "ts=%s.%03ldZ level=%s msg=%s", ts, ms, level_names[level],
 		     hlb_log_quote(msg, qbuf, sizeof(qbuf)));
 	if (n < 0)
@@ -261,8 +268,8 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 		if (m > 0 && start + (size_t)m <= size - 1) {
 			n = start + m;
 		} else if (m > 0 && size > sizeof(CUT_MARK) + start) {
-			if (ret_need) /* the line whole, its '\n' and vsnprintf's NUL */
-				*ret_need = start + (size_t)m + 2;
+			if (ret_need) /* the line whole, its pid, '\n' and vsnprintf's NUL */
+				*ret_need = start + (size_t)m + t + 2;
 			/* cut: what vsnprintf wrote ends at size - 1 (its NUL) */
 			const char *end = last_pair_end(line + start, size - 1 - start,
 							line + size - sizeof(CUT_MARK));
@@ -274,6 +281,8 @@ static size_t format_line(char *line, size_t size, const char *ts, long ms,
 			n += sizeof(CUT_MARK) - 1;
 		}
 	}
+	memcpy(line + n, tail, t);
+	n += t;
 	line[n++] = '\n';
 	return n;
 }
@@ -472,14 +481,14 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	format_ts(now.tv_sec, ts, sizeof(ts));
 	ms = now.tv_nsec / 1000000;
 	va_start(ap, fmt);
-	n = format_line(line, sizeof(stack), ts, ms, level, msg, fmt, ap, &need);
+	n = format_line(line, sizeof(stack), ts, ms, (int)getpid(), level, msg, fmt, ap, &need);
 	va_end(ap);
 	/* not the data plane's hot path (hlb_logbuf_printf()): a long line is formatted again,
 	 * whole, in memory of its own; short of it, the line cut stands */
 	if (need && (big = malloc(need))) {
 		line = big;
 		va_start(ap, fmt);
-		n = format_line(line, need, ts, ms, level, msg, fmt, ap, NULL);
+		n = format_line(line, need, ts, ms, (int)getpid(), level, msg, fmt, ap, NULL);
 		va_end(ap);
 	}
 	if (held) { /* this thread's buffer left a line unfinished: end it first */
@@ -568,7 +577,7 @@ int hlb_logbuf_init(struct hlb_logbuf *lb, int fd, size_t size)
 {
 	if (size < 2 * HLB_LOG_LINE_MAX)
 		return -EINVAL;
-	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1 };
+	*lb = (struct hlb_logbuf){ .fd = fd, .size = size, .ts_sec = -1, .pid = (int)getpid() };
 	/* Files do not wait for a reader, and a file system may answer
 	 * EAGAIN to RWF_NOWAIT for a page it would have to read. */
 	lb->nowait = fd_nowait(fd);
@@ -611,7 +620,7 @@ void hlb_logbuf_printf(struct hlb_logbuf *lb, enum hlb_log_level level, const ch
 	}
 	va_start(ap, fmt);
 	lb->tail += format_line(lb->buf + lb->tail, HLB_LOG_LINE_MAX, lb->ts, now.tv_nsec / 1000000,
-				level, msg, fmt, ap, NULL);
+				lb->pid, level, msg, fmt, ap, NULL);
 	va_end(ap);
 }
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The daemon's log: logfmt lines on stderr,
- *   ts=2026-11-30T17:00:00.123Z level=info msg="listening" service=web addr=127.0.0.1:80
+ *   ts=2026-11-30T17:00:00.123Z level=info msg="listening" service=web addr=127.0.0.1:80 self_pid=42
+ * each ending with the pid of the process that wrote it (the old and the new
+ * process of an upgrade in place write to one stderr; pid= names another one).
  * Used by the daemon and the data plane (never by the core library). The
  * hot path does not log; rare per-connection events are rate-limited by
  * their callers.
@@ -115,6 +117,7 @@ struct hlb_logbuf {
 	bool nowait; /* fd is a pipe or a socket: RWF_NOWAIT */
 	bool partial; /* a line is written in part: this thread holds the output lock */
 	bool wait_reader; /* the last flush stopped because the reader is behind (EAGAIN) */
+	int pid; /* self_pid= of its lines */
 	long long ts_sec; /* the second <ts> shows */
 	char ts[24]; /* "2026-11-30T17:00:00" */
 };

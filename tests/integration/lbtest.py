@@ -139,6 +139,8 @@ LOGFMT_KEY = re.compile(r"[a-z_][a-z0-9_.]*")
 # any other is quoted); a quoted one: the escapes it lists (\" \\ \n \r \t \xNN), no raw
 # control byte
 LOGFMT_PAIR = re.compile(r'([^=\s]*)=([!#-<>-\[\]-~]+|"(?:[^"\\\x00-\x1f\x7f]|\\["\\nrt]|\\x[0-9a-f]{2})*")(?= |$)')
+# the pair that ends every line: the pid of the process that wrote it
+SELF_PID = re.compile(r" self_pid=(\d+)$")
 # what hashlb run prints, not logged, when it refuses to start (docs: FILE:LINE:COL: error: ...)
 START_ERROR = re.compile(r"^(?!ts=)\S.*: error: ")
 
@@ -434,7 +436,8 @@ class Hashlb:
         test busy with thousands of sockets on a loaded machine, can fall that far behind;
         a file takes every line."""
         self.path = tmpfile(fname, cfg_text)
-        self.log = []
+        self.log = []  # the lines, without the self_pid= that ends each
+        self.raw_log = []  # the lines as written
         log_path = tmppath(fname + ".log") if log_file else None
 
         def limit():
@@ -476,7 +479,9 @@ class Hashlb:
     def _read(self, log_path=None):
         for line in self._lines(log_path):
             line = line.rstrip("\n")
-            self.log.append(line)
+            self.raw_log.append(line)
+            # the writer's pid ends every line (docs/operations.md); tests match the rest
+            self.log.append(SELF_PID.sub("", line))
             if os.environ.get("HASHLB_TEST_VERBOSE"):
                 print("  hashlb:", line, flush=True)
             m = re.search(r"msg=listening .*addr=(\S+)", line)
@@ -881,8 +886,12 @@ def _check_logs(n):
     """Every line the hashlb processes started since the first <n> wrote (those they
     started in turn, an upgrade's, share their stderr): strict logfmt."""
     for lb in _lbs[n:]:
-        lines = lb.log_to_end(timeout=5) if lb.proc.poll() is not None else list(lb.log)
+        if lb.proc.poll() is not None:
+            lb.log_to_end(timeout=5)
+        lines = list(lb.raw_log)
         check_logfmt(lines, f"hashlb (pid {lb.proc.pid})")
+        bare = [l for l in lines if not START_ERROR.match(l) and not SELF_PID.search(l)]
+        check(not bare, f"hashlb (pid {lb.proc.pid}): a line without its self_pid=: {bare[:1]}")
     del _lbs[n:]
 
 

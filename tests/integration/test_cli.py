@@ -356,7 +356,8 @@ for args, status, msg in [
      'msg="option ignored: nothing is spliced with --splice-after off" option=--splice-pipes'),
     # both given, both said (only the last one given was named)
     (("run", "-c", NO_FILE, "--splice-after", "off", "--splice-pipes", "8", "--pipe-size", "8192"), 1,
-     'msg="option ignored: nothing is spliced with --splice-after off" option=--splice-pipes\n'),
+     'msg="option ignored: nothing is spliced with --splice-after off" option=--splice-pipes '
+     'self_pid='),
     # ctl: an option the command does not take was ignored; usage before the config is read
     (("ctl", *ADMIN, "-s", "x", "status"), 2, "hashlb ctl: -s does not apply to status"),
     (("ctl", *ADMIN, "--service", "x", "upgrade"), 2, "--service does not apply to upgrade"),

@@ -309,7 +309,8 @@ def upgrade_reads_the_config_reloads_read():
         f.write(plain_config([("b", backends[1].addr)], listen=f"127.0.0.1:{port}"))
     old.send_signal(signal.SIGHUP)
     check(wait_until(lambda: logged("msg=reloaded"), 20), "the reload read the new file")
-    check(logged("by=signal\n"), "the reloaded line credits the signal (by=signal)")
+    check(logged(f"by=signal self_pid={old.pid}\n"),
+          "the reloaded line credits the signal (by=signal)")
     old.send_signal(signal.SIGUSR2)
     new_pid = None
 
@@ -325,7 +326,8 @@ def upgrade_reads_the_config_reloads_read():
             raise SystemExit(f"the new process did not start: {f.read()[-2000:]}")
     try:
         with open(log_path, errors="replace") as f:
-            check(re.search(r'started the new hashlb" pid=\d+ .* by=signal$', f.read(), re.M),
+            check(re.search(r'started the new hashlb" pid=\d+ .* by=signal self_pid=\d+$',
+                            f.read(), re.M),
                   "the upgrade's line credits the signal (by=signal)")
         with open(f"/proc/{new_pid}/cmdline", "rb") as f:
             args = f.read().split(b"\0")
@@ -403,6 +405,13 @@ def upgrade_in_place():
               f"and listens on the old one's sockets: {socks}")
         check(old.wait_log(r"msg=listening .*taken_over=2"),
               "it says it took the two sockets over")
+        # both write to one stderr: each line names its writer. Before, nothing told the
+        # old process's "listening" lines from the new one's
+        said = {(m.group(1), int(m.group(2))) for l in list(old.raw_log)
+                for m in [re.search(r"msg=(started|listening) .* self_pid=(\d+)$", l)] if m}
+        check(new_pid and {("started", old.proc.pid), ("started", new_pid),
+                           ("listening", old.proc.pid), ("listening", new_pid)} <= said,
+              f"each process's lines end with its own self_pid=: {sorted(said)}")
         traffic.wait_for(before + 21)
         held.close()
         old_exits(old, traffic, before)

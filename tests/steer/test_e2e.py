@@ -1337,7 +1337,7 @@ def upgrade_in_place(topo, run, wait_log):
     run.send_signal(signal.SIGUSR2)
     taken = wait_log("kernel steering taken over", 15)
     line = wait_log("upgraded: the new hashlb is ready", 15)
-    m = re.search(r"pid=(\d+)", line or "")
+    m = re.search(r" pid=(\d+)", line or "")
     new_pid = int(m.group(1)) if m else None
     check(taken is not None, "hashlb run upgraded in place: the new process did not take the "
           "kernel steering over")

@@ -1133,7 +1133,7 @@ def upgrade(d, tag):
     d.proc.send_signal(signal.SIGUSR2)
     line = d.wait_log("upgraded: the new hashlb is ready", 15)
     check(line is not None, f"{tag}: no upgrade in place")
-    return line and int(line.split("pid=")[1].split()[0])
+    return line and int(line.split(" pid=")[1].split()[0])
 
 
 def stop_pid(pid, d):

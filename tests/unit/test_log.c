@@ -37,16 +37,27 @@ static size_t drain(int fd, char *buf, size_t size)
 	return got;
 }
 
-/* Lines "ts=... level=info msg=connection i=<k> pad=..." for k in [from, to), checked in order. */
+/* " self_pid=<ours>\n": how each line ends, telling the two processes of an upgrade apart. */
+static size_t pid_tail(char *buf, size_t size)
+{
+	return (size_t)snprintf(buf, size, " self_pid=%d\n", (int)getpid());
+}
+
+/* Lines "ts=... level=info msg=connection i=<k> pad=... self_pid=<ours>" for k in [from, to),
+ * checked in order. */
 static void check_lines(const char *p, size_t len, int from, int to)
 {
 	const char *end = p + len;
+	char tail[32];
+	size_t t = pid_tail(tail, sizeof(tail));
 
 	for (int k = from; k < to; k++) {
 		const char *nl = memchr(p, '\n', end - p);
 		char want[32];
 
 		assert_non_null(nl);
+		assert_true(nl + 1 - p > (ptrdiff_t)t);
+		assert_memory_equal(nl + 1 - t, tail, t);
 		assert_memory_equal(p, "ts=", 3);
 		assert_non_null(strstr(p, " level=info msg=connection "));
 		snprintf(want, sizeof(want), " i=%d ", k);
@@ -209,12 +220,13 @@ static void test_full_buffer_drops_and_counts(void **state)
 /* A line longer than HLB_LOG_LINE_MAX is cut, and still ends the line. */
 static void test_long_line_is_cut(void **state)
 {
-	char got[4 * HLB_LOG_LINE_MAX], val[3000];
+	char got[4 * HLB_LOG_LINE_MAX], val[3000], tail[32], want[64];
 	struct hlb_logbuf lb;
 	const char *nl;
 	size_t total;
 	int p[2];
 
+	pid_tail(tail, sizeof(tail));
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	assert_int_equal(hlb_logbuf_init(&lb, p[1], 8 * HLB_LOG_LINE_MAX), 0);
 	put_lines(&lb, 0, 1, 3000);
@@ -227,11 +239,13 @@ static void test_long_line_is_cut(void **state)
 	assert_int_equal(hlb_logbuf_flush(&lb), 0);
 	total = drain(p[0], got, sizeof(got));
 	nl = memchr(got, '\n', total);
-	assert_memory_equal(nl - 19, " i=0 truncated=true", 19);
+	snprintf(want, sizeof(want), " i=0 truncated=true%s", tail);
+	assert_memory_equal(nl + 1 - strlen(want), want, strlen(want));
 	check_lines(got, total, 0, 3);
 	nl = memrchr(got, '\n', total - 1);
 	assert_true(total - (nl + 1 - got) <= HLB_LOG_LINE_MAX);
-	assert_memory_equal(got + total - 17, "\" truncated=true\n", 17);
+	snprintf(want, sizeof(want), "\" truncated=true%s", tail);
+	assert_memory_equal(got + total - strlen(want), want, strlen(want));
 	hlb_logbuf_free(&lb);
 	close(p[0]);
 	close(p[1]);
@@ -348,7 +362,8 @@ static void test_config_error_line_is_whole(void **state)
 	struct hashlb_error err = { .line = 12, .column = 3 };
 	int p[2], saved = dup(STDERR_FILENO);
 	const char *q, *at;
-	size_t n;
+	char tail[32];
+	size_t n, t = pid_tail(tail, sizeof(tail));
 
 	for (size_t i = 0; i < sizeof(path) - 1; i++)
 		path[i] = i % 64 ? '\x01' : '/';
@@ -369,7 +384,8 @@ static void test_config_error_line_is_whole(void **state)
 	assert_memory_equal(at + 8, q, strlen(q));
 	at += 8 + strlen(q);
 	assert_memory_equal(at, " line=12 column=3 err=\"\\\"", 25);
-	assert_int_equal(strlen(at), strlen(" line=12 column=3 err=") + 2 + 2 * 255 + 1);
+	assert_int_equal(strlen(at), strlen(" line=12 column=3 err=") + 2 + 2 * 255 + t);
+	assert_string_equal(got + n - t, tail);
 	close(saved);
 	close(p[0]);
 	close(p[1]);
