@@ -14,17 +14,16 @@
 #include "runtime/signals.h"
 
 static const struct cli_command commands[] = {
-	{ "table", "build a lookup table from backends given on the command line, show it",
-	  cmd_table, false },
+	{ "table", "build and show a lookup table of backends given on the command line", cmd_table,
+	  false },
 	{ "lookup", "print the backend and preference list for a client address", cmd_lookup,
 	  false },
 	{ "check", "validate a configuration file and show each service's table", cmd_check,
 	  false },
 	{ "run", "run the load balancer (the daemon) on a configuration file", cmd_run, true },
-	{ "steer", "steer a VIP to backends in the kernel (XDP/tc), or show its counters",
-	  cmd_steer, true },
-	{ "ctl", "inspect and steer a running hashlb: status, metrics, set, lookup, reload",
-	  cmd_ctl, false },
+	{ "steer", "steer a VIP to backends in the kernel (XDP/tc) or show its counters", cmd_steer,
+	  true },
+	{ "ctl", "talk to a running hashlb: status, metrics, set, lookup, reload", cmd_ctl, false },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -21,15 +21,16 @@ struct table_args {
 	char v_opt[CLI_OPT_NAME_MAX], m_opt[CLI_OPT_NAME_MAX], down_opt[CLI_OPT_NAME_MAX];
 };
 
-#define TABLE_ARGS_USAGE                                                                        \
-	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"                        \
-	"  -v, --vnodes V             ring points per weight unit, 1..100000 (default 160)\n"   \
-	"  -m, --table-size M         Maglev table size, a prime, 3..16777259\n"                \
-	"                             (default 65537)\n"                                        \
-	"  -S, --seed N               64-bit seed (default 0)\n"                                \
-	"  -d, --down A,B,...         backends that are down (their keys move to survivors);\n" \
-	"                             given again, it adds to them\n"                           \
-	"      --max-bytes N          bytes its build may take, a number (default\n"            \
+#define TABLE_ARGS_USAGE                                                             \
+	"  -s, --scheme ring|maglev   hashing scheme (default maglev)\n"             \
+	"  -v, --vnodes V             ring points per weight unit, 1..100000\n"      \
+	"                             (default 160)\n"                               \
+	"  -m, --table-size M         Maglev table size, a prime, 3..16777259\n"     \
+	"                             (default 65537)\n"                             \
+	"  -S, --seed N               64-bit seed (default 0)\n"                     \
+	"  -d, --down A,B,...         backends that are down (their keys move to\n"  \
+	"                             survivors); given again, it adds to them\n"    \
+	"      --max-bytes N          bytes its build may take, a number (default\n" \
 	"                             268435456: 256 MiB)\n"
 
 /* The hash key's options of `hashlb lookup` and `hashlb steer`: every name --key takes

@@ -1018,6 +1018,12 @@ for args, line in [((), "hashlb: no command given"),
 # (it was refused: "unexpected argument 'lookup'")
 listed = re.findall(r"^  ([a-z]+) ", run("--help").stdout.split("Commands:\n")[1], re.M)
 check(len(listed) >= 6, f"hashlb --help lists {listed}: the pattern is out of date")
+# every --help fits an 80-column terminal (lookup's, steer's and table's had lines of 81-83,
+# hashlb's own three)
+for cmd in ("", *listed):
+    wide = [ln for ln in run(*([cmd] if cmd else []), "--help").stdout.splitlines()
+            if text_columns(ln) > 80]
+    check(not wide, f"hashlb {cmd} --help: lines wider than 80 columns: {wide}")
 for cmd in listed:
     p, want = run("help", cmd, ok=False), run(cmd, "--help", ok=False)
     check((p.returncode, p.stdout, p.stderr) == (want.returncode, want.stdout, want.stderr)
