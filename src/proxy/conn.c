@@ -1531,9 +1531,10 @@ static void pipe_size_check(struct worker *w, int fd, int set_ret)
 	if (set_errno == EPERM && max > 0 && pipe_round(want) > max)
 		causes |= SMALL_PIPE_MAX;
 	else if (set_errno == EPERM)
-		/* the user's pipes: the lower limit of the two that are set (0: none) */
-		causes |= soft != 0 && (hard <= 0 || soft <= hard) ? SMALL_PIPE_USER
-								   : SMALL_PIPE_HARD;
+		/* the user's pipes: each limit that is set (0: none). Which one refused is not
+		 * told, and with both set the user may be over both: naming the lower alone sent
+		 * the operator to raise a limit that left the other refusing */
+		causes |= (soft != 0 ? SMALL_PIPE_USER : 0) | (hard > 0 ? SMALL_PIPE_HARD : 0);
 	else if (set_errno) /* ENOMEM: no limit, no sysctl that raises it */
 		causes |= SMALL_PIPE_FAILED;
 	if (!causes) /* smaller than asked with no failure: cut by the soft limit */

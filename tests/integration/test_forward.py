@@ -238,6 +238,24 @@ def pipe_causes_are_named():
               "pipe-user-pages-soft" not in said[0] and "fs.pipe-max-size" not in said[0],
               f"{how}: said once as itself: {said}")
         check(lb.stop() == 0, f"{how}: hashlb exits 0 on SIGTERM")
+    # both per-user limits set: the refusal may be either's, the user over both, and each
+    # is said with its fix (the lower, the soft one, alone was: raising it left the hard
+    # one refusing)
+    lb = Lb(config(BACKENDS), args=("--admin", "127.0.0.1:0", "--pipe-size", "262144"),
+            wrap=(*base, "HLB_TEST_PIPE_MAX_READS=1048576", "HLB_TEST_PIPE_SOFT=2048",
+                  "HLB_TEST_PIPE_HARD=4096"))
+    stream_both_ways(lb, 4 * MiB)
+    # the second line is the log reader's in its own time
+    wait_until(lambda: sum("splice pipes smaller than asked" in l for l in lb.log) >= 2, 5)
+    said = [l for l in lb.log if "splice pipes smaller than asked" in l]
+    print("    both limits: " + " | ".join(said))
+    check(len(said) == 2 and
+          any("the kernel's per-user pipe limit\"" in l and "fs.pipe-user-pages-soft" in l
+              for l in said) and
+          any("the kernel's hard per-user pipe limit\"" in l and "pipe_user_pages_hard=4096 " in l
+              for l in said),
+          f"both limits: each said once: {said}")
+    check(lb.stop() == 0, "both limits: hashlb exits 0 on SIGTERM")
 
 
 def healthy_host_asks_no_pipe_size():
