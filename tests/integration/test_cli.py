@@ -1269,6 +1269,30 @@ with tempfile.TemporaryDirectory() as d:
               f"hashlb steer, {sig.name} while its config loads: exit {rc} (want 2, the usage "
               f"error it goes on to; killed: {-sig}), {err!r}")
 
+# 20b. commands_before_a_failed_start_are_dropped: hashlb run's SIGHUP and SIGUSR1, held while
+# its config loads for the daemon to take, are dropped with a start that fails: the exit
+# status is the config's failure (1, its error said), not a death by the signal, whose
+# default action would have been taken had they been let go (docs/operations.md).
+with tempfile.TemporaryDirectory() as d:
+    cfg = os.path.join(d, "bad.yaml")
+    with open(cfg, "w") as f:
+        f.write("services:\n  - name: k\n    listen: 127.0.0.1:18080\n    backends: 7\n")
+    for sigs in ((signal.SIGHUP,), (signal.SIGUSR1,), (signal.SIGHUP, signal.SIGUSR1)):
+        pause = Paused(f"open:{cfg}")
+        p = subprocess.Popen([*pause.wrap, HASHLB, "run", "-c", cfg], pass_fds=pause.pass_fds,
+                             env=SIG_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        reached = pause.reached()
+        for sig in sigs:
+            os.kill(p.pid, sig)
+        pause.go()
+        err = p.stderr.read()
+        rc = p.wait(timeout=60)
+        names = "+".join(s.name for s in sigs)
+        check(reached and rc == 1 and f"{cfg}:" in err and ": error: " in err,
+              f"hashlb run, {names} while a config that does not load loads: exit {rc} (want 1, "
+              f"the config's error), {err!r}")
+
 # 21. --help behaves as any tool's, though hashlb run and steer hold their signals from main()
 # on: a SIGHUP (a terminal closed under "hashlb run --help | less") or SIGUSR1 ends it by its
 # default action. Held, it was lost: the text went on to its end, into a pipe nobody read as
