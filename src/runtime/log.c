@@ -332,6 +332,12 @@ static bool fd_nowait(int fd)
 }
 
 /*
+ * fd_nowait(STDERR_FILENO), asked once, not for each line (an fstat and an ioctl): -1 not
+ * asked yet, as after hlb_log_output_changed(). Under out_lock.
+ */
+static int stderr_nowait = -1;
+
+/*
  * A named pipe's (mkfifo: stderr to a FIFO a log reader holds open) and a terminal's
  * writes refuse RWF_NOWAIT with EOPNOTSUPP, the kernel allowing it on pipe(2)'s ends
  * and sockets only: that dropped every line to a FIFO, and a terminal, written with
@@ -497,7 +503,9 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 		goto out;
 	}
-	written = write_bounded(STDERR_FILENO, fd_nowait(STDERR_FILENO), line, n,
+	if (stderr_nowait < 0)
+		stderr_nowait = fd_nowait(STDERR_FILENO);
+	written = write_bounded(STDERR_FILENO, stderr_nowait, line, n,
 				atomic_load_explicit(&stalled, memory_order_relaxed) ? 0
 										     : LOG_WAIT_MS);
 	if (written < n)
@@ -518,6 +526,16 @@ out:
 			"stderr not opened again to be written without waiting: a reader of it that "
 			"stalls stalls hashlb",
 			"err=%s", hlb_log_quote(strerror(err), qbuf, sizeof(qbuf)));
+}
+
+void hlb_log_output_changed(void)
+{
+	pthread_mutex_lock(&out_lock);
+	stderr_nowait = -1;
+	if (own_fd >= 0)
+		close(own_fd);
+	own_fd = own_of = -1;
+	pthread_mutex_unlock(&out_lock);
 }
 
 char *hlb_log_vpairs(char *buf, size_t size, const char *fmt, va_list ap)

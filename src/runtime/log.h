@@ -41,6 +41,14 @@ void hlb_log(enum hlb_log_level level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
+ * Stderr now is another file (dup2() over it): what hlb_log() found out about the one
+ * before (whether a reader may stall it, a non-blocking description of its own of its
+ * file) is asked again at the next line. Not while a hlb_logbuf of this thread has a line
+ * unfinished. Buffers made before keep what they found (hlb_logbuf_init()).
+ */
+void hlb_log_output_changed(void);
+
+/*
  * <s> as a logfmt value: as is if plain printable ASCII without '"', '=' or
  * '\', else double-quoted with \" \\ \n \r \t and \xNN (other control
  * bytes, bytes that are not UTF-8), cut at a character to fit <size>:

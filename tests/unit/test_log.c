@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -329,6 +330,7 @@ static void test_daemon_line_does_not_wait_on_stalled_reader(void **state)
 	assert_int_equal(errno, EAGAIN);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) & ~O_NONBLOCK); /* as stderr usually is */
 	assert_int_equal(dup2(sv[0], STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
 
 	before = hlb_log_dropped();
 	signal(SIGALRM, on_alarm);
@@ -342,6 +344,7 @@ static void test_daemon_line_does_not_wait_on_stalled_reader(void **state)
 	hlb_log(HLB_LOG_INFO, "reloaded", "config=%s", "y.yaml");
 	n = drain(sv[1], got, sizeof(got));
 	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
 	assert_true(n > 0 && got[n - 1] == '\n' && memmem(got, n, "config=y.yaml", 13));
 	assert_int_equal(hlb_log_dropped(), before + 1);
 	close(saved);
@@ -372,8 +375,10 @@ static void test_config_error_line_is_whole(void **state)
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	assert_true(fcntl(p[1], F_SETPIPE_SZ, 1 << 16) >= (int)sizeof(kv) + 128);
 	assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
 	hlb_log(HLB_LOG_ERROR, "reload failed, keeping the running config", "%s", kv);
 	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
 	n = drain(p[0], got, sizeof(got) - 1);
 	got[n] = '\0';
 	assert_true(n > 0 && got[n - 1] == '\n' && !memchr(got, '\n', n - 1));
@@ -389,6 +394,47 @@ static void test_config_error_line_is_whole(void **state)
 	close(saved);
 	close(p[0]);
 	close(p[1]);
+}
+
+/*
+ * What hlb_log() found out about stderr is kept, not asked again for each line (an fstat and
+ * an ioctl), and asked again once stderr is another file: a file first (written plainly),
+ * then a socket nobody reads, whose line is dropped after a bounded wait, not written
+ * blocking as to the file before (alarm: it would wait for good).
+ */
+static void test_output_changed_is_asked_again(void **state)
+{
+	char fill[4096];
+	int sv[2], file, saved = dup(STDERR_FILENO);
+	uint64_t before;
+
+	file = memfd_create("log", MFD_CLOEXEC);
+	assert_true(file >= 0);
+	assert_int_equal(dup2(file, STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
+	hlb_log(HLB_LOG_INFO, "to a file", NULL);
+	assert_true(lseek(file, 0, SEEK_END) > 0);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	memset(fill, 'x', sizeof(fill));
+	while (write(sv[0], fill, sizeof(fill)) > 0) /* full: the reader stalls */
+		;
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) & ~O_NONBLOCK);
+	assert_int_equal(dup2(sv[0], STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
+	before = hlb_log_dropped();
+	signal(SIGALRM, on_alarm);
+	alarm(10);
+	hlb_log(HLB_LOG_INFO, "to a stalled socket", NULL);
+	alarm(0);
+	assert_int_equal(hlb_log_dropped(), before + 1);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	hlb_log_output_changed();
+	close(saved);
+	close(file);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* The control plane's pairs (hlb_log_vpairs()) whole however long, in memory of their own
@@ -412,6 +458,8 @@ static void test_pairs_are_whole(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* first: the stderr it finds a file is the first hlb_log() of the process asks of */
+		cmocka_unit_test(test_output_changed_is_asked_again),
 		cmocka_unit_test(test_writes_are_whole_lines),
 		cmocka_unit_test(test_full_pipe_does_not_block),
 		cmocka_unit_test(test_partial_flushes_keep_order),
