@@ -346,6 +346,11 @@ static int stderr_nowait = -1;
  * is refused (through /proc/self/fd: stderr's own stays blocking, shared with whoever
  * started hashlb, and an upgrade's new process inherits that one). <own_of>: the
  * descriptor it stands for, -1 none. Under out_lock.
+ *
+ * A terminal, unlike a pipe (PIPE_BUF), takes what fits of a write that does not wait,
+ * and tells no room beforehand: a line to a stalled one may go out in part. Our own
+ * lines still take turns (out_lock, lb->partial), but another process on the same
+ * terminal (the other side of an upgrade in place) may write inside the part written.
  */
 static int own_fd = -1, own_of = -1;
 /* Why no description of our own could be opened (own_of set, own_fd -1), to be said once; 0 none. */
