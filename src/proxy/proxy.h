@@ -179,7 +179,8 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
  * close from now), as if just accepted, its wait bounded by <left_ms> more; <addr>, if not
  * NULL, the addresses its PROXY header named (it was read). Its slot of the service's
  * max_connections is taken at once, so that the next client's call sees it. False, <fd> left
- * to the caller, if none is left or without the memory. Control thread.
+ * to the caller, if none is left, without the memory, or if the worker it fell to has failed
+ * (the process stops: the old one keeps the client). Control thread.
  */
 bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
 		     const struct sockaddr_storage *addr);

@@ -1142,6 +1142,7 @@ bool lent_answer(struct hlb_proxy *p, const struct hlb_lent *lent, size_t n)
 }
 
 static void worker_push(struct worker *w, struct cmd *cmd);
+static bool worker_try_push(struct worker *w, struct cmd *cmd);
 
 bool hlb_proxy_lend_queue(struct hlb_proxy *p)
 {
@@ -1327,7 +1328,16 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 		cmd->addrs = true;
 		memcpy(cmd->addr, addr, sizeof(cmd->addr));
 	}
-	worker_push(&p->workers[i], cmd);
+	if (!worker_try_push(&p->workers[i], cmd)) {
+		/* A worker that failed: refused, <fd> the caller's to close unreset, the old
+		 * process keeps its client. Counted taken and reset here (cmd_free_unread()),
+		 * it was lost, and its socket, shared with the old one, left set to reset. */
+		atomic_fetch_sub_explicit(&p->adopting, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&svc->active, 1, memory_order_relaxed);
+		hlb_service_unref(cmd->svc);
+		free(cmd);
+		return false;
+	}
 	return true;
 }
 
@@ -1355,7 +1365,9 @@ static void cmd_free_unread(struct worker *w, struct cmd *cmd)
 	free(cmd);
 }
 
-static void worker_push(struct worker *w, struct cmd *cmd)
+/* Queue <cmd> for worker <w>, and wake it; false, <cmd> left to the caller, if <w> has failed
+ * or exited: it reads no more commands. */
+static bool worker_try_push(struct worker *w, struct cmd *cmd)
 {
 	uint64_t one = 1;
 	bool failed;
@@ -1368,14 +1380,19 @@ static void worker_push(struct worker *w, struct cmd *cmd)
 		w->cmd_tail = &cmd->next;
 	}
 	pthread_mutex_unlock(&w->cmd_lock);
-	if (failed) {
-		/* its ring is gone: a socket added would take clients nobody accepts */
-		cmd_free_unread(w, cmd);
-		return;
-	}
+	if (failed)
+		return false;
 	if (write(w->wake_fd, &one, sizeof(one)) < 0) {
 		/* an eventfd write fails only on overflow: the worker is awake */
 	}
+	return true;
+}
+
+static void worker_push(struct worker *w, struct cmd *cmd)
+{
+	/* its ring is gone: a socket added would take clients nobody accepts */
+	if (!worker_try_push(w, cmd))
+		cmd_free_unread(w, cmd);
 }
 
 int hlb_proxy_new(const struct hlb_proxy_opts *opts, struct hlb_rcu *rcu,

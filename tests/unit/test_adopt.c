@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+/* Serving the clients an old process kept waiting in its queues (hlb_proxy_adopt()): one the
+ * process cannot serve is refused, its socket and its slot given back, never counted taken. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proxy/proxy.h"
+#include "proxy/worker.h"
+
+/*
+ * A client handed to a worker that has failed (its ring gone; the process stops): refused,
+ * so that the new process answers "refused" and the old one keeps serving it. Said taken,
+ * the old one closed its copy and the client was reset here: lost, though the old one could
+ * have served it.
+ */
+static void test_adopt_on_a_failed_worker_refuses(void **state)
+{
+	struct hlb_proxy_opts opts = { .n_workers = 1 };
+	struct hashlb_error err = { 0 };
+	struct hlb_service *svc;
+	struct hlb_proxy *p;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
+	assert_int_equal(hlb_service_new("web", 1, &svc), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	p->workers[0].failed = true;
+
+	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, NULL));
+	/* the socket is still the caller's, its slot and its count given back */
+	assert_true(fcntl(sv[1], F_GETFD) >= 0);
+	assert_int_equal(atomic_load(&svc->active), 0);
+	assert_int_equal(hlb_proxy_connections_adopting(p), 0);
+
+	close(sv[0]);
+	close(sv[1]);
+	p->workers[0].failed = false;
+	hlb_service_unref(svc);
+	hlb_proxy_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_adopt_on_a_failed_worker_refuses),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
