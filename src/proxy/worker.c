@@ -145,14 +145,17 @@ static uint64_t proxy_cap(const struct hlb_proxy *p)
 	return proxy_cap_with(p, atomic_load_explicit(&p->n_wlisteners, memory_order_relaxed));
 }
 
-/* How many more connections the process's cap lets in now (UINT64_MAX: no cap). */
+/* How many more connections the process's cap lets in now (UINT64_MAX: no cap). The clients
+ * an upgrade handed to a worker that has not read them yet count as connections already, as
+ * the control thread counts them (queued_line()): else a worker accepts over the cap the
+ * room they hold, and they run over it once read. */
 static uint64_t cap_room(const struct worker *w)
 {
 	uint64_t cap = proxy_cap(w->proxy), n;
 
 	if (!cap)
 		return UINT64_MAX;
-	n = hlb_proxy_connections(w->proxy);
+	n = hlb_proxy_connections_adopting(w->proxy);
 	if (w->proxy->cap_fds) /* a splice pipe's two descriptors: one connection's */
 		for (uint32_t i = 0; i < w->proxy->n_workers; i++)
 			n += atomic_load_explicit(&w->proxy->workers[i].pub.pipes,

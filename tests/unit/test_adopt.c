@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Serving the clients an old process kept waiting in its queues (hlb_proxy_adopt()): one the
- * process cannot serve is refused, its socket and its slot given back, never counted taken. */
+ * process cannot serve is refused, its socket and its slot given back, never counted taken;
+ * those handed to a worker count against the connection cap until it reads them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -48,10 +49,35 @@ static void test_adopt_on_a_failed_worker_refuses(void **state)
 	hlb_proxy_free(p);
 }
 
+/*
+ * The connection cap (the fd limit) counts the clients handed to a worker that has not read
+ * them yet: a worker's own check, which decides whether it takes a splice pipe or accepts
+ * (cap_room()), sees no room while they fill it, as the control thread's check does. It saw
+ * the connections alone: each worker accepted into the room they held.
+ */
+static void test_cap_counts_clients_being_adopted(void **state)
+{
+	struct hlb_proxy_opts opts = { .n_workers = 1 };
+	struct hashlb_error err = { 0 };
+	struct hlb_proxy *p;
+
+	(void)state;
+	assert_int_equal(hlb_proxy_new(&opts, NULL, &p, &err), 0);
+	hlb_proxy_set_max_connections(p, 10, true);
+	assert_true(worker_pipe_room(&p->workers[0]));
+	atomic_store(&p->adopting, 9);
+	assert_true(worker_pipe_room(&p->workers[0]));
+	atomic_store(&p->adopting, 10);
+	assert_false(worker_pipe_room(&p->workers[0]));
+	atomic_store(&p->adopting, 0);
+	hlb_proxy_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adopt_on_a_failed_worker_refuses),
+		cmocka_unit_test(test_cap_counts_clients_being_adopted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
