@@ -3430,6 +3430,7 @@ void conn_queue_lend(struct worker *w, uint32_t gen)
 			memcpy(l->addr, c->orig, sizeof(l->addr));
 		}
 		queue_unlink(w, pp);
+		l->waited_ms = c->queue_ms; /* its waits so far, queue_unlink() added up */
 		queue_release(c->be);
 		c->be = NULL;
 		hlb_backend_unref(c->retry_of);
@@ -3503,11 +3504,11 @@ void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t 
  * <fd>: a client another hashlb kept waiting in a queue of <svc>, served as if just accepted
  * (conn_accepted(): keepalive, allow/deny, per client; its slot of the service's
  * max_connections taken already, by hlb_proxy_adopt()), its wait bounded by the <left_ms> it
- * had left there. <addr>: the addresses its PROXY header named (read there), else its
- * socket's own. Takes <fd>.
+ * had left there, the <waited_ms> it waited there counted in its queue_ms. <addr>: the
+ * addresses its PROXY header named (read there), else its socket's own. Takes <fd>.
  */
 void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
-		const struct sockaddr_storage *addr)
+		uint32_t waited_ms, const struct sockaddr_storage *addr)
 {
 	const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
 	struct sockaddr_storage own[2];
@@ -3524,6 +3525,7 @@ void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left
 	if (snap->keepalive.enabled)
 		sock_keepalive(fd, &snap->keepalive);
 	c->was_queued = true;
+	c->queue_ms = waited_ms; /* a wait here adds to it (conn_no_backend()) */
 	c->queued_until = (uint32_t)w->now_ms + (left_ms ? left_ms : 1);
 	if (addr) {
 		if (c->proxy) {

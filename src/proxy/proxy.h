@@ -151,6 +151,7 @@ struct hlb_lent {
 	uint32_t gen, idx;
 	uint64_t read, written;
 	uint32_t left_ms;
+	uint32_t waited_ms; /* how long it waited there so far (the log's queue_ms) */
 	bool addrs;
 	bool refused; /* hlb_proxy_lent_end(): not taken, it is served here */
 	struct sockaddr_storage addr[2];
@@ -183,7 +184,7 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n);
  * (the process stops: the old one keeps the client). Control thread.
  */
 bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
-		     const struct sockaddr_storage *addr);
+		     uint32_t waited_ms, const struct sockaddr_storage *addr);
 
 /* Worker <i>'s resources (struct hlb_worker_stats); false past the last worker. */
 bool hlb_proxy_worker_stats(const struct hlb_proxy *p, uint32_t i, struct hlb_worker_stats *ret);

@@ -514,7 +514,7 @@ static void worker_commands(struct worker *w)
 			free(cmd->fates);
 			break;
 		case CMD_ADOPT:
-			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms,
+			conn_adopt(w, cmd->svc, cmd->fd, cmd->left_ms, cmd->waited_ms,
 				   cmd->addrs ? cmd->addr : NULL);
 			/* once its connection counts (conn_new()): always counted by one or the other */
 			atomic_fetch_sub_explicit(&w->proxy->adopting, 1, memory_order_release);
@@ -1302,7 +1302,7 @@ size_t hlb_proxy_lent_end(struct hlb_proxy *p, struct hlb_lent *lent, size_t n)
 }
 
 bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint32_t left_ms,
-		     const struct sockaddr_storage *addr)
+		     uint32_t waited_ms, const struct sockaddr_storage *addr)
 {
 	const struct hlb_snapshot *snap = hlb_service_snapshot(svc);
 	uint64_t max = snap ? snap->max_connections : 0;
@@ -1327,6 +1327,7 @@ bool hlb_proxy_adopt(struct hlb_proxy *p, struct hlb_service *svc, int fd, uint3
 	cmd->fd = fd;
 	cmd->svc = hlb_service_ref(svc);
 	cmd->left_ms = left_ms;
+	cmd->waited_ms = waited_ms;
 	if (addr) {
 		cmd->addrs = true;
 		memcpy(cmd->addr, addr, sizeof(cmd->addr));

@@ -303,13 +303,14 @@ struct cmd {
 	uint32_t drain_ms;
 	/* CMD_LEND, CMD_LENT_END: the lending (<gen>); CMD_LENT_END: what becomes of each client
 	 * the worker lent in it, by its place (<fates>, <n>: enum lent_fate); CMD_ADOPT: <fd> of
-	 * <svc> (a reference), <left_ms> of its wait, <addr> if <addrs> */
+	 * <svc> (a reference), <left_ms> of its wait, <waited_ms> already there, <addr> if
+	 * <addrs> */
 	uint32_t gen;
 	uint8_t *fates;
 	size_t n;
 	int fd;
 	struct hlb_service *svc;
-	uint32_t left_ms;
+	uint32_t left_ms, waited_ms;
 	bool addrs;
 	struct sockaddr_storage addr[2];
 };
@@ -663,7 +664,7 @@ void conn_lent_end(struct worker *w, uint32_t gen, const uint8_t *fates, size_t 
  * (written, the FIN counted) so far, in *<ret_read>, *<ret_written>; false if not known. */
 bool lent_mark(int fd, uint64_t *ret_read, uint64_t *ret_written);
 void conn_adopt(struct worker *w, struct hlb_service *svc, int fd, uint32_t left_ms,
-		const struct sockaddr_storage *addr);
+		uint32_t waited_ms, const struct sockaddr_storage *addr);
 void conn_queue_svcs_free(struct worker *w);
 uint32_t conn_wake_starved(struct worker *w);
 void conn_cache_free(struct worker *w);

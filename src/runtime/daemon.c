@@ -1700,15 +1700,16 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	struct hlb_service *svc = NULL;
 	const struct hlb_snapshot *snap;
 	uint64_t max = hlb_proxy_max_connections(d->proxy);
-	unsigned left;
+	unsigned left, waited = 0;
 	socklen_t len;
 	bool addrs = false;
 	int fd = -1;
 
 	if (d->parent_fds_head < d->n_parent_fds)
 		fd = d->parent_fds[d->parent_fds_head++];
-	if (sscanf(line, HLB_FDPASS_QUEUED_WORD "%255s %u %53s %53s", svc_name, &left, src, dst) ==
-	    4) {
+	/* the wait there after those (none from an older one: 0) */
+	if (sscanf(line, HLB_FDPASS_QUEUED_WORD "%255s %u %53s %53s %u", svc_name, &left, src, dst,
+		   &waited) >= 4) {
 		svc = service_named(d, svc_name);
 		addrs = strcmp(src, "-") != 0;
 		if (addrs && (hashlb_addr_parse(src, true, &addr[0], &len) < 0 ||
@@ -1726,7 +1727,7 @@ static void queued_line(struct hlb_daemon *d, char *line)
 	if (fd < 0 || !snap || d->stopping || d->parent_fds_lost ||
 	    (max && hlb_proxy_connections_adopting(d->proxy) >= max) ||
 	    !taken_room(d, d->queued_seen) ||
-	    !hlb_proxy_adopt(d->proxy, svc, fd, left, addrs ? addr : NULL)) {
+	    !hlb_proxy_adopt(d->proxy, svc, fd, left, waited, addrs ? addr : NULL)) {
 		d->queued_seen++;
 		if (fd >= 0)
 			close(fd);
@@ -2060,7 +2061,8 @@ static void lent_ready(struct hlb_daemon *d, int fd, uint32_t events, void *arg)
 				hashlb_addr_format(&lent[i].addr[0], src, sizeof(src));
 				hashlb_addr_format(&lent[i].addr[1], dst, sizeof(dst));
 			}
-			fprintf(f, HLB_FDPASS_QUEUED, lent[i].svc, lent[i].left_ms, src, dst);
+			fprintf(f, HLB_FDPASS_QUEUED, lent[i].svc, lent[i].left_ms, src, dst,
+				lent[i].waited_ms);
 			fds[i] = lent[i].fd;
 		}
 		fprintf(f, HLB_FDPASS_QUEUED_END, (size_t)n);

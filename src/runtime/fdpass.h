@@ -105,8 +105,9 @@ bool hlb_fdpass_peer_gone(int fd);
  * sends, the longest waiting first, a line each with its socket riding on it (SCM_RIGHTS,
  * HLB_FDPASS_PER_MSG a message): the service, the ms left of its timeouts.queue, and the
  * addresses its PROXY header named (as hashlb_addr_format() writes them: "IP:PORT
- * [IPv6]:PORT"), "- -" for a service without accept_proxy; then HLB_FDPASS_QUEUED_END with
- * their count. The new one serves those it can as if it had just accepted them, and answers
+ * [IPv6]:PORT"), "- -" for a service without accept_proxy, and the ms it waited there (its
+ * connection log's queue_ms goes on from it; none from an older one: 0); then
+ * HLB_FDPASS_QUEUED_END with their count. The new one serves those it can as if it had just accepted them, and answers
  * with an HLB_FDPASS_REFUSED line for each of the others (by its place among the lines, from
  * 0), then HLB_FDPASS_ADOPTED with how many it took.
  * The old one closes its copies of those taken, and serves the others on as if they had never
@@ -122,7 +123,7 @@ bool hlb_fdpass_peer_gone(int fd);
  */
 #define HLB_FDPASS_QUEUE "queue\n"
 #define HLB_FDPASS_QUEUED_WORD "queued " /* what starts an HLB_FDPASS_QUEUED line */
-#define HLB_FDPASS_QUEUED HLB_FDPASS_QUEUED_WORD "%s %u %s %s\n"
+#define HLB_FDPASS_QUEUED HLB_FDPASS_QUEUED_WORD "%s %u %s %s %u\n"
 #define HLB_FDPASS_QUEUED_END "queued-end %zu\n"
 #define HLB_FDPASS_REFUSED "refused %zu\n"
 #define HLB_FDPASS_ADOPTED "adopted %zu\n"

@@ -429,8 +429,49 @@ def queued_clients_lent_twice_served_once():
         cleanup(queued + [held], new_pid, fake)
 
 
+def queued_clients_keep_their_queue_wait():
+    """A client lent to the new process logs, as its connection ends there, the whole of its
+    wait in the queue (queue_ms=): the time it waited in the old process too, at least the
+    second the test held them there after it saw them waiting (a lower bound only). It logged
+    its wait in the new process alone, 0 for one served at once: a client that had waited out
+    most of timeouts.queue read as one that never waited."""
+    n = 3
+    exe = tmppath("hashlb-waited")
+    install(HASHLB, exe)
+    port = pick_port()
+    lb = Lb(head(workers=1) + service("w", port, "log_connections: true"), fname="waited.yaml",
+            binary=exe)
+    held, queued = queue_up(lb, ("127.0.0.1", port), n)
+    new_pid = None
+    try:
+        check(wait_until_queued(lb, n), f"{n} clients wait: {queued_count(lb)}")
+        time.sleep(1.0)  # each waits at least that long from here on
+        peers = by_peer(queued)
+        new_pid = upgraded(lb, uncapped)
+        all_taken_served(lb, queued)
+        end = time.time() + 30
+        waited = {}
+        while len(waited) < n and time.time() < end:
+            for line in list(lb.log):
+                m = re.search(r' msg=connection .*client=(\S+) .*end=handed_over', line)
+                if m:
+                    continue  # the old process's end of its copy
+                m = re.search(r' msg=connection service=w client=(\S+) .* queue_ms=(\d+)',
+                              line)
+                if m and m.group(1) in peers:
+                    waited[peers[m.group(1)]] = int(m.group(2))
+            time.sleep(0.05)
+        check(len(waited) == n and all(ms >= 1000 for ms in waited.values()),
+              f"each logs its wait in both processes, 1000 ms and more: {waited}")
+        held.close()
+        check(exits_0(lb), "the old process exits 0")
+    finally:
+        cleanup(queued + [held], new_pid)
+
+
 try:
-    run_tests([queued_clients_taken_up_to_each_service_cap,
+    run_tests([queued_clients_keep_their_queue_wait,
+               queued_clients_taken_up_to_each_service_cap,
                queued_clients_taken_up_to_the_connection_cap,
                queued_clients_of_a_new_process_exiting_mid_answer,
                queued_clients_lent_twice_served_once,

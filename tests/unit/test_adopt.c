@@ -36,7 +36,7 @@ static void test_adopt_on_a_failed_worker_refuses(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	p->workers[0].failed = true;
 
-	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, NULL));
+	assert_false(hlb_proxy_adopt(p, svc, sv[1], 1000, 0, NULL));
 	/* the socket is still the caller's, its slot and its count given back */
 	assert_true(fcntl(sv[1], F_GETFD) >= 0);
 	assert_int_equal(atomic_load(&svc->active), 0);
