@@ -68,9 +68,12 @@ struct hlb_pool {
 	uint32_t n_orphans_sorted;
 	struct retired *retired; /* those services, until their totals are logged */
 	uint32_t n_retired;
-	/* env.handover parsed, sorted by service and backend (hlb_pool_new()) */
+	/* env.handover parsed, sorted by service and backend (hlb_pool_new()); its
+	 * HLB_HANDOVER_SEEN services, sorted */
 	struct handover *ho;
 	size_t n_ho;
+	char **ho_seen;
+	size_t n_ho_seen;
 	/* errs_budget(): the lines of this second on checks that change no health ("another
 	 * error", "backend still up"...), and those not logged since the last one that was */
 	uint64_t errs_second_ms;
@@ -2227,19 +2230,23 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		const struct hlb_pool_service *s = p->svcs[i];
+		bool checked = s->cfg->health.enabled;
 
+		if (checked)
+			hlb_buf_printf(o, HLB_HANDOVER_SEEN, s->cfg->name);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
 			double pen = hlb_health_penalty(&b->health, &s->hp, now);
 			char ramp[24] = "-", addr[HASHLB_ADDR_STRLEN];
+			bool assumed = b->health.up && b->health.assumed;
 
 			if (hashlb_addr_is_name(b->rt->address) && !strchr(b->rt->name, '@')) {
 				hashlb_addr_format(&b->rt->addr, addr, sizeof(addr));
 				hlb_buf_printf(o, HLB_HANDOVER_RESOLVED, s->cfg->name, b->rt->name,
 					       b->rt->address, addr);
 			}
-			if (!backend_set_at_run_time(b) && b->health.up &&
+			if (!backend_set_at_run_time(b) && b->health.up && !(checked && assumed) &&
 			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms)
 				continue;
 			if (b->ramp_start_ms)
@@ -2249,8 +2256,10 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				       hashlb_admin_state_name(b->admin),
 				       hashlb_admin_state_name(b->cfg_admin), b->rt->weight,
 				       b->cfg_weight, max, b->cfg_max_conns,
-				       b->health.up ? "up" : "down", pen,
-				       b->health.suppressed ? "yes" : "no", ramp);
+				       !b->health.up ? "down"
+				       : assumed     ? "assumed"
+						     : "up",
+				       pen, b->health.suppressed ? "yes" : "no", ramp);
 		}
 	}
 }
@@ -2261,6 +2270,7 @@ struct handover {
 	enum hashlb_admin_state a, cfg_a;
 	unsigned w, cfg_w, max, cfg_max;
 	bool down;
+	bool assumed; /* up only as assumed there (health=assumed) */
 	double penalty; /* flap damping; 0 from a process that sent none */
 	bool held; /* the penalty held it down */
 	bool ramping; /* in slow start there, ramp_ms into it; false from a process that sent none */
@@ -2284,6 +2294,35 @@ static void handover_free(struct hlb_pool *p)
 	free(p->ho);
 	p->ho = NULL;
 	p->n_ho = 0;
+	for (size_t i = 0; i < p->n_ho_seen; i++)
+		free(p->ho_seen[i]);
+	free(p->ho_seen);
+	p->ho_seen = NULL;
+	p->n_ho_seen = 0;
+}
+
+static int seen_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Whether the old process's checks were on for service <svc> (HLB_HANDOVER_SEEN). */
+static bool handover_seen(const struct hlb_pool *p, const char *svc)
+{
+	return p->n_ho_seen &&
+	       bsearch(&svc, p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
+}
+
+/*
+ * Whether backend <b> of service <svc>, up here as at start (assumed), was seen up by the old
+ * process's checks (<h>: its line, NULL if none): then its next down is a flap, as it would
+ * have been there. Only where both check it.
+ */
+static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_backend *b,
+			     const char *svc, const struct handover *h)
+{
+	return b->health.up && b->health.assumed && hlb_pool_backend_checked(b) &&
+	       handover_seen(p, svc) && !(h && (h->down || h->assumed));
 }
 
 /*
@@ -2295,7 +2334,7 @@ static void handover_free(struct hlb_pool *p)
  */
 static void handover_parse(struct hlb_pool *p, const char *text)
 {
-	size_t cap = 0;
+	size_t cap = 0, seen_cap = 0;
 	const char *next;
 
 	for (const char *l = text; l && *l; l = next) {
@@ -2308,10 +2347,22 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		struct handover h = { 0 };
 
 		next = end ? end + 1 : NULL;
-		if (len >= sizeof(line) || strncmp(l, "set ", 4))
+		if (len >= sizeof(line))
 			continue;
 		memcpy(line, l, len);
 		line[len] = '\0';
+		if (sscanf(line, "seen %255s", s) == 1) {
+			char *dup;
+
+			if (hlb_grow((void **)&p->ho_seen, &seen_cap, p->n_ho_seen + 1,
+				     sizeof(*p->ho_seen), 16) < 0 ||
+			    !(dup = strdup(s)))
+				break;
+			p->ho_seen[p->n_ho_seen++] = dup;
+			continue;
+		}
+		if (strncmp(line, "set ", 4))
+			continue;
 		if (sscanf(line,
 			   "set %255s %255s admin=%15[^/]/%15s weight=%u/%u max_connections=%u/%u "
 			   "health=%7s",
@@ -2320,6 +2371,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 		    hashlb_admin_state_parse(cfg_st, &h.cfg_a) < 0)
 			continue;
 		h.down = !strcmp(up, "down");
+		h.assumed = !strcmp(up, "assumed");
 		/* the damping, after the fields every version sends (none: an older one) */
 		pf = strstr(line, " penalty=");
 		if (pf && sscanf(pf, " penalty=%lf held=%3s", &h.penalty, held) >= 1 &&
@@ -2343,6 +2395,8 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 	}
 	if (p->n_ho)
 		qsort(p->ho, p->n_ho, sizeof(*p->ho), handover_cmp);
+	if (p->n_ho_seen)
+		qsort(p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
 }
 
 /*
@@ -2359,6 +2413,9 @@ static void backend_handover(struct hlb_pool_backend *b, const char *svc)
 	char ramp[32] = "", what[64] = ""; /* what[]: the settings carried, ",a,b" */
 
 	h = p->n_ho ? bsearch(&key, p->ho, p->n_ho, sizeof(*p->ho), handover_cmp) : NULL;
+	/* seen up there: its next down is a flap (not logged: most backends are) */
+	if (handover_seen_up(p, b, svc, h))
+		b->health.assumed = false;
 	if (!h)
 		return;
 	if (h->a != h->cfg_a && b->cfg_admin == h->cfg_a) {
@@ -2430,11 +2487,17 @@ uint32_t hlb_pool_resync(struct hlb_pool *p, const char *text)
 						     : NULL;
 			bool down = h && h->down;
 
-			/* unchanged there since this one started, or decided here since */
+			/* unchanged there since this one started, or decided here since; up only
+			 * assumed at first, seen up there since: its next down is a flap */
 			if (!hlb_pool_backend_checked(b) || down == b->carried_down ||
-			    b->health.changes)
+			    b->health.changes) {
+				if (!b->health.changes && handover_seen_up(p, b, s->cfg->name, h))
+					b->health.assumed = false;
 				continue;
+			}
 			backend_health_restart(b, !down, now);
+			if (handover_seen_up(p, b, s->cfg->name, h))
+				b->health.assumed = false; /* a check passed it there */
 			if (h && h->penalty > 0) {
 				b->health.penalty = h->penalty;
 				b->health.penalty_ms = now;
@@ -2510,7 +2573,7 @@ static int service_new(struct hlb_pool *p, const struct hashlb_service_cfg *c,
 		}
 		s->backends[i]->idx = i;
 		s->n_backends++;
-		if (p->n_ho)
+		if (p->n_ho || p->n_ho_seen)
 			backend_handover(s->backends[i], c->name);
 	}
 	s->need_full = true;

@@ -477,11 +477,12 @@ static void take_services(struct hlb_proxy *p, const char *body)
 	}
 }
 
-/* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_RESOLVED,
- * HLB_HANDOVER_RELOADS. */
+/* Whether <l> is a line for the control plane: HLB_HANDOVER_LINE, HLB_HANDOVER_SEEN,
+ * HLB_HANDOVER_RESOLVED, HLB_HANDOVER_RELOADS. */
 static bool handover_line(const char *l)
 {
-	return !strncmp(l, "set ", 4) || !strncmp(l, "resolved ", 9) || !strncmp(l, "reloads ", 8);
+	return !strncmp(l, "set ", 4) || !strncmp(l, "seen ", 5) || !strncmp(l, "resolved ", 9) ||
+	       !strncmp(l, "reloads ", 8);
 }
 
 /* Keep the answer's "set ..." lines, what the old process's operator set at

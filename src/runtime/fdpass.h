@@ -39,6 +39,15 @@
  * record set's order: it took the answer's first). A process of before ignores the line. */
 #define HLB_HANDOVER_RESOLVED "resolved %s %s %s %s\n"
 
+/* Before them, one per service whose checks are on: what its backends' health= says of up.
+ * Of such a service, a backend up only as assumed (no check passed it yet, as at start) is
+ * sent, health=assumed; one up and not sent, or sent health=up, a check saw up: its next
+ * down is a flap in the new process too (hashlb_backend_flaps_total, flap damping). Without
+ * the line (checks off there, or a process of before, whose health=up may be assumed), the
+ * new one takes up as assumed. A process of before ignores the line, and reads
+ * health=assumed as up. */
+#define HLB_HANDOVER_SEEN "seen %s\n"
+
 /* With them, the old process's reload counts, if any: the new one goes on from them (hashlb ctl
  * status's "reloads: N ok", hashlb_reloads_total), read as the service's history, not the
  * process's. A process of before ignores the line, and one from before sends none: 0. */

@@ -904,6 +904,38 @@ def health_found_while_the_new_process_starts():
             c.stop()
 
 
+def upgrade_keeps_a_backend_seen_up():
+    """A backend the old process's checks saw up goes down after an upgrade in place: the new
+    process counts that a flap (hashlb_backend_flaps_total, and the flap damping), as the old
+    one would have. It took every backend up as only assumed, as at start: its first down was
+    no flap, the count one short."""
+    exe = tmppath("hashlb-seen")
+    install(HASHLB, exe)
+    d = Backend("d")
+    health = "interval: 200ms\ntimeout: 100ms\nrise: 2\nfall: 2"
+    old = Lb(config(BACKENDS[:2] + [("d", d.addr)], admin=admin_addr(),
+                    listen=f"{LISTEN[0]}:{LISTEN[1]}", health=health),
+             fname="seen.yaml", binary=exe)
+    new_pid = None
+    try:
+        check(old.wait(lambda: old.backend("d")["health"] == "up" and
+                       old.backend("d")["checks_ok"] >= 1) is not None,
+              "a check of the old one saw d up")
+        old.proc.send_signal(signal.SIGUSR2)
+        new_pid = upgrade_started(old)
+        check(new_pid and exit_status(old.proc, 30) == 0, "the old one handed over and exited 0")
+        check(old.wait(lambda: old.status()["pid"] == new_pid, 30) is not None,
+              "the new process answers")
+        d.stop()
+        check(old.wait(lambda: old.backend("d")["health"] == "down", 30) is not None,
+              "the new one finds d down")
+        flaps = old.backend("d")["flaps"]
+        check(flaps == 1, f"its down is a flap, d was seen up: flaps={flaps}")
+    finally:
+        kill(new_pid)
+        d.stop()
+
+
 class SlowDns:
     """A DNS server on 127.0.0.53:53 (this test's network namespace) that answers every A
     query with 127.0.0.1, and every other with no address, after .delay seconds; .queries
@@ -2221,7 +2253,8 @@ def sockets_over_tcp_give_nothing_away():
     them (pidfd_getfd needs the right to ptrace hashlb), while root may."""
     lb = Lb(config(BACKENDS, admin="127.0.0.1:0"))
     status, body = lb.http("GET", "/sockets")
-    lines = [l.split() for l in body.splitlines()]
+    # the sockets' lines, not those of the backends' health after them ("seen", "set")
+    lines = [l.split() for l in body.splitlines() if l[:1].isdigit()]
     check(status == 200 and len(lines) == 2 and all(int(l[0]) == lb.proc.pid for l in lines),
           f"two sockets, named PID FD ADDR: {status} {body!r}")
     fd = lines[0][1] if lines else "0"
@@ -2699,6 +2732,7 @@ def admin_request_not_whole_at_a_handover_is_answered():
 run_tests([upgrade_in_place, upgrade_reads_the_config_reloads_read, half_close_while_the_old_drains, ctl_upgrade, ctl_upgrade_admin_moves, stuck_new_process_is_killed,
            missing_executable_is_reported, upgrade_keeps_run_time_settings, upgrade_keeps_slow_start_going, set_during_an_upgrade_is_not_lost,
            health_found_while_the_new_process_starts,
+           upgrade_keeps_a_backend_seen_up,
            reload_during_an_upgrade_reaches_the_new_process,
            reload_moving_the_address_during_an_upgrade_resets_no_one,
            fewer_workers_after_an_upgrade_reset_no_one,

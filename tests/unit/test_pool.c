@@ -1756,6 +1756,57 @@ static void test_handover_carries_flap_damping(void **state)
 }
 
 /*
+ * Up only as assumed (no check passed it yet) or seen up by a check, handed over as it is:
+ * one seen up there went down in the new process as if never known up, its first down no
+ * flap (hashlb_backend_flaps_total one short, its damping a flap behind); one only assumed up
+ * there must stay so, its first verdict no flap. A process of before, that sends no
+ * HLB_HANDOVER_SEEN line, leaves every one assumed; the resync passes one seen since on.
+ */
+static void test_handover_carries_up_only_assumed(void **state)
+{
+	const char *seen_b1 = "seen web\nset web b2 admin=ready/ready weight=1/1 "
+			      "max_connections=0/0 health=assumed penalty=0.000 held=no ramp=-\n";
+	struct fixture old, f;
+	struct hlb_buf o = { 0 };
+	struct hlb_pool_backend *b;
+
+	fixture_setup_readers(&old, HASHLB_SCHEME_RING, 3, 0, checks_on);
+	hlb_pool_health_result(hlb_pool_backend_find(old.svc, "b1"), true); /* seen up */
+	hlb_pool_handover(old.pool, &o);
+	assert_non_null(o.p);
+	assert_non_null(strstr(o.p, "seen web\n"));
+	assert_null(strstr(o.p, "set web b1 "));
+	assert_non_null(strstr(o.p, "set web b2 "));
+	assert_non_null(strstr(strstr(o.p, "set web b2 "), " health=assumed "));
+	fixture_teardown(&old);
+
+	b = taker(&f, o.p);
+	backend_fail(b);
+	assert_int_equal(b->health.flaps, 1);
+	b = hlb_pool_backend_find(f.svc, "b2");
+	assert_true(hlb_pool_backend_up(b));
+	backend_fail(b);
+	assert_int_equal(b->health.flaps, 0);
+	fixture_teardown(&f);
+	free(o.p);
+
+	/* a process of before: no line, up only assumed */
+	b = taker(&f, "set web b1 admin=ready/ready weight=1/1 max_connections=0/0 health=up\n");
+	backend_fail(b);
+	assert_int_equal(b->health.flaps, 0);
+	fixture_teardown(&f);
+
+	/* assumed at first, seen up there while this one started */
+	b = taker(&f, "seen web\nset web b1 admin=ready/ready weight=1/1 max_connections=0/0 "
+		      "health=assumed penalty=0.000 held=no ramp=-\n");
+	assert_true(b->health.assumed);
+	hlb_pool_resync(f.pool, seen_b1);
+	backend_fail(b);
+	assert_int_equal(b->health.flaps, 1);
+	fixture_teardown(&f);
+}
+
+/*
  * A backend held down for flapping, fixed: the operator need not wait for its penalty to
  * decay (about 100 s with the defaults). maint, then ready, forgets its damping: it starts
  * down and comes back after <rise> passing checks, as docs/control.md tells them.
@@ -2728,6 +2779,7 @@ int main(void)
 		cmocka_unit_test(test_reload_matches_many_backends_by_name),
 		cmocka_unit_test(test_handover_of_many_backends),
 		cmocka_unit_test(test_handover_carries_flap_damping),
+		cmocka_unit_test(test_handover_carries_up_only_assumed),
 		cmocka_unit_test(test_maint_then_ready_releases_a_flapping_backend),
 		cmocka_unit_test(test_handover_carries_slow_start),
 		cmocka_unit_test(test_reload_switches_log_connections),
