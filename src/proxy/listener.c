@@ -237,13 +237,14 @@ static bool same_listen_addr(const struct sockaddr_storage *a, const struct sock
 	return hashlb_listen_clash(a, b) && any == hashlb_addr_is_any(b) && (!any || v4a == v4b);
 }
 
-/* The service manager's socket bound to <addr>, or NULL (port 0 never matches one). A socket
- * ListenStream=[::ffff:127.0.0.1]:P passed is the one a service on 127.0.0.1:P listens on:
- * before, hashlb bound its own there, which the passed socket refused (no SO_REUSEPORT). */
+/* The service manager's socket bound to <addr>, or NULL (port 0 never matches one): one it
+ * passed, or one an upgrade in place handed on, kept since (struct inherited's <kept>). A
+ * socket ListenStream=[::ffff:127.0.0.1]:P passed is the one a service on 127.0.0.1:P listens
+ * on: before, hashlb bound its own there, which the passed socket refused (no SO_REUSEPORT). */
 static struct inherited *inherited_for(struct hlb_proxy *p, const struct sockaddr *addr)
 {
 	for (uint32_t i = 0; i < p->n_inh; i++)
-		if (!p->inh[i].taken &&
+		if ((!p->inh[i].taken || p->inh[i].kept) &&
 		    same_listen_addr(&p->inh[i].addr, (const struct sockaddr_storage *)addr))
 			return &p->inh[i];
 	return NULL;
@@ -792,7 +793,7 @@ uint32_t hlb_proxy_release_taken(struct hlb_proxy *p,
 		struct hlb_service *svc = NULL;
 		struct hlb_listener *l = NULL;
 
-		if (!in->taken || in->fd < 0)
+		if (!in->taken || in->kept || in->fd < 0)
 			continue;
 		/* The old process may have closed its own copy already (a reload
 		 * of it moved the address while this one started), and the kernel
@@ -1102,6 +1103,28 @@ static bool fds_shared(const struct hlb_listener *l)
 	return false;
 }
 
+/*
+ * <l> listens on the service manager's socket, handed on by an upgrade in place (its copies of
+ * one socket): keep a copy of it, as of a socket the manager passed, so that a reload that
+ * removes <l>'s address and a later one that adds it back listen on it again. Closed with <l>,
+ * it was gone from this process: the manager's socket, still bound there without
+ * SO_REUSEPORT, refused the socket that reload bound ("another process listens there").
+ * Without a descriptor left, none is kept (as before).
+ */
+static void taken_keep(struct hlb_proxy *p, const struct hlb_listener *l)
+{
+	for (uint32_t i = 0; i < p->n_inh; i++) {
+		struct inherited *in = &p->inh[i];
+
+		if (in->taken && in->used && in->fd < 0 && !in->kept &&
+		    same_listen_addr(&in->addr, &l->bound)) {
+			in->fd = fcntl(l->fds[0], F_DUPFD_CLOEXEC, 0);
+			in->kept = in->fd >= 0;
+			return;
+		}
+	}
+}
+
 int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_t addr_len,
 		      const char *name, struct hlb_service *svc, bool foreign,
 		      struct hlb_listener **ret_listener, struct hashlb_error *err)
@@ -1151,6 +1174,8 @@ int hlb_listener_open(struct hlb_proxy *p, const struct sockaddr *addr, socklen_
 	if (!in)
 		take_extra(p, l, addr, name);
 	l->shared = l->n_taken > 1 && fds_shared(l);
+	if (l->shared)
+		taken_keep(p, l);
 	format_addr((const struct sockaddr *)&l->bound, l->bound_name, sizeof(l->bound_name));
 	*ret_listener = l;
 	return 0;

@@ -495,6 +495,10 @@ struct inherited {
 	struct sockaddr_storage addr;
 	bool used; /* a listener took it */
 	bool taken; /* handed over by the hashlb this one replaces */
+	/* taken, the service manager's socket handed on in place (a listener's copies of one
+	 * socket, fds_shared()): from its first listener on, <fd> is a copy kept open as for one
+	 * the manager passed, that a reload may use again (inherited_for()) */
+	bool kept;
 	char svc[HLB_SERVICE_NAME_SIZE]; /* taken: the service it listened for there, "": unknown */
 };
 

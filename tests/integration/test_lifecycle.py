@@ -1157,15 +1157,29 @@ def serves_on_the_passed_socket(log, port):
                                             f"(two workers share it):\n{ss.stdout}")
 
 
+def sigusr2_new_pid(p, log):
+    """SIGUSR2 to hashlb <p> (its log <log>): the new process's pid, once its upgrade in place
+    is logged; None if it is not."""
+    p.send_signal(signal.SIGUSR2)
+    check(wait_for(log, 'msg="upgraded: '), f"SIGUSR2: upgraded in place: {log[-5:]}")
+    m = next((re.search(r'msg="upgraded: .* pid=(\d+)', l) for l in log if "upgraded:" in l), None)
+    return int(m.group(1)) if m else None
+
+
+def new_one_stops(pid):
+    """SIGTERM to an upgrade's new process <pid> (not our child): it stops."""
+    pidfd = os.pidfd_open(pid)
+    os.kill(pid, signal.SIGTERM)
+    check(select.select([pidfd], [], [], 20)[0], "the new one stops on SIGTERM")
+    os.close(pidfd)
+
+
 def upgraded_in_place_on_the_passed_socket(p, log, lsock, port):
     """hashlb <p> (its log <log>), serving 127.0.0.1:<port> on the passed socket <lsock>,
     upgraded in place (SIGUSR2): the new process serves on that very socket, then stops."""
     # An upgrade in place hands the service manager's socket on too: the manager does not
     # start the new process, so it would otherwise get no LISTEN_FDS.
-    p.send_signal(signal.SIGUSR2)
-    check(wait_for(log, 'msg="upgraded: '), f"SIGUSR2: upgraded in place: {log[-5:]}")
-    m = next((re.search(r'msg="upgraded: .* pid=(\d+)', l) for l in log if "upgraded:" in l), None)
-    new_pid = int(m.group(1)) if m else None
+    new_pid = sigusr2_new_pid(p, log)
     try:
         check(p.wait(20) == 0, "the old one exited 0")
         check(any('msg="listening sockets taken over" count=2' in l for l in log),
@@ -1177,10 +1191,7 @@ def upgraded_in_place_on_the_passed_socket(p, log, lsock, port):
         check(who(("127.0.0.1", port)) in ("a", "b", "c"), "and serves on it")
     finally:
         if new_pid:
-            pidfd = os.pidfd_open(new_pid)
-            os.kill(new_pid, signal.SIGTERM)
-            check(select.select([pidfd], [], [], 20)[0], "the new one stops on SIGTERM")
-            os.close(pidfd)
+            new_one_stops(new_pid)
 
 
 def u_added_refused(p, log, path, listen, what):
@@ -1245,6 +1256,54 @@ def socket_activation():
     lsock.close()
 
 
+def passed_socket_removed_and_added_back_after_an_upgrade():
+    """After an upgrade in place handed the service manager's socket on, a reload that removes
+    its address and a later one that adds it back listen on that very socket again, as without
+    the upgrade: the new process keeps it while unused, as it keeps a socket the manager passed
+    it. Before, it closed its last copy with the service: the manager's socket, still bound
+    there (no SO_REUSEPORT), refused the one the second reload bound ("another process listens
+    there"), and the service could not come back short of a restart."""
+    lsock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    port = lsock.getsockname()[1]
+    web = config(BACKENDS, name="web", listen=f"127.0.0.1:{port}")
+    other = config(BACKENDS, name="other").split("services:\n", 1)[1]
+    path = tmpfile("activated-back.yaml", web + other)
+    p, log = activated(path, lsock)
+    new_pid = None
+    try:
+        serves_on_the_passed_socket(log, port)
+        new_pid = sigusr2_new_pid(p, log)
+        check(p.wait(20) == 0 and new_pid, "the old one exited 0, the new one's pid logged")
+        if not new_pid:
+            return
+        for text, what in ((web.split("services:\n", 1)[0] + "services:\n" + other,
+                            "web removed"), (web + other, "web added back")):
+            with open(path, "w") as f:
+                f.write(text)
+            n = sum("msg=reloaded" in l for l in log)
+            os.kill(new_pid, signal.SIGHUP)
+            end = time.time() + 20
+            while (time.time() < end and sum("msg=reloaded" in l for l in log) == n and
+                   not any("reload failed" in l for l in log)):
+                time.sleep(0.05)
+            check(sum("msg=reloaded" in l for l in log) > n,
+                  f"{what}: reloaded: {[l for l in log if 'reload' in l][-2:]}")
+        check(who(("127.0.0.1", port)) in ("a", "b", "c"), "web serves again")
+        ino = str(os.fstat(lsock.fileno()).st_ino)
+        check(ino in socket_inodes(new_pid),
+              f"on the manager's socket itself (socket:[{ino}])")
+        ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+        check(len(ss.stdout.splitlines()) == 1,
+              f"one listening socket on the port, the manager's:\n{ss.stdout}")
+    finally:
+        if new_pid:
+            new_one_stops(new_pid)
+        elif p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(20)
+        lsock.close()
+
+
 def passed_socket_in_the_other_family_is_used():
     """A socket the service manager passed on [::ffff:127.0.0.1]:P (ListenStream= written as
     IPv6) is the one a service on 127.0.0.1:P listens on: the kernel's one address. hashlb
@@ -1289,11 +1348,7 @@ def passed_socket_outlives_a_worker_failure_after_an_upgrade(workers=2):
     new_pid, waiting = None, None
     try:
         serves_on_the_passed_socket(log, port)
-        p.send_signal(signal.SIGUSR2)
-        check(wait_for(log, 'msg="upgraded: '), f"SIGUSR2: upgraded in place: {log[-5:]}")
-        m = next((re.search(r'msg="upgraded: .* pid=(\d+)', l) for l in log if "upgraded:" in l),
-                 None)
-        new_pid = int(m.group(1)) if m else None
+        new_pid = sigusr2_new_pid(p, log)
         check(p.wait(20) == 0, "the old one exited 0")
         if not check(new_pid, "the new one's pid is logged"):
             return
@@ -1391,6 +1446,7 @@ def activated_socket_share_error_says_where():
 run_tests([config_error_refused, listen_bind_error_says_why,
            passed_socket_beside_another_process_in_the_other_family,
            passed_socket_in_the_other_family_is_used,
+           passed_socket_removed_and_added_back_after_an_upgrade,
            passed_socket_outlives_a_worker_failure_after_an_upgrade,
            passed_socket_of_one_worker_outlives_a_worker_failure_after_an_upgrade,
            listen_permission_error_says_what_to_do, second_instance_on_a_listen_address_warned,
