@@ -25,6 +25,7 @@ import time  # noqa: E402
 
 from ctltest import Lb  # noqa: E402
 from lbtest import HASHLB, Backend, Skip, check, connect, pick_port, read_line, run_tests, tmppath  # noqa: E402
+from shims import shim  # noqa: E402
 
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -469,8 +470,73 @@ def queued_clients_keep_their_queue_wait():
         cleanup(queued + [held], new_pid)
 
 
+def lent_short_of_memory(at):
+    """hashlb with 100 clients waiting in its queue, upgraded in place (the new one's backend
+    uncapped) with grow_fail.c failing the array growth numbered <at> in its worker from the
+    lending on; its queued clients then served. (lb, queued clients, outcomes); the caller
+    checks what it logged."""
+    n = 100
+    exe = tmppath(f"hashlb-nomem{at}")
+    install(HASHLB, exe)
+    port = pick_port()
+    arm = tmppath(f"grow-fail-pid{at}")
+    for path in (arm, arm + ".hit"):
+        if os.path.exists(path):
+            os.unlink(path)
+    env = dict(os.environ, LD_PRELOAD=shim("grow_fail"), HLB_TEST_GROW_FAIL=arm,
+               HLB_TEST_GROW_FAIL_AT=str(at))
+    lb = Lb(head(workers=1) + service("m", port), fname=f"nomem{at}.yaml", binary=exe, env=env)
+    held, queued = queue_up(lb, ("127.0.0.1", port), n)
+    new_pid = None
+    try:
+        check(wait_until_queued(lb, n), f"{n} clients wait: {queued_count(lb)}")
+        with open(arm, "w") as f:
+            f.write(str(lb.proc.pid))
+        new_pid = upgraded(lb, uncapped)
+        end = time.time() + 30
+        while time.time() < end and not os.path.exists(arm + ".hit"):
+            time.sleep(0.05)
+        check(os.path.exists(arm + ".hit"), "its worker ran out of memory")
+        held.close()  # the old process's slot frees: it serves those it kept, one at a time
+        got = outcomes(queued)
+        check(not [l for l in lb.log if "reset: it read or wrote them" in l], "none reset")
+        check(exits_0(lb), "the old process exits 0")
+        return lb, queued, got
+    finally:
+        cleanup(queued + [held], new_pid)
+
+
+def queued_clients_lent_short_of_memory():
+    """The old process's worker runs out of memory part way through a lending (the growth of
+    its array of lent clients past the first 64 fails): the clients lent so far go to the new
+    process, which takes them, the others stay in the old one's queue; each client is served
+    once, by one process, its early line echoed, none reset, and the old one exits 0."""
+    lb, queued, got = lent_short_of_memory(2)
+    said = [l for l in lb.log if "clients waiting in the queues handed over" in l]
+    print(f"    {said}")
+    m = re.search(r" count=(\d+) kept=0$", said[-1]) if said else None
+    sent = int(m.group(1)) if m else 0
+    # "kept" counts those lent and refused: the ones never lent are not in the line
+    check(0 < sent < len(queued), f"some lent before the memory ran out, all taken: {said}")
+    check(lb.wait_log(r'msg="clients waiting in the old hashlb.s queues taken over" '
+                      rf'count={sent} left_there=0$', 30), f"the new one took the {sent} lent")
+    check_outcomes(got, ["served"] * len(queued), "each served once")
+
+
+def queued_clients_not_noted_short_of_memory():
+    """The old process cannot note the clients its worker lent (the growth of the array they
+    are gathered in fails): none is lent, the new process gets none, and the old one serves
+    each, once, its early line echoed, none reset, and exits 0."""
+    lb, queued, got = lent_short_of_memory(3)
+    check(not [l for l in lb.log if "taken over" in l and "clients" in l],
+          f"none lent: {[l for l in lb.log if 'handed over' in l or 'taken over' in l]}")
+    check_outcomes(got, ["served"] * len(queued), "each served once, by the old one")
+
+
 try:
     run_tests([queued_clients_keep_their_queue_wait,
+               queued_clients_lent_short_of_memory,
+               queued_clients_not_noted_short_of_memory,
                queued_clients_taken_up_to_each_service_cap,
                queued_clients_taken_up_to_the_connection_cap,
                queued_clients_of_a_new_process_exiting_mid_answer,
