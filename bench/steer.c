@@ -5,6 +5,9 @@
  * the same process on the same packets:
  *
  *   established: one flow's packet repeated (a conntrack hit each time);
+ *   established, 4 tables: the same in a program of 4 tables (hashlb run's
+ *                services sharing an interface), which also counts the
+ *                packet in its table's own counters (hlb_tstats);
  *   established, far VIP: the same, to a VIP stored HLB_STEER_VIP_PROBES - 1
  *                slots past its home slot, behind 7 VIPs of the same home
  *                (the most the VIP table allows): the VIP match's worst case;
@@ -124,8 +127,9 @@ static uint32_t far_vips(char (*vips)[24], uint16_t ret_other[2])
 	return n;
 }
 
+/* A program of <tables> tables (0: 1) serving table <t> in its table 0. */
 static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct hashlb_table *t,
-				 bool far)
+				 bool far, uint32_t tables)
 {
 	static const char *const one[] = { "10.0.0.10:80" };
 	char buf[HLB_STEER_VIP_PROBES][24];
@@ -133,6 +137,7 @@ static struct hashlb_steer *load(bool new_flows, uint32_t flows, const struct ha
 	uint32_t n = 1;
 	struct hashlb_steer_opts o = { .mode = HASHLB_STEER_LOAD_ONLY,
 				       .flows = flows,
+				       .tables = tables,
 				       .bench_new_flows = new_flows };
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
@@ -166,7 +171,7 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-enum path { P_REF, P_EST, P_FAR, P_NOVIP, P_NOVIP_SHARED, P_MAG, P_RING, P_MAX };
+enum path { P_REF, P_EST, P_EST_TABLES, P_FAR, P_NOVIP, P_NOVIP_SHARED, P_MAG, P_RING, P_MAX };
 
 static const char usage[] =
 	"usage: hashlb-bench-steer [RUNS [CONNTRACK_ENTRIES]]\n"
@@ -179,6 +184,7 @@ int main(int argc, char **argv)
 	static const char *const what[P_MAX] = {
 		[P_REF] = "reference: XDP_PASS",
 		[P_EST] = "established flow (conntrack hit)",
+		[P_EST_TABLES] = "established, 4 tables (own counts)",
 		[P_FAR] = "established, VIP 7 slots past home",
 		[P_NOVIP] = "no VIP, 8 keys at home, bit absent",
 		[P_NOVIP_SHARED] = "no VIP, 8 keys at home, bit shared",
@@ -187,7 +193,7 @@ int main(int argc, char **argv)
 	};
 	double ns[P_MAX][ROUNDS], med[P_MAX], lo[P_MAX], hi[P_MAX];
 	struct hashlb_table *mag, *ring;
-	struct hashlb_steer *est, *far, *novip, *fresh_mag, *fresh_ring;
+	struct hashlb_steer *est, *est4, *far, *novip, *fresh_mag, *fresh_ring;
 	uint8_t frame_shared[256];
 	struct test_pkt p = { 0 };
 	int fd[P_MAX];
@@ -206,11 +212,12 @@ int main(int argc, char **argv)
 		flows = bench_args_u32(argv[0], argv[2], 402653184, usage);
 	mag = test_table(HASHLB_SCHEME_MAGLEV, 1, names, 10, NULL);
 	ring = test_table(HASHLB_SCHEME_RING, 1, names, 10, NULL);
-	est = load(false, flows, mag, false);
-	far = load(false, flows, mag, true);
-	novip = load(false, flows, mag, true);
-	fresh_mag = load(true, flows, mag, false);
-	fresh_ring = load(true, flows, ring, false);
+	est = load(false, flows, mag, false, 0);
+	est4 = load(false, flows, mag, false, 4);
+	far = load(false, flows, mag, true, 0);
+	novip = load(false, flows, mag, true, 0);
+	fresh_mag = load(true, flows, mag, false, 0);
+	fresh_ring = load(true, flows, ring, false, 0);
 
 	test_v4(p.src, 0xc0000201);
 	test_v4(p.dst, 0x0a00000a);
@@ -232,6 +239,7 @@ int main(int argc, char **argv)
 	frames[P_NOVIP_SHARED] = frame_shared;
 	fd[P_REF] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_PASS);
 	fd[P_EST] = hashlb_steer_prog_fd(est, HASHLB_STEER_PROG_XDP);
+	fd[P_EST_TABLES] = hashlb_steer_prog_fd(est4, HASHLB_STEER_PROG_XDP);
 	fd[P_FAR] = hashlb_steer_prog_fd(far, HASHLB_STEER_PROG_XDP);
 	fd[P_NOVIP] = hashlb_steer_prog_fd(novip, HASHLB_STEER_PROG_XDP);
 	fd[P_NOVIP_SHARED] = fd[P_NOVIP];
@@ -239,6 +247,7 @@ int main(int argc, char **argv)
 	fd[P_RING] = hashlb_steer_prog_fd(fresh_ring, HASHLB_STEER_PROG_XDP);
 
 	ns_repeat(fd[P_EST], frame, len, 1); /* the flow's first packet */
+	ns_repeat(fd[P_EST_TABLES], frame, len, 1);
 	ns_repeat(fd[P_FAR], frame, len, 1);
 	/* Fill the conntrack tables first (twice their size in new flows):
 	 * every insert measured then evicts, as a busy balancer's do. */
@@ -266,6 +275,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "far VIP: its packets were not steered\n");
 		return 1;
 	}
+	/* every repeat of the program of 4 tables counted in its table 0's own */
+	struct hlb_steer_tstats ts[4];
+
+	if (hashlb_steer_tables_stats(est4, ts) < 0 || ts[0].packets != per_round * ROUNDS + 1 ||
+	    ts[1].packets) {
+		fprintf(stderr, "4 tables: the packets not counted in their table's own\n");
+		return 1;
+	}
 	/* and every one to the port that is no VIP passed */
 	if (hashlb_steer_stats(novip, &st) < 0 || st.packets ||
 	    st.passed != 2 * per_round * ROUNDS) {
@@ -277,6 +294,8 @@ int main(int argc, char **argv)
 	       ROUNDS, per_round);
 	printf("  %-34s %7.1f ns (%.0f-%.0f)\n", what[P_REF], med[P_REF], lo[P_REF], hi[P_REF]);
 	line(what[P_EST], med[P_EST], med[P_REF], 50, lo[P_EST], hi[P_EST]);
+	line(what[P_EST_TABLES], med[P_EST_TABLES], med[P_REF], 50, lo[P_EST_TABLES],
+	     hi[P_EST_TABLES]);
 	line(what[P_FAR], med[P_FAR], med[P_REF], 50, lo[P_FAR], hi[P_FAR]);
 	line(what[P_NOVIP], med[P_NOVIP], med[P_REF], 50, lo[P_NOVIP], hi[P_NOVIP]);
 	line(what[P_NOVIP_SHARED], med[P_NOVIP_SHARED], med[P_REF], 50, lo[P_NOVIP_SHARED],
@@ -291,6 +310,7 @@ int main(int argc, char **argv)
 	       "       or: build/bench/hashlb-bench-steer %u %u\n",
 	       runs, flows);
 	hashlb_steer_free(est);
+	hashlb_steer_free(est4);
 	hashlb_steer_free(far);
 	hashlb_steer_free(novip);
 	hashlb_steer_free(fresh_mag);

@@ -154,6 +154,17 @@ struct {
 	__type(value, struct hlb_steer_stats2);
 } hlb_stats2 SEC(".maps");
 
+/* Each table's packets and bytes forwarded (a service's, of hashlb run's
+ * services sharing the interface): tables_cap entries, set by the loader.
+ * Counted only in a program of several tables: of one, they are hlb_stats'
+ * packets and bytes (the verifier removes the code). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* tables_cap, set by the loader */
+	__type(key, __u32);
+	__type(value, struct hlb_steer_tstats);
+} hlb_tstats SEC(".maps");
+
 /*
  * Never read by the programs: the loader updates it as a barrier. An update
  * of a map-in-map waits for every running BPF program to finish
@@ -301,6 +312,17 @@ static __always_inline __u32 vip_flags_near(const struct hlb_steer_vip *hv, __u3
 					    __u32 idx)
 {
 	return idx == home ? hv->flags : vip_flags(vh, idx);
+}
+
+/* The table of VIP <idx> (hlb_vips half <vh>), for its counters
+ * (hlb_tstats): read where the packet's home entry <hv> is held (a VIP at
+ * its home, most: no lookup), and in a program of several tables only. */
+static __always_inline __u32 vip_table_near(const struct hlb_steer_vip *hv, __u32 home, __u32 vh,
+					    __u32 idx)
+{
+	if (tables_cap < 2)
+		return 0;
+	return (vip_flags_near(hv, home, vh, idx) >> HLB_STEER_VIP_TABLE_SHIFT) & 0xff;
 }
 
 /* Whether destination <d0><d1> is a VIP address at all (the port-0 marker). */
@@ -477,14 +499,24 @@ static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __
 		ct_mark(b, way, e, fl);
 }
 
-/* The packet, counted, to backend <be>: what every forwarded packet ends with. */
-static __always_inline enum verdict forward(struct hlb_steer_stats *st, struct ethhdr *eth,
-					    const struct hlb_steer_backend *be, __u64 len,
-					    __u32 *ret_ifindex)
+/* The packet, counted (in table <tn>'s too), to backend <be>: what every
+ * forwarded packet ends with. */
+static __always_inline enum verdict forward(struct hlb_steer_stats *st, __u32 tn,
+					    struct ethhdr *eth, const struct hlb_steer_backend *be,
+					    __u64 len, __u32 *ret_ifindex)
 {
 	if (st) {
 		st->packets++;
 		st->bytes += len;
+	}
+	/* a constant for the verifier: no lookup in a program of one table */
+	if (tables_cap > 1) {
+		struct hlb_steer_tstats *ts = bpf_map_lookup_elem(&hlb_tstats, &tn);
+
+		if (ts) {
+			ts->packets++;
+			ts->bytes += len;
+		}
 	}
 	set_macs(eth, be);
 	*ret_ifindex = be->ifindex;
@@ -492,13 +524,14 @@ static __always_inline enum verdict forward(struct hlb_steer_stats *st, struct e
 }
 
 /* An established flow's packet, to the backend its conntrack entry names. */
-static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, struct ethhdr *eth,
+static __always_inline enum verdict forward_kept(struct hlb_steer_stats *st, __u32 tn,
+						 struct ethhdr *eth,
 						 const struct hlb_steer_backend *be, __u64 len,
 						 __u32 *ret_ifindex)
 {
 	if (st)
 		st->ct_hits++;
-	return forward(st, eth, be, len, ret_ifindex);
+	return forward(st, tn, eth, be, len, ret_ifindex);
 }
 
 /*
@@ -725,7 +758,8 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 				ext) ||
 		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
 			ct_used(b, way, e, now, tcp);
-			return forward_kept(st, eth, be, len, ret_ifindex);
+			return forward_kept(st, vip_table_near(hv, home, vh, (__u32)vip), eth, be,
+					    len, ret_ifindex);
 		}
 		resched = !be; /* its backend down or gone */
 	}
@@ -783,7 +817,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	    ((__u32)e & 0xffffff) ==
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
 		ct_used(b, way, e, now, tcp);
-		return forward_kept(st, eth, be, len, ret_ifindex);
+		return forward_kept(st, tn, eth, be, len, ret_ifindex);
 	}
 
 	/*
@@ -798,7 +832,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 
 		if (st2)
 			st2->rst_untracked++;
-		return forward(st, eth, be, len, ret_ifindex);
+		return forward(st, tn, eth, be, len, ret_ifindex);
 	}
 
 	/*
@@ -866,7 +900,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 		if (st2)
 			st2->ct_lost++;
 	}
-	return forward(st, eth, be, len, ret_ifindex);
+	return forward(st, tn, eth, be, len, ret_ifindex);
 }
 
 SEC("xdp")

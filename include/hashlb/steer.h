@@ -349,6 +349,17 @@ int hashlb_steer_table_fits(struct hashlb_steer *s, const struct hashlb_table_pa
 /* The counters summed over CPUs. */
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats);
 
+/*
+ * Each table's packets and bytes forwarded (a service's, under hashlb run),
+ * summed over CPUs, into <ret_tstats>[t] for t below hashlb_steer_tables():
+ * their sum is hashlb_steer_stats()' packets and bytes (but for a program of
+ * one table replaced by one of several, hashlb_steer_grow(): the packets its
+ * old program forwarded during the swap). Of a program of one table, [0]
+ * holds the program's. -EOPNOTSUPP for a program of several tables an older
+ * hashlb loaded (it counts no table's own), or -errno.
+ */
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats);
+
 /* Empty the conntrack table (tests). */
 int hashlb_steer_flows_clear(struct hashlb_steer *s);
 /*

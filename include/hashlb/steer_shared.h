@@ -28,6 +28,8 @@
  *   hlb_ct       array  hash(flow) & mask -> ct_bucket   connection tracking
  *   hlb_stats    percpu array 0 -> stats (up to ct_lost: its size is fixed)
  *   hlb_stats2   percpu array 0 -> stats2       counters added since
+ *   hlb_tstats   percpu array table -> tstats   each table's packets and bytes
+ *                                               (a program of several tables)
  *
  * Every map the data path reads is an array: the verifier inlines array
  * lookups (a bounds check and an add), where a hash map lookup or update is
@@ -400,6 +402,14 @@ struct hlb_steer_stats2 {
 	__u64 rst_untracked;
 	__u64 closed_passed;
 	__u64 ct_closing;
+};
+
+/* hlb_tstats' value: one table's (a service's) share of hlb_stats' packets
+ * and bytes. Counted by a program of several tables only; a program an
+ * older hashlb loaded has no hlb_tstats. */
+struct hlb_steer_tstats {
+	__u64 packets;
+	__u64 bytes;
 };
 
 #define HLB_STEER_STATS_SIZE __builtin_offsetof(struct hlb_steer_stats, ct_lost)

@@ -156,6 +156,9 @@ struct steer_scan {
 	const struct hashlb_steer *by;
 	uint32_t all;
 	uint32_t tables[HASHLB_STEER_TABLES_MAX];
+	/* each table's packets and bytes (hashlb_steer_tables_stats()), if <own> */
+	struct hlb_steer_tstats tstats[HASHLB_STEER_TABLES_MAX];
+	bool own;
 };
 
 static bool steer_release(struct run_steer *rs, struct run_steer_svc *e, bool unserve);
@@ -1925,6 +1928,7 @@ static const struct steer_scan *steer_scan(struct run_steer *rs, struct run_stee
 	x = &rs->scans[rs->n_scans];
 	if (hashlb_steer_flows_tables(e->steer, x->tables, &x->all) < 0)
 		return NULL;
+	x->own = hashlb_steer_tables_stats(e->steer, x->tstats) == 0;
 	x->by = e->steer;
 	rs->n_scans++;
 	return x;
@@ -1936,6 +1940,7 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	struct hlb_steer_sample v = { 0 };
 	const struct steer_scan *x;
 	struct run_steer_svc *e;
+	uint32_t t;
 
 	if (i >= rs->n)
 		return -ENOENT;
@@ -1946,10 +1951,14 @@ int run_steer_stats(void *arg, uint32_t i, struct hlb_steer_sample *ret)
 	 * service of the program (steer_scan(); its cost: docs/steering.md) */
 	if (i == 0)
 		rs->n_scans = 0;
-	if (!e->steer || hashlb_steer_stats(e->steer, &v.st) < 0 || !(x = steer_scan(rs, e)))
+	if (!e->steer || !(x = steer_scan(rs, e)) || hashlb_steer_stats(e->steer, &v.st) < 0)
 		return -ENODEV;
 	v.service = e->name;
-	v.flows = x->tables[hashlb_steer_tables(e->steer) < 2 ? 0 : hashlb_steer_table(e->steer)];
+	t = hashlb_steer_tables(e->steer) < 2 ? 0 : hashlb_steer_table(e->steer);
+	v.flows = x->tables[t];
+	/* the program's counters read after the table's: never fewer */
+	v.own = x->tstats[t];
+	v.own_known = x->own;
 	v.interface_flows = x->all;
 	v.flows_max = hashlb_steer_flows_max(e->steer);
 	v.table_stale = e->retry || e->too_small;

@@ -644,12 +644,12 @@ static void service_families(struct scrape *sc, const struct wanted *w, struct h
 /* The kernel steering counters of one service's program, summed over CPUs (s.st). */
 static uint64_t steer_value(const struct hlb_steer_sample *s, int f)
 {
-	const uint64_t v[] = { s->st.packets,	    s->st.bytes,	 s->st.new_flows,
+	const uint64_t v[] = { s->own.packets,	    s->own.bytes,	 s->st.new_flows,
 			       s->st.ct_hits,	    s->st.ct_resched,	 s->st.ct_evicted,
 			       s->st.ct_lost,	    s->st.rst_untracked, s->st.passed,
 			       s->st.closed_passed, s->st.ct_closing,	 s->flows,
 			       s->interface_flows,  s->flows_max,	 s->table_stale,
-			       s->tables_refused };
+			       s->tables_refused,   s->st.packets,	 s->st.bytes };
 
 	return v[f];
 }
@@ -708,6 +708,11 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		{ "hashlb_service_steer_tables_refused_total", "counter",
 		  "Kernel steering: tables the program refused (a backend's MAC unknown, a table "
 		  "larger than its maps)." },
+		{ "hashlb_service_steer_interface_packets_total", "counter",
+		  "Kernel steering: TCP packets forwarded on the service's interface, every "
+		  "service's there (its program's)." },
+		{ "hashlb_service_steer_interface_bytes_total", "counter",
+		  "Kernel steering: the frame bytes of those packets." },
 	};
 	static const char dropped[] = "hashlb_service_steer_dropped_total";
 	struct hlb_steer_sample *v;
@@ -723,6 +728,10 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		if (!family(o, w, fams[f].name, fams[f].type, fams[f].help))
 			continue;
 		for (uint32_t i = 0; i < n; i++) {
+			/* packets, bytes: the service's own, unknown in an older program
+			 * of several tables (its program's are in interface_*) */
+			if (f < 2 && !v[i].own_known)
+				continue;
 			labels2(o, fams[f].name, v[i].service, NULL);
 			hlb_buf_printf(o, " %" PRIu64 "\n", steer_value(&v[i], (int)f));
 		}

@@ -166,6 +166,11 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 	return -EOPNOTSUPP;
 }
 
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats)
+{
+	return -EOPNOTSUPP;
+}
+
 int hashlb_steer_flows_clear(struct hashlb_steer *s)
 {
 	return -EOPNOTSUPP;

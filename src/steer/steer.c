@@ -58,6 +58,7 @@ enum map_id {
 	M_STATS,
 	M_SYNC,
 	M_STATS2,
+	M_TSTATS,
 	M_MAX
 };
 
@@ -67,6 +68,7 @@ static const char *const map_names[M_MAX] = {
 	[M_BACKENDS] = "hlb_backends", [M_BSLOTS] = "hlb_bslots",   [M_SLOTS] = "hlb_slots",
 	[M_POINTS] = "hlb_points",     [M_BUCKETS] = "hlb_buckets", [M_CT] = "hlb_ct",
 	[M_STATS] = "hlb_stats",       [M_SYNC] = "hlb_sync",	    [M_STATS2] = "hlb_stats2",
+	[M_TSTATS] = "hlb_tstats",
 };
 
 /*
@@ -348,10 +350,11 @@ static int map_open(uint32_t id, struct bpf_map_info *ret_mi)
 /* Whether hashlb's program found on an interface must use map <m> to be this
  * hashlb version's: the barrier map is no program's (waited for by time
  * without it, steer_flip()), hlb_stats2 an older program's lacks
- * (its counters read 0). One rule for attach()'s and hashlb_steer_find()'s. */
+ * (its counters read 0), and hlb_tstats (no table's own counters). One rule for
+ * attach()'s and hashlb_steer_find()'s. */
 static bool map_required(int m)
 {
-	return m != M_SYNC && m != M_STATS2;
+	return m != M_SYNC && m != M_STATS2 && m != M_TSTATS;
 }
 
 /* The index in map_names of map <name>, or -1: not one of hashlb's. */
@@ -802,6 +805,7 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	bpf_map__set_max_entries(s->skel->maps.hlb_points, 2 * s->tables * s->points_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_buckets, 2 * s->tables * s->buckets_cap);
 	bpf_map__set_max_entries(s->skel->maps.hlb_ct, s->ct_buckets);
+	bpf_map__set_max_entries(s->skel->maps.hlb_tstats, s->tables);
 	ret = s->tables > 1 ? map_renamed(s->skel->maps.hlb_buckets, MULTI_BUCKETS_NAME) : 0;
 	if (ret < 0) {
 		hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "creating map %s: %s", MULTI_BUCKETS_NAME,
@@ -839,6 +843,7 @@ static int skel_load(struct hashlb_steer *s, bool bench_new_flows, const struct 
 	s->fd[M_STATS] = bpf_map__fd(s->skel->maps.hlb_stats);
 	s->fd[M_SYNC] = bpf_map__fd(s->skel->maps.hlb_sync);
 	s->fd[M_STATS2] = bpf_map__fd(s->skel->maps.hlb_stats2);
+	s->fd[M_TSTATS] = bpf_map__fd(s->skel->maps.hlb_tstats);
 	s->stats_size = HLB_STEER_STATS_SIZE;
 	s->stats2_size = sizeof(struct hlb_steer_stats2);
 	return 0;
@@ -2463,6 +2468,36 @@ static int table0_copy(const struct hashlb_steer *s, const struct hashlb_steer *
 	return ret;
 }
 
+/*
+ * Table 0's own counters in <g>'s program (of several tables, not attached
+ * yet) start at the packets and bytes of <s>'s (of one table: they are
+ * all its table's), so that the service's go on across the swap. The
+ * packets <s>'s program forwards between this and the swap are in the
+ * program's counters, not in table 0's. 0 or -errno.
+ */
+static int tstats_seed(struct hashlb_steer *s, const struct hashlb_steer *g)
+{
+	int ncpu = libbpf_num_possible_cpus(), ret = 0;
+	struct hlb_steer_tstats *per;
+	struct hlb_steer_stats st;
+	uint32_t zero = 0;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	ret = hashlb_steer_stats(s, &st);
+	if (ret < 0)
+		return ret;
+	per = calloc((size_t)ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	per[0].packets = st.packets;
+	per[0].bytes = st.bytes;
+	if (bpf_map_update_elem(g->fd[M_TSTATS], &zero, per, BPF_ANY) < 0)
+		ret = -errno;
+	free(per);
+	return ret;
+}
+
 /* <g>'s program attached where <s>'s is, in its place, at once: each packet
  * goes through one or the other. 0 or -errno. */
 static int prog_replace(struct hashlb_steer *s, struct hashlb_steer *g)
@@ -2544,6 +2579,8 @@ int hashlb_steer_grow(struct hashlb_steer *s, const struct hashlb_steer_opts *o,
 	ret = skel_load(g, false, s, err);
 	if (ret == 0) {
 		ret = table0_copy(s, g);
+		if (ret == 0)
+			ret = tstats_seed(s, g);
 		if (ret < 0)
 			hashlb_err(err, ret, HASHLB_ERR_SYSTEM, "copying table 0: %s",
 				   strerror(-ret));
@@ -3307,12 +3344,11 @@ int hashlb_steer_set_table(struct hashlb_steer *s, const struct hashlb_table *t,
 }
 
 /* Add to the <n> 64-bit counters of <sum> the first <n> of each CPU's value
- * of per-CPU map <fd> (key 0), values <size> bytes. Returns 0 or -errno. */
-static int percpu_sum(int fd, uint32_t size, uint64_t *sum, size_t n)
+ * of per-CPU map <fd> at <key>, values <size> bytes. Returns 0 or -errno. */
+static int percpu_sum_at(int fd, uint32_t key, uint32_t size, uint64_t *sum, size_t n)
 {
 	int ncpu = libbpf_num_possible_cpus(), ret = 0;
 	size_t stride = ((size_t)size + 7) / 8; /* the kernel's round_up(size, 8) */
-	uint32_t zero = 0;
 	uint64_t *per;
 
 	if (ncpu <= 0)
@@ -3320,7 +3356,7 @@ static int percpu_sum(int fd, uint32_t size, uint64_t *sum, size_t n)
 	per = calloc((size_t)ncpu, stride * 8);
 	if (!per)
 		return -ENOMEM;
-	if (bpf_map_lookup_elem(fd, &zero, per) < 0) {
+	if (bpf_map_lookup_elem(fd, &key, per) < 0) {
 		ret = -errno;
 		goto out;
 	}
@@ -3332,6 +3368,12 @@ static int percpu_sum(int fd, uint32_t size, uint64_t *sum, size_t n)
 out:
 	free(per);
 	return ret;
+}
+
+/* percpu_sum_at() of key 0: the program's counters. */
+static int percpu_sum(int fd, uint32_t size, uint64_t *sum, size_t n)
+{
+	return percpu_sum_at(fd, 0, size, sum, n);
 }
 
 int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats)
@@ -3349,6 +3391,34 @@ int hashlb_steer_stats(struct hashlb_steer *s, struct hlb_steer_stats *ret_stats
 	if (ret < 0)
 		return ret;
 	*ret_stats = sum;
+	return 0;
+}
+
+int hashlb_steer_tables_stats(struct hashlb_steer *s, struct hlb_steer_tstats *ret_tstats)
+{
+	struct hlb_steer_tstats sum[HASHLB_STEER_TABLES_MAX];
+	int ret = 0;
+
+	memset(sum, 0, sizeof(sum));
+	if (s->tables < 2) {
+		struct hlb_steer_stats st;
+
+		/* the program's are its one table's (it counts no other) */
+		ret = hashlb_steer_stats(s, &st);
+		if (ret < 0)
+			return ret;
+		ret_tstats[0].packets = st.packets;
+		ret_tstats[0].bytes = st.bytes;
+		return 0;
+	}
+	if (s->fd[M_TSTATS] < 0 || s->tables > HASHLB_STEER_TABLES_MAX)
+		return -EOPNOTSUPP;
+	for (uint32_t t = 0; t < s->tables && ret == 0; t++)
+		ret = percpu_sum_at(s->fd[M_TSTATS], t, sizeof(sum[t]), (uint64_t *)&sum[t],
+				    sizeof(sum[t]) / 8);
+	if (ret < 0)
+		return ret;
+	memcpy(ret_tstats, sum, s->tables * sizeof(sum[0]));
 	return 0;
 }
 

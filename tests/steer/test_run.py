@@ -1960,6 +1960,7 @@ def grown(topo, servers):
         check(p.returncode == 0 and d.wait_log("kernel steering table published", 10),
               f"grown: ctl set b1 drain: {p.stdout} {p.stderr}")
         before = steer_stats(topo)
+        m0 = scrape(d)
         start = len(d.lines)
         d.reload_edit(web, web + api, "service=api generation=", "grown: reload adding api")
         steering = [l for l in d.lines[start:] if "steering" in l]
@@ -1979,12 +1980,23 @@ def grown(topo, servers):
         check(got6 == {"b3": 20}, f"grown: api's clients not all on b3: {dict(got6)}")
         got4 = kernel_steered(topo, "grown: web", T.VIP)
         check(got4 == {"b2": 20}, f"grown: web's clients not all on b2 (b1 drains): {dict(got4)}")
+        # web's own packets go on from the program of one table's (all its), and the two
+        # services' own add up to the interface's (no packet to the VIPs during the swap)
+        m1 = scrape(d)
+        own = {svc: m1.get(f'hashlb_service_steer_packets_total{{service="{svc}"}}')
+               for svc in ("web", "api")}
+        iface = m1.get('hashlb_service_steer_interface_packets_total{service="web"}')
+        web0 = m0.get('hashlb_service_steer_packets_total{service="web"}', 0)
+        check(None not in own.values() and own["web"] >= web0 + len(held) and
+              own["api"] >= 40 and own["web"] + own["api"] == iface,
+              f"grown: own packets {own} (web's {web0} before), the interface's {iface}")
         # the MAC check every 2 s since asks the hook for the new program's id
         lostl = [l for l in d.lines[start:] if "kernel steering lost" in l]
         check(not lostl, f"grown: the new program taken for lost: {lostl}")
         print(f"grown: {replaced[0].split('msg=')[1].strip() if replaced else None}; "
               f"{len(held)} held connections ({list(held.values()).count('b1')} on b1, "
-              f"draining), {lost} lost; api's 20 new {dict(got6)}, web's {dict(got4)}", flush=True)
+              f"draining), {lost} lost; api's 20 new {dict(got6)}, web's {dict(got4)}; own "
+              f"packets {own} of the interface's {iface}", flush=True)
 
         d.reload_edit(api, "", "its VIP left the program", "grown: reload removing api")
         got4 = kernel_steered(topo, "grown: web without api", T.VIP)
@@ -2280,7 +2292,10 @@ def stop_shared_both(topo, servers):
 
 
 def shared_flows(topo, servers):
-    """web and api sharing eth0's program (a table each): 10 hand-made flows to web's VIP and 4
+    """web and api sharing eth0's program (a table each): 10 hand-made frames to web's VIP alone
+    count 10 packets and their bytes in web's packets_total and bytes_total, none in api's, the
+    interface's 10 in both (interface_packets_total, interface_bytes_total), and 4 to api's alone
+    count for api alone (before, each service showed the program's packets). Those 10 flows to web's VIP and 4
     to api's count 10 conntrack entries for web and 4 for api in /metrics
     (hashlb_service_steer_conntrack_entries) and in ctl status (JSON "flows", and the text
     line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
@@ -2296,15 +2311,43 @@ def shared_flows(topo, servers):
     f = None
     try:
         f = F.Frames(topo)
-        for sp in range(46000, 46010):
-            f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, b"SHARED-WEB")))
-        for sp in range(46100, 46104):
-            f.send(0x86DD, F.ipv6("fd13::9", T.VIP6, 6, F.tcp(sp, b"SHARED-API")))
-        got = f.forwarded([b"SHARED-WEB", b"SHARED-API"])
         m = scrape(d)
 
         def own(svc, what="conntrack_entries"):
             return m.get(f'hashlb_service_steer_{what}{{service="{svc}"}}')
+
+        def counts():
+            return {svc: tuple(own(svc, w + "_total") for w in
+                               ("packets", "bytes", "interface_packets", "interface_bytes"))
+                    for svc in ("web", "api")}
+
+        def gained(before, after):
+            return {svc: tuple(a - b for a, b in zip(after[svc], before[svc]))
+                    for svc in before}
+        # each service's packets and bytes are its own, the interface's every one's: frames to
+        # web alone count for web, none for api, both seeing the interface's (before, each
+        # service showed the program's counters, every service's packets)
+        c0 = counts()
+        wbytes = sum(f.send(0x0800, F.ipv4("10.213.0.9", T.VIP, F.tcp(sp, b"SHARED-WEB")))
+                     for sp in range(46000, 46010))
+        got_web = f.forwarded([b"SHARED-WEB"])
+        m = scrape(d)
+        c1 = counts()
+        want = {"web": (10, wbytes, 10, wbytes), "api": (0, 0, 10, wbytes)}
+        check(got_web and gained(c0, c1) == want,
+              f"shared_flows: 10 frames to web alone ({wbytes} bytes): /metrics (packets, bytes, "
+              f"interface_packets, interface_bytes) gained {gained(c0, c1)}, want {want}")
+        abytes = sum(f.send(0x86DD, F.ipv6("fd13::9", T.VIP6, 6, F.tcp(sp, b"SHARED-API")))
+                     for sp in range(46100, 46104))
+        got = f.forwarded([b"SHARED-API"]) | got_web
+        m = scrape(d)
+        c2 = counts()
+        want = {"web": (0, 0, 4, abytes), "api": (4, abytes, 4, abytes)}
+        check(gained(c1, c2) == want,
+              f"shared_flows: then 4 frames to api alone ({abytes} bytes): /metrics gained "
+              f"{gained(c1, c2)}, want {want}")
+        print(f"shared_flows: 10 frames to web, then 4 to api: /metrics (packets, bytes, "
+              f"interface's) {c0} -> {c1} -> {c2}", flush=True)
         figures = {svc: (own(svc), own(svc, "interface_conntrack_entries"))
                    for svc in ("web", "api")}
         st = steer_stats(topo)
