@@ -84,6 +84,8 @@ static void usage(FILE *f)
 		"                             hashlb run builds its table (--down and --drain\n"
 		"                             apply; table options, --key and the prefix\n"
 		"                             options are refused)\n"
+		"                             (with --stats: only to name each table's service,\n"
+		"                             any number of them; IFACE theirs by default)\n"
 		"      --service NAME         with --config: this service instead\n" KEY_ARGS_USAGE
 		"      --mode MODE            auto (default: XDP native, else tc, else XDP\n"
 		"                             generic; tc on a veth), xdp, xdp-generic or tc;\n"
@@ -144,6 +146,12 @@ static void usage(FILE *f)
 		"  table_flows       of a program of several tables (hashlb run's services\n"
 		"                    sharing IFACE, a table each), each table's entries:\n"
 		"                    those of its VIPs, a service's conntrack_entries\n"
+		"  table_packets,    each table's share of packets and bytes: a service's\n"
+		"  table_bytes       packets_total and bytes_total (not of an older\n"
+		"                    hashlb's program, which counts none)\n"
+		"  table_services    with -c FILE: the service of FILE whose listen address\n"
+		"                    each table serves, - (JSON null) for none; of a program\n"
+		"                    of one table, service (if FILE's serves it)\n"
 		"\n"
 		"EXIT STATUS\n"
 		"  0 on success, 1 on failure (the reason is printed: FILE does not load,\n"
@@ -159,7 +167,8 @@ static void usage(FILE *f)
 		"\n" CLI_ERRORS_HELP "EXAMPLES\n"
 		"  hashlb steer -i eth0 --vip 192.0.2.10:80 --scheme maglev \\\n"
 		"      -b web1=198.51.100.11 -b web2=198.51.100.12,weight=2\n"
-		"  hashlb steer -i eth0 --stats\n",
+		"  hashlb steer -i eth0 --stats\n"
+		"  hashlb steer -c /etc/hashlb/hashlb.yaml --stats\n",
 		"steer", "-S or --seed", CLI_ERRORS_CONFIG, "steer");
 }
 
@@ -385,14 +394,52 @@ static int resolve_backend(struct backend_arg *b, const char *iface, bool out,
 	return 0;
 }
 
+/* What print_stats() prints of each table of a program. */
+struct table_figures {
+	uint32_t n; /* tables: 2 or more for a program of several */
+	const uint32_t *flows; /* each table's conntrack entries */
+	/* each table's packets and bytes forwarded, NULL if the program counts none
+	 * (an older hashlb's of several tables) */
+	const struct hlb_steer_tstats *tstats;
+	const char *const *services; /* each table's service (-c), NULL if none named */
+};
+
+/* A row of each table's <field> (its name <name>): text, or a JSON list. */
+static void print_table_row(const struct table_figures *t, const char *name, int field, bool json)
+{
+	if (json)
+		printf(",\"%s\":[", name);
+	else
+		printf("%-16s", name);
+	for (uint32_t i = 0; i < t->n; i++) {
+		const char *sep = json ? (i ? "," : "") : " ";
+
+		if (field == 0)
+			printf("%s%" PRIu32, sep, t->flows[i]);
+		else if (field == 1)
+			printf("%s%" PRIu64, sep, (uint64_t)t->tstats[i].packets);
+		else if (field == 2)
+			printf("%s%" PRIu64, sep, (uint64_t)t->tstats[i].bytes);
+		else if (!json)
+			printf("%s%s", sep, t->services[i] ? t->services[i] : "-");
+		else if (t->services[i]) {
+			printf("%s", sep);
+			cli_print_json_string(t->services[i]);
+		} else
+			printf("%snull", sep);
+	}
+	printf(json ? "]" : "\n");
+}
+
 /* The counters, then the conntrack table's occupancy, <flows> entries in use of
  * <flows_max>: named as hashlb ctl's /status names them (before, only there); of a
- * program of several tables (<n_tables> 2 or more: a daemon's services sharing the
- * interface), each table's entries, <tables>[t] (its VIPs' in force: what hashlb run's
- * /metrics counts for the service of table t). */
+ * program of several tables (<t>->n 2 or more: a daemon's services sharing the
+ * interface), each table's entries (its VIPs' in force: what hashlb run's /metrics
+ * counts for the service of table t), packets and bytes, and service if named (of a
+ * program of one table: its service, if named). */
 static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 			const struct hlb_steer_stats *st, uint32_t flows, uint64_t flows_max,
-			const uint32_t *tables, uint32_t n_tables, bool json)
+			const struct table_figures *t, bool json)
 {
 	const char *fmt = json ? ",\"%s\":%" PRIu64 : "%-16s %" PRIu64 "\n", *name;
 	uint64_t v;
@@ -406,14 +453,21 @@ static void print_stats(const char *iface, enum hashlb_steer_mode mode,
 		printf(fmt, name, v);
 	printf(fmt, "flows", (uint64_t)flows);
 	printf(fmt, "flows_max", flows_max);
-	if (n_tables > 1) {
-		if (json)
-			printf(",\"table_flows\":[");
-		else
-			printf("%-16s", "table_flows");
-		for (uint32_t t = 0; t < n_tables; t++)
-			printf("%s%" PRIu32, json ? (t ? "," : "") : " ", tables[t]);
-		printf(json ? "]" : "\n");
+	if (t->n > 1) {
+		print_table_row(t, "table_flows", 0, json);
+		if (t->tstats) {
+			print_table_row(t, "table_packets", 1, json);
+			print_table_row(t, "table_bytes", 2, json);
+		}
+		if (t->services)
+			print_table_row(t, "table_services", 3, json);
+	} else if (t->services && t->services[0]) {
+		if (json) {
+			printf(",\"service\":");
+			cli_print_json_string(t->services[0]);
+		} else {
+			printf("%-16s %s\n", "service", t->services[0]);
+		}
 	}
 	if (json)
 		printf("}\n");
@@ -653,28 +707,58 @@ out:
 	return ret < 0 ? 1 : 0;
 }
 
+/* <names>[t]: the service of <c> (with steering: kernel) whose listen address is a VIP in
+ * force of table t of <s>'s program, NULL where none is. */
+static void table_services(struct hashlb_steer *s, const struct hashlb_config *c,
+			   const char **names)
+{
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		const struct hashlb_service_cfg *svc = &c->services[i];
+		int t;
+
+		if (svc->steering != HASHLB_STEERING_KERNEL)
+			continue;
+		t = hashlb_steer_vip_table(s, &svc->listen_addr);
+		if (t >= 0 && (uint32_t)t < HASHLB_STEER_TABLES_MAX)
+			names[t] = svc->name;
+	}
+}
+
 static int steer_stats(struct steer_args *a)
 {
 	struct hashlb_error err = { 0 };
 	struct hashlb_steer *s;
 	struct hlb_steer_stats st;
+	struct hlb_steer_tstats tstats[HASHLB_STEER_TABLES_MAX];
+	const char *names[HASHLB_STEER_TABLES_MAX] = { NULL };
 	uint32_t flows, tables[HASHLB_STEER_TABLES_MAX];
-	int ret;
+	struct table_figures t = { .flows = tables };
+	int own, ret;
 
 	ret = hashlb_steer_find(a->iface, a->opts.mode, &s, &err);
 	if (ret < 0) {
 		cli_print_error(&err);
 		return 1;
 	}
+	/* each table's read before the program's: they never add up to more */
+	own = hashlb_steer_tables_stats(s, tstats);
 	ret = hashlb_steer_stats(s, &st);
 	if (ret < 0)
 		cli_error("reading the counters: %s\n", strerror(-ret));
 	/* each table's entries beside all, in one scan (a program of one table: the scan alone) */
 	else if ((ret = hashlb_steer_flows_tables(s, tables, &flows)) < 0)
 		cli_error("reading the conntrack table: %s\n", strerror(-ret));
-	else
+	else {
+		t.n = hashlb_steer_tables(s);
+		if (own == 0)
+			t.tstats = tstats;
+		if (a->config) {
+			table_services(s, a->config, names);
+			t.services = names;
+		}
 		print_stats(a->iface, hashlb_steer_mode(s), &st, flows, hashlb_steer_flows_max(s),
-			    tables, hashlb_steer_tables(s), a->json);
+			    &t, a->json);
+	}
 	hashlb_steer_free(s);
 	return ret < 0 ? 1 : 0;
 }
@@ -708,6 +792,33 @@ static const struct hashlb_service_cfg *config_service(const struct hashlb_confi
 	return found;
 }
 
+/* a->iface for --stats -c FILE without -i or --service: the interface of FILE's services
+ * with steering: kernel, if they have one; else -EINVAL (printed). */
+static int config_iface(struct steer_args *a)
+{
+	const struct hashlb_config *c = a->config;
+
+	for (uint32_t i = 0; i < c->n_services; i++) {
+		const char *dev = c->services[i].steer_interface;
+
+		if (c->services[i].steering != HASHLB_STEERING_KERNEL || !dev)
+			continue;
+		if (a->iface && strcmp(a->iface, dev) != 0) {
+			cli_error("%s: services with steering: kernel on %s and on %s: give -i "
+				  "IFACE\n",
+				  cli_path(c->path), a->iface, dev);
+			return -EINVAL;
+		}
+		a->iface = dev;
+	}
+	if (!a->iface) {
+		cli_error("%s: no service has steering: kernel with an interface: give -i IFACE\n",
+			  cli_path(c->path));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* VIP, table parameters, key and backends from a service of a config file; -EINVAL
  * (printed) on a usage error: no such service, or a name that is not its backend. */
 static int from_config(struct steer_args *a)
@@ -723,6 +834,10 @@ static int from_config(struct steer_args *a)
 		cli_print_error(&err);
 		return -ENOENT;
 	}
+	/* --stats names each table's service from the file: any number of them, the
+	 * interface theirs if they have one (-i otherwise) */
+	if (a->action == ACT_STATS && !a->service)
+		return a->iface ? 0 : config_iface(a);
 	svc = config_service(a->config, a->service);
 	if (!svc)
 		return -EINVAL;

@@ -2348,6 +2348,25 @@ def shared_flows(topo, servers):
               f"{gained(c1, c2)}, want {want}")
         print(f"shared_flows: 10 frames to web, then 4 to api: /metrics (packets, bytes, "
               f"interface's) {c0} -> {c1} -> {c2}", flush=True)
+        # hashlb steer --stats -c: each table's packets and bytes, named by the daemon's config
+        # (no -i: its services' interface), in text and JSON (before, no table's packets, and
+        # the tables unnamed)
+        p = T.sh(HASHLB, "steer", "-c", d.path, "--stats", "--json", ns=topo.lb, check=False)
+        sj = json.loads(p.stdout) if p.returncode == 0 else {}
+        p = T.sh(HASHLB, "steer", "-c", d.path, "--stats", ns=topo.lb, check=False)
+        rows = dict(re.findall(r"^(table_\w+) +(.*)$", p.stdout, re.M))
+        n_t = len(sj.get("table_packets") or [])
+        want = {"table_packets": [c2["web"][0], c2["api"][0]] + [0] * (n_t - 2),
+                "table_bytes": [c2["web"][1], c2["api"][1]] + [0] * (n_t - 2),
+                "table_services": ["web", "api"] + [None] * (n_t - 2)}
+        got_j = {k: sj.get(k) for k in want}
+        got_t = {k: rows.get(k, "").split() for k in want}
+        want_t = {k: [str(v) if v is not None else "-" for v in w] for k, w in want.items()}
+        check(n_t >= 2 and got_j == want and got_t == want_t and
+              sj.get("packets") == c2["web"][2],
+              f"shared_flows: hashlb steer -c --stats: --json {got_j} (packets "
+              f"{sj.get('packets')}), text {got_t}, want {want}: {p.stdout} {p.stderr}")
+        print(f"shared_flows: hashlb steer -c --stats: {rows}", flush=True)
         figures = {svc: (own(svc), own(svc, "interface_conntrack_entries"))
                    for svc in ("web", "api")}
         st = steer_stats(topo)
