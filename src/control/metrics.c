@@ -696,7 +696,7 @@ static void steer_families(struct hlb_control *ctl, const struct wanted *w, stru
 		  "closing (a stop's drain ends once every entry is)." },
 		{ "hashlb_service_steer_conntrack_entries", "gauge",
 		  "Kernel steering: the service's conntrack entries, of its VIPs' flows (seen, "
-		  "until evicted)." },
+		  "until evicted): occupancy, not flows open now." },
 		{ "hashlb_service_steer_interface_conntrack_entries", "gauge",
 		  "Kernel steering: conntrack entries in use on the service's interface, every "
 		  "service's there (the table its program shares with them)." },
