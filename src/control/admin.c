@@ -387,7 +387,8 @@ static void status_workers(struct hlb_control *ctl, struct hlb_buf *o, bool text
 }
 
 /* ,"steering":{...} of a service with steering: kernel: its program's counters as hashlb steer
- * --stats --json names them, its own conntrack entries (flows) and the program's
+ * --stats --json names them, of those packets and bytes its own (service_packets,
+ * service_bytes: absent where unknown), its own conntrack entries (flows) and the program's
  * (interface_flows: --stats' flows) of flows_max; null while it has no program. */
 static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
@@ -401,6 +402,9 @@ static void steering_json(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	hlb_buf_puts(o, ",\"steering\":{");
 	for (unsigned i = 0; (name = hashlb_steer_stats_field(&v->st, i, &x)); i++)
 		hlb_buf_printf(o, "%s\"%s\":%" PRIu64, i ? "," : "", name, x);
+	if (v->own_known)
+		hlb_buf_printf(o, ",\"service_packets\":%" PRIu64 ",\"service_bytes\":%" PRIu64,
+			       (uint64_t)v->own.packets, (uint64_t)v->own.bytes);
 	hlb_buf_printf(o,
 		       ",\"flows\":%" PRIu64 ",\"interface_flows\":%" PRIu64
 		       ",\"flows_max\":%" PRIu64 "}",
@@ -521,7 +525,8 @@ static void status_json(struct hlb_control *ctl, struct hlb_buf *o)
 	free(steer);
 }
 
-/* A line of the kernel path's counters under a service with steering: kernel. */
+/* A line of the kernel path's counters under a service with steering: kernel: the program's,
+ * the service's own packets beside its packets where known. */
 static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 {
 	uint64_t dropped = 0;
@@ -532,13 +537,15 @@ static void steering_text(struct hlb_buf *o, const struct hlb_steer_sample *v)
 	}
 	for (int d = 0; d < HLB_STEER_DROP_MAX; d++)
 		dropped += v->st.drops[d];
+	hlb_buf_printf(o, "  kernel steering: %" PRIu64 " packets", (uint64_t)v->st.packets);
+	if (v->own_known)
+		hlb_buf_printf(o, " (%" PRIu64 " the service's)", (uint64_t)v->own.packets);
 	hlb_buf_printf(o,
-		       "  kernel steering: %" PRIu64 " packets, %" PRIu64 " new flows, %" PRIu64
-		       " conntrack hits, %" PRIu64 " evicted, %" PRIu64 " lost, %" PRIu64
-		       " dropped, %" PRIu64 " passed (%" PRIu64
-		       " to a closed VIP); conntrack %" PRIu64 " entries, %" PRIu64 "/%" PRIu64
-		       " on the interface\n",
-		       (uint64_t)v->st.packets, (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
+		       ", %" PRIu64 " new flows, %" PRIu64 " conntrack hits, %" PRIu64
+		       " evicted, %" PRIu64 " lost, %" PRIu64 " dropped, %" PRIu64
+		       " passed (%" PRIu64 " to a closed VIP); conntrack %" PRIu64
+		       " entries, %" PRIu64 "/%" PRIu64 " on the interface\n",
+		       (uint64_t)v->st.new_flows, (uint64_t)v->st.ct_hits,
 		       (uint64_t)v->st.ct_evicted, (uint64_t)v->st.ct_lost, dropped,
 		       (uint64_t)v->st.passed, (uint64_t)v->st.closed_passed, v->flows,
 		       v->interface_flows, v->flows_max);

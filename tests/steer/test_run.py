@@ -2295,7 +2295,8 @@ def shared_flows(topo, servers):
     """web and api sharing eth0's program (a table each): 10 hand-made frames to web's VIP alone
     count 10 packets and their bytes in web's packets_total and bytes_total, none in api's, the
     interface's 10 in both (interface_packets_total, interface_bytes_total), and 4 to api's alone
-    count for api alone (before, each service showed the program's packets). Those 10 flows to web's VIP and 4
+    count for api alone (before, each service showed the program's packets), in ctl status
+    too (JSON service_packets, service_bytes). Those 10 flows to web's VIP and 4
     to api's count 10 conntrack entries for web and 4 for api in /metrics
     (hashlb_service_steer_conntrack_entries) and in ctl status (JSON "flows", and the text
     line), each beside the interface's 14 (interface_conntrack_entries, "interface_flows":
@@ -2367,6 +2368,21 @@ def shared_flows(topo, servers):
               f"shared_flows: hashlb steer -c --stats: --json {got_j} (packets "
               f"{sj.get('packets')}), text {got_t}, want {want}: {p.stdout} {p.stderr}")
         print(f"shared_flows: hashlb steer -c --stats: {rows}", flush=True)
+        # ctl status: each service's own packets beside the program's (JSON service_packets,
+        # service_bytes; the text line's "(N the service's)")
+        p = d.ctl("--json", "status")
+        own_js = {s["name"]: ((s.get("steering") or {}).get("service_packets"),
+                              (s.get("steering") or {}).get("service_bytes"),
+                              (s.get("steering") or {}).get("packets"))
+                  for s in json.loads(p.stdout)["services"]} if p.returncode == 0 else {}
+        text = d.ctl("status").stdout
+        own_text = re.findall(r"kernel steering: (\d+) packets \((\d+) the service's\)", text)
+        check(own_js == {"web": c2["web"][:2] + (c2["web"][2],),
+                         "api": c2["api"][:2] + (c2["api"][2],)} and
+              own_text == [(str(c2["web"][2]), str(c2["web"][0])),
+                           (str(c2["api"][2]), str(c2["api"][0]))],
+              f"shared_flows: ctl status: (service_packets, service_bytes, packets) {own_js}, "
+              f"text {own_text}, want /metrics' {c2}")
         figures = {svc: (own(svc), own(svc, "interface_conntrack_entries"))
                    for svc in ("web", "api")}
         st = steer_stats(topo)
