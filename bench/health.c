@@ -5,7 +5,9 @@
  * table with all up), coming back, and going down again (a flap: from the
  * table it came back in) and after a reload that reorders the config
  * (hashlb_table_rebuild() from that table), and a flap beside a backend down for good (an
- * idle backup is one), each against the full build of the same table
+ * idle backup is one), and a reload that leaves the backends as they are while one is down
+ * (the table's own slot bytes, besides those it shares with the previous table, too), each
+ * against the full build of the same table
  * measured in the same run, at the default M and the largest;
  * and where the clients of the backend that goes down land: on the table's
  * answer, against the preference list's next (where a connect retried
@@ -23,6 +25,26 @@
 struct health_case {
 	uint32_t m, n;
 };
+
+/* Median ms of <reps> runs of rebuild(<prev>, <b>, <n>), and the slot bytes each table holds
+ * that <prev> does not (hashlb_table_bytes_shared()) into *<ret_own>. */
+static double reload_ms(const struct hashlb_table *prev, const struct hashlb_backend_spec *b,
+			uint32_t n, int reps, size_t *ret_own)
+{
+	double t[16];
+
+	for (int i = 0; i < reps; i++) {
+		struct hashlb_table *tab;
+		uint64_t t0 = bench_now_ns();
+
+		if (hashlb_table_rebuild(prev, b, n, &tab, NULL) < 0)
+			abort();
+		t[i] = (double)(bench_now_ns() - t0) / 1e6;
+		*ret_own = hashlb_table_bytes(tab) - hashlb_table_bytes_shared(tab, prev);
+		hashlb_table_free(tab);
+	}
+	return bench_median(t, (size_t)reps);
+}
 
 /* Median ms of <reps> runs of with_down(<base>, <down>) (or the build when <base> is NULL). */
 static double health_ms(const struct hashlb_table_params *p, const struct hashlb_backend_spec *b,
@@ -59,6 +81,9 @@ int bench_health(const struct bench_opts *o)
 					    "down again / build",
 					    "after a reload ms",
 					    "after a reload / build",
+					    "reload, its down kept, ms",
+					    "reload, its down kept / build",
+					    "reload, its down kept: MiB its own",
 					    "beside a down ms",
 					    "beside a down / build",
 					    "back beside it ms",
@@ -96,7 +121,10 @@ int bench_health(const struct bench_opts *o)
 		    "that reverses the config's order (from the table hashlb_table_rebuild gives "
 		    "it), and a flap beside a backend down for good (backend-1, as an idle backup "
 		    "is): backend-0 down again from the table it came back in, and its return, "
-		    "after the first of each. Then, over %u client "
+		    "after the first of each; and a reload that leaves the backends as they are "
+		    "(an address changed) while backend-0 is down, from the table of its outage, "
+		    "with the MiB of slots the reloaded table holds that the previous one does not "
+		    "(hashlb_table_bytes less hashlb_table_bytes_shared). Then, over %u client "
 		    "keys (src-ip) of the backend that goes down: how many land on the "
 		    "preference list's next of the table with all up (where a connect retried "
 		    "before the verdict goes), and on the backend a table built without it "
@@ -109,14 +137,16 @@ int bench_health(const struct bench_opts *o)
 		int reps = m > 1000000 ? 3 : 11;
 		struct hashlb_table_params p;
 		struct hashlb_table *full, *eff, *up, *without, *reloaded, *other, *both, *back1;
-		struct hashlb_backend_spec *rev = calloc(n, sizeof(*rev));
+		struct hashlb_backend_spec *rev = calloc(n, sizeof(*rev)),
+					   *kept = calloc(n, sizeof(*kept));
 		bool *down = calloc(n, sizeof(*down));
-		double build, gone, again, back, flap, after_reload, beside, back_beside;
+		double build, gone, again, back, flap, after_reload, beside, back_beside, reload;
+		size_t reload_own = 0;
 
 		hashlb_table_params_init(&p, HASHLB_SCHEME_MAGLEV);
 		p.maglev_m = m;
 		p.max_bytes = (size_t)1 << 32;
-		if (!down || !rev || hashlb_table_build(&p, b, n, &full, NULL) < 0)
+		if (!down || !rev || !kept || hashlb_table_build(&p, b, n, &full, NULL) < 0)
 			abort();
 		build = health_ms(&p, b, n, NULL, NULL, reps);
 		down[0] = true;
@@ -124,6 +154,11 @@ int bench_health(const struct bench_opts *o)
 		if (hashlb_table_with_down(full, down, &eff, NULL) < 0)
 			abort();
 		again = health_ms(&p, b, n, eff, down, reps);
+		/* a reload that leaves the backends as they are (an address, a timeout changed)
+		 * while backend-0 is down: from the table of its outage */
+		memcpy(kept, b, n * sizeof(*kept));
+		kept[0].down = true;
+		reload = reload_ms(eff, kept, n, reps, &reload_own);
 		down[0] = false;
 		back = health_ms(&p, b, n, eff, down, reps);
 		if (hashlb_table_with_down(eff, down, &up, NULL) < 0)
@@ -183,6 +218,9 @@ int bench_health(const struct bench_opts *o)
 		report_num(&r, "%.3f", flap / build);
 		report_num(&r, "%.2f", after_reload);
 		report_num(&r, "%.3f", after_reload / build);
+		report_num(&r, "%.2f", reload);
+		report_num(&r, "%.3f", reload / build);
+		report_num(&r, "%.1f", (double)reload_own / (1 << 20));
 		report_num(&r, "%.2f", beside);
 		report_num(&r, "%.3f", beside / build);
 		report_num(&r, "%.2f", back_beside);
@@ -200,6 +238,7 @@ int bench_health(const struct bench_opts *o)
 		hashlb_table_free(both);
 		hashlb_table_free(back1);
 		free(rev);
+		free(kept);
 		free(down);
 	}
 	report_end_table(&r);
