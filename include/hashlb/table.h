@@ -160,7 +160,10 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
  * takes turns keeps such a table of another down set (the set a flap goes
  * back to) rather than its own survivors' table, as hashlb_table_with_down()
  * does, when <prev> kept one from a health change; else its own, as a
- * build does. Same validation, errors and return convention as
+ * build does. Where the backends that take turns keep their indices too
+ * (the same order), every such slot array is prev's own, shared (immutable,
+ * freed with the last table holding it; <prev> may be freed first), not a
+ * copy. Same validation, errors and return convention as
  * hashlb_table_build(); <prev> is only read.
  */
 int hashlb_table_rebuild(const struct hashlb_table *prev,
@@ -263,10 +266,11 @@ int hashlb_table_rehash_moved(const struct hashlb_table *from, const struct hash
 /* Bytes of memory the table holds, those it shares with another table included. */
 size_t hashlb_table_bytes(const struct hashlb_table *t);
 /*
- * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the full table's slots (2
- * bytes a slot) when one of them was made from the other by hashlb_table_with_down(), or both
- * from a third, which share that array rather than copy it; else 0. What a table made from
- * <other> adds to the memory held while both live.
+ * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the slot arrays (2 bytes a
+ * slot each; the full, effective and kept ones) that the two share rather than copy, one of
+ * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both
+ * from a third; else 0. What a table made from <other> adds to the memory held while both
+ * live.
  */
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other);
 /*

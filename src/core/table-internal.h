@@ -50,8 +50,11 @@ struct hashlb_table {
 	uint32_t *order; /* backend indices sorted by name: the build order */
 	uint64_t *name_hash; /* XXH64(name, 0): the fingerprint's stand-in for a name */
 
-	/* Maglev: the full table (all backends; shared, refcounted, with the tables
-	 * hashlb_table_with_down() makes from this one: see table.c) and the effective one. */
+	/* Maglev: the full table (all backends) and the effective one. Every slot array
+	 * (these and kept_slots) is refcounted and immutable once built, shared with the tables
+	 * hashlb_table_with_down() and hashlb_table_rebuild() make from this one where it is
+	 * theirs as it is (see table.c); t->slots holds its own reference when it is the full
+	 * table. */
 	uint16_t *full_slots;
 	uint16_t *slots;
 	/*

@@ -74,19 +74,21 @@ void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme 
 }
 
 /*
- * The full slot array, immutable once populated, shared by the tables hashlb_table_with_down()
- * makes from one (a service's table, its retry and ramp tables, the next health change's): each
- * holds a reference from its build to its free, so the array lives while any of them does, on
- * whatever thread each is freed (a table's own lifetime is the caller's: published tables are
- * freed once the workers have left them).
+ * A slot array (full, effective, kept), immutable once filled, shared by the tables that hold it
+ * (a table made by hashlb_table_with_down() or hashlb_table_rebuild() holds its source's arrays
+ * where they are its own, the full table above all: a service's table, its retry and ramp tables,
+ * the next health change's, the next reload's): each holds a reference from its build to its
+ * free, so the array lives while any of them does, on whatever thread each is freed (a table's
+ * own lifetime is the caller's: published tables are freed once the workers have left them).
+ * Only the table that allocated an array writes it, before the build returns.
  */
 struct slots_shared {
 	_Atomic uint32_t refs;
 	uint16_t slots[];
 };
 
-/* A new full slot array of <m> entries, one reference held; NULL if no memory. */
-static uint16_t *full_slots_new(uint32_t m)
+/* A new slot array of <m> entries, one reference held; NULL if no memory. */
+static uint16_t *slots_new(uint32_t m)
 {
 	struct slots_shared *sh = malloc(sizeof(*sh) + (size_t)m * sizeof(sh->slots[0]));
 
@@ -96,26 +98,26 @@ static uint16_t *full_slots_new(uint32_t m)
 	return sh->slots;
 }
 
-static struct slots_shared *full_slots_shared(const uint16_t *slots)
+static struct slots_shared *slots_shared(const uint16_t *slots)
 {
 	return (struct slots_shared *)((char *)slots - offsetof(struct slots_shared, slots));
 }
 
-/* <slots> (full_slots_new()'s), one more reference held. */
-static uint16_t *full_slots_ref(uint16_t *slots)
+/* <slots> (slots_new()'s), one more reference held. */
+static uint16_t *slots_ref(const uint16_t *slots)
 {
-	atomic_fetch_add_explicit(&full_slots_shared(slots)->refs, 1, memory_order_relaxed);
-	return slots;
+	atomic_fetch_add_explicit(&slots_shared(slots)->refs, 1, memory_order_relaxed);
+	return (uint16_t *)slots;
 }
 
 /* Drop a reference to <slots> (NULL accepted): freed with the last. */
-static void full_slots_unref(uint16_t *slots)
+static void slots_unref(uint16_t *slots)
 {
 	struct slots_shared *sh;
 
 	if (!slots)
 		return;
-	sh = full_slots_shared(slots);
+	sh = slots_shared(slots);
 	if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1)
 		free(sh);
 }
@@ -131,10 +133,9 @@ void hashlb_table_free(struct hashlb_table *t)
 	free(t->down);
 	free(t->order);
 	free(t->name_hash);
-	if (t->slots != t->full_slots)
-		free(t->slots);
-	full_slots_unref(t->full_slots);
-	free(t->kept_slots);
+	slots_unref(t->slots);
+	slots_unref(t->full_slots);
+	slots_unref(t->kept_slots);
 	free(t->kept_down);
 	free(t->blocks);
 	ring_free(&t->full_ring);
@@ -563,17 +564,17 @@ static int maglev_effective(struct hashlb_table *t, const uint16_t *src, uint16_
 
 	*ret_surv = NULL;
 	if (same_turns(t, NULL, t->down)) {
-		t->slots = t->full_slots;
+		t->slots = slots_ref(t->full_slots);
 		return 0;
 	}
-	t->slots = malloc((size_t)m * sizeof(*t->slots));
+	t->slots = slots_new(m);
 	if (!t->slots)
 		return -ENOMEM;
 	if (!src) {
-		surv = malloc((size_t)m * sizeof(*surv));
+		surv = slots_new(m);
 		w = malloc((size_t)t->n * sizeof(*w));
 		if (!surv || !w) {
-			free(surv);
+			slots_unref(surv);
 			free(w);
 			return -ENOMEM;
 		}
@@ -582,7 +583,7 @@ static int maglev_effective(struct hashlb_table *t, const uint16_t *src, uint16_
 		ret = maglev_populate(surv, m, t->params.seed, t->names, w, t->order, t->n);
 		free(w);
 		if (ret < 0) {
-			free(surv);
+			slots_unref(surv);
 			return ret;
 		}
 		src = surv;
@@ -632,28 +633,22 @@ static void kept_fingerprint_from(struct hashlb_table *t, const struct hashlb_ta
 }
 
 /*
- * Keep <src> (M slots; the survivors' table of <key> if <survivors>, else the effective table
- * of <key> over t's full table) as <t>'s kept table; <key> NULL: t->down, the table's own
- * outage. Into <buf> (M slots, taken, freed on failure) when given, else a copy.
+ * Keep <slots> (a reference, taken: dropped on failure; the survivors' table of <key> if
+ * <survivors>, else the effective table of <key> over t's full table) as <t>'s kept table;
+ * <key> NULL: t->down, the table's own outage. Another table's array is kept by a reference
+ * (slots_ref()), not a copy: M x 2 bytes and a pass less for each health change.
  */
-static int kept_set(struct hashlb_table *t, const uint16_t *src, const bool *key, bool survivors,
-		    uint16_t *buf)
+static int kept_set(struct hashlb_table *t, uint16_t *slots, const bool *key, bool survivors)
 {
-	size_t sz = (size_t)t->params.maglev_m * sizeof(*buf);
-
-	if (!buf)
-		buf = malloc(sz);
-	if (key)
+	if (key) {
 		t->kept_down = malloc(t->n * sizeof(*t->kept_down));
-	if (!buf || (key && !t->kept_down)) {
-		free(buf);
-		return -ENOMEM;
-	}
-	if (buf != src)
-		memcpy(buf, src, sz);
-	if (key)
+		if (!t->kept_down) {
+			slots_unref(slots);
+			return -ENOMEM;
+		}
 		memcpy(t->kept_down, key, t->n * sizeof(*t->kept_down));
-	t->kept_slots = buf;
+	}
+	t->kept_slots = slots;
 	t->kept_survivors = survivors;
 	return 0;
 }
@@ -773,7 +768,7 @@ int hashlb_table_build(const struct hashlb_table_params *p,
 		weight_sum += backends[i].weight;
 
 	if (prm.scheme == HASHLB_SCHEME_MAGLEV) {
-		t->full_slots = full_slots_new(prm.maglev_m);
+		t->full_slots = slots_new(prm.maglev_m);
 		ret = t->full_slots ? maglev_populate(t->full_slots, prm.maglev_m, prm.seed,
 						      t->names, t->weights, t->order, t->n)
 				    : -ENOMEM;
@@ -830,8 +825,13 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	uint64_t fp;
 	int ret;
 
-	ret = maglev_effective(t, same ? base->slots : kept_match ? base->kept_slots : NULL, &surv);
-	if (ret < 0)
+	/* an effective table of base's of t's turns over the same full table is t's own */
+	surv = NULL;
+	if (same)
+		t->slots = slots_ref(base->slots);
+	else if (kept_match && !base->kept_survivors)
+		t->slots = slots_ref(base->kept_slots);
+	else if ((ret = maglev_effective(t, kept_match ? base->kept_slots : NULL, &surv)) < 0)
 		return ret;
 	/* the effective table of those turns over the same full table: base's, or the one its
 	 * kept table gives */
@@ -841,20 +841,22 @@ static int maglev_carry_kept(struct hashlb_table *t, const struct hashlb_table *
 	if (same) { /* base's own outage's survivors are t's own */
 		if (base->kept_down)
 			kept_fingerprint_from(t, base, base->kept_down);
-		return base->kept_slots ? kept_set(t, base->kept_slots, base->kept_down,
-						   base->kept_survivors, NULL)
+		return base->kept_slots ? kept_set(t, slots_ref(base->kept_slots), base->kept_down,
+						   base->kept_survivors)
 					: 0;
 	}
 	if (base_out) {
 		kept_fingerprint_from(t, base, base->down);
+		slots_unref(
+			surv); /* t's own survivors give way to the outage a flap goes back to */
 		if (base->kept_survivors && same_turns(t, kept_key(base), base->down))
-			return kept_set(t, base->kept_slots, base->down, true, surv);
-		return kept_set(t, base->slots, base->down, false, surv);
+			return kept_set(t, slots_ref(base->kept_slots), base->down, true);
+		return kept_set(t, slots_ref(base->slots), base->down, false);
 	}
 	if (surv)
-		return kept_set(t, surv, NULL, true, surv);
+		return kept_set(t, surv, NULL, true);
 	if (kept_match && base->kept_survivors)
-		return kept_set(t, base->kept_slots, NULL, true, NULL);
+		return kept_set(t, slots_ref(base->kept_slots), NULL, true);
 	return 0;
 }
 
@@ -880,7 +882,7 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 
 	if (base->params.scheme == HASHLB_SCHEME_MAGLEV) {
 		/* the same full table: base's array, shared (nor is it written again) */
-		t->full_slots = full_slots_ref(base->full_slots);
+		t->full_slots = slots_ref(base->full_slots);
 		ret = maglev_carry_kept(t, base);
 	} else {
 		ret = ring_copy(&t->full_ring, &base->full_ring);
@@ -948,13 +950,29 @@ static bool same_turns_renamed(const struct hashlb_table *prev, const bool *key,
 	return n_new == n_prev;
 }
 
-/* <src> (M slots of <prev>'s backends) renumbered by <by_name> into <dst> (M slots), or into
- * a new array when <dst> is NULL; NULL if no memory. */
-static uint16_t *slots_rename(uint16_t *dst, const uint16_t *src, uint32_t m,
-			      const uint32_t *by_name)
+/*
+ * Whether <map> (table_pair()'s by_name or remap) leaves the index of every backend of <prev>
+ * that takes turns (weight > 0) as it is: prev's slot arrays, which name no other, then need
+ * no renumbering, and the rebuild holds them by a reference (slots_ref()) rather than a copy.
+ */
+static bool index_kept(const struct hashlb_table *prev, const uint32_t *map)
 {
-	if (!dst)
-		dst = malloc((size_t)m * sizeof(*dst));
+	for (uint32_t i = 0; i < prev->n; i++)
+		if (prev->weights[i] && map[i] != i)
+			return false;
+	return true;
+}
+
+/* <src> (M slots of <prev>'s backends, slots_new()'s) renumbered by <by_name>: a new array, or
+ * <src> itself, one more reference held, when <same_index> (index_kept()); NULL if no memory. */
+static uint16_t *slots_rename(const uint16_t *src, uint32_t m, const uint32_t *by_name,
+			      bool same_index)
+{
+	uint16_t *dst;
+
+	if (same_index)
+		return slots_ref(src);
+	dst = slots_new(m);
 	if (!dst)
 		return NULL;
 	for (uint32_t j = 0; j < m; j++)
@@ -997,39 +1015,48 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 			       full = { prev->full_slots, NULL, true };
 	/* the effective table's sources, the survivors' first; then the kept table's */
 	const struct kept_cand *src[] = { &kept, &full, &out }, *spare[] = { &own, &out, &kept };
-	const struct kept_cand *eff = NULL;
+	const struct kept_cand *eff = NULL, *eff_own = NULL;
 	uint32_t m = t->params.maglev_m;
-	uint16_t *buf = NULL, *surv;
-	bool own_surv = false, *t_key;
+	uint16_t *buf = NULL, *surv = NULL;
+	bool own_surv = false, *t_key, same_index = index_kept(prev, by_name);
 	uint64_t fp;
-	int ret;
+	int ret = 0;
 
 	if (!same_turns(t, NULL, t->down)) {
 		for (size_t c = 0; c < 3 && !eff; c++)
 			if (src[c]->slots && (src[c]->survivors || full_kept) &&
 			    same_turns_renamed(prev, src[c]->key, t, t->down, by_name))
 				eff = src[c];
-		if (eff && !(buf = slots_rename(NULL, eff->slots, m, by_name)))
+		/* an effective table of t's turns over prev's full table, kept, is t's own: shared
+		 * (same_index) or renamed, a pass fewer than over a survivors' table */
+		for (size_t c = 0; c < 3 && full_kept && !eff_own; c++)
+			if (src[c]->slots && !src[c]->survivors &&
+			    same_turns_renamed(prev, src[c]->key, t, t->down, by_name))
+				eff_own = src[c];
+		if (eff_own && !(t->slots = slots_rename(eff_own->slots, m, by_name, same_index)))
 			return -ENOMEM;
-		ret = maglev_effective(t, buf, &surv);
-		if (ret < 0) {
-			free(buf);
+		if (eff && eff->survivors &&
+		    !(buf = slots_rename(eff->slots, m, by_name, same_index)))
+			return -ENOMEM;
+		if (!eff_own && (ret = maglev_effective(t, buf, &surv)) < 0) {
+			slots_unref(buf);
 			return ret;
 		}
 		/* the full table prev's: t's effective table is prev's of eff's down set, renamed
 		 * (the fingerprint hashes names, not indices) */
-		if (eff && full_kept && fingerprint_of(prev, eff->key, &fp))
+		if (full_kept && ((eff_own && fingerprint_of(prev, eff_own->key, &fp)) ||
+				  (eff && fingerprint_of(prev, eff->key, &fp))))
 			fingerprint_set(t, fp);
 		/* t's own survivors' table, kept as a build keeps it if no other is */
 		own_surv = !eff || eff->survivors;
 		if (!eff)
 			buf = surv;
 	} else {
-		t->slots = t->full_slots;
+		t->slots = slots_ref(t->full_slots);
 	}
 	t_key = malloc(t->n * sizeof(*t_key));
 	if (!t_key) {
-		free(buf);
+		slots_unref(buf);
 		return -ENOMEM;
 	}
 	for (size_t c = 0; c < 3; c++) {
@@ -1049,7 +1076,8 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 		if (same_turns(t, NULL, t_key) || same_turns(t, t->down, t_key) ||
 		    !same_turns_renamed(prev, spare[c]->key, t, t_key, by_name))
 			continue;
-		buf = slots_rename(buf, spare[c]->slots, m, by_name); /* over t's own, if any */
+		slots_unref(buf); /* t's own, if any */
+		buf = slots_rename(spare[c]->slots, m, by_name, same_index);
 		if (!buf) {
 			free(t_key);
 			return -ENOMEM;
@@ -1063,8 +1091,8 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
 	}
 	free(t_key);
 	if (own_surv)
-		return kept_set(t, buf, NULL, true, buf);
-	free(buf);
+		return kept_set(t, buf, NULL, true);
+	slots_unref(buf);
 	return 0;
 }
 
@@ -1072,7 +1100,9 @@ static int maglev_keep_kept(struct hashlb_table *t, const struct hashlb_table *p
  * Maglev's full table from <prev>'s: the population depends on every
  * backend's weight, so it is redone unless the backends that take turns
  * (weight > 0) are the same, names and weights; then prev's slots are
- * kept, renumbered, and *<ret_kept> says so.
+ * kept, and *<ret_kept> says so: prev's array itself, shared, when those
+ * backends keep their indices too (a reload that changes an address, a
+ * backend of weight 0, the down set), else a copy renumbered.
  */
 static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *prev,
 			  const uint32_t *remap, const uint32_t *fresh, uint32_t n_fresh,
@@ -1081,20 +1111,20 @@ static int maglev_rebuild(struct hashlb_table *t, const struct hashlb_table *pre
 	uint32_t m = t->params.maglev_m;
 	bool same = true;
 
-	t->full_slots = full_slots_new(m);
-	if (!t->full_slots)
-		return -ENOMEM;
 	for (uint32_t f = 0; f < n_fresh && same; f++)
 		same = t->weights[fresh[f]] == 0;
 	for (uint32_t i = 0; i < prev->n && same; i++)
 		same = remap[i] != RING_DROP || prev->weights[i] == 0;
 	*ret_kept = same;
-	if (!same)
-		return maglev_populate(t->full_slots, m, t->params.seed, t->names, t->weights,
-				       t->order, t->n);
-	for (uint32_t j = 0; j < m; j++)
-		t->full_slots[j] = (uint16_t)remap[prev->full_slots[j]];
-	return 0;
+	if (same) { /* remap is by_name on every backend in the slots */
+		t->full_slots = slots_rename(prev->full_slots, m, remap, index_kept(prev, remap));
+		return t->full_slots ? 0 : -ENOMEM;
+	}
+	t->full_slots = slots_new(m);
+	if (!t->full_slots)
+		return -ENOMEM;
+	return maglev_populate(t->full_slots, m, t->params.seed, t->names, t->weights, t->order,
+			       t->n);
 }
 
 int hashlb_table_rebuild(const struct hashlb_table *prev,
@@ -1352,11 +1382,23 @@ size_t hashlb_table_bytes(const struct hashlb_table *t)
 	return t->bytes;
 }
 
+/* Whether <slots> is one of <t>'s slot arrays. */
+static bool slots_held(const struct hashlb_table *t, const uint16_t *slots)
+{
+	return slots && (slots == t->full_slots || slots == t->slots || slots == t->kept_slots);
+}
+
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other)
 {
-	if (t->params.scheme != HASHLB_SCHEME_MAGLEV || t->full_slots != other->full_slots)
+	size_t n = 0;
+
+	if (t->params.scheme != HASHLB_SCHEME_MAGLEV || other->params.scheme != t->params.scheme)
 		return 0;
-	return (size_t)t->params.maglev_m * sizeof(*t->full_slots);
+	/* the arrays apply_overlay() counts in t->bytes */
+	n += slots_held(other, t->full_slots);
+	n += t->slots != t->full_slots && slots_held(other, t->slots);
+	n += slots_held(other, t->kept_slots);
+	return n * t->params.maglev_m * sizeof(*t->full_slots);
 }
 
 void hashlb_table_view(const struct hashlb_table *t, struct hashlb_table_view *ret_view)

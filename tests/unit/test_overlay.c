@@ -573,6 +573,66 @@ static void test_with_down_shares_full_slots(void **state)
 	test_backends_free(&b);
 }
 
+/* <t>'s effective slots, fingerprint and bytes are those of the Maglev build of <spec> (<n>). */
+static void same_as_build(const struct hashlb_table *t, uint32_t m, uint64_t seed,
+			  const struct hashlb_backend_spec *spec, size_t n)
+{
+	struct hashlb_table *built = test_build(HASHLB_SCHEME_MAGLEV, m, seed, spec, n);
+	struct hashlb_table_view v, w;
+
+	hashlb_table_view(t, &v);
+	hashlb_table_view(built, &w);
+	assert_memory_equal(v.slots, w.slots, (size_t)m * sizeof(*v.slots));
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
+	assert_int_equal(hashlb_table_bytes(t), hashlb_table_bytes(built));
+	hashlb_table_free(built);
+}
+
+/*
+ * A reload (hashlb_table_rebuild()) that keeps the Maglev full table and every index in it (the
+ * same backends, or one of weight 0 added after them; an address changed is the same to the
+ * table) holds the previous table's slot arrays, full, effective and kept, rather than copies:
+ * it asks for no slot array (2 bytes a slot each, 32 MiB at the largest M), counts them as
+ * shared with the previous table, and outlives it, its slots and fingerprint the full build's.
+ * One that renumbers the backends (another order) shares none and is the full build's too.
+ */
+static void test_rebuild_same_indices_shares_slots(void **state)
+{
+	const uint32_t m = 65537;
+	struct test_backends b;
+	struct hashlb_table *up, *out, *reb, *rev;
+	struct hashlb_backend_spec spec[5], back[4];
+	bool down[4] = { false, false, true, false };
+	size_t before, used;
+
+	test_backends_init(&b, 5, "rb-");
+	b.spec[4].weight = 0;
+	up = test_build(HASHLB_SCHEME_MAGLEV, m, 7, b.spec, 4);
+	out = with_down(up, down); /* its effective slots and its survivors' table its own */
+	memcpy(spec, b.spec, sizeof(spec));
+	spec[2].down = true;
+	before = heap_live;
+	assert_int_equal(hashlb_table_rebuild(out, spec, 5, &reb, NULL), 0);
+	used = heap_live - before;
+	if (used >= 2 * m)
+		fail_msg("a reload keeping every index asked for %zu bytes: a slot array (%u)",
+			 used, 2 * m);
+	assert_int_equal(hashlb_table_bytes_shared(reb, out), 3 * 2 * m);
+	hashlb_table_free(out);
+	hashlb_table_free(up);
+	same_as_build(reb, m, 7, spec, 5);
+
+	/* the order reversed: every index another, every array a copy renumbered */
+	for (int i = 0; i < 4; i++)
+		back[i] = spec[3 - i];
+	assert_int_equal(hashlb_table_rebuild(reb, back, 4, &rev, NULL), 0);
+	assert_int_equal(hashlb_table_bytes_shared(rev, reb), 0);
+	hashlb_table_free(reb);
+	same_as_build(rev, m, 7, back, 4);
+	hashlb_table_free(rev);
+	test_backends_free(&b);
+}
+
 /*
  * <t> (step <k>), made from a table of the same effective slots: its fingerprint copied, not
  * computed again over the M slots (apply_overlay()), if <copied>; and whatever way it came,
@@ -1111,6 +1171,7 @@ int main(void)
 		cmocka_unit_test(test_all_up_holds_no_survivors),
 		cmocka_unit_test(test_copy_keeps_fingerprint),
 		cmocka_unit_test(test_with_down_shares_full_slots),
+		cmocka_unit_test(test_rebuild_same_indices_shares_slots),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),
