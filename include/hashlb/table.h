@@ -121,8 +121,9 @@ int hashlb_table_check(const struct hashlb_table_params *p,
 /*
  * A table with the same backends, weights and parameters as <base> but the
  * down set <down> (n = hashlb_table_backend_count(base) booleans). Shares
- * base's full table (Maglev: the array itself, immutable, freed with the last
- * table holding it; <base> may be freed first), so it costs one survivor build (a fill when one
+ * base's full table (the Maglev slot array or the ring's points themselves, immutable,
+ * freed with the last table holding them; <base> may be freed first), so it costs one
+ * survivor build (a fill when one
  * backend is left) plus a copy, or copies alone when <base> has a table of
  * the same backends up at the same weights: its own effective table, or
  * (Maglev) the one it keeps of another down set. A Maglev table built from
@@ -269,7 +270,8 @@ size_t hashlb_table_bytes(const struct hashlb_table *t);
  * Of hashlb_table_bytes(<t>), those <other> holds too: on Maglev, the slot arrays (2 bytes a
  * slot each; the full, effective and kept ones) that the two share rather than copy, one of
  * them made from the other by hashlb_table_with_down() or hashlb_table_rebuild(), or both
- * from a third; else 0. What a table made from <other> adds to the memory held while both
+ * from a third; on the ring, the full ring's points (10 bytes a point), which
+ * hashlb_table_with_down() shares; else 0. What a table made from <other> adds to the memory held while both
  * live.
  */
 size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hashlb_table *other);

@@ -28,6 +28,8 @@
  * branch cost more than the reads it saved.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,16 +210,34 @@ static int sort_points(const uint64_t *gen, const uint32_t *order, const uint32_
 	return 0;
 }
 
+/*
+ * A ring's points, pos then owner in one block, immutable once sealed and refcounted: the
+ * tables hashlb_table_with_down() makes from one share its full ring (10 bytes a point, and a
+ * pass over them) rather than copy it, as a table's effective ring with none down shares its
+ * full ring's. Each ring holding them holds a reference until ring_free(), on whatever thread.
+ */
+struct ring_points {
+	_Atomic uint32_t refs;
+	uint64_t pos[]; /* n + 1, then the n + 1 owners */
+};
+
+static struct ring_points *ring_points(const uint64_t *pos)
+{
+	return (struct ring_points *)((char *)pos - offsetof(struct ring_points, pos));
+}
+
 static int ring_alloc(struct ring *r, uint32_t n)
 {
+	struct ring_points *rp;
+
 	memset(r, 0, sizeof(*r));
-	r->n = n;
-	r->pos = malloc(((size_t)n + 1) * sizeof(*r->pos));
-	r->owner = malloc(((size_t)n + 1) * sizeof(*r->owner));
-	if (!r->pos || !r->owner) {
-		ring_free(r);
+	rp = malloc(sizeof(*rp) + ((size_t)n + 1) * (sizeof(*r->pos) + sizeof(*r->owner)));
+	if (!rp)
 		return -ENOMEM;
-	}
+	atomic_init(&rp->refs, 1);
+	r->n = n;
+	r->pos = rp->pos;
+	r->owner = (uint16_t *)(rp->pos + n + 1);
 	return 0;
 }
 
@@ -338,10 +358,7 @@ int ring_filter(struct ring *r, const struct ring *full, const bool *down)
 		k += !down[full->owner[j]];
 	if (k == full->n) {
 		/* nothing to drop: read the full ring's points */
-		memset(r, 0, sizeof(*r));
-		r->n = full->n;
-		r->pos = full->pos;
-		r->owner = full->owner;
+		ring_share(r, full);
 		r->borrowed = true;
 		return 0;
 	}
@@ -360,15 +377,13 @@ int ring_filter(struct ring *r, const struct ring *full, const bool *down)
 	return 0;
 }
 
-int ring_copy(struct ring *r, const struct ring *src)
+void ring_share(struct ring *r, const struct ring *src)
 {
-	int ret = ring_alloc(r, src->n);
-
-	if (ret < 0)
-		return ret;
-	memcpy(r->pos, src->pos, ((size_t)src->n + 1) * sizeof(*r->pos));
-	memcpy(r->owner, src->owner, ((size_t)src->n + 1) * sizeof(*r->owner));
-	return 0;
+	memset(r, 0, sizeof(*r));
+	atomic_fetch_add_explicit(&ring_points(src->pos)->refs, 1, memory_order_relaxed);
+	r->n = src->n;
+	r->pos = src->pos;
+	r->owner = src->owner;
 }
 
 /*
@@ -449,10 +464,10 @@ uint32_t ring_find_bsearch(const struct ring *r, uint64_t hash)
 
 void ring_free(struct ring *r)
 {
-	if (!r->borrowed) {
-		free(r->pos);
-		free(r->owner);
-	}
+	struct ring_points *rp = r->pos ? ring_points(r->pos) : NULL;
+
+	if (rp && atomic_fetch_sub_explicit(&rp->refs, 1, memory_order_acq_rel) == 1)
+		free(rp);
 	free(r->bucket);
 	free(r->hot);
 	memset(r, 0, sizeof(*r));

@@ -12,7 +12,7 @@ struct ring {
 	uint32_t n; /* points */
 	uint64_t *pos; /* n + 1: sorted ascending, then a UINT64_MAX sentinel */
 	uint16_t *owner; /* n + 1: backend index of each point, then owner[0] again */
-	bool borrowed; /* pos and owner belong to another ring (the full one) */
+	bool borrowed; /* pos and owner are the full ring's (shared: see ring.c) */
 	/* The exported two-level index (hashlb_table_view, BPF): 2^bucket_bits <= n. */
 	uint32_t bucket_bits;
 	uint32_t *bucket; /* (1 << bucket_bits) + 1 entries, see hashlb_table_view */
@@ -124,10 +124,11 @@ int ring_rebuild(struct ring *r, const struct ring *prev, const uint32_t *remap,
 		 uint64_t seed, char *const *names, const uint32_t *weights,
 		 const uint32_t *fresh_order, uint32_t n_fresh, uint64_t n_points);
 /* Keep the points of <full> whose owner is not down, into <r>; shares
- * <full>'s arrays when none is down (<full> must then outlive <r>). */
+ * <full>'s points (ring_share()) when none is down. */
 int ring_filter(struct ring *r, const struct ring *full, const bool *down);
-/* Copy the points of <src> (not its index) into <r>. */
-int ring_copy(struct ring *r, const struct ring *src);
+/* <src>'s points (not its index) into <r>: the same arrays, one more reference held
+ * (freed with the last ring_free() of the rings holding them). Never fails. */
+void ring_share(struct ring *r, const struct ring *src);
 /* Build both indexes over r->pos. */
 int ring_index(struct ring *r);
 void ring_free(struct ring *r);

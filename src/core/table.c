@@ -885,7 +885,8 @@ int hashlb_table_with_down(const struct hashlb_table *base, const bool *down,
 		t->full_slots = slots_ref(base->full_slots);
 		ret = maglev_carry_kept(t, base);
 	} else {
-		ret = ring_copy(&t->full_ring, &base->full_ring);
+		/* the same full ring: base's points, shared */
+		ring_share(&t->full_ring, &base->full_ring);
 	}
 	return table_finish(t, ret, ret_table, err);
 }
@@ -1392,8 +1393,12 @@ size_t hashlb_table_bytes_shared(const struct hashlb_table *t, const struct hash
 {
 	size_t n = 0;
 
-	if (t->params.scheme != HASHLB_SCHEME_MAGLEV || other->params.scheme != t->params.scheme)
+	if (other->params.scheme != t->params.scheme)
 		return 0;
+	/* the full ring's points, 10 bytes each and the sentinel (apply_overlay()) */
+	if (t->params.scheme == HASHLB_SCHEME_RING)
+		return t->full_ring.pos == other->full_ring.pos ? ((size_t)t->full_ring.n + 1) * 10
+								: 0;
 	/* the arrays apply_overlay() counts in t->bytes */
 	n += slots_held(other, t->full_slots);
 	n += t->slots != t->full_slots && slots_held(other, t->slots);

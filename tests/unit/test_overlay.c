@@ -573,6 +573,67 @@ static void test_with_down_shares_full_slots(void **state)
 	test_backends_free(&b);
 }
 
+/*
+ * A ring table made from another by hashlb_table_with_down() shares its full ring (10 bytes a
+ * point: 16 MB at 1,000 backends of weight 1,000) rather than copying it: it asks for less
+ * than the build of the same table by those bytes at least, counts them as shared, and
+ * outlives the table it shares with, its points and lookups the build's (ASan builds check
+ * that nothing freed is read); so does the one back up from it, which holds nothing else.
+ */
+static void test_ring_with_down_shares_full_ring(void **state)
+{
+	const uint32_t v = 100;
+	struct test_backends b;
+	struct hashlb_table *up, *t, *back, *built;
+	struct hashlb_table_view tv, bv;
+	bool down[4] = { false, true, false, false };
+	size_t before, used, built_used, ring;
+	uint64_t *h;
+	size_t nh;
+
+	test_backends_init(&b, 4, "rg-");
+	up = test_build(HASHLB_SCHEME_RING, v, 9, b.spec, 4);
+	hashlb_table_view(up, &tv);
+	ring = ((size_t)tv.n_points + 1) * 10;
+	before = heap_live;
+	t = with_down(up, down);
+	used = heap_live - before;
+	b.spec[1].down = true;
+	before = heap_live;
+	built = test_build(HASHLB_SCHEME_RING, v, 9, b.spec, 4);
+	built_used = heap_live - before;
+	assert_int_equal(hashlb_table_bytes_shared(t, up), ring);
+	assert_int_equal(hashlb_table_bytes_shared(up, t), ring);
+	assert_int_equal(hashlb_table_bytes_shared(built, up), 0);
+	assert_int_equal(hashlb_table_bytes(t), hashlb_table_bytes(built));
+	if (used + ring > built_used)
+		fail_msg("rg-1 down from the table with all up: %zu bytes asked for, the build "
+			 "%zu: not its full ring (%zu) less",
+			 used, built_used, ring);
+	hashlb_table_free(up);
+	down[1] = false;
+	back = with_down(t, down);
+	assert_int_equal(hashlb_table_bytes_shared(back, t), ring);
+	hashlb_table_view(t, &tv);
+	hashlb_table_view(built, &bv);
+	assert_int_equal(tv.n_points, bv.n_points);
+	assert_memory_equal(tv.pos, bv.pos, (size_t)tv.n_points * sizeof(*tv.pos));
+	assert_memory_equal(tv.owner, bv.owner, (size_t)tv.n_points * sizeof(*tv.owner));
+	assert_int_equal(hashlb_table_fingerprint(t), hashlb_table_fingerprint(built));
+	nh = keys_for(t, &h);
+	for (size_t k = 0; k < nh; k++)
+		assert_int_equal(hashlb_table_lookup(t, h[k]), hashlb_table_lookup(built, h[k]));
+	free(h);
+	hashlb_table_free(t);
+	hashlb_table_free(built);
+	b.spec[1].down = false;
+	built = test_build(HASHLB_SCHEME_RING, v, 9, b.spec, 4);
+	assert_int_equal(hashlb_table_fingerprint(back), hashlb_table_fingerprint(built));
+	hashlb_table_free(built);
+	hashlb_table_free(back);
+	test_backends_free(&b);
+}
+
 /* <t>'s effective slots, fingerprint and bytes are those of the Maglev build of <spec> (<n>). */
 static void same_as_build(const struct hashlb_table *t, uint32_t m, uint64_t seed,
 			  const struct hashlb_backend_spec *spec, size_t n)
@@ -1172,6 +1233,7 @@ int main(void)
 		cmocka_unit_test(test_copy_keeps_fingerprint),
 		cmocka_unit_test(test_with_down_shares_full_slots),
 		cmocka_unit_test(test_rebuild_same_indices_shares_slots),
+		cmocka_unit_test(test_ring_with_down_shares_full_ring),
 		cmocka_unit_test(test_flap_down_again_copies),
 		cmocka_unit_test(test_reload_keeps_flap_spare),
 		cmocka_unit_test(test_flap_beside_a_down_copies),
