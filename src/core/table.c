@@ -84,6 +84,15 @@ void hashlb_table_params_init(struct hashlb_table_params *p, enum hashlb_scheme 
  */
 struct slots_shared {
 	_Atomic uint32_t refs;
+	/*
+	 * What apply_overlay() reads off the array as a table's effective slots, the same for
+	 * every table that holds it (its backends of the same names at the same indices): the
+	 * backends present, plus 1 (0 until a table computed it), and the fingerprint. A table
+	 * all up again takes them here, computed by the build whose effective table the full one
+	 * was, rather than read M slots twice. Written once the fingerprint is (release).
+	 */
+	_Atomic uint32_t present;
+	_Atomic uint64_t fp;
 	uint16_t slots[];
 };
 
@@ -95,6 +104,8 @@ static uint16_t *slots_new(uint32_t m)
 	if (!sh)
 		return NULL;
 	atomic_init(&sh->refs, 1);
+	atomic_init(&sh->present, 0);
+	atomic_init(&sh->fp, 0);
 	return sh->slots;
 }
 
@@ -653,10 +664,66 @@ static int kept_set(struct hashlb_table *t, uint16_t *slots, const bool *key, bo
 	return 0;
 }
 
+/* t->n_present: the distinct backends that own slots or points of the effective table. */
+static int table_present(struct hashlb_table *t)
+{
+	uint32_t *present = calloc(t->n, sizeof(*present));
+
+	if (!present)
+		return -ENOMEM;
+	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
+		for (uint32_t j = 0; j < t->params.maglev_m; j++)
+			if (t->slots[j] != HASHLB_BACKEND_NONE)
+				present[t->slots[j]] = 1;
+	} else {
+		for (uint32_t j = 0; j < t->ring.n; j++)
+			present[t->ring.owner[j]] = 1;
+	}
+	t->n_present = 0;
+	for (uint32_t i = 0; i < t->n; i++)
+		t->n_present += present[i];
+	free(present);
+	return 0;
+}
+
+/*
+ * t->n_present and the fingerprint of <t>'s effective table: a Maglev array's are read off it
+ * once, by the first table whose effective slots it is, and kept with it (struct slots_shared)
+ * for the others.
+ */
+static int table_summary(struct hashlb_table *t)
+{
+	struct slots_shared *sh;
+	uint32_t known;
+	int ret;
+
+	if (t->params.scheme != HASHLB_SCHEME_MAGLEV) {
+		ret = table_present(t);
+		if (ret == 0 && !t->fingerprinted)
+			fingerprint(t);
+		return ret;
+	}
+	sh = slots_shared(t->slots);
+	known = atomic_load_explicit(&sh->present, memory_order_acquire);
+	if (known) {
+		t->n_present = known - 1;
+		if (!t->fingerprinted)
+			fingerprint_set(t, atomic_load_explicit(&sh->fp, memory_order_relaxed));
+		return 0;
+	}
+	ret = table_present(t);
+	if (ret < 0)
+		return ret;
+	if (!t->fingerprinted)
+		fingerprint(t);
+	atomic_store_explicit(&sh->fp, t->fingerprint, memory_order_relaxed);
+	atomic_store_explicit(&sh->present, t->n_present + 1, memory_order_release);
+	return 0;
+}
+
 /* Build the effective table from the full one and t->down. */
 static int apply_overlay(struct hashlb_table *t)
 {
-	uint32_t *present;
 	int ret = 0;
 
 	t->n_up = 0;
@@ -683,23 +750,9 @@ static int apply_overlay(struct hashlb_table *t)
 		if (ret < 0)
 			return ret;
 	}
-
-	present = calloc(t->n, sizeof(*present));
-	if (!present)
-		return -ENOMEM;
-	if (t->params.scheme == HASHLB_SCHEME_MAGLEV) {
-		for (uint32_t j = 0; j < t->params.maglev_m; j++)
-			if (t->slots[j] != HASHLB_BACKEND_NONE)
-				present[t->slots[j]] = 1;
-	} else {
-		for (uint32_t j = 0; j < t->ring.n; j++)
-			present[t->ring.owner[j]] = 1;
-	}
-	t->n_present = 0;
-	for (uint32_t i = 0; i < t->n; i++)
-		t->n_present += present[i];
-	free(present);
-
+	ret = table_summary(t);
+	if (ret < 0)
+		return ret;
 	if (t->skewed) {
 		bool maglev = t->params.scheme == HASHLB_SCHEME_MAGLEV;
 
@@ -708,8 +761,6 @@ static int apply_overlay(struct hashlb_table *t)
 		if (ret < 0)
 			return ret;
 	}
-	if (!t->fingerprinted)
-		fingerprint(t);
 	t->bytes = table_base_bytes(t->n, 0);
 	if (t->blocks)
 		t->bytes += owner_blocks_bytes(

@@ -719,8 +719,10 @@ static void fingerprint_check(const struct hashlb_table *t, const struct hashlb_
  * A Maglev table whose effective slots are a copy (the same down set again, a flap's return
  * to the outage kept, and that after a reload) takes the fingerprint of the table it copies
  * them from rather than hashing its M slots again (about a third of a copy's cost at the
- * largest M), and it is the one a full build of it computes; where the slots are new (a
- * first outage, all back up, another down set) it is computed.
+ * largest M), and it is the one a full build of it computes; so does a table all back up,
+ * whose effective slots are the full table's, fingerprinted with them by the build whose
+ * effective table that was; where the slots are new (a first outage, another down set, a full
+ * table renumbered) it is computed.
  */
 static void test_copy_keeps_fingerprint(void **state)
 {
@@ -733,10 +735,11 @@ static void test_copy_keeps_fingerprint(void **state)
 		{ { 3, -1 }, false, false }, /* the first outage: a population */
 		{ { 3, -1 }, true, false }, /* again (a retry table's): its effective table */
 		{ { 3, 9, -1 }, true, false }, /* and a weight-0 one: the same turns */
-		{ { -1 }, false, false }, /* back up: the full table */
+		{ { -1 }, true, false }, /* back up: the full table, the build's effective one */
 		{ { 3, -1 }, true, false }, /* down again: the outage it kept */
-		{ { -1 }, false, false },
-		{ { -1 }, false, true }, /* a reload: the kept outage carried over */
+		{ { -1 }, true, false },
+		{ { -1 }, false, true }, /* a reload: the kept outage carried over, the full table
+					  * renumbered (a new array) */
 		{ { 3, -1 }, true, false }, /* down again after it: still a copy */
 		{ { 3, 5, -1 }, false, false }, /* another down set */
 		{ { 3, -1 }, true, false }, /* back to 3's: the outage kept */
