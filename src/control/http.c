@@ -770,12 +770,26 @@ static void shed_io(void *arg, uint32_t events)
 		shed_close(s);
 }
 
-/* <s> closed for another's sake: answered first if it was not (no byte of its request came:
- * not a HEAD), what its client sent read first (as conn_give_up()). */
+/*
+ * The 503 of <s>, waiting for its request's first byte, answered now: by what has come, which
+ * the loop may not have seen yet (a HEAD's byte come with the deadline, or with the handover
+ * or the newer connection that takes its place), as a GET if nothing did. Whether it was
+ * written.
+ */
+static bool shed_answer_now(struct http_shed *s)
+{
+	bool head = false;
+
+	(void)peek_head(s->io.fd, &head);
+	return shed_answer(s, head);
+}
+
+/* <s> closed for another's sake: answered first if it was not (shed_answer_now()), what its
+ * client sent read first (as conn_give_up()). */
 static void shed_give_up(struct http_shed *s)
 {
 	if (!s->answered)
-		(void)shed_answer(s, false);
+		(void)shed_answer_now(s);
 	(void)linger_read(s->io.fd, &s->lingered);
 	shed_close(s);
 }
@@ -791,7 +805,7 @@ static void shed_timeout(void *arg)
 		struct http_shed *s = &h->shed[i];
 
 		if (s->io.fd >= 0 && s->until <= now && !s->answered &&
-		    (!shed_answer(s, false) || !linger_read(s->io.fd, &s->lingered)))
+		    (!shed_answer_now(s) || !linger_read(s->io.fd, &s->lingered)))
 			shed_close(s);
 		else if (s->io.fd >= 0 && s->until <= now && s->answered)
 			shed_close(s);

@@ -1342,6 +1342,26 @@ static void test_places_counted_not_connections(void **state)
 }
 
 /*
+ * <e> given the 64 and the 8 more connections, into <fds> (HLB_HTTP_CONNS_MAX +
+ * HLB_HTTP_BUSY_MAX of them, none answered while a test runs), then one more that sent
+ * nothing: answered 503 at accept once a byte of its request comes. That one.
+ */
+static int busy_at_accept(struct tcp_end *e, int *fds)
+{
+	int fd;
+
+	hlb_http_set_timeouts(e->h, 600000, HLB_HTTP_LINGER_MS);
+	for (int i = 0; i < HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX; i++) {
+		fds[i] = tcp_ask(e->port, "");
+		settle(e->l);
+	}
+	fd = tcp_ask(e->port, "");
+	settle(e->l);
+	assert_false(readable(fd)); /* its answer waits for a byte of the request */
+	return fd;
+}
+
+/*
  * The 503 at accept (past the 64 and the 8) to a HEAD has no body however its request comes:
  * a byte at a time after the connection, or not at all (then with the body, as to a GET, a
  * tenth of the endpoint's timeout later). It went by the bytes that had come with the
@@ -1357,15 +1377,8 @@ static void test_busy_at_accept_head_sent_late(void **state)
 
 	(void)state;
 	tcp_end_new(&e);
-	hlb_http_set_timeouts(e.h, 600000, HLB_HTTP_LINGER_MS);
-	for (int i = 0; i < n; i++) {
-		fds[i] = tcp_ask(e.port, "");
-		settle(e.l);
-	}
 	/* accepted with nothing sent; then HE, then the rest */
-	fd = tcp_ask(e.port, "");
-	settle(e.l);
-	assert_false(readable(fd)); /* its answer waits for a byte of the request */
+	fd = busy_at_accept(&e, fds);
 	assert_int_equal(write(fd, "HE", 2), 2);
 	settle(e.l);
 	assert_int_equal(write(fd, "AD /now HTTP/1.1\r\n\r\n", 20), 20);
@@ -1439,6 +1452,35 @@ static void test_handover_503_only_to_requests_not_carried_out(void **state)
 	body = split_answer(answer_of(queued, buf, sizeof(buf)), head, sizeof(head));
 	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
 	assert_non_null(strstr(body, "handed its admin address over"));
+}
+
+/*
+ * A connection answered 503 at accept that waits for its request's first byte, given up
+ * before the loop saw that byte (a handover, or a newer one taking its place), goes by the
+ * bytes that have come: a HEAD without the body. It was answered as one to which nothing had
+ * come, with the body, the byte there unread.
+ */
+static void test_busy_at_accept_given_up_reads_what_came(void **state)
+{
+	int fds[HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX];
+	int n = HLB_HTTP_CONNS_MAX + HLB_HTTP_BUSY_MAX, fd;
+	struct tcp_end e;
+	char buf[512], head[512];
+	const char *body;
+
+	(void)state;
+	tcp_end_new(&e);
+	fd = busy_at_accept(&e, fds);
+	/* the HEAD comes, the loop not run since: given up at a handover */
+	assert_int_equal(write(fd, "HEAD /now HTTP/1.1\r\n\r\n", 22), 22);
+	shutdown(fd, SHUT_WR);
+	hlb_http_free_handed_over(e.h);
+	hlb_loop_free(e.l);
+	body = split_answer(answer_of(fd, buf, sizeof(buf)), head, sizeof(head));
+	assert_true(!strncmp(head, "HTTP/1.1 503 ", 13));
+	assert_string_equal(body, "");
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
 }
 
 /* The descriptors the process has open. */
@@ -1833,6 +1875,7 @@ int main(void)
 		cmocka_unit_test(test_places_counted_not_connections),
 		cmocka_unit_test(test_busy_at_accept_head_sent_late),
 		cmocka_unit_test(test_handover_503_only_to_requests_not_carried_out),
+		cmocka_unit_test(test_busy_at_accept_given_up_reads_what_came),
 		cmocka_unit_test(test_linger_ends_at_its_time),
 		cmocka_unit_test(test_reserve_kept_at_the_fd_limit),
 		cmocka_unit_test(test_lingering_gives_its_descriptor_at_the_fd_limit),
