@@ -69,10 +69,10 @@ struct hlb_pool {
 	struct retired *retired; /* those services, until their totals are logged */
 	uint32_t n_retired;
 	/* env.handover parsed, sorted by service and backend (hlb_pool_new()); its
-	 * HLB_HANDOVER_SEEN services, sorted */
+	 * HLB_HANDOVER_SEEN backends, sorted the same way */
 	struct handover *ho;
 	size_t n_ho;
-	char **ho_seen;
+	struct handover_seen *ho_seen;
 	size_t n_ho_seen;
 	/* errs_budget(): the lines of this second on checks that change no health ("another
 	 * error", "backend still up"...), and those not logged since the last one that was */
@@ -2230,10 +2230,7 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 
 	for (uint32_t i = 0; i < p->n_svcs; i++) {
 		const struct hlb_pool_service *s = p->svcs[i];
-		bool checked = s->cfg->health.enabled;
 
-		if (checked)
-			hlb_buf_printf(o, HLB_HANDOVER_SEEN, s->cfg->name);
 		for (uint32_t j = 0; j < s->n_backends; j++) {
 			const struct hlb_pool_backend *b = s->backends[j];
 			uint32_t max = atomic_load(&b->rt->max_conns);
@@ -2246,7 +2243,12 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 				hlb_buf_printf(o, HLB_HANDOVER_RESOLVED, s->cfg->name, b->rt->name,
 					       b->rt->address, addr);
 			}
-			if (!backend_set_at_run_time(b) && b->health.up && !(checked && assumed) &&
+			/* each by name and address: one this process never had (the new config's),
+			 * or had at another address, was seen up by no check of it */
+			if (hlb_pool_backend_checked(b) && b->health.up && !b->health.assumed)
+				hlb_buf_printf(o, HLB_HANDOVER_SEEN, s->cfg->name, b->rt->name,
+					       b->rt->address);
+			if (!backend_set_at_run_time(b) && b->health.up &&
 			    pen < HANDOVER_PENALTY_MIN && !b->ramp_start_ms)
 				continue;
 			if (b->ramp_start_ms)
@@ -2263,6 +2265,11 @@ void hlb_pool_handover(const struct hlb_pool *p, struct hlb_buf *o)
 		}
 	}
 }
+
+/* One HLB_HANDOVER_SEEN line of the hashlb this one replaces: a backend its checks saw up. */
+struct handover_seen {
+	char *svc, *name, *address;
+};
 
 /* One HLB_HANDOVER_LINE of the hashlb this one replaces, parsed. */
 struct handover {
@@ -2294,8 +2301,11 @@ static void handover_free(struct hlb_pool *p)
 	free(p->ho);
 	p->ho = NULL;
 	p->n_ho = 0;
-	for (size_t i = 0; i < p->n_ho_seen; i++)
-		free(p->ho_seen[i]);
+	for (size_t i = 0; i < p->n_ho_seen; i++) {
+		free(p->ho_seen[i].svc);
+		free(p->ho_seen[i].name);
+		free(p->ho_seen[i].address);
+	}
 	free(p->ho_seen);
 	p->ho_seen = NULL;
 	p->n_ho_seen = 0;
@@ -2303,26 +2313,29 @@ static void handover_free(struct hlb_pool *p)
 
 static int seen_cmp(const void *x, const void *y)
 {
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
+	const struct handover_seen *a = x, *b = y;
+	int c = strcmp(a->svc, b->svc);
 
-/* Whether the old process's checks were on for service <svc> (HLB_HANDOVER_SEEN). */
-static bool handover_seen(const struct hlb_pool *p, const char *svc)
-{
-	return p->n_ho_seen &&
-	       bsearch(&svc, p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
+	return c ? c : strcmp(a->name, b->name);
 }
 
 /*
  * Whether backend <b> of service <svc>, up here as at start (assumed), was seen up by the old
- * process's checks (<h>: its line, NULL if none): then its next down is a flap, as it would
- * have been there. Only where both check it.
+ * process's checks, at the address it has here (its HLB_HANDOVER_SEEN line; <h>: its
+ * HLB_HANDOVER_LINE, NULL if none): then its next down is a flap, as it would have been
+ * there. Only where both check it. One the old process did not have (added by this config),
+ * or had at another address, no check saw up: it stays assumed.
  */
 static bool handover_seen_up(const struct hlb_pool *p, const struct hlb_pool_backend *b,
 			     const char *svc, const struct handover *h)
 {
-	return b->health.up && b->health.assumed && hlb_pool_backend_checked(b) &&
-	       handover_seen(p, svc) && !(h && (h->down || h->assumed));
+	struct handover_seen key = { .svc = (char *)svc, .name = b->rt->name }, *s;
+
+	if (!b->health.up || !b->health.assumed || !hlb_pool_backend_checked(b) || !p->n_ho_seen ||
+	    (h && (h->down || h->assumed)))
+		return false;
+	s = bsearch(&key, p->ho_seen, p->n_ho_seen, sizeof(*p->ho_seen), seen_cmp);
+	return s && b->rt->address && !strcmp(s->address, b->rt->address);
 }
 
 /*
@@ -2339,6 +2352,7 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 
 	for (const char *l = text; l && *l; l = next) {
 		char s[HASHLB_NAME_MAX + 1], name[HASHLB_NAME_MAX + 1], st[16], cfg_st[16], up[8];
+		char addr[320]; /* an address as written: HASHLB_HOST_MAX and a port */
 		/* each line on its own: sscanf() measures its whole input first, and
 		 * the text holds a line per backend (20,000 down: 1.5 MB, 1 s) */
 		char line[2 * HASHLB_NAME_MAX + 256], held[4] = "";
@@ -2351,14 +2365,18 @@ static void handover_parse(struct hlb_pool *p, const char *text)
 			continue;
 		memcpy(line, l, len);
 		line[len] = '\0';
-		if (sscanf(line, "seen %255s", s) == 1) {
-			char *dup;
+		if (sscanf(line, "seen %255s %255s %319s", s, name, addr) == 3) {
+			struct handover_seen sn = { strdup(s), strdup(name), strdup(addr) };
 
-			if (hlb_grow((void **)&p->ho_seen, &seen_cap, p->n_ho_seen + 1,
-				     sizeof(*p->ho_seen), 16) < 0 ||
-			    !(dup = strdup(s)))
+			if (!sn.svc || !sn.name || !sn.address ||
+			    hlb_grow((void **)&p->ho_seen, &seen_cap, p->n_ho_seen + 1,
+				     sizeof(*p->ho_seen), 64) < 0) {
+				free(sn.svc);
+				free(sn.name);
+				free(sn.address);
 				break;
-			p->ho_seen[p->n_ho_seen++] = dup;
+			}
+			p->ho_seen[p->n_ho_seen++] = sn;
 			continue;
 		}
 		if (strncmp(line, "set ", 4))

@@ -39,14 +39,16 @@
  * record set's order: it took the answer's first). A process of before ignores the line. */
 #define HLB_HANDOVER_RESOLVED "resolved %s %s %s %s\n"
 
-/* Before them, one per service whose checks are on: what its backends' health= says of up.
- * Of such a service, a backend up only as assumed (no check passed it yet, as at start) is
- * sent, health=assumed; one up and not sent, or sent health=up, a check saw up: its next
- * down is a flap in the new process too (hashlb_backend_flaps_total, flap damping). Without
- * the line (checks off there, or a process of before, whose health=up may be assumed), the
- * new one takes up as assumed. A process of before ignores the line, and reads
- * health=assumed as up. */
-#define HLB_HANDOVER_SEEN "seen %s\n"
+/* With them, one per backend whose up a check saw (its checks on, up, not only assumed as at
+ * start): its service, its name and its address as written. Its next down is a flap in the
+ * new process too (hashlb_backend_flaps_total, flap damping), if it has the backend at that
+ * address; any other up (no line: a backend up only as assumed there, one the old process did
+ * not have, or had at another address; or a process of before) is taken as assumed, as at
+ * start. A line per service once stood for all its backends up and not listed, and the new
+ * config's backends were taken as seen up there too. A backend's HLB_HANDOVER_LINE, if sent,
+ * says health=assumed for one up only as assumed; a process of before ignores this line and
+ * reads health=assumed as up. */
+#define HLB_HANDOVER_SEEN "seen %s %s %s\n"
 
 /* With them, the old process's reload counts, if any: the new one goes on from them (hashlb ctl
  * status's "reloads: N ok", hashlb_reloads_total), read as the service's history, not the
