@@ -401,6 +401,23 @@ def read_started(out):
     return listen, admin
 
 
+def echo_once(addr, src):
+    """One client from <src> through hashlb at <addr>: "x", then its FIN, then what comes
+    back read to the end. None if that is the backend's greeting and echo, else what
+    went wrong."""
+    try:
+        s = connect(addr, src, timeout=5)
+        try:
+            s.sendall(b"x")
+            s.shutdown(socket.SHUT_WR)
+            got = read_to_eof(s)
+        finally:
+            s.close()
+    except OSError as e:
+        return repr(e)
+    return None if got == b"a\nx" else f"got {got!r}"
+
+
 def serve_clients(listen, first, count):
     """How many of <count> clients (from client_ip(first) on) get their echo through <listen>."""
     host, port = listen.rsplit(":", 1)
@@ -693,20 +710,28 @@ def stalled_stderr_terminal(foreign=False):
         b.stop()
         return
     host, port = listen.group(1).decode().rsplit(":", 1)
-    served = 0  # the terminal is not read from here on
+    # The terminal is not read from here on. A client not served is tried again, up to
+    # three times: a worker that waits on the terminal serves none after it, nor its tries
+    # again (it stopped at about the 85th), while a try lost on a shared machine says
+    # nothing of hashlb (the 2,914th of 3,000 once, at load 15-18, where the terminal
+    # was full long before: on a loopback other tests flood, packets are dropped, as
+    # /proc/net/softnet_stat counts). Those tries are said, and must be few.
+    served, failed = 0, []
     for i in range(n):
-        try:
-            s = connect((host, int(port)), client_ip(i % 200), timeout=5)
-            s.sendall(b"x")
-            s.shutdown(socket.SHUT_WR)
-            ok = read_to_eof(s) == b"a\nx"
-            s.close()
-        except OSError:
-            ok = False
-        if not ok:
+        why = None
+        for _ in range(3):
+            why = echo_once((host, int(port)), client_ip(i % 200))
+            if why is None:
+                break
+            failed.append(f"client {i}: {why}")
+        if why is not None:
             break
         served += 1
-    check(served == n, f"all {n} connections served with the terminal stalled ({served})")
+    if failed and served == n:
+        print(f"    {len(failed)} tries failed, served when tried again: {failed[:5]}")
+    check(served == n, f"all {n} connections served with the terminal stalled ({served}; "
+                       f"the last tries: {failed[-3:]})")
+    check(len(failed) <= n // 100, f"few tries failed: {len(failed)} of {n} clients ({failed[:5]})")
     check(stop(proc, timeout=10) == 0, "SIGTERM stops hashlb with the terminal stalled")
     os.close(master)
     b.stop()
