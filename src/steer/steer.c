@@ -3434,9 +3434,38 @@ int hashlb_steer_flows_clear(struct hashlb_steer *s)
 }
 
 /*
+ * The offset in ns of CLOCK_MONOTONIC in this process's time namespace
+ * (CLONE_NEWTIME, Linux 5.6: /proc/self/timens_offsets), 0 outside one or
+ * where the file is missing. bpf_jiffies64() has none: in a namespace whose
+ * offset is no whole number of 2^16 ticks, a clock that took it would read
+ * live entries as idle for hours, and clamp them to look older than idle
+ * ones (steer-ct ct_wrap).
+ */
+static int64_t timens_monotonic_ns(void)
+{
+	FILE *f = fopen("/proc/self/timens_offsets", "re");
+	char line[128];
+	long long sec;
+	long nsec;
+	int64_t off = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "monotonic %lld %ld", &sec, &nsec) == 2) {
+			off = (int64_t)sec * 1000000000LL + nsec;
+			break;
+		}
+	}
+	fclose(f);
+	return off;
+}
+
+/*
  * The conntrack clock's tick now, as the program reads it (bpf_jiffies64()
  * >> HLB_STEER_CT_TICK_SHIFT, 16 bits), into *<ret_now>: jiffies from
- * CLOCK_MONOTONIC_COARSE, whose resolution is one (1/HZ), and their start
+ * CLOCK_MONOTONIC_COARSE, whose resolution is one (1/HZ), less a time
+ * namespace's offset (timens_monotonic_ns()), and their start
  * (INITIAL_JIFFIES: 300 s of jiffies before 2^32). Off by when the tick began
  * after boot, a fraction of a tick (54 jiffies at HZ=250 here); the ages it
  * clamps are thousands of ticks. 0 or -errno.
@@ -3453,7 +3482,9 @@ static int ct_now(uint16_t *ret_now)
 		return -EOPNOTSUPP;
 	hz = 1000000000ULL / (uint64_t)res.tv_nsec;
 	j = (uint64_t)(uint32_t)(-300 * (int64_t)hz) +
-	    ((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec) / (uint64_t)res.tv_nsec;
+	    ((uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec -
+	     (uint64_t)timens_monotonic_ns()) /
+		    (uint64_t)res.tv_nsec;
 	*ret_now = (uint16_t)(j >> HLB_STEER_CT_TICK_SHIFT);
 	return 0;
 }

@@ -22,6 +22,8 @@
  * more flows than entries, through table changes and a backend going down,
  * no packet is ever sent to a down backend.
  */
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -252,6 +254,59 @@ static void set_ages(uint32_t b, const struct test_pkt *f, uint16_t first, bool 
 	bucket_write(b, &bk);
 }
 
+/* set_ages() from an empty table, then <f>[0]'s entry 0x9000 ticks idle, the
+ * others seen 100 ticks ago or so: its way. */
+static int ages_one_idle(struct hashlb_steer *s, uint32_t b, const struct test_pkt *f,
+			 uint16_t *ret_now)
+{
+	struct hlb_steer_ct_bucket bk;
+	int w;
+
+	hashlb_steer_flows_clear(s);
+	set_ages(b, f, 0, true, ret_now);
+	bucket_read(b, &bk);
+	w = way_of(&bk, &f[0]);
+	bk.seen[w] = (uint16_t)(*ret_now - 0x9000);
+	bucket_write(b, &bk);
+	return w;
+}
+
+/*
+ * hashlb_steer_ct_age() run by a process of a time namespace whose monotonic
+ * clock is <off_s> seconds ahead of the kernel's (CLONE_NEWTIME, as a
+ * container may be given): the number of entries it clamped (up to 253), 254
+ * if it failed, -1 if no such namespace could be made.
+ */
+static int ct_age_in_timens(struct hashlb_steer *s, long off_s)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		FILE *f;
+		pid_t c;
+
+		/* the namespace is its children's: the offset set before one is made */
+		if (unshare(CLONE_NEWTIME) < 0 || !(f = fopen("/proc/self/timens_offsets", "w")))
+			_exit(255);
+		fprintf(f, "monotonic %ld 0\n", off_s);
+		if (fclose(f) != 0)
+			_exit(255);
+		c = fork();
+		if (c == 0) {
+			uint32_t n = 0;
+
+			_exit(hashlb_steer_ct_age(s, &n) < 0 ? 254 : n > 253 ? 253 : (int)n);
+		}
+		if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st))
+			_exit(254);
+		_exit(WEXITSTATUS(st));
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 254;
+	return WEXITSTATUS(st) == 255 ? -1 : WEXITSTATUS(st);
+}
+
 /*
  * 3b. The entries' last-seen ticks are 16 bits: an entry idle for a whole
  * wrap (65,536 ticks, 18.6 h at HZ=250) reads as seen now, and a full set's
@@ -261,7 +316,8 @@ static void set_ages(uint32_t b, const struct test_pkt *f, uint16_t first, bool 
  * ticks to that age: run before the wrap, when the entry was 0x9000 ticks
  * idle, it leaves it 0xf000 old at the wrap, and the insert takes it. Its
  * clock is the program's: at the real tick it clamps an entry 0x9000 ticks
- * idle to 0x8000, and none of those seen a hundred ticks ago.
+ * idle to 0x8000, and none of those seen a hundred ticks ago, run in a time
+ * namespace whose monotonic clock is offset as in none.
  */
 static void ct_wrap(struct hashlb_steer *s)
 {
@@ -289,12 +345,7 @@ static void ct_wrap(struct hashlb_steer *s)
 	      way_of(&bk, &f[0]) >= 0 ? "kept" : "evicted", kept);
 
 	/* the clamp at the real tick: the ager's clock is the program's */
-	hashlb_steer_flows_clear(s);
-	set_ages(b, f, 0, true, &now);
-	bucket_read(b, &bk);
-	w = way_of(&bk, &f[0]);
-	bk.seen[w] = (uint16_t)(now - 0x9000);
-	bucket_write(b, &bk);
+	w = ages_one_idle(s, b, f, &now);
 	CHECK(hashlb_steer_ct_age(s, &n) == 0 && n == 1, "clamped %u entries, want 1", n);
 	bucket_read(b, &bk);
 	late = (uint16_t)(now - HASHLB_STEER_CT_AGE_MAX - bk.seen[w]);
@@ -305,6 +356,41 @@ static void ct_wrap(struct hashlb_steer *s)
 
 		CHECK(wi >= 0 && bk.seen[wi] == (uint16_t)(now - 100 - i),
 		      "flow %d seen %u ticks ago changed", i, 100 + i);
+	}
+
+	/* the same from a time namespace whose monotonic clock runs 0xc000
+	 * ticks ahead (its offset is no jiffy's): before, the ager read its tick
+	 * there, f[0] looked 0x5000 ticks old and the live flows 0xc000, clamped
+	 * to look older than it */
+	struct timespec res;
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && !res.tv_sec && res.tv_nsec > 0) {
+		long off_s = (long)((0xc000ull << HLB_STEER_CT_TICK_SHIFT) * (uint64_t)res.tv_nsec /
+				    1000000000ull) +
+			     1;
+		int got;
+
+		w = ages_one_idle(s, b, f, &now);
+		got = ct_age_in_timens(s, off_s);
+		if (got < 0) {
+			printf("wrap: no time namespace here (CLONE_NEWTIME): its clamp not "
+			       "tried\n");
+		} else {
+			bucket_read(b, &bk);
+			late = (uint16_t)(now - HASHLB_STEER_CT_AGE_MAX - bk.seen[w]);
+			CHECK(got == 1 && (late <= 2 || late >= 0xfffe),
+			      "in a time namespace %ld s ahead: clamped %d entries, want 1, the "
+			      "idle one to %u ticks old, want 0x8000 (+-2)",
+			      off_s, got, (uint16_t)(now - bk.seen[w]));
+			for (int i = 1; i < HLB_STEER_CT_WAYS; i++) {
+				int wi = way_of(&bk, &f[i]);
+
+				CHECK(wi >= 0 && bk.seen[wi] == (uint16_t)(now - 100 - i),
+				      "in a time namespace: flow %d seen %u ticks ago made %u "
+				      "ticks old",
+				      i, 100 + i, wi >= 0 ? (uint16_t)(now - bk.seen[wi]) : 0);
+			}
+		}
 	}
 
 	/* the wrap with the clamp run 0x7000 ticks before it, when f[0] was
