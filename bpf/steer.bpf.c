@@ -460,43 +460,48 @@ static __always_inline void ct_closing_count(void)
 }
 
 /*
- * Way <way> of <b>, entry <e>, forwarded a packet with TCP flags <fl>, one of
- * them FIN, SYN or RST, or none of them with <e> half-open: the client's FIN
- * or RST marks it closing, a SYN (a new connection on the tuple, or one
- * retransmitted) half-open and closing, and its first packet with none of the
- * three (the handshake's ACK) open (HLB_STEER_CT_CLOSING,
- * HLB_STEER_CT_HALF_OPEN). Like the inserts, a plain store: a way another CPU
- * gave to another flow meanwhile would get this entry back (that flow counted
- * once in ct_lost), a window of a few instructions once a flow.
+ * Way <way> of <b>, entry <e> of the flow of hash <h>, forwarded a packet with
+ * TCP flags <fl>, one of them FIN, SYN or RST, or none of them with <e>
+ * half-open: the client's FIN or RST marks it closing, a SYN (a new connection
+ * on the tuple, or one retransmitted) half-open and closing, and its first
+ * packet with none of the three (the handshake's ACK) open
+ * (HLB_STEER_CT_CLOSING, hlb_steer_ct_half_open()). Like the inserts, a plain
+ * store: a way another CPU gave to another flow meanwhile would get this entry
+ * back (that flow counted once in ct_lost), a window of a few instructions
+ * once a flow.
  */
-static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u8 fl)
+static __always_inline void ct_mark(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
+				    __u8 fl)
 {
-	__u64 m = fl & (TCP_F_FIN | TCP_F_RST)
-			  ? (e | HLB_STEER_CT_CLOSING) & ~HLB_STEER_CT_HALF_OPEN
-		  : fl & TCP_F_SYN ? e | HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN
-				   : e & ~(HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN);
+	/* bit 33 as the hash has it: not half-open; else half-open */
+	__u64 open = (e & ~(HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN)) |
+		     (h & HLB_STEER_CT_HALF_OPEN);
+	__u64 m = fl & (TCP_F_FIN | TCP_F_RST) ? open | HLB_STEER_CT_CLOSING
+		  : fl & TCP_F_SYN ? (open ^ HLB_STEER_CT_HALF_OPEN) | HLB_STEER_CT_CLOSING
+				   : open;
 
 	if (m == e)
 		return;
 	*(volatile __u64 *)&b->way[way] = m;
-	if ((m & (HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN)) == HLB_STEER_CT_CLOSING)
+	if ((m & HLB_STEER_CT_CLOSING) && !hlb_steer_ct_half_open(m, h))
 		ct_closing_count();
 }
 
-/* Way <way> of <b>, entry <e>, used by a packet forwarded by it (<tcp> its
- * header) at tick <now>: its time, written only when it changed (once a tick,
- * not once a packet, so the line stays shared), and its marks (ct_mark()) if
- * the packet has FIN, SYN or RST or the entry is half-open: on an established
- * flow's packet, one test of <e> more (a register) than before half-open. */
-static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u32 now,
-				    const struct tcphdr *tcp)
+/* Way <way> of <b>, entry <e> of the flow of hash <h>, used by a packet
+ * forwarded by it (<tcp> its header) at tick <now>: its time, written only
+ * when it changed (once a tick, not once a packet, so the line stays shared),
+ * and its marks (ct_mark()) if the packet has FIN, SYN or RST or the entry is
+ * half-open: on an established flow's packet, one test of <e> and <h> more
+ * (registers) than before half-open. */
+static __always_inline void ct_used(struct hlb_steer_ct_bucket *b, __u32 way, __u64 e, __u64 h,
+				    __u32 now, const struct tcphdr *tcp)
 {
 	__u8 fl = tcp_flags(tcp);
 
 	if (b->seen[way] != now)
 		b->seen[way] = now;
-	if ((fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST)) || (e & HLB_STEER_CT_HALF_OPEN))
-		ct_mark(b, way, e, fl);
+	if ((fl & (TCP_F_FIN | TCP_F_SYN | TCP_F_RST)) || hlb_steer_ct_half_open(e, h))
+		ct_mark(b, way, e, h, fl);
 }
 
 /* The packet, counted (in table <tn>'s too), to backend <be>: what every
@@ -757,7 +762,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			((b->ext >> (way * HLB_STEER_CT_EXT_BITS)) & HLB_STEER_CT_EXT_MASK) ==
 				ext) ||
 		       (vip_flags_near(hv, home, vh, (__u32)vip) & HLB_STEER_VIP_F_CLOSED)))) {
-			ct_used(b, way, e, now, tcp);
+			ct_used(b, way, e, h, now, tcp);
 			return forward_kept(st, vip_table_near(hv, home, vh, (__u32)vip), eth, be,
 					    len, ret_ifindex);
 		}
@@ -816,7 +821,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (resched && way < HLB_STEER_CT_WAYS &&
 	    ((__u32)e & 0xffffff) ==
 		    ((__u32)be->incarnation << HLB_STEER_CT_INC_SHIFT | be->slot)) {
-		ct_used(b, way, e, now, tcp);
+		ct_used(b, way, e, h, now, tcp);
 		return forward_kept(st, tn, eth, be, len, ret_ifindex);
 	}
 
@@ -866,7 +871,9 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 	if (way < HLB_STEER_CT_WAYS) {
 		/* One aligned 64-bit store: readers see the old entry or this. */
 		__u32 sh = way * HLB_STEER_CT_EXT_BITS;
-		__u64 ne = hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot);
+		/* bit 33 the hash's, as an older program's tag has it: open */
+		__u64 ne = hlb_steer_ct_entry(tag, (__u32)vip, be->incarnation, be->slot) |
+			   (h & HLB_STEER_CT_HALF_OPEN);
 
 		/* A FIN or RST that makes the entry (a flow rescheduled or
 		 * evicted as it closes) makes it closing, a SYN half-open, as
@@ -878,7 +885,7 @@ static __always_inline enum verdict steer(void *data, void *data_end, __u64 len,
 			ne |= HLB_STEER_CT_CLOSING;
 			ct_closing_count();
 		} else if (fl & TCP_F_SYN) {
-			ne |= HLB_STEER_CT_CLOSING | HLB_STEER_CT_HALF_OPEN;
+			ne = (ne ^ HLB_STEER_CT_HALF_OPEN) | HLB_STEER_CT_CLOSING;
 		}
 		*(volatile __u64 *)&b->way[way] = ne;
 		b->seen[way] = now;

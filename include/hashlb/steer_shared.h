@@ -256,8 +256,9 @@ struct hlb_steer_flow_key {
  * single store, so a reader on another CPU sees a whole entry or none:
  *
  *   bits 63..34  tag          the flow's hash's top 30 bits
- *   bit  33      half-open    no packet but the client's SYN has used it yet
- *                             (HLB_STEER_CT_HALF_OPEN)
+ *   bit  33      half-open    the hash's bit 33, flipped while no packet but
+ *                             the client's SYN has used it yet
+ *                             (hlb_steer_ct_half_open())
  *   bit  32      closing      the client sent its FIN or RST, or, half-open,
  *                             only its SYN (HLB_STEER_CT_CLOSING)
  *   bits 31..24  vip          its index in hlb_vips (a way matches a flow by
@@ -286,11 +287,15 @@ struct hlb_steer_flow_key {
  * closed flow does, not after timeouts.idle. Either way it is still forwarded
  * by, and evicted like, any other. Programs whose hlb_stats2 has ct_closing
  * mark entries closing; in an older one's, bit 32 is part of the tag. A
- * program from before half-open had its tag in bits 63..33: its entries (in
- * a program grown from one, hashlb_steer_grow()) match here by the same bits
- * 63..34, bit 33 read as half-open in about half of them, which the flow's
- * next packet without SYN clears (one more store, and a FIN-closed one is
- * then counted open until timeouts.idle, as before closing marks).
+ * program from before half-open had its tag in bits 63..33, bit 33 the hash's:
+ * so an entry not half-open keeps it, and the two read each other's open and
+ * closing entries alike (a program grown from the other's keeps its
+ * conntrack map, hashlb_steer_grow(): an upgrade, or a rollback). An older
+ * program finds no half-open entry (a handshake's ACK then scheduled by the
+ * table, counted in ct_lost); before, it missed every entry this one had
+ * written whose hash has bit 33 set, half the established flows, and this
+ * one read half of the older one's as half-open and reopened the closing
+ * ones among them.
  */
 #define HLB_STEER_CT_WAYS 6
 #define HLB_STEER_CT_TICK_SHIFT 8 /* 256 jiffies: ~1 s at HZ=250 */
@@ -308,6 +313,13 @@ struct hlb_steer_ct_bucket {
 	__u16 seen[HLB_STEER_CT_WAYS];
 	__u32 ext; /* an older hashlb's program: 0, never read */
 };
+
+/* Whether conntrack entry <e> of the flow of hash <h> is half-open: its bit 33
+ * is not the hash's. */
+HLB_STEER_INLINE int hlb_steer_ct_half_open(__u64 e, __u64 h)
+{
+	return ((e ^ h) & HLB_STEER_CT_HALF_OPEN) != 0;
+}
 
 HLB_STEER_INLINE __u64 hlb_steer_ct_entry(__u32 tag, __u32 vip, __u32 incarnation, __u32 slot)
 {

@@ -7,7 +7,9 @@
  * recent again; a RST with no entry is steered by the table and takes no
  * way, a RST with one goes by it and leaves it; a client's FIN or RST marks
  * its entry closing and a new connection's handshake (its ACK) unmarks it; a
- * SYN's entry is half-open, not open, and a retransmitted SYN goes by it; a slot that another backend takes (a new incarnation) does
+ * SYN's entry is half-open, not open, and a retransmitted SYN goes by it; an
+ * entry not half-open keeps its hash's bit 33, as a program from before
+ * half-open reads it; a slot that another backend takes (a new incarnation) does
  * not inherit the old backend's flows, even when its 8-bit incarnation wraps, and the flows the
  * newcomer gets in the wait before it is written into the slot count once; a SYN that shares by chance a live
  * flow's bucket and tag (a real pair, found by a birthday search) does not
@@ -531,6 +533,73 @@ static void closing(struct hashlb_steer *s)
 	printf("closing: a client's FIN or RST marks its entry, a new connection's handshake "
 	       "unmarks it; the flow's last packets still go by it; a FIN that makes an entry "
 	       "makes it closing\n");
+}
+
+/*
+ * 1e. A program from before half-open compared bits 63..33 of an entry with
+ * the hash's (its tag, 31 bits), and hashlb_steer_grow() replaces one program
+ * by another over the same conntrack map (an upgrade, or a rollback): the
+ * entries of 40 established flows keep the hash's bit 33, so that an older
+ * program finds each; and an older program's FIN-closed entries (bit 33 the
+ * hash's) stay closing across the flows' last ACKs. Before, the entries of
+ * the flows whose hash has bit 33 set were lost to an older program, and this
+ * one read that bit as half-open and reopened them.
+ */
+static void older_layout(struct hashlb_steer *s, const struct hashlb_table *t)
+{
+	struct hlb_steer_ct_bucket bk;
+	struct hashlb_steer_flows fl = { 0 };
+	struct test_pkt f[40];
+	uint64_t rng = 23;
+	uint32_t set = 0, lost = 0, reopened = 0;
+	int be, w;
+
+	hashlb_steer_flows_clear(s);
+	test_publish(s, t, HASHLB_KEY_4TUPLE, NULL);
+	for (int i = 0; i < 40; i++) {
+		uint64_t h;
+
+		flow_init(&f[i], &rng, 0x0a00000a);
+		h = flow_hash(&f[i]);
+		set += (h >> 33) & 1;
+		f[i].tcp_flags = 0x02; /* SYN */
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "SYN %d not forwarded", i);
+		f[i].tcp_flags = 0x10; /* its ACK */
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "ACK %d not forwarded", i);
+		bucket_read(bucket_of(&f[i]), &bk);
+		w = way_of(&bk, &f[i]);
+		lost += w < 0 || (uint32_t)(bk.way[w] >> 33) != (uint32_t)(h >> 33);
+	}
+	CHECK(set > 0, "no flow whose hash has bit 33 set: the test proves nothing");
+	CHECK(lost == 0,
+	      "%u of 40 established flows' entries an older program would miss (%u "
+	      "hashes with bit 33 set)",
+	      lost, set);
+	for (int i = 0; i < 40; i++) {
+		uint64_t h = flow_hash(&f[i]);
+
+		f[i].tcp_flags = 0x11; /* FIN */
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "FIN %d not forwarded", i);
+		/* as an older program leaves it */
+		bucket_read(bucket_of(&f[i]), &bk);
+		w = way_of(&bk, &f[i]);
+		if (w < 0)
+			continue;
+		bk.way[w] = (h >> 33) << 33 | (bk.way[w] & 0xffffffffu) | HLB_STEER_CT_CLOSING;
+		bucket_write(bucket_of(&f[i]), &bk);
+		f[i].tcp_flags = 0x10; /* the last ACK */
+		CHECK(send_pkt(&f[i], &be) == XDP_TX_, "last ACK %d not forwarded", i);
+		bucket_read(bucket_of(&f[i]), &bk);
+		w = way_of(&bk, &f[i]);
+		reopened += w < 0 || !(bk.way[w] & HLB_STEER_CT_CLOSING);
+	}
+	CHECK(reopened == 0 && hashlb_steer_flows_open(s, &fl) == 0 && fl.closing == 40,
+	      "an older program's FIN-closed entries: %u reopened by an ACK, %u closing of 40",
+	      reopened, fl.closing);
+	printf("older layout: 40 established flows' entries match as a program from before "
+	       "half-open reads them (%u hashes with bit 33 set); its FIN-closed entries stay "
+	       "closing\n",
+	       set);
 }
 
 /*
@@ -1738,6 +1807,7 @@ int main(void)
 	CHECK(n_buckets * HLB_STEER_CT_WAYS >= 65536, "default size %u buckets", n_buckets);
 	closing(s);
 	half_open(s, t);
+	older_layout(s, t);
 	tag_collision(s, t);
 	crafted_collision(s);
 	incarnation(s, false);
