@@ -1361,6 +1361,22 @@ static bool service_name_ok(const char *s)
 	return true;
 }
 
+struct too_long {
+	char s[48];
+};
+
+/* " (N UNIT)" when <name> has more than <max> bytes, for an error that quotes it cut short
+ * (hashlb_err_fit()): how long it is, beside the rule it breaks; "" otherwise. */
+static struct too_long too_long(const char *name, size_t max, const char *unit)
+{
+	struct too_long t = { "" };
+	size_t n = strlen(name);
+
+	if (n > max)
+		snprintf(t.s, sizeof(t.s), " (%zu %s)", n, unit);
+	return t;
+}
+
 /*
  * Printable, no spaces: names appear in logfmt logs and admin URLs. Not "-",
  * which those logs (backend=-), hashlb lookup and ctl status write for none. Beyond
@@ -1441,7 +1457,8 @@ static int load_backend(struct loader *ld, const struct ynode *m, struct hashlb_
 	if (r < 0)
 		return r;
 	if (!hashlb_backend_name_ok(b->name))
-		return fail(ld, v, "backend name '%s' must be " HASHLB_BACKEND_NAME_RULE, b->name);
+		return fail(ld, v, "backend name '%s'%s must be " HASHLB_BACKEND_NAME_RULE, b->name,
+			    too_long(b->name, HASHLB_NAME_MAX, "bytes").s);
 
 	v = map_get(m, "address");
 	if (!v)
@@ -2349,8 +2366,9 @@ static int load_service(struct loader *ld, const struct ynode *m, struct hashlb_
 		return r;
 	if (!service_name_ok(s->name))
 		return fail(ld, v,
-			    "service name '%s' must be 1 to %u characters from A-Z a-z 0-9 . _ -",
-			    s->name, SERVICE_NAME_MAX);
+			    "service name '%s'%s must be 1 to %u characters from A-Z a-z 0-9 . _ -",
+			    s->name, too_long(s->name, SERVICE_NAME_MAX, "bytes").s,
+			    SERVICE_NAME_MAX);
 
 	v = map_get(m, "listen");
 	if (!v)

@@ -1,28 +1,90 @@
 // SPDX-License-Identifier: MIT
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hashlb/error.h"
 
+static bool quote_opens(const char *src, size_t i)
+{
+	return src[i] == '\'' && (i == 0 || src[i - 1] == ' ' || src[i - 1] == '(');
+}
+
+static bool quote_closes(const char *src, size_t i)
+{
+	char c = src[i + 1];
+
+	return src[i] == '\'' && (c == '\0' || c == ' ' || c == ',' || c == ':' || c == ')');
+}
+
+/*
+ * In <src> (<len> bytes), the longest value in single quotes ("'...'": opened at the start or
+ * after a space or '(', closed before the end, a space, ',', ':' or ')'): its first byte in
+ * *<ret_at>, its length returned; 0 if none.
+ */
+static size_t longest_quoted(const char *src, size_t len, size_t *ret_at)
+{
+	size_t best = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		size_t j = i + 1;
+
+		if (!quote_opens(src, i))
+			continue;
+		while (j < len && !quote_closes(src, j))
+			j++;
+		if (j == len)
+			break;
+		if (j - i - 1 > best) {
+			best = j - i - 1;
+			*ret_at = i + 1;
+		}
+		i = j;
+	}
+	return best;
+}
+
+/* <n> bytes of <src> joined by "..." from its <head> first and its <tail> last, into <dst>;
+ * each end cut back to a UTF-8 character's start. Returns the bytes written. */
+static size_t cut_join(char *dst, const char *src, size_t n, size_t head, size_t tail)
+{
+	size_t from = n - tail;
+
+	while (from < n && ((unsigned char)src[from] & 0xc0) == 0x80)
+		from++;
+	while (head && ((unsigned char)src[head] & 0xc0) == 0x80)
+		head--;
+	memcpy(dst, src, head);
+	memcpy(dst + head, "...", 3);
+	memcpy(dst + head + 3, src + from, n - from);
+	return head + 3 + (n - from);
+}
+
+/* The fewest bytes of a quoted value kept when it is cut: fewer, and the middle is cut. */
+#define FIT_QUOTED_MIN 16
+
 void hashlb_err_fit(char *dst, size_t size, const char *src)
 {
-	size_t len = strlen(src), head, tail;
+	size_t len = strlen(src), at = 0, q, keep, o;
 
 	if (len < size || size < 8) {
 		snprintf(dst, size, "%s", src);
 		return;
 	}
-	/* what is wrong is often said after the quoted value: keep both ends */
-	tail = len - (size - 1) / 2;
-	while (tail < len && ((unsigned char)src[tail] & 0xc0) == 0x80)
-		tail++;
-	head = size - 1 - 3 - (len - tail);
-	while (head && ((unsigned char)src[head] & 0xc0) == 0x80)
-		head--;
-	memcpy(dst, src, head);
-	memcpy(dst + head, "...", 3);
-	memcpy(dst + head + 3, src + tail, len - tail + 1);
+	/* What is wrong is said around the value it quotes ("name 'x...x' must be 1 to 255
+	 * bytes ..."): the longest quoted value is cut in its middle, the rest kept whole, if
+	 * that is enough; else the message itself is, keeping both its ends. */
+	q = longest_quoted(src, len, &at);
+	if (q && len - q + 3 + FIT_QUOTED_MIN <= size - 1) {
+		keep = size - 1 - (len - q) - 3;
+		memcpy(dst, src, at);
+		o = at + cut_join(dst + at, src + at, q, keep / 2, keep - keep / 2);
+		memcpy(dst + o, src + at + q, len - at - q + 1);
+		return;
+	}
+	o = cut_join(dst, src, len, size - 1 - 3 - (size - 1) / 2, (size - 1) / 2);
+	dst[o] = '\0';
 }
 
 int hashlb_verr(struct hashlb_error *err, int ret, enum hashlb_err_reason reason, const char *fmt,

@@ -400,6 +400,46 @@ static void test_long_quote_keeps_the_end(void **state)
 }
 
 /*
+ * A name refused for its length keeps the whole rule it breaks, and says its length: the
+ * quoted name is cut, not the message's middle, which lost "must be 1 to 255 bytes" (the
+ * name and the rule together are longer than an error holds).
+ */
+static void test_long_name_keeps_the_rule(void **state)
+{
+	char yaml[2048], name[301];
+
+	memset(name, 'b', 300);
+	name[300] = '\0';
+	snprintf(yaml, sizeof(yaml),
+		 "services:\n  - name: web\n    listen: 127.0.0.1:8080\n    backends:\n"
+		 "      - {name: %s, address: 127.0.0.1:9001}\n",
+		 name);
+	expect_error(yaml, 5, 16, "backend name 'bbbbbbbbbbbbbbbb");
+	expect_error(yaml, 5, 16,
+		     "bbbbbbbbbbbbbbbb' (300 bytes) must be " HASHLB_BACKEND_NAME_RULE);
+	expect_error(yaml, 5, 16, "bbb...bbb");
+	memset(name, 's', 300);
+	snprintf(yaml, sizeof(yaml),
+		 "services:\n  - name: %s\n    listen: 127.0.0.1:8080\n    backends:\n"
+		 "      - {name: a, address: 127.0.0.1:9001}\n",
+		 name);
+	expect_error(yaml, 2, 11,
+		     "sss' (300 bytes) must be 1 to 64 characters from A-Z a-z 0-9 . _ -");
+	/* a message too long for the value alone to make room: its middle is cut, as before */
+	{
+		char out[64];
+
+		hashlb_err_fit(out, sizeof(out),
+			       "'ab' and then a long text that says what is wrong, longer than the "
+			       "error holds, and its end");
+		assert_int_equal(strlen(out), sizeof(out) - 1);
+		assert_non_null(strstr(out, "'ab' and then"));
+		assert_non_null(strstr(out, "..."));
+		assert_non_null(strstr(out, "and its end"));
+	}
+}
+
+/*
  * HASHLB_LOAD_ADMIN_ONLY (hashlb ctl -c) reads the admin key of a file whose
  * other keys have errors, and refuses an admin key it cannot read.
  */
@@ -4128,6 +4168,7 @@ int main(void)
 		cmocka_unit_test(test_no_services),
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_long_quote_keeps_the_end),
+		cmocka_unit_test(test_long_name_keeps_the_rule),
 		cmocka_unit_test(test_admin_only),
 		cmocka_unit_test(test_admin_only_before_a_syntax_error),
 		cmocka_unit_test(test_admin_only_before_a_bad_byte),
