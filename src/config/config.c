@@ -2902,6 +2902,18 @@ static void addr_ref_set(struct addr_ref *r, const struct hashlb_backend_cfg *b,
 	r->key[23] = b->backup;
 }
 
+/* Warning <w> of <c>: <msg> (cut to fit, hashlb_err_fit()) at <pos>. */
+static void warning_at(const struct hashlb_config *c, struct hashlb_pos pos, const char *msg,
+		       struct hashlb_error *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->reason = HASHLB_ERR_CONFIG;
+	w->file = c->path;
+	w->line = pos.line;
+	w->column = pos.column;
+	hashlb_err_fit(w->msg, sizeof(w->msg), msg);
+}
+
 /* Service <s>'s backends at an address an earlier one has, into <w> from <*n> on (while
  * below <max>), each one counted in <*n>; -ENOMEM. Only those that take shares at once: not
  * one of weight 0 (a backend renamed by adding the new name and weighing the old one 0), not
@@ -2941,24 +2953,62 @@ static int service_shared_addresses(const struct hashlb_config *c,
 		if (*n < max) {
 			f = &s->backends[first[i]];
 			hashlb_addr_format(&f->addr, at, sizeof(at));
-			memset(&w[*n], 0, sizeof(w[*n]));
-			w[*n].reason = HASHLB_ERR_CONFIG;
-			w[*n].file = c->path;
-			w[*n].line = b->address_pos.line;
-			w[*n].column = b->address_pos.column;
 			snprintf(msg, sizeof(msg),
 				 "service '%s': backend '%s' has the address of backend '%s' "
 				 "(line %d, column %d), %s: that host takes both names' shares; "
 				 "to give it more, write it once with a weight",
 				 s->name, b->name, f->name, f->address_pos.line,
 				 f->address_pos.column, at);
-			hashlb_err_fit(w[*n].msg, sizeof(w[*n].msg), msg);
+			warning_at(c, b->address_pos, msg, &w[*n]);
 		}
 		(*n)++;
 	}
 	free(refs);
 	free(first);
 	return 0;
+}
+
+/*
+ * <s> has no backend that can take a client as the config starts it (each of weight 0, or in
+ * state drain or maint; a backup of weight above 0 in state ready takes them): warned of at
+ * the service, as the (*<n>)th of <w> if <max> has room. Valid (a service being prepared, a
+ * maintenance window), but none of its clients reaches a backend until one is set ready.
+ */
+static void service_none_takes_clients(const struct hashlb_config *c,
+				       const struct hashlb_service_cfg *s, struct hashlb_error *w,
+				       size_t max, size_t *n)
+{
+	uint32_t zero = 0, drain = 0, maint = 0;
+	char msg[512], what[96] = "";
+	size_t o = 0;
+
+	for (uint32_t i = 0; i < s->n_backends; i++) {
+		const struct hashlb_backend_cfg *b = &s->backends[i];
+
+		if (b->weight && b->admin == HASHLB_ADMIN_READY)
+			return;
+		zero += !b->weight;
+		drain += b->weight && b->admin == HASHLB_ADMIN_DRAIN;
+		maint += b->weight && b->admin == HASHLB_ADMIN_MAINT;
+	}
+	if (!s->n_backends)
+		return;
+	if (*n < max) {
+		if (zero)
+			o += (size_t)snprintf(what + o, sizeof(what) - o, "%u of weight 0", zero);
+		if (drain)
+			o += (size_t)snprintf(what + o, sizeof(what) - o, "%s%u in drain",
+					      o ? ", " : "", drain);
+		if (maint)
+			snprintf(what + o, sizeof(what) - o, "%s%u in maint", o ? ", " : "", maint);
+		snprintf(msg, sizeof(msg),
+			 "service '%s': no backend takes clients (%s): its clients reach none "
+			 "until one is ready with a weight above 0 (hashlb ctl set NAME ready, "
+			 "weight N)",
+			 s->name, what);
+		warning_at(c, s->pos, msg, w + *n);
+	}
+	(*n)++;
 }
 
 static int pos_cmp(struct hashlb_pos x, struct hashlb_pos y)
@@ -3057,8 +3107,10 @@ int hashlb_config_warnings(const struct hashlb_config *c, struct hashlb_error *r
 			bare_duration_warning(c, &d[i], shared, &ret_warnings[n]);
 	}
 	for (uint32_t i = 0; i < c->n_services; i++) {
-		int r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
+		int r;
 
+		service_none_takes_clients(c, &c->services[i], ret_warnings, max, &n);
+		r = service_shared_addresses(c, &c->services[i], ret_warnings, max, &n);
 		if (r < 0)
 			return r;
 	}

@@ -545,5 +545,35 @@ with tempfile.TemporaryDirectory(prefix="hashlb-against-") as tmp:
     check(r.returncode == 2 and "-q" in r.stderr and "--against" in r.stderr,
           f"check -q --against: a usage error: {r.returncode} {r.stderr!r}")
 
+# A service where no backend can take a client (each of weight 0, or in drain or maint as the
+# config starts it) is valid, and hashlb check exits 0, but warns of it at the service: before,
+# it said only "0 up" among the tables, and every client of it reached no backend. A ready
+# backup of weight above 0 takes them (no warning), as does one ready backend.
+NONE_SVC = ("services:\n  - name: web\n    listen: 127.0.0.1:18380\n    backends:\n"
+            "      - {name: a, address: 127.0.0.1:18381, weight: 0}\n"
+            "      - {name: b, address: 127.0.0.1:18382, state: drain}\n"
+            "      - {name: c, address: 127.0.0.1:18383, state: maint}\n")
+with tempfile.TemporaryDirectory() as tmp:
+    for name, text, warned in (
+            ("none.yaml", NONE_SVC, True),
+            ("backup.yaml", NONE_SVC + "      - {name: d, address: 127.0.0.1:18384, backup: true}\n",
+             False),
+            ("ready.yaml", NONE_SVC.replace("state: maint", "state: ready"), False),
+            ("drained.yaml", NONE_SVC.replace("state: maint", "state: drain"), True)):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        for args in (("check", "-c", path), ("check", "-q", "-c", path)):
+            r = run(*args)
+            kinds = "1 of weight 0, 1 in drain, 1 in maint" if "maint" in text else \
+                "1 of weight 0, 2 in drain"
+            want = (f"{path}:2:5: warning: service 'web': no backend takes clients ({kinds}): "
+                    "its clients reach none until one is ready with a weight above 0 (hashlb "
+                    "ctl set NAME ready, weight N)\n") if warned else ""
+            check(r.returncode == 0 and r.stderr == want and
+                  (r.stdout == "") == ("-q" in args),
+                  f"{' '.join(args[:-1])} {name}: exit 0, {'warned' if warned else 'no warning'}:"
+                  f" {r.returncode} {r.stderr!r}")
+
 print(f"{'FAILED' if failures else 'ok'}: {len(failures)} failures")
 sys.exit(1 if failures else 0)
