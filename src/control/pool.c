@@ -196,6 +196,18 @@ static void backend_ramp_start(struct hlb_pool_backend *b, uint64_t now, uint64_
 	b->svc->tick_all = true; /* its ramp goes on at each tick */
 }
 
+/*
+ * <b> may take clients again at <now> after a while it took no new one, though up: its weight
+ * raised from 0, or its state from drain to ready. Its share of the table comes back as that
+ * of a backend a reload adds, in slow start; one that is not ready and up ramps when it
+ * becomes so (leaving maint, its checks passing).
+ */
+static void backend_returns(struct hlb_pool_backend *b, uint64_t now)
+{
+	if (hlb_pool_backend_up(b) && b->rt->weight)
+		backend_ramp_start(b, now, 0);
+}
+
 /* <b>'s verdict for the workers; connects started before it no longer count
  * toward its passive health (health_since_ns). */
 static void backend_set_healthy(struct hlb_pool_backend *b, bool up)
@@ -664,6 +676,8 @@ int hlb_pool_set_admin(struct hlb_pool_backend *b, enum hashlb_admin_state st)
 		} else {
 			backend_ramp_start(b, now, 0);
 		}
+	} else if (old == HASHLB_ADMIN_DRAIN && st == HASHLB_ADMIN_READY) {
+		backend_returns(b, now);
 	} else if (st == HASHLB_ADMIN_MAINT) {
 		backend_up_run_stop(b, "maint", now);
 		hlb_check_stop(&b->check);
@@ -683,11 +697,15 @@ void hlb_pool_set_max_connections(struct hlb_pool_backend *b, uint32_t max)
 
 int hlb_pool_set_weight(struct hlb_pool_backend *b, uint32_t weight)
 {
+	uint32_t was = b->rt->weight;
+
 	if (weight > HASHLB_WEIGHT_MAX)
 		return -EINVAL;
-	if (weight == b->rt->weight)
+	if (weight == was)
 		return 0;
 	b->rt->weight = weight;
+	if (!was)
+		backend_returns(b, hlb_now_ms());
 	service_schedule(b->svc, true);
 	return 0;
 }
@@ -789,7 +807,8 @@ static void service_add_retry(struct hlb_pool_service *s, struct hlb_snapshot *s
  * Maglev: the backends in slow start are down in <snap>'s ramp table, so
  * that a client its own backend does not admit yet stays where it was while
  * that backend was out (see conn_connect()). Every ramp starts with a build
- * (the backend came up, left maint, or a reload added it); one that ended
+ * (the backend came up, left maint or drain, its weight was raised from 0,
+ * or a reload added it); one that ended
  * admits every client, and its place in the ramp table is never read.
  */
 static void service_add_ramp(struct hlb_pool_service *s, struct hlb_snapshot *snap)
@@ -2126,6 +2145,8 @@ static bool backend_cfg_apply(struct hlb_pool_backend *b, const struct hashlb_ba
 		was.cfg_weight = b->cfg_weight;
 		b->cfg_weight = nb->weight;
 		b->rt->weight = nb->weight;
+		if (!was.weight)
+			backend_returns(b, hlb_now_ms());
 		full = true;
 	}
 	if (nb->backup != b->rt->backup) {

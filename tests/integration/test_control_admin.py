@@ -876,6 +876,59 @@ def table_share_is_the_tables_during_slow_start():
     d.stop()
 
 
+def slow_start_when_a_backend_takes_clients_again():
+    """A backend that took no new client while up, its weight 0 or its state drain, and that
+    takes them again (hashlb ctl set d weight 1, or d ready, or a reload giving it a weight
+    again) is in slow start, as one a reload adds: with slow_start: 1h, a few seconds in, almost none of its clients reach it, each
+    staying where it was meanwhile (hashlb lookup --down d), on Maglev and on a ring. Before,
+    all of them moved back at once. A weight raised from above 0 starts none (d keeps its
+    share, and adds to it)."""
+    d = Backend("d")
+    cfg = [*BACKENDS, ("d", d.addr)]
+    clients = [client_ip(i * 613) for i in range(400)]
+    def set_d(how, out):
+        if how == "reload":  # the config's weight, 0 then 1 again
+            lb.rewrite(config([*BACKENDS, ("d", d.addr, "weight: 0")] if out else cfg,
+                              scheme=scheme, extra="slow_start: 1h"))
+            return lb.ctl("reload")
+        if how == "weight":
+            return lb.ctl("set", "d", "weight", "0" if out else "1")
+        return lb.ctl("set", "d", "drain" if out else "ready")
+
+    for scheme, how in (("maglev", "weight"), ("ring", "weight"), ("maglev", "drain"),
+                        ("ring", "drain"), ("maglev", "reload")):
+        lb = Lb(config(cfg, scheme=scheme, extra="slow_start: 1h"))
+        check(lb.wait(lambda: sum(b["in_table"] for b in lb.service()["backends"]) == 4)
+              is not None, f"{scheme}: a, b, c and d up")
+        pref, down = lookup(lb.path, clients), lookup(lb.path, clients, args=("--down", "d"))
+        mine = [c for c in clients if pref[c][0] == "d"]
+        rc, so, se = set_d(how, True)
+        check(rc == 0 and not lb.backend("d")["in_table"], f"{scheme}: d out ({how}): {se}")
+        check(all(who(lb.addr, c) == down[c][0] for c in mine[:20]),
+              f"{scheme}: d's clients where lookup --down d says")
+        rc, so, se = set_d(how, False)
+        check(rc == 0 and lb.backend("d")["in_table"], f"{scheme}: d back ({how}): {se}")
+        ratio = lb.backend("d")["slow_start"]
+        got = {c: who(lb.addr, c) for c in mine}
+        on_d = [c for c in mine if got[c] == "d"]
+        moved = [c for c in mine if got[c] not in ("d", down[c][0])]
+        print(f"    {scheme}, {how}: ratio {ratio:.5f}, {len(on_d)} of d's {len(mine)} "
+              f"clients admitted, {len(moved)} elsewhere")
+        check(ratio < 0.05, f"{scheme}, {how}: d in slow start (ratio {ratio})")
+        check(len(mine) > 40 and len(on_d) < len(mine) // 4,
+              f"{scheme}, {how}: few of d's {len(mine)} clients admitted ({len(on_d)})")
+        check(not moved, f"{scheme}, {how}: those not admitted stay where they were: "
+                         f"{[(c, got[c], down[c][0]) for c in moved[:3]]}")
+        if how == "weight":
+            before = lb.backend("a")["slow_start"]
+            rc, so, se = lb.ctl("set", "a", "weight", "2")
+            check(rc == 0 and before == 1.0 and lb.backend("a")["slow_start"] == 1.0,
+                  f"{scheme}: a weight raised from 1 starts no ramp: {before} "
+                  f"{lb.backend('a')['slow_start']}")
+        check(lb.stop() == 0, "exit 0")
+    d.stop()
+
+
 def weight_making_a_table_too_large_is_refused_before_a_build():
     """hashlb ctl set WEIGHT that makes a ring too large to build (vnodes 1000 x weights
     summed past the build's 256 MiB) is refused before anything changes, as a weight 0 on
@@ -3809,7 +3862,8 @@ run_tests([drain_keeps_connections_takes_no_new_clients,
            backend_removed_then_its_service_undone_keeps_what_was_set,
            added_back_service_serves_its_queue_as_old_connections_end,
            weight_change_rebuilds, table_share_metric_follows_the_table,
-           table_share_is_the_tables_during_slow_start, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
+           table_share_is_the_tables_during_slow_start,
+           slow_start_when_a_backend_takes_clients_again, refused_set_changes_nothing, set_is_logged, reload_changes_scheme_and_key, bounded_load_caps_a_hot_backend,
            broken_reload_keeps_serving_and_says_where, reload_that_cannot_listen_changes_nothing,
            reload_onto_another_processs_port_is_refused, reload_says_what_changes_on_restart_only,
            reload_onto_the_admin_address_is_refused,
