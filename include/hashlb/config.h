@@ -663,5 +663,9 @@ int hashlb_service_cfg_check_weights(const struct hashlb_service_cfg *s, const u
  * accepts; nothing is built. UINT64_MAX short of memory (so refused).
  */
 uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s);
+/* The same with <weights> (s->n_backends of them, in order) in place of the config's: those
+ * set at run time (hashlb ctl set), which table_memory bounds as it bounds the config's. */
+uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
+					      const uint32_t *weights);
 
 #endif

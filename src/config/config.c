@@ -3453,7 +3453,8 @@ int hashlb_service_cfg_check_weights(const struct hashlb_service_cfg *s, const u
 	return service_table(s, NULL, weights, NULL, err);
 }
 
-uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)
+uint64_t hashlb_service_cfg_weights_bytes_max(const struct hashlb_service_cfg *s,
+					      const uint32_t *weights)
 {
 	struct hashlb_backend_spec *specs =
 		calloc(s->n_backends ? s->n_backends : 1, sizeof(*specs));
@@ -3463,11 +3464,16 @@ uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)
 		return UINT64_MAX;
 	for (uint32_t i = 0; i < s->n_backends; i++) {
 		specs[i].name = s->backends[i].name;
-		specs[i].weight = s->backends[i].weight;
+		specs[i].weight = weights ? weights[i] : s->backends[i].weight;
 	}
 	bytes = hashlb_table_bytes_max(&s->table, specs, s->n_backends);
 	free(specs);
 	return bytes;
+}
+
+uint64_t hashlb_service_cfg_table_bytes_max(const struct hashlb_service_cfg *s)
+{
+	return hashlb_service_cfg_weights_bytes_max(s, NULL);
 }
 
 int hlb_table_memory_add(struct hashlb_config *c, const struct hashlb_service_cfg *s, char *msg,

@@ -1059,6 +1059,62 @@ static void set_answer_one(struct hlb_pool_service *s, const struct hlb_pool_bac
 }
 
 /*
+ * The most bytes <t>'s table may take (hashlb_service_cfg_weights_bytes_max()) with <ws> (its
+ * backends' weights, in order), or NULL: the weights in force, some set at run time.
+ * UINT64_MAX short of memory.
+ */
+static uint64_t service_bytes_max(const struct hlb_pool_service *t, const uint32_t *ws)
+{
+	uint32_t *w;
+	uint64_t bytes;
+
+	if (t->n_backends != t->cfg->n_backends) /* not so: the config's, as it counted */
+		return hashlb_service_cfg_table_bytes_max(t->cfg);
+	if (ws)
+		return hashlb_service_cfg_weights_bytes_max(t->cfg, ws);
+	w = calloc(t->n_backends ? t->n_backends : 1, sizeof(*w));
+	if (!w)
+		return UINT64_MAX;
+	for (uint32_t j = 0; j < t->n_backends; j++)
+		w[j] = t->backends[j]->rt->weight;
+	bytes = hashlb_service_cfg_weights_bytes_max(t->cfg, w);
+	free(w);
+	return bytes;
+}
+
+/*
+ * 0 if weight <w>, giving <s>'s backends the weights <ws>, keeps every service's table within
+ * table_memory, as the config's weights are kept (each table counted at the most it may take,
+ * with the weights in force); else -E2BIG with <err> saying so, or -ENOMEM. The services'
+ * tables are counted only when <s>'s may grow: a weight lowered costs no pass over them.
+ */
+static int table_memory_fits(struct hlb_control *ctl, const struct hlb_pool_service *s,
+			     const uint32_t *ws, uint32_t w, struct hashlb_error *err)
+{
+	uint64_t cap = ctl->cfg->table_memory, own = service_bytes_max(s, ws), total = 0;
+	struct hlb_pool *p = ctl->pool;
+
+	if (!cap || own <= service_bytes_max(s, NULL))
+		return 0;
+	for (uint32_t i = 0; i < hlb_pool_service_count(p); i++) {
+		const struct hlb_pool_service *t = hlb_pool_service_at(p, i);
+		uint64_t n = t == s ? own : service_bytes_max(t, NULL);
+
+		if (n == UINT64_MAX) /* each built, so none too large: short of memory */
+			return hashlb_err(err, -ENOMEM, HASHLB_ERR_NOMEM, "out of memory");
+		total = n > UINT64_MAX - total ? UINT64_MAX : total + n;
+	}
+	if (total <= cap)
+		return 0;
+	return hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+			  "weight %u would let service %s's table take up to %" PRIu64
+			  " bytes, and the services' tables %" PRIu64 ", over table_memory %" PRIu64
+			  ": nothing changed (raise table_memory, 0 = no cap, or give a lower "
+			  "weight)",
+			  w, s->cfg->name, own, total, cap);
+}
+
+/*
  * POST /set?backend=NAME: one backend, or, when NAME is the name written for
  * an each_address entry ("pool"), every backend its addresses gave
  * ("pool@10.0.0.7", ...): the same settings to each, one rebuild, and all of
@@ -1209,6 +1265,8 @@ static void set_backend(struct hlb_control *ctl, struct hlb_pool_service *s,
 									 .weight = ws[j] };
 			}
 			r = hashlb_table_check(&s->cfg->table, specs, s->n_backends, &e);
+			if (r == 0)
+				r = table_memory_fits(ctl, s, ws, w, &e);
 			if (r == 0 && s->cfg->steering == HASHLB_STEERING_KERNEL && ctl->steer_fits)
 				r = ctl->steer_fits(ctl->steer_fits_arg, s->cfg, names, ws, backup,
 						    s->n_backends, &e);

@@ -639,10 +639,20 @@ static int weights_fit_table(const struct hashlb_service_cfg *c, const uint32_t 
 	return r;
 }
 
+/* <sum> and the most bytes <c>'s table may take with weights <w>, saturated */
+static uint64_t tables_bytes_add(uint64_t sum, const struct hashlb_service_cfg *c,
+				 const uint32_t *w)
+{
+	uint64_t own = hashlb_service_cfg_weights_bytes_max(c, w);
+
+	return own > UINT64_MAX - sum ? UINT64_MAX : sum + own;
+}
+
 int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config *cfg,
 			    struct hashlb_error *err)
 {
 	bool weight_set = hlb_pool_weight_set(ctl->pool);
+	uint64_t bytes = 0; /* the tables' with those weights, for table_memory */
 	int ret = 0;
 
 	if (!ctl->steer_fits && !weight_set)
@@ -669,6 +679,8 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 				backup[j] = c->backends[j].backup;
 			}
 			ret = weights_fit_table(c, w, err);
+			if (ret == 0 && weight_set)
+				bytes = tables_bytes_add(bytes, c, w);
 			if (ret == 0 && steered)
 				ret = ctl->steer_fits(ctl->steer_fits_arg, c, names, w, backup, n,
 						      err);
@@ -678,6 +690,16 @@ int hlb_control_weights_fit(struct hlb_control *ctl, const struct hashlb_config 
 		free(backup);
 	}
 	hlb_pool_weights_end(ctl->pool);
+	if (ret == 0 && weight_set && cfg->table_memory && bytes > cfg->table_memory) {
+		ret = hashlb_err(err, -E2BIG, HASHLB_ERR_MEMORY_CAP,
+				 "with the weights set at run time (hashlb ctl set) kept over the "
+				 "config, the services' tables may take %" PRIu64
+				 " bytes, over table_memory %" PRIu64
+				 ": raise it (0 = no cap), or set those weights lower first",
+				 bytes, cfg->table_memory);
+		err->line = cfg->table_memory_pos.line;
+		err->column = cfg->table_memory_pos.column;
+	}
 	return ret;
 }
 

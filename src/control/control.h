@@ -204,7 +204,8 @@ int hlb_control_steer_samples(struct hlb_control *ctl, struct hlb_steer_sample *
  * (hlb_pool_weights_after(): a weight set at run time stays unless the config changes it),
  * has a table: 0, else its error with <err> at the config's position saying why (every
  * backend at weight 0, or a table too large, by weights set with hashlb ctl set); and
- * every kernel-steered one fits its program (ctl->steer_fits), else -E2BIG (or -ENOMEM). A
+ * every kernel-steered one fits its program (ctl->steer_fits), and all of them
+ * <cfg>'s table_memory (with weights set at run time kept), else -E2BIG (or -ENOMEM). A
  * config that fails is refused whole: applied, its table would not build (the old one
  * serving, the reload said applied), or stay out of the kernel, and every later one
  * (health changes) with them.

@@ -957,6 +957,45 @@ def weight_making_a_table_too_large_is_refused_before_a_build():
     check(lb.stop() == 0, "exit 0")
 
 
+def weight_beyond_table_memory_is_refused():
+    """table_memory bounds the tables as the weights in force make them, those set at run time
+    too: hashlb ctl set a weight 500 on a ring of vnodes 1000 (502,000 points, about 16 MB at
+    most) under table_memory: 4MiB is refused before anything changes, as a config of that
+    weight is; one that fits is set. A reload that keeps a weight set at run time and lowers
+    table_memory under what it needs is refused too, saying so. Before, the weight was set and
+    the process held 8.2 MB of tables under a cap of 4 MiB."""
+    text = lambda cap: f"table_memory: {cap}\n" + config(  # noqa: E731
+        BACKENDS, scheme="ring", extra="vnodes: 1000")
+    lb = Lb(text("4MiB"))
+    gen = lb.service()["generation"]
+    rc, so, se = lb.ctl("set", "a", "weight", "500")
+    check(rc == 1 and "weight 500 would let service t's table take up to " in se and
+          "over table_memory 4194304: nothing changed" in se,
+          f"ctl set a weight 500: refused: {rc} {so!r} {se!r}")
+    a = lb.backend("a")
+    check(a["weight"] == 1 and lb.service()["generation"] == gen and
+          metric_sum(lb, "hashlb_service_rebuild_failures_total") == 0,
+          f"nothing changed, no build failed: {a}")
+    lb.rewrite(text("1MiB"))  # what the config's weights need fits
+    rc, so, se = lb.ctl("set", "a", "weight", "60")
+    check(rc == 0 and lb.backend("a")["weight"] == 60, f"a weight that fits is set: {se}")
+    check(lb.http("GET", "/status")[0] == 200 and
+          metric_sum(lb, "hashlb_table_memory_bytes") <= 4 << 20,
+          "the tables held stay under table_memory")
+    rc, so, se = lb.ctl("reload")
+    check(rc == 1 and "with the weights set at run time (hashlb ctl set) kept over the config, "
+          "the services' tables may take " in se and "over table_memory 1048576" in se and
+          lb.backend("a")["weight"] == 60,
+          f"a reload to table_memory: 1MiB keeping weight 60: refused: {rc} {so!r} {se!r}")
+    rc, so, se = lb.ctl("set", "a", "weight", "1")
+    rc2, so2, se2 = lb.ctl("reload")
+    check(rc == 0 and rc2 == 0, f"with the weight set back, the reload applies: {se} {se2}")
+    rc, so, se = lb.ctl("set", "a", "weight", "60")
+    check(rc == 1 and "over table_memory 1048576" in se,
+          f"and the new bound holds for the next set: {rc} {se!r}")
+    check(lb.stop() == 0, "exit 0")
+
+
 def table_share_metric_follows_the_table():
     """hashlb_backend_table_share is each backend's share of its service's published table,
     /status's share, on Maglev and on the ring: the backends' add up to 1 while one takes
@@ -3844,7 +3883,8 @@ def empty_names_are_refused_as_such():
 
 
 run_tests([drain_keeps_connections_takes_no_new_clients,
-           weight_making_a_table_too_large_is_refused_before_a_build, table_generations_are_one_counter_for_the_process,
+           weight_making_a_table_too_large_is_refused_before_a_build,
+           weight_beyond_table_memory_is_refused, table_generations_are_one_counter_for_the_process,
            set_and_close_find_the_service_of_their_backend,
            which_service_lists_services_in_order, set_finds_the_service_it_can_change,
            open_fds_tracks_connections,
